@@ -1,0 +1,262 @@
+// Package gpu is the hardware model every other part of vgpu_exporter speaks:
+// the raw readings a backend takes from a host (devices, MIG instances, vGPU
+// instances, processes, GPM-style activity counters, clocks, power, events),
+// the Source and Control interfaces a backend implements, an injectable Clock,
+// and the Sampler that polls a Source and publishes immutable readings.
+//
+// Readings are what the host says, never per-tenant figures: attribution to
+// tenants happens above this package (package tenant), so that the real NVML
+// backend and the simulator feed exactly the same code.
+//
+// Optional values are pointers: nil means "the backend could not read this"
+// (unsupported on this GPU, driver too old, NOT_SUPPORTED), which is exported as
+// an absent series, never as zero.
+package gpu
+
+import "time"
+
+// Readings is one sample of a whole host. A Readings value is immutable once
+// a Source has returned it: consumers share it without copying.
+type Readings struct {
+	// Time is when the sample was taken (the Source's clock).
+	Time time.Time
+	// Interval is the time covered by interval figures (utilization samples,
+	// GPM ratios): the time since the previous sample of the same Source.
+	// Zero on the first sample.
+	Interval time.Duration
+	// Backend names the Source that produced the readings ("nvml", "sim", ...).
+	Backend string
+	// DriverVersion and CUDAVersion as the driver reports them; empty if unknown.
+	DriverVersion string
+	CUDAVersion   string
+	Devices       []Device
+}
+
+// SharingMode is how a GPU is shared between tenants.
+type SharingMode string
+
+// Sharing modes. A GPU in MIG mode may additionally run MPS or time-slicing
+// inside each instance; Mode names the outermost mechanism.
+const (
+	SharingExclusive SharingMode = "exclusive"  // one tenant, no sharing
+	SharingTimeSlice SharingMode = "time-slice" // default CUDA time-slicing
+	SharingMPS       SharingMode = "mps"        // CUDA Multi-Process Service
+	SharingMIG       SharingMode = "mig"        // Multi-Instance GPU
+	SharingVGPU      SharingMode = "vgpu"       // NVIDIA vGPU (time-sliced VMs)
+)
+
+// Device is the reading of one physical GPU.
+type Device struct {
+	Index    int
+	UUID     string
+	Name     string // marketing name, e.g. "NVIDIA H100 80GB HBM3"
+	PCIBusID string
+	// Up is false when the GPU could not be read this time (lost, timed out);
+	// Err then says why and every other field but the identity may be empty.
+	Up  bool
+	Err string
+
+	Mode SharingMode
+	// MIGEnabled reports the current MIG mode; MIG holds the instances.
+	MIGEnabled bool
+
+	SMCount                int
+	MemoryTotalBytes       uint64
+	MemoryUsedBytes        uint64
+	MemoryBandwidthBytesPS float64 // peak HBM bandwidth, bytes per second; 0 if unknown
+
+	SMClockHz      *float64
+	SMClockMaxHz   *float64
+	MemClockHz     *float64
+	ClocksLocked   *bool // true when an application/locked clock range is set
+	PowerWatts     *float64
+	PowerLimitW    *float64
+	TemperatureC   *float64
+	ThrottleReason uint64 // NVML clock-event reason bitmask (nvmlClocksEventReason*)
+	// EnergyJoules is the cumulative energy counter, if the GPU has one.
+	EnergyJoules *float64
+
+	PersistenceMode *bool
+	ComputeMode     string // "Default", "Exclusive_Process", "Prohibited"; empty if unknown
+	ECCEnabled      *bool
+	// ECCErrorsTotal are cumulative corrected/uncorrected volatile ECC counts.
+	ECCCorrectedTotal   *uint64
+	ECCUncorrectedTotal *uint64
+
+	// Utilization is NVML's coarse utilization rates (GPU busy, memory
+	// controller busy) over the driver's own window, 0-1.
+	GPUUtil *float64
+	MemUtil *float64
+
+	// Activity is the GPM-style profiling view of the whole device over Interval.
+	Activity Activity
+
+	// ContextSwitchesTotal is the cumulative number of context switches the
+	// graphics/compute engines performed (sum over GR engines); nil when the
+	// backend cannot count them.
+	ContextSwitchesTotal *uint64
+	// ContextSwitchCyclesTotal is the cumulative number of engine cycles spent
+	// switching contexts, if known.
+	ContextSwitchCyclesTotal *uint64
+
+	MIG       []MIGInstance
+	VGPUs     []VGPUInstance
+	Scheduler *VGPUScheduler // vGPU scheduler state; nil when not a vGPU host
+	// ComputeTimeSlice is the compute time-slice level set with
+	// `nvidia-smi compute-policy --set-timeslice` ("default", "short", "medium",
+	// "long"); empty when unknown.
+	ComputeTimeSlice string
+
+	Processes []Process
+	// Events are XID and other events seen since the previous sample.
+	Events []Event
+}
+
+// Activity holds profiling ratios (0-1) over the sample interval, as NVML GPM
+// or DCGM profiling fields report them. Each is nil when unavailable (GPM
+// needs Hopper or later; DCGM may provide them on older GPUs).
+type Activity struct {
+	SMActive     *float64 // fraction of time at least one warp was resident per SM, averaged
+	SMOccupancy  *float64 // resident warps / max warps, averaged over SMs
+	DRAMActive   *float64 // fraction of peak HBM bandwidth used
+	TensorActive *float64 // fraction of cycles the tensor pipes were busy
+	// Source says where the figures came from: "gpm", "dcgm", "sim"; empty if none.
+	Source string
+}
+
+// MIGInstance is one MIG GPU instance (with its compute instance) on a device.
+type MIGInstance struct {
+	UUID              string // MIG-... UUID of the MIG device
+	GPUInstanceID     int
+	ComputeInstanceID int
+	Profile           string // e.g. "3g.71gb"
+	SMCount           int
+	MemoryTotalBytes  uint64
+	MemoryUsedBytes   uint64
+	Activity          Activity
+}
+
+// VGPUInstance is one vGPU instance on a vGPU host.
+type VGPUInstance struct {
+	ID               uint32
+	UUID             string
+	VMID             string
+	VMName           string
+	Type             string // vGPU type name, e.g. "H100-20C"
+	FramebufferBytes uint64
+	FramebufferUsed  uint64
+	SMUtil           *float64 // 0-1 over the interval
+	MemUtil          *float64
+	EncUtil          *float64
+	DecUtil          *float64
+}
+
+// VGPUScheduler is a vGPU host's scheduler state.
+type VGPUScheduler struct {
+	Policy       string // "best-effort", "equal-share", "fixed-share"
+	ARREnabled   bool   // adaptive round robin
+	TimeSlice    time.Duration
+	AvgFactor    uint32
+	Frequency    uint32
+	MinTimeSlice time.Duration
+	MaxTimeSlice time.Duration
+	// Log holds the scheduler log entries since the previous sample.
+	Log []VGPUSchedulerLogEntry
+}
+
+// VGPUSchedulerLogEntry is one entry of the vGPU scheduler log.
+type VGPUSchedulerLogEntry struct {
+	Timestamp        time.Time
+	RunTime          time.Duration
+	TargetTimeSlice  time.Duration
+	CumulativePreemp time.Duration
+	Weight           uint32
+}
+
+// ProcessType says how a process uses the GPU.
+type ProcessType string
+
+// Process types.
+const (
+	ProcessCompute  ProcessType = "compute"
+	ProcessMPS      ProcessType = "mps" // an MPS client
+	ProcessGraphics ProcessType = "graphics"
+)
+
+// Process is one process with a context on a GPU.
+type Process struct {
+	PID  uint32
+	Name string // executable name, if known
+	Type ProcessType
+	// UsedMemoryBytes is device memory held by the process; nil if the driver
+	// does not say (e.g. without permission, or in some containers).
+	UsedMemoryBytes *uint64
+	// GPUInstanceID / ComputeInstanceID place the process in a MIG instance;
+	// -1 when the GPU is not in MIG mode.
+	GPUInstanceID     int
+	ComputeInstanceID int
+	// VGPUInstance is the vGPU instance ID the process runs in (0 if none).
+	VGPUInstance uint32
+	// SMUtil and MemUtil are the process's SM and memory-controller
+	// utilization (0-1) over the interval (NVML GetProcessUtilization); nil
+	// where unsupported (MIG GPUs) or when no sample covered the interval.
+	SMUtil  *float64
+	MemUtil *float64
+	// Cgroup is the process's cgroup path when the backend knows it (the
+	// simulator does); empty on real hosts, where package tenant reads
+	// /proc/PID/cgroup.
+	Cgroup string
+	// UID is the owning user ID, when the backend knows it; -1 otherwise.
+	UID int
+	// MPSActiveThreads is the MPS active-thread fraction (0-1] the process's
+	// context was created with; nil when not an MPS client or unknown.
+	MPSActiveThreads *float64
+}
+
+// EventKind classifies an event.
+type EventKind string
+
+// Event kinds.
+const (
+	EventXID    EventKind = "xid"
+	EventOOM    EventKind = "oom" // device memory allocation failure (simulator, MPS limits)
+	EventReconf EventKind = "reconfigure"
+)
+
+// Event is something that happened on a GPU between two samples.
+type Event struct {
+	Time    time.Time
+	Kind    EventKind
+	Code    uint64 // XID number for EventXID
+	PID     uint32 // 0 if unknown
+	Message string
+}
+
+// Float returns a pointer to v, for optional reading fields.
+func Float(v float64) *float64 { return &v }
+
+// Uint returns a pointer to v, for optional reading fields.
+func Uint(v uint64) *uint64 { return &v }
+
+// Bool returns a pointer to v, for optional reading fields.
+func Bool(v bool) *bool { return &v }
+
+// DeviceByUUID returns the device with this UUID, or nil.
+func (r *Readings) DeviceByUUID(uuid string) *Device {
+	for i := range r.Devices {
+		if r.Devices[i].UUID == uuid {
+			return &r.Devices[i]
+		}
+	}
+	return nil
+}
+
+// MIGByGI returns the MIG instance with this GPU instance ID, or nil.
+func (d *Device) MIGByGI(gi int) *MIGInstance {
+	for i := range d.MIG {
+		if d.MIG[i].GPUInstanceID == gi {
+			return &d.MIG[i]
+		}
+	}
+	return nil
+}

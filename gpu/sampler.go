@@ -1,0 +1,130 @@
+package gpu
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+)
+
+// SamplerStats are the sampler's own figures, exported as meta-metrics.
+type SamplerStats struct {
+	SamplesTotal   uint64
+	ErrorsTotal    uint64
+	LastDuration   time.Duration // wall time the last Sample call took
+	LastSuccess    time.Time     // clock time of the last successful sample
+	LastError      string        // empty after a success
+	ConsecutiveErr int
+}
+
+// Sampler polls a Source every Interval on an injected Clock and publishes
+// each successful Readings to its subscribers and through Latest. A failing
+// sample is counted and logged, never fatal: the last good readings stay
+// published.
+type Sampler struct {
+	src      Source
+	clock    Clock
+	interval time.Duration
+	logger   log.Logger
+
+	latest atomic.Pointer[Readings]
+
+	mu      sync.Mutex
+	subs    []func(*Readings)
+	stats   SamplerStats
+	prevErr string
+}
+
+// NewSampler returns a Sampler. A nil clock means RealClock and a nil logger
+// discards.
+func NewSampler(src Source, clock Clock, interval time.Duration, logger log.Logger) *Sampler {
+	if clock == nil {
+		clock = RealClock{}
+	}
+	if logger == nil {
+		logger = log.NewNopLogger()
+	}
+	if interval <= 0 {
+		interval = time.Second
+	}
+	return &Sampler{src: src, clock: clock, interval: interval, logger: logger}
+}
+
+// Subscribe registers f to receive every successful Readings, in sample
+// order, on the sampler's goroutine. f must not modify the Readings.
+// Subscribe before Run.
+func (s *Sampler) Subscribe(f func(*Readings)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.subs = append(s.subs, f)
+}
+
+// Latest returns the most recent successful Readings, or nil before the first.
+func (s *Sampler) Latest() *Readings { return s.latest.Load() }
+
+// Stats returns a copy of the sampler's counters.
+func (s *Sampler) Stats() SamplerStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
+}
+
+// Source returns the polled source.
+func (s *Sampler) Source() Source { return s.src }
+
+// SampleOnce takes one sample now and publishes it. It returns the Source's
+// error, which has already been counted and logged.
+func (s *Sampler) SampleOnce(ctx context.Context) error {
+	start := time.Now() // wall time: how long the backend call really took
+	r, err := s.src.Sample(ctx)
+	took := time.Since(start)
+
+	s.mu.Lock()
+	s.stats.SamplesTotal++
+	s.stats.LastDuration = took
+	if err != nil {
+		s.stats.ErrorsTotal++
+		s.stats.ConsecutiveErr++
+		s.stats.LastError = err.Error()
+		first := s.prevErr != err.Error()
+		s.prevErr = err.Error()
+		s.mu.Unlock()
+		// Log a repeating error once, then at debug level.
+		lvl := level.Debug
+		if first {
+			lvl = level.Error
+		}
+		lvl(s.logger).Log("msg", "sample failed", "backend", s.src.Name(), "err", err)
+		return err
+	}
+	s.stats.ConsecutiveErr = 0
+	s.stats.LastError = ""
+	s.stats.LastSuccess = s.clock.Now()
+	if s.prevErr != "" {
+		level.Info(s.logger).Log("msg", "sampling recovered", "backend", s.src.Name())
+	}
+	s.prevErr = ""
+	subs := append([]func(*Readings){}, s.subs...)
+	s.mu.Unlock()
+
+	s.latest.Store(r)
+	for _, f := range subs {
+		f(r)
+	}
+	return nil
+}
+
+// Run samples immediately and then every interval until ctx is done.
+func (s *Sampler) Run(ctx context.Context) {
+	for {
+		_ = s.SampleOnce(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.clock.After(s.interval):
+		}
+	}
+}

@@ -1,0 +1,117 @@
+package gpu
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+type scriptedSource struct {
+	mu    sync.Mutex
+	errs  []error // consumed in order; nil entry = success
+	calls int
+}
+
+func (s *scriptedSource) Name() string { return "scripted" }
+func (s *scriptedSource) Close() error { return nil }
+func (s *scriptedSource) Sample(context.Context) (*Readings, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	var err error
+	if len(s.errs) > 0 {
+		err, s.errs = s.errs[0], s.errs[1:]
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Readings{Backend: "scripted", Devices: []Device{{Index: s.calls}}}, nil
+}
+
+func TestSamplerCountsErrorsAndKeepsLastGood(t *testing.T) {
+	boom := errors.New("boom")
+	src := &scriptedSource{errs: []error{nil, boom, boom, nil}}
+	clk := NewManualClock(time.Unix(1000, 0))
+	s := NewSampler(src, clk, time.Second, nil)
+	var got []int
+	s.Subscribe(func(r *Readings) { got = append(got, r.Devices[0].Index) })
+
+	wantErr := []bool{false, true, true, false}
+	for i, we := range wantErr {
+		err := s.SampleOnce(context.Background())
+		if (err != nil) != we {
+			t.Fatalf("sample %d: err=%v, want error=%v", i, err, we)
+		}
+		if i == 1 && s.Latest().Devices[0].Index != 1 {
+			t.Fatalf("after a failure Latest should keep the last good readings")
+		}
+	}
+	st := s.Stats()
+	if st.SamplesTotal != 4 || st.ErrorsTotal != 2 || st.ConsecutiveErr != 0 || st.LastError != "" {
+		t.Fatalf("stats = %+v", st)
+	}
+	if len(got) != 2 || got[0] != 1 || got[1] != 4 {
+		t.Fatalf("subscribers saw %v, want [1 4]", got)
+	}
+}
+
+func TestSamplerRunFollowsInjectedClock(t *testing.T) {
+	src := &scriptedSource{}
+	clk := NewManualClock(time.Unix(0, 0))
+	s := NewSampler(src, clk, 10*time.Second, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+
+	waitWaiters := func() {
+		deadline := time.Now().Add(5 * time.Second)
+		for clk.Waiters() == 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("sampler never parked on the clock")
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	for i := 0; i < 3; i++ {
+		waitWaiters()
+		clk.Advance(10 * time.Second)
+	}
+	waitWaiters()
+	cancel()
+	<-done
+	if n := s.Stats().SamplesTotal; n != 4 {
+		t.Fatalf("samples = %d, want 4 (one at start, one per interval)", n)
+	}
+	if !s.Stats().LastSuccess.Equal(time.Unix(30, 0)) {
+		t.Fatalf("LastSuccess = %v, want virtual time 30s", s.Stats().LastSuccess)
+	}
+}
+
+func TestManualClockFiresInOrderAndNotEarly(t *testing.T) {
+	clk := NewManualClock(time.Unix(0, 0))
+	a := clk.After(2 * time.Second)
+	b := clk.After(time.Second)
+	clk.Advance(500 * time.Millisecond)
+	select {
+	case <-a:
+		t.Fatal("fired early")
+	case <-b:
+		t.Fatal("fired early")
+	default:
+	}
+	clk.Advance(time.Second)
+	if got := <-b; !got.Equal(time.Unix(1, 500e6)) {
+		t.Fatalf("b fired at %v", got)
+	}
+	select {
+	case <-a:
+		t.Fatal("a fired early")
+	default:
+	}
+	clk.Set(time.Unix(-5, 0)) // never backwards
+	if !clk.Now().Equal(time.Unix(1, 500e6)) {
+		t.Fatal("clock moved backwards")
+	}
+}

@@ -1,0 +1,104 @@
+package tenant
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// Unassigned is the tenant name under which usage that matches no tenant's
+// selectors is reported.
+const Unassigned = "unassigned"
+
+// Method says how a per-tenant figure was obtained.
+type Method string
+
+// Methods.
+const (
+	// Measured: the hardware counted this tenant's own use (a MIG instance's
+	// counters, a process's utilization samples, a vGPU instance's utilization).
+	Measured Method = "measured"
+	// Apportioned: a device-wide figure divided among tenants by a documented
+	// rule (see docs/tenants.md), because the hardware does not split it.
+	Apportioned Method = "apportioned"
+)
+
+// Snapshot is everything the exporter knows after one sample: the raw
+// readings and what they mean per tenant. A Snapshot is immutable once
+// published; collectors and the tuner share it without copying.
+type Snapshot struct {
+	Time     time.Time
+	Readings *gpu.Readings
+	Sampler  gpu.SamplerStats
+	// Tenants is the configured tenants, in configuration order.
+	Tenants []Info
+	// Usage has one entry per tenant and GPU (and MIG GPU instance) that the
+	// tenant used during the sample, Unassigned included.
+	Usage []Usage
+	// SLOs has one entry per tenant with a latency source.
+	SLOs []SLOStatus
+}
+
+// Info is a tenant's configured identity.
+type Info struct {
+	Name     string
+	Class    string // "latency", "batch", "best-effort"
+	Priority int
+}
+
+// Usage is what one tenant got from one GPU (or one MIG instance of it)
+// over the sample interval.
+type Usage struct {
+	Tenant string
+	Class  string
+	GPU    int    // device index
+	UUID   string // device UUID
+	// GPUInstance is the MIG GPU instance ID as a string; "" when the usage
+	// is not inside a MIG instance.
+	GPUInstance string
+	Processes   int
+
+	SMActive         *float64 // 0-1 of the GPU (or instance), nil if unknown
+	SMActiveMethod   Method
+	DRAMActive       *float64 // 0-1 of peak HBM bandwidth of the GPU (or instance)
+	DRAMActiveMethod Method
+	MemoryUsedBytes  uint64
+	// ContextSwitchesTotal is a cumulative count attributed to the tenant;
+	// nil when the device does not count context switches.
+	ContextSwitchesTotal  *float64
+	ContextSwitchesMethod Method
+}
+
+// SLOStatus is a tenant's request latency against its SLO, from its
+// latency source over the sliding window.
+type SLOStatus struct {
+	Tenant string
+	// Quantile and TargetSeconds are the objective: Quantile of requests
+	// complete within TargetSeconds.
+	Quantile      float64
+	TargetSeconds float64
+	Window        time.Duration
+	// Quantiles maps 0.5, 0.9, 0.99 to window latency in seconds; a quantile
+	// is missing when the window holds no request.
+	Quantiles map[float64]float64
+	// RequestsTotal and GoodRequestsTotal are counters (monotonic from the
+	// exporter's start) of requests seen and of requests at or under the
+	// target: the inputs of burn-rate alerts.
+	RequestsTotal     float64
+	GoodRequestsTotal float64
+	// Attainment is good/total over the window; nil with no requests.
+	Attainment        *float64
+	SourceUp          bool
+	ScrapeErrorsTotal uint64
+}
+
+// Store publishes snapshots through an atomic pointer: one writer (the
+// sampler's goroutine), any number of readers (scrapes, the tuner).
+type Store struct{ p atomic.Pointer[Snapshot] }
+
+// Load returns the latest snapshot, or nil before the first.
+func (s *Store) Load() *Snapshot { return s.p.Load() }
+
+// Store publishes snap.
+func (s *Store) Store(snap *Snapshot) { s.p.Store(snap) }
