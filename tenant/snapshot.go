@@ -38,6 +38,28 @@ type Snapshot struct {
 	Usage []Usage
 	// SLOs has one entry per tenant with a latency source.
 	SLOs []SLOStatus
+	// Config is the state of the tenants file and its reloads.
+	Config ConfigStatus
+	// Kubelet is the state of the kubelet pod-resources mapping; nil when
+	// no pod-resources socket is configured.
+	Kubelet *KubeletStatus
+}
+
+// ConfigStatus is the state of the tenants configuration.
+type ConfigStatus struct {
+	File                  string // path of the tenants file; "" when none
+	LastReloadSuccessful  bool
+	LastReloadSuccessTime time.Time
+	ReloadsTotal          uint64
+	ReloadFailuresTotal   uint64
+}
+
+// KubeletStatus is the state of the pod-resources mapping.
+type KubeletStatus struct {
+	Up          bool      // the last refresh succeeded
+	LastSuccess time.Time // when the mapping in use was fetched
+	ErrorsTotal uint64
+	PodsMapped  int
 }
 
 // Info is a tenant's configured identity.
