@@ -43,6 +43,21 @@ type Snapshot struct {
 	// Kubelet is the state of the kubelet pod-resources mapping; nil when
 	// no pod-resources socket is configured.
 	Kubelet *KubeletStatus
+	// Events are cumulative counts of device events (XID, OOM, ...) by GPU,
+	// kind and code since the exporter started: Readings hold only the
+	// events since the previous sample, so the snapshot builder carries the
+	// totals forward with AddEvents. Sorted by GPU, kind, code.
+	Events []EventCount
+}
+
+// EventCount is the cumulative number of events of one kind and code seen
+// on one GPU.
+type EventCount struct {
+	GPU   int    // device index
+	UUID  string // device UUID
+	Kind  gpu.EventKind
+	Code  uint64 // XID number for gpu.EventXID, 0 otherwise
+	Total uint64
 }
 
 // ConfigStatus is the state of the tenants configuration.
