@@ -95,6 +95,10 @@ type Usage struct {
 	// is not inside a MIG instance.
 	GPUInstance string
 	Processes   int
+	// PIDs are the processes attributed to the tenant on this GPU (or
+	// instance), ascending; the tuner uses them to address per-process knobs
+	// such as the MPS active-thread percentage. Never exported as labels.
+	PIDs []uint32
 
 	SMActive         *float64 // 0-1 of the GPU (or instance), nil if unknown
 	SMActiveMethod   Method
