@@ -1,0 +1,283 @@
+package tuner
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+)
+
+// fakeControl records the calls a policy makes and answers with the errors
+// configured per method.
+type fakeControl struct {
+	calls []string
+	errs  map[string]error // method name -> error
+}
+
+func (f *fakeControl) do(method, args string) error {
+	f.calls = append(f.calls, method+"("+args+")")
+	return f.errs[method]
+}
+
+func (f *fakeControl) Capabilities(string) []gpu.Knob { return nil }
+func (f *fakeControl) SetMPSActiveThreads(_ context.Context, uuid string, pid uint32, fr float64) error {
+	return f.do("SetMPSActiveThreads", fmt.Sprintf("%s,%d,%.4f", uuid, pid, fr))
+}
+func (f *fakeControl) SetMPSDefaultActiveThreads(_ context.Context, uuid string, fr float64) error {
+	return f.do("SetMPSDefaultActiveThreads", fmt.Sprintf("%s,%.4f", uuid, fr))
+}
+func (f *fakeControl) SetMPSPinnedMemoryLimit(_ context.Context, uuid string, pid uint32, b uint64) error {
+	return f.do("SetMPSPinnedMemoryLimit", fmt.Sprintf("%s,%d,%d", uuid, pid, b))
+}
+func (f *fakeControl) RestartClient(_ context.Context, uuid string, pid uint32) error {
+	return f.do("RestartClient", fmt.Sprintf("%s,%d", uuid, pid))
+}
+func (f *fakeControl) SetVGPUScheduler(_ context.Context, uuid string, s gpu.VGPUSchedulerSetting) error {
+	return f.do("SetVGPUScheduler", uuid+","+s.Policy)
+}
+func (f *fakeControl) SetComputeTimeSlice(_ context.Context, uuid, level string) error {
+	return f.do("SetComputeTimeSlice", uuid+","+level)
+}
+func (f *fakeControl) LockClocks(_ context.Context, uuid string, l gpu.ClockLock) error {
+	return f.do("LockClocks", fmt.Sprintf("%s,%d,%d", uuid, l.MinMHz, l.MaxMHz))
+}
+func (f *fakeControl) LockMemoryClocks(_ context.Context, uuid string, l gpu.ClockLock) error {
+	return f.do("LockMemoryClocks", fmt.Sprintf("%s,%d,%d", uuid, l.MinMHz, l.MaxMHz))
+}
+func (f *fakeControl) SetPowerLimit(_ context.Context, uuid string, w float64) error {
+	return f.do("SetPowerLimit", fmt.Sprintf("%s,%g", uuid, w))
+}
+func (f *fakeControl) ConfigureMIG(_ context.Context, uuid string, p []string) error {
+	return f.do("ConfigureMIG", uuid+","+strings.Join(p, "+"))
+}
+func (f *fakeControl) MoveProcess(_ context.Context, pid uint32, to string) error {
+	return f.do("MoveProcess", fmt.Sprintf("%d,%s", pid, to))
+}
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func mpsProc(pid uint32, frac *float64) gpu.Process {
+	return gpu.Process{PID: pid, Type: gpu.ProcessMPS, GPUInstanceID: -1, ComputeInstanceID: -1, UID: -1, MPSActiveThreads: frac}
+}
+
+func snapshot(at time.Time, devs []gpu.Device, usage []tenant.Usage) *tenant.Snapshot {
+	return &tenant.Snapshot{Time: at, Readings: &gpu.Readings{Time: at, Backend: "test", Devices: devs}, Usage: usage}
+}
+
+func TestBaselines(t *testing.T) {
+	mpsDev := func(procs ...gpu.Process) gpu.Device {
+		return gpu.Device{UUID: "GPU-a", Up: true, Mode: gpu.SharingMPS, Processes: procs}
+	}
+	twoTenants := []tenant.Usage{
+		{Tenant: "chat", UUID: "GPU-a", PIDs: []uint32{10}},
+		{Tenant: "train", UUID: "GPU-a", PIDs: []uint32{20, 21}},
+		{Tenant: tenant.Unassigned, UUID: "GPU-a", PIDs: []uint32{30}},
+	}
+	busy := fmt.Errorf("vms running: %w", gpu.ErrBusy)
+	unsupported := fmt.Errorf("no compute policy: %w", gpu.ErrNotSupported)
+
+	tests := []struct {
+		name      string
+		policy    string
+		devs      []gpu.Device
+		usage     []tenant.Usage
+		errs      map[string]error
+		wantCalls []string
+		wantDec   []string // "tenant knob from->to applied"
+	}{
+		{
+			name:   "mps equal shares by tenant without tenants file",
+			policy: StaticEqualName,
+			devs:   []gpu.Device{mpsDev(mpsProc(10, nil), mpsProc(11, gpu.Float(1)), mpsProc(12, gpu.Float(1)), mpsProc(13, gpu.Float(1)))},
+			wantCalls: []string{
+				"SetMPSActiveThreads(GPU-a,10,0.2500)", "RestartClient(GPU-a,10)",
+				"SetMPSActiveThreads(GPU-a,11,0.2500)", "RestartClient(GPU-a,11)",
+				"SetMPSActiveThreads(GPU-a,12,0.2500)", "RestartClient(GPU-a,12)",
+				"SetMPSActiveThreads(GPU-a,13,0.2500)", "RestartClient(GPU-a,13)",
+			},
+			wantDec: []string{
+				"pid 10 mps_active_threads ->25% true", "pid 11 mps_active_threads 100%->25% true",
+				"pid 12 mps_active_threads 100%->25% true", "pid 13 mps_active_threads 100%->25% true",
+			},
+		},
+		{
+			name:   "mps equal shares split among a tenant's clients",
+			policy: StaticEqualName,
+			devs:   []gpu.Device{mpsDev(mpsProc(10, gpu.Float(1)), mpsProc(20, gpu.Float(1)), mpsProc(21, gpu.Float(1/6.0)), mpsProc(30, gpu.Float(1)))},
+			usage:  twoTenants,
+			// 3 tenants (chat, train, pid 30): 1/3 each; train has two clients -> 1/6 each.
+			wantCalls: []string{
+				"SetMPSActiveThreads(GPU-a,10,0.3333)", "RestartClient(GPU-a,10)",
+				"SetMPSActiveThreads(GPU-a,20,0.1667)", "RestartClient(GPU-a,20)",
+				"SetMPSActiveThreads(GPU-a,30,0.3333)", "RestartClient(GPU-a,30)",
+			},
+			wantDec: []string{
+				"chat mps_active_threads 100%->33.3% true", "train mps_active_threads 100%->16.7% true",
+				"pid 30 mps_active_threads 100%->33.3% true",
+			},
+		},
+		{
+			name:    "mps already equal: nothing to do",
+			policy:  StaticEqualName,
+			devs:    []gpu.Device{mpsDev(mpsProc(10, gpu.Float(0.5)), mpsProc(11, gpu.Float(0.5)))},
+			wantDec: nil,
+		},
+		{
+			name:      "best-effort restores 100%",
+			policy:    BestEffortName,
+			devs:      []gpu.Device{mpsDev(mpsProc(10, gpu.Float(0.5)), mpsProc(11, gpu.Float(1)))},
+			wantCalls: []string{"SetMPSActiveThreads(GPU-a,10,1.0000)", "RestartClient(GPU-a,10)"},
+			wantDec:   []string{"pid 10 mps_active_threads 50%->100% true"},
+		},
+		{
+			name:      "mps restart refused as busy",
+			policy:    StaticEqualName,
+			devs:      []gpu.Device{mpsDev(mpsProc(10, gpu.Float(1)), mpsProc(11, gpu.Float(0.5)))},
+			errs:      map[string]error{"RestartClient": busy},
+			wantCalls: []string{"SetMPSActiveThreads(GPU-a,10,0.5000)", "RestartClient(GPU-a,10)"},
+			wantDec:   []string{"pid 10 mps_active_threads 100%->50% false"},
+		},
+		{
+			name:   "vgpu equal share refused while VMs run",
+			policy: StaticEqualName,
+			devs: []gpu.Device{{UUID: "GPU-v", Up: true, Mode: gpu.SharingVGPU,
+				Scheduler: &gpu.VGPUScheduler{Policy: "best-effort"}}},
+			errs:      map[string]error{"SetVGPUScheduler": busy},
+			wantCalls: []string{"SetVGPUScheduler(GPU-v,equal-share)"},
+			wantDec:   []string{" vgpu_scheduler best-effort->equal-share false"},
+		},
+		{
+			name:   "vgpu best effort already",
+			policy: BestEffortName,
+			devs: []gpu.Device{{UUID: "GPU-v", Up: true, Mode: gpu.SharingVGPU,
+				Scheduler: &gpu.VGPUScheduler{Policy: "best-effort"}}},
+		},
+		{
+			name:      "time slice back to default, not supported",
+			policy:    BestEffortName,
+			devs:      []gpu.Device{{UUID: "GPU-t", Up: true, Mode: gpu.SharingTimeSlice, ComputeTimeSlice: "long"}},
+			errs:      map[string]error{"SetComputeTimeSlice": unsupported},
+			wantCalls: []string{"SetComputeTimeSlice(GPU-t,default)"},
+			wantDec:   []string{" compute_timeslice long->default false"},
+		},
+		{
+			name:   "mig, exclusive and down GPUs are left alone",
+			policy: StaticEqualName,
+			devs: []gpu.Device{
+				{UUID: "GPU-m", Up: true, Mode: gpu.SharingMIG, MIGEnabled: true},
+				{UUID: "GPU-x", Up: true, Mode: gpu.SharingExclusive},
+				{UUID: "GPU-d", Up: false, Mode: gpu.SharingMPS, Processes: []gpu.Process{mpsProc(1, gpu.Float(1)), mpsProc(2, gpu.Float(1))}},
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := NewPolicy(tc.policy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctl := &fakeControl{errs: tc.errs}
+			decs, err := p.Observe(context.Background(), ctl, snapshot(t0, tc.devs, tc.usage))
+			if err != nil {
+				t.Fatalf("Observe: %v", err)
+			}
+			if !reflect.DeepEqual(ctl.calls, tc.wantCalls) {
+				t.Errorf("calls:\n got %q\nwant %q", ctl.calls, tc.wantCalls)
+			}
+			var got []string
+			for _, d := range decs {
+				got = append(got, fmt.Sprintf("%s %s %s->%s %v", d.Tenant, d.Knob, d.From, d.To, d.Applied))
+				if !d.Time.Equal(t0) || d.Reason == "" {
+					t.Errorf("decision %v: want time %v and a reason", d, t0)
+				}
+				if !d.Applied && !strings.Contains(d.Reason, "not applied") {
+					t.Errorf("refused decision without the refusal in its reason: %q", d.Reason)
+				}
+			}
+			if !reflect.DeepEqual(got, tc.wantDec) {
+				t.Errorf("decisions:\n got %q\nwant %q", got, tc.wantDec)
+			}
+		})
+	}
+}
+
+// A refused or pending change is not requested again on every tick: busy is
+// retried after RetryAfter, not supported never.
+func TestBaselineRetries(t *testing.T) {
+	busy := fmt.Errorf("vms: %w", gpu.ErrBusy)
+	vgpu := []gpu.Device{{UUID: "GPU-v", Up: true, Mode: gpu.SharingVGPU, Scheduler: &gpu.VGPUScheduler{Policy: "best-effort"}}}
+	ts := []gpu.Device{{UUID: "GPU-t", Up: true, Mode: gpu.SharingTimeSlice, ComputeTimeSlice: "short"}}
+	mps := []gpu.Device{{UUID: "GPU-a", Up: true, Mode: gpu.SharingMPS, Processes: []gpu.Process{mpsProc(1, gpu.Float(1)), mpsProc(2, gpu.Float(1))}}}
+
+	tests := []struct {
+		name  string
+		devs  []gpu.Device
+		errs  map[string]error
+		calls []int // cumulative call count after each tick at 0, 10s, RetryAfter+1s
+	}{
+		{"busy retried after RetryAfter", vgpu, map[string]error{"SetVGPUScheduler": busy}, []int{1, 1, 2}},
+		{"not supported never retried", ts, map[string]error{"SetComputeTimeSlice": fmt.Errorf("x: %w", gpu.ErrNotSupported)}, []int{1, 1, 1}},
+		{"other errors retried", ts, map[string]error{"SetComputeTimeSlice": fmt.Errorf("exit status 1")}, []int{1, 1, 2}},
+		// Applied but the readings still show the old value (restart
+		// pending): asked again only after RetryAfter.
+		{"pending mps change not repeated", mps, nil, []int{4, 4, 8}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := NewStaticEqual()
+			ctl := &fakeControl{errs: tc.errs}
+			ctx := context.Background()
+			if err := p.Init(ctx, ctl, snapshot(t0, tc.devs, nil)); err != nil {
+				t.Fatal(err)
+			}
+			got := []int{len(ctl.calls)}
+			for _, at := range []time.Duration{10 * time.Second, p.RetryAfter + time.Second} {
+				if _, err := p.Observe(ctx, ctl, snapshot(t0.Add(at), tc.devs, nil)); err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, len(ctl.calls))
+			}
+			if !reflect.DeepEqual(got, tc.calls) {
+				t.Errorf("cumulative calls %v, want %v (%q)", got, tc.calls, ctl.calls)
+			}
+		})
+	}
+}
+
+func TestNewPolicy(t *testing.T) {
+	for _, name := range []string{StaticEqualName, BestEffortName} {
+		p, err := NewPolicy(name)
+		if err != nil || p.Name() != name {
+			t.Errorf("NewPolicy(%q) = %v, %v", name, p, err)
+		}
+	}
+	_, err := NewPolicy("bogus")
+	if err == nil || !strings.Contains(err.Error(), `"bogus"`) || !strings.Contains(err.Error(), "best-effort, static-equal") {
+		t.Errorf("unknown policy error = %v; want the name and the known policies", err)
+	}
+}
+
+func TestObserveNilAndCancelled(t *testing.T) {
+	p := NewBestEffort()
+	if d, err := p.Observe(context.Background(), &fakeControl{}, nil); d != nil || err != nil {
+		t.Errorf("nil snapshot: %v, %v", d, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := p.Observe(ctx, &fakeControl{}, snapshot(t0, nil, nil)); err == nil {
+		t.Error("cancelled context: want an error")
+	}
+}
+
+func TestPercent(t *testing.T) {
+	for in, want := range map[float64]string{1: "100%", 0.25: "25%", 1 / 3.0: "33.3%", 0.005: "0.5%"} {
+		if got := percent(in); got != want {
+			t.Errorf("percent(%v) = %q, want %q", in, got, want)
+		}
+	}
+}
