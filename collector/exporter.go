@@ -1,0 +1,74 @@
+package collector
+
+import (
+	"github.com/go-kit/log"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+)
+
+func init() {
+	registerCollector("exporter", true, newExporterCollector)
+}
+
+// exporterCollector reports the exporter's own health: the sampler, the
+// tenants file and the kubelet pod-resources mapping.
+type exporterCollector struct {
+	descSet
+	sampleDuration, samples, sampleErrors, consecutiveErrors, lastSample, backend *prometheus.Desc
+	reloadOK, reloadTime, reloads, reloadFailures                                 *prometheus.Desc
+	kubeletUp, kubeletErrors, kubeletLastSuccess, podsMapped                      *prometheus.Desc
+}
+
+func newExporterCollector(log.Logger) (Collector, error) {
+	c := &exporterCollector{}
+	c.sampleDuration = c.add("sample_duration_seconds", "Wall time the last sample of the backend took.")
+	c.samples = c.add("samples_total", "Samples taken from the backend, failed ones included.")
+	c.sampleErrors = c.add("sample_errors_total", "Samples of the backend that failed.")
+	c.consecutiveErrors = c.add("sample_consecutive_errors", "Samples that failed in a row since the last success.")
+	c.lastSample = c.add("last_sample_timestamp_seconds", "When the last successful sample was taken (the sampler's clock).")
+	c.backend = c.add("backend_info", "The backend the readings come from; always 1.", "backend")
+	c.reloadOK = c.add("config_last_reload_successful", "1 if the last load of the tenants file succeeded, 0 if it failed (the previous configuration stays in use).")
+	c.reloadTime = c.add("config_last_reload_success_timestamp_seconds", "When the tenants file was last loaded successfully.")
+	c.reloads = c.add("config_reloads_total", "Loads of the tenants file, failed ones included.")
+	c.reloadFailures = c.add("config_reload_failures_total", "Loads of the tenants file that failed.")
+	c.kubeletUp = c.add("kubelet_pod_resources_up", "1 if the last query of the kubelet pod-resources API succeeded, 0 if not.")
+	c.kubeletErrors = c.add("kubelet_pod_resources_errors_total", "Failed queries of the kubelet pod-resources API.")
+	c.kubeletLastSuccess = c.add("kubelet_pod_resources_last_success_timestamp_seconds", "When the pod mapping in use was fetched from the kubelet.")
+	c.podsMapped = c.add("kubelet_pods_mapped", "Pods with GPUs in the mapping from the kubelet.")
+	return c, nil
+}
+
+func (c *exporterCollector) Update(snap *tenant.Snapshot, ch chan<- prometheus.Metric) error {
+	e := &emitter{ch: ch}
+	s := snap.Sampler
+	e.gauge(c.sampleDuration, s.LastDuration.Seconds())
+	e.counter(c.samples, float64(s.SamplesTotal))
+	e.counter(c.sampleErrors, float64(s.ErrorsTotal))
+	e.gauge(c.consecutiveErrors, float64(s.ConsecutiveErr))
+	if !s.LastSuccess.IsZero() {
+		e.gauge(c.lastSample, unixSeconds(s.LastSuccess))
+	}
+	if r := snap.Readings; r != nil && r.Backend != "" {
+		e.gauge(c.backend, 1, r.Backend)
+	}
+
+	if cfg := snap.Config; cfg.File != "" {
+		e.gauge(c.reloadOK, boolValue(cfg.LastReloadSuccessful))
+		if !cfg.LastReloadSuccessTime.IsZero() {
+			e.gauge(c.reloadTime, unixSeconds(cfg.LastReloadSuccessTime))
+		}
+		e.counter(c.reloads, float64(cfg.ReloadsTotal))
+		e.counter(c.reloadFailures, float64(cfg.ReloadFailuresTotal))
+	}
+
+	if k := snap.Kubelet; k != nil {
+		e.gauge(c.kubeletUp, boolValue(k.Up))
+		e.counter(c.kubeletErrors, float64(k.ErrorsTotal))
+		if !k.LastSuccess.IsZero() {
+			e.gauge(c.kubeletLastSuccess, unixSeconds(k.LastSuccess))
+		}
+		e.gauge(c.podsMapped, float64(k.PodsMapped))
+	}
+	return e.err()
+}

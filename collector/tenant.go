@@ -1,0 +1,115 @@
+package collector
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/go-kit/log"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+)
+
+func init() {
+	registerCollector("tenant", true, newTenantCollector)
+}
+
+// sloQuantileLabel carries a quantile on the SLO gauges. promlint reserves
+// "quantile" for summaries, and these are gauges (window quantiles computed
+// from the tenant's own histogram), so the label is named "q".
+const sloQuantileLabel = "q"
+
+type tenantCollector struct {
+	descSet
+	info                                                  *prometheus.Desc
+	smActive, dramActive, memUsed, ctxSwitches, processes *prometheus.Desc
+	target, latency, requests, good, attainment, window   *prometheus.Desc
+	sourceUp, sourceErrors                                *prometheus.Desc
+}
+
+func newTenantCollector(log.Logger) (Collector, error) {
+	c := &tenantCollector{}
+	l := []string{"tenant", "class", "gpu", "uuid", "gpu_instance"}
+	lm := append(append([]string{}, l...), "method")
+	c.info = c.add("tenant_info", "A configured tenant; always 1.", "tenant", "class", "priority")
+	c.smActive = c.add("tenant_sm_active_ratio", "The tenant's share of SM activity of the GPU (or MIG instance) over the sample interval; method says whether it was measured or apportioned.", lm...)
+	c.dramActive = c.add("tenant_dram_active_ratio", "The tenant's share of peak device memory bandwidth of the GPU (or MIG instance) over the sample interval; method says whether it was measured or apportioned.", lm...)
+	c.memUsed = c.add("tenant_memory_used_bytes", "Device memory held by the tenant's processes on the GPU (or MIG instance).", l...)
+	c.ctxSwitches = c.add("tenant_context_switches_total", "Context switches attributed to the tenant on the GPU; method says whether measured or apportioned.", lm...)
+	c.processes = c.add("tenant_processes", "The tenant's processes with a context on the GPU (or MIG instance).", l...)
+	c.target = c.add("tenant_slo_target_seconds", "The tenant's latency objective: a fraction q of requests completes within this time.", "tenant", sloQuantileLabel)
+	c.latency = c.add("tenant_request_latency_seconds", "The q-quantile of the tenant's request latency over the SLO window; absent while the window holds no request.", "tenant", sloQuantileLabel)
+	c.requests = c.add("tenant_requests_total", "Requests the tenant's latency source reported since the exporter started.", "tenant")
+	c.good = c.add("tenant_slo_good_requests_total", "Requests that completed within the SLO target since the exporter started.", "tenant")
+	c.attainment = c.add("tenant_slo_attainment_ratio", "Good requests over all requests in the SLO window; absent while the window holds no request.", "tenant")
+	c.window = c.add("tenant_slo_window_seconds", "Length of the sliding window the latency quantiles and attainment cover.", "tenant")
+	c.sourceUp = c.add("tenant_latency_source_up", "1 if the last read of the tenant's latency source succeeded, 0 if not.", "tenant")
+	c.sourceErrors = c.add("tenant_latency_source_scrape_errors_total", "Failed reads of the tenant's latency source since the exporter started.", "tenant")
+	return c, nil
+}
+
+func (c *tenantCollector) Update(snap *tenant.Snapshot, ch chan<- prometheus.Metric) error {
+	e := &emitter{ch: ch}
+	seenTenant := make(map[string]bool, len(snap.Tenants))
+	for _, t := range snap.Tenants {
+		if seenTenant[t.Name] {
+			e.fail(fmt.Errorf("tenant %q listed twice; later copies skipped", t.Name))
+			continue
+		}
+		seenTenant[t.Name] = true
+		e.gauge(c.info, 1, t.Name, t.Class, itoa(t.Priority))
+	}
+
+	type key struct{ tenant, uuid, gi string }
+	seen := make(map[key]bool, len(snap.Usage))
+	for i := range snap.Usage {
+		u := &snap.Usage[i]
+		k := key{u.Tenant, u.UUID, u.GPUInstance}
+		if seen[k] {
+			e.fail(fmt.Errorf("usage of tenant %q on GPU %s instance %q reported twice; later copies skipped", u.Tenant, u.UUID, u.GPUInstance))
+			continue
+		}
+		seen[k] = true
+		g := itoa(u.GPU)
+		if u.SMActive != nil {
+			e.gauge(c.smActive, *u.SMActive, u.Tenant, u.Class, g, u.UUID, u.GPUInstance, string(u.SMActiveMethod))
+		}
+		if u.DRAMActive != nil {
+			e.gauge(c.dramActive, *u.DRAMActive, u.Tenant, u.Class, g, u.UUID, u.GPUInstance, string(u.DRAMActiveMethod))
+		}
+		e.gauge(c.memUsed, float64(u.MemoryUsedBytes), u.Tenant, u.Class, g, u.UUID, u.GPUInstance)
+		if u.ContextSwitchesTotal != nil {
+			e.counter(c.ctxSwitches, *u.ContextSwitchesTotal, u.Tenant, u.Class, g, u.UUID, u.GPUInstance, string(u.ContextSwitchesMethod))
+		}
+		e.gauge(c.processes, float64(u.Processes), u.Tenant, u.Class, g, u.UUID, u.GPUInstance)
+	}
+
+	seenSLO := make(map[string]bool, len(snap.SLOs))
+	var qs []float64
+	for i := range snap.SLOs {
+		s := &snap.SLOs[i]
+		if seenSLO[s.Tenant] {
+			e.fail(fmt.Errorf("SLO of tenant %q reported twice; later copies skipped", s.Tenant))
+			continue
+		}
+		seenSLO[s.Tenant] = true
+		e.gauge(c.target, s.TargetSeconds, s.Tenant, formatQuantile(s.Quantile))
+		qs = qs[:0]
+		for q := range s.Quantiles {
+			qs = append(qs, q)
+		}
+		slices.Sort(qs)
+		for _, q := range qs {
+			e.gauge(c.latency, s.Quantiles[q], s.Tenant, formatQuantile(q))
+		}
+		e.counter(c.requests, s.RequestsTotal, s.Tenant)
+		e.counter(c.good, s.GoodRequestsTotal, s.Tenant)
+		e.optGauge(c.attainment, s.Attainment, s.Tenant)
+		if s.Window > 0 {
+			e.gauge(c.window, s.Window.Seconds(), s.Tenant)
+		}
+		e.gauge(c.sourceUp, boolValue(s.SourceUp), s.Tenant)
+		e.counter(c.sourceErrors, float64(s.ScrapeErrorsTotal), s.Tenant)
+	}
+	return e.err()
+}
