@@ -1,0 +1,64 @@
+# vgpu_exporter build frame. The version ldflags match .promu.yml.
+
+GO          ?= go
+BIN         ?= vgpu_exporter
+PKG         := ./cmd/vgpu_exporter
+VERSION     := $(shell cat VERSION)
+REVISION    := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+BRANCH      := $(shell git rev-parse --abbrev-ref HEAD 2>/dev/null || echo unknown)
+BUILD_USER  := $(shell id -un 2>/dev/null || echo unknown)@$(shell hostname 2>/dev/null || echo unknown)
+BUILD_DATE  := $(shell date -u +%Y%m%d-%H:%M:%S)
+VERSION_PKG := github.com/prometheus/common/version
+LDFLAGS     := -X $(VERSION_PKG).Version=$(VERSION) \
+               -X $(VERSION_PKG).Revision=$(REVISION) \
+               -X $(VERSION_PKG).Branch=$(BRANCH) \
+               -X $(VERSION_PKG).BuildUser=$(BUILD_USER) \
+               -X $(VERSION_PKG).BuildDate=$(BUILD_DATE)
+RUN_ARGS    ?=
+FUZZTIME    ?= 20s
+
+# go-nvml's cgo headers mark many functions deprecated; the warnings are noise.
+export CGO_CFLAGS := -Wno-deprecated-declarations
+export CGO_ENABLED := 1
+
+.PHONY: all build run test unit e2e lint bench fuzz clean
+
+all: lint build test
+
+build:
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) $(PKG)
+
+# The exporter on the default built-in simulator scenario, on :9949.
+run: build
+	./$(BIN) --backend=sim $(RUN_ARGS)
+
+# Unit tests of every package (race detector on), then the end-to-end test.
+test: unit e2e
+
+unit:
+	$(GO) test -race -count=1 ./...
+
+# The end-to-end test alone: the real binary scraped by a real Prometheus.
+e2e:
+	$(GO) test -count=1 -v -tags=e2e ./test/e2e/
+
+lint:
+	@unformatted="$$(gofmt -l $$(git ls-files '*.go'))"; \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+
+bench:
+	$(GO) test -run='^$$' -bench=. -benchmem ./...
+
+# Short runs of every fuzz target (FUZZTIME each).
+fuzz:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  for target in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "== $$pkg $$target"; \
+	    $(GO) test -run='^$$' -fuzz="^$$target$$" -fuzztime=$(FUZZTIME) $$pkg; \
+	  done; \
+	done
+
+clean:
+	rm -f $(BIN)
+	$(GO) clean -testcache

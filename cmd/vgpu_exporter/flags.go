@@ -1,0 +1,134 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/exporter-toolkit/web"
+	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
+)
+
+// defaultPort is the exporter's default TCP port. It clashes neither with
+// dcgm-exporter (9400) nor with nvidia_gpu_exporter (9835), and is not in
+// the Prometheus default port allocation list as far as we could check.
+const defaultPort = 9949
+
+// Backend names accepted by --backend.
+const (
+	backendAuto = "auto"
+	backendSim  = "sim"
+	backendNVML = "nvml"
+)
+
+// defaultScenario is the built-in scenario --backend=sim runs by default.
+const defaultScenario = "h100-timeslice"
+
+// config is everything the command line sets.
+type config struct {
+	Backend            string
+	SimScenario        string
+	SimSeed            int64
+	TenantsConfig      string
+	ConfigCheck        string
+	SampleInterval     time.Duration
+	DCGMExporterURL    string
+	DCGMTimeout        time.Duration
+	PodResourcesSocket string
+	ProcRoot           string
+
+	Web                    *web.FlagConfig
+	TelemetryPath          string
+	DisableExporterMetrics bool
+	MaxRequests            int64
+
+	LogLevel  string
+	LogFormat string
+}
+
+// addFlags declares the exporter's flags on app and returns the config they
+// fill in when app parses a command line.
+func addFlags(app *kingpin.Application) *config {
+	c := &config{}
+	enumFlag(app, "backend", "Where GPU readings come from: auto (NVML when the driver loads, otherwise exit), nvml, or sim (the built-in simulator).",
+		backendAuto, &c.Backend, backendAuto, backendSim, backendNVML)
+	app.Flag("sim.scenario", "Scenario the simulator runs: a file path or the name of a built-in scenario.").
+		Default(defaultScenario).StringVar(&c.SimScenario)
+	int64Flag(app, "sim.seed", "Random seed of the simulator; the same seed gives the same run.", "1", &c.SimSeed)
+	app.Flag("tenants.config", "Tenants file (YAML). Default: none, so all usage is reported as unassigned; with --backend=sim, the scenario's <name>.tenants.yaml companion.").
+		PlaceHolder("FILE").StringVar(&c.TenantsConfig)
+	app.Flag("config.check", "Validate this tenants file, print every error and exit (0 when valid, 1 otherwise).").
+		PlaceHolder("FILE").StringVar(&c.ConfigCheck)
+	durationFlag(app, "sample.interval", "How often the GPUs are sampled.", "1s", &c.SampleInterval)
+	app.Flag("backend.dcgm-exporter.url", "URL of a running dcgm-exporter's /metrics whose DCGM profiling fields complement NVML readings (nvml backend only).").
+		PlaceHolder("URL").StringVar(&c.DCGMExporterURL)
+	durationFlag(app, "backend.dcgm-exporter.timeout", "Timeout of one dcgm-exporter scrape.", "2s", &c.DCGMTimeout)
+	app.Flag("kubernetes.pod-resources-socket", "Kubelet pod-resources socket used to map GPUs to pods, e.g. /var/lib/kubelet/pod-resources/kubelet.sock. Default: no pod mapping.").
+		PlaceHolder("PATH").StringVar(&c.PodResourcesSocket)
+	app.Flag("proc.root", "procfs mount point, used to map GPU processes to cgroups.").
+		Default("/proc").StringVar(&c.ProcRoot)
+
+	c.Web = kingpinflag.AddFlags(app, fmt.Sprintf(":%d", defaultPort))
+	app.Flag("web.telemetry-path", "Path under which to expose metrics.").
+		Default("/metrics").StringVar(&c.TelemetryPath)
+	app.Flag("web.disable-exporter-metrics", "Exclude metrics about the exporter itself (promhttp_*, process_*, go_*, build info).").
+		BoolVar(&c.DisableExporterMetrics)
+	int64Flag(app, "web.max-requests", "Maximum number of parallel scrape requests. Use 0 to disable.", "40", &c.MaxRequests)
+
+	enumFlag(app, "log.level", "Only log messages with the given severity or above. One of: ["+strings.Join(logLevels, ", ")+"]",
+		"info", &c.LogLevel, logLevels...)
+	enumFlag(app, "log.format", "Output format of log messages. One of: ["+strings.Join(logFormats, ", ")+"]",
+		"logfmt", &c.LogFormat, logFormats...)
+	return c
+}
+
+// validate checks the combinations kingpin cannot check by itself. It
+// returns every problem found, joined.
+func (c *config) validate() error {
+	var errs []error
+	if c.SampleInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--sample.interval must be positive, got %s", c.SampleInterval))
+	}
+	if c.MaxRequests < 0 {
+		errs = append(errs, fmt.Errorf("--web.max-requests must be 0 (no limit) or more, got %d", c.MaxRequests))
+	}
+	if !strings.HasPrefix(c.TelemetryPath, "/") {
+		errs = append(errs, fmt.Errorf("--web.telemetry-path must start with /, got %q", c.TelemetryPath))
+	}
+	if reserved(c.TelemetryPath) {
+		errs = append(errs, fmt.Errorf("--web.telemetry-path %q clashes with a built-in endpoint", c.TelemetryPath))
+	}
+	if c.DCGMExporterURL != "" {
+		if c.Backend == backendSim {
+			errs = append(errs, errors.New("--backend.dcgm-exporter.url complements NVML readings; it cannot be used with --backend=sim"))
+		}
+		u, err := url.Parse(c.DCGMExporterURL)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("--backend.dcgm-exporter.url: %w", err))
+		case u.Scheme != "http" && u.Scheme != "https":
+			errs = append(errs, fmt.Errorf("--backend.dcgm-exporter.url %q: scheme must be http or https", c.DCGMExporterURL))
+		case u.Host == "":
+			errs = append(errs, fmt.Errorf("--backend.dcgm-exporter.url %q: no host", c.DCGMExporterURL))
+		}
+		if c.DCGMTimeout <= 0 {
+			errs = append(errs, fmt.Errorf("--backend.dcgm-exporter.timeout must be positive, got %s", c.DCGMTimeout))
+		}
+	}
+	if c.ProcRoot == "" {
+		errs = append(errs, errors.New("--proc.root must not be empty"))
+	}
+	return errors.Join(errs...)
+}
+
+// reserved reports whether p is one of the paths the exporter serves itself.
+func reserved(p string) bool {
+	switch p {
+	case "/", "/-/healthy", "/-/ready", "/-/reload":
+		return true
+	}
+	return false
+}

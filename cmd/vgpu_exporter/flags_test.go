@@ -1,0 +1,70 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+)
+
+func parseArgs(t *testing.T, args ...string) (*config, error) {
+	t.Helper()
+	app := kingpin.New("vgpu_exporter", "")
+	app.Terminate(nil)
+	c := addFlags(app)
+	if _, err := app.Parse(args); err != nil {
+		return nil, err
+	}
+	return c, c.validate()
+}
+
+func TestFlagDefaults(t *testing.T) {
+	c, err := parseArgs(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Backend != "auto" || c.SimScenario != "h100-timeslice" || c.SampleInterval != time.Second ||
+		c.TelemetryPath != "/metrics" || c.MaxRequests != 40 || c.LogLevel != "info" || c.LogFormat != "logfmt" ||
+		c.ProcRoot != "/proc" || c.TenantsConfig != "" || c.DisableExporterMetrics {
+		t.Fatalf("unexpected defaults: %+v", c)
+	}
+	if got := *c.Web.WebListenAddresses; len(got) != 1 || got[0] != ":9949" {
+		t.Fatalf("default listen address %v", got)
+	}
+}
+
+func TestFlagValidation(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string // "" = valid
+	}{
+		{[]string{"--backend=sim"}, ""},
+		{[]string{"--backend=nvml", "--backend.dcgm-exporter.url=http://localhost:9400/metrics"}, ""},
+		{[]string{"--backend=gpu"}, "is not one of"},
+		{[]string{"--sample.interval=0s"}, "--sample.interval must be positive"},
+		{[]string{"--sample.interval=-1s"}, "--sample.interval must be positive"},
+		{[]string{"--sample.interval=fast"}, "sample.interval"},
+		{[]string{"--web.max-requests=-1"}, "--web.max-requests"},
+		{[]string{"--web.telemetry-path=metrics"}, "must start with /"},
+		{[]string{"--web.telemetry-path=/-/ready"}, "clashes with a built-in endpoint"},
+		{[]string{"--backend=sim", "--backend.dcgm-exporter.url=http://x:9400/metrics"}, "cannot be used with --backend=sim"},
+		{[]string{"--backend.dcgm-exporter.url=ftp://x/metrics"}, "scheme must be http or https"},
+		{[]string{"--backend.dcgm-exporter.url=http:///metrics"}, "no host"},
+		{[]string{"--backend.dcgm-exporter.url=http://x:9400/", "--backend.dcgm-exporter.timeout=0s"}, "timeout must be positive"},
+		{[]string{"--proc.root="}, "--proc.root must not be empty"},
+		{[]string{"--log.level=trace"}, "is not one of"},
+		{[]string{"--log.format=text"}, "is not one of"},
+		{[]string{"--sim.seed=abc"}, "sim.seed"},
+		// Several problems are all reported.
+		{[]string{"--sample.interval=0s", "--web.max-requests=-3"}, "--web.max-requests"},
+	} {
+		_, err := parseArgs(t, tc.args...)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%v: unexpected error %v", tc.args, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%v: error %v, want one containing %q", tc.args, err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+)
+
+// kingpin's own value parsers return errors that do not name the flag
+// ("time: invalid duration"); these values say which flag was wrong.
+
+type durationValue struct {
+	name string
+	p    *time.Duration
+}
+
+func (v durationValue) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("--%s: %q is not a duration (for example 1s, 500ms, 2m)", v.name, s)
+	}
+	*v.p = d
+	return nil
+}
+
+func (v durationValue) String() string { return v.p.String() }
+
+type intValue struct {
+	name string
+	p    *int64
+}
+
+func (v intValue) Set(s string) error {
+	n, err := strconv.ParseInt(s, 0, 64)
+	if err != nil {
+		return fmt.Errorf("--%s: %q is not an integer", v.name, s)
+	}
+	*v.p = n
+	return nil
+}
+
+func (v intValue) String() string { return strconv.FormatInt(*v.p, 10) }
+
+type enumValue struct {
+	name    string
+	p       *string
+	allowed []string
+}
+
+func (v enumValue) Set(s string) error {
+	if !slices.Contains(v.allowed, s) {
+		return fmt.Errorf("--%s: %q is not one of %s", v.name, s, strings.Join(v.allowed, ", "))
+	}
+	*v.p = s
+	return nil
+}
+
+func (v enumValue) String() string { return *v.p }
+
+func durationFlag(app *kingpin.Application, name, help, def string, p *time.Duration) *kingpin.FlagClause {
+	f := app.Flag(name, help).Default(def)
+	f.SetValue(durationValue{name: name, p: p})
+	return f
+}
+
+func int64Flag(app *kingpin.Application, name, help, def string, p *int64) *kingpin.FlagClause {
+	f := app.Flag(name, help).Default(def)
+	f.SetValue(intValue{name: name, p: p})
+	return f
+}
+
+func enumFlag(app *kingpin.Application, name, help, def string, p *string, allowed ...string) *kingpin.FlagClause {
+	f := app.Flag(name, help).Default(def).HintOptions(allowed...)
+	f.SetValue(enumValue{name: name, p: p, allowed: allowed})
+	return f
+}

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+)
+
+// fakeCollector serves one gauge per filter (or "all" without filters).
+type fakeCollector struct{ names []string }
+
+var fakeDesc = prometheus.NewDesc("vgpu_fake_ratio", "A test gauge.", []string{"collector"}, nil)
+
+func (c fakeCollector) Describe(ch chan<- *prometheus.Desc) { ch <- fakeDesc }
+func (c fakeCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, n := range c.names {
+		ch <- prometheus.MustNewConstMetric(fakeDesc, prometheus.GaugeValue, 0.5, n)
+	}
+}
+
+func newFakeCollector(filters ...string) (prometheus.Collector, error) {
+	for _, f := range filters {
+		if f == "bogus" {
+			return nil, errors.New(`unknown collector "bogus"`)
+		}
+	}
+	if len(filters) == 0 {
+		filters = []string{"all"}
+	}
+	return fakeCollector{names: filters}, nil
+}
+
+type handlerFixture struct {
+	h        http.Handler
+	ready    atomic.Bool
+	reloads  atomic.Int32
+	reloadOK atomic.Bool
+}
+
+func newFixture(t *testing.T, self bool) *handlerFixture {
+	t.Helper()
+	f := &handlerFixture{}
+	f.reloadOK.Store(true)
+	o := handlerOptions{
+		TelemetryPath: "/metrics",
+		NewCollector:  newFakeCollector,
+		MaxRequests:   2,
+		Ready:         f.ready.Load,
+		Reload: func() error {
+			f.reloads.Add(1)
+			if !f.reloadOK.Load() {
+				return errors.New("tenants.yaml:3: unknown field \"nmae\"")
+			}
+			return nil
+		},
+	}
+	if self {
+		o.Self = selfRegistry()
+	}
+	h, err := newHandler(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.h = h
+	return f
+}
+
+func (f *handlerFixture) do(method, target string) (int, string, http.Header) {
+	rec := httptest.NewRecorder()
+	f.h.ServeHTTP(rec, httptest.NewRequest(method, target, nil))
+	b, _ := io.ReadAll(rec.Result().Body)
+	return rec.Code, string(b), rec.Result().Header
+}
+
+func TestHandlerRoutes(t *testing.T) {
+	f := newFixture(t, true)
+	for _, tc := range []struct {
+		method, target string
+		ready          bool
+		reloadOK       bool
+		code           int
+		body           string
+	}{
+		{"GET", "/", false, true, 200, "vgpu_exporter"},
+		{"GET", "/nope", false, true, 404, ""},
+		{"GET", "/-/healthy", false, true, 200, "Healthy"},
+		{"GET", "/-/ready", false, true, 503, "Not ready"},
+		{"GET", "/-/ready", true, true, 200, "Ready"},
+		{"GET", "/-/reload", true, true, 405, "Only POST"},
+		{"PUT", "/-/reload", true, true, 405, "Only POST"},
+		{"POST", "/-/reload", true, true, 200, "Reloaded"},
+		{"POST", "/-/reload", true, false, 500, "tenants.yaml:3"},
+		{"GET", "/metrics", true, true, 200, `vgpu_fake_ratio{collector="all"} 0.5`},
+		{"GET", "/metrics?collect[]=gpu&collect[]=tenant", true, true, 200, `vgpu_fake_ratio{collector="tenant"} 0.5`},
+		{"GET", "/metrics?collect[]=bogus", true, true, 400, `unknown collector "bogus"`},
+	} {
+		f.ready.Store(tc.ready)
+		f.reloadOK.Store(tc.reloadOK)
+		code, body, hdr := f.do(tc.method, tc.target)
+		if code != tc.code {
+			t.Errorf("%s %s: code %d, want %d (body %q)", tc.method, tc.target, code, tc.code, body)
+		}
+		if !strings.Contains(body, tc.body) {
+			t.Errorf("%s %s: body %q lacks %q", tc.method, tc.target, body, tc.body)
+		}
+		if code == 405 && hdr.Get("Allow") != "POST" {
+			t.Errorf("%s %s: Allow header %q", tc.method, tc.target, hdr.Get("Allow"))
+		}
+	}
+	if n := f.reloads.Load(); n != 2 {
+		t.Errorf("reload called %d times, want 2 (POSTs only)", n)
+	}
+}
+
+func TestMetricsSelfMetrics(t *testing.T) {
+	for _, self := range []bool{true, false} {
+		f := newFixture(t, self)
+		code, body, _ := f.do("GET", "/metrics")
+		if code != 200 {
+			t.Fatalf("code %d", code)
+		}
+		for _, name := range []string{"vgpu_exporter_build_info", "go_goroutines", "process_start_time_seconds", "promhttp_metric_handler_requests_total"} {
+			if got := strings.Contains(body, name); got != self {
+				t.Errorf("self metrics %v: %s present = %v", self, name, got)
+			}
+		}
+		if !strings.Contains(body, "vgpu_fake_ratio") {
+			t.Errorf("collector metrics missing: %q", body)
+		}
+		problems, err := promlint.New(strings.NewReader(body)).Lint()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range problems {
+			t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+		}
+	}
+}
+
+func TestHandlerCustomTelemetryPath(t *testing.T) {
+	h, err := newHandler(handlerOptions{TelemetryPath: "/gpu-metrics", NewCollector: newFakeCollector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for target, want := range map[string]int{"/gpu-metrics": 200, "/metrics": 404} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", target, nil))
+		if rec.Code != want {
+			t.Errorf("GET %s: %d, want %d", target, rec.Code, want)
+		}
+	}
+}

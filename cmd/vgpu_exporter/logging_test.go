@@ -1,0 +1,130 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"testing"
+)
+
+func TestNewLoggerRejectsBadInput(t *testing.T) {
+	for _, tc := range []struct {
+		format, level, want string
+	}{
+		{"xml", "info", "--log.format"},
+		{"logfmt", "loud", "--log.level"},
+	} {
+		_, err := newLogger(&bytes.Buffer{}, tc.format, tc.level)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("newLogger(%q, %q) = %v, want an error naming %s", tc.format, tc.level, err, tc.want)
+		}
+	}
+}
+
+func TestSlogThroughGoKit(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		level   string
+		log     func(l *slog.Logger)
+		want    []string // substrings of the single line written
+		wantOut bool
+	}{
+		{
+			name:    "info with attrs",
+			level:   "info",
+			log:     func(l *slog.Logger) { l.Info("Listening on", "address", "[::]:9949") },
+			want:    []string{"level=info", `msg="Listening on"`, "address=[::]:9949", "ts="},
+			wantOut: true,
+		},
+		{
+			name:    "debug dropped at info",
+			level:   "info",
+			log:     func(l *slog.Logger) { l.Debug("noise") },
+			wantOut: false,
+		},
+		{
+			name:    "debug kept at debug",
+			level:   "debug",
+			log:     func(l *slog.Logger) { l.Debug("detail", "n", 3) },
+			want:    []string{"level=debug", "msg=detail", "n=3"},
+			wantOut: true,
+		},
+		{
+			name:    "warn dropped at error",
+			level:   "error",
+			log:     func(l *slog.Logger) { l.Warn("careful") },
+			wantOut: false,
+		},
+		{
+			name:    "error kept at warn",
+			level:   "warn",
+			log:     func(l *slog.Logger) { l.Error("broken", "err", "boom") },
+			want:    []string{"level=error", "msg=broken", "err=boom"},
+			wantOut: true,
+		},
+		{
+			name:  "groups and WithAttrs",
+			level: "info",
+			log: func(l *slog.Logger) {
+				l.With("component", "web").WithGroup("tls").Info("config", "file", "web.yml", slog.Group("peer", "ip", "10.0.0.1"))
+			},
+			want:    []string{"component=web", "tls.file=web.yml", "tls.peer.ip=10.0.0.1"},
+			wantOut: true,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			kit, err := newLogger(&buf, "logfmt", tc.level)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.log(newSlogLogger(kit, slogLevel(tc.level)))
+			out := buf.String()
+			if !tc.wantOut {
+				if out != "" {
+					t.Fatalf("expected nothing logged, got %q", out)
+				}
+				return
+			}
+			if strings.Count(out, "\n") != 1 {
+				t.Fatalf("expected one line, got %q", out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("line %q lacks %q", out, w)
+				}
+			}
+		})
+	}
+}
+
+// The go-kit level filter alone must also drop what slog would let through
+// if the two levels disagreed: the filter is the last word.
+func TestGoKitFilterAppliesToSlogRecords(t *testing.T) {
+	var buf bytes.Buffer
+	kit, err := newLogger(&buf, "logfmt", "error")
+	if err != nil {
+		t.Fatal(err)
+	}
+	newSlogLogger(kit, slog.LevelDebug).Info("dropped by go-kit")
+	if buf.Len() != 0 {
+		t.Fatalf("go-kit filter let through %q", buf.String())
+	}
+}
+
+func TestSlogJSONFormat(t *testing.T) {
+	var buf bytes.Buffer
+	kit, err := newLogger(&buf, "json", "info")
+	if err != nil {
+		t.Fatal(err)
+	}
+	newSlogLogger(kit, slog.LevelInfo).Warn("TLS is disabled.", "http2", false)
+	var m map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &m); err != nil {
+		t.Fatalf("not JSON: %q: %v", buf.String(), err)
+	}
+	if m["level"] != "warn" || m["msg"] != "TLS is disabled." || m["http2"] != false {
+		t.Fatalf("unexpected record %v", m)
+	}
+}

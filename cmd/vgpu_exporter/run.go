@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/version"
+	"github.com/prometheus/exporter-toolkit/web"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+)
+
+// snapshotBuilder turns readings into tenant snapshots (tenant.Builder).
+type snapshotBuilder interface {
+	Build(*gpu.Readings, gpu.SamplerStats) *tenant.Snapshot
+	// Reload rereads the tenants file; on error the old one stays.
+	Reload(path string) error
+}
+
+// starter is implemented by builders with background work (latency
+// sources, the kubelet mapping) that runs until ctx is done.
+type starter interface {
+	Start(ctx context.Context)
+}
+
+// service is the running pipeline: sampler -> builder -> store -> HTTP.
+type service struct {
+	logger  log.Logger
+	src     gpu.Source
+	sampler *gpu.Sampler
+	builder snapshotBuilder
+	// tenantsFile is the file a reload rereads; "" when the tenants
+	// configuration is built in (or absent) and a reload has nothing to read.
+	tenantsFile string
+	store       tenant.Store
+	ready       atomic.Bool
+	reloadMu    sync.Mutex
+}
+
+// newService connects src to builder through a sampler on clock.
+func newService(src gpu.Source, b snapshotBuilder, tenantsFile string, clock gpu.Clock, interval time.Duration, logger log.Logger) *service {
+	s := &service{logger: logger, src: src, builder: b, tenantsFile: tenantsFile}
+	s.sampler = gpu.NewSampler(src, clock, interval, log.With(logger, "component", "sampler"))
+	s.sampler.Subscribe(func(r *gpu.Readings) {
+		s.store.Store(s.builder.Build(r, s.sampler.Stats()))
+		s.ready.Store(true)
+	})
+	return s
+}
+
+// snapshot returns the latest published snapshot (nil before the first).
+func (s *service) snapshot() *tenant.Snapshot { return s.store.Load() }
+
+// reload rereads the tenants file. Reloads are serialized.
+func (s *service) reload() error {
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
+	if s.tenantsFile == "" {
+		level.Info(s.logger).Log("msg", "reload requested but the tenants configuration is not read from a file; nothing to reload")
+		return nil
+	}
+	return s.builder.Reload(s.tenantsFile)
+}
+
+// collectorFunc builds the GPU/tenant collector over a snapshot getter.
+type collectorFunc func(snap func() *tenant.Snapshot, logger log.Logger, filters ...string) (prometheus.Collector, error)
+
+// serve runs the sampler and the HTTP server until ctx is done or the
+// server fails, then stops both and closes the source. hup delivers reload
+// requests (SIGHUP).
+func (s *service) serve(ctx context.Context, cfg *config, newCollector collectorFunc, hup <-chan os.Signal) error {
+	slogger := newSlogLogger(log.With(s.logger, "component", "web"), slogLevel(cfg.LogLevel))
+	var self *prometheus.Registry
+	if !cfg.DisableExporterMetrics {
+		self = selfRegistry()
+	}
+	clog := log.With(s.logger, "component", "collector")
+	h, err := newHandler(handlerOptions{
+		TelemetryPath: cfg.TelemetryPath,
+		Self:          self,
+		NewCollector: func(filters ...string) (prometheus.Collector, error) {
+			return newCollector(s.snapshot, clog, filters...)
+		},
+		MaxRequests: cfg.MaxRequests,
+		Logger:      s.logger,
+		Ready:       s.ready.Load,
+		Reload:      s.reload,
+	})
+	if err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	if st, ok := s.builder.(starter); ok {
+		wg.Go(func() { st.Start(ctx) })
+	}
+	wg.Go(func() { s.sampler.Run(ctx) })
+	wg.Go(func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				if err := s.reload(); err != nil {
+					level.Error(s.logger).Log("msg", "reload failed, the previous configuration stays in use", "source", "SIGHUP", "err", err)
+				} else {
+					level.Info(s.logger).Log("msg", "reloaded the tenants configuration", "source", "SIGHUP")
+				}
+			}
+		}
+	})
+
+	server := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- web.ListenAndServe(server, cfg.Web, slogger) }()
+
+	var result error
+	select {
+	case <-ctx.Done():
+		level.Info(s.logger).Log("msg", "shutting down")
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := server.Shutdown(sctx); err != nil {
+			level.Warn(s.logger).Log("msg", "HTTP shutdown", "err", err)
+		}
+		scancel()
+		<-serveErr
+	case err := <-serveErr:
+		if !errors.Is(err, http.ErrServerClosed) {
+			result = fmt.Errorf("HTTP server: %w", err)
+		}
+	}
+	cancel()
+	wg.Wait()
+	if err := s.src.Close(); err != nil {
+		level.Warn(s.logger).Log("msg", "closing the backend", "backend", s.src.Name(), "err", err)
+	}
+	return result
+}
+
+// signals returns a context cancelled on SIGINT or SIGTERM and a channel of
+// SIGHUPs.
+func signals(parent context.Context) (context.Context, <-chan os.Signal, func()) {
+	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	return ctx, hup, func() { stop(); signal.Stop(hup) }
+}
+
+// startupInfo logs what is starting, in the usual exporter style.
+func startupInfo(logger log.Logger, cfg *config) {
+	level.Info(logger).Log("msg", "Starting vgpu_exporter", "version", version.Info())
+	level.Info(logger).Log("msg", "Build context", "build_context", version.BuildContext())
+	level.Info(logger).Log("msg", "Configuration", "backend", cfg.Backend, "sample_interval", cfg.SampleInterval)
+}
