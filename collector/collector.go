@@ -251,11 +251,20 @@ func (e *Exporter) execute(name string, c Collector, snap *tenant.Snapshot, ch c
 func safeUpdate(c Collector, snap *tenant.Snapshot, ch chan<- prometheus.Metric) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+			err = &panicError{value: r, stack: debug.Stack()}
 		}
 	}()
 	return c.Update(snap, ch)
 }
+
+// panicError is a recovered panic; the stack is logged separately so that
+// the message stays the same from one scrape to the next.
+type panicError struct {
+	value any
+	stack []byte
+}
+
+func (p *panicError) Error() string { return fmt.Sprintf("panic: %v", p.value) }
 
 // logError logs a collector's error at error level the first time it
 // occurs and at debug level while it repeats, so that a persistent problem
@@ -270,5 +279,10 @@ func (e *Exporter) logError(name string, err error) {
 	if repeat {
 		lvl = level.Debug
 	}
-	lvl(e.logger).Log("msg", "collector failed", "collector", name, "err", err)
+	kv := []any{"msg", "collector failed", "collector", name, "err", err}
+	var pe *panicError
+	if errors.As(err, &pe) {
+		kv = append(kv, "stack", string(pe.stack))
+	}
+	lvl(e.logger).Log(kv...)
 }

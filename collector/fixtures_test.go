@@ -1,0 +1,176 @@
+package collector
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+)
+
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+const gib = 1 << 30
+
+// H200 figures from shared/FACTS.md "Hardware": 132 SMs, 141 GB, 4.8 TB/s,
+// 1980 MHz max SM clock; "3g.71gb = 60 SMs, 4g.71gb = 64 SMs".
+
+// migDevice is an H200 in MIG mode with two instances and every optional
+// reading set.
+func migDevice() gpu.Device {
+	return gpu.Device{
+		Index: 0, UUID: "GPU-0000", Name: "NVIDIA H200", PCIBusID: "00000000:18:00.0",
+		Up: true, Mode: gpu.SharingMIG, MIGEnabled: true,
+		SMCount: 132, MemoryTotalBytes: 141 * gib, MemoryUsedBytes: 40 * gib, MemoryBandwidthBytesPS: 4.8e12,
+		SMClockHz: gpu.Float(1.98e9), SMClockMaxHz: gpu.Float(1.98e9), MemClockHz: gpu.Float(3.201e9),
+		ClocksLocked: gpu.Bool(true), PowerWatts: gpu.Float(512.5), PowerLimitW: gpu.Float(700),
+		TemperatureC: gpu.Float(61), ThrottleReason: 0x4 | 0x20, EnergyJoules: gpu.Float(123456.5),
+		PersistenceMode: gpu.Bool(true), ComputeMode: "Default", ECCEnabled: gpu.Bool(true),
+		ECCCorrectedTotal: gpu.Uint(3), ECCUncorrectedTotal: gpu.Uint(0),
+		GPUUtil: gpu.Float(0.9), MemUtil: gpu.Float(0.4),
+		Activity:             gpu.Activity{SMActive: gpu.Float(0.75), SMOccupancy: gpu.Float(0.5), DRAMActive: gpu.Float(0.625), TensorActive: gpu.Float(0.25), Source: "gpm"},
+		ContextSwitchesTotal: gpu.Uint(1000), ContextSwitchCyclesTotal: gpu.Uint(5000000),
+		MIG: []gpu.MIGInstance{
+			{UUID: "MIG-aaaa", GPUInstanceID: 1, ComputeInstanceID: 0, Profile: "3g.71gb", SMCount: 60,
+				MemoryTotalBytes: 70 * gib, MemoryUsedBytes: 30 * gib,
+				Activity: gpu.Activity{SMActive: gpu.Float(0.875), SMOccupancy: gpu.Float(0.5), DRAMActive: gpu.Float(0.75), TensorActive: gpu.Float(0.375), Source: "gpm"}},
+			{UUID: "MIG-bbbb", GPUInstanceID: 2, ComputeInstanceID: 0, Profile: "4g.71gb", SMCount: 64,
+				MemoryTotalBytes: 70 * gib, MemoryUsedBytes: 10 * gib},
+		},
+		ComputeTimeSlice: "default",
+		Processes: []gpu.Process{
+			{PID: 100, Type: gpu.ProcessCompute, GPUInstanceID: 1, ComputeInstanceID: 0, UsedMemoryBytes: gpu.Uint(30 * gib), UID: -1},
+			{PID: 101, Type: gpu.ProcessCompute, GPUInstanceID: 2, ComputeInstanceID: 0, UsedMemoryBytes: gpu.Uint(10 * gib), UID: -1},
+		},
+	}
+}
+
+// timeSlicedDevice is an H100 shared by time-slicing with NVML readings
+// only (no profiling activity).
+func timeSlicedDevice() gpu.Device {
+	return gpu.Device{
+		Index: 1, UUID: "GPU-1111", Name: "NVIDIA H100 80GB HBM3", PCIBusID: "00000000:2A:00.0",
+		Up: true, Mode: gpu.SharingTimeSlice,
+		SMCount: 132, MemoryTotalBytes: 80 * gib, MemoryUsedBytes: 20 * gib,
+		SMClockHz: gpu.Float(1.755e9), PowerWatts: gpu.Float(300),
+		GPUUtil: gpu.Float(1), MemUtil: gpu.Float(0.25),
+		ContextSwitchesTotal: gpu.Uint(42),
+		ComputeTimeSlice:     "medium",
+		Processes: []gpu.Process{
+			{PID: 200, Type: gpu.ProcessCompute, GPUInstanceID: -1, ComputeInstanceID: -1, UID: -1},
+			{PID: 201, Type: gpu.ProcessCompute, GPUInstanceID: -1, ComputeInstanceID: -1, UID: -1},
+			{PID: 202, Type: gpu.ProcessCompute, GPUInstanceID: -1, ComputeInstanceID: -1, UID: -1},
+		},
+	}
+}
+
+// vgpuDevice is a vGPU host GPU with two VMs.
+func vgpuDevice() gpu.Device {
+	return gpu.Device{
+		Index: 2, UUID: "GPU-2222", Name: "NVIDIA H100 80GB HBM3", PCIBusID: "00000000:3A:00.0",
+		Up: true, Mode: gpu.SharingVGPU,
+		SMCount: 132, MemoryTotalBytes: 80 * gib, MemoryUsedBytes: 40 * gib,
+		VGPUs: []gpu.VGPUInstance{
+			{ID: 7, UUID: "vgpu-7", VMID: "vm-1", VMName: "inference-a", Type: "H100-20C",
+				FramebufferBytes: 20 * gib, FramebufferUsed: 12 * gib,
+				SMUtil: gpu.Float(0.5), MemUtil: gpu.Float(0.25), EncUtil: gpu.Float(0), DecUtil: gpu.Float(0.125)},
+			{ID: 8, UUID: "vgpu-8", VMID: "vm-2", VMName: "batch-b", Type: "H100-20C",
+				FramebufferBytes: 20 * gib, FramebufferUsed: 4 * gib},
+		},
+		Scheduler: &gpu.VGPUScheduler{Policy: "best-effort", ARREnabled: true, TimeSlice: 2 * time.Millisecond,
+			AvgFactor: 33, Frequency: 960, MinTimeSlice: time.Millisecond, MaxTimeSlice: 30 * time.Millisecond},
+	}
+}
+
+// downDevice is a GPU that could not be read.
+func downDevice() gpu.Device {
+	return gpu.Device{Index: 3, UUID: "GPU-3333", Name: "NVIDIA H100 80GB HBM3", PCIBusID: "00000000:4A:00.0",
+		Up: false, Err: "GPU is lost", Mode: gpu.SharingExclusive, MemoryTotalBytes: 80 * gib}
+}
+
+// bareDevice is up but every optional reading is unavailable.
+func bareDevice() gpu.Device {
+	return gpu.Device{Index: 4, UUID: "GPU-4444", Name: "Tesla T4", PCIBusID: "00000000:5A:00.0", Up: true, Mode: gpu.SharingExclusive}
+}
+
+func readings(devs ...gpu.Device) *gpu.Readings {
+	return &gpu.Readings{Time: t0, Interval: time.Second, Backend: "sim", DriverVersion: "580.65.06", CUDAVersion: "13.0", Devices: devs}
+}
+
+// richSnapshot sets every field the collectors render.
+func richSnapshot() *tenant.Snapshot {
+	return &tenant.Snapshot{
+		Time:     t0,
+		Readings: readings(migDevice(), timeSlicedDevice(), vgpuDevice(), downDevice(), bareDevice()),
+		Sampler: gpu.SamplerStats{SamplesTotal: 100, ErrorsTotal: 2, LastDuration: 15 * time.Millisecond,
+			LastSuccess: t0, ConsecutiveErr: 0},
+		Tenants: []tenant.Info{
+			{Name: "chat", Class: "latency", Priority: 10},
+			{Name: "train", Class: "batch", Priority: 1},
+		},
+		Usage: []tenant.Usage{
+			{Tenant: "chat", Class: "latency", GPU: 0, UUID: "GPU-0000", GPUInstance: "1", Processes: 1, PIDs: []uint32{100},
+				SMActive: gpu.Float(0.875), SMActiveMethod: tenant.Measured, DRAMActive: gpu.Float(0.75), DRAMActiveMethod: tenant.Measured,
+				MemoryUsedBytes: 30 * gib},
+			{Tenant: "train", Class: "batch", GPU: 1, UUID: "GPU-1111", Processes: 2, PIDs: []uint32{200, 201},
+				SMActive: gpu.Float(0.5), SMActiveMethod: tenant.Measured, DRAMActive: gpu.Float(0.25), DRAMActiveMethod: tenant.Apportioned,
+				MemoryUsedBytes: 16 * gib, ContextSwitchesTotal: gpu.Float(28), ContextSwitchesMethod: tenant.Apportioned},
+			{Tenant: tenant.Unassigned, GPU: 1, UUID: "GPU-1111", Processes: 1, PIDs: []uint32{202},
+				MemoryUsedBytes: 4 * gib, ContextSwitchesTotal: gpu.Float(14), ContextSwitchesMethod: tenant.Apportioned},
+		},
+		SLOs: []tenant.SLOStatus{
+			{Tenant: "chat", Quantile: 0.99, TargetSeconds: 0.5, Window: 5 * time.Minute,
+				Quantiles:     map[float64]float64{0.5: 0.125, 0.9: 0.25, 0.99: 0.625},
+				RequestsTotal: 1000, GoodRequestsTotal: 985, Attainment: gpu.Float(0.985), SourceUp: true, ScrapeErrorsTotal: 1},
+		},
+		Config: tenant.ConfigStatus{File: "/etc/vgpu/tenants.yml", LastReloadSuccessful: true,
+			LastReloadSuccessTime: t0.Add(-time.Hour), ReloadsTotal: 3, ReloadFailuresTotal: 1},
+		Kubelet: &tenant.KubeletStatus{Up: true, LastSuccess: t0.Add(-10 * time.Second), ErrorsTotal: 2, PodsMapped: 5},
+		Events: []tenant.EventCount{
+			{GPU: 0, UUID: "GPU-0000", Kind: gpu.EventXID, Code: 79, Total: 2},
+			{GPU: 1, UUID: "GPU-1111", Kind: gpu.EventOOM, Total: 1},
+		},
+	}
+}
+
+// bigSnapshot is nGPU H200s, each with 7 MIG instances, and nTenants
+// tenants spread over the instances, each with an SLO.
+func bigSnapshot(nGPU, nTenants int) *tenant.Snapshot {
+	s := &tenant.Snapshot{Time: t0, Sampler: gpu.SamplerStats{SamplesTotal: 1, LastSuccess: t0},
+		Config: tenant.ConfigStatus{File: "tenants.yml", LastReloadSuccessful: true, LastReloadSuccessTime: t0, ReloadsTotal: 1}}
+	r := readings()
+	for i := 0; i < nGPU; i++ {
+		d := migDevice()
+		d.Index = i
+		d.UUID = fmt.Sprintf("GPU-%04d", i)
+		d.MIG = nil
+		d.Processes = nil
+		for gi := 1; gi <= 7; gi++ {
+			d.MIG = append(d.MIG, gpu.MIGInstance{UUID: fmt.Sprintf("MIG-%d-%d", i, gi), GPUInstanceID: gi, Profile: "1g.18gb", SMCount: 16,
+				MemoryTotalBytes: 18 * gib, MemoryUsedBytes: 9 * gib,
+				Activity: gpu.Activity{SMActive: gpu.Float(0.5), SMOccupancy: gpu.Float(0.25), DRAMActive: gpu.Float(0.5), TensorActive: gpu.Float(0.125), Source: "gpm"}})
+			d.Processes = append(d.Processes, gpu.Process{PID: uint32(1000*i + gi), Type: gpu.ProcessCompute, GPUInstanceID: gi, UID: -1})
+		}
+		r.Devices = append(r.Devices, d)
+	}
+	s.Readings = r
+	for t := 0; t < nTenants; t++ {
+		name := fmt.Sprintf("tenant-%02d", t)
+		s.Tenants = append(s.Tenants, tenant.Info{Name: name, Class: "latency", Priority: t})
+		s.SLOs = append(s.SLOs, tenant.SLOStatus{Tenant: name, Quantile: 0.99, TargetSeconds: 0.5, Window: 5 * time.Minute,
+			Quantiles:     map[float64]float64{0.5: 0.1, 0.9: 0.2, 0.99: 0.4},
+			RequestsTotal: 100, GoodRequestsTotal: 99, Attainment: gpu.Float(0.99), SourceUp: true})
+	}
+	k := 0
+	for i := 0; i < nGPU; i++ {
+		for gi := 1; gi <= 7; gi++ {
+			t := k % nTenants
+			k++
+			s.Usage = append(s.Usage, tenant.Usage{Tenant: fmt.Sprintf("tenant-%02d", t), Class: "latency", GPU: i,
+				UUID: fmt.Sprintf("GPU-%04d", i), GPUInstance: fmt.Sprint(gi), Processes: 1,
+				SMActive: gpu.Float(0.5), SMActiveMethod: tenant.Measured, DRAMActive: gpu.Float(0.5), DRAMActiveMethod: tenant.Measured,
+				MemoryUsedBytes: 9 * gib})
+		}
+	}
+	return s
+}
