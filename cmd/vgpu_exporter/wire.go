@@ -8,6 +8,7 @@ import (
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/vgpu-exporter/vgpu_exporter/collector"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
@@ -19,7 +20,7 @@ func build(cfg *config, logger log.Logger) (*service, error) {
 
 // newCollector is the GPU/tenant collector.
 func newCollector(snap func() *tenant.Snapshot, logger log.Logger, filters ...string) (prometheus.Collector, error) {
-	return nil, errors.New("no collector in this build")
+	return collector.NewExporter(snap, logger, filters...)
 }
 
 // checkConfig validates a tenants file and prints every error.
