@@ -1,0 +1,312 @@
+// Package report turns the simulator's ground-truth windows into what
+// vgpusim shows and writes: a time series (one step per window) per tenant
+// and per GPU, a run summary, CSV and JSON files and PNG plots.
+//
+// Every figure is computed from the windows alone, so the same windows give
+// the same bytes: percentiles are nearest-rank over the exact request
+// latencies, SLO attainment is good/completed requests, shares and
+// utilization are time-weighted means.
+package report
+
+import (
+	"math"
+	"slices"
+	"sort"
+	"time"
+)
+
+// Meta describes a run.
+type Meta struct {
+	Scenario    string        `json:"scenario"`
+	Description string        `json:"description,omitempty"`
+	Policy      string        `json:"policy"`
+	Seed        int64         `json:"seed"`
+	Start       time.Time     `json:"start"`
+	Step        time.Duration `json:"-"`
+	Duration    time.Duration `json:"-"`
+}
+
+// TenantStep is one tenant's figures over one step. Pointer fields are nil
+// when the step holds no completed request.
+type TenantStep struct {
+	Tenant     string   `json:"tenant"`
+	GPU        string   `json:"gpu"`
+	Completed  int      `json:"completed"`
+	Good       int      `json:"good"`
+	Attainment *float64 `json:"attainment"`
+	P50        *float64 `json:"p50_seconds"`
+	P99        *float64 `json:"p99_seconds"`
+	// SLOQuantile and SLOTarget are the tenant's objective; zero when it
+	// has none.
+	SLOQuantile float64 `json:"slo_quantile"`
+	SLOTarget   float64 `json:"slo_target_seconds"`
+	// Throughput is completed requests per second.
+	Throughput float64 `json:"throughput_rps"`
+	// WorkRate is the simulator's work units per second (training
+	// steps, tokens: see docs/simulator.md).
+	WorkRate float64 `json:"work_per_second"`
+	SMShare  float64 `json:"sm_share"`
+	BWShare  float64 `json:"bw_share"`
+	OOMs     int     `json:"ooms"`
+}
+
+// GPUStep is one GPU's figures over one step.
+type GPUStep struct {
+	UUID       string  `json:"uuid"`
+	Index      int     `json:"index"`
+	SMActive   float64 `json:"sm_active"`
+	DRAMActive float64 `json:"dram_active"`
+	PowerW     float64 `json:"power_watts"`
+	SMClockMHz float64 `json:"sm_clock_mhz"`
+}
+
+// Step is one window of the run. T is the window's end in seconds since
+// the start of the run.
+type Step struct {
+	T       float64      `json:"t_seconds"`
+	Seconds float64      `json:"-"` // window length
+	Tenants []TenantStep `json:"tenants"`
+	GPUs    []GPUStep    `json:"gpus"`
+}
+
+// Recorder accumulates windows into a series and keeps every latency for
+// the run's percentiles.
+type Recorder struct {
+	meta  Meta
+	steps []Step
+
+	tenants map[string]*tenantAcc
+	order   []string // tenants in order of first appearance
+	gpus    map[string]*gpuAcc
+	gorder  []string
+	elapsed float64
+}
+
+type tenantAcc struct {
+	gpu         string
+	latencies   []time.Duration
+	completed   int
+	good        int
+	work        float64
+	smShareSec  float64 // share x seconds
+	bwShareSec  float64
+	seconds     float64
+	ooms        int
+	sloQuantile float64
+	sloTarget   time.Duration
+}
+
+type gpuAcc struct {
+	index                  int
+	sm, dram, power, clock float64 // value x seconds
+	seconds                float64
+}
+
+// NewRecorder returns an empty Recorder for a run.
+func NewRecorder(m Meta) *Recorder {
+	return &Recorder{meta: m, tenants: map[string]*tenantAcc{}, gpus: map[string]*gpuAcc{}}
+}
+
+// Add records one window. Windows must come in time order; an empty window
+// (End not after Start) is ignored.
+func (r *Recorder) Add(w WindowStats) {
+	secs := w.End.Sub(w.Start).Seconds()
+	if secs <= 0 {
+		return
+	}
+	r.elapsed += secs
+	st := Step{T: round6(r.elapsed), Seconds: secs}
+	if !r.meta.Start.IsZero() {
+		st.T = round6(w.End.Sub(r.meta.Start).Seconds())
+	}
+	for _, tw := range w.Tenants {
+		a := r.tenants[tw.Tenant]
+		if a == nil {
+			a = &tenantAcc{}
+			r.tenants[tw.Tenant] = a
+			r.order = append(r.order, tw.Tenant)
+		}
+		a.gpu = tw.GPU
+		a.latencies = append(a.latencies, tw.Latencies...)
+		a.completed += tw.Completed
+		a.good += tw.Good
+		a.work += tw.Work
+		a.smShareSec += tw.SMShare * secs
+		a.bwShareSec += tw.BWShare * secs
+		a.seconds += secs
+		a.ooms += tw.OOMs
+		a.sloQuantile, a.sloTarget = tw.SLOQuantile, tw.SLOTarget
+
+		ts := TenantStep{
+			Tenant: tw.Tenant, GPU: tw.GPU, Completed: tw.Completed, Good: tw.Good,
+			Attainment:  Attainment(tw.Good, tw.Completed),
+			P50:         quantileSeconds(tw.Latencies, 0.5),
+			P99:         quantileSeconds(tw.Latencies, 0.99),
+			SLOQuantile: tw.SLOQuantile, SLOTarget: round6(tw.SLOTarget.Seconds()),
+			Throughput: round6(float64(tw.Completed) / secs),
+			WorkRate:   round6(tw.Work / secs),
+			SMShare:    round6(tw.SMShare), BWShare: round6(tw.BWShare),
+			OOMs: tw.OOMs,
+		}
+		st.Tenants = append(st.Tenants, ts)
+	}
+	for _, gw := range w.GPUs {
+		a := r.gpus[gw.UUID]
+		if a == nil {
+			a = &gpuAcc{}
+			r.gpus[gw.UUID] = a
+			r.gorder = append(r.gorder, gw.UUID)
+		}
+		a.index = gw.Index
+		a.sm += gw.SMActive * secs
+		a.dram += gw.DRAMActive * secs
+		a.power += gw.PowerW * secs
+		a.clock += gw.SMClockMHz * secs
+		a.seconds += secs
+		st.GPUs = append(st.GPUs, GPUStep{
+			UUID: gw.UUID, Index: gw.Index,
+			SMActive: round6(gw.SMActive), DRAMActive: round6(gw.DRAMActive),
+			PowerW: round6(gw.PowerW), SMClockMHz: round6(gw.SMClockMHz),
+		})
+	}
+	sort.Slice(st.Tenants, func(i, j int) bool { return st.Tenants[i].Tenant < st.Tenants[j].Tenant })
+	sort.Slice(st.GPUs, func(i, j int) bool { return st.GPUs[i].Index < st.GPUs[j].Index })
+	r.steps = append(r.steps, st)
+}
+
+// Steps returns the recorded steps in time order. The slice is shared.
+func (r *Recorder) Steps() []Step { return r.steps }
+
+// Meta returns the run's description.
+func (r *Recorder) Meta() Meta { return r.meta }
+
+// Quantile returns the nearest-rank q-quantile (0 < q <= 1) of ascending
+// latencies: the smallest value with at least q of the values at or below
+// it. ok is false for an empty slice.
+func Quantile(sorted []time.Duration, q float64) (d time.Duration, ok bool) {
+	n := len(sorted)
+	if n == 0 {
+		return 0, false
+	}
+	i := int(math.Ceil(q*float64(n))) - 1
+	i = max(0, min(i, n-1))
+	return sorted[i], true
+}
+
+// Attainment returns good/completed, or nil when nothing completed.
+func Attainment(good, completed int) *float64 {
+	if completed <= 0 {
+		return nil
+	}
+	v := round6(float64(good) / float64(completed))
+	return &v
+}
+
+func quantileSeconds(sorted []time.Duration, q float64) *float64 {
+	d, ok := Quantile(sorted, q)
+	if !ok {
+		return nil
+	}
+	v := round6(d.Seconds())
+	return &v
+}
+
+// round6 rounds to 6 significant digits so files stay short and stable.
+func round6(v float64) float64 {
+	if v == 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+		return v
+	}
+	mag := math.Pow(10, 5-math.Floor(math.Log10(math.Abs(v))))
+	return math.Round(v*mag) / mag
+}
+
+// TenantSummary is one tenant's figures over the whole run.
+type TenantSummary struct {
+	Tenant      string   `json:"tenant"`
+	GPU         string   `json:"gpu"` // the GPU at the end of the run
+	Requests    int      `json:"requests"`
+	Good        int      `json:"good"`
+	Attainment  *float64 `json:"attainment"`
+	SLOQuantile float64  `json:"slo_quantile"`
+	SLOTarget   float64  `json:"slo_target_seconds"`
+	// SLOMet is true when the tenant has an SLO and attainment reached
+	// its quantile; nil when it has no SLO or served no request.
+	SLOMet     *bool    `json:"slo_met"`
+	P50        *float64 `json:"p50_seconds"`
+	P99        *float64 `json:"p99_seconds"`
+	Throughput float64  `json:"throughput_rps"`
+	WorkRate   float64  `json:"work_per_second"`
+	SMShare    float64  `json:"sm_share"`
+	BWShare    float64  `json:"bw_share"`
+	OOMs       int      `json:"ooms"`
+}
+
+// GPUSummary is one GPU's means over the run.
+type GPUSummary struct {
+	UUID       string  `json:"uuid"`
+	Index      int     `json:"index"`
+	SMActive   float64 `json:"sm_active"`
+	DRAMActive float64 `json:"dram_active"`
+	PowerW     float64 `json:"power_watts"`
+	SMClockMHz float64 `json:"sm_clock_mhz"`
+}
+
+// Summary is the run's result.
+type Summary struct {
+	Meta     Meta            `json:"-"` // in the JSON file beside the summary
+	Seconds  float64         `json:"seconds"`
+	Steps    int             `json:"steps"`
+	Tenants  []TenantSummary `json:"tenants"`
+	GPUs     []GPUSummary    `json:"gpus"`
+	SLOsMet  int             `json:"slos_met"`  // tenants with an SLO that met it
+	SLOsHeld int             `json:"slos_held"` // tenants with an SLO and requests
+}
+
+// Summary computes the run's summary from everything recorded so far.
+func (r *Recorder) Summary() Summary {
+	s := Summary{Meta: r.meta, Seconds: round6(r.elapsed), Steps: len(r.steps)}
+	names := slices.Clone(r.order)
+	sort.Strings(names)
+	for _, name := range names {
+		a := r.tenants[name]
+		lat := slices.Clone(a.latencies)
+		slices.Sort(lat)
+		ts := TenantSummary{
+			Tenant: name, GPU: a.gpu, Requests: a.completed, Good: a.good,
+			Attainment:  Attainment(a.good, a.completed),
+			SLOQuantile: a.sloQuantile, SLOTarget: round6(a.sloTarget.Seconds()),
+			P50: quantileSeconds(lat, 0.5), P99: quantileSeconds(lat, 0.99),
+			OOMs: a.ooms,
+		}
+		if r.elapsed > 0 {
+			ts.Throughput = round6(float64(a.completed) / r.elapsed)
+			ts.WorkRate = round6(a.work / r.elapsed)
+		}
+		if a.seconds > 0 {
+			ts.SMShare = round6(a.smShareSec / a.seconds)
+			ts.BWShare = round6(a.bwShareSec / a.seconds)
+		}
+		if a.sloTarget > 0 && ts.Attainment != nil {
+			met := float64(a.good)/float64(a.completed) >= a.sloQuantile
+			ts.SLOMet = &met
+			s.SLOsHeld++
+			if met {
+				s.SLOsMet++
+			}
+		}
+		s.Tenants = append(s.Tenants, ts)
+	}
+	for _, uuid := range r.gorder {
+		a := r.gpus[uuid]
+		g := GPUSummary{UUID: uuid, Index: a.index}
+		if a.seconds > 0 {
+			g.SMActive = round6(a.sm / a.seconds)
+			g.DRAMActive = round6(a.dram / a.seconds)
+			g.PowerW = round6(a.power / a.seconds)
+			g.SMClockMHz = round6(a.clock / a.seconds)
+		}
+		s.GPUs = append(s.GPUs, g)
+	}
+	sort.Slice(s.GPUs, func(i, j int) bool { return s.GPUs[i].Index < s.GPUs[j].Index })
+	return s
+}

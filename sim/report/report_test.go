@@ -1,0 +1,308 @@
+package report
+
+import (
+	"bytes"
+	"flag"
+	"image/png"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+var start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func ms(v ...int) []time.Duration {
+	out := make([]time.Duration, len(v))
+	for i, x := range v {
+		out[i] = time.Duration(x) * time.Millisecond
+	}
+	return out
+}
+
+func TestQuantile(t *testing.T) {
+	hundred := make([]time.Duration, 100)
+	for i := range hundred {
+		hundred[i] = time.Duration(i+1) * time.Millisecond
+	}
+	tests := []struct {
+		name   string
+		in     []time.Duration
+		q      float64
+		want   time.Duration
+		wantOK bool
+	}{
+		{"empty", nil, 0.5, 0, false},
+		{"one value", ms(7), 0.99, 7 * time.Millisecond, true},
+		{"median of odd", ms(1, 2, 3), 0.5, 2 * time.Millisecond, true},
+		{"median of even is the lower", ms(1, 2, 3, 4), 0.5, 2 * time.Millisecond, true},
+		{"p99 of 100", hundred, 0.99, 99 * time.Millisecond, true},
+		{"p50 of 100", hundred, 0.5, 50 * time.Millisecond, true},
+		{"p100", hundred, 1, 100 * time.Millisecond, true},
+		{"p99 of 10 is the max", ms(1, 2, 3, 4, 5, 6, 7, 8, 9, 10), 0.99, 10 * time.Millisecond, true},
+		{"q 0 is the min", ms(3, 4), 0, 3 * time.Millisecond, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := Quantile(tc.in, tc.q)
+			if got != tc.want || ok != tc.wantOK {
+				t.Errorf("Quantile(%v, %v) = %v, %v; want %v, %v", tc.in, tc.q, got, ok, tc.want, tc.wantOK)
+			}
+		})
+	}
+}
+
+func TestAttainment(t *testing.T) {
+	if a := Attainment(0, 0); a != nil {
+		t.Errorf("no requests: %v, want nil", *a)
+	}
+	for _, tc := range []struct {
+		good, total int
+		want        float64
+	}{{9, 10, 0.9}, {10, 10, 1}, {0, 4, 0}, {2, 3, 0.666667}} {
+		if a := Attainment(tc.good, tc.total); a == nil || *a != tc.want {
+			t.Errorf("Attainment(%d, %d) = %v, want %v", tc.good, tc.total, a, tc.want)
+		}
+	}
+}
+
+func TestRound6(t *testing.T) {
+	for in, want := range map[float64]float64{0: 0, 1.23456789: 1.23457, 0.000123456789: 0.000123457, 123456789: 123457000, -2.5: -2.5} {
+		if got := round6(in); got != want {
+			t.Errorf("round6(%v) = %v, want %v", in, got, want)
+		}
+	}
+}
+
+// windows are three 1 s windows of two tenants on two GPUs: chat (with an
+// SLO of p90 <= 100 ms) and train (no SLO, no requests, work only); chat
+// moves from GPU-b to GPU-a in the third window and has no requests in
+// the second.
+func windows() []WindowStats {
+	w := func(i int, chat TenantWindow, smA float64) WindowStats {
+		chat.Tenant, chat.SLOQuantile, chat.SLOTarget = "chat", 0.9, 100*time.Millisecond
+		return WindowStats{
+			Start: start.Add(time.Duration(i) * time.Second), End: start.Add(time.Duration(i+1) * time.Second),
+			Tenants: []TenantWindow{
+				{Tenant: "train", GPU: "GPU-a", Work: 2.5, SMShare: 0.7, BWShare: 0.4},
+				chat,
+			},
+			GPUs: []GPUWindow{
+				{UUID: "GPU-b", Index: 1, SMActive: 0.25, DRAMActive: 0.1, PowerW: 200, SMClockMHz: 1500},
+				{UUID: "GPU-a", Index: 0, SMActive: smA, DRAMActive: 0.5, PowerW: 600, SMClockMHz: 1980},
+			},
+		}
+	}
+	return []WindowStats{
+		w(0, TenantWindow{GPU: "GPU-b", Completed: 4, Good: 3, Latencies: ms(20, 40, 60, 150), SMShare: 0.2, BWShare: 0.1}, 0.9),
+		w(1, TenantWindow{GPU: "GPU-b", SMShare: 0.1, OOMs: 1}, 0.8),
+		w(2, TenantWindow{GPU: "GPU-a", Completed: 6, Good: 6, Latencies: ms(10, 10, 30, 50, 70, 90), SMShare: 0.3, BWShare: 0.2}, 0.7),
+	}
+}
+
+func record(ws []WindowStats) *Recorder {
+	r := NewRecorder(Meta{Scenario: "unit", Policy: "static-equal", Seed: 42, Start: start, Step: time.Second, Duration: 3 * time.Second})
+	for _, w := range ws {
+		r.Add(w)
+	}
+	return r
+}
+
+func TestSummary(t *testing.T) {
+	r := record(windows())
+	s := r.Summary()
+	if s.Steps != 3 || s.Seconds != 3 {
+		t.Fatalf("steps %d seconds %v, want 3 and 3", s.Steps, s.Seconds)
+	}
+	if len(s.Tenants) != 2 || s.Tenants[0].Tenant != "chat" || s.Tenants[1].Tenant != "train" {
+		t.Fatalf("tenants %+v, want chat then train", s.Tenants)
+	}
+	chat, train := s.Tenants[0], s.Tenants[1]
+	// 10 latencies: 10 10 20 30 40 50 60 70 90 150 -> p50 = 5th = 40 ms, p99 = 10th.
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"chat requests", chat.Requests, 10},
+		{"chat good", chat.Good, 9},
+		{"chat attainment", *chat.Attainment, 0.9},
+		{"chat slo met (0.9 >= 0.9)", *chat.SLOMet, true},
+		{"chat p50", *chat.P50, 0.04},
+		{"chat p99", *chat.P99, 0.15},
+		{"chat throughput", chat.Throughput, 10 / 3.0},
+		{"chat sm share", chat.SMShare, 0.2},
+		{"chat bw share", chat.BWShare, 0.1},
+		{"chat ends on GPU-a", chat.GPU, "GPU-a"},
+		{"chat ooms", chat.OOMs, 1},
+		{"train has no attainment", train.Attainment == nil && train.SLOMet == nil && train.P99 == nil, true},
+		{"train work rate", train.WorkRate, 2.5},
+		{"slos", [2]int{s.SLOsMet, s.SLOsHeld}, [2]int{1, 1}},
+		{"gpus by index", []string{s.GPUs[0].UUID, s.GPUs[1].UUID}, []string{"GPU-a", "GPU-b"}},
+		{"gpu-a sm active mean", s.GPUs[0].SMActive, 0.8},
+	}
+	for _, c := range checks {
+		if g, ok := c.got.(float64); ok {
+			c.got = round6(g)
+			c.want = round6(c.want.(float64))
+		}
+		if !reflect.DeepEqual(c.got, c.want) {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	// Per step: no percentiles or attainment in the empty window.
+	st := r.Steps()[1].Tenants[0]
+	if st.Tenant != "chat" || st.P50 != nil || st.P99 != nil || st.Attainment != nil {
+		t.Errorf("empty step %+v: want no percentiles and no attainment", st)
+	}
+	if got := *r.Steps()[0].Tenants[0].P99; got != 0.15 {
+		t.Errorf("first step p99 %v, want 0.15", got)
+	}
+}
+
+// A missed SLO reads "no".
+func TestSummarySLOMissed(t *testing.T) {
+	ws := windows()
+	ws[0].Tenants[1].Good = 0
+	s := record(ws).Summary()
+	if s.Tenants[0].SLOMet == nil || *s.Tenants[0].SLOMet || s.SLOsMet != 0 || s.SLOsHeld != 1 {
+		t.Errorf("summary %+v: want chat's SLO missed", s.Tenants[0])
+	}
+	var b bytes.Buffer
+	if err := WriteSummaryText(&b, s); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "SLOs met: 0 of 1") {
+		t.Errorf("summary text:\n%s", b.String())
+	}
+}
+
+func TestEmptyWindowIgnored(t *testing.T) {
+	r := record(nil)
+	r.Add(WindowStats{Start: start, End: start})
+	if len(r.Steps()) != 0 {
+		t.Errorf("zero-length window recorded")
+	}
+	if _, err := LatencyPlot(r); err == nil {
+		t.Error("plot of no steps: want an error")
+	}
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the golden file:\n--- got\n%s\n--- want\n%s", name, got, want)
+	}
+}
+
+func TestGoldens(t *testing.T) {
+	r := record(windows())
+	outputs := []struct {
+		file string
+		f    func(*bytes.Buffer) error
+	}{
+		{"summary.golden.txt", func(b *bytes.Buffer) error { return WriteSummaryText(b, r.Summary()) }},
+		{"tenants.golden.csv", func(b *bytes.Buffer) error { return WriteTenantsCSV(b, r.Steps()) }},
+		{"gpus.golden.csv", func(b *bytes.Buffer) error { return WriteGPUsCSV(b, r.Steps()) }},
+		{"series.golden.json", func(b *bytes.Buffer) error { return WriteJSON(b, r) }},
+	}
+	for _, o := range outputs {
+		t.Run(o.file, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := o.f(&b); err != nil {
+				t.Fatal(err)
+			}
+			golden(t, o.file, b.Bytes())
+		})
+	}
+}
+
+func TestWriteFiles(t *testing.T) {
+	for _, format := range []string{FormatCSV, FormatJSON} {
+		t.Run(format, func(t *testing.T) {
+			dir := t.TempDir()
+			r := record(windows())
+			paths, err := WriteFiles(dir, r, format)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := []string{FileSummary, FileTenantsCSV, FileGPUsCSV, FileLatencyPlot, FileSharesPlot, FileGPUPlot}
+			if format == FormatJSON {
+				want = []string{FileSummary, FileJSON, FileLatencyPlot, FileSharesPlot, FileGPUPlot}
+			}
+			var got []string
+			for _, p := range paths {
+				got = append(got, filepath.Base(p))
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("written %v, want %v", got, want)
+			}
+			for _, name := range want {
+				b, err := os.ReadFile(filepath.Join(dir, name))
+				if err != nil || len(b) == 0 {
+					t.Fatalf("%s: %d bytes, %v", name, len(b), err)
+				}
+				if strings.HasSuffix(name, ".png") {
+					img, err := png.Decode(bytes.NewReader(b))
+					if err != nil {
+						t.Fatalf("%s: %v", name, err)
+					}
+					if bd := img.Bounds(); bd.Dx() < 400 || bd.Dy() < 200 {
+						t.Errorf("%s: %v too small", name, bd)
+					}
+				}
+			}
+		})
+	}
+	if _, err := WriteFiles(t.TempDir(), record(windows()), "xml"); err == nil || !strings.Contains(err.Error(), "xml") {
+		t.Errorf("unknown format: %v", err)
+	}
+}
+
+func TestPlotsDeterministic(t *testing.T) {
+	for _, f := range []func(*Recorder) (Plot, error){LatencyPlot, SharesPlot, GPUPlot} {
+		var a, b bytes.Buffer
+		for _, buf := range []*bytes.Buffer{&a, &b} {
+			p, err := f(record(windows()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := p.WritePNG(buf); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !bytes.Equal(a.Bytes(), b.Bytes()) {
+			t.Error("two renderings of the same series differ")
+		}
+	}
+}
+
+// Panels: one per GPU a tenant ended on for the tenant plots, four for the
+// GPU plot.
+func TestPlotPanels(t *testing.T) {
+	r := record(windows())
+	lat, err := LatencyPlot(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gp, err := GPUPlot(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lat.Panels() != 1 || gp.Panels() != 4 {
+		t.Errorf("panels: latency %d (want 1: both tenants end on GPU-a), gpu %d (want 4)", lat.Panels(), gp.Panels())
+	}
+}
