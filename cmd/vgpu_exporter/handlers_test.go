@@ -9,8 +9,11 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
 // fakeCollector serves one gauge per filter (or "all" without filters).
@@ -156,4 +159,8 @@ func TestHandlerCustomTelemetryPath(t *testing.T) {
 			t.Errorf("GET %s: %d, want %d", target, rec.Code, want)
 		}
 	}
+}
+
+func newFakeCollectorFor(_ func() *tenant.Snapshot, _ log.Logger, filters ...string) (prometheus.Collector, error) {
+	return newFakeCollector(filters...)
 }

@@ -1,0 +1,256 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/go-kit/log"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+)
+
+// fakeSource returns one device per sample and records Close.
+type fakeSource struct {
+	samples atomic.Int32
+	closed  atomic.Bool
+	fail    bool
+}
+
+func (s *fakeSource) Name() string { return "fake" }
+func (s *fakeSource) Sample(context.Context) (*gpu.Readings, error) {
+	s.samples.Add(1)
+	if s.fail {
+		return nil, errors.New("no GPU answered")
+	}
+	return &gpu.Readings{Backend: "fake"}, nil
+}
+func (s *fakeSource) Close() error { s.closed.Store(true); return nil }
+
+// fakeBuilder builds empty snapshots and records reloads and Start.
+type fakeBuilder struct {
+	mu      sync.Mutex
+	reloads []string
+	started atomic.Bool
+	stopped atomic.Bool
+	bad     bool
+}
+
+func (b *fakeBuilder) Build(r *gpu.Readings, st gpu.SamplerStats) *tenant.Snapshot {
+	return &tenant.Snapshot{Readings: r, Sampler: st}
+}
+
+func (b *fakeBuilder) Reload(path string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.reloads = append(b.reloads, path)
+	if b.bad {
+		return fmt.Errorf("%s:1: bad", path)
+	}
+	return nil
+}
+
+func (b *fakeBuilder) Start(ctx context.Context) {
+	b.started.Store(true)
+	<-ctx.Done()
+	b.stopped.Store(true)
+}
+
+func (b *fakeBuilder) reloadCount() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.reloads)
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func testConfig(t *testing.T, args ...string) *config {
+	t.Helper()
+	c, err := parseArgs(t, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func waitUntil(t *testing.T, what string, f func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !f() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func httpGet(url string) (int, string) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestServiceServesAndShutsDown(t *testing.T) {
+	addr := freeAddr(t)
+	cfg := testConfig(t, "--web.listen-address="+addr, "--sample.interval=1h")
+	src := &fakeSource{}
+	b := &fakeBuilder{}
+	// A manual clock: the sampler takes its first sample at once and then
+	// waits for the clock, so the test controls every later sample.
+	clock := gpu.NewManualClock(time.Unix(1e9, 0))
+	svc := newService(src, b, "/etc/tenants.yaml", clock, time.Hour, log.NewNopLogger())
+	hup := make(chan os.Signal, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.serve(ctx, cfg, newFakeCollectorFor, hup) }()
+
+	base := "http://" + addr
+	waitUntil(t, "the server to answer", func() bool { c, _ := httpGet(base + "/-/healthy"); return c == 200 })
+	waitUntil(t, "readiness", func() bool { c, _ := httpGet(base + "/-/ready"); return c == 200 })
+	if !b.started.Load() {
+		t.Error("builder Start was not called")
+	}
+	code, body := httpGet(base + "/metrics")
+	if code != 200 || !strings.Contains(body, "vgpu_fake_ratio") || !strings.Contains(body, "vgpu_exporter_build_info") {
+		t.Errorf("metrics: %d %q", code, body)
+	}
+
+	// Later samples follow the clock.
+	waitUntil(t, "the sampler to wait on the clock", func() bool { return clock.Waiters() > 0 })
+	clock.Advance(time.Hour)
+	waitUntil(t, "a second sample", func() bool { return src.samples.Load() >= 2 })
+
+	// SIGHUP and POST /-/reload both reread the tenants file.
+	hup <- syscall.SIGHUP
+	waitUntil(t, "the SIGHUP reload", func() bool { return b.reloadCount() == 1 })
+	resp, err := http.Post(base+"/-/reload", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || b.reloadCount() != 2 || b.reloads[1] != "/etc/tenants.yaml" {
+		t.Errorf("POST reload: %d, reloads %v", resp.StatusCode, b.reloads)
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("serve: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("serve did not return after cancel")
+	}
+	if !src.closed.Load() {
+		t.Error("source not closed on shutdown")
+	}
+	if !b.stopped.Load() {
+		t.Error("builder background work not stopped")
+	}
+	if c, _ := httpGet(base + "/-/healthy"); c != 0 {
+		t.Error("server still answers after shutdown")
+	}
+}
+
+func TestServiceNotReadyWhileSamplesFail(t *testing.T) {
+	addr := freeAddr(t)
+	cfg := testConfig(t, "--web.listen-address="+addr, "--web.disable-exporter-metrics")
+	src := &fakeSource{fail: true}
+	svc := newService(src, &fakeBuilder{}, "", gpu.NewManualClock(time.Unix(1e9, 0)), time.Hour, log.NewNopLogger())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.serve(ctx, cfg, newFakeCollectorFor, nil) }()
+	base := "http://" + addr
+	waitUntil(t, "a failed sample", func() bool { return src.samples.Load() >= 1 })
+	waitUntil(t, "the server to answer", func() bool { c, _ := httpGet(base + "/-/healthy"); return c == 200 })
+	if c, body := httpGet(base + "/-/ready"); c != 503 {
+		t.Errorf("ready with no snapshot: %d %q", c, body)
+	}
+	if _, body := httpGet(base + "/metrics"); strings.Contains(body, "go_goroutines") {
+		t.Error("exporter metrics served despite --web.disable-exporter-metrics")
+	}
+	// No tenants file: a reload succeeds without calling the builder.
+	resp, err := http.Post(base+"/-/reload", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("reload without a file: %d", resp.StatusCode)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestServiceListenErrorIsReturned(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	cfg := testConfig(t, "--web.listen-address="+l.Addr().String())
+	src := &fakeSource{}
+	svc := newService(src, &fakeBuilder{}, "", gpu.NewManualClock(time.Unix(1e9, 0)), time.Hour, log.NewNopLogger())
+	err = svc.serve(context.Background(), cfg, newFakeCollectorFor, nil)
+	if err == nil || !strings.Contains(err.Error(), "address already in use") {
+		t.Fatalf("serve on a busy port: %v", err)
+	}
+	if !src.closed.Load() {
+		t.Error("source not closed after a listen error")
+	}
+}
+
+func TestRunExitCodes(t *testing.T) {
+	for _, tc := range []struct {
+		args   []string
+		code   int
+		stderr string
+		stdout string
+	}{
+		{[]string{"--sample.interval=0s"}, 2, "--sample.interval must be positive", ""},
+		{[]string{"--backend=gpu"}, 2, `--backend: "gpu" is not one of auto, sim, nvml`, ""},
+		{[]string{"--no-such-flag"}, 2, "unknown long flag", ""},
+		{[]string{"--config.check=/nonexistent/tenants.yaml"}, 1, "/nonexistent/tenants.yaml", ""},
+		{[]string{"--backend=auto", "--web.listen-address=127.0.0.1:0"}, 1, "--backend=sim", ""},
+	} {
+		var stdout, stderr strings.Builder
+		app := kingpin.New("vgpu_exporter", "")
+		app.Terminate(nil)
+		code := run(context.Background(), app, tc.args, &stdout, &stderr)
+		if code != tc.code {
+			t.Errorf("%v: exit %d, want %d (stderr %q)", tc.args, code, tc.code, stderr.String())
+		}
+		if !strings.Contains(stderr.String(), tc.stderr) {
+			t.Errorf("%v: stderr %q lacks %q", tc.args, stderr.String(), tc.stderr)
+		}
+		if !strings.Contains(stdout.String(), tc.stdout) {
+			t.Errorf("%v: stdout %q lacks %q", tc.args, stdout.String(), tc.stdout)
+		}
+	}
+}
