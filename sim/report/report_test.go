@@ -70,6 +70,19 @@ func TestAttainment(t *testing.T) {
 	}
 }
 
+func TestFormat(t *testing.T) {
+	for in, want := range map[float64]string{0: "0", 2.5: "2.50", 12.34: "12.3", 999.4: "999", 12345: "12.3k", 3.2e14: "320T", 0.0123: "0.0123"} {
+		if got := fmtFloat(in); got != want {
+			t.Errorf("fmtFloat(%v) = %q, want %q", in, got, want)
+		}
+	}
+	for in, want := range map[float64]string{0.0421: "42.1ms", 0.15: "150ms", 2.5: "2.50s", 0.0000123: "0.0123ms"} {
+		if got := fmtSeconds(&in); got != want {
+			t.Errorf("fmtSeconds(%v) = %q, want %q", in, got, want)
+		}
+	}
+}
+
 func TestRound6(t *testing.T) {
 	for in, want := range map[float64]float64{0: 0, 1.23456789: 1.23457, 0.000123456789: 0.000123457, 123456789: 123457000, -2.5: -2.5} {
 		if got := round6(in); got != want {

@@ -226,9 +226,19 @@ func optNum(v *float64) string {
 	return num(*v)
 }
 
+// fmtFloat renders v with about three significant digits, with an SI
+// prefix from 10^4 on (work rates in FLOP/s are large).
 func fmtFloat(v float64) string {
 	if v == 0 {
 		return "0"
+	}
+	for _, p := range []struct {
+		from, unit float64
+		s          string
+	}{{1e15, 1e15, "P"}, {1e12, 1e12, "T"}, {1e9, 1e9, "G"}, {1e6, 1e6, "M"}, {1e4, 1e3, "k"}} {
+		if math.Abs(v) >= p.from {
+			return sig3(v/p.unit) + p.s
+		}
 	}
 	return sig3(v)
 }
