@@ -164,7 +164,7 @@ func TestAbsentNotZero(t *testing.T) {
 			[]string{`vgpu_gpu_up{gpu="4",uuid="GPU-4444"} 1`, `vgpu_gpu_processes{gpu="4",uuid="GPU-4444"} 0`},
 			[]string{"vgpu_gpu_sm_active_ratio", "vgpu_gpu_utilization_ratio", "vgpu_gpu_power_watts", "vgpu_gpu_memory_total_bytes",
 				"vgpu_gpu_energy_joules_total", "vgpu_gpu_ecc_errors_total", "vgpu_gpu_context_switches_total", "vgpu_gpu_temperature_celsius",
-				"vgpu_gpu_clocks_locked", "vgpu_gpu_persistence_mode", "vgpu_gpu_compute_mode_info", "vgpu_gpu_compute_timeslice_info", "vgpu_gpu_sm_count"}},
+				"vgpu_gpu_clocks_locked", "vgpu_gpu_persistence_mode", "vgpu_gpu_compute_mode_info", "vgpu_gpu_compute_timeslice_info", "vgpu_gpu_streaming_multiprocessors"}},
 		{"down", downDevice(),
 			[]string{`vgpu_gpu_up{gpu="3",uuid="GPU-3333"} 0`, `vgpu_gpu_info{`},
 			[]string{"vgpu_gpu_memory_total_bytes", "vgpu_gpu_processes", "vgpu_gpu_clock_event_reasons"}},

@@ -23,7 +23,7 @@ func newMIGCollector(log.Logger) (Collector, error) {
 	l := []string{"gpu", "uuid", "gpu_instance"}
 	c.info = c.add("mig_instance_info", "Identity of a MIG instance; always 1.",
 		"gpu", "uuid", "gpu_instance", "mig_uuid", "profile", "compute_instance")
-	c.smCount = c.add("mig_sm_count", "Number of SMs of the MIG instance.", l...)
+	c.smCount = c.add("mig_streaming_multiprocessors", "Number of SMs of the MIG instance.", l...)
 	c.smActive = c.add("mig_sm_active_ratio", "Fraction of time at least one warp was resident on an SM of the instance, averaged over its SMs, over the sample interval.", l...)
 	c.smOccupancy = c.add("mig_sm_occupancy_ratio", "Resident warps over the maximum, averaged over the instance's SMs, over the sample interval.", l...)
 	c.dramActive = c.add("mig_dram_active_ratio", "Fraction of the instance's share of peak device memory bandwidth used over the sample interval.", l...)

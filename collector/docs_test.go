@@ -1,0 +1,183 @@
+package collector
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// docRow is one metric row of docs/metrics.md.
+type docRow struct {
+	line      int
+	section   string // collector name, or "" for the scrape table
+	typ       string
+	labels    []string
+	labelsRaw string
+}
+
+var (
+	sectionRe = regexp.MustCompile("^## Collector `([a-z_]+)`")
+	nameRe    = regexp.MustCompile("^`(vgpu_[a-z0-9_]+)`$")
+	labelRe   = regexp.MustCompile("`([a-z_]+)`")
+)
+
+// parseMetricsDoc reads the metric tables of docs/metrics.md: every table
+// row whose first cell is a backquoted vgpu_ name.
+func parseMetricsDoc(t *testing.T) map[string]docRow {
+	t.Helper()
+	f, err := os.Open("../docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows := map[string]docRow{}
+	section := ""
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Text()
+		if m := sectionRe.FindStringSubmatch(line); m != nil {
+			section = m[1]
+			continue
+		}
+		if strings.HasPrefix(line, "## ") {
+			section = ""
+			continue
+		}
+		if !strings.HasPrefix(line, "|") {
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "|"), "|")
+		m := nameRe.FindStringSubmatch(strings.TrimSpace(cells[0]))
+		if m == nil {
+			continue
+		}
+		if len(cells) != 6 {
+			t.Errorf("docs/metrics.md:%d: %d cells, want 6 (metric, type, labels, unit, meaning, needs)", n, len(cells))
+			continue
+		}
+		if prev, dup := rows[m[1]]; dup {
+			t.Errorf("docs/metrics.md:%d: %s listed again (first at line %d)", n, m[1], prev.line)
+		}
+		r := docRow{line: n, section: section, typ: strings.TrimSpace(cells[1]), labelsRaw: strings.TrimSpace(cells[2])}
+		for _, l := range labelRe.FindAllStringSubmatch(cells[2], -1) {
+			r.labels = append(r.labels, l[1])
+		}
+		sort.Strings(r.labels)
+		rows[m[1]] = r
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return rows
+}
+
+// served gathers what the given collectors serve for the rich snapshot.
+func served(t *testing.T, filters ...string) []*dto.MetricFamily {
+	t.Helper()
+	reg := withoutDurations(t, newExporter(t, richSnapshot(), filters...))
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mfs
+}
+
+func labelNames(mf *dto.MetricFamily) []string {
+	set := map[string]bool{}
+	for _, m := range mf.GetMetric() {
+		for _, l := range m.GetLabel() {
+			set[l.GetName()] = true
+		}
+	}
+	var out []string
+	for l := range set {
+		out = append(out, l)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestDocsListEveryMetric keeps docs/metrics.md equal to what the exporter
+// serves for a snapshot with every field set: the same names, each under
+// its collector's heading, with the served type and labels.
+func TestDocsListEveryMetric(t *testing.T) {
+	doc := parseMetricsDoc(t)
+	if len(doc) == 0 {
+		t.Fatal("no metric rows found in docs/metrics.md")
+	}
+	got := map[string]*dto.MetricFamily{}
+	for _, mf := range served(t, builtin...) {
+		got[mf.GetName()] = mf
+	}
+	// The duration metric is dropped by withoutDurations; it is served on
+	// every scrape with a snapshot.
+	got["vgpu_scrape_collector_duration_seconds"] = &dto.MetricFamily{
+		Type:   dto.MetricType_GAUGE.Enum(),
+		Metric: []*dto.Metric{{Label: []*dto.LabelPair{{Name: new("collector")}}}},
+	}
+
+	var undocumented, unserved []string
+	for n := range got {
+		if _, ok := doc[n]; !ok {
+			undocumented = append(undocumented, n)
+		}
+	}
+	for n, r := range doc {
+		if _, ok := got[n]; !ok {
+			unserved = append(unserved, fmt.Sprintf("%s (docs/metrics.md:%d)", n, r.line))
+		}
+	}
+	sort.Strings(undocumented)
+	sort.Strings(unserved)
+	if len(undocumented) > 0 {
+		t.Errorf("served but not listed in docs/metrics.md:\n  %s", strings.Join(undocumented, "\n  "))
+	}
+	if len(unserved) > 0 {
+		t.Errorf("listed in docs/metrics.md but not served for a snapshot with every field set:\n  %s", strings.Join(unserved, "\n  "))
+	}
+
+	for n, mf := range got {
+		r, ok := doc[n]
+		if !ok {
+			continue
+		}
+		if want := strings.ToLower(mf.GetType().String()); r.typ != want {
+			t.Errorf("docs/metrics.md:%d: %s has type %q, served as %q", r.line, n, r.typ, want)
+		}
+		if want := labelNames(mf); !slices.Equal(r.labels, want) {
+			t.Errorf("docs/metrics.md:%d: %s has labels %v, served with %v", r.line, n, r.labels, want)
+		}
+	}
+
+	// Each collector's metrics sit under its heading.
+	for _, c := range builtin {
+		for _, mf := range served(t, c) {
+			n := mf.GetName()
+			if strings.HasPrefix(n, "vgpu_scrape_collector_") {
+				continue
+			}
+			if r, ok := doc[n]; ok && r.section != c {
+				t.Errorf("docs/metrics.md:%d: %s is served by collector %q but listed under %q", r.line, n, c, r.section)
+			}
+		}
+	}
+}
+
+// TestPromlint lints the full scrape of a snapshot with every field set.
+func TestPromlint(t *testing.T) {
+	problems, err := promlint.NewWithMetricFamilies(served(t)).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
+}
