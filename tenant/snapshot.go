@@ -48,6 +48,8 @@ type Snapshot struct {
 	// events since the previous sample, so the snapshot builder carries the
 	// totals forward with AddEvents. Sorted by GPU, kind, code.
 	Events []EventCount
+	// Attribution counts processes that could not be attributed cleanly.
+	Attribution AttributionStatus
 }
 
 // EventCount is the cumulative number of events of one kind and code seen
@@ -132,6 +134,30 @@ type SLOStatus struct {
 	Attainment        *float64
 	SourceUp          bool
 	ScrapeErrorsTotal uint64
+
+	// GoodKnown is false when good requests cannot be counted: no SLO
+	// target, or a source that gives only a mean (Triton). Then
+	// GoodRequestsTotal is 0 and Attainment nil, and must not be exported.
+	GoodKnown bool
+	// MeanSeconds is the mean latency over the window; nil with no requests.
+	MeanSeconds *float64
+	// WindowRequests is the number of requests in the window (their rate is
+	// WindowRequests / Window, to compare with the SLO's min_throughput).
+	WindowRequests float64
+	// LastError is the last scrape error, "" after a success.
+	LastError string
+}
+
+// AttributionStatus counts attribution problems.
+type AttributionStatus struct {
+	// Conflicts is the number of processes and instances that matched two
+	// or more tenants in this sample (each attributed to Unassigned).
+	Conflicts int
+	// ConflictsTotal counts distinct conflicts (a subject with a set of
+	// tenants) seen since start.
+	ConflictsTotal uint64
+	// CgroupErrorsTotal counts processes whose cgroup could not be read.
+	CgroupErrorsTotal uint64
 }
 
 // Store publishes snapshots through an atomic pointer: one writer (the

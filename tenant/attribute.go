@@ -1,0 +1,549 @@
+package tenant
+
+import (
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/go-kit/log/level"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// subject is a process, MIG instance or vGPU instance being attributed.
+type subject struct {
+	desc string // for logs: "pid 123 on GPU 0", "MIG-..."
+
+	hasProc bool
+	exe     string
+	uid     int // -1 unknown
+	cgroup  string
+
+	gpu     int
+	migUUID string
+	gi      int // -1 when not in a MIG instance
+	vgpu    *gpu.VGPUInstance
+	pod     *PodRef
+}
+
+func (s *Selector) matches(sub *subject) bool {
+	if s.Executable != "" && (sub.exe == "" || !globMatch(s.exeRE, sub.exe)) {
+		return false
+	}
+	if s.UID != nil && (sub.uid < 0 || sub.uid != *s.UID) {
+		return false
+	}
+	if s.Cgroup != "" && (sub.cgroup == "" || !globMatch(s.cgroupRE, sub.cgroup)) {
+		return false
+	}
+	if s.MIGUUID != "" && sub.migUUID != s.MIGUUID {
+		return false
+	}
+	if g := s.GPUInstance; g != nil && (sub.gi < 0 || sub.gi != g.ID || sub.gpu != g.GPU) {
+		return false
+	}
+	if v := s.VGPU; v != nil {
+		if sub.vgpu == nil {
+			return false
+		}
+		if v.UUID != "" && v.UUID != sub.vgpu.UUID {
+			return false
+		}
+		if v.VMName != "" && !globMatch(v.vmRE, sub.vgpu.VMName) {
+			return false
+		}
+	}
+	if k := s.Kubernetes; k != nil {
+		p := sub.pod
+		if p == nil {
+			return false
+		}
+		if k.Namespace != "" && k.Namespace != p.Namespace {
+			return false
+		}
+		if k.PodUID != "" && !strings.EqualFold(k.PodUID, p.UID) {
+			return false
+		}
+		if k.Pod != "" && (p.Name == "" || !globMatch(k.podRE, p.Name)) {
+			return false
+		}
+		if k.Container != "" && (p.Container == "" || !globMatch(k.containerRE, p.Container)) {
+			return false
+		}
+		for lk, lv := range k.Labels {
+			if v, ok := p.Labels[lk]; !ok || v != lv {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// attrState is Build's memory across samples: conflicts already reported
+// and the per-tenant context-switch counters.
+type attrState struct {
+	seen           map[string]bool
+	conflicts      int
+	conflictsTotal uint64
+	cgroupErrs     uint64
+	cgroupLogged   bool
+	// previous device context-switch counter, by device UUID
+	prevCS map[string]uint64
+	// accumulated context switches, by device UUID + "/" + tenant
+	csAcc map[string]float64
+	// cumulative device events
+	events []EventCount
+}
+
+func newAttrState() attrState {
+	return attrState{seen: map[string]bool{}, prevCS: map[string]uint64{}, csAcc: map[string]float64{}}
+}
+
+func (a *attrState) resetConflicts() { a.seen = map[string]bool{} }
+
+func (a *attrState) status() AttributionStatus {
+	return AttributionStatus{Conflicts: a.conflicts, ConflictsTotal: a.conflictsTotal, CgroupErrorsTotal: a.cgroupErrs}
+}
+
+// attribute returns the tenant sub belongs to: the single tenant with a
+// matching selector, else Unassigned (none, or a conflict between two or
+// more tenants, which is logged once and counted).
+func (b *Builder) attribute(cc *compiledConfig, sub *subject) string {
+	var hits []string
+	for i := range cc.Tenants {
+		t := &cc.Tenants[i]
+		for j := range t.Selectors {
+			if t.Selectors[j].matches(sub) {
+				hits = append(hits, t.Name)
+				break
+			}
+		}
+	}
+	switch len(hits) {
+	case 0:
+		return Unassigned
+	case 1:
+		return hits[0]
+	}
+	b.attr.conflicts++
+	key := sub.desc + "|" + strings.Join(hits, ",")
+	if !b.attr.seen[key] {
+		if len(b.attr.seen) > 10000 {
+			b.attr.seen = map[string]bool{}
+		}
+		b.attr.seen[key] = true
+		b.attr.conflictsTotal++
+		level.Error(b.logger).Log("msg", "matches more than one tenant; attributed to "+Unassigned, "subject", sub.desc, "tenants", strings.Join(hits, ","))
+	}
+	return Unassigned
+}
+
+// processSubject gathers what the selectors need about a process.
+func (b *Builder) processSubject(cc *compiledConfig, km *kubeMapping, d *gpu.Device, p *gpu.Process, inst *gpu.MIGInstance) *subject {
+	sub := &subject{
+		desc:    fmt.Sprintf("pid %d on GPU %d", p.PID, d.Index),
+		hasProc: true,
+		exe:     p.Name,
+		uid:     p.UID,
+		cgroup:  p.Cgroup,
+		gpu:     d.Index,
+		gi:      -1,
+	}
+	if p.Name != "" {
+		sub.exe = filepath.Base(p.Name)
+	} else if cc.needExe {
+		sub.exe = b.proc.comm(p.PID)
+	}
+	if sub.uid < 0 && cc.needUID {
+		sub.uid = b.proc.uid(p.PID)
+	}
+	if sub.cgroup == "" && cc.needCgroup {
+		cg, err := b.proc.cgroup(p.PID)
+		if err != nil {
+			b.attr.cgroupErrs++
+			if !b.attr.cgroupLogged {
+				b.attr.cgroupLogged = true
+				level.Warn(b.logger).Log("msg", "cannot read a GPU process's cgroup; cgroup and kubernetes selectors will not match it (is the host's /proc visible?)", "pid", p.PID, "err", err)
+			}
+		} else {
+			sub.cgroup = cg
+		}
+	}
+	ids := []string{d.UUID}
+	if inst != nil {
+		sub.migUUID, sub.gi = inst.UUID, inst.GPUInstanceID
+		ids = []string{inst.UUID} // the pod holds the MIG device, not the GPU
+	}
+	if p.VGPUInstance != 0 {
+		for i := range d.VGPUs {
+			if d.VGPUs[i].ID == p.VGPUInstance {
+				sub.vgpu = &d.VGPUs[i]
+			}
+		}
+	}
+	if cc.needCgroup && (km != nil || sub.cgroup != "") {
+		cg := ParseCgroupPath(sub.cgroup)
+		sub.pod = km.resolvePod(cg, ids...)
+	}
+	return sub
+}
+
+// tenantAcc accumulates one tenant's use of one GPU (or MIG instance).
+type tenantAcc struct {
+	tenant        string
+	gi            string
+	procs         int
+	sm, memUtil   float64
+	smN, memUtilN int
+	memBytes      uint64
+	memBytesN     int
+	pids          []uint32
+}
+
+type devAcc struct {
+	byTenant map[string]*tenantAcc
+}
+
+func (da *devAcc) get(tenant, gi string) *tenantAcc {
+	k := gi + "/" + tenant
+	a, ok := da.byTenant[k]
+	if !ok {
+		a = &tenantAcc{tenant: tenant, gi: gi}
+		da.byTenant[k] = a
+	}
+	return a
+}
+
+func (a *tenantAcc) addProcess(p *gpu.Process, utilToo bool) {
+	a.procs++
+	a.pids = append(a.pids, p.PID)
+	if p.UsedMemoryBytes != nil {
+		a.memBytes += *p.UsedMemoryBytes
+		a.memBytesN++
+	}
+	if !utilToo {
+		return
+	}
+	if p.SMUtil != nil {
+		a.sm += *p.SMUtil
+		a.smN++
+	}
+	if p.MemUtil != nil {
+		a.memUtil += *p.MemUtil
+		a.memUtilN++
+	}
+}
+
+// usage attributes one sample's devices; see docs/tenants.md for the rules.
+func (b *Builder) usage(cc *compiledConfig, r *gpu.Readings, km *kubeMapping) []Usage {
+	b.attr.conflicts = 0
+	if r == nil {
+		return nil
+	}
+	var out []Usage
+	for di := range r.Devices {
+		d := &r.Devices[di]
+		if !d.Up {
+			continue
+		}
+		if d.MIGEnabled || len(d.MIG) > 0 {
+			out = append(out, b.migUsage(cc, km, d)...)
+			continue
+		}
+		out = append(out, b.sharedUsage(cc, km, d)...)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, c := out[i], out[j]
+		if a.GPU != c.GPU {
+			return a.GPU < c.GPU
+		}
+		if a.GPUInstance != c.GPUInstance {
+			ai, e1 := strconv.Atoi(a.GPUInstance)
+			ci, e2 := strconv.Atoi(c.GPUInstance)
+			if e1 == nil && e2 == nil {
+				return ai < ci
+			}
+			return a.GPUInstance < c.GPUInstance
+		}
+		return a.Tenant < c.Tenant
+	})
+	return out
+}
+
+func (b *Builder) newUsage(cc *compiledConfig, d *gpu.Device, a *tenantAcc) Usage {
+	return Usage{
+		Tenant:          a.tenant,
+		Class:           cc.class[a.tenant],
+		GPU:             d.Index,
+		UUID:            d.UUID,
+		GPUInstance:     a.gi,
+		Processes:       a.procs,
+		MemoryUsedBytes: a.memBytes,
+		PIDs:            sortedPIDs(a.pids),
+	}
+}
+
+func sortedPIDs(p []uint32) []uint32 {
+	if len(p) == 0 {
+		return nil
+	}
+	out := append([]uint32(nil), p...)
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// migUsage: each MIG instance's own activity goes to its tenant (Measured).
+// An instance is owned by the tenant its selectors (mig_uuid, gpu_instance,
+// kubernetes via the pod holding the MIG device) name, else by the tenant of
+// its processes. When processes of several tenants share one instance, the
+// instance's activity is apportioned by their used memory (Apportioned).
+func (b *Builder) migUsage(cc *compiledConfig, km *kubeMapping, d *gpu.Device) []Usage {
+	var out []Usage
+	byGI := map[int][]*gpu.Process{}
+	var loose []*gpu.Process
+	for i := range d.Processes {
+		p := &d.Processes[i]
+		if p.GPUInstanceID >= 0 && d.MIGByGI(p.GPUInstanceID) != nil {
+			byGI[p.GPUInstanceID] = append(byGI[p.GPUInstanceID], p)
+		} else {
+			loose = append(loose, p)
+		}
+	}
+	for ii := range d.MIG {
+		inst := &d.MIG[ii]
+		gi := strconv.Itoa(inst.GPUInstanceID)
+		isub := &subject{desc: fmt.Sprintf("MIG instance %s (GPU %d GI %d)", inst.UUID, d.Index, inst.GPUInstanceID), uid: -1, gpu: d.Index, migUUID: inst.UUID, gi: inst.GPUInstanceID}
+		if km != nil {
+			isub.pod = km.resolvePod(CgroupInfo{}, inst.UUID)
+		}
+		owner := b.attribute(cc, isub)
+		da := &devAcc{byTenant: map[string]*tenantAcc{}}
+		for _, p := range byGI[inst.GPUInstanceID] {
+			t := b.attribute(cc, b.processSubject(cc, km, d, p, inst))
+			da.get(t, gi).addProcess(p, false)
+		}
+		if len(da.byTenant) == 0 {
+			da.get(owner, gi)
+		}
+		accs := sortedAccs(da)
+		if len(accs) == 1 {
+			a := accs[0]
+			u := b.newUsage(cc, d, a)
+			u.SMActive, u.SMActiveMethod = copyF(inst.Activity.SMActive), Measured
+			u.DRAMActive, u.DRAMActiveMethod = copyF(inst.Activity.DRAMActive), Measured
+			if a.memBytesN == 0 {
+				u.MemoryUsedBytes = inst.MemoryUsedBytes
+			}
+			out = append(out, u)
+			continue
+		}
+		w := shareByMemory(accs)
+		for _, a := range accs {
+			u := b.newUsage(cc, d, a)
+			u.SMActive, u.SMActiveMethod = scaled(inst.Activity.SMActive, w[a.tenant]), Apportioned
+			u.DRAMActive, u.DRAMActiveMethod = scaled(inst.Activity.DRAMActive, w[a.tenant]), Apportioned
+			out = append(out, u)
+		}
+	}
+	if len(loose) > 0 {
+		// processes the readings do not place in an instance: memory only
+		da := &devAcc{byTenant: map[string]*tenantAcc{}}
+		for _, p := range loose {
+			t := b.attribute(cc, b.processSubject(cc, km, d, p, nil))
+			da.get(t, "").addProcess(p, false)
+		}
+		for _, a := range sortedAccs(da) {
+			out = append(out, b.newUsage(cc, d, a))
+		}
+	}
+	return out
+}
+
+// sharedUsage covers exclusive, time-sliced, MPS and vGPU devices.
+func (b *Builder) sharedUsage(cc *compiledConfig, km *kubeMapping, d *gpu.Device) []Usage {
+	da := &devAcc{byTenant: map[string]*tenantAcc{}}
+	vgpuTenant := map[uint32]string{}
+	for i := range d.VGPUs {
+		v := &d.VGPUs[i]
+		t := b.attribute(cc, &subject{desc: fmt.Sprintf("vGPU %s (VM %q on GPU %d)", v.UUID, v.VMName, d.Index), uid: -1, gpu: d.Index, gi: -1, vgpu: v})
+		vgpuTenant[v.ID] = t
+		a := da.get(t, "")
+		if v.SMUtil != nil {
+			a.sm += *v.SMUtil
+			a.smN++
+		}
+		if v.MemUtil != nil {
+			a.memUtil += *v.MemUtil
+			a.memUtilN++
+		}
+		a.memBytes += v.FramebufferUsed
+		a.memBytesN++
+	}
+	for i := range d.Processes {
+		p := &d.Processes[i]
+		if t, ok := vgpuTenant[p.VGPUInstance]; ok && p.VGPUInstance != 0 {
+			// inside a VM: its utilization is already the instance's
+			a := da.get(t, "")
+			a.procs++
+			a.pids = append(a.pids, p.PID)
+			continue
+		}
+		t := b.attribute(cc, b.processSubject(cc, km, d, p, nil))
+		da.get(t, "").addProcess(p, true)
+	}
+	accs := sortedAccs(da)
+	if len(accs) == 0 {
+		return nil
+	}
+	csDelta, csKnown := b.contextSwitchDelta(d)
+	out := make([]Usage, 0, len(accs))
+	if len(accs) == 1 {
+		// one tenant: the device figures are all its own
+		a := accs[0]
+		u := b.newUsage(cc, d, a)
+		switch {
+		case d.Activity.SMActive != nil:
+			u.SMActive = copyF(d.Activity.SMActive)
+		case a.smN > 0:
+			u.SMActive = clamp01(a.sm)
+		}
+		u.SMActiveMethod = Measured
+		u.DRAMActive, u.DRAMActiveMethod = copyF(d.Activity.DRAMActive), Measured
+		if csKnown {
+			u.ContextSwitchesTotal, u.ContextSwitchesMethod = b.addCS(d.UUID, a.tenant, csDelta), Measured
+		}
+		return append(out, u)
+	}
+	smShare := shareBy(accs, func(a *tenantAcc) (float64, bool) { return a.sm, a.smN > 0 })
+	memShare := shareBy(accs, func(a *tenantAcc) (float64, bool) { return a.memUtil, a.memUtilN > 0 })
+	anySM := false
+	for _, a := range accs {
+		anySM = anySM || a.smN > 0
+	}
+	for _, a := range accs {
+		u := b.newUsage(cc, d, a)
+		if anySM {
+			if a.smN > 0 {
+				u.SMActive = clamp01(a.sm)
+			} else {
+				u.SMActive = gpu.Float(0) // known tenants used it; this one has no sample
+			}
+			u.SMActiveMethod = Measured
+		} else if d.Activity.SMActive != nil {
+			u.SMActive, u.SMActiveMethod = scaled(d.Activity.SMActive, memShare[a.tenant]), Apportioned
+		}
+		u.DRAMActive, u.DRAMActiveMethod = scaled(d.Activity.DRAMActive, memShare[a.tenant]), Apportioned
+		if csKnown {
+			u.ContextSwitchesTotal, u.ContextSwitchesMethod = b.addCS(d.UUID, a.tenant, csDelta*smShare[a.tenant]), Apportioned
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+// contextSwitchDelta is the device's context switches since the previous
+// sample (0 on the first; after a counter reset, the new value).
+func (b *Builder) contextSwitchDelta(d *gpu.Device) (float64, bool) {
+	if d.ContextSwitchesTotal == nil {
+		return 0, false
+	}
+	cur := *d.ContextSwitchesTotal
+	prev, ok := b.attr.prevCS[d.UUID]
+	b.attr.prevCS[d.UUID] = cur
+	switch {
+	case !ok:
+		return 0, true
+	case cur < prev:
+		return float64(cur), true
+	}
+	return float64(cur - prev), true
+}
+
+// addCS adds n to the tenant's accumulated context switches on the device
+// and returns the new total; the total never decreases.
+func (b *Builder) addCS(uuid, tenant string, n float64) *float64 {
+	k := uuid + "/" + tenant
+	if n > 0 {
+		b.attr.csAcc[k] += n
+	}
+	v := b.attr.csAcc[k]
+	return &v
+}
+
+func sortedAccs(da *devAcc) []*tenantAcc {
+	out := make([]*tenantAcc, 0, len(da.byTenant))
+	for _, a := range da.byTenant {
+		out = append(out, a)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].tenant < out[j].tenant })
+	return out
+}
+
+// shareBy returns each tenant's share of a per-tenant quantity; when the
+// quantity is unknown or zero for all, it falls back to the share of
+// per-process SM utilization, then memory-controller utilization, then
+// used memory, then process count (equal per process).
+func shareBy(accs []*tenantAcc, f func(*tenantAcc) (float64, bool)) map[string]float64 {
+	chain := []func(*tenantAcc) (float64, bool){
+		f,
+		func(a *tenantAcc) (float64, bool) { return a.sm, a.smN > 0 },
+		func(a *tenantAcc) (float64, bool) { return a.memUtil, a.memUtilN > 0 },
+		func(a *tenantAcc) (float64, bool) { return float64(a.memBytes), a.memBytesN > 0 },
+		func(a *tenantAcc) (float64, bool) { return float64(a.procs), true },
+	}
+	for _, g := range chain {
+		total := 0.0
+		for _, a := range accs {
+			if v, ok := g(a); ok && v > 0 {
+				total += v
+			}
+		}
+		if total <= 0 {
+			continue
+		}
+		w := map[string]float64{}
+		for _, a := range accs {
+			if v, ok := g(a); ok && v > 0 {
+				w[a.tenant] = v / total
+			}
+		}
+		return w
+	}
+	w := map[string]float64{}
+	for _, a := range accs {
+		w[a.tenant] = 1 / float64(len(accs))
+	}
+	return w
+}
+
+func shareByMemory(accs []*tenantAcc) map[string]float64 {
+	return shareBy(accs, func(a *tenantAcc) (float64, bool) { return float64(a.memBytes), a.memBytesN > 0 })
+}
+
+func copyF(p *float64) *float64 {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
+}
+
+func scaled(p *float64, w float64) *float64 {
+	if p == nil {
+		return nil
+	}
+	v := *p * w
+	return &v
+}
+
+func clamp01(v float64) *float64 {
+	if v < 0 {
+		v = 0
+	}
+	if v > 1 {
+		v = 1
+	}
+	return &v
+}

@@ -1,0 +1,189 @@
+package tenant
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// CgroupInfo is what a process's cgroup path says about where it runs.
+type CgroupInfo struct {
+	Path        string // the cgroup path (v2 unified, or the chosen v1 hierarchy)
+	PodUID      string // Kubernetes pod UID with dashes; "" when not in a pod
+	ContainerID string // container ID (hex); "" when not in a container
+	Runtime     string // "containerd", "crio", "docker", "" when unknown
+}
+
+var (
+	// pod<uid> in cgroupfs paths ("pod0f2c...-...") and systemd slices
+	// ("kubepods-burstable-pod0f2c..._..._....slice"); static pods have a
+	// 32-hex UID.
+	podUIDRE = regexp.MustCompile(`pod([0-9a-fA-F]{8}[-_][0-9a-fA-F]{4}[-_][0-9a-fA-F]{4}[-_][0-9a-fA-F]{4}[-_][0-9a-fA-F]{12}|[0-9a-fA-F]{32})(?:\.slice)?$`)
+	// <runtime>-<id>.scope for systemd-managed containers.
+	scopeRE = regexp.MustCompile(`^(cri-containerd|containerd|crio|cri-o|docker|libpod)-([0-9a-fA-F]{12,64})\.scope$`)
+	hexIDRE = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
+)
+
+// ParseCgroupPath extracts the pod UID and container ID from a cgroup path of
+// any of the usual forms: cgroupfs ("/kubepods/burstable/pod<uid>/<id>"),
+// systemd ("/kubepods.slice/kubepods-burstable.slice/
+// kubepods-burstable-pod<uid_with_underscores>.slice/cri-containerd-<id>.scope"),
+// CRI-O ("crio-<id>.scope"), docker ("/docker/<id>", "docker-<id>.scope").
+func ParseCgroupPath(path string) CgroupInfo {
+	info := CgroupInfo{Path: path}
+	segs := strings.Split(path, "/")
+	inKube, inDocker := false, false
+	for _, s := range segs {
+		if s == "" {
+			continue
+		}
+		if strings.HasPrefix(s, "kubepods") {
+			inKube = true
+		}
+		if m := podUIDRE.FindStringSubmatch(s); m != nil && (inKube || strings.HasPrefix(s, "pod")) {
+			info.PodUID = normalizeUID(m[1])
+			continue
+		}
+		if m := scopeRE.FindStringSubmatch(s); m != nil {
+			info.ContainerID = strings.ToLower(m[2])
+			info.Runtime = runtimeName(m[1])
+			continue
+		}
+		if strings.HasPrefix(s, "crio-conmon-") {
+			continue // the conmon monitor, not the container
+		}
+		if s == "docker" {
+			inDocker = true
+			continue
+		}
+		if hexIDRE.MatchString(s) && (inKube || inDocker) {
+			info.ContainerID = strings.ToLower(s)
+			if inDocker && info.Runtime == "" {
+				info.Runtime = "docker"
+			}
+		}
+	}
+	return info
+}
+
+func runtimeName(prefix string) string {
+	switch prefix {
+	case "cri-containerd", "containerd":
+		return "containerd"
+	case "crio", "cri-o":
+		return "crio"
+	case "docker":
+		return "docker"
+	case "libpod":
+		return "podman"
+	}
+	return prefix
+}
+
+// normalizeUID turns a systemd-escaped pod UID (underscores) into the API
+// form (dashes), lower case.
+func normalizeUID(u string) string {
+	u = strings.ToLower(strings.ReplaceAll(u, "_", "-"))
+	return u
+}
+
+// ParseProcCgroup reads the contents of /proc/PID/cgroup (cgroup v1 or v2)
+// and returns the path that best identifies the process: the unified (v2)
+// hierarchy when present, else the v1 hierarchy whose path names a pod or
+// container (memory, cpu, pids preferred), else name=systemd, else the first.
+func ParseProcCgroup(data []byte) (string, error) {
+	type entry struct{ id, ctrl, path string }
+	var entries []entry
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 0, 4096), 1<<20)
+	line := 0
+	for sc.Scan() {
+		line++
+		l := strings.TrimSpace(sc.Text())
+		if l == "" {
+			continue
+		}
+		parts := strings.SplitN(l, ":", 3)
+		if len(parts) != 3 {
+			return "", fmt.Errorf("line %d: want hierarchy-ID:controllers:path, got %q", line, l)
+		}
+		if _, err := strconv.Atoi(parts[0]); err != nil {
+			return "", fmt.Errorf("line %d: bad hierarchy ID %q", line, parts[0])
+		}
+		entries = append(entries, entry{parts[0], parts[1], parts[2]})
+	}
+	if err := sc.Err(); err != nil {
+		return "", err
+	}
+	if len(entries) == 0 {
+		return "", fmt.Errorf("no cgroup entries")
+	}
+	for _, e := range entries {
+		if e.id == "0" && e.ctrl == "" {
+			return e.path, nil // cgroup v2 unified hierarchy
+		}
+	}
+	best, bestScore := entries[0].path, -1
+	for _, e := range entries {
+		score := 0
+		info := ParseCgroupPath(e.path)
+		if info.PodUID != "" || info.ContainerID != "" {
+			score += 10
+		}
+		for _, c := range strings.Split(e.ctrl, ",") {
+			switch c {
+			case "memory", "cpu", "pids":
+				score += 3
+			case "name=systemd":
+				score++
+			}
+		}
+		if score > bestScore {
+			best, bestScore = e.path, score
+		}
+	}
+	return best, nil
+}
+
+// procReader reads process facts from a procfs root.
+type procReader struct{ root string }
+
+func (p procReader) cgroup(pid uint32) (string, error) {
+	data, err := os.ReadFile(filepath.Join(p.root, strconv.FormatUint(uint64(pid), 10), "cgroup"))
+	if err != nil {
+		return "", err
+	}
+	return ParseProcCgroup(data)
+}
+
+func (p procReader) comm(pid uint32) string {
+	data, err := os.ReadFile(filepath.Join(p.root, strconv.FormatUint(uint64(pid), 10), "comm"))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(data))
+}
+
+// uid returns the real UID from /proc/PID/status, or -1.
+func (p procReader) uid(pid uint32) int {
+	data, err := os.ReadFile(filepath.Join(p.root, strconv.FormatUint(uint64(pid), 10), "status"))
+	if err != nil {
+		return -1
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(l, "Uid:"); ok {
+			f := strings.Fields(rest)
+			if len(f) > 0 {
+				if u, err := strconv.Atoi(f[0]); err == nil {
+					return u
+				}
+			}
+		}
+	}
+	return -1
+}

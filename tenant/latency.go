@@ -1,0 +1,757 @@
+package tenant
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// Histogram names of the presets (shared/FACTS.md, "Latency sources").
+var presetMetrics = map[string][]string{
+	PresetVLLME2E:  {"vllm:e2e_request_latency_seconds"},
+	PresetVLLMTTFT: {"vllm:time_to_first_token_seconds"},
+	// newer vLLM names it inter_token_latency, older time_per_output_token
+	PresetVLLMITL: {"vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"},
+	PresetTGI:     {"tgi_request_duration"},
+}
+
+// Triton's cumulative request duration (microseconds) and request count
+// (shared/FACTS.md, "Latency sources"): they give a mean, no quantiles.
+const (
+	tritonDurationMetric = "nv_inference_request_duration_us"
+	tritonCountMetric    = "nv_inference_count"
+)
+
+// ReportedQuantiles are the quantiles every SLOStatus carries (plus the
+// SLO's own quantile).
+var ReportedQuantiles = []float64{0.5, 0.9, 0.99}
+
+// acceptHeader asks for delimited protobuf first, then the text format.
+const acceptHeader = `application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.7,text/plain;version=0.0.4;q=0.3,*/*;q=0.1`
+
+// histo is a classic cumulative histogram: counts of observations at or
+// under each finite upper bound, plus the total count (the +Inf bucket) and
+// the sum. For Triton's counters only count and sum are set (mean == true).
+type histo struct {
+	bounds []float64 // finite upper bounds, ascending
+	cum    []float64 // cumulative counts at bounds
+	count  float64
+	sum    float64
+	mean   bool
+}
+
+// parseExposition decodes a /metrics body in the given format (text when
+// unknown) into metric families by name.
+func parseExposition(data []byte, format expfmt.Format) (map[string]*dto.MetricFamily, error) {
+	if format == expfmt.FmtUnknown || format == "" {
+		format = expfmt.FmtText
+	}
+	dec := expfmt.NewDecoder(bytes.NewReader(data), format)
+	out := map[string]*dto.MetricFamily{}
+	for {
+		mf := &dto.MetricFamily{}
+		err := dec.Decode(mf)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("parse: %w", err)
+		}
+		if prev, ok := out[mf.GetName()]; ok {
+			prev.Metric = append(prev.Metric, mf.Metric...)
+			continue
+		}
+		out[mf.GetName()] = mf
+	}
+	return out, nil
+}
+
+func labelsMatch(m *dto.Metric, matchers map[string]string) bool {
+	for k, want := range matchers {
+		got := ""
+		for _, lp := range m.GetLabel() {
+			if lp.GetName() == k {
+				got = lp.GetValue()
+				break
+			}
+		}
+		if got != want {
+			return false
+		}
+	}
+	return true
+}
+
+type bucket struct{ le, cum float64 }
+
+// seriesBuckets validates one series' buckets: sorted by bound, +Inf
+// dropped (the count stands for it), no NaN, cumulative counts that never
+// decrease.
+func seriesBuckets(bs []bucket, count float64) ([]bucket, error) {
+	if math.IsNaN(count) || count < 0 || math.IsInf(count, 0) {
+		return nil, fmt.Errorf("bad sample count %v", count)
+	}
+	out := make([]bucket, 0, len(bs))
+	for _, b := range bs {
+		if math.IsNaN(b.le) || math.IsNaN(b.cum) || b.cum < 0 || math.IsInf(b.cum, 0) {
+			return nil, fmt.Errorf("bad bucket le=%v count=%v", b.le, b.cum)
+		}
+		if math.IsInf(b.le, +1) {
+			continue
+		}
+		out = append(out, b)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].le < out[j].le })
+	for i := range out {
+		if i > 0 && out[i].le == out[i-1].le {
+			return nil, fmt.Errorf("bucket le=%v given twice", out[i].le)
+		}
+		if i > 0 && out[i].cum < out[i-1].cum {
+			return nil, fmt.Errorf("bucket counts decrease at le=%v", out[i].le)
+		}
+	}
+	if len(out) > 0 && out[len(out)-1].cum > count {
+		return nil, fmt.Errorf("bucket le=%v count %v exceeds the total %v", out[len(out)-1].le, out[len(out)-1].cum, count)
+	}
+	return out, nil
+}
+
+// mergeSeries sums several series' histograms on the union of their
+// bounds; a series without a given bound contributes its count at its
+// nearest lower bound.
+func mergeSeries(series [][]bucket, counts, sums []float64) histo {
+	set := map[float64]bool{}
+	for _, s := range series {
+		for _, b := range s {
+			set[b.le] = true
+		}
+	}
+	h := histo{}
+	for le := range set {
+		h.bounds = append(h.bounds, le)
+	}
+	sort.Float64s(h.bounds)
+	h.cum = make([]float64, len(h.bounds))
+	for si, s := range series {
+		j := 0
+		cur := 0.0
+		for i, le := range h.bounds {
+			for j < len(s) && s[j].le <= le {
+				cur = s[j].cum
+				j++
+			}
+			h.cum[i] += cur
+		}
+		h.count += counts[si]
+		if !math.IsNaN(sums[si]) && !math.IsInf(sums[si], 0) {
+			h.sum += sums[si]
+		}
+	}
+	return h
+}
+
+// extractHistogram finds the first of names present and sums its series
+// that match the matchers. It accepts a typed histogram, or the untyped
+// name_bucket/name_count/name_sum series of an exposition without TYPE lines.
+func extractHistogram(fams map[string]*dto.MetricFamily, names []string, matchers map[string]string) (histo, string, error) {
+	for _, name := range names {
+		if mf, ok := fams[name]; ok {
+			h, err := histogramFromFamily(mf, matchers)
+			return h, name, err
+		}
+		if mf, ok := fams[name+"_bucket"]; ok {
+			h, err := histogramFromUntyped(mf, fams[name+"_count"], fams[name+"_sum"], matchers)
+			return h, name, err
+		}
+	}
+	return histo{}, "", fmt.Errorf("no histogram %v in the exposition", names)
+}
+
+func histogramFromFamily(mf *dto.MetricFamily, matchers map[string]string) (histo, error) {
+	if t := mf.GetType(); t != dto.MetricType_HISTOGRAM && t != dto.MetricType_GAUGE_HISTOGRAM {
+		return histo{}, fmt.Errorf("%s is a %s, not a histogram", mf.GetName(), t)
+	}
+	var series [][]bucket
+	var counts, sums []float64
+	for _, m := range mf.GetMetric() {
+		if !labelsMatch(m, matchers) {
+			continue
+		}
+		hg := m.GetHistogram()
+		if hg == nil {
+			continue
+		}
+		count := float64(hg.GetSampleCount())
+		if hg.SampleCountFloat != nil {
+			count = hg.GetSampleCountFloat()
+		}
+		var bs []bucket
+		for _, b := range hg.GetBucket() {
+			c := float64(b.GetCumulativeCount())
+			if b.CumulativeCountFloat != nil {
+				c = b.GetCumulativeCountFloat()
+			}
+			bs = append(bs, bucket{le: b.GetUpperBound(), cum: c})
+		}
+		if len(bs) == 0 && (len(hg.GetPositiveSpan()) > 0 || len(hg.GetNegativeSpan()) > 0 || hg.GetZeroCount() > 0) {
+			return histo{}, fmt.Errorf("%s is a native histogram without classic buckets; not supported", mf.GetName())
+		}
+		sb, err := seriesBuckets(bs, count)
+		if err != nil {
+			return histo{}, fmt.Errorf("%s%s: %w", mf.GetName(), labelString(m), err)
+		}
+		series = append(series, sb)
+		counts = append(counts, count)
+		sums = append(sums, hg.GetSampleSum())
+	}
+	return finishHistogram(mf.GetName(), matchers, series, counts, sums)
+}
+
+func finishHistogram(name string, matchers map[string]string, series [][]bucket, counts, sums []float64) (histo, error) {
+	if len(series) == 0 {
+		return histo{}, fmt.Errorf("%s has no series matching %v", name, matchers)
+	}
+	h := mergeSeries(series, counts, sums)
+	if len(h.bounds) == 0 {
+		return histo{}, fmt.Errorf("%s has only a +Inf bucket: no latency can be derived", name)
+	}
+	return h, nil
+}
+
+func labelString(m *dto.Metric) string {
+	if len(m.GetLabel()) == 0 {
+		return ""
+	}
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, lp := range m.GetLabel() {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%s=%q", lp.GetName(), lp.GetValue())
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// histogramFromUntyped rebuilds a histogram from untyped _bucket series
+// (label "le"), grouped by their other labels.
+func histogramFromUntyped(buckets, counts, sums *dto.MetricFamily, matchers map[string]string) (histo, error) {
+	type grp struct {
+		bs         []bucket
+		count, sum float64
+		hasCount   bool
+	}
+	groups := map[string]*grp{}
+	var order []string
+	key := func(m *dto.Metric) string {
+		var b bytes.Buffer
+		for _, lp := range m.GetLabel() {
+			if lp.GetName() == "le" {
+				continue
+			}
+			fmt.Fprintf(&b, "%s=%q,", lp.GetName(), lp.GetValue())
+		}
+		return b.String()
+	}
+	get := func(k string) *grp {
+		g, ok := groups[k]
+		if !ok {
+			g = &grp{}
+			groups[k] = g
+			order = append(order, k)
+		}
+		return g
+	}
+	value := func(m *dto.Metric) float64 {
+		switch {
+		case m.GetUntyped() != nil:
+			return m.GetUntyped().GetValue()
+		case m.GetCounter() != nil:
+			return m.GetCounter().GetValue()
+		case m.GetGauge() != nil:
+			return m.GetGauge().GetValue()
+		}
+		return math.NaN()
+	}
+	for _, m := range buckets.GetMetric() {
+		if !labelsMatch(m, matchers) {
+			continue
+		}
+		le := math.NaN()
+		for _, lp := range m.GetLabel() {
+			if lp.GetName() == "le" {
+				if v, err := strconv.ParseFloat(lp.GetValue(), 64); err == nil {
+					le = v
+				}
+			}
+		}
+		g := get(key(m))
+		g.bs = append(g.bs, bucket{le: le, cum: value(m)})
+		if math.IsInf(le, +1) && !g.hasCount {
+			g.count = value(m)
+		}
+	}
+	for _, m := range counts.GetMetric() {
+		if g, ok := groups[key(m)]; ok {
+			g.count, g.hasCount = value(m), true
+		}
+	}
+	for _, m := range sums.GetMetric() {
+		if g, ok := groups[key(m)]; ok {
+			g.sum = value(m)
+		}
+	}
+	var series [][]bucket
+	var cs, ss []float64
+	for _, k := range order {
+		g := groups[k]
+		if !g.hasCount {
+			// no _count and no +Inf bucket: take the largest bucket
+			for _, b := range g.bs {
+				if b.cum > g.count {
+					g.count = b.cum
+				}
+			}
+		}
+		sb, err := seriesBuckets(g.bs, g.count)
+		if err != nil {
+			return histo{}, fmt.Errorf("%s{%s}: %w", buckets.GetName(), k, err)
+		}
+		series = append(series, sb)
+		cs = append(cs, g.count)
+		ss = append(ss, g.sum)
+	}
+	return finishHistogram(buckets.GetName(), matchers, series, cs, ss)
+}
+
+// extractTriton sums Triton's request duration and count counters.
+func extractTriton(fams map[string]*dto.MetricFamily, matchers map[string]string) (histo, error) {
+	sumOf := func(name string) (float64, error) {
+		mf, ok := fams[name]
+		if !ok {
+			return 0, fmt.Errorf("no %s in the exposition", name)
+		}
+		total, n := 0.0, 0
+		for _, m := range mf.GetMetric() {
+			if !labelsMatch(m, matchers) {
+				continue
+			}
+			var v float64
+			switch {
+			case m.GetCounter() != nil:
+				v = m.GetCounter().GetValue()
+			case m.GetUntyped() != nil:
+				v = m.GetUntyped().GetValue()
+			case m.GetGauge() != nil:
+				v = m.GetGauge().GetValue()
+			default:
+				return 0, fmt.Errorf("%s is a %s, not a counter", name, mf.GetType())
+			}
+			if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+				return 0, fmt.Errorf("%s%s: bad value %v", name, labelString(m), v)
+			}
+			total += v
+			n++
+		}
+		if n == 0 {
+			return 0, fmt.Errorf("%s has no series matching %v", name, matchers)
+		}
+		return total, nil
+	}
+	dur, err := sumOf(tritonDurationMetric)
+	if err != nil {
+		return histo{}, err
+	}
+	cnt, err := sumOf(tritonCountMetric)
+	if err != nil {
+		return histo{}, err
+	}
+	return histo{count: cnt, sum: dur / 1e6, mean: true}, nil
+}
+
+// extract picks the source's histogram (or Triton's counters) out of an
+// exposition.
+func extract(src *LatencySource, fams map[string]*dto.MetricFamily) (histo, error) {
+	if src.Preset == PresetTriton {
+		return extractTriton(fams, src.Matchers)
+	}
+	names := presetMetrics[src.Preset]
+	if src.Metric != "" {
+		names = []string{src.Metric}
+	}
+	h, _, err := extractHistogram(fams, names, src.Matchers)
+	return h, err
+}
+
+// cumAt is the cumulative count at bound le of h (whose bounds include le).
+func (h *histo) cumAt(le float64) (float64, bool) {
+	i := sort.SearchFloat64s(h.bounds, le)
+	if i < len(h.bounds) && h.bounds[i] == le {
+		return h.cum[i], true
+	}
+	return 0, false
+}
+
+// delta returns cur - prev on the bounds both have. A decrease of the count
+// or of any bucket is a counter reset: the delta is then cur itself (what
+// was observed since the reset).
+func delta(prev, cur histo) histo {
+	if cur.count < prev.count || cur.sum < prev.sum && cur.mean {
+		return cur
+	}
+	d := histo{count: cur.count - prev.count, sum: cur.sum - prev.sum, mean: cur.mean}
+	if d.sum < 0 {
+		d.sum = 0
+	}
+	for i, le := range cur.bounds {
+		p, ok := prev.cumAt(le)
+		if !ok {
+			continue
+		}
+		if cur.cum[i] < p {
+			return cur
+		}
+		d.bounds = append(d.bounds, le)
+		d.cum = append(d.cum, cur.cum[i]-p)
+	}
+	if !cur.mean && len(d.bounds) == 0 {
+		// no bound in common: the layout changed, as after a restart
+		return cur
+	}
+	// cumulative deltas can only stay cumulative if non-decreasing; a
+	// bucket dropped between scrapes can break that, clamp.
+	for i := 1; i < len(d.cum); i++ {
+		if d.cum[i] < d.cum[i-1] {
+			d.cum[i] = d.cum[i-1]
+		}
+	}
+	if len(d.cum) > 0 && d.cum[len(d.cum)-1] > d.count {
+		d.cum[len(d.cum)-1] = d.count
+		for i := len(d.cum) - 2; i >= 0; i-- {
+			d.cum[i] = math.Min(d.cum[i], d.cum[i+1])
+		}
+	}
+	return d
+}
+
+func sameBounds(a, b []float64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// quantile is the q-quantile of h by linear interpolation inside the
+// bucket that holds rank q*count, taking the bucket's lower bound as the
+// previous upper bound (0 for the first bucket when its bound is positive).
+// A rank in the +Inf bucket gives the largest finite bound. ok is false for
+// an empty histogram.
+func (h *histo) quantile(q float64) (float64, bool) {
+	if h.count <= 0 || len(h.bounds) == 0 || math.IsNaN(q) {
+		return 0, false
+	}
+	rank := q * h.count
+	for i, le := range h.bounds {
+		if h.cum[i] >= rank && h.cum[i] > 0 {
+			lower, clower := 0.0, 0.0
+			if i > 0 {
+				lower, clower = h.bounds[i-1], h.cum[i-1]
+			} else if le <= 0 {
+				return le, true
+			}
+			if h.cum[i] == clower {
+				return le, true
+			}
+			return lower + (le-lower)*(rank-clower)/(h.cum[i]-clower), true
+		}
+	}
+	return h.bounds[len(h.bounds)-1], true
+}
+
+// good is the number of observations at or under target, interpolating
+// linearly inside the bucket that holds target; observations above the
+// largest finite bound count as over the target.
+func (h *histo) good(target float64) float64 {
+	if len(h.bounds) == 0 {
+		return 0
+	}
+	for i, le := range h.bounds {
+		if le >= target {
+			lower, clower := 0.0, 0.0
+			if i > 0 {
+				lower, clower = h.bounds[i-1], h.cum[i-1]
+			} else if le <= 0 {
+				return h.cum[i]
+			}
+			if le == target || le == lower {
+				return h.cum[i]
+			}
+			if target <= lower {
+				return clower
+			}
+			return clower + (h.cum[i]-clower)*(target-lower)/(le-lower)
+		}
+	}
+	return h.cum[len(h.cum)-1]
+}
+
+// add sums two deltas with the same bounds.
+func (h *histo) add(o histo) {
+	h.count += o.count
+	h.sum += o.sum
+	if h.bounds == nil {
+		h.bounds = append([]float64(nil), o.bounds...)
+		h.cum = make([]float64, len(o.cum))
+	}
+	for i := range h.cum {
+		if i < len(o.cum) {
+			h.cum[i] += o.cum[i]
+		}
+	}
+}
+
+type timedDelta struct {
+	t time.Time
+	h histo
+}
+
+// sloTracker turns successive scrapes of one latency source into the
+// tenant's SLOStatus.
+type sloTracker struct {
+	tenant string
+	src    *LatencySource
+	slo    *SLO // nil: quantiles only
+	window time.Duration
+
+	mu         sync.Mutex
+	prev       *histo
+	deltas     []timedDelta
+	reqTotal   float64
+	goodTotal  float64
+	up         bool
+	errsTotal  uint64
+	lastErr    string
+	status     SLOStatus
+	lastScrape time.Time
+}
+
+func newSLOTracker(t *Tenant, defaults Defaults) *sloTracker {
+	st := &sloTracker{tenant: t.Name, src: t.LatencySource, slo: t.SLO, window: defaults.SLOWindow}
+	if t.SLO != nil && t.SLO.Window > 0 {
+		st.window = t.SLO.Window
+	}
+	st.status = st.computeLocked(time.Time{})
+	return st
+}
+
+// observe records one successful scrape at time now.
+func (s *sloTracker) observe(now time.Time, h histo) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.up = true
+	s.lastErr = ""
+	s.lastScrape = now
+	if s.prev != nil {
+		d := delta(*s.prev, h)
+		s.reqTotal += d.count
+		if s.slo != nil && !d.mean {
+			s.goodTotal += d.good(s.slo.Target.Seconds())
+		}
+		if n := len(s.deltas); n > 0 && (!sameBounds(s.deltas[n-1].h.bounds, d.bounds) || s.deltas[n-1].h.mean != d.mean) {
+			s.deltas = s.deltas[:0] // bucket layout changed: restart the window
+		}
+		s.deltas = append(s.deltas, timedDelta{t: now, h: d})
+	}
+	hc := h
+	s.prev = &hc
+	s.status = s.computeLocked(now)
+}
+
+// fail records a failed scrape at time now.
+func (s *sloTracker) fail(now time.Time, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.up = false
+	s.errsTotal++
+	s.lastErr = err.Error()
+	s.status = s.computeLocked(now)
+}
+
+func (s *sloTracker) computeLocked(now time.Time) SLOStatus {
+	st := SLOStatus{
+		Tenant:            s.tenant,
+		Window:            s.window,
+		Quantiles:         map[float64]float64{},
+		RequestsTotal:     s.reqTotal,
+		GoodRequestsTotal: s.goodTotal,
+		SourceUp:          s.up,
+		ScrapeErrorsTotal: s.errsTotal,
+	}
+	if s.slo != nil {
+		st.Quantile, st.TargetSeconds = s.slo.Quantile, s.slo.Target.Seconds()
+	}
+	// drop deltas that left the window
+	cut := now.Add(-s.window)
+	keep := s.deltas[:0]
+	for _, d := range s.deltas {
+		if d.t.After(cut) {
+			keep = append(keep, d)
+		}
+	}
+	s.deltas = keep
+	var w histo
+	mean := false
+	for _, d := range s.deltas {
+		w.add(d.h)
+		mean = d.h.mean
+	}
+	w.mean = mean
+	st.GoodKnown = s.slo != nil && !mean && s.src.Preset != PresetTriton
+	if w.count > 0 {
+		m := w.sum / w.count
+		st.MeanSeconds = &m
+		st.WindowRequests = w.count
+		if !mean {
+			qs := append([]float64(nil), ReportedQuantiles...)
+			if s.slo != nil {
+				qs = append(qs, s.slo.Quantile)
+			}
+			for _, q := range qs {
+				if v, ok := w.quantile(q); ok {
+					st.Quantiles[q] = v
+				}
+			}
+			if st.GoodKnown {
+				a := w.good(st.TargetSeconds) / w.count
+				a = math.Max(0, math.Min(1, a))
+				st.Attainment = &a
+			}
+		}
+	}
+	if !st.GoodKnown {
+		st.GoodRequestsTotal = 0
+	}
+	st.LastError = s.lastErr
+	return st
+}
+
+// Status returns the latest status (a fresh copy).
+func (s *sloTracker) Status() SLOStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.status
+	q := make(map[float64]float64, len(st.Quantiles))
+	for k, v := range st.Quantiles {
+		q[k] = v
+	}
+	st.Quantiles = q
+	return st
+}
+
+// scraper fetches latency sources.
+type scraper struct {
+	httpc *http.Client
+	app   gpu.AppMetricsSource
+}
+
+// fetch reads the source's exposition, bounded by its timeout and size.
+func (sc *scraper) fetch(ctx context.Context, src *LatencySource) (map[string]*dto.MetricFamily, error) {
+	if app := simApp(src.URL); app != "" {
+		if sc.app == nil {
+			return nil, fmt.Errorf("%s: no simulator backend to read sim:// sources from", src.URL)
+		}
+		w := &limitWriter{max: src.MaxBytes}
+		if err := sc.app.AppMetrics(app, w); err != nil {
+			return nil, fmt.Errorf("%s: %w", src.URL, err)
+		}
+		if w.over {
+			return nil, fmt.Errorf("%s: exposition larger than max_bytes %d", src.URL, src.MaxBytes)
+		}
+		fams, err := parseExposition(w.buf.Bytes(), expfmt.FmtText)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", src.URL, err)
+		}
+		return fams, nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, src.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(cctx, http.MethodGet, src.URL, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", src.URL, err)
+	}
+	req.Header.Set("Accept", acceptHeader)
+	req.Header.Set("X-Prometheus-Scrape-Timeout-Seconds", strconv.FormatFloat(src.Timeout.Seconds(), 'f', -1, 64))
+	httpc := sc.httpc
+	if httpc == nil {
+		httpc = http.DefaultClient
+	}
+	resp, err := httpc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", src.URL, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: HTTP %s", src.URL, resp.Status)
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, src.MaxBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: read: %w", src.URL, err)
+	}
+	if int64(len(data)) > src.MaxBytes {
+		return nil, fmt.Errorf("%s: response larger than max_bytes %d", src.URL, src.MaxBytes)
+	}
+	fams, err := parseExposition(data, expfmt.ResponseFormat(resp.Header))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", src.URL, err)
+	}
+	return fams, nil
+}
+
+// scrapeOnce scrapes the tracker's source once and records the result.
+func (sc *scraper) scrapeOnce(ctx context.Context, t *sloTracker, now time.Time) error {
+	fams, err := sc.fetch(ctx, t.src)
+	if err == nil {
+		var h histo
+		h, err = extract(t.src, fams)
+		if err == nil {
+			t.observe(now, h)
+			return nil
+		}
+		err = fmt.Errorf("%s: %w", t.src.URL, err)
+	}
+	t.fail(now, err)
+	return err
+}
+
+type limitWriter struct {
+	buf  bytes.Buffer
+	max  int64
+	over bool
+}
+
+func (w *limitWriter) Write(p []byte) (int, error) {
+	if int64(w.buf.Len()+len(p)) > w.max {
+		w.over = true
+		return 0, errors.New("exposition larger than max_bytes")
+	}
+	return w.buf.Write(p)
+}
