@@ -383,7 +383,9 @@ func (b *Builder) Build(r *gpu.Readings, st gpu.SamplerStats) *Snapshot {
 	for _, tr := range trs {
 		snap.SLOs = append(snap.SLOs, tr.Status())
 	}
-	sort.SliceStable(snap.SLOs, func(i, j int) bool { return indexOf(cc.info, snap.SLOs[i].Tenant) < indexOf(cc.info, snap.SLOs[j].Tenant) })
+	sort.SliceStable(snap.SLOs, func(i, j int) bool {
+		return indexOf(cc.info, snap.SLOs[i].Tenant) < indexOf(cc.info, snap.SLOs[j].Tenant)
+	})
 	return snap
 }
 
