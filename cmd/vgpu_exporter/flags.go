@@ -38,6 +38,7 @@ type config struct {
 	DCGMExporterURL    string
 	DCGMTimeout        time.Duration
 	PodResourcesSocket string
+	PodMetadata        string
 	ProcRoot           string
 
 	Web                    *web.FlagConfig
@@ -57,7 +58,7 @@ func addFlags(app *kingpin.Application) *config {
 		backendAuto, &c.Backend, backendAuto, backendSim, backendNVML)
 	app.Flag("sim.scenario", "Scenario the simulator runs: a file path or the name of a built-in scenario.").
 		Default(defaultScenario).StringVar(&c.SimScenario)
-	int64Flag(app, "sim.seed", "Random seed of the simulator; the same seed gives the same run.", "1", &c.SimSeed)
+	int64Flag(app, "sim.seed", "Random seed of the simulator; the same seed gives the same run. 0 keeps the scenario's own seed.", "0", &c.SimSeed)
 	app.Flag("tenants.config", "Tenants file (YAML). Default: none, so all usage is reported as unassigned; with --backend=sim, the scenario's <name>.tenants.yaml companion.").
 		PlaceHolder("FILE").StringVar(&c.TenantsConfig)
 	app.Flag("config.check", "Validate this tenants file, print every error and exit (0 when valid, 1 otherwise).").
@@ -68,6 +69,8 @@ func addFlags(app *kingpin.Application) *config {
 	durationFlag(app, "backend.dcgm-exporter.timeout", "Timeout of one dcgm-exporter scrape.", "2s", &c.DCGMTimeout)
 	app.Flag("kubernetes.pod-resources-socket", "Kubelet pod-resources socket used to map GPUs to pods, e.g. /var/lib/kubelet/pod-resources/kubelet.sock. Default: no pod mapping.").
 		PlaceHolder("PATH").StringVar(&c.PodResourcesSocket)
+	app.Flag("kubernetes.pod-metadata", "Pod metadata (labels, UIDs, container IDs) for labels selectors: a file or an http(s) URL serving a PodList in JSON, such as the kubelet's /pods. Default: none.").
+		PlaceHolder("FILE|URL").StringVar(&c.PodMetadata)
 	app.Flag("proc.root", "procfs mount point, used to map GPU processes to cgroups.").
 		Default("/proc").StringVar(&c.ProcRoot)
 

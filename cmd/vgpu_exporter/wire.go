@@ -14,39 +14,99 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
+// tenantsSource says where the tenants configuration comes from: a file
+// (Path), built-in data (Name and Data), or nowhere (zero value: every
+// usage is unassigned).
+type tenantsSource struct {
+	Path string
+	Name string
+	Data []byte
+}
+
 // build opens the backend and the tenants configuration named by cfg and
 // returns the service connecting them.
 func build(cfg *config, logger log.Logger) (*service, error) {
-	_, err := openSource(cfg, gpu.RealClock{}, logger)
+	clock := gpu.RealClock{}
+	src, companion, err := openSource(cfg, clock, logger)
 	if err != nil {
 		return nil, err
 	}
-	return nil, errors.New("no backend is available in this build")
+	ts := companion
+	if cfg.TenantsConfig != "" {
+		ts = tenantsSource{Path: cfg.TenantsConfig}
+	}
+	tcfg, err := loadTenants(ts)
+	if err != nil {
+		src.Close()
+		return nil, err
+	}
+	level.Info(logger).Log("msg", "tenants configuration", "source", ts.describe(), "tenants", len(tcfg.Tenants))
+	opts := tenant.BuilderOptions{
+		ProcRoot:           cfg.ProcRoot,
+		Clock:              clock,
+		Logger:             log.With(logger, "component", "tenant"),
+		PodResourcesSocket: cfg.PodResourcesSocket,
+		PodMetadata:        cfg.PodMetadata,
+	}
+	if a, ok := src.(gpu.AppMetricsSource); ok {
+		opts.AppMetrics = a
+	}
+	b, err := tenant.NewBuilder(tcfg, opts)
+	if err != nil {
+		src.Close()
+		return nil, err
+	}
+	return newService(src, b, ts.Path, clock, cfg.SampleInterval, logger), nil
 }
 
-// openSource opens the backend cfg selects.
-func openSource(cfg *config, clock gpu.Clock, logger log.Logger) (gpu.Source, error) {
-	switch cfg.Backend {
-	case backendSim:
-		return nil, errors.New("--backend=sim: the simulator is not in this build")
-	case backendNVML:
-		src, err := openNVML(cfg, clock, logger)
-		if err != nil {
-			return nil, fmt.Errorf("--backend=nvml: %w", err)
-		}
-		return src, nil
-	default: // auto
-		src, err := openNVML(cfg, clock, logger)
-		if err != nil {
-			return nil, fmt.Errorf("--backend=auto: NVML is not usable on this host (%w); "+
-				"to run on the built-in GPU simulator instead, start with --backend=sim", err)
-		}
-		level.Info(logger).Log("msg", "NVML found; using --backend=nvml")
-		return src, nil
+func (t tenantsSource) describe() string {
+	switch {
+	case t.Path != "":
+		return t.Path
+	case t.Name != "":
+		return "built-in " + t.Name
+	default:
+		return "none (all usage is unassigned)"
 	}
 }
 
-// openNVML opens the NVML backend.
+// loadTenants parses the tenants configuration ts names.
+func loadTenants(ts tenantsSource) (*tenant.Config, error) {
+	switch {
+	case ts.Path != "":
+		return tenant.LoadConfig(ts.Path)
+	case ts.Name != "":
+		return tenant.ParseConfig(ts.Name, ts.Data)
+	default:
+		return tenant.EmptyConfig(), nil
+	}
+}
+
+// openSource opens the backend cfg selects. For the simulator it also
+// returns the scenario's companion tenants file (zero when it has none).
+func openSource(cfg *config, clock gpu.Clock, logger log.Logger) (gpu.Source, tenantsSource, error) {
+	switch cfg.Backend {
+	case backendSim:
+		return openSim(cfg, clock, logger)
+	case backendNVML:
+		src, err := openNVML(cfg, clock, logger)
+		if err != nil {
+			return nil, tenantsSource{}, fmt.Errorf("--backend=nvml: %w", err)
+		}
+		return src, tenantsSource{}, nil
+	default: // auto
+		src, err := openNVML(cfg, clock, logger)
+		if err != nil {
+			return nil, tenantsSource{}, fmt.Errorf("--backend=auto: NVML is not usable on this host (%w); "+
+				"to run on the built-in GPU simulator instead, start with --backend=sim", err)
+		}
+		level.Info(logger).Log("msg", "NVML found; using --backend=nvml")
+		return src, tenantsSource{}, nil
+	}
+}
+
+// openNVML opens the NVML backend, wrapped by the dcgm-exporter source when
+// --backend.dcgm-exporter.url is set.
 func openNVML(cfg *config, clock gpu.Clock, logger log.Logger) (gpu.Source, error) {
 	return nil, errors.New("this build has no NVML backend")
 }
@@ -56,8 +116,15 @@ func newCollector(snap func() *tenant.Snapshot, logger log.Logger, filters ...st
 	return collector.NewExporter(snap, logger, filters...)
 }
 
-// checkConfig validates a tenants file and prints every error.
+// checkConfig validates a tenants file and prints every error; it returns
+// the exit status.
 func checkConfig(path string, stdout, stderr io.Writer) int {
-	fmt.Fprintf(stderr, "%s: tenants files cannot be checked by this build\n", path)
-	return 1
+	cfg, err := tenant.LoadConfig(path)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		fmt.Fprintf(stderr, "%s: INVALID\n", path)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s: OK (%d tenants)\n", path, len(cfg.Tenants))
+	return 0
 }
