@@ -121,8 +121,15 @@ func richSnapshot() *tenant.Snapshot {
 		SLOs: []tenant.SLOStatus{
 			{Tenant: "chat", Quantile: 0.99, TargetSeconds: 0.5, Window: 5 * time.Minute,
 				Quantiles:     map[float64]float64{0.5: 0.125, 0.9: 0.25, 0.99: 0.625},
-				RequestsTotal: 1000, GoodRequestsTotal: 985, Attainment: gpu.Float(0.985), SourceUp: true, ScrapeErrorsTotal: 1},
+				RequestsTotal: 1000, GoodRequestsTotal: 985, Attainment: gpu.Float(0.985), SourceUp: true, ScrapeErrorsTotal: 1,
+				GoodKnown: true, MeanSeconds: gpu.Float(0.1875), WindowRequests: 600},
+			// A mean-only source without a target (Triton): no good
+			// requests, attainment or target.
+			{Tenant: "train", Window: 5 * time.Minute, Quantiles: map[float64]float64{},
+				RequestsTotal: 50, MeanSeconds: gpu.Float(2.5), WindowRequests: 30, SourceUp: false, ScrapeErrorsTotal: 4,
+				LastError: "connection refused"},
 		},
+		Attribution: tenant.AttributionStatus{Conflicts: 1, ConflictsTotal: 2, CgroupErrorsTotal: 3},
 		Config: tenant.ConfigStatus{File: "/etc/vgpu/tenants.yml", LastReloadSuccessful: true,
 			LastReloadSuccessTime: t0.Add(-time.Hour), ReloadsTotal: 3, ReloadFailuresTotal: 1},
 		Kubelet: &tenant.KubeletStatus{Up: true, LastSuccess: t0.Add(-10 * time.Second), ErrorsTotal: 2, PodsMapped: 5},
@@ -159,7 +166,8 @@ func bigSnapshot(nGPU, nTenants int) *tenant.Snapshot {
 		s.Tenants = append(s.Tenants, tenant.Info{Name: name, Class: "latency", Priority: t})
 		s.SLOs = append(s.SLOs, tenant.SLOStatus{Tenant: name, Quantile: 0.99, TargetSeconds: 0.5, Window: 5 * time.Minute,
 			Quantiles:     map[float64]float64{0.5: 0.1, 0.9: 0.2, 0.99: 0.4},
-			RequestsTotal: 100, GoodRequestsTotal: 99, Attainment: gpu.Float(0.99), SourceUp: true})
+			RequestsTotal: 100, GoodRequestsTotal: 99, Attainment: gpu.Float(0.99), SourceUp: true,
+			GoodKnown: true, MeanSeconds: gpu.Float(0.12), WindowRequests: 300})
 	}
 	k := 0
 	for i := 0; i < nGPU; i++ {

@@ -25,6 +25,8 @@ type tenantCollector struct {
 	smActive, dramActive, memUsed, ctxSwitches, processes *prometheus.Desc
 	target, latency, requests, good, attainment, window   *prometheus.Desc
 	sourceUp, sourceErrors                                *prometheus.Desc
+	mean, windowRequests                                  *prometheus.Desc
+	conflicting, conflicts, cgroupErrors                  *prometheus.Desc
 }
 
 func newTenantCollector(log.Logger) (Collector, error) {
@@ -45,6 +47,11 @@ func newTenantCollector(log.Logger) (Collector, error) {
 	c.window = c.add("tenant_slo_window_seconds", "Length of the sliding window the latency quantiles and attainment cover.", "tenant")
 	c.sourceUp = c.add("tenant_latency_source_up", "1 if the last read of the tenant's latency source succeeded, 0 if not.", "tenant")
 	c.sourceErrors = c.add("tenant_latency_source_scrape_errors_total", "Failed reads of the tenant's latency source since the exporter started.", "tenant")
+	c.mean = c.add("tenant_request_latency_mean_seconds", "Mean request latency of the tenant over the SLO window; absent while the window holds no request.", "tenant")
+	c.windowRequests = c.add("tenant_slo_window_requests", "Requests in the SLO window; divided by vgpu_tenant_slo_window_seconds it is the request rate the quantiles rest on.", "tenant")
+	c.conflicting = c.add("attribution_conflicting_subjects", "Processes and instances that matched two or more tenants in the last sample; each is reported under the unassigned tenant.")
+	c.conflicts = c.add("attribution_conflicts_total", "Distinct attribution conflicts (a process or instance with a set of tenants it matched) seen since the exporter started.")
+	c.cgroupErrors = c.add("attribution_cgroup_errors_total", "Processes whose cgroup could not be read for attribution since the exporter started.")
 	return c, nil
 }
 
@@ -93,7 +100,9 @@ func (c *tenantCollector) Update(snap *tenant.Snapshot, ch chan<- prometheus.Met
 			continue
 		}
 		seenSLO[s.Tenant] = true
-		e.gauge(c.target, s.TargetSeconds, s.Tenant, formatQuantile(s.Quantile))
+		if s.TargetSeconds > 0 {
+			e.gauge(c.target, s.TargetSeconds, s.Tenant, formatQuantile(s.Quantile))
+		}
 		qs = qs[:0]
 		for q := range s.Quantiles {
 			qs = append(qs, q)
@@ -102,14 +111,25 @@ func (c *tenantCollector) Update(snap *tenant.Snapshot, ch chan<- prometheus.Met
 		for _, q := range qs {
 			e.gauge(c.latency, s.Quantiles[q], s.Tenant, formatQuantile(q))
 		}
+		e.optGauge(c.mean, s.MeanSeconds, s.Tenant)
 		e.counter(c.requests, s.RequestsTotal, s.Tenant)
-		e.counter(c.good, s.GoodRequestsTotal, s.Tenant)
-		e.optGauge(c.attainment, s.Attainment, s.Tenant)
+		if s.GoodKnown {
+			// Without a target, or from a source that gives only a mean,
+			// good requests cannot be counted: absent, not zero.
+			e.counter(c.good, s.GoodRequestsTotal, s.Tenant)
+			e.optGauge(c.attainment, s.Attainment, s.Tenant)
+		}
 		if s.Window > 0 {
 			e.gauge(c.window, s.Window.Seconds(), s.Tenant)
+			e.gauge(c.windowRequests, s.WindowRequests, s.Tenant)
 		}
 		e.gauge(c.sourceUp, boolValue(s.SourceUp), s.Tenant)
 		e.counter(c.sourceErrors, float64(s.ScrapeErrorsTotal), s.Tenant)
 	}
+
+	a := snap.Attribution
+	e.gauge(c.conflicting, float64(a.Conflicts))
+	e.counter(c.conflicts, float64(a.ConflictsTotal))
+	e.counter(c.cgroupErrors, float64(a.CgroupErrorsTotal))
 	return e.err()
 }
