@@ -1,0 +1,110 @@
+package tenant
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+)
+
+const (
+	cid  = "5b8f9c1e2d3a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9a0b1c2d3e"
+	puid = "0f2c3d4e-5a6b-4c7d-8e9f-a0b1c2d3e4f5"
+)
+
+func TestParseCgroupPath(t *testing.T) {
+	tests := []struct {
+		name, path      string
+		pod, ctr, rtime string
+	}{
+		{"containerd systemd v2", "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0f2c3d4e_5a6b_4c7d_8e9f_a0b1c2d3e4f5.slice/cri-containerd-" + cid + ".scope", puid, cid, "containerd"},
+		{"containerd guaranteed systemd", "/kubepods.slice/kubepods-pod0f2c3d4e_5a6b_4c7d_8e9f_a0b1c2d3e4f5.slice/cri-containerd-" + cid + ".scope", puid, cid, "containerd"},
+		{"besteffort systemd", "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod0f2c3d4e_5a6b_4c7d_8e9f_a0b1c2d3e4f5.slice/cri-containerd-" + cid + ".scope", puid, cid, "containerd"},
+		{"cgroupfs burstable", "/kubepods/burstable/pod" + puid + "/" + cid, puid, cid, ""},
+		{"cgroupfs guaranteed", "/kubepods/pod" + puid + "/" + cid, puid, cid, ""},
+		{"cgroupfs besteffort", "/kubepods/besteffort/pod" + puid + "/" + cid, puid, cid, ""},
+		{"crio systemd", "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0f2c3d4e_5a6b_4c7d_8e9f_a0b1c2d3e4f5.slice/crio-" + cid + ".scope", puid, cid, "crio"},
+		{"crio conmon is not the container", "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0f2c3d4e_5a6b_4c7d_8e9f_a0b1c2d3e4f5.slice/crio-conmon-" + cid + ".scope", puid, "", ""},
+		{"docker in kubernetes (dockershim)", "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0f2c3d4e_5a6b_4c7d_8e9f_a0b1c2d3e4f5.slice/docker-" + cid + ".scope", puid, cid, "docker"},
+		{"plain docker cgroupfs", "/docker/" + cid, "", cid, "docker"},
+		{"plain docker systemd", "/system.slice/docker-" + cid + ".scope", "", cid, "docker"},
+		{"podman", "/machine.slice/libpod-" + cid + ".scope", "", cid, "podman"},
+		{"nested init (v2 with subgroup)", "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0f2c3d4e_5a6b_4c7d_8e9f_a0b1c2d3e4f5.slice/cri-containerd-" + cid + ".scope/init", puid, cid, "containerd"},
+		{"static pod 32-hex uid", "/kubepods/burstable/pod6c2e6b2d0d3f4a1b8c9d0e1f2a3b4c5d/" + cid, "6c2e6b2d0d3f4a1b8c9d0e1f2a3b4c5d", cid, ""},
+		{"user session", "/user.slice/user-1000.slice/session-3.scope", "", "", ""},
+		{"root", "/", "", "", ""},
+		{"empty", "", "", "", ""},
+		{"hex outside containers ignored", "/system.slice/" + cid, "", "", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := ParseCgroupPath(tc.path)
+			if got.PodUID != tc.pod || got.ContainerID != tc.ctr || got.Runtime != tc.rtime || got.Path != tc.path {
+				t.Errorf("ParseCgroupPath(%q) = %+v, want pod %q container %q runtime %q", tc.path, got, tc.pod, tc.ctr, tc.rtime)
+			}
+		})
+	}
+}
+
+func TestParseProcCgroup(t *testing.T) {
+	podPath := "/kubepods/burstable/pod" + puid + "/" + cid
+	tests := []struct {
+		name, in, want string
+		wantErr        bool
+	}{
+		{"v2", "0::/kubepods.slice/kubepods-burstable.slice/x.scope\n", "/kubepods.slice/kubepods-burstable.slice/x.scope", false},
+		{"v1", "12:pids:" + podPath + "\n11:memory:" + podPath + "\n4:cpu,cpuacct:" + podPath + "\n1:name=systemd:/system.slice/containerd.service\n", podPath, false},
+		{"v1 prefers the hierarchy naming the pod", "3:name=systemd:/user.slice\n2:memory:" + podPath + "\n", podPath, false},
+		{"hybrid v1+v2 uses unified", "5:memory:/a\n0::/kubepods/pod" + puid + "/" + cid + "\n", "/kubepods/pod" + puid + "/" + cid, false},
+		{"v1 no pod picks memory", "7:freezer:/\n2:memory:/user.slice\n", "/user.slice", false},
+		{"garbage", "not a cgroup file\n", "", true},
+		{"bad id", "x::/a\n", "", true},
+		{"empty", "", "", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseProcCgroup([]byte(tc.in))
+			if (err != nil) != tc.wantErr || got != tc.want {
+				t.Errorf("got %q, %v; want %q (error %v)", got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+}
+
+// writeProc writes a fake /proc/PID directory.
+func writeProc(t *testing.T, root string, pid int, cgroup, comm, status string) {
+	t.Helper()
+	dir := filepath.Join(root, strconv.Itoa(pid))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string]string{"cgroup": cgroup, "comm": comm, "status": status} {
+		if data == "" {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestProcReader(t *testing.T) {
+	root := t.TempDir()
+	writeProc(t, root, 42, "0::/kubepods/pod"+puid+"/"+cid+"\n", "vllm\n", "Name:\tvllm\nUid:\t1000\t1000\t1000\t1000\n")
+	p := procReader{root: root}
+	if cg, err := p.cgroup(42); err != nil || ParseCgroupPath(cg).PodUID != puid {
+		t.Errorf("cgroup = %q, %v", cg, err)
+	}
+	if c := p.comm(42); c != "vllm" {
+		t.Errorf("comm = %q", c)
+	}
+	if u := p.uid(42); u != 1000 {
+		t.Errorf("uid = %d", u)
+	}
+	if _, err := p.cgroup(43); err == nil {
+		t.Error("missing pid: no error")
+	}
+	if u := p.uid(43); u != -1 {
+		t.Errorf("missing uid = %d", u)
+	}
+}

@@ -1,0 +1,210 @@
+package tenant
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestLoadConfigExamples(t *testing.T) {
+	for _, f := range []string{"tenants-k8s.yaml", "tenants-vgpu.yaml", "tenants-mps.yaml"} {
+		t.Run(f, func(t *testing.T) {
+			cfg, err := LoadConfig(filepath.Join("testdata", f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(cfg.Tenants) == 0 {
+				t.Fatal("no tenants")
+			}
+		})
+	}
+}
+
+func TestParseConfigFields(t *testing.T) {
+	cfg, err := LoadConfig("testdata/tenants-k8s.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.File != "testdata/tenants-k8s.yaml" || len(cfg.Tenants) != 3 {
+		t.Fatalf("file %q tenants %d", cfg.File, len(cfg.Tenants))
+	}
+	chat := cfg.TenantByName("chat")
+	if chat == nil || chat.Class != ClassLatency || chat.Priority != 10 || chat.Line != 3 {
+		t.Fatalf("chat = %+v", chat)
+	}
+	if len(chat.Selectors) != 2 || chat.Selectors[0].Kubernetes.Namespace != "llm" || chat.Selectors[0].Kubernetes.Pod != "chat-*" ||
+		chat.Selectors[0].Kubernetes.Container != "server" || chat.Selectors[1].Kubernetes.Labels["app"] != "chat" {
+		t.Errorf("selectors %+v", chat.Selectors)
+	}
+	if s := chat.SLO; s == nil || s.Quantile != 0.99 || s.Target != 250*time.Millisecond || s.MinThroughput != 5 || s.Window != 5*time.Minute {
+		t.Errorf("slo %+v", chat.SLO)
+	}
+	if s := chat.Share; s == nil || s.Min != 0.2 || s.Max != 0.8 {
+		t.Errorf("share %+v", chat.Share)
+	}
+	l := chat.LatencySource
+	if l == nil || l.URL != "http://10.0.0.5:8000/metrics" || l.Preset != PresetVLLME2E || l.Matchers["model_name"] != "llama" || l.Timeout != 2*time.Second || l.MaxBytes != 4<<20 {
+		t.Errorf("latency source %+v", l)
+	}
+	if train := cfg.TenantByName("train"); train.Class != ClassBatch || train.SLO != nil || train.LatencySource != nil {
+		t.Errorf("train %+v", train)
+	}
+	if cfg.Defaults.SLOWindow != 5*time.Minute || cfg.Defaults.ScrapeInterval != 15*time.Second {
+		t.Errorf("defaults %+v", cfg.Defaults)
+	}
+}
+
+func TestParseConfigEmpty(t *testing.T) {
+	for _, in := range []string{"", "# nothing\n", "tenants: []\n", "tenants:\n"} {
+		cfg, err := ParseConfig("t.yaml", []byte(in))
+		if err != nil {
+			t.Errorf("%q: %v", in, err)
+			continue
+		}
+		if len(cfg.Tenants) != 0 || cfg.Defaults.SLOWindow != DefaultSLOWindow {
+			t.Errorf("%q: %+v", in, cfg)
+		}
+	}
+}
+
+func TestParseConfigErrors(t *testing.T) {
+	const head = "tenants:\n  - name: a\n    selectors: [{executable: x}]\n"
+	tests := []struct {
+		name, in string
+		want     string // "file:line: ..." substring
+	}{
+		{"unknown top key", "tenant: []\n", "t.yaml:1: unknown key \"tenant\""},
+		{"unknown tenant key", head + "    clas: batch\n", "t.yaml:4: unknown key \"clas\""},
+		{"unknown selector key", "tenants:\n  - name: a\n    selectors:\n      - exe: x\n", "t.yaml:4: unknown key \"exe\""},
+		{"bad duration", head + "    slo: {quantile: 0.9, target: 25xs}\n    latency_source: {url: \"sim://a\", preset: tgi}\n", "t.yaml:4: slo.target: bad duration \"25xs\""},
+		{"bad default duration", "defaults:\n  slo_window: five\n", "t.yaml:2: defaults.slo_window: bad duration"},
+		{"quantile 1", head + "    slo: {quantile: 1, target: 1s}\n    latency_source: {url: \"sim://a\", preset: tgi}\n", "t.yaml:4: slo.quantile 1 is outside (0,1)"},
+		{"quantile 0", head + "    slo: {quantile: 0, target: 1s}\n    latency_source: {url: \"sim://a\", preset: tgi}\n", "t.yaml:4: slo.quantile 0 is outside (0,1)"},
+		{"target zero", head + "    slo: {quantile: 0.5, target: 0s}\n    latency_source: {url: \"sim://a\", preset: tgi}\n", "t.yaml:4: slo.target must be > 0"},
+		{"target negative", head + "    slo: {quantile: 0.5, target: -1s}\n    latency_source: {url: \"sim://a\", preset: tgi}\n", "t.yaml:4: slo.target must be > 0"},
+		{"min > max", head + "    share: {min: 0.9, max: 0.2}\n", "t.yaml:4: share.min 0.9 is greater than share.max 0.2"},
+		{"share outside", head + "    share: {min: 0.1, max: 1.5}\n", "t.yaml:4: share.max 1.5 is outside [0,1]"},
+		{"duplicate names", head + "  - name: a\n    selectors: [{executable: y}]\n", "t.yaml:4: duplicate tenant name \"a\" (first defined at line 2)"},
+		{"empty selector", "tenants:\n  - name: a\n    selectors:\n      - {}\n", "t.yaml:4: a selector has no keys"},
+		{"empty kubernetes", "tenants:\n  - name: a\n    selectors:\n      - kubernetes: {}\n", "t.yaml:4: kubernetes selector has no keys"},
+		{"no selectors", "tenants:\n  - name: a\n", "t.yaml:2: tenant \"a\" has no selectors"},
+		{"no name", "tenants:\n  - selectors: [{uid: 1}]\n", "t.yaml:2: tenant has no name"},
+		{"reserved name", "tenants:\n  - name: unassigned\n    selectors: [{uid: 1}]\n", "t.yaml:2: tenant name \"unassigned\" is reserved"},
+		{"bad class", head + "    class: realtime\n", "t.yaml:4: class \"realtime\" is not one of"},
+		{"identical selectors", head + "  - name: b\n    selectors: [{executable: x}]\n", "t.yaml:5: selector of tenant \"b\" overlaps the selector of tenant \"a\" at line 3"},
+		{"narrower selector overlaps", head + "  - name: b\n    selectors:\n      - {executable: x, uid: 7}\n", "t.yaml:6: selector of tenant \"b\" overlaps"},
+		{"glob covers literal", "tenants:\n  - name: a\n    selectors: [{kubernetes: {namespace: llm, pod: \"chat-*\"}}]\n  - name: b\n    selectors: [{kubernetes: {namespace: llm, pod: chat-0}}]\n", "t.yaml:5: selector of tenant \"b\" overlaps"},
+		{"same mig", "tenants:\n  - name: a\n    selectors: [{mig_uuid: MIG-1}]\n  - name: b\n    selectors: [{mig_uuid: MIG-1}]\n", "t.yaml:5: selector of tenant \"b\" overlaps"},
+		{"slo without source", head + "    slo: {quantile: 0.9, target: 1s}\n", "t.yaml:2: tenant \"a\" has an slo but no latency_source"},
+		{"target longer than window", head + "    slo: {quantile: 0.9, target: 10m}\n    latency_source: {url: \"sim://a\", preset: tgi}\n", "t.yaml:2: tenant \"a\": slo.target 10m0s is not shorter than the SLO window 5m0s"},
+		{"throughput too low for quantile", head + "    slo: {quantile: 0.999, target: 1s, min_throughput: 0.1}\n    latency_source: {url: \"sim://a\", preset: tgi}\n", "fewer than the 1000 a 0.999 quantile needs"},
+		{"mins above one", head + "    share: {min: 0.6}\n  - name: b\n    selectors: [{uid: 3}]\n    share: {min: 0.6}\n", "t.yaml:1: the tenants' share.min add up to 1.2 > 1"},
+		{"bad url", head + "    latency_source: {url: \"ftp://x/metrics\", preset: tgi}\n", "t.yaml:4: latency_source.url \"ftp://x/metrics\": scheme must be"},
+		{"bad preset", head + "    latency_source: {url: \"http://x/metrics\", preset: vllm}\n", "t.yaml:4: unknown latency_source.preset \"vllm\""},
+		{"no preset nor metric", head + "    latency_source: {url: \"http://x/metrics\"}\n", "t.yaml:4: latency_source needs a preset or a metric"},
+		{"bad size", head + "    latency_source: {url: \"http://x/metrics\", preset: tgi, max_bytes: lots}\n", "t.yaml:4: latency_source.max_bytes: bad size \"lots\""},
+		{"bad uid", "tenants:\n  - name: a\n    selectors: [{uid: root}]\n", "t.yaml:3: uid must be an integer"},
+		{"gpu_instance half", "tenants:\n  - name: a\n    selectors: [{gpu_instance: {gpu: 0}}]\n", "t.yaml:3: gpu_instance needs both gpu and id"},
+		{"yaml syntax", "tenants:\n  - name: a\n   bad: [\n", "t.yaml:"},
+		{"tenants not list", "tenants: {a: 1}\n", "t.yaml:1: tenants must be a list"},
+		{"two documents", "tenants: []\n---\ntenants: []\n", "t.yaml:2: only one YAML document"},
+		{"timeout not below interval", head + "    slo: {quantile: 0.9, target: 1s}\n    latency_source: {url: \"sim://a\", preset: tgi, timeout: 20s}\n", "latency_source.timeout 20s must be shorter than scrape_interval 15s"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseConfig("t.yaml", []byte(tc.in))
+			if err == nil {
+				t.Fatalf("no error; want %q", tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error\n%v\nwant it to contain %q", err, tc.want)
+			}
+			for _, line := range strings.Split(err.Error(), "\n") {
+				if !strings.HasPrefix(line, "t.yaml:") || strings.Count(line, ":") < 2 {
+					t.Errorf("error line %q is not file:line: problem", line)
+				}
+			}
+		})
+	}
+}
+
+func TestParseConfigAllErrorsListed(t *testing.T) {
+	in := "tenants:\n  - name: a\n    clas: x\n    selectors: [{exe: y}]\n"
+	_, err := ParseConfig("t.yaml", []byte(in))
+	if err == nil {
+		t.Fatal("no error")
+	}
+	if lines := strings.Split(err.Error(), "\n"); len(lines) < 2 || !strings.HasPrefix(lines[0], "t.yaml:3:") || !strings.HasPrefix(lines[1], "t.yaml:4:") {
+		t.Fatalf("want one error per problem, got\n%v", err)
+	}
+}
+
+func TestParseConfigNoFalseOverlap(t *testing.T) {
+	in := `tenants:
+  - name: a
+    selectors: [{executable: vllm}, {uid: 1000}]
+  - name: b
+    selectors: [{executable: python}, {uid: 1001}, {kubernetes: {namespace: llm, pod: "chat-*"}}]
+  - name: c
+    selectors: [{kubernetes: {namespace: llm, pod: "search-*"}}, {mig_uuid: MIG-2}, {gpu_instance: {gpu: 0, id: 1}}]
+`
+	if _, err := ParseConfig("t.yaml", []byte(in)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLoadConfigMissingFile(t *testing.T) {
+	_, err := LoadConfig(filepath.Join(t.TempDir(), "none.yaml"))
+	if err == nil || !os.IsNotExist(unwrapAll(err)) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func unwrapAll(err error) error {
+	for {
+		u, ok := err.(interface{ Unwrap() error })
+		if !ok || u.Unwrap() == nil {
+			return err
+		}
+		err = u.Unwrap()
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	tests := map[string]int64{"4MiB": 4 << 20, "512KiB": 512 << 10, "1MB": 1e6, "2048": 2048, "1GiB": 1 << 30, "1.5KiB": 1536}
+	for in, want := range tests {
+		got, err := parseSize(in)
+		if err != nil || got != want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "x", "-1", "4 MiBs"} {
+		if _, err := parseSize(in); err == nil {
+			t.Errorf("parseSize(%q): no error", in)
+		}
+	}
+}
+
+func TestGlob(t *testing.T) {
+	tests := []struct {
+		glob, s string
+		want    bool
+	}{
+		{"chat-*", "chat-7f9c", true},
+		{"chat-*", "search-1", false},
+		{"/kubepods.slice/*pod1234_5678*", "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1234_5678.slice/cri-containerd-ab.scope", true},
+		{"vm-?", "vm-1", true},
+		{"vm-?", "vm-12", false},
+		{"vm-[0-3]", "vm-2", true},
+		{"vm-[!0-3]", "vm-2", false},
+		{"a.b", "axb", false},
+		{"python*", "python3.11", true},
+	}
+	for _, tc := range tests {
+		if got := globMatch(compileGlob(tc.glob), tc.s); got != tc.want {
+			t.Errorf("glob %q on %q = %v, want %v", tc.glob, tc.s, got, tc.want)
+		}
+	}
+}
