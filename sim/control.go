@@ -1,0 +1,373 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+var _ gpu.Source = (*Simulator)(nil)
+var _ gpu.Control = (*Simulator)(nil)
+var _ gpu.AppMetricsSource = (*Simulator)(nil)
+
+func (s *Simulator) gpuByUUID(uuid string) (*gpuState, error) {
+	for _, g := range s.gpus {
+		if g.uuid == uuid {
+			return g, nil
+		}
+	}
+	return nil, fmt.Errorf("sim: no GPU with UUID %q", uuid)
+}
+
+func (s *Simulator) tenantByPID(pid uint32) *tenant {
+	for _, t := range s.tenants {
+		if t.spec.Process.PID == pid {
+			return t
+		}
+	}
+	return nil
+}
+
+// lockGPU takes the lock, syncs the clock and finds the GPU.
+func (s *Simulator) lockGPU(ctx context.Context, uuid string) (*gpuState, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.syncClock()
+	g, err := s.gpuByUUID(uuid)
+	if err != nil {
+		s.mu.Unlock()
+	}
+	return g, err
+}
+
+// Capabilities lists the knobs of the GPU with this UUID.
+func (s *Simulator) Capabilities(uuid string) []gpu.Knob {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g, err := s.gpuByUUID(uuid)
+	if err != nil {
+		return nil
+	}
+	k := []gpu.Knob{}
+	switch g.mode {
+	case gpu.SharingMPS:
+		k = append(k, gpu.KnobMPSActiveThreads, gpu.KnobMPSPinnedMemory, gpu.KnobComputeTimeSlice)
+	case gpu.SharingVGPU:
+		k = append(k, gpu.KnobVGPUScheduler)
+	case gpu.SharingMIG:
+		k = append(k, gpu.KnobMIGLayout, gpu.KnobComputeTimeSlice)
+	default:
+		k = append(k, gpu.KnobComputeTimeSlice, gpu.KnobMIGLayout)
+	}
+	k = append(k, gpu.KnobLockedClocks, gpu.KnobPowerLimit)
+	if g.mode != gpu.SharingVGPU {
+		k = append(k, gpu.KnobPlacement)
+	}
+	return k
+}
+
+func (s *Simulator) mpsClient(g *gpuState, pid uint32) (*tenant, error) {
+	if g.mode != gpu.SharingMPS {
+		return nil, fmt.Errorf("sim: GPU %s is not in MPS mode: %w", g.uuid, gpu.ErrNotSupported)
+	}
+	t := s.tenantByPID(pid)
+	if t == nil || t.gpu != g.idx {
+		return nil, fmt.Errorf("sim: no MPS client with PID %d on GPU %s", pid, g.uuid)
+	}
+	return t, nil
+}
+
+// SetMPSActiveThreads sets the active-thread fraction for the client's next
+// context (FACTS.md line 42-45: fixed when a context is created).
+func (s *Simulator) SetMPSActiveThreads(ctx context.Context, uuid string, pid uint32, fraction float64) error {
+	g, err := s.lockGPU(ctx, uuid)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	if !(fraction > 0 && fraction <= 1) {
+		return fmt.Errorf("sim: active-thread fraction %g outside (0, 1]", fraction)
+	}
+	t, err := s.mpsClient(g, pid)
+	if err != nil {
+		return err
+	}
+	t.mpsPending = fraction
+	return nil
+}
+
+// SetMPSDefaultActiveThreads sets the default fraction for new clients.
+func (s *Simulator) SetMPSDefaultActiveThreads(ctx context.Context, uuid string, fraction float64) error {
+	g, err := s.lockGPU(ctx, uuid)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	if g.mode != gpu.SharingMPS {
+		return fmt.Errorf("sim: GPU %s is not in MPS mode: %w", uuid, gpu.ErrNotSupported)
+	}
+	if !(fraction > 0 && fraction <= 1) {
+		return fmt.Errorf("sim: active-thread fraction %g outside (0, 1]", fraction)
+	}
+	g.mpsDefault = fraction
+	return nil
+}
+
+// SetMPSPinnedMemoryLimit limits the device memory the client may pin; the
+// limit is checked when the client next creates its context (FACTS.md
+// line 46-47: over the limit = allocation failure).
+func (s *Simulator) SetMPSPinnedMemoryLimit(ctx context.Context, uuid string, pid uint32, bytes uint64) error {
+	g, err := s.lockGPU(ctx, uuid)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	t, err := s.mpsClient(g, pid)
+	if err != nil {
+		return err
+	}
+	t.pinned = bytes
+	return nil
+}
+
+// RestartClient restarts an MPS client: for the GPU's restart time its
+// requests queue, then it runs with its new context settings. A restart
+// whose memory no longer fits (pinned limit) fails with an OOM event.
+func (s *Simulator) RestartClient(ctx context.Context, uuid string, pid uint32) error {
+	g, err := s.lockGPU(ctx, uuid)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	t, err := s.mpsClient(g, pid)
+	if err != nil {
+		return err
+	}
+	if !t.alive {
+		if !s.startTenant(t, s.now) {
+			return fmt.Errorf("sim: client %d failed to start: out of memory", pid)
+		}
+		return nil
+	}
+	if msg := s.memCheck(t); msg != "" {
+		s.oom(t, s.now, msg)
+		return fmt.Errorf("sim: client %d failed to restart: %s", pid, msg)
+	}
+	if t.mpsPending > 0 {
+		t.mpsEff = t.mpsPending
+	} else if t.spec.MPSThreads == 0 {
+		t.mpsEff = g.mpsDefault
+	}
+	t.pause = max(t.pause, s.now+int64(g.spec.MPS.RestartTime))
+	return nil
+}
+
+// SetVGPUScheduler changes the vGPU scheduler; refused while VMs run
+// (FACTS.md line 35-38).
+func (s *Simulator) SetVGPUScheduler(ctx context.Context, uuid string, set gpu.VGPUSchedulerSetting) error {
+	g, err := s.lockGPU(ctx, uuid)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	if g.mode != gpu.SharingVGPU {
+		return fmt.Errorf("sim: GPU %s is not a vGPU host: %w", uuid, gpu.ErrNotSupported)
+	}
+	v := g.vgpu
+	switch set.Policy {
+	case "best-effort", "equal-share", "fixed-share":
+	default:
+		return fmt.Errorf("sim: unknown vGPU scheduler policy %q", set.Policy)
+	}
+	if set.ARREnabled && set.Policy != "best-effort" {
+		return fmt.Errorf("sim: adaptive round robin needs the best-effort policy")
+	}
+	ts := set.TimeSlice
+	if ts == 0 {
+		ts = 2 * time.Millisecond
+	}
+	if ts < v.MinTimeSlice || ts > v.MaxTimeSlice {
+		return fmt.Errorf("sim: time slice %v outside [%v, %v]", ts, v.MinTimeSlice, v.MaxTimeSlice)
+	}
+	var running []string
+	for _, t := range s.tenants {
+		if t.alive && t.gpu == g.idx {
+			running = append(running, t.spec.VM.Name)
+		}
+	}
+	if len(running) > 0 {
+		return fmt.Errorf("sim: vGPU scheduler of %s: VMs running (%s): %w", uuid, strings.Join(running, ", "), gpu.ErrBusy)
+	}
+	v.Policy, v.ARR, v.TimeSlice, v.AvgFactor, v.Frequency = set.Policy, set.ARREnabled, ts, set.AvgFactor, set.Frequency
+	g.vgpu = v
+	return nil
+}
+
+// SetComputeTimeSlice sets the compute time-slice level (FACTS.md line 27-28).
+func (s *Simulator) SetComputeTimeSlice(ctx context.Context, uuid string, level string) error {
+	g, err := s.lockGPU(ctx, uuid)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	if g.mode == gpu.SharingVGPU {
+		return fmt.Errorf("sim: GPU %s is a vGPU host; use the vGPU scheduler: %w", uuid, gpu.ErrNotSupported)
+	}
+	d, ok := timeSliceLevels[level]
+	if !ok {
+		return fmt.Errorf("sim: unknown time-slice level %q (default, short, medium, long)", level)
+	}
+	g.level, g.slice = level, int64(d)
+	return nil
+}
+
+// LockClocks locks the SM clock range; a zero ClockLock resets it.
+func (s *Simulator) LockClocks(ctx context.Context, uuid string, l gpu.ClockLock) error {
+	g, err := s.lockGPU(ctx, uuid)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	if l.MinMHz == 0 && l.MaxMHz == 0 {
+		g.lockMin, g.lockMax = 0, 0
+		return nil
+	}
+	if l.MinMHz > l.MaxMHz || float64(l.MaxMHz) > g.m.MaxClockMHz || float64(l.MinMHz) < g.m.IdleClockMHz {
+		return fmt.Errorf("sim: locked clocks [%d, %d] MHz outside [%g, %g]", l.MinMHz, l.MaxMHz, g.m.IdleClockMHz, g.m.MaxClockMHz)
+	}
+	g.lockMin, g.lockMax = float64(l.MinMHz), float64(l.MaxMHz)
+	return nil
+}
+
+// LockMemoryClocks locks the memory clock; HBM bandwidth scales with it.
+func (s *Simulator) LockMemoryClocks(ctx context.Context, uuid string, l gpu.ClockLock) error {
+	g, err := s.lockGPU(ctx, uuid)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	if l.MinMHz == 0 && l.MaxMHz == 0 {
+		g.memLock = 0
+		return nil
+	}
+	if l.MinMHz > l.MaxMHz || float64(l.MaxMHz) > g.m.MemClockMHz || l.MaxMHz < uint32(g.m.MemClockMHz/4) {
+		return fmt.Errorf("sim: memory clocks [%d, %d] MHz outside [%g, %g]", l.MinMHz, l.MaxMHz, g.m.MemClockMHz/4, g.m.MemClockMHz)
+	}
+	g.memLock = float64(l.MaxMHz)
+	return nil
+}
+
+// SetPowerLimit sets the power limit; 0 restores the default.
+func (s *Simulator) SetPowerLimit(ctx context.Context, uuid string, watts float64) error {
+	g, err := s.lockGPU(ctx, uuid)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	if watts != 0 && (watts < 0.3*g.m.TDPW || watts > g.m.TDPW) {
+		return fmt.Errorf("sim: power limit %g W outside [%g, %g]", watts, 0.3*g.m.TDPW, g.m.TDPW)
+	}
+	g.powerLimit = watts
+	return nil
+}
+
+// ConfigureMIG replaces the GPU's MIG instances; refused (ErrBusy) while
+// any instance has processes (FACTS.md line 20-21). An empty list disables
+// MIG. New instances get new UUIDs and nothing runs for the drain time.
+func (s *Simulator) ConfigureMIG(ctx context.Context, uuid string, profiles []string) error {
+	g, err := s.lockGPU(ctx, uuid)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	if g.mode != gpu.SharingMIG && g.mode != gpu.SharingTimeSlice && g.mode != gpu.SharingExclusive {
+		return fmt.Errorf("sim: MIG on a %s GPU: %w", g.mode, gpu.ErrNotSupported)
+	}
+	if len(profiles) > 0 {
+		if err := g.m.checkMIGLayout(profiles); err != nil {
+			return fmt.Errorf("sim: %v", err)
+		}
+	} else if g.mode != gpu.SharingMIG {
+		return nil
+	}
+	var busy []string
+	for _, t := range s.tenants {
+		if t.alive && t.gpu == g.idx {
+			busy = append(busy, fmt.Sprintf("PID %d", t.spec.Process.PID))
+		}
+	}
+	if len(busy) > 0 {
+		return fmt.Errorf("sim: MIG reconfiguration of %s: processes running (%s): %w", uuid, strings.Join(busy, ", "), gpu.ErrBusy)
+	}
+	g.migGen++
+	g.migs = g.migs[:0]
+	if len(profiles) == 0 {
+		g.mode = gpu.SharingTimeSlice
+	} else {
+		g.mode = gpu.SharingMIG
+		for i, p := range profiles {
+			g.migs = append(g.migs, migInst{profile: g.m.profile(p), uuid: migUUID(g.idx, i, g.migGen), gi: i + 1})
+		}
+	}
+	g.buildDomains()
+	s.placeAll()
+	g.drainTo = s.now + int64(g.spec.DrainTime)
+	s.event(g, gpu.Event{Time: s.at(s.now), Kind: gpu.EventReconf,
+		Message: fmt.Sprintf("MIG layout set to [%s]", strings.Join(profiles, ", "))})
+	return nil
+}
+
+// MoveProcess moves a tenant's workload to another GPU. It does nothing for
+// the scenario's migration time while its requests queue; on a MIG GPU it
+// goes to the instance with the most free memory.
+func (s *Simulator) MoveProcess(ctx context.Context, pid uint32, toUUID string) error {
+	g, err := s.lockGPU(ctx, toUUID)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	t := s.tenantByPID(pid)
+	if t == nil {
+		return fmt.Errorf("sim: no process with PID %d", pid)
+	}
+	if g.mode == gpu.SharingVGPU || t.dom.kind == schedVGPU {
+		return fmt.Errorf("sim: moving a VM between vGPU hosts: %w", gpu.ErrNotSupported)
+	}
+	best, bestFree := -1, int64(-1)
+	for i, d := range g.domains {
+		if d == t.dom {
+			continue
+		}
+		if f := d.memFree(t); f >= int64(t.spec.Memory) && f > bestFree {
+			best, bestFree = i, f
+		}
+	}
+	if best < 0 {
+		return fmt.Errorf("sim: PID %d needs %d bytes; no room on GPU %s", pid, t.spec.Memory, toUUID)
+	}
+	old := t.dom
+	t.gpu = g.idx
+	t.inst = best
+	if g.mode != gpu.SharingMIG {
+		t.inst = -1
+	}
+	if old.cur >= 0 && old.cur < len(old.members) && old.members[old.cur] == t {
+		old.cur = -1
+	}
+	s.placeAll()
+	if t.alive {
+		t.pause = max(s.now, g.drainTo) + int64(s.sc.Control.MigrationTime)
+		if t.dom.kind == schedMPS {
+			t.mpsEff = g.mpsDefault
+			if t.mpsPending > 0 {
+				t.mpsEff = t.mpsPending
+			}
+		}
+	}
+	return nil
+}

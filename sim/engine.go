@@ -1,0 +1,634 @@
+package sim
+
+import (
+	"math"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// Engine constants. Each cites the FACTS.md line it comes from or says it
+// is a lead (a modelling choice to calibrate).
+const (
+	stepNs = int64(time.Millisecond) // the fluid model never integrates over more than 1 ms
+
+	// Context switch cost between time-sliced contexts. FACTS.md line 32-34:
+	// two saturating tenants each get 0.459 of solo (8% lost), three get
+	// 0.305; a switch costs 50-200 us; overhead grows to ~15% at 8 tenants.
+	// With a 1024 us slice, switchBase gives 8% at two contexts, and each
+	// further busy context adds switchPerCtx (15% at eight).
+	switchBaseNs   = 89_000
+	switchPerCtxNs = 15_300
+
+	// bwSaturation is the fraction of a domain's SMs a kernel needs to reach
+	// its full HBM bandwidth; fewer SMs get proportionally less (lead).
+	bwSaturation = 0.5
+
+	// DVFS. FACTS.md line 15-16: idle 345 MHz, 1980 MHz under load; line
+	// 60-61: +12% latency for a 22.9 ms kernel after 100 ms idle. A linear
+	// ramp from idle to max over rampNs costs 0.41*rampNs of compute time,
+	// which is 2.7 ms (12% of 22.9 ms) at rampNs = 6.5 ms; the clock decays
+	// back to idle over decayNs of idleness.
+	rampNs  = 6_500_000
+	decayNs = 100_000_000
+	// Sustained load droop. FACTS.md line 62: back-to-back kernels on B200
+	// dropped the SM clock 19%; here (lead) up to maxDroop as the GPU heats
+	// from droopStartC to droopFullC.
+	maxDroop    = 0.08
+	droopStartC = 70.0
+	droopFullC  = 85.0
+	thermalTauS = 30.0
+	ambientC    = 30.0
+	cPerWatt    = 0.08
+	// jitterAmp is the unlocked clock's random variation, redrawn every
+	// jitterPeriodNs (lead); locked clocks have none.
+	jitterAmp      = 0.02
+	jitterPeriodNs = 10_000_000
+)
+
+// NVML clock event reasons (nvmlClocksEventReason*).
+const (
+	reasonIdle      = 0x1
+	reasonAppClocks = 0x2
+	reasonPowerCap  = 0x4
+	reasonThermal   = 0x20
+)
+
+type schedKind int
+
+const (
+	schedTimeSlice schedKind = iota
+	schedMPS
+	schedVGPU
+)
+
+// dacc accumulates a domain's activity.
+type dacc struct {
+	busy    float64 // ns with any kernel resident
+	sm      float64 // ns x fraction of the domain's SMs active
+	occ     float64 // ns x fraction of warp slots occupied
+	bytes   float64
+	flops   float64
+	switch_ float64 // ns spent switching contexts
+}
+
+func (a *dacc) add(b dacc) {
+	a.busy += b.busy
+	a.sm += b.sm
+	a.occ += b.occ
+	a.bytes += b.bytes
+	a.flops += b.flops
+	a.switch_ += b.switch_
+}
+
+// migInst is a MIG GPU instance.
+type migInst struct {
+	profile *migProfile
+	uuid    string
+	gi      int
+}
+
+// domain is a scheduling domain: a whole GPU, or one MIG instance.
+type domain struct {
+	g        *gpuState
+	inst     int // MIG instance index, -1 for the whole GPU
+	kind     schedKind
+	smFrac   float64 // fraction of the device's SMs
+	bwFrac   float64 // fraction of the device's HBM bandwidth
+	memBytes uint64
+	members  []*tenant
+
+	// time-slice / vGPU state
+	cur        int // index in members of the resident context; -1 none
+	sliceEnd   int64
+	switchEnd  int64
+	slotStart  int64
+	slotRun    int64
+	slotTarget int64
+
+	acc  [2]dacc
+	step dacc
+}
+
+// gpuState is a GPU's runtime state.
+type gpuState struct {
+	idx  int
+	spec *GPUSpec
+	m    *gpuModel
+	uuid string
+	bus  string
+	mode gpu.SharingMode
+
+	migs    []migInst
+	migGen  int
+	domains []*domain
+	drainTo int64 // MIG reconfiguration: nothing runs before this
+
+	level string // compute time-slice level
+	slice int64
+
+	// clocks and power
+	clock      float64 // MHz this step
+	busyPrev   bool
+	lockMin    float64
+	lockMax    float64
+	memLock    float64
+	powerLimit float64
+	temp       float64
+	power      float64
+	energy     float64
+	actPrev    float64 // activity of the previous step for the power model
+	throttle   uint64
+
+	ctxSwitches uint64
+	switchNs    float64
+
+	// vGPU scheduler
+	vgpu     VGPUSpec
+	schedLog []gpu.VGPUSchedulerLogEntry
+
+	// MPS
+	mpsDefault    float64
+	pinnedDefault uint64
+
+	acc    [2]gacc
+	events []gpu.Event
+}
+
+// gacc accumulates device-level figures.
+type gacc struct {
+	ns      float64
+	sm      float64 // ns x fraction of the device's SMs active
+	occ     float64
+	bytes   float64
+	flops   float64
+	busy    float64 // ns with any kernel resident anywhere
+	energy  float64 // J
+	clockNs float64 // MHz x ns
+}
+
+func (g *gpuState) peakFLOPS() float64 { return g.m.PeakFLOPS * g.m.ComputeEff }
+
+func (g *gpuState) peakBW() float64 {
+	bw := g.m.BandwidthBS * g.m.BandwidthEff
+	if g.memLock > 0 {
+		bw *= g.memLock / g.m.MemClockMHz
+	}
+	return bw
+}
+
+func switchCost(busy int) int64 {
+	return switchBaseNs + int64(max(busy, 2)-2)*switchPerCtxNs
+}
+
+// wants says whether t would run if scheduled now (no side effects).
+func (t *tenant) wants(now int64) bool {
+	if !t.alive || now < t.pause {
+		return false
+	}
+	return t.job.active || t.queued() > 0 || t.w.Type == "training" || (t.w.Type == "llm" && len(t.seqs) > 0)
+}
+
+// boundary delivers arrivals up to now and returns the next time a member's
+// state changes by itself (arrival, end of a pause), at most limit.
+func (d *domain) boundary(now, limit int64) int64 {
+	next := limit
+	for _, m := range d.members {
+		if !m.alive {
+			continue
+		}
+		if m.nextArr <= now {
+			m.arrive(now)
+		}
+		if m.nextArr < next {
+			next = m.nextArr
+		}
+		if m.pause > now && m.pause < next {
+			next = m.pause
+		}
+	}
+	return next
+}
+
+// run advances the domain over [t0, t1) at clock factor cf.
+func (d *domain) run(s *Simulator, t0, t1 int64, cf float64) {
+	d.step = dacc{}
+	if t0 < d.g.drainTo {
+		// MIG reconfiguration in progress: nothing runs.
+		t0 = min(d.g.drainTo, t1)
+	}
+	switch d.kind {
+	case schedMPS:
+		d.runMPS(s, t0, t1, cf)
+	default:
+		d.runSliced(s, t0, t1, cf)
+	}
+	d.acc[0].add(d.step)
+	d.acc[1].add(d.step)
+}
+
+// capacity returns the FLOP/s and bytes/s a kernel filling share of the
+// domain's SMs gets when alone.
+func (d *domain) capacity(share, cf float64) (c, w float64) {
+	c = d.g.peakFLOPS() * cf * d.smFrac * share
+	w = d.g.peakBW() * d.bwFrac * min(1, share/bwSaturation)
+	return
+}
+
+func jobTime(j *job, c, w float64) float64 {
+	jt := j.floor
+	if j.flops > 0 {
+		jt = j.flops / c
+	}
+	if j.bytes > 0 {
+		jt = max(jt, j.bytes/w)
+	}
+	return max(jt, 1e-9)
+}
+
+// progress moves t's job forward by dt ns at job time jt (s) with SM share
+// share, accounting it; it completes the job when done.
+func (d *domain) progress(s *Simulator, t *tenant, dt int64, jt, share float64, done bool, end int64) {
+	frac := float64(dt) / (jt * 1e9)
+	if done || frac > t.job.rem {
+		frac = t.job.rem
+	}
+	b := t.job.bytes * frac
+	f := t.job.flops * frac
+	fdt := float64(dt)
+	for k := range t.acc {
+		a := &t.acc[k]
+		a.busy += fdt
+		a.sm += fdt * share
+		a.bytes += b
+		a.flops += f
+	}
+	d.step.sm += fdt * share
+	d.step.occ += fdt * share * t.w.Occupancy
+	d.step.bytes += b
+	d.step.flops += f
+	t.job.rem -= frac
+	if done {
+		t.finishJob(s, end)
+	}
+}
+
+// runSliced is time-slicing (and the vGPU scheduler): one context at a time
+// owns the domain for a slice; switching costs switchCost.
+func (d *domain) runSliced(s *Simulator, t, t1 int64, cf float64) {
+	n := len(d.members)
+	g := d.g
+	for t < t1 {
+		next := d.boundary(t, t1)
+		if d.switchEnd > t {
+			e := min(next, d.switchEnd)
+			d.step.switch_ += float64(e - t)
+			d.step.busy += float64(e - t)
+			t = e
+			continue
+		}
+		busy := 0
+		for _, m := range d.members {
+			if m.wants(t) {
+				busy++
+			}
+		}
+		var cur *tenant
+		if d.cur >= 0 && d.cur < n {
+			cur = d.members[d.cur]
+		}
+		curWants := cur != nil && cur.wants(t)
+		others := busy
+		if curWants {
+			others--
+		}
+		// Time-slicing and best-effort vGPU are work conserving: an idle
+		// context yields at once. Equal- and fixed-share vGPU hold a VM's
+		// slot for its whole length even when the VM is idle.
+		strict := d.kind == schedVGPU && g.vgpu.Policy != "best-effort"
+		repick := !curWants || (others > 0 && t >= d.sliceEnd)
+		if strict {
+			repick = cur == nil || t >= d.sliceEnd
+		}
+		if repick {
+			nx, slot := d.pick(t)
+			if nx < 0 {
+				t = next
+				continue
+			}
+			if d.kind == schedVGPU {
+				d.logSlot(s, t)
+				d.slotStart, d.slotTarget, d.slotRun = t, slot, 0
+			}
+			if nx != d.cur {
+				d.cur = nx
+				d.switchEnd = t + switchCost(busy)
+				d.sliceEnd = d.switchEnd + slot
+				g.ctxSwitches++
+				continue
+			}
+			d.sliceEnd = t + slot
+		}
+		cur = d.members[d.cur]
+		end := next
+		if (strict || others > 0) && d.sliceEnd < end {
+			end = d.sliceEnd
+		}
+		if !cur.wants(t) {
+			t = end // an idle VM's slot
+			continue
+		}
+		if !cur.job.active && !cur.startJob(t) {
+			t = end
+			continue
+		}
+		share := cur.w.SMFraction
+		c, w := d.capacity(share, cf)
+		jt := jobTime(&cur.job, c, w)
+		ttc := int64(math.Ceil(cur.job.rem * jt * 1e9))
+		done := false
+		if t+ttc <= end {
+			end, done = t+ttc, true
+		}
+		dt := end - t
+		d.step.busy += float64(dt)
+		d.slotRun += dt
+		if d.kind == schedVGPU {
+			for i, m := range d.members {
+				if i != d.cur && m.wants(t) {
+					m.preempt += dt
+				}
+			}
+		}
+		d.progress(s, cur, dt, jt, share, done, end)
+		t = end
+	}
+}
+
+// pick chooses the next context round robin after the resident one and
+// the length of its slot; -1 when nothing wants to run.
+func (d *domain) pick(t int64) (int, int64) {
+	n := len(d.members)
+	g := d.g
+	if d.kind != schedVGPU {
+		for k := 1; k <= n; k++ {
+			i := (d.cur + k + n) % n
+			if d.cur < 0 {
+				i = k - 1
+			}
+			if d.members[i].wants(t) {
+				return i, g.slice
+			}
+		}
+		return -1, 0
+	}
+	v := &g.vgpu
+	any := false
+	for _, m := range d.members {
+		if m.wants(t) {
+			any = true
+		}
+	}
+	if !any {
+		return -1, 0
+	}
+	for k := 1; k <= n; k++ {
+		i := (d.cur + k + n) % n
+		if d.cur < 0 {
+			i = k - 1
+		}
+		m := d.members[i]
+		slot := int64(v.TimeSlice)
+		switch v.Policy {
+		case "best-effort":
+			if !m.wants(t) {
+				continue
+			}
+			if v.ARR {
+				// Adaptive round robin: a VM that keeps a backlog gets a
+				// longer slice, within [min, max].
+				f := 1 + float64(m.queued())/float64(max(1, int(v.AvgFactor)))
+				slot = int64(float64(slot) * f)
+			}
+		case "equal-share":
+			if !m.alive {
+				continue
+			}
+		case "fixed-share":
+			slot = int64(v.TimeSlice) * int64(m.spec.VM.Weight)
+		}
+		slot = min(max(slot, int64(v.MinTimeSlice)), int64(v.MaxTimeSlice)*int64(max(1, m.spec.VM.Weight)))
+		return i, slot
+	}
+	return -1, 0
+}
+
+// logSlot appends the finished slot to the vGPU scheduler log.
+func (d *domain) logSlot(s *Simulator, t int64) {
+	if d.slotTarget == 0 || d.cur < 0 || d.cur >= len(d.members) {
+		return
+	}
+	m := d.members[d.cur]
+	g := d.g
+	if len(g.schedLog) >= 200 {
+		copy(g.schedLog, g.schedLog[1:])
+		g.schedLog = g.schedLog[:199]
+	}
+	g.schedLog = append(g.schedLog, gpu.VGPUSchedulerLogEntry{
+		Timestamp:        s.at(d.slotStart),
+		RunTime:          time.Duration(d.slotRun),
+		TargetTimeSlice:  time.Duration(d.slotTarget),
+		CumulativePreemp: time.Duration(m.preempt),
+		Weight:           m.spec.VM.Weight,
+	})
+}
+
+// runMPS runs every client concurrently, each capped at its active-thread
+// fraction; SM oversubscription and HBM bandwidth are shared in proportion
+// to demand.
+func (d *domain) runMPS(s *Simulator, t, t1 int64, cf float64) {
+	for t < t1 {
+		end := d.boundary(t, t1)
+		capSum := 0.0
+		nact := 0
+		for _, m := range d.members {
+			m.jt = 0
+			if !m.wants(t) || (!m.job.active && !m.startJob(t)) {
+				continue
+			}
+			nact++
+			m.share = min(m.w.SMFraction, m.mpsEff)
+			capSum += m.share
+		}
+		if nact == 0 {
+			t = end
+			continue
+		}
+		scale := 1.0
+		if capSum > 1 {
+			scale = 1 / capSum
+		}
+		demand := 0.0
+		for _, m := range d.members {
+			if !m.job.active || !m.wants(t) {
+				continue
+			}
+			m.share *= scale
+			c, w := d.capacity(m.share, cf)
+			m.jt = jobTime(&m.job, c, w)
+			m.bw = m.job.bytes / m.jt
+			demand += m.bw
+		}
+		if peak := d.g.peakBW() * d.bwFrac; demand > peak {
+			for _, m := range d.members {
+				if m.jt == 0 {
+					continue
+				}
+				c, _ := d.capacity(m.share, cf)
+				m.jt = jobTime(&m.job, c, peak*m.bw/demand)
+			}
+		}
+		for _, m := range d.members {
+			if m.jt == 0 {
+				continue
+			}
+			if e := t + int64(math.Ceil(m.job.rem*m.jt*1e9)); e < end {
+				end = e
+			}
+		}
+		dt := end - t
+		d.step.busy += float64(dt)
+		for _, m := range d.members {
+			if m.jt == 0 {
+				continue
+			}
+			done := t+int64(math.Ceil(m.job.rem*m.jt*1e9)) <= end
+			d.progress(s, m, dt, m.jt, m.share, done, end)
+		}
+		t = end
+	}
+}
+
+// step runs the GPU over [t0, t1).
+func (g *gpuState) step(s *Simulator, t0, t1 int64) {
+	g.updateClock(s, t0, t1-t0)
+	cf := g.clock / g.m.MaxClockMHz
+	var devSM, devOcc, bytes, flops, busy float64
+	for _, d := range g.domains {
+		d.run(s, t0, t1, cf)
+		devSM += d.step.sm * d.smFrac
+		devOcc += d.step.occ * d.smFrac
+		bytes += d.step.bytes
+		flops += d.step.flops
+		busy = max(busy, d.step.busy)
+		g.switchNs += d.step.switch_
+	}
+	dt := float64(t1 - t0)
+	g.busyPrev = busy > 0
+	smA := devSM / dt
+	dram := bytes / (g.m.BandwidthBS * dt / 1e9)
+	tensor := flops / (g.m.PeakFLOPS * dt / 1e9)
+	g.actPrev = 0.35*smA + 0.45*tensor + 0.2*dram
+	g.power = g.powerAt(g.clock, g.actPrev)
+	g.energy += g.power * dt / 1e9
+	g.heat(dt)
+	for k := range g.acc {
+		a := &g.acc[k]
+		a.ns += dt
+		a.sm += devSM
+		a.occ += devOcc
+		a.bytes += bytes
+		a.flops += flops
+		a.busy += busy
+		a.energy += g.power * dt / 1e9
+		a.clockNs += g.clock * dt
+	}
+}
+
+// idle advances an idle GPU by dt ns in one go (nothing runs anywhere).
+func (g *gpuState) idle(dt int64) {
+	if g.lockMax == 0 {
+		g.clock = max(g.m.IdleClockMHz, g.clock-float64(dt)*(g.m.MaxClockMHz-g.m.IdleClockMHz)/decayNs)
+	} else {
+		g.clock = g.lockMin
+	}
+	g.busyPrev = false
+	g.actPrev = 0
+	g.power = g.powerAt(g.clock, 0)
+	g.throttle = reasonIdle
+	fdt := float64(dt)
+	g.energy += g.power * fdt / 1e9
+	g.heat(fdt)
+	for k := range g.acc {
+		a := &g.acc[k]
+		a.ns += fdt
+		a.energy += g.power * fdt / 1e9
+		a.clockNs += g.clock * fdt
+	}
+}
+
+// powerAt is the board power at clock f (MHz) and activity act (a weighted
+// mix of SM, tensor and DRAM activity): idle power, clock-dependent static
+// power and dynamic power growing with the cube of the clock (lead).
+func (g *gpuState) powerAt(f, act float64) float64 {
+	x := f / g.m.MaxClockMHz
+	static := g.m.IdleW * (1 + 0.3*(f-g.m.IdleClockMHz)/(g.m.MaxClockMHz-g.m.IdleClockMHz))
+	return static + (g.m.TDPW-1.3*g.m.IdleW)*act*x*x*x
+}
+
+func (g *gpuState) heat(dtNs float64) {
+	ss := ambientC + cPerWatt*g.power
+	g.temp += (ss - g.temp) * (1 - math.Exp(-dtNs/1e9/thermalTauS))
+}
+
+func (g *gpuState) limit() float64 {
+	if g.powerLimit > 0 {
+		return g.powerLimit
+	}
+	return g.m.TDPW
+}
+
+// updateClock sets the SM clock for a step of dt ns starting at t.
+func (g *gpuState) updateClock(s *Simulator, t, dt int64) {
+	m := g.m
+	g.throttle = 0
+	target := m.MaxClockMHz
+	if g.lockMax > 0 {
+		target = g.lockMax
+		g.throttle |= reasonAppClocks
+	} else {
+		if g.temp > droopStartC {
+			target *= 1 - maxDroop*min(1, (g.temp-droopStartC)/(droopFullC-droopStartC))
+			g.throttle |= reasonThermal
+		}
+		target *= 1 + jitterAmp*s.jitter(g.idx, t/jitterPeriodNs)
+		target = min(target, m.MaxClockMHz)
+	}
+	// power cap (the previous step's activity is the estimate)
+	if g.actPrev > 0 {
+		lim := g.limit()
+		base := g.powerAt(target, 0)
+		if g.powerAt(target, g.actPrev) > lim {
+			x := math.Cbrt(math.Max(lim-base, 1) / ((m.TDPW - 1.3*m.IdleW) * g.actPrev))
+			target = max(m.IdleClockMHz, min(target, x*m.MaxClockMHz))
+			g.throttle |= reasonPowerCap
+		}
+	}
+	if g.lockMax > 0 {
+		if g.busyPrev {
+			g.clock = target
+		} else {
+			g.clock = g.lockMin
+		}
+		return
+	}
+	if g.busyPrev {
+		g.clock = min(target, g.clock+float64(dt)*(m.MaxClockMHz-m.IdleClockMHz)/rampNs)
+		if g.clock > target {
+			g.clock = target
+		}
+	} else {
+		g.clock = max(m.IdleClockMHz, g.clock-float64(dt)*(m.MaxClockMHz-m.IdleClockMHz)/decayNs)
+		g.throttle |= reasonIdle
+	}
+}

@@ -1,0 +1,210 @@
+package sim
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// Driver and CUDA versions the simulated host reports.
+const (
+	simDriverVersion = "580.95.05"
+	simCUDAVersion   = "13.0"
+)
+
+// Sample returns the readings of the simulated host: what NVML would say,
+// never per-tenant figures. In real-time mode it first advances the model
+// to the Clock's time.
+func (s *Simulator) Sample(ctx context.Context) (*gpu.Readings, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.syncClock()
+	r := &gpu.Readings{
+		Time: s.at(s.now), Backend: "sim",
+		DriverVersion: simDriverVersion, CUDAVersion: simCUDAVersion,
+	}
+	if s.sampled {
+		r.Interval = time.Duration(s.now - s.lastSample)
+	}
+	for _, g := range s.gpus {
+		r.Devices = append(r.Devices, s.device(g, r.Interval))
+	}
+	// reset the sample interval accumulators
+	for _, g := range s.gpus {
+		g.acc[0] = gacc{}
+		g.events = nil
+		g.schedLog = nil
+		for _, d := range g.domains {
+			d.acc[0] = dacc{}
+		}
+	}
+	for _, t := range s.tenants {
+		t.acc[0] = tacc{}
+	}
+	s.lastSample, s.sampled = s.now, true
+	return r, nil
+}
+
+func activity(a *dacc, ns, smFrac float64, peakBW, peakFLOPS float64) gpu.Activity {
+	if ns <= 0 {
+		return gpu.Activity{Source: "sim"}
+	}
+	sec := ns / 1e9
+	return gpu.Activity{
+		SMActive:     gpu.Float(clamp01(a.sm / ns)),
+		SMOccupancy:  gpu.Float(clamp01(a.occ / ns)),
+		DRAMActive:   gpu.Float(clamp01(a.bytes / (peakBW * sec))),
+		TensorActive: gpu.Float(clamp01(a.flops / (peakFLOPS * smFrac * sec))),
+		Source:       "sim",
+	}
+}
+
+func clamp01(v float64) float64 { return min(1, max(0, v)) }
+
+func (s *Simulator) device(g *gpuState, interval time.Duration) gpu.Device {
+	m := g.m
+	a := &g.acc[0]
+	ns := float64(interval)
+	d := gpu.Device{
+		Index: g.idx, UUID: g.uuid, Name: m.Marketing, PCIBusID: g.bus, Up: true,
+		Mode: g.mode, MIGEnabled: g.mode == gpu.SharingMIG,
+		SMCount: m.SMs, MemoryTotalBytes: m.MemBytes,
+		MemoryBandwidthBytesPS: m.BandwidthBS,
+		SMClockHz:              gpu.Float(g.clock * 1e6),
+		SMClockMaxHz:           gpu.Float(m.MaxClockMHz * 1e6),
+		ClocksLocked:           gpu.Bool(g.lockMax > 0),
+		PowerLimitW:            gpu.Float(g.limit()),
+		TemperatureC:           gpu.Float(float64(int(g.temp*10)) / 10),
+		ThrottleReason:         g.throttle,
+		EnergyJoules:           gpu.Float(g.energy),
+		PersistenceMode:        gpu.Bool(true),
+		ComputeMode:            "Default",
+		ECCEnabled:             gpu.Bool(true),
+		ECCCorrectedTotal:      gpu.Uint(0),
+		ECCUncorrectedTotal:    gpu.Uint(0),
+		ContextSwitchesTotal:   gpu.Uint(g.ctxSwitches),
+		// cycles at the current clock spent switching
+		ContextSwitchCyclesTotal: gpu.Uint(uint64(g.switchNs * m.MaxClockMHz / 1e3)),
+		Events:                   slices.Clone(g.events),
+	}
+	memClk := m.MemClockMHz
+	if g.memLock > 0 {
+		memClk = g.memLock
+	}
+	d.MemClockHz = gpu.Float(memClk * 1e6)
+	if g.mode == gpu.SharingMPS {
+		d.ComputeMode = "Exclusive_Process"
+	}
+	if g.mode != gpu.SharingVGPU {
+		d.ComputeTimeSlice = g.level
+	}
+	if ns > 0 {
+		d.PowerWatts = gpu.Float(a.energy / (ns / 1e9))
+		if g.mode != gpu.SharingMIG {
+			d.GPUUtil = gpu.Float(clamp01(a.busy / ns))
+		}
+		d.MemUtil = gpu.Float(clamp01(a.bytes / (m.BandwidthBS * ns / 1e9)))
+		d.Activity = gpu.Activity{
+			SMActive:     gpu.Float(clamp01(a.sm / ns)),
+			SMOccupancy:  gpu.Float(clamp01(a.occ / ns)),
+			DRAMActive:   gpu.Float(clamp01(a.bytes / (m.BandwidthBS * ns / 1e9))),
+			TensorActive: gpu.Float(clamp01(a.flops / (m.PeakFLOPS * ns / 1e9))),
+			Source:       "sim",
+		}
+	} else {
+		d.PowerWatts = gpu.Float(g.power)
+	}
+	used := uint64(g.spec.Reserved)
+	for i, dom := range g.domains {
+		var dused uint64
+		for _, t := range dom.members {
+			if t.alive {
+				dused += uint64(t.spec.Memory)
+			}
+		}
+		used += dused
+		if g.mode == gpu.SharingMIG {
+			mi := g.migs[i]
+			inst := gpu.MIGInstance{
+				UUID: mi.uuid, GPUInstanceID: mi.gi, ComputeInstanceID: 0,
+				Profile: mi.profile.Name, SMCount: mi.profile.SMs,
+				MemoryTotalBytes: mi.profile.MemoryBytes, MemoryUsedBytes: dused,
+			}
+			if ns > 0 {
+				inst.Activity = activity(&dom.acc[0], ns, dom.smFrac, m.BandwidthBS*dom.bwFrac, m.PeakFLOPS)
+			}
+			d.MIG = append(d.MIG, inst)
+		}
+	}
+	d.MemoryUsedBytes = min(used, m.MemBytes)
+	if g.mode == gpu.SharingVGPU {
+		v := g.vgpu
+		d.Scheduler = &gpu.VGPUScheduler{
+			Policy: v.Policy, ARREnabled: v.ARR, TimeSlice: v.TimeSlice,
+			AvgFactor: v.AvgFactor, Frequency: v.Frequency,
+			MinTimeSlice: v.MinTimeSlice, MaxTimeSlice: v.MaxTimeSlice,
+			Log: slices.Clone(g.schedLog),
+		}
+	}
+	for _, dom := range g.domains {
+		for _, t := range dom.members {
+			if !t.alive {
+				continue
+			}
+			d.Processes = append(d.Processes, s.process(g, dom, t, ns))
+			if g.mode == gpu.SharingVGPU {
+				d.VGPUs = append(d.VGPUs, s.vgpuInstance(g, t, ns))
+			}
+		}
+	}
+	slices.SortFunc(d.Processes, func(a, b gpu.Process) int { return int(a.PID) - int(b.PID) })
+	return d
+}
+
+func (s *Simulator) process(g *gpuState, dom *domain, t *tenant, ns float64) gpu.Process {
+	p := gpu.Process{
+		PID: t.spec.Process.PID, Name: t.spec.Process.Executable, Type: gpu.ProcessCompute,
+		UsedMemoryBytes: gpu.Uint(uint64(t.spec.Memory)),
+		GPUInstanceID:   -1, ComputeInstanceID: -1,
+		Cgroup: t.spec.Process.Cgroup, UID: *t.spec.Process.UID,
+	}
+	if g.mode == gpu.SharingMIG {
+		p.GPUInstanceID = g.migs[dom.inst].gi
+		p.ComputeInstanceID = 0
+	}
+	if dom.kind == schedMPS {
+		p.Type = gpu.ProcessMPS
+		p.MPSActiveThreads = gpu.Float(t.mpsEff)
+	}
+	if g.mode == gpu.SharingVGPU {
+		p.VGPUInstance = vgpuID(t)
+	}
+	// NVML has no per-process utilization on MIG GPUs (FACTS.md line 77).
+	if g.mode != gpu.SharingMIG && ns > 0 {
+		p.SMUtil = gpu.Float(clamp01(t.acc[0].busy / ns))
+		p.MemUtil = gpu.Float(clamp01(t.acc[0].bytes / (g.m.BandwidthBS * ns / 1e9)))
+	}
+	return p
+}
+
+func vgpuID(t *tenant) uint32 { return uint32(3251634000 + t.idx) }
+
+func (s *Simulator) vgpuInstance(g *gpuState, t *tenant, ns float64) gpu.VGPUInstance {
+	v := gpu.VGPUInstance{
+		ID: vgpuID(t), UUID: deriveUUID("", "vgpusim/vgpu/"+t.spec.Name),
+		VMID: deriveUUID("", "vgpusim/vm/"+t.spec.Name), VMName: t.spec.VM.Name,
+		Type: t.spec.VM.Type, FramebufferBytes: uint64(t.spec.Memory), FramebufferUsed: uint64(t.spec.Memory),
+	}
+	if ns > 0 {
+		v.SMUtil = gpu.Float(clamp01(t.acc[0].busy / ns))
+		v.MemUtil = gpu.Float(clamp01(t.acc[0].bytes / (g.m.BandwidthBS * ns / 1e9)))
+		v.EncUtil = gpu.Float(0)
+		v.DecUtil = gpu.Float(0)
+	}
+	return v
+}

@@ -1,0 +1,749 @@
+package sim
+
+import (
+	"bytes"
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// Scenario is a parsed and validated scenario file: the GPUs of one host,
+// how each is shared, the tenants (processes) on them with their workloads,
+// and timed events. Its format is documented in docs/simulator.md.
+type Scenario struct {
+	Name        string
+	Description string
+	Seed        int64
+	// Duration is the suggested run length.
+	Duration time.Duration
+
+	// File is the path the scenario was loaded from ("" when parsed from
+	// bytes); trace paths are relative to its directory.
+	File string
+
+	GPUs    []GPUSpec
+	Tenants []TenantSpec
+	Events  []EventSpec
+	Control ControlSpec
+}
+
+// GPUSpec is one GPU of a scenario.
+type GPUSpec struct {
+	Model     string        `yaml:"model"`
+	UUID      string        `yaml:"uuid"`
+	Sharing   string        `yaml:"sharing"`
+	TimeSlice string        `yaml:"timeslice"`
+	MIG       []MIGSpec     `yaml:"mig"`
+	MPS       MPSSpec       `yaml:"mps"`
+	VGPU      VGPUSpec      `yaml:"vgpu"`
+	Clocks    ClockSpec     `yaml:"locked_clocks"`
+	PowerLimW float64       `yaml:"power_limit"`
+	Reserved  ByteSize      `yaml:"reserved_memory"`
+	DrainTime time.Duration `yaml:"mig_drain_time"`
+
+	model *gpuModel
+}
+
+// MIGSpec is one MIG instance of a GPU.
+type MIGSpec struct {
+	Profile string `yaml:"profile"`
+	UUID    string `yaml:"uuid"`
+}
+
+// MPSSpec configures MPS on a GPU (or inside its MIG instances).
+type MPSSpec struct {
+	DefaultActiveThreads float64       `yaml:"default_active_threads"`
+	DefaultPinnedLimit   ByteSize      `yaml:"default_pinned_memory_limit"`
+	RestartTime          time.Duration `yaml:"restart_time"`
+}
+
+// VGPUSpec configures the vGPU scheduler of a GPU.
+type VGPUSpec struct {
+	Policy       string        `yaml:"policy"`
+	ARR          bool          `yaml:"arr"`
+	TimeSlice    time.Duration `yaml:"timeslice"`
+	MinTimeSlice time.Duration `yaml:"min_timeslice"`
+	MaxTimeSlice time.Duration `yaml:"max_timeslice"`
+	AvgFactor    uint32        `yaml:"avg_factor"`
+	Frequency    uint32        `yaml:"frequency"`
+}
+
+// ClockSpec is a locked SM clock range in MHz.
+type ClockSpec struct {
+	Min uint32 `yaml:"min"`
+	Max uint32 `yaml:"max"`
+}
+
+// ControlSpec holds the costs of control actions.
+type ControlSpec struct {
+	MigrationTime time.Duration `yaml:"migration_time"`
+}
+
+// TenantSpec is one tenant: a process placed on a GPU (or MIG instance)
+// running a workload.
+type TenantSpec struct {
+	Name        string       `yaml:"name"`
+	GPU         int          `yaml:"gpu"`
+	MIGInstance int          `yaml:"mig_instance"`
+	Stopped     bool         `yaml:"stopped"`
+	Process     ProcessSpec  `yaml:"process"`
+	Memory      ByteSize     `yaml:"memory"`
+	MPSThreads  float64      `yaml:"mps_active_threads"`
+	PinnedLimit ByteSize     `yaml:"pinned_memory_limit"`
+	VM          VMSpec       `yaml:"vm"`
+	SLO         *SLOSpec     `yaml:"slo"`
+	Workload    WorkloadSpec `yaml:"workload"`
+
+	trace *trace
+}
+
+// ProcessSpec is how the tenant's process looks to the host.
+type ProcessSpec struct {
+	PID         uint32 `yaml:"pid"`
+	UID         *int   `yaml:"uid"`
+	Executable  string `yaml:"executable"`
+	PodUID      string `yaml:"pod_uid"`
+	ContainerID string `yaml:"container_id"`
+	QoS         string `yaml:"qos"`
+	Cgroup      string `yaml:"cgroup"`
+}
+
+// VMSpec describes the VM of a tenant on a vGPU host.
+type VMSpec struct {
+	Name   string `yaml:"name"`
+	Type   string `yaml:"type"`
+	Weight uint32 `yaml:"weight"`
+}
+
+// SLOSpec is a latency objective used for ground truth.
+type SLOSpec struct {
+	Quantile float64       `yaml:"quantile"`
+	Target   time.Duration `yaml:"target"`
+}
+
+// WorkloadSpec is what a tenant runs.
+type WorkloadSpec struct {
+	// Type is "dnn" (classic inference), "llm" or "training".
+	Type    string      `yaml:"type"`
+	Arrival ArrivalSpec `yaml:"arrival"`
+	// DNN and training: work per request (dnn) or per step (training).
+	FLOPs        float64  `yaml:"flops"`
+	Bytes        float64  `yaml:"bytes"`
+	WeightsBytes ByteSize `yaml:"weights_bytes"`
+	MaxBatch     int      `yaml:"max_batch"`
+	// SMFraction is the largest fraction of the SMs the kernels can fill.
+	SMFraction float64 `yaml:"sm_fraction"`
+	// MinJobTime is the shortest a batch, iteration or step takes however
+	// fast the GPU: kernel launches and serial dependencies.
+	MinJobTime time.Duration `yaml:"min_job_time"`
+	// Occupancy is resident warps / max warps on an active SM.
+	Occupancy float64 `yaml:"occupancy"`
+	// LLM.
+	Params          float64  `yaml:"params"`
+	KVBytesPerToken ByteSize `yaml:"kv_bytes_per_token"`
+	ContextTokens   int      `yaml:"context_tokens"`
+	GeneratedTokens int      `yaml:"generated_tokens"`
+	FixedTokens     bool     `yaml:"fixed_tokens"`
+	Model           string   `yaml:"model_name"`
+}
+
+// ArrivalSpec is a workload's request process.
+type ArrivalSpec struct {
+	// Process is "poisson", "bursty" (two-state MMPP), "trace" or "closed"
+	// (training: the next step starts when one ends).
+	Process string  `yaml:"process"`
+	Rate    float64 `yaml:"rate"`
+	// Bursty.
+	BurstRate float64       `yaml:"burst_rate"`
+	BurstMean time.Duration `yaml:"burst_mean"`
+	CalmMean  time.Duration `yaml:"calm_mean"`
+	// Trace.
+	File    string  `yaml:"file"`
+	Speedup float64 `yaml:"speedup"`
+	NoLoop  bool    `yaml:"no_loop"`
+}
+
+// EventSpec is a timed change.
+type EventSpec struct {
+	At     time.Duration `yaml:"at"`
+	Tenant string        `yaml:"tenant"`
+	// Action is "rate" (set the arrival rate), "start" or "stop".
+	Action string  `yaml:"action"`
+	Rate   float64 `yaml:"rate"`
+
+	tenant int
+}
+
+// ByteSize is a size in bytes; in YAML a number of bytes or a string with
+// a unit: "40GiB", "71GB", "512MiB".
+type ByteSize uint64
+
+var sizeRE = regexp.MustCompile(`^\s*([0-9]+(?:\.[0-9]+)?(?:[eE][0-9]+)?)\s*([KMGT]i?B|B)?\s*$`)
+
+// UnmarshalYAML parses a byte size.
+func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: want a byte size", n.Line)
+	}
+	m := sizeRE.FindStringSubmatch(n.Value)
+	if m == nil {
+		return fmt.Errorf("line %d: bad byte size %q (want e.g. 40GiB, 71GB, 1073741824)", n.Line, n.Value)
+	}
+	v, err := strconv.ParseFloat(m[1], 64)
+	if err != nil {
+		return fmt.Errorf("line %d: bad byte size %q", n.Line, n.Value)
+	}
+	mult := map[string]float64{"": 1, "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
+		"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}[m[2]]
+	v *= mult
+	if v > math.MaxUint64/2 {
+		return fmt.Errorf("line %d: byte size %q too large", n.Line, n.Value)
+	}
+	*b = ByteSize(v)
+	return nil
+}
+
+// fileScenario is the YAML document.
+type fileScenario struct {
+	Name        string        `yaml:"name"`
+	Description string        `yaml:"description"`
+	Seed        int64         `yaml:"seed"`
+	Duration    time.Duration `yaml:"duration"`
+	GPUs        []GPUSpec     `yaml:"gpus"`
+	Tenants     []TenantSpec  `yaml:"tenants"`
+	Events      []EventSpec   `yaml:"events"`
+	Control     ControlSpec   `yaml:"control"`
+}
+
+// LoadScenario reads and validates a scenario file. Errors name file:line.
+func LoadScenario(path string) (*Scenario, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	sc, err := parseScenario(path, data, path)
+	if err != nil {
+		return nil, err
+	}
+	return sc, nil
+}
+
+// ParseScenario parses a scenario from data; name is used in error messages
+// (and as the scenario name when the file has none). Relative trace paths
+// are resolved against the current directory.
+func ParseScenario(name string, data []byte) (*Scenario, error) {
+	return parseScenario(name, data, "")
+}
+
+var yamlLineRE = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
+
+// yamlError rewrites yaml.v3's "line N: msg" errors as "file:N: msg".
+func yamlError(file string, err error) error {
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		msgs := make([]string, 0, len(te.Errors))
+		for _, e := range te.Errors {
+			msgs = append(msgs, fixLine(file, e))
+		}
+		return errors.New(strings.Join(msgs, "\n"))
+	}
+	return errors.New(fixLine(file, err.Error()))
+}
+
+func fixLine(file, msg string) string {
+	msg = strings.TrimPrefix(msg, "yaml: unmarshal errors:\n  ")
+	if m := yamlLineRE.FindStringSubmatch(strings.TrimSpace(msg)); m != nil {
+		return fmt.Sprintf("%s:%s: %s", file, m[1], m[2])
+	}
+	return fmt.Sprintf("%s: %s", file, strings.TrimPrefix(msg, "yaml: "))
+}
+
+// parser carries the YAML tree for locating errors.
+type parser struct {
+	file string
+	root *yaml.Node
+}
+
+// errAt returns "file:line: msg" for the node at path (keys and indexes);
+// it falls back to the deepest node found.
+func (p *parser) errAt(path []any, format string, args ...any) error {
+	line := p.line(path...)
+	return fmt.Errorf("%s:%d: %s", p.file, line, fmt.Sprintf(format, args...))
+}
+
+func (p *parser) line(path ...any) int {
+	n := p.root
+	if n == nil {
+		return 1
+	}
+	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		n = n.Content[0]
+	}
+	line := n.Line
+	for _, step := range path {
+		var next *yaml.Node
+		switch s := step.(type) {
+		case string:
+			if n.Kind == yaml.MappingNode {
+				for i := 0; i+1 < len(n.Content); i += 2 {
+					if n.Content[i].Value == s {
+						next = n.Content[i+1]
+						line = n.Content[i].Line
+						break
+					}
+				}
+			}
+		case int:
+			if n.Kind == yaml.SequenceNode && s >= 0 && s < len(n.Content) {
+				next = n.Content[s]
+				line = next.Line
+			}
+		}
+		if next == nil {
+			return line
+		}
+		n = next
+	}
+	return line
+}
+
+func parseScenario(file string, data []byte, path string) (*Scenario, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, yamlError(file, err)
+	}
+	if root.Kind == 0 {
+		return nil, fmt.Errorf("%s:1: empty scenario", file)
+	}
+	var fs fileScenario
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&fs); err != nil {
+		return nil, yamlError(file, err)
+	}
+	p := &parser{file: file, root: &root}
+	sc := &Scenario{
+		Name: fs.Name, Description: fs.Description, Seed: fs.Seed, Duration: fs.Duration,
+		File: path, GPUs: fs.GPUs, Tenants: fs.Tenants, Events: fs.Events, Control: fs.Control,
+	}
+	if sc.Name == "" {
+		base := filepath.Base(file)
+		sc.Name = strings.TrimSuffix(base, filepath.Ext(base))
+	}
+	if sc.Duration < 0 {
+		return nil, p.errAt([]any{"duration"}, "duration must not be negative")
+	}
+	if sc.Duration == 0 {
+		sc.Duration = 10 * time.Minute
+	}
+	if sc.Control.MigrationTime == 0 {
+		sc.Control.MigrationTime = 5 * time.Second
+	}
+	if err := p.validate(sc); err != nil {
+		return nil, err
+	}
+	return sc, nil
+}
+
+var timeSliceLevels = map[string]time.Duration{
+	// FACTS.md line 25-26: default slice 1024 us; line 27-28: the short,
+	// medium and long levels have no published durations (lead 2/10/30 ms).
+	"default": 1024 * time.Microsecond,
+	"short":   2 * time.Millisecond,
+	"medium":  10 * time.Millisecond,
+	"long":    30 * time.Millisecond,
+}
+
+var hexRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+func (p *parser) validate(sc *Scenario) error {
+	if len(sc.GPUs) == 0 {
+		return p.errAt(nil, "a scenario needs at least one GPU under gpus")
+	}
+	uuids := map[string]bool{}
+	for i := range sc.GPUs {
+		g := &sc.GPUs[i]
+		at := func(k ...any) []any { return append([]any{"gpus", i}, k...) }
+		g.model = modelByName(g.Model)
+		if g.model == nil {
+			return p.errAt(at("model"), "unknown GPU model %q (have %s)", g.Model, strings.Join(modelNames(), ", "))
+		}
+		if g.UUID == "" {
+			g.UUID = deriveUUID("GPU-", fmt.Sprintf("vgpusim/gpu/%d", i))
+		}
+		if uuids[g.UUID] {
+			return p.errAt(at("uuid"), "duplicate UUID %s", g.UUID)
+		}
+		uuids[g.UUID] = true
+		switch gpu.SharingMode(g.Sharing) {
+		case "":
+			g.Sharing = string(gpu.SharingTimeSlice)
+		case gpu.SharingExclusive, gpu.SharingTimeSlice, gpu.SharingMPS, gpu.SharingMIG, gpu.SharingVGPU:
+		default:
+			return p.errAt(at("sharing"), "unknown sharing mode %q (exclusive, time-slice, mps, mig, vgpu)", g.Sharing)
+		}
+		if g.TimeSlice == "" {
+			g.TimeSlice = "default"
+		}
+		if _, ok := timeSliceLevels[g.TimeSlice]; !ok {
+			return p.errAt(at("timeslice"), "unknown time-slice level %q (default, short, medium, long)", g.TimeSlice)
+		}
+		if g.Sharing == string(gpu.SharingMIG) {
+			if len(g.MIG) == 0 {
+				return p.errAt(at("sharing"), "sharing: mig needs a mig: list of instance profiles")
+			}
+			names := make([]string, len(g.MIG))
+			for j, m := range g.MIG {
+				if g.model.profile(m.Profile) == nil {
+					return p.errAt(at("mig", j, "profile"), "unknown MIG profile %q for %s (have %s)", m.Profile, g.Model, strings.Join(g.model.profileNames(), ", "))
+				}
+				names[j] = m.Profile
+				if m.UUID == "" {
+					g.MIG[j].UUID = migUUID(i, j, 0)
+				}
+				if uuids[g.MIG[j].UUID] {
+					return p.errAt(at("mig", j, "uuid"), "duplicate UUID %s", g.MIG[j].UUID)
+				}
+				uuids[g.MIG[j].UUID] = true
+			}
+			if err := g.model.checkMIGLayout(names); err != nil {
+				return p.errAt(at("mig"), "%v", err)
+			}
+		} else if len(g.MIG) > 0 {
+			return p.errAt(at("mig"), "mig: instances need sharing: mig")
+		}
+		if g.MPS.DefaultActiveThreads == 0 {
+			g.MPS.DefaultActiveThreads = 1
+		}
+		if g.MPS.DefaultActiveThreads < 0 || g.MPS.DefaultActiveThreads > 1 {
+			return p.errAt(at("mps", "default_active_threads"), "default_active_threads must be in (0,1]")
+		}
+		if g.MPS.RestartTime == 0 {
+			// FACTS.md line 53-54: GSLICE switches to a standby in < 100 us.
+			g.MPS.RestartTime = 100 * time.Microsecond
+		}
+		if g.DrainTime == 0 {
+			g.DrainTime = 2 * time.Second
+		}
+		switch g.VGPU.Policy {
+		case "":
+			g.VGPU.Policy = "best-effort"
+		case "best-effort", "equal-share", "fixed-share":
+		default:
+			return p.errAt(at("vgpu", "policy"), "unknown vGPU scheduler policy %q (best-effort, equal-share, fixed-share)", g.VGPU.Policy)
+		}
+		if g.VGPU.MinTimeSlice == 0 {
+			g.VGPU.MinTimeSlice = time.Millisecond
+		}
+		if g.VGPU.MaxTimeSlice == 0 {
+			g.VGPU.MaxTimeSlice = 30 * time.Millisecond
+		}
+		if g.VGPU.TimeSlice == 0 {
+			g.VGPU.TimeSlice = 2 * time.Millisecond
+		}
+		if g.VGPU.TimeSlice < g.VGPU.MinTimeSlice || g.VGPU.TimeSlice > g.VGPU.MaxTimeSlice {
+			return p.errAt(at("vgpu", "timeslice"), "vGPU time slice %v outside [%v, %v]", g.VGPU.TimeSlice, g.VGPU.MinTimeSlice, g.VGPU.MaxTimeSlice)
+		}
+		if g.Clocks.Max != 0 || g.Clocks.Min != 0 {
+			if g.Clocks.Min > g.Clocks.Max || float64(g.Clocks.Max) > g.model.MaxClockMHz || float64(g.Clocks.Min) < g.model.IdleClockMHz {
+				return p.errAt(at("locked_clocks"), "locked clocks [%d, %d] MHz outside [%g, %g]", g.Clocks.Min, g.Clocks.Max, g.model.IdleClockMHz, g.model.MaxClockMHz)
+			}
+		}
+		if g.PowerLimW != 0 && (g.PowerLimW < 0.3*g.model.TDPW || g.PowerLimW > g.model.TDPW) {
+			return p.errAt(at("power_limit"), "power limit %g W outside [%g, %g]", g.PowerLimW, 0.3*g.model.TDPW, g.model.TDPW)
+		}
+		if g.Reserved == 0 {
+			g.Reserved = 512 << 20 // driver/context reserve
+		}
+	}
+	names := map[string]int{}
+	pids := map[uint32]bool{}
+	for i := range sc.Tenants {
+		t := &sc.Tenants[i]
+		at := func(k ...any) []any { return append([]any{"tenants", i}, k...) }
+		if t.Name == "" {
+			return p.errAt(at(), "tenant needs a name")
+		}
+		if _, dup := names[t.Name]; dup {
+			return p.errAt(at("name"), "duplicate tenant name %q", t.Name)
+		}
+		names[t.Name] = i
+		if t.GPU < 0 || t.GPU >= len(sc.GPUs) {
+			return p.errAt(at("gpu"), "tenant %s on GPU %d, but the scenario has %d GPU(s)", t.Name, t.GPU, len(sc.GPUs))
+		}
+		g := &sc.GPUs[t.GPU]
+		if g.Sharing == string(gpu.SharingMIG) {
+			if t.MIGInstance < 0 || t.MIGInstance >= len(g.MIG) {
+				return p.errAt(at("mig_instance"), "tenant %s on MIG instance %d, but GPU %d has %d instance(s)", t.Name, t.MIGInstance, t.GPU, len(g.MIG))
+			}
+		} else if t.MIGInstance != 0 {
+			return p.errAt(at("mig_instance"), "mig_instance needs a GPU with sharing: mig")
+		}
+		if t.Process.PID == 0 {
+			t.Process.PID = uint32(4000 + 17*i)
+		}
+		if pids[t.Process.PID] {
+			return p.errAt(at("process", "pid"), "duplicate PID %d", t.Process.PID)
+		}
+		pids[t.Process.PID] = true
+		if t.Process.UID == nil {
+			uid := 1000
+			t.Process.UID = &uid
+		}
+		if t.Process.Executable == "" {
+			t.Process.Executable = map[string]string{"llm": "vllm", "training": "python3"}[t.Workload.Type]
+			if t.Process.Executable == "" {
+				t.Process.Executable = "tritonserver"
+			}
+		}
+		if t.Process.Cgroup == "" {
+			if t.Process.PodUID == "" {
+				t.Process.PodUID = podUID(t.Name)
+			}
+			if t.Process.ContainerID == "" {
+				sum := sha256.Sum256([]byte("vgpusim/container/" + t.Process.PodUID + "/" + t.Name))
+				t.Process.ContainerID = hex.EncodeToString(sum[:])
+			}
+			if !hexRE.MatchString(t.Process.ContainerID) {
+				return p.errAt(at("process", "container_id"), "container_id must be 64 lowercase hex digits")
+			}
+			switch t.Process.QoS {
+			case "":
+				t.Process.QoS = "burstable"
+			case "burstable", "besteffort", "guaranteed":
+			default:
+				return p.errAt(at("process", "qos"), "unknown QoS class %q (guaranteed, burstable, besteffort)", t.Process.QoS)
+			}
+			t.Process.Cgroup = cgroupPath(t.Process.QoS, t.Process.PodUID, t.Process.ContainerID)
+		}
+		if t.MPSThreads < 0 || t.MPSThreads > 1 {
+			return p.errAt(at("mps_active_threads"), "mps_active_threads must be in (0,1]")
+		}
+		if t.VM.Weight == 0 {
+			t.VM.Weight = 1
+		}
+		if t.VM.Name == "" {
+			t.VM.Name = "vm-" + t.Name
+		}
+		if t.SLO != nil {
+			if t.SLO.Quantile <= 0 || t.SLO.Quantile >= 1 {
+				return p.errAt(at("slo", "quantile"), "slo quantile must be in (0,1)")
+			}
+			if t.SLO.Target <= 0 {
+				return p.errAt(at("slo", "target"), "slo target must be positive")
+			}
+		}
+		if err := p.validateWorkload(sc, i); err != nil {
+			return err
+		}
+		if t.Memory == 0 {
+			t.Memory = defaultMemory(&t.Workload)
+		}
+		if t.VM.Type == "" {
+			t.VM.Type = fmt.Sprintf("%s-%dC", g.model.VGPUTypes, g.model.MemBytes/gb/4)
+		}
+	}
+	for i := range sc.Events {
+		e := &sc.Events[i]
+		at := func(k ...any) []any { return append([]any{"events", i}, k...) }
+		idx, ok := names[e.Tenant]
+		if !ok {
+			return p.errAt(at("tenant"), "event for unknown tenant %q", e.Tenant)
+		}
+		e.tenant = idx
+		if e.At < 0 {
+			return p.errAt(at("at"), "event time must not be negative")
+		}
+		switch e.Action {
+		case "":
+			e.Action = "rate"
+			fallthrough
+		case "rate":
+			if e.Rate < 0 {
+				return p.errAt(at("rate"), "rate must not be negative")
+			}
+			w := sc.Tenants[idx].Workload.Arrival.Process
+			if w == "trace" || w == "closed" {
+				return p.errAt(at("rate"), "a rate event needs a poisson or bursty arrival process, tenant %s has %s", e.Tenant, w)
+			}
+		case "start", "stop":
+		default:
+			return p.errAt(at("action"), "unknown event action %q (rate, start, stop)", e.Action)
+		}
+	}
+	// Events apply in time order; equal times keep file order.
+	slices.SortStableFunc(sc.Events, func(a, b EventSpec) int { return cmp.Compare(a.At, b.At) })
+	return nil
+}
+
+func (p *parser) validateWorkload(sc *Scenario, i int) error {
+	t := &sc.Tenants[i]
+	w := &t.Workload
+	at := func(k ...any) []any { return append([]any{"tenants", i, "workload"}, k...) }
+	switch w.Type {
+	case "dnn", "llm", "training":
+	case "":
+		return p.errAt(at(), "workload needs a type (dnn, llm, training)")
+	default:
+		return p.errAt(at("type"), "unknown workload type %q (dnn, llm, training)", w.Type)
+	}
+	if w.SMFraction == 0 {
+		w.SMFraction = 1
+	}
+	if w.SMFraction < 0 || w.SMFraction > 1 {
+		return p.errAt(at("sm_fraction"), "sm_fraction must be in (0,1]")
+	}
+	if w.Occupancy == 0 {
+		w.Occupancy = 0.5
+	}
+	if w.Occupancy < 0 || w.Occupancy > 1 {
+		return p.errAt(at("occupancy"), "occupancy must be in (0,1]")
+	}
+	if w.MinJobTime < 0 {
+		return p.errAt(at("min_job_time"), "min_job_time must not be negative")
+	}
+	if w.MaxBatch < 0 {
+		return p.errAt(at("max_batch"), "max_batch must be positive")
+	}
+	if w.Model == "" {
+		w.Model = t.Name
+	}
+	a := &w.Arrival
+	if w.Type == "training" {
+		if a.Process == "" {
+			a.Process = "closed"
+		}
+		if a.Process != "closed" {
+			return p.errAt(at("arrival", "process"), "training runs closed-loop (arrival process closed)")
+		}
+		if w.FLOPs <= 0 && w.Bytes <= 0 {
+			return p.errAt(at(), "training needs flops and/or bytes per step")
+		}
+		return nil
+	}
+	switch a.Process {
+	case "poisson":
+		if a.Rate < 0 {
+			return p.errAt(at("arrival", "rate"), "rate must not be negative")
+		}
+	case "bursty":
+		if a.Rate < 0 || a.BurstRate <= 0 || a.BurstMean <= 0 || a.CalmMean <= 0 {
+			return p.errAt(at("arrival"), "bursty arrivals need rate >= 0, burst_rate > 0, burst_mean > 0 and calm_mean > 0")
+		}
+	case "trace":
+		if a.File == "" {
+			return p.errAt(at("arrival"), "trace arrivals need a file")
+		}
+		if a.Speedup == 0 {
+			a.Speedup = 1
+		}
+		if a.Speedup < 0 {
+			return p.errAt(at("arrival", "speedup"), "speedup must be positive")
+		}
+		path := a.File
+		if !filepath.IsAbs(path) && sc.File != "" {
+			path = filepath.Join(filepath.Dir(sc.File), path)
+		}
+		tr, err := loadTrace(path)
+		if err != nil {
+			return p.errAt(at("arrival", "file"), "%v", err)
+		}
+		t.trace = tr
+	case "closed":
+		return p.errAt(at("arrival", "process"), "closed arrivals are for training workloads")
+	case "":
+		return p.errAt(at("arrival"), "arrival needs a process (poisson, bursty, trace)")
+	default:
+		return p.errAt(at("arrival", "process"), "unknown arrival process %q (poisson, bursty, trace)", a.Process)
+	}
+	switch w.Type {
+	case "dnn":
+		if w.FLOPs <= 0 && w.Bytes <= 0 {
+			return p.errAt(at(), "dnn inference needs flops and/or bytes per request")
+		}
+		if w.MaxBatch == 0 {
+			w.MaxBatch = 1
+		}
+	case "llm":
+		if w.Params <= 0 {
+			return p.errAt(at("params"), "llm needs params (model parameters, e.g. 8e9)")
+		}
+		if w.WeightsBytes == 0 {
+			w.WeightsBytes = ByteSize(2 * w.Params) // bf16
+		}
+		if w.KVBytesPerToken == 0 {
+			// 2 (K,V) x layers x kv heads x head dim x 2 bytes, scaled from
+			// an 8B model's 128 KiB per token.
+			w.KVBytesPerToken = ByteSize(131072 * w.Params / 8e9)
+		}
+		if w.ContextTokens == 0 {
+			w.ContextTokens = 512
+		}
+		if w.GeneratedTokens == 0 {
+			w.GeneratedTokens = 128
+		}
+		if w.ContextTokens < 0 || w.GeneratedTokens < 0 {
+			return p.errAt(at(), "token counts must be positive")
+		}
+		if w.MaxBatch == 0 {
+			w.MaxBatch = 64
+		}
+	}
+	return nil
+}
+
+func defaultMemory(w *WorkloadSpec) ByteSize {
+	switch w.Type {
+	case "llm":
+		// weights plus a KV cache pool for max_batch sequences of average length
+		return w.WeightsBytes + ByteSize(float64(w.KVBytesPerToken)*float64(w.MaxBatch)*float64(w.ContextTokens+w.GeneratedTokens)) + 1<<30
+	default:
+		return w.WeightsBytes + ByteSize(math.Max(w.Bytes, 0)) + 1<<30
+	}
+}
+
+// deriveUUID returns a UUID-formatted string from the SHA-256 of key.
+func deriveUUID(prefix, key string) string {
+	sum := sha256.Sum256([]byte(key))
+	h := hex.EncodeToString(sum[:16])
+	return prefix + h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+}
+
+// migUUID is the UUID of MIG instance inst on scenario GPU index g after
+// gen reconfigurations: "MIG-" + UUID from SHA-256("vgpusim/mig/g/inst")
+// (with "/gen" appended when gen > 0).
+func migUUID(g, inst, gen int) string {
+	key := fmt.Sprintf("vgpusim/mig/%d/%d", g, inst)
+	if gen > 0 {
+		key += fmt.Sprintf("/%d", gen)
+	}
+	return deriveUUID("MIG-", key)
+}
+
+// podUID derives a pod UID from the tenant name.
+func podUID(name string) string {
+	return deriveUUID("", "vgpusim/pod/"+name)
+}
+
+// cgroupPath builds a systemd-driver kubepods cgroup path.
+func cgroupPath(qos, pod, container string) string {
+	u := strings.ReplaceAll(pod, "-", "_")
+	if qos == "guaranteed" {
+		return fmt.Sprintf("/kubepods.slice/kubepods-pod%s.slice/cri-containerd-%s.scope", u, container)
+	}
+	return fmt.Sprintf("/kubepods.slice/kubepods-%s.slice/kubepods-%s-pod%s.slice/cri-containerd-%s.scope", qos, qos, u, container)
+}

@@ -1,0 +1,472 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// DefaultStart is the virtual start time when Options.Start is zero and no
+// Clock is given.
+var DefaultStart = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Options configure a Simulator.
+type Options struct {
+	// Seed overrides the scenario's seed; 0 keeps the scenario's.
+	Seed int64
+	// Clock, when set, makes the simulator run in real time: Sample and
+	// AppMetrics first advance the model to Clock.Now(). Nil means virtual
+	// time driven by AdvanceTo only.
+	Clock gpu.Clock
+	// Start is the virtual start time; zero means Clock.Now() with a Clock,
+	// else DefaultStart.
+	Start time.Time
+}
+
+// Simulator runs a scenario. It implements gpu.Source, gpu.Control and
+// gpu.AppMetricsSource; all methods are safe for concurrent use.
+type Simulator struct {
+	mu    sync.Mutex
+	sc    *Scenario
+	seed  int64
+	clock gpu.Clock
+	start time.Time
+
+	now     int64 // ns since start
+	gpus    []*gpuState
+	tenants []*tenant
+	evIdx   int
+
+	lastSample int64
+	sampled    bool
+	winStart   int64
+}
+
+// WindowStats is ground truth over a window of virtual time.
+type WindowStats struct {
+	Start, End time.Time
+	Tenants    []TenantWindow
+	GPUs       []GPUWindow
+}
+
+// TenantWindow is what one tenant got in the window.
+type TenantWindow struct {
+	Tenant string
+	GPU    string // UUID of the GPU the tenant is on at the window's end
+	// Completed requests (training: steps) and their latencies, ascending.
+	Completed int
+	Latencies []time.Duration
+	// SLO and the number of requests completed at or under its target.
+	SLOQuantile float64
+	SLOTarget   time.Duration
+	Good        int
+	// SMShare and BWShare are the time-averaged fractions of the device (or
+	// its MIG instance) the tenant used.
+	SMShare, BWShare float64
+	// Work is useful work: FLOPs for inference, completed steps for training.
+	Work float64
+	OOMs int
+}
+
+// GPUWindow is a GPU's averages over the window.
+type GPUWindow struct {
+	UUID                                     string
+	Index                                    int
+	SMActive, DRAMActive, PowerW, SMClockMHz float64
+}
+
+// New builds a simulator for sc.
+func New(sc *Scenario, opts Options) (*Simulator, error) {
+	if sc == nil || len(sc.GPUs) == 0 {
+		return nil, fmt.Errorf("sim: empty scenario")
+	}
+	s := &Simulator{sc: sc, seed: sc.Seed, clock: opts.Clock, start: opts.Start}
+	if opts.Seed != 0 {
+		s.seed = opts.Seed
+	}
+	if s.start.IsZero() {
+		s.start = DefaultStart
+		if s.clock != nil {
+			s.start = s.clock.Now()
+		}
+	}
+	for i := range sc.GPUs {
+		spec := &sc.GPUs[i]
+		m := spec.model
+		if m == nil {
+			if m = modelByName(spec.Model); m == nil {
+				return nil, fmt.Errorf("sim: unknown GPU model %q", spec.Model)
+			}
+		}
+		g := &gpuState{
+			idx: i, spec: spec, m: m, uuid: spec.UUID,
+			bus:        fmt.Sprintf("00000000:%02X:00.0", 0x18+0x11*i%0xE0),
+			mode:       gpu.SharingMode(spec.Sharing),
+			level:      spec.TimeSlice,
+			slice:      int64(timeSliceLevels[spec.TimeSlice]),
+			clock:      m.IdleClockMHz,
+			lockMin:    float64(spec.Clocks.Min),
+			lockMax:    float64(spec.Clocks.Max),
+			powerLimit: spec.PowerLimW,
+			temp:       ambientC + cPerWatt*m.IdleW,
+			vgpu:       spec.VGPU,
+			mpsDefault: spec.MPS.DefaultActiveThreads,
+		}
+		g.pinnedDefault = uint64(spec.MPS.DefaultPinnedLimit)
+		if g.mode == gpu.SharingMIG {
+			for j, ms := range spec.MIG {
+				g.migs = append(g.migs, migInst{profile: m.profile(ms.Profile), uuid: ms.UUID, gi: j + 1})
+			}
+		}
+		g.buildDomains()
+		s.gpus = append(s.gpus, g)
+	}
+	for i := range sc.Tenants {
+		spec := &sc.Tenants[i]
+		t := &tenant{
+			idx: i, spec: spec, w: &spec.Workload,
+			rng:     rand.New(rand.NewPCG(uint64(s.seed), 0x9E3779B97F4A7C15*uint64(i+1))),
+			gpu:     spec.GPU,
+			inst:    spec.MIGInstance,
+			rate:    spec.Workload.Arrival.Rate,
+			nextArr: never,
+			e2e:     newHist(e2eBounds(spec.SLO)),
+			wantRun: !spec.Stopped,
+		}
+		if spec.Workload.Type == "llm" {
+			t.ttft = newHist(ttftBounds)
+		}
+		if s.gpus[t.gpu].mode != gpu.SharingMIG {
+			t.inst = -1
+		}
+		s.tenants = append(s.tenants, t)
+	}
+	s.placeAll()
+	for _, t := range s.tenants {
+		if t.wantRun {
+			s.startTenant(t, 0)
+		}
+	}
+	return s, nil
+}
+
+// Name is the backend name.
+func (s *Simulator) Name() string { return "sim" }
+
+// Close does nothing.
+func (s *Simulator) Close() error { return nil }
+
+// Scenario returns the scenario being run.
+func (s *Simulator) Scenario() *Scenario { return s.sc }
+
+// Now returns the simulator's virtual time.
+func (s *Simulator) Now() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.at(s.now)
+}
+
+func (s *Simulator) at(ns int64) time.Time { return s.start.Add(time.Duration(ns)) }
+
+// Tenants returns the scenario's tenant names in scenario order.
+func (s *Simulator) Tenants() []string {
+	out := make([]string, len(s.tenants))
+	for i, t := range s.tenants {
+		out[i] = t.spec.Name
+	}
+	return out
+}
+
+// AdvanceTo runs the model up to t (no-op if t is not after Now).
+func (s *Simulator) AdvanceTo(t time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.advance(int64(t.Sub(s.start)))
+}
+
+// syncClock advances to the Clock's time in real-time mode.
+func (s *Simulator) syncClock() {
+	if s.clock != nil {
+		s.advance(int64(s.clock.Now().Sub(s.start)))
+	}
+}
+
+// buildDomains creates the scheduling domains of g from its mode.
+func (g *gpuState) buildDomains() {
+	g.domains = g.domains[:0]
+	m := g.m
+	if g.mode == gpu.SharingMIG {
+		for i, mi := range g.migs {
+			g.domains = append(g.domains, &domain{
+				g: g, inst: i, kind: schedTimeSlice, cur: -1,
+				smFrac:   float64(mi.profile.SMs) / float64(m.SMs),
+				bwFrac:   float64(mi.profile.MemSlices) / 8,
+				memBytes: mi.profile.MemoryBytes,
+			})
+		}
+		return
+	}
+	kind := schedTimeSlice
+	switch g.mode {
+	case gpu.SharingMPS:
+		kind = schedMPS
+	case gpu.SharingVGPU:
+		kind = schedVGPU
+	}
+	g.domains = append(g.domains, &domain{g: g, inst: -1, kind: kind, cur: -1,
+		smFrac: 1, bwFrac: 1, memBytes: m.MemBytes - uint64(g.spec.Reserved)})
+}
+
+// placeAll rebuilds every domain's member list from tenant placements.
+func (s *Simulator) placeAll() {
+	for _, g := range s.gpus {
+		for _, d := range g.domains {
+			d.members = d.members[:0]
+			d.cur = -1
+		}
+	}
+	for _, t := range s.tenants {
+		g := s.gpus[t.gpu]
+		var d *domain
+		if g.mode == gpu.SharingMIG {
+			if t.inst < 0 || t.inst >= len(g.domains) {
+				t.inst = 0
+			}
+			d = g.domains[t.inst]
+		} else {
+			t.inst = -1
+			d = g.domains[0]
+		}
+		t.dom = d
+		d.members = append(d.members, t)
+	}
+}
+
+// memFree is the memory left in d for a new context of t.
+func (d *domain) memFree(except *tenant) int64 {
+	used := int64(0)
+	for _, m := range d.members {
+		if m.alive && m != except {
+			used += int64(m.spec.Memory)
+		}
+	}
+	return int64(d.memBytes) - used
+}
+
+func (t *tenant) pinnedLimit() uint64 {
+	if t.pinned > 0 {
+		return t.pinned
+	}
+	if t.dom != nil && t.dom.kind == schedMPS {
+		return t.dom.g.pinnedDefault
+	}
+	return 0
+}
+
+// startTenant creates the tenant's context at now; it fails with an OOM
+// event when the memory does not fit.
+func (s *Simulator) startTenant(t *tenant, now int64) bool {
+	d := t.dom
+	g := d.g
+	if msg := s.memCheck(t); msg != "" {
+		s.oom(t, now, msg)
+		return false
+	}
+	t.alive = true
+	t.pause = max(now, g.drainTo)
+	t.mpsEff = g.mpsDefault
+	if t.mpsPending > 0 {
+		t.mpsEff = t.mpsPending
+	} else if t.spec.MPSThreads > 0 {
+		t.mpsEff = t.spec.MPSThreads
+	}
+	t.initArrivals(now)
+	return true
+}
+
+// memCheck says why t's context cannot allocate its memory, or "".
+func (s *Simulator) memCheck(t *tenant) string {
+	need := int64(t.spec.Memory)
+	if lim := t.pinnedLimit(); lim > 0 && uint64(need) > lim {
+		return fmt.Sprintf("allocation of %d bytes over the MPS pinned memory limit of %d bytes", need, lim)
+	}
+	if free := t.dom.memFree(t); need > free {
+		return fmt.Sprintf("out of device memory: %d bytes requested, %d free", need, max(free, 0))
+	}
+	return ""
+}
+
+func (s *Simulator) oom(t *tenant, now int64, msg string) {
+	t.ooms++
+	t.alive = false
+	t.drop()
+	t.nextArr = never
+	g := t.dom.g
+	s.event(g, gpu.Event{Time: s.at(now), Kind: gpu.EventOOM, PID: t.spec.Process.PID,
+		Message: fmt.Sprintf("%s (%s): %s", t.spec.Process.Executable, t.spec.Name, msg)})
+}
+
+func (s *Simulator) event(g *gpuState, e gpu.Event) {
+	if len(g.events) >= 1000 {
+		return
+	}
+	g.events = append(g.events, e)
+}
+
+func (s *Simulator) stopTenant(t *tenant) {
+	t.alive = false
+	t.drop()
+	t.nextArr = never
+}
+
+// applyEvents applies scenario events due at or before now.
+func (s *Simulator) applyEvents() {
+	for s.evIdx < len(s.sc.Events) && int64(s.sc.Events[s.evIdx].At) <= s.now {
+		e := &s.sc.Events[s.evIdx]
+		s.evIdx++
+		t := s.tenants[e.tenant]
+		switch e.Action {
+		case "rate":
+			t.rate = e.Rate
+			if t.alive {
+				t.scheduleNext(s.now)
+			}
+		case "start":
+			t.wantRun = true
+			if !t.alive {
+				s.startTenant(t, s.now)
+			}
+		case "stop":
+			t.wantRun = false
+			s.stopTenant(t)
+		}
+	}
+}
+
+func (s *Simulator) nextEvent() int64 {
+	if s.evIdx < len(s.sc.Events) {
+		return int64(s.sc.Events[s.evIdx].At)
+	}
+	return never
+}
+
+// busy says whether anything may run now; wake is the next time something
+// changes on its own when nothing runs.
+func (s *Simulator) busy() (bool, int64) {
+	wake := never
+	for _, t := range s.tenants {
+		if !t.alive {
+			continue
+		}
+		if t.wants(s.now) {
+			return true, 0
+		}
+		wake = min(wake, t.nextArr)
+		if t.pause > s.now {
+			wake = min(wake, t.pause)
+		}
+	}
+	for _, g := range s.gpus {
+		for _, d := range g.domains {
+			if d.switchEnd > s.now {
+				return true, 0
+			}
+		}
+		if g.drainTo > s.now {
+			wake = min(wake, g.drainTo)
+		}
+	}
+	return false, wake
+}
+
+// advance runs the model to `to` ns since start.
+func (s *Simulator) advance(to int64) {
+	for s.now < to {
+		s.applyEvents()
+		nextEv := s.nextEvent()
+		if busy, wake := s.busy(); !busy {
+			// Nothing can run: skip the idle stretch exactly.
+			next := min(to, nextEv, wake)
+			if next > s.now {
+				for _, g := range s.gpus {
+					g.idle(next - s.now)
+				}
+				s.now = next
+				continue
+			}
+		}
+		end := min(s.now+stepNs, to, nextEv)
+		if end <= s.now {
+			end = s.now + 1
+		}
+		for _, g := range s.gpus {
+			g.step(s, s.now, end)
+		}
+		s.now = end
+	}
+	s.applyEvents()
+}
+
+// jitter is a deterministic value in [-1, 1] for GPU g and a time bucket:
+// independent of the load, so that a load change elsewhere does not
+// reshuffle the clock noise.
+func (s *Simulator) jitter(g int, bucket int64) float64 {
+	x := uint64(s.seed) ^ uint64(g)<<56 ^ uint64(bucket)*0x9E3779B97F4A7C15
+	x ^= x >> 30
+	x *= 0xBF58476D1CE4E5B9
+	x ^= x >> 27
+	x *= 0x94D049BB133111EB
+	x ^= x >> 31
+	return float64(x>>11)/float64(1<<53)*2 - 1
+}
+
+// Window returns ground truth since the previous Window call (or the
+// start) and starts a new window.
+func (s *Simulator) Window() WindowStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ws := WindowStats{Start: s.at(s.winStart), End: s.at(s.now)}
+	secs := float64(s.now-s.winStart) / 1e9
+	for _, t := range s.tenants {
+		tw := TenantWindow{
+			Tenant: t.spec.Name, GPU: s.gpus[t.gpu].uuid,
+			Completed: t.completed, Latencies: t.lat, Good: t.good,
+			Work: t.work, OOMs: t.ooms,
+		}
+		slices.Sort(tw.Latencies)
+		if tw.Latencies == nil {
+			tw.Latencies = []time.Duration{}
+		}
+		if t.spec.SLO != nil {
+			tw.SLOQuantile, tw.SLOTarget = t.spec.SLO.Quantile, t.spec.SLO.Target
+		}
+		if secs > 0 && t.dom != nil {
+			tw.SMShare = t.acc[1].sm / (secs * 1e9)
+			tw.BWShare = t.acc[1].bytes / (t.dom.g.m.BandwidthBS * t.dom.bwFrac * secs)
+		}
+		ws.Tenants = append(ws.Tenants, tw)
+		t.lat, t.completed, t.good, t.work, t.ooms = nil, 0, 0, 0, 0
+		t.acc[1] = tacc{}
+	}
+	for _, g := range s.gpus {
+		a := &g.acc[1]
+		gw := GPUWindow{UUID: g.uuid, Index: g.idx}
+		if a.ns > 0 {
+			gw.SMActive = a.sm / a.ns
+			gw.DRAMActive = a.bytes / (g.m.BandwidthBS * a.ns / 1e9)
+			gw.PowerW = a.energy / (a.ns / 1e9)
+			gw.SMClockMHz = a.clockNs / a.ns
+		}
+		ws.GPUs = append(ws.GPUs, gw)
+		g.acc[1] = gacc{}
+		for _, d := range g.domains {
+			d.acc[1] = dacc{}
+		}
+	}
+	s.winStart = s.now
+	return ws
+}

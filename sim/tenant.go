@@ -1,0 +1,365 @@
+package sim
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"time"
+)
+
+const never = int64(math.MaxInt64)
+
+// request is one inference request (or training step).
+type request struct {
+	arrival int64 // ns since start
+	ctx     int   // LLM context tokens
+	gen     int   // LLM tokens to generate
+	done    int   // LLM tokens generated so far
+	first   int64 // LLM: when the first token came out; -1 before
+}
+
+// job is the unit of GPU work in flight for a tenant: a DNN batch, an LLM
+// iteration or a training step. It progresses as a fluid: rem is the
+// fraction still to do.
+type job struct {
+	active bool
+	flops  float64
+	bytes  float64
+	rem    float64
+	floor  float64 // s: the job takes at least this long
+	n      int // DNN: requests in the batch (taken from the queue head)
+	start  int64
+	// LLM: the number of sequences in the iteration that were newly admitted
+	// (prefill); they are the last newSeqs entries of tenant.seqs.
+	newSeqs int
+}
+
+// tacc accumulates what a tenant got over an interval.
+type tacc struct {
+	busy  float64 // ns with a kernel resident
+	sm    float64 // ns x fraction of the domain's SMs
+	bytes float64
+	flops float64
+}
+
+// tenant is the runtime state of a scenario tenant.
+type tenant struct {
+	idx  int
+	spec *TenantSpec
+	w    *WorkloadSpec
+	rng  *rand.Rand
+
+	alive   bool  // the process exists
+	wantRun bool  // scenario says it should run (not stopped)
+	pause   int64 // no GPU progress before this time (migration, restart)
+	// pendingJoin: the tenant is moving; it joins domain joinDom at pause.
+	gpu, inst int
+	dom       *domain
+
+	// arrivals
+	rate      float64
+	bursting  bool
+	stateEnd  int64 // MMPP: when the current burst/calm state ends
+	nextArr   int64
+	traceIdx  int
+	traceBase int64
+
+	queue []request // FIFO of waiting requests (head at qhead)
+	qhead int
+	seqs  []request // LLM: running sequences
+	job   job
+
+	// MPS
+	mpsEff     float64 // active-thread fraction of the current context
+	mpsPending float64 // set for the next context; 0 = use the GPU default
+	pinned     uint64  // pinned-memory limit; 0 = none
+
+	// per-segment scheduling scratch
+	share float64 // fraction of the domain's SMs this segment
+	bw    float64 // bytes/s this segment
+	jt    float64 // job time (s) at the current allocation
+
+	preempt int64 // vGPU: ns runnable while another VM held the GPU
+
+	acc [2]tacc // 0: since the previous Sample, 1: since the previous Window
+
+	// ground truth for the window
+	lat       []time.Duration
+	completed int
+	good      int
+	work      float64
+	ooms      int
+
+	// cumulative histograms (AppMetrics)
+	e2e  hist
+	ttft hist
+}
+
+func (t *tenant) queued() int { return len(t.queue) - t.qhead }
+
+// hasWork says whether the tenant can use the GPU at time now.
+func (t *tenant) hasWork(now int64) bool {
+	if !t.alive || now < t.pause {
+		return false
+	}
+	if t.job.active {
+		return true
+	}
+	return t.startJob(now)
+}
+
+// startJob forms the next job if there is work; it reports whether a job
+// is active.
+func (t *tenant) startJob(now int64) bool {
+	w := t.w
+	defer func() { t.job.floor = w.MinJobTime.Seconds() }()
+	switch w.Type {
+	case "training":
+		t.job = job{active: true, flops: w.FLOPs, bytes: w.Bytes, rem: 1, start: now}
+		return true
+	case "dnn":
+		n := min(t.queued(), w.MaxBatch)
+		if n == 0 {
+			return false
+		}
+		t.job = job{active: true, n: n, rem: 1, start: now,
+			flops: float64(n) * w.FLOPs,
+			bytes: float64(w.WeightsBytes) + float64(n)*w.Bytes}
+		return true
+	case "llm":
+		// Continuous batching: admit waiting requests while the batch and the
+		// KV cache have room (vLLM reserves blocks as sequences grow; here a
+		// sequence reserves its final length on admission).
+		kvCap := math.Inf(1)
+		if w.KVBytesPerToken > 0 {
+			kvCap = (float64(t.spec.Memory) - float64(w.WeightsBytes)) / float64(w.KVBytesPerToken)
+		}
+		used := 0.0
+		for i := range t.seqs {
+			used += float64(t.seqs[i].ctx + t.seqs[i].gen)
+		}
+		newSeqs := 0
+		var prefill float64
+		for t.queued() > 0 && len(t.seqs) < w.MaxBatch {
+			r := t.queue[t.qhead]
+			need := float64(r.ctx + r.gen)
+			if used+need > kvCap && len(t.seqs) > 0 {
+				break
+			}
+			t.qhead++
+			used += need
+			t.seqs = append(t.seqs, r)
+			newSeqs++
+			prefill += float64(r.ctx)
+		}
+		t.compactQueue()
+		if len(t.seqs) == 0 {
+			return false
+		}
+		decode := len(t.seqs) - newSeqs
+		var kvRead float64
+		for i := 0; i < decode; i++ {
+			kvRead += float64(t.seqs[i].ctx + t.seqs[i].done)
+		}
+		kv := float64(w.KVBytesPerToken)
+		t.job = job{active: true, rem: 1, start: now, newSeqs: newSeqs,
+			// prefill is compute-bound (2 FLOPs per parameter per token);
+			// decode reads the weights and every sequence's KV cache.
+			flops: 2 * w.Params * (prefill + float64(decode)),
+			bytes: float64(w.WeightsBytes) + kv*kvRead + kv*prefill}
+		return true
+	}
+	return false
+}
+
+func (t *tenant) compactQueue() {
+	if t.qhead > 1024 && t.qhead*2 > len(t.queue) {
+		n := copy(t.queue, t.queue[t.qhead:])
+		t.queue = t.queue[:n]
+		t.qhead = 0
+	}
+}
+
+// finishJob completes the current job at time now.
+func (t *tenant) finishJob(s *Simulator, now int64) {
+	j := t.job
+	t.job = job{}
+	if t.w.Type != "training" {
+		t.work += j.flops
+	}
+	switch t.w.Type {
+	case "training":
+		t.work++ // training work is counted in completed steps
+		t.record(s, now-j.start)
+	case "dnn":
+		for i := 0; i < j.n; i++ {
+			t.record(s, now-t.queue[t.qhead+i].arrival)
+		}
+		t.qhead += j.n
+		t.compactQueue()
+	case "llm":
+		kept := t.seqs[:0]
+		for i := range t.seqs {
+			r := t.seqs[i]
+			r.done++
+			if r.first < 0 {
+				r.first = now
+				t.ttft.observe(float64(now-r.arrival) / 1e9)
+			}
+			if r.done >= r.gen {
+				t.record(s, now-r.arrival)
+				continue
+			}
+			kept = append(kept, r)
+		}
+		t.seqs = kept
+	}
+}
+
+// record notes a completed request (or step) with latency ns.
+func (t *tenant) record(s *Simulator, ns int64) {
+	d := time.Duration(ns)
+	t.lat = append(t.lat, d)
+	t.completed++
+	if t.spec.SLO != nil && d <= t.spec.SLO.Target {
+		t.good++
+	}
+	t.e2e.observe(d.Seconds())
+}
+
+// drop loses all queued and in-flight work (the process exited).
+func (t *tenant) drop() {
+	t.queue = t.queue[:0]
+	t.qhead = 0
+	t.seqs = t.seqs[:0]
+	t.job = job{}
+}
+
+// --- arrivals ---
+
+// initArrivals sets up the request process at time now.
+func (t *tenant) initArrivals(now int64) {
+	a := &t.w.Arrival
+	t.nextArr = never
+	switch a.Process {
+	case "poisson":
+		t.scheduleNext(now)
+	case "bursty":
+		t.bursting = false
+		t.stateEnd = now + expNs(t.rng, a.CalmMean.Seconds())
+		t.scheduleNext(now)
+	case "trace":
+		tr := t.spec.trace
+		t.traceBase = now
+		t.traceIdx = 0
+		t.nextArr = now + int64(float64(tr.offsets[0])/a.Speedup)
+	}
+}
+
+// expNs draws an exponential duration with the given mean in seconds.
+func expNs(r *rand.Rand, mean float64) int64 {
+	return int64(r.ExpFloat64()*mean*1e9) + 1
+}
+
+// scheduleNext draws the next Poisson/MMPP arrival after now.
+func (t *tenant) scheduleNext(now int64) {
+	a := &t.w.Arrival
+	switch a.Process {
+	case "poisson":
+		if t.rate <= 0 {
+			t.nextArr = never
+			return
+		}
+		t.nextArr = now + expNs(t.rng, 1/t.rate)
+	case "bursty":
+		// Two-state MMPP: exponential sojourns in calm (rate) and burst
+		// (burst_rate) states; memorylessness lets us redraw at a switch.
+		for {
+			r := t.rate
+			if t.bursting {
+				r = a.BurstRate
+			}
+			next := never
+			if r > 0 {
+				next = now + expNs(t.rng, 1/r)
+			}
+			if next < t.stateEnd {
+				t.nextArr = next
+				return
+			}
+			now = t.stateEnd
+			t.bursting = !t.bursting
+			mean := a.CalmMean
+			if t.bursting {
+				mean = a.BurstMean
+			}
+			t.stateEnd = now + expNs(t.rng, mean.Seconds())
+		}
+	}
+}
+
+// arrive enqueues every arrival at or before now.
+func (t *tenant) arrive(now int64) {
+	for t.nextArr <= now {
+		at := t.nextArr
+		r := request{arrival: at, first: -1}
+		a := &t.w.Arrival
+		switch a.Process {
+		case "trace":
+			tr := t.spec.trace
+			r.ctx, r.gen = tr.context[t.traceIdx], tr.generated[t.traceIdx]
+			t.traceIdx++
+			if t.traceIdx == len(tr.offsets) {
+				if a.NoLoop {
+					t.nextArr = never
+					break
+				}
+				t.traceIdx = 0
+				t.traceBase += int64(float64(tr.span) / a.Speedup)
+			}
+			t.nextArr = t.traceBase + int64(float64(tr.offsets[t.traceIdx])/a.Speedup)
+		default:
+			t.scheduleNext(at)
+		}
+		if t.w.Type == "llm" && a.Process != "trace" {
+			r.ctx, r.gen = t.tokens(t.w.ContextTokens), t.tokens(t.w.GeneratedTokens)
+		}
+		if t.w.Type == "llm" && r.gen < 1 {
+			r.gen = 1
+		}
+		t.queue = append(t.queue, r)
+	}
+}
+
+// tokens draws a token count with the given mean (exponential unless
+// fixed_tokens).
+func (t *tenant) tokens(mean int) int {
+	if t.w.FixedTokens {
+		return mean
+	}
+	return max(1, int(t.rng.ExpFloat64()*float64(mean)+0.5))
+}
+
+// --- histograms ---
+
+// hist is a cumulative Prometheus-style histogram.
+type hist struct {
+	bounds []float64
+	counts []uint64 // per bucket (not cumulative), len(bounds)+1
+	sum    float64
+	n      uint64
+}
+
+func newHist(bounds []float64) hist {
+	return hist{bounds: bounds, counts: make([]uint64, len(bounds)+1)}
+}
+
+func (h *hist) observe(v float64) {
+	if h.counts == nil {
+		return
+	}
+	i, _ := slices.BinarySearch(h.bounds, v)
+	h.counts[i]++
+	h.sum += v
+	h.n++
+}
