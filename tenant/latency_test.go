@@ -1,0 +1,412 @@
+package tenant
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/expfmt"
+)
+
+func fixture(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "latency", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func extractFixture(t *testing.T, src *LatencySource, name string) (histo, error) {
+	t.Helper()
+	fams, err := parseExposition(fixture(t, name), expfmt.FmtText)
+	if err != nil {
+		return histo{}, err
+	}
+	return extract(src, fams)
+}
+
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+
+var vllmSrc = &LatencySource{URL: "sim://chat", Preset: PresetVLLME2E, Matchers: map[string]string{"model_name": "llama"}, Timeout: time.Second, MaxBytes: 1 << 20}
+
+func TestExtractFixtures(t *testing.T) {
+	tgi := &LatencySource{URL: "sim://x", Preset: PresetTGI, Timeout: time.Second, MaxBytes: 1 << 20}
+	itl := &LatencySource{URL: "sim://x", Preset: PresetVLLMITL, Timeout: time.Second, MaxBytes: 1 << 20}
+	triton := &LatencySource{URL: "sim://x", Preset: PresetTriton, Matchers: map[string]string{"model": "bert"}, Timeout: time.Second, MaxBytes: 1 << 20}
+	noMatch := &LatencySource{URL: "sim://x", Preset: PresetVLLME2E, Matchers: map[string]string{"model_name": "mistral"}, Timeout: time.Second, MaxBytes: 1 << 20}
+	all := &LatencySource{URL: "sim://x", Preset: PresetVLLME2E, Timeout: time.Second, MaxBytes: 1 << 20}
+	tests := []struct {
+		name    string
+		src     *LatencySource
+		file    string
+		bounds  []float64
+		cum     []float64
+		count   float64
+		wantErr string
+	}{
+		{"vllm matcher picks one model", vllmSrc, "vllm-1.txt", []float64{0.1, 0.25, 0.5, 1}, []float64{100, 300, 380, 395}, 400, ""},
+		{"vllm no matcher sums models", all, "vllm-1.txt", []float64{0.1, 0.25, 0.5, 1}, []float64{107, 309, 389, 404}, 409, ""},
+		{"reordered buckets", vllmSrc, "vllm-reordered.txt", []float64{0.1, 0.25, 0.5, 1}, []float64{150, 500, 640, 694}, 700, ""},
+		{"untyped series", vllmSrc, "vllm-untyped.txt", []float64{0.1, 0.25, 0.5, 1}, []float64{150, 500, 640, 694}, 700, ""},
+		{"itl falls back to time_per_output_token", itl, "vllm-tpot.txt", []float64{0.01, 0.025, 0.05}, []float64{10, 30, 40}, 40, ""},
+		{"tgi", tgi, "tgi-1.txt", []float64{0.5, 1, 2, 4}, []float64{20, 60, 90, 100}, 100, ""},
+		{"triton", triton, "triton-1.txt", nil, nil, 100, ""},
+		{"decreasing buckets", vllmSrc, "vllm-decreasing.txt", nil, nil, 0, "bucket counts decrease"},
+		{"NaN bucket", vllmSrc, "vllm-nan.txt", nil, nil, 0, "bad bucket"},
+		{"only +Inf", vllmSrc, "vllm-inf-only.txt", nil, nil, 0, "only a +Inf bucket"},
+		{"gauge", vllmSrc, "vllm-gauge-not-histogram.txt", nil, nil, 0, "not a histogram"},
+		{"no series for matcher", noMatch, "vllm-1.txt", nil, nil, 0, "no series matching"},
+		{"histogram absent", tgi, "vllm-1.txt", nil, nil, 0, "no histogram [tgi_request_duration]"},
+		{"triton without count", triton, "triton-missing-count.txt", nil, nil, 0, "no nv_inference_count"},
+		{"not an exposition", vllmSrc, "garbage.txt", nil, nil, 0, "parse"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h, err := extractFixture(t, tc.src, tc.file)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.count != tc.count || len(h.bounds) != len(tc.bounds) {
+				t.Fatalf("got %+v", h)
+			}
+			for i := range tc.bounds {
+				if h.bounds[i] != tc.bounds[i] || h.cum[i] != tc.cum[i] {
+					t.Fatalf("got %+v, want bounds %v cum %v", h, tc.bounds, tc.cum)
+				}
+			}
+		})
+	}
+}
+
+// TestVLLMWindowByHand follows a vLLM e2e histogram over three scrapes and
+// checks the window figures against a hand computation.
+func TestVLLMWindowByHand(t *testing.T) {
+	ten := &Tenant{Name: "chat", LatencySource: vllmSrc, SLO: &SLO{Quantile: 0.99, Target: 300 * time.Millisecond, Window: 5 * time.Minute}}
+	tr := newSLOTracker(ten, Defaults{SLOWindow: 5 * time.Minute, ScrapeInterval: 15 * time.Second})
+	t0 := time.Unix(1000, 0)
+	observe := func(at time.Time, file string) {
+		h, err := extractFixture(t, vllmSrc, file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr.observe(at, h)
+	}
+
+	observe(t0, "vllm-1.txt")
+	st := tr.Status()
+	if st.RequestsTotal != 0 || len(st.Quantiles) != 0 || st.Attainment != nil || !st.SourceUp {
+		t.Fatalf("after the first scrape (the baseline) = %+v", st)
+	}
+
+	observe(t0.Add(15*time.Second), "vllm-2.txt")
+	// Deltas (model_name="llama" only), cumulative:
+	//   le=0.1: 150-100 = 50    le=0.25: 500-300 = 200
+	//   le=0.5: 640-380 = 260   le=1:    694-395 = 299    count: 700-400 = 300
+	// p50: rank 0.5*300 = 150 falls in (0.1,0.25]: 0.1 + 0.15*(150-50)/(200-50) = 0.2
+	// p90: rank 270 falls in (0.5,1]: 0.5 + 0.5*(270-260)/(299-260) = 0.5 + 5/39
+	// p99: rank 297 falls in (0.5,1]: 0.5 + 0.5*(297-260)/39 = 0.5 + 18.5/39
+	// good at 0.3 s: in (0.25,0.5]: 200 + (260-200)*(0.3-0.25)/0.25 = 212
+	st = tr.Status()
+	want := map[float64]float64{0.5: 0.2, 0.9: 0.5 + 5.0/39, 0.99: 0.5 + 18.5/39}
+	for q, v := range want {
+		if got, ok := st.Quantiles[q]; !ok || !near(got, v) {
+			t.Errorf("p%v = %v, want %v", q*100, got, v)
+		}
+	}
+	if st.RequestsTotal != 300 || !near(st.GoodRequestsTotal, 212) || !st.GoodKnown {
+		t.Errorf("total %v good %v, want 300 212", st.RequestsTotal, st.GoodRequestsTotal)
+	}
+	if st.Attainment == nil || !near(*st.Attainment, 212.0/300) {
+		t.Errorf("attainment %v, want %v", st.Attainment, 212.0/300)
+	}
+	if st.MeanSeconds == nil || !near(*st.MeanSeconds, 70.0/300) {
+		t.Errorf("mean %v, want %v", st.MeanSeconds, 70.0/300)
+	}
+	if st.Quantile != 0.99 || st.TargetSeconds != 0.3 || st.WindowRequests != 300 {
+		t.Errorf("objective %+v", st)
+	}
+
+	// vLLM restarted: every counter is lower; the delta is the new values.
+	// good at 0.3: 8 + (9-8)*0.2 = 8.2
+	observe(t0.Add(30*time.Second), "vllm-3-restarted.txt")
+	st = tr.Status()
+	if st.RequestsTotal != 310 || !near(st.GoodRequestsTotal, 220.2) {
+		t.Errorf("after reset: total %v good %v, want 310 220.2", st.RequestsTotal, st.GoodRequestsTotal)
+	}
+	if st.Attainment == nil || !near(*st.Attainment, 220.2/310) {
+		t.Errorf("after reset: attainment %v", st.Attainment)
+	}
+
+	// The source disappears: counters stay, the window empties as time passes.
+	tr.fail(t0.Add(2*time.Minute), errors.New("connection refused"))
+	st = tr.Status()
+	if st.SourceUp || st.ScrapeErrorsTotal != 1 || st.RequestsTotal != 310 || st.Attainment == nil || st.LastError == "" {
+		t.Errorf("source down, window still covers the data: %+v", st)
+	}
+	tr.fail(t0.Add(6*time.Minute), errors.New("connection refused"))
+	st = tr.Status()
+	if st.ScrapeErrorsTotal != 2 || len(st.Quantiles) != 0 || st.Attainment != nil || st.RequestsTotal != 310 || !near(st.GoodRequestsTotal, 220.2) {
+		t.Errorf("window expired: %+v", st)
+	}
+}
+
+func TestTritonMeanOnly(t *testing.T) {
+	src := &LatencySource{URL: "sim://x", Preset: PresetTriton, Matchers: map[string]string{"model": "bert"}, Timeout: time.Second, MaxBytes: 1 << 20}
+	ten := &Tenant{Name: "search", LatencySource: src, SLO: &SLO{Quantile: 0.9, Target: 80 * time.Millisecond}}
+	tr := newSLOTracker(ten, Defaults{SLOWindow: time.Minute, ScrapeInterval: 15 * time.Second})
+	t0 := time.Unix(0, 0)
+	for i, f := range []string{"triton-1.txt", "triton-2.txt"} {
+		h, err := extractFixture(t, src, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr.observe(t0.Add(time.Duration(i)*15*time.Second), h)
+	}
+	st := tr.Status()
+	// (3.5e6 - 1.5e6) us / (150 - 100) requests = 40 ms
+	if st.MeanSeconds == nil || !near(*st.MeanSeconds, 0.04) {
+		t.Errorf("mean = %v, want 0.04", st.MeanSeconds)
+	}
+	if st.RequestsTotal != 50 || st.GoodKnown || st.GoodRequestsTotal != 0 || st.Attainment != nil || len(st.Quantiles) != 0 {
+		t.Errorf("triton status %+v: quantiles and good requests must be absent", st)
+	}
+}
+
+func TestTGIWindow(t *testing.T) {
+	src := &LatencySource{URL: "sim://x", Preset: PresetTGI, Timeout: time.Second, MaxBytes: 1 << 20}
+	ten := &Tenant{Name: "gen", LatencySource: src, SLO: &SLO{Quantile: 0.95, Target: time.Second}}
+	tr := newSLOTracker(ten, Defaults{SLOWindow: time.Minute, ScrapeInterval: 15 * time.Second})
+	for i, f := range []string{"tgi-1.txt", "tgi-2.txt"} {
+		h, err := extractFixture(t, src, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr.observe(time.Unix(int64(15*i), 0), h)
+	}
+	st := tr.Status()
+	// delta: le 0.5:10 1:40 2:90 4:98 count 100
+	// p50: rank 50 in (1,2]: 1 + (50-40)/(90-40) = 1.2
+	// p90: rank 90 reached at le=2: 1 + (90-40)/50 = 2
+	// p99: rank 99 beyond le=4 (98): the largest finite bound, 4
+	want := map[float64]float64{0.5: 1.2, 0.9: 2, 0.99: 4}
+	for q, v := range want {
+		if !near(st.Quantiles[q], v) {
+			t.Errorf("p%v = %v, want %v", q*100, st.Quantiles[q], v)
+		}
+	}
+	if st.GoodRequestsTotal != 40 || st.RequestsTotal != 100 || st.Attainment == nil || !near(*st.Attainment, 0.4) {
+		t.Errorf("status %+v", st)
+	}
+}
+
+func TestDeltaMissingBucket(t *testing.T) {
+	h1, err := extractFixture(t, vllmSrc, "vllm-1.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2, err := extractFixture(t, vllmSrc, "vllm-missing-bucket.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := delta(h1, h2)
+	// le=0.25 is absent in the second scrape: the delta keeps the bounds both have
+	if len(d.bounds) != 3 || d.bounds[1] != 0.5 || d.cum[0] != 50 || d.cum[1] != 260 || d.cum[2] != 299 || d.count != 300 {
+		t.Fatalf("delta %+v", d)
+	}
+}
+
+func TestQuantileAndGoodEdges(t *testing.T) {
+	h := histo{bounds: []float64{1, 2}, cum: []float64{0, 0}, count: 0}
+	if _, ok := h.quantile(0.5); ok {
+		t.Error("empty histogram has a quantile")
+	}
+	h = histo{bounds: []float64{1, 2}, cum: []float64{10, 10}, count: 20}
+	if v, _ := h.quantile(0.9); v != 2 {
+		t.Errorf("rank in +Inf: %v, want the largest bound 2", v)
+	}
+	if v, _ := h.quantile(0.25); !near(v, 0.5) {
+		t.Errorf("first bucket interpolates from 0: %v", v)
+	}
+	if g := h.good(5); g != 10 {
+		t.Errorf("target above the largest bound: good %v, want 10 (the +Inf bucket counts as slow)", g)
+	}
+	if g := h.good(0.5); !near(g, 5) {
+		t.Errorf("good(0.5) = %v", g)
+	}
+}
+
+type fakeApp struct {
+	mu   sync.Mutex
+	body map[string][]byte
+	err  error
+}
+
+func (f *fakeApp) AppMetrics(app string, w io.Writer) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return f.err
+	}
+	b, ok := f.body[app]
+	if !ok {
+		return errors.New("no such app")
+	}
+	_, err := w.Write(b)
+	return err
+}
+
+func TestScrapeSim(t *testing.T) {
+	app := &fakeApp{body: map[string][]byte{"chat": fixture(t, "vllm-1.txt")}}
+	sc := &scraper{app: app}
+	ten := &Tenant{Name: "chat", LatencySource: vllmSrc, SLO: &SLO{Quantile: 0.99, Target: 300 * time.Millisecond}}
+	tr := newSLOTracker(ten, Defaults{SLOWindow: 5 * time.Minute})
+	if err := sc.scrapeOnce(context.Background(), tr, time.Unix(0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	app.body["chat"] = fixture(t, "vllm-2.txt")
+	if err := sc.scrapeOnce(context.Background(), tr, time.Unix(15, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if st := tr.Status(); st.RequestsTotal != 300 {
+		t.Errorf("sim source: %+v", st)
+	}
+	small := *vllmSrc
+	small.MaxBytes = 100
+	tr2 := newSLOTracker(&Tenant{Name: "x", LatencySource: &small}, Defaults{SLOWindow: time.Minute})
+	if err := sc.scrapeOnce(context.Background(), tr2, time.Unix(0, 0)); err == nil || !strings.Contains(err.Error(), "max_bytes") {
+		t.Errorf("oversized sim exposition: %v", err)
+	}
+	if err := (&scraper{}).scrapeOnce(context.Background(), tr2, time.Unix(0, 0)); err == nil || !strings.Contains(err.Error(), "no simulator") {
+		t.Errorf("sim:// without a simulator: %v", err)
+	}
+}
+
+func TestScrapeHTTPProtobufAndText(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	hv := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "vllm:e2e_request_latency_seconds", Buckets: []float64{0.1, 0.25, 0.5, 1},
+	}, []string{"model_name"})
+	reg.MustRegister(hv)
+	var gotAccept, servedType string
+	var mu sync.Mutex
+	h := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		gotAccept = r.Header.Get("Accept")
+		mu.Unlock()
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		mu.Lock()
+		servedType = rec.Header().Get("Content-Type")
+		mu.Unlock()
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(rec.Body.Bytes())
+	}))
+	defer srv.Close()
+
+	src := &LatencySource{URL: srv.URL + "/metrics", Preset: PresetVLLME2E, Matchers: map[string]string{"model_name": "llama"}, Timeout: 5 * time.Second, MaxBytes: 1 << 20}
+	ten := &Tenant{Name: "chat", LatencySource: src, SLO: &SLO{Quantile: 0.9, Target: 200 * time.Millisecond}}
+	tr := newSLOTracker(ten, Defaults{SLOWindow: time.Minute})
+	sc := &scraper{httpc: srv.Client()}
+	hv.WithLabelValues("llama").Observe(0.05)
+	if err := sc.scrapeOnce(context.Background(), tr, time.Unix(0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []float64{0.05, 0.05, 0.3, 0.7} {
+		hv.WithLabelValues("llama").Observe(v)
+	}
+	hv.WithLabelValues("other").Observe(5)
+	if err := sc.scrapeOnce(context.Background(), tr, time.Unix(15, 0)); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	if !strings.Contains(gotAccept, "application/vnd.google.protobuf") || !strings.Contains(servedType, "application/vnd.google.protobuf") {
+		t.Errorf("no protobuf negotiated: accept %q, served %q", gotAccept, servedType)
+	}
+	mu.Unlock()
+	st := tr.Status()
+	// 4 requests: two at 0.05 (<= 0.1), 0.3 in (0.25,0.5], 0.7 in (0.5,1].
+	// good at 0.2 in (0.1,0.25] which holds none: 2.
+	if st.RequestsTotal != 4 || st.GoodRequestsTotal != 2 {
+		t.Errorf("status %+v", st)
+	}
+
+	// the same through the text format
+	text := &bytes.Buffer{}
+	enc := expfmt.NewEncoder(text, expfmt.NewFormat(expfmt.TypeTextPlain))
+	mfs, _ := reg.Gather()
+	for _, mf := range mfs {
+		_ = enc.Encode(mf)
+	}
+	fams, err := parseExposition(text.Bytes(), expfmt.FmtText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hh, err := extract(src, fams)
+	if err != nil || hh.count != 5 {
+		t.Errorf("text: %+v %v", hh, err)
+	}
+}
+
+func TestScrapeHTTPFailures(t *testing.T) {
+	big := bytes.Repeat([]byte("# padding comment\n"), 200)
+	block := make(chan struct{})
+	defer close(block)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/big":
+			_, _ = w.Write(big)
+		case "/500":
+			http.Error(w, "boom", 500)
+		case "/slow":
+			select {
+			case <-block:
+			case <-r.Context().Done():
+			}
+		case "/garbage":
+			_, _ = w.Write([]byte("<html>"))
+		}
+	}))
+	defer srv.Close()
+	tests := []struct{ path, want string }{
+		{"/big", "larger than max_bytes"},
+		{"/500", "HTTP 500"},
+		{"/slow", "deadline exceeded"},
+		{"/garbage", "parse"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.path, func(t *testing.T) {
+			src := &LatencySource{URL: srv.URL + tc.path, Preset: PresetTGI, Timeout: 100 * time.Millisecond, MaxBytes: 1024}
+			tr := newSLOTracker(&Tenant{Name: "x", LatencySource: src}, Defaults{SLOWindow: time.Minute})
+			err := (&scraper{httpc: srv.Client()}).scrapeOnce(context.Background(), tr, time.Unix(0, 0))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+			if st := tr.Status(); st.SourceUp || st.ScrapeErrorsTotal != 1 || !strings.Contains(st.LastError, srv.URL) {
+				t.Errorf("status %+v", st)
+			}
+		})
+	}
+}
