@@ -27,10 +27,12 @@ const (
 	// DVFS. FACTS.md line 15-16: idle 345 MHz, 1980 MHz under load; line
 	// 60-61: +12% latency for a 22.9 ms kernel after 100 ms idle. A linear
 	// ramp from idle to max over rampNs costs 0.41*rampNs of compute time,
-	// which is 2.7 ms (12% of 22.9 ms) at rampNs = 6.5 ms; the clock decays
-	// back to idle over decayNs of idleness.
+	// which is 2.7 ms (12% of 22.9 ms) at rampNs = 6.5 ms. After the last
+	// kernel the clock holds for holdNs, then decays to idle over decayNs,
+	// reaching it after 100 ms of idleness (the split is a lead).
 	rampNs  = 6_500_000
-	decayNs = 100_000_000
+	holdNs  = 50_000_000
+	decayNs = 50_000_000
 	// Sustained load droop. FACTS.md line 62: back-to-back kernels on B200
 	// dropped the SM clock 19%; here (lead) up to maxDroop as the GPU heats
 	// from droopStartC to droopFullC.
@@ -130,6 +132,7 @@ type gpuState struct {
 	// clocks and power
 	clock      float64 // MHz this step
 	busyPrev   bool
+	idleFor    int64 // ns since the last kernel
 	lockMin    float64
 	lockMax    float64
 	memLock    float64
@@ -525,6 +528,9 @@ func (g *gpuState) step(s *Simulator, t0, t1 int64) {
 	}
 	dt := float64(t1 - t0)
 	g.busyPrev = busy > 0
+	if g.busyPrev {
+		g.idleFor = 0
+	}
 	smA := devSM / dt
 	dram := bytes / (g.m.BandwidthBS * dt / 1e9)
 	tensor := flops / (g.m.PeakFLOPS * dt / 1e9)
@@ -548,7 +554,7 @@ func (g *gpuState) step(s *Simulator, t0, t1 int64) {
 // idle advances an idle GPU by dt ns in one go (nothing runs anywhere).
 func (g *gpuState) idle(dt int64) {
 	if g.lockMax == 0 {
-		g.clock = max(g.m.IdleClockMHz, g.clock-float64(dt)*(g.m.MaxClockMHz-g.m.IdleClockMHz)/decayNs)
+		g.decay(dt)
 	} else {
 		g.clock = g.lockMin
 	}
@@ -623,12 +629,22 @@ func (g *gpuState) updateClock(s *Simulator, t, dt int64) {
 		return
 	}
 	if g.busyPrev {
+		g.idleFor = 0
 		g.clock = min(target, g.clock+float64(dt)*(m.MaxClockMHz-m.IdleClockMHz)/rampNs)
 		if g.clock > target {
 			g.clock = target
 		}
 	} else {
-		g.clock = max(m.IdleClockMHz, g.clock-float64(dt)*(m.MaxClockMHz-m.IdleClockMHz)/decayNs)
+		g.decay(dt)
 		g.throttle |= reasonIdle
+	}
+}
+
+// decay lowers the clock of a GPU idle for another dt ns.
+func (g *gpuState) decay(dt int64) {
+	from := max(g.idleFor, holdNs)
+	g.idleFor += dt
+	if g.idleFor > from {
+		g.clock = max(g.m.IdleClockMHz, g.clock-float64(g.idleFor-from)*(g.m.MaxClockMHz-g.m.IdleClockMHz)/decayNs)
 	}
 }

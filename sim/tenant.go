@@ -27,7 +27,7 @@ type job struct {
 	bytes  float64
 	rem    float64
 	floor  float64 // s: the job takes at least this long
-	n      int // DNN: requests in the batch (taken from the queue head)
+	n      int     // DNN: requests in the batch (taken from the queue head)
 	start  int64
 	// LLM: the number of sequences in the iteration that were newly admitted
 	// (prefill); they are the last newSeqs entries of tenant.seqs.
