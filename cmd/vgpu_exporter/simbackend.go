@@ -1,14 +1,89 @@
 package main
 
 import (
-	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
 
 	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/sim"
+	"github.com/vgpu-exporter/vgpu_exporter/test/scenarios"
 )
 
 // openSim starts the simulator on the scenario --sim.scenario names.
 func openSim(cfg *config, clock gpu.Clock, logger log.Logger) (gpu.Source, tenantsSource, error) {
-	return nil, tenantsSource{}, errors.New("--backend=sim: the simulator is not in this build")
+	sc, companion, err := resolveScenario(cfg.SimScenario, scenarios.FS)
+	if err != nil {
+		return nil, tenantsSource{}, err
+	}
+	s, err := sim.New(sc, sim.Options{Seed: cfg.SimSeed, Clock: clock, Start: clock.Now()})
+	if err != nil {
+		return nil, tenantsSource{}, fmt.Errorf("--sim.scenario=%s: %w", cfg.SimScenario, err)
+	}
+	level.Warn(logger).Log("msg", "serving SIMULATED GPU data", "scenario", cfg.SimScenario, "seed", cfg.SimSeed)
+	return s, companion, nil
+}
+
+// resolveScenario loads a scenario given as a file path or as the name of
+// a built-in scenario in builtin (<name>.yaml), and finds its companion
+// tenants file (<name>.tenants.yaml next to it).
+func resolveScenario(arg string, builtin fs.FS) (*sim.Scenario, tenantsSource, error) {
+	if fi, err := os.Stat(arg); err == nil && !fi.IsDir() {
+		sc, err := sim.LoadScenario(arg)
+		if err != nil {
+			return nil, tenantsSource{}, err
+		}
+		var ts tenantsSource
+		if p := companionPath(arg); fileExists(p) {
+			ts.Path = p
+		}
+		return sc, ts, nil
+	}
+	name := strings.TrimSuffix(arg, ".yaml")
+	data, err := fs.ReadFile(builtin, name+".yaml")
+	if err != nil || strings.ContainsAny(name, `/\`) {
+		return nil, tenantsSource{}, fmt.Errorf("--sim.scenario=%s: no such file, and not a built-in scenario (built-in: %s)",
+			arg, strings.Join(builtinScenarios(builtin), ", "))
+	}
+	sc, err := sim.ParseScenario(name+".yaml", data)
+	if err != nil {
+		return nil, tenantsSource{}, err
+	}
+	var ts tenantsSource
+	if td, err := fs.ReadFile(builtin, name+".tenants.yaml"); err == nil {
+		ts = tenantsSource{Name: name + ".tenants.yaml", Data: td}
+	}
+	return sc, ts, nil
+}
+
+// companionPath returns the tenants file that goes with a scenario file:
+// dir/name.yaml -> dir/name.tenants.yaml.
+func companionPath(scenario string) string {
+	ext := filepath.Ext(scenario)
+	return strings.TrimSuffix(scenario, ext) + ".tenants.yaml"
+}
+
+func fileExists(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && !fi.IsDir()
+}
+
+// builtinScenarios lists the built-in scenario names.
+func builtinScenarios(builtin fs.FS) []string {
+	matches, _ := fs.Glob(builtin, "*.yaml")
+	var names []string
+	for _, m := range matches {
+		if strings.HasSuffix(m, ".tenants.yaml") {
+			continue
+		}
+		names = append(names, strings.TrimSuffix(m, ".yaml"))
+	}
+	sort.Strings(names)
+	return names
 }

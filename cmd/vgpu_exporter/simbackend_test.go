@@ -1,0 +1,194 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/go-kit/log"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/test/scenarios"
+)
+
+func readBuiltin(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := scenarios.FS.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestResolveScenario(t *testing.T) {
+	scenario := readBuiltin(t, "h100-timeslice.yaml")
+	tenants := readBuiltin(t, "h100-timeslice.tenants.yaml")
+
+	dir := t.TempDir()
+	withCompanion := filepath.Join(dir, "mine.yaml")
+	alone := filepath.Join(dir, "sub", "alone.yml")
+	broken := filepath.Join(dir, "broken.yaml")
+	for p, data := range map[string][]byte{
+		withCompanion:                           scenario,
+		filepath.Join(dir, "mine.tenants.yaml"): tenants,
+		alone:                                   scenario,
+		broken:                                  []byte("name: x\ngpus: 3\n"),
+	} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	builtin := fstest.MapFS{
+		"tiny.yaml":         {Data: scenario},
+		"tiny.tenants.yaml": {Data: tenants},
+		"bare.yaml":         {Data: scenario},
+	}
+
+	for _, tc := range []struct {
+		arg         string
+		wantPath    string // companion file
+		wantBuiltin string // companion built-in name
+		wantErr     []string
+	}{
+		{arg: "tiny", wantBuiltin: "tiny.tenants.yaml"},
+		{arg: "tiny.yaml", wantBuiltin: "tiny.tenants.yaml"},
+		{arg: "bare"},
+		{arg: withCompanion, wantPath: filepath.Join(dir, "mine.tenants.yaml")},
+		{arg: alone},
+		{arg: "nope", wantErr: []string{"--sim.scenario=nope", "not a built-in scenario", "bare, tiny"}},
+		{arg: "../tiny", wantErr: []string{"not a built-in scenario"}},
+		{arg: broken, wantErr: []string{"broken.yaml"}},
+	} {
+		sc, ts, err := resolveScenario(tc.arg, builtin)
+		if len(tc.wantErr) > 0 {
+			if err == nil {
+				t.Errorf("%s: no error", tc.arg)
+				continue
+			}
+			for _, w := range tc.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%s: error %q lacks %q", tc.arg, err, w)
+				}
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", tc.arg, err)
+			continue
+		}
+		if sc == nil {
+			t.Errorf("%s: nil scenario", tc.arg)
+		}
+		if ts.Path != tc.wantPath || ts.Name != tc.wantBuiltin {
+			t.Errorf("%s: companion %+v, want path %q builtin %q", tc.arg, ts, tc.wantPath, tc.wantBuiltin)
+		}
+		if tc.wantBuiltin != "" && len(ts.Data) == 0 {
+			t.Errorf("%s: built-in companion without data", tc.arg)
+		}
+	}
+}
+
+// Every built-in scenario loads, runs and has a valid companion tenants
+// file whose tenants all appear in the snapshot.
+func TestBuiltinScenariosBuild(t *testing.T) {
+	names := builtinScenarios(scenarios.FS)
+	if len(names) == 0 || !contains(names, defaultScenario) {
+		t.Fatalf("built-in scenarios %v lack the default %q", names, defaultScenario)
+	}
+	for _, name := range names {
+		t.Run(name, func(t *testing.T) {
+			cfg := testConfig(t, "--backend=sim", "--sim.scenario="+name)
+			svc, err := build(cfg, log.NewNopLogger())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer svc.src.Close()
+			if svc.tenantsFile != "" {
+				t.Errorf("built-in tenants file should not be reloadable from disk, got %q", svc.tenantsFile)
+			}
+			if err := svc.sampler.SampleOnce(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			snap := svc.snapshot()
+			if snap == nil || !svc.ready.Load() {
+				t.Fatal("no snapshot after a sample")
+			}
+			if len(snap.Tenants) == 0 {
+				t.Fatalf("no tenants from %s.tenants.yaml", name)
+			}
+			if snap.Readings.Backend != "sim" {
+				t.Errorf("backend %q", snap.Readings.Backend)
+			}
+		})
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func TestTenantsFlagOverridesCompanion(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "one.yaml")
+	if err := os.WriteFile(p, []byte("tenants:\n  - name: solo\n    class: batch\n    selectors:\n      - executable: vllm\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t, "--backend=sim", "--tenants.config="+p)
+	svc, err := build(cfg, log.NewNopLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.src.Close()
+	if svc.tenantsFile != p {
+		t.Errorf("reload file %q, want %q", svc.tenantsFile, p)
+	}
+	if err := svc.sampler.SampleOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	snap := svc.snapshot()
+	if len(snap.Tenants) != 1 || snap.Tenants[0].Name != "solo" {
+		t.Errorf("tenants %+v", snap.Tenants)
+	}
+	// A bad tenants file stops the start with the file named.
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("tenants:\n  - nmae: x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := build(testConfig(t, "--backend=sim", "--tenants.config="+bad), log.NewNopLogger()); err == nil || !strings.Contains(err.Error(), bad) {
+		t.Errorf("bad tenants file: %v", err)
+	}
+}
+
+// The simulator runs on the real clock: later samples see later model time.
+func TestSimFollowsClock(t *testing.T) {
+	clock := gpu.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	cfg := testConfig(t, "--backend=sim")
+	src, _, err := openSim(cfg, clock, log.NewNopLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	r1, err := src.Sample(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(10 * time.Second)
+	r2, err := src.Sample(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r2.Time.Sub(r1.Time); got != 10*time.Second {
+		t.Errorf("model time advanced %s, want 10s", got)
+	}
+}
