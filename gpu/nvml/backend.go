@@ -1,0 +1,339 @@
+// Package nvml is the gpu.Source and gpu.Control of a real host, over NVIDIA's
+// management library through github.com/NVIDIA/go-nvml (cgo; libnvidia-ml.so.1
+// is opened at run time, so the package builds without a driver).
+//
+// It never takes the process down: every NVML symbol newer than the oldest
+// supported driver (R450, the first with MIG) is looked up before it is
+// called, nothing is called after a failed Init, a reading a GPU does not
+// support is left nil (and logged once per GPU and call), and a GPU that
+// stops answering is reported down (Device.Up=false) and retried with a
+// growing back-off while the others keep reporting.
+package nvml
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// Options configure New.
+type Options struct {
+	// Lib is the NVML implementation; nil means the real library
+	// (libnvidia-ml.so.1). Tests pass go-nvml's mock servers.
+	Lib nvml.Interface
+	// Clock times samples, intervals and back-off; nil means gpu.RealClock.
+	Clock gpu.Clock
+	// Logger receives warnings and once-per-GPU notes; nil discards.
+	Logger log.Logger
+}
+
+// Backend reads and controls the GPUs of this host through NVML. It
+// implements gpu.Source (Name "nvml") and gpu.Control.
+type Backend struct {
+	lib    nvml.Interface
+	clock  gpu.Clock
+	logger log.Logger
+	syms   map[string]bool
+
+	driverVersion string
+	cudaVersion   string
+
+	mu       sync.Mutex // serializes sampling and control
+	devs     []*devState
+	prevTime time.Time
+	closed   bool
+
+	onceMu sync.Mutex
+	logged map[string]struct{}
+
+	events *eventWatcher
+}
+
+var (
+	_ gpu.Source  = (*Backend)(nil)
+	_ gpu.Control = (*Backend)(nil)
+)
+
+// devState is what the backend keeps between samples for one GPU.
+type devState struct {
+	index  int
+	handle nvml.Device // nil until (re)acquired
+	uuid   string
+	name   string
+	pciBus string
+
+	// health
+	down     bool
+	failures int
+	retryAt  time.Time
+	lastErr  string
+
+	// per-process and vGPU utilization: last sample timestamp seen (µs)
+	procLastSeen     uint64
+	vgpuLastSeen     uint64
+	vgpuProcLastSeen uint64
+	schedLastTS      uint64
+
+	gpmSupported *bool // nil until asked
+	gpmPrev      nvml.GpmSample
+	gpmPrevAt    time.Time
+	migGPMPrev   map[int]gpmPrev
+	ctxSwitches  float64
+	ctxCycles    float64
+	ctxKnown     bool
+
+	// clocks locked through this backend (nil when never changed here)
+	locked *bool
+}
+
+type gpmPrev struct {
+	sample nvml.GpmSample
+	at     time.Time
+}
+
+// New initializes NVML and enumerates the GPUs. On failure the error says
+// what to check (driver, library, permissions, container runtime); nothing
+// else is called after a failed Init.
+func New(opts Options) (b *Backend, err error) {
+	lib := opts.Lib
+	if lib == nil {
+		lib = nvml.New()
+	}
+	clock := opts.Clock
+	if clock == nil {
+		clock = gpu.RealClock{}
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = log.NewNopLogger()
+	}
+	defer func() {
+		// A broken library wrapper must not take the exporter down.
+		if r := recover(); r != nil {
+			b, err = nil, fmt.Errorf("NVML initialization failed: %v", r)
+		}
+	}()
+	if r := lib.Init(); r != nvml.SUCCESS {
+		return nil, initError(r)
+	}
+	b = &Backend{lib: lib, clock: clock, logger: logger, logged: map[string]struct{}{}}
+	b.lookupSymbols()
+
+	if v, r := lib.SystemGetDriverVersion(); r == nvml.SUCCESS {
+		b.driverVersion = v
+	}
+	if b.has(symCudaDriverVersion) {
+		if v, r := lib.SystemGetCudaDriverVersion(); r == nvml.SUCCESS && v > 0 {
+			b.cudaVersion = fmt.Sprintf("%d.%d", v/1000, (v%1000)/10)
+		}
+	}
+	n, r := lib.DeviceGetCount()
+	if r != nvml.SUCCESS {
+		_ = lib.Shutdown()
+		return nil, fmt.Errorf("NVML initialized but counting GPUs failed (%s): check nvidia-smi and dmesg", returnName(r))
+	}
+	for i := 0; i < n; i++ {
+		ds := &devState{index: i, migGPMPrev: map[int]gpmPrev{}}
+		b.acquire(ds)
+		b.devs = append(b.devs, ds)
+	}
+	level.Info(logger).Log("msg", "NVML initialized", "driver", b.driverVersion, "cuda", b.cudaVersion, "gpus", n)
+	b.startEvents()
+	return b, nil
+}
+
+// acquire gets (or re-gets) a GPU's handle and identity. On failure the GPU
+// is marked down.
+func (b *Backend) acquire(ds *devState) bool {
+	var (
+		h nvml.Device
+		r nvml.Return
+	)
+	if ds.uuid != "" {
+		// By UUID, so that a renumbering after a GPU fell off the bus
+		// does not swap identities.
+		h, r = b.lib.DeviceGetHandleByUUID(ds.uuid)
+	} else {
+		h, r = b.lib.DeviceGetHandleByIndex(ds.index)
+	}
+	if r != nvml.SUCCESS {
+		b.markDown(ds, retErr("nvmlDeviceGetHandle", r))
+		return false
+	}
+	uuid, r := h.GetUUID()
+	if r != nvml.SUCCESS {
+		b.markDown(ds, retErr("nvmlDeviceGetUUID", r))
+		return false
+	}
+	ds.handle = h
+	ds.uuid = uuid
+	if name, r := h.GetName(); r == nvml.SUCCESS {
+		ds.name = name
+	}
+	if pci, r := h.GetPciInfo(); r == nvml.SUCCESS {
+		ds.pciBus = cString(pci.BusId[:])
+	}
+	return true
+}
+
+// markDown records a failure of a GPU and schedules the next attempt.
+func (b *Backend) markDown(ds *devState, err error) {
+	ds.failures++
+	wait := backoff(ds.failures)
+	ds.retryAt = b.clock.Now().Add(wait)
+	msg := err.Error()
+	if !ds.down || ds.lastErr != msg {
+		level.Warn(b.logger).Log("msg", "GPU not answering; skipping it", "gpu", ds.index, "uuid", ds.uuid,
+			"err", msg, "retry_in", wait)
+	}
+	ds.down = true
+	ds.lastErr = msg
+	// Handles of a lost GPU are not reused: re-acquire on recovery.
+	if e, ok := err.(*Error); ok && (e.Return == nvml.ERROR_GPU_IS_LOST || e.Return == nvml.ERROR_RESET_REQUIRED) {
+		ds.handle = nil
+		b.dropGPM(ds)
+	}
+}
+
+func (b *Backend) markUp(ds *devState) {
+	if ds.down {
+		level.Info(b.logger).Log("msg", "GPU answering again", "gpu", ds.index, "uuid", ds.uuid)
+	}
+	ds.down = false
+	ds.failures = 0
+	ds.lastErr = ""
+}
+
+// Name is "nvml".
+func (b *Backend) Name() string { return "nvml" }
+
+// Sample reads every GPU. A GPU that fails is reported with Up=false and
+// Err; the error return is only for a closed backend or a cancelled context.
+func (b *Backend) Sample(ctx context.Context) (*gpu.Readings, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, errClosed
+	}
+	now := b.clock.Now()
+	rd := &gpu.Readings{
+		Time:          now,
+		Backend:       b.Name(),
+		DriverVersion: b.driverVersion,
+		CUDAVersion:   b.cudaVersion,
+	}
+	if !b.prevTime.IsZero() {
+		rd.Interval = now.Sub(b.prevTime)
+	}
+	b.prevTime = now
+	for _, ds := range b.devs {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		rd.Devices = append(rd.Devices, b.sampleDevice(ds, now))
+	}
+	return rd, nil
+}
+
+func (b *Backend) sampleDevice(ds *devState, now time.Time) (d gpu.Device) {
+	d = gpu.Device{Index: ds.index, UUID: ds.uuid, Name: ds.name, PCIBusID: ds.pciBus}
+	defer func() {
+		// A wrapper or driver fault on one GPU must not take down the others.
+		if r := recover(); r != nil {
+			b.markDown(ds, fmt.Errorf("reading GPU panicked: %v", r))
+			d = gpu.Device{Index: ds.index, UUID: ds.uuid, Name: ds.name, PCIBusID: ds.pciBus,
+				Err: ds.lastErr}
+		}
+	}()
+	if ds.down && now.Before(ds.retryAt) {
+		d.Err = ds.lastErr
+		d.Events = b.takeEvents(ds)
+		return d
+	}
+	if ds.handle == nil && !b.acquire(ds) {
+		d.Err = ds.lastErr
+		return d
+	}
+	d.UUID, d.Name, d.PCIBusID = ds.uuid, ds.name, ds.pciBus
+	rd := &devReader{b: b, ds: ds}
+	rd.read(&d, now)
+	if rd.fatal != nil {
+		b.markDown(ds, rd.fatal)
+		d = gpu.Device{Index: ds.index, UUID: ds.uuid, Name: ds.name, PCIBusID: ds.pciBus, Err: ds.lastErr}
+		d.Events = b.takeEvents(ds)
+		return d
+	}
+	b.markUp(ds)
+	d.Up = true
+	d.Events = b.takeEvents(ds)
+	return d
+}
+
+// Close stops the event goroutine and shuts NVML down. It is safe to call
+// more than once.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	b.mu.Unlock()
+	if b.events != nil {
+		b.events.stop()
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, ds := range b.devs {
+		b.dropGPM(ds)
+	}
+	if r := b.lib.Shutdown(); r != nvml.SUCCESS {
+		return retErr("nvmlShutdown", r)
+	}
+	return nil
+}
+
+func (b *Backend) dropGPM(ds *devState) {
+	if ds.gpmPrev != nil {
+		_ = ds.gpmPrev.Free()
+		ds.gpmPrev = nil
+	}
+	for gi, p := range ds.migGPMPrev {
+		if p.sample != nil {
+			_ = p.sample.Free()
+		}
+		delete(ds.migGPMPrev, gi)
+	}
+}
+
+// device returns the state of the GPU with this UUID.
+func (b *Backend) device(uuid string) (*devState, error) {
+	for _, ds := range b.devs {
+		if ds.uuid == uuid {
+			if ds.handle == nil {
+				return nil, fmt.Errorf("GPU %s is not answering: %s", uuid, ds.lastErr)
+			}
+			return ds, nil
+		}
+	}
+	return nil, fmt.Errorf("no GPU with UUID %q on this host", uuid)
+}
+
+// cString converts a NUL-terminated C char array.
+func cString(b []int8) string {
+	out := make([]byte, 0, len(b))
+	for _, c := range b {
+		if c == 0 {
+			break
+		}
+		out = append(out, byte(c))
+	}
+	return string(out)
+}

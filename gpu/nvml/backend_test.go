@@ -1,0 +1,493 @@
+package nvml
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh100"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh200"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+func sample(t *testing.T, b *Backend) *gpu.Readings {
+	t.Helper()
+	var rd *gpu.Readings
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("Sample panicked: %v", r)
+			}
+		}()
+		var err error
+		rd, err = b.Sample(context.Background())
+		if err != nil {
+			t.Fatalf("Sample: %v", err)
+		}
+	}()
+	return rd
+}
+
+func TestSampleFullHost(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		fix      func(t *testing.T) *fixture
+		gpuName  string
+		memBytes uint64
+		migGI    int
+		profile  string
+		bw       float64
+	}{
+		{"dgxh100", func(t *testing.T) *fixture { return newFixture(t, dgxh100.New()) },
+			"NVIDIA H100 80GB HBM3", 81920 << 20, nvml.GPU_INSTANCE_PROFILE_3_SLICE, "3g.40gb", 3.35e12},
+		{"dgxh200", func(t *testing.T) *fixture { return newFixture(t, dgxh200.New()) },
+			"NVIDIA H200 141GB HBM3e", 0, nvml.GPU_INSTANCE_PROFILE_3_SLICE, "3g.71gb", 4.8e12},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := tc.fix(t)
+			// GPUs 2 and 5 in MIG mode; 0 time-sliced, 1 MPS.
+			f.enableMIG(2, tc.migGI, tc.migGI)
+			f.enableMIG(5, tc.migGI)
+			f.setProcs(0, []nvml.ProcessInfo{{Pid: 100, UsedGpuMemory: 1 << 30, GpuInstanceId: noInstance, ComputeInstanceId: noInstance},
+				{Pid: 101, UsedGpuMemory: 2 << 30, GpuInstanceId: noInstance, ComputeInstanceId: noInstance}}, nil)
+			f.setProcs(1, []nvml.ProcessInfo{{Pid: 200, UsedGpuMemory: 64 << 20, GpuInstanceId: noInstance, ComputeInstanceId: noInstance}},
+				[]nvml.ProcessInfo{{Pid: 201, UsedGpuMemory: 1 << 30, GpuInstanceId: noInstance, ComputeInstanceId: noInstance}})
+			f.setProcs(2, []nvml.ProcessInfo{{Pid: 300, UsedGpuMemory: 3 << 30, GpuInstanceId: 1, ComputeInstanceId: 0}}, nil)
+			b := f.backend()
+
+			r1 := sample(t, b)
+			if len(r1.Devices) != 8 {
+				t.Fatalf("got %d devices, want 8", len(r1.Devices))
+			}
+			if r1.Backend != "nvml" || r1.DriverVersion != "550.54.15" || r1.CUDAVersion != "12.4" || r1.Interval != 0 {
+				t.Errorf("readings header = %q %q %q %v", r1.Backend, r1.DriverVersion, r1.CUDAVersion, r1.Interval)
+			}
+			if r1.Devices[0].Activity.SMActive != nil {
+				t.Errorf("GPM activity on the first sample; needs two")
+			}
+			f.clock.Advance(time.Second)
+			rd := sample(t, b)
+			if rd.Interval != time.Second {
+				t.Errorf("Interval = %v, want 1s", rd.Interval)
+			}
+			for i, d := range rd.Devices {
+				if !d.Up || d.Err != "" {
+					t.Fatalf("GPU %d down: %s", i, d.Err)
+				}
+				if d.UUID != f.devs[i].UUID || d.Name != tc.gpuName || d.Index != i || d.PCIBusID == "" {
+					t.Errorf("GPU %d identity = %q %q %d %q", i, d.UUID, d.Name, d.Index, d.PCIBusID)
+				}
+				if want := f.devs[i].Config.MemoryMB << 20; d.MemoryTotalBytes != want || d.MemoryUsedBytes != uint64(i+1)<<30 {
+					t.Errorf("GPU %d memory = %d/%d", i, d.MemoryUsedBytes, d.MemoryTotalBytes)
+				}
+				if d.SMCount != 132 || d.MemoryBandwidthBytesPS != tc.bw {
+					t.Errorf("GPU %d SMs %d bandwidth %g", i, d.SMCount, d.MemoryBandwidthBytesPS)
+				}
+				if *d.SMClockHz != 1980e6 || *d.MemClockHz != 2619e6 || *d.SMClockMaxHz != 1980e6 {
+					t.Errorf("GPU %d clocks %v %v", i, *d.SMClockHz, *d.MemClockHz)
+				}
+				if *d.PowerWatts != 350+float64(i) || *d.PowerLimitW != 700 || *d.TemperatureC != 40+float64(i) {
+					t.Errorf("GPU %d power/temp %v %v %v", i, *d.PowerWatts, *d.PowerLimitW, *d.TemperatureC)
+				}
+				if d.ThrottleReason != 0x4 || *d.ClocksLocked || *d.EnergyJoules != 123456.789 {
+					t.Errorf("GPU %d reasons %x locked %v energy %v", i, d.ThrottleReason, *d.ClocksLocked, *d.EnergyJoules)
+				}
+				if !*d.PersistenceMode || d.ComputeMode != "Default" || !*d.ECCEnabled || *d.ECCCorrectedTotal != 5 || *d.ECCUncorrectedTotal != 0 {
+					t.Errorf("GPU %d modes/ECC wrong", i)
+				}
+				if *d.GPUUtil != 0.75 || *d.MemUtil != 0.40 {
+					t.Errorf("GPU %d util %v %v", i, *d.GPUUtil, *d.MemUtil)
+				}
+				a := d.Activity
+				if a.Source != "gpm" || a.SMActive == nil || *a.SMActive != float64(10+i-1)/100 || *a.SMOccupancy != 0.2 || *a.DRAMActive != 0.3 || *a.TensorActive != 0.4 {
+					t.Errorf("GPU %d activity %+v", i, a)
+				}
+				// 8 GR engines x 3 requests, 8 x 1000 cycles, one interval so far
+				if d.ContextSwitchesTotal == nil || *d.ContextSwitchesTotal != 24 || *d.ContextSwitchCyclesTotal != 8000 {
+					t.Errorf("GPU %d context switches %v", i, d.ContextSwitchesTotal)
+				}
+				if d.Scheduler != nil || d.VGPUs != nil {
+					t.Errorf("GPU %d vGPU data on a non-vGPU host", i)
+				}
+			}
+			// sharing modes
+			wantMode := map[int]gpu.SharingMode{0: gpu.SharingTimeSlice, 1: gpu.SharingMPS, 2: gpu.SharingMIG, 3: gpu.SharingExclusive, 5: gpu.SharingMIG}
+			for i, m := range wantMode {
+				if rd.Devices[i].Mode != m {
+					t.Errorf("GPU %d mode %q, want %q", i, rd.Devices[i].Mode, m)
+				}
+			}
+			// processes with per-process utilization averaged over the interval
+			p0 := rd.Devices[0].Processes
+			if len(p0) != 2 || p0[0].PID != 100 || p0[1].PID != 101 || p0[0].Type != gpu.ProcessCompute ||
+				*p0[0].UsedMemoryBytes != 1<<30 || *p0[0].SMUtil != 0.6 || *p0[0].MemUtil != 0.25 ||
+				p0[0].GPUInstanceID != -1 || p0[0].UID != -1 || p0[0].Name != "proc100" {
+				t.Errorf("GPU 0 processes %+v", p0)
+			}
+			p1 := rd.Devices[1].Processes
+			if len(p1) != 2 || p1[1].PID != 201 || p1[1].Type != gpu.ProcessMPS {
+				t.Errorf("GPU 1 processes %+v", p1)
+			}
+			// MIG: instances, profile names, GPM per GPU instance, no per-process util
+			g2 := rd.Devices[2]
+			if !g2.MIGEnabled || len(g2.MIG) != 2 {
+				t.Fatalf("GPU 2 MIG %+v", g2.MIG)
+			}
+			for j, m := range g2.MIG {
+				if m.Profile != tc.profile || m.GPUInstanceID != j || m.ComputeInstanceID != 0 || m.UUID == "" ||
+					m.SMCount == 0 || m.MemoryTotalBytes == 0 || m.MemoryUsedBytes != 1<<30 {
+					t.Errorf("GPU 2 MIG %d = %+v", j, m)
+				}
+				if m.Activity.Source != "gpm" || *m.Activity.SMActive != float64(10+2+j)/100 {
+					t.Errorf("GPU 2 MIG %d activity %+v", j, m.Activity)
+				}
+			}
+			pm := g2.Processes
+			if len(pm) != 1 || pm[0].GPUInstanceID != 1 || pm[0].ComputeInstanceID != 0 || pm[0].SMUtil != nil {
+				t.Errorf("GPU 2 MIG processes %+v", pm)
+			}
+			if c := len(f.devs[2].GetProcessUtilizationCalls()); c != 0 {
+				t.Errorf("GetProcessUtilization called %d times on a MIG GPU", c)
+			}
+			// Counters accumulate.
+			f.clock.Advance(time.Second)
+			r3 := sample(t, b)
+			if got := *r3.Devices[4].ContextSwitchesTotal; got != 48 {
+				t.Errorf("context switches after two intervals = %d, want 48", got)
+			}
+		})
+	}
+}
+
+func TestGPMNeedsHundredMilliseconds(t *testing.T) {
+	f := newFixture(t, dgxh100.New())
+	b := f.backend()
+	sample(t, b)
+	f.clock.Advance(50 * time.Millisecond)
+	rd := sample(t, b)
+	if rd.Devices[0].Activity.SMActive != nil {
+		t.Fatalf("activity computed over 50 ms")
+	}
+	f.clock.Advance(60 * time.Millisecond) // 110 ms since the kept sample
+	rd = sample(t, b)
+	if rd.Devices[0].Activity.SMActive == nil {
+		t.Fatalf("no activity over 110 ms")
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.alloced != f.freed {
+		t.Errorf("GPM samples leaked: %d allocated, %d freed", f.alloced, f.freed)
+	}
+}
+
+func TestErrorInjection(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		call  string
+		ret   nvml.Return
+		down  bool
+		check func(d gpu.Device) bool // true when the reading is as expected
+		log   []string
+	}{
+		{"power not supported", "GetPowerUsage", nvml.ERROR_NOT_SUPPORTED, false,
+			func(d gpu.Device) bool { return d.PowerWatts == nil && d.PowerLimitW != nil },
+			[]string{"call=nvmlDeviceGetPowerUsage", "ERROR_NOT_SUPPORTED"}},
+		{"energy not supported", "GetTotalEnergyConsumption", nvml.ERROR_NOT_SUPPORTED, false,
+			func(d gpu.Device) bool { return d.EnergyJoules == nil }, []string{"call=nvmlDeviceGetTotalEnergyConsumption"}},
+		{"ecc not supported", "GetEccMode", nvml.ERROR_NOT_SUPPORTED, false,
+			func(d gpu.Device) bool { return d.ECCEnabled == nil && d.ECCCorrectedTotal == nil }, []string{"call=nvmlDeviceGetEccMode"}},
+		{"gpm not supported", "GpmQueryDeviceSupport", nvml.ERROR_NOT_SUPPORTED, false,
+			func(d gpu.Device) bool { return d.Activity.SMActive == nil && d.ContextSwitchesTotal == nil },
+			[]string{"call=nvmlGpmQueryDeviceSupport"}},
+		{"processes no permission", "GetComputeRunningProcesses", nvml.ERROR_NO_PERMISSION, false,
+			func(d gpu.Device) bool { return len(d.Processes) == 0 }, []string{"call=nvmlDeviceGetComputeRunningProcesses", "ERROR_NO_PERMISSION"}},
+		{"temperature no permission", "GetTemperature", nvml.ERROR_NO_PERMISSION, false,
+			func(d gpu.Device) bool { return d.TemperatureC == nil }, []string{"call=nvmlDeviceGetTemperature"}},
+		{"gpu lost", "GetMemoryInfo", nvml.ERROR_GPU_IS_LOST, true,
+			func(d gpu.Device) bool { return strings.Contains(d.Err, "GPU_IS_LOST") && d.PowerWatts == nil }, []string{"GPU not answering"}},
+		{"timeout", "GetClockInfo", nvml.ERROR_TIMEOUT, true,
+			func(d gpu.Device) bool { return strings.Contains(d.Err, "ERROR_TIMEOUT") }, []string{"GPU not answering"}},
+		{"unknown error", "GetUtilizationRates", nvml.ERROR_UNKNOWN, true,
+			func(d gpu.Device) bool { return strings.Contains(d.Err, "nvmlDeviceGetUtilizationRates") }, []string{"GPU not answering"}},
+		{"lost during GPM", "GpmSampleGet", nvml.ERROR_GPU_IS_LOST, true,
+			func(d gpu.Device) bool { return d.Err != "" }, []string{"GPU not answering"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, dgxh100.New())
+			f.setProcs(3, []nvml.ProcessInfo{{Pid: 7, UsedGpuMemory: 1, GpuInstanceId: noInstance, ComputeInstanceId: noInstance}}, nil)
+			const bad = 3
+			f.fail(bad, tc.call, tc.ret)
+			b := f.backend()
+			for k := 0; k < 3; k++ {
+				rd := sample(t, b)
+				f.clock.Advance(time.Second)
+				for i, d := range rd.Devices {
+					if i == bad {
+						if d.Up == tc.down {
+							t.Fatalf("sample %d: GPU %d Up=%v, want %v (err %q)", k, i, d.Up, !tc.down, d.Err)
+						}
+						if d.UUID != f.devs[i].UUID {
+							t.Errorf("down GPU lost its identity: %q", d.UUID)
+						}
+						if !tc.check(d) {
+							t.Errorf("sample %d: GPU %d reading not as expected: %+v", k, i, d)
+						}
+						continue
+					}
+					if !d.Up || d.PowerWatts == nil || d.TemperatureC == nil {
+						t.Errorf("healthy GPU %d affected: up=%v err=%q", i, d.Up, d.Err)
+					}
+				}
+			}
+			if n := f.logs.count(tc.log...); n != 1 {
+				t.Errorf("log lines with %v = %d, want exactly 1\n%s", tc.log, n, f.logs.String())
+			}
+		})
+	}
+}
+
+func TestGPULostBackoffAndRecovery(t *testing.T) {
+	f := newFixture(t, dgxh200.New())
+	b := f.backend()
+	sample(t, b)
+	f.fail(6, "GetMemoryInfo", nvml.ERROR_GPU_IS_LOST)
+	rd := sample(t, b)
+	if rd.Devices[6].Up {
+		t.Fatal("lost GPU reported up")
+	}
+	calls := len(f.devs[6].GetMemoryInfoCalls())
+	// Within the first back-off the GPU is not touched.
+	f.clock.Advance(backoffBase / 2)
+	rd = sample(t, b)
+	if rd.Devices[6].Up || len(f.devs[6].GetMemoryInfoCalls()) != calls {
+		t.Fatalf("lost GPU retried before its back-off")
+	}
+	if rd.Devices[6].Err == "" {
+		t.Errorf("skipped GPU has no error")
+	}
+	// After the back-off it is retried (by UUID) and still fails: the next
+	// wait doubles.
+	f.clock.Advance(backoffBase)
+	sample(t, b)
+	if c := len(f.srv.DeviceGetHandleByUUIDCalls()); c != 1 {
+		t.Errorf("handle re-acquired %d times, want 1", c)
+	}
+	f.clock.Advance(backoffBase + time.Second) // < 2*base since the last failure
+	rd = sample(t, b)
+	if rd.Devices[6].Up {
+		t.Fatal("retried before the doubled back-off")
+	}
+	// The GPU comes back.
+	f.fail(6, "GetMemoryInfo", nvml.SUCCESS)
+	f.clock.Advance(2 * backoffBase)
+	rd = sample(t, b)
+	if !rd.Devices[6].Up || rd.Devices[6].Err != "" || rd.Devices[6].PowerWatts == nil {
+		t.Fatalf("GPU did not recover: %+v", rd.Devices[6])
+	}
+	if !strings.Contains(f.logs.String(), "GPU answering again") {
+		t.Errorf("recovery not logged")
+	}
+	for i, d := range rd.Devices {
+		if !d.Up {
+			t.Errorf("GPU %d down", i)
+		}
+	}
+}
+
+func TestBackoffGrows(t *testing.T) {
+	for _, tc := range []struct {
+		failures int
+		want     time.Duration
+	}{{1, 5 * time.Second}, {2, 10 * time.Second}, {3, 20 * time.Second}, {7, 5 * time.Minute}, {50, 5 * time.Minute}} {
+		if got := backoff(tc.failures); got != tc.want {
+			t.Errorf("backoff(%d) = %v, want %v", tc.failures, got, tc.want)
+		}
+	}
+}
+
+func TestMissingSymbols(t *testing.T) {
+	f := newFixture(t, dgxh100.New())
+	f.enableMIG(1, nvml.GPU_INSTANCE_PROFILE_7_SLICE)
+	f.setProcs(0, []nvml.ProcessInfo{{Pid: 9, UsedGpuMemory: 1, GpuInstanceId: noInstance, ComputeInstanceId: noInstance}},
+		[]nvml.ProcessInfo{{Pid: 10, UsedGpuMemory: 1, GpuInstanceId: noInstance, ComputeInstanceId: noInstance}})
+	f.setMissing(symGpmSupport, symGpmSampleGet, symGpmMigSampleGet, symClocksEventReasons, symEnergy,
+		symMPSProcesses, symProcessUtil, symVirtMode, symEventSetCreate, symProcessName)
+	// Unwire what must not be called: the mock panics if it is.
+	for _, d := range f.devs {
+		d.GpmQueryDeviceSupportFunc = nil
+		d.GpmSampleGetFunc = nil
+		d.GpmMigSampleGetFunc = nil
+		d.GetCurrentClocksEventReasonsFunc = nil
+		d.GetTotalEnergyConsumptionFunc = nil
+		d.GetMPSComputeRunningProcessesFunc = nil
+		d.GetProcessUtilizationFunc = nil
+		d.GetVirtualizationModeFunc = nil
+		d.RegisterEventsFunc = nil
+	}
+	f.srv.GpmSampleAllocFunc = nil
+	f.srv.EventSetCreateFunc = nil
+	f.srv.SystemGetProcessNameFunc = nil
+	b := f.backend()
+	sample(t, b)
+	f.clock.Advance(time.Second)
+	rd := sample(t, b)
+	for i, d := range rd.Devices {
+		if !d.Up {
+			t.Fatalf("GPU %d down: %s", i, d.Err)
+		}
+		if d.Activity.SMActive != nil || d.EnergyJoules != nil || d.ContextSwitchesTotal != nil {
+			t.Errorf("GPU %d: reading from a missing symbol", i)
+		}
+		// falls back to the older throttle-reasons call
+		if d.ThrottleReason != 0x4 {
+			t.Errorf("GPU %d: throttle reasons %x", i, d.ThrottleReason)
+		}
+	}
+	p := rd.Devices[0].Processes
+	if len(p) != 1 || p[0].PID != 9 || p[0].SMUtil != nil || p[0].Name != "" {
+		t.Errorf("processes with missing symbols: %+v", p)
+	}
+	if b.events != nil {
+		t.Errorf("event goroutine started without the event calls")
+	}
+	if !strings.Contains(f.logs.String(), "NVML symbols missing") {
+		t.Errorf("missing symbols not logged")
+	}
+}
+
+func TestInitFailure(t *testing.T) {
+	for _, tc := range []struct {
+		ret  nvml.Return
+		want []string
+	}{
+		{nvml.ERROR_LIBRARY_NOT_FOUND, []string{"libnvidia-ml.so.1", "--gpus", "--backend=sim"}},
+		{nvml.ERROR_DRIVER_NOT_LOADED, []string{"kernel module", "--backend=sim"}},
+		{nvml.ERROR_NO_PERMISSION, []string{"NVIDIA_VISIBLE_DEVICES", "permission"}},
+		{nvml.ERROR_LIB_RM_VERSION_MISMATCH, []string{"versions"}},
+		{nvml.ERROR_UNKNOWN, []string{"nvidia-smi", "--backend=sim"}},
+	} {
+		t.Run(returnName(tc.ret), func(t *testing.T) {
+			srv := dgxh100.New()
+			srv.InitFunc = func() nvml.Return { return tc.ret }
+			// Nothing else may be called after a failed Init: the mock
+			// panics on unwired calls, so unwire the usual next ones.
+			srv.DeviceGetCountFunc = nil
+			srv.SystemGetDriverVersionFunc = nil
+			srv.ExtensionsFunc = nil
+			srv.ShutdownFunc = nil
+			b, err := New(Options{Lib: srv})
+			if err == nil || b != nil {
+				t.Fatalf("New succeeded after a failed Init")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestInitPanicBecomesError(t *testing.T) {
+	srv := dgxh100.New()
+	srv.DeviceGetCountFunc = nil // unwired: the mock panics
+	b, err := New(Options{Lib: srv})
+	if err == nil || b != nil {
+		t.Fatalf("New with a panicking library succeeded")
+	}
+}
+
+func TestXIDEvents(t *testing.T) {
+	f := newFixture(t, dgxh100.New())
+	b := f.backend()
+	f.events <- nvml.EventData{Device: f.devs[4], EventType: nvml.EventTypeXidCriticalError, EventData: 79, GpuInstanceId: noInstance}
+	f.events <- nvml.EventData{Device: f.devs[4], EventType: nvml.EventTypeXidCriticalError, EventData: 48, GpuInstanceId: 2}
+	deadline := time.Now().Add(5 * time.Second)
+	var got []gpu.Event
+	for time.Now().Before(deadline) && len(got) < 2 {
+		rd := sample(t, b)
+		got = append(got, rd.Devices[4].Events...)
+		for i, d := range rd.Devices {
+			if i != 4 && len(d.Events) > 0 {
+				t.Fatalf("event delivered to GPU %d", i)
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if len(got) != 2 || got[0].Kind != gpu.EventXID || got[0].Code != 79 || got[1].Code != 48 ||
+		!strings.Contains(got[1].Message, "GPU instance 2") || got[0].Time != t0 {
+		t.Fatalf("events = %+v", got)
+	}
+	// Delivered once.
+	if rd := sample(t, b); len(rd.Devices[4].Events) != 0 {
+		t.Errorf("events delivered twice")
+	}
+	done := b.events.done
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	default:
+		t.Fatal("event goroutine still running after Close")
+	}
+	if _, err := b.Sample(context.Background()); err == nil {
+		t.Errorf("Sample after Close succeeded")
+	}
+	if err := b.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
+
+func TestPanicInOneGPUIsContained(t *testing.T) {
+	f := newFixture(t, dgxh100.New())
+	f.devs[5].GetTemperatureFunc = nil // the mock panics
+	b := f.backend()
+	rd := sample(t, b)
+	if rd.Devices[5].Up || !strings.Contains(rd.Devices[5].Err, "panicked") {
+		t.Errorf("GPU 5 = up %v err %q", rd.Devices[5].Up, rd.Devices[5].Err)
+	}
+	for i, d := range rd.Devices {
+		if i != 5 && !d.Up {
+			t.Errorf("GPU %d down", i)
+		}
+	}
+}
+
+func TestSampleCancelled(t *testing.T) {
+	f := newFixture(t, dgxh100.New())
+	b := f.backend()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := b.Sample(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestProfileNames(t *testing.T) {
+	for _, tc := range []struct {
+		p    nvml.GpuInstanceProfileInfo
+		want string
+	}{
+		{dgxh100.MIGProfiles.GpuInstanceProfiles[nvml.GPU_INSTANCE_PROFILE_1_SLICE], "1g.10gb"},
+		{dgxh100.MIGProfiles.GpuInstanceProfiles[nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1], "1g.10gb+me"},
+		{dgxh100.MIGProfiles.GpuInstanceProfiles[nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV2], "1g.20gb"},
+		{dgxh100.MIGProfiles.GpuInstanceProfiles[nvml.GPU_INSTANCE_PROFILE_7_SLICE], "7g.80gb"},
+		{dgxh200.MIGProfiles.GpuInstanceProfiles[nvml.GPU_INSTANCE_PROFILE_1_SLICE], "1g.18gb"},
+		{dgxh200.MIGProfiles.GpuInstanceProfiles[nvml.GPU_INSTANCE_PROFILE_4_SLICE], "4g.71gb"},
+		{dgxh200.MIGProfiles.GpuInstanceProfiles[nvml.GPU_INSTANCE_PROFILE_7_SLICE], "7g.141gb"},
+		// real H100 sizes are a little under the marketing figure
+		{nvml.GpuInstanceProfileInfo{SliceCount: 3, MemorySizeMB: 40192}, "3g.40gb"},
+	} {
+		if got := profileName(tc.p); got != tc.want {
+			t.Errorf("profileName(%d slices, %d MB) = %q, want %q", tc.p.SliceCount, tc.p.MemorySizeMB, got, tc.want)
+		}
+	}
+}

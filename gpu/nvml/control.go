@@ -1,0 +1,432 @@
+package nvml
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/go-kit/log/level"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// Capabilities lists the knobs NVML can turn on the GPU with this UUID. MPS
+// active threads, pinned memory, the compute time-slice level and process
+// placement are never listed: NVML has no call for them.
+func (b *Backend) Capabilities(uuid string) []gpu.Knob {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil
+	}
+	ds, err := b.device(uuid)
+	if err != nil || ds.down {
+		return nil
+	}
+	var knobs []gpu.Knob
+	if b.has(symSetGpuLocked, symResetGpuLocked) {
+		knobs = append(knobs, gpu.KnobLockedClocks)
+	}
+	if _, _, r := ds.handle.GetPowerManagementLimitConstraints(); b.has(symPowerConstraints) && r == nvml.SUCCESS {
+		knobs = append(knobs, gpu.KnobPowerLimit)
+	}
+	migOn := false
+	if b.has(symMigMode, symCreateGI, symGIProfileInfo) {
+		if cur, _, r := ds.handle.GetMigMode(); r == nvml.SUCCESS {
+			migOn = cur == nvml.DEVICE_MIG_ENABLE
+			if migOn {
+				knobs = append(knobs, gpu.KnobMIGLayout)
+			}
+		}
+	}
+	if !migOn && (b.has(symSetSchedState) || b.has(symSetSchedStateV2)) && b.has(symVirtMode) {
+		if m, r := ds.handle.GetVirtualizationMode(); r == nvml.SUCCESS && m == nvml.GPU_VIRTUALIZATION_MODE_HOST_VGPU {
+			knobs = append(knobs, gpu.KnobVGPUScheduler)
+		}
+	}
+	return knobs
+}
+
+// SetMPSActiveThreads is not an NVML call.
+func (b *Backend) SetMPSActiveThreads(ctx context.Context, uuid string, pid uint32, fraction float64) error {
+	return errNotSupportedf("MPS active-thread percentages are set through the MPS control daemon "+
+		"(nvidia-cuda-mps-control: set_active_thread_percentage %d <pct>), not NVML", pid)
+}
+
+// SetMPSDefaultActiveThreads is not an NVML call.
+func (b *Backend) SetMPSDefaultActiveThreads(ctx context.Context, uuid string, fraction float64) error {
+	return errNotSupportedf("the default MPS active-thread percentage is set through the MPS control daemon " +
+		"(nvidia-cuda-mps-control: set_default_active_thread_percentage <pct>), not NVML")
+}
+
+// SetMPSPinnedMemoryLimit is not an NVML call.
+func (b *Backend) SetMPSPinnedMemoryLimit(ctx context.Context, uuid string, pid uint32, bytes uint64) error {
+	return errNotSupportedf("MPS pinned memory limits are set through the MPS control daemon " +
+		"(nvidia-cuda-mps-control: set_device_pinned_mem_limit), not NVML")
+}
+
+// RestartClient is not an NVML call.
+func (b *Backend) RestartClient(ctx context.Context, uuid string, pid uint32) error {
+	return errNotSupportedf("restarting an MPS client needs a restart hook of the workload's orchestrator, not NVML")
+}
+
+// SetComputeTimeSlice is not an NVML call.
+func (b *Backend) SetComputeTimeSlice(ctx context.Context, uuid string, level string) error {
+	return errNotSupportedf("the compute time-slice level is set with `nvidia-smi compute-policy --set-timeslice`, not NVML")
+}
+
+// MoveProcess is not an NVML call.
+func (b *Backend) MoveProcess(ctx context.Context, pid uint32, toUUID string) error {
+	return errNotSupportedf("moving a workload to another GPU needs a placement hook (the orchestrator reschedules it), not NVML")
+}
+
+// lockedDevice returns the GPU with this UUID for a control call; the
+// caller holds b.mu.
+func (b *Backend) lockedDevice(ctx context.Context, uuid string) (*devState, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if b.closed {
+		return nil, errClosed
+	}
+	return b.device(uuid)
+}
+
+// LockClocks locks the SM clock range; a zero ClockLock resets it.
+func (b *Backend) LockClocks(ctx context.Context, uuid string, l gpu.ClockLock) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ds, err := b.lockedDevice(ctx, uuid)
+	if err != nil {
+		return err
+	}
+	if !b.has(symSetGpuLocked, symResetGpuLocked) {
+		return errNotSupportedf("driver lacks %s", symSetGpuLocked)
+	}
+	if l == (gpu.ClockLock{}) {
+		if err := controlErr(uuid, "nvmlDeviceResetGpuLockedClocks", ds.handle.ResetGpuLockedClocks()); err != nil {
+			return err
+		}
+		ds.locked = gpu.Bool(false)
+		return nil
+	}
+	if l.MinMHz == 0 || l.MinMHz > l.MaxMHz {
+		return fmt.Errorf("GPU %s: invalid SM clock range %d-%d MHz (min must be > 0 and <= max)", uuid, l.MinMHz, l.MaxMHz)
+	}
+	if maxMHz, r := ds.handle.GetMaxClockInfo(nvml.CLOCK_SM); r == nvml.SUCCESS && l.MaxMHz > maxMHz {
+		return fmt.Errorf("GPU %s: SM clock %d MHz above the GPU's maximum %d MHz", uuid, l.MaxMHz, maxMHz)
+	}
+	if err := controlErr(uuid, "nvmlDeviceSetGpuLockedClocks", ds.handle.SetGpuLockedClocks(l.MinMHz, l.MaxMHz)); err != nil {
+		return err
+	}
+	ds.locked = gpu.Bool(true)
+	level.Info(b.logger).Log("msg", "SM clocks locked", "uuid", uuid, "min_mhz", l.MinMHz, "max_mhz", l.MaxMHz)
+	return nil
+}
+
+// LockMemoryClocks locks the memory clock range; a zero ClockLock resets it.
+func (b *Backend) LockMemoryClocks(ctx context.Context, uuid string, l gpu.ClockLock) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ds, err := b.lockedDevice(ctx, uuid)
+	if err != nil {
+		return err
+	}
+	if !b.has(symSetMemLocked, symResetMemLocked) {
+		return errNotSupportedf("driver lacks %s", symSetMemLocked)
+	}
+	if l == (gpu.ClockLock{}) {
+		return controlErr(uuid, "nvmlDeviceResetMemoryLockedClocks", ds.handle.ResetMemoryLockedClocks())
+	}
+	if l.MinMHz == 0 || l.MinMHz > l.MaxMHz {
+		return fmt.Errorf("GPU %s: invalid memory clock range %d-%d MHz (min must be > 0 and <= max)", uuid, l.MinMHz, l.MaxMHz)
+	}
+	if err := controlErr(uuid, "nvmlDeviceSetMemoryLockedClocks", ds.handle.SetMemoryLockedClocks(l.MinMHz, l.MaxMHz)); err != nil {
+		return err
+	}
+	level.Info(b.logger).Log("msg", "memory clocks locked", "uuid", uuid, "min_mhz", l.MinMHz, "max_mhz", l.MaxMHz)
+	return nil
+}
+
+// SetPowerLimit sets the power limit in watts within the GPU's constraints;
+// 0 restores the default limit.
+func (b *Backend) SetPowerLimit(ctx context.Context, uuid string, watts float64) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ds, err := b.lockedDevice(ctx, uuid)
+	if err != nil {
+		return err
+	}
+	if math.IsNaN(watts) || math.IsInf(watts, 0) || watts < 0 {
+		return fmt.Errorf("GPU %s: invalid power limit %v W", uuid, watts)
+	}
+	var mw uint32
+	if watts == 0 {
+		if !b.has(symPowerDefault) {
+			return errNotSupportedf("driver lacks %s", symPowerDefault)
+		}
+		def, r := ds.handle.GetPowerManagementDefaultLimit()
+		if err := controlErr(uuid, "nvmlDeviceGetPowerManagementDefaultLimit", r); err != nil {
+			return err
+		}
+		mw = def
+	} else {
+		if watts*1000 > math.MaxUint32 {
+			return fmt.Errorf("GPU %s: power limit %v W out of range", uuid, watts)
+		}
+		mw = uint32(math.Round(watts * 1000))
+		if b.has(symPowerConstraints) {
+			lo, hi, r := ds.handle.GetPowerManagementLimitConstraints()
+			if err := controlErr(uuid, "nvmlDeviceGetPowerManagementLimitConstraints", r); err != nil {
+				return err
+			}
+			if mw < lo || mw > hi {
+				return fmt.Errorf("GPU %s: power limit %.0f W outside the GPU's range %.0f-%.0f W",
+					uuid, watts, float64(lo)/1000, float64(hi)/1000)
+			}
+		}
+	}
+	if err := controlErr(uuid, "nvmlDeviceSetPowerManagementLimit", ds.handle.SetPowerManagementLimit(mw)); err != nil {
+		return err
+	}
+	level.Info(b.logger).Log("msg", "power limit set", "uuid", uuid, "watts", float64(mw)/1000)
+	return nil
+}
+
+// SetVGPUScheduler changes the vGPU scheduler. It is refused (gpu.ErrBusy)
+// while vGPU VMs run or MIG is on (shared/FACTS.md, vGPU scheduler line), and
+// checked against the GPU's capabilities first.
+func (b *Backend) SetVGPUScheduler(ctx context.Context, uuid string, s gpu.VGPUSchedulerSetting) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ds, err := b.lockedDevice(ctx, uuid)
+	if err != nil {
+		return err
+	}
+	h := ds.handle
+	if !b.has(symSetSchedState) && !b.has(symSetSchedStateV2) {
+		return errNotSupportedf("driver lacks %s", symSetSchedState)
+	}
+	policy, ok := policyID(s.Policy)
+	if !ok {
+		return fmt.Errorf("GPU %s: unknown vGPU scheduler policy %q (want best-effort, equal-share or fixed-share)", uuid, s.Policy)
+	}
+	if b.has(symVirtMode) {
+		m, r := h.GetVirtualizationMode()
+		if err := controlErr(uuid, "nvmlDeviceGetVirtualizationMode", r); err != nil {
+			return err
+		}
+		if m != nvml.GPU_VIRTUALIZATION_MODE_HOST_VGPU {
+			return errNotSupportedf("GPU %s is not a vGPU host (virtualization mode %d)", uuid, m)
+		}
+	}
+	if b.has(symMigMode) {
+		if cur, _, r := h.GetMigMode(); r == nvml.SUCCESS && cur == nvml.DEVICE_MIG_ENABLE {
+			return errBusyf("GPU %s: the vGPU scheduler cannot be changed while MIG is enabled", uuid)
+		}
+	}
+	if b.has(symActiveVgpus) {
+		vms, r := h.GetActiveVgpus()
+		if err := controlErr(uuid, "nvmlDeviceGetActiveVgpus", r); err != nil {
+			return err
+		}
+		if len(vms) > 0 {
+			return errBusyf("GPU %s: %d vGPU VMs are running; the scheduler can only be changed with none running", uuid, len(vms))
+		}
+	}
+	if s.ARREnabled && policy != nvml.VGPU_SCHEDULER_POLICY_BEST_EFFORT {
+		return fmt.Errorf("GPU %s: adaptive round robin applies to the best-effort policy only", uuid)
+	}
+	if b.has(symSchedCaps) {
+		c, r := h.GetVgpuSchedulerCapabilities()
+		if err := controlErr(uuid, "nvmlDeviceGetVgpuSchedulerCapabilities", r); err != nil {
+			return err
+		}
+		supported := false
+		for _, p := range c.SupportedSchedulers {
+			if p == policy {
+				supported = true
+			}
+		}
+		if !supported {
+			return errNotSupportedf("GPU %s does not support the %s vGPU scheduler", uuid, s.Policy)
+		}
+		if ts := uint64(s.TimeSlice); s.TimeSlice != 0 && (ts < uint64(c.MinTimeslice) || ts > uint64(c.MaxTimeslice)) {
+			return fmt.Errorf("GPU %s: time slice %v outside the GPU's range %dns-%dns", uuid, s.TimeSlice, c.MinTimeslice, c.MaxTimeslice)
+		}
+		if s.ARREnabled {
+			if c.IsArrModeSupported == 0 {
+				return errNotSupportedf("GPU %s does not support adaptive round robin", uuid)
+			}
+			if s.Frequency != 0 && (s.Frequency < c.MinFrequencyForARR || s.Frequency > c.MaxFrequencyForARR) {
+				return fmt.Errorf("GPU %s: ARR frequency %d outside %d-%d", uuid, s.Frequency, c.MinFrequencyForARR, c.MaxFrequencyForARR)
+			}
+			if s.AvgFactor != 0 && (s.AvgFactor < c.MinAvgFactorForARR || s.AvgFactor > c.MaxAvgFactorForARR) {
+				return fmt.Errorf("GPU %s: ARR average factor %d outside %d-%d", uuid, s.AvgFactor, c.MinAvgFactorForARR, c.MaxAvgFactorForARR)
+			}
+		}
+	}
+	if s.TimeSlice < 0 || uint64(s.TimeSlice) > math.MaxUint32 {
+		return fmt.Errorf("GPU %s: time slice %v out of range", uuid, s.TimeSlice)
+	}
+	// The v2 call carries ARR's average factor and frequency; a time slice
+	// is only settable through the v1 call.
+	if b.has(symSetSchedStateV2) && (s.ARREnabled || s.TimeSlice == 0) {
+		st := &nvml.VgpuSchedulerState_v2{
+			EngineId:        nvml.VGPU_SCHEDULER_ENGINE_TYPE_GRAPHICS,
+			SchedulerPolicy: policy,
+			AvgFactor:       s.AvgFactor,
+			Frequency:       s.Frequency,
+		}
+		if err := controlErr(uuid, "nvmlDeviceSetVgpuSchedulerState_v2", h.SetVgpuSchedulerState_v2(st)); err != nil {
+			return err
+		}
+	} else {
+		if !b.has(symSetSchedState) {
+			return errNotSupportedf("driver lacks %s (needed to set a time slice)", symSetSchedState)
+		}
+		st := &nvml.VgpuSchedulerSetState{SchedulerPolicy: policy, EnableARRMode: nvml.VGPU_SCHEDULER_ARR_DISABLE}
+		if s.ARREnabled {
+			st.EnableARRMode = nvml.VGPU_SCHEDULER_ARR_ENABLE
+			binary.LittleEndian.PutUint32(st.SchedulerParams[0:4], s.AvgFactor)
+			binary.LittleEndian.PutUint32(st.SchedulerParams[4:8], s.Frequency)
+		} else {
+			binary.LittleEndian.PutUint32(st.SchedulerParams[0:4], uint32(s.TimeSlice))
+		}
+		if err := controlErr(uuid, "nvmlDeviceSetVgpuSchedulerState", h.SetVgpuSchedulerState(st)); err != nil {
+			return err
+		}
+	}
+	level.Info(b.logger).Log("msg", "vGPU scheduler set", "uuid", uuid, "policy", s.Policy, "arr", s.ARREnabled,
+		"timeslice", s.TimeSlice)
+	return nil
+}
+
+// ConfigureMIG replaces the GPU's MIG instances with one GPU instance (and a
+// full compute instance) per profile. It is refused (gpu.ErrBusy) while any
+// process runs on the GPU or MIG mode is off (enabling it needs a GPU reset).
+func (b *Backend) ConfigureMIG(ctx context.Context, uuid string, profiles []string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ds, err := b.lockedDevice(ctx, uuid)
+	if err != nil {
+		return err
+	}
+	h := ds.handle
+	if !b.has(symMigMode, symCreateGI, symGIProfileInfo) {
+		return errNotSupportedf("driver lacks the MIG calls")
+	}
+	cur, _, r := h.GetMigMode()
+	if err := controlErr(uuid, "nvmlDeviceGetMigMode", r); err != nil {
+		return err
+	}
+	if cur != nvml.DEVICE_MIG_ENABLE {
+		return errBusyf("GPU %s: MIG mode is off; enable it with `nvidia-smi -i %d -mig 1` (needs an idle GPU and a reset)", uuid, ds.index)
+	}
+	// Resolve every profile before touching anything.
+	byName := map[string]nvml.GpuInstanceProfileInfo{}
+	var known []string
+	for id := 0; id < nvml.GPU_INSTANCE_PROFILE_COUNT; id++ {
+		p, r := h.GetGpuInstanceProfileInfo(id)
+		if r != nvml.SUCCESS {
+			continue
+		}
+		name := profileName(p)
+		if _, dup := byName[name]; !dup {
+			byName[name] = p
+			known = append(known, name)
+		}
+	}
+	want := make([]nvml.GpuInstanceProfileInfo, 0, len(profiles))
+	for _, name := range profiles {
+		p, ok := byName[strings.ToLower(strings.TrimSpace(name))]
+		if !ok {
+			return fmt.Errorf("GPU %s: unknown MIG profile %q (this GPU has %s)", uuid, name, strings.Join(known, ", "))
+		}
+		want = append(want, p)
+	}
+	procs, r := h.GetComputeRunningProcesses()
+	if err := controlErr(uuid, "nvmlDeviceGetComputeRunningProcesses", r); err != nil {
+		return err
+	}
+	if len(procs) > 0 {
+		return errBusyf("GPU %s: %d processes are running; MIG instances can only be changed on a drained GPU", uuid, len(procs))
+	}
+	// Destroy the current instances (compute instances first).
+	for _, p := range byName {
+		gis, r := h.GetGpuInstances(&p)
+		if r != nvml.SUCCESS {
+			continue
+		}
+		for _, gi := range gis {
+			if err := destroyComputeInstances(uuid, gi); err != nil {
+				return err
+			}
+			if err := controlErr(uuid, "nvmlGpuInstanceDestroy", gi.Destroy()); err != nil {
+				return err
+			}
+		}
+	}
+	b.dropGPM(ds)
+	for i, p := range want {
+		gi, r := h.CreateGpuInstance(&p)
+		if err := controlErr(uuid, "nvmlDeviceCreateGpuInstance", r); err != nil {
+			return fmt.Errorf("creating MIG instance %d of %d (%s) failed; the instances before it exist: %w",
+				i+1, len(want), profiles[i], err)
+		}
+		cp, err := fullComputeProfile(uuid, gi, p.SliceCount)
+		if err != nil {
+			return err
+		}
+		if _, r := gi.CreateComputeInstance(&cp); r != nvml.SUCCESS {
+			return fmt.Errorf("creating the compute instance of MIG instance %s failed: %w", profiles[i], controlErr(uuid, "nvmlGpuInstanceCreateComputeInstance", r))
+		}
+	}
+	level.Info(b.logger).Log("msg", "MIG layout configured", "uuid", uuid, "profiles", strings.Join(profiles, ","))
+	return nil
+}
+
+func destroyComputeInstances(uuid string, gi nvml.GpuInstance) error {
+	for id := 0; id < nvml.COMPUTE_INSTANCE_PROFILE_COUNT; id++ {
+		cp, r := gi.GetComputeInstanceProfileInfo(id, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+		if r != nvml.SUCCESS {
+			continue
+		}
+		cis, r := gi.GetComputeInstances(&cp)
+		if r != nvml.SUCCESS {
+			continue
+		}
+		for _, ci := range cis {
+			if err := controlErr(uuid, "nvmlComputeInstanceDestroy", ci.Destroy()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// fullComputeProfile returns the compute instance profile that spans the
+// whole GPU instance.
+func fullComputeProfile(uuid string, gi nvml.GpuInstance, slices uint32) (nvml.ComputeInstanceProfileInfo, error) {
+	var best nvml.ComputeInstanceProfileInfo
+	found := false
+	for id := 0; id < nvml.COMPUTE_INSTANCE_PROFILE_COUNT; id++ {
+		cp, r := gi.GetComputeInstanceProfileInfo(id, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+		if r != nvml.SUCCESS {
+			continue
+		}
+		if cp.SliceCount == slices {
+			return cp, nil
+		}
+		if !found || cp.SliceCount > best.SliceCount {
+			best, found = cp, true
+		}
+	}
+	if !found {
+		return best, fmt.Errorf("GPU %s: no compute instance profile for a %d-slice GPU instance", uuid, slices)
+	}
+	return best, nil
+}

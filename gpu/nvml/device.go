@@ -1,0 +1,187 @@
+package nvml
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// devReader reads one GPU for one sample. ok() classifies each NVML return:
+// absent readings stay nil (logged once per GPU and call); the first fatal
+// error is kept and the GPU is then reported down.
+type devReader struct {
+	b     *Backend
+	ds    *devState
+	fatal error
+}
+
+// ok reports whether r is SUCCESS. A fatal error is recorded; an absent
+// reading is logged once per GPU and call.
+func (rd *devReader) ok(call string, r nvml.Return) bool {
+	switch classify(r) {
+	case outcomeOK:
+		return true
+	case outcomeAbsent:
+		if r != nvml.ERROR_NOT_FOUND { // NOT_FOUND: no data this time, not worth a log line
+			rd.b.logOnce(rd.ds.uuid+"/"+call, "msg", "reading unavailable on this GPU; left out",
+				"gpu", rd.ds.index, "uuid", rd.ds.uuid, "call", call, "reason", returnName(r))
+		}
+		return false
+	}
+	if rd.fatal == nil {
+		rd.fatal = retErr(call, r)
+	}
+	return false
+}
+
+// skip logs once that a call is skipped because the driver lacks it.
+func (rd *devReader) skip(call string) {
+	rd.b.logOnce(rd.ds.uuid+"/"+call+"/symbol", "msg", "driver lacks this NVML call; reading left out",
+		"gpu", rd.ds.index, "uuid", rd.ds.uuid, "call", call)
+}
+
+// Peak figures of known GPUs, for the fields NVML does not report for a whole
+// GPU. shared/FACTS.md "Hardware (vendor datasheets)": H100 SXM5 80GB 132 SMs
+// 3.35 TB/s, H200 SXM5 141GB 132 SMs 4.8 TB/s.
+var knownGPUs = []struct {
+	match     string // substring of the NVML name
+	sms       int
+	bandwidth float64 // bytes per second
+}{
+	{"H100 80GB HBM3", 132, 3.35e12},
+	{"H200", 132, 4.8e12},
+}
+
+func (rd *devReader) read(d *gpu.Device, now time.Time) {
+	h := rd.ds.handle
+	b := rd.b
+
+	if mem, r := h.GetMemoryInfo(); rd.ok("nvmlDeviceGetMemoryInfo", r) {
+		d.MemoryTotalBytes, d.MemoryUsedBytes = mem.Total, mem.Used
+	}
+	for _, k := range knownGPUs {
+		if strings.Contains(d.Name, k.match) {
+			d.SMCount, d.MemoryBandwidthBytesPS = k.sms, k.bandwidth
+		}
+	}
+	if v, r := h.GetClockInfo(nvml.CLOCK_SM); rd.ok("nvmlDeviceGetClockInfo(SM)", r) {
+		d.SMClockHz = gpu.Float(float64(v) * 1e6)
+	}
+	if v, r := h.GetMaxClockInfo(nvml.CLOCK_SM); rd.ok("nvmlDeviceGetMaxClockInfo(SM)", r) {
+		d.SMClockMaxHz = gpu.Float(float64(v) * 1e6)
+	}
+	if v, r := h.GetClockInfo(nvml.CLOCK_MEM); rd.ok("nvmlDeviceGetClockInfo(MEM)", r) {
+		d.MemClockHz = gpu.Float(float64(v) * 1e6)
+	}
+	if v, r := h.GetPowerUsage(); rd.ok("nvmlDeviceGetPowerUsage", r) {
+		d.PowerWatts = gpu.Float(float64(v) / 1000)
+	}
+	if v, r := h.GetEnforcedPowerLimit(); rd.ok("nvmlDeviceGetEnforcedPowerLimit", r) {
+		d.PowerLimitW = gpu.Float(float64(v) / 1000)
+	}
+	if v, r := h.GetTemperature(nvml.TEMPERATURE_GPU); rd.ok("nvmlDeviceGetTemperature", r) {
+		d.TemperatureC = gpu.Float(float64(v))
+	}
+	var reasonsKnown bool
+	switch {
+	case b.has(symClocksEventReasons):
+		if v, r := h.GetCurrentClocksEventReasons(); rd.ok("nvmlDeviceGetCurrentClocksEventReasons", r) {
+			d.ThrottleReason, reasonsKnown = v, true
+		}
+	case b.has(symThrottleReasons):
+		if v, r := h.GetCurrentClocksThrottleReasons(); rd.ok("nvmlDeviceGetCurrentClocksThrottleReasons", r) {
+			d.ThrottleReason, reasonsKnown = v, true
+		}
+	default:
+		rd.skip(symClocksEventReasons)
+	}
+	// Clocks are locked when this backend locked them, or when the driver
+	// reports the applications-clocks reason.
+	const reasonAppClocks = 0x2 // nvmlClocksEventReasonApplicationsClocksSetting
+	switch {
+	case rd.ds.locked != nil && *rd.ds.locked:
+		d.ClocksLocked = gpu.Bool(true)
+	case reasonsKnown:
+		d.ClocksLocked = gpu.Bool(d.ThrottleReason&reasonAppClocks != 0)
+	case rd.ds.locked != nil:
+		d.ClocksLocked = gpu.Bool(false)
+	}
+	if b.has(symEnergy) {
+		if v, r := h.GetTotalEnergyConsumption(); rd.ok("nvmlDeviceGetTotalEnergyConsumption", r) {
+			d.EnergyJoules = gpu.Float(float64(v) / 1000) // mJ
+		}
+	} else {
+		rd.skip(symEnergy)
+	}
+	if v, r := h.GetPersistenceMode(); rd.ok("nvmlDeviceGetPersistenceMode", r) {
+		d.PersistenceMode = gpu.Bool(v == nvml.FEATURE_ENABLED)
+	}
+	if v, r := h.GetComputeMode(); rd.ok("nvmlDeviceGetComputeMode", r) {
+		d.ComputeMode = computeModeName(v)
+	}
+	if cur, _, r := h.GetEccMode(); rd.ok("nvmlDeviceGetEccMode", r) {
+		d.ECCEnabled = gpu.Bool(cur == nvml.FEATURE_ENABLED)
+		if cur == nvml.FEATURE_ENABLED {
+			if v, r := h.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_CORRECTED, nvml.VOLATILE_ECC); rd.ok("nvmlDeviceGetTotalEccErrors(corrected)", r) {
+				d.ECCCorrectedTotal = gpu.Uint(v)
+			}
+			if v, r := h.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_UNCORRECTED, nvml.VOLATILE_ECC); rd.ok("nvmlDeviceGetTotalEccErrors(uncorrected)", r) {
+				d.ECCUncorrectedTotal = gpu.Uint(v)
+			}
+		}
+	}
+	if u, r := h.GetUtilizationRates(); rd.ok("nvmlDeviceGetUtilizationRates", r) {
+		d.GPUUtil = gpu.Float(float64(u.Gpu) / 100)
+		d.MemUtil = gpu.Float(float64(u.Memory) / 100)
+	}
+	if rd.fatal != nil {
+		return
+	}
+
+	rd.readMIG(d)
+	rd.readGPM(d, now)
+	rd.readProcesses(d)
+	rd.readVGPU(d, now)
+	d.Mode = sharingMode(d)
+}
+
+func computeModeName(m nvml.ComputeMode) string {
+	switch m {
+	case nvml.COMPUTEMODE_DEFAULT:
+		return "Default"
+	case nvml.COMPUTEMODE_EXCLUSIVE_THREAD:
+		return "Exclusive_Thread"
+	case nvml.COMPUTEMODE_PROHIBITED:
+		return "Prohibited"
+	case nvml.COMPUTEMODE_EXCLUSIVE_PROCESS:
+		return "Exclusive_Process"
+	}
+	return fmt.Sprintf("Unknown(%d)", int(m))
+}
+
+// sharingMode names the outermost sharing mechanism seen on the GPU.
+func sharingMode(d *gpu.Device) gpu.SharingMode {
+	switch {
+	case d.MIGEnabled:
+		return gpu.SharingMIG
+	case d.Scheduler != nil || len(d.VGPUs) > 0:
+		return gpu.SharingVGPU
+	}
+	compute := 0
+	for _, p := range d.Processes {
+		switch p.Type {
+		case gpu.ProcessMPS:
+			return gpu.SharingMPS
+		case gpu.ProcessCompute:
+			compute++
+		}
+	}
+	if compute > 1 {
+		return gpu.SharingTimeSlice
+	}
+	return gpu.SharingExclusive
+}

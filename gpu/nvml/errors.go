@@ -1,0 +1,195 @@
+package nvml
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/go-kit/log/level"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// Error is a failed NVML call. nvml.Return implements error and its SUCCESS
+// value is not nil, so every Return is converted through retErr before it is
+// treated as an error.
+type Error struct {
+	Call   string      // NVML call, e.g. "nvmlDeviceGetPowerUsage"
+	Return nvml.Return // what it returned
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("%s: %s", e.Call, returnName(e.Return))
+}
+
+// Is lets errors.Is(err, gpu.ErrNotSupported) and errors.Is(err, gpu.ErrBusy)
+// work on NVML errors.
+func (e *Error) Is(target error) bool {
+	switch target {
+	case gpu.ErrNotSupported:
+		return e.Return == nvml.ERROR_NOT_SUPPORTED || e.Return == nvml.ERROR_FUNCTION_NOT_FOUND
+	case gpu.ErrBusy:
+		return e.Return == nvml.ERROR_IN_USE
+	}
+	return false
+}
+
+// retErr converts an NVML return code into a Go error: nil for SUCCESS.
+func retErr(call string, r nvml.Return) error {
+	if r == nvml.SUCCESS {
+		return nil
+	}
+	return &Error{Call: call, Return: r}
+}
+
+// returnName names a return code without calling into the library (which
+// may not be loaded when Init failed).
+func returnName(r nvml.Return) string {
+	switch r {
+	case nvml.SUCCESS:
+		return "SUCCESS"
+	case nvml.ERROR_UNINITIALIZED:
+		return "ERROR_UNINITIALIZED (NVML not initialized)"
+	case nvml.ERROR_INVALID_ARGUMENT:
+		return "ERROR_INVALID_ARGUMENT"
+	case nvml.ERROR_NOT_SUPPORTED:
+		return "ERROR_NOT_SUPPORTED"
+	case nvml.ERROR_NO_PERMISSION:
+		return "ERROR_NO_PERMISSION (needs root or the matching capability)"
+	case nvml.ERROR_NOT_FOUND:
+		return "ERROR_NOT_FOUND"
+	case nvml.ERROR_INSUFFICIENT_SIZE:
+		return "ERROR_INSUFFICIENT_SIZE"
+	case nvml.ERROR_DRIVER_NOT_LOADED:
+		return "ERROR_DRIVER_NOT_LOADED"
+	case nvml.ERROR_TIMEOUT:
+		return "ERROR_TIMEOUT"
+	case nvml.ERROR_LIBRARY_NOT_FOUND:
+		return "ERROR_LIBRARY_NOT_FOUND"
+	case nvml.ERROR_FUNCTION_NOT_FOUND:
+		return "ERROR_FUNCTION_NOT_FOUND (driver too old for this call)"
+	case nvml.ERROR_GPU_IS_LOST:
+		return "ERROR_GPU_IS_LOST"
+	case nvml.ERROR_RESET_REQUIRED:
+		return "ERROR_RESET_REQUIRED"
+	case nvml.ERROR_IN_USE:
+		return "ERROR_IN_USE"
+	case nvml.ERROR_LIB_RM_VERSION_MISMATCH:
+		return "ERROR_LIB_RM_VERSION_MISMATCH (libnvidia-ml and kernel module versions differ)"
+	case nvml.ERROR_UNKNOWN:
+		return "ERROR_UNKNOWN"
+	}
+	return fmt.Sprintf("NVML error %d", int32(r))
+}
+
+// outcome classifies a return code for the sampling path.
+type outcome int
+
+const (
+	outcomeOK     outcome = iota
+	outcomeAbsent         // the reading is unavailable: leave the field nil
+	outcomeFatal          // the GPU is not answering: mark it down
+)
+
+func classify(r nvml.Return) outcome {
+	switch r {
+	case nvml.SUCCESS:
+		return outcomeOK
+	case nvml.ERROR_NOT_SUPPORTED, nvml.ERROR_FUNCTION_NOT_FOUND, nvml.ERROR_NO_PERMISSION,
+		nvml.ERROR_NOT_FOUND, nvml.ERROR_INSUFFICIENT_SIZE, nvml.ERROR_INVALID_ARGUMENT,
+		nvml.ERROR_ARGUMENT_VERSION_MISMATCH:
+		// INVALID_ARGUMENT and VERSION_MISMATCH come from calls a GPU or
+		// driver does not implement in the form asked; NOT_FOUND from
+		// calls with no data yet (no utilization sample). None of them
+		// means the GPU stopped answering.
+		return outcomeAbsent
+	}
+	return outcomeFatal
+}
+
+// Back-off for a GPU that stopped answering: it is skipped for base,
+// 2*base, 4*base ... up to max between attempts.
+const (
+	backoffBase = 5 * time.Second
+	backoffMax  = 5 * time.Minute
+)
+
+func backoff(failures int) time.Duration {
+	d := backoffBase
+	for i := 1; i < failures && d < backoffMax; i++ {
+		d *= 2
+	}
+	if d > backoffMax {
+		d = backoffMax
+	}
+	return d
+}
+
+// logOnce logs msg at most once per key (GPU and call), for readings that
+// are permanently absent on a GPU.
+func (b *Backend) logOnce(key string, keyvals ...any) {
+	b.onceMu.Lock()
+	_, seen := b.logged[key]
+	if !seen {
+		b.logged[key] = struct{}{}
+	}
+	b.onceMu.Unlock()
+	if !seen {
+		_ = level.Info(b.logger).Log(keyvals...)
+	}
+}
+
+// initError turns a failed Init into an error that says what to check.
+func initError(r nvml.Return) error {
+	var hint string
+	switch r {
+	case nvml.ERROR_LIBRARY_NOT_FOUND:
+		hint = "libnvidia-ml.so.1 was not found: is the NVIDIA driver installed on this host, " +
+			"and in a container, was it started with the NVIDIA container runtime (docker --gpus all, " +
+			"runtimeClassName nvidia) so that the driver libraries are mounted?"
+	case nvml.ERROR_DRIVER_NOT_LOADED:
+		hint = "the NVIDIA kernel module is not loaded: check `lsmod | grep nvidia`, `dmesg | grep -i nvrm` " +
+			"and that nvidia-smi works on the host"
+	case nvml.ERROR_NO_PERMISSION:
+		hint = "no permission to open /dev/nvidia*: run as a user that may access the GPU devices, " +
+			"or in a container set NVIDIA_VISIBLE_DEVICES (or --gpus) so the device nodes are present"
+	case nvml.ERROR_LIB_RM_VERSION_MISMATCH:
+		hint = "the user-space driver library and the kernel module have different versions: " +
+			"reboot or reload the nvidia module after a driver upgrade"
+	default:
+		hint = "check that nvidia-smi works on this host, that /dev/nvidia* exist (NVIDIA_VISIBLE_DEVICES " +
+			"in containers) and that the driver is healthy (dmesg)"
+	}
+	return fmt.Errorf("NVML initialization failed (%s): %s; to run without a GPU use --backend=sim",
+		returnName(r), hint)
+}
+
+// errNotSupportedf returns an error wrapping gpu.ErrNotSupported.
+func errNotSupportedf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", gpu.ErrNotSupported, fmt.Sprintf(format, args...))
+}
+
+// errBusyf returns an error wrapping gpu.ErrBusy.
+func errBusyf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", gpu.ErrBusy, fmt.Sprintf(format, args...))
+}
+
+// controlErr converts the result of a setting call: NOT_SUPPORTED wraps
+// gpu.ErrNotSupported, IN_USE gpu.ErrBusy, NO_PERMISSION says what is needed.
+func controlErr(uuid, call string, r nvml.Return) error {
+	switch r {
+	case nvml.SUCCESS:
+		return nil
+	case nvml.ERROR_NOT_SUPPORTED, nvml.ERROR_FUNCTION_NOT_FOUND:
+		return fmt.Errorf("GPU %s: %w: %w", uuid, gpu.ErrNotSupported, retErr(call, r))
+	case nvml.ERROR_IN_USE:
+		return fmt.Errorf("GPU %s: %w: %w", uuid, gpu.ErrBusy, retErr(call, r))
+	case nvml.ERROR_NO_PERMISSION:
+		return fmt.Errorf("GPU %s: %w (run the exporter as root or with CAP_SYS_ADMIN to change settings)",
+			uuid, retErr(call, r))
+	}
+	return fmt.Errorf("GPU %s: %w", uuid, retErr(call, r))
+}
+
+var errClosed = errors.New("nvml backend is closed")

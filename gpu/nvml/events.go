@@ -1,0 +1,175 @@
+package nvml
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/go-kit/log/level"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+const (
+	// eventWaitMs is how long one nvmlEventSetWait blocks; it bounds how
+	// long Close waits for the event goroutine.
+	eventWaitMs = 500
+	// maxPendingEvents caps the events kept per GPU between two samples.
+	maxPendingEvents = 1000
+	// eventRetry is the pause after a failed wait before the next one.
+	eventRetry = 5 * time.Second
+)
+
+// eventWatcher waits for XID events in its own goroutine and keeps them per
+// GPU until the next sample takes them.
+type eventWatcher struct {
+	set     nvml.EventSet
+	handles []nvml.Device
+	uuids   []string
+	quit    chan struct{}
+	done    chan struct{}
+
+	mu      sync.Mutex
+	pending map[string][]gpu.Event
+	dropped map[string]int
+}
+
+// startEvents registers every GPU for XID events and starts the watcher.
+// Without the event calls, or with no GPU able to report events, no
+// goroutine is started.
+func (b *Backend) startEvents() {
+	if !b.has(symEventSetCreate, symRegisterEvents) || !(b.has(symEventSetWait) || b.has(symEventSetWaitV1)) {
+		level.Info(b.logger).Log("msg", "driver lacks the NVML event calls; XID events are not reported")
+		return
+	}
+	set, r := b.lib.EventSetCreate()
+	if r != nvml.SUCCESS || set == nil {
+		level.Warn(b.logger).Log("msg", "cannot create an NVML event set; XID events are not reported", "err", returnName(r))
+		return
+	}
+	w := &eventWatcher{set: set, quit: make(chan struct{}), done: make(chan struct{}),
+		pending: map[string][]gpu.Event{}, dropped: map[string]int{}}
+	for _, ds := range b.devs {
+		if ds.handle == nil {
+			continue
+		}
+		if r := ds.handle.RegisterEvents(nvml.EventTypeXidCriticalError, set); r != nvml.SUCCESS {
+			b.logOnce(ds.uuid+"/events", "msg", "GPU cannot report XID events; left out",
+				"gpu", ds.index, "uuid", ds.uuid, "reason", returnName(r))
+			continue
+		}
+		w.handles = append(w.handles, ds.handle)
+		w.uuids = append(w.uuids, ds.uuid)
+	}
+	if len(w.handles) == 0 {
+		_ = set.Free()
+		return
+	}
+	b.events = w
+	go w.run(b)
+}
+
+func (w *eventWatcher) run(b *Backend) {
+	defer close(w.done)
+	for {
+		select {
+		case <-w.quit:
+			return
+		default:
+		}
+		data, r := w.wait()
+		switch r {
+		case nvml.SUCCESS:
+			w.deliver(b, data)
+		case nvml.ERROR_TIMEOUT:
+		default:
+			b.logOnce("events/"+returnName(r), "msg", "waiting for NVML events failed; retrying",
+				"err", returnName(r))
+			select {
+			case <-w.quit:
+				return
+			case <-b.clock.After(eventRetry):
+			}
+		}
+	}
+}
+
+// wait calls nvmlEventSetWait, turning a panic of a broken wrapper into an
+// error so that the goroutine keeps the process alive.
+func (w *eventWatcher) wait() (data nvml.EventData, r nvml.Return) {
+	defer func() {
+		if p := recover(); p != nil {
+			r = nvml.ERROR_UNKNOWN
+		}
+	}()
+	return w.set.Wait(eventWaitMs)
+}
+
+func (w *eventWatcher) deliver(b *Backend, data nvml.EventData) {
+	uuid := ""
+	for i, h := range w.handles {
+		if sameHandle(h, data.Device) {
+			uuid = w.uuids[i]
+			break
+		}
+	}
+	if uuid == "" && data.Device != nil {
+		if u, r := data.Device.GetUUID(); r == nvml.SUCCESS {
+			uuid = u
+		}
+	}
+	if uuid == "" {
+		return
+	}
+	ev := gpu.Event{Time: b.clock.Now(), Kind: gpu.EventXID}
+	if data.EventType&nvml.EventTypeXidCriticalError != 0 {
+		ev.Code = data.EventData
+		ev.Message = fmt.Sprintf("XID %d", data.EventData)
+		if data.GpuInstanceId != noInstance {
+			ev.Message += fmt.Sprintf(" (GPU instance %d)", data.GpuInstanceId)
+		}
+	} else {
+		ev.Message = fmt.Sprintf("NVML event type 0x%x", data.EventType)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.pending[uuid]) >= maxPendingEvents {
+		w.dropped[uuid]++
+		return
+	}
+	w.pending[uuid] = append(w.pending[uuid], ev)
+}
+
+func sameHandle(a, b nvml.Device) (same bool) {
+	defer func() {
+		if recover() != nil { // handles of an uncomparable type
+			same = false
+		}
+	}()
+	return a == b
+}
+
+// takeEvents returns and clears the events of a GPU since the last call.
+func (b *Backend) takeEvents(ds *devState) []gpu.Event {
+	w := b.events
+	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	evs := w.pending[ds.uuid]
+	delete(w.pending, ds.uuid)
+	if n := w.dropped[ds.uuid]; n > 0 {
+		level.Warn(b.logger).Log("msg", "too many NVML events between two samples; some dropped", "uuid", ds.uuid, "dropped", n)
+		delete(w.dropped, ds.uuid)
+	}
+	return evs
+}
+
+// stop ends the goroutine and frees the event set.
+func (w *eventWatcher) stop() {
+	close(w.quit)
+	<-w.done
+	_ = w.set.Free()
+}

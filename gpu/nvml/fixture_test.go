@@ -1,0 +1,432 @@
+package nvml
+
+import (
+	"bytes"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+	"github.com/go-kit/log"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// fixture is a go-nvml mock server (dgxh100/dgxh200) with every call the
+// backend makes wired to plausible values. Tests change a device's
+// behaviour by overriding its ...Func fields or through fail().
+type fixture struct {
+	t     *testing.T
+	srv   *server.Server
+	devs  []*server.Device
+	clock *gpu.ManualClock
+	logs  *syncBuffer
+
+	mu       sync.Mutex
+	failures map[string]nvml.Return // "gpu/call" -> injected return
+	missing  map[string]bool        // symbols the driver lacks
+	procs    map[int][]nvml.ProcessInfo
+	mps      map[int][]nvml.ProcessInfo
+	samples  map[*mock.GpmSample]gpmTag
+	gpmSeq   int
+	events   chan nvml.EventData
+	freed    int
+	alloced  int
+}
+
+type gpmTag struct {
+	dev, gi, seq int
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// count returns how many log lines contain every one of subs.
+func (s *syncBuffer) count(subs ...string) int {
+	n := 0
+	for _, line := range strings.Split(s.String(), "\n") {
+		all := line != ""
+		for _, sub := range subs {
+			if !strings.Contains(line, sub) {
+				all = false
+			}
+		}
+		if all {
+			n++
+		}
+	}
+	return n
+}
+
+var t0 = time.Date(2026, 10, 1, 12, 0, 0, 0, time.UTC)
+
+func newFixture(t *testing.T, srv *server.Server) *fixture {
+	t.Helper()
+	f := &fixture{
+		t: t, srv: srv, clock: gpu.NewManualClock(t0), logs: &syncBuffer{},
+		failures: map[string]nvml.Return{}, missing: map[string]bool{},
+		procs: map[int][]nvml.ProcessInfo{}, mps: map[int][]nvml.ProcessInfo{},
+		samples: map[*mock.GpmSample]gpmTag{}, events: make(chan nvml.EventData, 16),
+	}
+	for _, d := range srv.Devices {
+		f.devs = append(f.devs, d.(*server.Device))
+	}
+	srv.LookupSymbolFunc = func(s string) error {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.missing[s] {
+			return fmt.Errorf("undefined symbol: %s", s)
+		}
+		return nil
+	}
+	srv.SystemGetProcessNameFunc = func(pid int) (string, nvml.Return) {
+		return fmt.Sprintf("proc%d", pid), nvml.SUCCESS
+	}
+	srv.GpmSampleAllocFunc = func() (nvml.GpmSample, nvml.Return) {
+		s := &mock.GpmSample{}
+		s.FreeFunc = func() nvml.Return {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.freed++
+			delete(f.samples, s)
+			return nvml.SUCCESS
+		}
+		f.mu.Lock()
+		f.alloced++
+		f.mu.Unlock()
+		return s, nvml.SUCCESS
+	}
+	srv.GpmMetricsGetFunc = func(m *nvml.GpmMetricsGetType) nvml.Return {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		s1, ok1 := f.samples[m.Sample1.(*mock.GpmSample)]
+		s2, ok2 := f.samples[m.Sample2.(*mock.GpmSample)]
+		if !ok1 || !ok2 || s1.dev != s2.dev || s1.gi != s2.gi {
+			return nvml.ERROR_INVALID_ARGUMENT
+		}
+		for i := 0; i < int(m.NumMetrics); i++ {
+			id := nvml.GpmMetricId(m.Metrics[i].MetricId)
+			m.Metrics[i].NvmlReturn = uint32(nvml.SUCCESS)
+			m.Metrics[i].Value = gpmValue(s2.dev, s2.gi, id)
+		}
+		return nvml.SUCCESS
+	}
+	srv.EventSetCreateFunc = func() (nvml.EventSet, nvml.Return) {
+		return &mock.EventSet{
+			WaitFunc: func(ms uint32) (nvml.EventData, nvml.Return) {
+				select {
+				case e := <-f.events:
+					return e, nvml.SUCCESS
+				case <-time.After(5 * time.Millisecond):
+					return nvml.EventData{}, nvml.ERROR_TIMEOUT
+				}
+			},
+			FreeFunc: func() nvml.Return { return nvml.SUCCESS },
+		}, nvml.SUCCESS
+	}
+	for i, d := range f.devs {
+		f.wireDevice(i, d)
+	}
+	return f
+}
+
+// gpmValue is the fake GPM figure of a metric: distinct per GPU and GPU
+// instance so that tests can tell them apart.
+func gpmValue(dev, gi int, id nvml.GpmMetricId) float64 {
+	switch {
+	case id == nvml.GPM_METRIC_SM_UTIL:
+		return float64(10 + dev + gi)
+	case id == nvml.GPM_METRIC_SM_OCCUPANCY:
+		return 20
+	case id == nvml.GPM_METRIC_DRAM_BW_UTIL:
+		return 30
+	case id == nvml.GPM_METRIC_ANY_TENSOR_UTIL:
+		return 40
+	case id >= nvml.GPM_METRIC_GR0_CTXSW_CYCLES_ELAPSED && id <= nvml.GPM_METRIC_GR7_CTXSW_ACTIVE_PCT:
+		switch (id - nvml.GPM_METRIC_GR0_CTXSW_CYCLES_ELAPSED) % 5 {
+		case 1: // cycles active
+			return 1000
+		case 2: // requests
+			return 3
+		}
+	}
+	return 0
+}
+
+// fail makes call on GPU dev return r until cleared with fail(dev, call, SUCCESS).
+func (f *fixture) fail(dev int, call string, r nvml.Return) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	key := fmt.Sprintf("%d/%s", dev, call)
+	if r == nvml.SUCCESS {
+		delete(f.failures, key)
+		return
+	}
+	f.failures[key] = r
+}
+
+func (f *fixture) inject(dev int, call string) nvml.Return {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if r, ok := f.failures[fmt.Sprintf("%d/%s", dev, call)]; ok {
+		return r
+	}
+	if r, ok := f.failures[fmt.Sprintf("*/%s", call)]; ok {
+		return r
+	}
+	return nvml.SUCCESS
+}
+
+func (f *fixture) setMissing(syms ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, s := range syms {
+		f.missing[s] = true
+	}
+}
+
+func (f *fixture) setProcs(dev int, compute, mps []nvml.ProcessInfo) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.procs[dev] = compute
+	f.mps[dev] = mps
+}
+
+func (f *fixture) wireDevice(i int, d *server.Device) {
+	d.GetPciInfoFunc = func() (nvml.PciInfo, nvml.Return) {
+		var p nvml.PciInfo
+		for k, c := range d.PciBusID {
+			p.BusId[k] = int8(c)
+		}
+		return p, nvml.SUCCESS
+	}
+	d.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) {
+		if r := f.inject(i, "GetMemoryInfo"); r != nvml.SUCCESS {
+			return nvml.Memory{}, r
+		}
+		total := d.Config.MemoryMB << 20
+		return nvml.Memory{Total: total, Used: uint64(i+1) << 30, Free: total - uint64(i+1)<<30}, nvml.SUCCESS
+	}
+	d.GetClockInfoFunc = func(c nvml.ClockType) (uint32, nvml.Return) {
+		if r := f.inject(i, "GetClockInfo"); r != nvml.SUCCESS {
+			return 0, r
+		}
+		if c == nvml.CLOCK_MEM {
+			return 2619, nvml.SUCCESS
+		}
+		return 1980, nvml.SUCCESS
+	}
+	d.GetMaxClockInfoFunc = func(c nvml.ClockType) (uint32, nvml.Return) {
+		return 1980, f.inject(i, "GetMaxClockInfo")
+	}
+	d.GetPowerUsageFunc = func() (uint32, nvml.Return) {
+		return 350000 + uint32(i)*1000, f.inject(i, "GetPowerUsage")
+	}
+	d.GetEnforcedPowerLimitFunc = func() (uint32, nvml.Return) {
+		return 700000, f.inject(i, "GetEnforcedPowerLimit")
+	}
+	d.GetTemperatureFunc = func(nvml.TemperatureSensors) (uint32, nvml.Return) {
+		return 40 + uint32(i), f.inject(i, "GetTemperature")
+	}
+	d.GetCurrentClocksEventReasonsFunc = func() (uint64, nvml.Return) {
+		return 0x4, f.inject(i, "GetCurrentClocksEventReasons") // SW power cap
+	}
+	d.GetCurrentClocksThrottleReasonsFunc = func() (uint64, nvml.Return) {
+		return 0x4, f.inject(i, "GetCurrentClocksThrottleReasons")
+	}
+	d.GetTotalEnergyConsumptionFunc = func() (uint64, nvml.Return) {
+		return 123456789, f.inject(i, "GetTotalEnergyConsumption")
+	}
+	d.GetPersistenceModeFunc = func() (nvml.EnableState, nvml.Return) {
+		return nvml.FEATURE_ENABLED, f.inject(i, "GetPersistenceMode")
+	}
+	d.GetComputeModeFunc = func() (nvml.ComputeMode, nvml.Return) {
+		return nvml.COMPUTEMODE_DEFAULT, f.inject(i, "GetComputeMode")
+	}
+	d.GetEccModeFunc = func() (nvml.EnableState, nvml.EnableState, nvml.Return) {
+		return nvml.FEATURE_ENABLED, nvml.FEATURE_ENABLED, f.inject(i, "GetEccMode")
+	}
+	d.GetTotalEccErrorsFunc = func(t nvml.MemoryErrorType, _ nvml.EccCounterType) (uint64, nvml.Return) {
+		if t == nvml.MEMORY_ERROR_TYPE_CORRECTED {
+			return 5, f.inject(i, "GetTotalEccErrors")
+		}
+		return 0, f.inject(i, "GetTotalEccErrors")
+	}
+	d.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) {
+		return nvml.Utilization{Gpu: 75, Memory: 40}, f.inject(i, "GetUtilizationRates")
+	}
+	d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
+		if r := f.inject(i, "GetComputeRunningProcesses"); r != nvml.SUCCESS {
+			return nil, r
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return append([]nvml.ProcessInfo(nil), f.procs[i]...), nvml.SUCCESS
+	}
+	d.GetMPSComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
+		if r := f.inject(i, "GetMPSComputeRunningProcesses"); r != nvml.SUCCESS {
+			return nil, r
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return append([]nvml.ProcessInfo(nil), f.mps[i]...), nvml.SUCCESS
+	}
+	d.GetProcessUtilizationFunc = func(lastSeen uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
+		if r := f.inject(i, "GetProcessUtilization"); r != nvml.SUCCESS {
+			return nil, r
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		ts := uint64(f.clock.Now().UnixMicro())
+		var out []nvml.ProcessUtilizationSample
+		for _, p := range append(append([]nvml.ProcessInfo(nil), f.procs[i]...), f.mps[i]...) {
+			// two samples per process in the interval: 50% and 70% SM
+			out = append(out,
+				nvml.ProcessUtilizationSample{Pid: p.Pid, TimeStamp: ts - 500, SmUtil: 50, MemUtil: 20},
+				nvml.ProcessUtilizationSample{Pid: p.Pid, TimeStamp: ts, SmUtil: 70, MemUtil: 30},
+				// an old sample the lastSeen filter would drop in a real driver
+			)
+		}
+		if len(out) == 0 {
+			return nil, nvml.ERROR_NOT_FOUND
+		}
+		_ = lastSeen
+		return out, nvml.SUCCESS
+	}
+	d.GpmQueryDeviceSupportFunc = func() (nvml.GpmSupport, nvml.Return) {
+		return nvml.GpmSupport{IsSupportedDevice: 1}, f.inject(i, "GpmQueryDeviceSupport")
+	}
+	d.GpmSampleGetFunc = func(s nvml.GpmSample) nvml.Return {
+		if r := f.inject(i, "GpmSampleGet"); r != nvml.SUCCESS {
+			return r
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.gpmSeq++
+		f.samples[s.(*mock.GpmSample)] = gpmTag{dev: i, gi: -1, seq: f.gpmSeq}
+		return nvml.SUCCESS
+	}
+	d.GpmMigSampleGetFunc = func(gi int, s nvml.GpmSample) nvml.Return {
+		if r := f.inject(i, "GpmMigSampleGet"); r != nvml.SUCCESS {
+			return r
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.gpmSeq++
+		f.samples[s.(*mock.GpmSample)] = gpmTag{dev: i, gi: gi, seq: f.gpmSeq}
+		return nvml.SUCCESS
+	}
+	d.GetVirtualizationModeFunc = func() (nvml.GpuVirtualizationMode, nvml.Return) {
+		return nvml.GPU_VIRTUALIZATION_MODE_NONE, f.inject(i, "GetVirtualizationMode")
+	}
+	d.RegisterEventsFunc = func(uint64, nvml.EventSet) nvml.Return {
+		return f.inject(i, "RegisterEvents")
+	}
+	d.GetMaxMigDeviceCountFunc = func() (int, nvml.Return) { return 7, f.inject(i, "GetMaxMigDeviceCount") }
+	d.GetMigDeviceHandleByIndexFunc = func(idx int) (nvml.Device, nvml.Return) {
+		gis := sortedGIs(d)
+		if idx >= len(gis) {
+			return nil, nvml.ERROR_NOT_FOUND
+		}
+		return f.migDevice(i, d, gis[idx]), nvml.SUCCESS
+	}
+	d.GetGpuInstanceByIdFunc = func(id int) (nvml.GpuInstance, nvml.Return) {
+		for _, gi := range sortedGIs(d) {
+			if int(gi.Info.Id) == id {
+				return gi, nvml.SUCCESS
+			}
+		}
+		return nil, nvml.ERROR_NOT_FOUND
+	}
+	// control
+	d.GetPowerManagementLimitConstraintsFunc = func() (uint32, uint32, nvml.Return) {
+		return 200000, 700000, nvml.SUCCESS
+	}
+	d.GetPowerManagementDefaultLimitFunc = func() (uint32, nvml.Return) { return 700000, nvml.SUCCESS }
+	d.SetPowerManagementLimitFunc = func(uint32) nvml.Return { return f.inject(i, "SetPowerManagementLimit") }
+	d.SetGpuLockedClocksFunc = func(uint32, uint32) nvml.Return { return f.inject(i, "SetGpuLockedClocks") }
+	d.ResetGpuLockedClocksFunc = func() nvml.Return { return f.inject(i, "ResetGpuLockedClocks") }
+	d.SetMemoryLockedClocksFunc = func(uint32, uint32) nvml.Return { return f.inject(i, "SetMemoryLockedClocks") }
+	d.ResetMemoryLockedClocksFunc = func() nvml.Return { return f.inject(i, "ResetMemoryLockedClocks") }
+}
+
+func sortedGIs(d *server.Device) []*server.GpuInstance {
+	d.RLock()
+	defer d.RUnlock()
+	var gis []*server.GpuInstance
+	for gi := range d.GpuInstances {
+		gis = append(gis, gi)
+	}
+	sort.Slice(gis, func(a, b int) bool { return gis[a].Info.Id < gis[b].Info.Id })
+	return gis
+}
+
+// migDevice returns a MIG device handle for a GPU instance of the mock.
+func (f *fixture) migDevice(parent int, d *server.Device, gi *server.GpuInstance) nvml.Device {
+	prof := d.Config.MIGProfiles.GpuInstanceProfiles[int(gi.Info.ProfileId)]
+	m := &mock.Device{}
+	m.GetUUIDFunc = func() (string, nvml.Return) {
+		return fmt.Sprintf("MIG-%d-%d", parent, gi.Info.Id), nvml.SUCCESS
+	}
+	m.GetGpuInstanceIdFunc = func() (int, nvml.Return) { return int(gi.Info.Id), nvml.SUCCESS }
+	m.GetComputeInstanceIdFunc = func() (int, nvml.Return) { return 0, nvml.SUCCESS }
+	m.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) {
+		return nvml.Memory{Total: prof.MemorySizeMB << 20, Used: 1 << 30}, f.inject(parent, "MIG.GetMemoryInfo")
+	}
+	m.GetAttributesFunc = func() (nvml.DeviceAttributes, nvml.Return) {
+		return nvml.DeviceAttributes{MultiprocessorCount: prof.MultiprocessorCount,
+			GpuInstanceSliceCount: prof.SliceCount, MemorySizeMB: prof.MemorySizeMB}, nvml.SUCCESS
+	}
+	return m
+}
+
+// enableMIG puts a mock GPU into MIG mode with one GPU instance (and a full
+// compute instance) per profile ID.
+func (f *fixture) enableMIG(dev int, profileIDs ...int) {
+	f.t.Helper()
+	d := f.devs[dev]
+	d.SetMigMode(nvml.DEVICE_MIG_ENABLE)
+	for _, id := range profileIDs {
+		info := d.Config.MIGProfiles.GpuInstanceProfiles[id]
+		gi, r := d.CreateGpuInstance(&info)
+		if r != nvml.SUCCESS {
+			f.t.Fatalf("create GI: %v", r)
+		}
+		cp, err := fullComputeProfile("test", gi, info.SliceCount)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		if _, r := gi.CreateComputeInstance(&cp); r != nvml.SUCCESS {
+			f.t.Fatalf("create CI: %v", r)
+		}
+	}
+}
+
+func (f *fixture) backend() *Backend {
+	f.t.Helper()
+	b, err := New(Options{Lib: f.srv, Clock: f.clock, Logger: log.NewLogfmtLogger(f.logs)})
+	if err != nil {
+		f.t.Fatalf("New: %v", err)
+	}
+	f.t.Cleanup(func() { _ = b.Close() })
+	return b
+}

@@ -1,0 +1,198 @@
+package nvml
+
+import (
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// gpmMinInterval is the shortest time between two GPM samples NVML accepts
+// for a metric computation (shared/FACTS.md "GPM (Hopper+): two samples > 100
+// ms apart").
+const gpmMinInterval = 100 * time.Millisecond
+
+// GPM metric IDs read for the whole GPU and for each MIG GPU instance.
+var activityMetrics = []nvml.GpmMetricId{
+	nvml.GPM_METRIC_SM_UTIL,
+	nvml.GPM_METRIC_SM_OCCUPANCY,
+	nvml.GPM_METRIC_DRAM_BW_UTIL,
+	nvml.GPM_METRIC_ANY_TENSOR_UTIL,
+}
+
+// Context-switch metrics of the graphics engines GR0..GR7: requests and
+// cycles spent switching over the interval between two samples.
+var (
+	ctxswRequests     []nvml.GpmMetricId
+	ctxswCyclesActive []nvml.GpmMetricId
+)
+
+func init() {
+	for gr := 0; gr < 8; gr++ {
+		step := nvml.GpmMetricId(5 * gr)
+		ctxswRequests = append(ctxswRequests, nvml.GPM_METRIC_GR0_CTXSW_REQUESTS+step)
+		ctxswCyclesActive = append(ctxswCyclesActive, nvml.GPM_METRIC_GR0_CTXSW_CYCLES_ACTIVE+step)
+	}
+}
+
+// gpmUsable says whether GPM can be used on this GPU (Hopper or later, and a
+// driver with the GPM calls).
+func (rd *devReader) gpmUsable() bool {
+	if !rd.b.has(symGpmSupport, symGpmAlloc, symGpmFree, symGpmSampleGet, symGpmMetricsGet) {
+		rd.skip(symGpmSampleGet)
+		return false
+	}
+	if rd.ds.gpmSupported == nil {
+		s, r := rd.ds.handle.GpmQueryDeviceSupport()
+		if !rd.ok("nvmlGpmQueryDeviceSupport", r) {
+			if rd.fatal == nil {
+				rd.ds.gpmSupported = gpu.Bool(false)
+			}
+			return false
+		}
+		rd.ds.gpmSupported = gpu.Bool(s.IsSupportedDevice != 0)
+		if s.IsSupportedDevice == 0 {
+			rd.b.logOnce(rd.ds.uuid+"/gpm", "msg", "GPU has no GPM (needs Hopper or later); profiling ratios left out",
+				"gpu", rd.ds.index, "uuid", rd.ds.uuid)
+		}
+	}
+	return *rd.ds.gpmSupported
+}
+
+// readGPM takes a GPM sample of the whole GPU and of each MIG instance and,
+// once a previous sample is more than 100 ms old, computes the activity
+// ratios and accumulates the context-switch counters.
+func (rd *devReader) readGPM(d *gpu.Device, now time.Time) {
+	ds := rd.ds
+	defer func() {
+		if ds.ctxKnown {
+			d.ContextSwitchesTotal = gpu.Uint(uint64(ds.ctxSwitches))
+			d.ContextSwitchCyclesTotal = gpu.Uint(uint64(ds.ctxCycles))
+		}
+	}()
+	if !rd.gpmUsable() {
+		return
+	}
+	ids := append(append(append([]nvml.GpmMetricId{}, activityMetrics...), ctxswRequests...), ctxswCyclesActive...)
+	vals, ok := rd.gpmStep(&ds.gpmPrev, &ds.gpmPrevAt, now, ids, func(s nvml.GpmSample) nvml.Return {
+		return ds.handle.GpmSampleGet(s)
+	}, "nvmlGpmSampleGet")
+	if ok {
+		d.Activity = activity(vals)
+		var req, cyc float64
+		var any bool
+		for i := range ctxswRequests {
+			if v, ok := vals[ctxswRequests[i]]; ok {
+				req += v
+				any = true
+			}
+			if v, ok := vals[ctxswCyclesActive[i]]; ok {
+				cyc += v
+			}
+		}
+		if any {
+			ds.ctxSwitches += req
+			ds.ctxCycles += cyc
+			ds.ctxKnown = true
+		}
+	}
+	if rd.fatal != nil || !d.MIGEnabled {
+		return
+	}
+	if !rd.b.has(symGpmMigSampleGet) {
+		rd.skip(symGpmMigSampleGet)
+		return
+	}
+	seen := map[int]bool{}
+	for i := range d.MIG {
+		gi := d.MIG[i].GPUInstanceID
+		if gi < 0 || seen[gi] {
+			continue
+		}
+		seen[gi] = true
+		p := ds.migGPMPrev[gi]
+		vals, ok := rd.gpmStep(&p.sample, &p.at, now, activityMetrics, func(s nvml.GpmSample) nvml.Return {
+			return ds.handle.GpmMigSampleGet(gi, s)
+		}, "nvmlGpmMigSampleGet")
+		ds.migGPMPrev[gi] = p
+		if ok {
+			d.MIG[i].Activity = activity(vals)
+		}
+		if rd.fatal != nil {
+			return
+		}
+	}
+	for gi, p := range ds.migGPMPrev {
+		if !seen[gi] {
+			if p.sample != nil {
+				_ = p.sample.Free()
+			}
+			delete(ds.migGPMPrev, gi)
+		}
+	}
+}
+
+// gpmStep takes a new sample with get; when *prev is older than 100 ms it
+// computes ids between the two samples and the new one becomes *prev.
+func (rd *devReader) gpmStep(prev *nvml.GpmSample, prevAt *time.Time, now time.Time, ids []nvml.GpmMetricId,
+	get func(nvml.GpmSample) nvml.Return, call string) (map[nvml.GpmMetricId]float64, bool) {
+	if *prev != nil && now.Sub(*prevAt) <= gpmMinInterval {
+		return nil, false // too soon: keep the older sample for a longer interval
+	}
+	cur, r := rd.b.lib.GpmSampleAlloc()
+	if !rd.ok("nvmlGpmSampleAlloc", r) || cur == nil {
+		return nil, false
+	}
+	if r := get(cur); !rd.ok(call, r) {
+		_ = cur.Free()
+		return nil, false
+	}
+	old := *prev
+	*prev, *prevAt = cur, now
+	if old == nil {
+		return nil, false
+	}
+	defer old.Free()
+	m := &nvml.GpmMetricsGetType{NumMetrics: uint32(len(ids)), Sample1: old, Sample2: cur}
+	for i, id := range ids {
+		m.Metrics[i].MetricId = uint32(id)
+	}
+	if r := rd.b.lib.GpmMetricsGet(m); !rd.ok("nvmlGpmMetricsGet", r) {
+		return nil, false
+	}
+	vals := make(map[nvml.GpmMetricId]float64, len(ids))
+	for i := range ids {
+		if m.Metrics[i].NvmlReturn == uint32(nvml.SUCCESS) {
+			vals[nvml.GpmMetricId(m.Metrics[i].MetricId)] = m.Metrics[i].Value
+		}
+	}
+	return vals, true
+}
+
+// activity converts GPM percentages into 0-1 ratios.
+func activity(vals map[nvml.GpmMetricId]float64) gpu.Activity {
+	var a gpu.Activity
+	ratio := func(id nvml.GpmMetricId) *float64 {
+		v, ok := vals[id]
+		if !ok {
+			return nil
+		}
+		v /= 100
+		if v < 0 {
+			v = 0
+		}
+		if v > 1 {
+			v = 1
+		}
+		return gpu.Float(v)
+	}
+	a.SMActive = ratio(nvml.GPM_METRIC_SM_UTIL)
+	a.SMOccupancy = ratio(nvml.GPM_METRIC_SM_OCCUPANCY)
+	a.DRAMActive = ratio(nvml.GPM_METRIC_DRAM_BW_UTIL)
+	a.TensorActive = ratio(nvml.GPM_METRIC_ANY_TENSOR_UTIL)
+	if a.SMActive != nil || a.SMOccupancy != nil || a.DRAMActive != nil || a.TensorActive != nil {
+		a.Source = "gpm"
+	}
+	return a
+}

@@ -1,0 +1,107 @@
+package nvml
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// readMIG fills the MIG mode and, in MIG mode, one MIGInstance per MIG
+// device (GPU instance with its compute instance).
+func (rd *devReader) readMIG(d *gpu.Device) {
+	b, h := rd.b, rd.ds.handle
+	if !b.has(symMigMode) {
+		rd.skip(symMigMode)
+		return
+	}
+	cur, _, r := h.GetMigMode()
+	if !rd.ok("nvmlDeviceGetMigMode", r) {
+		return
+	}
+	d.MIGEnabled = cur == nvml.DEVICE_MIG_ENABLE
+	if !d.MIGEnabled {
+		return
+	}
+	if !b.has(symMaxMigDeviceCount, symMigDeviceByIndex) {
+		rd.skip(symMigDeviceByIndex)
+		return
+	}
+	n, r := h.GetMaxMigDeviceCount()
+	if !rd.ok("nvmlDeviceGetMaxMigDeviceCount", r) {
+		return
+	}
+	for i := 0; i < n; i++ {
+		m, r := h.GetMigDeviceHandleByIndex(i)
+		if r == nvml.ERROR_NOT_FOUND || r == nvml.ERROR_INVALID_ARGUMENT {
+			continue // no MIG device in this slot
+		}
+		if !rd.ok("nvmlDeviceGetMigDeviceHandleByIndex", r) {
+			if rd.fatal != nil {
+				return
+			}
+			continue
+		}
+		inst := gpu.MIGInstance{GPUInstanceID: -1, ComputeInstanceID: -1}
+		if u, r := m.GetUUID(); rd.ok("nvmlDeviceGetUUID(MIG)", r) {
+			inst.UUID = u
+		}
+		if gi, r := m.GetGpuInstanceId(); rd.ok("nvmlDeviceGetGpuInstanceId", r) {
+			inst.GPUInstanceID = gi
+		}
+		if ci, r := m.GetComputeInstanceId(); rd.ok("nvmlDeviceGetComputeInstanceId", r) {
+			inst.ComputeInstanceID = ci
+		}
+		if mem, r := m.GetMemoryInfo(); rd.ok("nvmlDeviceGetMemoryInfo(MIG)", r) {
+			inst.MemoryTotalBytes, inst.MemoryUsedBytes = mem.Total, mem.Used
+		}
+		var attrs *nvml.DeviceAttributes
+		if b.has(symAttributes) {
+			if a, r := m.GetAttributes(); rd.ok("nvmlDeviceGetAttributes", r) {
+				attrs = &a
+				inst.SMCount = int(a.MultiprocessorCount)
+			}
+		}
+		inst.Profile = rd.migProfile(inst.GPUInstanceID, attrs)
+		if rd.fatal != nil {
+			return
+		}
+		d.MIG = append(d.MIG, inst)
+	}
+}
+
+// migProfile names the profile of GPU instance gi ("3g.71gb"), from the GPU
+// instance's profile when the driver says it, else from the MIG device's
+// attributes.
+func (rd *devReader) migProfile(gi int, attrs *nvml.DeviceAttributes) string {
+	b, h := rd.b, rd.ds.handle
+	if gi >= 0 && b.has(symGpuInstanceByID, symGIProfileInfo) {
+		if g, r := h.GetGpuInstanceById(gi); rd.ok("nvmlDeviceGetGpuInstanceById", r) {
+			if info, r := g.GetInfo(); rd.ok("nvmlGpuInstanceGetInfo", r) {
+				if p, r := h.GetGpuInstanceProfileInfo(int(info.ProfileId)); rd.ok("nvmlDeviceGetGpuInstanceProfileInfo", r) {
+					return profileName(p)
+				}
+			}
+		}
+	}
+	if attrs != nil && attrs.GpuInstanceSliceCount > 0 {
+		return fmt.Sprintf("%dg.%dgb", attrs.GpuInstanceSliceCount, memGB(attrs.MemorySizeMB))
+	}
+	return ""
+}
+
+// profileName builds the nvidia-smi name of a GPU instance profile: slices
+// and memory in GB rounded up ("1g.10gb", "3g.71gb"), "+me" for the
+// media-extension variants.
+func profileName(p nvml.GpuInstanceProfileInfo) string {
+	name := fmt.Sprintf("%dg.%dgb", p.SliceCount, memGB(p.MemorySizeMB))
+	switch p.Id {
+	case nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1, nvml.GPU_INSTANCE_PROFILE_2_SLICE_REV1:
+		name += "+me"
+	}
+	return name
+}
+
+func memGB(mb uint64) uint64 { return uint64(math.Ceil(float64(mb) / 1024)) }

@@ -1,0 +1,125 @@
+package nvml
+
+import (
+	"math"
+	"sort"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// noInstance is the GPU/compute instance ID NVML reports for a process on a
+// GPU that is not in MIG mode.
+const noInstance = math.MaxUint32
+
+// readProcesses fills the compute and MPS client processes with their used
+// memory, and on GPUs not in MIG mode their SM and memory utilization over
+// the interval since the previous sample.
+func (rd *devReader) readProcesses(d *gpu.Device) {
+	b, ds, h := rd.b, rd.ds, rd.ds.handle
+	byPID := map[uint32]*gpu.Process{}
+	add := func(list []nvml.ProcessInfo, typ gpu.ProcessType) {
+		for _, p := range list {
+			proc, ok := byPID[p.Pid]
+			if !ok {
+				proc = &gpu.Process{PID: p.Pid, GPUInstanceID: -1, ComputeInstanceID: -1, UID: -1}
+				byPID[p.Pid] = proc
+			}
+			proc.Type = typ
+			// NVML_VALUE_NOT_AVAILABLE (all ones) when the driver does not
+			// say, e.g. without permission or in some containers.
+			if p.UsedGpuMemory != math.MaxUint64 {
+				proc.UsedMemoryBytes = gpu.Uint(p.UsedGpuMemory)
+			}
+			if d.MIGEnabled && p.GpuInstanceId != noInstance {
+				proc.GPUInstanceID = int(p.GpuInstanceId)
+				if p.ComputeInstanceId != noInstance {
+					proc.ComputeInstanceID = int(p.ComputeInstanceId)
+				}
+			}
+		}
+	}
+	if list, r := h.GetComputeRunningProcesses(); rd.ok("nvmlDeviceGetComputeRunningProcesses", r) {
+		add(list, gpu.ProcessCompute)
+	}
+	if rd.fatal != nil {
+		return
+	}
+	if b.has(symMPSProcesses) {
+		if list, r := h.GetMPSComputeRunningProcesses(); rd.ok("nvmlDeviceGetMPSComputeRunningProcesses", r) {
+			add(list, gpu.ProcessMPS)
+		}
+	} else {
+		rd.skip(symMPSProcesses)
+	}
+	if rd.fatal != nil {
+		return
+	}
+
+	// Per-process utilization is not supported on MIG-enabled GPUs
+	// (shared/FACTS.md, NVML section); GPM per GPU instance covers those.
+	if !d.MIGEnabled && len(byPID) > 0 {
+		if b.has(symProcessUtil) {
+			samples, r := h.GetProcessUtilization(ds.procLastSeen)
+			if rd.ok("nvmlDeviceGetProcessUtilization", r) {
+				type acc struct{ sm, mem, n float64 }
+				sums := map[uint32]*acc{}
+				for _, s := range samples {
+					if s.TimeStamp > ds.procLastSeen {
+						ds.procLastSeen = s.TimeStamp
+					}
+					a := sums[s.Pid]
+					if a == nil {
+						a = &acc{}
+						sums[s.Pid] = a
+					}
+					a.sm += float64(s.SmUtil)
+					a.mem += float64(s.MemUtil)
+					a.n++
+				}
+				for pid, a := range sums {
+					if p := byPID[pid]; p != nil {
+						p.SMUtil = gpu.Float(clamp01(a.sm / a.n / 100))
+						p.MemUtil = gpu.Float(clamp01(a.mem / a.n / 100))
+					}
+				}
+			}
+		} else {
+			rd.skip(symProcessUtil)
+		}
+	}
+	if rd.fatal != nil {
+		return
+	}
+	for _, p := range byPID {
+		if b.has(symProcessName) {
+			// A process may have exited since the list was taken; a
+			// missing name is not an error of the GPU.
+			if name, r := b.lib.SystemGetProcessName(int(p.PID)); r == nvml.SUCCESS {
+				p.Name = name
+			}
+		}
+		d.Processes = append(d.Processes, *p)
+	}
+	sortProcesses(d.Processes)
+}
+
+func sortProcesses(ps []gpu.Process) {
+	sort.Slice(ps, func(i, j int) bool {
+		if ps[i].VGPUInstance != ps[j].VGPUInstance {
+			return ps[i].VGPUInstance < ps[j].VGPUInstance
+		}
+		return ps[i].PID < ps[j].PID
+	})
+}
+
+func clamp01(v float64) float64 {
+	switch {
+	case v < 0 || math.IsNaN(v):
+		return 0
+	case v > 1:
+		return 1
+	}
+	return v
+}

@@ -1,0 +1,312 @@
+package nvml
+
+import (
+	"encoding/binary"
+	"math"
+	"reflect"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// vgpuIDer is implemented by vGPU instance handles that can say their ID
+// (test doubles); real handles are the ID itself.
+type vgpuIDer interface{ VgpuInstanceID() uint32 }
+
+// vgpuID returns the NVML vGPU instance ID of a handle.
+func vgpuID(v nvml.VgpuInstance) (uint32, bool) {
+	if v == nil {
+		return 0, false
+	}
+	if i, ok := v.(vgpuIDer); ok {
+		return i.VgpuInstanceID(), true
+	}
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Uint32, reflect.Uint, reflect.Uint64:
+		return uint32(rv.Uint()), true
+	}
+	return 0, false
+}
+
+// isVGPUHost says whether the GPU runs the vGPU host driver.
+func (rd *devReader) isVGPUHost() bool {
+	if !rd.b.has(symVirtMode) {
+		rd.skip(symVirtMode)
+		return false
+	}
+	m, r := rd.ds.handle.GetVirtualizationMode()
+	if !rd.ok("nvmlDeviceGetVirtualizationMode", r) {
+		return false
+	}
+	return m == nvml.GPU_VIRTUALIZATION_MODE_HOST_VGPU
+}
+
+// readVGPU fills the vGPU scheduler, the vGPU instances with their
+// utilization, and the processes inside the VMs with theirs.
+func (rd *devReader) readVGPU(d *gpu.Device, now time.Time) {
+	if !rd.isVGPUHost() || rd.fatal != nil {
+		return
+	}
+	if !d.MIGEnabled { // the scheduler is per GPU and not supported in MIG mode
+		d.Scheduler = rd.readScheduler()
+	}
+	if rd.fatal != nil {
+		return
+	}
+	b, ds, h := rd.b, rd.ds, rd.ds.handle
+	byID := map[uint32]int{}
+	if b.has(symActiveVgpus) {
+		list, r := h.GetActiveVgpus()
+		if rd.ok("nvmlDeviceGetActiveVgpus", r) {
+			for _, v := range list {
+				id, ok := vgpuID(v)
+				if !ok {
+					continue
+				}
+				inst := gpu.VGPUInstance{ID: id}
+				if u, r := v.GetUUID(); rd.ok("nvmlVgpuInstanceGetUUID", r) {
+					inst.UUID = u
+				}
+				if vm, _, r := v.GetVmID(); rd.ok("nvmlVgpuInstanceGetVmID", r) {
+					inst.VMID = vm
+				}
+				if t, r := v.GetType(); rd.ok("nvmlVgpuInstanceGetType", r) && t != nil {
+					if name, r := t.GetName(); rd.ok("nvmlVgpuTypeGetName", r) {
+						inst.Type = name
+					}
+					if fb, r := t.GetFramebufferSize(); rd.ok("nvmlVgpuTypeGetFramebufferSize", r) {
+						inst.FramebufferBytes = fb
+					}
+				}
+				if used, r := v.GetFbUsage(); rd.ok("nvmlVgpuInstanceGetFbUsage", r) {
+					inst.FramebufferUsed = used
+				}
+				if rd.fatal != nil {
+					return
+				}
+				byID[id] = len(d.VGPUs)
+				d.VGPUs = append(d.VGPUs, inst)
+			}
+		}
+	} else {
+		rd.skip(symActiveVgpus)
+	}
+	if rd.fatal != nil || len(d.VGPUs) == 0 {
+		return
+	}
+	if b.has(symVgpuUtil) {
+		vt, samples, r := h.GetVgpuUtilization(ds.vgpuLastSeen)
+		if rd.ok("nvmlDeviceGetVgpuUtilization", r) {
+			type acc struct{ sm, mem, enc, dec, n float64 }
+			sums := map[uint32]*acc{}
+			for _, s := range samples {
+				if s.TimeStamp > ds.vgpuLastSeen {
+					ds.vgpuLastSeen = s.TimeStamp
+				}
+				a := sums[s.VgpuInstance]
+				if a == nil {
+					a = &acc{}
+					sums[s.VgpuInstance] = a
+				}
+				a.sm += decodeValue(vt, s.SmUtil)
+				a.mem += decodeValue(vt, s.MemUtil)
+				a.enc += decodeValue(vt, s.EncUtil)
+				a.dec += decodeValue(vt, s.DecUtil)
+				a.n++
+			}
+			for id, a := range sums {
+				if i, ok := byID[id]; ok {
+					v := &d.VGPUs[i]
+					v.SMUtil = gpu.Float(clamp01(a.sm / a.n / 100))
+					v.MemUtil = gpu.Float(clamp01(a.mem / a.n / 100))
+					v.EncUtil = gpu.Float(clamp01(a.enc / a.n / 100))
+					v.DecUtil = gpu.Float(clamp01(a.dec / a.n / 100))
+				}
+			}
+		}
+	} else {
+		rd.skip(symVgpuUtil)
+	}
+	if rd.fatal != nil {
+		return
+	}
+	if b.has(symVgpuProcUtil) {
+		samples, r := h.GetVgpuProcessUtilization(ds.vgpuProcLastSeen)
+		if rd.ok("nvmlDeviceGetVgpuProcessUtilization", r) {
+			type key struct{ vgpu, pid uint32 }
+			type acc struct {
+				name    string
+				sm, mem float64
+				n       float64
+			}
+			sums := map[key]*acc{}
+			var keys []key
+			for _, s := range samples {
+				if s.TimeStamp > ds.vgpuProcLastSeen {
+					ds.vgpuProcLastSeen = s.TimeStamp
+				}
+				k := key{s.VgpuInstance, s.Pid}
+				a := sums[k]
+				if a == nil {
+					a = &acc{name: cString(s.ProcessName[:])}
+					sums[k] = a
+					keys = append(keys, k)
+				}
+				a.sm += float64(s.SmUtil)
+				a.mem += float64(s.MemUtil)
+				a.n++
+			}
+			for _, k := range keys {
+				a := sums[k]
+				d.Processes = append(d.Processes, gpu.Process{
+					PID: k.pid, Name: a.name, Type: gpu.ProcessCompute,
+					GPUInstanceID: -1, ComputeInstanceID: -1, VGPUInstance: k.vgpu, UID: -1,
+					SMUtil:  gpu.Float(clamp01(a.sm / a.n / 100)),
+					MemUtil: gpu.Float(clamp01(a.mem / a.n / 100)),
+				})
+			}
+			sortProcesses(d.Processes)
+		}
+	} else {
+		rd.skip(symVgpuProcUtil)
+	}
+}
+
+// readScheduler reads the vGPU scheduler capabilities, state and the log
+// entries since the previous sample (v2, with weights, where the driver has
+// it).
+func (rd *devReader) readScheduler() *gpu.VGPUScheduler {
+	b, ds, h := rd.b, rd.ds, rd.ds.handle
+	if !b.has(symSchedState) && !b.has(symSchedStateV2) {
+		rd.skip(symSchedState)
+		return nil
+	}
+	s := &gpu.VGPUScheduler{}
+	got := false
+	if b.has(symSchedCaps) {
+		if c, r := h.GetVgpuSchedulerCapabilities(); rd.ok("nvmlDeviceGetVgpuSchedulerCapabilities", r) {
+			s.MinTimeSlice = time.Duration(c.MinTimeslice)
+			s.MaxTimeSlice = time.Duration(c.MaxTimeslice)
+		}
+	}
+	if b.has(symSchedState) {
+		if st, r := h.GetVgpuSchedulerState(); rd.ok("nvmlDeviceGetVgpuSchedulerState", r) {
+			got = true
+			s.Policy = policyName(st.SchedulerPolicy)
+			s.ARREnabled = st.ArrMode == nvml.VGPU_SCHEDULER_ARR_ENABLE
+			p := st.SchedulerParams[:]
+			if s.ARREnabled {
+				s.AvgFactor = binary.LittleEndian.Uint32(p[0:4])
+				s.TimeSlice = time.Duration(binary.LittleEndian.Uint32(p[4:8]))
+			} else {
+				s.TimeSlice = time.Duration(binary.LittleEndian.Uint32(p[0:4]))
+			}
+		}
+	}
+	if b.has(symSchedStateV2) {
+		in := nvml.VgpuSchedulerStateInfo_v2{EngineId: nvml.VGPU_SCHEDULER_ENGINE_TYPE_GRAPHICS}
+		if st, r := h.GetVgpuSchedulerState_v2(in); rd.ok("nvmlDeviceGetVgpuSchedulerState_v2", r) {
+			got = true
+			s.Policy = policyName(st.SchedulerPolicy)
+			s.AvgFactor = st.AvgFactor
+			s.TimeSlice = time.Duration(st.Timeslice)
+		}
+	}
+	if !got {
+		return nil
+	}
+	switch {
+	case b.has(symSchedLogV2):
+		in := nvml.VgpuSchedulerLogInfo_v2{EngineId: nvml.VGPU_SCHEDULER_ENGINE_TYPE_GRAPHICS}
+		if lg, r := h.GetVgpuSchedulerLog_v2(in); rd.ok("nvmlDeviceGetVgpuSchedulerLog_v2", r) {
+			n := min(int(lg.EntriesCount), len(lg.LogEntries))
+			last := ds.schedLastTS
+			for _, e := range lg.LogEntries[:n] {
+				if e.Timestamp <= ds.schedLastTS {
+					continue
+				}
+				last = max(last, e.Timestamp)
+				s.Log = append(s.Log, gpu.VGPUSchedulerLogEntry{
+					Timestamp:        time.Unix(0, clampInt64(e.Timestamp)),
+					RunTime:          time.Duration(clampInt64(e.TimeRun)),
+					TargetTimeSlice:  time.Duration(clampInt64(e.TargetTimeSlice)),
+					CumulativePreemp: time.Duration(clampInt64(e.CumulativePreemptionTime)),
+					Weight:           e.Weight,
+				})
+			}
+			ds.schedLastTS = last
+		}
+	case b.has(symSchedLog):
+		if lg, r := h.GetVgpuSchedulerLog(); rd.ok("nvmlDeviceGetVgpuSchedulerLog", r) {
+			n := min(int(lg.EntriesCount), len(lg.LogEntries))
+			last := ds.schedLastTS
+			for _, e := range lg.LogEntries[:n] {
+				if e.Timestamp <= ds.schedLastTS {
+					continue
+				}
+				last = max(last, e.Timestamp)
+				s.Log = append(s.Log, gpu.VGPUSchedulerLogEntry{
+					Timestamp:        time.Unix(0, clampInt64(e.Timestamp)),
+					RunTime:          time.Duration(clampInt64(e.TimeRun)),
+					TargetTimeSlice:  time.Duration(clampInt64(e.TargetTimeSlice)),
+					CumulativePreemp: time.Duration(clampInt64(e.CumulativePreemptionTime)),
+				})
+			}
+			ds.schedLastTS = last
+		}
+	}
+	return s
+}
+
+func clampInt64(v uint64) int64 {
+	if v > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(v)
+}
+
+func policyName(p uint32) string {
+	switch p {
+	case nvml.VGPU_SCHEDULER_POLICY_BEST_EFFORT:
+		return "best-effort"
+	case nvml.VGPU_SCHEDULER_POLICY_EQUAL_SHARE:
+		return "equal-share"
+	case nvml.VGPU_SCHEDULER_POLICY_FIXED_SHARE:
+		return "fixed-share"
+	}
+	return "unknown"
+}
+
+func policyID(name string) (uint32, bool) {
+	switch name {
+	case "best-effort":
+		return nvml.VGPU_SCHEDULER_POLICY_BEST_EFFORT, true
+	case "equal-share":
+		return nvml.VGPU_SCHEDULER_POLICY_EQUAL_SHARE, true
+	case "fixed-share":
+		return nvml.VGPU_SCHEDULER_POLICY_FIXED_SHARE, true
+	}
+	return 0, false
+}
+
+// decodeValue reads an NVML value union of the given type (little-endian).
+func decodeValue(t nvml.ValueType, v [8]byte) float64 {
+	switch t {
+	case nvml.VALUE_TYPE_DOUBLE:
+		return math.Float64frombits(binary.LittleEndian.Uint64(v[:]))
+	case nvml.VALUE_TYPE_UNSIGNED_INT:
+		return float64(binary.LittleEndian.Uint32(v[:4]))
+	case nvml.VALUE_TYPE_UNSIGNED_LONG, nvml.VALUE_TYPE_UNSIGNED_LONG_LONG:
+		return float64(binary.LittleEndian.Uint64(v[:]))
+	case nvml.VALUE_TYPE_SIGNED_LONG_LONG:
+		return float64(int64(binary.LittleEndian.Uint64(v[:])))
+	case nvml.VALUE_TYPE_SIGNED_INT:
+		return float64(int32(binary.LittleEndian.Uint32(v[:4])))
+	case nvml.VALUE_TYPE_UNSIGNED_SHORT:
+		return float64(binary.LittleEndian.Uint16(v[:2]))
+	}
+	return 0
+}
