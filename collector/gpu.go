@@ -100,7 +100,23 @@ func (c *gpuCollector) Update(snap *tenant.Snapshot, ch chan<- prometheus.Metric
 			c.device(e, r, d)
 		}
 	}
+	type evKey struct {
+		gpu  int
+		uuid string
+		kind gpu.EventKind
+		code uint64
+	}
+	var seenEv map[evKey]bool
 	for _, ev := range snap.Events {
+		if seenEv == nil {
+			seenEv = make(map[evKey]bool, len(snap.Events))
+		}
+		k := evKey{ev.GPU, ev.UUID, ev.Kind, ev.Code}
+		if seenEv[k] {
+			e.fail(fmt.Errorf("event count %s/%d of GPU %s listed twice; later copies skipped", ev.Kind, ev.Code, ev.UUID))
+			continue
+		}
+		seenEv[k] = true
 		e.counter(c.events, float64(ev.Total), itoa(ev.GPU), ev.UUID, string(ev.Kind), strconv.FormatUint(ev.Code, 10))
 	}
 	return e.err()

@@ -105,6 +105,10 @@ func (c *tenantCollector) Update(snap *tenant.Snapshot, ch chan<- prometheus.Met
 		}
 		qs = qs[:0]
 		for q := range s.Quantiles {
+			if !(q >= 0 && q <= 1) { // NaN included
+				e.fail(fmt.Errorf("tenant %q: latency quantile %v outside [0, 1]; skipped", s.Tenant, q))
+				continue
+			}
 			qs = append(qs, q)
 		}
 		slices.Sort(qs)

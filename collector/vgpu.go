@@ -54,11 +54,14 @@ func (c *vgpuCollector) Update(snap *tenant.Snapshot, ch chan<- prometheus.Metri
 		id   uint32
 	}
 	var seen map[key]bool
+	seenDev := make(map[string]bool, len(r.Devices))
 	for i := range r.Devices {
 		d := &r.Devices[i]
-		if !d.Up {
+		if !d.Up || seenDev[d.UUID] {
+			// A device listed twice is reported by the gpu collector.
 			continue
 		}
+		seenDev[d.UUID] = true
 		g, u := itoa(d.Index), d.UUID
 		if s := d.Scheduler; s != nil {
 			if s.Policy != "" {
