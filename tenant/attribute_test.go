@@ -1,0 +1,481 @@
+package tenant
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-kit/log"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+const gib = uint64(1 << 30)
+
+func memp(v uint64) *uint64 { return &v }
+
+func mustBuilder(t *testing.T, yaml string, opts BuilderOptions) *Builder {
+	t.Helper()
+	var cfg *Config
+	if yaml != "" {
+		var err error
+		cfg, err = ParseConfig("t.yaml", []byte(yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if opts.ProcRoot == "" {
+		opts.ProcRoot = t.TempDir()
+	}
+	if opts.Clock == nil {
+		opts.Clock = gpu.NewManualClock(time.Unix(0, 0))
+	}
+	b, err := NewBuilder(cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func usageOf(t *testing.T, s *Snapshot, tenant, gi string) Usage {
+	t.Helper()
+	for _, u := range s.Usage {
+		if u.Tenant == tenant && u.GPUInstance == gi {
+			return u
+		}
+	}
+	t.Fatalf("no usage for %q/%q in %+v", tenant, gi, s.Usage)
+	return Usage{}
+}
+
+func checkF(t *testing.T, what string, got *float64, want float64) {
+	t.Helper()
+	if got == nil || !near(*got, want) {
+		if got == nil {
+			t.Errorf("%s = nil, want %v", what, want)
+		} else {
+			t.Errorf("%s = %v, want %v", what, *got, want)
+		}
+	}
+}
+
+const sharedTenants = `tenants:
+  - name: chat
+    class: latency
+    selectors: [{executable: vllm}]
+  - name: train
+    class: batch
+    selectors: [{uid: 1002}]
+`
+
+func sharedReadings(mode gpu.SharingMode, cs uint64) *gpu.Readings {
+	return &gpu.Readings{Time: time.Unix(10, 0), Interval: time.Second, Devices: []gpu.Device{{
+		Index: 0, UUID: "GPU-0", Up: true, Mode: mode,
+		Activity:             gpu.Activity{SMActive: gpu.Float(0.85), DRAMActive: gpu.Float(0.5)},
+		ContextSwitchesTotal: gpu.Uint(cs),
+		Processes: []gpu.Process{
+			{PID: 1, Name: "vllm", UID: 1000, GPUInstanceID: -1, SMUtil: gpu.Float(0.30), MemUtil: gpu.Float(0.20), UsedMemoryBytes: memp(10 * gib)},
+			{PID: 2, Name: "/usr/bin/vllm", UID: 1000, GPUInstanceID: -1, SMUtil: gpu.Float(0.15), MemUtil: gpu.Float(0.10), UsedMemoryBytes: memp(6 * gib)},
+			{PID: 3, Name: "python3", UID: 1002, GPUInstanceID: -1, SMUtil: gpu.Float(0.35), MemUtil: gpu.Float(0.60), UsedMemoryBytes: memp(30 * gib)},
+			{PID: 4, Name: "nvidia-smi", UID: 0, GPUInstanceID: -1, UsedMemoryBytes: memp(1 * gib)},
+		},
+	}}}
+}
+
+// TestTwoTenantsTimeSliced: chat (two vllm processes) and train (one
+// python process) share GPU 0 by time-slicing or MPS.
+func TestTwoTenantsTimeSliced(t *testing.T) {
+	for _, mode := range []gpu.SharingMode{gpu.SharingTimeSlice, gpu.SharingMPS} {
+		t.Run(string(mode), func(t *testing.T) {
+			b := mustBuilder(t, sharedTenants, BuilderOptions{})
+			s := b.Build(sharedReadings(mode, 1000), gpu.SamplerStats{})
+			if len(s.Usage) != 3 || s.Usage[0].Tenant != "chat" || s.Usage[1].Tenant != "train" || s.Usage[2].Tenant != Unassigned {
+				t.Fatalf("usage entries %+v", s.Usage)
+			}
+			chat, train, un := s.Usage[0], s.Usage[1], s.Usage[2]
+			// SM: per-process samples summed (measured)
+			checkF(t, "chat SM", chat.SMActive, 0.45)
+			checkF(t, "train SM", train.SMActive, 0.35)
+			checkF(t, "unassigned SM", un.SMActive, 0)
+			if chat.SMActiveMethod != Measured || train.SMActiveMethod != Measured {
+				t.Errorf("SM methods %q %q", chat.SMActiveMethod, train.SMActiveMethod)
+			}
+			// DRAM: device 0.5 split by memory-controller utilization
+			// chat 0.30 / 0.90, train 0.60 / 0.90 (apportioned)
+			checkF(t, "chat DRAM", chat.DRAMActive, 0.5*0.30/0.90)
+			checkF(t, "train DRAM", train.DRAMActive, 0.5*0.60/0.90)
+			checkF(t, "unassigned DRAM", un.DRAMActive, 0)
+			if chat.DRAMActiveMethod != Apportioned || train.DRAMActiveMethod != Apportioned {
+				t.Errorf("DRAM methods %q %q", chat.DRAMActiveMethod, train.DRAMActiveMethod)
+			}
+			if chat.MemoryUsedBytes != 16*gib || train.MemoryUsedBytes != 30*gib || un.MemoryUsedBytes != gib {
+				t.Errorf("memory %d %d %d", chat.MemoryUsedBytes, train.MemoryUsedBytes, un.MemoryUsedBytes)
+			}
+			if chat.Processes != 2 || len(chat.PIDs) != 2 || chat.PIDs[0] != 1 || train.Processes != 1 || chat.Class != ClassLatency || train.Class != ClassBatch {
+				t.Errorf("chat %+v train %+v", chat, train)
+			}
+			// context switches: first sample is the baseline
+			checkF(t, "chat cs", chat.ContextSwitchesTotal, 0)
+			// +600 split by SM share: chat 0.45/0.80, train 0.35/0.80
+			s = b.Build(sharedReadings(mode, 1600), gpu.SamplerStats{})
+			checkF(t, "chat cs", usageOf(t, s, "chat", "").ContextSwitchesTotal, 600*0.45/0.80)
+			checkF(t, "train cs", usageOf(t, s, "train", "").ContextSwitchesTotal, 600*0.35/0.80)
+			checkF(t, "unassigned cs", usageOf(t, s, Unassigned, "").ContextSwitchesTotal, 0)
+			if m := usageOf(t, s, "chat", "").ContextSwitchesMethod; m != Apportioned {
+				t.Errorf("cs method %q", m)
+			}
+			// the device counter resets (driver reload): per-tenant counters
+			// keep growing by the new value
+			s = b.Build(sharedReadings(mode, 80), gpu.SamplerStats{})
+			checkF(t, "chat cs after reset", usageOf(t, s, "chat", "").ContextSwitchesTotal, 680*0.45/0.80)
+			checkF(t, "train cs after reset", usageOf(t, s, "train", "").ContextSwitchesTotal, 680*0.35/0.80)
+		})
+	}
+}
+
+func TestExclusiveSingleTenantMeasured(t *testing.T) {
+	b := mustBuilder(t, sharedTenants, BuilderOptions{})
+	r := sharedReadings(gpu.SharingExclusive, 5)
+	r.Devices[0].Processes = r.Devices[0].Processes[:2] // only chat
+	s := b.Build(r, gpu.SamplerStats{})
+	if len(s.Usage) != 1 {
+		t.Fatalf("usage %+v", s.Usage)
+	}
+	u := s.Usage[0]
+	checkF(t, "SM", u.SMActive, 0.85) // the device's own GPM figure
+	checkF(t, "DRAM", u.DRAMActive, 0.5)
+	if u.SMActiveMethod != Measured || u.DRAMActiveMethod != Measured || u.ContextSwitchesMethod != Measured {
+		t.Errorf("methods %+v", u)
+	}
+}
+
+func TestMIGUsage(t *testing.T) {
+	const yaml = `tenants:
+  - name: a
+    selectors: [{mig_uuid: MIG-1}]
+  - name: b
+    selectors: [{gpu_instance: {gpu: 0, id: 2}}]
+  - name: c
+    selectors: [{executable: trainer}]
+`
+	b := mustBuilder(t, yaml, BuilderOptions{})
+	r := &gpu.Readings{Devices: []gpu.Device{{
+		Index: 0, UUID: "GPU-0", Up: true, Mode: gpu.SharingMIG, MIGEnabled: true,
+		ContextSwitchesTotal: gpu.Uint(10),
+		MIG: []gpu.MIGInstance{
+			{UUID: "MIG-1", GPUInstanceID: 1, MemoryUsedBytes: 5 * gib, Activity: gpu.Activity{SMActive: gpu.Float(0.7), DRAMActive: gpu.Float(0.4)}},
+			{UUID: "MIG-2", GPUInstanceID: 2, MemoryUsedBytes: 9 * gib, Activity: gpu.Activity{SMActive: gpu.Float(0.2), DRAMActive: gpu.Float(0.1)}},
+			{UUID: "MIG-3", GPUInstanceID: 3, Activity: gpu.Activity{SMActive: gpu.Float(0.6), DRAMActive: gpu.Float(0.3)}},
+			{UUID: "MIG-4", GPUInstanceID: 4, Activity: gpu.Activity{SMActive: gpu.Float(0.5), DRAMActive: gpu.Float(0.5)}},
+		},
+		Processes: []gpu.Process{
+			{PID: 1, Name: "server", GPUInstanceID: 1, UID: -1, UsedMemoryBytes: memp(4 * gib)},
+			{PID: 3, Name: "trainer", GPUInstanceID: 3, UID: -1, UsedMemoryBytes: memp(2 * gib)},
+			{PID: 4, Name: "trainer", GPUInstanceID: 4, UID: -1, UsedMemoryBytes: memp(3 * gib)},
+			{PID: 5, Name: "other", GPUInstanceID: 4, UID: -1, UsedMemoryBytes: memp(1 * gib)},
+		},
+	}}}
+	s := b.Build(r, gpu.SamplerStats{})
+	ua := usageOf(t, s, "a", "1")
+	checkF(t, "a SM", ua.SMActive, 0.7)
+	checkF(t, "a DRAM", ua.DRAMActive, 0.4)
+	if ua.SMActiveMethod != Measured || ua.MemoryUsedBytes != 4*gib || ua.Processes != 1 || ua.ContextSwitchesTotal != nil {
+		t.Errorf("a %+v", ua)
+	}
+	ub := usageOf(t, s, "b", "2") // no processes: the instance's own memory
+	checkF(t, "b SM", ub.SMActive, 0.2)
+	if ub.MemoryUsedBytes != 9*gib || ub.Processes != 0 {
+		t.Errorf("b %+v", ub)
+	}
+	uc := usageOf(t, s, "c", "3") // by its process
+	checkF(t, "c SM", uc.SMActive, 0.6)
+	// instance 4 holds c (3 GiB) and an unassigned process (1 GiB):
+	// apportioned by used memory
+	uc4, un4 := usageOf(t, s, "c", "4"), usageOf(t, s, Unassigned, "4")
+	checkF(t, "c SM in 4", uc4.SMActive, 0.5*0.75)
+	checkF(t, "unassigned SM in 4", un4.SMActive, 0.5*0.25)
+	if uc4.SMActiveMethod != Apportioned || un4.DRAMActiveMethod != Apportioned {
+		t.Errorf("methods %+v %+v", uc4, un4)
+	}
+	if len(s.Usage) != 5 {
+		t.Errorf("usage %+v", s.Usage)
+	}
+	for i := 1; i < len(s.Usage); i++ {
+		if s.Usage[i-1].GPUInstance > s.Usage[i].GPUInstance {
+			t.Errorf("not sorted: %+v", s.Usage)
+		}
+	}
+}
+
+func TestVGPUUsage(t *testing.T) {
+	b := mustBuilder(t, "", BuilderOptions{})
+	cfg, err := LoadConfig("testdata/tenants-vgpu.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err = NewBuilder(cfg, BuilderOptions{ProcRoot: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &gpu.Readings{Devices: []gpu.Device{{
+		Index: 0, UUID: "GPU-0", Up: true, Mode: gpu.SharingVGPU,
+		Activity: gpu.Activity{DRAMActive: gpu.Float(0.6)},
+		VGPUs: []gpu.VGPUInstance{
+			{ID: 1, UUID: "a", VMName: "vdi-1", SMUtil: gpu.Float(0.2), MemUtil: gpu.Float(0.1), FramebufferUsed: 2 * gib},
+			{ID: 2, UUID: "b", VMName: "vdi-2", SMUtil: gpu.Float(0.1), MemUtil: gpu.Float(0.1), FramebufferUsed: 1 * gib},
+			{ID: 3, UUID: "7f3c1a52-0000-4000-8000-000000000001", VMName: "llm", SMUtil: gpu.Float(0.5), MemUtil: gpu.Float(0.4), FramebufferUsed: 8 * gib},
+			{ID: 4, UUID: "d", VMName: "misc", SMUtil: gpu.Float(0.05), FramebufferUsed: 1 * gib},
+		},
+		Processes: []gpu.Process{{PID: 9, VGPUInstance: 3, GPUInstanceID: -1, UID: -1}},
+	}}}
+	s := b.Build(r, gpu.SamplerStats{})
+	vdi, inf, un := usageOf(t, s, "vdi", ""), usageOf(t, s, "inference", ""), usageOf(t, s, Unassigned, "")
+	checkF(t, "vdi SM", vdi.SMActive, 0.3)
+	checkF(t, "inference SM", inf.SMActive, 0.5)
+	checkF(t, "unassigned SM", un.SMActive, 0.05)
+	checkF(t, "vdi DRAM", vdi.DRAMActive, 0.6*0.2/0.6)
+	checkF(t, "inference DRAM", inf.DRAMActive, 0.6*0.4/0.6)
+	if vdi.SMActiveMethod != Measured || vdi.DRAMActiveMethod != Apportioned || vdi.MemoryUsedBytes != 3*gib || inf.MemoryUsedBytes != 8*gib || inf.Processes != 1 || inf.PIDs[0] != 9 {
+		t.Errorf("vdi %+v inference %+v", vdi, inf)
+	}
+}
+
+func TestAttributionConflict(t *testing.T) {
+	const yaml = `tenants:
+  - name: chat
+    selectors: [{executable: vllm}]
+  - name: ops
+    selectors: [{uid: 1000}]
+`
+	var buf bytes.Buffer
+	b := mustBuilder(t, yaml, BuilderOptions{Logger: log.NewLogfmtLogger(log.NewSyncWriter(&buf))})
+	r := sharedReadings(gpu.SharingTimeSlice, 0) // pids 1 and 2: vllm with uid 1000
+	for i := 0; i < 3; i++ {
+		s := b.Build(r, gpu.SamplerStats{})
+		if s.Attribution.Conflicts != 2 || s.Attribution.ConflictsTotal != 2 {
+			t.Fatalf("attribution status %+v", s.Attribution)
+		}
+		for _, u := range s.Usage {
+			if u.Tenant == "chat" || u.Tenant == "ops" {
+				t.Fatalf("a conflicting process was attributed: %+v", u)
+			}
+		}
+		if u := usageOf(t, s, Unassigned, ""); u.Processes != 4 {
+			t.Errorf("unassigned %+v", u)
+		}
+	}
+	out := buf.String()
+	if strings.Count(out, "more than one tenant") != 2 || !strings.Contains(out, "tenants=chat,ops") || !strings.Contains(out, "pid 1 on GPU 0") {
+		t.Errorf("log (each conflict once, both names):\n%s", out)
+	}
+}
+
+func TestAttributionFromProcfs(t *testing.T) {
+	root := t.TempDir()
+	writeProc(t, root, 50, "0::/system.slice/docker-"+cid+".scope\n", "trainer\n", "Uid:\t1002\t1002\t1002\t1002\n")
+	const yaml = `tenants:
+  - name: docker
+    selectors: [{cgroup: "/system.slice/docker-*"}]
+  - name: bob
+    selectors: [{executable: other, uid: 1002}]
+`
+	b := mustBuilder(t, yaml, BuilderOptions{ProcRoot: root})
+	r := &gpu.Readings{Devices: []gpu.Device{{Index: 0, UUID: "GPU-0", Up: true, Processes: []gpu.Process{
+		{PID: 50, GPUInstanceID: -1, UID: -1},
+		{PID: 51, GPUInstanceID: -1, UID: -1}, // no /proc entry
+	}}}}
+	s := b.Build(r, gpu.SamplerStats{})
+	if u := usageOf(t, s, "docker", ""); u.Processes != 1 || u.PIDs[0] != 50 {
+		t.Errorf("docker %+v", u)
+	}
+	if s.Attribution.CgroupErrorsTotal != 1 {
+		t.Errorf("cgroup errors %d", s.Attribution.CgroupErrorsTotal)
+	}
+}
+
+func TestDeviceDownSkipped(t *testing.T) {
+	b := mustBuilder(t, sharedTenants, BuilderOptions{})
+	r := sharedReadings(gpu.SharingTimeSlice, 0)
+	r.Devices[0].Up = false
+	if s := b.Build(r, gpu.SamplerStats{}); len(s.Usage) != 0 {
+		t.Errorf("usage for a lost GPU: %+v", s.Usage)
+	}
+	if s := b.Build(nil, gpu.SamplerStats{}); s == nil || s.Usage != nil {
+		t.Errorf("nil readings: %+v", s)
+	}
+}
+
+func TestReloadBrokenKeepsConfig(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "tenants.yaml")
+	good, err := os.ReadFile("testdata/tenants-mps.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, good, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := LoadConfig(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := gpu.NewManualClock(time.Unix(1000, 0))
+	var logs bytes.Buffer
+	b, err := NewBuilder(cfg, BuilderOptions{ProcRoot: dir, Clock: clock, Logger: log.NewLogfmtLogger(&logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := sharedReadings(gpu.SharingMPS, 0)
+	before := b.Build(r, gpu.SamplerStats{})
+
+	broken, err := os.ReadFile("testdata/tenants-broken.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, broken, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Minute)
+	err = b.Reload(file)
+	if err == nil || !strings.HasPrefix(err.Error(), file+":6: slo.target: bad duration") {
+		t.Fatalf("reload error %v, want it to name %s:6", err, file)
+	}
+	if b.Config() != cfg {
+		t.Error("the configuration changed after a failed reload")
+	}
+	after := b.Build(r, gpu.SamplerStats{})
+	want := ConfigStatus{File: file, LastReloadSuccessful: false, LastReloadSuccessTime: time.Unix(1000, 0), ReloadsTotal: 1, ReloadFailuresTotal: 1}
+	if after.Config != want {
+		t.Errorf("status %+v, want %+v", after.Config, want)
+	}
+	if len(after.Usage) != len(before.Usage) {
+		t.Fatalf("usage changed: %+v vs %+v", after.Usage, before.Usage)
+	}
+	for i := range before.Usage {
+		if before.Usage[i].Tenant != after.Usage[i].Tenant || before.Usage[i].Processes != after.Usage[i].Processes {
+			t.Errorf("usage changed: %+v vs %+v", after.Usage[i], before.Usage[i])
+		}
+	}
+	if len(after.Tenants) != len(before.Tenants) || !strings.Contains(logs.String(), file+":6:") {
+		t.Errorf("tenants %v; logs %s", after.Tenants, logs.String())
+	}
+
+	// fixed file: applied
+	if err := os.WriteFile(file, []byte("tenants:\n  - name: solo\n    selectors: [{uid: 1002}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Minute)
+	if err := b.Reload(""); err != nil {
+		t.Fatal(err)
+	}
+	s := b.Build(r, gpu.SamplerStats{})
+	if !s.Config.LastReloadSuccessful || s.Config.ReloadsTotal != 2 || s.Config.ReloadFailuresTotal != 1 || !s.Config.LastReloadSuccessTime.Equal(time.Unix(1120, 0)) {
+		t.Errorf("status %+v", s.Config)
+	}
+	if len(s.Tenants) != 1 || usageOf(t, s, "solo", "").Processes != 1 {
+		t.Errorf("new config not applied: %+v", s.Usage)
+	}
+}
+
+func TestReloadKeepsLatencyCounters(t *testing.T) {
+	app := &fakeApp{body: map[string][]byte{"chat": fixture(t, "vllm-1.txt")}}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "t.yaml")
+	cfgText := `tenants:
+  - name: chat
+    selectors: [{executable: vllm}]
+    slo: {quantile: 0.99, target: 300ms}
+    latency_source: {url: "sim://chat", preset: vllm-e2e, matchers: {model_name: llama}}
+`
+	if err := os.WriteFile(file, []byte(cfgText), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := LoadConfig(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := gpu.NewManualClock(time.Unix(0, 0))
+	b, err := NewBuilder(cfg, BuilderOptions{ProcRoot: dir, Clock: clock, AppMetrics: app})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Refresh(context.Background())
+	app.body["chat"] = fixture(t, "vllm-2.txt")
+	clock.Advance(15 * time.Second)
+	b.Refresh(context.Background())
+	s := b.Build(nil, gpu.SamplerStats{})
+	if len(s.SLOs) != 1 || s.SLOs[0].RequestsTotal != 300 || s.SLOs[0].Tenant != "chat" {
+		t.Fatalf("SLOs %+v", s.SLOs)
+	}
+	// same source, another tenant added: counters kept
+	if err := os.WriteFile(file, []byte(cfgText+"  - name: other\n    selectors: [{uid: 5}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Reload(file); err != nil {
+		t.Fatal(err)
+	}
+	if s := b.Build(nil, gpu.SamplerStats{}); s.SLOs[0].RequestsTotal != 300 {
+		t.Errorf("counters lost on reload: %+v", s.SLOs)
+	}
+	// target changed: a new objective starts from zero
+	if err := os.WriteFile(file, []byte(strings.Replace(cfgText, "300ms", "500ms", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Reload(file); err != nil {
+		t.Fatal(err)
+	}
+	if s := b.Build(nil, gpu.SamplerStats{}); s.SLOs[0].RequestsTotal != 0 || s.SLOs[0].TargetSeconds != 0.5 {
+		t.Errorf("after a target change: %+v", s.SLOs)
+	}
+}
+
+func TestStartScrapesLatencySources(t *testing.T) {
+	app := &fakeApp{body: map[string][]byte{"chat": fixture(t, "vllm-1.txt")}}
+	cfg, err := ParseConfig("t.yaml", []byte(`tenants:
+  - name: chat
+    selectors: [{executable: vllm}]
+    latency_source: {url: "sim://chat", preset: vllm-e2e}
+defaults: {scrape_interval: 15s}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := gpu.NewManualClock(time.Unix(0, 0))
+	b, err := NewBuilder(cfg, BuilderOptions{ProcRoot: t.TempDir(), Clock: clock, AppMetrics: app})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b.Start(ctx)
+	waitFor := func(cond func(SLOStatus) bool) SLOStatus {
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			s := b.Build(nil, gpu.SamplerStats{})
+			if len(s.SLOs) == 1 && cond(s.SLOs[0]) {
+				return s.SLOs[0]
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("condition never met: %+v", s.SLOs)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitFor(func(s SLOStatus) bool { return s.SourceUp })
+	app.mu.Lock()
+	app.body["chat"] = fixture(t, "vllm-2.txt")
+	app.mu.Unlock()
+	for clock.Waiters() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	clock.Advance(15 * time.Second)
+	st := waitFor(func(s SLOStatus) bool { return s.RequestsTotal > 0 })
+	if st.RequestsTotal != 300+900-9 {
+		// no matchers: both models summed (llama 300, other 891)
+		t.Errorf("requests %v", st.RequestsTotal)
+	}
+}
