@@ -73,6 +73,9 @@ type Device struct {
 	PowerLimitW    *float64
 	TemperatureC   *float64
 	ThrottleReason uint64 // NVML clock-event reason bitmask (nvmlClocksEventReason*)
+	// ThrottleReasonUnknown is true when the backend could not read
+	// ThrottleReason (then it is 0 but means "unknown", not "no reason").
+	ThrottleReasonUnknown bool
 	// EnergyJoules is the cumulative energy counter, if the GPU has one.
 	EnergyJoules *float64
 
