@@ -1,0 +1,6 @@
+// Package e2e holds the end-to-end test: the real vgpu_exporter binary on a
+// simulator scenario, scraped by a real Prometheus server, with the scrape
+// checked by promtool. It is built only with the e2e tag (make e2e), needs
+// the prometheus binary (Debian package prometheus) and skips without it,
+// except under CI=true where a missing prometheus is a failure.
+package e2e

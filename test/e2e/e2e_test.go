@@ -1,0 +1,372 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+	"github.com/vgpu-exporter/vgpu_exporter/test/scenarios"
+)
+
+// scenario is the built-in scenario the exporter runs.
+const scenario = "h100-timeslice"
+
+// waitFor bounds every wait of the test.
+const waitFor = 60 * time.Second
+
+func TestExporterScrapedByPrometheus(t *testing.T) {
+	promBin := findTool(t, "prometheus")
+	promtoolBin := findTool(t, "promtool")
+	tenants := scenarioTenants(t, scenario)
+
+	bin := buildExporter(t)
+	exporterAddr := freeAddr(t)
+	exporter := start(t, "exporter", bin,
+		"--backend=sim",
+		"--sim.scenario="+scenario,
+		"--web.listen-address="+exporterAddr,
+		"--log.level=debug",
+	)
+	exporterURL := "http://" + exporterAddr
+	poll(t, "the exporter to be ready", func() error {
+		code, body, err := get(exporterURL + "/-/ready")
+		if err != nil {
+			return err
+		}
+		if code != http.StatusOK {
+			return fmt.Errorf("/-/ready: %d %s", code, body)
+		}
+		return nil
+	}, exporter)
+
+	dir := t.TempDir()
+	promAddr := freeAddr(t)
+	promConfig := filepath.Join(dir, "prometheus.yml")
+	writeFile(t, promConfig, fmt.Sprintf(`global:
+  scrape_interval: 1s
+  scrape_timeout: 1s
+  evaluation_interval: 1s
+scrape_configs:
+  - job_name: vgpu
+    static_configs:
+      - targets: [%q]
+`, exporterAddr))
+	prom := start(t, "prometheus", promBin,
+		"--config.file="+promConfig,
+		"--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address="+promAddr,
+		"--log.level=warn",
+	)
+	promURL := "http://" + promAddr
+
+	// Two scrapes, both successful.
+	poll(t, "two successful scrapes", func() error {
+		res, err := query(promURL, `sum_over_time(up{job="vgpu"}[5m])`)
+		if err != nil {
+			return err
+		}
+		if len(res) != 1 || res[0].Value < 2 {
+			return fmt.Errorf("successful scrapes so far: %v", res)
+		}
+		t.Logf("successful scrapes: %v", res[0].Value)
+		return nil
+	}, prom, exporter)
+	res, err := query(promURL, `up{job="vgpu"} == 1`)
+	if err != nil || len(res) != 1 {
+		t.Fatalf("up == 1: %v %v", res, err)
+	}
+
+	// Every tenant of the scenario has SM activity.
+	poll(t, "SM activity of every tenant", func() error {
+		res, err := query(promURL, `max by (tenant) (max_over_time(vgpu_tenant_sm_active_ratio{job="vgpu"}[5m]))`)
+		if err != nil {
+			return err
+		}
+		got := map[string]float64{}
+		for _, s := range res {
+			got[s.Labels["tenant"]] = s.Value
+		}
+		var missing []string
+		for _, name := range tenants {
+			if v, ok := got[name]; !ok || !(v > 0) {
+				missing = append(missing, fmt.Sprintf("%s=%v", name, v))
+			}
+		}
+		if len(missing) > 0 {
+			return fmt.Errorf("tenants without SM activity: %s (have %v)", strings.Join(missing, ", "), got)
+		}
+		t.Logf("SM active ratio per tenant (max over the run): %v", got)
+		return nil
+	}, prom, exporter)
+
+	// promtool has no findings on a scrape.
+	code, body, err := get(exporterURL + "/metrics")
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("scrape: %d %v", code, err)
+	}
+	check := exec.Command(promtoolBin, "check", "metrics")
+	check.Stdin = strings.NewReader(body)
+	out, err := check.CombinedOutput()
+	if err != nil || len(bytes.TrimSpace(out)) > 0 {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	} else {
+		t.Logf("promtool check metrics: no findings on a %d-byte scrape", len(body))
+	}
+
+	// SIGTERM shuts the exporter down cleanly.
+	if err := exporter.stop(); err != nil {
+		t.Errorf("exporter shutdown: %v\n%s", err, exporter.logs())
+	}
+}
+
+// findTool returns the path of an installed binary, or skips the test
+// (fails it under CI=true, where the packages must be installed).
+func findTool(t *testing.T, name string) string {
+	t.Helper()
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	if p := "/usr/bin/" + name; isExecutable(p) {
+		return p
+	}
+	msg := fmt.Sprintf("%s not found in PATH or /usr/bin: install the Debian packages prometheus and prometheus-alertmanager (apt-get install -y prometheus prometheus-alertmanager)", name)
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+func isExecutable(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
+}
+
+// scenarioTenants returns the tenant names of a built-in scenario's
+// tenants file.
+func scenarioTenants(t *testing.T, name string) []string {
+	t.Helper()
+	file := name + ".tenants.yaml"
+	data, err := scenarios.FS.ReadFile(file)
+	if err != nil {
+		t.Fatalf("built-in scenario %s: %v", name, err)
+	}
+	cfg, err := tenant.ParseConfig(file, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tn := range cfg.Tenants {
+		names = append(names, tn.Name)
+	}
+	if len(names) == 0 {
+		t.Fatalf("%s has no tenants", file)
+	}
+	return names
+}
+
+// buildExporter builds the exporter binary into a temporary directory.
+func buildExporter(t *testing.T) string {
+	t.Helper()
+	_, here, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(here), "..", "..")
+	bin := filepath.Join(t.TempDir(), "vgpu_exporter")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/vgpu_exporter")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_CFLAGS=-Wno-deprecated-declarations")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// freeAddr returns a loopback address with a port that was free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// process is a started child process whose output goes to a log file.
+type process struct {
+	name    string
+	cmd     *exec.Cmd
+	logPath string
+	done    chan struct{}
+	err     error
+}
+
+// start runs bin with args; the process is killed when the test ends.
+func start(t *testing.T, name, bin string, args ...string) *process {
+	t.Helper()
+	p := &process{name: name, logPath: filepath.Join(t.TempDir(), name+".log"), done: make(chan struct{})}
+	f, err := os.Create(p.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Stdout, p.cmd.Stderr = f, f
+	if err := p.cmd.Start(); err != nil {
+		f.Close()
+		t.Fatalf("starting %s: %v", name, err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		f.Close()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("--- %s log:\n%s", p.name, p.logs())
+		}
+	})
+	return p
+}
+
+// exited returns an error when the process has already ended.
+func (p *process) exited() error {
+	select {
+	case <-p.done:
+		return fmt.Errorf("%s exited: %v", p.name, p.err)
+	default:
+		return nil
+	}
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (p *process) stop() error {
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return err
+	}
+	select {
+	case <-p.done:
+		return p.err
+	case <-time.After(waitFor):
+		return errors.New("still running after SIGTERM")
+	}
+}
+
+func (p *process) logs() string {
+	b, _ := os.ReadFile(p.logPath)
+	return string(b)
+}
+
+// poll calls f until it succeeds or waitFor passes; it stops early when one
+// of procs has exited.
+func poll(t *testing.T, what string, f func() error, procs ...*process) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	var err error
+	for {
+		if err = f(); err == nil {
+			return
+		}
+		for _, p := range procs {
+			if e := p.exited(); e != nil {
+				t.Fatalf("waiting for %s: %v (last error: %v)", what, e, err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waiting for %s: gave up after %s: %v", what, waitFor, err)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+var client = &http.Client{Timeout: 5 * time.Second}
+
+func get(u string) (int, string, error) {
+	resp, err := client.Get(u)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
+// sample is one element of an instant vector.
+type sample struct {
+	Labels map[string]string
+	Value  float64
+}
+
+// query runs an instant query against Prometheus's HTTP API.
+func query(promURL, q string) ([]sample, error) {
+	code, body, err := get(promURL + "/api/v1/query?query=" + url.QueryEscape(q))
+	if err != nil {
+		return nil, err
+	}
+	var r struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+		Data   struct {
+			ResultType string `json:"resultType"`
+			Result     []struct {
+				Metric map[string]string `json:"metric"`
+				Value  [2]any            `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal([]byte(body), &r); err != nil {
+		return nil, fmt.Errorf("query %q: HTTP %d: %v: %.200s", q, code, err, body)
+	}
+	if r.Status != "success" {
+		return nil, fmt.Errorf("query %q: %s", q, r.Error)
+	}
+	if r.Data.ResultType != "vector" {
+		return nil, fmt.Errorf("query %q: result type %s", q, r.Data.ResultType)
+	}
+	var out []sample
+	for _, s := range r.Data.Result {
+		str, ok := s.Value[1].(string)
+		if !ok {
+			return nil, fmt.Errorf("query %q: odd value %v", q, s.Value)
+		}
+		v, err := strconv.ParseFloat(str, 64)
+		if err != nil {
+			return nil, fmt.Errorf("query %q: %v", q, err)
+		}
+		out = append(out, sample{Labels: s.Metric, Value: v})
+	}
+	slices.SortFunc(out, func(a, b sample) int { return strings.Compare(fmt.Sprint(a.Labels), fmt.Sprint(b.Labels)) })
+	return out, nil
+}
