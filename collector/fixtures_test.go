@@ -90,7 +90,8 @@ func downDevice() gpu.Device {
 
 // bareDevice is up but every optional reading is unavailable.
 func bareDevice() gpu.Device {
-	return gpu.Device{Index: 4, UUID: "GPU-4444", Name: "Tesla T4", PCIBusID: "00000000:5A:00.0", Up: true, Mode: gpu.SharingExclusive}
+	return gpu.Device{Index: 4, UUID: "GPU-4444", Name: "Tesla T4", PCIBusID: "00000000:5A:00.0", Up: true, Mode: gpu.SharingExclusive,
+		ThrottleReasonUnknown: true}
 }
 
 func readings(devs ...gpu.Device) *gpu.Readings {

@@ -156,9 +156,11 @@ func (c *gpuCollector) device(e *emitter, r *gpu.Readings, d *gpu.Device) {
 		e.counter(c.energy, *d.EnergyJoules, g, u)
 	}
 	e.optGauge(c.temperature, d.TemperatureC, g, u)
-	e.gauge(c.clockReasons, float64(d.ThrottleReason), g, u)
-	for _, cr := range clockEventReasons {
-		e.gauge(c.clockReason, boolValue(d.ThrottleReason&cr.bit != 0), g, u, cr.name)
+	if !d.ThrottleReasonUnknown {
+		e.gauge(c.clockReasons, float64(d.ThrottleReason), g, u)
+		for _, cr := range clockEventReasons {
+			e.gauge(c.clockReason, boolValue(d.ThrottleReason&cr.bit != 0), g, u, cr.name)
+		}
 	}
 	if d.ContextSwitchesTotal != nil {
 		e.counter(c.ctxSwitches, float64(*d.ContextSwitchesTotal), g, u)
