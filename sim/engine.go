@@ -584,7 +584,12 @@ func (g *gpuState) powerAt(f, act float64) float64 {
 
 func (g *gpuState) heat(dtNs float64) {
 	ss := ambientC + cPerWatt*g.power
-	g.temp += (ss - g.temp) * (1 - math.Exp(-dtNs/1e9/thermalTauS))
+	x := dtNs / 1e9 / thermalTauS
+	f := x - x*x/2 // 1 - exp(-x) for the 1 ms steps
+	if x > 1e-3 {
+		f = 1 - math.Exp(-x)
+	}
+	g.temp += (ss - g.temp) * f
 }
 
 func (g *gpuState) limit() float64 {

@@ -145,6 +145,8 @@ type WorkloadSpec struct {
 	Bytes        float64  `yaml:"bytes"`
 	WeightsBytes ByteSize `yaml:"weights_bytes"`
 	MaxBatch     int      `yaml:"max_batch"`
+	// MaxQueue is how many requests may wait; more are rejected.
+	MaxQueue int `yaml:"max_queue"`
 	// SMFraction is the largest fraction of the SMs the kernels can fill.
 	SMFraction float64 `yaml:"sm_fraction"`
 	// MinJobTime is the shortest a batch, iteration or step takes however
@@ -615,6 +617,12 @@ func (p *parser) validateWorkload(sc *Scenario, i int) error {
 	}
 	if w.MinJobTime < 0 {
 		return p.errAt(at("min_job_time"), "min_job_time must not be negative")
+	}
+	if w.MaxQueue == 0 {
+		w.MaxQueue = 10000
+	}
+	if w.MaxQueue < 0 {
+		return p.errAt(at("max_queue"), "max_queue must be positive")
 	}
 	if w.MaxBatch < 0 {
 		return p.errAt(at("max_batch"), "max_batch must be positive")

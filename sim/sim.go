@@ -70,6 +70,9 @@ type TenantWindow struct {
 	// Work is useful work: FLOPs for inference, completed steps for training.
 	Work float64
 	OOMs int
+	// Dropped counts requests rejected because the tenant's queue was full
+	// (max_queue) or lost when its process stopped or failed.
+	Dropped int
 }
 
 // GPUWindow is a GPU's averages over the window.
@@ -435,7 +438,7 @@ func (s *Simulator) Window() WindowStats {
 		tw := TenantWindow{
 			Tenant: t.spec.Name, GPU: s.gpus[t.gpu].uuid,
 			Completed: t.completed, Latencies: t.lat, Good: t.good,
-			Work: t.work, OOMs: t.ooms,
+			Work: t.work, OOMs: t.ooms, Dropped: t.dropped,
 		}
 		slices.Sort(tw.Latencies)
 		if tw.Latencies == nil {
@@ -449,7 +452,7 @@ func (s *Simulator) Window() WindowStats {
 			tw.BWShare = t.acc[1].bytes / (t.dom.g.m.BandwidthBS * t.dom.bwFrac * secs)
 		}
 		ws.Tenants = append(ws.Tenants, tw)
-		t.lat, t.completed, t.good, t.work, t.ooms = nil, 0, 0, 0, 0
+		t.lat, t.completed, t.good, t.work, t.ooms, t.dropped = nil, 0, 0, 0, 0, 0
 		t.acc[1] = tacc{}
 	}
 	for _, g := range s.gpus {

@@ -89,6 +89,7 @@ type tenant struct {
 	good      int
 	work      float64
 	ooms      int
+	dropped   int
 
 	// cumulative histograms (AppMetrics)
 	e2e  hist
@@ -229,6 +230,7 @@ func (t *tenant) record(s *Simulator, ns int64) {
 
 // drop loses all queued and in-flight work (the process exited).
 func (t *tenant) drop() {
+	t.dropped += t.queued() + len(t.seqs)
 	t.queue = t.queue[:0]
 	t.qhead = 0
 	t.seqs = t.seqs[:0]
@@ -326,6 +328,10 @@ func (t *tenant) arrive(now int64) {
 		}
 		if t.w.Type == "llm" && r.gen < 1 {
 			r.gen = 1
+		}
+		if t.queued() >= t.w.MaxQueue {
+			t.dropped++ // the server rejects what it cannot queue
+			continue
 		}
 		t.queue = append(t.queue, r)
 	}
