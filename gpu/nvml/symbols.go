@@ -8,7 +8,7 @@ import "github.com/go-kit/log/level"
 const (
 	symCudaDriverVersion   = "nvmlSystemGetCudaDriverVersion"
 	symProcessName         = "nvmlSystemGetProcessName"
-	symClocksEventReasons  = "nvmlDeviceGetCurrentClocksEventReasons"   // R535
+	symClocksEventReasons  = "nvmlDeviceGetCurrentClocksEventReasons"    // R535
 	symThrottleReasons     = "nvmlDeviceGetCurrentClocksThrottleReasons" // older name
 	symEnergy              = "nvmlDeviceGetTotalEnergyConsumption"
 	symMigMode             = "nvmlDeviceGetMigMode"

@@ -1,0 +1,387 @@
+package nvml
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh100"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh200"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+func TestNotSupportedKnobs(t *testing.T) {
+	f := newFixture(t, dgxh100.New())
+	b := f.backend()
+	uuid := f.devs[0].UUID
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		call func() error
+		want string
+	}{
+		{"mps threads", func() error { return b.SetMPSActiveThreads(ctx, uuid, 1, 0.5) }, "MPS control daemon"},
+		{"mps default", func() error { return b.SetMPSDefaultActiveThreads(ctx, uuid, 0.5) }, "MPS control daemon"},
+		{"mps pinned", func() error { return b.SetMPSPinnedMemoryLimit(ctx, uuid, 1, 1<<30) }, "MPS control daemon"},
+		{"restart", func() error { return b.RestartClient(ctx, uuid, 1) }, "restart hook"},
+		{"timeslice", func() error { return b.SetComputeTimeSlice(ctx, uuid, "long") }, "nvidia-smi compute-policy"},
+		{"move", func() error { return b.MoveProcess(ctx, 1, uuid) }, "placement hook"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call()
+			if !errors.Is(err, gpu.ErrNotSupported) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want ErrNotSupported naming %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestLockClocks(t *testing.T) {
+	f := newFixture(t, dgxh100.New())
+	b := f.backend()
+	ctx := context.Background()
+	d := f.devs[1]
+	uuid := d.UUID
+	for _, tc := range []struct {
+		name    string
+		lock    gpu.ClockLock
+		inject  nvml.Return
+		wantErr string
+		is      error
+		set     int // SetGpuLockedClocks calls expected after this case (cumulative)
+		reset   int
+	}{
+		{"lock", gpu.ClockLock{MinMHz: 1500, MaxMHz: 1980}, nvml.SUCCESS, "", nil, 1, 0},
+		{"min above max", gpu.ClockLock{MinMHz: 1900, MaxMHz: 1500}, nvml.SUCCESS, "invalid SM clock range", nil, 1, 0},
+		{"above GPU max", gpu.ClockLock{MinMHz: 1500, MaxMHz: 2500}, nvml.SUCCESS, "above the GPU's maximum", nil, 1, 0},
+		{"no permission", gpu.ClockLock{MinMHz: 1500, MaxMHz: 1600}, nvml.ERROR_NO_PERMISSION, "root", nil, 2, 0},
+		{"not supported", gpu.ClockLock{MinMHz: 1500, MaxMHz: 1600}, nvml.ERROR_NOT_SUPPORTED, "NOT_SUPPORTED", gpu.ErrNotSupported, 3, 0},
+		{"reset", gpu.ClockLock{}, nvml.SUCCESS, "", nil, 3, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f.fail(1, "SetGpuLockedClocks", tc.inject)
+			defer f.fail(1, "SetGpuLockedClocks", nvml.SUCCESS)
+			err := b.LockClocks(ctx, uuid, tc.lock)
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("err = %v, want %q", err, tc.wantErr)
+			}
+			if tc.is != nil && !errors.Is(err, tc.is) {
+				t.Errorf("err %v is not %v", err, tc.is)
+			}
+			if got := len(d.SetGpuLockedClocksCalls()); got != tc.set {
+				t.Errorf("SetGpuLockedClocks calls = %d, want %d", got, tc.set)
+			}
+			if got := len(d.ResetGpuLockedClocksCalls()); got != tc.reset {
+				t.Errorf("ResetGpuLockedClocks calls = %d, want %d", got, tc.reset)
+			}
+		})
+	}
+	// The lock state shows in the readings.
+	if err := b.LockClocks(ctx, uuid, gpu.ClockLock{MinMHz: 1000, MaxMHz: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	rd := sample(t, b)
+	if !*rd.Devices[1].ClocksLocked || *rd.Devices[0].ClocksLocked {
+		t.Errorf("ClocksLocked = %v / %v", *rd.Devices[1].ClocksLocked, *rd.Devices[0].ClocksLocked)
+	}
+	if err := b.LockMemoryClocks(ctx, uuid, gpu.ClockLock{MinMHz: 2619, MaxMHz: 2619}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.LockMemoryClocks(ctx, uuid, gpu.ClockLock{}); err != nil || len(d.ResetMemoryLockedClocksCalls()) != 1 {
+		t.Fatalf("memory clock reset: %v", err)
+	}
+	if err := b.LockClocks(ctx, "GPU-nope", gpu.ClockLock{}); err == nil || !strings.Contains(err.Error(), "no GPU") {
+		t.Errorf("unknown UUID: %v", err)
+	}
+}
+
+func TestLockClocksMissingSymbol(t *testing.T) {
+	f := newFixture(t, dgxh100.New())
+	f.setMissing(symSetMemLocked)
+	for _, d := range f.devs {
+		d.SetMemoryLockedClocksFunc = nil
+	}
+	b := f.backend()
+	err := b.LockMemoryClocks(context.Background(), f.devs[0].UUID, gpu.ClockLock{MinMHz: 1, MaxMHz: 2})
+	if !errors.Is(err, gpu.ErrNotSupported) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestSetPowerLimit(t *testing.T) {
+	f := newFixture(t, dgxh200.New())
+	b := f.backend()
+	d := f.devs[2]
+	var set []uint32
+	d.SetPowerManagementLimitFunc = func(mw uint32) nvml.Return { set = append(set, mw); return nvml.SUCCESS }
+	for _, tc := range []struct {
+		watts   float64
+		wantErr string
+		wantMW  uint32
+	}{
+		{450, "", 450000},
+		{0, "", 700000}, // default
+		{100, "outside the GPU's range 200-700 W", 0},
+		{900, "outside", 0},
+		{-1, "invalid", 0},
+	} {
+		set = nil
+		err := b.SetPowerLimit(context.Background(), d.UUID, tc.watts)
+		if tc.wantErr == "" {
+			if err != nil || len(set) != 1 || set[0] != tc.wantMW {
+				t.Errorf("SetPowerLimit(%v) = %v, set %v", tc.watts, err, set)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.wantErr) || len(set) != 0 {
+			t.Errorf("SetPowerLimit(%v) = %v (set %v), want %q", tc.watts, err, set, tc.wantErr)
+		}
+	}
+}
+
+// testVgpu is a mock vGPU instance that says its ID.
+type testVgpu struct {
+	*mock.VgpuInstance
+	id uint32
+}
+
+func (v testVgpu) VgpuInstanceID() uint32 { return v.id }
+
+func newTestVgpu(id uint32, vm, typ string) testVgpu {
+	tid := &mock.VgpuTypeId{
+		GetNameFunc:            func() (string, nvml.Return) { return typ, nvml.SUCCESS },
+		GetFramebufferSizeFunc: func() (uint64, nvml.Return) { return 20 << 30, nvml.SUCCESS },
+	}
+	return testVgpu{id: id, VgpuInstance: &mock.VgpuInstance{
+		GetUUIDFunc:    func() (string, nvml.Return) { return "vgpu-" + vm, nvml.SUCCESS },
+		GetVmIDFunc:    func() (string, nvml.VgpuVmIdType, nvml.Return) { return vm, nvml.VGPU_VM_ID_UUID, nvml.SUCCESS },
+		GetTypeFunc:    func() (nvml.VgpuTypeId, nvml.Return) { return tid, nvml.SUCCESS },
+		GetFbUsageFunc: func() (uint64, nvml.Return) { return 3 << 30, nvml.SUCCESS },
+	}}
+}
+
+func u32(v uint32) [8]byte {
+	var b [8]byte
+	binary.LittleEndian.PutUint32(b[:], v)
+	return b
+}
+
+// vgpuHost turns GPU dev of the fixture into a vGPU host with the given VMs.
+func vgpuHost(f *fixture, dev int, vms *[]nvml.VgpuInstance) {
+	d := f.devs[dev]
+	d.GetVirtualizationModeFunc = func() (nvml.GpuVirtualizationMode, nvml.Return) {
+		return nvml.GPU_VIRTUALIZATION_MODE_HOST_VGPU, nvml.SUCCESS
+	}
+	d.GetActiveVgpusFunc = func() ([]nvml.VgpuInstance, nvml.Return) { return *vms, nvml.SUCCESS }
+	d.GetVgpuSchedulerCapabilitiesFunc = func() (nvml.VgpuSchedulerCapabilities, nvml.Return) {
+		return nvml.VgpuSchedulerCapabilities{
+			SupportedSchedulers: [3]uint32{1, 2, 3}, MinTimeslice: 1_000_000, MaxTimeslice: 30_000_000,
+			IsArrModeSupported: 1, MinFrequencyForARR: 64, MaxFrequencyForARR: 960, MinAvgFactorForARR: 1, MaxAvgFactorForARR: 60,
+		}, nvml.SUCCESS
+	}
+	d.GetVgpuSchedulerStateFunc = func() (nvml.VgpuSchedulerGetState, nvml.Return) {
+		st := nvml.VgpuSchedulerGetState{SchedulerPolicy: nvml.VGPU_SCHEDULER_POLICY_BEST_EFFORT, ArrMode: nvml.VGPU_SCHEDULER_ARR_ENABLE}
+		binary.LittleEndian.PutUint32(st.SchedulerParams[0:4], 33)
+		binary.LittleEndian.PutUint32(st.SchedulerParams[4:8], 2_000_000)
+		return st, nvml.SUCCESS
+	}
+	d.GetVgpuSchedulerState_v2Func = func(in nvml.VgpuSchedulerStateInfo_v2) (nvml.VgpuSchedulerStateInfo_v2, nvml.Return) {
+		in.SchedulerPolicy, in.AvgFactor, in.Timeslice = nvml.VGPU_SCHEDULER_POLICY_BEST_EFFORT, 33, 2_000_000
+		return in, nvml.SUCCESS
+	}
+	var logTS uint64 = 1_000
+	d.GetVgpuSchedulerLog_v2Func = func(in nvml.VgpuSchedulerLogInfo_v2) (nvml.VgpuSchedulerLogInfo_v2, nvml.Return) {
+		// a rolling log: the last 3 entries, one new per call
+		logTS++
+		in.EntriesCount = 3
+		for k := 0; k < 3; k++ {
+			in.LogEntries[k] = nvml.VgpuSchedulerLogEntry_v2{Timestamp: logTS - uint64(2-k), TimeRun: 1_500_000,
+				TargetTimeSlice: 2_000_000, CumulativePreemptionTime: 10_000, Weight: 2}
+		}
+		return in, nvml.SUCCESS
+	}
+	d.GetVgpuUtilizationFunc = func(uint64) (nvml.ValueType, []nvml.VgpuInstanceUtilizationSample, nvml.Return) {
+		return nvml.VALUE_TYPE_UNSIGNED_INT, []nvml.VgpuInstanceUtilizationSample{
+			{VgpuInstance: 11, TimeStamp: 10, SmUtil: u32(40), MemUtil: u32(10)},
+			{VgpuInstance: 11, TimeStamp: 20, SmUtil: u32(60), MemUtil: u32(30)},
+			{VgpuInstance: 12, TimeStamp: 20, SmUtil: u32(5), MemUtil: u32(1)},
+		}, nvml.SUCCESS
+	}
+	d.GetVgpuProcessUtilizationFunc = func(uint64) ([]nvml.VgpuProcessUtilizationSample, nvml.Return) {
+		s := nvml.VgpuProcessUtilizationSample{VgpuInstance: 11, Pid: 4242, TimeStamp: 20, SmUtil: 50, MemUtil: 20}
+		copy(s.ProcessName[:], []int8{'p', 'y'})
+		return []nvml.VgpuProcessUtilizationSample{s}, nvml.SUCCESS
+	}
+	d.SetVgpuSchedulerState_v2Func = func(*nvml.VgpuSchedulerState_v2) nvml.Return { return nvml.SUCCESS }
+	d.SetVgpuSchedulerStateFunc = func(*nvml.VgpuSchedulerSetState) nvml.Return { return nvml.SUCCESS }
+}
+
+func TestVGPUReadings(t *testing.T) {
+	f := newFixture(t, dgxh100.New())
+	vms := []nvml.VgpuInstance{newTestVgpu(11, "vm-a", "H100-20C"), newTestVgpu(12, "vm-b", "H100-20C")}
+	vgpuHost(f, 0, &vms)
+	b := f.backend()
+	rd := sample(t, b)
+	d := rd.Devices[0]
+	if d.Mode != gpu.SharingVGPU || d.Scheduler == nil {
+		t.Fatalf("mode %q scheduler %v", d.Mode, d.Scheduler)
+	}
+	s := d.Scheduler
+	if s.Policy != "best-effort" || !s.ARREnabled || s.AvgFactor != 33 || s.TimeSlice != 2*time.Millisecond ||
+		s.MinTimeSlice != time.Millisecond || s.MaxTimeSlice != 30*time.Millisecond {
+		t.Errorf("scheduler %+v", s)
+	}
+	if len(s.Log) != 3 || s.Log[0].Weight != 2 || s.Log[0].RunTime != 1500*time.Microsecond {
+		t.Errorf("log %+v", s.Log)
+	}
+	if len(d.VGPUs) != 2 {
+		t.Fatalf("vGPUs %+v", d.VGPUs)
+	}
+	v := d.VGPUs[0]
+	if v.ID != 11 || v.VMID != "vm-a" || v.Type != "H100-20C" || v.FramebufferBytes != 20<<30 || v.FramebufferUsed != 3<<30 ||
+		*v.SMUtil != 0.5 || *v.MemUtil != 0.2 {
+		t.Errorf("vGPU %+v", v)
+	}
+	if len(d.Processes) != 1 || d.Processes[0].VGPUInstance != 11 || d.Processes[0].Name != "py" || *d.Processes[0].SMUtil != 0.5 {
+		t.Errorf("vGPU processes %+v", d.Processes)
+	}
+	// The next sample carries only the new log entry.
+	f.clock.Advance(time.Second)
+	rd = sample(t, b)
+	if l := rd.Devices[0].Scheduler.Log; len(l) != 1 {
+		t.Errorf("second log = %d entries, want 1", len(l))
+	}
+	if rd.Devices[1].Scheduler != nil {
+		t.Errorf("scheduler on a non-vGPU GPU")
+	}
+}
+
+func TestSetVGPUScheduler(t *testing.T) {
+	f := newFixture(t, dgxh100.New())
+	var vms []nvml.VgpuInstance
+	vgpuHost(f, 0, &vms)
+	f.enableMIG(3, nvml.GPU_INSTANCE_PROFILE_7_SLICE)
+	vgpuHost(f, 3, &vms)
+	b := f.backend()
+	ctx := context.Background()
+	u0 := f.devs[0].UUID
+	for _, tc := range []struct {
+		name    string
+		uuid    string
+		vms     []nvml.VgpuInstance
+		s       gpu.VGPUSchedulerSetting
+		is      error
+		wantErr string
+		v1, v2  int // calls expected (cumulative)
+	}{
+		{"equal share with slice", u0, nil, gpu.VGPUSchedulerSetting{Policy: "equal-share", TimeSlice: 2 * time.Millisecond}, nil, "", 1, 0},
+		{"best effort ARR", u0, nil, gpu.VGPUSchedulerSetting{Policy: "best-effort", ARREnabled: true, AvgFactor: 30, Frequency: 480}, nil, "", 1, 1},
+		{"VMs running", u0, []nvml.VgpuInstance{newTestVgpu(1, "vm", "t")}, gpu.VGPUSchedulerSetting{Policy: "fixed-share"}, gpu.ErrBusy, "VMs are running", 1, 1},
+		{"MIG on", f.devs[3].UUID, nil, gpu.VGPUSchedulerSetting{Policy: "fixed-share"}, gpu.ErrBusy, "MIG", 1, 1},
+		{"slice out of range", u0, nil, gpu.VGPUSchedulerSetting{Policy: "fixed-share", TimeSlice: time.Second}, nil, "outside", 1, 1},
+		{"ARR frequency out of range", u0, nil, gpu.VGPUSchedulerSetting{Policy: "best-effort", ARREnabled: true, Frequency: 5000}, nil, "frequency", 1, 1},
+		{"ARR on fixed share", u0, nil, gpu.VGPUSchedulerSetting{Policy: "fixed-share", ARREnabled: true}, nil, "best-effort policy only", 1, 1},
+		{"unknown policy", u0, nil, gpu.VGPUSchedulerSetting{Policy: "fair"}, nil, "unknown vGPU scheduler policy", 1, 1},
+		{"not a vGPU host", f.devs[1].UUID, nil, gpu.VGPUSchedulerSetting{Policy: "fixed-share"}, gpu.ErrNotSupported, "not a vGPU host", 1, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vms = tc.vms
+			err := b.SetVGPUScheduler(ctx, tc.uuid, tc.s)
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("err = %v, want %q", err, tc.wantErr)
+			}
+			if tc.is != nil && !errors.Is(err, tc.is) {
+				t.Errorf("err %v is not %v", err, tc.is)
+			}
+			d := f.devs[0]
+			if got := len(d.SetVgpuSchedulerStateCalls()); got != tc.v1 {
+				t.Errorf("v1 set calls %d, want %d", got, tc.v1)
+			}
+			if got := len(d.SetVgpuSchedulerState_v2Calls()); got != tc.v2 {
+				t.Errorf("v2 set calls %d, want %d", got, tc.v2)
+			}
+		})
+	}
+	// The v1 call carried the time slice.
+	c := f.devs[0].SetVgpuSchedulerStateCalls()[0].VgpuSchedulerSetState
+	if c.SchedulerPolicy != nvml.VGPU_SCHEDULER_POLICY_EQUAL_SHARE || binary.LittleEndian.Uint32(c.SchedulerParams[:4]) != 2_000_000 {
+		t.Errorf("v1 call %+v", c)
+	}
+	if !slices.Contains(b.Capabilities(u0), gpu.KnobVGPUScheduler) || slices.Contains(b.Capabilities(f.devs[3].UUID), gpu.KnobVGPUScheduler) {
+		t.Errorf("capabilities %v / %v", b.Capabilities(u0), b.Capabilities(f.devs[3].UUID))
+	}
+}
+
+func TestConfigureMIG(t *testing.T) {
+	f := newFixture(t, dgxh200.New())
+	f.enableMIG(1, nvml.GPU_INSTANCE_PROFILE_7_SLICE)
+	b := f.backend()
+	ctx := context.Background()
+	uuid := f.devs[1].UUID
+
+	// MIG off on GPU 0.
+	if err := b.ConfigureMIG(ctx, f.devs[0].UUID, []string{"3g.71gb"}); !errors.Is(err, gpu.ErrBusy) || !strings.Contains(err.Error(), "-mig 1") {
+		t.Errorf("MIG off: %v", err)
+	}
+	// Unknown profile: nothing touched.
+	if err := b.ConfigureMIG(ctx, uuid, []string{"3g.71gb", "5g.99gb"}); err == nil || !strings.Contains(err.Error(), `unknown MIG profile "5g.99gb"`) ||
+		!strings.Contains(err.Error(), "4g.71gb") {
+		t.Errorf("unknown profile: %v", err)
+	}
+	// Processes running: refused.
+	f.setProcs(1, []nvml.ProcessInfo{{Pid: 5, GpuInstanceId: 0, ComputeInstanceId: 0}}, nil)
+	if err := b.ConfigureMIG(ctx, uuid, []string{"3g.71gb", "4g.71gb"}); !errors.Is(err, gpu.ErrBusy) || !strings.Contains(err.Error(), "1 processes") {
+		t.Errorf("busy: %v", err)
+	}
+	if rd := sample(t, b); len(rd.Devices[1].MIG) != 1 || rd.Devices[1].MIG[0].Profile != "7g.141gb" {
+		t.Fatalf("layout changed by a refused call: %+v", rd.Devices[1].MIG)
+	}
+	// Drained: replaced.
+	f.setProcs(1, nil, nil)
+	if err := b.ConfigureMIG(ctx, uuid, []string{"3g.71gb", "4g.71gb"}); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Advance(time.Second)
+	rd := sample(t, b)
+	var got []string
+	for _, m := range rd.Devices[1].MIG {
+		got = append(got, m.Profile)
+	}
+	if !slices.Equal(got, []string{"3g.71gb", "4g.71gb"}) {
+		t.Errorf("layout after ConfigureMIG = %v", got)
+	}
+	if rd.Devices[1].MIG[1].SMCount != 64 {
+		t.Errorf("4g SMs = %d", rd.Devices[1].MIG[1].SMCount)
+	}
+	if !slices.Contains(b.Capabilities(uuid), gpu.KnobMIGLayout) || slices.Contains(b.Capabilities(f.devs[0].UUID), gpu.KnobMIGLayout) {
+		t.Errorf("capabilities %v", b.Capabilities(uuid))
+	}
+	caps := b.Capabilities(f.devs[0].UUID)
+	if !slices.Equal(caps, []gpu.Knob{gpu.KnobLockedClocks, gpu.KnobPowerLimit}) {
+		t.Errorf("capabilities of a plain GPU = %v", caps)
+	}
+}
+
+func TestControlConcurrentWithSample(t *testing.T) {
+	f := newFixture(t, dgxh100.New())
+	b := f.backend()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for k := 0; k < 50; k++ {
+			_ = b.LockClocks(context.Background(), f.devs[k%8].UUID, gpu.ClockLock{MinMHz: 1000, MaxMHz: 1500})
+			_ = b.Capabilities(f.devs[k%8].UUID)
+		}
+	}()
+	for k := 0; k < 50; k++ {
+		sample(t, b)
+	}
+	<-done
+}
