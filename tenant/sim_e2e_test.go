@@ -1,0 +1,110 @@
+package tenant_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/sim"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+)
+
+// TestSimScenariosAttribution runs every scenario that has a tenants
+// companion and checks that each simulated process lands in the tenant of
+// the same name (or in unassigned when the companion does not name it), and
+// that the latency sources read through sim:// count requests.
+func TestSimScenariosAttribution(t *testing.T) {
+	files, err := filepath.Glob("../test/scenarios/*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, f := range files {
+		if strings.HasSuffix(f, ".tenants.yaml") {
+			continue
+		}
+		companion := strings.TrimSuffix(f, ".yaml") + ".tenants.yaml"
+		if _, err := os.Stat(companion); err != nil {
+			continue
+		}
+		n++
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			sc, err := sim.LoadScenario(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := tenant.LoadConfig(companion)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := sim.New(sc, sim.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			clock := gpu.NewManualClock(s.Now())
+			b, err := tenant.NewBuilder(cfg, tenant.BuilderOptions{ProcRoot: "/nonexistent/proc", Clock: clock, AppMetrics: s})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := map[uint32]string{}
+			for _, ts := range sc.Tenants {
+				name := ts.Name
+				if cfg.TenantByName(name) == nil {
+					name = tenant.Unassigned
+				}
+				want[ts.Process.PID] = name
+			}
+			ctx := context.Background()
+			b.Refresh(ctx)
+			var snap *tenant.Snapshot
+			for step := 1; step <= 3; step++ {
+				at := s.Now().Add(20 * time.Second)
+				s.AdvanceTo(at)
+				clock.Set(at)
+				r, err := s.Sample(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b.Refresh(ctx)
+				snap = b.Build(r, gpu.SamplerStats{})
+			}
+			seen := map[uint32]bool{}
+			named := 0
+			for _, u := range snap.Usage {
+				for _, pid := range u.PIDs {
+					seen[pid] = true
+					if u.Tenant != tenant.Unassigned && want[pid] == u.Tenant {
+						named++
+					}
+					if w, ok := want[pid]; ok && u.Tenant != w {
+						t.Errorf("pid %d attributed to %q, want %q", pid, u.Tenant, w)
+					}
+				}
+			}
+			for pid, w := range want {
+				if !seen[pid] {
+					t.Logf("pid %d (%s) not running in the sample", pid, w)
+				}
+			}
+			if named == 0 {
+				t.Fatalf("no process attributed to a named tenant: %+v", snap.Usage)
+			}
+			t.Logf("%d processes seen, %d in named tenants, %d SLO sources", len(seen), named, len(snap.SLOs))
+			if snap.Attribution.ConflictsTotal != 0 {
+				t.Errorf("conflicts: %+v", snap.Attribution)
+			}
+			for _, st := range snap.SLOs {
+				if !st.SourceUp || st.RequestsTotal <= 0 {
+					t.Errorf("latency source of %s: %+v", st.Tenant, st)
+				}
+			}
+		})
+	}
+	if n == 0 {
+		t.Skip("no scenario with a tenants companion")
+	}
+}
