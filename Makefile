@@ -26,7 +26,7 @@ export CGO_ENABLED := 1
 all: lint build test
 
 build:
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) $(PKG)
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) $(PKG)
 
 # The exporter on the default built-in simulator scenario, on :9949.
 run: build
