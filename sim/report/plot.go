@@ -210,6 +210,7 @@ func LatencyPlot(r *Recorder) (Plot, error) {
 		if points > 0 {
 			p.Y.Scale = plot.LogScale{}
 			p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+			p.Y.Max *= 4 // room above the data for the legend
 		} else {
 			p.Title.Text = titles[gi] + ": no requests"
 		}

@@ -48,6 +48,8 @@ type TenantStep struct {
 	SMShare  float64 `json:"sm_share"`
 	BWShare  float64 `json:"bw_share"`
 	OOMs     int     `json:"ooms"`
+	// Dropped is requests rejected (queue full) or lost (process stopped).
+	Dropped int `json:"dropped"`
 }
 
 // GPUStep is one GPU's figures over one step.
@@ -92,6 +94,7 @@ type tenantAcc struct {
 	bwShareSec  float64
 	seconds     float64
 	ooms        int
+	dropped     int
 	sloQuantile float64
 	sloTarget   time.Duration
 }
@@ -135,18 +138,19 @@ func (r *Recorder) Add(w WindowStats) {
 		a.bwShareSec += tw.BWShare * secs
 		a.seconds += secs
 		a.ooms += tw.OOMs
+		a.dropped += tw.Dropped
 		a.sloQuantile, a.sloTarget = tw.SLOQuantile, tw.SLOTarget
 
 		ts := TenantStep{
 			Tenant: tw.Tenant, GPU: tw.GPU, Completed: tw.Completed, Good: tw.Good,
-			Attainment:  Attainment(tw.Good, tw.Completed),
+			Attainment:  sloAttainment(tw.SLOTarget, tw.Good, tw.Completed),
 			P50:         quantileSeconds(tw.Latencies, 0.5),
 			P99:         quantileSeconds(tw.Latencies, 0.99),
 			SLOQuantile: tw.SLOQuantile, SLOTarget: round6(tw.SLOTarget.Seconds()),
 			Throughput: round6(float64(tw.Completed) / secs),
 			WorkRate:   round6(tw.Work / secs),
 			SMShare:    round6(tw.SMShare), BWShare: round6(tw.BWShare),
-			OOMs: tw.OOMs,
+			OOMs: tw.OOMs, Dropped: tw.Dropped,
 		}
 		st.Tenants = append(st.Tenants, ts)
 	}
@@ -202,6 +206,14 @@ func Attainment(good, completed int) *float64 {
 	return &v
 }
 
+// sloAttainment is the attainment of a tenant with an SLO; nil without one.
+func sloAttainment(target time.Duration, good, completed int) *float64 {
+	if target <= 0 {
+		return nil
+	}
+	return Attainment(good, completed)
+}
+
 func quantileSeconds(sorted []time.Duration, q float64) *float64 {
 	d, ok := Quantile(sorted, q)
 	if !ok {
@@ -239,6 +251,7 @@ type TenantSummary struct {
 	SMShare    float64  `json:"sm_share"`
 	BWShare    float64  `json:"bw_share"`
 	OOMs       int      `json:"ooms"`
+	Dropped    int      `json:"dropped"`
 }
 
 // GPUSummary is one GPU's means over the run.
@@ -273,10 +286,10 @@ func (r *Recorder) Summary() Summary {
 		slices.Sort(lat)
 		ts := TenantSummary{
 			Tenant: name, GPU: a.gpu, Requests: a.completed, Good: a.good,
-			Attainment:  Attainment(a.good, a.completed),
+			Attainment:  sloAttainment(a.sloTarget, a.good, a.completed),
 			SLOQuantile: a.sloQuantile, SLOTarget: round6(a.sloTarget.Seconds()),
 			P50: quantileSeconds(lat, 0.5), P99: quantileSeconds(lat, 0.99),
-			OOMs: a.ooms,
+			OOMs: a.ooms, Dropped: a.dropped,
 		}
 		if r.elapsed > 0 {
 			ts.Throughput = round6(float64(a.completed) / r.elapsed)

@@ -112,7 +112,7 @@ func windows() []WindowStats {
 	}
 	return []WindowStats{
 		w(0, TenantWindow{GPU: "GPU-b", Completed: 4, Good: 3, Latencies: ms(20, 40, 60, 150), SMShare: 0.2, BWShare: 0.1}, 0.9),
-		w(1, TenantWindow{GPU: "GPU-b", SMShare: 0.1, OOMs: 1}, 0.8),
+		w(1, TenantWindow{GPU: "GPU-b", SMShare: 0.1, OOMs: 1, Dropped: 2}, 0.8),
 		w(2, TenantWindow{GPU: "GPU-a", Completed: 6, Good: 6, Latencies: ms(10, 10, 30, 50, 70, 90), SMShare: 0.3, BWShare: 0.2}, 0.7),
 	}
 }
@@ -151,6 +151,7 @@ func TestSummary(t *testing.T) {
 		{"chat bw share", chat.BWShare, 0.1},
 		{"chat ends on GPU-a", chat.GPU, "GPU-a"},
 		{"chat ooms", chat.OOMs, 1},
+		{"chat dropped", chat.Dropped, 2},
 		{"train has no attainment", train.Attainment == nil && train.SLOMet == nil && train.P99 == nil, true},
 		{"train work rate", train.WorkRate, 2.5},
 		{"slos", [2]int{s.SLOsMet, s.SLOsHeld}, [2]int{1, 1}},

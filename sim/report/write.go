@@ -1,6 +1,7 @@
 package report
 
 import (
+	"cmp"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
@@ -37,8 +38,12 @@ func WriteSummaryText(w io.Writer, s Summary) error {
 	fmt.Fprintf(ew, "scenario %s, policy %s, seed %d: %s simulated in %d steps\n\n",
 		s.Meta.Scenario, s.Meta.Policy, s.Meta.Seed, fmtDuration(s.Seconds), s.Steps)
 
+	index := map[string]string{}
+	for _, g := range s.GPUs {
+		index[g.UUID] = strconv.Itoa(g.Index)
+	}
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TENANT\tGPU\tREQUESTS\tREQ/S\tSLO\tATTAINMENT\tMET\tP50\tP99\tWORK/S\tSM SHARE\tBW SHARE\tOOMS")
+	fmt.Fprintln(tw, "TENANT\tGPU\tREQUESTS\tREQ/S\tSLO\tATTAINMENT\tMET\tP50\tP99\tWORK/S\tSM SHARE\tBW SHARE\tDROPPED\tOOMS")
 	for _, t := range s.Tenants {
 		slo, met := "-", "-"
 		if t.SLOTarget > 0 {
@@ -50,10 +55,10 @@ func WriteSummaryText(w io.Writer, s Summary) error {
 				met = "yes"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n",
-			t.Tenant, t.GPU, t.Requests, fmtFloat(t.Throughput), slo, fmtRatio(t.Attainment), met,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\n",
+			t.Tenant, cmp.Or(index[t.GPU], t.GPU), t.Requests, fmtFloat(t.Throughput), slo, fmtRatio(t.Attainment), met,
 			fmtSeconds(t.P50), fmtSeconds(t.P99), fmtFloat(t.WorkRate),
-			fmtRatio(&t.SMShare), fmtRatio(&t.BWShare), t.OOMs)
+			fmtRatio(&t.SMShare), fmtRatio(&t.BWShare), t.Dropped, t.OOMs)
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "GPU\tUUID\tSM ACTIVE\tDRAM ACTIVE\tPOWER\tSM CLOCK")
@@ -71,7 +76,7 @@ func WriteSummaryText(w io.Writer, s Summary) error {
 // tenantHeader is the header of the tenants CSV.
 var tenantHeader = []string{"t_seconds", "tenant", "gpu", "completed", "good", "attainment",
 	"p50_seconds", "p99_seconds", "slo_quantile", "slo_target_seconds", "throughput_rps",
-	"work_per_second", "sm_share", "bw_share", "ooms"}
+	"work_per_second", "sm_share", "bw_share", "dropped", "ooms"}
 
 // WriteTenantsCSV writes one row per step and tenant. Figures that do not
 // exist for a step (percentiles and attainment without requests) are empty.
@@ -84,7 +89,7 @@ func WriteTenantsCSV(w io.Writer, steps []Step) error {
 		for _, t := range st.Tenants {
 			rec := []string{num(st.T), t.Tenant, t.GPU, strconv.Itoa(t.Completed), strconv.Itoa(t.Good),
 				optNum(t.Attainment), optNum(t.P50), optNum(t.P99), num(t.SLOQuantile), num(t.SLOTarget),
-				num(t.Throughput), num(t.WorkRate), num(t.SMShare), num(t.BWShare), strconv.Itoa(t.OOMs)}
+				num(t.Throughput), num(t.WorkRate), num(t.SMShare), num(t.BWShare), strconv.Itoa(t.Dropped), strconv.Itoa(t.OOMs)}
 			if err := cw.Write(rec); err != nil {
 				return err
 			}

@@ -1,0 +1,160 @@
+// Command vgpusim runs a GPU-sharing scenario offline in virtual time with a
+// chosen sharing policy, prints a per-tenant summary and writes the time
+// series and plots of the run. See docs/vgpusim.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/common/version"
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+
+	"github.com/vgpu-exporter/vgpu_exporter/sim/report"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, isTerminal(os.Stderr))
+	stop()
+	os.Exit(code)
+}
+
+func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
+
+// errExit carries an exit status out of kingpin's Terminate hook.
+type errExit struct{ code int }
+
+// run is the whole command: it parses args, runs the chosen subcommand and
+// returns the exit status. progress enables the progress bar on stderr.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, progress bool) (code int) {
+	app := kingpin.New("vgpusim", "Run a GPU-sharing scenario offline in virtual time with a sharing policy, and report what each tenant got.")
+	app.Version(version.Print("vgpusim"))
+	app.HelpFlag.Short('h')
+	app.UsageWriter(stdout)
+	app.ErrorWriter(stderr)
+	app.Terminate(func(c int) { panic(errExit{c}) })
+	defer func() {
+		if r := recover(); r != nil {
+			e, ok := r.(errExit)
+			if !ok {
+				panic(r)
+			}
+			code = e.code
+		}
+	}()
+
+	runCmd := app.Command("run", "Run a scenario and report.")
+	var cfg runConfig
+	var seedSet bool
+	runCmd.Flag("scenario", "Scenario file, or the name of a built-in scenario (see 'vgpusim list').").Required().StringVar(&cfg.Scenario)
+	runCmd.Flag("tenants", "Tenants file for attribution; default: the scenario's <name>.tenants.yaml companion when it exists.").StringVar(&cfg.Tenants)
+	runCmd.Flag("policy", "Sharing policy: "+strings.Join(tuner.PolicyNames(), ", ")+".").Default(tuner.BestEffortName).StringVar(&cfg.Policy)
+	runCmd.Flag("duration", "Virtual time to simulate; default: the scenario's duration.").DurationVar(&cfg.Duration)
+	runCmd.Flag("seed", "Random seed; default: the scenario's seed.").IsSetByUser(&seedSet).Int64Var(&cfg.Seed)
+	runCmd.Flag("step", "Sample, policy and report step in virtual time.").Default("1s").DurationVar(&cfg.Step)
+	runCmd.Flag("out", "Directory to write the summary, time series and plots into; nothing is written when empty.").StringVar(&cfg.Out)
+	runCmd.Flag("format", "Time series format in --out: csv or json.").Default(report.FormatCSV).EnumVar(&cfg.Format, report.FormatCSV, report.FormatJSON)
+
+	listCmd := app.Command("list", "List the built-in scenarios.")
+
+	cmd, err := app.Parse(args)
+	if err != nil {
+		app.Errorf("%v, try --help", err)
+		return 1
+	}
+	switch cmd {
+	case listCmd.FullCommand():
+		if err := listScenarios(stdout); err != nil {
+			app.Errorf("%v", err)
+			return 1
+		}
+		return 0
+	case runCmd.FullCommand():
+		cfg.SeedSet = seedSet
+		if progress {
+			cfg.Progress = newBar(stderr)
+		}
+		if err := runScenario(ctx, cfg, stdout); err != nil {
+			app.Errorf("%v", err)
+			return 1
+		}
+		return 0
+	}
+	return 1
+}
+
+// newBar returns a progress callback drawing a bar on w.
+func newBar(w io.Writer) func(done, total int64) {
+	var bar *progressbar.ProgressBar
+	return func(done, total int64) {
+		if bar == nil {
+			bar = progressbar.NewOptions64(total,
+				progressbar.OptionSetWriter(w),
+				progressbar.OptionSetDescription("simulating"),
+				progressbar.OptionShowCount(),
+				progressbar.OptionSetItsString("steps"),
+				progressbar.OptionShowIts(),
+				progressbar.OptionThrottle(100*time.Millisecond),
+				progressbar.OptionClearOnFinish(),
+				progressbar.OptionSetWidth(30),
+			)
+		}
+		_ = bar.Set64(done)
+		if done >= total {
+			_ = bar.Finish()
+		}
+	}
+}
+
+// runConfig is what `vgpusim run` was asked to do.
+type runConfig struct {
+	Scenario string
+	Tenants  string
+	Policy   string
+	Duration time.Duration
+	Seed     int64
+	SeedSet  bool
+	Step     time.Duration
+	Out      string
+	Format   string
+	// Progress, when set, is called after each step with the steps done
+	// and the total.
+	Progress func(done, total int64)
+}
+
+func (c runConfig) validate() error {
+	if c.Duration < 0 {
+		return fmt.Errorf("--duration %v must not be negative", c.Duration)
+	}
+	if c.Step <= 0 {
+		return fmt.Errorf("--step %v must be positive", c.Step)
+	}
+	if c.Format != report.FormatCSV && c.Format != report.FormatJSON {
+		return fmt.Errorf("--format %q: want csv or json", c.Format)
+	}
+	return nil
+}
+
+// companion returns the tenants file beside a scenario file.
+func companion(scenarioPath string) string {
+	ext := filepath.Ext(scenarioPath)
+	return strings.TrimSuffix(scenarioPath, ext) + ".tenants" + ext
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir()
+}
+
+var errUsage = errors.New("usage")
