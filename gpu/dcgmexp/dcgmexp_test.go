@@ -1,0 +1,340 @@
+package dcgmexp
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-kit/log"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+const (
+	uuidA = "GPU-aaaaaaaa-0000-0000-0000-000000000000"
+	uuidB = "GPU-bbbbbbbb-0000-0000-0000-000000000000"
+	uuidC = "GPU-cccccccc-0000-0000-0000-000000000000"
+)
+
+func readFixture(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile("testdata/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func val(p *float64) float64 {
+	if p == nil {
+		return -1
+	}
+	return *p
+}
+
+func TestParse(t *testing.T) {
+	for _, tc := range []struct {
+		file     string
+		wantErr  string
+		warnings int
+		check    func(t *testing.T, f Fields)
+	}{
+		{"dcgm-k8s.prom", "", 0, func(t *testing.T, f Fields) {
+			a := f[Key{UUID: uuidA, GI: -1}]
+			if a == nil {
+				t.Fatal("GPU A missing")
+			}
+			for name, got := range map[string]float64{
+				"SMActive": val(a.SMActive), "SMOccupancy": val(a.SMOccupancy), "DRAMActive": val(a.DRAMActive),
+				"TensorActive": val(a.TensorActive), "GPUUtil": val(a.GPUUtil), "MemCopyUtil": val(a.MemCopyUtil),
+				"SMClockHz": val(a.SMClockHz), "MemClockHz": val(a.MemClockHz), "PowerWatts": val(a.PowerWatts),
+				"TemperatureC": val(a.TemperatureC), "EnergyJoules": val(a.EnergyJoules), "FBUsedBytes": val(a.FBUsedBytes),
+			} {
+				want := map[string]float64{"SMActive": 0.812, "SMOccupancy": 0.254, "DRAMActive": 0.61, "TensorActive": 0.333,
+					"GPUUtil": 0.87, "MemCopyUtil": 0.35, "SMClockHz": 1410e6, "MemClockHz": 1215e6, "PowerWatts": 312.5,
+					"TemperatureC": 41, "EnergyJoules": 7654.321, "FBUsedBytes": 10536 << 20}[name]
+				if diff := got - want; diff > 1e-9 || diff < -1e-9 {
+					t.Errorf("%s = %v, want %v", name, got, want)
+				}
+			}
+			b := f[Key{UUID: uuidB, GI: -1}]
+			if b == nil || val(b.SMActive) != 0 || val(b.SMClockHz) != 210e6 || b.SMOccupancy != nil {
+				t.Errorf("GPU B %+v", b)
+			}
+			if len(f) != 2 {
+				t.Errorf("%d keys, want 2", len(f))
+			}
+		}},
+		{"dcgm-mig.prom", "", 0, func(t *testing.T, f Fields) {
+			g1, g2 := f[Key{UUID: uuidC, GI: 1}], f[Key{UUID: uuidC, GI: 2}]
+			if g1 == nil || g2 == nil || val(g1.SMActive) != 0.5 || val(g1.DRAMActive) != 0.4 || val(g2.SMActive) != 0.25 || g2.DRAMActive != nil {
+				t.Errorf("MIG fields %+v %+v", g1, g2)
+			}
+			if f[Key{UUID: uuidC, GI: -1}] != nil {
+				t.Errorf("MIG series attributed to the whole GPU")
+			}
+		}},
+		{"malformed-labels.prom", "", 4, func(t *testing.T, f Fields) {
+			if len(f) != 1 {
+				t.Errorf("kept %d keys, want 1", len(f))
+			}
+			// a ratio above 1 is clamped
+			if v := f[Key{UUID: "GPU-99999999-0000-0000-0000-000000000000", GI: -1}]; v == nil || val(v.SMActive) != 1 {
+				t.Errorf("clamped value %+v", v)
+			}
+		}},
+		{"malformed-syntax.prom", "line 3", 0, nil},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			f, warnings, err := Parse(bytes.NewReader(readFixture(t, tc.file)))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(warnings) != tc.warnings {
+				t.Errorf("warnings = %q, want %d", warnings, tc.warnings)
+			}
+			tc.check(t, f)
+		})
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	for _, name := range []string{"dcgm-k8s.prom", "dcgm-mig.prom", "dcgm-mixed.prom", "malformed-labels.prom", "malformed-syntax.prom"} {
+		b, err := os.ReadFile("testdata/" + name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fields, _, err := Parse(bytes.NewReader(data))
+		if err != nil {
+			return
+		}
+		for k, v := range fields {
+			if k.UUID == "" || k.GI < -1 {
+				t.Fatalf("bad key %+v", k)
+			}
+			for _, p := range []*float64{v.SMActive, v.SMOccupancy, v.DRAMActive, v.TensorActive, v.GPUUtil, v.MemCopyUtil} {
+				if p != nil && (*p < 0 || *p > 1) {
+					t.Fatalf("ratio out of range: %v", *p)
+				}
+			}
+		}
+	})
+}
+
+// fakeSource is an inner gpu.Source with fixed readings.
+type fakeSource struct {
+	rd     *gpu.Readings
+	err    error
+	closed bool
+}
+
+func (f *fakeSource) Name() string { return "nvml" }
+func (f *fakeSource) Sample(context.Context) (*gpu.Readings, error) {
+	return f.rd, f.err
+}
+func (f *fakeSource) Close() error { f.closed = true; return nil }
+
+func innerReadings() *gpu.Readings {
+	return &gpu.Readings{Backend: "nvml", Devices: []gpu.Device{
+		// A: pre-Hopper, no GPM, no SM clock from NVML
+		{Index: 0, UUID: uuidA, Up: true, MemoryTotalBytes: 40 << 30, PowerWatts: gpu.Float(300)},
+		// B: has its own GPM figures: kept
+		{Index: 1, UUID: uuidB, Up: true, Activity: gpu.Activity{SMActive: gpu.Float(0.9), Source: "gpm"}},
+		// C: MIG without GPM per instance
+		{Index: 2, UUID: uuidC, Up: true, MIGEnabled: true, MIG: []gpu.MIGInstance{
+			{GPUInstanceID: 1, Profile: "3g.71gb"}, {GPUInstanceID: 2, Profile: "4g.71gb", MemoryTotalBytes: 71 << 30}}},
+		// D: down: untouched
+		{Index: 3, UUID: "GPU-dead", Up: false, Err: "lost"},
+	}}
+}
+
+func serve(t *testing.T, body []byte, hits *atomic.Int64) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hits != nil {
+			hits.Add(1)
+		}
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		_, _ = w.Write(body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestSourceMerges(t *testing.T) {
+	body := readFixture(t, "dcgm-mixed.prom") // the two other fixtures, families merged
+	srv := serve(t, body, nil)
+	inner := &fakeSource{rd: innerReadings()}
+	before := innerReadings()
+	s, err := New(inner, Options{URL: srv.URL + "/metrics"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Name() != "nvml+dcgm-exporter" {
+		t.Errorf("Name = %q", s.Name())
+	}
+	rd, err := s.Sample(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Up() || s.ScrapeErrorsTotal() != 0 || rd.Backend != "nvml+dcgm-exporter" {
+		t.Errorf("up %v errors %d backend %q", s.Up(), s.ScrapeErrorsTotal(), rd.Backend)
+	}
+	a := rd.Devices[0]
+	if a.Activity.Source != "dcgm" || val(a.Activity.SMActive) != 0.812 || val(a.Activity.TensorActive) != 0.333 {
+		t.Errorf("A activity %+v", a.Activity)
+	}
+	if val(a.SMClockHz) != 1410e6 || val(a.PowerWatts) != 300 || val(a.GPUUtil) != 0.87 {
+		t.Errorf("A fields: SM clock %v, power %v (NVML's kept), util %v", val(a.SMClockHz), val(a.PowerWatts), val(a.GPUUtil))
+	}
+	if a.MemoryTotalBytes != 40<<30 {
+		t.Errorf("A memory overwritten: %d", a.MemoryTotalBytes)
+	}
+	if b := rd.Devices[1]; b.Activity.Source != "gpm" || val(b.Activity.SMActive) != 0.9 {
+		t.Errorf("B's own GPM replaced: %+v", b.Activity)
+	}
+	c := rd.Devices[2]
+	if c.MIG[0].Activity.Source != "dcgm" || val(c.MIG[0].Activity.SMActive) != 0.5 || val(c.MIG[0].Activity.DRAMActive) != 0.4 ||
+		c.MIG[0].MemoryUsedBytes != 2048<<20 || c.MIG[0].MemoryTotalBytes != (2048+70656)<<20 {
+		t.Errorf("MIG 1 %+v", c.MIG[0])
+	}
+	if val(c.MIG[1].Activity.SMActive) != 0.25 || c.MIG[1].MemoryTotalBytes != 71<<30 {
+		t.Errorf("MIG 2 %+v", c.MIG[1])
+	}
+	if c.Activity.Source != "" {
+		t.Errorf("MIG GPU got whole-device activity from instance series")
+	}
+	if d := rd.Devices[3]; d.Up || d.Activity.Source != "" {
+		t.Errorf("down GPU changed")
+	}
+	// The inner readings are not modified.
+	in := inner.rd
+	if in.Devices[0].Activity.Source != "" || in.Devices[2].MIG[0].Activity.Source != "" || in.Backend != before.Backend {
+		t.Errorf("inner readings modified")
+	}
+	if err := s.Close(); err != nil || !inner.closed {
+		t.Errorf("Close did not close the inner source")
+	}
+}
+
+func TestSourceFailures(t *testing.T) {
+	big := bytes.Repeat([]byte("# padding comment line\n"), 1000)
+	for _, tc := range []struct {
+		name    string
+		handler http.HandlerFunc
+		opts    Options
+		wantLog string
+	}{
+		{"status 500", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "boom", 500) }, Options{}, "500"},
+		{"too large", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(big) }, Options{MaxBytes: 1000}, "larger than 1000 bytes"},
+		{"malformed", func(w http.ResponseWriter, r *http.Request) {
+			_, _ = w.Write([]byte("DCGM_FI_PROF_SM_ACTIVE{UUID=\"x\" 1\n"))
+		}, Options{}, "line 1"},
+		{"timeout", func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-r.Context().Done():
+			case <-time.After(5 * time.Second):
+			}
+		}, Options{Timeout: 20 * time.Millisecond}, "deadline"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(tc.handler)
+			defer srv.Close()
+			var logs bytes.Buffer
+			opts := tc.opts
+			opts.URL = srv.URL + "/metrics"
+			opts.Logger = log.NewLogfmtLogger(log.NewSyncWriter(&logs))
+			inner := &fakeSource{rd: innerReadings()}
+			s, err := New(inner, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k := 1; k <= 3; k++ {
+				rd, err := s.Sample(context.Background())
+				if err != nil || rd != inner.rd {
+					t.Fatalf("readings not passed through on a failed scrape: %v", err)
+				}
+				if s.Up() || s.ScrapeErrorsTotal() != uint64(k) {
+					t.Errorf("up %v errors %d", s.Up(), s.ScrapeErrorsTotal())
+				}
+			}
+			if n := strings.Count(logs.String(), "scraping dcgm-exporter failed"); n != 1 || !strings.Contains(logs.String(), tc.wantLog) {
+				t.Errorf("log (%d lines) = %s", n, logs.String())
+			}
+		})
+	}
+}
+
+func TestSourceRecovers(t *testing.T) {
+	var fail atomic.Bool
+	fail.Store(true)
+	body := readFixture(t, "dcgm-k8s.prom")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if fail.Load() {
+			http.Error(w, "down", 503)
+			return
+		}
+		_, _ = w.Write(body)
+	}))
+	defer srv.Close()
+	s, err := New(&fakeSource{rd: innerReadings()}, Options{URL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd, _ := s.Sample(context.Background())
+	if rd.Devices[0].Activity.Source != "" || s.Up() {
+		t.Fatal("activity while dcgm-exporter down")
+	}
+	fail.Store(false)
+	rd, _ = s.Sample(context.Background())
+	if rd.Devices[0].Activity.Source != "dcgm" || !s.Up() || s.ScrapeErrorsTotal() != 1 {
+		t.Errorf("no recovery: up %v errors %d", s.Up(), s.ScrapeErrorsTotal())
+	}
+}
+
+func TestInnerErrorPassesThrough(t *testing.T) {
+	var hits atomic.Int64
+	srv := serve(t, readFixture(t, "dcgm-k8s.prom"), &hits)
+	want := errors.New("nvml gone")
+	s, _ := New(&fakeSource{err: want}, Options{URL: srv.URL})
+	if _, err := s.Sample(context.Background()); !errors.Is(err, want) {
+		t.Fatalf("err = %v", err)
+	}
+	if hits.Load() != 0 {
+		t.Errorf("scraped although the inner source failed")
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	inner := &fakeSource{}
+	for _, tc := range []struct {
+		inner gpu.Source
+		opts  Options
+		want  string
+	}{
+		{nil, Options{URL: "http://x:9400/metrics"}, "no inner source"},
+		{inner, Options{URL: "localhost:9400"}, "want http(s)"},
+		{inner, Options{URL: "ftp://x/metrics"}, "want http(s)"},
+		{inner, Options{URL: "http://%zz"}, "dcgm-exporter URL"},
+		{inner, Options{URL: "http://x:9400/metrics", Timeout: -1}, "negative"},
+	} {
+		if _, err := New(tc.inner, tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("New(%+v) = %v, want %q", tc.opts, err, tc.want)
+		}
+	}
+}

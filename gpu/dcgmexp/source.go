@@ -1,0 +1,251 @@
+// Package dcgmexp adds DCGM's profiling fields, read from a running
+// dcgm-exporter's /metrics page, to the readings of another gpu.Source
+// (normally NVML). It lets GPUs without NVML GPM (before Hopper) report SM
+// activity, SM occupancy, DRAM activity and tensor activity, and fills the
+// device fields the inner source left empty.
+//
+// dcgm-exporter being down never stops the readings: the inner source's
+// readings are returned unchanged, the failure is logged and counted.
+package dcgmexp
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// Defaults for Options.
+const (
+	DefaultTimeout  = 2 * time.Second
+	DefaultMaxBytes = 16 << 20
+)
+
+// Options configure New.
+type Options struct {
+	// URL of dcgm-exporter's metrics page, e.g. http://localhost:9400/metrics.
+	URL string
+	// Timeout bounds one scrape; 0 means DefaultTimeout.
+	Timeout time.Duration
+	// MaxBytes bounds the size of the page; 0 means DefaultMaxBytes.
+	MaxBytes int64
+	// Logger receives scrape failures (once per change of error); nil discards.
+	Logger log.Logger
+	// Client is the HTTP client; nil means a plain http.Client.
+	Client *http.Client
+}
+
+// Source wraps an inner gpu.Source and adds dcgm-exporter's fields.
+type Source struct {
+	inner    gpu.Source
+	url      string
+	timeout  time.Duration
+	maxBytes int64
+	logger   log.Logger
+	client   *http.Client
+
+	scrapeErrors atomic.Uint64
+	up           atomic.Bool
+
+	mu      sync.Mutex
+	lastErr string
+}
+
+var _ gpu.Source = (*Source)(nil)
+
+// New returns a Source reading url on every Sample of inner.
+func New(inner gpu.Source, opts Options) (*Source, error) {
+	if inner == nil {
+		return nil, errors.New("dcgm-exporter source: no inner source")
+	}
+	u, err := url.Parse(opts.URL)
+	if err != nil {
+		return nil, fmt.Errorf("dcgm-exporter URL %q: %w", opts.URL, err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("dcgm-exporter URL %q: want http(s)://host:port/metrics", opts.URL)
+	}
+	if opts.Timeout < 0 || opts.MaxBytes < 0 {
+		return nil, fmt.Errorf("dcgm-exporter source: negative timeout or size limit")
+	}
+	s := &Source{inner: inner, url: u.String(), timeout: opts.Timeout, maxBytes: opts.MaxBytes,
+		logger: opts.Logger, client: opts.Client}
+	if s.timeout == 0 {
+		s.timeout = DefaultTimeout
+	}
+	if s.maxBytes == 0 {
+		s.maxBytes = DefaultMaxBytes
+	}
+	if s.logger == nil {
+		s.logger = log.NewNopLogger()
+	}
+	if s.client == nil {
+		s.client = &http.Client{}
+	}
+	return s, nil
+}
+
+// Name is "nvml+dcgm-exporter" (the inner source's name joined to it).
+func (s *Source) Name() string { return s.inner.Name() + "+dcgm-exporter" }
+
+// ScrapeErrorsTotal counts failed scrapes of dcgm-exporter.
+func (s *Source) ScrapeErrorsTotal() uint64 { return s.scrapeErrors.Load() }
+
+// Up reports whether the last scrape of dcgm-exporter succeeded.
+func (s *Source) Up() bool { return s.up.Load() }
+
+// Close closes the inner source.
+func (s *Source) Close() error { return s.inner.Close() }
+
+// Sample samples the inner source and adds the DCGM fields. A failed scrape
+// returns the inner readings unchanged.
+func (s *Source) Sample(ctx context.Context) (*gpu.Readings, error) {
+	rd, err := s.inner.Sample(ctx)
+	if err != nil || rd == nil {
+		return rd, err
+	}
+	f, err := s.scrape(ctx)
+	if err != nil {
+		s.scrapeErrors.Add(1)
+		s.up.Store(false)
+		s.logChange(err.Error())
+		return rd, nil
+	}
+	s.up.Store(true)
+	s.logChange("")
+	return Merge(rd, f, s.Name()), nil
+}
+
+func (s *Source) logChange(msg string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if msg == s.lastErr {
+		return
+	}
+	if msg == "" {
+		level.Info(s.logger).Log("msg", "dcgm-exporter reachable again", "url", s.url)
+	} else {
+		level.Warn(s.logger).Log("msg", "scraping dcgm-exporter failed; readings without DCGM fields", "url", s.url, "err", msg)
+	}
+	s.lastErr = msg
+}
+
+func (s *Source) scrape(ctx context.Context) (Fields, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "text/plain;version=0.0.4")
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", s.url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+		return nil, fmt.Errorf("GET %s: %s", s.url, resp.Status)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, s.maxBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: reading body: %w", s.url, err)
+	}
+	if int64(len(body)) > s.maxBytes {
+		return nil, fmt.Errorf("GET %s: page larger than %d bytes", s.url, s.maxBytes)
+	}
+	f, warnings, err := Parse(bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", s.url, err)
+	}
+	if len(warnings) > 0 {
+		level.Debug(s.logger).Log("msg", "dcgm-exporter series skipped", "url", s.url, "count", len(warnings), "first", warnings[0])
+	}
+	return f, nil
+}
+
+// Merge returns a copy of rd with the DCGM fields filled in where rd has
+// none: Activity (Source "dcgm") per GPU and MIG instance, and the device
+// readings the inner source left nil. rd itself is not modified.
+func Merge(rd *gpu.Readings, f Fields, backend string) *gpu.Readings {
+	out := *rd
+	if backend != "" {
+		out.Backend = backend
+	}
+	out.Devices = make([]gpu.Device, len(rd.Devices))
+	copy(out.Devices, rd.Devices)
+	for i := range out.Devices {
+		d := &out.Devices[i]
+		if !d.Up {
+			continue
+		}
+		if v := f[Key{UUID: d.UUID, GI: -1}]; v != nil {
+			fillActivity(&d.Activity, v)
+			fill(&d.GPUUtil, v.GPUUtil)
+			fill(&d.MemUtil, v.MemCopyUtil)
+			fill(&d.SMClockHz, v.SMClockHz)
+			fill(&d.MemClockHz, v.MemClockHz)
+			fill(&d.PowerWatts, v.PowerWatts)
+			fill(&d.TemperatureC, v.TemperatureC)
+			fill(&d.EnergyJoules, v.EnergyJoules)
+			if d.MemoryTotalBytes == 0 && v.FBUsedBytes != nil && v.FBFreeBytes != nil {
+				d.MemoryUsedBytes = uint64(*v.FBUsedBytes)
+				d.MemoryTotalBytes = uint64(*v.FBUsedBytes + *v.FBFreeBytes)
+			}
+		}
+		if len(d.MIG) == 0 {
+			continue
+		}
+		d.MIG = append([]gpu.MIGInstance(nil), d.MIG...)
+		for j := range d.MIG {
+			m := &d.MIG[j]
+			v := f[Key{UUID: d.UUID, GI: m.GPUInstanceID}]
+			if v == nil {
+				continue
+			}
+			fillActivity(&m.Activity, v)
+			if m.MemoryTotalBytes == 0 && v.FBUsedBytes != nil && v.FBFreeBytes != nil {
+				m.MemoryUsedBytes = uint64(*v.FBUsedBytes)
+				m.MemoryTotalBytes = uint64(*v.FBUsedBytes + *v.FBFreeBytes)
+			}
+		}
+	}
+	return &out
+}
+
+// fillActivity sets the profiling ratios when the inner source has none.
+func fillActivity(a *gpu.Activity, v *Values) {
+	if a.Source != "" || a.SMActive != nil || a.SMOccupancy != nil || a.DRAMActive != nil || a.TensorActive != nil {
+		return
+	}
+	if v.SMActive == nil && v.SMOccupancy == nil && v.DRAMActive == nil && v.TensorActive == nil {
+		return
+	}
+	*a = gpu.Activity{SMActive: cp(v.SMActive), SMOccupancy: cp(v.SMOccupancy), DRAMActive: cp(v.DRAMActive),
+		TensorActive: cp(v.TensorActive), Source: "dcgm"}
+}
+
+func fill(dst **float64, v *float64) {
+	if *dst == nil && v != nil {
+		*dst = cp(v)
+	}
+}
+
+func cp(v *float64) *float64 {
+	if v == nil {
+		return nil
+	}
+	x := *v
+	return &x
+}
