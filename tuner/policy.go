@@ -62,6 +62,25 @@ func (d Decision) String() string {
 var policies = map[string]func() Policy{
 	StaticEqualName: func() Policy { return NewStaticEqual() },
 	BestEffortName:  func() Policy { return NewBestEffort() },
+	NoneName:        func() Policy { return None{} },
+}
+
+// NoneName is the policy that never acts.
+const NoneName = "none"
+
+// None is the policy that observes and never acts: the settings the host
+// (or the scenario) started with stay as they are.
+type None struct{}
+
+// Name returns "none".
+func (None) Name() string { return NoneName }
+
+// Init does nothing.
+func (None) Init(context.Context, gpu.Control, *tenant.Snapshot) error { return nil }
+
+// Observe does nothing.
+func (None) Observe(ctx context.Context, _ gpu.Control, _ *tenant.Snapshot) ([]Decision, error) {
+	return nil, ctx.Err()
 }
 
 // RegisterPolicy adds a policy constructor under name; it replaces an

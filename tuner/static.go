@@ -45,6 +45,10 @@ type Baseline struct {
 	equal      bool
 	RetryAfter time.Duration
 
+	// initial holds the decisions Init made; the next Observe returns
+	// them, so that they reach logs and reports.
+	initial []Decision
+
 	// attempted remembers changes already requested, so a change that
 	// takes effect later (an MPS client restart) is not repeated every
 	// tick, and refused changes are retried only after RetryAfter.
@@ -80,7 +84,8 @@ func (b *Baseline) Name() string { return b.name }
 // Init applies the baseline's settings to the first snapshot. Refusals are
 // not errors: they are retried (busy) or dropped (not supported) by Observe.
 func (b *Baseline) Init(ctx context.Context, ctl gpu.Control, snap *tenant.Snapshot) error {
-	_, err := b.Observe(ctx, ctl, snap)
+	d, err := b.observe(ctx, ctl, snap)
+	b.initial = append(b.initial, d...)
 	return err
 }
 
@@ -88,6 +93,15 @@ func (b *Baseline) Init(ctx context.Context, ctl gpu.Control, snap *tenant.Snaps
 // returns what it changed or tried to change. It returns an error only when
 // ctx is done.
 func (b *Baseline) Observe(ctx context.Context, ctl gpu.Control, snap *tenant.Snapshot) ([]Decision, error) {
+	out, err := b.observe(ctx, ctl, snap)
+	if len(b.initial) > 0 {
+		out = append(b.initial, out...)
+		b.initial = nil
+	}
+	return out, err
+}
+
+func (b *Baseline) observe(ctx context.Context, ctl gpu.Control, snap *tenant.Snapshot) ([]Decision, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

@@ -250,14 +250,14 @@ func TestBaselineRetries(t *testing.T) {
 }
 
 func TestNewPolicy(t *testing.T) {
-	for _, name := range []string{StaticEqualName, BestEffortName} {
+	for _, name := range []string{StaticEqualName, BestEffortName, NoneName} {
 		p, err := NewPolicy(name)
 		if err != nil || p.Name() != name {
 			t.Errorf("NewPolicy(%q) = %v, %v", name, p, err)
 		}
 	}
 	_, err := NewPolicy("bogus")
-	if err == nil || !strings.Contains(err.Error(), `"bogus"`) || !strings.Contains(err.Error(), "best-effort, static-equal") {
+	if err == nil || !strings.Contains(err.Error(), `"bogus"`) || !strings.Contains(err.Error(), "best-effort, none, static-equal") {
 		t.Errorf("unknown policy error = %v; want the name and the known policies", err)
 	}
 }
@@ -271,6 +271,38 @@ func TestObserveNilAndCancelled(t *testing.T) {
 	cancel()
 	if _, err := p.Observe(ctx, &fakeControl{}, snapshot(t0, nil, nil)); err == nil {
 		t.Error("cancelled context: want an error")
+	}
+}
+
+// Decisions made in Init are returned by the first Observe, once.
+func TestInitDecisionsReported(t *testing.T) {
+	devs := []gpu.Device{{UUID: "GPU-t", Up: true, Mode: gpu.SharingTimeSlice, ComputeTimeSlice: "long"}}
+	p := NewBestEffort()
+	ctl := &fakeControl{}
+	ctx := context.Background()
+	if err := p.Init(ctx, ctl, snapshot(t0, devs, nil)); err != nil {
+		t.Fatal(err)
+	}
+	devs[0].ComputeTimeSlice = "default"
+	first, err := p.Observe(ctx, ctl, snapshot(t0.Add(time.Second), devs, nil))
+	if err != nil || len(first) != 1 || !first[0].Time.Equal(t0) || first[0].To != "default" {
+		t.Fatalf("first Observe = %v, %v; want the Init decision at t0", first, err)
+	}
+	if again, _ := p.Observe(ctx, ctl, snapshot(t0.Add(2*time.Second), devs, nil)); len(again) != 0 {
+		t.Errorf("second Observe repeated decisions: %v", again)
+	}
+}
+
+func TestNonePolicy(t *testing.T) {
+	p, _ := NewPolicy(NoneName)
+	ctl := &fakeControl{}
+	devs := []gpu.Device{{UUID: "GPU-t", Up: true, Mode: gpu.SharingTimeSlice, ComputeTimeSlice: "long"}}
+	if err := p.Init(context.Background(), ctl, snapshot(t0, devs, nil)); err != nil {
+		t.Fatal(err)
+	}
+	d, err := p.Observe(context.Background(), ctl, snapshot(t0, devs, nil))
+	if err != nil || len(d) != 0 || len(ctl.calls) != 0 {
+		t.Errorf("none acted: %v %v %v", d, err, ctl.calls)
 	}
 }
 
