@@ -14,7 +14,9 @@ import (
 
 // subject is a process, MIG instance or vGPU instance being attributed.
 type subject struct {
-	desc string // for logs: "pid 123 on GPU 0", "MIG-..."
+	// label names a MIG or vGPU instance for logs; processes are named by pid
+	label string
+	pid   uint32
 
 	hasProc bool
 	exe     string
@@ -26,6 +28,14 @@ type subject struct {
 	gi      int // -1 when not in a MIG instance
 	vgpu    *gpu.VGPUInstance
 	pod     *PodRef
+}
+
+// desc names the subject in logs.
+func (sub *subject) desc() string {
+	if sub.label != "" {
+		return sub.label
+	}
+	return fmt.Sprintf("pid %d on GPU %d", sub.pid, sub.gpu)
 }
 
 func (s *Selector) matches(sub *subject) bool {
@@ -128,14 +138,15 @@ func (b *Builder) attribute(cc *compiledConfig, sub *subject) string {
 		return hits[0]
 	}
 	b.attr.conflicts++
-	key := sub.desc + "|" + strings.Join(hits, ",")
+	desc := sub.desc()
+	key := desc + "|" + strings.Join(hits, ",")
 	if !b.attr.seen[key] {
 		if len(b.attr.seen) > 10000 {
 			b.attr.seen = map[string]bool{}
 		}
 		b.attr.seen[key] = true
 		b.attr.conflictsTotal++
-		level.Error(b.logger).Log("msg", "matches more than one tenant; attributed to "+Unassigned, "subject", sub.desc, "tenants", strings.Join(hits, ","))
+		level.Error(b.logger).Log("msg", "matches more than one tenant; attributed to "+Unassigned, "subject", desc, "tenants", strings.Join(hits, ","))
 	}
 	return Unassigned
 }
@@ -143,7 +154,7 @@ func (b *Builder) attribute(cc *compiledConfig, sub *subject) string {
 // processSubject gathers what the selectors need about a process.
 func (b *Builder) processSubject(cc *compiledConfig, km *kubeMapping, d *gpu.Device, p *gpu.Process, inst *gpu.MIGInstance) *subject {
 	sub := &subject{
-		desc:    fmt.Sprintf("pid %d on GPU %d", p.PID, d.Index),
+		pid:     p.PID,
 		hasProc: true,
 		exe:     p.Name,
 		uid:     p.UID,
@@ -314,7 +325,7 @@ func (b *Builder) migUsage(cc *compiledConfig, km *kubeMapping, d *gpu.Device) [
 	for ii := range d.MIG {
 		inst := &d.MIG[ii]
 		gi := strconv.Itoa(inst.GPUInstanceID)
-		isub := &subject{desc: fmt.Sprintf("MIG instance %s (GPU %d GI %d)", inst.UUID, d.Index, inst.GPUInstanceID), uid: -1, gpu: d.Index, migUUID: inst.UUID, gi: inst.GPUInstanceID}
+		isub := &subject{label: fmt.Sprintf("MIG instance %s (GPU %d GI %d)", inst.UUID, d.Index, inst.GPUInstanceID), uid: -1, gpu: d.Index, migUUID: inst.UUID, gi: inst.GPUInstanceID}
 		if km != nil {
 			isub.pod = km.resolvePod(CgroupInfo{}, inst.UUID)
 		}
@@ -367,7 +378,7 @@ func (b *Builder) sharedUsage(cc *compiledConfig, km *kubeMapping, d *gpu.Device
 	vgpuTenant := map[uint32]string{}
 	for i := range d.VGPUs {
 		v := &d.VGPUs[i]
-		t := b.attribute(cc, &subject{desc: fmt.Sprintf("vGPU %s (VM %q on GPU %d)", v.UUID, v.VMName, d.Index), uid: -1, gpu: d.Index, gi: -1, vgpu: v})
+		t := b.attribute(cc, &subject{label: fmt.Sprintf("vGPU %s (VM %q on GPU %d)", v.UUID, v.VMName, d.Index), uid: -1, gpu: d.Index, gi: -1, vgpu: v})
 		vgpuTenant[v.ID] = t
 		a := da.get(t, "")
 		if v.SMUtil != nil {

@@ -1,6 +1,7 @@
 package tenant
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -43,5 +44,41 @@ func TestBuildNoTenantsFile(t *testing.T) {
 	}
 	if u := s.Usage[2]; u.GPUInstance != "2" || u.SMActive != nil || u.Processes != 0 {
 		t.Errorf("MIG 2 usage %+v", u)
+	}
+}
+
+// BenchmarkBuild attributes a host of 8 time-sliced GPUs with 32 processes
+// each to 16 tenants.
+func BenchmarkBuild(b *testing.B) {
+	yaml := "tenants:\n"
+	for i := 0; i < 16; i++ {
+		yaml += "  - name: t" + strconv.Itoa(i) + "\n    selectors: [{executable: \"app" + strconv.Itoa(i) + "\"}, {cgroup: \"/kubepods.slice/*pod" + strconv.Itoa(i) + "_*\"}]\n"
+	}
+	cfg, err := ParseConfig("b.yaml", []byte(yaml))
+	if err != nil {
+		b.Fatal(err)
+	}
+	bl, err := NewBuilder(cfg, BuilderOptions{ProcRoot: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := &gpu.Readings{}
+	for g := 0; g < 8; g++ {
+		d := gpu.Device{Index: g, UUID: "GPU-" + strconv.Itoa(g), Up: true, Mode: gpu.SharingTimeSlice,
+			Activity: gpu.Activity{SMActive: gpu.Float(0.9), DRAMActive: gpu.Float(0.5)}, ContextSwitchesTotal: gpu.Uint(100)}
+		for p := 0; p < 32; p++ {
+			mem := uint64(1 << 30)
+			d.Processes = append(d.Processes, gpu.Process{
+				PID: uint32(g*100 + p), Name: "app" + strconv.Itoa(p%17), UID: 1000, GPUInstanceID: -1,
+				Cgroup: "/kubepods.slice/kubepods-pod" + strconv.Itoa(p%16) + "_x.slice/cri-containerd-ab.scope",
+				SMUtil: gpu.Float(0.02), MemUtil: gpu.Float(0.01), UsedMemoryBytes: &mem,
+			})
+		}
+		r.Devices = append(r.Devices, d)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		_ = bl.Build(r, gpu.SamplerStats{})
 	}
 }

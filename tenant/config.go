@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/common/model"
 	"go.yaml.in/yaml/v3"
@@ -92,8 +93,8 @@ type Selector struct {
 	UID         *int
 	Line        int
 
-	cgroupRE *regexp.Regexp
-	exeRE    *regexp.Regexp
+	cgroupRE *glob
+	exeRE    *glob
 }
 
 // KubernetesSelector matches the pod a process or device belongs to.
@@ -104,8 +105,8 @@ type KubernetesSelector struct {
 	Container string            // glob on the container name
 	Labels    map[string]string // all must be equal (needs pod metadata)
 
-	podRE       *regexp.Regexp
-	containerRE *regexp.Regexp
+	podRE       *glob
+	containerRE *glob
 }
 
 // GPUInstanceRef names a MIG GPU instance by device index and GPU instance ID.
@@ -119,7 +120,7 @@ type VGPUSelector struct {
 	UUID   string // exact
 	VMName string // glob
 
-	vmRE *regexp.Regexp
+	vmRE *glob
 }
 
 // SLO is a latency objective: Quantile of requests complete within Target.
@@ -811,7 +812,7 @@ func (p *parser) checkOverlaps(cfg *Config) {
 
 // covers reports whether everything matching b also matches a.
 func covers(a, b *Selector) bool {
-	globCovers := func(ga string, gre *regexp.Regexp, gb string) bool {
+	globCovers := func(ga string, gre *glob, gb string) bool {
 		if ga == "" {
 			return true
 		}
@@ -822,7 +823,7 @@ func covers(a, b *Selector) bool {
 			return true
 		}
 		// a literal b value accepted by a's glob
-		return !hasGlobMeta(gb) && gre != nil && gre.MatchString(gb)
+		return !hasGlobMeta(gb) && gre != nil && gre.match(gb)
 	}
 	if a.Cgroup != "" && !globCovers(a.Cgroup, a.cgroupRE, b.Cgroup) {
 		return false
@@ -884,12 +885,72 @@ func covers(a, b *Selector) bool {
 
 func hasGlobMeta(s string) bool { return strings.ContainsAny(s, "*?[") }
 
-// compileGlob turns a glob into an anchored regexp: '*' matches any run of
-// characters ('/' included), '?' one character, "[...]" a class; "" gives nil.
-func compileGlob(g string) *regexp.Regexp {
+// glob is a compiled glob pattern: '*' matches any run of characters ('/'
+// included), '?' one character, "[...]" a class ("[!...]" negated).
+type glob struct {
+	pat string
+	re  *regexp.Regexp // patterns with classes; nil for '*' and '?' only
+}
+
+// compileGlob compiles g; "" gives nil, which matches everything.
+func compileGlob(g string) *glob {
 	if g == "" {
 		return nil
 	}
+	if !strings.Contains(g, "[") {
+		return &glob{pat: g}
+	}
+	return &glob{pat: g, re: globRegexp(g)}
+}
+
+// match reports whether s matches the whole pattern.
+func (g *glob) match(s string) bool {
+	if g.re != nil {
+		return g.re.MatchString(s)
+	}
+	return wildMatch(g.pat, s)
+}
+
+// wildMatch matches '*' and '?' wildcards by backtracking to the last star,
+// in time linear in len(p)*len(s) at worst and without allocation.
+func wildMatch(p, s string) bool {
+	px, sx := 0, 0
+	starPx, starSx := -1, -1
+	for px < len(p) || sx < len(s) {
+		if px < len(p) {
+			switch c := p[px]; c {
+			case '*':
+				starPx, starSx = px, sx
+				px++
+				continue
+			case '?':
+				if sx < len(s) {
+					_, n := utf8.DecodeRuneInString(s[sx:])
+					px++
+					sx += n
+					continue
+				}
+			default:
+				if sx < len(s) && s[sx] == c {
+					px++
+					sx++
+					continue
+				}
+			}
+		}
+		if starPx >= 0 && starSx < len(s) {
+			_, n := utf8.DecodeRuneInString(s[starSx:])
+			starSx += n
+			px, sx = starPx+1, starSx
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+// globRegexp turns a glob into an anchored regexp.
+func globRegexp(g string) *regexp.Regexp {
 	var b strings.Builder
 	b.WriteString("^")
 	for i := 0; i < len(g); i++ {
@@ -927,4 +988,4 @@ func compileGlob(g string) *regexp.Regexp {
 	return re
 }
 
-func globMatch(re *regexp.Regexp, s string) bool { return re == nil || re.MatchString(s) }
+func globMatch(g *glob, s string) bool { return g == nil || g.match(s) }

@@ -201,6 +201,19 @@ func TestGlob(t *testing.T) {
 		{"vm-[!0-3]", "vm-2", false},
 		{"a.b", "axb", false},
 		{"python*", "python3.11", true},
+		{"*", "", true},
+		{"*", "anything/at/all", true},
+		{"a*b*c", "aXXbYYc", true},
+		{"a*b*c", "aXXbYYcd", false},
+		{"a*b*c", "abcabc", true},
+		{"*pod*_*", "/kubepods-pod1_2.slice", true},
+		{"?", "é", true},
+		{"??", "é", false},
+		{"x?z", "xéz", true},
+		{"é*", "éa", true},
+		{"abc", "ab", false},
+		{"ab", "abc", false},
+		{"*a", "bbb", false},
 	}
 	for _, tc := range tests {
 		if got := globMatch(compileGlob(tc.glob), tc.s); got != tc.want {
