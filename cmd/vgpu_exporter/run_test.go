@@ -19,6 +19,7 @@ import (
 	"github.com/go-kit/log"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	gpunvml "github.com/vgpu-exporter/vgpu_exporter/gpu/nvml"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
@@ -236,8 +237,12 @@ func TestRunExitCodes(t *testing.T) {
 		{[]string{"--sample.interval=0s"}, 2, "--sample.interval must be positive", ""},
 		{[]string{"--backend=gpu"}, 2, `--backend: "gpu" is not one of auto, sim, nvml`, ""},
 		{[]string{"--no-such-flag"}, 2, "unknown long flag", ""},
+		{[]string{"--backend=sim", "--sim.scenario=no-such-scenario", "--web.listen-address=256.0.0.1:1"}, 1, "not a built-in scenario", ""},
+		{[]string{"--backend=sim", "--web.listen-address=256.0.0.1:1"}, 1, "256.0.0.1", ""},
 		{[]string{"--config.check=/nonexistent/tenants.yaml"}, 1, "/nonexistent/tenants.yaml", ""},
-		{[]string{"--backend=auto", "--web.listen-address=127.0.0.1:0"}, 1, "--backend=sim", ""},
+		// On a host with a GPU, auto finds NVML and the bad listen address
+		// ends the run instead.
+		{[]string{"--backend=auto", "--web.listen-address=256.0.0.1:1"}, 1, "", ""},
 	} {
 		var stdout, stderr strings.Builder
 		app := kingpin.New("vgpu_exporter", "")
@@ -251,6 +256,34 @@ func TestRunExitCodes(t *testing.T) {
 		}
 		if !strings.Contains(stdout.String(), tc.stdout) {
 			t.Errorf("%v: stdout %q lacks %q", tc.args, stdout.String(), tc.stdout)
+		}
+	}
+}
+
+// Without a driver, auto and nvml exit with an actionable message; auto
+// names --backend=sim. On a host with a working driver the test is skipped.
+func TestNoDriverMessages(t *testing.T) {
+	probe, err := gpunvml.New(gpunvml.Options{})
+	if err == nil {
+		probe.Close()
+		t.Skip("NVML works on this host")
+	}
+	for _, tc := range []struct {
+		backend string
+		want    []string
+	}{
+		{"auto", []string{"--backend=auto", "--backend=sim", "never serves simulated data"}},
+		{"nvml", []string{"--backend=nvml", err.Error()}},
+	} {
+		cfg := testConfig(t, "--backend="+tc.backend)
+		_, _, oerr := openSource(cfg, gpu.RealClock{}, log.NewNopLogger())
+		if oerr == nil {
+			t.Fatalf("%s: no error without a driver", tc.backend)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(oerr.Error(), w) {
+				t.Errorf("%s: %q lacks %q", tc.backend, oerr, w)
+			}
 		}
 	}
 }

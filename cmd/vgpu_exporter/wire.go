@@ -1,9 +1,9 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/collector"
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	gpunvml "github.com/vgpu-exporter/vgpu_exporter/gpu/nvml"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
@@ -97,8 +98,10 @@ func openSource(cfg *config, clock gpu.Clock, logger log.Logger) (gpu.Source, te
 	default: // auto
 		src, err := openNVML(cfg, clock, logger)
 		if err != nil {
-			return nil, tenantsSource{}, fmt.Errorf("--backend=auto: NVML is not usable on this host (%w); "+
-				"to run on the built-in GPU simulator instead, start with --backend=sim", err)
+			if !strings.Contains(err.Error(), "--backend=sim") {
+				err = fmt.Errorf("%w; to run on the built-in GPU simulator instead, start with --backend=sim", err)
+			}
+			return nil, tenantsSource{}, fmt.Errorf("--backend=auto found no usable NVIDIA driver, and never serves simulated data by itself: %w", err)
 		}
 		level.Info(logger).Log("msg", "NVML found; using --backend=nvml")
 		return src, tenantsSource{}, nil
@@ -108,7 +111,11 @@ func openSource(cfg *config, clock gpu.Clock, logger log.Logger) (gpu.Source, te
 // openNVML opens the NVML backend, wrapped by the dcgm-exporter source when
 // --backend.dcgm-exporter.url is set.
 func openNVML(cfg *config, clock gpu.Clock, logger log.Logger) (gpu.Source, error) {
-	return nil, errors.New("this build has no NVML backend")
+	b, err := gpunvml.New(gpunvml.Options{Clock: clock, Logger: log.With(logger, "component", "nvml")})
+	if err != nil {
+		return nil, err
+	}
+	return wrapDCGM(cfg, b, logger)
 }
 
 // newCollector is the GPU/tenant collector.
