@@ -1,19 +1,26 @@
 package main
 
 import (
-	"errors"
-
 	"github.com/go-kit/log"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/gpu/dcgmexp"
 )
 
 // wrapDCGM wraps inner with the dcgm-exporter source when
-// --backend.dcgm-exporter.url is set.
+// --backend.dcgm-exporter.url is set. On error inner is closed.
 func wrapDCGM(cfg *config, inner gpu.Source, logger log.Logger) (gpu.Source, error) {
 	if cfg.DCGMExporterURL == "" {
 		return inner, nil
 	}
-	inner.Close()
-	return nil, errors.New("--backend.dcgm-exporter.url: the dcgm-exporter source is not in this build")
+	s, err := dcgmexp.New(inner, dcgmexp.Options{
+		URL:     cfg.DCGMExporterURL,
+		Timeout: cfg.DCGMTimeout,
+		Logger:  log.With(logger, "component", "dcgm-exporter"),
+	})
+	if err != nil {
+		inner.Close()
+		return nil, err
+	}
+	return s, nil
 }
