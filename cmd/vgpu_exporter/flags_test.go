@@ -8,7 +8,7 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 )
 
-func parseArgs(t *testing.T, args ...string) (*config, error) {
+func parseArgs(t testing.TB, args ...string) (*config, error) {
 	t.Helper()
 	app := kingpin.New("vgpu_exporter", "")
 	app.Terminate(nil)
