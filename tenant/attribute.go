@@ -185,7 +185,7 @@ func (b *Builder) processSubject(cc *compiledConfig, km *kubeMapping, d *gpu.Dev
 	ids := []string{d.UUID}
 	if inst != nil {
 		sub.migUUID, sub.gi = inst.UUID, inst.GPUInstanceID
-		ids = []string{inst.UUID} // the pod holds the MIG device, not the GPU
+		ids = migDeviceIDs(d, inst) // the pod holds the MIG device, not the GPU
 	}
 	if p.VGPUInstance != 0 {
 		for i := range d.VGPUs {
@@ -199,6 +199,12 @@ func (b *Builder) processSubject(cc *compiledConfig, km *kubeMapping, d *gpu.Dev
 		sub.pod = km.resolvePod(cg, ids...)
 	}
 	return sub
+}
+
+// migDeviceIDs are the device IDs a device plugin may give a MIG device:
+// its UUID, or the older "MIG-<GPU UUID>/<GI>/<CI>" form.
+func migDeviceIDs(d *gpu.Device, inst *gpu.MIGInstance) []string {
+	return []string{inst.UUID, fmt.Sprintf("MIG-%s/%d/%d", d.UUID, inst.GPUInstanceID, inst.ComputeInstanceID)}
 }
 
 // tenantAcc accumulates one tenant's use of one GPU (or MIG instance).
@@ -327,7 +333,7 @@ func (b *Builder) migUsage(cc *compiledConfig, km *kubeMapping, d *gpu.Device) [
 		gi := strconv.Itoa(inst.GPUInstanceID)
 		isub := &subject{label: fmt.Sprintf("MIG instance %s (GPU %d GI %d)", inst.UUID, d.Index, inst.GPUInstanceID), uid: -1, gpu: d.Index, migUUID: inst.UUID, gi: inst.GPUInstanceID}
 		if km != nil {
-			isub.pod = km.resolvePod(CgroupInfo{}, inst.UUID)
+			isub.pod = km.resolvePod(CgroupInfo{}, migDeviceIDs(d, inst)...)
 		}
 		owner := b.attribute(cc, isub)
 		da := &devAcc{byTenant: map[string]*tenantAcc{}}

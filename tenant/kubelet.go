@@ -262,7 +262,7 @@ func parsePodList(src string, data []byte) ([]*podMeta, map[string]string, error
 		out = append(out, &podMeta{Namespace: md.Namespace, Name: md.Name, UID: strings.ToLower(md.UID), Labels: md.Labels})
 		for _, cs := range it.Status.ContainerStatuses {
 			id := cs.ContainerID
-			if i := strings.Index(id, "://"); i >= 0 {
+			if i := strings.LastIndex(id, "://"); i >= 0 {
 				id = id[i+3:]
 			}
 			if id != "" {

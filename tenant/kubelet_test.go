@@ -277,3 +277,30 @@ func TestParsePodListErrors(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 }
+
+func TestMappingLegacyMIGAndReplicas(t *testing.T) {
+	resp := &podresourcesv1.ListPodResourcesResponse{PodResources: []*podresourcesv1.PodResources{
+		pod("research", "train-0", "trainer", "nvidia.com/mig-1g.18gb", "MIG-GPU-c/2/0"),
+		pod("llm", "a", "x", "nvidia.com/gpu", "GPU-b::0", "GPU-b::1"),
+		nil,
+		{Name: "", Namespace: "bad"},
+	}}
+	m := mappingFromPodResources(resp)
+	if m.pods != 2 || len(m.byDevice["GPU-b"]) != 1 {
+		t.Fatalf("mapping %+v", m.byDevice)
+	}
+	cfg, err := ParseConfig("k.yaml", []byte(kubeTenants))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewBuilder(cfg, BuilderOptions{ProcRoot: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.kubeMap.Store(m)
+	r := &gpu.Readings{Devices: []gpu.Device{{Index: 0, UUID: "GPU-c", Up: true, MIGEnabled: true,
+		MIG: []gpu.MIGInstance{{UUID: "MIG-x", GPUInstanceID: 2}}}}}
+	if got := tenantsByKey(b.Build(r, gpu.SamplerStats{})); got["GPU-c/2"] != "train" {
+		t.Errorf("legacy MIG device ID: %v", got)
+	}
+}
