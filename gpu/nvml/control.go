@@ -30,8 +30,10 @@ func (b *Backend) Capabilities(uuid string) []gpu.Knob {
 	if b.has(symSetGpuLocked, symResetGpuLocked) {
 		knobs = append(knobs, gpu.KnobLockedClocks)
 	}
-	if _, _, r := ds.handle.GetPowerManagementLimitConstraints(); b.has(symPowerConstraints) && r == nvml.SUCCESS {
-		knobs = append(knobs, gpu.KnobPowerLimit)
+	if b.has(symPowerConstraints) {
+		if _, _, r := ds.handle.GetPowerManagementLimitConstraints(); r == nvml.SUCCESS {
+			knobs = append(knobs, gpu.KnobPowerLimit)
+		}
 	}
 	migOn := false
 	if b.has(symMigMode, symCreateGI, symGIProfileInfo) {
