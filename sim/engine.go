@@ -20,6 +20,10 @@ const (
 	switchBaseNs   = 89_000
 	switchPerCtxNs = 15_300
 
+	// minJobS is the shortest any job takes: a kernel launch and a
+	// synchronisation (lead).
+	minJobS = 10e-6
+
 	// bwSaturation is the fraction of a domain's SMs a kernel needs to reach
 	// its full HBM bandwidth; fewer SMs get proportionally less (lead).
 	bwSaturation = 0.5
@@ -246,7 +250,7 @@ func jobTime(j *job, c, w float64) float64 {
 	if j.bytes > 0 {
 		jt = max(jt, j.bytes/w)
 	}
-	return max(jt, 1e-9)
+	return max(jt, minJobS)
 }
 
 // progress moves t's job forward by dt ns at job time jt (s) with SM share

@@ -431,7 +431,7 @@ func (p *parser) validate(sc *Scenario) error {
 		if g.MPS.DefaultActiveThreads == 0 {
 			g.MPS.DefaultActiveThreads = 1
 		}
-		if g.MPS.DefaultActiveThreads < 0 || g.MPS.DefaultActiveThreads > 1 {
+		if !(g.MPS.DefaultActiveThreads > 0 && g.MPS.DefaultActiveThreads <= 1) {
 			return p.errAt(at("mps", "default_active_threads"), "default_active_threads must be in (0,1]")
 		}
 		if g.MPS.RestartTime == 0 {
@@ -457,6 +457,9 @@ func (p *parser) validate(sc *Scenario) error {
 		if g.VGPU.TimeSlice == 0 {
 			g.VGPU.TimeSlice = 2 * time.Millisecond
 		}
+		if g.VGPU.MinTimeSlice < 100*time.Microsecond || g.VGPU.MaxTimeSlice < g.VGPU.MinTimeSlice {
+			return p.errAt(at("vgpu"), "vGPU time slice bounds [%v, %v]: min must be at least 100us and max at least min", g.VGPU.MinTimeSlice, g.VGPU.MaxTimeSlice)
+		}
 		if g.VGPU.TimeSlice < g.VGPU.MinTimeSlice || g.VGPU.TimeSlice > g.VGPU.MaxTimeSlice {
 			return p.errAt(at("vgpu", "timeslice"), "vGPU time slice %v outside [%v, %v]", g.VGPU.TimeSlice, g.VGPU.MinTimeSlice, g.VGPU.MaxTimeSlice)
 		}
@@ -465,7 +468,7 @@ func (p *parser) validate(sc *Scenario) error {
 				return p.errAt(at("locked_clocks"), "locked clocks [%d, %d] MHz outside [%g, %g]", g.Clocks.Min, g.Clocks.Max, g.model.IdleClockMHz, g.model.MaxClockMHz)
 			}
 		}
-		if g.PowerLimW != 0 && (g.PowerLimW < 0.3*g.model.TDPW || g.PowerLimW > g.model.TDPW) {
+		if g.PowerLimW != 0 && !(g.PowerLimW >= 0.3*g.model.TDPW && g.PowerLimW <= g.model.TDPW) {
 			return p.errAt(at("power_limit"), "power limit %g W outside [%g, %g]", g.PowerLimW, 0.3*g.model.TDPW, g.model.TDPW)
 		}
 		if g.Reserved == 0 {
@@ -532,7 +535,7 @@ func (p *parser) validate(sc *Scenario) error {
 			}
 			t.Process.Cgroup = cgroupPath(t.Process.QoS, t.Process.PodUID, t.Process.ContainerID)
 		}
-		if t.MPSThreads < 0 || t.MPSThreads > 1 {
+		if !(t.MPSThreads >= 0 && t.MPSThreads <= 1) {
 			return p.errAt(at("mps_active_threads"), "mps_active_threads must be in (0,1]")
 		}
 		if t.VM.Weight == 0 {
@@ -542,7 +545,7 @@ func (p *parser) validate(sc *Scenario) error {
 			t.VM.Name = "vm-" + t.Name
 		}
 		if t.SLO != nil {
-			if t.SLO.Quantile <= 0 || t.SLO.Quantile >= 1 {
+			if !(t.SLO.Quantile > 0 && t.SLO.Quantile < 1) {
 				return p.errAt(at("slo", "quantile"), "slo quantile must be in (0,1)")
 			}
 			if t.SLO.Target <= 0 {
@@ -575,8 +578,8 @@ func (p *parser) validate(sc *Scenario) error {
 			e.Action = "rate"
 			fallthrough
 		case "rate":
-			if e.Rate < 0 {
-				return p.errAt(at("rate"), "rate must not be negative")
+			if !(e.Rate >= 0 && e.Rate <= 1e6) {
+				return p.errAt(at("rate"), "rate must be in [0, 1e6]")
 			}
 			w := sc.Tenants[idx].Workload.Arrival.Process
 			if w == "trace" || w == "closed" {
@@ -603,16 +606,36 @@ func (p *parser) validateWorkload(sc *Scenario, i int) error {
 	default:
 		return p.errAt(at("type"), "unknown workload type %q (dnn, llm, training)", w.Type)
 	}
+	a := &w.Arrival
+	for _, r := range []struct {
+		path   []any
+		v, max float64
+	}{
+		{at("flops"), w.FLOPs, 1e18},
+		{at("bytes"), w.Bytes, 1e15},
+		{at("params"), w.Params, 1e13},
+		{at("context_tokens"), float64(w.ContextTokens), 1e7},
+		{at("generated_tokens"), float64(w.GeneratedTokens), 1e7},
+		{at("max_batch"), float64(w.MaxBatch), 1e5},
+		{at("max_queue"), float64(w.MaxQueue), 1e7},
+		{at("arrival", "rate"), a.Rate, 1e6},
+		{at("arrival", "burst_rate"), a.BurstRate, 1e6},
+		{at("arrival", "speedup"), a.Speedup, 1e4},
+	} {
+		if !(r.v >= 0 && r.v <= r.max) {
+			return p.errAt(r.path, "%s must be in [0, %g], got %g", r.path[len(r.path)-1], r.max, r.v)
+		}
+	}
 	if w.SMFraction == 0 {
 		w.SMFraction = 1
 	}
-	if w.SMFraction < 0 || w.SMFraction > 1 {
+	if !(w.SMFraction > 0 && w.SMFraction <= 1) {
 		return p.errAt(at("sm_fraction"), "sm_fraction must be in (0,1]")
 	}
 	if w.Occupancy == 0 {
 		w.Occupancy = 0.5
 	}
-	if w.Occupancy < 0 || w.Occupancy > 1 {
+	if !(w.Occupancy > 0 && w.Occupancy <= 1) {
 		return p.errAt(at("occupancy"), "occupancy must be in (0,1]")
 	}
 	if w.MinJobTime < 0 {
@@ -630,7 +653,6 @@ func (p *parser) validateWorkload(sc *Scenario, i int) error {
 	if w.Model == "" {
 		w.Model = t.Name
 	}
-	a := &w.Arrival
 	if w.Type == "training" {
 		if a.Process == "" {
 			a.Process = "closed"
@@ -649,8 +671,8 @@ func (p *parser) validateWorkload(sc *Scenario, i int) error {
 			return p.errAt(at("arrival", "rate"), "rate must not be negative")
 		}
 	case "bursty":
-		if a.Rate < 0 || a.BurstRate <= 0 || a.BurstMean <= 0 || a.CalmMean <= 0 {
-			return p.errAt(at("arrival"), "bursty arrivals need rate >= 0, burst_rate > 0, burst_mean > 0 and calm_mean > 0")
+		if a.BurstRate <= 0 || a.BurstMean < time.Millisecond || a.CalmMean < time.Millisecond {
+			return p.errAt(at("arrival"), "bursty arrivals need burst_rate > 0, burst_mean and calm_mean of at least 1ms")
 		}
 	case "trace":
 		if a.File == "" {
@@ -687,8 +709,11 @@ func (p *parser) validateWorkload(sc *Scenario, i int) error {
 			w.MaxBatch = 1
 		}
 	case "llm":
-		if w.Params <= 0 {
-			return p.errAt(at("params"), "llm needs params (model parameters, e.g. 8e9)")
+		if w.Params < 1e6 {
+			return p.errAt(at("params"), "llm needs params (model parameters, e.g. 8e9; at least 1e6)")
+		}
+		if w.MaxBatch > 4096 {
+			return p.errAt(at("max_batch"), "llm max_batch must be at most 4096")
 		}
 		if w.WeightsBytes == 0 {
 			w.WeightsBytes = ByteSize(2 * w.Params) // bf16

@@ -25,6 +25,8 @@ type trace struct {
 	span      time.Duration // last offset plus the mean gap, the loop period
 }
 
+const maxTraceSpan = 30 * 24 * time.Hour
+
 const traceTimeLayout = "2006-01-02 15:04:05.9999999"
 
 // loadTrace reads a CSV with a header naming TIMESTAMP, ContextTokens and
@@ -78,6 +80,9 @@ func parseTrace(path string, r io.Reader) (*trace, error) {
 			first = ts
 		}
 		off := ts.Sub(first)
+		if off > maxTraceSpan {
+			return nil, fmt.Errorf("%s:%d: trace longer than %v", path, line, maxTraceSpan)
+		}
 		if n := len(tr.offsets); n > 0 && off < tr.offsets[n-1] {
 			return nil, fmt.Errorf("%s:%d: timestamps go backwards", path, line)
 		}

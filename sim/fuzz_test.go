@@ -1,0 +1,67 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// FuzzParseScenario: any input either fails with a file:line error or
+// yields a scenario that runs without panicking.
+func FuzzParseScenario(f *testing.F) {
+	for _, name := range []string{"h200-mig.yaml", "h100-timeslice.yaml"} {
+		data, err := os.ReadFile(filepath.Join(scenarioDir, name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte(saturating("mps", 2, "")))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		sc, err := ParseScenario("fuzz.yaml", data)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "fuzz.yaml") {
+				t.Fatalf("error does not name the file: %v", err)
+			}
+			return
+		}
+		s, err := New(sc, Options{})
+		if err != nil {
+			t.Fatalf("parsed scenario rejected by New: %v", err)
+		}
+		s.AdvanceTo(s.Now().Add(50 * time.Millisecond))
+		if _, err := s.Sample(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		s.Window()
+	})
+}
+
+// FuzzParseTrace: any CSV either fails with a file:line error or yields a
+// non-empty, monotonic trace.
+func FuzzParseTrace(f *testing.F) {
+	f.Add([]byte("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,374,44\n2023-11-16 18:15:50.9951690,396,109\n"))
+	f.Add([]byte("ContextTokens,TIMESTAMP,GeneratedTokens,extra\n12,2023-11-16 18:15:46,3,x\n"))
+	f.Add([]byte("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:50,1,1\n2023-11-16 18:15:46,1,1\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tr, err := parseTrace("t.csv", bytes.NewReader(data))
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "t.csv") {
+				t.Fatalf("error does not name the file: %v", err)
+			}
+			return
+		}
+		if len(tr.offsets) == 0 || tr.span <= 0 && len(tr.offsets) > 1 {
+			t.Fatalf("bad trace %+v", tr)
+		}
+		for i := 1; i < len(tr.offsets); i++ {
+			if tr.offsets[i] < tr.offsets[i-1] {
+				t.Fatal("offsets go backwards")
+			}
+		}
+	})
+}
