@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh100"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh200"
 
@@ -488,6 +490,108 @@ func TestProfileNames(t *testing.T) {
 	} {
 		if got := profileName(tc.p); got != tc.want {
 			t.Errorf("profileName(%d slices, %d MB) = %q, want %q", tc.p.SliceCount, tc.p.MemorySizeMB, got, tc.want)
+		}
+	}
+}
+
+// TestRealLibrary runs against the host's real NVML: without a driver New
+// must fail with an actionable error (and nothing may crash); with one, a
+// sample of every GPU must succeed.
+func TestRealLibrary(t *testing.T) {
+	b, err := New(Options{})
+	if err != nil {
+		if !strings.Contains(err.Error(), "--backend=sim") {
+			t.Fatalf("error without the sim hint: %v", err)
+		}
+		t.Logf("no NVML here: %v", err)
+		return
+	}
+	defer b.Close()
+	rd := sample(t, b)
+	for _, d := range rd.Devices {
+		if !d.Up {
+			t.Errorf("GPU %d down: %s", d.Index, d.Err)
+		}
+		if d.UUID == "" || d.MemoryTotalBytes == 0 {
+			t.Errorf("GPU %d: empty identity or memory", d.Index)
+		}
+	}
+}
+
+func TestProcessUtilizationLastSeen(t *testing.T) {
+	f := newFixture(t, dgxh100.New())
+	f.setProcs(0, []nvml.ProcessInfo{{Pid: 1, UsedGpuMemory: 1, GpuInstanceId: noInstance, ComputeInstanceId: noInstance}}, nil)
+	b := f.backend()
+	sample(t, b)
+	f.clock.Advance(time.Second)
+	sample(t, b)
+	calls := f.devs[0].GetProcessUtilizationCalls()
+	if len(calls) != 2 {
+		t.Fatalf("%d calls", len(calls))
+	}
+	// The first call asks for everything, the next one for what is newer
+	// than the newest sample of the first answer.
+	if calls[0].V != 0 || calls[1].V != uint64(t0.UnixMicro()) {
+		t.Errorf("lastSeen = %d, %d; want 0, %d", calls[0].V, calls[1].V, t0.UnixMicro())
+	}
+}
+
+func TestEventWaitPanicIsContained(t *testing.T) {
+	f := newFixture(t, dgxh100.New())
+	var waits atomic.Int64
+	f.srv.EventSetCreateFunc = func() (nvml.EventSet, nvml.Return) {
+		return &mock.EventSet{
+			WaitFunc: func(uint32) (nvml.EventData, nvml.Return) {
+				waits.Add(1)
+				panic("broken wrapper")
+			},
+			FreeFunc: func() nvml.Return { return nvml.SUCCESS },
+		}, nvml.SUCCESS
+	}
+	b := f.backend()
+	deadline := time.Now().Add(5 * time.Second)
+	for waits.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	// The goroutine now waits on the clock before retrying.
+	for f.clock.Waiters() == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	f.clock.Advance(eventRetry)
+	for waits.Load() < 2 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if waits.Load() < 2 {
+		t.Fatalf("event goroutine did not retry after a panic")
+	}
+	sample(t, b)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.logs.count("waiting for NVML events failed"); n != 1 {
+		t.Errorf("%d log lines for the failing wait", n)
+	}
+}
+
+func BenchmarkSample8GPUs(b *testing.B) {
+	f := newFixture(b, dgxh200.New())
+	f.enableMIG(7, nvml.GPU_INSTANCE_PROFILE_3_SLICE, nvml.GPU_INSTANCE_PROFILE_4_SLICE)
+	for i := 0; i < 7; i++ {
+		f.setProcs(i, []nvml.ProcessInfo{{Pid: uint32(100 + i), UsedGpuMemory: 1 << 30, GpuInstanceId: noInstance, ComputeInstanceId: noInstance}}, nil)
+	}
+	be, err := New(Options{Lib: f.srv, Clock: f.clock})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer be.Close()
+	// The figure includes the mocks' own bookkeeping (they record every
+	// call), so it is an upper bound of the backend's cost per sample.
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		f.clock.Advance(time.Second)
+		if _, err := be.Sample(context.Background()); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

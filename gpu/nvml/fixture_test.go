@@ -21,7 +21,7 @@ import (
 // backend makes wired to plausible values. Tests change a device's
 // behaviour by overriding its ...Func fields or through fail().
 type fixture struct {
-	t     *testing.T
+	t     testing.TB
 	srv   *server.Server
 	devs  []*server.Device
 	clock *gpu.ManualClock
@@ -79,7 +79,7 @@ func (s *syncBuffer) count(subs ...string) int {
 
 var t0 = time.Date(2026, 10, 1, 12, 0, 0, 0, time.UTC)
 
-func newFixture(t *testing.T, srv *server.Server) *fixture {
+func newFixture(t testing.TB, srv *server.Server) *fixture {
 	t.Helper()
 	f := &fixture{
 		t: t, srv: srv, clock: gpu.NewManualClock(t0), logs: &syncBuffer{},
