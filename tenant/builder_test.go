@@ -1,6 +1,9 @@
 package tenant
 
 import (
+	"context"
+	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -80,5 +83,58 @@ func BenchmarkBuild(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		_ = bl.Build(r, gpu.SamplerStats{})
+	}
+}
+
+// TestReloadWhileRunning: a reload adds and removes latency sources of a
+// started builder; the new source is scraped by its own loop.
+func TestReloadWhileRunning(t *testing.T) {
+	app := &fakeApp{body: map[string][]byte{"a": fixture(t, "vllm-1.txt"), "b": fixture(t, "tgi-1.txt")}}
+	file := filepath.Join(t.TempDir(), "t.yaml")
+	write := func(s string) {
+		if err := os.WriteFile(file, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("tenants:\n  - name: a\n    selectors: [{uid: 1}]\n    latency_source: {url: \"sim://a\", preset: vllm-e2e}\n")
+	cfg, err := LoadConfig(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewBuilder(cfg, BuilderOptions{ProcRoot: t.TempDir(), Clock: gpu.NewManualClock(time.Unix(0, 0)), AppMetrics: app})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b.Start(ctx)
+	wait := func(cond func(*Snapshot) bool) *Snapshot {
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			s := b.Build(nil, gpu.SamplerStats{})
+			if cond(s) {
+				return s
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("condition never met: %+v", s.SLOs)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	wait(func(s *Snapshot) bool { return len(s.SLOs) == 1 && s.SLOs[0].SourceUp })
+	write("tenants:\n  - name: b\n    selectors: [{uid: 2}]\n    latency_source: {url: \"sim://b\", preset: tgi}\n")
+	if err := b.Reload(file); err != nil {
+		t.Fatal(err)
+	}
+	s := wait(func(s *Snapshot) bool { return len(s.SLOs) == 1 && s.SLOs[0].Tenant == "b" && s.SLOs[0].SourceUp })
+	if len(s.Tenants) != 1 || s.Tenants[0].Name != "b" {
+		t.Errorf("tenants %+v", s.Tenants)
+	}
+	b.mu.Lock()
+	n := len(b.cancels)
+	_, hasA := b.cancels["a"]
+	b.mu.Unlock()
+	if n != 1 || hasA {
+		t.Errorf("loops after reload: %d (a still running: %v)", n, hasA)
 	}
 }

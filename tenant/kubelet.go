@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -187,8 +188,12 @@ type kubeClient struct {
 
 func newKubeClient(socket, metaSrc string, httpc *http.Client, timeout time.Duration) (*kubeClient, error) {
 	target := socket
-	if !strings.HasPrefix(target, "unix:") {
+	switch {
+	case strings.HasPrefix(target, "unix:"):
+	case filepath.IsAbs(target):
 		target = "unix://" + socket
+	default:
+		target = "unix:" + socket
 	}
 	conn, err := grpc.NewClient(target,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
@@ -283,6 +288,7 @@ func (k *kubeClient) fetchMeta(ctx context.Context) ([]*podMeta, map[string]stri
 			return nil, nil, fmt.Errorf("pod metadata %s: %w", k.metaSrc, err)
 		}
 		req.Header.Set("Accept", "application/json")
+		req.Header.Set("User-Agent", userAgent)
 		resp, err := k.httpc.Do(req)
 		if err != nil {
 			return nil, nil, fmt.Errorf("pod metadata %s: %w", k.metaSrc, err)

@@ -43,7 +43,7 @@ func pod(ns, name, container, resource string, ids ...string) *podresourcesv1.Po
 }
 
 // serveKubelet starts the fake on a unix socket in a temp dir.
-func serveKubelet(t *testing.T, f *fakeKubelet) (socket string, stop func()) {
+func serveKubelet(t *testing.T, f podresourcesv1.PodResourcesListerServer) (socket string, stop func()) {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "kl")
 	if err != nil {
@@ -303,4 +303,58 @@ func TestMappingLegacyMIGAndReplicas(t *testing.T) {
 	if got := tenantsByKey(b.Build(r, gpu.SamplerStats{})); got["GPU-c/2"] != "train" {
 		t.Errorf("legacy MIG device ID: %v", got)
 	}
+}
+
+// slowKubelet blocks List until released.
+type slowKubelet struct {
+	fakeKubelet
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s *slowKubelet) List(ctx context.Context, r *podresourcesv1.ListPodResourcesRequest) (*podresourcesv1.ListPodResourcesResponse, error) {
+	s.entered <- struct{}{}
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return s.fakeKubelet.List(ctx, r)
+}
+
+// TestKubeletSlowDoesNotBlockBuild: Build returns while a refresh is stuck
+// in the kubelet, with the last good mapping.
+func TestKubeletSlowDoesNotBlockBuild(t *testing.T) {
+	sk := &slowKubelet{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	sk.set(pod("llm", "chat-0", "server", "nvidia.com/gpu", "GPU-a"))
+	slowSock, _ := serveKubelet(t, sk)
+
+	cfg, err := ParseConfig("k.yaml", []byte(kubeTenants))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewBuilder(cfg, BuilderOptions{ProcRoot: t.TempDir(), PodResourcesSocket: slowSock, KubeletTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &gpu.Readings{Devices: []gpu.Device{{Index: 0, UUID: "GPU-a", Up: true, Processes: []gpu.Process{{PID: 7, GPUInstanceID: -1, UID: -1, Cgroup: podCgroup(uidChat)}}}}}
+
+	done := make(chan struct{})
+	go func() { b.Refresh(context.Background()); close(done) }()
+	<-sk.entered
+	sk.release <- struct{}{}
+	<-done
+	if got := tenantsByKey(b.Build(r, gpu.SamplerStats{})); got["GPU-a"] != "chat" {
+		t.Fatalf("GPU-a -> %q", got["GPU-a"])
+	}
+
+	// the second refresh hangs in the kubelet; Build still answers
+	sk.set()
+	go func() { b.Refresh(context.Background()) }()
+	<-sk.entered
+	s := b.Build(r, gpu.SamplerStats{})
+	if got := tenantsByKey(s); got["GPU-a"] != "chat" || !s.Kubelet.Up {
+		t.Errorf("during a slow refresh: %v %+v", got, s.Kubelet)
+	}
+	close(sk.release)
 }

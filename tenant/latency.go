@@ -42,6 +42,8 @@ var ReportedQuantiles = []float64{0.5, 0.9, 0.99}
 // acceptHeader asks for delimited protobuf first, then the text format.
 const acceptHeader = `application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.7,text/plain;version=0.0.4;q=0.3,*/*;q=0.1`
 
+const userAgent = "vgpu_exporter"
+
 // histo is a classic cumulative histogram: counts of observations at or
 // under each finite upper bound, plus the total count (the +Inf bucket) and
 // the sum. For Triton's counters only count and sum are set (mean == true).
@@ -699,6 +701,7 @@ func (sc *scraper) fetch(ctx context.Context, src *LatencySource) (map[string]*d
 		return nil, fmt.Errorf("%s: %w", src.URL, err)
 	}
 	req.Header.Set("Accept", acceptHeader)
+	req.Header.Set("User-Agent", userAgent)
 	req.Header.Set("X-Prometheus-Scrape-Timeout-Seconds", strconv.FormatFloat(src.Timeout.Seconds(), 'f', -1, 64))
 	httpc := sc.httpc
 	if httpc == nil {
