@@ -97,6 +97,27 @@ func TestSimScenariosAttribution(t *testing.T) {
 			if snap.Attribution.ConflictsTotal != 0 {
 				t.Errorf("conflicts: %+v", snap.Attribution)
 			}
+			// usage invariants: ratios in [0,1]; apportioned DRAM adds up to
+			// no more than the device's
+			dram := map[string]float64{}
+			for _, u := range snap.Usage {
+				for _, v := range []*float64{u.SMActive, u.DRAMActive} {
+					if v != nil && (*v < 0 || *v > 1+1e-9) {
+						t.Errorf("ratio out of range: %+v", u)
+					}
+				}
+				if u.DRAMActive != nil && u.GPUInstance == "" {
+					dram[u.UUID] += *u.DRAMActive
+				}
+				if u.SMActive != nil && u.SMActiveMethod == "" {
+					t.Errorf("no method: %+v", u)
+				}
+			}
+			for uuid, sum := range dram {
+				if d := snap.Readings.DeviceByUUID(uuid); d != nil && d.Activity.DRAMActive != nil && sum > *d.Activity.DRAMActive+1e-9 {
+					t.Errorf("GPU %s: tenants' DRAM %v > device %v", uuid, sum, *d.Activity.DRAMActive)
+				}
+			}
 			running := map[string]bool{}
 			for pid := range seen {
 				running[want[pid]] = true
