@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/go-kit/log"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	gpunvml "github.com/vgpu-exporter/vgpu_exporter/gpu/nvml"
@@ -284,6 +286,53 @@ func TestNoDriverMessages(t *testing.T) {
 			if !strings.Contains(oerr.Error(), w) {
 				t.Errorf("%s: %q lacks %q", tc.backend, oerr, w)
 			}
+		}
+	}
+}
+
+// --web.config.file reaches exporter-toolkit: basic auth guards every path.
+func TestServiceWebConfigBasicAuth(t *testing.T) {
+	hash, err := bcrypt.GenerateFromPassword([]byte("s3cret"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	webCfg := filepath.Join(t.TempDir(), "web.yml")
+	if err := os.WriteFile(webCfg, []byte("basic_auth_users:\n  prom: "+string(hash)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	cfg := testConfig(t, "--web.listen-address="+addr, "--web.config.file="+webCfg)
+	svc := newService(&fakeSource{}, &fakeBuilder{}, "", gpu.NewManualClock(time.Unix(1e9, 0)), time.Hour, log.NewNopLogger())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.serve(ctx, cfg, newFakeCollectorFor, nil) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	base := "http://" + addr
+	waitUntil(t, "the server to answer", func() bool { c, _ := httpGet(base + "/-/healthy"); return c != 0 })
+	for _, tc := range []struct {
+		user, pass string
+		code       int
+	}{
+		{"", "", http.StatusUnauthorized},
+		{"prom", "wrong", http.StatusUnauthorized},
+		{"prom", "s3cret", http.StatusOK},
+	} {
+		req, _ := http.NewRequest("GET", base+"/metrics", nil)
+		if tc.user != "" {
+			req.SetBasicAuth(tc.user, tc.pass)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.code {
+			t.Errorf("user %q pass %q: %d, want %d", tc.user, tc.pass, resp.StatusCode, tc.code)
 		}
 	}
 }
