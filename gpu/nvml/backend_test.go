@@ -595,3 +595,24 @@ func BenchmarkSample8GPUs(b *testing.B) {
 		}
 	}
 }
+
+func TestMIGProcessesWithoutPrivileges(t *testing.T) {
+	f := newFixture(t, dgxh200.New())
+	f.enableMIG(0, nvml.GPU_INSTANCE_PROFILE_3_SLICE, nvml.GPU_INSTANCE_PROFILE_4_SLICE)
+	// The whole-GPU list needs privileges in MIG mode; the MIG devices'
+	// lists do not (and leave the instance IDs unset).
+	f.fail(0, "GetComputeRunningProcesses", nvml.ERROR_NO_PERMISSION)
+	f.mu.Lock()
+	f.migProcs[[2]int{0, 1}] = []nvml.ProcessInfo{{Pid: 77, UsedGpuMemory: 5 << 30, GpuInstanceId: noInstance, ComputeInstanceId: noInstance}}
+	f.mu.Unlock()
+	b := f.backend()
+	rd := sample(t, b)
+	d := rd.Devices[0]
+	if !d.Up || len(d.Processes) != 1 {
+		t.Fatalf("up %v processes %+v", d.Up, d.Processes)
+	}
+	p := d.Processes[0]
+	if p.PID != 77 || p.GPUInstanceID != 1 || *p.UsedMemoryBytes != 5<<30 {
+		t.Errorf("process %+v", p)
+	}
+}

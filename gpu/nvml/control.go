@@ -331,11 +331,13 @@ func (b *Backend) ConfigureMIG(ctx context.Context, uuid string, profiles []stri
 	// Resolve every profile before touching anything.
 	byName := map[string]nvml.GpuInstanceProfileInfo{}
 	var known []string
+	var all []nvml.GpuInstanceProfileInfo
 	for id := 0; id < nvml.GPU_INSTANCE_PROFILE_COUNT; id++ {
 		p, r := h.GetGpuInstanceProfileInfo(id)
 		if r != nvml.SUCCESS {
 			continue
 		}
+		all = append(all, p)
 		name := profileName(p)
 		if _, dup := byName[name]; !dup {
 			byName[name] = p
@@ -358,7 +360,7 @@ func (b *Backend) ConfigureMIG(ctx context.Context, uuid string, profiles []stri
 		return errBusyf("GPU %s: %d processes are running; MIG instances can only be changed on a drained GPU", uuid, len(procs))
 	}
 	// Destroy the current instances (compute instances first).
-	for _, p := range byName {
+	for _, p := range all {
 		gis, r := h.GetGpuInstances(&p)
 		if r != nvml.SUCCESS {
 			continue

@@ -17,6 +17,8 @@ type devReader struct {
 	b     *Backend
 	ds    *devState
 	fatal error
+	// migHandles are the MIG device handles by GPU instance ID, in MIG mode.
+	migHandles map[int]nvml.Device
 }
 
 // ok reports whether r is SUCCESS. A fatal error is recorded; an absent

@@ -32,6 +32,7 @@ type fixture struct {
 	missing  map[string]bool        // symbols the driver lacks
 	procs    map[int][]nvml.ProcessInfo
 	mps      map[int][]nvml.ProcessInfo
+	migProcs map[[2]int][]nvml.ProcessInfo // [gpu, gpu instance] -> processes of that MIG device
 	samples  map[*mock.GpmSample]gpmTag
 	gpmSeq   int
 	events   chan nvml.EventData
@@ -84,7 +85,7 @@ func newFixture(t testing.TB, srv *server.Server) *fixture {
 	f := &fixture{
 		t: t, srv: srv, clock: gpu.NewManualClock(t0), logs: &syncBuffer{},
 		failures: map[string]nvml.Return{}, missing: map[string]bool{},
-		procs: map[int][]nvml.ProcessInfo{}, mps: map[int][]nvml.ProcessInfo{},
+		procs: map[int][]nvml.ProcessInfo{}, mps: map[int][]nvml.ProcessInfo{}, migProcs: map[[2]int][]nvml.ProcessInfo{},
 		samples: map[*mock.GpmSample]gpmTag{}, events: make(chan nvml.EventData, 16),
 	}
 	for _, d := range srv.Devices {
@@ -391,6 +392,11 @@ func (f *fixture) migDevice(parent int, d *server.Device, gi *server.GpuInstance
 	m.GetComputeInstanceIdFunc = func() (int, nvml.Return) { return 0, nvml.SUCCESS }
 	m.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) {
 		return nvml.Memory{Total: prof.MemorySizeMB << 20, Used: 1 << 30}, f.inject(parent, "MIG.GetMemoryInfo")
+	}
+	m.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return append([]nvml.ProcessInfo(nil), f.migProcs[[2]int{parent, int(gi.Info.Id)}]...), nvml.SUCCESS
 	}
 	m.GetAttributesFunc = func() (nvml.DeviceAttributes, nvml.Return) {
 		return nvml.DeviceAttributes{MultiprocessorCount: prof.MultiprocessorCount,

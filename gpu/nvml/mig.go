@@ -58,7 +58,7 @@ func (rd *devReader) readMIG(d *gpu.Device) {
 			inst.MemoryTotalBytes, inst.MemoryUsedBytes = mem.Total, mem.Used
 		}
 		var attrs *nvml.DeviceAttributes
-		if b.has(symAttributes) {
+		if b.has(symAttributes) || b.has(symAttributesV1) {
 			if a, r := m.GetAttributes(); rd.ok("nvmlDeviceGetAttributes", r) {
 				attrs = &a
 				inst.SMCount = int(a.MultiprocessorCount)
@@ -67,6 +67,12 @@ func (rd *devReader) readMIG(d *gpu.Device) {
 		inst.Profile = rd.migProfile(inst.GPUInstanceID, attrs)
 		if rd.fatal != nil {
 			return
+		}
+		if rd.migHandles == nil {
+			rd.migHandles = map[int]nvml.Device{}
+		}
+		if inst.GPUInstanceID >= 0 {
+			rd.migHandles[inst.GPUInstanceID] = m
 		}
 		d.MIG = append(d.MIG, inst)
 	}

@@ -40,8 +40,14 @@ func (rd *devReader) readProcesses(d *gpu.Device) {
 			}
 		}
 	}
-	if list, r := h.GetComputeRunningProcesses(); rd.ok("nvmlDeviceGetComputeRunningProcesses", r) {
+	list, r := h.GetComputeRunningProcesses()
+	switch {
+	case rd.ok("nvmlDeviceGetComputeRunningProcesses", r):
 		add(list, gpu.ProcessCompute)
+	case rd.fatal == nil && d.MIGEnabled:
+		// In MIG mode the whole-GPU list needs privileges; the list of
+		// each MIG device does not.
+		rd.readMIGProcesses(add)
 	}
 	if rd.fatal != nil {
 		return
@@ -103,6 +109,31 @@ func (rd *devReader) readProcesses(d *gpu.Device) {
 		d.Processes = append(d.Processes, *p)
 	}
 	sortProcesses(d.Processes)
+}
+
+// readMIGProcesses lists the compute processes of each MIG device, placing
+// them in its GPU and compute instance.
+func (rd *devReader) readMIGProcesses(add func([]nvml.ProcessInfo, gpu.ProcessType)) {
+	gis := make([]int, 0, len(rd.migHandles))
+	for gi := range rd.migHandles {
+		gis = append(gis, gi)
+	}
+	sort.Ints(gis)
+	for _, gi := range gis {
+		list, r := rd.migHandles[gi].GetComputeRunningProcesses()
+		if !rd.ok("nvmlDeviceGetComputeRunningProcesses(MIG)", r) {
+			if rd.fatal != nil {
+				return
+			}
+			continue
+		}
+		for i := range list {
+			if list[i].GpuInstanceId == noInstance {
+				list[i].GpuInstanceId = uint32(gi)
+			}
+		}
+		add(list, gpu.ProcessCompute)
+	}
 }
 
 func sortProcesses(ps []gpu.Process) {

@@ -18,6 +18,7 @@ const (
 	symGIProfileInfo       = "nvmlDeviceGetGpuInstanceProfileInfo"
 	symCreateGI            = "nvmlDeviceCreateGpuInstance"
 	symAttributes          = "nvmlDeviceGetAttributes_v2"
+	symAttributesV1        = "nvmlDeviceGetAttributes"
 	symMPSProcesses        = "nvmlDeviceGetMPSComputeRunningProcesses"
 	symProcessUtil         = "nvmlDeviceGetProcessUtilization"
 	symGpmSupport          = "nvmlGpmQueryDeviceSupport" // R520, Hopper+
@@ -53,7 +54,7 @@ const (
 var allSymbols = []string{
 	symCudaDriverVersion, symProcessName, symClocksEventReasons, symThrottleReasons, symEnergy,
 	symMigMode, symMaxMigDeviceCount, symMigDeviceByIndex, symGpuInstanceByID, symGIProfileInfo,
-	symCreateGI, symAttributes, symMPSProcesses, symProcessUtil, symGpmSupport, symGpmAlloc,
+	symCreateGI, symAttributes, symAttributesV1, symMPSProcesses, symProcessUtil, symGpmSupport, symGpmAlloc,
 	symGpmFree, symGpmSampleGet, symGpmMetricsGet, symGpmMigSampleGet, symVirtMode, symActiveVgpus,
 	symVgpuUtil, symVgpuProcUtil, symSchedCaps, symSchedState, symSchedStateV2, symSchedLogV2,
 	symSchedLog, symSetSchedState, symSetSchedStateV2, symSetGpuLocked, symResetGpuLocked,
