@@ -40,7 +40,7 @@ unit:
 
 # The end-to-end test alone: the real binary scraped by a real Prometheus.
 e2e:
-	$(GO) test -count=1 -v -tags=e2e ./test/e2e/
+	$(GO) test -count=1 -v -timeout=15m -tags=e2e ./test/e2e/
 
 lint:
 	@unformatted="$$(gofmt -l $$(git ls-files '*.go'))"; \
