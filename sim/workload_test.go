@@ -1,0 +1,306 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+func TestTraceReplay(t *testing.T) {
+	for _, c := range []struct {
+		loop     string
+		min, max int
+	}{
+		{"no_loop: true", 300, 300}, // the 300 requests span 84 s; at 10x, 8.4 s
+		{"no_loop: false", 650, 780},
+	} {
+		t.Run(c.loop, func(t *testing.T) {
+			sc := mustParse(t, fmt.Sprintf(`name: tr
+gpus: [{model: H200-SXM5-141GB, locked_clocks: {min: 1980, max: 1980}}]
+tenants:
+  - name: chat
+    memory: 40GiB
+    workload:
+      type: llm
+      params: 1e9
+      arrival: {process: trace, file: testdata/azure-llm-2023-conv-300.csv, speedup: 10, %s}
+`, c.loop))
+			s := mustNew(t, sc, Options{})
+			s.AdvanceTo(s.Now().Add(20 * time.Second))
+			w := s.Window().Tenants[0]
+			if w.Completed < c.min || w.Completed > c.max {
+				t.Fatalf("%d requests completed, want %d..%d", w.Completed, c.min, c.max)
+			}
+		})
+	}
+}
+
+func TestBurstyArrivals(t *testing.T) {
+	sc := mustParse(t, `name: b
+gpus: [{model: H100-SXM5-80GB}]
+tenants:
+  - name: a
+    memory: 8GiB
+    workload: {type: dnn, flops: 1e8, arrival: {process: bursty, rate: 10, burst_rate: 200, burst_mean: 1s, calm_mean: 4s}}
+`)
+	s := mustNew(t, sc, Options{})
+	var counts []float64
+	for i := 0; i < 600; i++ {
+		s.AdvanceTo(s.Now().Add(time.Second))
+		counts = append(counts, float64(s.Window().Tenants[0].Completed))
+	}
+	mean, vr := 0.0, 0.0
+	for _, c := range counts {
+		mean += c
+	}
+	mean /= float64(len(counts))
+	for _, c := range counts {
+		vr += (c - mean) * (c - mean)
+	}
+	vr /= float64(len(counts))
+	want := (10*4 + 200*1) / 5.0 // time-weighted mean rate
+	if math.Abs(mean-want)/want > 0.15 {
+		t.Errorf("mean rate %.1f/s, want %.1f ± 15%%", mean, want)
+	}
+	if vr/mean < 5 {
+		t.Errorf("index of dispersion %.1f: not bursty (Poisson is 1)", vr/mean)
+	}
+}
+
+// TestLLMRoofline: prefill is compute-bound (2 FLOPs per parameter per
+// context token), each decode iteration reads the weights and the KV cache.
+func TestLLMRoofline(t *testing.T) {
+	sc := mustParse(t, `name: llm
+gpus: [{model: H100-SXM5-80GB, locked_clocks: {min: 1980, max: 1980}}]
+tenants:
+  - name: a
+    memory: 30GiB
+    workload: {type: llm, params: 8e9, context_tokens: 2048, generated_tokens: 128, fixed_tokens: true, arrival: {process: poisson, rate: 0.2}}
+`)
+	s := mustNew(t, sc, Options{})
+	s.AdvanceTo(s.Now().Add(200 * time.Second))
+	w := s.Window().Tenants[0]
+	if w.Completed < 20 {
+		t.Fatalf("%d requests", w.Completed)
+	}
+	m := modelByName("H100-SXM5-80GB")
+	flops := m.PeakFLOPS * m.ComputeEff
+	bw := m.BandwidthBS * m.BandwidthEff
+	kv := 131072.0
+	prefill := max(2*8e9*2048/flops, (16e9+kv*2048)/bw)
+	decode := 0.0
+	for i := 1; i < 128; i++ {
+		decode += (16e9 + kv*float64(2048+i)) / bw
+	}
+	want := time.Duration((prefill + decode) * 1e9)
+	// most requests run alone at this rate; the median is the solo latency
+	got := quantile(w.Latencies, 0.5)
+	if math.Abs(float64(got-want))/float64(want) > 0.02 {
+		t.Fatalf("median e2e %v, roofline says %v", got, want)
+	}
+}
+
+func TestOOMEvents(t *testing.T) {
+	sc := mustParse(t, `name: oom
+gpus: [{model: H100-SXM5-80GB, sharing: mps}]
+tenants:
+  - name: a
+    process: {pid: 10}
+    memory: 50GB
+    workload: {type: training, flops: 1e12}
+  - name: b
+    process: {pid: 20}
+    memory: 50GB
+    workload: {type: training, flops: 1e12}
+`)
+	s := mustNew(t, sc, Options{})
+	ctx := context.Background()
+	s.AdvanceTo(s.Now().Add(time.Second))
+	r, _ := s.Sample(ctx)
+	d := r.Devices[0]
+	if len(d.Processes) != 1 || d.Processes[0].PID != 10 {
+		t.Fatalf("processes %+v, want only PID 10", d.Processes)
+	}
+	if len(d.Events) != 1 || d.Events[0].Kind != gpu.EventOOM || d.Events[0].PID != 20 {
+		t.Fatalf("events %+v, want one OOM for PID 20", d.Events)
+	}
+	if w := s.Window(); w.Tenants[1].OOMs != 1 || w.Tenants[1].Completed != 0 {
+		t.Fatalf("ground truth for b: %+v", w.Tenants[1])
+	}
+	// a pinned limit below the client's memory fails its next context
+	uuid := sc.GPUs[0].UUID
+	if err := s.SetMPSPinnedMemoryLimit(ctx, uuid, 10, 10e9); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RestartClient(ctx, uuid, 10); err == nil {
+		t.Fatal("restart over the pinned limit succeeded")
+	}
+	r, _ = s.Sample(ctx)
+	if d := r.Devices[0]; len(d.Processes) != 0 || len(d.Events) != 1 || d.Events[0].Kind != gpu.EventOOM {
+		t.Fatalf("after the failed restart: %d processes, events %+v", len(d.Processes), d.Events)
+	}
+}
+
+func TestMoveProcess(t *testing.T) {
+	sc := mustParse(t, `name: mv
+gpus: [{model: H100-SXM5-80GB}, {model: H100-SXM5-80GB}]
+control: {migration_time: 2s}
+tenants:
+  - name: a
+    process: {pid: 10}
+    memory: 8GiB
+    workload: {type: dnn, flops: 1e11, arrival: {process: poisson, rate: 100}}
+  - name: b
+    memory: 8GiB
+    workload: {type: training, flops: 1e12}
+`)
+	s := mustNew(t, sc, Options{})
+	ctx := context.Background()
+	s.AdvanceTo(s.Now().Add(time.Second))
+	s.Window()
+	if err := s.MoveProcess(ctx, 10, sc.GPUs[1].UUID); err != nil {
+		t.Fatal(err)
+	}
+	s.AdvanceTo(s.Now().Add(1900 * time.Millisecond))
+	if w := s.Window().Tenants[0]; w.Completed != 0 {
+		t.Fatalf("%d requests completed during the migration", w.Completed)
+	}
+	s.AdvanceTo(s.Now().Add(3 * time.Second))
+	w := s.Window().Tenants[0]
+	if w.GPU != sc.GPUs[1].UUID || w.Completed < 250 {
+		t.Fatalf("after the move: GPU %s, %d completed", w.GPU, w.Completed)
+	}
+	r, _ := s.Sample(ctx)
+	if len(r.Devices[1].Processes) != 1 || r.Devices[1].Processes[0].PID != 10 {
+		t.Fatalf("GPU 1 processes %+v", r.Devices[1].Processes)
+	}
+	if err := s.MoveProcess(ctx, 999, sc.GPUs[1].UUID); err == nil {
+		t.Error("moving an unknown PID succeeded")
+	}
+}
+
+func TestPowerLimitCapsClock(t *testing.T) {
+	src := `name: p
+gpus: [{model: H100-SXM5-80GB}]
+tenants:
+  - name: a
+    memory: 8GiB
+    workload: {type: training, flops: 5e12, bytes: 1e9}
+`
+	run := func(limit float64) (*gpu.Device, float64) {
+		sc := mustParse(t, src)
+		s := mustNew(t, sc, Options{})
+		if limit > 0 {
+			if err := s.SetPowerLimit(context.Background(), sc.GPUs[0].UUID, limit); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s.Sample(context.Background())
+		s.AdvanceTo(s.Now().Add(5 * time.Second))
+		r, _ := s.Sample(context.Background())
+		return &r.Devices[0], s.Window().Tenants[0].Work
+	}
+	free, wFree := run(0)
+	capped, wCapped := run(350)
+	if *capped.PowerWatts > 355 {
+		t.Errorf("power %.0f W over the 350 W limit", *capped.PowerWatts)
+	}
+	if *capped.SMClockHz >= *free.SMClockHz || wCapped >= wFree {
+		t.Errorf("power cap: clock %.0f vs %.0f MHz, work %.0f vs %.0f", *capped.SMClockHz/1e6, *free.SMClockHz/1e6, wCapped, wFree)
+	}
+	if capped.ThrottleReason&reasonPowerCap == 0 {
+		t.Errorf("throttle reasons %#x lack the power cap", capped.ThrottleReason)
+	}
+	if err := (&Simulator{}).SetPowerLimit(context.Background(), "nope", 100); err == nil {
+		t.Error("unknown GPU accepted")
+	}
+}
+
+func TestRealTimeClock(t *testing.T) {
+	sc := mustLoad(t, "../test/scenarios/h100-timeslice.yaml")
+	clk := gpu.NewManualClock(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
+	s := mustNew(t, sc, Options{Clock: clk})
+	ctx := context.Background()
+	if _, err := s.Sample(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(3 * time.Second)
+	r, err := s.Sample(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Time.Equal(clk.Now()) || r.Interval != 3*time.Second || !s.Now().Equal(clk.Now()) {
+		t.Fatalf("time %v interval %v, clock %v", r.Time, r.Interval, clk.Now())
+	}
+}
+
+func TestVGPUPolicies(t *testing.T) {
+	src := func(policy string, light bool) string {
+		b := "workload: {type: training, flops: 2e12, bytes: 1e8}"
+		if light {
+			b = "workload: {type: dnn, flops: 1e9, arrival: {process: poisson, rate: 1}}"
+		}
+		return fmt.Sprintf(`name: v
+gpus: [{model: H100-SXM5-80GB, sharing: vgpu, locked_clocks: {min: 1980, max: 1980}, vgpu: {policy: %s, timeslice: 2ms}}]
+tenants:
+  - name: a
+    vm: {weight: 3}
+    memory: 8GiB
+    workload: {type: training, flops: 2e12, bytes: 1e8}
+  - name: b
+    vm: {weight: 1}
+    memory: 8GiB
+    %s
+`, policy, b)
+	}
+	share := func(policy string, light bool) (float64, float64) {
+		s := mustNew(t, mustParse(t, src(policy, light)), Options{})
+		s.AdvanceTo(s.Now().Add(5 * time.Second))
+		w := s.Window()
+		return w.Tenants[0].SMShare, w.Tenants[1].SMShare
+	}
+	// best effort is work conserving: next to an idle VM, a busy one gets
+	// nearly all of the GPU
+	if a, _ := share("best-effort", true); a < 0.95 {
+		t.Errorf("best-effort next to an idle VM: %.3f", a)
+	}
+	// equal share keeps the idle VM's slots
+	if a, _ := share("equal-share", true); a > 0.55 || a < 0.4 {
+		t.Errorf("equal-share next to an idle VM: %.3f, want about half", a)
+	}
+	// fixed share follows the weights (3:1)
+	a, b := share("fixed-share", false)
+	if r := a / b; math.Abs(r-3) > 0.3 {
+		t.Errorf("fixed-share 3:1 got %.3f / %.3f = %.2f", a, b, r)
+	}
+}
+
+func TestComputeTimeSliceLevel(t *testing.T) {
+	sc := mustParse(t, saturating("time-slice", 2, ""))
+	s := mustNew(t, sc, Options{})
+	ctx := context.Background()
+	switches := func() uint64 {
+		s.AdvanceTo(s.Now().Add(2 * time.Second))
+		r, _ := s.Sample(ctx)
+		return *r.Devices[0].ContextSwitchesTotal
+	}
+	c0 := switches()
+	if err := s.SetComputeTimeSlice(ctx, sc.GPUs[0].UUID, "long"); err != nil {
+		t.Fatal(err)
+	}
+	c1 := switches() - c0
+	if c1*10 > c0 {
+		t.Errorf("context switches per 2 s: %d at default, %d at long (30 ms slices)", c0, c1)
+	}
+	if err := s.SetComputeTimeSlice(ctx, sc.GPUs[0].UUID, "tiny"); err == nil {
+		t.Error("unknown level accepted")
+	}
+	if err := s.SetMPSActiveThreads(ctx, sc.GPUs[0].UUID, 4000, 0.5); !errors.Is(err, gpu.ErrNotSupported) {
+		t.Errorf("MPS on a time-sliced GPU: %v", err)
+	}
+}
