@@ -616,3 +616,27 @@ func TestMIGProcessesWithoutPrivileges(t *testing.T) {
 		t.Errorf("process %+v", p)
 	}
 }
+
+func TestGPUMissingAtStart(t *testing.T) {
+	f := newFixture(t, dgxh100.New())
+	byIndex := f.srv.DeviceGetHandleByIndexFunc
+	var broken atomic.Bool
+	broken.Store(true)
+	f.srv.DeviceGetHandleByIndexFunc = func(i int) (nvml.Device, nvml.Return) {
+		if i == 2 && broken.Load() {
+			return nil, nvml.ERROR_GPU_IS_LOST
+		}
+		return byIndex(i)
+	}
+	b := f.backend()
+	rd := sample(t, b)
+	if len(rd.Devices) != 8 || rd.Devices[2].Up || rd.Devices[2].Index != 2 || !strings.Contains(rd.Devices[2].Err, "GPU_IS_LOST") {
+		t.Fatalf("GPU 2 = %+v", rd.Devices[2])
+	}
+	broken.Store(false)
+	f.clock.Advance(backoffBase)
+	rd = sample(t, b)
+	if d := rd.Devices[2]; !d.Up || d.UUID != f.devs[2].UUID {
+		t.Fatalf("GPU 2 did not come back: %+v", d)
+	}
+}

@@ -385,3 +385,39 @@ func TestControlConcurrentWithSample(t *testing.T) {
 	}
 	<-done
 }
+
+func TestControlInUseIsBusy(t *testing.T) {
+	f := newFixture(t, dgxh100.New())
+	var vms []nvml.VgpuInstance
+	vgpuHost(f, 0, &vms)
+	f.devs[0].SetVgpuSchedulerState_v2Func = func(*nvml.VgpuSchedulerState_v2) nvml.Return { return nvml.ERROR_IN_USE }
+	b := f.backend()
+	err := b.SetVGPUScheduler(context.Background(), f.devs[0].UUID, gpu.VGPUSchedulerSetting{Policy: "equal-share"})
+	if !errors.Is(err, gpu.ErrBusy) {
+		t.Fatalf("err = %v, want ErrBusy", err)
+	}
+}
+
+func TestConfigureMIGCreateFails(t *testing.T) {
+	f := newFixture(t, dgxh100.New())
+	f.enableMIG(0, nvml.GPU_INSTANCE_PROFILE_7_SLICE)
+	d := f.devs[0]
+	create := d.CreateGpuInstanceFunc
+	n := 0
+	d.CreateGpuInstanceFunc = func(p *nvml.GpuInstanceProfileInfo) (nvml.GpuInstance, nvml.Return) {
+		n++
+		if n == 2 {
+			return nil, nvml.ERROR_INSUFFICIENT_RESOURCES
+		}
+		return create(p)
+	}
+	b := f.backend()
+	err := b.ConfigureMIG(context.Background(), d.UUID, []string{"3g.40gb", "4g.40gb"})
+	if err == nil || !strings.Contains(err.Error(), "creating MIG instance 2 of 2 (4g.40gb)") {
+		t.Fatalf("err = %v", err)
+	}
+	rd := sample(t, b)
+	if len(rd.Devices[0].MIG) != 1 || rd.Devices[0].MIG[0].Profile != "3g.40gb" {
+		t.Errorf("layout after a failed create: %+v", rd.Devices[0].MIG)
+	}
+}
