@@ -51,6 +51,8 @@ func newHandler(o handlerOptions) (http.Handler, error) {
 		Name:        "vgpu_exporter",
 		Description: "Prometheus exporter of what each tenant gets from shared GPUs (MIG, MPS, time-slicing, vGPU)",
 		Version:     version.Info(),
+		// No /debug/pprof handlers are served, so no links to them.
+		Profiling: "false",
 		Links: []web.LandingLinks{
 			{Address: o.TelemetryPath, Text: "Metrics"},
 			{Address: "/-/healthy", Text: "Health", Description: "200 while the process runs"},

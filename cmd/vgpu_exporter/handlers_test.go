@@ -91,7 +91,7 @@ func TestHandlerRoutes(t *testing.T) {
 		code           int
 		body           string
 	}{
-		{"GET", "/", false, true, 200, "vgpu_exporter"},
+		{"GET", "/", false, true, 200, `<a href="/metrics">`},
 		{"GET", "/nope", false, true, 404, ""},
 		{"GET", "/-/healthy", false, true, 200, "Healthy"},
 		{"GET", "/-/ready", false, true, 503, "Not ready"},
@@ -163,4 +163,12 @@ func TestHandlerCustomTelemetryPath(t *testing.T) {
 
 func newFakeCollectorFor(_ func() *tenant.Snapshot, _ log.Logger, filters ...string) (prometheus.Collector, error) {
 	return newFakeCollector(filters...)
+}
+
+func TestLandingPageHasNoDeadLinks(t *testing.T) {
+	f := newFixture(t, false)
+	_, body, _ := f.do("GET", "/")
+	if strings.Contains(body, "/debug/pprof") {
+		t.Error("landing page links to pprof, which is not served")
+	}
 }
