@@ -185,6 +185,9 @@ func TestSourceMerges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if s.Inner() != gpu.Source(inner) {
+		t.Errorf("Inner is not the wrapped source")
+	}
 	if s.Name() != "nvml+dcgm-exporter" {
 		t.Errorf("Name = %q", s.Name())
 	}
