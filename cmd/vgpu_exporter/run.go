@@ -61,7 +61,21 @@ func newService(src gpu.Source, b snapshotBuilder, tenantsFile string, clock gpu
 }
 
 // snapshot returns the latest published snapshot (nil before the first).
-func (s *service) snapshot() *tenant.Snapshot { return s.store.Load() }
+// Failed samples publish no snapshot, so when the sampler's figures have
+// moved on since, it returns a copy carrying the current figures: the
+// exported sample error counters stay live while the backend fails.
+func (s *service) snapshot() *tenant.Snapshot {
+	snap := s.store.Load()
+	if snap == nil {
+		return nil
+	}
+	if st := s.sampler.Stats(); st != snap.Sampler {
+		c := *snap
+		c.Sampler = st
+		return &c
+	}
+	return snap
+}
 
 // reload rereads the tenants file. Reloads are serialized.
 func (s *service) reload() error {

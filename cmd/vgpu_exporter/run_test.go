@@ -30,12 +30,14 @@ type fakeSource struct {
 	samples atomic.Int32
 	closed  atomic.Bool
 	fail    bool
+	// failAfter makes every sample after the first failAfter fail (0: never).
+	failAfter int32
 }
 
 func (s *fakeSource) Name() string { return "fake" }
 func (s *fakeSource) Sample(context.Context) (*gpu.Readings, error) {
-	s.samples.Add(1)
-	if s.fail {
+	n := s.samples.Add(1)
+	if s.fail || (s.failAfter > 0 && n > s.failAfter) {
 		return nil, errors.New("no GPU answered")
 	}
 	return &gpu.Readings{Backend: "fake"}, nil
@@ -334,5 +336,41 @@ func TestServiceWebConfigBasicAuth(t *testing.T) {
 		if resp.StatusCode != tc.code {
 			t.Errorf("user %q pass %q: %d, want %d", tc.user, tc.pass, resp.StatusCode, tc.code)
 		}
+	}
+}
+
+// Failed samples publish no snapshot, yet the exported sampler figures
+// follow them.
+func TestSnapshotCarriesLiveSamplerStats(t *testing.T) {
+	src := &fakeSource{failAfter: 1}
+	svc := newService(src, &fakeBuilder{}, "", gpu.NewManualClock(time.Unix(1e9, 0)), time.Hour, log.NewNopLogger())
+	if svc.snapshot() != nil {
+		t.Fatal("snapshot before any sample")
+	}
+	ctx := context.Background()
+	if err := svc.sampler.SampleOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := svc.snapshot()
+	if first == nil || first.Sampler.SamplesTotal != 1 || first.Sampler.ErrorsTotal != 0 {
+		t.Fatalf("after one good sample: %+v", first)
+	}
+	if svc.snapshot() != first {
+		t.Error("unchanged figures should return the published snapshot itself")
+	}
+	for range 2 {
+		if err := svc.sampler.SampleOnce(ctx); err == nil {
+			t.Fatal("expected a failed sample")
+		}
+	}
+	got := svc.snapshot()
+	if got.Sampler.SamplesTotal != 3 || got.Sampler.ErrorsTotal != 2 || got.Sampler.ConsecutiveErr != 2 || got.Sampler.LastError == "" {
+		t.Errorf("sampler figures after two failures: %+v", got.Sampler)
+	}
+	if got.Readings != first.Readings {
+		t.Error("the last good readings should stay published")
+	}
+	if first.Sampler.ErrorsTotal != 0 {
+		t.Error("the published snapshot was modified")
 	}
 }
