@@ -176,8 +176,7 @@ func (b *Builder) installLocked(cfg *Config) {
 		}
 		id := trackerID(t, cfg.Defaults)
 		keep[t.Name] = true
-		if old, ok := b.trackers[t.Name]; ok && b.trackerKey[t.Name] == id {
-			_ = old
+		if _, ok := b.trackers[t.Name]; ok && b.trackerKey[t.Name] == id {
 			continue
 		}
 		if cancel, ok := b.cancels[t.Name]; ok {
