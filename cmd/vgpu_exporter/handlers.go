@@ -26,8 +26,9 @@ type handlerOptions struct {
 	// given collector names (all enabled ones when none are given). A
 	// bad name is the caller's fault (HTTP 400).
 	NewCollector func(filters ...string) (prometheus.Collector, error)
-	MaxRequests  int64
-	Logger       log.Logger
+	// MaxRequests bounds concurrent metrics requests; 0 means no limit.
+	MaxRequests int64
+	Logger      log.Logger
 	// Ready reports whether a first snapshot has been published.
 	Ready func() bool
 	// Reload rereads the tenants file.
@@ -65,7 +66,23 @@ func newHandler(o handlerOptions) (http.Handler, error) {
 
 	mux := http.NewServeMux()
 	mux.Handle("/", landing)
+	// One limit for every metrics request, filtered ones included (a
+	// per-handler limit would not bound requests that each build their
+	// own handler).
+	var inFlight chan struct{}
+	if o.MaxRequests > 0 {
+		inFlight = make(chan struct{}, o.MaxRequests)
+	}
 	mux.HandleFunc(o.TelemetryPath, func(w http.ResponseWriter, r *http.Request) {
+		if inFlight != nil {
+			select {
+			case inFlight <- struct{}{}:
+				defer func() { <-inFlight }()
+			default:
+				http.Error(w, fmt.Sprintf("Limit of concurrent requests reached (%d), try again later.", o.MaxRequests), http.StatusServiceUnavailable)
+				return
+			}
+		}
 		filters := r.URL.Query()["collect[]"]
 		if len(filters) == 0 {
 			def.ServeHTTP(w, r)
@@ -131,9 +148,8 @@ func metricsHandler(o handlerOptions, filters []string) (http.Handler, error) {
 		gatherers = append(prometheus.Gatherers{o.Self}, reg)
 	}
 	return promhttp.HandlerFor(gatherers, promhttp.HandlerOpts{
-		ErrorLog:            promLogger{o.Logger},
-		ErrorHandling:       promhttp.ContinueOnError,
-		MaxRequestsInFlight: int(o.MaxRequests),
+		ErrorLog:      promLogger{o.Logger},
+		ErrorHandling: promhttp.ContinueOnError,
 	}), nil
 }
 

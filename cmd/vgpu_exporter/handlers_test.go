@@ -172,3 +172,51 @@ func TestLandingPageHasNoDeadLinks(t *testing.T) {
 		t.Error("landing page links to pprof, which is not served")
 	}
 }
+
+// blockingCollector holds every Collect until release is closed.
+type blockingCollector struct {
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (c blockingCollector) Describe(ch chan<- *prometheus.Desc) { ch <- fakeDesc }
+func (c blockingCollector) Collect(ch chan<- prometheus.Metric) {
+	c.entered <- struct{}{}
+	<-c.release
+	ch <- prometheus.MustNewConstMetric(fakeDesc, prometheus.GaugeValue, 1, "blocked")
+}
+
+func TestMaxRequestsCoversFilteredRequests(t *testing.T) {
+	bc := blockingCollector{entered: make(chan struct{}, 4), release: make(chan struct{})}
+	h, err := newHandler(handlerOptions{
+		TelemetryPath: "/metrics",
+		MaxRequests:   1,
+		NewCollector:  func(...string) (prometheus.Collector, error) { return bc, nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan int)
+	go func() {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics?collect[]=gpu", nil))
+		first <- rec.Code
+	}()
+	<-bc.entered // the first request holds the only slot
+	for _, target := range []string{"/metrics", "/metrics?collect[]=tenant"} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", target, nil))
+		if rec.Code != http.StatusServiceUnavailable {
+			t.Errorf("%s while the limit is reached: %d, want 503", target, rec.Code)
+		}
+	}
+	close(bc.release)
+	if code := <-first; code != 200 {
+		t.Errorf("first request: %d", code)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if rec.Code != 200 {
+		t.Errorf("after the slot is free: %d", rec.Code)
+	}
+}
