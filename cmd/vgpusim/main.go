@@ -5,12 +5,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -60,9 +60,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, progress 
 	runCmd.Flag("scenario", "Scenario file, or the name of a built-in scenario (see 'vgpusim list').").Required().StringVar(&cfg.Scenario)
 	runCmd.Flag("tenants", "Tenants file for attribution; default: the scenario's <name>.tenants.yaml companion when it exists.").StringVar(&cfg.Tenants)
 	runCmd.Flag("policy", "Sharing policy: "+strings.Join(tuner.PolicyNames(), ", ")+".").Default(tuner.BestEffortName).StringVar(&cfg.Policy)
-	runCmd.Flag("duration", "Virtual time to simulate; default: the scenario's duration.").DurationVar(&cfg.Duration)
-	runCmd.Flag("seed", "Random seed; default: the scenario's seed.").IsSetByUser(&seedSet).Int64Var(&cfg.Seed)
-	runCmd.Flag("step", "Sample, policy and report step in virtual time.").Default("1s").DurationVar(&cfg.Step)
+	var duration, seed, step string
+	runCmd.Flag("duration", "Virtual time to simulate, e.g. 90s or 1h; default: the scenario's duration.").StringVar(&duration)
+	runCmd.Flag("seed", "Random seed (non-zero); default: the scenario's seed.").IsSetByUser(&seedSet).StringVar(&seed)
+	runCmd.Flag("step", "Sample, policy and report step in virtual time.").Default("1s").StringVar(&step)
 	runCmd.Flag("out", "Directory to write the summary, time series and plots into; nothing is written when empty.").StringVar(&cfg.Out)
 	runCmd.Flag("format", "Time series format in --out: csv or json.").Default(report.FormatCSV).EnumVar(&cfg.Format, report.FormatCSV, report.FormatJSON)
 
@@ -81,7 +82,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, progress 
 		}
 		return 0
 	case runCmd.FullCommand():
-		cfg.SeedSet = seedSet
+		if err := parseRunFlags(&cfg, duration, seed, step, seedSet); err != nil {
+			app.Errorf("%v", err)
+			return 1
+		}
 		if progress {
 			cfg.Progress = newBar(stderr)
 		}
@@ -92,6 +96,27 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, progress 
 		return 0
 	}
 	return 1
+}
+
+// parseRunFlags parses the flags whose errors kingpin would not attribute
+// to the flag.
+func parseRunFlags(cfg *runConfig, duration, seed, step string, seedSet bool) error {
+	var err error
+	if duration != "" {
+		if cfg.Duration, err = time.ParseDuration(duration); err != nil {
+			return fmt.Errorf("--duration %q: want a duration such as 90s, 10m or 1h", duration)
+		}
+	}
+	if cfg.Step, err = time.ParseDuration(step); err != nil {
+		return fmt.Errorf("--step %q: want a duration such as 1s or 500ms", step)
+	}
+	if seedSet {
+		if cfg.Seed, err = strconv.ParseInt(seed, 10, 64); err != nil || cfg.Seed == 0 {
+			return fmt.Errorf("--seed %q: want a non-zero integer", seed)
+		}
+		cfg.SeedSet = true
+	}
+	return nil
 }
 
 // newBar returns a progress callback drawing a bar on w.
@@ -156,5 +181,3 @@ func fileExists(p string) bool {
 	st, err := os.Stat(p)
 	return err == nil && !st.IsDir()
 }
-
-var errUsage = errors.New("usage")

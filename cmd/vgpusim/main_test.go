@@ -1,0 +1,272 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"image/png"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/vgpu-exporter/vgpu_exporter/sim"
+	"github.com/vgpu-exporter/vgpu_exporter/sim/report"
+)
+
+// vgpusim runs the command in-process and returns its exit status and
+// output.
+func vgpusim(t *testing.T, progress bool, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), args, &stdout, &stderr, progress)
+	return code, stdout.String(), stderr.String()
+}
+
+// libraryScenarios returns the scenario files of test/scenarios (and its
+// replay/ directory), companions excluded.
+func libraryScenarios(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	for _, pat := range []string{"../../test/scenarios/*.yaml", "../../test/scenarios/replay/*.yaml"} {
+		files, err := filepath.Glob(pat)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			if !strings.HasSuffix(f, tenantsSuffix) {
+				out = append(out, f)
+			}
+		}
+	}
+	if len(out) < 7 {
+		t.Fatalf("found %d scenarios: %v", len(out), out)
+	}
+	return out
+}
+
+// Every library scenario runs for 20 virtual seconds under each policy, and
+// the summary and the files name every tenant.
+func TestRunLibraryScenarios(t *testing.T) {
+	for _, f := range libraryScenarios(t) {
+		sc, err := sim.LoadScenario(f)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, policy := range []string{"best-effort", "static-equal"} {
+			t.Run(filepath.Base(f)+"/"+policy, func(t *testing.T) {
+				dir := t.TempDir()
+				code, stdout, stderr := vgpusim(t, false, "run", "--scenario", f, "--policy", policy, "--duration", "20s", "--out", dir)
+				if code != 0 {
+					t.Fatalf("exit %d: %s", code, stderr)
+				}
+				if stderr != "" {
+					t.Errorf("stderr without a terminal: %q", stderr)
+				}
+				if !strings.Contains(stdout, "scenario "+sc.Name+", policy "+policy) || !strings.Contains(stdout, "20s simulated in 20 steps") {
+					t.Errorf("summary header missing:\n%s", stdout)
+				}
+				rows := readCSV(t, filepath.Join(dir, report.FileTenantsCSV))
+				if got, want := len(rows)-1, 20*len(sc.Tenants); got != want {
+					t.Errorf("tenants.csv has %d rows, want %d (20 steps x %d tenants)", got, want, len(sc.Tenants))
+				}
+				for _, ts := range sc.Tenants {
+					if !strings.Contains(stdout, "\n"+ts.Name+" ") {
+						t.Errorf("summary lacks tenant %s:\n%s", ts.Name, stdout)
+					}
+				}
+				gpus := readCSV(t, filepath.Join(dir, report.FileGPUsCSV))
+				if got, want := len(gpus)-1, 20*len(sc.GPUs); got != want {
+					t.Errorf("gpus.csv has %d rows, want %d", got, want)
+				}
+				for _, name := range []string{report.FileSummary, report.FileLatencyPlot, report.FileSharesPlot, report.FileGPUPlot, FileDecisions} {
+					b, err := os.ReadFile(filepath.Join(dir, name))
+					if err != nil {
+						t.Fatal(err)
+					}
+					if strings.HasSuffix(name, ".png") {
+						if _, err := png.Decode(bytes.NewReader(b)); err != nil {
+							t.Errorf("%s: %v", name, err)
+						}
+					}
+				}
+				sum, _ := os.ReadFile(filepath.Join(dir, report.FileSummary))
+				if !strings.HasPrefix(stdout, string(sum)) {
+					t.Errorf("summary.txt differs from the printed summary")
+				}
+			})
+		}
+	}
+}
+
+func readCSV(t *testing.T, path string) [][]string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return rows
+}
+
+// static-equal on an MPS scenario gives each of the two tenants 50%, and
+// the decisions name the tenants of the companion tenants file.
+func TestStaticEqualDecisions(t *testing.T) {
+	dir := t.TempDir()
+	code, stdout, stderr := vgpusim(t, false, "run", "--scenario", "noisy-neighbour", "--policy", "static-equal", "--duration", "5s", "--out", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stdout, "policy static-equal: 2 decisions, 2 applied") {
+		t.Errorf("decision count missing:\n%s", stdout)
+	}
+	rows := readCSV(t, filepath.Join(dir, FileDecisions))
+	var got []string
+	for _, r := range rows[1:] {
+		got = append(got, r[2]+" "+r[3]+" "+r[4]+"->"+r[5]+" "+r[6])
+	}
+	want := []string{"chat mps_active_threads 100%->50% true", "embed mps_active_threads 100%->50% true"}
+	if !slices.Equal(got, want) {
+		t.Errorf("decisions %q, want %q", got, want)
+	}
+	// The shares follow within the run.
+	rows = readCSV(t, filepath.Join(dir, report.FileTenantsCSV))
+	last := rows[len(rows)-1]
+	if last[1] != "embed" || last[12] == "" {
+		t.Fatalf("last row %v", last)
+	}
+}
+
+// The same seed gives the same bytes in every file, CSV and JSON, PNG
+// included; another seed gives another series.
+func TestDeterministic(t *testing.T) {
+	runOnce := func(format, seed string) map[string][]byte {
+		dir := t.TempDir()
+		code, stdout, stderr := vgpusim(t, false, "run", "--scenario", "../../test/scenarios/bursty-llm-training.yaml",
+			"--policy", "static-equal", "--duration", "30s", "--seed", seed, "--format", format, "--out", dir)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		files := map[string][]byte{"stdout": []byte(strings.ReplaceAll(stdout, dir, "DIR"))}
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			files[e.Name()] = b
+		}
+		return files
+	}
+	for _, format := range []string{"csv", "json"} {
+		t.Run(format, func(t *testing.T) {
+			a, b := runOnce(format, "7"), runOnce(format, "7")
+			if len(a) != len(b) || len(a) < 6 {
+				t.Fatalf("files %d and %d", len(a), len(b))
+			}
+			for name, data := range a {
+				if !bytes.Equal(data, b[name]) {
+					t.Errorf("%s differs between two runs with the same seed", name)
+				}
+			}
+			c := runOnce(format, "8")
+			series := report.FileTenantsCSV
+			if format == "json" {
+				series = report.FileJSON
+				var doc struct {
+					Meta report.Meta `json:"meta"`
+				}
+				if err := json.Unmarshal(a[series], &doc); err != nil || doc.Meta.Seed != 7 || doc.Meta.Policy != "static-equal" {
+					t.Errorf("json meta %+v, %v", doc.Meta, err)
+				}
+			}
+			if bytes.Equal(a[series], c[series]) {
+				t.Errorf("seeds 7 and 8 gave the same %s", series)
+			}
+		})
+	}
+}
+
+func TestErrors(t *testing.T) {
+	nn := "../../test/scenarios/noisy-neighbour.yaml"
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("name: x\ngpus:\n  - model: H999\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown command", []string{"walk"}, "expected command but got \"walk\""},
+		{"no scenario", []string{"run"}, "required flag(s) '--scenario' not provided"},
+		{"unknown scenario", []string{"run", "--scenario", "no-such"}, `scenario "no-such": no such file and no built-in scenario of that name (built-in: `},
+		{"bad scenario file", []string{"run", "--scenario", bad}, "bad.yaml:3: unknown GPU model"},
+		{"unknown policy", []string{"run", "--scenario", nn, "--policy", "magic"}, `unknown policy "magic" (known: best-effort, none, static-equal)`},
+		{"bad duration", []string{"run", "--scenario", nn, "--duration", "ten"}, `--duration "ten": want a duration`},
+		{"negative duration", []string{"run", "--scenario", nn, "--duration=-5s"}, "--duration -5s must not be negative"},
+		{"duration below a step", []string{"run", "--scenario", nn, "--duration", "500ms"}, "shorter than one step"},
+		{"zero step", []string{"run", "--scenario", nn, "--step", "0s"}, "--step 0s must be positive"},
+		{"bad step", []string{"run", "--scenario", nn, "--step", "1"}, `--step "1": want a duration`},
+		{"bad format", []string{"run", "--scenario", nn, "--format", "xml"}, "enum value must be one of csv,json"},
+		{"bad seed", []string{"run", "--scenario", nn, "--seed", "x"}, `--seed "x": want a non-zero integer`},
+		{"zero seed", []string{"run", "--scenario", nn, "--seed", "0"}, `--seed "0": want a non-zero integer`},
+		{"missing tenants file", []string{"run", "--scenario", nn, "--tenants", "/nonexistent/t.yaml"}, "/nonexistent/t.yaml"},
+		{"out is a file", []string{"run", "--scenario", nn, "--duration", "2s", "--out", bad}, "bad.yaml"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, stderr := vgpusim(t, false, tc.args...)
+			if code != 1 {
+				t.Errorf("exit %d, want 1", code)
+			}
+			if !strings.Contains(stderr, tc.want) || !strings.HasPrefix(stderr, "vgpusim: error: ") {
+				t.Errorf("stderr %q, want it to contain %q", stderr, tc.want)
+			}
+		})
+	}
+}
+
+func TestHelpAndList(t *testing.T) {
+	code, stdout, _ := vgpusim(t, false, "--help")
+	if code != 0 || !strings.Contains(stdout, "run") || !strings.Contains(stdout, "list") {
+		t.Errorf("--help: exit %d\n%s", code, stdout)
+	}
+	code, stdout, stderr := vgpusim(t, false, "list")
+	if code != 0 {
+		t.Fatalf("list: exit %d: %s", code, stderr)
+	}
+	for _, name := range []string{"noisy-neighbour", "bursty-llm-training", "clock-stability", "eight-gpu-hot", "h100-timeslice", "h200-mig"} {
+		if !strings.Contains(stdout, "\n"+name+" ") {
+			t.Errorf("list lacks %s:\n%s", name, stdout)
+		}
+	}
+	if strings.Contains(stdout, "\nnoisy-neighbour.tenants ") || !strings.Contains(stdout, "eight-gpu-hot.tenants.yaml") {
+		t.Errorf("list shows companions as scenarios or lacks them as tenants files:\n%s", stdout)
+	}
+}
+
+// The progress bar goes to stderr only, and leaves stdout as it is.
+func TestProgressBar(t *testing.T) {
+	args := []string{"run", "--scenario", "clock-stability", "--duration", "10s"}
+	code, plain, _ := vgpusim(t, false, args...)
+	code2, withBar, stderr := vgpusim(t, true, args...)
+	if code != 0 || code2 != 0 {
+		t.Fatalf("exit %d, %d: %s", code, code2, stderr)
+	}
+	if plain != withBar {
+		t.Errorf("stdout changed with the progress bar")
+	}
+	if !strings.Contains(stderr, "simulating") {
+		t.Errorf("no progress bar on stderr: %q", stderr)
+	}
+}
