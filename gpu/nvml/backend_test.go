@@ -640,3 +640,35 @@ func TestGPUMissingAtStart(t *testing.T) {
 		t.Fatalf("GPU 2 did not come back: %+v", d)
 	}
 }
+
+func TestXIDEventsOfOtherHandles(t *testing.T) {
+	f := newFixture(t, dgxh100.New())
+	b := f.backend()
+	mig := &mock.Device{GetDeviceHandleFromMigDeviceHandleFunc: func() (nvml.Device, nvml.Return) { return f.devs[3], nvml.SUCCESS }}
+	other := &mock.Device{
+		GetDeviceHandleFromMigDeviceHandleFunc: func() (nvml.Device, nvml.Return) { return nil, nvml.ERROR_NOT_SUPPORTED },
+		GetUUIDFunc:                            func() (string, nvml.Return) { return "GPU-not-on-this-host", nvml.SUCCESS },
+	}
+	broken := &mock.Device{} // every call panics
+	for _, d := range []nvml.Device{broken, other, mig} {
+		f.events <- nvml.EventData{Device: d, EventType: nvml.EventTypeXidCriticalError, EventData: 31, GpuInstanceId: 1}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	var got []gpu.Event
+	for time.Now().Before(deadline) && len(got) == 0 {
+		rd := sample(t, b)
+		got = append(got, rd.Devices[3].Events...)
+		time.Sleep(5 * time.Millisecond)
+	}
+	if len(got) != 1 || got[0].Code != 31 {
+		t.Fatalf("events of GPU 3 = %+v", got)
+	}
+	if n := f.logs.count("event dropped"); n != 1 {
+		t.Errorf("panicking handle logged %d times", n)
+	}
+	b.events.mu.Lock()
+	defer b.events.mu.Unlock()
+	if len(b.events.pending) != 0 {
+		t.Errorf("events kept for unknown GPUs: %v", b.events.pending)
+	}
+}

@@ -421,3 +421,39 @@ func TestConfigureMIGCreateFails(t *testing.T) {
 		t.Errorf("layout after a failed create: %+v", rd.Devices[0].MIG)
 	}
 }
+
+// An older vGPU driver without the v2 scheduler calls: state and log come
+// from the v1 calls and settings go through the v1 call.
+func TestVGPUSchedulerV1Only(t *testing.T) {
+	f := newFixture(t, dgxh100.New())
+	vms := []nvml.VgpuInstance{}
+	vgpuHost(f, 0, &vms)
+	f.setMissing(symSchedStateV2, symSchedLogV2, symSetSchedStateV2)
+	d := f.devs[0]
+	d.GetVgpuSchedulerState_v2Func = nil
+	d.GetVgpuSchedulerLog_v2Func = nil
+	d.SetVgpuSchedulerState_v2Func = nil
+	d.GetVgpuSchedulerLogFunc = func() (nvml.VgpuSchedulerLog, nvml.Return) {
+		lg := nvml.VgpuSchedulerLog{EntriesCount: 2}
+		lg.LogEntries[0] = nvml.VgpuSchedulerLogEntry{Timestamp: 5, TimeRun: 1000}
+		lg.LogEntries[1] = nvml.VgpuSchedulerLogEntry{Timestamp: 6, TimeRun: 2000}
+		return lg, nvml.SUCCESS
+	}
+	b := f.backend()
+	rd := sample(t, b)
+	s := rd.Devices[0].Scheduler
+	if s == nil || s.Policy != "best-effort" || !s.ARREnabled || s.AvgFactor != 33 || s.TimeSlice != 2*time.Millisecond || len(s.Log) != 2 || s.Log[1].RunTime != 2*time.Microsecond {
+		t.Fatalf("scheduler %+v", s)
+	}
+	// ARR through the v1 call: average factor and frequency in the params.
+	err := b.SetVGPUScheduler(context.Background(), d.UUID, gpu.VGPUSchedulerSetting{Policy: "best-effort", ARREnabled: true, AvgFactor: 20, Frequency: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := d.SetVgpuSchedulerStateCalls()
+	if len(c) != 1 || c[0].VgpuSchedulerSetState.EnableARRMode != nvml.VGPU_SCHEDULER_ARR_ENABLE ||
+		binary.LittleEndian.Uint32(c[0].VgpuSchedulerSetState.SchedulerParams[0:4]) != 20 ||
+		binary.LittleEndian.Uint32(c[0].VgpuSchedulerSetState.SchedulerParams[4:8]) != 100 {
+		t.Errorf("v1 set calls %+v", c)
+	}
+}

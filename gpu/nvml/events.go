@@ -81,7 +81,7 @@ func (w *eventWatcher) run(b *Backend) {
 		data, r := w.wait()
 		switch r {
 		case nvml.SUCCESS:
-			w.deliver(b, data)
+			w.safeDeliver(b, data)
 		case nvml.ERROR_TIMEOUT:
 		default:
 			b.logOnce("events/"+returnName(r), "msg", "waiting for NVML events failed; retrying",
@@ -106,6 +106,17 @@ func (w *eventWatcher) wait() (data nvml.EventData, r nvml.Return) {
 	return w.set.Wait(eventWaitMs)
 }
 
+// safeDeliver delivers an event; a panic of a library wrapper while
+// identifying its GPU drops the event, not the process.
+func (w *eventWatcher) safeDeliver(b *Backend, data nvml.EventData) {
+	defer func() {
+		if p := recover(); p != nil {
+			b.logOnce("events/panic", "msg", "identifying the GPU of an NVML event failed; event dropped", "err", fmt.Sprint(p))
+		}
+	}()
+	w.deliver(b, data)
+}
+
 func (w *eventWatcher) deliver(b *Backend, data nvml.EventData) {
 	uuid := ""
 	for i, h := range w.handles {
@@ -115,12 +126,10 @@ func (w *eventWatcher) deliver(b *Backend, data nvml.EventData) {
 		}
 	}
 	if uuid == "" && data.Device != nil {
-		if u, r := data.Device.GetUUID(); r == nvml.SUCCESS {
-			uuid = u
-		}
+		uuid = w.uuidOf(data.Device)
 	}
 	if uuid == "" {
-		return
+		return // not a GPU this backend reports
 	}
 	ev := gpu.Event{Time: b.clock.Now(), Kind: gpu.EventXID}
 	if data.EventType&nvml.EventTypeXidCriticalError != 0 {
@@ -139,6 +148,26 @@ func (w *eventWatcher) deliver(b *Backend, data nvml.EventData) {
 		return
 	}
 	w.pending[uuid] = append(w.pending[uuid], ev)
+}
+
+// uuidOf finds the registered GPU of a handle that is not one of the
+// registered handles: a MIG device handle (by its parent) or a handle of
+// another type (by UUID).
+func (w *eventWatcher) uuidOf(h nvml.Device) string {
+	var u string
+	if parent, r := h.GetDeviceHandleFromMigDeviceHandle(); r == nvml.SUCCESS && parent != nil {
+		if pu, r := parent.GetUUID(); r == nvml.SUCCESS {
+			u = pu
+		}
+	} else if hu, r := h.GetUUID(); r == nvml.SUCCESS {
+		u = hu
+	}
+	for _, known := range w.uuids {
+		if known == u {
+			return u
+		}
+	}
+	return ""
 }
 
 func sameHandle(a, b nvml.Device) (same bool) {
