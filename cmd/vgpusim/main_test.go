@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/sim"
 	"github.com/vgpu-exporter/vgpu_exporter/sim/report"
@@ -268,5 +269,26 @@ func TestProgressBar(t *testing.T) {
 	}
 	if !strings.Contains(stderr, "simulating") {
 		t.Errorf("no progress bar on stderr: %q", stderr)
+	}
+}
+
+// BenchmarkEightGPUHot runs the benchmark scenario (8 GPUs, 32 tenants) for
+// its 10 virtual minutes with a policy, sampling every second, without
+// writing files: the cost of the whole observe-decide-record loop.
+func BenchmarkEightGPUHot(b *testing.B) {
+	for _, policy := range []string{"best-effort", "static-equal"} {
+		b.Run(policy, func(b *testing.B) {
+			cfg := runConfig{Scenario: "../../test/scenarios/eight-gpu-hot.yaml", Policy: policy, Step: time.Second, Format: report.FormatCSV}
+			b.ReportAllocs()
+			for b.Loop() {
+				res, err := simulate(context.Background(), cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if n := len(res.rec.Steps()); n != 600 {
+					b.Fatalf("%d steps", n)
+				}
+			}
+		})
 	}
 }
