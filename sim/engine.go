@@ -245,7 +245,7 @@ func (d *domain) capacity(share, cf float64) (c, w float64) {
 func jobTime(j *job, c, w float64) float64 {
 	jt := j.floor
 	if j.flops > 0 {
-		jt = j.flops / c
+		jt = max(jt, j.flops/c)
 	}
 	if j.bytes > 0 {
 		jt = max(jt, j.bytes/w)
