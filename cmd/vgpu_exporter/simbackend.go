@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -46,12 +47,11 @@ func resolveScenario(arg string, builtin fs.FS) (*sim.Scenario, tenantsSource, e
 		return sc, ts, nil
 	}
 	name := strings.TrimSuffix(arg, ".yaml")
-	data, err := fs.ReadFile(builtin, name+".yaml")
-	if err != nil || strings.ContainsAny(name, `/\`) {
+	if !slices.Contains(builtinScenarios(builtin), name) {
 		return nil, tenantsSource{}, fmt.Errorf("--sim.scenario=%s: no such file, and not a built-in scenario (built-in: %s)",
 			arg, strings.Join(builtinScenarios(builtin), ", "))
 	}
-	sc, err := sim.ParseScenario(name+".yaml", data)
+	sc, err := loadBuiltin(builtin, name)
 	if err != nil {
 		return nil, tenantsSource{}, err
 	}
@@ -60,6 +60,29 @@ func resolveScenario(arg string, builtin fs.FS) (*sim.Scenario, tenantsSource, e
 		ts = tenantsSource{Name: name + ".tenants.yaml", Data: td}
 	}
 	return sc, ts, nil
+}
+
+// loadBuiltin loads a built-in scenario. The built-in files are copied
+// into a temporary directory first so that the scenario finds the files it
+// names (traces) as a scenario file would; they are read while loading,
+// and the copy is removed when it returns.
+func loadBuiltin(builtin fs.FS, name string) (*sim.Scenario, error) {
+	dir, err := os.MkdirTemp("", "vgpu_exporter-scenario-")
+	if err != nil {
+		return nil, fmt.Errorf("built-in scenario %s: %w", name, err)
+	}
+	defer os.RemoveAll(dir)
+	if err := os.CopyFS(dir, builtin); err != nil {
+		return nil, fmt.Errorf("built-in scenario %s: %w", name, err)
+	}
+	path := filepath.Join(dir, name+".yaml")
+	sc, err := sim.LoadScenario(path)
+	if err != nil {
+		// Name the built-in file, not the temporary copy.
+		return nil, fmt.Errorf("built-in scenario %s: %s", name,
+			strings.ReplaceAll(strings.ReplaceAll(err.Error(), path, name+".yaml"), dir+string(filepath.Separator), ""))
+	}
+	return sc, nil
 }
 
 // companionPath returns the tenants file that goes with a scenario file:

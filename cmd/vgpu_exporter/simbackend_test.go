@@ -49,6 +49,7 @@ func TestResolveScenario(t *testing.T) {
 		"tiny.yaml":         {Data: scenario},
 		"tiny.tenants.yaml": {Data: tenants},
 		"bare.yaml":         {Data: scenario},
+		"bad.yaml":          {Data: []byte("name: bad\ngpus: 3\n")},
 	}
 
 	for _, tc := range []struct {
@@ -62,8 +63,10 @@ func TestResolveScenario(t *testing.T) {
 		{arg: "bare"},
 		{arg: withCompanion, wantPath: filepath.Join(dir, "mine.tenants.yaml")},
 		{arg: alone},
-		{arg: "nope", wantErr: []string{"--sim.scenario=nope", "not a built-in scenario", "bare, tiny"}},
+		{arg: "nope", wantErr: []string{"--sim.scenario=nope", "not a built-in scenario", "bad, bare, tiny"}},
 		{arg: "../tiny", wantErr: []string{"not a built-in scenario"}},
+		{arg: "tiny.tenants", wantErr: []string{"not a built-in scenario"}},
+		{arg: "bad", wantErr: []string{"built-in scenario bad: bad.yaml:2"}},
 		{arg: broken, wantErr: []string{"broken.yaml"}},
 	} {
 		sc, ts, err := resolveScenario(tc.arg, builtin)
@@ -190,5 +193,31 @@ func TestSimFollowsClock(t *testing.T) {
 	}
 	if got := r2.Time.Sub(r1.Time); got != 10*time.Second {
 		t.Errorf("model time advanced %s, want 10s", got)
+	}
+}
+
+// A built-in scenario finds the trace it names relative to itself.
+func TestBuiltinScenarioWithTrace(t *testing.T) {
+	base := string(readBuiltin(t, "h100-timeslice.yaml"))
+	const poisson = "arrival: {process: poisson, rate: 3}"
+	if !strings.Contains(base, poisson) {
+		t.Skip("the default scenario changed; no LLM arrival line to replace")
+	}
+	withTrace := strings.Replace(base, poisson, "arrival: {process: trace, file: traces/conv.csv}", 1)
+	trace := "TIMESTAMP,ContextTokens,GeneratedTokens\n" +
+		"2023-11-16 18:15:46.6805900,374,44\n" +
+		"2023-11-16 18:15:50.9951690,396,109\n" +
+		"2023-11-16 18:15:51.4848370,879,143\n"
+	builtin := fstest.MapFS{
+		"replay.yaml":     {Data: []byte(withTrace)},
+		"traces/conv.csv": {Data: []byte(trace)},
+		"missing.yaml":    {Data: []byte(strings.Replace(base, poisson, "arrival: {process: trace, file: traces/nope.csv}", 1))},
+	}
+	if _, _, err := resolveScenario("replay", builtin); err != nil {
+		t.Fatalf("built-in scenario with a trace: %v", err)
+	}
+	_, _, err := resolveScenario("missing", builtin)
+	if err == nil || !strings.Contains(err.Error(), "missing.yaml") || strings.Contains(err.Error(), os.TempDir()) {
+		t.Errorf("missing trace: %v (want the built-in file named, no temporary path)", err)
 	}
 }
