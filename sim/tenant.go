@@ -98,17 +98,6 @@ type tenant struct {
 
 func (t *tenant) queued() int { return len(t.queue) - t.qhead }
 
-// hasWork says whether the tenant can use the GPU at time now.
-func (t *tenant) hasWork(now int64) bool {
-	if !t.alive || now < t.pause {
-		return false
-	}
-	if t.job.active {
-		return true
-	}
-	return t.startJob(now)
-}
-
 // startJob forms the next job if there is work; it reports whether a job
 // is active.
 func (t *tenant) startJob(now int64) bool {

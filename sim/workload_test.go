@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -302,5 +303,71 @@ func TestComputeTimeSliceLevel(t *testing.T) {
 	}
 	if err := s.SetMPSActiveThreads(ctx, sc.GPUs[0].UUID, 4000, 0.5); !errors.Is(err, gpu.ErrNotSupported) {
 		t.Errorf("MPS on a time-sliced GPU: %v", err)
+	}
+}
+
+// TestMinJobTime: a batch takes at least min_job_time however small its
+// roofline time.
+func TestMinJobTime(t *testing.T) {
+	for _, c := range []struct {
+		floor string
+		want  time.Duration
+	}{{"0s", 10 * time.Microsecond}, {"2ms", 2 * time.Millisecond}} {
+		sc := mustParse(t, fmt.Sprintf(`name: f
+gpus: [{model: H100-SXM5-80GB, locked_clocks: {min: 1980, max: 1980}}]
+tenants:
+  - name: a
+    memory: 8GiB
+    workload: {type: dnn, flops: 1e6, min_job_time: %s, arrival: {process: poisson, rate: 5}}
+`, c.floor))
+		s := mustNew(t, sc, Options{})
+		s.AdvanceTo(s.Now().Add(10 * time.Second))
+		l := s.Window().Tenants[0].Latencies
+		if len(l) == 0 || l[0] < c.want || l[0] > c.want+time.Microsecond {
+			t.Errorf("min_job_time %s: shortest latency %v, want %v", c.floor, l[0], c.want)
+		}
+	}
+}
+
+// TestConcurrentUse exercises Sample, Window, AppMetrics and control calls
+// from several goroutines (run with -race).
+func TestConcurrentUse(t *testing.T) {
+	sc := mustLoad(t, "../test/scenarios/h100-timeslice.yaml")
+	clk := gpu.NewManualClock(DefaultStart)
+	s := mustNew(t, sc, Options{Clock: clk})
+	ctx := context.Background()
+	uuid := sc.GPUs[0].UUID
+	done := make(chan struct{})
+	for g := 0; g < 3; g++ {
+		go func(g int) {
+			defer func() { done <- struct{}{} }()
+			for i := 0; i < 50; i++ {
+				switch g {
+				case 0:
+					if _, err := s.Sample(ctx); err != nil {
+						t.Error(err)
+					}
+				case 1:
+					var b bytes.Buffer
+					if err := s.AppMetrics("chat", &b); err != nil {
+						t.Error(err)
+					}
+					s.Window()
+				case 2:
+					_ = s.SetComputeTimeSlice(ctx, uuid, []string{"default", "short"}[i%2])
+					_ = s.LockClocks(ctx, uuid, gpu.ClockLock{MinMHz: 1980, MaxMHz: 1980})
+					s.Capabilities(uuid)
+				}
+			}
+		}(g)
+	}
+	for i := 0; i < 50; i++ {
+		clk.Advance(100 * time.Millisecond)
+	}
+	for g := 0; g < 3; g++ {
+		<-done
+	}
+	if got := s.Now(); !got.Equal(clk.Now()) && got.After(clk.Now()) {
+		t.Fatalf("model time %v past the clock %v", got, clk.Now())
 	}
 }
