@@ -95,7 +95,7 @@ func TestSampleFullHost(t *testing.T) {
 				if *d.PowerWatts != 350+float64(i) || *d.PowerLimitW != 700 || *d.TemperatureC != 40+float64(i) {
 					t.Errorf("GPU %d power/temp %v %v %v", i, *d.PowerWatts, *d.PowerLimitW, *d.TemperatureC)
 				}
-				if d.ThrottleReason != 0x4 || *d.ClocksLocked || *d.EnergyJoules != 123456.789 {
+				if d.ThrottleReason != 0x4 || d.ThrottleReasonUnknown || *d.ClocksLocked || *d.EnergyJoules != 123456.789 {
 					t.Errorf("GPU %d reasons %x locked %v energy %v", i, d.ThrottleReason, *d.ClocksLocked, *d.EnergyJoules)
 				}
 				if !*d.PersistenceMode || d.ComputeMode != "Default" || !*d.ECCEnabled || *d.ECCCorrectedTotal != 5 || *d.ECCUncorrectedTotal != 0 {
@@ -210,6 +210,9 @@ func TestErrorInjection(t *testing.T) {
 			[]string{"call=nvmlGpmQueryDeviceSupport"}},
 		{"processes no permission", "GetComputeRunningProcesses", nvml.ERROR_NO_PERMISSION, false,
 			func(d gpu.Device) bool { return len(d.Processes) == 0 }, []string{"call=nvmlDeviceGetComputeRunningProcesses", "ERROR_NO_PERMISSION"}},
+		{"clock event reasons not supported", "GetCurrentClocksEventReasons", nvml.ERROR_NOT_SUPPORTED, false,
+			func(d gpu.Device) bool { return d.ThrottleReasonUnknown && d.ThrottleReason == 0 },
+			[]string{"call=nvmlDeviceGetCurrentClocksEventReasons"}},
 		{"temperature no permission", "GetTemperature", nvml.ERROR_NO_PERMISSION, false,
 			func(d gpu.Device) bool { return d.TemperatureC == nil }, []string{"call=nvmlDeviceGetTemperature"}},
 		{"gpu lost", "GetMemoryInfo", nvml.ERROR_GPU_IS_LOST, true,

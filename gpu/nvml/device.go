@@ -101,6 +101,7 @@ func (rd *devReader) read(d *gpu.Device, now time.Time) {
 	default:
 		rd.skip(symClocksEventReasons)
 	}
+	d.ThrottleReasonUnknown = !reasonsKnown
 	// Clocks are locked when this backend locked them, or when the driver
 	// reports the applications-clocks reason.
 	const reasonAppClocks = 0x2 // nvmlClocksEventReasonApplicationsClocksSetting
