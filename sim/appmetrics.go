@@ -24,6 +24,12 @@ var ttftBounds = []float64{
 	2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
 }
 
+// itlBounds are vLLM's vllm:inter_token_latency_seconds bucket bounds.
+var itlBounds = []float64{
+	0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0,
+	2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0,
+}
+
 // e2eBounds adds the tenant's SLO target as a bucket bound, as an operator
 // configures a server whose SLO is judged from its histogram.
 func e2eBounds(slo *SLOSpec) []float64 {
@@ -40,9 +46,10 @@ func e2eBounds(slo *SLOSpec) []float64 {
 
 // AppMetrics writes what tenant app's inference server would serve on its
 // /metrics, in the Prometheus text format: vLLM-style cumulative latency
-// histograms (vllm:e2e_request_latency_seconds for every workload,
-// vllm:time_to_first_token_seconds for LLM workloads) and the running and
-// waiting request gauges, labelled model_name.
+// histograms (vllm:e2e_request_latency_seconds for every workload;
+// vllm:time_to_first_token_seconds, vllm:inter_token_latency_seconds and
+// token counters for LLM workloads) and the running and waiting request
+// gauges, labelled model_name.
 func (s *Simulator) AppMetrics(app string, w io.Writer) error {
 	s.mu.Lock()
 	s.syncClock()
@@ -74,6 +81,9 @@ func (s *Simulator) AppMetrics(app string, w io.Writer) error {
 	writeHist(&sb, "vllm:e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.", model, &t.e2e)
 	if t.w.Type == "llm" {
 		writeHist(&sb, "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", model, &t.ttft)
+		writeHist(&sb, "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", model, &t.itl)
+		writeCounter(&sb, "vllm:prompt_tokens_total", "Number of prefill tokens processed.", model, t.promptTokens)
+		writeCounter(&sb, "vllm:generation_tokens_total", "Number of generation tokens processed.", model, t.genTokens)
 	}
 	s.mu.Unlock()
 	bw := bufio.NewWriter(w)
@@ -91,6 +101,10 @@ func fmtFloat(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 
 func writeGauge(sb *strings.Builder, name, help, model string, v float64) {
 	fmt.Fprintf(sb, "# HELP %s %s\n# TYPE %s gauge\n%s{model_name=\"%s\"} %s\n", name, help, name, name, escLabel(model), fmtFloat(v))
+}
+
+func writeCounter(sb *strings.Builder, name, help, model string, v uint64) {
+	fmt.Fprintf(sb, "# HELP %s %s\n# TYPE %s counter\n%s{model_name=\"%s\"} %d\n", name, help, name, name, escLabel(model), v)
 }
 
 func writeHist(sb *strings.Builder, name, help, model string, h *hist) {

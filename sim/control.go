@@ -61,6 +61,9 @@ func (s *Simulator) Capabilities(uuid string) []gpu.Knob {
 		k = append(k, gpu.KnobVGPUScheduler)
 	case gpu.SharingMIG:
 		k = append(k, gpu.KnobMIGLayout, gpu.KnobComputeTimeSlice)
+		if g.hasMPS() {
+			k = append(k, gpu.KnobMPSActiveThreads, gpu.KnobMPSPinnedMemory)
+		}
 	default:
 		k = append(k, gpu.KnobComputeTimeSlice, gpu.KnobMIGLayout)
 	}
@@ -71,12 +74,22 @@ func (s *Simulator) Capabilities(uuid string) []gpu.Knob {
 	return k
 }
 
+// hasMPS says whether MPS runs on g (or in one of its MIG instances).
+func (g *gpuState) hasMPS() bool {
+	for _, d := range g.domains {
+		if d.kind == schedMPS {
+			return true
+		}
+	}
+	return false
+}
+
 func (s *Simulator) mpsClient(g *gpuState, pid uint32) (*tenant, error) {
-	if g.mode != gpu.SharingMPS {
-		return nil, fmt.Errorf("sim: GPU %s is not in MPS mode: %w", g.uuid, gpu.ErrNotSupported)
+	if !g.hasMPS() {
+		return nil, fmt.Errorf("sim: GPU %s runs no MPS server: %w", g.uuid, gpu.ErrNotSupported)
 	}
 	t := s.tenantByPID(pid)
-	if t == nil || t.gpu != g.idx {
+	if t == nil || t.gpu != g.idx || t.dom.kind != schedMPS {
 		return nil, fmt.Errorf("sim: no MPS client with PID %d on GPU %s", pid, g.uuid)
 	}
 	return t, nil
@@ -108,8 +121,8 @@ func (s *Simulator) SetMPSDefaultActiveThreads(ctx context.Context, uuid string,
 		return err
 	}
 	defer s.mu.Unlock()
-	if g.mode != gpu.SharingMPS {
-		return fmt.Errorf("sim: GPU %s is not in MPS mode: %w", uuid, gpu.ErrNotSupported)
+	if !g.hasMPS() {
+		return fmt.Errorf("sim: GPU %s runs no MPS server: %w", uuid, gpu.ErrNotSupported)
 	}
 	if !(fraction > 0 && fraction <= 1) {
 		return fmt.Errorf("sim: active-thread fraction %g outside (0, 1]", fraction)
@@ -337,6 +350,13 @@ func (s *Simulator) MoveProcess(ctx context.Context, pid uint32, toUUID string) 
 	}
 	if g.mode == gpu.SharingVGPU || t.dom.kind == schedVGPU {
 		return fmt.Errorf("sim: moving a VM between vGPU hosts: %w", gpu.ErrNotSupported)
+	}
+	if g.mode == gpu.SharingExclusive {
+		for _, o := range s.tenants {
+			if o != t && o.alive && o.gpu == g.idx {
+				return fmt.Errorf("sim: GPU %s is in exclusive-process mode and runs PID %d: %w", toUUID, o.spec.Process.PID, gpu.ErrBusy)
+			}
+		}
 	}
 	best, bestFree := -1, int64(-1)
 	for i, d := range g.domains {

@@ -92,6 +92,7 @@ type migInst struct {
 	profile *migProfile
 	uuid    string
 	gi      int
+	mps     bool // MPS inside the instance
 }
 
 // domain is a scheduling domain: a whole GPU, or one MIG instance.

@@ -97,7 +97,7 @@ func (s *Simulator) device(g *gpuState, interval time.Duration) gpu.Device {
 		memClk = g.memLock
 	}
 	d.MemClockHz = gpu.Float(memClk * 1e6)
-	if g.mode == gpu.SharingMPS {
+	if g.mode == gpu.SharingMPS || g.mode == gpu.SharingExclusive {
 		d.ComputeMode = "Exclusive_Process"
 	}
 	if g.mode != gpu.SharingVGPU {

@@ -62,6 +62,8 @@ type GPUSpec struct {
 type MIGSpec struct {
 	Profile string `yaml:"profile"`
 	UUID    string `yaml:"uuid"`
+	// Sharing inside the instance: "time-slice" (default) or "mps".
+	Sharing string `yaml:"sharing"`
 }
 
 // MPSSpec configures MPS on a GPU (or inside its MIG instances).
@@ -414,6 +416,13 @@ func (p *parser) validate(sc *Scenario) error {
 					return p.errAt(at("mig", j, "profile"), "unknown MIG profile %q for %s (have %s)", m.Profile, g.Model, strings.Join(g.model.profileNames(), ", "))
 				}
 				names[j] = m.Profile
+				switch m.Sharing {
+				case "":
+					g.MIG[j].Sharing = string(gpu.SharingTimeSlice)
+				case string(gpu.SharingTimeSlice), string(gpu.SharingMPS):
+				default:
+					return p.errAt(at("mig", j, "sharing"), "unknown sharing %q inside a MIG instance (time-slice, mps)", m.Sharing)
+				}
 				if m.UUID == "" {
 					g.MIG[j].UUID = migUUID(i, j, 0)
 				}
@@ -497,6 +506,13 @@ func (p *parser) validate(sc *Scenario) error {
 			}
 		} else if t.MIGInstance != 0 {
 			return p.errAt(at("mig_instance"), "mig_instance needs a GPU with sharing: mig")
+		}
+		if g.Sharing == string(gpu.SharingExclusive) {
+			for k := 0; k < i; k++ {
+				if sc.Tenants[k].GPU == t.GPU {
+					return p.errAt(at("gpu"), "GPU %d is exclusive and already holds tenant %s", t.GPU, sc.Tenants[k].Name)
+				}
+			}
 		}
 		if t.Process.PID == 0 {
 			t.Process.PID = uint32(4000 + 17*i)

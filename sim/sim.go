@@ -122,7 +122,7 @@ func New(sc *Scenario, opts Options) (*Simulator, error) {
 		g.pinnedDefault = uint64(spec.MPS.DefaultPinnedLimit)
 		if g.mode == gpu.SharingMIG {
 			for j, ms := range spec.MIG {
-				g.migs = append(g.migs, migInst{profile: m.profile(ms.Profile), uuid: ms.UUID, gi: j + 1})
+				g.migs = append(g.migs, migInst{profile: m.profile(ms.Profile), uuid: ms.UUID, gi: j + 1, mps: ms.Sharing == string(gpu.SharingMPS)})
 			}
 		}
 		g.buildDomains()
@@ -142,6 +142,7 @@ func New(sc *Scenario, opts Options) (*Simulator, error) {
 		}
 		if spec.Workload.Type == "llm" {
 			t.ttft = newHist(ttftBounds)
+			t.itl = newHist(itlBounds)
 		}
 		if s.gpus[t.gpu].mode != gpu.SharingMIG {
 			t.inst = -1
@@ -204,8 +205,12 @@ func (g *gpuState) buildDomains() {
 	m := g.m
 	if g.mode == gpu.SharingMIG {
 		for i, mi := range g.migs {
+			kind := schedTimeSlice
+			if mi.mps {
+				kind = schedMPS
+			}
 			g.domains = append(g.domains, &domain{
-				g: g, inst: i, kind: schedTimeSlice, cur: -1,
+				g: g, inst: i, kind: kind, cur: -1,
 				smFrac:   float64(mi.profile.SMs) / float64(m.SMs),
 				bwFrac:   float64(mi.profile.MemSlices) / 8,
 				memBytes: mi.profile.MemoryBytes,

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -233,6 +235,18 @@ func TestAppMetrics(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("AppMetrics output lacks %q", want)
 		}
+	}
+	if !strings.Contains(out, "# TYPE vllm:inter_token_latency_seconds histogram") || !strings.Contains(out, "vllm:generation_tokens_total{") {
+		t.Error("LLM tenant lacks the inter-token histogram or token counters")
+	}
+	p := expfmt.NewTextParser(model.LegacyValidation)
+	fams, err := p.TextToMetricFamilies(strings.NewReader(out))
+	if err != nil {
+		t.Fatalf("AppMetrics output does not parse: %v", err)
+	}
+	e2e := fams["vllm:e2e_request_latency_seconds"]
+	if e2e == nil || e2e.GetMetric()[0].GetHistogram().GetSampleCount() == 0 {
+		t.Fatal("no e2e observations after 10 s")
 	}
 	buf.Reset()
 	if err := s.AppMetrics("vision", &buf); err != nil {

@@ -91,9 +91,13 @@ type tenant struct {
 	ooms      int
 	dropped   int
 
-	// cumulative histograms (AppMetrics)
-	e2e  hist
-	ttft hist
+	// cumulative histograms and counters (AppMetrics)
+	e2e          hist
+	ttft         hist
+	itl          hist
+	lastIter     int64 // LLM: end of the previous iteration
+	promptTokens uint64
+	genTokens    uint64
 }
 
 func (t *tenant) queued() int { return len(t.queue) - t.qhead }
@@ -188,12 +192,19 @@ func (t *tenant) finishJob(s *Simulator, now int64) {
 		t.qhead += j.n
 		t.compactQueue()
 	case "llm":
+		if decode := len(t.seqs) - j.newSeqs; decode > 0 {
+			// every running sequence got its next token after one iteration
+			t.itl.observeN(float64(now-t.lastIter)/1e9, uint64(decode))
+		}
+		t.lastIter = now
 		kept := t.seqs[:0]
 		for i := range t.seqs {
 			r := t.seqs[i]
 			r.done++
+			t.genTokens++
 			if r.first < 0 {
 				r.first = now
+				t.promptTokens += uint64(r.ctx)
 				t.ttft.observe(float64(now-r.arrival) / 1e9)
 			}
 			if r.done >= r.gen {
@@ -349,12 +360,15 @@ func newHist(bounds []float64) hist {
 	return hist{bounds: bounds, counts: make([]uint64, len(bounds)+1)}
 }
 
-func (h *hist) observe(v float64) {
+func (h *hist) observe(v float64) { h.observeN(v, 1) }
+
+// observeN records n observations of v.
+func (h *hist) observeN(v float64, n uint64) {
 	if h.counts == nil {
 		return
 	}
 	i, _ := slices.BinarySearch(h.bounds, v)
-	h.counts[i]++
-	h.sum += v
-	h.n++
+	h.counts[i] += n
+	h.sum += v * float64(n)
+	h.n += n
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -369,5 +370,55 @@ func TestConcurrentUse(t *testing.T) {
 	}
 	if got := s.Now(); !got.Equal(clk.Now()) && got.After(clk.Now()) {
 		t.Fatalf("model time %v past the clock %v", got, clk.Now())
+	}
+}
+
+func TestMIGWithMPS(t *testing.T) {
+	sc := mustParse(t, `name: mm
+gpus:
+  - model: H100-SXM5-80GB
+    sharing: mig
+    mig: [{profile: 3g.40gb, sharing: mps}, {profile: 3g.40gb}]
+tenants:
+  - {name: a, process: {pid: 10}, mig_instance: 0, mps_active_threads: 0.5, memory: 8GiB, workload: {type: training, flops: 1e12}}
+  - {name: b, process: {pid: 20}, mig_instance: 0, mps_active_threads: 0.5, memory: 8GiB, workload: {type: training, flops: 1e12}}
+  - {name: c, process: {pid: 30}, mig_instance: 1, memory: 8GiB, workload: {type: training, flops: 1e12}}
+`)
+	s := mustNew(t, sc, Options{})
+	ctx := context.Background()
+	uuid := sc.GPUs[0].UUID
+	s.AdvanceTo(s.Now().Add(2 * time.Second))
+	r, _ := s.Sample(ctx)
+	types := map[uint32]gpu.ProcessType{}
+	for _, p := range r.Devices[0].Processes {
+		types[p.PID] = p.Type
+	}
+	if types[10] != gpu.ProcessMPS || types[20] != gpu.ProcessMPS || types[30] != gpu.ProcessCompute {
+		t.Fatalf("process types %v", types)
+	}
+	// MPS clients share their instance concurrently: each about half of it
+	w := s.Window()
+	for i, want := range []float64{0.5, 0.5, 1} {
+		if got := w.Tenants[i].SMShare; math.Abs(got-want) > 0.03 {
+			t.Errorf("tenant %s: SM share of its instance %.3f, want %.2f", w.Tenants[i].Tenant, got, want)
+		}
+	}
+	if err := s.SetMPSActiveThreads(ctx, uuid, 10, 0.25); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetMPSActiveThreads(ctx, uuid, 30, 0.25); err == nil {
+		t.Error("MPS setting accepted for a process in a time-sliced instance")
+	}
+}
+
+func TestExclusiveMode(t *testing.T) {
+	_, err := ParseScenario("x.yaml", []byte(`name: ex
+gpus: [{model: H100-SXM5-80GB, sharing: exclusive}]
+tenants:
+  - {name: a, workload: {type: training, flops: 1e12}}
+  - {name: b, workload: {type: training, flops: 1e12}}
+`))
+	if err == nil || !strings.Contains(err.Error(), "x.yaml:5: GPU 0 is exclusive") {
+		t.Fatalf("two tenants on an exclusive GPU: %v", err)
 	}
 }
