@@ -531,6 +531,13 @@ func (h *histo) add(o histo) {
 	}
 }
 
+// maxWindowEntries bounds the deltas a tracker keeps for its window,
+// whatever the window and however often the source is scraped: scrapes
+// less than window/maxWindowEntries apart are merged into one entry, which
+// then leaves the window at most that much early (about 1.2 s of a 5 m
+// window).
+const maxWindowEntries = 256
+
 type timedDelta struct {
 	t time.Time
 	h histo
@@ -578,10 +585,22 @@ func (s *sloTracker) observe(now time.Time, h histo) {
 		if s.slo != nil && !d.mean {
 			s.goodTotal += d.good(s.slo.Target.Seconds())
 		}
-		if n := len(s.deltas); n > 0 && (!sameBounds(s.deltas[n-1].h.bounds, d.bounds) || s.deltas[n-1].h.mean != d.mean) {
+		n := len(s.deltas)
+		if n > 0 && (!sameBounds(s.deltas[n-1].h.bounds, d.bounds) || s.deltas[n-1].h.mean != d.mean) {
 			s.deltas = s.deltas[:0] // bucket layout changed: restart the window
+			n = 0
 		}
-		s.deltas = append(s.deltas, timedDelta{t: now, h: d})
+		if n > 0 && now.Sub(s.deltas[n-1].t) < s.window/maxWindowEntries {
+			// Scrapes closer together than window/maxWindowEntries share
+			// one entry, stamped with the first scrape's time.
+			s.deltas[n-1].h.add(d)
+		} else {
+			// d may share its slices with h (after a counter reset); the
+			// entry gets its own so that merging into it leaves h intact.
+			d.bounds = append([]float64(nil), d.bounds...)
+			d.cum = append([]float64(nil), d.cum...)
+			s.deltas = append(s.deltas, timedDelta{t: now, h: d})
+		}
 	}
 	hc := h
 	s.prev = &hc

@@ -410,3 +410,48 @@ func TestScrapeHTTPFailures(t *testing.T) {
 		})
 	}
 }
+
+// TestWindowMemoryBounded: a source scraped every second for two hours
+// with a one-hour window keeps at most maxWindowEntries+1 deltas, and the
+// window still holds the last hour's requests (less at most one merged
+// entry's worth at its old end).
+func TestWindowMemoryBounded(t *testing.T) {
+	src := &LatencySource{URL: "sim://x", Preset: PresetTGI, Timeout: time.Second, MaxBytes: 1 << 20}
+	ten := &Tenant{Name: "x", LatencySource: src, SLO: &SLO{Quantile: 0.9, Target: time.Second, Window: time.Hour}}
+	tr := newSLOTracker(ten, Defaults{SLOWindow: time.Hour, ScrapeInterval: time.Second})
+	t0 := time.Unix(0, 0)
+	// one request per scrape, at 0.25 s
+	h := func(n float64) histo {
+		return histo{bounds: []float64{0.5, 1}, cum: []float64{n, n}, count: n, sum: 0.25 * n}
+	}
+	const scrapes = 2 * 3600
+	maxLen := 0
+	for i := 0; i <= scrapes; i++ {
+		tr.observe(t0.Add(time.Duration(i)*time.Second), h(float64(i)))
+		tr.mu.Lock()
+		maxLen = max(maxLen, len(tr.deltas))
+		tr.mu.Unlock()
+	}
+	if maxLen > maxWindowEntries+1 {
+		t.Errorf("window kept %d entries, want at most %d", maxLen, maxWindowEntries+1)
+	}
+	st := tr.Status()
+	if st.RequestsTotal != scrapes || st.GoodRequestsTotal != scrapes {
+		t.Errorf("totals %v good %v, want %d", st.RequestsTotal, st.GoodRequestsTotal, scrapes)
+	}
+	slot := float64(time.Hour / maxWindowEntries / time.Second)
+	if st.WindowRequests > 3600 || st.WindowRequests < 3600-slot-1 {
+		t.Errorf("window requests %v, want 3600 (at most %v fewer)", st.WindowRequests, slot+1)
+	}
+	if st.Attainment == nil || *st.Attainment != 1 {
+		t.Errorf("attainment %v, want 1", st.Attainment)
+	}
+
+	// A counter reset that opens a new entry, then a scrape merged into
+	// it: the reset counts its 3 requests, the next scrape one more.
+	tr.observe(t0.Add((scrapes+100)*time.Second), h(3))
+	tr.observe(t0.Add((scrapes+101)*time.Second), h(4))
+	if st := tr.Status(); st.RequestsTotal != scrapes+3+1 {
+		t.Errorf("after a reset: total %v, want %d", st.RequestsTotal, scrapes+4)
+	}
+}
