@@ -52,6 +52,10 @@ const (
 	jitterPeriodNs = 10_000_000
 )
 
+// schedLogMax is how many vGPU scheduler log entries a sample reports (the
+// newest), as NVML's log holds a bounded number of entries.
+const schedLogMax = 200
+
 // NVML clock event reasons (nvmlClocksEventReason*).
 const (
 	reasonIdle      = 0x1
@@ -438,9 +442,10 @@ func (d *domain) logSlot(s *Simulator, t int64) {
 	}
 	m := d.members[d.cur]
 	g := d.g
-	if len(g.schedLog) >= 200 {
-		copy(g.schedLog, g.schedLog[1:])
-		g.schedLog = g.schedLog[:199]
+	if len(g.schedLog) >= 2*schedLogMax {
+		// keep the newest entries; compacting in bulk keeps this amortized O(1)
+		n := copy(g.schedLog, g.schedLog[len(g.schedLog)-schedLogMax+1:])
+		g.schedLog = g.schedLog[:n]
 	}
 	g.schedLog = append(g.schedLog, gpu.VGPUSchedulerLogEntry{
 		Timestamp:        s.at(d.slotStart),

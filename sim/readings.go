@@ -148,7 +148,7 @@ func (s *Simulator) device(g *gpuState, interval time.Duration) gpu.Device {
 			Policy: v.Policy, ARREnabled: v.ARR, TimeSlice: v.TimeSlice,
 			AvgFactor: v.AvgFactor, Frequency: v.Frequency,
 			MinTimeSlice: v.MinTimeSlice, MaxTimeSlice: v.MaxTimeSlice,
-			Log: slices.Clone(g.schedLog),
+			Log: slices.Clone(g.schedLog[max(0, len(g.schedLog)-schedLogMax):]),
 		}
 	}
 	for _, dom := range g.domains {

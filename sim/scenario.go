@@ -39,6 +39,8 @@ type Scenario struct {
 	Tenants []TenantSpec
 	Events  []EventSpec
 	Control ControlSpec
+
+	validated bool // set by the parser; New refuses anything else
 }
 
 // GPUSpec is one GPU of a scenario.
@@ -360,6 +362,7 @@ func parseScenario(file string, data []byte, path string) (*Scenario, error) {
 	if err := p.validate(sc); err != nil {
 		return nil, err
 	}
+	sc.validated = true
 	return sc, nil
 }
 

@@ -82,10 +82,12 @@ type GPUWindow struct {
 	SMActive, DRAMActive, PowerW, SMClockMHz float64
 }
 
-// New builds a simulator for sc.
+// New builds a simulator for sc, which must come from LoadScenario or
+// ParseScenario. New does not modify sc: several simulators may run the
+// same scenario at once.
 func New(sc *Scenario, opts Options) (*Simulator, error) {
-	if sc == nil || len(sc.GPUs) == 0 {
-		return nil, fmt.Errorf("sim: empty scenario")
+	if sc == nil || !sc.validated {
+		return nil, fmt.Errorf("sim: the scenario must come from LoadScenario or ParseScenario")
 	}
 	s := &Simulator{sc: sc, seed: sc.Seed, clock: opts.Clock, start: opts.Start}
 	if opts.Seed != 0 {
