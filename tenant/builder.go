@@ -66,6 +66,8 @@ type Builder struct {
 	kube       *kubeClient
 	kubeStatus *KubeletStatus
 	kubeMap    atomic.Pointer[kubeMapping]
+	// loops counts the goroutines Start and Reload started.
+	loops sync.WaitGroup
 
 	buildMu sync.Mutex
 	attr    attrState
@@ -254,9 +256,17 @@ func (b *Builder) Start(ctx context.Context) {
 		b.startTrackerLocked(name, tr)
 	}
 	if b.kube != nil {
-		go b.kubeLoop(ctx)
+		b.loops.Add(1)
+		go func() {
+			defer b.loops.Done()
+			b.kubeLoop(ctx)
+		}()
 	}
 }
+
+// Wait blocks until every goroutine Start (and Reload while running)
+// started has returned, which they do once Start's context ends.
+func (b *Builder) Wait() { b.loops.Wait() }
 
 func (b *Builder) startTrackerLocked(name string, tr *sloTracker) {
 	if b.runCtx == nil {
@@ -264,7 +274,11 @@ func (b *Builder) startTrackerLocked(name string, tr *sloTracker) {
 	}
 	ctx, cancel := context.WithCancel(b.runCtx)
 	b.cancels[name] = cancel
-	go b.trackerLoop(ctx, tr)
+	b.loops.Add(1)
+	go func() {
+		defer b.loops.Done()
+		b.trackerLoop(ctx, tr)
+	}()
 }
 
 func (b *Builder) trackerLoop(ctx context.Context, tr *sloTracker) {

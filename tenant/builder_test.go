@@ -2,9 +2,11 @@ package tenant
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -136,5 +138,93 @@ func TestReloadWhileRunning(t *testing.T) {
 	b.mu.Unlock()
 	if n != 1 || hasA {
 		t.Errorf("loops after reload: %d (a still running: %v)", n, hasA)
+	}
+}
+
+// countingApp counts the reads of each sim:// application.
+type countingApp struct {
+	fakeApp
+	mu    sync.Mutex
+	reads int
+}
+
+func (c *countingApp) AppMetrics(app string, w io.Writer) error {
+	c.mu.Lock()
+	c.reads++
+	c.mu.Unlock()
+	return c.fakeApp.AppMetrics(app, w)
+}
+
+func (c *countingApp) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reads
+}
+
+// TestStartStopsOnCancel: every goroutine Start and a later Reload begin
+// (two latency loops, the kubelet loop, a loop a reload added) returns once
+// Start's context is cancelled, and no source is read after that.
+func TestStartStopsOnCancel(t *testing.T) {
+	app := &countingApp{fakeApp: fakeApp{body: map[string][]byte{"a": fixture(t, "vllm-1.txt"), "b": fixture(t, "tgi-1.txt"), "c": fixture(t, "tgi-1.txt")}}}
+	fk := &fakeKubelet{}
+	fk.set(pod("llm", "chat-0", "server", "nvidia.com/gpu", "GPU-a"))
+	socket, _ := serveKubelet(t, fk)
+	file := filepath.Join(t.TempDir(), "t.yaml")
+	two := "tenants:\n" +
+		"  - name: a\n    selectors: [{uid: 1}]\n    latency_source: {url: \"sim://a\", preset: vllm-e2e}\n" +
+		"  - name: b\n    selectors: [{uid: 2}]\n    latency_source: {url: \"sim://b\", preset: tgi}\n"
+	if err := os.WriteFile(file, []byte(two), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := LoadConfig(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := gpu.NewManualClock(time.Unix(0, 0))
+	b, err := NewBuilder(cfg, BuilderOptions{ProcRoot: t.TempDir(), Clock: clock, AppMetrics: app, PodResourcesSocket: socket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b.Start(ctx)
+	three := two + "  - name: c\n    selectors: [{uid: 3}]\n    latency_source: {url: \"sim://c\", preset: tgi}\n"
+	if err := os.WriteFile(file, []byte(three), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Reload(file); err != nil {
+		t.Fatal(err)
+	}
+	// hang guard only: the loops run on their own goroutines
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		s := b.Build(nil, gpu.SamplerStats{})
+		up := 0
+		for _, st := range s.SLOs {
+			if st.SourceUp {
+				up++
+			}
+		}
+		if up == 3 && s.Kubelet.Up {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("loops never ran: %+v %+v", s.SLOs, s.Kubelet)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	cancel()
+	done := make(chan struct{})
+	go func() { b.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("background goroutines still running 20 s after the context was cancelled")
+	}
+	reads := app.count()
+	clock.Advance(time.Hour)
+	if n := app.count(); n != reads {
+		t.Errorf("sources read %d times after the loops stopped", n-reads)
 	}
 }
