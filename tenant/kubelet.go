@@ -178,6 +178,7 @@ func (m *kubeMapping) resolvePod(cg CgroupInfo, deviceIDs ...string) *PodRef {
 // kubeClient talks to the kubelet pod-resources socket and, optionally,
 // reads pod metadata (labels, UIDs) from a file or URL.
 type kubeClient struct {
+	socket   string // as configured, for error messages
 	conn     *grpc.ClientConn
 	client   podresourcesv1.PodResourcesListerClient
 	timeout  time.Duration
@@ -202,7 +203,7 @@ func newKubeClient(socket, metaSrc string, httpc *http.Client, timeout time.Dura
 		return nil, fmt.Errorf("pod-resources socket %s: %w", socket, err)
 	}
 	return &kubeClient{
-		conn: conn, client: podresourcesv1.NewPodResourcesListerClient(conn),
+		socket: socket, conn: conn, client: podresourcesv1.NewPodResourcesListerClient(conn),
 		timeout: timeout, metaSrc: metaSrc, httpc: httpc, maxBytes: 64 << 20,
 	}, nil
 }
@@ -215,7 +216,7 @@ func (k *kubeClient) fetch(ctx context.Context) (*kubeMapping, error) {
 	defer cancel()
 	resp, err := k.client.List(cctx, &podresourcesv1.ListPodResourcesRequest{})
 	if err != nil {
-		return nil, fmt.Errorf("kubelet pod-resources List: %w", err)
+		return nil, fmt.Errorf("kubelet pod-resources socket %s: List: %w", k.socket, err)
 	}
 	m := mappingFromPodResources(resp)
 	if k.metaSrc != "" {

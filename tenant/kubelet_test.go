@@ -1,6 +1,7 @@
 package tenant
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-kit/log"
 	"google.golang.org/grpc"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
@@ -183,7 +185,9 @@ func TestKubeletPodResources(t *testing.T) {
 	}
 
 	// exercise the refresh paths on one builder: pod goes away, kubelet down
-	b, err := NewBuilder(cfg, BuilderOptions{ProcRoot: procRoot, Clock: gpu.NewManualClock(time.Unix(100, 0)), PodResourcesSocket: socket, PodMetadata: metaFile, KubeletTimeout: 2 * time.Second})
+	var logs bytes.Buffer
+	b, err := NewBuilder(cfg, BuilderOptions{ProcRoot: procRoot, Clock: gpu.NewManualClock(time.Unix(100, 0)), PodResourcesSocket: socket, PodMetadata: metaFile, KubeletTimeout: 2 * time.Second,
+		Logger: log.NewLogfmtLogger(log.NewSyncWriter(&logs))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,6 +222,9 @@ func TestKubeletPodResources(t *testing.T) {
 	}
 	if got := tenantsByKey(s); got["GPU-c/1"] != "train" || got["GPU-b"] != "search" {
 		t.Errorf("last good mapping not kept: %v", got)
+	}
+	if !strings.Contains(logs.String(), "refresh failed") || !strings.Contains(logs.String(), "socket "+socket) {
+		t.Errorf("the failure log does not name the socket %s:\n%s", socket, logs.String())
 	}
 }
 
