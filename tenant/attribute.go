@@ -240,15 +240,20 @@ func (a *tenantAcc) addProcess(p *gpu.Process, utilToo bool) {
 		a.memBytes += *p.UsedMemoryBytes
 		a.memBytesN++
 	}
-	if !utilToo {
-		return
+	if utilToo {
+		a.addUtil(p.SMUtil, p.MemUtil)
 	}
-	if p.SMUtil != nil {
-		a.sm += *p.SMUtil
+}
+
+// addUtil adds SM and memory-controller utilization samples (either may be
+// absent).
+func (a *tenantAcc) addUtil(sm, mem *float64) {
+	if sm != nil {
+		a.sm += *sm
 		a.smN++
 	}
-	if p.MemUtil != nil {
-		a.memUtil += *p.MemUtil
+	if mem != nil {
+		a.memUtil += *mem
 		a.memUtilN++
 	}
 }
@@ -387,14 +392,7 @@ func (b *Builder) sharedUsage(cc *compiledConfig, km *kubeMapping, d *gpu.Device
 		t := b.attribute(cc, &subject{label: fmt.Sprintf("vGPU %s (VM %q on GPU %d)", v.UUID, v.VMName, d.Index), uid: -1, gpu: d.Index, gi: -1, vgpu: v})
 		vgpuTenant[v.ID] = t
 		a := da.get(t, "")
-		if v.SMUtil != nil {
-			a.sm += *v.SMUtil
-			a.smN++
-		}
-		if v.MemUtil != nil {
-			a.memUtil += *v.MemUtil
-			a.memUtilN++
-		}
+		a.addUtil(v.SMUtil, v.MemUtil)
 		a.memBytes += v.FramebufferUsed
 		a.memBytesN++
 	}
