@@ -319,6 +319,9 @@ func (d *domain) runSliced(s *Simulator, t, t1 int64, cf float64) {
 		// slot for its whole length even when the VM is idle.
 		strict := d.kind == schedVGPU && g.vgpu.Policy != "best-effort"
 		repick := !curWants || (others > 0 && t >= d.sliceEnd)
+		if d.kind == schedVGPU && t >= d.sliceEnd {
+			repick = true // a new slot (logged) even for a lone VM
+		}
 		if strict {
 			repick = cur == nil || t >= d.sliceEnd
 		}
@@ -343,7 +346,7 @@ func (d *domain) runSliced(s *Simulator, t, t1 int64, cf float64) {
 		}
 		cur = d.members[d.cur]
 		end := next
-		if (strict || others > 0) && d.sliceEnd < end {
+		if (others > 0 || d.kind == schedVGPU) && d.sliceEnd < end {
 			end = d.sliceEnd
 		}
 		if !cur.wants(t) {

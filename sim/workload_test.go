@@ -422,3 +422,45 @@ tenants:
 		t.Fatalf("two tenants on an exclusive GPU: %v", err)
 	}
 }
+
+// TestVGPUSchedulerLog: each slot is logged with its target slice, the run
+// time within it and the VM's weight; with adaptive round robin a VM with a
+// backlog gets longer slices.
+func TestVGPUSchedulerLog(t *testing.T) {
+	for _, arr := range []bool{false, true} {
+		sc := mustParse(t, fmt.Sprintf(`name: log
+gpus: [{model: H100-SXM5-80GB, sharing: vgpu, vgpu: {policy: best-effort, arr: %v, timeslice: 2ms, avg_factor: 4}}]
+tenants:
+  - {name: a, vm: {weight: 2}, memory: 8GiB, workload: {type: dnn, flops: 5e11, arrival: {process: poisson, rate: 900}}}
+  - {name: b, memory: 8GiB, workload: {type: training, flops: 2e12}}
+`, arr))
+		s := mustNew(t, sc, Options{})
+		ctx := context.Background()
+		s.Sample(ctx)
+		s.AdvanceTo(s.Now().Add(2 * time.Second))
+		r, _ := s.Sample(ctx)
+		log := r.Devices[0].Scheduler.Log
+		if len(log) != schedLogMax {
+			t.Fatalf("arr=%v: %d log entries, want the newest %d", arr, len(log), schedLogMax)
+		}
+		longest := time.Duration(0)
+		for i, e := range log {
+			if e.RunTime > e.TargetTimeSlice || e.TargetTimeSlice < time.Millisecond || e.TargetTimeSlice > 30*time.Millisecond {
+				t.Fatalf("arr=%v: entry %d %+v out of bounds", arr, i, e)
+			}
+			if i > 0 && e.Timestamp.Before(log[i-1].Timestamp) {
+				t.Fatalf("arr=%v: log not in time order", arr)
+			}
+			if e.Weight != 1 && e.Weight != 2 {
+				t.Fatalf("weight %d", e.Weight)
+			}
+			longest = max(longest, e.TargetTimeSlice)
+		}
+		if arr && longest <= 2*time.Millisecond {
+			t.Errorf("adaptive round robin never lengthened a slice for the backlogged VM")
+		}
+		if !arr && longest != 2*time.Millisecond {
+			t.Errorf("fixed slices: longest target %v, want 2ms", longest)
+		}
+	}
+}
