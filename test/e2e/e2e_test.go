@@ -27,49 +27,66 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/test/scenarios"
 )
 
-// scenario is the built-in scenario the exporter runs.
-const scenario = "h100-timeslice"
+// scenarios are the built-in scenarios the test runs, one exporter each:
+// time-slicing (apportioned figures) and MIG (measured per instance).
+var scenarioNames = []string{"h100-timeslice", "h200-mig"}
 
 // waitFor bounds every wait of the test.
 const waitFor = 60 * time.Second
 
+// target is one exporter under test.
+type target struct {
+	scenario string
+	tenants  []string
+	addr     string
+	proc     *process
+}
+
 func TestExporterScrapedByPrometheus(t *testing.T) {
 	promBin := findTool(t, "prometheus")
 	promtoolBin := findTool(t, "promtool")
-	tenants := scenarioTenants(t, scenario)
-
 	bin := buildExporter(t)
-	exporterAddr := freeAddr(t)
-	exporter := start(t, "exporter", bin,
-		"--backend=sim",
-		"--sim.scenario="+scenario,
-		"--web.listen-address="+exporterAddr,
-		"--log.level=debug",
-	)
-	exporterURL := "http://" + exporterAddr
-	poll(t, "the exporter to be ready", func() error {
-		code, body, err := get(exporterURL + "/-/ready")
-		if err != nil {
-			return err
-		}
-		if code != http.StatusOK {
-			return fmt.Errorf("/-/ready: %d %s", code, body)
-		}
-		return nil
-	}, exporter)
 
+	var targets []*target
+	for _, name := range scenarioNames {
+		tg := &target{scenario: name, tenants: scenarioTenants(t, name), addr: freeAddr(t)}
+		tg.proc = start(t, "exporter-"+name, bin,
+			"--backend=sim",
+			"--sim.scenario="+name,
+			"--web.listen-address="+tg.addr,
+			"--log.level=debug",
+		)
+		targets = append(targets, tg)
+	}
+	procs := func(extra ...*process) []*process {
+		for _, tg := range targets {
+			extra = append(extra, tg.proc)
+		}
+		return extra
+	}
+	for _, tg := range targets {
+		poll(t, tg.scenario+" exporter to be ready", func() error {
+			code, body, err := get("http://" + tg.addr + "/-/ready")
+			if err != nil {
+				return err
+			}
+			if code != http.StatusOK {
+				return fmt.Errorf("/-/ready: %d %s", code, body)
+			}
+			return nil
+		}, procs()...)
+	}
+
+	// One Prometheus scrapes every exporter each second; the job is the
+	// scenario's name.
 	dir := t.TempDir()
 	promAddr := freeAddr(t)
 	promConfig := filepath.Join(dir, "prometheus.yml")
-	writeFile(t, promConfig, fmt.Sprintf(`global:
-  scrape_interval: 1s
-  scrape_timeout: 1s
-  evaluation_interval: 1s
-scrape_configs:
-  - job_name: vgpu
-    static_configs:
-      - targets: [%q]
-`, exporterAddr))
+	cfg := "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\nscrape_configs:\n"
+	for _, tg := range targets {
+		cfg += fmt.Sprintf("  - job_name: %q\n    static_configs:\n      - targets: [%q]\n", tg.scenario, tg.addr)
+	}
+	writeFile(t, promConfig, cfg)
 	prom := start(t, "prometheus", promBin,
 		"--config.file="+promConfig,
 		"--storage.tsdb.path="+filepath.Join(dir, "data"),
@@ -78,63 +95,68 @@ scrape_configs:
 	)
 	promURL := "http://" + promAddr
 
-	// Two scrapes, both successful.
-	poll(t, "two successful scrapes", func() error {
-		res, err := query(promURL, `sum_over_time(up{job="vgpu"}[5m])`)
-		if err != nil {
-			return err
-		}
-		if len(res) != 1 || res[0].Value < 2 {
-			return fmt.Errorf("successful scrapes so far: %v", res)
-		}
-		t.Logf("successful scrapes: %v", res[0].Value)
-		return nil
-	}, prom, exporter)
-	res, err := query(promURL, `up{job="vgpu"} == 1`)
-	if err != nil || len(res) != 1 {
-		t.Fatalf("up == 1: %v %v", res, err)
-	}
-
-	// Every tenant of the scenario has SM activity.
-	poll(t, "SM activity of every tenant", func() error {
-		res, err := query(promURL, `max by (tenant) (max_over_time(vgpu_tenant_sm_active_ratio{job="vgpu"}[5m]))`)
-		if err != nil {
-			return err
-		}
-		got := map[string]float64{}
-		for _, s := range res {
-			got[s.Labels["tenant"]] = s.Value
-		}
-		var missing []string
-		for _, name := range tenants {
-			if v, ok := got[name]; !ok || !(v > 0) {
-				missing = append(missing, fmt.Sprintf("%s=%v", name, v))
+	for _, tg := range targets {
+		job := tg.scenario
+		// Two scrapes, both successful.
+		poll(t, job+": two successful scrapes", func() error {
+			res, err := query(promURL, fmt.Sprintf(`sum_over_time(up{job=%q}[5m])`, job))
+			if err != nil {
+				return err
 			}
+			if len(res) != 1 || res[0].Value < 2 {
+				return fmt.Errorf("successful scrapes so far: %v", res)
+			}
+			t.Logf("%s: successful scrapes: %v", job, res[0].Value)
+			return nil
+		}, procs(prom)...)
+		res, err := query(promURL, fmt.Sprintf(`up{job=%q} == 1`, job))
+		if err != nil || len(res) != 1 {
+			t.Fatalf("%s: up == 1: %v %v", job, res, err)
 		}
-		if len(missing) > 0 {
-			return fmt.Errorf("tenants without SM activity: %s (have %v)", strings.Join(missing, ", "), got)
+
+		// Every tenant of the scenario has SM activity.
+		poll(t, job+": SM activity of every tenant", func() error {
+			res, err := query(promURL, fmt.Sprintf(`max by (tenant) (max_over_time(vgpu_tenant_sm_active_ratio{job=%q}[5m]))`, job))
+			if err != nil {
+				return err
+			}
+			got := map[string]float64{}
+			for _, s := range res {
+				got[s.Labels["tenant"]] = s.Value
+			}
+			var missing []string
+			for _, name := range tg.tenants {
+				if v, ok := got[name]; !ok || !(v > 0) {
+					missing = append(missing, fmt.Sprintf("%s=%v", name, v))
+				}
+			}
+			if len(missing) > 0 {
+				return fmt.Errorf("tenants without SM activity: %s (have %v)", strings.Join(missing, ", "), got)
+			}
+			t.Logf("%s: SM active ratio per tenant (max over the run): %v", job, got)
+			return nil
+		}, procs(prom)...)
+
+		// promtool has no findings on a scrape.
+		code, body, err := get("http://" + tg.addr + "/metrics")
+		if err != nil || code != http.StatusOK {
+			t.Fatalf("%s: scrape: %d %v", job, code, err)
 		}
-		t.Logf("SM active ratio per tenant (max over the run): %v", got)
-		return nil
-	}, prom, exporter)
-
-	// promtool has no findings on a scrape.
-	code, body, err := get(exporterURL + "/metrics")
-	if err != nil || code != http.StatusOK {
-		t.Fatalf("scrape: %d %v", code, err)
-	}
-	check := exec.Command(promtoolBin, "check", "metrics")
-	check.Stdin = strings.NewReader(body)
-	out, err := check.CombinedOutput()
-	if err != nil || len(bytes.TrimSpace(out)) > 0 {
-		t.Errorf("promtool check metrics: %v\n%s", err, out)
-	} else {
-		t.Logf("promtool check metrics: no findings on a %d-byte scrape", len(body))
+		check := exec.Command(promtoolBin, "check", "metrics")
+		check.Stdin = strings.NewReader(body)
+		out, err := check.CombinedOutput()
+		if err != nil || len(bytes.TrimSpace(out)) > 0 {
+			t.Errorf("%s: promtool check metrics: %v\n%s", job, err, out)
+		} else {
+			t.Logf("%s: promtool check metrics: no findings on a %d-byte scrape", job, len(body))
+		}
 	}
 
-	// SIGTERM shuts the exporter down cleanly.
-	if err := exporter.stop(); err != nil {
-		t.Errorf("exporter shutdown: %v\n%s", err, exporter.logs())
+	// SIGTERM shuts the exporters down cleanly.
+	for _, tg := range targets {
+		if err := tg.proc.stop(); err != nil {
+			t.Errorf("%s exporter shutdown: %v\n%s", tg.scenario, err, tg.proc.logs())
+		}
 	}
 }
 
