@@ -39,6 +39,9 @@ func (s *Simulator) lockGPU(ctx context.Context, uuid string) (*gpuState, error)
 	s.mu.Lock()
 	s.syncClock()
 	g, err := s.gpuByUUID(uuid)
+	if err == nil && g.lost {
+		err = fmt.Errorf("sim: GPU %s is lost (fallen off the bus)", uuid)
+	}
 	if err != nil {
 		s.mu.Unlock()
 	}
@@ -380,6 +383,10 @@ func (s *Simulator) MoveProcess(ctx context.Context, pid uint32, toUUID string) 
 		old.cur = -1
 	}
 	s.placeAll()
+	if !t.alive && t.wantRun {
+		// a process that died with its GPU (or never fit) starts over there
+		s.startTenant(t, s.now)
+	}
 	if t.alive {
 		t.pause = max(s.now, g.drainTo) + int64(s.sc.Control.MigrationTime)
 		if t.dom.kind == schedMPS {

@@ -134,6 +134,7 @@ type gpuState struct {
 	migGen  int
 	domains []*domain
 	drainTo int64 // MIG reconfiguration: nothing runs before this
+	lost    bool  // fallen off the bus: reads as down, nothing runs
 
 	level string // compute time-slice level
 	slice int64

@@ -70,6 +70,10 @@ func (s *Simulator) device(g *gpuState, interval time.Duration) gpu.Device {
 	m := g.m
 	a := &g.acc[0]
 	ns := float64(interval)
+	if g.lost {
+		return gpu.Device{Index: g.idx, UUID: g.uuid, Name: m.Marketing, PCIBusID: g.bus,
+			Err: "GPU is lost: Unknown Error", Events: slices.Clone(g.events)}
+	}
 	d := gpu.Device{
 		Index: g.idx, UUID: g.uuid, Name: m.Marketing, PCIBusID: g.bus, Up: true,
 		Mode: g.mode, MIGEnabled: g.mode == gpu.SharingMIG,

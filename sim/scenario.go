@@ -187,11 +187,18 @@ type ArrivalSpec struct {
 type EventSpec struct {
 	At     time.Duration `yaml:"at"`
 	Tenant string        `yaml:"tenant"`
-	// Action is "rate" (set the arrival rate), "start" or "stop".
+	// Action is "rate" (set the arrival rate), "start" or "stop" (a
+	// tenant's process), "xid" (an XID error on a GPU), "gpu-lost" (the GPU
+	// falls off the bus: its processes die and it reads as down) or
+	// "gpu-restored".
 	Action string  `yaml:"action"`
 	Rate   float64 `yaml:"rate"`
+	// GPU is the GPU index of xid, gpu-lost and gpu-restored events.
+	GPU *int `yaml:"gpu"`
+	// Code is the XID number of an xid event.
+	Code uint64 `yaml:"code"`
 
-	tenant int
+	tenant int // -1: none
 }
 
 // ByteSize is a size in bytes; in YAML a number of bytes or a string with
@@ -584,29 +591,48 @@ func (p *parser) validate(sc *Scenario) error {
 	for i := range sc.Events {
 		e := &sc.Events[i]
 		at := func(k ...any) []any { return append([]any{"events", i}, k...) }
-		idx, ok := names[e.Tenant]
-		if !ok {
-			return p.errAt(at("tenant"), "event for unknown tenant %q", e.Tenant)
-		}
-		e.tenant = idx
 		if e.At < 0 {
 			return p.errAt(at("at"), "event time must not be negative")
 		}
-		switch e.Action {
-		case "":
+		if e.Action == "" {
 			e.Action = "rate"
-			fallthrough
-		case "rate":
+		}
+		e.tenant = -1
+		switch e.Action {
+		case "rate", "start", "stop":
+			idx, ok := names[e.Tenant]
+			if !ok {
+				return p.errAt(at("tenant"), "event for unknown tenant %q", e.Tenant)
+			}
+			e.tenant = idx
+			if e.GPU != nil {
+				return p.errAt(at("gpu"), "a %s event names a tenant, not a GPU", e.Action)
+			}
+		case "xid", "gpu-lost", "gpu-restored":
+			if e.GPU == nil || *e.GPU < 0 || *e.GPU >= len(sc.GPUs) {
+				return p.errAt(at(), "a %s event needs gpu: an index below %d", e.Action, len(sc.GPUs))
+			}
+			if e.Tenant != "" {
+				idx, ok := names[e.Tenant]
+				if !ok || e.Action != "xid" {
+					return p.errAt(at("tenant"), "event for unknown tenant %q", e.Tenant)
+				}
+				e.tenant = idx
+			}
+			if e.Action == "xid" && e.Code == 0 {
+				return p.errAt(at(), "an xid event needs code: the XID number")
+			}
+		default:
+			return p.errAt(at("action"), "unknown event action %q (rate, start, stop, xid, gpu-lost, gpu-restored)", e.Action)
+		}
+		if e.Action == "rate" {
 			if !(e.Rate >= 0 && e.Rate <= 1e6) {
 				return p.errAt(at("rate"), "rate must be in [0, 1e6]")
 			}
-			w := sc.Tenants[idx].Workload.Arrival.Process
+			w := sc.Tenants[e.tenant].Workload.Arrival.Process
 			if w == "trace" || w == "closed" {
 				return p.errAt(at("rate"), "a rate event needs a poisson or bursty arrival process, tenant %s has %s", e.Tenant, w)
 			}
-		case "start", "stop":
-		default:
-			return p.errAt(at("action"), "unknown event action %q (rate, start, stop)", e.Action)
 		}
 	}
 	// Events apply in time order; equal times keep file order.

@@ -282,6 +282,9 @@ func (t *tenant) pinnedLimit() uint64 {
 func (s *Simulator) startTenant(t *tenant, now int64) bool {
 	d := t.dom
 	g := d.g
+	if g.lost {
+		return false // it starts when the GPU is back
+	}
 	if msg := s.memCheck(t); msg != "" {
 		s.oom(t, now, msg)
 		return false
@@ -338,7 +341,10 @@ func (s *Simulator) applyEvents() {
 	for s.evIdx < len(s.sc.Events) && int64(s.sc.Events[s.evIdx].At) <= s.now {
 		e := &s.sc.Events[s.evIdx]
 		s.evIdx++
-		t := s.tenants[e.tenant]
+		var t *tenant
+		if e.tenant >= 0 {
+			t = s.tenants[e.tenant]
+		}
 		switch e.Action {
 		case "rate":
 			t.rate = e.Rate
@@ -353,6 +359,37 @@ func (s *Simulator) applyEvents() {
 		case "stop":
 			t.wantRun = false
 			s.stopTenant(t)
+		case "xid":
+			ev := gpu.Event{Time: s.at(s.now), Kind: gpu.EventXID, Code: e.Code,
+				Message: fmt.Sprintf("Xid %d", e.Code)}
+			if t != nil {
+				ev.PID = t.spec.Process.PID
+				ev.Message = fmt.Sprintf("Xid %d, pid=%d, name=%s", e.Code, ev.PID, t.spec.Process.Executable)
+			}
+			s.event(s.gpus[*e.GPU], ev)
+		case "gpu-lost":
+			g := s.gpus[*e.GPU]
+			if g.lost {
+				break
+			}
+			g.lost = true
+			s.event(g, gpu.Event{Time: s.at(s.now), Kind: gpu.EventXID, Code: 79, Message: "Xid 79, GPU has fallen off the bus"})
+			for _, x := range s.tenants {
+				if x.gpu == g.idx && x.alive {
+					s.stopTenant(x)
+				}
+			}
+		case "gpu-restored":
+			g := s.gpus[*e.GPU]
+			if !g.lost {
+				break
+			}
+			g.lost = false
+			for _, x := range s.tenants {
+				if x.gpu == g.idx && x.wantRun && !x.alive {
+					s.startTenant(x, s.now)
+				}
+			}
 		}
 	}
 }

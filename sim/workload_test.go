@@ -464,3 +464,47 @@ tenants:
 		}
 	}
 }
+
+func TestGPUFaultEvents(t *testing.T) {
+	sc := mustParse(t, `name: fault
+gpus: [{model: H100-SXM5-80GB}, {model: H100-SXM5-80GB}]
+tenants:
+  - {name: a, gpu: 0, process: {pid: 10}, memory: 8GiB, workload: {type: dnn, flops: 1e11, arrival: {process: poisson, rate: 50}}}
+  - {name: b, gpu: 1, memory: 8GiB, workload: {type: training, flops: 1e12}}
+events:
+  - {at: 1s, action: xid, gpu: 0, code: 13, tenant: a}
+  - {at: 2s, action: gpu-lost, gpu: 0}
+  - {at: 4s, action: gpu-restored, gpu: 0}
+`)
+	s := mustNew(t, sc, Options{})
+	ctx := context.Background()
+	s.AdvanceTo(s.Now().Add(1500 * time.Millisecond))
+	r, _ := s.Sample(ctx)
+	if ev := r.Devices[0].Events; len(ev) != 1 || ev[0].Kind != gpu.EventXID || ev[0].Code != 13 || ev[0].PID != 10 {
+		t.Fatalf("events %+v, want XID 13 for PID 10", ev)
+	}
+	s.AdvanceTo(s.Now().Add(time.Second))
+	r, _ = s.Sample(ctx)
+	d := r.Devices[0]
+	if d.Up || d.Err == "" || len(d.Processes) != 0 || len(d.Events) != 1 || d.Events[0].Code != 79 {
+		t.Fatalf("lost GPU reads as %+v", d)
+	}
+	if !r.Devices[1].Up || len(r.Devices[1].Processes) != 1 {
+		t.Fatal("the other GPU suffered")
+	}
+	if err := s.LockClocks(ctx, sc.GPUs[0].UUID, gpu.ClockLock{MinMHz: 1000, MaxMHz: 1000}); err == nil {
+		t.Error("control of a lost GPU accepted")
+	}
+	if w := s.Window().Tenants[0]; w.Dropped == 0 && w.Completed == 0 {
+		t.Errorf("tenant a: %+v", w)
+	}
+	s.AdvanceTo(s.Now().Add(2 * time.Second))
+	r, _ = s.Sample(ctx)
+	if d := r.Devices[0]; !d.Up || len(d.Processes) != 1 {
+		t.Fatalf("after restore: up %v, %d processes", d.Up, len(d.Processes))
+	}
+	_, err := ParseScenario("x.yaml", []byte("name: x\ngpus: [{model: H100-SXM5-80GB}]\nevents:\n  - {at: 1s, action: gpu-lost}\n"))
+	if err == nil || !strings.Contains(err.Error(), "x.yaml:4: a gpu-lost event needs gpu") {
+		t.Fatalf("gpu-lost without gpu: %v", err)
+	}
+}
