@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/sim/report"
+)
+
+// raceEnabled is set when the tests run with -race.
+var raceEnabled = false
+
+// TestScenarioEffects runs the library scenarios for their full duration and
+// checks the effects test/scenarios/README.md describes, so that a change of
+// the simulator's model that changes them is noticed (and the README
+// updated).
+func TestScenarioEffects(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("full-length scenario runs (model behaviour, not concurrency: skipped with -race and -short)")
+	}
+	type result map[string]report.TenantSummary
+	runs := map[string]result{}
+	get := func(t *testing.T, scenario, policy string) result {
+		key := scenario + "/" + policy
+		if r, ok := runs[key]; ok {
+			return r
+		}
+		res, err := simulate(context.Background(), runConfig{
+			Scenario: "../../test/scenarios/" + scenario + ".yaml", Policy: policy, Step: time.Second, Format: report.FormatCSV,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := result{}
+		for _, ts := range res.rec.Summary().Tenants {
+			r[ts.Tenant] = ts
+		}
+		runs[key] = r
+		return r
+	}
+	met := func(ts report.TenantSummary) bool { return ts.SLOMet != nil && *ts.SLOMet }
+	missed := func(ts report.TenantSummary) bool { return ts.SLOMet != nil && !*ts.SLOMet }
+
+	tests := []struct {
+		name     string
+		scenario string
+		check    func(be, se result) bool
+	}{
+		{"chat misses under both baselines", "noisy-neighbour", func(be, se result) bool {
+			return missed(be["chat"]) && missed(se["chat"])
+		}},
+		{"assistant misses under both; static-equal costs training", "bursty-llm-training", func(be, se result) bool {
+			return missed(be["assistant"]) && missed(se["assistant"]) && se["pretrain"].WorkRate < 0.9*be["pretrain"].WorkRate
+		}},
+		{"both services meet their SLO", "replay/diurnal-shift", func(be, se result) bool {
+			return met(be["chat-east"]) && met(be["chat-west"]) && met(se["chat-east"]) && met(se["chat-west"])
+		}},
+		{"locked clocks meet, DVFS misses", "clock-stability", func(be, se result) bool {
+			return met(be["vision-locked"]) && missed(be["vision-dvfs"]) && *be["vision-dvfs"].P50 > 1.1**be["vision-locked"].P50
+		}},
+		{"only the hot GPU's chat misses; static-equal starves it", "eight-gpu-hot", func(be, se result) bool {
+			for name, ts := range be {
+				if ts.SLOMet != nil && (name == "g0-chat") == met(ts) {
+					return false
+				}
+				if s := se[name]; s.SLOMet != nil && (name == "g0-chat") == met(s) {
+					return false
+				}
+			}
+			return *se["g0-chat"].Attainment < *be["g0-chat"].Attainment
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.scenario+"/"+tc.name, func(t *testing.T) {
+			be, se := get(t, tc.scenario, "best-effort"), get(t, tc.scenario, "static-equal")
+			if !tc.check(be, se) {
+				t.Errorf("effect no longer holds; update test/scenarios/README.md\nbest-effort: %+v\nstatic-equal: %+v", be, se)
+			}
+		})
+	}
+}
