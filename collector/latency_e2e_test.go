@@ -1,0 +1,153 @@
+package collector_test
+
+import (
+	"context"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vgpu-exporter/vgpu_exporter/collector"
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+)
+
+// Two scrapes of a vLLM server's /metrics (text format, two models).
+const (
+	vllmScrape1 = `# TYPE vllm:e2e_request_latency_seconds histogram
+vllm:e2e_request_latency_seconds_bucket{le="0.1",model_name="llama"} 100
+vllm:e2e_request_latency_seconds_bucket{le="0.25",model_name="llama"} 300
+vllm:e2e_request_latency_seconds_bucket{le="0.5",model_name="llama"} 380
+vllm:e2e_request_latency_seconds_bucket{le="1.0",model_name="llama"} 395
+vllm:e2e_request_latency_seconds_bucket{le="+Inf",model_name="llama"} 400
+vllm:e2e_request_latency_seconds_count{model_name="llama"} 400
+vllm:e2e_request_latency_seconds_sum{model_name="llama"} 80
+vllm:e2e_request_latency_seconds_bucket{le="0.1",model_name="other"} 7
+vllm:e2e_request_latency_seconds_bucket{le="0.25",model_name="other"} 9
+vllm:e2e_request_latency_seconds_bucket{le="0.5",model_name="other"} 9
+vllm:e2e_request_latency_seconds_bucket{le="1.0",model_name="other"} 9
+vllm:e2e_request_latency_seconds_bucket{le="+Inf",model_name="other"} 9
+vllm:e2e_request_latency_seconds_count{model_name="other"} 9
+vllm:e2e_request_latency_seconds_sum{model_name="other"} 1
+`
+	vllmScrape2 = `# TYPE vllm:e2e_request_latency_seconds histogram
+vllm:e2e_request_latency_seconds_bucket{le="0.1",model_name="llama"} 150
+vllm:e2e_request_latency_seconds_bucket{le="0.25",model_name="llama"} 500
+vllm:e2e_request_latency_seconds_bucket{le="0.5",model_name="llama"} 640
+vllm:e2e_request_latency_seconds_bucket{le="1.0",model_name="llama"} 694
+vllm:e2e_request_latency_seconds_bucket{le="+Inf",model_name="llama"} 700
+vllm:e2e_request_latency_seconds_count{model_name="llama"} 700
+vllm:e2e_request_latency_seconds_sum{model_name="llama"} 150
+vllm:e2e_request_latency_seconds_bucket{le="0.1",model_name="other"} 70
+vllm:e2e_request_latency_seconds_bucket{le="0.25",model_name="other"} 90
+vllm:e2e_request_latency_seconds_bucket{le="0.5",model_name="other"} 90
+vllm:e2e_request_latency_seconds_bucket{le="1.0",model_name="other"} 90
+vllm:e2e_request_latency_seconds_bucket{le="+Inf",model_name="other"} 90
+vllm:e2e_request_latency_seconds_count{model_name="other"} 90
+vllm:e2e_request_latency_seconds_sum{model_name="other"} 10
+`
+)
+
+// TestVLLMSourceServed: a tenant whose latency source is a vLLM server
+// (over HTTP) is served with window quantiles and good/total counters equal
+// to a hand computation.
+func TestVLLMSourceServed(t *testing.T) {
+	var mu sync.Mutex
+	body := vllmScrape1
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		_, _ = w.Write([]byte(body))
+	}))
+	defer srv.Close()
+	cfg, err := tenant.ParseConfig("t.yaml", []byte(`tenants:
+  - name: chat
+    class: latency
+    selectors: [{executable: vllm}]
+    slo: {quantile: 0.99, target: 300ms}
+    latency_source: {url: "`+srv.URL+`/metrics", preset: vllm-e2e, matchers: {model_name: llama}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := gpu.NewManualClock(time.Unix(1000, 0))
+	b, err := tenant.NewBuilder(cfg, tenant.BuilderOptions{ProcRoot: t.TempDir(), Clock: clock, HTTPClient: srv.Client()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var store tenant.Store
+	e, err := collector.NewExporter(store.Load, nil, "tenant")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(e)
+
+	ctx := context.Background()
+	b.Refresh(ctx) // the baseline
+	mu.Lock()
+	body = vllmScrape2
+	mu.Unlock()
+	clock.Advance(15 * time.Second)
+	b.Refresh(ctx)
+	store.Store(b.Build(nil, gpu.SamplerStats{}))
+
+	// By hand, model_name="llama" only, second scrape minus the first
+	// (cumulative): le=0.1: 50, le=0.25: 200, le=0.5: 260, le=1: 299,
+	// count 300, sum 70.
+	//   p50: rank 150 in (0.1,0.25]: 0.1 + 0.15*(150-50)/(200-50) = 0.2
+	//   p90: rank 270 in (0.5,1]:    0.5 + 0.5*(270-260)/(299-260) = 0.5 + 5/39
+	//   p99: rank 297 in (0.5,1]:    0.5 + 0.5*(297-260)/(299-260) = 0.5 + 18.5/39
+	//   good at 0.3 s, in (0.25,0.5]: 200 + (260-200)*(0.3-0.25)/0.25 = 212
+	//   attainment 212/300, mean 70/300
+	want := map[string]float64{
+		`vgpu_tenant_request_latency_seconds{q="0.5",tenant="chat"}`:  0.2,
+		`vgpu_tenant_request_latency_seconds{q="0.9",tenant="chat"}`:  0.5 + 5.0/39,
+		`vgpu_tenant_request_latency_seconds{q="0.99",tenant="chat"}`: 0.5 + 18.5/39,
+		`vgpu_tenant_requests_total{tenant="chat"}`:                   300,
+		`vgpu_tenant_slo_good_requests_total{tenant="chat"}`:          212,
+		`vgpu_tenant_slo_attainment_ratio{tenant="chat"}`:             212.0 / 300,
+		`vgpu_tenant_request_latency_mean_seconds{tenant="chat"}`:     70.0 / 300,
+		`vgpu_tenant_slo_window_requests{tenant="chat"}`:              300,
+		`vgpu_tenant_slo_target_seconds{q="0.99",tenant="chat"}`:      0.3,
+		`vgpu_tenant_latency_source_up{tenant="chat"}`:                1,
+	}
+	got := map[string]float64{}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			k := mf.GetName() + "{"
+			for i, l := range m.GetLabel() {
+				if i > 0 {
+					k += ","
+				}
+				k += l.GetName() + `="` + l.GetValue() + `"`
+			}
+			k += "}"
+			switch {
+			case m.GetGauge() != nil:
+				got[k] = m.GetGauge().GetValue()
+			case m.GetCounter() != nil:
+				got[k] = m.GetCounter().GetValue()
+			}
+		}
+	}
+	for k, v := range want {
+		g, ok := got[k]
+		if !ok {
+			t.Errorf("%s not served", k)
+			continue
+		}
+		if math.Abs(g-v) > 1e-9 {
+			t.Errorf("%s = %v, want %v", k, g, v)
+		}
+	}
+}
