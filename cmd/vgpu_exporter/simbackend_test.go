@@ -2,14 +2,18 @@ package main
 
 import (
 	"context"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"testing/fstest"
 	"time"
 
 	"github.com/go-kit/log"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/test/scenarios"
@@ -108,7 +112,8 @@ func TestBuiltinScenariosBuild(t *testing.T) {
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
 			cfg := testConfig(t, "--backend=sim", "--sim.scenario="+name)
-			svc, err := build(cfg, log.NewNopLogger())
+			clock := gpu.NewManualClock(time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC))
+			svc, err := buildOn(cfg, clock, log.NewNopLogger())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -116,8 +121,14 @@ func TestBuiltinScenariosBuild(t *testing.T) {
 			if svc.tenantsFile != "" {
 				t.Errorf("built-in tenants file should not be reloadable from disk, got %q", svc.tenantsFile)
 			}
-			if err := svc.sampler.SampleOnce(context.Background()); err != nil {
-				t.Fatal(err)
+			// Rates need an interval: two samples, a minute apart.
+			for i := range 2 {
+				if i > 0 {
+					clock.Advance(time.Minute)
+				}
+				if err := svc.sampler.SampleOnce(context.Background()); err != nil {
+					t.Fatal(err)
+				}
 			}
 			snap := svc.snapshot()
 			if snap == nil || !svc.ready.Load() {
@@ -128,6 +139,34 @@ func TestBuiltinScenariosBuild(t *testing.T) {
 			}
 			if snap.Readings.Backend != "sim" {
 				t.Errorf("backend %q", snap.Readings.Backend)
+			}
+			// The whole scrape, exporter metrics included, is promlint-clean
+			// and every collector succeeds.
+			h, err := newHandler(handlerOptions{
+				TelemetryPath: "/metrics",
+				Self:          selfRegistry(),
+				NewCollector: func(filters ...string) (prometheus.Collector, error) {
+					return newCollector(svc.snapshot, log.NewNopLogger(), filters...)
+				},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+			body := rec.Body.String()
+			if rec.Code != 200 || !strings.Contains(body, "vgpu_tenant_sm_active_ratio") {
+				t.Fatalf("scrape: %d, no per-tenant SM activity", rec.Code)
+			}
+			if regexp.MustCompile(`vgpu_scrape_collector_success\{collector="[a-z]+"\} 0`).MatchString(body) {
+				t.Errorf("a collector failed:\n%s", grepLines(body, "vgpu_scrape_collector_success"))
+			}
+			problems, err := promlint.New(strings.NewReader(body)).Lint()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range problems {
+				t.Errorf("promlint: %s: %s", p.Metric, p.Text)
 			}
 		})
 	}
@@ -220,4 +259,14 @@ func TestBuiltinScenarioWithTrace(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "missing.yaml") || strings.Contains(err.Error(), os.TempDir()) {
 		t.Errorf("missing trace: %v (want the built-in file named, no temporary path)", err)
 	}
+}
+
+func grepLines(s, substr string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, substr) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

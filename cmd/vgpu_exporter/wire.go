@@ -27,7 +27,11 @@ type tenantsSource struct {
 // build opens the backend and the tenants configuration named by cfg and
 // returns the service connecting them.
 func build(cfg *config, logger log.Logger) (*service, error) {
-	clock := gpu.RealClock{}
+	return buildOn(cfg, gpu.RealClock{}, logger)
+}
+
+// buildOn is build on a given clock (tests drive a manual one).
+func buildOn(cfg *config, clock gpu.Clock, logger log.Logger) (*service, error) {
 	src, companion, err := openSource(cfg, clock, logger)
 	if err != nil {
 		return nil, err
