@@ -223,8 +223,8 @@ func TestFilters(t *testing.T) {
 					t.Errorf("%s present = %v, want %v", line, got, want)
 				}
 			}
-			if slices.Contains(tc.want, "gpu") != strings.Contains(out, "vgpu_gpu_up{") {
-				t.Errorf("gpu metrics present = %v, want %v", !slices.Contains(tc.want, "gpu"), slices.Contains(tc.want, "gpu"))
+			if got, want := strings.Contains(out, "vgpu_gpu_up{"), slices.Contains(tc.want, "gpu"); got != want {
+				t.Errorf("gpu metrics present = %v, want %v", got, want)
 			}
 		})
 	}
