@@ -16,8 +16,8 @@ var raceEnabled = false
 // the simulator's model that changes them is noticed (and the README
 // updated).
 func TestScenarioEffects(t *testing.T) {
-	if testing.Short() || raceEnabled {
-		t.Skip("full-length scenario runs (model behaviour, not concurrency: skipped with -race and -short)")
+	if testing.Short() {
+		t.Skip("full-length scenario runs")
 	}
 	type result map[string]report.TenantSummary
 	runs := map[string]result{}
@@ -73,6 +73,11 @@ func TestScenarioEffects(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.scenario+"/"+tc.name, func(t *testing.T) {
+			if raceEnabled && (tc.scenario == "eight-gpu-hot" || tc.scenario == "replay/diurnal-shift") {
+				// Model behaviour, not concurrency: the longest runs are
+				// left to runs without -race.
+				t.Skip("too slow under -race")
+			}
 			be, se := get(t, tc.scenario, "best-effort"), get(t, tc.scenario, "static-equal")
 			if !tc.check(be, se) {
 				t.Errorf("effect no longer holds; update test/scenarios/README.md\nbest-effort: %+v\nstatic-equal: %+v", be, se)
