@@ -733,6 +733,7 @@ func simApp(u string) string {
 func (p *parser) validate(cfg *Config) {
 	names := map[string]int{}
 	sumMin := 0.0
+	overLine := 0 // the tenant whose share.min takes the sum over 1
 	for i := range cfg.Tenants {
 		t := &cfg.Tenants[i]
 		switch {
@@ -753,6 +754,9 @@ func (p *parser) validate(cfg *Config) {
 		}
 		if t.Share != nil {
 			sumMin += t.Share.Min
+			if sumMin > 1+1e-9 && overLine == 0 {
+				overLine = t.Line
+			}
 		}
 		if s := t.SLO; s != nil {
 			if s.Window == 0 {
@@ -781,8 +785,8 @@ func (p *parser) validate(cfg *Config) {
 			p.errorf(t.Line, "tenant %q: latency_source.timeout %s must be shorter than scrape_interval %s", t.Name, t.LatencySource.Timeout, cfg.Defaults.ScrapeInterval)
 		}
 	}
-	if sumMin > 1+1e-9 {
-		p.errorf(1, "the tenants' share.min add up to %.3g > 1: the guarantees cannot all be met", sumMin)
+	if overLine > 0 {
+		p.errorf(overLine, "the tenants' share.min add up to %.3g > 1 (over 1 from this tenant on): the guarantees cannot all be met", sumMin)
 	}
 	p.checkOverlaps(cfg)
 }

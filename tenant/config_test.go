@@ -100,7 +100,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"slo without source", head + "    slo: {quantile: 0.9, target: 1s}\n", "t.yaml:2: tenant \"a\" has an slo but no latency_source"},
 		{"target longer than window", head + "    slo: {quantile: 0.9, target: 10m}\n    latency_source: {url: \"sim://a\", preset: tgi}\n", "t.yaml:2: tenant \"a\": slo.target 10m0s is not shorter than the SLO window 5m0s"},
 		{"throughput too low for quantile", head + "    slo: {quantile: 0.999, target: 1s, min_throughput: 0.1}\n    latency_source: {url: \"sim://a\", preset: tgi}\n", "fewer than the 1000 a 0.999 quantile needs"},
-		{"mins above one", head + "    share: {min: 0.6}\n  - name: b\n    selectors: [{uid: 3}]\n    share: {min: 0.6}\n", "t.yaml:1: the tenants' share.min add up to 1.2 > 1"},
+		{"mins above one", head + "    share: {min: 0.6}\n  - name: b\n    selectors: [{uid: 3}]\n    share: {min: 0.6}\n", "t.yaml:5: the tenants' share.min add up to 1.2 > 1"},
 		{"bad url", head + "    latency_source: {url: \"ftp://x/metrics\", preset: tgi}\n", "t.yaml:4: latency_source.url \"ftp://x/metrics\": scheme must be"},
 		{"bad preset", head + "    latency_source: {url: \"http://x/metrics\", preset: vllm}\n", "t.yaml:4: unknown latency_source.preset \"vllm\""},
 		{"no preset nor metric", head + "    latency_source: {url: \"http://x/metrics\"}\n", "t.yaml:4: latency_source needs a preset or a metric"},
