@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"sort"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -146,8 +147,22 @@ func tenantXY(steps []Step, tenant string, div float64, f func(TenantStep) (floa
 	return xy
 }
 
+// plainTicks are gonum's default ticks labelled without trailing zeros.
+type plainTicks struct{}
+
+func (plainTicks) Ticks(min, max float64) []plot.Tick {
+	ticks := plot.DefaultTicks{}.Ticks(min, max)
+	for i := range ticks {
+		if ticks[i].Label != "" {
+			ticks[i].Label = strconv.FormatFloat(ticks[i].Value, 'g', 6, 64)
+		}
+	}
+	return ticks
+}
+
 func newPanel(title, xlabel, ylabel string) *plot.Plot {
 	p := plot.New()
+	p.X.Tick.Marker = plainTicks{}
 	p.Title.Text = title
 	p.X.Label.Text = xlabel
 	p.Y.Label.Text = ylabel
