@@ -37,8 +37,8 @@ func (s *Simulator) Sample(ctx context.Context) (*gpu.Readings, error) {
 	// reset the sample interval accumulators
 	for _, g := range s.gpus {
 		g.acc[0] = gacc{}
-		g.events = nil
-		g.schedLog = nil
+		g.events = g.events[:0] // the readings hold clones
+		g.schedLog = g.schedLog[:0]
 		for _, d := range g.domains {
 			d.acc[0] = dacc{}
 		}
@@ -64,6 +64,15 @@ func activity(a *dacc, ns, smFrac float64, peakBW, peakFLOPS float64) gpu.Activi
 	}
 }
 
+// cloneOrNil copies s; empty is nil, so that readings look alike whether
+// or not a buffer was used before.
+func cloneOrNil[T any](s []T) []T {
+	if len(s) == 0 {
+		return nil
+	}
+	return slices.Clone(s)
+}
+
 func clamp01(v float64) float64 { return min(1, max(0, v)) }
 
 func (s *Simulator) device(g *gpuState, interval time.Duration) gpu.Device {
@@ -72,7 +81,7 @@ func (s *Simulator) device(g *gpuState, interval time.Duration) gpu.Device {
 	ns := float64(interval)
 	if g.lost {
 		return gpu.Device{Index: g.idx, UUID: g.uuid, Name: m.Marketing, PCIBusID: g.bus,
-			Err: "GPU is lost: Unknown Error", Events: slices.Clone(g.events)}
+			Err: "GPU is lost: Unknown Error", Events: cloneOrNil(g.events)}
 	}
 	d := gpu.Device{
 		Index: g.idx, UUID: g.uuid, Name: m.Marketing, PCIBusID: g.bus, Up: true,
@@ -94,7 +103,7 @@ func (s *Simulator) device(g *gpuState, interval time.Duration) gpu.Device {
 		ContextSwitchesTotal:   gpu.Uint(g.ctxSwitches),
 		// cycles at the current clock spent switching
 		ContextSwitchCyclesTotal: gpu.Uint(uint64(g.switchNs * m.MaxClockMHz / 1e3)),
-		Events:                   slices.Clone(g.events),
+		Events:                   cloneOrNil(g.events),
 	}
 	memClk := m.MemClockMHz
 	if g.memLock > 0 {
@@ -152,7 +161,7 @@ func (s *Simulator) device(g *gpuState, interval time.Duration) gpu.Device {
 			Policy: v.Policy, ARREnabled: v.ARR, TimeSlice: v.TimeSlice,
 			AvgFactor: v.AvgFactor, Frequency: v.Frequency,
 			MinTimeSlice: v.MinTimeSlice, MaxTimeSlice: v.MaxTimeSlice,
-			Log: slices.Clone(g.schedLog[max(0, len(g.schedLog)-schedLogMax):]),
+			Log: cloneOrNil(g.schedLog[max(0, len(g.schedLog)-schedLogMax):]),
 		}
 	}
 	for _, dom := range g.domains {

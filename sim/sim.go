@@ -496,7 +496,10 @@ func (s *Simulator) Window() WindowStats {
 			tw.BWShare = t.acc[1].bytes / (t.dom.g.m.BandwidthBS * t.dom.bwFrac * secs)
 		}
 		ws.Tenants = append(ws.Tenants, tw)
-		t.lat, t.completed, t.good, t.work, t.ooms, t.dropped = nil, 0, 0, 0, 0, 0
+		// the window's slice now belongs to the caller; size the next one
+		// like this one
+		t.lat = make([]time.Duration, 0, len(tw.Latencies))
+		t.completed, t.good, t.work, t.ooms, t.dropped = 0, 0, 0, 0, 0
 		t.acc[1] = tacc{}
 	}
 	for _, g := range s.gpus {
