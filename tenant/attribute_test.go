@@ -212,12 +212,11 @@ func TestMIGUsage(t *testing.T) {
 }
 
 func TestVGPUUsage(t *testing.T) {
-	b := mustBuilder(t, "", BuilderOptions{})
 	cfg, err := LoadConfig("testdata/tenants-vgpu.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err = NewBuilder(cfg, BuilderOptions{ProcRoot: t.TempDir()})
+	b, err := NewBuilder(cfg, BuilderOptions{ProcRoot: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -202,10 +202,11 @@ func TestKubeletPodResources(t *testing.T) {
 	)
 	b.Refresh(context.Background())
 	s := b.Build(kubeReadings(), gpu.SamplerStats{})
-	if got := tenantsByKey(s); got["GPU-a"] != "chat" {
-		// chat-0's UID is still in the pod metadata, so its process is
-		// still known by UID; check the device mapping itself instead
-		t.Logf("GPU-a -> %q", got["GPU-a"])
+	if got := tenantsByKey(s); got["GPU-a"] != Unassigned {
+		// chat-0's UID is still in the pod metadata, but no container of it
+		// holds GPU-a any more, so its process cannot be placed in the
+		// container "server" that chat's selector names
+		t.Errorf("GPU-a -> %q after chat-0 released it, want %q", got["GPU-a"], Unassigned)
 	}
 	if km := b.kubeMap.Load(); len(km.podsOn("GPU-a")) != 0 || km.pods != 3 {
 		t.Errorf("chat-0 went away but is still mapped: %+v", km.byDevice)
