@@ -89,14 +89,13 @@ func newGPUCollector(log.Logger) (Collector, error) {
 func (c *gpuCollector) Update(snap *tenant.Snapshot, ch chan<- prometheus.Metric) error {
 	e := &emitter{ch: ch}
 	if r := snap.Readings; r != nil {
-		seen := make(map[string]bool, len(r.Devices))
+		seen := make(firstSet[string], len(r.Devices))
 		for i := range r.Devices {
 			d := &r.Devices[i]
-			if seen[d.UUID] {
+			if !seen.add(d.UUID) {
 				e.fail(fmt.Errorf("device %s (index %d) reported twice; later copies skipped", d.UUID, d.Index))
 				continue
 			}
-			seen[d.UUID] = true
 			c.device(e, r, d)
 		}
 	}
@@ -106,17 +105,12 @@ func (c *gpuCollector) Update(snap *tenant.Snapshot, ch chan<- prometheus.Metric
 		kind gpu.EventKind
 		code uint64
 	}
-	var seenEv map[evKey]bool
+	seenEv := make(firstSet[evKey], len(snap.Events))
 	for _, ev := range snap.Events {
-		if seenEv == nil {
-			seenEv = make(map[evKey]bool, len(snap.Events))
-		}
-		k := evKey{ev.GPU, ev.UUID, ev.Kind, ev.Code}
-		if seenEv[k] {
+		if !seenEv.add(evKey{ev.GPU, ev.UUID, ev.Kind, ev.Code}) {
 			e.fail(fmt.Errorf("event count %s/%d of GPU %s listed twice; later copies skipped", ev.Kind, ev.Code, ev.UUID))
 			continue
 		}
-		seenEv[k] = true
 		e.counter(c.events, float64(ev.Total), itoa(ev.GPU), ev.UUID, string(ev.Kind), strconv.FormatUint(ev.Code, 10))
 	}
 	return e.err()

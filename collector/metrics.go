@@ -75,6 +75,19 @@ func (e *emitter) fail(err error) {
 // err is the collector's result.
 func (e *emitter) err() error { return errors.Join(e.errs...) }
 
+// firstSet remembers keys: add reports whether k is new. Collectors serve
+// the first copy of anything a snapshot lists twice and fail on the others,
+// since duplicate series would fail the whole scrape.
+type firstSet[K comparable] map[K]struct{}
+
+func (s firstSet[K]) add(k K) bool {
+	if _, dup := s[k]; dup {
+		return false
+	}
+	s[k] = struct{}{}
+	return true
+}
+
 func boolValue(b bool) float64 {
 	if b {
 		return 1

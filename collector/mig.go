@@ -43,24 +43,19 @@ func (c *migCollector) Update(snap *tenant.Snapshot, ch chan<- prometheus.Metric
 		uuid string
 		gi   int
 	}
-	var seen map[key]bool
+	seen := firstSet[key]{}
 	for i := range r.Devices {
 		d := &r.Devices[i]
 		if !d.Up || len(d.MIG) == 0 {
 			continue
 		}
-		if seen == nil {
-			seen = map[key]bool{}
-		}
 		g, u := itoa(d.Index), d.UUID
 		for j := range d.MIG {
 			m := &d.MIG[j]
-			k := key{d.UUID, m.GPUInstanceID}
-			if seen[k] {
+			if !seen.add(key{d.UUID, m.GPUInstanceID}) {
 				e.fail(fmt.Errorf("GPU %s: GPU instance %d reported twice; later copies skipped", d.UUID, m.GPUInstanceID))
 				continue
 			}
-			seen[k] = true
 			gi := itoa(m.GPUInstanceID)
 			e.gauge(c.info, 1, g, u, gi, m.UUID, m.Profile, itoa(m.ComputeInstanceID))
 			if m.SMCount > 0 {

@@ -57,26 +57,23 @@ func newTenantCollector(log.Logger) (Collector, error) {
 
 func (c *tenantCollector) Update(snap *tenant.Snapshot, ch chan<- prometheus.Metric) error {
 	e := &emitter{ch: ch}
-	seenTenant := make(map[string]bool, len(snap.Tenants))
+	seenTenant := make(firstSet[string], len(snap.Tenants))
 	for _, t := range snap.Tenants {
-		if seenTenant[t.Name] {
+		if !seenTenant.add(t.Name) {
 			e.fail(fmt.Errorf("tenant %q listed twice; later copies skipped", t.Name))
 			continue
 		}
-		seenTenant[t.Name] = true
 		e.gauge(c.info, 1, t.Name, t.Class, itoa(t.Priority))
 	}
 
 	type key struct{ tenant, uuid, gi string }
-	seen := make(map[key]bool, len(snap.Usage))
+	seen := make(firstSet[key], len(snap.Usage))
 	for i := range snap.Usage {
 		u := &snap.Usage[i]
-		k := key{u.Tenant, u.UUID, u.GPUInstance}
-		if seen[k] {
+		if !seen.add(key{u.Tenant, u.UUID, u.GPUInstance}) {
 			e.fail(fmt.Errorf("usage of tenant %q on GPU %s instance %q reported twice; later copies skipped", u.Tenant, u.UUID, u.GPUInstance))
 			continue
 		}
-		seen[k] = true
 		g := itoa(u.GPU)
 		if u.SMActive != nil {
 			e.gauge(c.smActive, *u.SMActive, u.Tenant, u.Class, g, u.UUID, u.GPUInstance, string(u.SMActiveMethod))
@@ -91,15 +88,14 @@ func (c *tenantCollector) Update(snap *tenant.Snapshot, ch chan<- prometheus.Met
 		e.gauge(c.processes, float64(u.Processes), u.Tenant, u.Class, g, u.UUID, u.GPUInstance)
 	}
 
-	seenSLO := make(map[string]bool, len(snap.SLOs))
+	seenSLO := make(firstSet[string], len(snap.SLOs))
 	var qs []float64
 	for i := range snap.SLOs {
 		s := &snap.SLOs[i]
-		if seenSLO[s.Tenant] {
+		if !seenSLO.add(s.Tenant) {
 			e.fail(fmt.Errorf("SLO of tenant %q reported twice; later copies skipped", s.Tenant))
 			continue
 		}
-		seenSLO[s.Tenant] = true
 		if s.TargetSeconds > 0 {
 			e.gauge(c.target, s.TargetSeconds, s.Tenant, formatQuantile(s.Quantile))
 		}

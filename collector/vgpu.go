@@ -53,15 +53,14 @@ func (c *vgpuCollector) Update(snap *tenant.Snapshot, ch chan<- prometheus.Metri
 		uuid string
 		id   uint32
 	}
-	var seen map[key]bool
-	seenDev := make(map[string]bool, len(r.Devices))
+	seen := firstSet[key]{}
+	seenDev := make(firstSet[string], len(r.Devices))
 	for i := range r.Devices {
 		d := &r.Devices[i]
-		if !d.Up || seenDev[d.UUID] {
+		if !d.Up || !seenDev.add(d.UUID) {
 			// A device listed twice is reported by the gpu collector.
 			continue
 		}
-		seenDev[d.UUID] = true
 		g, u := itoa(d.Index), d.UUID
 		if s := d.Scheduler; s != nil {
 			if s.Policy != "" {
@@ -84,15 +83,10 @@ func (c *vgpuCollector) Update(snap *tenant.Snapshot, ch chan<- prometheus.Metri
 		}
 		for j := range d.VGPUs {
 			v := &d.VGPUs[j]
-			if seen == nil {
-				seen = map[key]bool{}
-			}
-			k := key{d.UUID, v.ID}
-			if seen[k] {
+			if !seen.add(key{d.UUID, v.ID}) {
 				e.fail(fmt.Errorf("GPU %s: vGPU instance %d reported twice; later copies skipped", d.UUID, v.ID))
 				continue
 			}
-			seen[k] = true
 			id := strconv.FormatUint(uint64(v.ID), 10)
 			e.gauge(c.info, 1, g, u, id, v.UUID, v.VMID, v.VMName, v.Type)
 			e.optGauge(c.smUtil, v.SMUtil, g, u, id)
