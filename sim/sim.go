@@ -57,7 +57,9 @@ type WindowStats struct {
 type TenantWindow struct {
 	Tenant string
 	GPU    string // UUID of the GPU the tenant is on at the window's end
-	// Completed requests (training: steps) and their latencies, ascending.
+	// Completed requests (training: steps) and their latencies, ascending;
+	// beyond 1,048,576 requests in one window, Latencies is a uniform
+	// sample of that size.
 	Completed int
 	Latencies []time.Duration
 	// SLO and the number of requests completed at or under its target.

@@ -9,6 +9,10 @@ import (
 
 const never = int64(math.MaxInt64)
 
+// maxWindowLatencies bounds the latencies a window keeps per tenant; beyond
+// it Latencies is a uniform sample of the window's requests.
+const maxWindowLatencies = 1 << 20
+
 // request is one inference request (or training step).
 type request struct {
 	arrival int64 // ns since start
@@ -48,6 +52,7 @@ type tenant struct {
 	spec *TenantSpec
 	w    *WorkloadSpec
 	rng  *rand.Rand
+	res  *rand.Rand // reservoir sampling of window latencies
 
 	alive   bool  // the process exists
 	wantRun bool  // scenario says it should run (not stopped)
@@ -220,8 +225,20 @@ func (t *tenant) finishJob(s *Simulator, now int64) {
 // record notes a completed request (or step) with latency ns.
 func (t *tenant) record(s *Simulator, ns int64) {
 	d := time.Duration(ns)
-	t.lat = append(t.lat, d)
 	t.completed++
+	if len(t.lat) < maxWindowLatencies {
+		t.lat = append(t.lat, d)
+	} else {
+		// Reservoir sampling keeps a uniform sample of the window's
+		// latencies in bounded memory (a run nobody reads windows of, such
+		// as the exporter's, would otherwise grow without end).
+		if t.res == nil {
+			t.res = rand.New(rand.NewPCG(uint64(s.seed), 0xD1B54A32D192ED03*uint64(t.idx+1)))
+		}
+		if j := t.res.Uint64N(uint64(t.completed)); j < maxWindowLatencies {
+			t.lat[j] = d
+		}
+	}
 	if t.spec.SLO != nil && d <= t.spec.SLO.Target {
 		t.good++
 	}

@@ -508,3 +508,21 @@ events:
 		t.Fatalf("gpu-lost without gpu: %v", err)
 	}
 }
+
+// TestWindowLatencyBound: a window never keeps more than maxWindowLatencies
+// latencies, while Completed counts every request.
+func TestWindowLatencyBound(t *testing.T) {
+	sc := mustParse(t, `name: many
+gpus: [{model: H100-SXM5-80GB, locked_clocks: {min: 1980, max: 1980}}]
+tenants:
+  - {name: a, memory: 8GiB, workload: {type: dnn, flops: 1e8, max_batch: 64, arrival: {process: poisson, rate: 100000}}}
+events:
+  - {at: 10s, tenant: a, rate: 50000}
+`)
+	s := mustNew(t, sc, Options{})
+	s.AdvanceTo(s.Now().Add(20 * time.Second))
+	w := s.Window().Tenants[0]
+	if w.Completed < 1_400_000 || len(w.Latencies) != maxWindowLatencies {
+		t.Fatalf("%d completed, %d latencies kept", w.Completed, len(w.Latencies))
+	}
+}
