@@ -9,9 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/vgpu-exporter/vgpu_exporter/collector"
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
@@ -81,12 +78,7 @@ func TestVLLMSourceServed(t *testing.T) {
 		t.Fatal(err)
 	}
 	var store tenant.Store
-	e, err := collector.NewExporter(store.Load, nil, "tenant")
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(e)
+	reg := register(t, &store, "tenant")
 
 	ctx := context.Background()
 	b.Refresh(ctx) // the baseline

@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
 
-	"github.com/vgpu-exporter/vgpu_exporter/collector"
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
@@ -89,12 +88,7 @@ func TestBrokenReloadChangesOnlyReloadStatus(t *testing.T) {
 		},
 	}}}
 	var store tenant.Store
-	e, err := collector.NewExporter(store.Load, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(e)
+	reg := register(t, &store)
 	store.Store(b.Build(r, gpu.SamplerStats{SamplesTotal: 1, LastSuccess: r.Time}))
 	before := scrapeLines(t, reg)
 	if !before[`vgpu_tenant_info{class="batch",priority="0",tenant="train"} 1`] || !before["vgpu_config_last_reload_successful 1"] {

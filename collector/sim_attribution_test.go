@@ -15,6 +15,19 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
+// register returns a pedantic registry serving the given collectors (all
+// enabled ones when none) over the snapshots in store.
+func register(t *testing.T, store *tenant.Store, collectors ...string) *prometheus.Registry {
+	t.Helper()
+	e, err := collector.NewExporter(store.Load, nil, collectors...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(e)
+	return reg
+}
+
 // series is one served sample of a tenant metric.
 type series struct {
 	value  float64
@@ -79,12 +92,7 @@ func TestSimTimeSlicedTenants(t *testing.T) {
 		t.Fatal(err)
 	}
 	var store tenant.Store
-	e, err := collector.NewExporter(store.Load, nil, "tenant")
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(e)
+	reg := register(t, &store, "tenant")
 
 	ctx := context.Background()
 	pidTenant := map[uint32]string{}
