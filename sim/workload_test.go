@@ -515,14 +515,14 @@ func TestWindowLatencyBound(t *testing.T) {
 	sc := mustParse(t, `name: many
 gpus: [{model: H100-SXM5-80GB, locked_clocks: {min: 1980, max: 1980}}]
 tenants:
-  - {name: a, memory: 8GiB, workload: {type: dnn, flops: 1e8, max_batch: 64, arrival: {process: poisson, rate: 100000}}}
+  - {name: a, memory: 8GiB, workload: {type: dnn, flops: 1e8, max_batch: 256, arrival: {process: poisson, rate: 60000}}}
 events:
-  - {at: 10s, tenant: a, rate: 50000}
+  - {at: 10s, tenant: a, rate: 55000}
 `)
 	s := mustNew(t, sc, Options{})
 	s.AdvanceTo(s.Now().Add(20 * time.Second))
 	w := s.Window().Tenants[0]
-	if w.Completed < 1_400_000 || len(w.Latencies) != maxWindowLatencies {
+	if w.Completed < 1_100_000 || len(w.Latencies) != maxWindowLatencies {
 		t.Fatalf("%d completed, %d latencies kept", w.Completed, len(w.Latencies))
 	}
 }
