@@ -526,3 +526,78 @@ events:
 		t.Fatalf("%d completed, %d latencies kept", w.Completed, len(w.Latencies))
 	}
 }
+
+func TestMemoryClockLock(t *testing.T) {
+	sc := mustParse(t, `name: mem
+gpus: [{model: H200-SXM5-141GB}]
+tenants:
+  - {name: a, memory: 8GiB, workload: {type: training, flops: 1e9, bytes: 2e10}}
+`)
+	run := func(lock uint32) float64 {
+		s := mustNew(t, sc, Options{})
+		if lock > 0 {
+			if err := s.LockMemoryClocks(context.Background(), sc.GPUs[0].UUID, gpu.ClockLock{MinMHz: lock, MaxMHz: lock}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s.AdvanceTo(s.Now().Add(5 * time.Second))
+		return s.Window().Tenants[0].Work
+	}
+	full, half := run(0), run(1600)
+	if r := half / full; math.Abs(r-1600.0/3201) > 0.02 {
+		t.Errorf("bandwidth-bound steps at half the memory clock: %.3f of full", r)
+	}
+	s := mustNew(t, sc, Options{})
+	if err := s.LockMemoryClocks(context.Background(), sc.GPUs[0].UUID, gpu.ClockLock{MinMHz: 5000, MaxMHz: 5000}); err == nil {
+		t.Error("memory clock over the maximum accepted")
+	}
+}
+
+func TestMPSDefaultForNewClients(t *testing.T) {
+	sc := mustParse(t, `name: def
+gpus: [{model: H100-SXM5-80GB, sharing: mps}]
+tenants:
+  - {name: a, process: {pid: 10}, memory: 8GiB, workload: {type: training, flops: 1e12}}
+  - {name: b, process: {pid: 20}, stopped: true, memory: 8GiB, workload: {type: training, flops: 1e12}}
+events:
+  - {at: 1s, tenant: b, action: start}
+`)
+	s := mustNew(t, sc, Options{})
+	ctx := context.Background()
+	if err := s.SetMPSDefaultActiveThreads(ctx, sc.GPUs[0].UUID, 0.4); err != nil {
+		t.Fatal(err)
+	}
+	s.AdvanceTo(s.Now().Add(2 * time.Second))
+	r, _ := s.Sample(ctx)
+	got := map[uint32]float64{}
+	for _, p := range r.Devices[0].Processes {
+		got[p.PID] = *p.MPSActiveThreads
+	}
+	if got[10] != 1 || got[20] != 0.4 {
+		t.Fatalf("active threads %v: the running client keeps 1, the new one gets 0.4", got)
+	}
+}
+
+func TestCapabilities(t *testing.T) {
+	sc := mustParse(t, `name: caps
+gpus:
+  - {model: H100-SXM5-80GB, sharing: time-slice}
+  - {model: H100-SXM5-80GB, sharing: mps}
+  - {model: H100-SXM5-80GB, sharing: mig, mig: [{profile: 7g.80gb}]}
+  - {model: H100-SXM5-80GB, sharing: vgpu}
+`)
+	s := mustNew(t, sc, Options{})
+	for i, want := range [][]gpu.Knob{
+		{gpu.KnobComputeTimeSlice, gpu.KnobMIGLayout, gpu.KnobLockedClocks, gpu.KnobPowerLimit, gpu.KnobPlacement},
+		{gpu.KnobMPSActiveThreads, gpu.KnobMPSPinnedMemory, gpu.KnobComputeTimeSlice, gpu.KnobLockedClocks, gpu.KnobPowerLimit, gpu.KnobPlacement},
+		{gpu.KnobMIGLayout, gpu.KnobComputeTimeSlice, gpu.KnobLockedClocks, gpu.KnobPowerLimit, gpu.KnobPlacement},
+		{gpu.KnobVGPUScheduler, gpu.KnobLockedClocks, gpu.KnobPowerLimit},
+	} {
+		if got := s.Capabilities(sc.GPUs[i].UUID); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("GPU %d (%s): %v, want %v", i, sc.GPUs[i].Sharing, got, want)
+		}
+	}
+	if s.Capabilities("GPU-nope") != nil {
+		t.Error("capabilities for an unknown GPU")
+	}
+}
