@@ -57,7 +57,6 @@ type tenant struct {
 	alive   bool  // the process exists
 	wantRun bool  // scenario says it should run (not stopped)
 	pause   int64 // no GPU progress before this time (migration, restart)
-	// pendingJoin: the tenant is moving; it joins domain joinDom at pause.
 	gpu, inst int
 	dom       *domain
 
