@@ -101,17 +101,29 @@ type attrState struct {
 	cgroupLogged   bool
 	// previous device context-switch counter, by device UUID
 	prevCS map[string]uint64
-	// accumulated context switches, by device UUID + "/" + tenant
-	csAcc map[string]float64
+	// accumulated context switches, by device and tenant
+	csAcc map[csKey]float64
 	// cumulative device events
 	events []EventCount
 }
 
 func newAttrState() attrState {
-	return attrState{seen: map[string]bool{}, prevCS: map[string]uint64{}, csAcc: map[string]float64{}}
+	return attrState{seen: map[string]bool{}, prevCS: map[string]uint64{}, csAcc: map[csKey]float64{}}
 }
 
-func (a *attrState) resetConflicts() { a.seen = map[string]bool{} }
+type csKey struct{ uuid, tenant string }
+
+// reconfigured starts conflict logging over and drops the context-switch
+// counters of tenants that cc no longer has, so that reloads that rename
+// tenants do not accumulate them.
+func (a *attrState) reconfigured(cc *compiledConfig) {
+	a.seen = map[string]bool{}
+	for k := range a.csAcc {
+		if _, ok := cc.class[k.tenant]; !ok && k.tenant != Unassigned {
+			delete(a.csAcc, k)
+		}
+	}
+}
 
 func (a *attrState) status() AttributionStatus {
 	return AttributionStatus{Conflicts: a.conflicts, ConflictsTotal: a.conflictsTotal, CgroupErrorsTotal: a.cgroupErrs}
@@ -479,7 +491,7 @@ func (b *Builder) contextSwitchDelta(d *gpu.Device) (float64, bool) {
 // addCS adds n to the tenant's accumulated context switches on the device
 // and returns the new total; the total never decreases.
 func (b *Builder) addCS(uuid, tenant string, n float64) *float64 {
-	k := uuid + "/" + tenant
+	k := csKey{uuid, tenant}
 	if n > 0 {
 		b.attr.csAcc[k] += n
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -476,5 +477,49 @@ defaults: {scrape_interval: 15s}
 	if st.RequestsTotal != 300+900-9 {
 		// no matchers: both models summed (llama 300, other 891)
 		t.Errorf("requests %v", st.RequestsTotal)
+	}
+}
+
+// TestReloadDropsRemovedTenantsCounters: a reload keeps the context-switch
+// counters of tenants that stay and drops those of tenants that are gone,
+// so that renaming tenants again and again does not grow memory.
+func TestReloadDropsRemovedTenantsCounters(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "t.yaml")
+	if err := os.WriteFile(file, []byte(sharedTenants), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := LoadConfig(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewBuilder(cfg, BuilderOptions{ProcRoot: t.TempDir(), Clock: gpu.NewManualClock(time.Unix(0, 0))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Build(sharedReadings(gpu.SharingTimeSlice, 1000), gpu.SamplerStats{})
+	s := b.Build(sharedReadings(gpu.SharingTimeSlice, 1600), gpu.SamplerStats{})
+	chatCS := *usageOf(t, s, "chat", "").ContextSwitchesTotal
+	for i := 0; i < 5; i++ {
+		renamed := strings.Replace(sharedTenants, "name: train", "name: train"+strconv.Itoa(i), 1)
+		if err := os.WriteFile(file, []byte(renamed), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Reload(file); err != nil {
+			t.Fatal(err)
+		}
+		s = b.Build(sharedReadings(gpu.SharingTimeSlice, 1600), gpu.SamplerStats{})
+	}
+	if got := *usageOf(t, s, "chat", "").ContextSwitchesTotal; got != chatCS {
+		t.Errorf("chat's counter after reloads = %v, want %v (kept)", got, chatCS)
+	}
+	b.buildMu.Lock()
+	defer b.buildMu.Unlock()
+	for k := range b.attr.csAcc {
+		if k.tenant != "chat" && k.tenant != "train4" && k.tenant != Unassigned {
+			t.Errorf("counter of removed tenant %q kept", k.tenant)
+		}
+	}
+	if _, ok := b.attr.csAcc[csKey{"GPU-0", "chat"}]; !ok {
+		t.Errorf("chat's counter dropped: %v", b.attr.csAcc)
 	}
 }

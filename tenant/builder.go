@@ -202,7 +202,7 @@ func (b *Builder) installLocked(cfg *Config) {
 	}
 	b.cfg.Store(c)
 	b.buildMu.Lock()
-	b.attr.resetConflicts()
+	b.attr.reconfigured(c)
 	b.buildMu.Unlock()
 }
 
