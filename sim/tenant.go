@@ -54,9 +54,9 @@ type tenant struct {
 	rng  *rand.Rand
 	res  *rand.Rand // reservoir sampling of window latencies
 
-	alive   bool  // the process exists
-	wantRun bool  // scenario says it should run (not stopped)
-	pause   int64 // no GPU progress before this time (migration, restart)
+	alive     bool  // the process exists
+	wantRun   bool  // scenario says it should run (not stopped)
+	pause     int64 // no GPU progress before this time (migration, restart)
 	gpu, inst int
 	dom       *domain
 
