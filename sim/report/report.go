@@ -85,7 +85,7 @@ type Recorder struct {
 }
 
 type tenantAcc struct {
-	gpu         string
+	gpu string
 	// latencies of every completed request, in seconds; float32 keeps
 	// seven significant digits (more than the reports show) in half the
 	// memory of a time.Duration.
