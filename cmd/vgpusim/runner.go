@@ -124,6 +124,19 @@ func runScenario(ctx context.Context, cfg runConfig, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// Files first, so that they are complete even when stdout goes away
+	// (vgpusim run ... | head).
+	var paths []string
+	if cfg.Out != "" {
+		if paths, err = report.WriteFiles(cfg.Out, res.rec, cfg.Format); err != nil {
+			return err
+		}
+		p := filepath.Join(cfg.Out, FileDecisions)
+		if err := writeDecisions(p, res.rec.Meta().Start, res.decisions); err != nil {
+			return err
+		}
+		paths = append(paths, p)
+	}
 	if err := report.WriteSummaryText(stdout, res.rec.Summary()); err != nil {
 		return err
 	}
@@ -134,19 +147,9 @@ func runScenario(ctx context.Context, cfg runConfig, stdout io.Writer) error {
 		}
 	}
 	fmt.Fprintf(stdout, "policy %s: %d decisions, %d applied\n", res.rec.Meta().Policy, len(res.decisions), applied)
-	if cfg.Out == "" {
-		return nil
+	if cfg.Out != "" {
+		fmt.Fprintf(stdout, "wrote %d files into %s\n", len(paths), cfg.Out)
 	}
-	paths, err := report.WriteFiles(cfg.Out, res.rec, cfg.Format)
-	if err != nil {
-		return err
-	}
-	p := filepath.Join(cfg.Out, FileDecisions)
-	if err := writeDecisions(p, res.rec.Meta().Start, res.decisions); err != nil {
-		return err
-	}
-	paths = append(paths, p)
-	fmt.Fprintf(stdout, "wrote %d files into %s\n", len(paths), cfg.Out)
 	return nil
 }
 
