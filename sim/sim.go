@@ -124,6 +124,10 @@ func New(sc *Scenario, opts Options) (*Simulator, error) {
 			mpsDefault: spec.MPS.DefaultActiveThreads,
 		}
 		g.pinnedDefault = uint64(spec.MPS.DefaultPinnedLimit)
+		if g.lockMax > 0 {
+			g.clock = g.lockMin
+		}
+		g.power = g.powerAt(g.clock, 0)
 		if g.mode == gpu.SharingMIG {
 			for j, ms := range spec.MIG {
 				g.migs = append(g.migs, migInst{profile: m.profile(ms.Profile), uuid: ms.UUID, gi: j + 1, mps: ms.Sharing == string(gpu.SharingMPS)})
