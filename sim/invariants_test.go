@@ -132,3 +132,33 @@ func checkDevice(t *testing.T, sec int, d *gpu.Device, pids map[uint32]bool, pre
 		}
 	}
 }
+
+// TestGroundTruthMatchesReadings: over the same interval, the window's device
+// figures equal the readings', and on a shared (non-MIG) GPU the tenants'
+// SM shares add up to the device's SM activity.
+func TestGroundTruthMatchesReadings(t *testing.T) {
+	sc := mustLoad(t, filepath.Join(scenarioDir, "h100-timeslice.yaml"))
+	s := mustNew(t, sc, Options{})
+	ctx := context.Background()
+	s.Sample(ctx)
+	s.Window()
+	s.AdvanceTo(s.Now().Add(30 * time.Second))
+	r, _ := s.Sample(ctx)
+	w := s.Window()
+	d := r.Devices[0]
+	g := w.GPUs[0]
+	near := func(name string, a, b float64) {
+		t.Helper()
+		if diff := a - b; diff > 1e-9 || diff < -1e-9 {
+			t.Errorf("%s: window %.6f, readings %.6f", name, a, b)
+		}
+	}
+	near("SM active", g.SMActive, *d.Activity.SMActive)
+	near("DRAM active", g.DRAMActive, *d.Activity.DRAMActive)
+	near("power", g.PowerW, *d.PowerWatts)
+	sum := 0.0
+	for _, tw := range w.Tenants {
+		sum += tw.SMShare
+	}
+	near("sum of tenant SM shares", sum, *d.Activity.SMActive)
+}
