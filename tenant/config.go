@@ -217,10 +217,10 @@ func ParseConfig(name string, data []byte) (*Config, error) {
 		root = root.Content[0]
 	}
 	p.parseRoot(root, cfg)
-	if len(p.errs) == 0 {
+	if p.problems == 0 {
 		p.validate(cfg)
 	}
-	if len(p.errs) > 0 {
+	if p.problems > 0 {
 		return nil, p.err()
 	}
 	return cfg, nil
@@ -240,24 +240,72 @@ func yamlErrText(err error) string {
 	return "1: " + msg
 }
 
+// Limits that keep a small file from costing much: YAML aliases can repeat
+// a tenant or a selector any number of times, and every pair of selectors
+// of two tenants is checked for overlap.
+const (
+	maxAliases   = 1000  // alias references (*name) followed in one file
+	maxTenants   = 1000  // tenants in one file
+	maxSelectors = 10000 // selectors of all tenants together
+	maxErrors    = 100   // problems listed; the rest are counted
+)
+
 type parser struct {
-	file string
-	errs []string
+	file      string
+	errs      []string
+	seen      map[string]bool // errs, to list each problem once
+	problems  int             // problems found, listed or not
+	dropped   int             // problems not listed beyond maxErrors
+	firstDrop int             // line of the first of those
+	aliases   int
+	selectors int
 }
 
 func (p *parser) errorf(line int, format string, args ...any) {
 	if line <= 0 {
 		line = 1
 	}
-	p.errs = append(p.errs, fmt.Sprintf("%s:%d: %s", p.file, line, fmt.Sprintf(format, args...)))
+	p.problems++
+	msg := fmt.Sprintf("%s:%d: %s", p.file, line, fmt.Sprintf(format, args...))
+	if p.seen[msg] {
+		return // the same problem again, through an alias
+	}
+	if len(p.errs) >= maxErrors {
+		if p.dropped == 0 {
+			p.firstDrop = line
+		}
+		p.dropped++
+		return
+	}
+	if p.seen == nil {
+		p.seen = map[string]bool{}
+	}
+	p.seen[msg] = true
+	p.errs = append(p.errs, msg)
 }
+
+// full reports whether no further problem would be listed.
+func (p *parser) full() bool { return len(p.errs) >= maxErrors }
 
 func (p *parser) err() error {
-	return errors.New(strings.Join(p.errs, "\n"))
+	errs := p.errs
+	if p.dropped > 0 {
+		errs = append(errs[:len(errs):len(errs)], fmt.Sprintf("%s:%d: further problems from here on not listed", p.file, p.firstDrop))
+	}
+	return errors.New(strings.Join(errs, "\n"))
 }
 
-func resolve(n *yaml.Node) *yaml.Node {
+// resolve follows alias nodes to what they name. Past maxAliases
+// references it reports the alias and returns a null node in its place.
+func (p *parser) resolve(n *yaml.Node) *yaml.Node {
 	for i := 0; n != nil && n.Kind == yaml.AliasNode && i < 16; i++ {
+		p.aliases++
+		if p.aliases > maxAliases {
+			if p.aliases == maxAliases+1 {
+				p.errorf(n.Line, "more than %d alias references (*%s); the file repeats itself too much", maxAliases, n.Value)
+			}
+			return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Line: n.Line, Column: n.Column}
+		}
 		n = n.Alias
 	}
 	return n
@@ -266,7 +314,7 @@ func resolve(n *yaml.Node) *yaml.Node {
 // fields walks a mapping node, calling fn for each known key and reporting
 // unknown or duplicate keys.
 func (p *parser) fields(n *yaml.Node, what string, known map[string]bool, fn func(key string, k, v *yaml.Node)) bool {
-	n = resolve(n)
+	n = p.resolve(n)
 	if n == nil || n.Kind != yaml.MappingNode {
 		if n != nil && n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 			return true
@@ -276,7 +324,7 @@ func (p *parser) fields(n *yaml.Node, what string, known map[string]bool, fn fun
 	}
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := resolve(n.Content[i]), resolve(n.Content[i+1])
+		k, v := p.resolve(n.Content[i]), p.resolve(n.Content[i+1])
 		key := k.Value
 		if key == "<<" {
 			p.errorf(k.Line, "merge keys (<<) are not supported in %s", what)
@@ -363,14 +411,14 @@ func (p *parser) duration(n *yaml.Node, what string) (time.Duration, bool) {
 }
 
 func (p *parser) strMap(n *yaml.Node, what string) map[string]string {
-	n = resolve(n)
+	n = p.resolve(n)
 	if n.Kind != yaml.MappingNode {
 		p.errorf(n.Line, "%s must be a mapping of names to values", what)
 		return nil
 	}
 	m := map[string]string{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := resolve(n.Content[i]), resolve(n.Content[i+1])
+		k, v := p.resolve(n.Content[i]), p.resolve(n.Content[i+1])
 		if _, dup := m[k.Value]; dup {
 			p.errorf(k.Line, "key %q given twice in %s", k.Value, what)
 			continue
@@ -431,8 +479,12 @@ func (p *parser) parseRoot(n *yaml.Node, cfg *Config) {
 				p.errorf(v.Line, "tenants must be a list")
 				return
 			}
+			if len(v.Content) > maxTenants {
+				p.errorf(v.Line, "%d tenants; at most %d are supported", len(v.Content), maxTenants)
+				return
+			}
 			for _, tn := range v.Content {
-				cfg.Tenants = append(cfg.Tenants, p.parseTenant(resolve(tn)))
+				cfg.Tenants = append(cfg.Tenants, p.parseTenant(p.resolve(tn)))
 			}
 		case "defaults":
 			p.fields(v, "defaults", set("slo_window", "scrape_interval"), func(key string, k, v *yaml.Node) {
@@ -480,7 +532,13 @@ func (p *parser) parseTenant(n *yaml.Node) Tenant {
 				return
 			}
 			for _, sn := range v.Content {
-				if s, ok := p.parseSelector(resolve(sn)); ok {
+				if p.selectors += 1; p.selectors > maxSelectors {
+					if p.selectors == maxSelectors+1 {
+						p.errorf(sn.Line, "more than %d selectors in the file", maxSelectors)
+					}
+					return
+				}
+				if s, ok := p.parseSelector(p.resolve(sn)); ok {
 					t.Selectors = append(t.Selectors, s)
 				}
 			}
@@ -505,7 +563,7 @@ func (p *parser) parseSelector(n *yaml.Node) (Selector, bool) {
 		p.errorf(n.Line, "a selector has no keys; it would match nothing")
 		return s, false
 	}
-	nerr := len(p.errs)
+	nerr := p.problems
 	known := set("kubernetes", "cgroup", "mig_uuid", "gpu_instance", "vgpu", "executable", "uid")
 	p.fields(n, "a selector", known, func(key string, k, v *yaml.Node) {
 		switch key {
@@ -586,7 +644,7 @@ func (p *parser) parseSelector(n *yaml.Node) (Selector, bool) {
 			s.UID = &u
 		}
 	})
-	return s, len(p.errs) == nerr
+	return s, p.problems == nerr
 }
 
 func (p *parser) parseSLO(n *yaml.Node) *SLO {
@@ -804,6 +862,11 @@ func (p *parser) checkOverlaps(cfg *Config) {
 		for j := i + 1; j < len(cfg.Tenants); j++ {
 			a, b := &cfg.Tenants[i], &cfg.Tenants[j]
 			for _, sa := range a.Selectors {
+				if p.full() {
+					// the file is rejected; further overlaps would not be listed
+					p.errorf(sa.Line, "overlaps not checked further")
+					return
+				}
 				for _, sb := range b.Selectors {
 					if covers(&sa, &sb) || covers(&sb, &sa) {
 						p.errorf(sb.Line, "selector of tenant %q overlaps the selector of tenant %q at line %d: the same process would belong to both", b.Name, a.Name, sa.Line)

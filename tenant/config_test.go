@@ -1,6 +1,7 @@
 package tenant
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -219,5 +220,46 @@ func TestGlob(t *testing.T) {
 		if got := globMatch(compileGlob(tc.glob), tc.s); got != tc.want {
 			t.Errorf("glob %q on %q = %v, want %v", tc.glob, tc.s, got, tc.want)
 		}
+	}
+}
+
+// TestParseConfigBounded: files that repeat themselves through YAML
+// aliases, or list many overlapping tenants, are rejected quickly with a
+// bounded list of problems, each naming its line.
+func TestParseConfigBounded(t *testing.T) {
+	aliasSel := "[&s {executable: x}" + strings.Repeat(", *s", 59) + "]"
+	aliasBomb := "tenants:\n  - &t {name: a, selectors: " + aliasSel + "}\n" + strings.Repeat("  - *t\n", 59)
+	var overlapping strings.Builder
+	overlapping.WriteString("tenants:\n")
+	for i := range 200 {
+		fmt.Fprintf(&overlapping, "  - {name: t%d, selectors: [{executable: x}]}\n", i)
+	}
+	manyTenants := "tenants:\n" + strings.Repeat("  - {name: a, selectors: [{uid: 1}]}\n", maxTenants+1)
+	tests := []struct {
+		name, in, want string
+	}{
+		{"alias bomb", aliasBomb, "alias references"},
+		{"overlaps", overlapping.String(), "further problems from here on not listed"},
+		{"too many tenants", manyTenants, fmt.Sprintf("t.yaml:2: %d tenants; at most %d", maxTenants+1, maxTenants)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseConfig("t.yaml", []byte(tc.in))
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			lines := strings.Split(err.Error(), "\n")
+			if len(lines) > maxErrors+1 {
+				t.Errorf("%d error lines, want at most %d", len(lines), maxErrors+1)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error does not say %q:\n%s", tc.want, strings.Join(lines[:min(5, len(lines))], "\n"))
+			}
+			for _, l := range lines {
+				if !strings.HasPrefix(l, "t.yaml:") {
+					t.Errorf("error line %q does not name the file and line", l)
+				}
+			}
+		})
 	}
 }
