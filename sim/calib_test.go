@@ -120,7 +120,9 @@ events:
 		q             string
 		before, after time.Duration
 	}{{"p50", b50, a50}, {"p99", b99, a99}} {
-		if d := math.Abs(float64(c.after-c.before)) / float64(c.before); d > 0.02 {
+		d := math.Abs(float64(c.after-c.before)) / float64(c.before)
+		t.Logf("%s of the quiet instance: %v before, %v after the step next door (%.2f%%)", c.q, c.before, c.after, 100*d)
+		if d > 0.02 {
 			t.Errorf("%s of the quiet instance moved %.1f%% (%v -> %v) after a load step next door", c.q, 100*d, c.before, c.after)
 		}
 	}
@@ -141,6 +143,7 @@ func TestCalibrationMPSBandwidth(t *testing.T) {
 	alone := work(t, src(1, "1e9", "2e10"), 5*time.Second)[0]
 	pair := work(t, src(2, "1e9", "2e10"), 5*time.Second)
 	for i, w := range pair {
+		t.Logf("bandwidth-bound client %d: %.3f of its throughput alone", i, w/alone)
 		if w > 0.7*alone {
 			t.Errorf("bandwidth-bound client %d: %.0f steps next to another vs %.0f alone; want a slowdown below 0.7", i, w, alone)
 		}
@@ -178,7 +181,9 @@ tenants:
 	lockedL := run("    locked_clocks: {min: 1980, max: 1980}", "1")
 	coldL := run("", "1") // mean gap 1 s: nearly every request after > 100 ms idle
 	warm, cold := quantile(lockedL, 0.5), quantile(coldL, 0.5)
-	if r := float64(cold) / float64(warm); math.Abs(r-1.12) > 0.03 {
+	r := float64(cold) / float64(warm)
+	t.Logf("22.9 ms request after idle: %v, with locked clocks %v (x%.3f)", cold, warm, r)
+	if math.Abs(r-1.12) > 0.03 {
 		t.Errorf("after idle: %v vs locked %v = %.3f, want 1.12 ± 0.03", cold, warm, r)
 	}
 	// 1 ms requests at 30/s: most find a warm clock, a few (after a gap of

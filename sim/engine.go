@@ -140,8 +140,8 @@ type gpuState struct {
 	slice int64
 
 	// clocks and power
-	clock      float64 // MHz this step
-	busyPrev   bool
+	clock      float64 // MHz: the clock of the last step (its mean)
+	clk        float64 // MHz: the clock at the end of the last step
 	idleFor    int64 // ns since the last kernel
 	lockMin    float64
 	lockMax    float64
@@ -528,7 +528,7 @@ func (d *domain) runMPS(s *Simulator, t, t1 int64, cf float64) {
 
 // step runs the GPU over [t0, t1).
 func (g *gpuState) step(s *Simulator, t0, t1 int64) {
-	g.updateClock(s, t0, t1-t0)
+	g.updateClock(s, t0, t1-t0, g.demand(t0))
 	cf := g.clock / g.m.MaxClockMHz
 	var devSM, devOcc, bytes, flops, busy float64
 	for _, d := range g.domains {
@@ -541,8 +541,7 @@ func (g *gpuState) step(s *Simulator, t0, t1 int64) {
 		g.switchNs += d.step.switch_
 	}
 	dt := float64(t1 - t0)
-	g.busyPrev = busy > 0
-	if g.busyPrev {
+	if busy > 0 {
 		g.idleFor = 0
 	}
 	smA := devSM / dt
@@ -565,14 +564,30 @@ func (g *gpuState) step(s *Simulator, t0, t1 int64) {
 	}
 }
 
+// demand says whether anything on g can run at t (the DVFS governor sees
+// work queued).
+func (g *gpuState) demand(t int64) bool {
+	for _, d := range g.domains {
+		if d.switchEnd > t {
+			return true
+		}
+		for _, m := range d.members {
+			if m.wants(t) || (m.alive && m.nextArr <= t && t >= m.pause) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // idle advances an idle GPU by dt ns in one go (nothing runs anywhere).
 func (g *gpuState) idle(dt int64) {
 	if g.lockMax == 0 {
 		g.decay(dt)
 	} else {
-		g.clock = g.lockMin
+		g.clk = g.lockMin
 	}
-	g.busyPrev = false
+	g.clock = g.clk
 	g.actPrev = 0
 	g.power = g.powerAt(g.clock, 0)
 	g.throttle = reasonIdle
@@ -614,7 +629,7 @@ func (g *gpuState) limit() float64 {
 }
 
 // updateClock sets the SM clock for a step of dt ns starting at t.
-func (g *gpuState) updateClock(s *Simulator, t, dt int64) {
+func (g *gpuState) updateClock(s *Simulator, t, dt int64, busy bool) {
 	m := g.m
 	g.throttle = 0
 	target := m.MaxClockMHz
@@ -640,21 +655,26 @@ func (g *gpuState) updateClock(s *Simulator, t, dt int64) {
 		}
 	}
 	if g.lockMax > 0 {
-		if g.busyPrev {
+		// locked clocks: no ramp (FACTS.md line 60-61)
+		g.clock = g.lockMin
+		if busy {
 			g.clock = target
-		} else {
-			g.clock = g.lockMin
 		}
+		g.clk = g.clock
 		return
 	}
-	if g.busyPrev {
+	if busy {
 		g.idleFor = 0
-		g.clock = min(target, g.clock+float64(dt)*(m.MaxClockMHz-m.IdleClockMHz)/rampNs)
-		if g.clock > target {
+		from := g.clk
+		g.clk = min(target, g.clk+float64(dt)*(m.MaxClockMHz-m.IdleClockMHz)/rampNs)
+		// the step runs at the mean of a linear ramp
+		g.clock = (from + g.clk) / 2
+		if from >= target {
 			g.clock = target
 		}
 	} else {
 		g.decay(dt)
+		g.clock = g.clk
 		g.throttle |= reasonIdle
 	}
 }
@@ -664,6 +684,6 @@ func (g *gpuState) decay(dt int64) {
 	from := max(g.idleFor, holdNs)
 	g.idleFor += dt
 	if g.idleFor > from {
-		g.clock = max(g.m.IdleClockMHz, g.clock-float64(g.idleFor-from)*(g.m.MaxClockMHz-g.m.IdleClockMHz)/decayNs)
+		g.clk = max(g.m.IdleClockMHz, g.clk-float64(g.idleFor-from)*(g.m.MaxClockMHz-g.m.IdleClockMHz)/decayNs)
 	}
 }

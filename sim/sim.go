@@ -127,6 +127,7 @@ func New(sc *Scenario, opts Options) (*Simulator, error) {
 		if g.lockMax > 0 {
 			g.clock = g.lockMin
 		}
+		g.clk = g.clock
 		g.power = g.powerAt(g.clock, 0)
 		if g.mode == gpu.SharingMIG {
 			for j, ms := range spec.MIG {
