@@ -142,7 +142,7 @@ type gpuState struct {
 	// clocks and power
 	clock      float64 // MHz: the clock of the last step (its mean)
 	clk        float64 // MHz: the clock at the end of the last step
-	idleFor    int64 // ns since the last kernel
+	idleFor    int64   // ns since the last kernel
 	lockMin    float64
 	lockMax    float64
 	memLock    float64
