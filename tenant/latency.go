@@ -131,15 +131,23 @@ func seriesBuckets(bs []bucket, count float64) ([]bucket, error) {
 	return out, nil
 }
 
+// maxBounds bounds the distinct bucket bounds of a source's series
+// together: merging costs series x bounds, and real latency histograms
+// have a few dozen.
+const maxBounds = 1024
+
 // mergeSeries sums several series' histograms on the union of their
 // bounds; a series without a given bound contributes its count at its
 // nearest lower bound.
-func mergeSeries(series [][]bucket, counts, sums []float64) histo {
+func mergeSeries(series [][]bucket, counts, sums []float64) (histo, error) {
 	set := map[float64]bool{}
 	for _, s := range series {
 		for _, b := range s {
 			set[b.le] = true
 		}
+	}
+	if len(set) > maxBounds {
+		return histo{}, fmt.Errorf("%d distinct bucket bounds over %d series; at most %d are supported", len(set), len(series), maxBounds)
 	}
 	h := histo{}
 	for le := range set {
@@ -162,7 +170,7 @@ func mergeSeries(series [][]bucket, counts, sums []float64) histo {
 			h.sum += sums[si]
 		}
 	}
-	return h
+	return h, nil
 }
 
 // extractHistogram finds the first of names present and sums its series
@@ -226,7 +234,10 @@ func finishHistogram(name string, matchers map[string]string, series [][]bucket,
 	if len(series) == 0 {
 		return histo{}, fmt.Errorf("%s has no series matching %v", name, matchers)
 	}
-	h := mergeSeries(series, counts, sums)
+	h, err := mergeSeries(series, counts, sums)
+	if err != nil {
+		return histo{}, fmt.Errorf("%s: %w", name, err)
+	}
 	if len(h.bounds) == 0 {
 		return histo{}, fmt.Errorf("%s has only a +Inf bucket: no latency can be derived", name)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -453,5 +454,42 @@ func TestWindowMemoryBounded(t *testing.T) {
 	tr.observe(t0.Add((scrapes+101)*time.Second), h(4))
 	if st := tr.Status(); st.RequestsTotal != scrapes+3+1 {
 		t.Errorf("after a reset: total %v, want %d", st.RequestsTotal, scrapes+4)
+	}
+}
+
+// TestExtractTooManyBounds: an exposition whose series together have more
+// distinct bucket bounds than maxBounds is refused (merging would cost
+// series x bounds), naming the histogram; one just under passes.
+func TestExtractTooManyBounds(t *testing.T) {
+	expo := func(series int) []byte {
+		var b bytes.Buffer
+		b.WriteString("# TYPE vllm:e2e_request_latency_seconds histogram\n")
+		for i := 0; i < series; i++ {
+			fmt.Fprintf(&b, "vllm:e2e_request_latency_seconds_bucket{model_name=\"m%d\",le=\"%d.5\"} 1\n", i, i)
+			fmt.Fprintf(&b, "vllm:e2e_request_latency_seconds_bucket{model_name=\"m%d\",le=\"+Inf\"} 1\n", i)
+			fmt.Fprintf(&b, "vllm:e2e_request_latency_seconds_count{model_name=\"m%d\"} 1\n", i)
+			fmt.Fprintf(&b, "vllm:e2e_request_latency_seconds_sum{model_name=\"m%d\"} 1\n", i)
+		}
+		return b.Bytes()
+	}
+	src := &LatencySource{URL: "sim://x", Preset: PresetVLLME2E, Timeout: time.Second, MaxBytes: 1 << 20}
+	for _, tc := range []struct {
+		series  int
+		wantErr bool
+	}{{maxBounds, false}, {maxBounds + 1, true}} {
+		fams, err := parseExposition(expo(tc.series), expfmt.FmtText)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := extract(src, fams)
+		if tc.wantErr {
+			if err == nil || !strings.Contains(err.Error(), "vllm:e2e_request_latency_seconds") || !strings.Contains(err.Error(), "distinct bucket bounds") {
+				t.Errorf("%d series: err = %v", tc.series, err)
+			}
+			continue
+		}
+		if err != nil || len(h.bounds) != tc.series || h.count != float64(tc.series) {
+			t.Errorf("%d series: %d bounds, count %v, err %v", tc.series, len(h.bounds), h.count, err)
+		}
 	}
 }
