@@ -19,7 +19,8 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 )
 
-// Histogram names of the presets (shared/FACTS.md, "Latency sources").
+// Histogram names of the presets (shared/FACTS.md lines 87-92, "Latency
+// sources").
 var presetMetrics = map[string][]string{
 	PresetVLLME2E:  {"vllm:e2e_request_latency_seconds"},
 	PresetVLLMTTFT: {"vllm:time_to_first_token_seconds"},
@@ -29,7 +30,7 @@ var presetMetrics = map[string][]string{
 }
 
 // Triton's cumulative request duration (microseconds) and request count
-// (shared/FACTS.md, "Latency sources"): they give a mean, no quantiles.
+// (shared/FACTS.md lines 90-91): they give a mean, no quantiles.
 const (
 	tritonDurationMetric = "nv_inference_request_duration_us"
 	tritonCountMetric    = "nv_inference_count"
