@@ -211,7 +211,10 @@ func (s *Simulator) vgpuInstance(g *gpuState, t *tenant, ns float64) gpu.VGPUIns
 	v := gpu.VGPUInstance{
 		ID: vgpuID(t), UUID: deriveUUID("", "vgpusim/vgpu/"+t.spec.Name),
 		VMID: deriveUUID("", "vgpusim/vm/"+t.spec.Name), VMName: t.spec.VM.Name,
-		Type: t.spec.VM.Type, FramebufferBytes: uint64(t.spec.Memory), FramebufferUsed: uint64(t.spec.Memory),
+		Type: t.spec.VM.Type, FramebufferBytes: t.spec.VM.fb, FramebufferUsed: uint64(t.spec.Memory),
+	}
+	if v.FramebufferBytes == 0 {
+		v.FramebufferBytes = uint64(t.spec.Memory)
 	}
 	if ns > 0 {
 		v.SMUtil = gpu.Float(clamp01(t.acc[0].busy / ns))

@@ -128,10 +128,16 @@ type ProcessSpec struct {
 
 // VMSpec describes the VM of a tenant on a vGPU host.
 type VMSpec struct {
-	Name   string `yaml:"name"`
+	Name string `yaml:"name"`
+	// Type is the vGPU type; a name ending in -<N><letter> (H100-20C) gives
+	// the VM N GB of framebuffer.
 	Type   string `yaml:"type"`
 	Weight uint32 `yaml:"weight"`
+
+	fb uint64 // framebuffer bytes; 0 = unknown
 }
+
+var vgpuTypeRE = regexp.MustCompile(`-([0-9]+)[A-Z]$`)
 
 // SLOSpec is a latency objective used for ground truth.
 type SLOSpec struct {
@@ -585,7 +591,20 @@ func (p *parser) validate(sc *Scenario) error {
 			t.Memory = defaultMemory(&t.Workload)
 		}
 		if t.VM.Type == "" {
-			t.VM.Type = fmt.Sprintf("%s-%dC", g.model.VGPUTypes, g.model.MemBytes/gb/4)
+			// the smallest C-series type (1/8, 1/4, 1/2 or all of the
+			// framebuffer) that holds the tenant's memory
+			n := g.model.MemBytes / gb
+			for _, div := range []uint64{8, 4, 2, 1} {
+				if g.model.MemBytes/gb/div*gb >= uint64(t.Memory) {
+					n = g.model.MemBytes / gb / div
+					break
+				}
+			}
+			t.VM.Type = fmt.Sprintf("%s-%dC", g.model.VGPUTypes, n)
+		}
+		if m := vgpuTypeRE.FindStringSubmatch(t.VM.Type); m != nil {
+			n, _ := strconv.ParseUint(m[1], 10, 32)
+			t.VM.fb = n * gb
 		}
 	}
 	for i := range sc.Events {

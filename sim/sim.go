@@ -314,6 +314,9 @@ func (s *Simulator) memCheck(t *tenant) string {
 	if lim := t.pinnedLimit(); lim > 0 && uint64(need) > lim {
 		return fmt.Sprintf("allocation of %d bytes over the MPS pinned memory limit of %d bytes", need, lim)
 	}
+	if fb := t.spec.VM.fb; t.dom.kind == schedVGPU && fb > 0 && uint64(need) > fb {
+		return fmt.Sprintf("out of vGPU framebuffer: %d bytes requested, %s has %d", need, t.spec.VM.Type, fb)
+	}
 	if free := t.dom.memFree(t); need > free {
 		return fmt.Sprintf("out of device memory: %d bytes requested, %d free", need, max(free, 0))
 	}

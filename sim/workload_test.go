@@ -601,3 +601,22 @@ gpus:
 		t.Error("capabilities for an unknown GPU")
 	}
 }
+
+func TestVGPUFramebuffer(t *testing.T) {
+	sc := mustParse(t, `name: fb
+gpus: [{model: H100-SXM5-80GB, sharing: vgpu}]
+tenants:
+  - {name: a, memory: 15GB, workload: {type: training, flops: 1e12}}
+  - {name: b, memory: 30GB, vm: {type: H100-20C}, workload: {type: training, flops: 1e12}}
+`)
+	s := mustNew(t, sc, Options{})
+	s.AdvanceTo(s.Now().Add(time.Second))
+	r, _ := s.Sample(context.Background())
+	d := r.Devices[0]
+	if len(d.VGPUs) != 1 || d.VGPUs[0].Type != "H100-20C" || d.VGPUs[0].FramebufferBytes != 20e9 || d.VGPUs[0].FramebufferUsed != 15e9 {
+		t.Fatalf("vGPUs %+v", d.VGPUs)
+	}
+	if len(d.Events) != 1 || d.Events[0].Kind != gpu.EventOOM || !strings.Contains(d.Events[0].Message, "framebuffer") {
+		t.Fatalf("events %+v, want an OOM for the VM over its framebuffer", d.Events)
+	}
+}
