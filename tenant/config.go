@@ -185,7 +185,7 @@ func EmptyConfig() *Config {
 func LoadConfig(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, err // "open <path>: <reason>" names the file
 	}
 	return ParseConfig(path, data)
 }

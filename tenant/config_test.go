@@ -157,9 +157,10 @@ func TestParseConfigNoFalseOverlap(t *testing.T) {
 }
 
 func TestLoadConfigMissingFile(t *testing.T) {
-	_, err := LoadConfig(filepath.Join(t.TempDir(), "none.yaml"))
-	if err == nil || !os.IsNotExist(unwrapAll(err)) {
-		t.Fatalf("err = %v", err)
+	path := filepath.Join(t.TempDir(), "none.yaml")
+	_, err := LoadConfig(path)
+	if err == nil || !os.IsNotExist(unwrapAll(err)) || strings.Count(err.Error(), path) != 1 {
+		t.Fatalf("err = %v, want a not-exist error naming %s once", err, path)
 	}
 }
 
