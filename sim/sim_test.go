@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -257,5 +258,28 @@ func TestAppMetrics(t *testing.T) {
 	}
 	if err := s.AppMetrics("nobody", &buf); err == nil {
 		t.Error("unknown app: no error")
+	}
+}
+
+// TestTenantStreamsIndependent: a tenant's random draws depend on its name
+// only, so adding a tenant elsewhere (even before it in the file) leaves its
+// requests and latencies unchanged.
+func TestTenantStreamsIndependent(t *testing.T) {
+	a := "  - {name: a, gpu: 0, memory: 8GiB, workload: {type: llm, params: 1e9, arrival: {process: poisson, rate: 20}}}\n"
+	z := "  - {name: z, gpu: 1, memory: 8GiB, workload: {type: dnn, flops: 1e11, arrival: {process: poisson, rate: 50}}}\n"
+	head := "name: s\ngpus: [{model: H100-SXM5-80GB, locked_clocks: {min: 1980, max: 1980}}, {model: H100-SXM5-80GB, locked_clocks: {min: 1980, max: 1980}}]\ntenants:\n"
+	lat := func(src string) []time.Duration {
+		s := mustNew(t, mustParse(t, src), Options{})
+		s.AdvanceTo(s.Now().Add(10 * time.Second))
+		for _, tw := range s.Window().Tenants {
+			if tw.Tenant == "a" {
+				return tw.Latencies
+			}
+		}
+		return nil
+	}
+	alone, with := lat(head+a), lat(head+z+a)
+	if len(alone) == 0 || fmt.Sprint(alone) != fmt.Sprint(with) {
+		t.Fatalf("tenant a's latencies changed when z was added (%d vs %d requests)", len(alone), len(with))
 	}
 }

@@ -232,7 +232,7 @@ func (t *tenant) record(s *Simulator, ns int64) {
 		// latencies in bounded memory (a run nobody reads windows of, such
 		// as the exporter's, would otherwise grow without end).
 		if t.res == nil {
-			t.res = rand.New(rand.NewPCG(uint64(s.seed), 0xD1B54A32D192ED03*uint64(t.idx+1)))
+			t.res = rand.New(rand.NewPCG(uint64(s.seed), streamOf("reservoir/"+t.spec.Name)))
 		}
 		if j := t.res.Uint64N(uint64(t.completed)); j < maxWindowLatencies {
 			t.lat[j] = d
