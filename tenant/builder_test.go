@@ -3,6 +3,8 @@ package tenant
 import (
 	"context"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -226,5 +228,46 @@ func TestStartStopsOnCancel(t *testing.T) {
 	clock.Advance(time.Hour)
 	if n := app.count(); n != reads {
 		t.Errorf("sources read %d times after the loops stopped", n-reads)
+	}
+}
+
+// TestBuildDoesNotWaitOnLatencySource: while a latency source hangs in the
+// middle of a scrape, Build answers with the source's last known state.
+func TestBuildDoesNotWaitOnLatencySource(t *testing.T) {
+	entered := make(chan struct{}, 1)
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case entered <- struct{}{}:
+		default:
+		}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	cfg, err := ParseConfig("t.yaml", []byte("tenants:\n  - name: a\n    selectors: [{uid: 1}]\n    latency_source: {url: \""+srv.URL+"\", preset: tgi, timeout: 10s}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewBuilder(cfg, BuilderOptions{ProcRoot: t.TempDir(), Clock: gpu.NewManualClock(time.Unix(0, 0)), HTTPClient: srv.Client()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); b.Wait() }()
+	b.Start(ctx)
+	<-entered // the scrape is now stuck in the source
+	done := make(chan *Snapshot)
+	go func() { done <- b.Build(sharedReadings(gpu.SharingTimeSlice, 1), gpu.SamplerStats{}) }()
+	select {
+	case s := <-done:
+		if len(s.SLOs) != 1 || s.SLOs[0].Tenant != "a" || s.SLOs[0].ScrapeErrorsTotal != 0 {
+			t.Errorf("SLOs during a stuck scrape: %+v", s.SLOs)
+		}
+	case <-time.After(20 * time.Second): // hang guard
+		t.Fatal("Build waited on the latency source")
 	}
 }
