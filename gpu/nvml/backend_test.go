@@ -675,3 +675,53 @@ func TestXIDEventsOfOtherHandles(t *testing.T) {
 		t.Errorf("events kept for unknown GPUs: %v", b.events.pending)
 	}
 }
+
+func TestProcessUtilizationNoSample(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// util replaces the GPU's GetProcessUtilization on the second sample
+		util func(lastSeen uint64) ([]nvml.ProcessUtilizationSample, nvml.Return)
+	}{
+		// No sample since lastSeen: the driver answers NOT_FOUND.
+		{"not found", nil},
+		// go-nvml sizes its buffer with a first call and slices it with
+		// the count of the second; more samples in between panic.
+		{"wrapper panics", func(uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
+			s := make([]nvml.ProcessUtilizationSample, 1)
+			n := 2
+			return s[:n], nvml.SUCCESS
+		}},
+		{"insufficient size", func(uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
+			return []nvml.ProcessUtilizationSample{}, nvml.ERROR_INSUFFICIENT_SIZE
+		}},
+		// A sample the driver should have filtered out is not counted.
+		{"stale sample", func(lastSeen uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
+			return []nvml.ProcessUtilizationSample{{Pid: 1, TimeStamp: lastSeen, SmUtil: 99, MemUtil: 99}}, nvml.SUCCESS
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, dgxh100.New())
+			f.setProcs(0, []nvml.ProcessInfo{{Pid: 1, UsedGpuMemory: 1, GpuInstanceId: noInstance, ComputeInstanceId: noInstance}}, nil)
+			b := f.backend()
+			rd := sample(t, b)
+			if p := rd.Devices[0].Processes; len(p) != 1 || p[0].SMUtil == nil {
+				t.Fatalf("first sample: %+v", p)
+			}
+			if tc.util != nil {
+				f.devs[0].GetProcessUtilizationFunc = tc.util
+			}
+			// The clock does not move: the fixture has no newer sample.
+			rd = sample(t, b)
+			d := rd.Devices[0]
+			if !d.Up || d.Err != "" {
+				t.Fatalf("GPU down: %q", d.Err)
+			}
+			if len(d.Processes) != 1 || d.Processes[0].SMUtil != nil || d.Processes[0].MemUtil != nil {
+				t.Errorf("processes %+v, want one without utilization", d.Processes)
+			}
+			if n := f.logs.count("nvmlDeviceGetProcessUtilization"); n != 0 {
+				t.Errorf("%d log lines for an interval without samples:\n%s", n, f.logs.String())
+			}
+		})
+	}
+}

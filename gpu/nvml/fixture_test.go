@@ -301,16 +301,19 @@ func (f *fixture) wireDevice(i int, d *server.Device) {
 		var out []nvml.ProcessUtilizationSample
 		for _, p := range append(append([]nvml.ProcessInfo(nil), f.procs[i]...), f.mps[i]...) {
 			// two samples per process in the interval: 50% and 70% SM
-			out = append(out,
-				nvml.ProcessUtilizationSample{Pid: p.Pid, TimeStamp: ts - 500, SmUtil: 50, MemUtil: 20},
-				nvml.ProcessUtilizationSample{Pid: p.Pid, TimeStamp: ts, SmUtil: 70, MemUtil: 30},
-				// an old sample the lastSeen filter would drop in a real driver
-			)
+			for _, s := range []nvml.ProcessUtilizationSample{
+				{Pid: p.Pid, TimeStamp: ts - 500, SmUtil: 50, MemUtil: 20},
+				{Pid: p.Pid, TimeStamp: ts, SmUtil: 70, MemUtil: 30},
+			} {
+				// As the driver does: only samples newer than lastSeen.
+				if s.TimeStamp > lastSeen {
+					out = append(out, s)
+				}
+			}
 		}
 		if len(out) == 0 {
-			return nil, nvml.ERROR_NOT_FOUND
+			return nil, nvml.ERROR_NOT_FOUND // the driver's "no sample since lastSeen"
 		}
-		_ = lastSeen
 		return out, nvml.SUCCESS
 	}
 	d.GpmQueryDeviceSupportFunc = func() (nvml.GpmSupport, nvml.Return) {

@@ -67,11 +67,20 @@ func (rd *devReader) readProcesses(d *gpu.Device) {
 	// (shared/FACTS.md, NVML section); GPM per GPU instance covers those.
 	if !d.MIGEnabled && len(byPID) > 0 {
 		if b.has(symProcessUtil) {
-			samples, r := h.GetProcessUtilization(ds.procLastSeen)
-			if rd.ok("nvmlDeviceGetProcessUtilization", r) {
+			samples, r := processUtilization(h, ds.procLastSeen)
+			switch {
+			case r == nvml.ERROR_NOT_FOUND || r == nvml.ERROR_INSUFFICIENT_SIZE:
+				// No sample since lastSeen (NOT_FOUND), or the number of
+				// samples grew between the wrapper's two calls: no
+				// figure this time, and nothing wrong with the GPU.
+			case rd.ok("nvmlDeviceGetProcessUtilization", r):
 				type acc struct{ sm, mem, n float64 }
 				sums := map[uint32]*acc{}
+				lastSeen := ds.procLastSeen
 				for _, s := range samples {
+					if lastSeen != 0 && s.TimeStamp <= lastSeen {
+						continue // covered by the previous interval
+					}
 					if s.TimeStamp > ds.procLastSeen {
 						ds.procLastSeen = s.TimeStamp
 					}
@@ -109,6 +118,21 @@ func (rd *devReader) readProcesses(d *gpu.Device) {
 		d.Processes = append(d.Processes, *p)
 	}
 	sortProcesses(d.Processes)
+}
+
+// processUtilization calls nvmlDeviceGetProcessUtilization through
+// go-nvml's wrapper, which sizes its buffer with a first call and slices it
+// with the count of the second: when processes produce more samples between
+// the two calls the wrapper panics (slice bounds out of range). That is
+// reported as ERROR_INSUFFICIENT_SIZE, so that it costs one interval's
+// figures, not the GPU.
+func processUtilization(h nvml.Device, lastSeen uint64) (samples []nvml.ProcessUtilizationSample, r nvml.Return) {
+	defer func() {
+		if recover() != nil {
+			samples, r = nil, nvml.ERROR_INSUFFICIENT_SIZE
+		}
+	}()
+	return h.GetProcessUtilization(lastSeen)
 }
 
 // readMIGProcesses lists the compute processes of each MIG device, placing
