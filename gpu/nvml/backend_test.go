@@ -3,6 +3,7 @@ package nvml
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -723,5 +724,38 @@ func TestProcessUtilizationNoSample(t *testing.T) {
 				t.Errorf("%d log lines for an interval without samples:\n%s", n, f.logs.String())
 			}
 		})
+	}
+}
+
+func TestGPMOddValues(t *testing.T) {
+	f := newFixture(t, dgxh100.New())
+	b := f.backend()
+	sample(t, b)
+	f.clock.Advance(time.Second)
+	rd := sample(t, b)
+	before := *rd.Devices[0].ContextSwitchesTotal
+	beforeCyc := *rd.Devices[0].ContextSwitchCyclesTotal
+	f.mu.Lock()
+	f.gpmOverride = map[nvml.GpmMetricId]float64{
+		nvml.GPM_METRIC_SM_UTIL:                 math.NaN(),
+		nvml.GPM_METRIC_SM_OCCUPANCY:            250, // clamped
+		nvml.GPM_METRIC_DRAM_BW_UTIL:            -3,  // clamped
+		nvml.GPM_METRIC_GR0_CTXSW_REQUESTS:      math.NaN(),
+		nvml.GPM_METRIC_GR1_CTXSW_REQUESTS:      -5,
+		nvml.GPM_METRIC_GR2_CTXSW_CYCLES_ACTIVE: math.Inf(1),
+	}
+	f.mu.Unlock()
+	f.clock.Advance(time.Second)
+	rd = sample(t, b)
+	d := rd.Devices[0]
+	if d.Activity.SMActive != nil || *d.Activity.SMOccupancy != 1 || *d.Activity.DRAMActive != 0 {
+		t.Errorf("activity %v %v %v", d.Activity.SMActive, *d.Activity.SMOccupancy, *d.Activity.DRAMActive)
+	}
+	// 6 engines x 3 requests and 7 x 1000 cycles are countable.
+	if got := *d.ContextSwitchesTotal; got != before+18 {
+		t.Errorf("context switches %d -> %d, want +18", before, got)
+	}
+	if got := *d.ContextSwitchCyclesTotal; got != beforeCyc+7000 {
+		t.Errorf("context-switch cycles %d -> %d, want +7000", beforeCyc, got)
 	}
 }

@@ -38,6 +38,8 @@ type fixture struct {
 	events   chan nvml.EventData
 	freed    int
 	alloced  int
+	// gpmOverride replaces the fake GPM figure of a metric on every GPU.
+	gpmOverride map[nvml.GpmMetricId]float64
 }
 
 type gpmTag struct {
@@ -128,6 +130,9 @@ func newFixture(t testing.TB, srv *server.Server) *fixture {
 			id := nvml.GpmMetricId(m.Metrics[i].MetricId)
 			m.Metrics[i].NvmlReturn = uint32(nvml.SUCCESS)
 			m.Metrics[i].Value = gpmValue(s2.dev, s2.gi, id)
+			if v, ok := f.gpmOverride[id]; ok {
+				m.Metrics[i].Value = v
+			}
 		}
 		return nvml.SUCCESS
 	}

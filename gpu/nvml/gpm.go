@@ -1,6 +1,7 @@
 package nvml
 
 import (
+	"math"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -82,12 +83,14 @@ func (rd *devReader) readGPM(d *gpu.Device, now time.Time) {
 		d.Activity = activity(vals)
 		var req, cyc float64
 		var any bool
+		// Counters only grow: a negative or non-finite figure of an
+		// engine is left out rather than added.
 		for i := range ctxswRequests {
-			if v, ok := vals[ctxswRequests[i]]; ok {
+			if v, ok := vals[ctxswRequests[i]]; ok && countable(v) {
 				req += v
 				any = true
 			}
-			if v, ok := vals[ctxswCyclesActive[i]]; ok {
+			if v, ok := vals[ctxswCyclesActive[i]]; ok && countable(v) {
 				cyc += v
 			}
 		}
@@ -175,7 +178,7 @@ func activity(vals map[nvml.GpmMetricId]float64) gpu.Activity {
 	var a gpu.Activity
 	ratio := func(id nvml.GpmMetricId) *float64 {
 		v, ok := vals[id]
-		if !ok {
+		if !ok || math.IsNaN(v) {
 			return nil
 		}
 		v /= 100
@@ -195,4 +198,9 @@ func activity(vals map[nvml.GpmMetricId]float64) gpu.Activity {
 		a.Source = "gpm"
 	}
 	return a
+}
+
+// countable says whether a per-interval GPM count may be added to a counter.
+func countable(v float64) bool {
+	return v >= 0 && !math.IsInf(v, 0) && !math.IsNaN(v)
 }
