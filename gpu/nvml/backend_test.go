@@ -759,3 +759,26 @@ func TestGPMOddValues(t *testing.T) {
 		t.Errorf("context-switch cycles %d -> %d, want +7000", beforeCyc, got)
 	}
 }
+
+func TestKnownGPUTable(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		sms  int
+		bw   float64
+	}{
+		{"NVIDIA H100 80GB HBM3", 132, 3.35e12},
+		{"NVIDIA H200", 132, 4.8e12},
+		{"NVIDIA H200 141GB HBM3e", 132, 4.8e12},
+		{"NVIDIA GH200 480GB", 0, 0}, // another memory system
+		{"NVIDIA H100 PCIe", 0, 0},   // 114 SMs, not in the table
+		{"NVIDIA A100-SXM4-80GB", 0, 0},
+	} {
+		f := newFixture(t, dgxh100.New())
+		f.devs[0].GetNameFunc = func() (string, nvml.Return) { return tc.name, nvml.SUCCESS }
+		b := f.backend()
+		d := sample(t, b).Devices[0]
+		if d.Name != tc.name || d.SMCount != tc.sms || d.MemoryBandwidthBytesPS != tc.bw {
+			t.Errorf("%q: SMs %d bandwidth %g, want %d %g", tc.name, d.SMCount, d.MemoryBandwidthBytesPS, tc.sms, tc.bw)
+		}
+	}
+}

@@ -50,12 +50,12 @@ func (rd *devReader) skip(call string) {
 // GPU. shared/FACTS.md "Hardware (vendor datasheets)": H100 SXM5 80GB 132 SMs
 // 3.35 TB/s, H200 SXM5 141GB 132 SMs 4.8 TB/s.
 var knownGPUs = []struct {
-	match     string // substring of the NVML name
+	prefix    string // start of the NVML name ("NVIDIA GH200 ..." is another GPU)
 	sms       int
 	bandwidth float64 // bytes per second
 }{
-	{"H100 80GB HBM3", 132, 3.35e12},
-	{"H200", 132, 4.8e12},
+	{"NVIDIA H100 80GB HBM3", 132, 3.35e12},
+	{"NVIDIA H200", 132, 4.8e12},
 }
 
 func (rd *devReader) read(d *gpu.Device, now time.Time) {
@@ -66,7 +66,7 @@ func (rd *devReader) read(d *gpu.Device, now time.Time) {
 		d.MemoryTotalBytes, d.MemoryUsedBytes = mem.Total, mem.Used
 	}
 	for _, k := range knownGPUs {
-		if strings.Contains(d.Name, k.match) {
+		if strings.HasPrefix(d.Name, k.prefix) {
 			d.SMCount, d.MemoryBandwidthBytesPS = k.sms, k.bandwidth
 		}
 	}
