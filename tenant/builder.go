@@ -281,19 +281,29 @@ func (b *Builder) startTrackerLocked(name string, tr *sloTracker) {
 	}()
 }
 
+// scrape reads tr's source once and logs when it fails after working (or
+// at its first failure) and when it recovers.
+func (b *Builder) scrape(ctx context.Context, tr *sloTracker, now time.Time) {
+	tr.mu.Lock()
+	wasUp := tr.up || tr.errsTotal == 0
+	tr.mu.Unlock()
+	err := b.scraper.scrapeOnce(ctx, tr, now)
+	if ctx.Err() != nil {
+		return
+	}
+	if err != nil && wasUp {
+		level.Warn(b.logger).Log("msg", "latency source failed", "tenant", tr.tenant, "err", err)
+	} else if err == nil && !wasUp {
+		level.Info(b.logger).Log("msg", "latency source recovered", "tenant", tr.tenant)
+	}
+}
+
 func (b *Builder) trackerLoop(ctx context.Context, tr *sloTracker) {
-	wasUp := true
 	for {
-		err := b.scraper.scrapeOnce(ctx, tr, b.clock.Now())
+		b.scrape(ctx, tr, b.clock.Now())
 		if ctx.Err() != nil {
 			return
 		}
-		if err != nil && wasUp {
-			level.Warn(b.logger).Log("msg", "latency source failed", "tenant", tr.tenant, "err", err)
-		} else if err == nil && !wasUp {
-			level.Info(b.logger).Log("msg", "latency source recovered", "tenant", tr.tenant)
-		}
-		wasUp = err == nil
 		select {
 		case <-ctx.Done():
 			return
@@ -326,7 +336,7 @@ func (b *Builder) Refresh(ctx context.Context) {
 	b.mu.Unlock()
 	now := b.clock.Now()
 	for _, tr := range trs {
-		_ = b.scraper.scrapeOnce(ctx, tr, now)
+		b.scrape(ctx, tr, now)
 	}
 	if b.kube != nil {
 		b.refreshKubelet(ctx)

@@ -1,16 +1,21 @@
 package tenant
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/go-kit/log"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 )
@@ -269,5 +274,29 @@ func TestBuildDoesNotWaitOnLatencySource(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second): // hang guard
 		t.Fatal("Build waited on the latency source")
+	}
+}
+
+// TestSourceFailureLogged: a latency source that fails is logged once with
+// its URL (not at every scrape), and its recovery once.
+func TestSourceFailureLogged(t *testing.T) {
+	app := &fakeApp{body: map[string][]byte{"chat": fixture(t, "vllm-1.txt")}, err: errors.New("connection refused")}
+	var logs bytes.Buffer
+	b := mustBuilder(t, "tenants:\n  - name: chat\n    selectors: [{uid: 1}]\n    latency_source: {url: \"sim://chat\", preset: vllm-e2e}\n",
+		BuilderOptions{AppMetrics: app, Logger: log.NewLogfmtLogger(log.NewSyncWriter(&logs))})
+	ctx := context.Background()
+	for range 3 {
+		b.Refresh(ctx)
+	}
+	if n := strings.Count(logs.String(), "latency source failed"); n != 1 || !strings.Contains(logs.String(), "sim://chat: connection refused") {
+		t.Errorf("%d failure lines, want 1 naming the URL:\n%s", n, logs.String())
+	}
+	app.mu.Lock()
+	app.err = nil
+	app.mu.Unlock()
+	b.Refresh(ctx)
+	b.Refresh(ctx)
+	if n := strings.Count(logs.String(), "latency source recovered"); n != 1 {
+		t.Errorf("%d recovery lines, want 1:\n%s", n, logs.String())
 	}
 }
