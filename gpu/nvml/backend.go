@@ -114,15 +114,20 @@ func New(opts Options) (b *Backend, err error) {
 	if logger == nil {
 		logger = log.NewNopLogger()
 	}
+	initialized := false
 	defer func() {
 		// A broken library wrapper must not take the exporter down.
 		if r := recover(); r != nil {
+			if initialized {
+				shutdownQuietly(lib)
+			}
 			b, err = nil, fmt.Errorf("NVML initialization failed: %v", r)
 		}
 	}()
 	if r := lib.Init(); r != nvml.SUCCESS {
 		return nil, initError(r)
 	}
+	initialized = true
 	b = &Backend{lib: lib, clock: clock, logger: logger, logged: map[string]struct{}{}}
 	b.lookupSymbols()
 
@@ -147,6 +152,13 @@ func New(opts Options) (b *Backend, err error) {
 	level.Info(logger).Log("msg", "NVML initialized", "driver", b.driverVersion, "cuda", b.cudaVersion, "gpus", n)
 	b.startEvents()
 	return b, nil
+}
+
+// shutdownQuietly releases the library after New failed half-way; a panic
+// of the wrapper there is swallowed.
+func shutdownQuietly(lib nvml.Interface) {
+	defer func() { _ = recover() }()
+	_ = lib.Shutdown()
 }
 
 // acquire gets (or re-gets) a GPU's handle and identity. On failure the GPU

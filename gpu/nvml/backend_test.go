@@ -408,6 +408,10 @@ func TestInitPanicBecomesError(t *testing.T) {
 	if err == nil || b != nil {
 		t.Fatalf("New with a panicking library succeeded")
 	}
+	// Init succeeded, so the library is released again.
+	if n := len(srv.ShutdownCalls()); n != 1 {
+		t.Errorf("Shutdown called %d times after a failed New, want 1", n)
+	}
 }
 
 func TestXIDEvents(t *testing.T) {
