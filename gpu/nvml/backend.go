@@ -96,6 +96,7 @@ type devState struct {
 type gpmPrev struct {
 	sample nvml.GpmSample
 	at     time.Time
+	uuid   string // of the MIG device: a GPU instance ID is reused when instances are recreated
 }
 
 // New initializes NVML and enumerates the GPUs. On failure the error says

@@ -786,3 +786,41 @@ func TestKnownGPUTable(t *testing.T) {
 		}
 	}
 }
+
+func TestMIGInstanceRecreatedUnderSameID(t *testing.T) {
+	f := newFixture(t, dgxh200.New())
+	f.enableMIG(2, nvml.GPU_INSTANCE_PROFILE_7_SLICE)
+	b := f.backend()
+	sample(t, b)
+	f.clock.Advance(time.Second)
+	if a := sample(t, b).Devices[2].MIG[0].Activity; a.SMActive == nil {
+		t.Fatalf("no MIG activity over a second: %+v", a)
+	}
+	// The instance is destroyed and created again between two samples: same
+	// GPU instance ID, another MIG device.
+	byIndex := f.devs[2].GetMigDeviceHandleByIndexFunc
+	f.devs[2].GetMigDeviceHandleByIndexFunc = func(i int) (nvml.Device, nvml.Return) {
+		h, r := byIndex(i)
+		if m, ok := h.(*mock.Device); ok {
+			m.GetUUIDFunc = func() (string, nvml.Return) { return "MIG-recreated", nvml.SUCCESS }
+		}
+		return h, r
+	}
+	f.clock.Advance(time.Second)
+	m := sample(t, b).Devices[2].MIG[0]
+	if m.UUID != "MIG-recreated" || m.Activity.SMActive != nil {
+		t.Errorf("activity across two instances: %+v", m)
+	}
+	f.clock.Advance(time.Second)
+	if m := sample(t, b).Devices[2].MIG[0]; m.Activity.SMActive == nil {
+		t.Errorf("no activity of the new instance: %+v", m)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.alloced != f.freed {
+		t.Errorf("GPM samples leaked: %d allocated, %d freed", f.alloced, f.freed)
+	}
+}

@@ -115,6 +115,14 @@ func (rd *devReader) readGPM(d *gpu.Device, now time.Time) {
 		}
 		seen[gi] = true
 		p := ds.migGPMPrev[gi]
+		if p.uuid != d.MIG[i].UUID {
+			// Another instance under the same ID since the last sample:
+			// the old sample is not comparable.
+			if p.sample != nil {
+				_ = p.sample.Free()
+			}
+			p = gpmPrev{uuid: d.MIG[i].UUID}
+		}
 		vals, ok := rd.gpmStep(&p.sample, &p.at, now, activityMetrics, func(s nvml.GpmSample) nvml.Return {
 			return ds.handle.GpmMigSampleGet(gi, s)
 		}, "nvmlGpmMigSampleGet")
