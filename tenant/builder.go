@@ -138,6 +138,9 @@ func NewBuilder(cfg *Config, opts BuilderOptions) (*Builder, error) {
 		cancels:    map[string]context.CancelFunc{},
 		attr:       newAttrState(),
 	}
+	if opts.PodMetadata != "" && opts.PodResourcesSocket == "" {
+		return nil, fmt.Errorf("pod metadata %s is read only with a kubelet pod-resources socket; set both or neither", opts.PodMetadata)
+	}
 	if opts.PodResourcesSocket != "" {
 		k, err := newKubeClient(opts.PodResourcesSocket, opts.PodMetadata, opts.HTTPClient, opts.KubeletTimeout)
 		if err != nil {

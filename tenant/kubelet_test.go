@@ -366,3 +366,10 @@ func TestKubeletSlowDoesNotBlockBuild(t *testing.T) {
 	}
 	close(sk.release)
 }
+
+func TestPodMetadataNeedsSocket(t *testing.T) {
+	_, err := NewBuilder(nil, BuilderOptions{PodMetadata: "/var/run/pods.json"})
+	if err == nil || !strings.Contains(err.Error(), "/var/run/pods.json") || !strings.Contains(err.Error(), "pod-resources socket") {
+		t.Errorf("err = %v, want an error naming the metadata source and the missing socket", err)
+	}
+}
