@@ -193,6 +193,11 @@ func (b *Backend) acquire(ds *devState) bool {
 	if pci, r := h.GetPciInfo(); r == nvml.SUCCESS {
 		ds.pciBus = cString(pci.BusId[:])
 	}
+	if b.events != nil {
+		// Missing at start, or lost and back (a reset drops the
+		// registration): register the new handle for XID events.
+		b.events.register(b, ds)
+	}
 	return true
 }
 

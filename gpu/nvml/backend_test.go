@@ -300,6 +300,10 @@ func TestGPULostBackoffAndRecovery(t *testing.T) {
 	if !strings.Contains(f.logs.String(), "GPU answering again") {
 		t.Errorf("recovery not logged")
 	}
+	// The re-acquired handle is registered for XID events again.
+	if n := len(f.devs[6].RegisterEventsCalls()); n < 2 {
+		t.Errorf("GPU registered for events %d times, want again after recovery", n)
+	}
 	for i, d := range rd.Devices {
 		if !d.Up {
 			t.Errorf("GPU %d down", i)
@@ -646,6 +650,20 @@ func TestGPUMissingAtStart(t *testing.T) {
 	rd = sample(t, b)
 	if d := rd.Devices[2]; !d.Up || d.UUID != f.devs[2].UUID {
 		t.Fatalf("GPU 2 did not come back: %+v", d)
+	}
+	// Once it is there, it is registered for XID events and reports them.
+	if n := len(f.devs[2].RegisterEventsCalls()); n != 1 {
+		t.Fatalf("GPU 2 registered for events %d times, want 1", n)
+	}
+	f.events <- nvml.EventData{Device: f.devs[2], EventType: nvml.EventTypeXidCriticalError, EventData: 94, GpuInstanceId: noInstance}
+	deadline := time.Now().Add(5 * time.Second)
+	var got []gpu.Event
+	for time.Now().Before(deadline) && len(got) == 0 {
+		got = sample(t, b).Devices[2].Events
+		time.Sleep(5 * time.Millisecond)
+	}
+	if len(got) != 1 || got[0].Code != 94 {
+		t.Errorf("events of the GPU missing at start = %+v", got)
 	}
 }
 

@@ -24,15 +24,17 @@ const (
 // eventWatcher waits for XID events in its own goroutine and keeps them per
 // GPU until the next sample takes them.
 type eventWatcher struct {
-	set     nvml.EventSet
-	handles []nvml.Device
-	uuids   []string
-	quit    chan struct{}
-	done    chan struct{}
+	set  nvml.EventSet
+	quit chan struct{}
+	done chan struct{}
 
-	mu      sync.Mutex
-	pending map[string][]gpu.Event
-	dropped map[string]int
+	mu sync.Mutex
+	// registered are the GPU handles registered with set, by UUID; a GPU
+	// that was missing at start or re-acquired after it was lost is added
+	// when its handle is acquired.
+	registered map[string]nvml.Device
+	pending    map[string][]gpu.Event
+	dropped    map[string]int
 }
 
 // startEvents registers every GPU for XID events and starts the watcher.
@@ -49,25 +51,30 @@ func (b *Backend) startEvents() {
 		return
 	}
 	w := &eventWatcher{set: set, quit: make(chan struct{}), done: make(chan struct{}),
-		pending: map[string][]gpu.Event{}, dropped: map[string]int{}}
+		registered: map[string]nvml.Device{}, pending: map[string][]gpu.Event{}, dropped: map[string]int{}}
 	for _, ds := range b.devs {
-		if ds.handle == nil {
-			continue
+		if ds.handle != nil {
+			w.register(b, ds)
 		}
-		if r := ds.handle.RegisterEvents(nvml.EventTypeXidCriticalError, set); r != nvml.SUCCESS {
-			b.logOnce(ds.uuid+"/events", "msg", "GPU cannot report XID events; left out",
-				"gpu", ds.index, "uuid", ds.uuid, "reason", returnName(r))
-			continue
-		}
-		w.handles = append(w.handles, ds.handle)
-		w.uuids = append(w.uuids, ds.uuid)
 	}
-	if len(w.handles) == 0 {
+	if len(w.registered) == 0 {
 		_ = set.Free()
 		return
 	}
 	b.events = w
 	go w.run(b)
+}
+
+// register adds a GPU's current handle to the event set.
+func (w *eventWatcher) register(b *Backend, ds *devState) {
+	if r := ds.handle.RegisterEvents(nvml.EventTypeXidCriticalError, w.set); r != nvml.SUCCESS {
+		b.logOnce(ds.uuid+"/events", "msg", "GPU cannot report XID events; left out",
+			"gpu", ds.index, "uuid", ds.uuid, "reason", returnName(r))
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.registered[ds.uuid] = ds.handle
 }
 
 func (w *eventWatcher) run(b *Backend) {
@@ -119,12 +126,14 @@ func (w *eventWatcher) safeDeliver(b *Backend, data nvml.EventData) {
 
 func (w *eventWatcher) deliver(b *Backend, data nvml.EventData) {
 	uuid := ""
-	for i, h := range w.handles {
+	w.mu.Lock()
+	for u, h := range w.registered {
 		if sameHandle(h, data.Device) {
-			uuid = w.uuids[i]
+			uuid = u
 			break
 		}
 	}
+	w.mu.Unlock()
 	if uuid == "" && data.Device != nil {
 		uuid = w.uuidOf(data.Device)
 	}
@@ -162,10 +171,10 @@ func (w *eventWatcher) uuidOf(h nvml.Device) string {
 	} else if hu, r := h.GetUUID(); r == nvml.SUCCESS {
 		u = hu
 	}
-	for _, known := range w.uuids {
-		if known == u {
-			return u
-		}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.registered[u]; ok {
+		return u
 	}
 	return ""
 }
