@@ -620,3 +620,34 @@ tenants:
 		t.Fatalf("events %+v, want an OOM for the VM over its framebuffer", d.Events)
 	}
 }
+
+func TestMoveProcessToMIG(t *testing.T) {
+	sc := mustParse(t, `name: mvmig
+gpus:
+  - {model: H100-SXM5-80GB}
+  - {model: H100-SXM5-80GB, sharing: mig, mig: [{profile: 3g.40gb}, {profile: 3g.40gb}]}
+control: {migration_time: 1s}
+tenants:
+  - {name: a, gpu: 0, process: {pid: 10}, memory: 10GB, workload: {type: training, flops: 1e12}}
+  - {name: b, gpu: 1, mig_instance: 0, memory: 20GB, workload: {type: training, flops: 1e12}}
+  - {name: big, gpu: 0, process: {pid: 30}, memory: 45GB, workload: {type: training, flops: 1e12}}
+`)
+	s := mustNew(t, sc, Options{})
+	ctx := context.Background()
+	if err := s.MoveProcess(ctx, 10, sc.GPUs[1].UUID); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MoveProcess(ctx, 30, sc.GPUs[1].UUID); err == nil {
+		t.Error("a 45 GB process moved into 40 GB instances")
+	}
+	s.AdvanceTo(s.Now().Add(2 * time.Second))
+	r, _ := s.Sample(ctx)
+	for _, p := range r.Devices[1].Processes {
+		if p.PID == 10 && p.GPUInstanceID != 2 {
+			t.Fatalf("moved process in GPU instance %d, want 2 (the emptier one)", p.GPUInstanceID)
+		}
+	}
+	if w := s.Window().Tenants[0]; w.Completed == 0 || w.GPU != sc.GPUs[1].UUID {
+		t.Fatalf("after the move: %+v", w)
+	}
+}
