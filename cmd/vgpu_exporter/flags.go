@@ -121,6 +121,9 @@ func (c *config) validate() error {
 			errs = append(errs, fmt.Errorf("--backend.dcgm-exporter.timeout must be positive, got %s", c.DCGMTimeout))
 		}
 	}
+	if c.PodMetadata != "" && c.PodResourcesSocket == "" {
+		errs = append(errs, errors.New("--kubernetes.pod-metadata needs --kubernetes.pod-resources-socket (pods are found through the kubelet's GPU assignments)"))
+	}
 	if c.ProcRoot == "" {
 		errs = append(errs, errors.New("--proc.root must not be empty"))
 	}
