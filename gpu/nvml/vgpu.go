@@ -223,42 +223,52 @@ func (rd *devReader) readScheduler() *gpu.VGPUScheduler {
 		in := nvml.VgpuSchedulerLogInfo_v2{EngineId: nvml.VGPU_SCHEDULER_ENGINE_TYPE_GRAPHICS}
 		if lg, r := h.GetVgpuSchedulerLog_v2(in); rd.ok("nvmlDeviceGetVgpuSchedulerLog_v2", r) {
 			n := min(int(lg.EntriesCount), len(lg.LogEntries))
-			last := ds.schedLastTS
+			entries := make([]schedEntry, 0, n)
 			for _, e := range lg.LogEntries[:n] {
-				if e.Timestamp <= ds.schedLastTS {
-					continue
-				}
-				last = max(last, e.Timestamp)
-				s.Log = append(s.Log, gpu.VGPUSchedulerLogEntry{
-					Timestamp:        time.Unix(0, clampInt64(e.Timestamp)),
-					RunTime:          time.Duration(clampInt64(e.TimeRun)),
-					TargetTimeSlice:  time.Duration(clampInt64(e.TargetTimeSlice)),
-					CumulativePreemp: time.Duration(clampInt64(e.CumulativePreemptionTime)),
-					Weight:           e.Weight,
-				})
+				entries = append(entries, schedEntry{e.Timestamp, e.TimeRun, e.TargetTimeSlice, e.CumulativePreemptionTime, e.Weight})
 			}
-			ds.schedLastTS = last
+			s.Log = ds.newSchedLog(entries)
 		}
 	case b.has(symSchedLog):
 		if lg, r := h.GetVgpuSchedulerLog(); rd.ok("nvmlDeviceGetVgpuSchedulerLog", r) {
 			n := min(int(lg.EntriesCount), len(lg.LogEntries))
-			last := ds.schedLastTS
+			entries := make([]schedEntry, 0, n)
 			for _, e := range lg.LogEntries[:n] {
-				if e.Timestamp <= ds.schedLastTS {
-					continue
-				}
-				last = max(last, e.Timestamp)
-				s.Log = append(s.Log, gpu.VGPUSchedulerLogEntry{
-					Timestamp:        time.Unix(0, clampInt64(e.Timestamp)),
-					RunTime:          time.Duration(clampInt64(e.TimeRun)),
-					TargetTimeSlice:  time.Duration(clampInt64(e.TargetTimeSlice)),
-					CumulativePreemp: time.Duration(clampInt64(e.CumulativePreemptionTime)),
-				})
+				// The v1 log has no weights.
+				entries = append(entries, schedEntry{e.Timestamp, e.TimeRun, e.TargetTimeSlice, e.CumulativePreemptionTime, 0})
 			}
-			ds.schedLastTS = last
+			s.Log = ds.newSchedLog(entries)
 		}
 	}
 	return s
+}
+
+// schedEntry is one vGPU scheduler log entry of either log version (ns).
+type schedEntry struct {
+	ts, run, target, preempt uint64
+	weight                   uint32
+}
+
+// newSchedLog returns the entries newer than the newest one of the
+// previous sample and remembers the newest.
+func (ds *devState) newSchedLog(entries []schedEntry) []gpu.VGPUSchedulerLogEntry {
+	var out []gpu.VGPUSchedulerLogEntry
+	last := ds.schedLastTS
+	for _, e := range entries {
+		if e.ts <= ds.schedLastTS {
+			continue
+		}
+		last = max(last, e.ts)
+		out = append(out, gpu.VGPUSchedulerLogEntry{
+			Timestamp:        time.Unix(0, clampInt64(e.ts)),
+			RunTime:          time.Duration(clampInt64(e.run)),
+			TargetTimeSlice:  time.Duration(clampInt64(e.target)),
+			CumulativePreemp: time.Duration(clampInt64(e.preempt)),
+			Weight:           e.weight,
+		})
+	}
+	ds.schedLastTS = last
+	return out
 }
 
 func clampInt64(v uint64) int64 {
