@@ -121,8 +121,9 @@ var (
 	memClockKnob = clockKnob{
 		what: "memory", clock: nvml.CLOCK_MEM, setSym: symSetMemLocked, resetSym: symResetMemLocked,
 		setCall: "nvmlDeviceSetMemoryLockedClocks", resetCall: "nvmlDeviceResetMemoryLockedClocks",
-		set:   func(h nvml.Device, lo, hi uint32) nvml.Return { return h.SetMemoryLockedClocks(lo, hi) },
-		reset: func(h nvml.Device) nvml.Return { return h.ResetMemoryLockedClocks() },
+		set:      func(h nvml.Device, lo, hi uint32) nvml.Return { return h.SetMemoryLockedClocks(lo, hi) },
+		reset:    func(h nvml.Device) nvml.Return { return h.ResetMemoryLockedClocks() },
+		checkMax: true,
 	}
 )
 

@@ -94,6 +94,13 @@ func TestLockClocks(t *testing.T) {
 	if err := b.LockMemoryClocks(ctx, uuid, gpu.ClockLock{MinMHz: 2619, MaxMHz: 2619}); err != nil {
 		t.Fatal(err)
 	}
+	err := b.LockMemoryClocks(ctx, uuid, gpu.ClockLock{MinMHz: 2619, MaxMHz: 3200})
+	if err == nil || !strings.Contains(err.Error(), "memory clock 3200 MHz above the GPU's maximum 2619 MHz") {
+		t.Errorf("memory clock above the maximum: %v", err)
+	}
+	if n := len(d.SetMemoryLockedClocksCalls()); n != 1 {
+		t.Errorf("SetMemoryLockedClocks called %d times, want 1", n)
+	}
 	if err := b.LockMemoryClocks(ctx, uuid, gpu.ClockLock{}); err != nil || len(d.ResetMemoryLockedClocksCalls()) != 1 {
 		t.Fatalf("memory clock reset: %v", err)
 	}

@@ -242,6 +242,9 @@ func (f *fixture) wireDevice(i int, d *server.Device) {
 		return 1980, nvml.SUCCESS
 	}
 	d.GetMaxClockInfoFunc = func(c nvml.ClockType) (uint32, nvml.Return) {
+		if c == nvml.CLOCK_MEM {
+			return 2619, f.inject(i, "GetMaxClockInfo")
+		}
 		return 1980, f.inject(i, "GetMaxClockInfo")
 	}
 	d.GetPowerUsageFunc = func() (uint32, nvml.Return) {
