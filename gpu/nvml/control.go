@@ -295,9 +295,15 @@ func (b *Backend) SetVGPUScheduler(ctx context.Context, uuid string, s gpu.VGPUS
 	if s.TimeSlice < 0 || uint64(s.TimeSlice) > math.MaxUint32 {
 		return fmt.Errorf("GPU %s: time slice %v out of range", uuid, s.TimeSlice)
 	}
-	// The v2 call carries ARR's average factor and frequency; a time slice
-	// is only settable through the v1 call.
-	if b.has(symSetSchedStateV2) && (s.ARREnabled || s.TimeSlice == 0) {
+	// The v2 call carries ARR's average factor and frequency but neither a
+	// time slice nor an ARR switch: a time slice, and best-effort with ARR
+	// off, go through the v1 call (whose zero time slice is the default).
+	needV1 := s.TimeSlice != 0 || (policy == nvml.VGPU_SCHEDULER_POLICY_BEST_EFFORT && !s.ARREnabled)
+	if needV1 && !b.has(symSetSchedState) {
+		return errNotSupportedf("GPU %s: driver lacks %s, needed to set a time slice or best-effort without adaptive round robin",
+			uuid, symSetSchedState)
+	}
+	if b.has(symSetSchedStateV2) && !needV1 {
 		st := &nvml.VgpuSchedulerState_v2{
 			EngineId:        nvml.VGPU_SCHEDULER_ENGINE_TYPE_GRAPHICS,
 			SchedulerPolicy: policy,
@@ -308,9 +314,6 @@ func (b *Backend) SetVGPUScheduler(ctx context.Context, uuid string, s gpu.VGPUS
 			return err
 		}
 	} else {
-		if !b.has(symSetSchedState) {
-			return errNotSupportedf("driver lacks %s (needed to set a time slice)", symSetSchedState)
-		}
 		st := &nvml.VgpuSchedulerSetState{SchedulerPolicy: policy, EnableARRMode: nvml.VGPU_SCHEDULER_ARR_DISABLE}
 		if s.ARREnabled {
 			st.EnableARRMode = nvml.VGPU_SCHEDULER_ARR_ENABLE

@@ -290,13 +290,16 @@ func TestSetVGPUScheduler(t *testing.T) {
 	}{
 		{"equal share with slice", u0, nil, gpu.VGPUSchedulerSetting{Policy: "equal-share", TimeSlice: 2 * time.Millisecond}, nil, "", 1, 0},
 		{"best effort ARR", u0, nil, gpu.VGPUSchedulerSetting{Policy: "best-effort", ARREnabled: true, AvgFactor: 30, Frequency: 480}, nil, "", 1, 1},
-		{"VMs running", u0, []nvml.VgpuInstance{newTestVgpu(1, "vm", "t")}, gpu.VGPUSchedulerSetting{Policy: "fixed-share"}, gpu.ErrBusy, "VMs are running", 1, 1},
-		{"MIG on", f.devs[3].UUID, nil, gpu.VGPUSchedulerSetting{Policy: "fixed-share"}, gpu.ErrBusy, "MIG", 1, 1},
-		{"slice out of range", u0, nil, gpu.VGPUSchedulerSetting{Policy: "fixed-share", TimeSlice: time.Second}, nil, "outside", 1, 1},
-		{"ARR frequency out of range", u0, nil, gpu.VGPUSchedulerSetting{Policy: "best-effort", ARREnabled: true, Frequency: 5000}, nil, "frequency", 1, 1},
-		{"ARR on fixed share", u0, nil, gpu.VGPUSchedulerSetting{Policy: "fixed-share", ARREnabled: true}, nil, "best-effort policy only", 1, 1},
-		{"unknown policy", u0, nil, gpu.VGPUSchedulerSetting{Policy: "fair"}, nil, "unknown vGPU scheduler policy", 1, 1},
-		{"not a vGPU host", f.devs[1].UUID, nil, gpu.VGPUSchedulerSetting{Policy: "fixed-share"}, gpu.ErrNotSupported, "not a vGPU host", 1, 1},
+		{"fixed share default slice", u0, nil, gpu.VGPUSchedulerSetting{Policy: "fixed-share"}, nil, "", 1, 2},
+		// v2 has no ARR switch: ARR off goes through v1.
+		{"best effort without ARR", u0, nil, gpu.VGPUSchedulerSetting{Policy: "best-effort"}, nil, "", 2, 2},
+		{"VMs running", u0, []nvml.VgpuInstance{newTestVgpu(1, "vm", "t")}, gpu.VGPUSchedulerSetting{Policy: "fixed-share"}, gpu.ErrBusy, "VMs are running", 2, 2},
+		{"MIG on", f.devs[3].UUID, nil, gpu.VGPUSchedulerSetting{Policy: "fixed-share"}, gpu.ErrBusy, "MIG", 2, 2},
+		{"slice out of range", u0, nil, gpu.VGPUSchedulerSetting{Policy: "fixed-share", TimeSlice: time.Second}, nil, "outside", 2, 2},
+		{"ARR frequency out of range", u0, nil, gpu.VGPUSchedulerSetting{Policy: "best-effort", ARREnabled: true, Frequency: 5000}, nil, "frequency", 2, 2},
+		{"ARR on fixed share", u0, nil, gpu.VGPUSchedulerSetting{Policy: "fixed-share", ARREnabled: true}, nil, "best-effort policy only", 2, 2},
+		{"unknown policy", u0, nil, gpu.VGPUSchedulerSetting{Policy: "fair"}, nil, "unknown vGPU scheduler policy", 2, 2},
+		{"not a vGPU host", f.devs[1].UUID, nil, gpu.VGPUSchedulerSetting{Policy: "fixed-share"}, gpu.ErrNotSupported, "not a vGPU host", 2, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			vms = tc.vms
@@ -462,5 +465,31 @@ func TestVGPUSchedulerV1Only(t *testing.T) {
 		binary.LittleEndian.Uint32(c[0].VgpuSchedulerSetState.SchedulerParams[0:4]) != 20 ||
 		binary.LittleEndian.Uint32(c[0].VgpuSchedulerSetState.SchedulerParams[4:8]) != 100 {
 		t.Errorf("v1 set calls %+v", c)
+	}
+}
+
+// A driver with only the v2 set call cannot set a time slice or turn ARR off.
+func TestVGPUSchedulerV2Only(t *testing.T) {
+	f := newFixture(t, dgxh100.New())
+	vms := []nvml.VgpuInstance{}
+	vgpuHost(f, 0, &vms)
+	f.setMissing(symSetSchedState)
+	d := f.devs[0]
+	d.SetVgpuSchedulerStateFunc = nil
+	b := f.backend()
+	ctx := context.Background()
+	for _, s := range []gpu.VGPUSchedulerSetting{
+		{Policy: "best-effort"},
+		{Policy: "equal-share", TimeSlice: 2 * time.Millisecond},
+	} {
+		if err := b.SetVGPUScheduler(ctx, d.UUID, s); !errors.Is(err, gpu.ErrNotSupported) {
+			t.Errorf("%+v: err = %v, want ErrNotSupported", s, err)
+		}
+	}
+	if err := b.SetVGPUScheduler(ctx, d.UUID, gpu.VGPUSchedulerSetting{Policy: "equal-share"}); err != nil {
+		t.Errorf("equal share through v2: %v", err)
+	}
+	if n := len(d.SetVgpuSchedulerState_v2Calls()); n != 1 {
+		t.Errorf("v2 set calls %d, want 1", n)
 	}
 }
