@@ -5,6 +5,8 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -13,53 +15,26 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
-// Two scrapes of a vLLM server's /metrics (text format, two models).
-const (
-	vllmScrape1 = `# TYPE vllm:e2e_request_latency_seconds histogram
-vllm:e2e_request_latency_seconds_bucket{le="0.1",model_name="llama"} 100
-vllm:e2e_request_latency_seconds_bucket{le="0.25",model_name="llama"} 300
-vllm:e2e_request_latency_seconds_bucket{le="0.5",model_name="llama"} 380
-vllm:e2e_request_latency_seconds_bucket{le="1.0",model_name="llama"} 395
-vllm:e2e_request_latency_seconds_bucket{le="+Inf",model_name="llama"} 400
-vllm:e2e_request_latency_seconds_count{model_name="llama"} 400
-vllm:e2e_request_latency_seconds_sum{model_name="llama"} 80
-vllm:e2e_request_latency_seconds_bucket{le="0.1",model_name="other"} 7
-vllm:e2e_request_latency_seconds_bucket{le="0.25",model_name="other"} 9
-vllm:e2e_request_latency_seconds_bucket{le="0.5",model_name="other"} 9
-vllm:e2e_request_latency_seconds_bucket{le="1.0",model_name="other"} 9
-vllm:e2e_request_latency_seconds_bucket{le="+Inf",model_name="other"} 9
-vllm:e2e_request_latency_seconds_count{model_name="other"} 9
-vllm:e2e_request_latency_seconds_sum{model_name="other"} 1
-`
-	vllmScrape2 = `# TYPE vllm:e2e_request_latency_seconds histogram
-vllm:e2e_request_latency_seconds_bucket{le="0.1",model_name="llama"} 150
-vllm:e2e_request_latency_seconds_bucket{le="0.25",model_name="llama"} 500
-vllm:e2e_request_latency_seconds_bucket{le="0.5",model_name="llama"} 640
-vllm:e2e_request_latency_seconds_bucket{le="1.0",model_name="llama"} 694
-vllm:e2e_request_latency_seconds_bucket{le="+Inf",model_name="llama"} 700
-vllm:e2e_request_latency_seconds_count{model_name="llama"} 700
-vllm:e2e_request_latency_seconds_sum{model_name="llama"} 150
-vllm:e2e_request_latency_seconds_bucket{le="0.1",model_name="other"} 70
-vllm:e2e_request_latency_seconds_bucket{le="0.25",model_name="other"} 90
-vllm:e2e_request_latency_seconds_bucket{le="0.5",model_name="other"} 90
-vllm:e2e_request_latency_seconds_bucket{le="1.0",model_name="other"} 90
-vllm:e2e_request_latency_seconds_bucket{le="+Inf",model_name="other"} 90
-vllm:e2e_request_latency_seconds_count{model_name="other"} 90
-vllm:e2e_request_latency_seconds_sum{model_name="other"} 10
-`
-)
-
 // TestVLLMSourceServed: a tenant whose latency source is a vLLM server
 // (over HTTP) is served with window quantiles and good/total counters equal
 // to a hand computation.
 func TestVLLMSourceServed(t *testing.T) {
+	// Two scrapes of a vLLM server's /metrics (text format, two models),
+	// the fixtures of the tenant package's own tests.
+	read := func(name string) []byte {
+		b, err := os.ReadFile(filepath.Join("..", "tenant", "testdata", "latency", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
 	var mu sync.Mutex
-	body := vllmScrape1
+	body := read("vllm-1.txt")
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		mu.Lock()
 		defer mu.Unlock()
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		_, _ = w.Write([]byte(body))
+		_, _ = w.Write(body)
 	}))
 	defer srv.Close()
 	cfg, err := tenant.ParseConfig("t.yaml", []byte(`tenants:
@@ -83,7 +58,7 @@ func TestVLLMSourceServed(t *testing.T) {
 	ctx := context.Background()
 	b.Refresh(ctx) // the baseline
 	mu.Lock()
-	body = vllmScrape2
+	body = read("vllm-2.txt")
 	mu.Unlock()
 	clock.Advance(15 * time.Second)
 	b.Refresh(ctx)
