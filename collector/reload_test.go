@@ -55,14 +55,7 @@ func TestBrokenReloadChangesOnlyReloadStatus(t *testing.T) {
     class: batch
     selectors: [{uid: 1002}]
 `
-	const broken = `tenants:
-  - name: chat
-    class: latency
-    selectors: [{executable: vllm}]
-  - name: train
-    clas: batch
-    selectors: [{uid: 1002}]
-`
+	broken := strings.Replace(good, "    class: batch", "    clas: batch", 1) // line 6
 	file := filepath.Join(t.TempDir(), "tenants.yaml")
 	if err := os.WriteFile(file, []byte(good), 0o644); err != nil {
 		t.Fatal(err)
