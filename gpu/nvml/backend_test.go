@@ -842,3 +842,19 @@ func TestMIGInstanceRecreatedUnderSameID(t *testing.T) {
 		t.Errorf("GPM samples leaked: %d allocated, %d freed", f.alloced, f.freed)
 	}
 }
+
+// Through the v1 call (older drivers) the whole-GPU list of a MIG GPU does
+// not say the instances: the MIG devices' lists place the processes.
+func TestMIGProcessesWithoutInstanceIDs(t *testing.T) {
+	f := newFixture(t, dgxh200.New())
+	f.enableMIG(0, nvml.GPU_INSTANCE_PROFILE_3_SLICE, nvml.GPU_INSTANCE_PROFILE_4_SLICE)
+	f.setProcs(0, []nvml.ProcessInfo{{Pid: 78, UsedGpuMemory: 5 << 30, GpuInstanceId: noInstance, ComputeInstanceId: noInstance}}, nil)
+	f.mu.Lock()
+	f.migProcs[[2]int{0, 1}] = []nvml.ProcessInfo{{Pid: 78, UsedGpuMemory: 5 << 30, GpuInstanceId: noInstance, ComputeInstanceId: noInstance}}
+	f.mu.Unlock()
+	b := f.backend()
+	d := sample(t, b).Devices[0]
+	if len(d.Processes) != 1 || d.Processes[0].PID != 78 || d.Processes[0].GPUInstanceID != 1 {
+		t.Errorf("processes %+v, want PID 78 in GPU instance 1", d.Processes)
+	}
+}

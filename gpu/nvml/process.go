@@ -42,11 +42,12 @@ func (rd *devReader) readProcesses(d *gpu.Device) {
 	}
 	list, r := h.GetComputeRunningProcesses()
 	switch {
-	case rd.ok("nvmlDeviceGetComputeRunningProcesses", r):
+	case rd.ok("nvmlDeviceGetComputeRunningProcesses", r) && !(d.MIGEnabled && unplaced(list)):
 		add(list, gpu.ProcessCompute)
 	case rd.fatal == nil && d.MIGEnabled:
-		// In MIG mode the whole-GPU list needs privileges; the list of
-		// each MIG device does not.
+		// In MIG mode the whole-GPU list needs privileges, and through
+		// the v1 call (older drivers) it does not say the instances;
+		// the list of each MIG device has neither problem.
 		rd.readMIGProcesses(add)
 	}
 	if rd.fatal != nil {
@@ -133,6 +134,16 @@ func processUtilization(h nvml.Device, lastSeen uint64) (samples []nvml.ProcessU
 		}
 	}()
 	return h.GetProcessUtilization(lastSeen)
+}
+
+// unplaced says whether a process of the list has no GPU instance.
+func unplaced(list []nvml.ProcessInfo) bool {
+	for _, p := range list {
+		if p.GpuInstanceId == noInstance {
+			return true
+		}
+	}
+	return false
 }
 
 // readMIGProcesses lists the compute processes of each MIG device, placing
