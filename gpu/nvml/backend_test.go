@@ -268,11 +268,11 @@ func TestGPULostBackoffAndRecovery(t *testing.T) {
 	if rd.Devices[6].Up {
 		t.Fatal("lost GPU reported up")
 	}
-	calls := len(f.devs[6].GetMemoryInfoCalls())
+	calls := len(f.devs[6].GetMemoryInfo_v2Calls())
 	// Within the first back-off the GPU is not touched.
 	f.clock.Advance(backoffBase / 2)
 	rd = sample(t, b)
-	if rd.Devices[6].Up || len(f.devs[6].GetMemoryInfoCalls()) != calls {
+	if rd.Devices[6].Up || len(f.devs[6].GetMemoryInfo_v2Calls()) != calls {
 		t.Fatalf("lost GPU retried before its back-off")
 	}
 	if rd.Devices[6].Err == "" {
@@ -328,7 +328,7 @@ func TestMissingSymbols(t *testing.T) {
 	f.setProcs(0, []nvml.ProcessInfo{{Pid: 9, UsedGpuMemory: 1, GpuInstanceId: noInstance, ComputeInstanceId: noInstance}},
 		[]nvml.ProcessInfo{{Pid: 10, UsedGpuMemory: 1, GpuInstanceId: noInstance, ComputeInstanceId: noInstance}})
 	f.setMissing(symGpmSupport, symGpmSampleGet, symGpmMigSampleGet, symClocksEventReasons, symEnergy,
-		symMPSProcesses, symProcessUtil, symVirtMode, symEventSetCreate, symProcessName)
+		symMPSProcesses, symProcessUtil, symVirtMode, symEventSetCreate, symProcessName, symMemoryInfoV2)
 	// Unwire what must not be called: the mock panics if it is.
 	for _, d := range f.devs {
 		d.GpmQueryDeviceSupportFunc = nil
@@ -340,6 +340,7 @@ func TestMissingSymbols(t *testing.T) {
 		d.GetProcessUtilizationFunc = nil
 		d.GetVirtualizationModeFunc = nil
 		d.RegisterEventsFunc = nil
+		d.GetMemoryInfo_v2Func = nil
 	}
 	f.srv.GpmSampleAllocFunc = nil
 	f.srv.EventSetCreateFunc = nil
@@ -358,6 +359,10 @@ func TestMissingSymbols(t *testing.T) {
 		// falls back to the older throttle-reasons call
 		if d.ThrottleReason != 0x4 {
 			t.Errorf("GPU %d: throttle reasons %x", i, d.ThrottleReason)
+		}
+		// and to the v1 memory call, whose use includes the reserved memory
+		if d.MemoryUsedBytes != uint64(i+1)<<30+fixtureReserved || d.MemoryTotalBytes == 0 {
+			t.Errorf("GPU %d: memory %d/%d", i, d.MemoryUsedBytes, d.MemoryTotalBytes)
 		}
 	}
 	p := rd.Devices[0].Processes
@@ -856,5 +861,22 @@ func TestMIGProcessesWithoutInstanceIDs(t *testing.T) {
 	d := sample(t, b).Devices[0]
 	if len(d.Processes) != 1 || d.Processes[0].PID != 78 || d.Processes[0].GPUInstanceID != 1 {
 		t.Errorf("processes %+v, want PID 78 in GPU instance 1", d.Processes)
+	}
+}
+
+func TestMemoryInfoV2Fallback(t *testing.T) {
+	for _, ret := range []nvml.Return{nvml.ERROR_NOT_SUPPORTED, nvml.ERROR_ARGUMENT_VERSION_MISMATCH, nvml.ERROR_FUNCTION_NOT_FOUND} {
+		t.Run(returnName(ret), func(t *testing.T) {
+			f := newFixture(t, dgxh100.New())
+			f.fail(2, "GetMemoryInfo_v2", ret)
+			b := f.backend()
+			d := sample(t, b).Devices[2]
+			if !d.Up || d.MemoryUsedBytes != 3<<30+fixtureReserved {
+				t.Errorf("up %v used %d, want the v1 figure", d.Up, d.MemoryUsedBytes)
+			}
+			if n := f.logs.count("GetMemoryInfo"); n != 0 {
+				t.Errorf("%d log lines for a reading that the v1 call gave:\n%s", n, f.logs.String())
+			}
+		})
 	}
 }

@@ -62,9 +62,7 @@ func (rd *devReader) read(d *gpu.Device, now time.Time) {
 	h := rd.ds.handle
 	b := rd.b
 
-	if mem, r := h.GetMemoryInfo(); rd.ok("nvmlDeviceGetMemoryInfo", r) {
-		d.MemoryTotalBytes, d.MemoryUsedBytes = mem.Total, mem.Used
-	}
+	d.MemoryTotalBytes, d.MemoryUsedBytes, _ = rd.memoryInfo(h, "")
 	for _, k := range knownGPUs {
 		if strings.HasPrefix(d.Name, k.prefix) {
 			d.SMCount, d.MemoryBandwidthBytesPS = k.sms, k.bandwidth
@@ -150,6 +148,29 @@ func (rd *devReader) read(d *gpu.Device, now time.Time) {
 	rd.readProcesses(d)
 	rd.readVGPU(d, now)
 	d.Mode = sharingMode(d)
+}
+
+// memoryInfo reads the memory size and use of a GPU or MIG device (what
+// names it in call names: "" or "(MIG)"). The v2 call (R510+) reports use
+// without the memory the driver and firmware reserve, as nvidia-smi does;
+// v1's use includes it. v1 is the fallback.
+func (rd *devReader) memoryInfo(h nvml.Device, what string) (total, used uint64, ok bool) {
+	if rd.b.has(symMemoryInfoV2) {
+		mem, r := h.GetMemoryInfo_v2()
+		if r == nvml.SUCCESS {
+			return mem.Total, mem.Used, true
+		}
+		if classify(r) == outcomeFatal {
+			rd.ok("nvmlDeviceGetMemoryInfo_v2"+what, r)
+			return 0, 0, false
+		}
+		// Not supported in this form (e.g. a version mismatch): try v1.
+	}
+	mem, r := h.GetMemoryInfo()
+	if !rd.ok("nvmlDeviceGetMemoryInfo"+what, r) {
+		return 0, 0, false
+	}
+	return mem.Total, mem.Used, true
 }
 
 func computeModeName(m nvml.ComputeMode) string {

@@ -80,6 +80,9 @@ func (s *syncBuffer) count(subs ...string) int {
 	return n
 }
 
+// fixtureReserved is the memory the fake driver reserves per GPU.
+const fixtureReserved = 512 << 20
+
 var t0 = time.Date(2026, 10, 1, 12, 0, 0, 0, time.UTC)
 
 func newFixture(t testing.TB, srv *server.Server) *fixture {
@@ -225,12 +228,25 @@ func (f *fixture) wireDevice(i int, d *server.Device) {
 		}
 		return p, nvml.SUCCESS
 	}
+	// v1 counts the reserved memory as used, v2 does not.
 	d.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) {
 		if r := f.inject(i, "GetMemoryInfo"); r != nvml.SUCCESS {
 			return nvml.Memory{}, r
 		}
 		total := d.Config.MemoryMB << 20
-		return nvml.Memory{Total: total, Used: uint64(i+1) << 30, Free: total - uint64(i+1)<<30}, nvml.SUCCESS
+		used := uint64(i+1)<<30 + fixtureReserved
+		return nvml.Memory{Total: total, Used: used, Free: total - used}, nvml.SUCCESS
+	}
+	d.GetMemoryInfo_v2Func = func() (nvml.Memory_v2, nvml.Return) {
+		if r := f.inject(i, "GetMemoryInfo"); r != nvml.SUCCESS {
+			return nvml.Memory_v2{}, r
+		}
+		if r := f.inject(i, "GetMemoryInfo_v2"); r != nvml.SUCCESS {
+			return nvml.Memory_v2{}, r
+		}
+		total := d.Config.MemoryMB << 20
+		used := uint64(i+1) << 30
+		return nvml.Memory_v2{Total: total, Reserved: fixtureReserved, Used: used, Free: total - used - fixtureReserved}, nvml.SUCCESS
 	}
 	d.GetClockInfoFunc = func(c nvml.ClockType) (uint32, nvml.Return) {
 		if r := f.inject(i, "GetClockInfo"); r != nvml.SUCCESS {
@@ -402,7 +418,10 @@ func (f *fixture) migDevice(parent int, d *server.Device, gi *server.GpuInstance
 	m.GetGpuInstanceIdFunc = func() (int, nvml.Return) { return int(gi.Info.Id), nvml.SUCCESS }
 	m.GetComputeInstanceIdFunc = func() (int, nvml.Return) { return 0, nvml.SUCCESS }
 	m.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) {
-		return nvml.Memory{Total: prof.MemorySizeMB << 20, Used: 1 << 30}, f.inject(parent, "MIG.GetMemoryInfo")
+		return nvml.Memory{Total: prof.MemorySizeMB << 20, Used: 1<<30 + fixtureReserved}, f.inject(parent, "MIG.GetMemoryInfo")
+	}
+	m.GetMemoryInfo_v2Func = func() (nvml.Memory_v2, nvml.Return) {
+		return nvml.Memory_v2{Total: prof.MemorySizeMB << 20, Reserved: fixtureReserved, Used: 1 << 30}, f.inject(parent, "MIG.GetMemoryInfo")
 	}
 	m.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
 		f.mu.Lock()

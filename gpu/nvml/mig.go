@@ -54,9 +54,7 @@ func (rd *devReader) readMIG(d *gpu.Device) {
 		if ci, r := m.GetComputeInstanceId(); rd.ok("nvmlDeviceGetComputeInstanceId", r) {
 			inst.ComputeInstanceID = ci
 		}
-		if mem, r := m.GetMemoryInfo(); rd.ok("nvmlDeviceGetMemoryInfo(MIG)", r) {
-			inst.MemoryTotalBytes, inst.MemoryUsedBytes = mem.Total, mem.Used
-		}
+		inst.MemoryTotalBytes, inst.MemoryUsedBytes, _ = rd.memoryInfo(m, "(MIG)")
 		var attrs *nvml.DeviceAttributes
 		if b.has(symAttributes) || b.has(symAttributesV1) {
 			if a, r := m.GetAttributes(); rd.ok("nvmlDeviceGetAttributes", r) {

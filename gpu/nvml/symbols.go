@@ -49,6 +49,7 @@ const (
 	symEventSetWait        = "nvmlEventSetWait_v2"
 	symEventSetWaitV1      = "nvmlEventSetWait"
 	symComputeInstanceInfo = "nvmlGpuInstanceGetComputeInstances"
+	symMemoryInfoV2        = "nvmlDeviceGetMemoryInfo_v2" // R510, used without reserved memory
 )
 
 var allSymbols = []string{
@@ -59,7 +60,7 @@ var allSymbols = []string{
 	symVgpuUtil, symVgpuProcUtil, symSchedCaps, symSchedState, symSchedStateV2, symSchedLogV2,
 	symSchedLog, symSetSchedState, symSetSchedStateV2, symSetGpuLocked, symResetGpuLocked,
 	symSetMemLocked, symResetMemLocked, symPowerDefault, symPowerConstraints, symEventSetCreate,
-	symRegisterEvents, symEventSetWait, symEventSetWaitV1, symComputeInstanceInfo,
+	symRegisterEvents, symEventSetWait, symEventSetWaitV1, symComputeInstanceInfo, symMemoryInfoV2,
 }
 
 // lookupSymbols records which of allSymbols the loaded driver has.
