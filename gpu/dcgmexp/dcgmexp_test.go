@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -133,6 +134,11 @@ func FuzzParse(f *testing.F) {
 					t.Fatalf("ratio out of range: %v", *p)
 				}
 			}
+			for _, p := range []*float64{v.SMClockHz, v.MemClockHz, v.PowerWatts, v.TemperatureC, v.EnergyJoules, v.FBUsedBytes, v.FBFreeBytes} {
+				if p != nil && (*p < 0 || math.IsNaN(*p) || math.IsInf(*p, 0)) {
+					t.Fatalf("unusable value kept: %v", *p)
+				}
+			}
 		}
 	})
 }
@@ -161,6 +167,10 @@ func innerReadings() *gpu.Readings {
 			{GPUInstanceID: 1, Profile: "3g.71gb"}, {GPUInstanceID: 2, Profile: "4g.71gb", MemoryTotalBytes: 71 << 30}}},
 		// D: down: untouched
 		{Index: 3, UUID: "GPU-dead", Up: false, Err: "lost"},
+		// A in MIG mode with an instance whose ID NVML did not give: it
+		// must not take the whole GPU's series.
+		{Index: 4, UUID: uuidA, Up: true, MIGEnabled: true, Activity: gpu.Activity{SMActive: gpu.Float(0.1), Source: "gpm"},
+			MIG: []gpu.MIGInstance{{GPUInstanceID: -1}}},
 	}}
 }
 
@@ -224,6 +234,9 @@ func TestSourceMerges(t *testing.T) {
 	}
 	if d := rd.Devices[3]; d.Up || d.Activity.Source != "" {
 		t.Errorf("down GPU changed")
+	}
+	if m := rd.Devices[4].MIG[0]; m.Activity.Source != "" || m.MemoryTotalBytes != 0 {
+		t.Errorf("MIG instance without an ID took the whole GPU's series: %+v", m)
 	}
 	// The inner readings are not modified.
 	in := inner.rd

@@ -213,6 +213,9 @@ func Merge(rd *gpu.Readings, f Fields, backend string) *gpu.Readings {
 		d.MIG = append([]gpu.MIGInstance(nil), d.MIG...)
 		for j := range d.MIG {
 			m := &d.MIG[j]
+			if m.GPUInstanceID < 0 {
+				continue // unknown instance: Key{GI: -1} is the whole GPU
+			}
 			v := f[Key{UUID: d.UUID, GI: m.GPUInstanceID}]
 			if v == nil {
 				continue
