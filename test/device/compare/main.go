@@ -1,7 +1,8 @@
 // Command compare checks a vgpu_exporter /metrics page against nvidia-smi's
 // XML report (`nvidia-smi -q -x`) taken at about the same time on the same
-// host: GPU count, UUIDs, memory size, SM clock and GPU utilization, each
-// within a stated tolerance. It prints a table and PASS or FAIL, and exits
+// host: GPU count, UUIDs, memory size, SM clock, GPU utilization, power
+// draw and limit, temperature, MIG and persistence mode, each within a stated
+// tolerance. It prints a table and PASS or FAIL, and exits
 // 0 on PASS, 1 on FAIL and 2 when an input cannot be read.
 //
 //	compare --metrics metrics.txt --smi nvidia-smi.xml
@@ -35,10 +36,19 @@ type Tolerances struct {
 	// UtilAbs is the allowed absolute difference of the utilization ratio
 	// (0-1): both are averages over slightly different windows.
 	UtilAbs float64
+	// PowerRel and PowerAbsW bound the power draw difference (the larger
+	// of the two applies): the draw moves under load between the reads.
+	PowerRel  float64
+	PowerAbsW float64
+	// PowerLimitW is the allowed difference of the power limit, a setting.
+	PowerLimitW float64
+	// TemperatureC is the allowed temperature difference in °C.
+	TemperatureC float64
 }
 
 // DefaultTolerances are used unless flags say otherwise.
-var DefaultTolerances = Tolerances{MemoryMiB: 1, SMClockRel: 0.15, UtilAbs: 0.25}
+var DefaultTolerances = Tolerances{MemoryMiB: 1, SMClockRel: 0.15, UtilAbs: 0.25,
+	PowerRel: 0.25, PowerAbsW: 30, PowerLimitW: 1, TemperatureC: 5}
 
 // SMIGPU is what the comparison reads of one GPU in nvidia-smi's report.
 type SMIGPU struct {
@@ -50,6 +60,33 @@ type SMIGPU struct {
 	GPUUtil    string `xml:"utilization>gpu_util"`
 	SMClock    string `xml:"clocks>sm_clock"`
 	CurrentMIG string `xml:"mig_mode>current_mig"`
+	// Persistence is "Enabled" or "Disabled".
+	Persistence string `xml:"persistence_mode"`
+	Temperature string `xml:"temperature>gpu_temp"`
+	// Power: R535 and later report under gpu_power_readings (the draw
+	// also as average_ and instant_power_draw in newer drivers), older
+	// drivers under power_readings.
+	PowerDraw        string `xml:"gpu_power_readings>power_draw"`
+	PowerDrawAverage string `xml:"gpu_power_readings>average_power_draw"`
+	PowerLimit       string `xml:"gpu_power_readings>current_power_limit"`
+	OldPowerDraw     string `xml:"power_readings>power_draw"`
+	OldPowerLimit    string `xml:"power_readings>enforced_power_limit"`
+}
+
+// power returns the power draw and limit texts of whichever layout the
+// report has.
+func (g SMIGPU) power() (draw, limit string) {
+	draw, limit = g.PowerDraw, g.PowerLimit
+	if _, ok := smiNumber(draw); !ok && g.PowerDrawAverage != "" {
+		draw = g.PowerDrawAverage
+	}
+	if draw == "" {
+		draw = g.OldPowerDraw
+	}
+	if limit == "" {
+		limit = g.OldPowerLimit
+	}
+	return draw, limit
 }
 
 // SMIReport is nvidia-smi's XML report.
@@ -93,7 +130,10 @@ type ExporterGPU struct {
 	Index                                   string
 	UUID                                    string
 	Name                                    string
+	Mode                                    string // vgpu_gpu_info's mode label
 	MemTotal, MemUsed, SMClock, Utilization *float64
+	Power, PowerLimit, Temperature          *float64
+	Persistence                             *float64 // 0/1
 }
 
 // ParseMetrics reads the exporter's /metrics page: vgpu_gpu_info and the
@@ -106,7 +146,7 @@ func ParseMetrics(r io.Reader) (map[string]*ExporterGPU, error) {
 	}
 	out := map[string]*ExporterGPU{}
 	get := func(m *dto.Metric) *ExporterGPU {
-		var uuid, idx, name string
+		var uuid, idx, name, mode string
 		for _, l := range m.GetLabel() {
 			switch l.GetName() {
 			case "uuid":
@@ -115,6 +155,8 @@ func ParseMetrics(r io.Reader) (map[string]*ExporterGPU, error) {
 				idx = l.GetValue()
 			case "name":
 				name = l.GetValue()
+			case "mode":
+				mode = l.GetValue()
 			}
 		}
 		if uuid == "" {
@@ -131,6 +173,9 @@ func ParseMetrics(r io.Reader) (map[string]*ExporterGPU, error) {
 		if name != "" {
 			g.Name = name
 		}
+		if mode != "" {
+			g.Mode = mode
+		}
 		return g
 	}
 	info, ok := mfs["vgpu_gpu_info"]
@@ -141,10 +186,14 @@ func ParseMetrics(r io.Reader) (map[string]*ExporterGPU, error) {
 		get(m)
 	}
 	for name, set := range map[string]func(g *ExporterGPU, v float64){
-		"vgpu_gpu_memory_total_bytes": func(g *ExporterGPU, v float64) { g.MemTotal = &v },
-		"vgpu_gpu_memory_used_bytes":  func(g *ExporterGPU, v float64) { g.MemUsed = &v },
-		"vgpu_gpu_sm_clock_hertz":     func(g *ExporterGPU, v float64) { g.SMClock = &v },
-		"vgpu_gpu_utilization_ratio":  func(g *ExporterGPU, v float64) { g.Utilization = &v },
+		"vgpu_gpu_memory_total_bytes":  func(g *ExporterGPU, v float64) { g.MemTotal = &v },
+		"vgpu_gpu_memory_used_bytes":   func(g *ExporterGPU, v float64) { g.MemUsed = &v },
+		"vgpu_gpu_sm_clock_hertz":      func(g *ExporterGPU, v float64) { g.SMClock = &v },
+		"vgpu_gpu_utilization_ratio":   func(g *ExporterGPU, v float64) { g.Utilization = &v },
+		"vgpu_gpu_power_watts":         func(g *ExporterGPU, v float64) { g.Power = &v },
+		"vgpu_gpu_power_limit_watts":   func(g *ExporterGPU, v float64) { g.PowerLimit = &v },
+		"vgpu_gpu_temperature_celsius": func(g *ExporterGPU, v float64) { g.Temperature = &v },
+		"vgpu_gpu_persistence_mode":    func(g *ExporterGPU, v float64) { g.Persistence = &v },
 	} {
 		for _, m := range mfs[name].GetMetric() {
 			g := get(m)
@@ -213,20 +262,35 @@ func Compare(smi *SMIReport, exp map[string]*ExporterGPU, tol Tolerances) []Row 
 		}
 		// Utilization; nvidia-smi prints N/A in MIG mode and the exporter
 		// then leaves the series out: both absent passes.
-		want, ok := smiNumber(s.GPUUtil)
-		row := Row{GPU: label, Check: "utilization", Tolerance: fmt.Sprintf("±%.2f", tol.UtilAbs)}
-		switch {
-		case ok && g.Utilization != nil:
-			row.SMI, row.Exporter = fmt.Sprintf("%.2f", want/100), fmt.Sprintf("%.2f", *g.Utilization)
-			row.Pass = math.Abs(*g.Utilization-want/100) <= tol.UtilAbs
-		case !ok && g.Utilization == nil:
-			row.SMI, row.Exporter, row.Pass = "N/A", "absent", true
-		case ok:
-			row.SMI, row.Exporter = fmt.Sprintf("%.2f", want/100), "missing"
-		default:
-			row.SMI, row.Exporter = "N/A", fmt.Sprintf("%.2f", *g.Utilization)
+		rows = append(rows, numericRow(label, "utilization", s.GPUUtil, g.Utilization, 0.01,
+			fmt.Sprintf("±%.2f", tol.UtilAbs), "%.2f",
+			func(got, want float64) bool { return math.Abs(got-want) <= tol.UtilAbs }))
+		draw, limit := s.power()
+		rows = append(rows, numericRow(label, "power draw (W)", draw, g.Power, 1,
+			fmt.Sprintf("±%.0f%% or ±%.0f W", tol.PowerRel*100, tol.PowerAbsW), "%.1f",
+			func(got, want float64) bool {
+				return math.Abs(got-want) <= math.Max(tol.PowerRel*want, tol.PowerAbsW)
+			}))
+		rows = append(rows, numericRow(label, "power limit (W)", limit, g.PowerLimit, 1,
+			fmt.Sprintf("±%.0f W", tol.PowerLimitW), "%.1f",
+			func(got, want float64) bool { return math.Abs(got-want) <= tol.PowerLimitW }))
+		rows = append(rows, numericRow(label, "temperature (°C)", s.Temperature, g.Temperature, 1,
+			fmt.Sprintf("±%.0f °C", tol.TemperatureC), "%.0f",
+			func(got, want float64) bool { return math.Abs(got-want) <= tol.TemperatureC }))
+		// Modes: exact.
+		if mig := strings.TrimSpace(s.CurrentMIG); mig == "Enabled" || mig == "Disabled" {
+			got := g.Mode == "mig"
+			rows = append(rows, Row{GPU: label, Check: "MIG mode", SMI: mig, Exporter: "mode=" + g.Mode,
+				Tolerance: "exact", Pass: got == (mig == "Enabled")})
 		}
-		rows = append(rows, row)
+		if pm := strings.TrimSpace(s.Persistence); pm == "Enabled" || pm == "Disabled" {
+			row := Row{GPU: label, Check: "persistence mode", SMI: pm, Exporter: "missing", Tolerance: "exact"}
+			if g.Persistence != nil {
+				row.Exporter = fmt.Sprintf("%.0f", *g.Persistence)
+				row.Pass = (*g.Persistence == 1) == (pm == "Enabled")
+			}
+			rows = append(rows, row)
+		}
 		// Memory used is informational: the load changes it between reads.
 		if used, ok := smiNumber(s.MemUsed); ok && g.MemUsed != nil {
 			rows = append(rows, Row{GPU: label, Check: "memory used (MiB, info)", SMI: fmt.Sprintf("%.0f", used),
@@ -245,6 +309,32 @@ func Compare(smi *SMIReport, exp map[string]*ExporterGPU, tol Tolerances) []Row 
 			Tolerance: "exact", Pass: false})
 	}
 	return rows
+}
+
+// numericRow compares a figure nvidia-smi prints (smiText, "N/A" when it
+// has none) with the exporter's (got, nil when the series is absent);
+// scale converts nvidia-smi's unit into the exporter's. Absent on both sides
+// passes; absent on one side fails.
+func numericRow(gpu, check, smiText string, got *float64, scale float64, tol, format string,
+	within func(got, want float64) bool) Row {
+	row := Row{GPU: gpu, Check: check, Tolerance: tol, SMI: "N/A", Exporter: "absent"}
+	want, ok := smiNumber(smiText)
+	if ok {
+		want *= scale
+		row.SMI = fmt.Sprintf(format, want)
+	}
+	if got != nil {
+		row.Exporter = fmt.Sprintf(format, *got)
+	}
+	switch {
+	case ok && got != nil:
+		row.Pass = within(*got, want)
+	case !ok && got == nil:
+		row.Pass = true
+	case ok:
+		row.Exporter = "missing"
+	}
+	return row
 }
 
 func shortUUID(u string) string {
@@ -292,6 +382,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&tol.MemoryMiB, "tol.memory-mib", tol.MemoryMiB, "allowed memory size difference in MiB")
 	fs.Float64Var(&tol.SMClockRel, "tol.sm-clock", tol.SMClockRel, "allowed relative SM clock difference")
 	fs.Float64Var(&tol.UtilAbs, "tol.utilization", tol.UtilAbs, "allowed absolute utilization difference (0-1)")
+	fs.Float64Var(&tol.PowerRel, "tol.power", tol.PowerRel, "allowed relative power draw difference")
+	fs.Float64Var(&tol.PowerAbsW, "tol.power-watts", tol.PowerAbsW, "allowed absolute power draw difference in W (the larger applies)")
+	fs.Float64Var(&tol.PowerLimitW, "tol.power-limit-watts", tol.PowerLimitW, "allowed power limit difference in W")
+	fs.Float64Var(&tol.TemperatureC, "tol.temperature", tol.TemperatureC, "allowed temperature difference in °C")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
