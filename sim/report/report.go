@@ -148,7 +148,7 @@ func (r *Recorder) Add(w WindowStats) {
 
 		ts := TenantStep{
 			Tenant: tw.Tenant, GPU: tw.GPU, Completed: tw.Completed, Good: tw.Good,
-			Attainment:  sloAttainment(tw.SLOTarget, tw.Good, tw.Completed),
+			Attainment:  sloAttainment(tw.SLOTarget, tw.Good, tw.Completed+tw.Dropped),
 			P50:         quantileSeconds(tw.Latencies, 0.5),
 			P99:         quantileSeconds(tw.Latencies, 0.99),
 			SLOQuantile: tw.SLOQuantile, SLOTarget: round6(tw.SLOTarget.Seconds()),
@@ -202,21 +202,25 @@ func Quantile(sorted []time.Duration, q float64) (d time.Duration, ok bool) {
 	return sorted[i], true
 }
 
-// Attainment returns good/completed, or nil when nothing completed.
-func Attainment(good, completed int) *float64 {
-	if completed <= 0 {
+// Attainment returns good/ended, or nil when no request ended. ended is
+// every request that left the server: completed plus dropped (rejected by
+// a full queue or lost with the process). A dropped request is not good:
+// counting only completed ones would make a tenant whose queue overflows
+// look better the more it rejects.
+func Attainment(good, ended int) *float64 {
+	if ended <= 0 {
 		return nil
 	}
-	v := round6(float64(good) / float64(completed))
+	v := round6(float64(good) / float64(ended))
 	return &v
 }
 
 // sloAttainment is the attainment of a tenant with an SLO; nil without one.
-func sloAttainment(target time.Duration, good, completed int) *float64 {
+func sloAttainment(target time.Duration, good, ended int) *float64 {
 	if target <= 0 {
 		return nil
 	}
-	return Attainment(good, completed)
+	return Attainment(good, ended)
 }
 
 // quantile32 is Quantile over ascending latencies in seconds.
@@ -258,7 +262,8 @@ type TenantSummary struct {
 	SLOQuantile float64  `json:"slo_quantile"`
 	SLOTarget   float64  `json:"slo_target_seconds"`
 	// SLOMet is true when the tenant has an SLO and attainment reached
-	// its quantile; nil when it has no SLO or served no request.
+	// its quantile; nil when it has no SLO or no request ended (completed
+	// or dropped).
 	SLOMet     *bool    `json:"slo_met"`
 	P50        *float64 `json:"p50_seconds"`
 	P99        *float64 `json:"p99_seconds"`
@@ -288,7 +293,7 @@ type Summary struct {
 	Tenants  []TenantSummary `json:"tenants"`
 	GPUs     []GPUSummary    `json:"gpus"`
 	SLOsMet  int             `json:"slos_met"`  // tenants with an SLO that met it
-	SLOsHeld int             `json:"slos_held"` // tenants with an SLO and requests
+	SLOsHeld int             `json:"slos_held"` // tenants with an SLO and ended requests
 }
 
 // Summary computes the run's summary from everything recorded so far.
@@ -302,7 +307,7 @@ func (r *Recorder) Summary() Summary {
 		slices.Sort(lat)
 		ts := TenantSummary{
 			Tenant: name, GPU: a.gpu, Requests: a.completed, Good: a.good,
-			Attainment:  sloAttainment(a.sloTarget, a.good, a.completed),
+			Attainment:  sloAttainment(a.sloTarget, a.good, a.completed+a.dropped),
 			SLOQuantile: a.sloQuantile, SLOTarget: round6(a.sloTarget.Seconds()),
 			P50: quantile32(lat, 0.5), P99: quantile32(lat, 0.99),
 			OOMs: a.ooms, Dropped: a.dropped,
@@ -316,7 +321,7 @@ func (r *Recorder) Summary() Summary {
 			ts.BWShare = round6(a.bwShareSec / a.seconds)
 		}
 		if a.sloTarget > 0 && ts.Attainment != nil {
-			met := float64(a.good)/float64(a.completed) >= a.sloQuantile
+			met := float64(a.good)/float64(a.completed+a.dropped) >= a.sloQuantile
 			ts.SLOMet = &met
 			s.SLOsHeld++
 			if met {

@@ -142,8 +142,10 @@ func TestSummary(t *testing.T) {
 	}{
 		{"chat requests", chat.Requests, 10},
 		{"chat good", chat.Good, 9},
-		{"chat attainment", *chat.Attainment, 0.9},
-		{"chat slo met (0.9 >= 0.9)", *chat.SLOMet, true},
+		// 9 good of 10 completed and 2 dropped: dropped requests count as
+		// not good.
+		{"chat attainment", *chat.Attainment, 0.75},
+		{"chat slo missed (0.75 < 0.9)", *chat.SLOMet, false},
 		{"chat p50", *chat.P50, 0.04},
 		{"chat p99", *chat.P99, 0.15},
 		{"chat throughput", chat.Throughput, 10 / 3.0},
@@ -154,7 +156,7 @@ func TestSummary(t *testing.T) {
 		{"chat dropped", chat.Dropped, 2},
 		{"train has no attainment", train.Attainment == nil && train.SLOMet == nil && train.P99 == nil, true},
 		{"train work rate", train.WorkRate, 2.5},
-		{"slos", [2]int{s.SLOsMet, s.SLOsHeld}, [2]int{1, 1}},
+		{"slos", [2]int{s.SLOsMet, s.SLOsHeld}, [2]int{0, 1}},
 		{"gpus by index", []string{s.GPUs[0].UUID, s.GPUs[1].UUID}, []string{"GPU-a", "GPU-b"}},
 		{"gpu-a sm active mean", s.GPUs[0].SMActive, 0.8},
 	}
@@ -167,13 +169,32 @@ func TestSummary(t *testing.T) {
 			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
 		}
 	}
-	// Per step: no percentiles or attainment in the empty window.
+	// Per step: no percentiles in the window without completed requests,
+	// and attainment 0 there since its two requests were dropped.
 	st := r.Steps()[1].Tenants[0]
-	if st.Tenant != "chat" || st.P50 != nil || st.P99 != nil || st.Attainment != nil {
-		t.Errorf("empty step %+v: want no percentiles and no attainment", st)
+	if st.Tenant != "chat" || st.P50 != nil || st.P99 != nil || st.Attainment == nil || *st.Attainment != 0 {
+		t.Errorf("step of drops only %+v: want no percentiles and attainment 0", st)
+	}
+	if a := r.Steps()[0].Tenants[0].Attainment; a == nil || *a != 0.75 {
+		t.Errorf("first step attainment %v, want 3/4", a)
 	}
 	if got := *r.Steps()[0].Tenants[0].P99; got != 0.15 {
 		t.Errorf("first step p99 %v, want 0.15", got)
+	}
+}
+
+// Without the drops the same completed requests meet the SLO: dropping
+// requests can only lower attainment.
+func TestSummaryDropsCountAsMissed(t *testing.T) {
+	ws := windows()
+	ws[1].Tenants[1].Dropped = 0
+	s := record(ws).Summary()
+	chat := s.Tenants[0]
+	if chat.Attainment == nil || *chat.Attainment != 0.9 || chat.SLOMet == nil || !*chat.SLOMet || s.SLOsMet != 1 {
+		t.Errorf("summary %+v: want attainment 0.9 and the SLO met", chat)
+	}
+	if st := record(ws).Steps()[1].Tenants[0]; st.Attainment != nil {
+		t.Errorf("step without ended requests: attainment %v, want none", *st.Attainment)
 	}
 }
 
