@@ -136,8 +136,8 @@ func (rd *devReader) read(d *gpu.Device, now time.Time) {
 		}
 	}
 	if u, r := h.GetUtilizationRates(); rd.ok("nvmlDeviceGetUtilizationRates", r) {
-		d.GPUUtil = gpu.Float(float64(u.Gpu) / 100)
-		d.MemUtil = gpu.Float(float64(u.Memory) / 100)
+		d.GPUUtil = gpu.Float(clamp01(float64(u.Gpu) / 100))
+		d.MemUtil = gpu.Float(clamp01(float64(u.Memory) / 100))
 	}
 	if rd.fatal != nil {
 		return
