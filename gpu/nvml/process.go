@@ -75,29 +75,14 @@ func (rd *devReader) readProcesses(d *gpu.Device) {
 				// samples grew between the wrapper's two calls: no
 				// figure this time, and nothing wrong with the GPU.
 			case rd.ok("nvmlDeviceGetProcessUtilization", r):
-				type acc struct{ sm, mem, n float64 }
-				sums := map[uint32]*acc{}
-				lastSeen := ds.procLastSeen
+				means := newUtilMeans[uint32](ds.procLastSeen, &ds.procLastSeen)
 				for _, s := range samples {
-					if lastSeen != 0 && s.TimeStamp <= lastSeen {
-						continue // covered by the previous interval
-					}
-					if s.TimeStamp > ds.procLastSeen {
-						ds.procLastSeen = s.TimeStamp
-					}
-					a := sums[s.Pid]
-					if a == nil {
-						a = &acc{}
-						sums[s.Pid] = a
-					}
-					a.sm += float64(s.SmUtil)
-					a.mem += float64(s.MemUtil)
-					a.n++
+					means.add(s.Pid, s.TimeStamp, float64(s.SmUtil), float64(s.MemUtil))
 				}
-				for pid, a := range sums {
+				for _, pid := range means.keys {
 					if p := byPID[pid]; p != nil {
-						p.SMUtil = gpu.Float(clamp01(a.sm / a.n / 100))
-						p.MemUtil = gpu.Float(clamp01(a.mem / a.n / 100))
+						a := means.acc[pid]
+						p.SMUtil, p.MemUtil = a.ratio(0), a.ratio(1)
 					}
 				}
 			}

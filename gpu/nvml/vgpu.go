@@ -100,30 +100,15 @@ func (rd *devReader) readVGPU(d *gpu.Device, now time.Time) {
 	if b.has(symVgpuUtil) {
 		vt, samples, r := h.GetVgpuUtilization(ds.vgpuLastSeen)
 		if rd.ok("nvmlDeviceGetVgpuUtilization", r) {
-			type acc struct{ sm, mem, enc, dec, n float64 }
-			sums := map[uint32]*acc{}
+			means := newUtilMeans[uint32](0, &ds.vgpuLastSeen)
 			for _, s := range samples {
-				if s.TimeStamp > ds.vgpuLastSeen {
-					ds.vgpuLastSeen = s.TimeStamp
-				}
-				a := sums[s.VgpuInstance]
-				if a == nil {
-					a = &acc{}
-					sums[s.VgpuInstance] = a
-				}
-				a.sm += decodeValue(vt, s.SmUtil)
-				a.mem += decodeValue(vt, s.MemUtil)
-				a.enc += decodeValue(vt, s.EncUtil)
-				a.dec += decodeValue(vt, s.DecUtil)
-				a.n++
+				means.add(s.VgpuInstance, s.TimeStamp, decodeValue(vt, s.SmUtil), decodeValue(vt, s.MemUtil),
+					decodeValue(vt, s.EncUtil), decodeValue(vt, s.DecUtil))
 			}
-			for id, a := range sums {
+			for _, id := range means.keys {
 				if i, ok := byID[id]; ok {
-					v := &d.VGPUs[i]
-					v.SMUtil = gpu.Float(clamp01(a.sm / a.n / 100))
-					v.MemUtil = gpu.Float(clamp01(a.mem / a.n / 100))
-					v.EncUtil = gpu.Float(clamp01(a.enc / a.n / 100))
-					v.DecUtil = gpu.Float(clamp01(a.dec / a.n / 100))
+					v, a := &d.VGPUs[i], means.acc[id]
+					v.SMUtil, v.MemUtil, v.EncUtil, v.DecUtil = a.ratio(0), a.ratio(1), a.ratio(2), a.ratio(3)
 				}
 			}
 		}
@@ -137,35 +122,18 @@ func (rd *devReader) readVGPU(d *gpu.Device, now time.Time) {
 		samples, r := h.GetVgpuProcessUtilization(ds.vgpuProcLastSeen)
 		if rd.ok("nvmlDeviceGetVgpuProcessUtilization", r) {
 			type key struct{ vgpu, pid uint32 }
-			type acc struct {
-				name    string
-				sm, mem float64
-				n       float64
-			}
-			sums := map[key]*acc{}
-			var keys []key
+			means := newUtilMeans[key](0, &ds.vgpuProcLastSeen)
 			for _, s := range samples {
-				if s.TimeStamp > ds.vgpuProcLastSeen {
-					ds.vgpuProcLastSeen = s.TimeStamp
+				if a, isNew := means.add(key{s.VgpuInstance, s.Pid}, s.TimeStamp, float64(s.SmUtil), float64(s.MemUtil)); isNew {
+					a.name = cString(s.ProcessName[:])
 				}
-				k := key{s.VgpuInstance, s.Pid}
-				a := sums[k]
-				if a == nil {
-					a = &acc{name: cString(s.ProcessName[:])}
-					sums[k] = a
-					keys = append(keys, k)
-				}
-				a.sm += float64(s.SmUtil)
-				a.mem += float64(s.MemUtil)
-				a.n++
 			}
-			for _, k := range keys {
-				a := sums[k]
+			for _, k := range means.keys {
+				a := means.acc[k]
 				d.Processes = append(d.Processes, gpu.Process{
 					PID: k.pid, Name: a.name, Type: gpu.ProcessCompute,
 					GPUInstanceID: -1, ComputeInstanceID: -1, VGPUInstance: k.vgpu, UID: -1,
-					SMUtil:  gpu.Float(clamp01(a.sm / a.n / 100)),
-					MemUtil: gpu.Float(clamp01(a.mem / a.n / 100)),
+					SMUtil: a.ratio(0), MemUtil: a.ratio(1),
 				})
 			}
 			sortProcesses(d.Processes)
