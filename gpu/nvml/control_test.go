@@ -265,6 +265,14 @@ func TestVGPUReadings(t *testing.T) {
 	if l := rd.Devices[0].Scheduler.Log; len(l) != 1 {
 		t.Errorf("second log = %d entries, want 1", len(l))
 	}
+	// The fake driver returns the same samples again, none newer than
+	// lastSeen: no utilization for this interval, no process figures.
+	if v := rd.Devices[0].VGPUs[0]; v.SMUtil != nil || v.MemUtil != nil {
+		t.Errorf("vGPU utilization from stale samples: %v %v", *v.SMUtil, *v.MemUtil)
+	}
+	if p := rd.Devices[0].Processes; len(p) != 0 {
+		t.Errorf("vGPU processes from stale samples: %+v", p)
+	}
 	if rd.Devices[1].Scheduler != nil {
 		t.Errorf("scheduler on a non-vGPU GPU")
 	}

@@ -100,7 +100,7 @@ func (rd *devReader) readVGPU(d *gpu.Device, now time.Time) {
 	if b.has(symVgpuUtil) {
 		vt, samples, r := h.GetVgpuUtilization(ds.vgpuLastSeen)
 		if rd.ok("nvmlDeviceGetVgpuUtilization", r) {
-			means := newUtilMeans[uint32](0, &ds.vgpuLastSeen)
+			means := newUtilMeans[uint32](ds.vgpuLastSeen, &ds.vgpuLastSeen)
 			for _, s := range samples {
 				means.add(s.VgpuInstance, s.TimeStamp, decodeValue(vt, s.SmUtil), decodeValue(vt, s.MemUtil),
 					decodeValue(vt, s.EncUtil), decodeValue(vt, s.DecUtil))
@@ -122,7 +122,7 @@ func (rd *devReader) readVGPU(d *gpu.Device, now time.Time) {
 		samples, r := h.GetVgpuProcessUtilization(ds.vgpuProcLastSeen)
 		if rd.ok("nvmlDeviceGetVgpuProcessUtilization", r) {
 			type key struct{ vgpu, pid uint32 }
-			means := newUtilMeans[key](0, &ds.vgpuProcLastSeen)
+			means := newUtilMeans[key](ds.vgpuProcLastSeen, &ds.vgpuProcLastSeen)
 			for _, s := range samples {
 				if a, isNew := means.add(key{s.VgpuInstance, s.Pid}, s.TimeStamp, float64(s.SmUtil), float64(s.MemUtil)); isNew {
 					a.name = cString(s.ProcessName[:])
