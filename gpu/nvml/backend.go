@@ -166,18 +166,21 @@ func shutdownQuietly(lib nvml.Interface) {
 // is marked down.
 func (b *Backend) acquire(ds *devState) bool {
 	var (
-		h nvml.Device
-		r nvml.Return
+		h    nvml.Device
+		r    nvml.Return
+		call string
 	)
 	if ds.uuid != "" {
 		// By UUID, so that a renumbering after a GPU fell off the bus
 		// does not swap identities.
 		h, r = b.lib.DeviceGetHandleByUUID(ds.uuid)
+		call = "nvmlDeviceGetHandleByUUID"
 	} else {
 		h, r = b.lib.DeviceGetHandleByIndex(ds.index)
+		call = fmt.Sprintf("nvmlDeviceGetHandleByIndex(%d)", ds.index)
 	}
 	if r != nvml.SUCCESS {
-		b.markDown(ds, retErr("nvmlDeviceGetHandle", r))
+		b.markDown(ds, retErr(call, r))
 		return false
 	}
 	uuid, r := h.GetUUID()

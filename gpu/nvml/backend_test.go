@@ -647,7 +647,8 @@ func TestGPUMissingAtStart(t *testing.T) {
 	}
 	b := f.backend()
 	rd := sample(t, b)
-	if len(rd.Devices) != 8 || rd.Devices[2].Up || rd.Devices[2].Index != 2 || !strings.Contains(rd.Devices[2].Err, "GPU_IS_LOST") {
+	if len(rd.Devices) != 8 || rd.Devices[2].Up || rd.Devices[2].Index != 2 ||
+		!strings.Contains(rd.Devices[2].Err, "nvmlDeviceGetHandleByIndex(2): ERROR_GPU_IS_LOST") {
 		t.Fatalf("GPU 2 = %+v", rd.Devices[2])
 	}
 	broken.Store(false)
