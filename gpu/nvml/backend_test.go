@@ -162,6 +162,7 @@ func TestSampleFullHost(t *testing.T) {
 			if got := *r3.Devices[4].ContextSwitchesTotal; got != 48 {
 				t.Errorf("context switches after two intervals = %d, want 48", got)
 			}
+			f.closeWithoutLeaks(b)
 		})
 	}
 }
@@ -180,14 +181,7 @@ func TestGPMNeedsHundredMilliseconds(t *testing.T) {
 	if rd.Devices[0].Activity.SMActive == nil {
 		t.Fatalf("no activity over 110 ms")
 	}
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.alloced != f.freed {
-		t.Errorf("GPM samples leaked: %d allocated, %d freed", f.alloced, f.freed)
-	}
+	f.closeWithoutLeaks(b)
 }
 
 func TestErrorInjection(t *testing.T) {
@@ -839,14 +833,7 @@ func TestMIGInstanceRecreatedUnderSameID(t *testing.T) {
 	if m := sample(t, b).Devices[2].MIG[0]; m.Activity.SMActive == nil {
 		t.Errorf("no activity of the new instance: %+v", m)
 	}
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.alloced != f.freed {
-		t.Errorf("GPM samples leaked: %d allocated, %d freed", f.alloced, f.freed)
-	}
+	f.closeWithoutLeaks(b)
 }
 
 // Through the v1 call (older drivers) the whole-GPU list of a MIG GPU does

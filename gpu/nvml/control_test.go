@@ -385,6 +385,7 @@ func TestConfigureMIG(t *testing.T) {
 	if !slices.Equal(caps, []gpu.Knob{gpu.KnobLockedClocks, gpu.KnobPowerLimit}) {
 		t.Errorf("capabilities of a plain GPU = %v", caps)
 	}
+	f.closeWithoutLeaks(b)
 }
 
 func TestControlConcurrentWithSample(t *testing.T) {

@@ -457,6 +457,20 @@ func (f *fixture) enableMIG(dev int, profileIDs ...int) {
 	}
 }
 
+// closeWithoutLeaks closes the backend and fails the test unless every GPM
+// sample it allocated was freed.
+func (f *fixture) closeWithoutLeaks(b *Backend) {
+	f.t.Helper()
+	if err := b.Close(); err != nil {
+		f.t.Fatal(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.alloced != f.freed {
+		f.t.Errorf("GPM samples leaked: %d allocated, %d freed", f.alloced, f.freed)
+	}
+}
+
 func (f *fixture) backend() *Backend {
 	f.t.Helper()
 	b, err := New(Options{Lib: f.srv, Clock: f.clock, Logger: log.NewLogfmtLogger(f.logs)})
