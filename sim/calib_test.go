@@ -128,9 +128,13 @@ events:
 	}
 }
 
-// TestCalibrationMPSBandwidth: two bandwidth-bound MPS clients each slow
-// down against running alone (FACTS.md line 49-50: about -30% under memory
-// contention), while compute-bound clients within their caps do not.
+// TestCalibrationMPSBandwidth: two bandwidth-bound MPS clients share the
+// HBM bandwidth: each gets half of what it gets alone (±3 points) and
+// together they get what one gets alone (±2%), while compute-bound clients
+// within their SM caps do not slow down. FACTS.md line 49-50 reports MPS
+// co-location losing about 30% under memory contention; the model has no
+// interference beyond the bandwidth split, so two such clients lose 50%
+// each against running alone and nothing in total (docs/simulator.md).
 func TestCalibrationMPSBandwidth(t *testing.T) {
 	src := func(n int, flops, bytes string) string {
 		var b strings.Builder
@@ -142,17 +146,22 @@ func TestCalibrationMPSBandwidth(t *testing.T) {
 	}
 	alone := work(t, src(1, "1e9", "2e10"), 5*time.Second)[0]
 	pair := work(t, src(2, "1e9", "2e10"), 5*time.Second)
+	total := 0.0
 	for i, w := range pair {
 		t.Logf("bandwidth-bound client %d: %.3f of its throughput alone", i, w/alone)
-		if w > 0.7*alone {
-			t.Errorf("bandwidth-bound client %d: %.0f steps next to another vs %.0f alone; want a slowdown below 0.7", i, w, alone)
+		if f := w / alone; math.Abs(f-0.5) > 0.03 {
+			t.Errorf("bandwidth-bound client %d: %.0f steps next to another vs %.0f alone (%.3f); want 0.5 ± 0.03", i, w, alone, f)
 		}
+		total += w
+	}
+	if math.Abs(total/alone-1) > 0.02 {
+		t.Errorf("two bandwidth-bound clients together: %.3f of one alone; want 1 ± 0.02 (bandwidth is shared, not lost)", total/alone)
 	}
 	calone := work(t, src(1, "2e12", "1e8"), 5*time.Second)[0]
 	cpair := work(t, src(2, "2e12", "1e8"), 5*time.Second)
 	for i, w := range cpair {
-		if w < 0.95*calone {
-			t.Errorf("compute-bound client %d within its 50%% cap slowed from %.0f to %.0f steps", i, calone, w)
+		if math.Abs(w/calone-1) > 0.02 {
+			t.Errorf("compute-bound client %d within its 50%% cap: %.0f steps alone, %.0f next to another; want ±2%%", i, calone, w)
 		}
 	}
 }
