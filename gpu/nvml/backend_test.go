@@ -3,6 +3,7 @@ package nvml
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"sync/atomic"
@@ -96,8 +97,10 @@ func TestSampleFullHost(t *testing.T) {
 				if *d.PowerWatts != 350+float64(i) || *d.PowerLimitW != 700 || *d.TemperatureC != 40+float64(i) {
 					t.Errorf("GPU %d power/temp %v %v %v", i, *d.PowerWatts, *d.PowerLimitW, *d.TemperatureC)
 				}
-				if d.ThrottleReason != 0x4 || d.ThrottleReasonUnknown || *d.ClocksLocked || *d.EnergyJoules != 123456.789 {
-					t.Errorf("GPU %d reasons %x locked %v energy %v", i, d.ThrottleReason, *d.ClocksLocked, *d.EnergyJoules)
+				// R535+: the applications-clocks bit is no longer used, so
+				// its absence does not say "not locked".
+				if d.ThrottleReason != 0x4 || d.ThrottleReasonUnknown || d.ClocksLocked != nil || *d.EnergyJoules != 123456.789 {
+					t.Errorf("GPU %d reasons %x locked %v energy %v", i, d.ThrottleReason, d.ClocksLocked, *d.EnergyJoules)
 				}
 				if !*d.PersistenceMode || d.ComputeMode != "Default" || !*d.ECCEnabled || *d.ECCCorrectedTotal != 5 || *d.ECCUncorrectedTotal != 0 {
 					t.Errorf("GPU %d modes/ECC wrong", i)
@@ -350,9 +353,10 @@ func TestMissingSymbols(t *testing.T) {
 		if d.Activity.SMActive != nil || d.EnergyJoules != nil || d.ContextSwitchesTotal != nil {
 			t.Errorf("GPU %d: reading from a missing symbol", i)
 		}
-		// falls back to the older throttle-reasons call
-		if d.ThrottleReason != 0x4 {
-			t.Errorf("GPU %d: throttle reasons %x", i, d.ThrottleReason)
+		// falls back to the older throttle-reasons call, whose
+		// applications-clocks bit says whether clocks are locked
+		if d.ThrottleReason != 0x4 || d.ClocksLocked == nil || *d.ClocksLocked {
+			t.Errorf("GPU %d: throttle reasons %x locked %v", i, d.ThrottleReason, d.ClocksLocked)
 		}
 		// and to the v1 memory call, whose use includes the reserved memory
 		if d.MemoryUsedBytes != uint64(i+1)<<30+fixtureReserved || d.MemoryTotalBytes == 0 {
@@ -864,6 +868,37 @@ func TestMemoryInfoV2Fallback(t *testing.T) {
 			}
 			if n := f.logs.count("GetMemoryInfo"); n != 0 {
 				t.Errorf("%d log lines for a reading that the v1 call gave:\n%s", n, f.logs.String())
+			}
+		})
+	}
+}
+
+func TestClocksLockedFromReasons(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		old     bool   // driver without the R535 clock-event reasons call
+		reasons uint64 // what the driver reports
+		want    string // "true", "false", "nil"
+	}{
+		{"R535 bit set", false, 0x2 | 0x4, "true"},
+		{"R535 bit clear", false, 0x4, "nil"},
+		{"older driver bit set", true, 0x2, "true"},
+		{"older driver bit clear", true, 0x0, "false"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, dgxh100.New())
+			if tc.old {
+				f.setMissing(symClocksEventReasons)
+			}
+			f.devs[0].GetCurrentClocksEventReasonsFunc = func() (uint64, nvml.Return) { return tc.reasons, nvml.SUCCESS }
+			f.devs[0].GetCurrentClocksThrottleReasonsFunc = func() (uint64, nvml.Return) { return tc.reasons, nvml.SUCCESS }
+			b := f.backend()
+			got := "nil"
+			if l := sample(t, b).Devices[0].ClocksLocked; l != nil {
+				got = fmt.Sprint(*l)
+			}
+			if got != tc.want {
+				t.Errorf("ClocksLocked = %s, want %s", got, tc.want)
 			}
 		})
 	}

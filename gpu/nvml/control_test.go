@@ -88,8 +88,8 @@ func TestLockClocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	rd := sample(t, b)
-	if !*rd.Devices[1].ClocksLocked || *rd.Devices[0].ClocksLocked {
-		t.Errorf("ClocksLocked = %v / %v", *rd.Devices[1].ClocksLocked, *rd.Devices[0].ClocksLocked)
+	if !*rd.Devices[1].ClocksLocked || rd.Devices[0].ClocksLocked != nil {
+		t.Errorf("ClocksLocked = %v / %v", *rd.Devices[1].ClocksLocked, rd.Devices[0].ClocksLocked)
 	}
 	if err := b.LockMemoryClocks(ctx, uuid, gpu.ClockLock{MinMHz: 2619, MaxMHz: 2619}); err != nil {
 		t.Fatal(err)

@@ -101,14 +101,18 @@ func (rd *devReader) read(d *gpu.Device, now time.Time) {
 	}
 	d.ThrottleReasonUnknown = !reasonsKnown
 	// Clocks are locked when this backend locked them, or when the driver
-	// reports the applications-clocks reason.
+	// reports the applications-clocks reason. From R535 (the clock-event
+	// reasons call) that bit is documented as no longer used, so its
+	// absence only says "not locked" on older drivers; otherwise the state
+	// is unknown (nil) unless this backend reset the lock itself.
 	const reasonAppClocks = 0x2 // nvmlClocksEventReasonApplicationsClocksSetting
+	bitMeaningful := reasonsKnown && !b.has(symClocksEventReasons)
 	switch {
 	case rd.ds.locked != nil && *rd.ds.locked:
 		d.ClocksLocked = gpu.Bool(true)
-	case reasonsKnown:
-		d.ClocksLocked = gpu.Bool(d.ThrottleReason&reasonAppClocks != 0)
-	case rd.ds.locked != nil:
+	case reasonsKnown && d.ThrottleReason&reasonAppClocks != 0:
+		d.ClocksLocked = gpu.Bool(true)
+	case rd.ds.locked != nil || bitMeaningful:
 		d.ClocksLocked = gpu.Bool(false)
 	}
 	if b.has(symEnergy) {
