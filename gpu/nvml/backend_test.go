@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -901,5 +902,51 @@ func TestClocksLockedFromReasons(t *testing.T) {
 				t.Errorf("ClocksLocked = %s, want %s", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestErrorMatrix injects each of the usual failures into every call the
+// fixture can fail, on a plain GPU with processes (3) and a MIG GPU (5):
+// unavailable readings keep the GPU up, a GPU that stops answering is down
+// (and only that one), and nothing panics.
+func TestErrorMatrix(t *testing.T) {
+	calls := map[string][]int{ // call -> GPUs that make it
+		"GetMemoryInfo": {3, 5}, "GetClockInfo": {3, 5}, "GetMaxClockInfo": {3, 5}, "GetPowerUsage": {3, 5},
+		"GetEnforcedPowerLimit": {3, 5}, "GetTemperature": {3, 5}, "GetCurrentClocksEventReasons": {3, 5},
+		"GetTotalEnergyConsumption": {3, 5}, "GetPersistenceMode": {3, 5}, "GetComputeMode": {3, 5},
+		"GetEccMode": {3, 5}, "GetTotalEccErrors": {3, 5}, "GetUtilizationRates": {3, 5},
+		"GetComputeRunningProcesses": {3, 5}, "GetMPSComputeRunningProcesses": {3, 5},
+		"GetProcessUtilization": {3}, "GpmQueryDeviceSupport": {3, 5}, "GpmSampleGet": {3, 5},
+		"GpmMigSampleGet": {5}, "GetVirtualizationMode": {3, 5}, "GetMaxMigDeviceCount": {5},
+		"MIG.GetMemoryInfo": {5},
+	}
+	fatal := map[nvml.Return]bool{nvml.ERROR_NOT_SUPPORTED: false, nvml.ERROR_NO_PERMISSION: false,
+		nvml.ERROR_GPU_IS_LOST: true, nvml.ERROR_TIMEOUT: true}
+	for call, users := range calls {
+		for ret, isFatal := range fatal {
+			t.Run(call+"/"+returnName(ret), func(t *testing.T) {
+				f := newFixture(t, dgxh100.New())
+				f.enableMIG(5, nvml.GPU_INSTANCE_PROFILE_3_SLICE)
+				f.setProcs(3, []nvml.ProcessInfo{{Pid: 7, UsedGpuMemory: 1, GpuInstanceId: noInstance, ComputeInstanceId: noInstance}}, nil)
+				f.fail(3, call, ret)
+				f.fail(5, call, ret)
+				b := f.backend()
+				sample(t, b)
+				f.clock.Advance(time.Second)
+				rd := sample(t, b)
+				for i, d := range rd.Devices {
+					wantDown := isFatal && slices.Contains(users, i)
+					if d.Up == wantDown {
+						t.Errorf("GPU %d up=%v, want %v (err %q)", i, d.Up, !wantDown, d.Err)
+					}
+					if wantDown && !strings.Contains(d.Err, returnName(ret)) {
+						t.Errorf("GPU %d error %q does not name %s", i, d.Err, returnName(ret))
+					}
+					if d.UUID != f.devs[i].UUID {
+						t.Errorf("GPU %d lost its identity", i)
+					}
+				}
+			})
+		}
 	}
 }
