@@ -1,6 +1,10 @@
 package nvml
 
-import "github.com/go-kit/log/level"
+import (
+	"strings"
+
+	"github.com/go-kit/log/level"
+)
 
 // NVML symbols newer than the oldest supported driver (R450). Each is looked
 // up once after Init; a call whose symbol is missing is never made (calling
@@ -77,7 +81,7 @@ func (b *Backend) lookupSymbols() {
 	}
 	if len(missing) > 0 {
 		level.Info(b.logger).Log("msg", "NVML symbols missing in this driver; the readings and knobs that need them are skipped",
-			"missing", len(missing), "symbols", joinShort(missing))
+			"missing", len(missing), "symbols", strings.Join(missing, ","))
 	}
 }
 
@@ -89,15 +93,4 @@ func (b *Backend) has(syms ...string) bool {
 		}
 	}
 	return true
-}
-
-func joinShort(s []string) string {
-	out := ""
-	for i, x := range s {
-		if i > 0 {
-			out += ","
-		}
-		out += x
-	}
-	return out
 }
