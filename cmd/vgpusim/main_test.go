@@ -255,13 +255,45 @@ func TestHelpAndList(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("list: exit %d: %s", code, stderr)
 	}
-	for _, name := range []string{"noisy-neighbour", "bursty-llm-training", "clock-stability", "eight-gpu-hot", "h100-timeslice", "h200-mig"} {
+	for _, name := range []string{"noisy-neighbour", "bursty-llm-training", "clock-stability", "eight-gpu-hot", "h100-timeslice", "h200-mig", "diurnal-shift"} {
 		if !strings.Contains(stdout, "\n"+name+" ") {
 			t.Errorf("list lacks %s:\n%s", name, stdout)
 		}
 	}
-	if strings.Contains(stdout, "\nnoisy-neighbour.tenants ") || !strings.Contains(stdout, "eight-gpu-hot.tenants.yaml") {
+	if strings.Contains(stdout, "\nnoisy-neighbour.tenants ") || !strings.Contains(stdout, "eight-gpu-hot.tenants.yaml") ||
+		!strings.Contains(stdout, "replay/diurnal-shift.tenants.yaml") {
 		t.Errorf("list shows companions as scenarios or lacks them as tenants files:\n%s", stdout)
+	}
+}
+
+// Every scenario of the library on disk, trace replays included, is a
+// built-in of the same name, and a built-in replay finds its trace and its
+// companion tenants file wherever vgpusim runs.
+func TestBuiltinsMatchLibrary(t *testing.T) {
+	var want []string
+	for _, f := range libraryScenarios(t) {
+		want = append(want, strings.TrimSuffix(filepath.Base(f), ".yaml"))
+	}
+	slices.Sort(want)
+	got, err := builtinNames()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("built-in scenarios %q, library files %q", got, want)
+	}
+	t.Chdir(t.TempDir())
+	sc, path, cleanup, err := loadScenario("diurnal-shift")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	if sc.Name != "diurnal-shift" || !fileExists(companion(path)) {
+		t.Errorf("built-in diurnal-shift: name %q, companion of %s missing", sc.Name, path)
+	}
+	code, stdout, stderr := vgpusim(t, false, "run", "--scenario", "diurnal-shift", "--duration", "10s")
+	if code != 0 || !strings.Contains(stdout, "\nchat-east ") {
+		t.Fatalf("run built-in diurnal-shift: exit %d: %s\n%s", code, stderr, stdout)
 	}
 }
 

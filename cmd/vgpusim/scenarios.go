@@ -5,6 +5,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -18,19 +19,57 @@ import (
 
 const tenantsSuffix = ".tenants.yaml"
 
+// libraries are the embedded scenario libraries and the directory in each
+// that holds scenarios: the library itself and its trace-replay scenarios.
+var libraries = []struct {
+	fsys fs.FS
+	dir  string
+}{{scenarios.FS, "."}, {scenarios.Replay, "replay"}}
+
+// builtin is a built-in scenario: its name, the file system it is in and
+// its path there.
+type builtin struct {
+	name string
+	fsys fs.FS
+	path string
+}
+
+// builtins returns the built-in scenarios sorted by name. A scenario is
+// named by its file name without .yaml, wherever it lies in the library.
+func builtins() ([]builtin, error) {
+	var out []builtin
+	seen := map[string]string{}
+	for _, lib := range libraries {
+		files, err := fs.Glob(lib.fsys, path.Join(lib.dir, "*.yaml"))
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range files {
+			if strings.HasSuffix(f, tenantsSuffix) {
+				continue
+			}
+			name := strings.TrimSuffix(path.Base(f), ".yaml")
+			if other, dup := seen[name]; dup {
+				return nil, fmt.Errorf("built-in scenarios %s and %s have the same name", other, f)
+			}
+			seen[name] = f
+			out = append(out, builtin{name: name, fsys: lib.fsys, path: f})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out, nil
+}
+
 // builtinNames returns the names of the built-in scenarios, sorted.
 func builtinNames() ([]string, error) {
-	files, err := fs.Glob(scenarios.FS, "*.yaml")
+	bs, err := builtins()
 	if err != nil {
 		return nil, err
 	}
-	var names []string
-	for _, f := range files {
-		if !strings.HasSuffix(f, tenantsSuffix) {
-			names = append(names, strings.TrimSuffix(f, ".yaml"))
-		}
+	names := make([]string, len(bs))
+	for i, b := range bs {
+		names[i] = b.name
 	}
-	sort.Strings(names)
 	return names, nil
 }
 
@@ -46,15 +85,19 @@ func loadScenario(arg string) (*sim.Scenario, string, func(), error) {
 		return sc, arg, nop, err
 	}
 	name := strings.TrimSuffix(arg, ".yaml")
-	names, err := builtinNames()
+	bs, err := builtins()
 	if err != nil {
 		return nil, "", nop, err
 	}
-	found := false
-	for _, n := range names {
-		found = found || n == name
+	var found *builtin
+	names := make([]string, len(bs))
+	for i := range bs {
+		names[i] = bs[i].name
+		if bs[i].name == name {
+			found = &bs[i]
+		}
 	}
-	if !found || strings.ContainsAny(name, `/\`) {
+	if found == nil {
 		return nil, "", nop, fmt.Errorf("scenario %q: no such file and no built-in scenario of that name (built-in: %s)", arg, strings.Join(names, ", "))
 	}
 	dir, err := os.MkdirTemp("", "vgpusim-")
@@ -62,18 +105,18 @@ func loadScenario(arg string) (*sim.Scenario, string, func(), error) {
 		return nil, "", nop, err
 	}
 	cleanup := func() { os.RemoveAll(dir) }
-	if err := os.CopyFS(dir, scenarios.FS); err != nil {
+	if err := os.CopyFS(dir, found.fsys); err != nil {
 		cleanup()
 		return nil, "", nop, fmt.Errorf("built-in scenarios: %w", err)
 	}
-	path := filepath.Join(dir, name+".yaml")
-	sc, err := sim.LoadScenario(path)
+	p := filepath.Join(dir, filepath.FromSlash(found.path))
+	sc, err := sim.LoadScenario(p)
 	if err != nil {
 		cleanup()
 		// Name the built-in, not the temporary copy.
-		return nil, "", nop, fmt.Errorf("built-in scenario %s: %s", name, strings.ReplaceAll(err.Error(), path, name+".yaml"))
+		return nil, "", nop, fmt.Errorf("built-in scenario %s: %s", name, strings.ReplaceAll(err.Error(), p, found.path))
 	}
-	return sc, path, cleanup, nil
+	return sc, p, cleanup, nil
 }
 
 // scenarioHead is what `list` shows of a scenario file.
@@ -87,29 +130,34 @@ type scenarioHead struct {
 
 // listScenarios prints the built-in scenarios.
 func listScenarios(w io.Writer) error {
-	names, err := builtinNames()
+	bs, err := builtins()
 	if err != nil {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tGPUS\tTENANTS\tDURATION\tTENANTS FILE\tDESCRIPTION")
-	for _, n := range names {
-		data, err := fs.ReadFile(scenarios.FS, n+".yaml")
+	for _, b := range bs {
+		data, err := fs.ReadFile(b.fsys, b.path)
 		if err != nil {
 			return err
 		}
 		var h scenarioHead
 		if err := yaml.Unmarshal(data, &h); err != nil {
-			return fmt.Errorf("built-in scenario %s: %w", n, err)
+			return fmt.Errorf("built-in scenario %s: %w", b.path, err)
 		}
 		companion := "-"
-		if _, err := fs.Stat(scenarios.FS, n+tenantsSuffix); err == nil {
-			companion = n + tenantsSuffix
+		if c := strings.TrimSuffix(b.path, ".yaml") + tenantsSuffix; fileInFS(b.fsys, c) {
+			companion = c
 		}
 		if h.Duration == "" {
 			h.Duration = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", n, len(h.GPUs), len(h.Tenants), h.Duration, companion, h.Description)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", b.name, len(h.GPUs), len(h.Tenants), h.Duration, companion, h.Description)
 	}
 	return tw.Flush()
+}
+
+func fileInFS(fsys fs.FS, name string) bool {
+	_, err := fs.Stat(fsys, name)
+	return err == nil
 }

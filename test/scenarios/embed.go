@@ -9,3 +9,11 @@ import "embed"
 //
 //go:embed *.yaml
 var FS embed.FS
+
+// Replay holds the trace-replay scenarios under replay/ with their
+// companion tenants files, the trace they replay and its attribution
+// (replay/README.md). It is a separate file system so that a binary that
+// only uses FS does not carry the trace.
+//
+//go:embed replay/*.yaml replay/*.csv replay/README.md
+var Replay embed.FS
