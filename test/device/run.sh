@@ -2,7 +2,8 @@
 # Device check: run vgpu_exporter with the NVML backend next to a small CUDA
 # load on a host with NVIDIA GPUs, save its /metrics and `nvidia-smi -q -x`
 # taken at the same moment, and compare them (GPU count, UUIDs, memory size,
-# SM clock, utilization) with test/device/compare.
+# SM clock, utilization, power draw and limit, temperature, MIG and
+# persistence mode) with test/device/compare.
 #
 # usage: test/device/run.sh PATH/TO/vgpu_exporter [OUTDIR]
 #
