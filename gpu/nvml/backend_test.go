@@ -261,6 +261,11 @@ func TestGPULostBackoffAndRecovery(t *testing.T) {
 	f := newFixture(t, dgxh200.New())
 	b := f.backend()
 	sample(t, b)
+	f.clock.Advance(time.Second)
+	c0 := sample(t, b).Devices[6].ContextSwitchesTotal
+	if c0 == nil || *c0 == 0 {
+		t.Fatalf("no context switches before the loss: %v", c0)
+	}
 	f.fail(6, "GetMemoryInfo", nvml.ERROR_GPU_IS_LOST)
 	rd := sample(t, b)
 	if rd.Devices[6].Up {
@@ -298,6 +303,15 @@ func TestGPULostBackoffAndRecovery(t *testing.T) {
 	if !strings.Contains(f.logs.String(), "GPU answering again") {
 		t.Errorf("recovery not logged")
 	}
+	// The counters survive the loss (the GPM samples of the lost handle
+	// were freed; counting resumes from a new sample).
+	if c := rd.Devices[6].ContextSwitchesTotal; c == nil || *c < *c0 {
+		t.Errorf("context switches went from %d to %v across the loss", *c0, c)
+	}
+	f.clock.Advance(time.Second)
+	if c := sample(t, b).Devices[6].ContextSwitchesTotal; c == nil || *c <= *c0 {
+		t.Errorf("context switches did not resume after recovery: %d -> %v", *c0, c)
+	}
 	// The re-acquired handle is registered for XID events again.
 	if n := len(f.devs[6].RegisterEventsCalls()); n < 2 {
 		t.Errorf("GPU registered for events %d times, want again after recovery", n)
@@ -307,6 +321,7 @@ func TestGPULostBackoffAndRecovery(t *testing.T) {
 			t.Errorf("GPU %d down", i)
 		}
 	}
+	f.closeWithoutLeaks(b)
 }
 
 func TestBackoffGrows(t *testing.T) {
