@@ -200,15 +200,16 @@ func (s *Simulator) SetVGPUScheduler(ctx context.Context, uuid string, set gpu.V
 	default:
 		return fmt.Errorf("sim: unknown vGPU scheduler policy %q", set.Policy)
 	}
-	if set.ARREnabled && set.Policy != "best-effort" {
-		return fmt.Errorf("sim: adaptive round robin needs the best-effort policy")
-	}
 	ts := set.TimeSlice
 	if ts == 0 {
 		ts = 2 * time.Millisecond
 	}
 	if ts < v.MinTimeSlice || ts > v.MaxTimeSlice {
 		return fmt.Errorf("sim: time slice %v outside [%v, %v]", ts, v.MinTimeSlice, v.MaxTimeSlice)
+	}
+	v.Policy, v.ARR, v.AvgFactor, v.Frequency = set.Policy, set.ARREnabled, set.AvgFactor, set.Frequency
+	if msg := checkARR(&v); msg != "" {
+		return fmt.Errorf("sim: %s", msg)
 	}
 	var running []string
 	for _, t := range s.tenants {
@@ -219,8 +220,11 @@ func (s *Simulator) SetVGPUScheduler(ctx context.Context, uuid string, set gpu.V
 	if len(running) > 0 {
 		return fmt.Errorf("sim: vGPU scheduler of %s: VMs running (%s): %w", uuid, strings.Join(running, ", "), gpu.ErrBusy)
 	}
-	v.Policy, v.ARR, v.TimeSlice, v.AvgFactor, v.Frequency = set.Policy, set.ARREnabled, ts, set.AvgFactor, set.Frequency
+	v.TimeSlice = ts
 	g.vgpu = v
+	for _, d := range g.domains {
+		d.arrNext = 0
+	}
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"math"
 	"time"
 
@@ -51,6 +52,38 @@ const (
 	jitterAmp      = 0.02
 	jitterPeriodNs = 10_000_000
 )
+
+// vGPU adaptive round robin parameters: 0 selects the default, and values
+// outside [1, max] are refused, as NVML checks them against the GPU's
+// nvmlVgpuSchedulerCapabilities_t. The driver's defaults and bounds are not
+// published (lead).
+const (
+	arrDefaultAvgFactor = 1
+	arrMaxAvgFactor     = 60
+	arrDefaultFrequency = 1000 // Hz: the backlog is observed every 1 ms
+	arrMaxFrequency     = 1000
+)
+
+// checkARR fills in the default average factor and frequency and checks
+// them; it returns what is wrong or "".
+func checkARR(v *VGPUSpec) string {
+	if v.AvgFactor == 0 {
+		v.AvgFactor = arrDefaultAvgFactor
+	}
+	if v.Frequency == 0 {
+		v.Frequency = arrDefaultFrequency
+	}
+	if v.AvgFactor > arrMaxAvgFactor {
+		return fmt.Sprintf("adaptive round robin average factor %d outside [1, %d]", v.AvgFactor, arrMaxAvgFactor)
+	}
+	if v.Frequency > arrMaxFrequency {
+		return fmt.Sprintf("adaptive round robin frequency %d Hz outside [1, %d]", v.Frequency, arrMaxFrequency)
+	}
+	if v.ARR && v.Policy != "best-effort" {
+		return "adaptive round robin needs the best-effort policy"
+	}
+	return ""
+}
 
 // schedLogMax is how many vGPU scheduler log entries a sample reports (the
 // newest), as NVML's log holds a bounded number of entries.
@@ -116,6 +149,7 @@ type domain struct {
 	slotStart  int64
 	slotRun    int64
 	slotTarget int64
+	arrNext    int64 // vGPU ARR: when the scheduler next observes the VMs' backlogs
 
 	acc  [2]dacc
 	step dacc
@@ -399,6 +433,14 @@ func (d *domain) pick(t int64) (int, int64) {
 		return -1, 0
 	}
 	v := &g.vgpu
+	if v.Policy == "best-effort" && v.ARR && t >= d.arrNext {
+		// Adaptive round robin observes the VMs' backlogs at its frequency;
+		// between observations the slices follow the last one.
+		for _, m := range d.members {
+			m.arrBacklog = m.queued()
+		}
+		d.arrNext = t + int64(1e9/float64(v.Frequency))
+	}
 	any := false
 	for _, m := range d.members {
 		if m.wants(t) {
@@ -423,7 +465,7 @@ func (d *domain) pick(t int64) (int, int64) {
 			if v.ARR {
 				// Adaptive round robin: a VM that keeps a backlog gets a
 				// longer slice, within [min, max].
-				f := 1 + float64(m.queued())/float64(max(1, int(v.AvgFactor)))
+				f := 1 + float64(m.arrBacklog)/float64(v.AvgFactor)
 				slot = int64(float64(slot) * f)
 			}
 		case "equal-share":

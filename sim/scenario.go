@@ -488,6 +488,9 @@ func (p *parser) validate(sc *Scenario) error {
 		if g.VGPU.TimeSlice < g.VGPU.MinTimeSlice || g.VGPU.TimeSlice > g.VGPU.MaxTimeSlice {
 			return p.errAt(at("vgpu", "timeslice"), "vGPU time slice %v outside [%v, %v]", g.VGPU.TimeSlice, g.VGPU.MinTimeSlice, g.VGPU.MaxTimeSlice)
 		}
+		if msg := checkARR(&g.VGPU); msg != "" {
+			return p.errAt(at("vgpu"), "%s", msg)
+		}
 		if g.Clocks.Max != 0 || g.Clocks.Min != 0 {
 			if g.Clocks.Min > g.Clocks.Max || float64(g.Clocks.Max) > g.model.MaxClockMHz || float64(g.Clocks.Min) < g.model.IdleClockMHz {
 				return p.errAt(at("locked_clocks"), "locked clocks [%d, %d] MHz outside [%g, %g]", g.Clocks.Min, g.Clocks.Max, g.model.IdleClockMHz, g.model.MaxClockMHz)

@@ -84,6 +84,9 @@ type tenant struct {
 	jt    float64 // job time (s) at the current allocation
 
 	preempt int64 // vGPU: ns runnable while another VM held the GPU
+	// vGPU adaptive round robin: the backlog the scheduler last observed
+	// (refreshed every 1/frequency seconds)
+	arrBacklog int
 
 	acc [2]tacc // 0: since the previous Sample, 1: since the previous Window
 

@@ -651,3 +651,65 @@ tenants:
 		t.Fatalf("after the move: %+v", w)
 	}
 }
+
+// Adaptive round robin observes the VMs' backlogs at its frequency: at
+// 1 Hz the backlog seen at the start (none) sets the slices for the whole
+// first second; at the default 1 kHz a backlog lengthens them at once.
+// Parameters outside their bounds are refused, in a scenario and by
+// SetVGPUScheduler, as NVML refuses them.
+func TestVGPUARRFrequency(t *testing.T) {
+	src := func(freq int) string {
+		return fmt.Sprintf(`name: arr
+gpus: [{model: H100-SXM5-80GB, sharing: vgpu, vgpu: {policy: best-effort, arr: true, timeslice: 2ms, avg_factor: 4, frequency: %d}}]
+tenants:
+  - {name: a, memory: 8GiB, workload: {type: dnn, flops: 5e11, arrival: {process: poisson, rate: 900}}}
+  - {name: b, memory: 8GiB, workload: {type: training, flops: 2e12}}
+`, freq)
+	}
+	longest := func(freq int) time.Duration {
+		s := mustNew(t, mustParse(t, src(freq)), Options{})
+		ctx := context.Background()
+		s.AdvanceTo(s.Now().Add(500 * time.Millisecond))
+		r, err := s.Sample(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sch := r.Devices[0].Scheduler
+		if sch.Frequency != uint32(freq) || sch.AvgFactor != 4 {
+			t.Fatalf("readings: frequency %d avg factor %d, want %d and 4", sch.Frequency, sch.AvgFactor, freq)
+		}
+		var l time.Duration
+		for _, e := range sch.Log {
+			l = max(l, e.TargetTimeSlice)
+		}
+		return l
+	}
+	if l := longest(1); l != 2*time.Millisecond {
+		t.Errorf("ARR at 1 Hz: longest slice %v in the first 0.5 s, want 2ms (no backlog seen yet)", l)
+	}
+	if l := longest(1000); l <= 2*time.Millisecond {
+		t.Errorf("ARR at 1 kHz: longest slice %v, want longer than 2ms for the backlogged VM", l)
+	}
+
+	for _, bad := range []string{
+		"{policy: best-effort, arr: true, avg_factor: 61}",
+		"{policy: best-effort, arr: true, frequency: 1001}",
+		"{policy: equal-share, arr: true}",
+	} {
+		_, err := ParseScenario("bad.yaml", []byte("name: x\ngpus:\n  - model: H100-SXM5-80GB\n    sharing: vgpu\n    vgpu: "+bad+"\ntenants:\n  - {name: a, memory: 1GiB, workload: {type: training, flops: 1e9}}\n"))
+		if err == nil || !strings.Contains(err.Error(), "bad.yaml:5") {
+			t.Errorf("vgpu %s: %v, want an error at bad.yaml:5", bad, err)
+		}
+	}
+	s := mustNew(t, mustParse(t, src(10)), Options{})
+	uuid := s.Scenario().GPUs[0].UUID
+	for _, set := range []gpu.VGPUSchedulerSetting{
+		{Policy: "best-effort", ARREnabled: true, AvgFactor: 61},
+		{Policy: "best-effort", ARREnabled: true, Frequency: 5000},
+		{Policy: "fixed-share", ARREnabled: true},
+	} {
+		if err := s.SetVGPUScheduler(context.Background(), uuid, set); err == nil || errors.Is(err, gpu.ErrBusy) {
+			t.Errorf("SetVGPUScheduler(%+v): %v, want an invalid-argument error before the busy check", set, err)
+		}
+	}
+}
