@@ -76,9 +76,9 @@ type devState struct {
 	lastErr  string
 
 	// per-process and vGPU utilization: last sample timestamp seen (µs)
-	procLastSeen     uint64
-	vgpuLastSeen     uint64
-	vgpuProcLastSeen uint64
+	procLastSeen     lastSeen
+	vgpuLastSeen     lastSeen
+	vgpuProcLastSeen lastSeen
 	schedLastTS      uint64
 
 	gpmSupported *bool // nil until asked

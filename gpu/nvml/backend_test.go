@@ -746,9 +746,16 @@ func TestProcessUtilizationNoSample(t *testing.T) {
 			f := newFixture(t, dgxh100.New())
 			f.setProcs(0, []nvml.ProcessInfo{{Pid: 1, UsedGpuMemory: 1, GpuInstanceId: noInstance, ComputeInstanceId: noInstance}}, nil)
 			b := f.backend()
+			// The first answer only sets lastSeen: what the driver kept
+			// before is not the interval of a sample.
 			rd := sample(t, b)
-			if p := rd.Devices[0].Processes; len(p) != 1 || p[0].SMUtil == nil {
+			if p := rd.Devices[0].Processes; len(p) != 1 || p[0].SMUtil != nil {
 				t.Fatalf("first sample: %+v", p)
+			}
+			f.clock.Advance(time.Second)
+			rd = sample(t, b)
+			if p := rd.Devices[0].Processes; len(p) != 1 || p[0].SMUtil == nil || *p[0].SMUtil != 0.6 {
+				t.Fatalf("second sample: %+v", p)
 			}
 			if tc.util != nil {
 				f.devs[0].GetProcessUtilizationFunc = tc.util

@@ -214,16 +214,31 @@ func vgpuHost(f *fixture, dev int, vms *[]nvml.VgpuInstance) {
 		}
 		return in, nvml.SUCCESS
 	}
-	d.GetVgpuUtilizationFunc = func(uint64) (nvml.ValueType, []nvml.VgpuInstanceUtilizationSample, nvml.Return) {
-		return nvml.VALUE_TYPE_UNSIGNED_INT, []nvml.VgpuInstanceUtilizationSample{
-			{VgpuInstance: 11, TimeStamp: 10, SmUtil: u32(40), MemUtil: u32(10)},
-			{VgpuInstance: 11, TimeStamp: 20, SmUtil: u32(60), MemUtil: u32(30)},
-			{VgpuInstance: 12, TimeStamp: 20, SmUtil: u32(5), MemUtil: u32(1)},
-		}, nvml.SUCCESS
+	// Utilization samples at the fake clock's time, newer than lastSeen
+	// only, as the driver answers.
+	d.GetVgpuUtilizationFunc = func(lastSeen uint64) (nvml.ValueType, []nvml.VgpuInstanceUtilizationSample, nvml.Return) {
+		ts := uint64(f.clock.Now().UnixMicro())
+		var out []nvml.VgpuInstanceUtilizationSample
+		for _, s := range []nvml.VgpuInstanceUtilizationSample{
+			{VgpuInstance: 11, TimeStamp: ts - 500, SmUtil: u32(40), MemUtil: u32(10)},
+			{VgpuInstance: 11, TimeStamp: ts, SmUtil: u32(60), MemUtil: u32(30)},
+			{VgpuInstance: 12, TimeStamp: ts, SmUtil: u32(5), MemUtil: u32(1)},
+		} {
+			if s.TimeStamp > lastSeen {
+				out = append(out, s)
+			}
+		}
+		if len(out) == 0 {
+			return nvml.VALUE_TYPE_UNSIGNED_INT, nil, nvml.ERROR_NOT_FOUND
+		}
+		return nvml.VALUE_TYPE_UNSIGNED_INT, out, nvml.SUCCESS
 	}
-	d.GetVgpuProcessUtilizationFunc = func(uint64) ([]nvml.VgpuProcessUtilizationSample, nvml.Return) {
-		s := nvml.VgpuProcessUtilizationSample{VgpuInstance: 11, Pid: 4242, TimeStamp: 20, SmUtil: 50, MemUtil: 20}
+	d.GetVgpuProcessUtilizationFunc = func(lastSeen uint64) ([]nvml.VgpuProcessUtilizationSample, nvml.Return) {
+		s := nvml.VgpuProcessUtilizationSample{VgpuInstance: 11, Pid: 4242, TimeStamp: uint64(f.clock.Now().UnixMicro()), SmUtil: 50, MemUtil: 20}
 		copy(s.ProcessName[:], []int8{'p', 'y'})
+		if s.TimeStamp <= lastSeen {
+			return nil, nvml.ERROR_NOT_FOUND
+		}
 		return []nvml.VgpuProcessUtilizationSample{s}, nvml.SUCCESS
 	}
 	d.SetVgpuSchedulerState_v2Func = func(*nvml.VgpuSchedulerState_v2) nvml.Return { return nvml.SUCCESS }
@@ -251,6 +266,13 @@ func TestVGPUReadings(t *testing.T) {
 	if len(d.VGPUs) != 2 {
 		t.Fatalf("vGPUs %+v", d.VGPUs)
 	}
+	// The first utilization answers only set lastSeen.
+	if d.VGPUs[0].SMUtil != nil || len(d.Processes) != 0 {
+		t.Errorf("utilization on the first sample: %v, processes %+v", d.VGPUs[0].SMUtil, d.Processes)
+	}
+	f.clock.Advance(time.Second)
+	rd = sample(t, b)
+	d = rd.Devices[0]
 	v := d.VGPUs[0]
 	if v.ID != 11 || v.VMID != "vm-a" || v.Type != "H100-20C" || v.FramebufferBytes != 20<<30 || v.FramebufferUsed != 3<<30 ||
 		*v.SMUtil != 0.5 || *v.MemUtil != 0.2 {
@@ -260,18 +282,17 @@ func TestVGPUReadings(t *testing.T) {
 		t.Errorf("vGPU processes %+v", d.Processes)
 	}
 	// The next sample carries only the new log entry.
-	f.clock.Advance(time.Second)
-	rd = sample(t, b)
-	if l := rd.Devices[0].Scheduler.Log; len(l) != 1 {
+	if l := d.Scheduler.Log; len(l) != 1 {
 		t.Errorf("second log = %d entries, want 1", len(l))
 	}
-	// The fake driver returns the same samples again, none newer than
-	// lastSeen: no utilization for this interval, no process figures.
+	// No sample newer than lastSeen (the clock did not move): no
+	// utilization for this interval, no process figures.
+	rd = sample(t, b)
 	if v := rd.Devices[0].VGPUs[0]; v.SMUtil != nil || v.MemUtil != nil {
-		t.Errorf("vGPU utilization from stale samples: %v %v", *v.SMUtil, *v.MemUtil)
+		t.Errorf("vGPU utilization without new samples: %v %v", v.SMUtil, v.MemUtil)
 	}
 	if p := rd.Devices[0].Processes; len(p) != 0 {
-		t.Errorf("vGPU processes from stale samples: %+v", p)
+		t.Errorf("vGPU processes without new samples: %+v", p)
 	}
 	if rd.Devices[1].Scheduler != nil {
 		t.Errorf("scheduler on a non-vGPU GPU")

@@ -68,14 +68,17 @@ func (rd *devReader) readProcesses(d *gpu.Device) {
 	// (shared/FACTS.md, NVML section); GPM per GPU instance covers those.
 	if !d.MIGEnabled && len(byPID) > 0 {
 		if b.has(symProcessUtil) {
-			samples, r := processUtilization(h, ds.procLastSeen)
+			samples, r := processUtilization(h, ds.procLastSeen.ts)
 			switch {
-			case r == nvml.ERROR_NOT_FOUND || r == nvml.ERROR_INSUFFICIENT_SIZE:
-				// No sample since lastSeen (NOT_FOUND), or the number of
-				// samples grew between the wrapper's two calls: no
-				// figure this time, and nothing wrong with the GPU.
+			case r == nvml.ERROR_NOT_FOUND:
+				// No sample since lastSeen: no figure this time, and
+				// nothing wrong with the GPU.
+				ds.procLastSeen.noSample()
+			case r == nvml.ERROR_INSUFFICIENT_SIZE:
+				// The number of samples grew between the wrapper's two
+				// calls: no figure this time; the next call asks again.
 			case rd.ok("nvmlDeviceGetProcessUtilization", r):
-				means := newUtilMeans[uint32](ds.procLastSeen, &ds.procLastSeen)
+				means := newUtilMeans[uint32](&ds.procLastSeen)
 				for _, s := range samples {
 					means.add(s.Pid, s.TimeStamp, float64(s.SmUtil), float64(s.MemUtil))
 				}

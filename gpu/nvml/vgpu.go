@@ -98,9 +98,12 @@ func (rd *devReader) readVGPU(d *gpu.Device, now time.Time) {
 		return
 	}
 	if b.has(symVgpuUtil) {
-		vt, samples, r := h.GetVgpuUtilization(ds.vgpuLastSeen)
+		vt, samples, r := h.GetVgpuUtilization(ds.vgpuLastSeen.ts)
+		if r == nvml.ERROR_NOT_FOUND {
+			ds.vgpuLastSeen.noSample()
+		}
 		if rd.ok("nvmlDeviceGetVgpuUtilization", r) {
-			means := newUtilMeans[uint32](ds.vgpuLastSeen, &ds.vgpuLastSeen)
+			means := newUtilMeans[uint32](&ds.vgpuLastSeen)
 			for _, s := range samples {
 				means.add(s.VgpuInstance, s.TimeStamp, decodeValue(vt, s.SmUtil), decodeValue(vt, s.MemUtil),
 					decodeValue(vt, s.EncUtil), decodeValue(vt, s.DecUtil))
@@ -119,10 +122,13 @@ func (rd *devReader) readVGPU(d *gpu.Device, now time.Time) {
 		return
 	}
 	if b.has(symVgpuProcUtil) {
-		samples, r := h.GetVgpuProcessUtilization(ds.vgpuProcLastSeen)
+		samples, r := h.GetVgpuProcessUtilization(ds.vgpuProcLastSeen.ts)
+		if r == nvml.ERROR_NOT_FOUND {
+			ds.vgpuProcLastSeen.noSample()
+		}
 		if rd.ok("nvmlDeviceGetVgpuProcessUtilization", r) {
 			type key struct{ vgpu, pid uint32 }
-			means := newUtilMeans[key](ds.vgpuProcLastSeen, &ds.vgpuProcLastSeen)
+			means := newUtilMeans[key](&ds.vgpuProcLastSeen)
 			for _, s := range samples {
 				if a, isNew := means.add(key{s.VgpuInstance, s.Pid}, s.TimeStamp, float64(s.SmUtil), float64(s.MemUtil)); isNew {
 					a.name = cString(s.ProcessName[:])
