@@ -475,7 +475,13 @@ func (d *domain) pick(t int64) (int, int64) {
 		case "fixed-share":
 			slot = int64(v.TimeSlice) * int64(m.spec.VM.Weight)
 		}
-		slot = min(max(slot, int64(v.MinTimeSlice)), int64(v.MaxTimeSlice)*int64(max(1, m.spec.VM.Weight)))
+		// Slices stay within [min, max]; only fixed share's weighted slots
+		// (weight x time slice) may go beyond max, weight times at most.
+		hi := int64(v.MaxTimeSlice)
+		if v.Policy == "fixed-share" {
+			hi *= int64(max(1, m.spec.VM.Weight))
+		}
+		slot = min(max(slot, int64(v.MinTimeSlice)), hi)
 		return i, slot
 	}
 	return -1, 0

@@ -713,3 +713,25 @@ tenants:
 		}
 	}
 }
+
+// A VM's weight stretches only fixed-share slots: under best-effort with
+// ARR, a heavily backlogged VM of weight 3 gets at most the maximum slice.
+func TestVGPUARRSliceWithinMax(t *testing.T) {
+	s := mustNew(t, mustParse(t, `name: cap
+gpus: [{model: H100-SXM5-80GB, sharing: vgpu, vgpu: {policy: best-effort, arr: true, timeslice: 2ms, max_timeslice: 30ms, avg_factor: 1}}]
+tenants:
+  - {name: a, vm: {weight: 3}, memory: 8GiB, workload: {type: dnn, flops: 5e11, arrival: {process: poisson, rate: 5000}}}
+  - {name: b, memory: 8GiB, workload: {type: training, flops: 2e12}}
+`), Options{})
+	ctx := context.Background()
+	s.Sample(ctx)
+	s.AdvanceTo(s.Now().Add(2 * time.Second))
+	r, _ := s.Sample(ctx)
+	var longest time.Duration
+	for _, e := range r.Devices[0].Scheduler.Log {
+		longest = max(longest, e.TargetTimeSlice)
+	}
+	if longest != 30*time.Millisecond {
+		t.Errorf("longest target slice %v, want the 30ms maximum (reached, not exceeded)", longest)
+	}
+}
