@@ -26,8 +26,9 @@ type Meta struct {
 	Duration    time.Duration `json:"-"`
 }
 
-// TenantStep is one tenant's figures over one step. Pointer fields are nil
-// when the step holds no completed request.
+// TenantStep is one tenant's figures over one step. P50 and P99 are nil
+// when the step holds no completed request; Attainment is nil when no
+// request ended in it (completed or dropped) or the tenant has no SLO.
 type TenantStep struct {
 	Tenant     string   `json:"tenant"`
 	GPU        string   `json:"gpu"`
@@ -42,8 +43,8 @@ type TenantStep struct {
 	SLOTarget   float64 `json:"slo_target_seconds"`
 	// Throughput is completed requests per second.
 	Throughput float64 `json:"throughput_rps"`
-	// WorkRate is the simulator's work units per second (training
-	// steps, tokens: see docs/simulator.md).
+	// WorkRate is the simulator's useful work per second: FLOP/s for
+	// inference, steps/s for training (docs/simulator.md).
 	WorkRate float64 `json:"work_per_second"`
 	SMShare  float64 `json:"sm_share"`
 	BWShare  float64 `json:"bw_share"`
