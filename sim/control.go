@@ -87,6 +87,21 @@ func (g *gpuState) hasMPS() bool {
 	return false
 }
 
+// onClient runs f with the lock held on the MPS client pid of the GPU
+// with this UUID.
+func (s *Simulator) onClient(ctx context.Context, uuid string, pid uint32, f func(g *gpuState, t *tenant) error) error {
+	g, err := s.lockGPU(ctx, uuid)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	t, err := s.mpsClient(g, pid)
+	if err != nil {
+		return err
+	}
+	return f(g, t)
+}
+
 func (s *Simulator) mpsClient(g *gpuState, pid uint32) (*tenant, error) {
 	if !g.hasMPS() {
 		return nil, fmt.Errorf("sim: GPU %s runs no MPS server: %w", g.uuid, gpu.ErrNotSupported)
@@ -101,20 +116,13 @@ func (s *Simulator) mpsClient(g *gpuState, pid uint32) (*tenant, error) {
 // SetMPSActiveThreads sets the active-thread fraction for the client's next
 // context (FACTS.md line 42-45: fixed when a context is created).
 func (s *Simulator) SetMPSActiveThreads(ctx context.Context, uuid string, pid uint32, fraction float64) error {
-	g, err := s.lockGPU(ctx, uuid)
-	if err != nil {
-		return err
-	}
-	defer s.mu.Unlock()
-	if !(fraction > 0 && fraction <= 1) {
-		return fmt.Errorf("sim: active-thread fraction %g outside (0, 1]", fraction)
-	}
-	t, err := s.mpsClient(g, pid)
-	if err != nil {
-		return err
-	}
-	t.mpsPending = fraction
-	return nil
+	return s.onClient(ctx, uuid, pid, func(_ *gpuState, t *tenant) error {
+		if !(fraction > 0 && fraction <= 1) {
+			return fmt.Errorf("sim: active-thread fraction %g outside (0, 1]", fraction)
+		}
+		t.mpsPending = fraction
+		return nil
+	})
 }
 
 // SetMPSDefaultActiveThreads sets the default fraction for new clients.
@@ -138,32 +146,23 @@ func (s *Simulator) SetMPSDefaultActiveThreads(ctx context.Context, uuid string,
 // limit is checked when the client next creates its context (FACTS.md
 // line 46-47: over the limit = allocation failure).
 func (s *Simulator) SetMPSPinnedMemoryLimit(ctx context.Context, uuid string, pid uint32, bytes uint64) error {
-	g, err := s.lockGPU(ctx, uuid)
-	if err != nil {
-		return err
-	}
-	defer s.mu.Unlock()
-	t, err := s.mpsClient(g, pid)
-	if err != nil {
-		return err
-	}
-	t.pinned = bytes
-	return nil
+	return s.onClient(ctx, uuid, pid, func(_ *gpuState, t *tenant) error {
+		t.pinned = bytes
+		return nil
+	})
 }
 
 // RestartClient restarts an MPS client: for the GPU's restart time its
 // requests queue, then it runs with its new context settings. A restart
 // whose memory no longer fits (pinned limit) fails with an OOM event.
 func (s *Simulator) RestartClient(ctx context.Context, uuid string, pid uint32) error {
-	g, err := s.lockGPU(ctx, uuid)
-	if err != nil {
-		return err
-	}
-	defer s.mu.Unlock()
-	t, err := s.mpsClient(g, pid)
-	if err != nil {
-		return err
-	}
+	return s.onClient(ctx, uuid, pid, func(g *gpuState, t *tenant) error {
+		return s.restartClient(g, t)
+	})
+}
+
+func (s *Simulator) restartClient(g *gpuState, t *tenant) error {
+	pid := t.spec.Process.PID
 	if !t.alive {
 		if !s.startTenant(t, s.now) {
 			return fmt.Errorf("sim: client %d failed to start: out of memory", pid)
