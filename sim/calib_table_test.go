@@ -22,7 +22,7 @@ tenants:
 `, model, gpuExtra, tenantExtra, flops, bytes)
 }
 
-// rate runs src for d and returns the first tenant's completed steps per
+// stepRate runs src for d and returns the first tenant's completed steps per
 // second.
 func stepRate(t *testing.T, src string, d time.Duration) float64 {
 	t.Helper()
@@ -59,6 +59,16 @@ func switchFigures(t *testing.T, n int, level string, d time.Duration) (cost, sl
 	// cycles are counted at the maximum clock (readings.go)
 	switchNs := float64(*dev.ContextSwitchCyclesTotal) / (*dev.SMClockMaxHz / 1e9)
 	return time.Duration(switchNs / sw), time.Duration((float64(d) - switchNs) / sw)
+}
+
+// migSMs returns the SMs a compute-bound tenant in instance inst of an H200
+// split 3g.71gb + 4g.71gb gets, from its throughput against the whole GPU.
+func migSMs(t *testing.T, inst int) float64 {
+	const locked = "    locked_clocks: {min: 1980, max: 1980}"
+	full := stepRate(t, solo("H200-SXM5-141GB", locked, "", "1e13", "1e8"), 5*time.Second)
+	mig := stepRate(t, solo("H200-SXM5-141GB", locked+"\n    sharing: mig\n    mig: [{profile: 3g.71gb}, {profile: 4g.71gb}]",
+		fmt.Sprintf("    mig_instance: %d", inst), "1e13", "1e8"), 5*time.Second)
+	return mig / full * 132
 }
 
 // TestCalibrationTable: every FACTS.md figure the model claims, measured
@@ -111,17 +121,9 @@ tenants:
 				return *r.Devices[0].MemClockHz / 1e6
 			}, 3201, 3201},
 		{"FACTS.md line 20: H200 3g.71gb = 60 of 132 SMs (compute-bound throughput vs the whole GPU, ±1%)",
-			func(t *testing.T) float64 {
-				full := stepRate(t, solo(h200, locked, "", "1e13", "1e8"), 5*time.Second)
-				mig := stepRate(t, solo(h200, locked+"\n    sharing: mig\n    mig: [{profile: 3g.71gb}, {profile: 4g.71gb}]", "    mig_instance: 0", "1e13", "1e8"), 5*time.Second)
-				return mig / full * 132
-			}, 60 * 0.99, 60 * 1.01},
+			func(t *testing.T) float64 { return migSMs(t, 0) }, 60 * 0.99, 60 * 1.01},
 		{"FACTS.md line 20: H200 4g.71gb = 64 of 132 SMs (compute-bound throughput vs the whole GPU, ±1%)",
-			func(t *testing.T) float64 {
-				full := stepRate(t, solo(h200, locked, "", "1e13", "1e8"), 5*time.Second)
-				mig := stepRate(t, solo(h200, locked+"\n    sharing: mig\n    mig: [{profile: 3g.71gb}, {profile: 4g.71gb}]", "    mig_instance: 1", "1e13", "1e8"), 5*time.Second)
-				return mig / full * 132
-			}, 64 * 0.99, 64 * 1.01},
+			func(t *testing.T) float64 { return migSMs(t, 1) }, 64 * 0.99, 64 * 1.01},
 		{"FACTS.md line 25-26: default time slice 1024 us (us between context switches of 2 saturating tenants, less the switch, ±3%)",
 			func(t *testing.T) float64 {
 				_, slice := switchFigures(t, 2, "", time.Second)
