@@ -324,7 +324,10 @@ tenants:
 		s := mustNew(t, sc, Options{})
 		s.AdvanceTo(s.Now().Add(10 * time.Second))
 		l := s.Window().Tenants[0].Latencies
-		if len(l) == 0 || l[0] < c.want || l[0] > c.want+time.Microsecond {
+		if len(l) == 0 {
+			t.Fatalf("min_job_time %s: no request completed", c.floor)
+		}
+		if l[0] < c.want || l[0] > c.want+time.Microsecond {
 			t.Errorf("min_job_time %s: shortest latency %v, want %v", c.floor, l[0], c.want)
 		}
 	}
