@@ -76,6 +76,12 @@ type TenantWindow struct {
 	// Dropped counts requests rejected because the tenant's queue was full
 	// (max_queue) or lost when its process stopped or failed.
 	Dropped int
+	// Overdue counts the requests still waiting or running at the window's
+	// end that are already older than the SLO target: whenever they end,
+	// they will not be good. They are not in Completed or Dropped (a later
+	// window counts them when they end); a report of the whole run adds
+	// the last window's Overdue to the requests that missed.
+	Overdue int
 }
 
 // GPUWindow is a GPU's averages over the window.
@@ -508,6 +514,7 @@ func (s *Simulator) Window() WindowStats {
 		}
 		if t.spec.SLO != nil {
 			tw.SLOQuantile, tw.SLOTarget = t.spec.SLO.Quantile, t.spec.SLO.Target
+			tw.Overdue = t.overdue(s.now - int64(t.spec.SLO.Target))
 		}
 		if secs > 0 && t.dom != nil {
 			tw.SMShare = t.acc[1].sm / (secs * 1e9)

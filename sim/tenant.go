@@ -247,6 +247,23 @@ func (t *tenant) record(s *Simulator, ns int64) {
 	t.e2e.observe(d.Seconds())
 }
 
+// overdue counts the requests waiting or running that arrived before
+// cutoff.
+func (t *tenant) overdue(cutoff int64) int {
+	n := 0
+	for _, r := range t.queue[t.qhead:] {
+		if r.arrival < cutoff {
+			n++
+		}
+	}
+	for _, r := range t.seqs {
+		if r.arrival < cutoff {
+			n++
+		}
+	}
+	return n
+}
+
 // drop loses all queued and in-flight work (the process exited).
 func (t *tenant) drop() {
 	t.dropped += t.queued() + len(t.seqs)

@@ -738,3 +738,31 @@ tenants:
 		t.Errorf("longest target slice %v, want the 30ms maximum (reached, not exceeded)", longest)
 	}
 }
+
+// Overdue counts the requests still waiting at a window's end that are
+// already past the SLO target; once they end they are completed and not
+// good, and nothing is overdue any more.
+func TestOverdueRequests(t *testing.T) {
+	sc := mustParse(t, `name: od
+gpus: [{model: H100-SXM5-80GB, locked_clocks: {min: 1980, max: 1980}}]
+tenants:
+  - name: a
+    memory: 8GiB
+    slo: {quantile: 0.99, target: 100ms}
+    workload: {type: dnn, flops: 7.8e12, max_batch: 1, max_queue: 300, arrival: {process: poisson, rate: 1000}}
+events:
+  - {at: 2s, tenant: a, rate: 0}
+`)
+	s := mustNew(t, sc, Options{})
+	s.AdvanceTo(s.Now().Add(2 * time.Second))
+	w := s.Window().Tenants[0]
+	// about 100 requests/s are served; 300 wait, nearly all past 100 ms
+	if w.Overdue < 250 || w.Overdue > 300 {
+		t.Fatalf("overdue at 2 s: %d, want 250..300 (a full queue of 300, served at 10 ms each)", w.Overdue)
+	}
+	s.AdvanceTo(s.Now().Add(8 * time.Second))
+	w2 := s.Window().Tenants[0]
+	if w2.Overdue != 0 || w2.Completed-w2.Good < w.Overdue {
+		t.Errorf("after draining: %d overdue, %d completed of which %d good; want 0 overdue and the %d overdue among the missed", w2.Overdue, w2.Completed, w2.Good, w.Overdue)
+	}
+}

@@ -4,8 +4,11 @@
 //
 // Every figure is computed from the windows alone, so the same windows give
 // the same bytes: percentiles are nearest-rank over the exact request
-// latencies, SLO attainment is good/completed requests, shares and
-// utilization are time-weighted means.
+// latencies; SLO attainment is good requests over completed plus dropped
+// ones (a request the server rejected or lost did not meet its
+// objective), and over the whole run also those still waiting at its end
+// that are already past the target; shares and utilization are
+// time-weighted means.
 package report
 
 import (
@@ -99,6 +102,7 @@ type tenantAcc struct {
 	seconds     float64
 	ooms        int
 	dropped     int
+	overdue     int // at the end of the last window
 	sloQuantile float64
 	sloTarget   time.Duration
 }
@@ -145,6 +149,7 @@ func (r *Recorder) Add(w WindowStats) {
 		a.seconds += secs
 		a.ooms += tw.OOMs
 		a.dropped += tw.Dropped
+		a.overdue = tw.Overdue
 		a.sloQuantile, a.sloTarget = tw.SLOQuantile, tw.SLOTarget
 
 		ts := TenantStep{
@@ -264,7 +269,7 @@ type TenantSummary struct {
 	SLOTarget   float64  `json:"slo_target_seconds"`
 	// SLOMet is true when the tenant has an SLO and attainment reached
 	// its quantile; nil when it has no SLO or no request ended (completed
-	// or dropped).
+	// or dropped) or was overdue at the end.
 	SLOMet     *bool    `json:"slo_met"`
 	P50        *float64 `json:"p50_seconds"`
 	P99        *float64 `json:"p99_seconds"`
@@ -274,6 +279,9 @@ type TenantSummary struct {
 	BWShare    float64  `json:"bw_share"`
 	OOMs       int      `json:"ooms"`
 	Dropped    int      `json:"dropped"`
+	// Overdue is the requests still waiting or running at the end of the
+	// run that were already past the SLO target: they count as missed.
+	Overdue int `json:"overdue_at_end"`
 }
 
 // GPUSummary is one GPU's means over the run.
@@ -308,10 +316,10 @@ func (r *Recorder) Summary() Summary {
 		slices.Sort(lat)
 		ts := TenantSummary{
 			Tenant: name, GPU: a.gpu, Requests: a.completed, Good: a.good,
-			Attainment:  sloAttainment(a.sloTarget, a.good, a.completed+a.dropped),
+			Attainment:  sloAttainment(a.sloTarget, a.good, a.completed+a.dropped+a.overdue),
 			SLOQuantile: a.sloQuantile, SLOTarget: round6(a.sloTarget.Seconds()),
 			P50: quantile32(lat, 0.5), P99: quantile32(lat, 0.99),
-			OOMs: a.ooms, Dropped: a.dropped,
+			OOMs: a.ooms, Dropped: a.dropped, Overdue: a.overdue,
 		}
 		if r.elapsed > 0 {
 			ts.Throughput = round6(float64(a.completed) / r.elapsed)
@@ -322,7 +330,7 @@ func (r *Recorder) Summary() Summary {
 			ts.BWShare = round6(a.bwShareSec / a.seconds)
 		}
 		if a.sloTarget > 0 && ts.Attainment != nil {
-			met := float64(a.good)/float64(a.completed+a.dropped) >= a.sloQuantile
+			met := float64(a.good)/float64(a.completed+a.dropped+a.overdue) >= a.sloQuantile
 			ts.SLOMet = &met
 			s.SLOsHeld++
 			if met {

@@ -198,6 +198,31 @@ func TestSummaryDropsCountAsMissed(t *testing.T) {
 	}
 }
 
+// Requests still waiting past the target at the end of the run count as
+// missed once: the last window's Overdue, not the sum over windows (an
+// earlier window's overdue requests end, and count, later).
+func TestSummaryOverdueAtEnd(t *testing.T) {
+	ws := windows()
+	ws[0].Tenants[1].Overdue = 5
+	ws[2].Tenants[1].Overdue = 3
+	r := record(ws)
+	chat := r.Summary().Tenants[0]
+	// 9 good of 10 completed, 2 dropped, 3 overdue at the end
+	if chat.Overdue != 3 || chat.Attainment == nil || *chat.Attainment != 0.6 {
+		t.Errorf("summary %+v: want 3 overdue and attainment 9/15", chat)
+	}
+	if a := r.Steps()[2].Tenants[0].Attainment; a == nil || *a != 1 {
+		t.Errorf("last step attainment %v, want 1 (overdue requests have not ended)", a)
+	}
+	var b bytes.Buffer
+	if err := WriteSummaryText(&b, r.Summary()); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "OVERDUE") {
+		t.Errorf("summary text lacks the OVERDUE column:\n%s", b.String())
+	}
+}
+
 // A missed SLO reads "no".
 func TestSummarySLOMissed(t *testing.T) {
 	ws := windows()

@@ -43,7 +43,7 @@ func WriteSummaryText(w io.Writer, s Summary) error {
 		index[g.UUID] = strconv.Itoa(g.Index)
 	}
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TENANT\tGPU\tREQUESTS\tREQ/S\tSLO\tATTAINMENT\tMET\tP50\tP99\tWORK/S\tSM SHARE\tBW SHARE\tDROPPED\tOOMS")
+	fmt.Fprintln(tw, "TENANT\tGPU\tREQUESTS\tREQ/S\tSLO\tATTAINMENT\tMET\tP50\tP99\tWORK/S\tSM SHARE\tBW SHARE\tDROPPED\tOVERDUE\tOOMS")
 	for _, t := range s.Tenants {
 		slo, met := "-", "-"
 		if t.SLOTarget > 0 {
@@ -55,10 +55,10 @@ func WriteSummaryText(w io.Writer, s Summary) error {
 				met = "yes"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\n",
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n",
 			t.Tenant, cmp.Or(index[t.GPU], t.GPU), t.Requests, fmtFloat(t.Throughput), slo, fmtRatio(t.Attainment), met,
 			fmtSeconds(t.P50), fmtSeconds(t.P99), fmtFloat(t.WorkRate),
-			fmtRatio(&t.SMShare), fmtRatio(&t.BWShare), t.Dropped, t.OOMs)
+			fmtRatio(&t.SMShare), fmtRatio(&t.BWShare), t.Dropped, t.Overdue, t.OOMs)
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "GPU\tUUID\tSM ACTIVE\tDRAM ACTIVE\tPOWER\tSM CLOCK")
