@@ -173,11 +173,7 @@ func (s *Simulator) restartClient(g *gpuState, t *tenant) error {
 		s.oom(t, s.now, msg)
 		return fmt.Errorf("sim: client %d failed to restart: %s", pid, msg)
 	}
-	if t.mpsPending > 0 {
-		t.mpsEff = t.mpsPending
-	} else if t.spec.MPSThreads == 0 {
-		t.mpsEff = g.mpsDefault
-	}
+	t.mpsEff = t.contextFraction()
 	t.pause = max(t.pause, s.now+int64(g.spec.MPS.RestartTime))
 	return nil
 }
@@ -393,10 +389,7 @@ func (s *Simulator) MoveProcess(ctx context.Context, pid uint32, toUUID string) 
 	if t.alive {
 		t.pause = max(s.now, g.drainTo) + int64(s.sc.Control.MigrationTime)
 		if t.dom.kind == schedMPS {
-			t.mpsEff = g.mpsDefault
-			if t.mpsPending > 0 {
-				t.mpsEff = t.mpsPending
-			}
+			t.mpsEff = t.contextFraction()
 		}
 	}
 	return nil

@@ -312,12 +312,7 @@ func (s *Simulator) startTenant(t *tenant, now int64) bool {
 	}
 	t.alive = true
 	t.pause = max(now, g.drainTo)
-	t.mpsEff = g.mpsDefault
-	if t.mpsPending > 0 {
-		t.mpsEff = t.mpsPending
-	} else if t.spec.MPSThreads > 0 {
-		t.mpsEff = t.spec.MPSThreads
-	}
+	t.mpsEff = t.contextFraction()
 	t.initArrivals(now)
 	return true
 }

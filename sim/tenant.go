@@ -107,6 +107,22 @@ type tenant struct {
 	genTokens    uint64
 }
 
+// contextFraction is the MPS active-thread fraction a new context of t
+// gets (FACTS.md line 42-45): the server's value for this client (set by
+// SetMPSActiveThreads, else the GPU's default), lowered by the client's
+// own CUDA_MPS_ACTIVE_THREAD_PERCENTAGE (mps_active_threads), which can
+// only lower it.
+func (t *tenant) contextFraction() float64 {
+	f := t.dom.g.mpsDefault
+	if t.mpsPending > 0 {
+		f = t.mpsPending
+	}
+	if env := t.spec.MPSThreads; env > 0 && env < f {
+		f = env
+	}
+	return f
+}
+
 func (t *tenant) queued() int { return len(t.queue) - t.qhead }
 
 // startJob forms the next job if there is work; it reports whether a job

@@ -766,3 +766,36 @@ events:
 		t.Errorf("after draining: %d overdue, %d completed of which %d good; want 0 overdue and the %d overdue among the missed", w2.Overdue, w2.Completed, w2.Good, w.Overdue)
 	}
 }
+
+// A client's own mps_active_threads (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE) can
+// only lower the server's value (FACTS.md line 45): a higher server setting
+// leaves it where it is after a restart, a lower one applies; the same
+// holds for the GPU default.
+func TestMPSClientEnvOnlyLowers(t *testing.T) {
+	sc := mustParse(t, `name: env
+gpus: [{model: H100-SXM5-80GB, sharing: mps, mps: {default_active_threads: 0.2}}]
+tenants:
+  - {name: a, process: {pid: 10}, mps_active_threads: 0.3, memory: 8GiB, workload: {type: training, flops: 1e12}}
+`)
+	s := mustNew(t, sc, Options{})
+	ctx := context.Background()
+	uuid := sc.GPUs[0].UUID
+	frac := func() float64 {
+		r, _ := s.Sample(ctx)
+		return *r.Devices[0].Processes[0].MPSActiveThreads
+	}
+	if f := frac(); f != 0.2 {
+		t.Errorf("client 0.3 under a server default of 0.2: %v, want 0.2", f)
+	}
+	for _, c := range []struct{ set, want float64 }{{0.8, 0.3}, {0.1, 0.1}} {
+		if err := s.SetMPSActiveThreads(ctx, uuid, 10, c.set); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.RestartClient(ctx, uuid, 10); err != nil {
+			t.Fatal(err)
+		}
+		if f := frac(); f != c.want {
+			t.Errorf("server %v, client 0.3: %v after a restart, want %v", c.set, f, c.want)
+		}
+	}
+}
