@@ -191,9 +191,9 @@ func addLine(p *plot.Plot, xy plotter.XYs, c color.Color, dashed bool, legend st
 	return nil
 }
 
-// LatencyPlot draws, per GPU, each tenant's p99 request latency per step
-// (solid, log scale) against its SLO target (dashed, same colour).
-func LatencyPlot(r *Recorder) (Plot, error) {
+// tenantPanels draws one panel per GPU with panel, given the GPU's title,
+// the time axis and the tenants that ended on it, and lays them out.
+func tenantPanels(r *Recorder, panel func(title, xlabel string, steps []Step, div float64, tenants []string) (*plot.Plot, error)) (Plot, error) {
 	steps := r.Steps()
 	if len(steps) == 0 {
 		return Plot{}, errNoData
@@ -202,7 +202,23 @@ func LatencyPlot(r *Recorder) (Plot, error) {
 	titles, groups := tenantGroups(r)
 	var panels []*plot.Plot
 	for gi, tenants := range groups {
-		p := newPanel(titles[gi]+": p99 latency vs SLO target", xlabel, "seconds (log)")
+		p, err := panel(titles[gi], xlabel, steps, div, tenants)
+		if err != nil {
+			return Plot{}, err
+		}
+		panels = append(panels, p)
+	}
+	if len(panels) == 0 {
+		return Plot{}, errNoData
+	}
+	return grid(panels), nil
+}
+
+// LatencyPlot draws, per GPU, each tenant's p99 request latency per step
+// (solid, log scale) against its SLO target (dashed, same colour).
+func LatencyPlot(r *Recorder) (Plot, error) {
+	return tenantPanels(r, func(title, xlabel string, steps []Step, div float64, tenants []string) (*plot.Plot, error) {
+		p := newPanel(title+": p99 latency vs SLO target", xlabel, "seconds (log)")
 		points := 0
 		for ti, name := range tenants {
 			c := plotutil.Color(ti)
@@ -214,12 +230,12 @@ func LatencyPlot(r *Recorder) (Plot, error) {
 			})
 			points += len(xy)
 			if err := addLine(p, xy, c, false, name+" p99"); err != nil {
-				return Plot{}, err
+				return nil, err
 			}
 			target := tenantXY(steps, name, div, func(t TenantStep) (float64, bool) { return t.SLOTarget, t.SLOTarget > 0 })
 			points += len(target)
 			if err := addLine(p, target, c, true, ""); err != nil {
-				return Plot{}, err
+				return nil, err
 			}
 		}
 		if points > 0 {
@@ -227,46 +243,31 @@ func LatencyPlot(r *Recorder) (Plot, error) {
 			p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 			p.Y.Max *= 4 // room above the data for the legend
 		} else {
-			p.Title.Text = titles[gi] + ": no requests"
+			p.Title.Text = title + ": no requests"
 		}
-		panels = append(panels, p)
-	}
-	if len(panels) == 0 {
-		return Plot{}, errNoData
-	}
-	return grid(panels), nil
+		return p, nil
+	})
 }
 
 // SharesPlot draws, per GPU, each tenant's SM share (solid) and HBM
 // bandwidth share (dashed) per step.
 func SharesPlot(r *Recorder) (Plot, error) {
-	steps := r.Steps()
-	if len(steps) == 0 {
-		return Plot{}, errNoData
-	}
-	div, xlabel := timeAxis(steps)
-	titles, groups := tenantGroups(r)
-	var panels []*plot.Plot
-	for gi, tenants := range groups {
-		p := newPanel(titles[gi]+": shares", xlabel, "SM share (solid), BW share (dashed)")
+	return tenantPanels(r, func(title, xlabel string, steps []Step, div float64, tenants []string) (*plot.Plot, error) {
+		p := newPanel(title+": shares", xlabel, "SM share (solid), BW share (dashed)")
 		p.Y.Min, p.Y.Max = 0, 1.25 // room above the data for the legend
 		for ti, name := range tenants {
 			c := plotutil.Color(ti)
 			sm := tenantXY(steps, name, div, func(t TenantStep) (float64, bool) { return t.SMShare, true })
 			bw := tenantXY(steps, name, div, func(t TenantStep) (float64, bool) { return t.BWShare, true })
 			if err := addLine(p, sm, c, false, name); err != nil {
-				return Plot{}, err
+				return nil, err
 			}
 			if err := addLine(p, bw, c, true, ""); err != nil {
-				return Plot{}, err
+				return nil, err
 			}
 		}
-		panels = append(panels, p)
-	}
-	if len(panels) == 0 {
-		return Plot{}, errNoData
-	}
-	return grid(panels), nil
+		return p, nil
+	})
 }
 
 // GPUPlot draws each GPU's SM activity, DRAM activity, SM clock and power
