@@ -64,8 +64,9 @@ const (
 	arrMaxFrequency     = 1000
 )
 
-// checkARR fills in the default average factor and frequency and checks
-// them; it returns what is wrong or "".
+// checkARR fills in the default average factor and frequency and, with
+// ARR on (NVML checks them only then), checks them; it returns what is
+// wrong or "".
 func checkARR(v *VGPUSpec) string {
 	if v.AvgFactor == 0 {
 		v.AvgFactor = arrDefaultAvgFactor
@@ -73,13 +74,16 @@ func checkARR(v *VGPUSpec) string {
 	if v.Frequency == 0 {
 		v.Frequency = arrDefaultFrequency
 	}
+	if !v.ARR {
+		return ""
+	}
 	if v.AvgFactor > arrMaxAvgFactor {
 		return fmt.Sprintf("adaptive round robin average factor %d outside [1, %d]", v.AvgFactor, arrMaxAvgFactor)
 	}
 	if v.Frequency > arrMaxFrequency {
 		return fmt.Sprintf("adaptive round robin frequency %d Hz outside [1, %d]", v.Frequency, arrMaxFrequency)
 	}
-	if v.ARR && v.Policy != "best-effort" {
+	if v.Policy != "best-effort" {
 		return "adaptive round robin needs the best-effort policy"
 	}
 	return ""

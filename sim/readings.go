@@ -159,9 +159,13 @@ func (s *Simulator) device(g *gpuState, interval time.Duration) gpu.Device {
 		v := g.vgpu
 		d.Scheduler = &gpu.VGPUScheduler{
 			Policy: v.Policy, ARREnabled: v.ARR, TimeSlice: v.TimeSlice,
-			AvgFactor: v.AvgFactor, Frequency: v.Frequency,
 			MinTimeSlice: v.MinTimeSlice, MaxTimeSlice: v.MaxTimeSlice,
 			Log: cloneOrNil(g.schedLog[max(0, len(g.schedLog)-schedLogMax):]),
+		}
+		// NVML's scheduler state carries the average factor with ARR on,
+		// and never the frequency.
+		if v.ARR {
+			d.Scheduler.AvgFactor = v.AvgFactor
 		}
 	}
 	for _, dom := range g.domains {

@@ -678,8 +678,8 @@ tenants:
 			t.Fatal(err)
 		}
 		sch := r.Devices[0].Scheduler
-		if sch.Frequency != uint32(freq) || sch.AvgFactor != 4 {
-			t.Fatalf("readings: frequency %d avg factor %d, want %d and 4", sch.Frequency, sch.AvgFactor, freq)
+		if !sch.ARREnabled || sch.AvgFactor != 4 || sch.Frequency != 0 {
+			t.Fatalf("readings: ARR %v, avg factor %d, frequency %d; want ARR with 4 and no frequency (NVML reads none)", sch.ARREnabled, sch.AvgFactor, sch.Frequency)
 		}
 		var l time.Duration
 		for _, e := range sch.Log {
@@ -797,5 +797,20 @@ tenants:
 		if f := frac(); f != c.want {
 			t.Errorf("server %v, client 0.3: %v after a restart, want %v", c.set, f, c.want)
 		}
+	}
+}
+
+// With ARR off the average factor and frequency are not checked (NVML
+// checks them only with ARR on) and the readings carry neither.
+func TestVGPUARROffIgnoresParameters(t *testing.T) {
+	sc := mustParse(t, `name: off
+gpus: [{model: H100-SXM5-80GB, sharing: vgpu, vgpu: {policy: equal-share, avg_factor: 500, frequency: 5000}}]
+tenants:
+  - {name: a, memory: 8GiB, workload: {type: training, flops: 1e12}}
+`)
+	s := mustNew(t, sc, Options{})
+	r, _ := s.Sample(context.Background())
+	if sch := r.Devices[0].Scheduler; sch.ARREnabled || sch.AvgFactor != 0 || sch.Frequency != 0 {
+		t.Errorf("scheduler readings %+v: want ARR off, no average factor or frequency", sch)
 	}
 }
