@@ -101,7 +101,7 @@ func (s *Simulator) device(g *gpuState, interval time.Duration) gpu.Device {
 		ECCCorrectedTotal:      gpu.Uint(0),
 		ECCUncorrectedTotal:    gpu.Uint(0),
 		ContextSwitchesTotal:   gpu.Uint(g.ctxSwitches),
-		// cycles at the current clock spent switching
+		// time spent switching, in cycles of the maximum SM clock
 		ContextSwitchCyclesTotal: gpu.Uint(uint64(g.switchNs * m.MaxClockMHz / 1e3)),
 		Events:                   cloneOrNil(g.events),
 	}
