@@ -21,7 +21,7 @@ FUZZTIME    ?= 20s
 export CGO_CFLAGS := -Wno-deprecated-declarations
 export CGO_ENABLED := 1
 
-.PHONY: all build run test unit e2e lint bench fuzz clean
+.PHONY: all build run test unit effects e2e lint bench fuzz clean
 
 all: lint build test
 
@@ -32,11 +32,16 @@ build:
 run: build
 	./$(BIN) --backend=sim $(RUN_ARGS)
 
-# Unit tests of every package (race detector on), then the end-to-end test.
-test: unit e2e
+# Unit tests of every package (race detector on), the full-length scenario
+# effects (too slow under the race detector, so run without it), then the
+# end-to-end test.
+test: unit effects e2e
 
 unit:
 	$(GO) test -race -count=1 ./...
+
+effects:
+	$(GO) test -count=1 -run '^TestScenarioEffects$$' ./cmd/vgpusim/
 
 # The end-to-end test alone: the real binary scraped by a real Prometheus.
 e2e:
