@@ -403,7 +403,9 @@ func (p *parser) validate(sc *Scenario) error {
 			return p.errAt(at("model"), "unknown GPU model %q (have %s)", g.Model, strings.Join(modelNames(), ", "))
 		}
 		if g.UUID == "" {
-			g.UUID = deriveUUID("GPU-", fmt.Sprintf("vgpusim/gpu/%d", i))
+			// The scenario's name is part of the key, so that two simulated
+			// hosts (two scenarios) never share a GPU UUID.
+			g.UUID = deriveUUID("GPU-", fmt.Sprintf("vgpusim/%s/gpu/%d", sc.Name, i))
 		}
 		if uuids[g.UUID] {
 			return p.errAt(at("uuid"), "duplicate UUID %s", g.UUID)
