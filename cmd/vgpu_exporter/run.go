@@ -30,10 +30,19 @@ type snapshotBuilder interface {
 }
 
 // starter is implemented by builders with background work (latency
-// sources, the kubelet mapping) that runs until ctx is done.
+// sources, the kubelet mapping): Start launches it and returns, the work
+// runs until ctx is done, and Wait blocks until it has all returned.
 type starter interface {
 	Start(ctx context.Context)
+	Wait()
 }
+
+// tenant.Builder must keep satisfying both interfaces: serve finds its
+// background work by a type assertion, which would otherwise fail silently.
+var (
+	_ snapshotBuilder = (*tenant.Builder)(nil)
+	_ starter         = (*tenant.Builder)(nil)
+)
 
 // service is the running pipeline: sampler -> builder -> store -> HTTP.
 type service struct {
@@ -119,8 +128,9 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	if st, ok := s.builder.(starter); ok {
-		wg.Go(func() { st.Start(ctx) })
+	st, hasBackground := s.builder.(starter)
+	if hasBackground {
+		st.Start(ctx)
 	}
 	wg.Go(func() { s.sampler.Run(ctx) })
 	wg.Go(func() {
@@ -159,6 +169,11 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 	}
 	cancel()
 	wg.Wait()
+	// The builder's loops (latency scrapes of sim:// sources, the kubelet
+	// mapping) may still be using the source; they end soon after cancel.
+	if hasBackground {
+		st.Wait()
+	}
 	if err := s.src.Close(); err != nil {
 		level.Warn(s.logger).Log("msg", "closing the backend", "backend", s.src.Name(), "err", err)
 	}

@@ -29,6 +29,8 @@ import (
 type fakeSource struct {
 	samples atomic.Int32
 	closed  atomic.Bool
+	// onClose, when set, runs at Close.
+	onClose func()
 	fail    bool
 	// failAfter makes every sample after the first failAfter fail (0: never).
 	failAfter int32
@@ -42,14 +44,26 @@ func (s *fakeSource) Sample(context.Context) (*gpu.Readings, error) {
 	}
 	return &gpu.Readings{Backend: "fake"}, nil
 }
-func (s *fakeSource) Close() error { s.closed.Store(true); return nil }
+func (s *fakeSource) Close() error {
+	if s.onClose != nil {
+		s.onClose()
+	}
+	s.closed.Store(true)
+	return nil
+}
 
-// fakeBuilder builds empty snapshots and records reloads and Start.
+// fakeBuilder builds empty snapshots and records reloads and Start. Like
+// tenant.Builder, Start returns at once and its background loop ends some
+// time after the context: here only once Wait lets it (a loop still busy
+// with a latency scrape), so a caller that skips Wait sees it running.
 type fakeBuilder struct {
 	mu      sync.Mutex
 	reloads []string
 	started atomic.Bool
-	stopped atomic.Bool
+	// running is true while the background loop runs.
+	running atomic.Bool
+	loop    sync.WaitGroup
+	gate    chan struct{}
 	bad     bool
 }
 
@@ -69,8 +83,20 @@ func (b *fakeBuilder) Reload(path string) error {
 
 func (b *fakeBuilder) Start(ctx context.Context) {
 	b.started.Store(true)
-	<-ctx.Done()
-	b.stopped.Store(true)
+	b.gate = make(chan struct{})
+	b.running.Store(true)
+	b.loop.Go(func() {
+		<-ctx.Done()
+		<-b.gate
+		b.running.Store(false)
+	})
+}
+
+func (b *fakeBuilder) Wait() {
+	if b.gate != nil {
+		close(b.gate)
+	}
+	b.loop.Wait()
 }
 
 func (b *fakeBuilder) reloadCount() int {
@@ -122,8 +148,9 @@ func httpGet(url string) (int, string) {
 func TestServiceServesAndShutsDown(t *testing.T) {
 	addr := freeAddr(t)
 	cfg := testConfig(t, "--web.listen-address="+addr, "--sample.interval=1h")
-	src := &fakeSource{}
 	b := &fakeBuilder{}
+	loopRanAtClose := atomic.Bool{}
+	src := &fakeSource{onClose: func() { loopRanAtClose.Store(b.running.Load()) }}
 	// A manual clock: the sampler takes its first sample at once and then
 	// waits for the clock, so the test controls every later sample.
 	clock := gpu.NewManualClock(time.Unix(1e9, 0))
@@ -173,8 +200,11 @@ func TestServiceServesAndShutsDown(t *testing.T) {
 	if !src.closed.Load() {
 		t.Error("source not closed on shutdown")
 	}
-	if !b.stopped.Load() {
+	if b.running.Load() {
 		t.Error("builder background work not stopped")
+	}
+	if loopRanAtClose.Load() {
+		t.Error("the source was closed while the builder's background work still ran")
 	}
 	if c, _ := httpGet(base + "/-/healthy"); c != 0 {
 		t.Error("server still answers after shutdown")
