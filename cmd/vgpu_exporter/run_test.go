@@ -261,7 +261,21 @@ func TestServiceListenErrorIsReturned(t *testing.T) {
 	}
 }
 
+// nvmlWorks reports whether NVML initializes on this host.
+func nvmlWorks() bool {
+	probe, err := gpunvml.New(gpunvml.Options{})
+	if err != nil {
+		return false
+	}
+	probe.Close()
+	return true
+}
+
 func TestRunExitCodes(t *testing.T) {
+	autoWant, nvmlWant := "--backend=sim", "--backend=nvml"
+	if nvmlWorks() {
+		autoWant, nvmlWant = "256.0.0.1", "256.0.0.1"
+	}
 	for _, tc := range []struct {
 		args   []string
 		code   int
@@ -274,9 +288,13 @@ func TestRunExitCodes(t *testing.T) {
 		{[]string{"--backend=sim", "--sim.scenario=no-such-scenario", "--web.listen-address=256.0.0.1:1"}, 1, "not a built-in scenario", ""},
 		{[]string{"--backend=sim", "--web.listen-address=256.0.0.1:1"}, 1, "256.0.0.1", ""},
 		{[]string{"--config.check=/nonexistent/tenants.yaml"}, 1, "/nonexistent/tenants.yaml", ""},
-		// On a host with a GPU, auto finds NVML and the bad listen address
-		// ends the run instead.
-		{[]string{"--backend=auto", "--web.listen-address=256.0.0.1:1"}, 1, "", ""},
+		// Without a driver, auto stops before listening and names
+		// --backend=sim; on a host with a GPU it finds NVML and the bad
+		// listen address ends the run instead.
+		{[]string{"--backend=auto", "--web.listen-address=256.0.0.1:1"}, 1, autoWant, ""},
+		{[]string{"--backend=nvml", "--web.listen-address=256.0.0.1:1"}, 1, nvmlWant, ""},
+		{[]string{"--log.level=trace"}, 2, "--log.level", ""},
+		{[]string{"--tenants.config=/nonexistent/t.yaml", "--backend=sim", "--web.listen-address=256.0.0.1:1"}, 1, "/nonexistent/t.yaml", ""},
 	} {
 		var stdout, stderr strings.Builder
 		app := kingpin.New("vgpu_exporter", "")
