@@ -19,7 +19,7 @@ import (
 
 // openSim starts the simulator on the scenario --sim.scenario names.
 func openSim(cfg *config, clock gpu.Clock, logger log.Logger) (gpu.Source, tenantsSource, error) {
-	sc, companion, err := resolveScenario(cfg.SimScenario, scenarios.FS)
+	sc, companion, err := resolveScenario(cfg.SimScenario, builtinLibraries()...)
 	if err != nil {
 		return nil, tenantsSource{}, err
 	}
@@ -31,10 +31,21 @@ func openSim(cfg *config, clock gpu.Clock, logger log.Logger) (gpu.Source, tenan
 	return s, companion, nil
 }
 
+// builtinLibraries returns the file systems whose top-level <name>.yaml
+// files are the built-in scenarios: the scenario library and its
+// trace-replay scenarios (which carry their trace, about 0.7 MB).
+func builtinLibraries() []fs.FS {
+	libs := []fs.FS{scenarios.FS}
+	if replay, err := fs.Sub(scenarios.Replay, "replay"); err == nil {
+		libs = append(libs, replay)
+	}
+	return libs
+}
+
 // resolveScenario loads a scenario given as a file path or as the name of
-// a built-in scenario in builtin (<name>.yaml), and finds its companion
-// tenants file (<name>.tenants.yaml next to it).
-func resolveScenario(arg string, builtin fs.FS) (*sim.Scenario, tenantsSource, error) {
+// a built-in scenario (<name>.yaml at the top of one of libs), and finds
+// its companion tenants file (<name>.tenants.yaml next to it).
+func resolveScenario(arg string, libs ...fs.FS) (*sim.Scenario, tenantsSource, error) {
 	if fi, err := os.Stat(arg); err == nil && !fi.IsDir() {
 		sc, err := sim.LoadScenario(arg)
 		if err != nil {
@@ -47,16 +58,29 @@ func resolveScenario(arg string, builtin fs.FS) (*sim.Scenario, tenantsSource, e
 		return sc, ts, nil
 	}
 	name := strings.TrimSuffix(arg, ".yaml")
-	if !slices.Contains(builtinScenarios(builtin), name) {
-		return nil, tenantsSource{}, fmt.Errorf("--sim.scenario=%s: no such file, and not a built-in scenario (built-in: %s)",
-			arg, strings.Join(builtinScenarios(builtin), ", "))
+	var lib fs.FS
+	for _, l := range libs {
+		if slices.Contains(builtinScenarios(l), name) {
+			lib = l
+			break
+		}
 	}
-	sc, err := loadBuiltin(builtin, name)
+	if lib == nil {
+		var all []string
+		for _, l := range libs {
+			all = append(all, builtinScenarios(l)...)
+		}
+		sort.Strings(all)
+		all = slices.Compact(all)
+		return nil, tenantsSource{}, fmt.Errorf("--sim.scenario=%s: no such file, and not a built-in scenario (built-in: %s)",
+			arg, strings.Join(all, ", "))
+	}
+	sc, err := loadBuiltin(lib, name)
 	if err != nil {
 		return nil, tenantsSource{}, err
 	}
 	var ts tenantsSource
-	if td, err := fs.ReadFile(builtin, name+".tenants.yaml"); err == nil {
+	if td, err := fs.ReadFile(lib, name+".tenants.yaml"); err == nil {
 		ts = tenantsSource{Name: name + ".tenants.yaml", Data: td}
 	}
 	return sc, ts, nil

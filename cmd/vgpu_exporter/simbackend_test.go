@@ -56,6 +56,14 @@ func TestResolveScenario(t *testing.T) {
 		"bad.yaml":          {Data: []byte("name: bad\ngpus: 3\n")},
 	}
 
+	// A second library, like the trace-replay scenarios: its own
+	// companion, and a name the first library also has (the first wins).
+	second := fstest.MapFS{
+		"other.yaml":         {Data: scenario},
+		"other.tenants.yaml": {Data: tenants},
+		"bare.yaml":          {Data: []byte("name: shadowed\ngpus: 3\n")},
+	}
+
 	for _, tc := range []struct {
 		arg         string
 		wantPath    string // companion file
@@ -65,15 +73,16 @@ func TestResolveScenario(t *testing.T) {
 		{arg: "tiny", wantBuiltin: "tiny.tenants.yaml"},
 		{arg: "tiny.yaml", wantBuiltin: "tiny.tenants.yaml"},
 		{arg: "bare"},
+		{arg: "other", wantBuiltin: "other.tenants.yaml"},
 		{arg: withCompanion, wantPath: filepath.Join(dir, "mine.tenants.yaml")},
 		{arg: alone},
-		{arg: "nope", wantErr: []string{"--sim.scenario=nope", "not a built-in scenario", "bad, bare, tiny"}},
+		{arg: "nope", wantErr: []string{"--sim.scenario=nope", "not a built-in scenario", "bad, bare, other, tiny"}},
 		{arg: "../tiny", wantErr: []string{"not a built-in scenario"}},
 		{arg: "tiny.tenants", wantErr: []string{"not a built-in scenario"}},
 		{arg: "bad", wantErr: []string{"built-in scenario bad: bad.yaml:2"}},
 		{arg: broken, wantErr: []string{"broken.yaml"}},
 	} {
-		sc, ts, err := resolveScenario(tc.arg, builtin)
+		sc, ts, err := resolveScenario(tc.arg, builtin, second)
 		if len(tc.wantErr) > 0 {
 			if err == nil {
 				t.Errorf("%s: no error", tc.arg)
@@ -105,9 +114,23 @@ func TestResolveScenario(t *testing.T) {
 // Every built-in scenario loads, runs and has a valid companion tenants
 // file whose tenants all appear in the snapshot.
 func TestBuiltinScenariosBuild(t *testing.T) {
-	names := builtinScenarios(scenarios.FS)
+	var names []string
+	seen := map[string]bool{}
+	for _, lib := range builtinLibraries() {
+		for _, n := range builtinScenarios(lib) {
+			if seen[n] {
+				t.Errorf("two built-in scenarios are named %s; only the first can be chosen", n)
+			}
+			seen[n] = true
+			names = append(names, n)
+		}
+	}
 	if len(names) == 0 || !contains(names, defaultScenario) {
 		t.Fatalf("built-in scenarios %v lack the default %q", names, defaultScenario)
+	}
+	// The trace-replay scenarios can be chosen by name too.
+	if !contains(names, "diurnal-shift") {
+		t.Errorf("built-in scenarios %v lack the trace replay diurnal-shift", names)
 	}
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
