@@ -1,0 +1,174 @@
+package main
+
+import (
+	"fmt"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const modulePath = "github.com/vgpu-exporter/vgpu_exporter"
+
+// layers lists, for every package of the module (by its path below the
+// module root), the project packages its non-test files may import:
+// cmd -> (collector, tuner) -> tenant -> gpu <- (gpu/nvml, gpu/dcgmexp,
+// sim). Tests may import more (tenant's tests drive the simulator). A
+// package missing from the table fails the test, so a new package gets
+// its place in the layers when it is added.
+var layers = map[string][]string{
+	"gpu":         nil,
+	"gpu/nvml":    {"gpu"},
+	"gpu/dcgmexp": {"gpu"},
+	"sim":         {"gpu"},
+	"sim/report":  {"gpu", "sim"},
+	"tenant":      {"gpu"},
+	"collector":   {"gpu", "tenant"},
+	"tuner":       {"gpu", "tenant"},
+	// The commands wire every layer; nothing imports a command.
+	"cmd/vgpu_exporter": {"collector", "tuner", "tenant", "gpu", "gpu/nvml", "gpu/dcgmexp", "sim", "test/scenarios"},
+	"cmd/vgpusim":       {"collector", "tuner", "tenant", "gpu", "sim", "sim/report", "test/scenarios"},
+	// Embedded data and test programs stand apart from the layers.
+	"test/scenarios":      nil,
+	"test/e2e":            nil,
+	"test/device/compare": nil,
+}
+
+// TestLayering checks the import rule over every package of the module.
+func TestLayering(t *testing.T) {
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	imports, err := projectImports(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The walk must have found the layers themselves, or it checked nothing.
+	for _, p := range []string{"gpu", "tenant", "collector", "sim", "cmd/vgpu_exporter"} {
+		if _, ok := imports[p]; !ok {
+			t.Fatalf("package %s not found under %s", p, root)
+		}
+	}
+	for _, v := range layeringViolations(imports, layers) {
+		t.Error(v)
+	}
+}
+
+// The checker itself reports what it should.
+func TestLayeringViolations(t *testing.T) {
+	rules := map[string][]string{"gpu": nil, "tenant": {"gpu"}, "sim": {"gpu"}, "collector": {"gpu", "tenant"}}
+	for _, tc := range []struct {
+		name    string
+		imports map[string][]string
+		want    []string
+	}{
+		{"clean", map[string][]string{"gpu": nil, "tenant": {"gpu"}, "collector": {"tenant", "gpu"}, "sim": {"gpu"}}, nil},
+		{"collector calls a backend", map[string][]string{"collector": {"tenant", "sim"}}, []string{"collector imports sim"}},
+		{"sim imports tenant", map[string][]string{"sim": {"gpu", "tenant"}}, []string{"sim imports tenant"}},
+		{"gpu imports upward", map[string][]string{"gpu": {"tenant"}}, []string{"gpu imports tenant"}},
+		{"unknown package", map[string][]string{"newpkg": {"gpu"}}, []string{"newpkg is not in the layering table"}},
+	} {
+		got := layeringViolations(tc.imports, rules)
+		if len(got) != len(tc.want) {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+			continue
+		}
+		for i := range got {
+			if !strings.Contains(got[i], tc.want[i]) {
+				t.Errorf("%s: %q lacks %q", tc.name, got[i], tc.want[i])
+			}
+		}
+	}
+}
+
+// layeringViolations returns one line per import that rules do not allow
+// and per package that rules do not know, sorted.
+func layeringViolations(imports, rules map[string][]string) []string {
+	var out []string
+	for pkg, imps := range imports {
+		allowed, known := rules[pkg]
+		if !known {
+			out = append(out, fmt.Sprintf("%s is not in the layering table; give it its place in the layers", pkg))
+			continue
+		}
+		for _, imp := range imps {
+			if !slices.Contains(allowed, imp) {
+				out = append(out, fmt.Sprintf("%s imports %s, which the layering does not allow (allowed: %v)", pkg, imp, allowed))
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// moduleRoot returns the directory of the module's go.mod above the
+// working directory.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && strings.Contains(string(data), "module "+modulePath+"\n") {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod of %s above the working directory", modulePath)
+		}
+		dir = parent
+	}
+}
+
+// projectImports maps every package directory under root (by slash path
+// relative to root) to the module packages its non-test .go files import,
+// whatever their build tags.
+func projectImports(root string) (map[string][]string, error) {
+	out := map[string][]string{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if p != root && (name == "testdata" || name == "vendor" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			return nil
+		}
+		rel, err := filepath.Rel(root, filepath.Dir(p))
+		if err != nil {
+			return err
+		}
+		pkg := filepath.ToSlash(rel)
+		f, err := parser.ParseFile(token.NewFileSet(), p, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		imps := out[pkg]
+		for _, im := range f.Imports {
+			ip, err := strconv.Unquote(im.Path.Value)
+			if err != nil {
+				return fmt.Errorf("%s: %w", p, err)
+			}
+			if rest, ok := strings.CutPrefix(ip, modulePath+"/"); ok && !slices.Contains(imps, rest) {
+				imps = append(imps, path.Clean(rest))
+			}
+		}
+		out[pkg] = imps
+		return nil
+	})
+	return out, err
+}
