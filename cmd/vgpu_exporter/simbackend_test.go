@@ -293,3 +293,57 @@ func grepLines(s, substr string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// A reload of a bad tenants file keeps the last good configuration in use
+// and is reported by vgpu_config_last_reload_successful; fixing the file
+// and reloading again takes the new tenants.
+func TestReloadKeepsLastGoodConfig(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "tenants.yaml")
+	write := func(content string) {
+		t.Helper()
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("tenants:\n  - name: solo\n    class: batch\n    selectors:\n      - executable: vllm\n")
+	clock := gpu.NewManualClock(time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC))
+	svc, err := buildOn(testConfig(t, "--backend=sim", "--tenants.config="+p), clock, log.NewNopLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.src.Close()
+	h, err := newHandler(handlerOptions{
+		TelemetryPath: "/metrics",
+		NewCollector: func(filters ...string) (prometheus.Collector, error) {
+			return newCollector(svc.snapshot, log.NewNopLogger(), filters...)
+		},
+		Reload: svc.reload,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := func(what, reloadBody string, wantCode int, wantMetrics ...string) {
+		t.Helper()
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("POST", "/-/reload", nil))
+		if rec.Code != wantCode || !strings.Contains(rec.Body.String(), reloadBody) {
+			t.Errorf("%s: reload answered %d %q, want %d with %q", what, rec.Code, rec.Body.String(), wantCode, reloadBody)
+		}
+		clock.Advance(time.Second)
+		if err := svc.sampler.SampleOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		rec = httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		for _, m := range wantMetrics {
+			if !strings.Contains(rec.Body.String(), m) {
+				t.Errorf("%s: scrape lacks %q:\n%s", what, m, grepLines(rec.Body.String(), "vgpu_config_"))
+			}
+		}
+	}
+	step("good file", "Reloaded", 200, "vgpu_config_last_reload_successful 1", `tenant="solo"`)
+	write("tenants:\n  - nmae: duo\n")
+	step("bad file", p+":2", 500, "vgpu_config_last_reload_successful 0", `tenant="solo"`, "vgpu_config_reload_failures_total 1")
+	write("tenants:\n  - name: duo\n    class: batch\n    selectors:\n      - executable: vllm\n")
+	step("fixed file", "Reloaded", 200, "vgpu_config_last_reload_successful 1", `tenant="duo"`)
+}
