@@ -113,6 +113,16 @@ func TestExporterScrapedByPrometheus(t *testing.T) {
 		if err != nil || len(res) != 1 {
 			t.Fatalf("%s: up == 1: %v %v", job, res, err)
 		}
+		// The data says it is simulated, and the build is identified.
+		for _, q := range []string{
+			fmt.Sprintf(`vgpu_backend_info{job=%q,backend="sim"} == 1`, job),
+			fmt.Sprintf(`vgpu_exporter_build_info{job=%q} == 1`, job),
+		} {
+			res, err := query(promURL, q)
+			if err != nil || len(res) != 1 {
+				t.Errorf("%s: %s: %v %v", job, q, res, err)
+			}
+		}
 
 		// Every tenant of the scenario has SM activity.
 		poll(t, job+": SM activity of every tenant", func() error {
@@ -258,6 +268,9 @@ func start(t *testing.T, name, bin string, args ...string) *process {
 	}
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = f, f
+	// Cleanup kills the process when the test ends; dieWithParent also
+	// covers a test binary that dies first (go test -timeout).
+	dieWithParent(p.cmd)
 	if err := p.cmd.Start(); err != nil {
 		f.Close()
 		t.Fatalf("starting %s: %v", name, err)
