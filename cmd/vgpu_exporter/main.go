@@ -11,6 +11,7 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/go-kit/log/level"
 	"github.com/prometheus/common/version"
+	"github.com/prometheus/exporter-toolkit/web"
 )
 
 func main() {
@@ -48,6 +49,14 @@ func run(ctx context.Context, app *kingpin.Application, args []string, stdout, s
 	}
 	startupInfo(logger, cfg)
 
+	// exporter-toolkit reads --web.config.file only once serving; a bad
+	// file should stop the start before the backend opens, naming the flag.
+	if f := *cfg.Web.WebConfigFile; f != "" {
+		if err := web.Validate(f); err != nil {
+			level.Error(logger).Log("msg", "cannot start", "err", fmt.Errorf("--web.config.file=%s: %w", f, err))
+			return 1
+		}
+	}
 	svc, err := build(cfg, logger)
 	if err != nil {
 		level.Error(logger).Log("msg", "cannot start", "err", err)

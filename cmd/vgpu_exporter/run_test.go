@@ -312,6 +312,31 @@ func TestRunExitCodes(t *testing.T) {
 	}
 }
 
+// A bad --web.config.file stops the start, before the backend opens, with
+// the flag and the file named.
+func TestRunBadWebConfig(t *testing.T) {
+	dir := t.TempDir()
+	broken := filepath.Join(dir, "web.yml")
+	if err := os.WriteFile(broken, []byte("basic_auth_users: [\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{filepath.Join(dir, "missing.yml"), broken} {
+		var stdout, stderr strings.Builder
+		app := kingpin.New("vgpu_exporter", "")
+		app.Terminate(nil)
+		args := []string{"--backend=sim", "--web.listen-address=" + freeAddr(t), "--web.config.file=" + f}
+		if code := run(context.Background(), app, args, &stdout, &stderr); code != 1 {
+			t.Errorf("%s: exit %d, want 1", f, code)
+		}
+		if want := "--web.config.file=" + f; !strings.Contains(stderr.String(), want) {
+			t.Errorf("%s: stderr %q lacks %q", f, stderr.String(), want)
+		}
+		if strings.Contains(stderr.String(), "SIMULATED") {
+			t.Errorf("%s: the backend was opened before the web configuration was checked", f)
+		}
+	}
+}
+
 // Without a driver, auto and nvml exit with an actionable message; auto
 // names --backend=sim. On a host with a working driver the test is skipped.
 func TestNoDriverMessages(t *testing.T) {
