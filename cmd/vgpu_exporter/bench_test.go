@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/go-kit/log"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // BenchmarkScrape measures one /metrics request over a snapshot of the
@@ -25,16 +24,7 @@ func BenchmarkScrape(b *testing.B) {
 	if err := svc.sampler.SampleOnce(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	h, err := newHandler(handlerOptions{
-		TelemetryPath: "/metrics",
-		Self:          selfRegistry(),
-		NewCollector: func(filters ...string) (prometheus.Collector, error) {
-			return newCollector(svc.snapshot, log.NewNopLogger(), filters...)
-		},
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
+	h := serviceHandler(b, svc, selfRegistry())
 	b.ReportAllocs()
 	for b.Loop() {
 		rec := httptest.NewRecorder()

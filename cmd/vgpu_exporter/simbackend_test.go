@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -165,16 +166,7 @@ func TestBuiltinScenariosBuild(t *testing.T) {
 			}
 			// The whole scrape, exporter metrics included, is promlint-clean
 			// and every collector succeeds.
-			h, err := newHandler(handlerOptions{
-				TelemetryPath: "/metrics",
-				Self:          selfRegistry(),
-				NewCollector: func(filters ...string) (prometheus.Collector, error) {
-					return newCollector(svc.snapshot, log.NewNopLogger(), filters...)
-				},
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
+			h := serviceHandler(t, svc, selfRegistry())
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 			body := rec.Body.String()
@@ -312,16 +304,7 @@ func TestReloadKeepsLastGoodConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer svc.src.Close()
-	h, err := newHandler(handlerOptions{
-		TelemetryPath: "/metrics",
-		NewCollector: func(filters ...string) (prometheus.Collector, error) {
-			return newCollector(svc.snapshot, log.NewNopLogger(), filters...)
-		},
-		Reload: svc.reload,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := serviceHandler(t, svc, nil)
 	step := func(what, reloadBody string, wantCode int, wantMetrics ...string) {
 		t.Helper()
 		rec := httptest.NewRecorder()
@@ -346,4 +329,22 @@ func TestReloadKeepsLastGoodConfig(t *testing.T) {
 	step("bad file", p+":2", 500, "vgpu_config_last_reload_successful 0", `tenant="solo"`, "vgpu_config_reload_failures_total 1")
 	write("tenants:\n  - name: duo\n    class: batch\n    selectors:\n      - executable: vllm\n")
 	step("fixed file", "Reloaded", 200, "vgpu_config_last_reload_successful 1", `tenant="duo"`)
+}
+
+// serviceHandler is the exporter's HTTP handler over svc with the real
+// collector, at /metrics; self holds the exporter's own metrics (or nil).
+func serviceHandler(tb testing.TB, svc *service, self *prometheus.Registry) http.Handler {
+	tb.Helper()
+	h, err := newHandler(handlerOptions{
+		TelemetryPath: "/metrics",
+		Self:          self,
+		NewCollector: func(filters ...string) (prometheus.Collector, error) {
+			return newCollector(svc.snapshot, log.NewNopLogger(), filters...)
+		},
+		Reload: svc.reload,
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return h
 }
