@@ -48,6 +48,9 @@ type config struct {
 
 	LogLevel  string
 	LogFormat string
+
+	// Whether --sim.scenario and --sim.seed were given.
+	simScenarioSet, simSeedSet bool
 }
 
 // addFlags declares the exporter's flags on app and returns the config they
@@ -56,9 +59,10 @@ func addFlags(app *kingpin.Application) *config {
 	c := &config{}
 	enumFlag(app, "backend", "Where GPU readings come from: auto (NVML when the driver loads, otherwise exit), nvml, or sim (the built-in simulator).",
 		backendAuto, &c.Backend, backendAuto, backendSim, backendNVML)
-	app.Flag("sim.scenario", "Scenario the simulator runs: a file path or the name of a built-in scenario.").
-		Default(defaultScenario).StringVar(&c.SimScenario)
-	int64Flag(app, "sim.seed", "Random seed of the simulator; the same seed gives the same run. 0 keeps the scenario's own seed.", "0", &c.SimSeed)
+	app.Flag("sim.scenario", "Scenario the simulator runs (--backend=sim only): a file path or the name of a built-in scenario.").
+		Default(defaultScenario).IsSetByUser(&c.simScenarioSet).StringVar(&c.SimScenario)
+	int64Flag(app, "sim.seed", "Random seed of the simulator (--backend=sim only); the same seed gives the same run. 0 keeps the scenario's own seed.", "0", &c.SimSeed).
+		IsSetByUser(&c.simSeedSet)
 	app.Flag("tenants.config", "Tenants file (YAML). Default: none, so all usage is reported as unassigned; with --backend=sim, the scenario's <name>.tenants.yaml companion.").
 		PlaceHolder("FILE").StringVar(&c.TenantsConfig)
 	app.Flag("config.check", "Validate this tenants file, print every error and exit (0 when valid, 1 otherwise).").
@@ -103,6 +107,18 @@ func (c *config) validate() error {
 	}
 	if reserved(c.TelemetryPath) {
 		errs = append(errs, fmt.Errorf("--web.telemetry-path %q clashes with a built-in endpoint", c.TelemetryPath))
+	}
+	if c.Backend != backendSim {
+		// Given with a real backend, they would be ignored: say so rather
+		// than serve real data the user may take for the scenario's.
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"--sim.scenario", c.simScenarioSet}, {"--sim.seed", c.simSeedSet}} {
+			if f.set {
+				errs = append(errs, fmt.Errorf("%s is used only with --backend=sim, not --backend=%s", f.name, c.Backend))
+			}
+		}
 	}
 	if c.DCGMExporterURL != "" {
 		if c.Backend == backendSim {

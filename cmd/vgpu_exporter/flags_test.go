@@ -58,6 +58,9 @@ func TestFlagValidation(t *testing.T) {
 		{[]string{"--log.level=trace"}, "is not one of"},
 		{[]string{"--log.format=text"}, "is not one of"},
 		{[]string{"--sim.seed=abc"}, "sim.seed"},
+		{[]string{"--backend=sim", "--sim.scenario=h200-mig", "--sim.seed=7"}, ""},
+		{[]string{"--sim.scenario=h200-mig"}, "--sim.scenario is used only with --backend=sim, not --backend=auto"},
+		{[]string{"--backend=nvml", "--sim.seed=7"}, "--sim.seed is used only with --backend=sim, not --backend=nvml"},
 		// Several problems are all reported.
 		{[]string{"--sample.interval=0s", "--web.max-requests=-3"}, "--web.max-requests"},
 	} {
