@@ -255,7 +255,8 @@ func TestBuiltinScenarioWithTrace(t *testing.T) {
 	base := string(readBuiltin(t, "h100-timeslice.yaml"))
 	const poisson = "arrival: {process: poisson, rate: 3}"
 	if !strings.Contains(base, poisson) {
-		t.Skip("the default scenario changed; no LLM arrival line to replace")
+		// A skip here would let the test pass without checking anything.
+		t.Fatalf("h100-timeslice.yaml has no %q line to replace with a trace; update this test", poisson)
 	}
 	withTrace := strings.Replace(base, poisson, "arrival: {process: trace, file: traces/conv.csv}", 1)
 	trace := "TIMESTAMP,ContextTokens,GeneratedTokens\n" +
