@@ -57,13 +57,15 @@ func run(ctx context.Context, app *kingpin.Application, args []string, stdout, s
 			return 1
 		}
 	}
+	// Signals are caught before the backend opens: a SIGHUP during a slow
+	// start would otherwise end the process (its default action).
+	ctx, hup, stop := signals(ctx)
+	defer stop()
 	svc, err := build(cfg, logger)
 	if err != nil {
 		level.Error(logger).Log("msg", "cannot start", "err", err)
 		return 1
 	}
-	ctx, hup, stop := signals(ctx)
-	defer stop()
 	if err := svc.serve(ctx, cfg, newCollector, hup); err != nil {
 		level.Error(logger).Log("msg", "exiting", "err", err)
 		return 1
