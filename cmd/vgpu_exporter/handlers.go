@@ -31,7 +31,8 @@ type handlerOptions struct {
 	Logger      log.Logger
 	// Ready reports whether a first snapshot has been published.
 	Ready func() bool
-	// Reload rereads the tenants file.
+	// Reload rereads the tenants file; errNothingToReload when there is
+	// none.
 	Reload func() error
 }
 
@@ -118,7 +119,12 @@ func newHandler(o handlerOptions) (http.Handler, error) {
 			http.Error(w, "Reload is not available.", http.StatusInternalServerError)
 			return
 		}
-		if err := o.Reload(); err != nil {
+		err := o.Reload()
+		if errors.Is(err, errNothingToReload) {
+			fmt.Fprintf(w, "Nothing reloaded: %v.\n", err)
+			return
+		}
+		if err != nil {
 			level.Error(o.Logger).Log("msg", "reload failed", "source", "http", "err", err)
 			http.Error(w, "Reload failed, the previous configuration stays in use: "+err.Error(), http.StatusInternalServerError)
 			return

@@ -86,13 +86,16 @@ func (s *service) snapshot() *tenant.Snapshot {
 	return snap
 }
 
+// errNothingToReload is what a reload returns when the tenants
+// configuration is built in or absent: nothing failed, nothing was read.
+var errNothingToReload = errors.New("nothing to reload: the tenants configuration is not read from a file (see --tenants.config)")
+
 // reload rereads the tenants file. Reloads are serialized.
 func (s *service) reload() error {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
 	if s.tenantsFile == "" {
-		level.Info(s.logger).Log("msg", "reload requested but the tenants configuration is not read from a file; nothing to reload")
-		return nil
+		return errNothingToReload
 	}
 	return s.builder.Reload(s.tenantsFile)
 }
@@ -139,9 +142,12 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 			case <-ctx.Done():
 				return
 			case <-hup:
-				if err := s.reload(); err != nil {
+				switch err := s.reload(); {
+				case errors.Is(err, errNothingToReload):
+					level.Info(s.logger).Log("msg", "SIGHUP ignored", "reason", err)
+				case err != nil:
 					level.Error(s.logger).Log("msg", "reload failed, the previous configuration stays in use", "source", "SIGHUP", "err", err)
-				} else {
+				default:
 					level.Info(s.logger).Log("msg", "reloaded the tenants configuration", "source", "SIGHUP")
 				}
 			}

@@ -215,7 +215,8 @@ func TestServiceNotReadyWhileSamplesFail(t *testing.T) {
 	addr := freeAddr(t)
 	cfg := testConfig(t, "--web.listen-address="+addr, "--web.disable-exporter-metrics")
 	src := &fakeSource{fail: true}
-	svc := newService(src, &fakeBuilder{}, "", gpu.NewManualClock(time.Unix(1e9, 0)), time.Hour, log.NewNopLogger())
+	b := &fakeBuilder{}
+	svc := newService(src, b, "", gpu.NewManualClock(time.Unix(1e9, 0)), time.Hour, log.NewNopLogger())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- svc.serve(ctx, cfg, newFakeCollectorFor, nil) }()
@@ -228,14 +229,19 @@ func TestServiceNotReadyWhileSamplesFail(t *testing.T) {
 	if _, body := httpGet(base + "/metrics"); strings.Contains(body, "go_goroutines") {
 		t.Error("exporter metrics served despite --web.disable-exporter-metrics")
 	}
-	// No tenants file: a reload succeeds without calling the builder.
+	// No tenants file: a reload does not fail and says nothing was read,
+	// without calling the builder.
 	resp, err := http.Post(base+"/-/reload", "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Errorf("reload without a file: %d", resp.StatusCode)
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "Nothing reloaded") {
+		t.Errorf("reload without a file: %d %q", resp.StatusCode, body)
+	}
+	if b.reloadCount() != 0 {
+		t.Errorf("the builder reloaded %v without a file", b.reloads)
 	}
 	cancel()
 	if err := <-done; err != nil {
