@@ -157,6 +157,7 @@ func TestServiceServesAndShutsDown(t *testing.T) {
 	svc := newService(src, b, "/etc/tenants.yaml", clock, time.Hour, log.NewNopLogger())
 	hup := make(chan os.Signal, 1)
 	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel) // a failing test still stops the server
 	done := make(chan error, 1)
 	go func() { done <- svc.serve(ctx, cfg, newFakeCollectorFor, hup) }()
 
@@ -218,6 +219,7 @@ func TestServiceNotReadyWhileSamplesFail(t *testing.T) {
 	b := &fakeBuilder{}
 	svc := newService(src, b, "", gpu.NewManualClock(time.Unix(1e9, 0)), time.Hour, log.NewNopLogger())
 	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel) // a failing test still stops the server
 	done := make(chan error, 1)
 	go func() { done <- svc.serve(ctx, cfg, newFakeCollectorFor, nil) }()
 	base := "http://" + addr
@@ -385,6 +387,7 @@ func TestServiceWebConfigBasicAuth(t *testing.T) {
 	cfg := testConfig(t, "--web.listen-address="+addr, "--web.config.file="+webCfg)
 	svc := newService(&fakeSource{}, &fakeBuilder{}, "", gpu.NewManualClock(time.Unix(1e9, 0)), time.Hour, log.NewNopLogger())
 	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel) // a failing test still stops the server
 	done := make(chan error, 1)
 	go func() { done <- svc.serve(ctx, cfg, newFakeCollectorFor, nil) }()
 	defer func() {
