@@ -131,7 +131,8 @@ type SLO struct {
 	Window        time.Duration // defaults.slo_window unless set
 }
 
-// Share is the tuner's bounds for a tenant's share of a GPU (0-1).
+// Share is the tuner's bounds for a tenant's share of the GPU (or MIG
+// instance) it runs on (0-1): Min is its guarantee there, Max its cap.
 type Share struct {
 	Min, Max float64
 }
@@ -786,12 +787,13 @@ func simApp(u string) string {
 	return strings.Trim(strings.TrimPrefix(u, "sim://"), "/")
 }
 
-// validate checks what needs the whole file: names, impossible SLOs, shares,
-// selectors that provably overlap.
+// validate checks what needs the whole file: names, impossible SLOs,
+// selectors that provably overlap. The tenants' share.min values are not
+// summed here: a guarantee holds on the GPU (or MIG instance) the tenant
+// runs on, and which tenants share one is known only at attribution time,
+// where Build checks the sum per GPU and instance (see shares.go).
 func (p *parser) validate(cfg *Config) {
 	names := map[string]int{}
-	sumMin := 0.0
-	overLine := 0 // the tenant whose share.min takes the sum over 1
 	for i := range cfg.Tenants {
 		t := &cfg.Tenants[i]
 		switch {
@@ -809,12 +811,6 @@ func (p *parser) validate(cfg *Config) {
 		}
 		if len(t.Selectors) == 0 {
 			p.errorf(t.Line, "tenant %q has no selectors; nothing could be attributed to it", t.Name)
-		}
-		if t.Share != nil {
-			sumMin += t.Share.Min
-			if sumMin > 1+1e-9 && overLine == 0 {
-				overLine = t.Line
-			}
 		}
 		if s := t.SLO; s != nil {
 			if s.Window == 0 {
@@ -842,9 +838,6 @@ func (p *parser) validate(cfg *Config) {
 		if t.LatencySource != nil && t.SLO != nil && t.LatencySource.Timeout >= cfg.Defaults.ScrapeInterval {
 			p.errorf(t.Line, "tenant %q: latency_source.timeout %s must be shorter than scrape_interval %s", t.Name, t.LatencySource.Timeout, cfg.Defaults.ScrapeInterval)
 		}
-	}
-	if overLine > 0 {
-		p.errorf(overLine, "the tenants' share.min add up to %.3g > 1 (over 1 from this tenant on): the guarantees cannot all be met", sumMin)
 	}
 	p.checkOverlaps(cfg)
 }

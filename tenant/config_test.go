@@ -101,7 +101,9 @@ func TestParseConfigErrors(t *testing.T) {
 		{"slo without source", head + "    slo: {quantile: 0.9, target: 1s}\n", "t.yaml:2: tenant \"a\" has an slo but no latency_source"},
 		{"target longer than window", head + "    slo: {quantile: 0.9, target: 10m}\n    latency_source: {url: \"sim://a\", preset: tgi}\n", "t.yaml:2: tenant \"a\": slo.target 10m0s is not shorter than the SLO window 5m0s"},
 		{"throughput too low for quantile", head + "    slo: {quantile: 0.999, target: 1s, min_throughput: 0.1}\n    latency_source: {url: \"sim://a\", preset: tgi}\n", "fewer than the 1000 a 0.999 quantile needs"},
-		{"mins above one", head + "    share: {min: 0.6}\n  - name: b\n    selectors: [{uid: 3}]\n    share: {min: 0.6}\n", "t.yaml:5: the tenants' share.min add up to 1.2 > 1"},
+		{"min negative", head + "    share: {min: -0.1}\n", "t.yaml:4: share.min -0.1 is outside [0,1]"},
+		{"min not a number", head + "    share: {min: half}\n", "t.yaml:4: share.min must be a number, got \"half\""},
+		{"max above one", head + "    share: {max: 1.01}\n", "t.yaml:4: share.max 1.01 is outside [0,1]"},
 		{"bad url", head + "    latency_source: {url: \"ftp://x/metrics\", preset: tgi}\n", "t.yaml:4: latency_source.url \"ftp://x/metrics\": scheme must be"},
 		{"bad preset", head + "    latency_source: {url: \"http://x/metrics\", preset: vllm}\n", "t.yaml:4: unknown latency_source.preset \"vllm\""},
 		{"no preset nor metric", head + "    latency_source: {url: \"http://x/metrics\"}\n", "t.yaml:4: latency_source needs a preset or a metric"},
@@ -153,6 +155,58 @@ func TestParseConfigNoFalseOverlap(t *testing.T) {
 `
 	if _, err := ParseConfig("t.yaml", []byte(in)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestParseConfigShares checks the share bounds the parser accepts. The
+// tenants' share.min values are not summed across the file: a minimum is a
+// guarantee on the GPU (or MIG instance) the tenant runs on, and which
+// tenants share a GPU is known only at attribution time (Builder.Build
+// checks the sum there).
+func TestParseConfigShares(t *testing.T) {
+	tenantsWithMin := func(n int, min string) string {
+		var b strings.Builder
+		b.WriteString("tenants:\n")
+		for i := range n {
+			fmt.Fprintf(&b, "  - name: t%d\n    selectors: [{uid: %d}]\n    share: {min: %s}\n", i, i, min)
+		}
+		return b.String()
+	}
+	tests := []struct {
+		name     string
+		in       string
+		min, max map[string]float64 // by tenant
+	}{
+		{"defaults", "tenants:\n  - name: a\n    selectors: [{uid: 1}]\n    share: {}\n",
+			map[string]float64{"a": 0}, map[string]float64{"a": 1}},
+		{"bounds kept", "tenants:\n  - name: a\n    selectors: [{uid: 1}]\n    share: {min: 0.25, max: 0.5}\n",
+			map[string]float64{"a": 0.25}, map[string]float64{"a": 0.5}},
+		{"min equal max", "tenants:\n  - name: a\n    selectors: [{uid: 1}]\n    share: {min: 1, max: 1}\n",
+			map[string]float64{"a": 1}, map[string]float64{"a": 1}},
+		// Formerly rejected ("share.min add up to 1.2 > 1"): a and b may run
+		// on different GPUs, where each guarantee can be met.
+		{"mins above one across the file", "tenants:\n  - name: a\n    selectors: [{uid: 1}]\n    share: {min: 0.6}\n  - name: b\n    selectors: [{uid: 3}]\n    share: {min: 0.6}\n",
+			map[string]float64{"a": 0.6, "b": 0.6}, map[string]float64{"a": 1, "b": 1}},
+		// 32 tenants over 8 GPUs, four per GPU: 6.4 in all, 0.8 per GPU.
+		{"32 tenants with min 0.2", tenantsWithMin(32, "0.2"),
+			map[string]float64{"t0": 0.2, "t31": 0.2}, map[string]float64{"t0": 1, "t31": 1}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := ParseConfig("t.yaml", []byte(tc.in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for name, want := range tc.min {
+				tn := cfg.TenantByName(name)
+				if tn == nil || tn.Share == nil {
+					t.Fatalf("tenant %q: no share in %+v", name, cfg.Tenants)
+				}
+				if tn.Share.Min != want || tn.Share.Max != tc.max[name] {
+					t.Errorf("tenant %q share %+v, want min %v max %v", name, *tn.Share, want, tc.max[name])
+				}
+			}
+		})
 	}
 }
 
