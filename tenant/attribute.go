@@ -105,10 +105,12 @@ type attrState struct {
 	csAcc map[csKey]float64
 	// cumulative device events
 	events []EventCount
+	// share over-commitments already logged (GPU, instance and tenants)
+	shareLogged map[string]bool
 }
 
 func newAttrState() attrState {
-	return attrState{seen: map[string]bool{}, prevCS: map[string]uint64{}, csAcc: map[csKey]float64{}}
+	return attrState{seen: map[string]bool{}, shareLogged: map[string]bool{}, prevCS: map[string]uint64{}, csAcc: map[csKey]float64{}}
 }
 
 type csKey struct{ uuid, tenant string }
@@ -118,6 +120,7 @@ type csKey struct{ uuid, tenant string }
 // tenants do not accumulate them.
 func (a *attrState) reconfigured(cc *compiledConfig) {
 	a.seen = map[string]bool{}
+	a.shareLogged = map[string]bool{}
 	for k := range a.csAcc {
 		if _, ok := cc.class[k.tenant]; !ok && k.tenant != Unassigned {
 			delete(a.csAcc, k)

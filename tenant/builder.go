@@ -78,16 +78,20 @@ type compiledConfig struct {
 	*Config
 	info       []Info
 	class      map[string]string
+	minShare   map[string]float64 // share.min of the tenants that set one above 0
 	needCgroup bool // some selector needs the cgroup path or the pod
 	needExe    bool
 	needUID    bool
 }
 
 func compile(cfg *Config) *compiledConfig {
-	c := &compiledConfig{Config: cfg, class: map[string]string{}}
+	c := &compiledConfig{Config: cfg, class: map[string]string{}, minShare: map[string]float64{}}
 	for _, t := range cfg.Tenants {
 		c.info = append(c.info, Info{Name: t.Name, Class: t.Class, Priority: t.Priority})
 		c.class[t.Name] = t.Class
+		if t.Share != nil && t.Share.Min > 0 {
+			c.minShare[t.Name] = t.Share.Min
+		}
 		for _, s := range t.Selectors {
 			if s.Cgroup != "" || s.Kubernetes != nil {
 				c.needCgroup = true
@@ -389,6 +393,7 @@ func (b *Builder) Build(r *gpu.Readings, st gpu.SamplerStats) *Snapshot {
 	b.buildMu.Lock()
 	snap.Usage = b.usage(cc, r, b.kubeMap.Load())
 	snap.Attribution = b.attr.status()
+	snap.Attribution.ShareMinSums, snap.Attribution.OvercommittedShares = b.shareSums(cc, snap.Usage)
 	b.attr.events = AddEvents(b.attr.events, r)
 	snap.Events = b.attr.events
 	b.buildMu.Unlock()

@@ -158,6 +158,26 @@ type AttributionStatus struct {
 	ConflictsTotal uint64
 	// CgroupErrorsTotal counts processes whose cgroup could not be read.
 	CgroupErrorsTotal uint64
+	// ShareMinSums has one entry per GPU (and per MIG GPU instance, each
+	// its own share domain) where at least one tenant with a share.min
+	// above 0 has usage in this sample, in the order of Usage.
+	ShareMinSums []ShareMinSum
+	// OvercommittedShares are the entries of ShareMinSums whose MinSum is
+	// above 1: the guarantees on that GPU (or instance) cannot all be met.
+	OvercommittedShares []ShareMinSum
+}
+
+// ShareMinSum is the sum of the share.min guarantees of the tenants that
+// used one GPU, or one MIG instance of it, during the sample.
+type ShareMinSum struct {
+	GPU  int    // device index
+	UUID string // device UUID
+	// GPUInstance is the MIG GPU instance ID as a string; "" for the GPU
+	// itself (or usage on a MIG GPU outside any instance).
+	GPUInstance string
+	// Tenants are the tenants present with a share.min above 0, ascending.
+	Tenants []string
+	MinSum  float64
 }
 
 // Store publishes snapshots through an atomic pointer: one writer (the

@@ -1,0 +1,198 @@
+package tenant
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/go-kit/log"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+const shareTenants = `tenants:
+  - name: a
+    selectors: [{executable: a}]
+    share: {min: 0.6}
+  - name: b
+    selectors: [{executable: b}]
+    share: {min: 0.6, max: 0.9}
+  - name: c
+    selectors: [{executable: c}]
+    share: {min: 0.3}
+  - name: d
+    selectors: [{executable: d}]
+  - name: e
+    selectors: [{executable: e}]
+    share: {max: 0.75}
+  - name: p1
+    selectors: [{executable: p1}]
+    share: {min: 0.1}
+  - name: p2
+    selectors: [{executable: p2}]
+    share: {min: 0.2}
+  - name: p7
+    selectors: [{executable: p7}]
+    share: {min: 0.7}
+  - name: m1
+    selectors: [{mig_uuid: MIG-1}]
+    share: {min: 0.7}
+  - name: m2
+    selectors: [{mig_uuid: MIG-2}]
+    share: {min: 0.7}
+`
+
+// sharedDev is a time-sliced GPU with one process per executable name.
+func sharedDev(idx int, uuid string, exes ...string) gpu.Device {
+	d := gpu.Device{Index: idx, UUID: uuid, Up: true, Mode: gpu.SharingTimeSlice}
+	for i, exe := range exes {
+		d.Processes = append(d.Processes, gpu.Process{PID: uint32(100*idx + i + 1), Name: exe, UID: -1, GPUInstanceID: -1, UsedMemoryBytes: memp(gib)})
+	}
+	return d
+}
+
+// migDev has instance 1 (MIG-1) and 2 (MIG-2) with no processes, and
+// instance 3 with one process per executable name.
+func migDev(idx int, uuid string, exes ...string) gpu.Device {
+	d := gpu.Device{Index: idx, UUID: uuid, Up: true, Mode: gpu.SharingMIG, MIGEnabled: true,
+		MIG: []gpu.MIGInstance{
+			{UUID: "MIG-1", GPUInstanceID: 1, Activity: gpu.Activity{SMActive: gpu.Float(0.5)}},
+			{UUID: "MIG-2", GPUInstanceID: 2, Activity: gpu.Activity{SMActive: gpu.Float(0.5)}},
+			{UUID: "MIG-3", GPUInstanceID: 3, Activity: gpu.Activity{SMActive: gpu.Float(0.5)}},
+		}}
+	for i, exe := range exes {
+		d.Processes = append(d.Processes, gpu.Process{PID: uint32(100*idx + i + 1), Name: exe, UID: -1, GPUInstanceID: 3, UsedMemoryBytes: memp(gib)})
+	}
+	return d
+}
+
+func TestShareMinSums(t *testing.T) {
+	tests := []struct {
+		name string
+		devs []gpu.Device
+		all  []ShareMinSum
+		over []ShareMinSum
+	}{
+		{"over-committed GPU and a sound one",
+			[]gpu.Device{sharedDev(0, "GPU-0", "a", "b", "d"), sharedDev(1, "GPU-1", "c", "d", "e")},
+			[]ShareMinSum{{0, "GPU-0", "", []string{"a", "b"}, 1.2}, {1, "GPU-1", "", []string{"c"}, 0.3}},
+			[]ShareMinSum{{0, "GPU-0", "", []string{"a", "b"}, 1.2}}},
+		// the same guarantees spread over two GPUs: 1.2 in all, sound on each
+		{"spread over GPUs",
+			[]gpu.Device{sharedDev(0, "GPU-0", "a", "c"), sharedDev(1, "GPU-1", "b")},
+			[]ShareMinSum{{0, "GPU-0", "", []string{"a", "c"}, 0.9}, {1, "GPU-1", "", []string{"b"}, 0.6}},
+			nil},
+		// 0.1+0.2+0.7 is 1.0000000000000002 in floating point: exactly 1
+		{"sum of exactly one",
+			[]gpu.Device{sharedDev(0, "GPU-0", "p7", "p2", "p1")},
+			[]ShareMinSum{{0, "GPU-0", "", []string{"p1", "p2", "p7"}, 0.1 + 0.2 + 0.7}},
+			nil},
+		{"no tenant with a minimum",
+			[]gpu.Device{sharedDev(0, "GPU-0", "d", "e", "unknown")},
+			nil, nil},
+		{"unassigned usage does not count",
+			[]gpu.Device{sharedDev(0, "GPU-0", "unknown", "other")},
+			nil, nil},
+		{"two processes of one tenant count once",
+			[]gpu.Device{sharedDev(0, "GPU-0", "a", "a")},
+			[]ShareMinSum{{0, "GPU-0", "", []string{"a"}, 0.6}},
+			nil},
+		// m1 and m2 own instances 1 and 2 (0.7 each, 1.4 on the GPU) but
+		// each instance is its own share domain; a and b share instance 3
+		{"MIG instances are separate domains",
+			[]gpu.Device{migDev(0, "GPU-0", "a", "b")},
+			[]ShareMinSum{{0, "GPU-0", "1", []string{"m1"}, 0.7}, {0, "GPU-0", "2", []string{"m2"}, 0.7}, {0, "GPU-0", "3", []string{"a", "b"}, 1.2}},
+			[]ShareMinSum{{0, "GPU-0", "3", []string{"a", "b"}, 1.2}}},
+		{"MIG instance with one tenant",
+			[]gpu.Device{migDev(2, "GPU-2", "c")},
+			[]ShareMinSum{{2, "GPU-2", "1", []string{"m1"}, 0.7}, {2, "GPU-2", "2", []string{"m2"}, 0.7}, {2, "GPU-2", "3", []string{"c"}, 0.3}},
+			nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := mustBuilder(t, shareTenants, BuilderOptions{})
+			s := b.Build(&gpu.Readings{Devices: tc.devs}, gpu.SamplerStats{})
+			if got := s.Attribution.ShareMinSums; !equalSums(got, tc.all) {
+				t.Errorf("ShareMinSums\n got %+v\nwant %+v", got, tc.all)
+			}
+			if got := s.Attribution.OvercommittedShares; !equalSums(got, tc.over) {
+				t.Errorf("OvercommittedShares\n got %+v\nwant %+v", got, tc.over)
+			}
+		})
+	}
+}
+
+func equalSums(got, want []ShareMinSum) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for i := range got {
+		g, w := got[i], want[i]
+		if g.GPU != w.GPU || g.UUID != w.UUID || g.GPUInstance != w.GPUInstance || !reflect.DeepEqual(g.Tenants, w.Tenants) || !near(g.MinSum, w.MinSum) {
+			return false
+		}
+	}
+	return true
+}
+
+func TestShareOvercommitLoggedOnce(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "tenants.yaml")
+	if err := os.WriteFile(file, []byte(shareTenants), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := LoadConfig(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	b, err := NewBuilder(cfg, BuilderOptions{ProcRoot: dir, Logger: log.NewLogfmtLogger(log.NewSyncWriter(&buf))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const msg = "add up to more than 1"
+	steps := []struct {
+		name string
+		devs []gpu.Device
+		// lines with msg the step adds, and what each must contain
+		logs int
+		want []string
+	}{
+		{"first over-commitment", []gpu.Device{sharedDev(0, "GPU-0", "a", "b"), sharedDev(1, "GPU-1", "c")}, 1,
+			[]string{"level=warn", "gpu=0", "uuid=GPU-0", "tenants=a,b", "min_sum=1.2"}},
+		{"same again", []gpu.Device{sharedDev(0, "GPU-0", "a", "b"), sharedDev(1, "GPU-1", "c")}, 0, nil},
+		{"same again, other order", []gpu.Device{sharedDev(0, "GPU-0", "b", "a", "d")}, 0, nil},
+		{"another set of tenants on the GPU", []gpu.Device{sharedDev(0, "GPU-0", "a", "b", "c")}, 1,
+			[]string{"uuid=GPU-0", "tenants=a,b,c", "min_sum=1.5"}},
+		{"the same set on another GPU", []gpu.Device{sharedDev(1, "GPU-1", "a", "b")}, 1,
+			[]string{"gpu=1", "uuid=GPU-1", "tenants=a,b"}},
+		{"a MIG instance", []gpu.Device{migDev(0, "GPU-0", "a", "b")}, 1,
+			[]string{"uuid=GPU-0", "gpu_instance=3", "tenants=a,b"}},
+		{"sound", []gpu.Device{sharedDev(0, "GPU-0", "a", "c")}, 0, nil},
+	}
+	for _, st := range steps {
+		before := buf.Len()
+		b.Build(&gpu.Readings{Devices: st.devs}, gpu.SamplerStats{})
+		added := buf.String()[before:]
+		if n := strings.Count(added, msg); n != st.logs {
+			t.Fatalf("%s: %d log lines, want %d:\n%s", st.name, n, st.logs, added)
+		}
+		for _, w := range st.want {
+			if !strings.Contains(added, w) {
+				t.Errorf("%s: log lacks %q:\n%s", st.name, w, added)
+			}
+		}
+	}
+	// a reload may change the minimums: over-commitments are logged anew
+	if err := b.Reload(file); err != nil {
+		t.Fatal(err)
+	}
+	before := buf.Len()
+	b.Build(&gpu.Readings{Devices: []gpu.Device{sharedDev(0, "GPU-0", "a", "b")}}, gpu.SamplerStats{})
+	if n := strings.Count(buf.String()[before:], msg); n != 1 {
+		t.Errorf("after reload: %d log lines, want 1:\n%s", n, buf.String()[before:])
+	}
+}
