@@ -79,7 +79,7 @@ type compiledConfig struct {
 	info       []Info
 	class      map[string]string
 	minShare   map[string]float64 // share.min of the tenants that set one above 0
-	needCgroup bool // some selector needs the cgroup path or the pod
+	needCgroup bool               // some selector needs the cgroup path or the pod
 	needExe    bool
 	needUID    bool
 }
