@@ -130,7 +130,11 @@ func richSnapshot() *tenant.Snapshot {
 				RequestsTotal: 50, MeanSeconds: gpu.Float(2.5), WindowRequests: 30, SourceUp: false, ScrapeErrorsTotal: 4,
 				LastError: "connection refused"},
 		},
-		Attribution: tenant.AttributionStatus{Conflicts: 1, ConflictsTotal: 2, CgroupErrorsTotal: 3},
+		Attribution: tenant.AttributionStatus{Conflicts: 1, ConflictsTotal: 2, CgroupErrorsTotal: 3,
+			ShareMinSums: []tenant.ShareMinSum{
+				{GPU: 0, UUID: "GPU-0000", GPUInstance: "1", Tenants: []string{"chat"}, MinSum: 0.25},
+				{GPU: 1, UUID: "GPU-1111", Tenants: []string{"train"}, MinSum: 0.5},
+			}},
 		Config: tenant.ConfigStatus{File: "/etc/vgpu/tenants.yml", LastReloadSuccessful: true,
 			LastReloadSuccessTime: t0.Add(-time.Hour), ReloadsTotal: 3, ReloadFailuresTotal: 1},
 		Kubelet: &tenant.KubeletStatus{Up: true, LastSuccess: t0.Add(-10 * time.Second), ErrorsTotal: 2, PodsMapped: 5},

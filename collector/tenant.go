@@ -27,6 +27,7 @@ type tenantCollector struct {
 	sourceUp, sourceErrors                                *prometheus.Desc
 	mean, windowRequests                                  *prometheus.Desc
 	conflicting, conflicts, cgroupErrors                  *prometheus.Desc
+	shareMinSum                                           *prometheus.Desc
 }
 
 func newTenantCollector(log.Logger) (Collector, error) {
@@ -52,6 +53,7 @@ func newTenantCollector(log.Logger) (Collector, error) {
 	c.conflicting = c.add("attribution_conflicting_subjects", "Processes and instances that matched two or more tenants in the last sample; each is reported under the unassigned tenant.")
 	c.conflicts = c.add("attribution_conflicts_total", "Distinct attribution conflicts (a process or instance with a set of tenants it matched) seen since the exporter started.")
 	c.cgroupErrors = c.add("attribution_cgroup_errors_total", "Processes whose cgroup could not be read for attribution since the exporter started.")
+	c.shareMinSum = c.add("tenant_share_min_sum_ratio", "Sum of the share.min guarantees of the tenants with usage on the GPU (or MIG instance) in the last sample; above 1 the guarantees are over-committed and cannot all be met.", "gpu", "uuid", "gpu_instance")
 	return c, nil
 }
 
@@ -131,5 +133,15 @@ func (c *tenantCollector) Update(snap *tenant.Snapshot, ch chan<- prometheus.Met
 	e.gauge(c.conflicting, float64(a.Conflicts))
 	e.counter(c.conflicts, float64(a.ConflictsTotal))
 	e.counter(c.cgroupErrors, float64(a.CgroupErrorsTotal))
+	type domain struct{ uuid, gi string }
+	seenDomain := make(firstSet[domain], len(a.ShareMinSums))
+	for i := range a.ShareMinSums {
+		s := &a.ShareMinSums[i]
+		if !seenDomain.add(domain{s.UUID, s.GPUInstance}) {
+			e.fail(fmt.Errorf("share.min sum of GPU %s instance %q reported twice; later copies skipped", s.UUID, s.GPUInstance))
+			continue
+		}
+		e.gauge(c.shareMinSum, s.MinSum, itoa(s.GPU), s.UUID, s.GPUInstance)
+	}
 	return e.err()
 }
