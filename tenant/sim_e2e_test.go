@@ -97,6 +97,14 @@ func TestSimScenariosAttribution(t *testing.T) {
 			if snap.Attribution.ConflictsTotal != 0 {
 				t.Errorf("conflicts: %+v", snap.Attribution)
 			}
+			// the shipped tenants files guarantee no more than each GPU (or
+			// MIG instance) has
+			if over := snap.Attribution.OvercommittedShares; len(over) != 0 {
+				t.Errorf("share.min over-committed: %+v", over)
+			}
+			for _, sm := range snap.Attribution.ShareMinSums {
+				t.Logf("share.min sum on GPU %d %s instance %q: %v (%s)", sm.GPU, sm.UUID, sm.GPUInstance, sm.MinSum, strings.Join(sm.Tenants, ","))
+			}
 			// usage invariants: ratios in [0,1]; apportioned DRAM adds up to
 			// no more than the device's
 			dram := map[string]float64{}
