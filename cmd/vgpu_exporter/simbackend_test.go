@@ -58,12 +58,12 @@ func TestResolveScenario(t *testing.T) {
 	}
 
 	// A second library, like the trace-replay scenarios: its own
-	// companion, and a name the first library also has (the first wins).
+	// directory and companion.
 	second := fstest.MapFS{
-		"other.yaml":         {Data: scenario},
-		"other.tenants.yaml": {Data: tenants},
-		"bare.yaml":          {Data: []byte("name: shadowed\ngpus: 3\n")},
+		"replay/other.yaml":         {Data: scenario},
+		"replay/other.tenants.yaml": {Data: tenants},
 	}
+	libs := []scenarios.Library{{FS: builtin, Dir: "."}, {FS: second, Dir: "replay"}}
 
 	for _, tc := range []struct {
 		arg         string
@@ -83,7 +83,7 @@ func TestResolveScenario(t *testing.T) {
 		{arg: "bad", wantErr: []string{"built-in scenario bad: bad.yaml:2"}},
 		{arg: broken, wantErr: []string{"broken.yaml"}},
 	} {
-		sc, ts, err := resolveScenario(tc.arg, builtin, second)
+		sc, ts, err := resolveScenario(tc.arg, libs...)
 		if len(tc.wantErr) > 0 {
 			if err == nil {
 				t.Errorf("%s: no error", tc.arg)
@@ -110,21 +110,21 @@ func TestResolveScenario(t *testing.T) {
 			t.Errorf("%s: built-in companion without data", tc.arg)
 		}
 	}
+
+	// Two built-in scenarios of one name are an error, not a silent choice.
+	dup := scenarios.Library{FS: fstest.MapFS{"replay/tiny.yaml": {Data: scenario}}, Dir: "replay"}
+	if _, _, err := resolveScenario("tiny", append(libs, dup)...); err == nil || !strings.Contains(err.Error(), "same name") {
+		t.Errorf("duplicate built-in name: %v", err)
+	}
 }
 
 // Every built-in scenario loads, runs and has a valid companion tenants
 // file whose tenants all appear in the snapshot.
 func TestBuiltinScenariosBuild(t *testing.T) {
-	var names []string
-	seen := map[string]bool{}
-	for _, lib := range builtinLibraries() {
-		for _, n := range builtinScenarios(lib) {
-			if seen[n] {
-				t.Errorf("two built-in scenarios are named %s; only the first can be chosen", n)
-			}
-			seen[n] = true
-			names = append(names, n)
-		}
+	// Names fails when two built-in scenarios share a name.
+	names, err := scenarios.Names()
+	if err != nil {
+		t.Fatal(err)
 	}
 	if len(names) == 0 || !contains(names, defaultScenario) {
 		t.Fatalf("built-in scenarios %v lack the default %q", names, defaultScenario)
@@ -268,10 +268,11 @@ func TestBuiltinScenarioWithTrace(t *testing.T) {
 		"traces/conv.csv": {Data: []byte(trace)},
 		"missing.yaml":    {Data: []byte(strings.Replace(base, poisson, "arrival: {process: trace, file: traces/nope.csv}", 1))},
 	}
-	if _, _, err := resolveScenario("replay", builtin); err != nil {
+	lib := scenarios.Library{FS: builtin, Dir: "."}
+	if _, _, err := resolveScenario("replay", lib); err != nil {
 		t.Fatalf("built-in scenario with a trace: %v", err)
 	}
-	_, _, err := resolveScenario("missing", builtin)
+	_, _, err := resolveScenario("missing", lib)
 	if err == nil || !strings.Contains(err.Error(), "missing.yaml") || strings.Contains(err.Error(), os.TempDir()) {
 		t.Errorf("missing trace: %v (want the built-in file named, no temporary path)", err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/sim"
 	"github.com/vgpu-exporter/vgpu_exporter/sim/report"
+	"github.com/vgpu-exporter/vgpu_exporter/test/scenarios"
 )
 
 // vgpusim runs the command in-process and returns its exit status and
@@ -37,7 +38,7 @@ func libraryScenarios(t *testing.T) []string {
 			t.Fatal(err)
 		}
 		for _, f := range files {
-			if !strings.HasSuffix(f, tenantsSuffix) {
+			if !strings.HasSuffix(f, scenarios.TenantsSuffix) {
 				out = append(out, f)
 			}
 		}
@@ -275,7 +276,7 @@ func TestBuiltinsMatchLibrary(t *testing.T) {
 		want = append(want, strings.TrimSuffix(filepath.Base(f), ".yaml"))
 	}
 	slices.Sort(want)
-	got, err := builtinNames()
+	got, err := scenarios.Names()
 	if err != nil {
 		t.Fatal(err)
 	}

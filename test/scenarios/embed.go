@@ -1,8 +1,18 @@
 // Package scenarios holds the simulator's built-in scenarios (sim package
-// format, docs/simulator.md), embedded so that the exporter can ship them.
+// format, docs/simulator.md), embedded so that the exporter can ship them,
+// and finds them by name for both commands (List, Find, Builtin.Materialize).
 package scenarios
 
-import "embed"
+import (
+	"embed"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+)
 
 // FS holds every *.yaml file of this directory: scenarios and their
 // companion tenants files (NAME.tenants.yaml).
@@ -17,3 +27,146 @@ var FS embed.FS
 //
 //go:embed replay/*.yaml replay/*.csv replay/README.md
 var Replay embed.FS
+
+// TenantsSuffix ends the name of a scenario's companion tenants file:
+// NAME.yaml goes with NAME.tenants.yaml beside it.
+const TenantsSuffix = ".tenants.yaml"
+
+// Library is one set of built-in scenarios: the NAME.yaml files directly
+// in directory Dir of FS, companion tenants files excepted.
+type Library struct {
+	FS  fs.FS
+	Dir string // slash-separated, "." for the top of FS
+}
+
+// Libraries returns the libraries of the built-in scenarios: the scenario
+// library (FS) and its trace-replay scenarios (replay/ of Replay).
+func Libraries() []Library {
+	return []Library{{FS: FS, Dir: "."}, {FS: Replay, Dir: "replay"}}
+}
+
+// Builtin is a built-in scenario.
+type Builtin struct {
+	Name string // the file name without .yaml; unique over the libraries
+	FS   fs.FS  // the file system of its library
+	Path string // the scenario file in FS, e.g. replay/diurnal-shift.yaml
+}
+
+// TenantsPath returns the companion tenants file of the scenario in FS,
+// or "" when it has none.
+func (b Builtin) TenantsPath() string {
+	p := strings.TrimSuffix(b.Path, ".yaml") + TenantsSuffix
+	if fi, err := fs.Stat(b.FS, p); err != nil || fi.IsDir() {
+		return ""
+	}
+	return p
+}
+
+// List returns the scenarios of libs (the built-in libraries when libs is
+// empty) sorted by name. Two scenarios of the same name are an error,
+// since only one of them could be chosen by name.
+func List(libs ...Library) ([]Builtin, error) {
+	if len(libs) == 0 {
+		libs = Libraries()
+	}
+	var out []Builtin
+	seen := map[string]string{}
+	for _, lib := range libs {
+		files, err := fs.Glob(lib.FS, path.Join(lib.Dir, "*.yaml"))
+		if err != nil {
+			return nil, fmt.Errorf("built-in scenarios in %s: %w", lib.Dir, err)
+		}
+		for _, f := range files {
+			if strings.HasSuffix(f, TenantsSuffix) {
+				continue
+			}
+			name := strings.TrimSuffix(path.Base(f), ".yaml")
+			if other, dup := seen[name]; dup {
+				return nil, fmt.Errorf("built-in scenarios %s and %s have the same name", other, f)
+			}
+			seen[name] = f
+			out = append(out, Builtin{Name: name, FS: lib.FS, Path: f})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Names returns the names of the built-in scenarios, sorted.
+func Names() ([]string, error) {
+	bs, err := List()
+	if err != nil {
+		return nil, err
+	}
+	return names(bs), nil
+}
+
+func names(bs []Builtin) []string {
+	out := make([]string, len(bs))
+	for i, b := range bs {
+		out[i] = b.Name
+	}
+	return out
+}
+
+// UnknownError is Find's error for a name that no built-in scenario has.
+type UnknownError struct {
+	Name  string   // the name asked for
+	Known []string // the names of the built-in scenarios, sorted
+}
+
+func (e *UnknownError) Error() string {
+	return fmt.Sprintf("no built-in scenario %q (built-in: %s)", e.Name, strings.Join(e.Known, ", "))
+}
+
+// Find returns the scenario of libs (the built-in libraries when libs is
+// empty) with the given name; a trailing .yaml is ignored. A name that no
+// scenario has gives an *UnknownError listing the names there are.
+func Find(name string, libs ...Library) (Builtin, error) {
+	bs, err := List(libs...)
+	if err != nil {
+		return Builtin{}, err
+	}
+	want := strings.TrimSuffix(name, ".yaml")
+	for _, b := range bs {
+		if b.Name == want {
+			return b, nil
+		}
+	}
+	return Builtin{}, &UnknownError{Name: name, Known: names(bs)}
+}
+
+// Copy is a built-in scenario's library copied to disk, so that the
+// scenario finds its companion tenants file and the files it names (a
+// trace) as a scenario file would.
+type Copy struct {
+	Dir      string // the temporary directory holding the copy
+	Scenario string // the scenario file in Dir
+	builtin  Builtin
+}
+
+// Materialize copies the library of b into a new temporary directory.
+// The caller removes it with Remove.
+func (b Builtin) Materialize() (*Copy, error) {
+	dir, err := os.MkdirTemp("", "vgpu-scenario-")
+	if err != nil {
+		return nil, fmt.Errorf("built-in scenario %s: %w", b.Name, err)
+	}
+	if err := os.CopyFS(dir, b.FS); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("built-in scenario %s: %w", b.Name, err)
+	}
+	return &Copy{Dir: dir, Scenario: filepath.Join(dir, filepath.FromSlash(b.Path)), builtin: b}, nil
+}
+
+// Remove deletes the copy.
+func (c *Copy) Remove() { os.RemoveAll(c.Dir) }
+
+// Explain returns err, an error about the copy such as a failure to load
+// it, naming the built-in scenario and the files as they are in its
+// library rather than their temporary copies.
+func (c *Copy) Explain(err error) error {
+	msg := strings.ReplaceAll(err.Error(), c.Scenario, c.builtin.Path)
+	msg = strings.ReplaceAll(msg, c.Dir+string(filepath.Separator), "")
+	return fmt.Errorf("built-in scenario %s: %s", c.builtin.Name, msg)
+}
