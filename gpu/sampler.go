@@ -32,10 +32,9 @@ type Sampler struct {
 
 	latest atomic.Pointer[Readings]
 
-	mu      sync.Mutex
-	subs    []func(*Readings)
-	stats   SamplerStats
-	prevErr string
+	mu    sync.Mutex
+	subs  []func(*Readings)
+	stats SamplerStats // stats.LastError is the previous sample's error, "" after a success
 }
 
 // NewSampler returns a Sampler. A nil clock means RealClock and a nil logger
@@ -86,11 +85,10 @@ func (s *Sampler) SampleOnce(ctx context.Context) error {
 	s.stats.SamplesTotal++
 	s.stats.LastDuration = took
 	if err != nil {
+		first := s.stats.LastError != err.Error()
 		s.stats.ErrorsTotal++
 		s.stats.ConsecutiveErr++
 		s.stats.LastError = err.Error()
-		first := s.prevErr != err.Error()
-		s.prevErr = err.Error()
 		s.mu.Unlock()
 		// Log a repeating error once, then at debug level.
 		lvl := level.Debug
@@ -100,13 +98,12 @@ func (s *Sampler) SampleOnce(ctx context.Context) error {
 		lvl(s.logger).Log("msg", "sample failed", "backend", s.src.Name(), "err", err)
 		return err
 	}
+	if s.stats.LastError != "" {
+		level.Info(s.logger).Log("msg", "sampling recovered", "backend", s.src.Name())
+	}
 	s.stats.ConsecutiveErr = 0
 	s.stats.LastError = ""
 	s.stats.LastSuccess = s.clock.Now()
-	if s.prevErr != "" {
-		level.Info(s.logger).Log("msg", "sampling recovered", "backend", s.src.Name())
-	}
-	s.prevErr = ""
 	subs := append([]func(*Readings){}, s.subs...)
 	s.mu.Unlock()
 
