@@ -127,7 +127,7 @@ func (s *Source) Sample(ctx context.Context) (*gpu.Readings, error) {
 	}
 	s.up.Store(true)
 	s.logChange("")
-	return Merge(rd, f, s.Name()), nil
+	return merge(rd, f, s.Name()), nil
 }
 
 func (s *Source) logChange(msg string) {
@@ -178,10 +178,10 @@ func (s *Source) scrape(ctx context.Context) (Fields, error) {
 	return f, nil
 }
 
-// Merge returns a copy of rd with the DCGM fields filled in where rd has
+// merge returns a copy of rd with the DCGM fields filled in where rd has
 // none: Activity (Source "dcgm") per GPU and MIG instance, and the device
 // readings the inner source left nil. rd itself is not modified.
-func Merge(rd *gpu.Readings, f Fields, backend string) *gpu.Readings {
+func merge(rd *gpu.Readings, f Fields, backend string) *gpu.Readings {
 	out := *rd
 	if backend != "" {
 		out.Backend = backend
