@@ -19,7 +19,7 @@ const gib = uint64(1 << 30)
 
 func memp(v uint64) *uint64 { return &v }
 
-func mustBuilder(t *testing.T, yaml string, opts BuilderOptions) *Builder {
+func mustBuilder(t testing.TB, yaml string, opts BuilderOptions) *Builder {
 	t.Helper()
 	var cfg *Config
 	if yaml != "" {
@@ -435,20 +435,13 @@ func TestReloadKeepsLatencyCounters(t *testing.T) {
 
 func TestStartScrapesLatencySources(t *testing.T) {
 	app := &fakeApp{body: map[string][]byte{"chat": fixture(t, "vllm-1.txt")}}
-	cfg, err := ParseConfig("t.yaml", []byte(`tenants:
+	clock := gpu.NewManualClock(time.Unix(0, 0))
+	b := mustBuilder(t, `tenants:
   - name: chat
     selectors: [{executable: vllm}]
     latency_source: {url: "sim://chat", preset: vllm-e2e}
 defaults: {scrape_interval: 15s}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := gpu.NewManualClock(time.Unix(0, 0))
-	b, err := NewBuilder(cfg, BuilderOptions{ProcRoot: t.TempDir(), Clock: clock, AppMetrics: app})
-	if err != nil {
-		t.Fatal(err)
-	}
+`, BuilderOptions{Clock: clock, AppMetrics: app})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	b.Start(ctx)

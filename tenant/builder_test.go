@@ -66,14 +66,7 @@ func BenchmarkBuild(b *testing.B) {
 	for i := 0; i < 16; i++ {
 		yaml += "  - name: t" + strconv.Itoa(i) + "\n    selectors: [{executable: \"app" + strconv.Itoa(i) + "\"}, {cgroup: \"/kubepods.slice/*pod" + strconv.Itoa(i) + "_*\"}]\n"
 	}
-	cfg, err := ParseConfig("b.yaml", []byte(yaml))
-	if err != nil {
-		b.Fatal(err)
-	}
-	bl, err := NewBuilder(cfg, BuilderOptions{ProcRoot: b.TempDir()})
-	if err != nil {
-		b.Fatal(err)
-	}
+	bl := mustBuilder(b, yaml, BuilderOptions{})
 	r := &gpu.Readings{}
 	for g := 0; g < 8; g++ {
 		d := gpu.Device{Index: g, UUID: "GPU-" + strconv.Itoa(g), Up: true, Mode: gpu.SharingTimeSlice,
@@ -253,14 +246,8 @@ func TestBuildDoesNotWaitOnLatencySource(t *testing.T) {
 	}))
 	defer srv.Close()
 	defer close(release)
-	cfg, err := ParseConfig("t.yaml", []byte("tenants:\n  - name: a\n    selectors: [{uid: 1}]\n    latency_source: {url: \""+srv.URL+"\", preset: tgi, timeout: 10s}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := NewBuilder(cfg, BuilderOptions{ProcRoot: t.TempDir(), Clock: gpu.NewManualClock(time.Unix(0, 0)), HTTPClient: srv.Client()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := mustBuilder(t, "tenants:\n  - name: a\n    selectors: [{uid: 1}]\n    latency_source: {url: \""+srv.URL+"\", preset: tgi, timeout: 10s}\n",
+		BuilderOptions{HTTPClient: srv.Client()})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer func() { cancel(); b.Wait() }()
 	b.Start(ctx)

@@ -233,15 +233,8 @@ func TestKubeletPodGoneWithoutMetadata(t *testing.T) {
 	fk := &fakeKubelet{}
 	fk.set(pod("llm", "chat-0", "server", "nvidia.com/gpu", "GPU-a"))
 	socket, _ := serveKubelet(t, fk)
-	cfg, err := ParseConfig("k.yaml", []byte(kubeTenants))
-	if err != nil {
-		t.Fatal(err)
-	}
 	r := &gpu.Readings{Devices: []gpu.Device{{Index: 0, UUID: "GPU-a", Up: true, Processes: []gpu.Process{{PID: 7, GPUInstanceID: -1, UID: -1, Cgroup: podCgroup(uidChat)}}}}}
-	b, err := NewBuilder(cfg, BuilderOptions{ProcRoot: t.TempDir(), PodResourcesSocket: socket})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := mustBuilder(t, kubeTenants, BuilderOptions{PodResourcesSocket: socket})
 	b.Refresh(context.Background())
 	if got := tenantsByKey(b.Build(r, gpu.SamplerStats{})); got["GPU-a"] != "chat" {
 		t.Fatalf("GPU-a -> %q", got["GPU-a"])
@@ -297,14 +290,7 @@ func TestMappingLegacyMIGAndReplicas(t *testing.T) {
 	if m.pods != 2 || len(m.byDevice["GPU-b"]) != 1 {
 		t.Fatalf("mapping %+v", m.byDevice)
 	}
-	cfg, err := ParseConfig("k.yaml", []byte(kubeTenants))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := NewBuilder(cfg, BuilderOptions{ProcRoot: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := mustBuilder(t, kubeTenants, BuilderOptions{})
 	b.kubeMap.Store(m)
 	r := &gpu.Readings{Devices: []gpu.Device{{Index: 0, UUID: "GPU-c", Up: true, MIGEnabled: true,
 		MIG: []gpu.MIGInstance{{UUID: "MIG-x", GPUInstanceID: 2}}}}}
