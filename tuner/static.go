@@ -64,7 +64,6 @@ type attemptKey struct {
 
 type attempt struct {
 	at        time.Time
-	ok        bool
 	permanent bool // not supported: never retry
 }
 
@@ -261,7 +260,7 @@ func (b *Baseline) due(key attemptKey, now time.Time) bool {
 
 // record notes the outcome of a change and completes its decision.
 func (b *Baseline) record(key attemptKey, now time.Time, d Decision, err error) Decision {
-	a := attempt{at: now, ok: err == nil}
+	a := attempt{at: now}
 	switch {
 	case err == nil:
 		d.Applied = true
