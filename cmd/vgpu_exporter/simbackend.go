@@ -80,7 +80,7 @@ func resolveScenario(arg string, libs ...scenarios.Library) (*sim.Scenario, tena
 // dir/name.yaml -> dir/name.tenants.yaml.
 func companionPath(scenario string) string {
 	ext := filepath.Ext(scenario)
-	return strings.TrimSuffix(scenario, ext) + ".tenants.yaml"
+	return strings.TrimSuffix(scenario, ext) + scenarios.TenantsSuffix
 }
 
 func fileExists(p string) bool {

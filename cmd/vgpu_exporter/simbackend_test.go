@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -126,11 +127,11 @@ func TestBuiltinScenariosBuild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(names) == 0 || !contains(names, defaultScenario) {
+	if len(names) == 0 || !slices.Contains(names, defaultScenario) {
 		t.Fatalf("built-in scenarios %v lack the default %q", names, defaultScenario)
 	}
 	// The trace-replay scenarios can be chosen by name too.
-	if !contains(names, "diurnal-shift") {
+	if !slices.Contains(names, "diurnal-shift") {
 		t.Errorf("built-in scenarios %v lack the trace replay diurnal-shift", names)
 	}
 	for _, name := range names {
@@ -185,15 +186,6 @@ func TestBuiltinScenariosBuild(t *testing.T) {
 			}
 		})
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func TestTenantsFlagOverridesCompanion(t *testing.T) {
