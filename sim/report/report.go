@@ -199,13 +199,16 @@ func (r *Recorder) Meta() Meta { return r.meta }
 // latencies: the smallest value with at least q of the values at or below
 // it. ok is false for an empty slice.
 func Quantile(sorted []time.Duration, q float64) (d time.Duration, ok bool) {
-	n := len(sorted)
-	if n == 0 {
+	if len(sorted) == 0 {
 		return 0, false
 	}
-	i := int(math.Ceil(q*float64(n))) - 1
-	i = max(0, min(i, n-1))
-	return sorted[i], true
+	return sorted[nearestRank(len(sorted), q)], true
+}
+
+// nearestRank is the index of the nearest-rank q-quantile among n > 0
+// ascending values.
+func nearestRank(n int, q float64) int {
+	return max(0, min(int(math.Ceil(q*float64(n)))-1, n-1))
 }
 
 // Attainment returns good/ended, or nil when no request ended. ended is
@@ -231,12 +234,10 @@ func sloAttainment(target time.Duration, good, ended int) *float64 {
 
 // quantile32 is Quantile over ascending latencies in seconds.
 func quantile32(sorted []float32, q float64) *float64 {
-	n := len(sorted)
-	if n == 0 {
+	if len(sorted) == 0 {
 		return nil
 	}
-	i := max(0, min(int(math.Ceil(q*float64(n)))-1, n-1))
-	v := round6(float64(sorted[i]))
+	v := round6(float64(sorted[nearestRank(len(sorted), q)]))
 	return &v
 }
 
