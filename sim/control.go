@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -190,9 +191,7 @@ func (s *Simulator) SetVGPUScheduler(ctx context.Context, uuid string, set gpu.V
 		return fmt.Errorf("sim: GPU %s is not a vGPU host: %w", uuid, gpu.ErrNotSupported)
 	}
 	v := g.vgpu
-	switch set.Policy {
-	case "best-effort", "equal-share", "fixed-share":
-	default:
+	if !slices.Contains(vgpuPolicies, set.Policy) {
 		return fmt.Errorf("sim: unknown vGPU scheduler policy %q", set.Policy)
 	}
 	ts := set.TimeSlice

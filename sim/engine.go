@@ -64,6 +64,10 @@ const (
 	arrMaxFrequency     = 1000
 )
 
+// vgpuPolicies are the vGPU scheduler policies a scenario or
+// SetVGPUScheduler may choose.
+var vgpuPolicies = []string{"best-effort", "equal-share", "fixed-share"}
+
 // checkARR fills in the default average factor and frequency and, with
 // ARR on (NVML checks them only then), checks them; it returns what is
 // wrong or "".

@@ -468,12 +468,10 @@ func (p *parser) validate(sc *Scenario) error {
 		if g.DrainTime == 0 {
 			g.DrainTime = 2 * time.Second
 		}
-		switch g.VGPU.Policy {
-		case "":
+		if g.VGPU.Policy == "" {
 			g.VGPU.Policy = "best-effort"
-		case "best-effort", "equal-share", "fixed-share":
-		default:
-			return p.errAt(at("vgpu", "policy"), "unknown vGPU scheduler policy %q (best-effort, equal-share, fixed-share)", g.VGPU.Policy)
+		} else if !slices.Contains(vgpuPolicies, g.VGPU.Policy) {
+			return p.errAt(at("vgpu", "policy"), "unknown vGPU scheduler policy %q (%s)", g.VGPU.Policy, strings.Join(vgpuPolicies, ", "))
 		}
 		if g.VGPU.MinTimeSlice == 0 {
 			g.VGPU.MinTimeSlice = time.Millisecond
