@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/url"
@@ -197,8 +198,15 @@ func isExecutable(p string) bool {
 // tenants file.
 func scenarioTenants(t *testing.T, name string) []string {
 	t.Helper()
-	file := name + ".tenants.yaml"
-	data, err := scenarios.FS.ReadFile(file)
+	b, err := scenarios.Find(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := b.TenantsPath()
+	if file == "" {
+		t.Fatalf("built-in scenario %s has no tenants file", name)
+	}
+	data, err := fs.ReadFile(b.FS, file)
 	if err != nil {
 		t.Fatalf("built-in scenario %s: %v", name, err)
 	}
