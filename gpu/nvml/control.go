@@ -106,7 +106,6 @@ type clockKnob struct {
 	setCall, resetCall string
 	set                func(h nvml.Device, minMHz, maxMHz uint32) nvml.Return
 	reset              func(h nvml.Device) nvml.Return
-	checkMax           bool // refuse a range above the GPU's maximum clock
 	track              bool // shown as Device.ClocksLocked
 }
 
@@ -114,16 +113,15 @@ var (
 	smClockKnob = clockKnob{
 		what: "SM", clock: nvml.CLOCK_SM, setSym: symSetGpuLocked, resetSym: symResetGpuLocked,
 		setCall: "nvmlDeviceSetGpuLockedClocks", resetCall: "nvmlDeviceResetGpuLockedClocks",
-		set:      func(h nvml.Device, lo, hi uint32) nvml.Return { return h.SetGpuLockedClocks(lo, hi) },
-		reset:    func(h nvml.Device) nvml.Return { return h.ResetGpuLockedClocks() },
-		checkMax: true, track: true,
+		set:   func(h nvml.Device, lo, hi uint32) nvml.Return { return h.SetGpuLockedClocks(lo, hi) },
+		reset: func(h nvml.Device) nvml.Return { return h.ResetGpuLockedClocks() },
+		track: true,
 	}
 	memClockKnob = clockKnob{
 		what: "memory", clock: nvml.CLOCK_MEM, setSym: symSetMemLocked, resetSym: symResetMemLocked,
 		setCall: "nvmlDeviceSetMemoryLockedClocks", resetCall: "nvmlDeviceResetMemoryLockedClocks",
-		set:      func(h nvml.Device, lo, hi uint32) nvml.Return { return h.SetMemoryLockedClocks(lo, hi) },
-		reset:    func(h nvml.Device) nvml.Return { return h.ResetMemoryLockedClocks() },
-		checkMax: true,
+		set:   func(h nvml.Device, lo, hi uint32) nvml.Return { return h.SetMemoryLockedClocks(lo, hi) },
+		reset: func(h nvml.Device) nvml.Return { return h.ResetMemoryLockedClocks() },
 	}
 )
 
@@ -159,10 +157,8 @@ func (b *Backend) lockClocks(ctx context.Context, uuid string, l gpu.ClockLock, 
 	if l.MinMHz == 0 || l.MinMHz > l.MaxMHz {
 		return fmt.Errorf("GPU %s: invalid %s clock range %d-%d MHz (min must be > 0 and <= max)", uuid, k.what, l.MinMHz, l.MaxMHz)
 	}
-	if k.checkMax {
-		if maxMHz, r := ds.handle.GetMaxClockInfo(k.clock); r == nvml.SUCCESS && l.MaxMHz > maxMHz {
-			return fmt.Errorf("GPU %s: %s clock %d MHz above the GPU's maximum %d MHz", uuid, k.what, l.MaxMHz, maxMHz)
-		}
+	if maxMHz, r := ds.handle.GetMaxClockInfo(k.clock); r == nvml.SUCCESS && l.MaxMHz > maxMHz {
+		return fmt.Errorf("GPU %s: %s clock %d MHz above the GPU's maximum %d MHz", uuid, k.what, l.MaxMHz, maxMHz)
 	}
 	if err := controlErr(uuid, k.setCall, k.set(ds.handle, l.MinMHz, l.MaxMHz)); err != nil {
 		return err
