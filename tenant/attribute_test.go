@@ -17,8 +17,6 @@ import (
 
 const gib = uint64(1 << 30)
 
-func memp(v uint64) *uint64 { return &v }
-
 func mustBuilder(t testing.TB, yaml string, opts BuilderOptions) *Builder {
 	t.Helper()
 	var cfg *Config
@@ -79,10 +77,10 @@ func sharedReadings(mode gpu.SharingMode, cs uint64) *gpu.Readings {
 		Activity:             gpu.Activity{SMActive: gpu.Float(0.85), DRAMActive: gpu.Float(0.5)},
 		ContextSwitchesTotal: gpu.Uint(cs),
 		Processes: []gpu.Process{
-			{PID: 1, Name: "vllm", UID: 1000, GPUInstanceID: -1, SMUtil: gpu.Float(0.30), MemUtil: gpu.Float(0.20), UsedMemoryBytes: memp(10 * gib)},
-			{PID: 2, Name: "/usr/bin/vllm", UID: 1000, GPUInstanceID: -1, SMUtil: gpu.Float(0.15), MemUtil: gpu.Float(0.10), UsedMemoryBytes: memp(6 * gib)},
-			{PID: 3, Name: "python3", UID: 1002, GPUInstanceID: -1, SMUtil: gpu.Float(0.35), MemUtil: gpu.Float(0.60), UsedMemoryBytes: memp(30 * gib)},
-			{PID: 4, Name: "nvidia-smi", UID: 0, GPUInstanceID: -1, UsedMemoryBytes: memp(1 * gib)},
+			{PID: 1, Name: "vllm", UID: 1000, GPUInstanceID: -1, SMUtil: gpu.Float(0.30), MemUtil: gpu.Float(0.20), UsedMemoryBytes: gpu.Uint(10 * gib)},
+			{PID: 2, Name: "/usr/bin/vllm", UID: 1000, GPUInstanceID: -1, SMUtil: gpu.Float(0.15), MemUtil: gpu.Float(0.10), UsedMemoryBytes: gpu.Uint(6 * gib)},
+			{PID: 3, Name: "python3", UID: 1002, GPUInstanceID: -1, SMUtil: gpu.Float(0.35), MemUtil: gpu.Float(0.60), UsedMemoryBytes: gpu.Uint(30 * gib)},
+			{PID: 4, Name: "nvidia-smi", UID: 0, GPUInstanceID: -1, UsedMemoryBytes: gpu.Uint(1 * gib)},
 		},
 	}}}
 }
@@ -174,10 +172,10 @@ func TestMIGUsage(t *testing.T) {
 			{UUID: "MIG-4", GPUInstanceID: 4, Activity: gpu.Activity{SMActive: gpu.Float(0.5), DRAMActive: gpu.Float(0.5)}},
 		},
 		Processes: []gpu.Process{
-			{PID: 1, Name: "server", GPUInstanceID: 1, UID: -1, UsedMemoryBytes: memp(4 * gib)},
-			{PID: 3, Name: "trainer", GPUInstanceID: 3, UID: -1, UsedMemoryBytes: memp(2 * gib)},
-			{PID: 4, Name: "trainer", GPUInstanceID: 4, UID: -1, UsedMemoryBytes: memp(3 * gib)},
-			{PID: 5, Name: "other", GPUInstanceID: 4, UID: -1, UsedMemoryBytes: memp(1 * gib)},
+			{PID: 1, Name: "server", GPUInstanceID: 1, UID: -1, UsedMemoryBytes: gpu.Uint(4 * gib)},
+			{PID: 3, Name: "trainer", GPUInstanceID: 3, UID: -1, UsedMemoryBytes: gpu.Uint(2 * gib)},
+			{PID: 4, Name: "trainer", GPUInstanceID: 4, UID: -1, UsedMemoryBytes: gpu.Uint(3 * gib)},
+			{PID: 5, Name: "other", GPUInstanceID: 4, UID: -1, UsedMemoryBytes: gpu.Uint(1 * gib)},
 		},
 	}}}
 	s := b.Build(r, gpu.SamplerStats{})

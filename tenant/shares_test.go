@@ -49,7 +49,7 @@ const shareTenants = `tenants:
 func sharedDev(idx int, uuid string, exes ...string) gpu.Device {
 	d := gpu.Device{Index: idx, UUID: uuid, Up: true, Mode: gpu.SharingTimeSlice}
 	for i, exe := range exes {
-		d.Processes = append(d.Processes, gpu.Process{PID: uint32(100*idx + i + 1), Name: exe, UID: -1, GPUInstanceID: -1, UsedMemoryBytes: memp(gib)})
+		d.Processes = append(d.Processes, gpu.Process{PID: uint32(100*idx + i + 1), Name: exe, UID: -1, GPUInstanceID: -1, UsedMemoryBytes: gpu.Uint(gib)})
 	}
 	return d
 }
@@ -64,7 +64,7 @@ func migDev(idx int, uuid string, exes ...string) gpu.Device {
 			{UUID: "MIG-3", GPUInstanceID: 3, Activity: gpu.Activity{SMActive: gpu.Float(0.5)}},
 		}}
 	for i, exe := range exes {
-		d.Processes = append(d.Processes, gpu.Process{PID: uint32(100*idx + i + 1), Name: exe, UID: -1, GPUInstanceID: 3, UsedMemoryBytes: memp(gib)})
+		d.Processes = append(d.Processes, gpu.Process{PID: uint32(100*idx + i + 1), Name: exe, UID: -1, GPUInstanceID: 3, UsedMemoryBytes: gpu.Uint(gib)})
 	}
 	return d
 }
