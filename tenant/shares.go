@@ -1,6 +1,7 @@
 package tenant
 
 import (
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -44,7 +45,7 @@ func (b *Builder) shareSums(cc *compiledConfig, usage []Usage) (all, over []Shar
 			idx[d] = j
 			all = append(all, ShareMinSum{GPU: u.GPU, UUID: u.UUID, GPUInstance: u.GPUInstance})
 		}
-		if !containsString(all[j].Tenants, u.Tenant) {
+		if !slices.Contains(all[j].Tenants, u.Tenant) {
 			all[j].Tenants = append(all[j].Tenants, u.Tenant)
 		}
 	}
@@ -76,13 +77,4 @@ func (b *Builder) shareSums(cc *compiledConfig, usage []Usage) (all, over []Shar
 		level.Warn(b.logger).Log(kv...)
 	}
 	return all, over
-}
-
-func containsString(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
