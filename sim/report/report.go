@@ -285,15 +285,9 @@ type TenantSummary struct {
 	Overdue int `json:"overdue_at_end"`
 }
 
-// GPUSummary is one GPU's means over the run.
-type GPUSummary struct {
-	UUID       string  `json:"uuid"`
-	Index      int     `json:"index"`
-	SMActive   float64 `json:"sm_active"`
-	DRAMActive float64 `json:"dram_active"`
-	PowerW     float64 `json:"power_watts"`
-	SMClockMHz float64 `json:"sm_clock_mhz"`
-}
+// GPUSummary is one GPU's means over the run: the figures of a step, over
+// the whole run.
+type GPUSummary = GPUStep
 
 // Summary is the run's result.
 type Summary struct {
