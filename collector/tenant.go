@@ -77,12 +77,8 @@ func (c *tenantCollector) Update(snap *tenant.Snapshot, ch chan<- prometheus.Met
 			continue
 		}
 		g := itoa(u.GPU)
-		if u.SMActive != nil {
-			e.gauge(c.smActive, *u.SMActive, u.Tenant, u.Class, g, u.UUID, u.GPUInstance, string(u.SMActiveMethod))
-		}
-		if u.DRAMActive != nil {
-			e.gauge(c.dramActive, *u.DRAMActive, u.Tenant, u.Class, g, u.UUID, u.GPUInstance, string(u.DRAMActiveMethod))
-		}
+		e.optGauge(c.smActive, u.SMActive, u.Tenant, u.Class, g, u.UUID, u.GPUInstance, string(u.SMActiveMethod))
+		e.optGauge(c.dramActive, u.DRAMActive, u.Tenant, u.Class, g, u.UUID, u.GPUInstance, string(u.DRAMActiveMethod))
 		e.gauge(c.memUsed, float64(u.MemoryUsedBytes), u.Tenant, u.Class, g, u.UUID, u.GPUInstance)
 		if u.ContextSwitchesTotal != nil {
 			e.counter(c.ctxSwitches, *u.ContextSwitchesTotal, u.Tenant, u.Class, g, u.UUID, u.GPUInstance, string(u.ContextSwitchesMethod))
