@@ -416,8 +416,15 @@ func TestControlConcurrentWithSample(t *testing.T) {
 	go func() {
 		defer close(done)
 		for k := 0; k < 50; k++ {
-			_ = b.LockClocks(context.Background(), f.devs[k%8].UUID, gpu.ClockLock{MinMHz: 1000, MaxMHz: 1500})
-			_ = b.Capabilities(f.devs[k%8].UUID)
+			// A failing call would leave nothing running beside Sample.
+			if err := b.LockClocks(context.Background(), f.devs[k%8].UUID, gpu.ClockLock{MinMHz: 1000, MaxMHz: 1500}); err != nil {
+				t.Errorf("LockClocks: %v", err)
+				return
+			}
+			if len(b.Capabilities(f.devs[k%8].UUID)) == 0 {
+				t.Errorf("no capabilities for GPU %d", k%8)
+				return
+			}
 		}
 	}()
 	for k := 0; k < 50; k++ {
