@@ -8,7 +8,7 @@
 # usage: test/device/run.sh PATH/TO/vgpu_exporter [OUTDIR]
 #
 # Environment:
-#   PORT        exporter port (default 9835)
+#   PORT        exporter port (default 9949, the exporter's own)
 #   DURATION    seconds of load (default 30)
 #   PYTHON      python with PyTorch (default python3)
 #   COMPARE     a prebuilt compare binary (default: go run ./test/device/compare)
@@ -25,7 +25,7 @@ if [[ $# -lt 1 ]]; then
 fi
 bin="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
 out="${2:-$(mktemp -d -t vgpu-device-XXXXXX)}"
-port="${PORT:-9835}"
+port="${PORT:-9949}"
 duration="${DURATION:-30}"
 python="${PYTHON:-python3}"
 mkdir -p "$out"
