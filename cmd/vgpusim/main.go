@@ -20,6 +20,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/vgpu-exporter/vgpu_exporter/sim/report"
+	"github.com/vgpu-exporter/vgpu_exporter/test/scenarios"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
 
@@ -171,10 +172,11 @@ func (c runConfig) validate() error {
 	return nil
 }
 
-// companion returns the tenants file beside a scenario file.
+// companion returns the tenants file beside a scenario file:
+// dir/NAME.yaml (or .yml) -> dir/NAME.tenants.yaml, as the exporter's
+// --backend=sim and the built-in library name it.
 func companion(scenarioPath string) string {
-	ext := filepath.Ext(scenarioPath)
-	return strings.TrimSuffix(scenarioPath, ext) + ".tenants" + ext
+	return strings.TrimSuffix(scenarioPath, filepath.Ext(scenarioPath)) + scenarios.TenantsSuffix
 }
 
 func fileExists(p string) bool {
