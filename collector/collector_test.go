@@ -245,8 +245,7 @@ func (f *fakeCollector) Describe(ch chan<- *prometheus.Desc) { ch <- f.desc }
 func (f *fakeCollector) Update(_ *tenant.Snapshot, ch chan<- prometheus.Metric) error {
 	ch <- prometheus.MustNewConstMetric(f.desc, prometheus.GaugeValue, 1)
 	if f.panic {
-		var m map[string]int
-		m["boom"] = 1 // nil map write
+		panic("fakeCollector: deliberate failure")
 	}
 	return f.err
 }

@@ -113,8 +113,8 @@ const (
 	schedVGPU
 )
 
-// dacc accumulates a domain's activity.
-type dacc struct {
+// domainTotals accumulates a domain's activity.
+type domainTotals struct {
 	busy    float64 // ns with any kernel resident
 	sm      float64 // ns x fraction of the domain's SMs active
 	occ     float64 // ns x fraction of warp slots occupied
@@ -123,7 +123,7 @@ type dacc struct {
 	switch_ float64 // ns spent switching contexts
 }
 
-func (a *dacc) add(b dacc) {
+func (a *domainTotals) add(b domainTotals) {
 	a.busy += b.busy
 	a.sm += b.sm
 	a.occ += b.occ
@@ -159,8 +159,8 @@ type domain struct {
 	slotTarget int64
 	arrNext    int64 // vGPU ARR: when the scheduler next observes the VMs' backlogs
 
-	acc  [2]dacc
-	step dacc
+	acc  [2]domainTotals
+	step domainTotals
 }
 
 // gpuState is a GPU's runtime state.
@@ -206,12 +206,12 @@ type gpuState struct {
 	mpsDefault    float64
 	pinnedDefault uint64
 
-	acc    [2]gacc
+	acc    [2]deviceTotals
 	events []gpu.Event
 }
 
-// gacc accumulates device-level figures.
-type gacc struct {
+// deviceTotals accumulates device-level figures.
+type deviceTotals struct {
 	ns      float64
 	sm      float64 // ns x fraction of the device's SMs active
 	occ     float64
@@ -265,18 +265,19 @@ func (d *domain) boundary(now, limit int64) int64 {
 	return next
 }
 
-// run advances the domain over [t0, t1) at clock factor cf.
-func (d *domain) run(s *Simulator, t0, t1 int64, cf float64) {
-	d.step = dacc{}
+// run advances the domain over [t0, t1) with the SM clock at clockFactor of
+// its maximum.
+func (d *domain) run(s *Simulator, t0, t1 int64, clockFactor float64) {
+	d.step = domainTotals{}
 	if t0 < d.g.drainTo {
 		// MIG reconfiguration in progress: nothing runs.
 		t0 = min(d.g.drainTo, t1)
 	}
 	switch d.kind {
 	case schedMPS:
-		d.runMPS(s, t0, t1, cf)
+		d.runMPS(s, t0, t1, clockFactor)
 	default:
-		d.runSliced(s, t0, t1, cf)
+		d.runSliced(s, t0, t1, clockFactor)
 	}
 	d.acc[0].add(d.step)
 	d.acc[1].add(d.step)
@@ -284,27 +285,27 @@ func (d *domain) run(s *Simulator, t0, t1 int64, cf float64) {
 
 // capacity returns the FLOP/s and bytes/s a kernel filling share of the
 // domain's SMs gets when alone.
-func (d *domain) capacity(share, cf float64) (c, w float64) {
-	c = d.g.peakFLOPS() * cf * d.smFrac * share
+func (d *domain) capacity(share, clockFactor float64) (c, w float64) {
+	c = d.g.peakFLOPS() * clockFactor * d.smFrac * share
 	w = d.g.peakBW() * d.bwFrac * min(1, share/bwSaturation)
 	return
 }
 
 func jobTime(j *job, c, w float64) float64 {
-	jt := j.floor
+	jobSeconds := j.floor
 	if j.flops > 0 {
-		jt = max(jt, j.flops/c)
+		jobSeconds = max(jobSeconds, j.flops/c)
 	}
 	if j.bytes > 0 {
-		jt = max(jt, j.bytes/w)
+		jobSeconds = max(jobSeconds, j.bytes/w)
 	}
-	return max(jt, minJobS)
+	return max(jobSeconds, minJobS)
 }
 
-// progress moves t's job forward by dt ns at job time jt (s) with SM share
-// share, accounting it; it completes the job when done.
-func (d *domain) progress(s *Simulator, t *tenant, dt int64, jt, share float64, done bool, end int64) {
-	frac := float64(dt) / (jt * 1e9)
+// progress moves t's job forward by dt ns, the whole job taking jobSeconds
+// at SM share share, accounting it; it completes the job when done.
+func (d *domain) progress(s *Simulator, t *tenant, dt int64, jobSeconds, share float64, done bool, end int64) {
+	frac := float64(dt) / (jobSeconds * 1e9)
 	if done || frac > t.job.rem {
 		frac = t.job.rem
 	}
@@ -330,7 +331,7 @@ func (d *domain) progress(s *Simulator, t *tenant, dt int64, jt, share float64, 
 
 // runSliced is time-slicing (and the vGPU scheduler): one context at a time
 // owns the domain for a slice; switching costs switchCost.
-func (d *domain) runSliced(s *Simulator, t, t1 int64, cf float64) {
+func (d *domain) runSliced(s *Simulator, t, t1 int64, clockFactor float64) {
 	n := len(d.members)
 	g := d.g
 	for t < t1 {
@@ -401,9 +402,9 @@ func (d *domain) runSliced(s *Simulator, t, t1 int64, cf float64) {
 			continue
 		}
 		share := cur.w.SMFraction
-		c, w := d.capacity(share, cf)
-		jt := jobTime(&cur.job, c, w)
-		ttc := int64(math.Ceil(cur.job.rem * jt * 1e9))
+		c, w := d.capacity(share, clockFactor)
+		jobSeconds := jobTime(&cur.job, c, w)
+		ttc := int64(math.Ceil(cur.job.rem * jobSeconds * 1e9))
 		done := false
 		if t+ttc <= end {
 			end, done = t+ttc, true
@@ -418,7 +419,7 @@ func (d *domain) runSliced(s *Simulator, t, t1 int64, cf float64) {
 				}
 			}
 		}
-		d.progress(s, cur, dt, jt, share, done, end)
+		d.progress(s, cur, dt, jobSeconds, share, done, end)
 		t = end
 	}
 }
@@ -519,13 +520,13 @@ func (d *domain) logSlot(s *Simulator, t int64) {
 // runMPS runs every client concurrently, each capped at its active-thread
 // fraction; SM oversubscription and HBM bandwidth are shared in proportion
 // to demand.
-func (d *domain) runMPS(s *Simulator, t, t1 int64, cf float64) {
+func (d *domain) runMPS(s *Simulator, t, t1 int64, clockFactor float64) {
 	for t < t1 {
 		end := d.boundary(t, t1)
 		capSum := 0.0
 		nact := 0
 		for _, m := range d.members {
-			m.jt = 0
+			m.jobSeconds = 0
 			if !m.wants(t) || (!m.job.active && !m.startJob(t)) {
 				continue
 			}
@@ -547,36 +548,36 @@ func (d *domain) runMPS(s *Simulator, t, t1 int64, cf float64) {
 				continue
 			}
 			m.share *= scale
-			c, w := d.capacity(m.share, cf)
-			m.jt = jobTime(&m.job, c, w)
-			m.bw = m.job.bytes / m.jt
+			c, w := d.capacity(m.share, clockFactor)
+			m.jobSeconds = jobTime(&m.job, c, w)
+			m.bw = m.job.bytes / m.jobSeconds
 			demand += m.bw
 		}
 		if peak := d.g.peakBW() * d.bwFrac; demand > peak {
 			for _, m := range d.members {
-				if m.jt == 0 {
+				if m.jobSeconds == 0 {
 					continue
 				}
-				c, _ := d.capacity(m.share, cf)
-				m.jt = jobTime(&m.job, c, peak*m.bw/demand)
+				c, _ := d.capacity(m.share, clockFactor)
+				m.jobSeconds = jobTime(&m.job, c, peak*m.bw/demand)
 			}
 		}
 		for _, m := range d.members {
-			if m.jt == 0 {
+			if m.jobSeconds == 0 {
 				continue
 			}
-			if e := t + int64(math.Ceil(m.job.rem*m.jt*1e9)); e < end {
+			if e := t + int64(math.Ceil(m.job.rem*m.jobSeconds*1e9)); e < end {
 				end = e
 			}
 		}
 		dt := end - t
 		d.step.busy += float64(dt)
 		for _, m := range d.members {
-			if m.jt == 0 {
+			if m.jobSeconds == 0 {
 				continue
 			}
-			done := t+int64(math.Ceil(m.job.rem*m.jt*1e9)) <= end
-			d.progress(s, m, dt, m.jt, m.share, done, end)
+			done := t+int64(math.Ceil(m.job.rem*m.jobSeconds*1e9)) <= end
+			d.progress(s, m, dt, m.jobSeconds, m.share, done, end)
 		}
 		t = end
 	}
@@ -585,10 +586,10 @@ func (d *domain) runMPS(s *Simulator, t, t1 int64, cf float64) {
 // step runs the GPU over [t0, t1).
 func (g *gpuState) step(s *Simulator, t0, t1 int64) {
 	g.updateClock(s, t0, t1-t0, g.demand(t0))
-	cf := g.clock / g.m.MaxClockMHz
+	clockFactor := g.clock / g.m.MaxClockMHz
 	var devSM, devOcc, bytes, flops, busy float64
 	for _, d := range g.domains {
-		d.run(s, t0, t1, cf)
+		d.run(s, t0, t1, clockFactor)
 		devSM += d.step.sm * d.smFrac
 		devOcc += d.step.occ * d.smFrac
 		bytes += d.step.bytes

@@ -36,21 +36,21 @@ func (s *Simulator) Sample(ctx context.Context) (*gpu.Readings, error) {
 	}
 	// reset the sample interval accumulators
 	for _, g := range s.gpus {
-		g.acc[0] = gacc{}
+		g.acc[0] = deviceTotals{}
 		g.events = g.events[:0] // the readings hold clones
 		g.schedLog = g.schedLog[:0]
 		for _, d := range g.domains {
-			d.acc[0] = dacc{}
+			d.acc[0] = domainTotals{}
 		}
 	}
 	for _, t := range s.tenants {
-		t.acc[0] = tacc{}
+		t.acc[0] = tenantTotals{}
 	}
 	s.lastSample, s.sampled = s.now, true
 	return r, nil
 }
 
-func activity(a *dacc, ns, smFrac float64, peakBW, peakFLOPS float64) gpu.Activity {
+func activity(a *domainTotals, ns, smFrac float64, peakBW, peakFLOPS float64) gpu.Activity {
 	if ns <= 0 {
 		return gpu.Activity{Source: "sim"}
 	}

@@ -520,7 +520,7 @@ func (s *Simulator) Window() WindowStats {
 		// like this one
 		t.lat = make([]time.Duration, 0, len(tw.Latencies))
 		t.completed, t.good, t.work, t.ooms, t.dropped = 0, 0, 0, 0, 0
-		t.acc[1] = tacc{}
+		t.acc[1] = tenantTotals{}
 	}
 	for _, g := range s.gpus {
 		a := &g.acc[1]
@@ -532,9 +532,9 @@ func (s *Simulator) Window() WindowStats {
 			gw.SMClockMHz = a.clockNs / a.ns
 		}
 		ws.GPUs = append(ws.GPUs, gw)
-		g.acc[1] = gacc{}
+		g.acc[1] = deviceTotals{}
 		for _, d := range g.domains {
-			d.acc[1] = dacc{}
+			d.acc[1] = domainTotals{}
 		}
 	}
 	s.winStart = s.now

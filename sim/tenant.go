@@ -38,8 +38,8 @@ type job struct {
 	newSeqs int
 }
 
-// tacc accumulates what a tenant got over an interval.
-type tacc struct {
+// tenantTotals accumulates what a tenant got over an interval.
+type tenantTotals struct {
 	busy  float64 // ns with a kernel resident
 	sm    float64 // ns x fraction of the domain's SMs
 	bytes float64
@@ -79,16 +79,16 @@ type tenant struct {
 	pinned     uint64  // pinned-memory limit; 0 = none
 
 	// per-segment scheduling scratch
-	share float64 // fraction of the domain's SMs this segment
-	bw    float64 // bytes/s this segment
-	jt    float64 // job time (s) at the current allocation
+	share      float64 // fraction of the domain's SMs this segment
+	bw         float64 // bytes/s this segment
+	jobSeconds float64 // job time (s) at the current allocation
 
 	preempt int64 // vGPU: ns runnable while another VM held the GPU
 	// vGPU adaptive round robin: the backlog the scheduler last observed
 	// (refreshed every 1/frequency seconds)
 	arrBacklog int
 
-	acc [2]tacc // 0: since the previous Sample, 1: since the previous Window
+	acc [2]tenantTotals // 0: since the previous Sample, 1: since the previous Window
 
 	// ground truth for the window
 	lat       []time.Duration

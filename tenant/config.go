@@ -738,7 +738,7 @@ func (p *parser) parseSource(n *yaml.Node) *LatencySource {
 			}
 		case "metric":
 			l.Metric, _ = p.str(v, "latency_source.metric")
-			if !model.IsValidLegacyMetricName(l.Metric) && !model.UTF8Validation.IsValidMetricName(l.Metric) {
+			if !model.LegacyValidation.IsValidMetricName(l.Metric) && !model.UTF8Validation.IsValidMetricName(l.Metric) {
 				p.errorf(v.Line, "latency_source.metric %q is not a valid metric name", l.Metric)
 			}
 		case "matchers":

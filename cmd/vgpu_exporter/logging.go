@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -9,6 +8,7 @@ import (
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
+	sloggokit "github.com/tjhop/slog-gokit"
 )
 
 // Log formats and levels accepted by --log.format and --log.level.
@@ -52,93 +52,26 @@ func slogLevel(lvl string) slog.Level {
 	}
 }
 
-// kitHandler is a slog.Handler that writes every record through a go-kit
-// logger, so libraries that want a *slog.Logger (exporter-toolkit) log in
-// the same format, to the same place and under the same level filter as
-// the rest of the exporter.
-type kitHandler struct {
-	logger log.Logger
-	min    slog.Leveler
-	// attrs are the key/value pairs added by WithAttrs, already prefixed
-	// with the groups open at the time.
-	attrs []any
-	// group is the dotted prefix of the groups opened by WithGroup.
-	group string
-}
-
-// newSlogLogger returns a *slog.Logger writing through logger; records
-// below minLevel are dropped before they reach it.
+// newSlogLogger returns a *slog.Logger writing through logger, so libraries
+// that want one (exporter-toolkit) log in the same format, to the same place
+// and under the same go-kit level filter as the rest of the exporter; records
+// below minLevel are dropped before they reach logger. Besides the go-kit
+// logger's own keys, each line carries the record's time and caller.
 func newSlogLogger(logger log.Logger, minLevel slog.Leveler) *slog.Logger {
-	return slog.New(&kitHandler{logger: logger, min: minLevel})
+	return slog.New(sloggokit.NewGoKitHandler(unwrapSlogValues(logger), minLevel))
 }
 
-// Enabled reports whether records at l are written.
-func (h *kitHandler) Enabled(_ context.Context, l slog.Level) bool {
-	return l >= h.min.Level()
-}
-
-// Handle writes r as one go-kit log line: level, msg, then the attributes.
-func (h *kitHandler) Handle(_ context.Context, r slog.Record) error {
-	kv := make([]any, 0, 4+len(h.attrs)+2*r.NumAttrs())
-	kv = append(kv, level.Key(), kitLevel(r.Level), "msg", r.Message)
-	kv = append(kv, h.attrs...)
-	r.Attrs(func(a slog.Attr) bool {
-		kv = appendAttr(kv, h.group, a)
-		return true
+// unwrapSlogValues replaces the slog.Value values that the bridge passes for
+// non-string attributes with the Go values they hold: go-kit's JSON logger
+// would otherwise write them through their String method, so a boolean or a
+// number would come out as a JSON string.
+func unwrapSlogValues(next log.Logger) log.Logger {
+	return log.LoggerFunc(func(keyvals ...any) error {
+		for i, v := range keyvals {
+			if sv, ok := v.(slog.Value); ok {
+				keyvals[i] = sv.Any()
+			}
+		}
+		return next.Log(keyvals...)
 	})
-	return h.logger.Log(kv...)
-}
-
-// WithAttrs returns a handler that adds attrs to every record.
-func (h *kitHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
-	n := *h
-	n.attrs = append([]any{}, h.attrs...)
-	for _, a := range attrs {
-		n.attrs = appendAttr(n.attrs, h.group, a)
-	}
-	return &n
-}
-
-// WithGroup returns a handler that prefixes later attribute keys with name.
-func (h *kitHandler) WithGroup(name string) slog.Handler {
-	if name == "" {
-		return h
-	}
-	n := *h
-	n.group = h.group + name + "."
-	return &n
-}
-
-// appendAttr flattens a (possibly grouped) attribute into go-kit key/value
-// pairs, joining group names with dots.
-func appendAttr(kv []any, prefix string, a slog.Attr) []any {
-	a.Value = a.Value.Resolve()
-	if a.Equal(slog.Attr{}) {
-		return kv
-	}
-	if a.Value.Kind() == slog.KindGroup {
-		p := prefix
-		if a.Key != "" {
-			p = prefix + a.Key + "."
-		}
-		for _, g := range a.Value.Group() {
-			kv = appendAttr(kv, p, g)
-		}
-		return kv
-	}
-	return append(kv, prefix+a.Key, a.Value.Any())
-}
-
-// kitLevel maps a slog level to the go-kit level value the filter knows.
-func kitLevel(l slog.Level) level.Value {
-	switch {
-	case l >= slog.LevelError:
-		return level.ErrorValue()
-	case l >= slog.LevelWarn:
-		return level.WarnValue()
-	case l >= slog.LevelInfo:
-		return level.InfoValue()
-	default:
-		return level.DebugValue()
-	}
 }

@@ -302,7 +302,7 @@ func TestSourceRecovers(t *testing.T) {
 	body := readFixture(t, "dcgm-k8s.prom")
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if fail.Load() {
-			http.Error(w, "down", 503)
+			http.Error(w, "down", http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = w.Write(body)
