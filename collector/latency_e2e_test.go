@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/latency"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
@@ -22,7 +23,7 @@ func TestVLLMSourceServed(t *testing.T) {
 	// Two scrapes of a vLLM server's /metrics (text format, two models),
 	// the fixtures of the tenant package's own tests.
 	read := func(name string) []byte {
-		b, err := os.ReadFile(filepath.Join("..", "tenant", "testdata", "latency", name))
+		b, err := os.ReadFile(filepath.Join("..", "latency", "testdata", "latency", name))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -48,7 +49,7 @@ func TestVLLMSourceServed(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock := gpu.NewManualClock(time.Unix(1000, 0))
-	b, err := tenant.NewBuilder(cfg, tenant.BuilderOptions{ProcRoot: t.TempDir(), Clock: clock, HTTPClient: srv.Client()})
+	b, err := tenant.NewBuilder(cfg, tenant.BuilderOptions{Clock: clock, Latency: latency.NewPool(latency.Options{Clock: clock, HTTPClient: srv.Client()})})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,7 +66,7 @@ func TestBrokenReloadChangesOnlyReloadStatus(t *testing.T) {
 	}
 	var logs bytes.Buffer
 	clock := gpu.NewManualClock(time.Unix(1000, 0))
-	b, err := tenant.NewBuilder(cfg, tenant.BuilderOptions{ProcRoot: t.TempDir(), Clock: clock, Logger: log.NewLogfmtLogger(log.NewSyncWriter(&logs))})
+	b, err := tenant.NewBuilder(cfg, tenant.BuilderOptions{Clock: clock, Logger: log.NewLogfmtLogger(log.NewSyncWriter(&logs))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,7 +74,7 @@ func TestShareMinSumGauge(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, err := tenant.NewBuilder(cfg, tenant.BuilderOptions{ProcRoot: t.TempDir(), Clock: gpu.NewManualClock(t0)})
+			b, err := tenant.NewBuilder(cfg, tenant.BuilderOptions{Clock: gpu.NewManualClock(t0)})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/collector"
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/latency"
 	"github.com/vgpu-exporter/vgpu_exporter/sim"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
@@ -87,7 +88,7 @@ func TestSimTimeSlicedTenants(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock := gpu.NewManualClock(s.Now())
-	b, err := tenant.NewBuilder(cfg, tenant.BuilderOptions{ProcRoot: "/nonexistent/proc", Clock: clock, AppMetrics: s})
+	b, err := tenant.NewBuilder(cfg, tenant.BuilderOptions{Clock: clock, Latency: latency.NewPool(latency.Options{Clock: clock, AppMetrics: s})})
 	if err != nil {
 		t.Fatal(err)
 	}

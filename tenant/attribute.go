@@ -10,6 +10,7 @@ import (
 	"github.com/go-kit/log/level"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/kube"
 )
 
 // subject is a process, MIG instance or vGPU instance being attributed.
@@ -27,7 +28,7 @@ type subject struct {
 	migUUID string
 	gi      int // -1 when not in a MIG instance
 	vgpu    *gpu.VGPUInstance
-	pod     *PodRef
+	pod     *kube.PodRef
 }
 
 // desc names the subject in logs.
@@ -167,7 +168,7 @@ func (b *Builder) attribute(cc *compiledConfig, sub *subject) string {
 }
 
 // processSubject gathers what the selectors need about a process.
-func (b *Builder) processSubject(cc *compiledConfig, km *kubeMapping, d *gpu.Device, p *gpu.Process, inst *gpu.MIGInstance) *subject {
+func (b *Builder) processSubject(cc *compiledConfig, km *kube.Mapping, d *gpu.Device, p *gpu.Process, inst *gpu.MIGInstance) *subject {
 	sub := &subject{
 		pid:     p.PID,
 		hasProc: true,
@@ -180,13 +181,13 @@ func (b *Builder) processSubject(cc *compiledConfig, km *kubeMapping, d *gpu.Dev
 	if p.Name != "" {
 		sub.exe = filepath.Base(p.Name)
 	} else if cc.needExe {
-		sub.exe = b.proc.comm(p.PID)
+		sub.exe = b.proc.Comm(p.PID)
 	}
 	if sub.uid < 0 && cc.needUID {
-		sub.uid = b.proc.uid(p.PID)
+		sub.uid = b.proc.UID(p.PID)
 	}
 	if sub.cgroup == "" && cc.needCgroup {
-		cg, err := b.proc.cgroup(p.PID)
+		cg, err := b.proc.Cgroup(p.PID)
 		if err != nil {
 			b.attr.cgroupErrs++
 			if !b.attr.cgroupLogged {
@@ -210,8 +211,8 @@ func (b *Builder) processSubject(cc *compiledConfig, km *kubeMapping, d *gpu.Dev
 		}
 	}
 	if cc.needCgroup && (km != nil || sub.cgroup != "") {
-		cg := ParseCgroupPath(sub.cgroup)
-		sub.pod = km.resolvePod(cg, ids...)
+		cg := kube.ParseCgroupPath(sub.cgroup)
+		sub.pod = km.ResolvePod(cg, ids...)
 	}
 	return sub
 }
@@ -274,7 +275,7 @@ func (a *tenantAcc) addUtil(sm, mem *float64) {
 }
 
 // usage attributes one sample's devices; see docs/tenants.md for the rules.
-func (b *Builder) usage(cc *compiledConfig, r *gpu.Readings, km *kubeMapping) []Usage {
+func (b *Builder) usage(cc *compiledConfig, r *gpu.Readings, km *kube.Mapping) []Usage {
 	b.attr.conflicts = 0
 	if r == nil {
 		return nil
@@ -338,7 +339,7 @@ func sortedPIDs(p []uint32) []uint32 {
 // instance's activity is apportioned by their used memory (Apportioned).
 // (NVML has no per-process utilization on MIG GPUs: shared/FACTS.md line
 // 77.)
-func (b *Builder) migUsage(cc *compiledConfig, km *kubeMapping, d *gpu.Device) []Usage {
+func (b *Builder) migUsage(cc *compiledConfig, km *kube.Mapping, d *gpu.Device) []Usage {
 	var out []Usage
 	byGI := map[int][]*gpu.Process{}
 	var loose []*gpu.Process
@@ -355,7 +356,7 @@ func (b *Builder) migUsage(cc *compiledConfig, km *kubeMapping, d *gpu.Device) [
 		gi := strconv.Itoa(inst.GPUInstanceID)
 		isub := &subject{label: fmt.Sprintf("MIG instance %s (GPU %d GI %d)", inst.UUID, d.Index, inst.GPUInstanceID), uid: -1, gpu: d.Index, migUUID: inst.UUID, gi: inst.GPUInstanceID}
 		if km != nil {
-			isub.pod = km.resolvePod(CgroupInfo{}, migDeviceIDs(d, inst)...)
+			isub.pod = km.ResolvePod(kube.CgroupInfo{}, migDeviceIDs(d, inst)...)
 		}
 		owner := b.attribute(cc, isub)
 		da := &devAcc{byTenant: map[string]*tenantAcc{}}
@@ -401,7 +402,7 @@ func (b *Builder) migUsage(cc *compiledConfig, km *kubeMapping, d *gpu.Device) [
 }
 
 // sharedUsage covers exclusive, time-sliced, MPS and vGPU devices.
-func (b *Builder) sharedUsage(cc *compiledConfig, km *kubeMapping, d *gpu.Device) []Usage {
+func (b *Builder) sharedUsage(cc *compiledConfig, km *kube.Mapping, d *gpu.Device) []Usage {
 	da := &devAcc{byTenant: map[string]*tenantAcc{}}
 	vgpuTenant := map[uint32]string{}
 	for i := range d.VGPUs {

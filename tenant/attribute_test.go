@@ -13,6 +13,7 @@ import (
 	"github.com/go-kit/log"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/latency"
 )
 
 const gib = uint64(1 << 30)
@@ -26,9 +27,6 @@ func mustBuilder(t testing.TB, yaml string, opts BuilderOptions) *Builder {
 		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	if opts.ProcRoot == "" {
-		opts.ProcRoot = t.TempDir()
 	}
 	if opts.Clock == nil {
 		opts.Clock = gpu.NewManualClock(time.Unix(0, 0))
@@ -215,7 +213,7 @@ func TestVGPUUsage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := NewBuilder(cfg, BuilderOptions{ProcRoot: t.TempDir()})
+	b, err := NewBuilder(cfg, BuilderOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,15 +271,14 @@ func TestAttributionConflict(t *testing.T) {
 }
 
 func TestAttributionFromProcfs(t *testing.T) {
-	root := t.TempDir()
-	writeProc(t, root, 50, "0::/system.slice/docker-"+cid+".scope\n", "trainer\n", "Uid:\t1002\t1002\t1002\t1002\n")
+	proc := fakeProc{50: {cgroup: "/system.slice/docker-" + strings.Repeat("5b", 32) + ".scope", comm: "trainer", uid: 1002}}
 	const yaml = `tenants:
   - name: docker
     selectors: [{cgroup: "/system.slice/docker-*"}]
   - name: bob
     selectors: [{executable: other, uid: 1002}]
 `
-	b := mustBuilder(t, yaml, BuilderOptions{ProcRoot: root})
+	b := mustBuilder(t, yaml, BuilderOptions{Proc: proc})
 	r := &gpu.Readings{Devices: []gpu.Device{{Index: 0, UUID: "GPU-0", Up: true, Processes: []gpu.Process{
 		{PID: 50, GPUInstanceID: -1, UID: -1},
 		{PID: 51, GPUInstanceID: -1, UID: -1}, // no /proc entry
@@ -323,7 +320,7 @@ func TestReloadBrokenKeepsConfig(t *testing.T) {
 	}
 	clock := gpu.NewManualClock(time.Unix(1000, 0))
 	var logs bytes.Buffer
-	b, err := NewBuilder(cfg, BuilderOptions{ProcRoot: dir, Clock: clock, Logger: log.NewLogfmtLogger(&logs)})
+	b, err := NewBuilder(cfg, BuilderOptions{Clock: clock, Logger: log.NewLogfmtLogger(&logs)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,7 +394,7 @@ func TestReloadKeepsLatencyCounters(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock := gpu.NewManualClock(time.Unix(0, 0))
-	b, err := NewBuilder(cfg, BuilderOptions{ProcRoot: dir, Clock: clock, AppMetrics: app})
+	b, err := NewBuilder(cfg, BuilderOptions{Clock: clock, Latency: latency.NewPool(latency.Options{Clock: clock, AppMetrics: app})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -439,7 +436,7 @@ func TestStartScrapesLatencySources(t *testing.T) {
     selectors: [{executable: vllm}]
     latency_source: {url: "sim://chat", preset: vllm-e2e}
 defaults: {scrape_interval: 15s}
-`, BuilderOptions{Clock: clock, AppMetrics: app})
+`, BuilderOptions{Clock: clock, Latency: latency.NewPool(latency.Options{Clock: clock, AppMetrics: app})})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	b.Start(ctx)
@@ -483,7 +480,7 @@ func TestReloadDropsRemovedTenantsCounters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := NewBuilder(cfg, BuilderOptions{ProcRoot: t.TempDir(), Clock: gpu.NewManualClock(time.Unix(0, 0))})
+	b, err := NewBuilder(cfg, BuilderOptions{Clock: gpu.NewManualClock(time.Unix(0, 0))})
 	if err != nil {
 		t.Fatal(err)
 	}

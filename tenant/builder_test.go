@@ -18,10 +18,11 @@ import (
 	"github.com/go-kit/log"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/latency"
 )
 
 func TestBuildNoTenantsFile(t *testing.T) {
-	b, err := NewBuilder(nil, BuilderOptions{ProcRoot: t.TempDir(), Clock: gpu.NewManualClock(time.Unix(0, 0))})
+	b, err := NewBuilder(nil, BuilderOptions{Clock: gpu.NewManualClock(time.Unix(0, 0))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +104,8 @@ func TestReloadWhileRunning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := NewBuilder(cfg, BuilderOptions{ProcRoot: t.TempDir(), Clock: gpu.NewManualClock(time.Unix(0, 0)), AppMetrics: app})
+	clock := gpu.NewManualClock(time.Unix(0, 0))
+	b, err := NewBuilder(cfg, BuilderOptions{Clock: clock, Latency: latency.NewPool(latency.Options{Clock: clock, AppMetrics: app})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,13 +134,8 @@ func TestReloadWhileRunning(t *testing.T) {
 	if len(s.Tenants) != 1 || s.Tenants[0].Name != "b" {
 		t.Errorf("tenants %+v", s.Tenants)
 	}
-	b.mu.Lock()
-	n := len(b.cancels)
-	_, hasA := b.cancels["a"]
-	b.mu.Unlock()
-	if n != 1 || hasA {
-		t.Errorf("loops after reload: %d (a still running: %v)", n, hasA)
-	}
+	// That a's loop stopped is checked where the loops live, by
+	// TestPoolSetWhileRunning in package latency.
 }
 
 // countingApp counts the reads of each sim:// application.
@@ -166,9 +163,7 @@ func (c *countingApp) count() int {
 // Start's context is cancelled, and no source is read after that.
 func TestStartStopsOnCancel(t *testing.T) {
 	app := &countingApp{fakeApp: fakeApp{body: map[string][]byte{"a": fixture(t, "vllm-1.txt"), "b": fixture(t, "tgi-1.txt"), "c": fixture(t, "tgi-1.txt")}}}
-	fk := &fakeKubelet{}
-	fk.set(pod("llm", "chat-0", "server", "nvidia.com/gpu", "GPU-a"))
-	socket, _ := serveKubelet(t, fk)
+	pods := &loopPods{}
 	file := filepath.Join(t.TempDir(), "t.yaml")
 	two := "tenants:\n" +
 		"  - name: a\n    selectors: [{uid: 1}]\n    latency_source: {url: \"sim://a\", preset: vllm-e2e}\n" +
@@ -181,7 +176,7 @@ func TestStartStopsOnCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock := gpu.NewManualClock(time.Unix(0, 0))
-	b, err := NewBuilder(cfg, BuilderOptions{ProcRoot: t.TempDir(), Clock: clock, AppMetrics: app, PodResourcesSocket: socket})
+	b, err := NewBuilder(cfg, BuilderOptions{Clock: clock, Latency: latency.NewPool(latency.Options{Clock: clock, AppMetrics: app}), Pods: pods})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +242,7 @@ func TestBuildDoesNotWaitOnLatencySource(t *testing.T) {
 	defer srv.Close()
 	defer close(release)
 	b := mustBuilder(t, "tenants:\n  - name: a\n    selectors: [{uid: 1}]\n    latency_source: {url: \""+srv.URL+"\", preset: tgi, timeout: 10s}\n",
-		BuilderOptions{HTTPClient: srv.Client()})
+		BuilderOptions{Latency: latency.NewPool(latency.Options{HTTPClient: srv.Client()})})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer func() { cancel(); b.Wait() }()
 	b.Start(ctx)
@@ -269,8 +264,9 @@ func TestBuildDoesNotWaitOnLatencySource(t *testing.T) {
 func TestSourceFailureLogged(t *testing.T) {
 	app := &fakeApp{body: map[string][]byte{"chat": fixture(t, "vllm-1.txt")}, err: errors.New("connection refused")}
 	var logs bytes.Buffer
+	logger := log.NewLogfmtLogger(log.NewSyncWriter(&logs))
 	b := mustBuilder(t, "tenants:\n  - name: chat\n    selectors: [{uid: 1}]\n    latency_source: {url: \"sim://chat\", preset: vllm-e2e}\n",
-		BuilderOptions{AppMetrics: app, Logger: log.NewLogfmtLogger(log.NewSyncWriter(&logs))})
+		BuilderOptions{Latency: latency.NewPool(latency.Options{AppMetrics: app, Logger: logger}), Logger: logger})
 	ctx := context.Background()
 	for range 3 {
 		b.Refresh(ctx)

@@ -149,7 +149,7 @@ func TestShareOvercommitLoggedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	b, err := NewBuilder(cfg, BuilderOptions{ProcRoot: dir, Logger: log.NewLogfmtLogger(log.NewSyncWriter(&buf))})
+	b, err := NewBuilder(cfg, BuilderOptions{Logger: log.NewLogfmtLogger(log.NewSyncWriter(&buf))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/kube"
 )
 
 // Unassigned is the tenant name under which usage that matches no tenant's
@@ -71,13 +72,9 @@ type ConfigStatus struct {
 	ReloadFailuresTotal   uint64
 }
 
-// KubeletStatus is the state of the pod-resources mapping.
-type KubeletStatus struct {
-	Up          bool      // the last refresh succeeded
-	LastSuccess time.Time // when the mapping in use was fetched
-	ErrorsTotal uint64
-	PodsMapped  int
-}
+// KubeletStatus is the state of the pod-resources mapping (Up: the last
+// refresh succeeded; LastSuccess: when the mapping in use was fetched).
+type KubeletStatus = kube.Status
 
 // Info is a tenant's configured identity.
 type Info struct {

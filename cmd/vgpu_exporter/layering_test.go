@@ -19,22 +19,25 @@ const modulePath = "github.com/vgpu-exporter/vgpu_exporter"
 
 // layers lists, for every package of the module (by its path below the
 // module root), the project packages its non-test files may import:
-// cmd -> (collector, tuner) -> tenant -> gpu <- (gpu/nvml, gpu/dcgmexp,
-// sim). Tests may import more (tenant's tests drive the simulator). A
-// package missing from the table fails the test, so a new package gets
-// its place in the layers when it is added.
+// cmd -> (collector, tuner) -> tenant -> (latency, kube) -> gpu <-
+// (gpu/nvml, gpu/dcgmexp, sim); latency and kube do the I/O attribution
+// needs, so tenant does none. Tests may import more (tenant's tests drive
+// the simulator). A package missing from the table fails the test, so a
+// new package gets its place in the layers when it is added.
 var layers = map[string][]string{
 	"gpu":         nil,
 	"gpu/nvml":    {"gpu"},
 	"gpu/dcgmexp": {"gpu"},
 	"sim":         {"gpu"},
 	"sim/report":  {"gpu", "sim"},
-	"tenant":      {"gpu"},
+	"latency":     {"gpu"},
+	"kube":        {"gpu"},
+	"tenant":      {"gpu", "latency", "kube"},
 	"collector":   {"gpu", "tenant"},
 	"tuner":       {"gpu", "tenant"},
 	// The commands wire every layer; nothing imports a command.
-	"cmd/vgpu_exporter": {"collector", "tuner", "tenant", "gpu", "gpu/nvml", "gpu/dcgmexp", "sim", "test/scenarios"},
-	"cmd/vgpusim":       {"collector", "tuner", "tenant", "gpu", "sim", "sim/report", "test/scenarios"},
+	"cmd/vgpu_exporter": {"collector", "tuner", "tenant", "latency", "kube", "gpu", "gpu/nvml", "gpu/dcgmexp", "sim", "test/scenarios"},
+	"cmd/vgpusim":       {"collector", "tuner", "tenant", "latency", "gpu", "sim", "sim/report", "test/scenarios"},
 	// Embedded data and test programs stand apart from the layers.
 	"test/scenarios":      nil,
 	"test/e2e":            nil,
@@ -52,7 +55,7 @@ func TestLayering(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The walk must have found the layers themselves, or it checked nothing.
-	for _, p := range []string{"gpu", "tenant", "collector", "sim", "cmd/vgpu_exporter"} {
+	for _, p := range []string{"gpu", "latency", "kube", "tenant", "collector", "sim", "cmd/vgpu_exporter"} {
 		if _, ok := imports[p]; !ok {
 			t.Fatalf("package %s not found under %s", p, root)
 		}

@@ -12,6 +12,8 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/collector"
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	gpunvml "github.com/vgpu-exporter/vgpu_exporter/gpu/nvml"
+	"github.com/vgpu-exporter/vgpu_exporter/kube"
+	"github.com/vgpu-exporter/vgpu_exporter/latency"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
@@ -46,15 +48,10 @@ func buildOn(cfg *config, clock gpu.Clock, logger log.Logger) (*service, error) 
 		return nil, err
 	}
 	level.Info(logger).Log("msg", "tenants configuration", "source", ts.describe(), "tenants", len(tcfg.Tenants))
-	opts := tenant.BuilderOptions{
-		ProcRoot:           cfg.ProcRoot,
-		Clock:              clock,
-		Logger:             log.With(logger, "component", "tenant"),
-		PodResourcesSocket: cfg.PodResourcesSocket,
-		PodMetadata:        cfg.PodMetadata,
-	}
-	if a, ok := src.(gpu.AppMetricsSource); ok {
-		opts.AppMetrics = a
+	opts, err := builderIO(cfg, src, clock, log.With(logger, "component", "tenant"))
+	if err != nil {
+		src.Close()
+		return nil, err
 	}
 	b, err := tenant.NewBuilder(tcfg, opts)
 	if err != nil {
@@ -62,6 +59,30 @@ func buildOn(cfg *config, clock gpu.Clock, logger log.Logger) (*service, error) 
 		return nil, err
 	}
 	return newService(src, b, ts.Path, clock, cfg.SampleInterval, logger), nil
+}
+
+// builderIO wires the builder's outside world: latency sources (sim:// ones
+// read from src when it serves them), /proc under --proc.root, and the
+// kubelet mapping when a pod-resources socket (or pod metadata) is set.
+func builderIO(cfg *config, src gpu.Source, clock gpu.Clock, logger log.Logger) (tenant.BuilderOptions, error) {
+	lopts := latency.Options{Clock: clock, Logger: logger}
+	if a, ok := src.(gpu.AppMetricsSource); ok {
+		lopts.AppMetrics = a
+	}
+	opts := tenant.BuilderOptions{
+		Clock:   clock,
+		Logger:  logger,
+		Latency: latency.NewPool(lopts),
+		Proc:    kube.NewProcReader(cfg.ProcRoot),
+	}
+	if cfg.PodResourcesSocket != "" || cfg.PodMetadata != "" {
+		m, err := kube.NewMapper(kube.Options{PodResourcesSocket: cfg.PodResourcesSocket, PodMetadata: cfg.PodMetadata, Clock: clock, Logger: logger})
+		if err != nil {
+			return opts, err
+		}
+		opts.Pods = m
+	}
+	return opts, nil
 }
 
 func (t tenantsSource) describe() string {

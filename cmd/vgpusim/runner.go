@@ -72,7 +72,6 @@ func simulate(ctx context.Context, cfg runConfig) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer snaps.close()
 	sampler := gpu.NewSampler(s, clock, cfg.Step, nil)
 
 	rec := report.NewRecorder(report.Meta{

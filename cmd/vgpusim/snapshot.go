@@ -2,11 +2,10 @@ package main
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/latency"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
@@ -18,12 +17,11 @@ type snapshotter struct {
 	clock      gpu.Clock
 	interval   time.Duration
 	lastScrape time.Time
-	procRoot   string
 }
 
 // newSnapshotter loads the tenants file (none: everything is unassigned)
 // and builds snapshots on clock. Process facts the readings lack are never
-// read from this host: the builder gets an empty /proc.
+// read from this host: the builder gets no process facts reader.
 func newSnapshotter(tenantsFile string, clock gpu.Clock, app gpu.AppMetricsSource) (*snapshotter, error) {
 	cfg := tenant.EmptyConfig()
 	if tenantsFile != "" {
@@ -33,18 +31,13 @@ func newSnapshotter(tenantsFile string, clock gpu.Clock, app gpu.AppMetricsSourc
 		}
 		cfg = c
 	}
-	procRoot, err := os.MkdirTemp("", "vgpusim-proc-")
-	if err != nil {
-		return nil, err
-	}
 	b, err := tenant.NewBuilder(cfg, tenant.BuilderOptions{
-		ProcRoot: filepath.Join(procRoot, "proc"), Clock: clock, AppMetrics: app,
+		Clock: clock, Latency: latency.NewPool(latency.Options{Clock: clock, AppMetrics: app}),
 	})
 	if err != nil {
-		os.RemoveAll(procRoot)
 		return nil, err
 	}
-	return &snapshotter{b: b, clock: clock, interval: cfg.Defaults.ScrapeInterval, procRoot: procRoot}, nil
+	return &snapshotter{b: b, clock: clock, interval: cfg.Defaults.ScrapeInterval}, nil
 }
 
 // build scrapes the latency sources when a scrape interval has passed and
@@ -57,5 +50,3 @@ func (s *snapshotter) build(ctx context.Context, sm *gpu.Sampler) *tenant.Snapsh
 	}
 	return s.b.Build(sm.Latest(), sm.Stats())
 }
-
-func (s *snapshotter) close() { os.RemoveAll(s.procRoot) }

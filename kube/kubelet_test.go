@@ -1,4 +1,4 @@
-package tenant
+package kube_test
 
 import (
 	"bytes"
@@ -16,6 +16,8 @@ import (
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/kube"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
 // fakeKubelet implements the kubelet's real PodResourcesListerServer.
@@ -109,7 +111,7 @@ func kubeReadings() *gpu.Readings {
 	}}
 }
 
-func tenantsByKey(s *Snapshot) map[string]string {
+func tenantsByKey(s *tenant.Snapshot) map[string]string {
 	m := map[string]string{}
 	for _, u := range s.Usage {
 		k := u.UUID
@@ -136,27 +138,24 @@ func TestKubeletPodResources(t *testing.T) {
 	socket, stop := serveKubelet(t, fk)
 
 	procRoot := t.TempDir()
-	writeProc(t, procRoot, 101, "0::"+podCgroup(uidChat)+"\n", "", "")
-	writeProc(t, procRoot, 102, "12:memory:"+podCgroup(uidSearch0)+"\n1:name=systemd:/\n", "", "")
+	kube.WriteProc(t, procRoot, 101, "0::"+podCgroup(uidChat)+"\n", "", "")
+	kube.WriteProc(t, procRoot, 102, "12:memory:"+podCgroup(uidSearch0)+"\n1:name=systemd:/\n", "", "")
 	metaFile := filepath.Join(t.TempDir(), "pods.json")
 	if err := os.WriteFile(metaFile, []byte(podListJSON), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := ParseConfig("k.yaml", []byte(kubeTenants))
+	cfg, err := tenant.ParseConfig("k.yaml", []byte(kubeTenants))
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	for _, withMeta := range []bool{true, false} {
 		t.Run(map[bool]string{true: "with pod metadata", false: "pod-resources only"}[withMeta], func(t *testing.T) {
-			opts := BuilderOptions{ProcRoot: procRoot, Clock: gpu.NewManualClock(time.Unix(100, 0)), PodResourcesSocket: socket}
+			opts := kube.Options{Clock: gpu.NewManualClock(time.Unix(100, 0)), PodResourcesSocket: socket}
 			if withMeta {
 				opts.PodMetadata = metaFile
 			}
-			b, err := NewBuilder(cfg, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
+			b, _ := newBuilder(t, cfg, procRoot, opts)
 			s := b.Build(kubeReadings(), gpu.SamplerStats{})
 			if s.Kubelet == nil || s.Kubelet.Up {
 				t.Fatalf("before the first refresh: %+v", s.Kubelet)
@@ -167,14 +166,14 @@ func TestKubeletPodResources(t *testing.T) {
 				t.Fatalf("kubelet status %+v", s.Kubelet)
 			}
 			got := tenantsByKey(s)
-			want := map[string]string{"GPU-a": "chat", "GPU-c/1": "train", "GPU-c/2": Unassigned}
+			want := map[string]string{"GPU-a": "chat", "GPU-c/1": "train", "GPU-c/2": tenant.Unassigned}
 			if withMeta {
 				// shared replicas are told apart by pod UID -> labels
 				want["GPU-b"] = "search"
 			} else {
 				// two pods share GPU-b and pod-resources names no UIDs:
 				// without metadata the processes stay unassigned
-				want["GPU-b"] = Unassigned
+				want["GPU-b"] = tenant.Unassigned
 			}
 			for k, v := range want {
 				if got[k] != v {
@@ -186,11 +185,8 @@ func TestKubeletPodResources(t *testing.T) {
 
 	// exercise the refresh paths on one builder: pod goes away, kubelet down
 	var logs bytes.Buffer
-	b, err := NewBuilder(cfg, BuilderOptions{ProcRoot: procRoot, Clock: gpu.NewManualClock(time.Unix(100, 0)), PodResourcesSocket: socket, PodMetadata: metaFile, KubeletTimeout: 2 * time.Second,
+	b, mapper := newBuilder(t, cfg, procRoot, kube.Options{Clock: gpu.NewManualClock(time.Unix(100, 0)), PodResourcesSocket: socket, PodMetadata: metaFile, Timeout: 2 * time.Second,
 		Logger: log.NewLogfmtLogger(log.NewSyncWriter(&logs))})
-	if err != nil {
-		t.Fatal(err)
-	}
 	b.Refresh(context.Background())
 	if got := tenantsByKey(b.Build(kubeReadings(), gpu.SamplerStats{})); got["GPU-a"] != "chat" {
 		t.Fatalf("GPU-a -> %q", got["GPU-a"])
@@ -202,14 +198,14 @@ func TestKubeletPodResources(t *testing.T) {
 	)
 	b.Refresh(context.Background())
 	s := b.Build(kubeReadings(), gpu.SamplerStats{})
-	if got := tenantsByKey(s); got["GPU-a"] != Unassigned {
+	if got := tenantsByKey(s); got["GPU-a"] != tenant.Unassigned {
 		// chat-0's UID is still in the pod metadata, but no container of it
 		// holds GPU-a any more, so its process cannot be placed in the
 		// container "server" that chat's selector names
-		t.Errorf("GPU-a -> %q after chat-0 released it, want %q", got["GPU-a"], Unassigned)
+		t.Errorf("GPU-a -> %q after chat-0 released it, want %q", got["GPU-a"], tenant.Unassigned)
 	}
-	if km := b.kubeMap.Load(); len(km.podsOn("GPU-a")) != 0 || km.pods != 3 {
-		t.Errorf("chat-0 went away but is still mapped: %+v", km.byDevice)
+	if km := mapper.Mapping(); len(km.PodsOn("GPU-a")) != 0 || km.Pods() != 3 {
+		t.Errorf("chat-0 went away but is still mapped: %+v", km)
 	}
 	if s.Kubelet.PodsMapped != 3 {
 		t.Errorf("pods mapped %d, want 3", s.Kubelet.PodsMapped)
@@ -234,14 +230,18 @@ func TestKubeletPodGoneWithoutMetadata(t *testing.T) {
 	fk.set(pod("llm", "chat-0", "server", "nvidia.com/gpu", "GPU-a"))
 	socket, _ := serveKubelet(t, fk)
 	r := &gpu.Readings{Devices: []gpu.Device{{Index: 0, UUID: "GPU-a", Up: true, Processes: []gpu.Process{{PID: 7, GPUInstanceID: -1, UID: -1, Cgroup: podCgroup(uidChat)}}}}}
-	b := mustBuilder(t, kubeTenants, BuilderOptions{PodResourcesSocket: socket})
+	cfg, err := tenant.ParseConfig("k.yaml", []byte(kubeTenants))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := newBuilder(t, cfg, "", kube.Options{PodResourcesSocket: socket})
 	b.Refresh(context.Background())
 	if got := tenantsByKey(b.Build(r, gpu.SamplerStats{})); got["GPU-a"] != "chat" {
 		t.Fatalf("GPU-a -> %q", got["GPU-a"])
 	}
 	fk.set()
 	b.Refresh(context.Background())
-	if got := tenantsByKey(b.Build(r, gpu.SamplerStats{})); got["GPU-a"] != Unassigned {
+	if got := tenantsByKey(b.Build(r, gpu.SamplerStats{})); got["GPU-a"] != tenant.Unassigned {
 		t.Fatalf("pod went away: GPU-a -> %q", got["GPU-a"])
 	}
 }
@@ -250,10 +250,7 @@ func TestKubeletStartLoop(t *testing.T) {
 	fk := &fakeKubelet{}
 	fk.set(pod("llm", "chat-0", "server", "nvidia.com/gpu", "GPU-a"))
 	socket, _ := serveKubelet(t, fk)
-	b, err := NewBuilder(nil, BuilderOptions{ProcRoot: t.TempDir(), PodResourcesSocket: socket})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, _ := newBuilder(t, nil, t.TempDir(), kube.Options{PodResourcesSocket: socket})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	b.Start(ctx)
@@ -273,12 +270,6 @@ func TestKubeletStartLoop(t *testing.T) {
 	}
 }
 
-func TestParsePodListErrors(t *testing.T) {
-	if _, _, err := parsePodList("x.json", []byte("{not json")); err == nil || !strings.Contains(err.Error(), "x.json") {
-		t.Errorf("err = %v", err)
-	}
-}
-
 func TestMappingLegacyMIGAndReplicas(t *testing.T) {
 	resp := &podresourcesv1.ListPodResourcesResponse{PodResources: []*podresourcesv1.PodResources{
 		pod("research", "train-0", "trainer", "nvidia.com/mig-1g.18gb", "MIG-GPU-c/2/0"),
@@ -286,12 +277,18 @@ func TestMappingLegacyMIGAndReplicas(t *testing.T) {
 		nil,
 		{Name: "", Namespace: "bad"},
 	}}
-	m := mappingFromPodResources(resp)
-	if m.pods != 2 || len(m.byDevice["GPU-b"]) != 1 {
-		t.Fatalf("mapping %+v", m.byDevice)
+	m := kube.NewMapping(resp)
+	if m.Pods() != 2 || len(m.PodsOn("GPU-b")) != 1 {
+		t.Fatalf("mapping %+v", m)
 	}
-	b := mustBuilder(t, kubeTenants, BuilderOptions{})
-	b.kubeMap.Store(m)
+	cfg, err := tenant.ParseConfig("k.yaml", []byte(kubeTenants))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := tenant.NewBuilder(cfg, tenant.BuilderOptions{Pods: staticPods{m}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	r := &gpu.Readings{Devices: []gpu.Device{{Index: 0, UUID: "GPU-c", Up: true, MIGEnabled: true,
 		MIG: []gpu.MIGInstance{{UUID: "MIG-x", GPUInstanceID: 2}}}}}
 	if got := tenantsByKey(b.Build(r, gpu.SamplerStats{})); got["GPU-c/2"] != "train" {
@@ -323,14 +320,11 @@ func TestKubeletSlowDoesNotBlockBuild(t *testing.T) {
 	sk.set(pod("llm", "chat-0", "server", "nvidia.com/gpu", "GPU-a"))
 	slowSock, _ := serveKubelet(t, sk)
 
-	cfg, err := ParseConfig("k.yaml", []byte(kubeTenants))
+	cfg, err := tenant.ParseConfig("k.yaml", []byte(kubeTenants))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := NewBuilder(cfg, BuilderOptions{ProcRoot: t.TempDir(), PodResourcesSocket: slowSock, KubeletTimeout: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, _ := newBuilder(t, cfg, t.TempDir(), kube.Options{PodResourcesSocket: slowSock, Timeout: time.Minute})
 	r := &gpu.Readings{Devices: []gpu.Device{{Index: 0, UUID: "GPU-a", Up: true, Processes: []gpu.Process{{PID: 7, GPUInstanceID: -1, UID: -1, Cgroup: podCgroup(uidChat)}}}}}
 
 	done := make(chan struct{})
@@ -354,8 +348,37 @@ func TestKubeletSlowDoesNotBlockBuild(t *testing.T) {
 }
 
 func TestPodMetadataNeedsSocket(t *testing.T) {
-	_, err := NewBuilder(nil, BuilderOptions{PodMetadata: "/var/run/pods.json"})
+	_, err := kube.NewMapper(kube.Options{PodMetadata: "/var/run/pods.json"})
 	if err == nil || !strings.Contains(err.Error(), "/var/run/pods.json") || !strings.Contains(err.Error(), "pod-resources socket") {
 		t.Errorf("err = %v, want an error naming the metadata source and the missing socket", err)
 	}
 }
+
+// newBuilder is a tenant.Builder on a kube.Mapper of opts and, unless
+// procRoot is "", /proc facts under procRoot, wired as the exporter wires
+// them.
+func newBuilder(t *testing.T, cfg *tenant.Config, procRoot string, opts kube.Options) (*tenant.Builder, *kube.Mapper) {
+	t.Helper()
+	m, err := kube.NewMapper(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bopts := tenant.BuilderOptions{Clock: opts.Clock, Logger: opts.Logger, Pods: m}
+	if procRoot != "" {
+		bopts.Proc = kube.NewProcReader(procRoot)
+	}
+	b, err := tenant.NewBuilder(cfg, bopts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, m
+}
+
+// staticPods is a tenant.PodMapper with a fixed mapping.
+type staticPods struct{ m *kube.Mapping }
+
+func (s staticPods) Start(context.Context)   {}
+func (s staticPods) Wait()                   {}
+func (s staticPods) Refresh(context.Context) {}
+func (s staticPods) Mapping() *kube.Mapping  { return s.m }
+func (s staticPods) Status() kube.Status     { return kube.Status{Up: true} }

@@ -1,11 +1,13 @@
-package tenant
+// Package kube finds the Kubernetes pod (and container) behind a GPU
+// process or device: it parses cgroup paths, reads process facts from
+// /proc/PID, and keeps the kubelet's pod-resources mapping (with optional
+// pod metadata) fresh on its own goroutine. It knows nothing of tenants.
+package kube
 
 import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -148,42 +150,4 @@ func ParseProcCgroup(data []byte) (string, error) {
 		}
 	}
 	return best, nil
-}
-
-// procReader reads process facts from a procfs root.
-type procReader struct{ root string }
-
-func (p procReader) cgroup(pid uint32) (string, error) {
-	data, err := os.ReadFile(filepath.Join(p.root, strconv.FormatUint(uint64(pid), 10), "cgroup"))
-	if err != nil {
-		return "", err
-	}
-	return ParseProcCgroup(data)
-}
-
-func (p procReader) comm(pid uint32) string {
-	data, err := os.ReadFile(filepath.Join(p.root, strconv.FormatUint(uint64(pid), 10), "comm"))
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(data))
-}
-
-// uid returns the real UID from /proc/PID/status, or -1.
-func (p procReader) uid(pid uint32) int {
-	data, err := os.ReadFile(filepath.Join(p.root, strconv.FormatUint(uint64(pid), 10), "status"))
-	if err != nil {
-		return -1
-	}
-	for _, l := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(l, "Uid:"); ok {
-			f := strings.Fields(rest)
-			if len(f) > 0 {
-				if u, err := strconv.Atoi(f[0]); err == nil {
-					return u
-				}
-			}
-		}
-	}
-	return -1
 }

@@ -1,4 +1,4 @@
-package tenant
+package kube
 
 import (
 	"os"
@@ -71,8 +71,9 @@ func TestParseProcCgroup(t *testing.T) {
 	}
 }
 
-// writeProc writes a fake /proc/PID directory.
-func writeProc(t *testing.T, root string, pid int, cgroup, comm, status string) {
+// WriteProc writes a fake /proc/PID directory (exported for the tests of
+// package kube_test).
+func WriteProc(t *testing.T, root string, pid int, cgroup, comm, status string) {
 	t.Helper()
 	dir := filepath.Join(root, strconv.Itoa(pid))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -90,21 +91,21 @@ func writeProc(t *testing.T, root string, pid int, cgroup, comm, status string) 
 
 func TestProcReader(t *testing.T) {
 	root := t.TempDir()
-	writeProc(t, root, 42, "0::/kubepods/pod"+puid+"/"+cid+"\n", "vllm\n", "Name:\tvllm\nUid:\t1000\t1000\t1000\t1000\n")
-	p := procReader{root: root}
-	if cg, err := p.cgroup(42); err != nil || ParseCgroupPath(cg).PodUID != puid {
+	WriteProc(t, root, 42, "0::/kubepods/pod"+puid+"/"+cid+"\n", "vllm\n", "Name:\tvllm\nUid:\t1000\t1000\t1000\t1000\n")
+	p := NewProcReader(root)
+	if cg, err := p.Cgroup(42); err != nil || ParseCgroupPath(cg).PodUID != puid {
 		t.Errorf("cgroup = %q, %v", cg, err)
 	}
-	if c := p.comm(42); c != "vllm" {
+	if c := p.Comm(42); c != "vllm" {
 		t.Errorf("comm = %q", c)
 	}
-	if u := p.uid(42); u != 1000 {
+	if u := p.UID(42); u != 1000 {
 		t.Errorf("uid = %d", u)
 	}
-	if _, err := p.cgroup(43); err == nil {
+	if _, err := p.Cgroup(43); err == nil {
 		t.Error("missing pid: no error")
 	}
-	if u := p.uid(43); u != -1 {
+	if u := p.UID(43); u != -1 {
 		t.Errorf("missing uid = %d", u)
 	}
 }

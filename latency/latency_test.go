@@ -1,4 +1,4 @@
-package tenant
+package latency
 
 import (
 	"bytes"
@@ -19,6 +19,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/common/expfmt"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 )
 
 func fixture(t testing.TB, name string) []byte {
@@ -30,7 +32,7 @@ func fixture(t testing.TB, name string) []byte {
 	return b
 }
 
-func extractFixture(t *testing.T, src *LatencySource, name string) (histo, error) {
+func extractFixture(t *testing.T, src *Source, name string) (histo, error) {
 	t.Helper()
 	fams, err := parseExposition(fixture(t, name), expfmt.FmtText)
 	if err != nil {
@@ -41,17 +43,17 @@ func extractFixture(t *testing.T, src *LatencySource, name string) (histo, error
 
 func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
 
-var vllmSrc = &LatencySource{URL: "sim://chat", Preset: PresetVLLME2E, Matchers: map[string]string{"model_name": "llama"}, Timeout: time.Second, MaxBytes: 1 << 20}
+var vllmSrc = &Source{URL: "sim://chat", Preset: PresetVLLME2E, Matchers: map[string]string{"model_name": "llama"}, Timeout: time.Second, MaxBytes: 1 << 20}
 
 func TestExtractFixtures(t *testing.T) {
-	tgi := &LatencySource{URL: "sim://x", Preset: PresetTGI, Timeout: time.Second, MaxBytes: 1 << 20}
-	itl := &LatencySource{URL: "sim://x", Preset: PresetVLLMITL, Timeout: time.Second, MaxBytes: 1 << 20}
-	triton := &LatencySource{URL: "sim://x", Preset: PresetTriton, Matchers: map[string]string{"model": "bert"}, Timeout: time.Second, MaxBytes: 1 << 20}
-	noMatch := &LatencySource{URL: "sim://x", Preset: PresetVLLME2E, Matchers: map[string]string{"model_name": "mistral"}, Timeout: time.Second, MaxBytes: 1 << 20}
-	all := &LatencySource{URL: "sim://x", Preset: PresetVLLME2E, Timeout: time.Second, MaxBytes: 1 << 20}
+	tgi := &Source{URL: "sim://x", Preset: PresetTGI, Timeout: time.Second, MaxBytes: 1 << 20}
+	itl := &Source{URL: "sim://x", Preset: PresetVLLMITL, Timeout: time.Second, MaxBytes: 1 << 20}
+	triton := &Source{URL: "sim://x", Preset: PresetTriton, Matchers: map[string]string{"model": "bert"}, Timeout: time.Second, MaxBytes: 1 << 20}
+	noMatch := &Source{URL: "sim://x", Preset: PresetVLLME2E, Matchers: map[string]string{"model_name": "mistral"}, Timeout: time.Second, MaxBytes: 1 << 20}
+	all := &Source{URL: "sim://x", Preset: PresetVLLME2E, Timeout: time.Second, MaxBytes: 1 << 20}
 	tests := []struct {
 		name    string
-		src     *LatencySource
+		src     *Source
 		file    string
 		bounds  []float64
 		cum     []float64
@@ -101,8 +103,7 @@ func TestExtractFixtures(t *testing.T) {
 // TestVLLMWindowByHand follows a vLLM e2e histogram over three scrapes and
 // checks the window figures against a hand computation.
 func TestVLLMWindowByHand(t *testing.T) {
-	ten := &Tenant{Name: "chat", LatencySource: vllmSrc, SLO: &SLO{Quantile: 0.99, Target: 300 * time.Millisecond, Window: 5 * time.Minute}}
-	tr := newSLOTracker(ten, Defaults{SLOWindow: 5 * time.Minute, ScrapeInterval: 15 * time.Second})
+	tr := newSLOTracker(Spec{Name: "chat", Source: vllmSrc, Objective: &Objective{Quantile: 0.99, Target: 300 * time.Millisecond}, Window: 5 * time.Minute})
 	t0 := time.Unix(1000, 0)
 	observe := func(at time.Time, file string) {
 		h, err := extractFixture(t, vllmSrc, file)
@@ -171,9 +172,8 @@ func TestVLLMWindowByHand(t *testing.T) {
 }
 
 func TestTritonMeanOnly(t *testing.T) {
-	src := &LatencySource{URL: "sim://x", Preset: PresetTriton, Matchers: map[string]string{"model": "bert"}, Timeout: time.Second, MaxBytes: 1 << 20}
-	ten := &Tenant{Name: "search", LatencySource: src, SLO: &SLO{Quantile: 0.9, Target: 80 * time.Millisecond}}
-	tr := newSLOTracker(ten, Defaults{SLOWindow: time.Minute, ScrapeInterval: 15 * time.Second})
+	src := &Source{URL: "sim://x", Preset: PresetTriton, Matchers: map[string]string{"model": "bert"}, Timeout: time.Second, MaxBytes: 1 << 20}
+	tr := newSLOTracker(Spec{Name: "search", Source: src, Objective: &Objective{Quantile: 0.9, Target: 80 * time.Millisecond}, Window: time.Minute})
 	t0 := time.Unix(0, 0)
 	for i, f := range []string{"triton-1.txt", "triton-2.txt"} {
 		h, err := extractFixture(t, src, f)
@@ -193,9 +193,8 @@ func TestTritonMeanOnly(t *testing.T) {
 }
 
 func TestTGIWindow(t *testing.T) {
-	src := &LatencySource{URL: "sim://x", Preset: PresetTGI, Timeout: time.Second, MaxBytes: 1 << 20}
-	ten := &Tenant{Name: "gen", LatencySource: src, SLO: &SLO{Quantile: 0.95, Target: time.Second}}
-	tr := newSLOTracker(ten, Defaults{SLOWindow: time.Minute, ScrapeInterval: 15 * time.Second})
+	src := &Source{URL: "sim://x", Preset: PresetTGI, Timeout: time.Second, MaxBytes: 1 << 20}
+	tr := newSLOTracker(Spec{Name: "gen", Source: src, Objective: &Objective{Quantile: 0.95, Target: time.Second}, Window: time.Minute})
 	for i, f := range []string{"tgi-1.txt", "tgi-2.txt"} {
 		h, err := extractFixture(t, src, f)
 		if err != nil {
@@ -278,8 +277,7 @@ func (f *fakeApp) AppMetrics(app string, w io.Writer) error {
 func TestScrapeSim(t *testing.T) {
 	app := &fakeApp{body: map[string][]byte{"chat": fixture(t, "vllm-1.txt")}}
 	sc := &scraper{app: app}
-	ten := &Tenant{Name: "chat", LatencySource: vllmSrc, SLO: &SLO{Quantile: 0.99, Target: 300 * time.Millisecond}}
-	tr := newSLOTracker(ten, Defaults{SLOWindow: 5 * time.Minute})
+	tr := newSLOTracker(Spec{Name: "chat", Source: vllmSrc, Objective: &Objective{Quantile: 0.99, Target: 300 * time.Millisecond}, Window: 5 * time.Minute})
 	if err := sc.scrapeOnce(context.Background(), tr, time.Unix(0, 0)); err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +290,7 @@ func TestScrapeSim(t *testing.T) {
 	}
 	small := *vllmSrc
 	small.MaxBytes = 100
-	tr2 := newSLOTracker(&Tenant{Name: "x", LatencySource: &small}, Defaults{SLOWindow: time.Minute})
+	tr2 := newSLOTracker(Spec{Name: "x", Source: &small, Window: time.Minute})
 	if err := sc.scrapeOnce(context.Background(), tr2, time.Unix(0, 0)); err == nil || !strings.Contains(err.Error(), "max_bytes") {
 		t.Errorf("oversized sim exposition: %v", err)
 	}
@@ -327,9 +325,8 @@ func TestScrapeHTTPProtobufAndText(t *testing.T) {
 	}))
 	defer srv.Close()
 
-	src := &LatencySource{URL: srv.URL + "/metrics", Preset: PresetVLLME2E, Matchers: map[string]string{"model_name": "llama"}, Timeout: 5 * time.Second, MaxBytes: 1 << 20}
-	ten := &Tenant{Name: "chat", LatencySource: src, SLO: &SLO{Quantile: 0.9, Target: 200 * time.Millisecond}}
-	tr := newSLOTracker(ten, Defaults{SLOWindow: time.Minute})
+	src := &Source{URL: srv.URL + "/metrics", Preset: PresetVLLME2E, Matchers: map[string]string{"model_name": "llama"}, Timeout: 5 * time.Second, MaxBytes: 1 << 20}
+	tr := newSLOTracker(Spec{Name: "chat", Source: src, Objective: &Objective{Quantile: 0.9, Target: 200 * time.Millisecond}, Window: time.Minute})
 	sc := &scraper{httpc: srv.Client()}
 	hv.WithLabelValues("llama").Observe(0.05)
 	if err := sc.scrapeOnce(context.Background(), tr, time.Unix(0, 0)); err != nil {
@@ -399,8 +396,8 @@ func TestScrapeHTTPFailures(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.path, func(t *testing.T) {
-			src := &LatencySource{URL: srv.URL + tc.path, Preset: PresetTGI, Timeout: 100 * time.Millisecond, MaxBytes: 1024}
-			tr := newSLOTracker(&Tenant{Name: "x", LatencySource: src}, Defaults{SLOWindow: time.Minute})
+			src := &Source{URL: srv.URL + tc.path, Preset: PresetTGI, Timeout: 100 * time.Millisecond, MaxBytes: 1024}
+			tr := newSLOTracker(Spec{Name: "x", Source: src, Window: time.Minute})
 			err := (&scraper{httpc: srv.Client()}).scrapeOnce(context.Background(), tr, time.Unix(0, 0))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want %q", err, tc.want)
@@ -417,9 +414,8 @@ func TestScrapeHTTPFailures(t *testing.T) {
 // window still holds the last hour's requests (less at most one merged
 // entry's worth at its old end).
 func TestWindowMemoryBounded(t *testing.T) {
-	src := &LatencySource{URL: "sim://x", Preset: PresetTGI, Timeout: time.Second, MaxBytes: 1 << 20}
-	ten := &Tenant{Name: "x", LatencySource: src, SLO: &SLO{Quantile: 0.9, Target: time.Second, Window: time.Hour}}
-	tr := newSLOTracker(ten, Defaults{SLOWindow: time.Hour, ScrapeInterval: time.Second})
+	src := &Source{URL: "sim://x", Preset: PresetTGI, Timeout: time.Second, MaxBytes: 1 << 20}
+	tr := newSLOTracker(Spec{Name: "x", Source: src, Objective: &Objective{Quantile: 0.9, Target: time.Second}, Window: time.Hour})
 	t0 := time.Unix(0, 0)
 	// one request per scrape, at 0.25 s
 	h := func(n float64) histo {
@@ -472,7 +468,7 @@ func TestExtractTooManyBounds(t *testing.T) {
 		}
 		return b.Bytes()
 	}
-	src := &LatencySource{URL: "sim://x", Preset: PresetVLLME2E, Timeout: time.Second, MaxBytes: 1 << 20}
+	src := &Source{URL: "sim://x", Preset: PresetVLLME2E, Timeout: time.Second, MaxBytes: 1 << 20}
 	for _, tc := range []struct {
 		series  int
 		wantErr bool
@@ -491,5 +487,44 @@ func TestExtractTooManyBounds(t *testing.T) {
 		if err != nil || len(h.bounds) != tc.series || h.count != float64(tc.series) {
 			t.Errorf("%d series: %d bounds, count %v, err %v", tc.series, len(h.bounds), h.count, err)
 		}
+	}
+}
+
+// TestPoolSetWhileRunning: a Set on a started pool replaces its sources;
+// the new source is scraped by its own loop and the old one's stops.
+func TestPoolSetWhileRunning(t *testing.T) {
+	app := &fakeApp{body: map[string][]byte{"a": fixture(t, "vllm-1.txt"), "b": fixture(t, "tgi-1.txt")}}
+	p := NewPool(Options{Clock: gpu.NewManualClock(time.Unix(0, 0)), AppMetrics: app})
+	spec := func(name, preset string) Spec {
+		return Spec{Name: name, Key: name, Source: &Source{URL: "sim://" + name, Preset: preset, Timeout: time.Second, MaxBytes: 1 << 20}, Window: time.Minute}
+	}
+	p.Set([]Spec{spec("a", PresetVLLME2E)}, 15*time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); p.Wait() }()
+	p.Start(ctx)
+	wait := func(name string) {
+		deadline := time.Now().Add(20 * time.Second) // hang guard only
+		for {
+			if st, ok := p.Status(name); ok && st.SourceUp {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("source %s never scraped", name)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	wait("a")
+	p.Set([]Spec{spec("b", PresetTGI)}, 15*time.Second)
+	wait("b")
+	if _, ok := p.Status("a"); ok {
+		t.Error("a still tracked after a Set without it")
+	}
+	p.mu.Lock()
+	n := len(p.cancels)
+	_, hasA := p.cancels["a"]
+	p.mu.Unlock()
+	if n != 1 || hasA {
+		t.Errorf("loops after reload: %d (a still running: %v)", n, hasA)
 	}
 }

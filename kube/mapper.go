@@ -1,0 +1,162 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// Options configure a Mapper.
+type Options struct {
+	// PodResourcesSocket is the kubelet pod-resources socket (usually
+	// /var/lib/kubelet/pod-resources/kubelet.sock).
+	PodResourcesSocket string
+	// PodMetadata is an optional source of pod metadata (UIDs, labels,
+	// container IDs): a file path or an http(s) URL serving a PodList in
+	// JSON, such as the kubelet's /pods endpoint. Needed for `labels`
+	// selectors and to tell apart pods that share one GPU.
+	PodMetadata string
+	// Refresh is how often the mapping is refreshed; default 10s.
+	Refresh time.Duration
+	// Timeout bounds one refresh; default 5s.
+	Timeout time.Duration
+	// HTTPClient reads pod metadata URLs; nil means a default client.
+	HTTPClient *http.Client
+	// Clock is the model time; nil means gpu.RealClock{}.
+	Clock gpu.Clock
+	// Logger receives refresh failures and recoveries; nil discards.
+	Logger log.Logger
+}
+
+// Status is the state of the pod-resources mapping.
+type Status struct {
+	Up          bool      // the last refresh succeeded
+	LastSuccess time.Time // when the mapping in use was fetched
+	ErrorsTotal uint64
+	PodsMapped  int
+}
+
+// Mapper keeps the latest good pod-resources mapping: refreshed every
+// Options.Refresh on its own goroutine after Start, or on Refresh in the
+// caller's goroutine. Mapping and Status never wait on a refresh.
+type Mapper struct {
+	opts   Options
+	logger log.Logger
+	clock  gpu.Clock
+	kube   *kubeClient
+
+	mapping atomic.Pointer[Mapping]
+	mu      sync.Mutex // guards status and started
+	status  Status
+	started bool
+	loops   sync.WaitGroup
+}
+
+// NewMapper returns a Mapper for the socket in opts. It does no I/O (the
+// gRPC connection is made at the first refresh).
+func NewMapper(opts Options) (*Mapper, error) {
+	if opts.PodMetadata != "" && opts.PodResourcesSocket == "" {
+		return nil, fmt.Errorf("pod metadata %s is read only with a kubelet pod-resources socket; set both or neither", opts.PodMetadata)
+	}
+	if opts.PodResourcesSocket == "" {
+		return nil, fmt.Errorf("no kubelet pod-resources socket to read the pod mapping from")
+	}
+	if opts.Clock == nil {
+		opts.Clock = gpu.RealClock{}
+	}
+	if opts.Logger == nil {
+		opts.Logger = log.NewNopLogger()
+	}
+	if opts.HTTPClient == nil {
+		opts.HTTPClient = &http.Client{}
+	}
+	if opts.Refresh <= 0 {
+		opts.Refresh = 10 * time.Second
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 5 * time.Second
+	}
+	k, err := newKubeClient(opts.PodResourcesSocket, opts.PodMetadata, opts.HTTPClient, opts.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	return &Mapper{opts: opts, logger: opts.Logger, clock: opts.Clock, kube: k}, nil
+}
+
+// Mapping returns the latest good mapping; nil before the first success.
+func (m *Mapper) Mapping() *Mapping { return m.mapping.Load() }
+
+// Status returns the state of the mapping.
+func (m *Mapper) Status() Status {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.status
+}
+
+// Start refreshes the mapping now and then every Options.Refresh, on the
+// Mapper's clock, until ctx ends, and then closes the connection. Start
+// returns at once; a second call does nothing.
+func (m *Mapper) Start(ctx context.Context) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.started {
+		return
+	}
+	m.started = true
+	m.loops.Add(1)
+	go func() {
+		defer m.loops.Done()
+		m.loop(ctx)
+	}()
+}
+
+// Wait blocks until the goroutine Start started has returned, which it
+// does once Start's context ends.
+func (m *Mapper) Wait() { m.loops.Wait() }
+
+func (m *Mapper) loop(ctx context.Context) {
+	defer m.kube.close()
+	for {
+		m.Refresh(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.clock.After(m.opts.Refresh):
+		}
+	}
+}
+
+// Refresh fetches the pod-resources mapping now, in the caller's
+// goroutine; on failure the last good mapping stays in use.
+func (m *Mapper) Refresh(ctx context.Context) {
+	km, err := m.kube.fetch(ctx)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := &m.status
+	if err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		st.ErrorsTotal++
+		if st.Up || st.ErrorsTotal == 1 {
+			level.Warn(m.logger).Log("msg", "kubelet pod-resources refresh failed; keeping the last good mapping", "err", err)
+		}
+		st.Up = false
+		return
+	}
+	if !st.Up && st.ErrorsTotal > 0 {
+		level.Info(m.logger).Log("msg", "kubelet pod-resources refresh recovered", "pods", km.pods)
+	}
+	m.mapping.Store(km)
+	st.Up = true
+	st.LastSuccess = m.clock.Now()
+	st.PodsMapped = km.pods
+}

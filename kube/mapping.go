@@ -1,0 +1,174 @@
+package kube
+
+import (
+	"sort"
+	"strings"
+
+	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
+)
+
+// PodRef is a pod (and container) that a process or device belongs to.
+type PodRef struct {
+	Namespace string
+	Name      string
+	UID       string // "" when only pod-resources named the pod
+	Container string
+	Labels    map[string]string // nil without pod metadata
+}
+
+// Mapping is one consistent view of which pods hold which devices.
+type Mapping struct {
+	// byDevice maps a device ID with any "::<replica>" suffix removed (GPU
+	// UUID or MIG UUID) to the containers holding it.
+	byDevice map[string][]PodRef
+	// meta is pod metadata by UID, from the optional metadata provider.
+	meta map[string]*podMeta
+	// metaByName is the same keyed "namespace/name".
+	metaByName map[string]*podMeta
+	// containerByID maps a container ID to the container name.
+	containerByID map[string]string
+	pods          int
+}
+
+type podMeta struct {
+	Namespace, Name, UID string
+	Labels               map[string]string
+}
+
+// deviceBase strips the shared-replica suffix the NVIDIA device plugin adds
+// to time-sliced and MPS replicas ("GPU-abc::3" -> "GPU-abc").
+func deviceBase(id string) string {
+	if i := strings.Index(id, "::"); i >= 0 {
+		return id[:i]
+	}
+	return id
+}
+
+// NewMapping builds the device map from a pod-resources List answer.
+func NewMapping(resp *podresourcesv1.ListPodResourcesResponse) *Mapping {
+	m := &Mapping{byDevice: map[string][]PodRef{}}
+	pods := map[string]bool{}
+	for _, pr := range resp.GetPodResources() {
+		if pr == nil || pr.GetName() == "" {
+			continue
+		}
+		for _, c := range pr.GetContainers() {
+			if c == nil {
+				continue
+			}
+			for _, d := range c.GetDevices() {
+				if d == nil {
+					continue
+				}
+				for _, id := range d.GetDeviceIds() {
+					base := deviceBase(id)
+					if base == "" {
+						continue
+					}
+					ref := PodRef{Namespace: pr.GetNamespace(), Name: pr.GetName(), Container: c.GetName()}
+					if !containsRef(m.byDevice[base], ref) {
+						m.byDevice[base] = append(m.byDevice[base], ref)
+					}
+					pods[pr.GetNamespace()+"/"+pr.GetName()] = true
+				}
+			}
+		}
+	}
+	for k := range m.byDevice {
+		refs := m.byDevice[k]
+		sort.Slice(refs, func(i, j int) bool {
+			if refs[i].Namespace != refs[j].Namespace {
+				return refs[i].Namespace < refs[j].Namespace
+			}
+			if refs[i].Name != refs[j].Name {
+				return refs[i].Name < refs[j].Name
+			}
+			return refs[i].Container < refs[j].Container
+		})
+	}
+	m.pods = len(pods)
+	return m
+}
+
+func containsRef(refs []PodRef, r PodRef) bool {
+	for _, x := range refs {
+		if x.Namespace == r.Namespace && x.Name == r.Name && x.Container == r.Container {
+			return true
+		}
+	}
+	return false
+}
+
+// PodsOn returns the distinct containers holding any of the device IDs.
+func (m *Mapping) PodsOn(ids ...string) []PodRef {
+	if m == nil {
+		return nil
+	}
+	var out []PodRef
+	for _, id := range ids {
+		if id == "" {
+			continue
+		}
+		for _, r := range m.byDevice[id] {
+			if !containsRef(out, r) {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
+}
+
+// ResolvePod finds the pod of a process (or device) from its cgroup facts
+// and the devices it runs on (m may be nil: no mapping yet):
+//  1. the pod UID from the cgroup, with pod metadata when the provider knows it;
+//  2. otherwise the single container that holds the device(s), if only one does;
+//  3. otherwise a pod known only by its UID.
+func (m *Mapping) ResolvePod(cg CgroupInfo, deviceIDs ...string) *PodRef {
+	cands := m.PodsOn(deviceIDs...)
+	if cg.PodUID != "" && m != nil {
+		if md := m.meta[cg.PodUID]; md != nil {
+			ref := &PodRef{Namespace: md.Namespace, Name: md.Name, UID: md.UID, Labels: md.Labels}
+			if cg.ContainerID != "" {
+				ref.Container = m.containerByID[cg.ContainerID]
+			}
+			if ref.Container == "" {
+				// the container of this pod that holds the device
+				var names []string
+				for _, c := range cands {
+					if c.Namespace == md.Namespace && c.Name == md.Name {
+						names = append(names, c.Container)
+					}
+				}
+				if len(names) == 1 {
+					ref.Container = names[0]
+				}
+			}
+			return ref
+		}
+	}
+	if len(cands) == 1 {
+		ref := cands[0]
+		ref.UID = cg.PodUID
+		if m != nil {
+			if md := m.metaByName[ref.Namespace+"/"+ref.Name]; md != nil {
+				ref.Labels = md.Labels
+				if ref.UID == "" {
+					ref.UID = md.UID
+				}
+			}
+		}
+		return &ref
+	}
+	if cg.PodUID != "" {
+		return &PodRef{UID: cg.PodUID}
+	}
+	return nil
+}
+
+// Pods is the number of pods that hold a device.
+func (m *Mapping) Pods() int {
+	if m == nil {
+		return 0
+	}
+	return m.pods
+}

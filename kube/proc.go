@@ -1,0 +1,62 @@
+package kube
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// ProcReader reads process facts (cgroup, command name, user) from a
+// procfs root.
+type ProcReader struct{ root string }
+
+// NewProcReader reads under root; "" means "/proc".
+func NewProcReader(root string) ProcReader {
+	if root == "" {
+		root = "/proc"
+	}
+	return ProcReader{root: root}
+}
+
+func (p ProcReader) read(pid uint32, name string) ([]byte, error) {
+	return os.ReadFile(filepath.Join(p.root, strconv.FormatUint(uint64(pid), 10), name))
+}
+
+// Cgroup returns the path of /proc/PID/cgroup that best identifies the
+// process (see ParseProcCgroup).
+func (p ProcReader) Cgroup(pid uint32) (string, error) {
+	data, err := p.read(pid, "cgroup")
+	if err != nil {
+		return "", err
+	}
+	return ParseProcCgroup(data)
+}
+
+// Comm returns the command name from /proc/PID/comm, or "".
+func (p ProcReader) Comm(pid uint32) string {
+	data, err := p.read(pid, "comm")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(data))
+}
+
+// UID returns the real UID from /proc/PID/status, or -1.
+func (p ProcReader) UID(pid uint32) int {
+	data, err := p.read(pid, "status")
+	if err != nil {
+		return -1
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(l, "Uid:"); ok {
+			f := strings.Fields(rest)
+			if len(f) > 0 {
+				if u, err := strconv.Atoi(f[0]); err == nil {
+					return u
+				}
+			}
+		}
+	}
+	return -1
+}

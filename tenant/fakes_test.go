@@ -1,0 +1,97 @@
+package tenant
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/vgpu-exporter/vgpu_exporter/kube"
+)
+
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+
+// fixture is a latency exposition from the latency package's test data.
+func fixture(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "latency", "testdata", "latency", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// fakeApp serves sim://<app> expositions from memory.
+type fakeApp struct {
+	mu   sync.Mutex
+	body map[string][]byte
+	err  error
+}
+
+func (f *fakeApp) AppMetrics(app string, w io.Writer) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return f.err
+	}
+	b, ok := f.body[app]
+	if !ok {
+		return errors.New("no such app")
+	}
+	_, err := w.Write(b)
+	return err
+}
+
+// fakeProc is the process facts of a few PIDs; the others have none.
+type fakeProc map[uint32]struct {
+	cgroup, comm string
+	uid          int
+}
+
+func (f fakeProc) Cgroup(pid uint32) (string, error) {
+	p, ok := f[pid]
+	if !ok {
+		return "", errors.New("no such process")
+	}
+	return p.cgroup, nil
+}
+
+func (f fakeProc) Comm(pid uint32) string { return f[pid].comm }
+
+func (f fakeProc) UID(pid uint32) int {
+	if p, ok := f[pid]; ok {
+		return p.uid
+	}
+	return -1
+}
+
+// loopPods is a PodMapper whose Start runs one goroutine until the context
+// ends; the mapping is up once that goroutine ran. It has no pods.
+type loopPods struct {
+	mu    sync.Mutex
+	up    bool
+	loops sync.WaitGroup
+}
+
+func (p *loopPods) Start(ctx context.Context) {
+	p.loops.Go(func() {
+		p.mu.Lock()
+		p.up = true
+		p.mu.Unlock()
+		<-ctx.Done()
+	})
+}
+
+func (p *loopPods) Wait()                   { p.loops.Wait() }
+func (p *loopPods) Refresh(context.Context) {}
+func (p *loopPods) Mapping() *kube.Mapping  { return nil }
+
+func (p *loopPods) Status() kube.Status {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return kube.Status{Up: p.up}
+}

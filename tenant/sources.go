@@ -1,0 +1,124 @@
+package tenant
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/kube"
+	"github.com/vgpu-exporter/vgpu_exporter/latency"
+)
+
+// The Builder reads no network and no files itself: what it needs from
+// outside comes through these interfaces, which the commands fill with
+// latency.Pool, kube.Mapper and kube.ProcReader, and tests with fakes.
+
+// Runner is background work the Builder's Start, Wait and Refresh drive.
+type Runner interface {
+	// Start begins the work on its own goroutines until ctx ends; it
+	// returns at once.
+	Start(ctx context.Context)
+	// Wait blocks until the goroutines Start began have returned.
+	Wait()
+	// Refresh does one round of the work now, in the caller's goroutine.
+	Refresh(ctx context.Context)
+}
+
+// LatencyTracker follows the tenants' latency sources (latency.Pool).
+type LatencyTracker interface {
+	Runner
+	// Set makes specs the tracked sources, keeping the counters of those
+	// whose name and Key did not change.
+	Set(specs []latency.Spec, scrapeInterval time.Duration)
+	// Status is the latest status of the named source; false when the
+	// source is not tracked.
+	Status(name string) (latency.Status, bool)
+}
+
+// PodMapper keeps the kubelet's mapping of devices to pods (kube.Mapper).
+type PodMapper interface {
+	Runner
+	// Mapping is the latest good mapping; nil before the first.
+	Mapping() *kube.Mapping
+	Status() kube.Status
+}
+
+// ProcFacts reads what the readings may lack about a process
+// (kube.ProcReader over /proc).
+type ProcFacts interface {
+	Cgroup(pid uint32) (string, error)
+	Comm(pid uint32) string // "" when unknown
+	UID(pid uint32) int     // -1 when unknown
+}
+
+// noProcFacts is the ProcFacts of a Builder given none: every fact is
+// unknown.
+type noProcFacts struct{}
+
+var errNoProcFacts = errors.New("no process facts reader (the readings carry no cgroup)")
+
+func (noProcFacts) Cgroup(uint32) (string, error) { return "", errNoProcFacts }
+func (noProcFacts) Comm(uint32) string            { return "" }
+func (noProcFacts) UID(uint32) int                { return -1 }
+
+// trackerID identifies a tenant's latency tracking; it changes when the
+// source or the objective changes (the counters then restart).
+func trackerID(t *Tenant, d Defaults) string {
+	id := t.LatencySource.key() + fmt.Sprintf("|w=%s", d.SLOWindow)
+	if t.SLO != nil {
+		id += fmt.Sprintf("|q=%v|t=%s|w=%s", t.SLO.Quantile, t.SLO.Target, t.SLO.Window)
+	}
+	return id
+}
+
+// latencySpecs are the latency sources of cfg's tenants, in the latency
+// package's terms.
+func latencySpecs(cfg *Config) []latency.Spec {
+	var out []latency.Spec
+	for i := range cfg.Tenants {
+		t := &cfg.Tenants[i]
+		if t.LatencySource == nil {
+			continue
+		}
+		out = append(out, latencySpec(t, cfg.Defaults))
+	}
+	return out
+}
+
+func latencySpec(t *Tenant, d Defaults) latency.Spec {
+	l := t.LatencySource
+	sp := latency.Spec{
+		Name:   t.Name,
+		Key:    trackerID(t, d),
+		Source: &latency.Source{URL: l.URL, Preset: l.Preset, Metric: l.Metric, Matchers: l.Matchers, Timeout: l.Timeout, MaxBytes: l.MaxBytes},
+		Window: d.SLOWindow,
+	}
+	if t.SLO != nil {
+		sp.Objective = &latency.Objective{Quantile: t.SLO.Quantile, Target: t.SLO.Target}
+		if t.SLO.Window > 0 {
+			sp.Window = t.SLO.Window
+		}
+	}
+	return sp
+}
+
+// sloStatus is a tenant's SLOStatus from its source's status.
+func sloStatus(tenant string, st latency.Status) SLOStatus {
+	return SLOStatus{
+		Tenant:            tenant,
+		Quantile:          st.Quantile,
+		TargetSeconds:     st.TargetSeconds,
+		Window:            st.Window,
+		Quantiles:         st.Quantiles,
+		RequestsTotal:     st.RequestsTotal,
+		GoodRequestsTotal: st.GoodRequestsTotal,
+		Attainment:        st.Attainment,
+		SourceUp:          st.SourceUp,
+		ScrapeErrorsTotal: st.ScrapeErrorsTotal,
+		GoodKnown:         st.GoodKnown,
+		MeanSeconds:       st.MeanSeconds,
+		WindowRequests:    st.WindowRequests,
+		LastError:         st.LastError,
+	}
+}
