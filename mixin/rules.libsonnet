@@ -14,6 +14,9 @@
     function(w) std.parseInt(std.substr(w, 0, std.length(w) - 1)) * { m: 60, h: 3600, d: 86400 }[std.substr(w, std.length(w) - 1, 1)],
   )),
 
+  // The SLO windows in order of length, for the dashboards.
+  sloWindows:: windows,
+
   prometheusRules+:: {
     groups+: [
       {
