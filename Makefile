@@ -21,7 +21,7 @@ FUZZTIME    ?= 20s
 export CGO_CFLAGS := -Wno-deprecated-declarations
 export CGO_ENABLED := 1
 
-.PHONY: all build run test unit effects e2e lint bench fuzz clean
+.PHONY: all build run test unit effects e2e lint bench fuzz clean mixin
 
 all: lint build test
 
@@ -31,6 +31,11 @@ build:
 # The exporter on the default built-in simulator scenario, on :9949.
 run: build
 	./$(BIN) --backend=sim $(RUN_ARGS)
+
+# The monitoring mixin's rule files (alerts/) and dashboards (dashboards/),
+# generated from mixin/; a test in mixin/build fails when they are out of date.
+mixin:
+	$(GO) run ./mixin/build -mixin mixin -out .
 
 # Unit tests of every package (race detector on), the full-length scenario
 # effects (too slow under the race detector, so run without it), then the
