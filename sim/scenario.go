@@ -45,17 +45,17 @@ type Scenario struct {
 
 // GPUSpec is one GPU of a scenario.
 type GPUSpec struct {
-	Model     string        `yaml:"model"`
-	UUID      string        `yaml:"uuid"`
-	Sharing   string        `yaml:"sharing"`
-	TimeSlice string        `yaml:"timeslice"`
-	MIG       []MIGSpec     `yaml:"mig"`
-	MPS       MPSSpec       `yaml:"mps"`
-	VGPU      VGPUSpec      `yaml:"vgpu"`
-	Clocks    ClockSpec     `yaml:"locked_clocks"`
-	PowerLimW float64       `yaml:"power_limit"`
-	Reserved  ByteSize      `yaml:"reserved_memory"`
-	DrainTime time.Duration `yaml:"mig_drain_time"`
+	Model     string             `yaml:"model"`
+	UUID      string             `yaml:"uuid"`
+	Sharing   string             `yaml:"sharing"`
+	TimeSlice gpu.TimeSliceLevel `yaml:"timeslice"`
+	MIG       []MIGSpec          `yaml:"mig"`
+	MPS       MPSSpec            `yaml:"mps"`
+	VGPU      VGPUSpec           `yaml:"vgpu"`
+	Clocks    ClockSpec          `yaml:"locked_clocks"`
+	PowerLimW float64            `yaml:"power_limit"`
+	Reserved  ByteSize           `yaml:"reserved_memory"`
+	DrainTime time.Duration      `yaml:"mig_drain_time"`
 
 	model *gpuModel
 }
@@ -77,13 +77,13 @@ type MPSSpec struct {
 
 // VGPUSpec configures the vGPU scheduler of a GPU.
 type VGPUSpec struct {
-	Policy       string        `yaml:"policy"`
-	ARR          bool          `yaml:"arr"`
-	TimeSlice    time.Duration `yaml:"timeslice"`
-	MinTimeSlice time.Duration `yaml:"min_timeslice"`
-	MaxTimeSlice time.Duration `yaml:"max_timeslice"`
-	AvgFactor    uint32        `yaml:"avg_factor"`
-	Frequency    uint32        `yaml:"frequency"`
+	Policy       gpu.VGPUPolicy `yaml:"policy"`
+	ARR          bool           `yaml:"arr"`
+	TimeSlice    time.Duration  `yaml:"timeslice"`
+	MinTimeSlice time.Duration  `yaml:"min_timeslice"`
+	MaxTimeSlice time.Duration  `yaml:"max_timeslice"`
+	AvgFactor    uint32         `yaml:"avg_factor"`
+	Frequency    uint32         `yaml:"frequency"`
 }
 
 // ClockSpec is a locked SM clock range in MHz.
@@ -379,13 +379,13 @@ func parseScenario(file string, data []byte, path string) (*Scenario, error) {
 	return sc, nil
 }
 
-var timeSliceLevels = map[string]time.Duration{
+var timeSliceLevels = map[gpu.TimeSliceLevel]time.Duration{
 	// FACTS.md line 25-26: default slice 1024 us; line 27-28: the short,
 	// medium and long levels have no published durations (lead 2/10/30 ms).
-	"default": 1024 * time.Microsecond,
-	"short":   2 * time.Millisecond,
-	"medium":  10 * time.Millisecond,
-	"long":    30 * time.Millisecond,
+	gpu.TimeSliceDefault: 1024 * time.Microsecond,
+	gpu.TimeSliceShort:   2 * time.Millisecond,
+	gpu.TimeSliceMedium:  10 * time.Millisecond,
+	gpu.TimeSliceLong:    30 * time.Millisecond,
 }
 
 var hexRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
@@ -419,7 +419,7 @@ func (p *parser) validate(sc *Scenario) error {
 			return p.errAt(at("sharing"), "unknown sharing mode %q (exclusive, time-slice, mps, mig, vgpu)", g.Sharing)
 		}
 		if g.TimeSlice == "" {
-			g.TimeSlice = "default"
+			g.TimeSlice = gpu.TimeSliceDefault
 		}
 		if _, ok := timeSliceLevels[g.TimeSlice]; !ok {
 			return p.errAt(at("timeslice"), "unknown time-slice level %q (default, short, medium, long)", g.TimeSlice)
@@ -469,9 +469,9 @@ func (p *parser) validate(sc *Scenario) error {
 			g.DrainTime = 2 * time.Second
 		}
 		if g.VGPU.Policy == "" {
-			g.VGPU.Policy = "best-effort"
+			g.VGPU.Policy = gpu.VGPUPolicyBestEffort
 		} else if !slices.Contains(vgpuPolicies, g.VGPU.Policy) {
-			return p.errAt(at("vgpu", "policy"), "unknown vGPU scheduler policy %q (%s)", g.VGPU.Policy, strings.Join(vgpuPolicies, ", "))
+			return p.errAt(at("vgpu", "policy"), "unknown vGPU scheduler policy %q (%s)", g.VGPU.Policy, vgpuPolicyList())
 		}
 		if g.VGPU.MinTimeSlice == 0 {
 			g.VGPU.MinTimeSlice = time.Millisecond
