@@ -17,7 +17,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
@@ -261,11 +260,8 @@ func checkDaemonSet(t *testing.T, m *manifests, v chartutil.Values, flags map[st
 			t.Errorf("exporter args %q lack the pod-resources socket", args)
 		}
 	}
-	for _, a := range exp.Args {
-		name, _, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
-		if !strings.HasPrefix(a, "--") || !flags[name] {
-			t.Errorf("exporter arg %q is not a flag of vgpu_exporter", a)
-		}
+	for _, a := range repo.UnknownFlags(flags, exp.Args) {
+		t.Errorf("exporter arg %q is not a flag of vgpu_exporter", a)
 	}
 	for _, c := range pod.Containers {
 		sc := c.SecurityContext
@@ -357,7 +353,7 @@ func checkTenants(t *testing.T, m *manifests) {
 		if err := os.WriteFile(f, []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if out, err := exec.Command(exporterBin(t), "--config.check="+f).CombinedOutput(); err != nil {
+		if out, err := exec.Command(repo.Exporter(t), "--config.check="+f).CombinedOutput(); err != nil {
 			t.Errorf("rendered tenants file fails --config.check: %v\n%s\n%s", err, out, content)
 		}
 	}
@@ -547,56 +543,18 @@ func checkDashboard(t *testing.T, m *manifests, want []byte) {
 	}
 }
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// exporterBin builds vgpu_exporter once for the package's tests.
-func exporterBin(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "vgpu-helmtest")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "vgpu_exporter")
-		buildErr = repo.BuildExporter(binPath)
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
-
-var flagName = regexp.MustCompile(`(?m)^\s+(?:-\w, )?--(\[no-\])?([a-z0-9][a-z0-9.-]*)`)
-
 // exporterFlags lists the flags vgpu_exporter --help shows.
 func exporterFlags(t *testing.T) map[string]bool {
 	t.Helper()
-	out, err := exec.Command(exporterBin(t), "--help").CombinedOutput()
+	flags, err := repo.ExporterFlags(repo.Exporter(t))
 	if err != nil {
-		t.Fatalf("vgpu_exporter --help: %v\n%s", err, out)
-	}
-	flags := map[string]bool{}
-	for _, m := range flagName.FindAllStringSubmatch(string(out), -1) {
-		flags[m[2]] = true
-		if m[1] != "" {
-			flags["no-"+m[2]] = true
-		}
-	}
-	if !flags["web.listen-address"] || !flags["backend"] {
-		t.Fatalf("could not read the flags from vgpu_exporter --help:\n%s", out)
+		t.Fatal(err)
 	}
 	return flags
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binPath != "" {
-		os.RemoveAll(filepath.Dir(binPath))
-	}
+	repo.Cleanup()
 	os.Exit(code)
 }

@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -150,14 +149,14 @@ func TestImage(t *testing.T) {
 
 	checkConfig(t, e.must("podman", "image", "inspect", "localhost/vgpu_exporter:test"))
 
-	addr := freeAddr(t)
+	addr := repo.FreeAddr(t)
 	id := strings.TrimSpace(e.must("podman", append(append([]string{"--runtime", "runc", "run", "--detach", "--network=host"}, ulimits...),
 		"localhost/vgpu_exporter:test", "--backend=sim", "--sim.scenario=h200-mig", "--web.listen-address="+addr)...))
 	logs := func() string { out, _ := e.run("podman", "logs", id); return out }
 
 	readyCtx, readyCancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer readyCancel()
-	if err := waitReady(readyCtx, "http://"+addr+"/-/ready"); err != nil {
+	if err := repo.WaitReady(readyCtx, "http://"+addr+"/-/ready"); err != nil {
 		t.Fatalf("exporter in the container never became ready: %v\nlogs:\n%s", err, logs())
 	}
 	body := get(t, "http://"+addr+"/metrics")
@@ -227,38 +226,6 @@ func field(status, name string) string {
 		}
 	}
 	return ""
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-// waitReady polls url until it answers 200 or ctx ends (bounded by the
-// test's deadline, not by a wall-clock assertion).
-func waitReady(ctx context.Context, url string) error {
-	var last error
-	for {
-		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			err = fmt.Errorf("HTTP %s", resp.Status)
-		}
-		last = err
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last: %v)", ctx.Err(), last)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
 }
 
 func get(t *testing.T, url string) string {
