@@ -263,11 +263,18 @@ func checkDaemonSet(t *testing.T, m *manifests, v chartutil.Values, flags map[st
 	for _, a := range repo.UnknownFlags(flags, exp.Args) {
 		t.Errorf("exporter arg %q is not a flag of vgpu_exporter", a)
 	}
+	// Every capability dropped; the exporter gets SYS_ADMIN back only for
+	// the profiling counters.
+	profiling, _ := v.PathValue("profilingCapability")
 	for _, c := range pod.Containers {
+		var want []corev1.Capability
+		if c.Name == "exporter" && profiling == true {
+			want = []corev1.Capability{"SYS_ADMIN"}
+		}
 		sc := c.SecurityContext
 		if sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
-			sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") || len(sc.Capabilities.Add) > 0 {
-			t.Errorf("container %s: securityContext %+v, want no privilege escalation and every capability dropped", c.Name, sc)
+			sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") || !slices.Equal(sc.Capabilities.Add, want) {
+			t.Errorf("container %s: securityContext %+v, want no privilege escalation, every capability dropped and %v added", c.Name, sc, want)
 		}
 	}
 }
@@ -557,4 +564,25 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	repo.Cleanup()
 	os.Exit(code)
+}
+
+// TestRejectsBadCombinations: values that would deploy an exporter that
+// cannot work fail the rendering with a message that says why.
+func TestRejectsBadCombinations(t *testing.T) {
+	c := loadChart(t)
+	for _, tc := range []struct {
+		vals map[string]any
+		want string
+	}{
+		{map[string]any{"securityContext": map[string]any{"runAsUser": 65532}}, "profilingCapability"},
+		{map[string]any{"web": map[string]any{"config": map[string]any{"existingSecret": "w"}},
+			"tenants": map[string]any{"reload": "sidecar", "existingConfigMap": "t"}}, "tenants.reload=sidecar"},
+		{map[string]any{"kubernetes": map[string]any{"podResources": map[string]any{"enabled": false},
+			"podMetadata": map[string]any{"enabled": true}}}, "kubernetes.podMetadata needs kubernetes.podResources"},
+	} {
+		_, err := render(c, tc.vals)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("values %v: error %v, want one saying %q", tc.vals, err, tc.want)
+		}
+	}
 }
