@@ -197,6 +197,7 @@ func TestRenderExamples(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkDaemonSet(t, m, v, flags)
+			checkNodeSelector(t, m, vals)
 			checkRBAC(t, m, v)
 			checkMonitoring(t, m, v)
 			checkTenants(t, m)
@@ -276,6 +277,26 @@ func checkDaemonSet(t *testing.T, m *manifests, v chartutil.Values, flags map[st
 			sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") || !slices.Equal(sc.Capabilities.Add, want) {
 			t.Errorf("container %s: securityContext %+v, want no privilege escalation, every capability dropped and %v added", c.Name, sc, want)
 		}
+	}
+}
+
+// checkNodeSelector: a values file's nodeSelector is the pods' whole
+// nodeSelector (Helm merges it with the default's labels unless the file
+// sets those to null).
+func checkNodeSelector(t *testing.T, m *manifests, vals map[string]any) {
+	t.Helper()
+	given, ok := vals["nodeSelector"].(map[string]any)
+	if !ok {
+		return
+	}
+	want := map[string]string{}
+	for k, v := range given {
+		if v != nil {
+			want[k] = fmt.Sprint(v)
+		}
+	}
+	if got := m.daemonSet.Spec.Template.Spec.NodeSelector; !reflect.DeepEqual(got, want) {
+		t.Errorf("nodeSelector %v, the values file says %v", got, want)
 	}
 }
 
