@@ -607,3 +607,14 @@ func TestRejectsBadCombinations(t *testing.T) {
 		}
 	}
 }
+
+// TestAppVersion: the chart deploys the version the repository builds.
+func TestAppVersion(t *testing.T) {
+	v, err := os.ReadFile(filepath.Join(repo.Root(), "VERSION"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := loadChart(t).Metadata.AppVersion, strings.TrimSpace(string(v)); got != want {
+		t.Errorf("Chart.yaml appVersion %q, VERSION says %q", got, want)
+	}
+}
