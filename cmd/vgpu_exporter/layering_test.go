@@ -156,6 +156,10 @@ func projectImports(root string) (map[string][]string, error) {
 			if p != root && (name == "testdata" || name == "vendor" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
 				return filepath.SkipDir
 			}
+			// A nested module (deploy/) holds no package of this module.
+			if _, err := os.Stat(filepath.Join(p, "go.mod")); err == nil && p != root {
+				return filepath.SkipDir
+			}
 			return nil
 		}
 		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
