@@ -36,6 +36,7 @@ run: build
 # generated from mixin/; a test in mixin/build fails when they are out of date.
 mixin:
 	$(GO) run ./mixin/build -mixin mixin -out .
+	$(MAKE) --no-print-directory chart
 
 # Unit tests of every package (race detector on), the full-length scenario
 # effects (too slow under the race detector, so run without it), then the
