@@ -27,14 +27,16 @@ var layers = map[string][]string{
 	"gpu":         nil,
 	"gpu/nvml":    {"gpu"},
 	"gpu/dcgmexp": {"gpu"},
-	"sim":         {"gpu"},
+	"sim":         {"gpu", "internal/fileread"},
 	"sim/report":  {"gpu", "sim"},
 	"tenant":      {"gpu"},
 	"collector":   {"gpu", "tenant"},
 	"tuner":       {"gpu", "tenant"},
 	// The commands wire every layer; nothing imports a command.
-	"cmd/vgpu_exporter": {"collector", "tuner", "tenant", "gpu", "gpu/nvml", "gpu/dcgmexp", "sim", "test/scenarios"},
+	"cmd/vgpu_exporter": {"collector", "tuner", "tenant", "gpu", "gpu/nvml", "gpu/dcgmexp", "sim", "test/scenarios", "internal/fileread"},
 	"cmd/vgpusim":       {"collector", "tuner", "tenant", "gpu", "sim", "sim/report", "test/scenarios"},
+	// Leaf helpers any layer may use.
+	"internal/fileread": nil,
 	// Embedded data and test programs stand apart from the layers.
 	"test/scenarios":      nil,
 	"test/e2e":            nil,

@@ -61,6 +61,9 @@ type rendered struct {
 }
 
 func newExposition(collectors, self prometheus.Gatherer, version func() any, openMetrics bool, logger log.Logger) *exposition {
+	if logger == nil {
+		logger = log.NewNopLogger()
+	}
 	return &exposition{
 		collectors: collectors, self: self, version: version, openMetrics: openMetrics, logger: logger,
 		entries: map[renderKey]*rendered{}, wanted: map[renderKey]bool{},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"os"
 	"os/signal"
@@ -19,6 +20,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/fileread"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
@@ -129,6 +131,12 @@ func (s *service) reload() error {
 	defer s.reloadMu.Unlock()
 	if s.tenantsFile == "" {
 		return errNothingToReload
+	}
+	// The builder reads the file whole; a FIFO or a huge file swapped in
+	// for it would block or balloon the reload, so both are refused first
+	// (a missing file is the builder's to report and count).
+	if err := fileread.Check(s.tenantsFile, maxTenantsBytes); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
 	}
 	return s.builder.Reload(s.tenantsFile)
 }
