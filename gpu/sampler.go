@@ -75,11 +75,16 @@ func (s *Sampler) Stats() SamplerStats {
 func (s *Sampler) Source() Source { return s.src }
 
 // SampleOnce takes one sample now and publishes it. It returns the Source's
-// error, which has already been counted and logged.
+// error, which has already been counted and logged. A sample cut short
+// because ctx is done (the exporter is stopping) is neither counted nor
+// logged, and returns ctx's error.
 func (s *Sampler) SampleOnce(ctx context.Context) error {
 	start := time.Now() // wall time: how long the backend call really took
 	r, err := s.src.Sample(ctx)
 	took := time.Since(start)
+	if err != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
 
 	s.mu.Lock()
 	s.stats.SamplesTotal++

@@ -115,3 +115,26 @@ func TestManualClockFiresInOrderAndNotEarly(t *testing.T) {
 		t.Fatal("clock moved backwards")
 	}
 }
+
+// A sample cut short by shutdown is no failure: not counted, not logged.
+func TestSamplerIgnoresErrorsAfterCancel(t *testing.T) {
+	src := &scriptedSource{errs: []error{context.Canceled}}
+	var logged []any
+	logger := loggerFunc(func(kv ...any) error { logged = append(logged, kv...); return nil })
+	s := NewSampler(src, NewManualClock(time.Unix(1000, 0)), time.Second, logger)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.SampleOnce(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v", err)
+	}
+	if st := s.Stats(); st.SamplesTotal != 0 || st.ErrorsTotal != 0 || st.LastError != "" {
+		t.Errorf("a cancelled sample was counted: %+v", st)
+	}
+	if len(logged) != 0 {
+		t.Errorf("a cancelled sample was logged: %v", logged)
+	}
+}
+
+type loggerFunc func(...any) error
+
+func (f loggerFunc) Log(kv ...any) error { return f(kv...) }

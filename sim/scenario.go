@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -18,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/fileread"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/yamlconf"
 )
 
@@ -225,8 +225,10 @@ type fileScenario struct {
 }
 
 // LoadScenario reads and validates a scenario file. Errors name file:line.
+// A file that is not a regular file, or is over MaxScenarioBytes, is
+// refused before it is read.
 func LoadScenario(path string) (*Scenario, error) {
-	data, err := os.ReadFile(path)
+	data, err := fileread.Regular(path, MaxScenarioBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -236,6 +238,10 @@ func LoadScenario(path string) (*Scenario, error) {
 	}
 	return sc, nil
 }
+
+// MaxScenarioBytes bounds the size of a scenario file (traces are read
+// separately, as streams).
+const MaxScenarioBytes = 4 << 20
 
 // ParseScenario parses a scenario from data; name is used in error messages
 // (and as the scenario name when the file has none). Relative trace paths

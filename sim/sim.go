@@ -26,6 +26,12 @@ type Options struct {
 	// Start is the virtual start time; zero means Clock.Now() with a Clock,
 	// else DefaultStart.
 	Start time.Time
+	// WindowLatencies bounds the request latencies a window keeps per
+	// tenant (beyond it, Window's Latencies are a uniform sample of the
+	// window's requests); 0 means 1<<20. A simulator serving a live
+	// exporter, which never calls Window, keeps only a few so that its
+	// memory stays flat however long it runs.
+	WindowLatencies int
 }
 
 // Simulator runs a scenario. It implements gpu.Source, every gpu actuator and
@@ -45,6 +51,7 @@ type Simulator struct {
 	lastSample int64
 	sampled    bool
 	winStart   int64
+	maxLat     int // latencies a window keeps per tenant
 }
 
 // WindowStats is ground truth over a window of virtual time.
@@ -98,7 +105,10 @@ func New(sc *Scenario, opts Options) (*Simulator, error) {
 	if sc == nil || !sc.validated {
 		return nil, fmt.Errorf("sim: the scenario must come from LoadScenario or ParseScenario")
 	}
-	s := &Simulator{sc: sc, seed: sc.Seed, clock: opts.Clock, start: opts.Start}
+	s := &Simulator{sc: sc, seed: sc.Seed, clock: opts.Clock, start: opts.Start, maxLat: opts.WindowLatencies}
+	if s.maxLat <= 0 {
+		s.maxLat = maxWindowLatencies
+	}
 	if opts.Seed != 0 {
 		s.seed = opts.Seed
 	}

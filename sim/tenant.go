@@ -9,8 +9,9 @@ import (
 
 const never = int64(math.MaxInt64)
 
-// maxWindowLatencies bounds the latencies a window keeps per tenant; beyond
-// it Latencies is a uniform sample of the window's requests.
+// maxWindowLatencies is the default bound on the latencies a window keeps
+// per tenant (Options.WindowLatencies); beyond it Latencies is a uniform
+// sample of the window's requests.
 const maxWindowLatencies = 1 << 20
 
 // request is one inference request (or training step).
@@ -244,7 +245,7 @@ func (t *tenant) finishJob(s *Simulator, now int64) {
 func (t *tenant) record(s *Simulator, ns int64) {
 	d := time.Duration(ns)
 	t.completed++
-	if len(t.lat) < maxWindowLatencies {
+	if len(t.lat) < s.maxLat {
 		t.lat = append(t.lat, d)
 	} else {
 		// Reservoir sampling keeps a uniform sample of the window's
@@ -253,7 +254,7 @@ func (t *tenant) record(s *Simulator, ns int64) {
 		if t.res == nil {
 			t.res = rand.New(rand.NewPCG(uint64(s.seed), streamOf("reservoir/"+t.spec.Name)))
 		}
-		if j := t.res.Uint64N(uint64(t.completed)); j < maxWindowLatencies {
+		if j := t.res.Uint64N(uint64(t.completed)); j < uint64(s.maxLat) {
 			t.lat[j] = d
 		}
 	}

@@ -814,3 +814,29 @@ tenants:
 		t.Errorf("scheduler readings %+v: want ARR off, no average factor or frequency", sch)
 	}
 }
+
+// TestWindowLatenciesOption: Options.WindowLatencies lowers the bound,
+// and the default stays maxWindowLatencies.
+func TestWindowLatenciesOption(t *testing.T) {
+	sc := mustParse(t, `name: few
+gpus: [{model: H100-SXM5-80GB}]
+tenants:
+  - {name: a, memory: 8GiB, workload: {type: dnn, flops: 1e8, max_batch: 64, arrival: {process: poisson, rate: 2000}}}
+`)
+	for _, tc := range []struct {
+		opt, want int
+	}{{0, maxWindowLatencies}, {-1, maxWindowLatencies}, {100, 100}} {
+		s := mustNew(t, sc, Options{WindowLatencies: tc.opt})
+		if s.maxLat != tc.want {
+			t.Errorf("WindowLatencies %d: bound %d, want %d", tc.opt, s.maxLat, tc.want)
+		}
+	}
+	s := mustNew(t, sc, Options{WindowLatencies: 100})
+	for range 3 { // the bound holds window after window
+		s.AdvanceTo(s.Now().Add(2 * time.Second))
+		w := s.Window().Tenants[0]
+		if w.Completed < 1000 || len(w.Latencies) != 100 {
+			t.Fatalf("%d completed, %d latencies kept, want 100", w.Completed, len(w.Latencies))
+		}
+	}
+}

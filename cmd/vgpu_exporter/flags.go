@@ -27,6 +27,10 @@ const (
 // defaultScenario is the built-in scenario --backend=sim runs by default.
 const defaultScenario = "h100-timeslice"
 
+// minSampleInterval is the shortest --sample.interval: each sample walks
+// every GPU, process and tenant, and shorter intervals only burn CPU.
+const minSampleInterval = 100 * time.Millisecond
+
 // config is everything the command line sets.
 type config struct {
 	Backend            string
@@ -45,6 +49,9 @@ type config struct {
 	TelemetryPath          string
 	DisableExporterMetrics bool
 	MaxRequests            int64
+	ReadHeaderTimeout      time.Duration
+	IdleTimeout            time.Duration
+	MaxConnections         int64
 
 	LogLevel  string
 	LogFormat string
@@ -83,7 +90,10 @@ func addFlags(app *kingpin.Application) *config {
 		Default("/metrics").StringVar(&c.TelemetryPath)
 	app.Flag("web.disable-exporter-metrics", "Exclude metrics about the exporter itself (promhttp_*, process_*, go_*, build info).").
 		BoolVar(&c.DisableExporterMetrics)
-	int64Flag(app, "web.max-requests", "Maximum number of parallel scrape requests. Use 0 to disable.", "40", &c.MaxRequests)
+	int64Flag(app, "web.max-requests", "Maximum number of parallel scrape requests; requests beyond it get 503 and are counted in promhttp_metric_handler_requests_total{code=\"503\"}. Use 0 to disable.", "40", &c.MaxRequests)
+	int64Flag(app, "web.max-connections", "Maximum number of open HTTP connections; beyond it the longest-idle connection is closed. Lowered to half the open-files limit when that is smaller. Use 0 to disable.", "256", &c.MaxConnections)
+	durationFlag(app, "web.read-header-timeout", "Time a client has to send a request's headers.", "10s", &c.ReadHeaderTimeout)
+	durationFlag(app, "web.idle-timeout", "Time an idle keep-alive connection stays open.", "2m", &c.IdleTimeout)
 
 	enumFlag(app, "log.level", "Only log messages with the given severity or above. One of: ["+strings.Join(logLevels, ", ")+"]",
 		"info", &c.LogLevel, logLevels...)
@@ -96,11 +106,25 @@ func addFlags(app *kingpin.Application) *config {
 // returns every problem found, joined.
 func (c *config) validate() error {
 	var errs []error
-	if c.SampleInterval <= 0 {
+	switch {
+	case c.SampleInterval <= 0:
 		errs = append(errs, fmt.Errorf("--sample.interval must be positive, got %s", c.SampleInterval))
+	case c.SampleInterval < minSampleInterval:
+		errs = append(errs, fmt.Errorf("--sample.interval must be at least %s, got %s", minSampleInterval, c.SampleInterval))
 	}
 	if c.MaxRequests < 0 {
 		errs = append(errs, fmt.Errorf("--web.max-requests must be 0 (no limit) or more, got %d", c.MaxRequests))
+	}
+	if c.MaxConnections < 0 {
+		errs = append(errs, fmt.Errorf("--web.max-connections must be 0 (no limit) or more, got %d", c.MaxConnections))
+	}
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"--web.read-header-timeout", c.ReadHeaderTimeout}, {"--web.idle-timeout", c.IdleTimeout}} {
+		if f.d <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive, got %s", f.name, f.d))
+		}
 	}
 	if !strings.HasPrefix(c.TelemetryPath, "/") {
 		errs = append(errs, fmt.Errorf("--web.telemetry-path must start with /, got %q", c.TelemetryPath))
@@ -153,4 +177,9 @@ func reserved(p string) bool {
 		return true
 	}
 	return false
+}
+
+// httpLimits returns the HTTP server's limits the flags set.
+func (c *config) httpLimits() httpLimits {
+	return httpLimits{ReadHeaderTimeout: c.ReadHeaderTimeout, IdleTimeout: c.IdleTimeout, MaxConnections: int(c.MaxConnections)}
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync/atomic"
+	"time"
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
@@ -13,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web"
+	"golang.org/x/time/rate"
 )
 
 // handlerOptions is what the HTTP handler needs from the rest of the
@@ -34,6 +37,15 @@ type handlerOptions struct {
 	// Reload rereads the tenants file; errNothingToReload when there is
 	// none.
 	Reload func() error
+	// Version returns a comparable value that changes whenever the
+	// collector's output may change (the snapshot it renders); the
+	// encoded collector metrics are then reused until it changes. Nil
+	// renders on every request.
+	Version func() any
+	// Subscribe, when set, registers a function to call after each
+	// snapshot is published (it encodes the new snapshot ahead of the
+	// next scrape).
+	Subscribe func(func())
 }
 
 // newHandler returns the exporter's HTTP handler: the landing page,
@@ -42,12 +54,24 @@ func newHandler(o handlerOptions) (http.Handler, error) {
 	if o.Logger == nil {
 		o.Logger = log.NewNopLogger()
 	}
-	def, err := metricsHandler(o, nil)
+	if o.NewCollector == nil {
+		return nil, errors.New("no collector")
+	}
+	c, err := o.NewCollector()
 	if err != nil {
 		return nil, err
 	}
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(c); err != nil {
+		return nil, fmt.Errorf("registering the collector: %w", err)
+	}
+	var self prometheus.Gatherer
 	if o.Self != nil {
-		def = promhttp.InstrumentMetricHandler(o.Self, def)
+		self = o.Self
+	}
+	def := newExposition(reg, self, o.Version, false, log.With(o.Logger, "component", "web"))
+	if o.Subscribe != nil {
+		o.Subscribe(def.publish)
 	}
 	landing, err := web.NewLandingPage(web.LandingConfig{
 		Name:        "vgpu_exporter",
@@ -74,21 +98,25 @@ func newHandler(o handlerOptions) (http.Handler, error) {
 	if o.MaxRequests > 0 {
 		inFlight = make(chan struct{}, o.MaxRequests)
 	}
-	mux.HandleFunc(o.TelemetryPath, func(w http.ResponseWriter, r *http.Request) {
+	rejected := newRejectLog(o.Logger, o.MaxRequests)
+	var metrics http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if inFlight != nil {
 			select {
 			case inFlight <- struct{}{}:
 				defer func() { <-inFlight }()
 			default:
+				rejected.note(r)
 				http.Error(w, fmt.Sprintf("Limit of concurrent requests reached (%d), try again later.", o.MaxRequests), http.StatusServiceUnavailable)
 				return
 			}
 		}
-		filters := r.URL.Query()["collect[]"]
-		if len(filters) == 0 {
+		q := r.URL.Query()
+		filters := q["collect[]"]
+		if len(filters) == 0 && len(q["name[]"]) == 0 {
 			def.ServeHTTP(w, r)
 			return
 		}
+		// Filtered requests are rendered on demand.
 		h, err := metricsHandler(o, filters)
 		if err != nil {
 			level.Warn(o.Logger).Log("msg", "bad metrics request", "collect", fmt.Sprint(filters), "err", err)
@@ -97,6 +125,12 @@ func newHandler(o handlerOptions) (http.Handler, error) {
 		}
 		h.ServeHTTP(w, r)
 	})
+	// Instrumented outside the limit, so that rejected requests are counted
+	// in promhttp_metric_handler_requests_total{code="503"}.
+	if o.Self != nil {
+		metrics = promhttp.InstrumentMetricHandler(o.Self, metrics)
+	}
+	mux.Handle(o.TelemetryPath, metrics)
 	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		fmt.Fprintln(w, "Healthy.")
@@ -157,6 +191,31 @@ func metricsHandler(o handlerOptions, filters []string) (http.Handler, error) {
 		ErrorLog:      promLogger{o.Logger},
 		ErrorHandling: promhttp.ContinueOnError,
 	}), nil
+}
+
+// rejectLog logs requests rejected beyond --web.max-requests: the first at
+// once, then at most one line per rejectLogEvery with the number rejected
+// since the previous line.
+type rejectLog struct {
+	logger  log.Logger
+	limit   int64
+	limiter *rate.Limiter
+	count   atomic.Int64
+}
+
+const rejectLogEvery = 10 * time.Second
+
+func newRejectLog(logger log.Logger, limit int64) *rejectLog {
+	return &rejectLog{logger: logger, limit: limit, limiter: rate.NewLimiter(rate.Every(rejectLogEvery), 1)}
+}
+
+func (l *rejectLog) note(r *http.Request) {
+	l.count.Add(1)
+	if !l.limiter.Allow() {
+		return
+	}
+	level.Warn(l.logger).Log("msg", "metrics requests rejected: too many in flight (see --web.max-requests)",
+		"limit", l.limit, "rejected", l.count.Swap(0), "last_remote", r.RemoteAddr)
 }
 
 // promLogger lets promhttp log through go-kit.

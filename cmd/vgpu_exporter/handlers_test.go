@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -219,4 +221,66 @@ func TestMaxRequestsCoversFilteredRequests(t *testing.T) {
 	if rec.Code != 200 {
 		t.Errorf("after the slot is free: %d", rec.Code)
 	}
+}
+
+// Requests rejected beyond the limit are counted with the others and logged,
+// once for a burst.
+func TestRejectedRequestsCountedAndLogged(t *testing.T) {
+	bc := blockingCollector{entered: make(chan struct{}, 4), release: make(chan struct{})}
+	var logBuf syncBuffer
+	h, err := newHandler(handlerOptions{
+		TelemetryPath: "/metrics",
+		MaxRequests:   1,
+		Self:          selfRegistry(),
+		Logger:        log.NewLogfmtLogger(&logBuf),
+		NewCollector:  func(...string) (prometheus.Collector, error) { return bc, nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan int)
+	go func() {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		first <- rec.Code
+	}()
+	<-bc.entered
+	const rejected = 5
+	for range rejected {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		if rec.Code != http.StatusServiceUnavailable {
+			t.Fatalf("over the limit: %d", rec.Code)
+		}
+	}
+	close(bc.release)
+	<-first
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	<-bc.entered
+	body := rec.Body.String()
+	if !strings.Contains(body, `promhttp_metric_handler_requests_total{code="503"} 5`) {
+		t.Errorf("503s not counted:\n%s", grepLines(body, "promhttp_metric_handler_requests_total"))
+	}
+	if n := strings.Count(logBuf.String(), "metrics requests rejected"); n != 1 {
+		t.Errorf("%d log lines for a burst of %d rejections, want 1:\n%s", n, rejected, logBuf.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

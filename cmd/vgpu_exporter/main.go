@@ -4,15 +4,29 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/alecthomas/kingpin/v2"
+	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web"
+
+	"github.com/vgpu-exporter/vgpu_exporter/internal/fileread"
 )
+
+// A SIGHUP before run installs its handlers must not end the process (the
+// signal's default action): from here on it is caught, and run's own
+// handler decides what it means. Package initialization is the earliest
+// point a Go program can do this.
+func init() {
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP)
+}
 
 func main() {
 	// The collector package declares its --collector.* flags on
@@ -49,19 +63,17 @@ func run(ctx context.Context, app *kingpin.Application, args []string, stdout, s
 	}
 	startupInfo(logger, cfg)
 
-	// exporter-toolkit reads --web.config.file only once serving; a bad
-	// file should stop the start before the backend opens, naming the flag.
-	if f := *cfg.Web.WebConfigFile; f != "" {
-		if err := web.Validate(f); err != nil {
-			level.Error(logger).Log("msg", "cannot start", "err", fmt.Errorf("--web.config.file=%s: %w", f, err))
-			return 1
-		}
-	}
-	// Signals are caught before the backend opens: a SIGHUP during a slow
-	// start would otherwise end the process (its default action).
+	// Signals are caught before anything that may block (reading the web
+	// configuration, opening the backend, reading the tenants file): a
+	// SIGHUP during a slow start would otherwise end the process, and a
+	// SIGTERM must end it whatever the start is waiting on.
 	ctx, hup, stop := signals(ctx)
 	defer stop()
-	svc, err := build(cfg, logger)
+	svc, err := interruptible(ctx, func() (*service, error) { return start(cfg, logger) })
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		level.Info(logger).Log("msg", "interrupted while starting")
+		return 0
+	}
 	if err != nil {
 		level.Error(logger).Log("msg", "cannot start", "err", err)
 		return 1
@@ -71,4 +83,44 @@ func run(ctx context.Context, app *kingpin.Application, args []string, stdout, s
 		return 1
 	}
 	return 0
+}
+
+// maxWebConfigBytes bounds the size of --web.config.file.
+const maxWebConfigBytes = 1 << 20
+
+// start checks the web configuration and builds the service.
+func start(cfg *config, logger log.Logger) (*service, error) {
+	// exporter-toolkit reads --web.config.file only once serving; a bad
+	// file should stop the start before the backend opens, naming the flag.
+	if f := *cfg.Web.WebConfigFile; f != "" {
+		err := fileread.Check(f, maxWebConfigBytes)
+		if err == nil {
+			err = web.Validate(f)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("--web.config.file=%s: %w", f, err)
+		}
+	}
+	return build(cfg, logger)
+}
+
+// interruptible returns f's result, or ctx's error as soon as ctx is done
+// while f still runs (f is then abandoned: the process is about to exit).
+func interruptible[T any](ctx context.Context, f func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := f()
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"os"
 	"os/signal"
@@ -19,6 +20,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/fileread"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
@@ -56,7 +58,17 @@ type service struct {
 	store       tenant.Store
 	ready       atomic.Bool
 	reloadMu    sync.Mutex
+	// patched is the last copy of the published snapshot that snapshot
+	// made to carry newer sampler figures; reusing it while the figures
+	// stay the same keeps one pointer per distinct content, which the HTTP
+	// handler keys its encodings on.
+	patched atomic.Pointer[patchedSnapshot]
+
+	pubMu     sync.Mutex
+	onPublish []func()
 }
+
+type patchedSnapshot struct{ base, snap *tenant.Snapshot }
 
 // newService connects src to builder through a sampler on clock.
 func newService(src gpu.Source, b snapshotBuilder, tenantsFile string, clock gpu.Clock, interval time.Duration, logger log.Logger) *service {
@@ -65,9 +77,27 @@ func newService(src gpu.Source, b snapshotBuilder, tenantsFile string, clock gpu
 	s.sampler.Subscribe(func(r *gpu.Readings) {
 		s.store.Store(s.builder.Build(r, s.sampler.Stats()))
 		s.ready.Store(true)
+		s.pubMu.Lock()
+		fs := append([]func(){}, s.onPublish...)
+		s.pubMu.Unlock()
+		for _, f := range fs {
+			f()
+		}
 	})
 	return s
 }
+
+// subscribe registers f to run on the sampler's goroutine after each
+// snapshot is published.
+func (s *service) subscribe(f func()) {
+	s.pubMu.Lock()
+	defer s.pubMu.Unlock()
+	s.onPublish = append(s.onPublish, f)
+}
+
+// version identifies what snapshot returns now: the same pointer for as
+// long as the content is the same.
+func (s *service) version() any { return s.snapshot() }
 
 // snapshot returns the latest published snapshot (nil before the first).
 // Failed samples publish no snapshot, so when the sampler's figures have
@@ -78,12 +108,17 @@ func (s *service) snapshot() *tenant.Snapshot {
 	if snap == nil {
 		return nil
 	}
-	if st := s.sampler.Stats(); st != snap.Sampler {
-		c := *snap
-		c.Sampler = st
-		return &c
+	st := s.sampler.Stats()
+	if st == snap.Sampler {
+		return snap
 	}
-	return snap
+	if p := s.patched.Load(); p != nil && p.base == snap && p.snap.Sampler == st {
+		return p.snap
+	}
+	c := *snap
+	c.Sampler = st
+	s.patched.Store(&patchedSnapshot{base: snap, snap: &c})
+	return &c
 }
 
 // errNothingToReload is what a reload returns when the tenants
@@ -97,15 +132,32 @@ func (s *service) reload() error {
 	if s.tenantsFile == "" {
 		return errNothingToReload
 	}
+	// The builder reads the file whole; a FIFO or a huge file swapped in
+	// for it would block or balloon the reload, so both are refused first
+	// (a missing file is the builder's to report and count).
+	if err := fileread.Check(s.tenantsFile, maxTenantsBytes); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
 	return s.builder.Reload(s.tenantsFile)
 }
 
 // collectorFunc builds the GPU/tenant collector over a snapshot getter.
 type collectorFunc func(snap func() *tenant.Snapshot, logger log.Logger, filters ...string) (prometheus.Collector, error)
 
+// shutdownTimeout bounds the whole shutdown after SIGINT/SIGTERM: HTTP
+// requests in flight, the sampler, the builder's background work, a reload
+// in progress and closing the backend. What has not finished by then is
+// abandoned and the process exits.
+const shutdownTimeout = 10 * time.Second
+
+// httpShutdownTimeout is the part of shutdownTimeout given to requests in
+// flight.
+const httpShutdownTimeout = 5 * time.Second
+
 // serve runs the sampler and the HTTP server until ctx is done or the
 // server fails, then stops both and closes the source. hup delivers reload
-// requests (SIGHUP).
+// requests (SIGHUP). Once ctx is done, it returns within shutdownTimeout
+// whatever the backend, the builder or a reload is doing.
 func (s *service) serve(ctx context.Context, cfg *config, newCollector collectorFunc, hup <-chan os.Signal) error {
 	slogger := newSlogLogger(log.With(s.logger, "component", "web"), slogLevel(cfg.LogLevel))
 	var self *prometheus.Registry
@@ -123,6 +175,8 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 		Logger:      s.logger,
 		Ready:       s.ready.Load,
 		Reload:      s.reload,
+		Version:     s.version,
+		Subscribe:   s.subscribe,
 	})
 	if err != nil {
 		return err
@@ -136,54 +190,81 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 		st.Start(ctx)
 	}
 	wg.Go(func() { s.sampler.Run(ctx) })
-	wg.Go(func() {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-hup:
-				switch err := s.reload(); {
-				case errors.Is(err, errNothingToReload):
-					level.Info(s.logger).Log("msg", "SIGHUP ignored", "reason", err)
-				case err != nil:
-					level.Error(s.logger).Log("msg", "reload failed, the previous configuration stays in use", "source", "SIGHUP", "err", err)
-				default:
-					level.Info(s.logger).Log("msg", "reloaded the tenants configuration", "source", "SIGHUP")
-				}
-			}
-		}
-	})
+	wg.Go(func() { s.reloadOnSignal(ctx, hup) })
 
-	server := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	server := newHTTPServer(h, fitLimits(cfg.httpLimits(), s.logger), log.With(s.logger, "component", "web"))
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- web.ListenAndServe(server, cfg.Web, slogger) }()
 
 	var result error
 	select {
 	case <-ctx.Done():
-		level.Info(s.logger).Log("msg", "shutting down")
-		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		level.Info(s.logger).Log("msg", "shutting down", "timeout", shutdownTimeout)
+	case err := <-serveErr:
+		if !errors.Is(err, http.ErrServerClosed) {
+			result = fmt.Errorf("HTTP server: %w", err)
+		}
+		serveErr <- err // for the shutdown below, which waits for it
+	}
+	cancel()
+	deadline := time.Now().Add(shutdownTimeout) // wall time: the process's own deadline
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		sctx, scancel := context.WithTimeout(context.Background(), httpShutdownTimeout)
 		if err := server.Shutdown(sctx); err != nil {
 			level.Warn(s.logger).Log("msg", "HTTP shutdown", "err", err)
 		}
 		scancel()
 		<-serveErr
-	case err := <-serveErr:
-		if !errors.Is(err, http.ErrServerClosed) {
-			result = fmt.Errorf("HTTP server: %w", err)
+		wg.Wait()
+		// The builder's loops (latency scrapes of sim:// sources, the
+		// kubelet mapping) may still be using the source; they end soon
+		// after cancel.
+		if hasBackground {
+			st.Wait()
 		}
-	}
-	cancel()
-	wg.Wait()
-	// The builder's loops (latency scrapes of sim:// sources, the kubelet
-	// mapping) may still be using the source; they end soon after cancel.
-	if hasBackground {
-		st.Wait()
-	}
-	if err := s.src.Close(); err != nil {
-		level.Warn(s.logger).Log("msg", "closing the backend", "backend", s.src.Name(), "err", err)
+		if err := s.src.Close(); err != nil {
+			level.Warn(s.logger).Log("msg", "closing the backend", "backend", s.src.Name(), "err", err)
+		}
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(time.Until(deadline)):
+		level.Warn(s.logger).Log("msg", "shutdown did not finish in time; exiting anyway", "timeout", shutdownTimeout)
 	}
 	return result
+}
+
+// fitLimits lowers the connection limit to half the open-files limit, so
+// that connections alone cannot exhaust the process's file descriptors.
+func fitLimits(lim httpLimits, logger log.Logger) httpLimits {
+	n, ok := openFilesLimit()
+	if !ok || lim.MaxConnections == 0 || uint64(lim.MaxConnections) <= n/2 {
+		return lim
+	}
+	level.Info(logger).Log("msg", "lowered --web.max-connections to half the open-files limit", "from", lim.MaxConnections, "to", n/2, "open_files_limit", n)
+	lim.MaxConnections = max(int(n/2), 1)
+	return lim
+}
+
+// reloadOnSignal rereads the tenants file on each SIGHUP until ctx is done.
+func (s *service) reloadOnSignal(ctx context.Context, hup <-chan os.Signal) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			switch err := s.reload(); {
+			case errors.Is(err, errNothingToReload):
+				level.Info(s.logger).Log("msg", "SIGHUP ignored", "reason", err)
+			case err != nil:
+				level.Error(s.logger).Log("msg", "reload failed, the previous configuration stays in use", "source", "SIGHUP", "err", err)
+			default:
+				level.Info(s.logger).Log("msg", "reloaded the tenants configuration", "source", "SIGHUP")
+			}
+		}
+	}
 }
 
 // signals returns a context cancelled on SIGINT or SIGTERM and a channel of

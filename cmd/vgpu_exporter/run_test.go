@@ -456,3 +456,12 @@ func TestSnapshotCarriesLiveSamplerStats(t *testing.T) {
 		t.Error("the published snapshot was modified")
 	}
 }
+
+// SIGHUP is caught from package initialization: one arriving before run
+// installs its handlers does not end the process (this test binary).
+func TestSIGHUPBeforeRunIsCaught(t *testing.T) {
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // delivery is asynchronous; had it killed us, nothing below would run
+}

@@ -16,13 +16,19 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/test/scenarios"
 )
 
+// liveWindowLatencies bounds the simulator's per-tenant latency records:
+// the exporter never reads the simulator's windows (latencies reach it
+// through the simulated applications' histograms), so a small uniform
+// sample keeps memory flat over a long run.
+const liveWindowLatencies = 1024
+
 // openSim starts the simulator on the scenario --sim.scenario names.
 func openSim(cfg *config, clock gpu.Clock, logger log.Logger) (gpu.Source, tenantsSource, error) {
 	sc, companion, err := resolveScenario(cfg.SimScenario)
 	if err != nil {
 		return nil, tenantsSource{}, err
 	}
-	s, err := sim.New(sc, sim.Options{Seed: cfg.SimSeed, Clock: clock, Start: clock.Now()})
+	s, err := sim.New(sc, sim.Options{Seed: cfg.SimSeed, Clock: clock, Start: clock.Now(), WindowLatencies: liveWindowLatencies})
 	if err != nil {
 		return nil, tenantsSource{}, fmt.Errorf("--sim.scenario=%s: %w", cfg.SimScenario, err)
 	}
@@ -34,10 +40,13 @@ func openSim(cfg *config, clock gpu.Clock, logger log.Logger) (gpu.Source, tenan
 // a built-in scenario (of libs, by default the built-in libraries), and
 // finds its companion tenants file (<name>.tenants.yaml next to it).
 func resolveScenario(arg string, libs ...scenarios.Library) (*sim.Scenario, tenantsSource, error) {
-	if fi, err := os.Stat(arg); err == nil && !fi.IsDir() {
+	if fi, err := os.Stat(arg); err == nil {
+		if fi.IsDir() {
+			return nil, tenantsSource{}, fmt.Errorf("--sim.scenario=%s is a directory; give a scenario file or the name of a built-in scenario", arg)
+		}
 		sc, err := sim.LoadScenario(arg)
 		if err != nil {
-			return nil, tenantsSource{}, err
+			return nil, tenantsSource{}, fmt.Errorf("--sim.scenario=%s: %w", arg, err)
 		}
 		var ts tenantsSource
 		if p := companionPath(arg); fileExists(p) {

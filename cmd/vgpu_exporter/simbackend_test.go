@@ -335,7 +335,9 @@ func serviceHandler(tb testing.TB, svc *service, self *prometheus.Registry) http
 		NewCollector: func(filters ...string) (prometheus.Collector, error) {
 			return newCollector(svc.snapshot, log.NewNopLogger(), filters...)
 		},
-		Reload: svc.reload,
+		Reload:    svc.reload,
+		Version:   svc.version,
+		Subscribe: svc.subscribe,
 	})
 	if err != nil {
 		tb.Fatal(err)

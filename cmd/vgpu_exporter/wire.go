@@ -12,6 +12,7 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/collector"
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	gpunvml "github.com/vgpu-exporter/vgpu_exporter/gpu/nvml"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/fileread"
 	"github.com/vgpu-exporter/vgpu_exporter/kube"
 	"github.com/vgpu-exporter/vgpu_exporter/latency"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
@@ -96,11 +97,19 @@ func (t tenantsSource) describe() string {
 	}
 }
 
+// maxTenantsBytes bounds the size of a tenants file: ample for thousands of
+// tenants, and a file read whole costs many times its size to parse.
+const maxTenantsBytes = 4 << 20
+
 // loadTenants parses the tenants configuration ts names.
 func loadTenants(ts tenantsSource) (*tenant.Config, error) {
 	switch {
 	case ts.Path != "":
-		return tenant.LoadConfig(ts.Path)
+		data, err := fileread.Regular(ts.Path, maxTenantsBytes)
+		if err != nil {
+			return nil, err
+		}
+		return tenant.ParseConfig(ts.Path, data)
 	case ts.Name != "":
 		return tenant.ParseConfig(ts.Name, ts.Data)
 	default:
@@ -151,7 +160,7 @@ func newCollector(snap func() *tenant.Snapshot, logger log.Logger, filters ...st
 // checkConfig validates a tenants file and prints every error; it returns
 // the exit status.
 func checkConfig(path string, stdout, stderr io.Writer) int {
-	cfg, err := tenant.LoadConfig(path)
+	cfg, err := loadTenants(tenantsSource{Path: path})
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		fmt.Fprintf(stderr, "%s: INVALID\n", path)

@@ -1,0 +1,166 @@
+package main
+
+import (
+	stdlog "log"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+	"golang.org/x/time/rate"
+)
+
+// httpLimits bounds what clients can hold of the HTTP server.
+type httpLimits struct {
+	ReadHeaderTimeout time.Duration
+	IdleTimeout       time.Duration
+	// MaxConnections bounds open connections; 0 means no limit.
+	MaxConnections int
+}
+
+// writeTimeout bounds the time to write one response. Responses are
+// encoded ahead, so this only ends clients that stop reading.
+const writeTimeout = time.Minute
+
+// maxHeaderBytes bounds a request's header; scrapes send a few hundred
+// bytes.
+const maxHeaderBytes = 64 << 10
+
+// newHTTPServer returns the exporter's HTTP server: h behind the header,
+// idle and write timeouts and the connection limit of lim, logging its own
+// errors (accept errors, TLS handshakes) through logger, rate-limited.
+func newHTTPServer(h http.Handler, lim httpLimits, logger log.Logger) *http.Server {
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: lim.ReadHeaderTimeout,
+		IdleTimeout:       lim.IdleTimeout,
+		WriteTimeout:      writeTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          stdlog.New(newServerErrorLog(logger), "", 0),
+	}
+	if lim.MaxConnections > 0 {
+		srv.ConnState = newConnLimiter(lim.MaxConnections, logger).track
+	}
+	return srv
+}
+
+// serverErrorLog writes net/http's log lines as error records of the
+// project's logger, at most a burst of serverLogBurst then one per
+// serverLogEvery; the suppressed lines are counted in the next one.
+type serverErrorLog struct {
+	logger     log.Logger
+	limiter    *rate.Limiter
+	suppressed atomic.Int64
+}
+
+const (
+	serverLogEvery = time.Second
+	serverLogBurst = 10
+)
+
+func newServerErrorLog(logger log.Logger) *serverErrorLog {
+	return &serverErrorLog{logger: logger, limiter: rate.NewLimiter(rate.Every(serverLogEvery), serverLogBurst)}
+}
+
+func (l *serverErrorLog) Write(p []byte) (int, error) {
+	if !l.limiter.Allow() {
+		l.suppressed.Add(1)
+		return len(p), nil
+	}
+	kv := []any{"msg", strings.TrimSpace(string(p))}
+	if n := l.suppressed.Swap(0); n > 0 {
+		kv = append(kv, "suppressed", n)
+	}
+	level.Error(l.logger).Log(kv...)
+	return len(p), nil
+}
+
+// connLimiter keeps at most max connections open. A connection beyond the
+// limit first evicts the connection idle the longest (a keep-alive
+// connection between requests), else the oldest one that has not sent a
+// request yet; only when every connection is serving a request is the new
+// one closed. Idle sockets, however many, thus never lock a scraper out,
+// and the process's file descriptors stay bounded.
+type connLimiter struct {
+	max    int
+	logger log.Logger
+	log    *rate.Limiter
+	closed atomic.Int64 // closed by the limiter since the last log line
+
+	mu    sync.Mutex
+	seq   uint64
+	conns map[net.Conn]connInfo
+}
+
+type connInfo struct {
+	state http.ConnState
+	since uint64 // when it entered state, in the limiter's sequence
+}
+
+func newConnLimiter(max int, logger log.Logger) *connLimiter {
+	return &connLimiter{max: max, logger: logger, log: rate.NewLimiter(rate.Every(10*time.Second), 1), conns: map[net.Conn]connInfo{}}
+}
+
+// track is the server's ConnState hook.
+func (l *connLimiter) track(c net.Conn, st http.ConnState) {
+	l.mu.Lock()
+	l.seq++
+	var victim net.Conn
+	switch st {
+	case http.StateNew:
+		if len(l.conns) >= l.max {
+			if victim = l.oldestLocked(http.StateIdle); victim == nil {
+				victim = l.oldestLocked(http.StateNew)
+			}
+		}
+		switch {
+		case victim != nil:
+			delete(l.conns, victim)
+			l.conns[c] = connInfo{st, l.seq}
+		case len(l.conns) >= l.max:
+			victim = c // every connection is busy: refuse the new one
+		default:
+			l.conns[c] = connInfo{st, l.seq}
+		}
+	case http.StateActive, http.StateIdle:
+		if _, ok := l.conns[c]; ok {
+			l.conns[c] = connInfo{st, l.seq}
+		}
+	default: // closed or hijacked
+		delete(l.conns, c)
+	}
+	l.mu.Unlock()
+	if victim == nil {
+		return
+	}
+	victim.Close()
+	n := l.closed.Add(1)
+	if l.log.Allow() {
+		l.closed.Add(-n)
+		level.Warn(l.logger).Log("msg", "connection limit reached; closed connections (see --web.max-connections)",
+			"limit", l.max, "closed", n)
+	}
+}
+
+// oldestLocked returns the connection in state st for the longest, or nil.
+func (l *connLimiter) oldestLocked(st http.ConnState) net.Conn {
+	var oldest net.Conn
+	var since uint64
+	for c, info := range l.conns {
+		if info.state == st && (oldest == nil || info.since < since) {
+			oldest, since = c, info.since
+		}
+	}
+	return oldest
+}
+
+// open returns the number of connections tracked.
+func (l *connLimiter) open() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.conns)
+}
