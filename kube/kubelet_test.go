@@ -204,8 +204,8 @@ func TestKubeletPodResources(t *testing.T) {
 		// container "server" that chat's selector names
 		t.Errorf("GPU-a -> %q after chat-0 released it, want %q", got["GPU-a"], tenant.Unassigned)
 	}
-	if km := mapper.Mapping(); len(km.PodsOn("GPU-a")) != 0 || km.Pods() != 3 {
-		t.Errorf("chat-0 went away but is still mapped: %+v", km)
+	if mapping := mapper.Mapping(); len(mapping.PodsOn("GPU-a")) != 0 || mapping.Pods() != 3 {
+		t.Errorf("chat-0 went away but is still mapped: %+v", mapping)
 	}
 	if s.Kubelet.PodsMapped != 3 {
 		t.Errorf("pods mapped %d, want 3", s.Kubelet.PodsMapped)

@@ -137,7 +137,7 @@ func (m *Mapper) loop(ctx context.Context) {
 // Refresh fetches the pod-resources mapping now, in the caller's
 // goroutine; on failure the last good mapping stays in use.
 func (m *Mapper) Refresh(ctx context.Context) {
-	km, err := m.kube.fetch(ctx)
+	fresh, err := m.kube.fetch(ctx)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	st := &m.status
@@ -153,10 +153,10 @@ func (m *Mapper) Refresh(ctx context.Context) {
 		return
 	}
 	if !st.Up && st.ErrorsTotal > 0 {
-		level.Info(m.logger).Log("msg", "kubelet pod-resources refresh recovered", "pods", km.pods)
+		level.Info(m.logger).Log("msg", "kubelet pod-resources refresh recovered", "pods", fresh.pods)
 	}
-	m.mapping.Store(km)
+	m.mapping.Store(fresh)
 	st.Up = true
 	st.LastSuccess = m.clock.Now()
-	st.PodsMapped = km.pods
+	st.PodsMapped = fresh.pods
 }
