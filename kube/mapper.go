@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -69,15 +70,9 @@ func NewMapper(opts Options) (*Mapper, error) {
 	if opts.PodResourcesSocket == "" {
 		return nil, fmt.Errorf("no kubelet pod-resources socket to read the pod mapping from")
 	}
-	if opts.Clock == nil {
-		opts.Clock = gpu.RealClock{}
-	}
-	if opts.Logger == nil {
-		opts.Logger = log.NewNopLogger()
-	}
-	if opts.HTTPClient == nil {
-		opts.HTTPClient = &http.Client{}
-	}
+	opts.Clock = cmp.Or[gpu.Clock](opts.Clock, gpu.RealClock{})
+	opts.Logger = cmp.Or(opts.Logger, log.NewNopLogger())
+	opts.HTTPClient = cmp.Or(opts.HTTPClient, &http.Client{})
 	if opts.Refresh <= 0 {
 		opts.Refresh = 10 * time.Second
 	}
