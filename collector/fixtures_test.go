@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/latency"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
@@ -120,15 +121,15 @@ func richSnapshot() *tenant.Snapshot {
 				MemoryUsedBytes: 4 * gib, ContextSwitchesTotal: gpu.Float(14), ContextSwitchesMethod: tenant.Apportioned},
 		},
 		SLOs: []tenant.SLOStatus{
-			{Tenant: "chat", Quantile: 0.99, TargetSeconds: 0.5, Window: 5 * time.Minute,
+			{Tenant: "chat", Status: latency.Status{Quantile: 0.99, TargetSeconds: 0.5, Window: 5 * time.Minute,
 				Quantiles:     map[float64]float64{0.5: 0.125, 0.9: 0.25, 0.99: 0.625},
 				RequestsTotal: 1000, GoodRequestsTotal: 985, Attainment: gpu.Float(0.985), SourceUp: true, ScrapeErrorsTotal: 1,
-				GoodKnown: true, MeanSeconds: gpu.Float(0.1875), WindowRequests: 600},
+				GoodKnown: true, MeanSeconds: gpu.Float(0.1875), WindowRequests: 600}},
 			// A mean-only source without a target (Triton): no good
 			// requests, attainment or target.
-			{Tenant: "train", Window: 5 * time.Minute, Quantiles: map[float64]float64{},
+			{Tenant: "train", Status: latency.Status{Window: 5 * time.Minute, Quantiles: map[float64]float64{},
 				RequestsTotal: 50, MeanSeconds: gpu.Float(2.5), WindowRequests: 30, SourceUp: false, ScrapeErrorsTotal: 4,
-				LastError: "connection refused"},
+				LastError: "connection refused"}},
 		},
 		Attribution: tenant.AttributionStatus{Conflicts: 1, ConflictsTotal: 2, CgroupErrorsTotal: 3,
 			ShareMinSums: []tenant.ShareMinSum{
@@ -169,10 +170,10 @@ func bigSnapshot(nGPU, nTenants int) *tenant.Snapshot {
 	for t := 0; t < nTenants; t++ {
 		name := fmt.Sprintf("tenant-%02d", t)
 		s.Tenants = append(s.Tenants, tenant.Info{Name: name, Class: "latency", Priority: t})
-		s.SLOs = append(s.SLOs, tenant.SLOStatus{Tenant: name, Quantile: 0.99, TargetSeconds: 0.5, Window: 5 * time.Minute,
+		s.SLOs = append(s.SLOs, tenant.SLOStatus{Tenant: name, Status: latency.Status{Quantile: 0.99, TargetSeconds: 0.5, Window: 5 * time.Minute,
 			Quantiles:     map[float64]float64{0.5: 0.1, 0.9: 0.2, 0.99: 0.4},
 			RequestsTotal: 100, GoodRequestsTotal: 99, Attainment: gpu.Float(0.99), SourceUp: true,
-			GoodKnown: true, MeanSeconds: gpu.Float(0.12), WindowRequests: 300})
+			GoodKnown: true, MeanSeconds: gpu.Float(0.12), WindowRequests: 300}})
 	}
 	k := 0
 	for i := 0; i < nGPU; i++ {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
@@ -33,7 +34,9 @@ func TestShareMinSumGauge(t *testing.T) {
     share: {min: 0.7}
 `
 	proc := func(pid uint32, exe string, gi int) gpu.Process {
-		return gpu.Process{PID: pid, Name: exe, UID: -1, GPUInstanceID: gi, UsedMemoryBytes: gpu.Uint(1 << 30)}
+		p := testutil.MIGProc(pid, exe, gi)
+		p.UsedMemoryBytes = gpu.Uint(1 << 30)
+		return p
 	}
 	shared := func(idx int, uuid string, exes ...string) gpu.Device {
 		d := gpu.Device{Index: idx, UUID: uuid, Up: true, Mode: gpu.SharingMPS}

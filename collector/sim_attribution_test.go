@@ -10,9 +10,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/vgpu-exporter/vgpu_exporter/collector"
-	"github.com/vgpu-exporter/vgpu_exporter/gpu"
-	"github.com/vgpu-exporter/vgpu_exporter/latency"
-	"github.com/vgpu-exporter/vgpu_exporter/sim"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/simtest"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
@@ -75,29 +73,14 @@ func label(m *dto.Metric, name string) string {
 // kernels fill 60% of the SMs, it exceeds the true SM-active share, which
 // the log lines show.)
 func TestSimTimeSlicedTenants(t *testing.T) {
-	sc, err := sim.LoadScenario("../test/scenarios/h100-timeslice.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := tenant.LoadConfig("../test/scenarios/h100-timeslice.tenants.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := sim.New(sc, sim.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := gpu.NewManualClock(s.Now())
-	b, err := tenant.NewBuilder(cfg, tenant.BuilderOptions{Clock: clock, Latency: latency.NewPool(latency.Options{Clock: clock, AppMetrics: s})})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := simtest.New(t, "../test/scenarios/h100-timeslice.yaml", "../test/scenarios/h100-timeslice.tenants.yaml")
+	s := h.Sim
 	var store tenant.Store
 	reg := register(t, &store, "tenant")
 
 	ctx := context.Background()
 	pidTenant := map[uint32]string{}
-	for _, ts := range sc.Tenants {
+	for _, ts := range h.Scenario.Tenants {
 		pidTenant[ts.Process.PID] = ts.Name
 	}
 	names := []string{"chat", "recsys", "train"}
@@ -106,16 +89,9 @@ func TestSimTimeSlicedTenants(t *testing.T) {
 		t.Fatal(err)
 	}
 	for step := 1; step <= 3; step++ {
-		at := s.Now().Add(30 * time.Second)
-		s.AdvanceTo(at)
-		clock.Set(at)
-		r, err := s.Sample(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := h.Sample(ctx, 30*time.Second)
 		truth := s.Window() // the same 30 s as the sample
-		b.Refresh(ctx)
-		store.Store(b.Build(r, gpu.SamplerStats{}))
+		store.Store(h.Build(ctx, r))
 
 		d := r.Devices[0]
 		procSM := map[string]float64{}

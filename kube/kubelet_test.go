@@ -16,6 +16,7 @@ import (
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
 	"github.com/vgpu-exporter/vgpu_exporter/kube"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
@@ -101,7 +102,9 @@ var podListJSON = `{"kind":"PodList","items":[
 
 func kubeReadings() *gpu.Readings {
 	proc := func(pid uint32, cg string) gpu.Process {
-		return gpu.Process{PID: pid, GPUInstanceID: -1, ComputeInstanceID: -1, UID: -1, Cgroup: cg}
+		p := testutil.Proc(pid, "")
+		p.Cgroup = cg
+		return p
 	}
 	return &gpu.Readings{Time: time.Unix(100, 0), Devices: []gpu.Device{
 		{Index: 0, UUID: "GPU-a", Up: true, Mode: gpu.SharingExclusive, Processes: []gpu.Process{proc(101, "")}},
@@ -204,8 +207,8 @@ func TestKubeletPodResources(t *testing.T) {
 		// container "server" that chat's selector names
 		t.Errorf("GPU-a -> %q after chat-0 released it, want %q", got["GPU-a"], tenant.Unassigned)
 	}
-	if km := mapper.Mapping(); len(km.PodsOn("GPU-a")) != 0 || km.Pods() != 3 {
-		t.Errorf("chat-0 went away but is still mapped: %+v", km)
+	if mapping := mapper.Mapping(); len(mapping.PodsOn("GPU-a")) != 0 || mapping.Pods() != 3 {
+		t.Errorf("chat-0 went away but is still mapped: %+v", mapping)
 	}
 	if s.Kubelet.PodsMapped != 3 {
 		t.Errorf("pods mapped %d, want 3", s.Kubelet.PodsMapped)

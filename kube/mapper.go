@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -69,15 +70,9 @@ func NewMapper(opts Options) (*Mapper, error) {
 	if opts.PodResourcesSocket == "" {
 		return nil, fmt.Errorf("no kubelet pod-resources socket to read the pod mapping from")
 	}
-	if opts.Clock == nil {
-		opts.Clock = gpu.RealClock{}
-	}
-	if opts.Logger == nil {
-		opts.Logger = log.NewNopLogger()
-	}
-	if opts.HTTPClient == nil {
-		opts.HTTPClient = &http.Client{}
-	}
+	opts.Clock = cmp.Or[gpu.Clock](opts.Clock, gpu.RealClock{})
+	opts.Logger = cmp.Or(opts.Logger, log.NewNopLogger())
+	opts.HTTPClient = cmp.Or(opts.HTTPClient, &http.Client{})
 	if opts.Refresh <= 0 {
 		opts.Refresh = 10 * time.Second
 	}
@@ -137,7 +132,7 @@ func (m *Mapper) loop(ctx context.Context) {
 // Refresh fetches the pod-resources mapping now, in the caller's
 // goroutine; on failure the last good mapping stays in use.
 func (m *Mapper) Refresh(ctx context.Context) {
-	km, err := m.kube.fetch(ctx)
+	fresh, err := m.kube.fetch(ctx)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	st := &m.status
@@ -153,10 +148,10 @@ func (m *Mapper) Refresh(ctx context.Context) {
 		return
 	}
 	if !st.Up && st.ErrorsTotal > 0 {
-		level.Info(m.logger).Log("msg", "kubelet pod-resources refresh recovered", "pods", km.pods)
+		level.Info(m.logger).Log("msg", "kubelet pod-resources refresh recovered", "pods", fresh.pods)
 	}
-	m.mapping.Store(km)
+	m.mapping.Store(fresh)
 	st.Up = true
 	st.LastSuccess = m.clock.Now()
-	st.PodsMapped = km.pods
+	st.PodsMapped = fresh.pods
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -21,6 +20,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
 )
 
 func fixture(t testing.TB, name string) []byte {
@@ -254,34 +254,14 @@ func TestQuantileAndGoodEdges(t *testing.T) {
 	}
 }
 
-type fakeApp struct {
-	mu   sync.Mutex
-	body map[string][]byte
-	err  error
-}
-
-func (f *fakeApp) AppMetrics(app string, w io.Writer) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.err != nil {
-		return f.err
-	}
-	b, ok := f.body[app]
-	if !ok {
-		return errors.New("no such app")
-	}
-	_, err := w.Write(b)
-	return err
-}
-
 func TestScrapeSim(t *testing.T) {
-	app := &fakeApp{body: map[string][]byte{"chat": fixture(t, "vllm-1.txt")}}
+	app := &testutil.FakeApp{Body: map[string][]byte{"chat": fixture(t, "vllm-1.txt")}}
 	sc := &scraper{app: app}
 	tr := newSLOTracker(Spec{Name: "chat", Source: vllmSrc, Objective: &Objective{Quantile: 0.99, Target: 300 * time.Millisecond}, Window: 5 * time.Minute})
 	if err := sc.scrapeOnce(context.Background(), tr, time.Unix(0, 0)); err != nil {
 		t.Fatal(err)
 	}
-	app.body["chat"] = fixture(t, "vllm-2.txt")
+	app.Set("chat", fixture(t, "vllm-2.txt"))
 	if err := sc.scrapeOnce(context.Background(), tr, time.Unix(15, 0)); err != nil {
 		t.Fatal(err)
 	}
@@ -493,7 +473,7 @@ func TestExtractTooManyBounds(t *testing.T) {
 // TestPoolSetWhileRunning: a Set on a started pool replaces its sources;
 // the new source is scraped by its own loop and the old one's stops.
 func TestPoolSetWhileRunning(t *testing.T) {
-	app := &fakeApp{body: map[string][]byte{"a": fixture(t, "vllm-1.txt"), "b": fixture(t, "tgi-1.txt")}}
+	app := &testutil.FakeApp{Body: map[string][]byte{"a": fixture(t, "vllm-1.txt"), "b": fixture(t, "tgi-1.txt")}}
 	p := NewPool(Options{Clock: gpu.NewManualClock(time.Unix(0, 0)), AppMetrics: app})
 	spec := func(name, preset string) Spec {
 		return Spec{Name: name, Key: name, Source: &Source{URL: "sim://" + name, Preset: preset, Timeout: time.Second, MaxBytes: 1 << 20}, Window: time.Minute}

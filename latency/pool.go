@@ -1,6 +1,7 @@
 package latency
 
 import (
+	"cmp"
 	"context"
 	"net/http"
 	"sync"
@@ -45,15 +46,9 @@ type Pool struct {
 
 // NewPool returns an empty Pool; it does no I/O.
 func NewPool(opts Options) *Pool {
-	if opts.Clock == nil {
-		opts.Clock = gpu.RealClock{}
-	}
-	if opts.Logger == nil {
-		opts.Logger = log.NewNopLogger()
-	}
-	if opts.HTTPClient == nil {
-		opts.HTTPClient = &http.Client{}
-	}
+	opts.Clock = cmp.Or[gpu.Clock](opts.Clock, gpu.RealClock{})
+	opts.Logger = cmp.Or(opts.Logger, log.NewNopLogger())
+	opts.HTTPClient = cmp.Or(opts.HTTPClient, &http.Client{})
 	return &Pool{
 		clock:      opts.Clock,
 		logger:     opts.Logger,

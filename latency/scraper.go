@@ -29,7 +29,7 @@ type scraper struct {
 
 // fetch reads the source's exposition, bounded by its timeout and size.
 func (sc *scraper) fetch(ctx context.Context, src *Source) (map[string]*dto.MetricFamily, error) {
-	if app := simApp(src.URL); app != "" {
+	if app := SimApp(src.URL); app != "" {
 		if sc.app == nil {
 			return nil, fmt.Errorf("%s: no simulator backend to read sim:// sources from", src.URL)
 		}

@@ -94,8 +94,8 @@ type Status struct {
 	LastError string
 }
 
-// simApp returns the application of a sim://app URL.
-func simApp(u string) string {
+// SimApp returns the application of a sim://app URL, "" for another URL.
+func SimApp(u string) string {
 	if !strings.HasPrefix(u, "sim://") {
 		return ""
 	}

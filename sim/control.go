@@ -208,7 +208,7 @@ func (s *Simulator) SetVGPUScheduler(ctx context.Context, uuid string, set gpu.V
 	if ts == 0 {
 		ts = 2 * time.Millisecond
 	}
-	if ts < v.MinTimeSlice || ts > v.MaxTimeSlice {
+	if ts < time.Duration(v.MinTimeSlice) || ts > time.Duration(v.MaxTimeSlice) {
 		return fmt.Errorf("sim: time slice %v outside [%v, %v]", ts, v.MinTimeSlice, v.MaxTimeSlice)
 	}
 	v.Policy, v.ARR, v.AvgFactor, v.Frequency = set.Policy, set.ARREnabled, set.AvgFactor, set.Frequency
@@ -224,7 +224,7 @@ func (s *Simulator) SetVGPUScheduler(ctx context.Context, uuid string, set gpu.V
 	if len(running) > 0 {
 		return fmt.Errorf("sim: vGPU scheduler of %s: VMs running (%s): %w", uuid, strings.Join(running, ", "), gpu.ErrBusy)
 	}
-	v.TimeSlice = ts
+	v.TimeSlice = Duration(ts)
 	g.vgpu = v
 	for _, d := range g.domains {
 		d.arrNext = 0

@@ -158,8 +158,8 @@ func (s *Simulator) device(g *gpuState, interval time.Duration) gpu.Device {
 	if g.mode == gpu.SharingVGPU {
 		v := g.vgpu
 		d.Scheduler = &gpu.VGPUScheduler{
-			Policy: v.Policy, ARREnabled: v.ARR, TimeSlice: v.TimeSlice,
-			MinTimeSlice: v.MinTimeSlice, MaxTimeSlice: v.MaxTimeSlice,
+			Policy: v.Policy, ARREnabled: v.ARR, TimeSlice: time.Duration(v.TimeSlice),
+			MinTimeSlice: time.Duration(v.MinTimeSlice), MaxTimeSlice: time.Duration(v.MaxTimeSlice),
 			Log: cloneOrNil(g.schedLog[max(0, len(g.schedLog)-schedLogMax):]),
 		}
 		// NVML's scheduler state carries the average factor with ARR on,

@@ -55,7 +55,7 @@ type GPUSpec struct {
 	Clocks    ClockSpec          `yaml:"locked_clocks"`
 	PowerLimW float64            `yaml:"power_limit"`
 	Reserved  ByteSize           `yaml:"reserved_memory"`
-	DrainTime time.Duration      `yaml:"mig_drain_time"`
+	DrainTime Duration           `yaml:"mig_drain_time"`
 
 	model *gpuModel
 }
@@ -70,18 +70,18 @@ type MIGSpec struct {
 
 // MPSSpec configures MPS on a GPU (or inside its MIG instances).
 type MPSSpec struct {
-	DefaultActiveThreads float64       `yaml:"default_active_threads"`
-	DefaultPinnedLimit   ByteSize      `yaml:"default_pinned_memory_limit"`
-	RestartTime          time.Duration `yaml:"restart_time"`
+	DefaultActiveThreads float64  `yaml:"default_active_threads"`
+	DefaultPinnedLimit   ByteSize `yaml:"default_pinned_memory_limit"`
+	RestartTime          Duration `yaml:"restart_time"`
 }
 
 // VGPUSpec configures the vGPU scheduler of a GPU.
 type VGPUSpec struct {
 	Policy       gpu.VGPUPolicy `yaml:"policy"`
 	ARR          bool           `yaml:"arr"`
-	TimeSlice    time.Duration  `yaml:"timeslice"`
-	MinTimeSlice time.Duration  `yaml:"min_timeslice"`
-	MaxTimeSlice time.Duration  `yaml:"max_timeslice"`
+	TimeSlice    Duration       `yaml:"timeslice"`
+	MinTimeSlice Duration       `yaml:"min_timeslice"`
+	MaxTimeSlice Duration       `yaml:"max_timeslice"`
 	AvgFactor    uint32         `yaml:"avg_factor"`
 	Frequency    uint32         `yaml:"frequency"`
 }
@@ -94,7 +94,7 @@ type ClockSpec struct {
 
 // ControlSpec holds the costs of control actions.
 type ControlSpec struct {
-	MigrationTime time.Duration `yaml:"migration_time"`
+	MigrationTime Duration `yaml:"migration_time"`
 }
 
 // TenantSpec is one tenant: a process placed on a GPU (or MIG instance)
@@ -141,8 +141,8 @@ var vgpuTypeRE = regexp.MustCompile(`-([0-9]+)[A-Z]$`)
 
 // SLOSpec is a latency objective used for ground truth.
 type SLOSpec struct {
-	Quantile float64       `yaml:"quantile"`
-	Target   time.Duration `yaml:"target"`
+	Quantile float64  `yaml:"quantile"`
+	Target   Duration `yaml:"target"`
 }
 
 // WorkloadSpec is what a tenant runs.
@@ -161,7 +161,7 @@ type WorkloadSpec struct {
 	SMFraction float64 `yaml:"sm_fraction"`
 	// MinJobTime is the shortest a batch, iteration or step takes however
 	// fast the GPU: kernel launches and serial dependencies.
-	MinJobTime time.Duration `yaml:"min_job_time"`
+	MinJobTime Duration `yaml:"min_job_time"`
 	// Occupancy is resident warps / max warps on an active SM.
 	Occupancy float64 `yaml:"occupancy"`
 	// LLM.
@@ -180,9 +180,9 @@ type ArrivalSpec struct {
 	Process string  `yaml:"process"`
 	Rate    float64 `yaml:"rate"`
 	// Bursty.
-	BurstRate float64       `yaml:"burst_rate"`
-	BurstMean time.Duration `yaml:"burst_mean"`
-	CalmMean  time.Duration `yaml:"calm_mean"`
+	BurstRate float64  `yaml:"burst_rate"`
+	BurstMean Duration `yaml:"burst_mean"`
+	CalmMean  Duration `yaml:"calm_mean"`
 	// Trace.
 	File    string  `yaml:"file"`
 	Speedup float64 `yaml:"speedup"`
@@ -191,8 +191,8 @@ type ArrivalSpec struct {
 
 // EventSpec is a timed change.
 type EventSpec struct {
-	At     time.Duration `yaml:"at"`
-	Tenant string        `yaml:"tenant"`
+	At     Duration `yaml:"at"`
+	Tenant string   `yaml:"tenant"`
 	// Action is "rate" (set the arrival rate), "start" or "stop" (a
 	// tenant's process), "xid" (an XID error on a GPU), "gpu-lost" (the GPU
 	// falls off the bus: its processes die and it reads as down) or
@@ -212,16 +212,21 @@ type EventSpec struct {
 // yamlconf.Size).
 type ByteSize = yamlconf.Size
 
+// Duration is a length of time; in YAML a Go or Prometheus duration:
+// "250ms", "1m30s", "1d" (the syntax of every file, see
+// yamlconf.ParseDuration).
+type Duration = yamlconf.Duration
+
 // fileScenario is the YAML document.
 type fileScenario struct {
-	Name        string        `yaml:"name"`
-	Description string        `yaml:"description"`
-	Seed        int64         `yaml:"seed"`
-	Duration    time.Duration `yaml:"duration"`
-	GPUs        []GPUSpec     `yaml:"gpus"`
-	Tenants     []TenantSpec  `yaml:"tenants"`
-	Events      []EventSpec   `yaml:"events"`
-	Control     ControlSpec   `yaml:"control"`
+	Name        string       `yaml:"name"`
+	Description string       `yaml:"description"`
+	Seed        int64        `yaml:"seed"`
+	Duration    Duration     `yaml:"duration"`
+	GPUs        []GPUSpec    `yaml:"gpus"`
+	Tenants     []TenantSpec `yaml:"tenants"`
+	Events      []EventSpec  `yaml:"events"`
+	Control     ControlSpec  `yaml:"control"`
 }
 
 // LoadScenario reads and validates a scenario file. Errors name file:line.
@@ -287,7 +292,7 @@ func parseScenario(file string, data []byte, path string) (*Scenario, error) {
 	}
 	p := &parser{file: file, root: &root}
 	sc := &Scenario{
-		Name: fs.Name, Description: fs.Description, Seed: fs.Seed, Duration: fs.Duration,
+		Name: fs.Name, Description: fs.Description, Seed: fs.Seed, Duration: time.Duration(fs.Duration),
 		File: path, GPUs: fs.GPUs, Tenants: fs.Tenants, Events: fs.Events, Control: fs.Control,
 	}
 	if sc.Name == "" {
@@ -301,7 +306,7 @@ func parseScenario(file string, data []byte, path string) (*Scenario, error) {
 		sc.Duration = 10 * time.Minute
 	}
 	if sc.Control.MigrationTime == 0 {
-		sc.Control.MigrationTime = 5 * time.Second
+		sc.Control.MigrationTime = Duration(5 * time.Second)
 	}
 	if err := p.validate(sc); err != nil {
 		return nil, err
@@ -394,10 +399,10 @@ func (p *parser) validate(sc *Scenario) error {
 		}
 		if g.MPS.RestartTime == 0 {
 			// FACTS.md line 53-54: GSLICE switches to a standby in < 100 us.
-			g.MPS.RestartTime = 100 * time.Microsecond
+			g.MPS.RestartTime = Duration(100 * time.Microsecond)
 		}
 		if g.DrainTime == 0 {
-			g.DrainTime = 2 * time.Second
+			g.DrainTime = Duration(2 * time.Second)
 		}
 		if g.VGPU.Policy == "" {
 			g.VGPU.Policy = gpu.VGPUPolicyBestEffort
@@ -405,15 +410,15 @@ func (p *parser) validate(sc *Scenario) error {
 			return p.errAt(at("vgpu", "policy"), "unknown vGPU scheduler policy %q (%s)", g.VGPU.Policy, vgpuPolicyList())
 		}
 		if g.VGPU.MinTimeSlice == 0 {
-			g.VGPU.MinTimeSlice = time.Millisecond
+			g.VGPU.MinTimeSlice = Duration(time.Millisecond)
 		}
 		if g.VGPU.MaxTimeSlice == 0 {
-			g.VGPU.MaxTimeSlice = 30 * time.Millisecond
+			g.VGPU.MaxTimeSlice = Duration(30 * time.Millisecond)
 		}
 		if g.VGPU.TimeSlice == 0 {
-			g.VGPU.TimeSlice = 2 * time.Millisecond
+			g.VGPU.TimeSlice = Duration(2 * time.Millisecond)
 		}
-		if g.VGPU.MinTimeSlice < 100*time.Microsecond || g.VGPU.MaxTimeSlice < g.VGPU.MinTimeSlice {
+		if g.VGPU.MinTimeSlice < Duration(100*time.Microsecond) || g.VGPU.MaxTimeSlice < g.VGPU.MinTimeSlice {
 			return p.errAt(at("vgpu"), "vGPU time slice bounds [%v, %v]: min must be at least 100us and max at least min", g.VGPU.MinTimeSlice, g.VGPU.MaxTimeSlice)
 		}
 		if g.VGPU.TimeSlice < g.VGPU.MinTimeSlice || g.VGPU.TimeSlice > g.VGPU.MaxTimeSlice {
@@ -669,7 +674,7 @@ func (p *parser) validateWorkload(sc *Scenario, i int) error {
 			return p.errAt(at("arrival", "rate"), "rate must not be negative")
 		}
 	case "bursty":
-		if a.BurstRate <= 0 || a.BurstMean < time.Millisecond || a.CalmMean < time.Millisecond {
+		if a.BurstRate <= 0 || a.BurstMean < Duration(time.Millisecond) || a.CalmMean < Duration(time.Millisecond) {
 			return p.errAt(at("arrival"), "bursty arrivals need burst_rate > 0, burst_mean and calm_mean of at least 1ms")
 		}
 	case "trace":

@@ -518,7 +518,7 @@ func (s *Simulator) Window() WindowStats {
 			tw.Latencies = []time.Duration{}
 		}
 		if t.spec.SLO != nil {
-			tw.SLOQuantile, tw.SLOTarget = t.spec.SLO.Quantile, t.spec.SLO.Target
+			tw.SLOQuantile, tw.SLOTarget = t.spec.SLO.Quantile, time.Duration(t.spec.SLO.Target)
 			tw.Overdue = t.overdue(s.now - int64(t.spec.SLO.Target))
 		}
 		if secs > 0 && t.dom != nil {

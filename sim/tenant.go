@@ -258,7 +258,7 @@ func (t *tenant) record(s *Simulator, ns int64) {
 			t.lat[j] = d
 		}
 	}
-	if t.spec.SLO != nil && d <= t.spec.SLO.Target {
+	if t.spec.SLO != nil && d <= time.Duration(t.spec.SLO.Target) {
 		t.good++
 	}
 	t.e2e.observe(d.Seconds())

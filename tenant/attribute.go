@@ -117,13 +117,13 @@ func newAttrState() attrState {
 type csKey struct{ uuid, tenant string }
 
 // reconfigured starts conflict logging over and drops the context-switch
-// counters of tenants that cc no longer has, so that reloads that rename
+// counters of tenants that compiled no longer has, so that reloads that rename
 // tenants do not accumulate them.
-func (a *attrState) reconfigured(cc *compiledConfig) {
+func (a *attrState) reconfigured(compiled *compiledConfig) {
 	a.seen = map[string]bool{}
 	a.shareLogged = map[string]bool{}
 	for k := range a.csAcc {
-		if _, ok := cc.class[k.tenant]; !ok && k.tenant != Unassigned {
+		if _, ok := compiled.class[k.tenant]; !ok && k.tenant != Unassigned {
 			delete(a.csAcc, k)
 		}
 	}
@@ -136,10 +136,10 @@ func (a *attrState) status() AttributionStatus {
 // attribute returns the tenant sub belongs to: the single tenant with a
 // matching selector, else Unassigned (none, or a conflict between two or
 // more tenants, which is logged once and counted).
-func (b *Builder) attribute(cc *compiledConfig, sub *subject) string {
+func (b *Builder) attribute(compiled *compiledConfig, sub *subject) string {
 	var hits []string
-	for i := range cc.Tenants {
-		t := &cc.Tenants[i]
+	for i := range compiled.Tenants {
+		t := &compiled.Tenants[i]
 		for j := range t.Selectors {
 			if t.Selectors[j].matches(sub) {
 				hits = append(hits, t.Name)
@@ -168,7 +168,7 @@ func (b *Builder) attribute(cc *compiledConfig, sub *subject) string {
 }
 
 // processSubject gathers what the selectors need about a process.
-func (b *Builder) processSubject(cc *compiledConfig, km *kube.Mapping, d *gpu.Device, p *gpu.Process, inst *gpu.MIGInstance) *subject {
+func (b *Builder) processSubject(compiled *compiledConfig, podMap *kube.Mapping, d *gpu.Device, p *gpu.Process, inst *gpu.MIGInstance) *subject {
 	sub := &subject{
 		pid:     p.PID,
 		hasProc: true,
@@ -180,13 +180,13 @@ func (b *Builder) processSubject(cc *compiledConfig, km *kube.Mapping, d *gpu.De
 	}
 	if p.Name != "" {
 		sub.exe = filepath.Base(p.Name)
-	} else if cc.needExe {
+	} else if compiled.needExe {
 		sub.exe = b.proc.Comm(p.PID)
 	}
-	if sub.uid < 0 && cc.needUID {
+	if sub.uid < 0 && compiled.needUID {
 		sub.uid = b.proc.UID(p.PID)
 	}
-	if sub.cgroup == "" && cc.needCgroup {
+	if sub.cgroup == "" && compiled.needCgroup {
 		cg, err := b.proc.Cgroup(p.PID)
 		if err != nil {
 			b.attr.cgroupErrs++
@@ -210,9 +210,9 @@ func (b *Builder) processSubject(cc *compiledConfig, km *kube.Mapping, d *gpu.De
 			}
 		}
 	}
-	if cc.needCgroup && (km != nil || sub.cgroup != "") {
+	if compiled.needCgroup && (podMap != nil || sub.cgroup != "") {
 		cg := kube.ParseCgroupPath(sub.cgroup)
-		sub.pod = km.ResolvePod(cg, ids...)
+		sub.pod = podMap.ResolvePod(cg, ids...)
 	}
 	return sub
 }
@@ -239,12 +239,12 @@ type devAcc struct {
 	byTenant map[string]*tenantAcc
 }
 
-func (da *devAcc) get(tenant, gi string) *tenantAcc {
+func (perTenant *devAcc) get(tenant, gi string) *tenantAcc {
 	k := gi + "/" + tenant
-	a, ok := da.byTenant[k]
+	a, ok := perTenant.byTenant[k]
 	if !ok {
 		a = &tenantAcc{tenant: tenant, gi: gi}
-		da.byTenant[k] = a
+		perTenant.byTenant[k] = a
 	}
 	return a
 }
@@ -275,7 +275,7 @@ func (a *tenantAcc) addUtil(sm, mem *float64) {
 }
 
 // usage attributes one sample's devices; see docs/tenants.md for the rules.
-func (b *Builder) usage(cc *compiledConfig, r *gpu.Readings, km *kube.Mapping) []Usage {
+func (b *Builder) usage(compiled *compiledConfig, r *gpu.Readings, podMap *kube.Mapping) []Usage {
 	b.attr.conflicts = 0
 	if r == nil {
 		return nil
@@ -287,10 +287,10 @@ func (b *Builder) usage(cc *compiledConfig, r *gpu.Readings, km *kube.Mapping) [
 			continue
 		}
 		if d.MIGEnabled || len(d.MIG) > 0 {
-			out = append(out, b.migUsage(cc, km, d)...)
+			out = append(out, b.migUsage(compiled, podMap, d)...)
 			continue
 		}
-		out = append(out, b.sharedUsage(cc, km, d)...)
+		out = append(out, b.sharedUsage(compiled, podMap, d)...)
 	}
 	sort.Slice(out, func(i, j int) bool {
 		a, c := out[i], out[j]
@@ -310,10 +310,10 @@ func (b *Builder) usage(cc *compiledConfig, r *gpu.Readings, km *kube.Mapping) [
 	return out
 }
 
-func (b *Builder) newUsage(cc *compiledConfig, d *gpu.Device, a *tenantAcc) Usage {
+func (b *Builder) newUsage(compiled *compiledConfig, d *gpu.Device, a *tenantAcc) Usage {
 	return Usage{
 		Tenant:          a.tenant,
-		Class:           cc.class[a.tenant],
+		Class:           compiled.class[a.tenant],
 		GPU:             d.Index,
 		UUID:            d.UUID,
 		GPUInstance:     a.gi,
@@ -339,7 +339,7 @@ func sortedPIDs(p []uint32) []uint32 {
 // instance's activity is apportioned by their used memory (Apportioned).
 // (NVML has no per-process utilization on MIG GPUs: shared/FACTS.md line
 // 77.)
-func (b *Builder) migUsage(cc *compiledConfig, km *kube.Mapping, d *gpu.Device) []Usage {
+func (b *Builder) migUsage(compiled *compiledConfig, podMap *kube.Mapping, d *gpu.Device) []Usage {
 	var out []Usage
 	byGI := map[int][]*gpu.Process{}
 	var loose []*gpu.Process
@@ -355,22 +355,22 @@ func (b *Builder) migUsage(cc *compiledConfig, km *kube.Mapping, d *gpu.Device) 
 		inst := &d.MIG[ii]
 		gi := strconv.Itoa(inst.GPUInstanceID)
 		isub := &subject{label: fmt.Sprintf("MIG instance %s (GPU %d GI %d)", inst.UUID, d.Index, inst.GPUInstanceID), uid: -1, gpu: d.Index, migUUID: inst.UUID, gi: inst.GPUInstanceID}
-		if km != nil {
-			isub.pod = km.ResolvePod(kube.CgroupInfo{}, migDeviceIDs(d, inst)...)
+		if podMap != nil {
+			isub.pod = podMap.ResolvePod(kube.CgroupInfo{}, migDeviceIDs(d, inst)...)
 		}
-		owner := b.attribute(cc, isub)
-		da := &devAcc{byTenant: map[string]*tenantAcc{}}
+		owner := b.attribute(compiled, isub)
+		perTenant := &devAcc{byTenant: map[string]*tenantAcc{}}
 		for _, p := range byGI[inst.GPUInstanceID] {
-			t := b.attribute(cc, b.processSubject(cc, km, d, p, inst))
-			da.get(t, gi).addProcess(p, false)
+			t := b.attribute(compiled, b.processSubject(compiled, podMap, d, p, inst))
+			perTenant.get(t, gi).addProcess(p, false)
 		}
-		if len(da.byTenant) == 0 {
-			da.get(owner, gi)
+		if len(perTenant.byTenant) == 0 {
+			perTenant.get(owner, gi)
 		}
-		accs := sortedAccs(da)
+		accs := sortedAccs(perTenant)
 		if len(accs) == 1 {
 			a := accs[0]
-			u := b.newUsage(cc, d, a)
+			u := b.newUsage(compiled, d, a)
 			u.SMActive, u.SMActiveMethod = copyF(inst.Activity.SMActive), Measured
 			u.DRAMActive, u.DRAMActiveMethod = copyF(inst.Activity.DRAMActive), Measured
 			if a.memBytesN == 0 {
@@ -381,7 +381,7 @@ func (b *Builder) migUsage(cc *compiledConfig, km *kube.Mapping, d *gpu.Device) 
 		}
 		w := shareByMemory(accs)
 		for _, a := range accs {
-			u := b.newUsage(cc, d, a)
+			u := b.newUsage(compiled, d, a)
 			u.SMActive, u.SMActiveMethod = scaled(inst.Activity.SMActive, w[a.tenant]), Apportioned
 			u.DRAMActive, u.DRAMActiveMethod = scaled(inst.Activity.DRAMActive, w[a.tenant]), Apportioned
 			out = append(out, u)
@@ -389,27 +389,27 @@ func (b *Builder) migUsage(cc *compiledConfig, km *kube.Mapping, d *gpu.Device) 
 	}
 	if len(loose) > 0 {
 		// processes the readings do not place in an instance: memory only
-		da := &devAcc{byTenant: map[string]*tenantAcc{}}
+		perTenant := &devAcc{byTenant: map[string]*tenantAcc{}}
 		for _, p := range loose {
-			t := b.attribute(cc, b.processSubject(cc, km, d, p, nil))
-			da.get(t, "").addProcess(p, false)
+			t := b.attribute(compiled, b.processSubject(compiled, podMap, d, p, nil))
+			perTenant.get(t, "").addProcess(p, false)
 		}
-		for _, a := range sortedAccs(da) {
-			out = append(out, b.newUsage(cc, d, a))
+		for _, a := range sortedAccs(perTenant) {
+			out = append(out, b.newUsage(compiled, d, a))
 		}
 	}
 	return out
 }
 
 // sharedUsage covers exclusive, time-sliced, MPS and vGPU devices.
-func (b *Builder) sharedUsage(cc *compiledConfig, km *kube.Mapping, d *gpu.Device) []Usage {
-	da := &devAcc{byTenant: map[string]*tenantAcc{}}
+func (b *Builder) sharedUsage(compiled *compiledConfig, podMap *kube.Mapping, d *gpu.Device) []Usage {
+	perTenant := &devAcc{byTenant: map[string]*tenantAcc{}}
 	vgpuTenant := map[uint32]string{}
 	for i := range d.VGPUs {
 		v := &d.VGPUs[i]
-		t := b.attribute(cc, &subject{label: fmt.Sprintf("vGPU %s (VM %q on GPU %d)", v.UUID, v.VMName, d.Index), uid: -1, gpu: d.Index, gi: -1, vgpu: v})
+		t := b.attribute(compiled, &subject{label: fmt.Sprintf("vGPU %s (VM %q on GPU %d)", v.UUID, v.VMName, d.Index), uid: -1, gpu: d.Index, gi: -1, vgpu: v})
 		vgpuTenant[v.ID] = t
-		a := da.get(t, "")
+		a := perTenant.get(t, "")
 		a.addUtil(v.SMUtil, v.MemUtil)
 		a.memBytes += v.FramebufferUsed
 		a.memBytesN++
@@ -418,15 +418,15 @@ func (b *Builder) sharedUsage(cc *compiledConfig, km *kube.Mapping, d *gpu.Devic
 		p := &d.Processes[i]
 		if t, ok := vgpuTenant[p.VGPUInstance]; ok && p.VGPUInstance != 0 {
 			// inside a VM: its utilization is already the instance's
-			a := da.get(t, "")
+			a := perTenant.get(t, "")
 			a.procs++
 			a.pids = append(a.pids, p.PID)
 			continue
 		}
-		t := b.attribute(cc, b.processSubject(cc, km, d, p, nil))
-		da.get(t, "").addProcess(p, true)
+		t := b.attribute(compiled, b.processSubject(compiled, podMap, d, p, nil))
+		perTenant.get(t, "").addProcess(p, true)
 	}
-	accs := sortedAccs(da)
+	accs := sortedAccs(perTenant)
 	if len(accs) == 0 {
 		return nil
 	}
@@ -435,7 +435,7 @@ func (b *Builder) sharedUsage(cc *compiledConfig, km *kube.Mapping, d *gpu.Devic
 	if len(accs) == 1 {
 		// one tenant: the device figures are all its own
 		a := accs[0]
-		u := b.newUsage(cc, d, a)
+		u := b.newUsage(compiled, d, a)
 		switch {
 		case d.Activity.SMActive != nil:
 			u.SMActive = copyF(d.Activity.SMActive)
@@ -456,7 +456,7 @@ func (b *Builder) sharedUsage(cc *compiledConfig, km *kube.Mapping, d *gpu.Devic
 		anySM = anySM || a.smN > 0
 	}
 	for _, a := range accs {
-		u := b.newUsage(cc, d, a)
+		u := b.newUsage(compiled, d, a)
 		if anySM {
 			if a.smN > 0 {
 				u.SMActive = clamp01(a.sm)
@@ -505,9 +505,9 @@ func (b *Builder) addCS(uuid, tenant string, n float64) *float64 {
 	return &v
 }
 
-func sortedAccs(da *devAcc) []*tenantAcc {
-	out := make([]*tenantAcc, 0, len(da.byTenant))
-	for _, a := range da.byTenant {
+func sortedAccs(perTenant *devAcc) []*tenantAcc {
+	out := make([]*tenantAcc, 0, len(perTenant.byTenant))
+	for _, a := range perTenant.byTenant {
 		out = append(out, a)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].tenant < out[j].tenant })

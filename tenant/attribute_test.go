@@ -13,6 +13,7 @@ import (
 	"github.com/go-kit/log"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
 	"github.com/vgpu-exporter/vgpu_exporter/latency"
 )
 
@@ -280,8 +281,8 @@ func TestAttributionFromProcfs(t *testing.T) {
 `
 	b := mustBuilder(t, yaml, BuilderOptions{Proc: proc})
 	r := &gpu.Readings{Devices: []gpu.Device{{Index: 0, UUID: "GPU-0", Up: true, Processes: []gpu.Process{
-		{PID: 50, GPUInstanceID: -1, UID: -1},
-		{PID: 51, GPUInstanceID: -1, UID: -1}, // no /proc entry
+		testutil.MIGProc(50, "", -1),
+		testutil.MIGProc(51, "", -1), // no /proc entry
 	}}}}
 	s := b.Build(r, gpu.SamplerStats{})
 	if u := usageOf(t, s, "docker", ""); u.Processes != 1 || u.PIDs[0] != 50 {
@@ -377,7 +378,7 @@ func TestReloadBrokenKeepsConfig(t *testing.T) {
 }
 
 func TestReloadKeepsLatencyCounters(t *testing.T) {
-	app := &fakeApp{body: map[string][]byte{"chat": fixture(t, "vllm-1.txt")}}
+	app := &testutil.FakeApp{Body: map[string][]byte{"chat": fixture(t, "vllm-1.txt")}}
 	dir := t.TempDir()
 	file := filepath.Join(dir, "t.yaml")
 	cfgText := `tenants:
@@ -399,7 +400,7 @@ func TestReloadKeepsLatencyCounters(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.Refresh(context.Background())
-	app.body["chat"] = fixture(t, "vllm-2.txt")
+	app.Set("chat", fixture(t, "vllm-2.txt"))
 	clock.Advance(15 * time.Second)
 	b.Refresh(context.Background())
 	s := b.Build(nil, gpu.SamplerStats{})
@@ -429,7 +430,7 @@ func TestReloadKeepsLatencyCounters(t *testing.T) {
 }
 
 func TestStartScrapesLatencySources(t *testing.T) {
-	app := &fakeApp{body: map[string][]byte{"chat": fixture(t, "vllm-1.txt")}}
+	app := &testutil.FakeApp{Body: map[string][]byte{"chat": fixture(t, "vllm-1.txt")}}
 	clock := gpu.NewManualClock(time.Unix(0, 0))
 	b := mustBuilder(t, `tenants:
   - name: chat
@@ -454,9 +455,7 @@ defaults: {scrape_interval: 15s}
 		}
 	}
 	waitFor(func(s SLOStatus) bool { return s.SourceUp })
-	app.mu.Lock()
-	app.body["chat"] = fixture(t, "vllm-2.txt")
-	app.mu.Unlock()
+	app.Set("chat", fixture(t, "vllm-2.txt"))
 	for clock.Waiters() == 0 {
 		time.Sleep(time.Millisecond)
 	}

@@ -211,24 +211,24 @@ func (b *Builder) Refresh(ctx context.Context) {
 // selectors need them and the readings do not carry them. r may be nil (no
 // sample yet).
 func (b *Builder) Build(r *gpu.Readings, st gpu.SamplerStats) *Snapshot {
-	cc := b.cfg.Load()
-	snap := &Snapshot{Readings: r, Sampler: st, Tenants: append([]Info(nil), cc.info...)}
+	compiled := b.cfg.Load()
+	snap := &Snapshot{Readings: r, Sampler: st, Tenants: append([]Info(nil), compiled.info...)}
 	if r != nil {
 		snap.Time = r.Time
 	} else {
 		snap.Time = b.clock.Now()
 	}
 
-	var km *kube.Mapping
+	var podMap *kube.Mapping
 	if b.pods != nil {
-		km = b.pods.Mapping()
+		podMap = b.pods.Mapping()
 		ks := b.pods.Status()
 		snap.Kubelet = &ks
 	}
 	b.buildMu.Lock()
-	snap.Usage = b.usage(cc, r, km)
+	snap.Usage = b.usage(compiled, r, podMap)
 	snap.Attribution = b.attr.status()
-	snap.Attribution.ShareMinSums, snap.Attribution.OvercommittedShares = b.shareSums(cc, snap.Usage)
+	snap.Attribution.ShareMinSums, snap.Attribution.OvercommittedShares = b.shareSums(compiled, snap.Usage)
 	b.attr.events = AddEvents(b.attr.events, r)
 	snap.Events = b.attr.events
 	b.buildMu.Unlock()
@@ -237,7 +237,7 @@ func (b *Builder) Build(r *gpu.Readings, st gpu.SamplerStats) *Snapshot {
 	snap.Config = b.cfgStatus
 	b.mu.Unlock()
 	if b.latency != nil {
-		for _, t := range cc.Tenants {
+		for _, t := range compiled.Tenants {
 			if t.LatencySource == nil {
 				continue
 			}

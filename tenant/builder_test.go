@@ -18,6 +18,7 @@ import (
 	"github.com/go-kit/log"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
 	"github.com/vgpu-exporter/vgpu_exporter/latency"
 )
 
@@ -92,7 +93,7 @@ func BenchmarkBuild(b *testing.B) {
 // TestReloadWhileRunning: a reload adds and removes latency sources of a
 // started builder; the new source is scraped by its own loop.
 func TestReloadWhileRunning(t *testing.T) {
-	app := &fakeApp{body: map[string][]byte{"a": fixture(t, "vllm-1.txt"), "b": fixture(t, "tgi-1.txt")}}
+	app := &testutil.FakeApp{Body: map[string][]byte{"a": fixture(t, "vllm-1.txt"), "b": fixture(t, "tgi-1.txt")}}
 	file := filepath.Join(t.TempDir(), "t.yaml")
 	write := func(s string) {
 		if err := os.WriteFile(file, []byte(s), 0o644); err != nil {
@@ -140,7 +141,7 @@ func TestReloadWhileRunning(t *testing.T) {
 
 // countingApp counts the reads of each sim:// application.
 type countingApp struct {
-	fakeApp
+	testutil.FakeApp
 	mu    sync.Mutex
 	reads int
 }
@@ -149,7 +150,7 @@ func (c *countingApp) AppMetrics(app string, w io.Writer) error {
 	c.mu.Lock()
 	c.reads++
 	c.mu.Unlock()
-	return c.fakeApp.AppMetrics(app, w)
+	return c.FakeApp.AppMetrics(app, w)
 }
 
 func (c *countingApp) count() int {
@@ -162,7 +163,7 @@ func (c *countingApp) count() int {
 // (two latency loops, the kubelet loop, a loop a reload added) returns once
 // Start's context is cancelled, and no source is read after that.
 func TestStartStopsOnCancel(t *testing.T) {
-	app := &countingApp{fakeApp: fakeApp{body: map[string][]byte{"a": fixture(t, "vllm-1.txt"), "b": fixture(t, "tgi-1.txt"), "c": fixture(t, "tgi-1.txt")}}}
+	app := &countingApp{FakeApp: testutil.FakeApp{Body: map[string][]byte{"a": fixture(t, "vllm-1.txt"), "b": fixture(t, "tgi-1.txt"), "c": fixture(t, "tgi-1.txt")}}}
 	pods := &loopPods{}
 	file := filepath.Join(t.TempDir(), "t.yaml")
 	two := "tenants:\n" +
@@ -262,7 +263,7 @@ func TestBuildDoesNotWaitOnLatencySource(t *testing.T) {
 // TestSourceFailureLogged: a latency source that fails is logged once with
 // its URL (not at every scrape), and its recovery once.
 func TestSourceFailureLogged(t *testing.T) {
-	app := &fakeApp{body: map[string][]byte{"chat": fixture(t, "vllm-1.txt")}, err: errors.New("connection refused")}
+	app := &testutil.FakeApp{Body: map[string][]byte{"chat": fixture(t, "vllm-1.txt")}, Err: errors.New("connection refused")}
 	var logs bytes.Buffer
 	logger := log.NewLogfmtLogger(log.NewSyncWriter(&logs))
 	b := mustBuilder(t, "tenants:\n  - name: chat\n    selectors: [{uid: 1}]\n    latency_source: {url: \"sim://chat\", preset: vllm-e2e}\n",
@@ -274,9 +275,7 @@ func TestSourceFailureLogged(t *testing.T) {
 	if n := strings.Count(logs.String(), "latency source failed"); n != 1 || !strings.Contains(logs.String(), "sim://chat: connection refused") {
 		t.Errorf("%d failure lines, want 1 naming the URL:\n%s", n, logs.String())
 	}
-	app.mu.Lock()
-	app.err = nil
-	app.mu.Unlock()
+	app.SetErr(nil)
 	b.Refresh(ctx)
 	b.Refresh(ctx)
 	if n := strings.Count(logs.String(), "latency source recovered"); n != 1 {

@@ -22,15 +22,7 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/yamlconf"
-)
-
-// Latency source presets.
-const (
-	PresetVLLME2E  = "vllm-e2e"
-	PresetVLLMTTFT = "vllm-ttft"
-	PresetVLLMITL  = "vllm-itl"
-	PresetTriton   = "triton"
-	PresetTGI      = "tgi"
+	"github.com/vgpu-exporter/vgpu_exporter/latency"
 )
 
 // Defaults applied when the tenants file does not set them.
@@ -131,7 +123,7 @@ type Share struct {
 // LatencySource is where a tenant's request latency is read.
 type LatencySource struct {
 	URL      string // http(s)://... or sim://<app>
-	Preset   string // one of the Preset* names, or ""
+	Preset   string // one of the latency.Preset* names, or ""
 	Metric   string // histogram name when no preset (overrides the preset's)
 	Matchers map[string]string
 	Timeout  time.Duration
@@ -397,7 +389,7 @@ func (l *LatencySource) UnmarshalYAML(n *yaml.Node) error {
 				errs.Addf(v.Line, "latency_source.url %q has no host", l.URL)
 			}
 		case u.Scheme == "sim":
-			if simApp(l.URL) == "" {
+			if latency.SimApp(l.URL) == "" {
 				errs.Addf(v.Line, "latency_source.url %q names no application (sim://<app>)", l.URL)
 			}
 		default:
@@ -406,7 +398,7 @@ func (l *LatencySource) UnmarshalYAML(n *yaml.Node) error {
 	}
 	if v, given := got["preset"]; given {
 		switch l.Preset {
-		case PresetVLLME2E, PresetVLLMTTFT, PresetVLLMITL, PresetTriton, PresetTGI:
+		case latency.PresetVLLME2E, latency.PresetVLLMTTFT, latency.PresetVLLMITL, latency.PresetTriton, latency.PresetTGI:
 		default:
 			errs.Addf(v.Line, "unknown latency_source.preset %q (known: vllm-e2e, vllm-ttft, vllm-itl, triton, tgi)", l.Preset)
 		}
@@ -426,18 +418,10 @@ func (l *LatencySource) UnmarshalYAML(n *yaml.Node) error {
 	if l.Preset == "" && l.Metric == "" {
 		errs.Addf(n.Line, "latency_source needs a preset or a metric (histogram name)")
 	}
-	if l.Preset == PresetTriton && l.Metric != "" {
+	if l.Preset == latency.PresetTriton && l.Metric != "" {
 		errs.Addf(n.Line, "latency_source: preset triton reads fixed counters; drop metric or the preset")
 	}
 	return errs.Err()
-}
-
-// simApp returns the application of a sim://app URL.
-func simApp(u string) string {
-	if !strings.HasPrefix(u, "sim://") {
-		return ""
-	}
-	return strings.Trim(strings.TrimPrefix(u, "sim://"), "/")
 }
 
 // validate checks what needs the whole file: names, impossible SLOs,

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/latency"
 )
 
 func TestLoadConfigExamples(t *testing.T) {
@@ -48,7 +49,7 @@ func TestParseConfigFields(t *testing.T) {
 		t.Errorf("share %+v", chat.Share)
 	}
 	l := chat.LatencySource
-	if l == nil || l.URL != "http://10.0.0.5:8000/metrics" || l.Preset != PresetVLLME2E || l.Matchers["model_name"] != "llama" || l.Timeout != 2*time.Second || l.MaxBytes != 4<<20 {
+	if l == nil || l.URL != "http://10.0.0.5:8000/metrics" || l.Preset != latency.PresetVLLME2E || l.Matchers["model_name"] != "llama" || l.Timeout != 2*time.Second || l.MaxBytes != 4<<20 {
 		t.Errorf("latency source %+v", l)
 	}
 	if train := cfg.TenantByName("train"); train.Class != gpu.ClassBatch || train.SLO != nil || train.LatencySource != nil {

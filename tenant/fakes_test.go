@@ -3,7 +3,6 @@ package tenant
 import (
 	"context"
 	"errors"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -23,27 +22,6 @@ func fixture(t testing.TB, name string) []byte {
 		t.Fatal(err)
 	}
 	return b
-}
-
-// fakeApp serves sim://<app> expositions from memory.
-type fakeApp struct {
-	mu   sync.Mutex
-	body map[string][]byte
-	err  error
-}
-
-func (f *fakeApp) AppMetrics(app string, w io.Writer) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.err != nil {
-		return f.err
-	}
-	b, ok := f.body[app]
-	if !ok {
-		return errors.New("no such app")
-	}
-	_, err := w.Write(b)
-	return err
 }
 
 // fakeProc is the process facts of a few PIDs; the others have none.

@@ -27,14 +27,14 @@ type shareDomain struct{ uuid, gi string }
 // at least one such tenant has a share.min above 0, and those whose sum is
 // above 1; each over-commitment of a domain by a set of tenants is logged
 // once (again after a reload). Called with buildMu held.
-func (b *Builder) shareSums(cc *compiledConfig, usage []Usage) (all, over []ShareMinSum) {
-	if len(cc.minShare) == 0 {
+func (b *Builder) shareSums(compiled *compiledConfig, usage []Usage) (all, over []ShareMinSum) {
+	if len(compiled.minShare) == 0 {
 		return nil, nil
 	}
 	idx := map[shareDomain]int{}
 	for i := range usage {
 		u := &usage[i]
-		m := cc.minShare[u.Tenant]
+		m := compiled.minShare[u.Tenant]
 		if m <= 0 {
 			continue
 		}
@@ -53,7 +53,7 @@ func (b *Builder) shareSums(cc *compiledConfig, usage []Usage) (all, over []Shar
 		s := &all[i]
 		sort.Strings(s.Tenants)
 		for _, t := range s.Tenants {
-			s.MinSum += cc.minShare[t]
+			s.MinSum += compiled.minShare[t]
 		}
 		if s.MinSum <= 1+shareEpsilon {
 			continue

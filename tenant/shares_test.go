@@ -11,6 +11,7 @@ import (
 	"github.com/go-kit/log"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
 )
 
 const shareTenants = `tenants:
@@ -49,7 +50,9 @@ const shareTenants = `tenants:
 func sharedDev(idx int, uuid string, exes ...string) gpu.Device {
 	d := gpu.Device{Index: idx, UUID: uuid, Up: true, Mode: gpu.SharingTimeSlice}
 	for i, exe := range exes {
-		d.Processes = append(d.Processes, gpu.Process{PID: uint32(100*idx + i + 1), Name: exe, UID: -1, GPUInstanceID: -1, UsedMemoryBytes: gpu.Uint(gib)})
+		p := testutil.MIGProc(uint32(100*idx+i+1), exe, -1)
+		p.UsedMemoryBytes = gpu.Uint(gib)
+		d.Processes = append(d.Processes, p)
 	}
 	return d
 }
@@ -64,7 +67,9 @@ func migDev(idx int, uuid string, exes ...string) gpu.Device {
 			{UUID: "MIG-3", GPUInstanceID: 3, Activity: gpu.Activity{SMActive: gpu.Float(0.5)}},
 		}}
 	for i, exe := range exes {
-		d.Processes = append(d.Processes, gpu.Process{PID: uint32(100*idx + i + 1), Name: exe, UID: -1, GPUInstanceID: 3, UsedMemoryBytes: gpu.Uint(gib)})
+		p := testutil.MIGProc(uint32(100*idx+i+1), exe, 3)
+		p.UsedMemoryBytes = gpu.Uint(gib)
+		d.Processes = append(d.Processes, p)
 	}
 	return d
 }

@@ -8,9 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vgpu-exporter/vgpu_exporter/gpu"
-	"github.com/vgpu-exporter/vgpu_exporter/latency"
-	"github.com/vgpu-exporter/vgpu_exporter/sim"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/simtest"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
@@ -34,23 +32,8 @@ func TestSimScenariosAttribution(t *testing.T) {
 		}
 		n++
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			sc, err := sim.LoadScenario(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cfg, err := tenant.LoadConfig(companion)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s, err := sim.New(sc, sim.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			clock := gpu.NewManualClock(s.Now())
-			b, err := tenant.NewBuilder(cfg, tenant.BuilderOptions{Clock: clock, Latency: latency.NewPool(latency.Options{Clock: clock, AppMetrics: s})})
-			if err != nil {
-				t.Fatal(err)
-			}
+			h := simtest.New(t, f, companion)
+			sc, cfg := h.Scenario, h.Config
 			want := map[uint32]string{}
 			for _, ts := range sc.Tenants {
 				name := ts.Name
@@ -60,18 +43,10 @@ func TestSimScenariosAttribution(t *testing.T) {
 				want[ts.Process.PID] = name
 			}
 			ctx := context.Background()
-			b.Refresh(ctx)
+			h.Builder.Refresh(ctx)
 			var snap *tenant.Snapshot
 			for step := 1; step <= 3; step++ {
-				at := s.Now().Add(20 * time.Second)
-				s.AdvanceTo(at)
-				clock.Set(at)
-				r, err := s.Sample(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				b.Refresh(ctx)
-				snap = b.Build(r, gpu.SamplerStats{})
+				snap = h.Build(ctx, h.Sample(ctx, 20*time.Second))
 			}
 			seen := map[uint32]bool{}
 			named := 0

@@ -6,6 +6,7 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/kube"
+	"github.com/vgpu-exporter/vgpu_exporter/latency"
 )
 
 // Unassigned is the tenant name under which usage that matches no tenant's
@@ -111,38 +112,14 @@ type Usage struct {
 }
 
 // SLOStatus is a tenant's request latency against its SLO, from its
-// latency source over the sliding window.
+// latency source over the sliding window. The counters run from the
+// exporter's start (the inputs of burn-rate alerts); when GoodKnown is
+// false (no SLO target, or a mean-only source such as Triton) the good
+// requests and the attainment must not be exported; WindowRequests /
+// Window is the rate to compare with the SLO's min_throughput.
 type SLOStatus struct {
 	Tenant string
-	// Quantile and TargetSeconds are the objective: Quantile of requests
-	// complete within TargetSeconds.
-	Quantile      float64
-	TargetSeconds float64
-	Window        time.Duration
-	// Quantiles maps 0.5, 0.9, 0.99 to window latency in seconds; a quantile
-	// is missing when the window holds no request.
-	Quantiles map[float64]float64
-	// RequestsTotal and GoodRequestsTotal are counters (monotonic from the
-	// exporter's start) of requests seen and of requests at or under the
-	// target: the inputs of burn-rate alerts.
-	RequestsTotal     float64
-	GoodRequestsTotal float64
-	// Attainment is good/total over the window; nil with no requests.
-	Attainment        *float64
-	SourceUp          bool
-	ScrapeErrorsTotal uint64
-
-	// GoodKnown is false when good requests cannot be counted: no SLO
-	// target, or a source that gives only a mean (Triton). Then
-	// GoodRequestsTotal is 0 and Attainment nil, and must not be exported.
-	GoodKnown bool
-	// MeanSeconds is the mean latency over the window; nil with no requests.
-	MeanSeconds *float64
-	// WindowRequests is the number of requests in the window (their rate is
-	// WindowRequests / Window, to compare with the SLO's min_throughput).
-	WindowRequests float64
-	// LastError is the last scrape error, "" after a success.
-	LastError string
+	latency.Status
 }
 
 // AttributionStatus counts attribution problems.

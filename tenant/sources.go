@@ -105,20 +105,5 @@ func latencySpec(t *Tenant, d Defaults) latency.Spec {
 
 // sloStatus is a tenant's SLOStatus from its source's status.
 func sloStatus(tenant string, st latency.Status) SLOStatus {
-	return SLOStatus{
-		Tenant:            tenant,
-		Quantile:          st.Quantile,
-		TargetSeconds:     st.TargetSeconds,
-		Window:            st.Window,
-		Quantiles:         st.Quantiles,
-		RequestsTotal:     st.RequestsTotal,
-		GoodRequestsTotal: st.GoodRequestsTotal,
-		Attainment:        st.Attainment,
-		SourceUp:          st.SourceUp,
-		ScrapeErrorsTotal: st.ScrapeErrorsTotal,
-		GoodKnown:         st.GoodKnown,
-		MeanSeconds:       st.MeanSeconds,
-		WindowRequests:    st.WindowRequests,
-		LastError:         st.LastError,
-	}
+	return SLOStatus{Tenant: tenant, Status: st}
 }

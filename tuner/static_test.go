@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
@@ -40,7 +41,9 @@ func (f *fakeControl) SetComputeTimeSlice(_ context.Context, uuid string, level 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func mpsProc(pid uint32, frac *float64) gpu.Process {
-	return gpu.Process{PID: pid, Type: gpu.ProcessMPS, GPUInstanceID: -1, ComputeInstanceID: -1, UID: -1, MPSActiveThreads: frac}
+	p := testutil.Proc(pid, "")
+	p.Type, p.MPSActiveThreads = gpu.ProcessMPS, frac
+	return p
 }
 
 func snapshot(at time.Time, devs []gpu.Device, usage []tenant.Usage) *tenant.Snapshot {

@@ -41,6 +41,9 @@ var layers = map[string][]string{
 	// Leaves below every layer; any package may import them (see leaves).
 	"internal/yamlconf": nil,
 	"internal/fileread": nil,
+	// Test builders, imported only by test files (see testOnly).
+	"internal/testutil": {"gpu"},
+	"internal/simtest":  {"gpu", "latency", "sim", "tenant"},
 	// Embedded data and test programs stand apart from the layers.
 	"test/scenarios":      nil,
 	"test/e2e":            nil,
@@ -52,6 +55,10 @@ var layers = map[string][]string{
 // package may import: the YAML syntax shared by the tenants and scenario
 // files.
 var leaves = []string{"internal/yamlconf", "internal/fileread"}
+
+// testOnly are packages for test files: no other package's non-test files
+// may import them, so no test builder ends up in a binary.
+var testOnly = []string{"internal/testutil", "internal/simtest"}
 
 // TestLayering checks the import rule over every package of the module.
 func TestLayering(t *testing.T) {
@@ -76,7 +83,7 @@ func TestLayering(t *testing.T) {
 
 // The checker itself reports what it should.
 func TestLayeringViolations(t *testing.T) {
-	rules := map[string][]string{"gpu": nil, "tenant": {"gpu"}, "sim": {"gpu"}, "collector": {"gpu", "tenant"}, "internal/yamlconf": nil}
+	rules := map[string][]string{"gpu": nil, "tenant": {"gpu"}, "sim": {"gpu"}, "collector": {"gpu", "tenant"}, "internal/yamlconf": nil, "internal/testutil": {"gpu"}, "internal/simtest": {"internal/testutil"}}
 	for _, tc := range []struct {
 		name    string
 		imports map[string][]string
@@ -89,6 +96,8 @@ func TestLayeringViolations(t *testing.T) {
 		{"unknown package", map[string][]string{"newpkg": {"gpu"}}, []string{"newpkg is not in the layering table"}},
 		{"a leaf from anywhere", map[string][]string{"sim": {"gpu", "internal/yamlconf"}, "gpu": {"internal/yamlconf"}}, nil},
 		{"a leaf imports a layer", map[string][]string{"internal/yamlconf": {"gpu"}}, []string{"internal/yamlconf imports gpu"}},
+		{"a test builder in production code", map[string][]string{"tenant": {"gpu", "internal/testutil"}}, []string{"tenant imports internal/testutil, which only test files may import"}},
+		{"a test builder uses another", map[string][]string{"internal/simtest": {"internal/testutil"}}, nil},
 	} {
 		got := layeringViolations(tc.imports, rules)
 		if len(got) != len(tc.want) {
@@ -114,6 +123,10 @@ func layeringViolations(imports, rules map[string][]string) []string {
 			continue
 		}
 		for _, imp := range imps {
+			if slices.Contains(testOnly, imp) && !slices.Contains(testOnly, pkg) {
+				out = append(out, fmt.Sprintf("%s imports %s, which only test files may import", pkg, imp))
+				continue
+			}
 			if !slices.Contains(allowed, imp) && !slices.Contains(leaves, imp) {
 				out = append(out, fmt.Sprintf("%s imports %s, which the layering does not allow (allowed: %v)", pkg, imp, allowed))
 			}

@@ -69,3 +69,27 @@ func ParseDuration(s string) (time.Duration, error) {
 	}
 	return 0, fmt.Errorf("bad duration %q (use e.g. 250ms, 2s, 5m)", s)
 }
+
+// Duration is a time.Duration read with [ParseDuration], for files decoded
+// by a plain yaml.v3 decoder.
+type Duration time.Duration
+
+// UnmarshalYAML reads a Duration; its problems are yaml.TypeErrors, so
+// that the decoder goes on and lists them all.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: want a duration", n.Line)}}
+	}
+	v, err := ParseDuration(n.Value)
+	if err != nil {
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %v", n.Line, err)}}
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// String formats d as time.Duration does.
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// Seconds returns d in seconds, as time.Duration.Seconds does.
+func (d Duration) Seconds() float64 { return time.Duration(d).Seconds() }

@@ -249,3 +249,21 @@ func TestSizeUnmarshalYAML(t *testing.T) {
 		t.Errorf("a %d, err %v", v.A, want)
 	}
 }
+
+// TestDurationUnmarshalYAML: the scenario file's durations take the
+// spellings of ParseDuration, and each bad one is listed with its line.
+func TestDurationUnmarshalYAML(t *testing.T) {
+	var v struct {
+		A Duration `yaml:"a"`
+		B Duration `yaml:"b"`
+		C Duration `yaml:"c"`
+		D Duration `yaml:"d"`
+	}
+	err := yaml.Unmarshal([]byte("a: 250ms\nb: 1d\nc: soon\nd: [1]\n"), &v)
+	want := &Errors{File: "s"}
+	want.Add(err)
+	if v.A.String() != "250ms" || v.B != Duration(24*time.Hour) || v.B.Seconds() != 86400 ||
+		want.Error() != "s:3: bad duration \"soon\" (use e.g. 250ms, 2s, 5m)\ns:4: want a duration" {
+		t.Errorf("a %v, b %v, err %v", v.A, v.B, want)
+	}
+}

@@ -1,0 +1,67 @@
+// Package testutil builds the readings and fakes that tests of several
+// packages share: processes and devices with the unknowns a backend
+// reports, and a sim:// application served from memory. Only test files
+// import it.
+package testutil
+
+import (
+	"errors"
+	"io"
+	"sync"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// Proc is a process outside MIG whose owner the backend does not know:
+// UID, GPU instance and compute instance -1, as the backends report them.
+func Proc(pid uint32, name string) gpu.Process {
+	return gpu.Process{PID: pid, Name: name, UID: -1, GPUInstanceID: -1, ComputeInstanceID: -1}
+}
+
+// MIGProc is a process in GPU instance gi (compute instance 0) whose
+// owner the backend does not know.
+func MIGProc(pid uint32, name string, gi int) gpu.Process {
+	return gpu.Process{PID: pid, Name: name, UID: -1, GPUInstanceID: gi}
+}
+
+// Device is an up GPU, not shared in any mode, running procs.
+func Device(index int, uuid string, procs ...gpu.Process) gpu.Device {
+	return gpu.Device{Index: index, UUID: uuid, Up: true, Processes: procs}
+}
+
+// FakeApp serves sim://APP expositions from memory: Body by application,
+// or Err for every one.
+type FakeApp struct {
+	mu   sync.Mutex
+	Body map[string][]byte
+	Err  error
+}
+
+// AppMetrics writes app's exposition to w.
+func (f *FakeApp) AppMetrics(app string, w io.Writer) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.Err != nil {
+		return f.Err
+	}
+	b, ok := f.Body[app]
+	if !ok {
+		return errors.New("no such app")
+	}
+	_, err := w.Write(b)
+	return err
+}
+
+// Set replaces app's exposition.
+func (f *FakeApp) Set(app string, body []byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.Body[app] = body
+}
+
+// SetErr makes every application fail with err (nil: serve again).
+func (f *FakeApp) SetErr(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.Err = err
+}
