@@ -53,14 +53,17 @@ func (c *exporterCollector) Update(snap *tenant.Snapshot, ch chan<- prometheus.M
 		e.gauge(c.backend, 1, r.Backend)
 	}
 
-	if cfg := snap.Config; cfg.File != "" {
+	cfg := snap.Config
+	if cfg.File != "" {
 		e.gauge(c.reloadOK, boolValue(cfg.LastReloadSuccessful))
 		if !cfg.LastReloadSuccessTime.IsZero() {
 			e.gauge(c.reloadTime, unixSeconds(cfg.LastReloadSuccessTime))
 		}
-		e.counter(c.reloads, float64(cfg.ReloadsTotal))
-		e.counter(c.reloadFailures, float64(cfg.ReloadFailuresTotal))
 	}
+	// The reload counters are served from 0 even without a tenants file:
+	// a reload asked for then fails, and the failure must be seen.
+	e.counter(c.reloads, float64(cfg.ReloadsTotal))
+	e.counter(c.reloadFailures, float64(cfg.ReloadFailuresTotal))
 
 	if k := snap.Kubelet; k != nil {
 		e.gauge(c.kubeletUp, boolValue(k.Up))
