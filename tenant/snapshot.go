@@ -133,8 +133,8 @@ type SLOStatus struct {
 	ScrapeErrorsTotal uint64
 
 	// GoodKnown is false when good requests cannot be counted: no SLO
-	// target, or a source that gives only a mean (Triton). Then
-	// GoodRequestsTotal is 0 and Attainment nil, and must not be exported.
+	// target, or a source without latency buckets (Triton without its
+	// histograms). Then GoodRequestsTotal is 0 and Attainment nil, and must not be exported.
 	GoodKnown bool
 	// MeanSeconds is the mean latency over the window; nil with no requests.
 	MeanSeconds *float64
