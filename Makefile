@@ -21,7 +21,7 @@ FUZZTIME    ?= 20s
 export CGO_CFLAGS := -Wno-deprecated-declarations
 export CGO_ENABLED := 1
 
-.PHONY: all build run test unit effects e2e lint bench fuzz clean
+.PHONY: all build run test unit effects e2e lint bench fuzz clean mixin
 
 all: lint build test
 
@@ -32,10 +32,16 @@ build:
 run: build
 	./$(BIN) --backend=sim $(RUN_ARGS)
 
+# The monitoring mixin's rule files (alerts/) and dashboards (dashboards/),
+# generated from mixin/; a test in mixin/build fails when they are out of date.
+mixin:
+	$(GO) run ./mixin/build -mixin mixin -out .
+	$(MAKE) --no-print-directory chart
+
 # Unit tests of every package (race detector on), the full-length scenario
 # effects (too slow under the race detector, so run without it), then the
 # end-to-end test.
-test: unit effects e2e
+test: unit effects e2e deploy-test
 
 unit:
 	$(GO) test -race -count=1 ./...
@@ -69,3 +75,23 @@ fuzz:
 clean:
 	rm -f $(BIN)
 	$(GO) clean -testcache
+
+.PHONY: chart deploy-test
+
+CHART := deploy/helm/vgpu-exporter
+
+# Copies the mixin's generated rules and dashboards into the Helm chart,
+# which cannot read files outside itself; a deploy test fails when the
+# copies differ from alerts/ and dashboards/.
+chart:
+	rm -rf $(CHART)/files/alerts $(CHART)/files/dashboards
+	mkdir -p $(CHART)/files/alerts $(CHART)/files/dashboards
+	if [ -d alerts ]; then find alerts -maxdepth 1 -name '*.yaml' -exec cp {} $(CHART)/files/alerts/ \; ; fi
+	if [ -d dashboards ]; then find dashboards -maxdepth 1 -name '*.json' -exec cp {} $(CHART)/files/dashboards/ \; ; fi
+
+# The deployment tests, in their own module (deploy/go.mod keeps Helm and
+# the Kubernetes API types out of the exporter's): the chart rendered and
+# decoded strictly, the systemd unit verified, the container image built
+# and run.
+deploy-test:
+	cd deploy && $(GO) vet ./... && $(GO) test -count=1 -timeout=15m ./...

@@ -37,7 +37,7 @@ func migDevice() gpu.Device {
 			{UUID: "MIG-bbbb", GPUInstanceID: 2, ComputeInstanceID: 0, Profile: "4g.71gb", SMCount: 64,
 				MemoryTotalBytes: 70 * gib, MemoryUsedBytes: 10 * gib},
 		},
-		ComputeTimeSlice: "default",
+		ComputeTimeSlice: gpu.TimeSliceDefault,
 		Processes: []gpu.Process{
 			{PID: 100, Type: gpu.ProcessCompute, GPUInstanceID: 1, ComputeInstanceID: 0, UsedMemoryBytes: gpu.Uint(30 * gib), UID: -1},
 			{PID: 101, Type: gpu.ProcessCompute, GPUInstanceID: 2, ComputeInstanceID: 0, UsedMemoryBytes: gpu.Uint(10 * gib), UID: -1},
@@ -55,7 +55,7 @@ func timeSlicedDevice() gpu.Device {
 		SMClockHz: gpu.Float(1.755e9), PowerWatts: gpu.Float(300),
 		GPUUtil: gpu.Float(1), MemUtil: gpu.Float(0.25),
 		ContextSwitchesTotal: gpu.Uint(42),
-		ComputeTimeSlice:     "medium",
+		ComputeTimeSlice:     gpu.TimeSliceMedium,
 		Processes: []gpu.Process{
 			{PID: 200, Type: gpu.ProcessCompute, GPUInstanceID: -1, ComputeInstanceID: -1, UID: -1},
 			{PID: 201, Type: gpu.ProcessCompute, GPUInstanceID: -1, ComputeInstanceID: -1, UID: -1},
@@ -77,7 +77,7 @@ func vgpuDevice() gpu.Device {
 			{ID: 8, UUID: "vgpu-8", VMID: "vm-2", VMName: "batch-b", Type: "H100-20C",
 				FramebufferBytes: 20 * gib, FramebufferUsed: 4 * gib},
 		},
-		Scheduler: &gpu.VGPUScheduler{Policy: "best-effort", ARREnabled: true, TimeSlice: 2 * time.Millisecond,
+		Scheduler: &gpu.VGPUScheduler{Policy: gpu.VGPUPolicyBestEffort, ARREnabled: true, TimeSlice: 2 * time.Millisecond,
 			AvgFactor: 33, Frequency: 960, MinTimeSlice: time.Millisecond, MaxTimeSlice: 30 * time.Millisecond},
 	}
 }

@@ -34,7 +34,7 @@ func FuzzScrape(f *testing.F) {
 		}
 		s := richSnapshot()
 		s.Readings = readings(dev(0, uuid1, gi1), dev(1, uuid2, gi2), dev(0, uuid1, gi2))
-		s.Tenants = []tenant.Info{{Name: tenant1, Class: profile}, {Name: tenant2}}
+		s.Tenants = []tenant.Info{{Name: tenant1, Class: gpu.TenantClass(profile)}, {Name: tenant2}}
 		for i := range s.Usage {
 			s.Usage[i].UUID = uuid1
 			s.Usage[i].GPUInstance = profile

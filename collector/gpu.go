@@ -175,7 +175,7 @@ func (c *gpuCollector) device(e *emitter, r *gpu.Readings, d *gpu.Device) {
 		e.gauge(c.computeMode, 1, g, u, d.ComputeMode)
 	}
 	if d.ComputeTimeSlice != "" {
-		e.gauge(c.timeslice, 1, g, u, d.ComputeTimeSlice)
+		e.gauge(c.timeslice, 1, g, u, string(d.ComputeTimeSlice))
 	}
 }
 

@@ -65,7 +65,7 @@ func (c *tenantCollector) Update(snap *tenant.Snapshot, ch chan<- prometheus.Met
 			e.fail(fmt.Errorf("tenant %q listed twice; later copies skipped", t.Name))
 			continue
 		}
-		e.gauge(c.info, 1, t.Name, t.Class, itoa(t.Priority))
+		e.gauge(c.info, 1, t.Name, string(t.Class), itoa(t.Priority))
 	}
 
 	type key struct{ tenant, uuid, gi string }
@@ -77,13 +77,13 @@ func (c *tenantCollector) Update(snap *tenant.Snapshot, ch chan<- prometheus.Met
 			continue
 		}
 		g := itoa(u.GPU)
-		e.optGauge(c.smActive, u.SMActive, u.Tenant, u.Class, g, u.UUID, u.GPUInstance, string(u.SMActiveMethod))
-		e.optGauge(c.dramActive, u.DRAMActive, u.Tenant, u.Class, g, u.UUID, u.GPUInstance, string(u.DRAMActiveMethod))
-		e.gauge(c.memUsed, float64(u.MemoryUsedBytes), u.Tenant, u.Class, g, u.UUID, u.GPUInstance)
+		e.optGauge(c.smActive, u.SMActive, u.Tenant, string(u.Class), g, u.UUID, u.GPUInstance, string(u.SMActiveMethod))
+		e.optGauge(c.dramActive, u.DRAMActive, u.Tenant, string(u.Class), g, u.UUID, u.GPUInstance, string(u.DRAMActiveMethod))
+		e.gauge(c.memUsed, float64(u.MemoryUsedBytes), u.Tenant, string(u.Class), g, u.UUID, u.GPUInstance)
 		if u.ContextSwitchesTotal != nil {
-			e.counter(c.ctxSwitches, *u.ContextSwitchesTotal, u.Tenant, u.Class, g, u.UUID, u.GPUInstance, string(u.ContextSwitchesMethod))
+			e.counter(c.ctxSwitches, *u.ContextSwitchesTotal, u.Tenant, string(u.Class), g, u.UUID, u.GPUInstance, string(u.ContextSwitchesMethod))
 		}
-		e.gauge(c.processes, float64(u.Processes), u.Tenant, u.Class, g, u.UUID, u.GPUInstance)
+		e.gauge(c.processes, float64(u.Processes), u.Tenant, string(u.Class), g, u.UUID, u.GPUInstance)
 	}
 
 	seenSLO := make(firstSet[string], len(snap.SLOs))

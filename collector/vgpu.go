@@ -64,7 +64,7 @@ func (c *vgpuCollector) Update(snap *tenant.Snapshot, ch chan<- prometheus.Metri
 		g, u := itoa(d.Index), d.UUID
 		if s := d.Scheduler; s != nil {
 			if s.Policy != "" {
-				e.gauge(c.schedInfo, 1, g, u, s.Policy)
+				e.gauge(c.schedInfo, 1, g, u, string(s.Policy))
 			}
 			e.gauge(c.arrEnabled, boolValue(s.ARREnabled), g, u)
 			if s.TimeSlice > 0 {

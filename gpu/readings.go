@@ -1,7 +1,7 @@
 // Package gpu is the hardware model every other part of vgpu_exporter speaks:
 // the raw readings a backend takes from a host (devices, MIG instances, vGPU
 // instances, processes, GPM-style activity counters, clocks, power, events),
-// the Source and Control interfaces a backend implements, an injectable Clock,
+// the Source and actuator interfaces a backend implements, an injectable Clock,
 // and the Sampler that polls a Source and publishes immutable readings.
 //
 // Readings are what the host says, never per-tenant figures: attribution to
@@ -115,9 +115,8 @@ type Device struct {
 	VGPUs     []VGPUInstance
 	Scheduler *VGPUScheduler // vGPU scheduler state; nil when not a vGPU host
 	// ComputeTimeSlice is the compute time-slice level set with
-	// `nvidia-smi compute-policy --set-timeslice` ("default", "short", "medium",
-	// "long"); empty when unknown.
-	ComputeTimeSlice string
+	// `nvidia-smi compute-policy --set-timeslice`; empty when unknown.
+	ComputeTimeSlice TimeSliceLevel
 
 	Processes []Process
 	// Events are XID and other events seen since the previous sample.
@@ -168,8 +167,8 @@ type VGPUInstance struct {
 
 // VGPUScheduler is a vGPU host's scheduler state.
 type VGPUScheduler struct {
-	Policy       string // "best-effort", "equal-share", "fixed-share"
-	ARREnabled   bool   // adaptive round robin
+	Policy       VGPUPolicy
+	ARREnabled   bool // adaptive round robin
 	TimeSlice    time.Duration
 	AvgFactor    uint32
 	Frequency    uint32

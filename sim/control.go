@@ -10,9 +10,19 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 )
 
-var _ gpu.Source = (*Simulator)(nil)
-var _ gpu.Control = (*Simulator)(nil)
-var _ gpu.AppMetricsSource = (*Simulator)(nil)
+// The simulator models every sharing mechanism, so it implements every
+// actuator.
+var (
+	_ gpu.Source                = (*Simulator)(nil)
+	_ gpu.AppMetricsSource      = (*Simulator)(nil)
+	_ gpu.CapabilityLister      = (*Simulator)(nil)
+	_ gpu.MPSActuator           = (*Simulator)(nil)
+	_ gpu.VGPUSchedulerActuator = (*Simulator)(nil)
+	_ gpu.TimeSliceActuator     = (*Simulator)(nil)
+	_ gpu.ClockPowerActuator    = (*Simulator)(nil)
+	_ gpu.MIGActuator           = (*Simulator)(nil)
+	_ gpu.PlacementActuator     = (*Simulator)(nil)
+)
 
 func (s *Simulator) gpuByUUID(uuid string) (*gpuState, error) {
 	for _, g := range s.gpus {
@@ -223,7 +233,7 @@ func (s *Simulator) SetVGPUScheduler(ctx context.Context, uuid string, set gpu.V
 }
 
 // SetComputeTimeSlice sets the compute time-slice level (FACTS.md line 27-28).
-func (s *Simulator) SetComputeTimeSlice(ctx context.Context, uuid string, level string) error {
+func (s *Simulator) SetComputeTimeSlice(ctx context.Context, uuid string, level gpu.TimeSliceLevel) error {
 	g, err := s.lockGPU(ctx, uuid)
 	if err != nil {
 		return err
@@ -392,4 +402,13 @@ func (s *Simulator) MoveProcess(ctx context.Context, pid uint32, toUUID string) 
 		}
 	}
 	return nil
+}
+
+// vgpuPolicyList is vgpuPolicies as text, for messages.
+func vgpuPolicyList() string {
+	names := make([]string, len(vgpuPolicies))
+	for i, p := range vgpuPolicies {
+		names[i] = string(p)
+	}
+	return strings.Join(names, ", ")
 }

@@ -66,7 +66,7 @@ const (
 
 // vgpuPolicies are the vGPU scheduler policies a scenario or
 // SetVGPUScheduler may choose.
-var vgpuPolicies = []string{"best-effort", "equal-share", "fixed-share"}
+var vgpuPolicies = []gpu.VGPUPolicy{gpu.VGPUPolicyBestEffort, gpu.VGPUPolicyEqualShare, gpu.VGPUPolicyFixedShare}
 
 // checkARR fills in the default average factor and frequency and, with
 // ARR on (NVML checks them only then), checks them; it returns what is
@@ -87,7 +87,7 @@ func checkARR(v *VGPUSpec) string {
 	if v.Frequency > arrMaxFrequency {
 		return fmt.Sprintf("adaptive round robin frequency %d Hz outside [1, %d]", v.Frequency, arrMaxFrequency)
 	}
-	if v.Policy != "best-effort" {
+	if v.Policy != gpu.VGPUPolicyBestEffort {
 		return "adaptive round robin needs the best-effort policy"
 	}
 	return ""
@@ -178,7 +178,7 @@ type gpuState struct {
 	drainTo int64 // MIG reconfiguration: nothing runs before this
 	lost    bool  // fallen off the bus: reads as down, nothing runs
 
-	level string // compute time-slice level
+	level gpu.TimeSliceLevel // compute time-slice level
 	slice int64
 
 	// clocks and power
@@ -361,7 +361,7 @@ func (d *domain) runSliced(s *Simulator, t, t1 int64, clockFactor float64) {
 		// Time-slicing and best-effort vGPU are work conserving: an idle
 		// context yields at once. Equal- and fixed-share vGPU hold a VM's
 		// slot for its whole length even when the VM is idle.
-		strict := d.kind == schedVGPU && g.vgpu.Policy != "best-effort"
+		strict := d.kind == schedVGPU && g.vgpu.Policy != gpu.VGPUPolicyBestEffort
 		repick := !curWants || (others > 0 && t >= d.sliceEnd)
 		if d.kind == schedVGPU && t >= d.sliceEnd {
 			repick = true // a new slot (logged) even for a lone VM
@@ -442,7 +442,7 @@ func (d *domain) pick(t int64) (int, int64) {
 		return -1, 0
 	}
 	v := &g.vgpu
-	if v.Policy == "best-effort" && v.ARR && t >= d.arrNext {
+	if v.Policy == gpu.VGPUPolicyBestEffort && v.ARR && t >= d.arrNext {
 		// Adaptive round robin observes the VMs' backlogs at its frequency;
 		// between observations the slices follow the last one.
 		for _, m := range d.members {
@@ -467,7 +467,7 @@ func (d *domain) pick(t int64) (int, int64) {
 		m := d.members[i]
 		slot := int64(v.TimeSlice)
 		switch v.Policy {
-		case "best-effort":
+		case gpu.VGPUPolicyBestEffort:
 			if !m.wants(t) {
 				continue
 			}
@@ -477,17 +477,17 @@ func (d *domain) pick(t int64) (int, int64) {
 				f := 1 + float64(m.arrBacklog)/float64(v.AvgFactor)
 				slot = int64(float64(slot) * f)
 			}
-		case "equal-share":
+		case gpu.VGPUPolicyEqualShare:
 			if !m.alive {
 				continue
 			}
-		case "fixed-share":
+		case gpu.VGPUPolicyFixedShare:
 			slot = int64(v.TimeSlice) * int64(m.spec.VM.Weight)
 		}
 		// Slices stay within [min, max]; only fixed share's weighted slots
 		// (weight x time slice) may go beyond max, weight times at most.
 		hi := int64(v.MaxTimeSlice)
-		if v.Policy == "fixed-share" {
+		if v.Policy == gpu.VGPUPolicyFixedShare {
 			hi *= int64(max(1, m.spec.VM.Weight))
 		}
 		slot = min(max(slot, int64(v.MinTimeSlice)), hi)

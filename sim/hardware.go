@@ -1,5 +1,5 @@
 // Package sim is the GPU-sharing simulator: a backend that implements
-// gpu.Source, gpu.Control and gpu.AppMetricsSource over a model of H100/H200
+// gpu.Source, every gpu actuator and gpu.AppMetricsSource over a model of H100/H200
 // GPUs shared by time-slicing, MPS, MIG or vGPU, with workloads run as a
 // roofline fluid model. It reports the raw readings a real host would give
 // (processes with PIDs and cgroup paths, MIG instances with UUIDs, GPM-like

@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -19,6 +18,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/yamlconf"
 )
 
 // Scenario is a parsed and validated scenario file: the GPUs of one host,
@@ -45,17 +45,17 @@ type Scenario struct {
 
 // GPUSpec is one GPU of a scenario.
 type GPUSpec struct {
-	Model     string        `yaml:"model"`
-	UUID      string        `yaml:"uuid"`
-	Sharing   string        `yaml:"sharing"`
-	TimeSlice string        `yaml:"timeslice"`
-	MIG       []MIGSpec     `yaml:"mig"`
-	MPS       MPSSpec       `yaml:"mps"`
-	VGPU      VGPUSpec      `yaml:"vgpu"`
-	Clocks    ClockSpec     `yaml:"locked_clocks"`
-	PowerLimW float64       `yaml:"power_limit"`
-	Reserved  ByteSize      `yaml:"reserved_memory"`
-	DrainTime time.Duration `yaml:"mig_drain_time"`
+	Model     string             `yaml:"model"`
+	UUID      string             `yaml:"uuid"`
+	Sharing   string             `yaml:"sharing"`
+	TimeSlice gpu.TimeSliceLevel `yaml:"timeslice"`
+	MIG       []MIGSpec          `yaml:"mig"`
+	MPS       MPSSpec            `yaml:"mps"`
+	VGPU      VGPUSpec           `yaml:"vgpu"`
+	Clocks    ClockSpec          `yaml:"locked_clocks"`
+	PowerLimW float64            `yaml:"power_limit"`
+	Reserved  ByteSize           `yaml:"reserved_memory"`
+	DrainTime time.Duration      `yaml:"mig_drain_time"`
 
 	model *gpuModel
 }
@@ -77,13 +77,13 @@ type MPSSpec struct {
 
 // VGPUSpec configures the vGPU scheduler of a GPU.
 type VGPUSpec struct {
-	Policy       string        `yaml:"policy"`
-	ARR          bool          `yaml:"arr"`
-	TimeSlice    time.Duration `yaml:"timeslice"`
-	MinTimeSlice time.Duration `yaml:"min_timeslice"`
-	MaxTimeSlice time.Duration `yaml:"max_timeslice"`
-	AvgFactor    uint32        `yaml:"avg_factor"`
-	Frequency    uint32        `yaml:"frequency"`
+	Policy       gpu.VGPUPolicy `yaml:"policy"`
+	ARR          bool           `yaml:"arr"`
+	TimeSlice    time.Duration  `yaml:"timeslice"`
+	MinTimeSlice time.Duration  `yaml:"min_timeslice"`
+	MaxTimeSlice time.Duration  `yaml:"max_timeslice"`
+	AvgFactor    uint32         `yaml:"avg_factor"`
+	Frequency    uint32         `yaml:"frequency"`
 }
 
 // ClockSpec is a locked SM clock range in MHz.
@@ -208,33 +208,9 @@ type EventSpec struct {
 }
 
 // ByteSize is a size in bytes; in YAML a number of bytes or a string with
-// a unit: "40GiB", "71GB", "512MiB".
-type ByteSize uint64
-
-var sizeRE = regexp.MustCompile(`^\s*([0-9]+(?:\.[0-9]+)?(?:[eE][0-9]+)?)\s*([KMGT]i?B|B)?\s*$`)
-
-// UnmarshalYAML parses a byte size.
-func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("line %d: want a byte size", n.Line)
-	}
-	m := sizeRE.FindStringSubmatch(n.Value)
-	if m == nil {
-		return fmt.Errorf("line %d: bad byte size %q (want e.g. 40GiB, 71GB, 1073741824)", n.Line, n.Value)
-	}
-	v, err := strconv.ParseFloat(m[1], 64)
-	if err != nil {
-		return fmt.Errorf("line %d: bad byte size %q", n.Line, n.Value)
-	}
-	mult := map[string]float64{"": 1, "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
-		"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}[m[2]]
-	v *= mult
-	if v > math.MaxUint64/2 {
-		return fmt.Errorf("line %d: byte size %q too large", n.Line, n.Value)
-	}
-	*b = ByteSize(v)
-	return nil
-}
+// a unit: "40GiB", "71GB", "512MiB" (the syntax of every file, see
+// yamlconf.Size).
+type ByteSize = yamlconf.Size
 
 // fileScenario is the YAML document.
 type fileScenario struct {
@@ -268,27 +244,12 @@ func ParseScenario(name string, data []byte) (*Scenario, error) {
 	return parseScenario(name, data, "")
 }
 
-var yamlLineRE = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
-
-// yamlError rewrites yaml.v3's "line N: msg" errors as "file:N: msg".
+// yamlError names the file in yaml.v3's errors: one "file:line: problem"
+// line for each.
 func yamlError(file string, err error) error {
-	var te *yaml.TypeError
-	if errors.As(err, &te) {
-		msgs := make([]string, 0, len(te.Errors))
-		for _, e := range te.Errors {
-			msgs = append(msgs, fixLine(file, e))
-		}
-		return errors.New(strings.Join(msgs, "\n"))
-	}
-	return errors.New(fixLine(file, err.Error()))
-}
-
-func fixLine(file, msg string) string {
-	msg = strings.TrimPrefix(msg, "yaml: unmarshal errors:\n  ")
-	if m := yamlLineRE.FindStringSubmatch(strings.TrimSpace(msg)); m != nil {
-		return fmt.Sprintf("%s:%s: %s", file, m[1], m[2])
-	}
-	return fmt.Sprintf("%s: %s", file, strings.TrimPrefix(msg, "yaml: "))
+	errs := &yamlconf.Errors{File: file}
+	errs.Add(err)
+	return errs.Err()
 }
 
 // parser carries the YAML tree for locating errors.
@@ -300,44 +261,8 @@ type parser struct {
 // errAt returns "file:line: msg" for the node at path (keys and indexes);
 // it falls back to the deepest node found.
 func (p *parser) errAt(path []any, format string, args ...any) error {
-	line := p.line(path...)
+	line := yamlconf.Line(p.root, path...)
 	return fmt.Errorf("%s:%d: %s", p.file, line, fmt.Sprintf(format, args...))
-}
-
-func (p *parser) line(path ...any) int {
-	n := p.root
-	if n == nil {
-		return 1
-	}
-	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
-		n = n.Content[0]
-	}
-	line := n.Line
-	for _, step := range path {
-		var next *yaml.Node
-		switch s := step.(type) {
-		case string:
-			if n.Kind == yaml.MappingNode {
-				for i := 0; i+1 < len(n.Content); i += 2 {
-					if n.Content[i].Value == s {
-						next = n.Content[i+1]
-						line = n.Content[i].Line
-						break
-					}
-				}
-			}
-		case int:
-			if n.Kind == yaml.SequenceNode && s >= 0 && s < len(n.Content) {
-				next = n.Content[s]
-				line = next.Line
-			}
-		}
-		if next == nil {
-			return line
-		}
-		n = next
-	}
-	return line
 }
 
 func parseScenario(file string, data []byte, path string) (*Scenario, error) {
@@ -379,13 +304,13 @@ func parseScenario(file string, data []byte, path string) (*Scenario, error) {
 	return sc, nil
 }
 
-var timeSliceLevels = map[string]time.Duration{
+var timeSliceLevels = map[gpu.TimeSliceLevel]time.Duration{
 	// FACTS.md line 25-26: default slice 1024 us; line 27-28: the short,
 	// medium and long levels have no published durations (lead 2/10/30 ms).
-	"default": 1024 * time.Microsecond,
-	"short":   2 * time.Millisecond,
-	"medium":  10 * time.Millisecond,
-	"long":    30 * time.Millisecond,
+	gpu.TimeSliceDefault: 1024 * time.Microsecond,
+	gpu.TimeSliceShort:   2 * time.Millisecond,
+	gpu.TimeSliceMedium:  10 * time.Millisecond,
+	gpu.TimeSliceLong:    30 * time.Millisecond,
 }
 
 var hexRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
@@ -419,7 +344,7 @@ func (p *parser) validate(sc *Scenario) error {
 			return p.errAt(at("sharing"), "unknown sharing mode %q (exclusive, time-slice, mps, mig, vgpu)", g.Sharing)
 		}
 		if g.TimeSlice == "" {
-			g.TimeSlice = "default"
+			g.TimeSlice = gpu.TimeSliceDefault
 		}
 		if _, ok := timeSliceLevels[g.TimeSlice]; !ok {
 			return p.errAt(at("timeslice"), "unknown time-slice level %q (default, short, medium, long)", g.TimeSlice)
@@ -469,9 +394,9 @@ func (p *parser) validate(sc *Scenario) error {
 			g.DrainTime = 2 * time.Second
 		}
 		if g.VGPU.Policy == "" {
-			g.VGPU.Policy = "best-effort"
+			g.VGPU.Policy = gpu.VGPUPolicyBestEffort
 		} else if !slices.Contains(vgpuPolicies, g.VGPU.Policy) {
-			return p.errAt(at("vgpu", "policy"), "unknown vGPU scheduler policy %q (%s)", g.VGPU.Policy, strings.Join(vgpuPolicies, ", "))
+			return p.errAt(at("vgpu", "policy"), "unknown vGPU scheduler policy %q (%s)", g.VGPU.Policy, vgpuPolicyList())
 		}
 		if g.VGPU.MinTimeSlice == 0 {
 			g.VGPU.MinTimeSlice = time.Millisecond

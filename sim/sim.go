@@ -28,7 +28,7 @@ type Options struct {
 	Start time.Time
 }
 
-// Simulator runs a scenario. It implements gpu.Source, gpu.Control and
+// Simulator runs a scenario. It implements gpu.Source, every gpu actuator and
 // gpu.AppMetricsSource; all methods are safe for concurrent use.
 type Simulator struct {
 	mu    sync.Mutex

@@ -358,7 +358,7 @@ func TestConcurrentUse(t *testing.T) {
 					}
 					s.Window()
 				case 2:
-					_ = s.SetComputeTimeSlice(ctx, uuid, []string{"default", "short"}[i%2])
+					_ = s.SetComputeTimeSlice(ctx, uuid, []gpu.TimeSliceLevel{gpu.TimeSliceDefault, gpu.TimeSliceShort}[i%2])
 					_ = s.LockClocks(ctx, uuid, gpu.ClockLock{MinMHz: 1980, MaxMHz: 1980})
 					s.Capabilities(uuid)
 				}

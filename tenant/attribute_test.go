@@ -112,7 +112,7 @@ func TestTwoTenantsTimeSliced(t *testing.T) {
 			if chat.MemoryUsedBytes != 16*gib || train.MemoryUsedBytes != 30*gib || un.MemoryUsedBytes != gib {
 				t.Errorf("memory %d %d %d", chat.MemoryUsedBytes, train.MemoryUsedBytes, un.MemoryUsedBytes)
 			}
-			if chat.Processes != 2 || len(chat.PIDs) != 2 || chat.PIDs[0] != 1 || train.Processes != 1 || chat.Class != ClassLatency || train.Class != ClassBatch {
+			if chat.Processes != 2 || len(chat.PIDs) != 2 || chat.PIDs[0] != 1 || train.Processes != 1 || chat.Class != gpu.ClassLatency || train.Class != gpu.ClassBatch {
 				t.Errorf("chat %+v train %+v", chat, train)
 			}
 			// context switches: first sample is the baseline

@@ -55,7 +55,7 @@ type Builder struct {
 type compiledConfig struct {
 	*Config
 	info       []Info
-	class      map[string]string
+	class      map[string]gpu.TenantClass
 	minShare   map[string]float64 // share.min of the tenants that set one above 0
 	needCgroup bool               // some selector needs the cgroup path or the pod
 	needExe    bool
@@ -63,7 +63,7 @@ type compiledConfig struct {
 }
 
 func compile(cfg *Config) *compiledConfig {
-	c := &compiledConfig{Config: cfg, class: map[string]string{}, minShare: map[string]float64{}}
+	c := &compiledConfig{Config: cfg, class: map[string]gpu.TenantClass{}, minShare: map[string]float64{}}
 	for _, t := range cfg.Tenants {
 		c.info = append(c.info, Info{Name: t.Name, Class: t.Class, Priority: t.Priority})
 		c.class[t.Name] = t.Class

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 )
 
 func TestLoadConfigExamples(t *testing.T) {
@@ -32,7 +34,7 @@ func TestParseConfigFields(t *testing.T) {
 		t.Fatalf("file %q tenants %d", cfg.File, len(cfg.Tenants))
 	}
 	chat := cfg.TenantByName("chat")
-	if chat == nil || chat.Class != ClassLatency || chat.Priority != 10 || chat.Line != 3 {
+	if chat == nil || chat.Class != gpu.ClassLatency || chat.Priority != 10 || chat.Line != 3 {
 		t.Fatalf("chat = %+v", chat)
 	}
 	if len(chat.Selectors) != 2 || chat.Selectors[0].Kubernetes.Namespace != "llm" || chat.Selectors[0].Kubernetes.Pod != "chat-*" ||
@@ -49,7 +51,7 @@ func TestParseConfigFields(t *testing.T) {
 	if l == nil || l.URL != "http://10.0.0.5:8000/metrics" || l.Preset != PresetVLLME2E || l.Matchers["model_name"] != "llama" || l.Timeout != 2*time.Second || l.MaxBytes != 4<<20 {
 		t.Errorf("latency source %+v", l)
 	}
-	if train := cfg.TenantByName("train"); train.Class != ClassBatch || train.SLO != nil || train.LatencySource != nil {
+	if train := cfg.TenantByName("train"); train.Class != gpu.ClassBatch || train.SLO != nil || train.LatencySource != nil {
 		t.Errorf("train %+v", train)
 	}
 	if cfg.Defaults.SLOWindow != 5*time.Minute || cfg.Defaults.ScrapeInterval != 15*time.Second {
@@ -225,56 +227,6 @@ func unwrapAll(err error) error {
 			return err
 		}
 		err = u.Unwrap()
-	}
-}
-
-func TestParseSize(t *testing.T) {
-	tests := map[string]int64{"4MiB": 4 << 20, "512KiB": 512 << 10, "1MB": 1e6, "2048": 2048, "1GiB": 1 << 30, "1.5KiB": 1536}
-	for in, want := range tests {
-		got, err := parseSize(in)
-		if err != nil || got != want {
-			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "x", "-1", "4 MiBs"} {
-		if _, err := parseSize(in); err == nil {
-			t.Errorf("parseSize(%q): no error", in)
-		}
-	}
-}
-
-func TestGlob(t *testing.T) {
-	tests := []struct {
-		glob, s string
-		want    bool
-	}{
-		{"chat-*", "chat-7f9c", true},
-		{"chat-*", "search-1", false},
-		{"/kubepods.slice/*pod1234_5678*", "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1234_5678.slice/cri-containerd-ab.scope", true},
-		{"vm-?", "vm-1", true},
-		{"vm-?", "vm-12", false},
-		{"vm-[0-3]", "vm-2", true},
-		{"vm-[!0-3]", "vm-2", false},
-		{"a.b", "axb", false},
-		{"python*", "python3.11", true},
-		{"*", "", true},
-		{"*", "anything/at/all", true},
-		{"a*b*c", "aXXbYYc", true},
-		{"a*b*c", "aXXbYYcd", false},
-		{"a*b*c", "abcabc", true},
-		{"*pod*_*", "/kubepods-pod1_2.slice", true},
-		{"?", "é", true},
-		{"??", "é", false},
-		{"x?z", "xéz", true},
-		{"é*", "éa", true},
-		{"abc", "ab", false},
-		{"ab", "abc", false},
-		{"*a", "bbb", false},
-	}
-	for _, tc := range tests {
-		if got := globMatch(compileGlob(tc.glob), tc.s); got != tc.want {
-			t.Errorf("glob %q on %q = %v, want %v", tc.glob, tc.s, got, tc.want)
-		}
 	}
 }
 

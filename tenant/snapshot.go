@@ -79,7 +79,7 @@ type KubeletStatus = kube.Status
 // Info is a tenant's configured identity.
 type Info struct {
 	Name     string
-	Class    string // "latency", "batch", "best-effort"
+	Class    gpu.TenantClass
 	Priority int
 }
 
@@ -87,7 +87,7 @@ type Info struct {
 // over the sample interval.
 type Usage struct {
 	Tenant string
-	Class  string
+	Class  gpu.TenantClass
 	GPU    int    // device index
 	UUID   string // device UUID
 	// GPUInstance is the MIG GPU instance ID as a string; "" when the usage

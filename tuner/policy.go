@@ -1,10 +1,11 @@
 // Package tuner holds the observe -> decide -> act loop's policies: what the
 // settings of a shared GPU should be, given the latest tenant snapshot.
 //
-// A Policy is called with every snapshot and acts through a gpu.Control, so
-// the same policy runs against real hosts (NVML) and against the simulator
-// (vgpusim). Every decision a policy makes is returned as a Decision, applied
-// or not, with the reason, for logs, metrics and reports.
+// A Policy is called with every snapshot and acts through the Actuators a
+// host's backends implement, so the same policy runs against real hosts and
+// against the simulator (vgpusim). Every decision a policy makes is returned
+// as a Decision, applied or not, with the reason, for logs, metrics and
+// reports.
 package tuner
 
 import (
@@ -23,11 +24,11 @@ type Policy interface {
 	// Name is the policy's registered name ("static-equal", ...).
 	Name() string
 	// Init is called once with the first readings; it may apply initial
-	// settings through ctl.
-	Init(ctx context.Context, ctl gpu.Control, snap *tenant.Snapshot) error
+	// settings through act.
+	Init(ctx context.Context, act Actuators, snap *tenant.Snapshot) error
 	// Observe is called on every tuner tick with the latest snapshot; it may
-	// act through ctl and returns the decisions it made (for logs/reports).
-	Observe(ctx context.Context, ctl gpu.Control, snap *tenant.Snapshot) ([]Decision, error)
+	// act through act and returns the decisions it made (for logs/reports).
+	Observe(ctx context.Context, act Actuators, snap *tenant.Snapshot) ([]Decision, error)
 }
 
 // Decision is one setting a policy chose for one GPU (and tenant, where the
@@ -61,7 +62,7 @@ func (d Decision) String() string {
 // policies maps a registered name to its constructor.
 var policies = map[string]func() Policy{
 	StaticEqualName: func() Policy { return NewStaticEqual() },
-	BestEffortName:  func() Policy { return NewBestEffort() },
+	UncappedName:    func() Policy { return NewUncapped() },
 	NoneName:        func() Policy { return None{} },
 }
 
@@ -76,10 +77,10 @@ type None struct{}
 func (None) Name() string { return NoneName }
 
 // Init does nothing.
-func (None) Init(context.Context, gpu.Control, *tenant.Snapshot) error { return nil }
+func (None) Init(context.Context, Actuators, *tenant.Snapshot) error { return nil }
 
 // Observe does nothing.
-func (None) Observe(ctx context.Context, _ gpu.Control, _ *tenant.Snapshot) ([]Decision, error) {
+func (None) Observe(ctx context.Context, _ Actuators, _ *tenant.Snapshot) ([]Decision, error) {
 	return nil, ctx.Err()
 }
 

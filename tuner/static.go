@@ -13,10 +13,13 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
-// Names of the baseline policies.
+// Names of the baseline policies. The uncapped baseline keeps the name
+// "best-effort" its users know it by (no caps: every tenant takes what it
+// can get); it is not a tenant class nor the vGPU best-effort scheduler,
+// though it selects the latter.
 const (
 	StaticEqualName = "static-equal"
-	BestEffortName  = "best-effort"
+	UncappedName    = "best-effort"
 )
 
 // DefaultRetryAfter is how long (on the snapshot clock) a baseline policy
@@ -34,10 +37,12 @@ const fractionEpsilon = 0.005
 //
 //   - MPS GPUs: static-equal gives each tenant 1/n of the active threads
 //     (split evenly among the tenant's clients), as the Kubernetes device
-//     plugin does with 100/replicas; best-effort gives every client 100%.
+//     plugin does with 100/replicas; best-effort (uncapped) gives every
+//     client 100%.
 //     A change is applied with SetMPSActiveThreads followed by RestartClient,
 //     because MPS applies the percentage to new contexts only.
-//   - vGPU GPUs: equal-share scheduler (static-equal) or best-effort.
+//   - vGPU GPUs: the equal-share (static-equal) or best-effort (uncapped)
+//     vGPU scheduler.
 //   - time-sliced GPUs: the default compute time slice (both).
 //   - MIG and exclusive GPUs, clocks and power: left alone.
 type Baseline struct {
@@ -70,8 +75,8 @@ type attempt struct {
 // NewStaticEqual returns the static-equal baseline.
 func NewStaticEqual() *Baseline { return newBaseline(StaticEqualName, true) }
 
-// NewBestEffort returns the best-effort baseline.
-func NewBestEffort() *Baseline { return newBaseline(BestEffortName, false) }
+// NewUncapped returns the uncapped baseline (named "best-effort").
+func NewUncapped() *Baseline { return newBaseline(UncappedName, false) }
 
 func newBaseline(name string, equal bool) *Baseline {
 	return &Baseline{name: name, equal: equal, RetryAfter: DefaultRetryAfter, attempted: map[attemptKey]attempt{}}
@@ -82,8 +87,8 @@ func (b *Baseline) Name() string { return b.name }
 
 // Init applies the baseline's settings to the first snapshot. Refusals are
 // not errors: they are retried (busy) or dropped (not supported) by Observe.
-func (b *Baseline) Init(ctx context.Context, ctl gpu.Control, snap *tenant.Snapshot) error {
-	d, err := b.observe(ctx, ctl, snap)
+func (b *Baseline) Init(ctx context.Context, act Actuators, snap *tenant.Snapshot) error {
+	d, err := b.observe(ctx, act, snap)
 	b.initial = append(b.initial, d...)
 	return err
 }
@@ -91,8 +96,8 @@ func (b *Baseline) Init(ctx context.Context, ctl gpu.Control, snap *tenant.Snaps
 // Observe brings every GPU of the snapshot to the baseline's settings and
 // returns what it changed or tried to change. It returns an error only when
 // ctx is done.
-func (b *Baseline) Observe(ctx context.Context, ctl gpu.Control, snap *tenant.Snapshot) ([]Decision, error) {
-	out, err := b.observe(ctx, ctl, snap)
+func (b *Baseline) Observe(ctx context.Context, act Actuators, snap *tenant.Snapshot) ([]Decision, error) {
+	out, err := b.observe(ctx, act, snap)
 	if len(b.initial) > 0 {
 		out = append(b.initial, out...)
 		b.initial = nil
@@ -100,7 +105,7 @@ func (b *Baseline) Observe(ctx context.Context, ctl gpu.Control, snap *tenant.Sn
 	return out, err
 }
 
-func (b *Baseline) observe(ctx context.Context, ctl gpu.Control, snap *tenant.Snapshot) ([]Decision, error) {
+func (b *Baseline) observe(ctx context.Context, act Actuators, snap *tenant.Snapshot) ([]Decision, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -119,11 +124,11 @@ func (b *Baseline) observe(ctx context.Context, ctl gpu.Control, snap *tenant.Sn
 		}
 		switch d.Mode {
 		case gpu.SharingMPS:
-			out = append(out, b.mps(ctx, ctl, snap, d, now)...)
+			out = append(out, b.mps(ctx, act.MPS, snap, d, now)...)
 		case gpu.SharingVGPU:
-			out = append(out, b.vgpu(ctx, ctl, d, now)...)
+			out = append(out, b.vgpu(ctx, act.VGPUScheduler, d, now)...)
 		case gpu.SharingTimeSlice:
-			out = append(out, b.timeSlice(ctx, ctl, d, now)...)
+			out = append(out, b.timeSlice(ctx, act.TimeSlice, d, now)...)
 		}
 	}
 	return out, ctx.Err()
@@ -166,7 +171,7 @@ func mpsClients(snap *tenant.Snapshot, d *gpu.Device) (clients []client, perTena
 	return clients, perTenant
 }
 
-func (b *Baseline) mps(ctx context.Context, ctl gpu.Control, snap *tenant.Snapshot, d *gpu.Device, now time.Time) []Decision {
+func (b *Baseline) mps(ctx context.Context, ctl MPSClients, snap *tenant.Snapshot, d *gpu.Device, now time.Time) []Decision {
 	clients, perTenant := mpsClients(snap, d)
 	var out []Decision
 	for _, c := range clients {
@@ -189,7 +194,10 @@ func (b *Baseline) mps(ctx context.Context, ctl gpu.Control, snap *tenant.Snapsh
 		if c.current != nil {
 			from = percent(*c.current)
 		}
-		err := ctl.SetMPSActiveThreads(ctx, d.UUID, c.pid, target)
+		err := notSupported(gpu.KnobMPSActiveThreads)
+		if ctl != nil {
+			err = ctl.SetMPSActiveThreads(ctx, d.UUID, c.pid, target)
+		}
 		if err == nil {
 			err = ctl.RestartClient(ctx, d.UUID, c.pid)
 			if err != nil {
@@ -204,11 +212,11 @@ func (b *Baseline) mps(ctx context.Context, ctl gpu.Control, snap *tenant.Snapsh
 	return out
 }
 
-func (b *Baseline) vgpu(ctx context.Context, ctl gpu.Control, d *gpu.Device, now time.Time) []Decision {
-	want := gpu.VGPUSchedulerSetting{Policy: "best-effort"}
+func (b *Baseline) vgpu(ctx context.Context, ctl gpu.VGPUSchedulerActuator, d *gpu.Device, now time.Time) []Decision {
+	want := gpu.VGPUSchedulerSetting{Policy: gpu.VGPUPolicyBestEffort}
 	reason := "best-effort: vGPU scheduler default"
 	if b.equal {
-		want.Policy = "equal-share"
+		want.Policy = gpu.VGPUPolicyEqualShare
 		reason = "static-equal: equal-share vGPU scheduler"
 	}
 	from := ""
@@ -216,30 +224,36 @@ func (b *Baseline) vgpu(ctx context.Context, ctl gpu.Control, d *gpu.Device, now
 		if d.Scheduler.Policy == want.Policy && !d.Scheduler.ARREnabled && (d.Scheduler.TimeSlice == 0 || want.TimeSlice == 0) {
 			return nil
 		}
-		from = d.Scheduler.Policy
+		from = string(d.Scheduler.Policy)
 	}
-	key := attemptKey{uuid: d.UUID, knob: gpu.KnobVGPUScheduler, value: want.Policy}
+	key := attemptKey{uuid: d.UUID, knob: gpu.KnobVGPUScheduler, value: string(want.Policy)}
 	if !b.due(key, now) {
 		return nil
 	}
-	err := ctl.SetVGPUScheduler(ctx, d.UUID, want)
+	err := notSupported(gpu.KnobVGPUScheduler)
+	if ctl != nil {
+		err = ctl.SetVGPUScheduler(ctx, d.UUID, want)
+	}
 	return []Decision{b.record(key, now, Decision{
-		Time: now, GPU: d.UUID, Knob: gpu.KnobVGPUScheduler, From: from, To: want.Policy, Reason: reason,
+		Time: now, GPU: d.UUID, Knob: gpu.KnobVGPUScheduler, From: from, To: string(want.Policy), Reason: reason,
 	}, err)}
 }
 
-func (b *Baseline) timeSlice(ctx context.Context, ctl gpu.Control, d *gpu.Device, now time.Time) []Decision {
-	const want = "default"
+func (b *Baseline) timeSlice(ctx context.Context, ctl gpu.TimeSliceActuator, d *gpu.Device, now time.Time) []Decision {
+	const want = gpu.TimeSliceDefault
 	if d.ComputeTimeSlice == want {
 		return nil
 	}
-	key := attemptKey{uuid: d.UUID, knob: gpu.KnobComputeTimeSlice, value: want}
+	key := attemptKey{uuid: d.UUID, knob: gpu.KnobComputeTimeSlice, value: string(want)}
 	if !b.due(key, now) {
 		return nil
 	}
-	err := ctl.SetComputeTimeSlice(ctx, d.UUID, want)
+	err := notSupported(gpu.KnobComputeTimeSlice)
+	if ctl != nil {
+		err = ctl.SetComputeTimeSlice(ctx, d.UUID, want)
+	}
 	return []Decision{b.record(key, now, Decision{
-		Time: now, GPU: d.UUID, Knob: gpu.KnobComputeTimeSlice, From: d.ComputeTimeSlice, To: want,
+		Time: now, GPU: d.UUID, Knob: gpu.KnobComputeTimeSlice, From: string(d.ComputeTimeSlice), To: string(want),
 		Reason: b.name + ": default compute time slice",
 	}, err)}
 }

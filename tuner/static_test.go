@@ -13,7 +13,7 @@ import (
 )
 
 // fakeControl records the calls a policy makes and answers with the errors
-// configured per method.
+// configured per method. It has the actuators the baselines use.
 type fakeControl struct {
 	calls []string
 	errs  map[string]error // method name -> error
@@ -24,39 +24,17 @@ func (f *fakeControl) do(method, args string) error {
 	return f.errs[method]
 }
 
-func (f *fakeControl) Capabilities(string) []gpu.Knob { return nil }
 func (f *fakeControl) SetMPSActiveThreads(_ context.Context, uuid string, pid uint32, fr float64) error {
 	return f.do("SetMPSActiveThreads", fmt.Sprintf("%s,%d,%.4f", uuid, pid, fr))
-}
-func (f *fakeControl) SetMPSDefaultActiveThreads(_ context.Context, uuid string, fr float64) error {
-	return f.do("SetMPSDefaultActiveThreads", fmt.Sprintf("%s,%.4f", uuid, fr))
-}
-func (f *fakeControl) SetMPSPinnedMemoryLimit(_ context.Context, uuid string, pid uint32, b uint64) error {
-	return f.do("SetMPSPinnedMemoryLimit", fmt.Sprintf("%s,%d,%d", uuid, pid, b))
 }
 func (f *fakeControl) RestartClient(_ context.Context, uuid string, pid uint32) error {
 	return f.do("RestartClient", fmt.Sprintf("%s,%d", uuid, pid))
 }
 func (f *fakeControl) SetVGPUScheduler(_ context.Context, uuid string, s gpu.VGPUSchedulerSetting) error {
-	return f.do("SetVGPUScheduler", uuid+","+s.Policy)
+	return f.do("SetVGPUScheduler", uuid+","+string(s.Policy))
 }
-func (f *fakeControl) SetComputeTimeSlice(_ context.Context, uuid, level string) error {
-	return f.do("SetComputeTimeSlice", uuid+","+level)
-}
-func (f *fakeControl) LockClocks(_ context.Context, uuid string, l gpu.ClockLock) error {
-	return f.do("LockClocks", fmt.Sprintf("%s,%d,%d", uuid, l.MinMHz, l.MaxMHz))
-}
-func (f *fakeControl) LockMemoryClocks(_ context.Context, uuid string, l gpu.ClockLock) error {
-	return f.do("LockMemoryClocks", fmt.Sprintf("%s,%d,%d", uuid, l.MinMHz, l.MaxMHz))
-}
-func (f *fakeControl) SetPowerLimit(_ context.Context, uuid string, w float64) error {
-	return f.do("SetPowerLimit", fmt.Sprintf("%s,%g", uuid, w))
-}
-func (f *fakeControl) ConfigureMIG(_ context.Context, uuid string, p []string) error {
-	return f.do("ConfigureMIG", uuid+","+strings.Join(p, "+"))
-}
-func (f *fakeControl) MoveProcess(_ context.Context, pid uint32, to string) error {
-	return f.do("MoveProcess", fmt.Sprintf("%d,%s", pid, to))
+func (f *fakeControl) SetComputeTimeSlice(_ context.Context, uuid string, level gpu.TimeSliceLevel) error {
+	return f.do("SetComputeTimeSlice", uuid+","+string(level))
 }
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -129,7 +107,7 @@ func TestBaselines(t *testing.T) {
 		},
 		{
 			name:      "best-effort restores 100%",
-			policy:    BestEffortName,
+			policy:    UncappedName,
 			devs:      []gpu.Device{mpsDev(mpsProc(10, gpu.Float(0.5)), mpsProc(11, gpu.Float(1)))},
 			wantCalls: []string{"SetMPSActiveThreads(GPU-a,10,1.0000)", "RestartClient(GPU-a,10)"},
 			wantDec:   []string{"pid 10 mps_active_threads 50%->100% true"},
@@ -153,13 +131,13 @@ func TestBaselines(t *testing.T) {
 		},
 		{
 			name:   "vgpu best effort already",
-			policy: BestEffortName,
+			policy: UncappedName,
 			devs: []gpu.Device{{UUID: "GPU-v", Up: true, Mode: gpu.SharingVGPU,
 				Scheduler: &gpu.VGPUScheduler{Policy: "best-effort"}}},
 		},
 		{
 			name:      "time slice back to default, not supported",
-			policy:    BestEffortName,
+			policy:    UncappedName,
 			devs:      []gpu.Device{{UUID: "GPU-t", Up: true, Mode: gpu.SharingTimeSlice, ComputeTimeSlice: "long"}},
 			errs:      map[string]error{"SetComputeTimeSlice": unsupported},
 			wantCalls: []string{"SetComputeTimeSlice(GPU-t,default)"},
@@ -182,7 +160,7 @@ func TestBaselines(t *testing.T) {
 				t.Fatal(err)
 			}
 			ctl := &fakeControl{errs: tc.errs}
-			decs, err := p.Observe(context.Background(), ctl, snapshot(t0, tc.devs, tc.usage))
+			decs, err := p.Observe(context.Background(), ActuatorsOf(ctl), snapshot(t0, tc.devs, tc.usage))
 			if err != nil {
 				t.Fatalf("Observe: %v", err)
 			}
@@ -232,12 +210,12 @@ func TestBaselineRetries(t *testing.T) {
 			p := NewStaticEqual()
 			ctl := &fakeControl{errs: tc.errs}
 			ctx := context.Background()
-			if err := p.Init(ctx, ctl, snapshot(t0, tc.devs, nil)); err != nil {
+			if err := p.Init(ctx, ActuatorsOf(ctl), snapshot(t0, tc.devs, nil)); err != nil {
 				t.Fatal(err)
 			}
 			got := []int{len(ctl.calls)}
 			for _, at := range []time.Duration{10 * time.Second, p.RetryAfter + time.Second} {
-				if _, err := p.Observe(ctx, ctl, snapshot(t0.Add(at), tc.devs, nil)); err != nil {
+				if _, err := p.Observe(ctx, ActuatorsOf(ctl), snapshot(t0.Add(at), tc.devs, nil)); err != nil {
 					t.Fatal(err)
 				}
 				got = append(got, len(ctl.calls))
@@ -250,7 +228,7 @@ func TestBaselineRetries(t *testing.T) {
 }
 
 func TestNewPolicy(t *testing.T) {
-	for _, name := range []string{StaticEqualName, BestEffortName, NoneName} {
+	for _, name := range []string{StaticEqualName, UncappedName, NoneName} {
 		p, err := NewPolicy(name)
 		if err != nil || p.Name() != name {
 			t.Errorf("NewPolicy(%q) = %v, %v", name, p, err)
@@ -263,13 +241,13 @@ func TestNewPolicy(t *testing.T) {
 }
 
 func TestObserveNilAndCancelled(t *testing.T) {
-	p := NewBestEffort()
-	if d, err := p.Observe(context.Background(), &fakeControl{}, nil); d != nil || err != nil {
+	p := NewUncapped()
+	if d, err := p.Observe(context.Background(), ActuatorsOf(&fakeControl{}), nil); d != nil || err != nil {
 		t.Errorf("nil snapshot: %v, %v", d, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := p.Observe(ctx, &fakeControl{}, snapshot(t0, nil, nil)); err == nil {
+	if _, err := p.Observe(ctx, ActuatorsOf(&fakeControl{}), snapshot(t0, nil, nil)); err == nil {
 		t.Error("cancelled context: want an error")
 	}
 }
@@ -277,18 +255,18 @@ func TestObserveNilAndCancelled(t *testing.T) {
 // Decisions made in Init are returned by the first Observe, once.
 func TestInitDecisionsReported(t *testing.T) {
 	devs := []gpu.Device{{UUID: "GPU-t", Up: true, Mode: gpu.SharingTimeSlice, ComputeTimeSlice: "long"}}
-	p := NewBestEffort()
+	p := NewUncapped()
 	ctl := &fakeControl{}
 	ctx := context.Background()
-	if err := p.Init(ctx, ctl, snapshot(t0, devs, nil)); err != nil {
+	if err := p.Init(ctx, ActuatorsOf(ctl), snapshot(t0, devs, nil)); err != nil {
 		t.Fatal(err)
 	}
 	devs[0].ComputeTimeSlice = "default"
-	first, err := p.Observe(ctx, ctl, snapshot(t0.Add(time.Second), devs, nil))
+	first, err := p.Observe(ctx, ActuatorsOf(ctl), snapshot(t0.Add(time.Second), devs, nil))
 	if err != nil || len(first) != 1 || !first[0].Time.Equal(t0) || first[0].To != "default" {
 		t.Fatalf("first Observe = %v, %v; want the Init decision at t0", first, err)
 	}
-	if again, _ := p.Observe(ctx, ctl, snapshot(t0.Add(2*time.Second), devs, nil)); len(again) != 0 {
+	if again, _ := p.Observe(ctx, ActuatorsOf(ctl), snapshot(t0.Add(2*time.Second), devs, nil)); len(again) != 0 {
 		t.Errorf("second Observe repeated decisions: %v", again)
 	}
 }
@@ -297,10 +275,10 @@ func TestNonePolicy(t *testing.T) {
 	p, _ := NewPolicy(NoneName)
 	ctl := &fakeControl{}
 	devs := []gpu.Device{{UUID: "GPU-t", Up: true, Mode: gpu.SharingTimeSlice, ComputeTimeSlice: "long"}}
-	if err := p.Init(context.Background(), ctl, snapshot(t0, devs, nil)); err != nil {
+	if err := p.Init(context.Background(), ActuatorsOf(ctl), snapshot(t0, devs, nil)); err != nil {
 		t.Fatal(err)
 	}
-	d, err := p.Observe(context.Background(), ctl, snapshot(t0, devs, nil))
+	d, err := p.Observe(context.Background(), ActuatorsOf(ctl), snapshot(t0, devs, nil))
 	if err != nil || len(d) != 0 || len(ctl.calls) != 0 {
 		t.Errorf("none acted: %v %v %v", d, err, ctl.calls)
 	}

@@ -86,7 +86,8 @@ func simulate(ctx context.Context, cfg runConfig) (*result, error) {
 	if err := sampler.SampleOnce(ctx); err != nil {
 		return nil, fmt.Errorf("sample at start: %w", err)
 	}
-	if err := pol.Init(ctx, s, snaps.build(ctx, sampler)); err != nil {
+	act := tuner.ActuatorsOf(s)
+	if err := pol.Init(ctx, act, snaps.build(ctx, sampler)); err != nil {
 		return nil, fmt.Errorf("policy %s: init: %w", pol.Name(), err)
 	}
 	s.Window() // discard anything before the first step
@@ -103,7 +104,7 @@ func simulate(ctx context.Context, cfg runConfig) (*result, error) {
 		if err := sampler.SampleOnce(ctx); err != nil {
 			return nil, fmt.Errorf("sample at %v: %w", at.Sub(start), err)
 		}
-		decs, err := pol.Observe(ctx, s, snaps.build(ctx, sampler))
+		decs, err := pol.Observe(ctx, act, snaps.build(ctx, sampler))
 		if err != nil {
 			return nil, fmt.Errorf("policy %s at %v: %w", pol.Name(), at.Sub(start), err)
 		}

@@ -105,7 +105,7 @@ func (s *Source) ScrapeErrorsTotal() uint64 { return s.scrapeErrors.Load() }
 // Up reports whether the last scrape of dcgm-exporter succeeded.
 func (s *Source) Up() bool { return s.up.Load() }
 
-// Inner returns the wrapped source, e.g. to reach its gpu.Control.
+// Inner returns the wrapped source, e.g. to reach its actuators.
 func (s *Source) Inner() gpu.Source { return s.inner }
 
 // Close closes the inner source.

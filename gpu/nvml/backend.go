@@ -1,4 +1,4 @@
-// Package nvml is the gpu.Source and gpu.Control of a real host, over NVIDIA's
+// Package nvml is the gpu.Source and the NVML actuators of a real host, over NVIDIA's
 // management library through github.com/NVIDIA/go-nvml (cgo; libnvidia-ml.so.1
 // is opened at run time, so the package builds without a driver).
 //
@@ -35,7 +35,9 @@ type Options struct {
 }
 
 // Backend reads and controls the GPUs of this host through NVML. It
-// implements gpu.Source (Name "nvml") and gpu.Control.
+// implements gpu.Source (Name "nvml"), gpu.CapabilityLister and the NVML
+// actuators: gpu.VGPUSchedulerActuator, gpu.ClockPowerActuator and
+// gpu.MIGActuator.
 type Backend struct {
 	lib    nvml.Interface
 	clock  gpu.Clock
@@ -57,8 +59,11 @@ type Backend struct {
 }
 
 var (
-	_ gpu.Source  = (*Backend)(nil)
-	_ gpu.Control = (*Backend)(nil)
+	_ gpu.Source                = (*Backend)(nil)
+	_ gpu.CapabilityLister      = (*Backend)(nil)
+	_ gpu.VGPUSchedulerActuator = (*Backend)(nil)
+	_ gpu.ClockPowerActuator    = (*Backend)(nil)
+	_ gpu.MIGActuator           = (*Backend)(nil)
 )
 
 // devState is what the backend keeps between samples for one GPU.

@@ -15,7 +15,10 @@ import (
 
 // Capabilities lists the knobs NVML can turn on the GPU with this UUID. MPS
 // active threads, pinned memory, the compute time-slice level and process
-// placement are never listed: NVML has no call for them.
+// placement are never listed: NVML has no call for them (they belong to the
+// MPS control daemon, `nvidia-smi compute-policy` and the orchestrator), and
+// the Backend implements none of gpu.MPSActuator, gpu.TimeSliceActuator and
+// gpu.PlacementActuator.
 func (b *Backend) Capabilities(uuid string) []gpu.Knob {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -50,39 +53,6 @@ func (b *Backend) Capabilities(uuid string) []gpu.Knob {
 		}
 	}
 	return knobs
-}
-
-// SetMPSActiveThreads is not an NVML call.
-func (b *Backend) SetMPSActiveThreads(ctx context.Context, uuid string, pid uint32, fraction float64) error {
-	return errNotSupportedf("MPS active-thread percentages are set through the MPS control daemon "+
-		"(nvidia-cuda-mps-control: set_active_thread_percentage %d <pct>), not NVML", pid)
-}
-
-// SetMPSDefaultActiveThreads is not an NVML call.
-func (b *Backend) SetMPSDefaultActiveThreads(ctx context.Context, uuid string, fraction float64) error {
-	return errNotSupportedf("the default MPS active-thread percentage is set through the MPS control daemon " +
-		"(nvidia-cuda-mps-control: set_default_active_thread_percentage <pct>), not NVML")
-}
-
-// SetMPSPinnedMemoryLimit is not an NVML call.
-func (b *Backend) SetMPSPinnedMemoryLimit(ctx context.Context, uuid string, pid uint32, bytes uint64) error {
-	return errNotSupportedf("MPS pinned memory limits are set through the MPS control daemon " +
-		"(nvidia-cuda-mps-control: set_device_pinned_mem_limit), not NVML")
-}
-
-// RestartClient is not an NVML call.
-func (b *Backend) RestartClient(ctx context.Context, uuid string, pid uint32) error {
-	return errNotSupportedf("restarting an MPS client needs a restart hook of the workload's orchestrator, not NVML")
-}
-
-// SetComputeTimeSlice is not an NVML call.
-func (b *Backend) SetComputeTimeSlice(ctx context.Context, uuid string, level string) error {
-	return errNotSupportedf("the compute time-slice level is set with `nvidia-smi compute-policy --set-timeslice`, not NVML")
-}
-
-// MoveProcess is not an NVML call.
-func (b *Backend) MoveProcess(ctx context.Context, pid uint32, toUUID string) error {
-	return errNotSupportedf("moving a workload to another GPU needs a placement hook (the orchestrator reschedules it), not NVML")
 }
 
 // lockedDevice returns the GPU with this UUID for a control call; the

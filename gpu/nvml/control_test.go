@@ -17,30 +17,38 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 )
 
-func TestNotSupportedKnobs(t *testing.T) {
+// NVML has no call for MPS, the compute time-slice level or placement: the
+// Backend does not offer those actuators at all (they belong to the MPS
+// control daemon, nvidia-smi and the orchestrator), and its capability lists
+// never name their knobs.
+func TestNoNonNVMLActuators(t *testing.T) {
 	f := newFixture(t, dgxh100.New())
-	b := f.backend()
-	uuid := f.devs[0].UUID
-	ctx := context.Background()
+	var b any = f.backend()
 	for _, tc := range []struct {
 		name string
-		call func() error
-		want string
+		ok   bool
 	}{
-		{"mps threads", func() error { return b.SetMPSActiveThreads(ctx, uuid, 1, 0.5) }, "MPS control daemon"},
-		{"mps default", func() error { return b.SetMPSDefaultActiveThreads(ctx, uuid, 0.5) }, "MPS control daemon"},
-		{"mps pinned", func() error { return b.SetMPSPinnedMemoryLimit(ctx, uuid, 1, 1<<30) }, "MPS control daemon"},
-		{"restart", func() error { return b.RestartClient(ctx, uuid, 1) }, "restart hook"},
-		{"timeslice", func() error { return b.SetComputeTimeSlice(ctx, uuid, "long") }, "nvidia-smi compute-policy"},
-		{"move", func() error { return b.MoveProcess(ctx, 1, uuid) }, "placement hook"},
+		{"gpu.MPSActuator", is[gpu.MPSActuator](b)},
+		{"gpu.TimeSliceActuator", is[gpu.TimeSliceActuator](b)},
+		{"gpu.PlacementActuator", is[gpu.PlacementActuator](b)},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			err := tc.call()
-			if !errors.Is(err, gpu.ErrNotSupported) || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("err = %v, want ErrNotSupported naming %q", err, tc.want)
-			}
-		})
+		if tc.ok {
+			t.Errorf("the NVML backend implements %s", tc.name)
+		}
 	}
+	for _, d := range f.devs {
+		for _, k := range b.(gpu.CapabilityLister).Capabilities(d.UUID) {
+			switch k {
+			case gpu.KnobMPSActiveThreads, gpu.KnobMPSPinnedMemory, gpu.KnobComputeTimeSlice, gpu.KnobPlacement:
+				t.Errorf("GPU %s lists %s", d.UUID, k)
+			}
+		}
+	}
+}
+
+func is[T any](v any) bool {
+	_, ok := v.(T)
+	return ok
 }
 
 func TestLockClocks(t *testing.T) {

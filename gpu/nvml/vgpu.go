@@ -252,25 +252,25 @@ func clampInt64(v uint64) int64 {
 	return int64(v)
 }
 
-func policyName(p uint32) string {
+func policyName(p uint32) gpu.VGPUPolicy {
 	switch p {
 	case nvml.VGPU_SCHEDULER_POLICY_BEST_EFFORT:
-		return "best-effort"
+		return gpu.VGPUPolicyBestEffort
 	case nvml.VGPU_SCHEDULER_POLICY_EQUAL_SHARE:
-		return "equal-share"
+		return gpu.VGPUPolicyEqualShare
 	case nvml.VGPU_SCHEDULER_POLICY_FIXED_SHARE:
-		return "fixed-share"
+		return gpu.VGPUPolicyFixedShare
 	}
 	return "unknown"
 }
 
-func policyID(name string) (uint32, bool) {
+func policyID(name gpu.VGPUPolicy) (uint32, bool) {
 	switch name {
-	case "best-effort":
+	case gpu.VGPUPolicyBestEffort:
 		return nvml.VGPU_SCHEDULER_POLICY_BEST_EFFORT, true
-	case "equal-share":
+	case gpu.VGPUPolicyEqualShare:
 		return nvml.VGPU_SCHEDULER_POLICY_EQUAL_SHARE, true
-	case "fixed-share":
+	case gpu.VGPUPolicyFixedShare:
 		return nvml.VGPU_SCHEDULER_POLICY_FIXED_SHARE, true
 	}
 	return 0, false

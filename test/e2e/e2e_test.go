@@ -334,6 +334,12 @@ func (p *process) logs() string {
 // of procs has exited.
 func poll(t *testing.T, what string, f func() error, procs ...*process) {
 	t.Helper()
+	pollFor(t, waitFor, what, f, procs...)
+}
+
+// pollFor is poll with its own bound.
+func pollFor(t *testing.T, waitFor time.Duration, what string, f func() error, procs ...*process) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
 	var err error

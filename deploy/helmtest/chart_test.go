@@ -1,0 +1,620 @@
+// Package helmtest renders the vgpu-exporter Helm chart with Helm's own
+// library and decodes every manifest strictly into the Kubernetes and
+// Prometheus Operator API types.
+package helmtest
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8syaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	"github.com/vgpu-exporter/vgpu_exporter/deploy/internal/repo"
+)
+
+const namespace = "monitoring"
+
+func chartDir() string { return filepath.Join(repo.Root(), "deploy", "helm", "vgpu-exporter") }
+
+func loadChart(t *testing.T) *chart.Chart {
+	t.Helper()
+	c, err := loader.LoadDir(chartDir())
+	if err != nil {
+		t.Fatalf("loading the chart: %v", err)
+	}
+	return c
+}
+
+// render renders the chart as `helm install` would, schema validation
+// included, with templates that refer to a missing value failing.
+func render(c *chart.Chart, vals map[string]any) (map[string]string, error) {
+	rv, err := chartutil.ToRenderValues(c, vals, chartutil.ReleaseOptions{
+		Name: "vgpu-exporter", Namespace: namespace, Revision: 1, IsInstall: true,
+	}, chartutil.DefaultCapabilities)
+	if err != nil {
+		return nil, err
+	}
+	return engine.Engine{Strict: true}.Render(c, rv)
+}
+
+// manifests is what a rendering produced, decoded.
+type manifests struct {
+	daemonSet       *appsv1.DaemonSet
+	services        []*corev1.Service
+	serviceAccounts []*corev1.ServiceAccount
+	configMaps      []*corev1.ConfigMap
+	clusterRoles    []*rbacv1.ClusterRole
+	bindings        []*rbacv1.ClusterRoleBinding
+	serviceMonitors []*monitoringv1.ServiceMonitor
+	rules           []*monitoringv1.PrometheusRule
+}
+
+// strict decodes one manifest into out; a field out's type does not have is
+// an error.
+func strict[T any](name string, doc []byte, out *T) (*T, error) {
+	if err := yaml.UnmarshalStrict(doc, out); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return out, nil
+}
+
+// decode splits every rendered template into documents and decodes each
+// strictly into the API type of its kind.
+func decode(rendered map[string]string) (*manifests, error) {
+	m := &manifests{}
+	names := make([]string, 0, len(rendered))
+	for name := range rendered {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if strings.HasSuffix(name, "NOTES.txt") {
+			continue
+		}
+		r := k8syaml.NewYAMLReader(bufio.NewReader(strings.NewReader(rendered[name])))
+		for {
+			doc, err := r.Read()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", name, err)
+			}
+			if len(bytes.TrimSpace(stripComments(doc))) == 0 {
+				continue
+			}
+			var tm metav1.TypeMeta
+			if err := yaml.Unmarshal(doc, &tm); err != nil {
+				return nil, fmt.Errorf("%s: %w", name, err)
+			}
+			if err := m.add(name, tm, doc); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if m.daemonSet == nil {
+		return nil, errors.New("no DaemonSet rendered")
+	}
+	return m, nil
+}
+
+func (m *manifests) add(name string, tm metav1.TypeMeta, doc []byte) error {
+	var err error
+	switch tm.APIVersion + " " + tm.Kind {
+	case "apps/v1 DaemonSet":
+		if m.daemonSet != nil {
+			return fmt.Errorf("%s: a second DaemonSet", name)
+		}
+		m.daemonSet, err = strict(name, doc, &appsv1.DaemonSet{})
+	case "v1 Service":
+		err = appendStrict(name, doc, &m.services)
+	case "v1 ServiceAccount":
+		err = appendStrict(name, doc, &m.serviceAccounts)
+	case "v1 ConfigMap":
+		err = appendStrict(name, doc, &m.configMaps)
+	case "rbac.authorization.k8s.io/v1 ClusterRole":
+		err = appendStrict(name, doc, &m.clusterRoles)
+	case "rbac.authorization.k8s.io/v1 ClusterRoleBinding":
+		err = appendStrict(name, doc, &m.bindings)
+	case "monitoring.coreos.com/v1 ServiceMonitor":
+		err = appendStrict(name, doc, &m.serviceMonitors)
+	case "monitoring.coreos.com/v1 PrometheusRule":
+		err = appendStrict(name, doc, &m.rules)
+	default:
+		return fmt.Errorf("%s: unexpected kind %q of apiVersion %q", name, tm.Kind, tm.APIVersion)
+	}
+	return err
+}
+
+func appendStrict[T any](name string, doc []byte, list *[]*T) error {
+	v, err := strict(name, doc, new(T))
+	if err == nil {
+		*list = append(*list, v)
+	}
+	return err
+}
+
+var commentLine = regexp.MustCompile(`(?m)^\s*#.*$`)
+
+func stripComments(doc []byte) []byte { return commentLine.ReplaceAll(doc, nil) }
+
+// examples are the documented values files: the chart's defaults and
+// every file of examples/.
+func examples(t *testing.T) map[string]map[string]any {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(chartDir(), "examples", "*.yaml"))
+	if err != nil || len(files) < 3 {
+		t.Fatalf("examples/*.yaml: %v, %d files (want at least 3)", err, len(files))
+	}
+	out := map[string]map[string]any{"defaults": nil}
+	for _, f := range files {
+		v, err := chartutil.ReadValuesFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out["examples/"+filepath.Base(f)] = v
+	}
+	return out
+}
+
+func TestRenderExamples(t *testing.T) {
+	c := loadChart(t)
+	flags := exporterFlags(t)
+	for name, vals := range examples(t) {
+		t.Run(name, func(t *testing.T) {
+			rendered, err := render(c, vals)
+			if err != nil {
+				t.Fatalf("render: %v", err)
+			}
+			m, err := decode(rendered)
+			if err != nil {
+				t.Fatalf("decode: %v", err)
+			}
+			v, err := chartutil.CoalesceValues(c, vals)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkDaemonSet(t, m, v, flags)
+			checkNodeSelector(t, m, vals)
+			checkRBAC(t, m, v)
+			checkMonitoring(t, m, v)
+			checkTenants(t, m)
+		})
+	}
+}
+
+func checkDaemonSet(t *testing.T, m *manifests, v chartutil.Values, flags map[string]bool) {
+	t.Helper()
+	pod := m.daemonSet.Spec.Template.Spec
+	if len(pod.NodeSelector) == 0 {
+		t.Error("DaemonSet has no nodeSelector: it would run on every node, GPU or not")
+	}
+	if len(pod.Tolerations) == 0 {
+		t.Error("DaemonSet tolerates no taint: tainted GPU nodes would get no exporter")
+	}
+	if want, _ := v.PathValue("hostPID"); pod.HostPID != want {
+		t.Errorf("hostPID %v, values say %v", pod.HostPID, want)
+	}
+	volumes := map[string]corev1.Volume{}
+	for _, vol := range pod.Volumes {
+		volumes[vol.Name] = vol
+	}
+	exp := container(t, pod.Containers, "exporter")
+	if exp.Resources.Requests.Memory().IsZero() || exp.Resources.Limits.Memory().IsZero() {
+		t.Errorf("exporter resources %v: want memory requests and limits", exp.Resources)
+	}
+	mounts := map[string]corev1.VolumeMount{}
+	for _, c := range pod.Containers {
+		for _, vm := range c.VolumeMounts {
+			if _, ok := volumes[vm.Name]; !ok {
+				t.Errorf("container %s mounts volume %q, which the pod does not have", c.Name, vm.Name)
+			}
+			if !vm.ReadOnly && !strings.HasSuffix(vm.Name, "-tmp") {
+				t.Errorf("container %s mounts %s writable", c.Name, vm.MountPath)
+			}
+			if c.Name == "exporter" {
+				mounts[vm.MountPath] = vm
+			}
+		}
+	}
+	hostMount := func(mountPath, hostPath string) {
+		t.Helper()
+		vm, ok := mounts[mountPath]
+		if !ok {
+			t.Errorf("exporter does not mount %s", mountPath)
+			return
+		}
+		if hp := volumes[vm.Name].HostPath; hp == nil || hp.Path != hostPath {
+			t.Errorf("%s is mounted from %+v, want hostPath %s", mountPath, volumes[vm.Name].VolumeSource, hostPath)
+		}
+	}
+	hostMount("/host/proc", "/proc")
+	args := strings.Join(exp.Args, " ")
+	if !strings.Contains(args, "--proc.root=/host/proc") {
+		t.Errorf("exporter args %q lack --proc.root=/host/proc", args)
+	}
+	if on, _ := v.PathValue("kubernetes.podResources.enabled"); on == true {
+		hostMount("/var/lib/kubelet/pod-resources", "/var/lib/kubelet/pod-resources")
+		if !strings.Contains(args, "--kubernetes.pod-resources-socket=/var/lib/kubelet/pod-resources/kubelet.sock") {
+			t.Errorf("exporter args %q lack the pod-resources socket", args)
+		}
+	}
+	for _, a := range repo.UnknownFlags(flags, exp.Args) {
+		t.Errorf("exporter arg %q is not a flag of vgpu_exporter", a)
+	}
+	// Every capability dropped; the exporter gets SYS_ADMIN back only for
+	// the profiling counters.
+	profiling, _ := v.PathValue("profilingCapability")
+	for _, c := range pod.Containers {
+		var want []corev1.Capability
+		if c.Name == "exporter" && profiling == true {
+			want = []corev1.Capability{"SYS_ADMIN"}
+		}
+		sc := c.SecurityContext
+		if sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+			sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") || !slices.Equal(sc.Capabilities.Add, want) {
+			t.Errorf("container %s: securityContext %+v, want no privilege escalation, every capability dropped and %v added", c.Name, sc, want)
+		}
+	}
+}
+
+// checkNodeSelector: a values file's nodeSelector is the pods' whole
+// nodeSelector (Helm merges it with the default's labels unless the file
+// sets those to null).
+func checkNodeSelector(t *testing.T, m *manifests, vals map[string]any) {
+	t.Helper()
+	given, ok := vals["nodeSelector"].(map[string]any)
+	if !ok {
+		return
+	}
+	want := map[string]string{}
+	for k, v := range given {
+		if v != nil {
+			want[k] = fmt.Sprint(v)
+		}
+	}
+	if got := m.daemonSet.Spec.Template.Spec.NodeSelector; !reflect.DeepEqual(got, want) {
+		t.Errorf("nodeSelector %v, the values file says %v", got, want)
+	}
+}
+
+func container(t *testing.T, cs []corev1.Container, name string) corev1.Container {
+	t.Helper()
+	for _, c := range cs {
+		if c.Name == name {
+			return c
+		}
+	}
+	t.Fatalf("no container %q", name)
+	return corev1.Container{}
+}
+
+// checkRBAC: no API access unless pod metadata is on, and then only the
+// grant its source needs.
+func checkRBAC(t *testing.T, m *manifests, v chartutil.Values) {
+	t.Helper()
+	on, _ := v.PathValue("kubernetes.podMetadata.enabled")
+	pod := m.daemonSet.Spec.Template.Spec
+	if on != true {
+		if len(m.clusterRoles)+len(m.bindings) > 0 {
+			t.Errorf("RBAC rendered without pod metadata: %d ClusterRoles, %d bindings", len(m.clusterRoles), len(m.bindings))
+		}
+		if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+			t.Error("the API token is mounted though nothing talks to the API server")
+		}
+		return
+	}
+	source, _ := v.PathValue("kubernetes.podMetadata.source")
+	want := map[any]rbacv1.PolicyRule{
+		"apiserver": {APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list"}},
+		"kubelet":   {APIGroups: []string{""}, Resources: []string{"nodes/proxy"}, Verbs: []string{"get"}},
+	}[source]
+	if len(m.clusterRoles) != 1 || !reflect.DeepEqual(m.clusterRoles[0].Rules, []rbacv1.PolicyRule{want}) {
+		t.Errorf("pod metadata from %v: ClusterRoles %+v, want one with the rule %+v", source, m.clusterRoles, want)
+	}
+	if len(m.bindings) != 1 || m.bindings[0].Subjects[0].Name != pod.ServiceAccountName ||
+		m.bindings[0].Subjects[0].Namespace != namespace {
+		t.Errorf("ClusterRoleBindings %+v do not bind the pods' service account %s", m.bindings, pod.ServiceAccountName)
+	}
+	container(t, pod.Containers, "pod-metadata")
+}
+
+func checkMonitoring(t *testing.T, m *manifests, v chartutil.Values) {
+	t.Helper()
+	if len(m.services) != 1 {
+		t.Fatalf("%d Services, want 1", len(m.services))
+	}
+	if len(m.serviceMonitors) != 1 {
+		t.Fatalf("%d ServiceMonitors, want 1", len(m.serviceMonitors))
+	}
+	sm := m.serviceMonitors[0]
+	if !reflect.DeepEqual(sm.Spec.Selector.MatchLabels, m.services[0].Spec.Selector) {
+		t.Errorf("ServiceMonitor selects %v; the Service's pods are %v", sm.Spec.Selector.MatchLabels, m.services[0].Spec.Selector)
+	}
+	for k, want := range m.services[0].Spec.Selector {
+		if m.services[0].Labels[k] != want {
+			t.Errorf("Service lacks the label %s=%s its ServiceMonitor selects", k, want)
+		}
+	}
+	ep := sm.Spec.Endpoints[0]
+	interval, _ := v.PathValue("serviceMonitor.interval")
+	timeout, _ := v.PathValue("serviceMonitor.scrapeTimeout")
+	if string(ep.Interval) != interval || string(ep.ScrapeTimeout) != timeout {
+		t.Errorf("ServiceMonitor interval %s, timeout %s; values say %v, %v", ep.Interval, ep.ScrapeTimeout, interval, timeout)
+	}
+	if ep.Port != m.services[0].Spec.Ports[0].Name {
+		t.Errorf("ServiceMonitor scrapes port %q; the Service's is %q", ep.Port, m.services[0].Spec.Ports[0].Name)
+	}
+}
+
+// checkTenants runs the exporter's own check on the rendered tenants file.
+func checkTenants(t *testing.T, m *manifests) {
+	t.Helper()
+	for _, cm := range m.configMaps {
+		content, ok := cm.Data["tenants.yaml"]
+		if !ok {
+			continue
+		}
+		f := filepath.Join(t.TempDir(), "tenants.yaml")
+		if err := os.WriteFile(f, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command(repo.Exporter(t), "--config.check="+f).CombinedOutput(); err != nil {
+			t.Errorf("rendered tenants file fails --config.check: %v\n%s\n%s", err, out, content)
+		}
+	}
+}
+
+func TestTenantsReload(t *testing.T) {
+	c := loadChart(t)
+	checksum := func(tenant string, reload string) string {
+		t.Helper()
+		rendered, err := render(c, map[string]any{"tenants": map[string]any{
+			"reload": reload,
+			"config": map[string]any{"tenants": []any{map[string]any{"name": tenant, "selectors": []any{map[string]any{"uid": 1000}}}}},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := decode(rendered)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names := []string{}
+		for _, c := range m.daemonSet.Spec.Template.Spec.Containers {
+			names = append(names, c.Name)
+		}
+		if got := slices.Contains(names, "tenants-reloader"); got != (reload == "sidecar") {
+			t.Errorf("reload %s: containers %v", reload, names)
+		}
+		return m.daemonSet.Spec.Template.Annotations["checksum/tenants"]
+	}
+	a, b, a2 := checksum("a", "rollout"), checksum("b", "rollout"), checksum("a", "rollout")
+	if a == "" || a == b || a != a2 {
+		t.Errorf("checksum/tenants: %q for a, %q for b, %q for a again; want it set, changing with the file only", a, b, a2)
+	}
+	if s := checksum("a", "sidecar"); s != "" {
+		t.Errorf("reload sidecar also rolls the pods (checksum %q)", s)
+	}
+}
+
+func TestSchemaRejectsMisspeltKeys(t *testing.T) {
+	c := loadChart(t)
+	for _, tc := range []struct {
+		vals map[string]any
+		key  string
+	}{
+		{map[string]any{"serviceMonitr": map[string]any{"enabled": true}}, "serviceMonitr"},
+		{map[string]any{"serviceMonitor": map[string]any{"intervl": "15s"}}, "intervl"},
+		{map[string]any{"hostPid": true}, "hostPid"},
+		{map[string]any{"kubernetes": map[string]any{"podMetadata": map[string]any{"sorce": "kubelet"}}}, "sorce"},
+		{map[string]any{"tenants": map[string]any{"reload": "watch"}}, "reload"},
+	} {
+		_, err := render(c, tc.vals)
+		if err == nil || !strings.Contains(err.Error(), tc.key) {
+			t.Errorf("values %v: error %v, want a schema error naming %q", tc.vals, err, tc.key)
+		}
+	}
+}
+
+// ruleGroups reads the groups of Prometheus rule files.
+func ruleGroups(t *testing.T, files map[string][]byte) []monitoringv1.RuleGroup {
+	t.Helper()
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var groups []monitoringv1.RuleGroup
+	for _, n := range names {
+		var f struct {
+			Groups []monitoringv1.RuleGroup `json:"groups"`
+		}
+		if err := yaml.UnmarshalStrict(files[n], &f); err != nil {
+			t.Fatalf("%s: %v", n, err)
+		}
+		groups = append(groups, f.Groups...)
+	}
+	return groups
+}
+
+// repoFiles reads dir/*.ext of the repository, by base name.
+func repoFiles(t *testing.T, dir, pattern string) map[string][]byte {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(dir, pattern))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]byte{}
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[filepath.Base(p)] = b
+	}
+	return out
+}
+
+// TestChartFilesMatchRepo: the chart's copies of the generated rules and
+// dashboards are the repository's (make chart refreshes them).
+func TestChartFilesMatchRepo(t *testing.T) {
+	for _, d := range []struct{ dir, pattern string }{{"alerts", "*.yaml"}, {"dashboards", "*.json"}} {
+		repo := repoFiles(t, filepath.Join(repo.Root(), d.dir), d.pattern)
+		inChart := repoFiles(t, filepath.Join(chartDir(), "files", d.dir), d.pattern)
+		if !reflect.DeepEqual(repo, inChart) {
+			t.Errorf("the chart's files/%s differ from the repository's %s/ (run make chart): chart has %v, repository %v",
+				d.dir, d.dir, keys(inChart), keys(repo))
+		}
+	}
+}
+
+func keys(m map[string][]byte) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestPrometheusRuleEqualsAlerts renders the PrometheusRule from the chart's
+// files/alerts/ and, so that the template is checked before the mixin's files
+// exist, from fixtures put in their place; its groups must be those files'.
+func TestPrometheusRuleEqualsAlerts(t *testing.T) {
+	fixture := map[string][]byte{
+		"a.yaml": []byte("groups:\n  - name: vgpu-a\n    rules:\n      - alert: VGPUDown\n        expr: vgpu_gpu_up == 0\n        for: 5m\n        labels: {severity: critical}\n        annotations: {summary: 'GPU {{ $labels.gpu }} down'}\n"),
+		"b.yaml": []byte("groups:\n  - name: vgpu-b.rules\n    interval: 30s\n    rules:\n      - record: tenant:vgpu_x:sum\n        expr: sum by (tenant) (vgpu_x)\n  - name: vgpu-b2\n    rules: []\n"),
+	}
+	dash := []byte(`{"title": "vGPU tenants", "panels": []}`)
+	for _, tc := range []struct {
+		name   string
+		alerts map[string][]byte
+	}{
+		{"chart files", repoFiles(t, filepath.Join(chartDir(), "files", "alerts"), "*.yaml")},
+		{"fixtures", fixture},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := loadChart(t)
+			if tc.name == "fixtures" {
+				c.Files = slices.DeleteFunc(c.Files, func(f *chart.File) bool { return strings.HasPrefix(f.Name, "files/") })
+				for n, b := range tc.alerts {
+					c.Files = append(c.Files, &chart.File{Name: "files/alerts/" + n, Data: b})
+				}
+				c.Files = append(c.Files, &chart.File{Name: "files/dashboards/vgpu_tenants.json", Data: dash})
+			}
+			rendered, err := render(c, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := decode(rendered)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(tc.alerts) == 0 {
+				if len(m.rules) != 0 {
+					t.Errorf("no rule files, yet %d PrometheusRules", len(m.rules))
+				}
+				return
+			}
+			if len(m.rules) != 1 {
+				t.Fatalf("%d PrometheusRules, want 1", len(m.rules))
+			}
+			if got, want := m.rules[0].Spec.Groups, ruleGroups(t, tc.alerts); !reflect.DeepEqual(got, want) {
+				t.Errorf("PrometheusRule groups\n%+v\nwant those of files/alerts/\n%+v", got, want)
+			}
+			if tc.name == "fixtures" {
+				checkDashboard(t, m, dash)
+			}
+		})
+	}
+}
+
+func checkDashboard(t *testing.T, m *manifests, want []byte) {
+	t.Helper()
+	var found int
+	for _, cm := range m.configMaps {
+		if d, ok := cm.Data["vgpu_tenants.json"]; ok {
+			found++
+			if d != string(want) {
+				t.Errorf("dashboard ConfigMap holds %q, want %q", d, want)
+			}
+			if cm.Labels["grafana_dashboard"] != "1" {
+				t.Errorf("dashboard ConfigMap labels %v lack grafana_dashboard: \"1\"", cm.Labels)
+			}
+		}
+	}
+	if found != 1 {
+		t.Errorf("%d ConfigMaps hold the dashboard, want 1", found)
+	}
+}
+
+// exporterFlags lists the flags vgpu_exporter --help shows.
+func exporterFlags(t *testing.T) map[string]bool {
+	t.Helper()
+	flags, err := repo.ExporterFlags(repo.Exporter(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return flags
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	repo.Cleanup()
+	os.Exit(code)
+}
+
+// TestRejectsBadCombinations: values that would deploy an exporter that
+// cannot work fail the rendering with a message that says why.
+func TestRejectsBadCombinations(t *testing.T) {
+	c := loadChart(t)
+	for _, tc := range []struct {
+		vals map[string]any
+		want string
+	}{
+		{map[string]any{"securityContext": map[string]any{"runAsUser": 65532}}, "profilingCapability"},
+		{map[string]any{"web": map[string]any{"config": map[string]any{"existingSecret": "w"}},
+			"tenants": map[string]any{"reload": "sidecar", "existingConfigMap": "t"}}, "tenants.reload=sidecar"},
+		{map[string]any{"kubernetes": map[string]any{"podResources": map[string]any{"enabled": false},
+			"podMetadata": map[string]any{"enabled": true}}}, "kubernetes.podMetadata needs kubernetes.podResources"},
+	} {
+		_, err := render(c, tc.vals)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("values %v: error %v, want one saying %q", tc.vals, err, tc.want)
+		}
+	}
+}
+
+// TestAppVersion: the chart deploys the version the repository builds.
+func TestAppVersion(t *testing.T) {
+	v, err := os.ReadFile(filepath.Join(repo.Root(), "VERSION"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := loadChart(t).Metadata.AppVersion, strings.TrimSpace(string(v)); got != want {
+		t.Errorf("Chart.yaml appVersion %q, VERSION says %q", got, want)
+	}
+}

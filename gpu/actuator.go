@@ -1,0 +1,137 @@
+package gpu
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ErrNotSupported is returned by an actuator for a knob the GPU does not
+// have (an MPS call on a GPU without an MPS server, a driver that lacks the
+// call). A mechanism a backend has no code for at all is not an error: the
+// backend does not implement that actuator interface. Callers test with
+// errors.Is.
+var ErrNotSupported = errors.New("not supported by this backend or GPU")
+
+// ErrBusy is returned when a change is refused because of the GPU's current
+// state (for example a MIG reconfiguration while processes run, or a vGPU
+// scheduler change while VMs run). The wrapped message says what blocks it.
+var ErrBusy = errors.New("refused while in use")
+
+// Knob names a setting an actuator can change, as used in capability lists,
+// journals and metrics labels.
+type Knob string
+
+// Knobs.
+const (
+	KnobMPSActiveThreads Knob = "mps_active_threads"
+	KnobMPSPinnedMemory  Knob = "mps_pinned_memory"
+	KnobVGPUScheduler    Knob = "vgpu_scheduler"
+	KnobComputeTimeSlice Knob = "compute_timeslice"
+	KnobLockedClocks     Knob = "locked_clocks"
+	KnobPowerLimit       Knob = "power_limit"
+	KnobMIGLayout        Knob = "mig_layout"
+	KnobPlacement        Knob = "placement"
+)
+
+// VGPUPolicy is a vGPU scheduler policy (NVML's
+// NVML_VGPU_SCHEDULER_POLICY_*).
+type VGPUPolicy string
+
+// vGPU scheduler policies.
+const (
+	VGPUPolicyBestEffort VGPUPolicy = "best-effort" // round robin, idle VMs yield
+	VGPUPolicyEqualShare VGPUPolicy = "equal-share" // equal slots for every running VM
+	VGPUPolicyFixedShare VGPUPolicy = "fixed-share" // slots fixed by the vGPU type
+)
+
+// TimeSliceLevel is a compute time-slice level, as set with
+// `nvidia-smi compute-policy --set-timeslice`.
+type TimeSliceLevel string
+
+// Compute time-slice levels.
+const (
+	TimeSliceDefault TimeSliceLevel = "default"
+	TimeSliceShort   TimeSliceLevel = "short"
+	TimeSliceMedium  TimeSliceLevel = "medium"
+	TimeSliceLong    TimeSliceLevel = "long"
+)
+
+// VGPUSchedulerSetting is a requested vGPU scheduler state (NVML's
+// nvmlVgpuSchedulerSetState_t, v2 where available).
+type VGPUSchedulerSetting struct {
+	Policy     VGPUPolicy
+	ARREnabled bool          // adaptive round robin (best-effort only)
+	TimeSlice  time.Duration // within the device's min/max; 0 = driver default
+	AvgFactor  uint32        // ARR average factor
+	Frequency  uint32        // ARR frequency
+}
+
+// ClockLock is a locked clock range; zero values mean "reset to default".
+type ClockLock struct {
+	MinMHz uint32
+	MaxMHz uint32
+}
+
+// The actuators: one small interface per sharing mechanism, each
+// implemented only by the backends that have that mechanism (package sim
+// implements all of them; gpu/nvml the vGPU scheduler, clocks and power and
+// the MIG layout). A consumer asserts or declares the ones it uses.
+// Implementations must be safe for concurrent use with Source.Sample.
+
+// CapabilityLister lists the knobs available on each GPU of a backend.
+type CapabilityLister interface {
+	// Capabilities lists the knobs available on the GPU with this UUID.
+	Capabilities(uuid string) []Knob
+}
+
+// MPSActuator drives the MPS control daemon and the restart of its clients.
+type MPSActuator interface {
+	// SetMPSActiveThreads sets the MPS active-thread fraction (0-1] for the
+	// MPS client or server with this PID; it applies to contexts created
+	// after the call only (as the MPS control daemon does).
+	SetMPSActiveThreads(ctx context.Context, uuid string, pid uint32, fraction float64) error
+	// SetMPSDefaultActiveThreads sets the default for new clients.
+	SetMPSDefaultActiveThreads(ctx context.Context, uuid string, fraction float64) error
+	// SetMPSPinnedMemoryLimit limits the device memory a client may pin.
+	SetMPSPinnedMemoryLimit(ctx context.Context, uuid string, pid uint32, bytes uint64) error
+	// RestartClient asks for an MPS client to be restarted (or switched over
+	// to a standby) so that a new active-thread setting takes effect.
+	RestartClient(ctx context.Context, uuid string, pid uint32) error
+}
+
+// VGPUSchedulerActuator changes a vGPU host's scheduler.
+type VGPUSchedulerActuator interface {
+	// SetVGPUScheduler changes the vGPU scheduler; refused (ErrBusy) while VMs run.
+	SetVGPUScheduler(ctx context.Context, uuid string, s VGPUSchedulerSetting) error
+}
+
+// TimeSliceActuator sets the compute time-slice level of a time-sliced GPU.
+type TimeSliceActuator interface {
+	// SetComputeTimeSlice sets the compute time-slice level.
+	SetComputeTimeSlice(ctx context.Context, uuid string, level TimeSliceLevel) error
+}
+
+// ClockPowerActuator locks clocks and sets the power limit.
+type ClockPowerActuator interface {
+	// LockClocks locks the SM clock range; a zero ClockLock resets it.
+	LockClocks(ctx context.Context, uuid string, l ClockLock) error
+	// LockMemoryClocks locks the memory clock range; zero resets it.
+	LockMemoryClocks(ctx context.Context, uuid string, l ClockLock) error
+	// SetPowerLimit sets the power limit in watts; 0 restores the default.
+	SetPowerLimit(ctx context.Context, uuid string, watts float64) error
+}
+
+// MIGActuator changes a GPU's MIG layout.
+type MIGActuator interface {
+	// ConfigureMIG replaces the GPU's MIG instances with the given profiles
+	// (for example ["3g.71gb", "4g.71gb"]); refused (ErrBusy) while any
+	// instance has processes.
+	ConfigureMIG(ctx context.Context, uuid string, profiles []string) error
+}
+
+// PlacementActuator moves workloads between GPUs.
+type PlacementActuator interface {
+	// MoveProcess moves a workload (identified by its PID) to another GPU.
+	MoveProcess(ctx context.Context, pid uint32, toUUID string) error
+}

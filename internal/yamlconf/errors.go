@@ -1,0 +1,141 @@
+// Package yamlconf holds what the project's YAML files share: one YAML
+// document parsed with bounded aliasing, an error list that keeps the
+// line of every problem and lists them all, a strict decoder of mappings
+// into structs (unknown and repeated keys are problems), and the size and
+// duration syntax of every file.
+//
+// Each configuration type implements yaml.Unmarshaler: it sets its
+// defaults, decodes its mapping with [Errors.Fields], checks what the
+// fields say together, and returns the problems it found (an *Errors, or
+// nil). Decode at the top turns them into "file:line: problem" lines.
+//
+// It imports no package of the project, so that every layer may use it.
+package yamlconf
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Problem is one problem at a line of the file.
+type Problem struct {
+	Line int
+	Msg  string
+}
+
+// Errors collects problems in the order they are found. The zero value
+// collects every problem; File and Max are set for the list of a whole
+// file. An *Errors is the error that UnmarshalYAML methods return.
+type Errors struct {
+	// File names the file in Error ("" inside a single type: "line N: ...").
+	File string
+	// Max is how many problems are listed; later ones are counted and one
+	// line says where they begin. 0 lists all.
+	Max int
+
+	list      []Problem
+	seen      map[Problem]bool // to list each problem once (aliases repeat them)
+	problems  int              // problems found, listed or not
+	dropped   int              // problems not listed beyond Max
+	firstDrop int              // line of the first of those
+}
+
+// Addf records a problem at line (1 when unknown).
+func (e *Errors) Addf(line int, format string, args ...any) {
+	e.add(Problem{Line: line, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (e *Errors) add(p Problem) {
+	if p.Line <= 0 {
+		p.Line = 1
+	}
+	e.problems++
+	if e.seen[p] {
+		return // the same problem again, through an alias
+	}
+	if e.Max > 0 && len(e.list) >= e.Max {
+		if e.dropped == 0 {
+			e.firstDrop = p.Line
+		}
+		e.dropped++
+		return
+	}
+	if e.seen == nil {
+		e.seen = map[Problem]bool{}
+	}
+	e.seen[p] = true
+	e.list = append(e.list, p)
+}
+
+// Add records err: the problems of an *Errors, each message of a
+// yaml.TypeError, or another error (its "line N:" prefix, if any, gives
+// the line). A nil err adds nothing.
+func (e *Errors) Add(err error) {
+	var list *Errors
+	var te *yaml.TypeError
+	switch {
+	case err == nil:
+	case errors.As(err, &list):
+		for _, p := range list.list {
+			e.add(p)
+		}
+		e.problems += list.problems - len(list.list)
+	case errors.As(err, &te):
+		for _, msg := range te.Errors {
+			e.add(splitLine(msg))
+		}
+	default:
+		e.add(splitLine(err.Error()))
+	}
+}
+
+// Problems is the number of problems found, listed or not.
+func (e *Errors) Problems() int { return e.problems }
+
+// Full reports whether no further problem would be listed.
+func (e *Errors) Full() bool { return e.Max > 0 && len(e.list) >= e.Max }
+
+// Err returns e when it holds a problem, else nil.
+func (e *Errors) Err() error {
+	if e.problems == 0 {
+		return nil
+	}
+	return e
+}
+
+// Error lists the problems, one a line, as "file:line: problem".
+func (e *Errors) Error() string {
+	lines := make([]string, 0, len(e.list)+1)
+	for _, p := range e.list {
+		lines = append(lines, e.at(p.Line)+p.Msg)
+	}
+	if e.dropped > 0 {
+		lines = append(lines, e.at(e.firstDrop)+"further problems from here on not listed")
+	}
+	return strings.Join(lines, "\n")
+}
+
+func (e *Errors) at(line int) string {
+	if e.File == "" {
+		return fmt.Sprintf("line %d: ", line)
+	}
+	return fmt.Sprintf("%s:%d: ", e.File, line)
+}
+
+var lineRE = regexp.MustCompile(`^(?:yaml: )?(?:unmarshal errors:\s*)?(?:line (\d+): )?((?s).*)$`)
+
+// splitLine reads yaml.v3's "yaml: line N: problem" (or "line N: ...");
+// a message without a line is put at line 1.
+func splitLine(msg string) Problem {
+	m := lineRE.FindStringSubmatch(strings.TrimSpace(msg))
+	if m == nil {
+		return Problem{Line: 1, Msg: msg}
+	}
+	line, _ := strconv.Atoi(m[1])
+	return Problem{Line: line, Msg: m[2]}
+}

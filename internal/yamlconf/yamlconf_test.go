@@ -1,0 +1,251 @@
+package yamlconf
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// TestParseSize holds the spellings both the tenants file and the scenario
+// file accept: the unit's B may be left out ("4M"), and a number may have
+// an exponent ("1e9").
+func TestParseSize(t *testing.T) {
+	tests := map[string]Size{
+		// the tenants file
+		"4MiB": 4 << 20, "512KiB": 512 << 10, "1MB": 1e6, "2048": 2048, "1GiB": 1 << 30, "1.5KiB": 1536,
+		"4M": 4e6, "4Mi": 4 << 20, "2K": 2000,
+		// the scenario file
+		"40GiB": 40 << 30, "71GB": 71e9, "512MiB": 512 << 20, "1073741824": 1 << 30, "1e9": 1e9, "2.5e3B": 2500, "1TiB": 1 << 40,
+		" 8 GiB ": 8 << 30, "7B": 7,
+	}
+	for in, want := range tests {
+		got, err := ParseSize(in)
+		if err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "x", "-1", "4 MiBs", "4iB", "1PB", "1e400", "9e18GiB"} {
+		if _, err := ParseSize(in); err == nil {
+			t.Errorf("ParseSize(%q): no error", in)
+		}
+	}
+}
+
+func TestParseDuration(t *testing.T) {
+	tests := map[string]time.Duration{"250ms": 250 * time.Millisecond, "1m30s": 90 * time.Second, "1d": 24 * time.Hour, "2w": 14 * 24 * time.Hour, "-1s": -time.Second, "0s": 0}
+	for in, want := range tests {
+		if got, err := ParseDuration(in); err != nil || got != want {
+			t.Errorf("ParseDuration(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "five", "25xs", "1"} {
+		if _, err := ParseDuration(in); err == nil || !strings.Contains(err.Error(), "bad duration") {
+			t.Errorf("ParseDuration(%q): %v, want a bad duration error", in, err)
+		}
+	}
+}
+
+func TestErrors(t *testing.T) {
+	e := &Errors{File: "f.yaml", Max: 3}
+	if e.Err() != nil {
+		t.Fatal("empty list is an error")
+	}
+	e.Addf(0, "no line")
+	e.Addf(2, "two")
+	e.Addf(2, "two") // listed once
+	var inner Errors
+	inner.Addf(4, "inner %d", 4)
+	inner.Addf(5, "inner %d", 5)
+	e.Add(&inner)
+	e.Add(errors.New("yaml: line 9: syntax"))
+	want := "f.yaml:1: no line\nf.yaml:2: two\nf.yaml:4: inner 4\nf.yaml:5: further problems from here on not listed"
+	if got := e.Error(); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	if e.Problems() != 6 || !e.Full() {
+		t.Errorf("problems %d full %v", e.Problems(), e.Full())
+	}
+	if got := inner.Error(); got != "line 4: inner 4\nline 5: inner 5" {
+		t.Errorf("inner list %q", got)
+	}
+}
+
+func TestAddSplitsLines(t *testing.T) {
+	tests := []struct {
+		err  error
+		want string
+	}{
+		{errors.New("yaml: line 3: did not find expected key"), "x:3: did not find expected key"},
+		{errors.New("yaml: control characters are not allowed"), "x:1: control characters are not allowed"},
+		{&yaml.TypeError{Errors: []string{"line 2: field bogus not found in type t", "line 5: cannot unmarshal !!str `a` into int"}},
+			"x:2: field bogus not found in type t\nx:5: cannot unmarshal !!str `a` into int"},
+		{fmt.Errorf("open x: no such file"), "x:1: open x: no such file"},
+	}
+	for _, tc := range tests {
+		e := &Errors{File: "x"}
+		e.Add(tc.err)
+		if got := e.Error(); got != tc.want {
+			t.Errorf("%v: got %q, want %q", tc.err, got, tc.want)
+		}
+	}
+}
+
+type point struct {
+	X    int               `yaml:"x"`
+	Name string            `yaml:"name"`
+	F    float64           `yaml:"f"`
+	On   bool              `yaml:"on"`
+	D    time.Duration     `yaml:"d"`
+	Sz   Size              `yaml:"size"`
+	Tags map[string]string `yaml:"tags"`
+	List []int             `yaml:"list"`
+	Ptr  *int              `yaml:"ptr"`
+	Sub  *sub              `yaml:"sub"`
+	Skip int               `yaml:"-"`
+}
+
+type sub struct {
+	A string `yaml:"a"`
+}
+
+func (s *sub) UnmarshalYAML(n *yaml.Node) error {
+	var errs Errors
+	errs.Fields(n, "sub", "sub.", s)
+	if s.A == "" {
+		errs.Addf(n.Line, "sub needs a")
+	}
+	return errs.Err()
+}
+
+func TestFields(t *testing.T) {
+	tests := []struct {
+		name, in string
+		want     []string // one problem a line, in order
+	}{
+		{"all good", "x: 0x10\nname: n\nf: 1.5\non: true\nd: 1d\nsize: 4M\ntags: {a: b}\nlist: [1, 2]\nptr: 3\nsub: {a: z}\n", nil},
+		{"unknown and repeated keys", "x: 1\nx: 2\ny: 3\nSkip: 1\n<<: {x: 1}\n", []string{
+			`t:2: key "x" given twice in a point`,
+			`t:3: unknown key "y" in a point (known: d, f, list, name, on, ptr, size, sub, tags, x)`,
+			`t:4: unknown key "Skip" in a point`,
+			`t:5: merge keys (<<) are not supported in a point`}},
+		{"wrong kinds", "x: one\nname: [a]\nf: .nan\non: maybe\nd: soon\nsize: lots\ntags: [a]\nlist: {a: 1}\nptr: p\n", []string{
+			`t:1: x must be an integer, got "one"`,
+			`t:2: name must be a string`,
+			`t:3: f must be a number, got ".nan"`,
+			`t:4: on must be true or false, got "maybe"`,
+			`t:5: d: bad duration "soon"`,
+			`t:6: size: bad size "lots"`,
+			`t:7: tags must be a mapping of names to values`,
+			`t:8: list must be a list`,
+			`t:9: ptr must be an integer, got "p"`}},
+		{"map values", "tags: {a: [1], b: c, b: d}\n", []string{`t:1: tags: value of "a" must be a string`, `t:1: key "b" given twice in tags`}},
+		{"nested problems keep their lines", "sub:\n  b: 1\nlist: [1, x]\n", []string{`t:2: unknown key "b" in sub (known: a)`, `t:2: sub needs a`, `t:3: list must be an integer, got "x"`}},
+		{"not a mapping", "[1]\n", []string{"t:1: a point must be a mapping"}},
+		{"integer out of range", "x: 4294967296\n", []string{`t:1: x must be an integer, got "4294967296"`}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var n yaml.Node
+			if err := yaml.Unmarshal([]byte(tc.in), &n); err != nil {
+				t.Fatal(err)
+			}
+			errs := &Errors{File: "t"}
+			var p point
+			errs.Fields(n.Content[0], "a point", "", &p)
+			var got []string
+			if errs.Err() != nil {
+				got = strings.Split(errs.Error(), "\n")
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+			for i := range got {
+				if !strings.HasPrefix(got[i], tc.want[i]) {
+					t.Errorf("problem %d: got %q, want %q", i, got[i], tc.want[i])
+				}
+			}
+		})
+	}
+	var n yaml.Node
+	_ = yaml.Unmarshal([]byte("x: 0x10\nname: n\nf: 1.5\non: true\nd: 1d\nsize: 4M\ntags: {a: b}\nlist: [1, 2]\nptr: 3\nsub: {a: z}\n"), &n)
+	var p point
+	var errs Errors
+	got := errs.Fields(n.Content[0], "a point", "", &p)
+	if p.X != 16 || p.Name != "n" || p.F != 1.5 || !p.On || p.D != 24*time.Hour || p.Sz != 4e6 || p.Tags["a"] != "b" || len(p.List) != 2 || *p.Ptr != 3 || p.Sub.A != "z" {
+		t.Errorf("decoded %+v", p)
+	}
+	if f := got["d"]; !f.OK || f.Line != 5 {
+		t.Errorf("field d: %+v", f)
+	}
+	if _, given := got["missing"]; given {
+		t.Error("a key not in the mapping is given")
+	}
+}
+
+func TestParse(t *testing.T) {
+	bomb := "a: &a [x, x]\nb: &b [*a, *a, *a]\nc: [*b, *b, *b, *b]\n"
+	tests := []struct {
+		name, in string
+		empty    bool
+		want     string // "" = no problem
+	}{
+		{"empty", "", true, ""},
+		{"comment only", "# nothing\n", true, ""},
+		{"syntax", "a: [x\n", true, "f:1: did not find expected ',' or ']'"},
+		{"two documents", "a: 1\n---\nb: 2\n", true, "f:2: only one YAML document is allowed"},
+		{"aliases within budget", "a: &a [x]\nb: *a\n", false, ""},
+		{"alias bomb", bomb, false, "f:2: more than 10 alias references (*a)"},
+		{"alias cycle", "x: &a [*a]\n", false, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			errs := &Errors{File: "f"}
+			root := Parse(errs, []byte(tc.in), 10)
+			if (root == nil) != tc.empty {
+				t.Errorf("root %v, want empty %v", root, tc.empty)
+			}
+			if tc.want == "" {
+				if err := errs.Err(); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err := errs.Err(); err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+				t.Fatalf("err %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestLine(t *testing.T) {
+	var root yaml.Node
+	_ = yaml.Unmarshal([]byte("a: 1\nb:\n  - x\n  - c: 2\n    d: 3\n"), &root)
+	for _, tc := range []struct {
+		path []any
+		want int
+	}{
+		{nil, 1}, {[]any{"b"}, 2}, {[]any{"b", 1}, 4}, {[]any{"b", 1, "d"}, 5}, {[]any{"b", 1, "e"}, 4}, {[]any{"b", 7}, 2}, {[]any{"z"}, 1},
+	} {
+		if got := Line(&root, tc.path...); got != tc.want {
+			t.Errorf("Line(%v) = %d, want %d", tc.path, got, tc.want)
+		}
+	}
+}
+
+func TestSizeUnmarshalYAML(t *testing.T) {
+	var v struct {
+		A Size `yaml:"a"`
+		B Size `yaml:"b"`
+		C Size `yaml:"c"`
+	}
+	err := yaml.Unmarshal([]byte("a: 40GiB\nb: lots\nc: [1]\n"), &v)
+	want := &Errors{File: "s"}
+	want.Add(err)
+	if v.A != 40<<30 || want.Error() != "s:2: bad byte size \"lots\" (want e.g. 40GiB, 71GB, 1073741824)\ns:3: want a byte size" {
+		t.Errorf("a %d, err %v", v.A, want)
+	}
+}

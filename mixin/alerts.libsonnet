@@ -1,0 +1,210 @@
+// Alerts. Each has a severity, a static summary, a templated description
+// and a runbook_url into docs/runbooks.md.
+{
+  local c = self._config,
+  local sel = c.vgpuExporterSelector,
+  local gpuKey = std.format('%s, job, %s, uuid', [c.clusterLabel, c.hostLabel]),
+  local onHost = ' on {{ $labels.' + c.hostLabel + ' }}',
+  local onGPU = ' GPU {{ $labels.gpu }} ({{ $labels.uuid }})' + onHost,
+
+  local alert(name, severity, expr, forDuration, summary, description, extraLabels={}) = {
+    alert: name,
+    expr: expr,
+    labels: { severity: severity } + extraLabels,
+    annotations: {
+      summary: summary,
+      description: description,
+      runbook_url: std.format(c.runbookURLPattern, std.asciiLower(name)),
+    },
+  } + (if forDuration != '' then { 'for': forDuration } else {}),
+
+  // An event counter: its series appears with the first event, so the
+  // first event is a new series (increase() sees no change until a second).
+  local newEvents(metric, window) = std.format(
+    '(increase(%(m)s[%(w)s]) > 0)\nor\n(%(m)s unless %(m)s offset %(w)s)',
+    { m: metric, w: window }
+  ),
+
+  prometheusAlerts+:: {
+    groups+: [
+      {
+        name: 'vgpu-slo',
+        rules: [
+          alert(
+            a.alert,
+            a.severity,
+            std.format(|||
+              cluster_tenant:vgpu_tenant_slo_burn_rate:ratio_rate%(long)s > %(factor)s
+              and on (%(by)s)
+              cluster_tenant:vgpu_tenant_slo_burn_rate:ratio_rate%(short)s > %(factor)s
+            |||, a { by: c.clusterLabel + ', tenant' }),
+            a['for'],
+            if a.severity == 'critical' then 'A tenant is spending its latency error budget fast.' else 'A tenant is spending its latency error budget faster than it accrues.',
+            std.format('Tenant {{ $labels.tenant }} burns its latency error budget at {{ $value | humanize }}x the sustainable rate over the last %(long)s (and %(short)s, over %(factor)sx); at this rate the budget of its SLO period is gone early.', a),
+            { long: a.long, short: a.short },
+          )
+          for a in c.sloBurnRateAlerts
+        ],
+      },
+      {
+        name: 'vgpu-tenant',
+        rules: [
+          alert(
+            'VGPUTenantStarved',
+            'warning',
+            std.format(|||
+              (
+                sum without (method) (vgpu_tenant_sm_active_ratio{%(sel)s, class=~"batch|best-effort"}) < %(share)s
+                and on (%(key)s, tenant, gpu_instance)
+                vgpu_tenant_processes{%(sel)s} > 0
+              )
+              and on (%(key)s)
+              vgpu_gpu_sm_active_ratio{%(sel)s} > %(busy)s
+            |||, { sel: sel, key: gpuKey, share: c.starvedShareThreshold, busy: c.starvedBusyThreshold }),
+            c.starvedFor,
+            'A tenant with processes on a busy GPU gets almost none of it.',
+            'Tenant {{ $labels.tenant }} ({{ $labels.class }}) has processes on' + onGPU + ' but an SM share of {{ $value | humanizePercentage }} while the GPU is busy with other tenants.',
+          ),
+          alert(
+            'VGPUTenantShareOvercommitted',
+            'warning',
+            std.format('vgpu_tenant_share_min_sum_ratio{%s} > 1', sel),
+            c.alertFor.overcommitted,
+            'The share guarantees of the tenants on a GPU add up to more than the GPU.',
+            'The share.min guarantees of the tenants using' + onGPU + ' (MIG instance "{{ $labels.gpu_instance }}") add up to {{ $value | humanizePercentage }}: they cannot all be met.',
+          ),
+          alert(
+            'VGPUTenantAttributionConflict',
+            'warning',
+            std.format('vgpu_attribution_conflicting_subjects{%s} > 0', sel),
+            c.alertFor.attributionConflict,
+            'Processes match more than one tenant and are reported as unassigned.',
+            '{{ $value }} processes or instances' + onHost + ' match the selectors of two or more tenants; their usage is reported under tenant="unassigned".',
+          ),
+        ],
+      },
+      {
+        name: 'vgpu-gpu',
+        rules: [
+          alert(
+            'VGPUDeviceDown',
+            'critical',
+            std.format('vgpu_gpu_up{%s} == 0', sel),
+            c.alertFor.gpuDown,
+            'A GPU cannot be read: lost, fallen off the bus or timing out.',
+            'GPU {{ $labels.gpu }} ({{ $labels.uuid }})' + onHost + ' has not been readable for %s.' % c.alertFor.gpuDown,
+          ),
+          alert(
+            'VGPUXidHardwareError',
+            'critical',
+            newEvents(std.format('vgpu_gpu_events_total{%s, kind="xid", code=~"%s"}', [sel, c.xidHardwareCodes]), c.xidWindow),
+            '',
+            'A GPU reported an XID error that points at the hardware.',
+            'GPU {{ $labels.gpu }} ({{ $labels.uuid }})' + onHost + ' reported XID {{ $labels.code }} in the last %s.' % c.xidWindow,
+          ),
+          alert(
+            'VGPUXidApplicationError',
+            'warning',
+            newEvents(std.format('vgpu_gpu_events_total{%s, kind="xid", code=~"%s"}', [sel, c.xidApplicationCodes]), c.xidWindow),
+            '',
+            'A GPU reported an XID error caused by a workload.',
+            'GPU {{ $labels.gpu }} ({{ $labels.uuid }})' + onHost + ' reported XID {{ $labels.code }} (a fault of the application) in the last %s.' % c.xidWindow,
+          ),
+          alert(
+            'VGPUXidOtherError',
+            'warning',
+            newEvents(std.format('vgpu_gpu_events_total{%s, kind="xid", code!~"%s|%s"}', [sel, c.xidHardwareCodes, c.xidApplicationCodes]), c.xidWindow),
+            '',
+            'A GPU reported an XID error of no known class.',
+            'GPU {{ $labels.gpu }} ({{ $labels.uuid }})' + onHost + ' reported XID {{ $labels.code }} in the last %s.' % c.xidWindow,
+          ),
+          alert(
+            'VGPUEccUncorrectedErrors',
+            'critical',
+            std.format('increase(vgpu_gpu_ecc_errors_total{%s, type="uncorrected"}[%s]) > 0', [sel, c.xidWindow]),
+            '',
+            'A GPU had uncorrectable (double-bit) ECC errors.',
+            'GPU {{ $labels.gpu }} ({{ $labels.uuid }})' + onHost + ' had {{ $value | humanize }} uncorrected ECC errors in the last %s.' % c.xidWindow,
+          ),
+          alert(
+            'VGPUThermalThrottling',
+            'warning',
+            std.format('max without (reason) (avg_over_time(vgpu_gpu_clock_event_reason_active{%s, reason=~"sw_thermal_slowdown|hw_thermal_slowdown"}[%s])) > %s', [sel, c.throttleWindow, c.throttleFraction]),
+            '',
+            'A GPU is slowed down by temperature.',
+            'Thermal slowdown held the clocks of' + onGPU + ' down {{ $value | humanizePercentage }} of the last %s.' % c.throttleWindow,
+          ),
+          alert(
+            'VGPUPowerThrottling',
+            'warning',
+            std.format('max without (reason) (avg_over_time(vgpu_gpu_clock_event_reason_active{%s, reason=~"hw_slowdown|hw_power_brake_slowdown"}[%s])) > %s', [sel, c.throttleWindow, c.throttleFraction]),
+            '',
+            'A GPU is slowed down by a hardware power limit.',
+            'Hardware slowdown or the power brake held the clocks of' + onGPU + ' down {{ $value | humanizePercentage }} of the last %s.' % c.throttleWindow,
+          ),
+        ],
+      },
+      {
+        name: 'vgpu-exporter',
+        rules: [
+          alert(
+            'VGPUExporterDown',
+            'warning',
+            std.format('up{%s} == 0', sel),
+            c.alertFor.exporterDown,
+            'Prometheus cannot scrape vgpu_exporter.',
+            'The vgpu_exporter target {{ $labels.' + c.hostLabel + ' }} of job {{ $labels.job }} has been down for %s: its GPUs are not monitored.' % c.alertFor.exporterDown,
+          ),
+          alert(
+            'VGPUExporterCollectorFailing',
+            'warning',
+            std.format('vgpu_scrape_collector_success{%s} == 0', sel),
+            c.alertFor.collectorFailing,
+            'A collector of vgpu_exporter fails.',
+            'Collector {{ $labels.collector }} of vgpu_exporter' + onHost + ' has failed for %s; its series are missing or old.' % c.alertFor.collectorFailing,
+          ),
+          alert(
+            'VGPUExporterSamplingSlow',
+            'warning',
+            std.format('rate(vgpu_samples_total{%s}[5m]) * %s < 0.9', [sel, c.sampleIntervalSeconds]),
+            c.alertFor.samplingSlow,
+            'vgpu_exporter samples the GPUs less often than its interval.',
+            'vgpu_exporter' + onHost + ' took {{ $value | humanizePercentage }} of the samples its %ss interval asks for over the last 5 minutes.' % c.sampleIntervalSeconds,
+          ),
+          alert(
+            'VGPUExporterSampleStale',
+            'warning',
+            std.format('time() - vgpu_last_sample_timestamp_seconds{%s} > %s', [sel, c.sampleStaleSeconds]),
+            c.alertFor.sampleStale,
+            'vgpu_exporter serves an old sample.',
+            'The last successful sample of vgpu_exporter' + onHost + ' is {{ $value | humanizeDuration }} old: every GPU series it serves is stale.',
+          ),
+          alert(
+            'VGPUExporterLatencySourceDown',
+            'warning',
+            std.format('vgpu_tenant_latency_source_up{%s} == 0', sel),
+            c.alertFor.latencySourceDown,
+            'vgpu_exporter cannot read a tenant\'s latency source.',
+            'The latency source of tenant {{ $labels.tenant }} has not been readable' + onHost + ' for %s; its latency and SLO series are missing or old.' % c.alertFor.latencySourceDown,
+          ),
+          alert(
+            'VGPUExporterKubeletUnreachable',
+            'warning',
+            std.format('vgpu_kubelet_pod_resources_up{%s} == 0', sel),
+            c.alertFor.kubeletUnreachable,
+            'vgpu_exporter cannot query the kubelet pod-resources API.',
+            'vgpu_exporter' + onHost + ' has failed to query the kubelet pod-resources API for %s; tenant attribution uses an old pod mapping.' % c.alertFor.kubeletUnreachable,
+          ),
+          alert(
+            'VGPUExporterConfigReloadFailed',
+            'warning',
+            std.format('vgpu_config_last_reload_successful{%s} == 0', sel),
+            c.alertFor.configReloadFailed,
+            'vgpu_exporter failed to reload its tenants file.',
+            'The last reload of the tenants file of vgpu_exporter' + onHost + ' failed; the previous configuration stays in use.',
+          ),
+        ],
+      },
+    ],
+  },
+}

@@ -1,0 +1,76 @@
+// Settings of the vgpu_exporter mixin. Override any of them:
+//   (import 'vgpu-mixin/mixin.libsonnet') + { _config+:: { vgpuExporterSelector: 'job="gpu"' } }
+{
+  _config+:: {
+    // Selects the exporter's series in every rule and dashboard.
+    vgpuExporterSelector: 'job="vgpu"',
+
+    // The label that tells clusters apart (set by external labels or
+    // relabelling). Rules aggregate by it; with no such label the
+    // aggregates simply carry none.
+    clusterLabel: 'cluster',
+    // The label that tells hosts apart.
+    hostLabel: 'instance',
+
+    // Alert thresholds.
+    starvedShareThreshold: 0.01,  // a tenant below this SM share is starved ...
+    starvedBusyThreshold: 0.5,  // ... while the GPU is at least this busy
+    starvedFor: '30m',
+    throttleFraction: 0.5,  // throttled more than this fraction of throttleWindow
+    throttleWindow: '15m',
+    xidWindow: '10m',
+    // XID codes by class (regular expressions over the code label).
+    // hardware: double-bit ECC (48), row remap failure (64), NVLink (74),
+    // fallen off the bus (79), contained/uncontained ECC (94, 95), GSP (119, 120).
+    xidHardwareCodes: '48|64|74|79|94|95|119|120',
+    // application: graphics engine exception (13), MMU fault (31), channel
+    // stopped (43), preemptive cleanup (45): faults of the workload, not the GPU.
+    xidApplicationCodes: '13|31|43|45',
+    // --sample.interval of the exporters, in seconds.
+    sampleIntervalSeconds: 1,
+    // The served snapshot is stale when older than this, in seconds.
+    sampleStaleSeconds: 60,
+
+    // Latency SLO. The objective of a tenant is the q label of
+    // vgpu_tenant_slo_target_seconds; PromQL cannot turn a label into a
+    // value, so the objectives in use are listed here (a tenant whose
+    // objective is not listed gets no burn rate).
+    sloObjectives: ['0.9', '0.95', '0.98', '0.99', '0.995', '0.999', '0.9995', '0.9999'],
+    // Multiwindow, multi-burn-rate alerts (SRE workbook, chapter 5). The
+    // window names are part of the recording rules' names; sloWindowRanges
+    // gives the range each one covers (scaled down in tests).
+    sloBurnRateAlerts: [
+      { alert: 'VGPUTenantErrorBudgetFastBurn', severity: 'critical', factor: 14.4, long: '1h', short: '5m', 'for': '2m' },
+      { alert: 'VGPUTenantErrorBudgetFastBurn', severity: 'critical', factor: 6, long: '6h', short: '30m', 'for': '15m' },
+      { alert: 'VGPUTenantErrorBudgetSlowBurn', severity: 'warning', factor: 3, long: '1d', short: '2h', 'for': '1h' },
+      { alert: 'VGPUTenantErrorBudgetSlowBurn', severity: 'warning', factor: 1, long: '3d', short: '6h', 'for': '3h' },
+    ],
+    sloWindowRanges: { '5m': '5m', '30m': '30m', '1h': '1h', '2h': '2h', '6h': '6h', '1d': '1d', '3d': '3d' },
+    // How long the other alerts must hold before they fire.
+    alertFor: {
+      gpuDown: '5m',
+      overcommitted: '10m',
+      exporterDown: '5m',
+      collectorFailing: '10m',
+      samplingSlow: '15m',
+      sampleStale: '5m',
+      latencySourceDown: '10m',
+      kubeletUnreachable: '10m',
+      configReloadFailed: '5m',
+      attributionConflict: '15m',
+    },
+
+    // Runbook links: %s is the alert name in lower case.
+    runbookURLPattern: 'https://github.com/vgpu-exporter/vgpu_exporter/blob/main/docs/runbooks.md#%s',
+
+    // Dashboards.
+    dashboardUIDs: {
+      'vgpu-overview.json': 'vgpu-overview',
+      'vgpu-tenant.json': 'vgpu-tenant',
+      'vgpu-gpu.json': 'vgpu-gpu',
+    },
+    dashboardTags: ['vgpu'],
+    dashboardRefresh: '30s',
+    dashboardTimezone: 'utc',
+  },
+}

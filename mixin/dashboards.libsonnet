@@ -1,0 +1,98 @@
+// Grafana dashboards: a fleet overview (reads the recording rules), a
+// tenant view and a GPU / MIG view (read the exporter's series).
+local g = import 'lib/dashboard.libsonnet';
+{
+  local c = self._config,
+  local cl = c.clusterLabel,
+  local host = c.hostLabel,
+  local sel = c.vgpuExporterSelector,
+
+  local clusterVar = g.queryVariable('cluster', 'Cluster', std.format('label_values(vgpu_gpu_info{%s}, %s)', [sel, cl])),
+  local jobVar = g.queryVariable('job', 'Job', std.format('label_values(vgpu_gpu_info{%s, %s=~"$cluster"}, job)', [sel, cl])),
+  local hostVar = g.queryVariable('host', 'Host', std.format('label_values(vgpu_gpu_info{%s=~"$cluster", job=~"$job"}, %s)', [cl, host])),
+  local gpuVar = g.queryVariable('gpu', 'GPU', std.format('label_values(vgpu_gpu_info{%s=~"$cluster", job=~"$job", %s=~"$host"}, gpu)', [cl, host])),
+  local migVar = g.queryVariable('gpu_instance', 'MIG instance', std.format('label_values(vgpu_mig_instance_info{%s=~"$cluster", job=~"$job", %s=~"$host", gpu=~"$gpu"}, gpu_instance)', [cl, host])),
+  local tenantVar(hostFilter) = g.queryVariable('tenant', 'Tenant', std.format('label_values(vgpu_tenant_info{%s=~"$cluster"%s}, tenant)', [cl, if hostFilter then std.format(', job=~"$job", %s=~"$host"', host) else ''])),
+
+  // Series filters of the variables.
+  local fc = std.format('%s=~"$cluster"', cl),
+  local fh = std.format('%s, job=~"$job", %s=~"$host"', [fc, host]),
+  local fg = fh + ', gpu=~"$gpu"',
+  local ft = fh + ', tenant=~"$tenant"',
+  local gpuLegend = '{{' + host + '}} GPU {{gpu}}',
+  local burnWindows = self.sloWindows,
+
+  grafanaDashboards+:: {
+    'vgpu-overview.json': g.dashboard(c, 'vgpu-overview.json', 'vGPU / Fleet overview', 'GPUs, sharing modes, utilization and tenant SLOs across clusters, from the vgpu_exporter recording rules.', [clusterVar, tenantVar(false)], [
+      g.row('GPUs'),
+      g.stat('GPUs', [g.target(std.format('sum(cluster:vgpu_gpus:count{%s})', fc))]) { w: 4, h: 4 },
+      g.stat('GPUs down', [g.target(std.format('sum(cluster:vgpu_gpus:count{%(f)s}) - sum(cluster:vgpu_gpus_up:sum{%(f)s})', { f: fc }))], thresholds=[{ color: 'green', value: null }, { color: 'red', value: 1 }]) { w: 4, h: 4 },
+      g.stat('Power', [g.target(std.format('sum(cluster:vgpu_gpu_power_watts:sum{%s})', fc))], 'watt') { w: 4, h: 4 },
+      g.stat('Device memory used', [g.target(std.format('sum(cluster:vgpu_gpu_memory_used_bytes:sum{%(f)s}) / sum(cluster:vgpu_gpu_memory_total_bytes:sum{%(f)s})', { f: fc }))], 'percentunit') { w: 4, h: 4 },
+      g.stat('Tenants with an SLO', [g.target(std.format('sum(cluster:vgpu_tenants_with_slo:count{%s})', fc))]) { w: 4, h: 4 },
+      g.stat('Tenants out of SLO (1h burn > 1)', [g.target(std.format('sum(cluster:vgpu_tenants_out_of_slo:count{%s})', fc))], thresholds=[{ color: 'green', value: null }, { color: 'red', value: 1 }]) { w: 4, h: 4 },
+      g.timeseries('GPUs by sharing mode', [g.target(std.format('sum by (mode) (cluster_mode:vgpu_gpus:count{%s})', fc), '{{mode}}')], stack=true) { w: 8 },
+      g.timeseries('SM active by sharing mode', [g.target(std.format('avg by (mode) (cluster_mode:vgpu_gpu_sm_active:avg{%s})', fc), '{{mode}}')], 'percentunit') { w: 8 },
+      g.timeseries('HBM bandwidth used by sharing mode', [g.target(std.format('avg by (mode) (cluster_mode:vgpu_gpu_dram_active:avg{%s})', fc), '{{mode}}')], 'percentunit') { w: 8 },
+      g.row('Tenants'),
+      g.timeseries('SM active per tenant (GPU-equivalents)', [g.target(std.format('topk(20, sum by (tenant) (cluster_tenant:vgpu_tenant_sm_active:sum{%s, tenant=~"$tenant"}))', fc), '{{tenant}}')], stack=true),
+      g.timeseries('Device memory per tenant', [g.target(std.format('topk(20, sum by (tenant) (cluster_tenant:vgpu_tenant_memory_used_bytes:sum{%s, tenant=~"$tenant"}))', fc), '{{tenant}}')], 'bytes', stack=true),
+      g.timeseries('Error budget burn rate over 1h', [g.target(std.format('cluster_tenant:vgpu_tenant_slo_burn_rate:ratio_rate1h{%s, tenant=~"$tenant"}', fc), '{{%s}} {{tenant}}' % cl)], description='1 spends the budget exactly over the SLO period; the fast-burn page fires above %sx.' % c.sloBurnRateAlerts[0].factor),
+      g.table('Error budget left over 3d', [g.target(std.format('1 - cluster_tenant:vgpu_tenant_slo_burn_rate:ratio_rate3d{%s, tenant=~"$tenant"}', fc))], 'percentunit', description='Share of the error budget of the last 3 days not spent; negative when overspent.'),
+    ]),
+
+    'vgpu-tenant.json': g.dashboard(c, 'vgpu-tenant.json', 'vGPU / Tenant', "A tenant's usage of each GPU, its latency against its SLO, and its error budget burn rates.", [clusterVar, jobVar, hostVar, tenantVar(true)], [
+      g.row('Usage'),
+      g.timeseries('SM active per GPU', [g.target(std.format('sum without (method) (vgpu_tenant_sm_active_ratio{%s})', ft), '{{tenant}} ' + gpuLegend + ' {{gpu_instance}}')], 'percentunit', description='Fraction of the GPU (or MIG instance) the tenant kept busy; measured or apportioned as docs/metrics.md explains.'),
+      g.timeseries('HBM bandwidth per GPU', [g.target(std.format('sum without (method) (vgpu_tenant_dram_active_ratio{%s})', ft), '{{tenant}} ' + gpuLegend + ' {{gpu_instance}}')], 'percentunit'),
+      g.timeseries('Device memory', [g.target(std.format('vgpu_tenant_memory_used_bytes{%s}', ft), '{{tenant}} ' + gpuLegend + ' {{gpu_instance}}')], 'bytes') { w: 8 },
+      g.timeseries('Processes', [g.target(std.format('vgpu_tenant_processes{%s}', ft), '{{tenant}} ' + gpuLegend + ' {{gpu_instance}}')]) { w: 8 },
+      g.timeseries('Context switches', [g.target(std.format('sum without (method) (rate(vgpu_tenant_context_switches_total{%s}[$__rate_interval]))', ft), '{{tenant}} ' + gpuLegend)], 'ops') { w: 8 },
+      g.row('Latency SLO'),
+      g.timeseries('Latency quantiles and target', [
+        g.target(std.format('vgpu_tenant_request_latency_seconds{%s}', ft), '{{tenant}} p{{q}}'),
+        g.target(std.format('vgpu_tenant_slo_target_seconds{%s}', ft), '{{tenant}} target (p{{q}})'),
+      ], 's'),
+      g.timeseries('SLO attainment over the SLO window', [g.target(std.format('vgpu_tenant_slo_attainment_ratio{%s}', ft), '{{tenant}}')], 'percentunit'),
+      g.timeseries('Requests', [g.target(std.format('sum by (tenant) (rate(vgpu_tenant_requests_total{%s}[$__rate_interval]))', ft), '{{tenant}}')], 'reqps') { w: 8 },
+      g.timeseries('Error budget burn rate', [
+        g.target(std.format('cluster_tenant:vgpu_tenant_slo_burn_rate:ratio_rate%s{%s, tenant=~"$tenant"}', [w, fc]), '{{tenant}} %s' % w)
+        for w in burnWindows
+      ], description='Per window; the fast-burn page fires when the 1h and 5m rates are both above %sx.' % c.sloBurnRateAlerts[0].factor) { w: 8 },
+      g.timeseries('Latency source up', [g.target(std.format('vgpu_tenant_latency_source_up{%s}', ft), '{{tenant}} {{%s}}' % host)]) { w: 8 },
+    ]),
+
+    'vgpu-gpu.json': g.dashboard(c, 'vgpu-gpu.json', 'vGPU / GPU and MIG', 'Per GPU and MIG instance: the split of SMs and HBM among tenants, context switches, clocks, power, throttle reasons and XID errors.', [clusterVar, jobVar, hostVar, gpuVar, migVar, tenantVar(true)], [
+      g.row('Activity'),
+      g.timeseries('SM active', [g.target(std.format('vgpu_gpu_sm_active_ratio{%s}', fg), gpuLegend)], 'percentunit') { w: 8 },
+      g.timeseries('HBM bandwidth used', [g.target(std.format('vgpu_gpu_dram_active_ratio{%s}', fg), gpuLegend)], 'percentunit') { w: 8 },
+      g.timeseries('Tensor pipes active', [g.target(std.format('vgpu_gpu_tensor_active_ratio{%s}', fg), gpuLegend)], 'percentunit') { w: 8 },
+      g.timeseries('SM active per tenant', [g.target(std.format('sum by (tenant, gpu_instance) (vgpu_tenant_sm_active_ratio{%s, gpu_instance=~"$gpu_instance", tenant=~"$tenant"})', fg), '{{tenant}} {{gpu_instance}}')], 'percentunit', stack=true),
+      g.timeseries('HBM bandwidth per tenant', [g.target(std.format('sum by (tenant, gpu_instance) (vgpu_tenant_dram_active_ratio{%s, gpu_instance=~"$gpu_instance", tenant=~"$tenant"})', fg), '{{tenant}} {{gpu_instance}}')], 'percentunit', stack=true),
+      g.timeseries('Device memory per tenant', [g.target(std.format('sum by (tenant) (vgpu_tenant_memory_used_bytes{%s, gpu_instance=~"$gpu_instance", tenant=~"$tenant"})', fg), '{{tenant}}')], 'bytes', stack=true) { w: 8 },
+      g.timeseries('Context switches', [
+        g.target(std.format('rate(vgpu_gpu_context_switches_total{%s}[$__rate_interval])', fg), gpuLegend),
+        g.target(std.format('sum by (tenant) (rate(vgpu_tenant_context_switches_total{%s, tenant=~"$tenant"}[$__rate_interval]))', fg), '{{tenant}}'),
+      ], 'ops') { w: 8 },
+      g.timeseries('Device memory', [
+        g.target(std.format('vgpu_gpu_memory_used_bytes{%s}', fg), gpuLegend + ' used'),
+        g.target(std.format('vgpu_gpu_memory_total_bytes{%s}', fg), gpuLegend + ' total'),
+      ], 'bytes') { w: 8 },
+      g.row('MIG instances'),
+      g.timeseries('MIG SM active', [g.target(std.format('vgpu_mig_sm_active_ratio{%s, gpu_instance=~"$gpu_instance"}', fg), gpuLegend + ' GI {{gpu_instance}}')], 'percentunit'),
+      g.timeseries('MIG device memory used', [g.target(std.format('vgpu_mig_memory_used_bytes{%s, gpu_instance=~"$gpu_instance"}', fg), gpuLegend + ' GI {{gpu_instance}}')], 'bytes'),
+      g.row('Clocks, power and health'),
+      g.timeseries('SM clock', [
+        g.target(std.format('vgpu_gpu_sm_clock_hertz{%s}', fg), gpuLegend),
+        g.target(std.format('vgpu_gpu_sm_clock_max_hertz{%s}', fg), gpuLegend + ' max'),
+      ], 'hertz') { w: 8 },
+      g.timeseries('Power', [
+        g.target(std.format('vgpu_gpu_power_watts{%s}', fg), gpuLegend),
+        g.target(std.format('vgpu_gpu_power_limit_watts{%s}', fg), gpuLegend + ' limit'),
+      ], 'watt') { w: 8 },
+      g.timeseries('Temperature', [g.target(std.format('vgpu_gpu_temperature_celsius{%s}', fg), gpuLegend)], 'celsius') { w: 8 },
+      g.timeseries('Throttle reasons active', [g.target(std.format('vgpu_gpu_clock_event_reason_active{%s, reason!="gpu_idle"} > 0', fg), gpuLegend + ' {{reason}}')], description='Clock event reasons holding the clocks down (idle excluded).'),
+      g.timeseries('XID errors', [g.target(std.format('increase(vgpu_gpu_events_total{%s, kind="xid"}[$__rate_interval]) > 0', fg), gpuLegend + ' XID {{code}}')], description='XID errors per interval; see docs/runbooks.md for the code classes.'),
+    ]),
+  },
+}

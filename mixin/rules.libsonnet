@@ -1,0 +1,143 @@
+// Recording rules: the SLO burn rates the alerts read, and the aggregates
+// per tenant, per cluster and per sharing mode that fleet dashboards read
+// instead of raw per-GPU series.
+{
+  local c = self._config,
+  local by = std.format('%s, tenant', c.clusterLabel),
+  local sel = c.vgpuExporterSelector,
+  // The labels that identify one GPU of one exporter.
+  local gpuKey = std.format('%s, job, %s, uuid', [c.clusterLabel, c.hostLabel]),
+
+  // Every window named by the burn-rate alerts, in order of length.
+  local windows = std.uniq(std.sort(
+    std.flattenArrays([[a.short, a.long] for a in c.sloBurnRateAlerts]),
+    function(w) std.parseInt(std.substr(w, 0, std.length(w) - 1)) * { m: 60, h: 3600, d: 86400 }[std.substr(w, std.length(w) - 1, 1)],
+  )),
+
+  // The SLO windows in order of length, for the dashboards.
+  sloWindows:: windows,
+
+  prometheusRules+:: {
+    groups+: [
+      {
+        name: 'vgpu-slo.rules',
+        rules: [
+          {
+            // The objective (q) of each tenant's latency SLO as a value.
+            record: 'cluster_tenant:vgpu_tenant_slo_objective:ratio',
+            expr: std.format('max by (%s) (\n  %s\n)', [by, std.join('\n  or\n  ', [
+              std.format('0 * vgpu_tenant_slo_target_seconds{%s, q="%s"} + %s', [sel, q, q])
+              for q in c.sloObjectives
+            ])]),
+          },
+        ] + std.flattenArrays([
+          local r = c.sloWindowRanges[w];
+          [
+            {
+              // Request-weighted fraction of requests that missed the target.
+              record: 'cluster_tenant:vgpu_tenant_slo_errors:ratio_rate' + w,
+              expr: std.format(|||
+                sum by (%(by)s) (
+                  rate(vgpu_tenant_requests_total{%(sel)s}[%(r)s]) - rate(vgpu_tenant_slo_good_requests_total{%(sel)s}[%(r)s])
+                )
+                /
+                sum by (%(by)s) (
+                  rate(vgpu_tenant_requests_total{%(sel)s}[%(r)s]) and rate(vgpu_tenant_slo_good_requests_total{%(sel)s}[%(r)s])
+                )
+              |||, { by: by, sel: sel, r: r }),
+            },
+            {
+              // How many times faster than allowed the error budget is spent.
+              record: 'cluster_tenant:vgpu_tenant_slo_burn_rate:ratio_rate' + w,
+              expr: std.format(|||
+                cluster_tenant:vgpu_tenant_slo_errors:ratio_rate%(w)s
+                /
+                (1 - cluster_tenant:vgpu_tenant_slo_objective:ratio)
+              |||, { w: w }),
+            },
+          ]
+          for w in windows
+        ]) + [
+          {
+            record: 'cluster:vgpu_tenants_with_slo:count',
+            expr: std.format('count by (%s) (cluster_tenant:vgpu_tenant_slo_objective:ratio)', c.clusterLabel),
+          },
+          {
+            // Tenants spending their error budget faster than it accrues
+            // over the last hour.
+            record: 'cluster:vgpu_tenants_out_of_slo:count',
+            expr: std.format('sum by (%s) (cluster_tenant:vgpu_tenant_slo_burn_rate:ratio_rate1h > bool 1)', c.clusterLabel),
+          },
+        ],
+      },
+      {
+        name: 'vgpu-tenant.rules',
+        rules: [
+          {
+            // In GPU-equivalents: a tenant at 0.5 on each of four GPUs is 2.
+            record: 'cluster_tenant:vgpu_tenant_sm_active:sum',
+            expr: std.format('sum by (%s, class) (vgpu_tenant_sm_active_ratio{%s})', [by, sel]),
+          },
+          {
+            record: 'cluster_tenant:vgpu_tenant_dram_active:sum',
+            expr: std.format('sum by (%s, class) (vgpu_tenant_dram_active_ratio{%s})', [by, sel]),
+          },
+          {
+            record: 'cluster_tenant:vgpu_tenant_memory_used_bytes:sum',
+            expr: std.format('sum by (%s, class) (vgpu_tenant_memory_used_bytes{%s})', [by, sel]),
+          },
+          {
+            record: 'cluster_tenant:vgpu_tenant_context_switches:rate5m',
+            expr: std.format('sum by (%s, class) (rate(vgpu_tenant_context_switches_total{%s}[5m]))', [by, sel]),
+          },
+          {
+            // GPUs (or MIG instances) on which the tenant has processes.
+            record: 'cluster_tenant:vgpu_tenant_gpus:count',
+            expr: std.format('count by (%s, class) (vgpu_tenant_processes{%s} > 0)', [by, sel]),
+          },
+        ],
+      },
+      {
+        name: 'vgpu-fleet.rules',
+        rules: [
+          {
+            record: 'cluster:vgpu_gpus:count',
+            expr: std.format('count by (%s) (vgpu_gpu_up{%s})', [c.clusterLabel, sel]),
+          },
+          {
+            record: 'cluster:vgpu_gpus_up:sum',
+            expr: std.format('sum by (%s) (vgpu_gpu_up{%s})', [c.clusterLabel, sel]),
+          },
+          {
+            record: 'cluster:vgpu_gpu_power_watts:sum',
+            expr: std.format('sum by (%s) (vgpu_gpu_power_watts{%s})', [c.clusterLabel, sel]),
+          },
+          {
+            record: 'cluster:vgpu_gpu_memory_used_bytes:sum',
+            expr: std.format('sum by (%s) (vgpu_gpu_memory_used_bytes{%s})', [c.clusterLabel, sel]),
+          },
+          {
+            record: 'cluster:vgpu_gpu_memory_total_bytes:sum',
+            expr: std.format('sum by (%s) (vgpu_gpu_memory_total_bytes{%s})', [c.clusterLabel, sel]),
+          },
+          {
+            record: 'cluster_mode:vgpu_gpus:count',
+            expr: std.format('count by (%s, mode) (vgpu_gpu_info{%s})', [c.clusterLabel, sel]),
+          },
+        ] + [
+          {
+            record: std.format('cluster_mode:vgpu_gpu_%s:avg', m),
+            expr: std.format(|||
+              avg by (%(cluster)s, mode) (
+                vgpu_gpu_%(m)s_ratio{%(sel)s}
+                * on (%(key)s) group_left (mode)
+                vgpu_gpu_info{%(sel)s}
+              )
+            |||, { cluster: c.clusterLabel, m: m, sel: sel, key: gpuKey }),
+          }
+          for m in ['sm_active', 'dram_active', 'utilization']
+        ],
+      },
+    ],
+  },
+}

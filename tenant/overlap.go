@@ -1,0 +1,100 @@
+package tenant
+
+import "github.com/vgpu-exporter/vgpu_exporter/internal/yamlconf"
+
+// checkOverlaps reports selectors of different tenants that provably match
+// the same process or instance: selector A covers selector B when every key
+// A constrains is constrained by B to a value A accepts; then whatever
+// matches B matches A.
+func checkOverlaps(errs *yamlconf.Errors, cfg *Config) {
+	for i := range cfg.Tenants {
+		for j := i + 1; j < len(cfg.Tenants); j++ {
+			a, b := &cfg.Tenants[i], &cfg.Tenants[j]
+			for _, sa := range a.Selectors {
+				if errs.Full() {
+					// the file is rejected; further overlaps would not be listed
+					errs.Addf(sa.Line, "overlaps not checked further")
+					return
+				}
+				for _, sb := range b.Selectors {
+					if covers(&sa, &sb) || covers(&sb, &sa) {
+						errs.Addf(sb.Line, "selector of tenant %q overlaps the selector of tenant %q at line %d: the same process would belong to both", b.Name, a.Name, sa.Line)
+					}
+				}
+			}
+		}
+	}
+}
+
+// covers reports whether everything matching b also matches a.
+func covers(a, b *Selector) bool {
+	globCovers := func(ga string, gre *glob, gb string) bool {
+		if ga == "" {
+			return true
+		}
+		if gb == "" {
+			return false
+		}
+		if ga == gb {
+			return true
+		}
+		// a literal b value accepted by a's glob
+		return !hasGlobMeta(gb) && gre != nil && gre.match(gb)
+	}
+	if a.Cgroup != "" && !globCovers(a.Cgroup, a.cgroupRE, b.Cgroup) {
+		return false
+	}
+	if a.Executable != "" && !globCovers(a.Executable, a.exeRE, b.Executable) {
+		return false
+	}
+	if a.MIGUUID != "" && a.MIGUUID != b.MIGUUID {
+		return false
+	}
+	if a.GPUInstance != nil && (b.GPUInstance == nil || *a.GPUInstance != *b.GPUInstance) {
+		return false
+	}
+	if a.UID != nil && (b.UID == nil || *a.UID != *b.UID) {
+		return false
+	}
+	if av := a.VGPU; av != nil {
+		bv := b.VGPU
+		if bv == nil {
+			return false
+		}
+		if av.UUID != "" && av.UUID != bv.UUID {
+			return false
+		}
+		if av.VMName != "" && !globCovers(av.VMName, av.vmRE, bv.VMName) {
+			return false
+		}
+	}
+	if ak := a.Kubernetes; ak != nil {
+		bk := b.Kubernetes
+		if bk == nil {
+			return false
+		}
+		if ak.Namespace != "" && ak.Namespace != bk.Namespace {
+			return false
+		}
+		if ak.PodUID != "" && ak.PodUID != bk.PodUID {
+			return false
+		}
+		if ak.Pod != "" && !globCovers(ak.Pod, ak.podRE, bk.Pod) {
+			return false
+		}
+		if ak.Container != "" && !globCovers(ak.Container, ak.containerRE, bk.Container) {
+			return false
+		}
+		for k, v := range ak.Labels {
+			if bk.Labels[k] != v {
+				return false
+			}
+		}
+	}
+	// b must be satisfiable by one subject: a MIG instance selector and a
+	// vGPU selector cannot both hold.
+	if (b.MIGUUID != "" || b.GPUInstance != nil) && b.VGPU != nil {
+		return false
+	}
+	return true
+}
