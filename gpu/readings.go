@@ -167,10 +167,12 @@ type VGPUInstance struct {
 
 // VGPUScheduler is a vGPU host's scheduler state.
 type VGPUScheduler struct {
-	Policy       VGPUPolicy
-	ARREnabled   bool // adaptive round robin
-	TimeSlice    time.Duration
-	AvgFactor    uint32
+	Policy     VGPUPolicy
+	ARREnabled bool // adaptive round robin
+	TimeSlice  time.Duration
+	AvgFactor  uint32
+	// Frequency is the adaptive round robin frequency in Hz (NVML: one
+	// over the time slice it reports with ARR on); 0 when unknown.
 	Frequency    uint32
 	MinTimeSlice time.Duration
 	MaxTimeSlice time.Duration
