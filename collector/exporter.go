@@ -18,6 +18,7 @@ type exporterCollector struct {
 	sampleDuration, samples, sampleErrors, consecutiveErrors, lastSample, backend *prometheus.Desc
 	reloadOK, reloadTime, reloads, reloadFailures                                 *prometheus.Desc
 	kubeletUp, kubeletErrors, kubeletLastSuccess, podsMapped                      *prometheus.Desc
+	dcgmUp, dcgmErrors                                                            *prometheus.Desc
 }
 
 func newExporterCollector(log.Logger) (Collector, error) {
@@ -36,6 +37,8 @@ func newExporterCollector(log.Logger) (Collector, error) {
 	c.kubeletErrors = c.add("kubelet_pod_resources_errors_total", "Failed queries of the kubelet pod-resources API.")
 	c.kubeletLastSuccess = c.add("kubelet_pod_resources_last_success_timestamp_seconds", "When the pod mapping in use was fetched from the kubelet.")
 	c.podsMapped = c.add("kubelet_pods_mapped", "Pods with GPUs in the mapping from the kubelet.")
+	c.dcgmUp = c.add("dcgm_exporter_up", "1 if the last scrape of dcgm-exporter (--backend.dcgm-exporter.url) succeeded, 0 if not.")
+	c.dcgmErrors = c.add("dcgm_exporter_scrape_errors_total", "Failed scrapes of dcgm-exporter since the exporter started.")
 	return c, nil
 }
 
@@ -52,15 +55,22 @@ func (c *exporterCollector) Update(snap *tenant.Snapshot, ch chan<- prometheus.M
 	if r := snap.Readings; r != nil && r.Backend != "" {
 		e.gauge(c.backend, 1, r.Backend)
 	}
+	if r := snap.Readings; r != nil && r.DCGMExporter != nil {
+		e.gauge(c.dcgmUp, boolValue(r.DCGMExporter.Up))
+		e.counter(c.dcgmErrors, float64(r.DCGMExporter.ScrapeErrorsTotal))
+	}
 
-	if cfg := snap.Config; cfg.File != "" {
+	cfg := snap.Config
+	if cfg.File != "" {
 		e.gauge(c.reloadOK, boolValue(cfg.LastReloadSuccessful))
 		if !cfg.LastReloadSuccessTime.IsZero() {
 			e.gauge(c.reloadTime, unixSeconds(cfg.LastReloadSuccessTime))
 		}
-		e.counter(c.reloads, float64(cfg.ReloadsTotal))
-		e.counter(c.reloadFailures, float64(cfg.ReloadFailuresTotal))
 	}
+	// The reload counters are served from 0 even without a tenants file:
+	// a reload asked for then fails, and the failure must be seen.
+	e.counter(c.reloads, float64(cfg.ReloadsTotal))
+	e.counter(c.reloadFailures, float64(cfg.ReloadFailuresTotal))
 
 	if k := snap.Kubelet; k != nil {
 		e.gauge(c.kubeletUp, boolValue(k.Up))

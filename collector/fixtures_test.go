@@ -101,9 +101,11 @@ func readings(devs ...gpu.Device) *gpu.Readings {
 
 // richSnapshot sets every field the collectors render.
 func richSnapshot() *tenant.Snapshot {
+	r := readings(migDevice(), timeSlicedDevice(), vgpuDevice(), downDevice(), bareDevice())
+	r.DCGMExporter = &gpu.ScrapeHealth{Up: true, ScrapeErrorsTotal: 3}
 	return &tenant.Snapshot{
 		Time:     t0,
-		Readings: readings(migDevice(), timeSlicedDevice(), vgpuDevice(), downDevice(), bareDevice()),
+		Readings: r,
 		Sampler: gpu.SamplerStats{SamplesTotal: 100, ErrorsTotal: 2, LastDuration: 15 * time.Millisecond,
 			LastSuccess: t0, ConsecutiveErr: 0},
 		Tenants: []tenant.Info{

@@ -81,7 +81,7 @@ func newGPUCollector(log.Logger) (Collector, error) {
 	c.eccErrors = c.add("gpu_ecc_errors_total", "Volatile ECC errors since the driver loaded, by type (corrected, uncorrected).", with("type")...)
 	c.persistence = c.add("gpu_persistence_mode", "1 if persistence mode is on, 0 if off.", l...)
 	c.computeMode = c.add("gpu_compute_mode_info", "The GPU's compute mode; always 1.", with("compute_mode")...)
-	c.events = c.add("gpu_events_total", "Device events (XID errors, allocation failures, reconfigurations) since the exporter started, by kind and code (XID number; 0 for other kinds).", with("kind", "code")...)
+	c.events = c.add("gpu_events_total", "Device events (XID errors, allocation failures, reconfigurations) since the exporter started, by kind and code (XID number, \"other\" for XIDs outside the well-known list; 0 for other kinds); every known kind and code is served from 0.", with("kind", "code")...)
 	c.timeslice = c.add("gpu_compute_timeslice_info", "The compute time-slice level set with nvidia-smi compute-policy; always 1.", with("timeslice")...)
 	return c, nil
 }
@@ -111,7 +111,7 @@ func (c *gpuCollector) Update(snap *tenant.Snapshot, ch chan<- prometheus.Metric
 			e.fail(fmt.Errorf("event count %s/%d of GPU %s listed twice; later copies skipped", ev.Kind, ev.Code, ev.UUID))
 			continue
 		}
-		e.counter(c.events, float64(ev.Total), itoa(ev.GPU), ev.UUID, string(ev.Kind), strconv.FormatUint(ev.Code, 10))
+		e.counter(c.events, float64(ev.Total), itoa(ev.GPU), ev.UUID, string(ev.Kind), eventCode(ev.Kind, ev.Code))
 	}
 	return e.err()
 }
@@ -177,4 +177,13 @@ func (c *gpuCollector) device(e *emitter, r *gpu.Readings, d *gpu.Device) {
 	if d.ComputeTimeSlice != "" {
 		e.gauge(c.timeslice, 1, g, u, string(d.ComputeTimeSlice))
 	}
+}
+
+// eventCode is the code label of an event count: the XID number, "other"
+// for XIDs outside gpu.WellKnownXIDs, "0" for the other kinds.
+func eventCode(kind gpu.EventKind, code uint64) string {
+	if kind == gpu.EventXID && code == gpu.XIDOther {
+		return "other"
+	}
+	return strconv.FormatUint(code, 10)
 }

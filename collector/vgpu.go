@@ -39,7 +39,7 @@ func newVGPUCollector(log.Logger) (Collector, error) {
 	c.timesliceMin = c.add("vgpu_scheduler_timeslice_min_seconds", "Smallest vGPU scheduler time slice the GPU accepts.", d...)
 	c.timesliceMax = c.add("vgpu_scheduler_timeslice_max_seconds", "Largest vGPU scheduler time slice the GPU accepts.", d...)
 	c.arrAvgFactor = c.add("vgpu_scheduler_arr_average_factor", "Adaptive round robin average factor, as NVML reports it.", d...)
-	c.arrFrequency = c.add("vgpu_scheduler_arr_frequency", "Adaptive round robin scheduling frequency, as NVML reports it.", d...)
+	c.arrFrequency = c.add("vgpu_scheduler_arr_frequency", "Adaptive round robin scheduling frequency in hertz: one over the time slice NVML reports with ARR on.", d...)
 	return c, nil
 }
 
@@ -78,7 +78,9 @@ func (c *vgpuCollector) Update(snap *tenant.Snapshot, ch chan<- prometheus.Metri
 			}
 			if s.ARREnabled {
 				e.gauge(c.arrAvgFactor, float64(s.AvgFactor), g, u)
-				e.gauge(c.arrFrequency, float64(s.Frequency), g, u)
+				if s.Frequency > 0 { // absent, not 0, where the backend cannot say
+					e.gauge(c.arrFrequency, float64(s.Frequency), g, u)
+				}
 			}
 		}
 		for j := range d.VGPUs {

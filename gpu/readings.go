@@ -30,6 +30,15 @@ type Readings struct {
 	DriverVersion string
 	CUDAVersion   string
 	Devices       []Device
+	// DCGMExporter is the health of the dcgm-exporter source that fills
+	// DCGM fields into these readings; nil when none is configured.
+	DCGMExporter *ScrapeHealth
+}
+
+// ScrapeHealth is the state of an outside page a Source scrapes.
+type ScrapeHealth struct {
+	Up                bool   // the last scrape succeeded
+	ScrapeErrorsTotal uint64 // failed scrapes since the Source was made
 }
 
 // SharingMode is how a GPU is shared between tenants.
@@ -122,7 +131,10 @@ type Activity struct {
 	SMOccupancy  *float64 // resident warps / max warps, averaged over SMs
 	DRAMActive   *float64 // fraction of peak HBM bandwidth used
 	TensorActive *float64 // fraction of cycles the tensor pipes were busy
-	// Source says where the figures came from: "gpm", "dcgm", "sim"; empty if none.
+	// Source says where the figures came from: "gpm", "dcgm", "sim";
+	// "dcgm-gr-engine" when SMActive is DCGM's graphics engine activity
+	// (DCGM_FI_PROF_GR_ENGINE_ACTIVE) standing in for a missing SM
+	// activity; empty if none.
 	Source string
 }
 
@@ -155,10 +167,12 @@ type VGPUInstance struct {
 
 // VGPUScheduler is a vGPU host's scheduler state.
 type VGPUScheduler struct {
-	Policy       VGPUPolicy
-	ARREnabled   bool // adaptive round robin
-	TimeSlice    time.Duration
-	AvgFactor    uint32
+	Policy     VGPUPolicy
+	ARREnabled bool // adaptive round robin
+	TimeSlice  time.Duration
+	AvgFactor  uint32
+	// Frequency is the adaptive round robin frequency in Hz (NVML: one
+	// over the time slice it reports with ARR on); 0 when unknown.
 	Frequency    uint32
 	MinTimeSlice time.Duration
 	MaxTimeSlice time.Duration

@@ -2,6 +2,8 @@ package kube
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -28,6 +30,53 @@ type kubeClient struct {
 	metaSrc  string
 	httpc    *http.Client
 	maxBytes int64
+	// tokenFile, when set, holds the bearer token of metadata requests.
+	tokenFile string
+}
+
+// maxTokenBytes bounds a bearer token file: service account tokens are a
+// few KiB.
+const maxTokenBytes = 64 << 10
+
+// bearerToken reads the token file now, so that a rotated token is used at
+// once.
+func (k *kubeClient) bearerToken() (string, error) {
+	f, err := os.Open(k.tokenFile)
+	if err != nil {
+		return "", fmt.Errorf("pod metadata bearer token: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxTokenBytes+1))
+	if err != nil {
+		return "", fmt.Errorf("pod metadata bearer token %s: %w", k.tokenFile, err)
+	}
+	if len(b) > maxTokenBytes {
+		return "", fmt.Errorf("pod metadata bearer token %s: larger than %d bytes", k.tokenFile, maxTokenBytes)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("pod metadata bearer token %s: empty", k.tokenFile)
+	}
+	if strings.ContainsAny(tok, "\r\n") {
+		return "", fmt.Errorf("pod metadata bearer token %s: more than one line", k.tokenFile)
+	}
+	return tok, nil
+}
+
+// clientWithCA returns an HTTP client that verifies servers with the PEM
+// certificates of caFile.
+func clientWithCA(caFile string) (*http.Client, error) {
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("pod metadata CA file: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("pod metadata CA file %s: no PEM certificate in it", caFile)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return &http.Client{Transport: tr}, nil
 }
 
 func newKubeClient(socket, metaSrc string, httpc *http.Client, timeout time.Duration) (*kubeClient, error) {
@@ -133,6 +182,13 @@ func (k *kubeClient) fetchMeta(ctx context.Context) ([]*podMeta, map[string]stri
 		}
 		req.Header.Set("Accept", "application/json")
 		req.Header.Set("User-Agent", userAgent)
+		if k.tokenFile != "" {
+			tok, err := k.bearerToken()
+			if err != nil {
+				return nil, nil, err
+			}
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
 		resp, err := k.httpc.Do(req)
 		if err != nil {
 			return nil, nil, fmt.Errorf("pod metadata %s: %w", k.metaSrc, err)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,7 +30,17 @@ type Options struct {
 	Refresh time.Duration
 	// Timeout bounds one refresh; default 5s.
 	Timeout time.Duration
-	// HTTPClient reads pod metadata URLs; nil means a default client.
+	// BearerTokenFile holds the token sent as "Authorization: Bearer" to a
+	// PodMetadata https URL (a service account token, as the kubelet's
+	// /pods needs). It is read again on every request, so a rotated token
+	// is used as soon as it is written.
+	BearerTokenFile string
+	// CAFile holds the PEM certificates that verify a PodMetadata https
+	// URL's server (the kubelet's serving certificate); default: the
+	// system roots.
+	CAFile string
+	// HTTPClient reads pod metadata URLs; nil means a default client (with
+	// CAFile's roots when set). With CAFile, HTTPClient must be nil.
 	HTTPClient *http.Client
 	// Clock is the model time; nil means gpu.RealClock{}.
 	Clock gpu.Clock
@@ -61,14 +72,28 @@ type Mapper struct {
 	loops   sync.WaitGroup
 }
 
-// NewMapper returns a Mapper for the socket in opts. It does no I/O (the
-// gRPC connection is made at the first refresh).
+// NewMapper returns a Mapper for the socket in opts. It reads only
+// Options.CAFile, so that a bad one fails at start (the gRPC connection is
+// made, and the token read, at the first refresh).
 func NewMapper(opts Options) (*Mapper, error) {
 	if opts.PodMetadata != "" && opts.PodResourcesSocket == "" {
 		return nil, fmt.Errorf("pod metadata %s is read only with a kubelet pod-resources socket; set both or neither", opts.PodMetadata)
 	}
 	if opts.PodResourcesSocket == "" {
 		return nil, fmt.Errorf("no kubelet pod-resources socket to read the pod mapping from")
+	}
+	if (opts.BearerTokenFile != "" || opts.CAFile != "") && !strings.HasPrefix(opts.PodMetadata, "https://") {
+		return nil, fmt.Errorf("a bearer token file or CA file is used only for a pod metadata https:// URL, not %q", opts.PodMetadata)
+	}
+	if opts.CAFile != "" {
+		if opts.HTTPClient != nil {
+			return nil, fmt.Errorf("pod metadata CA file %s: give the CA or an HTTP client, not both", opts.CAFile)
+		}
+		c, err := clientWithCA(opts.CAFile)
+		if err != nil {
+			return nil, err
+		}
+		opts.HTTPClient = c
 	}
 	opts.Clock = cmp.Or[gpu.Clock](opts.Clock, gpu.RealClock{})
 	opts.Logger = cmp.Or(opts.Logger, log.NewNopLogger())
@@ -80,6 +105,9 @@ func NewMapper(opts Options) (*Mapper, error) {
 		opts.Timeout = 5 * time.Second
 	}
 	k, err := newKubeClient(opts.PodResourcesSocket, opts.PodMetadata, opts.HTTPClient, opts.Timeout)
+	if err == nil {
+		k.tokenFile = opts.BearerTokenFile
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -23,6 +23,7 @@ func FuzzLatencyExposition(f *testing.F) {
 			{URL: "sim://a", Preset: PresetVLLME2E, Matchers: map[string]string{"model_name": "llama"}, Timeout: time.Second, MaxBytes: 1 << 20},
 			{URL: "sim://a", Preset: PresetTGI, Timeout: time.Second, MaxBytes: 1 << 20},
 			{URL: "sim://a", Preset: PresetTriton, Timeout: time.Second, MaxBytes: 1 << 20},
+			{URL: "sim://a", Preset: PresetTriton, Matchers: map[string]string{"model": "bert"}, Timeout: time.Second, MaxBytes: 1 << 20},
 		}
 		for _, src := range srcs {
 			tr := newSLOTracker(Spec{Name: "x", Source: src, Objective: &Objective{Quantile: 0.99, Target: 300 * time.Millisecond}, Window: time.Minute})

@@ -12,13 +12,38 @@ import (
 
 // histo is a classic cumulative histogram: counts of observations at or
 // under each finite upper bound, plus the total count (the +Inf bucket) and
-// the sum. For Triton's counters only count and sum are set (mean == true).
+// the sum. For Triton's counters alone only count and sum are set (mean ==
+// true).
 type histo struct {
 	bounds []float64 // finite upper bounds, ascending
 	cum    []float64 // cumulative counts at bounds
 	count  float64
 	sum    float64
 	mean   bool
+	// req is the source's own request counters when they are not the
+	// histogram's observations (Triton: requests and their duration from
+	// counters, latency buckets from the first-response histogram).
+	req requestCounts
+	// serverQuantiles are quantiles the source computed itself over its
+	// own window (a summary), in seconds; not windowed here, never
+	// subtracted or summed.
+	serverQuantiles map[float64]float64
+}
+
+// requestCounts are cumulative request counters: how many and their total
+// duration in seconds.
+type requestCounts struct {
+	count, sum float64
+	set        bool
+}
+
+// requests is the number of requests h counts and their total duration:
+// the request counters where the source has them, else the observations.
+func (h *histo) requests() (count, sum float64) {
+	if h.req.set {
+		return h.req.count, h.req.sum
+	}
+	return h.count, h.sum
 }
 
 type bucket struct{ le, cum float64 }
@@ -272,12 +297,18 @@ func (h *histo) cumAt(le float64) (float64, bool) {
 // or of any bucket is a counter reset: the delta is then cur itself (what
 // was observed since the reset).
 func delta(prev, cur histo) histo {
-	if cur.count < prev.count || cur.sum < prev.sum && cur.mean {
+	if cur.count < prev.count || cur.sum < prev.sum && cur.mean || cur.req.set && cur.req.count < prev.req.count {
 		return cur
 	}
-	d := histo{count: cur.count - prev.count, sum: cur.sum - prev.sum, mean: cur.mean}
+	d := histo{count: cur.count - prev.count, sum: cur.sum - prev.sum, mean: cur.mean, serverQuantiles: cur.serverQuantiles}
 	if d.sum < 0 {
 		d.sum = 0
+	}
+	if cur.req.set {
+		if !prev.req.set {
+			return cur // the shape changed, as after a restart
+		}
+		d.req = requestCounts{count: cur.req.count - prev.req.count, sum: math.Max(0, cur.req.sum-prev.req.sum), set: true}
 	}
 	for i, le := range cur.bounds {
 		p, ok := prev.cumAt(le)
@@ -380,6 +411,14 @@ func (h *histo) good(target float64) float64 {
 func (h *histo) add(o histo) {
 	h.count += o.count
 	h.sum += o.sum
+	if o.req.set {
+		h.req.count += o.req.count
+		h.req.sum += o.req.sum
+		h.req.set = true
+	}
+	if o.serverQuantiles != nil {
+		h.serverQuantiles = o.serverQuantiles // the latest
+	}
 	if h.bounds == nil {
 		h.bounds = append([]float64(nil), o.bounds...)
 		h.cum = make([]float64, len(o.cum))

@@ -66,14 +66,15 @@ func TestExtractFixtures(t *testing.T) {
 		{"untyped series", vllmSrc, "vllm-untyped.txt", []float64{0.1, 0.25, 0.5, 1}, []float64{150, 500, 640, 694}, 700, ""},
 		{"itl falls back to time_per_output_token", itl, "vllm-tpot.txt", []float64{0.01, 0.025, 0.05}, []float64{10, 30, 40}, 40, ""},
 		{"tgi", tgi, "tgi-1.txt", []float64{0.5, 1, 2, 4}, []float64{20, 60, 90, 100}, 100, ""},
-		{"triton", triton, "triton-1.txt", nil, nil, 100, ""},
+		{"triton counters: requests, not inferences", triton, "triton-counters-1.txt", nil, nil, 100, ""},
+		{"triton histogram in seconds", triton, "triton-histogram-1.txt", []float64{0.01, 0.05, 0.1, 0.5}, []float64{20, 60, 95, 100}, 100, ""},
 		{"decreasing buckets", vllmSrc, "vllm-decreasing.txt", nil, nil, 0, "bucket counts decrease"},
 		{"NaN bucket", vllmSrc, "vllm-nan.txt", nil, nil, 0, "bad bucket"},
 		{"only +Inf", vllmSrc, "vllm-inf-only.txt", nil, nil, 0, "only a +Inf bucket"},
 		{"gauge", vllmSrc, "vllm-gauge-not-histogram.txt", nil, nil, 0, "not a histogram"},
 		{"no series for matcher", noMatch, "vllm-1.txt", nil, nil, 0, "no series matching"},
 		{"histogram absent", tgi, "vllm-1.txt", nil, nil, 0, "no histogram [tgi_request_duration]"},
-		{"triton without count", triton, "triton-missing-count.txt", nil, nil, 0, "no nv_inference_count"},
+		{"triton without success counter", triton, "triton-missing-success.txt", nil, nil, 0, "no nv_inference_request_success"},
 		{"not an exposition", vllmSrc, "garbage.txt", nil, nil, 0, "parse"},
 	}
 	for _, tc := range tests {
@@ -171,24 +172,74 @@ func TestVLLMWindowByHand(t *testing.T) {
 	}
 }
 
-func TestTritonMeanOnly(t *testing.T) {
+// TestTritonShapes follows a Triton server over two scrapes in each of its
+// exposition shapes. bert served 50 requests (40 succeeded, 10 failed) in
+// 400 inferences (batches of 8) taking 2 s in all: the mean is 40 ms, not
+// 2 s / 400 = 5 ms.
+func TestTritonShapes(t *testing.T) {
 	src := &Source{URL: "sim://x", Preset: PresetTriton, Matchers: map[string]string{"model": "bert"}, Timeout: time.Second, MaxBytes: 1 << 20}
-	tr := newSLOTracker(Spec{Name: "search", Source: src, Objective: &Objective{Quantile: 0.9, Target: 80 * time.Millisecond}, Window: time.Minute})
-	t0 := time.Unix(0, 0)
-	for i, f := range []string{"triton-1.txt", "triton-2.txt"} {
-		h, err := extractFixture(t, src, f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tr.observe(t0.Add(time.Duration(i)*15*time.Second), h)
+	tests := []struct {
+		shape     string
+		quantiles map[float64]float64
+		// good and attainment; good < 0: not countable
+		good, attainment float64
+	}{
+		// --metrics-config defaults: counters only.
+		{"counters", map[float64]float64{}, -1, 0},
+		// summary_latencies=true: the server's own quantiles of the second
+		// scrape.
+		{"summary", map[float64]float64{0.5: 0.032, 0.9: 0.056, 0.99: 0.095}, -1, 0},
+		// histogram_latencies=true: deltas le=10ms 5, 50ms 30, 100ms 40,
+		// 500ms 40, count 40 (the successful requests).
+		//   p50: rank 20 in (10,50]:  10 + 40*(20-5)/(30-5) = 34 ms
+		//   p90: rank 36 in (50,100]: 50 + 50*(36-30)/(40-30) = 80 ms
+		//   p99: rank 39.6:           50 + 50*9.6/10 = 98 ms
+		//   good at 80 ms: 30 + 10*(80-50)/50 = 36 of 50 requests (the
+		//   failures are not good)
+		{"histogram", map[float64]float64{0.5: 0.034, 0.9: 0.08, 0.99: 0.098}, 36, 36.0 / 50},
 	}
-	st := tr.Status()
-	// (3.5e6 - 1.5e6) us / (150 - 100) requests = 40 ms
-	if st.MeanSeconds == nil || !near(*st.MeanSeconds, 0.04) {
-		t.Errorf("mean = %v, want 0.04", st.MeanSeconds)
-	}
-	if st.RequestsTotal != 50 || st.GoodKnown || st.GoodRequestsTotal != 0 || st.Attainment != nil || len(st.Quantiles) != 0 {
-		t.Errorf("triton status %+v: quantiles and good requests must be absent", st)
+	for _, tc := range tests {
+		t.Run(tc.shape, func(t *testing.T) {
+			tr := newSLOTracker(Spec{Name: "search", Source: src, Objective: &Objective{Quantile: 0.9, Target: 80 * time.Millisecond}, Window: time.Minute})
+			if st := tr.Status(); st.GoodKnown {
+				t.Errorf("before the first scrape GoodKnown = true; Triton's buckets depend on its flags")
+			}
+			t0 := time.Unix(0, 0)
+			for i := 1; i <= 2; i++ {
+				h, err := extractFixture(t, src, fmt.Sprintf("triton-%s-%d.txt", tc.shape, i))
+				if err != nil {
+					t.Fatal(err)
+				}
+				tr.observe(t0.Add(time.Duration(i)*15*time.Second), h)
+				if st := tr.Status(); i == 1 && (st.GoodKnown != (tc.good >= 0) || st.GoodRequestsTotal != 0 || st.RequestsTotal != 0) {
+					t.Errorf("after the baseline: GoodKnown %v good %v requests %v, want %v 0 0", st.GoodKnown, st.GoodRequestsTotal, st.RequestsTotal, tc.good >= 0)
+				}
+			}
+			st := tr.Status()
+			if st.MeanSeconds == nil || !near(*st.MeanSeconds, 0.04) {
+				t.Errorf("mean = %v, want 0.04", st.MeanSeconds)
+			}
+			if st.RequestsTotal != 50 || st.WindowRequests != 50 {
+				t.Errorf("requests total %v, in window %v; want 50 (success + failure)", st.RequestsTotal, st.WindowRequests)
+			}
+			if len(st.Quantiles) != len(tc.quantiles) {
+				t.Errorf("quantiles %v, want %v", st.Quantiles, tc.quantiles)
+			}
+			for q, v := range tc.quantiles {
+				if got, ok := st.Quantiles[q]; !ok || !near(got, v) {
+					t.Errorf("p%v = %v (present %v), want %v", q*100, got, ok, v)
+				}
+			}
+			if tc.good < 0 {
+				if st.GoodKnown || st.GoodRequestsTotal != 0 || st.Attainment != nil {
+					t.Errorf("good requests counted without buckets: %+v", st)
+				}
+				return
+			}
+			if !st.GoodKnown || !near(st.GoodRequestsTotal, tc.good) || st.Attainment == nil || !near(*st.Attainment, tc.attainment) {
+				t.Errorf("good %v (known %v), attainment %v; want %v, %v", st.GoodRequestsTotal, st.GoodKnown, st.Attainment, tc.good, tc.attainment)
+			}
+		})
 	}
 }
 

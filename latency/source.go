@@ -83,8 +83,8 @@ type Status struct {
 	SourceUp          bool
 	ScrapeErrorsTotal uint64
 	// GoodKnown is false when good requests cannot be counted: no
-	// objective, or a source that gives only a mean (Triton). Then
-	// GoodRequestsTotal is 0 and Attainment nil.
+	// objective, or a source without latency buckets (Triton without its
+	// histograms). Then GoodRequestsTotal is 0 and Attainment nil.
 	GoodKnown bool
 	// MeanSeconds is the mean latency over the window; nil with no requests.
 	MeanSeconds *float64

@@ -2,6 +2,7 @@ package latency
 
 import (
 	"math"
+	"slices"
 	"sync"
 	"time"
 )
@@ -53,9 +54,13 @@ func (s *sloTracker) observe(now time.Time, h histo) {
 	s.lastScrape = now
 	if s.prev != nil {
 		d := delta(*s.prev, h)
-		s.reqTotal += d.count
+		reqs, _ := d.requests()
+		s.reqTotal += reqs
 		if s.slo != nil && !d.mean {
-			s.goodTotal += d.good(s.slo.Target.Seconds())
+			// At most the requests counted: a source whose buckets
+			// and request counters disagree (Triton) cannot make the
+			// good requests outrun all requests.
+			s.goodTotal += math.Min(d.good(s.slo.Target.Seconds()), reqs)
 		}
 		n := len(s.deltas)
 		if n > 0 && (!sameBounds(s.deltas[n-1].h.bounds, d.bounds) || s.deltas[n-1].h.mean != d.mean) {
@@ -117,11 +122,21 @@ func (s *sloTracker) computeLocked(now time.Time) Status {
 		mean = d.h.mean
 	}
 	w.mean = mean
-	st.GoodKnown = s.slo != nil && !mean && s.src.Preset != PresetTriton
-	if w.count > 0 {
-		m := w.sum / w.count
+	st.GoodKnown = s.slo != nil && s.bucketsKnown()
+	if reqs, sum := w.requests(); reqs > 0 {
+		m := sum / reqs
 		st.MeanSeconds = &m
-		st.WindowRequests = w.count
+		st.WindowRequests = reqs
+	}
+	if mean && s.up && s.prev != nil {
+		// The source's own quantiles (a summary), over its own window.
+		for q, v := range s.prev.serverQuantiles {
+			if slices.Contains(ReportedQuantiles, q) || s.slo != nil && q == s.slo.Quantile {
+				st.Quantiles[q] = v
+			}
+		}
+	}
+	if w.count > 0 {
 		if !mean {
 			qs := append([]float64(nil), ReportedQuantiles...)
 			if s.slo != nil {
@@ -133,7 +148,11 @@ func (s *sloTracker) computeLocked(now time.Time) Status {
 				}
 			}
 			if st.GoodKnown {
-				a := w.good(st.TargetSeconds) / w.count
+				// Over all requests: where the source counts failed
+				// requests apart from its latency buckets (Triton), a
+				// failure is not a good request.
+				reqs, _ := w.requests()
+				a := w.good(st.TargetSeconds) / math.Max(reqs, w.count)
 				a = math.Max(0, math.Min(1, a))
 				st.Attainment = &a
 			}
@@ -144,6 +163,16 @@ func (s *sloTracker) computeLocked(now time.Time) Status {
 	}
 	st.LastError = s.lastErr
 	return st
+}
+
+// bucketsKnown says whether the source gives latency buckets, so that good
+// requests can be counted: as its latest scrape showed, or, before the
+// first, as its kind promises (Triton's buckets depend on its flags).
+func (s *sloTracker) bucketsKnown() bool {
+	if s.prev == nil {
+		return s.src.Preset != PresetTriton
+	}
+	return !s.prev.mean
 }
 
 // Status returns the latest status (a fresh copy).

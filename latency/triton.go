@@ -7,54 +7,131 @@ import (
 	dto "github.com/prometheus/client_model/go"
 )
 
-// Triton's cumulative request duration (microseconds) and request count:
-// they give a mean, no quantiles.
+// Triton Inference Server's metrics. Requests are counted by
+// nv_inference_request_success and nv_inference_request_failure;
+// nv_inference_count counts inferences (batch items), not requests, so it
+// is not used. nv_inference_request_duration_us is the cumulative duration
+// of the requests. Newer servers add latency summaries
+// (--metrics-config summary_latencies=true) and histograms
+// (--metrics-config histogram_latencies=true).
 const (
-	tritonDurationMetric = "nv_inference_request_duration_us"
-	tritonCountMetric    = "nv_inference_count"
+	tritonSuccessMetric   = "nv_inference_request_success"
+	tritonFailureMetric   = "nv_inference_request_failure"
+	tritonDurationMetric  = "nv_inference_request_duration_us"
+	tritonHistogramMetric = "nv_inference_first_response_histogram_ms"
+	tritonSummaryMetric   = "nv_inference_request_summary_us"
 )
 
-// extractTriton sums Triton's request duration and count counters.
-func extractTriton(fams map[string]*dto.MetricFamily, matchers map[string]string) (histo, error) {
-	sumOf := func(name string) (float64, error) {
-		mf, ok := fams[name]
-		if !ok {
-			return 0, fmt.Errorf("no %s in the exposition", name)
+// tritonCounterSum sums the matching series of a Triton counter. A missing
+// family is an error unless optional, when it counts as 0.
+func tritonCounterSum(fams map[string]*dto.MetricFamily, name string, matchers map[string]string, optional bool) (float64, error) {
+	mf, ok := fams[name]
+	if !ok {
+		if optional {
+			return 0, nil
 		}
-		total, n := 0.0, 0
-		for _, m := range mf.GetMetric() {
-			if !labelsMatch(m, matchers) {
+		return 0, fmt.Errorf("no %s in the exposition", name)
+	}
+	total, n := 0.0, 0
+	for _, m := range mf.GetMetric() {
+		if !labelsMatch(m, matchers) {
+			continue
+		}
+		var v float64
+		switch {
+		case m.GetCounter() != nil:
+			v = m.GetCounter().GetValue()
+		case m.GetUntyped() != nil:
+			v = m.GetUntyped().GetValue()
+		case m.GetGauge() != nil:
+			v = m.GetGauge().GetValue()
+		default:
+			return 0, fmt.Errorf("%s is a %s, not a counter", name, mf.GetType())
+		}
+		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+			return 0, fmt.Errorf("%s%s: bad value %v", name, labelString(m), v)
+		}
+		total += v
+		n++
+	}
+	if n == 0 && !optional {
+		return 0, fmt.Errorf("%s has no series matching %v", name, matchers)
+	}
+	return total, nil
+}
+
+// extractTriton reads a Triton exposition in any of its shapes:
+//   - counters only: requests and the mean latency;
+//   - counters and the first-response histogram: also window quantiles and
+//     good requests against the objective;
+//   - counters and the request summary: also the server's own quantiles.
+//
+// Requests and the mean always come from the request counters; the
+// histogram, when present, wins over the summary.
+func extractTriton(fams map[string]*dto.MetricFamily, matchers map[string]string) (histo, error) {
+	ok, err := tritonCounterSum(fams, tritonSuccessMetric, matchers, false)
+	if err != nil {
+		return histo{}, err
+	}
+	failed, err := tritonCounterSum(fams, tritonFailureMetric, matchers, true)
+	if err != nil {
+		return histo{}, err
+	}
+	dur, err := tritonCounterSum(fams, tritonDurationMetric, matchers, false)
+	if err != nil {
+		return histo{}, err
+	}
+	reqs, reqSum := ok+failed, dur/1e6
+	if _, has := fams[tritonHistogramMetric]; has || fams[tritonHistogramMetric+"_bucket"] != nil {
+		h, _, err := extractHistogram(fams, []string{tritonHistogramMetric}, matchers)
+		if err != nil {
+			return histo{}, err
+		}
+		// milliseconds to seconds
+		for i := range h.bounds {
+			h.bounds[i] /= 1e3
+		}
+		h.sum /= 1e3
+		h.req = requestCounts{count: reqs, sum: reqSum, set: true}
+		return h, nil
+	}
+	h := histo{count: reqs, sum: reqSum, mean: true}
+	if mf, has := fams[tritonSummaryMetric]; has {
+		q, err := summaryQuantiles(mf, matchers, 1e-6)
+		if err != nil {
+			return histo{}, err
+		}
+		h.serverQuantiles = q
+	}
+	return h, nil
+}
+
+// summaryQuantiles reads the quantiles of a summary's matching series,
+// scaled to seconds. Quantiles of different series cannot be merged: with
+// several series the largest value of each quantile is taken, a bound for
+// the pooled requests. A NaN quantile (a summary with no observation in
+// its window) is left out.
+func summaryQuantiles(mf *dto.MetricFamily, matchers map[string]string, scale float64) (map[float64]float64, error) {
+	if mf.GetType() != dto.MetricType_SUMMARY {
+		return nil, fmt.Errorf("%s is a %s, not a summary", mf.GetName(), mf.GetType())
+	}
+	out := map[float64]float64{}
+	for _, m := range mf.GetMetric() {
+		if !labelsMatch(m, matchers) || m.GetSummary() == nil {
+			continue
+		}
+		for _, q := range m.GetSummary().GetQuantile() {
+			v := q.GetValue()
+			if math.IsNaN(v) {
 				continue
 			}
-			var v float64
-			switch {
-			case m.GetCounter() != nil:
-				v = m.GetCounter().GetValue()
-			case m.GetUntyped() != nil:
-				v = m.GetUntyped().GetValue()
-			case m.GetGauge() != nil:
-				v = m.GetGauge().GetValue()
-			default:
-				return 0, fmt.Errorf("%s is a %s, not a counter", name, mf.GetType())
+			if math.IsInf(v, 0) || v < 0 || !(q.GetQuantile() >= 0 && q.GetQuantile() <= 1) {
+				return nil, fmt.Errorf("%s%s: bad quantile %v=%v", mf.GetName(), labelString(m), q.GetQuantile(), v)
 			}
-			if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
-				return 0, fmt.Errorf("%s%s: bad value %v", name, labelString(m), v)
+			if prev, seen := out[q.GetQuantile()]; !seen || v*scale > prev {
+				out[q.GetQuantile()] = v * scale
 			}
-			total += v
-			n++
 		}
-		if n == 0 {
-			return 0, fmt.Errorf("%s has no series matching %v", name, matchers)
-		}
-		return total, nil
 	}
-	dur, err := sumOf(tritonDurationMetric)
-	if err != nil {
-		return histo{}, err
-	}
-	cnt, err := sumOf(tritonCountMetric)
-	if err != nil {
-		return histo{}, err
-	}
-	return histo{count: cnt, sum: dur / 1e6, mean: true}, nil
+	return out, nil
 }

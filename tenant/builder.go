@@ -232,6 +232,7 @@ func (b *Builder) Build(r *gpu.Readings, st gpu.SamplerStats) *Snapshot {
 	b.attr.events = AddEvents(b.attr.events, r)
 	snap.Events = b.attr.events
 	b.buildMu.Unlock()
+	b.logEvents(r)
 
 	b.mu.Lock()
 	snap.Config = b.cfgStatus
@@ -247,4 +248,20 @@ func (b *Builder) Build(r *gpu.Readings, st gpu.SamplerStats) *Snapshot {
 		}
 	}
 	return snap
+}
+
+// logEvents logs each XID of r: the counters keep only well-known codes
+// apart, so the log is where an unusual code and the driver's message stay.
+func (b *Builder) logEvents(r *gpu.Readings) {
+	if r == nil {
+		return
+	}
+	for i := range r.Devices {
+		d := &r.Devices[i]
+		for _, ev := range d.Events {
+			if ev.Kind == gpu.EventXID {
+				level.Warn(b.logger).Log("msg", "XID event", "gpu", d.Index, "uuid", d.UUID, "xid", ev.Code, "pid", ev.PID, "message", ev.Message)
+			}
+		}
+	}
 }

@@ -10,15 +10,14 @@ import (
 // hold what happened since the previous sample), as a new sorted slice:
 // prev belongs to a published Snapshot and is never modified. A nil r
 // returns prev unchanged.
+//
+// Every device of r gets, the first time it is seen, a count at 0 for each
+// known label set: each of gpu.WellKnownXIDs, gpu.XIDOther, and the other
+// kinds (code 0). A counter that appears only with its first event is
+// missed by increase() and rate(); one that is there at 0 before is not.
+// An XID outside gpu.WellKnownXIDs is counted under gpu.XIDOther.
 func AddEvents(prev []EventCount, r *gpu.Readings) []EventCount {
 	if r == nil {
-		return prev
-	}
-	n := 0
-	for i := range r.Devices {
-		n += len(r.Devices[i].Events)
-	}
-	if n == 0 {
 		return prev
 	}
 	type key struct {
@@ -26,23 +25,56 @@ func AddEvents(prev []EventCount, r *gpu.Readings) []EventCount {
 		kind gpu.EventKind
 		code uint64
 	}
-	out := make([]EventCount, len(prev), len(prev)+n)
+	known := make(map[string]bool, len(r.Devices))
+	for _, e := range prev {
+		known[e.UUID] = true
+	}
+	n, fresh := 0, 0
+	for i := range r.Devices {
+		n += len(r.Devices[i].Events)
+		if !known[r.Devices[i].UUID] {
+			fresh++
+		}
+	}
+	if n == 0 && fresh == 0 {
+		return prev
+	}
+	out := make([]EventCount, len(prev), len(prev)+n+fresh*(len(gpu.WellKnownXIDs)+len(gpu.EventKinds)))
 	copy(out, prev)
-	idx := make(map[key]int, len(prev)+n)
+	idx := make(map[key]int, cap(out))
 	for i, e := range out {
 		idx[key{e.UUID, e.Kind, e.Code}] = i
 	}
+	add := func(d *gpu.Device, kind gpu.EventKind, code uint64) int {
+		k := key{d.UUID, kind, code}
+		if j, ok := idx[k]; ok {
+			return j
+		}
+		idx[k] = len(out)
+		out = append(out, EventCount{GPU: d.Index, UUID: d.UUID, Kind: kind, Code: code})
+		return len(out) - 1
+	}
 	for i := range r.Devices {
 		d := &r.Devices[i]
-		for _, ev := range d.Events {
-			k := key{d.UUID, ev.Kind, ev.Code}
-			if j, ok := idx[k]; ok {
-				out[j].Total++
-				out[j].GPU = d.Index
-				continue
+		if !known[d.UUID] {
+			known[d.UUID] = true
+			for _, x := range gpu.WellKnownXIDs {
+				add(d, gpu.EventXID, x.Code)
 			}
-			idx[k] = len(out)
-			out = append(out, EventCount{GPU: d.Index, UUID: d.UUID, Kind: ev.Kind, Code: ev.Code, Total: 1})
+			for _, kind := range gpu.EventKinds {
+				add(d, kind, 0) // gpu.XIDOther for EventXID
+			}
+		}
+		for _, ev := range d.Events {
+			code := ev.Code
+			if ev.Kind == gpu.EventXID && !gpu.IsWellKnownXID(code) {
+				code = gpu.XIDOther
+			} else if ev.Kind != gpu.EventXID {
+				code = 0
+			}
+			j := add(d, ev.Kind, code)
+			out[j].Total++
+			out[j].GPU = d.Index
 		}
 	}
 	sort.Slice(out, func(a, b int) bool {

@@ -7,30 +7,37 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 )
 
+// seriesPerGPU is how many event counts every known GPU has.
+var seriesPerGPU = len(gpu.WellKnownXIDs) + len(gpu.EventKinds)
+
 func TestAddEvents(t *testing.T) {
 	r1 := &gpu.Readings{Devices: []gpu.Device{
 		{Index: 1, UUID: "GPU-b", Events: []gpu.Event{{Kind: gpu.EventXID, Code: 79}}},
 		{Index: 0, UUID: "GPU-a", Events: []gpu.Event{{Kind: gpu.EventXID, Code: 43}, {Kind: gpu.EventXID, Code: 43}, {Kind: gpu.EventOOM}}},
 	}}
 	r2 := &gpu.Readings{Devices: []gpu.Device{
-		{Index: 0, UUID: "GPU-a", Events: []gpu.Event{{Kind: gpu.EventXID, Code: 43}}},
+		// 999 and 7 are not well-known XIDs: both count under XIDOther.
+		{Index: 0, UUID: "GPU-a", Events: []gpu.Event{{Kind: gpu.EventXID, Code: 43}, {Kind: gpu.EventXID, Code: 999}, {Kind: gpu.EventXID, Code: 7}}},
 		{Index: 1, UUID: "GPU-b"},
+		{Index: 2, UUID: "GPU-c"}, // new, no events: seeded at 0
 	}}
 	tests := []struct {
-		name string
-		prev []EventCount
-		r    *gpu.Readings
-		want []EventCount
+		name    string
+		prev    []EventCount
+		r       *gpu.Readings
+		gpus    int
+		nonzero []EventCount
 	}{
-		{"nil readings", nil, nil, nil},
-		{"no events", nil, &gpu.Readings{Devices: []gpu.Device{{UUID: "GPU-a"}}}, nil},
-		{"first", nil, r1, []EventCount{
+		{"nil readings", nil, nil, 0, nil},
+		{"no events, counts from 0", nil, &gpu.Readings{Devices: []gpu.Device{{UUID: "GPU-a"}}}, 1, nil},
+		{"first", nil, r1, 2, []EventCount{
 			{GPU: 0, UUID: "GPU-a", Kind: gpu.EventOOM, Total: 1},
 			{GPU: 0, UUID: "GPU-a", Kind: gpu.EventXID, Code: 43, Total: 2},
 			{GPU: 1, UUID: "GPU-b", Kind: gpu.EventXID, Code: 79, Total: 1},
 		}},
-		{"accumulates", AddEvents(nil, r1), r2, []EventCount{
+		{"accumulates", AddEvents(nil, r1), r2, 3, []EventCount{
 			{GPU: 0, UUID: "GPU-a", Kind: gpu.EventOOM, Total: 1},
+			{GPU: 0, UUID: "GPU-a", Kind: gpu.EventXID, Code: gpu.XIDOther, Total: 2},
 			{GPU: 0, UUID: "GPU-a", Kind: gpu.EventXID, Code: 43, Total: 3},
 			{GPU: 1, UUID: "GPU-b", Kind: gpu.EventXID, Code: 79, Total: 1},
 		}},
@@ -42,12 +49,48 @@ func TestAddEvents(t *testing.T) {
 				before = append(before, tc.prev...)
 			}
 			got := AddEvents(tc.prev, tc.r)
-			if !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("AddEvents = %+v, want %+v", got, tc.want)
+			if len(got) != tc.gpus*seriesPerGPU {
+				t.Errorf("AddEvents gave %d counts, want %d (%d per GPU)", len(got), tc.gpus*seriesPerGPU, seriesPerGPU)
+			}
+			var nonzero []EventCount
+			for _, e := range got {
+				if e.Total > 0 {
+					nonzero = append(nonzero, e)
+				}
+			}
+			if !reflect.DeepEqual(nonzero, tc.nonzero) {
+				t.Errorf("AddEvents non-zero counts = %+v, want %+v", nonzero, tc.nonzero)
 			}
 			if tc.prev != nil && !reflect.DeepEqual(tc.prev, before) {
 				t.Errorf("AddEvents modified prev: %+v, was %+v", tc.prev, before)
 			}
 		})
+	}
+}
+
+// TestAddEventsFromZero checks that every GPU has a count at 0 for each
+// well-known XID, for other XIDs and for the other kinds before any event,
+// so the first event is an increase.
+func TestAddEventsFromZero(t *testing.T) {
+	r := &gpu.Readings{Devices: []gpu.Device{{Index: 3, UUID: "GPU-z"}}}
+	got := AddEvents(nil, r)
+	have := map[[2]any]uint64{}
+	for _, e := range got {
+		have[[2]any{e.Kind, e.Code}] = e.Total + 1 // +1: present
+	}
+	want := [][2]any{{gpu.EventXID, gpu.XIDOther}, {gpu.EventOOM, uint64(0)}, {gpu.EventReconf, uint64(0)}}
+	for _, x := range gpu.WellKnownXIDs {
+		want = append(want, [2]any{gpu.EventXID, x.Code})
+	}
+	for _, k := range want {
+		if have[k] != 1 {
+			t.Errorf("count %v: present-at-0 = %v, want present at 0", k, have[k] == 1)
+		}
+	}
+	if again := AddEvents(got, r); !reflect.DeepEqual(again, got) {
+		t.Errorf("a second sample without events changed the counts")
+	}
+	if again := AddEvents(got, r); &again[0] != &got[0] {
+		t.Errorf("a second sample without events copied the counts (allocates every sample)")
 	}
 }

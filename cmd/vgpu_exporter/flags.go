@@ -43,6 +43,8 @@ type config struct {
 	DCGMTimeout        time.Duration
 	PodResourcesSocket string
 	PodMetadata        string
+	PodMetadataToken   string
+	PodMetadataCA      string
 	ProcRoot           string
 
 	Web                    *web.FlagConfig
@@ -82,6 +84,10 @@ func addFlags(app *kingpin.Application) *config {
 		PlaceHolder("PATH").StringVar(&c.PodResourcesSocket)
 	app.Flag("kubernetes.pod-metadata", "Pod metadata (labels, UIDs, container IDs) for labels selectors: a file or an http(s) URL serving a PodList in JSON, such as the kubelet's /pods. Default: none.").
 		PlaceHolder("FILE|URL").StringVar(&c.PodMetadata)
+	app.Flag("kubernetes.pod-metadata.bearer-token-file", "File holding the bearer token sent to an https --kubernetes.pod-metadata URL (the kubelet's /pods needs one: a service account token, /var/run/secrets/kubernetes.io/serviceaccount/token in a pod); read again on every request, so a rotated token is used at once. Default: none.").
+		PlaceHolder("FILE").StringVar(&c.PodMetadataToken)
+	app.Flag("kubernetes.pod-metadata.ca-file", "PEM file of the CA certificates that verify an https --kubernetes.pod-metadata server (the kubelet's serving certificate). Default: the system roots.").
+		PlaceHolder("FILE").StringVar(&c.PodMetadataCA)
 	app.Flag("proc.root", "procfs mount point, used to map GPU processes to cgroups.").
 		Default("/proc").StringVar(&c.ProcRoot)
 
@@ -163,6 +169,9 @@ func (c *config) validate() error {
 	}
 	if c.PodMetadata != "" && c.PodResourcesSocket == "" {
 		errs = append(errs, errors.New("--kubernetes.pod-metadata needs --kubernetes.pod-resources-socket (pods are found through the kubelet's GPU assignments)"))
+	}
+	if (c.PodMetadataToken != "" || c.PodMetadataCA != "") && !strings.HasPrefix(c.PodMetadata, "https://") {
+		errs = append(errs, fmt.Errorf("--kubernetes.pod-metadata.bearer-token-file and --kubernetes.pod-metadata.ca-file need an https:// --kubernetes.pod-metadata URL, got %q", c.PodMetadata))
 	}
 	if c.ProcRoot == "" {
 		errs = append(errs, errors.New("--proc.root must not be empty"))

@@ -77,7 +77,8 @@ func builderIO(cfg *config, src gpu.Source, clock gpu.Clock, logger log.Logger) 
 		Proc:    kube.NewProcReader(cfg.ProcRoot),
 	}
 	if cfg.PodResourcesSocket != "" || cfg.PodMetadata != "" {
-		m, err := kube.NewMapper(kube.Options{PodResourcesSocket: cfg.PodResourcesSocket, PodMetadata: cfg.PodMetadata, Clock: clock, Logger: logger})
+		m, err := kube.NewMapper(kube.Options{PodResourcesSocket: cfg.PodResourcesSocket, PodMetadata: cfg.PodMetadata,
+			BearerTokenFile: cfg.PodMetadataToken, CAFile: cfg.PodMetadataCA, Clock: clock, Logger: logger})
 		if err != nil {
 			return opts, err
 		}

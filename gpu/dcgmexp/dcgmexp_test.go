@@ -208,6 +208,9 @@ func TestSourceMerges(t *testing.T) {
 	if !s.Up() || s.ScrapeErrorsTotal() != 0 || rd.Backend != "nvml+dcgm-exporter" {
 		t.Errorf("up %v errors %d backend %q", s.Up(), s.ScrapeErrorsTotal(), rd.Backend)
 	}
+	if h := rd.DCGMExporter; h == nil || !h.Up || h.ScrapeErrorsTotal != 0 {
+		t.Errorf("readings carry health %+v, want up with 0 errors", h)
+	}
 	a := rd.Devices[0]
 	if a.Activity.Source != "dcgm" || val(a.Activity.SMActive) != 0.812 || val(a.Activity.TensorActive) != 0.333 {
 		t.Errorf("A activity %+v", a.Activity)
@@ -282,11 +285,17 @@ func TestSourceFailures(t *testing.T) {
 			}
 			for k := 1; k <= 3; k++ {
 				rd, err := s.Sample(context.Background())
-				if err != nil || rd != inner.rd {
+				if err != nil || rd == nil || &rd.Devices[0] != &inner.rd.Devices[0] || rd.Backend != inner.rd.Backend {
 					t.Fatalf("readings not passed through on a failed scrape: %v", err)
 				}
 				if s.Up() || s.ScrapeErrorsTotal() != uint64(k) {
 					t.Errorf("up %v errors %d", s.Up(), s.ScrapeErrorsTotal())
+				}
+				if h := rd.DCGMExporter; h == nil || h.Up || h.ScrapeErrorsTotal != uint64(k) {
+					t.Errorf("readings carry health %+v, want down with %d errors", h, k)
+				}
+				if inner.rd.DCGMExporter != nil {
+					t.Errorf("inner readings modified")
 				}
 			}
 			if n := strings.Count(logs.String(), "scraping dcgm-exporter failed"); n != 1 || !strings.Contains(logs.String(), tc.wantLog) {
@@ -352,5 +361,39 @@ func TestNewValidates(t *testing.T) {
 		if _, err := New(tc.inner, tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New(%+v) = %v, want %q", tc.opts, err, tc.want)
 		}
+	}
+}
+
+// TestGREngineFallback: a page without DCGM_FI_PROF_SM_ACTIVE gives SM
+// activity from DCGM_FI_PROF_GR_ENGINE_ACTIVE, named as such; a page with
+// both uses SM_ACTIVE.
+func TestGREngineFallback(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		wantSM     float64
+		wantSource string
+	}{
+		{"graphics engine only", string(readFixture(t, "dcgm-default-counters.prom")), 0.875, ActivityDCGMGREngine},
+		{"both: SM active wins", string(readFixture(t, "dcgm-default-counters.prom")) +
+			"DCGM_FI_PROF_SM_ACTIVE{UUID=\"" + uuidA + "\"} 0.625\n", 0.625, ActivityDCGM},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := serve(t, []byte(tc.body), nil)
+			s, err := New(&fakeSource{rd: innerReadings()}, Options{URL: srv.URL + "/metrics"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rd, err := s.Sample(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := rd.Devices[0].Activity
+			if a.Source != tc.wantSource || val(a.SMActive) != tc.wantSM || val(a.DRAMActive) != 0.375 || val(a.TensorActive) != 0.25 || a.SMOccupancy != nil {
+				t.Errorf("GPU A activity %+v (SM %v), want SM %v from %q", a, val(a.SMActive), tc.wantSM, tc.wantSource)
+			}
+			if m := rd.Devices[2].MIG[0].Activity; m.Source != ActivityDCGMGREngine || val(m.SMActive) != 0.5 {
+				t.Errorf("MIG instance activity %+v, want SM 0.5 from %q", m, ActivityDCGMGREngine)
+			}
+		})
 	}
 }

@@ -27,6 +27,11 @@ type Values struct {
 	SMOccupancy  *float64 // DCGM_FI_PROF_SM_OCCUPANCY
 	DRAMActive   *float64 // DCGM_FI_PROF_DRAM_ACTIVE
 	TensorActive *float64 // DCGM_FI_PROF_PIPE_TENSOR_ACTIVE
+	// GREngineActive is the fraction of time the graphics/compute engine
+	// was busy (DCGM_FI_PROF_GR_ENGINE_ACTIVE): the stand-in for SMActive
+	// where a counters file lacks DCGM_FI_PROF_SM_ACTIVE. It is at least
+	// SM activity: an engine running a kernel on a few SMs counts as busy.
+	GREngineActive *float64
 
 	GPUUtil      *float64 // DCGM_FI_DEV_GPU_UTIL, as a 0-1 ratio
 	MemCopyUtil  *float64 // DCGM_FI_DEV_MEM_COPY_UTIL, as a 0-1 ratio
@@ -54,6 +59,7 @@ var fields = map[string]field{
 	"DCGM_FI_PROF_SM_OCCUPANCY":            {func(v *Values) **float64 { return &v.SMOccupancy }, 1, true},
 	"DCGM_FI_PROF_DRAM_ACTIVE":             {func(v *Values) **float64 { return &v.DRAMActive }, 1, true},
 	"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE":      {func(v *Values) **float64 { return &v.TensorActive }, 1, true},
+	"DCGM_FI_PROF_GR_ENGINE_ACTIVE":        {func(v *Values) **float64 { return &v.GREngineActive }, 1, true},
 	"DCGM_FI_DEV_GPU_UTIL":                 {func(v *Values) **float64 { return &v.GPUUtil }, 0.01, true},
 	"DCGM_FI_DEV_MEM_COPY_UTIL":            {func(v *Values) **float64 { return &v.MemCopyUtil }, 0.01, true},
 	"DCGM_FI_DEV_SM_CLOCK":                 {func(v *Values) **float64 { return &v.SMClockHz }, 1e6, false},

@@ -123,11 +123,21 @@ func (s *Source) Sample(ctx context.Context) (*gpu.Readings, error) {
 		s.scrapeErrors.Add(1)
 		s.up.Store(false)
 		s.logChange(err.Error())
-		return rd, nil
+		out := *rd // the inner readings, unchanged but for the health
+		out.DCGMExporter = s.health()
+		return &out, nil
 	}
 	s.up.Store(true)
 	s.logChange("")
-	return merge(rd, f, s.Name()), nil
+	out := merge(rd, f, s.Name())
+	out.DCGMExporter = s.health()
+	return out, nil
+}
+
+// health is the scrape state the readings carry, so that collectors never
+// ask the Source.
+func (s *Source) health() *gpu.ScrapeHealth {
+	return &gpu.ScrapeHealth{Up: s.up.Load(), ScrapeErrorsTotal: s.scrapeErrors.Load()}
 }
 
 func (s *Source) logChange(msg string) {
@@ -230,16 +240,30 @@ func merge(rd *gpu.Readings, f Fields, backend string) *gpu.Readings {
 	return &out
 }
 
+// Activity sources the dcgm-exporter source sets.
+const (
+	ActivityDCGM = "dcgm"
+	// ActivityDCGMGREngine: SM activity is DCGM_FI_PROF_GR_ENGINE_ACTIVE,
+	// the page having no DCGM_FI_PROF_SM_ACTIVE.
+	ActivityDCGMGREngine = "dcgm-gr-engine"
+)
+
 // fillActivity sets the profiling ratios when the inner source has none.
+// Without DCGM_FI_PROF_SM_ACTIVE, the graphics engine activity stands in
+// for SM activity, and the Source says so.
 func fillActivity(a *gpu.Activity, v *Values) {
 	if a.Source != "" || a.SMActive != nil || a.SMOccupancy != nil || a.DRAMActive != nil || a.TensorActive != nil {
 		return
 	}
-	if v.SMActive == nil && v.SMOccupancy == nil && v.DRAMActive == nil && v.TensorActive == nil {
+	sm, src := v.SMActive, ActivityDCGM
+	if sm == nil && v.GREngineActive != nil {
+		sm, src = v.GREngineActive, ActivityDCGMGREngine
+	}
+	if sm == nil && v.SMOccupancy == nil && v.DRAMActive == nil && v.TensorActive == nil {
 		return
 	}
-	*a = gpu.Activity{SMActive: cp(v.SMActive), SMOccupancy: cp(v.SMOccupancy), DRAMActive: cp(v.DRAMActive),
-		TensorActive: cp(v.TensorActive), Source: "dcgm"}
+	*a = gpu.Activity{SMActive: cp(sm), SMOccupancy: cp(v.SMOccupancy), DRAMActive: cp(v.DRAMActive),
+		TensorActive: cp(v.TensorActive), Source: src}
 }
 
 func fill(dst **float64, v *float64) {

@@ -264,7 +264,7 @@ func TestVGPUReadings(t *testing.T) {
 		t.Fatalf("mode %q scheduler %v", d.Mode, d.Scheduler)
 	}
 	s := d.Scheduler
-	if s.Policy != "best-effort" || !s.ARREnabled || s.AvgFactor != 33 || s.TimeSlice != 2*time.Millisecond ||
+	if s.Policy != "best-effort" || !s.ARREnabled || s.AvgFactor != 33 || s.TimeSlice != 2*time.Millisecond || s.Frequency != 500 ||
 		s.MinTimeSlice != time.Millisecond || s.MaxTimeSlice != 30*time.Millisecond {
 		t.Errorf("scheduler %+v", s)
 	}

@@ -192,6 +192,7 @@ func (rd *devReader) readScheduler() *gpu.VGPUScheduler {
 	if !got {
 		return nil
 	}
+	s.Frequency = arrFrequency(s.ARREnabled, s.TimeSlice)
 	switch {
 	case b.has(symSchedLogV2):
 		in := nvml.VgpuSchedulerLogInfo_v2{EngineId: nvml.VGPU_SCHEDULER_ENGINE_TYPE_GRAPHICS}
@@ -215,6 +216,18 @@ func (rd *devReader) readScheduler() *gpu.VGPUScheduler {
 		}
 	}
 	return s
+}
+
+// arrFrequency is the adaptive round robin frequency in Hz. NVML's state
+// has no frequency field: a frequency set (nvmlVgpuSchedulerSetParams_t's
+// vgpuSchedDataWithARR.frequency) is read back as the time slice of each
+// software runlist in the same place of the union, one period of it. 0
+// with ARR off or no time slice.
+func arrFrequency(arr bool, slice time.Duration) uint32 {
+	if !arr || slice <= 0 {
+		return 0
+	}
+	return uint32(math.Round(float64(time.Second) / float64(slice)))
 }
 
 // schedEntry is one vGPU scheduler log entry of either log version (ns).
