@@ -86,7 +86,7 @@ func simulate(ctx context.Context, cfg runConfig) (*result, error) {
 	if err := sampler.SampleOnce(ctx); err != nil {
 		return nil, fmt.Errorf("sample at start: %w", err)
 	}
-	act := tuner.ActuatorsOf(s)
+	act := guardedActuators(s)
 	if err := pol.Init(ctx, act, snaps.build(ctx, sampler)); err != nil {
 		return nil, fmt.Errorf("policy %s: init: %w", pol.Name(), err)
 	}
