@@ -60,7 +60,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, progress 
 	var seedSet bool
 	runCmd.Flag("scenario", "Scenario file, or the name of a built-in scenario (see 'vgpusim list').").Required().StringVar(&cfg.Scenario)
 	runCmd.Flag("tenants", "Tenants file for attribution; default: the scenario's <name>.tenants.yaml companion when it exists.").StringVar(&cfg.Tenants)
-	runCmd.Flag("policy", "Sharing policy: "+strings.Join(tuner.PolicyNames(), ", ")+".").Default(tuner.UncappedName).StringVar(&cfg.Policy)
+	runCmd.Flag("policy", "Sharing policy: "+strings.Join(append(tuner.PolicyNames(), oracleName), ", ")+" (searches replays for the best static setting per phase).").Default(tuner.UncappedName).StringVar(&cfg.Policy)
 	var duration, seed, step string
 	runCmd.Flag("duration", "Virtual time to simulate, e.g. 90s or 1h; default: the scenario's duration.").StringVar(&duration)
 	runCmd.Flag("seed", "Random seed (non-zero); default: the scenario's seed.").IsSetByUser(&seedSet).StringVar(&seed)
