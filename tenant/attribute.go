@@ -29,6 +29,9 @@ type subject struct {
 	gi      int // -1 when not in a MIG instance
 	vgpu    *gpu.VGPUInstance
 	pod     *kube.PodRef
+	// podOfCgroup is true when pod, if any, was read from the cgroup path
+	// alone (no pod mapping): it is then a function of cgroup
+	podOfCgroup bool
 }
 
 // desc names the subject in logs.
@@ -108,15 +111,16 @@ type attrState struct {
 	events []EventCount
 	// share over-commitments already logged (GPU, instance and tenants)
 	shareLogged map[string]bool
-	// attributions already made of subjects without a pod or vGPU (whose
-	// selector inputs are all in the key), so that a steady host is not
+	// attributions already made of subjects without a vGPU or a mapped
+	// pod (whose selector inputs are all in the key), so that a steady host is not
 	// matched against every selector on every build; conflicts are not
 	// kept, so that each one is counted
 	memo map[memoKey]string
 }
 
-// memoKey is everything a selector reads of a subject without a pod or
-// vGPU, with the configuration it was matched against.
+// memoKey is everything a selector reads of a subject without a vGPU and
+// without a pod from a pod mapping, with the configuration it was matched
+// against.
 type memoKey struct {
 	cc      *compiledConfig
 	label   string
@@ -161,7 +165,7 @@ func (a *attrState) status() AttributionStatus {
 // matching selector, else Unassigned (none, or a conflict between two or
 // more tenants, which is logged once and counted).
 func (b *Builder) attribute(cc *compiledConfig, sub *subject) string {
-	memo := sub.pod == nil && sub.vgpu == nil
+	memo := (sub.pod == nil || sub.podOfCgroup) && sub.vgpu == nil
 	var key memoKey
 	if memo {
 		key = memoKey{cc, sub.label, sub.pid, sub.hasProc, sub.exe, sub.uid, sub.cgroup, sub.gpu, sub.migUUID, sub.gi}
@@ -258,6 +262,7 @@ func (b *Builder) processSubject(cc *compiledConfig, km *kube.Mapping, d *gpu.De
 	if cc.needCgroup && (km != nil || sub.cgroup != "") {
 		cg := kube.ParseCgroupPath(sub.cgroup)
 		sub.pod = km.ResolvePod(cg, ids...)
+		sub.podOfCgroup = km == nil
 	}
 	return sub
 }
