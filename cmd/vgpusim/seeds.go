@@ -55,16 +55,7 @@ func (s stat) String() string {
 	if len(s.vals) > 1 {
 		sd = math.Sqrt(ss / float64(len(s.vals)-1))
 	}
-	return fmt.Sprintf("%s ± %s", strconv.FormatFloat(round3(mean), 'g', -1, 64), strconv.FormatFloat(round3(sd), 'g', -1, 64))
-}
-
-// round3 rounds to three significant digits.
-func round3(v float64) float64 {
-	if v == 0 || math.IsNaN(v) || math.IsInf(v, 0) {
-		return v
-	}
-	mag := math.Pow(10, 2-math.Floor(math.Log10(math.Abs(v))))
-	return math.Round(v*mag) / mag
+	return fmt.Sprintf("%s ± %s", strconv.FormatFloat(mean, 'g', 3, 64), strconv.FormatFloat(sd, 'g', 3, 64))
 }
 
 // runSeeds runs the scenario once per seed and prints each run's headline
@@ -99,7 +90,7 @@ func runSeeds(ctx context.Context, cfg runConfig, count int, list []int64, stdou
 		}
 		s := res.rec.Summary()
 		sums = append(sums, s)
-		fmt.Fprintf(stdout, "seed %d: SLOs met %d of %d, energy %s J\n", c.Seed, s.SLOsMet, s.SLOsHeld, strconv.FormatFloat(round3(s.EnergyJ), 'g', -1, 64))
+		fmt.Fprintf(stdout, "seed %d: SLOs met %d of %d, energy %s J\n", c.Seed, s.SLOsMet, s.SLOsHeld, strconv.FormatFloat(s.EnergyJ, 'g', 3, 64))
 		if res.plan != nil {
 			writePlan(stdout, res.sc, res.plan)
 		}
