@@ -29,6 +29,9 @@ type subject struct {
 	gi      int // -1 when not in a MIG instance
 	vgpu    *gpu.VGPUInstance
 	pod     *kube.PodRef
+	// podOfCgroup is true when pod, if any, was read from the cgroup path
+	// alone (no pod mapping): it is then a function of cgroup
+	podOfCgroup bool
 }
 
 // desc names the subject in logs.
@@ -108,10 +111,34 @@ type attrState struct {
 	events []EventCount
 	// share over-commitments already logged (GPU, instance and tenants)
 	shareLogged map[string]bool
+	// attributions already made of subjects without a vGPU or a mapped
+	// pod (whose selector inputs are all in the key), so that a steady host is not
+	// matched against every selector on every build; conflicts are not
+	// kept, so that each one is counted
+	memo map[memoKey]string
 }
 
+// memoKey is everything a selector reads of a subject without a vGPU and
+// without a pod from a pod mapping, with the configuration it was matched
+// against.
+type memoKey struct {
+	cc      *compiledConfig
+	label   string
+	pid     uint32
+	hasProc bool
+	exe     string
+	uid     int
+	cgroup  string
+	gpu     int
+	migUUID string
+	gi      int
+}
+
+// memoLimit bounds the attribution memo; it starts over when full.
+const memoLimit = 10000
+
 func newAttrState() attrState {
-	return attrState{seen: map[string]bool{}, shareLogged: map[string]bool{}, prevCS: map[string]uint64{}, csAcc: map[csKey]float64{}}
+	return attrState{seen: map[string]bool{}, shareLogged: map[string]bool{}, prevCS: map[string]uint64{}, csAcc: map[csKey]float64{}, memo: map[memoKey]string{}}
 }
 
 type csKey struct{ uuid, tenant string }
@@ -122,6 +149,7 @@ type csKey struct{ uuid, tenant string }
 func (a *attrState) reconfigured(compiled *compiledConfig) {
 	a.seen = map[string]bool{}
 	a.shareLogged = map[string]bool{}
+	a.memo = map[memoKey]string{}
 	for k := range a.csAcc {
 		if _, ok := compiled.class[k.tenant]; !ok && k.tenant != Unassigned {
 			delete(a.csAcc, k)
@@ -137,6 +165,27 @@ func (a *attrState) status() AttributionStatus {
 // matching selector, else Unassigned (none, or a conflict between two or
 // more tenants, which is logged once and counted).
 func (b *Builder) attribute(compiled *compiledConfig, sub *subject) string {
+	memo := (sub.pod == nil || sub.podOfCgroup) && sub.vgpu == nil
+	var key memoKey
+	if memo {
+		key = memoKey{compiled, sub.label, sub.pid, sub.hasProc, sub.exe, sub.uid, sub.cgroup, sub.gpu, sub.migUUID, sub.gi}
+		if t, ok := b.attr.memo[key]; ok {
+			return t
+		}
+	}
+	t, conflict := b.match(compiled, sub)
+	if memo && !conflict {
+		if len(b.attr.memo) >= memoLimit {
+			b.attr.memo = map[memoKey]string{}
+		}
+		b.attr.memo[key] = t
+	}
+	return t
+}
+
+// match attributes sub by its selectors; conflict is true when more than
+// one tenant matched.
+func (b *Builder) match(compiled *compiledConfig, sub *subject) (tenant string, conflict bool) {
 	var hits []string
 	for i := range compiled.Tenants {
 		t := &compiled.Tenants[i]
@@ -149,9 +198,9 @@ func (b *Builder) attribute(compiled *compiledConfig, sub *subject) string {
 	}
 	switch len(hits) {
 	case 0:
-		return Unassigned
+		return Unassigned, false
 	case 1:
-		return hits[0]
+		return hits[0], false
 	}
 	b.attr.conflicts++
 	desc := sub.desc()
@@ -164,7 +213,7 @@ func (b *Builder) attribute(compiled *compiledConfig, sub *subject) string {
 		b.attr.conflictsTotal++
 		level.Error(b.logger).Log("msg", "matches more than one tenant; attributed to "+Unassigned, "subject", desc, "tenants", strings.Join(hits, ","))
 	}
-	return Unassigned
+	return Unassigned, true
 }
 
 // processSubject gathers what the selectors need about a process.
@@ -213,6 +262,7 @@ func (b *Builder) processSubject(compiled *compiledConfig, podMap *kube.Mapping,
 	if compiled.needCgroup && (podMap != nil || sub.cgroup != "") {
 		cg := kube.ParseCgroupPath(sub.cgroup)
 		sub.pod = podMap.ResolvePod(cg, ids...)
+		sub.podOfCgroup = podMap == nil
 	}
 	return sub
 }

@@ -60,10 +60,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, progress 
 	var seedSet bool
 	runCmd.Flag("scenario", "Scenario file, or the name of a built-in scenario (see 'vgpusim list').").Required().StringVar(&cfg.Scenario)
 	runCmd.Flag("tenants", "Tenants file for attribution; default: the scenario's <name>.tenants.yaml companion when it exists.").StringVar(&cfg.Tenants)
-	runCmd.Flag("policy", "Sharing policy: "+strings.Join(tuner.PolicyNames(), ", ")+".").Default(tuner.UncappedName).StringVar(&cfg.Policy)
-	var duration, seed, step string
+	runCmd.Flag("policy", "Sharing policy: "+strings.Join(append(tuner.PolicyNames(), oracleName), ", ")+" (searches replays for the best static setting per phase).").Default(tuner.UncappedName).StringVar(&cfg.Policy)
+	var duration, seed, step, seeds string
 	runCmd.Flag("duration", "Virtual time to simulate, e.g. 90s or 1h; default: the scenario's duration.").StringVar(&duration)
 	runCmd.Flag("seed", "Random seed (non-zero); default: the scenario's seed.").IsSetByUser(&seedSet).StringVar(&seed)
+	runCmd.Flag("seeds", "Run once per seed and report each figure's mean and spread: a count N (the scenario's seed and the N-1 after it) or a list (1,2,3).").StringVar(&seeds)
 	runCmd.Flag("step", "Sample, policy and report step in virtual time.").Default("1s").StringVar(&step)
 	runCmd.Flag("out", "Directory to write the summary, time series and plots into; nothing is written when empty.").StringVar(&cfg.Out)
 	runCmd.Flag("format", "Time series format in --out: csv or json.").Default(report.FormatCSV).EnumVar(&cfg.Format, report.FormatCSV, report.FormatJSON)
@@ -86,6 +87,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, progress 
 		if err := parseRunFlags(&cfg, duration, seed, step, seedSet); err != nil {
 			app.Errorf("%v", err)
 			return 1
+		}
+		if seeds != "" {
+			n, list, err := parseSeeds(seeds)
+			if err == nil {
+				err = runSeeds(ctx, cfg, n, list, stdout)
+			}
+			if err != nil {
+				app.Errorf("%v", err)
+				return 1
+			}
+			return 0
 		}
 		if progress {
 			cfg.Progress = newBar(stderr)

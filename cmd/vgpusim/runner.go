@@ -27,6 +27,9 @@ const FileDecisions = "decisions.csv"
 type result struct {
 	rec       *report.Recorder
 	decisions []tuner.Decision
+	// plan is what the oracle found; nil for other policies
+	plan *plan
+	sc   *sim.Scenario
 }
 
 // simulate runs the scenario in virtual time: every step it advances the
@@ -36,9 +39,13 @@ func simulate(ctx context.Context, cfg runConfig) (*result, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	pol, err := tuner.NewPolicy(cfg.Policy)
-	if err != nil {
-		return nil, fmt.Errorf("--policy: %w", err)
+	var pol tuner.Policy
+	if cfg.Policy != oracleName {
+		p, err := tuner.NewPolicy(cfg.Policy)
+		if err != nil {
+			return nil, fmt.Errorf("--policy: %w", err)
+		}
+		pol = p
 	}
 	sc, scPath, cleanup, err := loadScenario(cfg.Scenario)
 	if err != nil {
@@ -61,11 +68,22 @@ func simulate(ctx context.Context, cfg runConfig) (*result, error) {
 		tenantsFile = companion(scPath)
 	}
 
+	var found *plan
+	orig := sc
+	if pol == nil {
+		if found, _, err = findPlan(ctx, sc, seed, dur); err != nil {
+			return nil, fmt.Errorf("oracle on %s: %w", cfg.Scenario, err)
+		}
+		sc = placed(sc, found)
+	}
 	s, err := sim.New(sc, sim.Options{Seed: seed, Start: simStart})
 	if err != nil {
 		return nil, fmt.Errorf("scenario %s: %w", cfg.Scenario, err)
 	}
 	defer s.Close()
+	if found != nil {
+		pol = &oraclePolicy{plan: found, ap: newApplier(s, found.maxMHz)}
+	}
 
 	clock := gpu.NewManualClock(s.Now())
 	snaps, err := newSnapshotter(tenantsFile, clock, s)
@@ -78,7 +96,7 @@ func simulate(ctx context.Context, cfg runConfig) (*result, error) {
 		Scenario: sc.Name, Description: sc.Description, Policy: pol.Name(), Seed: seed,
 		Start: s.Now(), Step: cfg.Step, Duration: dur,
 	})
-	res := &result{rec: rec}
+	res := &result{rec: rec, plan: found, sc: orig}
 
 	steps := int64((dur + cfg.Step - 1) / cfg.Step)
 	start := s.Now()
@@ -86,7 +104,7 @@ func simulate(ctx context.Context, cfg runConfig) (*result, error) {
 	if err := sampler.SampleOnce(ctx); err != nil {
 		return nil, fmt.Errorf("sample at start: %w", err)
 	}
-	act := tuner.ActuatorsOf(s)
+	act := guardedActuators(s)
 	if err := pol.Init(ctx, act, snaps.build(ctx, sampler)); err != nil {
 		return nil, fmt.Errorf("policy %s: init: %w", pol.Name(), err)
 	}
@@ -147,6 +165,9 @@ func runScenario(ctx context.Context, cfg runConfig, stdout io.Writer) error {
 		}
 	}
 	fmt.Fprintf(stdout, "policy %s: %d decisions, %d applied\n", res.rec.Meta().Policy, len(res.decisions), applied)
+	if res.plan != nil {
+		writePlan(stdout, res.sc, res.plan)
+	}
 	if cfg.Out != "" {
 		fmt.Fprintf(stdout, "wrote %d files into %s\n", len(paths), cfg.Out)
 	}

@@ -298,6 +298,9 @@ type Summary struct {
 	GPUs     []GPUSummary    `json:"gpus"`
 	SLOsMet  int             `json:"slos_met"`  // tenants with an SLO that met it
 	SLOsHeld int             `json:"slos_held"` // tenants with an SLO and ended requests
+	// EnergyJ is the energy the GPUs used over the run, in joules: the
+	// sum of their energy counters' increase.
+	EnergyJ float64 `json:"energy_joules"`
 }
 
 // Summary computes the run's summary from everything recorded so far.
@@ -343,8 +346,10 @@ func (r *Recorder) Summary() Summary {
 			g.PowerW = round6(a.power / a.seconds)
 			g.SMClockMHz = round6(a.clock / a.seconds)
 		}
+		s.EnergyJ += a.power
 		s.GPUs = append(s.GPUs, g)
 	}
 	sort.Slice(s.GPUs, func(i, j int) bool { return s.GPUs[i].Index < s.GPUs[j].Index })
+	s.EnergyJ = round6(s.EnergyJ)
 	return s
 }

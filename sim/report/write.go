@@ -70,6 +70,7 @@ func WriteSummaryText(w io.Writer, s Summary) error {
 		return err
 	}
 	fmt.Fprintf(ew, "\nSLOs met: %d of %d tenants with an SLO and requests\n", s.SLOsMet, s.SLOsHeld)
+	fmt.Fprintf(ew, "energy: %s J\n", fmtFloat(s.EnergyJ))
 	return ew.err
 }
 

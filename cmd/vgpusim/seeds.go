@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/vgpu-exporter/vgpu_exporter/sim/report"
+)
+
+// parseSeeds parses --seeds: a count N (the scenario's seed and the N-1
+// after it) or a comma-separated list of non-zero seeds.
+func parseSeeds(v string) (count int, list []int64, err error) {
+	if !strings.Contains(v, ",") {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return 0, nil, fmt.Errorf("--seeds %q: want a count (3) or a list of non-zero seeds (1,2,3)", v)
+		}
+		return n, nil, nil
+	}
+	for _, f := range strings.Split(v, ",") {
+		s, err := strconv.ParseInt(strings.TrimSpace(f), 10, 64)
+		if err != nil || s == 0 {
+			return 0, nil, fmt.Errorf("--seeds %q: %q is not a non-zero integer", v, f)
+		}
+		list = append(list, s)
+	}
+	return len(list), list, nil
+}
+
+// stat is a figure's mean and sample standard deviation over seeds.
+type stat struct{ vals []float64 }
+
+func (s *stat) add(v float64) { s.vals = append(s.vals, v) }
+
+func (s stat) String() string {
+	if len(s.vals) == 0 {
+		return "-"
+	}
+	var sum float64
+	for _, v := range s.vals {
+		sum += v
+	}
+	mean := sum / float64(len(s.vals))
+	var ss float64
+	for _, v := range s.vals {
+		ss += (v - mean) * (v - mean)
+	}
+	sd := 0.0
+	if len(s.vals) > 1 {
+		sd = math.Sqrt(ss / float64(len(s.vals)-1))
+	}
+	return fmt.Sprintf("%s ± %s", strconv.FormatFloat(mean, 'g', 3, 64), strconv.FormatFloat(sd, 'g', 3, 64))
+}
+
+// runSeeds runs the scenario once per seed and prints each run's headline
+// and the mean ± standard deviation of every figure over the runs. With
+// --out each run's files go into <out>/seed-<N>.
+func runSeeds(ctx context.Context, cfg runConfig, count int, list []int64, stdout io.Writer) error {
+	var sums []report.Summary
+	for i := range count {
+		c := cfg
+		c.SeedSet = true
+		if list != nil {
+			c.Seed = list[i]
+		} else {
+			base, err := scenarioSeed(cfg)
+			if err != nil {
+				return err
+			}
+			c.Seed = base + int64(i)
+		}
+		res, err := simulate(ctx, c)
+		if err != nil {
+			return fmt.Errorf("seed %d: %w", c.Seed, err)
+		}
+		if cfg.Out != "" {
+			dir := filepath.Join(cfg.Out, "seed-"+strconv.FormatInt(c.Seed, 10))
+			if _, err := report.WriteFiles(dir, res.rec, cfg.Format); err != nil {
+				return err
+			}
+			if err := writeDecisions(filepath.Join(dir, FileDecisions), res.rec.Meta().Start, res.decisions); err != nil {
+				return err
+			}
+		}
+		s := res.rec.Summary()
+		sums = append(sums, s)
+		fmt.Fprintf(stdout, "seed %d: SLOs met %d of %d, energy %s J\n", c.Seed, s.SLOsMet, s.SLOsHeld, strconv.FormatFloat(s.EnergyJ, 'g', 3, 64))
+		if res.plan != nil {
+			writePlan(stdout, res.sc, res.plan)
+		}
+	}
+	return writeSeedStats(stdout, cfg, sums)
+}
+
+// scenarioSeed is the seed the scenario names.
+func scenarioSeed(cfg runConfig) (int64, error) {
+	sc, _, cleanup, err := loadScenario(cfg.Scenario)
+	if err != nil {
+		return 0, err
+	}
+	cleanup()
+	return sc.Seed, nil
+}
+
+func writeSeedStats(w io.Writer, cfg runConfig, sums []report.Summary) error {
+	type acc struct {
+		att, p99, rps, work stat
+		met, held           int
+	}
+	var order []string
+	by := map[string]*acc{}
+	var met, energy stat
+	for _, s := range sums {
+		met.add(float64(s.SLOsMet))
+		energy.add(s.EnergyJ)
+		for _, t := range s.Tenants {
+			a := by[t.Tenant]
+			if a == nil {
+				a = &acc{}
+				by[t.Tenant] = a
+				order = append(order, t.Tenant)
+			}
+			if t.Attainment != nil {
+				a.att.add(*t.Attainment * 100)
+			}
+			if t.P99 != nil {
+				a.p99.add(*t.P99)
+			}
+			a.rps.add(t.Throughput)
+			a.work.add(t.WorkRate)
+			if t.SLOMet != nil {
+				a.held++
+				if *t.SLOMet {
+					a.met++
+				}
+			}
+		}
+	}
+	fmt.Fprintf(w, "\nscenario %s, policy %s, %d seeds: mean ± standard deviation\n\n", sums[0].Meta.Scenario, cfg.Policy, len(sums))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TENANT\tATTAINMENT %\tSLO MET\tP99 (s)\tREQ/S\tWORK/S")
+	for _, name := range order {
+		a := by[name]
+		metCol := "-"
+		if a.held > 0 {
+			metCol = fmt.Sprintf("%d of %d", a.met, a.held)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", name, a.att, metCol, a.p99, a.rps, a.work)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "\nSLOs met: %s; energy: %s J\n", met, energy)
+	return err
+}
