@@ -43,7 +43,8 @@ func quantile(l []time.Duration, q float64) time.Duration {
 	return l[min(len(l)-1, int(q*float64(len(l))))]
 }
 
-// TestCalibrationTimeSlice: each row cites FACTS.md and states its tolerance.
+// TestCalibrationTimeSlice: each row cites docs/calibration.md
+// (time-slicing) and states its tolerance.
 func TestCalibrationTimeSlice(t *testing.T) {
 	solo := work(t, saturating("time-slice", 1, ""), 10*time.Second)[0]
 	rows := []struct {
@@ -51,9 +52,9 @@ func TestCalibrationTimeSlice(t *testing.T) {
 		n         int
 		each, tol float64 // each tenant's fraction of solo
 	}{
-		{"FACTS.md line 32: two saturating tenants each got 0.459 of solo (tolerance 0.03)", 2, 0.46, 0.03},
-		{"FACTS.md line 32-33: three got 0.305 each (tolerance 0.03)", 3, 0.305, 0.03},
-		{"FACTS.md line 33-34: overhead ~15% at 8 tenants (tolerance 4 points)", 8, 0.85 / 8, 0.04 / 8},
+		{"time-slicing: two saturating tenants each got 0.459 of solo (tolerance 0.03)", 2, 0.46, 0.03},
+		{"time-slicing: three got 0.305 each (tolerance 0.03)", 3, 0.305, 0.03},
+		{"time-slicing: overhead ~15% at 8 tenants (tolerance 4 points)", 8, 0.85 / 8, 0.04 / 8},
 	}
 	for _, r := range rows {
 		t.Run(fmt.Sprintf("%d tenants", r.n), func(t *testing.T) {
@@ -77,7 +78,7 @@ func TestCalibrationTimeSlice(t *testing.T) {
 	}
 }
 
-// TestCalibrationMIGIsolation: FACTS.md line 20-21 (instances are fixed
+// TestCalibrationMIGIsolation: docs/calibration.md, MIG (instances are fixed
 // partitions): a load step in one instance leaves the other instance's
 // p50/p99 latency unchanged (tolerance 2%). Clocks are device-wide on real
 // hardware as here, so they are locked to take DVFS out of the comparison.
@@ -166,7 +167,7 @@ func TestCalibrationMPSBandwidth(t *testing.T) {
 	}
 }
 
-// TestCalibrationClocks: FACTS.md line 60-61: a 22.9 ms kernel takes +12%
+// TestCalibrationClocks: docs/calibration.md, clocks: a 22.9 ms kernel takes +12%
 // after 100 ms idle (tolerance 3 points); locking clocks removes the ramp,
 // which shrinks p99/p50.
 func TestCalibrationClocks(t *testing.T) {
@@ -208,7 +209,7 @@ tenants:
 	}
 }
 
-// TestMPSCapAppliesAfterRestart: FACTS.md line 42-45: the active-thread
+// TestMPSCapAppliesAfterRestart: docs/calibration.md, MPS: the active-thread
 // fraction is fixed when a context is created.
 func TestMPSCapAppliesAfterRestart(t *testing.T) {
 	sc := mustParse(t, `name: cap

@@ -128,7 +128,7 @@ type tenant struct {
 }
 
 // contextFraction is the MPS active-thread fraction a new context of t
-// gets (FACTS.md line 42-45): the server's value for this client (set by
+// gets (docs/calibration.md, MPS): the server's value for this client (set by
 // SetMPSActiveThreads, else the GPU's default), lowered by the client's
 // own CUDA_MPS_ACTIVE_THREAD_PERCENTAGE (mps_active_threads), which can
 // only lower it.

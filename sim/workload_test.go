@@ -775,7 +775,7 @@ events:
 }
 
 // A client's own mps_active_threads (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE) can
-// only lower the server's value (FACTS.md line 45): a higher server setting
+// only lower the server's value (docs/calibration.md, MPS): a higher server setting
 // leaves it where it is after a restart, a lower one applies; the same
 // holds for the GPU default.
 func TestMPSClientEnvOnlyLowers(t *testing.T) {
