@@ -331,8 +331,8 @@ func parseScenario(file string, data []byte, path string) (*Scenario, error) {
 	if sc.Control.DrainTimeout == 0 {
 		sc.Control.DrainTimeout = defaultDrainTimeout
 	}
-	if sc.Control.MigrationTime < 0 || sc.Control.LoadBandwidth < 0 || sc.Control.DrainTimeout < 0 {
-		return nil, p.errAt([]any{"control"}, "control: migration_time, load_bandwidth and drain_timeout must not be negative")
+	if sc.Control.MigrationTime < 0 || sc.Control.DrainTimeout < 0 {
+		return nil, p.errAt([]any{"control"}, "control: migration_time and drain_timeout must not be negative")
 	}
 	if err := p.validate(sc); err != nil {
 		return nil, err
