@@ -13,7 +13,7 @@ var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
 const gib = 1 << 30
 
-// H200 figures from shared/FACTS.md line 12 and line 20: 132 SMs, 141 GB, 4.8 TB/s,
+// H200 figures from docs/calibration.md (hardware, MIG): 132 SMs, 141 GB, 4.8 TB/s,
 // 1980 MHz max SM clock; "3g.71gb = 60 SMs, 4g.71gb = 64 SMs".
 
 // migDevice is an H200 in MIG mode with two instances and every optional

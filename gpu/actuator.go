@@ -31,7 +31,9 @@ const (
 	KnobLockedClocks     Knob = "locked_clocks"
 	KnobPowerLimit       Knob = "power_limit"
 	KnobMIGLayout        Knob = "mig_layout"
+	KnobMIGDrain         Knob = "mig_drain"
 	KnobPlacement        Knob = "placement"
+	KnobProcessLifecycle Knob = "process_lifecycle"
 )
 
 // VGPUPolicy is a vGPU scheduler policy (NVML's
@@ -134,4 +136,21 @@ type MIGActuator interface {
 type PlacementActuator interface {
 	// MoveProcess moves a workload (identified by its PID) to another GPU.
 	MoveProcess(ctx context.Context, pid uint32, toUUID string) error
+}
+
+// TenantLifecycleActuator stops and starts workloads.
+type TenantLifecycleActuator interface {
+	// StopProcess drains the process (no new admissions; in-flight work
+	// finishes or is dropped after a timeout), then stops it, freeing its
+	// memory.
+	StopProcess(ctx context.Context, pid uint32) error
+	// StartProcess starts a stopped process again where it is placed.
+	StartProcess(ctx context.Context, pid uint32) error
+}
+
+// MIGDrainActuator empties a MIG instance so that the layout can change.
+type MIGDrainActuator interface {
+	// DrainMIGInstance stops every process of the MIG instance instUUID of
+	// the GPU uuid as StopProcess does.
+	DrainMIGInstance(ctx context.Context, uuid, instUUID string) error
 }

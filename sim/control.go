@@ -67,23 +67,35 @@ func (s *Simulator) Capabilities(uuid string) []gpu.Knob {
 	if err != nil {
 		return nil
 	}
+	// only knobs that act: the time slice where contexts are time-sliced
+	// (not under MPS, not with one exclusive process), placement where
+	// there is somewhere else to go
 	k := []gpu.Knob{}
 	switch g.mode {
 	case gpu.SharingMPS:
-		k = append(k, gpu.KnobMPSActiveThreads, gpu.KnobMPSPinnedMemory, gpu.KnobComputeTimeSlice)
+		k = append(k, gpu.KnobMPSActiveThreads, gpu.KnobMPSPinnedMemory)
 	case gpu.SharingVGPU:
 		k = append(k, gpu.KnobVGPUScheduler)
 	case gpu.SharingMIG:
-		k = append(k, gpu.KnobMIGLayout, gpu.KnobComputeTimeSlice)
+		k = append(k, gpu.KnobMIGLayout)
+		if g.hasTimeSliced() {
+			k = append(k, gpu.KnobComputeTimeSlice)
+		}
 		if g.hasMPS() {
 			k = append(k, gpu.KnobMPSActiveThreads, gpu.KnobMPSPinnedMemory)
 		}
+		k = append(k, gpu.KnobMIGDrain)
+	case gpu.SharingExclusive:
+		k = append(k, gpu.KnobMIGLayout)
 	default:
 		k = append(k, gpu.KnobComputeTimeSlice, gpu.KnobMIGLayout)
 	}
 	k = append(k, gpu.KnobLockedClocks, gpu.KnobPowerLimit)
 	if g.mode != gpu.SharingVGPU {
-		k = append(k, gpu.KnobPlacement)
+		if len(s.gpus) > 1 || g.mode == gpu.SharingMIG {
+			k = append(k, gpu.KnobPlacement)
+		}
+		k = append(k, gpu.KnobProcessLifecycle)
 	}
 	return k
 }
@@ -92,6 +104,16 @@ func (s *Simulator) Capabilities(uuid string) []gpu.Knob {
 func (g *gpuState) hasMPS() bool {
 	for _, d := range g.domains {
 		if d.kind == schedMPS {
+			return true
+		}
+	}
+	return false
+}
+
+// hasTimeSliced says whether a MIG instance of g time-slices its contexts.
+func (g *gpuState) hasTimeSliced() bool {
+	for _, d := range g.domains {
+		if d.kind == schedTimeSlice {
 			return true
 		}
 	}
@@ -125,13 +147,14 @@ func (s *Simulator) mpsClient(g *gpuState, pid uint32) (*tenant, error) {
 }
 
 // SetMPSActiveThreads sets the active-thread fraction for the client's next
-// context (FACTS.md line 42-45: fixed when a context is created).
+// context (docs/calibration.md, MPS: fixed when a context is created).
 func (s *Simulator) SetMPSActiveThreads(ctx context.Context, uuid string, pid uint32, fraction float64) error {
-	return s.onClient(ctx, uuid, pid, func(_ *gpuState, t *tenant) error {
+	return s.onClient(ctx, uuid, pid, func(g *gpuState, t *tenant) error {
 		if !(fraction > 0 && fraction <= 1) {
 			return fmt.Errorf("sim: active-thread fraction %g outside (0, 1]", fraction)
 		}
 		t.mpsPending = fraction
+		s.action(string(gpu.KnobMPSActiveThreads), g.uuid, t, fmt.Sprintf("%g for the next context", fraction))
 		return nil
 	})
 }
@@ -150,47 +173,33 @@ func (s *Simulator) SetMPSDefaultActiveThreads(ctx context.Context, uuid string,
 		return fmt.Errorf("sim: active-thread fraction %g outside (0, 1]", fraction)
 	}
 	g.mpsDefault = fraction
+	s.action(string(gpu.KnobMPSActiveThreads), uuid, nil, fmt.Sprintf("default %g for new contexts", fraction))
 	return nil
 }
 
 // SetMPSPinnedMemoryLimit limits the device memory the client may pin; the
-// limit is checked when the client next creates its context (FACTS.md
-// line 46-47: over the limit = allocation failure).
+// limit is checked when the client next creates its context
+// (docs/calibration.md, MPS: over the limit = allocation failure).
 func (s *Simulator) SetMPSPinnedMemoryLimit(ctx context.Context, uuid string, pid uint32, bytes uint64) error {
-	return s.onClient(ctx, uuid, pid, func(_ *gpuState, t *tenant) error {
+	return s.onClient(ctx, uuid, pid, func(g *gpuState, t *tenant) error {
 		t.pinned = bytes
+		s.action(string(gpu.KnobMPSPinnedMemory), g.uuid, t, fmt.Sprintf("%d bytes", bytes))
 		return nil
 	})
 }
 
-// RestartClient restarts an MPS client: for the GPU's restart time its
-// requests queue, then it runs with its new context settings. A restart
-// whose memory no longer fits (pinned limit) fails with an OOM event.
+// RestartClient restarts an MPS client so that its new context settings
+// apply: through a standby when the memory for a second copy is free,
+// else by draining it (see actuation.go for the costs). A restart whose
+// memory no longer fits (pinned limit) fails with an OOM event.
 func (s *Simulator) RestartClient(ctx context.Context, uuid string, pid uint32) error {
 	return s.onClient(ctx, uuid, pid, func(g *gpuState, t *tenant) error {
 		return s.restartClient(g, t)
 	})
 }
 
-func (s *Simulator) restartClient(g *gpuState, t *tenant) error {
-	pid := t.spec.Process.PID
-	if !t.alive {
-		if !s.startTenant(t, s.now) {
-			return fmt.Errorf("sim: client %d failed to start: out of memory", pid)
-		}
-		return nil
-	}
-	if msg := s.memCheck(t); msg != "" {
-		s.oom(t, s.now, msg)
-		return fmt.Errorf("sim: client %d failed to restart: %s", pid, msg)
-	}
-	t.mpsEff = t.contextFraction()
-	t.pause = max(t.pause, s.now+int64(g.spec.MPS.RestartTime))
-	return nil
-}
-
 // SetVGPUScheduler changes the vGPU scheduler; refused while VMs run
-// (FACTS.md line 35-38).
+// (docs/calibration.md, vGPU).
 func (s *Simulator) SetVGPUScheduler(ctx context.Context, uuid string, set gpu.VGPUSchedulerSetting) error {
 	g, err := s.lockGPU(ctx, uuid)
 	if err != nil {
@@ -229,10 +238,12 @@ func (s *Simulator) SetVGPUScheduler(ctx context.Context, uuid string, set gpu.V
 	for _, d := range g.domains {
 		d.arrNext = 0
 	}
+	s.action(string(gpu.KnobVGPUScheduler), uuid, nil, fmt.Sprintf("%s, slice %v, ARR %t", v.Policy, ts, v.ARR))
 	return nil
 }
 
-// SetComputeTimeSlice sets the compute time-slice level (FACTS.md line 27-28).
+// SetComputeTimeSlice sets the compute time-slice level (docs/calibration.md,
+// time-slicing); refused where no contexts are time-sliced (MPS).
 func (s *Simulator) SetComputeTimeSlice(ctx context.Context, uuid string, level gpu.TimeSliceLevel) error {
 	g, err := s.lockGPU(ctx, uuid)
 	if err != nil {
@@ -242,11 +253,15 @@ func (s *Simulator) SetComputeTimeSlice(ctx context.Context, uuid string, level 
 	if g.mode == gpu.SharingVGPU {
 		return fmt.Errorf("sim: GPU %s is a vGPU host; use the vGPU scheduler: %w", uuid, gpu.ErrNotSupported)
 	}
+	if g.mode == gpu.SharingMPS || (g.mode == gpu.SharingMIG && !g.hasTimeSliced()) {
+		return fmt.Errorf("sim: GPU %s runs its clients under MPS, where the compute time slice does nothing: %w", uuid, gpu.ErrNotSupported)
+	}
 	d, ok := timeSliceLevels[level]
 	if !ok {
 		return fmt.Errorf("sim: unknown time-slice level %q (default, short, medium, long)", level)
 	}
 	g.level, g.slice = level, int64(d)
+	s.action(string(gpu.KnobComputeTimeSlice), uuid, nil, string(level))
 	return nil
 }
 
@@ -259,12 +274,14 @@ func (s *Simulator) LockClocks(ctx context.Context, uuid string, l gpu.ClockLock
 	defer s.mu.Unlock()
 	if l.MinMHz == 0 && l.MaxMHz == 0 {
 		g.lockMin, g.lockMax = 0, 0
+		s.action(string(gpu.KnobLockedClocks), uuid, nil, "reset")
 		return nil
 	}
 	if l.MinMHz > l.MaxMHz || float64(l.MaxMHz) > g.m.MaxClockMHz || float64(l.MinMHz) < g.m.IdleClockMHz {
 		return fmt.Errorf("sim: locked clocks [%d, %d] MHz outside [%g, %g]", l.MinMHz, l.MaxMHz, g.m.IdleClockMHz, g.m.MaxClockMHz)
 	}
 	g.lockMin, g.lockMax = float64(l.MinMHz), float64(l.MaxMHz)
+	s.action(string(gpu.KnobLockedClocks), uuid, nil, fmt.Sprintf("[%d, %d] MHz", l.MinMHz, l.MaxMHz))
 	return nil
 }
 
@@ -277,12 +294,14 @@ func (s *Simulator) LockMemoryClocks(ctx context.Context, uuid string, l gpu.Clo
 	defer s.mu.Unlock()
 	if l.MinMHz == 0 && l.MaxMHz == 0 {
 		g.memLock = 0
+		s.action("memory_locked_clocks", uuid, nil, "reset")
 		return nil
 	}
 	if l.MinMHz > l.MaxMHz || float64(l.MaxMHz) > g.m.MemClockMHz || l.MaxMHz < uint32(g.m.MemClockMHz/4) {
 		return fmt.Errorf("sim: memory clocks [%d, %d] MHz outside [%g, %g]", l.MinMHz, l.MaxMHz, g.m.MemClockMHz/4, g.m.MemClockMHz)
 	}
 	g.memLock = float64(l.MaxMHz)
+	s.action("memory_locked_clocks", uuid, nil, fmt.Sprintf("%d MHz", l.MaxMHz))
 	return nil
 }
 
@@ -297,11 +316,13 @@ func (s *Simulator) SetPowerLimit(ctx context.Context, uuid string, watts float6
 		return fmt.Errorf("sim: power limit %g W outside [%g, %g]", watts, 0.3*g.m.TDPW, g.m.TDPW)
 	}
 	g.powerLimit = watts
+	s.action(string(gpu.KnobPowerLimit), uuid, nil, fmt.Sprintf("%g W", watts))
 	return nil
 }
 
 // ConfigureMIG replaces the GPU's MIG instances; refused (ErrBusy) while
-// any instance has processes (FACTS.md line 20-21). An empty list disables
+// any instance has processes (docs/calibration.md, MIG; DrainMIGInstance
+// empties an instance). An empty list disables
 // MIG. New instances get new UUIDs and nothing runs for the drain time.
 func (s *Simulator) ConfigureMIG(ctx context.Context, uuid string, profiles []string) error {
 	g, err := s.lockGPU(ctx, uuid)
@@ -341,14 +362,18 @@ func (s *Simulator) ConfigureMIG(ctx context.Context, uuid string, profiles []st
 	g.buildDomains()
 	s.placeAll()
 	g.drainTo = s.now + int64(g.spec.DrainTime)
+	id := s.action(string(gpu.KnobMIGLayout), uuid, nil, "["+strings.Join(profiles, ", ")+"]")
+	s.actionOf(id).Paused = time.Duration(g.spec.DrainTime)
 	s.event(g, gpu.Event{Time: s.at(s.now), Kind: gpu.EventReconf,
 		Message: fmt.Sprintf("MIG layout set to [%s]", strings.Join(profiles, ", "))})
 	return nil
 }
 
-// MoveProcess moves a tenant's workload to another GPU. It does nothing for
-// the scenario's migration time while its requests queue; on a MIG GPU it
-// goes to the instance with the most free memory.
+// MoveProcess moves a tenant's workload to another GPU: the process stops
+// (what it had queued and in flight is lost; training resumes from its
+// last checkpoint), loads its model on the target and starts there, after
+// the start time and the load (actuation.go) while new requests wait; on
+// a MIG GPU it goes to the instance with the most free memory.
 func (s *Simulator) MoveProcess(ctx context.Context, pid uint32, toUUID string) error {
 	g, err := s.lockGPU(ctx, toUUID)
 	if err != nil {
@@ -382,6 +407,14 @@ func (s *Simulator) MoveProcess(ctx context.Context, pid uint32, toUUID string) 
 		return fmt.Errorf("sim: PID %d needs %d bytes; no room on GPU %s", pid, t.spec.Memory, toUUID)
 	}
 	old := t.dom
+	from := s.gpus[t.gpu].uuid
+	lost := 0
+	if t.alive {
+		lost = s.kill(t)
+		if t.act >= 0 {
+			s.finish(t, s.now)
+		}
+	}
 	t.gpu = g.idx
 	t.inst = best
 	if g.mode != gpu.SharingMIG {
@@ -396,10 +429,10 @@ func (s *Simulator) MoveProcess(ctx context.Context, pid uint32, toUUID string) 
 		s.startTenant(t, s.now)
 	}
 	if t.alive {
-		t.pause = max(s.now, g.drainTo) + int64(s.sc.Control.MigrationTime)
-		if t.dom.kind == schedMPS {
-			t.mpsEff = t.contextFraction()
-		}
+		cost := max(s.now, g.drainTo) + s.startCost(t) - s.now
+		s.resume(t, s.now+cost)
+		a := s.actionOf(s.action(string(gpu.KnobPlacement), toUUID, t, "from "+from))
+		a.Lost, a.Paused = lost, time.Duration(cost)
 	}
 	return nil
 }

@@ -8,16 +8,18 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 )
 
-// Engine constants. Each cites the FACTS.md line it comes from or says it
-// is a lead (a modelling choice to calibrate).
+// Engine constants. Each names its section of docs/calibration.md, which
+// gives the source of the figure or says it is a lead (a modelling choice
+// to calibrate).
 const (
 	stepNs = int64(time.Millisecond) // the fluid model never integrates over more than 1 ms
 
-	// Context switch cost between time-sliced contexts. FACTS.md line 32-34:
-	// two saturating tenants each get 0.459 of solo (8% lost), three get
-	// 0.305; a switch costs 50-200 us; overhead grows to ~15% at 8 tenants.
-	// With a 1024 us slice, switchBase gives 8% at two contexts, and each
-	// further busy context adds switchPerCtx (15% at eight).
+	// Context switch cost between time-sliced contexts (calibration.md,
+	// time-slicing): two saturating tenants each get 0.459 of solo (8%
+	// lost), three get 0.305; a switch costs 50-200 us; overhead grows to
+	// ~15% at 8 tenants. With a 1024 us slice, switchBase gives 8% at two
+	// contexts, and each further busy context adds switchPerCtx (15% at
+	// eight).
 	switchBaseNs   = 89_000
 	switchPerCtxNs = 15_300
 
@@ -25,22 +27,38 @@ const (
 	// synchronisation (lead).
 	minJobS = 10e-6
 
-	// bwSaturation is the fraction of a domain's SMs a kernel needs to reach
-	// its full HBM bandwidth; fewer SMs get proportionally less (lead).
-	bwSaturation = 0.5
+	// bwKneeSMs is the fraction of the device's SMs whose outstanding
+	// memory requests fill the HBM: by Little's law a kernel on fewer SMs
+	// gets bandwidth in proportion to its SMs, each SM sustaining
+	// 1/bwKneeSMs of its equal share of the peak (calibration.md,
+	// bandwidth knee; a lead that test/device/mps measures).
+	bwKneeSMs = 0.5
 
-	// DVFS. FACTS.md line 15-16: idle 345 MHz, 1980 MHz under load; line
-	// 60-61: +12% latency for a 22.9 ms kernel after 100 ms idle. A linear
-	// ramp from idle to max over rampNs costs 0.41*rampNs of compute time,
+	// MPS memory contention (calibration.md, MPS): co-located clients whose
+	// bandwidth demand reaches the peak lose mpsContention x c of it, where
+	// c is the demand of all but the largest client over the total, capped
+	// at mpsContentionCap; two equal bandwidth-bound clients then run at
+	// 0.70 of what time-slicing gives them (about -30%).
+	mpsContention    = 0.72
+	mpsContentionCap = 0.5
+	// mpsTailSigma widens a client's service-time noise with the
+	// bandwidth its neighbours pull (fraction of the peak): sigma =
+	// service_noise + mpsTailSigma x that fraction (calibration.md, MPS
+	// tail; lead within LithOS' "up to 13x").
+	mpsTailSigma = 0.5
+
+	// DVFS (calibration.md, clocks): idle 345 MHz, 1980 MHz under load;
+	// +12% latency for a 22.9 ms kernel after 100 ms idle. A linear ramp
+	// from idle to max over rampNs costs 0.41*rampNs of compute time,
 	// which is 2.7 ms (12% of 22.9 ms) at rampNs = 6.5 ms. After the last
 	// kernel the clock holds for holdNs, then decays to idle over decayNs,
 	// reaching it after 100 ms of idleness (the split is a lead).
 	rampNs  = 6_500_000
 	holdNs  = 50_000_000
 	decayNs = 50_000_000
-	// Sustained load droop. FACTS.md line 62: back-to-back kernels on B200
-	// dropped the SM clock 19%; here (lead) up to maxDroop as the GPU heats
-	// from droopStartC to droopFullC.
+	// Sustained load droop (calibration.md, clocks: back-to-back kernels
+	// on B200 dropped the SM clock 19%); here (lead) up to maxDroop as the
+	// GPU heats from droopStartC to droopFullC, locked or not.
 	maxDroop    = 0.08
 	droopStartC = 70.0
 	droopFullC  = 85.0
@@ -51,6 +69,22 @@ const (
 	// jitterPeriodNs (lead); locked clocks have none.
 	jitterAmp      = 0.02
 	jitterPeriodNs = 10_000_000
+	// Power model weights (lead): SM and tensor activity scale with the
+	// cube of the SM clock, HBM activity with the memory clock only.
+	powSM, powTensor, powDRAM = 0.35, 0.45, 0.2
+)
+
+// Actuation and workload defaults (calibration.md, actuation and
+// workloads).
+const (
+	defaultStartTime          = 5 * time.Second  // lead: process, CUDA context and server start
+	defaultLoadBandwidth      = 2e9              // bytes/s, lead: model load from local storage
+	defaultDrainTimeout       = 30 * time.Second // Kubernetes terminationGracePeriodSeconds default
+	defaultTimeout            = 60 * time.Second // NGINX proxy_read_timeout default
+	defaultCheckpointInterval = 10 * time.Minute // lead
+	defaultIterationOverhead  = 3 * time.Millisecond
+	defaultSeqOverhead        = 50 * time.Microsecond
+	defaultServiceNoise       = 0.05 // lead: sigma of log service time, alone
 )
 
 // vGPU adaptive round robin parameters: 0 selects the default, and values
@@ -161,6 +195,7 @@ type domain struct {
 
 	acc  [2]domainTotals
 	step domainTotals
+	act  []*tenant // MPS: the clients running in the current segment
 }
 
 // gpuState is a GPU's runtime state.
@@ -192,7 +227,9 @@ type gpuState struct {
 	temp       float64
 	power      float64
 	energy     float64
-	actPrev    float64 // activity of the previous step for the power model
+	// activity of the previous step for the power model: SM and tensor
+	// (scales with the SM clock) and HBM (does not)
+	actC, actM float64
 	throttle   uint64
 
 	ctxSwitches uint64
@@ -241,16 +278,46 @@ func (t *tenant) wants(now int64) bool {
 	if !t.alive || now < t.pause {
 		return false
 	}
+	if t.draining {
+		return t.job.active || len(t.seqs) > 0
+	}
 	return t.job.active || t.queued() > 0 || t.w.Type == "training" || (t.w.Type == "llm" && len(t.seqs) > 0)
 }
 
-// boundary delivers arrivals up to now and returns the next time a member's
-// state changes by itself (arrival, end of a pause), at most limit.
-func (d *domain) boundary(now, limit int64) int64 {
+// boundary delivers arrivals up to now, completes actions that are due
+// (a standby's switch-over, a drain's timeout) and returns the next time a
+// member's state changes by itself (arrival, end of a pause, an action
+// due), at most limit.
+func (d *domain) boundary(s *Simulator, now, limit int64) int64 {
 	next := limit
 	for _, m := range d.members {
 		if !m.alive {
+			if m.refusing {
+				// stopped by a control call: its clients' requests fail
+				if m.nextArr <= now {
+					m.arrive(now)
+					m.failQueued()
+				}
+				next = min(next, m.nextArr)
+			}
 			continue
+		}
+		if m.standby {
+			if m.switchAt <= now {
+				s.switchOver(m, now)
+			} else {
+				next = min(next, m.switchAt)
+			}
+		}
+		if m.w.Timeout > 0 && m.queued() > 0 && !m.job.active {
+			m.expire(now) // requests nobody will serve in time
+		}
+		if m.draining {
+			if m.drainEnd <= now {
+				s.checkDrain(m, now)
+			} else {
+				next = min(next, m.drainEnd)
+			}
 		}
 		if m.nextArr <= now {
 			m.arrive(now)
@@ -284,22 +351,37 @@ func (d *domain) run(s *Simulator, t0, t1 int64, clockFactor float64) {
 }
 
 // capacity returns the FLOP/s and bytes/s a kernel filling share of the
-// domain's SMs gets when alone.
+// domain's SMs gets when alone: bandwidth grows with the SMs up to the
+// knee (bwKneeSMs of the device's SMs) and is capped by the domain's
+// memory slices.
 func (d *domain) capacity(share, clockFactor float64) (c, w float64) {
 	c = d.g.peakFLOPS() * clockFactor * d.smFrac * share
-	w = d.g.peakBW() * d.bwFrac * min(1, share/bwSaturation)
+	w = d.g.peakBW() * min(d.bwFrac, d.smFrac*share/bwKneeSMs)
 	return
 }
 
-func jobTime(j *job, c, w float64) float64 {
-	jobSeconds := j.floor
+// jobTime is the time of j (s) at compute rate c and bandwidth w: its
+// roofline time times the noise multiplier mult, at least its floor.
+func jobTime(j *job, c, w, mult float64) float64 {
+	jobSeconds := 0.0
 	if j.flops > 0 {
-		jobSeconds = max(jobSeconds, j.flops/c)
+		jobSeconds = j.flops / c
 	}
 	if j.bytes > 0 {
 		jobSeconds = max(jobSeconds, j.bytes/w)
 	}
-	return max(jobSeconds, minJobS)
+	return max(jobSeconds*mult, j.floor, minJobS)
+}
+
+// noise is the job's lognormal service-time multiplier at spread sigma
+// (mean 1): the job's standard normal draw is fixed, so the multiplier
+// changes only with sigma.
+func (j *job) noise(sigma float64) float64 {
+	if sigma != j.sigma {
+		j.sigma = sigma
+		j.mult = math.Exp(sigma*j.z - sigma*sigma/2)
+	}
+	return j.mult
 }
 
 // progress moves t's job forward by dt ns, the whole job taking jobSeconds
@@ -335,7 +417,7 @@ func (d *domain) runSliced(s *Simulator, t, t1 int64, clockFactor float64) {
 	n := len(d.members)
 	g := d.g
 	for t < t1 {
-		next := d.boundary(t, t1)
+		next := d.boundary(s, t, t1)
 		if d.switchEnd > t {
 			e := min(next, d.switchEnd)
 			d.step.switch_ += float64(e - t)
@@ -401,9 +483,13 @@ func (d *domain) runSliced(s *Simulator, t, t1 int64, clockFactor float64) {
 			t = end
 			continue
 		}
+		if !cur.wants(t) {
+			t = end // the job's host phase (LLM iteration overhead)
+			continue
+		}
 		share := cur.w.SMFraction
 		c, w := d.capacity(share, clockFactor)
-		jobSeconds := jobTime(&cur.job, c, w)
+		jobSeconds := jobTime(&cur.job, c, w, cur.job.noise(*cur.w.ServiceNoise))
 		ttc := int64(math.Ceil(cur.job.rem * jobSeconds * 1e9))
 		done := false
 		if t+ttc <= end {
@@ -518,68 +604,100 @@ func (d *domain) logSlot(s *Simulator, t int64) {
 }
 
 // runMPS runs every client concurrently, each capped at its active-thread
-// fraction; SM oversubscription and HBM bandwidth are shared in proportion
-// to demand.
+// fraction. Oversubscribed SMs are shared by what each client's kernels
+// occupy; HBM bandwidth in proportion to demand, less the contention loss
+// of co-located bandwidth-bound clients (docs/calibration.md, MPS).
 func (d *domain) runMPS(s *Simulator, t, t1 int64, clockFactor float64) {
+	peak := d.g.peakBW() * d.bwFrac
 	for t < t1 {
-		end := d.boundary(t, t1)
+		end := d.boundary(s, t, t1)
 		capSum := 0.0
-		nact := 0
+		d.act = d.act[:0]
 		for _, m := range d.members {
-			m.jobSeconds = 0
-			if !m.wants(t) || (!m.job.active && !m.startJob(t)) {
+			if !m.wants(t) || (!m.job.active && !m.startJob(t)) || !m.wants(t) {
 				continue
 			}
-			nact++
+			d.act = append(d.act, m)
 			m.share = min(m.w.SMFraction, m.mpsEff)
 			capSum += m.share
 		}
-		if nact == 0 {
+		if len(d.act) == 0 {
 			t = end
 			continue
 		}
-		scale := 1.0
 		if capSum > 1 {
-			scale = 1 / capSum
+			d.shareSMs()
 		}
-		demand := 0.0
-		for _, m := range d.members {
-			if !m.job.active || !m.wants(t) {
-				continue
-			}
-			m.share *= scale
+		demand, top := 0.0, 0.0
+		for _, m := range d.act {
 			c, w := d.capacity(m.share, clockFactor)
-			m.jobSeconds = jobTime(&m.job, c, w)
+			m.jobSeconds = jobTime(&m.job, c, w, 1)
 			m.bw = m.job.bytes / m.jobSeconds
 			demand += m.bw
+			top = max(top, m.bw)
 		}
-		if peak := d.g.peakBW() * d.bwFrac; demand > peak {
-			for _, m := range d.members {
-				if m.jobSeconds == 0 {
-					continue
-				}
-				c, _ := d.capacity(m.share, clockFactor)
-				m.jobSeconds = jobTime(&m.job, c, peak*m.bw/demand)
-			}
+		avail := peak
+		if len(d.act) > 1 && demand > 0 {
+			// contention: the more of the demand comes from clients other
+			// than the largest, and the nearer the peak, the more is lost
+			c := min(mpsContentionCap, (demand-top)/demand)
+			avail = peak * (1 - mpsContention*c*min(1, demand/peak))
 		}
-		for _, m := range d.members {
-			if m.jobSeconds == 0 {
-				continue
+		for _, m := range d.act {
+			sigma := *m.w.ServiceNoise
+			if len(d.act) > 1 {
+				sigma += mpsTailSigma * min(1, (demand-m.bw)/peak)
 			}
+			c, w := d.capacity(m.share, clockFactor)
+			if demand > avail {
+				w = avail * m.bw / demand
+			}
+			m.jobSeconds = jobTime(&m.job, c, w, m.job.noise(sigma))
 			if e := t + int64(math.Ceil(m.job.rem*m.jobSeconds*1e9)); e < end {
 				end = e
 			}
 		}
 		dt := end - t
 		d.step.busy += float64(dt)
-		for _, m := range d.members {
-			if m.jobSeconds == 0 {
-				continue
-			}
+		for _, m := range d.act {
 			done := t+int64(math.Ceil(m.job.rem*m.jobSeconds*1e9)) <= end
 			d.progress(s, m, dt, m.jobSeconds, m.share, done, end)
 		}
 		t = end
+	}
+}
+
+// shareSMs divides the domain's SMs among the running clients when their
+// caps sum over 1: in proportion to what each client's kernels occupy (its
+// SM cap times its occupancy), none beyond its cap; what a capped client
+// leaves goes to the others.
+func (d *domain) shareSMs() {
+	left := 1.0
+	for _, m := range d.act {
+		m.fixed = false
+	}
+	for range d.act {
+		wsum := 0.0
+		for _, m := range d.act {
+			if !m.fixed {
+				wsum += m.share * m.w.Occupancy
+			}
+		}
+		capped := false
+		for _, m := range d.act {
+			if !m.fixed && left*m.w.Occupancy >= wsum {
+				m.fixed, capped = true, true
+				left -= m.share
+			}
+		}
+		if !capped {
+			for _, m := range d.act {
+				if !m.fixed {
+					m.share = left * m.share * m.w.Occupancy / wsum
+				}
+			}
+			return
+		}
 	}
 }
 
@@ -604,8 +722,9 @@ func (g *gpuState) step(s *Simulator, t0, t1 int64) {
 	smA := devSM / dt
 	dram := bytes / (g.m.BandwidthBS * dt / 1e9)
 	tensor := flops / (g.m.PeakFLOPS * dt / 1e9)
-	g.actPrev = 0.35*smA + 0.45*tensor + 0.2*dram
-	g.power = g.powerAt(g.clock, g.actPrev)
+	g.actC = powSM*smA + powTensor*tensor
+	g.actM = powDRAM * dram
+	g.power = g.powerAt(g.clock, g.actC, g.actM)
 	g.energy += g.power * dt / 1e9
 	g.heat(dt)
 	for k := range g.acc {
@@ -639,14 +758,14 @@ func (g *gpuState) demand(t int64) bool {
 
 // idle advances an idle GPU by dt ns in one go (nothing runs anywhere).
 func (g *gpuState) idle(dt int64) {
-	if g.lockMax == 0 {
-		g.decay(dt)
-	} else {
+	if g.fixedLock() {
 		g.clk = g.lockMin
+	} else {
+		g.decay(dt, g.floor())
 	}
 	g.clock = g.clk
-	g.actPrev = 0
-	g.power = g.powerAt(g.clock, 0)
+	g.actC, g.actM = 0, 0
+	g.power = g.powerAt(g.clock, 0, 0)
 	g.throttle = reasonIdle
 	fdt := float64(dt)
 	g.energy += g.power * fdt / 1e9
@@ -659,13 +778,37 @@ func (g *gpuState) idle(dt int64) {
 	}
 }
 
-// powerAt is the board power at clock f (MHz) and activity act (a weighted
-// mix of SM, tensor and DRAM activity): idle power, clock-dependent static
-// power and dynamic power growing with the cube of the clock (lead).
-func (g *gpuState) powerAt(f, act float64) float64 {
+// fixedLock says whether the SM clock is locked to one value (no DVFS);
+// a range lock keeps DVFS inside the range.
+func (g *gpuState) fixedLock() bool { return g.lockMax > 0 && g.lockMin == g.lockMax }
+
+// floor is the lowest clock DVFS goes to: the lock's minimum, else idle.
+func (g *gpuState) floor() float64 {
+	if g.lockMax > 0 {
+		return g.lockMin
+	}
+	return g.m.IdleClockMHz
+}
+
+// dynW is the dynamic power at full activity and maximum clocks.
+func (g *gpuState) dynW() float64 { return g.m.TDPW - 1.3*g.m.IdleW }
+
+// memFactor is the memory clock over its maximum (HBM power scales with it).
+func (g *gpuState) memFactor() float64 {
+	if g.memLock > 0 {
+		return g.memLock / g.m.MemClockMHz
+	}
+	return 1
+}
+
+// powerAt is the board power at SM clock f (MHz) with SM and tensor
+// activity actC and HBM activity actM (weighted, see powSM): idle power,
+// clock-dependent static power, dynamic SM power growing with the cube of
+// the SM clock and HBM power growing with the memory clock only (lead).
+func (g *gpuState) powerAt(f, actC, actM float64) float64 {
 	x := f / g.m.MaxClockMHz
 	static := g.m.IdleW * (1 + 0.3*(f-g.m.IdleClockMHz)/(g.m.MaxClockMHz-g.m.IdleClockMHz))
-	return static + (g.m.TDPW-1.3*g.m.IdleW)*act*x*x*x
+	return static + g.dynW()*(actC*x*x*x+actM*g.memFactor())
 }
 
 func (g *gpuState) heat(dtNs float64) {
@@ -685,35 +828,40 @@ func (g *gpuState) limit() float64 {
 	return g.m.TDPW
 }
 
-// updateClock sets the SM clock for a step of dt ns starting at t.
+// updateClock sets the SM clock for a step of dt ns starting at t. The
+// thermal droop and the power limit apply with clocks locked too; a range
+// lock keeps DVFS (ramp and decay) inside the range (docs/calibration.md,
+// clocks).
 func (g *gpuState) updateClock(s *Simulator, t, dt int64, busy bool) {
 	m := g.m
 	g.throttle = 0
-	target := m.MaxClockMHz
-	if g.lockMax > 0 {
+	target, floor := m.MaxClockMHz, g.floor()
+	locked := g.lockMax > 0
+	if locked {
 		target = g.lockMax
 		g.throttle |= reasonAppClocks
-	} else {
-		if g.temp > droopStartC {
-			target *= 1 - maxDroop*min(1, (g.temp-droopStartC)/(droopFullC-droopStartC))
-			g.throttle |= reasonThermal
-		}
+	}
+	if g.temp > droopStartC {
+		target *= 1 - maxDroop*min(1, (g.temp-droopStartC)/(droopFullC-droopStartC))
+		g.throttle |= reasonThermal
+	}
+	if !locked {
 		target *= 1 + jitterAmp*s.jitter(g.idx, t/jitterPeriodNs)
 		target = min(target, m.MaxClockMHz)
 	}
 	// power cap (the previous step's activity is the estimate)
-	if g.actPrev > 0 {
+	if g.actC > 0 {
 		lim := g.limit()
-		base := g.powerAt(target, 0)
-		if g.powerAt(target, g.actPrev) > lim {
-			x := math.Cbrt(math.Max(lim-base, 1) / ((m.TDPW - 1.3*m.IdleW) * g.actPrev))
+		if g.powerAt(target, g.actC, g.actM) > lim {
+			base := g.powerAt(target, 0, g.actM)
+			x := math.Cbrt(math.Max(lim-base, 1) / (g.dynW() * g.actC))
 			target = max(m.IdleClockMHz, min(target, x*m.MaxClockMHz))
 			g.throttle |= reasonPowerCap
 		}
 	}
-	if g.lockMax > 0 {
-		// locked clocks: no ramp (FACTS.md line 60-61)
-		g.clock = g.lockMin
+	if g.fixedLock() {
+		// one locked value: no ramp
+		g.clock = min(g.lockMin, target)
 		if busy {
 			g.clock = target
 		}
@@ -722,25 +870,26 @@ func (g *gpuState) updateClock(s *Simulator, t, dt int64, busy bool) {
 	}
 	if busy {
 		g.idleFor = 0
-		from := g.clk
-		g.clk = min(target, g.clk+float64(dt)*(m.MaxClockMHz-m.IdleClockMHz)/rampNs)
+		from := max(g.clk, min(floor, target))
+		g.clk = min(target, from+float64(dt)*(m.MaxClockMHz-m.IdleClockMHz)/rampNs)
 		// the step runs at the mean of a linear ramp
 		g.clock = (from + g.clk) / 2
 		if from >= target {
 			g.clock = target
 		}
 	} else {
-		g.decay(dt)
+		g.decay(dt, floor)
 		g.clock = g.clk
 		g.throttle |= reasonIdle
 	}
 }
 
-// decay lowers the clock of a GPU idle for another dt ns.
-func (g *gpuState) decay(dt int64) {
+// decay lowers the clock of a GPU idle for another dt ns, down to floor.
+func (g *gpuState) decay(dt int64, floor float64) {
 	from := max(g.idleFor, holdNs)
 	g.idleFor += dt
 	if g.idleFor > from {
-		g.clk = max(g.m.IdleClockMHz, g.clk-float64(g.idleFor-from)*(g.m.MaxClockMHz-g.m.IdleClockMHz)/decayNs)
+		g.clk -= float64(g.idleFor-from) * (g.m.MaxClockMHz - g.m.IdleClockMHz) / decayNs
 	}
+	g.clk = max(g.clk, floor)
 }

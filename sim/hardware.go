@@ -9,7 +9,8 @@
 // The simulator is deterministic for a seed: it never reads the wall clock
 // for model time and draws every random number from seeded PCG sources.
 //
-// Numbers come from shared/FACTS.md; each use cites the line.
+// Every figure the model uses, its source and whether it is a lead is in
+// docs/calibration.md; the code cites its sections.
 package sim
 
 import "fmt"
@@ -23,7 +24,7 @@ type gpuModel struct {
 	BandwidthBS float64 // peak HBM bandwidth, bytes/s
 	PeakFLOPS   float64 // dense bf16 peak at max SM clock, FLOP/s
 	// ComputeEff and BandwidthEff are the fractions of peak a well-tuned
-	// kernel reaches (measured on one H200, FACTS.md line 14-15).
+	// kernel reaches (measured on one H200, docs/calibration.md, hardware).
 	ComputeEff   float64
 	BandwidthEff float64
 	MaxClockMHz  float64
@@ -47,8 +48,8 @@ type migProfile struct {
 
 const gb = 1e9
 
-// The MIG profiles of FACTS.md line 17-21. The 3g and 4g SM counts on H200
-// are reported figures (line 20); the 1g/2g/7g SM counts and the per-profile
+// The MIG profiles of docs/calibration.md, MIG. The 3g and 4g SM counts on
+// H200 are reported figures; the 1g/2g/7g SM counts and the per-profile
 // instance counts are leads (16 SMs per compute slice as on H100).
 var (
 	h100Profiles = []migProfile{
@@ -69,22 +70,22 @@ var (
 	}
 )
 
-// models are the GPUs a scenario may name (FACTS.md line 9-16).
+// models are the GPUs a scenario may name (docs/calibration.md, hardware).
 var models = []*gpuModel{
 	{
 		Name: "H100-SXM5-80GB", Marketing: "NVIDIA H100 80GB HBM3",
-		SMs: 132, MemBytes: 80 * gb, BandwidthBS: 3.35e12, PeakFLOPS: 990e12, // FACTS.md line 11
-		ComputeEff: 0.79, BandwidthEff: 0.90, // FACTS.md line 14-15 (measured on H200; same silicon)
-		MaxClockMHz: 1980, IdleClockMHz: 345, // FACTS.md line 11, 15-16
-		MemClockMHz: 2619,           // H100 SXM5 HBM3 datasheet clock (not in FACTS.md)
+		SMs: 132, MemBytes: 80 * gb, BandwidthBS: 3.35e12, PeakFLOPS: 990e12, // NVIDIA H100 datasheet
+		ComputeEff: 0.79, BandwidthEff: 0.90, // measured on H200; same silicon
+		MaxClockMHz: 1980, IdleClockMHz: 345, // datasheet; idle measured
+		MemClockMHz: 2619,           // H100 SXM5 HBM3 datasheet clock (docs/calibration.md, hardware)
 		TDPW:        700, IdleW: 70, // SXM5 board power (datasheet; idle is a lead)
 		VGPUTypes: "H100", Profiles: h100Profiles,
 	},
 	{
 		Name: "H200-SXM5-141GB", Marketing: "NVIDIA H200",
-		SMs: 132, MemBytes: 141 * gb, BandwidthBS: 4.8e12, PeakFLOPS: 990e12, // FACTS.md line 12
-		ComputeEff: 0.79, BandwidthEff: 0.90, // FACTS.md line 14-15
-		MaxClockMHz: 1980, IdleClockMHz: 345, MemClockMHz: 3201, // FACTS.md line 15-16
+		SMs: 132, MemBytes: 141 * gb, BandwidthBS: 4.8e12, PeakFLOPS: 990e12, // NVIDIA H200 datasheet
+		ComputeEff: 0.79, BandwidthEff: 0.90, // measured on one H200
+		MaxClockMHz: 1980, IdleClockMHz: 345, MemClockMHz: 3201, // measured on one H200
 		TDPW: 700, IdleW: 75,
 		VGPUTypes: "H200", Profiles: h200Profiles,
 	},

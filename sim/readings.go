@@ -201,7 +201,7 @@ func (s *Simulator) process(g *gpuState, dom *domain, t *tenant, ns float64) gpu
 	if g.mode == gpu.SharingVGPU {
 		p.VGPUInstance = vgpuID(t)
 	}
-	// NVML has no per-process utilization on MIG GPUs (FACTS.md line 77).
+	// NVML has no per-process utilization on MIG GPUs (docs/calibration.md, NVML).
 	if g.mode != gpu.SharingMIG && ns > 0 {
 		p.SMUtil = gpu.Float(clamp01(t.acc[0].busy / ns))
 		p.MemUtil = gpu.Float(clamp01(t.acc[0].bytes / (g.m.BandwidthBS * ns / 1e9)))

@@ -72,7 +72,9 @@ type MIGSpec struct {
 type MPSSpec struct {
 	DefaultActiveThreads float64  `yaml:"default_active_threads"`
 	DefaultPinnedLimit   ByteSize `yaml:"default_pinned_memory_limit"`
-	RestartTime          Duration `yaml:"restart_time"`
+	// RestartTime is the switch-over from a warmed standby to the new
+	// context (see docs/calibration.md, actuation).
+	RestartTime Duration `yaml:"restart_time"`
 }
 
 // VGPUSpec configures the vGPU scheduler of a GPU.
@@ -92,9 +94,19 @@ type ClockSpec struct {
 	Max uint32 `yaml:"max"`
 }
 
-// ControlSpec holds the costs of control actions.
+// ControlSpec holds the costs of control actions (docs/calibration.md,
+// actuation).
 type ControlSpec struct {
+	// MigrationTime is the fixed part of a process start: the process,
+	// its CUDA context and its server coming up, without the model load.
 	MigrationTime Duration `yaml:"migration_time"`
+	// LoadBandwidth is the rate (bytes/s) at which a starting process
+	// loads its model (weights_bytes; training: its memory) onto the GPU.
+	LoadBandwidth ByteSize `yaml:"load_bandwidth"`
+	// DrainTimeout is how long a drain (a restart without a standby, a
+	// stop, a MIG instance drain) waits for in-flight work before it
+	// drops it.
+	DrainTimeout Duration `yaml:"drain_timeout"`
 }
 
 // TenantSpec is one tenant: a process placed on a GPU (or MIG instance)
@@ -164,13 +176,29 @@ type WorkloadSpec struct {
 	MinJobTime Duration `yaml:"min_job_time"`
 	// Occupancy is resident warps / max warps on an active SM.
 	Occupancy float64 `yaml:"occupancy"`
+	// ServiceNoise is the spread (sigma of the logarithm) of the lognormal
+	// noise on every job's GPU time when the job runs alone; nil selects
+	// the default (docs/calibration.md, noise), 0 turns it off.
+	ServiceNoise *float64 `yaml:"service_noise"`
+	// Timeout is the client's request timeout: a request older than it
+	// fails (TenantWindow.TimedOut). 0 selects the default; training has
+	// none.
+	Timeout time.Duration `yaml:"timeout"`
+	// CheckpointInterval (training) is how often the job checkpoints; a
+	// restart or move resumes from the last checkpoint.
+	CheckpointInterval time.Duration `yaml:"checkpoint_interval"`
 	// LLM.
-	Params          float64  `yaml:"params"`
-	KVBytesPerToken ByteSize `yaml:"kv_bytes_per_token"`
-	ContextTokens   int      `yaml:"context_tokens"`
-	GeneratedTokens int      `yaml:"generated_tokens"`
-	FixedTokens     bool     `yaml:"fixed_tokens"`
-	Model           string   `yaml:"model_name"`
+	// IterationOverhead is the serving engine's host time per iteration
+	// (scheduling, sampling, launches) during which the GPU does not work
+	// for the tenant, plus SeqOverhead for each running sequence.
+	IterationOverhead time.Duration `yaml:"iteration_overhead"`
+	SeqOverhead       time.Duration `yaml:"sequence_overhead"`
+	Params            float64       `yaml:"params"`
+	KVBytesPerToken   ByteSize      `yaml:"kv_bytes_per_token"`
+	ContextTokens     int           `yaml:"context_tokens"`
+	GeneratedTokens   int           `yaml:"generated_tokens"`
+	FixedTokens       bool          `yaml:"fixed_tokens"`
+	Model             string        `yaml:"model_name"`
 }
 
 // ArrivalSpec is a workload's request process.
@@ -306,7 +334,16 @@ func parseScenario(file string, data []byte, path string) (*Scenario, error) {
 		sc.Duration = 10 * time.Minute
 	}
 	if sc.Control.MigrationTime == 0 {
-		sc.Control.MigrationTime = Duration(5 * time.Second)
+		sc.Control.MigrationTime = Duration(defaultStartTime)
+	}
+	if sc.Control.LoadBandwidth == 0 {
+		sc.Control.LoadBandwidth = defaultLoadBandwidth
+	}
+	if sc.Control.DrainTimeout == 0 {
+		sc.Control.DrainTimeout = Duration(defaultDrainTimeout)
+	}
+	if sc.Control.MigrationTime < 0 || sc.Control.DrainTimeout < 0 {
+		return nil, p.errAt([]any{"control"}, "control: migration_time and drain_timeout must not be negative")
 	}
 	if err := p.validate(sc); err != nil {
 		return nil, err
@@ -316,8 +353,9 @@ func parseScenario(file string, data []byte, path string) (*Scenario, error) {
 }
 
 var timeSliceLevels = map[gpu.TimeSliceLevel]time.Duration{
-	// FACTS.md line 25-26: default slice 1024 us; line 27-28: the short,
-	// medium and long levels have no published durations (lead 2/10/30 ms).
+	// See docs/calibration.md, time-slicing: default slice 1024 us; the
+	// short, medium and long levels have no published durations (lead
+	// 2/10/30 ms).
 	gpu.TimeSliceDefault: 1024 * time.Microsecond,
 	gpu.TimeSliceShort:   2 * time.Millisecond,
 	gpu.TimeSliceMedium:  10 * time.Millisecond,
@@ -398,7 +436,8 @@ func (p *parser) validate(sc *Scenario) error {
 			return p.errAt(at("mps", "default_active_threads"), "default_active_threads must be in (0,1]")
 		}
 		if g.MPS.RestartTime == 0 {
-			// FACTS.md line 53-54: GSLICE switches to a standby in < 100 us.
+			// See docs/calibration.md, actuation: GSLICE switches to a
+			// warmed standby in < 100 us.
 			g.MPS.RestartTime = Duration(100 * time.Microsecond)
 		}
 		if g.DrainTime == 0 {
@@ -656,7 +695,31 @@ func (p *parser) validateWorkload(sc *Scenario, i int) error {
 	if w.Model == "" {
 		w.Model = t.Name
 	}
+	if w.ServiceNoise == nil {
+		v := defaultServiceNoise
+		w.ServiceNoise = &v
+	}
+	if !(*w.ServiceNoise >= 0 && *w.ServiceNoise <= 2) {
+		return p.errAt(at("service_noise"), "service_noise must be in [0, 2]")
+	}
+	if w.Timeout < 0 || w.CheckpointInterval < 0 || w.IterationOverhead < 0 || w.SeqOverhead < 0 {
+		return p.errAt(at(), "timeout, checkpoint_interval, iteration_overhead and sequence_overhead must not be negative")
+	}
+	if w.Type != "training" && w.Timeout == 0 {
+		w.Timeout = defaultTimeout
+	}
+	if w.Type == "llm" {
+		if w.IterationOverhead == 0 {
+			w.IterationOverhead = defaultIterationOverhead
+		}
+		if w.SeqOverhead == 0 {
+			w.SeqOverhead = defaultSeqOverhead
+		}
+	}
 	if w.Type == "training" {
+		if w.CheckpointInterval == 0 {
+			w.CheckpointInterval = defaultCheckpointInterval
+		}
 		if a.Process == "" {
 			a.Process = "closed"
 		}

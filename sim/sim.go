@@ -52,6 +52,11 @@ type Simulator struct {
 	sampled    bool
 	winStart   int64
 	maxLat     int // latencies a window keeps per tenant
+
+	// control actions and their costs (actuation.go); actBase is the id
+	// of actions[0]
+	actions []Action
+	actBase int
 }
 
 // WindowStats is ground truth over a window of virtual time.
@@ -81,8 +86,13 @@ type TenantWindow struct {
 	Work float64
 	OOMs int
 	// Dropped counts requests rejected because the tenant's queue was full
-	// (max_queue) or lost when its process stopped or failed.
+	// (max_queue), lost when its process stopped, failed, moved or was
+	// drained past the drain timeout, refused while it was stopped, or
+	// timed out (TimedOut of them).
 	Dropped int
+	// TimedOut counts requests older than the client's timeout: given up
+	// while waiting or running, or completed too late.
+	TimedOut int
 	// Overdue counts the requests still waiting or running at the window's
 	// end that are already older than the SLO target: whenever they end,
 	// they will not be good. They are not in Completed or Dropped (a later
@@ -145,7 +155,7 @@ func New(sc *Scenario, opts Options) (*Simulator, error) {
 			g.clock = g.lockMin
 		}
 		g.clk = g.clock
-		g.power = g.powerAt(g.clock, 0)
+		g.power = g.powerAt(g.clock, 0, 0)
 		if g.mode == gpu.SharingMIG {
 			for j, ms := range spec.MIG {
 				g.migs = append(g.migs, migInst{profile: m.profile(ms.Profile), uuid: ms.UUID, gi: j + 1, mps: ms.Sharing == string(gpu.SharingMPS)})
@@ -159,6 +169,8 @@ func New(sc *Scenario, opts Options) (*Simulator, error) {
 		t := &tenant{
 			idx: i, spec: spec, w: &spec.Workload,
 			rng:     rand.New(rand.NewPCG(uint64(s.seed), 0x9E3779B97F4A7C15*uint64(i+1))),
+			noise:   rand.New(rand.NewPCG(uint64(s.seed), streamOf("noise/"+spec.Name))),
+			act:     -1,
 			gpu:     spec.GPU,
 			inst:    spec.MIGInstance,
 			rate:    spec.Workload.Arrival.Rate,
@@ -293,6 +305,9 @@ func (d *domain) memFree(except *tenant) int64 {
 	for _, m := range d.members {
 		if m.alive && m != except {
 			used += int64(m.spec.Memory)
+			if m.standby {
+				used += int64(m.spec.Memory) // the standby's second copy
+			}
 		}
 	}
 	return int64(d.memBytes) - used
@@ -322,8 +337,12 @@ func (s *Simulator) startTenant(t *tenant, now int64) bool {
 	}
 	t.alive = true
 	t.pause = max(now, g.drainTo)
+	t.lastCkpt = t.pause
 	t.mpsEff = t.contextFraction()
-	t.initArrivals(now)
+	if !t.refusing {
+		t.initArrivals(now) // a stopped service's clients kept sending
+	}
+	t.refusing = false
 	return true
 }
 
@@ -346,6 +365,7 @@ func (s *Simulator) oom(t *tenant, now int64, msg string) {
 	t.ooms++
 	t.alive = false
 	t.drop()
+	s.endAction(t)
 	t.nextArr = never
 	g := t.dom.g
 	s.event(g, gpu.Event{Time: s.at(now), Kind: gpu.EventOOM, PID: t.spec.Process.PID,
@@ -363,6 +383,8 @@ func (s *Simulator) stopTenant(t *tenant) {
 	t.alive = false
 	t.drop()
 	t.nextArr = never
+	t.refusing = false
+	s.endAction(t)
 }
 
 // applyEvents applies scenario events due at or before now.
@@ -436,6 +458,9 @@ func (s *Simulator) busy() (bool, int64) {
 	wake := never
 	for _, t := range s.tenants {
 		if !t.alive {
+			if t.refusing {
+				wake = min(wake, t.nextArr)
+			}
 			continue
 		}
 		if t.wants(s.now) {
@@ -444,6 +469,12 @@ func (s *Simulator) busy() (bool, int64) {
 		wake = min(wake, t.nextArr)
 		if t.pause > s.now {
 			wake = min(wake, t.pause)
+		}
+		if t.standby {
+			wake = min(wake, t.switchAt)
+		}
+		if t.draining {
+			wake = min(wake, t.drainEnd)
 		}
 	}
 	for _, g := range s.gpus {
@@ -511,7 +542,7 @@ func (s *Simulator) Window() WindowStats {
 		tw := TenantWindow{
 			Tenant: t.spec.Name, GPU: s.gpus[t.gpu].uuid,
 			Completed: t.completed, Latencies: t.lat, Good: t.good,
-			Work: t.work, OOMs: t.ooms, Dropped: t.dropped,
+			Work: t.work, OOMs: t.ooms, Dropped: t.dropped, TimedOut: t.timedOut,
 		}
 		slices.Sort(tw.Latencies)
 		if tw.Latencies == nil {
@@ -529,7 +560,7 @@ func (s *Simulator) Window() WindowStats {
 		// the window's slice now belongs to the caller; size the next one
 		// like this one
 		t.lat = make([]time.Duration, 0, len(tw.Latencies))
-		t.completed, t.good, t.work, t.ooms, t.dropped = 0, 0, 0, 0, 0
+		t.completed, t.good, t.work, t.ooms, t.dropped, t.timedOut = 0, 0, 0, 0, 0, 0
 		t.acc[1] = tenantTotals{}
 	}
 	for _, g := range s.gpus {

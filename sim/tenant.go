@@ -37,6 +37,9 @@ type job struct {
 	// LLM: the number of sequences in the iteration that were newly admitted
 	// (prefill); they are the last newSeqs entries of tenant.seqs.
 	newSeqs int
+	// service-time noise: the job's standard normal draw and the
+	// multiplier at the spread sigma (see job.noise)
+	z, sigma, mult float64
 }
 
 // tenantTotals accumulates what a tenant got over an interval.
@@ -49,17 +52,32 @@ type tenantTotals struct {
 
 // tenant is the runtime state of a scenario tenant.
 type tenant struct {
-	idx  int
-	spec *TenantSpec
-	w    *WorkloadSpec
-	rng  *rand.Rand
-	res  *rand.Rand // reservoir sampling of window latencies
+	idx   int
+	spec  *TenantSpec
+	w     *WorkloadSpec
+	rng   *rand.Rand
+	res   *rand.Rand // reservoir sampling of window latencies
+	noise *rand.Rand // service-time noise (its own stream: arrivals do not move with it)
 
 	alive     bool  // the process exists
 	wantRun   bool  // scenario says it should run (not stopped)
 	pause     int64 // no GPU progress before this time (migration, restart)
 	gpu, inst int
 	dom       *domain
+
+	// control actions in progress (actuation.go)
+	refusing  bool  // stopped by a control call: arrivals fail
+	standby   bool  // a standby context warms up (holding a second copy)
+	switchAt  int64 // standby: when it takes over
+	draining  bool  // no new admissions until in-flight work ends
+	drainEnd  int64 // draining: in-flight work left then is dropped
+	drainStop bool  // draining: stop when drained (else restart)
+	act       int   // id of the action in progress (Simulator.actions), -1 none
+	// training checkpoints: steps completed since the last one (lost on a
+	// restart), when it was taken, and lost steps still to redo
+	sinceCkpt int
+	lastCkpt  int64
+	redo      int
 
 	// arrivals
 	rate      float64
@@ -83,6 +101,7 @@ type tenant struct {
 	share      float64 // fraction of the domain's SMs this segment
 	bw         float64 // bytes/s this segment
 	jobSeconds float64 // job time (s) at the current allocation
+	fixed      bool    // shareSMs: the client's cap binds
 
 	preempt int64 // vGPU: ns runnable while another VM held the GPU
 	// vGPU adaptive round robin: the backlog the scheduler last observed
@@ -98,6 +117,7 @@ type tenant struct {
 	work      float64
 	ooms      int
 	dropped   int
+	timedOut  int
 
 	// cumulative histograms and counters (AppMetrics)
 	e2e          hist
@@ -109,7 +129,7 @@ type tenant struct {
 }
 
 // contextFraction is the MPS active-thread fraction a new context of t
-// gets (FACTS.md line 42-45): the server's value for this client (set by
+// gets (docs/calibration.md, MPS): the server's value for this client (set by
 // SetMPSActiveThreads, else the GPU's default), lowered by the client's
 // own CUDA_MPS_ACTIVE_THREAD_PERCENTAGE (mps_active_threads), which can
 // only lower it.
@@ -130,14 +150,22 @@ func (t *tenant) queued() int { return len(t.queue) - t.qhead }
 // is active.
 func (t *tenant) startJob(now int64) bool {
 	w := t.w
-	defer func() { t.job.floor = w.MinJobTime.Seconds() }()
+	defer func() {
+		t.job.floor = w.MinJobTime.Seconds()
+		if t.job.active && t.noise != nil {
+			t.job.z, t.job.mult = t.noise.NormFloat64(), 1
+		}
+	}()
+	if w.Timeout > 0 {
+		t.expire(now)
+	}
 	switch w.Type {
 	case "training":
 		t.job = job{active: true, flops: w.FLOPs, bytes: w.Bytes, rem: 1, start: now}
 		return true
 	case "dnn":
 		n := min(t.queued(), w.MaxBatch)
-		if n == 0 {
+		if n == 0 || t.draining {
 			return false
 		}
 		t.job = job{active: true, n: n, rem: 1, start: now,
@@ -158,7 +186,7 @@ func (t *tenant) startJob(now int64) bool {
 		}
 		newSeqs := 0
 		var prefill float64
-		for t.queued() > 0 && len(t.seqs) < w.MaxBatch {
+		for !t.draining && t.queued() > 0 && len(t.seqs) < w.MaxBatch {
 			r := t.queue[t.qhead]
 			need := float64(r.ctx + r.gen)
 			if used+need > kvCap && len(t.seqs) > 0 {
@@ -185,6 +213,9 @@ func (t *tenant) startJob(now int64) bool {
 			// decode reads the weights and every sequence's KV cache.
 			flops: 2 * w.Params * (prefill + float64(decode)),
 			bytes: float64(w.WeightsBytes) + kv*kvRead + kv*prefill}
+		// the engine's host time (scheduling, sampling, launches) comes
+		// before the GPU work (docs/calibration.md, LLM iteration)
+		t.pause = max(t.pause, now+int64(w.IterationOverhead)+int64(len(t.seqs))*int64(w.SeqOverhead))
 		return true
 	}
 	return false
@@ -207,7 +238,17 @@ func (t *tenant) finishJob(s *Simulator, now int64) {
 	}
 	switch t.w.Type {
 	case "training":
-		t.work++ // training work is counted in completed steps
+		// training work is counted in completed steps; steps redone after
+		// a restart (lost since the last checkpoint) are not work
+		if t.redo > 0 {
+			t.redo--
+		} else {
+			t.work++
+		}
+		t.sinceCkpt++
+		if now-t.lastCkpt >= int64(t.w.CheckpointInterval) {
+			t.lastCkpt, t.sinceCkpt = now, 0
+		}
 		t.record(s, now-j.start)
 	case "dnn":
 		for i := 0; i < j.n; i++ {
@@ -222,8 +263,13 @@ func (t *tenant) finishJob(s *Simulator, now int64) {
 		}
 		t.lastIter = now
 		kept := t.seqs[:0]
+		cutoff := now - int64(t.w.Timeout)
 		for i := range t.seqs {
 			r := t.seqs[i]
+			if t.w.Timeout > 0 && r.arrival < cutoff {
+				t.timeOut() // the client gave up: the engine aborts it
+				continue
+			}
 			r.done++
 			t.genTokens++
 			if r.first < 0 {
@@ -239,11 +285,18 @@ func (t *tenant) finishJob(s *Simulator, now int64) {
 		}
 		t.seqs = kept
 	}
+	if t.draining {
+		s.checkDrain(t, now)
+	}
 }
 
 // record notes a completed request (or step) with latency ns.
 func (t *tenant) record(s *Simulator, ns int64) {
 	d := time.Duration(ns)
+	if t.w.Timeout > 0 && d > t.w.Timeout {
+		t.timeOut() // done too late: the client had given up
+		return
+	}
 	t.completed++
 	if len(t.lat) < s.maxLat {
 		t.lat = append(t.lat, d)
@@ -279,6 +332,30 @@ func (t *tenant) overdue(cutoff int64) int {
 		}
 	}
 	return n
+}
+
+// expire fails the queued requests older than the client's timeout (the
+// clients gave up); the queue must not hold a running DNN batch.
+func (t *tenant) expire(now int64) {
+	cutoff := now - int64(t.w.Timeout)
+	for t.queued() > 0 && t.queue[t.qhead].arrival < cutoff {
+		t.qhead++
+		t.timeOut()
+	}
+	t.compactQueue()
+}
+
+// timeOut counts a request whose client gave up: a failure.
+func (t *tenant) timeOut() {
+	t.timedOut++
+	t.dropped++
+}
+
+// failQueued fails every queued request (the service is stopped).
+func (t *tenant) failQueued() {
+	t.dropped += t.queued()
+	t.queue = t.queue[:0]
+	t.qhead = 0
 }
 
 // drop loses all queued and in-flight work (the process exited).

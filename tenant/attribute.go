@@ -387,8 +387,8 @@ func sortedPIDs(p []uint32) []uint32 {
 // kubernetes via the pod holding the MIG device) name, else by the tenant of
 // its processes. When processes of several tenants share one instance, the
 // instance's activity is apportioned by their used memory (Apportioned).
-// (NVML has no per-process utilization on MIG GPUs: shared/FACTS.md line
-// 77.)
+// (NVML has no per-process utilization on MIG GPUs: docs/calibration.md,
+// NVML.)
 func (b *Builder) migUsage(compiled *compiledConfig, podMap *kube.Mapping, d *gpu.Device) []Usage {
 	var out []Usage
 	byGI := map[int][]*gpu.Process{}

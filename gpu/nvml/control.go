@@ -186,7 +186,7 @@ func (b *Backend) SetPowerLimit(ctx context.Context, uuid string, watts float64)
 }
 
 // SetVGPUScheduler changes the vGPU scheduler. It is refused (gpu.ErrBusy)
-// while vGPU VMs run or MIG is on (shared/FACTS.md, vGPU scheduler line), and
+// while vGPU VMs run or MIG is on (docs/calibration.md, vGPU), and
 // checked against the GPU's capabilities first.
 func (b *Backend) SetVGPUScheduler(ctx context.Context, uuid string, s gpu.VGPUSchedulerSetting) error {
 	b.mu.Lock()

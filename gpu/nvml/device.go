@@ -47,7 +47,7 @@ func (rd *devReader) skip(call string) {
 }
 
 // Peak figures of known GPUs, for the fields NVML does not report for a whole
-// GPU. shared/FACTS.md "Hardware (vendor datasheets)": H100 SXM5 80GB 132 SMs
+// GPU. docs/calibration.md, hardware (vendor datasheets): H100 SXM5 80GB 132 SMs
 // 3.35 TB/s, H200 SXM5 141GB 132 SMs 4.8 TB/s.
 var knownGPUs = []struct {
 	prefix    string // start of the NVML name ("NVIDIA GH200 ..." is another GPU)

@@ -10,8 +10,8 @@ import (
 )
 
 // gpmMinInterval is the shortest time between two GPM samples NVML accepts
-// for a metric computation (shared/FACTS.md "GPM (Hopper+): two samples > 100
-// ms apart").
+// for a metric computation (docs/calibration.md, NVML: two samples more
+// than 100 ms apart).
 const gpmMinInterval = 100 * time.Millisecond
 
 // GPM metric IDs read for the whole GPU and for each MIG GPU instance.

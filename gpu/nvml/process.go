@@ -65,7 +65,7 @@ func (rd *devReader) readProcesses(d *gpu.Device) {
 	}
 
 	// Per-process utilization is not supported on MIG-enabled GPUs
-	// (shared/FACTS.md, NVML section); GPM per GPU instance covers those.
+	// (docs/calibration.md, NVML); GPM per GPU instance covers those.
 	if !d.MIGEnabled && len(byPID) > 0 {
 		if b.has(symProcessUtil) {
 			samples, r := processUtilization(h, ds.procLastSeen.ts)
