@@ -212,7 +212,7 @@ type Action struct {
 	// Relax marks a change that gives protection away (a cap on a batch
 	// tenant raised, a power limit lowered): its effect is judged after
 	// Options.RevertAfter, and it is reverted when it made things worse.
-	Relax bool
+	Relax  bool
 	Reason string
 }
 
