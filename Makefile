@@ -30,7 +30,7 @@ build:
 
 # The exporter on the default built-in simulator scenario, on :9949.
 run: build
-	./$(BIN) --backend=sim $(RUN_ARGS)
+	./$(BIN) --backend=sim --tuner.mode=$(TUNER_MODE) $(RUN_ARGS)
 
 # The monitoring mixin's rule files (alerts/) and dashboards (dashboards/),
 # generated from mixin/; a test in mixin/build fails when they are out of date.

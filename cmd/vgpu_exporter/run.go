@@ -55,6 +55,8 @@ type service struct {
 	tenantsFile string
 	store       tenant.Store
 	ready       atomic.Bool
+	// tuner is nil when --tuner.mode is off on every GPU.
+	tuner *tunerRunner
 	reloadMu    sync.Mutex
 }
 
@@ -117,7 +119,7 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 		TelemetryPath: cfg.TelemetryPath,
 		Self:          self,
 		NewCollector: func(filters ...string) (prometheus.Collector, error) {
-			return newCollector(s.snapshot, clog, filters...)
+			return s.withTuner(newCollector, clog, filters)
 		},
 		MaxRequests: cfg.MaxRequests,
 		Logger:      s.logger,
@@ -136,6 +138,9 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 		st.Start(ctx)
 	}
 	wg.Go(func() { s.sampler.Run(ctx) })
+	if s.tuner != nil {
+		wg.Go(func() { s.tuner.run(ctx) })
+	}
 	wg.Go(func() {
 		for {
 			select {
@@ -179,6 +184,12 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 	// mapping) may still be using the source; they end soon after cancel.
 	if hasBackground {
 		st.Wait()
+	}
+	if s.tuner != nil {
+		// Before the backend closes: the originals are set back through it.
+		if err := s.tuner.restore(); err != nil {
+			result = errors.Join(result, err)
+		}
 	}
 	if err := s.src.Close(); err != nil {
 		level.Warn(s.logger).Log("msg", "closing the backend", "backend", s.src.Name(), "err", err)
