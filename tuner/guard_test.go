@@ -63,7 +63,7 @@ func TestGuards(t *testing.T) {
 	}{
 		{Bounds{}, []step{
 			{a: mpsAction(7, 0.4, 0.3), ok: true},
-			{a: up, ok: false},                     // 0.6 above share.max 0.5
+			{a: up, ok: false},                      // 0.6 above share.max 0.5
 			{a: mpsAction(7, 0.4, 0.05), ok: false}, // below share.min
 			{a: mpsAction(7, 0.4, 0), ok: false},
 			{a: Action{Want: ClockRange{MinMHz: 2000, MaxMHz: 1000}}, ok: false},

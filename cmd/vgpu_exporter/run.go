@@ -56,8 +56,8 @@ type service struct {
 	store       tenant.Store
 	ready       atomic.Bool
 	// tuner is nil when --tuner.mode is off on every GPU.
-	tuner *tunerRunner
-	reloadMu    sync.Mutex
+	tuner    *tunerRunner
+	reloadMu sync.Mutex
 }
 
 // newService connects src to builder through a sampler on clock.
