@@ -15,6 +15,7 @@ LDFLAGS     := -X $(VERSION_PKG).Version=$(VERSION) \
                -X $(VERSION_PKG).BuildUser=$(BUILD_USER) \
                -X $(VERSION_PKG).BuildDate=$(BUILD_DATE)
 RUN_ARGS    ?=
+TUNER_MODE  ?= enforce
 FUZZTIME    ?= 20s
 
 # go-nvml's cgo headers mark many functions deprecated; the warnings are noise.
