@@ -15,6 +15,7 @@ LDFLAGS     := -X $(VERSION_PKG).Version=$(VERSION) \
                -X $(VERSION_PKG).BuildUser=$(BUILD_USER) \
                -X $(VERSION_PKG).BuildDate=$(BUILD_DATE)
 RUN_ARGS    ?=
+TUNER_MODE  ?= enforce
 FUZZTIME    ?= 20s
 
 # go-nvml's cgo headers mark many functions deprecated; the warnings are noise.
@@ -30,7 +31,7 @@ build:
 
 # The exporter on the default built-in simulator scenario, on :9949.
 run: build
-	./$(BIN) --backend=sim $(RUN_ARGS)
+	./$(BIN) --backend=sim --tuner.mode=$(TUNER_MODE) $(RUN_ARGS)
 
 # The monitoring mixin's rule files (alerts/) and dashboards (dashboards/),
 # generated from mixin/; a test in mixin/build fails when they are out of date.

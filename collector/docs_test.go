@@ -116,7 +116,7 @@ func TestDocsListEveryMetric(t *testing.T) {
 	}
 	// Everything a scrape serves, the scrape durations included.
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(newExporter(t, richSnapshot(), builtin...))
+	reg.MustRegister(newExporter(t, richSnapshot(), builtin...), NewTunerCollector(richTunerStatus))
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -175,7 +175,13 @@ func TestDocsListEveryMetric(t *testing.T) {
 
 // TestPromlint lints the full scrape of a snapshot with every field set.
 func TestPromlint(t *testing.T) {
-	problems, err := promlint.NewWithMetricFamilies(served(t)).Lint()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(NewTunerCollector(richTunerStatus))
+	tmfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	problems, err := promlint.NewWithMetricFamilies(append(served(t), tmfs...)).Lint()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,7 +65,11 @@ type compiledConfig struct {
 func compile(cfg *Config) *compiledConfig {
 	c := &compiledConfig{Config: cfg, class: map[string]gpu.TenantClass{}, minShare: map[string]float64{}}
 	for _, t := range cfg.Tenants {
-		c.info = append(c.info, Info{Name: t.Name, Class: t.Class, Priority: t.Priority})
+		info := Info{Name: t.Name, Class: t.Class, Priority: t.Priority, ShareMax: 1}
+		if t.Share != nil {
+			info.ShareMin, info.ShareMax = t.Share.Min, t.Share.Max
+		}
+		c.info = append(c.info, info)
 		c.class[t.Name] = t.Class
 		if t.Share != nil && t.Share.Min > 0 {
 			c.minShare[t.Name] = t.Share.Min

@@ -82,6 +82,9 @@ type Info struct {
 	Name     string
 	Class    gpu.TenantClass
 	Priority int
+	// ShareMin and ShareMax are the tenant's share bounds (share.min and
+	// share.max; 0 and 1 when the tenants file sets none).
+	ShareMin, ShareMax float64
 }
 
 // Usage is what one tenant got from one GPU (or one MIG instance of it)

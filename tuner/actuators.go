@@ -24,6 +24,7 @@ type Actuators struct {
 	MPS           MPSClients
 	VGPUScheduler gpu.VGPUSchedulerActuator
 	TimeSlice     gpu.TimeSliceActuator
+	ClockPower    gpu.ClockPowerActuator
 }
 
 // ActuatorsOf returns the actuators the backends implement; where several
@@ -39,6 +40,9 @@ func ActuatorsOf(backends ...any) Actuators {
 		}
 		if t, ok := b.(gpu.TimeSliceActuator); ok && a.TimeSlice == nil {
 			a.TimeSlice = t
+		}
+		if c, ok := b.(gpu.ClockPowerActuator); ok && a.ClockPower == nil {
+			a.ClockPower = c
 		}
 	}
 	return a

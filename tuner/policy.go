@@ -44,6 +44,10 @@ type Decision struct {
 	// Applied is false when the change was refused (not supported, busy) or
 	// only recommended; Reason then says why.
 	Applied bool
+	// Outcome and Guard are set by the Tuner: what became of the action,
+	// and the guard that refused it.
+	Outcome Outcome
+	Guard   string
 }
 
 // String renders a decision on one line for logs.
@@ -56,6 +60,9 @@ func (d Decision) String() string {
 	if !d.Applied {
 		state = "not applied"
 	}
+	if d.Outcome != "" {
+		state = string(d.Outcome)
+	}
 	return fmt.Sprintf("%s %s %s: %q -> %q (%s; %s)", d.Time.UTC().Format(time.RFC3339Nano), who, d.Knob, d.From, d.To, state, d.Reason)
 }
 
@@ -64,6 +71,7 @@ var policies = map[string]func() Policy{
 	StaticEqualName: func() Policy { return NewStaticEqual() },
 	UncappedName:    func() Policy { return NewUncapped() },
 	NoneName:        func() Policy { return None{} },
+	AutotuneName:    func() Policy { return NewTunerPolicy(NewAutotune()) },
 }
 
 // NoneName is the policy that never acts.

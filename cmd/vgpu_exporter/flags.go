@@ -58,6 +58,8 @@ type config struct {
 	LogLevel  string
 	LogFormat string
 
+	Tuner tunerConfig
+
 	// Whether --sim.scenario and --sim.seed were given.
 	simScenarioSet, simSeedSet bool
 }
@@ -105,6 +107,7 @@ func addFlags(app *kingpin.Application) *config {
 		"info", &c.LogLevel, logLevels...)
 	enumFlag(app, "log.format", "Output format of log messages. One of: ["+strings.Join(logFormats, ", ")+"]",
 		"logfmt", &c.LogFormat, logFormats...)
+	addTunerFlags(app, &c.Tuner)
 	return c
 }
 
@@ -175,6 +178,9 @@ func (c *config) validate() error {
 	}
 	if c.ProcRoot == "" {
 		errs = append(errs, errors.New("--proc.root must not be empty"))
+	}
+	if err := c.Tuner.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -33,7 +33,7 @@ var layers = map[string][]string{
 	"latency":     {"gpu"},
 	"kube":        {"gpu"},
 	"tenant":      {"gpu", "latency", "kube"},
-	"collector":   {"gpu", "tenant"},
+	"collector":   {"gpu", "tenant", "tuner"},
 	"tuner":       {"gpu", "tenant"},
 	// The commands wire every layer; nothing imports a command.
 	"cmd/vgpu_exporter": {"collector", "tuner", "tenant", "latency", "kube", "gpu", "gpu/nvml", "gpu/dcgmexp", "sim", "test/scenarios"},
@@ -48,6 +48,7 @@ var layers = map[string][]string{
 	"test/scenarios":      nil,
 	"test/e2e":            nil,
 	"test/device/compare": nil,
+	"test/device/calib":   nil,
 	"mixin/build":         nil,
 }
 

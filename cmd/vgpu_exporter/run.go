@@ -66,6 +66,8 @@ type service struct {
 
 	pubMu     sync.Mutex
 	onPublish []func()
+	// tuner is nil when --tuner.mode is off on every GPU.
+	tuner *tunerRunner
 }
 
 type patchedSnapshot struct{ base, snap *tenant.Snapshot }
@@ -169,7 +171,7 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 		TelemetryPath: cfg.TelemetryPath,
 		Self:          self,
 		NewCollector: func(filters ...string) (prometheus.Collector, error) {
-			return newCollector(s.snapshot, clog, filters...)
+			return s.withTuner(newCollector, clog, filters)
 		},
 		MaxRequests: cfg.MaxRequests,
 		Logger:      s.logger,
@@ -190,6 +192,9 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 		st.Start(ctx)
 	}
 	wg.Go(func() { s.sampler.Run(ctx) })
+	if s.tuner != nil {
+		wg.Go(func() { s.tuner.run(ctx) })
+	}
 	wg.Go(func() { s.reloadOnSignal(ctx, hup) })
 
 	server := newHTTPServer(h, fitLimits(cfg.httpLimits(), s.logger), log.With(s.logger, "component", "web"))
@@ -209,6 +214,7 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 	cancel()
 	deadline := time.Now().Add(shutdownTimeout) // wall time: the process's own deadline
 	stopped := make(chan struct{})
+	var restoreErr error // written before stopped closes
 	go func() {
 		defer close(stopped)
 		sctx, scancel := context.WithTimeout(context.Background(), httpShutdownTimeout)
@@ -224,14 +230,23 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 		if hasBackground {
 			st.Wait()
 		}
+		if s.tuner != nil {
+			// Before the backend closes: the originals are set back
+			// through it.
+			restoreErr = s.tuner.restore()
+		}
 		if err := s.src.Close(); err != nil {
 			level.Warn(s.logger).Log("msg", "closing the backend", "backend", s.src.Name(), "err", err)
 		}
 	}()
 	select {
 	case <-stopped:
+		result = errors.Join(result, restoreErr)
 	case <-time.After(time.Until(deadline)):
 		level.Warn(s.logger).Log("msg", "shutdown did not finish in time; exiting anyway", "timeout", shutdownTimeout)
+		if s.tuner != nil {
+			result = errors.Join(result, errors.New("shutdown timed out: the tuner may not have restored every original setting; the journal restores them at the next start"))
+		}
 	}
 	return result
 }

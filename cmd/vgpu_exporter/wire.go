@@ -59,7 +59,14 @@ func buildOn(cfg *config, clock gpu.Clock, logger log.Logger) (*service, error) 
 		src.Close()
 		return nil, err
 	}
-	return newService(src, b, ts.Path, clock, cfg.SampleInterval, logger), nil
+	svc := newService(src, b, ts.Path, clock, cfg.SampleInterval, logger)
+	if cfg.Tuner.active() {
+		if svc.tuner, err = newTunerRunner(&cfg.Tuner, src, clock, svc.snapshot, log.With(logger, "component", "tuner")); err != nil {
+			src.Close()
+			return nil, err
+		}
+	}
+	return svc, nil
 }
 
 // builderIO wires the builder's outside world: latency sources (sim:// ones
@@ -154,6 +161,7 @@ func openNVML(cfg *config, clock gpu.Clock, logger log.Logger) (gpu.Source, erro
 }
 
 // newCollector is the GPU/tenant collector.
+// The tuner's collector is added by the service (withTuner).
 func newCollector(snap func() *tenant.Snapshot, logger log.Logger, filters ...string) (prometheus.Collector, error) {
 	return collector.NewExporter(snap, logger, filters...)
 }

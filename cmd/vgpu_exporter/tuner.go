@@ -1,0 +1,215 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vgpu-exporter/vgpu_exporter/collector"
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner"
+)
+
+// tunerConfig is what the --tuner.* flags set.
+type tunerConfig struct {
+	Mode           string
+	Interval       time.Duration
+	Journal        string
+	KillSwitchFile string
+	GPUModes       []string
+}
+
+// addTunerFlags declares the --tuner.* flags.
+func addTunerFlags(app *kingpin.Application, c *tunerConfig) {
+	modes := make([]string, 0, len(tuner.Modes))
+	for _, m := range tuner.Modes {
+		modes = append(modes, string(m))
+	}
+	enumFlag(app, "tuner.mode", "What the tuner does on this host: off, recommend (decide, journal and export, never act) or enforce.",
+		string(tuner.ModeOff), &c.Mode, modes...)
+	durationFlag(app, "tuner.interval", "How often the tuner decides.", tuner.DefaultInterval.String(), &c.Interval)
+	app.Flag("tuner.journal", "Journal file of the tuner (JSON lines, synced): every original setting before its first change and every outcome; originals are restored from it at exit and at the next start after a crash. Default: none (originals kept in memory only).").
+		PlaceHolder("FILE").StringVar(&c.Journal)
+	app.Flag("tuner.kill-switch-file", "While this file exists the tuner changes nothing (it still decides and exports).").
+		PlaceHolder("FILE").StringVar(&c.KillSwitchFile)
+	app.Flag("tuner.gpu-mode", "Mode of one GPU, overriding --tuner.mode: GPU=MODE with GPU an index or a UUID, e.g. 0=enforce. Repeatable.").
+		PlaceHolder("GPU=MODE").StringsVar(&c.GPUModes)
+}
+
+// gpuModes parses the --tuner.gpu-mode values.
+func (c *tunerConfig) gpuModes() (map[string]tuner.Mode, error) {
+	out := map[string]tuner.Mode{}
+	for _, v := range c.GPUModes {
+		g, m, ok := strings.Cut(v, "=")
+		if !ok || g == "" {
+			return nil, fmt.Errorf("--tuner.gpu-mode %q: want GPU=MODE, e.g. 0=enforce", v)
+		}
+		mode, err := tuner.ParseMode(m)
+		if err != nil {
+			return nil, fmt.Errorf("--tuner.gpu-mode %q: %w", v, err)
+		}
+		out[g] = mode
+	}
+	return out, nil
+}
+
+// validate checks the tuner flags.
+func (c *tunerConfig) validate() error {
+	var errs []error
+	if c.Interval <= 0 {
+		errs = append(errs, fmt.Errorf("--tuner.interval must be positive, got %s", c.Interval))
+	}
+	if _, err := c.gpuModes(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// active reports whether the tuner runs at all.
+func (c *tunerConfig) active() bool {
+	return c.Mode != string(tuner.ModeOff) || len(c.GPUModes) > 0
+}
+
+// tunerRunner runs the tuner in real time beside the sampler.
+type tunerRunner struct {
+	t        *tuner.Tuner
+	journal  *tuner.Journal
+	clock    gpu.Clock
+	interval time.Duration
+	snapshot func() *tenant.Snapshot
+	logger   log.Logger
+	failed   bool // a restore failed: the exit status says so
+}
+
+// newTunerRunner builds the tuner over the backend's actuators. It
+// returns nil when the tuner is off everywhere.
+func newTunerRunner(c *tunerConfig, src gpu.Source, clock gpu.Clock, snapshot func() *tenant.Snapshot, logger log.Logger) (*tunerRunner, error) {
+	mode, err := tuner.ParseMode(c.Mode)
+	if err != nil {
+		return nil, err
+	}
+	gm, err := c.gpuModes()
+	if err != nil {
+		return nil, err
+	}
+	r := &tunerRunner{clock: clock, interval: c.Interval, snapshot: snapshot, logger: logger}
+	if c.Journal != "" {
+		if r.journal, err = tuner.OpenJournal(c.Journal); err != nil {
+			return nil, fmt.Errorf("--tuner.journal: %w", err)
+		}
+		if n := len(r.journal.Originals()); n > 0 {
+			level.Warn(logger).Log("msg", "the tuner journal holds settings an earlier run changed and did not restore (unclean exit)", "journal", c.Journal, "originals", n)
+		}
+	} else if mode == tuner.ModeEnforce {
+		level.Warn(logger).Log("msg", "tuner in enforce mode without --tuner.journal: original settings are kept in memory only and are not restored after a crash")
+	}
+	var kill *tuner.KillSwitch
+	if c.KillSwitchFile != "" {
+		kill = &tuner.KillSwitch{File: c.KillSwitchFile}
+	}
+	opts := tuner.DefaultOptions(tuner.Options{
+		Policy: tuner.NewAutotune(), Actuators: tuner.ActuatorsOf(src), Journal: r.journal,
+		Clock: clock, Mode: mode, GPUModes: gm, Logger: logger,
+	}, kill)
+	if r.t, err = tuner.New(opts); err != nil {
+		return nil, err
+	}
+	level.Info(logger).Log("msg", "tuner started", "mode", mode, "interval", c.Interval, "policy", tuner.AutotuneName, "journal", c.Journal)
+	return r, nil
+}
+
+// status is the tuner's published status, for the collector.
+func (r *tunerRunner) status() *tuner.Status { return r.t.Status() }
+
+// run decides every interval until ctx is done, then restores the
+// originals.
+func (r *tunerRunner) run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.clock.After(r.interval):
+		}
+		if _, err := r.t.RunOnce(ctx, r.snapshot()); err != nil && ctx.Err() == nil {
+			r.failed = true
+			level.Error(r.logger).Log("msg", "tuner round failed", "err", err)
+		}
+	}
+}
+
+// restore sets the originals back (at exit) and closes the journal; the
+// error is what makes the exit status non-zero.
+func (r *tunerRunner) restore() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := r.t.Restore(ctx)
+	if r.journal != nil {
+		if cerr := r.journal.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}
+	if err == nil && r.failed {
+		err = errors.New("a restore of original settings failed while running (see the log)")
+	}
+	if err != nil {
+		level.Error(r.logger).Log("msg", "tuner: original settings NOT restored", "err", err)
+		return fmt.Errorf("tuner restore: %w", err)
+	}
+	return nil
+}
+
+// tunerCollectorName is the collect[] name of the tuner's metrics.
+const tunerCollectorName = "tuner"
+
+// withTuner returns the GPU/tenant collector and, when the tuner runs, the
+// tuner's collector beside it. With collect[] filters, "tuner" selects the
+// tuner's metrics.
+func (s *service) withTuner(newCollector collectorFunc, logger log.Logger, filters []string) (prometheus.Collector, error) {
+	wantTuner := s.tuner != nil
+	rest := filters
+	if len(filters) > 0 {
+		wantTuner, rest = false, nil
+		for _, f := range filters {
+			if f == tunerCollectorName && s.tuner != nil {
+				wantTuner = true
+				continue
+			}
+			rest = append(rest, f)
+		}
+	}
+	if !wantTuner {
+		return newCollector(s.snapshot, logger, filters...)
+	}
+	tc := collector.NewTunerCollector(s.tuner.status)
+	if len(filters) > 0 && len(rest) == 0 {
+		return tc, nil
+	}
+	c, err := newCollector(s.snapshot, logger, rest...)
+	if err != nil {
+		return nil, err
+	}
+	return collectorList{c, tc}, nil
+}
+
+// collectorList is several collectors as one.
+type collectorList []prometheus.Collector
+
+func (cs collectorList) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range cs {
+		c.Describe(ch)
+	}
+}
+
+func (cs collectorList) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range cs {
+		c.Collect(ch)
+	}
+}

@@ -1,0 +1,109 @@
+package collector
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vgpu-exporter/vgpu_exporter/tuner"
+)
+
+// TunerCollector renders the tuner's published status. Like the snapshot
+// collectors it only reads an immutable value (tuner.Status, behind an
+// atomic pointer): a scrape never waits on the tuner or its actuators.
+type TunerCollector struct {
+	status func() *tuner.Status
+	descSet
+	info, mode, killSwitch, lastRun, unrestored               *prometheus.Desc
+	mpsTarget, mpsEffective, powerTarget, clockTarget         *prometheus.Desc
+	timeSliceTarget, schedulerTarget                          *prometheus.Desc
+	actions, refusals, reverts, restores, restoreFailures, jw *prometheus.Desc
+}
+
+// NewTunerCollector returns the collector over status (nil: nothing is
+// served).
+func NewTunerCollector(status func() *tuner.Status) *TunerCollector {
+	c := &TunerCollector{status: status}
+	c.info = c.add("tuner_info", "The tuner's policy; always 1.", "policy")
+	c.mode = c.add("tuner_mode", "1 for the tuner's host-wide mode (off, recommend, enforce), 0 for the others.", "mode")
+	c.killSwitch = c.add("tuner_kill_switch_engaged", "1 while the kill switch (file or flag) stops every change.")
+	c.lastRun = c.add("tuner_last_run_timestamp_seconds", "When the tuner last ran (the tuner's clock).")
+	c.unrestored = c.add("tuner_originals_unrestored", "Settings the tuner changed whose originals (journaled) are not restored yet.")
+	c.mpsTarget = c.add("tuner_mps_active_threads_target_ratio", "MPS active-thread fraction the tuner last decided for the tenant's clients on the GPU (sum over its clients).", "gpu", "uuid", "tenant")
+	c.mpsEffective = c.add("tuner_mps_active_threads_effective_ratio", "MPS active-thread fraction in effect for the tenant's clients on the GPU (sum over the contexts as created).", "gpu", "uuid", "tenant")
+	c.powerTarget = c.add("tuner_power_limit_target_watts", "Power limit the tuner last decided for the GPU.", "gpu", "uuid")
+	c.clockTarget = c.add("tuner_locked_clock_target_hertz", "Upper end of the SM clock lock the tuner last decided for the GPU; 0 for unlocked.", "gpu", "uuid")
+	c.timeSliceTarget = c.add("tuner_timeslice_target_info", "Compute time-slice level the tuner last decided for the GPU; always 1.", "gpu", "uuid", "level")
+	c.schedulerTarget = c.add("tuner_vgpu_scheduler_target_info", "vGPU scheduler policy the tuner last decided for the GPU; always 1.", "gpu", "uuid", "policy")
+	c.actions = c.add("tuner_actions_total", "Actions the tuner's policy planned, by knob and outcome (guarded, recommended, applied, refused, failed, rolled_back).", "knob", "outcome")
+	c.refusals = c.add("tuner_guard_refusals_total", "Actions refused by each guard.", "guard")
+	c.reverts = c.add("tuner_reverts_total", "Changes reverted because they made the SLO error worse, or rolled back after a failure.")
+	c.restores = c.add("tuner_restores_total", "Original settings restored (at exit, or at start after an unclean exit).")
+	c.restoreFailures = c.add("tuner_restore_failures_total", "Original settings that could not be restored.")
+	c.jw = c.add("tuner_journal_errors_total", "Writes to the tuner journal that failed.")
+	return c
+}
+
+// Collect implements prometheus.Collector.
+func (c *TunerCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.status == nil {
+		return
+	}
+	s := c.status()
+	if s == nil {
+		return
+	}
+	e := &emitter{ch: ch}
+	e.gauge(c.info, 1, s.Policy)
+	for _, m := range tuner.Modes {
+		e.gauge(c.mode, boolValue(m == s.Mode), string(m))
+	}
+	e.gauge(c.killSwitch, boolValue(s.KillSwitch))
+	if !s.LastRun.IsZero() {
+		e.gauge(c.lastRun, unixSeconds(s.LastRun))
+	}
+	e.gauge(c.unrestored, float64(s.Unrestored))
+	type tk struct{ gpu, uuid, tenant string }
+	target, eff := map[tk]float64{}, map[tk]float64{}
+	var order []tk
+	for _, st := range s.Settings {
+		g := strconv.Itoa(st.GPUIndex)
+		switch v := st.Target.(type) {
+		case tuner.Fraction:
+			k := tk{g, st.GPU, st.Tenant}
+			if _, seen := target[k]; !seen {
+				order = append(order, k)
+			}
+			target[k] += float64(v)
+			if f, ok := st.Effective.(tuner.Fraction); ok {
+				eff[k] += float64(f)
+			} else if _, ok := eff[k]; !ok {
+				eff[k] = -1
+			}
+		case tuner.Watts:
+			e.gauge(c.powerTarget, float64(v), g, st.GPU)
+		case tuner.ClockRange:
+			e.gauge(c.clockTarget, float64(v.MaxMHz)*1e6, g, st.GPU)
+		case tuner.Level:
+			e.gauge(c.timeSliceTarget, 1, g, st.GPU, string(v))
+		case tuner.Scheduler:
+			e.gauge(c.schedulerTarget, 1, g, st.GPU, string(v))
+		}
+	}
+	for _, k := range order {
+		e.gauge(c.mpsTarget, target[k], k.gpu, k.uuid, k.tenant)
+		if v := eff[k]; v >= 0 {
+			e.gauge(c.mpsEffective, v, k.gpu, k.uuid, k.tenant)
+		}
+	}
+	for k, n := range s.Counts.Actions {
+		e.counter(c.actions, float64(n), string(k.Knob), string(k.Outcome))
+	}
+	for g, n := range s.Counts.Refusals {
+		e.counter(c.refusals, float64(n), g)
+	}
+	e.counter(c.reverts, float64(s.Counts.Reverts))
+	e.counter(c.restores, float64(s.Counts.Restores))
+	e.counter(c.restoreFailures, float64(s.Counts.RestoreFailures))
+	e.counter(c.jw, float64(s.Counts.JournalErrors))
+}

@@ -1,0 +1,98 @@
+package collector
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner"
+)
+
+// richTunerStatus has every field of the tuner's status set.
+func richTunerStatus() *tuner.Status {
+	acts := map[tuner.ActionKey]uint64{}
+	for _, k := range tuner.CountedKnobs {
+		for _, o := range tuner.CountedOutcomes {
+			acts[tuner.ActionKey{Knob: k, Outcome: o}] = 0
+		}
+	}
+	acts[tuner.ActionKey{Knob: gpu.KnobMPSActiveThreads, Outcome: tuner.OutcomeFailed}] = 1
+	acts[tuner.ActionKey{Knob: gpu.KnobMPSActiveThreads, Outcome: tuner.OutcomeRolledBack}] = 1
+	ref := map[string]uint64{}
+	for _, g := range tuner.GuardNames {
+		ref[g] = 0
+	}
+	ref[tuner.GuardBackoff] = 2
+	const u = "GPU-0"
+	return &tuner.Status{
+		Policy: "autotune", Mode: tuner.ModeEnforce, KillSwitch: true, LastRun: time.Unix(1700000000, 0), Unrestored: 2,
+		Settings: []tuner.Setting{
+			{GPU: u, Tenant: "embed", Knob: gpu.KnobMPSActiveThreads, PID: 2, Target: tuner.Fraction(0.2), Effective: tuner.Fraction(0.25)},
+			{GPU: u, Tenant: "embed", Knob: gpu.KnobMPSActiveThreads, PID: 3, Target: tuner.Fraction(0.2), Effective: tuner.Fraction(0.25)},
+			{GPU: u, Knob: gpu.KnobPowerLimit, Target: tuner.Watts(490)},
+			{GPU: u, Knob: gpu.KnobLockedClocks, Target: tuner.ClockRange{MinMHz: 1980, MaxMHz: 1980}},
+			{GPU: u, Knob: gpu.KnobComputeTimeSlice, Target: tuner.Level("short")},
+			{GPU: u, Knob: gpu.KnobVGPUScheduler, Target: tuner.Scheduler("equal-share")},
+		},
+		Counts: tuner.Counts{Actions: acts, Refusals: ref, Reverts: 1, Restores: 3, RestoreFailures: 1, JournalErrors: 1},
+	}
+}
+
+func TestTunerCollector(t *testing.T) {
+	want := `
+# HELP vgpu_tuner_mps_active_threads_effective_ratio MPS active-thread fraction in effect for the tenant's clients on the GPU (sum over the contexts as created).
+# TYPE vgpu_tuner_mps_active_threads_effective_ratio gauge
+vgpu_tuner_mps_active_threads_effective_ratio{gpu="0",tenant="embed",uuid="GPU-0"} 0.5
+# HELP vgpu_tuner_mps_active_threads_target_ratio MPS active-thread fraction the tuner last decided for the tenant's clients on the GPU (sum over its clients).
+# TYPE vgpu_tuner_mps_active_threads_target_ratio gauge
+vgpu_tuner_mps_active_threads_target_ratio{gpu="0",tenant="embed",uuid="GPU-0"} 0.4
+# HELP vgpu_tuner_mode 1 for the tuner's host-wide mode (off, recommend, enforce), 0 for the others.
+# TYPE vgpu_tuner_mode gauge
+vgpu_tuner_mode{mode="enforce"} 1
+vgpu_tuner_mode{mode="off"} 0
+vgpu_tuner_mode{mode="recommend"} 0
+# HELP vgpu_tuner_restore_failures_total Original settings that could not be restored.
+# TYPE vgpu_tuner_restore_failures_total counter
+vgpu_tuner_restore_failures_total 1
+# HELP vgpu_tuner_locked_clock_target_hertz Upper end of the SM clock lock the tuner last decided for the GPU; 0 for unlocked.
+# TYPE vgpu_tuner_locked_clock_target_hertz gauge
+vgpu_tuner_locked_clock_target_hertz{gpu="0",uuid="GPU-0"} 1.98e+09
+`
+	c := NewTunerCollector(richTunerStatus)
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want),
+		"vgpu_tuner_mps_active_threads_effective_ratio", "vgpu_tuner_mps_active_threads_target_ratio", "vgpu_tuner_mode",
+		"vgpu_tuner_restore_failures_total", "vgpu_tuner_locked_clock_target_hertz"); err != nil {
+		t.Error(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, mf := range mfs {
+		if mf.GetName() != "vgpu_tuner_actions_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			l := map[string]string{}
+			for _, p := range m.GetLabel() {
+				l[p.GetName()] = p.GetValue()
+			}
+			if l["knob"] == "mps_active_threads" && l["outcome"] == "failed" {
+				found = m.GetCounter().GetValue() == 1
+			}
+		}
+	}
+	if !found {
+		t.Error("vgpu_tuner_actions_total{knob=\"mps_active_threads\",outcome=\"failed\"} 1 not served")
+	}
+	if n := testutil.CollectAndCount(NewTunerCollector(func() *tuner.Status { return nil })); n != 0 {
+		t.Errorf("no status: %d metrics", n)
+	}
+}

@@ -1,0 +1,508 @@
+package tuner
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+)
+
+// AutotuneName is the autotune policy's registered name.
+const AutotuneName = "autotune"
+
+// AutotuneParams are the autotune policy's parameters; docs/tuning.md
+// explains each and how the defaults were chosen.
+type AutotuneParams struct {
+	// ViolateBurn: a latency tenant whose error budget burns faster than
+	// this over the fast window (bad fraction / (1 - quantile)) is in
+	// violation.
+	ViolateBurn float64
+	// SlackBurn and SlackRatio: a latency tenant has slack when its fast
+	// burn is at most SlackBurn and its SLO window's quantile latency is at
+	// most SlackRatio of its target. Between the two thresholds the policy
+	// holds (the hysteresis band).
+	SlackBurn, SlackRatio float64
+	// DeepSlackRatio: below it, clocks and power may be lowered for energy.
+	DeepSlackRatio float64
+	// Gain, StepMin, StepMax: a violation raises the share reserved for
+	// latency tenants by Gain*burn, within [StepMin, StepMax].
+	Gain, StepMin, StepMax float64
+	// Release is the share given back per step when every SLO has slack;
+	// a reservation below ReleaseFloor is released whole.
+	Release, ReleaseFloor float64
+	// SlackDwell: share is given back only when the GPU's knob has not
+	// changed for this long (so the SLO window reflects the setting).
+	SlackDwell time.Duration
+	// MinRequests: with fewer requests in the fast window the burn is not
+	// trusted (a single slow request would swing it).
+	MinRequests float64
+	// RestartCost is what one MPS client restart costs in seconds of the
+	// client's work; Horizon is how long a release is expected to last. A
+	// release is made only when ΔShare/share*Horizon exceeds twice the
+	// cost.
+	RestartCost, Horizon time.Duration
+	// PowerFraction is the power limit used for energy saving, as a
+	// fraction of the original limit.
+	PowerFraction float64
+	// VarianceRatio: a violation with p99/p50 above it, on a GPU whose SM
+	// clock runs below 97% of its maximum, is blamed on clock changes and
+	// answered with a clock lock.
+	VarianceRatio float64
+}
+
+// DefaultAutotuneParams returns the defaults.
+func DefaultAutotuneParams() AutotuneParams {
+	return AutotuneParams{
+		ViolateBurn: 1, SlackBurn: 0.25, SlackRatio: 0.7, DeepSlackRatio: 0.5,
+		Gain: 0.05, StepMin: 0.05, StepMax: 0.2,
+		Release: 0.05, ReleaseFloor: 0.15,
+		SlackDwell:  2 * time.Minute,
+		MinRequests: 20,
+		RestartCost: time.Second, Horizon: 2 * time.Minute,
+		PowerFraction: 0.7, VarianceRatio: 1.1,
+	}
+}
+
+// Autotune is the latency-driven policy: per share domain, it reserves
+// share for latency tenants that violate their SLO by capping the batch
+// and best-effort tenants beside them, and gives it back when every SLO
+// has slack. See docs/tuning.md.
+type Autotune struct{ P AutotuneParams }
+
+// NewAutotune returns the policy with the default parameters.
+func NewAutotune() *Autotune { return &Autotune{P: DefaultAutotuneParams()} }
+
+// Name returns "autotune".
+func (*Autotune) Name() string { return AutotuneName }
+
+// member is one tenant of a share domain.
+type member struct {
+	name     string
+	class    gpu.TenantClass
+	priority int
+	min, max float64
+	pids     []uint32
+	cur      []Fraction // per pid: pending, else effective, else 1
+	slo      *tenant.SLOStatus
+	// signals
+	burn, ratio       float64
+	hasBurn, hasRatio bool
+	violating, slack  bool
+	deepSlack         bool
+}
+
+func (m *member) latency() bool { return m.class == gpu.ClassLatency && m.slo != nil }
+
+func (m *member) share() float64 {
+	s := 0.0
+	for _, c := range m.cur {
+		s += float64(c)
+	}
+	return s
+}
+
+// Decide computes the actions for every GPU of the snapshot.
+func (p *Autotune) Decide(s *State) []Action {
+	if s == nil || s.Snapshot == nil || s.Snapshot.Readings == nil {
+		return nil
+	}
+	var out []Action
+	for i := range s.Snapshot.Readings.Devices {
+		d := &s.Snapshot.Readings.Devices[i]
+		if !d.Up {
+			continue
+		}
+		ms := p.members(s, d)
+		switch d.Mode {
+		case gpu.SharingMPS:
+			out = append(out, p.mps(s, d, ms)...)
+		case gpu.SharingTimeSlice:
+			out = append(out, p.timeSlice(s, d, ms)...)
+		case gpu.SharingVGPU:
+			out = append(out, p.vgpu(s, d, ms)...)
+		}
+		out = append(out, p.clocks(s, d, ms)...)
+	}
+	return out
+}
+
+// members returns the tenants on d (outside MIG instances) with their
+// signals, sorted by name.
+func (p *Autotune) members(s *State, d *gpu.Device) []*member {
+	snap := s.Snapshot
+	info := map[string]tenant.Info{}
+	for _, t := range snap.Tenants {
+		info[t.Name] = t
+	}
+	slos := map[string]*tenant.SLOStatus{}
+	for i := range snap.SLOs {
+		slos[snap.SLOs[i].Tenant] = &snap.SLOs[i]
+	}
+	procs := map[uint32]*gpu.Process{}
+	for i := range d.Processes {
+		procs[d.Processes[i].PID] = &d.Processes[i]
+	}
+	var ms []*member
+	for _, u := range snap.Usage {
+		if u.UUID != d.UUID || u.GPUInstance != "" {
+			continue
+		}
+		m := &member{name: u.Tenant, class: u.Class, min: 0, max: 1}
+		if in, ok := info[u.Tenant]; ok {
+			m.priority, m.min, m.max = in.Priority, in.ShareMin, in.ShareMax
+			if m.max == 0 {
+				m.max = 1
+			}
+		}
+		if u.Tenant == tenant.Unassigned || m.class == "" {
+			m.class = gpu.ClassBestEffort
+		}
+		for _, pid := range u.PIDs {
+			pr := procs[pid]
+			if d.Mode == gpu.SharingMPS && (pr == nil || pr.Type != gpu.ProcessMPS) {
+				continue
+			}
+			m.pids = append(m.pids, pid)
+			cur := Fraction(1)
+			if pr != nil && pr.MPSActiveThreads != nil {
+				cur = Fraction(*pr.MPSActiveThreads)
+			}
+			if f, ok := s.Pending[Target{GPU: d.UUID, Knob: gpu.KnobMPSActiveThreads, PID: pid}.String()]; ok {
+				cur = f
+			}
+			m.cur = append(m.cur, cur)
+		}
+		m.slo = slos[u.Tenant]
+		p.signals(s, m)
+		ms = append(ms, m)
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].name < ms[j].name })
+	return ms
+}
+
+// signals computes a latency tenant's error and slack.
+func (p *Autotune) signals(s *State, m *member) {
+	if !m.latency() {
+		return
+	}
+	q := m.slo.Quantile
+	budget := math.Max(1-q, 1e-3)
+	if f, ok := s.Fast[m.name]; ok && f.Total >= p.P.MinRequests {
+		att, _ := f.Attainment()
+		m.burn, m.hasBurn = (1-att)/budget, true
+	}
+	if m.slo.TargetSeconds > 0 {
+		if v, ok := nearestQuantile(m.slo.Quantiles, q); ok {
+			m.ratio, m.hasRatio = v/m.slo.TargetSeconds, true
+		}
+	}
+	idle := m.slo.WindowRequests == 0
+	m.violating = m.hasBurn && m.burn > p.P.ViolateBurn
+	m.slack = idle || (!m.violating && (!m.hasBurn || m.burn <= p.P.SlackBurn) && m.hasRatio && m.ratio <= p.P.SlackRatio)
+	m.deepSlack = idle || (m.slack && m.ratio <= p.P.DeepSlackRatio && (!m.hasBurn || m.burn == 0))
+}
+
+// nearestQuantile returns the window quantile at or just above q.
+func nearestQuantile(qs map[float64]float64, q float64) (float64, bool) {
+	best, found := math.Inf(1), false
+	var v float64
+	for k, x := range qs {
+		if k >= q-1e-9 && k < best {
+			best, v, found = k, x, true
+		}
+	}
+	return v, found
+}
+
+// domainSignals summarizes the latency tenants of a domain.
+type domainSignals struct {
+	latency           []*member
+	others            []*member
+	anyViolating      bool
+	allSlack, allDeep bool
+	worst             *member // the violating tenant that matters most
+}
+
+func summarize(ms []*member) domainSignals {
+	ds := domainSignals{allSlack: true, allDeep: true}
+	for _, m := range ms {
+		if !m.latency() {
+			ds.others = append(ds.others, m)
+			continue
+		}
+		ds.latency = append(ds.latency, m)
+		ds.allSlack = ds.allSlack && m.slack
+		ds.allDeep = ds.allDeep && m.deepSlack
+		if m.violating {
+			ds.anyViolating = true
+			if ds.worst == nil || m.priority > ds.worst.priority || (m.priority == ds.worst.priority && m.burn > ds.worst.burn) {
+				ds.worst = m
+			}
+		}
+	}
+	if len(ds.latency) == 0 {
+		ds.allSlack, ds.allDeep = false, false
+	}
+	return ds
+}
+
+// quiet reports whether the GPU's knob k has not changed for d.
+func quiet(s *State, uuid string, k gpu.Knob, d time.Duration) bool {
+	c, ok := s.Changes[Target{GPU: uuid, Knob: k}.DomainKey()]
+	return !ok || s.Now.Sub(c.At) >= d
+}
+
+// mps decides the active-thread caps of an MPS GPU. The controller is
+// positional on the caps themselves: the share reserved for latency
+// tenants is 1 minus the caps of the others, so there is no integrator to
+// wind up; a reservation at its bound stops moving, and the decision says
+// so.
+func (p *Autotune) mps(s *State, d *gpu.Device, ms []*member) []Action {
+	ds := summarize(ms)
+	if len(ds.latency) == 0 || len(ds.others) == 0 {
+		return nil
+	}
+	capOthers, minOthers := 0.0, 0.0
+	for _, m := range ds.others {
+		capOthers += m.share()
+		minOthers += m.min
+	}
+	reserved := math.Max(0, 1-capOthers)
+	bound := 1 - minOthers
+	var next float64
+	var reason string
+	switch {
+	case ds.anyViolating:
+		w := ds.worst
+		floor := 0.0
+		for _, m := range ds.latency {
+			if m.violating {
+				floor += m.min
+			}
+		}
+		step := math.Min(p.P.StepMax, math.Max(p.P.StepMin, p.P.Gain*w.burn))
+		next = math.Min(bound, math.Max(reserved, floor)+step)
+		if next <= reserved+1e-9 {
+			return nil // at its bound: nothing more to take through MPS (anti-windup)
+		}
+		reason = fmt.Sprintf("%s violates its SLO (error budget burning %.1fx over the last %v): reserve %.0f%% of the SMs for latency tenants (was %.0f%%), capping batch and best-effort tenants",
+			w.name, w.burn, s.Fast[w.name].Over.Round(time.Second), 100*next, 100*reserved)
+	case ds.allSlack && reserved > 0 && quiet(s, d.UUID, gpu.KnobMPSActiveThreads, p.P.SlackDwell):
+		next = reserved - p.P.Release
+		if next < p.P.ReleaseFloor {
+			next = 0
+		}
+		// Is the release worth the restarts it costs?
+		gain := (reserved - next) / math.Max(1-reserved, 0.05) * p.P.Horizon.Seconds()
+		if gain < 2*p.P.RestartCost.Seconds()*float64(len(ds.others)) {
+			return nil
+		}
+		reason = fmt.Sprintf("every latency SLO has slack since the last change over %v ago: give back %.0f%% of the SMs to batch and best-effort tenants (reserved %.0f%% -> %.0f%%)",
+			p.P.SlackDwell, 100*(reserved-next), 100*reserved, 100*next)
+	default:
+		return nil
+	}
+	return p.capOthers(d, ds.others, next, reason)
+}
+
+// capOthers splits 1-reserved among the non-latency tenants by weight
+// (priority+1, batch twice best-effort), within share.min and share.max,
+// and returns the actions that set their clients' caps. Each is restarted:
+// a cap reaches a client only through a new context.
+func (p *Autotune) capOthers(d *gpu.Device, others []*member, reserved float64, reason string) []Action {
+	total := 0.0
+	weight := func(m *member) float64 {
+		w := float64(m.priority + 1)
+		if m.class == gpu.ClassBatch {
+			w *= 2
+		}
+		return math.Max(w, 0.1)
+	}
+	for _, m := range others {
+		total += weight(m)
+	}
+	var out []Action
+	for _, m := range others {
+		share := m.max
+		if reserved > 0 {
+			share = math.Min(m.max, math.Max(m.min, (1-reserved)*weight(m)/total))
+		}
+		if len(m.pids) == 0 {
+			continue
+		}
+		per := Fraction(math.Round(share/float64(len(m.pids))*1000) / 1000)
+		for i, pid := range m.pids {
+			if m.cur[i].Distance(per) < 1e-6 {
+				continue
+			}
+			out = append(out, Action{
+				Target: Target{GPU: d.UUID, Knob: gpu.KnobMPSActiveThreads, PID: pid}, GPUIndex: d.Index,
+				Tenant: m.name, Class: m.class, Current: m.cur[i], Want: per, Restart: true, Relax: per > m.cur[i],
+				Reason: reason + "; restarting the client, since MPS applies a cap to new contexts only",
+			})
+		}
+	}
+	return out
+}
+
+// timeSlice decides the compute time-slice level of a time-sliced GPU.
+// Plain time-slicing has no per-process weights; the level is what there
+// is (besides moving a tenant away).
+func (p *Autotune) timeSlice(s *State, d *gpu.Device, ms []*member) []Action {
+	ds := summarize(ms)
+	if len(ds.latency) == 0 || len(ms) < 2 || d.ComputeTimeSlice == "" {
+		return nil
+	}
+	cur := Level(d.ComputeTimeSlice)
+	const why = "plain time-slicing has no per-process weights (no driver control weights a process), so the time-slice level is the knob"
+	a := Action{Target: Target{GPU: d.UUID, Knob: gpu.KnobComputeTimeSlice}, GPUIndex: d.Index, Current: cur}
+	switch {
+	case ds.anyViolating && cur != Level(gpu.TimeSliceShort):
+		a.Want = Level(gpu.TimeSliceShort)
+		a.Reason = fmt.Sprintf("%s violates its SLO (burn %.1fx): shorter slices let its context run sooner; %s", ds.worst.name, ds.worst.burn, why)
+	case ds.allSlack && cur == Level(gpu.TimeSliceShort) && quiet(s, d.UUID, gpu.KnobComputeTimeSlice, p.P.SlackDwell):
+		a.Want, a.Relax = Level(gpu.TimeSliceDefault), true
+		if o, ok := s.Originals[a.Target.String()].(Level); ok {
+			a.Want = o
+		}
+		a.Reason = "every latency SLO has slack: back to the " + a.Want.String() + " time slice, fewer context switches; " + why
+	default:
+		return nil
+	}
+	return []Action{a}
+}
+
+// vgpu decides a vGPU host's scheduler: equal share protects a latency
+// VM from a noisy one; best effort lets idle time be used.
+func (p *Autotune) vgpu(s *State, d *gpu.Device, ms []*member) []Action {
+	ds := summarize(ms)
+	if len(ds.latency) == 0 || d.Scheduler == nil {
+		return nil
+	}
+	cur := Scheduler(d.Scheduler.Policy)
+	a := Action{Target: Target{GPU: d.UUID, Knob: gpu.KnobVGPUScheduler}, GPUIndex: d.Index, Current: cur}
+	switch {
+	case ds.anyViolating && cur == Scheduler(gpu.VGPUPolicyBestEffort):
+		a.Want = Scheduler(gpu.VGPUPolicyEqualShare)
+		a.Reason = fmt.Sprintf("%s violates its SLO: equal-share scheduling bounds what the other VMs take (per-VM weights exist only as fixed shares of the vGPU type)", ds.worst.name)
+	case ds.allSlack && cur == Scheduler(gpu.VGPUPolicyEqualShare) && quiet(s, d.UUID, gpu.KnobVGPUScheduler, p.P.SlackDwell):
+		a.Want, a.Relax = Scheduler(gpu.VGPUPolicyBestEffort), true
+		a.Reason = "every latency SLO has slack: best-effort scheduling lets idle slots be used"
+	default:
+		return nil
+	}
+	return []Action{a}
+}
+
+// clocks locks the SM clock when a violation comes with latency variance
+// on a GPU whose clock is moving, and lowers the power limit for energy
+// when every SLO on a GPU without batch work has deep slack.
+func (p *Autotune) clocks(s *State, d *gpu.Device, ms []*member) []Action {
+	ds := summarize(ms)
+	if len(ds.latency) == 0 {
+		return nil
+	}
+	var out []Action
+	clockT := Target{GPU: d.UUID, Knob: gpu.KnobLockedClocks}
+	locked := d.ClocksLocked != nil && *d.ClocksLocked
+	if ds.anyViolating && !locked && d.SMClockHz != nil && d.SMClockMaxHz != nil && *d.SMClockMaxHz > 0 &&
+		*d.SMClockHz < 0.97**d.SMClockMaxHz && variance(ds.worst) > p.P.VarianceRatio {
+		mhz := uint32(*d.SMClockMaxHz / 1e6)
+		out = append(out, Action{Target: clockT, GPUIndex: d.Index, Current: ClockRange{}, Want: ClockRange{MinMHz: mhz, MaxMHz: mhz},
+			Reason: fmt.Sprintf("%s violates its SLO with p99/p50 %.2f while the SM clock runs at %.0f%% of its maximum: lock the clock so that requests stop paying for the ramp",
+				ds.worst.name, variance(ds.worst), 100**d.SMClockHz / *d.SMClockMaxHz)})
+	}
+	powT := Target{GPU: d.UUID, Knob: gpu.KnobPowerLimit}
+	orig, changed := s.Originals[powT.String()].(Watts)
+	switch {
+	case ds.anyViolating && changed && d.PowerLimitW != nil && Watts(*d.PowerLimitW) < orig:
+		out = append(out, Action{Target: powT, GPUIndex: d.Index, Current: Watts(*d.PowerLimitW), Want: orig,
+			Reason: ds.worst.name + " violates its SLO: back to the original power limit"})
+	case ds.allDeep && len(ds.others) == 0 && !changed && d.PowerLimitW != nil && *d.PowerLimitW > 0 &&
+		quiet(s, d.UUID, gpu.KnobLockedClocks, p.P.SlackDwell) && quiet(s, d.UUID, gpu.KnobPowerLimit, p.P.SlackDwell):
+		w := Watts(math.Round(*d.PowerLimitW * p.P.PowerFraction))
+		out = append(out, Action{Target: powT, GPUIndex: d.Index, Current: Watts(*d.PowerLimitW), Want: w, Relax: true,
+			Reason: fmt.Sprintf("every SLO on this GPU has deep slack (quantile latency under %.0f%% of target) and no batch work runs: lower the power limit to %.0f%% for energy",
+				100*p.P.DeepSlackRatio, 100*p.P.PowerFraction)})
+	}
+	return out
+}
+
+// variance is a tenant's p99/p50 over the SLO window (0 when unknown).
+func variance(m *member) float64 {
+	if m == nil || m.slo == nil {
+		return 0
+	}
+	p50, ok1 := m.slo.Quantiles[0.5]
+	p99, ok2 := m.slo.Quantiles[0.99]
+	if !ok1 || !ok2 || p50 <= 0 {
+		return 0
+	}
+	return p99 / p50
+}
+
+// objective is a GPU's SLO error: the sum over its latency tenants of
+// priority-weighted error-budget burn (capped at 10 each). Lower is better.
+func objective(s *State, uuid string) float64 {
+	if s == nil || s.Snapshot == nil {
+		return 0
+	}
+	prio := map[string]int{}
+	for _, t := range s.Snapshot.Tenants {
+		prio[t.Name] = t.Priority
+	}
+	on := map[string]bool{}
+	for _, u := range s.Snapshot.Usage {
+		if u.UUID == uuid && u.Class == gpu.ClassLatency {
+			on[u.Tenant] = true
+		}
+	}
+	j := 0.0
+	for _, slo := range s.Snapshot.SLOs {
+		if !on[slo.Tenant] {
+			continue
+		}
+		f, ok := s.Fast[slo.Tenant]
+		att, ok2 := f.Attainment()
+		if !ok || !ok2 {
+			continue
+		}
+		burn := (1 - att) / math.Max(1-slo.Quantile, 1e-3)
+		j += math.Min(burn, 10) * (1 + float64(max(prio[slo.Tenant], 0))/10)
+	}
+	return j
+}
+
+// shareBounds returns a tenant's share.min and share.max.
+func shareBounds(s *State, name string) (lo, hi float64, ok bool) {
+	if s == nil || s.Snapshot == nil || name == "" {
+		return 0, 0, false
+	}
+	for _, t := range s.Snapshot.Tenants {
+		if t.Name == name {
+			hi = t.ShareMax
+			if hi == 0 {
+				hi = 1
+			}
+			return t.ShareMin, hi, true
+		}
+	}
+	return 0, 0, false
+}
+
+// clientsOf counts a tenant's processes on a GPU (outside MIG instances).
+func clientsOf(s *State, uuid, name string) int {
+	if s == nil || s.Snapshot == nil {
+		return 0
+	}
+	n := 0
+	for _, u := range s.Snapshot.Usage {
+		if u.UUID == uuid && u.Tenant == name && u.GPUInstance == "" {
+			n += len(u.PIDs)
+		}
+	}
+	return n
+}

@@ -1,0 +1,117 @@
+package tuner
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/latency"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+)
+
+// scene is a share domain for the autotune table: chat (latency, p99 <=
+// 1s, share.min 0.3) beside embed (batch, share.min 0.1).
+type scene struct {
+	mode      gpu.SharingMode
+	embedCap  *float64 // nil: no embed tenant
+	pending   *Fraction
+	fast      FastSLO // chat's
+	p99       float64 // chat's window p99, seconds
+	changed   time.Duration
+	power     float64
+	timeSlice gpu.TimeSliceLevel
+}
+
+func (sc scene) state() *State {
+	chatP := mpsProc(1, gpu.Float(1))
+	procs := []gpu.Process{chatP}
+	usage := []tenant.Usage{{Tenant: "chat", Class: gpu.ClassLatency, UUID: uuid0, PIDs: []uint32{1}}}
+	if sc.embedCap != nil {
+		procs = append(procs, mpsProc(2, sc.embedCap))
+		usage = append(usage, tenant.Usage{Tenant: "embed", Class: gpu.ClassBatch, UUID: uuid0, PIDs: []uint32{2}})
+	}
+	if sc.mode != gpu.SharingMPS {
+		for i := range procs {
+			procs[i].Type, procs[i].MPSActiveThreads = gpu.ProcessCompute, nil
+		}
+	}
+	d := gpu.Device{UUID: uuid0, Up: true, Mode: sc.mode, Processes: procs, ComputeTimeSlice: sc.timeSlice}
+	if sc.power > 0 {
+		d.PowerLimitW = gpu.Float(sc.power)
+	}
+	now := t0.Add(time.Hour)
+	s := &State{Now: now, Snapshot: snapshot(now, []gpu.Device{d}, usage), Changes: map[string]Change{}, Pending: map[string]Fraction{},
+		Originals: map[string]Value{}, Fast: map[string]FastSLO{"chat": sc.fast}}
+	s.Snapshot.Tenants = []tenant.Info{{Name: "chat", Class: gpu.ClassLatency, Priority: 10, ShareMin: 0.3, ShareMax: 1}, {Name: "embed", Class: gpu.ClassBatch, Priority: 1, ShareMin: 0.1, ShareMax: 1}}
+	s.Snapshot.SLOs = []tenant.SLOStatus{{Tenant: "chat", Status: latency.Status{Quantile: 0.99, TargetSeconds: 1, GoodKnown: true, WindowRequests: 100,
+		Quantiles: map[float64]float64{0.5: sc.p99 / 3, 0.9: sc.p99 / 2, 0.99: sc.p99}}}}
+	if sc.changed > 0 {
+		s.Changes[Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads}.DomainKey()] = Change{At: now.Add(-sc.changed)}
+	}
+	if sc.pending != nil {
+		s.Pending[Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads, PID: 2}.String()] = *sc.pending
+	}
+	return s
+}
+
+func TestAutotuneDecide(t *testing.T) {
+	violating := FastSLO{Over: time.Minute, Total: 100, Good: 97} // burn 3
+	fine := FastSLO{Over: time.Minute, Total: 100, Good: 100}
+	band := FastSLO{Over: time.Minute, Total: 200, Good: 199} // burn 0.5
+	few := FastSLO{Over: time.Minute, Total: 5, Good: 3}
+	half, tenth := 0.5, 0.1
+	full := 1.0
+	pend := Fraction(0.5)
+	tests := []struct {
+		name   string
+		sc     scene
+		want   []string // "target=value" of each action
+		reason string   // in the first action's reason
+		relax  bool
+	}{
+		{"violation caps the batch tenant", scene{mode: gpu.SharingMPS, embedCap: &full, fast: violating, p99: 2}, []string{"GPU-0/mps_active_threads/pid2=55%"}, "chat violates its SLO", false},
+		{"violation with a cap goes on", scene{mode: gpu.SharingMPS, embedCap: &half, fast: violating, p99: 2}, []string{"GPU-0/mps_active_threads/pid2=35%"}, "was 50%", false},
+		{"pending value counts, not the effective one", scene{mode: gpu.SharingMPS, embedCap: &full, pending: &pend, fast: violating, p99: 2}, []string{"GPU-0/mps_active_threads/pid2=35%"}, "", false},
+		{"at share.min: nothing more (anti-windup)", scene{mode: gpu.SharingMPS, embedCap: &tenth, fast: violating, p99: 2}, nil, "", false},
+		{"too few requests: hold", scene{mode: gpu.SharingMPS, embedCap: &half, fast: few, p99: 2}, nil, "", false},
+		{"hysteresis band: hold", scene{mode: gpu.SharingMPS, embedCap: &half, fast: band, p99: 0.8}, nil, "", false},
+		{"slack gives share back", scene{mode: gpu.SharingMPS, embedCap: &half, fast: fine, p99: 0.3}, []string{"GPU-0/mps_active_threads/pid2=55%"}, "every latency SLO has slack", true},
+		{"slack, but changed recently: dwell", scene{mode: gpu.SharingMPS, embedCap: &half, fast: fine, p99: 0.3, changed: time.Minute}, nil, "", false},
+		{"small reservation released whole", scene{mode: gpu.SharingMPS, embedCap: gpu.Float(0.9), fast: fine, p99: 0.3}, []string{"GPU-0/mps_active_threads/pid2=100%"}, "", true},
+		{"slack and uncapped: nothing", scene{mode: gpu.SharingMPS, embedCap: &full, fast: fine, p99: 0.3}, nil, "", false},
+		{"latency tenant alone with deep slack: lower power", scene{mode: gpu.SharingMPS, fast: fine, p99: 0.3, power: 700}, []string{"GPU-0/power_limit=490W"}, "energy", true},
+		{"time slice: violation shortens slices", scene{mode: gpu.SharingTimeSlice, embedCap: &full, fast: violating, p99: 2, timeSlice: gpu.TimeSliceDefault}, []string{"GPU-0/compute_timeslice=short"}, "no per-process weights", false},
+		{"time slice: already short", scene{mode: gpu.SharingTimeSlice, embedCap: &full, fast: violating, p99: 2, timeSlice: gpu.TimeSliceShort}, nil, "", false},
+		{"time slice: slack returns to default", scene{mode: gpu.SharingTimeSlice, embedCap: &full, fast: fine, p99: 0.3, timeSlice: gpu.TimeSliceShort}, []string{"GPU-0/compute_timeslice=default"}, "slack", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st := tc.sc.state()
+			acts := NewAutotune().Decide(st)
+			var got []string
+			for _, a := range acts {
+				got = append(got, a.Target.String()+"="+a.Want.String())
+			}
+			if strings.Join(got, " ") != strings.Join(tc.want, " ") {
+				t.Fatalf("actions %q, want %q", got, tc.want)
+			}
+			if len(acts) == 0 {
+				return
+			}
+			if !strings.Contains(acts[0].Reason, tc.reason) {
+				t.Errorf("reason %q lacks %q", acts[0].Reason, tc.reason)
+			}
+			if acts[0].Relax != tc.relax {
+				t.Errorf("relax %v, want %v", acts[0].Relax, tc.relax)
+			}
+			if acts[0].Want.Kind() == "fraction" && !acts[0].Restart {
+				t.Error("an MPS cap on a batch client without a restart: it would never take effect")
+			}
+			// Pure: the same state gives the same actions.
+			if again := NewAutotune().Decide(st); len(again) != len(acts) || again[0].Want != acts[0].Want {
+				t.Errorf("not deterministic: %v then %v", acts, again)
+			}
+		})
+	}
+}

@@ -1,0 +1,384 @@
+package tuner
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// Outcome is what became of an action.
+type Outcome string
+
+// Outcomes, as journaled and counted in vgpu_tuner_actions_total.
+const (
+	OutcomePlanned     Outcome = "planned"     // the policy wants it
+	OutcomeGuarded     Outcome = "guarded"     // a guard refused it
+	OutcomeRecommended Outcome = "recommended" // admitted, but the mode does not act
+	OutcomeApplied     Outcome = "applied"     // the actuator accepted it
+	OutcomeRefused     Outcome = "refused"     // the actuator refused it (not supported, busy)
+	OutcomeFailed      Outcome = "failed"      // the actuator failed
+	OutcomeRolledBack  Outcome = "rolled_back" // undone after a failure part way
+)
+
+// Guard judges one action before it is acted on. Admit must not do I/O but
+// may read the clock it is given; why names what refused the action.
+type Guard interface {
+	Name() string
+	Admit(s *State, a Action, now time.Time) (ok bool, why string)
+}
+
+// Learner is a guard that learns from outcomes (dwell, back-off, rate).
+type Learner interface {
+	Record(a Action, o Outcome, now time.Time)
+}
+
+// Interval is a guard with a per-interval budget; Begin starts an interval.
+type Interval interface {
+	Begin(now time.Time)
+}
+
+// Guard names, as in vgpu_tuner_guard_refusals_total{guard}.
+const (
+	GuardBounds     = "bounds"
+	GuardDeadBand   = "dead_band"
+	GuardDwell      = "dwell"
+	GuardHysteresis = "hysteresis"
+	GuardBackoff    = "backoff"
+	GuardRate       = "rate"
+	GuardCap        = "cap_per_interval"
+	GuardRevert     = "revert_hold"
+	GuardKillSwitch = "kill_switch"
+)
+
+// GuardNames lists every built-in guard, for metrics that start at 0.
+var GuardNames = []string{GuardBounds, GuardDeadBand, GuardDwell, GuardHysteresis, GuardBackoff, GuardRate, GuardCap, GuardRevert, GuardKillSwitch}
+
+// Bounds refuses values outside what the knob and the tenant allow: an MPS
+// fraction in (0,1] and within the tenant's share.min/share.max, a clock
+// range with min <= max, a non-negative power limit.
+type Bounds struct{}
+
+// Name returns "bounds".
+func (Bounds) Name() string { return GuardBounds }
+
+// Admit checks the action's value.
+func (Bounds) Admit(s *State, a Action, _ time.Time) (bool, string) {
+	switch v := a.Want.(type) {
+	case Fraction:
+		if !(v > 0 && v <= 1) {
+			return false, fmt.Sprintf("fraction %v outside (0, 1]", float64(v))
+		}
+		if lo, hi, ok := shareBounds(s, a.Tenant); ok && !a.Revert {
+			// A tenant's share is split over its clients: compare the sum.
+			n := float64(max(1, clientsOf(s, a.GPU, a.Tenant)))
+			share := float64(v) * n
+			if share < lo-1e-9 || share > hi+1e-9 {
+				return false, fmt.Sprintf("share %.3f of %s outside share.min %.3g / share.max %.3g", share, a.Tenant, lo, hi)
+			}
+		}
+	case ClockRange:
+		if v.MinMHz > v.MaxMHz {
+			return false, fmt.Sprintf("clock range %v: min above max", v)
+		}
+	case Watts:
+		if v < 0 || math.IsNaN(float64(v)) {
+			return false, fmt.Sprintf("power limit %v", v)
+		}
+	case nil:
+		return false, "no target value"
+	}
+	return true, ""
+}
+
+// DeadBand refuses changes smaller than Min (a Value distance): not worth
+// a restart or a journal line.
+type DeadBand struct{ Min float64 }
+
+// Name returns "dead_band".
+func (DeadBand) Name() string { return GuardDeadBand }
+
+// Admit refuses a change below the dead band.
+func (d DeadBand) Admit(_ *State, a Action, _ time.Time) (bool, string) {
+	if a.Size() < d.Min && !a.Revert {
+		return false, fmt.Sprintf("change %.3f below the dead band %.3f", a.Size(), d.Min)
+	}
+	return true, ""
+}
+
+// history is what the per-target guards remember of applied changes.
+type history struct {
+	mu   sync.Mutex
+	last map[string]applied // by Target.DomainKey
+}
+
+type applied struct {
+	at   time.Time
+	sign float64 // direction of the change: +1 up, -1 down, 0 unknown
+}
+
+func (h *history) get(k string) (applied, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	a, ok := h.last[k]
+	return a, ok
+}
+
+func (h *history) Record(a Action, o Outcome, now time.Time) {
+	if o != OutcomeApplied {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.last == nil {
+		h.last = map[string]applied{}
+	}
+	h.last[a.DomainKey()] = applied{at: now, sign: direction(a)}
+}
+
+// direction is +1 when an action raises a value, -1 when it lowers it.
+func direction(a Action) float64 {
+	num := func(v Value) (float64, bool) {
+		switch x := v.(type) {
+		case Fraction:
+			return float64(x), true
+		case Watts:
+			return float64(x), x != 0
+		case ClockRange:
+			return float64(x.MaxMHz), x.MaxMHz != 0
+		case Level:
+			return float64(levelOrder[gpuLevel(x)]), true
+		}
+		return 0, false
+	}
+	c, ok1 := num(a.Current)
+	w, ok2 := num(a.Want)
+	if !ok1 || !ok2 || c == w {
+		return 0
+	}
+	if w > c {
+		return 1
+	}
+	return -1
+}
+
+// Dwell refuses a change to a GPU's knob sooner than For after the last
+// change of it: a setting must stay long enough for its effect to be seen
+// (a cool-down), whatever the policy wants.
+type Dwell struct {
+	For time.Duration
+	history
+}
+
+// Name returns "dwell".
+func (*Dwell) Name() string { return GuardDwell }
+
+// Admit refuses during the dwell.
+func (d *Dwell) Admit(_ *State, a Action, now time.Time) (bool, string) {
+	if l, ok := d.get(a.DomainKey()); ok && now.Sub(l.at) < d.For && !a.Revert {
+		return false, fmt.Sprintf("changed %v ago; dwell %v", now.Sub(l.at).Round(time.Second), d.For)
+	}
+	return true, ""
+}
+
+// Hysteresis refuses a change that reverses the direction of the last one
+// on the same GPU and knob sooner than For after it: going back and forth
+// needs a longer wait than going on.
+type Hysteresis struct {
+	For time.Duration
+	history
+}
+
+// Name returns "hysteresis".
+func (*Hysteresis) Name() string { return GuardHysteresis }
+
+// Admit refuses a quick reversal.
+func (h *Hysteresis) Admit(_ *State, a Action, now time.Time) (bool, string) {
+	l, ok := h.get(a.DomainKey())
+	if !ok || a.Revert {
+		return true, ""
+	}
+	if d := direction(a); d != 0 && l.sign != 0 && d != l.sign && now.Sub(l.at) < h.For {
+		return false, fmt.Sprintf("reverses the change of %v ago; wait %v", now.Sub(l.at).Round(time.Second), h.For)
+	}
+	return true, ""
+}
+
+// Backoff refuses a change to a target for a while after the actuator
+// refused or failed one: Base after the first, doubling to Max; a success
+// resets it.
+type Backoff struct {
+	Base, Max time.Duration
+	mu        sync.Mutex
+	state     map[string]backoffState
+}
+
+type backoffState struct {
+	until time.Time
+	next  time.Duration
+}
+
+// Name returns "backoff".
+func (*Backoff) Name() string { return GuardBackoff }
+
+// Admit refuses during a back-off.
+func (b *Backoff) Admit(_ *State, a Action, now time.Time) (bool, string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if s, ok := b.state[a.Target.String()]; ok && now.Before(s.until) {
+		return false, fmt.Sprintf("backing off after a refusal or failure until %v", s.until.Sub(now).Round(time.Second))
+	}
+	return true, ""
+}
+
+// Record extends or resets the back-off.
+func (b *Backoff) Record(a Action, o Outcome, now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.state == nil {
+		b.state = map[string]backoffState{}
+	}
+	k := a.Target.String()
+	switch o {
+	case OutcomeApplied:
+		delete(b.state, k)
+	case OutcomeRefused, OutcomeFailed:
+		s := b.state[k]
+		if s.next == 0 {
+			s.next = b.Base
+		}
+		s.until = now.Add(s.next)
+		s.next = min(2*s.next, b.Max)
+		b.state[k] = s
+	}
+}
+
+// Rate limits applied changes over the whole host with a token bucket on
+// the tuner's clock (rate.Limiter with explicit times), so that virtual
+// time drives it as real time does.
+type Rate struct{ L *rate.Limiter }
+
+// NewRate allows every changes per interval on average, with burst.
+func NewRate(every time.Duration, burst int) *Rate {
+	return &Rate{L: rate.NewLimiter(rate.Every(every), burst)}
+}
+
+// Name returns "rate".
+func (*Rate) Name() string { return GuardRate }
+
+// Admit takes a token, or refuses.
+func (r *Rate) Admit(_ *State, a Action, now time.Time) (bool, string) {
+	if a.Revert {
+		return true, ""
+	}
+	if !r.L.AllowN(now, 1) {
+		return false, fmt.Sprintf("over the rate limit of %.3g changes/s (burst %d)", float64(r.L.Limit()), r.L.Burst())
+	}
+	return true, ""
+}
+
+// Cap admits at most Max actions per tuner interval.
+type Cap struct {
+	Max  int
+	used atomic.Int64
+}
+
+// Name returns "cap_per_interval".
+func (*Cap) Name() string { return GuardCap }
+
+// Begin starts a new interval.
+func (c *Cap) Begin(time.Time) { c.used.Store(0) }
+
+// Admit counts the action against the interval's budget.
+func (c *Cap) Admit(_ *State, a Action, _ time.Time) (bool, string) {
+	if a.Revert {
+		return true, ""
+	}
+	if c.used.Add(1) > int64(c.Max) {
+		return false, fmt.Sprintf("already %d actions this interval", c.Max)
+	}
+	return true, ""
+}
+
+// RevertHold refuses, for Hold, a value that was reverted because it made
+// the objective worse.
+type RevertHold struct {
+	Hold time.Duration
+	mu   sync.Mutex
+	bad  map[string]held
+}
+
+type held struct {
+	v     Value
+	until time.Time
+}
+
+// Name returns "revert_hold".
+func (*RevertHold) Name() string { return GuardRevert }
+
+// Block marks v as bad for target t until now+Hold.
+func (r *RevertHold) Block(t Target, v Value, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.bad == nil {
+		r.bad = map[string]held{}
+	}
+	r.bad[t.String()] = held{v: v, until: now.Add(r.Hold)}
+}
+
+// Admit refuses a move towards a held value.
+func (r *RevertHold) Admit(_ *State, a Action, now time.Time) (bool, string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h, ok := r.bad[a.Target.String()]
+	if !ok || a.Revert || !now.Before(h.until) {
+		return true, ""
+	}
+	// Refuse the bad value and anything beyond it in the same direction.
+	if a.Want.Distance(h.v) < 1e-9 || (a.Current != nil && direction(Action{Current: a.Current, Want: a.Want}) == direction(Action{Current: a.Current, Want: h.v}) && a.Want.Distance(a.Current) >= h.v.Distance(a.Current)) {
+		return false, fmt.Sprintf("%v made things worse and was reverted; held for %v", h.v, h.until.Sub(now).Round(time.Second))
+	}
+	return true, ""
+}
+
+// KillSwitch refuses every action while File exists or Engaged is set.
+type KillSwitch struct {
+	File    string
+	Engaged atomic.Bool
+	// stat is os.Stat (tests replace it).
+	stat func(string) (os.FileInfo, error)
+}
+
+// Name returns "kill_switch".
+func (*KillSwitch) Name() string { return GuardKillSwitch }
+
+// On reports whether the kill switch is engaged.
+func (k *KillSwitch) On() bool {
+	if k.Engaged.Load() {
+		return true
+	}
+	if k.File == "" {
+		return false
+	}
+	stat := k.stat
+	if stat == nil {
+		stat = os.Stat
+	}
+	_, err := stat(k.File)
+	return err == nil
+}
+
+// Admit refuses everything but reverts while engaged.
+func (k *KillSwitch) Admit(_ *State, a Action, _ time.Time) (bool, string) {
+	if k.On() && !a.Revert {
+		if k.File != "" && !k.Engaged.Load() {
+			return false, "kill switch file " + k.File + " exists"
+		}
+		return false, "kill switch engaged"
+	}
+	return true, ""
+}

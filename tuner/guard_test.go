@@ -1,0 +1,138 @@
+package tuner
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+)
+
+// step is one call of a guard on the manual clock: advance, then admit a
+// (and, for learners, record outcome when set).
+type step struct {
+	advance time.Duration
+	a       Action
+	ok      bool
+	record  Outcome
+}
+
+func runGuard(t *testing.T, g Guard, st *State, steps []step) {
+	t.Helper()
+	clk := gpu.NewManualClock(t0)
+	for i, s := range steps {
+		clk.Advance(s.advance)
+		if iv, ok := g.(Interval); ok && s.advance > 0 {
+			iv.Begin(clk.Now())
+		}
+		ok, why := g.Admit(st, s.a, clk.Now())
+		if ok != s.ok {
+			t.Errorf("%s step %d (%v at +%v): admitted %v (%s), want %v", g.Name(), i, s.a, clk.Now().Sub(t0), ok, why, s.ok)
+		}
+		if !ok && why == "" {
+			t.Errorf("%s step %d: refused without a reason", g.Name(), i)
+		}
+		if l, isL := g.(Learner); isL && s.record != "" {
+			l.Record(s.a, s.record, clk.Now())
+		}
+	}
+}
+
+func TestGuards(t *testing.T) {
+	up, down := mpsAction(7, 0.4, 0.6), mpsAction(7, 0.6, 0.4)
+	small := mpsAction(7, 0.4, 0.41)
+	other := mpsAction(8, 0.4, 0.6)
+	power := Action{Target: Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}, Current: Watts(700), Want: Watts(490)}
+	revert := down
+	revert.Revert = true
+	st := &State{Snapshot: &tenant.Snapshot{
+		Tenants: []tenant.Info{{Name: "embed", ShareMin: 0.1, ShareMax: 0.5}},
+		Usage:   []tenant.Usage{{Tenant: "embed", UUID: uuid0, PIDs: []uint32{7}}},
+	}}
+	hold := &RevertHold{Hold: 5 * time.Minute}
+	hold.Block(up.Target, Fraction(0.6), t0)
+	dir := t.TempDir()
+	killFile := filepath.Join(dir, "stop")
+	kill := &KillSwitch{File: killFile}
+	tests := []struct {
+		g     Guard
+		steps []step
+		setup func(i int)
+	}{
+		{Bounds{}, []step{
+			{a: mpsAction(7, 0.4, 0.3), ok: true},
+			{a: up, ok: false},                      // 0.6 above share.max 0.5
+			{a: mpsAction(7, 0.4, 0.05), ok: false}, // below share.min
+			{a: mpsAction(7, 0.4, 0), ok: false},
+			{a: Action{Want: ClockRange{MinMHz: 2000, MaxMHz: 1000}}, ok: false},
+			{a: power, ok: true},
+		}, nil},
+		{DeadBand{Min: 0.02}, []step{{a: small, ok: false}, {a: up, ok: true}, {a: Action{Current: Fraction(0.4), Want: Fraction(0.41), Revert: true}, ok: true}}, nil},
+		{&Dwell{For: time.Minute}, []step{
+			{a: up, ok: true, record: OutcomeApplied},
+			{advance: 30 * time.Second, a: down, ok: false},
+			{a: other, ok: false}, // same GPU and knob
+			{a: power, ok: true},  // another knob
+			{a: revert, ok: true},
+			{advance: 30 * time.Second, a: down, ok: true},
+		}, nil},
+		{&Hysteresis{For: 2 * time.Minute}, []step{
+			{a: up, ok: true, record: OutcomeApplied},
+			{advance: time.Minute, a: mpsAction(7, 0.6, 0.7), ok: true}, // same direction
+			{a: down, ok: false},
+			{advance: time.Minute, a: down, ok: true},
+		}, nil},
+		{&Backoff{Base: time.Minute, Max: 3 * time.Minute}, []step{
+			{a: up, ok: true, record: OutcomeFailed},
+			{advance: 59 * time.Second, a: up, ok: false},
+			{a: other, ok: true}, // per target
+			{advance: time.Second, a: up, ok: true, record: OutcomeRefused},
+			{advance: 119 * time.Second, a: up, ok: false},
+			{advance: time.Second, a: up, ok: true, record: OutcomeFailed},
+			{advance: 179 * time.Second, a: up, ok: false}, // capped at Max
+			{advance: time.Second, a: up, ok: true, record: OutcomeApplied},
+			{a: up, ok: true},
+		}, nil},
+		{NewRate(10*time.Second, 2), []step{
+			{a: up, ok: true}, {a: up, ok: true}, {a: up, ok: false}, {a: revert, ok: true},
+			{advance: 10 * time.Second, a: up, ok: true}, {a: up, ok: false},
+		}, nil},
+		{&Cap{Max: 2}, []step{
+			{advance: time.Second, a: up, ok: true}, {a: other, ok: true}, {a: power, ok: false}, {a: revert, ok: true},
+			{advance: time.Second, a: power, ok: true},
+		}, nil},
+		{hold, []step{
+			{a: up, ok: false},
+			{a: mpsAction(7, 0.4, 0.8), ok: false}, // beyond the bad value
+			{a: mpsAction(7, 0.4, 0.5), ok: true},  // short of it
+			{a: down, ok: true},
+			{advance: 5 * time.Minute, a: up, ok: true},
+		}, nil},
+		{kill, []step{{a: up, ok: true}, {a: up, ok: false}, {a: revert, ok: true}, {a: up, ok: true}}, func(i int) {
+			switch i {
+			case 1:
+				_ = os.WriteFile(killFile, nil, 0o600)
+			case 3:
+				_ = os.Remove(killFile)
+			}
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.g.Name(), func(t *testing.T) {
+			if tc.setup == nil {
+				runGuard(t, tc.g, st, tc.steps)
+				return
+			}
+			for i, s := range tc.steps {
+				tc.setup(i)
+				runGuard(t, tc.g, st, []step{s})
+			}
+		})
+	}
+	kill.Engaged.Store(true)
+	if ok, _ := kill.Admit(st, up, t0); ok {
+		t.Error("kill switch flag engaged, action admitted")
+	}
+}

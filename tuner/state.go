@@ -1,0 +1,103 @@
+package tuner
+
+import (
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+)
+
+// State is everything a policy decides from: the latest snapshot and what
+// the tuner's journal and memory know about earlier changes. It is pure
+// data; a policy must not modify it.
+type State struct {
+	Now      time.Time
+	Snapshot *tenant.Snapshot
+	// Changes is the last change applied to each GPU and knob
+	// (Target.DomainKey), and to each process knob (Target.String).
+	Changes map[string]Change
+	// Pending are MPS active-thread fractions set for a process but not yet
+	// effective: MPS applies a fraction to contexts created after the call,
+	// so it waits for the client's next restart. Keyed by Target.String.
+	Pending map[string]Fraction
+	// Originals are the settings found before the tuner's first change to
+	// each knob (Target.String), as journaled.
+	Originals map[string]Value
+	// Fast is each latency tenant's requests over the recent past
+	// (FastWindow), from the differences of its request counters: a
+	// quicker error signal than the SLO window's quantiles.
+	Fast map[string]FastSLO
+}
+
+// Change is one applied change.
+type Change struct {
+	At   time.Time
+	From Value
+	To   Value
+}
+
+// FastSLO is a tenant's requests over the recent past.
+type FastSLO struct {
+	Over  time.Duration
+	Total float64
+	Good  float64
+}
+
+// Attainment is good/total, and false when no request ended.
+func (f FastSLO) Attainment() (float64, bool) {
+	if f.Total <= 0 {
+		return 0, false
+	}
+	return f.Good / f.Total, true
+}
+
+// LastChange returns the last change of a GPU's knob (any process).
+func (s *State) LastChange(t Target) (Change, bool) {
+	c, ok := s.Changes[t.DomainKey()]
+	return c, ok
+}
+
+// counterPoint is one sample of a tenant's request counters.
+type counterPoint struct {
+	at          time.Time
+	total, good float64
+}
+
+// fastTracker keeps each tenant's request counters over the fast window
+// and turns them into FastSLO figures.
+type fastTracker struct {
+	window time.Duration
+	points map[string][]counterPoint
+}
+
+func newFastTracker(window time.Duration) *fastTracker {
+	return &fastTracker{window: window, points: map[string][]counterPoint{}}
+}
+
+// observe adds the snapshot's counters and returns the figures over the
+// window. A counter that went down (a source restarted) starts over.
+func (f *fastTracker) observe(now time.Time, snap *tenant.Snapshot) map[string]FastSLO {
+	out := map[string]FastSLO{}
+	if snap == nil {
+		return out
+	}
+	for _, s := range snap.SLOs {
+		if !s.GoodKnown {
+			continue
+		}
+		ps := f.points[s.Tenant]
+		if n := len(ps); n > 0 && (s.RequestsTotal < ps[n-1].total || s.GoodRequestsTotal < ps[n-1].good) {
+			ps = nil
+		}
+		ps = append(ps, counterPoint{at: now, total: s.RequestsTotal, good: s.GoodRequestsTotal})
+		// Keep the newest point at or before now-window as the base.
+		i := 0
+		for i+1 < len(ps) && !ps[i+1].at.After(now.Add(-f.window)) {
+			i++
+		}
+		ps = ps[i:]
+		f.points[s.Tenant] = ps
+		base, last := ps[0], ps[len(ps)-1]
+		out[s.Tenant] = FastSLO{Over: last.at.Sub(base.at), Total: last.total - base.total, Good: last.good - base.good}
+	}
+	return out
+}

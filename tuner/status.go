@@ -1,0 +1,173 @@
+package tuner
+
+import (
+	"maps"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// ActionKey counts actions by knob and outcome.
+type ActionKey struct {
+	Knob    gpu.Knob
+	Outcome Outcome
+}
+
+// Counts are the tuner's cumulative counters since start.
+type Counts struct {
+	Actions         map[ActionKey]uint64
+	Refusals        map[string]uint64 // by guard name
+	Reverts         uint64
+	Restores        uint64
+	RestoreFailures uint64
+	JournalErrors   uint64
+}
+
+// CountedKnobs are the knobs whose action counters start at 0.
+var CountedKnobs = []gpu.Knob{gpu.KnobMPSActiveThreads, gpu.KnobComputeTimeSlice, gpu.KnobVGPUScheduler, gpu.KnobLockedClocks, gpu.KnobPowerLimit}
+
+// CountedOutcomes are the outcomes whose action counters start at 0.
+var CountedOutcomes = []Outcome{OutcomeGuarded, OutcomeRecommended, OutcomeApplied, OutcomeRefused, OutcomeFailed, OutcomeRolledBack}
+
+func newCounts() Counts {
+	c := Counts{Actions: map[ActionKey]uint64{}, Refusals: map[string]uint64{}}
+	for _, k := range CountedKnobs {
+		for _, o := range CountedOutcomes {
+			c.Actions[ActionKey{k, o}] = 0
+		}
+	}
+	for _, g := range GuardNames {
+		c.Refusals[g] = 0
+	}
+	return c
+}
+
+func (c Counts) clone() Counts {
+	c.Actions = maps.Clone(c.Actions)
+	c.Refusals = maps.Clone(c.Refusals)
+	return c
+}
+
+// Setting is the latest target the tuner decided for one knob, and the
+// value in effect as last seen.
+type Setting struct {
+	GPU      string // UUID
+	GPUIndex int
+	Tenant   string
+	Knob     gpu.Knob
+	PID      uint32
+	Mode     Mode
+	Target   Value
+	// Effective is the value in effect as the latest snapshot shows it
+	// (nil when the snapshot does not say).
+	Effective Value
+	At        time.Time
+}
+
+// Status is what the tuner exports: immutable once published, read by
+// the collector through Tuner.Status without any call into the tuner's
+// I/O.
+type Status struct {
+	Policy     string
+	Mode       Mode
+	GPUModes   map[string]Mode
+	KillSwitch bool
+	LastRun    time.Time
+	Settings   []Setting // sorted by GPU, tenant, knob, PID
+	Counts     Counts
+	// Unrestored is the number of originals changed and not yet restored.
+	Unrestored int
+	// Recent are the latest decisions, oldest first.
+	Recent []Decision
+}
+
+// Status returns the latest published status (never nil).
+func (t *Tuner) Status() *Status { return t.status.Load() }
+
+func (t *Tuner) publish(now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.publishLocked(now)
+}
+
+func (t *Tuner) publishLocked(now time.Time) {
+	s := &Status{
+		Policy: t.o.Policy.Name(), Mode: t.o.Mode, GPUModes: maps.Clone(t.o.GPUModes),
+		LastRun: now, Counts: t.counts.clone(), Unrestored: len(t.originals),
+		Recent: slices.Clone(t.recent),
+	}
+	for _, g := range t.o.Guards {
+		if k, ok := g.(*KillSwitch); ok && k.On() {
+			s.KillSwitch = true
+		}
+	}
+	for _, st := range t.targets {
+		st.Effective = t.effective(st)
+		s.Settings = append(s.Settings, st)
+	}
+	sort.Slice(s.Settings, func(i, j int) bool {
+		a, b := s.Settings[i], s.Settings[j]
+		if a.GPUIndex != b.GPUIndex {
+			return a.GPUIndex < b.GPUIndex
+		}
+		if a.Tenant != b.Tenant {
+			return a.Tenant < b.Tenant
+		}
+		if a.Knob != b.Knob {
+			return a.Knob < b.Knob
+		}
+		return a.PID < b.PID
+	})
+	t.status.Store(s)
+}
+
+// setTarget remembers the latest target of a knob.
+func (t *Tuner) setTarget(a Action, mode Mode) {
+	t.targets[a.Target.String()] = Setting{GPU: a.GPU, GPUIndex: a.GPUIndex, Tenant: a.Tenant, Knob: a.Knob, PID: a.PID,
+		Mode: mode, Target: a.Want, At: t.o.Clock.Now()}
+}
+
+// effective reads a setting's value in effect from the latest snapshot.
+func (t *Tuner) effective(st Setting) Value {
+	if t.last == nil || t.last.Readings == nil {
+		return nil
+	}
+	for i := range t.last.Readings.Devices {
+		d := &t.last.Readings.Devices[i]
+		if d.UUID == st.GPU {
+			return currentValue(d, st.Knob, st.PID)
+		}
+	}
+	return nil
+}
+
+// currentValue is a knob's value on a device as read (nil when unknown).
+func currentValue(d *gpu.Device, k gpu.Knob, pid uint32) Value {
+	switch k {
+	case gpu.KnobMPSActiveThreads:
+		for _, p := range d.Processes {
+			if p.PID == pid && p.MPSActiveThreads != nil {
+				return Fraction(*p.MPSActiveThreads)
+			}
+		}
+	case gpu.KnobComputeTimeSlice:
+		if d.ComputeTimeSlice != "" {
+			return Level(d.ComputeTimeSlice)
+		}
+	case gpu.KnobVGPUScheduler:
+		if d.Scheduler != nil {
+			return Scheduler(d.Scheduler.Policy)
+		}
+	case gpu.KnobPowerLimit:
+		if d.PowerLimitW != nil {
+			return Watts(*d.PowerLimitW)
+		}
+	case gpu.KnobLockedClocks:
+		if d.ClocksLocked != nil && !*d.ClocksLocked {
+			return ClockRange{}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,583 @@
+package tuner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+)
+
+// Mode says what the tuner does with the actions its guards admit.
+type Mode string
+
+// Modes.
+const (
+	ModeOff       Mode = "off"       // decide nothing
+	ModeRecommend Mode = "recommend" // decide, guard, journal and export; never act
+	ModeEnforce   Mode = "enforce"   // act
+)
+
+// Modes lists the modes, for flags and metrics.
+var Modes = []Mode{ModeOff, ModeRecommend, ModeEnforce}
+
+// ParseMode parses a mode name.
+func ParseMode(s string) (Mode, error) {
+	for _, m := range Modes {
+		if string(m) == s {
+			return m, nil
+		}
+	}
+	return "", fmt.Errorf("unknown tuner mode %q (want off, recommend or enforce)", s)
+}
+
+// Decider is a policy in the tuner's shape: pure, state in, actions out.
+type Decider interface {
+	Name() string
+	Decide(s *State) []Action
+}
+
+// Options build a Tuner.
+type Options struct {
+	Policy    Decider
+	Guards    []Guard
+	Actuators Actuators
+	Journal   *Journal // nil: originals are kept in memory only
+	Clock     gpu.Clock
+	Mode      Mode
+	// GPUModes overrides Mode per GPU, by UUID or index ("0").
+	GPUModes map[string]Mode
+	// FastWindow is the span of the quick SLO signal (State.Fast).
+	FastWindow time.Duration
+	// RevertAfter is how long after a change that gives protection away
+	// (a cap raised, a power limit lowered) its effect is judged; a change
+	// that made the objective worse is reverted. 0 disables reverts.
+	RevertAfter time.Duration
+	// Hold keeps a reverted value from coming back (the revert_hold guard).
+	Hold   *RevertHold
+	Logger log.Logger
+}
+
+// DefaultGuards returns the guard chain the exporter and vgpusim use.
+func DefaultGuards(kill *KillSwitch, hold *RevertHold) []Guard {
+	gs := []Guard{}
+	if kill != nil {
+		gs = append(gs, kill)
+	}
+	gs = append(gs,
+		Bounds{},
+		DeadBand{Min: 0.02},
+		&Backoff{Base: 30 * time.Second, Max: 10 * time.Minute},
+		&Dwell{For: 20 * time.Second},
+		&Hysteresis{For: 2 * time.Minute},
+	)
+	if hold != nil {
+		gs = append(gs, hold)
+	}
+	// Budgets last: a refused action does not spend them.
+	gs = append(gs, &Cap{Max: 8}, NewRate(10*time.Second, 6))
+	return gs
+}
+
+// Tuner is the observe -> decide -> guard -> act loop.
+type Tuner struct {
+	o    Options
+	fast *fastTracker
+
+	mu        sync.Mutex
+	changes   map[string]Change
+	pending   map[string]Fraction
+	originals map[string]Original // in memory, journal or not
+	targets   map[string]Setting  // last target decided, by Target.String
+	evals     []evaluation
+	recovered bool
+	last      *tenant.Snapshot
+	counts    Counts
+	recent    []Decision
+
+	status atomic.Pointer[Status]
+}
+
+// evaluation is a change whose effect is judged later.
+type evaluation struct {
+	a      Action
+	before float64
+	due    time.Time
+}
+
+// New returns a Tuner. Policy and Clock are needed.
+func New(o Options) (*Tuner, error) {
+	if o.Policy == nil || o.Clock == nil {
+		return nil, errors.New("tuner: a policy and a clock are needed")
+	}
+	if o.Mode == "" {
+		o.Mode = ModeOff
+	}
+	if o.FastWindow <= 0 {
+		o.FastWindow = time.Minute
+	}
+	if o.Logger == nil {
+		o.Logger = log.NewNopLogger()
+	}
+	t := &Tuner{
+		o: o, fast: newFastTracker(o.FastWindow),
+		changes: map[string]Change{}, pending: map[string]Fraction{},
+		originals: map[string]Original{}, targets: map[string]Setting{},
+		counts: newCounts(),
+	}
+	if o.Journal != nil {
+		for _, orig := range o.Journal.Originals() {
+			t.originals[orig.Target.String()] = orig
+		}
+	}
+	t.publish(time.Time{})
+	return t, nil
+}
+
+// modeOf returns the mode of a GPU.
+func (t *Tuner) modeOf(uuid string, index int) Mode {
+	if m, ok := t.o.GPUModes[uuid]; ok {
+		return m
+	}
+	if m, ok := t.o.GPUModes[strconv.Itoa(index)]; ok {
+		return m
+	}
+	return t.o.Mode
+}
+
+// anyEnforce reports whether some GPU may be acted on.
+func (t *Tuner) anyEnforce() bool {
+	if t.o.Mode == ModeEnforce {
+		return true
+	}
+	for _, m := range t.o.GPUModes {
+		if m == ModeEnforce {
+			return true
+		}
+	}
+	return false
+}
+
+// RunOnce runs one observe -> decide -> guard -> act round on snap and
+// returns the decisions made, with their outcomes. The first round in
+// enforce mode first restores the originals an earlier run left in the
+// journal (it crashed before restoring them).
+func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	now := t.o.Clock.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []Decision
+	var errs []error
+	if snap == nil {
+		t.publishLocked(now)
+		return nil, nil
+	}
+	t.last = snap
+	if !t.recovered && t.anyEnforce() {
+		t.recovered = true
+		d, err := t.restoreLocked(ctx, now, "restored after an unclean exit (found in the journal at start)")
+		out = append(out, d...)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	t.syncPending(snap)
+	st := &State{Now: now, Snapshot: snap, Changes: t.changes, Pending: t.pending, Fast: t.fast.observe(now, snap),
+		Originals: map[string]Value{}}
+	for k, o := range t.originals {
+		st.Originals[k] = o.Value
+	}
+	for _, g := range t.o.Guards {
+		if iv, ok := g.(Interval); ok {
+			iv.Begin(now)
+		}
+	}
+	var actions []Action
+	if t.o.Mode != ModeOff || len(t.o.GPUModes) > 0 {
+		actions = append(t.dueReverts(st, now), t.o.Policy.Decide(st)...)
+	}
+	out = append(out, t.handle(ctx, st, actions, now)...)
+	t.recent = append(t.recent, out...)
+	if n := len(t.recent); n > maxRecent {
+		t.recent = append([]Decision(nil), t.recent[n-maxRecent:]...)
+	}
+	t.publishLocked(now)
+	return out, errors.Join(errs...)
+}
+
+// maxRecent is how many decisions the status keeps.
+const maxRecent = 50
+
+// handle guards and applies the actions, GPU by GPU: when one action of a
+// GPU fails, those applied before it on that GPU in this round are rolled
+// back.
+func (t *Tuner) handle(ctx context.Context, st *State, actions []Action, now time.Time) []Decision {
+	var out []Decision
+	appliedOn := map[string][]Action{}
+	for _, a := range actions {
+		mode := t.modeOf(a.GPU, a.GPUIndex)
+		if mode == ModeOff {
+			continue
+		}
+		t.journal(Record{Time: now, Event: string(OutcomePlanned), Target: a.Target, Tenant: a.Tenant,
+			From: encodeValue(a.Current), To: encodeValue(a.Want), Reason: a.Reason})
+		t.setTarget(a, mode)
+		d := Decision{Time: now, GPU: a.GPU, Tenant: a.Tenant, Knob: a.Knob, From: valueText(a.Current), To: a.Want.String(), Reason: a.Reason}
+		if ok, guard, why := t.admit(st, a, now); !ok {
+			d.Outcome, d.Guard = OutcomeGuarded, guard
+			d.Reason = joinReasons(a.Reason, "refused by "+guard+": "+why)
+			t.counts.Refusals[guard]++
+			out = append(out, t.finish(a, d, now))
+			continue
+		}
+		if mode == ModeRecommend {
+			d.Outcome = OutcomeRecommended
+			out = append(out, t.finish(a, d, now))
+			continue
+		}
+		err := t.keepOriginal(a, now)
+		if err == nil {
+			err = t.act(ctx, a)
+		}
+		d.Outcome = outcomeOf(err)
+		if err != nil {
+			d.Reason = joinReasons(a.Reason, string(d.Outcome)+": "+err.Error())
+			out = append(out, t.finish(a, d, now))
+			if d.Outcome == OutcomeFailed {
+				out = append(out, t.rollback(ctx, appliedOn[a.GPU], a, now)...)
+				appliedOn[a.GPU] = nil
+			}
+			continue
+		}
+		d.Applied = true
+		appliedOn[a.GPU] = append(appliedOn[a.GPU], a)
+		t.noteApplied(st, a, now)
+		out = append(out, t.finish(a, d, now))
+	}
+	return out
+}
+
+// admit runs the guard chain.
+func (t *Tuner) admit(st *State, a Action, now time.Time) (bool, string, string) {
+	for _, g := range t.o.Guards {
+		if ok, why := g.Admit(st, a, now); !ok {
+			return false, g.Name(), why
+		}
+	}
+	return true, "", ""
+}
+
+// finish journals, counts, logs and teaches the guards one outcome.
+func (t *Tuner) finish(a Action, d Decision, now time.Time) Decision {
+	t.journal(Record{Time: now, Event: string(d.Outcome), Target: a.Target, Tenant: a.Tenant,
+		From: encodeValue(a.Current), To: encodeValue(a.Want), Guard: d.Guard, Reason: d.Reason})
+	t.counts.Actions[ActionKey{Knob: a.Knob, Outcome: d.Outcome}]++
+	if a.Revert && d.Applied {
+		t.counts.Reverts++
+	}
+	for _, g := range t.o.Guards {
+		if l, ok := g.(Learner); ok {
+			l.Record(a, d.Outcome, now)
+		}
+	}
+	lv := level.Info
+	switch d.Outcome {
+	case OutcomeGuarded:
+		lv = level.Debug
+	case OutcomeFailed, OutcomeRolledBack:
+		lv = level.Warn
+	}
+	kv := []any{"msg", "tuner decision", "outcome", d.Outcome, "gpu", a.GPU, "knob", a.Knob, "from", d.From, "to", d.To, "reason", d.Reason}
+	if a.Tenant != "" {
+		kv = append(kv, "tenant", a.Tenant)
+	}
+	if d.Guard != "" {
+		kv = append(kv, "guard", d.Guard)
+	}
+	lv(t.o.Logger).Log(kv...)
+	return d
+}
+
+// rollback undoes the actions applied on a GPU in this round, newest
+// first, after failed failed.
+func (t *Tuner) rollback(ctx context.Context, done []Action, failed Action, now time.Time) []Decision {
+	var out []Decision
+	for i := len(done) - 1; i >= 0; i-- {
+		a := done[i]
+		if a.Current == nil {
+			continue
+		}
+		back := a
+		back.Current, back.Want, back.Revert = a.Want, a.Current, true
+		back.Reason = "rollback: " + failed.Target.String() + " failed in the same plan"
+		d := Decision{Time: now, GPU: a.GPU, Tenant: a.Tenant, Knob: a.Knob, From: back.Current.String(), To: back.Want.String(), Reason: back.Reason}
+		if err := t.act(ctx, back); err != nil {
+			d.Outcome = OutcomeFailed
+			d.Reason = joinReasons(d.Reason, "failed: "+err.Error())
+		} else {
+			d.Outcome, d.Applied = OutcomeRolledBack, true
+			t.noteApplied(nil, back, now)
+		}
+		out = append(out, t.finish(back, d, now))
+	}
+	// The failed target's back-off has been extended by finish; the
+	// rolled-back ones start one too, so the plan is not retried at once.
+	for _, a := range done {
+		for _, g := range t.o.Guards {
+			if b, ok := g.(*Backoff); ok {
+				b.Record(a, OutcomeFailed, now)
+			}
+		}
+	}
+	return out
+}
+
+func outcomeOf(err error) Outcome {
+	switch {
+	case err == nil:
+		return OutcomeApplied
+	case errors.Is(err, gpu.ErrNotSupported), errors.Is(err, gpu.ErrBusy):
+		return OutcomeRefused
+	default:
+		return OutcomeFailed
+	}
+}
+
+// act calls the actuator of the action's knob.
+func (t *Tuner) act(ctx context.Context, a Action) error {
+	ac := t.o.Actuators
+	switch v := a.Want.(type) {
+	case Fraction:
+		if ac.MPS == nil {
+			return notSupported(a.Knob)
+		}
+		if err := ac.MPS.SetMPSActiveThreads(ctx, a.GPU, a.PID, float64(v)); err != nil {
+			return err
+		}
+		if !a.Restart {
+			return nil
+		}
+		if err := ac.MPS.RestartClient(ctx, a.GPU, a.PID); err != nil {
+			// The new fraction must not wait for a later restart: put
+			// the previous one back as the pending value.
+			if c, ok := a.Current.(Fraction); ok {
+				if rerr := ac.MPS.SetMPSActiveThreads(ctx, a.GPU, a.PID, float64(c)); rerr != nil {
+					return fmt.Errorf("restart client: %w; setting back %v: %v", err, c, rerr)
+				}
+			}
+			return fmt.Errorf("restart client: %w", err)
+		}
+		return nil
+	case Level:
+		if ac.TimeSlice == nil {
+			return notSupported(a.Knob)
+		}
+		return ac.TimeSlice.SetComputeTimeSlice(ctx, a.GPU, gpuLevel(v))
+	case Scheduler:
+		if ac.VGPUScheduler == nil {
+			return notSupported(a.Knob)
+		}
+		return ac.VGPUScheduler.SetVGPUScheduler(ctx, a.GPU, gpu.VGPUSchedulerSetting{Policy: gpu.VGPUPolicy(v)})
+	case ClockRange:
+		if ac.ClockPower == nil {
+			return notSupported(a.Knob)
+		}
+		return ac.ClockPower.LockClocks(ctx, a.GPU, gpu.ClockLock(v))
+	case Watts:
+		if ac.ClockPower == nil {
+			return notSupported(a.Knob)
+		}
+		return ac.ClockPower.SetPowerLimit(ctx, a.GPU, float64(v))
+	}
+	return fmt.Errorf("tuner: no actuator for a %T value", a.Want)
+}
+
+func gpuLevel(l Level) gpu.TimeSliceLevel { return gpu.TimeSliceLevel(l) }
+
+func valueText(v Value) string {
+	if v == nil {
+		return ""
+	}
+	return v.String()
+}
+
+// keepOriginal journals the setting before the first change to it; a
+// change whose original could not be written down is not made.
+func (t *Tuner) keepOriginal(a Action, now time.Time) error {
+	k := a.Target.String()
+	if _, ok := t.originals[k]; ok || a.Current == nil {
+		return nil
+	}
+	if t.o.Journal != nil {
+		if err := t.o.Journal.Append(Record{Time: now, Event: EventOriginal, Target: a.Target, Tenant: a.Tenant, From: encodeValue(a.Current)}); err != nil {
+			t.counts.JournalErrors++
+			return fmt.Errorf("not changed, the original could not be journaled: %w", err)
+		}
+	}
+	t.originals[k] = Original{Target: a.Target, Tenant: a.Tenant, Value: a.Current, At: now}
+	return nil
+}
+
+// noteApplied updates the tuner's memory after a change took.
+func (t *Tuner) noteApplied(st *State, a Action, now time.Time) {
+	c := Change{At: now, From: a.Current, To: a.Want}
+	t.changes[a.DomainKey()] = c
+	t.changes[a.Target.String()] = c
+	if f, ok := a.Want.(Fraction); ok && !a.Restart {
+		t.pending[a.Target.String()] = f
+	} else {
+		delete(t.pending, a.Target.String())
+	}
+	if st != nil && a.Relax && !a.Revert && t.o.RevertAfter > 0 {
+		t.evals = append(t.evals, evaluation{a: a, before: objective(st, a.GPU), due: now.Add(t.o.RevertAfter)})
+	}
+}
+
+// syncPending drops pending MPS values that the snapshot shows effective.
+func (t *Tuner) syncPending(snap *tenant.Snapshot) {
+	if len(t.pending) == 0 || snap.Readings == nil {
+		return
+	}
+	for i := range snap.Readings.Devices {
+		d := &snap.Readings.Devices[i]
+		for _, p := range d.Processes {
+			k := Target{GPU: d.UUID, Knob: gpu.KnobMPSActiveThreads, PID: p.PID}.String()
+			if f, ok := t.pending[k]; ok && p.MPSActiveThreads != nil && Fraction(*p.MPSActiveThreads).Distance(f) < 1e-6 {
+				delete(t.pending, k)
+			}
+		}
+	}
+}
+
+// dueReverts judges the changes whose evaluation is due: one that made the
+// GPU's objective worse is reverted and its value held.
+func (t *Tuner) dueReverts(st *State, now time.Time) []Action {
+	var out, keep = []Action{}, t.evals[:0]
+	for _, e := range t.evals {
+		if now.Before(e.due) {
+			keep = append(keep, e)
+			continue
+		}
+		after := objective(st, e.a.GPU)
+		if after <= e.before+revertMargin {
+			continue
+		}
+		back := e.a
+		back.Current, back.Want, back.Revert = e.a.Want, e.a.Current, true
+		back.Reason = fmt.Sprintf("revert: the SLO error on this GPU rose from %.2f to %.2f after %v", e.before, after, e.a.Want)
+		out = append(out, back)
+		if t.o.Hold != nil {
+			t.o.Hold.Block(e.a.Target, e.a.Want, now)
+		}
+	}
+	t.evals = keep
+	return out
+}
+
+// revertMargin is the rise of the objective that counts as worse.
+const revertMargin = 0.5
+
+// Restore sets back every original the tuner (or an earlier run, per the
+// journal) changed, on the latest snapshot's GPUs. It is called on exit; a
+// failed restore is returned (and journaled, logged and counted).
+func (t *Tuner) Restore(ctx context.Context) ([]Decision, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.o.Clock.Now()
+	d, err := t.restoreLocked(ctx, now, "restored at exit")
+	t.publishLocked(now)
+	return d, err
+}
+
+func (t *Tuner) restoreLocked(ctx context.Context, now time.Time, why string) ([]Decision, error) {
+	if !t.anyEnforce() {
+		if n := len(t.originals); n > 0 {
+			level.Warn(t.o.Logger).Log("msg", "the tuner journal holds settings changed and not restored; the tuner acts only in enforce mode, so they stay as they are",
+				"originals", n)
+		}
+		return nil, nil
+	}
+	keys := make([]string, 0, len(t.originals))
+	for k := range t.originals {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var out []Decision
+	var errs []error
+	for _, k := range keys {
+		o := t.originals[k]
+		a := Action{Target: o.Target, Tenant: o.Tenant, Want: o.Value, Revert: true, Reason: why}
+		if o.Target.Knob == gpu.KnobMPSActiveThreads {
+			a.Restart = true
+			if !t.processPresent(o.Target) {
+				// Its context is gone: the next one starts with the
+				// default, not with the tuner's fraction.
+				t.journal(Record{Time: now, Event: EventRestored, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), Reason: "process gone; nothing to restore"})
+				delete(t.originals, k)
+				continue
+			}
+		}
+		d := Decision{Time: now, GPU: o.Target.GPU, Tenant: o.Tenant, Knob: o.Target.Knob, To: o.Value.String(), Reason: why}
+		if err := t.act(ctx, a); err != nil {
+			d.Outcome = OutcomeFailed
+			d.Reason = joinReasons(why, "restore failed: "+err.Error())
+			t.counts.RestoreFailures++
+			errs = append(errs, fmt.Errorf("restore %s to %v: %w", o.Target, o.Value, err))
+			t.journal(Record{Time: now, Event: EventRestoreFailed, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), Reason: err.Error()})
+			level.Error(t.o.Logger).Log("msg", "tuner could not restore an original setting", "target", o.Target.String(), "value", o.Value.String(), "err", err)
+		} else {
+			d.Outcome, d.Applied = OutcomeApplied, true
+			t.counts.Restores++
+			t.journal(Record{Time: now, Event: EventRestored, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), Reason: why})
+			level.Info(t.o.Logger).Log("msg", "tuner restored an original setting", "target", o.Target.String(), "value", o.Value.String(), "reason", why)
+			delete(t.originals, k)
+			delete(t.pending, k)
+		}
+		out = append(out, d)
+	}
+	return out, errors.Join(errs...)
+}
+
+// processPresent reports whether the target's process still runs on its
+// GPU in the latest snapshot (true when unknown).
+func (t *Tuner) processPresent(tg Target) bool {
+	if t.last == nil || t.last.Readings == nil {
+		return true
+	}
+	for _, d := range t.last.Readings.Devices {
+		if d.UUID != tg.GPU {
+			continue
+		}
+		for _, p := range d.Processes {
+			if p.PID == tg.PID {
+				return true
+			}
+		}
+		return false
+	}
+	return false
+}
+
+// journal appends rec when a journal is configured; a write failure is
+// logged and counted, and acting goes on (the original is kept in memory).
+func (t *Tuner) journal(rec Record) {
+	if t.o.Journal == nil {
+		return
+	}
+	if err := t.o.Journal.Append(rec); err != nil {
+		t.counts.JournalErrors++
+		level.Error(t.o.Logger).Log("msg", "tuner journal write failed", "err", err)
+	}
+}

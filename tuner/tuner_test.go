@@ -1,0 +1,316 @@
+package tuner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+)
+
+// recorder is fakeControl with clocks and power: every actuator.
+type recorder struct{ fakeControl }
+
+func (r *recorder) LockClocks(_ context.Context, uuid string, l gpu.ClockLock) error {
+	return r.do("LockClocks", fmt.Sprintf("%s,%d,%d", uuid, l.MinMHz, l.MaxMHz))
+}
+func (r *recorder) LockMemoryClocks(_ context.Context, uuid string, l gpu.ClockLock) error {
+	return r.do("LockMemoryClocks", fmt.Sprintf("%s,%d,%d", uuid, l.MinMHz, l.MaxMHz))
+}
+func (r *recorder) SetPowerLimit(_ context.Context, uuid string, w float64) error {
+	return r.do("SetPowerLimit", fmt.Sprintf("%s,%g", uuid, w))
+}
+
+// fixed is a Decider that always returns the same actions.
+type fixed []Action
+
+func (fixed) Name() string             { return "fixed" }
+func (f fixed) Decide(*State) []Action { return f }
+
+const uuid0 = "GPU-0"
+
+func mpsAction(pid uint32, from, to Fraction) Action {
+	return Action{Target: Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads, PID: pid}, Tenant: "embed", Current: from, Want: to, Restart: true, Reason: "test"}
+}
+
+func emptySnap(at time.Time) *tenant.Snapshot {
+	return snapshot(at, []gpu.Device{{UUID: uuid0, Up: true, Mode: gpu.SharingMPS, Processes: []gpu.Process{mpsProc(7, nil), mpsProc(8, nil)}}}, nil)
+}
+
+func newTestTuner(t *testing.T, mode Mode, act *recorder, actions []Action, j *Journal, guards ...Guard) (*Tuner, *gpu.ManualClock) {
+	t.Helper()
+	clk := gpu.NewManualClock(t0)
+	tu, err := New(Options{Policy: fixed(actions), Guards: guards, Actuators: ActuatorsOf(act), Journal: j, Clock: clk, Mode: mode})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tu, clk
+}
+
+// Every kind of action reaches its actuator with its value.
+func TestActuatorCalls(t *testing.T) {
+	tests := []struct {
+		name string
+		a    Action
+		want []string
+	}{
+		{"mps with restart", mpsAction(7, 1, 0.4), []string{"SetMPSActiveThreads(GPU-0,7,0.4000)", "RestartClient(GPU-0,7)"}},
+		{"mps pending", Action{Target: Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads, PID: 7}, Current: Fraction(0.5), Want: Fraction(1)}, []string{"SetMPSActiveThreads(GPU-0,7,1.0000)"}},
+		{"time slice", Action{Target: Target{GPU: uuid0, Knob: gpu.KnobComputeTimeSlice}, Current: Level("default"), Want: Level("short")}, []string{"SetComputeTimeSlice(GPU-0,short)"}},
+		{"vgpu", Action{Target: Target{GPU: uuid0, Knob: gpu.KnobVGPUScheduler}, Current: Scheduler("best-effort"), Want: Scheduler("equal-share")}, []string{"SetVGPUScheduler(GPU-0,equal-share)"}},
+		{"clocks", Action{Target: Target{GPU: uuid0, Knob: gpu.KnobLockedClocks}, Current: ClockRange{}, Want: ClockRange{MinMHz: 1980, MaxMHz: 1980}}, []string{"LockClocks(GPU-0,1980,1980)"}},
+		{"power", Action{Target: Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}, Current: Watts(700), Want: Watts(490)}, []string{"SetPowerLimit(GPU-0,490)"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &recorder{}
+			tu, _ := newTestTuner(t, ModeEnforce, rec, []Action{tc.a}, nil)
+			ds, err := tu.RunOnce(context.Background(), emptySnap(t0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(rec.calls, tc.want) {
+				t.Errorf("calls %q, want %q", rec.calls, tc.want)
+			}
+			if len(ds) != 1 || ds[0].Outcome != OutcomeApplied {
+				t.Errorf("decisions %+v, want one applied", ds)
+			}
+		})
+	}
+}
+
+// In off and recommend modes no actuator is ever called, per host or per
+// GPU, and restores do not act either.
+func TestNoActuatorUnlessEnforce(t *testing.T) {
+	acts := []Action{mpsAction(7, 1, 0.4), {Target: Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}, Current: Watts(700), Want: Watts(490)}}
+	for _, tc := range []struct {
+		name     string
+		mode     Mode
+		gpuModes map[string]Mode
+		outcome  Outcome
+	}{
+		{"off", ModeOff, nil, ""},
+		{"recommend", ModeRecommend, nil, OutcomeRecommended},
+		{"enforce host, recommend GPU", ModeEnforce, map[string]Mode{uuid0: ModeRecommend}, OutcomeRecommended},
+		{"enforce host, GPU 0 off", ModeEnforce, map[string]Mode{"0": ModeOff}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &recorder{}
+			j, err := OpenJournal(filepath.Join(t.TempDir(), "j"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer j.Close()
+			clk := gpu.NewManualClock(t0)
+			tu, err := New(Options{Policy: fixed(acts), Actuators: ActuatorsOf(rec), Journal: j, Clock: clk, Mode: tc.mode, GPUModes: tc.gpuModes})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 3 {
+				clk.Advance(time.Minute)
+				ds, err := tu.RunOnce(context.Background(), emptySnap(t0.Add(time.Duration(i)*time.Minute)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, d := range ds {
+					if d.Outcome != tc.outcome || d.Applied {
+						t.Errorf("decision %v, want outcome %q", d, tc.outcome)
+					}
+				}
+				if tc.outcome != "" && len(ds) != len(acts) {
+					t.Errorf("%d decisions, want %d", len(ds), len(acts))
+				}
+			}
+			if _, err := tu.Restore(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if len(rec.calls) != 0 {
+				t.Errorf("actuator called in %s: %q", tc.name, rec.calls)
+			}
+			if len(j.Originals()) != 0 {
+				t.Errorf("originals journaled without a change: %v", j.Originals())
+			}
+		})
+	}
+}
+
+// A failed restart puts the previous fraction back, rolls back what the
+// round applied on that GPU, backs off, and shows in the counters.
+func TestFailureRollsBackAndBacksOff(t *testing.T) {
+	rec := &recorder{}
+	first, second := mpsAction(7, 1, 0.4), mpsAction(8, 1, 0.5)
+	bo := &Backoff{Base: time.Minute, Max: 4 * time.Minute}
+	tu, clk := newTestTuner(t, ModeEnforce, rec, []Action{first, second}, nil, bo)
+	// the restart of the second client fails
+	tu.o.Actuators = ActuatorsOf(&failOn{recorder: rec, nth: 2, err: errors.New("hook exited 1")})
+	ds, err := tu.RunOnce(context.Background(), emptySnap(t0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"SetMPSActiveThreads(GPU-0,7,0.4000)", "RestartClient(GPU-0,7)",
+		"SetMPSActiveThreads(GPU-0,8,0.5000)", "RestartClient(GPU-0,8)", "SetMPSActiveThreads(GPU-0,8,1.0000)",
+		"SetMPSActiveThreads(GPU-0,7,1.0000)", "RestartClient(GPU-0,7)",
+	}
+	if !slices.Equal(rec.calls, want) {
+		t.Errorf("calls\n%q\nwant\n%q", rec.calls, want)
+	}
+	var outcomes []Outcome
+	for _, d := range ds {
+		outcomes = append(outcomes, d.Outcome)
+	}
+	if !slices.Equal(outcomes, []Outcome{OutcomeApplied, OutcomeFailed, OutcomeRolledBack}) {
+		t.Errorf("outcomes %v", outcomes)
+	}
+	st := tu.Status()
+	if st.Counts.Actions[ActionKey{gpu.KnobMPSActiveThreads, OutcomeFailed}] != 1 || st.Counts.Actions[ActionKey{gpu.KnobMPSActiveThreads, OutcomeRolledBack}] != 1 || st.Counts.Reverts != 1 {
+		t.Errorf("counts %+v", st.Counts)
+	}
+	// Both targets back off: the next round is refused by the backoff guard.
+	rec.calls = nil
+	clk.Advance(30 * time.Second)
+	ds, _ = tu.RunOnce(context.Background(), emptySnap(clk.Now()))
+	for _, d := range ds {
+		if d.Outcome != OutcomeGuarded || d.Guard != GuardBackoff {
+			t.Errorf("during back-off: %v", d)
+		}
+	}
+	if len(rec.calls) != 0 || tu.Status().Counts.Refusals[GuardBackoff] != 2 {
+		t.Errorf("calls %q, refusals %v", rec.calls, tu.Status().Counts.Refusals)
+	}
+	clk.Advance(time.Minute)
+	if ds, _ = tu.RunOnce(context.Background(), emptySnap(clk.Now())); len(ds) == 0 || ds[0].Outcome != OutcomeApplied {
+		t.Errorf("after back-off: %v", ds)
+	}
+}
+
+// failOn fails the nth client restart.
+type failOn struct {
+	*recorder
+	nth, n int
+	err    error
+}
+
+func (f *failOn) RestartClient(ctx context.Context, uuid string, pid uint32) error {
+	err := f.recorder.RestartClient(ctx, uuid, pid)
+	if f.n++; f.n == f.nth {
+		return f.err
+	}
+	return err
+}
+
+// The journal holds the original before the first change, and a restore
+// sets it back and marks it restored.
+func TestJournalOriginalsAndRestore(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal.jsonl")
+	j, err := OpenJournal(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	acts := []Action{mpsAction(7, 1, 0.4), {Target: Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}, Current: Watts(700), Want: Watts(490)}}
+	tu, clk := newTestTuner(t, ModeEnforce, rec, acts, j)
+	if _, err := tu.RunOnce(context.Background(), emptySnap(t0)); err != nil {
+		t.Fatal(err)
+	}
+	// a second change keeps the first original
+	tu.o.Policy = fixed{mpsAction(7, 0.4, 0.3)}
+	clk.Advance(time.Minute)
+	if _, err := tu.RunOnce(context.Background(), emptySnap(clk.Now())); err != nil {
+		t.Fatal(err)
+	}
+	origs := j.Originals()
+	if len(origs) != 2 {
+		t.Fatalf("originals %v", origs)
+	}
+	data, _ := os.ReadFile(path)
+	for _, ev := range []string{`"event":"original"`, `"event":"planned"`, `"event":"applied"`} {
+		if !strings.Contains(string(data), ev) {
+			t.Errorf("journal lacks %s:\n%s", ev, data)
+		}
+	}
+	rec.calls = nil
+	if _, err := tu.Restore(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"SetMPSActiveThreads(GPU-0,7,1.0000)", "RestartClient(GPU-0,7)", "SetPowerLimit(GPU-0,700)"}
+	if !slices.Equal(rec.calls, want) {
+		t.Errorf("restore calls %q, want %q", rec.calls, want)
+	}
+	j.Close()
+	j2, err := OpenJournal(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j2.Close()
+	if n := len(j2.Originals()); n != 0 {
+		t.Errorf("%d originals open after the restore", n)
+	}
+}
+
+// A failed restore is returned, counted and journaled.
+func TestRestoreFailureIsLoud(t *testing.T) {
+	rec := &recorder{fakeControl{errs: map[string]error{}}}
+	acts := []Action{{Target: Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}, Current: Watts(700), Want: Watts(490)}}
+	j, err := OpenJournal(filepath.Join(t.TempDir(), "j"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	tu, _ := newTestTuner(t, ModeEnforce, rec, acts, j)
+	if _, err := tu.RunOnce(context.Background(), emptySnap(t0)); err != nil {
+		t.Fatal(err)
+	}
+	rec.errs["SetPowerLimit"] = errors.New("insufficient permissions")
+	if _, err := tu.Restore(context.Background()); err == nil || !strings.Contains(err.Error(), "insufficient permissions") {
+		t.Fatalf("restore error %v", err)
+	}
+	if tu.Status().Counts.RestoreFailures != 1 || len(j.Originals()) != 1 {
+		t.Errorf("restore failures %d, open originals %d", tu.Status().Counts.RestoreFailures, len(j.Originals()))
+	}
+}
+
+// A torn last line is ignored; a bad line elsewhere names its place.
+func TestJournalLoad(t *testing.T) {
+	dir := t.TempDir()
+	good := `{"time":"2026-01-01T00:00:00Z","event":"original","target":{"gpu":"GPU-0","knob":"power_limit"},"from":{"kind":"watts","num":700}}` + "\n"
+	for _, tc := range []struct {
+		name, data, err string
+		open            int
+	}{
+		{"empty", "", "", 0},
+		{"one original", good, "", 1},
+		{"torn last line", good + `{"time":"2026`, "", 1},
+		{"restored", good + `{"event":"restored","target":{"gpu":"GPU-0","knob":"power_limit"}}` + "\n", "", 0},
+		{"bad line", "nonsense\n" + good, ":1:", 0},
+		{"bad kind", `{"event":"original","target":{"gpu":"G"},"from":{"kind":"volts"}}` + "\n", "unknown value kind", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "_"))
+			if err := os.WriteFile(p, []byte(tc.data), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			j, err := OpenJournal(p)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer j.Close()
+			if n := len(j.Originals()); n != tc.open {
+				t.Errorf("%d open originals, want %d", n, tc.open)
+			}
+		})
+	}
+}
