@@ -35,11 +35,19 @@ var layers = map[string][]string{
 	"tenant":      {"gpu", "latency", "kube"},
 	"collector":   {"gpu", "tenant"},
 	"tuner":       {"gpu", "tenant"},
+
+	// Actuators that drive outside programs (through internal/command).
+	"gpu/mps":       {"gpu"},
+	"gpu/nvidiasmi": {"gpu"},
+	"gpu/rebalance": {"gpu"},
 	// The commands wire every layer; nothing imports a command.
 	"cmd/vgpu_exporter": {"collector", "tuner", "tenant", "latency", "kube", "gpu", "gpu/nvml", "gpu/dcgmexp", "sim", "test/scenarios"},
 	"cmd/vgpusim":       {"collector", "tuner", "tenant", "latency", "gpu", "sim", "sim/report", "test/scenarios"},
 	// Leaves below every layer; any package may import them (see leaves).
 	"internal/yamlconf": nil,
+
+	"internal/command":             nil,
+	"internal/command/commandtest": nil, // fake programs for tests
 	// Embedded data and test programs stand apart from the layers.
 	"test/scenarios":      nil,
 	"test/e2e":            nil,
@@ -49,8 +57,8 @@ var layers = map[string][]string{
 
 // leaves are packages that import no project package and that every
 // package may import: the YAML syntax shared by the tenants and scenario
-// files.
-var leaves = []string{"internal/yamlconf"}
+// files, and the runner of outside programs the actuators drive.
+var leaves = []string{"internal/yamlconf", "internal/command"}
 
 // TestLayering checks the import rule over every package of the module.
 func TestLayering(t *testing.T) {
