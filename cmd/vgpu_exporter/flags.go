@@ -41,6 +41,8 @@ type config struct {
 	PodMetadata        string
 	ProcRoot           string
 
+	Actuators actuatorConfig
+
 	Web                    *web.FlagConfig
 	TelemetryPath          string
 	DisableExporterMetrics bool
@@ -77,6 +79,7 @@ func addFlags(app *kingpin.Application) *config {
 		PlaceHolder("FILE|URL").StringVar(&c.PodMetadata)
 	app.Flag("proc.root", "procfs mount point, used to map GPU processes to cgroups.").
 		Default("/proc").StringVar(&c.ProcRoot)
+	addActuatorFlags(app, &c.Actuators)
 
 	c.Web = kingpinflag.AddFlags(app, fmt.Sprintf(":%d", defaultPort))
 	app.Flag("web.telemetry-path", "Path under which to expose metrics.").
@@ -143,6 +146,7 @@ func (c *config) validate() error {
 	if c.ProcRoot == "" {
 		errs = append(errs, errors.New("--proc.root must not be empty"))
 	}
+	errs = append(errs, c.Actuators.validate()...)
 	return errors.Join(errs...)
 }
 
