@@ -47,6 +47,8 @@ type config struct {
 	PodMetadataCA      string
 	ProcRoot           string
 
+	Actuators actuatorConfig
+
 	Web                    *web.FlagConfig
 	TelemetryPath          string
 	DisableExporterMetrics bool
@@ -92,6 +94,7 @@ func addFlags(app *kingpin.Application) *config {
 		PlaceHolder("FILE").StringVar(&c.PodMetadataCA)
 	app.Flag("proc.root", "procfs mount point, used to map GPU processes to cgroups.").
 		Default("/proc").StringVar(&c.ProcRoot)
+	addActuatorFlags(app, &c.Actuators)
 
 	c.Web = kingpinflag.AddFlags(app, fmt.Sprintf(":%d", defaultPort))
 	app.Flag("web.telemetry-path", "Path under which to expose metrics.").
@@ -182,6 +185,7 @@ func (c *config) validate() error {
 	if err := c.Tuner.validate(); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, c.Actuators.validate()...)
 	return errors.Join(errs...)
 }
 
