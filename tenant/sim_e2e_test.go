@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
-	"github.com/vgpu-exporter/vgpu_exporter/latency"
 	"github.com/vgpu-exporter/vgpu_exporter/sim"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
@@ -42,15 +41,7 @@ func TestSimScenariosAttribution(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s, err := sim.New(sc, sim.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			clock := gpu.NewManualClock(s.Now())
-			b, err := tenant.NewBuilder(cfg, tenant.BuilderOptions{Clock: clock, Latency: latency.NewPool(latency.Options{Clock: clock, AppMetrics: s})})
-			if err != nil {
-				t.Fatal(err)
-			}
+			s, clock, b := simBuilder(t, sc, cfg)
 			want := map[uint32]string{}
 			for _, ts := range sc.Tenants {
 				name := ts.Name
@@ -118,7 +109,7 @@ func TestSimScenariosAttribution(t *testing.T) {
 				if u.DRAMActive != nil && u.GPUInstance == "" {
 					dram[u.UUID] += *u.DRAMActive
 				}
-				if u.SMActive != nil && u.SMActiveMethod == "" {
+				if u.Method == "" {
 					t.Errorf("no method: %+v", u)
 				}
 			}
