@@ -542,14 +542,6 @@ func shareBy(accs []*tenantAcc, f func(*tenantAcc) (float64, bool)) map[string]f
 	return w
 }
 
-func copyF(p *float64) *float64 {
-	if p == nil {
-		return nil
-	}
-	v := *p
-	return &v
-}
-
 func scaled(p *float64, w float64) *float64 {
 	if p == nil {
 		return nil
