@@ -152,10 +152,7 @@ func runPromtool(t *testing.T, dir string, args ...string) {
 
 func TestPromtoolCheckRules(t *testing.T) {
 	files := ruleFiles(t)
-	args := []string{"check", "rules"}
-	for _, name := range sortedNames(files) {
-		args = append(args, name)
-	}
+	args := append([]string{"check", "rules"}, sortedNames(files)...)
 	runPromtool(t, root, args...)
 }
 
