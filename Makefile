@@ -49,6 +49,7 @@ unit:
 
 effects:
 	$(GO) test -count=1 -run '^TestScenarioEffects$$' ./cmd/vgpusim/
+	$(GO) test -count=1 -run '^TestSharesConserveAndTrack$$' ./tenant/
 
 # The end-to-end test alone: the real binary scraped by a real Prometheus.
 e2e:

@@ -54,7 +54,7 @@
             'warning',
             std.format(|||
               (
-                sum without (method) (vgpu_tenant_sm_active_ratio{%(sel)s, class=~"batch|best-effort"}) < %(share)s
+                vgpu_tenant_sm_active_ratio{%(sel)s, class=~"batch|best-effort"} < %(share)s
                 and on (%(key)s, tenant, gpu_instance)
                 vgpu_tenant_processes{%(sel)s} > 0
               )

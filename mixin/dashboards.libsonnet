@@ -43,11 +43,11 @@ local g = import 'lib/dashboard.libsonnet';
 
     'vgpu-tenant.json': g.dashboard(c, 'vgpu-tenant.json', 'vGPU / Tenant', "A tenant's usage of each GPU, its latency against its SLO, and its error budget burn rates.", [clusterVar, jobVar, hostVar, tenantVar(true)], [
       g.row('Usage'),
-      g.timeseries('SM active per GPU', [g.target(std.format('sum without (method) (vgpu_tenant_sm_active_ratio{%s})', ft), '{{tenant}} ' + gpuLegend + ' {{gpu_instance}}')], 'percentunit', description='Fraction of the GPU (or MIG instance) the tenant kept busy; measured or apportioned as docs/metrics.md explains.'),
-      g.timeseries('HBM bandwidth per GPU', [g.target(std.format('sum without (method) (vgpu_tenant_dram_active_ratio{%s})', ft), '{{tenant}} ' + gpuLegend + ' {{gpu_instance}}')], 'percentunit'),
+      g.timeseries('SM active per GPU', [g.target(std.format('vgpu_tenant_sm_active_ratio{%s}', ft), '{{tenant}} ' + gpuLegend + ' {{gpu_instance}}')], 'percentunit', description='Fraction of the GPU (or MIG instance) the tenant kept busy; the GPU (or instance) counters split among its tenants as docs/tenants.md explains; the tenants add up to its SM active.'),
+      g.timeseries('HBM bandwidth per GPU', [g.target(std.format('vgpu_tenant_dram_active_ratio{%s}', ft), '{{tenant}} ' + gpuLegend + ' {{gpu_instance}}')], 'percentunit'),
       g.timeseries('Device memory', [g.target(std.format('vgpu_tenant_memory_used_bytes{%s}', ft), '{{tenant}} ' + gpuLegend + ' {{gpu_instance}}')], 'bytes') { w: 8 },
       g.timeseries('Processes', [g.target(std.format('vgpu_tenant_processes{%s}', ft), '{{tenant}} ' + gpuLegend + ' {{gpu_instance}}')]) { w: 8 },
-      g.timeseries('Context switches', [g.target(std.format('sum without (method) (rate(vgpu_tenant_context_switches_total{%s}[$__rate_interval]))', ft), '{{tenant}} ' + gpuLegend)], 'ops') { w: 8 },
+      g.timeseries('Context switches', [g.target(std.format('rate(vgpu_tenant_context_switches_total{%s}[$__rate_interval])', ft), '{{tenant}} ' + gpuLegend)], 'ops') { w: 8 },
       g.row('Latency SLO'),
       g.timeseries('Latency quantiles and target', [
         g.target(std.format('vgpu_tenant_request_latency_seconds{%s}', ft), '{{tenant}} p{{q}}'),

@@ -397,6 +397,9 @@ func (d *domain) progress(s *Simulator, t *tenant, dt int64, jobSeconds, share f
 	for k := range t.acc {
 		a := &t.acc[k]
 		a.busy += fdt
+		if b > 0 {
+			a.memBusy += fdt
+		}
 		a.sm += fdt * share
 		a.bytes += b
 		a.flops += f

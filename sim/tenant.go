@@ -44,10 +44,11 @@ type job struct {
 
 // tenantTotals accumulates what a tenant got over an interval.
 type tenantTotals struct {
-	busy  float64 // ns with a kernel resident
-	sm    float64 // ns x fraction of the domain's SMs
-	bytes float64
-	flops float64
+	busy    float64 // ns with a kernel resident
+	memBusy float64 // ns with memory traffic (a kernel moving bytes)
+	sm      float64 // ns x fraction of the domain's SMs
+	bytes   float64
+	flops   float64
 }
 
 // tenant is the runtime state of a scenario tenant.
