@@ -2,6 +2,7 @@ package latency
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"sync"
 	"time"
@@ -159,21 +160,73 @@ func (p *Pool) Refresh(ctx context.Context) {
 	}
 }
 
+// logEvery is the least time between two log lines about one source;
+// what happens meanwhile is counted and summed up in the next line.
+const logEvery = time.Minute
+
 // scrape reads tr's source once and logs when it fails after working (or
-// at its first failure) and when it recovers.
+// at its first failure) and when it recovers, at most once per logEvery
+// per source. A panic while scraping is recovered here and recorded as
+// the scrape's error, so that no source can end the process.
 func (p *Pool) scrape(ctx context.Context, tr *sloTracker, now time.Time) {
 	tr.mu.Lock()
 	wasUp := tr.up || tr.errsTotal == 0
 	tr.mu.Unlock()
-	err := p.scraper.scrapeOnce(ctx, tr, now)
+	err := p.scrapeSafely(ctx, tr, now)
 	if ctx.Err() != nil {
 		return
 	}
-	if err != nil && wasUp {
-		level.Warn(p.logger).Log("msg", "latency source failed", "tenant", tr.name, "err", err)
-	} else if err == nil && !wasUp {
-		level.Info(p.logger).Log("msg", "latency source recovered", "tenant", tr.name)
+	tr.logs.mu.Lock()
+	defer tr.logs.mu.Unlock()
+	if err != nil {
+		tr.logs.failures++
 	}
+	switch {
+	case err != nil && wasUp:
+		p.logLimited(tr, now, level.Warn(p.logger), "latency source failed", "err", err)
+	case err == nil && !wasUp:
+		p.logLimited(tr, now, level.Info(p.logger), "latency source recovered")
+	case err != nil && tr.logs.suppressed > 0:
+		// still down after lines were left out: sum them up once
+		// logEvery has passed
+		p.logLimited(tr, now, level.Warn(p.logger), "latency source still failing", "err", err)
+	}
+}
+
+func (p *Pool) scrapeSafely(ctx context.Context, tr *sloTracker, now time.Time) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%s: scrape panicked (recovered): %s", tr.src.URL, clipTo(fmt.Sprint(r), maxErrLen))
+			tr.fail(now, err)
+		}
+	}()
+	return p.scraper.scrapeOnce(ctx, tr, now)
+}
+
+// logState is what a source's rate-limited log lines need.
+type logState struct {
+	mu         sync.Mutex
+	last       time.Time // when the last line was written
+	suppressed int       // lines left out since
+	failures   int       // failed scrapes since the last line
+}
+
+// logLimited writes msg for tr unless a line about tr was written less
+// than logEvery ago; a line written after others were left out says how
+// many were and how many scrapes failed since the previous line. The
+// caller holds tr.logs.mu.
+func (p *Pool) logLimited(tr *sloTracker, now time.Time, l log.Logger, msg string, kv ...any) {
+	st := &tr.logs
+	if !st.last.IsZero() && now.Sub(st.last) < logEvery {
+		st.suppressed++
+		return
+	}
+	kv = append([]any{"msg", msg, "tenant", tr.name}, kv...)
+	if st.suppressed > 0 {
+		kv = append(kv, "lines_suppressed", st.suppressed, "failed_scrapes", st.failures)
+	}
+	l.Log(kv...)
+	st.last, st.suppressed, st.failures = now, 0, 0
 }
 
 func (p *Pool) trackerLoop(ctx context.Context, tr *sloTracker) {
