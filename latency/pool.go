@@ -160,14 +160,15 @@ func (p *Pool) Refresh(ctx context.Context) {
 	}
 }
 
-// logEvery is the least time between two log lines about one source;
-// what happens meanwhile is counted and summed up in the next line.
+// logEvery is the least time between two lines about one source's
+// failures; what happens meanwhile is counted and summed up in the next.
 const logEvery = time.Minute
 
 // scrape reads tr's source once and logs when it fails after working (or
-// at its first failure) and when it recovers, at most once per logEvery
-// per source. A panic while scraping is recovered here and recorded as
-// the scrape's error, so that no source can end the process.
+// at its first failure), at most once per logEvery per source, and when it
+// recovers from a failure that was logged. A panic while scraping is
+// recovered here and recorded as the scrape's error, so that no source can
+// end the process.
 func (p *Pool) scrape(ctx context.Context, tr *sloTracker, now time.Time) {
 	tr.mu.Lock()
 	wasUp := tr.up || tr.errsTotal == 0
@@ -176,21 +177,48 @@ func (p *Pool) scrape(ctx context.Context, tr *sloTracker, now time.Time) {
 	if ctx.Err() != nil {
 		return
 	}
-	tr.logs.mu.Lock()
-	defer tr.logs.mu.Unlock()
+	st := &tr.logs
+	st.mu.Lock()
+	defer st.mu.Unlock()
 	if err != nil {
-		tr.logs.failures++
+		st.failures++
 	}
+	due := st.last.IsZero() || now.Sub(st.last) >= logEvery
 	switch {
-	case err != nil && wasUp:
-		p.logLimited(tr, now, level.Warn(p.logger), "latency source failed", "err", err)
-	case err == nil && !wasUp:
-		p.logLimited(tr, now, level.Info(p.logger), "latency source recovered")
-	case err != nil && tr.logs.suppressed > 0:
-		// still down after lines were left out: sum them up once
-		// logEvery has passed
-		p.logLimited(tr, now, level.Warn(p.logger), "latency source still failing", "err", err)
+	case err != nil && wasUp && due:
+		p.logFailure(tr, now, "latency source failed", err)
+	case err != nil && !wasUp && due && st.suppressed > 0:
+		// still down after lines were left out: sum them up
+		p.logFailure(tr, now, "latency source still failing", err)
+	case err == nil && !wasUp && st.logged:
+		level.Info(p.logger).Log("msg", "latency source recovered", "tenant", tr.name)
+		st.logged = false
+	case err != nil && wasUp, err == nil && !wasUp:
+		st.suppressed++
+		st.logged = false
 	}
+}
+
+// logFailure writes a failure line for tr, with how many lines were left
+// out and scrapes failed since the previous one when lines were left out.
+// The caller holds tr.logs.mu.
+func (p *Pool) logFailure(tr *sloTracker, now time.Time, msg string, err error) {
+	st := &tr.logs
+	kv := []any{"msg", msg, "tenant", tr.name, "err", err}
+	if st.suppressed > 0 {
+		kv = append(kv, "lines_suppressed", st.suppressed, "failed_scrapes", st.failures)
+	}
+	level.Warn(p.logger).Log(kv...)
+	st.last, st.suppressed, st.failures, st.logged = now, 0, 0, true
+}
+
+// logState is what a source's rate-limited log lines need.
+type logState struct {
+	mu         sync.Mutex
+	last       time.Time // when the last failure line was written
+	logged     bool      // the current failure was logged: log its recovery
+	suppressed int       // lines left out since
+	failures   int       // failed scrapes since the last failure line
 }
 
 func (p *Pool) scrapeSafely(ctx context.Context, tr *sloTracker, now time.Time) (err error) {
@@ -201,32 +229,6 @@ func (p *Pool) scrapeSafely(ctx context.Context, tr *sloTracker, now time.Time) 
 		}
 	}()
 	return p.scraper.scrapeOnce(ctx, tr, now)
-}
-
-// logState is what a source's rate-limited log lines need.
-type logState struct {
-	mu         sync.Mutex
-	last       time.Time // when the last line was written
-	suppressed int       // lines left out since
-	failures   int       // failed scrapes since the last line
-}
-
-// logLimited writes msg for tr unless a line about tr was written less
-// than logEvery ago; a line written after others were left out says how
-// many were and how many scrapes failed since the previous line. The
-// caller holds tr.logs.mu.
-func (p *Pool) logLimited(tr *sloTracker, now time.Time, l log.Logger, msg string, kv ...any) {
-	st := &tr.logs
-	if !st.last.IsZero() && now.Sub(st.last) < logEvery {
-		st.suppressed++
-		return
-	}
-	kv = append([]any{"msg", msg, "tenant", tr.name}, kv...)
-	if st.suppressed > 0 {
-		kv = append(kv, "lines_suppressed", st.suppressed, "failed_scrapes", st.failures)
-	}
-	l.Log(kv...)
-	st.last, st.suppressed, st.failures = now, 0, 0
 }
 
 func (p *Pool) trackerLoop(ctx context.Context, tr *sloTracker) {

@@ -168,7 +168,6 @@ func checkMove(d histo, reset bool, elapsed time.Duration) error {
 	return nil
 }
 
-
 // fail records a failed scrape at time now.
 func (s *sloTracker) fail(now time.Time, err error) {
 	s.mu.Lock()
