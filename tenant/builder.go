@@ -30,6 +30,9 @@ type BuilderOptions struct {
 	// Proc reads process facts (cgroup, comm, user) the readings lack (a
 	// kube.ProcReader); nil: those facts are unknown.
 	Proc ProcFacts
+	// AllowEmpty makes Reload accept a tenants file with no tenants; by
+	// default one is refused (see NotEmpty).
+	AllowEmpty bool
 }
 
 // Builder attributes readings to tenants and reports, in each Snapshot, the
@@ -41,6 +44,8 @@ type Builder struct {
 	proc    ProcFacts
 	latency LatencyTracker // nil: none
 	pods    PodMapper      // nil: none
+	// allowEmpty: a reload may install a file with no tenants.
+	allowEmpty bool
 
 	cfg atomic.Pointer[compiledConfig]
 
@@ -111,6 +116,8 @@ func NewBuilder(cfg *Config, opts BuilderOptions) (*Builder, error) {
 		latency: opts.Latency,
 		pods:    opts.Pods,
 		attr:    newAttrState(),
+
+		allowEmpty: opts.AllowEmpty,
 	}
 	b.cfgStatus = ConfigStatus{File: cfg.File, LastReloadSuccessful: true, LastReloadSuccessTime: b.clock.Now()}
 	b.mu.Lock()
@@ -154,6 +161,9 @@ func (b *Builder) Reload(path string) error {
 		return err
 	}
 	cfg, err := LoadConfig(path)
+	if err == nil && !b.allowEmpty {
+		err = NotEmpty(cfg)
+	}
 	if err != nil {
 		b.cfgStatus.ReloadFailuresTotal++
 		b.cfgStatus.LastReloadSuccessful = false

@@ -37,6 +37,7 @@ type config struct {
 	SimScenario        string
 	SimSeed            int64
 	TenantsConfig      string
+	TenantsAllowEmpty  bool
 	ConfigCheck        string
 	SampleInterval     time.Duration
 	DCGMExporterURL    string
@@ -78,6 +79,8 @@ func addFlags(app *kingpin.Application) *config {
 		IsSetByUser(&c.simSeedSet)
 	app.Flag("tenants.config", "Tenants file (YAML). Default: none, so all usage is reported as unassigned; with --backend=sim, the scenario's <name>.tenants.yaml companion.").
 		PlaceHolder("FILE").StringVar(&c.TenantsConfig)
+	app.Flag("tenants.allow-empty", "Accept a tenants file that defines no tenants, at start and on reload. Without it such a file is refused: on reload the previous configuration stays in use.").
+		BoolVar(&c.TenantsAllowEmpty)
 	app.Flag("config.check", "Validate this tenants file, print every error and exit (0 when valid, 1 otherwise).").
 		PlaceHolder("FILE").StringVar(&c.ConfigCheck)
 	durationFlag(app, "sample.interval", "How often the GPUs are sampled.", "1s", &c.SampleInterval)
