@@ -4,12 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"net/http/httptest"
+	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-kit/log"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/latency"
@@ -103,8 +104,8 @@ func TestTunerPageHTML(t *testing.T) {
 				`<td>power_limit</td><td class="num"></td><td>enforce</td><td>500W</td><td>500W</td><td class="ok">in effect</td>`,
 				`<td>compute_timeslice</td><td class="num"></td><td>recommend</td><td>short</td><td>unknown</td><td class="warn">recommended</td>`,
 				// Decisions, newest first, with outcome, guard and reason.
-				`<td>2026-03-01 12:00:00Z</td><td>1</td><td></td><td>compute_timeslice</td><td>default → short</td><td class="outcome warn">recommended</td>`,
-				`<td>unknown → 1980MHz</td><td class="outcome warn">guarded</td><td>kill_switch</td><td>latency variance breaks the SLO of chat</td>`,
+				`<td class="nowrap">2026-03-01 12:00:00Z</td><td>1</td><td></td><td>compute_timeslice</td><td class="nowrap">default → short</td><td class="outcome warn">recommended</td>`,
+				`<td class="nowrap">unknown → 1980MHz</td><td class="outcome warn">guarded</td><td>kill_switch</td><td>latency variance breaks the SLO of chat</td>`,
 				`<td class="outcome ok">applied</td>`,
 				// Escaped everywhere: tenant rows, settings, decisions.
 				`&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;`,
@@ -227,7 +228,7 @@ func TestExporterServesTunerPage(t *testing.T) {
 			defer svc.src.Close()
 			simRounds(t, svc, clock, 4)
 			h, err := newHandler(handlerOptions{TelemetryPath: "/metrics",
-				NewCollector: func(...string) (prometheus.Collector, error) { return prometheus.NewGoCollector(), nil },
+				NewCollector: newFakeCollector,
 				TunerPage:    newTunerPage(svc.snapshot, svc.tunerStatus, nil)})
 			if err != nil {
 				t.Fatal(err)
@@ -263,6 +264,23 @@ func simRounds(t *testing.T, svc *service, clock *gpu.ManualClock, n int) {
 			if _, err := svc.tuner.t.RunOnce(context.Background(), svc.snapshot()); err != nil {
 				t.Fatal(err)
 			}
+		}
+	}
+}
+
+// The browser that tests the page stays out of the binary.
+func TestBinaryLinksNoBrowserDriver(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", ".").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if !slices.Contains(deps, "github.com/prometheus/exporter-toolkit/web") {
+		t.Fatalf("go list -deps lists %d packages, without the exporter's own", len(deps))
+	}
+	for _, d := range deps {
+		if strings.HasPrefix(d, "github.com/chromedp/") {
+			t.Errorf("the exporter links %s", d)
 		}
 	}
 }
