@@ -122,16 +122,16 @@ type attrState struct {
 // without a pod from a pod mapping, with the configuration it was matched
 // against.
 type memoKey struct {
-	compiled      *compiledConfig
-	label   string
-	pid     uint32
-	hasProc bool
-	exe     string
-	uid     int
-	cgroup  string
-	gpu     int
-	migUUID string
-	gi      int
+	compiled *compiledConfig
+	label    string
+	pid      uint32
+	hasProc  bool
+	exe      string
+	uid      int
+	cgroup   string
+	gpu      int
+	migUUID  string
+	gi       int
 }
 
 // memoLimit bounds the attribution memo; it starts over when full.
