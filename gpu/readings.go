@@ -185,12 +185,14 @@ type VGPUScheduler struct {
 // the runlist only by its ID; it has no call that maps a runlist to a vGPU
 // instance or VM.
 type VGPUSchedulerLogEntry struct {
-	Timestamp       time.Time // when the runlist was preempted
-	Runlist         uint32    // software runlist ID
-	RunTime         time.Duration
+	Timestamp       time.Time     // when the runlist was preempted
+	Runlist         uint32        // software runlist ID
+	RunTime         time.Duration // in this slot
 	TargetTimeSlice time.Duration
-	// CumulativePreemp is the runlist's preemption time so far (the
-	// driver's running total, not this slot's).
+	// RunTimeTotal and CumulativePreemp are the runlist's run and
+	// preemption time so far (the driver's running totals, not this
+	// slot's); RunTimeTotal is 0 where the driver does not fill it.
+	RunTimeTotal     time.Duration
 	CumulativePreemp time.Duration
 	Weight           uint32
 }

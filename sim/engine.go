@@ -596,10 +596,12 @@ func (d *domain) logSlot(s *Simulator, t int64) {
 		n := copy(g.schedLog, g.schedLog[len(g.schedLog)-schedLogMax+1:])
 		g.schedLog = g.schedLog[:n]
 	}
+	m.runTotal += d.slotRun
 	g.schedLog = append(g.schedLog, gpu.VGPUSchedulerLogEntry{
 		Timestamp:        s.at(t),
 		Runlist:          uint32(m.idx),
 		RunTime:          time.Duration(d.slotRun),
+		RunTimeTotal:     time.Duration(m.runTotal),
 		TargetTimeSlice:  time.Duration(d.slotTarget),
 		CumulativePreemp: time.Duration(m.preempt),
 		Weight:           m.spec.VM.Weight,

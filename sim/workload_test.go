@@ -454,7 +454,7 @@ tenants:
 			t.Fatalf("arr=%v: %d log entries, want the newest %d", arr, len(log), schedLogMax)
 		}
 		longest := time.Duration(0)
-		preempt := map[uint32]time.Duration{}
+		preempt, runTotal := map[uint32]time.Duration{}, map[uint32]time.Duration{}
 		for i, e := range log {
 			if e.RunTime > e.TargetTimeSlice || e.TargetTimeSlice < time.Millisecond || e.TargetTimeSlice > 30*time.Millisecond {
 				t.Fatalf("arr=%v: entry %d %+v out of bounds", arr, i, e)
@@ -473,6 +473,10 @@ tenants:
 				t.Fatalf("entry %d: runlist %d preemption went back from %v to %v", i, e.Runlist, preempt[e.Runlist], e.CumulativePreemp)
 			}
 			preempt[e.Runlist] = e.CumulativePreemp
+			if e.RunTimeTotal < runTotal[e.Runlist]+e.RunTime {
+				t.Fatalf("entry %d: runlist %d total run %v, want at least %v + this slot's %v", i, e.Runlist, e.RunTimeTotal, runTotal[e.Runlist], e.RunTime)
+			}
+			runTotal[e.Runlist] = e.RunTimeTotal
 			longest = max(longest, e.TargetTimeSlice)
 		}
 		if preempt[0] == 0 || preempt[1] == 0 {

@@ -218,7 +218,7 @@ func vgpuHost(f *fixture, dev int, vms *[]nvml.VgpuInstance) {
 		in.EntriesCount = 3
 		for k := 0; k < 3; k++ {
 			ts := logTS - uint64(2-k)
-			in.LogEntries[k] = nvml.VgpuSchedulerLogEntry_v2{Timestamp: ts, TimeRun: 1_500_000, SwRunlistId: uint32(ts % 2),
+			in.LogEntries[k] = nvml.VgpuSchedulerLogEntry_v2{Timestamp: ts, TimeRun: 1_500_000, TimeRunTotal: 3_000 * ts, SwRunlistId: uint32(ts % 2),
 				TargetTimeSlice: 2_000_000, CumulativePreemptionTime: 10_000 * ts, Weight: 2}
 		}
 		return in, nvml.SUCCESS
@@ -271,7 +271,7 @@ func TestVGPUReadings(t *testing.T) {
 	}
 	// Entries 999-1001 ns: runlists 1, 0, 1.
 	if len(s.Log) != 3 || s.Log[0].Weight != 2 || s.Log[0].RunTime != 1500*time.Microsecond ||
-		s.Log[0].Runlist != 1 || s.Log[1].Runlist != 0 || s.Log[2].CumulativePreemp != 10_010*time.Microsecond ||
+		s.Log[0].Runlist != 1 || s.Log[1].Runlist != 0 || s.Log[2].CumulativePreemp != 10_010*time.Microsecond || s.Log[2].RunTimeTotal != 3_003*time.Microsecond ||
 		!s.Log[2].Timestamp.Equal(time.Unix(0, 1001)) || s.Log[2].TargetTimeSlice != 2*time.Millisecond {
 		t.Errorf("log %+v", s.Log)
 	}
