@@ -79,7 +79,7 @@ func AddSchedulerLog(prev []RunlistCount, r *gpu.Readings) []RunlistCount {
 			k := key{d.UUID, e.Runlist}
 			j, ok := idx[k]
 			if !ok {
-				j, idx[k], fresh[k] = len(out), len(out), true
+				idx[k], fresh[k] = len(out), true
 				out = append(out, RunlistCount{GPU: d.Index, UUID: d.UUID, Runlist: e.Runlist,
 					last: e.Timestamp, lastRun: e.RunTimeTotal, lastPreempt: e.CumulativePreemp})
 				continue
