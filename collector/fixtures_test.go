@@ -108,6 +108,10 @@ func richSnapshot() *tenant.Snapshot {
 		Readings: r,
 		Sampler: gpu.SamplerStats{SamplesTotal: 100, ErrorsTotal: 2, LastDuration: 15 * time.Millisecond,
 			LastSuccess: t0, ConsecutiveErr: 0},
+		VGPURunlists: []tenant.RunlistCount{
+			{GPU: 2, UUID: "GPU-2222", Runlist: 0, RunTime: 1500 * time.Millisecond, Preemption: 250 * time.Millisecond, Slices: 750},
+			{GPU: 2, UUID: "GPU-2222", Runlist: 1}, // seen, nothing counted yet
+		},
 		Tenants: []tenant.Info{
 			{Name: "chat", Class: "latency", Priority: 10},
 			{Name: "train", Class: "batch", Priority: 1},

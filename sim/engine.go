@@ -188,7 +188,6 @@ type domain struct {
 	cur        int // index in members of the resident context; -1 none
 	sliceEnd   int64
 	switchEnd  int64
-	slotStart  int64
 	slotRun    int64
 	slotTarget int64
 	arrNext    int64 // vGPU ARR: when the scheduler next observes the VMs' backlogs
@@ -462,7 +461,7 @@ func (d *domain) runSliced(s *Simulator, t, t1 int64, clockFactor float64) {
 			}
 			if d.kind == schedVGPU {
 				d.logSlot(s, t)
-				d.slotStart, d.slotTarget, d.slotRun = t, slot, 0
+				d.slotTarget, d.slotRun = slot, 0
 			}
 			if nx != d.cur {
 				d.cur = nx
@@ -585,7 +584,10 @@ func (d *domain) pick(t int64) (int, int64) {
 	return -1, 0
 }
 
-// logSlot appends the finished slot to the vGPU scheduler log.
+// logSlot appends the slot that ends at t to the vGPU scheduler log. As in
+// NVML's log, the entry is stamped with the time the runlist was preempted
+// and names it by a software runlist ID: the tenant's index in the
+// scenario, one runlist per VM.
 func (d *domain) logSlot(s *Simulator, t int64) {
 	if d.slotTarget == 0 || d.cur < 0 || d.cur >= len(d.members) {
 		return
@@ -597,9 +599,12 @@ func (d *domain) logSlot(s *Simulator, t int64) {
 		n := copy(g.schedLog, g.schedLog[len(g.schedLog)-schedLogMax+1:])
 		g.schedLog = g.schedLog[:n]
 	}
+	m.runTotal += d.slotRun
 	g.schedLog = append(g.schedLog, gpu.VGPUSchedulerLogEntry{
-		Timestamp:        s.at(d.slotStart),
+		Timestamp:        s.at(t),
+		Runlist:          uint32(m.idx),
 		RunTime:          time.Duration(d.slotRun),
+		RunTimeTotal:     time.Duration(m.runTotal),
 		TargetTimeSlice:  time.Duration(d.slotTarget),
 		CumulativePreemp: time.Duration(m.preempt),
 		Weight:           m.spec.VM.Weight,

@@ -104,7 +104,8 @@ type tenant struct {
 	jobSeconds float64 // job time (s) at the current allocation
 	fixed      bool    // shareSMs: the client's cap binds
 
-	preempt int64 // vGPU: ns runnable while another VM held the GPU
+	preempt  int64 // vGPU: ns runnable while another VM held the GPU
+	runTotal int64 // vGPU: ns the VM ran in its logged slots
 	// vGPU adaptive round robin: the backlog the scheduler last observed
 	// (refreshed every 1/frequency seconds)
 	arrBacklog int

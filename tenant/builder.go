@@ -54,6 +54,7 @@ type Builder struct {
 
 	buildMu sync.Mutex
 	attr    attrState
+	sched   []RunlistCount // guarded by buildMu
 }
 
 // compiledConfig is a Config with what Build derives from it.
@@ -245,6 +246,8 @@ func (b *Builder) Build(r *gpu.Readings, st gpu.SamplerStats) *Snapshot {
 	snap.Attribution.ShareMinSums, snap.Attribution.OvercommittedShares = b.shareSums(compiled, snap.Usage)
 	b.attr.events = AddEvents(b.attr.events, r)
 	snap.Events = b.attr.events
+	b.sched = AddSchedulerLog(b.sched, r)
+	snap.VGPURunlists = b.sched
 	b.buildMu.Unlock()
 	b.logEvents(r)
 

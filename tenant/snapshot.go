@@ -50,6 +50,10 @@ type Snapshot struct {
 	// events since the previous sample, so the snapshot builder carries the
 	// totals forward with AddEvents. Sorted by GPU, kind, code.
 	Events []EventCount
+	// VGPURunlists are cumulative vGPU scheduler figures by GPU and
+	// software runlist since the exporter started, carried forward from
+	// each sample's scheduler log by AddSchedulerLog.
+	VGPURunlists []RunlistCount
 	// Attribution counts processes that could not be attributed cleanly.
 	Attribution AttributionStatus
 }

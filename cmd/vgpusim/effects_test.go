@@ -77,6 +77,10 @@ func TestScenarioEffects(t *testing.T) {
 			}
 			return *se["g0-chat"].Attainment < *be["g0-chat"].Attainment
 		}},
+		{"chat misses, recsys holds; the scheduler change is refused while VMs run", "vgpu-contention", func(be, se result) bool {
+			return missed(be["chat"]) && missed(se["chat"]) && met(be["recsys"]) && met(se["recsys"]) &&
+				*se["chat"].Attainment == *be["chat"].Attainment && se["train"].WorkRate == be["train"].WorkRate
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.scenario+"/"+tc.name, func(t *testing.T) {
