@@ -58,6 +58,7 @@ var layers = map[string][]string{
 	"test/device/compare": nil,
 	"test/device/calib":   nil,
 	"mixin/build":         nil,
+	"mixin/render":        nil,
 }
 
 // leaves are packages that import no project package and that every
