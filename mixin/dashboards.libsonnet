@@ -56,6 +56,7 @@ local g = import 'lib/dashboard.libsonnet';
       g.timeseries('Device memory', [g.target(std.format('vgpu_tenant_memory_used_bytes{%s}', ft), '{{tenant}} ' + gpuLegend + ' {{gpu_instance}}')], 'bytes') { w: 8 },
       g.timeseries('Processes', [g.target(std.format('vgpu_tenant_processes{%s}', ft), '{{tenant}} ' + gpuLegend + ' {{gpu_instance}}')]) { w: 8 },
       g.timeseries('Context switches', [g.target(std.format('rate(vgpu_tenant_context_switches_total{%s}[$__rate_interval])', ft), '{{tenant}} ' + gpuLegend)], 'ops') { w: 8 },
+      g.table('How each figure is obtained', [g.target(std.format('vgpu_tenant_figure_info{%s}', ft))], description='measured: the hardware counted the tenant\'s own use (a MIG instance\'s counters); apportioned: a device figure split among the GPU\'s tenants by the rule in docs/tenants.md. Fixed by the sharing mode, so the series above never change labels.') { w: 24 },
       g.row('Latency SLO'),
       g.timeseries('Latency quantiles and target', [
         g.target(std.format('vgpu_tenant_request_latency_seconds{%s}', ft), '{{tenant}} p{{q}}'),
