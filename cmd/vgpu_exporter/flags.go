@@ -195,7 +195,7 @@ func (c *config) validate() error {
 // reserved reports whether p is one of the paths the exporter serves itself.
 func reserved(p string) bool {
 	switch p {
-	case "/", "/-/healthy", "/-/ready", "/-/reload":
+	case "/", "/-/healthy", "/-/ready", "/-/reload", tunerPagePath:
 		return true
 	}
 	return false

@@ -166,6 +166,14 @@ func (r *tunerRunner) restore() error {
 	return nil
 }
 
+// tunerStatus is the tuner's published status; nil when the tuner is off.
+func (s *service) tunerStatus() *tuner.Status {
+	if s.tuner == nil {
+		return nil
+	}
+	return s.tuner.status()
+}
+
 // tunerCollectorName is the collect[] name of the tuner's metrics.
 const tunerCollectorName = "tuner"
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -39,17 +38,7 @@ func TestExporterServesTunerMetrics(t *testing.T) {
 			if (svc.tuner != nil) != tc.serve {
 				t.Fatalf("tuner built: %v, want %v", svc.tuner != nil, tc.serve)
 			}
-			for range 3 {
-				clock.Advance(15 * time.Second)
-				if err := svc.sampler.SampleOnce(context.Background()); err != nil {
-					t.Fatal(err)
-				}
-				if svc.tuner != nil {
-					if _, err := svc.tuner.t.RunOnce(context.Background(), svc.snapshot()); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
+			simRounds(t, svc, clock, 3)
 			h, err := newHandler(handlerOptions{TelemetryPath: "/metrics", NewCollector: func(filters ...string) (prometheus.Collector, error) {
 				return svc.withTuner(newCollector, log.NewNopLogger(), filters)
 			}})
