@@ -111,6 +111,8 @@ type attrState struct {
 	events []EventCount
 	// share over-commitments already logged (GPU, instance and tenants)
 	shareLogged map[string]bool
+	// footprint history, by device UUID
+	fits map[string]*gpuFit
 	// attributions already made of subjects without a vGPU or a mapped
 	// pod (whose selector inputs are all in the key), so that a steady host is not
 	// matched against every selector on every build; conflicts are not
@@ -138,7 +140,7 @@ type memoKey struct {
 const memoLimit = 10000
 
 func newAttrState() attrState {
-	return attrState{seen: map[string]bool{}, shareLogged: map[string]bool{}, prevCS: map[string]uint64{}, csAcc: map[csKey]float64{}, memo: map[memoKey]string{}}
+	return attrState{seen: map[string]bool{}, shareLogged: map[string]bool{}, prevCS: map[string]uint64{}, csAcc: map[csKey]float64{}, memo: map[memoKey]string{}, fits: map[string]*gpuFit{}}
 }
 
 type csKey struct{ uuid, tenant string }
@@ -284,7 +286,7 @@ type tenantAcc struct {
 	busy, memBusy   float64
 	busyN, memBusyN int
 	// smW and memW are busy and memBusy, each sample weighted by the
-	// process's effective MPS active-thread fraction (1 outside MPS).
+	// context's fitted footprint (see footprints).
 	smW, memW float64
 	memBytes  uint64
 	memBytesN int
@@ -305,33 +307,38 @@ func (perTenant *devAcc) get(tenant, gi string) *tenantAcc {
 	return a
 }
 
-func (a *tenantAcc) addProcess(p *gpu.Process, utilToo bool) {
+func (a *tenantAcc) addProcess(p *gpu.Process) {
 	a.procs++
 	a.pids = append(a.pids, p.PID)
 	if p.UsedMemoryBytes != nil {
 		a.memBytes += *p.UsedMemoryBytes
 		a.memBytesN++
 	}
-	if utilToo {
-		threads := 1.0
-		if p.MPSActiveThreads != nil && *p.MPSActiveThreads > 0 {
-			threads = min(1, *p.MPSActiveThreads)
-		}
-		a.addUtil(p.SMUtil, p.MemUtil, threads)
-	}
 }
 
-// addUtil adds kernel-busy and memory-busy samples (either may be absent)
-// of a context that may use threads (0-1] of the SMs.
-func (a *tenantAcc) addUtil(sm, mem *float64, threads float64) {
-	if sm != nil {
-		a.busy += *sm
-		a.smW += *sm * threads
+// processCtx is the utilization context of p, a process of a non-MIG GPU.
+func (a *tenantAcc) processCtx(p *gpu.Process) *ctxUtil {
+	c := &ctxUtil{key: ctxKey{id: uint64(p.PID), threads: 1}, acc: a, sm: p.SMUtil, mem: p.MemUtil}
+	if p.MPSActiveThreads != nil {
+		c.mps = true
+		if *p.MPSActiveThreads > 0 {
+			c.key.threads = min(1, *p.MPSActiveThreads)
+		}
+	}
+	return c
+}
+
+// addUtil adds a context's kernel-busy and memory-busy samples (either may
+// be absent), weighted by its footprints.
+func (a *tenantAcc) addUtil(c *ctxUtil) {
+	if c.sm != nil {
+		a.busy += *c.sm
+		a.smW += *c.sm * c.smFoot
 		a.busyN++
 	}
-	if mem != nil {
-		a.memBusy += *mem
-		a.memW += *mem * threads
+	if c.mem != nil {
+		a.memBusy += *c.mem
+		a.memW += *c.mem * c.memFoot
 		a.memBusyN++
 	}
 }
@@ -343,11 +350,14 @@ func (b *Builder) usage(compiled *compiledConfig, r *gpu.Readings, podMap *kube.
 		return nil
 	}
 	var out []Usage
+	seen := map[string]bool{}
+	defer b.attr.forgetFits(seen)
 	for di := range r.Devices {
 		d := &r.Devices[di]
 		if !d.Up {
 			continue
 		}
+		seen[d.UUID] = true
 		if d.MIGEnabled || len(d.MIG) > 0 {
 			out = append(out, b.migUsage(compiled, podMap, d)...)
 			continue
@@ -424,7 +434,7 @@ func (b *Builder) migUsage(compiled *compiledConfig, podMap *kube.Mapping, d *gp
 		perTenant := &devAcc{byTenant: map[string]*tenantAcc{}}
 		for _, p := range byGI[inst.GPUInstanceID] {
 			t := b.attribute(compiled, b.processSubject(compiled, podMap, d, p, inst))
-			perTenant.get(t, gi).addProcess(p, false)
+			perTenant.get(t, gi).addProcess(p)
 		}
 		if len(perTenant.byTenant) == 0 {
 			perTenant.get(owner, gi)
@@ -446,7 +456,7 @@ func (b *Builder) migUsage(compiled *compiledConfig, podMap *kube.Mapping, d *gp
 		perTenant := &devAcc{byTenant: map[string]*tenantAcc{}}
 		for _, p := range loose {
 			t := b.attribute(compiled, b.processSubject(compiled, podMap, d, p, nil))
-			perTenant.get(t, "").addProcess(p, false)
+			perTenant.get(t, "").addProcess(p)
 		}
 		for _, a := range sortedAccs(perTenant) {
 			out = append(out, b.newUsage(compiled, d, a, Measured))
@@ -460,13 +470,14 @@ func (b *Builder) migUsage(compiled *compiledConfig, podMap *kube.Mapping, d *gp
 // among its tenants (see docs/tenants.md), however many there are.
 func (b *Builder) sharedUsage(compiled *compiledConfig, podMap *kube.Mapping, d *gpu.Device) []Usage {
 	perTenant := &devAcc{byTenant: map[string]*tenantAcc{}}
+	var ctxs []*ctxUtil
 	vgpuTenant := map[uint32]string{}
 	for i := range d.VGPUs {
 		v := &d.VGPUs[i]
 		t := b.attribute(compiled, &subject{label: fmt.Sprintf("vGPU %s (VM %q on GPU %d)", v.UUID, v.VMName, d.Index), uid: -1, gpu: d.Index, gi: -1, vgpu: v})
 		vgpuTenant[v.ID] = t
 		a := perTenant.get(t, "")
-		a.addUtil(v.SMUtil, v.MemUtil, 1)
+		ctxs = append(ctxs, &ctxUtil{key: ctxKey{id: 1<<32 | uint64(v.ID), threads: 1}, acc: a, sm: v.SMUtil, mem: v.MemUtil})
 		a.memBytes += v.FramebufferUsed
 		a.memBytesN++
 	}
@@ -480,7 +491,13 @@ func (b *Builder) sharedUsage(compiled *compiledConfig, podMap *kube.Mapping, d 
 			continue
 		}
 		t := b.attribute(compiled, b.processSubject(compiled, podMap, d, p, nil))
-		perTenant.get(t, "").addProcess(p, true)
+		a := perTenant.get(t, "")
+		a.addProcess(p)
+		ctxs = append(ctxs, a.processCtx(p))
+	}
+	b.attr.footprints(d.UUID, ctxs, d.Activity.SMActive, d.Activity.SMOccupancy, d.Activity.DRAMActive)
+	for _, c := range ctxs {
+		c.acc.addUtil(c)
 	}
 	csDelta, csKnown := b.contextSwitchDelta(d)
 	if len(perTenant.byTenant) == 0 {

@@ -40,8 +40,8 @@ const conserveTol = 1e-9
 // a run, a little above the worst that docs/tenants.md reports: a rule (or
 // a simulator change) that makes any tenant's figure worse fails here.
 const (
-	smErrMax  = 0.19
-	hbmErrMax = 0.27
+	smErrMax  = 0.18
+	hbmErrMax = 0.16
 )
 
 // domainKey is a share domain: a GPU, or one MIG instance of it.
