@@ -484,7 +484,9 @@ func (d *domain) runSliced(s *Simulator, t, t1 int64, clockFactor float64) {
 			continue
 		}
 		if !cur.wants(t) {
-			t = end // the job's host phase (LLM iteration overhead)
+			// the job's host phase (LLM iteration overhead), which
+			// boundary did not see yet
+			t = min(end, max(cur.pause, t+1))
 			continue
 		}
 		share := cur.w.SMFraction
@@ -614,7 +616,13 @@ func (d *domain) runMPS(s *Simulator, t, t1 int64, clockFactor float64) {
 		capSum := 0.0
 		d.act = d.act[:0]
 		for _, m := range d.members {
-			if !m.wants(t) || (!m.job.active && !m.startJob(t)) || !m.wants(t) {
+			if !m.wants(t) || (!m.job.active && !m.startJob(t)) {
+				continue
+			}
+			if !m.wants(t) {
+				// the job's host phase (LLM iteration overhead), which
+				// boundary did not see yet
+				end = min(end, max(m.pause, t+1))
 				continue
 			}
 			d.act = append(d.act, m)
@@ -701,9 +709,26 @@ func (d *domain) shareSMs() {
 	}
 }
 
-// step runs the GPU over [t0, t1).
-func (g *gpuState) step(s *Simulator, t0, t1 int64) {
-	g.updateClock(s, t0, t1-t0, g.demand(t0))
+// clockPlan is a GPU's clock for the next step, worked out before the
+// step's length is chosen.
+type clockPlan struct {
+	busy          bool
+	target, floor float64
+	throttle      uint64
+	until         int64 // the step may reach this far (steadyUntil)
+}
+
+// plan works out g's clock for a step starting at t0.
+func (g *gpuState) plan(s *Simulator, t0 int64) clockPlan {
+	p := clockPlan{busy: g.demand(t0)}
+	p.target, p.floor, p.throttle = g.clockTarget(s, t0)
+	p.until = g.steadyUntil(t0, p.busy, p.target, p.floor, p.throttle)
+	return p
+}
+
+// step runs the GPU over [t0, t1) with the clock plan p.
+func (g *gpuState) step(s *Simulator, t0, t1 int64, p *clockPlan) {
+	g.updateClock(t1-t0, p.busy, p.target, p.floor, p.throttle)
 	clockFactor := g.clock / g.m.MaxClockMHz
 	var devSM, devOcc, bytes, flops, busy float64
 	for _, d := range g.domains {
@@ -828,22 +853,20 @@ func (g *gpuState) limit() float64 {
 	return g.m.TDPW
 }
 
-// updateClock sets the SM clock for a step of dt ns starting at t. The
-// thermal droop and the power limit apply with clocks locked too; a range
-// lock keeps DVFS (ramp and decay) inside the range (docs/calibration.md,
-// clocks).
-func (g *gpuState) updateClock(s *Simulator, t, dt int64, busy bool) {
+// clockTarget is the SM clock DVFS heads for at t (MHz), the lowest it
+// goes to, and the throttle reasons: the thermal droop and the power limit
+// apply with clocks locked too (docs/calibration.md, clocks).
+func (g *gpuState) clockTarget(s *Simulator, t int64) (target, floor float64, throttle uint64) {
 	m := g.m
-	g.throttle = 0
-	target, floor := m.MaxClockMHz, g.floor()
+	target, floor = m.MaxClockMHz, g.floor()
 	locked := g.lockMax > 0
 	if locked {
 		target = g.lockMax
-		g.throttle |= reasonAppClocks
+		throttle |= reasonAppClocks
 	}
 	if g.temp > droopStartC {
 		target *= 1 - maxDroop*min(1, (g.temp-droopStartC)/(droopFullC-droopStartC))
-		g.throttle |= reasonThermal
+		throttle |= reasonThermal
 	}
 	if !locked {
 		target *= 1 + jitterAmp*s.jitter(g.idx, t/jitterPeriodNs)
@@ -856,9 +879,34 @@ func (g *gpuState) updateClock(s *Simulator, t, dt int64, busy bool) {
 			base := g.powerAt(target, 0, g.actM)
 			x := math.Cbrt(math.Max(lim-base, 1) / (g.dynW() * g.actC))
 			target = max(m.IdleClockMHz, min(target, x*m.MaxClockMHz))
-			g.throttle |= reasonPowerCap
+			throttle |= reasonPowerCap
 		}
 	}
+	return target, floor, throttle
+}
+
+// steadyUntil is how far past t0 a step of g may reach with the clock the
+// same throughout: a busy GPU whose clock has reached its target, not held
+// down by the power limit, keeps it to the end of the clock-noise period
+// (the power-cap estimate, the droop and the idle detection then move in
+// steps of up to jitterPeriodNs). Otherwise a step is stepNs long, as the
+// ramp, the decay and the power cap are integrated in 1 ms steps.
+func (g *gpuState) steadyUntil(t0 int64, busy bool, target, floor float64, throttle uint64) int64 {
+	if !busy || throttle&reasonPowerCap != 0 {
+		return t0 + stepNs
+	}
+	if !g.fixedLock() && max(g.clk, min(floor, target)) < target {
+		return t0 + stepNs // ramping up
+	}
+	return max((t0/jitterPeriodNs+1)*jitterPeriodNs, t0+stepNs)
+}
+
+// updateClock sets the SM clock for a step of dt ns starting at t, given
+// clockTarget's figures: a range lock keeps DVFS (ramp and decay) inside
+// the range.
+func (g *gpuState) updateClock(dt int64, busy bool, target, floor float64, throttle uint64) {
+	m := g.m
+	g.throttle = throttle
 	if g.fixedLock() {
 		// one locked value: no ramp
 		g.clock = min(g.lockMin, target)
