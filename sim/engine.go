@@ -281,7 +281,8 @@ func (t *tenant) wants(now int64) bool {
 	if t.draining {
 		return t.job.active || len(t.seqs) > 0
 	}
-	return t.job.active || t.queued() > 0 || t.w.Type == "training" || (t.w.Type == "llm" && len(t.seqs) > 0)
+	// only an LLM has running sequences
+	return t.job.active || t.queued() > 0 || t.training || len(t.seqs) > 0
 }
 
 // boundary delivers arrivals up to now, completes actions that are due
@@ -414,7 +415,6 @@ func (d *domain) progress(s *Simulator, t *tenant, dt int64, jobSeconds, share f
 // runSliced is time-slicing (and the vGPU scheduler): one context at a time
 // owns the domain for a slice; switching costs switchCost.
 func (d *domain) runSliced(s *Simulator, t, t1 int64, clockFactor float64) {
-	n := len(d.members)
 	g := d.g
 	for t < t1 {
 		next := d.boundary(s, t, t1)
@@ -425,17 +425,20 @@ func (d *domain) runSliced(s *Simulator, t, t1 int64, clockFactor float64) {
 			t = e
 			continue
 		}
+		// who wants to run at t (m.want: pick and the preemption count
+		// below read it while nothing has changed)
 		busy := 0
-		for _, m := range d.members {
-			if m.wants(t) {
+		var cur *tenant
+		curWants := false
+		for i, m := range d.members {
+			m.want = m.wants(t)
+			if m.want {
 				busy++
 			}
+			if i == d.cur {
+				cur, curWants = m, m.want
+			}
 		}
-		var cur *tenant
-		if d.cur >= 0 && d.cur < n {
-			cur = d.members[d.cur]
-		}
-		curWants := cur != nil && cur.wants(t)
 		others := busy
 		if curWants {
 			others--
@@ -466,6 +469,12 @@ func (d *domain) runSliced(s *Simulator, t, t1 int64, clockFactor float64) {
 				d.switchEnd = t + switchCost(busy)
 				d.sliceEnd = d.switchEnd + slot
 				g.ctxSwitches++
+				// the switch runs up to next at once (boundary at t
+				// would give next again)
+				e := min(next, d.switchEnd)
+				d.step.switch_ += float64(e - t)
+				d.step.busy += float64(e - t)
+				t = e
 				continue
 			}
 			d.sliceEnd = t + slot
@@ -502,7 +511,7 @@ func (d *domain) runSliced(s *Simulator, t, t1 int64, clockFactor float64) {
 		d.slotRun += dt
 		if d.kind == schedVGPU {
 			for i, m := range d.members {
-				if i != d.cur && m.wants(t) {
+				if i != d.cur && m.want {
 					m.preempt += dt
 				}
 			}
@@ -515,6 +524,7 @@ func (d *domain) runSliced(s *Simulator, t, t1 int64, clockFactor float64) {
 // pick chooses the next context round robin after the resident one and
 // the length of its slot; -1 when nothing wants to run.
 func (d *domain) pick(t int64) (int, int64) {
+	// m.want is each member's wants(t), set by runSliced
 	n := len(d.members)
 	g := d.g
 	if d.kind != schedVGPU {
@@ -523,7 +533,7 @@ func (d *domain) pick(t int64) (int, int64) {
 			if d.cur < 0 {
 				i = k - 1
 			}
-			if d.members[i].wants(t) {
+			if d.members[i].want {
 				return i, g.slice
 			}
 		}
@@ -540,7 +550,7 @@ func (d *domain) pick(t int64) (int, int64) {
 	}
 	any := false
 	for _, m := range d.members {
-		if m.wants(t) {
+		if m.want {
 			any = true
 		}
 	}
@@ -556,7 +566,7 @@ func (d *domain) pick(t int64) (int, int64) {
 		slot := int64(v.TimeSlice)
 		switch v.Policy {
 		case gpu.VGPUPolicyBestEffort:
-			if !m.wants(t) {
+			if !m.want {
 				continue
 			}
 			if v.ARR {

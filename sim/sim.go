@@ -177,6 +177,8 @@ func New(sc *Scenario, opts Options) (*Simulator, error) {
 			nextArr: never,
 			e2e:     newHist(e2eBounds(spec.SLO)),
 			wantRun: !spec.Stopped,
+
+			training: spec.Workload.Type == "training",
 		}
 		if spec.Workload.Type == "llm" {
 			t.ttft = newHist(ttftBounds)

@@ -97,7 +97,10 @@ type tenant struct {
 	mpsPending float64 // set for the next context; 0 = use the GPU default
 	pinned     uint64  // pinned-memory limit; 0 = none
 
+	training bool // the workload is training (always has a step to run)
+
 	// per-segment scheduling scratch
+	want       bool    // runSliced: wants(t) at the segment's start
 	share      float64 // fraction of the domain's SMs this segment
 	bw         float64 // bytes/s this segment
 	jobSeconds float64 // job time (s) at the current allocation
