@@ -196,6 +196,10 @@ type domain struct {
 	acc  [2]domainTotals
 	step domainTotals
 	act  []*tenant // MPS: the clients running in the current segment
+	// MPS: the previous segment's clients and what their allocation
+	// depended on (mpsCached)
+	mpsPrev []mpsClient
+	mpsKey  mpsKey
 }
 
 // gpuState is a GPU's runtime state.
@@ -623,7 +627,6 @@ func (d *domain) runMPS(s *Simulator, t, t1 int64, clockFactor float64) {
 	peak := d.g.peakBW() * d.bwFrac
 	for t < t1 {
 		end := d.boundary(s, t, t1)
-		capSum := 0.0
 		d.act = d.act[:0]
 		for _, m := range d.members {
 			if !m.wants(t) || (!m.job.active && !m.startJob(t)) {
@@ -636,41 +639,15 @@ func (d *domain) runMPS(s *Simulator, t, t1 int64, clockFactor float64) {
 				continue
 			}
 			d.act = append(d.act, m)
-			m.share = min(m.w.SMFraction, m.mpsEff)
-			capSum += m.share
 		}
 		if len(d.act) == 0 {
 			t = end
 			continue
 		}
-		if capSum > 1 {
-			d.shareSMs()
-		}
-		demand, top := 0.0, 0.0
-		for _, m := range d.act {
-			c, w := d.capacity(m.share, clockFactor)
-			m.jobSeconds = jobTime(&m.job, c, w, 1)
-			m.bw = m.job.bytes / m.jobSeconds
-			demand += m.bw
-			top = max(top, m.bw)
-		}
-		avail := peak
-		if len(d.act) > 1 && demand > 0 {
-			// contention: the more of the demand comes from clients other
-			// than the largest, and the nearer the peak, the more is lost
-			c := min(mpsContentionCap, (demand-top)/demand)
-			avail = peak * (1 - mpsContention*c*min(1, demand/peak))
+		if !d.mpsCached(clockFactor, peak) {
+			d.allocMPS(clockFactor, peak)
 		}
 		for _, m := range d.act {
-			sigma := *m.w.ServiceNoise
-			if len(d.act) > 1 {
-				sigma += mpsTailSigma * min(1, (demand-m.bw)/peak)
-			}
-			c, w := d.capacity(m.share, clockFactor)
-			if demand > avail {
-				w = avail * m.bw / demand
-			}
-			m.jobSeconds = jobTime(&m.job, c, w, m.job.noise(sigma))
 			if e := t + int64(math.Ceil(m.job.rem*m.jobSeconds*1e9)); e < end {
 				end = e
 			}
@@ -682,6 +659,80 @@ func (d *domain) runMPS(s *Simulator, t, t1 int64, clockFactor float64) {
 			d.progress(s, m, dt, m.jobSeconds, m.share, done, end)
 		}
 		t = end
+	}
+}
+
+// mpsClient is a running MPS client as its allocation saw it: its job
+// (by sequence number) and its SM cap.
+type mpsClient struct {
+	t      *tenant
+	jobSeq uint64
+	cap    float64
+}
+
+// mpsKey is what an MPS allocation depends on besides the clients' jobs.
+type mpsKey struct {
+	clockFactor, peak float64
+}
+
+// mpsCached says whether the running clients' shares and job times of the
+// previous segment hold for this one: the same clients with the same jobs
+// and caps at the same clock and bandwidth. It records this segment's
+// clients for the next.
+func (d *domain) mpsCached(clockFactor, peak float64) bool {
+	key := mpsKey{clockFactor, peak}
+	same := key == d.mpsKey && len(d.act) == len(d.mpsPrev)
+	for i, m := range d.act {
+		p := mpsClient{m, m.jobSeq, min(m.w.SMFraction, m.mpsEff)}
+		if same && p != d.mpsPrev[i] {
+			same = false
+		}
+		if i < len(d.mpsPrev) {
+			d.mpsPrev[i] = p
+		} else {
+			d.mpsPrev = append(d.mpsPrev, p)
+		}
+	}
+	d.mpsPrev = d.mpsPrev[:len(d.act)]
+	d.mpsKey = key
+	return same
+}
+
+// allocMPS sets each running client's SM share, bandwidth and job time.
+func (d *domain) allocMPS(clockFactor, peak float64) {
+	capSum := 0.0
+	for _, m := range d.act {
+		m.share = min(m.w.SMFraction, m.mpsEff)
+		capSum += m.share
+	}
+	if capSum > 1 {
+		d.shareSMs()
+	}
+	demand, top := 0.0, 0.0
+	for _, m := range d.act {
+		c, w := d.capacity(m.share, clockFactor)
+		m.jobSeconds = jobTime(&m.job, c, w, 1)
+		m.bw = m.job.bytes / m.jobSeconds
+		demand += m.bw
+		top = max(top, m.bw)
+	}
+	avail := peak
+	if len(d.act) > 1 && demand > 0 {
+		// contention: the more of the demand comes from clients other
+		// than the largest, and the nearer the peak, the more is lost
+		c := min(mpsContentionCap, (demand-top)/demand)
+		avail = peak * (1 - mpsContention*c*min(1, demand/peak))
+	}
+	for _, m := range d.act {
+		sigma := *m.w.ServiceNoise
+		if len(d.act) > 1 {
+			sigma += mpsTailSigma * min(1, (demand-m.bw)/peak)
+		}
+		c, w := d.capacity(m.share, clockFactor)
+		if demand > avail {
+			w = avail * m.bw / demand
+		}
+		m.jobSeconds = jobTime(&m.job, c, w, m.job.noise(sigma))
 	}
 }
 

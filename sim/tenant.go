@@ -105,6 +105,7 @@ type tenant struct {
 	bw         float64 // bytes/s this segment
 	jobSeconds float64 // job time (s) at the current allocation
 	fixed      bool    // shareSMs: the client's cap binds
+	jobSeq     uint64  // jobs started (tells an MPS allocation's job apart)
 
 	preempt int64 // vGPU: ns runnable while another VM held the GPU
 	// vGPU adaptive round robin: the backlog the scheduler last observed
@@ -157,6 +158,9 @@ func (t *tenant) startJob(now int64) bool {
 		t.job.floor = w.MinJobTime.Seconds()
 		if t.job.active && t.noise != nil {
 			t.job.z, t.job.mult = t.noise.NormFloat64(), 1
+		}
+		if t.job.active {
+			t.jobSeq++
 		}
 	}()
 	if w.Timeout > 0 {
