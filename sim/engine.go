@@ -503,8 +503,7 @@ func (d *domain) runSliced(s *Simulator, t, t1 int64, clockFactor float64) {
 			continue
 		}
 		share := cur.w.SMFraction
-		c, w := d.capacity(share, clockFactor)
-		jobSeconds := jobTime(&cur.job, c, w, cur.job.noise(*cur.w.ServiceNoise))
+		jobSeconds := d.slicedJobTime(cur, share, clockFactor)
 		ttc := int64(math.Ceil(cur.job.rem * jobSeconds * 1e9))
 		done := false
 		if t+ttc <= end {
@@ -523,6 +522,19 @@ func (d *domain) runSliced(s *Simulator, t, t1 int64, clockFactor float64) {
 		d.progress(s, cur, dt, jobSeconds, share, done, end)
 		t = end
 	}
+}
+
+// slicedJobTime is the time (s) of t's job running alone on share of the
+// domain's SMs, kept with what it depends on (the domain, the job, the
+// share, the clock and the bandwidth) so that the job's later segments reuse it.
+func (d *domain) slicedJobTime(t *tenant, share, clockFactor float64) float64 {
+	bw := d.g.peakBW()
+	key := jobTimeKey{d, t.jobSeq, share, clockFactor, bw}
+	if t.jt.key != key {
+		cp, w := d.capacity(share, clockFactor)
+		t.jt = jobTimeCache{key, jobTime(&t.job, cp, w, t.job.noise(*t.w.ServiceNoise))}
+	}
+	return t.jt.seconds
 }
 
 // pick chooses the next context round robin after the resident one and

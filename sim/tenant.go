@@ -42,6 +42,18 @@ type job struct {
 	z, sigma, mult float64
 }
 
+// jobTimeCache is a time-sliced job's time (s) and what it depends on.
+type jobTimeCache struct {
+	key     jobTimeKey
+	seconds float64
+}
+
+type jobTimeKey struct {
+	d                      *domain
+	seq                    uint64 // tenant.jobSeq of the job
+	share, clockFactor, bw float64
+}
+
 // tenantTotals accumulates what a tenant got over an interval.
 type tenantTotals struct {
 	busy  float64 // ns with a kernel resident
@@ -105,7 +117,8 @@ type tenant struct {
 	bw         float64 // bytes/s this segment
 	jobSeconds float64 // job time (s) at the current allocation
 	fixed      bool    // shareSMs: the client's cap binds
-	jobSeq     uint64  // jobs started (tells an MPS allocation's job apart)
+	jobSeq     uint64  // jobs started (tells an allocation's job apart)
+	jt         jobTimeCache
 
 	preempt int64 // vGPU: ns runnable while another VM held the GPU
 	// vGPU adaptive round robin: the backlog the scheduler last observed
