@@ -722,9 +722,8 @@ func (d *domain) allocMPS(clockFactor, peak float64) {
 	}
 	demand, top := 0.0, 0.0
 	for _, m := range d.act {
-		c, w := d.capacity(m.share, clockFactor)
-		m.jobSeconds = jobTime(&m.job, c, w, 1)
-		m.bw = m.job.bytes / m.jobSeconds
+		m.capC, m.capW = d.capacity(m.share, clockFactor)
+		m.bw = m.job.bytes / jobTime(&m.job, m.capC, m.capW, 1)
 		demand += m.bw
 		top = max(top, m.bw)
 	}
@@ -740,11 +739,11 @@ func (d *domain) allocMPS(clockFactor, peak float64) {
 		if len(d.act) > 1 {
 			sigma += mpsTailSigma * min(1, (demand-m.bw)/peak)
 		}
-		c, w := d.capacity(m.share, clockFactor)
+		w := m.capW
 		if demand > avail {
 			w = avail * m.bw / demand
 		}
-		m.jobSeconds = jobTime(&m.job, c, w, m.job.noise(sigma))
+		m.jobSeconds = jobTime(&m.job, m.capC, w, m.job.noise(sigma))
 	}
 }
 
@@ -912,7 +911,7 @@ func (g *gpuState) powerAt(f, actC, actM float64) float64 {
 func (g *gpuState) heat(dtNs float64) {
 	ss := ambientC + cPerWatt*g.power
 	x := dtNs / 1e9 / thermalTauS
-	f := x - x*x/2 // 1 - exp(-x) for the 1 ms steps
+	f := x - x*x/2 // 1 - exp(-x) for steps of up to 10 ms
 	if x > 1e-3 {
 		f = 1 - math.Exp(-x)
 	}

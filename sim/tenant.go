@@ -115,6 +115,7 @@ type tenant struct {
 	want       bool    // runSliced: wants(t) at the segment's start
 	share      float64 // fraction of the domain's SMs this segment
 	bw         float64 // bytes/s this segment
+	capC, capW float64 // FLOP/s and bytes/s its share gets alone
 	jobSeconds float64 // job time (s) at the current allocation
 	fixed      bool    // shareSMs: the client's cap binds
 	jobSeq     uint64  // jobs started (tells an allocation's job apart)
