@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"time"
 
@@ -51,7 +50,8 @@ type Simulator struct {
 	lastSample int64
 	sampled    bool
 	winStart   int64
-	maxLat     int // latencies a window keeps per tenant
+	maxLat     int             // latencies a window keeps per tenant
+	sortBuf    []time.Duration // Window's scratch for sorting latencies
 
 	// control actions and their costs (actuation.go); actBase is the id
 	// of actions[0]
@@ -553,7 +553,7 @@ func (s *Simulator) Window() WindowStats {
 			Completed: t.completed, Latencies: t.lat, Good: t.good,
 			Work: t.work, OOMs: t.ooms, Dropped: t.dropped, TimedOut: t.timedOut,
 		}
-		slices.Sort(tw.Latencies)
+		s.sortBuf = sortDurations(tw.Latencies, s.sortBuf)
 		if tw.Latencies == nil {
 			tw.Latencies = []time.Duration{}
 		}
