@@ -167,16 +167,21 @@ func (t *tenant) queued() int { return len(t.queue) - t.qhead }
 // startJob forms the next job if there is work; it reports whether a job
 // is active.
 func (t *tenant) startJob(now int64) bool {
+	active := t.formJob(now)
+	t.job.floor = t.w.MinJobTime.Seconds()
+	if t.job.active && t.noise != nil {
+		t.job.z, t.job.mult = t.noise.NormFloat64(), 1
+	}
+	if t.job.active {
+		t.jobSeq++
+	}
+	return active
+}
+
+// formJob is startJob's choice of the job's work, without its floor and
+// noise.
+func (t *tenant) formJob(now int64) bool {
 	w := t.w
-	defer func() {
-		t.job.floor = w.MinJobTime.Seconds()
-		if t.job.active && t.noise != nil {
-			t.job.z, t.job.mult = t.noise.NormFloat64(), 1
-		}
-		if t.job.active {
-			t.jobSeq++
-		}
-	}()
 	if w.Timeout > 0 {
 		t.expire(now)
 	}
