@@ -23,6 +23,15 @@ const acceptHeader = `application/vnd.google.protobuf;proto=io.prometheus.client
 
 const userAgent = "vgpu_exporter"
 
+// FamilySource is a gpu.AppMetricsSource that also hands over an
+// application's metrics already decoded, as the text parser would read
+// them from AppMetrics, so that a sim:// source in the same process is
+// neither written nor parsed as text (the simulator does this; max_bytes
+// does not apply).
+type FamilySource interface {
+	AppMetricFamilies(app string) (map[string]*dto.MetricFamily, error)
+}
+
 // scraper fetches latency sources.
 type scraper struct {
 	httpc *http.Client
@@ -34,6 +43,13 @@ func (sc *scraper) fetch(ctx context.Context, src *Source) (map[string]*dto.Metr
 	if app := SimApp(src.URL); app != "" {
 		if sc.app == nil {
 			return nil, fmt.Errorf("%s: no simulator backend to read sim:// sources from", src.URL)
+		}
+		if fs, ok := sc.app.(FamilySource); ok {
+			fams, err := fs.AppMetricFamilies(app)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", src.URL, err)
+			}
+			return fams, nil
 		}
 		w := &limitWriter{max: src.MaxBytes}
 		if err := sc.app.AppMetrics(app, w); err != nil {
