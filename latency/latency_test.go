@@ -346,7 +346,7 @@ func (f *familyApp) AppMetricFamilies(app string) (map[string]*dto.MetricFamily,
 	if !ok {
 		return nil, fmt.Errorf("no app %q", app)
 	}
-	return parseExposition(b, expfmt.FmtText)
+	return parseExposition(b, expfmt.FmtText, nil)
 }
 
 // A sim:// source whose backend hands over decoded families is read
