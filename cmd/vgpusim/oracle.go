@@ -445,8 +445,9 @@ func (o *oracleSearch) searchKnob(ctx context.Context, p *plan, pi int, c candid
 }
 
 // searchMoves tries moving each tenant of a GPU that misses an SLO (in
-// any phase) to the GPU of the same sharing mode with the most memory to
-// spare, and keeps the best move that improves the whole host.
+// any phase) or caps a tenant without one to the GPU of the same sharing
+// mode with the most memory to spare, and keeps the best move that
+// improves the whole host.
 func (o *oracleSearch) searchMoves(ctx context.Context, p *plan) error {
 	base, err := o.replayAll(ctx, p)
 	o.Replays++
@@ -458,7 +459,7 @@ func (o *oracleSearch) searchMoves(ctx context.Context, p *plan) error {
 		if gpu.SharingMode(spec.Sharing) != gpu.SharingMPS && gpu.SharingMode(spec.Sharing) != gpu.SharingTimeSlice {
 			continue
 		}
-		if !missesSLO(base, gpuUUID(base[0], g)) {
+		if !missesSLO(base, gpuUUID(base[0], g)) && !o.capsBatch(p, g) {
 			continue
 		}
 		to := o.roomiest(p, g, spec.Sharing)
@@ -530,6 +531,20 @@ func merged(phases []*sim.WindowStats) *sim.WindowStats {
 		}
 	}
 	return out
+}
+
+// capsBatch tells whether the plan caps a tenant without an SLO on GPU g
+// in some phase.
+func (o *oracleSearch) capsBatch(p *plan, g int) bool {
+	for _, ti := range tenantsOn(o.sc, p.Moves, g) {
+		t := o.sc.Tenants[ti]
+		for _, ph := range p.Phases {
+			if f, ok := ph.GPUs[g].Caps[t.Process.PID]; ok && f < 1 && t.SLO == nil {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func missesSLO(phases []*sim.WindowStats, uuid string) bool {
