@@ -22,7 +22,7 @@ FUZZTIME    ?= 20s
 export CGO_CFLAGS := -Wno-deprecated-declarations
 export CGO_ENABLED := 1
 
-.PHONY: all build run test unit effects e2e lint bench fuzz clean mixin
+.PHONY: all build run test unit effects e2e lint bench fuzz clean mixin dashboards-png
 
 all: lint build test
 
@@ -39,6 +39,12 @@ mixin:
 	$(GO) run ./mixin/build -mixin mixin -out .
 	$(MAKE) --no-print-directory chart
 
+# PNG images of every dashboard's panels for docs/ (not part of test): the
+# exporter on a simulator scenario with the tuner in enforce mode, scraped by
+# a real Prometheus for a few minutes, each panel's PromQL queried over the run.
+dashboards-png: build
+	$(GO) run ./mixin/render -exporter ./$(BIN) -out docs/img/dashboards
+
 # Unit tests of every package (race detector on), the full-length scenario
 # effects (too slow under the race detector, so run without it), then the
 # end-to-end test.
@@ -48,7 +54,8 @@ unit:
 	$(GO) test -race -count=1 ./...
 
 effects:
-	$(GO) test -count=1 -run '^TestScenarioEffects$$' ./cmd/vgpusim/
+	$(GO) test -count=1 -run '^(TestScenarioEffects|TestOracleRunsOnEveryScenario)$$' ./cmd/vgpusim/
+	$(GO) test -count=1 -run '^TestSharesConserveAndTrack$$' ./tenant/
 
 # The end-to-end test alone: the real binary scraped by a real Prometheus.
 e2e:

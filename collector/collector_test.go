@@ -116,7 +116,7 @@ func TestGolden(t *testing.T) {
 		{"gpu_no_snapshot", "gpu", nil},
 		{"mig_mig_device", "mig", &tenant.Snapshot{Readings: readings(migDevice())}},
 		{"mig_time_sliced_device", "mig", &tenant.Snapshot{Readings: readings(timeSlicedDevice())}},
-		{"vgpu_vgpu_device", "vgpu", &tenant.Snapshot{Readings: readings(vgpuDevice())}},
+		{"vgpu_vgpu_device", "vgpu", &tenant.Snapshot{Readings: readings(vgpuDevice()), VGPURunlists: richSnapshot().VGPURunlists}},
 		{"tenant_rich", "tenant", richSnapshot()},
 		{"exporter_rich", "exporter", richSnapshot()},
 		{"exporter_minimal", "exporter", &tenant.Snapshot{Sampler: gpu.SamplerStats{SamplesTotal: 1, ErrorsTotal: 1, ConsecutiveErr: 1}}},

@@ -108,19 +108,23 @@ func richSnapshot() *tenant.Snapshot {
 		Readings: r,
 		Sampler: gpu.SamplerStats{SamplesTotal: 100, ErrorsTotal: 2, LastDuration: 15 * time.Millisecond,
 			LastSuccess: t0, ConsecutiveErr: 0},
+		VGPURunlists: []tenant.RunlistCount{
+			{GPU: 2, UUID: "GPU-2222", Runlist: 0, RunTime: 1500 * time.Millisecond, Preemption: 250 * time.Millisecond, Slices: 750},
+			{GPU: 2, UUID: "GPU-2222", Runlist: 1}, // seen, nothing counted yet
+		},
 		Tenants: []tenant.Info{
 			{Name: "chat", Class: "latency", Priority: 10},
 			{Name: "train", Class: "batch", Priority: 1},
 		},
 		Usage: []tenant.Usage{
 			{Tenant: "chat", Class: "latency", GPU: 0, UUID: "GPU-0000", GPUInstance: "1", Processes: 1, PIDs: []uint32{100},
-				SMActive: gpu.Float(0.875), SMActiveMethod: tenant.Measured, DRAMActive: gpu.Float(0.75), DRAMActiveMethod: tenant.Measured,
+				Method: tenant.Measured, SMActive: gpu.Float(0.875), DRAMActive: gpu.Float(0.75),
 				MemoryUsedBytes: 30 * gib},
 			{Tenant: "train", Class: "batch", GPU: 1, UUID: "GPU-1111", Processes: 2, PIDs: []uint32{200, 201},
-				SMActive: gpu.Float(0.5), SMActiveMethod: tenant.Measured, DRAMActive: gpu.Float(0.25), DRAMActiveMethod: tenant.Apportioned,
-				MemoryUsedBytes: 16 * gib, ContextSwitchesTotal: gpu.Float(28), ContextSwitchesMethod: tenant.Apportioned},
+				Method: tenant.Apportioned, SMActive: gpu.Float(0.5), DRAMActive: gpu.Float(0.25), KernelBusy: gpu.Float(0.625),
+				MemoryUsedBytes: 16 * gib, ContextSwitchesTotal: gpu.Float(28)},
 			{Tenant: tenant.Unassigned, GPU: 1, UUID: "GPU-1111", Processes: 1, PIDs: []uint32{202},
-				MemoryUsedBytes: 4 * gib, ContextSwitchesTotal: gpu.Float(14), ContextSwitchesMethod: tenant.Apportioned},
+				Method: tenant.Apportioned, MemoryUsedBytes: 4 * gib, ContextSwitchesTotal: gpu.Float(14)},
 		},
 		SLOs: []tenant.SLOStatus{
 			{Tenant: "chat", Status: latency.Status{Quantile: 0.99, TargetSeconds: 0.5, Window: 5 * time.Minute,
@@ -184,7 +188,7 @@ func bigSnapshot(nGPU, nTenants int) *tenant.Snapshot {
 			k++
 			s.Usage = append(s.Usage, tenant.Usage{Tenant: fmt.Sprintf("tenant-%02d", t), Class: "latency", GPU: i,
 				UUID: fmt.Sprintf("GPU-%04d", i), GPUInstance: fmt.Sprint(gi), Processes: 1,
-				SMActive: gpu.Float(0.5), SMActiveMethod: tenant.Measured, DRAMActive: gpu.Float(0.5), DRAMActiveMethod: tenant.Measured,
+				Method: tenant.Measured, SMActive: gpu.Float(0.5), DRAMActive: gpu.Float(0.5),
 				MemoryUsedBytes: 9 * gib})
 		}
 	}

@@ -21,8 +21,9 @@ const sloQuantileLabel = "q"
 
 type tenantCollector struct {
 	descSet
-	info                                                  *prometheus.Desc
+	info, figureInfo                                      *prometheus.Desc
 	smActive, dramActive, memUsed, ctxSwitches, processes *prometheus.Desc
+	kernelBusy                                            *prometheus.Desc
 	target, latency, requests, good, attainment, window   *prometheus.Desc
 	sourceUp, sourceErrors                                *prometheus.Desc
 	mean, windowRequests                                  *prometheus.Desc
@@ -35,10 +36,12 @@ func newTenantCollector(log.Logger) (Collector, error) {
 	l := []string{"tenant", "class", "gpu", "uuid", "gpu_instance"}
 	lm := append(append([]string{}, l...), "method")
 	c.info = c.add("tenant_info", "A configured tenant; always 1.", "tenant", "class", "priority")
-	c.smActive = c.add("tenant_sm_active_ratio", "The tenant's share of SM activity of the GPU (or MIG instance) over the sample interval; method says whether it was measured or apportioned.", lm...)
-	c.dramActive = c.add("tenant_dram_active_ratio", "The tenant's share of peak device memory bandwidth of the GPU (or MIG instance) over the sample interval; method says whether it was measured or apportioned.", lm...)
+	c.figureInfo = c.add("tenant_figure_info", "How the tenant's SM, DRAM and context-switch figures on the GPU (or MIG instance) are obtained, fixed by its sharing mode: method measured (a MIG instance's own counters) or apportioned (the GPU's counters split among its tenants); always 1.", lm...)
+	c.smActive = c.add("tenant_sm_active_ratio", "The tenant's share of SM activity of the GPU (or MIG instance) over the sample interval; the tenants of a GPU (or instance) add up to its SM active ratio.", l...)
+	c.dramActive = c.add("tenant_dram_active_ratio", "The tenant's share of peak device memory bandwidth of the GPU (or MIG instance) over the sample interval; the tenants of a GPU (or instance) add up to its DRAM active ratio.", l...)
+	c.kernelBusy = c.add("tenant_kernel_busy_ratio", "Fraction of the sample interval during which a kernel of the tenant ran on the GPU, however many SMs it filled (NVML process or vGPU utilization); tenants may add up to more than 1 under MPS.", l...)
 	c.memUsed = c.add("tenant_memory_used_bytes", "Device memory held by the tenant's processes on the GPU (or MIG instance).", l...)
-	c.ctxSwitches = c.add("tenant_context_switches_total", "Context switches attributed to the tenant on the GPU; method says whether measured or apportioned.", lm...)
+	c.ctxSwitches = c.add("tenant_context_switches_total", "Context switches of the GPU attributed to the tenant; the tenants of a GPU add up to its context switches since the exporter started.", l...)
 	c.processes = c.add("tenant_processes", "The tenant's processes with a context on the GPU (or MIG instance).", l...)
 	c.target = c.add("tenant_slo_target_seconds", "The tenant's latency objective: a fraction q of requests completes within this time.", "tenant", sloQuantileLabel)
 	c.latency = c.add("tenant_request_latency_seconds", "The q-quantile of the tenant's request latency over the SLO window; absent while the window holds no request.", "tenant", sloQuantileLabel)
@@ -77,13 +80,18 @@ func (c *tenantCollector) Update(snap *tenant.Snapshot, ch chan<- prometheus.Met
 			continue
 		}
 		g := itoa(u.GPU)
-		e.optGauge(c.smActive, u.SMActive, u.Tenant, string(u.Class), g, u.UUID, u.GPUInstance, string(u.SMActiveMethod))
-		e.optGauge(c.dramActive, u.DRAMActive, u.Tenant, string(u.Class), g, u.UUID, u.GPUInstance, string(u.DRAMActiveMethod))
-		e.gauge(c.memUsed, float64(u.MemoryUsedBytes), u.Tenant, string(u.Class), g, u.UUID, u.GPUInstance)
-		if u.ContextSwitchesTotal != nil {
-			e.counter(c.ctxSwitches, *u.ContextSwitchesTotal, u.Tenant, string(u.Class), g, u.UUID, u.GPUInstance, string(u.ContextSwitchesMethod))
+		lv := []string{u.Tenant, string(u.Class), g, u.UUID, u.GPUInstance}
+		if u.Method != "" {
+			e.gauge(c.figureInfo, 1, append(lv, string(u.Method))...)
 		}
-		e.gauge(c.processes, float64(u.Processes), u.Tenant, string(u.Class), g, u.UUID, u.GPUInstance)
+		e.optGauge(c.smActive, u.SMActive, lv...)
+		e.optGauge(c.dramActive, u.DRAMActive, lv...)
+		e.optGauge(c.kernelBusy, u.KernelBusy, lv...)
+		e.gauge(c.memUsed, float64(u.MemoryUsedBytes), lv...)
+		if u.ContextSwitchesTotal != nil {
+			e.counter(c.ctxSwitches, *u.ContextSwitchesTotal, lv...)
+		}
+		e.gauge(c.processes, float64(u.Processes), lv...)
 	}
 
 	seenSLO := make(firstSet[string], len(snap.SLOs))

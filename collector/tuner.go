@@ -14,7 +14,7 @@ import (
 type TunerCollector struct {
 	status func() *tuner.Status
 	descSet
-	info, mode, killSwitch, lastRun, unrestored               *prometheus.Desc
+	info, mode, killSwitch, lastRun, unrestored, actuator     *prometheus.Desc
 	mpsTarget, mpsEffective, powerTarget, clockTarget         *prometheus.Desc
 	timeSliceTarget, schedulerTarget                          *prometheus.Desc
 	actions, refusals, reverts, restores, restoreFailures, jw *prometheus.Desc
@@ -25,6 +25,7 @@ type TunerCollector struct {
 func NewTunerCollector(status func() *tuner.Status) *TunerCollector {
 	c := &TunerCollector{status: status}
 	c.info = c.add("tuner_info", "The tuner's policy; always 1.", "policy")
+	c.actuator = c.add("tuner_actuator_info", "The backend that drives a knob on this host (nvml, sim, mps, nvidia-smi, rebalance-hook), as detected at start; always 1. A knob without a series has no actuator here: its changes are only recommended.", "knob", "backend")
 	c.mode = c.add("tuner_mode", "1 for the tuner's host-wide mode (off, recommend, enforce), 0 for the others.", "mode")
 	c.killSwitch = c.add("tuner_kill_switch_engaged", "1 while the kill switch (file or flag) stops every change.")
 	c.lastRun = c.add("tuner_last_run_timestamp_seconds", "When the tuner last ran (the tuner's clock).")
@@ -55,6 +56,9 @@ func (c *TunerCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	e := &emitter{ch: ch}
 	e.gauge(c.info, 1, s.Policy)
+	for _, a := range s.Actuators {
+		e.gauge(c.actuator, 1, string(a.Knob), a.Backend)
+	}
 	for _, m := range tuner.Modes {
 		e.gauge(c.mode, boolValue(m == s.Mode), string(m))
 	}

@@ -38,7 +38,8 @@ func richTunerStatus() *tuner.Status {
 			{GPU: u, Knob: gpu.KnobComputeTimeSlice, Target: tuner.Level("short")},
 			{GPU: u, Knob: gpu.KnobVGPUScheduler, Target: tuner.Scheduler("equal-share")},
 		},
-		Counts: tuner.Counts{Actions: acts, Refusals: ref, Reverts: 1, Restores: 3, RestoreFailures: 1, JournalErrors: 1},
+		Counts:    tuner.Counts{Actions: acts, Refusals: ref, Reverts: 1, Restores: 3, RestoreFailures: 1, JournalErrors: 1},
+		Actuators: []tuner.ActuatorInfo{{Knob: gpu.KnobMPSActiveThreads, Backend: "mps"}, {Knob: gpu.KnobPowerLimit, Backend: "nvml"}},
 	}
 }
 
@@ -61,11 +62,15 @@ vgpu_tuner_restore_failures_total 1
 # HELP vgpu_tuner_locked_clock_target_hertz Upper end of the SM clock lock the tuner last decided for the GPU; 0 for unlocked.
 # TYPE vgpu_tuner_locked_clock_target_hertz gauge
 vgpu_tuner_locked_clock_target_hertz{gpu="0",uuid="GPU-0"} 1.98e+09
+# HELP vgpu_tuner_actuator_info The backend that drives a knob on this host (nvml, sim, mps, nvidia-smi, rebalance-hook), as detected at start; always 1. A knob without a series has no actuator here: its changes are only recommended.
+# TYPE vgpu_tuner_actuator_info gauge
+vgpu_tuner_actuator_info{backend="mps",knob="mps_active_threads"} 1
+vgpu_tuner_actuator_info{backend="nvml",knob="power_limit"} 1
 `
 	c := NewTunerCollector(richTunerStatus)
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want),
 		"vgpu_tuner_mps_active_threads_effective_ratio", "vgpu_tuner_mps_active_threads_target_ratio", "vgpu_tuner_mode",
-		"vgpu_tuner_restore_failures_total", "vgpu_tuner_locked_clock_target_hertz"); err != nil {
+		"vgpu_tuner_restore_failures_total", "vgpu_tuner_locked_clock_target_hertz", "vgpu_tuner_actuator_info"); err != nil {
 		t.Error(err)
 	}
 	reg := prometheus.NewPedanticRegistry()

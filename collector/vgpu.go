@@ -19,6 +19,7 @@ type vgpuCollector struct {
 	info, smUtil, memUtil, encUtil, decUtil, fbTotal, fbUsed *prometheus.Desc
 	schedInfo, arrEnabled, timeslice, timesliceMin, timesliceMax,
 	arrAvgFactor, arrFrequency *prometheus.Desc
+	runTime, preemption, slices *prometheus.Desc
 }
 
 func newVGPUCollector(log.Logger) (Collector, error) {
@@ -40,15 +41,34 @@ func newVGPUCollector(log.Logger) (Collector, error) {
 	c.timesliceMax = c.add("vgpu_scheduler_timeslice_max_seconds", "Largest vGPU scheduler time slice the GPU accepts.", d...)
 	c.arrAvgFactor = c.add("vgpu_scheduler_arr_average_factor", "Adaptive round robin average factor, as NVML reports it.", d...)
 	c.arrFrequency = c.add("vgpu_scheduler_arr_frequency", "Adaptive round robin scheduling frequency in hertz: one over the time slice NVML reports with ARR on.", d...)
+	rl := append(d, "runlist")
+	c.runTime = c.add("vgpu_scheduler_run_seconds_total", "Time the software runlist ran on the GPU, from the vGPU scheduler log.", rl...)
+	c.preemption = c.add("vgpu_scheduler_preemption_seconds_total", "Time the software runlist was preempted, from the vGPU scheduler log.", rl...)
+	c.slices = c.add("vgpu_scheduler_slices_total", "Time slices (scheduler log entries) of the software runlist.", rl...)
 	return c, nil
 }
 
 func (c *vgpuCollector) Update(snap *tenant.Snapshot, ch chan<- prometheus.Metric) error {
+	e := &emitter{ch: ch}
+	type rlKey struct {
+		uuid    string
+		runlist uint32
+	}
+	seenRL := make(firstSet[rlKey], len(snap.VGPURunlists))
+	for _, rc := range snap.VGPURunlists {
+		if !seenRL.add(rlKey{rc.UUID, rc.Runlist}) {
+			e.fail(fmt.Errorf("GPU %s: vGPU scheduler runlist %d listed twice; later copies skipped", rc.UUID, rc.Runlist))
+			continue
+		}
+		g, u, id := itoa(rc.GPU), rc.UUID, strconv.FormatUint(uint64(rc.Runlist), 10)
+		e.counter(c.runTime, rc.RunTime.Seconds(), g, u, id)
+		e.counter(c.preemption, rc.Preemption.Seconds(), g, u, id)
+		e.counter(c.slices, float64(rc.Slices), g, u, id)
+	}
 	r := snap.Readings
 	if r == nil {
-		return nil
+		return e.err()
 	}
-	e := &emitter{ch: ch}
 	type key struct {
 		uuid string
 		id   uint32

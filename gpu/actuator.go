@@ -154,3 +154,49 @@ type MIGDrainActuator interface {
 	// the GPU uuid as StopProcess does.
 	DrainMIGInstance(ctx context.Context, uuid, instUUID string) error
 }
+
+// Plan is a rebalancing plan: tenant moves across GPUs and MIG layout
+// changes, applied together by a Rebalancer (on a real host, a hook command
+// that hands it to the orchestrator). Its JSON form is what a hook reads on
+// stdin (docs/backends.md, "Rebalancing hook").
+type Plan struct {
+	// Reason says why the plan was made, for logs and the hook's own.
+	Reason string `json:"reason"`
+	// DryRun asks the hook to check and print what it would do, changing
+	// nothing.
+	DryRun bool            `json:"dry_run"`
+	Moves  []Move          `json:"moves,omitempty"`
+	MIG    []MIGLayoutPlan `json:"mig,omitempty"`
+}
+
+// Move moves one tenant's workload to another GPU. The orchestrator finds
+// the workload by the fields it knows: a Kubernetes pod, a systemd unit,
+// or a PID.
+type Move struct {
+	Tenant   string `json:"tenant"`
+	PID      uint32 `json:"pid,omitempty"`
+	FromUUID string `json:"from_uuid,omitempty"`
+	ToUUID   string `json:"to_uuid,omitempty"` // empty: anywhere the orchestrator chooses
+	Pod      *Pod   `json:"pod,omitempty"`
+	Unit     string `json:"unit,omitempty"` // systemd unit, e.g. "llm-a.service"
+}
+
+// Pod names a Kubernetes pod.
+type Pod struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+}
+
+// MIGLayoutPlan replaces a GPU's MIG instances with these profiles once the
+// GPU is drained (see MIGActuator).
+type MIGLayoutPlan struct {
+	UUID     string   `json:"uuid"`
+	Profiles []string `json:"profiles"`
+}
+
+// Rebalancer applies a rebalancing plan: the slow loop's actuator.
+type Rebalancer interface {
+	// Rebalance applies the plan (or, with p.DryRun, only checks it); the
+	// error says which part failed.
+	Rebalance(ctx context.Context, p Plan) error
+}

@@ -180,11 +180,19 @@ type VGPUScheduler struct {
 	Log []VGPUSchedulerLogEntry
 }
 
-// VGPUSchedulerLogEntry is one entry of the vGPU scheduler log.
+// VGPUSchedulerLogEntry is one entry of the vGPU scheduler log: one slot
+// of a software runlist, logged when the runlist was preempted. NVML names
+// the runlist only by its ID; it has no call that maps a runlist to a vGPU
+// instance or VM.
 type VGPUSchedulerLogEntry struct {
-	Timestamp        time.Time
-	RunTime          time.Duration
-	TargetTimeSlice  time.Duration
+	Timestamp       time.Time     // when the runlist was preempted
+	Runlist         uint32        // software runlist ID
+	RunTime         time.Duration // in this slot
+	TargetTimeSlice time.Duration
+	// RunTimeTotal and CumulativePreemp are the runlist's run and
+	// preemption time so far (the driver's running totals, not this
+	// slot's); RunTimeTotal is 0 where the driver does not fill it.
+	RunTimeTotal     time.Duration
 	CumulativePreemp time.Duration
 	Weight           uint32
 }

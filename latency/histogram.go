@@ -275,7 +275,7 @@ func histogramFromUntyped(buckets, counts, sums *dto.MetricFamily, matchers map[
 		}
 		sb, err := seriesBuckets(g.bs, g.count)
 		if err != nil {
-			return histo{}, fmt.Errorf("%s{%s}: %w", buckets.GetName(), k, err)
+			return histo{}, fmt.Errorf("%s{%s}: %w", buckets.GetName(), clip(k), err)
 		}
 		series = append(series, sb)
 		cs = append(cs, g.count)

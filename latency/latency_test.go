@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
@@ -34,7 +36,7 @@ func fixture(t testing.TB, name string) []byte {
 
 func extractFixture(t *testing.T, src *Source, name string) (histo, error) {
 	t.Helper()
-	fams, err := parseExposition(fixture(t, name), expfmt.FmtText)
+	fams, err := parseExposition(fixture(t, name), expfmt.FmtText, nil)
 	if err != nil {
 		return histo{}, err
 	}
@@ -330,6 +332,46 @@ func TestScrapeSim(t *testing.T) {
 	}
 }
 
+// familyApp serves its families decoded, and no text.
+type familyApp struct {
+	body  map[string][]byte
+	calls int
+}
+
+func (f *familyApp) AppMetrics(string, io.Writer) error { return errors.New("text read") }
+
+func (f *familyApp) AppMetricFamilies(app string) (map[string]*dto.MetricFamily, error) {
+	f.calls++
+	b, ok := f.body[app]
+	if !ok {
+		return nil, fmt.Errorf("no app %q", app)
+	}
+	return parseExposition(b, expfmt.FmtText, nil)
+}
+
+// A sim:// source whose backend hands over decoded families is read
+// through them, to the same figures as the text.
+func TestScrapeSimFamilies(t *testing.T) {
+	app := &familyApp{body: map[string][]byte{"chat": fixture(t, "vllm-1.txt")}}
+	sc := &scraper{app: app}
+	tr := newSLOTracker(Spec{Name: "chat", Source: vllmSrc, Objective: &Objective{Quantile: 0.99, Target: 300 * time.Millisecond}, Window: 5 * time.Minute})
+	for i, f := range []string{"vllm-1.txt", "vllm-2.txt"} {
+		app.body["chat"] = fixture(t, f)
+		if err := sc.scrapeOnce(context.Background(), tr, time.Unix(int64(15*i), 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := tr.Status(); st.RequestsTotal != 300 || app.calls != 2 {
+		t.Errorf("families source: %+v after %d reads", st, app.calls)
+	}
+	other := *vllmSrc
+	other.URL = "sim://nobody"
+	tr2 := newSLOTracker(Spec{Name: "x", Source: &other, Window: time.Minute})
+	if err := sc.scrapeOnce(context.Background(), tr2, time.Unix(0, 0)); err == nil || !strings.Contains(err.Error(), `no app "nobody"`) {
+		t.Errorf("families source error: %v", err)
+	}
+}
+
 func TestScrapeHTTPProtobufAndText(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	hv := prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -389,7 +431,7 @@ func TestScrapeHTTPProtobufAndText(t *testing.T) {
 	for _, mf := range mfs {
 		_ = enc.Encode(mf)
 	}
-	fams, err := parseExposition(text.Bytes(), expfmt.FmtText)
+	fams, err := parseExposition(text.Bytes(), expfmt.FmtText, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -423,7 +465,7 @@ func TestScrapeHTTPFailures(t *testing.T) {
 		{"/big", "larger than max_bytes"},
 		{"/500", "HTTP 500"},
 		{"/slow", "deadline exceeded"},
-		{"/garbage", "parse"},
+		{"/garbage", "no histogram"}, // the parser sees only the families the source reads
 	}
 	for _, tc := range tests {
 		t.Run(tc.path, func(t *testing.T) {
@@ -504,7 +546,7 @@ func TestExtractTooManyBounds(t *testing.T) {
 		series  int
 		wantErr bool
 	}{{maxBounds, false}, {maxBounds + 1, true}} {
-		fams, err := parseExposition(expo(tc.series), expfmt.FmtText)
+		fams, err := parseExposition(expo(tc.series), expfmt.FmtText, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

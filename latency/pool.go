@@ -3,6 +3,7 @@ package latency
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"net/http"
 	"sync"
 	"time"
@@ -154,21 +155,75 @@ func (p *Pool) Refresh(ctx context.Context) {
 	}
 }
 
+// logEvery is the least time between two lines about one source's
+// failures; what happens meanwhile is counted and summed up in the next.
+const logEvery = time.Minute
+
 // scrape reads tr's source once and logs when it fails after working (or
-// at its first failure) and when it recovers.
+// at its first failure), at most once per logEvery per source, and when it
+// recovers from a failure that was logged. A panic while scraping is
+// recovered here and recorded as the scrape's error, so that no source can
+// end the process.
 func (p *Pool) scrape(ctx context.Context, tr *sloTracker, now time.Time) {
 	tr.mu.Lock()
 	wasUp := tr.up || tr.errsTotal == 0
 	tr.mu.Unlock()
-	err := p.scraper.scrapeOnce(ctx, tr, now)
+	err := p.scrapeSafely(ctx, tr, now)
 	if ctx.Err() != nil {
 		return
 	}
-	if err != nil && wasUp {
-		level.Warn(p.logger).Log("msg", "latency source failed", "tenant", tr.name, "err", err)
-	} else if err == nil && !wasUp {
-		level.Info(p.logger).Log("msg", "latency source recovered", "tenant", tr.name)
+	st := &tr.logs
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if err != nil {
+		st.failures++
 	}
+	due := st.last.IsZero() || now.Sub(st.last) >= logEvery
+	switch {
+	case err != nil && wasUp && due:
+		p.logFailure(tr, now, "latency source failed", err)
+	case err != nil && !wasUp && due && st.suppressed > 0:
+		// still down after lines were left out: sum them up
+		p.logFailure(tr, now, "latency source still failing", err)
+	case err == nil && !wasUp && st.logged:
+		level.Info(p.logger).Log("msg", "latency source recovered", "tenant", tr.name)
+		st.logged = false
+	case err != nil && wasUp, err == nil && !wasUp:
+		st.suppressed++
+		st.logged = false
+	}
+}
+
+// logFailure writes a failure line for tr, with how many lines were left
+// out and scrapes failed since the previous one when lines were left out.
+// The caller holds tr.logs.mu.
+func (p *Pool) logFailure(tr *sloTracker, now time.Time, msg string, err error) {
+	st := &tr.logs
+	kv := []any{"msg", msg, "tenant", tr.name, "err", err}
+	if st.suppressed > 0 {
+		kv = append(kv, "lines_suppressed", st.suppressed, "failed_scrapes", st.failures)
+	}
+	level.Warn(p.logger).Log(kv...)
+	st.last, st.suppressed, st.failures, st.logged = now, 0, 0, true
+}
+
+// logState is what a source's rate-limited log lines need.
+type logState struct {
+	mu         sync.Mutex
+	last       time.Time // when the last failure line was written
+	logged     bool      // the current failure was logged: log its recovery
+	suppressed int       // lines left out since
+	failures   int       // failed scrapes since the last failure line
+}
+
+func (p *Pool) scrapeSafely(ctx context.Context, tr *sloTracker, now time.Time) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%s: scrape panicked (recovered): %s", tr.src.URL, clipTo(fmt.Sprint(r), maxErrLen))
+			tr.fail(now, err)
+		}
+	}()
+	return p.scraper.scrapeOnce(ctx, tr, now)
 }
 
 func (p *Pool) trackerLoop(ctx context.Context, tr *sloTracker) {

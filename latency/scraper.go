@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -21,6 +23,15 @@ const acceptHeader = `application/vnd.google.protobuf;proto=io.prometheus.client
 
 const userAgent = "vgpu_exporter"
 
+// FamilySource is a gpu.AppMetricsSource that also hands over an
+// application's metrics already decoded, as the text parser would read
+// them from AppMetrics, so that a sim:// source in the same process is
+// neither written nor parsed as text (the simulator does this; max_bytes
+// does not apply).
+type FamilySource interface {
+	AppMetricFamilies(app string) (map[string]*dto.MetricFamily, error)
+}
+
 // scraper fetches latency sources.
 type scraper struct {
 	httpc *http.Client
@@ -33,14 +44,21 @@ func (sc *scraper) fetch(ctx context.Context, src *Source) (map[string]*dto.Metr
 		if sc.app == nil {
 			return nil, fmt.Errorf("%s: no simulator backend to read sim:// sources from", src.URL)
 		}
+		if fs, ok := sc.app.(FamilySource); ok {
+			fams, err := fs.AppMetricFamilies(app)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", src.URL, err)
+			}
+			return fams, nil
+		}
 		w := &limitWriter{max: src.MaxBytes}
 		if err := sc.app.AppMetrics(app, w); err != nil {
-			return nil, fmt.Errorf("%s: %w", src.URL, err)
+			return nil, fmt.Errorf("%s: %s", src.URL, clipTo(err.Error(), maxErrLen))
 		}
 		if w.over {
 			return nil, fmt.Errorf("%s: exposition larger than max_bytes %d", src.URL, src.MaxBytes)
 		}
-		fams, err := parseExposition(w.buf.Bytes(), expfmt.FmtText)
+		fams, err := parseExposition(w.buf.Bytes(), expfmt.NewFormat(expfmt.TypeTextPlain), families(src))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", src.URL, err)
 		}
@@ -55,30 +73,80 @@ func (sc *scraper) fetch(ctx context.Context, src *Source) (map[string]*dto.Metr
 	req.Header.Set("Accept", acceptHeader)
 	req.Header.Set("User-Agent", userAgent)
 	req.Header.Set("X-Prometheus-Scrape-Timeout-Seconds", strconv.FormatFloat(src.Timeout.Seconds(), 'f', -1, 64))
-	httpc := sc.httpc
-	if httpc == nil {
-		httpc = http.DefaultClient
+	httpc := http.Client{}
+	if sc.httpc != nil {
+		httpc = *sc.httpc
 	}
+	httpc.CheckRedirect = checkRedirect(src.FollowRedirects)
 	resp, err := httpc.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", src.URL, err)
+		// The client's error names the URL it last asked for, which a
+		// redirect's Location chose: name the configured one instead.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("%s: %s", src.URL, clipTo(err.Error(), maxErrLen))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s: HTTP %s", src.URL, resp.Status)
+		// The status code only: the reason phrase is the source's text.
+		return nil, fmt.Errorf("%s: HTTP %d %s", src.URL, resp.StatusCode, http.StatusText(resp.StatusCode))
 	}
+	// The body (after any gzip decoding the transport does) is read up to
+	// max_bytes and one byte more, never further.
 	data, err := io.ReadAll(io.LimitReader(resp.Body, src.MaxBytes+1))
 	if err != nil {
-		return nil, fmt.Errorf("%s: read: %w", src.URL, err)
+		return nil, fmt.Errorf("%s: reading the response: %s", src.URL, clipTo(err.Error(), maxErrLen))
 	}
 	if int64(len(data)) > src.MaxBytes {
-		return nil, fmt.Errorf("%s: response larger than max_bytes %d", src.URL, src.MaxBytes)
+		return nil, fmt.Errorf("%s: response larger than max_bytes %d; stopped reading there", src.URL, src.MaxBytes)
 	}
-	fams, err := parseExposition(data, expfmt.ResponseFormat(resp.Header))
+	fams, err := parseExposition(data, expfmt.ResponseFormat(resp.Header), families(src))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", src.URL, err)
 	}
 	return fams, nil
+}
+
+// Redirect policies (Source.FollowRedirects).
+const (
+	RedirectsSameHost = "same-host" // the default: same scheme, host and port only
+	RedirectsAny      = "any"
+	RedirectsNone     = "none"
+)
+
+// maxRedirects is how many redirects one scrape follows.
+const maxRedirects = 5
+
+// checkRedirect is an http.Client CheckRedirect for a redirect policy.
+func checkRedirect(policy string) func(*http.Request, []*http.Request) error {
+	return func(req *http.Request, via []*http.Request) error {
+		if len(via) >= maxRedirects {
+			return fmt.Errorf("stopped after %d redirects", maxRedirects)
+		}
+		switch policy {
+		case RedirectsAny:
+			return nil
+		case RedirectsNone:
+			return errors.New("the source redirects, and follow_redirects is none")
+		}
+		from, to := via[0].URL, req.URL
+		if from.Scheme != to.Scheme || !strings.EqualFold(from.Hostname(), to.Hostname()) || effectivePort(from) != effectivePort(to) {
+			return fmt.Errorf("refused a redirect to another host or port (%s); follow_redirects: any allows it", clip(to.Scheme+"://"+to.Host))
+		}
+		return nil
+	}
+}
+
+func effectivePort(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	if u.Scheme == "https" {
+		return "443"
+	}
+	return "80"
 }
 
 // scrapeOnce scrapes the tracker's source once and records the result.
@@ -88,7 +156,9 @@ func (sc *scraper) scrapeOnce(ctx context.Context, t *sloTracker, now time.Time)
 		var h histo
 		h, err = extract(t.src, fams)
 		if err == nil {
-			t.observe(now, h)
+			err = t.observe(now, h)
+		}
+		if err == nil {
 			return nil
 		}
 		err = fmt.Errorf("%s: %w", t.src.URL, err)

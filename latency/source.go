@@ -40,6 +40,9 @@ type Source struct {
 	Matchers map[string]string
 	Timeout  time.Duration
 	MaxBytes int64
+	// FollowRedirects is one of the Redirects* policies; "" is
+	// RedirectsSameHost.
+	FollowRedirects string
 }
 
 // Objective is a latency objective: Quantile of requests complete within

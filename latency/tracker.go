@@ -1,6 +1,7 @@
 package latency
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"sync"
@@ -29,6 +30,8 @@ type sloTracker struct {
 
 	mu         sync.Mutex
 	prev       *histo
+	refused    *histo    // the last refused answer, while the next is awaited
+	refusedAt  time.Time // when it came
 	deltas     []timedDelta
 	reqTotal   float64
 	goodTotal  float64
@@ -37,6 +40,8 @@ type sloTracker struct {
 	lastErr    string
 	status     Status
 	lastScrape time.Time
+
+	logs logState // the Pool's rate-limited log lines about the source
 }
 
 func newSLOTracker(sp Spec) *sloTracker {
@@ -45,15 +50,41 @@ func newSLOTracker(sp Spec) *sloTracker {
 	return st
 }
 
-// observe records one successful scrape at time now.
-func (s *sloTracker) observe(now time.Time, h histo) {
+// observe records one successful scrape at time now. A histogram holding a
+// value that could not be a count is refused and changes nothing. One that
+// moved from the previous one faster than counters of requests can is
+// refused too; the next answer is then measured from the last accepted
+// one, or, when that is implausible too (the jump held: say a replica with
+// a long history joined the sum), from the refused one. Either way one
+// spike is left out of the counters instead of blocking them. observe
+// returns the error, which the caller records with fail.
+func (s *sloTracker) observe(now time.Time, h histo) error {
+	if err := checkCounts(h); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var d histo
+	if s.prev != nil {
+		var err error
+		d, err = plausibleDelta(*s.prev, h, now.Sub(s.lastScrape))
+		if err != nil && s.refused != nil {
+			// a jump that held: the refused answer is the new base
+			if d2, err2 := plausibleDelta(*s.refused, h, now.Sub(s.refusedAt)); err2 == nil {
+				d, err = d2, nil
+			}
+		}
+		if err != nil {
+			hc := h
+			s.refused, s.refusedAt = &hc, now
+			return err
+		}
+	}
+	s.refused = nil
 	s.up = true
 	s.lastErr = ""
 	s.lastScrape = now
 	if s.prev != nil {
-		d := delta(*s.prev, h)
 		reqs, _ := d.requests()
 		s.reqTotal += reqs
 		if s.slo != nil && !d.mean {
@@ -82,6 +113,64 @@ func (s *sloTracker) observe(now time.Time, h histo) {
 	hc := h
 	s.prev = &hc
 	s.status = s.computeLocked(now)
+	return nil
+}
+
+// maxCount is the largest value accepted as a count (and as a sum of
+// seconds): 2^53, beyond which float64 no longer holds every integer, so
+// that adding later deltas to a total would silently do nothing.
+const maxCount = 1 << 53
+
+// checkCounts refuses a histogram holding a value that could not be a
+// count or a sum of latencies: negative, NaN, infinite or above maxCount.
+func checkCounts(h histo) error {
+	bad := func(v float64) bool { return !(v >= 0 && v <= maxCount) } // NaN fails both
+	if bad(h.count) {
+		return fmt.Errorf("request count %v is not a plausible counter value (0 to 2^53)", h.count)
+	}
+	if bad(h.sum) {
+		return fmt.Errorf("latency sum %v is not a plausible counter value (0 to 2^53)", h.sum)
+	}
+	for i, c := range h.cum {
+		if bad(c) {
+			return fmt.Errorf("bucket le=%v count %v is not a plausible counter value (0 to 2^53)", h.bounds[i], c)
+		}
+	}
+	return nil
+}
+
+// Rates beyond which a move between two scrapes is not believed: more
+// requests per second than any server (or set of replicas one source
+// sums) completes, or more seconds of latency per second than that many
+// requests of 1,000 s each.
+const (
+	maxRequestRate = 1e6
+	maxLatencyRate = maxRequestRate * 1000
+)
+
+// plausibleDelta is cur - prev (cur alone after a reset) when checkMove
+// accepts it.
+func plausibleDelta(prev, cur histo, elapsed time.Duration) (histo, error) {
+	d := delta(prev, cur)
+	return d, checkMove(d, cur.count < prev.count, elapsed)
+}
+
+// checkMove refuses a delta (cur since prev, or cur alone after a reset)
+// larger than the rates above allow in the elapsed time: a counter that
+// jumps, or falls to rise again by that much, is not counting requests.
+func checkMove(d histo, reset bool, elapsed time.Duration) error {
+	secs := math.Max(elapsed.Seconds(), 1)
+	what := "rose by"
+	if reset {
+		what = "restarted (it fell) and reached"
+	}
+	switch {
+	case d.count > maxRequestRate*secs:
+		return fmt.Errorf("request count %s %v in %s, more than %v requests a second: not a plausible counter", what, d.count, elapsed.Round(time.Millisecond), maxRequestRate)
+	case d.sum > maxLatencyRate*secs:
+		return fmt.Errorf("latency sum %s %v s in %s: not a plausible counter", what, d.sum, elapsed.Round(time.Millisecond))
+	}
+	return nil
 }
 
 // fail records a failed scrape at time now.
@@ -90,7 +179,7 @@ func (s *sloTracker) fail(now time.Time, err error) {
 	defer s.mu.Unlock()
 	s.up = false
 	s.errsTotal++
-	s.lastErr = err.Error()
+	s.lastErr = clipTo(err.Error(), maxErrLen)
 	s.status = s.computeLocked(now)
 }
 

@@ -18,12 +18,9 @@
     },
   } + (if forDuration != '' then { 'for': forDuration } else {}),
 
-  // An event counter: its series appears with the first event, so the
-  // first event is a new series (increase() sees no change until a second).
-  local newEvents(metric, window) = std.format(
-    '(increase(%(m)s[%(w)s]) > 0)\nor\n(%(m)s unless %(m)s offset %(w)s)',
-    { m: metric, w: window }
-  ),
+  // An event counter, served from 0 for every code (docs/metrics.md), so
+  // increase() sees the first event.
+  local newEvents(metric, window) = std.format('increase(%s[%s]) > 0', [metric, window]),
 
   prometheusAlerts+:: {
     groups+: [
@@ -54,7 +51,7 @@
             'warning',
             std.format(|||
               (
-                sum without (method) (vgpu_tenant_sm_active_ratio{%(sel)s, class=~"batch|best-effort"}) < %(share)s
+                vgpu_tenant_sm_active_ratio{%(sel)s, class=~"batch|best-effort"} < %(share)s
                 and on (%(key)s, tenant, gpu_instance)
                 vgpu_tenant_processes{%(sel)s} > 0
               )
@@ -196,12 +193,69 @@
             'vgpu_exporter' + onHost + ' has failed to query the kubelet pod-resources API for %s; tenant attribution uses an old pod mapping.' % c.alertFor.kubeletUnreachable,
           ),
           alert(
+            'VGPUExporterDcgmUnreachable',
+            'warning',
+            std.format('vgpu_dcgm_exporter_up{%s} == 0', sel),
+            c.alertFor.dcgmExporterUnreachable,
+            'vgpu_exporter cannot scrape dcgm-exporter.',
+            'vgpu_exporter' + onHost + ' has failed to scrape dcgm-exporter for %s; its readings lack the DCGM fields (pre-Hopper GPUs lose their profiling ratios).' % c.alertFor.dcgmExporterUnreachable,
+          ),
+          alert(
             'VGPUExporterConfigReloadFailed',
             'warning',
             std.format('vgpu_config_last_reload_successful{%s} == 0', sel),
             c.alertFor.configReloadFailed,
             'vgpu_exporter failed to reload its tenants file.',
             'The last reload of the tenants file of vgpu_exporter' + onHost + ' failed; the previous configuration stays in use.',
+          ),
+        ],
+      },
+      {
+        name: 'vgpu-tuner',
+        rules: [
+          alert(
+            'VGPUTunerActionsFailing',
+            'warning',
+            std.format('sum without (outcome) (increase(vgpu_tuner_actions_total{%s, outcome="failed"}[%s])) >= %s', [sel, c.tunerWindow, c.tunerFailedActionsThreshold]),
+            '',
+            'The tuner fails to apply its changes.',
+            '{{ $value | humanize }} changes of {{ $labels.knob }} by the tuner' + onHost + ' failed in the last %s.' % c.tunerWindow,
+          ),
+          alert(
+            'VGPUTunerRevertingOften',
+            'warning',
+            std.format('increase(vgpu_tuner_reverts_total{%s}[%s]) >= %s', [sel, c.tunerWindow, c.tunerRevertsThreshold]),
+            '',
+            'The tuner keeps undoing its own changes.',
+            'The tuner' + onHost + ' reverted or rolled back {{ $value | humanize }} changes in the last %s: its changes make the SLO error worse or fail.' % c.tunerWindow,
+          ),
+          alert(
+            'VGPUTunerRestoreFailed',
+            'critical',
+            std.format('vgpu_tuner_restore_failures_total{%s} > 0', sel),
+            '',
+            'The tuner could not restore original GPU settings from its journal.',
+            'The tuner' + onHost + ' could not restore the original of some settings it changed ({{ $value | humanize }} since the exporter started): the GPUs keep settings the tuner made.',
+          ),
+          alert(
+            'VGPUTunerJournalErrors',
+            'warning',
+            std.format('increase(vgpu_tuner_journal_errors_total{%s}[%s]) > 0', [sel, c.alertFor.tunerJournalErrors]),
+            '',
+            'The tuner cannot write its journal.',
+            '{{ $value | humanize }} writes to the journal of the tuner' + onHost + ' failed in the last %s; changes whose originals cannot be journaled are not made.' % c.alertFor.tunerJournalErrors,
+          ),
+          alert(
+            'VGPUTunerKillSwitchEngaged',
+            'warning',
+            std.format(|||
+              vgpu_tuner_kill_switch_engaged{%(sel)s} == 1
+              and on (%(key)s)
+              vgpu_tuner_mode{%(sel)s, mode="enforce"} == 1
+            |||, { sel: sel, key: std.format('%s, job, %s', [c.clusterLabel, c.hostLabel]) }),
+            c.alertFor.tunerKillSwitch,
+            'A host in enforce mode has its tuner stopped by the kill switch.',
+            'The tuner' + onHost + ' is in enforce mode but its kill switch has been engaged for %s: it changes nothing, and the settings stay as they are.' % c.alertFor.tunerKillSwitch,
           ),
         ],
       },

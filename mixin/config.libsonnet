@@ -24,8 +24,15 @@
     // fallen off the bus (79), contained/uncontained ECC (94, 95), GSP (119, 120).
     xidHardwareCodes: '48|64|74|79|94|95|119|120',
     // application: graphics engine exception (13), MMU fault (31), channel
-    // stopped (43), preemptive cleanup (45): faults of the workload, not the GPU.
-    xidApplicationCodes: '13|31|43|45',
+    // stopped (43), preemptive cleanup (45), video processor exception (69),
+    // context switch timeout (109): faults of the workload, not the GPU.
+    // Codes outside docs/metrics.md's list of well-known XIDs count under
+    // code="other", which the third class (any other code) catches.
+    xidApplicationCodes: '13|31|43|45|69|109',
+    // The tuner: failed actions and reverts counted over tunerWindow.
+    tunerWindow: '1h',
+    tunerFailedActionsThreshold: 3,  // failed actions of one knob in tunerWindow
+    tunerRevertsThreshold: 3,  // reverts in tunerWindow
     // --sample.interval of the exporters, in seconds.
     sampleIntervalSeconds: 1,
     // The served snapshot is stale when older than this, in seconds.
@@ -58,6 +65,9 @@
       kubeletUnreachable: '10m',
       configReloadFailed: '5m',
       attributionConflict: '15m',
+      dcgmExporterUnreachable: '10m',
+      tunerKillSwitch: '1h',
+      tunerJournalErrors: '5m',
     },
 
     // Runbook links: %s is the alert name in lower case.
@@ -68,6 +78,7 @@
       'vgpu-overview.json': 'vgpu-overview',
       'vgpu-tenant.json': 'vgpu-tenant',
       'vgpu-gpu.json': 'vgpu-gpu',
+      'vgpu-tuner.json': 'vgpu-tuner',
     },
     dashboardTags: ['vgpu'],
     dashboardRefresh: '30s',

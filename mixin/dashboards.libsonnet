@@ -1,5 +1,6 @@
 // Grafana dashboards: a fleet overview (reads the recording rules), a
-// tenant view and a GPU / MIG view (read the exporter's series).
+// tenant view, a GPU / MIG view and a tuner view (read the exporter's
+// series).
 local g = import 'lib/dashboard.libsonnet';
 {
   local c = self._config,
@@ -20,6 +21,13 @@ local g = import 'lib/dashboard.libsonnet';
   local fg = fh + ', gpu=~"$gpu"',
   local ft = fh + ', tenant=~"$tenant"',
   local gpuLegend = '{{' + host + '}} GPU {{gpu}}',
+  local hostKey = std.format('%s, job, %s', [cl, host]),
+  // Tuner actions by knob and outcome on the hosts of the filter f.
+  local tunerActions(f, outcomes, by='knob, outcome') = std.format('sum by (%s) (increase(vgpu_tuner_actions_total{%s, outcome=~"%s"}[$__rate_interval]))', [by, f, outcomes]),
+  local mpsTargetEffective(f, legend) = [
+    g.target(std.format('vgpu_tuner_mps_active_threads_target_ratio{%s}', f), legend + ' target'),
+    g.target(std.format('vgpu_tuner_mps_active_threads_effective_ratio{%s}', f), legend + ' effective'),
+  ],
   local burnWindows = self.sloWindows,
 
   grafanaDashboards+:: {
@@ -43,11 +51,12 @@ local g = import 'lib/dashboard.libsonnet';
 
     'vgpu-tenant.json': g.dashboard(c, 'vgpu-tenant.json', 'vGPU / Tenant', "A tenant's usage of each GPU, its latency against its SLO, and its error budget burn rates.", [clusterVar, jobVar, hostVar, tenantVar(true)], [
       g.row('Usage'),
-      g.timeseries('SM active per GPU', [g.target(std.format('sum without (method) (vgpu_tenant_sm_active_ratio{%s})', ft), '{{tenant}} ' + gpuLegend + ' {{gpu_instance}}')], 'percentunit', description='Fraction of the GPU (or MIG instance) the tenant kept busy; measured or apportioned as docs/metrics.md explains.'),
-      g.timeseries('HBM bandwidth per GPU', [g.target(std.format('sum without (method) (vgpu_tenant_dram_active_ratio{%s})', ft), '{{tenant}} ' + gpuLegend + ' {{gpu_instance}}')], 'percentunit'),
+      g.timeseries('SM active per GPU', [g.target(std.format('vgpu_tenant_sm_active_ratio{%s}', ft), '{{tenant}} ' + gpuLegend + ' {{gpu_instance}}')], 'percentunit', description='Fraction of the GPU (or MIG instance) the tenant kept busy; the GPU (or instance) counters split among its tenants as docs/tenants.md explains; the tenants add up to its SM active.'),
+      g.timeseries('HBM bandwidth per GPU', [g.target(std.format('vgpu_tenant_dram_active_ratio{%s}', ft), '{{tenant}} ' + gpuLegend + ' {{gpu_instance}}')], 'percentunit'),
       g.timeseries('Device memory', [g.target(std.format('vgpu_tenant_memory_used_bytes{%s}', ft), '{{tenant}} ' + gpuLegend + ' {{gpu_instance}}')], 'bytes') { w: 8 },
       g.timeseries('Processes', [g.target(std.format('vgpu_tenant_processes{%s}', ft), '{{tenant}} ' + gpuLegend + ' {{gpu_instance}}')]) { w: 8 },
-      g.timeseries('Context switches', [g.target(std.format('sum without (method) (rate(vgpu_tenant_context_switches_total{%s}[$__rate_interval]))', ft), '{{tenant}} ' + gpuLegend)], 'ops') { w: 8 },
+      g.timeseries('Context switches', [g.target(std.format('rate(vgpu_tenant_context_switches_total{%s}[$__rate_interval])', ft), '{{tenant}} ' + gpuLegend)], 'ops') { w: 8 },
+      g.table('How each figure is obtained', [g.target(std.format('vgpu_tenant_figure_info{%s}', ft))], description='measured: the hardware counted the tenant\'s own use (a MIG instance\'s counters); apportioned: a device figure split among the GPU\'s tenants by the rule in docs/tenants.md. Fixed by the sharing mode, so the series above never change labels.') { w: 24 },
       g.row('Latency SLO'),
       g.timeseries('Latency quantiles and target', [
         g.target(std.format('vgpu_tenant_request_latency_seconds{%s}', ft), '{{tenant}} p{{q}}'),
@@ -60,6 +69,12 @@ local g = import 'lib/dashboard.libsonnet';
         for w in burnWindows
       ], description='Per window; the fast-burn page fires when the 1h and 5m rates are both above %sx.' % c.sloBurnRateAlerts[0].factor) { w: 8 },
       g.timeseries('Latency source up', [g.target(std.format('vgpu_tenant_latency_source_up{%s}', ft), '{{tenant}} {{%s}}' % host)]) { w: 8 },
+      g.row('Tuner'),
+      g.timeseries('MPS active threads: target and effective', mpsTargetEffective(ft, '{{tenant}} ' + gpuLegend), 'percentunit', description='What the tuner decided for the tenant\'s MPS clients and what their contexts run with; they differ until the clients restart.'),
+      g.timeseries('Tuner actions on the tenant\'s hosts', [
+        g.target(std.format('sum by (%s, knob, outcome) (increase(vgpu_tuner_actions_total{%s, outcome!="guarded"}[$__rate_interval]) and on (%s) vgpu_tenant_info{%s})', [host, fh, hostKey, ft]), '{{%s}} {{knob}} {{outcome}}' % host),
+        g.target(std.format('sum by (%s) (increase(vgpu_tuner_reverts_total{%s}[$__rate_interval]) and on (%s) vgpu_tenant_info{%s})', [host, fh, hostKey, ft]), '{{%s}} reverts' % host),
+      ], description='Actions planned by the tuner (guarded ones left out) and its reverts, on the hosts the tenant runs on.'),
     ]),
 
     'vgpu-gpu.json': g.dashboard(c, 'vgpu-gpu.json', 'vGPU / GPU and MIG', 'Per GPU and MIG instance: the split of SMs and HBM among tenants, context switches, clocks, power, throttle reasons and XID errors.', [clusterVar, jobVar, hostVar, gpuVar, migVar, tenantVar(true)], [
@@ -93,6 +108,41 @@ local g = import 'lib/dashboard.libsonnet';
       g.timeseries('Temperature', [g.target(std.format('vgpu_gpu_temperature_celsius{%s}', fg), gpuLegend)], 'celsius') { w: 8 },
       g.timeseries('Throttle reasons active', [g.target(std.format('vgpu_gpu_clock_event_reason_active{%s, reason!="gpu_idle"} > 0', fg), gpuLegend + ' {{reason}}')], description='Clock event reasons holding the clocks down (idle excluded).'),
       g.timeseries('XID errors', [g.target(std.format('increase(vgpu_gpu_events_total{%s, kind="xid"}[$__rate_interval]) > 0', fg), gpuLegend + ' XID {{code}}')], description='XID errors per interval; see docs/runbooks.md for the code classes.'),
+    ]),
+    'vgpu-tuner.json': g.dashboard(c, 'vgpu-tuner.json', 'vGPU / Tuner', 'The autotune controller: its mode per host, the settings it decided against those in effect, its actions, reverts and the recommendations it did not apply.', [clusterVar, jobVar, hostVar, gpuVar, tenantVar(true)], [
+      g.row('Mode'),
+      g.stat('Hosts in enforce', [g.target(std.format('count(vgpu_tuner_mode{%s, mode="enforce"} == 1) or vector(0)', fh))]) { w: 6, h: 4 },
+      g.stat('Kill switch engaged', [g.target(std.format('sum(vgpu_tuner_kill_switch_engaged{%s}) or vector(0)', fh))], thresholds=[{ color: 'green', value: null }, { color: 'orange', value: 1 }]) { w: 6, h: 4 },
+      g.stat('Originals not restored', [g.target(std.format('sum(vgpu_tuner_originals_unrestored{%s})', fh))], description='Settings the tuner changed whose journaled originals are still open; restored at exit.') { w: 6, h: 4 },
+      g.stat('Restore failures', [g.target(std.format('sum(vgpu_tuner_restore_failures_total{%s})', fh))], thresholds=[{ color: 'green', value: null }, { color: 'red', value: 1 }]) { w: 6, h: 4 },
+      g.timeseries('Mode per host', [g.target(std.format('max by (%s, mode) (vgpu_tuner_mode{%s}) == 1', [host, fh]), '{{%s}} {{mode}}' % host)], description='One line per host at 1, labelled with its mode.') { w: 8 },
+      g.timeseries('Kill switch per host', [g.target(std.format('vgpu_tuner_kill_switch_engaged{%s}', fh), '{{%s}}' % host)]) { w: 8 },
+      g.timeseries('Time since the last run', [g.target(std.format('time() - vgpu_tuner_last_run_timestamp_seconds{%s}', fh), '{{%s}}' % host)], 's') { w: 8 },
+      g.row('Target and effective settings'),
+      g.timeseries('MPS active threads per tenant', mpsTargetEffective(fg + ', tenant=~"$tenant"', '{{tenant}} ' + gpuLegend), 'percentunit', description='Target: what the tuner last decided (in recommend mode too). Effective: what the clients\' contexts were created with.'),
+      g.timeseries('Power limit', [
+        g.target(std.format('vgpu_tuner_power_limit_target_watts{%s}', fg), gpuLegend + ' target'),
+        g.target(std.format('vgpu_gpu_power_limit_watts{%s}', fg), gpuLegend + ' effective'),
+      ], 'watt'),
+      g.timeseries('SM clock lock', [
+        g.target(std.format('vgpu_tuner_locked_clock_target_hertz{%s}', fg), gpuLegend + ' target (0 unlocked)'),
+        g.target(std.format('vgpu_gpu_sm_clock_hertz{%s}', fg), gpuLegend + ' SM clock'),
+      ], 'hertz'),
+      g.table('Time slice and vGPU scheduler', [
+        g.target(std.format('vgpu_tuner_timeslice_target_info{%s}', fg)),
+        g.target(std.format('vgpu_gpu_compute_timeslice_info{%s}', fg)),
+        g.target(std.format('vgpu_tuner_vgpu_scheduler_target_info{%s}', fg)),
+      ], description='Levels the tuner decided (level, policy) against the time slice in effect (timeslice).'),
+      g.row('Actions'),
+      g.timeseries('Changes made', [g.target(tunerActions(fh, 'applied|failed|rolled_back'), '{{knob}} {{outcome}}')], stack=true, description='Actions the tuner carried out, by knob and outcome, per interval.') { w: 8 },
+      g.timeseries('Reverts', [g.target(std.format('sum by (%s) (increase(vgpu_tuner_reverts_total{%s}[$__rate_interval]))', [host, fh]), '{{%s}}' % host)], description='Changes undone because the SLO error rose after them, or rolled back after a failure.') { w: 8 },
+      g.timeseries('Recommendations not applied', [g.target(tunerActions(fh, 'recommended|guarded|refused'), '{{knob}} {{outcome}}')], stack=true, description='Recommended (recommend mode), guarded (a guard refused) or refused (not supported, busy), per interval.') { w: 8 },
+      g.timeseries('Guard refusals', [g.target(std.format('sum by (guard) (increase(vgpu_tuner_guard_refusals_total{%s}[$__rate_interval]))', fh), '{{guard}}')], stack=true),
+      g.timeseries('Restores and journal errors', [
+        g.target(std.format('sum by (%s) (increase(vgpu_tuner_restores_total{%s}[$__rate_interval]))', [host, fh]), '{{%s}} restored' % host),
+        g.target(std.format('sum by (%s) (increase(vgpu_tuner_restore_failures_total{%s}[$__rate_interval]))', [host, fh]), '{{%s}} restore failed' % host),
+        g.target(std.format('sum by (%s) (increase(vgpu_tuner_journal_errors_total{%s}[$__rate_interval]))', [host, fh]), '{{%s}} journal errors' % host),
+      ]),
     ]),
   },
 }

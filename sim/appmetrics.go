@@ -4,9 +4,12 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
+
+	dto "github.com/prometheus/client_model/go"
 )
 
 // e2eBaseBounds are the end-to-end latency bucket bounds (seconds): vLLM's
@@ -44,14 +47,19 @@ func e2eBounds(slo *SLOSpec) []float64 {
 	return b
 }
 
-// AppMetrics writes what tenant app's inference server would serve on its
-// /metrics, in the Prometheus text format: vLLM-style cumulative latency
-// histograms (vllm:e2e_request_latency_seconds for every workload;
-// vllm:time_to_first_token_seconds, vllm:inter_token_latency_seconds and
-// token counters for LLM workloads) and the running and waiting request
-// gauges, labelled model_name.
-func (s *Simulator) AppMetrics(app string, w io.Writer) error {
+// appSnapshot is what a tenant's inference server serves at one moment.
+type appSnapshot struct {
+	model            string
+	running, waiting int
+	llm              bool
+	e2e, ttft, itl   hist // copies: the counts are the tenant's own slices
+	prompt, gen      uint64
+}
+
+// appSnapshot reads tenant app's server metrics, syncing the clock first.
+func (s *Simulator) appSnapshot(app string) (appSnapshot, error) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.syncClock()
 	var t *tenant
 	for _, x := range s.tenants {
@@ -60,37 +68,116 @@ func (s *Simulator) AppMetrics(app string, w io.Writer) error {
 		}
 	}
 	if t == nil {
-		s.mu.Unlock()
-		return fmt.Errorf("sim: no tenant named %q in scenario %s", app, s.sc.Name)
+		return appSnapshot{}, fmt.Errorf("sim: no tenant named %q in scenario %s", app, s.sc.Name)
+	}
+	a := appSnapshot{model: t.w.Model, llm: t.w.Type == "llm", e2e: t.e2e.clone(), waiting: t.queued()}
+	if t.job.active {
+		a.running = t.job.n
+	}
+	if a.llm {
+		a.running = len(t.seqs)
+		a.ttft, a.itl = t.ttft.clone(), t.itl.clone()
+		a.prompt, a.gen = t.promptTokens, t.genTokens
+	}
+	if t.w.Type == "dnn" && t.job.active {
+		a.waiting -= t.job.n
+	}
+	return a, nil
+}
+
+// The metric names and help texts of AppMetrics.
+const (
+	appRunning = "vllm:num_requests_running"
+	appWaiting = "vllm:num_requests_waiting"
+	appE2E     = "vllm:e2e_request_latency_seconds"
+	appTTFT    = "vllm:time_to_first_token_seconds"
+	appITL     = "vllm:inter_token_latency_seconds"
+	appPrompt  = "vllm:prompt_tokens_total"
+	appGen     = "vllm:generation_tokens_total"
+
+	helpRunning = "Number of requests currently running on the GPU."
+	helpWaiting = "Number of requests waiting to be processed."
+	helpE2E     = "Histogram of end to end request latency in seconds."
+	helpTTFT    = "Histogram of time to first token in seconds."
+	helpITL     = "Histogram of inter-token latency in seconds."
+	helpPrompt  = "Number of prefill tokens processed."
+	helpGen     = "Number of generation tokens processed."
+)
+
+// AppMetrics writes what tenant app's inference server would serve on its
+// /metrics, in the Prometheus text format: vLLM-style cumulative latency
+// histograms (vllm:e2e_request_latency_seconds for every workload;
+// vllm:time_to_first_token_seconds, vllm:inter_token_latency_seconds and
+// token counters for LLM workloads) and the running and waiting request
+// gauges, labelled model_name.
+func (s *Simulator) AppMetrics(app string, w io.Writer) error {
+	a, err := s.appSnapshot(app)
+	if err != nil {
+		return err
 	}
 	var sb strings.Builder
-	model := t.w.Model
-	running := 0
-	if t.job.active {
-		running = t.job.n
+	writeGauge(&sb, appRunning, helpRunning, a.model, float64(a.running))
+	writeGauge(&sb, appWaiting, helpWaiting, a.model, float64(a.waiting))
+	writeHist(&sb, appE2E, helpE2E, a.model, &a.e2e)
+	if a.llm {
+		writeHist(&sb, appTTFT, helpTTFT, a.model, &a.ttft)
+		writeHist(&sb, appITL, helpITL, a.model, &a.itl)
+		writeCounter(&sb, appPrompt, helpPrompt, a.model, a.prompt)
+		writeCounter(&sb, appGen, helpGen, a.model, a.gen)
 	}
-	if t.w.Type == "llm" {
-		running = len(t.seqs)
-	}
-	waiting := t.queued()
-	if t.w.Type == "dnn" && t.job.active {
-		waiting -= t.job.n
-	}
-	writeGauge(&sb, "vllm:num_requests_running", "Number of requests currently running on the GPU.", model, float64(running))
-	writeGauge(&sb, "vllm:num_requests_waiting", "Number of requests waiting to be processed.", model, float64(waiting))
-	writeHist(&sb, "vllm:e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.", model, &t.e2e)
-	if t.w.Type == "llm" {
-		writeHist(&sb, "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", model, &t.ttft)
-		writeHist(&sb, "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", model, &t.itl)
-		writeCounter(&sb, "vllm:prompt_tokens_total", "Number of prefill tokens processed.", model, t.promptTokens)
-		writeCounter(&sb, "vllm:generation_tokens_total", "Number of generation tokens processed.", model, t.genTokens)
-	}
-	s.mu.Unlock()
 	bw := bufio.NewWriter(w)
 	if _, err := bw.WriteString(sb.String()); err != nil {
 		return err
 	}
 	return bw.Flush()
+}
+
+// AppMetricFamilies returns, by name, the metric families AppMetrics
+// writes, as the text parser would read them back, for a reader in the
+// same process that would otherwise write and parse the text.
+func (s *Simulator) AppMetricFamilies(app string) (map[string]*dto.MetricFamily, error) {
+	a, err := s.appSnapshot(app)
+	if err != nil {
+		return nil, err
+	}
+	lbl := []*dto.LabelPair{{Name: new("model_name"), Value: new(a.model)}}
+	fams := map[string]*dto.MetricFamily{}
+	add := func(name, help string, typ dto.MetricType, m *dto.Metric) {
+		m.Label = lbl
+		fams[name] = &dto.MetricFamily{Name: new(name), Help: new(help), Type: typ.Enum(), Metric: []*dto.Metric{m}}
+	}
+	gauge := func(v int) *dto.Metric { return &dto.Metric{Gauge: &dto.Gauge{Value: new(float64(v))}} }
+	counter := func(v uint64) *dto.Metric { return &dto.Metric{Counter: &dto.Counter{Value: new(float64(v))}} }
+	add(appRunning, helpRunning, dto.MetricType_GAUGE, gauge(a.running))
+	add(appWaiting, helpWaiting, dto.MetricType_GAUGE, gauge(a.waiting))
+	add(appE2E, helpE2E, dto.MetricType_HISTOGRAM, a.e2e.metric())
+	if a.llm {
+		add(appTTFT, helpTTFT, dto.MetricType_HISTOGRAM, a.ttft.metric())
+		add(appITL, helpITL, dto.MetricType_HISTOGRAM, a.itl.metric())
+		add(appPrompt, helpPrompt, dto.MetricType_COUNTER, counter(a.prompt))
+		add(appGen, helpGen, dto.MetricType_COUNTER, counter(a.gen))
+	}
+	return fams, nil
+}
+
+// clone copies h (its counts are the simulator's, guarded by its lock).
+func (h *hist) clone() hist {
+	c := *h
+	c.counts = slices.Clone(h.counts)
+	return c
+}
+
+// metric is h as a histogram metric, its buckets cumulative and ending
+// with +Inf as in the text format.
+func (h *hist) metric() *dto.Metric {
+	bs := make([]*dto.Bucket, 0, len(h.bounds)+1)
+	var cum uint64
+	for i, b := range h.bounds {
+		cum += h.counts[i]
+		bs = append(bs, &dto.Bucket{CumulativeCount: new(cum), UpperBound: new(b)})
+	}
+	bs = append(bs, &dto.Bucket{CumulativeCount: new(h.n), UpperBound: new(math.Inf(1))})
+	return &dto.Metric{Histogram: &dto.Histogram{SampleCount: new(h.n), SampleSum: new(h.sum), Bucket: bs}}
 }
 
 func escLabel(v string) string {

@@ -188,7 +188,6 @@ type domain struct {
 	cur        int // index in members of the resident context; -1 none
 	sliceEnd   int64
 	switchEnd  int64
-	slotStart  int64
 	slotRun    int64
 	slotTarget int64
 	arrNext    int64 // vGPU ARR: when the scheduler next observes the VMs' backlogs
@@ -196,6 +195,10 @@ type domain struct {
 	acc  [2]domainTotals
 	step domainTotals
 	act  []*tenant // MPS: the clients running in the current segment
+	// MPS: the previous segment's clients and what their allocation
+	// depended on (mpsCached)
+	mpsPrev []mpsClient
+	mpsKey  mpsKey
 }
 
 // gpuState is a GPU's runtime state.
@@ -281,7 +284,8 @@ func (t *tenant) wants(now int64) bool {
 	if t.draining {
 		return t.job.active || len(t.seqs) > 0
 	}
-	return t.job.active || t.queued() > 0 || t.w.Type == "training" || (t.w.Type == "llm" && len(t.seqs) > 0)
+	// only an LLM has running sequences
+	return t.job.active || t.queued() > 0 || t.training || len(t.seqs) > 0
 }
 
 // boundary delivers arrivals up to now, completes actions that are due
@@ -397,6 +401,9 @@ func (d *domain) progress(s *Simulator, t *tenant, dt int64, jobSeconds, share f
 	for k := range t.acc {
 		a := &t.acc[k]
 		a.busy += fdt
+		if b > 0 {
+			a.memBusy += fdt
+		}
 		a.sm += fdt * share
 		a.bytes += b
 		a.flops += f
@@ -414,7 +421,6 @@ func (d *domain) progress(s *Simulator, t *tenant, dt int64, jobSeconds, share f
 // runSliced is time-slicing (and the vGPU scheduler): one context at a time
 // owns the domain for a slice; switching costs switchCost.
 func (d *domain) runSliced(s *Simulator, t, t1 int64, clockFactor float64) {
-	n := len(d.members)
 	g := d.g
 	for t < t1 {
 		next := d.boundary(s, t, t1)
@@ -425,17 +431,20 @@ func (d *domain) runSliced(s *Simulator, t, t1 int64, clockFactor float64) {
 			t = e
 			continue
 		}
+		// who wants to run at t (m.want: pick and the preemption count
+		// below read it while nothing has changed)
 		busy := 0
-		for _, m := range d.members {
-			if m.wants(t) {
+		var cur *tenant
+		curWants := false
+		for i, m := range d.members {
+			m.want = m.wants(t)
+			if m.want {
 				busy++
 			}
+			if i == d.cur {
+				cur, curWants = m, m.want
+			}
 		}
-		var cur *tenant
-		if d.cur >= 0 && d.cur < n {
-			cur = d.members[d.cur]
-		}
-		curWants := cur != nil && cur.wants(t)
 		others := busy
 		if curWants {
 			others--
@@ -459,13 +468,19 @@ func (d *domain) runSliced(s *Simulator, t, t1 int64, clockFactor float64) {
 			}
 			if d.kind == schedVGPU {
 				d.logSlot(s, t)
-				d.slotStart, d.slotTarget, d.slotRun = t, slot, 0
+				d.slotTarget, d.slotRun = slot, 0
 			}
 			if nx != d.cur {
 				d.cur = nx
 				d.switchEnd = t + switchCost(busy)
 				d.sliceEnd = d.switchEnd + slot
 				g.ctxSwitches++
+				// the switch runs up to next at once (boundary at t
+				// would give next again)
+				e := min(next, d.switchEnd)
+				d.step.switch_ += float64(e - t)
+				d.step.busy += float64(e - t)
+				t = e
 				continue
 			}
 			d.sliceEnd = t + slot
@@ -484,12 +499,13 @@ func (d *domain) runSliced(s *Simulator, t, t1 int64, clockFactor float64) {
 			continue
 		}
 		if !cur.wants(t) {
-			t = end // the job's host phase (LLM iteration overhead)
+			// the job's host phase (LLM iteration overhead), which
+			// boundary did not see yet
+			t = min(end, max(cur.pause, t+1))
 			continue
 		}
 		share := cur.w.SMFraction
-		c, w := d.capacity(share, clockFactor)
-		jobSeconds := jobTime(&cur.job, c, w, cur.job.noise(*cur.w.ServiceNoise))
+		jobSeconds := d.slicedJobTime(cur, share, clockFactor)
 		ttc := int64(math.Ceil(cur.job.rem * jobSeconds * 1e9))
 		done := false
 		if t+ttc <= end {
@@ -500,7 +516,7 @@ func (d *domain) runSliced(s *Simulator, t, t1 int64, clockFactor float64) {
 		d.slotRun += dt
 		if d.kind == schedVGPU {
 			for i, m := range d.members {
-				if i != d.cur && m.wants(t) {
+				if i != d.cur && m.want {
 					m.preempt += dt
 				}
 			}
@@ -510,9 +526,23 @@ func (d *domain) runSliced(s *Simulator, t, t1 int64, clockFactor float64) {
 	}
 }
 
+// slicedJobTime is the time (s) of t's job running alone on share of the
+// domain's SMs, kept with what it depends on (the domain, the job, the
+// share, the clock and the bandwidth) so that the job's later segments reuse it.
+func (d *domain) slicedJobTime(t *tenant, share, clockFactor float64) float64 {
+	bw := d.g.peakBW()
+	key := jobTimeKey{d, t.jobSeq, share, clockFactor, bw}
+	if t.jt.key != key {
+		cp, w := d.capacity(share, clockFactor)
+		t.jt = jobTimeCache{key, jobTime(&t.job, cp, w, t.job.noise(*t.w.ServiceNoise))}
+	}
+	return t.jt.seconds
+}
+
 // pick chooses the next context round robin after the resident one and
 // the length of its slot; -1 when nothing wants to run.
 func (d *domain) pick(t int64) (int, int64) {
+	// m.want is each member's wants(t), set by runSliced
 	n := len(d.members)
 	g := d.g
 	if d.kind != schedVGPU {
@@ -521,7 +551,7 @@ func (d *domain) pick(t int64) (int, int64) {
 			if d.cur < 0 {
 				i = k - 1
 			}
-			if d.members[i].wants(t) {
+			if d.members[i].want {
 				return i, g.slice
 			}
 		}
@@ -538,7 +568,7 @@ func (d *domain) pick(t int64) (int, int64) {
 	}
 	any := false
 	for _, m := range d.members {
-		if m.wants(t) {
+		if m.want {
 			any = true
 		}
 	}
@@ -554,7 +584,7 @@ func (d *domain) pick(t int64) (int, int64) {
 		slot := int64(v.TimeSlice)
 		switch v.Policy {
 		case gpu.VGPUPolicyBestEffort:
-			if !m.wants(t) {
+			if !m.want {
 				continue
 			}
 			if v.ARR {
@@ -582,7 +612,10 @@ func (d *domain) pick(t int64) (int, int64) {
 	return -1, 0
 }
 
-// logSlot appends the finished slot to the vGPU scheduler log.
+// logSlot appends the slot that ends at t to the vGPU scheduler log. As in
+// NVML's log, the entry is stamped with the time the runlist was preempted
+// and names it by a software runlist ID: the tenant's index in the
+// scenario, one runlist per VM.
 func (d *domain) logSlot(s *Simulator, t int64) {
 	if d.slotTarget == 0 || d.cur < 0 || d.cur >= len(d.members) {
 		return
@@ -594,9 +627,12 @@ func (d *domain) logSlot(s *Simulator, t int64) {
 		n := copy(g.schedLog, g.schedLog[len(g.schedLog)-schedLogMax+1:])
 		g.schedLog = g.schedLog[:n]
 	}
+	m.runTotal += d.slotRun
 	g.schedLog = append(g.schedLog, gpu.VGPUSchedulerLogEntry{
-		Timestamp:        s.at(d.slotStart),
+		Timestamp:        s.at(t),
+		Runlist:          uint32(m.idx),
 		RunTime:          time.Duration(d.slotRun),
+		RunTimeTotal:     time.Duration(m.runTotal),
 		TargetTimeSlice:  time.Duration(d.slotTarget),
 		CumulativePreemp: time.Duration(m.preempt),
 		Weight:           m.spec.VM.Weight,
@@ -611,48 +647,27 @@ func (d *domain) runMPS(s *Simulator, t, t1 int64, clockFactor float64) {
 	peak := d.g.peakBW() * d.bwFrac
 	for t < t1 {
 		end := d.boundary(s, t, t1)
-		capSum := 0.0
 		d.act = d.act[:0]
 		for _, m := range d.members {
-			if !m.wants(t) || (!m.job.active && !m.startJob(t)) || !m.wants(t) {
+			if !m.wants(t) || (!m.job.active && !m.startJob(t)) {
+				continue
+			}
+			if !m.wants(t) {
+				// the job's host phase (LLM iteration overhead), which
+				// boundary did not see yet
+				end = min(end, max(m.pause, t+1))
 				continue
 			}
 			d.act = append(d.act, m)
-			m.share = min(m.w.SMFraction, m.mpsEff)
-			capSum += m.share
 		}
 		if len(d.act) == 0 {
 			t = end
 			continue
 		}
-		if capSum > 1 {
-			d.shareSMs()
-		}
-		demand, top := 0.0, 0.0
-		for _, m := range d.act {
-			c, w := d.capacity(m.share, clockFactor)
-			m.jobSeconds = jobTime(&m.job, c, w, 1)
-			m.bw = m.job.bytes / m.jobSeconds
-			demand += m.bw
-			top = max(top, m.bw)
-		}
-		avail := peak
-		if len(d.act) > 1 && demand > 0 {
-			// contention: the more of the demand comes from clients other
-			// than the largest, and the nearer the peak, the more is lost
-			c := min(mpsContentionCap, (demand-top)/demand)
-			avail = peak * (1 - mpsContention*c*min(1, demand/peak))
+		if !d.mpsCached(clockFactor, peak) {
+			d.allocMPS(clockFactor, peak)
 		}
 		for _, m := range d.act {
-			sigma := *m.w.ServiceNoise
-			if len(d.act) > 1 {
-				sigma += mpsTailSigma * min(1, (demand-m.bw)/peak)
-			}
-			c, w := d.capacity(m.share, clockFactor)
-			if demand > avail {
-				w = avail * m.bw / demand
-			}
-			m.jobSeconds = jobTime(&m.job, c, w, m.job.noise(sigma))
 			if e := t + int64(math.Ceil(m.job.rem*m.jobSeconds*1e9)); e < end {
 				end = e
 			}
@@ -664,6 +679,79 @@ func (d *domain) runMPS(s *Simulator, t, t1 int64, clockFactor float64) {
 			d.progress(s, m, dt, m.jobSeconds, m.share, done, end)
 		}
 		t = end
+	}
+}
+
+// mpsClient is a running MPS client as its allocation saw it: its job
+// (by sequence number) and its SM cap.
+type mpsClient struct {
+	t      *tenant
+	jobSeq uint64
+	cap    float64
+}
+
+// mpsKey is what an MPS allocation depends on besides the clients' jobs.
+type mpsKey struct {
+	clockFactor, peak float64
+}
+
+// mpsCached says whether the running clients' shares and job times of the
+// previous segment hold for this one: the same clients with the same jobs
+// and caps at the same clock and bandwidth. It records this segment's
+// clients for the next.
+func (d *domain) mpsCached(clockFactor, peak float64) bool {
+	key := mpsKey{clockFactor, peak}
+	same := key == d.mpsKey && len(d.act) == len(d.mpsPrev)
+	for i, m := range d.act {
+		p := mpsClient{m, m.jobSeq, min(m.w.SMFraction, m.mpsEff)}
+		if same && p != d.mpsPrev[i] {
+			same = false
+		}
+		if i < len(d.mpsPrev) {
+			d.mpsPrev[i] = p
+		} else {
+			d.mpsPrev = append(d.mpsPrev, p)
+		}
+	}
+	d.mpsPrev = d.mpsPrev[:len(d.act)]
+	d.mpsKey = key
+	return same
+}
+
+// allocMPS sets each running client's SM share, bandwidth and job time.
+func (d *domain) allocMPS(clockFactor, peak float64) {
+	capSum := 0.0
+	for _, m := range d.act {
+		m.share = min(m.w.SMFraction, m.mpsEff)
+		capSum += m.share
+	}
+	if capSum > 1 {
+		d.shareSMs()
+	}
+	demand, top := 0.0, 0.0
+	for _, m := range d.act {
+		m.capC, m.capW = d.capacity(m.share, clockFactor)
+		m.bw = m.job.bytes / jobTime(&m.job, m.capC, m.capW, 1)
+		demand += m.bw
+		top = max(top, m.bw)
+	}
+	avail := peak
+	if len(d.act) > 1 && demand > 0 {
+		// contention: the more of the demand comes from clients other
+		// than the largest, and the nearer the peak, the more is lost
+		c := min(mpsContentionCap, (demand-top)/demand)
+		avail = peak * (1 - mpsContention*c*min(1, demand/peak))
+	}
+	for _, m := range d.act {
+		sigma := *m.w.ServiceNoise
+		if len(d.act) > 1 {
+			sigma += mpsTailSigma * min(1, (demand-m.bw)/peak)
+		}
+		w := m.capW
+		if demand > avail {
+			w = avail * m.bw / demand
+		}
+		m.jobSeconds = jobTime(&m.job, m.capC, w, m.job.noise(sigma))
 	}
 }
 
@@ -701,9 +789,26 @@ func (d *domain) shareSMs() {
 	}
 }
 
-// step runs the GPU over [t0, t1).
-func (g *gpuState) step(s *Simulator, t0, t1 int64) {
-	g.updateClock(s, t0, t1-t0, g.demand(t0))
+// clockPlan is a GPU's clock for the next step, worked out before the
+// step's length is chosen.
+type clockPlan struct {
+	busy          bool
+	target, floor float64
+	throttle      uint64
+	until         int64 // the step may reach this far (steadyUntil)
+}
+
+// plan works out g's clock for a step starting at t0.
+func (g *gpuState) plan(s *Simulator, t0 int64) clockPlan {
+	p := clockPlan{busy: g.demand(t0)}
+	p.target, p.floor, p.throttle = g.clockTarget(s, t0)
+	p.until = g.steadyUntil(t0, p.busy, p.target, p.floor, p.throttle)
+	return p
+}
+
+// step runs the GPU over [t0, t1) with the clock plan p.
+func (g *gpuState) step(s *Simulator, t0, t1 int64, p *clockPlan) {
+	g.updateClock(t1-t0, p.busy, p.target, p.floor, p.throttle)
 	clockFactor := g.clock / g.m.MaxClockMHz
 	var devSM, devOcc, bytes, flops, busy float64
 	for _, d := range g.domains {
@@ -814,7 +919,7 @@ func (g *gpuState) powerAt(f, actC, actM float64) float64 {
 func (g *gpuState) heat(dtNs float64) {
 	ss := ambientC + cPerWatt*g.power
 	x := dtNs / 1e9 / thermalTauS
-	f := x - x*x/2 // 1 - exp(-x) for the 1 ms steps
+	f := x - x*x/2 // 1 - exp(-x) for steps of up to 10 ms
 	if x > 1e-3 {
 		f = 1 - math.Exp(-x)
 	}
@@ -828,22 +933,20 @@ func (g *gpuState) limit() float64 {
 	return g.m.TDPW
 }
 
-// updateClock sets the SM clock for a step of dt ns starting at t. The
-// thermal droop and the power limit apply with clocks locked too; a range
-// lock keeps DVFS (ramp and decay) inside the range (docs/calibration.md,
-// clocks).
-func (g *gpuState) updateClock(s *Simulator, t, dt int64, busy bool) {
+// clockTarget is the SM clock DVFS heads for at t (MHz), the lowest it
+// goes to, and the throttle reasons: the thermal droop and the power limit
+// apply with clocks locked too (docs/calibration.md, clocks).
+func (g *gpuState) clockTarget(s *Simulator, t int64) (target, floor float64, throttle uint64) {
 	m := g.m
-	g.throttle = 0
-	target, floor := m.MaxClockMHz, g.floor()
+	target, floor = m.MaxClockMHz, g.floor()
 	locked := g.lockMax > 0
 	if locked {
 		target = g.lockMax
-		g.throttle |= reasonAppClocks
+		throttle |= reasonAppClocks
 	}
 	if g.temp > droopStartC {
 		target *= 1 - maxDroop*min(1, (g.temp-droopStartC)/(droopFullC-droopStartC))
-		g.throttle |= reasonThermal
+		throttle |= reasonThermal
 	}
 	if !locked {
 		target *= 1 + jitterAmp*s.jitter(g.idx, t/jitterPeriodNs)
@@ -856,9 +959,34 @@ func (g *gpuState) updateClock(s *Simulator, t, dt int64, busy bool) {
 			base := g.powerAt(target, 0, g.actM)
 			x := math.Cbrt(math.Max(lim-base, 1) / (g.dynW() * g.actC))
 			target = max(m.IdleClockMHz, min(target, x*m.MaxClockMHz))
-			g.throttle |= reasonPowerCap
+			throttle |= reasonPowerCap
 		}
 	}
+	return target, floor, throttle
+}
+
+// steadyUntil is how far past t0 a step of g may reach with the clock the
+// same throughout: a busy GPU whose clock has reached its target, not held
+// down by the power limit, keeps it to the end of the clock-noise period
+// (the power-cap estimate, the droop and the idle detection then move in
+// steps of up to jitterPeriodNs). Otherwise a step is stepNs long, as the
+// ramp, the decay and the power cap are integrated in 1 ms steps.
+func (g *gpuState) steadyUntil(t0 int64, busy bool, target, floor float64, throttle uint64) int64 {
+	if !busy || throttle&reasonPowerCap != 0 {
+		return t0 + stepNs
+	}
+	if !g.fixedLock() && max(g.clk, min(floor, target)) < target {
+		return t0 + stepNs // ramping up
+	}
+	return max((t0/jitterPeriodNs+1)*jitterPeriodNs, t0+stepNs)
+}
+
+// updateClock sets the SM clock for a step of dt ns starting at t, given
+// clockTarget's figures: a range lock keeps DVFS (ramp and decay) inside
+// the range.
+func (g *gpuState) updateClock(dt int64, busy bool, target, floor float64, throttle uint64) {
+	m := g.m
+	g.throttle = throttle
 	if g.fixedLock() {
 		// one locked value: no ramp
 		g.clock = min(g.lockMin, target)

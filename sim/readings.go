@@ -203,10 +203,19 @@ func (s *Simulator) process(g *gpuState, dom *domain, t *tenant, ns float64) gpu
 	}
 	// NVML has no per-process utilization on MIG GPUs (docs/calibration.md, NVML).
 	if g.mode != gpu.SharingMIG && ns > 0 {
-		p.SMUtil = gpu.Float(clamp01(t.acc[0].busy / ns))
-		p.MemUtil = gpu.Float(clamp01(t.acc[0].bytes / (g.m.BandwidthBS * ns / 1e9)))
+		p.SMUtil, p.MemUtil = processUtil(&t.acc[0], ns)
 	}
 	return p
+}
+
+// processUtil is a process's (or a VM's) SM and memory utilization over
+// an interval of ns, as NVML's process utilization samples report them:
+// busy-time fractions of the interval (the time a kernel of the process
+// was running, and the time the process had memory traffic), not its share
+// of SMs or of peak bandwidth. Several processes sharing the GPU through
+// MPS can each be near 1 at once.
+func processUtil(a *tenantTotals, ns float64) (sm, mem *float64) {
+	return gpu.Float(clamp01(a.busy / ns)), gpu.Float(clamp01(a.memBusy / ns))
 }
 
 func vgpuID(t *tenant) uint32 { return uint32(3251634000 + t.idx) }
@@ -221,8 +230,7 @@ func (s *Simulator) vgpuInstance(g *gpuState, t *tenant, ns float64) gpu.VGPUIns
 		v.FramebufferBytes = uint64(t.spec.Memory)
 	}
 	if ns > 0 {
-		v.SMUtil = gpu.Float(clamp01(t.acc[0].busy / ns))
-		v.MemUtil = gpu.Float(clamp01(t.acc[0].bytes / (g.m.BandwidthBS * ns / 1e9)))
+		v.SMUtil, v.MemUtil = processUtil(&t.acc[0], ns)
 		v.EncUtil = gpu.Float(0)
 		v.DecUtil = gpu.Float(0)
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"time"
 
@@ -51,7 +50,8 @@ type Simulator struct {
 	lastSample int64
 	sampled    bool
 	winStart   int64
-	maxLat     int // latencies a window keeps per tenant
+	maxLat     int             // latencies a window keeps per tenant
+	sortBuf    []time.Duration // Window's scratch for sorting latencies
 
 	// control actions and their costs (actuation.go); actBase is the id
 	// of actions[0]
@@ -177,6 +177,8 @@ func New(sc *Scenario, opts Options) (*Simulator, error) {
 			nextArr: never,
 			e2e:     newHist(e2eBounds(spec.SLO)),
 			wantRun: !spec.Stopped,
+
+			training: spec.Workload.Type == "training",
 		}
 		if spec.Workload.Type == "llm" {
 			t.ttft = newHist(ttftBounds)
@@ -452,70 +454,77 @@ func (s *Simulator) nextEvent() int64 {
 	return never
 }
 
-// busy says whether anything may run now; wake is the next time something
-// changes on its own when nothing runs.
-func (s *Simulator) busy() (bool, int64) {
+// busy says whether anything on g may run at t; wake is the next time
+// something on g changes on its own when nothing runs.
+func (g *gpuState) busy(t int64) (bool, int64) {
 	wake := never
-	for _, t := range s.tenants {
-		if !t.alive {
-			if t.refusing {
-				wake = min(wake, t.nextArr)
-			}
-			continue
-		}
-		if t.wants(s.now) {
+	if g.drainTo > t {
+		wake = g.drainTo
+	}
+	for _, d := range g.domains {
+		if d.switchEnd > t {
 			return true, 0
 		}
-		wake = min(wake, t.nextArr)
-		if t.pause > s.now {
-			wake = min(wake, t.pause)
-		}
-		if t.standby {
-			wake = min(wake, t.switchAt)
-		}
-		if t.draining {
-			wake = min(wake, t.drainEnd)
-		}
-	}
-	for _, g := range s.gpus {
-		for _, d := range g.domains {
-			if d.switchEnd > s.now {
+		for _, m := range d.members {
+			if !m.alive {
+				if m.refusing {
+					wake = min(wake, m.nextArr)
+				}
+				continue
+			}
+			if m.wants(t) {
 				return true, 0
 			}
-		}
-		if g.drainTo > s.now {
-			wake = min(wake, g.drainTo)
+			wake = min(wake, m.nextArr)
+			if m.pause > t {
+				wake = min(wake, m.pause)
+			}
+			if m.standby {
+				wake = min(wake, m.switchAt)
+			}
+			if m.draining {
+				wake = min(wake, m.drainEnd)
+			}
 		}
 	}
 	return false, wake
 }
 
-// advance runs the model to `to` ns since start.
+// advance runs the model to `to` ns since start. Between scenario events
+// the GPUs are independent, and each runs in steps of its own (see
+// gpuState.run).
 func (s *Simulator) advance(to int64) {
 	for s.now < to {
 		s.applyEvents()
-		nextEv := s.nextEvent()
-		if busy, wake := s.busy(); !busy {
-			// Nothing can run: skip the idle stretch exactly.
-			next := min(to, nextEv, wake)
-			if next > s.now {
-				for _, g := range s.gpus {
-					g.idle(next - s.now)
-				}
-				s.now = next
-				continue
-			}
-		}
-		end := min(s.now+stepNs, to, nextEv)
-		if end <= s.now {
-			end = s.now + 1
-		}
+		end := min(to, s.nextEvent())
 		for _, g := range s.gpus {
-			g.step(s, s.now, end)
+			g.run(s, s.now, end)
 		}
 		s.now = end
 	}
 	s.applyEvents()
+}
+
+// run advances g over [t, end): an idle stretch (nothing can run) in one
+// go, else in steps no longer than its clock plan allows.
+func (g *gpuState) run(s *Simulator, t, end int64) {
+	for t < end {
+		if busy, wake := g.busy(t); !busy {
+			next := min(end, wake)
+			if next > t {
+				g.idle(next - t)
+				t = next
+				continue
+			}
+		}
+		p := g.plan(s, t)
+		e := min(end, p.until)
+		if e <= t {
+			e = t + 1
+		}
+		g.step(s, t, e, &p)
+		t = e
+	}
 }
 
 // jitter is a deterministic value in [-1, 1] for GPU g and a time bucket:
@@ -544,7 +553,7 @@ func (s *Simulator) Window() WindowStats {
 			Completed: t.completed, Latencies: t.lat, Good: t.good,
 			Work: t.work, OOMs: t.ooms, Dropped: t.dropped, TimedOut: t.timedOut,
 		}
-		slices.Sort(tw.Latencies)
+		s.sortBuf = sortDurations(tw.Latencies, s.sortBuf)
 		if tw.Latencies == nil {
 			tw.Latencies = []time.Duration{}
 		}

@@ -42,12 +42,25 @@ type job struct {
 	z, sigma, mult float64
 }
 
+// jobTimeCache is a time-sliced job's time (s) and what it depends on.
+type jobTimeCache struct {
+	key     jobTimeKey
+	seconds float64
+}
+
+type jobTimeKey struct {
+	d                      *domain
+	seq                    uint64 // tenant.jobSeq of the job
+	share, clockFactor, bw float64
+}
+
 // tenantTotals accumulates what a tenant got over an interval.
 type tenantTotals struct {
-	busy  float64 // ns with a kernel resident
-	sm    float64 // ns x fraction of the domain's SMs
-	bytes float64
-	flops float64
+	busy    float64 // ns with a kernel resident
+	memBusy float64 // ns with memory traffic (a kernel moving bytes)
+	sm      float64 // ns x fraction of the domain's SMs
+	bytes   float64
+	flops   float64
 }
 
 // tenant is the runtime state of a scenario tenant.
@@ -97,13 +110,20 @@ type tenant struct {
 	mpsPending float64 // set for the next context; 0 = use the GPU default
 	pinned     uint64  // pinned-memory limit; 0 = none
 
+	training bool // the workload is training (always has a step to run)
+
 	// per-segment scheduling scratch
+	want       bool    // runSliced: wants(t) at the segment's start
 	share      float64 // fraction of the domain's SMs this segment
 	bw         float64 // bytes/s this segment
+	capC, capW float64 // FLOP/s and bytes/s its share gets alone
 	jobSeconds float64 // job time (s) at the current allocation
 	fixed      bool    // shareSMs: the client's cap binds
+	jobSeq     uint64  // jobs started (tells an allocation's job apart)
+	jt         jobTimeCache
 
-	preempt int64 // vGPU: ns runnable while another VM held the GPU
+	preempt  int64 // vGPU: ns runnable while another VM held the GPU
+	runTotal int64 // vGPU: ns the VM ran in its logged slots
 	// vGPU adaptive round robin: the backlog the scheduler last observed
 	// (refreshed every 1/frequency seconds)
 	arrBacklog int
@@ -149,13 +169,21 @@ func (t *tenant) queued() int { return len(t.queue) - t.qhead }
 // startJob forms the next job if there is work; it reports whether a job
 // is active.
 func (t *tenant) startJob(now int64) bool {
+	active := t.formJob(now)
+	t.job.floor = t.w.MinJobTime.Seconds()
+	if t.job.active && t.noise != nil {
+		t.job.z, t.job.mult = t.noise.NormFloat64(), 1
+	}
+	if t.job.active {
+		t.jobSeq++
+	}
+	return active
+}
+
+// formJob is startJob's choice of the job's work, without its floor and
+// noise.
+func (t *tenant) formJob(now int64) bool {
 	w := t.w
-	defer func() {
-		t.job.floor = w.MinJobTime.Seconds()
-		if t.job.active && t.noise != nil {
-			t.job.z, t.job.mult = t.noise.NormFloat64(), 1
-		}
-	}()
 	if w.Timeout > 0 {
 		t.expire(now)
 	}

@@ -432,8 +432,9 @@ tenants:
 	}
 }
 
-// TestVGPUSchedulerLog: each slot is logged with its target slice, the run
-// time within it and the VM's weight; with adaptive round robin a VM with a
+// TestVGPUSchedulerLog: each slot is logged, as NVML logs it, when it ends,
+// with its runlist (one per VM), target slice, the run time within it, the
+// VM's cumulative preemption time and weight; with adaptive round robin a VM with a
 // backlog gets longer slices.
 func TestVGPUSchedulerLog(t *testing.T) {
 	for _, arr := range []bool{false, true} {
@@ -453,6 +454,7 @@ tenants:
 			t.Fatalf("arr=%v: %d log entries, want the newest %d", arr, len(log), schedLogMax)
 		}
 		longest := time.Duration(0)
+		preempt, runTotal := map[uint32]time.Duration{}, map[uint32]time.Duration{}
 		for i, e := range log {
 			if e.RunTime > e.TargetTimeSlice || e.TargetTimeSlice < time.Millisecond || e.TargetTimeSlice > 30*time.Millisecond {
 				t.Fatalf("arr=%v: entry %d %+v out of bounds", arr, i, e)
@@ -460,10 +462,25 @@ tenants:
 			if i > 0 && e.Timestamp.Before(log[i-1].Timestamp) {
 				t.Fatalf("arr=%v: log not in time order", arr)
 			}
-			if e.Weight != 1 && e.Weight != 2 {
-				t.Fatalf("weight %d", e.Weight)
+			// runlist = tenant index: a (weight 2) is 0, b (weight 1) is 1
+			if want := map[uint32]uint32{0: 2, 1: 1}[e.Runlist]; e.Weight != want || want == 0 {
+				t.Fatalf("entry %d: runlist %d weight %d", i, e.Runlist, e.Weight)
 			}
+			if e.Timestamp.After(r.Time) {
+				t.Fatalf("entry %d stamped %v, after the sample %v", i, e.Timestamp, r.Time)
+			}
+			if e.CumulativePreemp < preempt[e.Runlist] {
+				t.Fatalf("entry %d: runlist %d preemption went back from %v to %v", i, e.Runlist, preempt[e.Runlist], e.CumulativePreemp)
+			}
+			preempt[e.Runlist] = e.CumulativePreemp
+			if e.RunTimeTotal < runTotal[e.Runlist]+e.RunTime {
+				t.Fatalf("entry %d: runlist %d total run %v, want at least %v + this slot's %v", i, e.Runlist, e.RunTimeTotal, runTotal[e.Runlist], e.RunTime)
+			}
+			runTotal[e.Runlist] = e.RunTimeTotal
 			longest = max(longest, e.TargetTimeSlice)
+		}
+		if preempt[0] == 0 || preempt[1] == 0 {
+			t.Errorf("arr=%v: preemption per runlist %v; both VMs wait for each other", arr, preempt)
 		}
 		if arr && longest <= 2*time.Millisecond {
 			t.Errorf("adaptive round robin never lengthened a slice for the backlogged VM")

@@ -111,6 +111,8 @@ type attrState struct {
 	events []EventCount
 	// share over-commitments already logged (GPU, instance and tenants)
 	shareLogged map[string]bool
+	// footprint history, by device UUID
+	fits map[string]*gpuFit
 	// attributions already made of subjects without a vGPU or a mapped
 	// pod (whose selector inputs are all in the key), so that a steady host is not
 	// matched against every selector on every build; conflicts are not
@@ -122,23 +124,23 @@ type attrState struct {
 // without a pod from a pod mapping, with the configuration it was matched
 // against.
 type memoKey struct {
-	cc      *compiledConfig
-	label   string
-	pid     uint32
-	hasProc bool
-	exe     string
-	uid     int
-	cgroup  string
-	gpu     int
-	migUUID string
-	gi      int
+	compiled *compiledConfig
+	label    string
+	pid      uint32
+	hasProc  bool
+	exe      string
+	uid      int
+	cgroup   string
+	gpu      int
+	migUUID  string
+	gi       int
 }
 
 // memoLimit bounds the attribution memo; it starts over when full.
 const memoLimit = 10000
 
 func newAttrState() attrState {
-	return attrState{seen: map[string]bool{}, shareLogged: map[string]bool{}, prevCS: map[string]uint64{}, csAcc: map[csKey]float64{}, memo: map[memoKey]string{}}
+	return attrState{seen: map[string]bool{}, shareLogged: map[string]bool{}, prevCS: map[string]uint64{}, csAcc: map[csKey]float64{}, memo: map[memoKey]string{}, fits: map[string]*gpuFit{}}
 }
 
 type csKey struct{ uuid, tenant string }
@@ -275,14 +277,20 @@ func migDeviceIDs(d *gpu.Device, inst *gpu.MIGInstance) []string {
 
 // tenantAcc accumulates one tenant's use of one GPU (or MIG instance).
 type tenantAcc struct {
-	tenant        string
-	gi            string
-	procs         int
-	sm, memUtil   float64
-	smN, memUtilN int
-	memBytes      uint64
-	memBytesN     int
-	pids          []uint32
+	tenant string
+	gi     string
+	procs  int
+	// busy and memBusy sum the per-process (or per-VM) utilization
+	// samples: the fraction of the interval a kernel ran, and the fraction
+	// with memory traffic; busyN and memBusyN count the samples.
+	busy, memBusy   float64
+	busyN, memBusyN int
+	// smW and memW are busy and memBusy, each sample weighted by the
+	// context's fitted footprint (see footprints).
+	smW, memW float64
+	memBytes  uint64
+	memBytesN int
+	pids      []uint32
 }
 
 type devAcc struct {
@@ -299,28 +307,39 @@ func (perTenant *devAcc) get(tenant, gi string) *tenantAcc {
 	return a
 }
 
-func (a *tenantAcc) addProcess(p *gpu.Process, utilToo bool) {
+func (a *tenantAcc) addProcess(p *gpu.Process) {
 	a.procs++
 	a.pids = append(a.pids, p.PID)
 	if p.UsedMemoryBytes != nil {
 		a.memBytes += *p.UsedMemoryBytes
 		a.memBytesN++
 	}
-	if utilToo {
-		a.addUtil(p.SMUtil, p.MemUtil)
-	}
 }
 
-// addUtil adds SM and memory-controller utilization samples (either may be
-// absent).
-func (a *tenantAcc) addUtil(sm, mem *float64) {
-	if sm != nil {
-		a.sm += *sm
-		a.smN++
+// processCtx is the utilization context of p, a process of a non-MIG GPU.
+func (a *tenantAcc) processCtx(p *gpu.Process) *ctxUtil {
+	c := &ctxUtil{key: ctxKey{id: uint64(p.PID), threads: 1}, acc: a, sm: p.SMUtil, mem: p.MemUtil}
+	if p.MPSActiveThreads != nil {
+		c.mps = true
+		if *p.MPSActiveThreads > 0 {
+			c.key.threads = min(1, *p.MPSActiveThreads)
+		}
 	}
-	if mem != nil {
-		a.memUtil += *mem
-		a.memUtilN++
+	return c
+}
+
+// addUtil adds a context's kernel-busy and memory-busy samples (either may
+// be absent), weighted by its footprints.
+func (a *tenantAcc) addUtil(c *ctxUtil) {
+	if c.sm != nil {
+		a.busy += *c.sm
+		a.smW += *c.sm * c.smFoot
+		a.busyN++
+	}
+	if c.mem != nil {
+		a.memBusy += *c.mem
+		a.memW += *c.mem * c.memFoot
+		a.memBusyN++
 	}
 }
 
@@ -331,11 +350,14 @@ func (b *Builder) usage(compiled *compiledConfig, r *gpu.Readings, podMap *kube.
 		return nil
 	}
 	var out []Usage
+	seen := map[string]bool{}
+	defer b.attr.forgetFits(seen)
 	for di := range r.Devices {
 		d := &r.Devices[di]
 		if !d.Up {
 			continue
 		}
+		seen[d.UUID] = true
 		if d.MIGEnabled || len(d.MIG) > 0 {
 			out = append(out, b.migUsage(compiled, podMap, d)...)
 			continue
@@ -360,7 +382,7 @@ func (b *Builder) usage(compiled *compiledConfig, r *gpu.Readings, podMap *kube.
 	return out
 }
 
-func (b *Builder) newUsage(compiled *compiledConfig, d *gpu.Device, a *tenantAcc) Usage {
+func (b *Builder) newUsage(compiled *compiledConfig, d *gpu.Device, a *tenantAcc, m Method) Usage {
 	return Usage{
 		Tenant:          a.tenant,
 		Class:           compiled.class[a.tenant],
@@ -370,6 +392,7 @@ func (b *Builder) newUsage(compiled *compiledConfig, d *gpu.Device, a *tenantAcc
 		Processes:       a.procs,
 		MemoryUsedBytes: a.memBytes,
 		PIDs:            sortedPIDs(a.pids),
+		Method:          m,
 	}
 }
 
@@ -382,13 +405,12 @@ func sortedPIDs(p []uint32) []uint32 {
 	return out
 }
 
-// migUsage: each MIG instance's own activity goes to its tenant (Measured).
-// An instance is owned by the tenant its selectors (mig_uuid, gpu_instance,
-// kubernetes via the pod holding the MIG device) name, else by the tenant of
-// its processes. When processes of several tenants share one instance, the
-// instance's activity is apportioned by their used memory (Apportioned).
-// (NVML has no per-process utilization on MIG GPUs: docs/calibration.md,
-// NVML.)
+// migUsage: each MIG instance is its own share domain, and its own
+// counters are its tenants' (Measured). An instance is owned by the tenant
+// its selectors (mig_uuid, gpu_instance, kubernetes via the pod holding the
+// MIG device) name, else by the tenant of its processes. When processes of
+// several tenants share one instance, the instance's activity is split by
+// their used memory. (NVML has no per-process utilization on MIG GPUs.)
 func (b *Builder) migUsage(compiled *compiledConfig, podMap *kube.Mapping, d *gpu.Device) []Usage {
 	var out []Usage
 	byGI := map[int][]*gpu.Process{}
@@ -412,28 +434,20 @@ func (b *Builder) migUsage(compiled *compiledConfig, podMap *kube.Mapping, d *gp
 		perTenant := &devAcc{byTenant: map[string]*tenantAcc{}}
 		for _, p := range byGI[inst.GPUInstanceID] {
 			t := b.attribute(compiled, b.processSubject(compiled, podMap, d, p, inst))
-			perTenant.get(t, gi).addProcess(p, false)
+			perTenant.get(t, gi).addProcess(p)
 		}
 		if len(perTenant.byTenant) == 0 {
 			perTenant.get(owner, gi)
 		}
 		accs := sortedAccs(perTenant)
-		if len(accs) == 1 {
-			a := accs[0]
-			u := b.newUsage(compiled, d, a)
-			u.SMActive, u.SMActiveMethod = copyF(inst.Activity.SMActive), Measured
-			u.DRAMActive, u.DRAMActiveMethod = copyF(inst.Activity.DRAMActive), Measured
-			if a.memBytesN == 0 {
+		w := shareBy(accs, func(a *tenantAcc) (float64, bool) { return float64(a.memBytes), a.memBytesN > 0 })
+		for _, a := range accs {
+			u := b.newUsage(compiled, d, a, Measured)
+			u.SMActive = scaled(inst.Activity.SMActive, w[a.tenant])
+			u.DRAMActive = scaled(inst.Activity.DRAMActive, w[a.tenant])
+			if len(accs) == 1 && a.memBytesN == 0 {
 				u.MemoryUsedBytes = inst.MemoryUsedBytes
 			}
-			out = append(out, u)
-			continue
-		}
-		w := shareByMemory(accs)
-		for _, a := range accs {
-			u := b.newUsage(compiled, d, a)
-			u.SMActive, u.SMActiveMethod = scaled(inst.Activity.SMActive, w[a.tenant]), Apportioned
-			u.DRAMActive, u.DRAMActiveMethod = scaled(inst.Activity.DRAMActive, w[a.tenant]), Apportioned
 			out = append(out, u)
 		}
 	}
@@ -442,25 +456,28 @@ func (b *Builder) migUsage(compiled *compiledConfig, podMap *kube.Mapping, d *gp
 		perTenant := &devAcc{byTenant: map[string]*tenantAcc{}}
 		for _, p := range loose {
 			t := b.attribute(compiled, b.processSubject(compiled, podMap, d, p, nil))
-			perTenant.get(t, "").addProcess(p, false)
+			perTenant.get(t, "").addProcess(p)
 		}
 		for _, a := range sortedAccs(perTenant) {
-			out = append(out, b.newUsage(compiled, d, a))
+			out = append(out, b.newUsage(compiled, d, a, Measured))
 		}
 	}
 	return out
 }
 
-// sharedUsage covers exclusive, time-sliced, MPS and vGPU devices.
+// sharedUsage covers exclusive, time-sliced, MPS and vGPU devices: the
+// whole GPU is one share domain, and its device figures are apportioned
+// among its tenants (see docs/tenants.md), however many there are.
 func (b *Builder) sharedUsage(compiled *compiledConfig, podMap *kube.Mapping, d *gpu.Device) []Usage {
 	perTenant := &devAcc{byTenant: map[string]*tenantAcc{}}
+	var ctxs []*ctxUtil
 	vgpuTenant := map[uint32]string{}
 	for i := range d.VGPUs {
 		v := &d.VGPUs[i]
 		t := b.attribute(compiled, &subject{label: fmt.Sprintf("vGPU %s (VM %q on GPU %d)", v.UUID, v.VMName, d.Index), uid: -1, gpu: d.Index, gi: -1, vgpu: v})
 		vgpuTenant[v.ID] = t
 		a := perTenant.get(t, "")
-		a.addUtil(v.SMUtil, v.MemUtil)
+		ctxs = append(ctxs, &ctxUtil{key: ctxKey{id: 1<<32 | uint64(v.ID), threads: 1}, acc: a, sm: v.SMUtil, mem: v.MemUtil})
 		a.memBytes += v.FramebufferUsed
 		a.memBytesN++
 	}
@@ -474,56 +491,47 @@ func (b *Builder) sharedUsage(compiled *compiledConfig, podMap *kube.Mapping, d 
 			continue
 		}
 		t := b.attribute(compiled, b.processSubject(compiled, podMap, d, p, nil))
-		perTenant.get(t, "").addProcess(p, true)
+		a := perTenant.get(t, "")
+		a.addProcess(p)
+		ctxs = append(ctxs, a.processCtx(p))
 	}
-	accs := sortedAccs(perTenant)
-	if len(accs) == 0 {
-		return nil
+	b.attr.footprints(d.UUID, ctxs, d.Activity.SMActive, d.Activity.SMOccupancy, d.Activity.DRAMActive)
+	for _, c := range ctxs {
+		c.acc.addUtil(c)
 	}
 	csDelta, csKnown := b.contextSwitchDelta(d)
+	if len(perTenant.byTenant) == 0 {
+		if !deviceActive(d, csDelta) {
+			return nil
+		}
+		// activity of processes gone before the sample: no tenant is left
+		// to give it to
+		perTenant.get(Unassigned, "")
+	}
+	accs := sortedAccs(perTenant)
+	smShare := shareBy(accs, func(a *tenantAcc) (float64, bool) { return a.smW, a.busyN > 0 })
+	memShare := shareBy(accs, func(a *tenantAcc) (float64, bool) { return a.memW, a.memBusyN > 0 })
 	out := make([]Usage, 0, len(accs))
-	if len(accs) == 1 {
-		// one tenant: the device figures are all its own
-		a := accs[0]
-		u := b.newUsage(compiled, d, a)
-		switch {
-		case d.Activity.SMActive != nil:
-			u.SMActive = copyF(d.Activity.SMActive)
-		case a.smN > 0:
-			u.SMActive = clamp01(a.sm)
-		}
-		u.SMActiveMethod = Measured
-		u.DRAMActive, u.DRAMActiveMethod = copyF(d.Activity.DRAMActive), Measured
-		if csKnown {
-			u.ContextSwitchesTotal, u.ContextSwitchesMethod = b.addCS(d.UUID, a.tenant, csDelta), Measured
-		}
-		return append(out, u)
-	}
-	smShare := shareBy(accs, func(a *tenantAcc) (float64, bool) { return a.sm, a.smN > 0 })
-	memShare := shareBy(accs, func(a *tenantAcc) (float64, bool) { return a.memUtil, a.memUtilN > 0 })
-	anySM := false
 	for _, a := range accs {
-		anySM = anySM || a.smN > 0
-	}
-	for _, a := range accs {
-		u := b.newUsage(compiled, d, a)
-		if anySM {
-			if a.smN > 0 {
-				u.SMActive = clamp01(a.sm)
-			} else {
-				u.SMActive = gpu.Float(0) // known tenants used it; this one has no sample
-			}
-			u.SMActiveMethod = Measured
-		} else if d.Activity.SMActive != nil {
-			u.SMActive, u.SMActiveMethod = scaled(d.Activity.SMActive, memShare[a.tenant]), Apportioned
+		u := b.newUsage(compiled, d, a, Apportioned)
+		if a.busyN > 0 {
+			u.KernelBusy = clamp01(a.busy)
 		}
-		u.DRAMActive, u.DRAMActiveMethod = scaled(d.Activity.DRAMActive, memShare[a.tenant]), Apportioned
+		u.SMActive = scaled(d.Activity.SMActive, smShare[a.tenant])
+		u.DRAMActive = scaled(d.Activity.DRAMActive, memShare[a.tenant])
 		if csKnown {
-			u.ContextSwitchesTotal, u.ContextSwitchesMethod = b.addCS(d.UUID, a.tenant, csDelta*smShare[a.tenant]), Apportioned
+			u.ContextSwitchesTotal = b.addCS(d.UUID, a.tenant, csDelta*smShare[a.tenant])
 		}
 		out = append(out, u)
 	}
 	return out
+}
+
+// deviceActive says whether d did anything in the sample: SM or DRAM
+// activity, or context switches.
+func deviceActive(d *gpu.Device, csDelta float64) bool {
+	pos := func(p *float64) bool { return p != nil && *p > 0 }
+	return pos(d.Activity.SMActive) || pos(d.Activity.DRAMActive) || csDelta > 0
 }
 
 // contextSwitchDelta is the device's context switches since the previous
@@ -564,15 +572,15 @@ func sortedAccs(perTenant *devAcc) []*tenantAcc {
 	return out
 }
 
-// shareBy returns each tenant's share of a per-tenant quantity; when the
-// quantity is unknown or zero for all, it falls back to the share of
-// per-process SM utilization, then memory-controller utilization, then
-// used memory, then process count (equal per process).
+// shareBy returns each tenant's share (adding up to 1) of a per-tenant
+// weight; when the weight is unknown or zero for all, it falls back to the
+// share of kernel-busy time, then memory-busy time, then used memory, then
+// process count (equal per process).
 func shareBy(accs []*tenantAcc, f func(*tenantAcc) (float64, bool)) map[string]float64 {
 	chain := []func(*tenantAcc) (float64, bool){
 		f,
-		func(a *tenantAcc) (float64, bool) { return a.sm, a.smN > 0 },
-		func(a *tenantAcc) (float64, bool) { return a.memUtil, a.memUtilN > 0 },
+		func(a *tenantAcc) (float64, bool) { return a.busy, a.busyN > 0 },
+		func(a *tenantAcc) (float64, bool) { return a.memBusy, a.memBusyN > 0 },
 		func(a *tenantAcc) (float64, bool) { return float64(a.memBytes), a.memBytesN > 0 },
 		func(a *tenantAcc) (float64, bool) { return float64(a.procs), true },
 	}
@@ -599,18 +607,6 @@ func shareBy(accs []*tenantAcc, f func(*tenantAcc) (float64, bool)) map[string]f
 		w[a.tenant] = 1 / float64(len(accs))
 	}
 	return w
-}
-
-func shareByMemory(accs []*tenantAcc) map[string]float64 {
-	return shareBy(accs, func(a *tenantAcc) (float64, bool) { return float64(a.memBytes), a.memBytesN > 0 })
-}
-
-func copyF(p *float64) *float64 {
-	if p == nil {
-		return nil
-	}
-	v := *p
-	return &v
 }
 
 func scaled(p *float64, w float64) *float64 {

@@ -84,31 +84,62 @@ func sharedReadings(mode gpu.SharingMode, cs uint64) *gpu.Readings {
 	}}}
 }
 
+// mpsReadings is sharedReadings on an MPS GPU whose vllm clients were
+// started with half of the SMs as their active-thread fraction.
+func mpsReadings(cs uint64) *gpu.Readings {
+	r := sharedReadings(gpu.SharingMPS, cs)
+	for i := range r.Devices[0].Processes {
+		p := &r.Devices[0].Processes[i]
+		p.Type, p.MPSActiveThreads = gpu.ProcessMPS, gpu.Float(1)
+		if p.PID <= 2 {
+			p.MPSActiveThreads = gpu.Float(0.5)
+		}
+	}
+	return r
+}
+
 // TestTwoTenantsTimeSliced: chat (two vllm processes) and train (one
-// python process) share GPU 0 by time-slicing or MPS.
+// python process) share GPU 0 by time-slicing or MPS. The device figures
+// are split by busy time (on MPS weighted by the active-thread fraction),
+// and the tenants add up to the device.
 func TestTwoTenantsTimeSliced(t *testing.T) {
-	for _, mode := range []gpu.SharingMode{gpu.SharingTimeSlice, gpu.SharingMPS} {
-		t.Run(string(mode), func(t *testing.T) {
+	for _, tc := range []struct {
+		mode     gpu.SharingMode
+		readings func(cs uint64) *gpu.Readings
+		// SM weights of chat and train: kernel-busy time x threads
+		chatW, trainW float64
+		// DRAM weights: memory-busy time x threads
+		chatM, trainM float64
+	}{
+		{gpu.SharingTimeSlice, func(cs uint64) *gpu.Readings { return sharedReadings(gpu.SharingTimeSlice, cs) }, 0.45, 0.35, 0.30, 0.60},
+		{gpu.SharingMPS, mpsReadings, 0.45 * 0.5, 0.35, 0.30 * 0.5, 0.60},
+	} {
+		t.Run(string(tc.mode), func(t *testing.T) {
+			smW, memW := tc.chatW+tc.trainW, tc.chatM+tc.trainM
 			b := mustBuilder(t, sharedTenants, BuilderOptions{})
-			s := b.Build(sharedReadings(mode, 1000), gpu.SamplerStats{})
+			s := b.Build(tc.readings(1000), gpu.SamplerStats{})
 			if len(s.Usage) != 3 || s.Usage[0].Tenant != "chat" || s.Usage[1].Tenant != "train" || s.Usage[2].Tenant != Unassigned {
 				t.Fatalf("usage entries %+v", s.Usage)
 			}
 			chat, train, un := s.Usage[0], s.Usage[1], s.Usage[2]
-			// SM: per-process samples summed (measured)
-			checkF(t, "chat SM", chat.SMActive, 0.45)
-			checkF(t, "train SM", train.SMActive, 0.35)
-			checkF(t, "unassigned SM", un.SMActive, 0)
-			if chat.SMActiveMethod != Measured || train.SMActiveMethod != Measured {
-				t.Errorf("SM methods %q %q", chat.SMActiveMethod, train.SMActiveMethod)
+			// kernel busy: per-process samples summed
+			checkF(t, "chat busy", chat.KernelBusy, 0.45)
+			checkF(t, "train busy", train.KernelBusy, 0.35)
+			if un.KernelBusy != nil {
+				t.Errorf("unassigned busy = %v without a sample", *un.KernelBusy)
 			}
-			// DRAM: device 0.5 split by memory-controller utilization
-			// chat 0.30 / 0.90, train 0.60 / 0.90 (apportioned)
-			checkF(t, "chat DRAM", chat.DRAMActive, 0.5*0.30/0.90)
-			checkF(t, "train DRAM", train.DRAMActive, 0.5*0.60/0.90)
+			// SM: device 0.85 split by the SM weights
+			checkF(t, "chat SM", chat.SMActive, 0.85*tc.chatW/smW)
+			checkF(t, "train SM", train.SMActive, 0.85*tc.trainW/smW)
+			checkF(t, "unassigned SM", un.SMActive, 0)
+			// DRAM: device 0.5 split by the memory weights
+			checkF(t, "chat DRAM", chat.DRAMActive, 0.5*tc.chatM/memW)
+			checkF(t, "train DRAM", train.DRAMActive, 0.5*tc.trainM/memW)
 			checkF(t, "unassigned DRAM", un.DRAMActive, 0)
-			if chat.DRAMActiveMethod != Apportioned || train.DRAMActiveMethod != Apportioned {
-				t.Errorf("DRAM methods %q %q", chat.DRAMActiveMethod, train.DRAMActiveMethod)
+			for _, u := range s.Usage {
+				if u.Method != Apportioned {
+					t.Errorf("%s: method %q", u.Tenant, u.Method)
+				}
 			}
 			if chat.MemoryUsedBytes != 16*gib || train.MemoryUsedBytes != 30*gib || un.MemoryUsedBytes != gib {
 				t.Errorf("memory %d %d %d", chat.MemoryUsedBytes, train.MemoryUsedBytes, un.MemoryUsedBytes)
@@ -118,24 +149,23 @@ func TestTwoTenantsTimeSliced(t *testing.T) {
 			}
 			// context switches: first sample is the baseline
 			checkF(t, "chat cs", chat.ContextSwitchesTotal, 0)
-			// +600 split by SM share: chat 0.45/0.80, train 0.35/0.80
-			s = b.Build(sharedReadings(mode, 1600), gpu.SamplerStats{})
-			checkF(t, "chat cs", usageOf(t, s, "chat", "").ContextSwitchesTotal, 600*0.45/0.80)
-			checkF(t, "train cs", usageOf(t, s, "train", "").ContextSwitchesTotal, 600*0.35/0.80)
+			// +600 split by the SM weights
+			s = b.Build(tc.readings(1600), gpu.SamplerStats{})
+			checkF(t, "chat cs", usageOf(t, s, "chat", "").ContextSwitchesTotal, 600*tc.chatW/smW)
+			checkF(t, "train cs", usageOf(t, s, "train", "").ContextSwitchesTotal, 600*tc.trainW/smW)
 			checkF(t, "unassigned cs", usageOf(t, s, Unassigned, "").ContextSwitchesTotal, 0)
-			if m := usageOf(t, s, "chat", "").ContextSwitchesMethod; m != Apportioned {
-				t.Errorf("cs method %q", m)
-			}
 			// the device counter resets (driver reload): per-tenant counters
 			// keep growing by the new value
-			s = b.Build(sharedReadings(mode, 80), gpu.SamplerStats{})
-			checkF(t, "chat cs after reset", usageOf(t, s, "chat", "").ContextSwitchesTotal, 680*0.45/0.80)
-			checkF(t, "train cs after reset", usageOf(t, s, "train", "").ContextSwitchesTotal, 680*0.35/0.80)
+			s = b.Build(tc.readings(80), gpu.SamplerStats{})
+			checkF(t, "chat cs after reset", usageOf(t, s, "chat", "").ContextSwitchesTotal, 680*tc.chatW/smW)
+			checkF(t, "train cs after reset", usageOf(t, s, "train", "").ContextSwitchesTotal, 680*tc.trainW/smW)
 		})
 	}
 }
 
-func TestExclusiveSingleTenantMeasured(t *testing.T) {
+// TestExclusiveSingleTenant: a tenant alone on a GPU gets the device's
+// figures, by the same rule (and method) as when it shares the GPU.
+func TestExclusiveSingleTenant(t *testing.T) {
 	b := mustBuilder(t, sharedTenants, BuilderOptions{})
 	r := sharedReadings(gpu.SharingExclusive, 5)
 	r.Devices[0].Processes = r.Devices[0].Processes[:2] // only chat
@@ -146,8 +176,9 @@ func TestExclusiveSingleTenantMeasured(t *testing.T) {
 	u := s.Usage[0]
 	checkF(t, "SM", u.SMActive, 0.85) // the device's own GPM figure
 	checkF(t, "DRAM", u.DRAMActive, 0.5)
-	if u.SMActiveMethod != Measured || u.DRAMActiveMethod != Measured || u.ContextSwitchesMethod != Measured {
-		t.Errorf("methods %+v", u)
+	checkF(t, "busy", u.KernelBusy, 0.45)
+	if u.Method != Apportioned {
+		t.Errorf("method %q", u.Method)
 	}
 }
 
@@ -181,7 +212,7 @@ func TestMIGUsage(t *testing.T) {
 	ua := usageOf(t, s, "a", "1")
 	checkF(t, "a SM", ua.SMActive, 0.7)
 	checkF(t, "a DRAM", ua.DRAMActive, 0.4)
-	if ua.SMActiveMethod != Measured || ua.MemoryUsedBytes != 4*gib || ua.Processes != 1 || ua.ContextSwitchesTotal != nil {
+	if ua.Method != Measured || ua.KernelBusy != nil || ua.MemoryUsedBytes != 4*gib || ua.Processes != 1 || ua.ContextSwitchesTotal != nil {
 		t.Errorf("a %+v", ua)
 	}
 	ub := usageOf(t, s, "b", "2") // no processes: the instance's own memory
@@ -196,7 +227,7 @@ func TestMIGUsage(t *testing.T) {
 	uc4, un4 := usageOf(t, s, "c", "4"), usageOf(t, s, Unassigned, "4")
 	checkF(t, "c SM in 4", uc4.SMActive, 0.5*0.75)
 	checkF(t, "unassigned SM in 4", un4.SMActive, 0.5*0.25)
-	if uc4.SMActiveMethod != Apportioned || un4.DRAMActiveMethod != Apportioned {
+	if uc4.Method != Measured || un4.Method != Measured {
 		t.Errorf("methods %+v %+v", uc4, un4)
 	}
 	if len(s.Usage) != 5 {
@@ -220,7 +251,7 @@ func TestVGPUUsage(t *testing.T) {
 	}
 	r := &gpu.Readings{Devices: []gpu.Device{{
 		Index: 0, UUID: "GPU-0", Up: true, Mode: gpu.SharingVGPU,
-		Activity: gpu.Activity{DRAMActive: gpu.Float(0.6)},
+		Activity: gpu.Activity{SMActive: gpu.Float(0.8), DRAMActive: gpu.Float(0.6)},
 		VGPUs: []gpu.VGPUInstance{
 			{ID: 1, UUID: "a", VMName: "vdi-1", SMUtil: gpu.Float(0.2), MemUtil: gpu.Float(0.1), FramebufferUsed: 2 * gib},
 			{ID: 2, UUID: "b", VMName: "vdi-2", SMUtil: gpu.Float(0.1), MemUtil: gpu.Float(0.1), FramebufferUsed: 1 * gib},
@@ -231,12 +262,14 @@ func TestVGPUUsage(t *testing.T) {
 	}}}
 	s := b.Build(r, gpu.SamplerStats{})
 	vdi, inf, un := usageOf(t, s, "vdi", ""), usageOf(t, s, "inference", ""), usageOf(t, s, Unassigned, "")
-	checkF(t, "vdi SM", vdi.SMActive, 0.3)
-	checkF(t, "inference SM", inf.SMActive, 0.5)
-	checkF(t, "unassigned SM", un.SMActive, 0.05)
+	// SM: the device's 0.8 split by the VMs' busy time (0.85 in all)
+	checkF(t, "vdi busy", vdi.KernelBusy, 0.3)
+	checkF(t, "vdi SM", vdi.SMActive, 0.8*0.3/0.85)
+	checkF(t, "inference SM", inf.SMActive, 0.8*0.5/0.85)
+	checkF(t, "unassigned SM", un.SMActive, 0.8*0.05/0.85)
 	checkF(t, "vdi DRAM", vdi.DRAMActive, 0.6*0.2/0.6)
 	checkF(t, "inference DRAM", inf.DRAMActive, 0.6*0.4/0.6)
-	if vdi.SMActiveMethod != Measured || vdi.DRAMActiveMethod != Apportioned || vdi.MemoryUsedBytes != 3*gib || inf.MemoryUsedBytes != 8*gib || inf.Processes != 1 || inf.PIDs[0] != 9 {
+	if vdi.Method != Apportioned || vdi.MemoryUsedBytes != 3*gib || inf.MemoryUsedBytes != 8*gib || inf.Processes != 1 || inf.PIDs[0] != 9 {
 		t.Errorf("vdi %+v inference %+v", vdi, inf)
 	}
 }

@@ -30,6 +30,9 @@ type BuilderOptions struct {
 	// Proc reads process facts (cgroup, comm, user) the readings lack (a
 	// kube.ProcReader); nil: those facts are unknown.
 	Proc ProcFacts
+	// AllowEmpty makes Reload accept a tenants file with no tenants; by
+	// default one is refused (see NotEmpty).
+	AllowEmpty bool
 }
 
 // Builder attributes readings to tenants and reports, in each Snapshot, the
@@ -41,6 +44,8 @@ type Builder struct {
 	proc    ProcFacts
 	latency LatencyTracker // nil: none
 	pods    PodMapper      // nil: none
+	// allowEmpty: a reload may install a file with no tenants.
+	allowEmpty bool
 
 	cfg atomic.Pointer[compiledConfig]
 
@@ -49,6 +54,7 @@ type Builder struct {
 
 	buildMu sync.Mutex
 	attr    attrState
+	sched   []RunlistCount // guarded by buildMu
 }
 
 // compiledConfig is a Config with what Build derives from it.
@@ -111,6 +117,8 @@ func NewBuilder(cfg *Config, opts BuilderOptions) (*Builder, error) {
 		latency: opts.Latency,
 		pods:    opts.Pods,
 		attr:    newAttrState(),
+
+		allowEmpty: opts.AllowEmpty,
 	}
 	b.cfgStatus = ConfigStatus{File: cfg.File, LastReloadSuccessful: true, LastReloadSuccessTime: b.clock.Now()}
 	b.mu.Lock()
@@ -154,6 +162,9 @@ func (b *Builder) Reload(path string) error {
 		return err
 	}
 	cfg, err := LoadConfig(path)
+	if err == nil && !b.allowEmpty {
+		err = NotEmpty(cfg)
+	}
 	if err != nil {
 		b.cfgStatus.ReloadFailuresTotal++
 		b.cfgStatus.LastReloadSuccessful = false
@@ -235,6 +246,8 @@ func (b *Builder) Build(r *gpu.Readings, st gpu.SamplerStats) *Snapshot {
 	snap.Attribution.ShareMinSums, snap.Attribution.OvercommittedShares = b.shareSums(compiled, snap.Usage)
 	b.attr.events = AddEvents(b.attr.events, r)
 	snap.Events = b.attr.events
+	b.sched = AddSchedulerLog(b.sched, r)
+	snap.VGPURunlists = b.sched
 	b.buildMu.Unlock()
 	b.logEvents(r)
 

@@ -50,7 +50,8 @@ func TestBuildNoTenantsFile(t *testing.T) {
 			t.Errorf("usage for %q, want only %q", u.Tenant, Unassigned)
 		}
 	}
-	if u := s.Usage[0]; u.Processes != 2 || *u.SMActive != 0.5 || u.MemoryUsedBytes != 2<<30 || len(u.PIDs) != 2 {
+	// no GPM on GPU-a: no SM share, but the processes' kernel-busy time
+	if u := s.Usage[0]; u.Processes != 2 || u.SMActive != nil || u.KernelBusy == nil || *u.KernelBusy != 0.5 || u.MemoryUsedBytes != 2<<30 || len(u.PIDs) != 2 {
 		t.Errorf("time-sliced usage %+v", u)
 	}
 	if u := s.Usage[1]; u.GPUInstance != "1" || *u.SMActive != 0.5 || u.Processes != 1 {

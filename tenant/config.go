@@ -9,9 +9,9 @@
 package tenant
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
-	"os"
 	"regexp"
 	"sort"
 	"strings"
@@ -21,6 +21,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/fileread"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/yamlconf"
 	"github.com/vgpu-exporter/vgpu_exporter/latency"
 )
@@ -31,6 +32,12 @@ const (
 	DefaultScrapeInterval = 15 * time.Second
 	DefaultSourceTimeout  = 2 * time.Second
 	DefaultSourceMaxBytes = 4 << 20
+	// MaxSourceMaxBytes is the ceiling of latency_source.max_bytes: a body
+	// is held whole while it is decoded.
+	MaxSourceMaxBytes = 64 << 20
+	// MaxConfigBytes bounds a tenants file: ample for thousands of tenants,
+	// and a file is read whole and costs many times its size to parse.
+	MaxConfigBytes = 4 << 20
 )
 
 // Config is a parsed and validated tenants file. A Config with no tenants is
@@ -128,6 +135,8 @@ type LatencySource struct {
 	Matchers map[string]string
 	Timeout  time.Duration
 	MaxBytes int64
+	// FollowRedirects is same-host (the default), any or none.
+	FollowRedirects string
 }
 
 // key identifies the source's configuration; a reload that leaves it
@@ -139,7 +148,7 @@ func (l *LatencySource) key() string {
 	}
 	sort.Strings(keys)
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s|%s|%s|%s|%d", l.URL, l.Preset, l.Metric, l.Timeout, l.MaxBytes)
+	fmt.Fprintf(&b, "%s|%s|%s|%s|%d|%s", l.URL, l.Preset, l.Metric, l.Timeout, l.MaxBytes, l.FollowRedirects)
 	for _, k := range keys {
 		fmt.Fprintf(&b, "|%s=%s", k, l.Matchers[k])
 	}
@@ -165,13 +174,29 @@ func EmptyConfig() *Config {
 }
 
 // LoadConfig reads and validates a tenants file. The error lists every
-// problem found, one per line, as "file:line: problem".
+// problem found, one per line, as "file:line: problem". A file that is not
+// a regular file (a FIFO, a device: a read could block or never end) or is
+// larger than MaxConfigBytes is refused before it is read.
 func LoadConfig(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := fileread.Regular(path, MaxConfigBytes)
 	if err != nil {
-		return nil, err // "open <path>: <reason>" names the file
+		return nil, err // names the file
 	}
 	return ParseConfig(path, data)
+}
+
+// ErrNoTenants is wrapped by the error of NotEmpty.
+var ErrNoTenants = errors.New("defines no tenants")
+
+// NotEmpty returns an error (wrapping ErrNoTenants) when cfg has no tenants:
+// a file emptied or cut short while it is rewritten would otherwise drop
+// every tenant and restart their counters. Callers refuse such a file
+// unless an empty configuration is intended.
+func NotEmpty(cfg *Config) error {
+	if len(cfg.Tenants) > 0 {
+		return nil
+	}
+	return fmt.Errorf("%s %w; refusing an empty tenants file, which would attribute everything to %s", cfg.File, ErrNoTenants, Unassigned)
 }
 
 // ParseConfig parses and validates a tenants file held in data; name is used
@@ -376,9 +401,10 @@ func (l *LatencySource) UnmarshalYAML(n *yaml.Node) error {
 		Matchers map[string]string `yaml:"matchers"`
 		Timeout  time.Duration     `yaml:"timeout"`
 		MaxBytes yamlconf.Size     `yaml:"max_bytes"`
-	}{Timeout: DefaultSourceTimeout, MaxBytes: DefaultSourceMaxBytes}
+		Follow   string            `yaml:"follow_redirects"`
+	}{Timeout: DefaultSourceTimeout, MaxBytes: DefaultSourceMaxBytes, Follow: latency.RedirectsSameHost}
 	got := errs.Fields(n, "latency_source", "latency_source.", &f)
-	*l = LatencySource{URL: f.URL, Preset: f.Preset, Metric: f.Metric, Matchers: f.Matchers, Timeout: f.Timeout, MaxBytes: int64(f.MaxBytes)}
+	*l = LatencySource{URL: f.URL, Preset: f.Preset, Metric: f.Metric, Matchers: f.Matchers, Timeout: f.Timeout, MaxBytes: int64(f.MaxBytes), FollowRedirects: f.Follow}
 	if v, given := got["url"]; given {
 		u, err := url.Parse(l.URL)
 		switch {
@@ -411,6 +437,15 @@ func (l *LatencySource) UnmarshalYAML(n *yaml.Node) error {
 	}
 	if v := got["max_bytes"]; v.OK && l.MaxBytes < 1024 {
 		errs.Addf(v.Line, "latency_source.max_bytes %s is below 1KiB", v.Value)
+	} else if v.OK && l.MaxBytes > MaxSourceMaxBytes {
+		errs.Addf(v.Line, "latency_source.max_bytes %s is above the ceiling of 64MiB", v.Value)
+	}
+	if v := got["follow_redirects"]; v.OK {
+		switch l.FollowRedirects {
+		case latency.RedirectsSameHost, latency.RedirectsAny, latency.RedirectsNone:
+		default:
+			errs.Addf(v.Line, "latency_source.follow_redirects %q is not one of same-host, any, none", l.FollowRedirects)
+		}
 	}
 	if l.URL == "" {
 		errs.Addf(n.Line, "latency_source needs a url")

@@ -1,6 +1,8 @@
 package tenant
 
 import (
+	"cmp"
+	"math"
 	"slices"
 	"sort"
 	"strconv"
@@ -77,4 +79,400 @@ func (b *Builder) shareSums(compiled *compiledConfig, usage []Usage) (all, over 
 		level.Warn(b.logger).Log(kv...)
 	}
 	return all, over
+}
+
+// Footprints. The per-process utilization samples count time (the fraction
+// of the interval a kernel ran, or memory moved), not SMs or bytes. How
+// much of the GPU a context holds while busy, its footprint, is fitted per
+// GPU over the last footprintWindow samples from how the device's own
+// counters move with the contexts' busy times (docs/tenants.md, Rules).
+
+// footprintWindow is the number of samples of a GPU the footprints are
+// fitted over.
+const footprintWindow = 30
+
+// footprintRidge pulls each footprint towards the common one (the
+// busy-time split) in directions the samples do not determine, per sample
+// of the window.
+const footprintRidge = 1e-4
+
+// minOccupancy bounds a fitted MPS occupancy from below.
+const minOccupancy = 0.05
+
+// ctxKey is a context of a GPU: a process (with the active-thread fraction
+// of its context, so that a restarted MPS client is a new context) or a
+// vGPU instance.
+type ctxKey struct {
+	id      uint64
+	threads float64
+}
+
+// ctxUtil is one context's utilization in one sample.
+type ctxUtil struct {
+	key     ctxKey
+	acc     *tenantAcc
+	sm, mem *float64
+	mps     bool
+	// smFoot and memFoot are the fitted footprints, set by footprints
+	smFoot, memFoot float64
+}
+
+// fitSample is one sample of a GPU: its contexts' busy times and the
+// device's counters (NaN when absent).
+type fitSample struct {
+	busy, memBusy map[ctxKey]float64
+	sm, occ, dram float64
+}
+
+// gpuFit is the footprint history of one GPU.
+type gpuFit struct {
+	samples []fitSample // oldest first, at most footprintWindow
+	// occ is the last fitted occupancy of each MPS context (warm start)
+	occ map[ctxKey]float64
+}
+
+// footprints sets the smFoot and memFoot of ctxs, the contexts of device
+// uuid in this sample, from the device's SM active, SM occupancy and DRAM
+// active (any may be nil) and the window before it.
+func (a *attrState) footprints(uuid string, ctxs []*ctxUtil, sm, occ, dram *float64) {
+	f := a.fits[uuid]
+	if f == nil {
+		f = &gpuFit{occ: map[ctxKey]float64{}}
+		a.fits[uuid] = f
+	}
+	s := fitSample{busy: map[ctxKey]float64{}, memBusy: map[ctxKey]float64{}, sm: orNaN(sm), occ: orNaN(occ), dram: orNaN(dram)}
+	mps := false
+	for _, c := range ctxs {
+		if c.sm != nil {
+			s.busy[c.key] += *c.sm
+		}
+		if c.mem != nil {
+			s.memBusy[c.key] += *c.mem
+		}
+		mps = mps || c.mps
+	}
+	if len(f.samples) >= footprintWindow {
+		f.samples = append(f.samples[:0], f.samples[1:]...)
+	}
+	f.samples = append(f.samples, s)
+	var smFoot map[ctxKey]float64
+	if mps {
+		smFoot = f.fitOccupancy()
+	} else {
+		smFoot = linearFit(f.samples, func(s *fitSample) (map[ctxKey]float64, float64) { return s.busy, s.sm })
+	}
+	for _, c := range ctxs {
+		c.smFoot, c.memFoot = c.key.threads, c.key.threads
+		if v, ok := smFoot[c.key]; ok {
+			c.smFoot = v
+		}
+	}
+}
+
+// forgetFits drops the history of GPUs not in seen.
+func (a *attrState) forgetFits(seen map[string]bool) {
+	for uuid := range a.fits {
+		if !seen[uuid] {
+			delete(a.fits, uuid)
+		}
+	}
+}
+
+func orNaN(p *float64) float64 {
+	if p == nil {
+		return math.NaN()
+	}
+	return *p
+}
+
+// linearFit fits, over the samples where the device figure y is known,
+// y = sum over contexts of x (a busy time) times the context's footprint
+// in [0, 1], least squares with a ridge towards the common footprint
+// mean(y) / mean(sum x). Time-sliced contexts run one at a time, so the
+// device's SM active (DRAM active) is exactly such a sum. It returns nil
+// when no sample has both.
+func linearFit(samples []fitSample, get func(*fitSample) (map[ctxKey]float64, float64)) map[ctxKey]float64 {
+	idx := map[ctxKey]int{}
+	var keys []ctxKey
+	for i := range samples {
+		x, y := get(&samples[i])
+		if !math.IsNaN(y) {
+			keys = addKeys(keys, x)
+		}
+	}
+	m := len(keys)
+	for p, k := range keys {
+		idx[k] = p
+	}
+	n, sumY, sumX := 0, 0.0, 0.0
+	ata := make([]float64, m*m)
+	aty := make([]float64, m)
+	row := make([]float64, m)
+	for i := range samples {
+		x, y := get(&samples[i])
+		if math.IsNaN(y) {
+			continue
+		}
+		n++
+		sumY += y
+		clear(row)
+		for k, v := range x {
+			row[idx[k]] = v
+		}
+		for p := range m {
+			sumX += row[p]
+			if row[p] == 0 {
+				continue
+			}
+			aty[p] += row[p] * y
+			for q := range m {
+				ata[p*m+q] += row[p] * row[q]
+			}
+		}
+	}
+	if n == 0 || sumX <= 0 {
+		return nil
+	}
+	prior := min(1, sumY/sumX)
+	diag := 0.0
+	for p := range m {
+		diag += ata[p*m+p]
+	}
+	lambda := footprintRidge * diag / float64(m)
+	for p := range m {
+		ata[p*m+p] += lambda
+		aty[p] += lambda * prior
+	}
+	theta := boxSolve(ata, aty, m)
+	out := make(map[ctxKey]float64, m)
+	for p, k := range keys {
+		out[k] = theta[p]
+	}
+	return out
+}
+
+// fitOccupancy fits MPS contexts' occupancies. Oversubscribed MPS clients
+// share the SMs in proportion to what their kernels occupy (active-thread
+// fraction times occupancy), so a client's SM weight is busy x threads x
+// occupancy. With the SM active split that way, the device's SM occupancy
+// is predicted as the split's occupancy-weighted sum; each context's
+// occupancy in [minOccupancy, 1] is fitted to the window's device SM
+// occupancy by coordinate search, with a ridge towards the window's mean
+// occupancy (occupancy / SM active). It returns threads x occupancy by
+// context, nil when the window has no SM occupancy.
+func (f *gpuFit) fitOccupancy() map[ctxKey]float64 {
+	type obs struct {
+		sm, occ float64
+		w       []float64 // busy x threads by context index
+	}
+	idx := map[ctxKey]int{}
+	var keys []ctxKey
+	var data []obs
+	sumSM, sumOcc := 0.0, 0.0
+	for i := range f.samples {
+		s := &f.samples[i]
+		if math.IsNaN(s.sm) || math.IsNaN(s.occ) || s.sm <= 0 {
+			continue
+		}
+		keys = addKeys(keys, s.busy)
+		sumSM += s.sm
+		sumOcc += s.occ
+		data = append(data, obs{sm: s.sm, occ: s.occ})
+	}
+	if len(data) == 0 {
+		for k := range f.occ {
+			delete(f.occ, k)
+		}
+		return nil
+	}
+	m := len(keys)
+	for p, k := range keys {
+		idx[k] = p
+	}
+	j := 0
+	for i := range f.samples {
+		s := &f.samples[i]
+		if math.IsNaN(s.sm) || math.IsNaN(s.occ) || s.sm <= 0 {
+			continue
+		}
+		w := make([]float64, m)
+		for k, v := range s.busy {
+			w[idx[k]] = v * k.threads
+		}
+		data[j].w = w
+		j++
+	}
+	mean := min(1, max(minOccupancy, sumOcc/sumSM))
+	o := make([]float64, m)
+	for p, k := range keys {
+		o[p] = mean
+		if v, ok := f.occ[k]; ok {
+			o[p] = v
+		}
+	}
+	// per observation: sum of w o and of w o o
+	s1 := make([]float64, len(data))
+	s2 := make([]float64, len(data))
+	for t := range data {
+		for p := range m {
+			s1[t] += data[t].w[p] * o[p]
+			s2[t] += data[t].w[p] * o[p] * o[p]
+		}
+	}
+	lambda := footprintRidge * float64(len(data))
+	cost := func(p int, v float64) float64 {
+		c := lambda * (v - mean) * (v - mean)
+		for t := range data {
+			w := data[t].w[p]
+			a := s1[t] + w*(v-o[p])
+			b := s2[t] + w*(v*v-o[p]*o[p])
+			pred := 0.0
+			if a > 0 {
+				pred = data[t].sm * b / a
+			}
+			d := data[t].occ - pred
+			c += d * d
+		}
+		return c
+	}
+	const steps = 24
+	for range 3 {
+		for p := range m {
+			best, bestC := o[p], cost(p, o[p])
+			for g := 0; g <= steps; g++ {
+				v := minOccupancy + (1-minOccupancy)*float64(g)/steps
+				if c := cost(p, v); c < bestC {
+					best, bestC = v, c
+				}
+			}
+			// refine around the best point
+			for h := (1 - minOccupancy) / steps; h > 1e-4; h /= 2 {
+				for _, v := range []float64{best - h, best + h} {
+					if v < minOccupancy || v > 1 {
+						continue
+					}
+					if c := cost(p, v); c < bestC {
+						best, bestC = v, c
+					}
+				}
+			}
+			for t := range data {
+				w := data[t].w[p]
+				s1[t] += w * (best - o[p])
+				s2[t] += w * (best*best - o[p]*o[p])
+			}
+			o[p] = best
+		}
+	}
+	clear(f.occ)
+	out := make(map[ctxKey]float64, m)
+	for p, k := range keys {
+		f.occ[k] = o[p]
+		out[k] = k.threads * o[p]
+	}
+	return out
+}
+
+// addKeys adds the keys of x to the sorted keys.
+func addKeys(keys []ctxKey, x map[ctxKey]float64) []ctxKey {
+	for k := range x {
+		i, found := slices.BinarySearchFunc(keys, k, cmpCtxKey)
+		if !found {
+			keys = slices.Insert(keys, i, k)
+		}
+	}
+	return keys
+}
+
+func cmpCtxKey(a, b ctxKey) int {
+	if a.id != b.id {
+		return cmp.Compare(a.id, b.id)
+	}
+	return cmp.Compare(a.threads, b.threads)
+}
+
+// boxSolve solves the positive definite system a x = b (a is m x m, row
+// major) with each x in [0, 1]: an unknown whose solution falls outside is
+// held at the bound it crossed and the rest solved again.
+func boxSolve(a, b []float64, m int) []float64 {
+	x := make([]float64, m)
+	fixed := make([]bool, m)
+	for range m + 1 {
+		var free []int
+		for p := range m {
+			if !fixed[p] {
+				free = append(free, p)
+			}
+		}
+		n := len(free)
+		if n == 0 {
+			return x
+		}
+		// the free unknowns' system, the fixed ones moved to the right
+		g := make([]float64, n*(n+1))
+		for i, p := range free {
+			r := b[p]
+			for q := range m {
+				if fixed[q] {
+					r -= a[p*m+q] * x[q]
+				}
+			}
+			for j, q := range free {
+				g[i*(n+1)+j] = a[p*m+q]
+			}
+			g[i*(n+1)+n] = r
+		}
+		sol := gauss(g, n)
+		out := false
+		for i, p := range free {
+			x[p] = sol[i]
+			if sol[i] < 0 || sol[i] > 1 {
+				x[p] = min(1, max(0, sol[i]))
+				fixed[p], out = true, true
+			}
+		}
+		if !out {
+			return x
+		}
+	}
+	return x
+}
+
+// gauss solves the n x n system in the augmented row-major matrix g (n
+// rows of n+1) by elimination with partial pivoting; g is overwritten.
+func gauss(g []float64, n int) []float64 {
+	w := n + 1
+	for c := range n {
+		piv := c
+		for r := c + 1; r < n; r++ {
+			if math.Abs(g[r*w+c]) > math.Abs(g[piv*w+c]) {
+				piv = r
+			}
+		}
+		if piv != c {
+			for k := range w {
+				g[c*w+k], g[piv*w+k] = g[piv*w+k], g[c*w+k]
+			}
+		}
+		if g[c*w+c] == 0 {
+			continue
+		}
+		for r := c + 1; r < n; r++ {
+			f := g[r*w+c] / g[c*w+c]
+			for k := c; k < w; k++ {
+				g[r*w+k] -= f * g[c*w+k]
+			}
+		}
+	}
+	x := make([]float64, n)
+	for r := n - 1; r >= 0; r-- {
+		v := g[r*w+n]
+		for k := r + 1; k < n; k++ {
+			v -= g[r*w+k] * x[k]
+		}
+		if g[r*w+r] != 0 {
+			x[r] = v / g[r*w+r]
+		}
+	}
+	return x
 }

@@ -93,7 +93,7 @@ func TestSimScenariosAttribution(t *testing.T) {
 				if u.DRAMActive != nil && u.GPUInstance == "" {
 					dram[u.UUID] += *u.DRAMActive
 				}
-				if u.SMActive != nil && u.SMActiveMethod == "" {
+				if u.Method == "" {
 					t.Errorf("no method: %+v", u)
 				}
 			}

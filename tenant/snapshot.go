@@ -18,11 +18,11 @@ type Method string
 
 // Methods.
 const (
-	// Measured: the hardware counted this tenant's own use (a MIG instance's
-	// counters, a process's utilization samples, a vGPU instance's utilization).
+	// Measured: the share domain's own counters, a MIG instance's.
 	Measured Method = "measured"
-	// Apportioned: a device-wide figure divided among tenants by a documented
-	// rule (see docs/tenants.md), because the hardware does not split it.
+	// Apportioned: a whole GPU's figure divided among its tenants by a
+	// documented rule (see docs/tenants.md), because the hardware does not
+	// split it; also when one tenant has the GPU.
 	Apportioned Method = "apportioned"
 )
 
@@ -50,6 +50,10 @@ type Snapshot struct {
 	// events since the previous sample, so the snapshot builder carries the
 	// totals forward with AddEvents. Sorted by GPU, kind, code.
 	Events []EventCount
+	// VGPURunlists are cumulative vGPU scheduler figures by GPU and
+	// software runlist since the exporter started, carried forward from
+	// each sample's scheduler log by AddSchedulerLog.
+	VGPURunlists []RunlistCount
 	// Attribution counts processes that could not be attributed cleanly.
 	Attribution AttributionStatus
 }
@@ -103,15 +107,31 @@ type Usage struct {
 	// such as the MPS active-thread percentage. Never exported as labels.
 	PIDs []uint32
 
-	SMActive         *float64 // 0-1 of the GPU (or instance), nil if unknown
-	SMActiveMethod   Method
-	DRAMActive       *float64 // 0-1 of peak HBM bandwidth of the GPU (or instance)
-	DRAMActiveMethod Method
-	MemoryUsedBytes  uint64
+	// Method says how SMActive, DRAMActive and ContextSwitchesTotal were
+	// obtained; it is fixed by the share domain's sharing mode (Measured on
+	// a MIG instance, Apportioned on a whole GPU), never by how many
+	// tenants share the domain.
+	Method Method
+	// SMActive is the tenant's share of the SM activity of the GPU (or MIG
+	// instance), 0-1 of it; nil if the device figure is unknown. The
+	// tenants of one GPU (or instance), Unassigned included, add up to the
+	// device's (instance's) Activity.SMActive.
+	SMActive *float64
+	// DRAMActive is the tenant's share of the HBM bandwidth of the GPU (or
+	// instance), 0-1 of its peak; it adds up over tenants like SMActive.
+	DRAMActive *float64
+	// KernelBusy is the fraction of the interval during which a kernel of
+	// the tenant ran (NVML per-process or vGPU instance utilization, summed
+	// over its processes, at most 1), however many SMs it filled; nil on
+	// MIG GPUs and where unknown. Tenants' figures may add up to more than
+	// 1 (MPS runs them at once).
+	KernelBusy      *float64
+	MemoryUsedBytes uint64
 	// ContextSwitchesTotal is a cumulative count attributed to the tenant;
-	// nil when the device does not count context switches.
-	ContextSwitchesTotal  *float64
-	ContextSwitchesMethod Method
+	// nil when the device does not count context switches. Each sample's
+	// increase of the device counter is split among the tenants like
+	// SMActive.
+	ContextSwitchesTotal *float64
 }
 
 // SLOStatus is a tenant's request latency against its SLO, from its

@@ -91,7 +91,7 @@ func latencySpec(t *Tenant, d Defaults) latency.Spec {
 	sp := latency.Spec{
 		Name:   t.Name,
 		Key:    trackerID(t, d),
-		Source: &latency.Source{URL: l.URL, Preset: l.Preset, Metric: l.Metric, Matchers: l.Matchers, Timeout: l.Timeout, MaxBytes: l.MaxBytes},
+		Source: &latency.Source{URL: l.URL, Preset: l.Preset, Metric: l.Metric, Matchers: l.Matchers, Timeout: l.Timeout, MaxBytes: l.MaxBytes, FollowRedirects: l.FollowRedirects},
 		Window: d.SLOWindow,
 	}
 	if t.SLO != nil {

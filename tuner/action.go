@@ -130,6 +130,22 @@ func (s Scheduler) Distance(o Value) float64 {
 	return 1
 }
 
+// Placement is the GPU (UUID) a tenant's process runs on.
+type Placement string
+
+// Kind returns "placement".
+func (Placement) Kind() string { return "placement" }
+
+func (p Placement) String() string { return string(p) }
+
+// Distance is 0 for the same GPU, else 1.
+func (p Placement) Distance(o Value) float64 {
+	if q, ok := o.(Placement); ok && q == p {
+		return 0
+	}
+	return 1
+}
+
 // encodedValue is a Value in the journal.
 type encodedValue struct {
 	Kind  string  `json:"kind"`
@@ -172,6 +188,8 @@ func (e *encodedValue) decode() (Value, error) {
 		return Scheduler(e.Text), nil
 	case ClockRange{}.Kind():
 		return ClockRange{MinMHz: e.MinHz, MaxMHz: e.MaxHz}, nil
+	case Placement("").Kind():
+		return Placement(e.Text), nil
 	}
 	return nil, fmt.Errorf("unknown value kind %q", e.Kind)
 }

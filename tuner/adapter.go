@@ -14,7 +14,8 @@ const DefaultInterval = 15 * time.Second
 
 // DefaultOptions fills the options the exporter and vgpusim share: the
 // default guard chain (with kill, when given), reverts judged after two
-// fast windows and held for ten minutes.
+// fast windows and held for ten minutes, and the default slow loop
+// (rebalancing).
 func DefaultOptions(o Options, kill *KillSwitch) Options {
 	if o.FastWindow <= 0 {
 		o.FastWindow = time.Minute
@@ -27,6 +28,9 @@ func DefaultOptions(o Options, kill *KillSwitch) Options {
 	}
 	if o.Guards == nil {
 		o.Guards = DefaultGuards(kill, o.Hold)
+	}
+	if o.Rebalance == nil {
+		o.Rebalance = DefaultRebalance()
 	}
 	return o
 }

@@ -167,10 +167,13 @@ func (p *Autotune) members(s *State, d *gpu.Device) []*member {
 			}
 			m.pids = append(m.pids, pid)
 			cur := Fraction(1)
+			key := Target{GPU: d.UUID, Knob: gpu.KnobMPSActiveThreads, PID: pid}.String()
 			if pr != nil && pr.MPSActiveThreads != nil {
 				cur = Fraction(*pr.MPSActiveThreads)
+			} else if f, ok := s.Effective[key]; ok {
+				cur = f
 			}
-			if f, ok := s.Pending[Target{GPU: d.UUID, Knob: gpu.KnobMPSActiveThreads, PID: pid}.String()]; ok {
+			if f, ok := s.Pending[key]; ok {
 				cur = f
 			}
 			m.cur = append(m.cur, cur)

@@ -19,6 +19,11 @@ type State struct {
 	// effective: MPS applies a fraction to contexts created after the call,
 	// so it waits for the client's next restart. Keyed by Target.String.
 	Pending map[string]Fraction
+	// Effective are MPS fractions of running contexts as the MPS actuator
+	// knows them, for hosts whose readings do not report them (a
+	// process's gpu.Process.MPSActiveThreads comes first). Keyed by
+	// Target.String.
+	Effective map[string]Fraction
 	// Originals are the settings found before the tuner's first change to
 	// each knob (Target.String), as journaled.
 	Originals map[string]Value

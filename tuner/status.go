@@ -26,7 +26,7 @@ type Counts struct {
 }
 
 // CountedKnobs are the knobs whose action counters start at 0.
-var CountedKnobs = []gpu.Knob{gpu.KnobMPSActiveThreads, gpu.KnobComputeTimeSlice, gpu.KnobVGPUScheduler, gpu.KnobLockedClocks, gpu.KnobPowerLimit}
+var CountedKnobs = []gpu.Knob{gpu.KnobMPSActiveThreads, gpu.KnobComputeTimeSlice, gpu.KnobVGPUScheduler, gpu.KnobLockedClocks, gpu.KnobPowerLimit, gpu.KnobPlacement}
 
 // CountedOutcomes are the outcomes whose action counters start at 0.
 var CountedOutcomes = []Outcome{OutcomeGuarded, OutcomeRecommended, OutcomeApplied, OutcomeRefused, OutcomeFailed, OutcomeRolledBack}
@@ -81,6 +81,8 @@ type Status struct {
 	Unrestored int
 	// Recent are the latest decisions, oldest first.
 	Recent []Decision
+	// Actuators says which backend drives each knob on this host.
+	Actuators []ActuatorInfo
 }
 
 // Status returns the latest published status (never nil).
@@ -96,7 +98,7 @@ func (t *Tuner) publishLocked(now time.Time) {
 	s := &Status{
 		Policy: t.o.Policy.Name(), Mode: t.o.Mode, GPUModes: maps.Clone(t.o.GPUModes),
 		LastRun: now, Counts: t.counts.clone(), Unrestored: len(t.originals),
-		Recent: slices.Clone(t.recent),
+		Recent: slices.Clone(t.recent), Actuators: slices.Clone(t.o.Actuated),
 	}
 	for _, g := range t.o.Guards {
 		if k, ok := g.(*KillSwitch); ok && k.On() {
@@ -137,8 +139,13 @@ func (t *Tuner) effective(st Setting) Value {
 	for i := range t.last.Readings.Devices {
 		d := &t.last.Readings.Devices[i]
 		if d.UUID == st.GPU {
-			return currentValue(d, st.Knob, st.PID)
+			if v := currentValue(d, st.Knob, st.PID); v != nil {
+				return v
+			}
 		}
+	}
+	if f, ok := t.effectiveMPS[Target{GPU: st.GPU, Knob: st.Knob, PID: st.PID}.String()]; ok && st.Knob == gpu.KnobMPSActiveThreads {
+		return f
 	}
 	return nil
 }

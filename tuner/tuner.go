@@ -63,8 +63,16 @@ type Options struct {
 	// that made the objective worse is reverted. 0 disables reverts.
 	RevertAfter time.Duration
 	// Hold keeps a reverted value from coming back (the revert_hold guard).
-	Hold   *RevertHold
-	Logger log.Logger
+	Hold *RevertHold
+	// MPSStates, when set, reports the MPS actuator's pending and
+	// effective fractions each round (a real host's MPS controller; the
+	// simulator's readings report effective fractions themselves).
+	MPSStates MPSStateSource
+	// Actuated says which backend drives each knob, for the status.
+	Actuated []ActuatorInfo
+	// Rebalance is the slow loop's planner; nil: no rebalancing.
+	Rebalance *Rebalance
+	Logger    log.Logger
 }
 
 // DefaultGuards returns the guard chain the exporter and vgpusim use.
@@ -103,6 +111,10 @@ type Tuner struct {
 	last      *tenant.Snapshot
 	counts    Counts
 	recent    []Decision
+	// effectiveMPS are the MPS actuator's effective fractions, last seen.
+	effectiveMPS map[string]Fraction
+	// reb is the slow loop's memory (see Rebalance).
+	reb rebalanceMemory
 
 	status atomic.Pointer[Status]
 }
@@ -194,8 +206,8 @@ func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 		}
 	}
 	t.syncPending(snap)
-	st := &State{Now: now, Snapshot: snap, Changes: t.changes, Pending: t.pending, Fast: t.fast.observe(now, snap),
-		Originals: map[string]Value{}}
+	st := &State{Now: now, Snapshot: snap, Changes: t.changes, Pending: t.pending, Effective: t.syncMPS(snap),
+		Fast: t.fast.observe(now, snap), Originals: map[string]Value{}}
 	for k, o := range t.originals {
 		st.Originals[k] = o.Value
 	}
@@ -209,6 +221,7 @@ func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 		actions = append(t.dueReverts(st, now), t.o.Policy.Decide(st)...)
 	}
 	out = append(out, t.handle(ctx, st, actions, now)...)
+	out = append(out, t.rebalance(ctx, st, now)...)
 	t.recent = append(t.recent, out...)
 	if n := len(t.recent); n > maxRecent {
 		t.recent = append([]Decision(nil), t.recent[n-maxRecent:]...)
@@ -250,6 +263,11 @@ func (t *Tuner) handle(ctx context.Context, st *State, actions []Action, now tim
 		err := t.keepOriginal(a, now)
 		if err == nil {
 			err = t.act(ctx, a)
+		}
+		if errors.Is(err, errRestartPending) {
+			// Set, and waiting for the client's own next context.
+			a.Restart, err = false, nil
+			d.Reason = joinReasons(a.Reason, "no client restart on this host: pending until the client starts a new context")
 		}
 		d.Outcome = outcomeOf(err)
 		if err != nil {
@@ -370,6 +388,9 @@ func (t *Tuner) act(ctx context.Context, a Action) error {
 			return nil
 		}
 		if err := ac.MPS.RestartClient(ctx, a.GPU, a.PID); err != nil {
+			if errors.Is(err, gpu.ErrNotSupported) {
+				return errRestartPending
+			}
 			// The new fraction must not wait for a later restart: put
 			// the previous one back as the pending value.
 			if c, ok := a.Current.(Fraction); ok {
@@ -403,6 +424,10 @@ func (t *Tuner) act(ctx context.Context, a Action) error {
 	}
 	return fmt.Errorf("tuner: no actuator for a %T value", a.Want)
 }
+
+// errRestartPending: an MPS fraction was set and the host cannot restart
+// the client, so it waits for the client's next context.
+var errRestartPending = errors.New("MPS fraction pending: the host has no client restart")
 
 func gpuLevel(l Level) gpu.TimeSliceLevel { return gpu.TimeSliceLevel(l) }
 
@@ -459,6 +484,30 @@ func (t *Tuner) syncPending(snap *tenant.Snapshot) {
 			}
 		}
 	}
+}
+
+// syncMPS takes the MPS actuator's pending and effective fractions, when
+// it reports them: a pending fraction the actuator knows replaces the
+// tuner's own, one it no longer holds is dropped. It returns the effective
+// fractions by Target.String.
+func (t *Tuner) syncMPS(snap *tenant.Snapshot) map[string]Fraction {
+	eff := map[string]Fraction{}
+	if t.o.MPSStates == nil {
+		return eff
+	}
+	for _, c := range t.o.MPSStates.MPSStates(snap) {
+		k := Target{GPU: c.UUID, Knob: gpu.KnobMPSActiveThreads, PID: c.PID}.String()
+		if c.Pending != nil {
+			t.pending[k] = Fraction(*c.Pending)
+		} else {
+			delete(t.pending, k)
+		}
+		if c.Effective != nil {
+			eff[k] = Fraction(*c.Effective)
+		}
+	}
+	t.effectiveMPS = eff
+	return eff
 }
 
 // dueReverts judges the changes whose evaluation is due: one that made the

@@ -37,17 +37,30 @@ func TestConfigCheck(t *testing.T) {
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	empty := filepath.Join(dir, "empty.yaml")
+	if err := os.WriteFile(empty, []byte("defaults: {scrape_interval: 10s}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	big := filepath.Join(dir, "big.yaml")
+	if err := os.WriteFile(big, []byte("# "+strings.Repeat("x", 5<<20)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
-		file      string
-		code      int
-		out, errs []string
+		file       string
+		allowEmpty bool
+		code       int
+		out, errs  []string
 	}{
-		{good, 0, []string{good + ": OK (2 tenants)"}, nil},
-		{bad, 1, nil, []string{bad + ":3:", bad + ":10:", "INVALID"}},
-		{filepath.Join(dir, "missing.yaml"), 1, nil, []string{"missing.yaml", "no such file"}},
+		{good, false, 0, []string{good + ": OK (2 tenants)"}, nil},
+		{bad, false, 1, nil, []string{bad + ":3:", bad + ":10:", "INVALID"}},
+		{filepath.Join(dir, "missing.yaml"), false, 1, nil, []string{"missing.yaml", "no such file"}},
+		{empty, false, 1, nil, []string{empty + " defines no tenants", "--tenants.allow-empty", "INVALID"}},
+		{empty, true, 0, []string{empty + ": OK (0 tenants)"}, nil},
+		{big, false, 1, nil, []string{big + " is larger than the limit of 4194304 bytes"}},
+		{"/dev/zero", false, 1, nil, []string{"/dev/zero is not a regular file (a character device)"}},
 	} {
 		var stdout, stderr strings.Builder
-		code := checkConfig(tc.file, &stdout, &stderr)
+		code := checkConfig(tc.file, tc.allowEmpty, &stdout, &stderr)
 		if code != tc.code {
 			t.Errorf("%s: exit %d, want %d; stderr %q", tc.file, code, tc.code, stderr.String())
 		}

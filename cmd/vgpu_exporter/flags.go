@@ -37,6 +37,7 @@ type config struct {
 	SimScenario        string
 	SimSeed            int64
 	TenantsConfig      string
+	TenantsAllowEmpty  bool
 	ConfigCheck        string
 	SampleInterval     time.Duration
 	DCGMExporterURL    string
@@ -46,6 +47,8 @@ type config struct {
 	PodMetadataToken   string
 	PodMetadataCA      string
 	ProcRoot           string
+
+	Actuators actuatorConfig
 
 	Web                    *web.FlagConfig
 	TelemetryPath          string
@@ -76,6 +79,8 @@ func addFlags(app *kingpin.Application) *config {
 		IsSetByUser(&c.simSeedSet)
 	app.Flag("tenants.config", "Tenants file (YAML). Default: none, so all usage is reported as unassigned; with --backend=sim, the scenario's <name>.tenants.yaml companion.").
 		PlaceHolder("FILE").StringVar(&c.TenantsConfig)
+	app.Flag("tenants.allow-empty", "Accept a tenants file that defines no tenants, at start and on reload. Without it such a file is refused: on reload the previous configuration stays in use.").
+		BoolVar(&c.TenantsAllowEmpty)
 	app.Flag("config.check", "Validate this tenants file, print every error and exit (0 when valid, 1 otherwise).").
 		PlaceHolder("FILE").StringVar(&c.ConfigCheck)
 	durationFlag(app, "sample.interval", "How often the GPUs are sampled.", "1s", &c.SampleInterval)
@@ -92,6 +97,7 @@ func addFlags(app *kingpin.Application) *config {
 		PlaceHolder("FILE").StringVar(&c.PodMetadataCA)
 	app.Flag("proc.root", "procfs mount point, used to map GPU processes to cgroups.").
 		Default("/proc").StringVar(&c.ProcRoot)
+	addActuatorFlags(app, &c.Actuators)
 
 	c.Web = kingpinflag.AddFlags(app, fmt.Sprintf(":%d", defaultPort))
 	app.Flag("web.telemetry-path", "Path under which to expose metrics.").
@@ -182,13 +188,14 @@ func (c *config) validate() error {
 	if err := c.Tuner.validate(); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, c.Actuators.validate()...)
 	return errors.Join(errs...)
 }
 
 // reserved reports whether p is one of the paths the exporter serves itself.
 func reserved(p string) bool {
 	switch p {
-	case "/", "/-/healthy", "/-/ready", "/-/reload":
+	case "/", "/-/healthy", "/-/ready", "/-/reload", tunerPagePath:
 		return true
 	}
 	return false

@@ -48,6 +48,7 @@ func TestFlagValidation(t *testing.T) {
 		{[]string{"--web.max-requests=-1"}, "--web.max-requests"},
 		{[]string{"--web.telemetry-path=metrics"}, "must start with /"},
 		{[]string{"--web.telemetry-path=/-/ready"}, "clashes with a built-in endpoint"},
+		{[]string{"--web.telemetry-path=/tuner"}, "clashes with a built-in endpoint"},
 		{[]string{"--backend=sim", "--backend.dcgm-exporter.url=http://x:9400/metrics"}, "cannot be used with --backend=sim"},
 		{[]string{"--backend.dcgm-exporter.url=ftp://x/metrics"}, "scheme must be http or https"},
 		{[]string{"--backend.dcgm-exporter.url=http:///metrics"}, "no host"},

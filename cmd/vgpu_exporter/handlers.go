@@ -46,10 +46,13 @@ type handlerOptions struct {
 	// snapshot is published (it encodes the new snapshot ahead of the
 	// next scrape).
 	Subscribe func(func())
+	// TunerPage, when set, is served at /tuner and linked from the
+	// landing page.
+	TunerPage http.Handler
 }
 
 // newHandler returns the exporter's HTTP handler: the landing page,
-// metrics, /-/healthy, /-/ready and /-/reload.
+// metrics, /-/healthy, /-/ready, /-/reload and the tuner page.
 func newHandler(o handlerOptions) (http.Handler, error) {
 	if o.Logger == nil {
 		o.Logger = log.NewNopLogger()
@@ -73,17 +76,21 @@ func newHandler(o handlerOptions) (http.Handler, error) {
 	if o.Subscribe != nil {
 		o.Subscribe(def.publish)
 	}
+	links := []web.LandingLinks{
+		{Address: o.TelemetryPath, Text: "Metrics"},
+		{Address: "/-/healthy", Text: "Health", Description: "200 while the process runs"},
+		{Address: "/-/ready", Text: "Readiness", Description: "200 once the first snapshot is published"},
+	}
+	if o.TunerPage != nil {
+		links = append(links, web.LandingLinks{Address: tunerPagePath, Text: "Tuner", Description: "tenants, SLO state, the tuner's settings and latest decisions"})
+	}
 	landing, err := web.NewLandingPage(web.LandingConfig{
 		Name:        "vgpu_exporter",
 		Description: "Prometheus exporter of what each tenant gets from shared GPUs (MIG, MPS, time-slicing, vGPU)",
 		Version:     version.Info(),
 		// No /debug/pprof handlers are served, so no links to them.
 		Profiling: "false",
-		Links: []web.LandingLinks{
-			{Address: o.TelemetryPath, Text: "Metrics"},
-			{Address: "/-/healthy", Text: "Health", Description: "200 while the process runs"},
-			{Address: "/-/ready", Text: "Readiness", Description: "200 once the first snapshot is published"},
-		},
+		Links:     links,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("landing page: %w", err)
@@ -91,6 +98,9 @@ func newHandler(o handlerOptions) (http.Handler, error) {
 
 	mux := http.NewServeMux()
 	mux.Handle("/", landing)
+	if o.TunerPage != nil {
+		mux.Handle(tunerPagePath, o.TunerPage)
+	}
 	// One limit for every metrics request, filtered ones included (a
 	// per-handler limit would not bound requests that each build their
 	// own handler).

@@ -35,8 +35,13 @@ var layers = map[string][]string{
 	"tenant":      {"gpu", "latency", "kube"},
 	"collector":   {"gpu", "tenant", "tuner"},
 	"tuner":       {"gpu", "tenant"},
+
+	// Actuators that drive outside programs (through internal/command).
+	"gpu/mps":       {"gpu"},
+	"gpu/nvidiasmi": {"gpu"},
+	"gpu/rebalance": {"gpu"},
 	// The commands wire every layer; nothing imports a command.
-	"cmd/vgpu_exporter": {"collector", "tuner", "tenant", "latency", "kube", "gpu", "gpu/nvml", "gpu/dcgmexp", "sim", "test/scenarios"},
+	"cmd/vgpu_exporter": {"collector", "tuner", "tenant", "latency", "kube", "gpu", "gpu/nvml", "gpu/dcgmexp", "gpu/mps", "gpu/nvidiasmi", "gpu/rebalance", "sim", "test/scenarios"},
 	"cmd/vgpusim":       {"collector", "tuner", "tenant", "latency", "gpu", "sim", "sim/report", "test/scenarios"},
 	// Leaves below every layer; any package may import them (see leaves).
 	"internal/yamlconf": nil,
@@ -44,18 +49,22 @@ var layers = map[string][]string{
 	// Test builders, imported only by test files (see testOnly).
 	"internal/testutil": {"gpu"},
 	"internal/simtest":  {"gpu", "latency", "sim", "tenant"},
+
+	"internal/command":             nil,
+	"internal/command/commandtest": nil, // fake programs for tests
 	// Embedded data and test programs stand apart from the layers.
 	"test/scenarios":      nil,
 	"test/e2e":            nil,
 	"test/device/compare": nil,
 	"test/device/calib":   nil,
 	"mixin/build":         nil,
+	"mixin/render":        nil,
 }
 
 // leaves are packages that import no project package and that every
 // package may import: the YAML syntax shared by the tenants and scenario
-// files.
-var leaves = []string{"internal/yamlconf", "internal/fileread"}
+// files, and the runner of outside programs the actuators drive.
+var leaves = []string{"internal/yamlconf", "internal/fileread", "internal/command"}
 
 // testOnly are packages for test files: no other package's non-test files
 // may import them, so no test builder ends up in a binary.

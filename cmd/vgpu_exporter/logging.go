@@ -56,22 +56,35 @@ func slogLevel(lvl string) slog.Level {
 // that want one (exporter-toolkit) log in the same format, to the same place
 // and under the same go-kit level filter as the rest of the exporter; records
 // below minLevel are dropped before they reach logger. Besides the go-kit
-// logger's own keys, each line carries the record's time and caller.
+// logger's own keys (its "ts" timestamp among them), each line carries the
+// record's caller.
 func newSlogLogger(logger log.Logger, minLevel slog.Leveler) *slog.Logger {
 	return slog.New(sloggokit.NewGoKitHandler(unwrapSlogValues(logger), minLevel))
 }
 
-// unwrapSlogValues replaces the slog.Value values that the bridge passes for
-// non-string attributes with the Go values they hold: go-kit's JSON logger
-// would otherwise write them through their String method, so a boolean or a
+// unwrapSlogValues adapts what the bridge passes to the go-kit logger. It
+// drops the record's own time (the go-kit logger stamps every line with
+// "ts" already, and two timestamps per line would only disagree), and it
+// replaces the slog.Value values that the bridge passes for non-string
+// attributes with the Go values they hold: go-kit's JSON logger would
+// otherwise write them through their String method, so a boolean or a
 // number would come out as a JSON string.
 func unwrapSlogValues(next log.Logger) log.Logger {
 	return log.LoggerFunc(func(keyvals ...any) error {
-		for i, v := range keyvals {
-			if sv, ok := v.(slog.Value); ok {
-				keyvals[i] = sv.Any()
+		out := keyvals[:0]
+		for i := 0; i+1 < len(keyvals); i += 2 {
+			k, v := keyvals[i], keyvals[i+1]
+			if k == slog.TimeKey {
+				continue
 			}
+			if sv, ok := v.(slog.Value); ok {
+				v = sv.Any()
+			}
+			out = append(out, k, v)
 		}
-		return next.Log(keyvals...)
+		if len(keyvals)%2 == 1 {
+			out = append(out, keyvals[len(keyvals)-1])
+		}
+		return next.Log(out...)
 	})
 }

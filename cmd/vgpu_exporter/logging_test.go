@@ -128,3 +128,21 @@ func TestSlogJSONFormat(t *testing.T) {
 		t.Fatalf("unexpected record %v", m)
 	}
 }
+
+// TestSlogOneTimestamp: a line logged through slog carries go-kit's "ts"
+// only, not the record's own time as well.
+func TestSlogOneTimestamp(t *testing.T) {
+	var buf bytes.Buffer
+	base, err := newLogger(&buf, "logfmt", "info")
+	if err != nil {
+		t.Fatal(err)
+	}
+	newSlogLogger(base, slog.LevelInfo).Info("Listening on", "address", "[::]:9949", "tls", false)
+	line := buf.String()
+	if strings.Count(line, "ts=") != 1 || strings.Contains(line, "time=") {
+		t.Errorf("line %q: want one ts= and no time=", line)
+	}
+	if !strings.Contains(line, "tls=false") || !strings.Contains(line, "caller=") {
+		t.Errorf("line %q: want tls=false and the caller", line)
+	}
+}

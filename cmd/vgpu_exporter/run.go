@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/http"
 	"os"
 	"os/signal"
@@ -20,7 +19,6 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
-	"github.com/vgpu-exporter/vgpu_exporter/internal/fileread"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
@@ -134,12 +132,8 @@ func (s *service) reload() error {
 	if s.tenantsFile == "" {
 		return errNothingToReload
 	}
-	// The builder reads the file whole; a FIFO or a huge file swapped in
-	// for it would block or balloon the reload, so both are refused first
-	// (a missing file is the builder's to report and count).
-	if err := fileread.Check(s.tenantsFile, maxTenantsBytes); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
+	// The builder refuses (and counts) a FIFO, a device or a huge file
+	// swapped in for the tenants file, and one that defines no tenants.
 	return s.builder.Reload(s.tenantsFile)
 }
 
@@ -179,6 +173,7 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 		Reload:      s.reload,
 		Version:     s.version,
 		Subscribe:   s.subscribe,
+		TunerPage:   newTunerPage(s.snapshot, s.tunerStatus, log.With(s.logger, "component", "web")),
 	})
 	if err != nil {
 		return err

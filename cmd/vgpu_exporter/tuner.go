@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/collector"
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/gpu/mps"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
@@ -89,9 +91,10 @@ type tunerRunner struct {
 	failed   bool // a restore failed: the exit status says so
 }
 
-// newTunerRunner builds the tuner over the backend's actuators. It
-// returns nil when the tuner is off everywhere.
-func newTunerRunner(c *tunerConfig, src gpu.Source, clock gpu.Clock, snapshot func() *tenant.Snapshot, logger log.Logger) (*tunerRunner, error) {
+// newTunerRunner builds the tuner over the actuators this host has (the
+// backend's own and those of outside programs, detectActuators).
+func newTunerRunner(cfg *config, src gpu.Source, clock gpu.Clock, snapshot func() *tenant.Snapshot, logger log.Logger) (*tunerRunner, error) {
+	c := &cfg.Tuner
 	mode, err := tuner.ParseMode(c.Mode)
 	if err != nil {
 		return nil, err
@@ -115,15 +118,81 @@ func newTunerRunner(c *tunerConfig, src gpu.Source, clock gpu.Clock, snapshot fu
 	if c.KillSwitchFile != "" {
 		kill = &tuner.KillSwitch{File: c.KillSwitchFile}
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	backends := detectActuators(ctx, cfg, actuatorHost{Source: src, Devices: snapshotDevices(snapshot), TenantOf: snapshotTenantOf(snapshot)}, logger)
+	named := make([]tuner.NamedActuator, len(backends))
+	for i, b := range backends {
+		named[i] = tuner.NamedActuator{Name: b.Name, Impl: b.Impl}
+	}
 	opts := tuner.DefaultOptions(tuner.Options{
-		Policy: tuner.NewAutotune(), Actuators: tuner.ActuatorsOf(src), Journal: r.journal,
-		Clock: clock, Mode: mode, GPUModes: gm, Logger: logger,
+		Policy: tuner.NewAutotune(), Actuators: tuner.ActuatorsOf(actuatorImpls(backends)...), Journal: r.journal,
+		Clock: clock, Mode: mode, GPUModes: gm, Logger: logger, Actuated: tuner.DescribeActuators(named),
 	}, kill)
+	for _, b := range backends {
+		if m, ok := b.Impl.(*mps.Controller); ok {
+			opts.MPSStates = mpsStates{m}
+		}
+	}
+	for _, a := range opts.Actuated {
+		level.Info(logger).Log("msg", "tuner actuator", "knob", a.Knob, "backend", a.Backend)
+	}
 	if r.t, err = tuner.New(opts); err != nil {
 		return nil, err
 	}
 	level.Info(logger).Log("msg", "tuner started", "mode", mode, "interval", c.Interval, "policy", tuner.AutotuneName, "journal", c.Journal)
 	return r, nil
+}
+
+// mpsStates reports the MPS control daemon's pending and effective
+// fractions to the tuner, after recording the effective ones the readings
+// report (a backend that reads gpu.Process.MPSActiveThreads).
+type mpsStates struct{ c *mps.Controller }
+
+func (m mpsStates) MPSStates(snap *tenant.Snapshot) []tuner.MPSClientState {
+	if snap != nil && snap.Readings != nil {
+		for _, d := range snap.Readings.Devices {
+			for _, p := range d.Processes {
+				if p.MPSActiveThreads != nil {
+					m.c.Observe(d.UUID, p.PID, *p.MPSActiveThreads)
+				}
+			}
+		}
+	}
+	states := m.c.States()
+	out := make([]tuner.MPSClientState, 0, len(states))
+	for _, s := range states {
+		if s.Role == mps.RoleClient {
+			out = append(out, tuner.MPSClientState{UUID: s.UUID, PID: s.PID, Pending: s.Pending, Effective: s.Effective})
+		}
+	}
+	return out
+}
+
+// snapshotDevices returns the latest snapshot's devices.
+func snapshotDevices(snapshot func() *tenant.Snapshot) func() []gpu.Device {
+	return func() []gpu.Device {
+		if s := snapshot(); s != nil && s.Readings != nil {
+			return s.Readings.Devices
+		}
+		return nil
+	}
+}
+
+// snapshotTenantOf names a process's tenant from the latest snapshot.
+func snapshotTenantOf(snapshot func() *tenant.Snapshot) func(string, uint32) string {
+	return func(uuid string, pid uint32) string {
+		s := snapshot()
+		if s == nil {
+			return ""
+		}
+		for _, u := range s.Usage {
+			if u.UUID == uuid && slices.Contains(u.PIDs, pid) {
+				return u.Tenant
+			}
+		}
+		return ""
+	}
 }
 
 // status is the tuner's published status, for the collector.
@@ -164,6 +233,14 @@ func (r *tunerRunner) restore() error {
 		return fmt.Errorf("tuner restore: %w", err)
 	}
 	return nil
+}
+
+// tunerStatus is the tuner's published status; nil when the tuner is off.
+func (s *service) tunerStatus() *tuner.Status {
+	if s.tuner == nil {
+		return nil
+	}
+	return s.tuner.status()
 }
 
 // tunerCollectorName is the collect[] name of the tuner's metrics.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -13,6 +14,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/command/commandtest"
+	"github.com/vgpu-exporter/vgpu_exporter/latency"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
 
 // With --backend=sim and the tuner on, the exporter serves the tuner's
@@ -39,17 +44,7 @@ func TestExporterServesTunerMetrics(t *testing.T) {
 			if (svc.tuner != nil) != tc.serve {
 				t.Fatalf("tuner built: %v, want %v", svc.tuner != nil, tc.serve)
 			}
-			for range 3 {
-				clock.Advance(15 * time.Second)
-				if err := svc.sampler.SampleOnce(context.Background()); err != nil {
-					t.Fatal(err)
-				}
-				if svc.tuner != nil {
-					if _, err := svc.tuner.t.RunOnce(context.Background(), svc.snapshot()); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
+			simRounds(t, svc, clock, 3)
 			h, err := newHandler(handlerOptions{TelemetryPath: "/metrics", NewCollector: func(filters ...string) (prometheus.Collector, error) {
 				return svc.withTuner(newCollector, log.NewNopLogger(), filters)
 			}})
@@ -99,5 +94,112 @@ func TestTunerFlags(t *testing.T) {
 		if (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
 			t.Errorf("%v: error %v, want %q", tc.args, err, tc.err)
 		}
+	}
+}
+
+// violating returns the snapshots of snapshot with chat missing its p99
+// SLO: 10% of its 10 requests/s too slow.
+func violating(snapshot func() *tenant.Snapshot, clock gpu.Clock) func() *tenant.Snapshot {
+	start := clock.Now()
+	return func() *tenant.Snapshot {
+		s := *snapshot()
+		n := 10 * clock.Now().Sub(start).Seconds()
+		s.SLOs = []tenant.SLOStatus{{Tenant: "chat", Status: latency.Status{Quantile: 0.99, TargetSeconds: 2, Window: 5 * time.Minute,
+			Quantiles: map[float64]float64{0.99: 3}, RequestsTotal: n, GoodRequestsTotal: 0.9 * n, GoodKnown: true, SourceUp: true, WindowRequests: 3000}}}
+		return &s
+	}
+}
+
+// sourceOnly hides every actuator of the source it wraps: the readings
+// of a host whose GPU backend changes nothing itself.
+type sourceOnly struct{ gpu.Source }
+
+// On a host whose MPS control daemon, nvidia-smi and rebalancing hook are
+// fakes on PATH, the tuner detects them, exports which drives what, and in
+// enforce mode an MPS cap reaches the daemon and the restart hook; in
+// recommend mode no fake runs after detection.
+func TestTunerDrivesOutsideActuators(t *testing.T) {
+	for _, mode := range []string{"enforce", "recommend"} {
+		t.Run(mode, func(t *testing.T) {
+			f := commandtest.New(t)
+			pipe := filepath.Join(f.Dir, "pipe")
+			if err := os.Mkdir(pipe, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			// One MPS server (PID 100) with the scenario's two clients.
+			f.Script(t, "nvidia-cuda-mps-control", `case "$(cat "$STDIN")" in
+get_server_list*) echo 100 ;;
+get_client_list*) printf '61001\n61002\n' ;;
+*) echo 100.0 ;;
+esac`)
+			f.Script(t, "nvidia-smi", `echo "--set-timeslice"`)
+			f.Script(t, "restart-hook", `exit 0`)
+			f.Script(t, "rebalance-hook", `exit 0`)
+			t.Setenv("PATH", f.Dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+			clock := gpu.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+			cfg := testConfig(t, "--backend=sim", "--sim.scenario=noisy-neighbour", "--mps.pipe-directory="+pipe,
+				"--mps.restart-hook="+filepath.Join(f.Dir, "restart-hook"), "--tuner.rebalance-hook="+filepath.Join(f.Dir, "rebalance-hook"))
+			svc, err := buildOn(cfg, clock, log.NewNopLogger())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer svc.src.Close()
+			host := *cfg
+			host.Backend, host.Tuner.Mode = backendNVML, mode
+			r, err := newTunerRunner(&host, sourceOnly{svc.src}, clock, violating(svc.snapshot, clock), log.NewNopLogger())
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]string{}
+			for _, a := range r.status().Actuators {
+				got[string(a.Knob)] = a.Backend
+			}
+			want := map[string]string{"mps_active_threads": "mps", "compute_timeslice": "nvidia-smi", "placement": "rebalance-hook", "mig_layout": "rebalance-hook"}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("actuators %v, want %v", got, want)
+			}
+			detected := len(f.Calls(t, "nvidia-cuda-mps-control")) + len(f.Calls(t, "nvidia-smi"))
+			mpsActs := 0
+			for range 40 {
+				clock.Advance(15 * time.Second)
+				if err := svc.sampler.SampleOnce(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				decs, err := r.t.RunOnce(context.Background(), r.snapshot())
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, d := range decs {
+					if d.Knob == gpu.KnobMPSActiveThreads && d.Outcome != tuner.OutcomeGuarded {
+						mpsActs++
+					}
+				}
+				if mpsActs > 0 {
+					break
+				}
+			}
+			if mpsActs == 0 {
+				t.Fatal("the tuner never decided an MPS cap in 10 minutes of noisy-neighbour")
+			}
+			hooks := f.Calls(t, "restart-hook")
+			calls := len(f.Calls(t, "nvidia-cuda-mps-control")) + len(f.Calls(t, "nvidia-smi")) + len(hooks) + len(f.Calls(t, "rebalance-hook"))
+			switch mode {
+			case "enforce":
+				stdin, _ := os.ReadFile(filepath.Join(f.Dir, "nvidia-cuda-mps-control.stdin"))
+				if !strings.Contains(string(stdin), "get_client_list 100") {
+					t.Errorf("the daemon was not asked for the client: %q", stdin)
+				}
+				if len(hooks) == 0 || len(hooks[0]) != 4 || hooks[0][0] != "embed" || hooks[0][1] != "61002" || hooks[0][3] == "" {
+					t.Errorf("restart hook calls %q, want embed 61002 GPU FRACTION", hooks)
+				}
+			case "recommend":
+				if calls != detected {
+					t.Errorf("recommend mode ran outside programs: %d calls after detection's %d", calls, detected)
+				}
+			}
+			if err := r.restore(); err != nil && mode == "recommend" {
+				t.Fatal(err)
+			}
+		})
 	}
 }

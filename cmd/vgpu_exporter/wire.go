@@ -12,7 +12,6 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/collector"
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	gpunvml "github.com/vgpu-exporter/vgpu_exporter/gpu/nvml"
-	"github.com/vgpu-exporter/vgpu_exporter/internal/fileread"
 	"github.com/vgpu-exporter/vgpu_exporter/kube"
 	"github.com/vgpu-exporter/vgpu_exporter/latency"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
@@ -43,7 +42,7 @@ func buildOn(cfg *config, clock gpu.Clock, logger log.Logger) (*service, error) 
 	if cfg.TenantsConfig != "" {
 		ts = tenantsSource{Path: cfg.TenantsConfig}
 	}
-	tcfg, err := loadTenants(ts)
+	tcfg, err := loadTenants(ts, cfg.TenantsAllowEmpty)
 	if err != nil {
 		src.Close()
 		return nil, err
@@ -61,7 +60,7 @@ func buildOn(cfg *config, clock gpu.Clock, logger log.Logger) (*service, error) 
 	}
 	svc := newService(src, b, ts.Path, clock, cfg.SampleInterval, logger)
 	if cfg.Tuner.active() {
-		if svc.tuner, err = newTunerRunner(&cfg.Tuner, src, clock, svc.snapshot, log.With(logger, "component", "tuner")); err != nil {
+		if svc.tuner, err = newTunerRunner(cfg, src, clock, svc.snapshot, log.With(logger, "component", "tuner")); err != nil {
 			src.Close()
 			return nil, err
 		}
@@ -82,6 +81,8 @@ func builderIO(cfg *config, src gpu.Source, clock gpu.Clock, logger log.Logger) 
 		Logger:  logger,
 		Latency: latency.NewPool(lopts),
 		Proc:    kube.NewProcReader(cfg.ProcRoot),
+
+		AllowEmpty: cfg.TenantsAllowEmpty,
 	}
 	if cfg.PodResourcesSocket != "" || cfg.PodMetadata != "" {
 		m, err := kube.NewMapper(kube.Options{PodResourcesSocket: cfg.PodResourcesSocket, PodMetadata: cfg.PodMetadata,
@@ -105,19 +106,18 @@ func (t tenantsSource) describe() string {
 	}
 }
 
-// maxTenantsBytes bounds the size of a tenants file: ample for thousands of
-// tenants, and a file read whole costs many times its size to parse.
-const maxTenantsBytes = 4 << 20
-
-// loadTenants parses the tenants configuration ts names.
-func loadTenants(ts tenantsSource) (*tenant.Config, error) {
+// loadTenants parses the tenants configuration ts names. A file that
+// defines no tenants is refused unless allowEmpty.
+func loadTenants(ts tenantsSource, allowEmpty bool) (*tenant.Config, error) {
 	switch {
 	case ts.Path != "":
-		data, err := fileread.Regular(ts.Path, maxTenantsBytes)
-		if err != nil {
-			return nil, err
+		cfg, err := tenant.LoadConfig(ts.Path)
+		if err == nil && !allowEmpty {
+			if err = tenant.NotEmpty(cfg); err != nil {
+				err = fmt.Errorf("%w (start with --tenants.allow-empty if that is intended)", err)
+			}
 		}
-		return tenant.ParseConfig(ts.Path, data)
+		return cfg, err
 	case ts.Name != "":
 		return tenant.ParseConfig(ts.Name, ts.Data)
 	default:
@@ -168,8 +168,8 @@ func newCollector(snap func() *tenant.Snapshot, logger log.Logger, filters ...st
 
 // checkConfig validates a tenants file and prints every error; it returns
 // the exit status.
-func checkConfig(path string, stdout, stderr io.Writer) int {
-	cfg, err := loadTenants(tenantsSource{Path: path})
+func checkConfig(path string, allowEmpty bool, stdout, stderr io.Writer) int {
+	cfg, err := loadTenants(tenantsSource{Path: path}, allowEmpty)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		fmt.Fprintf(stderr, "%s: INVALID\n", path)

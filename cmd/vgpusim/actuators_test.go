@@ -64,8 +64,13 @@ func TestGuardedActuatorsHideTheSimulator(t *testing.T) {
 	}
 }
 
-// The oracle runs on every built-in scenario and prints what it found.
+// The oracle runs on every built-in scenario and prints what it found. Its
+// search replays each scenario many times: under -race that takes minutes,
+// so `make effects` runs it without the race detector.
 func TestOracleRunsOnEveryScenario(t *testing.T) {
+	if raceEnabled {
+		t.Skip("too slow under -race; make effects runs it")
+	}
 	bs, err := scenarios.List()
 	if err != nil {
 		t.Fatal(err)

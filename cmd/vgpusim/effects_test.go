@@ -136,6 +136,11 @@ func TestScenarioEffects(t *testing.T) {
 		{"MIG isolation: both SLOs hold through the load step", "h200-mig", false, func(_ *testing.T, run policies) bool {
 			return allMet(run("static-equal"))
 		}},
+		{"chat misses, recsys holds; the scheduler change is refused while VMs run", "vgpu-contention", false, func(_ *testing.T, run policies) bool {
+			be, se := run("best-effort"), run("static-equal")
+			return missed(be["chat"]) && missed(se["chat"]) && met(be["recsys"]) && met(se["recsys"]) &&
+				*se["chat"].Attainment == *be["chat"].Attainment && se["train"].WorkRate == be["train"].WorkRate
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.scenario+"/"+tc.name, func(t *testing.T) {

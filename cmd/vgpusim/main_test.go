@@ -256,7 +256,7 @@ func TestHelpAndList(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("list: exit %d: %s", code, stderr)
 	}
-	for _, name := range []string{"noisy-neighbour", "bursty-llm-training", "clock-stability", "eight-gpu-hot", "h100-timeslice", "h200-mig", "diurnal-shift"} {
+	for _, name := range []string{"noisy-neighbour", "bursty-llm-training", "clock-stability", "eight-gpu-hot", "h100-timeslice", "h200-mig", "vgpu-contention", "diurnal-shift"} {
 		if !strings.Contains(stdout, "\n"+name+" ") {
 			t.Errorf("list lacks %s:\n%s", name, stdout)
 		}

@@ -59,9 +59,23 @@ func render(c *chart.Chart, vals map[string]any) (map[string]string, error) {
 	return engine.Engine{Strict: true}.Render(c, rv)
 }
 
+// mustRender renders and decodes, failing the test on an error.
+func mustRender(t *testing.T, c *chart.Chart, vals map[string]any) *manifests {
+	t.Helper()
+	rendered, err := render(c, vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := decode(rendered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 // manifests is what a rendering produced, decoded.
 type manifests struct {
-	daemonSet       *appsv1.DaemonSet
+	daemonSets      []*appsv1.DaemonSet
 	services        []*corev1.Service
 	serviceAccounts []*corev1.ServiceAccount
 	configMaps      []*corev1.ConfigMap
@@ -114,7 +128,7 @@ func decode(rendered map[string]string) (*manifests, error) {
 			}
 		}
 	}
-	if m.daemonSet == nil {
+	if len(m.daemonSets) == 0 {
 		return nil, errors.New("no DaemonSet rendered")
 	}
 	return m, nil
@@ -124,10 +138,7 @@ func (m *manifests) add(name string, tm metav1.TypeMeta, doc []byte) error {
 	var err error
 	switch tm.APIVersion + " " + tm.Kind {
 	case "apps/v1 DaemonSet":
-		if m.daemonSet != nil {
-			return fmt.Errorf("%s: a second DaemonSet", name)
-		}
-		m.daemonSet, err = strict(name, doc, &appsv1.DaemonSet{})
+		err = appendStrict(name, doc, &m.daemonSets)
 	case "v1 Service":
 		err = appendStrict(name, doc, &m.services)
 	case "v1 ServiceAccount":
@@ -196,18 +207,28 @@ func TestRenderExamples(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkDaemonSet(t, m, v, flags)
-			checkNodeSelector(t, m, vals)
-			checkRBAC(t, m, v)
+			pools := poolsOf(t, v)
+			if len(m.daemonSets) != len(pools) {
+				t.Fatalf("%d DaemonSets for %d node pools", len(m.daemonSets), len(pools))
+			}
+			for _, ds := range m.daemonSets {
+				p, ok := pools[ds.Labels[poolLabel]]
+				if !ok {
+					t.Fatalf("DaemonSet %s is of no node pool (label %s=%q)", ds.Name, poolLabel, ds.Labels[poolLabel])
+				}
+				checkDaemonSet(t, ds, v, p, flags)
+				checkNodeSelector(t, ds, vals, v, p)
+			}
+			checkRBAC(t, m, v, pools)
 			checkMonitoring(t, m, v)
 			checkTenants(t, m)
 		})
 	}
 }
 
-func checkDaemonSet(t *testing.T, m *manifests, v chartutil.Values, flags map[string]bool) {
+func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, v chartutil.Values, p pool, flags map[string]bool) {
 	t.Helper()
-	pod := m.daemonSet.Spec.Template.Spec
+	pod := ds.Spec.Template.Spec
 	if len(pod.NodeSelector) == 0 {
 		t.Error("DaemonSet has no nodeSelector: it would run on every node, GPU or not")
 	}
@@ -222,16 +243,23 @@ func checkDaemonSet(t *testing.T, m *manifests, v chartutil.Values, flags map[st
 		volumes[vol.Name] = vol
 	}
 	exp := container(t, pod.Containers, "exporter")
+	if ds.Spec.Selector == nil || ds.Spec.Selector.MatchLabels[poolLabel] != p.name ||
+		ds.Spec.Template.Labels[poolLabel] != p.name {
+		t.Errorf("DaemonSet %s: selector %v, pod labels %v; want both with %s=%q, so that pools' DaemonSets do not adopt each other's pods",
+			ds.Name, ds.Spec.Selector, ds.Spec.Template.Labels, poolLabel, p.name)
+	}
 	if exp.Resources.Requests.Memory().IsZero() || exp.Resources.Limits.Memory().IsZero() {
 		t.Errorf("exporter resources %v: want memory requests and limits", exp.Resources)
 	}
+	// The tuner's journal and the MPS daemon's pipes are written.
+	writable := map[string]bool{"tuner-journal": true, "mps-pipe": true}
 	mounts := map[string]corev1.VolumeMount{}
 	for _, c := range pod.Containers {
 		for _, vm := range c.VolumeMounts {
 			if _, ok := volumes[vm.Name]; !ok {
 				t.Errorf("container %s mounts volume %q, which the pod does not have", c.Name, vm.Name)
 			}
-			if !vm.ReadOnly && !strings.HasSuffix(vm.Name, "-tmp") {
+			if !vm.ReadOnly && (c.Name != "exporter" || !writable[vm.Name]) {
 				t.Errorf("container %s mounts %s writable", c.Name, vm.MountPath)
 			}
 			if c.Name == "exporter" {
@@ -239,15 +267,18 @@ func checkDaemonSet(t *testing.T, m *manifests, v chartutil.Values, flags map[st
 			}
 		}
 	}
-	hostMount := func(mountPath, hostPath string) {
+	mounted := func(mountPath string) (corev1.Volume, bool) {
 		t.Helper()
 		vm, ok := mounts[mountPath]
 		if !ok {
 			t.Errorf("exporter does not mount %s", mountPath)
-			return
 		}
-		if hp := volumes[vm.Name].HostPath; hp == nil || hp.Path != hostPath {
-			t.Errorf("%s is mounted from %+v, want hostPath %s", mountPath, volumes[vm.Name].VolumeSource, hostPath)
+		return volumes[vm.Name], ok
+	}
+	hostMount := func(mountPath, hostPath string) {
+		t.Helper()
+		if vol, ok := mounted(mountPath); ok && (vol.HostPath == nil || vol.HostPath.Path != hostPath) {
+			t.Errorf("%s is mounted from %+v, want hostPath %s", mountPath, vol.VolumeSource, hostPath)
 		}
 	}
 	hostMount("/host/proc", "/proc")
@@ -264,12 +295,17 @@ func checkDaemonSet(t *testing.T, m *manifests, v chartutil.Values, flags map[st
 	for _, a := range repo.UnknownFlags(flags, exp.Args) {
 		t.Errorf("exporter arg %q is not a flag of vgpu_exporter", a)
 	}
+	checkTuner(t, ds, exp, p.tuner, mounted, hostMount)
 	// Every capability dropped; the exporter gets SYS_ADMIN back only for
-	// the profiling counters.
+	// the profiling counters and for clocks and power in enforce.
 	profiling, _ := v.PathValue("profilingCapability")
+	sysAdmin := profiling == true || p.tuner.enforce() && p.tuner["tuneClocksAndPower"] == true
+	if (sysAdmin || p.tuner.enforce()) && (exp.SecurityContext.RunAsUser == nil || *exp.SecurityContext.RunAsUser != 0) {
+		t.Errorf("DaemonSet %s: exporter runs as %v; SYS_ADMIN and the tuner in enforce need uid 0", ds.Name, exp.SecurityContext.RunAsUser)
+	}
 	for _, c := range pod.Containers {
 		var want []corev1.Capability
-		if c.Name == "exporter" && profiling == true {
+		if c.Name == "exporter" && sysAdmin {
 			want = []corev1.Capability{"SYS_ADMIN"}
 		}
 		sc := c.SecurityContext
@@ -282,21 +318,25 @@ func checkDaemonSet(t *testing.T, m *manifests, v chartutil.Values, flags map[st
 
 // checkNodeSelector: a values file's nodeSelector is the pods' whole
 // nodeSelector (Helm merges it with the default's labels unless the file
-// sets those to null).
-func checkNodeSelector(t *testing.T, m *manifests, vals map[string]any) {
+// sets those to null), with a node pool's keys set (null ones removed).
+func checkNodeSelector(t *testing.T, ds *appsv1.DaemonSet, vals map[string]any, v chartutil.Values, p pool) {
 	t.Helper()
 	given, ok := vals["nodeSelector"].(map[string]any)
 	if !ok {
-		return
+		given, _ = v["nodeSelector"].(map[string]any)
 	}
 	want := map[string]string{}
-	for k, v := range given {
-		if v != nil {
-			want[k] = fmt.Sprint(v)
+	for _, sel := range []map[string]any{given, p.nodeSelector} {
+		for k, v := range sel {
+			if v != nil {
+				want[k] = fmt.Sprint(v)
+			} else {
+				delete(want, k)
+			}
 		}
 	}
-	if got := m.daemonSet.Spec.Template.Spec.NodeSelector; !reflect.DeepEqual(got, want) {
-		t.Errorf("nodeSelector %v, the values file says %v", got, want)
+	if got := ds.Spec.Template.Spec.NodeSelector; !reflect.DeepEqual(got, want) {
+		t.Errorf("DaemonSet %s: nodeSelector %v, the values file says %v", ds.Name, got, want)
 	}
 }
 
@@ -311,34 +351,206 @@ func container(t *testing.T, cs []corev1.Container, name string) corev1.Containe
 	return corev1.Container{}
 }
 
-// checkRBAC: no API access unless pod metadata is on, and then only the
-// grant its source needs.
-func checkRBAC(t *testing.T, m *manifests, v chartutil.Values) {
+// checkRBAC: no API access unless pod metadata or the eviction hook is
+// on, and then only the grants they need.
+func checkRBAC(t *testing.T, m *manifests, v chartutil.Values, pools map[string]pool) {
 	t.Helper()
-	on, _ := v.PathValue("kubernetes.podMetadata.enabled")
-	pod := m.daemonSet.Spec.Template.Spec
-	if on != true {
-		if len(m.clusterRoles)+len(m.bindings) > 0 {
-			t.Errorf("RBAC rendered without pod metadata: %d ClusterRoles, %d bindings", len(m.clusterRoles), len(m.bindings))
+	var want []rbacv1.PolicyRule
+	if on, _ := v.PathValue("kubernetes.podMetadata.enabled"); on == true {
+		source, _ := v.PathValue("kubernetes.podMetadata.source")
+		want = append(want, map[any]rbacv1.PolicyRule{
+			"apiserver": {APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}},
+			"kubelet":   {APIGroups: []string{""}, Resources: []string{"nodes/proxy"}, Verbs: []string{"get"}},
+		}[source])
+	}
+	evicting := map[string]bool{}
+	for name, p := range pools {
+		if p.tuner.enforce() && p.tuner.sub("rebalanceHook")["command"] != "" && p.tuner.sub("rebalanceHook")["evictPods"] == true {
+			evicting[name] = true
 		}
-		if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
-			t.Error("the API token is mounted though nothing talks to the API server")
+	}
+	if len(evicting) > 0 {
+		want = append(want, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods/eviction"}, Verbs: []string{"create"}})
+	}
+	meta, _ := v.PathValue("kubernetes.podMetadata.enabled")
+	for _, ds := range m.daemonSets {
+		pod := ds.Spec.Template.Spec
+		token := meta == true || evicting[ds.Labels[poolLabel]]
+		if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken != token {
+			t.Errorf("DaemonSet %s: automountServiceAccountToken %v, want %v (only pod metadata and the eviction hook use the token)",
+				ds.Name, pod.AutomountServiceAccountToken, token)
+		}
+		if len(pod.Containers) != 1 && !slices.ContainsFunc(pod.Containers, func(c corev1.Container) bool { return c.Name == "tenants-reloader" }) {
+			t.Errorf("DaemonSet %s: containers %d; only the tenants reloader may run beside the exporter", ds.Name, len(pod.Containers))
+		}
+	}
+	if len(want) == 0 {
+		if len(m.clusterRoles)+len(m.bindings) > 0 {
+			t.Errorf("RBAC rendered though nothing talks to the API server: %d ClusterRoles, %d bindings", len(m.clusterRoles), len(m.bindings))
 		}
 		return
 	}
-	source, _ := v.PathValue("kubernetes.podMetadata.source")
-	want := map[any]rbacv1.PolicyRule{
-		"apiserver": {APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list"}},
-		"kubelet":   {APIGroups: []string{""}, Resources: []string{"nodes/proxy"}, Verbs: []string{"get"}},
-	}[source]
-	if len(m.clusterRoles) != 1 || !reflect.DeepEqual(m.clusterRoles[0].Rules, []rbacv1.PolicyRule{want}) {
-		t.Errorf("pod metadata from %v: ClusterRoles %+v, want one with the rule %+v", source, m.clusterRoles, want)
+	if len(m.clusterRoles) != 1 || !reflect.DeepEqual(m.clusterRoles[0].Rules, want) {
+		t.Errorf("ClusterRoles %+v, want one with the rules %+v", m.clusterRoles, want)
 	}
-	if len(m.bindings) != 1 || m.bindings[0].Subjects[0].Name != pod.ServiceAccountName ||
+	sa := m.daemonSets[0].Spec.Template.Spec.ServiceAccountName
+	if len(m.bindings) != 1 || m.bindings[0].Subjects[0].Name != sa ||
 		m.bindings[0].Subjects[0].Namespace != namespace {
-		t.Errorf("ClusterRoleBindings %+v do not bind the pods' service account %s", m.bindings, pod.ServiceAccountName)
+		t.Errorf("ClusterRoleBindings %+v do not bind the pods' service account %s", m.bindings, sa)
 	}
-	container(t, pod.Containers, "pod-metadata")
+}
+
+// poolLabel tells apart the DaemonSets of node pools.
+const poolLabel = "vgpu-exporter/node-pool"
+
+// tunerValues are a node pool's tuner settings.
+type tunerValues map[string]any
+
+func (tv tunerValues) sub(k string) map[string]any {
+	m, _ := tv[k].(map[string]any)
+	return m
+}
+
+func (tv tunerValues) mode() string {
+	if m, ok := tv["mode"].(string); ok {
+		return m
+	}
+	return "off" // unset, or an unquoted YAML off (false)
+}
+
+func (tv tunerValues) gpuModes() []string {
+	var out []string
+	l, _ := tv["gpuModes"].([]any)
+	for _, g := range l {
+		out = append(out, fmt.Sprint(g))
+	}
+	return out
+}
+
+func (tv tunerValues) active() bool { return tv.mode() != "off" || len(tv.gpuModes()) > 0 }
+
+func (tv tunerValues) enforce() bool {
+	return tv.mode() == "enforce" || slices.ContainsFunc(tv.gpuModes(), func(g string) bool { return strings.HasSuffix(g, "=enforce") })
+}
+
+// pool is one node pool as the values describe it; "" the release's only
+// one when nodePools is empty.
+type pool struct {
+	name         string
+	nodeSelector map[string]any
+	tuner        tunerValues
+}
+
+// poolsOf reads the node pools, each with the release's tuner settings
+// under its own (maps one level deep).
+func poolsOf(t *testing.T, v chartutil.Values) map[string]pool {
+	t.Helper()
+	base, _ := v["tuner"].(map[string]any)
+	given, _ := v["nodePools"].([]any)
+	if len(given) == 0 {
+		given = []any{map[string]any{"name": ""}}
+	}
+	out := map[string]pool{}
+	for _, g := range given {
+		gm := g.(map[string]any)
+		tv := tunerValues{}
+		for k, val := range base {
+			tv[k] = val
+		}
+		over, _ := gm["tuner"].(map[string]any)
+		for k, val := range over {
+			sub, isMap := val.(map[string]any)
+			if baseSub, ok := base[k].(map[string]any); ok && isMap {
+				merged := map[string]any{}
+				for k2, v2 := range baseSub {
+					merged[k2] = v2
+				}
+				for k2, v2 := range sub {
+					merged[k2] = v2
+				}
+				val = merged
+			}
+			tv[k] = val
+		}
+		sel, _ := gm["nodeSelector"].(map[string]any)
+		name, _ := gm["name"].(string)
+		out[name] = pool{name: name, nodeSelector: sel, tuner: tv}
+	}
+	return out
+}
+
+// checkTuner: the tuner's flags, mounts and environment are those of the
+// pool's mode, and nothing of it is there when the tuner is off.
+func checkTuner(t *testing.T, ds *appsv1.DaemonSet, exp corev1.Container, tv tunerValues,
+	mounted func(string) (corev1.Volume, bool), hostMount func(string, string)) {
+	t.Helper()
+	arg := func(flag string) (string, bool) {
+		for _, a := range exp.Args {
+			if v, ok := strings.CutPrefix(a, flag+"="); ok {
+				return v, true
+			}
+		}
+		return "", false
+	}
+	env := map[string]string{}
+	for _, e := range exp.Env {
+		env[e.Name] = e.Value
+	}
+	vols := map[string]bool{}
+	for _, vol := range ds.Spec.Template.Spec.Volumes {
+		vols[vol.Name] = true
+	}
+	if !tv.active() {
+		for _, a := range exp.Args {
+			if strings.HasPrefix(a, "--tuner.") || strings.HasPrefix(a, "--mps.") || strings.HasPrefix(a, "--nvidia-smi.") {
+				t.Errorf("DaemonSet %s: tuner off, yet the arg %q", ds.Name, a)
+			}
+		}
+		for _, n := range []string{"tuner-journal", "kill-switch", "mps-pipe"} {
+			if vols[n] {
+				t.Errorf("DaemonSet %s: tuner off, yet the volume %s", ds.Name, n)
+			}
+		}
+		return
+	}
+	if m, _ := arg("--tuner.mode"); m != tv.mode() {
+		t.Errorf("DaemonSet %s: --tuner.mode=%q, the values say %q", ds.Name, m, tv.mode())
+	}
+	if hp, _ := tv.sub("journal")["hostPath"].(string); hp != "" {
+		j, _ := arg("--tuner.journal")
+		hostMount(filepath.Dir(j), hp)
+	} else if tv.enforce() {
+		t.Errorf("DaemonSet %s: enforce without a journal on the node", ds.Name)
+	}
+	ks := tv.sub("killSwitch")
+	if f, ok := arg("--tuner.kill-switch-file"); ks["source"] != "none" {
+		if filepath.Base(f) != ks["file"] {
+			t.Errorf("DaemonSet %s: --tuner.kill-switch-file=%q, want the file %v", ds.Name, f, ks["file"])
+		}
+		switch ks["source"] {
+		case "hostPath":
+			hostMount(filepath.Dir(f), ks["hostPath"].(string))
+		case "configMap":
+			if vol, ok := mounted(filepath.Dir(f)); ok && (vol.ConfigMap == nil || vol.ConfigMap.Optional == nil || !*vol.ConfigMap.Optional) {
+				t.Errorf("DaemonSet %s: kill switch from %+v, want an optional ConfigMap (created to engage it)", ds.Name, vol.VolumeSource)
+			}
+		}
+	} else if ok {
+		t.Errorf("DaemonSet %s: kill switch none, yet --tuner.kill-switch-file=%s", ds.Name, f)
+	}
+	mps := tv.sub("mps")
+	if bin, _ := arg("--mps.control-binary"); mps["enabled"] == true {
+		pipe := mps["pipeDirectory"].(string)
+		hostMount(pipe, pipe)
+		if d, _ := arg("--mps.pipe-directory"); d != pipe || bin == "" {
+			t.Errorf("DaemonSet %s: --mps.pipe-directory=%q --mps.control-binary=%q, want %s and a binary", ds.Name, d, bin, pipe)
+		}
+		if !strings.Contains(env["NVIDIA_DRIVER_CAPABILITIES"], "compute") {
+			t.Errorf("DaemonSet %s: NVIDIA_DRIVER_CAPABILITIES=%q lacks compute (which injects nvidia-cuda-mps-control)", ds.Name, env["NVIDIA_DRIVER_CAPABILITIES"])
+		}
+	} else if bin != "" || vols["mps-pipe"] {
+		t.Errorf("DaemonSet %s: MPS off, yet --mps.control-binary=%q (empty disables it) or the pipe mounted", ds.Name, bin)
+	}
 }
 
 func checkMonitoring(t *testing.T, m *manifests, v chartutil.Values) {
@@ -391,25 +603,18 @@ func TestTenantsReload(t *testing.T) {
 	c := loadChart(t)
 	checksum := func(tenant string, reload string) string {
 		t.Helper()
-		rendered, err := render(c, map[string]any{"tenants": map[string]any{
+		m := mustRender(t, c, map[string]any{"tenants": map[string]any{
 			"reload": reload,
 			"config": map[string]any{"tenants": []any{map[string]any{"name": tenant, "selectors": []any{map[string]any{"uid": 1000}}}}},
 		}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := decode(rendered)
-		if err != nil {
-			t.Fatal(err)
-		}
 		names := []string{}
-		for _, c := range m.daemonSet.Spec.Template.Spec.Containers {
+		for _, c := range m.daemonSets[0].Spec.Template.Spec.Containers {
 			names = append(names, c.Name)
 		}
 		if got := slices.Contains(names, "tenants-reloader"); got != (reload == "sidecar") {
 			t.Errorf("reload %s: containers %v", reload, names)
 		}
-		return m.daemonSet.Spec.Template.Annotations["checksum/tenants"]
+		return m.daemonSets[0].Spec.Template.Annotations["checksum/tenants"]
 	}
 	a, b, a2 := checksum("a", "rollout"), checksum("b", "rollout"), checksum("a", "rollout")
 	if a == "" || a == b || a != a2 {
@@ -431,6 +636,12 @@ func TestSchemaRejectsMisspeltKeys(t *testing.T) {
 		{map[string]any{"hostPid": true}, "hostPid"},
 		{map[string]any{"kubernetes": map[string]any{"podMetadata": map[string]any{"sorce": "kubelet"}}}, "sorce"},
 		{map[string]any{"tenants": map[string]any{"reload": "watch"}}, "reload"},
+		{map[string]any{"tuner": map[string]any{"journl": map[string]any{"hostPath": "/var/lib/x"}}}, "journl"},
+		{map[string]any{"tuner": map[string]any{"mode": "enforced"}}, "mode"},
+		{map[string]any{"tuner": map[string]any{"killSwitch": map[string]any{"fle": "x"}}}, "fle"},
+		{map[string]any{"nodePools": []any{map[string]any{"name": "a", "nodeSelecter": map[string]any{"a": "b"}}}}, "nodeSelecter"},
+		{map[string]any{"nodePools": []any{map[string]any{"name": "a", "tuner": map[string]any{"mods": "enforce"}}}}, "mods"},
+		{map[string]any{"kubernetes": map[string]any{"podMetadata": map[string]any{"proxyPort": 8001}}}, "proxyPort"},
 	} {
 		_, err := render(c, tc.vals)
 		if err == nil || !strings.Contains(err.Error(), tc.key) {
@@ -525,14 +736,7 @@ func TestPrometheusRuleEqualsAlerts(t *testing.T) {
 				}
 				c.Files = append(c.Files, &chart.File{Name: "files/dashboards/vgpu_tenants.json", Data: dash})
 			}
-			rendered, err := render(c, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			m, err := decode(rendered)
-			if err != nil {
-				t.Fatal(err)
-			}
+			m := mustRender(t, c, nil)
 			if len(tc.alerts) == 0 {
 				if len(m.rules) != 0 {
 					t.Errorf("no rule files, yet %d PrometheusRules", len(m.rules))
@@ -600,6 +804,15 @@ func TestRejectsBadCombinations(t *testing.T) {
 			"tenants": map[string]any{"reload": "sidecar", "existingConfigMap": "t"}}, "tenants.reload=sidecar"},
 		{map[string]any{"kubernetes": map[string]any{"podResources": map[string]any{"enabled": false},
 			"podMetadata": map[string]any{"enabled": true}}}, "kubernetes.podMetadata needs kubernetes.podResources"},
+		{map[string]any{"profilingCapability": false, "securityContext": map[string]any{"runAsUser": 65532},
+			"nodePools": []any{map[string]any{"name": "a", "tuner": map[string]any{"mode": "enforce"}}}}, "nodePools a: profilingCapability and the tuner"},
+		{map[string]any{"tuner": map[string]any{"mode": "enforce", "journal": map[string]any{"hostPath": ""}}}, "needs tuner.journal.hostPath"},
+		{map[string]any{"nodePools": []any{
+			map[string]any{"name": "a", "nodeSelector": map[string]any{"pool": "a"}},
+			map[string]any{"name": "b", "nodeSelector": map[string]any{"zone": "b"}}}}, `nodePools "a" and "b" may select the same node`},
+		{map[string]any{"nodePools": []any{
+			map[string]any{"name": "a", "nodeSelector": map[string]any{"pool": "a"}},
+			map[string]any{"name": "a", "nodeSelector": map[string]any{"pool": "b"}}}}, `two pools named "a"`},
 	} {
 		_, err := render(c, tc.vals)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -616,5 +829,70 @@ func TestAppVersion(t *testing.T) {
 	}
 	if got, want := loadChart(t).Metadata.AppVersion, strings.TrimSpace(string(v)); got != want {
 		t.Errorf("Chart.yaml appVersion %q, VERSION says %q", got, want)
+	}
+}
+
+// TestTunerPools renders the tuner example: its enforcing pool gets root,
+// SYS_ADMIN, the journal, the kill switch ConfigMap and the MPS pipes; its
+// recommending pool no capability, and without MPS no pipe directory; the
+// same values with the tuner off everywhere give neither.
+func TestTunerPools(t *testing.T) {
+	c := loadChart(t)
+	vals, err := chartutil.ReadValuesFile(filepath.Join(chartDir(), "examples", "tuner-pools.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := mustRender(t, c, vals)
+	type want struct {
+		mode, killSwitch string
+		caps             []corev1.Capability
+		mps              bool
+	}
+	wants := map[string]want{
+		"vgpu-exporter-inference": {"enforce", "configMap", []corev1.Capability{"SYS_ADMIN"}, true},
+		"vgpu-exporter-training":  {"recommend", "hostPath", nil, false},
+	}
+	if len(m.daemonSets) != len(wants) {
+		t.Fatalf("%d DaemonSets, want %d", len(m.daemonSets), len(wants))
+	}
+	for _, ds := range m.daemonSets {
+		w, ok := wants[ds.Name]
+		if !ok {
+			t.Fatalf("unexpected DaemonSet %s", ds.Name)
+		}
+		pod := ds.Spec.Template.Spec
+		exp := container(t, pod.Containers, "exporter")
+		args := strings.Join(exp.Args, " ")
+		if !strings.Contains(args, "--tuner.mode="+w.mode) || strings.Contains(args, "--mps.pipe-directory=/run/nvidia/mps") != w.mps {
+			t.Errorf("%s: args %q, want --tuner.mode=%s, the MPS pipe directory %v", ds.Name, args, w.mode, w.mps)
+		}
+		if got := exp.SecurityContext.Capabilities.Add; !slices.Equal(got, w.caps) {
+			t.Errorf("%s: capabilities added %v, want %v", ds.Name, got, w.caps)
+		}
+		var ks *corev1.Volume
+		for i := range pod.Volumes {
+			if pod.Volumes[i].Name == "kill-switch" {
+				ks = &pod.Volumes[i]
+			}
+		}
+		switch {
+		case ks == nil:
+			t.Errorf("%s: no kill switch volume", ds.Name)
+		case w.killSwitch == "configMap" && (ks.ConfigMap == nil || ks.ConfigMap.Name != "vgpu-exporter-kill-switch"):
+			t.Errorf("%s: kill switch %+v, want the optional ConfigMap vgpu-exporter-kill-switch", ds.Name, ks.VolumeSource)
+		case w.killSwitch == "hostPath" && (ks.HostPath == nil || ks.HostPath.Path != "/etc/vgpu-exporter"):
+			t.Errorf("%s: kill switch %+v, want the node's /etc/vgpu-exporter", ds.Name, ks.VolumeSource)
+		}
+	}
+
+	// The tuner off on both pools: no tuner flag, no SYS_ADMIN.
+	for _, p := range vals["nodePools"].([]any) {
+		p.(map[string]any)["tuner"].(map[string]any)["mode"] = false // an unquoted YAML off
+	}
+	for _, ds := range mustRender(t, c, vals).daemonSets {
+		exp := container(t, ds.Spec.Template.Spec.Containers, "exporter")
+		if args := strings.Join(exp.Args, " "); strings.Contains(args, "--tuner.") || len(exp.SecurityContext.Capabilities.Add) > 0 {
+			t.Errorf("%s with the tuner off: args %q, capabilities %v", ds.Name, args, exp.SecurityContext.Capabilities.Add)
+		}
 	}
 }

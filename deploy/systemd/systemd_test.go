@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -91,6 +92,51 @@ func TestEnvironmentFile(t *testing.T) {
 			t.Errorf("the unit's docs rely on --%s, which vgpu_exporter does not have", f)
 		}
 	}
+	// Every flag the comments of these files show.
+	files, _ := filepath.Glob("vgpu_exporter.service.d/*.conf")
+	for _, f := range append(files, "vgpu_exporter.default") {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range flagRef.FindAllStringSubmatch(string(b), -1) {
+			if !flags[m[1]] {
+				t.Errorf("%s shows --%s, which vgpu_exporter does not have", f, m[1])
+			}
+		}
+	}
+}
+
+var flagRef = regexp.MustCompile(`(?:^|\s)--([a-z][a-z0-9.-]*[a-z0-9])`)
+
+// TestTunerDropIns: the tuner's drop-ins give it a state directory for the
+// journal and the MPS pipe directory, and SYS_ADMIN (as root) only in
+// enforce.
+func TestTunerDropIns(t *testing.T) {
+	tuner := settings(t, "vgpu_exporter.service.d/tuner.conf")
+	enforce := settings(t, "vgpu_exporter.service.d/tuner-enforce.conf")
+	for _, tc := range []struct {
+		file      string
+		s         map[string][]string
+		key, want string
+	}{
+		{"tuner.conf", tuner, "StateDirectory", "vgpu_exporter"},
+		{"tuner.conf", tuner, "ReadWritePaths", "-/run/nvidia/mps"},
+		{"tuner.conf", tuner, "Environment", "CUDA_MPS_PIPE_DIRECTORY=/run/nvidia/mps"},
+		{"tuner-enforce.conf", enforce, "CapabilityBoundingSet", "CAP_SYS_ADMIN"},
+		{"tuner-enforce.conf", enforce, "User", "root"},
+		{"tuner-enforce.conf", enforce, "DynamicUser", "no"},
+	} {
+		if got := tc.s[tc.key]; len(got) != 1 || got[0] != tc.want {
+			t.Errorf("%s: %s=%q, want %q", tc.file, tc.key, got, tc.want)
+		}
+	}
+	if _, ok := tuner["CapabilityBoundingSet"]; ok {
+		t.Error("tuner.conf sets capabilities; recommend needs none (enforce's are in tuner-enforce.conf)")
+	}
+	if _, ok := enforce["NoNewPrivileges"]; ok {
+		t.Error("tuner-enforce.conf changes NoNewPrivileges")
+	}
 }
 
 // TestVerify runs systemd-analyze verify on the units (with ExecStart
@@ -102,29 +148,46 @@ func TestVerify(t *testing.T) {
 		t.Skip("systemd-analyze not installed (Debian package systemd); the units were not verified")
 	}
 	bin := repo.Exporter(t)
-	dir := t.TempDir()
-	for _, f := range []string{"vgpu_exporter.service", "vgpu_exporter.socket", "vgpu_exporter.service.d/socket.conf", "vgpu_exporter.service.d/profiling.conf"} {
-		b, err := os.ReadFile(f)
+	// The unit alone, then with each set of drop-ins installed together.
+	for _, dropIns := range [][]string{
+		nil,
+		{"socket.conf"},
+		{"profiling.conf"},
+		{"tuner.conf"},
+		{"tuner.conf", "tuner-enforce.conf"},
+		{"socket.conf", "profiling.conf", "tuner.conf", "tuner-enforce.conf"},
+	} {
+		dir := t.TempDir()
+		files := []string{"vgpu_exporter.service", "vgpu_exporter.socket"}
+		for _, d := range dropIns {
+			files = append(files, "vgpu_exporter.service.d/"+d)
+		}
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dst := filepath.Join(dir, f)
+			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(dst, []byte(strings.ReplaceAll(string(b), installedBin, bin)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		units := []string{filepath.Join(dir, "vgpu_exporter.service"), filepath.Join(dir, "vgpu_exporter.socket")}
+		out, err := exec.Command(analyze, append([]string{"verify", "--man=no"}, units...)...).CombinedOutput()
+		if err != nil || len(strings.TrimSpace(string(out))) > 0 {
+			t.Errorf("systemd-analyze verify with drop-ins %v: %v\n%s", dropIns, err, out)
+		}
+		if dropIns != nil {
+			continue
+		}
+		// Exposure 0 (best) to 10; the unit alone scores 2.0 with systemd 252.
+		out, err = exec.Command(analyze, "security", "--offline=yes", "--threshold=25", units[0]).CombinedOutput()
 		if err != nil {
-			t.Fatal(err)
+			t.Errorf("systemd-analyze security: exposure above 2.5 or error: %v\n%s", err, out)
 		}
-		dst := filepath.Join(dir, f)
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(dst, []byte(strings.ReplaceAll(string(b), installedBin, bin)), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	units := []string{filepath.Join(dir, "vgpu_exporter.service"), filepath.Join(dir, "vgpu_exporter.socket")}
-	out, err := exec.Command(analyze, append([]string{"verify", "--man=no"}, units...)...).CombinedOutput()
-	if err != nil || len(strings.TrimSpace(string(out))) > 0 {
-		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
-	}
-	// Exposure 0 (best) to 10; the unit alone scores 2.0 with systemd 252.
-	out, err = exec.Command(analyze, "security", "--offline=yes", "--threshold=25", units[0]).CombinedOutput()
-	if err != nil {
-		t.Errorf("systemd-analyze security: exposure above 2.5 or error: %v\n%s", err, out)
 	}
 }
 

@@ -217,8 +217,9 @@ func vgpuHost(f *fixture, dev int, vms *[]nvml.VgpuInstance) {
 		logTS++
 		in.EntriesCount = 3
 		for k := 0; k < 3; k++ {
-			in.LogEntries[k] = nvml.VgpuSchedulerLogEntry_v2{Timestamp: logTS - uint64(2-k), TimeRun: 1_500_000,
-				TargetTimeSlice: 2_000_000, CumulativePreemptionTime: 10_000, Weight: 2}
+			ts := logTS - uint64(2-k)
+			in.LogEntries[k] = nvml.VgpuSchedulerLogEntry_v2{Timestamp: ts, TimeRun: 1_500_000, TimeRunTotal: 3_000 * ts, SwRunlistId: uint32(ts % 2),
+				TargetTimeSlice: 2_000_000, CumulativePreemptionTime: 10_000 * ts, Weight: 2}
 		}
 		return in, nvml.SUCCESS
 	}
@@ -268,7 +269,10 @@ func TestVGPUReadings(t *testing.T) {
 		s.MinTimeSlice != time.Millisecond || s.MaxTimeSlice != 30*time.Millisecond {
 		t.Errorf("scheduler %+v", s)
 	}
-	if len(s.Log) != 3 || s.Log[0].Weight != 2 || s.Log[0].RunTime != 1500*time.Microsecond {
+	// Entries 999-1001 ns: runlists 1, 0, 1.
+	if len(s.Log) != 3 || s.Log[0].Weight != 2 || s.Log[0].RunTime != 1500*time.Microsecond ||
+		s.Log[0].Runlist != 1 || s.Log[1].Runlist != 0 || s.Log[2].CumulativePreemp != 10_010*time.Microsecond || s.Log[2].RunTimeTotal != 3_003*time.Microsecond ||
+		!s.Log[2].Timestamp.Equal(time.Unix(0, 1001)) || s.Log[2].TargetTimeSlice != 2*time.Millisecond {
 		t.Errorf("log %+v", s.Log)
 	}
 	if len(d.VGPUs) != 2 {
@@ -290,8 +294,8 @@ func TestVGPUReadings(t *testing.T) {
 		t.Errorf("vGPU processes %+v", d.Processes)
 	}
 	// The next sample carries only the new log entry.
-	if l := d.Scheduler.Log; len(l) != 1 {
-		t.Errorf("second log = %d entries, want 1", len(l))
+	if l := d.Scheduler.Log; len(l) != 1 || l[0].Runlist != 0 || !l[0].Timestamp.Equal(time.Unix(0, 1002)) {
+		t.Errorf("second log = %+v, want the one entry of 1002 ns, runlist 0", l)
 	}
 	// No sample newer than lastSeen (the clock did not move): no
 	// utilization for this interval, no process figures.
@@ -491,13 +495,14 @@ func TestVGPUSchedulerV1Only(t *testing.T) {
 	d.GetVgpuSchedulerLogFunc = func() (nvml.VgpuSchedulerLog, nvml.Return) {
 		lg := nvml.VgpuSchedulerLog{EntriesCount: 2}
 		lg.LogEntries[0] = nvml.VgpuSchedulerLogEntry{Timestamp: 5, TimeRun: 1000}
-		lg.LogEntries[1] = nvml.VgpuSchedulerLogEntry{Timestamp: 6, TimeRun: 2000}
+		lg.LogEntries[1] = nvml.VgpuSchedulerLogEntry{Timestamp: 6, TimeRun: 2000, SwRunlistId: 3, CumulativePreemptionTime: 700}
 		return lg, nvml.SUCCESS
 	}
 	b := f.backend()
 	rd := sample(t, b)
 	s := rd.Devices[0].Scheduler
-	if s == nil || s.Policy != "best-effort" || !s.ARREnabled || s.AvgFactor != 33 || s.TimeSlice != 2*time.Millisecond || len(s.Log) != 2 || s.Log[1].RunTime != 2*time.Microsecond {
+	if s == nil || s.Policy != "best-effort" || !s.ARREnabled || s.AvgFactor != 33 || s.TimeSlice != 2*time.Millisecond || len(s.Log) != 2 || s.Log[1].RunTime != 2*time.Microsecond ||
+		s.Log[1].Runlist != 3 || s.Log[1].CumulativePreemp != 700 || s.Log[1].Weight != 0 {
 		t.Fatalf("scheduler %+v", s)
 	}
 	// ARR through the v1 call: average factor and frequency in the params.

@@ -200,7 +200,7 @@ func (rd *devReader) readScheduler() *gpu.VGPUScheduler {
 			n := min(int(lg.EntriesCount), len(lg.LogEntries))
 			entries := make([]schedEntry, 0, n)
 			for _, e := range lg.LogEntries[:n] {
-				entries = append(entries, schedEntry{e.Timestamp, e.TimeRun, e.TargetTimeSlice, e.CumulativePreemptionTime, e.Weight})
+				entries = append(entries, schedEntry{e.Timestamp, e.TimeRun, e.TimeRunTotal, e.TargetTimeSlice, e.CumulativePreemptionTime, e.SwRunlistId, e.Weight})
 			}
 			s.Log = ds.newSchedLog(entries)
 		}
@@ -210,7 +210,7 @@ func (rd *devReader) readScheduler() *gpu.VGPUScheduler {
 			entries := make([]schedEntry, 0, n)
 			for _, e := range lg.LogEntries[:n] {
 				// The v1 log has no weights.
-				entries = append(entries, schedEntry{e.Timestamp, e.TimeRun, e.TargetTimeSlice, e.CumulativePreemptionTime, 0})
+				entries = append(entries, schedEntry{e.Timestamp, e.TimeRun, e.TimeRunTotal, e.TargetTimeSlice, e.CumulativePreemptionTime, e.SwRunlistId, 0})
 			}
 			s.Log = ds.newSchedLog(entries)
 		}
@@ -232,8 +232,8 @@ func arrFrequency(arr bool, slice time.Duration) uint32 {
 
 // schedEntry is one vGPU scheduler log entry of either log version (ns).
 type schedEntry struct {
-	ts, run, target, preempt uint64
-	weight                   uint32
+	ts, run, runTotal, target, preempt uint64
+	runlist, weight                    uint32
 }
 
 // newSchedLog returns the entries newer than the newest one of the
@@ -248,7 +248,9 @@ func (ds *devState) newSchedLog(entries []schedEntry) []gpu.VGPUSchedulerLogEntr
 		last = max(last, e.ts)
 		out = append(out, gpu.VGPUSchedulerLogEntry{
 			Timestamp:        time.Unix(0, clampInt64(e.ts)),
+			Runlist:          e.runlist,
 			RunTime:          time.Duration(clampInt64(e.run)),
+			RunTimeTotal:     time.Duration(clampInt64(e.runTotal)),
 			TargetTimeSlice:  time.Duration(clampInt64(e.target)),
 			CumulativePreemp: time.Duration(clampInt64(e.preempt)),
 			Weight:           e.weight,

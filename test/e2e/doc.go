@@ -2,5 +2,7 @@
 // simulator scenario, scraped by a real Prometheus server, with the scrape
 // checked by promtool. It is built only with the e2e tag (make e2e), needs
 // the prometheus binary (Debian package prometheus) and skips without it,
-// except under CI=true where a missing prometheus is a failure.
+// except under CI=true where a missing prometheus is a failure. The /tuner
+// page is loaded in headless Chromium (Debian package chromium), with the
+// same rule when it is missing.
 package e2e

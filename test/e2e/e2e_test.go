@@ -29,8 +29,29 @@ import (
 )
 
 // scenarios are the built-in scenarios the test runs, one exporter each:
-// time-slicing (apportioned figures) and MIG (measured per instance).
-var scenarioNames = []string{"h100-timeslice", "h200-mig"}
+// time-slicing (apportioned figures), MIG (measured per instance) and vGPU
+// (measured per VM, with the vGPU series of vgpuChecks).
+var scenarioNames = []string{"h100-timeslice", "h200-mig", vgpuScenario}
+
+// vgpuScenario is the vGPU scenario: three VMs, one software runlist each.
+const vgpuScenario = "vgpu-contention"
+
+// vgpuChecks are queries of the vGPU scenario's series, %q its job, each
+// with the number of series it must return: every VM's instance, the
+// scheduler, and the scheduler log's counters rising for every runlist,
+// with no runlist running more than the GPU's time.
+var vgpuChecks = []struct {
+	query string
+	want  int
+}{
+	{`vgpu_vgpu_instance_info{job=%q} == 1`, 3},
+	{`vgpu_vgpu_scheduler_info{job=%q,policy="best-effort"} == 1`, 1},
+	{`vgpu_vgpu_scheduler_timeslice_seconds{job=%q} == 0.002`, 1},
+	{`increase(vgpu_vgpu_scheduler_run_seconds_total{job=%q}[1m]) > 0`, 3},
+	{`increase(vgpu_vgpu_scheduler_preemption_seconds_total{job=%q}[1m]) > 0`, 3},
+	{`increase(vgpu_vgpu_scheduler_slices_total{job=%q}[1m]) > 0`, 3},
+	{`sum by (uuid) (rate(vgpu_vgpu_scheduler_run_seconds_total{job=%q}[1m])) <= 1.05`, 1},
+}
 
 // waitFor bounds every wait of the test.
 const waitFor = 60 * time.Second
@@ -147,6 +168,23 @@ func TestExporterScrapedByPrometheus(t *testing.T) {
 			t.Logf("%s: SM active ratio per tenant (max over the run): %v", job, got)
 			return nil
 		}, procs(prom)...)
+
+		if job == vgpuScenario {
+			poll(t, job+": vGPU series", func() error {
+				for _, c := range vgpuChecks {
+					q := fmt.Sprintf(c.query, job)
+					res, err := query(promURL, q)
+					if err != nil {
+						return err
+					}
+					if len(res) != c.want {
+						return fmt.Errorf("%s: %d series, want %d: %v", q, len(res), c.want, res)
+					}
+				}
+				t.Logf("%s: vGPU instance, scheduler and scheduler log series served", job)
+				return nil
+			}, procs(prom)...)
+		}
 
 		// promtool has no findings on a scrape.
 		code, body, err := get("http://" + tg.addr + "/metrics")

@@ -69,3 +69,84 @@ tenants.yaml: |
 {{- end -}}
 {{- toYaml $groups -}}
 {{- end -}}
+
+{{/*
+The DaemonSets to render, as a YAML list: one per node pool (or one for the
+whole release when nodePools is empty), each with its name, its nodeSelector
+(the release's with the pool's keys set, null ones removed), tolerations,
+affinity and tuner settings (the release's with the pool's keys replacing
+them, maps one level deep).
+*/}}
+{{- define "vgpu-exporter.pools" -}}
+{{- $pools := list -}}
+{{- $given := .Values.nodePools -}}
+{{- if not $given -}}
+{{- $given = list (dict "name" "") -}}
+{{- end -}}
+{{- range $p := $given -}}
+{{- $sel := deepCopy (default dict $.Values.nodeSelector) -}}
+{{- range $k, $v := (default dict (get $p "nodeSelector")) -}}
+{{- if kindIs "invalid" $v -}}
+{{- $_ := unset $sel $k -}}
+{{- else -}}
+{{- $_ := set $sel $k (toString $v) -}}
+{{- end -}}
+{{- end -}}
+{{- $t := deepCopy $.Values.tuner -}}
+{{- range $k, $v := (default dict (get $p "tuner")) -}}
+{{- if and (kindIs "map" $v) (kindIs "map" (get $t $k)) -}}
+{{- $sub := deepCopy (get $t $k) -}}
+{{- range $k2, $v2 := $v -}}
+{{- $_ := set $sub $k2 $v2 -}}
+{{- end -}}
+{{- $_ := set $t $k $sub -}}
+{{- else -}}
+{{- $_ := set $t $k $v -}}
+{{- end -}}
+{{- end -}}
+{{- $mode := toString (default "off" $t.mode) -}}
+{{- $enforce := eq $mode "enforce" -}}
+{{- range $t.gpuModes -}}
+{{- if hasSuffix "=enforce" . -}}{{- $enforce = true -}}{{- end -}}
+{{- end -}}
+{{- $_ := set $t "mode" $mode -}}
+{{- $_ := set $t "active" (or (ne $mode "off") (not (empty $t.gpuModes))) -}}
+{{- $_ := set $t "enforce" $enforce -}}
+{{- $pools = append $pools (dict
+      "name" $p.name
+      "nodeSelector" $sel
+      "tolerations" (ternary (get $p "tolerations") $.Values.tolerations (hasKey $p "tolerations"))
+      "affinity" (ternary (get $p "affinity") $.Values.affinity (hasKey $p "affinity"))
+      "tuner" $t) -}}
+{{- end -}}
+{{- /* No node may run two exporters: two pools must both select on a label with different values. */ -}}
+{{- range $i, $a := $pools -}}
+{{- range $j, $b := $pools -}}
+{{- if lt $i $j -}}
+{{- if eq $a.name $b.name -}}
+{{- fail (printf "nodePools: two pools named %q" $a.name) -}}
+{{- end -}}
+{{- $apart := false -}}
+{{- range $k, $v := $a.nodeSelector -}}
+{{- if and (hasKey $b.nodeSelector $k) (ne (get $b.nodeSelector $k) $v) -}}{{- $apart = true -}}{{- end -}}
+{{- end -}}
+{{- if not $apart -}}
+{{- fail (printf "nodePools %q and %q may select the same node (their nodeSelectors %v and %v): give both a label key with different values, so that no node runs two exporters" $a.name $b.name $a.nodeSelector $b.nodeSelector) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $pools -}}
+{{- end -}}
+
+{{/* The kill-switch ConfigMap's name. */}}
+{{- define "vgpu-exporter.killSwitchConfigMap" -}}
+{{- default (printf "%s-kill-switch" (include "vgpu-exporter.fullname" .root)) .tuner.killSwitch.configMap -}}
+{{- end -}}
+
+{{/* "true" when a pool in enforce runs a rebalancing hook that evicts pods. */}}
+{{- define "vgpu-exporter.evictPods" -}}
+{{- range include "vgpu-exporter.pools" . | fromYamlArray -}}
+{{- if and .tuner.enforce .tuner.rebalanceHook.command .tuner.rebalanceHook.evictPods -}}true{{- end -}}
+{{- end -}}
+{{- end -}}

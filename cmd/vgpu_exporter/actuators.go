@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/gpu/mps"
+	"github.com/vgpu-exporter/vgpu_exporter/gpu/nvidiasmi"
+	"github.com/vgpu-exporter/vgpu_exporter/gpu/rebalance"
+)
+
+// actuatorConfig is what the command line says about the actuators that
+// drive outside programs (the MPS control daemon, nvidia-smi, hooks).
+type actuatorConfig struct {
+	MPSControlBinary  string
+	MPSPipeDirectory  string
+	MPSTimeout        time.Duration
+	MPSRestartHook    string
+	MPSRestartTimeout time.Duration
+	NvidiaSMIPath     string
+	NvidiaSMITimeout  time.Duration
+	RebalanceHook     string
+	RebalanceTimeout  time.Duration
+}
+
+// addActuatorFlags declares the actuator flags on app into c.
+func addActuatorFlags(app *kingpin.Application, c *actuatorConfig) {
+	pipe := os.Getenv("CUDA_MPS_PIPE_DIRECTORY")
+	if pipe == "" {
+		pipe = mps.DefaultPipeDirectory
+	}
+	app.Flag("mps.control-binary", "MPS control daemon client used to change MPS active-thread percentages and pinned memory limits; empty disables the MPS actuator.").
+		Default(mps.DefaultControlBinary).PlaceHolder("PATH").StringVar(&c.MPSControlBinary)
+	app.Flag("mps.pipe-directory", "CUDA_MPS_PIPE_DIRECTORY of the MPS control daemon (the Kubernetes device plugin's daemon uses /run/nvidia/mps). Default: $CUDA_MPS_PIPE_DIRECTORY, else /tmp/nvidia-mps.").
+		Default(pipe).PlaceHolder("DIR").StringVar(&c.MPSPipeDirectory)
+	durationFlag(app, "mps.timeout", "Timeout of one MPS control daemon command.", mps.DefaultTimeout.String(), &c.MPSTimeout)
+	app.Flag("mps.restart-hook", "Program run to restart an MPS client (or switch over to a standby) so that a new active-thread percentage takes effect; called as HOOK TENANT PID GPU_UUID FRACTION (docs/backends.md). Default: none, so changes wait for the client's own restart.").
+		PlaceHolder("PATH").StringVar(&c.MPSRestartHook)
+	durationFlag(app, "mps.restart-hook.timeout", "Timeout of one run of --mps.restart-hook.", mps.DefaultRestartTimeout.String(), &c.MPSRestartTimeout)
+	app.Flag("nvidia-smi.path", "nvidia-smi used to set the compute time-slice level (nvidia-smi compute-policy); empty disables the time-slice actuator.").
+		Default(nvidiasmi.DefaultPath).PlaceHolder("PATH").StringVar(&c.NvidiaSMIPath)
+	durationFlag(app, "nvidia-smi.timeout", "Timeout of one nvidia-smi run.", nvidiasmi.DefaultTimeout.String(), &c.NvidiaSMITimeout)
+	app.Flag("tuner.rebalance-hook", "Program that applies a rebalancing plan (tenant moves, MIG layouts) read as JSON on stdin, e.g. deploy/hooks/kubernetes-evict.sh. Default: none, so plans are only recommended.").
+		PlaceHolder("PATH").StringVar(&c.RebalanceHook)
+	durationFlag(app, "tuner.rebalance-hook.timeout", "Timeout of one run of --tuner.rebalance-hook.", rebalance.DefaultTimeout.String(), &c.RebalanceTimeout)
+}
+
+// validate returns the problems of the actuator flags.
+func (c *actuatorConfig) validate() []error {
+	var errs []error
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"--mps.timeout", c.MPSTimeout}, {"--mps.restart-hook.timeout", c.MPSRestartTimeout},
+		{"--nvidia-smi.timeout", c.NvidiaSMITimeout}, {"--tuner.rebalance-hook.timeout", c.RebalanceTimeout},
+	} {
+		if d.v <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive, got %s", d.name, d.v))
+		}
+	}
+	if c.MPSRestartHook != "" && c.MPSControlBinary == "" {
+		errs = append(errs, errors.New("--mps.restart-hook needs the MPS actuator; --mps.control-binary is empty"))
+	}
+	return errs
+}
+
+// actuatorBackend is one detected source of actuators: Impl implements
+// some of the gpu actuator interfaces (gpu.MPSActuator, gpu.TimeSliceActuator,
+// gpu.Rebalancer, ...) and gpu.CapabilityLister.
+type actuatorBackend struct {
+	Name string // "nvml", "sim", "mps", "nvidia-smi", "rebalance-hook"
+	Impl any
+}
+
+// actuatorHost is what detection needs of the running exporter.
+type actuatorHost struct {
+	// Source is the GPU backend; its own actuators (NVML: clocks, power,
+	// vGPU scheduler, MIG; the simulator: all) come first.
+	Source gpu.Source
+	// Devices returns the latest devices, for the MPS daemon's device
+	// ordinals (pinned memory limits); nil leaves those limits off.
+	Devices func() []gpu.Device
+	// TenantOf names a process's tenant for the MPS restart hook; nil: "".
+	TenantOf func(uuid string, pid uint32) string
+}
+
+// detectActuators returns the actuator backends this host has: the GPU
+// backend's own, then those of outside programs that are configured and
+// answer. On the simulator only the simulator's own are used: outside
+// programs would change the real host. Each one missing is logged with the
+// reason, at info level: every one is optional.
+func detectActuators(ctx context.Context, cfg *config, h actuatorHost, logger log.Logger) []actuatorBackend {
+	var out []actuatorBackend
+	src := h.Source
+	for src != nil {
+		if isActuator(src) {
+			out = append(out, actuatorBackend{Name: cfg.Backend, Impl: src})
+			break
+		}
+		w, ok := src.(interface{ Inner() gpu.Source })
+		if !ok {
+			break
+		}
+		src = w.Inner()
+	}
+	if cfg.Backend == backendSim {
+		return out
+	}
+	a := cfg.Actuators
+	missing := func(name string, err error) {
+		level.Info(logger).Log("msg", "actuator not available on this host", "actuator", name, "reason", err)
+	}
+	if a.MPSControlBinary != "" {
+		c, err := mps.Detect(ctx, mps.Options{
+			ControlBinary:  a.MPSControlBinary,
+			PipeDirectory:  a.MPSPipeDirectory,
+			Timeout:        a.MPSTimeout,
+			RestartHook:    a.MPSRestartHook,
+			RestartTimeout: a.MPSRestartTimeout,
+			DeviceIndex:    deviceIndex(h.Devices),
+			TenantOf:       h.TenantOf,
+			Logger:         log.With(logger, "component", "mps"),
+		})
+		if err != nil {
+			missing("mps", err)
+		} else {
+			out = append(out, actuatorBackend{Name: "mps", Impl: c})
+		}
+	}
+	if a.NvidiaSMIPath != "" {
+		s, err := nvidiasmi.Detect(ctx, nvidiasmi.Options{Path: a.NvidiaSMIPath, Timeout: a.NvidiaSMITimeout, Logger: log.With(logger, "component", "nvidia-smi")})
+		if err != nil {
+			missing("nvidia-smi", err)
+		} else {
+			out = append(out, actuatorBackend{Name: "nvidia-smi", Impl: s})
+		}
+	}
+	if a.RebalanceHook != "" {
+		r, err := rebalance.New(rebalance.Options{Command: a.RebalanceHook, Timeout: a.RebalanceTimeout, Logger: log.With(logger, "component", "rebalance")})
+		if err != nil {
+			// Configured but unusable: say so louder than a tool the host lacks.
+			level.Warn(logger).Log("msg", "rebalancing hook not usable; plans are only recommended", "err", err)
+		} else {
+			out = append(out, actuatorBackend{Name: "rebalance-hook", Impl: r})
+		}
+	}
+	names := make([]string, len(out))
+	for i, b := range out {
+		names[i] = b.Name
+	}
+	level.Info(logger).Log("msg", "actuators detected", "backends", fmt.Sprint(names))
+	return out
+}
+
+// actuatorImpls returns the implementations, for tuner.ActuatorsOf.
+func actuatorImpls(bs []actuatorBackend) []any {
+	out := make([]any, len(bs))
+	for i, b := range bs {
+		out[i] = b.Impl
+	}
+	return out
+}
+
+// isActuator reports whether v implements any actuator interface.
+func isActuator(v any) bool {
+	switch v.(type) {
+	case gpu.MPSActuator, gpu.TimeSliceActuator, gpu.ClockPowerActuator, gpu.VGPUSchedulerActuator,
+		gpu.MIGActuator, gpu.PlacementActuator, gpu.Rebalancer:
+		return true
+	}
+	return false
+}
+
+// deviceIndex maps a GPU UUID to its index among the latest devices.
+func deviceIndex(devices func() []gpu.Device) func(string) (int, bool) {
+	if devices == nil {
+		return nil
+	}
+	return func(uuid string) (int, bool) {
+		for _, d := range devices() {
+			if d.UUID == uuid {
+				return d.Index, true
+			}
+		}
+		return 0, false
+	}
+}

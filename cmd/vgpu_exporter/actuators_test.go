@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/go-kit/log"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/gpu/mps"
+	"github.com/vgpu-exporter/vgpu_exporter/gpu/nvidiasmi"
+	"github.com/vgpu-exporter/vgpu_exporter/gpu/rebalance"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/command/commandtest"
+)
+
+func parseActuatorFlags(t *testing.T, args ...string) (*config, error) {
+	t.Helper()
+	app := kingpin.New("test", "")
+	c := addFlags(app)
+	if _, err := app.Parse(args); err != nil {
+		return nil, err
+	}
+	return c, c.validate()
+}
+
+func TestActuatorFlags(t *testing.T) {
+	t.Setenv("CUDA_MPS_PIPE_DIRECTORY", "")
+	c, err := parseActuatorFlags(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := actuatorConfig{
+		MPSControlBinary: "nvidia-cuda-mps-control", MPSPipeDirectory: "/tmp/nvidia-mps", MPSTimeout: mps.DefaultTimeout,
+		MPSRestartTimeout: mps.DefaultRestartTimeout, NvidiaSMIPath: "nvidia-smi", NvidiaSMITimeout: nvidiasmi.DefaultTimeout,
+		RebalanceTimeout: rebalance.DefaultTimeout,
+	}
+	if c.Actuators != want {
+		t.Errorf("defaults %+v, want %+v", c.Actuators, want)
+	}
+	t.Setenv("CUDA_MPS_PIPE_DIRECTORY", "/run/nvidia/mps")
+	if c, _ := parseActuatorFlags(t); c.Actuators.MPSPipeDirectory != "/run/nvidia/mps" {
+		t.Errorf("pipe directory %q, want the environment's", c.Actuators.MPSPipeDirectory)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--mps.timeout=0s"}, "--mps.timeout must be positive"},
+		{[]string{"--tuner.rebalance-hook.timeout=-1s"}, "--tuner.rebalance-hook.timeout must be positive"},
+		{[]string{"--mps.control-binary=", "--mps.restart-hook=/bin/true"}, "--mps.restart-hook needs the MPS actuator"},
+		{[]string{"--nvidia-smi.timeout=soon"}, "--nvidia-smi.timeout"},
+	} {
+		if _, err := parseActuatorFlags(t, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// clockSource is a GPU source that also changes clocks (like NVML).
+type clockSource struct{ gpu.Source }
+
+func (clockSource) LockClocks(context.Context, string, gpu.ClockLock) error       { return nil }
+func (clockSource) LockMemoryClocks(context.Context, string, gpu.ClockLock) error { return nil }
+func (clockSource) SetPowerLimit(context.Context, string, float64) error          { return nil }
+
+type wrapped struct{ gpu.Source }
+
+func (w wrapped) Inner() gpu.Source { return w.Source }
+
+func TestDetectActuators(t *testing.T) {
+	f := commandtest.New(t)
+	pipe := filepath.Join(f.Dir, "pipe")
+	if err := os.Mkdir(pipe, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mpsBin := f.Script(t, "mps-control", `echo 100.0`)
+	smi := f.Script(t, "nvidia-smi", `echo "--set-timeslice"`)
+	hook := f.Script(t, "hook", `exit 0`)
+	broken := f.Script(t, "broken", `exit 1`)
+	all := actuatorConfig{MPSControlBinary: mpsBin, MPSPipeDirectory: pipe, NvidiaSMIPath: smi, RebalanceHook: hook}
+	for _, tc := range []struct {
+		name    string
+		backend string
+		src     gpu.Source
+		act     actuatorConfig
+		want    string
+	}{
+		{"everything", backendNVML, clockSource{}, all, "[nvml mps nvidia-smi rebalance-hook]"},
+		{"through a wrapping source", backendNVML, wrapped{clockSource{}}, all, "[nvml mps nvidia-smi rebalance-hook]"},
+		{"simulator: its own only", backendSim, clockSource{}, all, "[sim]"},
+		{"no pipe directory, broken nvidia-smi, missing hook", backendNVML, nil,
+			actuatorConfig{MPSControlBinary: mpsBin, MPSPipeDirectory: filepath.Join(f.Dir, "none"), NvidiaSMIPath: broken, RebalanceHook: filepath.Join(f.Dir, "absent")}, "[]"},
+		{"disabled by empty paths", backendNVML, nil, actuatorConfig{}, "[]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := &config{Backend: tc.backend, Actuators: tc.act}
+			bs := detectActuators(context.Background(), cfg, actuatorHost{Source: tc.src}, log.NewNopLogger())
+			var names []string
+			for _, b := range bs {
+				names = append(names, b.Name)
+			}
+			if got := fmt.Sprint(names); got != tc.want {
+				t.Errorf("backends %s, want %s", got, tc.want)
+			}
+			if len(actuatorImpls(bs)) != len(bs) {
+				t.Error("actuatorImpls lost backends")
+			}
+		})
+	}
+}
+
+func TestDeviceIndex(t *testing.T) {
+	if deviceIndex(nil) != nil {
+		t.Error("no devices must leave the index off")
+	}
+	idx := deviceIndex(func() []gpu.Device { return []gpu.Device{{Index: 0, UUID: "GPU-a"}, {Index: 1, UUID: "GPU-b"}} })
+	if i, ok := idx("GPU-b"); !ok || i != 1 {
+		t.Errorf("GPU-b: %d %v", i, ok)
+	}
+	if _, ok := idx("GPU-c"); ok {
+		t.Error("unknown GPU found")
+	}
+}

@@ -1,0 +1,59 @@
+#!/bin/sh
+# vgpu_exporter rebalancing hook for a Kubernetes node.
+#
+# Reads a rebalancing plan (JSON, docs/backends.md "Rebalancing hook") on
+# stdin and evicts the pod of every move through the Eviction API, so that
+# PodDisruptionBudgets hold: an eviction a budget forbids fails (HTTP 429)
+# and the pod stays. The scheduler (default, KAI, HAMi, ...) places the
+# evicted pod's replacement; a move's to_uuid is advisory here.
+# With "dry_run": true the evictions are sent with dryRun=All: the API
+# server checks them, budgets included, and changes nothing.
+# MIG layout changes are refused (exit 2): on Kubernetes they belong to the
+# GPU operator's MIG manager (node label nvidia.com/mig.config).
+#
+# Needs: kubectl with rights to create pods/eviction, jq.
+# Environment: KUBECTL (default kubectl), KUBECONFIG as kubectl reads it.
+# Exit: 0 all evicted; 1 some eviction failed (stderr names each); 2 bad plan.
+set -eu
+
+KUBECTL=${KUBECTL:-kubectl}
+plan=$(cat)
+
+if ! printf '%s' "$plan" | jq -e 'type == "object"' >/dev/null 2>&1; then
+	echo "kubernetes-evict: the plan on stdin is not a JSON object" >&2
+	exit 2
+fi
+if [ "$(printf '%s' "$plan" | jq '.mig // [] | length')" -gt 0 ]; then
+	echo "kubernetes-evict: MIG layout changes are not applied by this hook; use the GPU operator's MIG manager (label the node nvidia.com/mig.config)" >&2
+	exit 2
+fi
+dry=$(printf '%s' "$plan" | jq '.dry_run == true')
+
+moves=$(mktemp)
+trap 'rm -f "$moves"' EXIT
+printf '%s' "$plan" | jq -r '.moves // [] | .[] | [.tenant // "", .pod.namespace // "", .pod.name // ""] | @tsv' >"$moves"
+
+# Check every move before evicting anything.
+tab=$(printf '\t')
+while IFS="$tab" read -r tenant ns pod; do
+	case "$ns" in '' | *[!a-z0-9.-]*) ns_bad=1 ;; *) ns_bad=0 ;; esac
+	case "$pod" in '' | *[!a-z0-9.-]*) pod_bad=1 ;; *) pod_bad=0 ;; esac
+	if [ "$ns_bad" = 1 ] || [ "$pod_bad" = 1 ]; then
+		echo "kubernetes-evict: the move of tenant '$tenant' names no valid pod (namespace '$ns', name '$pod')" >&2
+		exit 2
+	fi
+done <"$moves"
+
+status=0
+while IFS="$tab" read -r tenant ns pod; do
+	body=$(jq -cn --arg ns "$ns" --arg pod "$pod" --argjson dry "$dry" \
+		'{apiVersion: "policy/v1", kind: "Eviction", metadata: {name: $pod, namespace: $ns}}
+		 + (if $dry then {deleteOptions: {dryRun: ["All"]}} else {} end)')
+	if printf '%s' "$body" | "$KUBECTL" create --raw "/api/v1/namespaces/$ns/pods/$pod/eviction" -f - >/dev/null; then
+		echo "evicted $ns/$pod (tenant $tenant, dry run $dry)"
+	else
+		echo "kubernetes-evict: eviction of $ns/$pod (tenant $tenant) failed; a PodDisruptionBudget may forbid it now" >&2
+		status=1
+	fi
+done <"$moves"
+exit "$status"

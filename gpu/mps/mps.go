@@ -1,0 +1,575 @@
+// Package mps drives the CUDA MPS control daemon: active-thread percentages
+// and pinned device memory limits of MPS servers and clients, through the
+// daemon's client program (nvidia-cuda-mps-control, commands written on its
+// stdin), and the restart of a client through a hook command so that a new
+// setting takes effect.
+//
+// MPS fixes a client's active-thread percentage when the client creates its
+// context: a change to a server (set_active_thread_percentage) or to the
+// default (set_default_active_thread_percentage) reaches only clients
+// created afterwards, and a running client's percentage cannot be edited.
+// The Controller therefore keeps, per client, the pending value (set, for
+// its next context) apart from the effective one (its running context's),
+// and moves pending to effective only when a restart hook reports success
+// (State, States).
+//
+// Controller implements gpu.MPSActuator and gpu.CapabilityLister.
+package mps
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/command"
+)
+
+// Defaults.
+const (
+	DefaultControlBinary  = "nvidia-cuda-mps-control"
+	DefaultPipeDirectory  = "/tmp/nvidia-mps" // the daemon's own default; the Kubernetes device plugin uses /run/nvidia/mps
+	DefaultTimeout        = 5 * time.Second
+	DefaultRestartTimeout = 2 * time.Minute
+)
+
+// Options configure a Controller.
+type Options struct {
+	// ControlBinary is the daemon's client program: a path, or a name
+	// looked up on PATH. Default DefaultControlBinary.
+	ControlBinary string
+	// PipeDirectory is the daemon's CUDA_MPS_PIPE_DIRECTORY. Default
+	// DefaultPipeDirectory.
+	PipeDirectory string
+	// Timeout bounds one daemon command. Default DefaultTimeout.
+	Timeout time.Duration
+	// RestartHook is the program RestartClient runs (see RestartClient for
+	// its arguments and environment); empty: restarts are not supported.
+	RestartHook string
+	// RestartTimeout bounds one run of the hook. Default DefaultRestartTimeout.
+	RestartTimeout time.Duration
+	// DeviceIndex maps a GPU UUID to the device ordinal the daemon uses in
+	// pinned memory limits (CUDA's enumeration as the daemon sees it); nil,
+	// or false for a GPU: pinned memory limits are not supported there.
+	DeviceIndex func(uuid string) (int, bool)
+	// TenantOf names the tenant of a process, handed to the restart hook;
+	// nil: the hook gets an empty tenant.
+	TenantOf func(uuid string, pid uint32) string
+	Clock    gpu.Clock  // default gpu.RealClock
+	Logger   log.Logger // default a no-op logger
+}
+
+// Role is what a PID is to the daemon.
+type Role string
+
+// Roles.
+const (
+	RoleServer Role = "server" // an nvidia-cuda-mps-server
+	RoleClient Role = "client" // a CUDA process connected to a server
+)
+
+// ClientState is what the Controller knows of one MPS server or client.
+type ClientState struct {
+	UUID      string
+	PID       uint32
+	Role      Role
+	ServerPID uint32 // the client's server (the PID itself for a server)
+	// Pending is the active-thread fraction set for the next context and
+	// not yet in effect; nil when nothing is pending.
+	Pending *float64
+	// Effective is the fraction the running context has, when known: after
+	// a successful restart, or for a server the value the daemon reported
+	// for the clients it starts from now on. nil when unknown.
+	Effective *float64
+	// PendingPinnedBytes is a pinned device memory limit waiting for the
+	// client's restart; nil when none.
+	PendingPinnedBytes *uint64
+	// Changed is when Pending or Effective last changed.
+	Changed time.Time
+}
+
+// Controller drives one MPS control daemon (one pipe directory). It is safe
+// for concurrent use; daemon commands run one at a time.
+type Controller struct {
+	opts   Options
+	logger log.Logger
+	clock  gpu.Clock
+
+	opMu sync.Mutex // serializes operations (daemon commands and hook runs)
+
+	mu             sync.Mutex // guards the fields below
+	states         map[key]*ClientState
+	defaultPending *float64
+}
+
+type key struct {
+	uuid string
+	pid  uint32
+}
+
+var (
+	_ gpu.MPSActuator      = (*Controller)(nil)
+	_ gpu.CapabilityLister = (*Controller)(nil)
+)
+
+// New returns a Controller without checking that the daemon runs (see
+// Detect).
+func New(opts Options) *Controller {
+	if opts.ControlBinary == "" {
+		opts.ControlBinary = DefaultControlBinary
+	}
+	if opts.PipeDirectory == "" {
+		opts.PipeDirectory = DefaultPipeDirectory
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.RestartTimeout <= 0 {
+		opts.RestartTimeout = DefaultRestartTimeout
+	}
+	c := &Controller{opts: opts, logger: opts.Logger, clock: opts.Clock, states: map[key]*ClientState{}}
+	if c.logger == nil {
+		c.logger = log.NewNopLogger()
+	}
+	if c.clock == nil {
+		c.clock = gpu.RealClock{}
+	}
+	return c
+}
+
+// Detect returns a Controller when this host runs an MPS control daemon on
+// opts.PipeDirectory: the control binary exists, the pipe directory exists,
+// and the daemon answers get_default_active_thread_percentage. The error
+// says which of these failed and what to do.
+func Detect(ctx context.Context, opts Options) (*Controller, error) {
+	c := New(opts)
+	if _, err := exec.LookPath(c.opts.ControlBinary); err != nil {
+		return nil, fmt.Errorf("MPS control binary %q not found (install the CUDA MPS tools or set --mps.control-binary): %w", c.opts.ControlBinary, err)
+	}
+	st, err := os.Stat(c.opts.PipeDirectory)
+	if err != nil || !st.IsDir() {
+		return nil, fmt.Errorf("MPS pipe directory %s missing, so no MPS control daemon uses it (start `nvidia-cuda-mps-control -d` with CUDA_MPS_PIPE_DIRECTORY=%[1]s; on Kubernetes mount the device plugin's /run/nvidia/mps and set --mps.pipe-directory)", c.opts.PipeDirectory)
+	}
+	c.opMu.Lock()
+	defer c.opMu.Unlock()
+	if _, err := c.defaultPercentage(ctx); err != nil {
+		return nil, fmt.Errorf("MPS control daemon on %s not answering: %w", c.opts.PipeDirectory, err)
+	}
+	return c, nil
+}
+
+// PipeDirectory returns the daemon's pipe directory.
+func (c *Controller) PipeDirectory() string { return c.opts.PipeDirectory }
+
+// Capabilities lists the MPS knobs: active threads on every GPU, pinned
+// memory where DeviceIndex knows the GPU's ordinal.
+func (c *Controller) Capabilities(uuid string) []gpu.Knob {
+	knobs := []gpu.Knob{gpu.KnobMPSActiveThreads}
+	if _, ok := c.deviceIndex(uuid); ok {
+		knobs = append(knobs, gpu.KnobMPSPinnedMemory)
+	}
+	return knobs
+}
+
+// SetMPSActiveThreads sets the active-thread fraction (0-1], rounded to a
+// whole percentage, for the MPS server or client with this PID:
+//
+//   - for a server, set_active_thread_percentage: the clients it creates
+//     from now on get it, so each of its current clients becomes pending;
+//   - for a client, nothing is sent to the daemon (a running client cannot
+//     be changed): the fraction is pending until RestartClient starts its
+//     successor with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE. A client's value can
+//     only lower its server's, so a fraction above the server's is refused.
+func (c *Controller) SetMPSActiveThreads(ctx context.Context, uuid string, pid uint32, fraction float64) error {
+	pct, err := percentage(fraction)
+	if err != nil {
+		return err
+	}
+	c.opMu.Lock()
+	defer c.opMu.Unlock()
+	role, server, clients, err := c.resolve(ctx, pid)
+	if err != nil {
+		return err
+	}
+	f := float64(pct) / 100
+	if role == RoleServer {
+		if _, err := c.send(ctx, fmt.Sprintf("set_active_thread_percentage %d %d", pid, pct)); err != nil {
+			return err
+		}
+		eff := f
+		if got, err := c.serverPercentage(ctx, pid); err == nil {
+			eff = got / 100
+		}
+		c.update(uuid, pid, RoleServer, pid, func(s *ClientState) { s.Effective, s.Pending = &eff, nil })
+		for _, cl := range clients {
+			c.update(uuid, cl, RoleClient, pid, func(s *ClientState) { s.Pending = &f })
+		}
+		level.Info(c.logger).Log("msg", "MPS server active threads set; its clients get it when they restart", "uuid", uuid, "server_pid", pid, "percentage", pct, "clients_pending", len(clients))
+		return nil
+	}
+	if limit, err := c.serverPercentage(ctx, server); err == nil && float64(pct) > limit+1e-9 {
+		return fmt.Errorf("MPS client %d: %d%% is above its server %d's %.0f%%, and a client can only lower its server's value; set the server's first", pid, pct, server, limit)
+	}
+	c.update(uuid, pid, RoleClient, server, func(s *ClientState) { s.Pending = &f })
+	level.Info(c.logger).Log("msg", "MPS client active threads pending until its restart", "uuid", uuid, "pid", pid, "percentage", pct)
+	return nil
+}
+
+// SetMPSDefaultActiveThreads sets the daemon's default active-thread
+// percentage (set_default_active_thread_percentage). The default is the
+// daemon's, for every GPU it serves, and reaches only servers started
+// afterwards.
+func (c *Controller) SetMPSDefaultActiveThreads(ctx context.Context, uuid string, fraction float64) error {
+	pct, err := percentage(fraction)
+	if err != nil {
+		return err
+	}
+	c.opMu.Lock()
+	defer c.opMu.Unlock()
+	if _, err := c.send(ctx, fmt.Sprintf("set_default_active_thread_percentage %d", pct)); err != nil {
+		return err
+	}
+	f := float64(pct) / 100
+	c.mu.Lock()
+	c.defaultPending = &f
+	c.mu.Unlock()
+	level.Info(c.logger).Log("msg", "MPS default active threads set for servers started from now on", "uuid", uuid, "percentage", pct)
+	return nil
+}
+
+// DefaultPending returns the default fraction set through this Controller
+// (nil when none was set).
+func (c *Controller) DefaultPending() *float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.defaultPending
+}
+
+// SetMPSPinnedMemoryLimit limits the device memory a server's clients (or
+// one client) may pin on the GPU, in whole MiB rounded down (at least
+// 1 MiB): for a server, set_device_pinned_mem_limit; for a client, pending
+// until RestartClient starts its successor with
+// CUDA_MPS_PINNED_DEVICE_MEM_LIMIT.
+func (c *Controller) SetMPSPinnedMemoryLimit(ctx context.Context, uuid string, pid uint32, bytes uint64) error {
+	dev, ok := c.deviceIndex(uuid)
+	if !ok {
+		return fmt.Errorf("MPS pinned memory limit on GPU %s: its device ordinal is not known: %w", uuid, gpu.ErrNotSupported)
+	}
+	if bytes < 1<<20 {
+		return fmt.Errorf("MPS pinned memory limit %d bytes on GPU %s: must be at least 1 MiB", bytes, uuid)
+	}
+	c.opMu.Lock()
+	defer c.opMu.Unlock()
+	role, server, _, err := c.resolve(ctx, pid)
+	if err != nil {
+		return err
+	}
+	if role == RoleServer {
+		_, err := c.send(ctx, fmt.Sprintf("set_device_pinned_mem_limit %d %d %dM", pid, dev, bytes>>20))
+		return err
+	}
+	b := bytes
+	c.update(uuid, pid, RoleClient, server, func(s *ClientState) { s.PendingPinnedBytes = &b })
+	return nil
+}
+
+// RestartClient runs the restart hook for the MPS client with this PID, so
+// that a serving stack starts a successor (or switches over to a standby)
+// with the pending setting, and stops the old one. The hook is run as
+//
+//	HOOK TENANT PID GPU_UUID FRACTION
+//
+// (FRACTION: the pending active-thread fraction such as 0.45, else the
+// effective one, else empty) with these variables added to the exporter's
+// environment: VGPU_TENANT, VGPU_PID, VGPU_GPU_UUID,
+// VGPU_MPS_ACTIVE_THREAD_FRACTION (as FRACTION), CUDA_MPS_PIPE_DIRECTORY,
+// and, when there is a value to start the successor with,
+// CUDA_MPS_ACTIVE_THREAD_PERCENTAGE and CUDA_MPS_PINNED_DEVICE_MEM_LIMIT
+// (as DEV=NM). Exit status 0 is success; the hook may print the
+// successor's PID as its last line of stdout ("1234" or "pid=1234"). On
+// success the pending values become effective (under the successor's PID
+// when printed); on failure they stay pending and the error carries the
+// hook's exit status and stderr.
+func (c *Controller) RestartClient(ctx context.Context, uuid string, pid uint32) error {
+	if c.opts.RestartHook == "" {
+		return fmt.Errorf("restart of MPS client %d on GPU %s: no restart hook configured (--mps.restart-hook): %w", pid, uuid, gpu.ErrNotSupported)
+	}
+	c.opMu.Lock()
+	defer c.opMu.Unlock()
+	st, _ := c.State(uuid, pid)
+	tenant := ""
+	if c.opts.TenantOf != nil {
+		tenant = c.opts.TenantOf(uuid, pid)
+	}
+	frac := st.Pending
+	if frac == nil {
+		frac = st.Effective
+	}
+	fs := ""
+	env := []string{
+		"VGPU_TENANT=" + tenant,
+		"VGPU_PID=" + strconv.FormatUint(uint64(pid), 10),
+		"VGPU_GPU_UUID=" + uuid,
+		"CUDA_MPS_PIPE_DIRECTORY=" + c.opts.PipeDirectory,
+	}
+	if frac != nil {
+		fs = strconv.FormatFloat(*frac, 'f', -1, 64)
+		env = append(env, fmt.Sprintf("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=%.0f", *frac*100))
+	}
+	env = append(env, "VGPU_MPS_ACTIVE_THREAD_FRACTION="+fs)
+	if st.PendingPinnedBytes != nil {
+		if dev, ok := c.deviceIndex(uuid); ok {
+			env = append(env, fmt.Sprintf("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=%d=%dM", dev, *st.PendingPinnedBytes>>20))
+		}
+	}
+	res, err := command.Run(ctx, command.Spec{
+		Path:    c.opts.RestartHook,
+		Args:    []string{tenant, strconv.FormatUint(uint64(pid), 10), uuid, fs},
+		Env:     env,
+		Timeout: c.opts.RestartTimeout,
+	})
+	if err != nil {
+		return fmt.Errorf("restart hook for MPS client %d (tenant %q) on GPU %s: %w", pid, tenant, uuid, err)
+	}
+	newPID, hasNew := successorPID(res.Stdout)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.states[key{uuid, pid}]
+	if s == nil {
+		s = &ClientState{UUID: uuid, PID: pid, Role: RoleClient}
+	}
+	if s.Pending != nil {
+		s.Effective, s.Pending = s.Pending, nil
+	}
+	s.PendingPinnedBytes = nil
+	s.Changed = c.clock.Now()
+	if hasNew && newPID != pid {
+		delete(c.states, key{uuid, pid})
+		s.PID = newPID
+	}
+	c.states[key{uuid, s.PID}] = s
+	level.Info(c.logger).Log("msg", "MPS client restarted by the hook", "uuid", uuid, "tenant", tenant, "pid", pid, "new_pid", s.PID, "fraction", fs)
+	return nil
+}
+
+// State returns what the Controller knows of the server or client with
+// this PID on the GPU (false when nothing was set for it).
+func (c *Controller) State(uuid string, pid uint32) (ClientState, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.states[key{uuid, pid}]
+	if !ok {
+		return ClientState{}, false
+	}
+	return *s, true
+}
+
+// States returns every server and client the Controller knows, by GPU UUID
+// and PID.
+func (c *Controller) States() []ClientState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]ClientState, 0, len(c.states))
+	for _, s := range c.states {
+		out = append(out, *s)
+	}
+	slices.SortFunc(out, func(a, b ClientState) int {
+		if r := strings.Compare(a.UUID, b.UUID); r != 0 {
+			return r
+		}
+		return cmp.Compare(a.PID, b.PID)
+	})
+	return out
+}
+
+// Observe records the effective fraction of a process's running context as
+// read elsewhere (gpu.Process.MPSActiveThreads); a pending value equal to it
+// is no longer pending.
+func (c *Controller) Observe(uuid string, pid uint32, effective float64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.states[key{uuid, pid}]
+	if s == nil {
+		s = &ClientState{UUID: uuid, PID: pid, Role: RoleClient}
+		c.states[key{uuid, pid}] = s
+	}
+	e := effective
+	s.Effective = &e
+	if s.Pending != nil && math.Abs(*s.Pending-e) < 0.005 {
+		s.Pending = nil
+	}
+	s.Changed = c.clock.Now()
+}
+
+// Forget drops what the Controller knows of a process that has exited.
+func (c *Controller) Forget(uuid string, pid uint32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.states, key{uuid, pid})
+}
+
+func (c *Controller) update(uuid string, pid uint32, role Role, server uint32, f func(*ClientState)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.states[key{uuid, pid}]
+	if s == nil {
+		s = &ClientState{UUID: uuid, PID: pid}
+		c.states[key{uuid, pid}] = s
+	}
+	s.Role, s.ServerPID = role, server
+	f(s)
+	s.Changed = c.clock.Now()
+}
+
+func (c *Controller) deviceIndex(uuid string) (int, bool) {
+	if c.opts.DeviceIndex == nil {
+		return 0, false
+	}
+	i, ok := c.opts.DeviceIndex(uuid)
+	return i, ok && i >= 0
+}
+
+// resolve says whether pid is a server or a client of the daemon, and
+// returns the client's server, or the server's clients.
+func (c *Controller) resolve(ctx context.Context, pid uint32) (Role, uint32, []uint32, error) {
+	out, err := c.send(ctx, "get_server_list")
+	if err != nil {
+		return "", 0, nil, err
+	}
+	servers, err := parsePIDs(out)
+	if err != nil {
+		return "", 0, nil, fmt.Errorf("MPS get_server_list: %w", err)
+	}
+	for _, s := range servers {
+		out, err := c.send(ctx, fmt.Sprintf("get_client_list %d", s))
+		if err != nil {
+			return "", 0, nil, err
+		}
+		clients, err := parsePIDs(out)
+		if err != nil {
+			return "", 0, nil, fmt.Errorf("MPS get_client_list %d: %w", s, err)
+		}
+		if s == pid {
+			return RoleServer, s, clients, nil
+		}
+		if slices.Contains(clients, pid) {
+			return RoleClient, s, nil, nil
+		}
+	}
+	return "", 0, nil, fmt.Errorf("PID %d is neither an MPS server nor an MPS client of the daemon on %s (servers: %v)", pid, c.opts.PipeDirectory, servers)
+}
+
+func (c *Controller) defaultPercentage(ctx context.Context) (float64, error) {
+	out, err := c.send(ctx, "get_default_active_thread_percentage")
+	if err != nil {
+		return 0, err
+	}
+	p, err := parsePercentage(out)
+	if err != nil {
+		return 0, fmt.Errorf("MPS get_default_active_thread_percentage: %w", err)
+	}
+	return p, nil
+}
+
+func (c *Controller) serverPercentage(ctx context.Context, pid uint32) (float64, error) {
+	out, err := c.send(ctx, fmt.Sprintf("get_active_thread_percentage %d", pid))
+	if err != nil {
+		return 0, err
+	}
+	return parsePercentage(out)
+}
+
+// send runs one daemon command and returns its reply. A reply that says
+// the command failed is an error even when the program exits with 0.
+func (c *Controller) send(ctx context.Context, cmd string) (string, error) {
+	res, err := command.Run(ctx, command.Spec{
+		Path:    c.opts.ControlBinary,
+		Env:     []string{"CUDA_MPS_PIPE_DIRECTORY=" + c.opts.PipeDirectory},
+		Stdin:   []byte(cmd + "\n"),
+		Timeout: c.opts.Timeout,
+	})
+	if err != nil {
+		return "", fmt.Errorf("MPS command %q: %w", cmd, err)
+	}
+	out := string(res.Stdout)
+	if refused(out) {
+		return "", fmt.Errorf("MPS command %q refused by the daemon: %s", cmd, command.Excerpt(res.Stdout, 256))
+	}
+	return out, nil
+}
+
+// percentage turns a fraction (0-1] into the whole percentage sent to the
+// daemon (at least 1).
+func percentage(f float64) (int, error) {
+	if !(f > 0 && f <= 1) {
+		return 0, fmt.Errorf("MPS active-thread fraction %v outside (0, 1]", f)
+	}
+	return max(1, int(math.Round(f*100))), nil
+}
+
+// errReply is a daemon reply that is not what the command answers.
+var errReply = errors.New("unexpected reply")
+
+// parsePIDs parses a list of PIDs, one or more per line (the reply of
+// get_server_list and get_client_list); an empty reply is an empty list.
+func parsePIDs(out string) ([]uint32, error) {
+	var pids []uint32
+	for _, f := range strings.Fields(out) {
+		n, err := strconv.ParseUint(f, 10, 32)
+		if err != nil || n == 0 {
+			return nil, fmt.Errorf("%w %q: want PIDs", errReply, command.Excerpt([]byte(out), 128))
+		}
+		pids = append(pids, uint32(n))
+	}
+	return pids, nil
+}
+
+// parsePercentage parses a percentage reply such as "100.0" (0, 100].
+func parsePercentage(out string) (float64, error) {
+	f := strings.Fields(out)
+	if len(f) != 1 {
+		return 0, fmt.Errorf("%w %q: want one percentage", errReply, command.Excerpt([]byte(out), 128))
+	}
+	p, err := strconv.ParseFloat(strings.TrimSuffix(f[0], "%"), 64)
+	if err != nil || !(p > 0 && p <= 100) {
+		return 0, fmt.Errorf("%w %q: want a percentage in (0, 100]", errReply, command.Excerpt([]byte(out), 128))
+	}
+	return p, nil
+}
+
+// refused reports whether a daemon reply is an error message rather than
+// an answer.
+func refused(out string) bool {
+	l := strings.ToLower(out)
+	for _, w := range []string{"error", "invalid", "fail", "unknown", "not found", "cannot", "unable", "usage"} {
+		if strings.Contains(l, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// successorPID parses the last non-empty line of a restart hook's stdout
+// as a PID ("1234" or "pid=1234").
+func successorPID(out []byte) (uint32, bool) {
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	last := strings.TrimSpace(lines[len(lines)-1])
+	last = strings.TrimPrefix(last, "pid=")
+	n, err := strconv.ParseUint(last, 10, 32)
+	if err != nil || n == 0 {
+		return 0, false
+	}
+	return uint32(n), true
+}

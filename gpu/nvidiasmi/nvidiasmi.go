@@ -1,0 +1,223 @@
+// Package nvidiasmi sets the compute time-slice level of a GPU through
+// `nvidia-smi compute-policy --set-timeslice` (NVML has no call for it).
+// The level applies to the whole GPU, needs root, and is lost on reboot or
+// driver reload.
+//
+// Reading the level back is best effort: `nvidia-smi compute-policy --list`
+// is asked and its output searched for the level; where it does not say,
+// the level last set through this package is reported, marked as such.
+//
+// SMI implements gpu.TimeSliceActuator and gpu.CapabilityLister.
+package nvidiasmi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/command"
+)
+
+// Defaults.
+const (
+	DefaultPath    = "nvidia-smi"
+	DefaultTimeout = 10 * time.Second
+)
+
+// nvidia-smi's documented exit statuses that mean something to a caller.
+const (
+	exitNotSupported = 3
+	exitNoPermission = 4
+	exitNotFound     = 6
+	exitNoDriver     = 9
+)
+
+// levels maps the levels to --set-timeslice's values.
+var levels = []gpu.TimeSliceLevel{gpu.TimeSliceDefault, gpu.TimeSliceShort, gpu.TimeSliceMedium, gpu.TimeSliceLong}
+
+// Options configure an SMI.
+type Options struct {
+	Path    string        // nvidia-smi: a path or a name on PATH; default DefaultPath
+	Timeout time.Duration // one nvidia-smi run; default DefaultTimeout
+	Logger  log.Logger
+}
+
+// Source says where a Reading's level comes from.
+type Source string
+
+// Sources of a reading.
+const (
+	SourceNvidiaSMI Source = "nvidia-smi" // read from `nvidia-smi compute-policy --list`
+	SourceSet       Source = "set"        // nvidia-smi did not say; the level this exporter last set
+	SourceUnknown   Source = ""           // neither: the level is unknown
+)
+
+// Reading is a GPU's compute time-slice level as far as it is known.
+type Reading struct {
+	Level  gpu.TimeSliceLevel // empty when unknown
+	Source Source
+}
+
+// SMI drives nvidia-smi. It is safe for concurrent use.
+type SMI struct {
+	opts   Options
+	logger log.Logger
+
+	mu   sync.Mutex
+	last map[string]gpu.TimeSliceLevel // by GPU UUID, set through this SMI
+}
+
+var (
+	_ gpu.TimeSliceActuator = (*SMI)(nil)
+	_ gpu.CapabilityLister  = (*SMI)(nil)
+)
+
+// New returns an SMI without checking that nvidia-smi has compute-policy
+// (see Detect).
+func New(opts Options) *SMI {
+	if opts.Path == "" {
+		opts.Path = DefaultPath
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	s := &SMI{opts: opts, logger: opts.Logger, last: map[string]gpu.TimeSliceLevel{}}
+	if s.logger == nil {
+		s.logger = log.NewNopLogger()
+	}
+	return s
+}
+
+// Detect returns an SMI when nvidia-smi is found and its compute-policy
+// command offers --set-timeslice (drivers before R465 lack it).
+func Detect(ctx context.Context, opts Options) (*SMI, error) {
+	s := New(opts)
+	if _, err := exec.LookPath(s.opts.Path); err != nil {
+		return nil, fmt.Errorf("nvidia-smi %q not found (set --nvidia-smi.path): %w", s.opts.Path, err)
+	}
+	res, err := command.Run(ctx, command.Spec{Path: s.opts.Path, Args: []string{"compute-policy", "--help"}, Timeout: s.opts.Timeout})
+	if err != nil {
+		return nil, fmt.Errorf("nvidia-smi compute-policy not usable: %w", err)
+	}
+	if !strings.Contains(string(res.Stdout)+string(res.Stderr), "set-timeslice") {
+		return nil, fmt.Errorf("%s compute-policy has no --set-timeslice (driver too old?): %w", s.opts.Path, gpu.ErrNotSupported)
+	}
+	return s, nil
+}
+
+// Capabilities lists the compute time-slice knob, on every GPU.
+func (s *SMI) Capabilities(string) []gpu.Knob {
+	return []gpu.Knob{gpu.KnobComputeTimeSlice}
+}
+
+// SetComputeTimeSlice runs `nvidia-smi compute-policy -i UUID
+// --set-timeslice=N` (0 default, 1 short, 2 medium, 3 long).
+func (s *SMI) SetComputeTimeSlice(ctx context.Context, uuid string, l gpu.TimeSliceLevel) error {
+	n := -1
+	for i, v := range levels {
+		if v == l {
+			n = i
+		}
+	}
+	if n < 0 {
+		return fmt.Errorf("GPU %s: unknown compute time-slice level %q (want default, short, medium or long)", uuid, l)
+	}
+	if err := checkID(uuid); err != nil {
+		return err
+	}
+	if _, err := s.run(ctx, uuid, "compute-policy", "-i", uuid, fmt.Sprintf("--set-timeslice=%d", n)); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.last[uuid] = l
+	s.mu.Unlock()
+	level.Info(s.logger).Log("msg", "compute time-slice level set", "uuid", uuid, "level", l)
+	return nil
+}
+
+// ComputeTimeSlice returns the GPU's compute time-slice level: as
+// `nvidia-smi compute-policy -i UUID --list` prints it, else the level last
+// set through this SMI (Source says which). An error is returned only when
+// neither is known and nvidia-smi failed.
+func (s *SMI) ComputeTimeSlice(ctx context.Context, uuid string) (Reading, error) {
+	if err := checkID(uuid); err != nil {
+		return Reading{}, err
+	}
+	out, err := s.run(ctx, uuid, "compute-policy", "-i", uuid, "--list")
+	if err == nil {
+		if l, ok := parseTimeSlice(out); ok {
+			return Reading{Level: l, Source: SourceNvidiaSMI}, nil
+		}
+	}
+	s.mu.Lock()
+	l, ok := s.last[uuid]
+	s.mu.Unlock()
+	if ok {
+		return Reading{Level: l, Source: SourceSet}, nil
+	}
+	return Reading{}, err
+}
+
+// run runs nvidia-smi and maps its documented exit statuses to errors a
+// caller can test (gpu.ErrNotSupported) or act on (permissions).
+func (s *SMI) run(ctx context.Context, uuid string, args ...string) ([]byte, error) {
+	res, err := command.Run(ctx, command.Spec{Path: s.opts.Path, Args: args, Timeout: s.opts.Timeout})
+	if err == nil {
+		return res.Stdout, nil
+	}
+	var e *command.Error
+	if errors.As(err, &e) {
+		switch e.ExitCode {
+		case exitNotSupported:
+			return nil, fmt.Errorf("GPU %s: %w: %w", uuid, gpu.ErrNotSupported, err)
+		case exitNoPermission:
+			return nil, fmt.Errorf("GPU %s: changing the compute policy needs root: %w", uuid, err)
+		case exitNotFound:
+			return nil, fmt.Errorf("GPU %s not found by nvidia-smi: %w", uuid, err)
+		case exitNoDriver:
+			return nil, fmt.Errorf("GPU %s: the NVIDIA driver is not loaded: %w", uuid, err)
+		}
+	}
+	return nil, fmt.Errorf("GPU %s: %w", uuid, err)
+}
+
+// checkID refuses a GPU id nvidia-smi could take for an option.
+func checkID(uuid string) error {
+	if uuid == "" || strings.HasPrefix(uuid, "-") || strings.ContainsAny(uuid, " \t\n,") {
+		return fmt.Errorf("invalid GPU id %q for nvidia-smi -i", uuid)
+	}
+	return nil
+}
+
+// parseTimeSlice finds the time-slice level in compute-policy's listing:
+// the level words (default, short, medium, long) on the lines that speak
+// of the time slice. It reports false when no line does, or when they name
+// different levels.
+func parseTimeSlice(out []byte) (gpu.TimeSliceLevel, bool) {
+	var found gpu.TimeSliceLevel
+	for line := range strings.SplitSeq(strings.ToLower(string(out)), "\n") {
+		if !strings.Contains(strings.ReplaceAll(line, " ", ""), "timeslice") {
+			continue
+		}
+		for _, w := range strings.FieldsFunc(line, func(r rune) bool { return !(r >= 'a' && r <= 'z') }) {
+			for _, l := range levels {
+				if w != string(l) {
+					continue
+				}
+				if found != "" && found != l {
+					return "", false
+				}
+				found = l
+			}
+		}
+	}
+	return found, found != ""
+}

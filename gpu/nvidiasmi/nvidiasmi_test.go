@@ -1,0 +1,178 @@
+package nvidiasmi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/command/commandtest"
+)
+
+// smi answers like nvidia-smi with compute-policy: the level set is kept
+// in a file and listed back.
+const smi = `case "$*" in
+"compute-policy --help") echo "    [--set-timeslice]: Set timeslice config for a GPU: 0=DEFAULT, 1=SHORT, 2=MEDIUM, 3=LONG" ;;
+"compute-policy -i GPU-0 --list") l=$(cat "$D/level" 2>/dev/null || echo Default); printf 'GPU 0: compute policies\n    Timeslice : %s\n' "$l" ;;
+"compute-policy -i GPU-0 --set-timeslice="*) n=${4#--set-timeslice=}; case $n in 0) echo Default;; 1) echo Short;; 2) echo Medium;; 3) echo Long;; esac > "$D/level"; echo "Set timeslice for GPU 0" ;;
+*) echo "No devices were found" >&2; exit 6 ;;
+esac`
+
+func newSMI(t *testing.T, body string, timeout time.Duration) (*SMI, *commandtest.Fake) {
+	t.Helper()
+	f := commandtest.New(t)
+	return New(Options{Path: f.Script(t, "nvidia-smi", body), Timeout: timeout}), f
+}
+
+func TestSetAndRead(t *testing.T) {
+	ctx := context.Background()
+	s, f := newSMI(t, smi, time.Second)
+	r, err := s.ComputeTimeSlice(ctx, "GPU-0")
+	if err != nil || r != (Reading{gpu.TimeSliceDefault, SourceNvidiaSMI}) {
+		t.Fatalf("initial reading %+v, %v; want default from nvidia-smi", r, err)
+	}
+	for i, l := range []gpu.TimeSliceLevel{gpu.TimeSliceLong, gpu.TimeSliceShort, gpu.TimeSliceMedium, gpu.TimeSliceDefault} {
+		if err := s.SetComputeTimeSlice(ctx, "GPU-0", l); err != nil {
+			t.Fatal(err)
+		}
+		calls := f.Calls(t, "nvidia-smi")
+		want := []string{"compute-policy", "-i", "GPU-0", fmt.Sprintf("--set-timeslice=%d", map[gpu.TimeSliceLevel]int{"default": 0, "short": 1, "medium": 2, "long": 3}[l])}
+		if got := calls[len(calls)-1]; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("step %d: nvidia-smi %q, want %q", i, got, want)
+		}
+		r, err := s.ComputeTimeSlice(ctx, "GPU-0")
+		if err != nil || r != (Reading{l, SourceNvidiaSMI}) {
+			t.Errorf("step %d: reading %+v, %v; want %s from nvidia-smi", i, r, err, l)
+		}
+	}
+}
+
+func TestSetRefused(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name, body, uuid string
+		level            gpu.TimeSliceLevel
+		is               error
+		want             string
+		calls            int
+	}{
+		{"unknown level", smi, "GPU-0", "huge", nil, `unknown compute time-slice level "huge"`, 0},
+		{"id that looks like an option", smi, "-h", gpu.TimeSliceLong, nil, "invalid GPU id", 0},
+		{"not root", `echo "Insufficient Permissions" >&2; exit 4`, "GPU-0", gpu.TimeSliceLong, nil, "needs root", 1},
+		{"not supported", `echo "Not Supported" >&2; exit 3`, "GPU-0", gpu.TimeSliceLong, gpu.ErrNotSupported, "Not Supported", 1},
+		{"unknown GPU", smi, "GPU-9", gpu.TimeSliceLong, nil, "not found by nvidia-smi", 1},
+		{"no driver", `echo "NVIDIA-SMI has failed" >&2; exit 9`, "GPU-0", gpu.TimeSliceLong, nil, "driver is not loaded", 1},
+		{"other failure", `exit 15`, "GPU-0", gpu.TimeSliceLong, nil, "exit status 15", 1},
+		{"hang", `sleep 30`, "GPU-0", gpu.TimeSliceLong, nil, "killed after its timeout", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, f := newSMI(t, tc.body, 200*time.Millisecond)
+			err := s.SetComputeTimeSlice(ctx, tc.uuid, tc.level)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || (tc.is != nil && !errors.Is(err, tc.is)) {
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+			if n := len(f.Calls(t, "nvidia-smi")); n != tc.calls {
+				t.Errorf("%d nvidia-smi runs, want %d", n, tc.calls)
+			}
+			if r, _ := s.ComputeTimeSlice(ctx, "GPU-0"); r.Source == SourceSet {
+				t.Errorf("a refused level is reported as set: %+v", r)
+			}
+		})
+	}
+}
+
+// Where nvidia-smi's listing does not say the level, the level last set is
+// reported as such; with neither, the error says why.
+func TestReadBackFallback(t *testing.T) {
+	ctx := context.Background()
+	body := `case "$*" in
+*--list) echo "Compute policies: (none listed)" ;;
+*) ;;
+esac`
+	s, _ := newSMI(t, body, time.Second)
+	if r, err := s.ComputeTimeSlice(ctx, "GPU-0"); err != nil || r != (Reading{}) {
+		t.Errorf("before any set: %+v, %v; want unknown without error (nvidia-smi answered)", r, err)
+	}
+	if err := s.SetComputeTimeSlice(ctx, "GPU-0", gpu.TimeSliceMedium); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.ComputeTimeSlice(ctx, "GPU-0"); err != nil || r != (Reading{gpu.TimeSliceMedium, SourceSet}) {
+		t.Errorf("after a set: %+v, %v; want medium as set", r, err)
+	}
+	failing, _ := newSMI(t, `exit 3`, time.Second)
+	if _, err := failing.ComputeTimeSlice(ctx, "GPU-0"); !errors.Is(err, gpu.ErrNotSupported) {
+		t.Errorf("failing nvidia-smi: error %v, want not supported", err)
+	}
+}
+
+func TestDetect(t *testing.T) {
+	ctx := context.Background()
+	f := commandtest.New(t)
+	for _, tc := range []struct {
+		name, body, want string
+	}{
+		{"has compute-policy", smi, ""},
+		{"old driver", `echo "Usage: compute-policy [--list]"`, "no --set-timeslice"},
+		{"fails", `exit 9`, "not usable"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := f.Script(t, "smi-"+strings.ReplaceAll(tc.name, " ", "-"), tc.body)
+			s, err := Detect(ctx, Options{Path: p})
+			if tc.want == "" {
+				if err != nil || s == nil {
+					t.Fatalf("Detect: %v", err)
+				}
+				if got := fmt.Sprint(s.Capabilities("GPU-0")); got != "[compute_timeslice]" {
+					t.Errorf("Capabilities = %s", got)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Detect error %v, want %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := Detect(ctx, Options{Path: filepath.Join(f.Dir, "absent")}); err == nil || !strings.Contains(err.Error(), "--nvidia-smi.path") {
+		t.Errorf("missing binary: %v, want the flag named", err)
+	}
+}
+
+func TestParseTimeSlice(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want gpu.TimeSliceLevel
+		ok   bool
+	}{
+		{"    Timeslice : Long\n", gpu.TimeSliceLong, true},
+		{"| 0  Time Slice   MEDIUM |", gpu.TimeSliceMedium, true},
+		{"GPU 0: Timeslice=short\nGPU 0: Timeslice=short", gpu.TimeSliceShort, true},
+		{"Timeslice: Long\nTimeslice: Short", "", false},
+		{"Default", "", false},
+		{"Timeslice: 2", "", false},
+		{"", "", false},
+	} {
+		l, ok := parseTimeSlice([]byte(tc.in))
+		if l != tc.want || ok != tc.ok {
+			t.Errorf("parseTimeSlice(%q) = %q %v, want %q %v", tc.in, l, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func FuzzParseTimeSlice(f *testing.F) {
+	for _, s := range []string{"Timeslice : Long", "time slice default\ntimeslice long", "\xff\x00", ""} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		l, ok := parseTimeSlice(b)
+		if ok != (l != "") {
+			t.Fatalf("parseTimeSlice(%q) = %q %v", b, l, ok)
+		}
+		if ok && !strings.Contains(strings.ToLower(string(b)), string(l)) {
+			t.Fatalf("parseTimeSlice(%q) = %q, not in the input", b, l)
+		}
+	})
+}

@@ -1,0 +1,159 @@
+// Package rebalance hands rebalancing plans (tenant moves across GPUs, MIG
+// layout changes) to a hook command: the plan as JSON on the hook's stdin,
+// the hook's exit status and stderr in the error. The hook is where a site
+// says how a workload moves: deploy/hooks/kubernetes-evict.sh evicts pods
+// through the Eviction API (so PodDisruptionBudgets hold) and lets the
+// scheduler place them again; deploy/hooks/systemd-move.sh restarts a
+// systemd unit on another GPU.
+//
+// Hook implements gpu.Rebalancer and gpu.PlacementActuator. Recommend
+// returns the JSON a hook would get without running anything.
+package rebalance
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/command"
+)
+
+// DefaultTimeout bounds one run of the hook: evictions wait for graceful
+// termination.
+const DefaultTimeout = 5 * time.Minute
+
+// Options configure a Hook.
+type Options struct {
+	Command string        // the hook program: a path or a name on PATH
+	Timeout time.Duration // one run; default DefaultTimeout
+	Logger  log.Logger
+}
+
+// Hook runs the rebalancing hook. It is safe for concurrent use; each plan
+// is one run of the hook.
+type Hook struct {
+	opts   Options
+	logger log.Logger
+}
+
+var (
+	_ gpu.Rebalancer        = (*Hook)(nil)
+	_ gpu.PlacementActuator = (*Hook)(nil)
+	_ gpu.CapabilityLister  = (*Hook)(nil)
+)
+
+// New returns a Hook for opts.Command, which must exist.
+func New(opts Options) (*Hook, error) {
+	if opts.Command == "" {
+		return nil, errors.New("no rebalancing hook command given")
+	}
+	if _, err := exec.LookPath(opts.Command); err != nil {
+		return nil, fmt.Errorf("rebalancing hook %q: %w", opts.Command, err)
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	h := &Hook{opts: opts, logger: opts.Logger}
+	if h.logger == nil {
+		h.logger = log.NewNopLogger()
+	}
+	return h, nil
+}
+
+// Capabilities lists the placement knob on every GPU: the hook moves
+// workloads. (A MIG layout in a plan is the hook's to apply or refuse.)
+func (h *Hook) Capabilities(string) []gpu.Knob {
+	return []gpu.Knob{gpu.KnobPlacement}
+}
+
+// Rebalance checks the plan and runs the hook with it on stdin. The hook
+// applies it (or, with DryRun, only checks it) and exits 0; any other exit,
+// or a run past the timeout, is an error carrying its stderr.
+func (h *Hook) Rebalance(ctx context.Context, p gpu.Plan) error {
+	data, err := Recommend(p)
+	if err != nil {
+		return err
+	}
+	res, err := command.Run(ctx, command.Spec{Path: h.opts.Command, Stdin: data, Timeout: h.opts.Timeout})
+	if err != nil {
+		return fmt.Errorf("rebalancing hook (%d moves, %d MIG layouts, dry run %v): %w", len(p.Moves), len(p.MIG), p.DryRun, err)
+	}
+	level.Info(h.logger).Log("msg", "rebalancing hook applied the plan", "moves", len(p.Moves), "mig_layouts", len(p.MIG),
+		"dry_run", p.DryRun, "reason", p.Reason, "output", command.Excerpt(res.Stdout, 512))
+	return nil
+}
+
+// MoveProcess hands the hook a plan of one move: the workload with this
+// PID to the GPU toUUID. Hooks that find workloads by pod or unit cannot
+// act on a PID alone; Rebalance with a full Move is the richer call.
+func (h *Hook) MoveProcess(ctx context.Context, pid uint32, toUUID string) error {
+	return h.Rebalance(ctx, gpu.Plan{
+		Reason: fmt.Sprintf("move PID %d to %s", pid, toUUID),
+		Moves:  []gpu.Move{{PID: pid, ToUUID: toUUID}},
+	})
+}
+
+// Recommend checks the plan and returns its JSON, as a hook would read it,
+// without running anything: the recommend-only path.
+func Recommend(p gpu.Plan) ([]byte, error) {
+	if err := Validate(p); err != nil {
+		return nil, err
+	}
+	data, err := json.Marshal(p)
+	if err != nil {
+		return nil, fmt.Errorf("rebalancing plan: %w", err)
+	}
+	return append(data, '\n'), nil
+}
+
+// Validate reports every problem of a plan, joined; each names the move or
+// layout by its position.
+func Validate(p gpu.Plan) error {
+	var errs []error
+	if len(p.Moves) == 0 && len(p.MIG) == 0 {
+		errs = append(errs, errors.New("rebalancing plan has neither moves nor MIG layouts"))
+	}
+	for i, m := range p.Moves {
+		where := fmt.Sprintf("rebalancing plan move %d (tenant %q)", i+1, m.Tenant)
+		if m.Pod == nil && m.Unit == "" && m.PID == 0 {
+			errs = append(errs, fmt.Errorf("%s names no workload: give a pod, a unit or a PID", where))
+		}
+		if m.Pod != nil && (!kubeName(m.Pod.Namespace) || !kubeName(m.Pod.Name)) {
+			errs = append(errs, fmt.Errorf("%s: pod %q/%q is not a valid Kubernetes name", where, m.Pod.Namespace, m.Pod.Name))
+		}
+		if m.Unit != "" && (strings.ContainsAny(m.Unit, "/ \t\n") || strings.HasPrefix(m.Unit, "-") || strings.HasPrefix(m.Unit, ".")) {
+			errs = append(errs, fmt.Errorf("%s: %q is not a systemd unit name", where, m.Unit))
+		}
+		if m.ToUUID != "" && m.ToUUID == m.FromUUID {
+			errs = append(errs, fmt.Errorf("%s moves from %s to itself", where, m.ToUUID))
+		}
+	}
+	for i, l := range p.MIG {
+		if l.UUID == "" || len(l.Profiles) == 0 {
+			errs = append(errs, fmt.Errorf("rebalancing plan MIG layout %d: needs a GPU UUID and at least one profile", i+1))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// kubeName reports whether s is a DNS subdomain name (RFC 1123): what
+// namespaces and pod names are.
+func kubeName(s string) bool {
+	if s == "" || len(s) > 253 || s[0] == '-' || s[0] == '.' || s[len(s)-1] == '-' || s[len(s)-1] == '.' {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '.') {
+			return false
+		}
+	}
+	return true
+}

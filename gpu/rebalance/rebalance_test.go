@@ -1,0 +1,229 @@
+package rebalance
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/command/commandtest"
+)
+
+var podMove = gpu.Move{Tenant: "llm-a", FromUUID: "GPU-0", ToUUID: "GPU-1", Pod: &gpu.Pod{Namespace: "serving", Name: "llm-a-7d9f"}}
+
+func newHook(t *testing.T, path string, timeout time.Duration) *Hook {
+	t.Helper()
+	h, err := New(Options{Command: path, Timeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func TestRebalance(t *testing.T) {
+	ctx := context.Background()
+	plan := gpu.Plan{Reason: "llm-a misses its SLO on GPU-0", Moves: []gpu.Move{podMove}}
+	for _, tc := range []struct {
+		name, body string
+		timeout    time.Duration
+		err        string
+	}{
+		{"applied", `echo "evicted serving/llm-a-7d9f"`, time.Second, ""},
+		{"refused", `echo "Cannot evict pod as it would violate the pod's disruption budget." >&2; exit 1`, time.Second, "exit status 1: Cannot evict pod"},
+		{"hang", `sleep 30`, 200 * time.Millisecond, "killed after its timeout"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := commandtest.New(t)
+			h := newHook(t, f.Script(t, "hook", tc.body), tc.timeout)
+			err := h.Rebalance(ctx, plan)
+			if tc.err == "" && err != nil {
+				t.Fatal(err)
+			}
+			if tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), "rebalancing hook")) {
+				t.Fatalf("error %v, want %q", err, tc.err)
+			}
+			var got gpu.Plan
+			if err := json.Unmarshal([]byte(f.Stdin(t, "hook")), &got); err != nil {
+				t.Fatalf("hook stdin is not a plan: %v", err)
+			}
+			if fmt.Sprint(got.Moves[0].Pod, got.Reason) != fmt.Sprint(plan.Moves[0].Pod, plan.Reason) {
+				t.Errorf("hook read %+v, want %+v", got, plan)
+			}
+		})
+	}
+}
+
+func TestRecommendRunsNothing(t *testing.T) {
+	data, err := Recommend(gpu.Plan{Reason: "r", DryRun: true, Moves: []gpu.Move{podMove}, MIG: []gpu.MIGLayoutPlan{{UUID: "GPU-1", Profiles: []string{"3g.71gb", "4g.71gb"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"reason":"r","dry_run":true,"moves":[{"tenant":"llm-a","from_uuid":"GPU-0","to_uuid":"GPU-1","pod":{"namespace":"serving","name":"llm-a-7d9f"}}],"mig":[{"uuid":"GPU-1","profiles":["3g.71gb","4g.71gb"]}]}` + "\n"
+	if string(data) != want {
+		t.Errorf("Recommend =\n%s\nwant\n%s", data, want)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	ctx := context.Background()
+	f := commandtest.New(t)
+	h := newHook(t, f.Script(t, "hook", "exit 0"), time.Second)
+	for _, tc := range []struct {
+		name string
+		plan gpu.Plan
+		want string
+	}{
+		{"empty", gpu.Plan{}, "neither moves nor MIG layouts"},
+		{"no workload", gpu.Plan{Moves: []gpu.Move{{Tenant: "t"}}}, `move 1 (tenant "t") names no workload`},
+		{"bad pod", gpu.Plan{Moves: []gpu.Move{{Tenant: "t", Pod: &gpu.Pod{Namespace: "a/../b", Name: "p"}}}}, "not a valid Kubernetes name"},
+		{"bad unit", gpu.Plan{Moves: []gpu.Move{{Tenant: "t", Unit: "../x.service"}}}, "not a systemd unit name"},
+		{"to itself", gpu.Plan{Moves: []gpu.Move{{Tenant: "t", PID: 4, FromUUID: "GPU-0", ToUUID: "GPU-0"}}}, "to itself"},
+		{"MIG without profiles", gpu.Plan{MIG: []gpu.MIGLayoutPlan{{UUID: "GPU-0"}}}, "MIG layout 1"},
+	} {
+		if err := h.Rebalance(ctx, tc.plan); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want %q", tc.name, err, tc.want)
+		}
+	}
+	if calls := f.Calls(t, "hook"); len(calls) != 0 {
+		t.Errorf("the hook ran for invalid plans: %v", calls)
+	}
+	if err := h.MoveProcess(ctx, 42, "GPU-1"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(f.Stdin(t, "hook"), `"moves":[{"tenant":"","pid":42,"to_uuid":"GPU-1"}]`) {
+		t.Errorf("MoveProcess handed %s", f.Stdin(t, "hook"))
+	}
+	if _, err := New(Options{Command: filepath.Join(f.Dir, "absent")}); err == nil {
+		t.Error("New accepted a hook that does not exist")
+	}
+}
+
+// The example hooks in deploy/hooks, run through Hook with fake kubectl and
+// systemctl first on PATH.
+
+func hookPath(t *testing.T, name string) string {
+	t.Helper()
+	if _, err := exec.LookPath("jq"); err != nil {
+		t.Skip("the example hooks need jq")
+	}
+	p, err := filepath.Abs(filepath.Join("..", "..", "deploy", "hooks", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestKubernetesEvictHook(t *testing.T) {
+	ctx := context.Background()
+	second := gpu.Move{Tenant: "batch", Pod: &gpu.Pod{Namespace: "jobs", Name: "train-0"}}
+	// kubectl refuses the eviction of train-0 as a budget would (HTTP 429).
+	kubectl := `case "$*" in *train-0*) if ! grep -q dryRun "$STDIN"; then echo 'Error from server (TooManyRequests): Cannot evict pod as it would violate the pod'"'"'s disruption budget.' >&2; exit 1; fi ;; esac
+echo '{"kind":"Status","status":"Success"}'`
+	for _, tc := range []struct {
+		name   string
+		plan   gpu.Plan
+		err    string
+		bodies []string // Eviction bodies kubectl read, in order
+	}{
+		{
+			name:   "evicts every pod, reports the one a budget protects",
+			plan:   gpu.Plan{Reason: "r", Moves: []gpu.Move{podMove, second}},
+			err:    "eviction of jobs/train-0 (tenant batch) failed",
+			bodies: []string{`{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"llm-a-7d9f","namespace":"serving"}}`, `{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"train-0","namespace":"jobs"}}`},
+		},
+		{
+			name:   "dry run asks the API server with dryRun=All",
+			plan:   gpu.Plan{Reason: "r", DryRun: true, Moves: []gpu.Move{second}},
+			bodies: []string{`{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"train-0","namespace":"jobs"},"deleteOptions":{"dryRun":["All"]}}`},
+		},
+		{name: "a move without a pod evicts nothing", plan: gpu.Plan{Reason: "r", Moves: []gpu.Move{podMove, {Tenant: "x", Unit: "x.service"}}}, err: "exit status 2"},
+		{name: "MIG layouts refused", plan: gpu.Plan{Reason: "r", MIG: []gpu.MIGLayoutPlan{{UUID: "GPU-0", Profiles: []string{"7g.141gb"}}}}, err: "nvidia.com/mig.config"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := commandtest.New(t)
+			f.Script(t, "kubectl", kubectl)
+			f.OnPath(t)
+			h := newHook(t, hookPath(t, "kubernetes-evict.sh"), 10*time.Second)
+			err := h.Rebalance(ctx, tc.plan)
+			if (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+				t.Fatalf("error %v, want %q", err, tc.err)
+			}
+			calls := f.Calls(t, "kubectl")
+			if len(calls) != len(tc.bodies) {
+				t.Fatalf("kubectl calls %q, want %d", calls, len(tc.bodies))
+			}
+			bodies := strings.Split(strings.TrimSpace(f.Stdin(t, "kubectl")), "}{")
+			for i, c := range calls {
+				var ev struct{ Metadata gpu.Pod }
+				if err := json.Unmarshal([]byte(tc.bodies[i]), &ev); err != nil {
+					t.Fatal(err)
+				}
+				want := fmt.Sprintf("[create --raw /api/v1/namespaces/%s/pods/%s/eviction -f -]", ev.Metadata.Namespace, ev.Metadata.Name)
+				if fmt.Sprint(c) != want {
+					t.Errorf("kubectl %q, want %s", c, want)
+				}
+			}
+			if got := strings.Join(bodies, "}{"); got != strings.Join(tc.bodies, "") {
+				t.Errorf("kubectl read\n%s\nwant\n%s", got, strings.Join(tc.bodies, ""))
+			}
+		})
+	}
+}
+
+func TestSystemdMoveHook(t *testing.T) {
+	ctx := context.Background()
+	moves := []gpu.Move{
+		{Tenant: "llm-a", Unit: "llm-a.service", FromUUID: "GPU-0", ToUUID: "GPU-1"},
+		{Tenant: "llm-b", Unit: "llm-b@2.service", ToUUID: "MIG-5c1e"},
+	}
+	for _, tc := range []struct {
+		name, systemctl string
+		plan            gpu.Plan
+		err             string
+		calls           string
+		dropins         bool
+	}{
+		{name: "drop-ins, one reload, restarts", plan: gpu.Plan{Reason: "r", Moves: moves},
+			calls: "[[daemon-reload] [restart llm-a.service] [restart llm-b@2.service]]", dropins: true},
+		{name: "a failed restart is reported", systemctl: `[ "$2" = llm-a.service ] && { echo "Job for llm-a.service failed" >&2; exit 1; }; exit 0`,
+			plan: gpu.Plan{Reason: "r", Moves: moves}, err: "restart of llm-a.service (tenant llm-a) failed",
+			calls: "[[daemon-reload] [restart llm-a.service] [restart llm-b@2.service]]", dropins: true},
+		{name: "dry run changes nothing", plan: gpu.Plan{Reason: "r", DryRun: true, Moves: moves}, calls: "[]"},
+		{name: "a move without a unit", plan: gpu.Plan{Reason: "r", Moves: []gpu.Move{moves[0], {Tenant: "x", PID: 3, ToUUID: "GPU-1"}}}, err: "needs a .service unit", calls: "[]"},
+		{name: "a move without a GPU", plan: gpu.Plan{Reason: "r", Moves: []gpu.Move{{Tenant: "x", Unit: "x.service"}}}, err: "needs a .service unit and a GPU UUID", calls: "[]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := commandtest.New(t)
+			f.Script(t, "systemctl", tc.systemctl)
+			f.OnPath(t)
+			unitDir := t.TempDir()
+			t.Setenv("SYSTEMD_UNIT_DIR", unitDir)
+			h := newHook(t, hookPath(t, "systemd-move.sh"), 10*time.Second)
+			err := h.Rebalance(ctx, tc.plan)
+			if (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+				t.Fatalf("error %v, want %q", err, tc.err)
+			}
+			if got := fmt.Sprint(f.Calls(t, "systemctl")); got != tc.calls {
+				t.Errorf("systemctl calls %s, want %s", got, tc.calls)
+			}
+			for _, m := range moves {
+				data, err := os.ReadFile(filepath.Join(unitDir, m.Unit+".d", "50-vgpu-gpu.conf"))
+				if !tc.dropins {
+					if err == nil {
+						t.Errorf("drop-in for %s written: %s", m.Unit, data)
+					}
+					continue
+				}
+				if err != nil || !strings.Contains(string(data), "[Service]\nEnvironment=CUDA_VISIBLE_DEVICES="+m.ToUUID+"\n") {
+					t.Errorf("drop-in for %s: %q, %v", m.Unit, data, err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,166 @@
+// Package command runs the outside programs the actuators drive (the MPS
+// control daemon's client, nvidia-smi, hook commands): always by path and
+// argument vector, never through a shell, with a timeout that kills the
+// program's whole process group, bounded output, and an error that says
+// which command failed, its exit status and what it printed on stderr.
+//
+// It imports no package of the project, so that every layer may use it.
+package command
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// DefaultMaxOutput bounds what is kept of a command's stdout and of its
+// stderr when Spec.MaxOutput is 0.
+const DefaultMaxOutput = 1 << 20
+
+// Spec is one run of a program.
+type Spec struct {
+	Path    string        // the program: a file path, or a name looked up on PATH
+	Args    []string      // arguments after the program name
+	Env     []string      // KEY=VALUE pairs added to the exporter's environment
+	Stdin   []byte        // written to the program's stdin (none: empty stdin)
+	Timeout time.Duration // 0: only the context bounds the run
+	// MaxOutput bounds the bytes kept of stdout and of stderr each; the rest
+	// is read and dropped. 0 means DefaultMaxOutput.
+	MaxOutput int
+}
+
+// Result is what a finished run printed.
+type Result struct {
+	Stdout []byte
+	Stderr []byte
+}
+
+// Error is a run that did not exit with status 0.
+type Error struct {
+	Command  string // the program and its arguments, quoted where needed
+	ExitCode int    // -1 when the program did not exit by itself
+	TimedOut bool   // killed by the timeout (or the context's deadline)
+	Stderr   string // trimmed and shortened stderr (stdout when stderr is empty)
+	Err      error  // the underlying error
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: ", e.Command)
+	switch {
+	case e.TimedOut:
+		b.WriteString("killed after its timeout")
+	case e.ExitCode >= 0:
+		fmt.Fprintf(&b, "exit status %d", e.ExitCode)
+	default:
+		b.WriteString(e.Err.Error())
+	}
+	if e.Stderr != "" {
+		fmt.Fprintf(&b, ": %s", e.Stderr)
+	}
+	return b.String()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Run runs the program s names and waits for it. A non-zero exit, a
+// program that cannot be started and a run past the timeout return an
+// *Error (with the output read so far in the Result).
+func Run(ctx context.Context, s Spec) (Result, error) {
+	if s.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.Timeout)
+		defer cancel()
+	}
+	limit := s.MaxOutput
+	if limit <= 0 {
+		limit = DefaultMaxOutput
+	}
+	cmd := exec.CommandContext(ctx, s.Path, s.Args...)
+	cmd.Env = append(os.Environ(), s.Env...)
+	cmd.Stdin = bytes.NewReader(s.Stdin)
+	stdout, stderr := &capped{max: limit}, &capped{max: limit}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	// The program runs in a process group of its own so that the timeout
+	// kills what it started too (a shell script's children would otherwise
+	// keep the output pipes open); WaitDelay bounds the wait for those pipes.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = time.Second
+	err := cmd.Run()
+	res := Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}
+	if err == nil {
+		return res, nil
+	}
+	e := &Error{Command: Describe(s.Path, s.Args), ExitCode: -1, Err: err}
+	var exitErr *exec.ExitError
+	if errors.As(err, &exitErr) {
+		e.ExitCode = exitErr.ExitCode()
+	}
+	if ctx.Err() != nil {
+		e.TimedOut, e.ExitCode = true, -1
+		e.Err = fmt.Errorf("%w (%w)", ctx.Err(), err)
+	}
+	msg := res.Stderr
+	if len(bytes.TrimSpace(msg)) == 0 {
+		msg = res.Stdout
+	}
+	e.Stderr = Excerpt(msg, 512)
+	return res, e
+}
+
+// Describe renders a command line for messages: each argument quoted when
+// it is empty or holds anything but plain characters.
+func Describe(path string, args []string) string {
+	parts := make([]string, 0, len(args)+1)
+	for _, a := range append([]string{path}, args...) {
+		if a == "" || strings.ContainsFunc(a, func(r rune) bool {
+			return !(r == '-' || r == '_' || r == '.' || r == '/' || r == '=' || r == ':' || r == ',' ||
+				r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+		}) {
+			a = strconv.Quote(a)
+		}
+		parts = append(parts, a)
+	}
+	return strings.Join(parts, " ")
+}
+
+// Excerpt returns out trimmed, with its lines joined by "; ", invalid or
+// control characters escaped, and cut to at most n bytes: fit for one log
+// line or error message.
+func Excerpt(out []byte, n int) string {
+	var lines []string
+	for l := range strings.SplitSeq(string(out), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	s := strconv.Quote(strings.Join(lines, "; "))
+	s = s[1 : len(s)-1]
+	if len(s) > n {
+		s = s[:n] + "..."
+	}
+	return s
+}
+
+// capped keeps the first max bytes written to it and drops the rest.
+type capped struct {
+	buf bytes.Buffer
+	max int
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	if room := c.max - c.buf.Len(); room > 0 {
+		c.buf.Write(p[:min(room, len(p))])
+	}
+	return len(p), nil
+}
+
+func (c *capped) Bytes() []byte { return c.buf.Bytes() }

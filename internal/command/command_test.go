@@ -1,0 +1,102 @@
+package command
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/internal/command/commandtest"
+)
+
+func TestRun(t *testing.T) {
+	f := commandtest.New(t)
+	tests := []struct {
+		name, body string
+		spec       Spec
+		stdout     string
+		err        string // substring of the error; "" for success
+		timedOut   bool
+		exit       int
+	}{
+		{name: "ok", body: `echo "out $1"; cat "$STDIN"`, spec: Spec{Args: []string{"a b"}, Stdin: []byte("in\n")}, stdout: "out a b\nin\n"},
+		{name: "env", body: `echo "$VGPU_X"`, spec: Spec{Env: []string{"VGPU_X=y"}}, stdout: "y\n"},
+		{name: "exit status and stderr", body: `echo partial; echo "it broke" >&2; exit 4`, stdout: "partial\n", err: `exit status 4: it broke`, exit: 4},
+		{name: "stdout when stderr is empty", body: `echo "Insufficient Permissions"; exit 4`, stdout: "Insufficient Permissions\n", err: "exit status 4: Insufficient Permissions", exit: 4},
+		{name: "hang killed with its children", body: `sleep 30; echo late`, spec: Spec{Timeout: 200 * time.Millisecond}, err: "killed after its timeout", timedOut: true, exit: -1},
+		{name: "output capped", body: `i=0; while [ $i -lt 100 ]; do echo 0123456789; i=$((i+1)); done`, spec: Spec{MaxOutput: 15}, stdout: "0123456789\n0123"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := tc.spec
+			s.Path = f.Script(t, "prog", tc.body)
+			start := time.Now()
+			res, err := Run(context.Background(), s)
+			if time.Since(start) > 10*time.Second {
+				t.Errorf("took %v: the timeout did not kill the process group", time.Since(start))
+			}
+			if string(res.Stdout) != tc.stdout {
+				t.Errorf("stdout %q, want %q", res.Stdout, tc.stdout)
+			}
+			if tc.err == "" {
+				if err != nil {
+					t.Fatalf("error %v", err)
+				}
+				return
+			}
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Fatalf("error %v (%T), want *Error", err, err)
+			}
+			if !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), "prog") {
+				t.Errorf("error %q lacks %q or the program", err, tc.err)
+			}
+			if e.TimedOut != tc.timedOut || e.ExitCode != tc.exit {
+				t.Errorf("timed out %v exit %d, want %v %d", e.TimedOut, e.ExitCode, tc.timedOut, tc.exit)
+			}
+		})
+	}
+}
+
+func TestRunMissingProgram(t *testing.T) {
+	_, err := Run(context.Background(), Spec{Path: "/nonexistent/prog"})
+	var e *Error
+	if !errors.As(err, &e) || e.ExitCode != -1 || e.TimedOut || !strings.Contains(err.Error(), "/nonexistent/prog") {
+		t.Fatalf("error %v, want a start failure naming the program", err)
+	}
+}
+
+func TestRunCanceled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	f := commandtest.New(t)
+	_, err := Run(ctx, Spec{Path: f.Script(t, "prog", "exit 0")})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("error %v, want context.Canceled", err)
+	}
+}
+
+func TestDescribe(t *testing.T) {
+	got := Describe("nvidia-smi", []string{"compute-policy", "-i", "GPU-1", "--set-timeslice=2", "", "a b", "x;y"})
+	want := `nvidia-smi compute-policy -i GPU-1 --set-timeslice=2 "" "a b" "x;y"`
+	if got != want {
+		t.Errorf("Describe = %s, want %s", got, want)
+	}
+}
+
+func TestExcerpt(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"  one\n\n two \n", 100, "one; two"},
+		{"a\x00b\xff", 100, `a\x00b\xff`},
+		{"0123456789", 4, "0123..."},
+	} {
+		if got := Excerpt([]byte(tc.in), tc.n); got != tc.want {
+			t.Errorf("Excerpt(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,5 @@
+//go:build race
+
+package tenant_test
+
+func init() { raceEnabled = true }

@@ -1,0 +1,110 @@
+package tenant
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// TestReloadRefusesHostileFiles: a reload of a file with no tenants, or
+// through a symlink to a device, a FIFO or an oversized file, fails with an
+// error naming the file, is counted, and leaves the last good tenants in
+// use; with AllowEmpty an empty file is installed.
+func TestReloadRefusesHostileFiles(t *testing.T) {
+	dir := t.TempDir()
+	good := "tenants:\n  - name: a\n    selectors: [{uid: 1}]\n"
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	big := filepath.Join(dir, "big.yaml")
+	if err := os.WriteFile(big, []byte("# "+strings.Repeat("x", MaxConfigBytes)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name       string
+		content    string // written to the file, or
+		target     string // the file becomes a symlink to this
+		allowEmpty bool
+		want       string // "" : the reload succeeds
+	}{
+		{name: "zero bytes", content: "", want: "defines no tenants"},
+		{name: "no tenants", content: "tenants: []\n", want: "defines no tenants"},
+		{name: "defaults only", content: "defaults: {scrape_interval: 10s}\n", want: "defines no tenants"},
+		{name: "empty allowed", content: "", allowEmpty: true},
+		{name: "symlink to /dev/zero", target: "/dev/zero", want: "not a regular file (a character device)"},
+		{name: "symlink to a FIFO", target: fifo, want: "not a regular file (a named pipe)"},
+		{name: "symlink to a large file", target: big, want: "larger than the limit of 4194304 bytes"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "tenants.yaml")
+			if err := os.WriteFile(file, []byte(good), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := LoadConfig(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := NewBuilder(cfg, BuilderOptions{AllowEmpty: tc.allowEmpty})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.target != "" {
+				if err := os.Remove(file); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Symlink(tc.target, file); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := os.WriteFile(file, []byte(tc.content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			err = b.Reload(file)
+			s := b.Build(nil, gpu.SamplerStats{})
+			if tc.want == "" {
+				if err != nil || len(b.Config().Tenants) != 0 || !s.Config.LastReloadSuccessful {
+					t.Fatalf("reload: %v, %d tenants, status %+v", err, len(b.Config().Tenants), s.Config)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), file) {
+				t.Fatalf("reload: %v, want an error naming %s with %q", err, file, tc.want)
+			}
+			if s.Config.LastReloadSuccessful || s.Config.ReloadsTotal != 1 || s.Config.ReloadFailuresTotal != 1 {
+				t.Errorf("status %+v", s.Config)
+			}
+			if ts := b.Config().Tenants; len(ts) != 1 || ts[0].Name != "a" {
+				t.Errorf("tenants after the failed reload: %+v", ts)
+			}
+		})
+	}
+}
+
+// TestLatencySourceLimits: max_bytes has a ceiling and follow_redirects
+// takes one of three policies; errors name file:line.
+func TestLatencySourceLimits(t *testing.T) {
+	for _, tc := range []struct{ src, want, follow string }{
+		{`{url: "http://h/m", preset: tgi, max_bytes: 200MiB}`, "t.yaml:4: latency_source.max_bytes 200MiB is above the ceiling of 64MiB", ""},
+		{`{url: "http://h/m", preset: tgi, max_bytes: 64MiB}`, "", "same-host"},
+		{`{url: "http://h/m", preset: tgi, follow_redirects: any}`, "", "any"},
+		{`{url: "http://h/m", preset: tgi, follow_redirects: none}`, "", "none"},
+		{`{url: "http://h/m", preset: tgi, follow_redirects: always}`, `t.yaml:4: latency_source.follow_redirects "always" is not one of same-host, any, none`, ""},
+	} {
+		cfg, err := ParseConfig("t.yaml", []byte("tenants:\n  - name: a\n    selectors: [{uid: 1}]\n    latency_source: "+tc.src+"\n"))
+		switch {
+		case tc.want != "":
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s: err %v, want %q", tc.src, err, tc.want)
+			}
+		case err != nil:
+			t.Errorf("%s: %v", tc.src, err)
+		case cfg.Tenants[0].LatencySource.FollowRedirects != tc.follow || latencySpecs(cfg)[0].Source.FollowRedirects != tc.follow:
+			t.Errorf("%s: follow_redirects %q, want %q", tc.src, cfg.Tenants[0].LatencySource.FollowRedirects, tc.follow)
+		}
+	}
+}

@@ -1,0 +1,119 @@
+package tenant
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// RunlistCount is the cumulative vGPU scheduler log of one software
+// runlist of one GPU since the exporter first saw the runlist. NVML's log
+// names a runlist by its ID only, with no call that maps it to a vGPU
+// instance, so the counts are per runlist, not per VM.
+type RunlistCount struct {
+	GPU     int    // device index
+	UUID    string // device UUID
+	Runlist uint32 // software runlist ID
+	// RunTime is the time the runlist ran, Preemption the time it waited
+	// while preempted, Slices the number of its slots (log entries).
+	RunTime    time.Duration
+	Preemption time.Duration
+	Slices     uint64
+
+	last                 time.Time     // the newest entry counted
+	lastRun, lastPreempt time.Duration // its running totals
+}
+
+// AddSchedulerLog returns prev plus the vGPU scheduler log entries in r
+// (each Device.Scheduler.Log, the entries since the previous sample), as a
+// new slice sorted by GPU, UUID and runlist: prev belongs to a published
+// Snapshot and is never modified. A nil r, or one without new entries,
+// returns prev unchanged.
+//
+// Only entries newer than the newest one counted for their runlist count,
+// so a log read twice is not counted twice. Run and preemption time are
+// the rise of the driver's running totals per runlist (run time: the sum
+// of the slots' run times where the driver gives no total), so they stay
+// right when the log, which keeps only the last slots, drops some between
+// samples; Slices counts the entries seen and then undercounts. A fall of
+// a total (the driver reset it) counts the new total. A runlist first seen
+// gets its counts at 0, and the entries of that sample only set where
+// counting starts: what the totals held before is not the exporter's to
+// count, and a counter that appears at 0 lets increase() and rate() see
+// everything after.
+func AddSchedulerLog(prev []RunlistCount, r *gpu.Readings) []RunlistCount {
+	if r == nil {
+		return prev
+	}
+	n := 0
+	for i := range r.Devices {
+		if s := r.Devices[i].Scheduler; s != nil {
+			n += len(s.Log)
+		}
+	}
+	if n == 0 {
+		return prev
+	}
+	type key struct {
+		uuid    string
+		runlist uint32
+	}
+	out := slices.Clone(prev)
+	idx := make(map[key]int, len(out))
+	for i, c := range out {
+		idx[key{c.UUID, c.Runlist}] = i
+	}
+	fresh := map[key]bool{}
+	for i := range r.Devices {
+		d := &r.Devices[i]
+		if d.Scheduler == nil {
+			continue
+		}
+		log := d.Scheduler.Log
+		if !slices.IsSortedFunc(log, byTime) {
+			log = slices.SortedStableFunc(slices.Values(log), byTime)
+		}
+		for _, e := range log {
+			k := key{d.UUID, e.Runlist}
+			j, ok := idx[k]
+			if !ok {
+				idx[k], fresh[k] = len(out), true
+				out = append(out, RunlistCount{GPU: d.Index, UUID: d.UUID, Runlist: e.Runlist,
+					last: e.Timestamp, lastRun: e.RunTimeTotal, lastPreempt: e.CumulativePreemp})
+				continue
+			}
+			c := &out[j]
+			c.GPU = d.Index
+			if !e.Timestamp.After(c.last) {
+				continue
+			}
+			if !fresh[k] {
+				if e.RunTimeTotal > 0 {
+					c.RunTime += rise(c.lastRun, e.RunTimeTotal)
+				} else {
+					c.RunTime += e.RunTime
+				}
+				c.Preemption += rise(c.lastPreempt, e.CumulativePreemp)
+				c.Slices++
+			}
+			c.last, c.lastRun, c.lastPreempt = e.Timestamp, e.RunTimeTotal, e.CumulativePreemp
+		}
+	}
+	slices.SortFunc(out, func(a, b RunlistCount) int {
+		return cmp.Or(cmp.Compare(a.GPU, b.GPU), cmp.Compare(a.UUID, b.UUID), cmp.Compare(a.Runlist, b.Runlist))
+	})
+	return out
+}
+
+// rise is how much a running total grew from prev to cur; a total that
+// fell was reset and counts from 0.
+func rise(prev, cur time.Duration) time.Duration {
+	if cur >= prev {
+		return cur - prev
+	}
+	return cur
+}
+
+func byTime(a, b gpu.VGPUSchedulerLogEntry) int { return a.Timestamp.Compare(b.Timestamp) }

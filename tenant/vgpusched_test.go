@@ -1,0 +1,104 @@
+package tenant
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// slot is a scheduler log entry at ms milliseconds of runlist rl, with its
+// run time and the runlist's cumulative preemption time in microseconds.
+func slot(ms int64, rl uint32, runUS, preemptUS int64) gpu.VGPUSchedulerLogEntry {
+	return gpu.VGPUSchedulerLogEntry{Timestamp: time.UnixMilli(ms), Runlist: rl,
+		RunTime: time.Duration(runUS) * time.Microsecond, CumulativePreemp: time.Duration(preemptUS) * time.Microsecond}
+}
+
+// slotTotal is slot with the runlist's running total of run time (us).
+func slotTotal(ms int64, rl uint32, runUS, totalUS, preemptUS int64) gpu.VGPUSchedulerLogEntry {
+	e := slot(ms, rl, runUS, preemptUS)
+	e.RunTimeTotal = time.Duration(totalUS) * time.Microsecond
+	return e
+}
+
+func schedReadings(log ...gpu.VGPUSchedulerLogEntry) *gpu.Readings {
+	return &gpu.Readings{Devices: []gpu.Device{
+		{Index: 1, UUID: "GPU-b"}, // not a vGPU host
+		{Index: 0, UUID: "GPU-a", Scheduler: &gpu.VGPUScheduler{Log: log}},
+	}}
+}
+
+// count is a runlist's expected counts on GPU-a (run and preemption in us).
+func count(rl uint32, runUS, preemptUS int64, slices uint64) RunlistCount {
+	return RunlistCount{UUID: "GPU-a", Runlist: rl, RunTime: time.Duration(runUS) * time.Microsecond,
+		Preemption: time.Duration(preemptUS) * time.Microsecond, Slices: slices}
+}
+
+func TestAddSchedulerLog(t *testing.T) {
+	first := schedReadings(slot(10, 0, 900, 5000), slot(11, 1, 800, 7000), slot(12, 0, 1000, 5800))
+	seen := AddSchedulerLog(nil, first)
+	tests := []struct {
+		name  string
+		prev  []RunlistCount
+		steps []*gpu.Readings
+		want  []RunlistCount
+	}{
+		{"nil readings", nil, []*gpu.Readings{nil}, nil},
+		{"no log", nil, []*gpu.Readings{schedReadings()}, nil},
+		{"first sample sets the baseline at 0", nil, []*gpu.Readings{first}, []RunlistCount{count(0, 0, 0, 0), count(1, 0, 0, 0)}},
+		{"accumulates", seen, []*gpu.Readings{
+			schedReadings(slot(13, 1, 1500, 8000), slot(14, 0, 2000, 7300)),
+			schedReadings(slot(15, 1, 500, 10000)),
+		}, []RunlistCount{count(0, 2000, 1500, 1), count(1, 2000, 3000, 2)}},
+		{"a log read twice counts once", seen, []*gpu.Readings{
+			schedReadings(slot(13, 1, 1500, 8000)),
+			schedReadings(slot(13, 1, 1500, 8000)),
+		}, []RunlistCount{count(0, 0, 0, 0), count(1, 1500, 1000, 1)}},
+		{"entries already counted are skipped", seen, []*gpu.Readings{
+			schedReadings(slot(11, 1, 800, 7000), slot(12, 0, 1000, 5800), slot(13, 0, 300, 6000)),
+		}, []RunlistCount{count(0, 300, 200, 1), count(1, 0, 0, 0)}},
+		{"out of order log", seen, []*gpu.Readings{
+			schedReadings(slot(14, 0, 400, 6500), slot(13, 0, 300, 6000)),
+		}, []RunlistCount{count(0, 700, 700, 2), count(1, 0, 0, 0)}},
+		{"a reset preemption total counts the new total", seen, []*gpu.Readings{
+			schedReadings(slot(13, 1, 100, 250)),
+		}, []RunlistCount{count(0, 0, 0, 0), count(1, 100, 250, 1)}},
+		{"running totals count the slots the log dropped", nil, []*gpu.Readings{
+			schedReadings(slotTotal(10, 0, 900, 50000, 5000)),
+			// two slots of 1000 us each fell out of the log before this one
+			schedReadings(slotTotal(20, 0, 1000, 53000, 6000)),
+			schedReadings(slotTotal(21, 0, 200, 200, 6100)), // run total reset
+		}, []RunlistCount{count(0, 3200, 1100, 2)}},
+		{"a new runlist starts at 0", seen, []*gpu.Readings{
+			schedReadings(slot(13, 2, 100, 90000), slot(14, 2, 200, 90400)),
+			schedReadings(slot(15, 2, 300, 90500)),
+		}, []RunlistCount{count(0, 0, 0, 0), count(1, 0, 0, 0), count(2, 300, 100, 1)}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			before := slices.Clone(tc.prev)
+			got := tc.prev
+			for _, r := range tc.steps {
+				got = AddSchedulerLog(got, r)
+			}
+			if !slices.Equal(tc.prev, before) {
+				t.Errorf("prev modified: %+v, was %+v", tc.prev, before)
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("got %+v, want %+v", got, tc.want)
+			}
+			for i, w := range tc.want {
+				g := got[i]
+				g.last, g.lastRun, g.lastPreempt = time.Time{}, 0, 0
+				if g != w {
+					t.Errorf("runlist %d: got %+v, want %+v", i, g, w)
+				}
+			}
+		})
+	}
+	// Nothing new: the same slice, no copy.
+	if again := AddSchedulerLog(seen, schedReadings()); len(again) == 0 || &again[0] != &seen[0] {
+		t.Error("a sample without log entries copied the counts")
+	}
+}

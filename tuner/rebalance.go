@@ -1,0 +1,313 @@
+package tuner
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+)
+
+// Rebalance is the slow loop: when a latency tenant keeps missing its SLO
+// on its GPU and another GPU has room, it plans one tenant move and hands
+// it to the host's Rebalancer (or only recommends it). A move costs what a
+// restart elsewhere costs (the process stops, loads its model on the
+// target, and what it had queued is lost), so it is made only when the
+// expected gain outweighs that cost, after a long dwell, and never again
+// soon after.
+type Rebalance struct {
+	// Every is how often a plan is considered. Default 1 minute.
+	Every time.Duration
+	// Dwell: a latency tenant must miss its SLO (fast burn above 1) for
+	// this long before a move is planned for it. Default 3 minutes.
+	Dwell time.Duration
+	// CoolDown: after a plan, no other one for this long. Default 10
+	// minutes.
+	CoolDown time.Duration
+	// Hold: a tenant moved is not moved again for this long. Default 30
+	// minutes.
+	Hold time.Duration
+	// LoadCost is the pause a move costs the moved tenant (stop, model
+	// load, start). Default 30 s.
+	LoadCost time.Duration
+	// Horizon is how long a move's gain is expected to last. Default 30
+	// minutes.
+	Horizon time.Duration
+	// MaxBusy: a GPU takes a tenant only while its SM activity is at most
+	// this. Default 0.6.
+	MaxBusy float64
+	// MemoryMargin: a GPU takes a tenant only with this many times its
+	// memory free. Default 1.1.
+	MemoryMargin float64
+	// MinRequests: with fewer requests in the fast window a tenant's burn
+	// is not trusted. Default 20.
+	MinRequests float64
+}
+
+// DefaultRebalance returns the slow loop with its defaults.
+func DefaultRebalance() *Rebalance {
+	return &Rebalance{Every: time.Minute, Dwell: 3 * time.Minute, CoolDown: 10 * time.Minute, Hold: 30 * time.Minute,
+		LoadCost: 30 * time.Second, Horizon: 30 * time.Minute, MaxBusy: 0.6, MemoryMargin: 1.1, MinRequests: 20}
+}
+
+// rebalanceMemory is what the slow loop remembers between rounds.
+type rebalanceMemory struct {
+	lastRun, lastPlan time.Time
+	missing           map[string]time.Time // latency tenant -> missing its SLO since
+	moved             map[string]time.Time // tenant -> last moved
+}
+
+// RebalanceInput is what PlanRebalance decides from, besides the state.
+type RebalanceInput struct {
+	// MissingSince is when each latency tenant began missing its SLO
+	// without a break.
+	MissingSince map[string]time.Time
+	// LastPlan is when the last plan was made (zero: never).
+	LastPlan time.Time
+	// Moved is when each tenant was last moved.
+	Moved map[string]time.Time
+}
+
+// Missing returns the latency tenants missing their SLO now (fast burn
+// above 1 over enough requests), for RebalanceInput.MissingSince.
+func (r *Rebalance) Missing(s *State) map[string]bool {
+	out := map[string]bool{}
+	if s == nil || s.Snapshot == nil {
+		return out
+	}
+	for _, slo := range s.Snapshot.SLOs {
+		f, ok := s.Fast[slo.Tenant]
+		if !ok || f.Total < r.MinRequests {
+			continue
+		}
+		att, _ := f.Attainment()
+		if (1-att)/math.Max(1-slo.Quantile, 1e-3) > 1 {
+			out[slo.Tenant] = true
+		}
+	}
+	return out
+}
+
+// gpuRoom is what a GPU offers a moved tenant.
+type gpuRoom struct {
+	uuid    string
+	busy    float64
+	memFree uint64
+	missing bool // one of its latency tenants misses its SLO
+}
+
+// PlanRebalance is the slow loop's pure decision: at most one tenant
+// move (every PID of it), with the reason. It returns false when no move
+// is worth making. The tenant moved off a GPU where a latency tenant has
+// missed its SLO for Dwell is the busiest batch or best-effort tenant
+// there that fits elsewhere; failing one, the missing tenant itself. The
+// target is the idlest GPU with the memory, SM room and no SLO missed.
+// The expected gain, the missing tenant's bad fraction of its work over
+// Horizon (by priority), must exceed twice the cost, LoadCost of the
+// moved tenant's work (by priority; a batch job's counted at half).
+func (r *Rebalance) PlanRebalance(s *State, in RebalanceInput) (gpu.Plan, bool) {
+	if s == nil || s.Snapshot == nil || s.Snapshot.Readings == nil {
+		return gpu.Plan{}, false
+	}
+	if !in.LastPlan.IsZero() && s.Now.Sub(in.LastPlan) < r.CoolDown {
+		return gpu.Plan{}, false
+	}
+	snap := s.Snapshot
+	info := map[string]tenant.Info{}
+	for _, t := range snap.Tenants {
+		info[t.Name] = t
+	}
+	missing := r.Missing(s)
+	rooms := map[string]*gpuRoom{}
+	var order []string
+	for _, d := range snap.Readings.Devices {
+		if !d.Up || d.Mode == gpu.SharingVGPU {
+			continue // a VM does not move between vGPU hosts
+		}
+		room := &gpuRoom{uuid: d.UUID, busy: 1}
+		if d.Activity.SMActive != nil {
+			room.busy = *d.Activity.SMActive
+		}
+		if d.MemoryTotalBytes > d.MemoryUsedBytes {
+			room.memFree = d.MemoryTotalBytes - d.MemoryUsedBytes
+		}
+		rooms[d.UUID] = room
+		order = append(order, d.UUID)
+	}
+	byGPU := map[string][]tenant.Usage{}
+	for _, u := range snap.Usage {
+		if _, ok := rooms[u.UUID]; !ok || u.GPUInstance != "" || u.Tenant == tenant.Unassigned || len(u.PIDs) == 0 {
+			continue
+		}
+		byGPU[u.UUID] = append(byGPU[u.UUID], u)
+		if missing[u.Tenant] {
+			rooms[u.UUID].missing = true
+		}
+	}
+	weight := func(name string, class gpu.TenantClass) float64 {
+		w := float64(info[name].Priority + 1)
+		if class != gpu.ClassLatency {
+			w /= 2
+		}
+		return w
+	}
+	// The violators, longest-missing first.
+	type violator struct {
+		u     tenant.Usage
+		since time.Time
+	}
+	var vs []violator
+	for _, uuid := range order {
+		for _, u := range byGPU[uuid] {
+			since, ok := in.MissingSince[u.Tenant]
+			if missing[u.Tenant] && ok && s.Now.Sub(since) >= r.Dwell {
+				vs = append(vs, violator{u, since})
+			}
+		}
+	}
+	sort.SliceStable(vs, func(i, j int) bool { return vs[i].since.Before(vs[j].since) })
+	for _, v := range vs {
+		from := v.u.UUID
+		f := s.Fast[v.u.Tenant]
+		att, _ := f.Attainment()
+		gain := (1 - att) * weight(v.u.Tenant, gpu.ClassLatency) * r.Horizon.Seconds()
+		// Candidates to move: the others on the GPU, busiest first, then
+		// the violator itself.
+		cands := []tenant.Usage{}
+		for _, u := range byGPU[from] {
+			if u.Tenant != v.u.Tenant && u.Class != gpu.ClassLatency {
+				cands = append(cands, u)
+			}
+		}
+		sort.SliceStable(cands, func(i, j int) bool { return busyOf(cands[i]) > busyOf(cands[j]) })
+		if len(byGPU[from]) > 1 {
+			cands = append(cands, v.u)
+		}
+		for _, c := range cands {
+			if t, ok := in.Moved[c.Tenant]; ok && s.Now.Sub(t) < r.Hold {
+				continue
+			}
+			cost := weight(c.Tenant, c.Class) * r.LoadCost.Seconds()
+			if gain <= 2*cost {
+				continue
+			}
+			to := r.target(rooms, order, from, c)
+			if to == nil {
+				continue
+			}
+			p := gpu.Plan{Reason: fmt.Sprintf("%s has missed its SLO on GPU %s for %v (%.1f%% of requests within target over the last %v): move %s (%s) to GPU %s (SM activity %.0f%%, %d MiB free); expected gain %.0f s of priority-weighted work over %v against a cost of %.0f s (a %v pause for the model load)",
+				v.u.Tenant, from, s.Now.Sub(v.since).Round(time.Second), 100*att, f.Over.Round(time.Second), c.Tenant, c.Class, to.uuid, 100*to.busy, to.memFree>>20, gain, r.Horizon, cost, r.LoadCost)}
+			for _, pid := range c.PIDs {
+				p.Moves = append(p.Moves, gpu.Move{Tenant: c.Tenant, PID: pid, FromUUID: from, ToUUID: to.uuid})
+			}
+			return p, true
+		}
+	}
+	return gpu.Plan{}, false
+}
+
+// target returns the idlest GPU other than from with room for u.
+func (r *Rebalance) target(rooms map[string]*gpuRoom, order []string, from string, u tenant.Usage) *gpuRoom {
+	var best *gpuRoom
+	for _, uuid := range order {
+		g := rooms[uuid]
+		if uuid == from || g.missing || g.busy > r.MaxBusy || float64(g.memFree) < r.MemoryMargin*float64(u.MemoryUsedBytes) {
+			continue
+		}
+		if best == nil || g.busy < best.busy {
+			best = g
+		}
+	}
+	return best
+}
+
+// busyOf is a tenant's SM activity on its GPU (0 when unknown).
+func busyOf(u tenant.Usage) float64 {
+	if u.SMActive != nil {
+		return *u.SMActive
+	}
+	return 0
+}
+
+// rebalance runs the slow loop once Every has passed: it tracks who
+// misses an SLO, plans, guards (kill switch, the source GPU's mode) and
+// hands the plan to the host's Rebalancer.
+func (t *Tuner) rebalance(ctx context.Context, st *State, now time.Time) []Decision {
+	r := t.o.Rebalance
+	if r == nil || (t.o.Mode == ModeOff && len(t.o.GPUModes) == 0) {
+		return nil
+	}
+	m := &t.reb
+	if m.missing == nil {
+		m.missing, m.moved = map[string]time.Time{}, map[string]time.Time{}
+	}
+	miss := r.Missing(st)
+	for name := range m.missing {
+		if !miss[name] {
+			delete(m.missing, name)
+		}
+	}
+	for name := range miss {
+		if _, ok := m.missing[name]; !ok {
+			m.missing[name] = now
+		}
+	}
+	if !m.lastRun.IsZero() && now.Sub(m.lastRun) < r.Every {
+		return nil
+	}
+	m.lastRun = now
+	plan, ok := r.PlanRebalance(st, RebalanceInput{MissingSince: m.missing, LastPlan: m.lastPlan, Moved: m.moved})
+	if !ok {
+		return nil
+	}
+	m.lastPlan = now
+	mv := plan.Moves[0]
+	idx := 0
+	for _, d := range st.Snapshot.Readings.Devices {
+		if d.UUID == mv.FromUUID {
+			idx = d.Index
+		}
+	}
+	a := Action{Target: Target{GPU: mv.FromUUID, Knob: gpu.KnobPlacement, PID: mv.PID}, GPUIndex: idx, Tenant: mv.Tenant,
+		Current: Placement(mv.FromUUID), Want: Placement(mv.ToUUID), Reason: plan.Reason}
+	mode := t.modeOf(a.GPU, a.GPUIndex)
+	if mode == ModeOff {
+		return nil
+	}
+	t.journal(Record{Time: now, Event: string(OutcomePlanned), Target: a.Target, Tenant: a.Tenant,
+		From: encodeValue(a.Current), To: encodeValue(a.Want), Reason: a.Reason})
+	t.setTarget(a, mode)
+	d := Decision{Time: now, GPU: a.GPU, Tenant: a.Tenant, Knob: a.Knob, From: a.Current.String(), To: a.Want.String(), Reason: a.Reason}
+	for _, g := range t.o.Guards {
+		if k, ok := g.(*KillSwitch); ok {
+			if ok, why := k.Admit(st, a, now); !ok {
+				d.Outcome, d.Guard = OutcomeGuarded, k.Name()
+				d.Reason = joinReasons(a.Reason, "refused by "+k.Name()+": "+why)
+				t.counts.Refusals[k.Name()]++
+				return []Decision{t.finish(a, d, now)}
+			}
+		}
+	}
+	reb := t.o.Actuators.rebalancer()
+	if mode == ModeRecommend || reb == nil {
+		d.Outcome = OutcomeRecommended
+		if reb == nil && mode == ModeEnforce {
+			d.Reason = joinReasons(a.Reason, "recommended only: this host has no rebalancing hook (--tuner.rebalance-hook)")
+		}
+		return []Decision{t.finish(a, d, now)}
+	}
+	err := reb.Rebalance(ctx, plan)
+	d.Outcome = outcomeOf(err)
+	if err != nil {
+		d.Reason = joinReasons(a.Reason, string(d.Outcome)+": "+err.Error())
+		return []Decision{t.finish(a, d, now)}
+	}
+	d.Applied = true
+	m.moved[mv.Tenant] = now
+	c := Change{At: now, From: a.Current, To: a.Want}
+	t.changes[a.DomainKey()] = c
+	return []Decision{t.finish(a, d, now)}
+}
