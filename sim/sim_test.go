@@ -230,7 +230,7 @@ func TestAppMetrics(t *testing.T) {
 	for _, want := range []string{
 		"# TYPE vllm:e2e_request_latency_seconds histogram",
 		`vllm:e2e_request_latency_seconds_bucket{model_name="llama-3.1-8b-instruct",le="+Inf"}`,
-		`vllm:e2e_request_latency_seconds_bucket{model_name="llama-3.1-8b-instruct",le="6"}`,
+		`vllm:e2e_request_latency_seconds_bucket{model_name="llama-3.1-8b-instruct",le="9"}`, // the SLO target
 		"# TYPE vllm:time_to_first_token_seconds histogram",
 	} {
 		if !strings.Contains(out, want) {

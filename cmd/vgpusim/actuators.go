@@ -62,6 +62,22 @@ func (w migActuator) ConfigureMIG(ctx context.Context, uuid string, profiles []s
 	return w.a.ConfigureMIG(ctx, uuid, profiles)
 }
 
+type migDrainActuator struct{ a gpu.MIGDrainActuator }
+
+func (w migDrainActuator) DrainMIGInstance(ctx context.Context, uuid, instUUID string) error {
+	return w.a.DrainMIGInstance(ctx, uuid, instUUID)
+}
+
+type lifecycleActuator struct{ a gpu.TenantLifecycleActuator }
+
+func (w lifecycleActuator) StopProcess(ctx context.Context, pid uint32) error {
+	return w.a.StopProcess(ctx, pid)
+}
+
+func (w lifecycleActuator) StartProcess(ctx context.Context, pid uint32) error {
+	return w.a.StartProcess(ctx, pid)
+}
+
 type placementActuator struct{ a gpu.PlacementActuator }
 
 func (w placementActuator) MoveProcess(ctx context.Context, pid uint32, to string) error {
@@ -90,6 +106,12 @@ func guarded(b any) []any {
 	}
 	if a, ok := b.(gpu.MIGActuator); ok {
 		out = append(out, migActuator{a})
+	}
+	if a, ok := b.(gpu.MIGDrainActuator); ok {
+		out = append(out, migDrainActuator{a})
+	}
+	if a, ok := b.(gpu.TenantLifecycleActuator); ok {
+		out = append(out, lifecycleActuator{a})
 	}
 	if a, ok := b.(gpu.PlacementActuator); ok {
 		out = append(out, placementActuator{a})

@@ -25,13 +25,14 @@ func TestGuardedActuatorsHideTheSimulator(t *testing.T) {
 	}
 	defer s.Close()
 	all := guarded(s)
-	if len(all) != 7 {
-		t.Fatalf("%d wrappers, want one per actuator interface (7)", len(all))
+	if len(all) != 9 {
+		t.Fatalf("%d wrappers, want one per actuator interface (9)", len(all))
 	}
 	ifaces := []reflect.Type{
 		reflect.TypeFor[gpu.MPSActuator](), reflect.TypeFor[gpu.VGPUSchedulerActuator](),
 		reflect.TypeFor[gpu.TimeSliceActuator](), reflect.TypeFor[gpu.ClockPowerActuator](),
-		reflect.TypeFor[gpu.MIGActuator](), reflect.TypeFor[gpu.PlacementActuator](),
+		reflect.TypeFor[gpu.MIGActuator](), reflect.TypeFor[gpu.MIGDrainActuator](),
+		reflect.TypeFor[gpu.TenantLifecycleActuator](), reflect.TypeFor[gpu.PlacementActuator](),
 		reflect.TypeFor[gpu.CapabilityLister](), reflect.TypeFor[gpu.Source](),
 		reflect.TypeFor[gpu.AppMetricsSource](),
 	}

@@ -24,14 +24,20 @@ import (
 const oracleName = "oracle"
 
 // The oracle's search space, kept coarse so that a search replays a
-// scenario at most a few hundred times: MPS active-thread caps per tenant
-// on a grid (finer with fewer tenants per GPU), every compute time-slice
-// level, every vGPU scheduler policy, the SM clock locked at its maximum
-// or not, and moving one tenant off a GPU that misses an SLO to the GPU
-// with the most memory to spare.
+// scenario at most a few dozen times per phase: MPS active-thread caps
+// per tenant on a grid (every combination with two tenants or fewer per
+// GPU; with more, one tenant at a time, each given the best caps found
+// for those before it), every compute time-slice level, every vGPU
+// scheduler policy, on a MIG GPU every order of its instances' profiles
+// in which each tenant's memory fits (a relayout at the start of a phase:
+// drain every instance, ConfigureMIG, start the tenants again, each in
+// its instance of the new layout), the SM clock locked at its maximum or
+// not, and moving
+// one tenant off a GPU that misses an SLO to the GPU with the most memory
+// to spare.
 var (
 	capGridFew  = []float64{0.1, 0.2, 0.3, 0.5, 0.75, 1} // two tenants or fewer
-	capGridMany = []float64{0.25, 0.5, 1}
+	capGridMany = []float64{0.1, 0.25, 0.5, 1}
 	timeSlices  = []gpu.TimeSliceLevel{gpu.TimeSliceDefault, gpu.TimeSliceShort, gpu.TimeSliceMedium, gpu.TimeSliceLong}
 	vgpuPolicys = []gpu.VGPUPolicy{gpu.VGPUPolicyBestEffort, gpu.VGPUPolicyEqualShare, gpu.VGPUPolicyFixedShare}
 )
@@ -43,6 +49,7 @@ type gpuSetting struct {
 	TimeSlice gpu.TimeSliceLevel
 	VGPU      gpu.VGPUPolicy // first phase only: the scheduler is fixed once VMs run
 	Lock      bool           // SM clock locked at its maximum
+	Layout    []string       // MIG profiles by instance; nil keeps the layout
 }
 
 // move is a placement: the tenant with this index runs on GPU To from the
@@ -124,8 +131,14 @@ func findPlan(ctx context.Context, sc *sim.Scenario, seed int64, dur time.Durati
 	}
 	p := &plan{Phases: o.phases, maxMHz: o.maxMHz}
 	for pi := range p.Phases {
-		if err := o.searchKnob(ctx, p, pi, o.primaryCandidates(pi)); err != nil {
-			return nil, o.Replays, err
+		for stage := 0; ; stage++ {
+			c := o.primaryCandidates(p, pi, stage)
+			if c == nil {
+				break
+			}
+			if err := o.searchKnob(ctx, p, pi, c); err != nil {
+				return nil, o.Replays, err
+			}
 		}
 		if err := o.searchKnob(ctx, p, pi, o.clockCandidates(p, pi)); err != nil {
 			return nil, o.Replays, err
@@ -188,21 +201,42 @@ func tenantsOn(sc *sim.Scenario, moves []move, g int) []int {
 	return out
 }
 
-// primaryCandidates are the settings of each GPU's sharing mechanism.
-func (o *oracleSearch) primaryCandidates(pi int) candidates {
+// primaryCandidates are the settings of each GPU's sharing mechanism to
+// try at a stage of phase pi's search; nil when the stage is past the
+// last. Stage 0 tries every setting but the caps of GPUs with more than
+// two MPS tenants; stage k tries the caps of those GPUs' kth tenant over
+// the best caps found so far.
+func (o *oracleSearch) primaryCandidates(p *plan, pi, stage int) candidates {
 	c := make(candidates, len(o.sc.GPUs))
+	more := false
 	for g, spec := range o.sc.GPUs {
-		switch gpu.SharingMode(spec.Sharing) {
+		// Tenants without an SLO first: capping them is what can make
+		// room for the others.
+		on := tenantsOn(o.sc, nil, g)
+		slices.SortStableFunc(on, func(a, b int) int {
+			return cmpBool(o.sc.Tenants[a].SLO != nil, o.sc.Tenants[b].SLO != nil)
+		})
+		var pids []uint32
+		for _, ti := range on {
+			pids = append(pids, o.sc.Tenants[ti].Process.PID)
+		}
+		mode := gpu.SharingMode(spec.Sharing)
+		if mode == gpu.SharingMPS && len(pids) > 2 {
+			if stage == 0 || stage > len(pids) {
+				more = more || stage == 0
+				continue
+			}
+			more = true
+			c[g] = capStage(p.Phases[pi].GPUs[g].Caps, pids[stage-1], capGridMany)
+			continue
+		}
+		if stage > 0 {
+			continue
+		}
+		more = true
+		switch mode {
 		case gpu.SharingMPS:
-			var pids []uint32
-			for _, ti := range tenantsOn(o.sc, nil, g) {
-				pids = append(pids, o.sc.Tenants[ti].Process.PID)
-			}
-			grid := capGridFew
-			if len(pids) > 2 {
-				grid = capGridMany
-			}
-			c[g] = capGrid(pids, grid)
+			c[g] = capGrid(pids, capGridFew)
 		case gpu.SharingTimeSlice:
 			for _, l := range timeSlices {
 				c[g] = append(c[g], gpuSetting{TimeSlice: l})
@@ -213,9 +247,113 @@ func (o *oracleSearch) primaryCandidates(pi int) candidates {
 					c[g] = append(c[g], gpuSetting{VGPU: v})
 				}
 			}
+		case gpu.SharingMIG:
+			c[g] = o.layoutCandidates(p, pi, g)
 		}
 	}
+	if !more {
+		return nil
+	}
 	return c
+}
+
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
+}
+
+// layoutCandidates are, for the MIG GPU g at phase pi, the layout it
+// has (kept) and every other order of its profiles in which the tenants
+// of each instance fit its memory; none when there is no other.
+func (o *oracleSearch) layoutCandidates(p *plan, pi, g int) []gpuSetting {
+	cur := o.layoutAt(p, pi, g)
+	need := make([]uint64, len(cur))
+	for _, ti := range tenantsOn(o.sc, p.Moves, g) {
+		if i := o.sc.Tenants[ti].MIGInstance; i >= 0 && i < len(need) {
+			need[i] += uint64(o.sc.Tenants[ti].Memory)
+		}
+	}
+	out := []gpuSetting{{}}
+	for _, l := range permutations(cur) {
+		fits := !slices.Equal(l, cur)
+		for i, prof := range l {
+			fits = fits && profileMemory(prof) >= need[i]
+		}
+		if fits {
+			out = append(out, gpuSetting{Layout: l})
+		}
+	}
+	if len(out) == 1 {
+		return nil
+	}
+	return out
+}
+
+// layoutAt is GPU g's MIG layout during phase pi before its own setting:
+// the last relayout of an earlier phase, else the scenario's.
+func (o *oracleSearch) layoutAt(p *plan, pi, g int) []string {
+	for i := pi - 1; i >= 0; i-- {
+		if l := p.Phases[i].GPUs[g].Layout; l != nil {
+			return l
+		}
+	}
+	var out []string
+	for _, m := range o.sc.GPUs[g].MIG {
+		out = append(out, m.Profile)
+	}
+	return out
+}
+
+// permutations returns every distinct order of xs.
+func permutations(xs []string) [][]string {
+	if len(xs) <= 1 {
+		return [][]string{slices.Clone(xs)}
+	}
+	var out [][]string
+	seen := map[string]bool{}
+	for i := range xs {
+		if seen[xs[i]] {
+			continue
+		}
+		seen[xs[i]] = true
+		rest := append(slices.Clone(xs[:i]), xs[i+1:]...)
+		for _, r := range permutations(rest) {
+			out = append(out, append([]string{xs[i]}, r...))
+		}
+	}
+	return out
+}
+
+// profileMemory reads a MIG profile's memory from its name ("3g.40gb").
+func profileMemory(profile string) uint64 {
+	_, mem, ok := strings.Cut(profile, ".")
+	if !ok || !strings.HasSuffix(mem, "gb") {
+		return 0
+	}
+	n, err := strconv.ParseUint(strings.TrimSuffix(mem, "gb"), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n * 1e9
+}
+
+// capStage is cur with pid's cap set to each grid value in turn, from 1.
+func capStage(cur map[uint32]float64, pid uint32, grid []float64) []gpuSetting {
+	var out []gpuSetting
+	for gi := len(grid) - 1; gi >= 0; gi-- {
+		m := make(map[uint32]float64, len(cur)+1)
+		for k, v := range cur {
+			m[k] = v
+		}
+		m[pid] = grid[gi]
+		out = append(out, gpuSetting{Caps: m})
+	}
+	return out
 }
 
 // capGrid is every combination of grid values over pids, all at 1 first.
@@ -307,8 +445,9 @@ func (o *oracleSearch) searchKnob(ctx context.Context, p *plan, pi int, c candid
 }
 
 // searchMoves tries moving each tenant of a GPU that misses an SLO (in
-// any phase) to the GPU of the same sharing mode with the most memory to
-// spare, and keeps the best move that improves the whole host.
+// any phase) or caps a tenant without one to the GPU of the same sharing
+// mode with the most memory to spare, and keeps the best move that
+// improves the whole host.
 func (o *oracleSearch) searchMoves(ctx context.Context, p *plan) error {
 	base, err := o.replayAll(ctx, p)
 	o.Replays++
@@ -320,7 +459,7 @@ func (o *oracleSearch) searchMoves(ctx context.Context, p *plan) error {
 		if gpu.SharingMode(spec.Sharing) != gpu.SharingMPS && gpu.SharingMode(spec.Sharing) != gpu.SharingTimeSlice {
 			continue
 		}
-		if !missesSLO(base, gpuUUID(base[0], g)) {
+		if !missesSLO(base, gpuUUID(base[0], g)) && !o.capsBatch(p, g) {
 			continue
 		}
 		to := o.roomiest(p, g, spec.Sharing)
@@ -394,6 +533,20 @@ func merged(phases []*sim.WindowStats) *sim.WindowStats {
 	return out
 }
 
+// capsBatch tells whether the plan caps a tenant without an SLO on GPU g
+// in some phase.
+func (o *oracleSearch) capsBatch(p *plan, g int) bool {
+	for _, ti := range tenantsOn(o.sc, p.Moves, g) {
+		t := o.sc.Tenants[ti]
+		for _, ph := range p.Phases {
+			if f, ok := ph.GPUs[g].Caps[t.Process.PID]; ok && f < 1 && t.SLO == nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func missesSLO(phases []*sim.WindowStats, uuid string) bool {
 	for _, w := range phases {
 		for _, tw := range w.Tenants {
@@ -437,14 +590,10 @@ func (o *oracleSearch) free(p *plan, g int) uint64 {
 func (o *oracleSearch) totalMemory(g int) uint64 {
 	m := o.sc.GPUs[g].Model
 	i := strings.LastIndex(m, "-")
-	if i < 0 || !strings.HasSuffix(m, "GB") {
+	if i < 0 {
 		return 0
 	}
-	n, err := strconv.ParseUint(strings.TrimSuffix(m[i+1:], "GB"), 10, 64)
-	if err != nil {
-		return 0
-	}
-	return n * 1e9
+	return profileMemory("." + strings.ToLower(m[i+1:]))
 }
 
 func sloMet(tw sim.TenantWindow) bool {
@@ -590,6 +739,12 @@ func (o *oracleSearch) run(ctx context.Context, p *plan, last int) ([]*sim.Windo
 		}
 		ph := p.Phases[pi]
 		ap.apply(ctx, s.Now(), ph)
+		for ap.pending() && s.Now().Before(simStart.Add(ph.End)) {
+			// Step as the run does until the drained instances are
+			// empty and the relayout done.
+			s.AdvanceTo(s.Now().Add(time.Second))
+			ap.progress(ctx, s.Now())
+		}
 		s.AdvanceTo(simStart.Add(ph.End))
 		w := s.Window()
 		out = append(out, &w)
@@ -603,11 +758,19 @@ type applier struct {
 	mps    gpu.MPSActuator
 	ts     gpu.TimeSliceActuator
 	clocks gpu.ClockPowerActuator
-	uuids  []string
-	maxMHz []uint32
-	caps   map[uint32]float64
-	slices []gpu.TimeSliceLevel
-	locked []bool
+	mig    gpu.MIGActuator
+	drain  gpu.MIGDrainActuator
+	life   gpu.TenantLifecycleActuator
+	sample func(context.Context) (*gpu.Readings, error)
+	// relayout is, by GPU, the MIG layout waiting for its instances to
+	// drain; pids, by GPU UUID, the processes placed there.
+	relayout map[int][]string
+	pids     map[string][]uint32
+	uuids    []string
+	maxMHz   []uint32
+	caps     map[uint32]float64
+	slices   []gpu.TimeSliceLevel
+	locked   []bool
 	// where each PID's GPU is, by UUID
 	gpuOf func(pid uint32) string
 }
@@ -616,6 +779,9 @@ func newApplier(s *sim.Simulator, maxMHz []uint32) *applier {
 	var mps gpu.MPSActuator
 	var ts gpu.TimeSliceActuator
 	var cl gpu.ClockPowerActuator
+	ap := &applier{maxMHz: maxMHz, caps: map[uint32]float64{}, sample: s.Sample,
+		slices: make([]gpu.TimeSliceLevel, len(maxMHz)), locked: make([]bool, len(maxMHz)),
+		relayout: map[int][]string{}, pids: map[string][]uint32{}}
 	for _, w := range guarded(s) {
 		switch a := w.(type) {
 		case mpsActuator:
@@ -624,10 +790,15 @@ func newApplier(s *sim.Simulator, maxMHz []uint32) *applier {
 			ts = a
 		case clockActuator:
 			cl = a
+		case migActuator:
+			ap.mig = a
+		case migDrainActuator:
+			ap.drain = a
+		case lifecycleActuator:
+			ap.life = a
 		}
 	}
-	ap := &applier{mps: mps, ts: ts, clocks: cl, maxMHz: maxMHz, caps: map[uint32]float64{},
-		slices: make([]gpu.TimeSliceLevel, len(maxMHz)), locked: make([]bool, len(maxMHz))}
+	ap.mps, ap.ts, ap.clocks = mps, ts, cl
 	r, err := s.Sample(context.Background())
 	if err == nil {
 		ap.uuids = make([]string, len(maxMHz))
@@ -638,6 +809,7 @@ func newApplier(s *sim.Simulator, maxMHz []uint32) *applier {
 			}
 			for _, pr := range d.Processes {
 				pidGPU[pr.PID] = d.UUID
+				ap.pids[d.UUID] = append(ap.pids[d.UUID], pr.PID)
 			}
 		}
 		ap.gpuOf = func(pid uint32) string { return pidGPU[pid] }
@@ -692,6 +864,9 @@ func (a *applier) apply(ctx context.Context, now time.Time, ph phase) []tuner.De
 				a.slices[g] = s.TimeSlice
 			}
 		}
+		if s.Layout != nil {
+			out = append(out, a.startRelayout(ctx, now, g, s.Layout)...)
+		}
 		if s.Lock != a.locked[g] && a.clocks != nil && a.maxMHz[g] > 0 {
 			l := gpu.ClockLock{}
 			if s.Lock {
@@ -705,6 +880,76 @@ func (a *applier) apply(ctx context.Context, now time.Time, ph phase) []tuner.De
 		}
 	}
 	return out
+}
+
+// startRelayout drains every MIG instance of GPU g so that progress can
+// set layout once they are empty.
+func (a *applier) startRelayout(ctx context.Context, now time.Time, g int, layout []string) []tuner.Decision {
+	d := tuner.Decision{Time: now, GPU: a.uuids[g], Knob: gpu.KnobMIGDrain, To: "every instance",
+		Reason: "oracle: relayout to [" + strings.Join(layout, ", ") + "]"}
+	err := notDriven(a.mig != nil && a.drain != nil && a.life != nil, "MIG relayout")
+	var r *gpu.Readings
+	if err == nil {
+		r, err = a.sample(ctx)
+	}
+	for _, dev := range readingsDevices(r) {
+		if dev.Index != g {
+			continue
+		}
+		for _, inst := range dev.MIG {
+			err = cmp(err, a.drain.DrainMIGInstance(ctx, dev.UUID, inst.UUID))
+		}
+	}
+	d.Applied = err == nil
+	if err != nil {
+		d.Reason = err.Error()
+		return []tuner.Decision{d}
+	}
+	a.relayout[g] = layout
+	return append([]tuner.Decision{d}, a.progress(ctx, now)...)
+}
+
+// pending tells whether a relayout waits for its instances to drain.
+func (a *applier) pending() bool { return len(a.relayout) > 0 }
+
+// progress sets each waiting layout whose instances are empty and starts
+// the GPU's processes again in it.
+func (a *applier) progress(ctx context.Context, now time.Time) []tuner.Decision {
+	var out []tuner.Decision
+	for g, layout := range a.relayout {
+		uuid := a.uuids[g]
+		err := a.mig.ConfigureMIG(ctx, uuid, layout)
+		if errors.Is(err, gpu.ErrBusy) {
+			continue
+		}
+		delete(a.relayout, g)
+		d := tuner.Decision{Time: now, GPU: uuid, Knob: gpu.KnobMIGLayout, To: "[" + strings.Join(layout, ", ") + "]",
+			Applied: err == nil, Reason: "oracle: best static setting of this phase"}
+		if err != nil {
+			d.Reason = err.Error()
+		}
+		out = append(out, d)
+		for _, pid := range a.pids[uuid] {
+			err := a.life.StartProcess(ctx, pid)
+			out = append(out, tuner.Decision{Time: now, GPU: uuid, Tenant: strconv.FormatUint(uint64(pid), 10),
+				Knob: gpu.KnobProcessLifecycle, To: "started", Applied: err == nil, Reason: "oracle: after the relayout"})
+		}
+	}
+	return out
+}
+
+func readingsDevices(r *gpu.Readings) []gpu.Device {
+	if r == nil {
+		return nil
+	}
+	return r.Devices
+}
+
+func notDriven(ok bool, what string) error {
+	if ok {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", what, gpu.ErrNotSupported)
 }
 
 func cmpStr(a, b string) string {
@@ -752,6 +997,7 @@ func (o *oraclePolicy) Init(ctx context.Context, _ tuner.Actuators, snap *tenant
 func (o *oraclePolicy) Observe(ctx context.Context, _ tuner.Actuators, snap *tenant.Snapshot) ([]tuner.Decision, error) {
 	out := o.init
 	o.init = nil
+	out = append(out, o.ap.progress(ctx, snap.Time)...)
 	for o.next < len(o.plan.Phases) && !snap.Time.Before(o.start.Add(o.plan.Phases[o.next].Start)) {
 		out = append(out, o.ap.apply(ctx, snap.Time, o.plan.Phases[o.next])...)
 		o.next++
@@ -786,6 +1032,9 @@ func writePlan(w io.Writer, sc *sim.Scenario, p *plan) {
 			}
 			if s.VGPU != "" {
 				parts = append(parts, "vgpu="+string(s.VGPU))
+			}
+			if s.Layout != nil {
+				parts = append(parts, "mig=["+strings.Join(s.Layout, " ")+"]")
 			}
 			if s.Lock {
 				parts = append(parts, "clock=locked")

@@ -23,7 +23,7 @@ import (
 
 // tunerScenario runs MPS with a latency tenant beside a batch one, so the
 // tuner soon caps the batch tenant and its guards refuse some changes.
-const tunerScenario = "noisy-neighbour"
+const tunerScenario = "bursty-llm-training"
 
 // screenshotPath is the page's screenshot in the documentation, rewritten
 // when UPDATE_SCREENSHOT=1.
