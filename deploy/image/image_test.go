@@ -95,15 +95,32 @@ func TestImage(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	dir := t.TempDir()
+	// Not t.TempDir: the container tools may still be letting go of their
+	// storage when the test ends, and t.TempDir fails the test when its
+	// removal does; this directory is removed with retries and, at worst,
+	// left behind with a log line.
+	dir, err := os.MkdirTemp("", "vgpu-image-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
 	e := &env{t: t, ctx: ctx, workdir: dir, storage: []string{
 		"--root", filepath.Join(dir, "storage"), "--runroot", filepath.Join(dir, "run"), "--storage-driver", "vfs",
 	}}
 	t.Cleanup(func() {
 		// vfs layers are plain copies; podman's container state lives under
-		// the same root, so unmount before the temporary directory goes.
+		// the same root, so remove containers and images before the
+		// directory goes.
 		_, _ = e.run("podman", "rm", "--all", "--force")
 		_, _ = e.run("buildah", "rm", "--all")
+		_, _ = e.run("podman", "rmi", "--all", "--force")
+		var err error
+		for range 10 {
+			if err = os.RemoveAll(dir); err == nil {
+				return
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		t.Logf("could not remove %s: %v", dir, err)
 	})
 	root := repo.Root()
 
