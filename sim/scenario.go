@@ -183,22 +183,22 @@ type WorkloadSpec struct {
 	// Timeout is the client's request timeout: a request older than it
 	// fails (TenantWindow.TimedOut). 0 selects the default; training has
 	// none.
-	Timeout time.Duration `yaml:"timeout"`
+	Timeout Duration `yaml:"timeout"`
 	// CheckpointInterval (training) is how often the job checkpoints; a
 	// restart or move resumes from the last checkpoint.
-	CheckpointInterval time.Duration `yaml:"checkpoint_interval"`
+	CheckpointInterval Duration `yaml:"checkpoint_interval"`
 	// LLM.
 	// IterationOverhead is the serving engine's host time per iteration
 	// (scheduling, sampling, launches) during which the GPU does not work
 	// for the tenant, plus SeqOverhead for each running sequence.
-	IterationOverhead time.Duration `yaml:"iteration_overhead"`
-	SeqOverhead       time.Duration `yaml:"sequence_overhead"`
-	Params            float64       `yaml:"params"`
-	KVBytesPerToken   ByteSize      `yaml:"kv_bytes_per_token"`
-	ContextTokens     int           `yaml:"context_tokens"`
-	GeneratedTokens   int           `yaml:"generated_tokens"`
-	FixedTokens       bool          `yaml:"fixed_tokens"`
-	Model             string        `yaml:"model_name"`
+	IterationOverhead Duration `yaml:"iteration_overhead"`
+	SeqOverhead       Duration `yaml:"sequence_overhead"`
+	Params            float64  `yaml:"params"`
+	KVBytesPerToken   ByteSize `yaml:"kv_bytes_per_token"`
+	ContextTokens     int      `yaml:"context_tokens"`
+	GeneratedTokens   int      `yaml:"generated_tokens"`
+	FixedTokens       bool     `yaml:"fixed_tokens"`
+	Model             string   `yaml:"model_name"`
 }
 
 // ArrivalSpec is a workload's request process.
@@ -706,19 +706,19 @@ func (p *parser) validateWorkload(sc *Scenario, i int) error {
 		return p.errAt(at(), "timeout, checkpoint_interval, iteration_overhead and sequence_overhead must not be negative")
 	}
 	if w.Type != "training" && w.Timeout == 0 {
-		w.Timeout = defaultTimeout
+		w.Timeout = Duration(defaultTimeout)
 	}
 	if w.Type == "llm" {
 		if w.IterationOverhead == 0 {
-			w.IterationOverhead = defaultIterationOverhead
+			w.IterationOverhead = Duration(defaultIterationOverhead)
 		}
 		if w.SeqOverhead == 0 {
-			w.SeqOverhead = defaultSeqOverhead
+			w.SeqOverhead = Duration(defaultSeqOverhead)
 		}
 	}
 	if w.Type == "training" {
 		if w.CheckpointInterval == 0 {
-			w.CheckpointInterval = defaultCheckpointInterval
+			w.CheckpointInterval = Duration(defaultCheckpointInterval)
 		}
 		if a.Process == "" {
 			a.Process = "closed"

@@ -321,7 +321,7 @@ func (t *tenant) finishJob(s *Simulator, now int64) {
 // record notes a completed request (or step) with latency ns.
 func (t *tenant) record(s *Simulator, ns int64) {
 	d := time.Duration(ns)
-	if t.w.Timeout > 0 && d > t.w.Timeout {
+	if t.w.Timeout > 0 && d > time.Duration(t.w.Timeout) {
 		t.timeOut() // done too late: the client had given up
 		return
 	}
