@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
-	"github.com/vgpu-exporter/vgpu_exporter/latency"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/simtest"
 	"github.com/vgpu-exporter/vgpu_exporter/sim"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
@@ -39,15 +39,8 @@ events:
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := sim.New(sc, sim.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := gpu.NewManualClock(s.Now())
-	b, err := tenant.NewBuilder(cfg, tenant.BuilderOptions{Clock: clock, Latency: latency.NewPool(latency.Options{Clock: clock, AppMetrics: s})})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := simtest.Start(t, sc, cfg)
+	s, clock, b := h.Sim, h.Clock, h.Builder
 	var store tenant.Store
 	reg := register(t, &store, "tenant")
 	ctx := context.Background()

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
-	"github.com/vgpu-exporter/vgpu_exporter/latency"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/simtest"
 	"github.com/vgpu-exporter/vgpu_exporter/sim"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 	"github.com/vgpu-exporter/vgpu_exporter/test/scenarios"
@@ -123,7 +123,8 @@ func checkScenarioShares(t *testing.T, bi scenarios.Builtin) []string {
 			t.Fatal(cp.Explain(err))
 		}
 	}
-	s, clock, b := simBuilder(t, sc, cfg)
+	h := simtest.Start(t, sc, cfg)
+	s, clock, b := h.Sim, h.Clock, h.Builder
 	// the tenant each simulated process is attributed to
 	owner := map[string]string{}
 	pidOf := map[string]uint32{}
@@ -273,22 +274,6 @@ func checkScenarioShares(t *testing.T, bi scenarios.Builtin) []string {
 			be.meanTruth/float64(max(1, be.n)), be.mean(), be.max))
 	}
 	return rows
-}
-
-// simBuilder returns a simulator of sc, a manual clock at its start and a
-// builder of cfg reading its latency sources from the simulator.
-func simBuilder(t *testing.T, sc *sim.Scenario, cfg *tenant.Config) (*sim.Simulator, *gpu.ManualClock, *tenant.Builder) {
-	t.Helper()
-	s, err := sim.New(sc, sim.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := gpu.NewManualClock(s.Now())
-	b, err := tenant.NewBuilder(cfg, tenant.BuilderOptions{Clock: clock, Latency: latency.NewPool(latency.Options{Clock: clock, AppMetrics: s})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s, clock, b
 }
 
 func stat(m map[usageKey]*errStat, k usageKey) *errStat {

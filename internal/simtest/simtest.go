@@ -37,6 +37,14 @@ func New(t testing.TB, scenario, tenants string) *Host {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return Start(t, sc, cfg)
+}
+
+// Start starts a simulator of sc and a builder of cfg reading its latency
+// sources from the simulator, both at the scenario's start on one manual
+// clock; a problem fails t.
+func Start(t testing.TB, sc *sim.Scenario, cfg *tenant.Config) *Host {
+	t.Helper()
 	s, err := sim.New(sc, sim.Options{})
 	if err != nil {
 		t.Fatal(err)
