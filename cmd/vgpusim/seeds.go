@@ -110,15 +110,16 @@ func scenarioSeed(cfg runConfig) (int64, error) {
 
 func writeSeedStats(w io.Writer, cfg runConfig, sums []report.Summary) error {
 	type acc struct {
-		att, p99, rps, work stat
+		att, p99, rps, work, good stat
 		met, held           int
 	}
 	var order []string
 	by := map[string]*acc{}
-	var met, energy stat
+	var met, energy, held stat
 	for _, s := range sums {
 		met.add(float64(s.SLOsMet))
 		energy.add(s.EnergyJ)
+		held.add(s.HeldFraction * 100)
 		for _, t := range s.Tenants {
 			a := by[t.Tenant]
 			if a == nil {
@@ -134,6 +135,7 @@ func writeSeedStats(w io.Writer, cfg runConfig, sums []report.Summary) error {
 			}
 			a.rps.add(t.Throughput)
 			a.work.add(t.WorkRate)
+			a.good.add(t.Goodput)
 			if t.SLOMet != nil {
 				a.held++
 				if *t.SLOMet {
@@ -144,18 +146,18 @@ func writeSeedStats(w io.Writer, cfg runConfig, sums []report.Summary) error {
 	}
 	fmt.Fprintf(w, "\nscenario %s, policy %s, %d seeds: mean ± standard deviation\n\n", sums[0].Meta.Scenario, cfg.Policy, len(sums))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TENANT\tATTAINMENT %\tSLO MET\tP99 (s)\tREQ/S\tWORK/S")
+	fmt.Fprintln(tw, "TENANT\tATTAINMENT %\tSLO MET\tP99 (s)\tREQ/S\tWORK/S\tGOODPUT/S")
 	for _, name := range order {
 		a := by[name]
 		metCol := "-"
 		if a.held > 0 {
 			metCol = fmt.Sprintf("%d of %d", a.met, a.held)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", name, a.att, metCol, a.p99, a.rps, a.work)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, a.att, metCol, a.p99, a.rps, a.work, a.good)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "\nSLOs met: %s; energy: %s J\n", met, energy)
+	_, err := fmt.Fprintf(w, "\nSLOs met: %s; SLOs held in %s %% of the GPU-minutes; energy: %s J\n", met, held, energy)
 	return err
 }

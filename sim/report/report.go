@@ -86,6 +86,27 @@ type Recorder struct {
 	gpus    map[string]*gpuAcc
 	gorder  []string
 	elapsed float64
+
+	// minute is the goodput window being filled; minuteN its index.
+	minute  map[string]*minuteAcc
+	minuteN int
+	// gpuMinutes and heldMinutes count the closed goodput windows per GPU
+	// and those in which every SLO on the GPU held.
+	gpuMinutes, heldMinutes int
+}
+
+// GoodputWindow is the window a GPU's SLOs are judged in for goodput:
+// a tenant's work counts towards its goodput only in the windows in which
+// every SLO on its GPU held.
+const GoodputWindow = time.Minute
+
+// minuteAcc is one tenant's figures in the goodput window being filled.
+type minuteAcc struct {
+	gpu         string // at the last step of the window
+	good, ended int
+	sloQuantile float64
+	slo         bool
+	work        map[string]float64 // by the GPU the work was done on
 }
 
 type tenantAcc struct {
@@ -102,7 +123,8 @@ type tenantAcc struct {
 	seconds     float64
 	ooms        int
 	dropped     int
-	overdue     int // at the end of the last window
+	overdue     int     // at the end of the last window
+	goodWork    float64 // work in goodput windows whose SLOs held
 	sloQuantile float64
 	sloTarget   time.Duration
 }
@@ -126,6 +148,10 @@ func (r *Recorder) Add(w WindowStats) {
 		return
 	}
 	r.elapsed += secs
+	if n := r.minuteIndex(); n != r.minuteN {
+		r.flushMinute(r.minute)
+		r.minute, r.minuteN = nil, n
+	}
 	st := Step{T: round6(r.elapsed), Seconds: secs}
 	if !r.meta.Start.IsZero() {
 		st.T = round6(w.End.Sub(r.meta.Start).Seconds())
@@ -151,6 +177,7 @@ func (r *Recorder) Add(w WindowStats) {
 		a.dropped += tw.Dropped
 		a.overdue = tw.Overdue
 		a.sloQuantile, a.sloTarget = tw.SLOQuantile, tw.SLOTarget
+		r.addMinute(tw)
 
 		ts := TenantStep{
 			Tenant: tw.Tenant, GPU: tw.GPU, Completed: tw.Completed, Good: tw.Good,
@@ -187,6 +214,73 @@ func (r *Recorder) Add(w WindowStats) {
 	sort.Slice(st.Tenants, func(i, j int) bool { return st.Tenants[i].Tenant < st.Tenants[j].Tenant })
 	sort.Slice(st.GPUs, func(i, j int) bool { return st.GPUs[i].Index < st.GPUs[j].Index })
 	r.steps = append(r.steps, st)
+}
+
+// minuteIndex is the goodput window the step ending now belongs to.
+func (r *Recorder) minuteIndex() int {
+	return max(0, int(math.Ceil(r.elapsed/GoodputWindow.Seconds()-1e-9))-1)
+}
+
+func (r *Recorder) addMinute(tw TenantWindow) {
+	if r.minute == nil {
+		r.minute = map[string]*minuteAcc{}
+	}
+	m := r.minute[tw.Tenant]
+	if m == nil {
+		m = &minuteAcc{work: map[string]float64{}}
+		r.minute[tw.Tenant] = m
+	}
+	m.gpu = tw.GPU
+	m.good += tw.Good
+	m.ended += tw.Completed + tw.Dropped
+	m.sloQuantile, m.slo = tw.SLOQuantile, tw.SLOTarget > 0
+	m.work[tw.GPU] += tw.Work
+}
+
+// heldGPUs returns the GPUs on which every SLO held over a goodput window:
+// each tenant with an SLO and requests that ended in the window reached
+// its quantile there. A window with no ended request holds.
+func heldGPUs(minute map[string]*minuteAcc) map[string]bool {
+	held := map[string]bool{}
+	for _, m := range minute {
+		for g := range m.work {
+			if _, seen := held[g]; !seen {
+				held[g] = true
+			}
+		}
+	}
+	for _, m := range minute {
+		if m.slo && m.ended > 0 && float64(m.good)/float64(m.ended) < m.sloQuantile {
+			held[m.gpu] = false
+		}
+	}
+	return held
+}
+
+// minuteGoodWork is each tenant's work in the window on GPUs whose SLOs held.
+func minuteGoodWork(minute map[string]*minuteAcc) map[string]float64 {
+	held := heldGPUs(minute)
+	out := map[string]float64{}
+	for name, m := range minute {
+		for g, w := range m.work {
+			if held[g] {
+				out[name] += w
+			}
+		}
+	}
+	return out
+}
+
+func (r *Recorder) flushMinute(minute map[string]*minuteAcc) {
+	for _, ok := range heldGPUs(minute) {
+		r.gpuMinutes++
+		if ok {
+			r.heldMinutes++
+		}
+	}
+	for name, w := range minuteGoodWork(minute) {
+		r.tenants[name].goodWork += w
+	}
 }
 
 // Steps returns the recorded steps in time order. The slice is shared.
@@ -276,10 +370,14 @@ type TenantSummary struct {
 	P99        *float64 `json:"p99_seconds"`
 	Throughput float64  `json:"throughput_rps"`
 	WorkRate   float64  `json:"work_per_second"`
-	SMShare    float64  `json:"sm_share"`
-	BWShare    float64  `json:"bw_share"`
-	OOMs       int      `json:"ooms"`
-	Dropped    int      `json:"dropped"`
+	// Goodput is useful work per second counted only in the goodput
+	// windows (GoodputWindow) in which every SLO on the tenant's GPU held:
+	// work taken from a tenant whose SLO it broke is not good.
+	Goodput float64 `json:"goodput_per_second"`
+	SMShare float64 `json:"sm_share"`
+	BWShare float64 `json:"bw_share"`
+	OOMs    int     `json:"ooms"`
+	Dropped int     `json:"dropped"`
 	// Overdue is the requests still waiting or running at the end of the
 	// run that were already past the SLO target: they count as missed.
 	Overdue int `json:"overdue_at_end"`
@@ -298,6 +396,9 @@ type Summary struct {
 	GPUs     []GPUSummary    `json:"gpus"`
 	SLOsMet  int             `json:"slos_met"`  // tenants with an SLO that met it
 	SLOsHeld int             `json:"slos_held"` // tenants with an SLO and ended requests
+	// HeldFraction is the fraction of GPU goodput windows (GoodputWindow
+	// on each GPU) in which every SLO on the GPU held.
+	HeldFraction float64 `json:"held_fraction"`
 	// EnergyJ is the energy the GPUs used over the run, in joules: the
 	// sum of their energy counters' increase.
 	EnergyJ float64 `json:"energy_joules"`
@@ -308,6 +409,17 @@ func (r *Recorder) Summary() Summary {
 	s := Summary{Meta: r.meta, Seconds: round6(r.elapsed), Steps: len(r.steps)}
 	names := slices.Clone(r.order)
 	sort.Strings(names)
+	partial := minuteGoodWork(r.minute) // the window being filled
+	gpuMinutes, heldMinutes := r.gpuMinutes, r.heldMinutes
+	for _, ok := range heldGPUs(r.minute) {
+		gpuMinutes++
+		if ok {
+			heldMinutes++
+		}
+	}
+	if gpuMinutes > 0 {
+		s.HeldFraction = round6(float64(heldMinutes) / float64(gpuMinutes))
+	}
 	for _, name := range names {
 		a := r.tenants[name]
 		lat := slices.Clone(a.latencies)
@@ -322,6 +434,7 @@ func (r *Recorder) Summary() Summary {
 		if r.elapsed > 0 {
 			ts.Throughput = round6(float64(a.completed) / r.elapsed)
 			ts.WorkRate = round6(a.work / r.elapsed)
+			ts.Goodput = round6((a.goodWork + partial[name]) / r.elapsed)
 		}
 		if a.seconds > 0 {
 			ts.SMShare = round6(a.smShareSec / a.seconds)

@@ -366,3 +366,44 @@ func TestPlotPanels(t *testing.T) {
 		t.Errorf("panels: latency %d (want 1: both tenants end on GPU-a), gpu %d (want 4)", lat.Panels(), gp.Panels())
 	}
 }
+
+// TestGoodputCountsOnlyHeldMinutes: a tenant's work counts towards its
+// goodput only in the minutes in which every SLO on its GPU held; a
+// minute without ended requests holds, and a GPU without SLOs always does.
+func TestGoodputCountsOnlyHeldMinutes(t *testing.T) {
+	// per minute: chat's good and ended requests on GPU a (SLO p90)
+	minutes := []struct{ good, ended int }{
+		{10, 10}, // held: 100%
+		{8, 10},  // missed: 80% < 90%
+		{0, 0},   // no request ended: held
+		{9, 10},  // held: exactly 90%
+	}
+	r := NewRecorder(Meta{Start: start})
+	at := start
+	for _, m := range minutes {
+		for s := 0; s < 60; s++ {
+			w := WindowStats{Start: at, End: at.Add(time.Second)}
+			chat := TenantWindow{Tenant: "chat", GPU: "a", SLOQuantile: 0.9, SLOTarget: time.Second, Work: 1}
+			if s == 59 { // the minute's requests end in its last step
+				chat.Completed, chat.Good = m.ended, m.good
+			}
+			w.Tenants = []TenantWindow{chat,
+				{Tenant: "embed", GPU: "a", Work: 2},
+				{Tenant: "train", GPU: "b", Work: 3}}
+			r.Add(w)
+			at = w.End
+		}
+	}
+	s := r.Summary()
+	got := map[string]float64{}
+	for _, ts := range s.Tenants {
+		got[ts.Tenant] = ts.Goodput
+	}
+	want := map[string]float64{"chat": 0.75, "embed": 1.5, "train": 3}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("goodput = %v, want %v", got, want)
+	}
+	if s.HeldFraction != 0.875 { // 7 of 8 GPU-minutes
+		t.Errorf("held fraction = %v, want 0.875", s.HeldFraction)
+	}
+}
