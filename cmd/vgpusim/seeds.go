@@ -111,7 +111,7 @@ func scenarioSeed(cfg runConfig) (int64, error) {
 func writeSeedStats(w io.Writer, cfg runConfig, sums []report.Summary) error {
 	type acc struct {
 		att, p99, rps, work, good stat
-		met, held           int
+		met, held                 int
 	}
 	var order []string
 	by := map[string]*acc{}
