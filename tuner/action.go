@@ -227,6 +227,10 @@ type Action struct {
 	Restart bool
 	// Revert marks an action that undoes an earlier change.
 	Revert bool
+	// HoldLeft: once applied, the value left (Current) is held by the
+	// revert_hold guard as one that did not work (with Revert, a policy's
+	// own step back).
+	HoldLeft bool
 	// Relax marks a change that gives protection away (a cap on a batch
 	// tenant raised, a power limit lowered): its effect is judged after
 	// Options.RevertAfter, and it is reverted when it made things worse.

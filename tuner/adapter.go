@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
@@ -66,6 +67,8 @@ func (c *snapClock) set(t time.Time) {
 type TunerPolicy struct {
 	Decider  Decider
 	Interval time.Duration
+	// Disabled knobs are never changed (Options.Disabled).
+	Disabled []gpu.Knob
 	clock    snapClock
 	t        *Tuner
 	last     time.Time
@@ -87,7 +90,7 @@ func (p *TunerPolicy) Init(_ context.Context, act Actuators, snap *tenant.Snapsh
 	if snap != nil {
 		p.clock.set(snap.Time)
 	}
-	t, err := New(DefaultOptions(Options{Policy: p.Decider, Actuators: act, Clock: &p.clock, Mode: ModeEnforce}, nil))
+	t, err := New(DefaultOptions(Options{Policy: p.Decider, Actuators: act, Clock: &p.clock, Mode: ModeEnforce, Disabled: p.Disabled}, nil))
 	p.t = t
 	return err
 }

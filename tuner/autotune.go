@@ -45,8 +45,13 @@ type AutotuneParams struct {
 	// cost.
 	RestartCost, Horizon time.Duration
 	// PowerFraction is the power limit used for energy saving, as a
-	// fraction of the original limit.
+	// fraction of the original limit, on a GPU whose SM clock cannot be
+	// lowered (no maximum clock reported).
 	PowerFraction float64
+	// EnergyStep and EnergyFloor: while every SLO on a GPU without batch
+	// work has deep slack, its SM clock is locked lower by EnergyStep of
+	// the maximum clock every SlackDwell, down to EnergyFloor of it.
+	EnergyStep, EnergyFloor float64
 	// VarianceRatio: a violation with p99/p50 above it, on a GPU whose SM
 	// clock runs below 97% of its maximum, is blamed on clock changes and
 	// answered with a clock lock.
@@ -63,6 +68,7 @@ func DefaultAutotuneParams() AutotuneParams {
 		MinRequests: 20,
 		RestartCost: time.Second, Horizon: 2 * time.Minute,
 		PowerFraction: 0.7, VarianceRatio: 1.1,
+		EnergyStep: 0.1, EnergyFloor: 0.5,
 	}
 }
 
@@ -401,37 +407,105 @@ func (p *Autotune) vgpu(s *State, d *gpu.Device, ms []*member) []Action {
 }
 
 // clocks locks the SM clock when a violation comes with latency variance
-// on a GPU whose clock is moving, and lowers the power limit for energy
-// when every SLO on a GPU without batch work has deep slack.
+// on a GPU whose clock is moving; when every SLO on a GPU without batch
+// work has deep slack it lowers the clock for energy (or, where the clock
+// cannot be set, the power limit), and gives the speed back as soon as
+// slack is lost.
 func (p *Autotune) clocks(s *State, d *gpu.Device, ms []*member) []Action {
 	ds := summarize(ms)
 	if len(ds.latency) == 0 {
 		return nil
 	}
-	var out []Action
 	clockT := Target{GPU: d.UUID, Knob: gpu.KnobLockedClocks}
 	locked := d.ClocksLocked != nil && *d.ClocksLocked
-	if ds.anyViolating && !locked && d.SMClockHz != nil && d.SMClockMaxHz != nil && *d.SMClockMaxHz > 0 &&
-		*d.SMClockHz < 0.97**d.SMClockMaxHz && variance(ds.worst) > p.P.VarianceRatio {
-		mhz := uint32(*d.SMClockMaxHz / 1e6)
-		out = append(out, Action{Target: clockT, GPUIndex: d.Index, Current: ClockRange{}, Want: ClockRange{MinMHz: mhz, MaxMHz: mhz},
-			Reason: fmt.Sprintf("%s violates its SLO with p99/p50 %.2f while the SM clock runs at %.0f%% of its maximum: lock the clock so that requests stop paying for the ramp",
-				ds.worst.name, variance(ds.worst), 100**d.SMClockHz / *d.SMClockMaxHz)})
+	maxHz := 0.0
+	if d.SMClockMaxHz != nil {
+		maxHz = *d.SMClockMaxHz
 	}
+	// ours is the energy lock the tuner set (below the maximum clock).
+	var ours ClockRange
+	if c, ok := s.Changes[clockT.DomainKey()]; ok && locked {
+		if r, ok := c.To.(ClockRange); ok && r.MaxMHz > 0 && float64(r.MaxMHz) < maxHz/1e6-0.5 {
+			ours = r
+		}
+	}
+	clockDwell := quiet(s, d.UUID, gpu.KnobLockedClocks, p.P.SlackDwell)
+	switch {
+	case ours != (ClockRange{}) && ds.anyViolating:
+		orig, _ := s.Originals[clockT.String()].(ClockRange)
+		return []Action{{Target: clockT, GPUIndex: d.Index, Current: ours, Want: orig, Revert: true, HoldLeft: true,
+			Reason: ds.worst.name + " violates its SLO: give the SM clock back (" + orig.String() + ")"}}
+	case ours != (ClockRange{}) && !ds.allSlack && p.stepUpDue(s, d, ds):
+		// one step back up, and the step that lost the slack is held
+		up := float64(ours.MaxMHz) + p.P.EnergyStep*maxHz/1e6
+		want, _ := s.Originals[clockT.String()].(ClockRange)
+		if up < maxHz/1e6-0.5 {
+			want = ClockRange{MinMHz: uint32(math.Round(up)), MaxMHz: uint32(math.Round(up))}
+		}
+		return []Action{{Target: clockT, GPUIndex: d.Index, Current: ours, Want: want, HoldLeft: true,
+			Reason: "an SLO on this GPU has lost its slack at " + ours.String() + ": one step back (" + want.String() + "), and " + ours.String() + " is held"}}
+	case ds.anyViolating && !locked && d.SMClockHz != nil && maxHz > 0 &&
+		*d.SMClockHz < 0.97*maxHz && variance(ds.worst) > p.P.VarianceRatio:
+		mhz := uint32(maxHz / 1e6)
+		return []Action{{Target: clockT, GPUIndex: d.Index, Current: ClockRange{}, Want: ClockRange{MinMHz: mhz, MaxMHz: mhz},
+			Reason: fmt.Sprintf("%s violates its SLO with p99/p50 %.2f while the SM clock runs at %.0f%% of its maximum: lock the clock so that requests stop paying for the ramp",
+				ds.worst.name, variance(ds.worst), 100**d.SMClockHz/maxHz)}}
+	case ds.allDeep && len(ds.others) == 0 && maxHz > 0 && (!locked || ours != (ClockRange{})) && clockDwell:
+		maxMHz := maxHz / 1e6
+		cur := maxMHz
+		if ours.MaxMHz > 0 {
+			cur = float64(ours.MaxMHz)
+		}
+		next := math.Round(cur - p.P.EnergyStep*maxMHz)
+		if next < p.P.EnergyFloor*maxMHz-0.5 {
+			return nil
+		}
+		want := ClockRange{MinMHz: uint32(next), MaxMHz: uint32(next)}
+		current := ours
+		return []Action{{Target: clockT, GPUIndex: d.Index, Current: current, Want: want, Relax: true,
+			Reason: fmt.Sprintf("every SLO on this GPU has deep slack (quantile latency under %.0f%% of target) and no batch work runs: lock the SM clock at %s (%.0f%% of its maximum) for energy",
+				100*p.P.DeepSlackRatio, want, 100*next/maxMHz)}}
+	}
+	if maxHz > 0 {
+		return nil
+	}
+	return p.power(s, d, ds)
+}
+
+// stepUpDue says whether an energy lock whose slack is lost may step up
+// now: a minute after the last clock change when the fast window's burn
+// shows the loss, otherwise only once the SLO window has turned over
+// since that change (until then its quantiles still show the latency of
+// the step before).
+func (p *Autotune) stepUpDue(s *State, d *gpu.Device, ds domainSignals) bool {
+	window := time.Duration(0)
+	for _, m := range ds.latency {
+		if m.hasBurn && m.burn > p.P.SlackBurn {
+			return quiet(s, d.UUID, gpu.KnobLockedClocks, time.Minute)
+		}
+		window = max(window, m.slo.Window)
+	}
+	return quiet(s, d.UUID, gpu.KnobLockedClocks, max(window, time.Minute))
+}
+
+// power lowers the power limit for energy on a GPU whose clock cannot be
+// set, while every SLO has deep slack and no batch work runs, and restores
+// it on a violation.
+func (p *Autotune) power(s *State, d *gpu.Device, ds domainSignals) []Action {
 	powT := Target{GPU: d.UUID, Knob: gpu.KnobPowerLimit}
 	orig, changed := s.Originals[powT.String()].(Watts)
 	switch {
 	case ds.anyViolating && changed && d.PowerLimitW != nil && Watts(*d.PowerLimitW) < orig:
-		out = append(out, Action{Target: powT, GPUIndex: d.Index, Current: Watts(*d.PowerLimitW), Want: orig,
-			Reason: ds.worst.name + " violates its SLO: back to the original power limit"})
+		return []Action{{Target: powT, GPUIndex: d.Index, Current: Watts(*d.PowerLimitW), Want: orig,
+			Reason: ds.worst.name + " violates its SLO: back to the original power limit"}}
 	case ds.allDeep && len(ds.others) == 0 && !changed && d.PowerLimitW != nil && *d.PowerLimitW > 0 &&
 		quiet(s, d.UUID, gpu.KnobLockedClocks, p.P.SlackDwell) && quiet(s, d.UUID, gpu.KnobPowerLimit, p.P.SlackDwell):
 		w := Watts(math.Round(*d.PowerLimitW * p.P.PowerFraction))
-		out = append(out, Action{Target: powT, GPUIndex: d.Index, Current: Watts(*d.PowerLimitW), Want: w, Relax: true,
+		return []Action{{Target: powT, GPUIndex: d.Index, Current: Watts(*d.PowerLimitW), Want: w, Relax: true,
 			Reason: fmt.Sprintf("every SLO on this GPU has deep slack (quantile latency under %.0f%% of target) and no batch work runs: lower the power limit to %.0f%% for energy",
-				100*p.P.DeepSlackRatio, 100*p.P.PowerFraction)})
+				100*p.P.DeepSlackRatio, 100*p.P.PowerFraction)}}
 	}
-	return out
+	return nil
 }
 
 // variance is a tenant's p99/p50 over the SLO window (0 when unknown).

@@ -21,6 +21,12 @@ type scene struct {
 	changed   time.Duration
 	power     float64
 	timeSlice gpu.TimeSliceLevel
+	// maxMHz is the GPU's maximum SM clock (0: not reported); lock is the
+	// clock lock in place, ours when the tuner set it clockAgo before.
+	maxMHz   float64
+	lock     *ClockRange
+	ours     bool
+	clockAgo time.Duration
 }
 
 func (sc scene) state() *State {
@@ -40,6 +46,13 @@ func (sc scene) state() *State {
 	if sc.power > 0 {
 		d.PowerLimitW = gpu.Float(sc.power)
 	}
+	if sc.maxMHz > 0 {
+		d.SMClockMaxHz, d.SMClockHz = gpu.Float(sc.maxMHz*1e6), gpu.Float(sc.maxMHz*1e6)
+		d.ClocksLocked = gpu.Bool(sc.lock != nil)
+		if sc.lock != nil {
+			d.SMClockHz = gpu.Float(float64(sc.lock.MaxMHz) * 1e6)
+		}
+	}
 	now := t0.Add(time.Hour)
 	s := &State{Now: now, Snapshot: snapshot(now, []gpu.Device{d}, usage), Changes: map[string]Change{}, Pending: map[string]Fraction{},
 		Originals: map[string]Value{}, Fast: map[string]FastSLO{"chat": sc.fast}}
@@ -48,6 +61,10 @@ func (sc scene) state() *State {
 		Quantiles: map[float64]float64{0.5: sc.p99 / 3, 0.9: sc.p99 / 2, 0.99: sc.p99}}}}
 	if sc.changed > 0 {
 		s.Changes[Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads}.DomainKey()] = Change{At: now.Add(-sc.changed)}
+	}
+	if sc.ours {
+		s.Changes[Target{GPU: uuid0, Knob: gpu.KnobLockedClocks}.DomainKey()] = Change{At: now.Add(-sc.clockAgo), To: *sc.lock}
+		s.Originals[Target{GPU: uuid0, Knob: gpu.KnobLockedClocks}.String()] = ClockRange{}
 	}
 	if sc.pending != nil {
 		s.Pending[Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads, PID: 2}.String()] = *sc.pending
@@ -81,6 +98,16 @@ func TestAutotuneDecide(t *testing.T) {
 		{"small reservation released whole", scene{mode: gpu.SharingMPS, embedCap: gpu.Float(0.9), fast: fine, p99: 0.3}, []string{"GPU-0/mps_active_threads/pid2=100%"}, "", true},
 		{"slack and uncapped: nothing", scene{mode: gpu.SharingMPS, embedCap: &full, fast: fine, p99: 0.3}, nil, "", false},
 		{"latency tenant alone with deep slack: lower power", scene{mode: gpu.SharingMPS, fast: fine, p99: 0.3, power: 700}, []string{"GPU-0/power_limit=490W"}, "energy", true},
+		{"deep slack, clock known: lower the clock for energy", scene{mode: gpu.SharingMPS, fast: fine, p99: 0.3, power: 700, maxMHz: 1980}, []string{"GPU-0/locked_clocks=1782-1782MHz"}, "for energy", true},
+		{"deep slack under our lock: one step lower", scene{mode: gpu.SharingMPS, fast: fine, p99: 0.3, maxMHz: 1980, lock: &ClockRange{MinMHz: 1584, MaxMHz: 1584}, ours: true, clockAgo: 3 * time.Minute}, []string{"GPU-0/locked_clocks=1386-1386MHz"}, "70% of its maximum", true},
+		{"deep slack at the energy floor: hold", scene{mode: gpu.SharingMPS, fast: fine, p99: 0.3, maxMHz: 1980, lock: &ClockRange{MinMHz: 990, MaxMHz: 990}, ours: true, clockAgo: 3 * time.Minute}, nil, "", false},
+		{"deep slack, lowered a minute ago: dwell", scene{mode: gpu.SharingMPS, fast: fine, p99: 0.3, maxMHz: 1980, lock: &ClockRange{MinMHz: 1584, MaxMHz: 1584}, ours: true, clockAgo: time.Minute}, nil, "", false},
+		{"slack lost under our lock: one step back", scene{mode: gpu.SharingMPS, fast: band, p99: 0.8, maxMHz: 1980, lock: &ClockRange{MinMHz: 1386, MaxMHz: 1386}, ours: true, clockAgo: 3 * time.Minute}, []string{"GPU-0/locked_clocks=1584-1584MHz"}, "lost its slack", false},
+		{"slack lost one step below the maximum: unlocked", scene{mode: gpu.SharingMPS, fast: band, p99: 0.8, maxMHz: 1980, lock: &ClockRange{MinMHz: 1782, MaxMHz: 1782}, ours: true, clockAgo: 3 * time.Minute}, []string{"GPU-0/locked_clocks=unlocked"}, "lost its slack", false},
+		{"slack lost, stepped a moment ago: wait", scene{mode: gpu.SharingMPS, fast: band, p99: 0.8, maxMHz: 1980, lock: &ClockRange{MinMHz: 1386, MaxMHz: 1386}, ours: true, clockAgo: 30 * time.Second}, nil, "", false},
+		{"violation under our lock: the clock back", scene{mode: gpu.SharingMPS, fast: violating, p99: 2, maxMHz: 1980, lock: &ClockRange{MinMHz: 1386, MaxMHz: 1386}, ours: true, clockAgo: time.Minute}, []string{"GPU-0/locked_clocks=unlocked"}, "chat violates its SLO", false},
+		{"deep slack under someone else's lock: left alone", scene{mode: gpu.SharingMPS, fast: fine, p99: 0.3, maxMHz: 1980, lock: &ClockRange{MinMHz: 1400, MaxMHz: 1400}}, nil, "", false},
+		{"deep slack with batch work: no energy saving", scene{mode: gpu.SharingMPS, embedCap: &full, fast: fine, p99: 0.3, maxMHz: 1980}, nil, "", false},
 		{"time slice: violation shortens slices", scene{mode: gpu.SharingTimeSlice, embedCap: &full, fast: violating, p99: 2, timeSlice: gpu.TimeSliceDefault}, []string{"GPU-0/compute_timeslice=short"}, "no per-process weights", false},
 		{"time slice: already short", scene{mode: gpu.SharingTimeSlice, embedCap: &full, fast: violating, p99: 2, timeSlice: gpu.TimeSliceShort}, nil, "", false},
 		{"time slice: slack returns to default", scene{mode: gpu.SharingTimeSlice, embedCap: &full, fast: fine, p99: 0.3, timeSlice: gpu.TimeSliceShort}, []string{"GPU-0/compute_timeslice=default"}, "slack", true},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -72,7 +73,11 @@ type Options struct {
 	Actuated []ActuatorInfo
 	// Rebalance is the slow loop's planner; nil: no rebalancing.
 	Rebalance *Rebalance
-	Logger    log.Logger
+	// Disabled knobs are never changed: the policy's actions on them are
+	// dropped before the guards (an operator who wants no clock or power
+	// control, or a comparison run without a knob).
+	Disabled []gpu.Knob
+	Logger   log.Logger
 }
 
 // DefaultGuards returns the guard chain the exporter and vgpusim use.
@@ -219,6 +224,7 @@ func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 	var actions []Action
 	if t.o.Mode != ModeOff || len(t.o.GPUModes) > 0 {
 		actions = append(t.dueReverts(st, now), t.o.Policy.Decide(st)...)
+		actions = slices.DeleteFunc(actions, func(a Action) bool { return slices.Contains(t.o.Disabled, a.Target.Knob) })
 	}
 	out = append(out, t.handle(ctx, st, actions, now)...)
 	out = append(out, t.rebalance(ctx, st, now)...)
@@ -304,6 +310,9 @@ func (t *Tuner) finish(a Action, d Decision, now time.Time) Decision {
 	t.counts.Actions[ActionKey{Knob: a.Knob, Outcome: d.Outcome}]++
 	if a.Revert && d.Applied {
 		t.counts.Reverts++
+	}
+	if a.HoldLeft && d.Applied && t.o.Hold != nil && a.Current != nil {
+		t.o.Hold.Block(a.Target, a.Current, now)
 	}
 	for _, g := range t.o.Guards {
 		if l, ok := g.(Learner); ok {

@@ -27,6 +27,7 @@ type tunerConfig struct {
 	Journal        string
 	KillSwitchFile string
 	GPUModes       []string
+	DisabledKnobs  []string
 }
 
 // addTunerFlags declares the --tuner.* flags.
@@ -44,6 +45,17 @@ func addTunerFlags(app *kingpin.Application, c *tunerConfig) {
 		PlaceHolder("FILE").StringVar(&c.KillSwitchFile)
 	app.Flag("tuner.gpu-mode", "Mode of one GPU, overriding --tuner.mode: GPU=MODE with GPU an index or a UUID, e.g. 0=enforce. Repeatable.").
 		PlaceHolder("GPU=MODE").StringsVar(&c.GPUModes)
+	app.Flag("tuner.disable-knob", "A knob the tuner never changes (repeatable): "+strings.Join(tuner.KnobNames(), ", ")+"; e.g. locked_clocks and power_limit for no clock or power control.").
+		PlaceHolder("KNOB").EnumsVar(&c.DisabledKnobs, tuner.KnobNames()...)
+}
+
+// disabledKnobs returns the --tuner.disable-knob values as knobs.
+func (c *tunerConfig) disabledKnobs() []gpu.Knob {
+	out := make([]gpu.Knob, 0, len(c.DisabledKnobs))
+	for _, k := range c.DisabledKnobs {
+		out = append(out, gpu.Knob(k))
+	}
+	return out
 }
 
 // gpuModes parses the --tuner.gpu-mode values.
@@ -127,7 +139,7 @@ func newTunerRunner(cfg *config, src gpu.Source, clock gpu.Clock, snapshot func(
 	}
 	opts := tuner.DefaultOptions(tuner.Options{
 		Policy: tuner.NewAutotune(), Actuators: tuner.ActuatorsOf(actuatorImpls(backends)...), Journal: r.journal,
-		Clock: clock, Mode: mode, GPUModes: gm, Logger: logger, Actuated: tuner.DescribeActuators(named),
+		Clock: clock, Mode: mode, GPUModes: gm, Disabled: c.disabledKnobs(), Logger: logger, Actuated: tuner.DescribeActuators(named),
 	}, kill)
 	for _, b := range backends {
 		if m, ok := b.Impl.(*mps.Controller); ok {

@@ -160,3 +160,31 @@ func TestScenarioEffects(t *testing.T) {
 		})
 	}
 }
+
+// TestAutotuneSavesEnergyWithSlack: on energy-slack, where every SLO has
+// slack and no batch work runs, autotune uses less energy than the same
+// run without clock and power control (docs/tuning.md reports the figure;
+// this checks the direction and that no SLO is given up for it).
+func TestAutotuneSavesEnergyWithSlack(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("full-length scenario runs")
+	}
+	run := func(disabled ...string) report.Summary {
+		res, err := simulate(context.Background(), runConfig{
+			Scenario: "../../test/scenarios/energy-slack.yaml", Policy: "autotune", Step: time.Second,
+			Format: report.FormatCSV, DisabledKnobs: disabled,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.rec.Summary()
+	}
+	with, without := run(), run("locked_clocks", "power_limit")
+	if with.SLOsMet != with.SLOsHeld || without.SLOsMet != without.SLOsHeld {
+		t.Fatalf("SLOs met: %d of %d with clock control, %d of %d without", with.SLOsMet, with.SLOsHeld, without.SLOsMet, without.SLOsHeld)
+	}
+	if with.EnergyJ >= 0.9*without.EnergyJ {
+		t.Errorf("energy %.0f J with clock control, %.0f J without: less than 10%% saved", with.EnergyJ, without.EnergyJ)
+	}
+	t.Logf("energy %.0f J with clock control, %.0f J without (%.0f%% less)", with.EnergyJ, without.EnergyJ, 100*(1-with.EnergyJ/without.EnergyJ))
+}

@@ -61,6 +61,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, progress 
 	runCmd.Flag("scenario", "Scenario file, or the name of a built-in scenario (see 'vgpusim list').").Required().StringVar(&cfg.Scenario)
 	runCmd.Flag("tenants", "Tenants file for attribution; default: the scenario's <name>.tenants.yaml companion when it exists.").StringVar(&cfg.Tenants)
 	runCmd.Flag("policy", "Sharing policy: "+strings.Join(append(tuner.PolicyNames(), oracleName), ", ")+" (searches replays for the best static setting per phase).").Default(tuner.UncappedName).StringVar(&cfg.Policy)
+	runCmd.Flag("disable-knob", "With --policy autotune: a knob the tuner never changes (repeatable): "+strings.Join(tuner.KnobNames(), ", ")+"; e.g. locked_clocks and power_limit for the same run without clock or power control.").
+		PlaceHolder("KNOB").EnumsVar(&cfg.DisabledKnobs, tuner.KnobNames()...)
 	var duration, seed, step, seeds string
 	runCmd.Flag("duration", "Virtual time to simulate, e.g. 90s or 1h; default: the scenario's duration.").StringVar(&duration)
 	runCmd.Flag("seed", "Random seed (non-zero); default: the scenario's seed.").IsSetByUser(&seedSet).StringVar(&seed)
@@ -160,12 +162,14 @@ type runConfig struct {
 	Scenario string
 	Tenants  string
 	Policy   string
-	Duration time.Duration
-	Seed     int64
-	SeedSet  bool
-	Step     time.Duration
-	Out      string
-	Format   string
+	// DisabledKnobs are the knobs the autotune policy never changes.
+	DisabledKnobs []string
+	Duration      time.Duration
+	Seed          int64
+	SeedSet       bool
+	Step          time.Duration
+	Out           string
+	Format        string
 	// Progress, when set, is called after each step with the steps done
 	// and the total.
 	Progress func(done, total int64)

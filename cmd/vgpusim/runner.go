@@ -45,6 +45,13 @@ func simulate(ctx context.Context, cfg runConfig) (*result, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--policy: %w", err)
 		}
+		if tp, ok := p.(*tuner.TunerPolicy); ok {
+			for _, k := range cfg.DisabledKnobs {
+				tp.Disabled = append(tp.Disabled, gpu.Knob(k))
+			}
+		} else if len(cfg.DisabledKnobs) > 0 {
+			return nil, fmt.Errorf("--disable-knob: only a tuner policy (%s) has knobs to disable, not %q", tuner.AutotuneName, cfg.Policy)
+		}
 		pol = p
 	}
 	sc, scPath, cleanup, err := loadScenario(cfg.Scenario)
