@@ -314,3 +314,54 @@ func TestJournalLoad(t *testing.T) {
 		})
 	}
 }
+
+// A disabled knob is never changed: the policy's actions on it are dropped,
+// the others go through.
+func TestDisabledKnobs(t *testing.T) {
+	rec := &recorder{}
+	clk := gpu.NewManualClock(t0)
+	acts := []Action{
+		{Target: Target{GPU: uuid0, Knob: gpu.KnobLockedClocks}, Current: ClockRange{}, Want: ClockRange{MinMHz: 1584, MaxMHz: 1584}},
+		{Target: Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}, Current: Watts(700), Want: Watts(490)},
+		mpsAction(7, 1, 0.4),
+	}
+	tu, err := New(Options{Policy: fixed(acts), Actuators: ActuatorsOf(rec), Clock: clk, Mode: ModeEnforce,
+		Disabled: []gpu.Knob{gpu.KnobLockedClocks, gpu.KnobPowerLimit}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := tu.RunOnce(context.Background(), emptySnap(t0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"SetMPSActiveThreads(GPU-0,7,0.4000)", "RestartClient(GPU-0,7)"}; !slices.Equal(rec.calls, want) {
+		t.Errorf("calls %q, want %q", rec.calls, want)
+	}
+	if len(ds) != 1 || ds[0].Knob != gpu.KnobMPSActiveThreads {
+		t.Errorf("decisions %+v, want the MPS one only", ds)
+	}
+}
+
+// A policy's step back with HoldLeft holds the value it left: the
+// revert_hold guard refuses going back to it.
+func TestHoldLeft(t *testing.T) {
+	rec := &recorder{}
+	clk := gpu.NewManualClock(t0)
+	hold := &RevertHold{Hold: 10 * time.Minute}
+	clockT := Target{GPU: uuid0, Knob: gpu.KnobLockedClocks}
+	low, high := ClockRange{MinMHz: 1386, MaxMHz: 1386}, ClockRange{MinMHz: 1584, MaxMHz: 1584}
+	pol := &fixed{{Target: clockT, Current: low, Want: high, HoldLeft: true}}
+	tu, err := New(Options{Policy: pol, Guards: []Guard{hold}, Actuators: ActuatorsOf(rec), Clock: clk, Mode: ModeEnforce, Hold: hold})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ds, _ := tu.RunOnce(context.Background(), emptySnap(t0)); len(ds) != 1 || ds[0].Outcome != OutcomeApplied {
+		t.Fatalf("step back: %+v", ds)
+	}
+	*pol = fixed{{Target: clockT, Current: high, Want: low}}
+	clk.Advance(time.Minute)
+	ds, _ := tu.RunOnce(context.Background(), emptySnap(clk.Now()))
+	if len(ds) != 1 || ds[0].Outcome != OutcomeGuarded || ds[0].Guard != GuardRevert {
+		t.Errorf("going back to the held value: %+v, want guarded by %s", ds, GuardRevert)
+	}
+}
