@@ -71,7 +71,7 @@ type compiledConfig struct {
 func compile(cfg *Config) *compiledConfig {
 	c := &compiledConfig{Config: cfg, class: map[string]gpu.TenantClass{}, minShare: map[string]float64{}}
 	for _, t := range cfg.Tenants {
-		info := Info{Name: t.Name, Class: t.Class, Priority: t.Priority, ShareMax: 1}
+		info := Info{Name: t.Name, Class: t.Class, Priority: t.Priority, ShareMax: 1, RestartCost: t.RestartCost}
 		if t.Share != nil {
 			info.ShareMin, info.ShareMax = t.Share.Min, t.Share.Max
 		}

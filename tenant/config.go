@@ -66,6 +66,12 @@ type Tenant struct {
 	SLO           *SLO           `yaml:"slo"`            // nil when none
 	Share         *Share         `yaml:"share"`          // nil when none
 	LatencySource *LatencySource `yaml:"latency_source"` // nil when none
+	// RestartCost is what one restart of the tenant's processes costs it,
+	// as time of its work lost or paused (a training job: about half its
+	// checkpoint interval plus the time to load the checkpoint); the tuner
+	// weighs every change that restarts a client against it. 0: the
+	// tuner's default.
+	RestartCost time.Duration `yaml:"restart_cost"`
 	// Line is where the tenant is defined in the file.
 	Line int `yaml:"-"`
 }
@@ -484,6 +490,9 @@ func validate(errs *yamlconf.Errors, cfg *Config) {
 		if len(t.Selectors) == 0 {
 			errs.Addf(t.Line, "tenant %q has no selectors; nothing could be attributed to it", t.Name)
 		}
+		if t.RestartCost < 0 || t.RestartCost > maxRestartCost {
+			errs.Addf(t.Line, "tenant %q: restart_cost %s is outside [0, %s]", t.Name, t.RestartCost, maxRestartCost)
+		}
 		if s := t.SLO; s != nil {
 			if s.Window == 0 {
 				s.Window = cfg.Defaults.SLOWindow
@@ -513,6 +522,10 @@ func validate(errs *yamlconf.Errors, cfg *Config) {
 	}
 	checkOverlaps(errs, cfg)
 }
+
+// maxRestartCost bounds restart_cost: a day of lost work is already a
+// cost no change is worth.
+const maxRestartCost = 24 * time.Hour
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
 

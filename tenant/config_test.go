@@ -52,7 +52,7 @@ func TestParseConfigFields(t *testing.T) {
 	if l == nil || l.URL != "http://10.0.0.5:8000/metrics" || l.Preset != latency.PresetVLLME2E || l.Matchers["model_name"] != "llama" || l.Timeout != 2*time.Second || l.MaxBytes != 4<<20 {
 		t.Errorf("latency source %+v", l)
 	}
-	if train := cfg.TenantByName("train"); train.Class != gpu.ClassBatch || train.SLO != nil || train.LatencySource != nil {
+	if train := cfg.TenantByName("train"); train.Class != gpu.ClassBatch || train.SLO != nil || train.LatencySource != nil || train.RestartCost != 5*time.Minute || chat.RestartCost != 0 {
 		t.Errorf("train %+v", train)
 	}
 	if cfg.Defaults.SLOWindow != 5*time.Minute || cfg.Defaults.ScrapeInterval != 15*time.Second {
@@ -89,6 +89,9 @@ func TestParseConfigErrors(t *testing.T) {
 		{"target zero", head + "    slo: {quantile: 0.5, target: 0s}\n    latency_source: {url: \"sim://a\", preset: tgi}\n", "t.yaml:4: slo.target must be > 0"},
 		{"target negative", head + "    slo: {quantile: 0.5, target: -1s}\n    latency_source: {url: \"sim://a\", preset: tgi}\n", "t.yaml:4: slo.target must be > 0"},
 		{"min > max", head + "    share: {min: 0.9, max: 0.2}\n", "t.yaml:4: share.min 0.9 is greater than share.max 0.2"},
+		{"restart cost negative", head + "    restart_cost: -5m\n", "t.yaml:2: tenant \"a\": restart_cost -5m0s is outside [0, 24h0m0s]"},
+		{"restart cost absurd", head + "    restart_cost: 100h\n", "t.yaml:2: tenant \"a\": restart_cost 100h0m0s is outside"},
+		{"restart cost bad", head + "    restart_cost: soon\n", "t.yaml:4: restart_cost: bad duration \"soon\""},
 		{"share outside", head + "    share: {min: 0.1, max: 1.5}\n", "t.yaml:4: share.max 1.5 is outside [0,1]"},
 		{"duplicate names", head + "  - name: a\n    selectors: [{executable: y}]\n", "t.yaml:4: duplicate tenant name \"a\" (first defined at line 2)"},
 		{"empty selector", "tenants:\n  - name: a\n    selectors:\n      - {}\n", "t.yaml:4: a selector has no keys"},

@@ -89,6 +89,8 @@ type Info struct {
 	// ShareMin and ShareMax are the tenant's share bounds (share.min and
 	// share.max; 0 and 1 when the tenants file sets none).
 	ShareMin, ShareMax float64
+	// RestartCost is the tenant's restart_cost (0: not set).
+	RestartCost time.Duration
 }
 
 // Usage is what one tenant got from one GPU (or one MIG instance of it)

@@ -40,10 +40,14 @@ type AutotuneParams struct {
 	// trusted (a single slow request would swing it).
 	MinRequests float64
 	// RestartCost is what one MPS client restart costs in seconds of the
-	// client's work; Horizon is how long a release is expected to last. A
-	// release is made only when ΔShare/share*Horizon exceeds twice the
-	// cost.
+	// client's work, for a tenant whose restart_cost is not set; Horizon
+	// is how long a release is expected to last. A release is made only
+	// when ΔShare/share*Horizon exceeds twice the cost of the restarts.
 	RestartCost, Horizon time.Duration
+	// CostlyRestart: when restarting the capped tenants costs them at
+	// least this, a violation halves their share in one step instead of
+	// stepping by Gain*burn (fewer restarts).
+	CostlyRestart time.Duration
 	// PowerFraction is the power limit used for energy saving, as a
 	// fraction of the original limit, on a GPU whose SM clock cannot be
 	// lowered (no maximum clock reported).
@@ -66,7 +70,7 @@ func DefaultAutotuneParams() AutotuneParams {
 		Release: 0.05, ReleaseFloor: 0.15,
 		SlackDwell:  2 * time.Minute,
 		MinRequests: 20,
-		RestartCost: time.Second, Horizon: 2 * time.Minute,
+		RestartCost: time.Second, Horizon: 2 * time.Minute, CostlyRestart: time.Minute,
 		PowerFraction: 0.7, VarianceRatio: 1.1,
 		EnergyStep: 0.1, EnergyFloor: 0.5,
 	}
@@ -90,6 +94,7 @@ type member struct {
 	class    gpu.TenantClass
 	priority int
 	min, max float64
+	restart  time.Duration // what one restart costs it (restart_cost, else the default)
 	pids     []uint32
 	cur      []Fraction // per pid: pending, else effective, else 1
 	slo      *tenant.SLOStatus
@@ -156,9 +161,12 @@ func (p *Autotune) members(s *State, d *gpu.Device) []*member {
 		if u.UUID != d.UUID || u.GPUInstance != "" {
 			continue
 		}
-		m := &member{name: u.Tenant, class: u.Class, min: 0, max: 1}
+		m := &member{name: u.Tenant, class: u.Class, min: 0, max: 1, restart: p.P.RestartCost}
 		if in, ok := info[u.Tenant]; ok {
 			m.priority, m.min, m.max = in.Priority, in.ShareMin, in.ShareMax
+			if in.RestartCost > 0 {
+				m.restart = in.RestartCost
+			}
 			if m.max == 0 {
 				m.max = 1
 			}
@@ -294,11 +302,26 @@ func (p *Autotune) mps(s *State, d *gpu.Device, ms []*member) []Action {
 		}
 		step := math.Min(p.P.StepMax, math.Max(p.P.StepMin, p.P.Gain*w.burn))
 		next = math.Min(bound, math.Max(reserved, floor)+step)
+		costly := restartCost(ds.others) >= p.P.CostlyRestart
+		if costly && !quiet(s, d.UUID, gpu.KnobMPSActiveThreads, s.Fast[w.name].Over) {
+			// the fast window still holds requests served before the
+			// last change: wait for it to show that change's effect
+			return nil
+		}
+		if costly {
+			// Every step restarts the others and costs them more than
+			// an interval of work: halve their share instead, so that
+			// a few restarts reach any cap.
+			next = math.Min(bound, math.Max(next, 1-capOthers/2))
+		}
 		if next <= reserved+1e-9 {
 			return nil // at its bound: nothing more to take through MPS (anti-windup)
 		}
 		reason = fmt.Sprintf("%s violates its SLO (error budget burning %.1fx over the last %v): reserve %.0f%% of the SMs for latency tenants (was %.0f%%), capping batch and best-effort tenants",
 			w.name, w.burn, s.Fast[w.name].Over.Round(time.Second), 100*next, 100*reserved)
+		if costly {
+			reason += fmt.Sprintf(" (their share halved in one step: a restart costs them %v of work)", restartCost(ds.others))
+		}
 	case ds.allSlack && reserved > 0 && quiet(s, d.UUID, gpu.KnobMPSActiveThreads, p.P.SlackDwell):
 		next = reserved - p.P.Release
 		if next < p.P.ReleaseFloor {
@@ -306,7 +329,7 @@ func (p *Autotune) mps(s *State, d *gpu.Device, ms []*member) []Action {
 		}
 		// Is the release worth the restarts it costs?
 		gain := (reserved - next) / math.Max(1-reserved, 0.05) * p.P.Horizon.Seconds()
-		if gain < 2*p.P.RestartCost.Seconds()*float64(len(ds.others)) {
+		if gain < 2*restartCost(ds.others).Seconds() {
 			return nil
 		}
 		reason = fmt.Sprintf("every latency SLO has slack since the last change over %v ago: give back %.0f%% of the SMs to batch and best-effort tenants (reserved %.0f%% -> %.0f%%)",
@@ -315,6 +338,15 @@ func (p *Autotune) mps(s *State, d *gpu.Device, ms []*member) []Action {
 		return nil
 	}
 	return p.capOthers(d, ds.others, next, reason)
+}
+
+// restartCost is what restarting every client of ms costs in all.
+func restartCost(ms []*member) time.Duration {
+	var c time.Duration
+	for _, m := range ms {
+		c += m.restart
+	}
+	return c
 }
 
 // capOthers splits 1-reserved among the non-latency tenants by weight

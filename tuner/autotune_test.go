@@ -24,6 +24,7 @@ type scene struct {
 	// maxMHz is the GPU's maximum SM clock (0: not reported); lock is the
 	// clock lock in place, ours when the tuner set it clockAgo before.
 	maxMHz   float64
+	restart  time.Duration // embed's restart_cost
 	lock     *ClockRange
 	ours     bool
 	clockAgo time.Duration
@@ -56,7 +57,7 @@ func (sc scene) state() *State {
 	now := t0.Add(time.Hour)
 	s := &State{Now: now, Snapshot: snapshot(now, []gpu.Device{d}, usage), Changes: map[string]Change{}, Pending: map[string]Fraction{},
 		Originals: map[string]Value{}, Fast: map[string]FastSLO{"chat": sc.fast}}
-	s.Snapshot.Tenants = []tenant.Info{{Name: "chat", Class: gpu.ClassLatency, Priority: 10, ShareMin: 0.3, ShareMax: 1}, {Name: "embed", Class: gpu.ClassBatch, Priority: 1, ShareMin: 0.1, ShareMax: 1}}
+	s.Snapshot.Tenants = []tenant.Info{{Name: "chat", Class: gpu.ClassLatency, Priority: 10, ShareMin: 0.3, ShareMax: 1}, {Name: "embed", Class: gpu.ClassBatch, Priority: 1, ShareMin: 0.1, ShareMax: 1, RestartCost: sc.restart}}
 	s.Snapshot.SLOs = []tenant.SLOStatus{{Tenant: "chat", Status: latency.Status{Quantile: 0.99, TargetSeconds: 1, GoodKnown: true, WindowRequests: 100,
 		Quantiles: map[float64]float64{0.5: sc.p99 / 3, 0.9: sc.p99 / 2, 0.99: sc.p99}}}}
 	if sc.changed > 0 {
@@ -90,6 +91,10 @@ func TestAutotuneDecide(t *testing.T) {
 		{"violation caps the batch tenant", scene{mode: gpu.SharingMPS, embedCap: &full, fast: violating, p99: 2}, []string{"GPU-0/mps_active_threads/pid2=55%"}, "chat violates its SLO", false},
 		{"violation with a cap goes on", scene{mode: gpu.SharingMPS, embedCap: &half, fast: violating, p99: 2}, []string{"GPU-0/mps_active_threads/pid2=35%"}, "was 50%", false},
 		{"pending value counts, not the effective one", scene{mode: gpu.SharingMPS, embedCap: &full, pending: &pend, fast: violating, p99: 2}, []string{"GPU-0/mps_active_threads/pid2=35%"}, "", false},
+		{"costly restarts: the batch share halved", scene{mode: gpu.SharingMPS, embedCap: &full, fast: violating, p99: 2, restart: 5 * time.Minute}, []string{"GPU-0/mps_active_threads/pid2=50%"}, "a restart costs them 5m0s", false},
+		{"costly restarts: halved again from a cap", scene{mode: gpu.SharingMPS, embedCap: &half, fast: violating, p99: 2, restart: 5 * time.Minute, changed: 2 * time.Minute}, []string{"GPU-0/mps_active_threads/pid2=25%"}, "", false},
+		{"costly restarts: the last change not yet seen", scene{mode: gpu.SharingMPS, embedCap: &half, fast: violating, p99: 2, restart: 5 * time.Minute, changed: 30 * time.Second}, nil, "", false},
+		{"costly restarts: slack is not worth a release", scene{mode: gpu.SharingMPS, embedCap: &half, fast: fine, p99: 0.3, restart: 5 * time.Minute}, nil, "", false},
 		{"at share.min: nothing more (anti-windup)", scene{mode: gpu.SharingMPS, embedCap: &tenth, fast: violating, p99: 2}, nil, "", false},
 		{"too few requests: hold", scene{mode: gpu.SharingMPS, embedCap: &half, fast: few, p99: 2}, nil, "", false},
 		{"hysteresis band: hold", scene{mode: gpu.SharingMPS, embedCap: &half, fast: band, p99: 0.8}, nil, "", false},
