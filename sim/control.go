@@ -408,6 +408,11 @@ func (s *Simulator) MoveProcess(ctx context.Context, pid uint32, toUUID string) 
 	}
 	old := t.dom
 	from := s.gpus[t.gpu].uuid
+	if t.gpu != g.idx {
+		// the active-thread value set for this client lives in the
+		// source GPU's MPS server; the target's server gives its default
+		t.mpsPending = 0
+	}
 	lost := 0
 	if t.alive {
 		lost = s.kill(t)

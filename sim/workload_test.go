@@ -864,3 +864,47 @@ tenants:
 		}
 	}
 }
+
+// A client's active-thread value is set in its GPU's MPS server: moved to
+// another GPU, the client's new context gets that GPU's default.
+func TestMoveResetsMPSActiveThreads(t *testing.T) {
+	sc := mustParse(t, `name: mv
+gpus: [{model: H100-SXM5-80GB, sharing: mps}, {model: H100-SXM5-80GB, sharing: mps}]
+tenants:
+  - name: a
+    process: {pid: 10}
+    memory: 8GiB
+    workload: {type: training, flops: 1e12}
+`)
+	s := mustNew(t, sc, Options{})
+	ctx := context.Background()
+	if err := s.SetMPSActiveThreads(ctx, sc.GPUs[0].UUID, 10, 0.25); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RestartClient(ctx, sc.GPUs[0].UUID, 10); err != nil {
+		t.Fatal(err)
+	}
+	s.AdvanceTo(s.Now().Add(time.Minute))
+	frac := func(dev int) float64 {
+		t.Helper()
+		r, err := s.Sample(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps := r.Devices[dev].Processes
+		if len(ps) != 1 || ps[0].MPSActiveThreads == nil {
+			t.Fatalf("GPU %d processes %+v", dev, ps)
+		}
+		return *ps[0].MPSActiveThreads
+	}
+	if f := frac(0); f != 0.25 {
+		t.Fatalf("before the move: %v, want 0.25", f)
+	}
+	if err := s.MoveProcess(ctx, 10, sc.GPUs[1].UUID); err != nil {
+		t.Fatal(err)
+	}
+	s.AdvanceTo(s.Now().Add(time.Minute))
+	if f := frac(1); f != 1 {
+		t.Errorf("after the move: %v, want the target's default 1", f)
+	}
+}

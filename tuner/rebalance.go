@@ -57,6 +57,7 @@ func DefaultRebalance() *Rebalance {
 type rebalanceMemory struct {
 	lastRun, lastPlan time.Time
 	missing           map[string]time.Time // latency tenant -> missing its SLO since
+	squeezed          map[string]time.Time // batch tenant -> squeezed since
 	moved             map[string]time.Time // tenant -> last moved
 }
 
@@ -69,6 +70,9 @@ type RebalanceInput struct {
 	LastPlan time.Time
 	// Moved is when each tenant was last moved.
 	Moved map[string]time.Time
+	// SqueezedSince is when each batch or best-effort tenant began to be
+	// squeezed (Squeezed) without a break.
+	SqueezedSince map[string]time.Time
 }
 
 // Missing returns the latency tenants missing their SLO now (fast burn
@@ -206,7 +210,7 @@ func (r *Rebalance) PlanRebalance(s *State, in RebalanceInput) (gpu.Plan, bool) 
 			return p, true
 		}
 	}
-	return gpu.Plan{}, false
+	return r.planSqueezed(s, in, rooms, order, byGPU, info)
 }
 
 // target returns the idlest GPU other than from with room for u.
@@ -232,6 +236,21 @@ func busyOf(u tenant.Usage) float64 {
 	return 0
 }
 
+// track keeps since[name] for every name in now and drops the others:
+// since when each has held without a break.
+func track(since map[string]time.Time, on map[string]bool, at time.Time) {
+	for name := range since {
+		if !on[name] {
+			delete(since, name)
+		}
+	}
+	for name := range on {
+		if _, ok := since[name]; !ok {
+			since[name] = at
+		}
+	}
+}
+
 // rebalance runs the slow loop once Every has passed: it tracks who
 // misses an SLO, plans, guards (kill switch, the source GPU's mode) and
 // hands the plan to the host's Rebalancer.
@@ -244,22 +263,20 @@ func (t *Tuner) rebalance(ctx context.Context, st *State, now time.Time) []Decis
 	if m.missing == nil {
 		m.missing, m.moved = map[string]time.Time{}, map[string]time.Time{}
 	}
-	miss := r.Missing(st)
-	for name := range m.missing {
-		if !miss[name] {
-			delete(m.missing, name)
-		}
+	track(m.missing, r.Missing(st), now)
+	if m.squeezed == nil {
+		m.squeezed = map[string]time.Time{}
 	}
-	for name := range miss {
-		if _, ok := m.missing[name]; !ok {
-			m.missing[name] = now
-		}
+	sq := map[string]bool{}
+	for name := range r.Squeezed(st) {
+		sq[name] = true
 	}
+	track(m.squeezed, sq, now)
 	if !m.lastRun.IsZero() && now.Sub(m.lastRun) < r.Every {
 		return nil
 	}
 	m.lastRun = now
-	plan, ok := r.PlanRebalance(st, RebalanceInput{MissingSince: m.missing, LastPlan: m.lastPlan, Moved: m.moved})
+	plan, ok := r.PlanRebalance(st, RebalanceInput{MissingSince: m.missing, LastPlan: m.lastPlan, Moved: m.moved, SqueezedSince: m.squeezed})
 	if !ok {
 		return nil
 	}

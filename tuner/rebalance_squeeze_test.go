@@ -1,0 +1,75 @@
+package tuner
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// A batch tenant held far below its share.max to protect a latency tenant
+// is moved to a GPU with room once the squeeze has lasted and the work it
+// costs outweighs the move.
+func TestPlanSqueezedMove(t *testing.T) {
+	r := DefaultRebalance()
+	now := t0.Add(time.Hour)
+	tests := []struct {
+		name     string
+		trainCap float64 // each of train's two processes
+		pending  *Fraction
+		since    time.Duration // squeezed for
+		restart  time.Duration
+		busyB    float64
+		busyC    float64
+		want     string // moves, or "" for no plan
+	}{
+		{"squeezed for 5m: moved to the idlest GPU", 0.125, nil, 5 * time.Minute, 5 * time.Minute, 0.3, 0.2, "20->GPU-c 21->GPU-c"},
+		{"a pending cap counts", 0.45, ptr(Fraction(0.1)), 5 * time.Minute, 0, 0.3, 0.2, "20->GPU-c 21->GPU-c"},
+		{"not long enough", 0.125, nil, time.Minute, 0, 0.3, 0.2, ""},
+		{"not squeezed (caps near share.max)", 0.45, nil, 5 * time.Minute, 0, 0.3, 0.2, ""},
+		{"squeeze worth less than the move", 0.35, nil, 5 * time.Minute, 10 * time.Minute, 0.3, 0.2, ""},
+		{"no GPU with room", 0.125, nil, 5 * time.Minute, 0, 0.9, 0.8, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st := rebalanceState(tc.busyB, tc.busyC, 40*gib, 1) // chat meets its SLO
+			d := &st.Snapshot.Readings.Devices[0]
+			d.Processes = []gpu.Process{mpsProc(10, gpu.Float(1)), mpsProc(20, gpu.Float(tc.trainCap)), mpsProc(21, gpu.Float(tc.trainCap)), mpsProc(30, gpu.Float(1))}
+			st.Snapshot.Tenants[1].RestartCost = tc.restart
+			st.Pending = map[string]Fraction{}
+			if tc.pending != nil {
+				for _, pid := range []uint32{20, 21} {
+					st.Pending[Target{GPU: "GPU-a", Knob: gpu.KnobMPSActiveThreads, PID: pid}.String()] = *tc.pending
+				}
+			}
+			if got := r.Squeezed(st); tc.want != "" && got["train"] == 0 {
+				t.Fatalf("squeezed %v, want train", got)
+			}
+			p, ok := r.PlanRebalance(st, RebalanceInput{SqueezedSince: map[string]time.Time{"train": now.Add(-tc.since)}})
+			if ok != (tc.want != "") {
+				t.Fatalf("plan %v (%v), want %q", p, ok, tc.want)
+			}
+			if !ok {
+				return
+			}
+			if s := moveList(p); s != tc.want {
+				t.Errorf("moves %q, want %q", s, tc.want)
+			}
+			if !strings.Contains(p.Reason, "held to") || !strings.Contains(p.Reason, "expected gain") {
+				t.Errorf("reason %q", p.Reason)
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func moveList(p gpu.Plan) string {
+	var out []string
+	for _, m := range p.Moves {
+		out = append(out, fmt.Sprintf("%d->%s", m.PID, m.ToUUID))
+	}
+	return strings.Join(out, " ")
+}
