@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/vgpu-exporter/vgpu_exporter/sim/report"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
 
 // parseSeeds parses --seeds: a count N (the scenario's seed and the N-1
@@ -63,6 +64,7 @@ func (s stat) String() string {
 // --out each run's files go into <out>/seed-<N>.
 func runSeeds(ctx context.Context, cfg runConfig, count int, list []int64, stdout io.Writer) error {
 	var sums []report.Summary
+	var rates []changeRate
 	for i := range count {
 		c := cfg
 		c.SeedSet = true
@@ -90,12 +92,13 @@ func runSeeds(ctx context.Context, cfg runConfig, count int, list []int64, stdou
 		}
 		s := res.rec.Summary()
 		sums = append(sums, s)
+		rates = append(rates, changesPerMinute(res.decisions, s))
 		fmt.Fprintf(stdout, "seed %d: SLOs met %d of %d, energy %s J\n", c.Seed, s.SLOsMet, s.SLOsHeld, strconv.FormatFloat(s.EnergyJ, 'g', 3, 64))
 		if res.plan != nil {
 			writePlan(stdout, res.sc, res.plan)
 		}
 	}
-	return writeSeedStats(stdout, cfg, sums)
+	return writeSeedStats(stdout, cfg, sums, rates)
 }
 
 // scenarioSeed is the seed the scenario names.
@@ -108,7 +111,31 @@ func scenarioSeed(cfg runConfig) (int64, error) {
 	return sc.Seed, nil
 }
 
-func writeSeedStats(w io.Writer, cfg runConfig, sums []report.Summary) error {
+// changeRate is how often a run's policy changed a setting: applied
+// changes per minute per GPU, over the host and on its busiest GPU.
+type changeRate struct{ mean, max float64 }
+
+func changesPerMinute(decs []tuner.Decision, s report.Summary) changeRate {
+	minutes := s.Seconds / 60
+	if minutes <= 0 || len(s.GPUs) == 0 {
+		return changeRate{}
+	}
+	by := map[string]int{}
+	n := 0
+	for _, d := range decs {
+		if d.Applied {
+			by[d.GPU]++
+			n++
+		}
+	}
+	r := changeRate{mean: float64(n) / minutes / float64(len(s.GPUs))}
+	for _, c := range by {
+		r.max = max(r.max, float64(c)/minutes)
+	}
+	return r
+}
+
+func writeSeedStats(w io.Writer, cfg runConfig, sums []report.Summary, rates []changeRate) error {
 	type acc struct {
 		att, p99, rps, work, good stat
 		met, held                 int
@@ -158,6 +185,11 @@ func writeSeedStats(w io.Writer, cfg runConfig, sums []report.Summary) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "\nSLOs met: %s; SLOs held in %s %% of the GPU-minutes; energy: %s J\n", met, held, energy)
+	var mean, most stat
+	for _, r := range rates {
+		mean.add(r.mean)
+		most.add(r.max)
+	}
+	_, err := fmt.Fprintf(w, "\nSLOs met: %s; SLOs held in %s %% of the GPU-minutes; energy: %s J\nchanges applied per minute per GPU: %s (busiest GPU: %s)\n", met, held, energy, mean, most)
 	return err
 }
