@@ -359,8 +359,13 @@ func (p *Autotune) capOthers(d *gpu.Device, others []*member, reserved float64, 
 	return out
 }
 
-// vgpu decides a vGPU host's scheduler: equal share protects a latency
-// VM from a noisy one; best effort lets idle time be used.
+// vgpu decides a vGPU host's scheduler. Best effort and equal share give
+// every busy VM the same time; only fixed share weights a VM (by the
+// weight its vGPU type gives it, which the scheduler log shows per
+// runlist). So on a violation it asks for fixed share where the weights
+// differ, and for nothing where they do not. NVML refuses a scheduler
+// change while VMs run: the action stays a recommendation (refused, then
+// backing off) until the VMs are stopped. See docs/tuning.md.
 func (p *Autotune) vgpu(s *State, d *gpu.Device, ms []*member) []Action {
 	ds := summarize(ms)
 	if len(ds.latency) == 0 || d.Scheduler == nil {
@@ -368,10 +373,12 @@ func (p *Autotune) vgpu(s *State, d *gpu.Device, ms []*member) []Action {
 	}
 	cur := Scheduler(d.Scheduler.Policy)
 	a := Action{Target: Target{GPU: d.UUID, Knob: gpu.KnobVGPUScheduler}, GPUIndex: d.Index, Current: cur}
+	ws := runlistWeights(d.Scheduler.Log)
 	switch {
-	case ds.anyViolating && cur == Scheduler(gpu.VGPUPolicyBestEffort):
-		a.Want = Scheduler(gpu.VGPUPolicyEqualShare)
-		a.Reason = fmt.Sprintf("%s violates its SLO: equal-share scheduling bounds what the other VMs take (per-VM weights exist only as fixed shares of the vGPU type)", ds.worst.name)
+	case ds.anyViolating && cur != Scheduler(gpu.VGPUPolicyFixedShare) && weighted(ws):
+		a.Want = Scheduler(gpu.VGPUPolicyFixedShare)
+		a.Reason = fmt.Sprintf("%s violates its SLO (burn %.1fx); the scheduler log's runlists carry the weights %s: fixed-share scheduling gives each VM time in proportion to its weight, where %s gives every busy VM the same, so it helps a latency VM whose weight is above the mean %.2g (NVML does not say which runlist is which VM); %s",
+			ds.worst.name, ds.worst.burn, weightsText(ws), cur, meanWeight(ws), vgpuNote)
 	case ds.allSlack && cur == Scheduler(gpu.VGPUPolicyEqualShare) && quiet(s, d.UUID, gpu.KnobVGPUScheduler, p.P.SlackDwell):
 		a.Want, a.Relax = Scheduler(gpu.VGPUPolicyBestEffort), true
 		a.Reason = "every latency SLO has slack: best-effort scheduling lets idle slots be used"

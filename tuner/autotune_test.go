@@ -244,3 +244,65 @@ func TestTunerKeepsTrail(t *testing.T) {
 		t.Fatalf("trail %+v", h)
 	}
 }
+
+func TestAutotuneVGPUScheduler(t *testing.T) {
+	violating := FastSLO{Over: time.Minute, Total: 300, Good: 290} // burn 3.3
+	fine := FastSLO{Over: time.Minute, Total: 300, Good: 300}
+	entries := func(ws ...uint32) []gpu.VGPUSchedulerLogEntry {
+		var out []gpu.VGPUSchedulerLogEntry
+		for i, w := range ws {
+			out = append(out, gpu.VGPUSchedulerLogEntry{Runlist: uint32(i), Weight: w})
+		}
+		return out
+	}
+	tests := []struct {
+		name    string
+		policy  gpu.VGPUPolicy
+		fast    FastSLO
+		log     []gpu.VGPUSchedulerLogEntry
+		want    gpu.VGPUPolicy // "" for no action
+		relax   bool
+		reasons []string
+	}{
+		{"weights differ: fixed share", gpu.VGPUPolicyBestEffort, violating, entries(3, 1), gpu.VGPUPolicyFixedShare, false,
+			[]string{"chat violates its SLO", "runlist 0: 3, runlist 1: 1", "above the mean 2", "while no VM runs"}},
+		{"from equal share too", gpu.VGPUPolicyEqualShare, violating, entries(2, 1, 1), gpu.VGPUPolicyFixedShare, false, []string{"mean 1.3"}},
+		{"equal weights: no scheduler gives more", gpu.VGPUPolicyBestEffort, violating, entries(1, 1), "", false, nil},
+		{"weights unknown (driver leaves them 0): nothing", gpu.VGPUPolicyBestEffort, violating, entries(0, 0), "", false, nil},
+		{"no log this time: nothing", gpu.VGPUPolicyBestEffort, violating, nil, "", false, nil},
+		{"already fixed share", gpu.VGPUPolicyFixedShare, violating, entries(3, 1), "", false, nil},
+		{"slack under equal share: best effort", gpu.VGPUPolicyEqualShare, fine, entries(1, 1), gpu.VGPUPolicyBestEffort, true, []string{"idle slots"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := gpu.Device{UUID: uuid0, Up: true, Mode: gpu.SharingVGPU, Scheduler: &gpu.VGPUScheduler{Policy: tc.policy, Log: tc.log}}
+			snap := snapshot(t0, []gpu.Device{d}, []tenant.Usage{
+				{Tenant: "chat", Class: gpu.ClassLatency, UUID: uuid0},
+				{Tenant: "train", Class: gpu.ClassBatch, UUID: uuid0},
+			})
+			snap.SLOs = []tenant.SLOStatus{{Tenant: "chat", Status: latency.Status{Quantile: 0.99, TargetSeconds: 9, GoodKnown: true, WindowRequests: 300,
+				Quantiles: map[float64]float64{0.99: 2}}}}
+			st := &State{Now: t0, Snapshot: snap, Fast: map[string]FastSLO{"chat": tc.fast}}
+			var got []Action
+			for _, a := range NewAutotune().Decide(st) {
+				if a.Knob == gpu.KnobVGPUScheduler {
+					got = append(got, a)
+				}
+			}
+			if tc.want == "" {
+				if len(got) != 0 {
+					t.Fatalf("actions %v, want none", got)
+				}
+				return
+			}
+			if len(got) != 1 || got[0].Want != Scheduler(tc.want) || got[0].Relax != tc.relax {
+				t.Fatalf("actions %v, want one to %s (relax %v)", got, tc.want, tc.relax)
+			}
+			for _, r := range tc.reasons {
+				if !strings.Contains(got[0].Reason, r) {
+					t.Errorf("reason %q lacks %q", got[0].Reason, r)
+				}
+			}
+		})
+	}
+}
