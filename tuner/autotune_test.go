@@ -200,30 +200,12 @@ func TestAutotuneTimeSliceSearch(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			acts := NewAutotune().Decide(tc.st)
-			var got []Action
-			for _, a := range acts {
-				if a.Knob == gpu.KnobComputeTimeSlice {
-					got = append(got, a)
-				}
+			var want Value
+			if tc.want != "" {
+				want = Level(tc.want)
 			}
-			if tc.want == "" {
-				if len(got) != 0 {
-					t.Fatalf("actions %v, want none", got)
-				}
-				return
-			}
-			if len(got) != 1 || got[0].Want != Level(tc.want) {
-				t.Fatalf("actions %v, want one to %s", got, tc.want)
-			}
-			a := got[0]
-			if a.Revert != tc.revert || a.Relax != tc.relax {
+			if a, ok := oneAction(t, NewAutotune().Decide(tc.st), gpu.KnobComputeTimeSlice, want, tc.reasons); ok && (a.Revert != tc.revert || a.Relax != tc.relax) {
 				t.Errorf("revert %v relax %v, want %v %v", a.Revert, a.Relax, tc.revert, tc.relax)
-			}
-			for _, r := range tc.reasons {
-				if !strings.Contains(a.Reason, r) {
-					t.Errorf("reason %q lacks %q", a.Reason, r)
-				}
 			}
 		})
 	}
@@ -283,26 +265,41 @@ func TestAutotuneVGPUScheduler(t *testing.T) {
 			snap.SLOs = []tenant.SLOStatus{{Tenant: "chat", Status: latency.Status{Quantile: 0.99, TargetSeconds: 9, GoodKnown: true, WindowRequests: 300,
 				Quantiles: map[float64]float64{0.99: 2}}}}
 			st := &State{Now: t0, Snapshot: snap, Fast: map[string]FastSLO{"chat": tc.fast}}
-			var got []Action
-			for _, a := range NewAutotune().Decide(st) {
-				if a.Knob == gpu.KnobVGPUScheduler {
-					got = append(got, a)
-				}
+			var want Value
+			if tc.want != "" {
+				want = Scheduler(tc.want)
 			}
-			if tc.want == "" {
-				if len(got) != 0 {
-					t.Fatalf("actions %v, want none", got)
-				}
-				return
-			}
-			if len(got) != 1 || got[0].Want != Scheduler(tc.want) || got[0].Relax != tc.relax {
-				t.Fatalf("actions %v, want one to %s (relax %v)", got, tc.want, tc.relax)
-			}
-			for _, r := range tc.reasons {
-				if !strings.Contains(got[0].Reason, r) {
-					t.Errorf("reason %q lacks %q", got[0].Reason, r)
-				}
+			if a, ok := oneAction(t, NewAutotune().Decide(st), gpu.KnobVGPUScheduler, want, tc.reasons); ok && a.Relax != tc.relax {
+				t.Errorf("relax %v, want %v", a.Relax, tc.relax)
 			}
 		})
 	}
+}
+
+// oneAction checks that acts hold one action on knob, to want, whose
+// reason has every one of reasons (none at all when want is nil), and
+// returns it.
+func oneAction(t *testing.T, acts []Action, knob gpu.Knob, want Value, reasons []string) (Action, bool) {
+	t.Helper()
+	var got []Action
+	for _, a := range acts {
+		if a.Knob == knob {
+			got = append(got, a)
+		}
+	}
+	if want == nil {
+		if len(got) != 0 {
+			t.Fatalf("actions %v, want none", got)
+		}
+		return Action{}, false
+	}
+	if len(got) != 1 || got[0].Want != want {
+		t.Fatalf("actions %v, want one to %v", got, want)
+	}
+	for _, r := range reasons {
+		if !strings.Contains(got[0].Reason, r) {
+			t.Errorf("reason %q lacks %q", got[0].Reason, r)
+		}
+	}
+	return got[0], true
 }
