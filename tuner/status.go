@@ -26,7 +26,7 @@ type Counts struct {
 }
 
 // CountedKnobs are the knobs whose action counters start at 0.
-var CountedKnobs = []gpu.Knob{gpu.KnobMPSActiveThreads, gpu.KnobComputeTimeSlice, gpu.KnobVGPUScheduler, gpu.KnobLockedClocks, gpu.KnobPowerLimit, gpu.KnobPlacement}
+var CountedKnobs = []gpu.Knob{gpu.KnobMPSActiveThreads, gpu.KnobComputeTimeSlice, gpu.KnobVGPUScheduler, gpu.KnobLockedClocks, gpu.KnobPowerLimit, gpu.KnobPlacement, gpu.KnobMIGLayout}
 
 // CountedOutcomes are the outcomes whose action counters start at 0.
 var CountedOutcomes = []Outcome{OutcomeGuarded, OutcomeRecommended, OutcomeApplied, OutcomeRefused, OutcomeFailed, OutcomeRolledBack}

@@ -114,8 +114,10 @@ type Tuner struct {
 	recent    []Decision
 	// effectiveMPS are the MPS actuator's effective fractions, last seen.
 	effectiveMPS map[string]Fraction
-	// reb is the slow loop's memory (see Rebalance).
-	reb rebalanceMemory
+	// reb is the slow loop's memory (see Rebalance); relayout the MIG
+	// relayout under way, if any.
+	reb      rebalanceMemory
+	relayout *relayoutJob
 
 	status atomic.Pointer[Status]
 }
@@ -223,12 +225,17 @@ func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 	}
 	out = append(out, t.handle(ctx, st, actions, now)...)
 	out = append(out, t.rebalance(ctx, st, now)...)
+	t.remember(out)
+	t.publishLocked(now)
+	return out, errors.Join(errs...)
+}
+
+// remember keeps the latest decisions for the status.
+func (t *Tuner) remember(out []Decision) {
 	t.recent = append(t.recent, out...)
 	if n := len(t.recent); n > maxRecent {
 		t.recent = append([]Decision(nil), t.recent[n-maxRecent:]...)
 	}
-	t.publishLocked(now)
-	return out, errors.Join(errs...)
 }
 
 // maxRecent is how many decisions the status keeps.
