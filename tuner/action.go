@@ -169,6 +169,8 @@ func encodeValue(v Value) *encodedValue {
 		return &encodedValue{Kind: x.Kind(), Text: string(x)}
 	case ClockRange:
 		return &encodedValue{Kind: x.Kind(), MinHz: x.MinMHz, MaxHz: x.MaxMHz}
+	case Layout:
+		return &encodedValue{Kind: x.Kind(), Text: string(x)}
 	}
 	return &encodedValue{Kind: v.Kind(), Text: v.String()}
 }
@@ -190,6 +192,8 @@ func (e *encodedValue) decode() (Value, error) {
 		return ClockRange{MinMHz: e.MinHz, MaxMHz: e.MaxHz}, nil
 	case Placement("").Kind():
 		return Placement(e.Text), nil
+	case Layout("").Kind():
+		return Layout(e.Text), nil
 	}
 	return nil, fmt.Errorf("unknown value kind %q", e.Kind)
 }

@@ -34,6 +34,11 @@ type Actuators struct {
 	Rebalancer gpu.Rebalancer
 	Placement  gpu.PlacementActuator
 	MIG        gpu.MIGActuator
+	// MIGDrain and Lifecycle let the tuner carry out a MIG relayout itself
+	// where there is no hook: drain every instance, set the layout once
+	// they are empty, start the processes again.
+	MIGDrain  gpu.MIGDrainActuator
+	Lifecycle gpu.TenantLifecycleActuator
 }
 
 // ActuatorsOf returns the actuators the backends implement; where several
@@ -61,6 +66,12 @@ func ActuatorsOf(backends ...any) Actuators {
 		}
 		if m, ok := b.(gpu.MIGActuator); ok && a.MIG == nil {
 			a.MIG = m
+		}
+		if d, ok := b.(gpu.MIGDrainActuator); ok && a.MIGDrain == nil {
+			a.MIGDrain = d
+		}
+		if l, ok := b.(gpu.TenantLifecycleActuator); ok && a.Lifecycle == nil {
+			a.Lifecycle = l
 		}
 	}
 	return a

@@ -100,10 +100,14 @@ func (p *TunerPolicy) Observe(ctx context.Context, _ Actuators, snap *tenant.Sna
 	if snap == nil || p.t == nil {
 		return nil, ctx.Err()
 	}
+	p.clock.set(snap.Time)
+	// Between rounds, what the tuner has under way (a MIG relayout
+	// waiting for its instances to drain) goes on at every snapshot.
+	done := p.t.Progress(ctx)
 	if !p.last.IsZero() && snap.Time.Sub(p.last) < p.Interval {
-		return nil, ctx.Err()
+		return done, ctx.Err()
 	}
 	p.last = snap.Time
-	p.clock.set(snap.Time)
-	return p.t.RunOnce(ctx, snap)
+	out, err := p.t.RunOnce(ctx, snap)
+	return append(done, out...), err
 }

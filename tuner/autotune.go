@@ -60,6 +60,13 @@ type AutotuneParams struct {
 	// clock runs below 97% of its maximum, is blamed on clock changes and
 	// answered with a clock lock.
 	VarianceRatio float64
+	// TrialDwell, TrialGain, TrialHold: a time-slice level tried on a
+	// violation is judged after TrialDwell by the GPU's SLO error while it
+	// was in effect; it is kept when that error is at least TrialGain
+	// (relative) below the previous level's, else undone and not tried
+	// again for TrialHold.
+	TrialDwell, TrialHold time.Duration
+	TrialGain             float64
 }
 
 // DefaultAutotuneParams returns the defaults.
@@ -73,6 +80,7 @@ func DefaultAutotuneParams() AutotuneParams {
 		RestartCost: time.Second, Horizon: 2 * time.Minute, CostlyRestart: time.Minute,
 		PowerFraction: 0.7, VarianceRatio: 1.1,
 		EnergyStep: 0.1, EnergyFloor: 0.5,
+		TrialDwell: 2 * time.Minute, TrialHold: 10 * time.Minute, TrialGain: 0.1,
 	}
 }
 
@@ -389,35 +397,13 @@ func (p *Autotune) capOthers(d *gpu.Device, others []*member, reserved float64, 
 	return out
 }
 
-// timeSlice decides the compute time-slice level of a time-sliced GPU.
-// Plain time-slicing has no per-process weights; the level is what there
-// is (besides moving a tenant away).
-func (p *Autotune) timeSlice(s *State, d *gpu.Device, ms []*member) []Action {
-	ds := summarize(ms)
-	if len(ds.latency) == 0 || len(ms) < 2 || d.ComputeTimeSlice == "" {
-		return nil
-	}
-	cur := Level(d.ComputeTimeSlice)
-	const why = "plain time-slicing has no per-process weights (no driver control weights a process), so the time-slice level is the knob"
-	a := Action{Target: Target{GPU: d.UUID, Knob: gpu.KnobComputeTimeSlice}, GPUIndex: d.Index, Current: cur}
-	switch {
-	case ds.anyViolating && cur != Level(gpu.TimeSliceShort):
-		a.Want = Level(gpu.TimeSliceShort)
-		a.Reason = fmt.Sprintf("%s violates its SLO (burn %.1fx): shorter slices let its context run sooner; %s", ds.worst.name, ds.worst.burn, why)
-	case ds.allSlack && cur == Level(gpu.TimeSliceShort) && quiet(s, d.UUID, gpu.KnobComputeTimeSlice, p.P.SlackDwell):
-		a.Want, a.Relax = Level(gpu.TimeSliceDefault), true
-		if o, ok := s.Originals[a.Target.String()].(Level); ok {
-			a.Want = o
-		}
-		a.Reason = "every latency SLO has slack: back to the " + a.Want.String() + " time slice, fewer context switches; " + why
-	default:
-		return nil
-	}
-	return []Action{a}
-}
-
-// vgpu decides a vGPU host's scheduler: equal share protects a latency
-// VM from a noisy one; best effort lets idle time be used.
+// vgpu decides a vGPU host's scheduler. Best effort and equal share give
+// every busy VM the same time; only fixed share weights a VM (by the
+// weight its vGPU type gives it, which the scheduler log shows per
+// runlist). So on a violation it asks for fixed share where the weights
+// differ, and for nothing where they do not. NVML refuses a scheduler
+// change while VMs run: the action stays a recommendation (refused, then
+// backing off) until the VMs are stopped. See docs/tuning.md.
 func (p *Autotune) vgpu(s *State, d *gpu.Device, ms []*member) []Action {
 	ds := summarize(ms)
 	if len(ds.latency) == 0 || d.Scheduler == nil {
@@ -425,10 +411,12 @@ func (p *Autotune) vgpu(s *State, d *gpu.Device, ms []*member) []Action {
 	}
 	cur := Scheduler(d.Scheduler.Policy)
 	a := Action{Target: Target{GPU: d.UUID, Knob: gpu.KnobVGPUScheduler}, GPUIndex: d.Index, Current: cur}
+	ws := runlistWeights(d.Scheduler.Log)
 	switch {
-	case ds.anyViolating && cur == Scheduler(gpu.VGPUPolicyBestEffort):
-		a.Want = Scheduler(gpu.VGPUPolicyEqualShare)
-		a.Reason = fmt.Sprintf("%s violates its SLO: equal-share scheduling bounds what the other VMs take (per-VM weights exist only as fixed shares of the vGPU type)", ds.worst.name)
+	case ds.anyViolating && cur != Scheduler(gpu.VGPUPolicyFixedShare) && weighted(ws):
+		a.Want = Scheduler(gpu.VGPUPolicyFixedShare)
+		a.Reason = fmt.Sprintf("%s violates its SLO (burn %.1fx); the scheduler log's runlists carry the weights %s: fixed-share scheduling gives each VM time in proportion to its weight, where %s gives every busy VM the same, so it helps a latency VM whose weight is above the mean %.2g (NVML does not say which runlist is which VM); %s",
+			ds.worst.name, ds.worst.burn, weightsText(ws), cur, meanWeight(ws), vgpuNote)
 	case ds.allSlack && cur == Scheduler(gpu.VGPUPolicyEqualShare) && quiet(s, d.UUID, gpu.KnobVGPUScheduler, p.P.SlackDwell):
 		a.Want, a.Relax = Scheduler(gpu.VGPUPolicyBestEffort), true
 		a.Reason = "every latency SLO has slack: best-effort scheduling lets idle slots be used"
@@ -556,31 +544,13 @@ func variance(m *member) float64 {
 // objective is a GPU's SLO error: the sum over its latency tenants of
 // priority-weighted error-budget burn (capped at 10 each). Lower is better.
 func objective(s *State, uuid string) float64 {
-	if s == nil || s.Snapshot == nil {
-		return 0
-	}
-	prio := map[string]int{}
-	for _, t := range s.Snapshot.Tenants {
-		prio[t.Name] = t.Priority
-	}
-	on := map[string]bool{}
-	for _, u := range s.Snapshot.Usage {
-		if u.UUID == uuid && u.Class == gpu.ClassLatency {
-			on[u.Tenant] = true
-		}
-	}
 	j := 0.0
-	for _, slo := range s.Snapshot.SLOs {
-		if !on[slo.Tenant] {
+	for _, lt := range latencyTenantsOn(s, uuid) {
+		att, ok := s.Fast[lt.name].Attainment()
+		if !ok {
 			continue
 		}
-		f, ok := s.Fast[slo.Tenant]
-		att, ok2 := f.Attainment()
-		if !ok || !ok2 {
-			continue
-		}
-		burn := (1 - att) / math.Max(1-slo.Quantile, 1e-3)
-		j += math.Min(burn, 10) * (1 + float64(max(prio[slo.Tenant], 0))/10)
+		j += weightedBurn((1-att)/math.Max(1-lt.quantile, 1e-3), lt.priority)
 	}
 	return j
 }

@@ -113,8 +113,8 @@ func TestAutotuneDecide(t *testing.T) {
 		{"violation under our lock: the clock back", scene{mode: gpu.SharingMPS, fast: violating, p99: 2, maxMHz: 1980, lock: &ClockRange{MinMHz: 1386, MaxMHz: 1386}, ours: true, clockAgo: time.Minute}, []string{"GPU-0/locked_clocks=unlocked"}, "chat violates its SLO", false},
 		{"deep slack under someone else's lock: left alone", scene{mode: gpu.SharingMPS, fast: fine, p99: 0.3, maxMHz: 1980, lock: &ClockRange{MinMHz: 1400, MaxMHz: 1400}}, nil, "", false},
 		{"deep slack with batch work: no energy saving", scene{mode: gpu.SharingMPS, embedCap: &full, fast: fine, p99: 0.3, maxMHz: 1980}, nil, "", false},
-		{"time slice: violation shortens slices", scene{mode: gpu.SharingTimeSlice, embedCap: &full, fast: violating, p99: 2, timeSlice: gpu.TimeSliceDefault}, []string{"GPU-0/compute_timeslice=short"}, "no per-process weights", false},
-		{"time slice: already short", scene{mode: gpu.SharingTimeSlice, embedCap: &full, fast: violating, p99: 2, timeSlice: gpu.TimeSliceShort}, nil, "", false},
+		{"time slice: a violation tries another level", scene{mode: gpu.SharingTimeSlice, embedCap: &full, fast: violating, p99: 2, timeSlice: gpu.TimeSliceDefault}, []string{"GPU-0/compute_timeslice=medium"}, "no per-process weights", false},
+		{"time slice: from short the nearest is default", scene{mode: gpu.SharingTimeSlice, embedCap: &full, fast: violating, p99: 2, timeSlice: gpu.TimeSliceShort}, []string{"GPU-0/compute_timeslice=default"}, "try the default time slice", false},
 		{"time slice: slack returns to default", scene{mode: gpu.SharingTimeSlice, embedCap: &full, fast: fine, p99: 0.3, timeSlice: gpu.TimeSliceShort}, []string{"GPU-0/compute_timeslice=default"}, "slack", true},
 	}
 	for _, tc := range tests {
@@ -146,4 +146,192 @@ func TestAutotuneDecide(t *testing.T) {
 			}
 		})
 	}
+}
+
+// counts are vision's cumulative request counters.
+func counts(total, good float64) map[string]RequestCount {
+	return map[string]RequestCount{"vision": {Total: total, Good: good}}
+}
+
+// sliceState is a time-sliced GPU at level cur: vision (latency, p90)
+// beside train, with vision's fast window, its counters now and the trail
+// of level changes.
+func sliceState(cur gpu.TimeSliceLevel, fast FastSLO, now map[string]RequestCount, p90 float64, hist ...Change) *State {
+	at := t0.Add(time.Hour)
+	d := gpu.Device{UUID: uuid0, Up: true, Mode: gpu.SharingTimeSlice, ComputeTimeSlice: cur,
+		Processes: []gpu.Process{{PID: 1, Type: gpu.ProcessCompute}, {PID: 2, Type: gpu.ProcessCompute}}}
+	snap := snapshot(at, []gpu.Device{d}, []tenant.Usage{
+		{Tenant: "vision", Class: gpu.ClassLatency, UUID: uuid0, PIDs: []uint32{1}},
+		{Tenant: "train", Class: gpu.ClassBatch, UUID: uuid0, PIDs: []uint32{2}},
+	})
+	snap.Tenants = []tenant.Info{{Name: "vision", Class: gpu.ClassLatency}, {Name: "train", Class: gpu.ClassBatch}}
+	c := now["vision"]
+	snap.SLOs = []tenant.SLOStatus{{Tenant: "vision", Status: latency.Status{Quantile: 0.9, TargetSeconds: 0.06, GoodKnown: true, WindowRequests: 300,
+		RequestsTotal: c.Total, GoodRequestsTotal: c.Good, Quantiles: map[float64]float64{0.5: p90 / 2, 0.9: p90, 0.99: 2 * p90}}}}
+	key := Target{GPU: uuid0, Knob: gpu.KnobComputeTimeSlice}.DomainKey()
+	s := &State{Now: at, Snapshot: snap, Changes: map[string]Change{}, Originals: map[string]Value{}, Fast: map[string]FastSLO{"vision": fast},
+		History: map[string][]Change{key: hist}}
+	if n := len(hist); n > 0 {
+		s.Changes[key] = hist[n-1]
+	}
+	return s
+}
+
+// lv is a level change ago before the state's time.
+func lv(ago time.Duration, from, to gpu.TimeSliceLevel, revert bool, err float64, c map[string]RequestCount) Change {
+	return Change{At: t0.Add(time.Hour - ago), From: Level(from), To: Level(to), Revert: revert, Error: err, Counters: c}
+}
+
+func TestAutotuneTimeSliceSearch(t *testing.T) {
+	const (
+		def, short, med, long = gpu.TimeSliceDefault, gpu.TimeSliceShort, gpu.TimeSliceMedium, gpu.TimeSliceLong
+	)
+	violating := FastSLO{Over: time.Minute, Total: 300, Good: 255} // burn 1.5
+	fine := FastSLO{Over: time.Minute, Total: 300, Good: 300}
+	tests := []struct {
+		name    string
+		st      *State
+		want    gpu.TimeSliceLevel // the wanted level, "" for no action
+		revert  bool
+		relax   bool
+		reasons []string
+	}{
+		{"violation without a trail: try the next level, the longer first", sliceState(def, violating, counts(3000, 2600), 0.08),
+			med, false, false, []string{"vision violates its SLO", "try the medium time slice", "judge it after 2m0s", "no per-process weights"}},
+		{"no violation: hold", sliceState(def, fine, counts(3000, 2900), 0.05), "", false, false, nil},
+		{"a burn with the window's p90 within target is not sustained: hold", sliceState(def, violating, counts(3000, 2600), 0.05), "", false, false, nil},
+		{"a trial is not judged before its dwell", sliceState(med, violating, counts(1100, 945), 0.08,
+			lv(time.Minute, def, med, false, 1.5, counts(1000, 860))), "", false, false, nil},
+		{"a trial clearly worse is undone before its dwell", sliceState(med, violating, counts(1100, 880), 0.08,
+			lv(time.Minute, def, med, false, 1.5, counts(1000, 860))), def, true, false, []string{"clearly worse", "8.00 under it against 1.50 under default", "not tried again"}},
+		{"a trial no better is undone and held", sliceState(med, violating, counts(1600, 1360), 0.08,
+			lv(3*time.Minute, def, med, false, 1.5, counts(1000, 850))),
+			def, true, false, []string{"SLO error was 1.50 under it against 1.50 under default", "back to default", "medium is not tried again for 10m0s"}},
+		{"a better trial is kept and the search goes on in its direction", sliceState(med, violating, counts(1600, 1420), 0.07,
+			lv(3*time.Minute, def, med, false, 1.5, counts(1000, 850))),
+			long, false, false, []string{"medium time slice, tried since 3m0s ago, is kept", "0.50 under it against 1.50 under default", "try the long time slice"}},
+		{"after an undone trial the other direction is tried", sliceState(def, violating, counts(1600, 1360), 0.08,
+			lv(8*time.Minute, def, med, false, 1.5, counts(0, 0)), lv(5*time.Minute, med, def, true, 2, counts(1000, 800))),
+			short, false, false, []string{"try the short time slice"}},
+		{"every other level held as worse: nothing to try", sliceState(def, violating, counts(4000, 3300), 0.08,
+			lv(9*time.Minute, def, med, false, 1.5, counts(0, 0)), lv(7*time.Minute, med, def, true, 2, counts(1000, 800)),
+			lv(6*time.Minute, def, short, false, 1.5, counts(1200, 1000)), lv(4*time.Minute, short, def, true, 2, counts(2000, 1600)),
+			lv(3*time.Minute, def, long, false, 1.5, counts(2500, 2100)), lv(time.Minute, long, def, true, 2, counts(3500, 2800))),
+			"", false, false, nil},
+		{"held levels come back after the hold", sliceState(def, violating, counts(1600, 1360), 0.08,
+			lv(20*time.Minute, def, med, false, 1.5, counts(0, 0)), lv(15*time.Minute, med, def, true, 2, counts(1000, 800))),
+			med, false, false, []string{"try the medium time slice"}},
+		{"too few requests in the trial: hold", sliceState(med, violating, counts(1005, 850), 0.08,
+			lv(3*time.Minute, def, med, false, 1.5, counts(1000, 850))), "", false, false, nil},
+		{"a level set by someone else starts the search over", sliceState(long, violating, counts(1600, 1360), 0.08,
+			lv(3*time.Minute, def, med, false, 1.5, counts(1000, 850))), med, false, false, []string{"under the long time slice", "try the medium"}},
+		{"slack for long: back to the original level, judged", sliceState(long, fine, counts(1600, 1600), 0.03,
+			lv(10*time.Minute, def, long, false, 1.5, counts(1000, 850))), def, false, true, []string{"every latency SLO has slack", "original default"}},
+		{"slack, changed recently: hold", sliceState(long, fine, counts(1600, 1600), 0.03,
+			lv(time.Minute, def, long, false, 1.5, counts(1000, 850))), "", false, false, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var want Value
+			if tc.want != "" {
+				want = Level(tc.want)
+			}
+			if a, ok := oneAction(t, NewAutotune().Decide(tc.st), gpu.KnobComputeTimeSlice, want, tc.reasons); ok && (a.Revert != tc.revert || a.Relax != tc.relax) {
+				t.Errorf("revert %v relax %v, want %v %v", a.Revert, a.Relax, tc.revert, tc.relax)
+			}
+		})
+	}
+}
+
+// TestTunerKeepsTrail checks that the loop hands the policy its trail: each
+// applied change with the request counters and the SLO error at the time.
+func TestTunerKeepsTrail(t *testing.T) {
+	act := &recorder{}
+	tu, _ := newTestTuner(t, ModeEnforce, act, []Action{{Target: Target{GPU: uuid0, Knob: gpu.KnobComputeTimeSlice},
+		Current: Level(gpu.TimeSliceDefault), Want: Level(gpu.TimeSliceLong), Reason: "test"}}, nil)
+	st := sliceState(gpu.TimeSliceDefault, FastSLO{}, counts(100, 90), 0.05)
+	if _, err := tu.RunOnce(t.Context(), st.Snapshot); err != nil {
+		t.Fatal(err)
+	}
+	h := tu.history[Target{GPU: uuid0, Knob: gpu.KnobComputeTimeSlice}.DomainKey()]
+	if len(h) != 1 || h[0].To != Value(Level(gpu.TimeSliceLong)) || h[0].Counters["vision"] != (RequestCount{Total: 100, Good: 90}) {
+		t.Fatalf("trail %+v", h)
+	}
+}
+
+func TestAutotuneVGPUScheduler(t *testing.T) {
+	violating := FastSLO{Over: time.Minute, Total: 300, Good: 290} // burn 3.3
+	fine := FastSLO{Over: time.Minute, Total: 300, Good: 300}
+	entries := func(ws ...uint32) []gpu.VGPUSchedulerLogEntry {
+		var out []gpu.VGPUSchedulerLogEntry
+		for i, w := range ws {
+			out = append(out, gpu.VGPUSchedulerLogEntry{Runlist: uint32(i), Weight: w})
+		}
+		return out
+	}
+	tests := []struct {
+		name    string
+		policy  gpu.VGPUPolicy
+		fast    FastSLO
+		log     []gpu.VGPUSchedulerLogEntry
+		want    gpu.VGPUPolicy // "" for no action
+		relax   bool
+		reasons []string
+	}{
+		{"weights differ: fixed share", gpu.VGPUPolicyBestEffort, violating, entries(3, 1), gpu.VGPUPolicyFixedShare, false,
+			[]string{"chat violates its SLO", "runlist 0: 3, runlist 1: 1", "above the mean 2", "while no VM runs"}},
+		{"from equal share too", gpu.VGPUPolicyEqualShare, violating, entries(2, 1, 1), gpu.VGPUPolicyFixedShare, false, []string{"mean 1.3"}},
+		{"equal weights: no scheduler gives more", gpu.VGPUPolicyBestEffort, violating, entries(1, 1), "", false, nil},
+		{"weights unknown (driver leaves them 0): nothing", gpu.VGPUPolicyBestEffort, violating, entries(0, 0), "", false, nil},
+		{"no log this time: nothing", gpu.VGPUPolicyBestEffort, violating, nil, "", false, nil},
+		{"already fixed share", gpu.VGPUPolicyFixedShare, violating, entries(3, 1), "", false, nil},
+		{"slack under equal share: best effort", gpu.VGPUPolicyEqualShare, fine, entries(1, 1), gpu.VGPUPolicyBestEffort, true, []string{"idle slots"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := gpu.Device{UUID: uuid0, Up: true, Mode: gpu.SharingVGPU, Scheduler: &gpu.VGPUScheduler{Policy: tc.policy, Log: tc.log}}
+			snap := snapshot(t0, []gpu.Device{d}, []tenant.Usage{
+				{Tenant: "chat", Class: gpu.ClassLatency, UUID: uuid0},
+				{Tenant: "train", Class: gpu.ClassBatch, UUID: uuid0},
+			})
+			snap.SLOs = []tenant.SLOStatus{{Tenant: "chat", Status: latency.Status{Quantile: 0.99, TargetSeconds: 9, GoodKnown: true, WindowRequests: 300,
+				Quantiles: map[float64]float64{0.99: 2}}}}
+			st := &State{Now: t0, Snapshot: snap, Fast: map[string]FastSLO{"chat": tc.fast}}
+			var want Value
+			if tc.want != "" {
+				want = Scheduler(tc.want)
+			}
+			if a, ok := oneAction(t, NewAutotune().Decide(st), gpu.KnobVGPUScheduler, want, tc.reasons); ok && a.Relax != tc.relax {
+				t.Errorf("relax %v, want %v", a.Relax, tc.relax)
+			}
+		})
+	}
+}
+
+// oneAction checks that acts hold one action on knob, to want, whose
+// reason has every one of reasons (none at all when want is nil), and
+// returns it.
+func oneAction(t *testing.T, acts []Action, knob gpu.Knob, want Value, reasons []string) (Action, bool) {
+	t.Helper()
+	var got []Action
+	for _, a := range acts {
+		if a.Knob == knob {
+			got = append(got, a)
+		}
+	}
+	if want == nil {
+		if len(got) != 0 {
+			t.Fatalf("actions %v, want none", got)
+		}
+		return Action{}, false
+	}
+	if len(got) != 1 || got[0].Want != want {
+		t.Fatalf("actions %v, want one to %v", got, want)
+	}
+	for _, r := range reasons {
+		if !strings.Contains(got[0].Reason, r) {
+			t.Errorf("reason %q lacks %q", got[0].Reason, r)
+		}
+	}
+	return got[0], true
 }

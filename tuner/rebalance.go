@@ -7,6 +7,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/go-kit/log/level"
+
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
@@ -45,12 +47,26 @@ type Rebalance struct {
 	// MinRequests: with fewer requests in the fast window a tenant's burn
 	// is not trusted. Default 20.
 	MinRequests float64
+	// RelayoutDwell: a latency tenant in a saturated MIG instance must
+	// miss its SLO for this long before its GPU's instances are
+	// relayouted. Default 1 minute: with the instance's own SM activity
+	// measured at its ceiling, the miss is a lack of SMs, not a burst.
+	RelayoutDwell time.Duration
+	// SaturatedBusy: a MIG instance is saturated at this measured SM
+	// activity. Default 0.75: a kernel that fills only part of the SMs
+	// (a small batch, a grid smaller than the instance) keeps SM activity
+	// below 1 however long the queue.
+	SaturatedBusy float64
+	// FitBusy: an instance's SM use fits a profile when it is at most this
+	// fraction of the profile's SMs. Default 0.8.
+	FitBusy float64
 }
 
 // DefaultRebalance returns the slow loop with its defaults.
 func DefaultRebalance() *Rebalance {
 	return &Rebalance{Every: time.Minute, Dwell: 3 * time.Minute, CoolDown: 10 * time.Minute, Hold: 30 * time.Minute,
-		LoadCost: 30 * time.Second, Horizon: 30 * time.Minute, MaxBusy: 0.6, MemoryMargin: 1.1, MinRequests: 20}
+		LoadCost: 30 * time.Second, Horizon: 30 * time.Minute, MaxBusy: 0.6, MemoryMargin: 1.1, MinRequests: 20,
+		RelayoutDwell: time.Minute, SaturatedBusy: 0.75, FitBusy: 0.8}
 }
 
 // rebalanceMemory is what the slow loop remembers between rounds.
@@ -59,6 +75,7 @@ type rebalanceMemory struct {
 	missing           map[string]time.Time // latency tenant -> missing its SLO since
 	squeezed          map[string]time.Time // batch tenant -> squeezed since
 	moved             map[string]time.Time // tenant -> last moved
+	relayouts         map[string]time.Time // GPU UUID -> last MIG relayout
 }
 
 // RebalanceInput is what PlanRebalance decides from, besides the state.
@@ -73,6 +90,9 @@ type RebalanceInput struct {
 	// SqueezedSince is when each batch or best-effort tenant began to be
 	// squeezed (Squeezed) without a break.
 	SqueezedSince map[string]time.Time
+	// Relayouts is when each GPU (UUID) last had its MIG layout changed;
+	// one is not changed again for Hold.
+	Relayouts map[string]time.Time
 }
 
 // Missing returns the latency tenants missing their SLO now (fast burn
@@ -104,8 +124,8 @@ type gpuRoom struct {
 }
 
 // PlanRebalance is the slow loop's pure decision: at most one tenant
-// move (every PID of it), with the reason. It returns false when no move
-// is worth making. The tenant moved off a GPU where a latency tenant has
+// move (every PID of it), or failing one a MIG relayout (planRelayout),
+// with the reason. It returns false when no change is worth making. The tenant moved off a GPU where a latency tenant has
 // missed its SLO for Dwell is the busiest batch or best-effort tenant
 // there that fits elsewhere; failing one, the missing tenant itself. The
 // target is the idlest GPU with the memory, SM room and no SLO missed.
@@ -210,7 +230,10 @@ func (r *Rebalance) PlanRebalance(s *State, in RebalanceInput) (gpu.Plan, bool) 
 			return p, true
 		}
 	}
-	return r.planSqueezed(s, in, rooms, order, byGPU, info)
+	if p, ok := r.planSqueezed(s, in, rooms, order, byGPU, info); ok {
+		return p, true
+	}
+	return r.planRelayout(s, in, missing, weight)
 }
 
 // target returns the idlest GPU other than from with room for u.
@@ -261,7 +284,7 @@ func (t *Tuner) rebalance(ctx context.Context, st *State, now time.Time) []Decis
 	}
 	m := &t.reb
 	if m.missing == nil {
-		m.missing, m.moved = map[string]time.Time{}, map[string]time.Time{}
+		m.missing, m.moved, m.relayouts = map[string]time.Time{}, map[string]time.Time{}, map[string]time.Time{}
 	}
 	track(m.missing, r.Missing(st), now)
 	if m.squeezed == nil {
@@ -272,24 +295,19 @@ func (t *Tuner) rebalance(ctx context.Context, st *State, now time.Time) []Decis
 		sq[name] = true
 	}
 	track(m.squeezed, sq, now)
+	if t.relayout != nil {
+		return t.progressRelayout(ctx, now) // one change of the slow loop at a time
+	}
 	if !m.lastRun.IsZero() && now.Sub(m.lastRun) < r.Every {
 		return nil
 	}
 	m.lastRun = now
-	plan, ok := r.PlanRebalance(st, RebalanceInput{MissingSince: m.missing, LastPlan: m.lastPlan, Moved: m.moved, SqueezedSince: m.squeezed})
+	plan, ok := r.PlanRebalance(st, RebalanceInput{MissingSince: m.missing, LastPlan: m.lastPlan, Moved: m.moved, SqueezedSince: m.squeezed, Relayouts: m.relayouts})
 	if !ok {
 		return nil
 	}
 	m.lastPlan = now
-	mv := plan.Moves[0]
-	idx := 0
-	for _, d := range st.Snapshot.Readings.Devices {
-		if d.UUID == mv.FromUUID {
-			idx = d.Index
-		}
-	}
-	a := Action{Target: Target{GPU: mv.FromUUID, Knob: gpu.KnobPlacement, PID: mv.PID}, GPUIndex: idx, Tenant: mv.Tenant,
-		Current: Placement(mv.FromUUID), Want: Placement(mv.ToUUID), Reason: plan.Reason}
+	a := planAction(st, plan)
 	mode := t.modeOf(a.GPU, a.GPUIndex)
 	if mode == ModeOff {
 		return nil
@@ -308,23 +326,76 @@ func (t *Tuner) rebalance(ctx context.Context, st *State, now time.Time) []Decis
 			}
 		}
 	}
-	reb := t.o.Actuators.rebalancer()
-	if mode == ModeRecommend || reb == nil {
+	ac := t.o.Actuators
+	// A relayout the host's own backends can carry out (drain, set,
+	// start) is run by the tuner over the next rounds; a hook gets the
+	// whole plan.
+	selfRelayout := len(plan.MIG) > 0 && ac.Rebalancer == nil && ac.MIG != nil && ac.MIGDrain != nil && ac.Lifecycle != nil
+	reb := ac.rebalancer()
+	if mode == ModeRecommend || (reb == nil && !selfRelayout) {
 		d.Outcome = OutcomeRecommended
-		if reb == nil && mode == ModeEnforce {
+		if mode == ModeEnforce {
 			d.Reason = joinReasons(a.Reason, "recommended only: this host has no rebalancing hook (--tuner.rebalance-hook)")
 		}
 		return []Decision{t.finish(a, d, now)}
 	}
-	err := reb.Rebalance(ctx, plan)
+	var err error
+	if selfRelayout {
+		err = t.startRelayout(ctx, st, a, plan.MIG[0], now)
+	} else {
+		err = reb.Rebalance(ctx, plan)
+	}
 	d.Outcome = outcomeOf(err)
 	if err != nil {
 		d.Reason = joinReasons(a.Reason, string(d.Outcome)+": "+err.Error())
 		return []Decision{t.finish(a, d, now)}
 	}
+	if selfRelayout {
+		m.relayouts[a.GPU] = now
+		// The drain is under way; the layout's own decision (journaled
+		// and counted) comes when it is set (progressRelayout).
+		dd := Decision{Time: now, GPU: a.GPU, Knob: gpu.KnobMIGDrain, To: "every instance", Outcome: OutcomeApplied, Applied: true,
+			Reason: joinReasons(a.Reason, "draining every instance first (MIG changes only on an empty GPU)")}
+		t.journal(Record{Time: now, Event: string(OutcomeApplied), Target: Target{GPU: a.GPU, Knob: gpu.KnobMIGDrain}, Reason: dd.Reason})
+		level.Info(t.o.Logger).Log("msg", "tuner decision", "outcome", dd.Outcome, "gpu", a.GPU, "knob", dd.Knob, "to", dd.To, "reason", dd.Reason)
+		return append([]Decision{dd}, t.progressRelayout(ctx, now)...)
+	}
 	d.Applied = true
-	m.moved[mv.Tenant] = now
+	if len(plan.MIG) > 0 {
+		m.relayouts[a.GPU] = now
+	} else {
+		m.moved[a.Tenant] = now
+	}
 	c := Change{At: now, From: a.Current, To: a.Want}
 	t.changes[a.DomainKey()] = c
 	return []Decision{t.finish(a, d, now)}
+}
+
+// planAction is the action that stands for a plan in decisions, the
+// journal and the status: its first move, else its first MIG layout.
+func planAction(st *State, plan gpu.Plan) Action {
+	index := func(uuid string) int {
+		for _, d := range st.Snapshot.Readings.Devices {
+			if d.UUID == uuid {
+				return d.Index
+			}
+		}
+		return 0
+	}
+	if len(plan.Moves) > 0 {
+		mv := plan.Moves[0]
+		return Action{Target: Target{GPU: mv.FromUUID, Knob: gpu.KnobPlacement, PID: mv.PID}, GPUIndex: index(mv.FromUUID), Tenant: mv.Tenant,
+			Current: Placement(mv.FromUUID), Want: Placement(mv.ToUUID), Reason: plan.Reason}
+	}
+	l := plan.MIG[0]
+	var cur []string
+	for _, d := range st.Snapshot.Readings.Devices {
+		if d.UUID == l.UUID {
+			for _, m := range d.MIG {
+				cur = append(cur, m.Profile)
+			}
+		}
+	}
+	return Action{Target: Target{GPU: l.UUID, Knob: gpu.KnobMIGLayout}, GPUIndex: index(l.UUID),
+		Current: LayoutOf(cur), Want: LayoutOf(l.Profiles), Reason: plan.Reason}
 }

@@ -142,3 +142,146 @@ func TestTunerRebalances(t *testing.T) {
 		})
 	}
 }
+
+// migState is one MIG GPU with a 3g (60 SMs) and a 1g (16 SMs) instance:
+// a in the 3g at busyA of its SMs, b in the 1g at busyB, their fast
+// windows aGood and bGood within target.
+func migState(busyA, busyB float64, memA uint64, aGood, bGood float64) *State {
+	inst := func(gi int, profile string, sms int, mem uint64, busy float64) gpu.MIGInstance {
+		return gpu.MIGInstance{UUID: fmt.Sprintf("MIG-%d", gi), GPUInstanceID: gi, Profile: profile, SMCount: sms, MemoryTotalBytes: mem,
+			Activity: gpu.Activity{SMActive: gpu.Float(busy)}}
+	}
+	d := gpu.Device{UUID: "GPU-m", Up: true, Mode: gpu.SharingMIG, MIGEnabled: true,
+		MIG:       []gpu.MIGInstance{inst(1, "3g.40gb", 60, 40*gib, busyA), inst(2, "1g.10gb", 16, 10*gib, busyB)},
+		Processes: []gpu.Process{{PID: 1, GPUInstanceID: 1}, {PID: 2, GPUInstanceID: 2}}}
+	snap := snapshot(t0.Add(time.Hour), []gpu.Device{d}, []tenant.Usage{
+		{Tenant: "a", Class: gpu.ClassLatency, UUID: "GPU-m", GPUInstance: "1", PIDs: []uint32{1}, MemoryUsedBytes: memA, SMActive: gpu.Float(busyA)},
+		{Tenant: "b", Class: gpu.ClassLatency, UUID: "GPU-m", GPUInstance: "2", PIDs: []uint32{2}, MemoryUsedBytes: 6 * gib, SMActive: gpu.Float(busyB)},
+	})
+	snap.Tenants = []tenant.Info{{Name: "a", Priority: 5}, {Name: "b", Priority: 5}}
+	snap.SLOs = []tenant.SLOStatus{{Tenant: "a", Status: latency.Status{Quantile: 0.95, TargetSeconds: 0.008, GoodKnown: true}},
+		{Tenant: "b", Status: latency.Status{Quantile: 0.95, TargetSeconds: 0.008, GoodKnown: true}}}
+	return &State{Now: snap.Time, Snapshot: snap, Fast: map[string]FastSLO{"a": {Over: time.Minute, Total: 9000, Good: 9000 * aGood}, "b": {Over: time.Minute, Total: 48000, Good: 48000 * bGood}}}
+}
+
+func TestPlanRelayout(t *testing.T) {
+	now := t0.Add(time.Hour)
+	// missingFor: tenant has missed its SLO for d.
+	missingFor := func(tenant string, d time.Duration) map[string]time.Time {
+		return map[string]time.Time{tenant: now.Add(-d)}
+	}
+	missing := missingFor("b", 2*time.Minute)
+	tests := []struct {
+		name string
+		st   *State
+		in   RebalanceInput
+		// want: the new profiles, "" for no plan; reasons: in its reason
+		want    string
+		reasons []string
+	}{
+		{"saturated 1g beside an idle 3g: swap the profiles", migState(0.09, 0.8, 6*gib, 1, 0.1), RebalanceInput{MissingSince: missing},
+			"1g.10gb 3g.40gb", []string{"b has missed its SLO", "1g.10gb MIG instance, whose SMs are saturated (SM activity 80% of 16 SMs)",
+				"the 3g.40gb instance's 9% SM use (5 SMs) fits the 1g.10gb one's 16 SMs", "from [3g.40gb, 1g.10gb] to [1g.10gb, 3g.40gb]", "drained", "expected gain"}},
+		{"not before the dwell", migState(0.09, 0.8, 6*gib, 1, 0.1), RebalanceInput{MissingSince: missingFor("b", 30*time.Second)}, "", nil},
+		{"the instance is not saturated: more SMs are not the cure", migState(0.09, 0.5, 6*gib, 1, 0.1), RebalanceInput{MissingSince: missing}, "", nil},
+		{"the other instance's use would not fit the 1g", migState(0.3, 0.8, 6*gib, 1, 0.1), RebalanceInput{MissingSince: missing}, "", nil},
+		{"the other tenant's memory would not fit the 1g", migState(0.09, 0.8, 12*gib, 1, 0.1), RebalanceInput{MissingSince: missing}, "", nil},
+		{"SLO met: nothing", migState(0.09, 0.8, 6*gib, 1, 1), RebalanceInput{MissingSince: missing}, "", nil},
+		{"within the cool-down", migState(0.09, 0.8, 6*gib, 1, 0.1), RebalanceInput{MissingSince: missing, LastPlan: now.Add(-time.Minute)}, "", nil},
+		{"relayouted recently: held", migState(0.09, 0.8, 6*gib, 1, 0.1), RebalanceInput{MissingSince: missing, Relayouts: map[string]time.Time{"GPU-m": now.Add(-15 * time.Minute)}}, "", nil},
+		{"the missing tenant already has the big instance", migState(0.8, 0.1, 6*gib, 0.1, 1), RebalanceInput{MissingSince: missingFor("a", 2*time.Minute)}, "", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, ok := DefaultRebalance().PlanRebalance(tc.st, tc.in)
+			got := ""
+			if ok && len(p.MIG) == 1 {
+				got = strings.Join(p.MIG[0].Profiles, " ")
+			}
+			if got != tc.want || ok != (tc.want != "") || len(p.Moves) != 0 {
+				t.Fatalf("plan %+v (%v), want profiles %q", p, ok, tc.want)
+			}
+			for _, r := range tc.reasons {
+				if !strings.Contains(p.Reason, r) {
+					t.Errorf("reason %q lacks %q", p.Reason, r)
+				}
+			}
+		})
+	}
+}
+
+// migHost drains, relayouts (busy the first busy times) and starts.
+type migHost struct {
+	calls []string
+	busy  int // ConfigureMIG answers ErrBusy this many times
+}
+
+func (m *migHost) DrainMIGInstance(_ context.Context, uuid, inst string) error {
+	m.calls = append(m.calls, "drain "+inst)
+	return nil
+}
+
+func (m *migHost) ConfigureMIG(_ context.Context, uuid string, profiles []string) error {
+	if m.busy > 0 {
+		m.busy--
+		return fmt.Errorf("processes running: %w", gpu.ErrBusy)
+	}
+	m.calls = append(m.calls, "configure "+strings.Join(profiles, " "))
+	return nil
+}
+
+func (m *migHost) StopProcess(context.Context, uint32) error { return nil }
+
+func (m *migHost) StartProcess(_ context.Context, pid uint32) error {
+	m.calls = append(m.calls, fmt.Sprintf("start %d", pid))
+	return nil
+}
+
+// Without a hook, the tuner carries out a relayout itself: it drains every
+// instance, sets the layout once the GPU is empty (Progress between
+// rounds) and starts the processes again; in recommend mode it only
+// recommends.
+func TestTunerRelayouts(t *testing.T) {
+	for _, mode := range []Mode{ModeEnforce, ModeRecommend} {
+		t.Run(string(mode), func(t *testing.T) {
+			clock := gpu.NewManualClock(t0)
+			host := &migHost{busy: 1}
+			tu, err := New(Options{Policy: noDecide{}, Clock: clock, Mode: mode, Actuators: ActuatorsOf(host), Rebalance: DefaultRebalance(),
+				Guards: DefaultGuards(nil, nil)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			note := func(decs []Decision) {
+				for _, d := range decs {
+					got = append(got, fmt.Sprintf("%v %s %s->%s %s", clock.Now().Sub(t0), d.Knob, d.From, d.To, d.Outcome))
+				}
+			}
+			for i := range 4 {
+				st := migState(0.09, 0.8, 6*gib, 1, 0.1)
+				st.Snapshot.Time = clock.Now()
+				n := float64(48000 * (i + 1))
+				st.Snapshot.SLOs[1].RequestsTotal, st.Snapshot.SLOs[1].GoodRequestsTotal = n, 0.1*n
+				decs, err := tu.RunOnce(context.Background(), st.Snapshot)
+				if err != nil {
+					t.Fatal(err)
+				}
+				note(decs)
+				clock.Advance(time.Second)
+				note(tu.Progress(context.Background()))
+				clock.Advance(time.Minute - time.Second)
+			}
+			want := "[2m0s mig_drain ->every instance applied 2m1s mig_layout [3g.40gb, 1g.10gb]->[1g.10gb, 3g.40gb] applied]"
+			wantCalls := "[drain MIG-1 drain MIG-2 configure 1g.10gb 3g.40gb start 1 start 2]"
+			if mode == ModeRecommend {
+				want, wantCalls = "[2m0s mig_layout [3g.40gb, 1g.10gb]->[1g.10gb, 3g.40gb] recommended]", "[]"
+			}
+			if fmt.Sprint(got) != want {
+				t.Errorf("decisions %v, want %s", got, want)
+			}
+			if fmt.Sprint(host.calls) != wantCalls {
+				t.Errorf("calls %v, want %s", host.calls, wantCalls)
+			}
+		})
+	}
+}

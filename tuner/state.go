@@ -31,6 +31,12 @@ type State struct {
 	// (FastWindow), from the differences of its request counters: a
 	// quicker error signal than the SLO window's quantiles.
 	Fast map[string]FastSLO
+	// History is, per GPU and knob (Target.DomainKey), the changes
+	// applied to it, oldest first (the last maxHistory), each with the
+	// request counters of the host's latency tenants when it was made: the
+	// policy's own trail, from which it measures the SLO error each
+	// setting had while it was in effect.
+	History map[string][]Change
 }
 
 // Change is one applied change.
@@ -38,6 +44,35 @@ type Change struct {
 	At   time.Time
 	From Value
 	To   Value
+	// Revert marks a change that undid an earlier one.
+	Revert bool
+	// Error is the GPU's SLO error (objective) over the fast window when
+	// the change was made, that is under From.
+	Error float64
+	// Counters are the latency tenants' cumulative request counters when
+	// the change was made; nil when unknown.
+	Counters map[string]RequestCount
+}
+
+// RequestCount is a tenant's cumulative request counters.
+type RequestCount struct{ Total, Good float64 }
+
+// maxHistory is how many changes State.History keeps per GPU and knob.
+const maxHistory = 16
+
+// requestCounts returns the cumulative request counters of every tenant
+// whose latency source counts good requests.
+func requestCounts(snap *tenant.Snapshot) map[string]RequestCount {
+	if snap == nil {
+		return nil
+	}
+	out := map[string]RequestCount{}
+	for _, s := range snap.SLOs {
+		if s.GoodKnown {
+			out[s.Tenant] = RequestCount{Total: s.RequestsTotal, Good: s.GoodRequestsTotal}
+		}
+	}
+	return out
 }
 
 // FastSLO is a tenant's requests over the recent past.

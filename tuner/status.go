@@ -26,12 +26,12 @@ type Counts struct {
 }
 
 // CountedKnobs are the knobs whose action counters start at 0.
-var CountedKnobs = []gpu.Knob{gpu.KnobMPSActiveThreads, gpu.KnobComputeTimeSlice, gpu.KnobVGPUScheduler, gpu.KnobLockedClocks, gpu.KnobPowerLimit, gpu.KnobPlacement}
+var CountedKnobs = []gpu.Knob{gpu.KnobMPSActiveThreads, gpu.KnobComputeTimeSlice, gpu.KnobVGPUScheduler, gpu.KnobLockedClocks, gpu.KnobPowerLimit, gpu.KnobPlacement, gpu.KnobMIGLayout}
 
 // KnobNames are the names of the knobs the tuner changes, for flags.
 func KnobNames() []string {
-	out := make([]string, 0, len(CountedKnobs)+1)
-	for _, k := range append(slices.Clone(CountedKnobs), gpu.KnobMIGLayout) {
+	out := make([]string, 0, len(CountedKnobs))
+	for _, k := range CountedKnobs {
 		out = append(out, string(k))
 	}
 	return out

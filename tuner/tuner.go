@@ -108,6 +108,7 @@ type Tuner struct {
 
 	mu        sync.Mutex
 	changes   map[string]Change
+	history   map[string][]Change // by Target.DomainKey, see State.History
 	pending   map[string]Fraction
 	originals map[string]Original // in memory, journal or not
 	targets   map[string]Setting  // last target decided, by Target.String
@@ -118,8 +119,10 @@ type Tuner struct {
 	recent    []Decision
 	// effectiveMPS are the MPS actuator's effective fractions, last seen.
 	effectiveMPS map[string]Fraction
-	// reb is the slow loop's memory (see Rebalance).
-	reb rebalanceMemory
+	// reb is the slow loop's memory (see Rebalance); relayout the MIG
+	// relayout under way, if any.
+	reb      rebalanceMemory
+	relayout *relayoutJob
 
 	status atomic.Pointer[Status]
 }
@@ -147,7 +150,7 @@ func New(o Options) (*Tuner, error) {
 	}
 	t := &Tuner{
 		o: o, fast: newFastTracker(o.FastWindow),
-		changes: map[string]Change{}, pending: map[string]Fraction{},
+		changes: map[string]Change{}, history: map[string][]Change{}, pending: map[string]Fraction{},
 		originals: map[string]Original{}, targets: map[string]Setting{},
 		counts: newCounts(),
 	}
@@ -212,7 +215,7 @@ func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 	}
 	t.syncPending(snap)
 	st := &State{Now: now, Snapshot: snap, Changes: t.changes, Pending: t.pending, Effective: t.syncMPS(snap),
-		Fast: t.fast.observe(now, snap), Originals: map[string]Value{}}
+		Fast: t.fast.observe(now, snap), Originals: map[string]Value{}, History: t.history}
 	for k, o := range t.originals {
 		st.Originals[k] = o.Value
 	}
@@ -228,12 +231,17 @@ func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 	}
 	out = append(out, t.handle(ctx, st, actions, now)...)
 	out = append(out, t.rebalance(ctx, st, now)...)
+	t.remember(out)
+	t.publishLocked(now)
+	return out, errors.Join(errs...)
+}
+
+// remember keeps the latest decisions for the status.
+func (t *Tuner) remember(out []Decision) {
 	t.recent = append(t.recent, out...)
 	if n := len(t.recent); n > maxRecent {
 		t.recent = append([]Decision(nil), t.recent[n-maxRecent:]...)
 	}
-	t.publishLocked(now)
-	return out, errors.Join(errs...)
 }
 
 // maxRecent is how many decisions the status keeps.
@@ -466,9 +474,17 @@ func (t *Tuner) keepOriginal(a Action, now time.Time) error {
 
 // noteApplied updates the tuner's memory after a change took.
 func (t *Tuner) noteApplied(st *State, a Action, now time.Time) {
-	c := Change{At: now, From: a.Current, To: a.Want}
+	c := Change{At: now, From: a.Current, To: a.Want, Revert: a.Revert}
+	if st != nil {
+		c.Error, c.Counters = objective(st, a.GPU), requestCounts(st.Snapshot)
+	}
 	t.changes[a.DomainKey()] = c
 	t.changes[a.Target.String()] = c
+	h := append(t.history[a.DomainKey()], c)
+	if len(h) > maxHistory {
+		h = append([]Change(nil), h[len(h)-maxHistory:]...)
+	}
+	t.history[a.DomainKey()] = h
 	if f, ok := a.Want.(Fraction); ok && !a.Restart {
 		t.pending[a.Target.String()] = f
 	} else {

@@ -365,3 +365,17 @@ func TestHoldLeft(t *testing.T) {
 		t.Errorf("going back to the held value: %+v, want guarded by %s", ds, GuardRevert)
 	}
 }
+
+// Every kind of value comes back from the journal as it went in.
+func TestValueRoundTrip(t *testing.T) {
+	for _, v := range []Value{Fraction(0.25), Watts(490), Level("long"), Scheduler("fixed-share"), ClockRange{MinMHz: 1980, MaxMHz: 1980},
+		Placement("GPU-1"), LayoutOf([]string{"1g.10gb", "3g.40gb"})} {
+		got, err := encodeValue(v).decode()
+		if err != nil || got != v {
+			t.Errorf("%T %v came back as %v (%v)", v, v, got, err)
+		}
+	}
+	if l := LayoutOf([]string{"1g.10gb", "3g.40gb"}); l.String() != "[1g.10gb, 3g.40gb]" || strings.Join(l.Profiles(), " ") != "1g.10gb 3g.40gb" {
+		t.Errorf("layout %v, profiles %v", l, l.Profiles())
+	}
+}

@@ -1,0 +1,269 @@
+package tuner
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// The time-slice level is searched, not set by rule: which level helps a
+// latency tenant depends on how long its work runs against a slice (a
+// request much longer than a slice pays a context switch and a wait for
+// every other context at each slice; one much shorter waits less with
+// shorter slices), and neither the kernel lengths nor the durations of
+// the levels are known on a real host (nvidia-smi names the levels, the
+// driver does not publish their durations). So on a sustained violation
+// the policy tries another level, judges it after TrialDwell by the GPU's
+// SLO error while it was in effect (from the request counters, State.History),
+// keeps it when it is better than the level before by TrialGain, and
+// otherwise goes back and tries another direction. A level judged worse
+// is not tried again for TrialHold.
+
+// timeSliceLevels are the levels on a line, as levelOrder orders them.
+var timeSliceLevels = []gpu.TimeSliceLevel{gpu.TimeSliceShort, gpu.TimeSliceDefault, gpu.TimeSliceMedium, gpu.TimeSliceLong}
+
+// levelMeasure is what the trail says of one level.
+type levelMeasure struct {
+	err      float64   // the GPU's SLO error while the level was in effect
+	at       time.Time // when it was left (the measurement's end)
+	known    bool
+	reverted bool // it was a trial judged worse and undone
+}
+
+// timeSliceNote is the part of every time-slice reason that says why the
+// level is the knob.
+const timeSliceNote = "plain time-slicing has no per-process weights (no driver control weights a process), so the time-slice level is the knob"
+
+// timeSlice decides the compute time-slice level of a time-sliced GPU by
+// trial and judgement (see above).
+func (p *Autotune) timeSlice(s *State, d *gpu.Device, ms []*member) []Action {
+	ds := summarize(ms)
+	if len(ds.latency) == 0 || len(ms) < 2 || d.ComputeTimeSlice == "" {
+		return nil
+	}
+	cur := Level(d.ComputeTimeSlice)
+	t := Target{GPU: d.UUID, Knob: gpu.KnobComputeTimeSlice}
+	a := Action{Target: t, GPUIndex: d.Index, Current: cur}
+	var hist []Change
+	for _, c := range s.History[t.DomainKey()] {
+		if _, ok := c.To.(Level); ok {
+			hist = append(hist, c)
+		}
+	}
+	// A level set by someone else breaks the trail: start over.
+	if n := len(hist); n > 0 && hist[n-1].To != Value(cur) {
+		hist = nil
+	}
+	// A violation is sustained when the SLO window's quantile is past the
+	// target too: a minute's burn alone may be a few slow requests, and a
+	// trial costs every tenant of the GPU its dwell.
+	var w *member
+	for _, m := range ds.latency {
+		if m.violating && (!m.hasRatio || m.ratio > 1) && (w == nil || m.priority > w.priority || (m.priority == w.priority && m.burn > w.burn)) {
+			w = m
+		}
+	}
+	if w == nil {
+		if ds.anyViolating {
+			return nil // hold: not sustained
+		}
+		orig, ok := s.Originals[t.String()].(Level)
+		if !ok {
+			orig = Level(gpu.TimeSliceDefault)
+		}
+		if !ds.allSlack || cur == orig || !quiet(s, d.UUID, gpu.KnobComputeTimeSlice, p.P.SlackDwell) {
+			return nil
+		}
+		a.Want, a.Relax = orig, true
+		a.Reason = fmt.Sprintf("every latency SLO has slack since the last change over %v ago: back to the original %s time slice (judged after the revert delay, and put back if the SLO error rises); %s",
+			p.P.SlackDwell, orig, timeSliceNote)
+		return []Action{a}
+	}
+	measures := p.levelMeasures(s, d.UUID, hist)
+	var last Change
+	trial := false
+	if n := len(hist); n > 0 {
+		last = hist[n-1]
+		trial = !last.Revert
+	}
+	var curErr float64
+	var dir float64
+	var judged string
+	switch {
+	case trial:
+		age := s.Now.Sub(last.At)
+		e, ok := p.spanError(s, d.UUID, last.Counters, requestCounts(s.Snapshot))
+		if !ok {
+			return nil // too few requests to judge by
+		}
+		curErr = e
+		from, _ := last.From.(Level)
+		prev := measures[from]
+		if age < p.P.TrialDwell {
+			// Being judged; one that is clearly worse already (another
+			// tenant of the GPU starts missing) is undone at once.
+			if !prev.known || curErr < prev.err*(1+p.P.TrialGain)+revertMargin {
+				return nil
+			}
+			a.Want, a.Revert = from, true
+			a.Reason = fmt.Sprintf("the %s time slice, tried since %v ago, is clearly worse: the GPU's SLO error is %.2f under it against %.2f under %s: back to %s before its judgement is due; %s is not tried again for %v; %s",
+				cur, age.Round(time.Second), curErr, prev.err, from, from, cur, p.P.TrialHold, timeSliceNote)
+			return []Action{a}
+		}
+		if prev.known && curErr >= prev.err*(1-p.P.TrialGain) {
+			a.Want, a.Revert = from, true
+			a.Reason = fmt.Sprintf("the %s time slice, tried since %v ago, is judged: the GPU's SLO error was %.2f under it against %.2f under %s, not %.0f%% better: back to %s; %s is not tried again for %v; %s",
+				cur, age.Round(time.Second), curErr, prev.err, from, 100*p.P.TrialGain, from, cur, p.P.TrialHold, timeSliceNote)
+			return []Action{a}
+		} else if prev.known {
+			judged = fmt.Sprintf("the %s time slice, tried since %v ago, is kept: the GPU's SLO error was %.2f under it against %.2f under %s; ",
+				cur, age.Round(time.Second), curErr, prev.err, from)
+		}
+		dir = direction(Action{Current: last.From, Want: last.To})
+	default:
+		if m := measures[cur]; m.known {
+			curErr = m.err
+		} else {
+			curErr = objective(s, d.UUID)
+		}
+	}
+	next, ok := p.nextLevel(s.Now, cur, curErr, dir, measures)
+	if !ok {
+		return nil // every other level is held as worse: nothing left to try
+	}
+	a.Want = next
+	a.Reason = fmt.Sprintf("%s%s violates its SLO (error budget burning %.1fx over the last %v; the GPU's SLO error %.2f under the %s time slice): try the %s time slice and judge it after %v by the SLO error under it (kept if %.0f%% better, else undone); %s",
+		judged, w.name, w.burn, s.Fast[w.name].Over.Round(time.Second), curErr, cur, next, p.P.TrialDwell, 100*p.P.TrialGain, timeSliceNote)
+	return []Action{a}
+}
+
+// levelMeasures reads, from the trail of level changes, each level's SLO
+// error while it was last in effect within TrialHold, and which levels
+// were judged worse and undone.
+func (p *Autotune) levelMeasures(s *State, uuid string, hist []Change) map[Level]levelMeasure {
+	out := map[Level]levelMeasure{}
+	for i, c := range hist {
+		if s.Now.Sub(c.At) > p.P.TrialHold {
+			continue
+		}
+		from, ok := c.From.(Level)
+		if !ok {
+			continue
+		}
+		m := levelMeasure{at: c.At}
+		if i > 0 {
+			m.err, m.known = p.spanError(s, uuid, hist[i-1].Counters, c.Counters)
+		}
+		if !m.known && c.Counters != nil && i == 0 {
+			// The first level's span began before the trail: the fast
+			// window when it was left is what there is.
+			m.err, m.known = c.Error, true
+		}
+		m.reverted = c.Revert
+		if old := out[from]; !m.known && old.known {
+			m.err, m.known = old.err, true
+		}
+		out[from] = m
+	}
+	return out
+}
+
+// nextLevel chooses the level to try from cur: not one judged worse (or
+// measured no better than cur) within TrialHold; first on in the
+// direction dir that helped last, then the nearest, ties going to the
+// longer slice (fewer context switches cost no one throughput).
+func (p *Autotune) nextLevel(now time.Time, cur Level, curErr, dir float64, ms map[Level]levelMeasure) (Level, bool) {
+	type cand struct {
+		l          Level
+		dist, side float64
+	}
+	var cs []cand
+	for _, l := range timeSliceLevels {
+		lv := Level(l)
+		if lv == cur {
+			continue
+		}
+		if m, ok := ms[lv]; ok && now.Sub(m.at) <= p.P.TrialHold && (m.reverted || (m.known && m.err >= curErr*(1-p.P.TrialGain))) {
+			continue
+		}
+		side := direction(Action{Current: cur, Want: lv})
+		cs = append(cs, cand{lv, float64(levelOrder[l] - levelOrder[gpuLevel(cur)]), side})
+	}
+	if len(cs) == 0 {
+		return "", false
+	}
+	sort.SliceStable(cs, func(i, j int) bool {
+		a, b := cs[i], cs[j]
+		if dir != 0 && (a.side == dir) != (b.side == dir) {
+			return a.side == dir
+		}
+		if da, db := math.Abs(a.dist), math.Abs(b.dist); da != db {
+			return da < db
+		}
+		return a.side > b.side
+	})
+	return cs[0].l, true
+}
+
+// spanError is the GPU's SLO error between two readings of the request
+// counters: each latency tenant's error-budget burn over the requests
+// that ended in between, weighted as objective weighs it. False when no
+// tenant had MinRequests requests (or a counter went back: a restart).
+func (p *Autotune) spanError(s *State, uuid string, from, to map[string]RequestCount) (float64, bool) {
+	if from == nil || to == nil {
+		return 0, false
+	}
+	j, ok := 0.0, false
+	for _, lt := range latencyTenantsOn(s, uuid) {
+		a, okA := from[lt.name]
+		b, okB := to[lt.name]
+		total, good := b.Total-a.Total, b.Good-a.Good
+		if !okA || !okB || total < p.P.MinRequests || good < 0 || good > total {
+			continue
+		}
+		j += weightedBurn((1-good/total)/math.Max(1-lt.quantile, 1e-3), lt.priority)
+		ok = true
+	}
+	return j, ok
+}
+
+// weightedBurn is one tenant's term of the SLO error: its burn, capped at
+// 10, weighted by priority.
+func weightedBurn(burn float64, priority int) float64 {
+	return math.Min(burn, 10) * (1 + float64(max(priority, 0))/10)
+}
+
+// latencyTenant is a latency tenant on a GPU, with what the SLO error
+// needs of it.
+type latencyTenant struct {
+	name     string
+	quantile float64
+	priority int
+}
+
+// latencyTenantsOn returns the latency tenants with an SLO on a GPU.
+func latencyTenantsOn(s *State, uuid string) []latencyTenant {
+	if s == nil || s.Snapshot == nil {
+		return nil
+	}
+	prio := map[string]int{}
+	for _, t := range s.Snapshot.Tenants {
+		prio[t.Name] = t.Priority
+	}
+	on := map[string]bool{}
+	for _, u := range s.Snapshot.Usage {
+		if u.UUID == uuid && u.Class == gpu.ClassLatency {
+			on[u.Tenant] = true
+		}
+	}
+	var out []latencyTenant
+	for _, slo := range s.Snapshot.SLOs {
+		if on[slo.Tenant] {
+			out = append(out, latencyTenant{name: slo.Tenant, quantile: slo.Quantile, priority: prio[slo.Tenant]})
+		}
+	}
+	return out
+}
