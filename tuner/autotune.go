@@ -470,7 +470,7 @@ func (p *Autotune) clocks(s *State, d *gpu.Device, ms []*member) []Action {
 		return []Action{{Target: clockT, GPUIndex: d.Index, Current: ClockRange{}, Want: ClockRange{MinMHz: mhz, MaxMHz: mhz},
 			Reason: fmt.Sprintf("%s violates its SLO with p99/p50 %.2f while the SM clock runs at %.0f%% of its maximum: lock the clock so that requests stop paying for the ramp",
 				ds.worst.name, variance(ds.worst), 100**d.SMClockHz/maxHz)}}
-	case ds.allDeep && len(ds.others) == 0 && maxHz > 0 && (!locked || ours != (ClockRange{})) && clockDwell:
+	case ds.allDeep && measured(ds.latency) && len(ds.others) == 0 && maxHz > 0 && (!locked || ours != (ClockRange{})) && clockDwell:
 		maxMHz := maxHz / 1e6
 		cur := maxMHz
 		if ours.MaxMHz > 0 {
@@ -490,6 +490,18 @@ func (p *Autotune) clocks(s *State, d *gpu.Device, ms []*member) []Action {
 		return nil
 	}
 	return p.power(s, d, ds)
+}
+
+// measured says whether every latency tenant's slack is known from
+// requests (the fast window's and the SLO window's), not assumed from an
+// idle window: the clock is lowered only on evidence.
+func measured(ms []*member) bool {
+	for _, m := range ms {
+		if !m.hasBurn || !m.hasRatio {
+			return false
+		}
+	}
+	return true
 }
 
 // stepUpDue says whether an energy lock whose slack is lost may step up

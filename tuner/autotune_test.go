@@ -112,6 +112,7 @@ func TestAutotuneDecide(t *testing.T) {
 		{"slack lost, stepped a moment ago: wait", scene{mode: gpu.SharingMPS, fast: band, p99: 0.8, maxMHz: 1980, lock: &ClockRange{MinMHz: 1386, MaxMHz: 1386}, ours: true, clockAgo: 30 * time.Second}, nil, "", false},
 		{"violation under our lock: the clock back", scene{mode: gpu.SharingMPS, fast: violating, p99: 2, maxMHz: 1980, lock: &ClockRange{MinMHz: 1386, MaxMHz: 1386}, ours: true, clockAgo: time.Minute}, []string{"GPU-0/locked_clocks=unlocked"}, "chat violates its SLO", false},
 		{"deep slack under someone else's lock: left alone", scene{mode: gpu.SharingMPS, fast: fine, p99: 0.3, maxMHz: 1980, lock: &ClockRange{MinMHz: 1400, MaxMHz: 1400}}, nil, "", false},
+		{"no requests yet: slack not known, the clock left alone", scene{mode: gpu.SharingMPS, fast: FastSLO{Over: time.Minute}, p99: 0.3, maxMHz: 1980}, nil, "", false},
 		{"deep slack with batch work: no energy saving", scene{mode: gpu.SharingMPS, embedCap: &full, fast: fine, p99: 0.3, maxMHz: 1980}, nil, "", false},
 		{"time slice: a violation tries another level", scene{mode: gpu.SharingTimeSlice, embedCap: &full, fast: violating, p99: 2, timeSlice: gpu.TimeSliceDefault}, []string{"GPU-0/compute_timeslice=medium"}, "no per-process weights", false},
 		{"time slice: from short the nearest is default", scene{mode: gpu.SharingTimeSlice, embedCap: &full, fast: violating, p99: 2, timeSlice: gpu.TimeSliceShort}, []string{"GPU-0/compute_timeslice=default"}, "try the default time slice", false},

@@ -339,7 +339,14 @@ func (r *RevertHold) Admit(_ *State, a Action, now time.Time) (bool, string) {
 		return true, ""
 	}
 	// Refuse the bad value and anything beyond it in the same direction.
-	if a.Want.Distance(h.v) < 1e-9 || (a.Current != nil && direction(Action{Current: a.Current, Want: a.Want}) == direction(Action{Current: a.Current, Want: h.v}) && a.Want.Distance(a.Current) >= h.v.Distance(a.Current)) {
+	beyond := func() bool {
+		if a.Current == nil {
+			return false
+		}
+		d := direction(Action{Current: a.Current, Want: a.Want})
+		return d != 0 && d == direction(Action{Current: a.Current, Want: h.v}) && a.Want.Distance(a.Current) >= h.v.Distance(a.Current)
+	}
+	if a.Want.Distance(h.v) < 1e-9 || beyond() {
 		return false, fmt.Sprintf("%v made things worse and was reverted; held for %v", h.v, h.until.Sub(now).Round(time.Second))
 	}
 	return true, ""

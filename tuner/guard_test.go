@@ -53,6 +53,8 @@ func TestGuards(t *testing.T) {
 	}}
 	hold := &RevertHold{Hold: 5 * time.Minute}
 	hold.Block(up.Target, Fraction(0.6), t0)
+	clockT := Target{GPU: uuid0, Knob: gpu.KnobLockedClocks}
+	hold.Block(clockT, ClockRange{MinMHz: 1782, MaxMHz: 1782}, t0)
 	dir := t.TempDir()
 	killFile := filepath.Join(dir, "stop")
 	kill := &KillSwitch{File: killFile}
@@ -108,6 +110,10 @@ func TestGuards(t *testing.T) {
 			{a: mpsAction(7, 0.4, 0.8), ok: false}, // beyond the bad value
 			{a: mpsAction(7, 0.4, 0.5), ok: true},  // short of it
 			{a: down, ok: true},
+			// from unlocked the held lock is refused, another lock is not:
+			// no direction from "unlocked", so nothing is "beyond" it
+			{a: Action{Target: clockT, Current: ClockRange{}, Want: ClockRange{MinMHz: 1782, MaxMHz: 1782}}, ok: false},
+			{a: Action{Target: clockT, Current: ClockRange{}, Want: ClockRange{MinMHz: 1980, MaxMHz: 1980}}, ok: true},
 			{advance: 5 * time.Minute, a: up, ok: true},
 		}, nil},
 		{kill, []step{{a: up, ok: true}, {a: up, ok: false}, {a: revert, ok: true}, {a: up, ok: true}}, func(i int) {

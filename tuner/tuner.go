@@ -490,6 +490,9 @@ func (t *Tuner) noteApplied(st *State, a Action, now time.Time) {
 	} else {
 		delete(t.pending, a.Target.String())
 	}
+	// a change supersedes the pending judgement of the one before it on
+	// the same target: reverting that one would undo this one
+	t.evals = slices.DeleteFunc(t.evals, func(e evaluation) bool { return e.a.Target == a.Target })
 	if st != nil && a.Relax && !a.Revert && t.o.RevertAfter > 0 {
 		t.evals = append(t.evals, evaluation{a: a, before: objective(st, a.GPU), due: now.Add(t.o.RevertAfter)})
 	}

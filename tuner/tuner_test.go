@@ -379,3 +379,30 @@ func TestValueRoundTrip(t *testing.T) {
 		t.Errorf("layout %v, profiles %v", l, l.Profiles())
 	}
 }
+
+// A change supersedes the pending judgement of the change before it on the
+// same target, so that a late revert cannot undo the newer setting.
+func TestChangeSupersedesEvaluation(t *testing.T) {
+	rec := &recorder{}
+	clk := gpu.NewManualClock(t0)
+	powT := Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}
+	pol := &fixed{{Target: powT, Current: Watts(700), Want: Watts(490), Relax: true}}
+	tu, err := New(Options{Policy: pol, Actuators: ActuatorsOf(rec), Clock: clk, Mode: ModeEnforce, RevertAfter: 2 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ds, _ := tu.RunOnce(context.Background(), emptySnap(t0)); len(ds) != 1 || ds[0].Outcome != OutcomeApplied {
+		t.Fatalf("first change: %+v", ds)
+	}
+	if len(tu.evals) != 1 {
+		t.Fatalf("%d evaluations pending after a relaxing change, want 1", len(tu.evals))
+	}
+	*pol = fixed{{Target: powT, Current: Watts(490), Want: Watts(700)}}
+	clk.Advance(time.Minute)
+	if ds, _ := tu.RunOnce(context.Background(), emptySnap(clk.Now())); len(ds) != 1 || ds[0].Outcome != OutcomeApplied {
+		t.Fatalf("second change: %+v", ds)
+	}
+	if len(tu.evals) != 0 {
+		t.Errorf("%d evaluations pending after the target changed again, want 0", len(tu.evals))
+	}
+}
