@@ -58,11 +58,13 @@ func (p *Autotune) timeSlice(s *State, d *gpu.Device, ms []*member) []Action {
 		hist = nil
 	}
 	// A violation is sustained when the SLO window's quantile is past the
-	// target too: a minute's burn alone may be a few slow requests, and a
-	// trial costs every tenant of the GPU its dwell.
+	// target too, over enough requests for that quantile to be defined: a
+	// minute's burn alone may be a few slow requests, and a trial costs
+	// every tenant of the GPU its dwell.
 	var w *member
 	for _, m := range ds.latency {
-		if m.violating && (!m.hasRatio || m.ratio > 1) && (w == nil || m.priority > w.priority || (m.priority == w.priority && m.burn > w.burn)) {
+		if m.violating && m.hasRatio && m.ratio > 1 && m.slo.WindowRequests >= quantileRequests(m.slo.Quantile) &&
+			(w == nil || m.priority > w.priority || (m.priority == w.priority && m.burn > w.burn)) {
 			w = m
 		}
 	}
@@ -123,6 +125,11 @@ func (p *Autotune) timeSlice(s *State, d *gpu.Device, ms []*member) []Action {
 				cur, age.Round(time.Second), curErr, prev.err, from)
 		}
 		dir = direction(Action{Current: last.From, Want: last.To})
+	case harmed(hist, s.Now, p.P.TrialDwell, p.P.TrialHold):
+		// The last trial was undone early because it hurt a tenant: a
+		// trial costs the other tenants its interval, so the search
+		// stops for TrialHold rather than trying the next level now.
+		return nil
 	default:
 		if m := measures[cur]; m.known {
 			curErr = m.err
@@ -138,6 +145,17 @@ func (p *Autotune) timeSlice(s *State, d *gpu.Device, ms []*member) []Action {
 	a.Reason = fmt.Sprintf("%s%s violates its SLO (error budget burning %.1fx over the last %v; the GPU's SLO error %.2f under the %s time slice): try the %s time slice and judge it after %v by the SLO error under it (kept if %.0f%% better, else undone); %s",
 		judged, w.name, w.burn, s.Fast[w.name].Over.Round(time.Second), curErr, cur, next, p.P.TrialDwell, 100*p.P.TrialGain, timeSliceNote)
 	return []Action{a}
+}
+
+// harmed says whether the trail's last change undid a trial before its
+// judgement was due (it was clearly worse), less than hold ago.
+func harmed(hist []Change, now time.Time, dwell, hold time.Duration) bool {
+	n := len(hist)
+	if n < 2 {
+		return false
+	}
+	last, tried := hist[n-1], hist[n-2]
+	return last.Revert && !tried.Revert && last.At.Sub(tried.At) < dwell && now.Sub(last.At) < hold
 }
 
 // levelMeasures reads, from the trail of level changes, each level's SLO
@@ -211,7 +229,8 @@ func (p *Autotune) nextLevel(now time.Time, cur Level, curErr, dir float64, ms m
 // spanError is the GPU's SLO error between two readings of the request
 // counters: each latency tenant's error-budget burn over the requests
 // that ended in between, weighted as objective weighs it. False when no
-// tenant had MinRequests requests (or a counter went back: a restart).
+// tenant had enough requests (MinRequests, and at least what its quantile
+// needs) or a counter went back (a restart).
 func (p *Autotune) spanError(s *State, uuid string, from, to map[string]RequestCount) (float64, bool) {
 	if from == nil || to == nil {
 		return 0, false
@@ -221,13 +240,19 @@ func (p *Autotune) spanError(s *State, uuid string, from, to map[string]RequestC
 		a, okA := from[lt.name]
 		b, okB := to[lt.name]
 		total, good := b.Total-a.Total, b.Good-a.Good
-		if !okA || !okB || total < p.P.MinRequests || good < 0 || good > total {
+		if !okA || !okB || total < max(p.P.MinRequests, quantileRequests(lt.quantile)) || good < 0 || good > total {
 			continue
 		}
 		j += weightedBurn((1-good/total)/math.Max(1-lt.quantile, 1e-3), lt.priority)
 		ok = true
 	}
 	return j, ok
+}
+
+// quantileRequests is how many requests a q-quantile needs to be defined
+// by the data, 1/(1-q): with fewer, a single slow request breaks it.
+func quantileRequests(q float64) float64 {
+	return 1 / math.Max(1-q, 1e-3)
 }
 
 // weightedBurn is one tenant's term of the SLO error: its burn, capped at
