@@ -100,7 +100,7 @@ func (e *exposition) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	tail := getBuffer()
 	defer putBuffer(tail)
-	deflateTo(tail, live.Bytes(), true)
+	deflateTo(tail, live.Bytes(), flate.HuffmanOnly, true)
 	var trailer [8]byte
 	binary.LittleEndian.PutUint32(trailer[:4], crc32.Update(cached.crc, crc32.IEEETable, live.Bytes()))
 	binary.LittleEndian.PutUint32(trailer[4:], uint32(cached.size+live.Len()))
@@ -173,7 +173,7 @@ func (e *exposition) fill(r *rendered, k renderKey) {
 	r.size, r.crc = buf.Len(), crc32.ChecksumIEEE(buf.Bytes())
 	if k.gzip {
 		var out bytes.Buffer
-		deflateTo(&out, buf.Bytes(), false)
+		deflateTo(&out, buf.Bytes(), flate.DefaultCompression, false)
 		r.body = out.Bytes()
 	} else {
 		r.body = buf.Bytes()
@@ -201,20 +201,30 @@ func encodeFamilies(buf *bytes.Buffer, g prometheus.Gatherer, format expfmt.Form
 // OS.
 var gzipHeader = []byte{0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff}
 
-// flaters holds deflate compressors for reuse: each allocates several
-// hundred KiB.
-var flaters = sync.Pool{New: func() any {
-	w, _ := flate.NewWriter(nil, flate.DefaultCompression) // the level is valid
-	return w
-}}
+// flaters hold deflate compressors for reuse, by level: each allocates
+// several hundred KiB. The collectors' part, deflated once per snapshot,
+// takes the default level. The live part of each response (some 8 KiB of
+// Go and process metrics) is Huffman-coded only: about 5 KiB instead of 2
+// at the default level, but without the match search, whose hash tables
+// (of 128 KiB and more, cold by the next scrape) made it the largest
+// single cost of a cached scrape.
+var flaters = map[int]*sync.Pool{flate.DefaultCompression: newFlaterPool(flate.DefaultCompression), flate.HuffmanOnly: newFlaterPool(flate.HuffmanOnly)}
 
-// deflateTo compresses p into a raw deflate stream appended to out. With
-// final the stream ends with the final block; without, it ends on a sync
-// flush, byte aligned, so that another stream may follow it in the same
-// member.
-func deflateTo(out *bytes.Buffer, p []byte, final bool) {
-	fw := flaters.Get().(*flate.Writer)
-	defer flaters.Put(fw)
+func newFlaterPool(level int) *sync.Pool {
+	return &sync.Pool{New: func() any {
+		w, _ := flate.NewWriter(nil, level) // the levels above are valid
+		return w
+	}}
+}
+
+// deflateTo compresses p at level (one of flaters') into a raw deflate
+// stream appended to out. With final the stream ends with the final block;
+// without, it ends on a sync flush, byte aligned, so that another stream
+// may follow it in the same member.
+func deflateTo(out *bytes.Buffer, p []byte, level int, final bool) {
+	pool := flaters[level]
+	fw := pool.Get().(*flate.Writer)
+	defer pool.Put(fw)
 	fw.Reset(out)
 	fw.Write(p) // a bytes.Buffer does not fail
 	if final {
@@ -222,7 +232,6 @@ func deflateTo(out *bytes.Buffer, p []byte, final bool) {
 	} else {
 		fw.Flush()
 	}
-	fw.Reset(nil) // the pool keeps no reference to out
 }
 
 // maxPooledBuffer is the largest buffer put back for reuse: the live part
