@@ -242,7 +242,13 @@ func selfRegistry() *prometheus.Registry {
 	r.MustRegister(
 		versioncollector.NewCollector("vgpu_exporter"),
 		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		newProcessCollector(),
 	)
 	return r
+}
+
+// fallbackProcessCollector is client_golang's process collector, used where
+// newProcessCollector has no cheaper one.
+func fallbackProcessCollector() prometheus.Collector {
+	return collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})
 }

@@ -79,9 +79,10 @@ func (e *exposition) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	k := renderKey{format: expfmt.NegotiateAccept(r.Header, formats...), gzip: acceptsGzip(r.Header)}
 	cached := e.entry(k)
 
-	var live bytes.Buffer
+	live := getBuffer()
+	defer putBuffer(live)
 	if e.self != nil {
-		encodeFamilies(&live, e.self, k.format, e.logger)
+		encodeFamilies(live, e.self, k.format, e.logger)
 	}
 	if k.format.FormatType() == expfmt.TypeOpenMetrics {
 		live.WriteString("# EOF\n")
@@ -97,15 +98,17 @@ func (e *exposition) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Write(live.Bytes())
 		return
 	}
-	tail := deflate(live.Bytes(), true)
+	tail := getBuffer()
+	defer putBuffer(tail)
+	deflateTo(tail, live.Bytes(), flate.HuffmanOnly, true)
 	var trailer [8]byte
 	binary.LittleEndian.PutUint32(trailer[:4], crc32.Update(cached.crc, crc32.IEEETable, live.Bytes()))
 	binary.LittleEndian.PutUint32(trailer[4:], uint32(cached.size+live.Len()))
 	h.Set("Content-Encoding", "gzip")
-	h.Set("Content-Length", strconv.Itoa(len(gzipHeader)+len(cached.body)+len(tail)+len(trailer)))
+	h.Set("Content-Length", strconv.Itoa(len(gzipHeader)+len(cached.body)+tail.Len()+len(trailer)))
 	w.Write(gzipHeader)
 	w.Write(cached.body)
-	w.Write(tail)
+	w.Write(tail.Bytes())
 	w.Write(trailer[:])
 }
 
@@ -169,7 +172,9 @@ func (e *exposition) fill(r *rendered, k renderKey) {
 	encodeFamilies(&buf, e.collectors, k.format, e.logger)
 	r.size, r.crc = buf.Len(), crc32.ChecksumIEEE(buf.Bytes())
 	if k.gzip {
-		r.body = deflate(buf.Bytes(), false)
+		var out bytes.Buffer
+		deflateTo(&out, buf.Bytes(), flate.DefaultCompression, false)
+		r.body = out.Bytes()
 	} else {
 		r.body = buf.Bytes()
 	}
@@ -196,28 +201,58 @@ func encodeFamilies(buf *bytes.Buffer, g prometheus.Gatherer, format expfmt.Form
 // OS.
 var gzipHeader = []byte{0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff}
 
-// flaters holds deflate compressors for reuse: each allocates several
-// hundred KiB.
-var flaters = sync.Pool{New: func() any {
-	w, _ := flate.NewWriter(nil, flate.DefaultCompression) // the level is valid
-	return w
-}}
+// flaters hold deflate compressors for reuse, by level: each allocates
+// several hundred KiB. The collectors' part, deflated once per snapshot,
+// takes the default level. The live part of each response (some 8 KiB of
+// Go and process metrics) is Huffman-coded only: about 5 KiB instead of 2
+// at the default level, but without the match search, whose hash tables
+// (of 128 KiB and more, cold by the next scrape) made it the largest
+// single cost of a cached scrape.
+var flaters = map[int]*sync.Pool{flate.DefaultCompression: newFlaterPool(flate.DefaultCompression), flate.HuffmanOnly: newFlaterPool(flate.HuffmanOnly)}
 
-// deflate compresses p into a raw deflate stream. With final the stream
-// ends with the final block; without, it ends on a sync flush, byte
-// aligned, so that another stream may follow it in the same member.
-func deflate(p []byte, final bool) []byte {
-	var out bytes.Buffer
-	fw := flaters.Get().(*flate.Writer)
-	defer flaters.Put(fw)
-	fw.Reset(&out)
+func newFlaterPool(level int) *sync.Pool {
+	return &sync.Pool{New: func() any {
+		w, _ := flate.NewWriter(nil, level) // the levels above are valid
+		return w
+	}}
+}
+
+// deflateTo compresses p at level (one of flaters') into a raw deflate
+// stream appended to out. With final the stream ends with the final block;
+// without, it ends on a sync flush, byte aligned, so that another stream
+// may follow it in the same member.
+func deflateTo(out *bytes.Buffer, p []byte, level int, final bool) {
+	pool := flaters[level]
+	fw := pool.Get().(*flate.Writer)
+	defer pool.Put(fw)
+	fw.Reset(out)
 	fw.Write(p) // a bytes.Buffer does not fail
 	if final {
 		fw.Close()
 	} else {
 		fw.Flush()
 	}
-	return out.Bytes()
+}
+
+// maxPooledBuffer is the largest buffer put back for reuse: the live part
+// of a response is some KiB; a buffer grown far beyond by an unusual
+// request is left to the collector.
+const maxPooledBuffer = 1 << 20
+
+// buffers holds the buffers a response's live part is encoded and
+// compressed into, so that a scrape allocates none in the steady state.
+var buffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+func getBuffer() *bytes.Buffer {
+	b := buffers.Get().(*bytes.Buffer)
+	b.Reset()
+	return b
+}
+
+func putBuffer(b *bytes.Buffer) {
+	if b.Cap() <= maxPooledBuffer {
+		buffers.Put(b)
+	}
 }
 
 // acceptsGzip reports whether an Accept-Encoding header allows gzip.

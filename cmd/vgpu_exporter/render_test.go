@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -126,6 +127,46 @@ func TestExpositionConcurrentScrapesRenderOnce(t *testing.T) {
 	if n := f.calls.Load(); n != 1 {
 		t.Errorf("20 concurrent scrapes collected %d times, want 1", n)
 	}
+}
+
+// Concurrent scrapes, gzip and plain, with the exporter's own metrics
+// encoded live into reused buffers: every response is whole, of its
+// Content-Length, and holds both parts.
+func TestExpositionConcurrentScrapesOwnBuffers(t *testing.T) {
+	f := newRenderFixture(t, true)
+	var wg sync.WaitGroup
+	for i := range 40 {
+		hdr := map[string]string{}
+		if i%2 == 0 {
+			hdr["Accept-Encoding"] = "gzip"
+		}
+		wg.Go(func() {
+			for range 5 {
+				resp, body := f.get(t, "/metrics", hdr)
+				if cl := resp.Header.Get("Content-Length"); cl != strconv.Itoa(len(body)) {
+					t.Errorf("Content-Length %s, body of %d bytes", cl, len(body))
+					return
+				}
+				if resp.Header.Get("Content-Encoding") == "gzip" {
+					zr, err := gzip.NewReader(bytes.NewReader(body))
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if body, err = io.ReadAll(zr); err != nil {
+						t.Errorf("gzip body: %v", err)
+						return
+					}
+				}
+				for _, want := range []string{`vgpu_fake_ratio{collector="v0"} 0`, "\ngo_goroutines ", "\nprocess_open_fds "} {
+					if !strings.Contains(string(body), want) {
+						t.Errorf("body lacks %q", want)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // Every encoding decodes to the same families as the plain text.
