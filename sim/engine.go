@@ -192,6 +192,11 @@ type domain struct {
 	slotTarget int64
 	arrNext    int64 // vGPU ARR: when the scheduler next observes the VMs' backlogs
 
+	// set by boundary: the members that want to run, and the last time
+	// no waiting request expires
+	wanting int
+	expiry  int64
+
 	acc  [2]domainTotals
 	step domainTotals
 	act  []*tenant // MPS: the clients running in the current segment
@@ -289,12 +294,19 @@ func (t *tenant) wants(now int64) bool {
 }
 
 // boundary delivers arrivals up to now, completes actions that are due
-// (a standby's switch-over, a drain's timeout) and returns the next time a
-// member's state changes by itself (arrival, end of a pause, an action
-// due), at most limit.
+// (a standby's switch-over, a drain's timeout), expires waiting requests
+// nobody will serve in time, sets each member's want (wants(now)) and
+// d.wanting (how many want to run) and returns the next time a member's
+// state changes by itself (arrival, end of a pause, an action due), at
+// most limit. It also sets d.expiry, the last time at which no waiting
+// request is old enough to expire: before the time it returns and up to
+// d.expiry, a boundary call would change nothing for a member that has not
+// run since.
 func (d *domain) boundary(s *Simulator, now, limit int64) int64 {
 	next := limit
+	d.expiry, d.wanting = never, 0
 	for _, m := range d.members {
+		m.want = false
 		if !m.alive {
 			if m.refusing {
 				// stopped by a control call: its clients' requests fail
@@ -331,6 +343,12 @@ func (d *domain) boundary(s *Simulator, now, limit int64) int64 {
 		}
 		if m.pause > now && m.pause < next {
 			next = m.pause
+		}
+		if m.w.Timeout > 0 && m.queued() > 0 {
+			d.expiry = min(d.expiry, m.queue[m.qhead].arrival+int64(m.w.Timeout))
+		}
+		if m.want = m.wants(now); m.want {
+			d.wanting++
 		}
 	}
 	return next
@@ -422,8 +440,17 @@ func (d *domain) progress(s *Simulator, t *tenant, dt int64, jobSeconds, share f
 // owns the domain for a slice; switching costs switchCost.
 func (d *domain) runSliced(s *Simulator, t, t1 int64, clockFactor float64) {
 	g := d.g
+	// next is what boundary returned at an earlier t of this call; until
+	// then (and up to d.expiry) only the resident context can have
+	// changed, by its own job, so boundary is not called again and only
+	// that context's want is looked at again.
+	next := t
 	for t < t1 {
-		next := d.boundary(s, t, t1)
+		if t >= next || t > d.expiry {
+			next = d.boundary(s, t, t1)
+		} else if d.cur >= 0 {
+			d.rewant(d.members[d.cur], t)
+		}
 		if d.switchEnd > t {
 			e := min(next, d.switchEnd)
 			d.step.switch_ += float64(e - t)
@@ -433,17 +460,12 @@ func (d *domain) runSliced(s *Simulator, t, t1 int64, clockFactor float64) {
 		}
 		// who wants to run at t (m.want: pick and the preemption count
 		// below read it while nothing has changed)
-		busy := 0
+		busy := d.wanting
 		var cur *tenant
 		curWants := false
-		for i, m := range d.members {
-			m.want = m.wants(t)
-			if m.want {
-				busy++
-			}
-			if i == d.cur {
-				cur, curWants = m, m.want
-			}
+		if d.cur >= 0 {
+			cur = d.members[d.cur]
+			curWants = cur.want
 		}
 		others := busy
 		if curWants {
@@ -481,9 +503,19 @@ func (d *domain) runSliced(s *Simulator, t, t1 int64, clockFactor float64) {
 				d.step.switch_ += float64(e - t)
 				d.step.busy += float64(e - t)
 				t = e
-				continue
+				if t >= next || t > d.expiry || t >= d.sliceEnd {
+					continue
+				}
+				// Nothing changed during the switch: the new context
+				// runs at once, as the next pass would have it.
+				curWants = d.members[nx].want
+				others = busy
+				if curWants {
+					others--
+				}
+			} else {
+				d.sliceEnd = t + slot
 			}
-			d.sliceEnd = t + slot
 		}
 		cur = d.members[d.cur]
 		end := next
@@ -497,6 +529,9 @@ func (d *domain) runSliced(s *Simulator, t, t1 int64, clockFactor float64) {
 		if !cur.job.active && !cur.startJob(t) {
 			t = end
 			continue
+		}
+		if cur.pause > t {
+			next = min(next, cur.pause) // as boundary would see it
 		}
 		if !cur.wants(t) {
 			// the job's host phase (LLM iteration overhead), which
@@ -521,8 +556,24 @@ func (d *domain) runSliced(s *Simulator, t, t1 int64, clockFactor float64) {
 				}
 			}
 		}
+		if cur.draining {
+			next = end // its drain may end with the job: look at everything again
+		}
 		d.progress(s, cur, dt, jobSeconds, share, done, end)
 		t = end
+	}
+}
+
+// rewant refreshes m's want at t after its own job changed its state,
+// keeping d.wanting up to date.
+func (d *domain) rewant(m *tenant, t int64) {
+	if w := m.wants(t); w != m.want {
+		m.want = w
+		if w {
+			d.wanting++
+		} else {
+			d.wanting--
+		}
 	}
 }
 
@@ -645,12 +696,19 @@ func (d *domain) logSlot(s *Simulator, t int64) {
 // of co-located bandwidth-bound clients (docs/calibration.md, MPS).
 func (d *domain) runMPS(s *Simulator, t, t1 int64, clockFactor float64) {
 	peak := d.g.peakBW() * d.bwFrac
+	next := t // as in runSliced: until then only the running clients change
 	for t < t1 {
-		end := d.boundary(s, t, t1)
+		if t >= next || t > d.expiry {
+			next = d.boundary(s, t, t1)
+		}
+		end := next
 		d.act = d.act[:0]
 		for _, m := range d.members {
 			if !m.wants(t) || (!m.job.active && !m.startJob(t)) {
 				continue
+			}
+			if m.pause > t {
+				next = min(next, m.pause) // as boundary would see it
 			}
 			if !m.wants(t) {
 				// the job's host phase (LLM iteration overhead), which
@@ -676,6 +734,9 @@ func (d *domain) runMPS(s *Simulator, t, t1 int64, clockFactor float64) {
 		d.step.busy += float64(dt)
 		for _, m := range d.act {
 			done := t+int64(math.Ceil(m.job.rem*m.jobSeconds*1e9)) <= end
+			if m.draining {
+				next = end // its drain may end with the job: look at everything again
+			}
 			d.progress(s, m, dt, m.jobSeconds, m.share, done, end)
 		}
 		t = end
