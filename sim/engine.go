@@ -579,10 +579,10 @@ func (d *domain) rewant(m *tenant, t int64) {
 
 // slicedJobTime is the time (s) of t's job running alone on share of the
 // domain's SMs, kept with what it depends on (the domain, the job, the
-// share, the clock and the bandwidth) so that the job's later segments reuse it.
+// share, the SM clock and the memory clock) so that the job's later
+// segments reuse it.
 func (d *domain) slicedJobTime(t *tenant, share, clockFactor float64) float64 {
-	bw := d.g.peakBW()
-	key := jobTimeKey{d, t.jobSeq, share, clockFactor, bw}
+	key := jobTimeKey{d, t.jobSeq, share, clockFactor, d.g.memLock}
 	if t.jt.key != key {
 		cp, w := d.capacity(share, clockFactor)
 		t.jt = jobTimeCache{key, jobTime(&t.job, cp, w, t.job.noise(*t.w.ServiceNoise))}
@@ -598,11 +598,7 @@ func (d *domain) pick(t int64) (int, int64) {
 	g := d.g
 	if d.kind != schedVGPU {
 		for k := 1; k <= n; k++ {
-			i := (d.cur + k + n) % n
-			if d.cur < 0 {
-				i = k - 1
-			}
-			if d.members[i].want {
+			if i := d.after(k); d.members[i].want {
 				return i, g.slice
 			}
 		}
@@ -627,10 +623,7 @@ func (d *domain) pick(t int64) (int, int64) {
 		return -1, 0
 	}
 	for k := 1; k <= n; k++ {
-		i := (d.cur + k + n) % n
-		if d.cur < 0 {
-			i = k - 1
-		}
+		i := d.after(k)
 		m := d.members[i]
 		slot := int64(v.TimeSlice)
 		switch v.Policy {
@@ -661,6 +654,19 @@ func (d *domain) pick(t int64) (int, int64) {
 		return i, slot
 	}
 	return -1, 0
+}
+
+// after is the index of the k-th member (1 <= k <= len(members)) after
+// the resident one, round robin; from the first when none is resident.
+func (d *domain) after(k int) int {
+	if d.cur < 0 {
+		return k - 1
+	}
+	i := d.cur + k
+	if i >= len(d.members) {
+		i -= len(d.members)
+	}
+	return i
 }
 
 // logSlot appends the slot that ends at t to the vGPU scheduler log. As in

@@ -179,6 +179,7 @@ func New(sc *Scenario, opts Options) (*Simulator, error) {
 			wantRun: !spec.Stopped,
 
 			training: spec.Workload.Type == "training",
+			minJob:   spec.Workload.MinJobTime.Seconds(),
 		}
 		if spec.Workload.Type == "llm" {
 			t.ttft = newHist(ttftBounds)

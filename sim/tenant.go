@@ -3,7 +3,6 @@ package sim
 import (
 	"math"
 	"math/rand/v2"
-	"slices"
 	"time"
 )
 
@@ -49,9 +48,9 @@ type jobTimeCache struct {
 }
 
 type jobTimeKey struct {
-	d                      *domain
-	seq                    uint64 // tenant.jobSeq of the job
-	share, clockFactor, bw float64
+	d                           *domain
+	seq                         uint64 // tenant.jobSeq of the job
+	share, clockFactor, memLock float64
 }
 
 // tenantTotals accumulates what a tenant got over an interval.
@@ -110,7 +109,8 @@ type tenant struct {
 	mpsPending float64 // set for the next context; 0 = use the GPU default
 	pinned     uint64  // pinned-memory limit; 0 = none
 
-	training bool // the workload is training (always has a step to run)
+	training bool    // the workload is training (always has a step to run)
+	minJob   float64 // s: the workload's min_job_time
 
 	// per-segment scheduling scratch
 	want       bool    // runSliced: wants(t) at the segment's start
@@ -170,7 +170,7 @@ func (t *tenant) queued() int { return len(t.queue) - t.qhead }
 // is active.
 func (t *tenant) startJob(now int64) bool {
 	active := t.formJob(now)
-	t.job.floor = t.w.MinJobTime.Seconds()
+	t.job.floor = t.minJob
 	if t.job.active && t.noise != nil {
 		t.job.z, t.job.mult = t.noise.NormFloat64(), 1
 	}
@@ -525,7 +525,17 @@ func (h *hist) observeN(v float64, n uint64) {
 	if h.counts == nil {
 		return
 	}
-	i, _ := slices.BinarySearch(h.bounds, v)
+	// the first bucket whose bound is at least v (slices.BinarySearch
+	// without its generic comparison, which is slow on this path)
+	i, j := 0, len(h.bounds)
+	for i < j {
+		m := int(uint(i+j) >> 1)
+		if h.bounds[m] < v {
+			i = m + 1
+		} else {
+			j = m
+		}
+	}
 	h.counts[i] += n
 	h.sum += v * float64(n)
 	h.n += n
