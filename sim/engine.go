@@ -197,9 +197,10 @@ type domain struct {
 	wanting int
 	expiry  int64
 
-	acc  [2]domainTotals
-	step domainTotals
-	act  []*tenant // MPS: the clients running in the current segment
+	acc     [2]domainTotals // 0: since the previous Sample, 1: since the previous Window
+	pending domainTotals    // since the last flush (see Simulator.flush)
+	step    domainTotals
+	act     []*tenant // MPS: the clients running in the current segment
 	// MPS: the previous segment's clients and what their allocation
 	// depended on (mpsCached)
 	mpsPrev []mpsClient
@@ -251,8 +252,9 @@ type gpuState struct {
 	mpsDefault    float64
 	pinnedDefault uint64
 
-	acc    [2]deviceTotals
-	events []gpu.Event
+	acc     [2]deviceTotals // 0: since the previous Sample, 1: since the previous Window
+	pending deviceTotals    // since the last flush (see Simulator.flush)
+	events  []gpu.Event
 }
 
 // deviceTotals accumulates device-level figures.
@@ -265,6 +267,17 @@ type deviceTotals struct {
 	busy    float64 // ns with any kernel resident anywhere
 	energy  float64 // J
 	clockNs float64 // MHz x ns
+}
+
+func (a *deviceTotals) add(b deviceTotals) {
+	a.ns += b.ns
+	a.sm += b.sm
+	a.occ += b.occ
+	a.bytes += b.bytes
+	a.flops += b.flops
+	a.busy += b.busy
+	a.energy += b.energy
+	a.clockNs += b.clockNs
 }
 
 func (g *gpuState) peakFLOPS() float64 { return g.m.PeakFLOPS * g.m.ComputeEff }
@@ -368,8 +381,7 @@ func (d *domain) run(s *Simulator, t0, t1 int64, clockFactor float64) {
 	default:
 		d.runSliced(s, t0, t1, clockFactor)
 	}
-	d.acc[0].add(d.step)
-	d.acc[1].add(d.step)
+	d.pending.add(d.step)
 }
 
 // capacity returns the FLOP/s and bytes/s a kernel filling share of the
@@ -416,16 +428,14 @@ func (d *domain) progress(s *Simulator, t *tenant, dt int64, jobSeconds, share f
 	b := t.job.bytes * frac
 	f := t.job.flops * frac
 	fdt := float64(dt)
-	for k := range t.acc {
-		a := &t.acc[k]
-		a.busy += fdt
-		if b > 0 {
-			a.memBusy += fdt
-		}
-		a.sm += fdt * share
-		a.bytes += b
-		a.flops += f
+	a := &t.pending
+	a.busy += fdt
+	if b > 0 {
+		a.memBusy += fdt
 	}
+	a.sm += fdt * share
+	a.bytes += b
+	a.flops += f
 	d.step.sm += fdt * share
 	d.step.occ += fdt * share * t.w.Occupancy
 	d.step.bytes += b
@@ -899,17 +909,15 @@ func (g *gpuState) step(s *Simulator, t0, t1 int64, p *clockPlan) {
 	g.power = g.powerAt(g.clock, g.actC, g.actM)
 	g.energy += g.power * dt / 1e9
 	g.heat(dt)
-	for k := range g.acc {
-		a := &g.acc[k]
-		a.ns += dt
-		a.sm += devSM
-		a.occ += devOcc
-		a.bytes += bytes
-		a.flops += flops
-		a.busy += busy
-		a.energy += g.power * dt / 1e9
-		a.clockNs += g.clock * dt
-	}
+	a := &g.pending
+	a.ns += dt
+	a.sm += devSM
+	a.occ += devOcc
+	a.bytes += bytes
+	a.flops += flops
+	a.busy += busy
+	a.energy += g.power * dt / 1e9
+	a.clockNs += g.clock * dt
 }
 
 // demand says whether anything on g can run at t (the DVFS governor sees
@@ -942,12 +950,10 @@ func (g *gpuState) idle(dt int64) {
 	fdt := float64(dt)
 	g.energy += g.power * fdt / 1e9
 	g.heat(fdt)
-	for k := range g.acc {
-		a := &g.acc[k]
-		a.ns += fdt
-		a.energy += g.power * fdt / 1e9
-		a.clockNs += g.clock * fdt
-	}
+	a := &g.pending
+	a.ns += fdt
+	a.energy += g.power * fdt / 1e9
+	a.clockNs += g.clock * fdt
 }
 
 // fixedLock says whether the SM clock is locked to one value (no DVFS);

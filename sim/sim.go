@@ -541,11 +541,34 @@ func (s *Simulator) jitter(g int, bucket int64) float64 {
 	return float64(x>>11)/float64(1<<53)*2 - 1
 }
 
+// flush moves what the model accumulated since the last flush into the
+// totals since the previous Sample and since the previous Window: the
+// model adds each segment once, into pending, and Sample and Window, which
+// read the totals, flush first.
+func (s *Simulator) flush() {
+	for _, g := range s.gpus {
+		g.acc[0].add(g.pending)
+		g.acc[1].add(g.pending)
+		g.pending = deviceTotals{}
+		for _, d := range g.domains {
+			d.acc[0].add(d.pending)
+			d.acc[1].add(d.pending)
+			d.pending = domainTotals{}
+		}
+	}
+	for _, t := range s.tenants {
+		t.acc[0].add(t.pending)
+		t.acc[1].add(t.pending)
+		t.pending = tenantTotals{}
+	}
+}
+
 // Window returns ground truth since the previous Window call (or the
 // start) and starts a new window.
 func (s *Simulator) Window() WindowStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.flush()
 	ws := WindowStats{Start: s.at(s.winStart), End: s.at(s.now)}
 	secs := float64(s.now-s.winStart) / 1e9
 	for _, t := range s.tenants {

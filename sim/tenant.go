@@ -62,6 +62,14 @@ type tenantTotals struct {
 	flops   float64
 }
 
+func (a *tenantTotals) add(b tenantTotals) {
+	a.busy += b.busy
+	a.memBusy += b.memBusy
+	a.sm += b.sm
+	a.bytes += b.bytes
+	a.flops += b.flops
+}
+
 // tenant is the runtime state of a scenario tenant.
 type tenant struct {
 	idx   int
@@ -128,7 +136,8 @@ type tenant struct {
 	// (refreshed every 1/frequency seconds)
 	arrBacklog int
 
-	acc [2]tenantTotals // 0: since the previous Sample, 1: since the previous Window
+	acc     [2]tenantTotals // 0: since the previous Sample, 1: since the previous Window
+	pending tenantTotals    // since the last flush (see Simulator.flush)
 
 	// ground truth for the window
 	lat       []time.Duration
