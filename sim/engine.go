@@ -147,22 +147,30 @@ const (
 	schedVGPU
 )
 
+// workTotals is what ran over an interval: ns with a kernel resident (busy),
+// ns x the fraction of the SMs active (of the domain's SMs for a tenant or
+// a domain, of the device's for a device), HBM bytes moved and FLOPs.
+type workTotals struct {
+	busy, sm, bytes, flops float64
+}
+
+func (a *workTotals) add(b workTotals) {
+	a.busy += b.busy
+	a.sm += b.sm
+	a.bytes += b.bytes
+	a.flops += b.flops
+}
+
 // domainTotals accumulates a domain's activity.
 type domainTotals struct {
-	busy    float64 // ns with any kernel resident
-	sm      float64 // ns x fraction of the domain's SMs active
+	workTotals
 	occ     float64 // ns x fraction of warp slots occupied
-	bytes   float64
-	flops   float64
 	switch_ float64 // ns spent switching contexts
 }
 
 func (a *domainTotals) add(b domainTotals) {
-	a.busy += b.busy
-	a.sm += b.sm
+	a.workTotals.add(b.workTotals)
 	a.occ += b.occ
-	a.bytes += b.bytes
-	a.flops += b.flops
 	a.switch_ += b.switch_
 }
 
@@ -257,25 +265,20 @@ type gpuState struct {
 	events  []gpu.Event
 }
 
-// deviceTotals accumulates device-level figures.
+// deviceTotals accumulates device-level figures (busy: ns with a kernel
+// resident anywhere).
 type deviceTotals struct {
+	workTotals
 	ns      float64
-	sm      float64 // ns x fraction of the device's SMs active
-	occ     float64
-	bytes   float64
-	flops   float64
-	busy    float64 // ns with any kernel resident anywhere
+	occ     float64 // ns x fraction of the device's warp slots occupied
 	energy  float64 // J
 	clockNs float64 // MHz x ns
 }
 
 func (a *deviceTotals) add(b deviceTotals) {
+	a.workTotals.add(b.workTotals)
 	a.ns += b.ns
-	a.sm += b.sm
 	a.occ += b.occ
-	a.bytes += b.bytes
-	a.flops += b.flops
-	a.busy += b.busy
 	a.energy += b.energy
 	a.clockNs += b.clockNs
 }

@@ -547,20 +547,25 @@ func (s *Simulator) jitter(g int, bucket int64) float64 {
 // read the totals, flush first.
 func (s *Simulator) flush() {
 	for _, g := range s.gpus {
-		g.acc[0].add(g.pending)
-		g.acc[1].add(g.pending)
-		g.pending = deviceTotals{}
+		flushInto(&g.acc, &g.pending)
 		for _, d := range g.domains {
-			d.acc[0].add(d.pending)
-			d.acc[1].add(d.pending)
-			d.pending = domainTotals{}
+			flushInto(&d.acc, &d.pending)
 		}
 	}
 	for _, t := range s.tenants {
-		t.acc[0].add(t.pending)
-		t.acc[1].add(t.pending)
-		t.pending = tenantTotals{}
+		flushInto(&t.acc, &t.pending)
 	}
+}
+
+// flushInto adds *pending to both totals of acc and clears it.
+func flushInto[T any, P interface {
+	*T
+	add(T)
+}](acc *[2]T, pending *T) {
+	P(&acc[0]).add(*pending)
+	P(&acc[1]).add(*pending)
+	var zero T
+	*pending = zero
 }
 
 // Window returns ground truth since the previous Window call (or the

@@ -55,19 +55,13 @@ type jobTimeKey struct {
 
 // tenantTotals accumulates what a tenant got over an interval.
 type tenantTotals struct {
-	busy    float64 // ns with a kernel resident
+	workTotals
 	memBusy float64 // ns with memory traffic (a kernel moving bytes)
-	sm      float64 // ns x fraction of the domain's SMs
-	bytes   float64
-	flops   float64
 }
 
 func (a *tenantTotals) add(b tenantTotals) {
-	a.busy += b.busy
+	a.workTotals.add(b.workTotals)
 	a.memBusy += b.memBusy
-	a.sm += b.sm
-	a.bytes += b.bytes
-	a.flops += b.flops
 }
 
 // tenant is the runtime state of a scenario tenant.
