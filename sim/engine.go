@@ -341,7 +341,7 @@ func (d *domain) boundary(s *Simulator, now, limit int64) int64 {
 				next = min(next, m.switchAt)
 			}
 		}
-		if m.w.Timeout > 0 && m.queued() > 0 && !m.job.active {
+		if m.w.Timeout > 0 && m.queued() > 0 && !m.job.active && m.queue[m.qhead].arrival < now-int64(m.w.Timeout) {
 			m.expire(now) // requests nobody will serve in time
 		}
 		if m.draining {
@@ -400,14 +400,23 @@ func (d *domain) capacity(share, clockFactor float64) (c, w float64) {
 // jobTime is the time of j (s) at compute rate c and bandwidth w: its
 // roofline time times the noise multiplier mult, at least its floor.
 func jobTime(j *job, c, w, mult float64) float64 {
+	// (plain comparisons: every figure is positive, and the built-in
+	// max's care for NaN and signed zeros costs on this path)
 	jobSeconds := 0.0
 	if j.flops > 0 {
 		jobSeconds = j.flops / c
 	}
-	if j.bytes > 0 {
-		jobSeconds = max(jobSeconds, j.bytes/w)
+	if b := j.bytes / w; j.bytes > 0 && b > jobSeconds {
+		jobSeconds = b
 	}
-	return max(jobSeconds*mult, j.floor, minJobS)
+	jobSeconds *= mult
+	if jobSeconds < j.floor {
+		jobSeconds = j.floor
+	}
+	if jobSeconds < minJobS {
+		jobSeconds = minJobS
+	}
+	return jobSeconds
 }
 
 // noise is the job's lognormal service-time multiplier at spread sigma
@@ -745,14 +754,13 @@ func (d *domain) runMPS(s *Simulator, t, t1 int64, clockFactor float64) {
 			d.allocMPS(clockFactor, peak)
 		}
 		for _, m := range d.act {
-			if e := t + int64(math.Ceil(m.job.rem*m.jobSeconds*1e9)); e < end {
-				end = e
-			}
+			m.left = int64(math.Ceil(m.job.rem * m.jobSeconds * 1e9))
+			end = min(end, t+m.left)
 		}
 		dt := end - t
 		d.step.busy += float64(dt)
 		for _, m := range d.act {
-			done := t+int64(math.Ceil(m.job.rem*m.jobSeconds*1e9)) <= end
+			done := t+m.left <= end
 			if m.draining {
 				next = end // its drain may end with the job: look at everything again
 			}

@@ -120,6 +120,7 @@ type tenant struct {
 	bw         float64 // bytes/s this segment
 	capC, capW float64 // FLOP/s and bytes/s its share gets alone
 	jobSeconds float64 // job time (s) at the current allocation
+	left       int64   // MPS: ns the job still takes at the current allocation
 	fixed      bool    // shareSMs: the client's cap binds
 	jobSeq     uint64  // jobs started (tells an allocation's job apart)
 	jt         jobTimeCache
