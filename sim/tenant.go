@@ -72,6 +72,7 @@ type tenant struct {
 	rng   *rand.Rand
 	res   *rand.Rand // reservoir sampling of window latencies
 	noise *rand.Rand // service-time noise (its own stream: arrivals do not move with it)
+	draws noiseDraws // the next draws of noise
 
 	alive     bool  // the process exists
 	wantRun   bool  // scenario says it should run (not stopped)
@@ -176,12 +177,47 @@ func (t *tenant) startJob(now int64) bool {
 	active := t.formJob(now)
 	t.job.floor = t.minJob
 	if t.job.active && t.noise != nil {
-		t.job.z, t.job.mult = t.noise.NormFloat64(), 1
+		t.job.sigma = *t.w.ServiceNoise
+		t.job.z, t.job.mult = t.draws.next(t.noise, t.job.sigma)
 	}
 	if t.job.active {
 		t.jobSeq++
 	}
 	return active
+}
+
+// noiseBlock is how many service-time noise draws a tenant makes at once.
+const noiseBlock = 64
+
+// noiseDraws are a tenant's next service-time noise draws, made in blocks:
+// the standard normal draws come from the tenant's noise stream in the
+// same order as one at a time, and their multipliers at the workload's
+// spread are worked out back to back, where the exponentials overlap,
+// instead of one on each job's critical path.
+type noiseDraws struct {
+	z, mult [noiseBlock]float64
+	sigma   float64 // the spread of mult
+	left    int     // draws not used yet, the last ones of the block
+}
+
+// next returns the next draw and its multiplier at spread sigma, as
+// job.noise has them.
+func (nd *noiseDraws) next(r *rand.Rand, sigma float64) (z, mult float64) {
+	if nd.left == 0 {
+		for i := range nd.z {
+			nd.z[i] = r.NormFloat64()
+		}
+		for i, z := range nd.z {
+			nd.mult[i] = math.Exp(sigma*z - sigma*sigma/2)
+		}
+		nd.sigma, nd.left = sigma, noiseBlock
+	}
+	i := noiseBlock - nd.left
+	nd.left--
+	if sigma != nd.sigma {
+		return nd.z[i], math.Exp(sigma*nd.z[i] - sigma*sigma/2)
+	}
+	return nd.z[i], nd.mult[i]
 }
 
 // formJob is startJob's choice of the job's work, without its floor and
