@@ -467,6 +467,10 @@ func (d *domain) runSliced(s *Simulator, t, t1 int64, clockFactor float64) {
 	// changed, by its own job, so boundary is not called again and only
 	// that context's want is looked at again.
 	next := t
+	// Time-slicing and best-effort vGPU are work conserving: an idle
+	// context yields at once. Equal- and fixed-share vGPU hold a VM's
+	// slot for its whole length even when the VM is idle.
+	strict := d.kind == schedVGPU && g.vgpu.Policy != gpu.VGPUPolicyBestEffort
 	for t < t1 {
 		if t >= next || t > d.expiry {
 			next = d.boundary(s, t, t1)
@@ -493,10 +497,6 @@ func (d *domain) runSliced(s *Simulator, t, t1 int64, clockFactor float64) {
 		if curWants {
 			others--
 		}
-		// Time-slicing and best-effort vGPU are work conserving: an idle
-		// context yields at once. Equal- and fixed-share vGPU hold a VM's
-		// slot for its whole length even when the VM is idle.
-		strict := d.kind == schedVGPU && g.vgpu.Policy != gpu.VGPUPolicyBestEffort
 		repick := !curWants || (others > 0 && t >= d.sliceEnd)
 		if d.kind == schedVGPU && t >= d.sliceEnd {
 			repick = true // a new slot (logged) even for a lone VM
@@ -886,9 +886,10 @@ type clockPlan struct {
 	until         int64 // the step may reach this far (steadyUntil)
 }
 
-// plan works out g's clock for a step starting at t0.
-func (g *gpuState) plan(s *Simulator, t0 int64) clockPlan {
-	p := clockPlan{busy: g.demand(t0)}
+// plan works out g's clock for a step starting at t0; busy is g.busy(t0)
+// (which implies demand).
+func (g *gpuState) plan(s *Simulator, t0 int64, busy bool) clockPlan {
+	p := clockPlan{busy: busy || g.demand(t0)}
 	p.target, p.floor, p.throttle = g.clockTarget(s, t0)
 	p.until = g.steadyUntil(t0, p.busy, p.target, p.floor, p.throttle)
 	return p

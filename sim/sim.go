@@ -510,7 +510,8 @@ func (s *Simulator) advance(to int64) {
 // go, else in steps no longer than its clock plan allows.
 func (g *gpuState) run(s *Simulator, t, end int64) {
 	for t < end {
-		if busy, wake := g.busy(t); !busy {
+		busy, wake := g.busy(t)
+		if !busy {
 			next := min(end, wake)
 			if next > t {
 				g.idle(next - t)
@@ -518,7 +519,7 @@ func (g *gpuState) run(s *Simulator, t, end int64) {
 				continue
 			}
 		}
-		p := g.plan(s, t)
+		p := g.plan(s, t, busy)
 		e := min(end, p.until)
 		if e <= t {
 			e = t + 1

@@ -72,7 +72,6 @@ type tenant struct {
 	rng   *rand.Rand
 	res   *rand.Rand // reservoir sampling of window latencies
 	noise *rand.Rand // service-time noise (its own stream: arrivals do not move with it)
-	draws noiseDraws // the next draws of noise
 
 	alive     bool  // the process exists
 	wantRun   bool  // scenario says it should run (not stopped)
@@ -151,6 +150,8 @@ type tenant struct {
 	lastIter     int64 // LLM: end of the previous iteration
 	promptTokens uint64
 	genTokens    uint64
+
+	draws noiseDraws // the next draws of noise (last: it is large and cold)
 }
 
 // contextFraction is the MPS active-thread fraction a new context of t
