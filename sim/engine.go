@@ -200,8 +200,14 @@ type domain struct {
 	slotTarget int64
 	arrNext    int64 // vGPU ARR: when the scheduler next observes the VMs' backlogs
 
-	// set by boundary: the members that want to run, and the last time
-	// no waiting request expires
+	// set by boundary: what it returned (when a member's state next
+	// changes by itself), the members that want to run, and the last time
+	// no waiting request expires. Until due and up to expiry only the
+	// running contexts change, by their own jobs: the domain does not call
+	// boundary again, from one step to the next too, unless something
+	// from outside the run (an event, a control call) may have changed a
+	// member (Simulator.recheck).
+	due     int64
 	wanting int
 	expiry  int64
 
@@ -318,8 +324,8 @@ func (t *tenant) wants(now int64) bool {
 // request is old enough to expire: before the time it returns and up to
 // d.expiry, a boundary call would change nothing for a member that has not
 // run since.
-func (d *domain) boundary(s *Simulator, now, limit int64) int64 {
-	next := limit
+func (d *domain) boundary(s *Simulator, now int64) int64 {
+	next := never
 	d.expiry, d.wanting = never, 0
 	for _, m := range d.members {
 		m.want = false
@@ -462,21 +468,18 @@ func (d *domain) progress(s *Simulator, t *tenant, dt int64, jobSeconds, share f
 // owns the domain for a slice; switching costs switchCost.
 func (d *domain) runSliced(s *Simulator, t, t1 int64, clockFactor float64) {
 	g := d.g
-	// next is what boundary returned at an earlier t of this call; until
-	// then (and up to d.expiry) only the resident context can have
-	// changed, by its own job, so boundary is not called again and only
-	// that context's want is looked at again.
-	next := t
 	// Time-slicing and best-effort vGPU are work conserving: an idle
 	// context yields at once. Equal- and fixed-share vGPU hold a VM's
 	// slot for its whole length even when the VM is idle.
 	strict := d.kind == schedVGPU && g.vgpu.Policy != gpu.VGPUPolicyBestEffort
 	for t < t1 {
-		if t >= next || t > d.expiry {
-			next = d.boundary(s, t, t1)
+		if t >= d.due || t > d.expiry {
+			d.due = d.boundary(s, t)
 		} else if d.cur >= 0 {
+			// only the resident context can have changed (d.due)
 			d.rewant(d.members[d.cur], t)
 		}
+		next := min(d.due, t1)
 		if d.switchEnd > t {
 			e := min(next, d.switchEnd)
 			d.step.switch_ += float64(e - t)
@@ -553,7 +556,7 @@ func (d *domain) runSliced(s *Simulator, t, t1 int64, clockFactor float64) {
 			continue
 		}
 		if cur.pause > t {
-			next = min(next, cur.pause) // as boundary would see it
+			d.due = min(d.due, cur.pause) // as boundary would see it
 		}
 		if !cur.wants(t) {
 			// the job's host phase (LLM iteration overhead), which
@@ -579,7 +582,7 @@ func (d *domain) runSliced(s *Simulator, t, t1 int64, clockFactor float64) {
 			}
 		}
 		if cur.draining {
-			next = end // its drain may end with the job: look at everything again
+			d.due = end // its drain may end with the job: look at everything again
 		}
 		d.progress(s, cur, dt, jobSeconds, share, done, end)
 		t = end
@@ -724,19 +727,18 @@ func (d *domain) logSlot(s *Simulator, t int64) {
 // of co-located bandwidth-bound clients (docs/calibration.md, MPS).
 func (d *domain) runMPS(s *Simulator, t, t1 int64, clockFactor float64) {
 	peak := d.g.peakBW() * d.bwFrac
-	next := t // as in runSliced: until then only the running clients change
 	for t < t1 {
-		if t >= next || t > d.expiry {
-			next = d.boundary(s, t, t1)
+		if t >= d.due || t > d.expiry {
+			d.due = d.boundary(s, t)
 		}
-		end := next
+		end := min(d.due, t1) // until d.due only the running clients change
 		d.act = d.act[:0]
 		for _, m := range d.members {
 			if !m.wants(t) || (!m.job.active && !m.startJob(t)) {
 				continue
 			}
 			if m.pause > t {
-				next = min(next, m.pause) // as boundary would see it
+				d.due = min(d.due, m.pause) // as boundary would see it
 			}
 			if !m.wants(t) {
 				// the job's host phase (LLM iteration overhead), which
@@ -762,7 +764,7 @@ func (d *domain) runMPS(s *Simulator, t, t1 int64, clockFactor float64) {
 		for _, m := range d.act {
 			done := t+m.left <= end
 			if m.draining {
-				next = end // its drain may end with the job: look at everything again
+				d.due = end // its drain may end with the job: look at everything again
 			}
 			d.progress(s, m, dt, m.jobSeconds, m.share, done, end)
 		}

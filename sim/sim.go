@@ -497,6 +497,7 @@ func (g *gpuState) busy(t int64) (bool, int64) {
 func (s *Simulator) advance(to int64) {
 	for s.now < to {
 		s.applyEvents()
+		s.recheck()
 		end := min(to, s.nextEvent())
 		for _, g := range s.gpus {
 			g.run(s, s.now, end)
@@ -504,6 +505,16 @@ func (s *Simulator) advance(to int64) {
 		s.now = end
 	}
 	s.applyEvents()
+}
+
+// recheck makes every domain look at all its members again (boundary) at
+// its next run: between runs, events and control calls change tenants.
+func (s *Simulator) recheck() {
+	for _, g := range s.gpus {
+		for _, d := range g.domains {
+			d.due = 0
+		}
+	}
 }
 
 // run advances g over [t, end): an idle stretch (nothing can run) in one
