@@ -249,39 +249,39 @@ func (t *tenant) formJob(now int64) bool {
 		if w.KVBytesPerToken > 0 {
 			kvCap = (float64(t.spec.Memory) - float64(w.WeightsBytes)) / float64(w.KVBytesPerToken)
 		}
-		used := 0.0
+		// (token counts are summed as integers, exact as float sums are)
+		used := 0
 		for i := range t.seqs {
-			used += float64(t.seqs[i].ctx + t.seqs[i].gen)
+			used += t.seqs[i].ctx + t.seqs[i].gen
 		}
-		newSeqs := 0
-		var prefill float64
+		newSeqs, prefill := 0, 0
 		for !t.draining && t.queued() > 0 && len(t.seqs) < w.MaxBatch {
 			r := t.queue[t.qhead]
-			need := float64(r.ctx + r.gen)
-			if used+need > kvCap && len(t.seqs) > 0 {
+			need := r.ctx + r.gen
+			if float64(used+need) > kvCap && len(t.seqs) > 0 {
 				break
 			}
 			t.qhead++
 			used += need
 			t.seqs = append(t.seqs, r)
 			newSeqs++
-			prefill += float64(r.ctx)
+			prefill += r.ctx
 		}
 		t.compactQueue()
 		if len(t.seqs) == 0 {
 			return false
 		}
 		decode := len(t.seqs) - newSeqs
-		var kvRead float64
+		kvRead := 0
 		for i := 0; i < decode; i++ {
-			kvRead += float64(t.seqs[i].ctx + t.seqs[i].done)
+			kvRead += t.seqs[i].ctx + t.seqs[i].done
 		}
 		kv := float64(w.KVBytesPerToken)
 		t.job = job{active: true, rem: 1, start: now, newSeqs: newSeqs,
 			// prefill is compute-bound (2 FLOPs per parameter per token);
 			// decode reads the weights and every sequence's KV cache.
-			flops: 2 * w.Params * (prefill + float64(decode)),
-			bytes: float64(w.WeightsBytes) + kv*kvRead + kv*prefill}
+			flops: 2 * w.Params * (float64(prefill) + float64(decode)),
+			bytes: float64(w.WeightsBytes) + kv*float64(kvRead) + kv*float64(prefill)}
 		// the engine's host time (scheduling, sampling, launches) comes
 		// before the GPU work (docs/calibration.md, LLM iteration)
 		t.pause = max(t.pause, now+int64(w.IterationOverhead)+int64(len(t.seqs))*int64(w.SeqOverhead))
@@ -300,8 +300,7 @@ func (t *tenant) compactQueue() {
 
 // finishJob completes the current job at time now.
 func (t *tenant) finishJob(s *Simulator, now int64) {
-	j := t.job
-	t.job = job{}
+	j := &t.job // cleared at the end
 	if t.w.Type != "training" {
 		t.work += j.flops
 	}
@@ -354,6 +353,7 @@ func (t *tenant) finishJob(s *Simulator, now int64) {
 		}
 		t.seqs = kept
 	}
+	t.job = job{}
 	if t.draining {
 		s.checkDrain(t, now)
 	}
