@@ -427,11 +427,19 @@ func jobTime(j *job, c, w, mult float64) float64 {
 
 // noise is the job's lognormal service-time multiplier at spread sigma
 // (mean 1): the job's standard normal draw is fixed, so the multiplier
-// changes only with sigma.
+// changes only with sigma. The previous spread's multiplier is kept too:
+// an MPS client's spread goes back and forth as a neighbour (an LLM
+// between its host and GPU phases) leaves and rejoins.
 func (j *job) noise(sigma float64) float64 {
 	if sigma != j.sigma {
-		j.sigma = sigma
-		j.mult = math.Exp(sigma*j.z - sigma*sigma/2)
+		if sigma == j.prevSigma {
+			j.sigma, j.prevSigma = j.prevSigma, j.sigma
+			j.mult, j.prevMult = j.prevMult, j.mult
+		} else {
+			j.prevSigma, j.prevMult = j.sigma, j.mult
+			j.sigma = sigma
+			j.mult = math.Exp(sigma*j.z - sigma*sigma/2)
+		}
 	}
 	return j.mult
 }
@@ -439,9 +447,9 @@ func (j *job) noise(sigma float64) float64 {
 // progress moves t's job forward by dt ns, the whole job taking jobSeconds
 // at SM share share, accounting it; it completes the job when done.
 func (d *domain) progress(s *Simulator, t *tenant, dt int64, jobSeconds, share float64, done bool, end int64) {
-	frac := float64(dt) / (jobSeconds * 1e9)
-	if done || frac > t.job.rem {
-		frac = t.job.rem
+	frac := t.job.rem
+	if !done {
+		frac = min(frac, float64(dt)/(jobSeconds*1e9))
 	}
 	b := t.job.bytes * frac
 	f := t.job.flops * frac

@@ -37,8 +37,10 @@ type job struct {
 	// (prefill); they are the last newSeqs entries of tenant.seqs.
 	newSeqs int
 	// service-time noise: the job's standard normal draw and the
-	// multiplier at the spread sigma (see job.noise)
-	z, sigma, mult float64
+	// multiplier at the spread sigma, and at the spread before (see
+	// job.noise)
+	z, sigma, mult      float64
+	prevSigma, prevMult float64
 }
 
 // jobTimeCache is a time-sliced job's time (s) and what it depends on.
