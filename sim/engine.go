@@ -616,7 +616,7 @@ func (d *domain) rewant(m *tenant, t int64) {
 // segments reuse it.
 func (d *domain) slicedJobTime(t *tenant, share, clockFactor float64) float64 {
 	key := jobTimeKey{d, t.jobSeq, share, clockFactor, d.g.memLock}
-	if t.jt.key != key {
+	if !t.jt.key.same(key) {
 		cp, w := d.capacity(share, clockFactor)
 		t.jt = jobTimeCache{key, jobTime(&t.job, cp, w, t.job.noise(*t.w.ServiceNoise))}
 	}
@@ -646,13 +646,7 @@ func (d *domain) pick(t int64) (int, int64) {
 		}
 		d.arrNext = t + int64(1e9/float64(v.Frequency))
 	}
-	any := false
-	for _, m := range d.members {
-		if m.want {
-			any = true
-		}
-	}
-	if !any {
+	if d.wanting == 0 {
 		return -1, 0
 	}
 	for k := 1; k <= n; k++ {

@@ -55,6 +55,13 @@ type jobTimeKey struct {
 	share, clockFactor, memLock float64
 }
 
+// same is k == o, without the call that comparing structs with floats
+// costs.
+func (k *jobTimeKey) same(o jobTimeKey) bool {
+	return k.d == o.d && k.seq == o.seq && k.share == o.share &&
+		k.clockFactor == o.clockFactor && k.memLock == o.memLock
+}
+
 // tenantTotals accumulates what a tenant got over an interval.
 type tenantTotals struct {
 	workTotals
@@ -182,6 +189,7 @@ func (t *tenant) startJob(now int64) bool {
 	if t.job.active && t.noise != nil {
 		t.job.sigma = *t.w.ServiceNoise
 		t.job.z, t.job.mult = t.draws.next(t.noise, t.job.sigma)
+		t.job.prevSigma, t.job.prevMult = t.job.sigma, t.job.mult
 	}
 	if t.job.active {
 		t.jobSeq++
