@@ -479,7 +479,8 @@ func (d *domain) runSliced(s *Simulator, t, t1 int64, clockFactor float64) {
 	// Time-slicing and best-effort vGPU are work conserving: an idle
 	// context yields at once. Equal- and fixed-share vGPU hold a VM's
 	// slot for its whole length even when the VM is idle.
-	strict := d.kind == schedVGPU && g.vgpu.Policy != gpu.VGPUPolicyBestEffort
+	vgpu := d.kind == schedVGPU
+	strict := vgpu && g.vgpu.Policy != gpu.VGPUPolicyBestEffort
 	for t < t1 {
 		if t >= d.due || t > d.expiry {
 			d.due = d.boundary(s, t)
@@ -509,7 +510,7 @@ func (d *domain) runSliced(s *Simulator, t, t1 int64, clockFactor float64) {
 			others--
 		}
 		repick := !curWants || (others > 0 && t >= d.sliceEnd)
-		if d.kind == schedVGPU && t >= d.sliceEnd {
+		if vgpu && t >= d.sliceEnd {
 			repick = true // a new slot (logged) even for a lone VM
 		}
 		if strict {
@@ -521,7 +522,7 @@ func (d *domain) runSliced(s *Simulator, t, t1 int64, clockFactor float64) {
 				t = next
 				continue
 			}
-			if d.kind == schedVGPU {
+			if vgpu {
 				d.logSlot(s, t)
 				d.slotTarget, d.slotRun = slot, 0
 			}
@@ -552,10 +553,10 @@ func (d *domain) runSliced(s *Simulator, t, t1 int64, clockFactor float64) {
 		}
 		cur = d.members[d.cur]
 		end := next
-		if (others > 0 || d.kind == schedVGPU) && d.sliceEnd < end {
+		if (others > 0 || vgpu) && d.sliceEnd < end {
 			end = d.sliceEnd
 		}
-		if !cur.wants(t) {
+		if !cur.want {
 			t = end // an idle VM's slot
 			continue
 		}
@@ -582,7 +583,7 @@ func (d *domain) runSliced(s *Simulator, t, t1 int64, clockFactor float64) {
 		dt := end - t
 		d.step.busy += float64(dt)
 		d.slotRun += dt
-		if d.kind == schedVGPU {
+		if vgpu {
 			for i, m := range d.members {
 				if i != d.cur && m.want {
 					m.preempt += dt
