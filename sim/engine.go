@@ -616,12 +616,13 @@ func (d *domain) rewant(m *tenant, t int64) {
 // share, the SM clock and the memory clock) so that the job's later
 // segments reuse it.
 func (d *domain) slicedJobTime(t *tenant, share, clockFactor float64) float64 {
-	key := jobTimeKey{d, t.jobSeq, share, clockFactor, d.g.memLock}
-	if !t.jt.key.same(key) {
+	c, memLock := &t.jt, d.g.memLock
+	if c.d != d || c.seq != t.jobSeq || c.share != share || c.clockFactor != clockFactor || c.memLock != memLock {
 		cp, w := d.capacity(share, clockFactor)
-		t.jt = jobTimeCache{key, jobTime(&t.job, cp, w, t.job.noise(*t.w.ServiceNoise))}
+		c.d, c.seq, c.share, c.clockFactor, c.memLock = d, t.jobSeq, share, clockFactor, memLock
+		c.seconds = jobTime(&t.job, cp, w, t.job.noise(*t.w.ServiceNoise))
 	}
-	return t.jt.seconds
+	return c.seconds
 }
 
 // pick chooses the next context round robin after the resident one and

@@ -43,23 +43,23 @@ type job struct {
 	prevSigma, prevMult float64
 }
 
-// jobTimeCache is a time-sliced job's time (s) and what it depends on.
-type jobTimeCache struct {
-	key     jobTimeKey
-	seconds float64
+// begin makes j a new job of flops and bytes starting at now, its other
+// fields zero. (Zeroing and setting fields in place: a composite literal
+// here is built aside and copied, which costs on this path.)
+func (j *job) begin(flops, bytes float64, now int64) {
+	*j = job{}
+	j.active, j.rem, j.start = true, 1, now
+	j.flops, j.bytes = flops, bytes
 }
 
-type jobTimeKey struct {
+// jobTimeCache is a time-sliced job's time (s) and what it depends on.
+// (It is compared and filled field by field: building a key struct to
+// compare costs more than the check saves on this path.)
+type jobTimeCache struct {
 	d                           *domain
 	seq                         uint64 // tenant.jobSeq of the job
 	share, clockFactor, memLock float64
-}
-
-// same is k == o, without the call that comparing structs with floats
-// costs.
-func (k *jobTimeKey) same(o jobTimeKey) bool {
-	return k.d == o.d && k.seq == o.seq && k.share == o.share &&
-		k.clockFactor == o.clockFactor && k.memLock == o.memLock
+	seconds                     float64
 }
 
 // tenantTotals accumulates what a tenant got over an interval.
@@ -240,16 +240,15 @@ func (t *tenant) formJob(now int64) bool {
 	}
 	switch w.Type {
 	case "training":
-		t.job = job{active: true, flops: w.FLOPs, bytes: w.Bytes, rem: 1, start: now}
+		t.job.begin(w.FLOPs, w.Bytes, now)
 		return true
 	case "dnn":
 		n := min(t.queued(), w.MaxBatch)
 		if n == 0 || t.draining {
 			return false
 		}
-		t.job = job{active: true, n: n, rem: 1, start: now,
-			flops: float64(n) * w.FLOPs,
-			bytes: float64(w.WeightsBytes) + float64(n)*w.Bytes}
+		t.job.begin(float64(n)*w.FLOPs, float64(w.WeightsBytes)+float64(n)*w.Bytes, now)
+		t.job.n = n
 		return true
 	case "llm":
 		// Continuous batching: admit waiting requests while the batch and the
@@ -287,11 +286,11 @@ func (t *tenant) formJob(now int64) bool {
 			kvRead += t.seqs[i].ctx + t.seqs[i].done
 		}
 		kv := float64(w.KVBytesPerToken)
-		t.job = job{active: true, rem: 1, start: now, newSeqs: newSeqs,
-			// prefill is compute-bound (2 FLOPs per parameter per token);
-			// decode reads the weights and every sequence's KV cache.
-			flops: 2 * w.Params * (float64(prefill) + float64(decode)),
-			bytes: float64(w.WeightsBytes) + kv*float64(kvRead) + kv*float64(prefill)}
+		// prefill is compute-bound (2 FLOPs per parameter per token);
+		// decode reads the weights and every sequence's KV cache.
+		t.job.begin(2*w.Params*(float64(prefill)+float64(decode)),
+			float64(w.WeightsBytes)+kv*float64(kvRead)+kv*float64(prefill), now)
+		t.job.newSeqs = newSeqs
 		// the engine's host time (scheduling, sampling, launches) comes
 		// before the GPU work (docs/calibration.md, LLM iteration)
 		t.pause = max(t.pause, now+int64(w.IterationOverhead)+int64(len(t.seqs))*int64(w.SeqOverhead))
