@@ -339,10 +339,12 @@ func (t *tenant) finishJob(s *Simulator, now int64) {
 			t.itl.observeN(float64(now-t.lastIter)/1e9, uint64(decode))
 		}
 		t.lastIter = now
-		kept := t.seqs[:0]
+		// the sequences that go on are kept in place, in order (moved
+		// only past one that ended)
+		kept := 0
 		cutoff := now - int64(t.w.Timeout)
 		for i := range t.seqs {
-			r := t.seqs[i]
+			r := &t.seqs[i]
 			if t.w.Timeout > 0 && r.arrival < cutoff {
 				t.timeOut() // the client gave up: the engine aborts it
 				continue
@@ -358,9 +360,12 @@ func (t *tenant) finishJob(s *Simulator, now int64) {
 				t.record(s, now-r.arrival)
 				continue
 			}
-			kept = append(kept, r)
+			if kept != i {
+				t.seqs[kept] = *r
+			}
+			kept++
 		}
-		t.seqs = kept
+		t.seqs = t.seqs[:kept]
 	}
 	t.job = job{}
 	if t.draining {
