@@ -714,15 +714,17 @@ func (d *domain) logSlot(s *Simulator, t int64) {
 		g.schedLog = g.schedLog[:n]
 	}
 	m.runTotal += d.slotRun
-	g.schedLog = append(g.schedLog, gpu.VGPUSchedulerLogEntry{
-		Timestamp:        s.at(t),
-		Runlist:          uint32(m.idx),
-		RunTime:          time.Duration(d.slotRun),
-		RunTimeTotal:     time.Duration(m.runTotal),
-		TargetTimeSlice:  time.Duration(d.slotTarget),
-		CumulativePreemp: time.Duration(m.preempt),
-		Weight:           m.spec.VM.Weight,
-	})
+	// filled in place (a composite literal is built aside and copied,
+	// which costs at every slot)
+	g.schedLog = append(g.schedLog, gpu.VGPUSchedulerLogEntry{})
+	e := &g.schedLog[len(g.schedLog)-1]
+	e.Timestamp = s.at(t)
+	e.Runlist = uint32(m.idx)
+	e.RunTime = time.Duration(d.slotRun)
+	e.RunTimeTotal = time.Duration(m.runTotal)
+	e.TargetTimeSlice = time.Duration(d.slotTarget)
+	e.CumulativePreemp = time.Duration(m.preempt)
+	e.Weight = m.spec.VM.Weight
 }
 
 // runMPS runs every client concurrently, each capped at its active-thread

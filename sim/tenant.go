@@ -517,12 +517,12 @@ func (t *tenant) scheduleNext(now int64) {
 func (t *tenant) arrive(now int64) {
 	for t.nextArr <= now {
 		at := t.nextArr
-		r := request{arrival: at, first: -1}
+		ctx, gen := 0, 0 // the request's tokens (LLM)
 		a := &t.w.Arrival
 		switch a.Process {
 		case "trace":
 			tr := t.spec.trace
-			r.ctx, r.gen = tr.context[t.traceIdx], tr.generated[t.traceIdx]
+			ctx, gen = tr.context[t.traceIdx], tr.generated[t.traceIdx]
 			t.traceIdx++
 			if t.traceIdx == len(tr.offsets) {
 				if a.NoLoop {
@@ -537,16 +537,20 @@ func (t *tenant) arrive(now int64) {
 			t.scheduleNext(at)
 		}
 		if t.w.Type == "llm" && a.Process != "trace" {
-			r.ctx, r.gen = t.tokens(t.w.ContextTokens), t.tokens(t.w.GeneratedTokens)
+			ctx, gen = t.tokens(t.w.ContextTokens), t.tokens(t.w.GeneratedTokens)
 		}
-		if t.w.Type == "llm" && r.gen < 1 {
-			r.gen = 1
+		if t.w.Type == "llm" && gen < 1 {
+			gen = 1
 		}
 		if t.queued() >= t.w.MaxQueue {
 			t.dropped++ // the server rejects what it cannot queue
 			continue
 		}
-		t.queue = append(t.queue, r)
+		// filled in place (a composite literal is built aside and
+		// copied, which costs at every arrival)
+		t.queue = append(t.queue, request{})
+		q := &t.queue[len(t.queue)-1]
+		q.arrival, q.ctx, q.gen, q.first = at, ctx, gen, -1
 	}
 }
 
