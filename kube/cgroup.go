@@ -47,11 +47,13 @@ func ParseCgroupPath(path string) CgroupInfo {
 		if strings.HasPrefix(s, "kubepods") {
 			inKube = true
 		}
-		if m := podUIDRE.FindStringSubmatch(s); m != nil && (inKube || strings.HasPrefix(s, "pod")) {
+		// (each expression runs only where its match is possible: they
+		// are slow, and a process's path is parsed at every sample)
+		if m := podUIDSubmatch(s); m != nil && (inKube || strings.HasPrefix(s, "pod")) {
 			info.PodUID = normalizeUID(m[1])
 			continue
 		}
-		if m := scopeRE.FindStringSubmatch(s); m != nil {
+		if m := scopeSubmatch(s); m != nil {
 			info.ContainerID = strings.ToLower(m[2])
 			info.Runtime = runtimeName(m[1])
 			continue
@@ -63,7 +65,7 @@ func ParseCgroupPath(path string) CgroupInfo {
 			inDocker = true
 			continue
 		}
-		if hexIDRE.MatchString(s) && (inKube || inDocker) {
+		if len(s) == 64 && hexIDRE.MatchString(s) && (inKube || inDocker) {
 			info.ContainerID = strings.ToLower(s)
 			if inDocker && info.Runtime == "" {
 				info.Runtime = "docker"
@@ -71,6 +73,23 @@ func ParseCgroupPath(path string) CgroupInfo {
 		}
 	}
 	return info
+}
+
+// podUIDSubmatch is podUIDRE's submatches in s: a 32-hex UID needs 35
+// bytes with "pod".
+func podUIDSubmatch(s string) []string {
+	if len(s) < 35 || !strings.Contains(s, "pod") {
+		return nil
+	}
+	return podUIDRE.FindStringSubmatch(s)
+}
+
+// scopeSubmatch is scopeRE's submatches in s.
+func scopeSubmatch(s string) []string {
+	if !strings.HasSuffix(s, ".scope") {
+		return nil
+	}
+	return scopeRE.FindStringSubmatch(s)
 }
 
 func runtimeName(prefix string) string {

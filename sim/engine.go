@@ -147,22 +147,30 @@ const (
 	schedVGPU
 )
 
+// workTotals is what ran over an interval: ns with a kernel resident (busy),
+// ns x the fraction of the SMs active (of the domain's SMs for a tenant or
+// a domain, of the device's for a device), HBM bytes moved and FLOPs.
+type workTotals struct {
+	busy, sm, bytes, flops float64
+}
+
+func (a *workTotals) add(b workTotals) {
+	a.busy += b.busy
+	a.sm += b.sm
+	a.bytes += b.bytes
+	a.flops += b.flops
+}
+
 // domainTotals accumulates a domain's activity.
 type domainTotals struct {
-	busy    float64 // ns with any kernel resident
-	sm      float64 // ns x fraction of the domain's SMs active
+	workTotals
 	occ     float64 // ns x fraction of warp slots occupied
-	bytes   float64
-	flops   float64
 	switch_ float64 // ns spent switching contexts
 }
 
 func (a *domainTotals) add(b domainTotals) {
-	a.busy += b.busy
-	a.sm += b.sm
+	a.workTotals.add(b.workTotals)
 	a.occ += b.occ
-	a.bytes += b.bytes
-	a.flops += b.flops
 	a.switch_ += b.switch_
 }
 
@@ -192,9 +200,21 @@ type domain struct {
 	slotTarget int64
 	arrNext    int64 // vGPU ARR: when the scheduler next observes the VMs' backlogs
 
-	acc  [2]domainTotals
-	step domainTotals
-	act  []*tenant // MPS: the clients running in the current segment
+	// set by boundary: what it returned (when a member's state next
+	// changes by itself), the members that want to run, and the last time
+	// no waiting request expires. Until due and up to expiry only the
+	// running contexts change, by their own jobs: the domain does not call
+	// boundary again, from one step to the next too, unless something
+	// from outside the run (an event, a control call) may have changed a
+	// member (Simulator.recheck).
+	due     int64
+	wanting int
+	expiry  int64
+
+	acc     [2]domainTotals // 0: since the previous Sample, 1: since the previous Window
+	pending domainTotals    // since the last flush (see Simulator.flush)
+	step    domainTotals
+	act     []*tenant // MPS: the clients running in the current segment
 	// MPS: the previous segment's clients and what their allocation
 	// depended on (mpsCached)
 	mpsPrev []mpsClient
@@ -246,20 +266,27 @@ type gpuState struct {
 	mpsDefault    float64
 	pinnedDefault uint64
 
-	acc    [2]deviceTotals
-	events []gpu.Event
+	acc     [2]deviceTotals // 0: since the previous Sample, 1: since the previous Window
+	pending deviceTotals    // since the last flush (see Simulator.flush)
+	events  []gpu.Event
 }
 
-// deviceTotals accumulates device-level figures.
+// deviceTotals accumulates device-level figures (busy: ns with a kernel
+// resident anywhere).
 type deviceTotals struct {
+	workTotals
 	ns      float64
-	sm      float64 // ns x fraction of the device's SMs active
-	occ     float64
-	bytes   float64
-	flops   float64
-	busy    float64 // ns with any kernel resident anywhere
+	occ     float64 // ns x fraction of the device's warp slots occupied
 	energy  float64 // J
 	clockNs float64 // MHz x ns
+}
+
+func (a *deviceTotals) add(b deviceTotals) {
+	a.workTotals.add(b.workTotals)
+	a.ns += b.ns
+	a.occ += b.occ
+	a.energy += b.energy
+	a.clockNs += b.clockNs
 }
 
 func (g *gpuState) peakFLOPS() float64 { return g.m.PeakFLOPS * g.m.ComputeEff }
@@ -289,12 +316,19 @@ func (t *tenant) wants(now int64) bool {
 }
 
 // boundary delivers arrivals up to now, completes actions that are due
-// (a standby's switch-over, a drain's timeout) and returns the next time a
-// member's state changes by itself (arrival, end of a pause, an action
-// due), at most limit.
-func (d *domain) boundary(s *Simulator, now, limit int64) int64 {
-	next := limit
+// (a standby's switch-over, a drain's timeout), expires waiting requests
+// nobody will serve in time, sets each member's want (wants(now)) and
+// d.wanting (how many want to run) and returns the next time a member's
+// state changes by itself (arrival, end of a pause, an action due), at
+// most limit. It also sets d.expiry, the last time at which no waiting
+// request is old enough to expire: before the time it returns and up to
+// d.expiry, a boundary call would change nothing for a member that has not
+// run since.
+func (d *domain) boundary(s *Simulator, now int64) int64 {
+	next := never
+	d.expiry, d.wanting = never, 0
 	for _, m := range d.members {
+		m.want = false
 		if !m.alive {
 			if m.refusing {
 				// stopped by a control call: its clients' requests fail
@@ -313,7 +347,7 @@ func (d *domain) boundary(s *Simulator, now, limit int64) int64 {
 				next = min(next, m.switchAt)
 			}
 		}
-		if m.w.Timeout > 0 && m.queued() > 0 && !m.job.active {
+		if m.w.Timeout > 0 && m.queued() > 0 && !m.job.active && m.queue[m.qhead].arrival < now-int64(m.w.Timeout) {
 			m.expire(now) // requests nobody will serve in time
 		}
 		if m.draining {
@@ -331,6 +365,12 @@ func (d *domain) boundary(s *Simulator, now, limit int64) int64 {
 		}
 		if m.pause > now && m.pause < next {
 			next = m.pause
+		}
+		if m.w.Timeout > 0 && m.queued() > 0 {
+			d.expiry = min(d.expiry, m.queue[m.qhead].arrival+int64(m.w.Timeout))
+		}
+		if m.want = m.wants(now); m.want {
+			d.wanting++
 		}
 	}
 	return next
@@ -350,8 +390,7 @@ func (d *domain) run(s *Simulator, t0, t1 int64, clockFactor float64) {
 	default:
 		d.runSliced(s, t0, t1, clockFactor)
 	}
-	d.acc[0].add(d.step)
-	d.acc[1].add(d.step)
+	d.pending.add(d.step)
 }
 
 // capacity returns the FLOP/s and bytes/s a kernel filling share of the
@@ -367,23 +406,40 @@ func (d *domain) capacity(share, clockFactor float64) (c, w float64) {
 // jobTime is the time of j (s) at compute rate c and bandwidth w: its
 // roofline time times the noise multiplier mult, at least its floor.
 func jobTime(j *job, c, w, mult float64) float64 {
+	// (plain comparisons: every figure is positive, and the built-in
+	// max's care for NaN and signed zeros costs on this path)
 	jobSeconds := 0.0
 	if j.flops > 0 {
 		jobSeconds = j.flops / c
 	}
-	if j.bytes > 0 {
-		jobSeconds = max(jobSeconds, j.bytes/w)
+	if b := j.bytes / w; j.bytes > 0 && b > jobSeconds {
+		jobSeconds = b
 	}
-	return max(jobSeconds*mult, j.floor, minJobS)
+	jobSeconds *= mult
+	if jobSeconds < j.floor {
+		jobSeconds = j.floor
+	}
+	if jobSeconds < minJobS {
+		jobSeconds = minJobS
+	}
+	return jobSeconds
 }
 
 // noise is the job's lognormal service-time multiplier at spread sigma
 // (mean 1): the job's standard normal draw is fixed, so the multiplier
-// changes only with sigma.
+// changes only with sigma. The previous spread's multiplier is kept too:
+// an MPS client's spread goes back and forth as a neighbour (an LLM
+// between its host and GPU phases) leaves and rejoins.
 func (j *job) noise(sigma float64) float64 {
 	if sigma != j.sigma {
-		j.sigma = sigma
-		j.mult = math.Exp(sigma*j.z - sigma*sigma/2)
+		if sigma == j.prevSigma {
+			j.sigma, j.prevSigma = j.prevSigma, j.sigma
+			j.mult, j.prevMult = j.prevMult, j.mult
+		} else {
+			j.prevSigma, j.prevMult = j.sigma, j.mult
+			j.sigma = sigma
+			j.mult = math.Exp(sigma*j.z - sigma*sigma/2)
+		}
 	}
 	return j.mult
 }
@@ -391,23 +447,21 @@ func (j *job) noise(sigma float64) float64 {
 // progress moves t's job forward by dt ns, the whole job taking jobSeconds
 // at SM share share, accounting it; it completes the job when done.
 func (d *domain) progress(s *Simulator, t *tenant, dt int64, jobSeconds, share float64, done bool, end int64) {
-	frac := float64(dt) / (jobSeconds * 1e9)
-	if done || frac > t.job.rem {
-		frac = t.job.rem
+	frac := t.job.rem
+	if !done {
+		frac = min(frac, float64(dt)/(jobSeconds*1e9))
 	}
 	b := t.job.bytes * frac
 	f := t.job.flops * frac
 	fdt := float64(dt)
-	for k := range t.acc {
-		a := &t.acc[k]
-		a.busy += fdt
-		if b > 0 {
-			a.memBusy += fdt
-		}
-		a.sm += fdt * share
-		a.bytes += b
-		a.flops += f
+	a := &t.pending
+	a.busy += fdt
+	if b > 0 {
+		a.memBusy += fdt
 	}
+	a.sm += fdt * share
+	a.bytes += b
+	a.flops += f
 	d.step.sm += fdt * share
 	d.step.occ += fdt * share * t.w.Occupancy
 	d.step.bytes += b
@@ -422,8 +476,19 @@ func (d *domain) progress(s *Simulator, t *tenant, dt int64, jobSeconds, share f
 // owns the domain for a slice; switching costs switchCost.
 func (d *domain) runSliced(s *Simulator, t, t1 int64, clockFactor float64) {
 	g := d.g
+	// Time-slicing and best-effort vGPU are work conserving: an idle
+	// context yields at once. Equal- and fixed-share vGPU hold a VM's
+	// slot for its whole length even when the VM is idle.
+	vgpu := d.kind == schedVGPU
+	strict := vgpu && g.vgpu.Policy != gpu.VGPUPolicyBestEffort
 	for t < t1 {
-		next := d.boundary(s, t, t1)
+		if t >= d.due || t > d.expiry {
+			d.due = d.boundary(s, t)
+		} else if d.cur >= 0 {
+			// only the resident context can have changed (d.due)
+			d.rewant(d.members[d.cur], t)
+		}
+		next := min(d.due, t1)
 		if d.switchEnd > t {
 			e := min(next, d.switchEnd)
 			d.step.switch_ += float64(e - t)
@@ -433,28 +498,19 @@ func (d *domain) runSliced(s *Simulator, t, t1 int64, clockFactor float64) {
 		}
 		// who wants to run at t (m.want: pick and the preemption count
 		// below read it while nothing has changed)
-		busy := 0
+		busy := d.wanting
 		var cur *tenant
 		curWants := false
-		for i, m := range d.members {
-			m.want = m.wants(t)
-			if m.want {
-				busy++
-			}
-			if i == d.cur {
-				cur, curWants = m, m.want
-			}
+		if d.cur >= 0 {
+			cur = d.members[d.cur]
+			curWants = cur.want
 		}
 		others := busy
 		if curWants {
 			others--
 		}
-		// Time-slicing and best-effort vGPU are work conserving: an idle
-		// context yields at once. Equal- and fixed-share vGPU hold a VM's
-		// slot for its whole length even when the VM is idle.
-		strict := d.kind == schedVGPU && g.vgpu.Policy != gpu.VGPUPolicyBestEffort
 		repick := !curWants || (others > 0 && t >= d.sliceEnd)
-		if d.kind == schedVGPU && t >= d.sliceEnd {
+		if vgpu && t >= d.sliceEnd {
 			repick = true // a new slot (logged) even for a lone VM
 		}
 		if strict {
@@ -466,7 +522,7 @@ func (d *domain) runSliced(s *Simulator, t, t1 int64, clockFactor float64) {
 				t = next
 				continue
 			}
-			if d.kind == schedVGPU {
+			if vgpu {
 				d.logSlot(s, t)
 				d.slotTarget, d.slotRun = slot, 0
 			}
@@ -481,22 +537,35 @@ func (d *domain) runSliced(s *Simulator, t, t1 int64, clockFactor float64) {
 				d.step.switch_ += float64(e - t)
 				d.step.busy += float64(e - t)
 				t = e
-				continue
+				if t >= next || t > d.expiry || t >= d.sliceEnd {
+					continue
+				}
+				// Nothing changed during the switch: the new context
+				// runs at once, as the next pass would have it.
+				curWants = d.members[nx].want
+				others = busy
+				if curWants {
+					others--
+				}
+			} else {
+				d.sliceEnd = t + slot
 			}
-			d.sliceEnd = t + slot
 		}
 		cur = d.members[d.cur]
 		end := next
-		if (others > 0 || d.kind == schedVGPU) && d.sliceEnd < end {
+		if (others > 0 || vgpu) && d.sliceEnd < end {
 			end = d.sliceEnd
 		}
-		if !cur.wants(t) {
+		if !cur.want {
 			t = end // an idle VM's slot
 			continue
 		}
 		if !cur.job.active && !cur.startJob(t) {
 			t = end
 			continue
+		}
+		if cur.pause > t {
+			d.due = min(d.due, cur.pause) // as boundary would see it
 		}
 		if !cur.wants(t) {
 			// the job's host phase (LLM iteration overhead), which
@@ -514,29 +583,46 @@ func (d *domain) runSliced(s *Simulator, t, t1 int64, clockFactor float64) {
 		dt := end - t
 		d.step.busy += float64(dt)
 		d.slotRun += dt
-		if d.kind == schedVGPU {
+		if vgpu {
 			for i, m := range d.members {
 				if i != d.cur && m.want {
 					m.preempt += dt
 				}
 			}
 		}
+		if cur.draining {
+			d.due = end // its drain may end with the job: look at everything again
+		}
 		d.progress(s, cur, dt, jobSeconds, share, done, end)
 		t = end
 	}
 }
 
+// rewant refreshes m's want at t after its own job changed its state,
+// keeping d.wanting up to date.
+func (d *domain) rewant(m *tenant, t int64) {
+	if w := m.wants(t); w != m.want {
+		m.want = w
+		if w {
+			d.wanting++
+		} else {
+			d.wanting--
+		}
+	}
+}
+
 // slicedJobTime is the time (s) of t's job running alone on share of the
 // domain's SMs, kept with what it depends on (the domain, the job, the
-// share, the clock and the bandwidth) so that the job's later segments reuse it.
+// share, the SM clock and the memory clock) so that the job's later
+// segments reuse it.
 func (d *domain) slicedJobTime(t *tenant, share, clockFactor float64) float64 {
-	bw := d.g.peakBW()
-	key := jobTimeKey{d, t.jobSeq, share, clockFactor, bw}
-	if t.jt.key != key {
+	c, memLock := &t.jt, d.g.memLock
+	if c.d != d || c.seq != t.jobSeq || c.share != share || c.clockFactor != clockFactor || c.memLock != memLock {
 		cp, w := d.capacity(share, clockFactor)
-		t.jt = jobTimeCache{key, jobTime(&t.job, cp, w, t.job.noise(*t.w.ServiceNoise))}
+		c.d, c.seq, c.share, c.clockFactor, c.memLock = d, t.jobSeq, share, clockFactor, memLock
+		c.seconds = jobTime(&t.job, cp, w, t.job.noise(*t.w.ServiceNoise))
 	}
-	return t.jt.seconds
+	return c.seconds
 }
 
 // pick chooses the next context round robin after the resident one and
@@ -547,11 +633,7 @@ func (d *domain) pick(t int64) (int, int64) {
 	g := d.g
 	if d.kind != schedVGPU {
 		for k := 1; k <= n; k++ {
-			i := (d.cur + k + n) % n
-			if d.cur < 0 {
-				i = k - 1
-			}
-			if d.members[i].want {
+			if i := d.after(k); d.members[i].want {
 				return i, g.slice
 			}
 		}
@@ -566,20 +648,11 @@ func (d *domain) pick(t int64) (int, int64) {
 		}
 		d.arrNext = t + int64(1e9/float64(v.Frequency))
 	}
-	any := false
-	for _, m := range d.members {
-		if m.want {
-			any = true
-		}
-	}
-	if !any {
+	if d.wanting == 0 {
 		return -1, 0
 	}
 	for k := 1; k <= n; k++ {
-		i := (d.cur + k + n) % n
-		if d.cur < 0 {
-			i = k - 1
-		}
+		i := d.after(k)
 		m := d.members[i]
 		slot := int64(v.TimeSlice)
 		switch v.Policy {
@@ -612,6 +685,19 @@ func (d *domain) pick(t int64) (int, int64) {
 	return -1, 0
 }
 
+// after is the index of the k-th member (1 <= k <= len(members)) after
+// the resident one, round robin; from the first when none is resident.
+func (d *domain) after(k int) int {
+	if d.cur < 0 {
+		return k - 1
+	}
+	i := d.cur + k
+	if i >= len(d.members) {
+		i -= len(d.members)
+	}
+	return i
+}
+
 // logSlot appends the slot that ends at t to the vGPU scheduler log. As in
 // NVML's log, the entry is stamped with the time the runlist was preempted
 // and names it by a software runlist ID: the tenant's index in the
@@ -628,15 +714,17 @@ func (d *domain) logSlot(s *Simulator, t int64) {
 		g.schedLog = g.schedLog[:n]
 	}
 	m.runTotal += d.slotRun
-	g.schedLog = append(g.schedLog, gpu.VGPUSchedulerLogEntry{
-		Timestamp:        s.at(t),
-		Runlist:          uint32(m.idx),
-		RunTime:          time.Duration(d.slotRun),
-		RunTimeTotal:     time.Duration(m.runTotal),
-		TargetTimeSlice:  time.Duration(d.slotTarget),
-		CumulativePreemp: time.Duration(m.preempt),
-		Weight:           m.spec.VM.Weight,
-	})
+	// filled in place (a composite literal is built aside and copied,
+	// which costs at every slot)
+	g.schedLog = append(g.schedLog, gpu.VGPUSchedulerLogEntry{})
+	e := &g.schedLog[len(g.schedLog)-1]
+	e.Timestamp = s.at(t)
+	e.Runlist = uint32(m.idx)
+	e.RunTime = time.Duration(d.slotRun)
+	e.RunTimeTotal = time.Duration(m.runTotal)
+	e.TargetTimeSlice = time.Duration(d.slotTarget)
+	e.CumulativePreemp = time.Duration(m.preempt)
+	e.Weight = m.spec.VM.Weight
 }
 
 // runMPS runs every client concurrently, each capped at its active-thread
@@ -646,11 +734,17 @@ func (d *domain) logSlot(s *Simulator, t int64) {
 func (d *domain) runMPS(s *Simulator, t, t1 int64, clockFactor float64) {
 	peak := d.g.peakBW() * d.bwFrac
 	for t < t1 {
-		end := d.boundary(s, t, t1)
+		if t >= d.due || t > d.expiry {
+			d.due = d.boundary(s, t)
+		}
+		end := min(d.due, t1) // until d.due only the running clients change
 		d.act = d.act[:0]
 		for _, m := range d.members {
 			if !m.wants(t) || (!m.job.active && !m.startJob(t)) {
 				continue
+			}
+			if m.pause > t {
+				d.due = min(d.due, m.pause) // as boundary would see it
 			}
 			if !m.wants(t) {
 				// the job's host phase (LLM iteration overhead), which
@@ -668,14 +762,16 @@ func (d *domain) runMPS(s *Simulator, t, t1 int64, clockFactor float64) {
 			d.allocMPS(clockFactor, peak)
 		}
 		for _, m := range d.act {
-			if e := t + int64(math.Ceil(m.job.rem*m.jobSeconds*1e9)); e < end {
-				end = e
-			}
+			m.left = int64(math.Ceil(m.job.rem * m.jobSeconds * 1e9))
+			end = min(end, t+m.left)
 		}
 		dt := end - t
 		d.step.busy += float64(dt)
 		for _, m := range d.act {
-			done := t+int64(math.Ceil(m.job.rem*m.jobSeconds*1e9)) <= end
+			done := t+m.left <= end
+			if m.draining {
+				d.due = end // its drain may end with the job: look at everything again
+			}
 			d.progress(s, m, dt, m.jobSeconds, m.share, done, end)
 		}
 		t = end
@@ -798,9 +894,10 @@ type clockPlan struct {
 	until         int64 // the step may reach this far (steadyUntil)
 }
 
-// plan works out g's clock for a step starting at t0.
-func (g *gpuState) plan(s *Simulator, t0 int64) clockPlan {
-	p := clockPlan{busy: g.demand(t0)}
+// plan works out g's clock for a step starting at t0; busy is g.busy(t0)
+// (which implies demand).
+func (g *gpuState) plan(s *Simulator, t0 int64, busy bool) clockPlan {
+	p := clockPlan{busy: busy || g.demand(t0)}
 	p.target, p.floor, p.throttle = g.clockTarget(s, t0)
 	p.until = g.steadyUntil(t0, p.busy, p.target, p.floor, p.throttle)
 	return p
@@ -832,17 +929,15 @@ func (g *gpuState) step(s *Simulator, t0, t1 int64, p *clockPlan) {
 	g.power = g.powerAt(g.clock, g.actC, g.actM)
 	g.energy += g.power * dt / 1e9
 	g.heat(dt)
-	for k := range g.acc {
-		a := &g.acc[k]
-		a.ns += dt
-		a.sm += devSM
-		a.occ += devOcc
-		a.bytes += bytes
-		a.flops += flops
-		a.busy += busy
-		a.energy += g.power * dt / 1e9
-		a.clockNs += g.clock * dt
-	}
+	a := &g.pending
+	a.ns += dt
+	a.sm += devSM
+	a.occ += devOcc
+	a.bytes += bytes
+	a.flops += flops
+	a.busy += busy
+	a.energy += g.power * dt / 1e9
+	a.clockNs += g.clock * dt
 }
 
 // demand says whether anything on g can run at t (the DVFS governor sees
@@ -875,12 +970,10 @@ func (g *gpuState) idle(dt int64) {
 	fdt := float64(dt)
 	g.energy += g.power * fdt / 1e9
 	g.heat(fdt)
-	for k := range g.acc {
-		a := &g.acc[k]
-		a.ns += fdt
-		a.energy += g.power * fdt / 1e9
-		a.clockNs += g.clock * fdt
-	}
+	a := &g.pending
+	a.ns += fdt
+	a.energy += g.power * fdt / 1e9
+	a.clockNs += g.clock * fdt
 }
 
 // fixedLock says whether the SM clock is locked to one value (no DVFS);

@@ -24,6 +24,7 @@ func (s *Simulator) Sample(ctx context.Context) (*gpu.Readings, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.syncClock()
+	s.flush()
 	r := &gpu.Readings{
 		Time: s.at(s.now), Backend: "sim",
 		DriverVersion: simDriverVersion, CUDAVersion: simCUDAVersion,

@@ -179,6 +179,7 @@ func New(sc *Scenario, opts Options) (*Simulator, error) {
 			wantRun: !spec.Stopped,
 
 			training: spec.Workload.Type == "training",
+			minJob:   spec.Workload.MinJobTime.Seconds(),
 		}
 		if spec.Workload.Type == "llm" {
 			t.ttft = newHist(ttftBounds)
@@ -496,6 +497,7 @@ func (g *gpuState) busy(t int64) (bool, int64) {
 func (s *Simulator) advance(to int64) {
 	for s.now < to {
 		s.applyEvents()
+		s.recheck()
 		end := min(to, s.nextEvent())
 		for _, g := range s.gpus {
 			g.run(s, s.now, end)
@@ -505,11 +507,22 @@ func (s *Simulator) advance(to int64) {
 	s.applyEvents()
 }
 
+// recheck makes every domain look at all its members again (boundary) at
+// its next run: between runs, events and control calls change tenants.
+func (s *Simulator) recheck() {
+	for _, g := range s.gpus {
+		for _, d := range g.domains {
+			d.due = 0
+		}
+	}
+}
+
 // run advances g over [t, end): an idle stretch (nothing can run) in one
 // go, else in steps no longer than its clock plan allows.
 func (g *gpuState) run(s *Simulator, t, end int64) {
 	for t < end {
-		if busy, wake := g.busy(t); !busy {
+		busy, wake := g.busy(t)
+		if !busy {
 			next := min(end, wake)
 			if next > t {
 				g.idle(next - t)
@@ -517,7 +530,7 @@ func (g *gpuState) run(s *Simulator, t, end int64) {
 				continue
 			}
 		}
-		p := g.plan(s, t)
+		p := g.plan(s, t, busy)
 		e := min(end, p.until)
 		if e <= t {
 			e = t + 1
@@ -540,11 +553,39 @@ func (s *Simulator) jitter(g int, bucket int64) float64 {
 	return float64(x>>11)/float64(1<<53)*2 - 1
 }
 
+// flush moves what the model accumulated since the last flush into the
+// totals since the previous Sample and since the previous Window: the
+// model adds each segment once, into pending, and Sample and Window, which
+// read the totals, flush first.
+func (s *Simulator) flush() {
+	for _, g := range s.gpus {
+		flushInto(&g.acc, &g.pending)
+		for _, d := range g.domains {
+			flushInto(&d.acc, &d.pending)
+		}
+	}
+	for _, t := range s.tenants {
+		flushInto(&t.acc, &t.pending)
+	}
+}
+
+// flushInto adds *pending to both totals of acc and clears it.
+func flushInto[T any, P interface {
+	*T
+	add(T)
+}](acc *[2]T, pending *T) {
+	P(&acc[0]).add(*pending)
+	P(&acc[1]).add(*pending)
+	var zero T
+	*pending = zero
+}
+
 // Window returns ground truth since the previous Window call (or the
 // start) and starts a new window.
 func (s *Simulator) Window() WindowStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.flush()
 	ws := WindowStats{Start: s.at(s.winStart), End: s.at(s.now)}
 	secs := float64(s.now-s.winStart) / 1e9
 	for _, t := range s.tenants {

@@ -3,7 +3,6 @@ package sim
 import (
 	"math"
 	"math/rand/v2"
-	"slices"
 	"time"
 )
 
@@ -38,29 +37,40 @@ type job struct {
 	// (prefill); they are the last newSeqs entries of tenant.seqs.
 	newSeqs int
 	// service-time noise: the job's standard normal draw and the
-	// multiplier at the spread sigma (see job.noise)
-	z, sigma, mult float64
+	// multiplier at the spread sigma, and at the spread before (see
+	// job.noise)
+	z, sigma, mult      float64
+	prevSigma, prevMult float64
+}
+
+// begin makes j a new job of flops and bytes starting at now, its other
+// fields zero. (Zeroing and setting fields in place: a composite literal
+// here is built aside and copied, which costs on this path.)
+func (j *job) begin(flops, bytes float64, now int64) {
+	*j = job{}
+	j.active, j.rem, j.start = true, 1, now
+	j.flops, j.bytes = flops, bytes
 }
 
 // jobTimeCache is a time-sliced job's time (s) and what it depends on.
+// (It is compared and filled field by field: building a key struct to
+// compare costs more than the check saves on this path.)
 type jobTimeCache struct {
-	key     jobTimeKey
-	seconds float64
-}
-
-type jobTimeKey struct {
-	d                      *domain
-	seq                    uint64 // tenant.jobSeq of the job
-	share, clockFactor, bw float64
+	d                           *domain
+	seq                         uint64 // tenant.jobSeq of the job
+	share, clockFactor, memLock float64
+	seconds                     float64
 }
 
 // tenantTotals accumulates what a tenant got over an interval.
 type tenantTotals struct {
-	busy    float64 // ns with a kernel resident
+	workTotals
 	memBusy float64 // ns with memory traffic (a kernel moving bytes)
-	sm      float64 // ns x fraction of the domain's SMs
-	bytes   float64
-	flops   float64
+}
+
+func (a *tenantTotals) add(b tenantTotals) {
+	a.workTotals.add(b.workTotals)
+	a.memBusy += b.memBusy
 }
 
 // tenant is the runtime state of a scenario tenant.
@@ -110,7 +120,8 @@ type tenant struct {
 	mpsPending float64 // set for the next context; 0 = use the GPU default
 	pinned     uint64  // pinned-memory limit; 0 = none
 
-	training bool // the workload is training (always has a step to run)
+	training bool    // the workload is training (always has a step to run)
+	minJob   float64 // s: the workload's min_job_time
 
 	// per-segment scheduling scratch
 	want       bool    // runSliced: wants(t) at the segment's start
@@ -118,6 +129,7 @@ type tenant struct {
 	bw         float64 // bytes/s this segment
 	capC, capW float64 // FLOP/s and bytes/s its share gets alone
 	jobSeconds float64 // job time (s) at the current allocation
+	left       int64   // MPS: ns the job still takes at the current allocation
 	fixed      bool    // shareSMs: the client's cap binds
 	jobSeq     uint64  // jobs started (tells an allocation's job apart)
 	jt         jobTimeCache
@@ -128,7 +140,8 @@ type tenant struct {
 	// (refreshed every 1/frequency seconds)
 	arrBacklog int
 
-	acc [2]tenantTotals // 0: since the previous Sample, 1: since the previous Window
+	acc     [2]tenantTotals // 0: since the previous Sample, 1: since the previous Window
+	pending tenantTotals    // since the last flush (see Simulator.flush)
 
 	// ground truth for the window
 	lat       []time.Duration
@@ -146,6 +159,8 @@ type tenant struct {
 	lastIter     int64 // LLM: end of the previous iteration
 	promptTokens uint64
 	genTokens    uint64
+
+	draws noiseDraws // the next draws of noise (last: it is large and cold)
 }
 
 // contextFraction is the MPS active-thread fraction a new context of t
@@ -170,14 +185,50 @@ func (t *tenant) queued() int { return len(t.queue) - t.qhead }
 // is active.
 func (t *tenant) startJob(now int64) bool {
 	active := t.formJob(now)
-	t.job.floor = t.w.MinJobTime.Seconds()
+	t.job.floor = t.minJob
 	if t.job.active && t.noise != nil {
-		t.job.z, t.job.mult = t.noise.NormFloat64(), 1
+		t.job.sigma = *t.w.ServiceNoise
+		t.job.z, t.job.mult = t.draws.next(t.noise, t.job.sigma)
+		t.job.prevSigma, t.job.prevMult = t.job.sigma, t.job.mult
 	}
 	if t.job.active {
 		t.jobSeq++
 	}
 	return active
+}
+
+// noiseBlock is how many service-time noise draws a tenant makes at once.
+const noiseBlock = 64
+
+// noiseDraws are a tenant's next service-time noise draws, made in blocks:
+// the standard normal draws come from the tenant's noise stream in the
+// same order as one at a time, and their multipliers at the workload's
+// spread are worked out back to back, where the exponentials overlap,
+// instead of one on each job's critical path.
+type noiseDraws struct {
+	z, mult [noiseBlock]float64
+	sigma   float64 // the spread of mult
+	left    int     // draws not used yet, the last ones of the block
+}
+
+// next returns the next draw and its multiplier at spread sigma, as
+// job.noise has them.
+func (nd *noiseDraws) next(r *rand.Rand, sigma float64) (z, mult float64) {
+	if nd.left == 0 {
+		for i := range nd.z {
+			nd.z[i] = r.NormFloat64()
+		}
+		for i, z := range nd.z {
+			nd.mult[i] = math.Exp(sigma*z - sigma*sigma/2)
+		}
+		nd.sigma, nd.left = sigma, noiseBlock
+	}
+	i := noiseBlock - nd.left
+	nd.left--
+	if sigma != nd.sigma {
+		return nd.z[i], math.Exp(sigma*nd.z[i] - sigma*sigma/2)
+	}
+	return nd.z[i], nd.mult[i]
 }
 
 // formJob is startJob's choice of the job's work, without its floor and
@@ -189,16 +240,15 @@ func (t *tenant) formJob(now int64) bool {
 	}
 	switch w.Type {
 	case "training":
-		t.job = job{active: true, flops: w.FLOPs, bytes: w.Bytes, rem: 1, start: now}
+		t.job.begin(w.FLOPs, w.Bytes, now)
 		return true
 	case "dnn":
 		n := min(t.queued(), w.MaxBatch)
 		if n == 0 || t.draining {
 			return false
 		}
-		t.job = job{active: true, n: n, rem: 1, start: now,
-			flops: float64(n) * w.FLOPs,
-			bytes: float64(w.WeightsBytes) + float64(n)*w.Bytes}
+		t.job.begin(float64(n)*w.FLOPs, float64(w.WeightsBytes)+float64(n)*w.Bytes, now)
+		t.job.n = n
 		return true
 	case "llm":
 		// Continuous batching: admit waiting requests while the batch and the
@@ -208,39 +258,39 @@ func (t *tenant) formJob(now int64) bool {
 		if w.KVBytesPerToken > 0 {
 			kvCap = (float64(t.spec.Memory) - float64(w.WeightsBytes)) / float64(w.KVBytesPerToken)
 		}
-		used := 0.0
+		// (token counts are summed as integers, exact as float sums are)
+		used := 0
 		for i := range t.seqs {
-			used += float64(t.seqs[i].ctx + t.seqs[i].gen)
+			used += t.seqs[i].ctx + t.seqs[i].gen
 		}
-		newSeqs := 0
-		var prefill float64
+		newSeqs, prefill := 0, 0
 		for !t.draining && t.queued() > 0 && len(t.seqs) < w.MaxBatch {
 			r := t.queue[t.qhead]
-			need := float64(r.ctx + r.gen)
-			if used+need > kvCap && len(t.seqs) > 0 {
+			need := r.ctx + r.gen
+			if float64(used+need) > kvCap && len(t.seqs) > 0 {
 				break
 			}
 			t.qhead++
 			used += need
 			t.seqs = append(t.seqs, r)
 			newSeqs++
-			prefill += float64(r.ctx)
+			prefill += r.ctx
 		}
 		t.compactQueue()
 		if len(t.seqs) == 0 {
 			return false
 		}
 		decode := len(t.seqs) - newSeqs
-		var kvRead float64
+		kvRead := 0
 		for i := 0; i < decode; i++ {
-			kvRead += float64(t.seqs[i].ctx + t.seqs[i].done)
+			kvRead += t.seqs[i].ctx + t.seqs[i].done
 		}
 		kv := float64(w.KVBytesPerToken)
-		t.job = job{active: true, rem: 1, start: now, newSeqs: newSeqs,
-			// prefill is compute-bound (2 FLOPs per parameter per token);
-			// decode reads the weights and every sequence's KV cache.
-			flops: 2 * w.Params * (prefill + float64(decode)),
-			bytes: float64(w.WeightsBytes) + kv*kvRead + kv*prefill}
+		// prefill is compute-bound (2 FLOPs per parameter per token);
+		// decode reads the weights and every sequence's KV cache.
+		t.job.begin(2*w.Params*(float64(prefill)+float64(decode)),
+			float64(w.WeightsBytes)+kv*float64(kvRead)+kv*float64(prefill), now)
+		t.job.newSeqs = newSeqs
 		// the engine's host time (scheduling, sampling, launches) comes
 		// before the GPU work (docs/calibration.md, LLM iteration)
 		t.pause = max(t.pause, now+int64(w.IterationOverhead)+int64(len(t.seqs))*int64(w.SeqOverhead))
@@ -259,8 +309,7 @@ func (t *tenant) compactQueue() {
 
 // finishJob completes the current job at time now.
 func (t *tenant) finishJob(s *Simulator, now int64) {
-	j := t.job
-	t.job = job{}
+	j := &t.job // cleared at the end
 	if t.w.Type != "training" {
 		t.work += j.flops
 	}
@@ -290,10 +339,12 @@ func (t *tenant) finishJob(s *Simulator, now int64) {
 			t.itl.observeN(float64(now-t.lastIter)/1e9, uint64(decode))
 		}
 		t.lastIter = now
-		kept := t.seqs[:0]
+		// the sequences that go on are kept in place, in order (moved
+		// only past one that ended)
+		kept := 0
 		cutoff := now - int64(t.w.Timeout)
 		for i := range t.seqs {
-			r := t.seqs[i]
+			r := &t.seqs[i]
 			if t.w.Timeout > 0 && r.arrival < cutoff {
 				t.timeOut() // the client gave up: the engine aborts it
 				continue
@@ -309,10 +360,14 @@ func (t *tenant) finishJob(s *Simulator, now int64) {
 				t.record(s, now-r.arrival)
 				continue
 			}
-			kept = append(kept, r)
+			if kept != i {
+				t.seqs[kept] = *r
+			}
+			kept++
 		}
-		t.seqs = kept
+		t.seqs = t.seqs[:kept]
 	}
+	t.job = job{}
 	if t.draining {
 		s.checkDrain(t, now)
 	}
@@ -462,12 +517,12 @@ func (t *tenant) scheduleNext(now int64) {
 func (t *tenant) arrive(now int64) {
 	for t.nextArr <= now {
 		at := t.nextArr
-		r := request{arrival: at, first: -1}
+		ctx, gen := 0, 0 // the request's tokens (LLM)
 		a := &t.w.Arrival
 		switch a.Process {
 		case "trace":
 			tr := t.spec.trace
-			r.ctx, r.gen = tr.context[t.traceIdx], tr.generated[t.traceIdx]
+			ctx, gen = tr.context[t.traceIdx], tr.generated[t.traceIdx]
 			t.traceIdx++
 			if t.traceIdx == len(tr.offsets) {
 				if a.NoLoop {
@@ -482,16 +537,20 @@ func (t *tenant) arrive(now int64) {
 			t.scheduleNext(at)
 		}
 		if t.w.Type == "llm" && a.Process != "trace" {
-			r.ctx, r.gen = t.tokens(t.w.ContextTokens), t.tokens(t.w.GeneratedTokens)
+			ctx, gen = t.tokens(t.w.ContextTokens), t.tokens(t.w.GeneratedTokens)
 		}
-		if t.w.Type == "llm" && r.gen < 1 {
-			r.gen = 1
+		if t.w.Type == "llm" && gen < 1 {
+			gen = 1
 		}
 		if t.queued() >= t.w.MaxQueue {
 			t.dropped++ // the server rejects what it cannot queue
 			continue
 		}
-		t.queue = append(t.queue, r)
+		// filled in place (a composite literal is built aside and
+		// copied, which costs at every arrival)
+		t.queue = append(t.queue, request{})
+		q := &t.queue[len(t.queue)-1]
+		q.arrival, q.ctx, q.gen, q.first = at, ctx, gen, -1
 	}
 }
 
@@ -525,7 +584,17 @@ func (h *hist) observeN(v float64, n uint64) {
 	if h.counts == nil {
 		return
 	}
-	i, _ := slices.BinarySearch(h.bounds, v)
+	// the first bucket whose bound is at least v (slices.BinarySearch
+	// without its generic comparison, which is slow on this path)
+	i, j := 0, len(h.bounds)
+	for i < j {
+		m := int(uint(i+j) >> 1)
+		if h.bounds[m] < v {
+			i = m + 1
+		} else {
+			j = m
+		}
+	}
 	h.counts[i] += n
 	h.sum += v * float64(n)
 	h.n += n
