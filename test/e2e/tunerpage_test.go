@@ -37,9 +37,27 @@ func TestTunerPageInChromium(t *testing.T) {
 	bin := buildExporter(t)
 	addr := freeAddr(t)
 	base := "http://" + addr
+	// The scenario's tenants without the trainer's restart_cost: with it
+	// the tuner makes one large step and waits, and no guard needs to
+	// refuse anything within the test's time.
+	builtin, err := os.ReadFile(filepath.Join("..", "scenarios", tunerScenario+".tenants.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, l := range strings.Split(string(builtin), "\n") {
+		if !strings.Contains(l, "restart_cost") {
+			lines = append(lines, l)
+		}
+	}
+	tenantsFile := filepath.Join(t.TempDir(), "tenants.yaml")
+	if err := os.WriteFile(tenantsFile, []byte(strings.Join(lines, "\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	p := start(t, "exporter-tuner", bin,
 		"--backend=sim",
 		"--sim.scenario="+tunerScenario,
+		"--tenants.config="+tenantsFile,
 		"--tuner.mode=enforce",
 		"--tuner.interval=1s",
 		"--tuner.journal="+filepath.Join(t.TempDir(), "tuner.jsonl"),
