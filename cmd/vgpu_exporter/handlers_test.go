@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -15,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 
+	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
@@ -227,7 +226,7 @@ func TestMaxRequestsCoversFilteredRequests(t *testing.T) {
 // once for a burst.
 func TestRejectedRequestsCountedAndLogged(t *testing.T) {
 	bc := blockingCollector{entered: make(chan struct{}, 4), release: make(chan struct{})}
-	var logBuf syncBuffer
+	var logBuf testutil.SyncBuffer
 	h, err := newHandler(handlerOptions{
 		TelemetryPath: "/metrics",
 		MaxRequests:   1,
@@ -265,22 +264,4 @@ func TestRejectedRequestsCountedAndLogged(t *testing.T) {
 	if n := strings.Count(logBuf.String(), "metrics requests rejected"); n != 1 {
 		t.Errorf("%d log lines for a burst of %d rejections, want 1:\n%s", n, rejected, logBuf.String())
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
