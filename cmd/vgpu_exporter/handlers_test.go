@@ -187,23 +187,34 @@ func (c blockingCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(fakeDesc, prometheus.GaugeValue, 1, "blocked")
 }
 
-func TestMaxRequestsCoversFilteredRequests(t *testing.T) {
+// slotHeld serves o with room for one request at a time and sends it a
+// first request for target that stays in its collector; release lets that
+// request finish and returns its status code.
+func slotHeld(t *testing.T, o handlerOptions, target string) (h http.Handler, release func() int) {
+	t.Helper()
 	bc := blockingCollector{entered: make(chan struct{}, 4), release: make(chan struct{})}
-	h, err := newHandler(handlerOptions{
-		TelemetryPath: "/metrics",
-		MaxRequests:   1,
-		NewCollector:  func(...string) (prometheus.Collector, error) { return bc, nil },
-	})
+	o.TelemetryPath = "/metrics"
+	o.MaxRequests = 1
+	o.NewCollector = func(...string) (prometheus.Collector, error) { return bc, nil }
+	h, err := newHandler(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	first := make(chan int)
 	go func() {
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics?collect[]=gpu", nil))
+		h.ServeHTTP(rec, httptest.NewRequest("GET", target, nil))
 		first <- rec.Code
 	}()
 	<-bc.entered // the first request holds the only slot
+	return h, func() int {
+		close(bc.release)
+		return <-first
+	}
+}
+
+func TestMaxRequestsCoversFilteredRequests(t *testing.T) {
+	h, release := slotHeld(t, handlerOptions{}, "/metrics?collect[]=gpu")
 	for _, target := range []string{"/metrics", "/metrics?collect[]=tenant"} {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest("GET", target, nil))
@@ -211,8 +222,7 @@ func TestMaxRequestsCoversFilteredRequests(t *testing.T) {
 			t.Errorf("%s while the limit is reached: %d, want 503", target, rec.Code)
 		}
 	}
-	close(bc.release)
-	if code := <-first; code != 200 {
+	if code := release(); code != 200 {
 		t.Errorf("first request: %d", code)
 	}
 	rec := httptest.NewRecorder()
@@ -225,25 +235,8 @@ func TestMaxRequestsCoversFilteredRequests(t *testing.T) {
 // Requests rejected beyond the limit are counted with the others and logged,
 // once for a burst.
 func TestRejectedRequestsCountedAndLogged(t *testing.T) {
-	bc := blockingCollector{entered: make(chan struct{}, 4), release: make(chan struct{})}
 	var logBuf testutil.SyncBuffer
-	h, err := newHandler(handlerOptions{
-		TelemetryPath: "/metrics",
-		MaxRequests:   1,
-		Self:          selfRegistry(),
-		Logger:        log.NewLogfmtLogger(&logBuf),
-		NewCollector:  func(...string) (prometheus.Collector, error) { return bc, nil },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	first := make(chan int)
-	go func() {
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-		first <- rec.Code
-	}()
-	<-bc.entered
+	h, release := slotHeld(t, handlerOptions{Self: selfRegistry(), Logger: log.NewLogfmtLogger(&logBuf)}, "/metrics")
 	const rejected = 5
 	for range rejected {
 		rec := httptest.NewRecorder()
@@ -252,11 +245,9 @@ func TestRejectedRequestsCountedAndLogged(t *testing.T) {
 			t.Fatalf("over the limit: %d", rec.Code)
 		}
 	}
-	close(bc.release)
-	<-first
+	release()
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	<-bc.entered
 	body := rec.Body.String()
 	if !strings.Contains(body, `promhttp_metric_handler_requests_total{code="503"} 5`) {
 		t.Errorf("503s not counted:\n%s", grepLines(body, "promhttp_metric_handler_requests_total"))
