@@ -26,19 +26,7 @@ import (
 // BenchmarkScrape measures one /metrics request over a snapshot of the
 // default built-in scenario, with the exporter's own metrics.
 func BenchmarkScrape(b *testing.B) {
-	cfg, err := parseArgs(b, "--backend=sim")
-	if err != nil {
-		b.Fatal(err)
-	}
-	svc, err := build(cfg, log.NewNopLogger())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer svc.src.Close()
-	if err := svc.sampler.SampleOnce(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	h := serviceHandler(b, svc, selfRegistry())
+	h := serviceHandler(b, sampledService(b, "--backend=sim"), selfRegistry())
 	b.ReportAllocs()
 	for b.Loop() {
 		rec := httptest.NewRecorder()
@@ -55,7 +43,15 @@ func BenchmarkScrape(b *testing.B) {
 // (prometheus-node-exporter on PATH) as often, and reports each one's CPU
 // time per series served and their ratio. Skipped without node_exporter.
 func BenchmarkScrapeVsNodeExporter(b *testing.B) {
-	cfg, err := parseArgs(b, "--backend=sim", "--sim.scenario=eight-gpu-hot")
+	svc := sampledService(b, "--backend=sim", "--sim.scenario=eight-gpu-hot")
+	benchVsNodeExporter(b, serviceHandler(b, svc, selfRegistry()))
+}
+
+// sampledService builds the service the flags args describe and samples
+// it once; its source is closed when the benchmark ends.
+func sampledService(b *testing.B, args ...string) *service {
+	b.Helper()
+	cfg, err := parseArgs(b, args...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -63,11 +59,11 @@ func BenchmarkScrapeVsNodeExporter(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer svc.src.Close()
+	b.Cleanup(func() { svc.src.Close() })
 	if err := svc.sampler.SampleOnce(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	benchVsNodeExporter(b, serviceHandler(b, svc, selfRegistry()))
+	return svc
 }
 
 // BenchmarkScrapeAtScale is BenchmarkScrapeVsNodeExporter on 8 GPUs of 7

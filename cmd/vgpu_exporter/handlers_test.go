@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -15,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 
+	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
@@ -188,23 +187,34 @@ func (c blockingCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(fakeDesc, prometheus.GaugeValue, 1, "blocked")
 }
 
-func TestMaxRequestsCoversFilteredRequests(t *testing.T) {
+// slotHeld serves o with room for one request at a time and sends it a
+// first request for target that stays in its collector; release lets that
+// request finish and returns its status code.
+func slotHeld(t *testing.T, o handlerOptions, target string) (h http.Handler, release func() int) {
+	t.Helper()
 	bc := blockingCollector{entered: make(chan struct{}, 4), release: make(chan struct{})}
-	h, err := newHandler(handlerOptions{
-		TelemetryPath: "/metrics",
-		MaxRequests:   1,
-		NewCollector:  func(...string) (prometheus.Collector, error) { return bc, nil },
-	})
+	o.TelemetryPath = "/metrics"
+	o.MaxRequests = 1
+	o.NewCollector = func(...string) (prometheus.Collector, error) { return bc, nil }
+	h, err := newHandler(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	first := make(chan int)
 	go func() {
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics?collect[]=gpu", nil))
+		h.ServeHTTP(rec, httptest.NewRequest("GET", target, nil))
 		first <- rec.Code
 	}()
 	<-bc.entered // the first request holds the only slot
+	return h, func() int {
+		close(bc.release)
+		return <-first
+	}
+}
+
+func TestMaxRequestsCoversFilteredRequests(t *testing.T) {
+	h, release := slotHeld(t, handlerOptions{}, "/metrics?collect[]=gpu")
 	for _, target := range []string{"/metrics", "/metrics?collect[]=tenant"} {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest("GET", target, nil))
@@ -212,8 +222,7 @@ func TestMaxRequestsCoversFilteredRequests(t *testing.T) {
 			t.Errorf("%s while the limit is reached: %d, want 503", target, rec.Code)
 		}
 	}
-	close(bc.release)
-	if code := <-first; code != 200 {
+	if code := release(); code != 200 {
 		t.Errorf("first request: %d", code)
 	}
 	rec := httptest.NewRecorder()
@@ -226,25 +235,8 @@ func TestMaxRequestsCoversFilteredRequests(t *testing.T) {
 // Requests rejected beyond the limit are counted with the others and logged,
 // once for a burst.
 func TestRejectedRequestsCountedAndLogged(t *testing.T) {
-	bc := blockingCollector{entered: make(chan struct{}, 4), release: make(chan struct{})}
-	var logBuf syncBuffer
-	h, err := newHandler(handlerOptions{
-		TelemetryPath: "/metrics",
-		MaxRequests:   1,
-		Self:          selfRegistry(),
-		Logger:        log.NewLogfmtLogger(&logBuf),
-		NewCollector:  func(...string) (prometheus.Collector, error) { return bc, nil },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	first := make(chan int)
-	go func() {
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-		first <- rec.Code
-	}()
-	<-bc.entered
+	var logBuf testutil.SyncBuffer
+	h, release := slotHeld(t, handlerOptions{Self: selfRegistry(), Logger: log.NewLogfmtLogger(&logBuf)}, "/metrics")
 	const rejected = 5
 	for range rejected {
 		rec := httptest.NewRecorder()
@@ -253,11 +245,9 @@ func TestRejectedRequestsCountedAndLogged(t *testing.T) {
 			t.Fatalf("over the limit: %d", rec.Code)
 		}
 	}
-	close(bc.release)
-	<-first
+	release()
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	<-bc.entered
 	body := rec.Body.String()
 	if !strings.Contains(body, `promhttp_metric_handler_requests_total{code="503"} 5`) {
 		t.Errorf("503s not counted:\n%s", grepLines(body, "promhttp_metric_handler_requests_total"))
@@ -265,22 +255,4 @@ func TestRejectedRequestsCountedAndLogged(t *testing.T) {
 	if n := strings.Count(logBuf.String(), "metrics requests rejected"); n != 1 {
 		t.Errorf("%d log lines for a burst of %d rejections, want 1:\n%s", n, rejected, logBuf.String())
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

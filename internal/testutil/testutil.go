@@ -1,10 +1,11 @@
 // Package testutil builds the readings and fakes that tests of several
 // packages share: processes and devices with the unknowns a backend
-// reports, and a sim:// application served from memory. Only test files
-// import it.
+// reports, a sim:// application served from memory, and a buffer that
+// concurrent loggers write to. Only test files import it.
 package testutil
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"sync"
@@ -64,4 +65,24 @@ func (f *FakeApp) SetErr(err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.Err = err
+}
+
+// SyncBuffer is a bytes.Buffer safe for concurrent writers, such as a
+// logger used by several goroutines while the test reads what it wrote.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns everything written so far.
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
