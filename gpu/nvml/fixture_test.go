@@ -1,7 +1,6 @@
 package nvml
 
 import (
-	"bytes"
 	"fmt"
 	"sort"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"github.com/go-kit/log"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
 )
 
 // fixture is a go-nvml mock server (dgxh100/dgxh200) with every call the
@@ -46,22 +46,8 @@ type gpmTag struct {
 	dev, gi, seq int
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is the shared concurrent-safe buffer with a line count.
+type syncBuffer struct{ testutil.SyncBuffer }
 
 // count returns how many log lines contain every one of subs.
 func (s *syncBuffer) count(subs ...string) int {
