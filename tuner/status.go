@@ -94,6 +94,15 @@ type Status struct {
 	Actuators []ActuatorInfo
 }
 
+// ModeOf is the mode the tuner applies to one GPU (by UUID, then index,
+// then the host's mode), as it resolves it itself.
+func (s *Status) ModeOf(uuid string, index int) Mode {
+	if s == nil {
+		return ModeOff
+	}
+	return modeOf(s.Mode, s.GPUModes, uuid, index)
+}
+
 // Status returns the latest published status (never nil).
 func (t *Tuner) Status() *Status { return t.status.Load() }
 

@@ -165,13 +165,18 @@ func New(o Options) (*Tuner, error) {
 
 // modeOf returns the mode of a GPU.
 func (t *Tuner) modeOf(uuid string, index int) Mode {
-	if m, ok := t.o.GPUModes[uuid]; ok {
+	return modeOf(t.o.Mode, t.o.GPUModes, uuid, index)
+}
+
+// modeOf is a GPU's mode: its own by UUID, then by index, then the host's.
+func modeOf(host Mode, gpus map[string]Mode, uuid string, index int) Mode {
+	if m, ok := gpus[uuid]; ok {
 		return m
 	}
-	if m, ok := t.o.GPUModes[strconv.Itoa(index)]; ok {
+	if m, ok := gpus[strconv.Itoa(index)]; ok {
 		return m
 	}
-	return t.o.Mode
+	return host
 }
 
 // anyEnforce reports whether some GPU may be acted on.

@@ -138,7 +138,7 @@ func newTunerView(snap *tenant.Snapshot, st *tuner.Status, maxDecisions int) tun
 			for i := range snap.Readings.Devices {
 				d := &snap.Readings.Devices[i]
 				gpuNames[d.UUID] = strconv.Itoa(d.Index)
-				v.GPUs = append(v.GPUs, newGPUView(d, gpuMode(st, d.UUID, d.Index)))
+				v.GPUs = append(v.GPUs, newGPUView(d, string(st.ModeOf(d.UUID, d.Index))))
 			}
 		}
 		v.Tenants = tenantViews(snap)
@@ -165,20 +165,6 @@ func newTunerView(snap *tenant.Snapshot, st *tuner.Status, maxDecisions int) tun
 	return v
 }
 
-// gpuMode is the tuner's mode on one GPU: --tuner.gpu-mode by UUID, then
-// by index, then the host's mode.
-func gpuMode(st *tuner.Status, uuid string, index int) string {
-	if st == nil {
-		return string(tuner.ModeOff)
-	}
-	if m, ok := st.GPUModes[uuid]; ok {
-		return string(m)
-	}
-	if m, ok := st.GPUModes[strconv.Itoa(index)]; ok {
-		return string(m)
-	}
-	return string(st.Mode)
-}
 
 func newGPUView(d *gpu.Device, mode string) gpuView {
 	g := gpuView{Index: d.Index, UUID: d.UUID, Name: d.Name, Sharing: string(d.Mode), Mode: mode,
