@@ -152,10 +152,7 @@ func (p *Autotune) Decide(s *State) []Action {
 // signals, sorted by name.
 func (p *Autotune) members(s *State, d *gpu.Device) []*member {
 	snap := s.Snapshot
-	info := map[string]tenant.Info{}
-	for _, t := range snap.Tenants {
-		info[t.Name] = t
-	}
+	info := infoByName(snap)
 	slos := map[string]*tenant.SLOStatus{}
 	for i := range snap.SLOs {
 		slos[snap.SLOs[i].Tenant] = &snap.SLOs[i]

@@ -70,7 +70,7 @@ func (r *Rebalance) planRelayout(s *State, in RebalanceInput, missing map[string
 		if !d.Up || d.Mode != gpu.SharingMIG || len(d.MIG) < 2 {
 			continue
 		}
-		if t, ok := in.Relayouts[d.UUID]; ok && s.Now.Sub(t) < r.Hold {
+		if r.held(in.Relayouts, d.UUID, s.Now) {
 			continue
 		}
 		insts := make([]migInstance, len(d.MIG))
