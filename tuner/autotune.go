@@ -273,7 +273,7 @@ func summarize(ms []*member) domainSignals {
 
 // quiet reports whether the GPU's knob k has not changed for d.
 func quiet(s *State, uuid string, k gpu.Knob, d time.Duration) bool {
-	c, ok := s.Changes[Target{GPU: uuid, Knob: k}.DomainKey()]
+	c, ok := s.LastChange(Target{GPU: uuid, Knob: k})
 	return !ok || s.Now.Sub(c.At) >= d
 }
 
@@ -441,7 +441,7 @@ func (p *Autotune) clocks(s *State, d *gpu.Device, ms []*member) []Action {
 	}
 	// ours is the energy lock the tuner set (below the maximum clock).
 	var ours ClockRange
-	if c, ok := s.Changes[clockT.DomainKey()]; ok && locked {
+	if c, ok := s.LastChange(clockT); ok && locked {
 		if r, ok := c.To.(ClockRange); ok && r.MaxMHz > 0 && float64(r.MaxMHz) < maxHz/1e6-0.5 {
 			ours = r
 		}
@@ -478,8 +478,7 @@ func (p *Autotune) clocks(s *State, d *gpu.Device, ms []*member) []Action {
 			return nil
 		}
 		want := ClockRange{MinMHz: uint32(next), MaxMHz: uint32(next)}
-		current := ours
-		return []Action{{Target: clockT, GPUIndex: d.Index, Current: current, Want: want, Relax: true,
+		return []Action{{Target: clockT, GPUIndex: d.Index, Current: ours, Want: want, Relax: true,
 			Reason: fmt.Sprintf("every SLO on this GPU has deep slack (quantile latency under %.0f%% of target) and no batch work runs: lock the SM clock at %s (%.0f%% of its maximum) for energy",
 				100*p.P.DeepSlackRatio, want, 100*next/maxMHz)}}
 	}
