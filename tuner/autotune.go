@@ -115,6 +115,12 @@ type member struct {
 
 func (m *member) latency() bool { return m.class == gpu.ClassLatency && m.slo != nil }
 
+// worseThan says whether m is a worse violator than w (nil: none): a
+// higher priority, then a faster burn.
+func (m *member) worseThan(w *member) bool {
+	return w == nil || m.priority > w.priority || (m.priority == w.priority && m.burn > w.burn)
+}
+
 func (m *member) share() float64 {
 	s := 0.0
 	for _, c := range m.cur {
@@ -260,7 +266,7 @@ func summarize(ms []*member) domainSignals {
 		ds.allDeep = ds.allDeep && m.deepSlack
 		if m.violating {
 			ds.anyViolating = true
-			if ds.worst == nil || m.priority > ds.worst.priority || (m.priority == ds.worst.priority && m.burn > ds.worst.burn) {
+			if m.worseThan(ds.worst) {
 				ds.worst = m
 			}
 		}
