@@ -380,8 +380,7 @@ func (t *Tuner) rebalance(ctx context.Context, st *State, now time.Time) []Decis
 	} else {
 		m.moved[a.Tenant] = now
 	}
-	c := Change{At: now, From: a.Current, To: a.Want}
-	t.changes[a.DomainKey()] = c
+	t.noteApplied(nil, a, now)
 	return []Decision{t.finish(a, d, now)}
 }
 

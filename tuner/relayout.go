@@ -269,8 +269,7 @@ func (t *Tuner) progressRelayout(ctx context.Context, now time.Time) []Decision 
 	} else {
 		d.Reason = joinReasons(a.Reason, fmt.Sprintf("layout set after %v of draining, processes started again", now.Sub(job.since).Round(time.Second)))
 	}
-	c := Change{At: now, From: a.Current, To: a.Want}
-	t.changes[a.DomainKey()] = c
+	t.noteApplied(nil, a, now)
 	return []Decision{t.finish(a, d, now)}
 }
 
