@@ -1,7 +1,8 @@
 package tenant
 
 import (
-	"sort"
+	"cmp"
+	"slices"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 )
@@ -77,18 +78,8 @@ func AddEvents(prev []EventCount, r *gpu.Readings) []EventCount {
 			out[j].GPU = d.Index
 		}
 	}
-	sort.Slice(out, func(a, b int) bool {
-		x, y := out[a], out[b]
-		if x.GPU != y.GPU {
-			return x.GPU < y.GPU
-		}
-		if x.UUID != y.UUID {
-			return x.UUID < y.UUID
-		}
-		if x.Kind != y.Kind {
-			return x.Kind < y.Kind
-		}
-		return x.Code < y.Code
+	slices.SortFunc(out, func(x, y EventCount) int {
+		return cmp.Or(cmp.Compare(x.GPU, y.GPU), cmp.Compare(x.UUID, y.UUID), cmp.Compare(x.Kind, y.Kind), cmp.Compare(x.Code, y.Code))
 	})
 	return out
 }

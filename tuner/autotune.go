@@ -115,6 +115,12 @@ type member struct {
 
 func (m *member) latency() bool { return m.class == gpu.ClassLatency && m.slo != nil }
 
+// worseThan says whether m is a worse violator than w (nil: none): a
+// higher priority, then a faster burn.
+func (m *member) worseThan(w *member) bool {
+	return w == nil || m.priority > w.priority || (m.priority == w.priority && m.burn > w.burn)
+}
+
 func (m *member) share() float64 {
 	s := 0.0
 	for _, c := range m.cur {
@@ -152,10 +158,7 @@ func (p *Autotune) Decide(s *State) []Action {
 // signals, sorted by name.
 func (p *Autotune) members(s *State, d *gpu.Device) []*member {
 	snap := s.Snapshot
-	info := map[string]tenant.Info{}
-	for _, t := range snap.Tenants {
-		info[t.Name] = t
-	}
+	info := infoByName(snap)
 	slos := map[string]*tenant.SLOStatus{}
 	for i := range snap.SLOs {
 		slos[snap.SLOs[i].Tenant] = &snap.SLOs[i]
@@ -263,7 +266,7 @@ func summarize(ms []*member) domainSignals {
 		ds.allDeep = ds.allDeep && m.deepSlack
 		if m.violating {
 			ds.anyViolating = true
-			if ds.worst == nil || m.priority > ds.worst.priority || (m.priority == ds.worst.priority && m.burn > ds.worst.burn) {
+			if m.worseThan(ds.worst) {
 				ds.worst = m
 			}
 		}
@@ -276,7 +279,7 @@ func summarize(ms []*member) domainSignals {
 
 // quiet reports whether the GPU's knob k has not changed for d.
 func quiet(s *State, uuid string, k gpu.Knob, d time.Duration) bool {
-	c, ok := s.Changes[Target{GPU: uuid, Knob: k}.DomainKey()]
+	c, ok := s.LastChange(Target{GPU: uuid, Knob: k})
 	return !ok || s.Now.Sub(c.At) >= d
 }
 
@@ -444,7 +447,7 @@ func (p *Autotune) clocks(s *State, d *gpu.Device, ms []*member) []Action {
 	}
 	// ours is the energy lock the tuner set (below the maximum clock).
 	var ours ClockRange
-	if c, ok := s.Changes[clockT.DomainKey()]; ok && locked {
+	if c, ok := s.LastChange(clockT); ok && locked {
 		if r, ok := c.To.(ClockRange); ok && r.MaxMHz > 0 && float64(r.MaxMHz) < maxHz/1e6-0.5 {
 			ours = r
 		}
@@ -481,8 +484,7 @@ func (p *Autotune) clocks(s *State, d *gpu.Device, ms []*member) []Action {
 			return nil
 		}
 		want := ClockRange{MinMHz: uint32(next), MaxMHz: uint32(next)}
-		current := ours
-		return []Action{{Target: clockT, GPUIndex: d.Index, Current: current, Want: want, Relax: true,
+		return []Action{{Target: clockT, GPUIndex: d.Index, Current: ours, Want: want, Relax: true,
 			Reason: fmt.Sprintf("every SLO on this GPU has deep slack (quantile latency under %.0f%% of target) and no batch work runs: lock the SM clock at %s (%.0f%% of its maximum) for energy",
 				100*p.P.DeepSlackRatio, want, 100*next/maxMHz)}}
 	}

@@ -140,10 +140,7 @@ func (r *Rebalance) PlanRebalance(s *State, in RebalanceInput) (gpu.Plan, bool) 
 		return gpu.Plan{}, false
 	}
 	snap := s.Snapshot
-	info := map[string]tenant.Info{}
-	for _, t := range snap.Tenants {
-		info[t.Name] = t
-	}
+	info := infoByName(snap)
 	missing := r.Missing(s)
 	rooms := map[string]*gpuRoom{}
 	var order []string
@@ -179,21 +176,7 @@ func (r *Rebalance) PlanRebalance(s *State, in RebalanceInput) (gpu.Plan, bool) 
 		return w
 	}
 	// The violators, longest-missing first.
-	type violator struct {
-		u     tenant.Usage
-		since time.Time
-	}
-	var vs []violator
-	for _, uuid := range order {
-		for _, u := range byGPU[uuid] {
-			since, ok := in.MissingSince[u.Tenant]
-			if missing[u.Tenant] && ok && s.Now.Sub(since) >= r.Dwell {
-				vs = append(vs, violator{u, since})
-			}
-		}
-	}
-	sort.SliceStable(vs, func(i, j int) bool { return vs[i].since.Before(vs[j].since) })
-	for _, v := range vs {
+	for _, v := range dwelled(s.Now, r.Dwell, order, byGPU, missing, in.MissingSince) {
 		from := v.u.UUID
 		f := s.Fast[v.u.Tenant]
 		att, _ := f.Attainment()
@@ -211,7 +194,7 @@ func (r *Rebalance) PlanRebalance(s *State, in RebalanceInput) (gpu.Plan, bool) 
 			cands = append(cands, v.u)
 		}
 		for _, c := range cands {
-			if t, ok := in.Moved[c.Tenant]; ok && s.Now.Sub(t) < r.Hold {
+			if r.held(in.Moved, c.Tenant, s.Now) {
 				continue
 			}
 			cost := weight(c.Tenant, c.Class) * r.LoadCost.Seconds()
@@ -222,12 +205,8 @@ func (r *Rebalance) PlanRebalance(s *State, in RebalanceInput) (gpu.Plan, bool) 
 			if to == nil {
 				continue
 			}
-			p := gpu.Plan{Reason: fmt.Sprintf("%s has missed its SLO on GPU %s for %v (%.1f%% of requests within target over the last %v): move %s (%s) to GPU %s (SM activity %.0f%%, %d MiB free); expected gain %.0f s of priority-weighted work over %v against a cost of %.0f s (a %v pause for the model load)",
-				v.u.Tenant, from, s.Now.Sub(v.since).Round(time.Second), 100*att, f.Over.Round(time.Second), c.Tenant, c.Class, to.uuid, 100*to.busy, to.memFree>>20, gain, r.Horizon, cost, r.LoadCost)}
-			for _, pid := range c.PIDs {
-				p.Moves = append(p.Moves, gpu.Move{Tenant: c.Tenant, PID: pid, FromUUID: from, ToUUID: to.uuid})
-			}
-			return p, true
+			return movePlan(fmt.Sprintf("%s has missed its SLO on GPU %s for %v (%.1f%% of requests within target over the last %v): move %s (%s) to GPU %s (SM activity %.0f%%, %d MiB free); expected gain %.0f s of priority-weighted work over %v against a cost of %.0f s (a %v pause for the model load)",
+				v.u.Tenant, from, s.Now.Sub(v.since).Round(time.Second), 100*att, f.Over.Round(time.Second), c.Tenant, c.Class, to.uuid, 100*to.busy, to.memFree>>20, gain, r.Horizon, cost, r.LoadCost), c, to.uuid), true
 		}
 	}
 	if p, ok := r.planSqueezed(s, in, rooms, order, byGPU, info); ok {
@@ -251,6 +230,45 @@ func (r *Rebalance) target(rooms map[string]*gpuRoom, order []string, from strin
 	return best
 }
 
+// held reports whether key (a tenant, a GPU) was changed, per last,
+// within Hold of now.
+func (r *Rebalance) held(last map[string]time.Time, key string, now time.Time) bool {
+	t, ok := last[key]
+	return ok && now.Sub(t) < r.Hold
+}
+
+// dwelling is a tenant's usage with since when its condition has held.
+type dwelling struct {
+	u     tenant.Usage
+	since time.Time
+}
+
+// dwelled returns the usages, GPU by GPU in order, of the tenants in on
+// whose condition has held (per since) for dwell or longer, longest first.
+func dwelled[V any](now time.Time, dwell time.Duration, order []string, byGPU map[string][]tenant.Usage, on map[string]V, since map[string]time.Time) []dwelling {
+	var out []dwelling
+	for _, uuid := range order {
+		for _, u := range byGPU[uuid] {
+			_, isOn := on[u.Tenant]
+			t, ok := since[u.Tenant]
+			if isOn && ok && now.Sub(t) >= dwell {
+				out = append(out, dwelling{u, t})
+			}
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].since.Before(out[j].since) })
+	return out
+}
+
+// movePlan is the plan that moves every PID of u to the GPU to.
+func movePlan(reason string, u tenant.Usage, to string) gpu.Plan {
+	p := gpu.Plan{Reason: reason}
+	for _, pid := range u.PIDs {
+		p.Moves = append(p.Moves, gpu.Move{Tenant: u.Tenant, PID: pid, FromUUID: u.UUID, ToUUID: to})
+	}
+	return p
+}
+
 // busyOf is a tenant's SM activity on its GPU (0 when unknown).
 func busyOf(u tenant.Usage) float64 {
 	if u.SMActive != nil {
@@ -259,11 +277,11 @@ func busyOf(u tenant.Usage) float64 {
 	return 0
 }
 
-// track keeps since[name] for every name in now and drops the others:
+// track keeps since[name] for every name in on and drops the others:
 // since when each has held without a break.
-func track(since map[string]time.Time, on map[string]bool, at time.Time) {
+func track[V any](since map[string]time.Time, on map[string]V, at time.Time) {
 	for name := range since {
-		if !on[name] {
+		if _, ok := on[name]; !ok {
 			delete(since, name)
 		}
 	}
@@ -290,11 +308,7 @@ func (t *Tuner) rebalance(ctx context.Context, st *State, now time.Time) []Decis
 	if m.squeezed == nil {
 		m.squeezed = map[string]time.Time{}
 	}
-	sq := map[string]bool{}
-	for name := range r.Squeezed(st) {
-		sq[name] = true
-	}
-	track(m.squeezed, sq, now)
+	track(m.squeezed, r.Squeezed(st), now)
 	if t.relayout != nil {
 		return t.progressRelayout(ctx, now) // one change of the slow loop at a time
 	}
@@ -366,8 +380,7 @@ func (t *Tuner) rebalance(ctx context.Context, st *State, now time.Time) []Decis
 	} else {
 		m.moved[a.Tenant] = now
 	}
-	c := Change{At: now, From: a.Current, To: a.Want}
-	t.changes[a.DomainKey()] = c
+	t.noteApplied(nil, a, now)
 	return []Decision{t.finish(a, d, now)}
 }
 

@@ -3,7 +3,6 @@ package tuner
 import (
 	"fmt"
 	"math"
-	"sort"
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
@@ -24,10 +23,7 @@ func (r *Rebalance) Squeezed(s *State) map[string]float64 {
 	if s == nil || s.Snapshot == nil || s.Snapshot.Readings == nil {
 		return out
 	}
-	info := map[string]tenant.Info{}
-	for _, t := range s.Snapshot.Tenants {
-		info[t.Name] = t
-	}
+	info := infoByName(s.Snapshot)
 	for _, d := range s.Snapshot.Readings.Devices {
 		if !d.Up || d.Mode != gpu.SharingMPS {
 			continue
@@ -56,11 +52,7 @@ func (r *Rebalance) Squeezed(s *State) map[string]float64 {
 			if !known {
 				continue // a process the device does not list: its cap is unknown
 			}
-			hi := 1.0
-			if in, ok := info[u.Tenant]; ok && in.ShareMax > 0 {
-				hi = in.ShareMax
-			}
-			if sum <= hi-squeezeMargin {
+			if sum <= shareMax(info, u.Tenant)-squeezeMargin {
 				out[u.Tenant] = sum
 			}
 		}
@@ -73,31 +65,12 @@ func (r *Rebalance) Squeezed(s *State) map[string]float64 {
 // outweighs twice the move's cost (LoadCost plus what a restart costs it).
 func (r *Rebalance) planSqueezed(s *State, in RebalanceInput, rooms map[string]*gpuRoom, order []string, byGPU map[string][]tenant.Usage, info map[string]tenant.Info) (gpu.Plan, bool) {
 	squeezed := r.Squeezed(s)
-	type cand struct {
-		u     tenant.Usage
-		cap   float64
-		since time.Time
-	}
-	var cs []cand
-	for _, uuid := range order {
-		for _, u := range byGPU[uuid] {
-			c, ok := squeezed[u.Tenant]
-			since, tracked := in.SqueezedSince[u.Tenant]
-			if ok && tracked && s.Now.Sub(since) >= r.Dwell {
-				cs = append(cs, cand{u, c, since})
-			}
-		}
-	}
-	sort.SliceStable(cs, func(i, j int) bool { return cs[i].since.Before(cs[j].since) })
-	for _, c := range cs {
-		if t, ok := in.Moved[c.u.Tenant]; ok && s.Now.Sub(t) < r.Hold {
+	for _, c := range dwelled(s.Now, r.Dwell, order, byGPU, squeezed, in.SqueezedSince) {
+		if r.held(in.Moved, c.u.Tenant, s.Now) {
 			continue
 		}
-		hi := 1.0
-		if in, ok := info[c.u.Tenant]; ok && in.ShareMax > 0 {
-			hi = in.ShareMax
-		}
-		gain := (1 - c.cap/hi) * r.Horizon.Seconds()
+		hi, capped := shareMax(info, c.u.Tenant), squeezed[c.u.Tenant]
+		gain := (1 - capped/hi) * r.Horizon.Seconds()
 		cost := r.LoadCost + info[c.u.Tenant].RestartCost
 		if gain <= 2*cost.Seconds() {
 			continue
@@ -106,12 +79,16 @@ func (r *Rebalance) planSqueezed(s *State, in RebalanceInput, rooms map[string]*
 		if to == nil {
 			continue
 		}
-		p := gpu.Plan{Reason: fmt.Sprintf("%s (%s) has been held to %.0f%% of the SMs on GPU %s for %v to protect the latency tenants there (its share.max is %.0f%%): move it to GPU %s (SM activity %.0f%%, %d MiB free), where it can run at its share; expected gain %.0f s of its work over %v against a cost of %.0f s (the model load and a restart)",
-			c.u.Tenant, c.u.Class, 100*c.cap, c.u.UUID, s.Now.Sub(c.since).Round(time.Second), 100*math.Min(hi, 1), to.uuid, 100*to.busy, to.memFree>>20, gain, r.Horizon, cost.Seconds())}
-		for _, pid := range c.u.PIDs {
-			p.Moves = append(p.Moves, gpu.Move{Tenant: c.u.Tenant, PID: pid, FromUUID: c.u.UUID, ToUUID: to.uuid})
-		}
-		return p, true
+		return movePlan(fmt.Sprintf("%s (%s) has been held to %.0f%% of the SMs on GPU %s for %v to protect the latency tenants there (its share.max is %.0f%%): move it to GPU %s (SM activity %.0f%%, %d MiB free), where it can run at its share; expected gain %.0f s of its work over %v against a cost of %.0f s (the model load and a restart)",
+			c.u.Tenant, c.u.Class, 100*capped, c.u.UUID, s.Now.Sub(c.since).Round(time.Second), 100*math.Min(hi, 1), to.uuid, 100*to.busy, to.memFree>>20, gain, r.Horizon, cost.Seconds()), c.u, to.uuid), true
 	}
 	return gpu.Plan{}, false
+}
+
+// shareMax is a tenant's share.max, 1 when it has none.
+func shareMax(info map[string]tenant.Info, name string) float64 {
+	if in, ok := info[name]; ok && in.ShareMax > 0 {
+		return in.ShareMax
+	}
+	return 1
 }

@@ -70,7 +70,7 @@ func (r *Rebalance) planRelayout(s *State, in RebalanceInput, missing map[string
 		if !d.Up || d.Mode != gpu.SharingMIG || len(d.MIG) < 2 {
 			continue
 		}
-		if t, ok := in.Relayouts[d.UUID]; ok && s.Now.Sub(t) < r.Hold {
+		if r.held(in.Relayouts, d.UUID, s.Now) {
 			continue
 		}
 		insts := make([]migInstance, len(d.MIG))
@@ -269,8 +269,7 @@ func (t *Tuner) progressRelayout(ctx context.Context, now time.Time) []Decision 
 	} else {
 		d.Reason = joinReasons(a.Reason, fmt.Sprintf("layout set after %v of draining, processes started again", now.Sub(job.since).Round(time.Second)))
 	}
-	c := Change{At: now, From: a.Current, To: a.Want}
-	t.changes[a.DomainKey()] = c
+	t.noteApplied(nil, a, now)
 	return []Decision{t.finish(a, d, now)}
 }
 

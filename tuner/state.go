@@ -141,3 +141,12 @@ func (f *fastTracker) observe(now time.Time, snap *tenant.Snapshot) map[string]F
 	}
 	return out
 }
+
+// infoByName indexes a snapshot's tenants by name.
+func infoByName(snap *tenant.Snapshot) map[string]tenant.Info {
+	info := make(map[string]tenant.Info, len(snap.Tenants))
+	for _, t := range snap.Tenants {
+		info[t.Name] = t
+	}
+	return info
+}

@@ -1,9 +1,9 @@
 package tuner
 
 import (
+	"cmp"
 	"maps"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
@@ -127,18 +127,8 @@ func (t *Tuner) publishLocked(now time.Time) {
 		st.Effective = t.effective(st)
 		s.Settings = append(s.Settings, st)
 	}
-	sort.Slice(s.Settings, func(i, j int) bool {
-		a, b := s.Settings[i], s.Settings[j]
-		if a.GPUIndex != b.GPUIndex {
-			return a.GPUIndex < b.GPUIndex
-		}
-		if a.Tenant != b.Tenant {
-			return a.Tenant < b.Tenant
-		}
-		if a.Knob != b.Knob {
-			return a.Knob < b.Knob
-		}
-		return a.PID < b.PID
+	slices.SortFunc(s.Settings, func(a, b Setting) int {
+		return cmp.Or(cmp.Compare(a.GPUIndex, b.GPUIndex), cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.Knob, b.Knob), cmp.Compare(a.PID, b.PID))
 	})
 	t.status.Store(s)
 }

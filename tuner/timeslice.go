@@ -64,7 +64,7 @@ func (p *Autotune) timeSlice(s *State, d *gpu.Device, ms []*member) []Action {
 	var w *member
 	for _, m := range ds.latency {
 		if m.violating && m.hasRatio && m.ratio > 1 && m.slo.WindowRequests >= quantileRequests(m.slo.Quantile) &&
-			(w == nil || m.priority > w.priority || (m.priority == w.priority && m.burn > w.burn)) {
+			m.worseThan(w) {
 			w = m
 		}
 	}

@@ -477,7 +477,8 @@ func (t *Tuner) keepOriginal(a Action, now time.Time) error {
 	return nil
 }
 
-// noteApplied updates the tuner's memory after a change took.
+// noteApplied updates the tuner's memory after a change took (with st
+// nil, the change keeps no SLO error or request counters to be judged by).
 func (t *Tuner) noteApplied(st *State, a Action, now time.Time) {
 	c := Change{At: now, From: a.Current, To: a.Want, Revert: a.Revert}
 	if st != nil {
