@@ -23,14 +23,16 @@ func TestPlanSqueezedMove(t *testing.T) {
 		restart  time.Duration
 		busyB    float64
 		busyC    float64
-		want     string // moves, or "" for no plan
+		moved    time.Duration // train was moved this long ago (0: never)
+		want     string        // moves, or "" for no plan
 	}{
-		{"squeezed for 5m: moved to the idlest GPU", 0.125, nil, 5 * time.Minute, 5 * time.Minute, 0.3, 0.2, "20->GPU-c 21->GPU-c"},
-		{"a pending cap counts", 0.45, ptr(Fraction(0.1)), 5 * time.Minute, 0, 0.3, 0.2, "20->GPU-c 21->GPU-c"},
-		{"not long enough", 0.125, nil, time.Minute, 0, 0.3, 0.2, ""},
-		{"not squeezed (caps near share.max)", 0.45, nil, 5 * time.Minute, 0, 0.3, 0.2, ""},
-		{"squeeze worth less than the move", 0.35, nil, 5 * time.Minute, 10 * time.Minute, 0.3, 0.2, ""},
-		{"no GPU with room", 0.125, nil, 5 * time.Minute, 0, 0.9, 0.8, ""},
+		{"squeezed for 5m: moved to the idlest GPU", 0.125, nil, 5 * time.Minute, 5 * time.Minute, 0.3, 0.2, 0, "20->GPU-c 21->GPU-c"},
+		{"a pending cap counts", 0.45, ptr(Fraction(0.1)), 5 * time.Minute, 0, 0.3, 0.2, 0, "20->GPU-c 21->GPU-c"},
+		{"not long enough", 0.125, nil, time.Minute, 0, 0.3, 0.2, 0, ""},
+		{"not squeezed (caps near share.max)", 0.45, nil, 5 * time.Minute, 0, 0.3, 0.2, 0, ""},
+		{"squeeze worth less than the move", 0.35, nil, 5 * time.Minute, 10 * time.Minute, 0.3, 0.2, 0, ""},
+		{"no GPU with room", 0.125, nil, 5 * time.Minute, 0, 0.9, 0.8, 0, ""},
+		{"moved recently: held", 0.125, nil, 5 * time.Minute, 5 * time.Minute, 0.3, 0.2, 10 * time.Minute, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -47,7 +49,7 @@ func TestPlanSqueezedMove(t *testing.T) {
 			if got := r.Squeezed(st); tc.want != "" && got["train"] == 0 {
 				t.Fatalf("squeezed %v, want train", got)
 			}
-			p, ok := r.PlanRebalance(st, RebalanceInput{SqueezedSince: map[string]time.Time{"train": now.Add(-tc.since)}})
+			p, ok := r.PlanRebalance(st, RebalanceInput{SqueezedSince: map[string]time.Time{"train": now.Add(-tc.since)}, Moved: moved(now, tc.moved)})
 			if ok != (tc.want != "") {
 				t.Fatalf("plan %v (%v), want %q", p, ok, tc.want)
 			}
@@ -62,6 +64,13 @@ func TestPlanSqueezedMove(t *testing.T) {
 			}
 		})
 	}
+}
+
+func moved(now time.Time, ago time.Duration) map[string]time.Time {
+	if ago == 0 {
+		return nil
+	}
+	return map[string]time.Time{"train": now.Add(-ago)}
 }
 
 func ptr[T any](v T) *T { return &v }
