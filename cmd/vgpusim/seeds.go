@@ -83,10 +83,7 @@ func runSeeds(ctx context.Context, cfg runConfig, count int, list []int64, stdou
 		}
 		if cfg.Out != "" {
 			dir := filepath.Join(cfg.Out, "seed-"+strconv.FormatInt(c.Seed, 10))
-			if _, err := report.WriteFiles(dir, res.rec, cfg.Format); err != nil {
-				return err
-			}
-			if err := writeDecisions(filepath.Join(dir, FileDecisions), res.rec.Meta().Start, res.decisions); err != nil {
+			if _, err := writeRun(dir, res, cfg.Format); err != nil {
 				return err
 			}
 		}
