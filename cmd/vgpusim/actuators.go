@@ -92,32 +92,22 @@ func (w capabilityLister) Capabilities(uuid string) []gpu.Knob { return w.a.Capa
 // implements, one wrapper per interface.
 func guarded(b any) []any {
 	var out []any
-	if a, ok := b.(gpu.MPSActuator); ok {
-		out = append(out, mpsActuator{a})
-	}
-	if a, ok := b.(gpu.VGPUSchedulerActuator); ok {
-		out = append(out, vgpuActuator{a})
-	}
-	if a, ok := b.(gpu.TimeSliceActuator); ok {
-		out = append(out, timeSliceActuator{a})
-	}
-	if a, ok := b.(gpu.ClockPowerActuator); ok {
-		out = append(out, clockActuator{a})
-	}
-	if a, ok := b.(gpu.MIGActuator); ok {
-		out = append(out, migActuator{a})
-	}
-	if a, ok := b.(gpu.MIGDrainActuator); ok {
-		out = append(out, migDrainActuator{a})
-	}
-	if a, ok := b.(gpu.TenantLifecycleActuator); ok {
-		out = append(out, lifecycleActuator{a})
-	}
-	if a, ok := b.(gpu.PlacementActuator); ok {
-		out = append(out, placementActuator{a})
-	}
-	if a, ok := b.(gpu.CapabilityLister); ok {
-		out = append(out, capabilityLister{a})
+	out = wrapIf(out, b, func(a gpu.MPSActuator) any { return mpsActuator{a} })
+	out = wrapIf(out, b, func(a gpu.VGPUSchedulerActuator) any { return vgpuActuator{a} })
+	out = wrapIf(out, b, func(a gpu.TimeSliceActuator) any { return timeSliceActuator{a} })
+	out = wrapIf(out, b, func(a gpu.ClockPowerActuator) any { return clockActuator{a} })
+	out = wrapIf(out, b, func(a gpu.MIGActuator) any { return migActuator{a} })
+	out = wrapIf(out, b, func(a gpu.MIGDrainActuator) any { return migDrainActuator{a} })
+	out = wrapIf(out, b, func(a gpu.TenantLifecycleActuator) any { return lifecycleActuator{a} })
+	out = wrapIf(out, b, func(a gpu.PlacementActuator) any { return placementActuator{a} })
+	out = wrapIf(out, b, func(a gpu.CapabilityLister) any { return capabilityLister{a} })
+	return out
+}
+
+// wrapIf appends wrap(b) to out when b implements I.
+func wrapIf[I any](out []any, b any, wrap func(I) any) []any {
+	if a, ok := b.(I); ok {
+		out = append(out, wrap(a))
 	}
 	return out
 }

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"github.com/vgpu-exporter/vgpu_exporter/test/scenarios"
 	"reflect"
-	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -60,65 +57,6 @@ func TestGuardedActuatorsHideTheSimulator(t *testing.T) {
 		}
 		if _, ok := v.(gpu.Source); ok {
 			t.Errorf("%T reads the GPUs", v)
-		}
-	}
-}
-
-// The oracle runs on every built-in scenario and prints what it found. Its
-// search replays each scenario many times: under -race that takes minutes,
-// so `make effects` runs it without the race detector.
-func TestOracleRunsOnEveryScenario(t *testing.T) {
-	if raceEnabled {
-		t.Skip("too slow under -race; make effects runs it")
-	}
-	bs, err := scenarios.List()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, b := range bs {
-		t.Run(b.Name, func(t *testing.T) {
-			code, out, stderr := vgpusim(t, false, "run", "--scenario", b.Name, "--policy", "oracle", "--duration", "10s")
-			if code != 0 {
-				t.Fatalf("exit %d: %s", code, stderr)
-			}
-			if !strings.Contains(out, "oracle: best static settings found in") || !strings.Contains(out, "phase 0s-") {
-				t.Errorf("no plan in the output:\n%s", out)
-			}
-		})
-	}
-}
-
-func TestParseSeeds(t *testing.T) {
-	tests := []struct {
-		in    string
-		count int
-		list  []int64
-		err   bool
-	}{
-		{"3", 3, nil, false},
-		{"1,5,9", 3, []int64{1, 5, 9}, false},
-		{"0", 0, nil, true},
-		{"x", 0, nil, true},
-		{"1,0", 0, nil, true},
-		{"1,,2", 0, nil, true},
-	}
-	for _, tc := range tests {
-		n, l, err := parseSeeds(tc.in)
-		if (err != nil) != tc.err || n != tc.count || !slices.Equal(l, tc.list) {
-			t.Errorf("parseSeeds(%q) = %d, %v, %v", tc.in, n, l, err)
-		}
-	}
-}
-
-// Three seeds give three runs and one line of means per tenant.
-func TestSeedsReportsSpread(t *testing.T) {
-	code, out, stderr := vgpusim(t, false, "run", "--scenario", "clock-stability", "--duration", "20s", "--seeds", "3")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr)
-	}
-	for _, want := range []string{"seed 1:", "seed 2:", "seed 3:", "3 seeds: mean ± standard deviation", "vision-locked", "energy:"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("no %q in:\n%s", want, out)
 		}
 	}
 }

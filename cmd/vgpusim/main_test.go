@@ -16,7 +16,6 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/sim"
 	"github.com/vgpu-exporter/vgpu_exporter/sim/report"
 	"github.com/vgpu-exporter/vgpu_exporter/test/scenarios"
-	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
 
 // vgpusim runs the command in-process and returns its exit status and
@@ -333,17 +332,5 @@ func BenchmarkEightGPUHot(b *testing.B) {
 				}
 			}
 		})
-	}
-}
-
-func TestChangesPerMinute(t *testing.T) {
-	s := report.Summary{Seconds: 600, GPUs: []report.GPUSummary{{UUID: "a"}, {UUID: "b"}}}
-	decs := []tuner.Decision{{GPU: "a", Applied: true}, {GPU: "a", Applied: true}, {GPU: "a", Applied: true}, {GPU: "b", Applied: true}, {GPU: "b", Applied: false}}
-	got := changesPerMinute(decs, s)
-	if want := (changeRate{mean: 4.0 / 10 / 2, max: 3.0 / 10}); got != want {
-		t.Errorf("changesPerMinute = %+v, want %+v", got, want)
-	}
-	if got := changesPerMinute(decs, report.Summary{}); got != (changeRate{}) {
-		t.Errorf("empty run: %+v", got)
 	}
 }

@@ -755,7 +755,7 @@ func (o *oracleSearch) run(ctx context.Context, p *plan, last int) ([]*sim.Windo
 // applier brings GPUs to a phase's settings through the actuators,
 // changing only what differs from what it applied before.
 type applier struct {
-	mps    gpu.MPSActuator
+	mps    tuner.MPSClients
 	ts     gpu.TimeSliceActuator
 	clocks gpu.ClockPowerActuator
 	mig    gpu.MIGActuator
@@ -776,29 +776,12 @@ type applier struct {
 }
 
 func newApplier(s *sim.Simulator, maxMHz []uint32) *applier {
-	var mps gpu.MPSActuator
-	var ts gpu.TimeSliceActuator
-	var cl gpu.ClockPowerActuator
-	ap := &applier{maxMHz: maxMHz, caps: map[uint32]float64{}, sample: s.Sample,
+	act := guardedActuators(s)
+	ap := &applier{mps: act.MPS, ts: act.TimeSlice, clocks: act.ClockPower,
+		mig: act.MIG, drain: act.MIGDrain, life: act.Lifecycle,
+		maxMHz: maxMHz, caps: map[uint32]float64{}, sample: s.Sample,
 		slices: make([]gpu.TimeSliceLevel, len(maxMHz)), locked: make([]bool, len(maxMHz)),
 		relayout: map[int][]string{}, pids: map[string][]uint32{}}
-	for _, w := range guarded(s) {
-		switch a := w.(type) {
-		case mpsActuator:
-			mps = a
-		case timeSliceActuator:
-			ts = a
-		case clockActuator:
-			cl = a
-		case migActuator:
-			ap.mig = a
-		case migDrainActuator:
-			ap.drain = a
-		case lifecycleActuator:
-			ap.life = a
-		}
-	}
-	ap.mps, ap.ts, ap.clocks = mps, ts, cl
 	r, err := s.Sample(context.Background())
 	if err == nil {
 		ap.uuids = make([]string, len(maxMHz))

@@ -142,6 +142,20 @@ func simulate(ctx context.Context, cfg runConfig) (*result, error) {
 	return res, nil
 }
 
+// writeRun writes a run's report files and its decisions into dir and
+// returns their paths.
+func writeRun(dir string, res *result, format string) ([]string, error) {
+	paths, err := report.WriteFiles(dir, res.rec, format)
+	if err != nil {
+		return nil, err
+	}
+	p := filepath.Join(dir, FileDecisions)
+	if err := writeDecisions(p, res.rec.Meta().Start, res.decisions); err != nil {
+		return nil, err
+	}
+	return append(paths, p), nil
+}
+
 // runScenario runs the scenario, prints the summary on stdout and writes
 // the files into cfg.Out.
 func runScenario(ctx context.Context, cfg runConfig, stdout io.Writer) error {
@@ -153,14 +167,9 @@ func runScenario(ctx context.Context, cfg runConfig, stdout io.Writer) error {
 	// (vgpusim run ... | head).
 	var paths []string
 	if cfg.Out != "" {
-		if paths, err = report.WriteFiles(cfg.Out, res.rec, cfg.Format); err != nil {
+		if paths, err = writeRun(cfg.Out, res, cfg.Format); err != nil {
 			return err
 		}
-		p := filepath.Join(cfg.Out, FileDecisions)
-		if err := writeDecisions(p, res.rec.Meta().Start, res.decisions); err != nil {
-			return err
-		}
-		paths = append(paths, p)
 	}
 	if err := report.WriteSummaryText(stdout, res.rec.Summary()); err != nil {
 		return err

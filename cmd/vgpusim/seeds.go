@@ -65,28 +65,25 @@ func (s stat) String() string {
 func runSeeds(ctx context.Context, cfg runConfig, count int, list []int64, stdout io.Writer) error {
 	var sums []report.Summary
 	var rates []changeRate
-	for i := range count {
-		c := cfg
-		c.SeedSet = true
-		if list != nil {
-			c.Seed = list[i]
-		} else {
-			base, err := scenarioSeed(cfg)
-			if err != nil {
-				return err
-			}
-			c.Seed = base + int64(i)
+	if list == nil {
+		base, err := scenarioSeed(cfg)
+		if err != nil {
+			return err
 		}
+		for i := range count {
+			list = append(list, base+int64(i))
+		}
+	}
+	for _, seed := range list {
+		c := cfg
+		c.SeedSet, c.Seed = true, seed
 		res, err := simulate(ctx, c)
 		if err != nil {
 			return fmt.Errorf("seed %d: %w", c.Seed, err)
 		}
 		if cfg.Out != "" {
 			dir := filepath.Join(cfg.Out, "seed-"+strconv.FormatInt(c.Seed, 10))
-			if _, err := report.WriteFiles(dir, res.rec, cfg.Format); err != nil {
-				return err
-			}
-			if err := writeDecisions(filepath.Join(dir, FileDecisions), res.rec.Meta().Start, res.decisions); err != nil {
+			if _, err := writeRun(dir, res, cfg.Format); err != nil {
 				return err
 			}
 		}

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -121,12 +122,7 @@ func (s *SMI) Capabilities(string) []gpu.Knob {
 // SetComputeTimeSlice runs `nvidia-smi compute-policy -i UUID
 // --set-timeslice=N` (0 default, 1 short, 2 medium, 3 long).
 func (s *SMI) SetComputeTimeSlice(ctx context.Context, uuid string, l gpu.TimeSliceLevel) error {
-	n := -1
-	for i, v := range levels {
-		if v == l {
-			n = i
-		}
-	}
+	n := slices.Index(levels, l)
 	if n < 0 {
 		return fmt.Errorf("GPU %s: unknown compute time-slice level %q (want default, short, medium or long)", uuid, l)
 	}

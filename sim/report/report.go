@@ -271,13 +271,22 @@ func minuteGoodWork(minute map[string]*minuteAcc) map[string]float64 {
 	return out
 }
 
-func (r *Recorder) flushMinute(minute map[string]*minuteAcc) {
+// countHeld returns how many GPUs a goodput window has and on how many of
+// them every SLO held.
+func countHeld(minute map[string]*minuteAcc) (gpus, held int) {
 	for _, ok := range heldGPUs(minute) {
-		r.gpuMinutes++
+		gpus++
 		if ok {
-			r.heldMinutes++
+			held++
 		}
 	}
+	return gpus, held
+}
+
+func (r *Recorder) flushMinute(minute map[string]*minuteAcc) {
+	g, h := countHeld(minute)
+	r.gpuMinutes += g
+	r.heldMinutes += h
 	for name, w := range minuteGoodWork(minute) {
 		r.tenants[name].goodWork += w
 	}
@@ -409,14 +418,10 @@ func (r *Recorder) Summary() Summary {
 	s := Summary{Meta: r.meta, Seconds: round6(r.elapsed), Steps: len(r.steps)}
 	names := slices.Clone(r.order)
 	sort.Strings(names)
-	partial := minuteGoodWork(r.minute) // the window being filled
-	gpuMinutes, heldMinutes := r.gpuMinutes, r.heldMinutes
-	for _, ok := range heldGPUs(r.minute) {
-		gpuMinutes++
-		if ok {
-			heldMinutes++
-		}
-	}
+	// the window being filled counts as it stands
+	partial := minuteGoodWork(r.minute)
+	g, h := countHeld(r.minute)
+	gpuMinutes, heldMinutes := r.gpuMinutes+g, r.heldMinutes+h
 	if gpuMinutes > 0 {
 		s.HeldFraction = round6(float64(heldMinutes) / float64(gpuMinutes))
 	}
