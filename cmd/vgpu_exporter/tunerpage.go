@@ -165,7 +165,6 @@ func newTunerView(snap *tenant.Snapshot, st *tuner.Status, maxDecisions int) tun
 	return v
 }
 
-
 func newGPUView(d *gpu.Device, mode string) gpuView {
 	g := gpuView{Index: d.Index, UUID: d.UUID, Name: d.Name, Sharing: string(d.Mode), Mode: mode,
 		TimeSlice: orUnknown(string(d.ComputeTimeSlice)), Power: "unknown", Clocks: "unknown", Scheduler: "none"}
