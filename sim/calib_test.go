@@ -339,3 +339,44 @@ events:
 		t.Fatalf("compute time slice on a vGPU host: %v", err)
 	}
 }
+
+// TestRampStepClock: a busy step's clock is the time-weighted mean of the
+// ramp within it, whether the ramp ends inside the step or runs past it,
+// and steadyUntil lets a step in which a short ramp ends reach the end of
+// the clock-noise period.
+func TestRampStepClock(t *testing.T) {
+	m := modelByName("H100-SXM5-80GB")
+	rate := (m.MaxClockMHz - m.IdleClockMHz) / rampNs // MHz per ns
+	cases := []struct {
+		name             string
+		from, target     float64
+		dt               int64
+		wantClock, wantC float64 // the step's mean clock, the clock at its end
+	}{
+		{"at target", 1900, 1900, stepNs, 1900, 1900},
+		{"ramp past the step", m.IdleClockMHz, m.MaxClockMHz, stepNs,
+			m.IdleClockMHz + rate*float64(stepNs)/2, m.IdleClockMHz + rate*float64(stepNs)},
+		// 100 MHz of ramp takes 100/rate ns of a 10 ms step at the mean
+		{"ramp ends inside", 1800, 1900, 10_000_000,
+			1900 - 100*(100/rate)/(2*10_000_000), 1900},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g := &gpuState{m: m, clk: c.from}
+			g.updateClock(c.dt, true, c.target, m.IdleClockMHz, 0)
+			if math.Abs(g.clock-c.wantClock) > 1e-6 || math.Abs(g.clk-c.wantC) > 1e-6 {
+				t.Errorf("clock %.6f, end %.6f; want %.6f, %.6f", g.clock, g.clk, c.wantClock, c.wantC)
+			}
+		})
+	}
+	// a jitter-sized step up (40 MHz, 0.16 ms of ramp) keeps the long step;
+	// a ramp from idle does not
+	g := &gpuState{m: m, clk: 1900}
+	if got := g.steadyUntil(0, true, 1940, m.IdleClockMHz, 0); got != jitterPeriodNs {
+		t.Errorf("short ramp: step to %d, want %d", got, jitterPeriodNs)
+	}
+	g.clk = m.IdleClockMHz
+	if got := g.steadyUntil(0, true, m.MaxClockMHz, m.IdleClockMHz, 0); got != stepNs {
+		t.Errorf("ramp from idle: step to %d, want %d", got, stepNs)
+	}
+}

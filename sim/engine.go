@@ -66,9 +66,11 @@ const (
 	ambientC    = 30.0
 	cPerWatt    = 0.08
 	// jitterAmp is the unlocked clock's random variation, redrawn every
-	// jitterPeriodNs (lead); locked clocks have none.
+	// jitterPeriodNs (lead); locked clocks have none. The period is also
+	// the longest step of a busy GPU (steadyUntil): a shorter one costs
+	// simulation speed and changes no calibrated figure.
 	jitterAmp      = 0.02
-	jitterPeriodNs = 10_000_000
+	jitterPeriodNs = 50_000_000
 	// Power model weights (lead): SM and tensor activity scale with the
 	// cube of the SM clock, HBM activity with the memory clock only.
 	powSM, powTensor, powDRAM = 0.35, 0.45, 0.2
@@ -1012,8 +1014,8 @@ func (g *gpuState) powerAt(f, actC, actM float64) float64 {
 func (g *gpuState) heat(dtNs float64) {
 	ss := ambientC + cPerWatt*g.power
 	x := dtNs / 1e9 / thermalTauS
-	f := x - x*x/2 // 1 - exp(-x) for steps of up to 10 ms
-	if x > 1e-3 {
+	f := x - x*x/2 // 1 - exp(-x) for steps of up to 60 ms (error below 2e-9)
+	if x > 2e-3 {
 		f = 1 - math.Exp(-x)
 	}
 	g.temp += (ss - g.temp) * f
@@ -1059,19 +1061,30 @@ func (g *gpuState) clockTarget(s *Simulator, t int64) (target, floor float64, th
 }
 
 // steadyUntil is how far past t0 a step of g may reach with the clock the
-// same throughout: a busy GPU whose clock has reached its target, not held
+// same throughout: a busy GPU whose clock has reached its target, or
+// reaches it within stepNs (the clock noise's small steps up), not held
 // down by the power limit, keeps it to the end of the clock-noise period
 // (the power-cap estimate, the droop and the idle detection then move in
-// steps of up to jitterPeriodNs). Otherwise a step is stepNs long, as the
-// ramp, the decay and the power cap are integrated in 1 ms steps.
+// steps of up to jitterPeriodNs; updateClock gives such a step the
+// time-weighted mean of its ramp and the rest). Otherwise a step is stepNs
+// long, as a longer ramp, the decay and the power cap are integrated in
+// 1 ms steps.
 func (g *gpuState) steadyUntil(t0 int64, busy bool, target, floor float64, throttle uint64) int64 {
 	if !busy || throttle&reasonPowerCap != 0 {
 		return t0 + stepNs
 	}
-	if !g.fixedLock() && max(g.clk, min(floor, target)) < target {
+	if !g.fixedLock() && g.rampNs(max(g.clk, min(floor, target)), target) > float64(stepNs) {
 		return t0 + stepNs // ramping up
 	}
 	return max((t0/jitterPeriodNs+1)*jitterPeriodNs, t0+stepNs)
+}
+
+// rampNs is how long (ns) the clock takes to ramp from `from` up to target.
+func (g *gpuState) rampNs(from, target float64) float64 {
+	if from >= target {
+		return 0
+	}
+	return (target - from) * rampNs / (g.m.MaxClockMHz - g.m.IdleClockMHz)
 }
 
 // updateClock sets the SM clock for a step of dt ns starting at t, given
@@ -1092,11 +1105,18 @@ func (g *gpuState) updateClock(dt int64, busy bool, target, floor float64, throt
 	if busy {
 		g.idleFor = 0
 		from := max(g.clk, min(floor, target))
-		g.clk = min(target, from+float64(dt)*(m.MaxClockMHz-m.IdleClockMHz)/rampNs)
-		// the step runs at the mean of a linear ramp
-		g.clock = (from + g.clk) / 2
-		if from >= target {
-			g.clock = target
+		fdt := float64(dt)
+		switch r := g.rampNs(from, target); {
+		case r == 0:
+			g.clk, g.clock = target, target
+		case r >= fdt:
+			// the step runs at the mean of a linear ramp
+			g.clk = from + fdt*(m.MaxClockMHz-m.IdleClockMHz)/rampNs
+			g.clock = (from + g.clk) / 2
+		default:
+			// the ramp ends inside the step: its mean for r, then target
+			g.clk = target
+			g.clock = target - (target-from)*r/(2*fdt)
 		}
 	} else {
 		g.decay(dt, floor)
