@@ -571,8 +571,10 @@ func (d *domain) runSliced(s *Simulator, t, t1 int64, clockFactor float64) {
 		}
 		if !cur.wants(t) {
 			// the job's host phase (LLM iteration overhead), which
-			// boundary did not see yet
-			t = min(end, max(cur.pause, t+1))
+			// boundary did not see yet: the context yields like an idle
+			// one (d.due wakes it when the phase ends); a strict vGPU
+			// slot stays its VM's
+			d.rewant(cur, t)
 			continue
 		}
 		share := cur.w.SMFraction

@@ -908,3 +908,30 @@ tenants:
 		t.Errorf("after the move: %v, want the target's default 1", f)
 	}
 }
+
+// TestTimeSliceHostPhaseYields: a time-sliced LLM in its host phase (the
+// iteration overhead, here 20 ms per iteration of under 1 ms on the GPU)
+// yields the GPU like an idle context: beside a trainer that always has
+// work, the GPU is never idle; its time is the two tenants' and the
+// context switches'.
+func TestTimeSliceHostPhaseYields(t *testing.T) {
+	src := `name: yield
+gpus: [{model: H100-SXM5-80GB, sharing: time-slice}]
+tenants:
+  - {name: train, memory: 8GiB, workload: {type: training, flops: 1e12, bytes: 1e9}}
+  - {name: chat, memory: 30GiB, workload: {type: llm, params: 1e9, context_tokens: 128, generated_tokens: 256, max_batch: 4, iteration_overhead: 20ms, arrival: {process: poisson, rate: 2}}}
+`
+	s := mustNew(t, mustParse(t, src), Options{})
+	const d = 20 * time.Second
+	s.AdvanceTo(s.Now().Add(d))
+	switched := s.gpus[0].switchNs / float64(d)
+	w := s.Window()
+	used := switched
+	for _, tw := range w.Tenants {
+		used += tw.SMShare
+	}
+	t.Logf("train %.4f, chat %.4f, switches %.4f of the time: idle %.4f", w.Tenants[0].SMShare, w.Tenants[1].SMShare, switched, 1-used)
+	if idle := 1 - used; idle > 0.002 {
+		t.Errorf("the GPU idled %.4f of the time beside a trainer that always has work", idle)
+	}
+}
