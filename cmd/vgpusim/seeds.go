@@ -134,8 +134,8 @@ func changesPerMinute(decs []tuner.Decision, s report.Summary) changeRate {
 
 func writeSeedStats(w io.Writer, cfg runConfig, sums []report.Summary, rates []changeRate) error {
 	type acc struct {
-		att, p99, rps, work, good stat
-		met, held                 int
+		att, slack, p99, rps, work, good stat
+		met, held                        int
 	}
 	var order []string
 	by := map[string]*acc{}
@@ -154,6 +154,9 @@ func writeSeedStats(w io.Writer, cfg runConfig, sums []report.Summary, rates []c
 			if t.Attainment != nil {
 				a.att.add(*t.Attainment * 100)
 			}
+			if t.Slack != nil {
+				a.slack.add(*t.Slack)
+			}
 			if t.P99 != nil {
 				a.p99.add(*t.P99)
 			}
@@ -170,14 +173,14 @@ func writeSeedStats(w io.Writer, cfg runConfig, sums []report.Summary, rates []c
 	}
 	fmt.Fprintf(w, "\nscenario %s, policy %s, %d seeds: mean ± standard deviation\n\n", sums[0].Meta.Scenario, cfg.Policy, len(sums))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TENANT\tATTAINMENT %\tSLO MET\tP99 (s)\tREQ/S\tWORK/S\tGOODPUT/S")
+	fmt.Fprintln(tw, "TENANT\tATTAINMENT %\tSLO MET\tSLACK\tP99 (s)\tREQ/S\tWORK/S\tGOODPUT/S")
 	for _, name := range order {
 		a := by[name]
 		metCol := "-"
 		if a.held > 0 {
 			metCol = fmt.Sprintf("%d of %d", a.met, a.held)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, a.att, metCol, a.p99, a.rps, a.work, a.good)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, a.att, metCol, a.slack, a.p99, a.rps, a.work, a.good)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

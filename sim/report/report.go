@@ -127,7 +127,20 @@ type tenantAcc struct {
 	goodWork    float64 // work in goodput windows whose SLOs held
 	sloQuantile float64
 	sloTarget   time.Duration
+	// minutes are the tenant's goodput windows, for its busy stretch.
+	minutes []minuteSpan
 }
+
+// minuteSpan is one goodput window of a tenant: how many of its requests
+// ended there and where the window's latencies are in tenantAcc.latencies.
+type minuteSpan struct {
+	ended      int
+	start, end int
+}
+
+// BusyFraction picks a tenant's busy stretch: the goodput windows in which
+// at least this fraction of its busiest window's requests ended.
+const BusyFraction = 0.75
 
 type gpuAcc struct {
 	index                  int
@@ -164,9 +177,15 @@ func (r *Recorder) Add(w WindowStats) {
 			r.order = append(r.order, tw.Tenant)
 		}
 		a.gpu = tw.GPU
+		for len(a.minutes) <= r.minuteN {
+			a.minutes = append(a.minutes, minuteSpan{start: len(a.latencies), end: len(a.latencies)})
+		}
 		for _, l := range tw.Latencies {
 			a.latencies = append(a.latencies, float32(l.Seconds()))
 		}
+		mn := &a.minutes[r.minuteN]
+		mn.ended += tw.Completed + tw.Dropped
+		mn.end = len(a.latencies)
 		a.completed += tw.Completed
 		a.good += tw.Good
 		a.work += tw.Work
@@ -383,10 +402,17 @@ type TenantSummary struct {
 	// windows (GoodputWindow) in which every SLO on the tenant's GPU held:
 	// work taken from a tenant whose SLO it broke is not good.
 	Goodput float64 `json:"goodput_per_second"`
-	SMShare float64 `json:"sm_share"`
-	BWShare float64 `json:"bw_share"`
-	OOMs    int     `json:"ooms"`
-	Dropped int     `json:"dropped"`
+	// BusyLatency is the latency at the SLO's quantile of the requests
+	// completed in the tenant's busy stretch (the goodput windows in which
+	// at least BusyFraction of its busiest window's requests ended), and
+	// Slack the SLO target over it: how far the target is above what the
+	// tenant got when busiest. Both nil without an SLO or such requests.
+	BusyLatency *float64 `json:"busy_latency_seconds"`
+	Slack       *float64 `json:"slack"`
+	SMShare     float64  `json:"sm_share"`
+	BWShare     float64  `json:"bw_share"`
+	OOMs        int      `json:"ooms"`
+	Dropped     int      `json:"dropped"`
 	// Overdue is the requests still waiting or running at the end of the
 	// run that were already past the SLO target: they count as missed.
 	Overdue int `json:"overdue_at_end"`
@@ -445,6 +471,13 @@ func (r *Recorder) Summary() Summary {
 			ts.SMShare = round6(a.smShareSec / a.seconds)
 			ts.BWShare = round6(a.bwShareSec / a.seconds)
 		}
+		if a.sloTarget > 0 {
+			if q := busyLatency(a); q != nil && *q > 0 {
+				ts.BusyLatency = q
+				v := round6(a.sloTarget.Seconds() / *q)
+				ts.Slack = &v
+			}
+		}
 		if a.sloTarget > 0 && ts.Attainment != nil {
 			met := float64(a.good)/float64(a.completed+a.dropped+a.overdue) >= a.sloQuantile
 			ts.SLOMet = &met
@@ -470,4 +503,24 @@ func (r *Recorder) Summary() Summary {
 	sort.Slice(s.GPUs, func(i, j int) bool { return s.GPUs[i].Index < s.GPUs[j].Index })
 	s.EnergyJ = round6(s.EnergyJ)
 	return s
+}
+
+// busyLatency is the latency at a's SLO quantile over the requests
+// completed in its busy stretch; nil when none completed there.
+func busyLatency(a *tenantAcc) *float64 {
+	peak := 0
+	for _, m := range a.minutes {
+		peak = max(peak, m.ended)
+	}
+	if peak == 0 {
+		return nil
+	}
+	var lat []float32
+	for _, m := range a.minutes {
+		if float64(m.ended) >= BusyFraction*float64(peak) {
+			lat = append(lat, a.latencies[m.start:m.end]...)
+		}
+	}
+	slices.Sort(lat)
+	return quantile32(lat, a.sloQuantile)
 }

@@ -407,3 +407,53 @@ func TestGoodputCountsOnlyHeldMinutes(t *testing.T) {
 		t.Errorf("held fraction = %v, want 0.875", s.HeldFraction)
 	}
 }
+
+// TestSlackFromBusyStretch: busy latency is the SLO quantile over the
+// minutes in which at least BusyFraction of the busiest minute's requests
+// ended (dropped ones count as ended), and slack the target over it.
+func TestSlackFromBusyStretch(t *testing.T) {
+	// per minute: requests completed, each at latency ms, and dropped
+	minutes := []struct{ n, ms, dropped int }{
+		{10, 5, 0},   // quiet: not busy (10 < 0.75 x 40)
+		{30, 40, 10}, // the busiest: 40 ended
+		{30, 20, 0},  // busy: 30 >= 30
+		{25, 80, 0},  // not busy (it would be, were drops not counted)
+	}
+	r := NewRecorder(Meta{Start: start})
+	at := start
+	for _, m := range minutes {
+		for s := 0; s < 60; s++ {
+			w := WindowStats{Start: at, End: at.Add(time.Second)}
+			chat := TenantWindow{Tenant: "chat", GPU: "a", SLOQuantile: 0.5, SLOTarget: 90 * time.Millisecond}
+			if s == 30 {
+				chat.Completed, chat.Dropped = m.n, m.dropped
+				for i := 0; i < m.n; i++ {
+					chat.Latencies = append(chat.Latencies, time.Duration(m.ms)*time.Millisecond)
+				}
+			}
+			w.Tenants = []TenantWindow{chat, {Tenant: "train", GPU: "a", Work: 1}}
+			r.Add(w)
+			at = w.End
+		}
+	}
+	for _, ts := range r.Summary().Tenants {
+		switch ts.Tenant {
+		case "chat":
+			// 30 at 20 ms and 30 at 40 ms: the median is 20 ms, 4.5x below 90 ms
+			if ts.BusyLatency == nil || *ts.BusyLatency != 0.02 || ts.Slack == nil || *ts.Slack != 4.5 {
+				t.Errorf("chat: busy latency %v, slack %v; want 0.02, 4.5", ptr(ts.BusyLatency), ptr(ts.Slack))
+			}
+		case "train":
+			if ts.BusyLatency != nil || ts.Slack != nil {
+				t.Errorf("train (no SLO): busy latency %v, slack %v; want none", ptr(ts.BusyLatency), ptr(ts.Slack))
+			}
+		}
+	}
+}
+
+func ptr(v *float64) any {
+	if v == nil {
+		return nil
+	}
+	return *v
+}

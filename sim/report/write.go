@@ -43,7 +43,7 @@ func WriteSummaryText(w io.Writer, s Summary) error {
 		index[g.UUID] = strconv.Itoa(g.Index)
 	}
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TENANT\tGPU\tREQUESTS\tREQ/S\tSLO\tATTAINMENT\tMET\tP50\tP99\tWORK/S\tGOODPUT/S\tSM SHARE\tBW SHARE\tDROPPED\tOVERDUE\tOOMS")
+	fmt.Fprintln(tw, "TENANT\tGPU\tREQUESTS\tREQ/S\tSLO\tATTAINMENT\tMET\tSLACK\tP50\tP99\tWORK/S\tGOODPUT/S\tSM SHARE\tBW SHARE\tDROPPED\tOVERDUE\tOOMS")
 	for _, t := range s.Tenants {
 		slo, met := "-", "-"
 		if t.SLOTarget > 0 {
@@ -55,9 +55,9 @@ func WriteSummaryText(w io.Writer, s Summary) error {
 				met = "yes"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n",
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n",
 			t.Tenant, cmp.Or(index[t.GPU], t.GPU), t.Requests, fmtFloat(t.Throughput), slo, fmtRatio(t.Attainment), met,
-			fmtSeconds(t.P50), fmtSeconds(t.P99), fmtFloat(t.WorkRate), fmtFloat(t.Goodput),
+			fmtTimes(t.Slack), fmtSeconds(t.P50), fmtSeconds(t.P99), fmtFloat(t.WorkRate), fmtFloat(t.Goodput),
 			fmtRatio(&t.SMShare), fmtRatio(&t.BWShare), t.Dropped, t.Overdue, t.OOMs)
 	}
 	fmt.Fprintln(tw)
@@ -255,6 +255,14 @@ func fmtRatio(v *float64) string {
 		return "-"
 	}
 	return strconv.FormatFloat(*v*100, 'f', 1, 64) + "%"
+}
+
+// fmtTimes renders a ratio as a multiple ("2.5x").
+func fmtTimes(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return sig3(*v) + "x"
 }
 
 // fmtSeconds renders seconds with three significant digits in ms or s.
