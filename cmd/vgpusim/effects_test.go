@@ -2,17 +2,49 @@ package main
 
 import (
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/sim/report"
+	"github.com/vgpu-exporter/vgpu_exporter/test/scenarios"
 )
 
 // raceEnabled is set when the tests run with -race.
 var raceEnabled = false
+
+// tenantsOf is one run's tenant summaries by tenant name.
+type tenantsOf map[string]report.TenantSummary
+
+// fullRuns are the full-length runs made so far by scenario (a path or a
+// built-in name) and policy: the effect checks share them.
+var fullRuns = map[string]tenantsOf{}
+
+// fullRun runs scenario under policy for its full duration at a 1 s step
+// (once per test binary) and returns its tenant summaries.
+func fullRun(t *testing.T, scenario, policy string) tenantsOf {
+	t.Helper()
+	key := scenario + "/" + policy
+	if r, ok := fullRuns[key]; ok {
+		return r
+	}
+	res, err := simulate(context.Background(), runConfig{
+		Scenario: scenario, Policy: policy, Step: time.Second, Format: report.FormatCSV,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := tenantsOf{}
+	for _, ts := range res.rec.Summary().Tenants {
+		r[ts.Tenant] = ts
+	}
+	fullRuns[key] = r
+	return r
+}
 
 // TestScenarioEffects runs the library scenarios for their full duration and
 // checks the effects test/scenarios/README.md describes, so that a change of
@@ -26,33 +58,15 @@ func TestScenarioEffects(t *testing.T) {
 	if testing.Short() {
 		t.Skip("full-length scenario runs")
 	}
-	type result map[string]report.TenantSummary
-	runs := map[string]result{}
-	get := func(t *testing.T, scenario, policy string) result {
-		key := scenario + "/" + policy
-		if r, ok := runs[key]; ok {
-			return r
+	get := func(t *testing.T, scenario, policy string) tenantsOf {
+		if !strings.HasSuffix(scenario, ".yaml") {
+			scenario = "../../test/scenarios/" + scenario + ".yaml"
 		}
-		path := "../../test/scenarios/" + scenario + ".yaml"
-		if strings.HasSuffix(scenario, ".yaml") {
-			path = scenario
-		}
-		res, err := simulate(context.Background(), runConfig{
-			Scenario: path, Policy: policy, Step: time.Second, Format: report.FormatCSV,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := result{}
-		for _, ts := range res.rec.Summary().Tenants {
-			r[ts.Tenant] = ts
-		}
-		runs[key] = r
-		return r
+		return fullRun(t, scenario, policy)
 	}
 	met := func(ts report.TenantSummary) bool { return ts.SLOMet != nil && *ts.SLOMet }
 	missed := func(ts report.TenantSummary) bool { return ts.SLOMet != nil && !*ts.SLOMet }
-	allMet := func(r result) bool {
+	allMet := func(r tenantsOf) bool {
 		for _, ts := range r {
 			if missed(ts) {
 				return false
@@ -80,7 +94,7 @@ func TestScenarioEffects(t *testing.T) {
 		return path
 	}
 
-	type policies func(policy string) result
+	type policies func(policy string) tenantsOf
 	tests := []struct {
 		name     string
 		scenario string
@@ -149,8 +163,8 @@ func TestScenarioEffects(t *testing.T) {
 				// left to runs without -race.
 				t.Skip("too slow under -race")
 			}
-			seen := map[string]result{}
-			run := func(policy string) result {
+			seen := map[string]tenantsOf{}
+			run := func(policy string) tenantsOf {
 				seen[policy] = get(t, tc.scenario, policy)
 				return seen[policy]
 			}
@@ -187,4 +201,46 @@ func TestAutotuneSavesEnergyWithSlack(t *testing.T) {
 		t.Errorf("energy %.0f J with clock control, %.0f J without: less than 10%% saved", with.EnergyJ, without.EnergyJ)
 	}
 	t.Logf("energy %.0f J with clock control, %.0f J without (%.0f%% less)", with.EnergyJ, without.EnergyJ, 100*(1-with.EnergyJ/without.EnergyJ))
+}
+
+// maxSlack is the most an SLO target may be above what its tenant gets at
+// its best in its busy stretch (test/scenarios/README.md): beyond it the
+// SLO does not bind and no policy can be told from another by it.
+const maxSlack = 3.0
+
+// TestSLOSlack: in every built-in scenario, each SLO's slack (its target
+// over the tenant's latency at the SLO quantile in its busy stretch,
+// report.TenantSummary.Slack) is at most maxSlack under the best of
+// static-equal, best-effort and the oracle for that tenant.
+func TestSLOSlack(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("full-length scenario runs")
+	}
+	bs, err := scenarios.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range bs {
+		t.Run(b.Name, func(t *testing.T) {
+			best := map[string]float64{}
+			from := map[string]string{}
+			for _, p := range []string{"static-equal", "best-effort", oracleName} {
+				for name, ts := range fullRun(t, b.Name, p) {
+					if ts.Slack != nil && *ts.Slack > best[name] {
+						best[name], from[name] = *ts.Slack, p
+					}
+				}
+			}
+			if len(best) == 0 {
+				t.Fatal("no tenant with an SLO and requests in its busy stretch")
+			}
+			for _, name := range slices.Sorted(maps.Keys(best)) {
+				v := best[name]
+				t.Logf("%s: slack %.2fx (%s)", name, v, from[name])
+				if v > maxSlack {
+					t.Errorf("%s: SLO target %.2fx its best busy-stretch latency (under %s), over %.0fx: tighten it", name, v, from[name], maxSlack)
+				}
+			}
+		})
+	}
 }
