@@ -2,6 +2,7 @@ package tuner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -214,11 +215,14 @@ func TestPlanRelayout(t *testing.T) {
 type migHost struct {
 	calls []string
 	busy  int // ConfigureMIG answers ErrBusy this many times
+	// drainErr and startErr, when set, are what every drain and start
+	// answers
+	drainErr, startErr error
 }
 
 func (m *migHost) DrainMIGInstance(_ context.Context, uuid, inst string) error {
 	m.calls = append(m.calls, "drain "+inst)
-	return nil
+	return m.drainErr
 }
 
 func (m *migHost) ConfigureMIG(_ context.Context, uuid string, profiles []string) error {
@@ -234,7 +238,29 @@ func (m *migHost) StopProcess(context.Context, uint32) error { return nil }
 
 func (m *migHost) StartProcess(_ context.Context, pid uint32) error {
 	m.calls = append(m.calls, fmt.Sprintf("start %d", pid))
-	return nil
+	return m.startErr
+}
+
+// relayoutRounds runs four rounds a minute apart in which tenant b misses
+// its SLO in its saturated small instance (migState), calling Progress a
+// second after each round; note gets every round's and Progress'
+// decisions.
+func relayoutRounds(t *testing.T, tu *Tuner, clock *gpu.ManualClock, note func([]Decision)) {
+	t.Helper()
+	for i := range 4 {
+		st := migState(0.09, 0.8, 6*gib, 1, 0.1)
+		st.Snapshot.Time = clock.Now()
+		n := float64(48000 * (i + 1))
+		st.Snapshot.SLOs[1].RequestsTotal, st.Snapshot.SLOs[1].GoodRequestsTotal = n, 0.1*n
+		decs, err := tu.RunOnce(context.Background(), st.Snapshot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		note(decs)
+		clock.Advance(time.Second)
+		note(tu.Progress(context.Background()))
+		clock.Advance(time.Minute - time.Second)
+	}
 }
 
 // Without a hook, the tuner carries out a relayout itself: it drains every
@@ -257,20 +283,7 @@ func TestTunerRelayouts(t *testing.T) {
 					got = append(got, fmt.Sprintf("%v %s %s->%s %s", clock.Now().Sub(t0), d.Knob, d.From, d.To, d.Outcome))
 				}
 			}
-			for i := range 4 {
-				st := migState(0.09, 0.8, 6*gib, 1, 0.1)
-				st.Snapshot.Time = clock.Now()
-				n := float64(48000 * (i + 1))
-				st.Snapshot.SLOs[1].RequestsTotal, st.Snapshot.SLOs[1].GoodRequestsTotal = n, 0.1*n
-				decs, err := tu.RunOnce(context.Background(), st.Snapshot)
-				if err != nil {
-					t.Fatal(err)
-				}
-				note(decs)
-				clock.Advance(time.Second)
-				note(tu.Progress(context.Background()))
-				clock.Advance(time.Minute - time.Second)
-			}
+			relayoutRounds(t, tu, clock, note)
 			want := "[2m0s mig_drain ->every instance applied 2m1s mig_layout [3g.40gb, 1g.10gb]->[1g.10gb, 3g.40gb] applied]"
 			wantCalls := "[drain MIG-1 drain MIG-2 configure 1g.10gb 3g.40gb start 1 start 2]"
 			if mode == ModeRecommend {
@@ -283,5 +296,40 @@ func TestTunerRelayouts(t *testing.T) {
 				t.Errorf("calls %v, want %s", host.calls, wantCalls)
 			}
 		})
+	}
+}
+
+// A relayout whose drain fails starts the processes again at once, and a
+// start that fails then is in the decision with the drain's error: a
+// tenant left stopped is never silent.
+func TestRelayoutDrainFailureReportsFailedStart(t *testing.T) {
+	clock := gpu.NewManualClock(t0)
+	host := &migHost{drainErr: errors.New("drain refused"), startErr: errors.New("no such unit")}
+	tu, err := New(Options{Policy: noDecide{}, Clock: clock, Mode: ModeEnforce, Actuators: ActuatorsOf(host), Rebalance: DefaultRebalance(),
+		Guards: DefaultGuards(nil, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var drain *Decision
+	relayoutRounds(t, tu, clock, func(decs []Decision) {
+		for _, d := range decs {
+			if d.Knob == gpu.KnobMIGDrain || d.Knob == gpu.KnobMIGLayout {
+				drain = &d
+			}
+		}
+	})
+	if drain == nil {
+		t.Fatalf("no relayout decision; calls %v", host.calls)
+	}
+	if drain.Applied || drain.Outcome == OutcomeApplied {
+		t.Errorf("decision %+v: applied, want a failure", *drain)
+	}
+	for _, want := range []string{"drain refused", "start PID 1: no such unit", "start PID 2: no such unit"} {
+		if !strings.Contains(drain.Reason, want) {
+			t.Errorf("reason %q does not say %q", drain.Reason, want)
+		}
+	}
+	if want := "[drain MIG-1 drain MIG-2 start 1 start 2]"; fmt.Sprint(host.calls) != want {
+		t.Errorf("calls %v, want %s", host.calls, want)
 	}
 }

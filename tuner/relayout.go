@@ -223,15 +223,17 @@ func (t *Tuner) startRelayout(ctx context.Context, st *State, a Action, l gpu.MI
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		t.startAll(ctx, job.pids)
+		if serr := t.startAll(ctx, job.pids); serr != nil {
+			return fmt.Errorf("%w; starting the processes again: %w", err, serr)
+		}
 		return err
 	}
 	t.relayout = job
 	return nil
 }
 
-// startAll starts the processes again (errors are left to the decision
-// that follows).
+// startAll starts the processes again; what failed goes into the
+// decision of the relayout.
 func (t *Tuner) startAll(ctx context.Context, pids []uint32) error {
 	var errs []error
 	for _, pid := range pids {
