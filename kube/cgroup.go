@@ -75,6 +75,25 @@ func ParseCgroupPath(path string) CgroupInfo {
 	return info
 }
 
+// SystemdService is the systemd service unit a process of cgroup path runs
+// in ("llm-a.service" for "/system.slice/llm-a.service", the innermost for
+// a user's services), "" outside one: a process in a container or a pod is
+// in a scope or slice, not a service, and its unit is its runtime's.
+func SystemdService(path string) string {
+	for path != "" {
+		i := strings.LastIndexByte(path, '/')
+		seg := path[i+1:]
+		if strings.HasSuffix(seg, ".service") && len(seg) > len(".service") && !strings.HasPrefix(seg, "user@") {
+			return seg
+		}
+		if i < 0 {
+			break
+		}
+		path = path[:i]
+	}
+	return ""
+}
+
 // podUIDSubmatch is podUIDRE's submatches in s: a 32-hex UID needs 35
 // bytes with "pod".
 func podUIDSubmatch(s string) []string {

@@ -109,3 +109,22 @@ func TestProcReader(t *testing.T) {
 		t.Errorf("missing uid = %d", u)
 	}
 }
+
+func TestSystemdService(t *testing.T) {
+	for _, tc := range []struct{ path, want string }{
+		{"/system.slice/llm-a.service", "llm-a.service"},
+		{"/system.slice/llm-a.service/worker", "llm-a.service"},
+		{"/system.slice/system-llm.slice/llm@2.service", "llm@2.service"},
+		{"/user.slice/user-1000.slice/user@1000.service/app.slice/trainer.service", "trainer.service"},
+		{"/user.slice/user-1000.slice/user@1000.service/app.slice/app-x.scope", ""},
+		{"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0f2c3d4e_5a6b_4c7d_8e9f_a0b1c2d3e4f5.slice/cri-containerd-" + cid + ".scope", ""},
+		{"/system.slice/docker-" + cid + ".scope", ""},
+		{"/system.slice/.service", ""},
+		{"/", ""},
+		{"", ""},
+	} {
+		if got := SystemdService(tc.path); got != tc.want {
+			t.Errorf("SystemdService(%q) = %q, want %q", tc.path, got, tc.want)
+		}
+	}
+}

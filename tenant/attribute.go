@@ -1,8 +1,10 @@
 package tenant
 
 import (
+	"cmp"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -32,6 +34,19 @@ type subject struct {
 	// podOfCgroup is true when pod, if any, was read from the cgroup path
 	// alone (no pod mapping): it is then a function of cgroup
 	podOfCgroup bool
+}
+
+// workload is what runs the subject's process, if anything is known: the
+// pod the attribution resolved, the systemd service of its cgroup path.
+func (sub *subject) workload() (Workload, bool) {
+	w := Workload{PID: sub.pid}
+	if sub.pod != nil && sub.pod.Name != "" && sub.pod.Namespace != "" {
+		w.Pod = &gpu.Pod{Namespace: sub.pod.Namespace, Name: sub.pod.Name}
+	}
+	if sub.cgroup != "" {
+		w.Unit = kube.SystemdService(sub.cgroup)
+	}
+	return w, w.Pod != nil || w.Unit != ""
 }
 
 // desc names the subject in logs.
@@ -291,6 +306,7 @@ type tenantAcc struct {
 	memBytes  uint64
 	memBytesN int
 	pids      []uint32
+	workloads []Workload
 }
 
 type devAcc struct {
@@ -307,9 +323,12 @@ func (perTenant *devAcc) get(tenant, gi string) *tenantAcc {
 	return a
 }
 
-func (a *tenantAcc) addProcess(p *gpu.Process) {
+func (a *tenantAcc) addProcess(p *gpu.Process, sub *subject) {
 	a.procs++
 	a.pids = append(a.pids, p.PID)
+	if w, ok := sub.workload(); ok {
+		a.workloads = append(a.workloads, w)
+	}
 	if p.UsedMemoryBytes != nil {
 		a.memBytes += *p.UsedMemoryBytes
 		a.memBytesN++
@@ -392,8 +411,18 @@ func (b *Builder) newUsage(compiled *compiledConfig, d *gpu.Device, a *tenantAcc
 		Processes:       a.procs,
 		MemoryUsedBytes: a.memBytes,
 		PIDs:            sortedPIDs(a.pids),
+		Workloads:       sortedWorkloads(a.workloads),
 		Method:          m,
 	}
+}
+
+func sortedWorkloads(w []Workload) []Workload {
+	if len(w) == 0 {
+		return nil
+	}
+	out := slices.Clone(w)
+	slices.SortFunc(out, func(a, b Workload) int { return cmp.Compare(a.PID, b.PID) })
+	return out
 }
 
 func sortedPIDs(p []uint32) []uint32 {
@@ -433,8 +462,8 @@ func (b *Builder) migUsage(compiled *compiledConfig, podMap *kube.Mapping, d *gp
 		owner := b.attribute(compiled, isub)
 		perTenant := &devAcc{byTenant: map[string]*tenantAcc{}}
 		for _, p := range byGI[inst.GPUInstanceID] {
-			t := b.attribute(compiled, b.processSubject(compiled, podMap, d, p, inst))
-			perTenant.get(t, gi).addProcess(p)
+			sub := b.processSubject(compiled, podMap, d, p, inst)
+			perTenant.get(b.attribute(compiled, sub), gi).addProcess(p, sub)
 		}
 		if len(perTenant.byTenant) == 0 {
 			perTenant.get(owner, gi)
@@ -455,8 +484,8 @@ func (b *Builder) migUsage(compiled *compiledConfig, podMap *kube.Mapping, d *gp
 		// processes the readings do not place in an instance: memory only
 		perTenant := &devAcc{byTenant: map[string]*tenantAcc{}}
 		for _, p := range loose {
-			t := b.attribute(compiled, b.processSubject(compiled, podMap, d, p, nil))
-			perTenant.get(t, "").addProcess(p)
+			sub := b.processSubject(compiled, podMap, d, p, nil)
+			perTenant.get(b.attribute(compiled, sub), "").addProcess(p, sub)
 		}
 		for _, a := range sortedAccs(perTenant) {
 			out = append(out, b.newUsage(compiled, d, a, Measured))
@@ -490,9 +519,9 @@ func (b *Builder) sharedUsage(compiled *compiledConfig, podMap *kube.Mapping, d 
 			a.pids = append(a.pids, p.PID)
 			continue
 		}
-		t := b.attribute(compiled, b.processSubject(compiled, podMap, d, p, nil))
-		a := perTenant.get(t, "")
-		a.addProcess(p)
+		sub := b.processSubject(compiled, podMap, d, p, nil)
+		a := perTenant.get(b.attribute(compiled, sub), "")
+		a.addProcess(p, sub)
 		ctxs = append(ctxs, a.processCtx(p))
 	}
 	b.attr.footprints(d.UUID, ctxs, d.Activity.SMActive, d.Activity.SMOccupancy, d.Activity.DRAMActive)

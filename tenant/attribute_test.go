@@ -3,6 +3,7 @@ package tenant
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,9 +12,11 @@ import (
 	"time"
 
 	"github.com/go-kit/log"
+	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
+	"github.com/vgpu-exporter/vgpu_exporter/kube"
 	"github.com/vgpu-exporter/vgpu_exporter/latency"
 )
 
@@ -541,5 +544,50 @@ func TestReloadDropsRemovedTenantsCounters(t *testing.T) {
 	}
 	if _, ok := b.attr.csAcc[csKey{"GPU-0", "chat"}]; !ok {
 		t.Errorf("chat's counter dropped: %v", b.attr.csAcc)
+	}
+}
+
+// fixedPods is a PodMapper with one fixed mapping.
+type fixedPods struct{ m *kube.Mapping }
+
+func (p fixedPods) Start(context.Context)   {}
+func (p fixedPods) Wait()                   {}
+func (p fixedPods) Refresh(context.Context) {}
+func (p fixedPods) Mapping() *kube.Mapping  { return p.m }
+func (p fixedPods) Status() kube.Status     { return kube.Status{Up: true} }
+
+// TestUsageWorkloads: each attributed process carries what runs it where
+// the attribution knows it: the pod that holds its GPU (pod resources),
+// the systemd service of its cgroup; a process with neither has none.
+func TestUsageWorkloads(t *testing.T) {
+	pods := kube.NewMapping(&podresourcesv1.ListPodResourcesResponse{PodResources: []*podresourcesv1.PodResources{{
+		Name: "chat-0", Namespace: "llm",
+		Containers: []*podresourcesv1.ContainerResources{{Name: "server", Devices: []*podresourcesv1.ContainerDevices{{ResourceName: "nvidia.com/gpu", DeviceIds: []string{"GPU-1"}}}}},
+	}}})
+	proc := fakeProc{
+		60: {cgroup: "/system.slice/trainer.service", comm: "python", uid: 0},
+		61: {cgroup: "/system.slice/trainer.service", comm: "python", uid: 0},
+		62: {cgroup: "/user.slice/user-1000.slice/session-2.scope", comm: "python", uid: 0},
+		70: {cgroup: "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0f2c3d4e_5a6b_4c7d_8e9f_a0b1c2d3e4f5.slice/cri-containerd-" + strings.Repeat("ab", 32) + ".scope", comm: "vllm", uid: 0},
+	}
+	const yaml = `tenants:
+  - name: train
+    selectors: [{cgroup: "/system.slice/*"}, {cgroup: "/user.slice/*"}]
+  - name: chat
+    selectors: [{kubernetes: {namespace: llm}}]
+`
+	b := mustBuilder(t, yaml, BuilderOptions{Proc: proc, Pods: fixedPods{pods}})
+	r := &gpu.Readings{Devices: []gpu.Device{
+		{Index: 0, UUID: "GPU-0", Up: true, Processes: []gpu.Process{testutil.MIGProc(61, "", -1), testutil.MIGProc(60, "", -1), testutil.MIGProc(62, "", -1)}},
+		{Index: 1, UUID: "GPU-1", Up: true, Processes: []gpu.Process{testutil.MIGProc(70, "", -1)}},
+	}}
+	s := b.Build(r, gpu.SamplerStats{})
+	train, chat := usageOf(t, s, "train", ""), usageOf(t, s, "chat", "")
+	if got, want := fmt.Sprint(train.Workloads), "[{60 <nil> trainer.service} {61 <nil> trainer.service}]"; got != want {
+		t.Errorf("train workloads %s, want %s", got, want)
+	}
+	if len(chat.Workloads) != 1 || chat.Workloads[0].PID != 70 || chat.Workloads[0].Pod == nil ||
+		*chat.Workloads[0].Pod != (gpu.Pod{Namespace: "llm", Name: "chat-0"}) || chat.Workloads[0].Unit != "" {
+		t.Errorf("chat workloads %+v", chat.Workloads)
 	}
 }

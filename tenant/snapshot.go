@@ -95,6 +95,15 @@ type Info struct {
 
 // Usage is what one tenant got from one GPU (or one MIG instance of it)
 // over the sample interval.
+// Workload is what runs one GPU process: a Kubernetes pod (when the
+// attribution resolved one) and a systemd service (from the process's
+// cgroup path, when it was read).
+type Workload struct {
+	PID  uint32
+	Pod  *gpu.Pod
+	Unit string
+}
+
 type Usage struct {
 	Tenant string
 	Class  gpu.TenantClass
@@ -108,6 +117,11 @@ type Usage struct {
 	// instance), ascending; the tuner uses them to address per-process knobs
 	// such as the MPS active-thread percentage. Never exported as labels.
 	PIDs []uint32
+	// Workloads say, for those of PIDs the attribution knows it, what
+	// runs each process (its Kubernetes pod, its systemd service), by PID,
+	// ascending: an orchestrator moves a workload, not a PID. Nil when
+	// nothing is known.
+	Workloads []Workload
 
 	// Method says how SMActive, DRAMActive and ContextSwitchesTotal were
 	// obtained; it is fixed by the share domain's sharing mode (Measured on

@@ -1,9 +1,11 @@
 package tuner
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -260,11 +262,29 @@ func dwelled[V any](now time.Time, dwell time.Duration, order []string, byGPU ma
 	return out
 }
 
-// movePlan is the plan that moves every PID of u to the GPU to.
+// movePlan is the plan that moves every PID of u to the GPU to: one move
+// per workload, named by its pod or systemd service where the attribution
+// knows it (the orchestrator moves those), else by the PID alone.
 func movePlan(reason string, u tenant.Usage, to string) gpu.Plan {
 	p := gpu.Plan{Reason: reason}
+	seen := map[string]bool{}
 	for _, pid := range u.PIDs {
-		p.Moves = append(p.Moves, gpu.Move{Tenant: u.Tenant, PID: pid, FromUUID: u.UUID, ToUUID: to})
+		m := gpu.Move{Tenant: u.Tenant, PID: pid, FromUUID: u.UUID, ToUUID: to}
+		key := fmt.Sprintf("pid %d", pid)
+		if i, ok := slices.BinarySearchFunc(u.Workloads, pid, func(w tenant.Workload, pid uint32) int { return cmp.Compare(w.PID, pid) }); ok {
+			w := u.Workloads[i]
+			m.Pod, m.Unit = w.Pod, w.Unit
+			switch {
+			case w.Pod != nil:
+				key = "pod " + w.Pod.Namespace + "/" + w.Pod.Name
+			case w.Unit != "":
+				key = "unit " + w.Unit
+			}
+		}
+		if !seen[key] {
+			seen[key] = true
+			p.Moves = append(p.Moves, m)
+		}
 	}
 	return p
 }

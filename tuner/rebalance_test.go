@@ -2,6 +2,7 @@ package tuner
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -331,5 +332,37 @@ func TestRelayoutDrainFailureReportsFailedStart(t *testing.T) {
 	}
 	if want := "[drain MIG-1 drain MIG-2 start 1 start 2]"; fmt.Sprint(host.calls) != want {
 		t.Errorf("calls %v, want %s", host.calls, want)
+	}
+}
+
+// TestMovePlanNamesWorkloads: a move names the pod or systemd service the
+// attribution found for its process, once per workload; a process with
+// neither is moved by its PID.
+func TestMovePlanNamesWorkloads(t *testing.T) {
+	pod := &gpu.Pod{Namespace: "llm", Name: "chat-0"}
+	tests := []struct {
+		name string
+		u    tenant.Usage
+		want string
+	}{
+		{"PIDs only", tenant.Usage{Tenant: "a", UUID: "GPU-0", PIDs: []uint32{3, 4}},
+			`[{"tenant":"a","pid":3,"from_uuid":"GPU-0","to_uuid":"GPU-1"},{"tenant":"a","pid":4,"from_uuid":"GPU-0","to_uuid":"GPU-1"}]`},
+		{"one pod, two processes", tenant.Usage{Tenant: "a", UUID: "GPU-0", PIDs: []uint32{3, 4},
+			Workloads: []tenant.Workload{{PID: 3, Pod: pod}, {PID: 4, Pod: pod}}},
+			`[{"tenant":"a","pid":3,"from_uuid":"GPU-0","to_uuid":"GPU-1","pod":{"namespace":"llm","name":"chat-0"}}]`},
+		{"a service and a bare process", tenant.Usage{Tenant: "a", UUID: "GPU-0", PIDs: []uint32{3, 4, 5},
+			Workloads: []tenant.Workload{{PID: 3, Unit: "train.service"}, {PID: 5, Unit: "train.service"}}},
+			`[{"tenant":"a","pid":3,"from_uuid":"GPU-0","to_uuid":"GPU-1","unit":"train.service"},{"tenant":"a","pid":4,"from_uuid":"GPU-0","to_uuid":"GPU-1"}]`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := json.Marshal(movePlan("r", tc.u, "GPU-1").Moves)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := string(b); got != tc.want {
+				t.Errorf("moves %s, want %s", got, tc.want)
+			}
+		})
 	}
 }

@@ -31,11 +31,12 @@ dry=$(printf '%s' "$plan" | jq '.dry_run == true')
 
 moves=$(mktemp)
 trap 'rm -f "$moves"' EXIT
-printf '%s' "$plan" | jq -r '.moves // [] | .[] | [.tenant // "", .pod.namespace // "", .pod.name // ""] | @tsv' >"$moves"
+# fields split by the unit separator: a tab run would merge empty fields
+printf '%s' "$plan" | jq -r '.moves // [] | .[] | [.tenant // "", .pod.namespace // "", .pod.name // ""] | map(gsub("[\u0000-\u001f]"; "?")) | join("\u001f")' >"$moves"
 
 # Check every move before evicting anything.
-tab=$(printf '\t')
-while IFS="$tab" read -r tenant ns pod; do
+sep=$(printf '\037')
+while IFS="$sep" read -r tenant ns pod; do
 	case "$ns" in '' | *[!a-z0-9.-]*) ns_bad=1 ;; *) ns_bad=0 ;; esac
 	case "$pod" in '' | *[!a-z0-9.-]*) pod_bad=1 ;; *) pod_bad=0 ;; esac
 	if [ "$ns_bad" = 1 ] || [ "$pod_bad" = 1 ]; then
@@ -45,7 +46,7 @@ while IFS="$tab" read -r tenant ns pod; do
 done <"$moves"
 
 status=0
-while IFS="$tab" read -r tenant ns pod; do
+while IFS="$sep" read -r tenant ns pod; do
 	body=$(jq -cn --arg ns "$ns" --arg pod "$pod" --argjson dry "$dry" \
 		'{apiVersion: "policy/v1", kind: "Eviction", metadata: {name: $pod, namespace: $ns}}
 		 + (if $dry then {deleteOptions: {dryRun: ["All"]}} else {} end)')

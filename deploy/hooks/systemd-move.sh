@@ -6,19 +6,32 @@
 # stdin. For every move it writes a drop-in
 # $SYSTEMD_UNIT_DIR/UNIT.d/50-vgpu-gpu.conf that sets
 # CUDA_VISIBLE_DEVICES to the move's to_uuid, reloads systemd once, and
-# restarts each unit. With "dry_run": true it prints what it would do and
+# restarts each unit. A move without a unit but with a PID names the
+# systemd service that PID runs in (its cgroup, under PROC_ROOT). With
+# "dry_run": true it prints what it would do and
 # changes nothing. MIG layout changes are refused (exit 2): drain the GPU
 # and apply them with nvidia-smi mig, or let the exporter's NVML backend do it.
 #
 # Needs: systemctl (root), jq.
 # Environment: SYSTEMCTL (default systemctl), SYSTEMD_UNIT_DIR (default
-# /etc/systemd/system).
+# /etc/systemd/system), PROC_ROOT (default /proc).
 # Exit: 0 done; 1 a restart failed (stderr names it); 2 bad plan.
 set -eu
 
 SYSTEMCTL=${SYSTEMCTL:-systemctl}
 UNIT_DIR=${SYSTEMD_UNIT_DIR:-/etc/systemd/system}
+PROC_ROOT=${PROC_ROOT:-/proc}
 plan=$(cat)
+
+# unit_of_pid prints the innermost systemd service of PID $1's cgroup (the
+# unified hierarchy's, else the name=systemd one's), nothing outside one.
+unit_of_pid() {
+	f="$PROC_ROOT/$1/cgroup"
+	[ -r "$f" ] || return 0
+	path=$(sed -n 's/^0:://p' "$f" | head -n 1)
+	[ -n "$path" ] || path=$(sed -n 's/^[0-9]*:name=systemd://p' "$f" | head -n 1)
+	printf '%s\n' "$path" | tr '/' '\n' | grep '..*\.service$' | grep -v '^user@' | tail -n 1
+}
 
 if ! printf '%s' "$plan" | jq -e 'type == "object"' >/dev/null 2>&1; then
 	echo "systemd-move: the plan on stdin is not a JSON object" >&2
@@ -30,12 +43,23 @@ if [ "$(printf '%s' "$plan" | jq '.mig // [] | length')" -gt 0 ]; then
 fi
 dry=$(printf '%s' "$plan" | jq '.dry_run == true')
 
+given=$(mktemp)
 moves=$(mktemp)
-trap 'rm -f "$moves"' EXIT
-printf '%s' "$plan" | jq -r '.moves // [] | .[] | [.tenant // "", .unit // "", .to_uuid // ""] | @tsv' >"$moves"
+trap 'rm -f "$given" "$moves"' EXIT
+# fields split by the unit separator: a tab run would merge empty fields
+printf '%s' "$plan" | jq -r '.moves // [] | .[] | [.tenant // "", .unit // "", .to_uuid // "", (.pid // "" | tostring)] | map(gsub("[\u0000-\u001f]"; "?")) | join("\u001f")' >"$given"
 
-tab=$(printf '\t')
-while IFS="$tab" read -r tenant unit to; do
+sep=$(printf '\037')
+seen=' '
+while IFS="$sep" read -r tenant unit to pid; do
+	case "$pid" in '' | *[!0-9]*) ;; *) [ -n "$unit" ] || unit=$(unit_of_pid "$pid") ;; esac
+	# several processes of one service: it is restarted once
+	case "$seen" in *" $unit "*) [ -n "$unit" ] && continue ;; esac
+	seen="$seen$unit "
+	printf '%s\037%s\037%s\n' "$tenant" "$unit" "$to" >>"$moves"
+done <"$given"
+
+while IFS="$sep" read -r tenant unit to; do
 	case "$unit" in '' | -* | .* | *[!A-Za-z0-9@._:-]*) unit_bad=1 ;; *.service) unit_bad=0 ;; *) unit_bad=1 ;; esac
 	case "$to" in '' | *[!A-Za-z0-9-]*) to_bad=1 ;; *) to_bad=0 ;; esac
 	if [ "$unit_bad" = 1 ] || [ "$to_bad" = 1 ]; then
@@ -45,13 +69,13 @@ while IFS="$tab" read -r tenant unit to; do
 done <"$moves"
 
 if [ "$dry" = true ]; then
-	while IFS="$tab" read -r tenant unit to; do
+	while IFS="$sep" read -r tenant unit to; do
 		echo "would restart $unit (tenant $tenant) with CUDA_VISIBLE_DEVICES=$to"
 	done <"$moves"
 	exit 0
 fi
 
-while IFS="$tab" read -r tenant unit to; do
+while IFS="$sep" read -r tenant unit to; do
 	dir="$UNIT_DIR/$unit.d"
 	mkdir -p "$dir"
 	printf '# Written by the vgpu_exporter rebalancing hook (tenant %s).\n[Service]\nEnvironment=CUDA_VISIBLE_DEVICES=%s\n' "$tenant" "$to" >"$dir/.50-vgpu-gpu.conf.tmp"
@@ -60,7 +84,7 @@ done <"$moves"
 "$SYSTEMCTL" daemon-reload
 
 status=0
-while IFS="$tab" read -r tenant unit to; do
+while IFS="$sep" read -r tenant unit to; do
 	if "$SYSTEMCTL" restart "$unit" </dev/null; then
 		echo "restarted $unit (tenant $tenant) on $to"
 	else

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -196,6 +197,10 @@ func TestSystemdMoveHook(t *testing.T) {
 			calls: "[[daemon-reload] [restart llm-a.service] [restart llm-b@2.service]]", dropins: true},
 		{name: "dry run changes nothing", plan: gpu.Plan{Reason: "r", DryRun: true, Moves: moves}, calls: "[]"},
 		{name: "a move without a unit", plan: gpu.Plan{Reason: "r", Moves: []gpu.Move{moves[0], {Tenant: "x", PID: 3, ToUUID: "GPU-1"}}}, err: "needs a .service unit", calls: "[]"},
+		{name: "units found from the PIDs, each restarted once", plan: gpu.Plan{Reason: "r", Moves: []gpu.Move{
+			{Tenant: "llm-a", PID: 10, ToUUID: "GPU-1"}, {Tenant: "llm-a", PID: 11, ToUUID: "GPU-1"}, {Tenant: "llm-b", PID: 20, ToUUID: "MIG-5c1e"}}},
+			calls: "[[daemon-reload] [restart llm-a.service] [restart llm-b@2.service]]", dropins: true},
+		{name: "a PID outside a service", plan: gpu.Plan{Reason: "r", Moves: []gpu.Move{{Tenant: "x", PID: 30, ToUUID: "GPU-1"}}}, err: "needs a .service unit", calls: "[]"},
 		{name: "a move without a GPU", plan: gpu.Plan{Reason: "r", Moves: []gpu.Move{{Tenant: "x", Unit: "x.service"}}}, err: "needs a .service unit and a GPU UUID", calls: "[]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -204,6 +209,12 @@ func TestSystemdMoveHook(t *testing.T) {
 			f.OnPath(t)
 			unitDir := t.TempDir()
 			t.Setenv("SYSTEMD_UNIT_DIR", unitDir)
+			t.Setenv("PROC_ROOT", fakeProcRoot(t, map[int]string{
+				10: "0::/system.slice/llm-a.service\n",
+				11: "0::/system.slice/llm-a.service/worker\n",
+				20: "12:memory:/system.slice/system-llm.slice/llm-b@2.service\n1:name=systemd:/system.slice/system-llm.slice/llm-b@2.service\n",
+				30: "0::/user.slice/user-1000.slice/user@1000.service/app.slice/app-x.scope\n",
+			}))
 			h := newHook(t, hookPath(t, "systemd-move.sh"), 10*time.Second)
 			err := h.Rebalance(ctx, tc.plan)
 			if (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
@@ -226,4 +237,20 @@ func TestSystemdMoveHook(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fakeProcRoot is a directory with PID/cgroup files of the given contents.
+func fakeProcRoot(t *testing.T, cgroups map[int]string) string {
+	t.Helper()
+	root := t.TempDir()
+	for pid, cg := range cgroups {
+		dir := filepath.Join(root, strconv.Itoa(pid))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "cgroup"), []byte(cg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
 }
