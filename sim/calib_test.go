@@ -341,42 +341,139 @@ events:
 }
 
 // TestRampStepClock: a busy step's clock is the time-weighted mean of the
-// ramp within it, whether the ramp ends inside the step or runs past it,
-// and steadyUntil lets a step in which a short ramp ends reach the end of
-// the clock-noise period.
+// ramp within it (integrated here in 1 us slices), whether the ramp ends
+// inside the step or runs past it; steadyUntil lets a step in which a short
+// ramp ends reach the end of the clock-noise period, but not a step from
+// idle (the ramp is long) nor the first after idleness (the power limit has
+// no activity estimate yet).
 func TestRampStepClock(t *testing.T) {
 	m := modelByName("H100-SXM5-80GB")
 	rate := (m.MaxClockMHz - m.IdleClockMHz) / rampNs // MHz per ns
+	integrated := func(from, target float64, dt int64) float64 {
+		sum, n := 0.0, 0
+		for x := int64(500); x < dt; x += 1000 { // slice midpoints
+			sum += min(target, from+rate*float64(x))
+			n++
+		}
+		return sum / float64(n)
+	}
 	cases := []struct {
-		name             string
-		from, target     float64
-		dt               int64
-		wantClock, wantC float64 // the step's mean clock, the clock at its end
+		name         string
+		from, target float64
+		dt           int64
 	}{
-		{"at target", 1900, 1900, stepNs, 1900, 1900},
-		{"ramp past the step", m.IdleClockMHz, m.MaxClockMHz, stepNs,
-			m.IdleClockMHz + rate*float64(stepNs)/2, m.IdleClockMHz + rate*float64(stepNs)},
-		// 100 MHz of ramp takes 100/rate ns of a 10 ms step at the mean
-		{"ramp ends inside", 1800, 1900, 10_000_000,
-			1900 - 100*(100/rate)/(2*10_000_000), 1900},
+		{"at target", 1900, 1900, stepNs},
+		{"ramp past the step", m.IdleClockMHz, m.MaxClockMHz, stepNs},
+		{"ramp ends inside", 1800, 1900, 10_000_000},
+		{"ramp ends inside a long step", 1900, 1960, jitterPeriodNs},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			g := &gpuState{m: m, clk: c.from}
 			g.updateClock(c.dt, true, c.target, m.IdleClockMHz, 0)
-			if math.Abs(g.clock-c.wantClock) > 1e-6 || math.Abs(g.clk-c.wantC) > 1e-6 {
-				t.Errorf("clock %.6f, end %.6f; want %.6f, %.6f", g.clock, g.clk, c.wantClock, c.wantC)
+			want := integrated(c.from, c.target, c.dt)
+			wantEnd := min(c.target, c.from+rate*float64(c.dt))
+			if math.Abs(g.clock-want) > 1e-3 || math.Abs(g.clk-wantEnd) > 1e-6 {
+				t.Errorf("clock %.6f, end %.6f; want %.6f, %.6f", g.clock, g.clk, want, wantEnd)
 			}
 		})
 	}
-	// a jitter-sized step up (40 MHz, 0.16 ms of ramp) keeps the long step;
-	// a ramp from idle does not
-	g := &gpuState{m: m, clk: 1900}
+	// a noise-sized step up (40 MHz, 0.16 ms of ramp) keeps the long step;
+	// a ramp from idle, or no activity estimate, does not
+	g := &gpuState{m: m, clk: 1900, actC: 0.5}
 	if got := g.steadyUntil(0, true, 1940, m.IdleClockMHz, 0); got != jitterPeriodNs {
 		t.Errorf("short ramp: step to %d, want %d", got, jitterPeriodNs)
 	}
-	g.clk = m.IdleClockMHz
+	g.actC = 0
+	if got := g.steadyUntil(0, true, 1940, m.IdleClockMHz, 0); got != stepNs {
+		t.Errorf("first step after idleness: step to %d, want %d", got, stepNs)
+	}
+	g.clk, g.actC = m.IdleClockMHz, 0.5
 	if got := g.steadyUntil(0, true, m.MaxClockMHz, m.IdleClockMHz, 0); got != stepNs {
 		t.Errorf("ramp from idle: step to %d, want %d", got, stepNs)
+	}
+}
+
+// TestClockHoldsFromLastKernel: after a lone request the SM clock holds for
+// holdNs from the end of its kernel, not from the end of the step it ran
+// in, then decays over decayNs (docs/calibration.md, clocks). The request's
+// end is found in a run advanced 1 ms at a time; a second run advances
+// past it in one go, as a sampling loop does, and must show the same
+// decay.
+func TestClockHoldsFromLastKernel(t *testing.T) {
+	const src = `name: hold
+gpus: [{model: H100-SXM5-80GB}]
+tenants:
+  - {name: a, memory: 8GiB, workload: {type: dnn, flops: 2e13, arrival: {process: poisson, rate: 0.0001}}}
+`
+	// a 20 ms request at 1 s (its clock ramps to the top) and another at
+	// 2 s, whose end the clock is watched after
+	run := func(advance func(s *Simulator, to int64)) *Simulator {
+		s := mustNew(t, mustParse(t, src), Options{Seed: 1})
+		for _, at := range []int64{1e9, 2e9} {
+			advance(s, at)
+			s.tenants[0].nextArr = s.now
+		}
+		return s
+	}
+	fine := run(func(s *Simulator, to int64) {
+		for s.now < to {
+			s.AdvanceTo(s.Now().Add(time.Millisecond))
+		}
+	})
+	var done int64
+	for done == 0 {
+		n := fine.tenants[0].completed
+		fine.AdvanceTo(fine.Now().Add(time.Millisecond))
+		if fine.tenants[0].completed > n {
+			done = fine.now // within 1 ms
+		}
+		if fine.now > 3e9 {
+			t.Fatal("the request at 2 s did not complete")
+		}
+	}
+	coarse := run(func(s *Simulator, to int64) { s.AdvanceTo(s.Now().Add(time.Duration(to - s.now))) })
+	at := done + holdNs + decayNs/2
+	coarse.AdvanceTo(coarse.Now().Add(time.Duration(at - coarse.now)))
+	m := coarse.gpus[0].m
+	// half the decay from where the request left the clock (its target,
+	// within the noise), within the 1 ms the end is known to
+	top := m.MaxClockMHz
+	want := top - (m.MaxClockMHz-m.IdleClockMHz)/2
+	got := coarse.gpus[0].clk
+	tol := 2*jitterAmp*top + (m.MaxClockMHz-m.IdleClockMHz)*float64(stepNs)/decayNs
+	t.Logf("request done at %v; clock %.0f MHz at %v after it, want %.0f ± %.0f", time.Duration(done), got, time.Duration(at-done), want, tol)
+	if math.Abs(got-want) > tol {
+		t.Errorf("clock %.0f MHz half-way through the decay, want %.0f ± %.0f: the hold did not start at the last kernel", got, want, tol)
+	}
+}
+
+// TestPowerCapAfterIdleness: a gappy compute-bound service under a 300 W
+// limit with locked clocks runs as slowly when the model advances a second
+// at a time (steps up to the clock-noise period) as when it advances 1 ms
+// at a time: the first step after an idle gap, which has no activity
+// estimate for the power limit, is a short one.
+func TestPowerCapAfterIdleness(t *testing.T) {
+	const src = `name: capped
+gpus: [{model: H100-SXM5-80GB, locked_clocks: {min: 1980, max: 1980}, power_limit: 300}]
+tenants:
+  - {name: a, memory: 8GiB, workload: {type: dnn, flops: 2.27e13, arrival: {process: poisson, rate: 5}}}
+`
+	p50 := func(step time.Duration) time.Duration {
+		s := mustNew(t, mustParse(t, src), Options{Seed: 2})
+		start := s.Now()
+		for d := step; d <= 60*time.Second; d += step {
+			s.AdvanceTo(start.Add(d))
+		}
+		lat := s.Window().Tenants[0].Latencies
+		if len(lat) < 100 {
+			t.Fatalf("%d requests in 60 s", len(lat))
+		}
+		return lat[len(lat)/2]
+	}
+	fine, coarse := p50(time.Millisecond), p50(time.Second)
+	t.Logf("p50 %v advancing 1 ms at a time, %v a second at a time", fine, coarse)
+	if r := float64(coarse) / float64(fine); r < 0.97 || r > 1.03 {
+		t.Errorf("p50 %v with long steps against %v with 1 ms steps (x%.3f): the power limit does not act alike", coarse, fine, r)
 	}
 }

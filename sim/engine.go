@@ -67,8 +67,9 @@ const (
 	cPerWatt    = 0.08
 	// jitterAmp is the unlocked clock's random variation, redrawn every
 	// jitterPeriodNs (lead); locked clocks have none. The period is also
-	// the longest step of a busy GPU (steadyUntil): a shorter one costs
-	// simulation speed and changes no calibrated figure.
+	// the longest step of a busy GPU (steadyUntil), over which the power
+	// limit's activity estimate stands: a shorter one costs simulation
+	// speed.
 	jitterAmp      = 0.02
 	jitterPeriodNs = 50_000_000
 	// Power model weights (lead): SM and tensor activity scale with the
@@ -186,7 +187,11 @@ type migInst struct {
 
 // domain is a scheduling domain: a whole GPU, or one MIG instance.
 type domain struct {
-	g        *gpuState
+	g *gpuState
+	// busyEnd is when the domain was last busy in the current step (0:
+	// not at all): the GPU's idle time, for the clock's hold and decay,
+	// starts there.
+	busyEnd  int64
 	inst     int // MIG instance index, -1 for the whole GPU
 	kind     schedKind
 	smFrac   float64 // fraction of the device's SMs
@@ -381,7 +386,7 @@ func (d *domain) boundary(s *Simulator, now int64) int64 {
 // run advances the domain over [t0, t1) with the SM clock at clockFactor of
 // its maximum.
 func (d *domain) run(s *Simulator, t0, t1 int64, clockFactor float64) {
-	d.step = domainTotals{}
+	d.step, d.busyEnd = domainTotals{}, 0
 	if t0 < d.g.drainTo {
 		// MIG reconfiguration in progress: nothing runs.
 		t0 = min(d.g.drainTo, t1)
@@ -393,6 +398,12 @@ func (d *domain) run(s *Simulator, t0, t1 int64, clockFactor float64) {
 		d.runSliced(s, t0, t1, clockFactor)
 	}
 	d.pending.add(d.step)
+}
+
+// busyOver counts [t0, t1) of the step as busy (running or switching).
+func (d *domain) busyOver(t0, t1 int64) {
+	d.step.busy += float64(t1 - t0)
+	d.busyEnd = t1
 }
 
 // capacity returns the FLOP/s and bytes/s a kernel filling share of the
@@ -494,7 +505,7 @@ func (d *domain) runSliced(s *Simulator, t, t1 int64, clockFactor float64) {
 		if d.switchEnd > t {
 			e := min(next, d.switchEnd)
 			d.step.switch_ += float64(e - t)
-			d.step.busy += float64(e - t)
+			d.busyOver(t, e)
 			t = e
 			continue
 		}
@@ -537,7 +548,7 @@ func (d *domain) runSliced(s *Simulator, t, t1 int64, clockFactor float64) {
 				// would give next again)
 				e := min(next, d.switchEnd)
 				d.step.switch_ += float64(e - t)
-				d.step.busy += float64(e - t)
+				d.busyOver(t, e)
 				t = e
 				if t >= next || t > d.expiry || t >= d.sliceEnd {
 					continue
@@ -585,7 +596,7 @@ func (d *domain) runSliced(s *Simulator, t, t1 int64, clockFactor float64) {
 			end, done = t+ttc, true
 		}
 		dt := end - t
-		d.step.busy += float64(dt)
+		d.busyOver(t, end)
 		d.slotRun += dt
 		if vgpu {
 			for i, m := range d.members {
@@ -770,7 +781,7 @@ func (d *domain) runMPS(s *Simulator, t, t1 int64, clockFactor float64) {
 			end = min(end, t+m.left)
 		}
 		dt := end - t
-		d.step.busy += float64(dt)
+		d.busyOver(t, end)
 		for _, m := range d.act {
 			done := t+m.left <= end
 			if m.draining {
@@ -912,6 +923,7 @@ func (g *gpuState) step(s *Simulator, t0, t1 int64, p *clockPlan) {
 	g.updateClock(t1-t0, p.busy, p.target, p.floor, p.throttle)
 	clockFactor := g.clock / g.m.MaxClockMHz
 	var devSM, devOcc, bytes, flops, busy float64
+	var busyEnd int64
 	for _, d := range g.domains {
 		d.run(s, t0, t1, clockFactor)
 		devSM += d.step.sm * d.smFrac
@@ -919,11 +931,14 @@ func (g *gpuState) step(s *Simulator, t0, t1 int64, p *clockPlan) {
 		bytes += d.step.bytes
 		flops += d.step.flops
 		busy = max(busy, d.step.busy)
+		busyEnd = max(busyEnd, d.busyEnd)
 		g.switchNs += d.step.switch_
 	}
 	dt := float64(t1 - t0)
 	if busy > 0 {
-		g.idleFor = 0
+		// the clock holds from the last work of the step on (a step that
+		// planned for work may end idle)
+		g.idleFor = t1 - busyEnd
 	}
 	smA := devSM / dt
 	dram := bytes / (g.m.BandwidthBS * dt / 1e9)
@@ -1065,14 +1080,16 @@ func (g *gpuState) clockTarget(s *Simulator, t int64) (target, floor float64, th
 // steadyUntil is how far past t0 a step of g may reach with the clock the
 // same throughout: a busy GPU whose clock has reached its target, or
 // reaches it within stepNs (the clock noise's small steps up), not held
-// down by the power limit, keeps it to the end of the clock-noise period
+// down by the power limit and with an activity estimate for it, keeps it to the end of the clock-noise period
 // (the power-cap estimate, the droop and the idle detection then move in
 // steps of up to jitterPeriodNs; updateClock gives such a step the
 // time-weighted mean of its ramp and the rest). Otherwise a step is stepNs
 // long, as a longer ramp, the decay and the power cap are integrated in
 // 1 ms steps.
 func (g *gpuState) steadyUntil(t0 int64, busy bool, target, floor float64, throttle uint64) int64 {
-	if !busy || throttle&reasonPowerCap != 0 {
+	if !busy || throttle&reasonPowerCap != 0 || g.actC == 0 {
+		// (no activity estimate yet, as after idleness: the power cap
+		// has nothing to go by until a short step gives one)
 		return t0 + stepNs
 	}
 	if !g.fixedLock() && g.rampNs(max(g.clk, min(floor, target)), target) > float64(stepNs) {
