@@ -75,23 +75,44 @@ func ParseCgroupPath(path string) CgroupInfo {
 	return info
 }
 
-// SystemdService is the systemd service unit a process of cgroup path runs
-// in ("llm-a.service" for "/system.slice/llm-a.service", the innermost for
-// a user's services), "" outside one: a process in a container or a pod is
-// in a scope or slice, not a service, and its unit is its runtime's.
+// SystemdService is the system manager's service unit a process of cgroup
+// path runs in: "llm-a.service" for "/system.slice/llm-a.service" or its
+// plain subgroup "/system.slice/llm-a.service/worker"; "" otherwise. A
+// container's or a pod's process is not its runtime's service (restarting
+// that would restart every container), and a user manager's units
+// (under user@UID.service) are not the system manager's.
 func SystemdService(path string) string {
-	for path != "" {
-		i := strings.LastIndexByte(path, '/')
-		seg := path[i+1:]
-		if strings.HasSuffix(seg, ".service") && len(seg) > len(".service") && !strings.HasPrefix(seg, "user@") {
-			return seg
-		}
-		if i < 0 {
-			break
-		}
-		path = path[:i]
+	if containerMarked(path) || strings.Contains(path, "/user@") {
+		return ""
+	}
+	leaf := path[strings.LastIndexByte(path, '/')+1:]
+	if isServiceName(leaf) {
+		return leaf
+	}
+	if leaf == "" || strings.ContainsAny(leaf, ".@:") || hexIDRE.MatchString(leaf) {
+		return ""
+	}
+	parent := strings.TrimSuffix(path, "/"+leaf)
+	parent = parent[strings.LastIndexByte(parent, '/')+1:]
+	if isServiceName(parent) {
+		return parent
 	}
 	return ""
+}
+
+func isServiceName(seg string) bool {
+	return len(seg) > len(".service") && strings.HasSuffix(seg, ".service")
+}
+
+// containerMarked says whether a cgroup path is a container's or a pod's
+// (as a runtime or the kubelet names it), or a session scope.
+func containerMarked(path string) bool {
+	for _, m := range []string{"kubepods", "docker", "libpod", "crio", "containerd", ".scope"} {
+		if strings.Contains(path, m) {
+			return true
+		}
+	}
+	return false
 }
 
 // podUIDSubmatch is podUIDRE's submatches in s: a 32-hex UID needs 35

@@ -93,17 +93,17 @@ type Info struct {
 	RestartCost time.Duration
 }
 
-// Usage is what one tenant got from one GPU (or one MIG instance of it)
-// over the sample interval.
 // Workload is what runs one GPU process: a Kubernetes pod (when the
 // attribution resolved one) and a systemd service (from the process's
-// cgroup path, when it was read).
+// cgroup path, when it was read; see kube.SystemdService).
 type Workload struct {
 	PID  uint32
 	Pod  *gpu.Pod
 	Unit string
 }
 
+// Usage is what one tenant got from one GPU (or one MIG instance of it)
+// over the sample interval.
 type Usage struct {
 	Tenant string
 	Class  gpu.TenantClass

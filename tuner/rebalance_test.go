@@ -305,7 +305,8 @@ func TestTunerRelayouts(t *testing.T) {
 // tenant left stopped is never silent.
 func TestRelayoutDrainFailureReportsFailedStart(t *testing.T) {
 	clock := gpu.NewManualClock(t0)
-	host := &migHost{drainErr: errors.New("drain refused"), startErr: errors.New("no such unit")}
+	// the drain is refused (busy), the starts after it fail: a failure
+	host := &migHost{drainErr: fmt.Errorf("drain refused: %w", gpu.ErrBusy), startErr: errors.New("no such unit")}
 	tu, err := New(Options{Policy: noDecide{}, Clock: clock, Mode: ModeEnforce, Actuators: ActuatorsOf(host), Rebalance: DefaultRebalance(),
 		Guards: DefaultGuards(nil, nil)})
 	if err != nil {
@@ -322,8 +323,8 @@ func TestRelayoutDrainFailureReportsFailedStart(t *testing.T) {
 	if drain == nil {
 		t.Fatalf("no relayout decision; calls %v", host.calls)
 	}
-	if drain.Applied || drain.Outcome == OutcomeApplied {
-		t.Errorf("decision %+v: applied, want a failure", *drain)
+	if drain.Applied || drain.Outcome != OutcomeFailed {
+		t.Errorf("decision %+v: want failed", *drain)
 	}
 	for _, want := range []string{"drain refused", "start PID 1: no such unit", "start PID 2: no such unit"} {
 		if !strings.Contains(drain.Reason, want) {

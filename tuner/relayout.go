@@ -224,7 +224,9 @@ func (t *Tuner) startRelayout(ctx context.Context, st *State, a Action, l gpu.MI
 	}
 	if err := errors.Join(errs...); err != nil {
 		if serr := t.startAll(ctx, job.pids); serr != nil {
-			return fmt.Errorf("%w; starting the processes again: %w", err, serr)
+			// a failure, not a refusal, even when the drain was refused:
+			// tenants may be left stopped
+			return fmt.Errorf("%v; starting the processes again: %w", err, serr)
 		}
 		return err
 	}

@@ -32,7 +32,7 @@ dry=$(printf '%s' "$plan" | jq '.dry_run == true')
 moves=$(mktemp)
 trap 'rm -f "$moves"' EXIT
 # fields split by the unit separator: a tab run would merge empty fields
-printf '%s' "$plan" | jq -r '.moves // [] | .[] | [.tenant // "", .pod.namespace // "", .pod.name // ""] | map(gsub("[\u0000-\u001f]"; "?")) | join("\u001f")' >"$moves"
+printf '%s' "$plan" | jq -r '.moves // [] | .[] | [.tenant // "", .pod.namespace // "", .pod.name // ""] | map(tostring | gsub("[\u0000-\u001f]"; "?")) | join("\u001f")' >"$moves"
 
 # Check every move before evicting anything.
 sep=$(printf '\037')

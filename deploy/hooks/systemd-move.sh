@@ -23,14 +23,24 @@ UNIT_DIR=${SYSTEMD_UNIT_DIR:-/etc/systemd/system}
 PROC_ROOT=${PROC_ROOT:-/proc}
 plan=$(cat)
 
-# unit_of_pid prints the innermost systemd service of PID $1's cgroup (the
-# unified hierarchy's, else the name=systemd one's), nothing outside one.
+# unit_of_pid prints the system manager's service PID $1 runs in (the
+# innermost *.service of its cgroup, itself or the parent of a plain
+# subgroup), nothing when there is none: a container's or a pod's process
+# (its runtime's service is not its own: restarting that would restart
+# every container), a session scope, a user manager's unit.
 unit_of_pid() {
 	f="$PROC_ROOT/$1/cgroup"
 	[ -r "$f" ] || return 0
+	if grep -Eq 'kubepods|docker|libpod|crio|containerd|\.scope|/user@' "$f"; then
+		return 0
+	fi
 	path=$(sed -n 's/^0:://p' "$f" | head -n 1)
 	[ -n "$path" ] || path=$(sed -n 's/^[0-9]*:name=systemd://p' "$f" | head -n 1)
-	printf '%s\n' "$path" | tr '/' '\n' | grep '..*\.service$' | grep -v '^user@' | tail -n 1
+	leaf=${path##*/}
+	case "$leaf" in ?*.service) printf '%s\n' "$leaf"; return 0 ;; '' | *[!A-Za-z0-9_-]*) return 0 ;; esac
+	parent=${path%/*}
+	parent=${parent##*/}
+	case "$parent" in ?*.service) printf '%s\n' "$parent" ;; esac
 }
 
 if ! printf '%s' "$plan" | jq -e 'type == "object"' >/dev/null 2>&1; then
@@ -47,15 +57,23 @@ given=$(mktemp)
 moves=$(mktemp)
 trap 'rm -f "$given" "$moves"' EXIT
 # fields split by the unit separator: a tab run would merge empty fields
-printf '%s' "$plan" | jq -r '.moves // [] | .[] | [.tenant // "", .unit // "", .to_uuid // "", (.pid // "" | tostring)] | map(gsub("[\u0000-\u001f]"; "?")) | join("\u001f")' >"$given"
+printf '%s' "$plan" | jq -r '.moves // [] | .[] | [.tenant // "", .unit // "", .to_uuid // "", .pid // ""] | map(tostring | gsub("[\u0000-\u001f]"; "?")) | join("\u001f")' >"$given"
 
 sep=$(printf '\037')
 seen=' '
 while IFS="$sep" read -r tenant unit to pid; do
 	case "$pid" in '' | *[!0-9]*) ;; *) [ -n "$unit" ] || unit=$(unit_of_pid "$pid") ;; esac
-	# several processes of one service: it is restarted once
-	case "$seen" in *" $unit "*) [ -n "$unit" ] && continue ;; esac
-	seen="$seen$unit "
+	# several processes of one service: it is restarted once, and to one GPU
+	case "$seen" in
+	*" $unit=$to "*) [ -n "$unit" ] && continue ;;
+	*" $unit="*)
+		if [ -n "$unit" ]; then
+			echo "systemd-move: the plan moves $unit to more than one GPU" >&2
+			exit 2
+		fi
+		;;
+	esac
+	seen="$seen$unit=$to "
 	printf '%s\037%s\037%s\n' "$tenant" "$unit" "$to" >>"$moves"
 done <"$given"
 

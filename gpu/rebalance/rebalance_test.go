@@ -201,6 +201,9 @@ func TestSystemdMoveHook(t *testing.T) {
 			{Tenant: "llm-a", PID: 10, ToUUID: "GPU-1"}, {Tenant: "llm-a", PID: 11, ToUUID: "GPU-1"}, {Tenant: "llm-b", PID: 20, ToUUID: "MIG-5c1e"}}},
 			calls: "[[daemon-reload] [restart llm-a.service] [restart llm-b@2.service]]", dropins: true},
 		{name: "a PID outside a service", plan: gpu.Plan{Reason: "r", Moves: []gpu.Move{{Tenant: "x", PID: 30, ToUUID: "GPU-1"}}}, err: "needs a .service unit", calls: "[]"},
+		{name: "a container's PID is not its runtime's service", plan: gpu.Plan{Reason: "r", Moves: []gpu.Move{{Tenant: "x", PID: 31, ToUUID: "GPU-1"}}}, err: "needs a .service unit", calls: "[]"},
+		{name: "a user manager's unit is not the system's", plan: gpu.Plan{Reason: "r", Moves: []gpu.Move{{Tenant: "x", PID: 32, ToUUID: "GPU-1"}}}, err: "needs a .service unit", calls: "[]"},
+		{name: "one service to two GPUs", plan: gpu.Plan{Reason: "r", Moves: []gpu.Move{{Tenant: "llm-a", PID: 10, ToUUID: "GPU-1"}, {Tenant: "llm-a", Unit: "llm-a.service", ToUUID: "GPU-2"}}}, err: "moves llm-a.service to more than one GPU", calls: "[]"},
 		{name: "a move without a GPU", plan: gpu.Plan{Reason: "r", Moves: []gpu.Move{{Tenant: "x", Unit: "x.service"}}}, err: "needs a .service unit and a GPU UUID", calls: "[]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -214,6 +217,8 @@ func TestSystemdMoveHook(t *testing.T) {
 				11: "0::/system.slice/llm-a.service/worker\n",
 				20: "12:memory:/system.slice/system-llm.slice/llm-b@2.service\n1:name=systemd:/system.slice/system-llm.slice/llm-b@2.service\n",
 				30: "0::/user.slice/user-1000.slice/user@1000.service/app.slice/app-x.scope\n",
+				31: "12:memory:/kubepods/burstable/pod" + "0f2c3d4e-5a6b-4c7d-8e9f-a0b1c2d3e4f5/" + strings.Repeat("ab", 32) + "\n1:name=systemd:/system.slice/containerd.service\n",
+				32: "0::/user.slice/user-1000.slice/user@1000.service/app.slice/trainer.service\n",
 			}))
 			h := newHook(t, hookPath(t, "systemd-move.sh"), 10*time.Second)
 			err := h.Rebalance(ctx, tc.plan)
