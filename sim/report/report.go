@@ -403,10 +403,12 @@ type TenantSummary struct {
 	// work taken from a tenant whose SLO it broke is not good.
 	Goodput float64 `json:"goodput_per_second"`
 	// BusyLatency is the latency at the SLO's quantile of the requests
-	// completed in the tenant's busy stretch (the goodput windows in which
-	// at least BusyFraction of its busiest window's requests ended), and
-	// Slack the SLO target over it: how far the target is above what the
-	// tenant got when busiest. Both nil without an SLO or such requests.
+	// that ended in the tenant's busy stretch (the goodput windows in which
+	// at least BusyFraction of its busiest window's requests ended; a
+	// dropped request counts as later than any completed one), and Slack
+	// the SLO target over it: how far the target is above what the tenant
+	// got when busiest. Both nil without an SLO or such requests; Slack is
+	// 0 and BusyLatency nil when the quantile falls on a dropped request.
 	BusyLatency *float64 `json:"busy_latency_seconds"`
 	Slack       *float64 `json:"slack"`
 	SMShare     float64  `json:"sm_share"`
@@ -472,9 +474,13 @@ func (r *Recorder) Summary() Summary {
 			ts.BWShare = round6(a.bwShareSec / a.seconds)
 		}
 		if a.sloTarget > 0 {
-			if q := busyLatency(a); q != nil && *q > 0 {
-				ts.BusyLatency = q
-				v := round6(a.sloTarget.Seconds() / *q)
+			if q, ok := busyLatency(a); ok && q > 0 {
+				// a quantile on a dropped request: no latency, slack 0
+				v := 0.0
+				if !math.IsInf(q, 1) {
+					ts.BusyLatency = &q
+					v = round6(a.sloTarget.Seconds() / q)
+				}
 				ts.Slack = &v
 			}
 		}
@@ -505,22 +511,34 @@ func (r *Recorder) Summary() Summary {
 	return s
 }
 
-// busyLatency is the latency at a's SLO quantile over the requests
-// completed in its busy stretch; nil when none completed there.
-func busyLatency(a *tenantAcc) *float64 {
+// busyLatency is the latency at a's SLO quantile over the requests that
+// ended in its busy stretch, a dropped one counting as later than any
+// completed (it never met the target); ok is false when none ended there,
+// and v is +Inf when the quantile falls on a dropped request.
+func busyLatency(a *tenantAcc) (v float64, ok bool) {
 	peak := 0
 	for _, m := range a.minutes {
 		peak = max(peak, m.ended)
 	}
 	if peak == 0 {
-		return nil
+		return 0, false
 	}
 	var lat []float32
+	dropped := 0
 	for _, m := range a.minutes {
 		if float64(m.ended) >= BusyFraction*float64(peak) {
 			lat = append(lat, a.latencies[m.start:m.end]...)
+			dropped += max(0, m.ended-(m.end-m.start))
 		}
 	}
+	n := len(lat) + dropped
+	if n == 0 {
+		return 0, false
+	}
+	i := nearestRank(n, a.sloQuantile)
+	if i >= len(lat) {
+		return math.Inf(1), true
+	}
 	slices.Sort(lat)
-	return quantile32(lat, a.sloQuantile)
+	return round6(float64(lat[i])), true
 }

@@ -409,8 +409,10 @@ func TestGoodputCountsOnlyHeldMinutes(t *testing.T) {
 }
 
 // TestSlackFromBusyStretch: busy latency is the SLO quantile over the
-// minutes in which at least BusyFraction of the busiest minute's requests
-// ended (dropped ones count as ended), and slack the target over it.
+// requests that ended in the minutes in which at least BusyFraction of the
+// busiest minute's requests ended, a dropped request counting as later than
+// any completed one; slack is the target over it, 0 when the quantile
+// falls on a dropped request.
 func TestSlackFromBusyStretch(t *testing.T) {
 	// per minute: requests completed, each at latency ms, and dropped
 	minutes := []struct{ n, ms, dropped int }{
@@ -419,34 +421,45 @@ func TestSlackFromBusyStretch(t *testing.T) {
 		{30, 20, 0},  // busy: 30 >= 30
 		{25, 80, 0},  // not busy (it would be, were drops not counted)
 	}
-	r := NewRecorder(Meta{Start: start})
-	at := start
-	for _, m := range minutes {
-		for s := 0; s < 60; s++ {
-			w := WindowStats{Start: at, End: at.Add(time.Second)}
-			chat := TenantWindow{Tenant: "chat", GPU: "a", SLOQuantile: 0.5, SLOTarget: 90 * time.Millisecond}
-			if s == 30 {
-				chat.Completed, chat.Dropped = m.n, m.dropped
-				for i := 0; i < m.n; i++ {
-					chat.Latencies = append(chat.Latencies, time.Duration(m.ms)*time.Millisecond)
+	slack := func(q float64) (busy, slack any) {
+		r := NewRecorder(Meta{Start: start})
+		at := start
+		for _, m := range minutes {
+			for s := 0; s < 60; s++ {
+				w := WindowStats{Start: at, End: at.Add(time.Second)}
+				chat := TenantWindow{Tenant: "chat", GPU: "a", SLOQuantile: q, SLOTarget: 90 * time.Millisecond}
+				if s == 30 {
+					chat.Completed, chat.Dropped = m.n, m.dropped
+					for i := 0; i < m.n; i++ {
+						chat.Latencies = append(chat.Latencies, time.Duration(m.ms)*time.Millisecond)
+					}
 				}
+				w.Tenants = []TenantWindow{chat, {Tenant: "train", GPU: "a", Work: 1}}
+				r.Add(w)
+				at = w.End
 			}
-			w.Tenants = []TenantWindow{chat, {Tenant: "train", GPU: "a", Work: 1}}
-			r.Add(w)
-			at = w.End
 		}
-	}
-	for _, ts := range r.Summary().Tenants {
-		switch ts.Tenant {
-		case "chat":
-			// 30 at 20 ms and 30 at 40 ms: the median is 20 ms, 4.5x below 90 ms
-			if ts.BusyLatency == nil || *ts.BusyLatency != 0.02 || ts.Slack == nil || *ts.Slack != 4.5 {
-				t.Errorf("chat: busy latency %v, slack %v; want 0.02, 4.5", ptr(ts.BusyLatency), ptr(ts.Slack))
-			}
-		case "train":
-			if ts.BusyLatency != nil || ts.Slack != nil {
+		for _, ts := range r.Summary().Tenants {
+			if ts.Tenant == "train" && (ts.BusyLatency != nil || ts.Slack != nil) {
 				t.Errorf("train (no SLO): busy latency %v, slack %v; want none", ptr(ts.BusyLatency), ptr(ts.Slack))
 			}
+			if ts.Tenant == "chat" {
+				return ptr(ts.BusyLatency), ptr(ts.Slack)
+			}
+		}
+		return nil, nil
+	}
+	// busy: minutes 2 and 3, 30 at 40 ms, 10 dropped, 30 at 20 ms
+	for _, tc := range []struct {
+		q           float64
+		busy, slack any
+	}{
+		{0.4, 0.02, 4.5},  // the 28th of 70: 20 ms
+		{0.5, 0.04, 2.25}, // the 35th: 40 ms
+		{0.9, nil, 0.0},   // the 63rd: a dropped one
+	} {
+		if busy, sl := slack(tc.q); busy != tc.busy || sl != tc.slack {
+			t.Errorf("q %v: busy latency %v, slack %v; want %v, %v", tc.q, busy, sl, tc.busy, tc.slack)
 		}
 	}
 }
