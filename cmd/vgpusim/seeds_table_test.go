@@ -137,7 +137,7 @@ func tableHeader(withOracle bool) []string {
 		cols = append(cols, "vs oracle")
 	}
 	cols = append(cols, "GPU-minutes held", "energy", "changes/min/GPU (busiest)")
-	return []string{mdRow(cols), mdRow(slices.Repeat([]string{"---"}, len(cols)))}
+	return []string{mdRow(cols), "|" + strings.Repeat("---|", len(cols))}
 }
 
 func mdRow(cols []string) string { return "| " + strings.Join(cols, " | ") + " |" }
@@ -461,7 +461,10 @@ func checkShortTable(t *testing.T) {
 
 // cells splits a markdown row into its cells.
 func cells(row string) []string {
-	c := strings.Split(strings.TrimSuffix(strings.TrimPrefix(row, "| "), " |"), " | ")
+	c := strings.Split(strings.TrimSuffix(strings.TrimPrefix(row, "|"), "|"), "|")
+	for i := range c {
+		c[i] = strings.TrimSpace(c[i])
+	}
 	return c
 }
 
