@@ -54,7 +54,7 @@ unit:
 	$(GO) test -race -count=1 ./...
 
 effects:
-	$(GO) test -count=1 -run '^(TestScenarioEffects|TestSLOSlack|TestOracleRunsOnEveryScenario|TestAutotuneSavesEnergyWithSlack)$$' ./cmd/vgpusim/
+	$(GO) test -count=1 -run '^(TestScenarioEffects|TestSLOSlack|TestOracleAtLeastBaselines|TestOracleRunsOnEveryScenario|TestAutotuneSavesEnergyWithSlack)$$' ./cmd/vgpusim/
 	$(GO) test -count=1 -run '^TestSharesConserveAndTrack$$' ./tenant/
 
 # The end-to-end test alone: the real binary scraped by a real Prometheus.

@@ -237,6 +237,35 @@ func bestSlack(run func(policy string) (tenantsOf, bool)) (best map[string]float
 // report.TenantSummary.Slack) is at most maxSlack under the best of
 // static-equal, best-effort and the oracle for that tenant.
 func TestSLOSlack(t *testing.T) {
+	eachBuiltin(t, func(t *testing.T, path string) {
+		best, from := bestSlack(func(p string) (tenantsOf, bool) { return fullRun(t, path, p), true })
+		slos := 0
+		for name, ts := range fullRun(t, path, tuner.StaticEqualName) {
+			if ts.SLOTarget <= 0 {
+				continue
+			}
+			slos++
+			if _, ok := from[name]; !ok {
+				t.Errorf("%s: no request ended in its busy stretch under any policy", name)
+			}
+		}
+		if slos == 0 {
+			t.Fatal("no tenant with an SLO")
+		}
+		for _, name := range slices.Sorted(maps.Keys(best)) {
+			v := best[name]
+			t.Logf("%s: slack %.2fx (%s)", name, v, from[name])
+			if v > maxSlack {
+				t.Errorf("%s: SLO target %.2fx its best busy-stretch latency (under %s), over %.0fx: tighten it", name, v, from[name], maxSlack)
+			}
+		}
+	})
+}
+
+// eachBuiltin runs f as a subtest for every built-in scenario, with the
+// path TestScenarioEffects runs it by (so that fullRun shares the runs),
+// unless full-length runs are skipped.
+func eachBuiltin(t *testing.T, f func(t *testing.T, path string)) {
 	if testing.Short() || raceEnabled {
 		t.Skip("full-length scenario runs")
 	}
@@ -245,30 +274,33 @@ func TestSLOSlack(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, b := range bs {
-		t.Run(b.Name, func(t *testing.T) {
-			// (the path TestScenarioEffects runs it by: the runs are shared)
-			path := "../../test/scenarios/" + b.Path
-			best, from := bestSlack(func(p string) (tenantsOf, bool) { return fullRun(t, path, p), true })
-			slos := 0
-			for name, ts := range fullRun(t, path, tuner.StaticEqualName) {
-				if ts.SLOTarget <= 0 {
-					continue
-				}
-				slos++
-				if _, ok := from[name]; !ok {
-					t.Errorf("%s: no request ended in its busy stretch under any policy", name)
-				}
-			}
-			if slos == 0 {
-				t.Fatal("no tenant with an SLO")
-			}
-			for _, name := range slices.Sorted(maps.Keys(best)) {
-				v := best[name]
-				t.Logf("%s: slack %.2fx (%s)", name, v, from[name])
-				if v > maxSlack {
-					t.Errorf("%s: SLO target %.2fx its best busy-stretch latency (under %s), over %.0fx: tighten it", name, v, from[name], maxSlack)
-				}
-			}
-		})
+		t.Run(b.Name, func(t *testing.T) { f(t, "../../test/scenarios/"+b.Path) })
 	}
+}
+
+// TestOracleAtLeastBaselines: the oracle is the yardstick the scenario
+// tables measure against, so on every built-in scenario (seed 1) its
+// goodput, as the tables count it (each tenant's goodput over its work
+// rate under best-effort, summed), is at least either baseline's.
+func TestOracleAtLeastBaselines(t *testing.T) {
+	eachBuiltin(t, func(t *testing.T, path string) {
+		be := fullRun(t, path, tuner.UncappedName)
+		goodput := func(r tenantsOf) float64 {
+			sum := 0.0
+			for name, ts := range r {
+				if w := be[name].WorkRate; w > 0 {
+					sum += ts.Goodput / w
+				}
+			}
+			return sum
+		}
+		or := goodput(fullRun(t, path, oracleName))
+		for _, p := range []string{tuner.StaticEqualName, tuner.UncappedName} {
+			g := goodput(fullRun(t, path, p))
+			t.Logf("%s %.3f, oracle %.3f", p, g, or)
+			if or < 0.99*g {
+				t.Errorf("oracle goodput %.3f below %s's %.3f", or, p, g)
+			}
+		}
+	})
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/sim"
+	"github.com/vgpu-exporter/vgpu_exporter/sim/report"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
@@ -72,8 +73,10 @@ type plan struct {
 }
 
 // score ranks a setting of one GPU (or the host) over a phase: SLOs met
-// first, then the goodput of the tenants without an SLO (each relative to
-// the best any candidate gave it), then the SLO tenants' attainment.
+// first, then the goodput of the tenants without an SLO (their work in the
+// minutes in which every SLO on their GPU held, as the run report counts
+// it; each relative to the best any candidate gave it), then the SLO
+// tenants' attainment.
 type score struct {
 	met        int
 	goodput    float64
@@ -410,7 +413,7 @@ func (o *oracleSearch) searchKnob(ctx context.Context, p *plan, pi int, c candid
 		}
 		return nil
 	}
-	results := make([]*sim.WindowStats, n)
+	results := make([]*phaseRun, n)
 	err := parallel(ctx, n, func(k int) error {
 		trial := clonePlan(p)
 		for g := range c {
@@ -430,7 +433,7 @@ func (o *oracleSearch) searchKnob(ctx context.Context, p *plan, pi int, c candid
 		if len(c[g]) == 0 {
 			continue
 		}
-		uuid := gpuUUID(results[0], g)
+		uuid := gpuUUID(&results[0].WindowStats, g)
 		ws := results[:len(c[g])]
 		best := 0
 		scores := scoreAll(ws, func(tw sim.TenantWindow) bool { return tw.GPU == uuid })
@@ -459,7 +462,7 @@ func (o *oracleSearch) searchMoves(ctx context.Context, p *plan) error {
 		if gpu.SharingMode(spec.Sharing) != gpu.SharingMPS && gpu.SharingMode(spec.Sharing) != gpu.SharingTimeSlice {
 			continue
 		}
-		if !missesSLO(base, gpuUUID(base[0], g)) && !o.capsBatch(p, g) {
+		if !missesSLO(base, gpuUUID(&base[0].WindowStats, g)) && !o.capsBatch(p, g) {
 			continue
 		}
 		to := o.roomiest(p, g, spec.Sharing)
@@ -481,7 +484,7 @@ func (o *oracleSearch) searchMoves(ctx context.Context, p *plan) error {
 	if len(trials) == 0 {
 		return nil
 	}
-	results := make([][]*sim.WindowStats, len(trials))
+	results := make([][]*phaseRun, len(trials))
 	err = parallel(ctx, len(trials), func(k int) error {
 		w, err := o.replayAll(ctx, trials[k])
 		results[k] = w
@@ -491,9 +494,9 @@ func (o *oracleSearch) searchMoves(ctx context.Context, p *plan) error {
 	if err != nil {
 		return err
 	}
-	runs := []*sim.WindowStats{merged(base)}
+	runs := []*phaseRun{mergedRun(base)}
 	for _, r := range results {
-		runs = append(runs, merged(r))
+		runs = append(runs, mergedRun(r))
 	}
 	scores := scoreAll(runs, func(sim.TenantWindow) bool { return true })
 	best := -1
@@ -508,8 +511,21 @@ func (o *oracleSearch) searchMoves(ctx context.Context, p *plan) error {
 	return nil
 }
 
-// merged sums a run's phase windows into one per tenant (overdue at the
-// end of the last).
+// mergedRun sums a run's phases into one.
+func mergedRun(phases []*phaseRun) *phaseRun {
+	ws := make([]*sim.WindowStats, len(phases))
+	held := map[string]float64{}
+	for i, ph := range phases {
+		ws[i] = &ph.WindowStats
+		for t, v := range ph.heldWork {
+			held[t] += v
+		}
+	}
+	return &phaseRun{WindowStats: *merged(ws), heldWork: held}
+}
+
+// merged sums windows into one per tenant (overdue at the end of the
+// last).
 func merged(phases []*sim.WindowStats) *sim.WindowStats {
 	out := &sim.WindowStats{GPUs: phases[0].GPUs}
 	at := map[string]int{}
@@ -547,7 +563,7 @@ func (o *oracleSearch) capsBatch(p *plan, g int) bool {
 	return false
 }
 
-func missesSLO(phases []*sim.WindowStats, uuid string) bool {
+func missesSLO(phases []*phaseRun, uuid string) bool {
 	for _, w := range phases {
 		for _, tw := range w.Tenants {
 			if tw.GPU == uuid && tw.SLOTarget > 0 && !sloMet(tw) {
@@ -601,14 +617,14 @@ func sloMet(tw sim.TenantWindow) bool {
 	return ended == 0 || float64(tw.Good)/float64(ended) >= tw.SLOQuantile
 }
 
-// scoreAll scores the tenants keep selects in each window; goodput is
-// each tenant's work relative to the most any window gave it.
-func scoreAll(ws []*sim.WindowStats, keep func(sim.TenantWindow) bool) []score {
+// scoreAll scores the tenants keep selects in each run; goodput is each
+// tenant's held work relative to the most any run gave it.
+func scoreAll(ws []*phaseRun, keep func(sim.TenantWindow) bool) []score {
 	most := map[string]float64{}
 	for _, w := range ws {
 		for _, tw := range w.Tenants {
 			if keep(tw) && tw.SLOTarget == 0 {
-				most[tw.Tenant] = max(most[tw.Tenant], tw.Work)
+				most[tw.Tenant] = max(most[tw.Tenant], w.heldWork[tw.Tenant])
 			}
 		}
 	}
@@ -620,7 +636,7 @@ func scoreAll(ws []*sim.WindowStats, keep func(sim.TenantWindow) bool) []score {
 			}
 			if tw.SLOTarget == 0 {
 				if m := most[tw.Tenant]; m > 0 {
-					out[k].goodput += tw.Work / m
+					out[k].goodput += w.heldWork[tw.Tenant] / m
 				}
 				continue
 			}
@@ -712,7 +728,7 @@ func placed(sc *sim.Scenario, p *plan) *sim.Scenario {
 
 // replay runs the plan up to the end of phase last and returns that
 // phase's window.
-func (o *oracleSearch) replay(ctx context.Context, p *plan, last int) (*sim.WindowStats, error) {
+func (o *oracleSearch) replay(ctx context.Context, p *plan, last int) (*phaseRun, error) {
 	ws, err := o.run(ctx, p, last)
 	if err != nil {
 		return nil, err
@@ -721,35 +737,78 @@ func (o *oracleSearch) replay(ctx context.Context, p *plan, last int) (*sim.Wind
 }
 
 // replayAll runs the whole plan and returns one window per phase.
-func (o *oracleSearch) replayAll(ctx context.Context, p *plan) ([]*sim.WindowStats, error) {
+func (o *oracleSearch) replayAll(ctx context.Context, p *plan) ([]*phaseRun, error) {
 	return o.run(ctx, p, len(p.Phases)-1)
 }
 
-func (o *oracleSearch) run(ctx context.Context, p *plan, last int) ([]*sim.WindowStats, error) {
+// phaseRun is one phase of a replay: its window, and each tenant's work in
+// the phase's goodput windows (report.GoodputWindow, on the run's minute
+// grid) in which every SLO on its GPU held.
+type phaseRun struct {
+	sim.WindowStats
+	heldWork map[string]float64
+}
+
+func (o *oracleSearch) run(ctx context.Context, p *plan, last int) ([]*phaseRun, error) {
 	s, err := sim.New(placed(o.sc, p), sim.Options{Seed: o.seed, Start: simStart})
 	if err != nil {
 		return nil, err
 	}
 	defer s.Close()
 	ap := newApplier(s, o.maxMHz)
-	var out []*sim.WindowStats
+	var out []*phaseRun
+	var minutes []*sim.WindowStats
 	for pi := 0; pi <= last; pi++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		ph := p.Phases[pi]
+		end := simStart.Add(ph.End)
 		ap.apply(ctx, s.Now(), ph)
-		for ap.pending() && s.Now().Before(simStart.Add(ph.End)) {
+		for ap.pending() && s.Now().Before(end) {
 			// Step as the run does until the drained instances are
 			// empty and the relayout done.
 			s.AdvanceTo(s.Now().Add(time.Second))
 			ap.progress(ctx, s.Now())
 		}
-		s.AdvanceTo(simStart.Add(ph.End))
-		w := s.Window()
-		out = append(out, &w)
+		minutes = minutes[:0]
+		for s.Now().Before(end) {
+			next := simStart.Add((s.Now().Sub(simStart)/report.GoodputWindow + 1) * report.GoodputWindow)
+			if next.After(end) {
+				next = end
+			}
+			s.AdvanceTo(next)
+			w := s.Window()
+			minutes = append(minutes, &w)
+		}
+		if len(minutes) == 0 { // a phase that ended during the relayout
+			w := s.Window()
+			minutes = append(minutes, &w)
+		}
+		out = append(out, &phaseRun{WindowStats: *merged(minutes), heldWork: heldWork(minutes)})
 	}
 	return out, nil
+}
+
+// heldWork is each tenant's work in the windows in which every SLO on its
+// GPU held (judged as sloMet over each window; a window in which none of a
+// tenant's requests ended holds).
+func heldWork(windows []*sim.WindowStats) map[string]float64 {
+	out := map[string]float64{}
+	for _, w := range windows {
+		broken := map[string]bool{}
+		for _, tw := range w.Tenants {
+			if tw.SLOTarget > 0 && !sloMet(tw) {
+				broken[tw.GPU] = true
+			}
+		}
+		for _, tw := range w.Tenants {
+			if !broken[tw.GPU] {
+				out[tw.Tenant] += tw.Work
+			}
+		}
+	}
+	return out
 }
 
 // applier brings GPUs to a phase's settings through the actuators,

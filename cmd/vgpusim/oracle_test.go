@@ -1,6 +1,7 @@
 package main
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -120,5 +121,27 @@ func TestOracleRunsOnEveryScenario(t *testing.T) {
 				t.Errorf("no plan in the output:\n%s", out)
 			}
 		})
+	}
+}
+
+// TestHeldWork: a tenant's work counts only in the windows in which every
+// SLO on its GPU held; a window in which an SLO tenant had no request end
+// holds.
+func TestHeldWork(t *testing.T) {
+	slo := func(name, gpu string, good, completed int) sim.TenantWindow {
+		return sim.TenantWindow{Tenant: name, GPU: gpu, SLOQuantile: 0.9, SLOTarget: time.Second, Good: good, Completed: completed, Work: 1}
+	}
+	batch := func(name, gpu string, work float64) sim.TenantWindow {
+		return sim.TenantWindow{Tenant: name, GPU: gpu, Work: work}
+	}
+	windows := []*sim.WindowStats{
+		{Tenants: []sim.TenantWindow{slo("chat", "a", 10, 10), batch("train", "a", 2), batch("other", "b", 5)}}, // held
+		{Tenants: []sim.TenantWindow{slo("chat", "a", 8, 10), batch("train", "a", 3), batch("other", "b", 7)}},  // a broken
+		{Tenants: []sim.TenantWindow{slo("chat", "a", 0, 0), batch("train", "a", 4), batch("other", "b", 1)}},   // nothing ended: held
+	}
+	got := heldWork(windows)
+	want := map[string]float64{"chat": 2, "train": 6, "other": 13}
+	if !maps.Equal(got, want) {
+		t.Errorf("held work %v, want %v", got, want)
 	}
 }
