@@ -66,7 +66,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, progress 
 	var duration, seed, step, seeds string
 	runCmd.Flag("duration", "Virtual time to simulate, e.g. 90s or 1h; default: the scenario's duration.").StringVar(&duration)
 	runCmd.Flag("seed", "Random seed (non-zero); default: the scenario's seed.").IsSetByUser(&seedSet).StringVar(&seed)
-	runCmd.Flag("seeds", "Run once per seed and report each figure's mean and spread: a count N (the scenario's seed and the N-1 after it) or a list (1,2,3).").StringVar(&seeds)
+	runCmd.Flag("seeds", "Run once per seed and report each figure's mean and spread: a count N (--seed, else the scenario's seed, and the N-1 after it) or a list (1,2,3).").StringVar(&seeds)
 	runCmd.Flag("step", "Sample, policy and report step in virtual time.").Default("1s").StringVar(&step)
 	runCmd.Flag("out", "Directory to write the summary, time series and plots into; nothing is written when empty.").StringVar(&cfg.Out)
 	runCmd.Flag("format", "Time series format in --out: csv or json.").Default(report.FormatCSV).EnumVar(&cfg.Format, report.FormatCSV, report.FormatJSON)

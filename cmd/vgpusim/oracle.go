@@ -33,9 +33,9 @@ const oracleName = "oracle"
 // in which each tenant's memory fits (a relayout at the start of a phase:
 // drain every instance, ConfigureMIG, start the tenants again, each in
 // its instance of the new layout), the SM clock locked at its maximum or
-// not, and moving
-// one tenant off a GPU that misses an SLO to the GPU with the most memory
-// to spare.
+// not, and moving one tenant off an MPS or time-sliced GPU that misses an
+// SLO or caps a tenant without one to the GPU of the same sharing mode
+// with the most memory to spare.
 var (
 	capGridFew  = []float64{0.1, 0.2, 0.3, 0.5, 0.75, 1} // two tenants or fewer
 	capGridMany = []float64{0.1, 0.25, 0.5, 1}
@@ -76,11 +76,13 @@ type plan struct {
 // first, then the goodput of the tenants without an SLO (their work in the
 // minutes in which every SLO on their GPU held, as the run report counts
 // it; each relative to the best any candidate gave it), then the SLO
-// tenants' attainment.
+// tenants' attainment, then the same tenants' work in every minute (which
+// tells candidates apart where no minute holds).
 type score struct {
 	met        int
 	goodput    float64
 	attainment float64
+	work       float64
 }
 
 func (a score) better(b score) bool {
@@ -90,7 +92,10 @@ func (a score) better(b score) bool {
 	if d := a.goodput - b.goodput; d > 1e-9 || d < -1e-9 {
 		return d > 0
 	}
-	return a.attainment > b.attainment+1e-9
+	if d := a.attainment - b.attainment; d > 1e-9 || d < -1e-9 {
+		return d > 0
+	}
+	return a.work > b.work+1e-9
 }
 
 // oracleSearch is one search over replays of a scenario.
@@ -524,8 +529,9 @@ func mergedRun(phases []*phaseRun) *phaseRun {
 	return &phaseRun{WindowStats: *merged(ws), heldWork: held}
 }
 
-// merged sums windows into one per tenant (overdue at the end of the
-// last).
+// merged sums windows' request counts and work into one per tenant (its
+// GPU and overdue requests at the end of the last; the GPU figures of the
+// first), what the oracle's scores read.
 func merged(phases []*sim.WindowStats) *sim.WindowStats {
 	out := &sim.WindowStats{GPUs: phases[0].GPUs}
 	at := map[string]int{}
@@ -617,14 +623,15 @@ func sloMet(tw sim.TenantWindow) bool {
 	return ended == 0 || float64(tw.Good)/float64(ended) >= tw.SLOQuantile
 }
 
-// scoreAll scores the tenants keep selects in each run; goodput is each
-// tenant's held work relative to the most any run gave it.
+// scoreAll scores the tenants keep selects in each run; goodput (work) is
+// each tenant's held (all) work relative to the most any run gave it.
 func scoreAll(ws []*phaseRun, keep func(sim.TenantWindow) bool) []score {
-	most := map[string]float64{}
+	mostHeld, most := map[string]float64{}, map[string]float64{}
 	for _, w := range ws {
 		for _, tw := range w.Tenants {
 			if keep(tw) && tw.SLOTarget == 0 {
-				most[tw.Tenant] = max(most[tw.Tenant], w.heldWork[tw.Tenant])
+				mostHeld[tw.Tenant] = max(mostHeld[tw.Tenant], w.heldWork[tw.Tenant])
+				most[tw.Tenant] = max(most[tw.Tenant], tw.Work)
 			}
 		}
 	}
@@ -635,8 +642,11 @@ func scoreAll(ws []*phaseRun, keep func(sim.TenantWindow) bool) []score {
 				continue
 			}
 			if tw.SLOTarget == 0 {
-				if m := most[tw.Tenant]; m > 0 {
+				if m := mostHeld[tw.Tenant]; m > 0 {
 					out[k].goodput += w.heldWork[tw.Tenant] / m
+				}
+				if m := most[tw.Tenant]; m > 0 {
+					out[k].work += tw.Work / m
 				}
 				continue
 			}
@@ -742,11 +752,19 @@ func (o *oracleSearch) replayAll(ctx context.Context, p *plan) ([]*phaseRun, err
 }
 
 // phaseRun is one phase of a replay: its window, and each tenant's work in
-// the phase's goodput windows (report.GoodputWindow, on the run's minute
-// grid) in which every SLO on its GPU held.
+// the goodput windows (report.GoodputWindow, on the run's minute grid) in
+// which every SLO on its GPU held, judged as the run report judges them.
 type phaseRun struct {
 	sim.WindowStats
 	heldWork map[string]float64
+}
+
+// fragment is the part of one goodput window that falls in one phase (a
+// phase that ends between minutes splits the minute; the minute is judged
+// whole).
+type fragment struct {
+	minute, phase int
+	w             *sim.WindowStats
 }
 
 func (o *oracleSearch) run(ctx context.Context, p *plan, last int) ([]*phaseRun, error) {
@@ -756,8 +774,24 @@ func (o *oracleSearch) run(ctx context.Context, p *plan, last int) ([]*phaseRun,
 	}
 	defer s.Close()
 	ap := newApplier(s, o.maxMHz)
-	var out []*phaseRun
-	var minutes []*sim.WindowStats
+	var frags []fragment
+	// advance runs the replay to `to`, cutting a fragment at every minute
+	// of the grid, and at `to` when cut is set (a phase's end).
+	advance := func(to time.Time, pi int, cut bool) {
+		for s.Now().Before(to) {
+			minute := int(s.Now().Sub(simStart) / report.GoodputWindow)
+			next := simStart.Add(time.Duration(minute+1) * report.GoodputWindow)
+			onGrid := !next.After(to)
+			if !onGrid {
+				next = to
+			}
+			s.AdvanceTo(next)
+			if onGrid || cut {
+				w := s.Window()
+				frags = append(frags, fragment{minute: minute, phase: pi, w: &w})
+			}
+		}
+	}
 	for pi := 0; pi <= last; pi++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -768,44 +802,57 @@ func (o *oracleSearch) run(ctx context.Context, p *plan, last int) ([]*phaseRun,
 		for ap.pending() && s.Now().Before(end) {
 			// Step as the run does until the drained instances are
 			// empty and the relayout done.
-			s.AdvanceTo(s.Now().Add(time.Second))
+			advance(s.Now().Add(time.Second), pi, false)
 			ap.progress(ctx, s.Now())
 		}
-		minutes = minutes[:0]
-		for s.Now().Before(end) {
-			next := simStart.Add((s.Now().Sub(simStart)/report.GoodputWindow + 1) * report.GoodputWindow)
-			if next.After(end) {
-				next = end
-			}
-			s.AdvanceTo(next)
-			w := s.Window()
-			minutes = append(minutes, &w)
-		}
-		if len(minutes) == 0 { // a phase that ended during the relayout
-			w := s.Window()
-			minutes = append(minutes, &w)
-		}
-		out = append(out, &phaseRun{WindowStats: *merged(minutes), heldWork: heldWork(minutes)})
+		advance(end, pi, true)
 	}
-	return out, nil
+	return phaseRuns(frags, last+1), nil
 }
 
-// heldWork is each tenant's work in the windows in which every SLO on its
-// GPU held (judged as sloMet over each window; a window in which none of a
-// tenant's requests ended holds).
-func heldWork(windows []*sim.WindowStats) map[string]float64 {
-	out := map[string]float64{}
-	for _, w := range windows {
-		broken := map[string]bool{}
-		for _, tw := range w.Tenants {
-			if tw.SLOTarget > 0 && !sloMet(tw) {
-				broken[tw.GPU] = true
+// phaseRuns sums the fragments into phases, each tenant's held work judged
+// over the whole of each minute.
+func phaseRuns(frags []fragment, phases int) []*phaseRun {
+	byMinute := map[int][]*sim.WindowStats{}
+	for _, f := range frags {
+		byMinute[f.minute] = append(byMinute[f.minute], f.w)
+	}
+	broken := map[int]map[string]bool{}
+	for m, ws := range byMinute {
+		broken[m] = brokenGPUs(merged(ws))
+	}
+	out := make([]*phaseRun, phases)
+	for pi := range out {
+		var ws []*sim.WindowStats
+		held := map[string]float64{}
+		for _, f := range frags {
+			if f.phase != pi {
+				continue
+			}
+			ws = append(ws, f.w)
+			for _, tw := range f.w.Tenants {
+				if !broken[f.minute][tw.GPU] {
+					held[tw.Tenant] += tw.Work
+				}
 			}
 		}
-		for _, tw := range w.Tenants {
-			if !broken[tw.GPU] {
-				out[tw.Tenant] += tw.Work
-			}
+		if len(ws) == 0 {
+			ws = []*sim.WindowStats{{}}
+		}
+		out[pi] = &phaseRun{WindowStats: *merged(ws), heldWork: held}
+	}
+	return out
+}
+
+// brokenGPUs are the GPUs on which an SLO did not hold over a goodput
+// window, judged as the run report does (report.Recorder): requests that
+// ended (completed or dropped) against the quantile; a tenant none of
+// whose requests ended holds.
+func brokenGPUs(w *sim.WindowStats) map[string]bool {
+	out := map[string]bool{}
+	for _, tw := range w.Tenants {
+		if ended := tw.Completed + tw.Dropped; tw.SLOTarget > 0 && ended > 0 && float64(tw.Good)/float64(ended) < tw.SLOQuantile {
+			out[tw.GPU] = true
 		}
 	}
 	return out

@@ -124,24 +124,39 @@ func TestOracleRunsOnEveryScenario(t *testing.T) {
 	}
 }
 
-// TestHeldWork: a tenant's work counts only in the windows in which every
-// SLO on its GPU held; a window in which an SLO tenant had no request end
-// holds.
-func TestHeldWork(t *testing.T) {
-	slo := func(name, gpu string, good, completed int) sim.TenantWindow {
-		return sim.TenantWindow{Tenant: name, GPU: gpu, SLOQuantile: 0.9, SLOTarget: time.Second, Good: good, Completed: completed, Work: 1}
+// TestPhaseRunsHeldWork: a tenant's work counts only in the minutes in
+// which every SLO on its GPU held, judged as the run report judges them
+// (requests that ended, completed or dropped, not those still in flight);
+// a minute in which no SLO request ended holds; a minute split by a phase
+// boundary is judged whole and its work goes to each phase's part.
+func TestPhaseRunsHeldWork(t *testing.T) {
+	w := func(good, completed, dropped, overdue int, train, other float64) *sim.WindowStats {
+		return &sim.WindowStats{Tenants: []sim.TenantWindow{
+			{Tenant: "chat", GPU: "a", SLOQuantile: 0.9, SLOTarget: time.Second, Good: good, Completed: completed, Dropped: dropped, Overdue: overdue, Work: 1},
+			{Tenant: "train", GPU: "a", Work: train},
+			{Tenant: "other", GPU: "b", Work: other},
+		}}
 	}
-	batch := func(name, gpu string, work float64) sim.TenantWindow {
-		return sim.TenantWindow{Tenant: name, GPU: gpu, Work: work}
+	frags := []fragment{
+		{minute: 0, phase: 0, w: w(10, 10, 0, 5, 2, 5)}, // held: in-flight requests are not judged
+		{minute: 1, phase: 0, w: w(8, 9, 1, 0, 3, 7)},   // a broken: 8 of 10 ended
+		{minute: 2, phase: 0, w: w(0, 0, 0, 0, 4, 1)},   // nothing ended: held
+		// minute 3 split by the phase boundary: 9 of 10 over the minute
+		// holds, though its first part alone (5 of 6) would not
+		{minute: 3, phase: 0, w: w(5, 6, 0, 0, 1, 1)},
+		{minute: 3, phase: 1, w: w(4, 4, 0, 0, 2, 2)},
 	}
-	windows := []*sim.WindowStats{
-		{Tenants: []sim.TenantWindow{slo("chat", "a", 10, 10), batch("train", "a", 2), batch("other", "b", 5)}}, // held
-		{Tenants: []sim.TenantWindow{slo("chat", "a", 8, 10), batch("train", "a", 3), batch("other", "b", 7)}},  // a broken
-		{Tenants: []sim.TenantWindow{slo("chat", "a", 0, 0), batch("train", "a", 4), batch("other", "b", 1)}},   // nothing ended: held
+	runs := phaseRuns(frags, 2)
+	want := []map[string]float64{
+		{"chat": 3, "train": 7, "other": 14},
+		{"chat": 1, "train": 2, "other": 2},
 	}
-	got := heldWork(windows)
-	want := map[string]float64{"chat": 2, "train": 6, "other": 13}
-	if !maps.Equal(got, want) {
-		t.Errorf("held work %v, want %v", got, want)
+	for pi, r := range runs {
+		if !maps.Equal(r.heldWork, want[pi]) {
+			t.Errorf("phase %d: held work %v, want %v", pi, r.heldWork, want[pi])
+		}
+	}
+	if c := runs[0].Tenants[0]; c.Tenant != "chat" || c.Good != 23 || c.Completed != 25 || c.Dropped != 1 {
+		t.Errorf("phase 0's chat window %+v, want the sum of its fragments", c)
 	}
 }

@@ -40,6 +40,9 @@ func simulate(ctx context.Context, cfg runConfig) (*result, error) {
 		return nil, err
 	}
 	var pol tuner.Policy
+	if cfg.Policy == oracleName && len(cfg.DisabledKnobs) > 0 {
+		return nil, fmt.Errorf("--disable-knob: only a tuner policy (%s) has knobs to disable, not %q", tuner.AutotuneName, cfg.Policy)
+	}
 	if cfg.Policy != oracleName {
 		p, err := tuner.NewPolicy(cfg.Policy)
 		if err != nil {

@@ -65,10 +65,16 @@ func (s stat) String() string {
 func runSeeds(ctx context.Context, cfg runConfig, count int, list []int64, stdout io.Writer) error {
 	var sums []report.Summary
 	var rates []changeRate
+	if list != nil && cfg.SeedSet {
+		return fmt.Errorf("--seed %d and a --seeds list: give the seeds in one of them", cfg.Seed)
+	}
 	if list == nil {
-		base, err := scenarioSeed(cfg)
-		if err != nil {
-			return err
+		base := cfg.Seed
+		if !cfg.SeedSet {
+			var err error
+			if base, err = scenarioSeed(cfg); err != nil {
+				return err
+			}
 		}
 		for i := range count {
 			list = append(list, base+int64(i))

@@ -55,3 +55,28 @@ func TestChangesPerMinute(t *testing.T) {
 		t.Errorf("empty run: %+v", got)
 	}
 }
+
+// TestSeedsFromSeed: a --seeds count starts at --seed when it is given; a
+// --seeds list with --seed, and --disable-knob with the oracle, are
+// errors.
+func TestSeedsFromSeed(t *testing.T) {
+	code, out, stderr := vgpusim(t, false, "run", "--scenario", "clock-stability", "--duration", "10s", "--seed", "4", "--seeds", "2")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(out, "seed 4:") || !strings.Contains(out, "seed 5:") || strings.Contains(out, "seed 1:") {
+		t.Errorf("seeds 4 and 5 expected:\n%s", out)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--seed", "4", "--seeds", "1,2"}, "--seed 4 and a --seeds list"},
+		{[]string{"--policy", "oracle", "--disable-knob", "locked_clocks"}, "--disable-knob: only a tuner policy"},
+	} {
+		code, _, stderr := vgpusim(t, false, append([]string{"run", "--scenario", "clock-stability", "--duration", "10s"}, tc.args...)...)
+		if code != 1 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 1 and %q", tc.args, code, stderr, tc.want)
+		}
+	}
+}
