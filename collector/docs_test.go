@@ -13,6 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
 )
 
 // docRow is one metric row of docs/metrics.md.
@@ -115,16 +117,7 @@ func TestDocsListEveryMetric(t *testing.T) {
 		t.Fatal("no metric rows found in docs/metrics.md")
 	}
 	// Everything a scrape serves, the scrape durations included.
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(newExporter(t, richSnapshot(), builtin...), NewTunerCollector(richTunerStatus))
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]*dto.MetricFamily{}
-	for _, mf := range mfs {
-		got[mf.GetName()] = mf
-	}
+	got := testutil.Gather(t, newExporter(t, richSnapshot(), builtin...), NewTunerCollector(richTunerStatus))
 
 	var undocumented, unserved []string
 	for n := range got {

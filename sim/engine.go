@@ -1092,14 +1092,15 @@ func (g *gpuState) steadyUntil(t0 int64, busy bool, target, floor float64, throt
 		// has nothing to go by until a short step gives one)
 		return t0 + stepNs
 	}
-	if !g.fixedLock() && g.rampNs(max(g.clk, min(floor, target)), target) > float64(stepNs) {
+	if !g.fixedLock() && g.rampTime(max(g.clk, min(floor, target)), target) > float64(stepNs) {
 		return t0 + stepNs // ramping up
 	}
 	return max((t0/jitterPeriodNs+1)*jitterPeriodNs, t0+stepNs)
 }
 
-// rampNs is how long (ns) the clock takes to ramp from `from` up to target.
-func (g *gpuState) rampNs(from, target float64) float64 {
+// rampTime is how long (ns) the clock takes to ramp from `from` up to
+// target.
+func (g *gpuState) rampTime(from, target float64) float64 {
 	if from >= target {
 		return 0
 	}
@@ -1125,7 +1126,7 @@ func (g *gpuState) updateClock(dt int64, busy bool, target, floor float64, throt
 		g.idleFor = 0
 		from := max(g.clk, min(floor, target))
 		fdt := float64(dt)
-		switch r := g.rampNs(from, target); {
+		switch r := g.rampTime(from, target); {
 		case r == 0:
 			g.clk, g.clock = target, target
 		case r >= fdt:

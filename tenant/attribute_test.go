@@ -547,15 +547,6 @@ func TestReloadDropsRemovedTenantsCounters(t *testing.T) {
 	}
 }
 
-// fixedPods is a PodMapper with one fixed mapping.
-type fixedPods struct{ m *kube.Mapping }
-
-func (p fixedPods) Start(context.Context)   {}
-func (p fixedPods) Wait()                   {}
-func (p fixedPods) Refresh(context.Context) {}
-func (p fixedPods) Mapping() *kube.Mapping  { return p.m }
-func (p fixedPods) Status() kube.Status     { return kube.Status{Up: true} }
-
 // TestUsageWorkloads: each attributed process carries what runs it where
 // the attribution knows it: the pod that holds its GPU (pod resources),
 // the systemd service of its cgroup; a process with neither has none.

@@ -73,3 +73,12 @@ func (p *loopPods) Status() kube.Status {
 	defer p.mu.Unlock()
 	return kube.Status{Up: p.up}
 }
+
+// fixedPods is a PodMapper with one fixed mapping.
+type fixedPods struct{ m *kube.Mapping }
+
+func (p fixedPods) Start(context.Context)   {}
+func (p fixedPods) Wait()                   {}
+func (p fixedPods) Refresh(context.Context) {}
+func (p fixedPods) Mapping() *kube.Mapping  { return p.m }
+func (p fixedPods) Status() kube.Status     { return kube.Status{Up: true} }

@@ -9,27 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/procfs"
-)
 
-func gatherValues(t *testing.T, c prometheus.Collector) map[string]*dto.MetricFamily {
-	t.Helper()
-	r := prometheus.NewPedanticRegistry()
-	r.MustRegister(c)
-	mfs, err := r.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]*dto.MetricFamily{}
-	for _, mf := range mfs {
-		out[mf.GetName()] = mf
-	}
-	return out
-}
+	vtestutil "github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
+)
 
 func value(mf *dto.MetricFamily) float64 {
 	m := mf.GetMetric()[0]
@@ -47,9 +33,9 @@ func TestProcessCollectorMatchesClientGolang(t *testing.T) {
 	if _, ok := ours.(*processCollector); !ok {
 		t.Fatalf("newProcessCollector on Linux is %T", ours)
 	}
-	before := gatherValues(t, ours)
-	theirs := gatherValues(t, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	after := gatherValues(t, ours)
+	before := vtestutil.Gather(t, ours)
+	theirs := vtestutil.Gather(t, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	after := vtestutil.Gather(t, ours)
 	if len(theirs) == 0 {
 		t.Fatal("client_golang's collector served nothing")
 	}

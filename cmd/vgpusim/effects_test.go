@@ -21,17 +21,18 @@ var raceEnabled = false
 // tenantsOf is one run's tenant summaries by tenant name.
 type tenantsOf map[string]report.TenantSummary
 
-// fullRuns are the full-length runs made so far by scenario (a path or a
-// built-in name) and policy: the effect checks share them.
-var fullRuns = map[string]tenantsOf{}
+// fullRuns are the summaries of the full-length runs made so far, by
+// scenario (a path or a built-in name) and policy: the effect checks share
+// them.
+var fullRuns = map[string]report.Summary{}
 
-// fullRun runs scenario under policy for its full duration at a 1 s step
-// (once per test binary) and returns its tenant summaries.
-func fullRun(t *testing.T, scenario, policy string) tenantsOf {
+// fullSummary runs scenario under policy for its full duration at a 1 s
+// step (once per test binary) and returns its summary.
+func fullSummary(t *testing.T, scenario, policy string) report.Summary {
 	t.Helper()
 	key := scenario + "/" + policy
-	if r, ok := fullRuns[key]; ok {
-		return r
+	if s, ok := fullRuns[key]; ok {
+		return s
 	}
 	res, err := simulate(context.Background(), runConfig{
 		Scenario: scenario, Policy: policy, Step: time.Second, Format: report.FormatCSV,
@@ -39,11 +40,18 @@ func fullRun(t *testing.T, scenario, policy string) tenantsOf {
 	if err != nil {
 		t.Fatal(err)
 	}
+	s := res.rec.Summary()
+	fullRuns[key] = s
+	return s
+}
+
+// fullRun is fullSummary's tenant summaries by tenant name.
+func fullRun(t *testing.T, scenario, policy string) tenantsOf {
+	t.Helper()
 	r := tenantsOf{}
-	for _, ts := range res.rec.Summary().Tenants {
+	for _, ts := range fullSummary(t, scenario, policy).Tenants {
 		r[ts.Tenant] = ts
 	}
-	fullRuns[key] = r
 	return r
 }
 
@@ -284,19 +292,14 @@ func eachBuiltin(t *testing.T, f func(t *testing.T, path string)) {
 // rate under best-effort, summed), is at least either baseline's.
 func TestOracleAtLeastBaselines(t *testing.T) {
 	eachBuiltin(t, func(t *testing.T, path string) {
-		be := fullRun(t, path, tuner.UncappedName)
-		goodput := func(r tenantsOf) float64 {
-			sum := 0.0
-			for name, ts := range r {
-				if w := be[name].WorkRate; w > 0 {
-					sum += ts.Goodput / w
-				}
-			}
-			return sum
+		// (the scenario tables' goodput column, on one seed)
+		be := &policyRuns{sums: []report.Summary{fullSummary(t, path, tuner.UncappedName)}}
+		goodput := func(policy string) float64 {
+			return goodputSum(&policyRuns{sums: []report.Summary{fullSummary(t, path, policy)}}, be)
 		}
-		or := goodput(fullRun(t, path, oracleName))
+		or := goodput(oracleName)
 		for _, p := range []string{tuner.StaticEqualName, tuner.UncappedName} {
-			g := goodput(fullRun(t, path, p))
+			g := goodput(p)
 			t.Logf("%s %.3f, oracle %.3f", p, g, or)
 			if or < 0.99*g {
 				t.Errorf("oracle goodput %.3f below %s's %.3f", or, p, g)

@@ -845,13 +845,11 @@ func phaseRuns(frags []fragment, phases int) []*phaseRun {
 }
 
 // brokenGPUs are the GPUs on which an SLO did not hold over a goodput
-// window, judged as the run report does (report.Recorder): requests that
-// ended (completed or dropped) against the quantile; a tenant none of
-// whose requests ended holds.
+// window, judged as the run report judges it (report.WindowHeld).
 func brokenGPUs(w *sim.WindowStats) map[string]bool {
 	out := map[string]bool{}
 	for _, tw := range w.Tenants {
-		if ended := tw.Completed + tw.Dropped; tw.SLOTarget > 0 && ended > 0 && float64(tw.Good)/float64(ended) < tw.SLOQuantile {
+		if tw.SLOTarget > 0 && !report.WindowHeld(tw.Good, tw.Completed+tw.Dropped, tw.SLOQuantile) {
 			out[tw.GPU] = true
 		}
 	}

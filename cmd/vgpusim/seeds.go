@@ -81,22 +81,19 @@ func runSeeds(ctx context.Context, cfg runConfig, count int, list []int64, stdou
 		}
 	}
 	for _, seed := range list {
-		c := cfg
-		c.SeedSet, c.Seed = true, seed
-		res, err := simulate(ctx, c)
+		res, s, rate, err := runSeed(ctx, cfg, seed)
 		if err != nil {
-			return fmt.Errorf("seed %d: %w", c.Seed, err)
+			return fmt.Errorf("seed %d: %w", seed, err)
 		}
 		if cfg.Out != "" {
-			dir := filepath.Join(cfg.Out, "seed-"+strconv.FormatInt(c.Seed, 10))
+			dir := filepath.Join(cfg.Out, "seed-"+strconv.FormatInt(seed, 10))
 			if _, err := writeRun(dir, res, cfg.Format); err != nil {
 				return err
 			}
 		}
-		s := res.rec.Summary()
 		sums = append(sums, s)
-		rates = append(rates, changesPerMinute(res.decisions, s))
-		fmt.Fprintf(stdout, "seed %d: SLOs met %d of %d, energy %s J\n", c.Seed, s.SLOsMet, s.SLOsHeld, strconv.FormatFloat(s.EnergyJ, 'g', 3, 64))
+		rates = append(rates, rate)
+		fmt.Fprintf(stdout, "seed %d: SLOs met %d of %d, energy %s J\n", seed, s.SLOsMet, s.SLOsHeld, strconv.FormatFloat(s.EnergyJ, 'g', 3, 64))
 		if res.plan != nil {
 			writePlan(stdout, res.sc, res.plan)
 		}
@@ -105,6 +102,18 @@ func runSeeds(ctx context.Context, cfg runConfig, count int, list []int64, stdou
 }
 
 // scenarioSeed is the seed the scenario names.
+// runSeed runs cfg on seed: the run, its summary and how often its policy
+// changed a setting.
+func runSeed(ctx context.Context, cfg runConfig, seed int64) (*result, report.Summary, changeRate, error) {
+	cfg.SeedSet, cfg.Seed = true, seed
+	res, err := simulate(ctx, cfg)
+	if err != nil {
+		return nil, report.Summary{}, changeRate{}, err
+	}
+	s := res.rec.Summary()
+	return res, s, changesPerMinute(res.decisions, s), nil
+}
+
 func scenarioSeed(cfg runConfig) (int64, error) {
 	sc, _, cleanup, err := loadScenario(cfg.Scenario)
 	if err != nil {

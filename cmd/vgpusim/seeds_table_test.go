@@ -113,16 +113,14 @@ func runPolicies(ctx context.Context, scenario, name string, policies []string, 
 	for _, pol := range policies {
 		pr := &policyRuns{policy: pol}
 		for _, seed := range seeds {
-			res, err := simulate(ctx, runConfig{
-				Scenario: scenario, Policy: pol, Seed: seed, SeedSet: true,
-				Duration: dur, Step: time.Second, Format: report.FormatCSV,
-			})
+			_, s, rate, err := runSeed(ctx, runConfig{
+				Scenario: scenario, Policy: pol, Duration: dur, Step: time.Second, Format: report.FormatCSV,
+			}, seed)
 			if err != nil {
 				return sr, fmt.Errorf("%s, %s, seed %d: %w", name, pol, seed, err)
 			}
-			s := res.rec.Summary()
 			pr.sums = append(pr.sums, s)
-			pr.rates = append(pr.rates, changesPerMinute(res.decisions, s))
+			pr.rates = append(pr.rates, rate)
 		}
 		sr.runs = append(sr.runs, pr)
 	}

@@ -1,7 +1,8 @@
 // Package testutil builds the readings and fakes that tests of several
 // packages share: processes and devices with the unknowns a backend
 // reports, a sim:// application served from memory, and a buffer that
-// concurrent loggers write to. Only test files import it.
+// concurrent loggers write to, and a gatherer of collectors' families.
+// Only test files import it.
 package testutil
 
 import (
@@ -9,6 +10,10 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 )
@@ -85,4 +90,21 @@ func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// Gather registers cs on a pedantic registry (which checks each metric
+// against its description) and returns what it gathers by family name.
+func Gather(t testing.TB, cs ...prometheus.Collector) map[string]*dto.MetricFamily {
+	t.Helper()
+	r := prometheus.NewPedanticRegistry()
+	r.MustRegister(cs...)
+	mfs, err := r.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(map[string]*dto.MetricFamily, len(mfs))
+	for _, mf := range mfs {
+		out[mf.GetName()] = mf
+	}
+	return out
 }

@@ -269,11 +269,18 @@ func heldGPUs(minute map[string]*minuteAcc) map[string]bool {
 		}
 	}
 	for _, m := range minute {
-		if m.slo && m.ended > 0 && float64(m.good)/float64(m.ended) < m.sloQuantile {
+		if m.slo && !WindowHeld(m.good, m.ended, m.sloQuantile) {
 			held[m.gpu] = false
 		}
 	}
 	return held
+}
+
+// WindowHeld says whether an SLO held over a goodput window in which good
+// of ended requests (completed or dropped; not those still in flight) met
+// its target: every window in which none ended holds.
+func WindowHeld(good, ended int, quantile float64) bool {
+	return ended <= 0 || float64(good)/float64(ended) >= quantile
 }
 
 // minuteGoodWork is each tenant's work in the window on GPUs whose SLOs held.
