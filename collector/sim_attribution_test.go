@@ -75,7 +75,7 @@ func TestSimTimeSlicedTenants(t *testing.T) {
 	// the apportioning error over 30 s (docs/tenants.md lists it by
 	// scenario): at most 0.09 for this one
 	const shareTol = 0.1
-	h := simtest.New(t, "../test/scenarios/h100-timeslice.yaml", "../test/scenarios/h100-timeslice.tenants.yaml")
+	h := simtest.New(t, "../scenarios/h100-timeslice.yaml", "../scenarios/h100-timeslice.tenants.yaml")
 	s := h.Sim
 	var store tenant.Store
 	reg := register(t, &store, "tenant")

@@ -21,7 +21,7 @@ import (
 // while its tenant runs, whoever else is on the GPU (the method is on
 // vgpu_tenant_figure_info and fixed by the sharing mode).
 func TestTenantSeriesKeepLabels(t *testing.T) {
-	data, err := os.ReadFile("../test/scenarios/h100-timeslice.yaml")
+	data, err := os.ReadFile("../scenarios/h100-timeslice.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ events:
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := tenant.LoadConfig("../test/scenarios/h100-timeslice.tenants.yaml")
+	cfg, err := tenant.LoadConfig("../scenarios/h100-timeslice.tenants.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 // restarts both MPS clients every second does worse than one that holds
 // still: actions cost something.
 func TestRestartingEverySecondCosts(t *testing.T) {
-	sc, err := LoadScenario("../test/scenarios/noisy-neighbour.yaml")
+	sc, err := LoadScenario("../scenarios/noisy-neighbour.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

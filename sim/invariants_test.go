@@ -10,7 +10,7 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 )
 
-// TestReadingsInvariants runs every scenario under test/scenarios and checks
+// TestReadingsInvariants runs every scenario under scenarios and checks
 // that the readings are what a real host could report.
 func TestReadingsInvariants(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join(scenarioDir, "*.yaml"))

@@ -16,7 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-const scenarioDir = "../test/scenarios"
+const scenarioDir = "../scenarios"
 
 func mustLoad(t testing.TB, path string) *Scenario {
 	t.Helper()

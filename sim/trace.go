@@ -14,7 +14,7 @@ import (
 // trace is a replayed request trace: arrival offsets from the first request
 // and, per request, context (prompt) and generated token counts.
 //
-// The shipped trace, test/scenarios/replay/azure-llm-2023-conv.csv, is a subset of
+// The shipped trace, scenarios/replay/azure-llm-2023-conv.csv, is a subset of
 // the Azure Public Dataset (AzureLLMInferenceTrace_conv), licensed CC BY 4.0;
 // attribution: Patel et al., "Splitwise: Efficient generative LLM inference
 // using phase splitting", ISCA 2024.

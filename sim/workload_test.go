@@ -230,7 +230,7 @@ tenants:
 }
 
 func TestRealTimeClock(t *testing.T) {
-	sc := mustLoad(t, "../test/scenarios/h100-timeslice.yaml")
+	sc := mustLoad(t, "../scenarios/h100-timeslice.yaml")
 	clk := gpu.NewManualClock(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
 	s := mustNew(t, sc, Options{Clock: clk})
 	ctx := context.Background()
@@ -342,7 +342,7 @@ tenants:
 // TestConcurrentUse exercises Sample, Window, AppMetrics and control calls
 // from several goroutines (run with -race).
 func TestConcurrentUse(t *testing.T) {
-	sc := mustLoad(t, "../test/scenarios/h100-timeslice.yaml")
+	sc := mustLoad(t, "../scenarios/h100-timeslice.yaml")
 	clk := gpu.NewManualClock(DefaultStart)
 	s := mustNew(t, sc, Options{Clock: clk})
 	ctx := context.Background()

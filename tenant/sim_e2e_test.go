@@ -17,7 +17,7 @@ import (
 // the same name (or in unassigned when the companion does not name it), and
 // that the latency sources read through sim:// count requests.
 func TestSimScenariosAttribution(t *testing.T) {
-	files, err := filepath.Glob("../test/scenarios/*.yaml")
+	files, err := filepath.Glob("../scenarios/*.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,6 +117,6 @@ func TestSimScenariosAttribution(t *testing.T) {
 		})
 	}
 	if n == 0 {
-		t.Fatal("no scenario with a tenants companion under ../test/scenarios: nothing was checked")
+		t.Fatal("no scenario with a tenants companion under ../scenarios: nothing was checked")
 	}
 }

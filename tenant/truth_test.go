@@ -15,7 +15,7 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/internal/simtest"
 	"github.com/vgpu-exporter/vgpu_exporter/sim"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
-	"github.com/vgpu-exporter/vgpu_exporter/test/scenarios"
+	"github.com/vgpu-exporter/vgpu_exporter/scenarios"
 )
 
 var shareTable = flag.Bool("share-table", false, "print the share error table of docs/tenants.md (TestSharesConserveAndTrack)")

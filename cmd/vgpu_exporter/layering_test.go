@@ -41,8 +41,8 @@ var layers = map[string][]string{
 	"gpu/nvidiasmi": {"gpu"},
 	"gpu/rebalance": {"gpu"},
 	// The commands wire every layer; nothing imports a command.
-	"cmd/vgpu_exporter": {"collector", "tuner", "tenant", "latency", "kube", "gpu", "gpu/nvml", "gpu/dcgmexp", "gpu/mps", "gpu/nvidiasmi", "gpu/rebalance", "sim", "test/scenarios"},
-	"cmd/vgpusim":       {"collector", "tuner", "tenant", "latency", "gpu", "sim", "sim/report", "test/scenarios"},
+	"cmd/vgpu_exporter": {"collector", "tuner", "tenant", "latency", "kube", "gpu", "gpu/nvml", "gpu/dcgmexp", "gpu/mps", "gpu/nvidiasmi", "gpu/rebalance", "sim", "scenarios"},
+	"cmd/vgpusim":       {"collector", "tuner", "tenant", "latency", "gpu", "sim", "sim/report", "scenarios"},
 	// Leaves below every layer; any package may import them (see leaves).
 	"internal/yamlconf": nil,
 	"internal/fileread": nil,
@@ -53,7 +53,7 @@ var layers = map[string][]string{
 	"internal/command":             nil,
 	"internal/command/commandtest": nil, // fake programs for tests
 	// Embedded data and test programs stand apart from the layers.
-	"test/scenarios":      nil,
+	"scenarios":      nil,
 	"test/e2e":            nil,
 	"test/device/compare": nil,
 	"test/device/calib":   nil,

@@ -18,7 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
-	"github.com/vgpu-exporter/vgpu_exporter/test/scenarios"
+	"github.com/vgpu-exporter/vgpu_exporter/scenarios"
 )
 
 func readBuiltin(t *testing.T, name string) []byte {

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/sim/report"
-	"github.com/vgpu-exporter/vgpu_exporter/test/scenarios"
+	"github.com/vgpu-exporter/vgpu_exporter/scenarios"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
 
@@ -56,7 +56,7 @@ func fullRun(t *testing.T, scenario, policy string) tenantsOf {
 }
 
 // TestScenarioEffects runs the library scenarios for their full duration and
-// checks the effects test/scenarios/README.md describes, so that a change of
+// checks the effects scenarios/README.md describes, so that a change of
 // the simulator's model that changes them is noticed (and the README
 // updated): what the two baselines give and, for each mechanism a scenario
 // exercises, that the oracle finds a setting that meets an SLO
@@ -69,7 +69,7 @@ func TestScenarioEffects(t *testing.T) {
 	}
 	get := func(t *testing.T, scenario, policy string) tenantsOf {
 		if !strings.HasSuffix(scenario, ".yaml") {
-			scenario = "../../test/scenarios/" + scenario + ".yaml"
+			scenario = "../../scenarios/" + scenario + ".yaml"
 		}
 		return fullRun(t, scenario, policy)
 	}
@@ -86,7 +86,7 @@ func TestScenarioEffects(t *testing.T) {
 	// hotMoved is eight-gpu-hot with g0-train on GPU 7, the placement the
 	// oracle finds.
 	hotMoved := func(t *testing.T) string {
-		b, err := os.ReadFile("../../test/scenarios/eight-gpu-hot.yaml")
+		b, err := os.ReadFile("../../scenarios/eight-gpu-hot.yaml")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -178,7 +178,7 @@ func TestScenarioEffects(t *testing.T) {
 				return seen[policy]
 			}
 			if !tc.check(t, run) {
-				t.Errorf("effect no longer holds; update test/scenarios/README.md\n%+v", seen)
+				t.Errorf("effect no longer holds; update scenarios/README.md\n%+v", seen)
 			}
 		})
 	}
@@ -194,7 +194,7 @@ func TestAutotuneSavesEnergyWithSlack(t *testing.T) {
 	}
 	run := func(disabled ...string) report.Summary {
 		res, err := simulate(context.Background(), runConfig{
-			Scenario: "../../test/scenarios/energy-slack.yaml", Policy: "autotune", Step: time.Second,
+			Scenario: "../../scenarios/energy-slack.yaml", Policy: "autotune", Step: time.Second,
 			Format: report.FormatCSV, DisabledKnobs: disabled,
 		})
 		if err != nil {
@@ -213,7 +213,7 @@ func TestAutotuneSavesEnergyWithSlack(t *testing.T) {
 }
 
 // maxSlack is the most an SLO target may be above what its tenant gets at
-// its best in its busy stretch (test/scenarios/README.md): beyond it the
+// its best in its busy stretch (scenarios/README.md): beyond it the
 // SLO does not bind and no policy can be told from another by it.
 const maxSlack = 3.0
 
@@ -282,7 +282,7 @@ func eachBuiltin(t *testing.T, f func(t *testing.T, path string)) {
 		t.Fatal(err)
 	}
 	for _, b := range bs {
-		t.Run(b.Name, func(t *testing.T) { f(t, "../../test/scenarios/"+b.Path) })
+		t.Run(b.Name, func(t *testing.T) { f(t, "../../scenarios/"+b.Path) })
 	}
 }
 

@@ -20,7 +20,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/vgpu-exporter/vgpu_exporter/sim/report"
-	"github.com/vgpu-exporter/vgpu_exporter/test/scenarios"
+	"github.com/vgpu-exporter/vgpu_exporter/scenarios"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
 

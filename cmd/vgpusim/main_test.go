@@ -15,7 +15,7 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/sim"
 	"github.com/vgpu-exporter/vgpu_exporter/sim/report"
-	"github.com/vgpu-exporter/vgpu_exporter/test/scenarios"
+	"github.com/vgpu-exporter/vgpu_exporter/scenarios"
 )
 
 // vgpusim runs the command in-process and returns its exit status and
@@ -27,12 +27,12 @@ func vgpusim(t *testing.T, progress bool, args ...string) (int, string, string) 
 	return code, stdout.String(), stderr.String()
 }
 
-// libraryScenarios returns the scenario files of test/scenarios (and its
+// libraryScenarios returns the scenario files of scenarios (and its
 // replay/ directory), companions excluded.
 func libraryScenarios(t *testing.T) []string {
 	t.Helper()
 	var out []string
-	for _, pat := range []string{"../../test/scenarios/*.yaml", "../../test/scenarios/replay/*.yaml"} {
+	for _, pat := range []string{"../../scenarios/*.yaml", "../../scenarios/replay/*.yaml"} {
 		files, err := filepath.Glob(pat)
 		if err != nil {
 			t.Fatal(err)
@@ -159,7 +159,7 @@ func TestStaticEqualDecisions(t *testing.T) {
 func TestDeterministic(t *testing.T) {
 	runOnce := func(format, seed string) map[string][]byte {
 		dir := t.TempDir()
-		code, stdout, stderr := vgpusim(t, false, "run", "--scenario", "../../test/scenarios/bursty-llm-training.yaml",
+		code, stdout, stderr := vgpusim(t, false, "run", "--scenario", "../../scenarios/bursty-llm-training.yaml",
 			"--policy", "static-equal", "--duration", "30s", "--seed", seed, "--format", format, "--out", dir)
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, stderr)
@@ -208,7 +208,7 @@ func TestDeterministic(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
-	nn := "../../test/scenarios/noisy-neighbour.yaml"
+	nn := "../../scenarios/noisy-neighbour.yaml"
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
 	if err := os.WriteFile(bad, []byte("name: x\ngpus:\n  - model: H999\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -320,7 +320,7 @@ func TestProgressBar(t *testing.T) {
 func BenchmarkEightGPUHot(b *testing.B) {
 	for _, policy := range []string{"best-effort", "static-equal"} {
 		b.Run(policy, func(b *testing.B) {
-			cfg := runConfig{Scenario: "../../test/scenarios/eight-gpu-hot.yaml", Policy: policy, Step: time.Second, Format: report.FormatCSV}
+			cfg := runConfig{Scenario: "../../scenarios/eight-gpu-hot.yaml", Policy: policy, Step: time.Second, Format: report.FormatCSV}
 			b.ReportAllocs()
 			for b.Loop() {
 				res, err := simulate(context.Background(), cfg)

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/sim"
-	"github.com/vgpu-exporter/vgpu_exporter/test/scenarios"
+	"github.com/vgpu-exporter/vgpu_exporter/scenarios"
 )
 
 func TestOracleLayoutCandidates(t *testing.T) {

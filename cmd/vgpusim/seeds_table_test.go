@@ -12,13 +12,13 @@ import (
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/sim/report"
-	"github.com/vgpu-exporter/vgpu_exporter/test/scenarios"
+	"github.com/vgpu-exporter/vgpu_exporter/scenarios"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
 
 var (
-	scenarioTable = flag.Bool("scenario-table", false, "print the policy table of test/scenarios/README.md for every built-in scenario (TestScenarioTable)")
-	slackTable    = flag.Bool("slack-table", false, "print the SLO slack table of test/scenarios/README.md, on the first of -table-seeds (TestScenarioTable)")
+	scenarioTable = flag.Bool("scenario-table", false, "print the policy table of scenarios/README.md for every built-in scenario (TestScenarioTable)")
+	slackTable    = flag.Bool("slack-table", false, "print the SLO slack table of scenarios/README.md, on the first of -table-seeds (TestScenarioTable)")
 	tableSeeds    = flag.String("table-seeds", "1-3", "seeds of -scenario-table: a range (4-6) or a list (1,5,9)")
 	tablePolicies = flag.String("table-policies", strings.Join([]string{tuner.StaticEqualName, tuner.UncappedName, tuner.AutotuneName, oracleName}, ","),
 		"policies of -scenario-table, in row order; static-equal and best-effort are needed for the goodput columns")
@@ -332,7 +332,7 @@ func slackRows(sr scenarioRuns) []string {
 	return rows
 }
 
-// TestScenarioTable builds the rows of the tables of test/scenarios/README.md
+// TestScenarioTable builds the rows of the tables of scenarios/README.md
 // ("Baselines, autotune and the oracle over three seeds") and
 // docs/tuning.md ("Measured"). With -scenario-table and -slack-table it
 // runs every built-in scenario under -table-policies over -table-seeds for

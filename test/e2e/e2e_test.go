@@ -25,7 +25,7 @@ import (
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
-	"github.com/vgpu-exporter/vgpu_exporter/test/scenarios"
+	"github.com/vgpu-exporter/vgpu_exporter/scenarios"
 )
 
 // scenarios are the built-in scenarios the test runs, one exporter each:
