@@ -11,8 +11,10 @@ package tenant
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -211,10 +213,12 @@ func ParseConfig(name string, data []byte) (*Config, error) {
 	errs := &yamlconf.Errors{File: name, Max: maxErrors}
 	cfg := EmptyConfig()
 	cfg.File = name
+	// The whole-file checks run even when some field failed to decode, so
+	// that one pass lists every problem; a field that failed keeps its
+	// default, and a check that would only repeat its failure is skipped
+	// (a tenant's own problems).
 	errs.Decode(data, maxAliases, cfg)
-	if errs.Problems() == 0 {
-		validate(errs, cfg)
-	}
+	validate(errs, cfg)
 	if err := errs.Err(); err != nil {
 		return nil, err
 	}
@@ -472,8 +476,17 @@ func (l *LatencySource) UnmarshalYAML(n *yaml.Node) error {
 // where Build checks the sum per GPU and instance (see shares.go).
 func validate(errs *yamlconf.Errors, cfg *Config) {
 	names := map[string]int{}
+	decoded := errs.Lines() // problems found while decoding
 	for i := range cfg.Tenants {
 		t := &cfg.Tenants[i]
+		// A tenant with a problem of its own already listed may lack a
+		// field only because that field failed: what it lacks is not
+		// listed again.
+		end := math.MaxInt
+		if i+1 < len(cfg.Tenants) {
+			end = cfg.Tenants[i+1].Line
+		}
+		broken := slices.ContainsFunc(decoded, func(l int) bool { return l >= t.Line && l < end })
 		switch {
 		case t.Name == "":
 			errs.Addf(t.Line, "tenant has no name")
@@ -487,7 +500,7 @@ func validate(errs *yamlconf.Errors, cfg *Config) {
 		} else {
 			names[t.Name] = t.Line
 		}
-		if len(t.Selectors) == 0 {
+		if len(t.Selectors) == 0 && !broken {
 			errs.Addf(t.Line, "tenant %q has no selectors; nothing could be attributed to it", t.Name)
 		}
 		if t.RestartCost < 0 || t.RestartCost > maxRestartCost {
@@ -497,7 +510,7 @@ func validate(errs *yamlconf.Errors, cfg *Config) {
 			if s.Window == 0 {
 				s.Window = cfg.Defaults.SLOWindow
 			}
-			if t.LatencySource == nil {
+			if t.LatencySource == nil && !broken {
 				errs.Addf(t.Line, "tenant %q has an slo but no latency_source to measure it", t.Name)
 			}
 			if s.Target >= s.Window {

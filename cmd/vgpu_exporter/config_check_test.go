@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -74,5 +75,66 @@ func TestConfigCheck(t *testing.T) {
 				t.Errorf("%s: stderr %q lacks %q", tc.file, stderr.String(), w)
 			}
 		}
+	}
+}
+
+// TestConfigCheckListsEveryProblem: a file with one problem that stops its
+// reading (a syntax error or a value that does not parse) and three that
+// only the whole file shows gets all four listed, each on its own line.
+func TestConfigCheckListsEveryProblem(t *testing.T) {
+	// The three whole-file problems follow the broken tenant in each file.
+	const rest = `  - name: chat
+    selectors:
+      - executable: tgi
+  - name: "bad name!"
+    selectors: [{uid: 5}]
+  - name: lonely
+`
+	wholeFile := func(first int) []string {
+		return []string{
+			fmt.Sprintf(":%d: duplicate tenant name \"chat\" (first defined at line 2)", first),
+			fmt.Sprintf(":%d: tenant name \"bad name!\"", first+3),
+			fmt.Sprintf(":%d: tenant \"lonely\" has no selectors", first+5),
+		}
+	}
+	for _, tc := range []struct {
+		name, head string
+		first      string // the reading problem, with its line
+		restAt     int    // line of the rest's first tenant
+	}{
+		{"bad duration", "tenants:\n  - name: chat\n    selectors:\n      - executable: vllm\n    slo: {quantile: 0.99, target: 250xs}\n",
+			`:5: slo.target: bad duration "250xs"`, 6},
+		{"tab in indentation", "tenants:\n  - name: chat\n    class: latency\n\t  selectors:\n      - executable: vllm\n",
+			":4: found a tab character that violates indentation", 6},
+		{"unclosed flow sequence", "tenants:\n  - name: chat\n    selectors: [{executable: vllm}\n",
+			":3: did not find expected ',' or ']'", 4},
+		{"unknown class", "tenants:\n  - name: chat\n    class: latncy\n    selectors:\n      - executable: vllm\n",
+			`:3: class "latncy" is not one of latency, batch, best-effort`, 6},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "tenants.yaml")
+			if err := os.WriteFile(file, []byte(tc.head+rest), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var stdout, stderr strings.Builder
+			if code := checkConfig(file, false, &stdout, &stderr); code != 1 {
+				t.Fatalf("exit %d, want 1; stderr %q", code, stderr.String())
+			}
+			want := append([]string{tc.first}, wholeFile(tc.restAt)...)
+			var problems []string
+			for _, l := range strings.Split(strings.TrimSpace(stderr.String()), "\n") {
+				if !strings.HasSuffix(l, ": INVALID") {
+					problems = append(problems, strings.TrimPrefix(l, file))
+				}
+			}
+			if len(problems) != len(want) {
+				t.Fatalf("%d problems listed, want %d:\n%s", len(problems), len(want), stderr.String())
+			}
+			for i, w := range want {
+				if !strings.HasPrefix(problems[i], w) {
+					t.Errorf("problem %d is %q, want it to start with %q", i+1, problems[i], w)
+				}
+			}
+		})
 	}
 }

@@ -94,6 +94,15 @@ func (e *Errors) Add(err error) {
 	}
 }
 
+// Lines returns the lines of the problems listed so far, in order found.
+func (e *Errors) Lines() []int {
+	out := make([]int, len(e.list))
+	for i, p := range e.list {
+		out[i] = p.Line
+	}
+	return out
+}
+
 // Problems is the number of problems found, listed or not.
 func (e *Errors) Problems() int { return e.problems }
 

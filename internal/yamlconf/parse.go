@@ -4,40 +4,151 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 )
 
 // Parse reads data, which must hold at most one YAML document, and returns
 // its root node, or nil (and no problem) when the document is empty. Syntax
-// errors and a second document are added to errs. Past maxAliases alias
+// errors and a second document are added to errs. After a syntax error the
+// line it names is blanked and the rest read again (up to maxRecoveries
+// times), so that one typo does not hide the problems of the rest of the
+// file; the root returned then is that of the repaired text, and the
+// syntax errors already added keep the file invalid. Past maxAliases alias
 // references (*name) in the file, counted as a decoder would follow them,
 // the rest are reported once and read as null: aliases let a small file
 // repeat a subtree any number of times.
 func Parse(errs *Errors, data []byte, maxAliases int) *yaml.Node {
+	var lines [][]byte
+	for range maxRecoveries + 1 {
+		doc, err := parseOne(data)
+		if err == nil {
+			if doc == nil {
+				return nil
+			}
+			b := &aliasBudget{errs: errs, max: maxAliases, open: map[*yaml.Node]bool{}}
+			b.walk(doc)
+			return doc
+		}
+		var extra *extraDocument
+		if errors.As(err, &extra) {
+			errs.Addf(extra.line, "only one YAML document is allowed")
+			return nil
+		}
+		if lines == nil {
+			lines = bytes.SplitAfter(data, []byte("\n"))
+		}
+		p := syntaxProblem(err.Error(), lines)
+		errs.add(p)
+		if !blank(lines, p.Line) {
+			return nil
+		}
+		data = bytes.Join(lines, nil)
+	}
+	return nil
+}
+
+// maxRecoveries bounds the re-reads after syntax errors.
+const maxRecoveries = 20
+
+// extraDocument is the error of a file holding a second document.
+type extraDocument struct{ line int }
+
+func (e *extraDocument) Error() string { return "only one YAML document is allowed" }
+
+// parseOne parses one document: its root node (nil when empty), or the
+// syntax error, or an *extraDocument.
+func parseOne(data []byte) (*yaml.Node, error) {
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil {
-		if !errors.Is(err, io.EOF) {
-			errs.Add(err)
+		if errors.Is(err, io.EOF) {
+			return nil, nil
 		}
-		return nil
+		return nil, err
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err == nil {
-		errs.Addf(extra.Line, "only one YAML document is allowed")
-		return nil
+		return nil, &extraDocument{line: extra.Line}
 	}
 	root := &doc
 	if root.Kind == yaml.DocumentNode {
 		if len(root.Content) == 0 {
-			return nil
+			return nil, nil
 		}
 		root = root.Content[0]
 	}
-	b := &aliasBudget{errs: errs, max: maxAliases, open: map[*yaml.Node]bool{}}
-	b.walk(root)
-	return root
+	return root, nil
+}
+
+// syntaxProblem reads a yaml syntax error and puts it on the line a
+// reader must fix, where the scanner names another: it names the line
+// before a tab that breaks indentation (the problem goes on the first line
+// from there on whose indentation holds a tab), and a line after an
+// unclosed '[' or '{'.
+func syntaxProblem(msg string, lines [][]byte) Problem {
+	p := splitLine(msg)
+	if strings.Contains(p.Msg, "expected ',' or ") {
+		// An unclosed flow collection is noticed a line or more after
+		// it opens: put the problem on the nearest line at or before the
+		// one after the named one that opens more than it closes.
+		for i := min(p.Line, len(lines)-1); i >= 0; i-- {
+			l := lines[i]
+			if bytes.Count(l, []byte("["))+bytes.Count(l, []byte("{")) > bytes.Count(l, []byte("]"))+bytes.Count(l, []byte("}")) {
+				p.Line = i + 1
+				break
+			}
+		}
+	}
+	if strings.Contains(p.Msg, "tab character") {
+		for i := max(p.Line-1, 0); i < len(lines); i++ {
+			if bytes.IndexByte(lines[i][:indent(lines[i])], '\t') >= 0 {
+				p.Line = i + 1
+				break
+			}
+		}
+	}
+	return p
+}
+
+// blank empties line n (1-based) of lines, or, when it is already empty,
+// the nearest non-empty line before it, together with the lines below it
+// indented deeper (its block, which would otherwise be read as a child of
+// whatever precedes it). Newlines are kept, so that later lines keep their
+// numbers. It reports whether a line was blanked.
+func blank(lines [][]byte, n int) bool {
+	i := min(n, len(lines)) - 1
+	for i >= 0 && len(bytes.TrimSpace(lines[i])) == 0 {
+		i--
+	}
+	if i < 0 {
+		return false
+	}
+	depth := indent(lines[i])
+	blankLine(lines, i)
+	for j := i + 1; j < len(lines); j++ {
+		if len(bytes.TrimSpace(lines[j])) == 0 {
+			continue
+		}
+		if indent(lines[j]) <= depth {
+			break
+		}
+		blankLine(lines, j)
+	}
+	return true
+}
+
+// indent is the width of a line's leading blanks (a tab counts as one).
+func indent(line []byte) int { return len(line) - len(bytes.TrimLeft(line, " \t")) }
+
+// blankLine empties lines[i], keeping its newline.
+func blankLine(lines [][]byte, i int) {
+	if bytes.HasSuffix(lines[i], []byte("\n")) {
+		lines[i] = []byte("\n")
+	} else {
+		lines[i] = nil
+	}
 }
 
 type aliasBudget struct {
