@@ -15,21 +15,26 @@ LDFLAGS     := -X $(VERSION_PKG).Version=$(VERSION) \
                -X $(VERSION_PKG).BuildUser=$(BUILD_USER) \
                -X $(VERSION_PKG).BuildDate=$(BUILD_DATE)
 RUN_ARGS    ?=
-TUNER_MODE  ?= enforce
+TUNER_MODE  ?= recommend
 FUZZTIME    ?= 20s
 
 # go-nvml's cgo headers mark many functions deprecated; the warnings are noise.
 export CGO_CFLAGS := -Wno-deprecated-declarations
 export CGO_ENABLED := 1
 
-.PHONY: all build run test unit effects e2e lint bench fuzz clean mixin dashboards-png
+.PHONY: all build vgpusim run test unit effects e2e lint bench fuzz clean mixin dashboards-png
 
 all: lint build test
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) $(PKG)
 
-# The exporter on the default built-in simulator scenario, on :9949.
+# The offline scenario runner (docs/vgpusim.md).
+vgpusim:
+	$(GO) build -ldflags '$(LDFLAGS)' -o vgpusim ./cmd/vgpusim
+
+# The exporter on the default built-in simulator scenario, on :9949, with
+# the tuner recommending only (TUNER_MODE=enforce lets it act).
 run: build
 	./$(BIN) --backend=sim --tuner.mode=$(TUNER_MODE) $(RUN_ARGS)
 
@@ -81,7 +86,7 @@ fuzz:
 	done
 
 clean:
-	rm -f $(BIN)
+	rm -f $(BIN) vgpusim
 	$(GO) clean -testcache
 
 .PHONY: chart deploy-test
