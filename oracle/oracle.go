@@ -21,8 +21,9 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
 
-// Name is the policy that searches, by replaying the scenario, for
-// the best static setting of each phase and then runs it.
+// Name is the oracle's name among the policies of a run: it searches, by
+// replaying the scenario, for the best static setting of each phase and
+// then runs it.
 const Name = "oracle"
 
 // The oracle's search space, kept coarse so that a search replays a

@@ -13,9 +13,9 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/simtest"
+	"github.com/vgpu-exporter/vgpu_exporter/scenarios"
 	"github.com/vgpu-exporter/vgpu_exporter/sim"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
-	"github.com/vgpu-exporter/vgpu_exporter/scenarios"
 )
 
 var shareTable = flag.Bool("share-table", false, "print the share error table of docs/tenants.md (TestSharesConserveAndTrack)")

@@ -24,8 +24,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 	"github.com/vgpu-exporter/vgpu_exporter/scenarios"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
 // scenarios are the built-in scenarios the test runs, one exporter each:
