@@ -119,8 +119,8 @@ func TestTablesCommand(t *testing.T) {
 	if code != 0 || !strings.HasPrefix(out, "| Scenario | tenant | SLO |") || strings.Count(out, "\n") != 3 {
 		t.Errorf("slack table only: exit %d, %s\n%s", code, stderr, out)
 	}
-	for _, tc := range []struct{ args []string }{{[]string{"tables", "--seeds", "3-1"}}, {[]string{"tables", "--duration", "x"}}} {
-		if code, _, stderr := vgpusim(t, false, tc.args...); code != 1 || !strings.Contains(stderr, "vgpusim: error: --") {
+	for _, tc := range []struct{ args []string }{{[]string{"tables", "--seeds", "3-1"}}, {[]string{"tables", "--duration", "x"}}, {[]string{"tables", "--scenario", "no-such"}}} {
+		if code, _, stderr := vgpusim(t, false, tc.args...); code != 1 || !strings.HasPrefix(stderr, "vgpusim: error: ") {
 			t.Errorf("%v: exit %d, stderr %q", tc.args, code, stderr)
 		}
 	}

@@ -49,6 +49,11 @@ func Write(ctx context.Context, w io.Writer, o Options) error {
 	if err != nil {
 		return err
 	}
+	for _, name := range o.Scenarios {
+		if _, err := scenarios.Find(name); err != nil {
+			return err
+		}
+	}
 	var rows, slack []string
 	for _, b := range bs {
 		if len(o.Scenarios) > 0 && !slices.Contains(o.Scenarios, b.Name) {
