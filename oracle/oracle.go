@@ -202,7 +202,7 @@ func plan(ctx context.Context, s simrun.Setup) (*simrun.Plan, error) {
 	}
 	return &simrun.Plan{
 		Scenario: placed(s.Scenario, p),
-		Policy:   func(sm *sim.Simulator, act tuner.Actuators) tuner.Policy { return NewPolicy(p, sm, act) },
+		Policy:   func(sm *sim.Simulator, act tuner.Actuators) tuner.Policy { return newPolicy(p, sm, act) },
 		Write:    func(w io.Writer) { p.Write(w, s.Scenario) },
 	}, nil
 }

@@ -25,9 +25,9 @@ type oraclePolicy struct {
 
 func (*oraclePolicy) Name() string { return Name }
 
-// NewPolicy returns the policy that runs plan p on the simulator s (the
+// newPolicy returns the policy that runs plan p on the simulator s (the
 // scenario with p's placements), acting through act.
-func NewPolicy(p *Plan, s *sim.Simulator, act tuner.Actuators) tuner.Policy {
+func newPolicy(p *Plan, s *sim.Simulator, act tuner.Actuators) tuner.Policy {
 	return &oraclePolicy{plan: p, ap: newApplier(s, act, p.maxMHz)}
 }
 
