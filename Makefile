@@ -22,7 +22,7 @@ FUZZTIME    ?= 20s
 export CGO_CFLAGS := -Wno-deprecated-declarations
 export CGO_ENABLED := 1
 
-.PHONY: all build vgpusim run test unit effects e2e lint bench fuzz clean mixin dashboards-png
+.PHONY: all build vgpusim run test unit effects tables e2e lint bench fuzz clean mixin dashboards-png
 
 all: lint build test
 
@@ -61,6 +61,17 @@ unit:
 effects:
 	$(GO) test -count=1 -run '^(TestScenarioEffects|TestSLOSlack|TestOracleAtLeastBaselines|TestOracleRunsOnEveryScenario|TestAutotuneSavesEnergyWithSlack)$$' ./cmd/vgpusim/
 	$(GO) test -count=1 -run '^TestSharesConserveAndTrack$$' ./tenant/
+
+# The scenario tables of scenarios/README.md ("Baselines, autotune and the
+# oracle over three seeds", with the SLO slack table) and docs/tuning.md
+# ("Measured"): every built-in scenario under each policy on each of
+# TABLE_SEEDS, for its full duration (minutes); TABLE_ARGS are further
+# flags of `vgpusim tables`, e.g. TABLE_SEEDS=4-6
+# TABLE_ARGS='--policies static-equal,best-effort,autotune'.
+TABLE_SEEDS ?= 1-3
+TABLE_ARGS  ?= --slack
+tables:
+	$(GO) run ./cmd/vgpusim tables --seeds $(TABLE_SEEDS) $(TABLE_ARGS)
 
 # The end-to-end test alone: the real binary scraped by a real Prometheus.
 e2e:

@@ -35,6 +35,11 @@ var layers = map[string][]string{
 	"tenant":      {"gpu", "latency", "kube"},
 	"collector":   {"gpu", "tenant", "tuner"},
 	"tuner":       {"gpu", "tenant"},
+	// The simulator's driver, the oracle that replays through it and the
+	// scenario tables over both.
+	"simrun":       {"gpu", "latency", "sim", "sim/report", "tenant", "tuner", "scenarios"},
+	"oracle":       {"gpu", "sim", "sim/report", "simrun", "tenant", "tuner"},
+	"simrun/table": {"oracle", "scenarios", "sim/report", "simrun", "tuner"},
 
 	// Actuators that drive outside programs (through internal/command).
 	"gpu/mps":       {"gpu"},
@@ -42,13 +47,13 @@ var layers = map[string][]string{
 	"gpu/rebalance": {"gpu"},
 	// The commands wire every layer; nothing imports a command.
 	"cmd/vgpu_exporter": {"collector", "tuner", "tenant", "latency", "kube", "gpu", "gpu/nvml", "gpu/dcgmexp", "gpu/mps", "gpu/nvidiasmi", "gpu/rebalance", "sim", "scenarios"},
-	"cmd/vgpusim":       {"collector", "tuner", "tenant", "latency", "gpu", "sim", "sim/report", "scenarios"},
+	"cmd/vgpusim":       {"tuner", "gpu", "sim/report", "simrun", "simrun/table", "oracle", "scenarios"},
 	// Leaves below every layer; any package may import them (see leaves).
 	"internal/yamlconf": nil,
 	"internal/fileread": nil,
 	// Test builders, imported only by test files (see testOnly).
 	"internal/testutil": {"gpu"},
-	"internal/simtest":  {"gpu", "latency", "sim", "tenant"},
+	"internal/simtest":  {"gpu", "sim", "simrun", "tenant"},
 
 	"internal/command":             nil,
 	"internal/command/commandtest": nil, // fake programs for tests

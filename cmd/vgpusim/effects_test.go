@@ -10,8 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vgpu-exporter/vgpu_exporter/oracle"
 	"github.com/vgpu-exporter/vgpu_exporter/scenarios"
 	"github.com/vgpu-exporter/vgpu_exporter/sim/report"
+	"github.com/vgpu-exporter/vgpu_exporter/simrun"
+	"github.com/vgpu-exporter/vgpu_exporter/simrun/table"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
 
@@ -19,7 +22,7 @@ import (
 var raceEnabled = false
 
 // tenantsOf is one run's tenant summaries by tenant name.
-type tenantsOf map[string]report.TenantSummary
+type tenantsOf = table.Tenants
 
 // fullRuns are the summaries of the full-length runs made so far, by
 // scenario (a path or a built-in name) and policy: the effect checks share
@@ -34,13 +37,13 @@ func fullSummary(t *testing.T, scenario, policy string) report.Summary {
 	if s, ok := fullRuns[key]; ok {
 		return s
 	}
-	res, err := simulate(context.Background(), runConfig{
-		Scenario: scenario, Policy: policy, Step: time.Second, Format: report.FormatCSV,
+	res, err := simrun.Run(context.Background(), simrun.Config{
+		Scenario: scenario, Policy: policy, Step: time.Second, Actuators: guardedActuators,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := res.rec.Summary()
+	s := res.Recorder.Summary()
 	fullRuns[key] = s
 	return s
 }
@@ -114,7 +117,7 @@ func TestScenarioEffects(t *testing.T) {
 			return missed(run("best-effort")["chat"]) && missed(run("static-equal")["chat"])
 		}},
 		{"MPS caps: the assistant misses under both baselines, the oracle's training cap meets it", "bursty-llm-training", true, func(_ *testing.T, run policies) bool {
-			be, se, or := run("best-effort"), run("static-equal"), run(oracleName)
+			be, se, or := run("best-effort"), run("static-equal"), run(oracle.Name)
 			return missed(be["assistant"]) && missed(se["assistant"]) && se["pretrain"].WorkRate < 0.9*be["pretrain"].WorkRate &&
 				met(or["assistant"]) && or["pretrain"].WorkRate > 0
 		}},
@@ -128,7 +131,7 @@ func TestScenarioEffects(t *testing.T) {
 			return true
 		}},
 		{"clock locks: locked clocks meet, DVFS misses, the oracle locks GPU 1", "clock-stability", false, func(_ *testing.T, run policies) bool {
-			be, or := run("best-effort"), run(oracleName)
+			be, or := run("best-effort"), run(oracle.Name)
 			return met(be["vision-locked"]) && missed(be["vision-dvfs"]) && *be["vision-dvfs"].P50 > 1.1**be["vision-locked"].P50 &&
 				met(or["vision-dvfs"]) && met(or["vision-locked"])
 		}},
@@ -138,22 +141,22 @@ func TestScenarioEffects(t *testing.T) {
 			return missed(be["g0-chat"]) && missed(se["g0-chat"]) && allMet(moved)
 		}},
 		{"placement: chat misses under both baselines, the oracle moves the trainer and meets every SLO", "placement-spare", true, func(_ *testing.T, run policies) bool {
-			be, se, or := run("best-effort"), run("static-equal"), run(oracleName)
+			be, se, or := run("best-effort"), run("static-equal"), run(oracle.Name)
 			return missed(be["chat"]) && missed(se["chat"]) && allMet(or) && or["train"].GPU != be["train"].GPU && or["train"].WorkRate > be["train"].WorkRate
 		}},
 		{"every SLO holds under the default time slice", "h100-timeslice", false, func(_ *testing.T, run policies) bool {
 			return allMet(run("best-effort")) && allMet(run("static-equal"))
 		}},
 		{"time slice: the default level misses the vision SLO, the oracle's longer level meets it", "timeslice-levels", false, func(_ *testing.T, run policies) bool {
-			be, se, or := run("best-effort"), run("static-equal"), run(oracleName)
+			be, se, or := run("best-effort"), run("static-equal"), run(oracle.Name)
 			return missed(be["vision"]) && missed(se["vision"]) && met(or["vision"]) && or["train"].WorkRate >= 0.9*se["train"].WorkRate
 		}},
 		{"MIG relayout: vision-b misses once the loads swap, the oracle's relayout meets both", "mig-relayout", true, func(_ *testing.T, run policies) bool {
-			se, or := run("static-equal"), run(oracleName)
+			se, or := run("static-equal"), run(oracle.Name)
 			return met(se["vision-a"]) && missed(se["vision-b"]) && allMet(or)
 		}},
 		{"vGPU scheduler: best-effort misses chat, the oracle's fixed share meets it", "vgpu-scheduler", false, func(_ *testing.T, run policies) bool {
-			se, or := run("static-equal"), run(oracleName)
+			se, or := run("static-equal"), run(oracle.Name)
 			return missed(se["chat"]) && met(or["chat"])
 		}},
 		{"MIG isolation: both SLOs hold through the load step", "h200-mig", false, func(_ *testing.T, run policies) bool {
@@ -193,14 +196,14 @@ func TestAutotuneSavesEnergyWithSlack(t *testing.T) {
 		t.Skip("full-length scenario runs")
 	}
 	run := func(disabled ...string) report.Summary {
-		res, err := simulate(context.Background(), runConfig{
+		res, err := simrun.Run(context.Background(), simrun.Config{
 			Scenario: "../../scenarios/energy-slack.yaml", Policy: "autotune", Step: time.Second,
-			Format: report.FormatCSV, DisabledKnobs: disabled,
+			DisabledKnobs: disabled, Actuators: guardedActuators,
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return res.rec.Summary()
+		return res.Recorder.Summary()
 	}
 	with, without := run(), run("locked_clocks", "power_limit")
 	if with.SLOsMet != with.SLOsHeld || without.SLOsMet != without.SLOsHeld {
@@ -217,36 +220,13 @@ func TestAutotuneSavesEnergyWithSlack(t *testing.T) {
 // SLO does not bind and no policy can be told from another by it.
 const maxSlack = 3.0
 
-// slackPolicies are the policies over which a tenant's best slack is
-// taken: the baselines and the oracle, not the controller under test.
-var slackPolicies = []string{tuner.StaticEqualName, tuner.UncappedName, oracleName}
-
-// bestSlack returns each tenant's largest slack over the runs of the
-// slackPolicies that run gives (ok false: no run of that policy) and the
-// policy that gave it; tenants without a slack are left out.
-func bestSlack(run func(policy string) (tenantsOf, bool)) (best map[string]float64, from map[string]string) {
-	best, from = map[string]float64{}, map[string]string{}
-	for _, p := range slackPolicies {
-		r, ok := run(p)
-		if !ok {
-			continue
-		}
-		for name, ts := range r {
-			if _, seen := from[name]; ts.Slack != nil && (!seen || *ts.Slack > best[name]) {
-				best[name], from[name] = *ts.Slack, p
-			}
-		}
-	}
-	return best, from
-}
-
 // TestSLOSlack: in every built-in scenario, each SLO's slack (its target
 // over the tenant's latency at the SLO quantile in its busy stretch,
 // report.TenantSummary.Slack) is at most maxSlack under the best of
 // static-equal, best-effort and the oracle for that tenant.
 func TestSLOSlack(t *testing.T) {
 	eachBuiltin(t, func(t *testing.T, path string) {
-		best, from := bestSlack(func(p string) (tenantsOf, bool) { return fullRun(t, path, p), true })
+		best, from := table.BestSlack(func(p string) (tenantsOf, bool) { return fullRun(t, path, p), true })
 		slos := 0
 		for name, ts := range fullRun(t, path, tuner.StaticEqualName) {
 			if ts.SLOTarget <= 0 {
@@ -293,11 +273,11 @@ func eachBuiltin(t *testing.T, f func(t *testing.T, path string)) {
 func TestOracleAtLeastBaselines(t *testing.T) {
 	eachBuiltin(t, func(t *testing.T, path string) {
 		// (the scenario tables' goodput column, on one seed)
-		be := &policyRuns{sums: []report.Summary{fullSummary(t, path, tuner.UncappedName)}}
+		be := []report.Summary{fullSummary(t, path, tuner.UncappedName)}
 		goodput := func(policy string) float64 {
-			return goodputSum(&policyRuns{sums: []report.Summary{fullSummary(t, path, policy)}}, be)
+			return table.Goodput([]report.Summary{fullSummary(t, path, policy)}, be)
 		}
-		or := goodput(oracleName)
+		or := goodput(oracle.Name)
 		for _, p := range []string{tuner.StaticEqualName, tuner.UncappedName} {
 			g := goodput(p)
 			t.Logf("%s %.3f, oracle %.3f", p, g, or)

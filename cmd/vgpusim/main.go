@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -19,8 +18,10 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
-	"github.com/vgpu-exporter/vgpu_exporter/scenarios"
+	"github.com/vgpu-exporter/vgpu_exporter/oracle"
 	"github.com/vgpu-exporter/vgpu_exporter/sim/report"
+	"github.com/vgpu-exporter/vgpu_exporter/simrun"
+	"github.com/vgpu-exporter/vgpu_exporter/simrun/table"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
 
@@ -56,11 +57,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, progress 
 	}()
 
 	runCmd := app.Command("run", "Run a scenario and report.")
-	var cfg runConfig
+	cfg := runConfig{Config: simrun.Config{Actuators: guardedActuators}}
 	var seedSet bool
 	runCmd.Flag("scenario", "Scenario file, or the name of a built-in scenario (see 'vgpusim list').").Required().StringVar(&cfg.Scenario)
 	runCmd.Flag("tenants", "Tenants file for attribution; default: the scenario's <name>.tenants.yaml companion when it exists.").StringVar(&cfg.Tenants)
-	runCmd.Flag("policy", "Sharing policy: "+strings.Join(append(tuner.PolicyNames(), oracleName), ", ")+" (searches replays for the best static setting per phase).").Default(tuner.UncappedName).StringVar(&cfg.Policy)
+	runCmd.Flag("policy", "Sharing policy: "+strings.Join(simrun.PolicyNames(), ", ")+" (searches replays for the best static setting per phase).").Default(tuner.UncappedName).StringVar(&cfg.Policy)
 	runCmd.Flag("disable-knob", "With --policy autotune: a knob the tuner never changes (repeatable): "+strings.Join(tuner.KnobNames(), ", ")+"; e.g. locked_clocks and power_limit for the same run without clock or power control.").
 		PlaceHolder("KNOB").EnumsVar(&cfg.DisabledKnobs, tuner.KnobNames()...)
 	var duration, seed, step, seeds string
@@ -73,6 +74,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, progress 
 
 	listCmd := app.Command("list", "List the built-in scenarios.")
 
+	tablesCmd := app.Command("tables", "Run every built-in scenario under each policy on each seed and print the scenario tables of scenarios/README.md and docs/tuning.md.")
+	tables := table.Options{Run: simrun.Config{Step: time.Second, Actuators: guardedActuators}}
+	var tableSeeds, tablePolicies, tableDuration string
+	tablesCmd.Flag("seeds", "Seeds of every run: a range (4-6), a seed or a list (1,5,9).").Default("1-3").StringVar(&tableSeeds)
+	tablesCmd.Flag("policies", "Policies, in row order; "+tuner.StaticEqualName+" and "+tuner.UncappedName+" are needed for the goodput columns.").
+		Default(strings.Join([]string{tuner.StaticEqualName, tuner.UncappedName, tuner.AutotuneName, oracle.Name}, ",")).StringVar(&tablePolicies)
+	tablesCmd.Flag("policy-table", "Print the policy table (--no-policy-table: only the slack table).").Default("true").BoolVar(&tables.Policy)
+	tablesCmd.Flag("slack", "Print the SLO slack table, on the first seed.").BoolVar(&tables.Slack)
+	tablesCmd.Flag("scenario", "A built-in scenario to run (repeatable); default: every one.").StringsVar(&tables.Scenarios)
+	tablesCmd.Flag("duration", "Virtual time of every run; default: each scenario's duration.").StringVar(&tableDuration)
+
 	cmd, err := app.Parse(args)
 	if err != nil {
 		app.Errorf("%v, try --help", err)
@@ -81,6 +93,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, progress 
 	switch cmd {
 	case listCmd.FullCommand():
 		if err := listScenarios(stdout); err != nil {
+			app.Errorf("%v", err)
+			return 1
+		}
+		return 0
+	case tablesCmd.FullCommand():
+		err := parseTableFlags(&tables, tableSeeds, tablePolicies, tableDuration)
+		if err == nil {
+			tables.Log = func(format string, args ...any) { fmt.Fprintf(stderr, format+"\n", args...) }
+			err = table.Write(ctx, stdout, tables)
+		}
+		if err != nil {
 			app.Errorf("%v", err)
 			return 1
 		}
@@ -157,45 +180,44 @@ func newBar(w io.Writer) func(done, total int64) {
 	}
 }
 
-// runConfig is what `vgpusim run` was asked to do.
+// runConfig is what `vgpusim run` was asked to do: a run, and where and
+// how to write its files.
 type runConfig struct {
-	Scenario string
-	Tenants  string
-	Policy   string
-	// DisabledKnobs are the knobs the autotune policy never changes.
-	DisabledKnobs []string
-	Duration      time.Duration
-	Seed          int64
-	SeedSet       bool
-	Step          time.Duration
-	Out           string
-	Format        string
-	// Progress, when set, is called after each step with the steps done
-	// and the total.
-	Progress func(done, total int64)
+	simrun.Config
+	Out    string
+	Format string
 }
 
-func (c runConfig) validate() error {
-	if c.Duration < 0 {
-		return fmt.Errorf("--duration %v must not be negative", c.Duration)
+// runScenario runs the scenario, prints the summary on stdout and writes
+// the files into cfg.Out.
+func runScenario(ctx context.Context, cfg runConfig, stdout io.Writer) error {
+	res, err := simrun.Run(ctx, cfg.Config)
+	if err != nil {
+		return err
 	}
-	if c.Step <= 0 {
-		return fmt.Errorf("--step %v must be positive", c.Step)
+	// Files first, so that they are complete even when stdout goes away
+	// (vgpusim run ... | head).
+	var paths []string
+	if cfg.Out != "" {
+		if paths, err = res.WriteFiles(cfg.Out, cfg.Format); err != nil {
+			return err
+		}
 	}
-	if c.Format != report.FormatCSV && c.Format != report.FormatJSON {
-		return fmt.Errorf("--format %q: want csv or json", c.Format)
+	if err := report.WriteSummaryText(stdout, res.Recorder.Summary()); err != nil {
+		return err
+	}
+	applied := 0
+	for _, d := range res.Decisions {
+		if d.Applied {
+			applied++
+		}
+	}
+	fmt.Fprintf(stdout, "policy %s: %d decisions, %d applied\n", res.Recorder.Meta().Policy, len(res.Decisions), applied)
+	if res.Plan != nil {
+		res.Plan.Write(stdout)
+	}
+	if cfg.Out != "" {
+		fmt.Fprintf(stdout, "wrote %d files into %s\n", len(paths), cfg.Out)
 	}
 	return nil
-}
-
-// companion returns the tenants file beside a scenario file:
-// dir/NAME.yaml (or .yml) -> dir/NAME.tenants.yaml, as the exporter's
-// --backend=sim and the built-in library name it.
-func companion(scenarioPath string) string {
-	return strings.TrimSuffix(scenarioPath, filepath.Ext(scenarioPath)) + scenarios.TenantsSuffix
-}
-
-func fileExists(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && !st.IsDir()
 }

@@ -11,11 +11,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/scenarios"
 	"github.com/vgpu-exporter/vgpu_exporter/sim"
 	"github.com/vgpu-exporter/vgpu_exporter/sim/report"
+	"github.com/vgpu-exporter/vgpu_exporter/simrun"
 )
 
 // vgpusim runs the command in-process and returns its exit status and
@@ -92,7 +92,7 @@ func TestRunLibraryScenarios(t *testing.T) {
 				if got, want := len(gpus)-1, 20*len(sc.GPUs); got != want {
 					t.Errorf("gpus.csv has %d rows, want %d", got, want)
 				}
-				for _, name := range []string{report.FileSummary, report.FileLatencyPlot, report.FileSharesPlot, report.FileGPUPlot, FileDecisions} {
+				for _, name := range []string{report.FileSummary, report.FileLatencyPlot, report.FileSharesPlot, report.FileGPUPlot, simrun.FileDecisions} {
 					b, err := os.ReadFile(filepath.Join(dir, name))
 					if err != nil {
 						t.Fatal(err)
@@ -137,7 +137,7 @@ func TestStaticEqualDecisions(t *testing.T) {
 	if !strings.Contains(stdout, "policy static-equal: 2 decisions, 2 applied") {
 		t.Errorf("decision count missing:\n%s", stdout)
 	}
-	rows := readCSV(t, filepath.Join(dir, FileDecisions))
+	rows := readCSV(t, filepath.Join(dir, simrun.FileDecisions))
 	var got []string
 	for _, r := range rows[1:] {
 		got = append(got, r[2]+" "+r[3]+" "+r[4]+"->"+r[5]+" "+r[6])
@@ -284,12 +284,12 @@ func TestBuiltinsMatchLibrary(t *testing.T) {
 		t.Errorf("built-in scenarios %q, library files %q", got, want)
 	}
 	t.Chdir(t.TempDir())
-	sc, path, cleanup, err := loadScenario("diurnal-shift")
+	sc, path, cleanup, err := simrun.LoadScenario("diurnal-shift")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cleanup()
-	if sc.Name != "diurnal-shift" || !fileExists(companion(path)) {
+	if sc.Name != "diurnal-shift" || simrun.Companion(path) == "" {
 		t.Errorf("built-in diurnal-shift: name %q, companion of %s missing", sc.Name, path)
 	}
 	code, stdout, stderr := vgpusim(t, false, "run", "--scenario", "diurnal-shift", "--duration", "10s")
@@ -311,26 +311,5 @@ func TestProgressBar(t *testing.T) {
 	}
 	if !strings.Contains(stderr, "simulating") {
 		t.Errorf("no progress bar on stderr: %q", stderr)
-	}
-}
-
-// BenchmarkEightGPUHot runs the benchmark scenario (8 GPUs, 32 tenants) for
-// its 10 virtual minutes with a policy, sampling every second, without
-// writing files: the cost of the whole observe-decide-record loop.
-func BenchmarkEightGPUHot(b *testing.B) {
-	for _, policy := range []string{"best-effort", "static-equal"} {
-		b.Run(policy, func(b *testing.B) {
-			cfg := runConfig{Scenario: "../../scenarios/eight-gpu-hot.yaml", Policy: policy, Step: time.Second, Format: report.FormatCSV}
-			b.ReportAllocs()
-			for b.Loop() {
-				res, err := simulate(context.Background(), cfg)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if n := len(res.rec.Steps()); n != 600 {
-					b.Fatalf("%d steps", n)
-				}
-			}
-		})
 	}
 }

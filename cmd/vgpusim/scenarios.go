@@ -1,49 +1,15 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
-	"strings"
 	"text/tabwriter"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/vgpu-exporter/vgpu_exporter/scenarios"
-	"github.com/vgpu-exporter/vgpu_exporter/sim"
 )
-
-// loadScenario loads a scenario file, or else the built-in scenario of that
-// name. A built-in is copied with the other embedded files into a
-// temporary directory first, so that it finds its companion tenants file
-// and any trace it names as a file would. It returns the scenario, the
-// path it was loaded from and a cleanup function.
-func loadScenario(arg string) (*sim.Scenario, string, func(), error) {
-	nop := func() {}
-	if st, err := os.Stat(arg); err == nil && !st.IsDir() {
-		sc, err := sim.LoadScenario(arg)
-		return sc, arg, nop, err
-	}
-	b, err := scenarios.Find(arg)
-	if u, ok := errors.AsType[*scenarios.UnknownError](err); ok {
-		return nil, "", nop, fmt.Errorf("scenario %q: no such file and no built-in scenario of that name (built-in: %s)", arg, strings.Join(u.Known, ", "))
-	}
-	if err != nil {
-		return nil, "", nop, err
-	}
-	c, err := b.Materialize()
-	if err != nil {
-		return nil, "", nop, err
-	}
-	sc, err := sim.LoadScenario(c.Scenario)
-	if err != nil {
-		c.Remove()
-		return nil, "", nop, c.Explain(err)
-	}
-	return sc, c.Scenario, c.Remove, nil
-}
 
 // scenarioHead is what `list` shows of a scenario file.
 type scenarioHead struct {

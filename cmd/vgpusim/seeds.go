@@ -4,14 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"text/tabwriter"
+	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/sim/report"
-	"github.com/vgpu-exporter/vgpu_exporter/tuner"
+	"github.com/vgpu-exporter/vgpu_exporter/simrun"
+	"github.com/vgpu-exporter/vgpu_exporter/simrun/table"
 )
 
 // parseSeeds parses --seeds: a count N (the scenario's seed and the N-1
@@ -34,177 +34,74 @@ func parseSeeds(v string) (count int, list []int64, err error) {
 	return len(list), list, nil
 }
 
-// stat is a figure's mean and sample standard deviation over seeds.
-type stat struct{ vals []float64 }
+// parseSeedRange parses the seeds of `vgpusim tables`: a range A-B, a
+// single seed or a comma-separated list.
+func parseSeedRange(v string) ([]int64, error) {
+	if a, b, ok := strings.Cut(v, "-"); ok && a != "" {
+		lo, err1 := strconv.ParseInt(a, 10, 64)
+		hi, err2 := strconv.ParseInt(b, 10, 64)
+		if err1 != nil || err2 != nil || lo < 1 || hi < lo {
+			return nil, fmt.Errorf("--seeds %q: want a range of positive seeds such as 4-6", v)
+		}
+		var out []int64
+		for s := lo; s <= hi; s++ {
+			out = append(out, s)
+		}
+		return out, nil
+	}
+	if !strings.Contains(v, ",") {
+		s, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || s == 0 {
+			return nil, fmt.Errorf("--seeds %q: want a range (4-6), a seed or a list (1,5,9)", v)
+		}
+		return []int64{s}, nil
+	}
+	_, list, err := parseSeeds(v)
+	return list, err
+}
 
-func (s *stat) add(v float64) { s.vals = append(s.vals, v) }
-
-func (s stat) String() string {
-	if len(s.vals) == 0 {
-		return "-"
+// parseTableFlags parses the flags of `vgpusim tables` into o.
+func parseTableFlags(o *table.Options, seeds, policies, duration string) error {
+	var err error
+	if o.Seeds, err = parseSeedRange(seeds); err != nil {
+		return err
 	}
-	var sum float64
-	for _, v := range s.vals {
-		sum += v
+	o.Policies = strings.Split(policies, ",")
+	if duration != "" {
+		if o.Run.Duration, err = time.ParseDuration(duration); err != nil || o.Run.Duration < 0 {
+			return fmt.Errorf("--duration %q: want a duration such as 90s, 10m or 1h", duration)
+		}
 	}
-	mean := sum / float64(len(s.vals))
-	var ss float64
-	for _, v := range s.vals {
-		ss += (v - mean) * (v - mean)
-	}
-	sd := 0.0
-	if len(s.vals) > 1 {
-		sd = math.Sqrt(ss / float64(len(s.vals)-1))
-	}
-	return fmt.Sprintf("%s ± %s", strconv.FormatFloat(mean, 'g', 3, 64), strconv.FormatFloat(sd, 'g', 3, 64))
+	return nil
 }
 
 // runSeeds runs the scenario once per seed and prints each run's headline
 // and the mean ± standard deviation of every figure over the runs. With
 // --out each run's files go into <out>/seed-<N>.
 func runSeeds(ctx context.Context, cfg runConfig, count int, list []int64, stdout io.Writer) error {
+	seeds, err := simrun.Seeds(cfg.Config, count, list)
+	if err != nil {
+		return err
+	}
 	var sums []report.Summary
-	var rates []changeRate
-	if list != nil && cfg.SeedSet {
-		return fmt.Errorf("--seed %d and a --seeds list: give the seeds in one of them", cfg.Seed)
-	}
-	if list == nil {
-		base := cfg.Seed
-		if !cfg.SeedSet {
-			var err error
-			if base, err = scenarioSeed(cfg); err != nil {
-				return err
-			}
-		}
-		for i := range count {
-			list = append(list, base+int64(i))
-		}
-	}
-	for _, seed := range list {
-		res, s, rate, err := runSeed(ctx, cfg, seed)
+	var rates []simrun.ChangeRate
+	for _, seed := range seeds {
+		res, s, rate, err := simrun.RunSeed(ctx, cfg.Config, seed)
 		if err != nil {
 			return fmt.Errorf("seed %d: %w", seed, err)
 		}
 		if cfg.Out != "" {
 			dir := filepath.Join(cfg.Out, "seed-"+strconv.FormatInt(seed, 10))
-			if _, err := writeRun(dir, res, cfg.Format); err != nil {
+			if _, err := res.WriteFiles(dir, cfg.Format); err != nil {
 				return err
 			}
 		}
 		sums = append(sums, s)
 		rates = append(rates, rate)
 		fmt.Fprintf(stdout, "seed %d: SLOs met %d of %d, energy %s J\n", seed, s.SLOsMet, s.SLOsHeld, strconv.FormatFloat(s.EnergyJ, 'g', 3, 64))
-		if res.plan != nil {
-			writePlan(stdout, res.sc, res.plan)
+		if res.Plan != nil {
+			res.Plan.Write(stdout)
 		}
 	}
-	return writeSeedStats(stdout, cfg, sums, rates)
-}
-
-// scenarioSeed is the seed the scenario names.
-// runSeed runs cfg on seed: the run, its summary and how often its policy
-// changed a setting.
-func runSeed(ctx context.Context, cfg runConfig, seed int64) (*result, report.Summary, changeRate, error) {
-	cfg.SeedSet, cfg.Seed = true, seed
-	res, err := simulate(ctx, cfg)
-	if err != nil {
-		return nil, report.Summary{}, changeRate{}, err
-	}
-	s := res.rec.Summary()
-	return res, s, changesPerMinute(res.decisions, s), nil
-}
-
-func scenarioSeed(cfg runConfig) (int64, error) {
-	sc, _, cleanup, err := loadScenario(cfg.Scenario)
-	if err != nil {
-		return 0, err
-	}
-	cleanup()
-	return sc.Seed, nil
-}
-
-// changeRate is how often a run's policy changed a setting: applied
-// changes per minute per GPU, over the host and on its busiest GPU.
-type changeRate struct{ mean, max float64 }
-
-func changesPerMinute(decs []tuner.Decision, s report.Summary) changeRate {
-	minutes := s.Seconds / 60
-	if minutes <= 0 || len(s.GPUs) == 0 {
-		return changeRate{}
-	}
-	by := map[string]int{}
-	n := 0
-	for _, d := range decs {
-		if d.Applied {
-			by[d.GPU]++
-			n++
-		}
-	}
-	r := changeRate{mean: float64(n) / minutes / float64(len(s.GPUs))}
-	for _, c := range by {
-		r.max = max(r.max, float64(c)/minutes)
-	}
-	return r
-}
-
-func writeSeedStats(w io.Writer, cfg runConfig, sums []report.Summary, rates []changeRate) error {
-	type acc struct {
-		att, slack, p99, rps, work, good stat
-		met, held                        int
-	}
-	var order []string
-	by := map[string]*acc{}
-	var met, energy, held stat
-	for _, s := range sums {
-		met.add(float64(s.SLOsMet))
-		energy.add(s.EnergyJ)
-		held.add(s.HeldFraction * 100)
-		for _, t := range s.Tenants {
-			a := by[t.Tenant]
-			if a == nil {
-				a = &acc{}
-				by[t.Tenant] = a
-				order = append(order, t.Tenant)
-			}
-			if t.Attainment != nil {
-				a.att.add(*t.Attainment * 100)
-			}
-			if t.Slack != nil {
-				a.slack.add(*t.Slack)
-			}
-			if t.P99 != nil {
-				a.p99.add(*t.P99)
-			}
-			a.rps.add(t.Throughput)
-			a.work.add(t.WorkRate)
-			a.good.add(t.Goodput)
-			if t.SLOMet != nil {
-				a.held++
-				if *t.SLOMet {
-					a.met++
-				}
-			}
-		}
-	}
-	fmt.Fprintf(w, "\nscenario %s, policy %s, %d seeds: mean ± standard deviation\n\n", sums[0].Meta.Scenario, cfg.Policy, len(sums))
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TENANT\tATTAINMENT %\tSLO MET\tSLACK\tP99 (s)\tREQ/S\tWORK/S\tGOODPUT/S")
-	for _, name := range order {
-		a := by[name]
-		metCol := "-"
-		if a.held > 0 {
-			metCol = fmt.Sprintf("%d of %d", a.met, a.held)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, a.att, metCol, a.slack, a.p99, a.rps, a.work, a.good)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	var mean, most stat
-	for _, r := range rates {
-		mean.add(r.mean)
-		most.add(r.max)
-	}
-	_, err := fmt.Fprintf(w, "\nSLOs met: %s; SLOs held in %s %% of the GPU-minutes; energy: %s J\nchanges applied per minute per GPU: %s (busiest GPU: %s)\n", met, held, energy, mean, most)
-	return err
+	return table.WriteSeedStats(stdout, cfg.Policy, sums, rates)
 }

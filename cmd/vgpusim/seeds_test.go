@@ -4,9 +4,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/vgpu-exporter/vgpu_exporter/sim/report"
-	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
 
 func TestParseSeeds(t *testing.T) {
@@ -44,18 +41,6 @@ func TestSeedsReportsSpread(t *testing.T) {
 	}
 }
 
-func TestChangesPerMinute(t *testing.T) {
-	s := report.Summary{Seconds: 600, GPUs: []report.GPUSummary{{UUID: "a"}, {UUID: "b"}}}
-	decs := []tuner.Decision{{GPU: "a", Applied: true}, {GPU: "a", Applied: true}, {GPU: "a", Applied: true}, {GPU: "b", Applied: true}, {GPU: "b", Applied: false}}
-	got := changesPerMinute(decs, s)
-	if want := (changeRate{mean: 4.0 / 10 / 2, max: 3.0 / 10}); got != want {
-		t.Errorf("changesPerMinute = %+v, want %+v", got, want)
-	}
-	if got := changesPerMinute(decs, report.Summary{}); got != (changeRate{}) {
-		t.Errorf("empty run: %+v", got)
-	}
-}
-
 // TestSeedsFromSeed: a --seeds count starts at --seed when it is given; a
 // --seeds list with --seed, and --disable-knob with the oracle, are
 // errors.
@@ -77,6 +62,66 @@ func TestSeedsFromSeed(t *testing.T) {
 		code, _, stderr := vgpusim(t, false, append([]string{"run", "--scenario", "clock-stability", "--duration", "10s"}, tc.args...)...)
 		if code != 1 || !strings.Contains(stderr, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want 1 and %q", tc.args, code, stderr, tc.want)
+		}
+	}
+}
+
+func TestParseSeedRange(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []int64
+		err  bool
+	}{
+		{"1-3", []int64{1, 2, 3}, false},
+		{"4-6", []int64{4, 5, 6}, false},
+		{"7", []int64{7}, false},
+		{"1,5,9", []int64{1, 5, 9}, false},
+		{"3-1", nil, true},
+		{"0-2", nil, true},
+		{"0", nil, true},
+		{"a-b", nil, true},
+		{"", nil, true},
+	}
+	for _, tc := range tests {
+		got, err := parseSeedRange(tc.in)
+		if (err != nil) != tc.err || !slices.Equal(got, tc.want) {
+			t.Errorf("parseSeedRange(%q) = %v, %v", tc.in, got, err)
+		}
+	}
+}
+
+// `vgpusim tables` prints the policy table, and the slack table after a
+// blank line, for the scenarios and policies it is given.
+func TestTablesCommand(t *testing.T) {
+	args := []string{"tables", "--seeds", "1", "--policies", "static-equal,best-effort", "--scenario", "noisy-neighbour", "--duration", "1m"}
+	code, out, stderr := vgpusim(t, false, append(args, "--slack")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	// header, rule, two policies; blank; header, rule, chat's SLO
+	if len(lines) != 8 || lines[4] != "" {
+		t.Fatalf("output:\n%s", out)
+	}
+	for i, prefix := range []string{"| Scenario | policy | SLOs met |", "|---|", "| `noisy-neighbour` | static-equal |", "| `noisy-neighbour` | best-effort |",
+		"", "| Scenario | tenant | SLO |", "|---|", "| `noisy-neighbour` | chat | p99 <= "} {
+		if !strings.HasPrefix(lines[i], prefix) {
+			t.Errorf("line %d %q, want it to start with %q", i, lines[i], prefix)
+		}
+	}
+	if strings.Contains(lines[0], "vs oracle") {
+		t.Errorf("a vs oracle column without the oracle: %s", lines[0])
+	}
+	if !strings.Contains(stderr, "noisy-neighbour: 2 policies x 1 seeds in") {
+		t.Errorf("stderr %q lacks the scenario's run time", stderr)
+	}
+	code, out, stderr = vgpusim(t, false, append(args, "--no-policy-table", "--slack")...)
+	if code != 0 || !strings.HasPrefix(out, "| Scenario | tenant | SLO |") || strings.Count(out, "\n") != 3 {
+		t.Errorf("slack table only: exit %d, %s\n%s", code, stderr, out)
+	}
+	for _, tc := range []struct{ args []string }{{[]string{"tables", "--seeds", "3-1"}}, {[]string{"tables", "--duration", "x"}}, {[]string{"tables", "--scenario", "no-such"}}} {
+		if code, _, stderr := vgpusim(t, false, tc.args...); code != 1 || !strings.HasPrefix(stderr, "vgpusim: error: ") {
+			t.Errorf("%v: exit %d, stderr %q", tc.args, code, stderr)
 		}
 	}
 }

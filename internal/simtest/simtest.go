@@ -1,7 +1,7 @@
 // Package simtest runs a simulated host through tenant.Builder for tests:
-// a scenario and its tenants file, the simulator, a manual clock and a
-// builder whose sim:// latency sources read the simulator. Only test files
-// import it.
+// a simrun.Host (a scenario and its tenants file, the simulator, a manual
+// clock and a builder whose sim:// latency sources read the simulator)
+// whose problems fail the test. Only test files import it.
 package simtest
 
 import (
@@ -10,19 +10,15 @@ import (
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
-	"github.com/vgpu-exporter/vgpu_exporter/latency"
 	"github.com/vgpu-exporter/vgpu_exporter/sim"
+	"github.com/vgpu-exporter/vgpu_exporter/simrun"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
-// Host is a simulator and a tenant.Builder over it on one manual clock.
+// Host is a simrun.Host that fails its test on a problem.
 type Host struct {
-	t        testing.TB
-	Scenario *sim.Scenario
-	Config   *tenant.Config
-	Sim      *sim.Simulator
-	Clock    *gpu.ManualClock
-	Builder  *tenant.Builder
+	*simrun.Host
+	t testing.TB
 }
 
 // New loads the scenario and tenants files and starts the simulator and
@@ -45,25 +41,18 @@ func New(t testing.TB, scenario, tenants string) *Host {
 // clock; a problem fails t.
 func Start(t testing.TB, sc *sim.Scenario, cfg *tenant.Config) *Host {
 	t.Helper()
-	s, err := sim.New(sc, sim.Options{})
+	h, err := simrun.NewHost(sc, cfg, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := gpu.NewManualClock(s.Now())
-	b, err := tenant.NewBuilder(cfg, tenant.BuilderOptions{Clock: clock, Latency: latency.NewPool(latency.Options{Clock: clock, AppMetrics: s})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &Host{t: t, Scenario: sc, Config: cfg, Sim: s, Clock: clock, Builder: b}
+	return &Host{Host: h, t: t}
 }
 
 // Sample advances the simulator and the clock by d and returns the
 // readings at the new time; a sample error fails the test.
 func (h *Host) Sample(ctx context.Context, d time.Duration) *gpu.Readings {
 	h.t.Helper()
-	at := h.Sim.Now().Add(d)
-	h.Sim.AdvanceTo(at)
-	h.Clock.Set(at)
+	h.AdvanceTo(h.Sim.Now().Add(d))
 	r, err := h.Sim.Sample(ctx)
 	if err != nil {
 		h.t.Fatal(err)

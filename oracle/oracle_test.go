@@ -1,0 +1,136 @@
+package oracle
+
+import (
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/sim"
+)
+
+func TestOracleLayoutCandidates(t *testing.T) {
+	src := func(layout string, memA, memB string) string {
+		return `name: m
+gpus: [{model: H100-SXM5-80GB, sharing: mig, mig: [` + layout + `]}]
+tenants:
+  - {name: a, mig_instance: 0, memory: ` + memA + `, workload: {type: training, flops: 1e12}}
+  - {name: b, mig_instance: 1, memory: ` + memB + `, workload: {type: training, flops: 1e12}}
+`
+	}
+	tests := []struct {
+		name       string
+		layout     string
+		memA, memB string
+		want       [][]string // the relayouts, kept layout excluded
+	}{
+		{"swap fits", "{profile: 3g.40gb}, {profile: 1g.10gb}", "6GiB", "6GiB", [][]string{{"1g.10gb", "3g.40gb"}}},
+		{"a does not fit the small instance", "{profile: 3g.40gb}, {profile: 1g.10gb}", "20GiB", "6GiB", nil},
+		{"equal profiles have no other order", "{profile: 3g.40gb}, {profile: 3g.40gb}", "6GiB", "6GiB", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			sc, err := sim.ParseScenario("m.yaml", []byte(src(tc.layout, tc.memA, tc.memB)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := &oracleSearch{sc: sc, phases: phaseBounds(sc, time.Minute)}
+			p := &Plan{Phases: o.phases}
+			var got [][]string
+			for _, c := range o.layoutCandidates(p, 0, 0) {
+				if c.Layout != nil {
+					got = append(got, c.Layout)
+				}
+			}
+			if !slices.EqualFunc(got, tc.want, slices.Equal[[]string]) {
+				t.Errorf("relayouts %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestProfileMemory(t *testing.T) {
+	for in, want := range map[string]uint64{"3g.40gb": 40e9, "1g.10gb": 10e9, "7g.141gb": 141e9, "7g": 0, "3g.40GiB": 0} {
+		if got := profileMemory(in); got != want {
+			t.Errorf("profileMemory(%q) = %d, want %d", in, got, want)
+		}
+	}
+}
+
+// The oracle's search caps one tenant at a time on a GPU with more than
+// two MPS tenants, those without an SLO first.
+func TestOracleStagesCapsBatchFirst(t *testing.T) {
+	sc, err := sim.ParseScenario("s.yaml", []byte(`name: s
+gpus: [{model: H100-SXM5-80GB, sharing: mps}]
+tenants:
+  - {name: a, process: {pid: 11}, memory: 1GiB, slo: {quantile: 0.9, target: 1s}, workload: {type: dnn, flops: 1e9, arrival: {process: poisson, rate: 1}}}
+  - {name: b, process: {pid: 12}, memory: 1GiB, slo: {quantile: 0.9, target: 1s}, workload: {type: dnn, flops: 1e9, arrival: {process: poisson, rate: 1}}}
+  - {name: t, process: {pid: 13}, memory: 1GiB, workload: {type: training, flops: 1e12}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := &oracleSearch{sc: sc, phases: phaseBounds(sc, time.Minute)}
+	p := &Plan{Phases: o.phases}
+	var order []uint32
+	for stage := 0; ; stage++ {
+		c := o.primaryCandidates(p, 0, stage)
+		if c == nil {
+			break
+		}
+		if stage == 0 {
+			if len(c[0]) != 0 {
+				t.Errorf("stage 0 tries %d cap settings on a three-tenant GPU, want none", len(c[0]))
+			}
+			continue
+		}
+		if len(c[0]) != len(capGridMany) {
+			t.Fatalf("stage %d: %d candidates, want %d", stage, len(c[0]), len(capGridMany))
+		}
+		for pid, f := range c[0][len(c[0])-1].Caps {
+			if f < 1 {
+				order = append(order, pid)
+			}
+		}
+	}
+	if !slices.Equal(order, []uint32{13, 11, 12}) {
+		t.Errorf("capped in the order %v, want the training job (13) first, then 11, 12", order)
+	}
+}
+
+// TestPhaseRunsHeldWork: a tenant's work counts only in the minutes in
+// which every SLO on its GPU held, judged as the run report judges them
+// (requests that ended, completed or dropped, not those still in flight);
+// a minute in which no SLO request ended holds; a minute split by a phase
+// boundary is judged whole and its work goes to each phase's part.
+func TestPhaseRunsHeldWork(t *testing.T) {
+	w := func(good, completed, dropped, overdue int, train, other float64) *sim.WindowStats {
+		return &sim.WindowStats{Tenants: []sim.TenantWindow{
+			{Tenant: "chat", GPU: "a", SLOQuantile: 0.9, SLOTarget: time.Second, Good: good, Completed: completed, Dropped: dropped, Overdue: overdue, Work: 1},
+			{Tenant: "train", GPU: "a", Work: train},
+			{Tenant: "other", GPU: "b", Work: other},
+		}}
+	}
+	frags := []fragment{
+		{minute: 0, phase: 0, w: w(10, 10, 0, 5, 2, 5)}, // held: in-flight requests are not judged
+		{minute: 1, phase: 0, w: w(8, 9, 1, 0, 3, 7)},   // a broken: 8 of 10 ended
+		{minute: 2, phase: 0, w: w(0, 0, 0, 0, 4, 1)},   // nothing ended: held
+		// minute 3 split by the phase boundary: 9 of 10 over the minute
+		// holds, though its first part alone (5 of 6) would not
+		{minute: 3, phase: 0, w: w(5, 6, 0, 0, 1, 1)},
+		{minute: 3, phase: 1, w: w(4, 4, 0, 0, 2, 2)},
+	}
+	runs := phaseRuns(frags, 2)
+	want := []map[string]float64{
+		{"chat": 3, "train": 7, "other": 14},
+		{"chat": 1, "train": 2, "other": 2},
+	}
+	for pi, r := range runs {
+		if !maps.Equal(r.heldWork, want[pi]) {
+			t.Errorf("phase %d: held work %v, want %v", pi, r.heldWork, want[pi])
+		}
+	}
+	if c := runs[0].Tenants[0]; c.Tenant != "chat" || c.Good != 23 || c.Completed != 25 || c.Dropped != 1 {
+		t.Errorf("phase 0's chat window %+v, want the sum of its fragments", c)
+	}
+}

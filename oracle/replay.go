@@ -1,0 +1,150 @@
+package oracle
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/sim"
+	"github.com/vgpu-exporter/vgpu_exporter/sim/report"
+	"github.com/vgpu-exporter/vgpu_exporter/simrun"
+)
+
+// placed returns a copy of sc with the plan's first-phase spec settings:
+// the moves and the vGPU scheduler policies.
+func placed(sc *sim.Scenario, p *Plan) *sim.Scenario {
+	c := *sc
+	c.GPUs = slices.Clone(sc.GPUs)
+	c.Tenants = slices.Clone(sc.Tenants)
+	for _, m := range p.Moves {
+		c.Tenants[m.Tenant].GPU = m.To
+	}
+	if len(p.Phases) > 0 {
+		for g, s := range p.Phases[0].GPUs {
+			if s.VGPU != "" {
+				c.GPUs[g].VGPU.Policy = s.VGPU
+			}
+		}
+	}
+	return &c
+}
+
+// replay runs the plan up to the end of phase last and returns that
+// phase's window.
+func (o *oracleSearch) replay(ctx context.Context, p *Plan, last int) (*phaseRun, error) {
+	ws, err := o.run(ctx, p, last)
+	if err != nil {
+		return nil, err
+	}
+	return ws[last], nil
+}
+
+// replayAll runs the whole plan and returns one window per phase.
+func (o *oracleSearch) replayAll(ctx context.Context, p *Plan) ([]*phaseRun, error) {
+	return o.run(ctx, p, len(p.Phases)-1)
+}
+
+// phaseRun is one phase of a replay: its window, and each tenant's work in
+// the goodput windows (report.GoodputWindow, on the run's minute grid) in
+// which every SLO on its GPU held, judged as the run report judges them.
+type phaseRun struct {
+	sim.WindowStats
+	heldWork map[string]float64
+}
+
+// fragment is the part of one goodput window that falls in one phase (a
+// phase that ends between minutes splits the minute; the minute is judged
+// whole).
+type fragment struct {
+	minute, phase int
+	w             *sim.WindowStats
+}
+
+func (o *oracleSearch) run(ctx context.Context, p *Plan, last int) ([]*phaseRun, error) {
+	s, err := simrun.NewSimulator(placed(o.sc, p), o.seed)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	ap := newApplier(s, o.actuators(s), o.maxMHz)
+	var frags []fragment
+	// advance runs the replay to `to`, cutting a fragment at every minute
+	// of the grid, and at `to` when cut is set (a phase's end).
+	advance := func(to time.Time, pi int, cut bool) {
+		for s.Now().Before(to) {
+			minute := int(s.Now().Sub(simrun.Start) / report.GoodputWindow)
+			next := simrun.Start.Add(time.Duration(minute+1) * report.GoodputWindow)
+			onGrid := !next.After(to)
+			if !onGrid {
+				next = to
+			}
+			s.AdvanceTo(next)
+			if onGrid || cut {
+				w := s.Window()
+				frags = append(frags, fragment{minute: minute, phase: pi, w: &w})
+			}
+		}
+	}
+	for pi := 0; pi <= last; pi++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		ph := p.Phases[pi]
+		end := simrun.Start.Add(ph.End)
+		ap.apply(ctx, s.Now(), ph)
+		for ap.pending() && s.Now().Before(end) {
+			// Step as the run does until the drained instances are
+			// empty and the relayout done.
+			advance(s.Now().Add(time.Second), pi, false)
+			ap.progress(ctx, s.Now())
+		}
+		advance(end, pi, true)
+	}
+	return phaseRuns(frags, last+1), nil
+}
+
+// phaseRuns sums the fragments into phases, each tenant's held work judged
+// over the whole of each minute.
+func phaseRuns(frags []fragment, phases int) []*phaseRun {
+	byMinute := map[int][]*sim.WindowStats{}
+	for _, f := range frags {
+		byMinute[f.minute] = append(byMinute[f.minute], f.w)
+	}
+	broken := map[int]map[string]bool{}
+	for m, ws := range byMinute {
+		broken[m] = brokenGPUs(merged(ws))
+	}
+	out := make([]*phaseRun, phases)
+	for pi := range out {
+		var ws []*sim.WindowStats
+		held := map[string]float64{}
+		for _, f := range frags {
+			if f.phase != pi {
+				continue
+			}
+			ws = append(ws, f.w)
+			for _, tw := range f.w.Tenants {
+				if !broken[f.minute][tw.GPU] {
+					held[tw.Tenant] += tw.Work
+				}
+			}
+		}
+		if len(ws) == 0 {
+			ws = []*sim.WindowStats{{}}
+		}
+		out[pi] = &phaseRun{WindowStats: *merged(ws), heldWork: held}
+	}
+	return out
+}
+
+// brokenGPUs are the GPUs on which an SLO did not hold over a goodput
+// window, judged as the run report judges it (report.WindowHeld).
+func brokenGPUs(w *sim.WindowStats) map[string]bool {
+	out := map[string]bool{}
+	for _, tw := range w.Tenants {
+		if tw.SLOTarget > 0 && !report.WindowHeld(tw.Good, tw.Completed+tw.Dropped, tw.SLOQuantile) {
+			out[tw.GPU] = true
+		}
+	}
+	return out
+}

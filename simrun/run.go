@@ -1,0 +1,229 @@
+package simrun
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/sim"
+	"github.com/vgpu-exporter/vgpu_exporter/sim/report"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner"
+)
+
+// Config is one run: a scenario under a policy in virtual time.
+type Config struct {
+	// Scenario is a scenario file or the name of a built-in scenario.
+	Scenario string
+	// Tenants is the tenants file for attribution; "" means the scenario's
+	// companion when it has one.
+	Tenants string
+	// Policy is a tuner policy's or a planner's registered name.
+	Policy string
+	// DisabledKnobs are the knobs the autotune policy never changes.
+	DisabledKnobs []string
+	// Duration is the virtual time to simulate; 0 means the scenario's.
+	Duration time.Duration
+	// Seed, when SeedSet, replaces the scenario's seed.
+	Seed    int64
+	SeedSet bool
+	// Step is the sample, policy and report step.
+	Step time.Duration
+	// Actuators wraps the simulator into the actuators a policy gets (the
+	// oracle's replays included); nil gives the simulator itself.
+	Actuators func(backend any) tuner.Actuators
+	// Progress, when set, is called after each step with the steps done
+	// and the total.
+	Progress func(done, total int64)
+}
+
+func (c Config) actuators(s *sim.Simulator) tuner.Actuators {
+	if c.Actuators == nil {
+		return tuner.ActuatorsOf(s)
+	}
+	return c.Actuators(s)
+}
+
+// Result is a finished run.
+type Result struct {
+	Recorder  *report.Recorder
+	Decisions []tuner.Decision
+	// Plan is what a planner found; nil for a tuner policy.
+	Plan *Plan
+}
+
+// Setup is what a planner is given: the run's scenario, seed and
+// duration, and the actuators its own replays give their policies.
+type Setup struct {
+	Scenario  *sim.Scenario
+	Seed      int64
+	Duration  time.Duration
+	Actuators func(backend any) tuner.Actuators
+}
+
+// Plan is what a planner prepared for a run.
+type Plan struct {
+	// Scenario is the scenario to run, with the planner's placements.
+	Scenario *sim.Scenario
+	// Policy makes the run's policy over its simulator, with the actuators
+	// the run gives policies.
+	Policy func(s *sim.Simulator, act tuner.Actuators) tuner.Policy
+	// Write prints what the planner found.
+	Write func(w io.Writer)
+}
+
+// A Planner prepares a run whose policy needs the whole scenario first
+// (the oracle replays it in search of the best static settings).
+type Planner func(ctx context.Context, s Setup) (*Plan, error)
+
+// planners maps a registered name to its planner.
+var planners = map[string]Planner{}
+
+// RegisterPlanner adds a planner under name, which Config.Policy may then
+// name like a tuner policy. Call it from an init function.
+func RegisterPlanner(name string, p Planner) { planners[name] = p }
+
+// PolicyNames are the names Config.Policy takes: the tuner policies, then
+// the planners, each sorted.
+func PolicyNames() []string {
+	var ps []string
+	for n := range planners {
+		ps = append(ps, n)
+	}
+	slices.Sort(ps)
+	return append(tuner.PolicyNames(), ps...)
+}
+
+// policy returns the tuner policy cfg names, or else its planner.
+func (c Config) policy() (tuner.Policy, Planner, error) {
+	if pl, ok := planners[c.Policy]; ok {
+		if len(c.DisabledKnobs) > 0 {
+			return nil, nil, fmt.Errorf("--disable-knob: only a tuner policy (%s) has knobs to disable, not %q", tuner.AutotuneName, c.Policy)
+		}
+		return nil, pl, nil
+	}
+	p, err := tuner.NewPolicy(c.Policy)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--policy: %w", err)
+	}
+	if tp, ok := p.(*tuner.TunerPolicy); ok {
+		for _, k := range c.DisabledKnobs {
+			tp.Disabled = append(tp.Disabled, gpu.Knob(k))
+		}
+	} else if len(c.DisabledKnobs) > 0 {
+		return nil, nil, fmt.Errorf("--disable-knob: only a tuner policy (%s) has knobs to disable, not %q", tuner.AutotuneName, c.Policy)
+	}
+	return p, nil, nil
+}
+
+func (c Config) validate() error {
+	if c.Duration < 0 {
+		return fmt.Errorf("--duration %v must not be negative", c.Duration)
+	}
+	if c.Step <= 0 {
+		return fmt.Errorf("--step %v must be positive", c.Step)
+	}
+	return nil
+}
+
+// Run runs the scenario in virtual time: every step it advances the
+// simulator, samples it, builds a snapshot, lets the policy act and
+// records the window's ground truth.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	pol, planner, err := cfg.policy()
+	if err != nil {
+		return nil, err
+	}
+	sc, scPath, cleanup, err := LoadScenario(cfg.Scenario)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	seed := sc.Seed
+	if cfg.SeedSet {
+		seed = cfg.Seed
+	}
+	dur := cfg.Duration
+	if dur == 0 {
+		dur = sc.Duration
+	}
+	if dur < cfg.Step {
+		return nil, fmt.Errorf("--duration %v is shorter than one step (%v)", dur, cfg.Step)
+	}
+	tenantsFile := cfg.Tenants
+	if tenantsFile == "" && scPath != "" {
+		tenantsFile = Companion(scPath)
+	}
+	tcfg := tenant.EmptyConfig()
+	if tenantsFile != "" {
+		if tcfg, err = tenant.LoadConfig(tenantsFile); err != nil {
+			return nil, err
+		}
+	}
+
+	res := &Result{}
+	if planner != nil {
+		res.Plan, err = planner(ctx, Setup{Scenario: sc, Seed: seed, Duration: dur, Actuators: cfg.Actuators})
+		if err != nil {
+			return nil, fmt.Errorf("%s on %s: %w", cfg.Policy, cfg.Scenario, err)
+		}
+		sc = res.Plan.Scenario
+	}
+	h, err := NewHost(sc, tcfg, seed)
+	if err != nil {
+		return nil, fmt.Errorf("scenario %s: %w", cfg.Scenario, err)
+	}
+	defer h.Close()
+	s := h.Sim
+	act := cfg.actuators(s)
+	if res.Plan != nil {
+		pol = res.Plan.Policy(s, act)
+	}
+	snaps := newSnapshotter(h)
+	sampler := gpu.NewSampler(s, h.Clock, cfg.Step, nil)
+
+	res.Recorder = report.NewRecorder(report.Meta{
+		Scenario: sc.Name, Description: sc.Description, Policy: pol.Name(), Seed: seed,
+		Start: s.Now(), Step: cfg.Step, Duration: dur,
+	})
+
+	steps := int64((dur + cfg.Step - 1) / cfg.Step)
+	start := s.Now()
+	// The first sample gives the policy its starting point.
+	if err := sampler.SampleOnce(ctx); err != nil {
+		return nil, fmt.Errorf("sample at start: %w", err)
+	}
+	if err := pol.Init(ctx, act, snaps.build(ctx, sampler)); err != nil {
+		return nil, fmt.Errorf("policy %s: init: %w", pol.Name(), err)
+	}
+	s.Window() // discard anything before the first step
+	for i := int64(1); i <= steps; i++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		at := start.Add(time.Duration(i) * cfg.Step)
+		if at.Sub(start) > dur {
+			at = start.Add(dur)
+		}
+		h.AdvanceTo(at)
+		if err := sampler.SampleOnce(ctx); err != nil {
+			return nil, fmt.Errorf("sample at %v: %w", at.Sub(start), err)
+		}
+		decs, err := pol.Observe(ctx, act, snaps.build(ctx, sampler))
+		if err != nil {
+			return nil, fmt.Errorf("policy %s at %v: %w", pol.Name(), at.Sub(start), err)
+		}
+		res.Decisions = append(res.Decisions, decs...)
+		res.Recorder.Add(s.Window())
+		if cfg.Progress != nil {
+			cfg.Progress(i, steps)
+		}
+	}
+	return res, nil
+}

@@ -1,0 +1,102 @@
+package table
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/vgpu-exporter/vgpu_exporter/sim/report"
+	"github.com/vgpu-exporter/vgpu_exporter/simrun"
+)
+
+// stat is a figure's mean and sample standard deviation over seeds.
+type stat struct{ vals []float64 }
+
+func (s *stat) add(v float64) { s.vals = append(s.vals, v) }
+
+func (s stat) String() string {
+	if len(s.vals) == 0 {
+		return "-"
+	}
+	var sum float64
+	for _, v := range s.vals {
+		sum += v
+	}
+	mean := sum / float64(len(s.vals))
+	var ss float64
+	for _, v := range s.vals {
+		ss += (v - mean) * (v - mean)
+	}
+	sd := 0.0
+	if len(s.vals) > 1 {
+		sd = math.Sqrt(ss / float64(len(s.vals)-1))
+	}
+	return fmt.Sprintf("%s ± %s", strconv.FormatFloat(mean, 'g', 3, 64), strconv.FormatFloat(sd, 'g', 3, 64))
+}
+
+// WriteSeedStats writes, for runs of one scenario under policy on several
+// seeds, the mean ± standard deviation of every tenant's figures and of
+// the host's.
+func WriteSeedStats(w io.Writer, policy string, sums []report.Summary, rates []simrun.ChangeRate) error {
+	type acc struct {
+		att, slack, p99, rps, work, good stat
+		met, held                        int
+	}
+	var order []string
+	by := map[string]*acc{}
+	var met, energy, held stat
+	for _, s := range sums {
+		met.add(float64(s.SLOsMet))
+		energy.add(s.EnergyJ)
+		held.add(s.HeldFraction * 100)
+		for _, t := range s.Tenants {
+			a := by[t.Tenant]
+			if a == nil {
+				a = &acc{}
+				by[t.Tenant] = a
+				order = append(order, t.Tenant)
+			}
+			if t.Attainment != nil {
+				a.att.add(*t.Attainment * 100)
+			}
+			if t.Slack != nil {
+				a.slack.add(*t.Slack)
+			}
+			if t.P99 != nil {
+				a.p99.add(*t.P99)
+			}
+			a.rps.add(t.Throughput)
+			a.work.add(t.WorkRate)
+			a.good.add(t.Goodput)
+			if t.SLOMet != nil {
+				a.held++
+				if *t.SLOMet {
+					a.met++
+				}
+			}
+		}
+	}
+	fmt.Fprintf(w, "\nscenario %s, policy %s, %d seeds: mean ± standard deviation\n\n", sums[0].Meta.Scenario, policy, len(sums))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TENANT\tATTAINMENT %\tSLO MET\tSLACK\tP99 (s)\tREQ/S\tWORK/S\tGOODPUT/S")
+	for _, name := range order {
+		a := by[name]
+		metCol := "-"
+		if a.held > 0 {
+			metCol = fmt.Sprintf("%d of %d", a.met, a.held)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, a.att, metCol, a.slack, a.p99, a.rps, a.work, a.good)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	var mean, most stat
+	for _, r := range rates {
+		mean.add(r.Mean)
+		most.add(r.Max)
+	}
+	_, err := fmt.Fprintf(w, "\nSLOs met: %s; SLOs held in %s %% of the GPU-minutes; energy: %s J\nchanges applied per minute per GPU: %s (busiest GPU: %s)\n", met, held, energy, mean, most)
+	return err
+}

@@ -1,0 +1,171 @@
+package table
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/oracle"
+	"github.com/vgpu-exporter/vgpu_exporter/sim/report"
+	"github.com/vgpu-exporter/vgpu_exporter/simrun"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner"
+)
+
+// TestShortTable builds the rows of short runs of one scenario under both
+// baselines and checks them against the runs' summaries.
+func TestShortTable(t *testing.T) {
+	seeds := []int64{1, 2}
+	policies := []string{tuner.StaticEqualName, tuner.UncappedName}
+	base := simrun.Config{Duration: 3 * time.Minute, Step: time.Second}
+	sr, err := runPolicies(context.Background(), base, "noisy-neighbour", "noisy-neighbour", policies, seeds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := tableRows(sr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("rows:\n%s\n%s", strings.Join(rows, "\n"), strings.Join(slackRows(sr), "\n"))
+	header := tableHeader(false)
+	if len(rows) != len(policies) {
+		t.Fatalf("%d rows for %d policies:\n%s", len(rows), len(policies), strings.Join(rows, "\n"))
+	}
+	width := len(cells(header[0]))
+	cellsOf := map[string][]string{}
+	for i, r := range rows {
+		c := cells(r)
+		if len(c) != width {
+			t.Fatalf("row %q: %d columns, header %d", r, len(c), width)
+		}
+		if c[0] != "`noisy-neighbour`" || c[1] != policies[i] {
+			t.Errorf("row %q: want scenario and policy %s first", r, policies[i])
+		}
+		cellsOf[c[1]] = c
+	}
+	se, be := cellsOf[tuner.StaticEqualName], cellsOf[tuner.UncappedName]
+	if want := map[bool]string{true: "1.00x", false: "-"}[goodputSum(sr.of(tuner.StaticEqualName), sr.of(tuner.UncappedName)) > 0]; se[5] != want {
+		t.Errorf("static-equal against itself: %s, want %s", se[5], want)
+	}
+	// vs static-equal is the ratio of the goodput column (within its rounding)
+	seGood, beGood := num(t, se[4]), num(t, be[4])
+	if seGood > 0 {
+		got := num(t, strings.TrimSuffix(be[5], "x"))
+		if want := beGood / seGood; math.Abs(got-want) > 0.005/seGood*(1+want)+0.005 {
+			t.Errorf("best-effort vs static-equal %s, goodputs %s and %s", be[5], be[4], se[4])
+		}
+	}
+	for _, p := range sr.runs {
+		c := cellsOf[p.policy]
+		// goodput counts a tenant's work only where its GPU held, so it is at
+		// most the tenant count, and best-effort's is the held fraction of
+		// its own work, at most 1 a tenant
+		if g := num(t, c[4]); g < 0 || g > float64(len(p.sums[0].Tenants)) {
+			t.Errorf("%s goodput %s outside 0-%d", p.policy, c[4], len(p.sums[0].Tenants))
+		}
+		var met, held float64
+		for _, s := range p.sums {
+			met += float64(s.SLOsMet) / float64(len(p.sums))
+			held += float64(s.SLOsHeld) / float64(len(p.sums))
+		}
+		if want := fmt.Sprintf("%s of %s", strconv.FormatFloat(met, 'g', 3, 64), strconv.FormatFloat(held, 'g', 3, 64)); c[2] != want {
+			t.Errorf("%s SLOs met %q, summaries give %q", p.policy, c[2], want)
+		}
+		for _, l := range latencyTenants(p) {
+			if !strings.Contains(c[3], l.String(len(seeds))) {
+				t.Errorf("%s attainment %q lacks %s", p.policy, c[3], l.String(len(seeds)))
+			}
+		}
+	}
+	for _, r := range slackRows(sr) {
+		if c := cells(r); len(c) != len(cells(slackHeader()[0])) || !strings.HasPrefix(c[2], "p") {
+			t.Errorf("slack row %q", r)
+		}
+	}
+}
+
+// cells splits a markdown row into its cells.
+func cells(row string) []string {
+	c := strings.Split(strings.TrimSuffix(strings.TrimPrefix(row, "|"), "|"), "|")
+	for i := range c {
+		c[i] = strings.TrimSpace(c[i])
+	}
+	return c
+}
+
+func num(t *testing.T, s string) float64 {
+	t.Helper()
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		t.Fatalf("cell %q: %v", s, err)
+	}
+	return v
+}
+
+func TestTableRowsFormat(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	b := func(v bool) *bool { return &v }
+	// sum is a run of chat (with an SLO) and train
+	sum := func(att float64, met bool, chatWork, chatGood, trainWork, trainGood, held, energy float64) report.Summary {
+		s := report.Summary{SLOsHeld: 1, HeldFraction: held, EnergyJ: energy, Tenants: []report.TenantSummary{
+			{Tenant: "chat", Attainment: f(att), SLOMet: b(met), SLOQuantile: 0.99, SLOTarget: 0.0035, Slack: f(att * 3), WorkRate: chatWork, Goodput: chatGood},
+			{Tenant: "train", WorkRate: trainWork, Goodput: trainGood},
+		}}
+		if met {
+			s.SLOsMet = 1
+		}
+		return s
+	}
+	sr := scenarioRuns{name: "two", runs: []*policyRuns{
+		{policy: tuner.StaticEqualName, sums: []report.Summary{sum(0.97, false, 10, 2, 100, 20, 0.25, 1449999), sum(0.98, false, 10, 2, 100, 20, 0.35, 1449999)},
+			rates: []simrun.ChangeRate{{Mean: 0.1, Max: 0.2}, {Mean: 0.2, Max: 0.4}}},
+		{policy: tuner.UncappedName, sums: []report.Summary{sum(0.99, true, 10, 5, 100, 50, 0.5, 90000), sum(0.986, false, 10, 5, 100, 50, 0.5, 90000)},
+			rates: []simrun.ChangeRate{{}, {}}},
+		{policy: oracle.Name, sums: []report.Summary{sum(1, true, 10, 10, 100, 100, 1, 225400), sum(1, true, 10, 10, 100, 80, 1, 225400)},
+			rates: []simrun.ChangeRate{{Mean: 0.3, Max: 0.3}, {Mean: 0.3, Max: 0.3}}},
+	}}
+	rows, err := tableRows(sr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"| `two` | static-equal | 0 of 1 | chat 97.5% (0/2) | 0.40 | 1.00x | 0.21x | 30% | 1450 kJ | 0.15 (0.30) |",
+		"| `two` | best-effort | 0.5 of 1 | chat 98.8% (1/2) | 1.00 | 2.50x | 0.53x | 50% | 90 kJ | 0.00 (0.00) |",
+		"| `two` | oracle | 1 of 1 | chat 100.0% (2/2) | 1.90 | 4.75x | 1.00x | 100% | 225 kJ | 0.30 (0.30) |",
+	}
+	if !slices.Equal(rows, want) {
+		t.Errorf("rows:\n%s\nwant:\n%s", strings.Join(rows, "\n"), strings.Join(want, "\n"))
+	}
+	if got, want := slackRows(sr), []string{"| `two` | chat | p99 <= 3.5 ms | 3.00x | oracle |"}; !slices.Equal(got, want) {
+		t.Errorf("slack rows %q, want %q", got, want)
+	}
+	if _, err := tableRows(scenarioRuns{name: "x", runs: sr.runs[1:]}); err == nil {
+		t.Error("rows without static-equal: no error")
+	}
+
+	// no goodput under static-equal: no ratio; more than compactAbove
+	// latency tenants: the worst and the count met on every seed
+	var many []report.TenantSummary
+	for i := range compactAbove + 1 {
+		many = append(many, report.TenantSummary{Tenant: fmt.Sprintf("t%d", i), Attainment: f(1 - float64(i%3)/10), SLOMet: b(i%3 == 0), WorkRate: 1})
+	}
+	one := []report.Summary{{SLOsHeld: len(many), Tenants: many}}
+	compact := scenarioRuns{name: "many", runs: []*policyRuns{
+		{policy: tuner.StaticEqualName, sums: one, rates: []simrun.ChangeRate{{}}},
+		{policy: tuner.UncappedName, sums: one, rates: []simrun.ChangeRate{{}}},
+	}}
+	rows, err = tableRows(compact)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "| `many` | static-equal | 0 of 5 | worst t2 80.0% (0/1); 2 of 5 met on every seed | 0.00 | - | 0% | 0 kJ | 0.00 (0.00) |"; rows[0] != want {
+		t.Errorf("row\n%s\nwant\n%s", rows[0], want)
+	}
+	if got := tableHeader(false); len(cells(got[0])) != len(cells(rows[0])) || len(cells(got[1])) != len(cells(rows[0])) {
+		t.Errorf("header %q has not the rows' %d columns", got, len(cells(rows[0])))
+	}
+}
