@@ -149,6 +149,12 @@ func TestPodTenancy(t *testing.T) {
 		{"file overrides", file, PodTenancy{ByNamespace: true}, [3]string{"llm", "trainer", "research"},
 			"trainer:batch llm:best-effort research:best-effort"},
 		{"file, off", file, PodTenancy{}, [3]string{Unassigned, "trainer", Unassigned}, "trainer:batch"},
+		// a namespace named like a tenant of the file is that tenant
+		{"namespace named in the file", `tenants:
+  - name: research
+    class: latency
+    selectors: [{executable: nothing-runs-this}]
+`, PodTenancy{ByNamespace: true}, [3]string{"llm", "batch", "research"}, "research:latency batch:best-effort llm:best-effort"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := mustBuilder(t, tc.file, BuilderOptions{Pods: fixedPods{pods}, PodTenancy: tc.tenancy})
