@@ -880,7 +880,19 @@ func TestTunerPools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := mustRender(t, c, vals)
+	rendered, err := render(c, vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := decode(rendered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ds := range []string{"vgpu-exporter-inference", "vgpu-exporter-training"} {
+		if notes := rendered["vgpu-exporter/templates/NOTES.txt"]; !strings.Contains(notes, "rollout status daemonset/"+ds+"\n") {
+			t.Errorf("install notes do not wait for %s:\n%s", ds, notes)
+		}
+	}
 	type want struct {
 		mode, killSwitch string
 		caps             []corev1.Capability
