@@ -110,17 +110,29 @@ func (k *kubeClient) fetch(ctx context.Context) (*Mapping, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubelet pod-resources socket %s: List: %w", k.socket, err)
 	}
+	if k.metaSrc == "" {
+		return NewMapping(resp), nil
+	}
+	data, err := k.fetchMeta(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return NewMappingWithMetadata(resp, k.metaSrc, data)
+}
+
+// NewMappingWithMetadata is NewMapping with pod metadata (UIDs, labels,
+// container IDs) from podList, a PodList in JSON as the kubelet's /pods
+// serves it; src names it in errors.
+func NewMappingWithMetadata(resp *podresourcesv1.ListPodResourcesResponse, src string, podList []byte) (*Mapping, error) {
+	metas, cids, err := parsePodList(src, podList)
+	if err != nil {
+		return nil, err
+	}
 	m := NewMapping(resp)
-	if k.metaSrc != "" {
-		metas, cids, err := k.fetchMeta(ctx)
-		if err != nil {
-			return nil, err
-		}
-		m.meta, m.metaByName, m.containerByID = map[string]*podMeta{}, map[string]*podMeta{}, cids
-		for _, md := range metas {
-			m.meta[md.UID] = md
-			m.metaByName[md.Namespace+"/"+md.Name] = md
-		}
+	m.meta, m.metaByName, m.containerByID = map[string]*podMeta{}, map[string]*podMeta{}, cids
+	for _, md := range metas {
+		m.meta[md.UID] = md
+		m.metaByName[md.Namespace+"/"+md.Name] = md
 	}
 	return m, nil
 }
@@ -171,45 +183,46 @@ func parsePodList(src string, data []byte) ([]*podMeta, map[string]string, error
 	return out, cids, nil
 }
 
-func (k *kubeClient) fetchMeta(ctx context.Context) ([]*podMeta, map[string]string, error) {
+// fetchMeta reads the pod metadata source whole.
+func (k *kubeClient) fetchMeta(ctx context.Context) ([]byte, error) {
 	var data []byte
 	if strings.HasPrefix(k.metaSrc, "http://") || strings.HasPrefix(k.metaSrc, "https://") {
 		cctx, cancel := context.WithTimeout(ctx, k.timeout)
 		defer cancel()
 		req, err := http.NewRequestWithContext(cctx, http.MethodGet, k.metaSrc, nil)
 		if err != nil {
-			return nil, nil, fmt.Errorf("pod metadata %s: %w", k.metaSrc, err)
+			return nil, fmt.Errorf("pod metadata %s: %w", k.metaSrc, err)
 		}
 		req.Header.Set("Accept", "application/json")
 		req.Header.Set("User-Agent", userAgent)
 		if k.tokenFile != "" {
 			tok, err := k.bearerToken()
 			if err != nil {
-				return nil, nil, err
+				return nil, err
 			}
 			req.Header.Set("Authorization", "Bearer "+tok)
 		}
 		resp, err := k.httpc.Do(req)
 		if err != nil {
-			return nil, nil, fmt.Errorf("pod metadata %s: %w", k.metaSrc, err)
+			return nil, fmt.Errorf("pod metadata %s: %w", k.metaSrc, err)
 		}
 		defer resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
-			return nil, nil, fmt.Errorf("pod metadata %s: HTTP %s", k.metaSrc, resp.Status)
+			return nil, fmt.Errorf("pod metadata %s: HTTP %s", k.metaSrc, resp.Status)
 		}
 		data, err = io.ReadAll(io.LimitReader(resp.Body, k.maxBytes+1))
 		if err != nil {
-			return nil, nil, fmt.Errorf("pod metadata %s: %w", k.metaSrc, err)
+			return nil, fmt.Errorf("pod metadata %s: %w", k.metaSrc, err)
 		}
 	} else {
 		var err error
 		data, err = os.ReadFile(strings.TrimPrefix(k.metaSrc, "file://"))
 		if err != nil {
-			return nil, nil, fmt.Errorf("pod metadata: %w", err)
+			return nil, fmt.Errorf("pod metadata: %w", err)
 		}
 	}
 	if int64(len(data)) > k.maxBytes {
-		return nil, nil, fmt.Errorf("pod metadata %s: larger than %d bytes", k.metaSrc, k.maxBytes)
+		return nil, fmt.Errorf("pod metadata %s: larger than %d bytes", k.metaSrc, k.maxBytes)
 	}
-	return parsePodList(k.metaSrc, data)
+	return data, nil
 }

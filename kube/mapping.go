@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"slices"
 	"sort"
 	"strings"
 
@@ -44,7 +45,9 @@ func deviceBase(id string) string {
 	return id
 }
 
-// NewMapping builds the device map from a pod-resources List answer.
+// NewMapping builds the device map from a pod-resources List answer:
+// devices of device plugins, and devices of dynamic resource allocation
+// named by their UUID (see draDeviceIDs).
 func NewMapping(resp *podresourcesv1.ListPodResourcesResponse) *Mapping {
 	m := &Mapping{byDevice: map[string][]PodRef{}}
 	pods := map[string]bool{}
@@ -56,21 +59,21 @@ func NewMapping(resp *podresourcesv1.ListPodResourcesResponse) *Mapping {
 			if c == nil {
 				continue
 			}
+			var ids []string
 			for _, d := range c.GetDevices() {
-				if d == nil {
+				ids = append(ids, d.GetDeviceIds()...)
+			}
+			ids = append(ids, draDeviceIDs(c.GetDynamicResources())...)
+			for _, id := range ids {
+				base := deviceBase(id)
+				if base == "" {
 					continue
 				}
-				for _, id := range d.GetDeviceIds() {
-					base := deviceBase(id)
-					if base == "" {
-						continue
-					}
-					ref := PodRef{Namespace: pr.GetNamespace(), Name: pr.GetName(), Container: c.GetName()}
-					if !containsRef(m.byDevice[base], ref) {
-						m.byDevice[base] = append(m.byDevice[base], ref)
-					}
-					pods[pr.GetNamespace()+"/"+pr.GetName()] = true
+				ref := PodRef{Namespace: pr.GetNamespace(), Name: pr.GetName(), Container: c.GetName()}
+				if !containsRef(m.byDevice[base], ref) {
+					m.byDevice[base] = append(m.byDevice[base], ref)
 				}
+				pods[pr.GetNamespace()+"/"+pr.GetName()] = true
 			}
 		}
 	}
@@ -88,6 +91,40 @@ func NewMapping(resp *podresourcesv1.ListPodResourcesResponse) *Mapping {
 	}
 	m.pods = len(pods)
 	return m
+}
+
+// draDeviceIDs are the GPU and MIG UUIDs among the devices that dynamic
+// resource allocation gave a container: a driver's device name, or the
+// name of one of its CDI devices (vendor/class=NAME), when it is a UUID
+// ("GPU-..." or "MIG-..."). Devices named otherwise (NVIDIA's DRA driver
+// names them gpu-<index>, the UUID being an attribute of its
+// ResourceSlice, which the pod-resources API does not carry) are left
+// out: nothing in the answer ties them to a GPU.
+func draDeviceIDs(drs []*podresourcesv1.DynamicResource) []string {
+	var out []string
+	for _, dr := range drs {
+		for _, cr := range dr.GetClaimResources() {
+			names := []string{cr.GetDeviceName()}
+			for _, cdi := range cr.GetCdiDevices() {
+				n := cdi.GetName()
+				if i := strings.LastIndex(n, "="); i >= 0 {
+					n = n[i+1:]
+				}
+				names = append(names, n)
+			}
+			for _, n := range names {
+				if isDeviceUUID(n) && !slices.Contains(out, n) {
+					out = append(out, n)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// isDeviceUUID says whether id is an NVML GPU or MIG device UUID.
+func isDeviceUUID(id string) bool {
+	return len(id) > len("GPU-") && (strings.HasPrefix(id, "GPU-") || strings.HasPrefix(id, "MIG-"))
 }
 
 func containsRef(refs []PodRef, r PodRef) bool {

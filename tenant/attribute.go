@@ -162,13 +162,14 @@ type csKey struct{ uuid, tenant string }
 
 // reconfigured starts conflict logging over and drops the context-switch
 // counters of tenants that compiled no longer has, so that reloads that rename
-// tenants do not accumulate them.
+// tenants do not accumulate them (with a pod tenancy, a tenant the file no
+// longer has may still be a namespace's: its counters are kept).
 func (a *attrState) reconfigured(compiled *compiledConfig) {
 	a.seen = map[string]bool{}
 	a.shareLogged = map[string]bool{}
 	a.memo = map[memoKey]string{}
 	for k := range a.csAcc {
-		if _, ok := compiled.class[k.tenant]; !ok && k.tenant != Unassigned {
+		if _, ok := compiled.class[k.tenant]; !ok && k.tenant != Unassigned && !compiled.pods.On() {
 			delete(a.csAcc, k)
 		}
 	}
@@ -179,8 +180,9 @@ func (a *attrState) status() AttributionStatus {
 }
 
 // attribute returns the tenant sub belongs to: the single tenant with a
-// matching selector, else Unassigned (none, or a conflict between two or
-// more tenants, which is logged once and counted).
+// matching selector; with none, the pod tenancy's tenant of its pod (see
+// PodTenancy), else Unassigned; with a conflict between two or more
+// tenants (logged once and counted), Unassigned.
 func (b *Builder) attribute(compiled *compiledConfig, sub *subject) string {
 	memo := (sub.pod == nil || sub.podOfCgroup) && sub.vgpu == nil
 	var key memoKey
@@ -191,6 +193,9 @@ func (b *Builder) attribute(compiled *compiledConfig, sub *subject) string {
 		}
 	}
 	t, conflict := b.match(compiled, sub)
+	if t == Unassigned && !conflict {
+		t = compiled.pods.tenantOf(sub.pod)
+	}
 	if memo && !conflict {
 		if len(b.attr.memo) >= memoLimit {
 			b.attr.memo = map[memoKey]string{}
@@ -404,7 +409,7 @@ func (b *Builder) usage(compiled *compiledConfig, r *gpu.Readings, podMap *kube.
 func (b *Builder) newUsage(compiled *compiledConfig, d *gpu.Device, a *tenantAcc, m Method) Usage {
 	return Usage{
 		Tenant:          a.tenant,
-		Class:           compiled.class[a.tenant],
+		Class:           compiled.classOf(a.tenant),
 		GPU:             d.Index,
 		UUID:            d.UUID,
 		GPUInstance:     a.gi,

@@ -33,6 +33,10 @@ type BuilderOptions struct {
 	// AllowEmpty makes Reload accept a tenants file with no tenants; by
 	// default one is refused (see NotEmpty).
 	AllowEmpty bool
+	// PodTenancy gives the pods that no tenant of the tenants file matches
+	// a tenant of their own (their namespace, or a label's value); the zero
+	// value leaves them Unassigned. It needs Pods.
+	PodTenancy PodTenancy
 }
 
 // Builder attributes readings to tenants and reports, in each Snapshot, the
@@ -46,6 +50,7 @@ type Builder struct {
 	pods    PodMapper      // nil: none
 	// allowEmpty: a reload may install a file with no tenants.
 	allowEmpty bool
+	podTenancy PodTenancy
 
 	cfg atomic.Pointer[compiledConfig]
 
@@ -63,13 +68,14 @@ type compiledConfig struct {
 	info       []Info
 	class      map[string]gpu.TenantClass
 	minShare   map[string]float64 // share.min of the tenants that set one above 0
-	needCgroup bool               // some selector needs the cgroup path or the pod
+	needCgroup bool               // some selector (or the pod tenancy) needs the cgroup path or the pod
+	pods       PodTenancy
 	needExe    bool
 	needUID    bool
 }
 
-func compile(cfg *Config) *compiledConfig {
-	c := &compiledConfig{Config: cfg, class: map[string]gpu.TenantClass{}, minShare: map[string]float64{}}
+func compile(cfg *Config, pods PodTenancy) *compiledConfig {
+	c := &compiledConfig{Config: cfg, class: map[string]gpu.TenantClass{}, minShare: map[string]float64{}, pods: pods, needCgroup: pods.On()}
 	for _, t := range cfg.Tenants {
 		info := Info{Name: t.Name, Class: t.Class, Priority: t.Priority, ShareMax: 1, RestartCost: t.RestartCost}
 		if t.Share != nil {
@@ -119,6 +125,7 @@ func NewBuilder(cfg *Config, opts BuilderOptions) (*Builder, error) {
 		attr:    newAttrState(),
 
 		allowEmpty: opts.AllowEmpty,
+		podTenancy: opts.PodTenancy,
 	}
 	b.cfgStatus = ConfigStatus{File: cfg.File, LastReloadSuccessful: true, LastReloadSuccessTime: b.clock.Now()}
 	b.mu.Lock()
@@ -133,7 +140,7 @@ func (b *Builder) Config() *Config { return b.cfg.Load().Config }
 // installLocked makes cfg current; the latency tracker keeps the sources
 // whose configuration and objective did not change.
 func (b *Builder) installLocked(cfg *Config) {
-	c := compile(cfg)
+	c := compile(cfg, b.podTenancy)
 	if b.latency != nil {
 		b.latency.Set(latencySpecs(cfg), cfg.Defaults.ScrapeInterval)
 	}
@@ -242,6 +249,7 @@ func (b *Builder) Build(r *gpu.Readings, st gpu.SamplerStats) *Snapshot {
 	}
 	b.buildMu.Lock()
 	snap.Usage = b.usage(compiled, r, podMap)
+	snap.Tenants = append(snap.Tenants, podTenants(compiled, snap.Usage)...)
 	snap.Attribution = b.attr.status()
 	snap.Attribution.ShareMinSums, snap.Attribution.OvercommittedShares = b.shareSums(compiled, snap.Usage)
 	b.attr.events = AddEvents(b.attr.events, r)

@@ -33,7 +33,9 @@ type Snapshot struct {
 	Time     time.Time
 	Readings *gpu.Readings
 	Sampler  gpu.SamplerStats
-	// Tenants is the configured tenants, in configuration order.
+	// Tenants is the configured tenants, in configuration order, then the
+	// tenants the pod tenancy gave pods with usage in this sample
+	// (namespaces or label values the file does not name), ascending.
 	Tenants []Info
 	// Usage has one entry per tenant and GPU (and MIG GPU instance) that the
 	// tenant used during the sample, Unassigned included.

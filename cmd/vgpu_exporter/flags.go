@@ -10,6 +10,8 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
+
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
 // defaultPort is the exporter's default TCP port. It clashes neither with
@@ -46,6 +48,7 @@ type config struct {
 	PodMetadata        string
 	PodMetadataToken   string
 	PodMetadataCA      string
+	PodTenancy         tenant.PodTenancy
 	ProcRoot           string
 
 	Actuators actuatorConfig
@@ -95,6 +98,8 @@ func addFlags(app *kingpin.Application) *config {
 		PlaceHolder("FILE").StringVar(&c.PodMetadataToken)
 	app.Flag("kubernetes.pod-metadata.ca-file", "PEM file of the CA certificates that verify an https --kubernetes.pod-metadata server (the kubelet's serving certificate). Default: the system roots.").
 		PlaceHolder("FILE").StringVar(&c.PodMetadataCA)
+	app.Flag("tenants.kubernetes-default", "With --kubernetes.pod-resources-socket, the tenant of a pod that no tenant of the tenants file matches (with no file, of every pod): namespace (its namespace), label:KEY (the value of its label KEY; needs --kubernetes.pod-metadata) or off (unassigned).").
+		Default(tenant.PodTenancyNamespace).PlaceHolder("namespace|label:KEY|off").SetValue(podTenancyValue{&c.PodTenancy})
 	app.Flag("proc.root", "procfs mount point, used to map GPU processes to cgroups.").
 		Default("/proc").StringVar(&c.ProcRoot)
 	addActuatorFlags(app, &c.Actuators)
@@ -182,6 +187,9 @@ func (c *config) validate() error {
 	if (c.PodMetadataToken != "" || c.PodMetadataCA != "") && !strings.HasPrefix(c.PodMetadata, "https://") {
 		errs = append(errs, fmt.Errorf("--kubernetes.pod-metadata.bearer-token-file and --kubernetes.pod-metadata.ca-file need an https:// --kubernetes.pod-metadata URL, got %q", c.PodMetadata))
 	}
+	if c.PodTenancy.Label != "" && c.PodResourcesSocket != "" && c.PodMetadata == "" {
+		errs = append(errs, fmt.Errorf("--tenants.kubernetes-default=%s needs --kubernetes.pod-metadata (pod labels are not in the pod-resources API)", c.PodTenancy))
+	}
 	if c.ProcRoot == "" {
 		errs = append(errs, errors.New("--proc.root must not be empty"))
 	}
@@ -205,3 +213,16 @@ func reserved(p string) bool {
 func (c *config) httpLimits() httpLimits {
 	return httpLimits{ReadHeaderTimeout: c.ReadHeaderTimeout, IdleTimeout: c.IdleTimeout, MaxConnections: int(c.MaxConnections)}
 }
+
+// podTenancyValue is the value of --tenants.kubernetes-default.
+type podTenancyValue struct{ p *tenant.PodTenancy }
+
+func (v podTenancyValue) Set(s string) error {
+	t, err := tenant.ParsePodTenancy(s)
+	if err == nil {
+		*v.p = t
+	}
+	return err
+}
+
+func (v podTenancyValue) String() string { return v.p.String() }

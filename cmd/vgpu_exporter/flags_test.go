@@ -26,7 +26,7 @@ func TestFlagDefaults(t *testing.T) {
 	}
 	if c.Backend != "auto" || c.SimScenario != "h100-timeslice" || c.SampleInterval != time.Second ||
 		c.TelemetryPath != "/metrics" || c.MaxRequests != 40 || c.LogLevel != "info" || c.LogFormat != "logfmt" ||
-		c.ProcRoot != "/proc" || c.TenantsConfig != "" || c.DisableExporterMetrics {
+		c.ProcRoot != "/proc" || c.TenantsConfig != "" || c.DisableExporterMetrics || !c.PodTenancy.ByNamespace {
 		t.Fatalf("unexpected defaults: %+v", c)
 	}
 	if got := *c.Web.WebListenAddresses; len(got) != 1 || got[0] != ":9949" {
@@ -62,6 +62,11 @@ func TestFlagValidation(t *testing.T) {
 		{[]string{"--kubernetes.pod-metadata=http://127.0.0.1:10255/pods", "--kubernetes.pod-resources-socket=/var/lib/kubelet/pod-resources/kubelet.sock",
 			"--kubernetes.pod-metadata.bearer-token-file=/tmp/token"}, "need an https:// --kubernetes.pod-metadata URL"},
 		{[]string{"--kubernetes.pod-metadata.ca-file=/tmp/ca.crt"}, "need an https:// --kubernetes.pod-metadata URL"},
+		{[]string{"--tenants.kubernetes-default=off"}, ""},
+		{[]string{"--tenants.kubernetes-default=pod"}, "not one of namespace, label:KEY, off"},
+		{[]string{"--tenants.kubernetes-default=label:a b"}, "not a pod label key"},
+		{[]string{"--tenants.kubernetes-default=label:team", "--kubernetes.pod-resources-socket=/k.sock"}, "needs --kubernetes.pod-metadata"},
+		{[]string{"--tenants.kubernetes-default=label:team", "--kubernetes.pod-resources-socket=/k.sock", "--kubernetes.pod-metadata=/pods.json"}, ""},
 		{[]string{"--log.level=trace"}, "is not one of"},
 		{[]string{"--log.format=text"}, "is not one of"},
 		{[]string{"--sim.seed=abc"}, "sim.seed"},

@@ -91,6 +91,7 @@ func builderIO(cfg *config, src gpu.Source, clock gpu.Clock, logger log.Logger) 
 			return opts, err
 		}
 		opts.Pods = m
+		opts.PodTenancy = cfg.PodTenancy
 	}
 	return opts, nil
 }

@@ -47,12 +47,30 @@ func loadChart(t *testing.T) *chart.Chart {
 	return c
 }
 
-// render renders the chart as `helm install` would, schema validation
-// included, with templates that refer to a missing value failing.
+// render renders the chart as `helm install` would into a cluster with the
+// Prometheus Operator's CRDs, schema validation included, with templates
+// that refer to a missing value failing.
 func render(c *chart.Chart, vals map[string]any) (map[string]string, error) {
+	return renderOn(c, vals, capabilities(true))
+}
+
+// capabilities are those of a cluster serving the Prometheus Operator's
+// API (monitoring.coreos.com/v1) or not.
+func capabilities(monitoring bool) *chartutil.Capabilities {
+	caps := *chartutil.DefaultCapabilities
+	caps.APIVersions = slices.Clone(caps.APIVersions)
+	if monitoring {
+		caps.APIVersions = append(caps.APIVersions, "monitoring.coreos.com/v1",
+			"monitoring.coreos.com/v1/ServiceMonitor", "monitoring.coreos.com/v1/PrometheusRule")
+	}
+	return &caps
+}
+
+// renderOn is render on a cluster with caps.
+func renderOn(c *chart.Chart, vals map[string]any, caps *chartutil.Capabilities) (map[string]string, error) {
 	rv, err := chartutil.ToRenderValues(c, vals, chartutil.ReleaseOptions{
 		Name: "vgpu-exporter", Namespace: namespace, Revision: 1, IsInstall: true,
-	}, chartutil.DefaultCapabilities)
+	}, caps)
 	if err != nil {
 		return nil, err
 	}
@@ -229,7 +247,9 @@ func TestRenderExamples(t *testing.T) {
 func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, v chartutil.Values, p pool, flags map[string]bool) {
 	t.Helper()
 	pod := ds.Spec.Template.Spec
-	if len(pod.NodeSelector) == 0 {
+	backend, _ := v.PathValue("backend")
+	sim := backend == "sim"
+	if len(pod.NodeSelector) == 0 && !sim {
 		t.Error("DaemonSet has no nodeSelector: it would run on every node, GPU or not")
 	}
 	if len(pod.Tolerations) == 0 {
@@ -251,8 +271,9 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, v chartutil.Values, p po
 	if exp.Resources.Requests.Memory().IsZero() || exp.Resources.Limits.Memory().IsZero() {
 		t.Errorf("exporter resources %v: want memory requests and limits", exp.Resources)
 	}
-	// The tuner's journal and the MPS daemon's pipes are written.
-	writable := map[string]bool{"tuner-journal": true, "mps-pipe": true}
+	// The tuner's journal and the MPS daemon's pipes are written; with the
+	// simulator, /tmp (an emptyDir).
+	writable := map[string]bool{"tuner-journal": true, "mps-pipe": true, "tmp": sim}
 	mounts := map[string]corev1.VolumeMount{}
 	for _, c := range pod.Containers {
 		for _, vm := range c.VolumeMounts {
@@ -283,6 +304,12 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, v chartutil.Values, p po
 	}
 	hostMount("/host/proc", "/proc")
 	args := strings.Join(exp.Args, " ")
+	if !slices.Contains(exp.Args, "--backend="+fmt.Sprint(backend)) || strings.Count(args, "--backend=") != 1 {
+		t.Errorf("exporter args %q: want --backend=%v once", args, backend)
+	}
+	if vol, ok := volumes["tmp"]; sim != ok || ok && (vol.EmptyDir == nil || mounts["/tmp"].Name != "tmp") {
+		t.Errorf("backend %v: /tmp volume %+v (mounted %v); want a writable emptyDir at /tmp exactly with the simulator", backend, vol.VolumeSource, mounts["/tmp"])
+	}
 	if !strings.Contains(args, "--proc.root=/host/proc") {
 		t.Errorf("exporter args %q lack --proc.root=/host/proc", args)
 	}
@@ -290,6 +317,9 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, v chartutil.Values, p po
 		hostMount("/var/lib/kubelet/pod-resources", "/var/lib/kubelet/pod-resources")
 		if !strings.Contains(args, "--kubernetes.pod-resources-socket=/var/lib/kubelet/pod-resources/kubelet.sock") {
 			t.Errorf("exporter args %q lack the pod-resources socket", args)
+		}
+		if def, _ := v.PathValue("tenants.kubernetesDefault"); !slices.Contains(exp.Args, fmt.Sprint("--tenants.kubernetes-default=", def)) {
+			t.Errorf("exporter args %q lack --tenants.kubernetes-default=%v", args, def)
 		}
 	}
 	for _, a := range repo.UnknownFlags(flags, exp.Args) {
@@ -299,7 +329,7 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, v chartutil.Values, p po
 	// Every capability dropped; the exporter gets SYS_ADMIN back only for
 	// the profiling counters and for clocks and power in enforce.
 	profiling, _ := v.PathValue("profilingCapability")
-	sysAdmin := profiling == true || p.tuner.enforce() && p.tuner["tuneClocksAndPower"] == true
+	sysAdmin := !sim && (profiling == true || p.tuner.enforce() && p.tuner["tuneClocksAndPower"] == true)
 	if (sysAdmin || p.tuner.enforce()) && (exp.SecurityContext.RunAsUser == nil || *exp.SecurityContext.RunAsUser != 0) {
 		t.Errorf("DaemonSet %s: exporter runs as %v; SYS_ADMIN and the tuner in enforce need uid 0", ds.Name, exp.SecurityContext.RunAsUser)
 	}
@@ -317,13 +347,17 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, v chartutil.Values, p po
 }
 
 // checkNodeSelector: a values file's nodeSelector is the pods' whole
-// nodeSelector (Helm merges it with the default's labels unless the file
-// sets those to null), with a node pool's keys set (null ones removed).
+// nodeSelector (none given: with backend nvml the GPU nodes, as GPU feature
+// discovery labels them; with sim every node), with a node pool's keys set
+// (null ones removed).
 func checkNodeSelector(t *testing.T, ds *appsv1.DaemonSet, vals map[string]any, v chartutil.Values, p pool) {
 	t.Helper()
 	given, ok := vals["nodeSelector"].(map[string]any)
 	if !ok {
 		given, _ = v["nodeSelector"].(map[string]any)
+	}
+	if backend, _ := v.PathValue("backend"); len(given) == 0 && backend == "nvml" {
+		given = map[string]any{"nvidia.com/gpu.present": "true"}
 	}
 	want := map[string]string{}
 	for _, sel := range []map[string]any{given, p.nodeSelector} {
@@ -335,7 +369,7 @@ func checkNodeSelector(t *testing.T, ds *appsv1.DaemonSet, vals map[string]any, 
 			}
 		}
 	}
-	if got := ds.Spec.Template.Spec.NodeSelector; !reflect.DeepEqual(got, want) {
+	if got := ds.Spec.Template.Spec.NodeSelector; !reflect.DeepEqual(got, want) && len(got)+len(want) > 0 {
 		t.Errorf("DaemonSet %s: nodeSelector %v, the values file says %v", ds.Name, got, want)
 	}
 }
@@ -642,6 +676,9 @@ func TestSchemaRejectsMisspeltKeys(t *testing.T) {
 		{map[string]any{"nodePools": []any{map[string]any{"name": "a", "nodeSelecter": map[string]any{"a": "b"}}}}, "nodeSelecter"},
 		{map[string]any{"nodePools": []any{map[string]any{"name": "a", "tuner": map[string]any{"mods": "enforce"}}}}, "mods"},
 		{map[string]any{"kubernetes": map[string]any{"podMetadata": map[string]any{"proxyPort": 8001}}}, "proxyPort"},
+		{map[string]any{"backend": "auto"}, "backend"},
+		{map[string]any{"sim": map[string]any{"scenaro": "h200-mig"}}, "scenaro"},
+		{map[string]any{"tenants": map[string]any{"kubernetesDefault": "pod"}}, "kubernetesDefault"},
 	} {
 		_, err := render(c, tc.vals)
 		if err == nil || !strings.Contains(err.Error(), tc.key) {
@@ -813,6 +850,7 @@ func TestRejectsBadCombinations(t *testing.T) {
 		{map[string]any{"nodePools": []any{
 			map[string]any{"name": "a", "nodeSelector": map[string]any{"pool": "a"}},
 			map[string]any{"name": "a", "nodeSelector": map[string]any{"pool": "b"}}}}, `two pools named "a"`},
+		{map[string]any{"tenants": map[string]any{"kubernetesDefault": "label:team"}}, "tenants.kubernetesDefault=label:team needs kubernetes.podMetadata.enabled"},
 	} {
 		_, err := render(c, tc.vals)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -842,7 +880,19 @@ func TestTunerPools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := mustRender(t, c, vals)
+	rendered, err := render(c, vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := decode(rendered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ds := range []string{"vgpu-exporter-inference", "vgpu-exporter-training"} {
+		if notes := rendered["vgpu-exporter/templates/NOTES.txt"]; !strings.Contains(notes, "rollout status daemonset/"+ds+"\n") {
+			t.Errorf("install notes do not wait for %s:\n%s", ds, notes)
+		}
+	}
 	type want struct {
 		mode, killSwitch string
 		caps             []corev1.Capability

@@ -73,7 +73,9 @@ tenants.yaml: |
 {{/*
 The DaemonSets to render, as a YAML list: one per node pool (or one for the
 whole release when nodePools is empty), each with its name, its nodeSelector
-(the release's with the pool's keys set, null ones removed), tolerations,
+(the release's, or with backend nvml and none given, GPU feature
+discovery's nvidia.com/gpu.present=true, with the pool's keys set, null ones
+removed), tolerations,
 affinity and tuner settings (the release's with the pool's keys replacing
 them, maps one level deep).
 */}}
@@ -85,6 +87,9 @@ them, maps one level deep).
 {{- end -}}
 {{- range $p := $given -}}
 {{- $sel := deepCopy (default dict $.Values.nodeSelector) -}}
+{{- if and (not $sel) (eq $.Values.backend "nvml") -}}
+{{- $sel = dict "nvidia.com/gpu.present" "true" -}}
+{{- end -}}
 {{- range $k, $v := (default dict (get $p "nodeSelector")) -}}
 {{- if kindIs "invalid" $v -}}
 {{- $_ := unset $sel $k -}}
