@@ -139,7 +139,7 @@ local g = import 'lib/dashboard.libsonnet';
       g.events('Changes made', [g.target(tunerActions(fh, 'applied|failed|rolled_back'), '{{knob}} {{outcome}}')], description='Actions the tuner carried out, by knob and outcome: one bar per interval in which any happened.') { w: 8 },
       g.events('Reverts', [g.target(std.format('sum by (%s) (increase(vgpu_tuner_reverts_total{%s}[$__rate_interval])) > 0', [host, fh]), '{{%s}}' % host)], description='Changes undone because the SLO error rose after them, or rolled back after a failure.') { w: 8 },
       g.events('Recommendations not applied', [g.target(tunerActions(fh, 'recommended|guarded|refused'), '{{knob}} {{outcome}}')], description='Recommended (recommend mode), guarded (a guard refused) or refused (not supported, busy): one bar per interval in which any happened.') { w: 8 },
-      g.timeseries('Guard refusals', [g.target(std.format('sum by (guard) (increase(vgpu_tuner_guard_refusals_total{%s}[$__rate_interval]))', fh), '{{guard}}')], stack=true),
+      g.events('Guard refusals', [g.target(std.format('sum by (guard) (increase(vgpu_tuner_guard_refusals_total{%s}[$__rate_interval])) > 0', fh), '{{guard}}')], description='Actions a guard refused, by guard: one bar per interval in which any was.'),
       g.timeseries('Restores and journal errors', [
         g.target(std.format('sum by (%s) (increase(vgpu_tuner_restores_total{%s}[$__rate_interval]))', [host, fh]), '{{%s}} restored' % host),
         g.target(std.format('sum by (%s) (increase(vgpu_tuner_restore_failures_total{%s}[$__rate_interval]))', [host, fh]), '{{%s}} restore failed' % host),

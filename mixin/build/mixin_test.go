@@ -449,11 +449,11 @@ func lintDashboard(file string, d map[string]any) []string {
 	return out
 }
 
-// TestTunerEventPanels: a panel counting tuner actions or reverts shows
+// TestTunerEventPanels: a panel counting tuner actions, refusals or reverts shows
 // only the intervals in which some happened (every knob x outcome pair is a
 // series, most of them always 0), as bars; the tenant dashboard has one.
 func TestTunerEventPanels(t *testing.T) {
-	counters := []string{"vgpu_tuner_actions_total", "vgpu_tuner_reverts_total"}
+	counters := []string{"vgpu_tuner_actions_total", "vgpu_tuner_guard_refusals_total", "vgpu_tuner_reverts_total"}
 	all := dashboards(t)
 	found := map[string]int{}
 	for _, name := range sortedNames(all) {
