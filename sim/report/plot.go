@@ -184,12 +184,15 @@ func (plainTicks) Ticks(min, max float64) []plot.Tick {
 	return ticks
 }
 
-// logTicks label a log axis at 1, 2 and 5 times the powers of ten (every
-// digit when that gives fewer than two labels: a range inside one decade),
-// with minor ticks at the other digits.
+// logTicks mark an axis of log10 values (a linear axis: gonum centres the
+// label of a log-scaled one off the middle) at 1, 2 and 5 times the powers
+// of ten, labelled with the values (every digit when that gives fewer than
+// two labels: a range inside one decade), with minor ticks at the other
+// digits.
 type logTicks struct{}
 
-func (logTicks) Ticks(min, max float64) []plot.Tick {
+func (logTicks) Ticks(lmin, lmax float64) []plot.Tick {
+	min, max := math.Pow(10, lmin), math.Pow(10, lmax)
 	if min <= 0 || max <= min || math.IsInf(max, 0) {
 		return nil
 	}
@@ -203,7 +206,7 @@ func (logTicks) Ticks(min, max float64) []plot.Tick {
 				if v < min*(1-1e-9) || v > max*(1+1e-9) {
 					continue
 				}
-				t := plot.Tick{Value: v}
+				t := plot.Tick{Value: math.Log10(v)}
 				if slices.Contains(digits, d) {
 					t.Label = tickLabel(v)
 					labelled++
@@ -304,21 +307,20 @@ func LatencyPlot(r *Recorder) (Plot, error) {
 			var xy plotter.XYs
 			for _, pt := range r.WindowQuantiles(name, q, QuantileWindow) {
 				if pt.V > 0 {
-					xy = append(xy, plotter.XY{X: pt.T / div, Y: pt.V})
+					xy = append(xy, plotter.XY{X: pt.T / div, Y: math.Log10(pt.V)})
 				}
 			}
 			points += len(xy)
 			if err := addLine(p, xy, c, false, name+" p"+tickLabel(q*100)); err != nil {
 				return nil, err
 			}
-			target := tenantXY(steps, name, div, func(t TenantStep) (float64, bool) { return t.SLOTarget, t.SLOTarget > 0 })
+			target := tenantXY(steps, name, div, func(t TenantStep) (float64, bool) { return math.Log10(t.SLOTarget), t.SLOTarget > 0 })
 			points += len(target)
 			if err := addLine(p, target, c, true, ""); err != nil {
 				return nil, err
 			}
 		}
 		if points > 0 {
-			p.Y.Scale = plot.LogScale{}
 			p.Y.Tick.Marker = logTicks{}
 		} else {
 			p.Title.Text = title + ": no requests"

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"flag"
 	"image/png"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -533,6 +535,32 @@ func TestPlotLabels(t *testing.T) {
 			t.Errorf("tickLabel(%v) = %q, want %q", in, got, want)
 		}
 	}
+	for _, tc := range []struct {
+		min, max float64
+		want     []string
+		minor    bool // unlabelled ticks at the other digits
+	}{
+		{0.01, 13, []string{"0.01", "0.02", "0.05", "0.1", "0.2", "0.5", "1", "2", "5", "10"}, true},
+		{0.14, 0.9, []string{"0.2", "0.5"}, true},
+		{0.25, 0.45, []string{"0.3", "0.4"}, false}, // inside one decade: every digit
+		{2, 8000, []string{"2", "5", "10", "20", "50", "100", "200", "500", "1000", "2000", "5000"}, true},
+	} {
+		var got []string
+		minor := 0
+		for _, tk := range (logTicks{}).Ticks(math.Log10(tc.min), math.Log10(tc.max)) {
+			if tk.Label == "" {
+				minor++
+				continue
+			}
+			if v := math.Pow(10, tk.Value); math.Abs(v-mustFloat(t, tk.Label)) > 1e-9*v {
+				t.Errorf("tick %q at 10^%v", tk.Label, tk.Value)
+			}
+			got = append(got, tk.Label)
+		}
+		if !reflect.DeepEqual(got, tc.want) || (minor > 0) != tc.minor {
+			t.Errorf("logTicks(%v, %v) = %v (%d minor), want %v", tc.min, tc.max, got, minor, tc.want)
+		}
+	}
 	for in, want := range map[time.Duration]string{time.Minute: "1 min", 5 * time.Minute: "5 min", 30 * time.Second: "30 s", 90 * time.Second: "90 s"} {
 		if got := windowLabel(in); got != want {
 			t.Errorf("windowLabel(%v) = %q, want %q", in, got, want)
@@ -636,4 +664,13 @@ func TestChangeMarks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+func mustFloat(t *testing.T, s string) float64 {
+	t.Helper()
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
