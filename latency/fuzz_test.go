@@ -22,6 +22,7 @@ func FuzzLatencyExposition(f *testing.F) {
 		srcs := []*Source{
 			{URL: "sim://a", Preset: PresetVLLME2E, Timeout: time.Second, MaxBytes: 1 << 20},
 			{URL: "sim://a", Preset: PresetVLLME2E, Matchers: map[string]string{"model_name": "llama"}, Timeout: time.Second, MaxBytes: 1 << 20},
+			{URL: "sim://a", Preset: PresetSGLangITL, Matchers: map[string]string{"model_name": "meta-llama/Llama-3.1-8B-Instruct"}, Timeout: time.Second, MaxBytes: 1 << 20},
 			{URL: "sim://a", Preset: PresetTGI, Timeout: time.Second, MaxBytes: 1 << 20},
 			{URL: "sim://a", Preset: PresetTriton, Timeout: time.Second, MaxBytes: 1 << 20},
 			{URL: "sim://a", Preset: PresetTriton, Matchers: map[string]string{"model": "bert"}, Timeout: time.Second, MaxBytes: 1 << 20},

@@ -601,3 +601,60 @@ func TestPoolSetWhileRunning(t *testing.T) {
 		t.Errorf("loops after reload: %d (a still running: %v)", n, hasA)
 	}
 }
+
+// TestSGLangPresets reads an SGLang exposition as SGLang writes it (labels
+// model_name and engine_type, SGLang's default buckets, the scheduler's
+// families beside the tokenizer's) with each SGLang preset.
+func TestSGLangPresets(t *testing.T) {
+	llama := map[string]string{"model_name": "meta-llama/Llama-3.1-8B-Instruct"}
+	tests := []struct {
+		name, preset, file string
+		matchers           map[string]string
+		nBounds            int
+		le, cum, count     float64
+		p50, p99           float64 // the bucket bounds each quantile must fall within: (prev bound, p]
+		wantErr            string
+	}{
+		{"e2e", PresetSGLangE2E, "sglang-1.txt", llama, 22, 1, 1100, 2400, 2, 8, ""},
+		{"ttft", PresetSGLangTTFT, "sglang-1.txt", llama, 18, 0.2, 2100, 2400, 0.1, 1, ""},
+		{"itl", PresetSGLangITL, "sglang-1.txt", llama, 23, 0.01, 520000, 985000, 0.01, 0.025, ""},
+		{"itl matching both labels", PresetSGLangITL, "sglang-1.txt", map[string]string{"model_name": "meta-llama/Llama-3.1-8B-Instruct", "engine_type": "unified"}, 23, 0.01, 520000, 985000, 0.01, 0.025, ""},
+		{"itl falls back to time_per_output_token", PresetSGLangITL, "sglang-tpot.txt", llama, 10, 0.05, 11685, 500000, 0.075, 0.1, ""},
+		{"another model", PresetSGLangE2E, "sglang-1.txt", map[string]string{"model_name": "qwen"}, 0, 0, 0, 0, 0, 0, "no series matching"},
+		{"vllm preset on sglang", PresetVLLME2E, "sglang-1.txt", nil, 0, 0, 0, 0, 0, 0, "no histogram [vllm:e2e_request_latency_seconds]"},
+		{"sglang preset on vllm", PresetSGLangE2E, "vllm-1.txt", nil, 0, 0, 0, 0, 0, 0, "no histogram [sglang:e2e_request_latency_seconds]"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			src := &Source{URL: "http://sglang:30000/metrics", Preset: tc.preset, Matchers: tc.matchers, Timeout: time.Second, MaxBytes: 1 << 20}
+			h, err := extractFixture(t, src, tc.file)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(h.bounds) != tc.nBounds || h.count != tc.count {
+				t.Fatalf("%d bounds, count %v; want %d, %v", len(h.bounds), h.count, tc.nBounds, tc.count)
+			}
+			if got, ok := h.cumAt(tc.le); !ok || got != tc.cum {
+				t.Fatalf("bucket le=%v = %v (%v), want %v", tc.le, got, ok, tc.cum)
+			}
+			for q, upper := range map[float64]float64{0.5: tc.p50, 0.99: tc.p99} {
+				got, ok := h.quantile(q)
+				lower := 0.0
+				for _, b := range h.bounds {
+					if b < upper {
+						lower = b
+					}
+				}
+				if !ok || got <= lower || got > upper {
+					t.Errorf("p%v = %v (%v), want in (%v, %v]", q*100, got, ok, lower, upper)
+				}
+			}
+		})
+	}
+}

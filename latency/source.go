@@ -1,5 +1,5 @@
 // Package latency reads request latency from serving frameworks' /metrics
-// (vLLM, TGI, Triton, or any classic histogram), keeps each source's
+// (vLLM, SGLang, TGI, Triton, or any classic histogram), keeps each source's
 // sliding SLO window, and scrapes the sources on their own goroutines.
 // It knows nothing of tenants: its callers name each source and convert
 // their configuration into Specs.
@@ -12,12 +12,19 @@ import (
 
 // Source presets.
 const (
-	PresetVLLME2E  = "vllm-e2e"
-	PresetVLLMTTFT = "vllm-ttft"
-	PresetVLLMITL  = "vllm-itl"
-	PresetTriton   = "triton"
-	PresetTGI      = "tgi"
+	PresetVLLME2E    = "vllm-e2e"
+	PresetVLLMTTFT   = "vllm-ttft"
+	PresetVLLMITL    = "vllm-itl"
+	PresetSGLangE2E  = "sglang-e2e"
+	PresetSGLangTTFT = "sglang-ttft"
+	PresetSGLangITL  = "sglang-itl"
+	PresetTriton     = "triton"
+	PresetTGI        = "tgi"
 )
+
+// Presets are the preset names, in the order docs and errors list them.
+var Presets = []string{PresetVLLME2E, PresetVLLMTTFT, PresetVLLMITL,
+	PresetSGLangE2E, PresetSGLangTTFT, PresetSGLangITL, PresetTriton, PresetTGI}
 
 // Histogram names of the presets.
 var presetMetrics = map[string][]string{
@@ -25,7 +32,12 @@ var presetMetrics = map[string][]string{
 	PresetVLLMTTFT: {"vllm:time_to_first_token_seconds"},
 	// newer vLLM names it inter_token_latency, older time_per_output_token
 	PresetVLLMITL: {"vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"},
-	PresetTGI:     {"tgi_request_duration"},
+	// SGLang's tokenizer-side histograms (python/sglang/srt/metrics/collector.py);
+	// older SGLang names the inter-token one time_per_output_token
+	PresetSGLangE2E:  {"sglang:e2e_request_latency_seconds"},
+	PresetSGLangTTFT: {"sglang:time_to_first_token_seconds"},
+	PresetSGLangITL:  {"sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds"},
+	PresetTGI:        {"tgi_request_duration"},
 }
 
 // ReportedQuantiles are the quantiles every Status carries (plus the

@@ -23,7 +23,9 @@ local g = import 'lib/dashboard.libsonnet';
   local gpuLegend = '{{' + host + '}} GPU {{gpu}}',
   local hostKey = std.format('%s, job, %s', [cl, host]),
   // Tuner actions by knob and outcome on the hosts of the filter f.
-  local tunerActions(f, outcomes, by='knob, outcome') = std.format('sum by (%s) (increase(vgpu_tuner_actions_total{%s, outcome=~"%s"}[$__rate_interval]))', [by, f, outcomes]),
+  // Only the intervals with an action (> 0): every knob x outcome pair is a
+  // series, most of them always 0.
+  local tunerActions(f, outcomes, by='knob, outcome') = std.format('sum by (%s) (increase(vgpu_tuner_actions_total{%s, outcome=~"%s"}[$__rate_interval])) > 0', [by, f, outcomes]),
   local mpsTargetEffective(f, legend) = [
     g.target(std.format('vgpu_tuner_mps_active_threads_target_ratio{%s}', f), legend + ' target'),
     g.target(std.format('vgpu_tuner_mps_active_threads_effective_ratio{%s}', f), legend + ' effective'),
@@ -71,10 +73,10 @@ local g = import 'lib/dashboard.libsonnet';
       g.timeseries('Latency source up', [g.target(std.format('vgpu_tenant_latency_source_up{%s}', ft), '{{tenant}} {{%s}}' % host)]) { w: 8 },
       g.row('Tuner'),
       g.timeseries('MPS active threads: target and effective', mpsTargetEffective(ft, '{{tenant}} ' + gpuLegend), 'percentunit', description='What the tuner decided for the tenant\'s MPS clients and what their contexts run with; they differ until the clients restart.'),
-      g.timeseries('Tuner actions on the tenant\'s hosts', [
-        g.target(std.format('sum by (%s, knob, outcome) (increase(vgpu_tuner_actions_total{%s, outcome!="guarded"}[$__rate_interval]) and on (%s) vgpu_tenant_info{%s})', [host, fh, hostKey, ft]), '{{%s}} {{knob}} {{outcome}}' % host),
-        g.target(std.format('sum by (%s) (increase(vgpu_tuner_reverts_total{%s}[$__rate_interval]) and on (%s) vgpu_tenant_info{%s})', [host, fh, hostKey, ft]), '{{%s}} reverts' % host),
-      ], description='Actions planned by the tuner (guarded ones left out) and its reverts, on the hosts the tenant runs on.'),
+      g.events('Tuner actions on the tenant\'s hosts', [
+        g.target(std.format('sum by (%s, knob, outcome) (increase(vgpu_tuner_actions_total{%s, outcome!="guarded"}[$__rate_interval]) and on (%s) vgpu_tenant_info{%s}) > 0', [host, fh, hostKey, ft]), '{{%s}} {{knob}} {{outcome}}' % host),
+        g.target(std.format('sum by (%s) (increase(vgpu_tuner_reverts_total{%s}[$__rate_interval]) and on (%s) vgpu_tenant_info{%s}) > 0', [host, fh, hostKey, ft]), '{{%s}} reverts' % host),
+      ], description='Actions planned by the tuner (guarded ones left out) and its reverts, on the hosts the tenant runs on: one bar per interval in which any happened, by knob and outcome; empty while the tuner holds.'),
     ]),
 
     'vgpu-gpu.json': g.dashboard(c, 'vgpu-gpu.json', 'vGPU / GPU and MIG', 'Per GPU and MIG instance: the split of SMs and HBM among tenants, context switches, clocks, power, throttle reasons and XID errors.', [clusterVar, jobVar, hostVar, gpuVar, migVar, tenantVar(true)], [
@@ -134,10 +136,10 @@ local g = import 'lib/dashboard.libsonnet';
         g.target(std.format('vgpu_tuner_vgpu_scheduler_target_info{%s}', fg)),
       ], description='Levels the tuner decided (level, policy) against the time slice in effect (timeslice).'),
       g.row('Actions'),
-      g.timeseries('Changes made', [g.target(tunerActions(fh, 'applied|failed|rolled_back'), '{{knob}} {{outcome}}')], stack=true, description='Actions the tuner carried out, by knob and outcome, per interval.') { w: 8 },
-      g.timeseries('Reverts', [g.target(std.format('sum by (%s) (increase(vgpu_tuner_reverts_total{%s}[$__rate_interval]))', [host, fh]), '{{%s}}' % host)], description='Changes undone because the SLO error rose after them, or rolled back after a failure.') { w: 8 },
-      g.timeseries('Recommendations not applied', [g.target(tunerActions(fh, 'recommended|guarded|refused'), '{{knob}} {{outcome}}')], stack=true, description='Recommended (recommend mode), guarded (a guard refused) or refused (not supported, busy), per interval.') { w: 8 },
-      g.timeseries('Guard refusals', [g.target(std.format('sum by (guard) (increase(vgpu_tuner_guard_refusals_total{%s}[$__rate_interval]))', fh), '{{guard}}')], stack=true),
+      g.events('Changes made', [g.target(tunerActions(fh, 'applied|failed|rolled_back'), '{{knob}} {{outcome}}')], description='Actions the tuner carried out, by knob and outcome: one bar per interval in which any happened.') { w: 8 },
+      g.events('Reverts', [g.target(std.format('sum by (%s) (increase(vgpu_tuner_reverts_total{%s}[$__rate_interval])) > 0', [host, fh]), '{{%s}}' % host)], description='Changes undone because the SLO error rose after them, or rolled back after a failure.') { w: 8 },
+      g.events('Recommendations not applied', [g.target(tunerActions(fh, 'recommended|guarded|refused'), '{{knob}} {{outcome}}')], description='Recommended (recommend mode), guarded (a guard refused) or refused (not supported, busy): one bar per interval in which any happened.') { w: 8 },
+      g.events('Guard refusals', [g.target(std.format('sum by (guard) (increase(vgpu_tuner_guard_refusals_total{%s}[$__rate_interval])) > 0', fh), '{{guard}}')], description='Actions a guard refused, by guard: one bar per interval in which any was.'),
       g.timeseries('Restores and journal errors', [
         g.target(std.format('sum by (%s) (increase(vgpu_tuner_restores_total{%s}[$__rate_interval]))', [host, fh]), '{{%s}} restored' % host),
         g.target(std.format('sum by (%s) (increase(vgpu_tuner_restore_failures_total{%s}[$__rate_interval]))', [host, fh]), '{{%s}} restore failed' % host),

@@ -433,10 +433,8 @@ func (l *LatencySource) UnmarshalYAML(n *yaml.Node) error {
 		}
 	}
 	if v, given := got["preset"]; given {
-		switch l.Preset {
-		case latency.PresetVLLME2E, latency.PresetVLLMTTFT, latency.PresetVLLMITL, latency.PresetTriton, latency.PresetTGI:
-		default:
-			errs.Addf(v.Line, "unknown latency_source.preset %q (known: vllm-e2e, vllm-ttft, vllm-itl, triton, tgi)", l.Preset)
+		if !slices.Contains(latency.Presets, l.Preset) {
+			errs.Addf(v.Line, "unknown latency_source.preset %q (known: %s)", l.Preset, strings.Join(latency.Presets, ", "))
 		}
 	}
 	if v, given := got["metric"]; given && !model.LegacyValidation.IsValidMetricName(l.Metric) && !model.UTF8Validation.IsValidMetricName(l.Metric) {

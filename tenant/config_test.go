@@ -111,7 +111,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"min not a number", head + "    share: {min: half}\n", "t.yaml:4: share.min must be a number, got \"half\""},
 		{"max above one", head + "    share: {max: 1.01}\n", "t.yaml:4: share.max 1.01 is outside [0,1]"},
 		{"bad url", head + "    latency_source: {url: \"ftp://x/metrics\", preset: tgi}\n", "t.yaml:4: latency_source.url \"ftp://x/metrics\": scheme must be"},
-		{"bad preset", head + "    latency_source: {url: \"http://x/metrics\", preset: vllm}\n", "t.yaml:4: unknown latency_source.preset \"vllm\""},
+		{"bad preset", head + "    latency_source: {url: \"http://x/metrics\", preset: vllm}\n", "t.yaml:4: unknown latency_source.preset \"vllm\" (known: vllm-e2e, vllm-ttft, vllm-itl, sglang-e2e, sglang-ttft, sglang-itl, triton, tgi)"},
 		{"no preset nor metric", head + "    latency_source: {url: \"http://x/metrics\"}\n", "t.yaml:4: latency_source needs a preset or a metric"},
 		{"bad size", head + "    latency_source: {url: \"http://x/metrics\", preset: tgi, max_bytes: lots}\n", "t.yaml:4: latency_source.max_bytes: bad size \"lots\""},
 		{"bad uid", "tenants:\n  - name: a\n    selectors: [{uid: root}]\n", "t.yaml:3: uid must be an integer"},
@@ -134,6 +134,22 @@ func TestParseConfigErrors(t *testing.T) {
 				if !strings.HasPrefix(line, "t.yaml:") || strings.Count(line, ":") < 2 {
 					t.Errorf("error line %q is not file:line: problem", line)
 				}
+			}
+		})
+	}
+}
+
+// TestParseConfigPresets accepts every preset the latency package knows.
+func TestParseConfigPresets(t *testing.T) {
+	for _, preset := range latency.Presets {
+		t.Run(preset, func(t *testing.T) {
+			in := "tenants:\n  - name: a\n    selectors: [{executable: x}]\n    slo: {quantile: 0.9, target: 1s}\n    latency_source: {url: \"http://127.0.0.1:30000/metrics\", preset: " + preset + "}\n"
+			c, err := ParseConfig("t.yaml", []byte(in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.Tenants[0].LatencySource.Preset; got != preset {
+				t.Fatalf("preset %q, want %q", got, preset)
 			}
 		})
 	}

@@ -449,6 +449,40 @@ func lintDashboard(file string, d map[string]any) []string {
 	return out
 }
 
+// TestTunerEventPanels: a panel counting tuner actions, refusals or reverts shows
+// only the intervals in which some happened (every knob x outcome pair is a
+// series, most of them always 0), as bars; the tenant dashboard has one.
+func TestTunerEventPanels(t *testing.T) {
+	counters := []string{"vgpu_tuner_actions_total", "vgpu_tuner_guard_refusals_total", "vgpu_tuner_reverts_total"}
+	all := dashboards(t)
+	found := map[string]int{}
+	for _, name := range sortedNames(all) {
+		panels, _ := all[name]["panels"].([]any)
+		for _, p := range panels {
+			panel, _ := p.(map[string]any)
+			exprs := dashboardExprs(panel)
+			if !slices.ContainsFunc(exprs, func(e string) bool {
+				return slices.ContainsFunc(counters, func(c string) bool { return strings.Contains(e, c) })
+			}) {
+				continue
+			}
+			found[name]++
+			for _, e := range exprs {
+				if !strings.HasSuffix(strings.TrimSpace(e), "> 0") {
+					t.Errorf("%s: panel %q: %q keeps the intervals without events (end it with > 0)", name, panel["title"], e)
+				}
+			}
+			custom, _ := panel["fieldConfig"].(map[string]any)["defaults"].(map[string]any)["custom"].(map[string]any)
+			if custom["drawStyle"] != "bars" {
+				t.Errorf("%s: panel %q draws %v, want bars", name, panel["title"], custom["drawStyle"])
+			}
+		}
+	}
+	if found["dashboards/vgpu-tenant.json"] == 0 || found["dashboards/vgpu-tuner.json"] == 0 {
+		t.Errorf("tuner event panels per dashboard: %v", found)
+	}
+}
+
 func TestLint(t *testing.T) {
 	runbooks, err := os.ReadFile(filepath.Join(root, "docs", "runbooks.md"))
 	if err != nil {

@@ -27,6 +27,14 @@ local ds = { type: 'prometheus', uid: '${datasource}' };
     options: { legend: { displayMode: 'table', placement: 'bottom', calcs: ['lastNotNull', 'max'] }, tooltip: { mode: 'multi', sort: 'desc' } },
   },
 
+  // Events counted per interval, drawn as stacked bars: the targets keep only
+  // the intervals with events (`> 0`), so a series shows only where something
+  // happened and the legend lists only what did.
+  events(title, targets, description=''):: self.timeseries(title, targets, 'short', description, stack=true) {
+    fieldConfig+: { defaults+: { custom+: { drawStyle: 'bars', fillOpacity: 80, barAlignment: 0, showPoints: 'never', spanNulls: false } } },
+    options+: { legend+: { calcs: ['sum'] } },
+  },
+
   stat(title, targets, unit='short', description='', thresholds=null):: panel('stat', title, [t { instant: true, range: false } for t in targets], unit, description) {
     options: { reduceOptions: { calcs: ['lastNotNull'], fields: '', values: false }, colorMode: 'value', graphMode: 'none', textMode: 'auto' },
     fieldConfig+: { defaults+: (if thresholds == null then {} else { thresholds: { mode: 'absolute', steps: thresholds } }) },

@@ -133,10 +133,12 @@ func timeseriesPlot(pd panelData) *plot.Plot {
 	top, drawn := 0.0, 0
 	for i, s := range ss {
 		xy := make(plotter.XYs, len(s.t))
+		base := make([]float64, len(s.t))
 		for k := range s.t {
 			v := s.v[k] * factor
 			if pd.FieldConfig.Defaults.Custom.Stacking.Mode == "normal" {
-				v += stacked[s.t[k]]
+				base[k] = stacked[s.t[k]]
+				v += base[k]
 				stacked[s.t[k]] = v
 			}
 			xy[k] = plotter.XY{X: s.t[k] / 60, Y: v}
@@ -146,15 +148,12 @@ func timeseriesPlot(pd panelData) *plot.Plot {
 		if len(xy) == 0 {
 			continue
 		}
-		line, err := plotter.NewLine(xy)
+		mark, err := seriesMark(xy, base, pd.FieldConfig.Defaults.Custom.DrawStyle == "bars", i)
 		if err != nil {
 			continue
 		}
-		line.Color = plotutil.Color(i)
-		line.Width = vg.Points(1.2)
-		line.Dashes = plotutil.Dashes(i / 7)
-		p.Add(line)
-		p.Legend.Add(shorten(s.name), line)
+		p.Add(mark)
+		p.Legend.Add(shorten(s.name), mark)
 		drawn++
 	}
 	if len(pd.series) > maxSeries {
@@ -166,6 +165,9 @@ func timeseriesPlot(pd panelData) *plot.Plot {
 	}
 	if top <= 0 {
 		top = 1
+	}
+	if pd.minutes > 0 {
+		p.X.Min, p.X.Max = 0, pd.minutes
 	}
 	// Room above the lines for the legend.
 	p.Y.Max = top * (1.1 + 0.09*float64(drawn+min(len(pd.series)-len(ss), 1)))
@@ -225,4 +227,63 @@ func noData(p *plot.Plot) {
 		p.Add(l)
 	}
 	p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = 0, 1, 0, 1
+}
+
+// mark is what draws one series: a line, or bars.
+type mark interface {
+	plot.Plotter
+	plot.Thumbnailer
+}
+
+// seriesMark draws the i-th series of a panel: a line through xy, or for a
+// panel of events a bar at each point from base (the series stacked below)
+// up to the point.
+func seriesMark(xy plotter.XYs, base []float64, asBars bool, i int) (mark, error) {
+	if asBars {
+		return &bars{xy: xy, base: base, color: plotutil.Color(i)}, nil
+	}
+	line, err := plotter.NewLine(xy)
+	if err != nil {
+		return nil, err
+	}
+	line.Color = plotutil.Color(i)
+	line.Width = vg.Points(1.2)
+	line.Dashes = plotutil.Dashes(i / 7)
+	return line, nil
+}
+
+// bars draws a narrow bar at each point, from its base up to it: one
+// interval's events, stacked on the series below.
+type bars struct {
+	xy    plotter.XYs
+	base  []float64
+	color color.Color
+}
+
+const barWidth = 3 // points
+
+// Plot implements plot.Plotter.
+func (b *bars) Plot(c draw.Canvas, p *plot.Plot) {
+	trX, trY := p.Transforms(&c)
+	c.SetColor(b.color)
+	for k, pt := range b.xy {
+		x := trX(pt.X)
+		r := vg.Rectangle{Min: vg.Point{X: x - barWidth/2, Y: trY(b.base[k])}, Max: vg.Point{X: x + barWidth/2, Y: trY(pt.Y)}}
+		c.Fill(r.Path())
+	}
+}
+
+// DataRange implements plot.DataRanger.
+func (b *bars) DataRange() (xmin, xmax, ymin, ymax float64) {
+	xmin, xmax, ymin, ymax = plotter.XYRange(b.xy)
+	for _, v := range b.base {
+		ymin = math.Min(ymin, v)
+	}
+	return xmin, xmax, ymin, ymax
+}
+
+// Thumbnail implements plot.Thumbnailer.
+func (b *bars) Thumbnail(c *draw.Canvas) {
+	c.SetColor(b.color)
+	c.Fill(c.Rectangle.Path())
 }

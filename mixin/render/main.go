@@ -168,7 +168,10 @@ type panel struct {
 		Defaults struct {
 			Unit   string `json:"unit"`
 			Custom struct {
-				Stacking struct {
+				// DrawStyle is "bars" for a panel of events (a bar per
+				// interval with any), lines otherwise.
+				DrawStyle string `json:"drawStyle"`
+				Stacking  struct {
 					Mode string `json:"mode"`
 				} `json:"stacking"`
 			} `json:"custom"`
@@ -221,6 +224,9 @@ type series struct {
 type panelData struct {
 	panel
 	series []series
+	// minutes is the length of the run queried, for the x axis of a panel
+	// whose series hold only some of its intervals (events).
+	minutes float64
 }
 
 type promAPI struct{ base string }
@@ -228,7 +234,7 @@ type promAPI struct{ base string }
 // fetch queries the targets of p: over [begin, end] for a time series
 // panel, at end for a stat or table.
 func (a promAPI) fetch(p panel, begin, end time.Time) (panelData, error) {
-	pd := panelData{panel: p}
+	pd := panelData{panel: p, minutes: end.Sub(begin).Minutes()}
 	for _, tgt := range p.Targets {
 		q := variables.Replace(tgt.Expr)
 		params := url.Values{"query": {q}}

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"gonum.org/v1/plot/plotter"
 )
 
 func TestLegend(t *testing.T) {
@@ -58,11 +60,15 @@ func TestWriteGrid(t *testing.T) {
 	table.Type = "table"
 	line := series{name: "a", t: []float64{0, 30, 60}, v: []float64{0, 1, 0.5}}
 	zero := series{name: "zero", t: []float64{0, 30, 60}, v: []float64{0, 0, 0}}
+	events := ts("Events", "", "normal", series{name: "a", t: []float64{30}, v: []float64{2}}, series{name: "b", t: []float64{30, 50}, v: []float64{1, 1}})
+	events.FieldConfig.Defaults.Custom.DrawStyle = "bars"
+	events.minutes = 1
 	panels := []panelData{
 		stat, table,
 		ts("Lines", "bytes", "", line, zero),
 		ts("Stacked", "percentunit", "normal", line, line),
 		ts("Zeros", "", "normal", zero, zero),
+		events,
 		ts("No data", "s", ""),
 		ts("Empty series", "s", "", series{name: "empty"}),
 	}
@@ -95,4 +101,26 @@ func abs(n int) int {
 		return -n
 	}
 	return n
+}
+
+// TestSeriesMark: a panel of events draws bars stacked on the series below,
+// others lines.
+func TestSeriesMark(t *testing.T) {
+	xy := plotter.XYs{{X: 1, Y: 3}, {X: 2, Y: 1}}
+	m, err := seriesMark(xy, []float64{2, 0}, true, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, ok := m.(*bars)
+	if !ok {
+		t.Fatalf("events drawn as %T, want bars", m)
+	}
+	if x0, x1, y0, y1 := b.DataRange(); x0 != 1 || x1 != 2 || y0 != 0 || y1 != 3 {
+		t.Errorf("range x [%v, %v] y [%v, %v], want x [1, 2] y [0, 3]", x0, x1, y0, y1)
+	}
+	if m, err := seriesMark(xy, []float64{0, 0}, false, 0); err != nil {
+		t.Fatal(err)
+	} else if _, ok := m.(*plotter.Line); !ok {
+		t.Errorf("a time series drawn as %T, want a line", m)
+	}
 }

@@ -5,8 +5,10 @@ import (
 	"image/color"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
+	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -16,9 +18,11 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 )
 
-// Plot is a figure of one or more panels laid out in a grid.
+// Plot is a figure of one or more panels laid out in a grid, each panel's
+// legend in a strip at its right, outside the data.
 type Plot struct {
 	rows          [][]*plot.Plot
+	legends       [][]plot.Legend
 	width, height vg.Length
 }
 
@@ -44,9 +48,17 @@ func (p Plot) WritePNG(w io.Writer) error {
 	canvases := plot.Align(p.rows, tiles, dc)
 	for j, row := range p.rows {
 		for i, pl := range row {
-			if pl != nil {
-				pl.Draw(canvases[j][i])
+			if pl == nil {
+				continue
 			}
+			// Every panel of a column loses the same strip: the data areas
+			// stay aligned.
+			c := canvases[j][i]
+			c.Max.X -= legendWidth
+			pl.Draw(c)
+			strip := pl.DataCanvas(c)
+			strip.Min.X, strip.Max.X = c.Max.X+vg.Millimeter*2, c.Max.X+legendWidth
+			p.legends[j][i].Draw(strip)
 		}
 	}
 	_, err := vgimg.PngCanvas{Canvas: img}.WriteTo(w)
@@ -56,22 +68,32 @@ func (p Plot) WritePNG(w io.Writer) error {
 const (
 	panelWidth  = 6 * vg.Inch
 	panelHeight = 3.5 * vg.Inch
+	// legendWidth is the strip right of each panel that holds its legend.
+	legendWidth = 1.6 * vg.Inch
 )
 
-// grid lays panels out in about a square.
+// grid lays panels out in about a square, taking their legends out of
+// the data area.
 func grid(panels []*plot.Plot) Plot {
 	n := len(panels)
 	cols := int(math.Ceil(math.Sqrt(float64(n))))
 	rows := (n + cols - 1) / cols
-	out := Plot{width: panelWidth * vg.Length(cols), height: panelHeight * vg.Length(rows)}
+	out := Plot{width: (panelWidth + legendWidth) * vg.Length(cols), height: panelHeight * vg.Length(rows)}
 	for r := range rows {
 		row := make([]*plot.Plot, cols)
+		legends := make([]plot.Legend, cols)
 		for c := range cols {
 			if k := r*cols + c; k < n {
 				row[c] = panels[k]
+				legends[c] = panels[k].Legend
+				legends[c].Top, legends[c].Left = true, true
+				legends[c].TextStyle.Font.Size = vg.Points(10)
+				legends[c].Padding = vg.Points(3)
+				panels[k].Legend = plot.NewLegend()
 			}
 		}
 		out.rows = append(out.rows, row)
+		out.legends = append(out.legends, legends)
 	}
 	return out
 }
@@ -85,9 +107,9 @@ func timeAxis(steps []Step) (float64, string) {
 	return 1, "time (s)"
 }
 
-// tenantGroups returns the tenants grouped by the GPU they ended on, the
-// groups in GPU index order.
-func tenantGroups(r *Recorder) (titles []string, groups [][]string) {
+// tenantGroups returns the tenants grouped by the GPU (UUID) they ended on,
+// the groups in GPU index order.
+func tenantGroups(r *Recorder) (titles, uuids []string, groups [][]string) {
 	sum := r.Summary()
 	index := map[string]int{}
 	for _, g := range sum.GPUs {
@@ -118,9 +140,10 @@ func tenantGroups(r *Recorder) (titles []string, groups [][]string) {
 			title = fmt.Sprintf("GPU %d (%s)", i, shortUUID(g))
 		}
 		titles = append(titles, title)
+		uuids = append(uuids, g)
 		groups = append(groups, byGPU[g])
 	}
-	return titles, groups
+	return titles, uuids, groups
 }
 
 func shortUUID(u string) string {
@@ -147,26 +170,70 @@ func tenantXY(steps []Step, tenant string, div float64, f func(TenantStep) (floa
 	return xy
 }
 
-// plainTicks are gonum's default ticks labelled without trailing zeros.
+// plainTicks are gonum's default ticks labelled without trailing zeros
+// ("500", not "500.00").
 type plainTicks struct{}
 
 func (plainTicks) Ticks(min, max float64) []plot.Tick {
 	ticks := plot.DefaultTicks{}.Ticks(min, max)
 	for i := range ticks {
 		if ticks[i].Label != "" {
-			ticks[i].Label = strconv.FormatFloat(ticks[i].Value, 'g', 6, 64)
+			ticks[i].Label = tickLabel(ticks[i].Value)
 		}
 	}
 	return ticks
 }
 
+// logTicks mark an axis of log10 values (a linear axis: gonum centres the
+// label of a log-scaled one off the middle) at 1, 2 and 5 times the powers
+// of ten, labelled with the values (every digit when that gives fewer than
+// two labels: a range inside one decade), with minor ticks at the other
+// digits.
+type logTicks struct{}
+
+func (logTicks) Ticks(lmin, lmax float64) []plot.Tick {
+	min, max := math.Pow(10, lmin), math.Pow(10, lmax)
+	if min <= 0 || max <= min || math.IsInf(max, 0) {
+		return nil
+	}
+	var ticks []plot.Tick
+	labelled := 0
+	for _, digits := range [][]float64{{1, 2, 5}, {1, 2, 3, 4, 5, 6, 7, 8, 9}} {
+		ticks, labelled = ticks[:0], 0
+		for e := math.Floor(math.Log10(min)); e <= math.Ceil(math.Log10(max)); e++ {
+			for d := 1.0; d <= 9; d++ {
+				v := d * math.Pow(10, e)
+				if v < min*(1-1e-9) || v > max*(1+1e-9) {
+					continue
+				}
+				t := plot.Tick{Value: math.Log10(v)}
+				if slices.Contains(digits, d) {
+					t.Label = tickLabel(v)
+					labelled++
+				}
+				ticks = append(ticks, t)
+			}
+		}
+		if labelled >= 2 {
+			break
+		}
+	}
+	return ticks
+}
+
+// tickLabel renders a tick value with at most six significant digits, no
+// trailing zeros and no exponent.
+func tickLabel(v float64) string {
+	return strconv.FormatFloat(round6(v), 'f', -1, 64)
+}
+
 func newPanel(title, xlabel, ylabel string) *plot.Plot {
 	p := plot.New()
 	p.X.Tick.Marker = plainTicks{}
+	p.Y.Tick.Marker = plainTicks{}
 	p.Title.Text = title
 	p.X.Label.Text = xlabel
 	p.Y.Label.Text = ylabel
-	p.Legend.Top = true
 	p.Add(plotter.NewGrid())
 	return p
 }
@@ -192,20 +259,22 @@ func addLine(p *plot.Plot, xy plotter.XYs, c color.Color, dashed bool, legend st
 }
 
 // tenantPanels draws one panel per GPU with panel, given the GPU's title,
-// the time axis and the tenants that ended on it, and lays them out.
+// the time axis and the tenants that ended on it, marks the changes
+// applied on the GPU and lays the panels out.
 func tenantPanels(r *Recorder, panel func(title, xlabel string, steps []Step, div float64, tenants []string) (*plot.Plot, error)) (Plot, error) {
 	steps := r.Steps()
 	if len(steps) == 0 {
 		return Plot{}, errNoData
 	}
 	div, xlabel := timeAxis(steps)
-	titles, groups := tenantGroups(r)
+	titles, uuids, groups := tenantGroups(r)
 	var panels []*plot.Plot
 	for gi, tenants := range groups {
 		p, err := panel(titles[gi], xlabel, steps, div, tenants)
 		if err != nil {
 			return Plot{}, err
 		}
+		addChanges(p, r.changeTimes(uuids[gi]), div)
 		panels = append(panels, p)
 	}
 	if len(panels) == 0 {
@@ -214,34 +283,45 @@ func tenantPanels(r *Recorder, panel func(title, xlabel string, steps []Step, di
 	return grid(panels), nil
 }
 
-// LatencyPlot draws, per GPU, each tenant's p99 request latency per step
-// (solid, log scale) against its SLO target (dashed, same colour).
+// sloQuantile is the quantile the latency plot draws for a tenant: its
+// SLO's, or 0.99 without one.
+func (r *Recorder) sloQuantile(tenant string) float64 {
+	if a := r.tenants[tenant]; a != nil && a.sloTarget > 0 && a.sloQuantile > 0 {
+		return a.sloQuantile
+	}
+	return 0.99
+}
+
+// LatencyPlot draws, per GPU, each tenant's request latency at its SLO's
+// quantile (p99 without an SLO) over a sliding QuantileWindow (solid, log
+// scale) against its SLO target (dashed, same colour), and the changes
+// applied on the GPU.
 func LatencyPlot(r *Recorder) (Plot, error) {
 	return tenantPanels(r, func(title, xlabel string, steps []Step, div float64, tenants []string) (*plot.Plot, error) {
-		p := newPanel(title+": p99 latency vs SLO target", xlabel, "seconds (log)")
+		p := newPanel(title+": latency vs SLO target (dashed)", xlabel,
+			"seconds (log), last "+windowLabel(QuantileWindow))
 		points := 0
 		for ti, name := range tenants {
 			c := plotutil.Color(ti)
-			xy := tenantXY(steps, name, div, func(t TenantStep) (float64, bool) {
-				if t.P99 == nil || *t.P99 <= 0 {
-					return 0, false
+			q := r.sloQuantile(name)
+			var xy plotter.XYs
+			for _, pt := range r.WindowQuantiles(name, q, QuantileWindow) {
+				if pt.V > 0 {
+					xy = append(xy, plotter.XY{X: pt.T / div, Y: math.Log10(pt.V)})
 				}
-				return *t.P99, true
-			})
+			}
 			points += len(xy)
-			if err := addLine(p, xy, c, false, name+" p99"); err != nil {
+			if err := addLine(p, xy, c, false, name+" p"+tickLabel(q*100)); err != nil {
 				return nil, err
 			}
-			target := tenantXY(steps, name, div, func(t TenantStep) (float64, bool) { return t.SLOTarget, t.SLOTarget > 0 })
+			target := tenantXY(steps, name, div, func(t TenantStep) (float64, bool) { return math.Log10(t.SLOTarget), t.SLOTarget > 0 })
 			points += len(target)
 			if err := addLine(p, target, c, true, ""); err != nil {
 				return nil, err
 			}
 		}
 		if points > 0 {
-			p.Y.Scale = plot.LogScale{}
-			p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
-			p.Y.Max *= 4 // room above the data for the legend
+			p.Y.Tick.Marker = logTicks{}
 		} else {
 			p.Title.Text = title + ": no requests"
 		}
@@ -249,12 +329,20 @@ func LatencyPlot(r *Recorder) (Plot, error) {
 	})
 }
 
+// windowLabel renders a window length for an axis label: "1 min", "30 s".
+func windowLabel(d time.Duration) string {
+	if d >= time.Minute && d%time.Minute == 0 {
+		return strconv.Itoa(int(d/time.Minute)) + " min"
+	}
+	return tickLabel(d.Seconds()) + " s"
+}
+
 // SharesPlot draws, per GPU, each tenant's SM share (solid) and HBM
-// bandwidth share (dashed) per step.
+// bandwidth share (dashed) per step, and the changes applied on the GPU.
 func SharesPlot(r *Recorder) (Plot, error) {
 	return tenantPanels(r, func(title, xlabel string, steps []Step, div float64, tenants []string) (*plot.Plot, error) {
-		p := newPanel(title+": shares", xlabel, "SM share (solid), BW share (dashed)")
-		p.Y.Min, p.Y.Max = 0, 1.25 // room above the data for the legend
+		p := newPanel(title+": shares", xlabel, "share: SM (solid), BW (dashed)")
+		p.Y.Min, p.Y.Max = 0, 1
 		for ti, name := range tenants {
 			c := plotutil.Color(ti)
 			sm := tenantXY(steps, name, div, func(t TenantStep) (float64, bool) { return t.SMShare, true })
@@ -271,7 +359,7 @@ func SharesPlot(r *Recorder) (Plot, error) {
 }
 
 // GPUPlot draws each GPU's SM activity, DRAM activity, SM clock and power
-// per step, one panel each.
+// per step, one panel each, and the changes applied on any GPU.
 func GPUPlot(r *Recorder) (Plot, error) {
 	steps := r.Steps()
 	if len(steps) == 0 {
@@ -294,13 +382,13 @@ func GPUPlot(r *Recorder) (Plot, error) {
 	type panel struct {
 		title, ylabel string
 		f             func(GPUStep) float64
-		unit          bool
+		ratio         bool
 	}
 	defs := []panel{
 		{"SM active", "ratio", func(g GPUStep) float64 { return g.SMActive }, true},
 		{"DRAM active", "ratio", func(g GPUStep) float64 { return g.DRAMActive }, true},
-		{"SM clock", "MHz", func(g GPUStep) float64 { return g.SMClockMHz }, false},
-		{"Power", "W", func(g GPUStep) float64 { return g.PowerW }, false},
+		{"SM clock", "clock (MHz)", func(g GPUStep) float64 { return g.SMClockMHz }, false},
+		{"Power", "power (W)", func(g GPUStep) float64 { return g.PowerW }, false},
 	}
 	var panels []*plot.Plot
 	for _, d := range defs {
@@ -320,14 +408,53 @@ func GPUPlot(r *Recorder) (Plot, error) {
 				return Plot{}, err
 			}
 		}
-		// Room above the data for the legend.
 		p.Y.Min = 0
-		if d.unit {
-			p.Y.Max = 1.25
+		if d.ratio {
+			p.Y.Max = 1
 		} else {
-			p.Y.Max = math.Max(p.Y.Max, 1) * 1.25
+			p.Y.Max = math.Max(p.Y.Max, 1) * 1.05
 		}
+		addChanges(p, r.changeTimes(""), div)
 		panels = append(panels, p)
 	}
 	return grid(panels), nil
+}
+
+// changeMarks draws a vertical line across the data area at each change.
+type changeMarks struct {
+	xs    []float64
+	style draw.LineStyle
+}
+
+var changeStyle = draw.LineStyle{Color: color.Gray{Y: 110}, Width: vg.Points(0.8), Dashes: []vg.Length{vg.Points(2), vg.Points(2)}}
+
+// addChanges marks the changes at times (seconds since the start of the
+// run) on p, with one legend entry.
+func addChanges(p *plot.Plot, times []float64, div float64) {
+	if len(times) == 0 {
+		return
+	}
+	m := changeMarks{style: changeStyle}
+	for _, t := range times {
+		m.xs = append(m.xs, t/div)
+	}
+	p.Add(m)
+	p.Legend.Add("change applied", m)
+}
+
+// Plot implements plot.Plotter.
+func (m changeMarks) Plot(c draw.Canvas, p *plot.Plot) {
+	trX, _ := p.Transforms(&c)
+	for _, x := range m.xs {
+		if x < p.X.Min || x > p.X.Max {
+			continue
+		}
+		c.StrokeLine2(m.style, trX(x), c.Min.Y, trX(x), c.Max.Y)
+	}
+}
+
+// Thumbnail implements plot.Thumbnailer.
+func (m changeMarks) Thumbnail(c *draw.Canvas) {
+	x := (c.Min.X + c.Max.X) / 2
+	c.StrokeLine2(m.style, x, c.Min.Y, x, c.Max.Y)
 }

@@ -93,6 +93,8 @@ type Recorder struct {
 	// gpuMinutes and heldMinutes count the closed goodput windows per GPU
 	// and those in which every SLO on the GPU held.
 	gpuMinutes, heldMinutes int
+
+	changes []Change
 }
 
 // GoodputWindow is the window a GPU's SLOs are judged in for goodput:
@@ -129,6 +131,8 @@ type tenantAcc struct {
 	sloTarget   time.Duration
 	// minutes are the tenant's goodput windows, for its busy stretch.
 	minutes []minuteSpan
+	// spans are the tenant's steps, for windowed quantiles.
+	spans []stepSpan
 }
 
 // minuteSpan is one goodput window of a tenant: how many of its requests
@@ -180,9 +184,11 @@ func (r *Recorder) Add(w WindowStats) {
 		for len(a.minutes) <= r.minuteN {
 			a.minutes = append(a.minutes, minuteSpan{start: len(a.latencies), end: len(a.latencies)})
 		}
+		from := len(a.latencies)
 		for _, l := range tw.Latencies {
 			a.latencies = append(a.latencies, float32(l.Seconds()))
 		}
+		a.spans = append(a.spans, stepSpan{step: len(r.steps), start: from, end: len(a.latencies)})
 		mn := &a.minutes[r.minuteN]
 		mn.ended += tw.Completed + tw.Dropped
 		mn.end = len(a.latencies)

@@ -71,7 +71,7 @@ func WriteSummaryText(w io.Writer, s Summary) error {
 	}
 	fmt.Fprintf(ew, "\nSLOs met: %d of %d tenants with an SLO and requests\n", s.SLOsMet, s.SLOsHeld)
 	fmt.Fprintf(ew, "SLOs held in %s of the GPU-minutes (goodput counts work only there)\n", fmtRatio(&s.HeldFraction))
-	fmt.Fprintf(ew, "energy: %s J\n", fmtFloat(s.EnergyJ))
+	fmt.Fprintf(ew, "energy: %s\n", FormatEnergy(s.EnergyJ))
 	return ew.err
 }
 
@@ -248,6 +248,16 @@ func fmtFloat(v float64) string {
 		}
 	}
 	return sig3(v)
+}
+
+// FormatEnergy renders joules as kilojoules with about three significant
+// digits and no exponent or SI prefix: "221 kJ", "2.4 kJ".
+func FormatEnergy(j float64) string {
+	kj, _ := strconv.ParseFloat(strconv.FormatFloat(j/1000, 'g', 3, 64), 64)
+	if math.Abs(kj) >= 100 {
+		return strconv.FormatFloat(kj, 'f', 0, 64) + " kJ"
+	}
+	return strconv.FormatFloat(kj, 'f', -1, 64) + " kJ"
 }
 
 func fmtRatio(v *float64) string {
