@@ -220,6 +220,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			return nil, fmt.Errorf("policy %s at %v: %w", pol.Name(), at.Sub(start), err)
 		}
 		res.Decisions = append(res.Decisions, decs...)
+		for _, d := range decs {
+			if d.Applied {
+				res.Recorder.AddChange(report.Change{Time: d.Time, GPU: d.GPU, Tenant: d.Tenant, Knob: d.Knob, To: d.To})
+			}
+		}
 		res.Recorder.Add(s.Window())
 		if cfg.Progress != nil {
 			cfg.Progress(i, steps)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/sim"
+	"github.com/vgpu-exporter/vgpu_exporter/sim/report"
 	"github.com/vgpu-exporter/vgpu_exporter/simrun"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
@@ -52,7 +53,9 @@ func (r *recorder) Init(_ context.Context, act tuner.Actuators, _ *tenant.Snapsh
 func (r *recorder) Observe(_ context.Context, act tuner.Actuators, _ *tenant.Snapshot) ([]tuner.Decision, error) {
 	r.act = append(r.act, act)
 	r.snaps++
-	return []tuner.Decision{{GPU: "g", Applied: true}}, nil
+	// One applied change and one that was not: only the first is marked
+	// on the plots.
+	return []tuner.Decision{{GPU: "g", Applied: true, To: "applied"}, {GPU: "g", To: "refused"}}, nil
 }
 
 // A registered planner is given the run's scenario, seed, duration and
@@ -96,8 +99,11 @@ func TestRunPlanner(t *testing.T) {
 	if m := res.Recorder.Meta(); m.Scenario != "planned" || m.Policy != "recorder" || m.Seed != 5 {
 		t.Errorf("run meta %+v: want the planned scenario under the planner's policy", m)
 	}
-	if pol.snaps != 5 || len(res.Decisions) != 5 || len(res.Recorder.Steps()) != 5 {
-		t.Errorf("%d observations, %d decisions, %d steps; want 5 of each", pol.snaps, len(res.Decisions), len(res.Recorder.Steps()))
+	if pol.snaps != 5 || len(res.Decisions) != 10 || len(res.Recorder.Steps()) != 5 {
+		t.Errorf("%d observations, %d decisions, %d steps; want 5, 10, 5", pol.snaps, len(res.Decisions), len(res.Recorder.Steps()))
+	}
+	if ch := res.Recorder.Changes(); len(ch) != 5 || slices.ContainsFunc(ch, func(c report.Change) bool { return c.To != "applied" }) {
+		t.Errorf("changes marked on the plots: %+v; want the 5 applied ones", ch)
 	}
 	if wrapped != 1 {
 		t.Errorf("Config.Actuators called %d times, want once for the run", wrapped)

@@ -98,7 +98,7 @@ func runSeeds(ctx context.Context, cfg runConfig, count int, list []int64, stdou
 		}
 		sums = append(sums, s)
 		rates = append(rates, rate)
-		fmt.Fprintf(stdout, "seed %d: SLOs met %d of %d, energy %s J\n", seed, s.SLOsMet, s.SLOsHeld, strconv.FormatFloat(s.EnergyJ, 'g', 3, 64))
+		fmt.Fprintf(stdout, "seed %d: SLOs met %d of %d, energy %s\n", seed, s.SLOsMet, s.SLOsHeld, report.FormatEnergy(s.EnergyJ))
 		if res.Plan != nil {
 			res.Plan.Write(stdout)
 		}
