@@ -35,7 +35,7 @@ func runGuard(t *testing.T, g Guard, st *State, steps []step) {
 			t.Errorf("%s step %d: refused without a reason", g.Name(), i)
 		}
 		if l, isL := g.(Learner); isL && s.record != "" {
-			l.Record(s.a, s.record, clk.Now())
+			l.Record(s.a, s.record, nil, clk.Now())
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/gpu/mps"
 	"github.com/vgpu-exporter/vgpu_exporter/gpu/nvidiasmi"
 	"github.com/vgpu-exporter/vgpu_exporter/gpu/rebalance"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
 
 // actuatorConfig is what the command line says about the actuators that
@@ -102,7 +103,7 @@ func detectActuators(ctx context.Context, cfg *config, h actuatorHost, logger lo
 	var out []actuatorBackend
 	src := h.Source
 	for src != nil {
-		if isActuator(src) {
+		if tuner.IsActuator(src) {
 			out = append(out, actuatorBackend{Name: cfg.Backend, Impl: src})
 			break
 		}
@@ -168,16 +169,6 @@ func actuatorImpls(bs []actuatorBackend) []any {
 		out[i] = b.Impl
 	}
 	return out
-}
-
-// isActuator reports whether v implements any actuator interface.
-func isActuator(v any) bool {
-	switch v.(type) {
-	case gpu.MPSActuator, gpu.TimeSliceActuator, gpu.ClockPowerActuator, gpu.VGPUSchedulerActuator,
-		gpu.MIGActuator, gpu.PlacementActuator, gpu.Rebalancer:
-		return true
-	}
-	return false
 }
 
 // deviceIndex maps a GPU UUID to its index among the latest devices.
