@@ -72,7 +72,7 @@ func TestBaselineWithoutActuators(t *testing.T) {
 	if fmt.Sprint(got) != want {
 		t.Errorf("decisions %v, want %s", got, want)
 	}
-	again, err := p.Observe(ctx, ActuatorsOf(vo), snapshot(t0.Add(2*p.RetryAfter), devs, nil))
+	again, err := p.Observe(ctx, ActuatorsOf(vo), snapshot(t0.Add(2*DefaultRetryAfter), devs, nil))
 	if err != nil {
 		t.Fatal(err)
 	}

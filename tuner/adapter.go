@@ -61,22 +61,33 @@ func (c *snapClock) set(t time.Time) {
 	c.mu.Unlock()
 }
 
-// TunerPolicy runs a Decider through a Tuner in enforce mode, every
-// Interval of snapshot time, behind the Policy interface vgpusim drives:
-// the same loop, guards and actuator calls as the exporter's.
+// TunerPolicy runs a Decider through a Tuner in enforce mode behind the
+// Policy interface vgpusim drives: the same loop, guards and executor as
+// the exporter's. Autotune runs every Interval of snapshot time with the
+// default guards and slow loop; the baselines (BaselinePolicy) at every
+// snapshot with their own chain.
 type TunerPolicy struct {
-	Decider  Decider
+	Decider Decider
+	// Interval is the snapshot time between rounds; 0: every snapshot.
 	Interval time.Duration
 	// Disabled knobs are never changed (Options.Disabled).
 	Disabled []gpu.Knob
-	clock    snapClock
-	t        *Tuner
-	last     time.Time
+	// configure completes the tuner's options (guards, slow loop) once
+	// Init has set the policy, actuators, clock and mode.
+	configure func(Options) Options
+	// initRound: Init runs a first round on its snapshot; its decisions
+	// are returned by the next Observe.
+	initRound bool
+	initial   []Decision
+	clock     snapClock
+	t         *Tuner
+	last      time.Time
 }
 
-// NewTunerPolicy returns the policy running d.
+// NewTunerPolicy returns the policy running d every DefaultInterval with
+// the default options (DefaultOptions).
 func NewTunerPolicy(d Decider) *TunerPolicy {
-	return &TunerPolicy{Decider: d, Interval: DefaultInterval}
+	return &TunerPolicy{Decider: d, Interval: DefaultInterval, configure: func(o Options) Options { return DefaultOptions(o, nil) }}
 }
 
 // Name returns the decider's name.
@@ -85,26 +96,45 @@ func (p *TunerPolicy) Name() string { return p.Decider.Name() }
 // Tuner returns the tuner after Init (nil before).
 func (p *TunerPolicy) Tuner() *Tuner { return p.t }
 
-// Init builds the tuner on the host's actuators.
-func (p *TunerPolicy) Init(_ context.Context, act Actuators, snap *tenant.Snapshot) error {
+// Init builds the tuner on the host's actuators (and, for a policy that
+// starts at once, runs its first round on snap).
+func (p *TunerPolicy) Init(ctx context.Context, act Actuators, snap *tenant.Snapshot) error {
 	if snap != nil {
 		p.clock.set(snap.Time)
 	}
-	t, err := New(DefaultOptions(Options{Policy: p.Decider, Actuators: act, Clock: &p.clock, Mode: ModeEnforce, Disabled: p.Disabled}, nil))
+	o := Options{Policy: p.Decider, Actuators: act, Clock: &p.clock, Mode: ModeEnforce, Disabled: p.Disabled}
+	if p.configure != nil {
+		o = p.configure(o)
+	}
+	t, err := New(o)
 	p.t = t
+	if err != nil || !p.initRound || snap == nil {
+		return err
+	}
+	p.last = snap.Time
+	p.initial, err = t.RunOnce(ctx, snap)
 	return err
 }
 
-// Observe runs the tuner once an interval has passed since its last run.
-func (p *TunerPolicy) Observe(ctx context.Context, _ Actuators, snap *tenant.Snapshot) ([]Decision, error) {
-	if snap == nil || p.t == nil {
+// Observe runs the tuner on snap once Interval has passed since its last
+// run, acting through act: the actuators of the call are the ones used
+// (a policy observed without Init is built on them).
+func (p *TunerPolicy) Observe(ctx context.Context, act Actuators, snap *tenant.Snapshot) ([]Decision, error) {
+	if snap == nil {
 		return nil, ctx.Err()
 	}
+	if p.t == nil {
+		if err := p.Init(ctx, act, nil); err != nil {
+			return nil, err
+		}
+	}
+	p.t.bind(act)
 	p.clock.set(snap.Time)
 	// Between rounds, what the tuner has under way (a MIG relayout
 	// waiting for its instances to drain) goes on at every snapshot.
-	done := p.t.Progress(ctx)
-	if !p.last.IsZero() && snap.Time.Sub(p.last) < p.Interval {
+	done := append(p.initial, p.t.Progress(ctx)...)
+	p.initial = nil
+	if p.Interval > 0 && !p.last.IsZero() && snap.Time.Sub(p.last) < p.Interval {
 		return done, ctx.Err()
 	}
 	p.last = snap.Time

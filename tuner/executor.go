@@ -82,7 +82,7 @@ func (t *Tuner) execute(ctx context.Context, st *State, a Action, now time.Time,
 	}
 	d.Outcome = outcomeOf(err)
 	if err != nil {
-		d.Reason = joinReasons(a.Reason, string(d.Outcome)+": "+err.Error())
+		d.Reason = joinReasons(a.Reason, string(d.Outcome)+", not applied: "+err.Error())
 		out := []Decision{t.finish(a, d, now, err)}
 		if d.Outcome == OutcomeFailed {
 			out = append(out, t.rollback(ctx, appliedOn[a.GPU], a, now)...)

@@ -161,6 +161,13 @@ func New(o Options) (*Tuner, error) {
 	return t, nil
 }
 
+// bind makes act the actuators the tuner acts through.
+func (t *Tuner) bind(act Actuators) {
+	t.mu.Lock()
+	t.o.Actuators = act
+	t.mu.Unlock()
+}
+
 // modeOf returns the mode of a GPU.
 func (t *Tuner) modeOf(uuid string, index int) Mode {
 	return modeOf(t.o.Mode, t.o.GPUModes, uuid, index)
