@@ -117,6 +117,16 @@ type MPSActuator interface {
 	RestartClient(ctx context.Context, uuid string, pid uint32) error
 }
 
+// MPSClientState is what an MPS actuator knows of one client: the
+// fraction set for its next context (pending) and its running context's
+// (effective), each nil when unknown.
+type MPSClientState struct {
+	UUID      string
+	PID       uint32
+	Pending   *float64
+	Effective *float64
+}
+
 // VGPUSchedulerActuator changes a vGPU host's scheduler.
 type VGPUSchedulerActuator interface {
 	// SetVGPUScheduler changes the vGPU scheduler; refused (ErrBusy) while VMs run.

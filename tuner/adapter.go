@@ -2,6 +2,8 @@ package tuner
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -72,9 +74,10 @@ type TunerPolicy struct {
 	Interval time.Duration
 	// Disabled knobs are never changed (Options.Disabled).
 	Disabled []gpu.Knob
-	// configure completes the tuner's options (guards, slow loop) once
-	// Init has set the policy, actuators, clock and mode.
-	configure func(Options) Options
+	// configure completes the tuner's options (guards with kill first
+	// when given, slow loop) once the policy, actuators, clock and mode
+	// are set.
+	configure func(Options, *KillSwitch) Options
 	// initRound: Init runs a first round on its snapshot; its decisions
 	// are returned by the next Observe.
 	initRound bool
@@ -87,7 +90,7 @@ type TunerPolicy struct {
 // NewTunerPolicy returns the policy running d every DefaultInterval with
 // the default options (DefaultOptions).
 func NewTunerPolicy(d Decider) *TunerPolicy {
-	return &TunerPolicy{Decider: d, Interval: DefaultInterval, configure: func(o Options) Options { return DefaultOptions(o, nil) }}
+	return &TunerPolicy{Decider: d, Interval: DefaultInterval, configure: DefaultOptions}
 }
 
 // Name returns the decider's name.
@@ -102,11 +105,7 @@ func (p *TunerPolicy) Init(ctx context.Context, act Actuators, snap *tenant.Snap
 	if snap != nil {
 		p.clock.set(snap.Time)
 	}
-	o := Options{Policy: p.Decider, Actuators: act, Clock: &p.clock, Mode: ModeEnforce, Disabled: p.Disabled}
-	if p.configure != nil {
-		o = p.configure(o)
-	}
-	t, err := New(o)
+	t, err := New(p.Configure(Options{Actuators: act, Clock: &p.clock, Mode: ModeEnforce, Disabled: p.Disabled}, nil))
 	p.t = t
 	if err != nil || !p.initRound || snap == nil {
 		return err
@@ -114,6 +113,36 @@ func (p *TunerPolicy) Init(ctx context.Context, act Actuators, snap *tenant.Snap
 	p.last = snap.Time
 	p.initial, err = t.RunOnce(ctx, snap)
 	return err
+}
+
+// Configure returns the options that run the policy's decider on a
+// Tuner: o with the decider as its policy and the policy's guards (after
+// kill, when given) and slow loop. The exporter builds its tuner so.
+func (p *TunerPolicy) Configure(o Options, kill *KillSwitch) Options {
+	o.Policy = p.Decider
+	if p.configure != nil {
+		o = p.configure(o, kill)
+	}
+	return o
+}
+
+// NewEnginePolicy returns the registered policy name when it runs on the
+// tuner's engine (every policy but none), for a host that runs its own
+// Tuner (the exporter). An unknown name is an error that lists the known
+// ones.
+func NewEnginePolicy(name string) (*TunerPolicy, error) {
+	var names []string
+	for _, n := range PolicyNames() {
+		if _, ok := policies[n]().(*TunerPolicy); ok {
+			names = append(names, n)
+		}
+	}
+	if p, ok := policies[name]; ok {
+		if tp, ok := p().(*TunerPolicy); ok {
+			return tp, nil
+		}
+	}
+	return nil, fmt.Errorf("unknown tuner policy %q (known: %s)", name, strings.Join(names, ", "))
 }
 
 // Observe runs the tuner on snap once Interval has passed since its last

@@ -64,10 +64,14 @@ func NewUncapped() *TunerPolicy { return BaselinePolicy(Baseline{name: UncappedN
 
 // BaselinePolicy runs a baseline as the baselines have always run: at
 // every snapshot, starting with Init's, in enforce mode, with no guard but
-// Retry (DefaultRetryAfter) and no slow loop.
+// Retry (DefaultRetryAfter; the kill switch before it where there is one)
+// and no slow loop.
 func BaselinePolicy(d Decider) *TunerPolicy {
-	return &TunerPolicy{Decider: d, initRound: true, configure: func(o Options) Options {
+	return &TunerPolicy{Decider: d, initRound: true, configure: func(o Options, kill *KillSwitch) Options {
 		o.Guards = []Guard{&Retry{After: DefaultRetryAfter}}
+		if kill != nil {
+			o.Guards = append([]Guard{kill}, o.Guards...)
+		}
 		return o
 	}}
 }

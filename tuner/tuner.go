@@ -78,6 +78,14 @@ type Options struct {
 	Logger   log.Logger
 }
 
+// MPSStateSource reports the MPS actuator's pending and effective
+// fractions of its clients: on a real host, the MPS control daemon's
+// controller, which takes the effective fractions the readings report as
+// a subscriber of the sampler.
+type MPSStateSource interface {
+	ClientStates() []gpu.MPSClientState
+}
+
 // DefaultGuards returns the guard chain the exporter and vgpusim use.
 func DefaultGuards(kill *KillSwitch, hold *RevertHold) []Guard {
 	gs := []Guard{}
@@ -224,7 +232,7 @@ func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 		}
 	}
 	t.syncPending(snap)
-	st := &State{Now: now, Snapshot: snap, Changes: t.changes, Pending: t.pending, Effective: t.syncMPS(snap),
+	st := &State{Now: now, Snapshot: snap, Changes: t.changes, Pending: t.pending, Effective: t.syncMPS(),
 		Fast: t.fast.observe(now, snap), Originals: map[string]Value{}, History: t.history}
 	for k, o := range t.originals {
 		st.Originals[k] = o.Value
@@ -300,12 +308,12 @@ func (t *Tuner) syncPending(snap *tenant.Snapshot) {
 // it reports them: a pending fraction the actuator knows replaces the
 // tuner's own, one it no longer holds is dropped. It returns the effective
 // fractions by Target.String.
-func (t *Tuner) syncMPS(snap *tenant.Snapshot) map[string]Fraction {
+func (t *Tuner) syncMPS() map[string]Fraction {
 	eff := map[string]Fraction{}
 	if t.o.MPSStates == nil {
 		return eff
 	}
-	for _, c := range t.o.MPSStates.MPSStates(snap) {
+	for _, c := range t.o.MPSStates.ClientStates() {
 		k := Target{GPU: c.UUID, Knob: gpu.KnobMPSActiveThreads, PID: c.PID}.String()
 		if c.Pending != nil {
 			t.pending[k] = Fraction(*c.Pending)

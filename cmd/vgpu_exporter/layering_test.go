@@ -53,7 +53,7 @@ var layers = map[string][]string{
 	"internal/command":             nil,
 	"internal/command/commandtest": nil, // fake programs for tests
 	// Embedded data and test programs stand apart from the layers.
-	"scenarios":      nil,
+	"scenarios":           nil,
 	"test/e2e":            nil,
 	"test/device/compare": nil,
 	"test/device/calib":   nil,

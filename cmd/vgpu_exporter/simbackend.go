@@ -12,8 +12,8 @@ import (
 	"github.com/go-kit/log/level"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
-	"github.com/vgpu-exporter/vgpu_exporter/sim"
 	"github.com/vgpu-exporter/vgpu_exporter/scenarios"
+	"github.com/vgpu-exporter/vgpu_exporter/sim"
 )
 
 // liveWindowLatencies bounds the simulator's per-tenant latency records:

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vgpu-exporter/vgpu_exporter/sim/report"
 	"github.com/vgpu-exporter/vgpu_exporter/scenarios"
+	"github.com/vgpu-exporter/vgpu_exporter/sim/report"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
 

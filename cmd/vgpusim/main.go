@@ -19,8 +19,8 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
-	"github.com/vgpu-exporter/vgpu_exporter/sim/report"
 	"github.com/vgpu-exporter/vgpu_exporter/scenarios"
+	"github.com/vgpu-exporter/vgpu_exporter/sim/report"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
 

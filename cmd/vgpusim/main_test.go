@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vgpu-exporter/vgpu_exporter/scenarios"
 	"github.com/vgpu-exporter/vgpu_exporter/sim"
 	"github.com/vgpu-exporter/vgpu_exporter/sim/report"
-	"github.com/vgpu-exporter/vgpu_exporter/scenarios"
 )
 
 // vgpusim runs the command in-process and returns its exit status and

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vgpu-exporter/vgpu_exporter/sim"
 	"github.com/vgpu-exporter/vgpu_exporter/scenarios"
+	"github.com/vgpu-exporter/vgpu_exporter/sim"
 )
 
 func TestOracleLayoutCandidates(t *testing.T) {

@@ -11,8 +11,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/vgpu-exporter/vgpu_exporter/sim"
 	"github.com/vgpu-exporter/vgpu_exporter/scenarios"
+	"github.com/vgpu-exporter/vgpu_exporter/sim"
 )
 
 // loadScenario loads a scenario file, or else the built-in scenario of that
