@@ -220,8 +220,15 @@ func TestBaselineRetries(t *testing.T) {
 			}
 			got := []int{len(ctl.calls)}
 			for _, at := range []time.Duration{10 * time.Second, DefaultRetryAfter + time.Second} {
-				if _, err := p.Observe(ctx, ActuatorsOf(ctl), snapshot(t0.Add(at), tc.devs, nil)); err != nil {
+				decs, err := p.Observe(ctx, ActuatorsOf(ctl), snapshot(t0.Add(at), tc.devs, nil))
+				if err != nil {
 					t.Fatal(err)
+				}
+				// Waiting to ask again is no decision.
+				for _, d := range decs {
+					if at == 10*time.Second && !d.Time.Equal(t0) {
+						t.Errorf("at %v: decision %v, want only Init's", at, d)
+					}
 				}
 				got = append(got, len(ctl.calls))
 			}
