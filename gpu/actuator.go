@@ -81,6 +81,24 @@ type ClockLock struct {
 // the MIG layout). A consumer asserts or declares the ones it uses.
 // Implementations must be safe for concurrent use with Source.Sample.
 
+// tenantKey is the context key of WithTenant.
+type tenantKey struct{}
+
+// WithTenant returns ctx naming the tenant an actuator call is made for
+// (the MPS restart hook hands it to the serving stack).
+func WithTenant(ctx context.Context, tenant string) context.Context {
+	if tenant == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, tenantKey{}, tenant)
+}
+
+// TenantOf returns the tenant WithTenant put in ctx, or "".
+func TenantOf(ctx context.Context) string {
+	s, _ := ctx.Value(tenantKey{}).(string)
+	return s
+}
+
 // CapabilityLister lists the knobs available on each GPU of a backend.
 type CapabilityLister interface {
 	// Capabilities lists the knobs available on the GPU with this UUID.
@@ -93,13 +111,20 @@ type MPSActuator interface {
 	// MPS client or server with this PID; it applies to contexts created
 	// after the call only (as the MPS control daemon does).
 	SetMPSActiveThreads(ctx context.Context, uuid string, pid uint32, fraction float64) error
-	// SetMPSDefaultActiveThreads sets the default for new clients.
-	SetMPSDefaultActiveThreads(ctx context.Context, uuid string, fraction float64) error
-	// SetMPSPinnedMemoryLimit limits the device memory a client may pin.
-	SetMPSPinnedMemoryLimit(ctx context.Context, uuid string, pid uint32, bytes uint64) error
 	// RestartClient asks for an MPS client to be restarted (or switched over
-	// to a standby) so that a new active-thread setting takes effect.
+	// to a standby) so that a new active-thread setting takes effect; the
+	// tenant it belongs to, where known, is TenantOf(ctx).
 	RestartClient(ctx context.Context, uuid string, pid uint32) error
+}
+
+// MPSClientState is what an MPS actuator knows of one client: the
+// fraction set for its next context (pending) and its running context's
+// (effective), each nil when unknown.
+type MPSClientState struct {
+	UUID      string
+	PID       uint32
+	Pending   *float64
+	Effective *float64
 }
 
 // VGPUSchedulerActuator changes a vGPU host's scheduler.
@@ -118,8 +143,6 @@ type TimeSliceActuator interface {
 type ClockPowerActuator interface {
 	// LockClocks locks the SM clock range; a zero ClockLock resets it.
 	LockClocks(ctx context.Context, uuid string, l ClockLock) error
-	// LockMemoryClocks locks the memory clock range; zero resets it.
-	LockMemoryClocks(ctx context.Context, uuid string, l ClockLock) error
 	// SetPowerLimit sets the power limit in watts; 0 restores the default.
 	SetPowerLimit(ctx context.Context, uuid string, watts float64) error
 }

@@ -109,7 +109,7 @@ type oracleSearch struct {
 	maxMHz []uint32 // by GPU; 0: no clock lock
 	// actuators wraps a replay's simulator into the actuators its applier
 	// acts through.
-	actuators func(backend any) tuner.Actuators
+	actuators func(*sim.Simulator) tuner.Actuators
 	// Replays counts the replays the search ran.
 	Replays int
 }
@@ -140,9 +140,9 @@ func phaseBounds(sc *sim.Scenario, dur time.Duration) []phase {
 // it), knob by knob, and then for the best placement. Its replays act on
 // their simulators through the actuators act wraps them into (nil: the
 // simulator itself).
-func Find(ctx context.Context, sc *sim.Scenario, seed int64, dur time.Duration, act func(backend any) tuner.Actuators) (*Plan, error) {
+func Find(ctx context.Context, sc *sim.Scenario, seed int64, dur time.Duration, act func(*sim.Simulator) tuner.Actuators) (*Plan, error) {
 	if act == nil {
-		act = func(b any) tuner.Actuators { return tuner.ActuatorsOf(b) }
+		act = func(s *sim.Simulator) tuner.Actuators { return tuner.ActuatorsOf(s) }
 	}
 	o := &oracleSearch{sc: sc, seed: seed, dur: dur, phases: phaseBounds(sc, dur), actuators: act}
 	if err := o.probe(ctx); err != nil {

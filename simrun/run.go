@@ -34,7 +34,7 @@ type Config struct {
 	Step time.Duration
 	// Actuators wraps the simulator into the actuators a policy gets (the
 	// oracle's replays included); nil gives the simulator itself.
-	Actuators func(backend any) tuner.Actuators
+	Actuators func(*sim.Simulator) tuner.Actuators
 	// Progress, when set, is called after each step with the steps done
 	// and the total.
 	Progress func(done, total int64)
@@ -61,7 +61,7 @@ type Setup struct {
 	Scenario  *sim.Scenario
 	Seed      int64
 	Duration  time.Duration
-	Actuators func(backend any) tuner.Actuators
+	Actuators func(*sim.Simulator) tuner.Actuators
 }
 
 // Plan is what a planner prepared for a run.

@@ -87,7 +87,7 @@ func TestRunPlanner(t *testing.T) {
 	cfg := simrun.Config{
 		Scenario: "../scenarios/noisy-neighbour.yaml", Policy: "test-planner", Duration: 10 * time.Second, Step: 2 * time.Second,
 		Seed: 5, SeedSet: true,
-		Actuators: func(b any) tuner.Actuators { wrapped++; return tuner.ActuatorsOf(b) },
+		Actuators: func(s *sim.Simulator) tuner.Actuators { wrapped++; return tuner.ActuatorsOf(s) },
 	}
 	res, err := simrun.Run(context.Background(), cfg)
 	if err != nil {

@@ -240,7 +240,15 @@ type Action struct {
 	// Options.RevertAfter, and it is reverted when it made things worse.
 	Relax  bool
 	Reason string
+	// Plan is the rebalancing plan the action stands for (its first move,
+	// else its first MIG layout): the executor applies the whole plan.
+	Plan *gpu.Plan
 }
+
+// Budgeted reports whether the action counts against the fast loop's
+// budgets (the cap per interval and the rate): a revert does not, nor does
+// a rebalancing plan, which the slow loop's own cool-down spaces out.
+func (a Action) Budgeted() bool { return !a.Revert && a.Plan == nil }
 
 // Size is the distance from Current to Want (1 when Current is unknown).
 func (a Action) Size() float64 {
@@ -272,3 +280,5 @@ func joinReasons(rs ...string) string {
 	}
 	return strings.Join(out, "; ")
 }
+
+func gpuLevel(l Level) gpu.TimeSliceLevel { return gpu.TimeSliceLevel(l) }

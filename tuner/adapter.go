@@ -2,6 +2,8 @@ package tuner
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -61,22 +63,34 @@ func (c *snapClock) set(t time.Time) {
 	c.mu.Unlock()
 }
 
-// TunerPolicy runs a Decider through a Tuner in enforce mode, every
-// Interval of snapshot time, behind the Policy interface vgpusim drives:
-// the same loop, guards and actuator calls as the exporter's.
+// TunerPolicy runs a Decider through a Tuner in enforce mode behind the
+// Policy interface vgpusim drives: the same loop, guards and executor as
+// the exporter's. Autotune runs every Interval of snapshot time with the
+// default guards and slow loop; the baselines (BaselinePolicy) at every
+// snapshot with their own chain.
 type TunerPolicy struct {
-	Decider  Decider
+	Decider Decider
+	// Interval is the snapshot time between rounds; 0: every snapshot.
 	Interval time.Duration
 	// Disabled knobs are never changed (Options.Disabled).
 	Disabled []gpu.Knob
-	clock    snapClock
-	t        *Tuner
-	last     time.Time
+	// configure completes the tuner's options (guards with kill first
+	// when given, slow loop) once the policy, actuators, clock and mode
+	// are set.
+	configure func(Options, *KillSwitch) Options
+	// initRound: Init runs a first round on its snapshot; its decisions
+	// are returned by the next Observe.
+	initRound bool
+	initial   []Decision
+	clock     snapClock
+	t         *Tuner
+	last      time.Time
 }
 
-// NewTunerPolicy returns the policy running d.
+// NewTunerPolicy returns the policy running d every DefaultInterval with
+// the default options (DefaultOptions).
 func NewTunerPolicy(d Decider) *TunerPolicy {
-	return &TunerPolicy{Decider: d, Interval: DefaultInterval}
+	return &TunerPolicy{Decider: d, Interval: DefaultInterval, configure: DefaultOptions}
 }
 
 // Name returns the decider's name.
@@ -85,26 +99,71 @@ func (p *TunerPolicy) Name() string { return p.Decider.Name() }
 // Tuner returns the tuner after Init (nil before).
 func (p *TunerPolicy) Tuner() *Tuner { return p.t }
 
-// Init builds the tuner on the host's actuators.
-func (p *TunerPolicy) Init(_ context.Context, act Actuators, snap *tenant.Snapshot) error {
+// Init builds the tuner on the host's actuators (and, for a policy that
+// starts at once, runs its first round on snap).
+func (p *TunerPolicy) Init(ctx context.Context, act Actuators, snap *tenant.Snapshot) error {
 	if snap != nil {
 		p.clock.set(snap.Time)
 	}
-	t, err := New(DefaultOptions(Options{Policy: p.Decider, Actuators: act, Clock: &p.clock, Mode: ModeEnforce, Disabled: p.Disabled}, nil))
+	t, err := New(p.Configure(Options{Actuators: act, Clock: &p.clock, Mode: ModeEnforce, Disabled: p.Disabled}, nil))
 	p.t = t
+	if err != nil || !p.initRound || snap == nil {
+		return err
+	}
+	p.last = snap.Time
+	p.initial, err = t.RunOnce(ctx, snap)
 	return err
 }
 
-// Observe runs the tuner once an interval has passed since its last run.
-func (p *TunerPolicy) Observe(ctx context.Context, _ Actuators, snap *tenant.Snapshot) ([]Decision, error) {
-	if snap == nil || p.t == nil {
+// Configure returns the options that run the policy's decider on a
+// Tuner: o with the decider as its policy and the policy's guards (after
+// kill, when given) and slow loop. The exporter builds its tuner so.
+func (p *TunerPolicy) Configure(o Options, kill *KillSwitch) Options {
+	o.Policy = p.Decider
+	if p.configure != nil {
+		o = p.configure(o, kill)
+	}
+	return o
+}
+
+// NewEnginePolicy returns the registered policy name when it runs on the
+// tuner's engine (every policy but none), for a host that runs its own
+// Tuner (the exporter). An unknown name is an error that lists the known
+// ones.
+func NewEnginePolicy(name string) (*TunerPolicy, error) {
+	var names []string
+	for _, n := range PolicyNames() {
+		if _, ok := policies[n]().(*TunerPolicy); ok {
+			names = append(names, n)
+		}
+	}
+	if p, ok := policies[name]; ok {
+		if tp, ok := p().(*TunerPolicy); ok {
+			return tp, nil
+		}
+	}
+	return nil, fmt.Errorf("unknown tuner policy %q (known: %s)", name, strings.Join(names, ", "))
+}
+
+// Observe runs the tuner on snap once Interval has passed since its last
+// run, acting through act: the actuators of the call are the ones used
+// (a policy observed without Init is built on them).
+func (p *TunerPolicy) Observe(ctx context.Context, act Actuators, snap *tenant.Snapshot) ([]Decision, error) {
+	if snap == nil {
 		return nil, ctx.Err()
 	}
+	if p.t == nil {
+		if err := p.Init(ctx, act, nil); err != nil {
+			return nil, err
+		}
+	}
+	p.t.bind(act)
 	p.clock.set(snap.Time)
 	// Between rounds, what the tuner has under way (a MIG relayout
 	// waiting for its instances to drain) goes on at every snapshot.
-	done := p.t.Progress(ctx)
-	if !p.last.IsZero() && snap.Time.Sub(p.last) < p.Interval {
+	done := append(p.initial, p.t.Progress(ctx)...)
+	p.initial = nil
+	if p.Interval > 0 && !p.last.IsZero() && snap.Time.Sub(p.last) < p.Interval {
 		return done, ctx.Err()
 	}
 	p.last = snap.Time

@@ -1,6 +1,7 @@
 package tuner
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 )
 
 // Outcome is what became of an action.
@@ -32,14 +35,58 @@ type Guard interface {
 	Admit(s *State, a Action, now time.Time) (ok bool, why string)
 }
 
-// Learner is a guard that learns from outcomes (dwell, back-off, rate).
+// Learner is a guard that learns from outcomes (dwell, back-off, retry);
+// err is the actuator's error, if any.
 type Learner interface {
-	Record(a Action, o Outcome, now time.Time)
+	Record(a Action, o Outcome, err error, now time.Time)
 }
 
 // Interval is a guard with a per-interval budget; Begin starts an interval.
 type Interval interface {
 	Begin(now time.Time)
+}
+
+// Quiet is a guard whose refusals are no decisions: what it refuses was
+// asked for already and is waiting (Retry). Nothing is journaled, counted
+// or reported for them.
+type Quiet interface {
+	Quiet()
+}
+
+// Chain is the guard chain every action passes, whatever made it: a
+// policy, a revert, a rebalancing plan or a MIG relayout. It offers the
+// hooks the guards take: Begin starts an interval for every Interval,
+// Admit asks each guard in order, Record teaches every Learner an outcome.
+type Chain []Guard
+
+// Begin starts an interval.
+func (c Chain) Begin(now time.Time) {
+	for _, g := range c {
+		if iv, ok := g.(Interval); ok {
+			iv.Begin(now)
+		}
+	}
+}
+
+// Admit runs the guards in order; on a refusal it names the guard, says
+// why and whether the refusal is quiet.
+func (c Chain) Admit(s *State, a Action, now time.Time) (ok bool, guard, why string, quiet bool) {
+	for _, g := range c {
+		if ok, why := g.Admit(s, a, now); !ok {
+			_, quiet := g.(Quiet)
+			return false, g.Name(), why, quiet
+		}
+	}
+	return true, "", "", false
+}
+
+// Record teaches every guard that learns the outcome of a.
+func (c Chain) Record(a Action, o Outcome, err error, now time.Time) {
+	for _, g := range c {
+		if l, ok := g.(Learner); ok {
+			l.Record(a, o, err, now)
+		}
+	}
 }
 
 // Guard names, as in vgpu_tuner_guard_refusals_total{guard}.
@@ -53,6 +100,7 @@ const (
 	GuardCap        = "cap_per_interval"
 	GuardRevert     = "revert_hold"
 	GuardKillSwitch = "kill_switch"
+	GuardRetry      = "retry" // quiet: never counted
 )
 
 // GuardNames lists every built-in guard, for metrics that start at 0.
@@ -128,7 +176,7 @@ func (h *history) get(k string) (applied, bool) {
 	return a, ok
 }
 
-func (h *history) Record(a Action, o Outcome, now time.Time) {
+func (h *history) Record(a Action, o Outcome, _ error, now time.Time) {
 	if o != OutcomeApplied {
 		return
 	}
@@ -236,7 +284,7 @@ func (b *Backoff) Admit(_ *State, a Action, now time.Time) (bool, string) {
 }
 
 // Record extends or resets the back-off.
-func (b *Backoff) Record(a Action, o Outcome, now time.Time) {
+func (b *Backoff) Record(a Action, o Outcome, _ error, now time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.state == nil {
@@ -257,7 +305,7 @@ func (b *Backoff) Record(a Action, o Outcome, now time.Time) {
 	}
 }
 
-// Rate limits applied changes over the whole host with a token bucket on
+// Rate limits the fast loop's changes (Action.Budgeted) over the whole host with a token bucket on
 // the tuner's clock (rate.Limiter with explicit times), so that virtual
 // time drives it as real time does.
 type Rate struct{ L *rate.Limiter }
@@ -272,7 +320,7 @@ func (*Rate) Name() string { return GuardRate }
 
 // Admit takes a token, or refuses.
 func (r *Rate) Admit(_ *State, a Action, now time.Time) (bool, string) {
-	if a.Revert {
+	if !a.Budgeted() {
 		return true, ""
 	}
 	if !r.L.AllowN(now, 1) {
@@ -281,7 +329,8 @@ func (r *Rate) Admit(_ *State, a Action, now time.Time) (bool, string) {
 	return true, ""
 }
 
-// Cap admits at most Max actions per tuner interval.
+// Cap admits at most Max of the fast loop's actions (Action.Budgeted) per
+// tuner interval.
 type Cap struct {
 	Max  int
 	used atomic.Int64
@@ -295,7 +344,7 @@ func (c *Cap) Begin(time.Time) { c.used.Store(0) }
 
 // Admit counts the action against the interval's budget.
 func (c *Cap) Admit(_ *State, a Action, _ time.Time) (bool, string) {
-	if a.Revert {
+	if !a.Budgeted() {
 		return true, ""
 	}
 	if c.used.Add(1) > int64(c.Max) {
@@ -388,4 +437,60 @@ func (k *KillSwitch) Admit(_ *State, a Action, _ time.Time) (bool, string) {
 		return false, "kill switch engaged"
 	}
 	return true, ""
+}
+
+// Retry is the baselines' memory of what they asked for: it refuses,
+// quietly, an action asked for already (the same target and value) until
+// After has passed since, as a change may take effect later (an MPS client
+// restart) or be refused while busy; one refused as not supported is
+// never asked for again.
+type Retry struct {
+	After time.Duration
+	mu    sync.Mutex
+	asked map[string]retryState
+}
+
+type retryState struct {
+	at    time.Time
+	never bool
+}
+
+// Name returns "retry".
+func (*Retry) Name() string { return GuardRetry }
+
+// Quiet marks the refusals as no decisions.
+func (*Retry) Quiet() {}
+
+func retryKey(a Action) string { return a.Target.String() + "=" + a.Want.String() }
+
+// Admit refuses an action asked for less than After ago, or refused as not
+// supported.
+func (r *Retry) Admit(_ *State, a Action, now time.Time) (bool, string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s, ok := r.asked[retryKey(a)]
+	switch {
+	case !ok:
+		return true, ""
+	case s.never:
+		return false, "refused as not supported"
+	case now.Sub(s.at) < r.After:
+		return false, fmt.Sprintf("asked for %v ago; asked again after %v", now.Sub(s.at).Round(time.Second), r.After)
+	}
+	return true, ""
+}
+
+// Record remembers an action the actuator was asked for.
+func (r *Retry) Record(a Action, o Outcome, err error, now time.Time) {
+	switch o {
+	case OutcomeApplied, OutcomeRefused, OutcomeFailed:
+	default:
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.asked == nil {
+		r.asked = map[string]retryState{}
+	}
+	r.asked[retryKey(a)] = retryState{at: now, never: errors.Is(err, gpu.ErrNotSupported)}
 }

@@ -1,10 +1,13 @@
 package tuner
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"golang.org/x/time/rate"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
@@ -35,7 +38,7 @@ func runGuard(t *testing.T, g Guard, st *State, steps []step) {
 			t.Errorf("%s step %d: refused without a reason", g.Name(), i)
 		}
 		if l, isL := g.(Learner); isL && s.record != "" {
-			l.Record(s.a, s.record, clk.Now())
+			l.Record(s.a, s.record, nil, clk.Now())
 		}
 	}
 }
@@ -140,5 +143,54 @@ func TestGuards(t *testing.T) {
 	kill.Engaged.Store(true)
 	if ok, _ := kill.Admit(st, up, t0); ok {
 		t.Error("kill switch flag engaged, action admitted")
+	}
+}
+
+// The chain asks every guard in order, says which refused and whether
+// quietly, and teaches every learner; the fast loop's budgets leave
+// reverts and rebalancing plans alone.
+func TestChain(t *testing.T) {
+	now := t0
+	plain := Action{Target: Target{GPU: "GPU-a", Knob: gpu.KnobPowerLimit}, Current: Watts(400), Want: Watts(300)}
+	plan := Action{Target: Target{GPU: "GPU-a", Knob: gpu.KnobPlacement, PID: 7}, Current: Placement("GPU-a"), Want: Placement("GPU-b"), Plan: &gpu.Plan{}}
+	revert := plain
+	revert.Revert = true
+	if revert.Budgeted() || plan.Budgeted() || !plain.Budgeted() {
+		t.Fatalf("Budgeted: plain %v, revert %v, plan %v; want only the plain one", plain.Budgeted(), revert.Budgeted(), plan.Budgeted())
+	}
+	for _, g := range []Guard{&Cap{Max: 0}, &Rate{L: rate.NewLimiter(0, 0)}} {
+		for _, a := range []Action{revert, plan} {
+			if ok, why := g.Admit(nil, a, now); !ok {
+				t.Errorf("%s refused %v: %s", g.Name(), a, why)
+			}
+		}
+		if ok, _ := g.Admit(nil, plain, now); ok {
+			t.Errorf("%s admitted a change over its budget", g.Name())
+		}
+	}
+	back := &Backoff{Base: time.Minute, Max: time.Hour}
+	retry := &Retry{After: time.Minute}
+	c := Chain{back, retry}
+	if ok, _, _, _ := c.Admit(nil, plain, now); !ok {
+		t.Fatal("a fresh chain refused")
+	}
+	c.Record(plain, OutcomeRefused, fmt.Errorf("x: %w", gpu.ErrBusy), now)
+	if ok, guard, _, quiet := c.Admit(nil, plain, now.Add(time.Second)); ok || guard != GuardBackoff || quiet {
+		t.Errorf("after a refusal: ok %v by %q quiet %v, want the back-off, aloud", ok, guard, quiet)
+	}
+	if ok, guard, _, quiet := (Chain{retry}).Admit(nil, plain, now.Add(time.Second)); ok || guard != GuardRetry || !quiet {
+		t.Errorf("retry: ok %v by %q quiet %v, want a quiet refusal", ok, guard, quiet)
+	}
+	if ok, _ := retry.Admit(nil, plain, now.Add(time.Minute)); !ok {
+		t.Error("retry refused after its wait")
+	}
+	retry.Record(plain, OutcomeRefused, fmt.Errorf("x: %w", gpu.ErrNotSupported), now)
+	if ok, _ := retry.Admit(nil, plain, now.Add(time.Hour)); ok {
+		t.Error("retry asked again for a change refused as not supported")
+	}
+	other := plain
+	other.Want = Watts(250)
+	if ok, _ := retry.Admit(nil, other, now); !ok {
+		t.Error("retry refused another value of the same target")
 	}
 }

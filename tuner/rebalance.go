@@ -9,8 +9,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/go-kit/log/level"
-
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
@@ -313,8 +311,8 @@ func track[V any](since map[string]time.Time, on map[string]V, at time.Time) {
 }
 
 // rebalance runs the slow loop once Every has passed: it tracks who
-// misses an SLO, plans, guards (kill switch, the source GPU's mode) and
-// hands the plan to the host's Rebalancer.
+// misses an SLO, plans, and hands the plan to the executor as one action,
+// guarded, journaled and applied as every other.
 func (t *Tuner) rebalance(ctx context.Context, st *State, now time.Time) []Decision {
 	r := t.o.Rebalance
 	if r == nil || (t.o.Mode == ModeOff && len(t.o.GPUModes) == 0) {
@@ -341,71 +339,20 @@ func (t *Tuner) rebalance(ctx context.Context, st *State, now time.Time) []Decis
 		return nil
 	}
 	m.lastPlan = now
-	a := planAction(st, plan)
-	mode := t.modeOf(a.GPU, a.GPUIndex)
-	if mode == ModeOff {
-		return nil
-	}
-	t.journal(Record{Time: now, Event: string(OutcomePlanned), Target: a.Target, Tenant: a.Tenant,
-		From: encodeValue(a.Current), To: encodeValue(a.Want), Reason: a.Reason})
-	t.setTarget(a, mode)
-	d := Decision{Time: now, GPU: a.GPU, Tenant: a.Tenant, Knob: a.Knob, From: a.Current.String(), To: a.Want.String(), Reason: a.Reason}
-	for _, g := range t.o.Guards {
-		if k, ok := g.(*KillSwitch); ok {
-			if ok, why := k.Admit(st, a, now); !ok {
-				d.Outcome, d.Guard = OutcomeGuarded, k.Name()
-				d.Reason = joinReasons(a.Reason, "refused by "+k.Name()+": "+why)
-				t.counts.Refusals[k.Name()]++
-				return []Decision{t.finish(a, d, now)}
-			}
+	out, applied := t.execute(ctx, st, planAction(st, plan), now, map[string][]Action{})
+	if applied {
+		if len(plan.MIG) > 0 {
+			m.relayouts[plan.MIG[0].UUID] = now
+		} else {
+			m.moved[plan.Moves[0].Tenant] = now
 		}
 	}
-	ac := t.o.Actuators
-	// A relayout the host's own backends can carry out (drain, set,
-	// start) is run by the tuner over the next rounds; a hook gets the
-	// whole plan.
-	selfRelayout := len(plan.MIG) > 0 && ac.Rebalancer == nil && ac.MIG != nil && ac.MIGDrain != nil && ac.Lifecycle != nil
-	reb := ac.rebalancer()
-	if mode == ModeRecommend || (reb == nil && !selfRelayout) {
-		d.Outcome = OutcomeRecommended
-		if mode == ModeEnforce {
-			d.Reason = joinReasons(a.Reason, "recommended only: this host has no rebalancing hook (--tuner.rebalance-hook)")
-		}
-		return []Decision{t.finish(a, d, now)}
-	}
-	var err error
-	if selfRelayout {
-		err = t.startRelayout(ctx, st, a, plan.MIG[0], now)
-	} else {
-		err = reb.Rebalance(ctx, plan)
-	}
-	d.Outcome = outcomeOf(err)
-	if err != nil {
-		d.Reason = joinReasons(a.Reason, string(d.Outcome)+": "+err.Error())
-		return []Decision{t.finish(a, d, now)}
-	}
-	if selfRelayout {
-		m.relayouts[a.GPU] = now
-		// The drain is under way; the layout's own decision (journaled
-		// and counted) comes when it is set (progressRelayout).
-		dd := Decision{Time: now, GPU: a.GPU, Knob: gpu.KnobMIGDrain, To: "every instance", Outcome: OutcomeApplied, Applied: true,
-			Reason: joinReasons(a.Reason, "draining every instance first (MIG changes only on an empty GPU)")}
-		t.journal(Record{Time: now, Event: string(OutcomeApplied), Target: Target{GPU: a.GPU, Knob: gpu.KnobMIGDrain}, Reason: dd.Reason})
-		level.Info(t.o.Logger).Log("msg", "tuner decision", "outcome", dd.Outcome, "gpu", a.GPU, "knob", dd.Knob, "to", dd.To, "reason", dd.Reason)
-		return append([]Decision{dd}, t.progressRelayout(ctx, now)...)
-	}
-	d.Applied = true
-	if len(plan.MIG) > 0 {
-		m.relayouts[a.GPU] = now
-	} else {
-		m.moved[a.Tenant] = now
-	}
-	t.noteApplied(nil, a, now)
-	return []Decision{t.finish(a, d, now)}
+	return out
 }
 
-// planAction is the action that stands for a plan in decisions, the
-// journal and the status: its first move, else its first MIG layout.
+// planAction is the action that carries a plan through the executor and
+// stands for it in decisions, the journal and the status: its first move,
+// else its first MIG layout.
 func planAction(st *State, plan gpu.Plan) Action {
 	index := func(uuid string) int {
 		for _, d := range st.Snapshot.Readings.Devices {
@@ -418,7 +365,7 @@ func planAction(st *State, plan gpu.Plan) Action {
 	if len(plan.Moves) > 0 {
 		mv := plan.Moves[0]
 		return Action{Target: Target{GPU: mv.FromUUID, Knob: gpu.KnobPlacement, PID: mv.PID}, GPUIndex: index(mv.FromUUID), Tenant: mv.Tenant,
-			Current: Placement(mv.FromUUID), Want: Placement(mv.ToUUID), Reason: plan.Reason}
+			Current: Placement(mv.FromUUID), Want: Placement(mv.ToUUID), Reason: plan.Reason, Plan: &plan}
 	}
 	l := plan.MIG[0]
 	var cur []string
@@ -430,5 +377,5 @@ func planAction(st *State, plan gpu.Plan) Action {
 		}
 	}
 	return Action{Target: Target{GPU: l.UUID, Knob: gpu.KnobMIGLayout}, GPUIndex: index(l.UUID),
-		Current: LayoutOf(cur), Want: LayoutOf(l.Profiles), Reason: plan.Reason}
+		Current: LayoutOf(cur), Want: LayoutOf(l.Profiles), Reason: plan.Reason, Plan: &plan}
 }

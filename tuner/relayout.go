@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-kit/log/level"
+
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
@@ -201,12 +203,9 @@ type relayoutJob struct {
 const relayoutTimeout = 3 * time.Minute
 
 // startRelayout drains every MIG instance of the plan's GPU and leaves
-// the rest to progressRelayout.
+// the rest to progressRelayout; when a drain fails, the processes are
+// started again at once.
 func (t *Tuner) startRelayout(ctx context.Context, st *State, a Action, l gpu.MIGLayoutPlan, now time.Time) error {
-	ac := t.o.Actuators
-	if ac.MIG == nil || ac.MIGDrain == nil || ac.Lifecycle == nil {
-		return notSupported(gpu.KnobMIGLayout)
-	}
 	job := &relayoutJob{a: a, uuid: l.UUID, want: l.Profiles, since: now}
 	var errs []error
 	for _, d := range st.Snapshot.Readings.Devices {
@@ -216,11 +215,7 @@ func (t *Tuner) startRelayout(ctx context.Context, st *State, a Action, l gpu.MI
 		for _, p := range d.Processes {
 			job.pids = append(job.pids, p.PID)
 		}
-		for _, m := range d.MIG {
-			if err := ac.MIGDrain.DrainMIGInstance(ctx, d.UUID, m.UUID); err != nil {
-				errs = append(errs, fmt.Errorf("drain %s: %w", m.UUID, err))
-			}
-		}
+		errs = append(errs, t.drainAll(ctx, d))
 	}
 	if err := errors.Join(errs...); err != nil {
 		if serr := t.startAll(ctx, job.pids); serr != nil {
@@ -234,16 +229,14 @@ func (t *Tuner) startRelayout(ctx context.Context, st *State, a Action, l gpu.MI
 	return nil
 }
 
-// startAll starts the processes again; what failed goes into the
-// decision of the relayout.
-func (t *Tuner) startAll(ctx context.Context, pids []uint32) error {
-	var errs []error
-	for _, pid := range pids {
-		if err := t.o.Actuators.Lifecycle.StartProcess(ctx, pid); err != nil {
-			errs = append(errs, fmt.Errorf("start PID %d: %w", pid, err))
-		}
-	}
-	return errors.Join(errs...)
+// relayoutStarted is the decision of a drain under way; the layout's own
+// decision (journaled and counted) comes when it is set (progressRelayout).
+func (t *Tuner) relayoutStarted(ctx context.Context, a Action, now time.Time) []Decision {
+	dd := Decision{Time: now, GPU: a.GPU, Knob: gpu.KnobMIGDrain, To: "every instance", Outcome: OutcomeApplied, Applied: true,
+		Reason: joinReasons(a.Reason, "draining every instance first (MIG changes only on an empty GPU)")}
+	t.journal(Record{Time: now, Event: string(OutcomeApplied), Target: Target{GPU: a.GPU, Knob: gpu.KnobMIGDrain}, Reason: dd.Reason})
+	level.Info(t.o.Logger).Log("msg", "tuner decision", "outcome", dd.Outcome, "gpu", a.GPU, "knob", dd.Knob, "to", dd.To, "reason", dd.Reason)
+	return append([]Decision{dd}, t.progressRelayout(ctx, now)...)
 }
 
 // progressRelayout sets the waiting layout once the drained instances are
@@ -254,7 +247,7 @@ func (t *Tuner) progressRelayout(ctx context.Context, now time.Time) []Decision 
 	if job == nil {
 		return nil
 	}
-	err := t.o.Actuators.MIG.ConfigureMIG(ctx, job.uuid, job.want)
+	err := t.setLayout(ctx, job.uuid, job.want)
 	if errors.Is(err, gpu.ErrBusy) && now.Sub(job.since) < relayoutTimeout {
 		return nil // still draining
 	}
@@ -265,7 +258,7 @@ func (t *Tuner) progressRelayout(ctx context.Context, now time.Time) []Decision 
 		err = errors.Join(err, t.startAll(ctx, job.pids))
 		d.Outcome = outcomeOf(err)
 		d.Reason = joinReasons(a.Reason, fmt.Sprintf("%s after %v of draining: %v; the processes were started again in the old layout", d.Outcome, now.Sub(job.since).Round(time.Second), err))
-		return []Decision{t.finish(a, d, now)}
+		return []Decision{t.finish(a, d, now, err)}
 	}
 	d.Outcome, d.Applied = OutcomeApplied, true
 	if err := t.startAll(ctx, job.pids); err != nil {
@@ -274,7 +267,7 @@ func (t *Tuner) progressRelayout(ctx context.Context, now time.Time) []Decision 
 		d.Reason = joinReasons(a.Reason, fmt.Sprintf("layout set after %v of draining, processes started again", now.Sub(job.since).Round(time.Second)))
 	}
 	t.noteApplied(nil, a, now)
-	return []Decision{t.finish(a, d, now)}
+	return []Decision{t.finish(a, d, now, nil)}
 }
 
 // Progress carries on what the tuner started and has to finish between

@@ -1,8 +1,6 @@
 package tuner
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -22,116 +20,86 @@ const (
 	UncappedName    = "best-effort"
 )
 
-// DefaultRetryAfter is how long (on the snapshot clock) a baseline policy
-// waits before it tries again a change that was refused as busy or failed.
-// A change refused as not supported is never tried again.
+// DefaultRetryAfter is how long (on the snapshot clock) a baseline waits
+// before it asks again for a change it asked for (applied, and perhaps
+// taking effect later, refused as busy, or failed). A change refused as
+// not supported is never asked for again (the Retry guard).
 const DefaultRetryAfter = time.Minute
 
 // fractionEpsilon is the smallest MPS active-thread difference worth a
 // client restart.
 const fractionEpsilon = 0.005
 
-// Baseline is a policy that holds one fixed target per sharing mechanism:
-// it never looks at latency, only at which tenants share each GPU. It is
-// what hosts do without a tuner, and the yardstick autotune is compared to.
+// Baseline is a Decider that holds one fixed target per sharing
+// mechanism: it never looks at latency, only at which tenants share each
+// GPU. It is what hosts do without a tuner, and the yardstick autotune is
+// compared to.
 //
 //   - MPS GPUs: static-equal gives each tenant 1/n of the active threads
 //     (split evenly among the tenant's clients), as the Kubernetes device
 //     plugin does with 100/replicas; best-effort (uncapped) gives every
-//     client 100%.
-//     A change is applied with SetMPSActiveThreads followed by RestartClient,
+//     client 100%. The client is restarted after the change (Restart),
 //     because MPS applies the percentage to new contexts only.
 //   - vGPU GPUs: the equal-share (static-equal) or best-effort (uncapped)
 //     vGPU scheduler.
 //   - time-sliced GPUs: the default compute time slice (both).
 //   - MIG and exclusive GPUs, clocks and power: left alone.
+//
+// The engine runs it at every snapshot (BaselinePolicy) behind the Retry
+// guard alone: a change asked for is not asked for again before
+// RetryAfter, one refused as not supported never.
 type Baseline struct {
-	name       string
-	equal      bool
-	RetryAfter time.Duration
-
-	// initial holds the decisions Init made; the next Observe returns
-	// them, so that they reach logs and reports.
-	initial []Decision
-
-	// attempted remembers changes already requested, so a change that
-	// takes effect later (an MPS client restart) is not repeated every
-	// tick, and refused changes are retried only after RetryAfter.
-	attempted map[attemptKey]attempt
+	name  string
+	equal bool
 }
 
-type attemptKey struct {
-	uuid  string
-	pid   uint32
-	knob  gpu.Knob
-	value string
+// NewStaticEqual returns the static-equal baseline, run by the engine.
+func NewStaticEqual() *TunerPolicy {
+	return BaselinePolicy(Baseline{name: StaticEqualName, equal: true})
 }
 
-type attempt struct {
-	at        time.Time
-	permanent bool // not supported: never retry
+// NewUncapped returns the uncapped baseline (named "best-effort"), run by
+// the engine.
+func NewUncapped() *TunerPolicy { return BaselinePolicy(Baseline{name: UncappedName}) }
+
+// BaselinePolicy runs a baseline as the baselines have always run: at
+// every snapshot, starting with Init's, in enforce mode, with no guard but
+// Retry (DefaultRetryAfter; the kill switch before it where there is one)
+// and no slow loop.
+func BaselinePolicy(d Decider) *TunerPolicy {
+	return &TunerPolicy{Decider: d, initRound: true, configure: func(o Options, kill *KillSwitch) Options {
+		o.Guards = []Guard{&Retry{After: DefaultRetryAfter}}
+		if kill != nil {
+			o.Guards = append([]Guard{kill}, o.Guards...)
+		}
+		return o
+	}}
 }
 
-// NewStaticEqual returns the static-equal baseline.
-func NewStaticEqual() *Baseline { return newBaseline(StaticEqualName, true) }
+// Name returns the baseline's name.
+func (b Baseline) Name() string { return b.name }
 
-// NewUncapped returns the uncapped baseline (named "best-effort").
-func NewUncapped() *Baseline { return newBaseline(UncappedName, false) }
-
-func newBaseline(name string, equal bool) *Baseline {
-	return &Baseline{name: name, equal: equal, RetryAfter: DefaultRetryAfter, attempted: map[attemptKey]attempt{}}
-}
-
-// Name returns the policy's name.
-func (b *Baseline) Name() string { return b.name }
-
-// Init applies the baseline's settings to the first snapshot. Refusals are
-// not errors: they are retried (busy) or dropped (not supported) by Observe.
-func (b *Baseline) Init(ctx context.Context, act Actuators, snap *tenant.Snapshot) error {
-	d, err := b.observe(ctx, act, snap)
-	b.initial = append(b.initial, d...)
-	return err
-}
-
-// Observe brings every GPU of the snapshot to the baseline's settings and
-// returns what it changed or tried to change. It returns an error only when
-// ctx is done.
-func (b *Baseline) Observe(ctx context.Context, act Actuators, snap *tenant.Snapshot) ([]Decision, error) {
-	out, err := b.observe(ctx, act, snap)
-	if len(b.initial) > 0 {
-		out = append(b.initial, out...)
-		b.initial = nil
+// Decide brings every GPU of the snapshot to the baseline's settings.
+func (b Baseline) Decide(s *State) []Action {
+	if s == nil || s.Snapshot == nil || s.Snapshot.Readings == nil {
+		return nil
 	}
-	return out, err
-}
-
-func (b *Baseline) observe(ctx context.Context, act Actuators, snap *tenant.Snapshot) ([]Decision, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if snap == nil || snap.Readings == nil {
-		return nil, nil
-	}
-	now := snap.Time
-	if now.IsZero() {
-		now = snap.Readings.Time
-	}
-	var out []Decision
-	for i := range snap.Readings.Devices {
-		d := &snap.Readings.Devices[i]
+	var out []Action
+	for i := range s.Snapshot.Readings.Devices {
+		d := &s.Snapshot.Readings.Devices[i]
 		if !d.Up {
 			continue
 		}
 		switch d.Mode {
 		case gpu.SharingMPS:
-			out = append(out, b.mps(ctx, act.MPS, snap, d, now)...)
+			out = append(out, b.mps(s.Snapshot, d)...)
 		case gpu.SharingVGPU:
-			out = append(out, b.vgpu(ctx, act.VGPUScheduler, d, now)...)
+			out = append(out, b.vgpu(d)...)
 		case gpu.SharingTimeSlice:
-			out = append(out, b.timeSlice(ctx, act.TimeSlice, d, now)...)
+			out = append(out, b.timeSlice(d)...)
 		}
 	}
-	return out, ctx.Err()
+	return out
 }
 
 // client is one MPS client process and the tenant it belongs to.
@@ -171,9 +139,9 @@ func mpsClients(snap *tenant.Snapshot, d *gpu.Device) (clients []client, perTena
 	return clients, perTenant
 }
 
-func (b *Baseline) mps(ctx context.Context, ctl MPSClients, snap *tenant.Snapshot, d *gpu.Device, now time.Time) []Decision {
+func (b Baseline) mps(snap *tenant.Snapshot, d *gpu.Device) []Action {
 	clients, perTenant := mpsClients(snap, d)
-	var out []Decision
+	var out []Action
 	for _, c := range clients {
 		target := 1.0
 		reason := "best-effort: every MPS client may use all SMs"
@@ -185,109 +153,40 @@ func (b *Baseline) mps(ctx context.Context, ctl MPSClients, snap *tenant.Snapsho
 		if c.current != nil && math.Abs(*c.current-target) < fractionEpsilon {
 			continue
 		}
-		to := percent(target)
-		key := attemptKey{uuid: d.UUID, pid: c.pid, knob: gpu.KnobMPSActiveThreads, value: to}
-		if !b.due(key, now) {
-			continue
-		}
-		from := ""
+		a := Action{Target: Target{GPU: d.UUID, Knob: gpu.KnobMPSActiveThreads, PID: c.pid}, GPUIndex: d.Index, Tenant: c.tenant,
+			Want: Fraction(target), Restart: true, Reason: reason}
 		if c.current != nil {
-			from = percent(*c.current)
+			a.Current = Fraction(*c.current)
 		}
-		err := notSupported(gpu.KnobMPSActiveThreads)
-		if ctl != nil {
-			err = ctl.SetMPSActiveThreads(ctx, d.UUID, c.pid, target)
-		}
-		if err == nil {
-			err = ctl.RestartClient(ctx, d.UUID, c.pid)
-			if err != nil {
-				err = fmt.Errorf("restart client: %w", err)
-			}
-		}
-		out = append(out, b.record(key, now, Decision{
-			Time: now, GPU: d.UUID, Tenant: c.tenant, Knob: gpu.KnobMPSActiveThreads,
-			From: from, To: to, Reason: reason,
-		}, err))
+		out = append(out, a)
 	}
 	return out
 }
 
-func (b *Baseline) vgpu(ctx context.Context, ctl gpu.VGPUSchedulerActuator, d *gpu.Device, now time.Time) []Decision {
-	want := gpu.VGPUSchedulerSetting{Policy: gpu.VGPUPolicyBestEffort}
+func (b Baseline) vgpu(d *gpu.Device) []Action {
+	want := gpu.VGPUPolicyBestEffort
 	reason := "best-effort: vGPU scheduler default"
 	if b.equal {
-		want.Policy = gpu.VGPUPolicyEqualShare
+		want = gpu.VGPUPolicyEqualShare
 		reason = "static-equal: equal-share vGPU scheduler"
 	}
-	from := ""
+	a := Action{Target: Target{GPU: d.UUID, Knob: gpu.KnobVGPUScheduler}, GPUIndex: d.Index, Want: Scheduler(want), Reason: reason}
 	if d.Scheduler != nil {
-		if d.Scheduler.Policy == want.Policy && !d.Scheduler.ARREnabled && (d.Scheduler.TimeSlice == 0 || want.TimeSlice == 0) {
+		if d.Scheduler.Policy == want && !d.Scheduler.ARREnabled {
 			return nil
 		}
-		from = string(d.Scheduler.Policy)
+		a.Current = Scheduler(d.Scheduler.Policy)
 	}
-	key := attemptKey{uuid: d.UUID, knob: gpu.KnobVGPUScheduler, value: string(want.Policy)}
-	if !b.due(key, now) {
-		return nil
-	}
-	err := notSupported(gpu.KnobVGPUScheduler)
-	if ctl != nil {
-		err = ctl.SetVGPUScheduler(ctx, d.UUID, want)
-	}
-	return []Decision{b.record(key, now, Decision{
-		Time: now, GPU: d.UUID, Knob: gpu.KnobVGPUScheduler, From: from, To: string(want.Policy), Reason: reason,
-	}, err)}
+	return []Action{a}
 }
 
-func (b *Baseline) timeSlice(ctx context.Context, ctl gpu.TimeSliceActuator, d *gpu.Device, now time.Time) []Decision {
+func (b Baseline) timeSlice(d *gpu.Device) []Action {
 	const want = gpu.TimeSliceDefault
 	if d.ComputeTimeSlice == want {
 		return nil
 	}
-	key := attemptKey{uuid: d.UUID, knob: gpu.KnobComputeTimeSlice, value: string(want)}
-	if !b.due(key, now) {
-		return nil
-	}
-	err := notSupported(gpu.KnobComputeTimeSlice)
-	if ctl != nil {
-		err = ctl.SetComputeTimeSlice(ctx, d.UUID, want)
-	}
-	return []Decision{b.record(key, now, Decision{
-		Time: now, GPU: d.UUID, Knob: gpu.KnobComputeTimeSlice, From: string(d.ComputeTimeSlice), To: string(want),
-		Reason: b.name + ": default compute time slice",
-	}, err)}
-}
-
-// due reports whether the change under key may be requested now.
-func (b *Baseline) due(key attemptKey, now time.Time) bool {
-	a, seen := b.attempted[key]
-	if !seen {
-		return true
-	}
-	if a.permanent {
-		return false
-	}
-	// Requested already (it may take effect later, as an MPS restart does)
-	// or refused as busy: ask again only after RetryAfter.
-	return now.Sub(a.at) >= b.RetryAfter
-}
-
-// record notes the outcome of a change and completes its decision.
-func (b *Baseline) record(key attemptKey, now time.Time, d Decision, err error) Decision {
-	a := attempt{at: now}
-	switch {
-	case err == nil:
-		d.Applied = true
-	case errors.Is(err, gpu.ErrNotSupported):
-		a.permanent = true
-		d.Reason += "; not applied: " + err.Error()
-	case errors.Is(err, gpu.ErrBusy):
-		d.Reason += "; not applied (will retry): " + err.Error()
-	default:
-		d.Reason += "; failed (will retry): " + err.Error()
-	}
-	b.attempted[key] = a
-	return d
+	return []Action{{Target: Target{GPU: d.UUID, Knob: gpu.KnobComputeTimeSlice}, GPUIndex: d.Index,
+		Current: Level(d.ComputeTimeSlice), Want: Level(want), Reason: b.name + ": default compute time slice"}}
 }
 
 // percent renders a fraction as a percentage with at most one decimal.

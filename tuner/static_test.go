@@ -116,11 +116,13 @@ func TestBaselines(t *testing.T) {
 			wantDec:   []string{"pid 10 mps_active_threads 50%->100% true"},
 		},
 		{
-			name:      "mps restart refused as busy",
-			policy:    StaticEqualName,
-			devs:      []gpu.Device{mpsDev(mpsProc(10, gpu.Float(1)), mpsProc(11, gpu.Float(0.5)))},
-			errs:      map[string]error{"RestartClient": busy},
-			wantCalls: []string{"SetMPSActiveThreads(GPU-a,10,0.5000)", "RestartClient(GPU-a,10)"},
+			name:   "mps restart refused as busy",
+			policy: StaticEqualName,
+			devs:   []gpu.Device{mpsDev(mpsProc(10, gpu.Float(1)), mpsProc(11, gpu.Float(0.5)))},
+			errs:   map[string]error{"RestartClient": busy},
+			// The executor sets the old fraction back: the new one must
+			// not wait for a later restart of the client.
+			wantCalls: []string{"SetMPSActiveThreads(GPU-a,10,0.5000)", "RestartClient(GPU-a,10)", "SetMPSActiveThreads(GPU-a,10,1.0000)"},
 			wantDec:   []string{"pid 10 mps_active_threads 100%->50% false"},
 		},
 		{
@@ -217,9 +219,16 @@ func TestBaselineRetries(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := []int{len(ctl.calls)}
-			for _, at := range []time.Duration{10 * time.Second, p.RetryAfter + time.Second} {
-				if _, err := p.Observe(ctx, ActuatorsOf(ctl), snapshot(t0.Add(at), tc.devs, nil)); err != nil {
+			for _, at := range []time.Duration{10 * time.Second, DefaultRetryAfter + time.Second} {
+				decs, err := p.Observe(ctx, ActuatorsOf(ctl), snapshot(t0.Add(at), tc.devs, nil))
+				if err != nil {
 					t.Fatal(err)
+				}
+				// Waiting to ask again is no decision.
+				for _, d := range decs {
+					if at == 10*time.Second && !d.Time.Equal(t0) {
+						t.Errorf("at %v: decision %v, want only Init's", at, d)
+					}
 				}
 				got = append(got, len(ctl.calls))
 			}

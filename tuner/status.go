@@ -25,18 +25,6 @@ type Counts struct {
 	JournalErrors   uint64
 }
 
-// CountedKnobs are the knobs whose action counters start at 0.
-var CountedKnobs = []gpu.Knob{gpu.KnobMPSActiveThreads, gpu.KnobComputeTimeSlice, gpu.KnobVGPUScheduler, gpu.KnobLockedClocks, gpu.KnobPowerLimit, gpu.KnobPlacement, gpu.KnobMIGLayout}
-
-// KnobNames are the names of the knobs the tuner changes, for flags.
-func KnobNames() []string {
-	out := make([]string, 0, len(CountedKnobs))
-	for _, k := range CountedKnobs {
-		out = append(out, string(k))
-	}
-	return out
-}
-
 // CountedOutcomes are the outcomes whose action counters start at 0.
 var CountedOutcomes = []Outcome{OutcomeGuarded, OutcomeRecommended, OutcomeApplied, OutcomeRefused, OutcomeFailed, OutcomeRolledBack}
 

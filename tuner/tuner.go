@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-kit/log"
-	"github.com/go-kit/log/level"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
@@ -78,6 +76,14 @@ type Options struct {
 	// control, or a comparison run without a knob).
 	Disabled []gpu.Knob
 	Logger   log.Logger
+}
+
+// MPSStateSource reports the MPS actuator's pending and effective
+// fractions of its clients: on a real host, the MPS control daemon's
+// controller, which takes the effective fractions the readings report as
+// a subscriber of the sampler.
+type MPSStateSource interface {
+	ClientStates() []gpu.MPSClientState
 }
 
 // DefaultGuards returns the guard chain the exporter and vgpusim use.
@@ -163,6 +169,13 @@ func New(o Options) (*Tuner, error) {
 	return t, nil
 }
 
+// bind makes act the actuators the tuner acts through.
+func (t *Tuner) bind(act Actuators) {
+	t.mu.Lock()
+	t.o.Actuators = act
+	t.mu.Unlock()
+}
+
 // modeOf returns the mode of a GPU.
 func (t *Tuner) modeOf(uuid string, index int) Mode {
 	return modeOf(t.o.Mode, t.o.GPUModes, uuid, index)
@@ -219,16 +232,12 @@ func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 		}
 	}
 	t.syncPending(snap)
-	st := &State{Now: now, Snapshot: snap, Changes: t.changes, Pending: t.pending, Effective: t.syncMPS(snap),
+	st := &State{Now: now, Snapshot: snap, Changes: t.changes, Pending: t.pending, Effective: t.syncMPS(),
 		Fast: t.fast.observe(now, snap), Originals: map[string]Value{}, History: t.history}
 	for k, o := range t.originals {
 		st.Originals[k] = o.Value
 	}
-	for _, g := range t.o.Guards {
-		if iv, ok := g.(Interval); ok {
-			iv.Begin(now)
-		}
-	}
+	t.chain().Begin(now)
 	var actions []Action
 	if t.o.Mode != ModeOff || len(t.o.GPUModes) > 0 {
 		actions = append(t.dueReverts(st, now), t.o.Policy.Decide(st)...)
@@ -251,231 +260,6 @@ func (t *Tuner) remember(out []Decision) {
 
 // maxRecent is how many decisions the status keeps.
 const maxRecent = 50
-
-// handle guards and applies the actions, GPU by GPU: when one action of a
-// GPU fails, those applied before it on that GPU in this round are rolled
-// back.
-func (t *Tuner) handle(ctx context.Context, st *State, actions []Action, now time.Time) []Decision {
-	var out []Decision
-	appliedOn := map[string][]Action{}
-	for _, a := range actions {
-		mode := t.modeOf(a.GPU, a.GPUIndex)
-		if mode == ModeOff {
-			continue
-		}
-		t.journal(Record{Time: now, Event: string(OutcomePlanned), Target: a.Target, Tenant: a.Tenant,
-			From: encodeValue(a.Current), To: encodeValue(a.Want), Reason: a.Reason})
-		t.setTarget(a, mode)
-		d := Decision{Time: now, GPU: a.GPU, Tenant: a.Tenant, Knob: a.Knob, From: valueText(a.Current), To: a.Want.String(), Reason: a.Reason}
-		if ok, guard, why := t.admit(st, a, now); !ok {
-			d.Outcome, d.Guard = OutcomeGuarded, guard
-			d.Reason = joinReasons(a.Reason, "refused by "+guard+": "+why)
-			t.counts.Refusals[guard]++
-			out = append(out, t.finish(a, d, now))
-			continue
-		}
-		if mode == ModeRecommend {
-			d.Outcome = OutcomeRecommended
-			out = append(out, t.finish(a, d, now))
-			continue
-		}
-		err := t.keepOriginal(a, now)
-		if err == nil {
-			err = t.act(ctx, a)
-		}
-		if errors.Is(err, errRestartPending) {
-			// Set, and waiting for the client's own next context.
-			a.Restart, err = false, nil
-			d.Reason = joinReasons(a.Reason, "no client restart on this host: pending until the client starts a new context")
-		}
-		d.Outcome = outcomeOf(err)
-		if err != nil {
-			d.Reason = joinReasons(a.Reason, string(d.Outcome)+": "+err.Error())
-			out = append(out, t.finish(a, d, now))
-			if d.Outcome == OutcomeFailed {
-				out = append(out, t.rollback(ctx, appliedOn[a.GPU], a, now)...)
-				appliedOn[a.GPU] = nil
-			}
-			continue
-		}
-		d.Applied = true
-		appliedOn[a.GPU] = append(appliedOn[a.GPU], a)
-		t.noteApplied(st, a, now)
-		out = append(out, t.finish(a, d, now))
-	}
-	return out
-}
-
-// admit runs the guard chain.
-func (t *Tuner) admit(st *State, a Action, now time.Time) (bool, string, string) {
-	for _, g := range t.o.Guards {
-		if ok, why := g.Admit(st, a, now); !ok {
-			return false, g.Name(), why
-		}
-	}
-	return true, "", ""
-}
-
-// finish journals, counts, logs and teaches the guards one outcome.
-func (t *Tuner) finish(a Action, d Decision, now time.Time) Decision {
-	t.journal(Record{Time: now, Event: string(d.Outcome), Target: a.Target, Tenant: a.Tenant,
-		From: encodeValue(a.Current), To: encodeValue(a.Want), Guard: d.Guard, Reason: d.Reason})
-	t.counts.Actions[ActionKey{Knob: a.Knob, Outcome: d.Outcome}]++
-	if a.Revert && d.Applied {
-		t.counts.Reverts++
-	}
-	if a.HoldLeft && d.Applied && t.o.Hold != nil && a.Current != nil {
-		t.o.Hold.Block(a.Target, a.Current, now)
-	}
-	for _, g := range t.o.Guards {
-		if l, ok := g.(Learner); ok {
-			l.Record(a, d.Outcome, now)
-		}
-	}
-	lv := level.Info
-	switch d.Outcome {
-	case OutcomeGuarded:
-		lv = level.Debug
-	case OutcomeFailed, OutcomeRolledBack:
-		lv = level.Warn
-	}
-	kv := []any{"msg", "tuner decision", "outcome", d.Outcome, "gpu", a.GPU, "knob", a.Knob, "from", d.From, "to", d.To, "reason", d.Reason}
-	if a.Tenant != "" {
-		kv = append(kv, "tenant", a.Tenant)
-	}
-	if d.Guard != "" {
-		kv = append(kv, "guard", d.Guard)
-	}
-	lv(t.o.Logger).Log(kv...)
-	return d
-}
-
-// rollback undoes the actions applied on a GPU in this round, newest
-// first, after failed failed.
-func (t *Tuner) rollback(ctx context.Context, done []Action, failed Action, now time.Time) []Decision {
-	var out []Decision
-	for i := len(done) - 1; i >= 0; i-- {
-		a := done[i]
-		if a.Current == nil {
-			continue
-		}
-		back := a
-		back.Current, back.Want, back.Revert = a.Want, a.Current, true
-		back.Reason = "rollback: " + failed.Target.String() + " failed in the same plan"
-		d := Decision{Time: now, GPU: a.GPU, Tenant: a.Tenant, Knob: a.Knob, From: back.Current.String(), To: back.Want.String(), Reason: back.Reason}
-		if err := t.act(ctx, back); err != nil {
-			d.Outcome = OutcomeFailed
-			d.Reason = joinReasons(d.Reason, "failed: "+err.Error())
-		} else {
-			d.Outcome, d.Applied = OutcomeRolledBack, true
-			t.noteApplied(nil, back, now)
-		}
-		out = append(out, t.finish(back, d, now))
-	}
-	// The failed target's back-off has been extended by finish; the
-	// rolled-back ones start one too, so the plan is not retried at once.
-	for _, a := range done {
-		for _, g := range t.o.Guards {
-			if b, ok := g.(*Backoff); ok {
-				b.Record(a, OutcomeFailed, now)
-			}
-		}
-	}
-	return out
-}
-
-func outcomeOf(err error) Outcome {
-	switch {
-	case err == nil:
-		return OutcomeApplied
-	case errors.Is(err, gpu.ErrNotSupported), errors.Is(err, gpu.ErrBusy):
-		return OutcomeRefused
-	default:
-		return OutcomeFailed
-	}
-}
-
-// act calls the actuator of the action's knob.
-func (t *Tuner) act(ctx context.Context, a Action) error {
-	ac := t.o.Actuators
-	switch v := a.Want.(type) {
-	case Fraction:
-		if ac.MPS == nil {
-			return notSupported(a.Knob)
-		}
-		if err := ac.MPS.SetMPSActiveThreads(ctx, a.GPU, a.PID, float64(v)); err != nil {
-			return err
-		}
-		if !a.Restart {
-			return nil
-		}
-		if err := ac.MPS.RestartClient(ctx, a.GPU, a.PID); err != nil {
-			if errors.Is(err, gpu.ErrNotSupported) {
-				return errRestartPending
-			}
-			// The new fraction must not wait for a later restart: put
-			// the previous one back as the pending value.
-			if c, ok := a.Current.(Fraction); ok {
-				if rerr := ac.MPS.SetMPSActiveThreads(ctx, a.GPU, a.PID, float64(c)); rerr != nil {
-					return fmt.Errorf("restart client: %w; setting back %v: %v", err, c, rerr)
-				}
-			}
-			return fmt.Errorf("restart client: %w", err)
-		}
-		return nil
-	case Level:
-		if ac.TimeSlice == nil {
-			return notSupported(a.Knob)
-		}
-		return ac.TimeSlice.SetComputeTimeSlice(ctx, a.GPU, gpuLevel(v))
-	case Scheduler:
-		if ac.VGPUScheduler == nil {
-			return notSupported(a.Knob)
-		}
-		return ac.VGPUScheduler.SetVGPUScheduler(ctx, a.GPU, gpu.VGPUSchedulerSetting{Policy: gpu.VGPUPolicy(v)})
-	case ClockRange:
-		if ac.ClockPower == nil {
-			return notSupported(a.Knob)
-		}
-		return ac.ClockPower.LockClocks(ctx, a.GPU, gpu.ClockLock(v))
-	case Watts:
-		if ac.ClockPower == nil {
-			return notSupported(a.Knob)
-		}
-		return ac.ClockPower.SetPowerLimit(ctx, a.GPU, float64(v))
-	}
-	return fmt.Errorf("tuner: no actuator for a %T value", a.Want)
-}
-
-// errRestartPending: an MPS fraction was set and the host cannot restart
-// the client, so it waits for the client's next context.
-var errRestartPending = errors.New("MPS fraction pending: the host has no client restart")
-
-func gpuLevel(l Level) gpu.TimeSliceLevel { return gpu.TimeSliceLevel(l) }
-
-func valueText(v Value) string {
-	if v == nil {
-		return ""
-	}
-	return v.String()
-}
-
-// keepOriginal journals the setting before the first change to it; a
-// change whose original could not be written down is not made.
-func (t *Tuner) keepOriginal(a Action, now time.Time) error {
-	k := a.Target.String()
-	if _, ok := t.originals[k]; ok || a.Current == nil {
-		return nil
-	}
-	if t.o.Journal != nil {
-		if err := t.o.Journal.Append(Record{Time: now, Event: EventOriginal, Target: a.Target, Tenant: a.Tenant, From: encodeValue(a.Current)}); err != nil {
-			t.counts.JournalErrors++
-			return fmt.Errorf("not changed, the original could not be journaled: %w", err)
-		}
-	}
-	t.originals[k] = Original{Target: a.Target, Tenant: a.Tenant, Value: a.Current, At: now}
-	return nil
-}
 
 // noteApplied updates the tuner's memory after a change took (with st
 // nil, the change keeps no SLO error or request counters to be judged by).
@@ -524,12 +308,12 @@ func (t *Tuner) syncPending(snap *tenant.Snapshot) {
 // it reports them: a pending fraction the actuator knows replaces the
 // tuner's own, one it no longer holds is dropped. It returns the effective
 // fractions by Target.String.
-func (t *Tuner) syncMPS(snap *tenant.Snapshot) map[string]Fraction {
+func (t *Tuner) syncMPS() map[string]Fraction {
 	eff := map[string]Fraction{}
 	if t.o.MPSStates == nil {
 		return eff
 	}
-	for _, c := range t.o.MPSStates.MPSStates(snap) {
+	for _, c := range t.o.MPSStates.ClientStates() {
 		k := Target{GPU: c.UUID, Knob: gpu.KnobMPSActiveThreads, PID: c.PID}.String()
 		if c.Pending != nil {
 			t.pending[k] = Fraction(*c.Pending)
@@ -571,96 +355,3 @@ func (t *Tuner) dueReverts(st *State, now time.Time) []Action {
 
 // revertMargin is the rise of the objective that counts as worse.
 const revertMargin = 0.5
-
-// Restore sets back every original the tuner (or an earlier run, per the
-// journal) changed, on the latest snapshot's GPUs. It is called on exit; a
-// failed restore is returned (and journaled, logged and counted).
-func (t *Tuner) Restore(ctx context.Context) ([]Decision, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	now := t.o.Clock.Now()
-	d, err := t.restoreLocked(ctx, now, "restored at exit")
-	t.publishLocked(now)
-	return d, err
-}
-
-func (t *Tuner) restoreLocked(ctx context.Context, now time.Time, why string) ([]Decision, error) {
-	if !t.anyEnforce() {
-		if n := len(t.originals); n > 0 {
-			level.Warn(t.o.Logger).Log("msg", "the tuner journal holds settings changed and not restored; the tuner acts only in enforce mode, so they stay as they are",
-				"originals", n)
-		}
-		return nil, nil
-	}
-	keys := make([]string, 0, len(t.originals))
-	for k := range t.originals {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var out []Decision
-	var errs []error
-	for _, k := range keys {
-		o := t.originals[k]
-		a := Action{Target: o.Target, Tenant: o.Tenant, Want: o.Value, Revert: true, Reason: why}
-		if o.Target.Knob == gpu.KnobMPSActiveThreads {
-			a.Restart = true
-			if !t.processPresent(o.Target) {
-				// Its context is gone: the next one starts with the
-				// default, not with the tuner's fraction.
-				t.journal(Record{Time: now, Event: EventRestored, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), Reason: "process gone; nothing to restore"})
-				delete(t.originals, k)
-				continue
-			}
-		}
-		d := Decision{Time: now, GPU: o.Target.GPU, Tenant: o.Tenant, Knob: o.Target.Knob, To: o.Value.String(), Reason: why}
-		if err := t.act(ctx, a); err != nil {
-			d.Outcome = OutcomeFailed
-			d.Reason = joinReasons(why, "restore failed: "+err.Error())
-			t.counts.RestoreFailures++
-			errs = append(errs, fmt.Errorf("restore %s to %v: %w", o.Target, o.Value, err))
-			t.journal(Record{Time: now, Event: EventRestoreFailed, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), Reason: err.Error()})
-			level.Error(t.o.Logger).Log("msg", "tuner could not restore an original setting", "target", o.Target.String(), "value", o.Value.String(), "err", err)
-		} else {
-			d.Outcome, d.Applied = OutcomeApplied, true
-			t.counts.Restores++
-			t.journal(Record{Time: now, Event: EventRestored, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), Reason: why})
-			level.Info(t.o.Logger).Log("msg", "tuner restored an original setting", "target", o.Target.String(), "value", o.Value.String(), "reason", why)
-			delete(t.originals, k)
-			delete(t.pending, k)
-		}
-		out = append(out, d)
-	}
-	return out, errors.Join(errs...)
-}
-
-// processPresent reports whether the target's process still runs on its
-// GPU in the latest snapshot (true when unknown).
-func (t *Tuner) processPresent(tg Target) bool {
-	if t.last == nil || t.last.Readings == nil {
-		return true
-	}
-	for _, d := range t.last.Readings.Devices {
-		if d.UUID != tg.GPU {
-			continue
-		}
-		for _, p := range d.Processes {
-			if p.PID == tg.PID {
-				return true
-			}
-		}
-		return false
-	}
-	return false
-}
-
-// journal appends rec when a journal is configured; a write failure is
-// logged and counted, and acting goes on (the original is kept in memory).
-func (t *Tuner) journal(rec Record) {
-	if t.o.Journal == nil {
-		return
-	}
-	if err := t.o.Journal.Append(rec); err != nil {
-		t.counts.JournalErrors++
-		level.Error(t.o.Logger).Log("msg", "tuner journal write failed", "err", err)
-	}
-}

@@ -15,6 +15,7 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/gpu/mps"
 	"github.com/vgpu-exporter/vgpu_exporter/gpu/nvidiasmi"
 	"github.com/vgpu-exporter/vgpu_exporter/gpu/rebalance"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
 
 // actuatorConfig is what the command line says about the actuators that
@@ -81,28 +82,18 @@ type actuatorBackend struct {
 	Impl any
 }
 
-// actuatorHost is what detection needs of the running exporter.
-type actuatorHost struct {
-	// Source is the GPU backend; its own actuators (NVML: clocks, power,
-	// vGPU scheduler, MIG; the simulator: all) come first.
-	Source gpu.Source
-	// Devices returns the latest devices, for the MPS daemon's device
-	// ordinals (pinned memory limits); nil leaves those limits off.
-	Devices func() []gpu.Device
-	// TenantOf names a process's tenant for the MPS restart hook; nil: "".
-	TenantOf func(uuid string, pid uint32) string
-}
-
 // detectActuators returns the actuator backends this host has: the GPU
 // backend's own, then those of outside programs that are configured and
 // answer. On the simulator only the simulator's own are used: outside
 // programs would change the real host. Each one missing is logged with the
 // reason, at info level: every one is optional.
-func detectActuators(ctx context.Context, cfg *config, h actuatorHost, logger log.Logger) []actuatorBackend {
+//
+// src is the GPU backend; its own actuators (NVML: clocks, power, vGPU
+// scheduler, MIG; the simulator: all) come first.
+func detectActuators(ctx context.Context, cfg *config, src gpu.Source, logger log.Logger) []actuatorBackend {
 	var out []actuatorBackend
-	src := h.Source
 	for src != nil {
-		if isActuator(src) {
+		if tuner.IsActuator(src) {
 			out = append(out, actuatorBackend{Name: cfg.Backend, Impl: src})
 			break
 		}
@@ -126,8 +117,6 @@ func detectActuators(ctx context.Context, cfg *config, h actuatorHost, logger lo
 			Timeout:        a.MPSTimeout,
 			RestartHook:    a.MPSRestartHook,
 			RestartTimeout: a.MPSRestartTimeout,
-			DeviceIndex:    deviceIndex(h.Devices),
-			TenantOf:       h.TenantOf,
 			Logger:         log.With(logger, "component", "mps"),
 		})
 		if err != nil {
@@ -168,29 +157,4 @@ func actuatorImpls(bs []actuatorBackend) []any {
 		out[i] = b.Impl
 	}
 	return out
-}
-
-// isActuator reports whether v implements any actuator interface.
-func isActuator(v any) bool {
-	switch v.(type) {
-	case gpu.MPSActuator, gpu.TimeSliceActuator, gpu.ClockPowerActuator, gpu.VGPUSchedulerActuator,
-		gpu.MIGActuator, gpu.PlacementActuator, gpu.Rebalancer:
-		return true
-	}
-	return false
-}
-
-// deviceIndex maps a GPU UUID to its index among the latest devices.
-func deviceIndex(devices func() []gpu.Device) func(string) (int, bool) {
-	if devices == nil {
-		return nil
-	}
-	return func(uuid string) (int, bool) {
-		for _, d := range devices() {
-			if d.UUID == uuid {
-				return d.Index, true
-			}
-		}
-		return 0, false
-	}
 }

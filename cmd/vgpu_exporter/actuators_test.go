@@ -99,7 +99,7 @@ func TestDetectActuators(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := &config{Backend: tc.backend, Actuators: tc.act}
-			bs := detectActuators(context.Background(), cfg, actuatorHost{Source: tc.src}, log.NewNopLogger())
+			bs := detectActuators(context.Background(), cfg, tc.src, log.NewNopLogger())
 			var names []string
 			for _, b := range bs {
 				names = append(names, b.Name)
@@ -111,18 +111,5 @@ func TestDetectActuators(t *testing.T) {
 				t.Error("actuatorImpls lost backends")
 			}
 		})
-	}
-}
-
-func TestDeviceIndex(t *testing.T) {
-	if deviceIndex(nil) != nil {
-		t.Error("no devices must leave the index off")
-	}
-	idx := deviceIndex(func() []gpu.Device { return []gpu.Device{{Index: 0, UUID: "GPU-a"}, {Index: 1, UUID: "GPU-b"}} })
-	if i, ok := idx("GPU-b"); !ok || i != 1 {
-		t.Errorf("GPU-b: %d %v", i, ok)
-	}
-	if _, ok := idx("GPU-c"); ok {
-		t.Error("unknown GPU found")
 	}
 }

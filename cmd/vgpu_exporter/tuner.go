@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -22,6 +21,7 @@ import (
 
 // tunerConfig is what the --tuner.* flags set.
 type tunerConfig struct {
+	Policy         string
 	Mode           string
 	Interval       time.Duration
 	Journal        string
@@ -38,6 +38,8 @@ func addTunerFlags(app *kingpin.Application, c *tunerConfig) {
 	}
 	enumFlag(app, "tuner.mode", "What the tuner does on this host: off, recommend (decide, journal and export, never act) or enforce.",
 		string(tuner.ModeOff), &c.Mode, modes...)
+	app.Flag("tuner.policy", "The policy the tuner runs: "+strings.Join(tunerPolicies(), ", ")+".").
+		Default(tuner.AutotuneName).StringVar(&c.Policy)
 	durationFlag(app, "tuner.interval", "How often the tuner decides.", tuner.DefaultInterval.String(), &c.Interval)
 	app.Flag("tuner.journal", "Journal file of the tuner (JSON lines, synced): every original setting before its first change and every outcome; originals are restored from it at exit and at the next start after a crash. Default: none (originals kept in memory only).").
 		PlaceHolder("FILE").StringVar(&c.Journal)
@@ -84,7 +86,21 @@ func (c *tunerConfig) validate() error {
 	if _, err := c.gpuModes(); err != nil {
 		errs = append(errs, err)
 	}
+	if _, err := tuner.NewEnginePolicy(c.Policy); err != nil {
+		errs = append(errs, fmt.Errorf("--tuner.policy: %w", err))
+	}
 	return errors.Join(errs...)
+}
+
+// tunerPolicies are the policies --tuner.policy takes.
+func tunerPolicies() []string {
+	var out []string
+	for _, n := range tuner.PolicyNames() {
+		if _, err := tuner.NewEnginePolicy(n); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // active reports whether the tuner runs at all.
@@ -104,12 +120,18 @@ type tunerRunner struct {
 }
 
 // newTunerRunner builds the tuner over the actuators this host has (the
-// backend's own and those of outside programs, detectActuators).
-func newTunerRunner(cfg *config, src gpu.Source, clock gpu.Clock, snapshot func() *tenant.Snapshot, logger log.Logger) (*tunerRunner, error) {
+// backend's own and those of outside programs, detectActuators); an
+// actuator that takes the readings (the MPS controller) is subscribed to
+// the sampler with subscribe.
+func newTunerRunner(cfg *config, src gpu.Source, clock gpu.Clock, snapshot func() *tenant.Snapshot, subscribe func(func(*gpu.Readings)), logger log.Logger) (*tunerRunner, error) {
 	c := &cfg.Tuner
 	mode, err := tuner.ParseMode(c.Mode)
 	if err != nil {
 		return nil, err
+	}
+	pol, err := tuner.NewEnginePolicy(c.Policy)
+	if err != nil {
+		return nil, fmt.Errorf("--tuner.policy: %w", err)
 	}
 	gm, err := c.gpuModes()
 	if err != nil {
@@ -132,18 +154,19 @@ func newTunerRunner(cfg *config, src gpu.Source, clock gpu.Clock, snapshot func(
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	backends := detectActuators(ctx, cfg, actuatorHost{Source: src, Devices: snapshotDevices(snapshot), TenantOf: snapshotTenantOf(snapshot)}, logger)
+	backends := detectActuators(ctx, cfg, src, logger)
 	named := make([]tuner.NamedActuator, len(backends))
 	for i, b := range backends {
 		named[i] = tuner.NamedActuator{Name: b.Name, Impl: b.Impl}
 	}
-	opts := tuner.DefaultOptions(tuner.Options{
-		Policy: tuner.NewAutotune(), Actuators: tuner.ActuatorsOf(actuatorImpls(backends)...), Journal: r.journal,
+	opts := pol.Configure(tuner.Options{
+		Actuators: tuner.ActuatorsOf(actuatorImpls(backends)...), Journal: r.journal,
 		Clock: clock, Mode: mode, GPUModes: gm, Disabled: c.disabledKnobs(), Logger: logger, Actuated: tuner.DescribeActuators(named),
 	}, kill)
 	for _, b := range backends {
 		if m, ok := b.Impl.(*mps.Controller); ok {
-			opts.MPSStates = mpsStates{m}
+			opts.MPSStates = m
+			subscribe(m.ObserveReadings)
 		}
 	}
 	for _, a := range opts.Actuated {
@@ -152,59 +175,8 @@ func newTunerRunner(cfg *config, src gpu.Source, clock gpu.Clock, snapshot func(
 	if r.t, err = tuner.New(opts); err != nil {
 		return nil, err
 	}
-	level.Info(logger).Log("msg", "tuner started", "mode", mode, "interval", c.Interval, "policy", tuner.AutotuneName, "journal", c.Journal)
+	level.Info(logger).Log("msg", "tuner started", "mode", mode, "interval", c.Interval, "policy", pol.Name(), "journal", c.Journal)
 	return r, nil
-}
-
-// mpsStates reports the MPS control daemon's pending and effective
-// fractions to the tuner, after recording the effective ones the readings
-// report (a backend that reads gpu.Process.MPSActiveThreads).
-type mpsStates struct{ c *mps.Controller }
-
-func (m mpsStates) MPSStates(snap *tenant.Snapshot) []tuner.MPSClientState {
-	if snap != nil && snap.Readings != nil {
-		for _, d := range snap.Readings.Devices {
-			for _, p := range d.Processes {
-				if p.MPSActiveThreads != nil {
-					m.c.Observe(d.UUID, p.PID, *p.MPSActiveThreads)
-				}
-			}
-		}
-	}
-	states := m.c.States()
-	out := make([]tuner.MPSClientState, 0, len(states))
-	for _, s := range states {
-		if s.Role == mps.RoleClient {
-			out = append(out, tuner.MPSClientState{UUID: s.UUID, PID: s.PID, Pending: s.Pending, Effective: s.Effective})
-		}
-	}
-	return out
-}
-
-// snapshotDevices returns the latest snapshot's devices.
-func snapshotDevices(snapshot func() *tenant.Snapshot) func() []gpu.Device {
-	return func() []gpu.Device {
-		if s := snapshot(); s != nil && s.Readings != nil {
-			return s.Readings.Devices
-		}
-		return nil
-	}
-}
-
-// snapshotTenantOf names a process's tenant from the latest snapshot.
-func snapshotTenantOf(snapshot func() *tenant.Snapshot) func(string, uint32) string {
-	return func(uuid string, pid uint32) string {
-		s := snapshot()
-		if s == nil {
-			return ""
-		}
-		for _, u := range s.Usage {
-			if u.UUID == uuid && slices.Contains(u.PIDs, pid) {
-				return u.Tenant
-			}
-		}
-		return ""
-	}
 }
 
 // status is the tuner's published status, for the collector.

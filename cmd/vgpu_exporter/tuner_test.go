@@ -86,6 +86,8 @@ func TestTunerFlags(t *testing.T) {
 		{[]string{"--tuner.interval=0s"}, "--tuner.interval must be positive"},
 		{[]string{"--tuner.gpu-mode=0"}, "want GPU=MODE"},
 		{[]string{"--tuner.gpu-mode=0=fast"}, "unknown tuner mode"},
+		{[]string{"--tuner.policy=static-equal"}, ""},
+		{[]string{"--tuner.policy=none"}, `--tuner.policy: unknown tuner policy "none" (known: autotune, best-effort, static-equal)`},
 	} {
 		cfg, err := parseArgs(t, tc.args...)
 		if err == nil {
@@ -94,6 +96,36 @@ func TestTunerFlags(t *testing.T) {
 		if (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
 			t.Errorf("%v: error %v, want %q", tc.args, err, tc.err)
 		}
+	}
+}
+
+// The exporter runs a baseline through the same engine: static-equal in
+// enforce mode gives noisy-neighbour's two MPS tenants half each, and
+// restores the originals at exit.
+func TestExporterRunsAnyPolicy(t *testing.T) {
+	clock := gpu.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	cfg := testConfig(t, "--backend=sim", "--sim.scenario=noisy-neighbour", "--tuner.mode=enforce", "--tuner.policy=static-equal")
+	svc, err := buildOn(cfg, clock, log.NewNopLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.src.Close()
+	simRounds(t, svc, clock, 2)
+	st := svc.tuner.status()
+	if st.Policy != tuner.StaticEqualName {
+		t.Errorf("policy %q, want %s", st.Policy, tuner.StaticEqualName)
+	}
+	var got []string
+	for _, d := range st.Recent {
+		got = append(got, fmt.Sprintf("%s %s %s %s", d.Tenant, d.Knob, d.To, d.Outcome))
+	}
+	want := "[chat mps_active_threads 50% applied embed mps_active_threads 50% applied]"
+	if fmt.Sprint(got) != want {
+		t.Errorf("decisions %v, want %s", got, want)
+	}
+	decs, err := svc.tuner.t.Restore(context.Background())
+	if err != nil || len(decs) != 2 {
+		t.Errorf("restore: %v, %v; want the two fractions set back", decs, err)
 	}
 }
 
@@ -146,7 +178,7 @@ esac`)
 			defer svc.src.Close()
 			host := *cfg
 			host.Backend, host.Tuner.Mode = backendNVML, mode
-			r, err := newTunerRunner(&host, sourceOnly{svc.src}, clock, violating(svc.snapshot, clock), log.NewNopLogger())
+			r, err := newTunerRunner(&host, sourceOnly{svc.src}, clock, violating(svc.snapshot, clock), svc.sampler.Subscribe, log.NewNopLogger())
 			if err != nil {
 				t.Fatal(err)
 			}

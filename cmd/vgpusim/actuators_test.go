@@ -21,9 +21,16 @@ func TestGuardedActuatorsHideTheSimulator(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	all := guarded(s)
-	if len(all) != 9 {
-		t.Fatalf("%d wrappers, want one per actuator interface (9)", len(all))
+	act := guardedActuators(s)
+	fields := reflect.ValueOf(act)
+	var all []any
+	for i := range fields.NumField() {
+		if f := fields.Field(i); !f.IsNil() {
+			all = append(all, f.Interface())
+		}
+	}
+	if len(all) != 8 {
+		t.Fatalf("%d actuators, want every mechanism of the simulator but the rebalancing hook (8)", len(all))
 	}
 	ifaces := []reflect.Type{
 		reflect.TypeFor[gpu.MPSActuator](), reflect.TypeFor[gpu.VGPUSchedulerActuator](),
@@ -31,7 +38,7 @@ func TestGuardedActuatorsHideTheSimulator(t *testing.T) {
 		reflect.TypeFor[gpu.MIGActuator](), reflect.TypeFor[gpu.MIGDrainActuator](),
 		reflect.TypeFor[gpu.TenantLifecycleActuator](), reflect.TypeFor[gpu.PlacementActuator](),
 		reflect.TypeFor[gpu.CapabilityLister](), reflect.TypeFor[gpu.Source](),
-		reflect.TypeFor[gpu.AppMetricsSource](),
+		reflect.TypeFor[gpu.AppMetricsSource](), reflect.TypeFor[gpu.Rebalancer](),
 	}
 	for _, w := range all {
 		if _, ok := w.(*sim.Simulator); ok {
@@ -50,7 +57,6 @@ func TestGuardedActuatorsHideTheSimulator(t *testing.T) {
 			t.Errorf("%T exports its field %s", w, f.Name)
 		}
 	}
-	act := guardedActuators(s)
 	for _, v := range []any{act.MPS, act.VGPUScheduler, act.TimeSlice} {
 		if v == nil {
 			t.Fatal("an actuator the simulator has is missing")

@@ -64,11 +64,8 @@ type Options struct {
 	// pinned memory limits (CUDA's enumeration as the daemon sees it); nil,
 	// or false for a GPU: pinned memory limits are not supported there.
 	DeviceIndex func(uuid string) (int, bool)
-	// TenantOf names the tenant of a process, handed to the restart hook;
-	// nil: the hook gets an empty tenant.
-	TenantOf func(uuid string, pid uint32) string
-	Clock    gpu.Clock  // default gpu.RealClock
-	Logger   log.Logger // default a no-op logger
+	Clock       gpu.Clock  // default gpu.RealClock
+	Logger      log.Logger // default a no-op logger
 }
 
 // Role is what a PID is to the daemon.
@@ -112,6 +109,8 @@ type Controller struct {
 	mu             sync.Mutex // guards the fields below
 	states         map[key]*ClientState
 	defaultPending *float64
+	// index is each GPU's ordinal, by UUID, as the readings last said.
+	index map[string]int
 }
 
 type key struct {
@@ -309,10 +308,7 @@ func (c *Controller) RestartClient(ctx context.Context, uuid string, pid uint32)
 	c.opMu.Lock()
 	defer c.opMu.Unlock()
 	st, _ := c.State(uuid, pid)
-	tenant := ""
-	if c.opts.TenantOf != nil {
-		tenant = c.opts.TenantOf(uuid, pid)
-	}
+	tenant := gpu.TenantOf(ctx)
 	frac := st.Pending
 	if frac == nil {
 		frac = st.Effective
@@ -413,6 +409,40 @@ func (c *Controller) Observe(uuid string, pid uint32, effective float64) {
 	s.Changed = c.clock.Now()
 }
 
+// ObserveReadings takes what a sample says of MPS: the effective fraction
+// of every process's running context (Observe) and each GPU's ordinal (for
+// pinned memory limits, where Options.DeviceIndex is nil). Subscribe it to
+// the sampler (gpu.Sampler.Subscribe).
+func (c *Controller) ObserveReadings(r *gpu.Readings) {
+	if r == nil {
+		return
+	}
+	idx := make(map[string]int, len(r.Devices))
+	for _, d := range r.Devices {
+		idx[d.UUID] = d.Index
+		for _, p := range d.Processes {
+			if p.MPSActiveThreads != nil {
+				c.Observe(d.UUID, p.PID, *p.MPSActiveThreads)
+			}
+		}
+	}
+	c.mu.Lock()
+	c.index = idx
+	c.mu.Unlock()
+}
+
+// ClientStates returns the pending and effective fractions of every client
+// the Controller knows, by GPU UUID and PID.
+func (c *Controller) ClientStates() []gpu.MPSClientState {
+	var out []gpu.MPSClientState
+	for _, s := range c.States() {
+		if s.Role == RoleClient {
+			out = append(out, gpu.MPSClientState{UUID: s.UUID, PID: s.PID, Pending: s.Pending, Effective: s.Effective})
+		}
+	}
+	return out
+}
+
 // Forget drops what the Controller knows of a process that has exited.
 func (c *Controller) Forget(uuid string, pid uint32) {
 	c.mu.Lock()
@@ -435,7 +465,10 @@ func (c *Controller) update(uuid string, pid uint32, role Role, server uint32, f
 
 func (c *Controller) deviceIndex(uuid string) (int, bool) {
 	if c.opts.DeviceIndex == nil {
-		return 0, false
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		i, ok := c.index[uuid]
+		return i, ok
 	}
 	i, ok := c.opts.DeviceIndex(uuid)
 	return i, ok && i >= 0

@@ -52,7 +52,6 @@ func newRig(t *testing.T, daemonBody, hookBody string, mod func(*Options)) *rig 
 		Timeout:       time.Second,
 		Clock:         gpu.NewManualClock(time.Unix(1000, 0)),
 		DeviceIndex:   func(u string) (int, bool) { return 3, u == uuid },
-		TenantOf:      func(_ string, pid uint32) string { return fmt.Sprintf("tenant-%d", pid) },
 	}
 	if hookBody != "" {
 		opts.RestartHook = f.Script(t, "restart-hook", hookBody)
@@ -332,7 +331,7 @@ func TestRestartClient(t *testing.T) {
 			if err := r.c.SetMPSPinnedMemoryLimit(ctx, uuid, 201, 2<<30); err != nil {
 				t.Fatal(err)
 			}
-			err := r.c.RestartClient(ctx, uuid, 201)
+			err := r.c.RestartClient(gpu.WithTenant(ctx, "tenant-201"), uuid, 201)
 			if tc.err == "" && err != nil {
 				t.Fatal(err)
 			}
@@ -386,6 +385,24 @@ func TestObserveAndForget(t *testing.T) {
 	r.c.Forget(uuid, 201)
 	if _, ok := r.c.State(uuid, 201); ok {
 		t.Error("state kept after Forget")
+	}
+}
+
+// A sampler subscriber: the readings give the effective fractions and the
+// device ordinals (for pinned memory limits, without Options.DeviceIndex).
+func TestObserveReadings(t *testing.T) {
+	r := newRig(t, daemon, "", func(o *Options) { o.DeviceIndex = nil })
+	if _, ok := r.c.deviceIndex(uuid); ok {
+		t.Fatal("device ordinal known before any readings")
+	}
+	p := gpu.Process{PID: 201, MPSActiveThreads: gpu.Float(0.5)}
+	r.c.ObserveReadings(&gpu.Readings{Devices: []gpu.Device{{UUID: uuid, Index: 5, Processes: []gpu.Process{p, {PID: 202}}}}})
+	if i, ok := r.c.deviceIndex(uuid); !ok || i != 5 {
+		t.Errorf("device ordinal %d %v, want 5", i, ok)
+	}
+	got := r.c.ClientStates()
+	if len(got) != 1 || got[0].PID != 201 || fstr(got[0].Effective) != "0.5" || got[0].Pending != nil {
+		t.Errorf("client states %+v, want PID 201 at 0.5 effective", got)
 	}
 }
 

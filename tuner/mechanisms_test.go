@@ -72,7 +72,7 @@ func TestBaselineWithoutActuators(t *testing.T) {
 	if fmt.Sprint(got) != want {
 		t.Errorf("decisions %v, want %s", got, want)
 	}
-	again, err := p.Observe(ctx, ActuatorsOf(vo), snapshot(t0.Add(2*p.RetryAfter), devs, nil))
+	again, err := p.Observe(ctx, ActuatorsOf(vo), snapshot(t0.Add(2*DefaultRetryAfter), devs, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,5 +80,65 @@ func TestBaselineWithoutActuators(t *testing.T) {
 		if d.Knob != gpu.KnobVGPUScheduler {
 			t.Errorf("retried without an actuator: %v", d)
 		}
+	}
+}
+
+// clocksOnly drives clocks and power only.
+type clocksOnly struct{ calls []string }
+
+func (c *clocksOnly) LockClocks(_ context.Context, uuid string, l gpu.ClockLock) error {
+	c.calls = append(c.calls, fmt.Sprintf("LockClocks(%s,%d-%d)", uuid, l.MinMHz, l.MaxMHz))
+	return nil
+}
+
+func (c *clocksOnly) SetPowerLimit(_ context.Context, uuid string, w float64) error {
+	c.calls = append(c.calls, fmt.Sprintf("SetPowerLimit(%s,%.0f)", uuid, w))
+	return nil
+}
+
+// The mechanism table is the one list of knobs: the flags' names, the
+// knobs a backend drives, the sealed actuators and the executor's apply
+// all come from it.
+func TestMechanismTable(t *testing.T) {
+	want := "mps_active_threads compute_timeslice vgpu_scheduler locked_clocks power_limit placement mig_layout"
+	if got := strings.Join(KnobNames(), " "); got != want {
+		t.Errorf("knob names %q, want %q", got, want)
+	}
+	co := &clocksOnly{}
+	if got := fmt.Sprint(KnobsOf(co)); got != "[locked_clocks power_limit]" {
+		t.Errorf("KnobsOf(clocks) = %s", got)
+	}
+	if !IsActuator(co) || IsActuator(struct{}{}) {
+		t.Error("IsActuator: want true for a clock actuator, false for a plain value")
+	}
+	sealed := SealedActuatorsOf(co)
+	if _, ok := sealed.ClockPower.(*clocksOnly); ok || sealed.ClockPower == nil {
+		t.Errorf("sealed clock actuator %T: want a forwarding type", sealed.ClockPower)
+	}
+	if sealed.MPS != nil || sealed.TimeSlice != nil {
+		t.Error("sealed actuators hold mechanisms the backend lacks")
+	}
+	tu, err := New(Options{Policy: fixed(nil), Actuators: sealed, Clock: gpu.NewManualClock(t0), Mode: ModeEnforce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		a   Action
+		err string
+	}{
+		{Action{Target: Target{GPU: "GPU-a", Knob: gpu.KnobPowerLimit}, Want: Watts(300)}, ""},
+		{Action{Target: Target{GPU: "GPU-a", Knob: gpu.KnobLockedClocks}, Want: ClockRange{MinMHz: 1980, MaxMHz: 1980}}, ""},
+		{Action{Target: Target{GPU: "GPU-a", Knob: gpu.KnobLockedClocks}, Want: Fraction(0.5)}, "takes a clock range or watts"},
+		{Action{Target: Target{GPU: "GPU-a", Knob: gpu.KnobComputeTimeSlice}, Want: Level(gpu.TimeSliceLong)}, "no backend of this host drives compute_timeslice"},
+		{Action{Target: Target{GPU: "GPU-a", Knob: gpu.KnobMIGLayout}, Want: Layout("1g.10gb")}, "no mechanism sets mig_layout"},
+	} {
+		err := tu.apply(ctx, tc.a)
+		if (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("%v: error %v, want %q", tc.a, err, tc.err)
+		}
+	}
+	if got := fmt.Sprint(co.calls); got != "[SetPowerLimit(GPU-a,300) LockClocks(GPU-a,1980-1980)]" {
+		t.Errorf("calls %s", got)
 	}
 }

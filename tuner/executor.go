@@ -1,0 +1,424 @@
+package tuner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/go-kit/log/level"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// The executor is the only code of the product that changes a GPU: every
+// action (a policy's, a revert, a rollback, a restore, a rebalancing plan,
+// a MIG relayout) goes through execute, or through restoreLocked at exit
+// and after a crash, and reaches the actuators through apply and the
+// mechanism table (Mechanisms). One action's way:
+//
+//	mode -> guard chain -> journal "planned" -> (recommend) -> journal the
+//	original -> apply -> on failure roll back what this round applied on
+//	the GPU -> journal, count, log and teach the guards the outcome.
+
+// handle guards and applies the actions, GPU by GPU: when one action of a
+// GPU fails, those applied before it on that GPU in this round are rolled
+// back.
+func (t *Tuner) handle(ctx context.Context, st *State, actions []Action, now time.Time) []Decision {
+	var out []Decision
+	appliedOn := map[string][]Action{}
+	for _, a := range actions {
+		d, _ := t.execute(ctx, st, a, now, appliedOn)
+		out = append(out, d...)
+	}
+	return out
+}
+
+// execute runs one action through the guard chain and, where its GPU's
+// mode allows, applies it. appliedOn holds the actions applied in this
+// round by GPU, which a failure rolls back. It returns the decisions and
+// whether the action took (or, for a MIG relayout, started).
+func (t *Tuner) execute(ctx context.Context, st *State, a Action, now time.Time, appliedOn map[string][]Action) ([]Decision, bool) {
+	mode := t.modeOf(a.GPU, a.GPUIndex)
+	if mode == ModeOff {
+		return nil, false
+	}
+	ok, guard, why, quiet := t.chain().Admit(st, a, now)
+	if quiet {
+		return nil, false // asked for already, and waiting: not a new decision
+	}
+	t.journal(Record{Time: now, Event: string(OutcomePlanned), Target: a.Target, Tenant: a.Tenant,
+		From: encodeValue(a.Current), To: encodeValue(a.Want), Reason: a.Reason})
+	t.setTarget(a, mode)
+	d := Decision{Time: now, GPU: a.GPU, Tenant: a.Tenant, Knob: a.Knob, From: valueText(a.Current), To: a.Want.String(), Reason: a.Reason}
+	if !ok {
+		d.Outcome, d.Guard = OutcomeGuarded, guard
+		d.Reason = joinReasons(a.Reason, "refused by "+guard+": "+why)
+		t.counts.Refusals[guard]++
+		return []Decision{t.finish(a, d, now, nil)}, false
+	}
+	if mode == ModeRecommend || !t.canApply(a) {
+		d.Outcome = OutcomeRecommended
+		if mode == ModeEnforce {
+			d.Reason = joinReasons(a.Reason, "recommended only: this host has no rebalancing hook (--tuner.rebalance-hook)")
+		}
+		return []Decision{t.finish(a, d, now, nil)}, false
+	}
+	err := t.keepOriginal(a, now)
+	if err == nil {
+		if a.Plan != nil && t.selfRelayout(*a.Plan) {
+			if err = t.startRelayout(ctx, st, a, a.Plan.MIG[0], now); err == nil {
+				return t.relayoutStarted(ctx, a, now), true
+			}
+		} else {
+			err = t.apply(ctx, a)
+		}
+	}
+	if errors.Is(err, errRestartPending) {
+		// Set, and waiting for the client's own next context.
+		a.Restart, err = false, nil
+		d.Reason = joinReasons(a.Reason, "no client restart on this host: pending until the client starts a new context")
+	}
+	d.Outcome = outcomeOf(err)
+	if err != nil {
+		d.Reason = joinReasons(a.Reason, string(d.Outcome)+", not applied: "+err.Error())
+		out := []Decision{t.finish(a, d, now, err)}
+		if d.Outcome == OutcomeFailed {
+			out = append(out, t.rollback(ctx, appliedOn[a.GPU], a, now)...)
+			appliedOn[a.GPU] = nil
+		}
+		return out, false
+	}
+	d.Applied = true
+	appliedOn[a.GPU] = append(appliedOn[a.GPU], a)
+	t.noteApplied(st, a, now)
+	return []Decision{t.finish(a, d, now, nil)}, true
+}
+
+// chain is the tuner's guard chain.
+func (t *Tuner) chain() Chain { return Chain(t.o.Guards) }
+
+// finish journals, counts, logs and teaches the guards one outcome (err:
+// the actuator's error, if any).
+func (t *Tuner) finish(a Action, d Decision, now time.Time, err error) Decision {
+	t.journal(Record{Time: now, Event: string(d.Outcome), Target: a.Target, Tenant: a.Tenant,
+		From: encodeValue(a.Current), To: encodeValue(a.Want), Guard: d.Guard, Reason: d.Reason})
+	t.counts.Actions[ActionKey{Knob: a.Knob, Outcome: d.Outcome}]++
+	if a.Revert && d.Applied {
+		t.counts.Reverts++
+	}
+	if a.HoldLeft && d.Applied && t.o.Hold != nil && a.Current != nil {
+		t.o.Hold.Block(a.Target, a.Current, now)
+	}
+	t.chain().Record(a, d.Outcome, err, now)
+	lv := level.Info
+	switch d.Outcome {
+	case OutcomeGuarded:
+		lv = level.Debug
+	case OutcomeFailed, OutcomeRolledBack:
+		lv = level.Warn
+	}
+	kv := []any{"msg", "tuner decision", "outcome", d.Outcome, "gpu", a.GPU, "knob", a.Knob, "from", d.From, "to", d.To, "reason", d.Reason}
+	if a.Tenant != "" {
+		kv = append(kv, "tenant", a.Tenant)
+	}
+	if d.Guard != "" {
+		kv = append(kv, "guard", d.Guard)
+	}
+	lv(t.o.Logger).Log(kv...)
+	return d
+}
+
+// rollback undoes the actions applied on a GPU in this round, newest
+// first, after failed failed. Each one undone is then taught to the guards
+// as a failure, so that the plan is not retried at once.
+func (t *Tuner) rollback(ctx context.Context, done []Action, failed Action, now time.Time) []Decision {
+	var out []Decision
+	for i := len(done) - 1; i >= 0; i-- {
+		a := done[i]
+		if a.Current == nil {
+			continue
+		}
+		back := a
+		back.Current, back.Want, back.Revert = a.Want, a.Current, true
+		back.Reason = "rollback: " + failed.Target.String() + " failed in the same plan"
+		d := Decision{Time: now, GPU: a.GPU, Tenant: a.Tenant, Knob: a.Knob, From: back.Current.String(), To: back.Want.String(), Reason: back.Reason}
+		err := t.apply(ctx, back)
+		if err != nil {
+			d.Outcome = OutcomeFailed
+			d.Reason = joinReasons(d.Reason, "failed: "+err.Error())
+		} else {
+			d.Outcome, d.Applied = OutcomeRolledBack, true
+			t.noteApplied(nil, back, now)
+		}
+		out = append(out, t.finish(back, d, now, err))
+	}
+	for _, a := range done {
+		t.chain().Record(a, OutcomeFailed, nil, now)
+	}
+	return out
+}
+
+func outcomeOf(err error) Outcome {
+	switch {
+	case err == nil:
+		return OutcomeApplied
+	case errors.Is(err, gpu.ErrNotSupported), errors.Is(err, gpu.ErrBusy):
+		return OutcomeRefused
+	default:
+		return OutcomeFailed
+	}
+}
+
+// apply sets the action's value through the mechanism of its knob, or
+// applies the rebalancing plan it carries. The tenant the action is for
+// travels in the context (gpu.WithTenant), for the MPS restart hook.
+func (t *Tuner) apply(ctx context.Context, a Action) error {
+	if a.Plan != nil {
+		return t.applyPlan(ctx, *a.Plan)
+	}
+	m, ok := mechanismOf(a.Knob)
+	if !ok {
+		return fmt.Errorf("tuner: no mechanism sets %s", a.Knob)
+	}
+	if !m.bound(&t.o.Actuators) {
+		return notSupported(a.Knob)
+	}
+	return m.apply(gpu.WithTenant(ctx, a.Tenant), t.o.Actuators, a)
+}
+
+// applyMPS sets an MPS client's fraction and, with a.Restart, restarts the
+// client so that it takes effect; when the restart fails, the previous
+// fraction is set back, so that the new one does not wait for a later
+// restart. A host without client restarts leaves the fraction pending
+// (errRestartPending).
+func applyMPS(ctx context.Context, ac Actuators, a Action) error {
+	f, err := want[Fraction](a)
+	if err != nil {
+		return err
+	}
+	if err := ac.MPS.SetMPSActiveThreads(ctx, a.GPU, a.PID, float64(f)); err != nil {
+		return err
+	}
+	if !a.Restart {
+		return nil
+	}
+	if err := ac.MPS.RestartClient(ctx, a.GPU, a.PID); err != nil {
+		if errors.Is(err, gpu.ErrNotSupported) {
+			return errRestartPending
+		}
+		if c, ok := a.Current.(Fraction); ok {
+			if rerr := ac.MPS.SetMPSActiveThreads(ctx, a.GPU, a.PID, float64(c)); rerr != nil {
+				return fmt.Errorf("restart client: %w; setting back %v: %v", err, c, rerr)
+			}
+		}
+		return fmt.Errorf("restart client: %w", err)
+	}
+	return nil
+}
+
+// errRestartPending: an MPS fraction was set and the host cannot restart
+// the client, so it waits for the client's next context.
+var errRestartPending = errors.New("MPS fraction pending: the host has no client restart")
+
+// canApply reports whether this host has a way to apply the action: a
+// rebalancing plan needs a hook, or Placement or MIG, or a relayout the
+// tuner carries out itself. A knob's missing actuator is found by apply,
+// as not supported.
+func (t *Tuner) canApply(a Action) bool {
+	if a.Plan == nil {
+		return true
+	}
+	ac := t.o.Actuators
+	return ac.Rebalancer != nil || ac.Placement != nil || ac.MIG != nil || t.selfRelayout(*a.Plan)
+}
+
+// selfRelayout reports whether the tuner carries out the plan's MIG
+// relayout itself over the next rounds (drain, set, start): the host has
+// no hook but its backends drain instances and restart processes.
+func (t *Tuner) selfRelayout(p gpu.Plan) bool {
+	ac := t.o.Actuators
+	return len(p.MIG) > 0 && ac.Rebalancer == nil && ac.MIG != nil && ac.MIGDrain != nil && ac.Lifecycle != nil
+}
+
+// applyPlan hands a rebalancing plan to the host's hook or, without one,
+// applies it step by step: each move through Placement (by PID), then each
+// MIG layout through MIG, stopping at the first step that fails. A dry run
+// changes nothing.
+func (t *Tuner) applyPlan(ctx context.Context, plan gpu.Plan) error {
+	ac := t.o.Actuators
+	if ac.Rebalancer != nil {
+		return ac.Rebalancer.Rebalance(ctx, plan)
+	}
+	if plan.DryRun {
+		return nil
+	}
+	for _, m := range plan.Moves {
+		if ac.Placement == nil || m.PID == 0 || m.ToUUID == "" {
+			return fmt.Errorf("move of %s (PID %d) to %q: %w", m.Tenant, m.PID, m.ToUUID, notSupported(gpu.KnobPlacement))
+		}
+		if err := ac.Placement.MoveProcess(ctx, m.PID, m.ToUUID); err != nil {
+			return fmt.Errorf("move of %s (PID %d) to %s: %w", m.Tenant, m.PID, m.ToUUID, err)
+		}
+	}
+	for _, l := range plan.MIG {
+		if ac.MIG == nil {
+			return fmt.Errorf("MIG layout of %s: %w", l.UUID, notSupported(gpu.KnobMIGLayout))
+		}
+		if err := ac.MIG.ConfigureMIG(ctx, l.UUID, l.Profiles); err != nil {
+			return fmt.Errorf("MIG layout of %s: %w", l.UUID, err)
+		}
+	}
+	return nil
+}
+
+// drainAll drains every MIG instance of d, for a relayout.
+func (t *Tuner) drainAll(ctx context.Context, d gpu.Device) error {
+	var errs []error
+	for _, m := range d.MIG {
+		if err := t.o.Actuators.MIGDrain.DrainMIGInstance(ctx, d.UUID, m.UUID); err != nil {
+			errs = append(errs, fmt.Errorf("drain %s: %w", m.UUID, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// startAll starts the processes of a relayout again; what failed goes into
+// the decision of the relayout.
+func (t *Tuner) startAll(ctx context.Context, pids []uint32) error {
+	var errs []error
+	for _, pid := range pids {
+		if err := t.o.Actuators.Lifecycle.StartProcess(ctx, pid); err != nil {
+			errs = append(errs, fmt.Errorf("start PID %d: %w", pid, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// setLayout sets a drained GPU's MIG layout.
+func (t *Tuner) setLayout(ctx context.Context, uuid string, profiles []string) error {
+	return t.o.Actuators.MIG.ConfigureMIG(ctx, uuid, profiles)
+}
+
+func valueText(v Value) string {
+	if v == nil {
+		return ""
+	}
+	return v.String()
+}
+
+// keepOriginal journals the setting before the first change to it; a
+// change whose original could not be written down is not made. Only the
+// mechanisms whose settings are restored keep originals (a tenant moved
+// or a MIG layout changed is not undone).
+func (t *Tuner) keepOriginal(a Action, now time.Time) error {
+	k := a.Target.String()
+	if _, ok := mechanismOf(a.Knob); !ok || a.Plan != nil {
+		return nil
+	}
+	if _, ok := t.originals[k]; ok || a.Current == nil {
+		return nil
+	}
+	if t.o.Journal != nil {
+		if err := t.o.Journal.Append(Record{Time: now, Event: EventOriginal, Target: a.Target, Tenant: a.Tenant, From: encodeValue(a.Current)}); err != nil {
+			t.counts.JournalErrors++
+			return fmt.Errorf("not changed, the original could not be journaled: %w", err)
+		}
+	}
+	t.originals[k] = Original{Target: a.Target, Tenant: a.Tenant, Value: a.Current, At: now}
+	return nil
+}
+
+// Restore sets back every original the tuner (or an earlier run, per the
+// journal) changed, on the latest snapshot's GPUs. It is called on exit; a
+// failed restore is returned (and journaled, logged and counted).
+func (t *Tuner) Restore(ctx context.Context) ([]Decision, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.o.Clock.Now()
+	d, err := t.restoreLocked(ctx, now, "restored at exit")
+	t.publishLocked(now)
+	return d, err
+}
+
+func (t *Tuner) restoreLocked(ctx context.Context, now time.Time, why string) ([]Decision, error) {
+	if !t.anyEnforce() {
+		if n := len(t.originals); n > 0 {
+			level.Warn(t.o.Logger).Log("msg", "the tuner journal holds settings changed and not restored; the tuner acts only in enforce mode, so they stay as they are",
+				"originals", n)
+		}
+		return nil, nil
+	}
+	keys := make([]string, 0, len(t.originals))
+	for k := range t.originals {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var out []Decision
+	var errs []error
+	for _, k := range keys {
+		o := t.originals[k]
+		a := Action{Target: o.Target, Tenant: o.Tenant, Want: o.Value, Revert: true, Reason: why}
+		if o.Target.Knob == gpu.KnobMPSActiveThreads {
+			a.Restart = true
+			if !t.processPresent(o.Target) {
+				// Its context is gone: the next one starts with the
+				// default, not with the tuner's fraction.
+				t.journal(Record{Time: now, Event: EventRestored, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), Reason: "process gone; nothing to restore"})
+				delete(t.originals, k)
+				continue
+			}
+		}
+		d := Decision{Time: now, GPU: o.Target.GPU, Tenant: o.Tenant, Knob: o.Target.Knob, To: o.Value.String(), Reason: why}
+		if err := t.apply(ctx, a); err != nil {
+			d.Outcome = OutcomeFailed
+			d.Reason = joinReasons(why, "restore failed: "+err.Error())
+			t.counts.RestoreFailures++
+			errs = append(errs, fmt.Errorf("restore %s to %v: %w", o.Target, o.Value, err))
+			t.journal(Record{Time: now, Event: EventRestoreFailed, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), Reason: err.Error()})
+			level.Error(t.o.Logger).Log("msg", "tuner could not restore an original setting", "target", o.Target.String(), "value", o.Value.String(), "err", err)
+		} else {
+			d.Outcome, d.Applied = OutcomeApplied, true
+			t.counts.Restores++
+			t.journal(Record{Time: now, Event: EventRestored, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), Reason: why})
+			level.Info(t.o.Logger).Log("msg", "tuner restored an original setting", "target", o.Target.String(), "value", o.Value.String(), "reason", why)
+			delete(t.originals, k)
+			delete(t.pending, k)
+		}
+		out = append(out, d)
+	}
+	return out, errors.Join(errs...)
+}
+
+// processPresent reports whether the target's process still runs on its
+// GPU in the latest snapshot (true when unknown).
+func (t *Tuner) processPresent(tg Target) bool {
+	if t.last == nil || t.last.Readings == nil {
+		return true
+	}
+	for _, d := range t.last.Readings.Devices {
+		if d.UUID != tg.GPU {
+			continue
+		}
+		for _, p := range d.Processes {
+			if p.PID == tg.PID {
+				return true
+			}
+		}
+		return false
+	}
+	return false
+}
+
+// journal appends rec when a journal is configured; a write failure is
+// logged and counted, and acting goes on (the original is kept in memory).
+func (t *Tuner) journal(rec Record) {
+	if t.o.Journal == nil {
+		return
+	}
+	if err := t.o.Journal.Append(rec); err != nil {
+		t.counts.JournalErrors++
+		level.Error(t.o.Logger).Log("msg", "tuner journal write failed", "err", err)
+	}
+}

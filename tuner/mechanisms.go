@@ -1,0 +1,342 @@
+package tuner
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// MPSClients is what the tuner needs of MPS: set a client's active-thread
+// fraction, then restart the client so that the fraction takes effect (MPS
+// applies it to new contexts only).
+type MPSClients = gpu.MPSActuator
+
+// Actuators are the mechanisms the executor acts through, one field per
+// entry of the mechanism table. A nil field is a mechanism the host lacks:
+// a change that needs it is not applied, as not supported
+// (gpu.ErrNotSupported), like a change the GPU itself refuses.
+type Actuators struct {
+	MPS           MPSClients
+	TimeSlice     gpu.TimeSliceActuator
+	VGPUScheduler gpu.VGPUSchedulerActuator
+	ClockPower    gpu.ClockPowerActuator
+	// Rebalancer applies a rebalancing plan (tenant moves, MIG layouts) as
+	// a whole: a hook on a real host. Where a host has none but can move
+	// processes or change MIG layouts itself (the simulator), the plan is
+	// applied step by step through Placement and MIG.
+	Rebalancer gpu.Rebalancer
+	Placement  gpu.PlacementActuator
+	MIG        gpu.MIGActuator
+	// MIGDrain and Lifecycle let the tuner carry out a MIG relayout itself
+	// where there is no hook: drain every instance, set the layout once
+	// they are empty, start the processes again.
+	MIGDrain  gpu.MIGDrainActuator
+	Lifecycle gpu.TenantLifecycleActuator
+}
+
+// Mechanism is one entry of the mechanism table: the actuator interface a
+// backend implements for one sharing mechanism, the knobs it drives (the
+// names --tuner.disable-knob takes), the field of Actuators it fills, the
+// forwarding type that hides the backend behind that interface, and how
+// the executor applies a value of its knob.
+type Mechanism struct {
+	// Name names the mechanism in logs and docs.
+	Name string
+	// Knobs are the knobs the mechanism drives.
+	Knobs []gpu.Knob
+	// bind sets the mechanism's field of a to impl, behind its forwarding
+	// type when seal, if impl implements the interface and the field is
+	// still empty; it reports whether impl implements it.
+	bind func(a *Actuators, impl any, seal bool) bool
+	// bound reports whether a has the mechanism.
+	bound func(a *Actuators) bool
+	// apply sets one action's value through the bound actuator; only the
+	// executor calls it. The settings of a mechanism with apply are
+	// journaled before their first change and set back at exit. It is nil
+	// for the mechanisms of the slow loop, whose actions carry a plan
+	// (Tuner.applyPlan): a tenant moved or a MIG layout changed is not
+	// undone.
+	apply func(ctx context.Context, ac Actuators, a Action) error
+}
+
+// mechanism builds a table entry for the actuator interface I held in the
+// field field returns.
+func mechanism[I any](name string, field func(*Actuators) *I, seal func(I) I, apply func(context.Context, Actuators, Action) error, knobs ...gpu.Knob) Mechanism {
+	return Mechanism{
+		Name: name, Knobs: knobs, apply: apply,
+		bind: func(a *Actuators, impl any, sealed bool) bool {
+			x, ok := impl.(I)
+			if !ok {
+				return false
+			}
+			if f := field(a); any(*f) == nil {
+				if sealed {
+					x = seal(x)
+				}
+				*f = x
+			}
+			return true
+		},
+		bound: func(a *Actuators) bool { return any(*field(a)) != nil },
+	}
+}
+
+// Mechanisms is the mechanism table: adding a knob adds its entry here
+// (with the gpu actuator interface and the backends that implement it).
+// The order is the order of knobs in flags and metrics.
+var Mechanisms = []Mechanism{
+	mechanism("mps", func(a *Actuators) *MPSClients { return &a.MPS },
+		func(x MPSClients) MPSClients { return mpsDoor{x} },
+		applyMPS, gpu.KnobMPSActiveThreads),
+	mechanism("timeslice", func(a *Actuators) *gpu.TimeSliceActuator { return &a.TimeSlice },
+		func(x gpu.TimeSliceActuator) gpu.TimeSliceActuator { return timeSliceDoor{x} },
+		func(ctx context.Context, ac Actuators, a Action) error {
+			l, err := want[Level](a)
+			if err != nil {
+				return err
+			}
+			return ac.TimeSlice.SetComputeTimeSlice(ctx, a.GPU, gpu.TimeSliceLevel(l))
+		}, gpu.KnobComputeTimeSlice),
+	mechanism("vgpu-scheduler", func(a *Actuators) *gpu.VGPUSchedulerActuator { return &a.VGPUScheduler },
+		func(x gpu.VGPUSchedulerActuator) gpu.VGPUSchedulerActuator { return vgpuDoor{x} },
+		func(ctx context.Context, ac Actuators, a Action) error {
+			s, err := want[Scheduler](a)
+			if err != nil {
+				return err
+			}
+			return ac.VGPUScheduler.SetVGPUScheduler(ctx, a.GPU, gpu.VGPUSchedulerSetting{Policy: gpu.VGPUPolicy(s)})
+		}, gpu.KnobVGPUScheduler),
+	mechanism("clock-power", func(a *Actuators) *gpu.ClockPowerActuator { return &a.ClockPower },
+		func(x gpu.ClockPowerActuator) gpu.ClockPowerActuator { return clockPowerDoor{x} },
+		func(ctx context.Context, ac Actuators, a Action) error {
+			switch v := a.Want.(type) {
+			case ClockRange:
+				return ac.ClockPower.LockClocks(ctx, a.GPU, gpu.ClockLock(v))
+			case Watts:
+				return ac.ClockPower.SetPowerLimit(ctx, a.GPU, float64(v))
+			}
+			return fmt.Errorf("tuner: %s takes a clock range or watts, not %T", a.Knob, a.Want)
+		}, gpu.KnobLockedClocks, gpu.KnobPowerLimit),
+	mechanism("placement", func(a *Actuators) *gpu.PlacementActuator { return &a.Placement },
+		func(x gpu.PlacementActuator) gpu.PlacementActuator { return placementDoor{x} },
+		nil, gpu.KnobPlacement),
+	mechanism("mig", func(a *Actuators) *gpu.MIGActuator { return &a.MIG },
+		func(x gpu.MIGActuator) gpu.MIGActuator { return migDoor{x} },
+		nil, gpu.KnobMIGLayout),
+	mechanism("rebalance", func(a *Actuators) *gpu.Rebalancer { return &a.Rebalancer },
+		func(x gpu.Rebalancer) gpu.Rebalancer { return rebalancerDoor{x} },
+		nil, gpu.KnobPlacement, gpu.KnobMIGLayout),
+	mechanism("mig-drain", func(a *Actuators) *gpu.MIGDrainActuator { return &a.MIGDrain },
+		func(x gpu.MIGDrainActuator) gpu.MIGDrainActuator { return migDrainDoor{x} }, nil),
+	mechanism("lifecycle", func(a *Actuators) *gpu.TenantLifecycleActuator { return &a.Lifecycle },
+		func(x gpu.TenantLifecycleActuator) gpu.TenantLifecycleActuator { return lifecycleDoor{x} }, nil),
+}
+
+// want returns the action's value as a V, or the error of a policy that
+// gave its knob a value of another kind.
+func want[V Value](a Action) (V, error) {
+	v, ok := a.Want.(V)
+	if !ok {
+		var zero V
+		return zero, fmt.Errorf("tuner: %s takes a %s value, not %T", a.Knob, zero.Kind(), a.Want)
+	}
+	return v, nil
+}
+
+// mechanismOf returns the table entry that applies values of knob k (and
+// whose settings are restored).
+func mechanismOf(k gpu.Knob) (Mechanism, bool) {
+	for _, m := range Mechanisms {
+		if m.apply != nil && slices.Contains(m.Knobs, k) {
+			return m, true
+		}
+	}
+	return Mechanism{}, false
+}
+
+// ActuatorsOf returns the actuators the backends implement; where several
+// implement the same mechanism, the first one is used.
+func ActuatorsOf(backends ...any) Actuators { return actuatorsOf(false, backends) }
+
+// SealedActuatorsOf is ActuatorsOf with each actuator behind a forwarding
+// type that has its interface's methods and nothing else: a policy cannot
+// type-assert its way from an actuator to the backend (the simulator and
+// its ground truth) or to another mechanism.
+func SealedActuatorsOf(backends ...any) Actuators { return actuatorsOf(true, backends) }
+
+func actuatorsOf(seal bool, backends []any) Actuators {
+	var a Actuators
+	for _, b := range backends {
+		for _, m := range Mechanisms {
+			m.bind(&a, b, seal)
+		}
+	}
+	return a
+}
+
+// IsActuator reports whether impl implements any mechanism of the table.
+func IsActuator(impl any) bool {
+	var a Actuators
+	for _, m := range Mechanisms {
+		if m.bind(&a, impl, false) {
+			return true
+		}
+	}
+	return false
+}
+
+// KnobsOf lists the knobs an actuator implementation drives, by the
+// mechanisms it implements.
+func KnobsOf(impl any) []gpu.Knob {
+	var ks []gpu.Knob
+	var a Actuators
+	for _, m := range Mechanisms {
+		if m.bind(&a, impl, false) {
+			for _, k := range m.Knobs {
+				if !slices.Contains(ks, k) {
+					ks = append(ks, k)
+				}
+			}
+		}
+	}
+	return ks
+}
+
+// CountedKnobs are the knobs of the mechanism table, in its order: the
+// knobs whose action counters start at 0.
+var CountedKnobs = tableKnobs()
+
+func tableKnobs() []gpu.Knob {
+	var ks []gpu.Knob
+	for _, m := range Mechanisms {
+		for _, k := range m.Knobs {
+			if !slices.Contains(ks, k) {
+				ks = append(ks, k)
+			}
+		}
+	}
+	return ks
+}
+
+// KnobNames are the names of the knobs the tuner changes, for flags
+// (--tuner.disable-knob).
+func KnobNames() []string {
+	out := make([]string, 0, len(CountedKnobs))
+	for _, k := range CountedKnobs {
+		out = append(out, string(k))
+	}
+	return out
+}
+
+// ActuatorInfo says which backend drives a knob on this host.
+type ActuatorInfo struct {
+	Knob    gpu.Knob
+	Backend string // "nvml", "sim", "mps", "nvidia-smi", "rebalance-hook"
+}
+
+// NamedActuator is one backend's actuator implementation.
+type NamedActuator struct {
+	Name string
+	Impl any
+}
+
+// DescribeActuators returns, for every knob some backend drives, the
+// backend that drives it: the first one, as ActuatorsOf chooses. Sorted
+// by knob.
+func DescribeActuators(bs []NamedActuator) []ActuatorInfo {
+	seen := map[gpu.Knob]bool{}
+	var out []ActuatorInfo
+	for _, b := range bs {
+		for _, k := range KnobsOf(b.Impl) {
+			if !seen[k] {
+				seen[k] = true
+				out = append(out, ActuatorInfo{Knob: k, Backend: b.Name})
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b ActuatorInfo) int {
+		if a.Knob < b.Knob {
+			return -1
+		}
+		if a.Knob > b.Knob {
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// notSupported is the error of a change whose mechanism the host lacks.
+func notSupported(k gpu.Knob) error {
+	return fmt.Errorf("no backend of this host drives %s: %w", k, gpu.ErrNotSupported)
+}
+
+// The forwarding types of SealedActuatorsOf, one per actuator interface.
+
+type mpsDoor struct{ a MPSClients }
+
+func (w mpsDoor) SetMPSActiveThreads(ctx context.Context, uuid string, pid uint32, f float64) error {
+	return w.a.SetMPSActiveThreads(ctx, uuid, pid, f)
+}
+
+func (w mpsDoor) RestartClient(ctx context.Context, uuid string, pid uint32) error {
+	return w.a.RestartClient(ctx, uuid, pid)
+}
+
+type timeSliceDoor struct{ a gpu.TimeSliceActuator }
+
+func (w timeSliceDoor) SetComputeTimeSlice(ctx context.Context, uuid string, l gpu.TimeSliceLevel) error {
+	return w.a.SetComputeTimeSlice(ctx, uuid, l)
+}
+
+type vgpuDoor struct{ a gpu.VGPUSchedulerActuator }
+
+func (w vgpuDoor) SetVGPUScheduler(ctx context.Context, uuid string, s gpu.VGPUSchedulerSetting) error {
+	return w.a.SetVGPUScheduler(ctx, uuid, s)
+}
+
+type clockPowerDoor struct{ a gpu.ClockPowerActuator }
+
+func (w clockPowerDoor) LockClocks(ctx context.Context, uuid string, l gpu.ClockLock) error {
+	return w.a.LockClocks(ctx, uuid, l)
+}
+
+func (w clockPowerDoor) SetPowerLimit(ctx context.Context, uuid string, watts float64) error {
+	return w.a.SetPowerLimit(ctx, uuid, watts)
+}
+
+type placementDoor struct{ a gpu.PlacementActuator }
+
+func (w placementDoor) MoveProcess(ctx context.Context, pid uint32, to string) error {
+	return w.a.MoveProcess(ctx, pid, to)
+}
+
+type migDoor struct{ a gpu.MIGActuator }
+
+func (w migDoor) ConfigureMIG(ctx context.Context, uuid string, profiles []string) error {
+	return w.a.ConfigureMIG(ctx, uuid, profiles)
+}
+
+type rebalancerDoor struct{ a gpu.Rebalancer }
+
+func (w rebalancerDoor) Rebalance(ctx context.Context, p gpu.Plan) error {
+	return w.a.Rebalance(ctx, p)
+}
+
+type migDrainDoor struct{ a gpu.MIGDrainActuator }
+
+func (w migDrainDoor) DrainMIGInstance(ctx context.Context, uuid, instUUID string) error {
+	return w.a.DrainMIGInstance(ctx, uuid, instUUID)
+}
+
+type lifecycleDoor struct{ a gpu.TenantLifecycleActuator }
+
+func (w lifecycleDoor) StopProcess(ctx context.Context, pid uint32) error {
+	return w.a.StopProcess(ctx, pid)
+}
+
+func (w lifecycleDoor) StartProcess(ctx context.Context, pid uint32) error {
+	return w.a.StartProcess(ctx, pid)
+}
