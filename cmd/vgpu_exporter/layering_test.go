@@ -47,7 +47,7 @@ var layers = map[string][]string{
 	"gpu/rebalance": {"gpu"},
 	// The commands wire every layer; nothing imports a command.
 	"cmd/vgpu_exporter": {"collector", "tuner", "tenant", "latency", "kube", "gpu", "gpu/nvml", "gpu/dcgmexp", "gpu/mps", "gpu/nvidiasmi", "gpu/rebalance", "sim", "scenarios"},
-	"cmd/vgpusim":       {"tuner", "gpu", "sim/report", "simrun", "simrun/table", "oracle", "scenarios"},
+	"cmd/vgpusim":       {"tuner", "gpu", "sim", "sim/report", "simrun", "simrun/table", "oracle", "scenarios"},
 	// Leaves below every layer; any package may import them (see leaves).
 	"internal/yamlconf": nil,
 	"internal/fileread": nil,
