@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
@@ -99,6 +100,22 @@ func (t *Tuner) execute(ctx context.Context, st *State, a Action, now time.Time,
 // chain is the tuner's guard chain.
 func (t *Tuner) chain() Chain { return Chain(t.o.Guards) }
 
+// refusalLevel is the level a guard's refusal is logged at: info the
+// first time a target's change is refused by that guard, debug while the
+// same refusal repeats round after round (a held-back change would
+// otherwise log the same line every interval).
+func (t *Tuner) refusalLevel(a Action, d Decision) func(log.Logger) log.Logger {
+	if t.refused == nil {
+		t.refused = map[string]string{}
+	}
+	k, v := a.Target.String(), d.Guard+" "+d.To
+	if t.refused[k] == v {
+		return level.Debug
+	}
+	t.refused[k] = v
+	return level.Info
+}
+
 // finish journals, counts, logs and teaches the guards one outcome (err:
 // the actuator's error, if any).
 func (t *Tuner) finish(a Action, d Decision, now time.Time, err error) Decision {
@@ -112,10 +129,13 @@ func (t *Tuner) finish(a Action, d Decision, now time.Time, err error) Decision 
 		t.o.Hold.Block(a.Target, a.Current, now)
 	}
 	t.chain().Record(a, d.Outcome, err, now)
+	if d.Outcome != OutcomeGuarded {
+		delete(t.refused, a.Target.String())
+	}
 	lv := level.Info
 	switch d.Outcome {
 	case OutcomeGuarded:
-		lv = level.Debug
+		lv = t.refusalLevel(a, d)
 	case OutcomeFailed, OutcomeRolledBack:
 		lv = level.Warn
 	}

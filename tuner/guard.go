@@ -53,6 +53,12 @@ type Quiet interface {
 	Quiet()
 }
 
+// Stopper is a guard that can stop the tuner as a whole (the kill
+// switch); Stopped reports whether it does now.
+type Stopper interface {
+	Stopped() bool
+}
+
 // Chain is the guard chain every action passes, whatever made it: a
 // policy, a revert, a rebalancing plan or a MIG relayout. It offers the
 // hooks the guards take: Begin starts an interval for every Interval,
@@ -78,6 +84,16 @@ func (c Chain) Admit(s *State, a Action, now time.Time) (ok bool, guard, why str
 		}
 	}
 	return true, "", "", false
+}
+
+// Stopped reports whether a Stopper of the chain stops the tuner now.
+func (c Chain) Stopped() bool {
+	for _, g := range c {
+		if st, ok := g.(Stopper); ok && st.Stopped() {
+			return true
+		}
+	}
+	return false
 }
 
 // Record teaches every guard that learns the outcome of a.
@@ -427,6 +443,9 @@ func (k *KillSwitch) On() bool {
 	_, err := stat(k.File)
 	return err == nil
 }
+
+// Stopped reports whether the kill switch is on (Stopper).
+func (k *KillSwitch) Stopped() bool { return k.On() }
 
 // Admit refuses everything but reverts while engaged.
 func (k *KillSwitch) Admit(_ *State, a Action, _ time.Time) (bool, string) {

@@ -106,11 +106,7 @@ func (t *Tuner) publishLocked(now time.Time) {
 		LastRun: now, Counts: t.counts.clone(), Unrestored: len(t.originals),
 		Recent: slices.Clone(t.recent), Actuators: slices.Clone(t.o.Actuated),
 	}
-	for _, g := range t.o.Guards {
-		if k, ok := g.(*KillSwitch); ok && k.On() {
-			s.KillSwitch = true
-		}
-	}
+	s.KillSwitch = t.chain().Stopped()
 	for _, st := range t.targets {
 		st.Effective = t.effective(st)
 		s.Settings = append(s.Settings, st)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
@@ -129,6 +130,10 @@ type Tuner struct {
 	// relayout under way, if any.
 	reb      rebalanceMemory
 	relayout *relayoutJob
+	// stopped is whether the kill switch stopped the tuner last round;
+	// refused the last refusal logged per target (see logRefusal).
+	stopped bool
+	refused map[string]string
 
 	status atomic.Pointer[Status]
 }
@@ -238,6 +243,7 @@ func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 		st.Originals[k] = o.Value
 	}
 	t.chain().Begin(now)
+	t.noteKillSwitch()
 	var actions []Action
 	if t.o.Mode != ModeOff || len(t.o.GPUModes) > 0 {
 		actions = append(t.dueReverts(st, now), t.o.Policy.Decide(st)...)
@@ -248,6 +254,20 @@ func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 	t.remember(out)
 	t.publishLocked(now)
 	return out, errors.Join(errs...)
+}
+
+// noteKillSwitch logs the kill switch engaged or released, once a change.
+func (t *Tuner) noteKillSwitch() {
+	on := t.chain().Stopped()
+	if on == t.stopped {
+		return
+	}
+	t.stopped = on
+	if on {
+		level.Warn(t.o.Logger).Log("msg", "tuner kill switch engaged: the tuner changes nothing (reverts excepted) until it is released")
+		return
+	}
+	level.Info(t.o.Logger).Log("msg", "tuner kill switch released: the tuner acts again")
 }
 
 // remember keeps the latest decisions for the status.
