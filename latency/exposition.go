@@ -251,8 +251,6 @@ type textFilter struct {
 	err     error // sticky: the body's error, too many lines, or io.EOF
 }
 
-var newline = []byte{'\n'}
-
 func (f *textFilter) Read(p []byte) (int, error) {
 	for len(f.pending) == 0 {
 		if f.err != nil {
