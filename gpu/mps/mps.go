@@ -208,10 +208,16 @@ func (c *Controller) SetMPSActiveThreads(ctx context.Context, uuid string, pid u
 		if _, err := c.send(ctx, fmt.Sprintf("set_active_thread_percentage %d %d", pid, pct)); err != nil {
 			return err
 		}
-		eff := f
-		if got, err := c.serverPercentage(ctx, pid); err == nil {
-			eff = got / 100
+		// The daemon may answer nothing and change nothing: the value is
+		// read back, and must be the one set.
+		got, err := c.serverPercentage(ctx, pid)
+		if err != nil {
+			return fmt.Errorf("MPS server %d on GPU %s: active threads set to %d%%, but reading it back failed: %w", pid, uuid, pct, err)
 		}
+		if math.Abs(got-float64(pct)) > 0.5 {
+			return fmt.Errorf("MPS server %d on GPU %s: active threads set to %d%% through %s, but get_active_thread_percentage reads %g%%", pid, uuid, pct, c.opts.ControlBinary, got)
+		}
+		eff := got / 100
 		c.update(uuid, pid, RoleServer, pid, func(s *ClientState) { s.Effective, s.Pending = &eff, nil })
 		for _, cl := range clients {
 			c.update(uuid, cl, RoleClient, pid, func(s *ClientState) { s.Pending = &f })

@@ -1,6 +1,7 @@
 package mps
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -31,5 +32,30 @@ func TestSuccessorPIDStrict(t *testing.T) {
 		if pid, ok := successorPID([]byte(tc.in)); pid != tc.pid || ok != tc.ok {
 			t.Errorf("%s: successorPID = %d %v, want %d %v", tc.name, pid, ok, tc.pid, tc.ok)
 		}
+	}
+}
+
+// A server's percentage is read back after it is set: a daemon that
+// answered nothing and changed nothing, or whose read-back fails, is an
+// error naming the server, the GPU and the value read, and nothing is
+// recorded as effective.
+func TestServerSetVerified(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name, body, want string
+	}{
+		{"ignored", strings.Replace(daemon, `set_active_thread_percentage) echo "$b.0" > "$D/pct.$a" ;;`, `set_active_thread_percentage) ;;`, 1), "reads 100%"},
+		{"read-back fails", strings.Replace(daemon, `get_active_thread_percentage) if`, `get_active_thread_percentage) echo "Error: no such server"; exit 0; if`, 1), "reading it back failed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, tc.body, "", nil)
+			err := r.c.SetMPSActiveThreads(ctx, uuid, 100, 0.4)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "server 100") || !strings.Contains(err.Error(), uuid) {
+				t.Fatalf("error %v, want %q naming the server and the GPU", err, tc.want)
+			}
+			if s, ok := r.c.State(uuid, 100); ok && s.Effective != nil {
+				t.Errorf("effective %v recorded for a change the daemon did not make", *s.Effective)
+			}
+		})
 	}
 }
