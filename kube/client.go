@@ -6,9 +6,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -16,6 +14,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
+
+	"github.com/vgpu-exporter/vgpu_exporter/internal/fileread"
 )
 
 const userAgent = "vgpu_exporter"
@@ -41,17 +41,9 @@ const maxTokenBytes = 64 << 10
 // bearerToken reads the token file now, so that a rotated token is used at
 // once.
 func (k *kubeClient) bearerToken() (string, error) {
-	f, err := os.Open(k.tokenFile)
+	b, err := fileread.Regular(k.tokenFile, maxTokenBytes)
 	if err != nil {
 		return "", fmt.Errorf("pod metadata bearer token: %w", err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxTokenBytes+1))
-	if err != nil {
-		return "", fmt.Errorf("pod metadata bearer token %s: %w", k.tokenFile, err)
-	}
-	if len(b) > maxTokenBytes {
-		return "", fmt.Errorf("pod metadata bearer token %s: larger than %d bytes", k.tokenFile, maxTokenBytes)
 	}
 	tok := strings.TrimSpace(string(b))
 	if tok == "" {
@@ -63,10 +55,14 @@ func (k *kubeClient) bearerToken() (string, error) {
 	return tok, nil
 }
 
+// maxCABytes bounds a CA file: a bundle of every public root is under
+// 300 KiB.
+const maxCABytes = 4 << 20
+
 // clientWithCA returns an HTTP client that verifies servers with the PEM
 // certificates of caFile.
 func clientWithCA(caFile string) (*http.Client, error) {
-	pem, err := os.ReadFile(caFile)
+	pem, err := fileread.Regular(caFile, maxCABytes)
 	if err != nil {
 		return nil, fmt.Errorf("pod metadata CA file: %w", err)
 	}
@@ -210,19 +206,14 @@ func (k *kubeClient) fetchMeta(ctx context.Context) ([]byte, error) {
 		if resp.StatusCode != http.StatusOK {
 			return nil, fmt.Errorf("pod metadata %s: HTTP %s", k.metaSrc, resp.Status)
 		}
-		data, err = io.ReadAll(io.LimitReader(resp.Body, k.maxBytes+1))
-		if err != nil {
-			return nil, fmt.Errorf("pod metadata %s: %w", k.metaSrc, err)
+		if data, err = fileread.All(resp.Body, k.maxBytes, k.metaSrc); err != nil {
+			return nil, fmt.Errorf("pod metadata: %w", err)
 		}
 	} else {
 		var err error
-		data, err = os.ReadFile(strings.TrimPrefix(k.metaSrc, "file://"))
-		if err != nil {
+		if data, err = fileread.Regular(strings.TrimPrefix(k.metaSrc, "file://"), k.maxBytes); err != nil {
 			return nil, fmt.Errorf("pod metadata: %w", err)
 		}
-	}
-	if int64(len(data)) > k.maxBytes {
-		return nil, fmt.Errorf("pod metadata %s: larger than %d bytes", k.metaSrc, k.maxBytes)
 	}
 	return data, nil
 }

@@ -1,10 +1,11 @@
 package kube
 
 import (
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/vgpu-exporter/vgpu_exporter/internal/fileread"
 )
 
 // ProcReader reads process facts (cgroup, command name, user) from a
@@ -19,8 +20,12 @@ func NewProcReader(root string) ProcReader {
 	return ProcReader{root: root}
 }
 
+// maxProcBytes bounds one procfs file read (cgroup, comm, status: a few
+// KiB at most).
+const maxProcBytes = 1 << 20
+
 func (p ProcReader) read(pid uint32, name string) ([]byte, error) {
-	return os.ReadFile(filepath.Join(p.root, strconv.FormatUint(uint64(pid), 10), name))
+	return fileread.Regular(filepath.Join(p.root, strconv.FormatUint(uint64(pid), 10), name), maxProcBytes)
 }
 
 // Cgroup returns the path of /proc/PID/cgroup that best identifies the

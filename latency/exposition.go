@@ -3,6 +3,7 @@ package latency
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -26,17 +27,36 @@ import (
 const (
 	maxElements  = 250_000
 	maxTextLines = 100_000
+	// maxWantedBytes bounds the bytes of the source's own families that
+	// are decoded, whatever max_bytes allows: their decoded form costs a
+	// few times their size, and a real histogram family is a few KiB per
+	// model (a thousand models of 30 buckets: about 6 MiB).
+	maxWantedBytes = 16 << 20
 )
 
 // errTooMany is returned when a body holds more than the limits above.
 var errTooMany = errors.New("too many series, labels or buckets in the source's families")
 
+// errWantedTooLarge is returned when the source's families are over
+// maxWantedBytes.
+var errWantedTooLarge = fmt.Errorf("parse: the source's families are larger than %d MiB", maxWantedBytes>>20)
+
 // parseExposition decodes the families named in names (all of them when
 // names is nil) from a /metrics body in the given format: delimited
-// protobuf, or text for any other. Memory beyond the body stays bounded:
-// a length prefix is checked against what the body holds before anything
-// is allocated for it.
+// protobuf, or text for any other. See decodeExposition.
 func parseExposition(data []byte, format expfmt.Format, names []string) (map[string]*dto.MetricFamily, error) {
+	return decodeExposition(bytes.NewReader(data), int64(len(data)), format, names)
+}
+
+// decodeExposition decodes the families named in names (all of them when
+// names is nil) from a /metrics body of at most size bytes, read as a
+// stream: the body is never held whole. Text is filtered line by line
+// before the parser sees it, so only the wanted families' lines are
+// decoded; protobuf is read one delimited message at a time, each length
+// prefix checked against what size leaves before anything is allocated for
+// it. Memory thus stays within the largest single message (protobuf) or a
+// read buffer (text), plus the wanted families decoded.
+func decodeExposition(r io.Reader, size int64, format expfmt.Format, names []string) (map[string]*dto.MetricFamily, error) {
 	var want map[string]bool
 	if names != nil {
 		want = map[string]bool{}
@@ -45,33 +65,66 @@ func parseExposition(data []byte, format expfmt.Format, names []string) (map[str
 		}
 	}
 	if format != "" && format.FormatType() == expfmt.TypeProtoDelim {
-		return parseProtoDelim(data, want)
+		return decodeProtoDelim(r, size, want)
 	}
-	return parseText(data, want)
+	return decodeText(r, want)
 }
 
-// parseProtoDelim decodes varint-length-delimited MetricFamily messages.
-func parseProtoDelim(data []byte, want map[string]bool) (map[string]*dto.MetricFamily, error) {
+// decodeProtoDelim decodes varint-length-delimited MetricFamily messages.
+func decodeProtoDelim(r io.Reader, size int64, want map[string]bool) (map[string]*dto.MetricFamily, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
 	out := map[string]*dto.MetricFamily{}
 	budget := maxElements
 	desc := (&dto.MetricFamily{}).ProtoReflect().Descriptor()
-	for off := 0; off < len(data); {
-		size, n := protowire.ConsumeVarint(data[off:])
+	var buf []byte // one message at a time, reused
+	var wanted int64
+	for off := int64(0); ; {
+		head, err := br.Peek(binary.MaxVarintLen64)
+		if len(head) == 0 {
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			return nil, err
+		}
+		msgSize, n := protowire.ConsumeVarint(head)
 		if n < 0 {
+			if err != nil && !errors.Is(err, io.EOF) {
+				return nil, err
+			}
 			return nil, fmt.Errorf("parse: protobuf length prefix at byte %d: %w", off, protowire.ParseError(n))
 		}
-		off += n
-		if rest := uint64(len(data) - off); size > rest {
-			return nil, fmt.Errorf("parse: protobuf message at byte %d claims %d bytes, but only %d follow (truncated or not delimited protobuf)", off-n, size, rest)
+		_, _ = br.Discard(n)
+		start := off
+		off += int64(n)
+		if rest := uint64(size - off); msgSize > rest {
+			// More than the body may hold: count what follows (reading
+			// no further than the size limit) to say so.
+			follow, err := io.Copy(io.Discard, br)
+			if err != nil {
+				return nil, err
+			}
+			return nil, fmt.Errorf("parse: protobuf message at byte %d claims %d bytes, but only %d follow (truncated or not delimited protobuf)", start, msgSize, follow)
 		}
-		msg := data[off : off+int(size)]
-		off += int(size)
+		if uint64(cap(buf)) < msgSize {
+			buf = make([]byte, msgSize)
+		}
+		msg := buf[:msgSize]
+		if got, err := io.ReadFull(br, msg); err != nil {
+			if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+				return nil, fmt.Errorf("parse: protobuf message at byte %d claims %d bytes, but only %d follow (truncated or not delimited protobuf)", start, msgSize, got)
+			}
+			return nil, err
+		}
+		off += int64(msgSize)
 		name, err := familyName(msg)
 		if err != nil {
-			return nil, fmt.Errorf("parse: protobuf message at byte %d: %w", off-int(size), err)
+			return nil, fmt.Errorf("parse: protobuf message at byte %d: %w", off-int64(msgSize), err)
 		}
 		if want != nil && !want[name] {
 			continue
+		}
+		if wanted += int64(len(msg)); want != nil && wanted > maxWantedBytes {
+			return nil, errWantedTooLarge
 		}
 		if err := countFields(msg, desc, &budget, 0); err != nil {
 			return nil, fmt.Errorf("parse: family %s: %w", clip(name), err)
@@ -82,7 +135,6 @@ func parseProtoDelim(data []byte, want map[string]bool) (map[string]*dto.MetricF
 		}
 		merge(out, mf)
 	}
-	return out, nil
 }
 
 // familyName reads a MetricFamily's name (field 1) without decoding the
@@ -154,21 +206,24 @@ func countFields(msg []byte, md protoreflect.MessageDescriptor, budget *int, dep
 	return nil
 }
 
-// parseText decodes the text format, handing the parser only the lines
+// decodeText decodes the text format, handing the parser only the lines
 // of wanted families (name, name_bucket, name_count, name_sum and their
 // HELP and TYPE lines), at most maxTextLines of them.
-func parseText(data []byte, want map[string]bool) (map[string]*dto.MetricFamily, error) {
+func decodeText(r io.Reader, want map[string]bool) (map[string]*dto.MetricFamily, error) {
+	in := r
+	var tf *textFilter
 	if want != nil {
-		var err error
-		if data, err = filterText(data, want); err != nil {
-			return nil, err
-		}
+		tf = &textFilter{br: bufio.NewReaderSize(r, 64<<10), want: want}
+		in = tf
 	}
-	dec := expfmt.NewDecoder(bytes.NewReader(data), expfmt.NewFormat(expfmt.TypeTextPlain))
+	dec := expfmt.NewDecoder(in, expfmt.NewFormat(expfmt.TypeTextPlain))
 	out := map[string]*dto.MetricFamily{}
 	for {
 		mf := &dto.MetricFamily{}
 		err := dec.Decode(mf)
+		if tf != nil && tf.err != nil && !errors.Is(tf.err, io.EOF) {
+			return nil, tf.err // the filter's own error, or the body's
+		}
 		if errors.Is(err, io.EOF) {
 			break
 		}
@@ -180,55 +235,101 @@ func parseText(data []byte, want map[string]bool) (map[string]*dto.MetricFamily,
 	return out, nil
 }
 
-func filterText(data []byte, want map[string]bool) ([]byte, error) {
-	wanted := func(name []byte) bool {
-		s := string(name)
-		if want[s] {
+// textFilter reads a text exposition and passes on only the lines of the
+// wanted families, a line at a time without holding it whole: a line
+// longer than the read buffer goes through in pieces, or is skipped
+// piece by piece.
+type textFilter struct {
+	br      *bufio.Reader
+	want    map[string]bool
+	lines   int
+	bytes   int    // passed on so far
+	pending []byte // what is left to pass on of the current piece
+	inLine  bool   // the last piece did not end its line
+	keep    bool   // the current line is passed on
+	scratch []byte
+	err     error // sticky: the body's error, too many lines, or io.EOF
+}
+
+func (f *textFilter) Read(p []byte) (int, error) {
+	for len(f.pending) == 0 {
+		if f.err != nil {
+			return 0, f.err
+		}
+		piece, err := f.br.ReadSlice('\n')
+		if len(piece) > 0 {
+			if !f.inLine {
+				f.keep = f.wanted(piece)
+				if f.keep {
+					if f.lines++; f.lines > maxTextLines {
+						f.err = fmt.Errorf("parse: more than %d lines of the source's families", maxTextLines)
+						return 0, f.err
+					}
+				}
+			}
+			if f.keep {
+				if f.bytes += len(piece); f.bytes > maxWantedBytes {
+					f.err = errWantedTooLarge
+					return 0, f.err
+				}
+			}
+			f.inLine = piece[len(piece)-1] != '\n'
+			if f.keep {
+				f.pending = piece
+				if bytes.HasSuffix(piece, []byte("\r\n")) { // as a line scanner would read it
+					f.scratch = append(append(f.scratch[:0], piece[:len(piece)-2]...), '\n')
+					f.pending = f.scratch
+				}
+			}
+		}
+		switch {
+		case err == nil || errors.Is(err, bufio.ErrBufferFull):
+		case errors.Is(err, io.EOF):
+			if f.inLine && f.keep { // the last line, without its newline
+				f.pending = append(f.pending[:len(f.pending):len(f.pending)], '\n')
+			}
+			f.inLine, f.err = false, io.EOF
+		default:
+			f.err = err
+		}
+	}
+	n := copy(p, f.pending)
+	f.pending = f.pending[n:]
+	return n, nil
+}
+
+// wanted says whether the line that begins with piece is passed on.
+func (f *textFilter) wanted(piece []byte) bool {
+	t := bytes.TrimRight(bytes.TrimLeft(piece, " \t"), "\r\n")
+	var name []byte
+	switch {
+	case len(t) == 0:
+		return false
+	case t[0] == '#':
+		fs := bytes.Fields(t[1:])
+		if len(fs) < 2 || (string(fs[0]) != "TYPE" && string(fs[0]) != "HELP") {
+			return false // a comment
+		}
+		name = fs[1]
+	case t[0] == '{':
+		return true // a quoted UTF-8 name: kept, the parser reads it
+	default:
+		end := bytes.IndexAny(t, "{ \t")
+		if end < 0 {
+			end = len(t)
+		}
+		name = t[:end]
+	}
+	s := string(name)
+	if f.want[s] {
+		return true
+	}
+	for _, suf := range []string{"_bucket", "_count", "_sum"} {
+		if len(s) > len(suf) && s[len(s)-len(suf):] == suf && f.want[s[:len(s)-len(suf)]] {
 			return true
 		}
-		for _, suf := range []string{"_bucket", "_count", "_sum"} {
-			if len(s) > len(suf) && s[len(s)-len(suf):] == suf && want[s[:len(s)-len(suf)]] {
-				return true
-			}
-		}
-		return false
 	}
-	var out bytes.Buffer
-	lines := 0
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(nil, len(data)+1)
-	for sc.Scan() {
-		line := sc.Bytes()
-		t := bytes.TrimLeft(line, " \t")
-		var name []byte
-		switch {
-		case len(t) == 0:
-			continue
-		case t[0] == '#':
-			f := bytes.Fields(t[1:])
-			if len(f) < 2 || (string(f[0]) != "TYPE" && string(f[0]) != "HELP") {
-				continue // a comment
-			}
-			name = f[1]
-		case t[0] == '{':
-			name = nil // a quoted UTF-8 name: kept, the parser reads it
-		default:
-			end := bytes.IndexAny(t, "{ \t")
-			if end < 0 {
-				end = len(t)
-			}
-			name = t[:end]
-		}
-		if name != nil && !wanted(name) {
-			continue
-		}
-		if lines++; lines > maxTextLines {
-			return nil, fmt.Errorf("parse: more than %d lines of the source's families", maxTextLines)
-		}
-		out.Write(line)
-		out.WriteByte('\n')
-	}
-	return out.Bytes(), sc.Err()
+	return false
 }
 
 // merge adds mf to out, appending its series to a family of the same name.

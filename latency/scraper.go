@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/fileread"
 )
 
 // acceptHeader asks for delimited protobuf first, then the text format.
@@ -93,20 +94,34 @@ func (sc *scraper) fetch(ctx context.Context, src *Source) (map[string]*dto.Metr
 		// The status code only: the reason phrase is the source's text.
 		return nil, fmt.Errorf("%s: HTTP %d %s", src.URL, resp.StatusCode, http.StatusText(resp.StatusCode))
 	}
-	// The body (after any gzip decoding the transport does) is read up to
-	// max_bytes and one byte more, never further.
-	data, err := io.ReadAll(io.LimitReader(resp.Body, src.MaxBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("%s: reading the response: %s", src.URL, clipTo(err.Error(), maxErrLen))
-	}
-	if int64(len(data)) > src.MaxBytes {
+	// The body (after any gzip decoding the transport does) is decoded as
+	// it is read, up to max_bytes and one byte more, never further.
+	body := &stickyReader{r: fileread.Limit(resp.Body, src.MaxBytes, "response")}
+	fams, err := decodeExposition(body, src.MaxBytes, expfmt.ResponseFormat(resp.Header), families(src))
+	switch {
+	case errors.Is(body.err, fileread.ErrTooLarge):
 		return nil, fmt.Errorf("%s: response larger than max_bytes %d; stopped reading there", src.URL, src.MaxBytes)
-	}
-	fams, err := parseExposition(data, expfmt.ResponseFormat(resp.Header), families(src))
-	if err != nil {
+	case body.err != nil:
+		return nil, fmt.Errorf("%s: reading the response: %s", src.URL, clipTo(body.err.Error(), maxErrLen))
+	case err != nil:
 		return nil, fmt.Errorf("%s: %w", src.URL, err)
 	}
 	return fams, nil
+}
+
+// stickyReader keeps the first error of r other than io.EOF, whatever a
+// parser reading it makes of it.
+type stickyReader struct {
+	r   io.Reader
+	err error
+}
+
+func (s *stickyReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if err != nil && s.err == nil && !errors.Is(err, io.EOF) {
+		s.err = err
+	}
+	return n, err
 }
 
 // Redirect policies (Source.FollowRedirects).

@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/internal/fileread"
 )
 
 // trace is a replayed request trace: arrival offsets from the first request
@@ -27,12 +28,16 @@ type trace struct {
 
 const maxTraceSpan = 30 * 24 * time.Hour
 
+// maxTraceBytes bounds a trace file (the shipped one is 0.7 MB); a FIFO or
+// a device is refused before it is read.
+const maxTraceBytes = 256 << 20
+
 const traceTimeLayout = "2006-01-02 15:04:05.9999999"
 
 // loadTrace reads a CSV with a header naming TIMESTAMP, ContextTokens and
 // GeneratedTokens (other columns are ignored). Errors name file:line.
 func loadTrace(path string) (*trace, error) {
-	f, err := os.Open(path)
+	f, err := fileread.Open(path, maxTraceBytes)
 	if err != nil {
 		return nil, err
 	}

@@ -35,7 +35,7 @@ const (
 	DefaultSourceTimeout  = 2 * time.Second
 	DefaultSourceMaxBytes = 4 << 20
 	// MaxSourceMaxBytes is the ceiling of latency_source.max_bytes: a body
-	// is held whole while it is decoded.
+	// is decoded as it streams, but one protobuf message may be as large.
 	MaxSourceMaxBytes = 64 << 20
 	// MaxConfigBytes bounds a tenants file: ample for thousands of tenants,
 	// and a file is read whole and costs many times its size to parse.

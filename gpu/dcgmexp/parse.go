@@ -1,16 +1,14 @@
 package dcgmexp
 
 import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
-	"sort"
 	"strconv"
-	"strings"
-
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 )
 
 // Key identifies what a dcgm-exporter series describes: a whole GPU (GI -1)
@@ -47,118 +45,309 @@ type Values struct {
 // Fields are the parsed DCGM fields by GPU and MIG instance.
 type Fields map[Key]*Values
 
-// field says how one DCGM metric maps onto Values.
+// field says how one DCGM metric maps onto Values: the exposition's value
+// must lie in [0, max] (its own unit), is then multiplied by scale, and a
+// ratio above 1 is clamped to 1.
 type field struct {
+	name  string // the metric name, set by init
 	set   func(v *Values) **float64
 	scale float64
-	ratio bool // clamp to 0-1
+	ratio bool
+	max   float64
 }
 
+// The ranges are what a GPU can report, with room to spare; a value
+// outside is a broken exporter or field, not a reading.
 var fields = map[string]field{
-	"DCGM_FI_PROF_SM_ACTIVE":               {func(v *Values) **float64 { return &v.SMActive }, 1, true},
-	"DCGM_FI_PROF_SM_OCCUPANCY":            {func(v *Values) **float64 { return &v.SMOccupancy }, 1, true},
-	"DCGM_FI_PROF_DRAM_ACTIVE":             {func(v *Values) **float64 { return &v.DRAMActive }, 1, true},
-	"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE":      {func(v *Values) **float64 { return &v.TensorActive }, 1, true},
-	"DCGM_FI_PROF_GR_ENGINE_ACTIVE":        {func(v *Values) **float64 { return &v.GREngineActive }, 1, true},
-	"DCGM_FI_DEV_GPU_UTIL":                 {func(v *Values) **float64 { return &v.GPUUtil }, 0.01, true},
-	"DCGM_FI_DEV_MEM_COPY_UTIL":            {func(v *Values) **float64 { return &v.MemCopyUtil }, 0.01, true},
-	"DCGM_FI_DEV_SM_CLOCK":                 {func(v *Values) **float64 { return &v.SMClockHz }, 1e6, false},
-	"DCGM_FI_DEV_MEM_CLOCK":                {func(v *Values) **float64 { return &v.MemClockHz }, 1e6, false},
-	"DCGM_FI_DEV_POWER_USAGE":              {func(v *Values) **float64 { return &v.PowerWatts }, 1, false},
-	"DCGM_FI_DEV_GPU_TEMP":                 {func(v *Values) **float64 { return &v.TemperatureC }, 1, false},
-	"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": {func(v *Values) **float64 { return &v.EnergyJoules }, 1e-3, false},
-	"DCGM_FI_DEV_FB_USED":                  {func(v *Values) **float64 { return &v.FBUsedBytes }, 1 << 20, false},
-	"DCGM_FI_DEV_FB_FREE":                  {func(v *Values) **float64 { return &v.FBFreeBytes }, 1 << 20, false},
+	"DCGM_FI_PROF_SM_ACTIVE":               {"", func(v *Values) **float64 { return &v.SMActive }, 1, true, 10},
+	"DCGM_FI_PROF_SM_OCCUPANCY":            {"", func(v *Values) **float64 { return &v.SMOccupancy }, 1, true, 10},
+	"DCGM_FI_PROF_DRAM_ACTIVE":             {"", func(v *Values) **float64 { return &v.DRAMActive }, 1, true, 10},
+	"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE":      {"", func(v *Values) **float64 { return &v.TensorActive }, 1, true, 10},
+	"DCGM_FI_PROF_GR_ENGINE_ACTIVE":        {"", func(v *Values) **float64 { return &v.GREngineActive }, 1, true, 10},
+	"DCGM_FI_DEV_GPU_UTIL":                 {"", func(v *Values) **float64 { return &v.GPUUtil }, 0.01, true, 1000},
+	"DCGM_FI_DEV_MEM_COPY_UTIL":            {"", func(v *Values) **float64 { return &v.MemCopyUtil }, 0.01, true, 1000},
+	"DCGM_FI_DEV_SM_CLOCK":                 {"", func(v *Values) **float64 { return &v.SMClockHz }, 1e6, false, 100_000},
+	"DCGM_FI_DEV_MEM_CLOCK":                {"", func(v *Values) **float64 { return &v.MemClockHz }, 1e6, false, 100_000},
+	"DCGM_FI_DEV_POWER_USAGE":              {"", func(v *Values) **float64 { return &v.PowerWatts }, 1, false, 100_000},
+	"DCGM_FI_DEV_GPU_TEMP":                 {"", func(v *Values) **float64 { return &v.TemperatureC }, 1, false, 1000},
+	"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": {"", func(v *Values) **float64 { return &v.EnergyJoules }, 1e-3, false, 1e18},
+	"DCGM_FI_DEV_FB_USED":                  {"", func(v *Values) **float64 { return &v.FBUsedBytes }, 1 << 20, false, 1 << 30},
+	"DCGM_FI_DEV_FB_FREE":                  {"", func(v *Values) **float64 { return &v.FBFreeBytes }, 1 << 20, false, 1 << 30},
 }
+
+func init() {
+	for name, f := range fields {
+		f.name = name
+		fields[name] = f
+	}
+}
+
+// Parsing limits: a dcgm-exporter line is a few hundred bytes; the
+// warnings of one page are kept up to maxWarnings, then counted.
+const (
+	maxLine     = 64 << 10
+	maxWarnings = 20
+)
 
 // Parse reads a dcgm-exporter /metrics page in the Prometheus text format
-// and returns the known DCGM fields by GPU UUID and GPU instance. Series
-// without a UUID label, with an unparsable GPU_I_ID, or with a non-finite
-// or negative value are skipped and reported in the returned warnings;
-// a page that is not valid exposition text is an error naming the line.
-// When several series describe the same GPU (dcgm-exporter repeats a
-// GPU's fields per pod in Kubernetes mode) the first one wins.
+// and returns the known DCGM fields by GPU UUID and GPU instance. See
+// ParseContext.
 func Parse(r io.Reader) (Fields, []string, error) {
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	mfs, err := p.TextToMetricFamilies(r)
-	if err != nil {
-		return nil, nil, fmt.Errorf("parsing dcgm-exporter metrics: %w", err)
-	}
-	names := make([]string, 0, len(mfs))
-	for name := range mfs {
-		if _, ok := fields[name]; ok {
-			names = append(names, name)
-		}
-	}
-	sort.Strings(names)
-	out := Fields{}
-	var warnings []string
-	for _, name := range names {
-		f := fields[name]
-		for _, m := range mfs[name].GetMetric() {
-			key, err := keyOf(m)
-			if err != nil {
-				warnings = append(warnings, fmt.Sprintf("%s: %v", name, err))
-				continue
-			}
-			v, ok := value(m)
-			if !ok || math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
-				warnings = append(warnings, fmt.Sprintf("%s{UUID=%q}: unusable value", name, key.UUID))
-				continue
-			}
-			v *= f.scale
-			if f.ratio && v > 1 {
-				v = 1
-			}
-			vals := out[key]
-			if vals == nil {
-				vals = &Values{}
-				out[key] = vals
-			}
-			if dst := f.set(vals); *dst == nil {
-				*dst = &v
-			}
-		}
-	}
-	return out, warnings, nil
+	return ParseContext(context.Background(), r)
 }
 
-func keyOf(m *dto.Metric) (Key, error) {
-	k := Key{GI: -1}
-	var gi string
-	for _, l := range m.GetLabel() {
-		switch l.GetName() {
-		case "UUID":
-			k.UUID = l.GetValue()
-		case "uuid":
-			if k.UUID == "" {
-				k.UUID = l.GetValue()
-			}
-		case "GPU_I_ID":
-			gi = l.GetValue()
+// ParseContext reads the page as a stream, line by line, keeping only the
+// series of the DCGM fields it knows: the lines of other families are
+// skipped unread beyond their name, so memory does not grow with the page.
+// Series without a UUID label, with an unparsable GPU_I_ID, or with a value
+// that is not finite or outside its field's range are skipped and reported
+// in the returned warnings, each naming the field; a malformed line of a
+// known field, a line over 64 KiB, or ctx ending is an error (naming the
+// line). When several series describe the same GPU (dcgm-exporter repeats
+// a GPU's fields per pod in Kubernetes mode) the first one wins.
+func ParseContext(ctx context.Context, r io.Reader) (Fields, []string, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
+	p := parser{out: Fields{}, uuids: map[string]string{}}
+	n := 0
+	for sc.Scan() {
+		if n++; n%4096 == 0 && ctx.Err() != nil {
+			return nil, nil, fmt.Errorf("parsing dcgm-exporter metrics: stopped at line %d: %w", n, context.Cause(ctx))
+		}
+		if err := p.line(sc.Bytes()); err != nil {
+			return nil, nil, fmt.Errorf("parsing dcgm-exporter metrics: line %d: %w", n, err)
 		}
 	}
-	if k.UUID == "" {
-		return k, fmt.Errorf("series without a UUID label")
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			err = fmt.Errorf("longer than %d bytes", maxLine)
+		}
+		return nil, nil, fmt.Errorf("parsing dcgm-exporter metrics: line %d: %w", n+1, err)
 	}
-	if gi = strings.TrimSpace(gi); gi != "" {
-		n, err := strconv.Atoi(gi)
+	if p.dropped > 0 {
+		p.warnings = append(p.warnings, fmt.Sprintf("and %d more series skipped", p.dropped))
+	}
+	return p.out, p.warnings, nil
+}
+
+type parser struct {
+	out      Fields
+	uuids    map[string]string // interned UUIDs
+	warnings []string
+	dropped  int
+}
+
+func (p *parser) warn(format string, args ...any) {
+	if len(p.warnings) >= maxWarnings {
+		p.dropped++
+		return
+	}
+	p.warnings = append(p.warnings, fmt.Sprintf(format, args...))
+}
+
+// line reads one line: a sample of a known field is stored, anything else
+// (comments, HELP and TYPE, other families) is skipped.
+func (p *parser) line(b []byte) error {
+	b = bytes.TrimLeft(b, " \t")
+	if len(b) == 0 || b[0] == '#' {
+		return nil
+	}
+	end := bytes.IndexAny(b, "{ \t")
+	if end < 0 {
+		end = len(b)
+	}
+	f, ok := fields[string(b[:end])]
+	if !ok {
+		return nil
+	}
+	name := f.name
+	s := sample{b: b[end:]}
+	uuid, lowerUUID, gi, err := s.labels()
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	v, err := s.value()
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	if uuid == nil {
+		uuid = lowerUUID
+	}
+	if len(uuid) == 0 {
+		p.warn("%s: series without a UUID label", name)
+		return nil
+	}
+	u, ok := p.uuids[string(uuid)]
+	if !ok {
+		u = string(uuid)
+		p.uuids[u] = u
+	}
+	k := Key{UUID: u, GI: -1}
+	if gi = bytes.TrimSpace(gi); len(gi) > 0 {
+		n, err := strconv.Atoi(string(gi))
 		if err != nil || n < 0 {
-			return k, fmt.Errorf("UUID %q: bad GPU_I_ID %q", k.UUID, gi)
+			p.warn("%s: UUID %q: bad GPU_I_ID %q", name, u, gi)
+			return nil
 		}
 		k.GI = n
 	}
-	return k, nil
+	switch {
+	case math.IsNaN(v) || math.IsInf(v, 0):
+		p.warn("%s{UUID=%q}: value %v is not finite", name, u, v)
+		return nil
+	case v < 0 || v > f.max:
+		p.warn("%s{UUID=%q}: value %g outside its range [0, %g]", name, u, v, f.max)
+		return nil
+	}
+	vals := p.out[k]
+	if vals == nil {
+		vals = &Values{}
+		p.out[k] = vals
+	}
+	if dst := f.set(vals); *dst == nil {
+		x := v * f.scale
+		if f.ratio && x > 1 {
+			x = 1
+		}
+		*dst = &x
+	}
+	return nil
 }
 
-func value(m *dto.Metric) (float64, bool) {
-	switch {
-	case m.Gauge != nil:
-		return m.Gauge.GetValue(), true
-	case m.Counter != nil:
-		return m.Counter.GetValue(), true
-	case m.Untyped != nil:
-		return m.Untyped.GetValue(), true
+// sample is the rest of a sample line after the metric name.
+type sample struct{ b []byte }
+
+func (s *sample) skipSpace() {
+	for len(s.b) > 0 && (s.b[0] == ' ' || s.b[0] == '\t') {
+		s.b = s.b[1:]
 	}
-	return 0, false
+}
+
+// labels reads an optional {name="value",...} and returns the values of
+// UUID, uuid and GPU_I_ID (nil when absent).
+func (s *sample) labels() (uuid, lowerUUID, gi []byte, err error) {
+	s.skipSpace()
+	if len(s.b) == 0 || s.b[0] != '{' {
+		return nil, nil, nil, nil
+	}
+	s.b = s.b[1:]
+	for {
+		s.skipSpace()
+		if len(s.b) == 0 {
+			return nil, nil, nil, errors.New("unclosed label set")
+		}
+		if s.b[0] == '}' {
+			s.b = s.b[1:]
+			return uuid, lowerUUID, gi, nil
+		}
+		i := 0
+		for i < len(s.b) && (s.b[i] == '_' || s.b[i] >= 'a' && s.b[i] <= 'z' || s.b[i] >= 'A' && s.b[i] <= 'Z' || i > 0 && s.b[i] >= '0' && s.b[i] <= '9') {
+			i++
+		}
+		if i == 0 {
+			return nil, nil, nil, fmt.Errorf("invalid label name at %q", clip(s.b))
+		}
+		lname := s.b[:i]
+		s.b = s.b[i:]
+		s.skipSpace()
+		if len(s.b) == 0 || s.b[0] != '=' {
+			return nil, nil, nil, fmt.Errorf("label %s: want '='", lname)
+		}
+		s.b = s.b[1:]
+		s.skipSpace()
+		val, err := s.quoted()
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("label %s: %w", lname, err)
+		}
+		switch string(lname) {
+		case "UUID":
+			uuid = val
+		case "uuid":
+			lowerUUID = val
+		case "GPU_I_ID":
+			gi = val
+		}
+		s.skipSpace()
+		switch {
+		case len(s.b) > 0 && s.b[0] == ',':
+			s.b = s.b[1:]
+		case len(s.b) > 0 && s.b[0] == '}':
+		default:
+			return nil, nil, nil, fmt.Errorf("label %s: want ',' or '}' after its value", lname)
+		}
+	}
+}
+
+// quoted reads a "..." label value, unescaping \\, \" and \n.
+func (s *sample) quoted() ([]byte, error) {
+	if len(s.b) == 0 || s.b[0] != '"' {
+		return nil, errors.New("value not quoted")
+	}
+	s.b = s.b[1:]
+	var out []byte // nil until an escape is met: the value is s.b[:i]
+	for i := 0; i < len(s.b); i++ {
+		switch c := s.b[i]; c {
+		case '"':
+			v := s.b[:i]
+			if out != nil {
+				v = out
+			}
+			s.b = s.b[i+1:]
+			return v, nil
+		case '\\':
+			if out == nil {
+				out = append([]byte(nil), s.b[:i]...)
+			}
+			if i+1 == len(s.b) {
+				return nil, errors.New("unterminated escape")
+			}
+			i++
+			switch s.b[i] {
+			case '\\', '"':
+				out = append(out, s.b[i])
+			case 'n':
+				out = append(out, '\n')
+			default:
+				return nil, fmt.Errorf("invalid escape \\%c", s.b[i])
+			}
+		default:
+			if out != nil {
+				out = append(out, c)
+			}
+		}
+	}
+	return nil, errors.New("unterminated label value")
+}
+
+// value reads the sample value and an optional integer timestamp.
+func (s *sample) value() (float64, error) {
+	if len(s.b) == 0 || (s.b[0] != ' ' && s.b[0] != '\t') {
+		return 0, errors.New("want a space before the value")
+	}
+	rest := bytes.TrimSpace(s.b)
+	tok, ts := rest, []byte(nil)
+	if i := bytes.IndexAny(rest, " \t"); i >= 0 {
+		tok, ts = rest[:i], bytes.TrimSpace(rest[i:])
+	}
+	if len(tok) == 0 || bytes.ContainsAny(ts, " \t") {
+		return 0, fmt.Errorf("want a value and an optional timestamp, got %q", clip(s.b))
+	}
+	v, err := strconv.ParseFloat(string(tok), 64)
+	if err != nil {
+		return 0, fmt.Errorf("invalid value %q", clip(tok))
+	}
+	if len(ts) > 0 {
+		if _, err := strconv.ParseInt(string(ts), 10, 64); err != nil {
+			return 0, fmt.Errorf("invalid timestamp %q", clip(ts))
+		}
+	}
+	return v, nil
+}
+
+// clip shortens what a page sent for an error message.
+func clip(b []byte) string {
+	if len(b) > 64 {
+		return string(b[:64]) + "..."
+	}
+	return string(b)
 }

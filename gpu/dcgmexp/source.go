@@ -9,7 +9,6 @@
 package dcgmexp
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -22,8 +21,10 @@ import (
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
+	"golang.org/x/time/rate"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/fileread"
 )
 
 // Defaults for Options.
@@ -40,10 +41,14 @@ type Options struct {
 	Timeout time.Duration
 	// MaxBytes bounds the size of the page; 0 means DefaultMaxBytes.
 	MaxBytes int64
-	// Logger receives scrape failures (once per change of error); nil discards.
+	// Logger receives scrape failures (the first of a run of failures, then
+	// at most one a minute) and skipped series (at most one warning a
+	// minute); nil discards.
 	Logger log.Logger
 	// Client is the HTTP client; nil means a plain http.Client.
 	Client *http.Client
+	// Clock paces the failure warnings; nil means gpu.RealClock{}.
+	Clock gpu.Clock
 }
 
 // Source wraps an inner gpu.Source and adds dcgm-exporter's fields.
@@ -55,12 +60,20 @@ type Source struct {
 	logger   log.Logger
 	client   *http.Client
 
+	clock gpu.Clock
+
 	scrapeErrors atomic.Uint64
 	up           atomic.Bool
 
-	mu      sync.Mutex
-	lastErr string
+	mu         sync.Mutex
+	lastErr    string
+	failLimit  *rate.Limiter // warnings of a failure that differs from the last
+	suppressed int           // failure warnings held back since the last one
+	skipLimit  *rate.Limiter // warnings of skipped series
 }
+
+// warnEvery is the least time between two warnings of one kind.
+const warnEvery = time.Minute
 
 var _ gpu.Source = (*Source)(nil)
 
@@ -80,7 +93,11 @@ func New(inner gpu.Source, opts Options) (*Source, error) {
 		return nil, fmt.Errorf("dcgm-exporter source: negative timeout or size limit")
 	}
 	s := &Source{inner: inner, url: u.String(), timeout: opts.Timeout, maxBytes: opts.MaxBytes,
-		logger: opts.Logger, client: opts.Client}
+		logger: opts.Logger, client: opts.Client, clock: opts.Clock,
+		failLimit: rate.NewLimiter(rate.Every(warnEvery), 1), skipLimit: rate.NewLimiter(rate.Every(warnEvery), 1)}
+	if s.clock == nil {
+		s.clock = gpu.RealClock{}
+	}
 	if s.timeout == 0 {
 		s.timeout = DefaultTimeout
 	}
@@ -140,20 +157,36 @@ func (s *Source) health() *gpu.ScrapeHealth {
 	return &gpu.ScrapeHealth{Up: s.up.Load(), ScrapeErrorsTotal: s.scrapeErrors.Load()}
 }
 
+// logChange logs a failure that differs from the last one and a recovery.
+// The first failure after a success is always logged; a failure whose
+// message changes on every scrape (a port, a time in it) is logged at most
+// once a minute, with the count of those held back.
 func (s *Source) logChange(msg string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if msg == s.lastErr {
 		return
 	}
-	if msg == "" {
+	now := s.clock.Now()
+	switch {
+	case msg == "":
 		level.Info(s.logger).Log("msg", "dcgm-exporter reachable again", "url", s.url)
-	} else {
+		s.suppressed = 0
+	case s.lastErr == "":
+		s.failLimit.AllowN(now, 1) // the first failure spends the token, so the next waits
 		level.Warn(s.logger).Log("msg", "scraping dcgm-exporter failed; readings without DCGM fields", "url", s.url, "err", msg)
+	case s.failLimit.AllowN(now, 1):
+		level.Warn(s.logger).Log("msg", "scraping dcgm-exporter failed; readings without DCGM fields", "url", s.url, "err", msg,
+			"other_failures_not_logged", s.suppressed)
+		s.suppressed = 0
+	default:
+		s.suppressed++
 	}
 	s.lastErr = msg
 }
 
+// scrape reads and parses the page, the whole of it under the timeout and
+// the size limit: the body is parsed as it arrives.
 func (s *Source) scrape(ctx context.Context) (Fields, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -171,19 +204,20 @@ func (s *Source) scrape(ctx context.Context) (Fields, error) {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
 		return nil, fmt.Errorf("GET %s: %s", s.url, resp.Status)
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, s.maxBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("GET %s: reading body: %w", s.url, err)
-	}
-	if int64(len(body)) > s.maxBytes {
+	f, warnings, err := ParseContext(ctx, fileread.Limit(resp.Body, s.maxBytes, "page"))
+	switch {
+	case errors.Is(err, fileread.ErrTooLarge):
 		return nil, fmt.Errorf("GET %s: page larger than %d bytes", s.url, s.maxBytes)
-	}
-	f, warnings, err := Parse(bytes.NewReader(body))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", s.url, err)
+	case err != nil:
+		return nil, fmt.Errorf("GET %s: %w", s.url, err)
 	}
 	if len(warnings) > 0 {
-		level.Debug(s.logger).Log("msg", "dcgm-exporter series skipped", "url", s.url, "count", len(warnings), "first", warnings[0])
+		s.mu.Lock()
+		ok := s.skipLimit.AllowN(s.clock.Now(), 1)
+		s.mu.Unlock()
+		if ok {
+			level.Warn(s.logger).Log("msg", "dcgm-exporter series skipped (logged at most once a minute)", "url", s.url, "warnings", len(warnings), "first", warnings[0])
+		}
 	}
 	return f, nil
 }

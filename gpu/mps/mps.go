@@ -207,10 +207,16 @@ func (c *Controller) SetMPSActiveThreads(ctx context.Context, uuid string, pid u
 		if _, err := c.send(ctx, fmt.Sprintf("set_active_thread_percentage %d %d", pid, pct)); err != nil {
 			return err
 		}
-		eff := f
-		if got, err := c.serverPercentage(ctx, pid); err == nil {
-			eff = got / 100
+		// The daemon may answer nothing and change nothing: the value is
+		// read back, and must be the one set.
+		got, err := c.serverPercentage(ctx, pid)
+		if err != nil {
+			return fmt.Errorf("MPS server %d on GPU %s: active threads set to %d%%, but reading it back failed: %w", pid, uuid, pct, err)
 		}
+		if math.Abs(got-float64(pct)) > 0.5 {
+			return fmt.Errorf("MPS server %d on GPU %s: active threads set to %d%% through %s, but get_active_thread_percentage reads %g%%", pid, uuid, pct, c.opts.ControlBinary, got)
+		}
+		eff := got / 100
 		c.update(uuid, pid, RoleServer, pid, func(s *ClientState) { s.Effective, s.Pending = &eff, nil })
 		for _, cl := range clients {
 			c.update(uuid, cl, RoleClient, pid, func(s *ClientState) { s.Pending = &f })
@@ -296,8 +302,8 @@ func (c *Controller) SetMPSPinnedMemoryLimit(ctx context.Context, uuid string, p
 // VGPU_MPS_ACTIVE_THREAD_FRACTION (as FRACTION), CUDA_MPS_PIPE_DIRECTORY,
 // and, when there is a value to start the successor with,
 // CUDA_MPS_ACTIVE_THREAD_PERCENTAGE and CUDA_MPS_PINNED_DEVICE_MEM_LIMIT
-// (as DEV=NM). Exit status 0 is success; the hook may print the
-// successor's PID as its last line of stdout ("1234" or "pid=1234"). On
+// (as DEV=NM). Exit status 0 is success; the hook may name the
+// successor with a last line of stdout "pid=1234" (see successorPID). On
 // success the pending values become effective (under the successor's PID
 // when printed); on failure they stay pending and the error carries the
 // hook's exit status and stderr.
@@ -594,14 +600,25 @@ func refused(out string) bool {
 	return false
 }
 
-// successorPID parses the last non-empty line of a restart hook's stdout
-// as a PID ("1234" or "pid=1234").
+// maxPID is the largest PID Linux gives (pid_max's ceiling, 2^22).
+const maxPID = 1 << 22
+
+// successorPID reads the restart hook's answer: its last non-empty line of
+// stdout, exactly "pid=N" (N decimal, 1 to 2^22), names the successor. Any
+// other last line (a bare number, as curl's HTTP status would be) names
+// none, and so does output that filled the size limit, whose last line may
+// have been cut.
 func successorPID(out []byte) (uint32, bool) {
+	if len(out) >= command.DefaultMaxOutput {
+		return 0, false
+	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	last := strings.TrimSpace(lines[len(lines)-1])
-	last = strings.TrimPrefix(last, "pid=")
-	n, err := strconv.ParseUint(last, 10, 32)
-	if err != nil || n == 0 {
+	digits, ok := strings.CutPrefix(strings.TrimSpace(lines[len(lines)-1]), "pid=")
+	if !ok || digits == "" || strings.TrimLeft(digits, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(digits, 10, 32)
+	if err != nil || n == 0 || n > maxPID {
 		return 0, false
 	}
 	return uint32(n), true

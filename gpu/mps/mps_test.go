@@ -435,7 +435,7 @@ func TestParsers(t *testing.T) {
 		in   string
 		pid  uint32
 		isOK bool
-	}{{"1234", 1234, true}, {"log\npid=77\n", 77, true}, {"", 0, false}, {"pid=x", 0, false}, {"0", 0, false}} {
+	}{{"1234", 0, false}, {"log\npid=77\n", 77, true}, {"", 0, false}, {"pid=x", 0, false}, {"0", 0, false}} {
 		if pid, ok := successorPID([]byte(tc.in)); pid != tc.pid || ok != tc.isOK {
 			t.Errorf("successorPID(%q) = %d %v, want %d %v", tc.in, pid, ok, tc.pid, tc.isOK)
 		}

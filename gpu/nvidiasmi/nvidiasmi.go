@@ -3,9 +3,12 @@
 // The level applies to the whole GPU, needs root, and is lost on reboot or
 // driver reload.
 //
-// Reading the level back is best effort: `nvidia-smi compute-policy --list`
-// is asked and its output searched for the level; where it does not say,
-// the level last set through this package is reported, marked as such.
+// Every set is verified: nvidia-smi may exit 0 having failed, so the level
+// is read back from `nvidia-smi compute-policy --list` (parsed strictly)
+// and a different one is an error naming the program, the GPU and what it
+// printed. Where the listing does not say the level, a set whose output
+// reports no failure is accepted, and the level last set through this
+// package is reported, marked as such.
 //
 // SMI implements gpu.TimeSliceActuator and gpu.CapabilityLister.
 package nvidiasmi
@@ -120,7 +123,11 @@ func (s *SMI) Capabilities(string) []gpu.Knob {
 }
 
 // SetComputeTimeSlice runs `nvidia-smi compute-policy -i UUID
-// --set-timeslice=N` (0 default, 1 short, 2 medium, 3 long).
+// --set-timeslice=N` (0 default, 1 short, 2 medium, 3 long) and verifies it:
+// nvidia-smi may exit 0 having changed nothing, so the level is read back
+// (`--list`) and must be the one asked for. Where the listing does not say
+// the level, the set is accepted unless nvidia-smi printed a failure, and
+// its readings say the level is as set, not as read.
 func (s *SMI) SetComputeTimeSlice(ctx context.Context, uuid string, l gpu.TimeSliceLevel) error {
 	n := slices.Index(levels, l)
 	if n < 0 {
@@ -129,8 +136,21 @@ func (s *SMI) SetComputeTimeSlice(ctx context.Context, uuid string, l gpu.TimeSl
 	if err := checkID(uuid); err != nil {
 		return err
 	}
-	if _, err := s.run(ctx, uuid, "compute-policy", "-i", uuid, fmt.Sprintf("--set-timeslice=%d", n)); err != nil {
+	set, err := s.run(ctx, uuid, "compute-policy", "-i", uuid, fmt.Sprintf("--set-timeslice=%d", n))
+	if err != nil {
 		return err
+	}
+	list, err := s.run(ctx, uuid, "compute-policy", "-i", uuid, "--list")
+	if err != nil {
+		return fmt.Errorf("GPU %s: %s exited 0 setting the compute time slice to %s, but reading it back failed: %w", uuid, s.opts.Path, l, err)
+	}
+	switch got, ok := parseTimeSlice(list); {
+	case ok && got != l:
+		return fmt.Errorf("GPU %s: %s exited 0 setting the compute time slice to %s, but compute-policy --list reads %s; it printed: %s",
+			uuid, s.opts.Path, l, got, printed(set))
+	case !ok && failed(set):
+		return fmt.Errorf("GPU %s: %s exited 0 setting the compute time slice to %s, but printed a failure (and its listing does not say the level): %s",
+			uuid, s.opts.Path, l, printed(set))
 	}
 	s.mu.Lock()
 	s.last[uuid] = l
@@ -164,10 +184,11 @@ func (s *SMI) ComputeTimeSlice(ctx context.Context, uuid string) (Reading, error
 
 // run runs nvidia-smi and maps its documented exit statuses to errors a
 // caller can test (gpu.ErrNotSupported) or act on (permissions).
+// On success it returns stdout and stderr together, as printed.
 func (s *SMI) run(ctx context.Context, uuid string, args ...string) ([]byte, error) {
 	res, err := command.Run(ctx, command.Spec{Path: s.opts.Path, Args: args, Timeout: s.opts.Timeout})
 	if err == nil {
-		return res.Stdout, nil
+		return append(res.Stdout, res.Stderr...), nil
 	}
 	var e *command.Error
 	if errors.As(err, &e) {
@@ -193,27 +214,63 @@ func checkID(uuid string) error {
 	return nil
 }
 
-// parseTimeSlice finds the time-slice level in compute-policy's listing:
-// the level words (default, short, medium, long) on the lines that speak
-// of the time slice. It reports false when no line does, or when they name
-// different levels.
+// failureWords are what nvidia-smi prints when it failed, whatever its
+// exit status.
+var failureWords = []string{"fail", "error", "unable", "not supported", "insufficient", "invalid", "not found", "unknown"}
+
+// failed reports whether nvidia-smi's output says it failed.
+func failed(out []byte) bool {
+	low := strings.ToLower(string(out))
+	return slices.ContainsFunc(failureWords, func(w string) bool { return strings.Contains(low, w) })
+}
+
+// printed is nvidia-smi's output fit for an error message.
+func printed(out []byte) string {
+	if len(strings.TrimSpace(string(out))) == 0 {
+		return "(nothing)"
+	}
+	return command.Excerpt(out, 512)
+}
+
+// parseTimeSlice finds the time-slice level in compute-policy's listing,
+// strictly: on each line that names the time slice ("Timeslice", "Time
+// Slice"), exactly one level word (default, short, medium, long) after
+// that name. It reports false when no line does, when a line names none or
+// several, when lines disagree, or when the output reports a failure (an
+// error message that mentions a level is not a reading).
 func parseTimeSlice(out []byte) (gpu.TimeSliceLevel, bool) {
+	if failed(out) {
+		return "", false
+	}
 	var found gpu.TimeSliceLevel
 	for line := range strings.SplitSeq(strings.ToLower(string(out)), "\n") {
-		if !strings.Contains(strings.ReplaceAll(line, " ", ""), "timeslice") {
-			continue
-		}
-		for _, w := range strings.FieldsFunc(line, func(r rune) bool { return !(r >= 'a' && r <= 'z') }) {
-			for _, l := range levels {
-				if w != string(l) {
-					continue
-				}
-				if found != "" && found != l {
-					return "", false
-				}
-				found = l
+		words := strings.FieldsFunc(line, func(r rune) bool { return !(r >= 'a' && r <= 'z') })
+		at := -1
+		for i, w := range words {
+			if w == "timeslice" || (w == "slice" && i > 0 && words[i-1] == "time") {
+				at = i
+				break
 			}
 		}
+		if at < 0 {
+			if strings.Contains(strings.ReplaceAll(line, " ", ""), "timeslice") {
+				return "", false // the name inside another word: not a field
+			}
+			continue
+		}
+		var l gpu.TimeSliceLevel
+		for _, w := range words[at+1:] {
+			if slices.Contains(levels, gpu.TimeSliceLevel(w)) {
+				if l != "" {
+					return "", false
+				}
+				l = gpu.TimeSliceLevel(w)
+			}
+		}
+		if l == "" || (found != "" && found != l) {
+			return "", false
+		}
+		found = l
 	}
 	return found, found != ""
 }

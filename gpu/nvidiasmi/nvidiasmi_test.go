@@ -41,8 +41,12 @@ func TestSetAndRead(t *testing.T) {
 		}
 		calls := f.Calls(t, "nvidia-smi")
 		want := []string{"compute-policy", "-i", "GPU-0", fmt.Sprintf("--set-timeslice=%d", map[gpu.TimeSliceLevel]int{"default": 0, "short": 1, "medium": 2, "long": 3}[l])}
-		if got := calls[len(calls)-1]; fmt.Sprint(got) != fmt.Sprint(want) {
+		// The set, then its read-back.
+		if got := calls[len(calls)-2]; fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("step %d: nvidia-smi %q, want %q", i, got, want)
+		}
+		if got := calls[len(calls)-1]; fmt.Sprint(got) != "[compute-policy -i GPU-0 --list]" {
+			t.Errorf("step %d: nvidia-smi %q, want the read-back", i, got)
 		}
 		r, err := s.ComputeTimeSlice(ctx, "GPU-0")
 		if err != nil || r != (Reading{l, SourceNvidiaSMI}) {

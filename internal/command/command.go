@@ -4,6 +4,13 @@
 // program's whole process group, bounded output, and an error that says
 // which command failed, its exit status and what it printed on stderr.
 //
+// A program may leave something running when it exits (a hook starting a
+// successor): that is its own, and its exit status alone counts, even when
+// what it left holds its output open. A run killed by its timeout or its
+// context takes everything it started with it: its process group and, on
+// Linux, every process that left the group (setsid, a double fork) but
+// still carries the run's mark (VGPU_COMMAND_RUN) in its environment.
+//
 // It imports no package of the project, so that every layer may use it.
 package command
 
@@ -19,6 +26,12 @@ import (
 	"syscall"
 	"time"
 )
+
+// OutputGrace is how long Run waits, once the program has exited (or been
+// killed), for its stdout and stderr to close: what it left running may
+// hold them open. Then the output read so far is the result, and the pipes
+// are closed (a leftover writing to them later gets EPIPE).
+const OutputGrace = 250 * time.Millisecond
 
 // DefaultMaxOutput bounds what is kept of a command's stdout and of its
 // stderr when Spec.MaxOutput is 0.
@@ -84,17 +97,26 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 		limit = DefaultMaxOutput
 	}
 	cmd := exec.CommandContext(ctx, s.Path, s.Args...)
-	cmd.Env = append(os.Environ(), s.Env...)
+	cmd.Env = append(append(os.Environ(), s.Env...), newMark())
 	cmd.Stdin = bytes.NewReader(s.Stdin)
 	stdout, stderr := &capped{max: limit}, &capped{max: limit}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
-	// The program runs in a process group of its own so that the timeout
-	// kills what it started too (a shell script's children would otherwise
-	// keep the output pipes open); WaitDelay bounds the wait for those pipes.
+	// The program runs in a process group of its own, so that the timeout
+	// kills what it started too, with what left the group (killMarked).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = time.Second
+	mark := cmd.Env[len(cmd.Env)-1]
+	cmd.Cancel = func() error {
+		err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		killMarked(mark)
+		return err
+	}
+	cmd.WaitDelay = OutputGrace
 	err := cmd.Run()
+	// What the program left running may hold its output open: once the
+	// grace is over, the program's own exit status counts.
+	if errors.Is(err, exec.ErrWaitDelay) && cmd.ProcessState != nil && cmd.ProcessState.Success() && ctx.Err() == nil {
+		err = nil
+	}
 	res := Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}
 	if err == nil {
 		return res, nil

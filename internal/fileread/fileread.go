@@ -1,15 +1,23 @@
-// Package fileread reads configuration files whole, refusing what could
-// block the process (FIFOs, devices, sockets) or balloon its memory (a file
-// over a size limit), with errors that name the file.
+// Package fileread reads what comes from outside the exporter (files it is
+// pointed at, bodies of URLs it asks) within a size limit: a file must be a
+// regular file, checked before it is opened and again once open without
+// blocking, so that a FIFO, a device or a socket is refused before a byte
+// is read; and no more than the limit and one byte is ever read, so that a
+// source over the limit is refused having cost at most its limit. Errors
+// name the file or URL.
 package fileread
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"syscall"
 )
+
+// ErrTooLarge is wrapped by the error of a file or body over its limit.
+var ErrTooLarge = errors.New("larger than the limit")
 
 // Check returns an error unless path (after symlinks) is a regular file of
 // at most limit bytes. It reads nothing, so it does not block on a FIFO.
@@ -26,6 +34,18 @@ func Check(path string, limit int64) error {
 // so a FIFO swapped in after the first check is refused too, and at most
 // limit+1 bytes are ever read, whatever the file grows to meanwhile.
 func Regular(path string, limit int64) ([]byte, error) {
+	f, err := Open(path, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return All(f, limit, path)
+}
+
+// Open opens path for a streaming read when it is a regular file of at
+// most limit bytes (checked as Regular does). Reading past limit bytes (a
+// file that grew since) fails with an error wrapping ErrTooLarge.
+func Open(path string, limit int64) (io.ReadCloser, error) {
 	if err := Check(path, limit); err != nil {
 		return nil, err
 	}
@@ -33,22 +53,63 @@ func Regular(path string, limit int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
 	fi, err := f.Stat()
+	if err == nil {
+		err = checkInfo(path, fi, limit)
+	}
 	if err != nil {
+		f.Close()
 		return nil, err
 	}
-	if err := checkInfo(path, fi, limit); err != nil {
-		return nil, err
-	}
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	return limitedFile{Reader: Limit(f, limit, path), Closer: f}, nil
+}
+
+type limitedFile struct {
+	io.Reader
+	io.Closer
+}
+
+// All reads r (a body, a file) to its end when it holds at most limit
+// bytes; otherwise it stops after limit+1 bytes with an error naming name
+// and wrapping ErrTooLarge.
+func All(r io.Reader, limit int64, name string) ([]byte, error) {
+	data, err := io.ReadAll(Limit(r, limit, name))
 	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", path, err)
-	}
-	if int64(len(data)) > limit {
-		return nil, tooLarge(path, limit)
+		if errors.Is(err, ErrTooLarge) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("reading %s: %w", name, err)
 	}
 	return data, nil
+}
+
+// Limit returns a reader of r that returns r's bytes up to limit, and an
+// error naming name and wrapping ErrTooLarge as soon as r holds more: for
+// parsers that read a stream as it comes. It reads at most limit+1 bytes
+// of r.
+func Limit(r io.Reader, limit int64, name string) io.Reader {
+	return &limited{r: io.LimitReader(r, limit+1), left: limit, limit: limit, name: name}
+}
+
+type limited struct {
+	r     io.Reader
+	left  int64 // bytes still allowed
+	limit int64
+	name  string
+}
+
+func (l *limited) Read(p []byte) (int, error) {
+	if l.left < 0 {
+		return 0, tooLarge(l.name, l.limit)
+	}
+	n, err := l.r.Read(p)
+	if int64(n) > l.left {
+		n = int(l.left)
+		l.left = -1
+		return n, tooLarge(l.name, l.limit)
+	}
+	l.left -= int64(n)
+	return n, err
 }
 
 func checkInfo(path string, fi fs.FileInfo, limit int64) error {
@@ -64,8 +125,8 @@ func checkInfo(path string, fi fs.FileInfo, limit int64) error {
 	return nil
 }
 
-func tooLarge(path string, limit int64) error {
-	return fmt.Errorf("%s is larger than the limit of %d bytes", path, limit)
+func tooLarge(name string, limit int64) error {
+	return fmt.Errorf("%s is %w of %d bytes", name, ErrTooLarge, limit)
 }
 
 // kind names a non-regular file type.

@@ -1,6 +1,8 @@
 package fileread
 
 import (
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,4 +57,70 @@ func TestRegular(t *testing.T) {
 	if data, err := Regular(small, 100); err != nil || string(data) != "a: 1\n" {
 		t.Errorf("Regular(small) = %q, %v", data, err)
 	}
+}
+
+// A body or stream over its limit is refused having read at most the limit
+// and one byte, with an error naming it; at the limit it reads whole.
+func TestAllAndLimit(t *testing.T) {
+	for _, tc := range []struct {
+		n, limit int
+		ok       bool
+	}{{0, 10, true}, {10, 10, true}, {11, 10, false}, {1 << 20, 10, false}} {
+		src := &countingReader{left: tc.n}
+		data, err := All(src, int64(tc.limit), "http://x/metrics")
+		if tc.ok != (err == nil) || (err == nil && len(data) != tc.n) {
+			t.Errorf("All(%d bytes, limit %d) = %d bytes, %v", tc.n, tc.limit, len(data), err)
+		}
+		if err != nil && (!errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "http://x/metrics is larger than the limit of 10 bytes")) {
+			t.Errorf("error %q, want ErrTooLarge naming the source", err)
+		}
+		if src.read > tc.limit+1 {
+			t.Errorf("read %d bytes for a limit of %d", src.read, tc.limit)
+		}
+		// Limit hands a streaming reader the bytes up to the limit, then
+		// the error, every time it is asked again.
+		lr := Limit(&countingReader{left: tc.n}, int64(tc.limit), "s")
+		got, err := io.ReadAll(lr)
+		if tc.ok != (err == nil) || len(got) != min(tc.n, tc.limit) {
+			t.Errorf("Limit(%d bytes, limit %d): %d bytes, %v", tc.n, tc.limit, len(got), err)
+		}
+		if _, err2 := lr.Read(make([]byte, 4)); !tc.ok && !errors.Is(err2, ErrTooLarge) {
+			t.Errorf("a read after the limit: %v", err2)
+		}
+	}
+}
+
+// Open refuses what Regular refuses, and a file that grows past the limit
+// after the check fails the read.
+func TestOpenGrows(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "trace.csv")
+	if err := os.WriteFile(p, []byte("12345"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Open(p, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := os.WriteFile(p, []byte("123456789012"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadAll(f); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("reading a file grown past the limit: %v", err)
+	}
+	if _, err := Open("/dev/zero", 8); err == nil || !strings.Contains(err.Error(), "character device") {
+		t.Errorf("Open(/dev/zero): %v", err)
+	}
+}
+
+type countingReader struct{ left, read int }
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	if c.left == 0 {
+		return 0, io.EOF
+	}
+	n := min(len(p), c.left)
+	c.left -= n
+	c.read += n
+	return n, nil
 }

@@ -1,0 +1,130 @@
+package dcgmexp
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-kit/log"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// Values that are not finite, or outside what the field can be, are
+// refused per series with a warning naming the field; they never reach the
+// readings (1e308 MHz scaled to Hz is +Inf).
+func TestParseRange(t *testing.T) {
+	for _, tc := range []struct {
+		line, want string
+	}{
+		{`DCGM_FI_DEV_SM_CLOCK{UUID="GPU-1"} 1e308`, "DCGM_FI_DEV_SM_CLOCK"},
+		{`DCGM_FI_DEV_MEM_CLOCK{UUID="GPU-1"} 1e300`, "DCGM_FI_DEV_MEM_CLOCK"},
+		{`DCGM_FI_DEV_FB_USED{UUID="GPU-1"} 1e308`, "DCGM_FI_DEV_FB_USED"},
+		{`DCGM_FI_DEV_FB_FREE{UUID="GPU-1"} 1.7e308`, "DCGM_FI_DEV_FB_FREE"},
+		{`DCGM_FI_DEV_POWER_USAGE{UUID="GPU-1"} 1e308`, "DCGM_FI_DEV_POWER_USAGE"},
+		{`DCGM_FI_DEV_GPU_TEMP{UUID="GPU-1"} 1e9`, "DCGM_FI_DEV_GPU_TEMP"},
+		{`DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{UUID="GPU-1"} 1e308`, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"},
+		{`DCGM_FI_PROF_SM_ACTIVE{UUID="GPU-1"} 1e308`, "DCGM_FI_PROF_SM_ACTIVE"},
+		{`DCGM_FI_DEV_GPU_UTIL{UUID="GPU-1"} +Inf`, "DCGM_FI_DEV_GPU_UTIL"},
+	} {
+		f, warnings, err := Parse(strings.NewReader(tc.line + "\n"))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.line, err)
+		}
+		if v := f[Key{UUID: "GPU-1", GI: -1}]; v != nil {
+			t.Errorf("%s: kept %+v", tc.line, *v)
+		}
+		if len(warnings) != 1 || !strings.Contains(warnings[0], tc.want) || !strings.Contains(warnings[0], "GPU-1") {
+			t.Errorf("%s: warnings %q, want one naming %s", tc.line, warnings, tc.want)
+		}
+	}
+	// The largest plausible values are kept, and finite once scaled.
+	f, warnings, err := Parse(strings.NewReader(`DCGM_FI_DEV_SM_CLOCK{UUID="GPU-1"} 3000
+DCGM_FI_DEV_FB_USED{UUID="GPU-1"} 200000
+DCGM_FI_DEV_FB_FREE{UUID="GPU-1"} 0
+`))
+	if v := f[Key{UUID: "GPU-1", GI: -1}]; err != nil || len(warnings) != 0 || v == nil || *v.SMClockHz != 3e9 || *v.FBUsedBytes != 200000<<20 {
+		t.Errorf("plausible values: %+v %q %v", f, warnings, err)
+	}
+}
+
+// A failure whose message differs on every scrape warns once, then at most
+// once a minute; the recovery is always logged.
+func TestFailureWarningRateLimited(t *testing.T) {
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "", 500+int(n.Add(1)%10))
+	}))
+	defer srv.Close()
+	var logs bytes.Buffer
+	clock := gpu.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	s, err := New(&fakeSource{rd: innerReadings()}, Options{URL: srv.URL, Logger: log.NewLogfmtLogger(&logs), Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 40 { // 40 samples 15 s apart: 10 minutes
+		if _, err := s.Sample(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(15 * time.Second)
+	}
+	if got := strings.Count(logs.String(), "scraping dcgm-exporter failed"); got < 1 || got > 11 {
+		t.Errorf("%d warnings in 10 minutes of failures, want 1 and at most one a minute:\n%s", got, logs.String())
+	}
+	if s.ScrapeErrorsTotal() != 40 {
+		t.Errorf("%d errors counted, want 40", s.ScrapeErrorsTotal())
+	}
+}
+
+// bigPage is a dcgm-exporter page of about 15 MiB and 200k series: 8 GPUs
+// in Kubernetes mode, each field repeated per pod, among families the
+// source does not read.
+func bigPage() []byte {
+	var b bytes.Buffer
+	fams := []string{"DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_MEM_CLOCK", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE",
+		"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_DEV_XID_ERRORS",
+		"DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"}
+	for _, name := range fams {
+		fmt.Fprintf(&b, "# HELP %s help text\n# TYPE %s gauge\n", name, name)
+		for j := range 20000 {
+			fmt.Fprintf(&b, "%s{gpu=\"%d\",UUID=\"GPU-%08d\",pod=\"p-%d\"} %d\n", name, j%8, j%8, j, 100+j%7)
+		}
+	}
+	return b.Bytes()
+}
+
+func BenchmarkParseBigPage(b *testing.B) {
+	page := bigPage()
+	b.SetBytes(int64(len(page)))
+	b.ReportAllocs()
+	for b.Loop() {
+		f, _, err := Parse(bytes.NewReader(page))
+		if err != nil || len(f) != 8 {
+			b.Fatalf("%d keys, %v", len(f), err)
+		}
+	}
+}
+
+// The whole scrape, parsing included, is bounded by the timeout.
+func TestScrapeTimeoutCoversParse(t *testing.T) {
+	page := bigPage()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write(page)
+	}))
+	defer srv.Close()
+	s, err := New(&fakeSource{rd: innerReadings()}, Options{URL: srv.URL, Timeout: time.Second, MaxBytes: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = s.scrape(context.Background())
+	if took := time.Since(start); took > 1600*time.Millisecond {
+		t.Errorf("scrape of a %d-byte page under a 1s timeout took %v (error %v)", len(page), took, err)
+	}
+}

@@ -1,0 +1,69 @@
+package nvidiasmi
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// nvidia-smi that exits 0 yet did not change the level is caught by the
+// read-back (or, where the listing does not say, by what it printed), and
+// the error names the program, the GPU and what it printed; the level is
+// then not reported as set.
+func TestSetVerified(t *testing.T) {
+	ctx := context.Background()
+	const list = `"compute-policy -i GPU-0 --list") printf 'GPU 0: compute policies\n    Timeslice : Short\n' ;;`
+	for _, tc := range []struct {
+		name, body string
+		want       []string // in the error; nil: success
+	}{
+		{"agrees", `case "$*" in
+"compute-policy -i GPU-0 --list") printf '    Timeslice : Long\n' ;;
+esac`, nil},
+		{"failure printed, exit 0", `case "$*" in
+` + list + `
+*) echo "Failed to set compute policy for GPU 00000000:3B:00.0: Insufficient Permissions" ;;
+esac`, []string{"nvidia-smi", "GPU-0", "reads short", "Insufficient Permissions"}},
+		{"silently ignored", `case "$*" in
+` + list + `
+*) echo "Set timeslice for GPU 0" ;;
+esac`, []string{"nvidia-smi", "GPU-0", "reads short", "Set timeslice for GPU 0"}},
+		{"failure printed, listing silent", `case "$*" in
+*--list) echo "Compute policies: (none listed)" ;;
+*) echo "ERROR: Unable to set the timeslice: Not Supported" >&2 ;;
+esac`, []string{"nvidia-smi", "GPU-0", "Unable to set the timeslice"}},
+		{"listing is an error message", `case "$*" in
+*--list) echo "Failed to read the timeslice policy; using Default" ;;
+*) echo "Set timeslice for GPU 0" ;;
+esac`, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := newSMI(t, tc.body, time.Second)
+			err := s.SetComputeTimeSlice(ctx, "GPU-0", gpu.TimeSliceLong)
+			r, _ := s.ComputeTimeSlice(ctx, "GPU-0")
+			if tc.want == nil {
+				if err != nil {
+					t.Fatalf("error %v", err)
+				}
+				if r.Level != gpu.TimeSliceLong {
+					t.Errorf("reading %+v, want long", r)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("no error: nvidia-smi did not set the level")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+			if r.Level == gpu.TimeSliceLong {
+				t.Errorf("reading %+v: a level that did not take is reported", r)
+			}
+		})
+	}
+}

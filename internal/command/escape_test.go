@@ -1,0 +1,96 @@
+package command
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/internal/command/commandtest"
+)
+
+// A program that leaves descendants behind (in its process group, or
+// escaped from it with setsid) has its own exit status counted, even when
+// they hold its output open; it may leave them running when it exits, and
+// a timeout kills them all.
+func TestRunLeftovers(t *testing.T) {
+	f := commandtest.New(t)
+	for _, tc := range []struct {
+		name, body string
+		timeout    time.Duration
+		stdout     string
+		timedOut   bool // and the descendant is killed; else it is left running
+	}{
+		{"child holds stdout, exit 0", `sleep 30 & echo $! > "$D/pids"; echo 4242`, 0, "4242\n", false},
+		{"setsid child holds stdout, exit 0", `setsid sleep 30 & echo $! > "$D/pids"; echo 4242`, 0, "4242\n", false},
+		{"setsid child with closed output, exit 0", `setsid sleep 30 >/dev/null 2>&1 & echo $! > "$D/pids"; echo ok`, 0, "ok\n", false},
+		{"setsid child, timeout", `setsid sleep 30 & echo $! > "$D/pids"; sleep 30`, 300 * time.Millisecond, "", true},
+		{"double fork, timeout", `( D="$D" setsid sh -c 'sleep 30 & echo $! > "$D/pids"; wait' & ); sleep 30`, 300 * time.Millisecond, "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			os.Remove(filepath.Join(f.Dir, "pids"))
+			start := time.Now()
+			res, err := Run(context.Background(), Spec{Path: f.Script(t, "hook", tc.body), Timeout: tc.timeout})
+			if took := time.Since(start); took > 5*time.Second {
+				t.Errorf("took %v", took)
+			}
+			if tc.timedOut {
+				if e, ok := err.(*Error); !ok || !e.TimedOut {
+					t.Errorf("error %v, want a timeout", err)
+				}
+			} else if err != nil {
+				t.Errorf("error %v: the program exited 0", err)
+			}
+			if string(res.Stdout) != tc.stdout {
+				t.Errorf("stdout %q, want %q", res.Stdout, tc.stdout)
+			}
+			var data []byte
+			for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+				if data, _ = os.ReadFile(filepath.Join(f.Dir, "pids")); len(data) > 0 {
+					break
+				}
+			}
+			pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+			if err != nil {
+				t.Fatalf("no descendant PID recorded: %q", data)
+			}
+			if !tc.timedOut {
+				if !alive(pid) {
+					t.Errorf("descendant %d of a program that exited 0 was killed", pid)
+				}
+				_ = killPID(pid)
+				return
+			}
+			for deadline := time.Now().Add(2 * time.Second); alive(pid) && time.Now().Before(deadline); {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if alive(pid) {
+				t.Errorf("descendant %d still running after the timeout", pid)
+				_ = killPID(pid)
+			}
+		})
+	}
+}
+
+// alive reports whether pid runs (a zombie, dead but not yet reaped by an
+// init that does not reap, counts as gone).
+func alive(pid int) bool {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+func killPID(pid int) error {
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return err
+	}
+	return p.Kill()
+}

@@ -1,0 +1,98 @@
+package kube
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Pod metadata and the files beside it (token, CA) are outside input: a
+// FIFO or a device is refused before anything is read, and a file or a
+// body over the limit is refused having read at most the limit and a byte.
+func TestPodMetadataBounded(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sparse := filepath.Join(dir, "big.json") // 1 GiB, read whole by a plain read
+	f, err := os.Create(sparse)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(1 << 30); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		zeros := make([]byte, 1<<20)
+		for i := 0; i < 1<<10; i++ { // 1 GiB
+			if _, err := w.Write(zeros); err != nil {
+				return
+			}
+		}
+	}))
+	defer srv.Close()
+	for _, tc := range []struct {
+		src, want string
+	}{
+		{fifo, "not a regular file (a named pipe)"},
+		{"file://" + fifo, "not a regular file (a named pipe)"},
+		{"/dev/zero", "not a regular file (a character device)"},
+		{sparse, "larger than the limit of 1048576 bytes"},
+		{srv.URL, "larger than the limit of 1048576 bytes"},
+	} {
+		t.Run(tc.src, func(t *testing.T) {
+			k := &kubeClient{metaSrc: tc.src, maxBytes: 1 << 20, timeout: 20 * time.Second, httpc: srv.Client()}
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			done := make(chan error, 1)
+			go func() { _, err := k.fetchMeta(context.Background()); done <- err }()
+			select {
+			case err := <-done:
+				runtime.ReadMemStats(&after)
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("error %v, want %q", err, tc.want)
+				}
+				if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 8<<20 {
+					t.Errorf("allocated %d bytes for a limit of 1 MiB", alloc)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("still reading after 5s")
+			}
+		})
+	}
+}
+
+func TestTokenAndCAFilesBounded(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, read := range map[string]func(string) error{
+		"token": func(p string) error { _, err := (&kubeClient{tokenFile: p}).bearerToken(); return err },
+		"CA":    func(p string) error { _, err := clientWithCA(p); return err },
+	} {
+		for _, p := range []string{fifo, "/dev/zero"} {
+			done := make(chan error, 1)
+			go func() { done <- read(p) }()
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+					t.Errorf("%s %s: error %v, want refused as not a regular file", name, p, err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Errorf("%s %s: still reading after 5s", name, p)
+			}
+		}
+	}
+}
