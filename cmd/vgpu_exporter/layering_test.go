@@ -36,12 +36,17 @@ var layers = map[string][]string{
 	"collector":   {"gpu", "tenant", "tuner"},
 	"tuner":       {"gpu", "tenant"},
 
+	// The metrics endpoint's parts, over client_golang only: the
+	// ready-rendered body per snapshot, the process's own metrics.
+	"exposition":  nil,
+	"procmetrics": nil,
+
 	// Actuators that drive outside programs (through internal/command).
 	"gpu/mps":       {"gpu"},
 	"gpu/nvidiasmi": {"gpu"},
 	"gpu/rebalance": {"gpu"},
 	// The commands wire every layer; nothing imports a command.
-	"cmd/vgpu_exporter": {"collector", "tuner", "tenant", "latency", "kube", "gpu", "gpu/nvml", "gpu/dcgmexp", "gpu/mps", "gpu/nvidiasmi", "gpu/rebalance", "sim", "scenarios"},
+	"cmd/vgpu_exporter": {"collector", "tuner", "tenant", "latency", "kube", "gpu", "gpu/nvml", "gpu/dcgmexp", "gpu/mps", "gpu/nvidiasmi", "gpu/rebalance", "sim", "scenarios", "exposition", "procmetrics"},
 	"cmd/vgpusim":       {"collector", "tuner", "tenant", "latency", "gpu", "sim", "sim/report", "scenarios"},
 	// Leaves below every layer; any package may import them (see leaves).
 	"internal/yamlconf": nil,
@@ -53,7 +58,7 @@ var layers = map[string][]string{
 	"internal/command":             nil,
 	"internal/command/commandtest": nil, // fake programs for tests
 	// Embedded data and test programs stand apart from the layers.
-	"scenarios":      nil,
+	"scenarios":           nil,
 	"test/e2e":            nil,
 	"test/device/compare": nil,
 	"test/device/calib":   nil,
