@@ -40,7 +40,8 @@ type Options struct {
 	Self prometheus.Gatherer
 	// Version returns a comparable value that changes whenever what
 	// Collectors would render changes (the snapshot); nil renders
-	// Collectors on every request.
+	// Collectors on every request. It is called with the Cache's lock
+	// held, so it must be cheap and must not call the Cache.
 	Version func() any
 	// OpenMetrics offers OpenMetrics in content negotiation.
 	OpenMetrics bool
