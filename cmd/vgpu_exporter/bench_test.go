@@ -118,6 +118,36 @@ vllm:e2e_request_latency_seconds_count 100
 	benchVsNodeExporter(b, serviceHandler(b, svc, selfRegistry()))
 }
 
+// The scenario test/scrape-latency/scrape-latency.sh runs the exporter on
+// has the scale it is measured at: 8 GPUs of 7 MIG instances, 512
+// processes of 64 tenants, each tenant with a latency source.
+func TestScrapeLatencyScenarioScale(t *testing.T) {
+	clock := gpu.NewManualClock(time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC))
+	svc, err := buildOn(testConfig(t, "--backend=sim", "--sim.scenario=../../test/scrape-latency/scale.yaml"), clock, log.NewNopLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.src.Close()
+	clock.Advance(time.Second)
+	if err := svc.sampler.SampleOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	snap := svc.snapshot()
+	var migs, procs int
+	for _, d := range snap.Readings.Devices {
+		migs += len(d.MIG)
+		procs += len(d.Processes)
+	}
+	if got := [...]int{len(snap.Readings.Devices), migs, procs, len(snap.Tenants), len(snap.SLOs)}; got != [...]int{8, 56, 512, 64, 64} {
+		t.Errorf("GPUs, MIG instances, processes, tenants, SLOs: %v, want 8, 56, 512, 64, 64", got)
+	}
+	for _, u := range snap.Usage {
+		if u.Tenant == tenant.Unassigned && u.Processes > 0 {
+			t.Errorf("%d processes unassigned on GPU %d", u.Processes, u.GPU)
+		}
+	}
+}
+
 // discardWriter is a ResponseWriter that drops the body, as a socket
 // would take it: the recorder's growing buffer is not the handler's cost.
 type discardWriter struct{ header http.Header }

@@ -16,6 +16,9 @@ import (
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web"
 	"golang.org/x/time/rate"
+
+	"github.com/vgpu-exporter/vgpu_exporter/exposition"
+	"github.com/vgpu-exporter/vgpu_exporter/procmetrics"
 )
 
 // handlerOptions is what the HTTP handler needs from the rest of the
@@ -43,8 +46,8 @@ type handlerOptions struct {
 	// renders on every request.
 	Version func() any
 	// Subscribe, when set, registers a function to call after each
-	// snapshot is published (it encodes the new snapshot ahead of the
-	// next scrape).
+	// snapshot is published (it encodes the new snapshot; until it is
+	// encoded, scrapes are served the previous one).
 	Subscribe func(func())
 	// TunerPage, when set, is served at /tuner and linked from the
 	// landing page.
@@ -72,9 +75,9 @@ func newHandler(o handlerOptions) (http.Handler, error) {
 	if o.Self != nil {
 		self = o.Self
 	}
-	def := newExposition(reg, self, o.Version, false, log.With(o.Logger, "component", "web"))
+	def := exposition.New(exposition.Options{Collectors: reg, Self: self, Version: o.Version, Logger: log.With(o.Logger, "component", "web")})
 	if o.Subscribe != nil {
-		o.Subscribe(def.publish)
+		o.Subscribe(def.Publish)
 	}
 	links := []web.LandingLinks{
 		{Address: o.TelemetryPath, Text: "Metrics"},
@@ -242,13 +245,7 @@ func selfRegistry() *prometheus.Registry {
 	r.MustRegister(
 		versioncollector.NewCollector("vgpu_exporter"),
 		collectors.NewGoCollector(),
-		newProcessCollector(),
+		procmetrics.New(),
 	)
 	return r
-}
-
-// fallbackProcessCollector is client_golang's process collector, used where
-// newProcessCollector has no cheaper one.
-func fallbackProcessCollector() prometheus.Collector {
-	return collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -254,5 +255,69 @@ func TestRejectedRequestsCountedAndLogged(t *testing.T) {
 	}
 	if n := strings.Count(logBuf.String(), "metrics requests rejected"); n != 1 {
 		t.Errorf("%d log lines for a burst of %d rejections, want 1:\n%s", n, rejected, logBuf.String())
+	}
+}
+
+// countingCollector serves vgpu_fake_ratio{collector="v<version>"} and counts
+// its Collect calls.
+type countingCollector struct{ version, calls *atomic.Int64 }
+
+func (c countingCollector) Describe(ch chan<- *prometheus.Desc) { ch <- fakeDesc }
+func (c countingCollector) Collect(ch chan<- prometheus.Metric) {
+	c.calls.Add(1)
+	ch <- prometheus.MustNewConstMetric(fakeDesc, prometheus.GaugeValue, 1, fmt.Sprintf("v%d", c.version.Load()))
+}
+
+// The metrics endpoint serves the collector rendered once per version
+// (re-rendered by the function it subscribes), the exporter's own
+// metrics live, and filtered requests rendered on demand.
+func TestMetricsRenderedOncePerVersion(t *testing.T) {
+	var version, calls atomic.Int64
+	var publish func()
+	h, err := newHandler(handlerOptions{
+		TelemetryPath: "/metrics",
+		Self:          selfRegistry(),
+		NewCollector: func(...string) (prometheus.Collector, error) {
+			return countingCollector{&version, &calls}, nil
+		},
+		Version:   func() any { return version.Load() },
+		Subscribe: func(p func()) { publish = p },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(target string) string {
+		t.Helper()
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", target, nil))
+		if rec.Code != 200 {
+			t.Fatalf("GET %s: %d", target, rec.Code)
+		}
+		return rec.Body.String()
+	}
+	for range 5 {
+		if body := get("/metrics"); !strings.Contains(body, `vgpu_fake_ratio{collector="v0"} 1`) {
+			t.Fatalf("body lacks the collector's metrics: %q", body)
+		}
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("5 scrapes of one version collected %d times, want 1", n)
+	}
+	// The exporter's own metrics stay live: the request counter moves on
+	// while the collector's part is reused.
+	if body := get("/metrics"); !strings.Contains(body, `promhttp_metric_handler_requests_total{code="200"} 5`) {
+		t.Errorf("request counter not live:\n%s", grepLines(body, "promhttp_metric_handler_requests_total"))
+	}
+	if publish == nil {
+		t.Fatal("the handler subscribed nothing to publications")
+	}
+	version.Store(1)
+	publish()
+	if body := get("/metrics"); !strings.Contains(body, `collector="v1"`) || calls.Load() != 2 {
+		t.Errorf("after publication, %d renderings, served %q", calls.Load(), grepLines(body, "vgpu_fake"))
+	}
+	get("/metrics?collect[]=gpu")
+	if n := calls.Load(); n != 3 {
+		t.Errorf("a collect[] request did not render (%d calls)", n)
 	}
 }

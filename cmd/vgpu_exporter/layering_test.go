@@ -41,12 +41,17 @@ var layers = map[string][]string{
 	"oracle":       {"gpu", "sim", "sim/report", "simrun", "tenant", "tuner"},
 	"simrun/table": {"oracle", "scenarios", "sim/report", "simrun", "tuner"},
 
+	// The metrics endpoint's parts, over client_golang only: the
+	// ready-rendered body per snapshot, the process's own metrics.
+	"exposition":  nil,
+	"procmetrics": nil,
+
 	// Actuators that drive outside programs (through internal/command).
 	"gpu/mps":       {"gpu"},
 	"gpu/nvidiasmi": {"gpu"},
 	"gpu/rebalance": {"gpu"},
 	// The commands wire every layer; nothing imports a command.
-	"cmd/vgpu_exporter": {"collector", "tuner", "tenant", "latency", "kube", "gpu", "gpu/nvml", "gpu/dcgmexp", "gpu/mps", "gpu/nvidiasmi", "gpu/rebalance", "sim", "scenarios"},
+	"cmd/vgpu_exporter": {"collector", "tuner", "tenant", "latency", "kube", "gpu", "gpu/nvml", "gpu/dcgmexp", "gpu/mps", "gpu/nvidiasmi", "gpu/rebalance", "sim", "scenarios", "exposition", "procmetrics"},
 	"cmd/vgpusim":       {"tuner", "gpu", "sim", "sim/report", "simrun", "simrun/table", "oracle", "scenarios"},
 	// Leaves below every layer; any package may import them (see leaves).
 	"internal/yamlconf": nil,

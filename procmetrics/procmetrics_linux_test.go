@@ -1,4 +1,4 @@
-package main
+package procmetrics
 
 import (
 	"errors"
@@ -29,9 +29,9 @@ func value(mf *dto.MetricFamily) float64 {
 // the same process: the same families, help and types, and the same
 // values (those that move between two readings bracketed by ours).
 func TestProcessCollectorMatchesClientGolang(t *testing.T) {
-	ours := newProcessCollector()
+	ours := New()
 	if _, ok := ours.(*processCollector); !ok {
-		t.Fatalf("newProcessCollector on Linux is %T", ours)
+		t.Fatalf("New on Linux is %T", ours)
 	}
 	before := vtestutil.Gather(t, ours)
 	theirs := vtestutil.Gather(t, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -93,7 +93,7 @@ func TestProcessCollectorNetstatAge(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Unix(1000, 0)
-	c := newLinuxProcessCollector(self, func() time.Time { return now })
+	c := newLinux(self, func() time.Time { return now })
 	var reads int
 	var fail bool
 	c.readNetstat = func() (float64, float64, error) {

@@ -1,4 +1,4 @@
-package main
+package procmetrics
 
 import (
 	"os"
@@ -53,21 +53,21 @@ type processCollector struct {
 	netFailed bool // the last reading failed
 }
 
-// newProcessCollector returns the exporter's collector of its own process
-// metrics; client_golang's where /proc cannot be read.
-func newProcessCollector() prometheus.Collector {
+// New returns the collector of this process's metrics; client_golang's
+// where /proc cannot be read.
+func New() prometheus.Collector {
 	fs, err := procfs.NewDefaultFS()
 	if err != nil {
-		return fallbackProcessCollector()
+		return fallback()
 	}
 	p, err := fs.Proc(os.Getpid())
 	if err != nil {
-		return fallbackProcessCollector()
+		return fallback()
 	}
-	return newLinuxProcessCollector(p, time.Now)
+	return newLinux(p, time.Now)
 }
 
-func newLinuxProcessCollector(p procfs.Proc, now func() time.Time) *processCollector {
+func newLinux(p procfs.Proc, now func() time.Time) *processCollector {
 	desc := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, nil, nil) }
 	c := &processCollector{
 		proc:      p,

@@ -1,0 +1,252 @@
+// Package exposition serves a ready-rendered /metrics body per snapshot:
+// the collectors' metrics are encoded once for each snapshot and format,
+// and every scrape of that snapshot is served those bytes, followed by the
+// exporter's own metrics (Go, process, promhttp) gathered live.
+//
+// A scrape never waits on a render once its format has been rendered
+// once: while the encoding of a new snapshot is under way, requests are
+// served the previous rendering (at most one sample old). Each format
+// holds at most two renderings, the one served and the one under way, plus
+// what requests in flight still hold.
+package exposition
+
+import (
+	"bytes"
+	"compress/flate"
+	"encoding/binary"
+	"hash/crc32"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/go-kit/log"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+)
+
+// maxCachedFormats bounds the encodings kept (a format is a content type
+// with its escaping scheme, times gzip or not). Requests for further ones
+// are rendered on demand.
+const maxCachedFormats = 8
+
+// Options configure a Cache.
+type Options struct {
+	// Collectors are the metrics rendered once per version.
+	Collectors prometheus.Gatherer
+	// Self are the exporter's own metrics, gathered on every request; nil
+	// for none.
+	Self prometheus.Gatherer
+	// Version returns a comparable value that changes whenever what
+	// Collectors would render changes (the snapshot); nil renders
+	// Collectors on every request. It is called with the Cache's lock
+	// held, so it must be cheap and must not call the Cache.
+	Version func() any
+	// OpenMetrics offers OpenMetrics in content negotiation.
+	OpenMetrics bool
+	Logger      log.Logger
+}
+
+// Cache is the HTTP handler of the metrics endpoint. The two parts of a
+// response are concatenated: metric families never repeat between them,
+// and the order of families does not matter in any exposition format.
+// For gzip, the cached part is kept as a deflate stream ending on a sync
+// flush, so that a response is a gzip header, that stream, the live part
+// compressed after it, and a trailer whose CRC is carried on from the
+// cached part's.
+type Cache struct {
+	o Options
+
+	mu sync.Mutex
+	// slots are the encodings requested so far, at most maxCachedFormats.
+	slots map[key]*slot
+}
+
+type key struct {
+	format expfmt.Format
+	gzip   bool
+}
+
+// slot is one encoding's renderings.
+type slot struct {
+	cur  *rendered // the newest finished rendering; nil until the first
+	next *pending  // the rendering under way; nil when none
+}
+
+// rendered is the collectors' part of a response in one encoding.
+type rendered struct {
+	version any    // what Version returned when it was started
+	body    []byte // the encoded families; a sync-flushed deflate stream when gzip
+	crc     uint32 // CRC-32 of the uncompressed bytes
+	size    int    // length of the uncompressed bytes
+}
+
+// pending is a rendering under way.
+type pending struct {
+	version any
+	done    chan struct{} // closed once r is set
+	r       *rendered
+}
+
+// New returns a Cache over o.
+func New(o Options) *Cache {
+	if o.Logger == nil {
+		o.Logger = log.NewNopLogger()
+	}
+	return &Cache{o: o, slots: map[key]*slot{}}
+}
+
+// ServeHTTP implements http.Handler.
+func (c *Cache) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	formats := expfmt.DefaultAcceptedFormats()
+	if c.o.OpenMetrics {
+		formats = expfmt.DefaultOpenMetricsAcceptedFormats()
+	}
+	k := key{format: expfmt.NegotiateAccept(r.Header, formats...), gzip: acceptsGzip(r.Header)}
+	cached := c.latest(k)
+
+	live := getBuffer()
+	defer putBuffer(live)
+	if c.o.Self != nil {
+		encodeFamilies(live, c.o.Self, k.format, c.o.Logger)
+	}
+	if k.format.FormatType() == expfmt.TypeOpenMetrics {
+		live.WriteString("# EOF\n")
+	}
+
+	h := w.Header()
+	h.Add("Vary", "Accept")
+	h.Add("Vary", "Accept-Encoding")
+	h.Set("Content-Type", string(k.format))
+	if !k.gzip {
+		h.Set("Content-Length", strconv.Itoa(len(cached.body)+live.Len()))
+		w.Write(cached.body)
+		w.Write(live.Bytes())
+		return
+	}
+	tail := getBuffer()
+	defer putBuffer(tail)
+	deflateTo(tail, live.Bytes(), flate.HuffmanOnly, true)
+	var trailer [8]byte
+	binary.LittleEndian.PutUint32(trailer[:4], crc32.Update(cached.crc, crc32.IEEETable, live.Bytes()))
+	binary.LittleEndian.PutUint32(trailer[4:], uint32(cached.size+live.Len()))
+	h.Set("Content-Encoding", "gzip")
+	h.Set("Content-Length", strconv.Itoa(len(gzipHeader)+len(cached.body)+tail.Len()+len(trailer)))
+	w.Write(gzipHeader)
+	w.Write(cached.body)
+	w.Write(tail.Bytes())
+	w.Write(trailer[:])
+}
+
+// latest returns the newest rendering of the collectors' part in encoding
+// k. When it is of an older version than the current one, it is served
+// all the same and the current version is rendered in the background,
+// unless a rendering is under way already. Only the first request for an
+// encoding waits, for the one rendering of it that concurrent requests
+// share.
+func (c *Cache) latest(k key) *rendered {
+	if c.o.Version == nil {
+		return c.render(k, nil)
+	}
+	c.mu.Lock()
+	// Read under mu, so that renderings start in version order and the
+	// served one never goes back to an older version.
+	v := c.o.Version()
+	s := c.slots[k]
+	if s == nil {
+		if len(c.slots) >= maxCachedFormats {
+			c.mu.Unlock()
+			return c.render(k, v)
+		}
+		s = &slot{}
+		c.slots[k] = s
+	}
+	if cur := s.cur; cur != nil {
+		if cur.version != v && s.next == nil {
+			go c.finish(k, s, c.start(s, v))
+		}
+		c.mu.Unlock()
+		return cur
+	}
+	p := s.next
+	if p == nil {
+		p = c.start(s, v)
+		c.mu.Unlock()
+		c.finish(k, s, p)
+		return p.r
+	}
+	c.mu.Unlock()
+	<-p.done
+	return p.r
+}
+
+// Publish renders every encoding requested so far at the current version,
+// so that scrapes move to a new snapshot as soon as it is encoded; it
+// returns once they have (a rendering already under way is waited for).
+// The sampler calls it after each snapshot is stored.
+func (c *Cache) Publish() {
+	if c.o.Version == nil {
+		return
+	}
+	c.mu.Lock()
+	keys := slices.Collect(maps.Keys(c.slots))
+	c.mu.Unlock()
+	for _, k := range keys {
+		c.refresh(k)
+	}
+}
+
+// refresh brings encoding k to the current version, after the rendering
+// under way, if any, has finished.
+func (c *Cache) refresh(k key) {
+	for range 2 {
+		c.mu.Lock()
+		v := c.o.Version()
+		s := c.slots[k]
+		if s.cur != nil && s.cur.version == v {
+			c.mu.Unlock()
+			return
+		}
+		if p := s.next; p != nil {
+			c.mu.Unlock()
+			<-p.done
+			continue
+		}
+		p := c.start(s, v)
+		c.mu.Unlock()
+		c.finish(k, s, p)
+		return
+	}
+}
+
+// start records a rendering of version v under way in s; c.mu is held.
+func (c *Cache) start(s *slot, v any) *pending {
+	p := &pending{version: v, done: make(chan struct{})}
+	s.next = p
+	return p
+}
+
+// finish renders p and makes it the one s serves.
+func (c *Cache) finish(k key, s *slot, p *pending) {
+	p.r = c.render(k, p.version)
+	c.mu.Lock()
+	s.cur, s.next = p.r, nil
+	c.mu.Unlock()
+	close(p.done)
+}
+
+// render encodes the collectors' part in encoding k.
+func (c *Cache) render(k key, v any) *rendered {
+	var buf bytes.Buffer
+	encodeFamilies(&buf, c.o.Collectors, k.format, c.o.Logger)
+	r := &rendered{version: v, size: buf.Len(), crc: crc32.ChecksumIEEE(buf.Bytes())}
+	if k.gzip {
+		var out bytes.Buffer
+		deflateTo(&out, buf.Bytes(), flate.DefaultCompression, false)
+		r.body = out.Bytes()
+	} else {
+		r.body = buf.Bytes()
+	}
+	return r
+}
