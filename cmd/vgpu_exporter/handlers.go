@@ -13,12 +13,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web"
 	"golang.org/x/time/rate"
 
 	"github.com/vgpu-exporter/vgpu_exporter/exposition"
 	"github.com/vgpu-exporter/vgpu_exporter/procmetrics"
+	"github.com/vgpu-exporter/vgpu_exporter/webui"
 )
 
 // handlerOptions is what the HTTP handler needs from the rest of the
@@ -52,6 +52,9 @@ type handlerOptions struct {
 	// TunerPage, when set, is served at /tuner and linked from the
 	// landing page.
 	TunerPage http.Handler
+	// About says what the landing page shows: backend, tuner mode,
+	// tenants.
+	About func() webui.About
 }
 
 // newHandler returns the exporter's HTTP handler: the landing page,
@@ -87,16 +90,9 @@ func newHandler(o handlerOptions) (http.Handler, error) {
 	if o.TunerPage != nil {
 		links = append(links, web.LandingLinks{Address: tunerPagePath, Text: "Tuner", Description: "tenants, SLO state, the tuner's settings and latest decisions"})
 	}
-	landing, err := web.NewLandingPage(web.LandingConfig{
-		Name:        "vgpu_exporter",
-		Description: "Prometheus exporter of what each tenant gets from shared GPUs (MIG, MPS, time-slicing, vGPU)",
-		Version:     version.Info(),
-		// No /debug/pprof handlers are served, so no links to them.
-		Profiling: "false",
-		Links:     links,
-	})
+	landing, err := webui.NewLanding(webui.LandingOptions{Links: links, About: o.About, Logger: o.Logger})
 	if err != nil {
-		return nil, fmt.Errorf("landing page: %w", err)
+		return nil, err
 	}
 
 	mux := http.NewServeMux()

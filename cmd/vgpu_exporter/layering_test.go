@@ -45,13 +45,14 @@ var layers = map[string][]string{
 	// ready-rendered body per snapshot, the process's own metrics.
 	"exposition":  nil,
 	"procmetrics": nil,
+	"webui":       nil,
 
 	// Actuators that drive outside programs (through internal/command).
 	"gpu/mps":       {"gpu"},
 	"gpu/nvidiasmi": {"gpu"},
 	"gpu/rebalance": {"gpu"},
 	// The commands wire every layer; nothing imports a command.
-	"cmd/vgpu_exporter": {"collector", "tuner", "tenant", "latency", "kube", "gpu", "gpu/nvml", "gpu/dcgmexp", "gpu/mps", "gpu/nvidiasmi", "gpu/rebalance", "sim", "scenarios", "exposition", "procmetrics"},
+	"cmd/vgpu_exporter": {"collector", "tuner", "tenant", "latency", "kube", "gpu", "gpu/nvml", "gpu/dcgmexp", "gpu/mps", "gpu/nvidiasmi", "gpu/rebalance", "sim", "scenarios", "exposition", "procmetrics", "webui"},
 	"cmd/vgpusim":       {"tuner", "gpu", "sim", "sim/report", "simrun", "simrun/table", "oracle", "scenarios"},
 	// Leaves below every layer; any package may import them (see leaves).
 	"internal/yamlconf": nil,

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -20,6 +21,8 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner"
+	"github.com/vgpu-exporter/vgpu_exporter/webui"
 )
 
 // snapshotBuilder turns readings into tenant snapshots (tenant.Builder).
@@ -150,6 +153,48 @@ const shutdownTimeout = 10 * time.Second
 // flight.
 const httpShutdownTimeout = 5 * time.Second
 
+// about is what the landing page shows, now.
+func (s *service) about(cfg *config) webui.About {
+	a := webui.About{Backend: s.src.Name(), TunerMode: string(tuner.ModeOff)}
+	if a.Backend == "sim" {
+		a.Simulated, a.Scenario = true, cfg.SimScenario
+	}
+	if st := s.tunerStatus(); st != nil {
+		a.TunerMode, a.TunerPolicy = string(st.Mode), st.Policy
+	}
+	if snap := s.store.Load(); snap != nil {
+		a.Sampled = true
+		for _, t := range snap.Tenants {
+			a.Tenants = append(a.Tenants, t.Name)
+		}
+	}
+	return a
+}
+
+// logServing says, once, what is served where: the line a newcomer
+// reads first to know where to look.
+func (s *service) logServing(cfg *config) {
+	a := s.about(cfg)
+	kv := []any{"msg", "serving", "backend", a.Backend, "tuner_mode", a.TunerMode}
+	if a.Simulated {
+		kv = append(kv, "simulated_scenario", a.Scenario)
+	}
+	for _, addr := range *cfg.Web.WebListenAddresses {
+		base := addr
+		if strings.HasPrefix(base, ":") {
+			base = "localhost" + base
+		}
+		if !strings.Contains(base, "://") {
+			base = "http://" + base
+		}
+		kv = append(kv, "metrics", base+cfg.TelemetryPath)
+		if s.tuner != nil {
+			kv = append(kv, "tuner_page", base+tunerPagePath)
+		}
+	}
+	level.Info(s.logger).Log(kv...)
+}
+
 // serve runs the sampler and the HTTP server until ctx is done or the
 // server fails, then stops both and closes the source. hup delivers reload
 // requests (SIGHUP). Once ctx is done, it returns within shutdownTimeout
@@ -174,6 +219,7 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 		Version:     s.version,
 		Subscribe:   s.subscribe,
 		TunerPage:   newTunerPage(s.snapshot, s.tunerStatus, log.With(s.logger, "component", "web")),
+		About:       func() webui.About { return s.about(cfg) },
 	})
 	if err != nil {
 		return err
@@ -193,6 +239,7 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 	wg.Go(func() { s.reloadOnSignal(ctx, hup) })
 
 	server := newHTTPServer(h, fitLimits(cfg.httpLimits(), s.logger), log.With(s.logger, "component", "web"))
+	s.logServing(cfg)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- web.ListenAndServe(server, cfg.Web, slogger) }()
 

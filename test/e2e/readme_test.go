@@ -104,6 +104,14 @@ func TestReadmeCommands(t *testing.T) {
 	if _, body, err := get("http://" + addr + "/tuner?format=json"); err != nil || !strings.Contains(body, `"`+mode+`"`) {
 		t.Errorf("/tuner does not report mode %q (err %v): %.300s", mode, err, body)
 	}
+	// The landing page says the data is simulated and the tuner's mode.
+	if _, body, err := get("http://" + addr + "/"); err != nil || !strings.Contains(body, "Simulated data") || !strings.Contains(body, mode+": the tuner") {
+		t.Errorf("the landing page does not say the data is simulated and the tuner mode %q (err %v): %.500s", mode, err, body)
+	}
+	// The first lines say what is served where.
+	if log, _ := os.ReadFile(logPath); !strings.Contains(string(log), `msg=serving backend=sim tuner_mode=`+mode) || !strings.Contains(string(log), "/metrics") {
+		t.Errorf("the log does not say what is served where:\n%s", log)
+	}
 	stopGroup(syscall.SIGTERM)
 	select {
 	case <-exited.done:

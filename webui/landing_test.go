@@ -1,0 +1,83 @@
+package webui
+
+import (
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/exporter-toolkit/web"
+)
+
+func TestLanding(t *testing.T) {
+	links := []web.LandingLinks{{Address: "/metrics", Text: "Metrics"}, {Address: "/tuner", Text: "Tuner"}}
+	tests := []struct {
+		name      string
+		about     *About
+		want, not []string
+	}{
+		{"simulated, recommending", &About{Backend: "sim", Simulated: true, Scenario: "h100-timeslice", TunerMode: "recommend", TunerPolicy: "autotune",
+			Tenants: []string{"llm", "batch"}, Sampled: true},
+			[]string{`id="simulated"`, "scenario <code>h100-timeslice</code>", "sim (simulated)", "recommend: the tuner decides and shows what it would change, and changes nothing (policy autotune)",
+				"2: <code>llm</code>, <code>batch</code>", `href="/tuner"`, `href="/metrics"`}, nil},
+		{"real GPUs, tuner off, no tenants", &About{Backend: "nvml", TunerMode: "off", Sampled: true},
+			[]string{"<td>nvml</td>", "off: the tuner decides and changes nothing", "none configured"}, []string{`id="simulated"`, "Simulated data"}},
+		{"before the first sample", &About{Backend: "nvml", TunerMode: "enforce"},
+			[]string{"no sample yet", "enforce: the tuner changes the GPUs' settings and restores them at exit"}, nil},
+		{"names escaped", &About{Backend: "sim", Simulated: true, Scenario: "<b>x</b>", TunerMode: "off", Tenants: []string{"<script>"}, Sampled: true},
+			[]string{"&lt;b&gt;x&lt;/b&gt;", "&lt;script&gt;"}, []string{"<script>", "<b>x</b>"}},
+		{"no state", nil, []string{`href="/metrics"`}, []string{`id="about"`}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o := LandingOptions{Links: links}
+			if tc.about != nil {
+				a := *tc.about
+				o.About = func() About { return a }
+			}
+			h, err := NewLanding(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+			body, _ := io.ReadAll(rec.Body)
+			if rec.Code != 200 {
+				t.Fatalf("status %d", rec.Code)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(string(body), w) {
+					t.Errorf("page lacks %q", w)
+				}
+			}
+			for _, n := range tc.not {
+				if strings.Contains(string(body), n) {
+					t.Errorf("page has %q", n)
+				}
+			}
+		})
+	}
+}
+
+// The state is read at each request: a reload's tenants show at once.
+func TestLandingIsLive(t *testing.T) {
+	tenants := []string{"a"}
+	h, err := NewLanding(LandingOptions{About: func() About {
+		return About{Backend: "nvml", TunerMode: "off", Tenants: tenants, Sampled: true}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func() string {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+		return rec.Body.String()
+	}
+	if !strings.Contains(get(), "1: <code>a</code>") {
+		t.Fatal("first tenant list missing")
+	}
+	tenants = []string{"a", "b"}
+	if !strings.Contains(get(), "2: <code>a</code>, <code>b</code>") {
+		t.Error("the page did not follow the new tenants")
+	}
+}
