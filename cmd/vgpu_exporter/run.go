@@ -173,7 +173,7 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 		Reload:      s.reload,
 		Version:     s.version,
 		Subscribe:   s.subscribe,
-		TunerPage:   newTunerPage(s.snapshot, s.tunerStatus, log.With(s.logger, "component", "web")),
+		TunerPage:   newTunerPage(s.snapshot, s.tunerStatus, tunerPageInfoOf(cfg), log.With(s.logger, "component", "web")),
 	})
 	if err != nil {
 		return err
