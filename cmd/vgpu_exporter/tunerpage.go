@@ -116,8 +116,9 @@ type gpuView struct {
 	Knobs           []knobText      `json:"-"`
 }
 
-// mpsClientView is one MPS client's active-thread cap: in effect, and
-// the one set for its next context while it differs.
+// mpsClientView is one MPS client's active-thread cap: in effect, and the
+// tuner's target while it differs (a guard refused it so far, or it waits
+// for the client's next context).
 type mpsClientView struct {
 	PID            uint32   `json:"pid"`
 	Tenant         string   `json:"tenant,omitempty"`
@@ -225,7 +226,7 @@ func newTunerView(info tunerPageInfo, snap *tenant.Snapshot, st *tuner.Status, m
 		History: historyView{Tenants: []seriesView{}, Knobs: []seriesView{}}}
 	if st != nil {
 		v.Policy, v.Mode, v.KillSwitch, v.LastRun, v.RestoreAtExit = st.Policy, string(st.Mode), st.KillSwitch, st.LastRun, st.Unrestored
-		v.FastWindowSeconds, v.FastWindow, v.UpdatedAt = st.FastWindow.Seconds(), st.FastWindow.String(), st.LastRun
+		v.FastWindowSeconds, v.FastWindow, v.UpdatedAt = st.FastWindow.Seconds(), durationText(st.FastWindow), st.LastRun
 	}
 	gpuNames := map[string]string{} // UUID -> "index"
 	if snap != nil {
@@ -372,7 +373,7 @@ func mpsClientText(c mpsClientView) knobText {
 		t.Value = percentText(*c.EffectiveRatio)
 	}
 	if c.PendingRatio != nil {
-		t.Value += " → " + percentText(*c.PendingRatio) + " pending (the client's next context)"
+		t.Value += " (target " + percentText(*c.PendingRatio) + ", not in effect yet)"
 		t.Pending = true
 	}
 	return t

@@ -122,7 +122,7 @@ func TestTunerPageHTML(t *testing.T) {
 				`<dd id="mode">enforce</dd>`, `on: the tuner changes nothing`,
 				`<dt>Settings changed by the tuner, restored at exit</dt><dd id="restore-at-exit">2</dd>`,
 				// GPUs: mode per GPU, the knobs of the sharing mode, the round.
-				`<td>mps</td><td>enforce</td><td><ul class="knobs"><li class="knob warn">MPS cap, pid 42 (&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;): 40% → 25% pending (the client&#39;s next context)</li><li class="knob">clocks: free</li><li class="knob">power limit: 500W</li></ul></td>`,
+				`<td>mps</td><td>enforce</td><td><ul class="knobs"><li class="knob warn">MPS cap, pid 42 (&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;): 40% (target 25%, not in effect yet)</li><li class="knob">clocks: free</li><li class="knob">power limit: 500W</li></ul></td>`,
 				`<td class="round warn"><b>holding</b> because the kill switch is on: the tuner changes nothing</td>`,
 				`<td>recommend</td><td><ul class="knobs"><li class="knob">clocks: unknown</li><li class="knob">power limit: unknown</li></ul></td><td class="round warn"><b>holding</b> because the GPU is in recommend mode; it recommends short</td>`,
 				// Tenants: the SLO window and the tuner's window, side by side.
@@ -130,7 +130,7 @@ func TestTunerPageHTML(t *testing.T) {
 				`<td class="slo-state ok">met</td><td class="burn num ok">0.40x over 1m<br><span class="muted small">99.60% of 240 requests</span></td>`,
 				`<td class="tenant-name">search</td>`, `<td class="slo-state bad">violated</td><td class="burn num bad">3.00x over 1m`,
 				`<td class="slo-state ">no SLO</td><td class="burn num "></td><td class="burn-history"></td>`,
-				`The tuner acts on the <b>burn</b> over its own, shorter window (1m0s)`,
+				`The tuner acts on the <b>burn</b> over its own, shorter window (1m)`,
 				// Sparklines: chat has no burn in the middle round (two
 				// segments), search one line, the dashed line at 1x.
 				`<th>Burn, last 30s<br><small>dashed: 1x</small></th>`,
@@ -382,8 +382,8 @@ func TestTunerPageMPSClients(t *testing.T) {
 	for _, k := range g.Knobs {
 		got = append(got, k.Name+": "+k.Value)
 	}
-	want := []string{"MPS cap, pid 9: 50% → 30% pending (the client's next context)", "MPS cap, pid 10: 50%",
-		"MPS cap, pid 11 (new): 100% → 20% pending (the client's next context)", "clocks: unknown", "power limit: unknown"}
+	want := []string{"MPS cap, pid 9: 50% (target 30%, not in effect yet)", "MPS cap, pid 10: 50%",
+		"MPS cap, pid 11 (new): 100% (target 20%, not in effect yet)", "clocks: unknown", "power limit: unknown"}
 	if !slices.Equal(got, want) {
 		t.Errorf("knobs\n%q, want\n%q", got, want)
 	}
