@@ -238,18 +238,25 @@ const (
 )
 
 // sparkline is an inline SVG line drawn by the template: polylines (one
-// per run of rounds with a value), the last point, and for a burn the line
-// at 1x.
+// per run of rounds with a value, a dot for a lone round), the last point,
+// and for a burn the line at 1x.
 type sparkline struct {
 	Width, Height float64
-	Segments      []string // polyline points, "x,y x,y ..."
+	Segments      []string    // polyline points, "x,y x,y ..."
+	Dots          [][2]string // lone points, x and y
 	LastX, LastY  string
 	RefY          string // "" for none
 	Label         string
 }
 
+// addSegment adds a run of points: a line, or a dot for a lone point.
 func (s *sparkline) addSegment(seg []string) {
-	if len(seg) > 0 {
+	switch len(seg) {
+	case 0:
+	case 1:
+		x, y, _ := strings.Cut(seg[0], ",")
+		s.Dots = append(s.Dots, [2]string{x, y})
+	default:
 		s.Segments = append(s.Segments, strings.Join(seg, " "))
 	}
 }

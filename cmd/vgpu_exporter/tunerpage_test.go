@@ -134,7 +134,7 @@ func TestTunerPageHTML(t *testing.T) {
 				// Sparklines: chat has no burn in the middle round (two
 				// segments), search one line, the dashed line at 1x.
 				`<th>Burn, last 30s<br><small>dashed: 1x</small></th>`,
-				`<svg class="spark" width="240" height="36" viewBox="0 0 240 36" role="img" aria-label="chat burn: 0.20x – 0.40x, now 0.40x"><title>chat burn: 0.20x – 0.40x, now 0.40x</title><line class="ref" x1="0" x2="240" y1="18.0" y2="18.0"></line><polyline points="3.0,30.0"></polyline><polyline points="237.0,27.0"></polyline><circle cx="237.0" cy="27.0" r="2"></circle></svg>`,
+				`<svg class="spark" width="240" height="36" viewBox="0 0 240 36" role="img" aria-label="chat burn: 0.20x – 0.40x, now 0.40x"><title>chat burn: 0.20x – 0.40x, now 0.40x</title><line class="ref" x1="0" x2="240" y1="18.0" y2="18.0"></line><circle class="dot" cx="3.0" cy="30.0" r="1.2"></circle><circle class="dot" cx="237.0" cy="27.0" r="1.2"></circle><circle cx="237.0" cy="27.0" r="2"></circle></svg>`,
 				`<line class="ref" x1="0" x2="240" y1="23.0" y2="23.0"></line><polyline points="3.0,18.0 120.0,13.0 237.0,3.0"></polyline>`,
 				// Knob history.
 				`<h2>Knob values, last 30s</h2>`,
@@ -451,15 +451,16 @@ func TestTunerPageHistory(t *testing.T) {
 		name          string
 		s             seriesView
 		segments      []string
+		dots          [][2]string
 		now, rng, ref string
 		points        int
 	}{
-		{"burn 0 to 4", a, []string{"3.0,33.0 120.0,3.0"}, "4.00x", "0.00x – 4.00x", "25.5", 2},
-		{"burn at 1 only at the end", b, []string{"237.0,18.0"}, "1.00x", "1.00x", "18.0", 1},
-		{"time slice default then short, a gap between", ts, []string{"3.0,23.0", "237.0,33.0"}, "short", "short – default", "", 2},
+		{"burn 0 to 4", a, []string{"3.0,33.0 120.0,3.0"}, nil, "4.00x", "0.00x – 4.00x", "25.5", 2},
+		{"burn at 1 only at the end", b, nil, [][2]string{{"237.0", "18.0"}}, "1.00x", "1.00x", "18.0", 1},
+		{"time slice default then short, a gap between", ts, nil, [][2]string{{"3.0", "23.0"}, {"237.0", "33.0"}}, "short", "short – default", "", 2},
 	} {
 		sp := tc.s.Spark
-		if sp == nil || !slices.Equal(sp.Segments, tc.segments) || tc.s.Now != tc.now || tc.s.Range != tc.rng || sp.RefY != tc.ref || len(tc.s.Points) != tc.points {
+		if sp == nil || !slices.Equal(sp.Segments, tc.segments) || !slices.Equal(sp.Dots, tc.dots) || tc.s.Now != tc.now || tc.s.Range != tc.rng || sp.RefY != tc.ref || len(tc.s.Points) != tc.points {
 			t.Errorf("%s: %+v %+v", tc.name, tc.s, sp)
 		}
 	}
@@ -523,8 +524,9 @@ func TestExporterServesTunerPage(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{"off", nil, []string{`id="tuner-off"`, `class="tenant"`}},
-		{"enforce", []string{"--tuner.mode=enforce"}, []string{`<dd id="mode">enforce</dd>`, `class="tenant"`, `<h2>Latest decisions</h2>`}},
+		{"off", nil, []string{`id="tuner-off"`, `class="tenant"`, `id="simulated"`, `content="1"`}},
+		{"enforce", []string{"--tuner.mode=enforce"}, []string{`<dd id="mode">enforce</dd>`, `class="tenant"`, `<h2>Latest decisions</h2>`,
+			`id="simulated"`, `<td class="round `, `<td class="burn num `, `id="knob-history"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := gpu.NewManualClock(pageTime)
