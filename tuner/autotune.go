@@ -217,10 +217,9 @@ func (p *Autotune) signals(s *State, m *member) {
 		return
 	}
 	q := m.slo.Quantile
-	budget := math.Max(1-q, 1e-3)
 	if f, ok := s.Fast[m.name]; ok && f.Total >= p.P.MinRequests {
 		att, _ := f.Attainment()
-		m.burn, m.hasBurn = (1-att)/budget, true
+		m.burn, m.hasBurn = Burn(att, q), true
 	}
 	if m.slo.TargetSeconds > 0 {
 		if v, ok := nearestQuantile(m.slo.Quantiles, q); ok {

@@ -80,6 +80,17 @@ type Status struct {
 	Recent []Decision
 	// Actuators says which backend drives each knob on this host.
 	Actuators []ActuatorInfo
+	// FastWindow is the span of the SLO signal the policies act on.
+	FastWindow time.Duration
+	// Burns are the latency tenants' SLO over the fast window in the
+	// latest round, by tenant.
+	Burns []TenantBurn
+	// GPUs say what the latest round did on each GPU, or why it held, by
+	// index.
+	GPUs []GPURound
+	// History are the latest rounds' burns and knob values, oldest first
+	// (at most HistoryPoints).
+	History []RoundPoint
 }
 
 // ModeOf is the mode the tuner applies to one GPU (by UUID, then index,
@@ -105,16 +116,33 @@ func (t *Tuner) publishLocked(now time.Time) {
 		Policy: t.o.Policy.Name(), Mode: t.o.Mode, GPUModes: maps.Clone(t.o.GPUModes),
 		LastRun: now, Counts: t.counts.clone(), Unrestored: len(t.originals),
 		Recent: slices.Clone(t.recent), Actuators: slices.Clone(t.o.Actuated),
+		FastWindow: t.o.FastWindow, Burns: slices.Clone(t.burns), GPUs: slices.Clone(t.rounds), History: t.hist.points(),
 	}
 	s.KillSwitch = t.chain().Stopped()
+	s.Settings = t.settings()
+	t.status.Store(s)
+}
+
+// noteRound keeps what the status tells of a round on st: the burns, each
+// GPU's line, and the history's point.
+func (t *Tuner) noteRound(st *State, actions []Action, out []Decision) {
+	t.burns = tenantBurns(st.Snapshot, st.Fast)
+	t.rounds = gpuRounds(roundInput{snap: st.Snapshot, burns: t.burns, modeOf: t.modeOf, killed: t.chain().Stopped(), actions: actions, out: out})
+	t.hist.add(roundPoint(st.Now, st.Snapshot, t.burns, t.settings()))
+}
+
+// settings are the latest targets with the values in effect, sorted by
+// GPU, tenant, knob and PID.
+func (t *Tuner) settings() []Setting {
+	var out []Setting
 	for _, st := range t.targets {
 		st.Effective = t.effective(st)
-		s.Settings = append(s.Settings, st)
+		out = append(out, st)
 	}
-	slices.SortFunc(s.Settings, func(a, b Setting) int {
+	slices.SortFunc(out, func(a, b Setting) int {
 		return cmp.Or(cmp.Compare(a.GPUIndex, b.GPUIndex), cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.Knob, b.Knob), cmp.Compare(a.PID, b.PID))
 	})
-	t.status.Store(s)
+	return out
 }
 
 // setTarget remembers the latest target of a knob.

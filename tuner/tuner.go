@@ -134,6 +134,11 @@ type Tuner struct {
 	// refused the last refusal logged per target (see logRefusal).
 	stopped bool
 	refused map[string]string
+	// burns, rounds and hist are the latest round as the status tells it
+	// (see round.go, history.go).
+	burns  []TenantBurn
+	rounds []GPURound
+	hist   *roundRing
 
 	status atomic.Pointer[Status]
 }
@@ -163,7 +168,7 @@ func New(o Options) (*Tuner, error) {
 		o: o, fast: newFastTracker(o.FastWindow),
 		changes: map[string]Change{}, history: map[string][]Change{}, pending: map[string]Fraction{},
 		originals: map[string]Original{}, targets: map[string]Setting{},
-		counts: newCounts(),
+		counts: newCounts(), hist: newRoundRing(HistoryPoints),
 	}
 	if o.Journal != nil {
 		for _, orig := range o.Journal.Originals() {
@@ -252,6 +257,7 @@ func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 	out = append(out, t.handle(ctx, st, actions, now)...)
 	out = append(out, t.rebalance(ctx, st, now)...)
 	t.remember(out)
+	t.noteRound(st, actions, out)
 	t.publishLocked(now)
 	return out, errors.Join(errs...)
 }

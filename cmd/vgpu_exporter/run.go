@@ -218,7 +218,7 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 		Reload:      s.reload,
 		Version:     s.version,
 		Subscribe:   s.subscribe,
-		TunerPage:   newTunerPage(s.snapshot, s.tunerStatus, log.With(s.logger, "component", "web")),
+		TunerPage:   newTunerPage(s.snapshot, s.tunerStatus, tunerPageInfoOf(cfg), log.With(s.logger, "component", "web")),
 		About:       func() webui.About { return s.about(cfg) },
 	})
 	if err != nil {

@@ -30,29 +30,59 @@ const tunerPageDecisions = 50
 //go:embed tunerpage.html
 var tunerPageHTML string
 
-var tunerPageTemplate = template.Must(template.New("tuner").Funcs(template.FuncMap{
-	"ts": func(t time.Time) string {
-		if t.IsZero() {
-			return "never"
-		}
-		return t.UTC().Format("2006-01-02 15:04:05Z")
-	},
-}).Parse(tunerPageHTML))
+var tunerPageTemplate = template.Must(template.New("tuner").Funcs(template.FuncMap{"ts": timeText}).Parse(tunerPageHTML))
+
+// timeText renders a time on the page ("never" for the zero time).
+func timeText(t time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05Z")
+}
+
+// tunerPageInfo is what the page says of the exporter itself.
+type tunerPageInfo struct {
+	// Backend is the GPU backend: "nvml" or "sim".
+	Backend string
+	// Refresh is how often the page reloads itself.
+	Refresh time.Duration
+}
+
+// tunerPageInfoOf is the page's info for a configuration: --backend=auto
+// serves NVML or nothing, and the page reloads at the tuner's interval, or
+// the sample interval with the tuner off.
+func tunerPageInfoOf(cfg *config) tunerPageInfo {
+	i := tunerPageInfo{Backend: backendNVML, Refresh: cfg.SampleInterval}
+	if cfg.Backend == backendSim {
+		i.Backend = backendSim
+	}
+	if cfg.Tuner.active() {
+		i.Refresh = cfg.Tuner.Interval
+	}
+	return i
+}
 
 // tunerView is what the tuner page shows, as HTML or (?format=json) JSON:
-// the latest tenant snapshot and tuner status, joined and rendered to
-// text.
+// the latest tenant snapshot and tuner status, joined. JSON fields hold
+// numbers with their unit in the name; the text the HTML shows is in the
+// fields JSON leaves out.
 type tunerView struct {
+	Backend        string    `json:"backend"`
+	Simulated      bool      `json:"simulated"`
+	RefreshSeconds int       `json:"refresh_seconds"`
+	UpdatedAt      time.Time `json:"updated_at,omitzero"` // the latest sample or round
 	// TunerOn is false when --tuner.mode is off on every GPU; the page
 	// then shows the tenants and their SLO state only.
 	TunerOn    bool      `json:"tuner_on"`
 	Policy     string    `json:"policy,omitempty"`
 	Mode       string    `json:"mode"`
 	KillSwitch bool      `json:"kill_switch"`
-	LastRun    time.Time `json:"last_run,omitzero"`
-	// Unrestored is the number of original settings changed and not yet
-	// set back.
-	Unrestored int `json:"unrestored_originals"`
+	LastRun    time.Time `json:"last_round,omitzero"`
+	// FastWindowSeconds is the span of the burn the tuner acts on.
+	FastWindowSeconds float64 `json:"tuner_window_seconds,omitempty"`
+	// RestoreAtExit is the number of settings the tuner changed: their
+	// originals are set back at exit.
+	RestoreAtExit int `json:"settings_restored_at_exit"`
 	// Sampled is false before the first snapshot.
 	Sampled     bool           `json:"sampled"`
 	SnapshotAt  time.Time      `json:"snapshot_time,omitzero"`
@@ -60,56 +90,120 @@ type tunerView struct {
 	Tenants     []tenantView   `json:"tenants"`
 	Settings    []settingView  `json:"settings"`
 	Decisions   []decisionView `json:"decisions"` // newest first
+	History     historyView    `json:"history"`
 	DecisionCap int            `json:"-"`
+	FastWindow  string         `json:"-"`
 }
 
-// gpuView is one GPU: its tuner mode and the current value of its
-// device-wide knobs.
+// gpuView is one GPU: its tuner mode, the knobs that apply to its sharing
+// mode, and what the latest round did on it.
 type gpuView struct {
-	Index     int    `json:"index"`
-	UUID      string `json:"uuid"`
-	Name      string `json:"name"`
-	Sharing   string `json:"sharing"`
-	Mode      string `json:"tuner_mode"`
-	TimeSlice string `json:"compute_timeslice"`
-	Power     string `json:"power_limit"`
-	Clocks    string `json:"clocks"`
-	Scheduler string `json:"vgpu_scheduler"`
+	Index   int    `json:"index"`
+	UUID    string `json:"uuid"`
+	Name    string `json:"name"`
+	Sharing string `json:"sharing"`
+	Up      bool   `json:"up"`
+	Err     string `json:"error,omitempty"`
+	Mode    string `json:"tuner_mode"`
+	// The knobs, each only where it applies (tuner.KnobsFor).
+	MPSClients      []mpsClientView `json:"mps_clients,omitempty"`
+	TimeSlice       string          `json:"compute_timeslice,omitempty"`
+	Scheduler       string          `json:"vgpu_scheduler,omitempty"`
+	MIGLayout       []string        `json:"mig_layout,omitempty"`
+	ClocksLocked    *bool           `json:"clocks_locked,omitempty"`
+	PowerLimitWatts *float64        `json:"power_limit_watts,omitempty"`
+	Round           *roundView      `json:"latest_round,omitempty"`
+	Knobs           []knobText      `json:"-"`
 }
 
-// tenantView is one configured tenant with its SLO state.
+// mpsClientView is one MPS client's active-thread cap: in effect, and the
+// tuner's target while it differs (a guard refused it so far, or it waits
+// for the client's next context).
+type mpsClientView struct {
+	PID            uint32   `json:"pid"`
+	Tenant         string   `json:"tenant,omitempty"`
+	EffectiveRatio *float64 `json:"active_threads_ratio,omitempty"`
+	PendingRatio   *float64 `json:"pending_active_threads_ratio,omitempty"`
+}
+
+// knobText is one knob of a GPU as the HTML shows it.
+type knobText struct {
+	Name, Value string
+	Pending     bool
+}
+
+// roundView is what the tuner's latest round did on a GPU, or why it held.
+type roundView struct {
+	Kind    string `json:"kind"`
+	Holding bool   `json:"holding"`
+	Why     string `json:"why"`
+	Guard   string `json:"guard,omitempty"`
+}
+
+// tenantView is one configured tenant with its SLO state over its SLO
+// window and the burn the tuner acts on over its own window.
 type tenantView struct {
-	Name     string `json:"name"`
-	Class    string `json:"class"`
-	Priority int    `json:"priority"`
-	Share    string `json:"share"`
-	GPUs     string `json:"gpus"`
-	// SLO is "" for a tenant without a latency source.
-	SLO        string `json:"slo,omitempty"` // e.g. "99% within 50ms"
-	Attainment string `json:"attainment,omitempty"`
-	P99        string `json:"p99,omitempty"`
-	Requests   string `json:"window_requests,omitempty"`
-	// State is one of met, violated, no requests, unknown, no SLO.
+	Name          string   `json:"name"`
+	Class         string   `json:"class"`
+	Priority      int      `json:"priority"`
+	ShareMinRatio float64  `json:"share_min_ratio"`
+	ShareMaxRatio float64  `json:"share_max_ratio"`
+	GPUs          []string `json:"gpus"`
+	SLO           *sloView `json:"slo,omitempty"` // nil without a latency source
+	// State is one of met, violated, no requests, unknown, no SLO: the
+	// SLO window's attainment against the quantile.
 	State string `json:"slo_state"`
 	// Note says why the state is unknown (source down, its last error).
 	Note string `json:"note,omitempty"`
+	// Tuner is the tenant's SLO over the tuner's window (nil when the
+	// tuner is off or has not seen the tenant's counters yet).
+	Tuner *fastView  `json:"tuner_window,omitempty"`
+	Text  tenantText `json:"-"`
+}
+
+// sloView is a tenant's SLO and its figures over the SLO window.
+type sloView struct {
+	QuantileRatio   float64  `json:"quantile_ratio"`
+	TargetSeconds   float64  `json:"target_seconds,omitempty"`
+	WindowSeconds   float64  `json:"window_seconds"`
+	AttainmentRatio *float64 `json:"attainment_ratio,omitempty"`
+	P99Seconds      *float64 `json:"p99_seconds,omitempty"`
+	Requests        float64  `json:"requests"`
+}
+
+// fastView is a tenant's SLO over the tuner's window.
+type fastView struct {
+	WindowSeconds   float64  `json:"window_seconds"`
+	Requests        float64  `json:"requests"`
+	AttainmentRatio *float64 `json:"attainment_ratio,omitempty"`
+	BurnRate        *float64 `json:"burn_rate,omitempty"`
+}
+
+// tenantText is a tenant row as the HTML shows it.
+type tenantText struct {
+	Share, GPUs, SLO, Attainment, P99, Requests string
+	// Burn is "2.30x over 1m" ("" without a figure); BurnClass ok, bad or "".
+	Burn, FastAttainment, BurnClass string
+	Spark                           *sparkline
 }
 
 // settingView is the latest target of one knob and the value in effect.
 type settingView struct {
-	GPU       string    `json:"gpu"`
-	GPUIndex  int       `json:"gpu_index"`
-	Tenant    string    `json:"tenant,omitempty"`
-	Knob      string    `json:"knob"`
-	PID       uint32    `json:"pid,omitempty"`
-	Mode      string    `json:"mode"`
-	Target    string    `json:"target"`
-	Effective string    `json:"effective"`
-	State     string    `json:"state"`
-	At        time.Time `json:"decided_at"`
+	GPU       string         `json:"gpu"`
+	GPUIndex  int            `json:"gpu_index"`
+	Tenant    string         `json:"tenant,omitempty"`
+	Knob      string         `json:"knob"`
+	PID       uint32         `json:"pid,omitempty"`
+	Mode      string         `json:"mode"`
+	Target    map[string]any `json:"target"`
+	Effective map[string]any `json:"effective,omitempty"`
+	State     string         `json:"state"`
+	At        time.Time      `json:"decided_at"`
+	Text      [2]string      `json:"-"` // target, effective
 }
 
-// decisionView is one decision of the tuner.
+// decisionView is one decision of the tuner. From and To are the values as
+// the tuner recorded them, in text.
 type decisionView struct {
 	Time    time.Time `json:"time"`
 	GPU     string    `json:"gpu"`
@@ -125,23 +219,29 @@ type decisionView struct {
 // newTunerView joins the latest snapshot (nil before the first sample)
 // and tuner status (nil when the tuner is off) into the page's view, with
 // at most maxDecisions decisions.
-func newTunerView(snap *tenant.Snapshot, st *tuner.Status, maxDecisions int) tunerView {
-	v := tunerView{TunerOn: st != nil, Mode: string(tuner.ModeOff), DecisionCap: maxDecisions,
-		GPUs: []gpuView{}, Tenants: []tenantView{}, Settings: []settingView{}, Decisions: []decisionView{}}
+func newTunerView(info tunerPageInfo, snap *tenant.Snapshot, st *tuner.Status, maxDecisions int) tunerView {
+	v := tunerView{Backend: info.Backend, Simulated: info.Backend == backendSim, RefreshSeconds: max(1, int(math.Round(info.Refresh.Seconds()))),
+		TunerOn: st != nil, Mode: string(tuner.ModeOff), DecisionCap: maxDecisions,
+		GPUs: []gpuView{}, Tenants: []tenantView{}, Settings: []settingView{}, Decisions: []decisionView{},
+		History: historyView{Tenants: []seriesView{}, Knobs: []seriesView{}}}
 	if st != nil {
-		v.Policy, v.Mode, v.KillSwitch, v.LastRun, v.Unrestored = st.Policy, string(st.Mode), st.KillSwitch, st.LastRun, st.Unrestored
+		v.Policy, v.Mode, v.KillSwitch, v.LastRun, v.RestoreAtExit = st.Policy, string(st.Mode), st.KillSwitch, st.LastRun, st.Unrestored
+		v.FastWindowSeconds, v.FastWindow, v.UpdatedAt = st.FastWindow.Seconds(), durationText(st.FastWindow), st.LastRun
 	}
 	gpuNames := map[string]string{} // UUID -> "index"
 	if snap != nil {
 		v.Sampled, v.SnapshotAt = true, snap.Time
+		if snap.Time.After(v.UpdatedAt) {
+			v.UpdatedAt = snap.Time
+		}
 		if snap.Readings != nil {
 			for i := range snap.Readings.Devices {
 				d := &snap.Readings.Devices[i]
 				gpuNames[d.UUID] = strconv.Itoa(d.Index)
-				v.GPUs = append(v.GPUs, newGPUView(d, string(st.ModeOf(d.UUID, d.Index))))
+				v.GPUs = append(v.GPUs, newGPUView(d, snap, st))
 			}
 		}
-		v.Tenants = tenantViews(snap)
+		v.Tenants = tenantViews(snap, st)
 	}
 	if st == nil {
 		return v
@@ -154,41 +254,136 @@ func newTunerView(snap *tenant.Snapshot, st *tuner.Status, maxDecisions int) tun
 	}
 	for _, s := range st.Settings {
 		v.Settings = append(v.Settings, settingView{GPU: s.GPU, GPUIndex: s.GPUIndex, Tenant: s.Tenant, Knob: string(s.Knob),
-			PID: s.PID, Mode: string(s.Mode), Target: valueString(s.Target), Effective: valueString(s.Effective),
-			State: settingState(s), At: s.At})
+			PID: s.PID, Mode: string(s.Mode), Target: valueJSON(s.Target), Effective: valueJSON(s.Effective),
+			State: settingState(s), At: s.At, Text: [2]string{valueString(s.Target), valueString(s.Effective)}})
 	}
 	for i := len(st.Recent) - 1; i >= 0 && len(v.Decisions) < maxDecisions; i-- {
 		d := st.Recent[i]
 		v.Decisions = append(v.Decisions, decisionView{Time: d.Time, GPU: gpuName(d.GPU), Tenant: d.Tenant, Knob: string(d.Knob),
 			From: orUnknown(d.From), To: d.To, Outcome: string(d.Outcome), Guard: d.Guard, Reason: d.Reason})
 	}
+	v.History = newHistoryView(st)
+	for i := range v.Tenants {
+		if s, ok := v.History.tenant(v.Tenants[i].Name); ok {
+			v.Tenants[i].Text.Spark = s.Spark
+		}
+	}
 	return v
 }
 
-func newGPUView(d *gpu.Device, mode string) gpuView {
-	g := gpuView{Index: d.Index, UUID: d.UUID, Name: d.Name, Sharing: string(d.Mode), Mode: mode,
-		TimeSlice: orUnknown(string(d.ComputeTimeSlice)), Power: "unknown", Clocks: "unknown", Scheduler: "none"}
-	if d.PowerLimitW != nil {
-		g.Power = tuner.Watts(*d.PowerLimitW).String()
+// newGPUView is a GPU with the knobs of its sharing mode and, when the
+// tuner runs, what its latest round did there.
+func newGPUView(d *gpu.Device, snap *tenant.Snapshot, st *tuner.Status) gpuView {
+	g := gpuView{Index: d.Index, UUID: d.UUID, Name: d.Name, Sharing: string(d.Mode), Up: d.Up, Err: d.Err, Mode: string(st.ModeOf(d.UUID, d.Index))}
+	if !d.Up {
+		return g
 	}
-	if d.ClocksLocked != nil {
-		g.Clocks = "free"
-		if *d.ClocksLocked {
-			g.Clocks = "locked"
+	for _, k := range tuner.KnobsFor(d.Mode) {
+		switch k {
+		case gpu.KnobMPSActiveThreads:
+			g.MPSClients = mpsClients(d, snap, st)
+			for _, c := range g.MPSClients {
+				g.Knobs = append(g.Knobs, mpsClientText(c))
+			}
+		case gpu.KnobComputeTimeSlice:
+			g.TimeSlice = string(d.ComputeTimeSlice)
+			g.Knobs = append(g.Knobs, knobText{Name: "time slice", Value: orUnknown(g.TimeSlice)})
+		case gpu.KnobVGPUScheduler:
+			t := knobText{Name: "vGPU scheduler", Value: "unknown"}
+			if d.Scheduler != nil {
+				g.Scheduler, t.Value = string(d.Scheduler.Policy), string(d.Scheduler.Policy)
+			}
+			g.Knobs = append(g.Knobs, t)
+		case gpu.KnobMIGLayout:
+			for _, m := range d.MIG {
+				g.MIGLayout = append(g.MIGLayout, m.Profile)
+			}
+			g.Knobs = append(g.Knobs, knobText{Name: "MIG layout", Value: "[" + strings.Join(g.MIGLayout, ", ") + "]"})
+		case gpu.KnobLockedClocks:
+			t := knobText{Name: "clocks", Value: "unknown"}
+			if g.ClocksLocked = d.ClocksLocked; d.ClocksLocked != nil {
+				t.Value = map[bool]string{true: "locked", false: "free"}[*d.ClocksLocked]
+			}
+			g.Knobs = append(g.Knobs, t)
+		case gpu.KnobPowerLimit:
+			t := knobText{Name: "power limit", Value: "unknown"}
+			if g.PowerLimitWatts = d.PowerLimitW; d.PowerLimitW != nil {
+				t.Value = tuner.Watts(*d.PowerLimitW).String()
+			}
+			g.Knobs = append(g.Knobs, t)
 		}
 	}
-	if d.Scheduler != nil {
-		g.Scheduler = string(d.Scheduler.Policy)
-	}
-	if !d.Up {
-		g.Sharing = "down: " + d.Err
+	if st != nil {
+		if i := slices.IndexFunc(st.GPUs, func(r tuner.GPURound) bool { return r.GPU == d.UUID }); i >= 0 {
+			r := st.GPUs[i]
+			g.Round = &roundView{Kind: string(r.Kind), Holding: r.Holding(), Why: r.Why, Guard: r.Guard}
+		}
 	}
 	return g
 }
 
-// tenantViews lists the configured tenants with where they ran and their
-// SLO state.
-func tenantViews(snap *tenant.Snapshot) []tenantView {
+// mpsClients are an MPS GPU's clients: each process with a cap in effect
+// and each one the tuner set a cap for, with the pending cap while the
+// target differs from the one in effect.
+func mpsClients(d *gpu.Device, snap *tenant.Snapshot, st *tuner.Status) []mpsClientView {
+	owner := map[uint32]string{}
+	for _, u := range snap.Usage {
+		if u.UUID == d.UUID {
+			for _, pid := range u.PIDs {
+				owner[pid] = u.Tenant
+			}
+		}
+	}
+	var out []mpsClientView
+	at := map[uint32]int{}
+	for _, p := range d.Processes {
+		if p.MPSActiveThreads != nil {
+			at[p.PID] = len(out)
+			out = append(out, mpsClientView{PID: p.PID, Tenant: owner[p.PID], EffectiveRatio: p.MPSActiveThreads})
+		}
+	}
+	if st != nil {
+		for _, s := range st.Settings {
+			if s.GPU != d.UUID || s.Knob != gpu.KnobMPSActiveThreads {
+				continue
+			}
+			i, ok := at[s.PID]
+			if !ok {
+				i = len(out)
+				out = append(out, mpsClientView{PID: s.PID, Tenant: s.Tenant})
+			}
+			if f, ok := s.Effective.(tuner.Fraction); ok && out[i].EffectiveRatio == nil {
+				out[i].EffectiveRatio = ptr(float64(f))
+			}
+			if f, ok := s.Target.(tuner.Fraction); ok && (out[i].EffectiveRatio == nil || math.Abs(float64(f)-*out[i].EffectiveRatio) > 1e-6) {
+				out[i].PendingRatio = ptr(float64(f))
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b mpsClientView) int { return int(a.PID) - int(b.PID) })
+	return out
+}
+
+func mpsClientText(c mpsClientView) knobText {
+	t := knobText{Name: "MPS cap, pid " + strconv.FormatUint(uint64(c.PID), 10), Value: "unknown"}
+	if c.Tenant != "" {
+		t.Name += " (" + c.Tenant + ")"
+	}
+	if c.EffectiveRatio != nil {
+		t.Value = percentText(*c.EffectiveRatio)
+	}
+	if c.PendingRatio != nil {
+		t.Value += " (target " + percentText(*c.PendingRatio) + ", not in effect yet)"
+		t.Pending = true
+	}
+	return t
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// tenantViews lists the configured tenants with where they ran, their SLO
+// state and the burn the tuner acts on.
+func tenantViews(snap *tenant.Snapshot, st *tuner.Status) []tenantView {
 	gpus := map[string][]string{}
 	for _, u := range snap.Usage {
 		g := strconv.Itoa(u.GPU)
@@ -203,15 +398,26 @@ func tenantViews(snap *tenant.Snapshot) []tenantView {
 	for i := range snap.SLOs {
 		slos[snap.SLOs[i].Tenant] = &snap.SLOs[i]
 	}
+	burns := map[string]tuner.TenantBurn{}
+	if st != nil {
+		for _, b := range st.Burns {
+			burns[b.Tenant] = b
+		}
+	}
 	out := make([]tenantView, 0, len(snap.Tenants))
 	for _, ti := range snap.Tenants {
-		tv := tenantView{Name: ti.Name, Class: string(ti.Class), Priority: ti.Priority,
-			Share: percentText(ti.ShareMin) + " – " + percentText(ti.ShareMax), GPUs: strings.Join(gpus[ti.Name], ", "), State: "no SLO"}
-		if tv.GPUs == "" {
-			tv.GPUs = "none"
+		tv := tenantView{Name: ti.Name, Class: string(ti.Class), Priority: ti.Priority, ShareMinRatio: ti.ShareMin, ShareMaxRatio: ti.ShareMax,
+			GPUs: gpus[ti.Name], State: "no SLO"}
+		if tv.GPUs == nil {
+			tv.GPUs = []string{}
 		}
+		tv.Text.Share = percentText(ti.ShareMin) + " – " + percentText(ti.ShareMax)
+		tv.Text.GPUs = cmpOr(strings.Join(tv.GPUs, ", "), "none")
 		if s, ok := slos[ti.Name]; ok {
 			fillSLO(&tv, s)
+		}
+		if b, ok := burns[ti.Name]; ok {
+			fillBurn(&tv, b)
 		}
 		out = append(out, tv)
 	}
@@ -220,20 +426,23 @@ func tenantViews(snap *tenant.Snapshot) []tenantView {
 
 // fillSLO sets a tenant's SLO columns from its latency source's status.
 func fillSLO(tv *tenantView, s *tenant.SLOStatus) {
+	v := &sloView{QuantileRatio: s.Quantile, TargetSeconds: s.TargetSeconds, WindowSeconds: s.Window.Seconds(), Requests: s.WindowRequests}
+	tv.SLO = v
 	if s.TargetSeconds > 0 {
-		tv.SLO = percentText(s.Quantile) + " within " + secondsText(s.TargetSeconds)
+		tv.Text.SLO = percentText(s.Quantile) + " within " + secondsText(s.TargetSeconds)
 	}
 	if p, ok := s.Quantiles[0.99]; ok {
-		tv.P99 = secondsText(p)
+		v.P99Seconds, tv.Text.P99 = ptr(p), secondsText(p)
 	}
-	tv.Requests = strconv.FormatFloat(s.WindowRequests, 'f', 0, 64) + " in " + s.Window.String()
+	tv.Text.Requests = strconv.FormatFloat(s.WindowRequests, 'f', 0, 64)
 	switch {
 	case !s.GoodKnown:
 		tv.State, tv.Note = "unknown", "the source has no latency buckets or the tenant no target"
 	case s.Attainment == nil:
 		tv.State = "no requests"
 	default:
-		tv.Attainment = strconv.FormatFloat(*s.Attainment*100, 'f', 2, 64) + "%"
+		v.AttainmentRatio = ptr(*s.Attainment)
+		tv.Text.Attainment = attainmentText(*s.Attainment) + " over " + durationText(s.Window)
 		tv.State = "met"
 		if *s.Attainment < s.Quantile {
 			tv.State = "violated"
@@ -245,6 +454,30 @@ func fillSLO(tv *tenantView, s *tenant.SLOStatus) {
 			tv.Note += ": " + s.LastError
 		}
 	}
+}
+
+// fillBurn sets a tenant's columns of the tuner's window.
+func fillBurn(tv *tenantView, b tuner.TenantBurn) {
+	f := &fastView{WindowSeconds: b.Window.Seconds(), Requests: b.Requests}
+	tv.Tuner = f
+	if !b.Known {
+		tv.Text.Burn = "no requests in " + durationText(b.Window)
+		return
+	}
+	f.AttainmentRatio, f.BurnRate = ptr(b.Attainment), ptr(b.Burn)
+	tv.Text.Burn = tuner.BurnText(b.Burn) + " over " + durationText(b.Window)
+	tv.Text.FastAttainment = attainmentText(b.Attainment) + " of " + strconv.FormatFloat(b.Requests, 'f', 0, 64) + " requests"
+	tv.Text.BurnClass = "ok"
+	if b.Burn > 1 {
+		tv.Text.BurnClass = "bad"
+	}
+}
+
+func cmpOr(s, alt string) string {
+	if s == "" {
+		return alt
+	}
+	return s
 }
 
 // settingState says whether a target is in effect: "recommended" where
@@ -262,6 +495,31 @@ func settingState(s tuner.Setting) string {
 	default:
 		return "pending"
 	}
+}
+
+// valueJSON is a knob's value for JSON, its unit in the field's name (nil
+// for no value).
+func valueJSON(v tuner.Value) map[string]any {
+	switch x := v.(type) {
+	case nil:
+		return nil
+	case tuner.Fraction:
+		return map[string]any{"ratio": float64(x)}
+	case tuner.Watts:
+		if x == 0 {
+			return map[string]any{"default": true}
+		}
+		return map[string]any{"watts": float64(x)}
+	case tuner.ClockRange:
+		return map[string]any{"min_mhz": x.MinMHz, "max_mhz": x.MaxMHz, "locked": x != tuner.ClockRange{}}
+	case tuner.Level:
+		return map[string]any{"level": string(x)}
+	case tuner.Scheduler:
+		return map[string]any{"policy": string(x)}
+	case tuner.Layout:
+		return map[string]any{"profiles": x.Profiles()}
+	}
+	return map[string]any{v.Kind(): v.String()}
 }
 
 func valueString(v tuner.Value) string {
@@ -282,24 +540,41 @@ func percentText(f float64) string {
 	return strconv.FormatFloat(math.Round(f*10000)/100, 'f', -1, 64) + "%"
 }
 
+func attainmentText(f float64) string {
+	return strconv.FormatFloat(f*100, 'f', 2, 64) + "%"
+}
+
 func secondsText(s float64) string {
 	return time.Duration(s * float64(time.Second)).Round(10 * time.Microsecond).String()
+}
+
+// durationText renders a window: "5m", "1m", "45s".
+func durationText(d time.Duration) string {
+	s := d.Round(time.Second).String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // tunerPage serves the tuner page: HTML, or JSON with ?format=json.
 type tunerPage struct {
 	snapshot func() *tenant.Snapshot
 	status   func() *tuner.Status // nil, or returning nil, when the tuner is off
+	info     tunerPageInfo
 	logger   log.Logger
 }
 
 // newTunerPage returns the tuner page over the latest snapshot and tuner
 // status; status may be nil (the tuner is off).
-func newTunerPage(snapshot func() *tenant.Snapshot, status func() *tuner.Status, logger log.Logger) http.Handler {
+func newTunerPage(snapshot func() *tenant.Snapshot, status func() *tuner.Status, info tunerPageInfo, logger log.Logger) http.Handler {
 	if logger == nil {
 		logger = log.NewNopLogger()
 	}
-	return tunerPage{snapshot: snapshot, status: status, logger: logger}
+	return tunerPage{snapshot: snapshot, status: status, info: info, logger: logger}
 }
 
 func (p tunerPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -316,7 +591,7 @@ func (p tunerPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if p.status != nil {
 		st = p.status()
 	}
-	v := newTunerView(snap, st, tunerPageDecisions)
+	v := newTunerView(p.info, snap, st, tunerPageDecisions)
 	switch f := r.URL.Query().Get("format"); f {
 	case "json":
 		w.Header().Set("Content-Type", "application/json")

@@ -9,9 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"image/png"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -19,6 +21,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/vgpu-exporter/vgpu_exporter/scenarios"
 )
 
 // tunerScenario runs MPS with a latency tenant beside a batch one, so the
@@ -40,7 +44,11 @@ func TestTunerPageInChromium(t *testing.T) {
 	// The scenario's tenants without the trainer's restart_cost: with it
 	// the tuner makes one large step and waits, and no guard needs to
 	// refuse anything within the test's time.
-	builtin, err := os.ReadFile(filepath.Join("..", "scenarios", tunerScenario+".tenants.yaml"))
+	sc, err := scenarios.Find(tunerScenario)
+	if err != nil {
+		t.Fatal(err)
+	}
+	builtin, err := fs.ReadFile(sc.FS, sc.TenantsPath())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,9 +72,11 @@ func TestTunerPageInChromium(t *testing.T) {
 		"--web.listen-address="+addr,
 	)
 	waitReady(t, p, base)
-	// Wait until the tuner has acted and been refused at least once, so
-	// that the page (and the screenshot) shows both.
-	pollFor(t, 2*time.Minute, "an applied and a guarded decision", func() error {
+	// Wait until the tuner has acted and been refused at least once, and a
+	// minute of rounds is in the history, so that the page (and the
+	// screenshot) shows both and the sparklines have a shape.
+	began := time.Now()
+	pollFor(t, 3*time.Minute, "an applied and a guarded decision and a minute of history", func() error {
 		_, body, err := get(base + "/tuner?format=json")
 		if err != nil {
 			return err
@@ -83,6 +93,9 @@ func TestTunerPageInChromium(t *testing.T) {
 		}
 		if !slices.Contains(outcomes, "applied") || !slices.Contains(outcomes, "guarded") {
 			return fmt.Errorf("outcomes so far: %v", outcomes)
+		}
+		if time.Since(began) < time.Minute {
+			return errors.New("less than a minute of rounds")
 		}
 		return nil
 	}, p)
@@ -109,34 +122,66 @@ func TestTunerPageInChromium(t *testing.T) {
 	ctx, cancel = context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
 
+	// The page reloads itself every round (a second here): each reading
+	// is one script run on one load, tried again on a load that one
+	// reload cut short, until a GPU is seen holding.
+	var pg pageReading
+	for try := 0; ; try++ {
+		err := chromedp.Do(ctx, chromedp.Navigate(base+"/tuner"), chromedp.WaitVisible(chromedp.CSS("#decisions")))
+		if err == nil {
+			pg, err = chromedp.Run(ctx, chromedp.Evaluate[pageReading](pageReadingJS))
+		}
+		if err == nil && len(pg.Rounds) > 0 && strings.HasPrefix(pg.Rounds[0], "holding because") {
+			break
+		}
+		if try == 30 {
+			t.Fatalf("chromium: no GPU seen holding in %d loads (last: %+v, %v)", try, pg.Rounds, err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/tuner"), chromedp.WaitVisible(chromedp.CSS("#decisions"))); err != nil {
 		t.Fatalf("chromium: loading the page: %v", err)
 	}
-	title := browse(t, ctx, chromedp.Title())
-	mode := browse(t, ctx, chromedp.Text(chromedp.CSS("#mode")))
-	tenants := browse(t, ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("#tenants tr.tenant td.tenant-name")).map(e => e.textContent)`))
-	decisions := browse(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("#decisions tr.decision").length`))
-	settings := browse(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("#settings tr.setting").length`))
-	scripts := browse(t, ctx, chromedp.Evaluate[int](`document.scripts.length`))
-	reason := browse(t, ctx, chromedp.Text(chromedp.CSS("#decisions tr.decision td:last-child")))
 	shot := browse(t, ctx, chromedp.FullScreenshot(100)) // quality 100: PNG
-	if title != "vgpu_exporter tuner" {
-		t.Errorf("title %q", title)
+	if pg.Title != "vgpu_exporter tuner" {
+		t.Errorf("title %q", pg.Title)
 	}
-	if mode != "enforce" {
-		t.Errorf("mode %q, want enforce", mode)
+	if pg.Mode != "enforce" || pg.Backend != "sim (simulated data)" || !pg.SimBanner || pg.Refresh != "1" {
+		t.Errorf("mode %q, backend %q, simulated-data banner %v, meta refresh %q; want enforce, sim, a banner, 1", pg.Mode, pg.Backend, pg.SimBanner, pg.Refresh)
 	}
-	if want := scenarioTenants(t, tunerScenario); !slices.Equal(tenants, want) {
-		t.Errorf("tenant rows %q, want %q", tenants, want)
+	if !regexp.MustCompile(`^updated \d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ, reloads every 1s$`).MatchString(pg.Updated) {
+		t.Errorf("updated line %q", pg.Updated)
 	}
-	if decisions == 0 || settings == 0 {
-		t.Errorf("%d decision rows and %d setting rows, want some of each", decisions, settings)
+	if want := scenarioTenants(t, tunerScenario); !slices.Equal(pg.Tenants, want) {
+		t.Errorf("tenant rows %q, want %q", pg.Tenants, want)
 	}
-	if !strings.Contains(reason, "violates its SLO") {
-		t.Errorf("latest decision's reason %q does not say which SLO drives it", reason)
+	if pg.Decisions == 0 || pg.Settings == 0 {
+		t.Errorf("%d decision rows and %d setting rows, want some of each", pg.Decisions, pg.Settings)
 	}
-	if scripts != 0 {
-		t.Errorf("the page holds %d scripts, want none", scripts)
+	if !strings.Contains(pg.Reason, "violates its SLO") {
+		t.Errorf("latest decision's reason %q does not say which SLO drives it", pg.Reason)
+	}
+	// The burn column: each latency tenant's burn over the tuner's window.
+	burn := regexp.MustCompile(`^\d+\.\d\dx over (\d+s|1m)`)
+	var burns int
+	for _, b := range pg.Burns {
+		if burn.MatchString(b) {
+			burns++
+		}
+	}
+	if burns == 0 {
+		t.Errorf("burn column %q: no burn of the form 0.42x over 1m", pg.Burns)
+	}
+	// The GPU's line says why it holds (guard, budget or recommend).
+	if r := pg.Rounds[0]; len(r) < len("holding because ")+20 {
+		t.Errorf("holding line %q says no reason", r)
+	}
+	// The history: a sparkline per latency tenant and per knob, drawn.
+	if pg.TenantLines == 0 || pg.KnobLines == 0 || pg.SparkWidth != 240 {
+		t.Errorf("history: %d tenant and %d knob polylines, sparkline %vpx wide; want some of each, 240px", pg.TenantLines, pg.KnobLines, pg.SparkWidth)
+	}
+	if pg.Scripts != 0 {
+		t.Errorf("the page holds %d scripts, want none", pg.Scripts)
 	}
 	img, err := png.Decode(bytes.NewReader(shot))
 	if err != nil {
@@ -164,6 +209,35 @@ func browse[T any](t *testing.T, ctx context.Context, a chromedp.Action[T]) T {
 	}
 	return v
 }
+
+// pageReading is what the browser renders of the page, read in one go.
+type pageReading struct {
+	Title, Mode, Backend, Refresh, Updated, Reason string
+	SimBanner                                      bool
+	Tenants, Burns, Rounds                         []string
+	Decisions, Settings, Scripts                   int
+	TenantLines, KnobLines                         int
+	SparkWidth                                     float64
+}
+
+const pageReadingJS = `(() => {
+	const all = (q) => Array.from(document.querySelectorAll(q));
+	const text = (q) => { const e = document.querySelector(q); return e ? e.textContent.trim() : ""; };
+	const spark = document.querySelector("#tenants svg.spark");
+	return {
+		Title: document.title, Mode: text("#mode"), Backend: text("#backend"), Updated: text("#updated") + document.querySelector("#updated").nextSibling.textContent.trimEnd(),
+		Refresh: document.querySelector('meta[http-equiv="refresh"]').content,
+		SimBanner: document.querySelector("#simulated") !== null,
+		Tenants: all("#tenants tr.tenant td.tenant-name").map(e => e.textContent),
+		Burns: all("#tenants td.burn").map(e => e.textContent),
+		Rounds: all("#gpus td.round").map(e => e.textContent),
+		Decisions: all("#decisions tr.decision").length, Settings: all("#settings tr.setting").length,
+		Scripts: document.scripts.length,
+		Reason: text("#decisions tr.decision td:last-child"),
+		TenantLines: all("#tenants svg.spark polyline").length, KnobLines: all("#knob-history svg.spark polyline").length,
+		SparkWidth: spark ? spark.getBoundingClientRect().width : 0,
+	};
+})()`
 
 // findChromium returns the Chromium binary, or skips the test (fails it
 // under CI=true, where the package must be installed).

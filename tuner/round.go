@@ -1,0 +1,260 @@
+package tuner
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+)
+
+// The latest round as the status tells it: each latency tenant's burn over
+// the fast window (the signal the policies act on), what the round did on
+// each GPU or why it held, and a bounded history of the rounds' numbers.
+
+// Burn is how fast a tenant's error budget burns at an attainment, for an
+// SLO quantile: (1-attainment)/(1-quantile), the budget floored at 0.1%.
+// 1 spends the budget exactly; above 1 the tenant misses its SLO.
+func Burn(attainment, quantile float64) float64 {
+	return (1 - attainment) / math.Max(1-quantile, 1e-3)
+}
+
+// TenantBurn is a latency tenant's SLO over the tuner's fast window in the
+// latest round (State.Fast).
+type TenantBurn struct {
+	Tenant string
+	// Window is the span the figures cover: Options.FastWindow, or less
+	// just after start or a restart of the tenant's latency source.
+	Window   time.Duration
+	Requests float64
+	Quantile float64
+	// Attainment and Burn are known (Known) when a request ended in the
+	// window.
+	Attainment, Burn float64
+	Known            bool
+}
+
+// tenantBurns returns the fast-window figures of the snapshot's latency
+// tenants, by tenant name.
+func tenantBurns(snap *tenant.Snapshot, fast map[string]FastSLO) []TenantBurn {
+	var out []TenantBurn
+	if snap == nil {
+		return out
+	}
+	for _, s := range snap.SLOs {
+		f, ok := fast[s.Tenant]
+		if !ok {
+			continue
+		}
+		b := TenantBurn{Tenant: s.Tenant, Window: f.Over, Requests: f.Total, Quantile: s.Quantile}
+		if att, ok := f.Attainment(); ok {
+			b.Attainment, b.Burn, b.Known = att, Burn(att, s.Quantile), true
+		}
+		out = append(out, b)
+	}
+	slices.SortFunc(out, func(a, b TenantBurn) int { return cmp.Compare(a.Tenant, b.Tenant) })
+	return out
+}
+
+// RoundKind says what the latest round did on a GPU, or why it held.
+type RoundKind string
+
+// Round kinds. Every kind but RoundActing is a hold.
+const (
+	RoundActing       RoundKind = "acting"        // a change was applied
+	RoundOff          RoundKind = "off"           // the GPU's mode is off
+	RoundKillSwitch   RoundKind = "kill_switch"   // the kill switch is on
+	RoundRecommend    RoundKind = "recommend"     // the GPU's mode is recommend
+	RoundGuarded      RoundKind = "guarded"       // a guard refused the change
+	RoundFailed       RoundKind = "failed"        // the actuator refused or failed it
+	RoundWaiting      RoundKind = "waiting"       // a change asked for already waits
+	RoundWithinBudget RoundKind = "within_budget" // every SLO on the GPU within budget
+	RoundNoChange     RoundKind = "no_change"     // an SLO over budget, no change proposed
+	RoundNoSignal     RoundKind = "no_signal"     // no latency tenant with requests
+	RoundDown         RoundKind = "down"          // the GPU could not be read
+)
+
+// GPURound is what the latest round did on one GPU, or why it held.
+type GPURound struct {
+	GPU      string // UUID
+	GPUIndex int
+	Mode     Mode
+	Kind     RoundKind
+	// Why is a clause: what the round changed (RoundActing), else why it
+	// held ("every SLO on this GPU is within budget ...").
+	Why string
+	// Guard is the guard that refused the round's last change (RoundGuarded;
+	// in recommend mode too).
+	Guard string
+}
+
+// Holding reports whether the round changed nothing on the GPU.
+func (r GPURound) Holding() bool { return r.Kind != RoundActing }
+
+// roundInput is what one round's GPU lines are made of.
+type roundInput struct {
+	snap    *tenant.Snapshot
+	burns   []TenantBurn
+	modeOf  func(uuid string, index int) Mode
+	killed  bool
+	actions []Action   // what the policy (and the reverts) asked for
+	out     []Decision // what became of them
+}
+
+// gpuRounds says, per GPU of the snapshot, what the round did or why it
+// held.
+func gpuRounds(in roundInput) []GPURound {
+	var out []GPURound
+	if in.snap == nil || in.snap.Readings == nil {
+		return out
+	}
+	for i := range in.snap.Readings.Devices {
+		d := &in.snap.Readings.Devices[i]
+		r := GPURound{GPU: d.UUID, GPUIndex: d.Index, Mode: in.modeOf(d.UUID, d.Index)}
+		if r.Mode == ModeOff {
+			r.Kind, r.Why = RoundOff, "the tuner is off on this GPU (--tuner.mode, --tuner.gpu-mode)"
+		} else {
+			r.Kind, r.Why, r.Guard = in.gpuRound(d)
+			if r.Mode == ModeRecommend && r.Kind != RoundKillSwitch {
+				r.Kind, r.Why = RoundRecommend, "the GPU is in recommend mode, the tuner changes nothing on it; "+r.Why
+			}
+		}
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b GPURound) int { return cmp.Compare(a.GPUIndex, b.GPUIndex) })
+	return out
+}
+
+// gpuRound is one GPU's round whatever its mode: the decisions made on it
+// first, then whether its tenants' SLOs needed any.
+func (in roundInput) gpuRound(d *gpu.Device) (RoundKind, string, string) {
+	var applied, guarded, failed, recommended []Decision
+	for _, x := range in.out {
+		if x.GPU != d.UUID {
+			continue
+		}
+		switch x.Outcome {
+		case OutcomeApplied, OutcomeRolledBack:
+			applied = append(applied, x)
+		case OutcomeGuarded:
+			guarded = append(guarded, x)
+		case OutcomeFailed, OutcomeRefused:
+			failed = append(failed, x)
+		case OutcomeRecommended:
+			recommended = append(recommended, x)
+		}
+	}
+	asked := slices.ContainsFunc(in.actions, func(a Action) bool { return a.GPU == d.UUID })
+	switch {
+	case len(applied) > 0:
+		return RoundActing, "changed " + describeDecisions(applied), ""
+	case !d.Up:
+		return RoundDown, "the GPU could not be read: " + d.Err, ""
+	case in.killed:
+		return RoundKillSwitch, "the kill switch is on: the tuner changes nothing (reverts excepted) until it is released", ""
+	case len(failed) > 0:
+		x := failed[len(failed)-1]
+		return RoundFailed, fmt.Sprintf("the actuator %s %s: %s", refusedOrFailed(x.Outcome), describeDecision(x), x.Reason), ""
+	case len(guarded) > 0:
+		x := guarded[len(guarded)-1]
+		return RoundGuarded, fmt.Sprintf("the %s guard refused %s: %s", x.Guard, describeDecision(x), refusal(x)), x.Guard
+	case len(recommended) > 0:
+		return RoundRecommend, "it recommends " + describeDecisions(recommended), ""
+	case asked:
+		return RoundWaiting, "the change the policy asks for was asked for already and is waiting to take effect (an MPS cap reaches a client's next context)", ""
+	}
+	return in.budget(d)
+}
+
+// budget says whether the GPU's latency tenants needed a change.
+func (in roundInput) budget(d *gpu.Device) (RoundKind, string, string) {
+	on := map[string]bool{}
+	for _, u := range in.snap.Usage {
+		if u.UUID == d.UUID {
+			on[u.Tenant] = true
+		}
+	}
+	var worst *TenantBurn
+	for i := range in.burns {
+		b := &in.burns[i]
+		if on[b.Tenant] && b.Known && (worst == nil || b.Burn > worst.Burn) {
+			worst = b
+		}
+	}
+	switch {
+	case worst == nil:
+		return RoundNoSignal, "no latency tenant on this GPU ended a request in the tuner's window: there is no SLO signal to act on", ""
+	case worst.Burn <= 1:
+		return RoundWithinBudget, fmt.Sprintf("every SLO on this GPU is within budget over the last %v (highest burn: %s %s)",
+			worst.Window.Round(time.Second), worst.Tenant, BurnText(worst.Burn)), ""
+	}
+	return RoundNoChange, fmt.Sprintf("%s burns its error budget %s over the last %v, but the policy proposed no change this round",
+		worst.Tenant, BurnText(worst.Burn), worst.Window.Round(time.Second)), ""
+}
+
+// BurnText renders a burn rate: "2.3x".
+func BurnText(b float64) string {
+	return strconv.FormatFloat(b, 'f', 2, 64) + "x"
+}
+
+// describeDecisions names the last of some decisions, and how many more.
+func describeDecisions(ds []Decision) string {
+	s := describeDecision(ds[len(ds)-1])
+	if n := len(ds) - 1; n > 0 {
+		s += fmt.Sprintf(" (and %d more)", n)
+	}
+	return s
+}
+
+// describeDecision names a decision's change: "mps_active_threads of batch
+// 40% → 25%".
+func describeDecision(d Decision) string {
+	s := string(d.Knob)
+	if d.Tenant != "" {
+		s += " of " + d.Tenant
+	}
+	from := d.From
+	if from == "" {
+		from = "unknown"
+	}
+	return s + " " + from + " → " + d.To
+}
+
+// refusal is the guard's own words in a guarded decision's reason.
+func refusal(d Decision) string {
+	mark := "refused by " + d.Guard + ": "
+	if i := strings.LastIndex(d.Reason, mark); i >= 0 {
+		return d.Reason[i+len(mark):]
+	}
+	return d.Reason
+}
+
+func refusedOrFailed(o Outcome) string {
+	if o == OutcomeRefused {
+		return "refused"
+	}
+	return "failed"
+}
+
+// KnobsFor are the knobs that apply to a GPU in a sharing mode: its
+// mechanism's own (MPS client caps, the time-slice level, the vGPU
+// scheduler, the MIG layout), then the clocks and the power limit.
+func KnobsFor(m gpu.SharingMode) []gpu.Knob {
+	var own []gpu.Knob
+	switch m {
+	case gpu.SharingMPS:
+		own = []gpu.Knob{gpu.KnobMPSActiveThreads}
+	case gpu.SharingTimeSlice:
+		own = []gpu.Knob{gpu.KnobComputeTimeSlice}
+	case gpu.SharingVGPU:
+		own = []gpu.Knob{gpu.KnobVGPUScheduler}
+	case gpu.SharingMIG:
+		own = []gpu.Knob{gpu.KnobMIGLayout}
+	}
+	return append(own, gpu.KnobLockedClocks, gpu.KnobPowerLimit)
+}
