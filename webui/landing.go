@@ -1,7 +1,9 @@
 // Package webui holds the exporter's pages for people (as opposed to
 // Prometheus): the landing page, which says what the exporter serves, from
-// which backend and with what tuner mode, and links the rest. It imports no
-// project package: the wiring tells it what to show.
+// which backend and with what tuner mode, and links the rest; and the
+// tuner page (/tuner), the latest tenant snapshot and tuner status joined
+// into one view. It reads what it is given (the wiring passes functions
+// that return the latest snapshot and status) and calls no backend.
 package webui
 
 import (

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+	"github.com/vgpu-exporter/vgpu_exporter/webui"
 )
 
 // defaultPort is the exporter's default TCP port. It clashes neither with
@@ -203,7 +204,7 @@ func (c *config) validate() error {
 // reserved reports whether p is one of the paths the exporter serves itself.
 func reserved(p string) bool {
 	switch p {
-	case "/", "/-/healthy", "/-/ready", "/-/reload", tunerPagePath:
+	case "/", "/-/healthy", "/-/ready", "/-/reload", webui.TunerPagePath:
 		return true
 	}
 	return false

@@ -88,7 +88,7 @@ func newHandler(o handlerOptions) (http.Handler, error) {
 		{Address: "/-/ready", Text: "Readiness", Description: "200 once the first snapshot is published"},
 	}
 	if o.TunerPage != nil {
-		links = append(links, web.LandingLinks{Address: tunerPagePath, Text: "Tuner", Description: "tenants, SLO state, the tuner's settings and latest decisions"})
+		links = append(links, web.LandingLinks{Address: webui.TunerPagePath, Text: "Tuner", Description: "tenants, SLO state, the tuner's settings and latest decisions"})
 	}
 	landing, err := webui.NewLanding(webui.LandingOptions{Links: links, About: o.About, Logger: o.Logger})
 	if err != nil {
@@ -98,7 +98,7 @@ func newHandler(o handlerOptions) (http.Handler, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/", landing)
 	if o.TunerPage != nil {
-		mux.Handle(tunerPagePath, o.TunerPage)
+		mux.Handle(webui.TunerPagePath, o.TunerPage)
 	}
 	// One limit for every metrics request, filtered ones included (a
 	// per-handler limit would not bound requests that each build their
@@ -244,4 +244,18 @@ func selfRegistry() *prometheus.Registry {
 		procmetrics.New(),
 	)
 	return r
+}
+
+// tunerPageInfoOf is the page's info for a configuration: --backend=auto
+// serves NVML or nothing, and the page reloads at the tuner's interval, or
+// the sample interval with the tuner off.
+func tunerPageInfoOf(cfg *config) webui.TunerPageInfo {
+	i := webui.TunerPageInfo{Backend: backendNVML, Refresh: cfg.SampleInterval}
+	if cfg.Backend == backendSim {
+		i.Backend = backendSim
+	}
+	if cfg.Tuner.active() {
+		i.Refresh = cfg.Tuner.Interval
+	}
+	return i
 }

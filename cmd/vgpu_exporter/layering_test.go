@@ -45,7 +45,7 @@ var layers = map[string][]string{
 	// ready-rendered body per snapshot, the process's own metrics.
 	"exposition":  nil,
 	"procmetrics": nil,
-	"webui":       nil,
+	"webui":       {"tuner", "tenant", "gpu"},
 
 	// Actuators that drive outside programs (through internal/command).
 	"gpu/mps":       {"gpu"},

@@ -189,7 +189,7 @@ func (s *service) logServing(cfg *config) {
 		}
 		kv = append(kv, "metrics", base+cfg.TelemetryPath)
 		if s.tuner != nil {
-			kv = append(kv, "tuner_page", base+tunerPagePath)
+			kv = append(kv, "tuner_page", base+webui.TunerPagePath)
 		}
 	}
 	level.Info(s.logger).Log(kv...)
@@ -218,7 +218,7 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 		Reload:      s.reload,
 		Version:     s.version,
 		Subscribe:   s.subscribe,
-		TunerPage:   newTunerPage(s.snapshot, s.tunerStatus, tunerPageInfoOf(cfg), log.With(s.logger, "component", "web")),
+		TunerPage:   webui.NewTunerPage(s.snapshot, s.tunerStatus, tunerPageInfoOf(cfg), log.With(s.logger, "component", "web")),
 		About:       func() webui.About { return s.about(cfg) },
 	})
 	if err != nil {

@@ -1,4 +1,4 @@
-package main
+package webui
 
 import (
 	"bytes"
@@ -21,8 +21,8 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
 
-// tunerPagePath is where the tuner page is served.
-const tunerPagePath = "/tuner"
+// TunerPagePath is where the tuner page is served.
+const TunerPagePath = "/tuner"
 
 // tunerPageDecisions is how many of the latest decisions the page lists.
 const tunerPageDecisions = 50
@@ -40,26 +40,12 @@ func timeText(t time.Time) string {
 	return t.UTC().Format("2006-01-02 15:04:05Z")
 }
 
-// tunerPageInfo is what the page says of the exporter itself.
-type tunerPageInfo struct {
+// TunerPageInfo is what the page says of the exporter itself.
+type TunerPageInfo struct {
 	// Backend is the GPU backend: "nvml" or "sim".
 	Backend string
 	// Refresh is how often the page reloads itself.
 	Refresh time.Duration
-}
-
-// tunerPageInfoOf is the page's info for a configuration: --backend=auto
-// serves NVML or nothing, and the page reloads at the tuner's interval, or
-// the sample interval with the tuner off.
-func tunerPageInfoOf(cfg *config) tunerPageInfo {
-	i := tunerPageInfo{Backend: backendNVML, Refresh: cfg.SampleInterval}
-	if cfg.Backend == backendSim {
-		i.Backend = backendSim
-	}
-	if cfg.Tuner.active() {
-		i.Refresh = cfg.Tuner.Interval
-	}
-	return i
 }
 
 // tunerView is what the tuner page shows, as HTML or (?format=json) JSON:
@@ -219,8 +205,8 @@ type decisionView struct {
 // newTunerView joins the latest snapshot (nil before the first sample)
 // and tuner status (nil when the tuner is off) into the page's view, with
 // at most maxDecisions decisions.
-func newTunerView(info tunerPageInfo, snap *tenant.Snapshot, st *tuner.Status, maxDecisions int) tunerView {
-	v := tunerView{Backend: info.Backend, Simulated: info.Backend == backendSim, RefreshSeconds: max(1, int(math.Round(info.Refresh.Seconds()))),
+func newTunerView(info TunerPageInfo, snap *tenant.Snapshot, st *tuner.Status, maxDecisions int) tunerView {
+	v := tunerView{Backend: info.Backend, Simulated: info.Backend == "sim", RefreshSeconds: max(1, int(math.Round(info.Refresh.Seconds()))),
 		TunerOn: st != nil, Mode: string(tuner.ModeOff), DecisionCap: maxDecisions,
 		GPUs: []gpuView{}, Tenants: []tenantView{}, Settings: []settingView{}, Decisions: []decisionView{},
 		History: historyView{Tenants: []seriesView{}, Knobs: []seriesView{}}}
@@ -564,13 +550,13 @@ func durationText(d time.Duration) string {
 type tunerPage struct {
 	snapshot func() *tenant.Snapshot
 	status   func() *tuner.Status // nil, or returning nil, when the tuner is off
-	info     tunerPageInfo
+	info     TunerPageInfo
 	logger   log.Logger
 }
 
-// newTunerPage returns the tuner page over the latest snapshot and tuner
+// NewTunerPage returns the tuner page over the latest snapshot and tuner
 // status; status may be nil (the tuner is off).
-func newTunerPage(snapshot func() *tenant.Snapshot, status func() *tuner.Status, info tunerPageInfo, logger log.Logger) http.Handler {
+func NewTunerPage(snapshot func() *tenant.Snapshot, status func() *tuner.Status, info TunerPageInfo, logger log.Logger) http.Handler {
 	if logger == nil {
 		logger = log.NewNopLogger()
 	}
