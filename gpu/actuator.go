@@ -81,24 +81,6 @@ type ClockLock struct {
 // the MIG layout). A consumer asserts or declares the ones it uses.
 // Implementations must be safe for concurrent use with Source.Sample.
 
-// tenantKey is the context key of WithTenant.
-type tenantKey struct{}
-
-// WithTenant returns ctx naming the tenant an actuator call is made for
-// (the MPS restart hook hands it to the serving stack).
-func WithTenant(ctx context.Context, tenant string) context.Context {
-	if tenant == "" {
-		return ctx
-	}
-	return context.WithValue(ctx, tenantKey{}, tenant)
-}
-
-// TenantOf returns the tenant WithTenant put in ctx, or "".
-func TenantOf(ctx context.Context) string {
-	s, _ := ctx.Value(tenantKey{}).(string)
-	return s
-}
-
 // CapabilityLister lists the knobs available on each GPU of a backend.
 type CapabilityLister interface {
 	// Capabilities lists the knobs available on the GPU with this UUID.
@@ -112,9 +94,10 @@ type MPSActuator interface {
 	// after the call only (as the MPS control daemon does).
 	SetMPSActiveThreads(ctx context.Context, uuid string, pid uint32, fraction float64) error
 	// RestartClient asks for an MPS client to be restarted (or switched over
-	// to a standby) so that a new active-thread setting takes effect; the
-	// tenant it belongs to, where known, is TenantOf(ctx).
-	RestartClient(ctx context.Context, uuid string, pid uint32) error
+	// to a standby) so that a new active-thread setting takes effect;
+	// tenant is the tenant the client belongs to ("" when unknown), which
+	// the restart hook hands to the serving stack.
+	RestartClient(ctx context.Context, uuid string, pid uint32, tenant string) error
 }
 
 // MPSClientState is what an MPS actuator knows of one client: the

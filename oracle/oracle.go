@@ -5,6 +5,13 @@
 // sees the whole scenario ahead, which no real policy can: its figures
 // bound what a policy could get from the scenario's knobs.
 //
+// What it found (a Plan) runs as every other policy runs: a schedule
+// (a tuner.Decider) decides each phase's settings at the phase's start
+// as tuner actions, and the tuner's engine and executor apply them,
+// behind no guard. Each replay of the search runs the candidate plan the
+// same way, so that the settings a replay ranks are applied as the final
+// run applies them.
+//
 // The oracle is registered with simrun under Name, so that a run names it
 // like a tuner policy.
 package oracle
@@ -33,8 +40,9 @@ const Name = "oracle"
 // for those before it), every compute time-slice level, every vGPU
 // scheduler policy, on a MIG GPU every order of its instances' profiles
 // in which each tenant's memory fits (a relayout at the start of a phase:
-// drain every instance, ConfigureMIG, start the tenants again, each in
-// its instance of the new layout), the SM clock locked at its maximum or
+// the executor drains every instance, sets the layout once they are
+// empty and starts the tenants again, each in its instance of the new
+// layout), the SM clock locked at its maximum or
 // not, and moving one tenant off an MPS or time-sliced GPU that misses an
 // SLO or caps a tenant without one to the GPU of the same sharing mode
 // with the most memory to spare.
@@ -107,8 +115,8 @@ type oracleSearch struct {
 	dur    time.Duration
 	phases []phase
 	maxMHz []uint32 // by GPU; 0: no clock lock
-	// actuators wraps a replay's simulator into the actuators its applier
-	// acts through.
+	// actuators wraps a replay's simulator into the actuators its
+	// executor acts through.
 	actuators func(*sim.Simulator) tuner.Actuators
 	// Replays counts the replays the search ran.
 	Replays int
@@ -193,8 +201,8 @@ func (o *oracleSearch) probe(ctx context.Context) error {
 func init() { simrun.RegisterPlanner(Name, plan) }
 
 // plan is the oracle's simrun.Planner: it finds the plan of the run's
-// scenario, seed and duration, and runs its placements with a policy
-// applying its settings phase by phase.
+// scenario, seed and duration, and runs its placements with its schedule
+// on the tuner's engine, which applies its settings phase by phase.
 func plan(ctx context.Context, s simrun.Setup) (*simrun.Plan, error) {
 	p, err := Find(ctx, s.Scenario, s.Seed, s.Duration, s.Actuators)
 	if err != nil {
@@ -202,7 +210,7 @@ func plan(ctx context.Context, s simrun.Setup) (*simrun.Plan, error) {
 	}
 	return &simrun.Plan{
 		Scenario: placed(s.Scenario, p),
-		Policy:   func(sm *sim.Simulator, act tuner.Actuators) tuner.Policy { return newPolicy(p, sm, act) },
+		Policy:   func() tuner.Policy { return policy(p) },
 		Write:    func(w io.Writer) { p.Write(w, s.Scenario) },
 	}, nil
 }

@@ -60,13 +60,28 @@ type fragment struct {
 	w             *sim.WindowStats
 }
 
+// run replays the plan up to the end of phase last as the run does: the
+// plan's schedule on the tuner's engine (policy), which decides each
+// phase's settings at its start and whose executor applies them, and,
+// while a MIG relayout waits for its instances to drain, one observation
+// a second.
 func (o *oracleSearch) run(ctx context.Context, p *Plan, last int) ([]*phaseRun, error) {
-	s, err := simrun.NewSimulator(placed(o.sc, p), o.seed)
+	h, err := simrun.NewHost(placed(o.sc, p), nil, o.seed)
 	if err != nil {
 		return nil, err
 	}
-	defer s.Close()
-	ap := newApplier(s, o.actuators(s), o.maxMHz)
+	defer h.Close()
+	s := h.Sim
+	act := o.actuators(s)
+	snaps := simrun.NewSnapshots(h, time.Second)
+	pol := policy(p)
+	observe := func() error {
+		snap, err := snaps.Take(ctx)
+		if err == nil {
+			_, err = pol.Observe(ctx, act, snap)
+		}
+		return err
+	}
 	var frags []fragment
 	// advance runs the replay to `to`, cutting a fragment at every minute
 	// of the grid, and at `to` when cut is set (a phase's end).
@@ -78,7 +93,7 @@ func (o *oracleSearch) run(ctx context.Context, p *Plan, last int) ([]*phaseRun,
 			if !onGrid {
 				next = to
 			}
-			s.AdvanceTo(next)
+			h.AdvanceTo(next)
 			if onGrid || cut {
 				w := s.Window()
 				frags = append(frags, fragment{minute: minute, phase: pi, w: &w})
@@ -89,14 +104,26 @@ func (o *oracleSearch) run(ctx context.Context, p *Plan, last int) ([]*phaseRun,
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		ph := p.Phases[pi]
-		end := simrun.Start.Add(ph.End)
-		ap.apply(ctx, s.Now(), ph)
-		for ap.pending() && s.Now().Before(end) {
+		end := simrun.Start.Add(p.Phases[pi].End)
+		if pi == 0 {
+			snap, err := snaps.Take(ctx)
+			if err != nil {
+				return nil, err
+			}
+			err = pol.Init(ctx, act, snap)
+			if err != nil {
+				return nil, err
+			}
+		} else if err := observe(); err != nil {
+			return nil, err
+		}
+		for pol.Tuner().Underway() && s.Now().Before(end) {
 			// Step as the run does until the drained instances are
 			// empty and the relayout done.
 			advance(s.Now().Add(time.Second), pi, false)
-			ap.progress(ctx, s.Now())
+			if err := observe(); err != nil {
+				return nil, err
+			}
 		}
 		advance(end, pi, true)
 	}

@@ -30,7 +30,7 @@ func TestRestartingEverySecondCosts(t *testing.T) {
 		for sec := 1; sec <= 240; sec++ {
 			if restart {
 				for _, pid := range []uint32{61001, 61002} {
-					if err := s.RestartClient(ctx, sc.GPUs[0].UUID, pid); err != nil && !errors.Is(err, gpu.ErrBusy) {
+					if err := s.RestartClient(ctx, sc.GPUs[0].UUID, pid, ""); err != nil && !errors.Is(err, gpu.ErrBusy) {
 						t.Fatal(err)
 					}
 				}

@@ -274,7 +274,7 @@ tenants:
 `, memory))
 	s := mustNew(t, sc, Options{})
 	s.AdvanceTo(s.Now().Add(10 * time.Second))
-	if err := s.RestartClient(context.Background(), sc.GPUs[0].UUID, 7); err != nil {
+	if err := s.RestartClient(context.Background(), sc.GPUs[0].UUID, 7, ""); err != nil {
 		t.Fatal(err)
 	}
 	s.AdvanceTo(s.Now().Add(40 * time.Second))

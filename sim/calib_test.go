@@ -242,7 +242,7 @@ tenants:
 	if got := *r.Devices[0].Processes[0].MPSActiveThreads; got != 1 {
 		t.Fatalf("reported active threads %v before restart, want 1", got)
 	}
-	if err := s.RestartClient(ctx, uuid, 100); err != nil {
+	if err := s.RestartClient(ctx, uuid, 100, ""); err != nil {
 		t.Fatal(err)
 	}
 	w := step() // includes the 1 s restart (start and checkpoint load)

@@ -191,8 +191,9 @@ func (s *Simulator) SetMPSPinnedMemoryLimit(ctx context.Context, uuid string, pi
 // RestartClient restarts an MPS client so that its new context settings
 // apply: through a standby when the memory for a second copy is free,
 // else by draining it (see actuation.go for the costs). A restart whose
-// memory no longer fits (pinned limit) fails with an OOM event.
-func (s *Simulator) RestartClient(ctx context.Context, uuid string, pid uint32) error {
+// memory no longer fits (pinned limit) fails with an OOM event. The
+// tenant is known to the simulator by the PID; the argument is unused.
+func (s *Simulator) RestartClient(ctx context.Context, uuid string, pid uint32, _ string) error {
 	return s.onClient(ctx, uuid, pid, func(g *gpuState, t *tenant) error {
 		return s.restartClient(g, t)
 	})

@@ -145,7 +145,7 @@ tenants:
 	if err := s.SetMPSPinnedMemoryLimit(ctx, uuid, 10, 10e9); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.RestartClient(ctx, uuid, 10); err == nil {
+	if err := s.RestartClient(ctx, uuid, 10, ""); err == nil {
 		t.Fatal("restart over the pinned limit succeeded")
 	}
 	r, _ = s.Sample(ctx)
@@ -815,7 +815,7 @@ tenants:
 		if err := s.SetMPSActiveThreads(ctx, uuid, 10, c.set); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.RestartClient(ctx, uuid, 10); err != nil {
+		if err := s.RestartClient(ctx, uuid, 10, ""); err != nil {
 			t.Fatal(err)
 		}
 		if f := frac(); f != c.want {
@@ -881,7 +881,7 @@ tenants:
 	if err := s.SetMPSActiveThreads(ctx, sc.GPUs[0].UUID, 10, 0.25); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.RestartClient(ctx, sc.GPUs[0].UUID, 10); err != nil {
+	if err := s.RestartClient(ctx, sc.GPUs[0].UUID, 10, ""); err != nil {
 		t.Fatal(err)
 	}
 	s.AdvanceTo(s.Now().Add(time.Minute))

@@ -68,9 +68,9 @@ type Setup struct {
 type Plan struct {
 	// Scenario is the scenario to run, with the planner's placements.
 	Scenario *sim.Scenario
-	// Policy makes the run's policy over its simulator, with the actuators
-	// the run gives policies.
-	Policy func(s *sim.Simulator, act tuner.Actuators) tuner.Policy
+	// Policy makes the run's policy; it acts through the actuators the run
+	// gives policies.
+	Policy func() tuner.Policy
 	// Write prints what the planner found.
 	Write func(w io.Writer)
 }
@@ -183,10 +183,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	s := h.Sim
 	act := cfg.actuators(s)
 	if res.Plan != nil {
-		pol = res.Plan.Policy(s, act)
+		pol = res.Plan.Policy()
 	}
-	snaps := newSnapshotter(h)
-	sampler := gpu.NewSampler(s, h.Clock, cfg.Step, nil)
+	snaps := NewSnapshots(h, cfg.Step)
 
 	res.Recorder = report.NewRecorder(report.Meta{
 		Scenario: sc.Name, Description: sc.Description, Policy: pol.Name(), Seed: seed,
@@ -196,10 +195,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	steps := int64((dur + cfg.Step - 1) / cfg.Step)
 	start := s.Now()
 	// The first sample gives the policy its starting point.
-	if err := sampler.SampleOnce(ctx); err != nil {
+	snap, err := snaps.Take(ctx)
+	if err != nil {
 		return nil, fmt.Errorf("sample at start: %w", err)
 	}
-	if err := pol.Init(ctx, act, snaps.build(ctx, sampler)); err != nil {
+	if err := pol.Init(ctx, act, snap); err != nil {
 		return nil, fmt.Errorf("policy %s: init: %w", pol.Name(), err)
 	}
 	s.Window() // discard anything before the first step
@@ -212,10 +212,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			at = start.Add(dur)
 		}
 		h.AdvanceTo(at)
-		if err := sampler.SampleOnce(ctx); err != nil {
+		snap, err := snaps.Take(ctx)
+		if err != nil {
 			return nil, fmt.Errorf("sample at %v: %w", at.Sub(start), err)
 		}
-		decs, err := pol.Observe(ctx, act, snaps.build(ctx, sampler))
+		decs, err := pol.Observe(ctx, act, snap)
 		if err != nil {
 			return nil, fmt.Errorf("policy %s at %v: %w", pol.Name(), at.Sub(start), err)
 		}

@@ -60,8 +60,8 @@ func (r *recorder) Observe(_ context.Context, act tuner.Actuators, _ *tenant.Sna
 
 // A registered planner is given the run's scenario, seed, duration and
 // actuators; the run is of the scenario it returns, under the policy it
-// makes over the run's simulator with the actuators Config.Actuators
-// wraps it into, one observation a step.
+// makes, acting through the actuators Config.Actuators wraps the run's
+// simulator into, one observation a step.
 func TestRunPlanner(t *testing.T) {
 	var setup simrun.Setup
 	pol := &recorder{}
@@ -72,13 +72,8 @@ func TestRunPlanner(t *testing.T) {
 		sc.Name = "planned"
 		return &simrun.Plan{
 			Scenario: &sc,
-			Policy: func(sm *sim.Simulator, act tuner.Actuators) tuner.Policy {
-				if sm == nil || act.MPS == nil {
-					t.Error("the policy is made without the simulator or its actuators")
-				}
-				return pol
-			},
-			Write: func(w io.Writer) { io.WriteString(w, "planned\n") },
+			Policy:   func() tuner.Policy { return pol },
+			Write:    func(w io.Writer) { io.WriteString(w, "planned\n") },
 		}, nil
 	})
 	if !slices.Contains(simrun.PolicyNames(), "test-planner") || !slices.Contains(simrun.PolicyNames(), tuner.StaticEqualName) {
@@ -104,6 +99,9 @@ func TestRunPlanner(t *testing.T) {
 	}
 	if ch := res.Recorder.Changes(); len(ch) != 5 || slices.ContainsFunc(ch, func(c report.Change) bool { return c.To != "applied" }) {
 		t.Errorf("changes marked on the plots: %+v; want the 5 applied ones", ch)
+	}
+	if len(pol.act) == 0 || pol.act[0].MPS == nil {
+		t.Error("the planner's policy was not given the run's actuators")
 	}
 	if wrapped != 1 {
 		t.Errorf("Config.Actuators called %d times, want once for the run", wrapped)

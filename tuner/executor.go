@@ -192,8 +192,7 @@ func outcomeOf(err error) Outcome {
 }
 
 // apply sets the action's value through the mechanism of its knob, or
-// applies the rebalancing plan it carries. The tenant the action is for
-// travels in the context (gpu.WithTenant), for the MPS restart hook.
+// applies the rebalancing plan it carries.
 func (t *Tuner) apply(ctx context.Context, a Action) error {
 	if a.Plan != nil {
 		return t.applyPlan(ctx, *a.Plan)
@@ -205,11 +204,12 @@ func (t *Tuner) apply(ctx context.Context, a Action) error {
 	if !m.bound(&t.o.Actuators) {
 		return notSupported(a.Knob)
 	}
-	return m.apply(gpu.WithTenant(ctx, a.Tenant), t.o.Actuators, a)
+	return m.apply(ctx, t.o.Actuators, a)
 }
 
 // applyMPS sets an MPS client's fraction and, with a.Restart, restarts the
-// client so that it takes effect; when the restart fails, the previous
+// client (naming the action's tenant, for the restart hook) so that it
+// takes effect; when the restart fails, the previous
 // fraction is set back, so that the new one does not wait for a later
 // restart. A host without client restarts leaves the fraction pending
 // (errRestartPending).
@@ -224,7 +224,7 @@ func applyMPS(ctx context.Context, ac Actuators, a Action) error {
 	if !a.Restart {
 		return nil
 	}
-	if err := ac.MPS.RestartClient(ctx, a.GPU, a.PID); err != nil {
+	if err := ac.MPS.RestartClient(ctx, a.GPU, a.PID, a.Tenant); err != nil {
 		if errors.Is(err, gpu.ErrNotSupported) {
 			return errRestartPending
 		}

@@ -281,8 +281,8 @@ func (w mpsDoor) SetMPSActiveThreads(ctx context.Context, uuid string, pid uint3
 	return w.a.SetMPSActiveThreads(ctx, uuid, pid, f)
 }
 
-func (w mpsDoor) RestartClient(ctx context.Context, uuid string, pid uint32) error {
-	return w.a.RestartClient(ctx, uuid, pid)
+func (w mpsDoor) RestartClient(ctx context.Context, uuid string, pid uint32, tenant string) error {
+	return w.a.RestartClient(ctx, uuid, pid, tenant)
 }
 
 type timeSliceDoor struct{ a gpu.TimeSliceActuator }

@@ -327,8 +327,8 @@ func (t *Tuner) rebalance(ctx context.Context, st *State, now time.Time) []Decis
 		m.squeezed = map[string]time.Time{}
 	}
 	track(m.squeezed, r.Squeezed(st), now)
-	if t.relayout != nil {
-		return t.progressRelayout(ctx, now) // one change of the slow loop at a time
+	if len(t.relayouts) > 0 {
+		return t.progressRelayouts(ctx, now) // one change of the slow loop at a time
 	}
 	if !m.lastRun.IsZero() && now.Sub(m.lastRun) < r.Every {
 		return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -225,7 +226,10 @@ func (t *Tuner) startRelayout(ctx context.Context, st *State, a Action, l gpu.MI
 		}
 		return err
 	}
-	t.relayout = job
+	if t.relayouts == nil {
+		t.relayouts = map[string]*relayoutJob{}
+	}
+	t.relayouts[l.UUID] = job
 	return nil
 }
 
@@ -236,22 +240,28 @@ func (t *Tuner) relayoutStarted(ctx context.Context, a Action, now time.Time) []
 		Reason: joinReasons(a.Reason, "draining every instance first (MIG changes only on an empty GPU)")}
 	t.journal(Record{Time: now, Event: string(OutcomeApplied), Target: Target{GPU: a.GPU, Knob: gpu.KnobMIGDrain}, Reason: dd.Reason})
 	level.Info(t.o.Logger).Log("msg", "tuner decision", "outcome", dd.Outcome, "gpu", a.GPU, "knob", dd.Knob, "to", dd.To, "reason", dd.Reason)
-	return append([]Decision{dd}, t.progressRelayout(ctx, now)...)
+	return append([]Decision{dd}, t.progressRelayouts(ctx, now)...)
+}
+
+// progressRelayouts carries on every relayout under way, GPU by GPU in
+// UUID order.
+func (t *Tuner) progressRelayouts(ctx context.Context, now time.Time) []Decision {
+	var out []Decision
+	for _, uuid := range slices.Sorted(maps.Keys(t.relayouts)) {
+		out = append(out, t.progressRelayout(ctx, t.relayouts[uuid], now)...)
+	}
+	return out
 }
 
 // progressRelayout sets the waiting layout once the drained instances are
 // empty and starts the processes again; it returns the decision when the
 // job ends (done, failed or given up).
-func (t *Tuner) progressRelayout(ctx context.Context, now time.Time) []Decision {
-	job := t.relayout
-	if job == nil {
-		return nil
-	}
+func (t *Tuner) progressRelayout(ctx context.Context, job *relayoutJob, now time.Time) []Decision {
 	err := t.setLayout(ctx, job.uuid, job.want)
 	if errors.Is(err, gpu.ErrBusy) && now.Sub(job.since) < relayoutTimeout {
 		return nil // still draining
 	}
-	t.relayout = nil
+	delete(t.relayouts, job.uuid)
 	a := job.a
 	d := Decision{Time: now, GPU: a.GPU, Knob: a.Knob, From: valueText(a.Current), To: a.Want.String(), Reason: a.Reason}
 	if err != nil {
@@ -277,14 +287,22 @@ func (t *Tuner) progressRelayout(ctx context.Context, now time.Time) []Decision 
 func (t *Tuner) Progress(ctx context.Context) []Decision {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.relayout == nil {
+	if len(t.relayouts) == 0 {
 		return nil
 	}
 	now := t.o.Clock.Now()
-	out := t.progressRelayout(ctx, now)
+	out := t.progressRelayouts(ctx, now)
 	if len(out) > 0 {
 		t.remember(out)
 		t.publishLocked(now)
 	}
 	return out
+}
+
+// Underway reports whether a MIG relayout the tuner carries out itself
+// waits for its instances to drain (Progress finishes it).
+func (t *Tuner) Underway() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.relayouts) > 0
 }

@@ -67,10 +67,22 @@ func NewUncapped() *TunerPolicy { return BaselinePolicy(Baseline{name: UncappedN
 // Retry (DefaultRetryAfter; the kill switch before it where there is one)
 // and no slow loop.
 func BaselinePolicy(d Decider) *TunerPolicy {
+	return EverySnapshot(d, func() []Guard { return []Guard{&Retry{After: DefaultRetryAfter}} })
+}
+
+// EverySnapshot runs d at every snapshot, starting with Init's, in
+// enforce mode, behind the guards guards returns (after the kill switch
+// where there is one; none when guards is nil) and with no slow loop: the
+// shape of a policy that decides fixed settings rather than tuning them
+// (the baselines, a schedule planned ahead).
+func EverySnapshot(d Decider, guards func() []Guard) *TunerPolicy {
 	return &TunerPolicy{Decider: d, initRound: true, configure: func(o Options, kill *KillSwitch) Options {
-		o.Guards = []Guard{&Retry{After: DefaultRetryAfter}}
+		o.Guards = []Guard{}
 		if kill != nil {
-			o.Guards = append([]Guard{kill}, o.Guards...)
+			o.Guards = append(o.Guards, kill)
+		}
+		if guards != nil {
+			o.Guards = append(o.Guards, guards()...)
 		}
 		return o
 	}}

@@ -28,7 +28,7 @@ func (f *fakeControl) do(method, args string) error {
 func (f *fakeControl) SetMPSActiveThreads(_ context.Context, uuid string, pid uint32, fr float64) error {
 	return f.do("SetMPSActiveThreads", fmt.Sprintf("%s,%d,%.4f", uuid, pid, fr))
 }
-func (f *fakeControl) RestartClient(_ context.Context, uuid string, pid uint32) error {
+func (f *fakeControl) RestartClient(_ context.Context, uuid string, pid uint32, _ string) error {
 	return f.do("RestartClient", fmt.Sprintf("%s,%d", uuid, pid))
 }
 func (f *fakeControl) SetVGPUScheduler(_ context.Context, uuid string, s gpu.VGPUSchedulerSetting) error {

@@ -126,10 +126,10 @@ type Tuner struct {
 	recent    []Decision
 	// effectiveMPS are the MPS actuator's effective fractions, last seen.
 	effectiveMPS map[string]Fraction
-	// reb is the slow loop's memory (see Rebalance); relayout the MIG
-	// relayout under way, if any.
-	reb      rebalanceMemory
-	relayout *relayoutJob
+	// reb is the slow loop's memory (see Rebalance); relayouts the MIG
+	// relayouts under way, by GPU UUID.
+	reb       rebalanceMemory
+	relayouts map[string]*relayoutJob
 	// stopped is whether the kill switch stopped the tuner last round;
 	// refused the last refusal logged per target (see logRefusal).
 	stopped bool

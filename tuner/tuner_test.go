@@ -198,8 +198,8 @@ type failOn struct {
 	err    error
 }
 
-func (f *failOn) RestartClient(ctx context.Context, uuid string, pid uint32) error {
-	err := f.recorder.RestartClient(ctx, uuid, pid)
+func (f *failOn) RestartClient(ctx context.Context, uuid string, pid uint32, tenant string) error {
+	err := f.recorder.RestartClient(ctx, uuid, pid, tenant)
 	if f.n++; f.n == f.nth {
 		return f.err
 	}

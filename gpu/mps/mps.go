@@ -307,14 +307,13 @@ func (c *Controller) SetMPSPinnedMemoryLimit(ctx context.Context, uuid string, p
 // success the pending values become effective (under the successor's PID
 // when printed); on failure they stay pending and the error carries the
 // hook's exit status and stderr.
-func (c *Controller) RestartClient(ctx context.Context, uuid string, pid uint32) error {
+func (c *Controller) RestartClient(ctx context.Context, uuid string, pid uint32, tenant string) error {
 	if c.opts.RestartHook == "" {
 		return fmt.Errorf("restart of MPS client %d on GPU %s: no restart hook configured (--mps.restart-hook): %w", pid, uuid, gpu.ErrNotSupported)
 	}
 	c.opMu.Lock()
 	defer c.opMu.Unlock()
 	st, _ := c.State(uuid, pid)
-	tenant := gpu.TenantOf(ctx)
 	frac := st.Pending
 	if frac == nil {
 		frac = st.Effective

@@ -331,7 +331,7 @@ func TestRestartClient(t *testing.T) {
 			if err := r.c.SetMPSPinnedMemoryLimit(ctx, uuid, 201, 2<<30); err != nil {
 				t.Fatal(err)
 			}
-			err := r.c.RestartClient(gpu.WithTenant(ctx, "tenant-201"), uuid, 201)
+			err := r.c.RestartClient(ctx, uuid, 201, "tenant-201")
 			if tc.err == "" && err != nil {
 				t.Fatal(err)
 			}
@@ -363,7 +363,7 @@ func TestRestartClient(t *testing.T) {
 
 func TestRestartWithoutHook(t *testing.T) {
 	r := newRig(t, daemon, "", nil)
-	err := r.c.RestartClient(context.Background(), uuid, 201)
+	err := r.c.RestartClient(context.Background(), uuid, 201, "")
 	if !errors.Is(err, gpu.ErrNotSupported) || !strings.Contains(err.Error(), "--mps.restart-hook") {
 		t.Fatalf("error %v, want not supported naming the flag", err)
 	}

@@ -1,53 +1,15 @@
 package oracle
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/sim"
-	"github.com/vgpu-exporter/vgpu_exporter/tenant"
-	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
-
-// oraclePolicy runs a plan: the first phase's settings at Init, each
-// later phase's at its first observation.
-type oraclePolicy struct {
-	plan  *Plan
-	ap    *applier
-	start time.Time
-	next  int
-	init  []tuner.Decision
-}
-
-func (*oraclePolicy) Name() string { return Name }
-
-// newPolicy returns the policy that runs plan p on the simulator s (the
-// scenario with p's placements), acting through act.
-func newPolicy(p *Plan, s *sim.Simulator, act tuner.Actuators) tuner.Policy {
-	return &oraclePolicy{plan: p, ap: newApplier(s, act, p.maxMHz)}
-}
-
-func (o *oraclePolicy) Init(ctx context.Context, _ tuner.Actuators, snap *tenant.Snapshot) error {
-	o.start = snap.Time
-	o.init = o.ap.apply(ctx, snap.Time, o.plan.Phases[0])
-	o.next = 1
-	return ctx.Err()
-}
-
-func (o *oraclePolicy) Observe(ctx context.Context, _ tuner.Actuators, snap *tenant.Snapshot) ([]tuner.Decision, error) {
-	out := o.init
-	o.init = nil
-	out = append(out, o.ap.progress(ctx, snap.Time)...)
-	for o.next < len(o.plan.Phases) && !snap.Time.Before(o.start.Add(o.plan.Phases[o.next].Start)) {
-		out = append(out, o.ap.apply(ctx, snap.Time, o.plan.Phases[o.next])...)
-		o.next++
-	}
-	return out, ctx.Err()
-}
 
 // Write prints what the oracle found in sc.
 func (p *Plan) Write(w io.Writer, sc *sim.Scenario) {
@@ -92,3 +54,5 @@ func (p *Plan) Write(w io.Writer, sc *sim.Scenario) {
 }
 
 func fmtDur(d time.Duration) string { return d.String() }
+
+func fmtFrac(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) }

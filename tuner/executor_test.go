@@ -1,0 +1,95 @@
+package tuner
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// tenantRestarts is a recorder that keeps the tenant of each restart.
+type tenantRestarts struct {
+	recorder
+	tenants []string
+}
+
+func (r *tenantRestarts) RestartClient(ctx context.Context, uuid string, pid uint32, tenant string) error {
+	r.tenants = append(r.tenants, tenant)
+	return r.recorder.RestartClient(ctx, uuid, pid, tenant)
+}
+
+// An MPS client's restart names the tenant of the action, for the restart
+// hook.
+func TestRestartNamesTheActionsTenant(t *testing.T) {
+	tests := []struct {
+		name, tenant string
+	}{
+		{"attributed", "embed"},
+		{"unknown", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			host := &tenantRestarts{}
+			a := mpsAction(7, 1, 0.4)
+			a.Tenant = tc.tenant
+			tu, err := New(Options{Policy: fixed{a}, Actuators: ActuatorsOf(host), Clock: gpu.NewManualClock(t0), Mode: ModeEnforce})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tu.RunOnce(context.Background(), emptySnap(t0)); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(host.tenants, []string{tc.tenant}) {
+				t.Errorf("restarts for tenants %q, want [%q]", host.tenants, tc.tenant)
+			}
+		})
+	}
+}
+
+// Relayouts of two GPUs decided in the same round are both carried out:
+// each GPU's instances are drained, its layout set and its processes
+// started again.
+func TestRelayoutsOfTwoGPUs(t *testing.T) {
+	dev := func(uuid string, pid uint32) gpu.Device {
+		return gpu.Device{UUID: uuid, Up: true, Mode: gpu.SharingMIG, MIGEnabled: true,
+			MIG:       []gpu.MIGInstance{{UUID: "MIG-" + uuid, GPUInstanceID: 1, Profile: "3g.40gb"}},
+			Processes: []gpu.Process{{PID: pid, GPUInstanceID: 1}}}
+	}
+	relayout := func(uuid string) Action {
+		l := []string{"1g.10gb", "3g.40gb"}
+		return Action{Target: Target{GPU: uuid, Knob: gpu.KnobMIGLayout}, Want: LayoutOf(l), Reason: "test",
+			Plan: &gpu.Plan{MIG: []gpu.MIGLayoutPlan{{UUID: uuid, Profiles: l}}}}
+	}
+	host := &migHost{busy: 3} // every ConfigureMIG of the round finds processes
+	clock := gpu.NewManualClock(t0)
+	tu, err := New(Options{Policy: fixed{relayout("GPU-m"), relayout("GPU-n")}, Actuators: ActuatorsOf(host), Clock: clock, Mode: ModeEnforce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	decs, err := tu.RunOnce(context.Background(), snapshot(t0, []gpu.Device{dev("GPU-m", 1), dev("GPU-n", 2)}, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tu.Underway() {
+		t.Fatal("no relayout under way while the instances drain")
+	}
+	clock.Advance(1)
+	decs = append(decs, tu.Progress(context.Background())...)
+	if tu.Underway() {
+		t.Error("a relayout is still under way once the instances are empty")
+	}
+	var got []string
+	for _, d := range decs {
+		got = append(got, fmt.Sprintf("%s %s %s", d.GPU, d.Knob, d.Outcome))
+	}
+	want := []string{"GPU-m mig_drain applied", "GPU-n mig_drain applied", "GPU-m mig_layout applied", "GPU-n mig_layout applied"}
+	if !slices.Equal(got, want) {
+		t.Errorf("decisions %q, want %q", got, want)
+	}
+	wantCalls := "[drain MIG-GPU-m drain MIG-GPU-n configure 1g.10gb 3g.40gb start 1 configure 1g.10gb 3g.40gb start 2]"
+	if fmt.Sprint(host.calls) != wantCalls {
+		t.Errorf("calls %v, want %s", host.calls, wantCalls)
+	}
+}
