@@ -83,24 +83,6 @@ func Numeric(v Value) (float64, bool) {
 // schedulerOrder ranks the vGPU scheduler policies for Numeric.
 var schedulerOrder = []gpu.VGPUPolicy{gpu.VGPUPolicyBestEffort, gpu.VGPUPolicyEqualShare, gpu.VGPUPolicyFixedShare}
 
-// KnobUnit is the unit of a knob's Numeric values: "ratio", "watts",
-// "level", "mhz", "policy", or "" for a knob without numbers.
-func KnobUnit(k gpu.Knob) string {
-	switch k {
-	case gpu.KnobMPSActiveThreads:
-		return "ratio"
-	case gpu.KnobPowerLimit:
-		return "watts"
-	case gpu.KnobComputeTimeSlice:
-		return "level"
-	case gpu.KnobLockedClocks:
-		return "mhz"
-	case gpu.KnobVGPUScheduler:
-		return "policy"
-	}
-	return ""
-}
-
 // roundPoint makes the history's point of a round at now: the burns, and
 // the value of each knob that applies to a GPU, as read, or as targeted
 // (targets, with the value in effect as effective finds it).

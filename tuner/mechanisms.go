@@ -44,8 +44,10 @@ type Actuators struct {
 type Mechanism struct {
 	// Name names the mechanism in logs and docs.
 	Name string
-	// Knobs are the knobs the mechanism drives.
+	// Knobs are the knobs the mechanism drives; Specs say, for each, its
+	// unit and the sharing modes of the GPUs it applies to.
 	Knobs []gpu.Knob
+	Specs []KnobSpec
 	// bind sets the mechanism's field of a to impl, behind its forwarding
 	// type when seal, if impl implements the interface and the field is
 	// still empty; it reports whether impl implements it.
@@ -61,11 +63,33 @@ type Mechanism struct {
 	apply func(ctx context.Context, ac Actuators, a Action) error
 }
 
+// KnobSpec describes one knob of a mechanism: the unit of its values as
+// numbers (Numeric; "" for a knob without numbers) and the sharing modes
+// of the GPUs it applies to (shown on /tuner, kept in the history; none
+// for a knob of the slow loop, which acts across GPUs).
+type KnobSpec struct {
+	Knob  gpu.Knob
+	Unit  string
+	Modes []gpu.SharingMode
+}
+
+// everyMode is every sharing mode: a knob of the whole GPU.
+var everyMode = []gpu.SharingMode{gpu.SharingExclusive, gpu.SharingTimeSlice, gpu.SharingMPS, gpu.SharingMIG, gpu.SharingVGPU}
+
+// knob is a KnobSpec.
+func knob(k gpu.Knob, unit string, modes ...gpu.SharingMode) KnobSpec {
+	return KnobSpec{Knob: k, Unit: unit, Modes: modes}
+}
+
 // mechanism builds a table entry for the actuator interface I held in the
 // field field returns.
-func mechanism[I any](name string, field func(*Actuators) *I, seal func(I) I, apply func(context.Context, Actuators, Action) error, knobs ...gpu.Knob) Mechanism {
+func mechanism[I any](name string, field func(*Actuators) *I, seal func(I) I, apply func(context.Context, Actuators, Action) error, specs ...KnobSpec) Mechanism {
+	knobs := make([]gpu.Knob, len(specs))
+	for i, sp := range specs {
+		knobs[i] = sp.Knob
+	}
 	return Mechanism{
-		Name: name, Knobs: knobs, apply: apply,
+		Name: name, Knobs: knobs, Specs: specs, apply: apply,
 		bind: func(a *Actuators, impl any, sealed bool) bool {
 			x, ok := impl.(I)
 			if !ok {
@@ -89,7 +113,7 @@ func mechanism[I any](name string, field func(*Actuators) *I, seal func(I) I, ap
 var Mechanisms = []Mechanism{
 	mechanism("mps", func(a *Actuators) *MPSClients { return &a.MPS },
 		func(x MPSClients) MPSClients { return mpsDoor{x} },
-		applyMPS, gpu.KnobMPSActiveThreads),
+		applyMPS, knob(gpu.KnobMPSActiveThreads, "ratio", gpu.SharingMPS)),
 	mechanism("timeslice", func(a *Actuators) *gpu.TimeSliceActuator { return &a.TimeSlice },
 		func(x gpu.TimeSliceActuator) gpu.TimeSliceActuator { return timeSliceDoor{x} },
 		func(ctx context.Context, ac Actuators, a Action) error {
@@ -98,7 +122,7 @@ var Mechanisms = []Mechanism{
 				return err
 			}
 			return ac.TimeSlice.SetComputeTimeSlice(ctx, a.GPU, gpu.TimeSliceLevel(l))
-		}, gpu.KnobComputeTimeSlice),
+		}, knob(gpu.KnobComputeTimeSlice, "level", gpu.SharingTimeSlice)),
 	mechanism("vgpu-scheduler", func(a *Actuators) *gpu.VGPUSchedulerActuator { return &a.VGPUScheduler },
 		func(x gpu.VGPUSchedulerActuator) gpu.VGPUSchedulerActuator { return vgpuDoor{x} },
 		func(ctx context.Context, ac Actuators, a Action) error {
@@ -107,7 +131,7 @@ var Mechanisms = []Mechanism{
 				return err
 			}
 			return ac.VGPUScheduler.SetVGPUScheduler(ctx, a.GPU, gpu.VGPUSchedulerSetting{Policy: gpu.VGPUPolicy(s)})
-		}, gpu.KnobVGPUScheduler),
+		}, knob(gpu.KnobVGPUScheduler, "policy", gpu.SharingVGPU)),
 	mechanism("clock-power", func(a *Actuators) *gpu.ClockPowerActuator { return &a.ClockPower },
 		func(x gpu.ClockPowerActuator) gpu.ClockPowerActuator { return clockPowerDoor{x} },
 		func(ctx context.Context, ac Actuators, a Action) error {
@@ -118,20 +142,57 @@ var Mechanisms = []Mechanism{
 				return ac.ClockPower.SetPowerLimit(ctx, a.GPU, float64(v))
 			}
 			return fmt.Errorf("tuner: %s takes a clock range or watts, not %T", a.Knob, a.Want)
-		}, gpu.KnobLockedClocks, gpu.KnobPowerLimit),
+		}, knob(gpu.KnobLockedClocks, "mhz", everyMode...), knob(gpu.KnobPowerLimit, "watts", everyMode...)),
 	mechanism("placement", func(a *Actuators) *gpu.PlacementActuator { return &a.Placement },
 		func(x gpu.PlacementActuator) gpu.PlacementActuator { return placementDoor{x} },
-		nil, gpu.KnobPlacement),
+		nil, knob(gpu.KnobPlacement, "")),
 	mechanism("mig", func(a *Actuators) *gpu.MIGActuator { return &a.MIG },
 		func(x gpu.MIGActuator) gpu.MIGActuator { return migDoor{x} },
-		nil, gpu.KnobMIGLayout),
+		nil, knob(gpu.KnobMIGLayout, "", gpu.SharingMIG)),
 	mechanism("rebalance", func(a *Actuators) *gpu.Rebalancer { return &a.Rebalancer },
 		func(x gpu.Rebalancer) gpu.Rebalancer { return rebalancerDoor{x} },
-		nil, gpu.KnobPlacement, gpu.KnobMIGLayout),
+		nil, knob(gpu.KnobPlacement, ""), knob(gpu.KnobMIGLayout, "", gpu.SharingMIG)),
 	mechanism("mig-drain", func(a *Actuators) *gpu.MIGDrainActuator { return &a.MIGDrain },
 		func(x gpu.MIGDrainActuator) gpu.MIGDrainActuator { return migDrainDoor{x} }, nil),
 	mechanism("lifecycle", func(a *Actuators) *gpu.TenantLifecycleActuator { return &a.Lifecycle },
 		func(x gpu.TenantLifecycleActuator) gpu.TenantLifecycleActuator { return lifecycleDoor{x} }, nil),
+}
+
+// specOf returns the table's description of knob k.
+func specOf(k gpu.Knob) (KnobSpec, bool) {
+	for _, m := range Mechanisms {
+		for _, sp := range m.Specs {
+			if sp.Knob == k {
+				return sp, true
+			}
+		}
+	}
+	return KnobSpec{}, false
+}
+
+// KnobUnit is the unit of a knob's Numeric values ("ratio", "watts",
+// "level", "mhz", "policy"), or "" for a knob without numbers.
+func KnobUnit(k gpu.Knob) string {
+	sp, _ := specOf(k)
+	return sp.Unit
+}
+
+// KnobsFor are the knobs that apply to a GPU in a sharing mode, in the
+// table's order with the knobs of that mode alone before those of every
+// mode: an MPS GPU's client caps, a time-sliced GPU's level, a vGPU host's
+// scheduler, a MIG GPU's layout, then every GPU's clocks and power.
+func KnobsFor(m gpu.SharingMode) []gpu.Knob {
+	var own, all []gpu.Knob
+	for _, k := range CountedKnobs {
+		sp, _ := specOf(k)
+		switch {
+		case len(sp.Modes) == len(everyMode):
+			all = append(all, k)
+		case slices.Contains(sp.Modes, m):
+			own = append(own, k)
+		}
+	}
+	return append(own, all...)
 }
 
 // want returns the action's value as a V, or the error of a policy that

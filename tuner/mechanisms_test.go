@@ -3,6 +3,7 @@ package tuner
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -140,5 +141,30 @@ func TestMechanismTable(t *testing.T) {
 	}
 	if got := fmt.Sprint(co.calls); got != "[SetPowerLimit(GPU-a,300) LockClocks(GPU-a,1980-1980)]" {
 		t.Errorf("calls %s", got)
+	}
+}
+
+// The table says which knobs a GPU of each sharing mode shows and the
+// unit of each knob's numbers.
+func TestKnobSpecs(t *testing.T) {
+	for _, tc := range []struct {
+		mode gpu.SharingMode
+		want []gpu.Knob
+	}{
+		{gpu.SharingMPS, []gpu.Knob{gpu.KnobMPSActiveThreads, gpu.KnobLockedClocks, gpu.KnobPowerLimit}},
+		{gpu.SharingTimeSlice, []gpu.Knob{gpu.KnobComputeTimeSlice, gpu.KnobLockedClocks, gpu.KnobPowerLimit}},
+		{gpu.SharingVGPU, []gpu.Knob{gpu.KnobVGPUScheduler, gpu.KnobLockedClocks, gpu.KnobPowerLimit}},
+		{gpu.SharingMIG, []gpu.Knob{gpu.KnobMIGLayout, gpu.KnobLockedClocks, gpu.KnobPowerLimit}},
+		{gpu.SharingExclusive, []gpu.Knob{gpu.KnobLockedClocks, gpu.KnobPowerLimit}},
+	} {
+		if got := KnobsFor(tc.mode); !slices.Equal(got, tc.want) {
+			t.Errorf("KnobsFor(%s) = %v, want %v", tc.mode, got, tc.want)
+		}
+	}
+	for k, unit := range map[gpu.Knob]string{gpu.KnobMPSActiveThreads: "ratio", gpu.KnobPowerLimit: "watts", gpu.KnobComputeTimeSlice: "level",
+		gpu.KnobLockedClocks: "mhz", gpu.KnobVGPUScheduler: "policy", gpu.KnobPlacement: "", gpu.KnobMIGLayout: ""} {
+		if got := KnobUnit(k); got != unit {
+			t.Errorf("KnobUnit(%s) = %q, want %q", k, got, unit)
+		}
 	}
 }

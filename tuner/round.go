@@ -241,20 +241,3 @@ func refusedOrFailed(o Outcome) string {
 	return "failed"
 }
 
-// KnobsFor are the knobs that apply to a GPU in a sharing mode: its
-// mechanism's own (MPS client caps, the time-slice level, the vGPU
-// scheduler, the MIG layout), then the clocks and the power limit.
-func KnobsFor(m gpu.SharingMode) []gpu.Knob {
-	var own []gpu.Knob
-	switch m {
-	case gpu.SharingMPS:
-		own = []gpu.Knob{gpu.KnobMPSActiveThreads}
-	case gpu.SharingTimeSlice:
-		own = []gpu.Knob{gpu.KnobComputeTimeSlice}
-	case gpu.SharingVGPU:
-		own = []gpu.Knob{gpu.KnobVGPUScheduler}
-	case gpu.SharingMIG:
-		own = []gpu.Knob{gpu.KnobMIGLayout}
-	}
-	return append(own, gpu.KnobLockedClocks, gpu.KnobPowerLimit)
-}
