@@ -240,4 +240,3 @@ func refusedOrFailed(o Outcome) string {
 	}
 	return "failed"
 }
-
