@@ -155,6 +155,8 @@ var vgpuTypeRE = regexp.MustCompile(`-([0-9]+)[A-Z]$`)
 type SLOSpec struct {
 	Quantile float64  `yaml:"quantile"`
 	Target   Duration `yaml:"target"`
+	// Line is where the SLO is stated in the scenario file (0: unknown).
+	Line int `yaml:"-"`
 }
 
 // WorkloadSpec is what a tenant runs.
@@ -555,6 +557,7 @@ func (p *parser) validate(sc *Scenario) error {
 			t.VM.Name = "vm-" + t.Name
 		}
 		if t.SLO != nil {
+			t.SLO.Line = yamlconf.Line(p.root, at("slo")...)
 			if !(t.SLO.Quantile > 0 && t.SLO.Quantile < 1) {
 				return p.errAt(at("slo", "quantile"), "slo quantile must be in (0,1)")
 			}
