@@ -40,13 +40,19 @@ func (sc *Scenario) CheckSLOs(tenantsFile string, given func(tenant string) (q f
 		sc.Name, strings.Join(diffs, "\n  "))
 }
 
+// The metrics an SLO may bound (SLOSpec.Metric).
+const (
+	SLOMetricE2E  = "e2e"  // a request's end-to-end latency
+	SLOMetricTTFT = "ttft" // an LLM request's time to its first token
+)
+
 // metric is what the SLO bounds.
-func (s SLOSpec) metric() string { return sloMetric("") }
+func (s SLOSpec) metric() string { return sloMetric(s.Metric) }
 
 // sloMetric names an SLO's metric, "" being end-to-end request latency.
 func sloMetric(m string) string {
 	if m == "" {
-		return "e2e"
+		return SLOMetricE2E
 	}
 	return m
 }

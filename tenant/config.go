@@ -192,7 +192,29 @@ func (c *Config) GivenSLO(name string) (q float64, target time.Duration, metric 
 	case t.SLO == nil:
 		return 0, 0, "", t.Line, true
 	}
-	return t.SLO.Quantile, t.SLO.Target, "", t.SLO.Line, true
+	return t.SLO.Quantile, t.SLO.Target, t.LatencySource.SLOMetric(), t.SLO.Line, true
+}
+
+// SLOMetric is what an SLO measured from this source bounds, read from
+// its histogram: "ttft" for time to first token (presets *-ttft, or a
+// metric named *time_to_first_token*), "itl" for inter-token latency
+// (*-itl, *inter_token* or *time_per_output_token*), "" for end-to-end
+// request latency (every other source, nil included).
+func (l *LatencySource) SLOMetric() string {
+	if l == nil {
+		return ""
+	}
+	name := l.Metric
+	if name == "" {
+		name = l.Preset
+	}
+	switch {
+	case strings.HasSuffix(name, "-ttft"), strings.Contains(name, "time_to_first_token"):
+		return "ttft"
+	case strings.HasSuffix(name, "-itl"), strings.Contains(name, "inter_token"), strings.Contains(name, "time_per_output_token"):
+		return "itl"
+	}
+	return ""
 }
 
 // EmptyConfig is the configuration used when no tenants file is given.
