@@ -185,7 +185,7 @@ func New(sc *Scenario, opts Options) (*Simulator, error) {
 			minJob:   spec.Workload.MinJobTime.Seconds(),
 		}
 		if spec.Workload.Type == "llm" {
-			t.ttft = newHist(ttftBounds)
+			t.ttft = newHist(ttftBoundsOf(spec.SLO))
 			t.itl = newHist(itlBounds)
 		}
 		if s.gpus[t.gpu].mode != gpu.SharingMIG {

@@ -48,7 +48,7 @@ func TestTTFTJudged(t *testing.T) {
 		t.Fatal(err)
 	}
 	parse := func(slo string) *sim.Scenario {
-		text := strings.Replace(string(data), "slo: {quantile: 0.95, target: 250ms, metric: ttft}", slo, 1)
+		text := strings.Replace(string(data), "slo: {quantile: 0.95, target: 200ms, metric: ttft}", slo, 1)
 		if text == string(data) && !strings.Contains(slo, "ttft") {
 			t.Fatal("the scenario's TTFT SLO is not where the test expects it")
 		}
@@ -58,8 +58,8 @@ func TestTTFTJudged(t *testing.T) {
 		}
 		return sc
 	}
-	ttft := windows(t, parse("slo: {quantile: 0.95, target: 250ms, metric: ttft}"), "assistant", 3*time.Minute)
-	e2e := windows(t, parse("slo: {quantile: 0.95, target: 250ms}"), "assistant", 3*time.Minute)
+	ttft := windows(t, parse("slo: {quantile: 0.95, target: 200ms, metric: ttft}"), "assistant", 3*time.Minute)
+	e2e := windows(t, parse("slo: {quantile: 0.95, target: 200ms}"), "assistant", 3*time.Minute)
 	var lt, le []time.Duration
 	var gt, ge, completed int
 	for i := range ttft {
@@ -120,7 +120,7 @@ func TestTTFTSLOReachesTheTuner(t *testing.T) {
 	}
 	// the same target read from the end-to-end histogram is another figure
 	cfg.TenantByName("assistant").LatencySource.Preset = "vllm-e2e"
-	if err := simrun.CheckTenants(sc, cfg); err == nil || !strings.Contains(err.Error(), "judges ttft quantile 0.95 <= 250ms, but") {
+	if err := simrun.CheckTenants(sc, cfg); err == nil || !strings.Contains(err.Error(), "judges ttft quantile 0.95 <= 200ms, but") {
 		t.Errorf("an end-to-end source for a TTFT SLO: %v", err)
 	}
 	if _, e2e := attainments(t, sc, cfg); e2e > judged-0.3 {
