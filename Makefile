@@ -59,7 +59,7 @@ unit:
 	$(GO) test -race -count=1 ./...
 
 effects:
-	$(GO) test -count=1 -run '^(TestScenarioEffects|TestSLOSlack|TestOracleAtLeastBaselines|TestOracleRunsOnEveryScenario|TestAutotuneSavesEnergyWithSlack)$$' ./cmd/vgpusim/
+	$(GO) test -count=1 -run '^(TestScenarioEffects|TestSLOSlack|TestOracleAtLeastBaselines|TestOracleRunsOnEveryScenario|TestAutotuneEnergyWithSlack)$$' ./cmd/vgpusim/
 	$(GO) test -count=1 -run '^TestSharesConserveAndTrack$$' ./tenant/
 
 # The scenario tables of scenarios/README.md ("Baselines, autotune and the

@@ -35,8 +35,20 @@ var itlBounds = []float64{
 
 // e2eBounds adds the tenant's SLO target as a bucket bound, as an operator
 // configures a server whose SLO is judged from its histogram.
-func e2eBounds(slo *SLOSpec) []float64 {
-	b := slices.Clone(e2eBaseBounds)
+func e2eBounds(slo *SLOSpec) []float64 { return withTarget(e2eBaseBounds, slo) }
+
+// ttftBoundsOf are the TTFT histogram's bounds: vLLM's, with the target of
+// a TTFT SLO added as e2eBounds adds an end-to-end one.
+func ttftBoundsOf(slo *SLOSpec) []float64 {
+	if slo == nil || slo.Metric != SLOMetricTTFT {
+		return ttftBounds
+	}
+	return withTarget(ttftBounds, slo)
+}
+
+// withTarget returns base with the SLO's target added as a bound.
+func withTarget(base []float64, slo *SLOSpec) []float64 {
+	b := slices.Clone(base)
 	if slo != nil {
 		v := slo.Target.Seconds()
 		if _, found := slices.BinarySearch(b, v); !found {

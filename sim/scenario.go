@@ -155,6 +155,13 @@ var vgpuTypeRE = regexp.MustCompile(`-([0-9]+)[A-Z]$`)
 type SLOSpec struct {
 	Quantile float64  `yaml:"quantile"`
 	Target   Duration `yaml:"target"`
+	// Metric is what the SLO bounds: "e2e" (the default), a request's
+	// end-to-end latency, or "ttft", an LLM request's time to its first
+	// token. The report judges it and a tenants file gives the tuner the
+	// same (a latency_source preset *-ttft).
+	Metric string `yaml:"metric"`
+	// Line is where the SLO is stated in the scenario file (0: unknown).
+	Line int `yaml:"-"`
 }
 
 // WorkloadSpec is what a tenant runs.
@@ -555,11 +562,22 @@ func (p *parser) validate(sc *Scenario) error {
 			t.VM.Name = "vm-" + t.Name
 		}
 		if t.SLO != nil {
+			t.SLO.Line = yamlconf.Line(p.root, at("slo")...)
 			if !(t.SLO.Quantile > 0 && t.SLO.Quantile < 1) {
 				return p.errAt(at("slo", "quantile"), "slo quantile must be in (0,1)")
 			}
 			if t.SLO.Target <= 0 {
 				return p.errAt(at("slo", "target"), "slo target must be positive")
+			}
+			switch t.SLO.Metric {
+			case "", SLOMetricE2E:
+				t.SLO.Metric = ""
+			case SLOMetricTTFT:
+				if t.Workload.Type != "llm" {
+					return p.errAt(at("slo", "metric"), "slo metric %s needs an llm workload", SLOMetricTTFT)
+				}
+			default:
+				return p.errAt(at("slo", "metric"), "unknown slo metric %q (%s, %s)", t.SLO.Metric, SLOMetricE2E, SLOMetricTTFT)
 			}
 		}
 		if err := p.validateWorkload(sc, i); err != nil {

@@ -76,8 +76,11 @@ type TenantWindow struct {
 	Completed int
 	Latencies []time.Duration
 	// SLO and the number of requests completed at or under its target.
+	// Under a TTFT SLO (SLOMetric "ttft"), Latencies and Good are of the
+	// requests' times to first token.
 	SLOQuantile float64
 	SLOTarget   time.Duration
+	SLOMetric   string // "" (end to end) or SLOMetricTTFT
 	Good        int
 	// SMShare and BWShare are the time-averaged fractions of the device (or
 	// its MIG instance) the tenant used.
@@ -182,7 +185,7 @@ func New(sc *Scenario, opts Options) (*Simulator, error) {
 			minJob:   spec.Workload.MinJobTime.Seconds(),
 		}
 		if spec.Workload.Type == "llm" {
-			t.ttft = newHist(ttftBounds)
+			t.ttft = newHist(ttftBoundsOf(spec.SLO))
 			t.itl = newHist(itlBounds)
 		}
 		if s.gpus[t.gpu].mode != gpu.SharingMIG {
@@ -599,7 +602,7 @@ func (s *Simulator) Window() WindowStats {
 			tw.Latencies = []time.Duration{}
 		}
 		if t.spec.SLO != nil {
-			tw.SLOQuantile, tw.SLOTarget = t.spec.SLO.Quantile, time.Duration(t.spec.SLO.Target)
+			tw.SLOQuantile, tw.SLOTarget, tw.SLOMetric = t.spec.SLO.Quantile, time.Duration(t.spec.SLO.Target), t.spec.SLO.Metric
 			tw.Overdue = t.overdue(s.now - int64(t.spec.SLO.Target))
 		}
 		if secs > 0 && t.dom != nil {

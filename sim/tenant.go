@@ -326,10 +326,11 @@ func (t *tenant) finishJob(s *Simulator, now int64) {
 		if now-t.lastCkpt >= int64(t.w.CheckpointInterval) {
 			t.lastCkpt, t.sinceCkpt = now, 0
 		}
-		t.record(s, now-j.start)
+		t.record(s, now-j.start, now-j.start)
 	case "dnn":
 		for i := 0; i < j.n; i++ {
-			t.record(s, now-t.queue[t.qhead+i].arrival)
+			d := now - t.queue[t.qhead+i].arrival
+			t.record(s, d, d)
 		}
 		t.qhead += j.n
 		t.compactQueue()
@@ -357,7 +358,7 @@ func (t *tenant) finishJob(s *Simulator, now int64) {
 				t.ttft.observe(float64(now-r.arrival) / 1e9)
 			}
 			if r.done >= r.gen {
-				t.record(s, now-r.arrival)
+				t.record(s, now-r.arrival, t.judged(r, now))
 				continue
 			}
 			if kept != i {
@@ -373,16 +374,19 @@ func (t *tenant) finishJob(s *Simulator, now int64) {
 	}
 }
 
-// record notes a completed request (or step) with latency ns.
-func (t *tenant) record(s *Simulator, ns int64) {
+// record notes a completed request (or step) with latency ns; judged is
+// the latency its SLO judges and the window keeps (ns but under a TTFT
+// SLO).
+func (t *tenant) record(s *Simulator, ns, judged int64) {
 	d := time.Duration(ns)
 	if t.w.Timeout > 0 && d > time.Duration(t.w.Timeout) {
 		t.timeOut() // done too late: the client had given up
 		return
 	}
 	t.completed++
+	jd := time.Duration(judged)
 	if len(t.lat) < s.maxLat {
-		t.lat = append(t.lat, d)
+		t.lat = append(t.lat, jd)
 	} else {
 		// Reservoir sampling keeps a uniform sample of the window's
 		// latencies in bounded memory (a run nobody reads windows of, such
@@ -391,17 +395,26 @@ func (t *tenant) record(s *Simulator, ns int64) {
 			t.res = rand.New(rand.NewPCG(uint64(s.seed), streamOf("reservoir/"+t.spec.Name)))
 		}
 		if j := t.res.Uint64N(uint64(t.completed)); j < uint64(s.maxLat) {
-			t.lat[j] = d
+			t.lat[j] = jd
 		}
 	}
-	if t.spec.SLO != nil && d <= time.Duration(t.spec.SLO.Target) {
+	if t.spec.SLO != nil && jd <= time.Duration(t.spec.SLO.Target) {
 		t.good++
 	}
 	t.e2e.observe(d.Seconds())
 }
 
+// judged is the latency of LLM request r, ending at now, that its SLO
+// judges: its time to first token under a TTFT SLO, else end to end.
+func (t *tenant) judged(r *request, now int64) int64 {
+	if t.spec.SLO != nil && t.spec.SLO.Metric == SLOMetricTTFT {
+		return r.first - r.arrival
+	}
+	return now - r.arrival
+}
+
 // overdue counts the requests waiting or running that arrived before
-// cutoff.
+// cutoff; under a TTFT SLO, those still without their first token.
 func (t *tenant) overdue(cutoff int64) int {
 	n := 0
 	for _, r := range t.queue[t.qhead:] {
@@ -409,8 +422,9 @@ func (t *tenant) overdue(cutoff int64) int {
 			n++
 		}
 	}
+	ttft := t.spec.SLO != nil && t.spec.SLO.Metric == SLOMetricTTFT
 	for _, r := range t.seqs {
-		if r.arrival < cutoff {
+		if r.arrival < cutoff && (!ttft || r.first < 0) {
 			n++
 		}
 	}

@@ -165,6 +165,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		if tcfg, err = tenant.LoadConfig(tenantsFile); err != nil {
 			return nil, err
 		}
+		if err := CheckTenants(sc, tcfg); err != nil {
+			return nil, err
+		}
 	}
 
 	res := &Result{}

@@ -126,6 +126,7 @@ type SLO struct {
 	Target        time.Duration `yaml:"target"`
 	MinThroughput float64       `yaml:"min_throughput"` // requests per second floor; 0 = none
 	Window        time.Duration `yaml:"window"`         // defaults.slo_window unless set
+	Line          int           `yaml:"-"`              // where the slo is in the file
 }
 
 // Share is the tuner's bounds for a tenant's share of the GPU (or MIG
@@ -174,6 +175,46 @@ func (c *Config) TenantByName(name string) *Tenant {
 		}
 	}
 	return nil
+}
+
+// GivenSLO is the SLO the file gives the tuner for tenant name: found
+// says the file defines the tenant; q is 0 when it has no SLO; metric is
+// what the SLO bounds ("" for end-to-end request latency); line is where
+// the SLO is (the tenant when it has none). Its signature is that of
+// sim.Scenario.CheckSLOs' argument, so that the scenario the simulator
+// judges and the tenants file the tuner is given are checked against
+// each other wherever both are loaded.
+func (c *Config) GivenSLO(name string) (q float64, target time.Duration, metric string, line int, found bool) {
+	t := c.TenantByName(name)
+	switch {
+	case t == nil:
+		return 0, 0, "", 0, false
+	case t.SLO == nil:
+		return 0, 0, "", t.Line, true
+	}
+	return t.SLO.Quantile, t.SLO.Target, t.LatencySource.SLOMetric(), t.SLO.Line, true
+}
+
+// SLOMetric is what an SLO measured from this source bounds, read from
+// its histogram: "ttft" for time to first token (presets *-ttft, or a
+// metric named *time_to_first_token*), "itl" for inter-token latency
+// (*-itl, *inter_token* or *time_per_output_token*), "" for end-to-end
+// request latency (every other source, nil included).
+func (l *LatencySource) SLOMetric() string {
+	if l == nil {
+		return ""
+	}
+	name := l.Metric
+	if name == "" {
+		name = l.Preset
+	}
+	switch {
+	case strings.HasSuffix(name, "-ttft"), strings.Contains(name, "time_to_first_token"):
+		return "ttft"
+	case strings.HasSuffix(name, "-itl"), strings.Contains(name, "inter_token"), strings.Contains(name, "time_per_output_token"):
+		return "itl"
+	}
+	return ""
 }
 
 // EmptyConfig is the configuration used when no tenants file is given.
@@ -360,6 +401,7 @@ func (s *SLO) UnmarshalYAML(n *yaml.Node) error {
 	var errs yamlconf.Errors
 	*s = SLO{}
 	got := errs.Fields(n, "slo", "slo.", s)
+	s.Line = n.Line
 	if f := got["quantile"]; f.OK && (s.Quantile <= 0 || s.Quantile >= 1) {
 		errs.Addf(f.Line, "slo.quantile %v is outside (0,1)", s.Quantile)
 	}

@@ -74,6 +74,7 @@ func resolveScenario(arg string, libs ...scenarios.Library) (*sim.Scenario, tena
 	if err != nil {
 		return nil, tenantsSource{}, c.Explain(err)
 	}
+	sc.File = b.Path // the copy is gone; messages name the built-in's file
 	var ts tenantsSource
 	if p := b.TenantsPath(); p != "" {
 		td, err := fs.ReadFile(b.FS, p)

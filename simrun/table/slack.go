@@ -41,12 +41,15 @@ func slackHeader() []string {
 }
 
 // sloCell renders an SLO as p99 <= 8 s, p95 <= 1.45 ms.
-func sloCell(quantile, target float64) string {
+func sloCell(metric string, quantile, target float64) string {
 	v, unit := target, "s"
 	if target < 1 {
 		v, unit = target*1000, "ms"
 	}
-	return fmt.Sprintf("p%s <= %s %s", strconv.FormatFloat(quantile*100, 'f', -1, 64), strconv.FormatFloat(v, 'g', 3, 64), unit)
+	if metric != "" {
+		metric += " "
+	}
+	return fmt.Sprintf("%sp%s <= %s %s", metric, strconv.FormatFloat(quantile*100, 'f', -1, 64), strconv.FormatFloat(v, 'g', 3, 64), unit)
 }
 
 // slackRows are the scenario's rows of the slack table: each tenant with an
@@ -74,7 +77,7 @@ func slackRows(sr scenarioRuns) []string {
 		if v, ok := best[ts.Tenant]; ok {
 			slack, under = strconv.FormatFloat(v, 'f', 2, 64)+"x", from[ts.Tenant]
 		}
-		rows = append(rows, mdRow([]string{"`" + sr.name + "`", ts.Tenant, sloCell(ts.SLOQuantile, ts.SLOTarget), slack, under}))
+		rows = append(rows, mdRow([]string{"`" + sr.name + "`", ts.Tenant, sloCell(ts.SLOMetric, ts.SLOQuantile, ts.SLOTarget), slack, under}))
 	}
 	return rows
 }

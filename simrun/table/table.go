@@ -1,8 +1,9 @@
 // Package table builds the scenario tables of scenarios/README.md and
 // docs/tuning.md: every built-in scenario run under a set of policies over
-// a set of seeds, one markdown row per scenario and policy (SLOs met,
-// attainment, goodput against the baselines and the oracle, GPU-minutes
-// held, energy, how often the policy changed a setting), and the SLO
+// a set of seeds, one markdown row per scenario and policy (SLOs met on
+// each seed, each latency tenant's attainment, each batch tenant's work
+// against the oracle's, energy, GPU-minutes held, goodput against the
+// baselines and the oracle, how often the policy changed a setting), and the SLO
 // slack table; and the spread over seeds that `vgpusim run --seeds`
 // prints.
 package table
@@ -169,14 +170,23 @@ func runPolicies(ctx context.Context, base simrun.Config, scenario, name string,
 	return sr, nil
 }
 
-// tableHeader is the policy table's header: with the column vs oracle
-// when the oracle is one of its policies.
+// tableHeader is the policy table's header. The headline columns come
+// first, per tenant: SLOs met on each seed, each latency tenant's
+// attainment, each batch tenant's work as a fraction of the oracle's (of
+// best-effort's when the oracle is not one of the policies); then the
+// energy, and goodput as a secondary figure, with the column vs oracle
+// when the oracle is one of the policies.
 func tableHeader(withOracle bool) []string {
-	cols := []string{"Scenario", "policy", "SLOs met", "attainment (seeds met)", "goodput", "vs static-equal"}
+	ref := tuner.UncappedName
+	if withOracle {
+		ref = oracle.Name
+	}
+	cols := []string{"Scenario", "policy", "SLOs met (per seed)", "attainment (seeds met)", "batch work vs " + ref,
+		"energy", "GPU-minutes held", "goodput", "vs static-equal"}
 	if withOracle {
 		cols = append(cols, "vs oracle")
 	}
-	cols = append(cols, "GPU-minutes held", "energy", "changes/min/GPU (busiest)")
+	cols = append(cols, "changes/min/GPU (busiest)")
 	return []string{mdRow(cols), "|" + strings.Repeat("---|", len(cols))}
 }
 
@@ -315,23 +325,24 @@ func tableRows(sr scenarioRuns) ([]string, error) {
 			mean += r.Mean / float64(len(p.rates))
 			busiest += r.Max / float64(len(p.rates))
 		}
-		met := p.mean(func(s report.Summary) float64 { return float64(s.SLOsMet) })
-		held := p.mean(func(s report.Summary) float64 { return float64(s.SLOsHeld) })
+		ref := be
+		if or != nil {
+			ref = or
+		}
 		cols := []string{
 			"`" + sr.name + "`", p.policy,
-			strconv.FormatFloat(met, 'g', 3, 64) + " of " + strconv.FormatFloat(held, 'g', 3, 64),
+			metCell(p),
 			attainmentCell(p),
+			batchCell(p, ref),
+			energyCell(p.mean(func(s report.Summary) float64 { return s.EnergyJ })),
+			strconv.FormatFloat(100*p.mean(func(s report.Summary) float64 { return s.HeldFraction }), 'f', 0, 64) + "%",
 			strconv.FormatFloat(good, 'f', 2, 64),
 			ratio(good, seGood),
 		}
 		if or != nil {
 			cols = append(cols, ratio(good, orGood))
 		}
-		cols = append(cols,
-			strconv.FormatFloat(100*p.mean(func(s report.Summary) float64 { return s.HeldFraction }), 'f', 0, 64)+"%",
-			energyCell(p.mean(func(s report.Summary) float64 { return s.EnergyJ })),
-			fmt.Sprintf("%.2f (%.2f)", mean, busiest),
-		)
+		cols = append(cols, fmt.Sprintf("%.2f (%.2f)", mean, busiest))
 		rows = append(rows, mdRow(cols))
 	}
 	return rows, nil

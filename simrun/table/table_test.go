@@ -48,15 +48,22 @@ func TestShortTable(t *testing.T) {
 		cellsOf[c[1]] = c
 	}
 	se, be := cellsOf[tuner.StaticEqualName], cellsOf[tuner.UncappedName]
-	if want := map[bool]string{true: "1.00x", false: "-"}[goodputSum(sr.of(tuner.StaticEqualName), sr.of(tuner.UncappedName)) > 0]; se[5] != want {
-		t.Errorf("static-equal against itself: %s, want %s", se[5], want)
+	if want := map[bool]string{true: "1.00x", false: "-"}[goodputSum(sr.of(tuner.StaticEqualName), sr.of(tuner.UncappedName)) > 0]; se[colVsSE] != want {
+		t.Errorf("static-equal against itself: %s, want %s", se[colVsSE], want)
+	}
+	// with no oracle, batch work is against best-effort's: 1.00x there
+	if be[colBatch] != "embed 1.00x" {
+		t.Errorf("best-effort batch work %q, want embed 1.00x", be[colBatch])
+	}
+	if !strings.HasPrefix(se[colBatch], "embed ") {
+		t.Errorf("static-equal batch work %q", se[colBatch])
 	}
 	// vs static-equal is the ratio of the goodput column (within its rounding)
-	seGood, beGood := num(t, se[4]), num(t, be[4])
+	seGood, beGood := num(t, se[colGoodput]), num(t, be[colGoodput])
 	if seGood > 0 {
-		got := num(t, strings.TrimSuffix(be[5], "x"))
+		got := num(t, strings.TrimSuffix(be[colVsSE], "x"))
 		if want := beGood / seGood; math.Abs(got-want) > 0.005/seGood*(1+want)+0.005 {
-			t.Errorf("best-effort vs static-equal %s, goodputs %s and %s", be[5], be[4], se[4])
+			t.Errorf("best-effort vs static-equal %s, goodputs %s and %s", be[colVsSE], be[colGoodput], se[colGoodput])
 		}
 	}
 	for _, p := range sr.runs {
@@ -64,15 +71,14 @@ func TestShortTable(t *testing.T) {
 		// goodput counts a tenant's work only where its GPU held, so it is at
 		// most the tenant count, and best-effort's is the held fraction of
 		// its own work, at most 1 a tenant
-		if g := num(t, c[4]); g < 0 || g > float64(len(p.sums[0].Tenants)) {
-			t.Errorf("%s goodput %s outside 0-%d", p.policy, c[4], len(p.sums[0].Tenants))
+		if g := num(t, c[colGoodput]); g < 0 || g > float64(len(p.sums[0].Tenants)) {
+			t.Errorf("%s goodput %s outside 0-%d", p.policy, c[colGoodput], len(p.sums[0].Tenants))
 		}
-		var met, held float64
+		var met []string
 		for _, s := range p.sums {
-			met += float64(s.SLOsMet) / float64(len(p.sums))
-			held += float64(s.SLOsHeld) / float64(len(p.sums))
+			met = append(met, fmt.Sprintf("%d/%d", s.SLOsMet, s.SLOsHeld))
 		}
-		if want := fmt.Sprintf("%s of %s", strconv.FormatFloat(met, 'g', 3, 64), strconv.FormatFloat(held, 'g', 3, 64)); c[2] != want {
+		if want := strings.Join(met, ", "); c[2] != want {
 			t.Errorf("%s SLOs met %q, summaries give %q", p.policy, c[2], want)
 		}
 		for _, l := range latencyTenants(p) {
@@ -84,6 +90,41 @@ func TestShortTable(t *testing.T) {
 	for _, r := range slackRows(sr) {
 		if c := cells(r); len(c) != len(cells(slackHeader()[0])) || !strings.HasPrefix(c[2], "p") {
 			t.Errorf("slack row %q", r)
+		}
+	}
+}
+
+// Columns of the policy table.
+const (
+	colBatch   = 4
+	colGoodput = 7
+	colVsSE    = 8
+)
+
+// TestBatchCell: each batch tenant's work against the reference's, the
+// least and the mean beyond compactAbove, "-" without batch tenants; a
+// tenant with an SLO is never a batch tenant.
+func TestBatchCell(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	runs := func(work ...float64) *policyRuns {
+		s := report.Summary{Tenants: []report.TenantSummary{{Tenant: "chat", SLOQuantile: 0.99, Attainment: f(1), WorkRate: 7}}}
+		for i, w := range work {
+			s.Tenants = append(s.Tenants, report.TenantSummary{Tenant: fmt.Sprintf("b%d", i), WorkRate: w})
+		}
+		return &policyRuns{sums: []report.Summary{s}}
+	}
+	for _, tc := range []struct {
+		name   string
+		p, ref *policyRuns
+		want   string
+	}{
+		{"none", runs(), runs(), "-"},
+		{"two", runs(1, 3), runs(4, 3), "b0 0.25x, b1 1.00x"},
+		{"idle under the reference", runs(1, 3), runs(0, 3), "b1 1.00x"},
+		{"more than compactAbove", runs(1, 2, 3, 4, 0.5), runs(2, 2, 2, 2, 2), "least b4 0.25x; mean 1.05x of 5"},
+	} {
+		if got := batchCell(tc.p, tc.ref); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
 	}
 }
@@ -121,7 +162,7 @@ func TestTableRowsFormat(t *testing.T) {
 		return s
 	}
 	sr := scenarioRuns{name: "two", runs: []*policyRuns{
-		{policy: tuner.StaticEqualName, sums: []report.Summary{sum(0.97, false, 10, 2, 100, 20, 0.25, 1449999), sum(0.98, false, 10, 2, 100, 20, 0.35, 1449999)},
+		{policy: tuner.StaticEqualName, sums: []report.Summary{sum(0.97, false, 10, 2, 50, 20, 0.25, 1449999), sum(0.98, false, 10, 2, 40, 20, 0.35, 1449999)},
 			rates: []simrun.ChangeRate{{Mean: 0.1, Max: 0.2}, {Mean: 0.2, Max: 0.4}}},
 		{policy: tuner.UncappedName, sums: []report.Summary{sum(0.99, true, 10, 5, 100, 50, 0.5, 90000), sum(0.986, false, 10, 5, 100, 50, 0.5, 90000)},
 			rates: []simrun.ChangeRate{{}, {}}},
@@ -133,9 +174,9 @@ func TestTableRowsFormat(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{
-		"| `two` | static-equal | 0 of 1 | chat 97.5% (0/2) | 0.40 | 1.00x | 0.21x | 30% | 1450 kJ | 0.15 (0.30) |",
-		"| `two` | best-effort | 0.5 of 1 | chat 98.8% (1/2) | 1.00 | 2.50x | 0.53x | 50% | 90 kJ | 0.00 (0.00) |",
-		"| `two` | oracle | 1 of 1 | chat 100.0% (2/2) | 1.90 | 4.75x | 1.00x | 100% | 225 kJ | 0.30 (0.30) |",
+		"| `two` | static-equal | 0/1, 0/1 | chat 97.5% (0/2) | train 0.45x | 1450 kJ | 30% | 0.40 | 1.00x | 0.21x | 0.15 (0.30) |",
+		"| `two` | best-effort | 1/1, 0/1 | chat 98.8% (1/2) | train 1.00x | 90 kJ | 50% | 1.00 | 2.50x | 0.53x | 0.00 (0.00) |",
+		"| `two` | oracle | 1/1, 1/1 | chat 100.0% (2/2) | train 1.00x | 225 kJ | 100% | 1.90 | 4.75x | 1.00x | 0.30 (0.30) |",
 	}
 	if !slices.Equal(rows, want) {
 		t.Errorf("rows:\n%s\nwant:\n%s", strings.Join(rows, "\n"), strings.Join(want, "\n"))
@@ -162,7 +203,7 @@ func TestTableRowsFormat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "| `many` | static-equal | 0 of 5 | worst t2 80.0% (0/1); 2 of 5 met on every seed | 0.00 | - | 0% | 0 kJ | 0.00 (0.00) |"; rows[0] != want {
+	if want := "| `many` | static-equal | 0/5 | worst t2 80.0% (0/1); 2 of 5 met on every seed | - | 0 kJ | 0% | 0.00 | - | 0.00 (0.00) |"; rows[0] != want {
 		t.Errorf("row\n%s\nwant\n%s", rows[0], want)
 	}
 	if got := tableHeader(false); len(cells(got[0])) != len(cells(rows[0])) || len(cells(got[1])) != len(cells(rows[0])) {

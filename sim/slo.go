@@ -1,0 +1,77 @@
+package sim
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// CheckSLOs returns an error when a tenant of the scenario is held to
+// another SLO by the tenants file the tuner is given (tenantsFile) than
+// the one the scenario judges it by: the tuner would then be scored
+// against an objective it was never told. given returns the tenants
+// file's SLO of a tenant, as tenant.Config.GivenSLO does: found says the
+// file defines the tenant (one it lacks is not checked: its processes
+// are unassigned to the tuner), q is 0 when the file gives it no SLO,
+// metric is "" for end-to-end latency, line is where the file states it.
+// The error names both files, lines and values of every disagreement.
+func (sc *Scenario) CheckSLOs(tenantsFile string, given func(tenant string) (q float64, target time.Duration, metric string, line int, found bool)) error {
+	var diffs []string
+	for _, t := range sc.Tenants {
+		q, target, metric, line, found := given(t.Name)
+		if !found {
+			continue
+		}
+		var judged SLOSpec
+		if t.SLO != nil {
+			judged = *t.SLO
+		}
+		if judged.Quantile == q && time.Duration(judged.Target) == target && judged.metric() == sloMetric(metric) {
+			continue
+		}
+		diffs = append(diffs, fmt.Sprintf("tenant %s: %s judges %s, but %s gives the tuner %s",
+			t.Name, fileLine(sc.File, judged.Line), describeSLO(judged.Quantile, time.Duration(judged.Target), judged.metric()),
+			fileLine(tenantsFile, line), describeSLO(q, target, sloMetric(metric))))
+	}
+	if len(diffs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("scenario %s and its tenants file disagree on SLOs; the tenants file must state the SLO the scenario judges:\n  %s",
+		sc.Name, strings.Join(diffs, "\n  "))
+}
+
+// The metrics an SLO may bound (SLOSpec.Metric).
+const (
+	SLOMetricE2E  = "e2e"  // a request's end-to-end latency
+	SLOMetricTTFT = "ttft" // an LLM request's time to its first token
+)
+
+// metric is what the SLO bounds.
+func (s SLOSpec) metric() string { return sloMetric(s.Metric) }
+
+// sloMetric names an SLO's metric, "" being end-to-end request latency.
+func sloMetric(m string) string {
+	if m == "" {
+		return SLOMetricE2E
+	}
+	return m
+}
+
+// describeSLO says an SLO in words ("no SLO" when q is 0).
+func describeSLO(q float64, target time.Duration, metric string) string {
+	if q == 0 {
+		return "no SLO"
+	}
+	return fmt.Sprintf("%s quantile %v <= %v", metric, q, target)
+}
+
+// fileLine is "file:line", or file alone when the line is not known.
+func fileLine(file string, line int) string {
+	if file == "" {
+		file = "(unnamed)"
+	}
+	if line <= 0 {
+		return file
+	}
+	return fmt.Sprintf("%s:%d", file, line)
+}

@@ -1,0 +1,149 @@
+package simrun_test
+
+import (
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/scenarios"
+	"github.com/vgpu-exporter/vgpu_exporter/sim"
+	"github.com/vgpu-exporter/vgpu_exporter/simrun"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+)
+
+// builtins lists every built-in scenario (replays included).
+func builtins(t *testing.T) []scenarios.Builtin {
+	t.Helper()
+	bs, err := scenarios.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bs) < 2 {
+		t.Fatalf("%d built-in scenarios", len(bs))
+	}
+	return bs
+}
+
+// TestBuiltinSLOsAgree: every built-in scenario loads, has a companion
+// tenants file, and that file gives each tenant with an SLO the SLO the
+// scenario judges it by.
+func TestBuiltinSLOsAgree(t *testing.T) {
+	for _, b := range builtins(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			sc, path, cleanup, err := simrun.LoadScenario(b.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cleanup()
+			p := simrun.Companion(path)
+			if p == "" {
+				t.Fatalf("%s has no companion tenants file", b.Name)
+			}
+			cfg, err := tenant.LoadConfig(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			judged := 0
+			for _, ts := range sc.Tenants {
+				q, target, _, _, found := cfg.GivenSLO(ts.Name)
+				if ts.SLO == nil {
+					continue
+				}
+				judged++
+				if !found || q != ts.SLO.Quantile || target != time.Duration(ts.SLO.Target) {
+					t.Errorf("tenant %s: judged %v, given q=%v target=%v (found %v)", ts.Name, *ts.SLO, q, target, found)
+				}
+			}
+			if judged == 0 {
+				t.Errorf("%s judges no SLO", b.Name)
+			}
+		})
+	}
+}
+
+// sloTarget is the target of a tenants file's slo line.
+var sloTarget = regexp.MustCompile(`(slo: \{quantile: [0-9.]+, target: )([0-9a-z.]+)\}`)
+
+// TestMismatchedCopyRefused: a copy of each built-in scenario whose
+// tenants file gives one tenant another SLO target is refused, by name
+// and line of both files, whether the tenants file is the companion or
+// given to Run.
+func TestMismatchedCopyRefused(t *testing.T) {
+	for _, b := range builtins(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			c, err := b.Materialize()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Remove()
+			tp := simrun.Companion(c.Scenario)
+			data, err := os.ReadFile(tp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := sloTarget.FindSubmatchIndex(data)
+			if m == nil {
+				t.Fatalf("%s: no slo line", tp)
+			}
+			bad := append(append(append([]byte{}, data[:m[4]]...), "1234ms"...), data[m[5]:]...)
+			if err := os.WriteFile(tp, bad, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			line := strings.Count(string(data[:m[0]]), "\n") + 1
+			_, _, cleanup, err := simrun.LoadScenario(c.Scenario)
+			if err == nil {
+				cleanup()
+				t.Fatal("a tenants file that disagrees with its scenario was accepted")
+			}
+			for _, want := range []string{c.Scenario + ":", tp + ":" + itoa(line) + " gives the tuner", "1.234s"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error lacks %q:\n%v", want, err)
+				}
+			}
+		})
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestCheckSLOs covers each way a tenants file can disagree with its
+// scenario, and the tenants it leaves alone.
+func TestCheckSLOs(t *testing.T) {
+	slo := &sim.SLOSpec{Quantile: 0.99, Target: sim.Duration(3500 * time.Microsecond), Line: 7}
+	sc := &sim.Scenario{Name: "s", File: "s.yaml", Tenants: []sim.TenantSpec{{Name: "a", SLO: slo}, {Name: "b"}}}
+	type given struct {
+		q      float64
+		target time.Duration
+		metric string
+		found  bool
+	}
+	for _, tc := range []struct {
+		name string
+		a, b given
+		want string // "" when it agrees
+	}{
+		{"equal", given{0.99, 3500 * time.Microsecond, "", true}, given{found: true}, ""},
+		{"absent from the tenants file", given{}, given{}, ""},
+		{"looser target", given{0.99, 100 * time.Millisecond, "", true}, given{found: true}, "s.yaml:7 judges e2e quantile 0.99 <= 3.5ms, but t.yaml:3 gives the tuner e2e quantile 0.99 <= 100ms"},
+		{"other quantile", given{0.95, 3500 * time.Microsecond, "", true}, given{found: true}, "gives the tuner e2e quantile 0.95 <= 3.5ms"},
+		{"other metric", given{0.99, 3500 * time.Microsecond, "ttft", true}, given{found: true}, "gives the tuner ttft quantile 0.99"},
+		{"no SLO to the tuner", given{found: true}, given{found: true}, "tenant a: s.yaml:7 judges e2e quantile 0.99 <= 3.5ms, but t.yaml:3 gives the tuner no SLO"},
+		{"an SLO the scenario does not judge", given{0.99, 3500 * time.Microsecond, "", true}, given{0.9, time.Second, "", true}, "tenant b: s.yaml judges no SLO"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := sc.CheckSLOs("t.yaml", func(name string) (float64, time.Duration, string, int, bool) {
+				g := map[string]given{"a": tc.a, "b": tc.b}[name]
+				return g.q, g.target, g.metric, 3, g.found
+			})
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
