@@ -54,6 +54,11 @@ var cardinalityTerms = map[string]func(*tenant.Snapshot, *tuner.Status) int{
 	"GPU in MIG mode or on a vGPU host": func(s *tenant.Snapshot, _ *tuner.Status) int {
 		return countOf(s.Readings.Devices, func(d gpu.Device) bool { return d.MIGEnabled || d.Scheduler != nil })
 	},
+	"GPU with NVLink and row remapping": func(s *tenant.Snapshot, _ *tuner.Status) int {
+		return countOf(s.Readings.Devices, func(d gpu.Device) bool {
+			return d.Up && d.Health.NVLinkActive != nil && d.Health.RowRemapPending != nil
+		})
+	},
 	"MIG instance": func(s *tenant.Snapshot, _ *tuner.Status) int {
 		n := 0
 		for _, d := range s.Readings.Devices {

@@ -31,6 +31,15 @@ func migDevice() gpu.Device {
 		GPUUtil: gpu.Float(0.9), MemUtil: gpu.Float(0.4),
 		Activity:             gpu.Activity{SMActive: gpu.Float(0.75), SMOccupancy: gpu.Float(0.5), DRAMActive: gpu.Float(0.625), TensorActive: gpu.Float(0.25), Source: "gpm"},
 		ContextSwitchesTotal: gpu.Uint(1000), ContextSwitchCyclesTotal: gpu.Uint(5000000),
+		Health: gpu.Health{
+			NVLinkLinks: gpu.Uint(18), NVLinkActive: gpu.Uint(17),
+			NVLinkTxBytes: gpu.Uint(1 << 40), NVLinkRxBytes: gpu.Uint(2 << 40),
+			NVLinkCRCFlitErrors: gpu.Uint(4), NVLinkCRCDataErrors: gpu.Uint(1), NVLinkReplayErrors: gpu.Uint(2), NVLinkRecoveryErrors: gpu.Uint(0),
+			PCIeTxBytesPS: gpu.Float(4e6), PCIeRxBytesPS: gpu.Float(8e6), PCIeReplays: gpu.Uint(3),
+			RemappedRowsCorrectable: gpu.Uint(2), RemappedRowsUncorrectable: gpu.Uint(1),
+			RowRemapPending: gpu.Bool(true), RowRemapFailure: gpu.Bool(false),
+			RetiredPagesSingleBit: gpu.Uint(5), RetiredPagesDoubleBit: gpu.Uint(1), RetiredPagesPending: gpu.Bool(false),
+		},
 		MIG: []gpu.MIGInstance{
 			{UUID: "MIG-aaaa", GPUInstanceID: 1, ComputeInstanceID: 0, Profile: "3g.71gb", SMCount: 60,
 				MemoryTotalBytes: 70 * gib, MemoryUsedBytes: 30 * gib,
