@@ -110,6 +110,20 @@ local g = import 'lib/dashboard.libsonnet';
       g.timeseries('Temperature', [g.target(std.format('vgpu_gpu_temperature_celsius{%s}', fg), gpuLegend)], 'celsius') { w: 8 },
       g.timeseries('Throttle reasons active', [g.target(std.format('vgpu_gpu_clock_event_reason_active{%s, reason!="gpu_idle"} > 0', fg), gpuLegend + ' {{reason}}')], description='Clock event reasons holding the clocks down (idle excluded).'),
       g.timeseries('XID errors', [g.target(std.format('increase(vgpu_gpu_events_total{%s, kind="xid"}[$__rate_interval]) > 0', fg), gpuLegend + ' XID {{code}}')], description='XID errors per interval; see docs/runbooks.md for the code classes.'),
+      g.row('Interconnect and memory health'),
+      g.timeseries('NVLink throughput', [g.target(std.format('sum by (%s, gpu, direction) (rate(vgpu_gpu_nvlink_bytes_total{%s}[$__rate_interval]))', [host, fg]), gpuLegend + ' {{direction}}')], 'Bps', description='Data bytes over all NVLink links of the GPU.') { w: 8 },
+      g.timeseries('PCIe throughput', [g.target(std.format('vgpu_gpu_pcie_bytes_per_second{%s}', fg), gpuLegend + ' {{direction}}')], 'Bps', description="The driver's own short-window reading, sampled.") { w: 8 },
+      g.timeseries('NVLink links', [g.target(std.format('vgpu_gpu_nvlink_links{%s}', fg), gpuLegend + ' {{state}}')], description='Links up (active) and down (inactive).') { w: 8 },
+      g.events('NVLink errors and PCIe replays', [
+        g.target(std.format('increase(vgpu_gpu_nvlink_errors_total{%s}[$__rate_interval]) > 0', fg), gpuLegend + ' NVLink {{type}}'),
+        g.target(std.format('increase(vgpu_gpu_pcie_replays_total{%s}[$__rate_interval]) > 0', fg), gpuLegend + ' PCIe replays'),
+      ], description='Per interval; empty on healthy links. See the VGPUNVLinkErrorsRising and VGPUPCIeReplaysRising runbooks.'),
+      g.table('Memory repair', [
+        g.target(std.format('vgpu_gpu_remapped_rows_total{%s}', fg)),
+        g.target(std.format('vgpu_gpu_row_remap_pending{%s}', fg)),
+        g.target(std.format('vgpu_gpu_row_remap_failure{%s}', fg)),
+        g.target(std.format('vgpu_gpu_retired_pages_total{%s}', fg)),
+      ], description='Rows remapped by cause, a remap pending a reset or failed (Ampere and later), pages retired (older GPUs).'),
     ]),
     'vgpu-tuner.json': g.dashboard(c, 'vgpu-tuner.json', 'vGPU / Tuner', 'The autotune controller: its mode per host, the settings it decided against those in effect, its actions, reverts and the recommendations it did not apply.', [clusterVar, jobVar, hostVar, gpuVar, tenantVar(true)], [
       g.row('Mode'),
