@@ -93,10 +93,11 @@ var cardinalityTerms = map[string]func(*tenant.Snapshot, *tuner.Status) int{
 	"tenant with a latency source and no SLO": func(s *tenant.Snapshot, _ *tuner.Status) int {
 		return countOf(s.SLOs, func(l tenant.SLOStatus) bool { return l.TargetSeconds <= 0 })
 	},
-	"share domain with a share.min": func(s *tenant.Snapshot, _ *tuner.Status) int { return len(s.Attribution.ShareMinSums) },
-	"host":                          func(*tenant.Snapshot, *tuner.Status) int { return 1 },
-	"host with the tuner on":        func(*tenant.Snapshot, *tuner.Status) int { return 1 },
-	"knob with an actuator":         func(_ *tenant.Snapshot, st *tuner.Status) int { return len(st.Actuators) },
+	"share domain with a share.min":   func(s *tenant.Snapshot, _ *tuner.Status) int { return len(s.Attribution.ShareMinSums) },
+	"host":                            func(*tenant.Snapshot, *tuner.Status) int { return 1 },
+	"host with the tuner on":          func(*tenant.Snapshot, *tuner.Status) int { return 1 },
+	"GPU in the tuner's latest round": func(_ *tenant.Snapshot, st *tuner.Status) int { return len(st.GPUs) },
+	"knob with an actuator":           func(_ *tenant.Snapshot, st *tuner.Status) int { return len(st.Actuators) },
 	"tenant with an MPS decision on a GPU": func(_ *tenant.Snapshot, st *tuner.Status) int {
 		seen := map[[2]string]bool{}
 		for _, set := range st.Settings {

@@ -58,7 +58,7 @@ local g = import 'lib/dashboard.libsonnet';
       g.timeseries('Device memory', [g.target(std.format('vgpu_tenant_memory_used_bytes{%s}', ft), '{{tenant}} ' + gpuLegend + ' {{gpu_instance}}')], 'bytes') { w: 8 },
       g.timeseries('Processes', [g.target(std.format('vgpu_tenant_processes{%s}', ft), '{{tenant}} ' + gpuLegend + ' {{gpu_instance}}')]) { w: 8 },
       g.timeseries('Context switches', [g.target(std.format('rate(vgpu_tenant_context_switches_total{%s}[$__rate_interval])', ft), '{{tenant}} ' + gpuLegend)], 'ops') { w: 8 },
-      g.table('How each figure is obtained', [g.target(std.format('vgpu_tenant_figure_info{%s}', ft))], description='measured: the hardware counted the tenant\'s own use (a MIG instance\'s counters); apportioned: a device figure split among the GPU\'s tenants by the rule in docs/tenants.md. Fixed by the sharing mode, so the series above never change labels.') { w: 24 },
+      g.table('How each figure is obtained', [g.target(std.format('vgpu_tenant_figure_info{%s}', ft))], description='measured: the hardware counted the tenant\'s own use (the counters of a MIG instance it has alone); apportioned: a GPU\'s (or a shared MIG instance\'s) figure split among its tenants by the rule in docs/tenants.md. Served apart, so the series above never change labels.') { w: 24 },
       g.row('Latency SLO'),
       g.timeseries('Latency quantiles and target', [
         g.target(std.format('vgpu_tenant_request_latency_seconds{%s}', ft), '{{tenant}} p{{q}}'),
@@ -98,6 +98,21 @@ local g = import 'lib/dashboard.libsonnet';
       g.row('MIG instances'),
       g.timeseries('MIG SM active', [g.target(std.format('vgpu_mig_sm_active_ratio{%s, gpu_instance=~"$gpu_instance"}', fg), gpuLegend + ' GI {{gpu_instance}}')], 'percentunit'),
       g.timeseries('MIG device memory used', [g.target(std.format('vgpu_mig_memory_used_bytes{%s, gpu_instance=~"$gpu_instance"}', fg), gpuLegend + ' GI {{gpu_instance}}')], 'bytes'),
+      g.row('vGPU instances'),
+      g.timeseries('vGPU SM utilization per VM', [g.target(std.format('vgpu_vgpu_sm_utilization_ratio{%(f)s} * on (%(key)s, vgpu_instance) group_left (vm_name, type) vgpu_vgpu_instance_info{%(f)s}', { f: fg, key: hostKey + ', uuid' }), gpuLegend + ' {{vm_name}} ({{type}})')], 'percentunit', description='Fraction of the interval the VM\'s work ran on the SMs (vGPU hosts only).') { w: 8 },
+      g.timeseries('vGPU framebuffer per VM', [
+        g.target(std.format('vgpu_vgpu_framebuffer_used_bytes{%(f)s} * on (%(key)s, vgpu_instance) group_left (vm_name) vgpu_vgpu_instance_info{%(f)s}', { f: fg, key: hostKey + ', uuid' }), gpuLegend + ' {{vm_name}} used'),
+        g.target(std.format('vgpu_vgpu_framebuffer_total_bytes{%(f)s} * on (%(key)s, vgpu_instance) group_left (vm_name) vgpu_vgpu_instance_info{%(f)s}', { f: fg, key: hostKey + ', uuid' }), gpuLegend + ' {{vm_name}} size'),
+      ], 'bytes') { w: 8 },
+      g.timeseries('vGPU scheduler: run and preemption per runlist', [
+        g.target(std.format('rate(vgpu_vgpu_scheduler_run_seconds_total{%s}[$__rate_interval])', fg), gpuLegend + ' runlist {{runlist}} run'),
+        g.target(std.format('rate(vgpu_vgpu_scheduler_preemption_seconds_total{%s}[$__rate_interval])', fg), gpuLegend + ' runlist {{runlist}} preempted'),
+      ], 'percentunit', description='Fraction of time each software runlist ran and was preempted, from the scheduler log.') { w: 8 },
+      g.table('vGPU scheduler settings', [
+        g.target(std.format('vgpu_vgpu_scheduler_info{%s}', fg)),
+        g.target(std.format('vgpu_vgpu_scheduler_timeslice_seconds{%s}', fg)),
+        g.target(std.format('vgpu_vgpu_scheduler_arr_enabled{%s}', fg)),
+      ], description='Policy, time slice and adaptive round robin of each vGPU host GPU.') { w: 24 },
       g.row('Clocks, power and health'),
       g.timeseries('SM clock', [
         g.target(std.format('vgpu_gpu_sm_clock_hertz{%s}', fg), gpuLegend),
@@ -132,6 +147,7 @@ local g = import 'lib/dashboard.libsonnet';
       g.stat('Originals not restored', [g.target(std.format('sum(vgpu_tuner_originals_unrestored{%s})', fh))], description='Settings the tuner changed whose journaled originals are still open; restored at exit.') { w: 6, h: 4 },
       g.stat('Restore failures', [g.target(std.format('sum(vgpu_tuner_restore_failures_total{%s})', fh))], thresholds=[{ color: 'green', value: null }, { color: 'red', value: 1 }]) { w: 6, h: 4 },
       g.timeseries('Mode per host', [g.target(std.format('max by (%s, mode) (vgpu_tuner_mode{%s}) == 1', [host, fh]), '{{%s}} {{mode}}' % host)], description='One line per host at 1, labelled with its mode.') { w: 8 },
+      g.timeseries('Mode per GPU', [g.target(std.format('vgpu_tuner_gpu_mode{%s} == 1', fg), gpuLegend + ' {{mode}}')], description='The mode the tuner applies to each GPU: the host-wide one or the GPU\'s own (--tuner.gpu-mode); one line per GPU at 1, labelled with its mode.') { w: 8 },
       g.timeseries('Kill switch per host', [g.target(std.format('vgpu_tuner_kill_switch_engaged{%s}', fh), '{{%s}}' % host)]) { w: 8 },
       g.timeseries('Time since the last run', [g.target(std.format('time() - vgpu_tuner_last_run_timestamp_seconds{%s}', fh), '{{%s}}' % host)], 's') { w: 8 },
       g.row('Target and effective settings'),

@@ -18,11 +18,13 @@ type Method string
 
 // Methods.
 const (
-	// Measured: the share domain's own counters, a MIG instance's.
+	// Measured: the share domain's own counters, those of a MIG instance
+	// that one tenant has.
 	Measured Method = "measured"
 	// Apportioned: a whole GPU's figure divided among its tenants by a
 	// documented rule (see docs/tenants.md), because the hardware does not
-	// split it; also when one tenant has the GPU.
+	// split it, also when one tenant has the GPU; and a MIG instance's
+	// figure split among the several tenants sharing the instance.
 	Apportioned Method = "apportioned"
 )
 
@@ -126,9 +128,10 @@ type Usage struct {
 	Workloads []Workload
 
 	// Method says how SMActive, DRAMActive and ContextSwitchesTotal were
-	// obtained; it is fixed by the share domain's sharing mode (Measured on
-	// a MIG instance, Apportioned on a whole GPU), never by how many
-	// tenants share the domain.
+	// obtained. On a whole GPU it is Apportioned, however many tenants
+	// share it; on a MIG instance it is Measured while one tenant has the
+	// instance and Apportioned while several share it (their split is by
+	// used memory).
 	Method Method
 	// SMActive is the tenant's share of the SM activity of the GPU (or MIG
 	// instance), 0-1 of it; nil if the device figure is unknown. The
