@@ -81,7 +81,9 @@ var cardinalityTerms = map[string]func(*tenant.Snapshot, *tuner.Status) int{
 	"tenant usage inside a MIG instance": func(s *tenant.Snapshot, _ *tuner.Status) int {
 		return countOf(s.Usage, func(u tenant.Usage) bool { return u.GPUInstance != "" })
 	},
-	"tenant": func(s *tenant.Snapshot, _ *tuner.Status) int { return len(s.Tenants) },
+	"tenant metered on a GPU": func(s *tenant.Snapshot, _ *tuner.Status) int { return len(s.Meters) },
+	"GPU metered":             func(s *tenant.Snapshot, _ *tuner.Status) int { return len(s.GPUMeters) },
+	"tenant":                  func(s *tenant.Snapshot, _ *tuner.Status) int { return len(s.Tenants) },
 	"tenant with an SLO": func(s *tenant.Snapshot, _ *tuner.Status) int {
 		return countOf(s.SLOs, func(l tenant.SLOStatus) bool { return l.TargetSeconds > 0 })
 	},

@@ -135,6 +135,15 @@ func richSnapshot() *tenant.Snapshot {
 			{Tenant: tenant.Unassigned, GPU: 1, UUID: "GPU-1111", Processes: 1, PIDs: []uint32{202},
 				Method: tenant.Apportioned, MemoryUsedBytes: 4 * gib, ContextSwitchesTotal: gpu.Float(14)},
 		},
+		Meters: []tenant.Meter{
+			{GPU: 0, UUID: "GPU-0000", Tenant: "chat", EnergyJoules: 5000, GPUSecondsUsed: 40, GPUSecondsReserved: 60, MemoryByteSeconds: 3000 * gib},
+			// GPU 1 has no energy counter: no energy series
+			{GPU: 1, UUID: "GPU-1111", Tenant: "train", GPUSecondsUsed: 50, GPUSecondsReserved: 100, MemoryByteSeconds: 1600 * gib},
+		},
+		GPUMeters: []tenant.GPUMeter{
+			{GPU: 0, UUID: "GPU-0000", EnergyJoules: 7000, IdleEnergyJoules: 2000, EnergyKnown: true},
+			{GPU: 1, UUID: "GPU-1111"},
+		},
 		SLOs: []tenant.SLOStatus{
 			{Tenant: "chat", Status: latency.Status{Quantile: 0.99, TargetSeconds: 0.5, Window: 5 * time.Minute,
 				Quantiles:     map[float64]float64{0.5: 0.125, 0.9: 0.25, 0.99: 0.625},

@@ -42,6 +42,13 @@ type Snapshot struct {
 	// Usage has one entry per tenant and GPU (and MIG GPU instance) that the
 	// tenant used during the sample, Unassigned included.
 	Usage []Usage
+	// Meters are the cumulative energy, GPU time and memory time of every
+	// tenant on every GPU since the exporter started (tenants that left
+	// included), by GPU and tenant; GPUMeters what no tenant is charged for
+	// on each GPU. Per GPU, the tenants' energy and the idle energy add up
+	// to the GPU's energy counter's increase.
+	Meters    []Meter
+	GPUMeters []GPUMeter
 	// SLOs has one entry per tenant with a latency source.
 	SLOs []SLOStatus
 	// Config is the state of the tenants file and its reloads.
