@@ -79,7 +79,7 @@ local g = import 'lib/dashboard.libsonnet';
       ], description='Actions planned by the tuner (guarded ones left out) and its reverts, on the hosts the tenant runs on: one bar per interval in which any happened, by knob and outcome; empty while the tuner holds.'),
     ]),
 
-    'vgpu-gpu.json': g.dashboard(c, 'vgpu-gpu.json', 'vGPU / GPU and MIG', 'Per GPU and MIG instance: the split of SMs and HBM among tenants, context switches, clocks, power, throttle reasons and XID errors.', [clusterVar, jobVar, hostVar, gpuVar, migVar, tenantVar(true)], [
+    'vgpu-gpu.json': g.dashboard(c, 'vgpu-gpu.json', 'vGPU / GPU and MIG', 'Per GPU and MIG instance: the split of SMs and HBM among tenants, context switches, vGPU instances and their scheduler, clocks, power, throttle reasons, XID errors, NVLink and PCIe health and memory repair.', [clusterVar, jobVar, hostVar, gpuVar, migVar, tenantVar(true)], [
       g.row('Activity'),
       g.timeseries('SM active', [g.target(std.format('vgpu_gpu_sm_active_ratio{%s}', fg), gpuLegend)], 'percentunit') { w: 8 },
       g.timeseries('HBM bandwidth used', [g.target(std.format('vgpu_gpu_dram_active_ratio{%s}', fg), gpuLegend)], 'percentunit') { w: 8 },
@@ -139,6 +139,38 @@ local g = import 'lib/dashboard.libsonnet';
         g.target(std.format('vgpu_gpu_row_remap_failure{%s}', fg)),
         g.target(std.format('vgpu_gpu_retired_pages_total{%s}', fg)),
       ], description='Rows remapped by cause, a remap pending a reset or failed (Ampere and later), pages retired (older GPUs).'),
+    ]),
+    'vgpu-chargeback.json': g.dashboard(c, 'vgpu-chargeback.json', 'vGPU / Energy and chargeback', "Each tenant's apportioned energy, GPU time used and held, and device memory held, with totals per day and per 30 days and their cost at the mixin's prices (docs/tenants.md, Metering). Tables export as CSV from the panel menu (Inspect, Data).", [clusterVar, jobVar, hostVar, tenantVar(true)], [
+      g.row('Energy and use'),
+      g.timeseries('Power per tenant', [
+        g.target(std.format('sum by (tenant) (rate(vgpu_tenant_energy_joules_total{%s}[$__rate_interval]))', ft), '{{tenant}}'),
+        g.target(std.format('sum(rate(vgpu_tenant_idle_energy_joules_total{%s}[$__rate_interval]))', fh), 'idle (no tenant)'),
+      ], 'watt', description='Energy apportioned to each tenant per second, and the energy no tenant is charged for; stacked, they add up to the GPUs\' power.', stack=true),
+      g.timeseries('GPUs used and held per tenant', [
+        g.target(std.format('sum by (tenant) (rate(vgpu_tenant_gpu_used_seconds_total{%s}[$__rate_interval]))', ft), '{{tenant}} used'),
+        g.target(std.format('sum by (tenant) (rate(vgpu_tenant_gpu_reserved_seconds_total{%s}[$__rate_interval]))', ft), '{{tenant}} held'),
+      ], description='In GPU-equivalents: used is the tenant\'s share of the GPUs\' activity, held what it reserves (its MIG instances\' SMs, an equal part of a shared GPU).') { w: 12 },
+      g.timeseries('Device memory held per tenant', [g.target(std.format('sum by (tenant) (rate(vgpu_tenant_memory_byte_seconds_total{%s}[$__rate_interval]))', ft), '{{tenant}}')], 'bytes', stack=true) { w: 12 },
+      g.row('Chargeback'),
+    ] + [
+      g.table('Per tenant, last %s' % p.name, [
+        g.target(std.format('sum by (tenant) (increase(vgpu_tenant_energy_joules_total{%s}[%s])) / 3.6e6', [ft, p.range])),
+        g.target(std.format('sum by (tenant) (increase(vgpu_tenant_gpu_used_seconds_total{%s}[%s])) / 3600', [ft, p.range])),
+        g.target(std.format('sum by (tenant) (increase(vgpu_tenant_gpu_reserved_seconds_total{%s}[%s])) / 3600', [ft, p.range])),
+        g.target(std.format('sum by (tenant) (increase(vgpu_tenant_memory_byte_seconds_total{%s}[%s])) / (3600 * 2^30)', [ft, p.range])),
+        g.target(std.format('sum by (tenant) (increase(vgpu_tenant_gpu_reserved_seconds_total{%(f)s}[%(r)s])) / 3600 * %(gpuh)s + sum by (tenant) (increase(vgpu_tenant_energy_joules_total{%(f)s}[%(r)s])) / 3.6e6 * %(kwh)s', { f: ft, r: p.range, gpuh: c.chargebackPricePerGPUHour, kwh: c.chargebackPricePerKWh })),
+      ], description='Energy in kWh, GPU-hours used and held, memory in GiB-hours, and cost (held GPU-hours at %s per GPU-hour plus energy at %s per kWh, the mixin\'s chargebackPricePerGPUHour and chargebackPricePerKWh), over the last %s. Export: panel menu, Inspect, Data, Download CSV.' % [c.chargebackPricePerGPUHour, c.chargebackPricePerKWh, p.name]) {
+        w: 24,
+        transformations+: [{ id: 'organize', options: { renameByName: {
+          'Value #A': 'Energy (kWh)',
+          'Value #B': 'GPU-hours used',
+          'Value #C': 'GPU-hours held',
+          'Value #D': 'Memory (GiB-hours)',
+          'Value #E': 'Cost',
+        } } }],
+        fieldConfig+: { overrides: [{ matcher: { id: 'byName', options: 'Cost' }, properties: [{ id: 'unit', value: c.chargebackCurrency }] }] },
+      }
+      for p in [{ name: '24 hours', range: '1d' }, { name: '30 days', range: '30d' }]
     ]),
     'vgpu-tuner.json': g.dashboard(c, 'vgpu-tuner.json', 'vGPU / Tuner', 'The autotune controller: its mode per host, the settings it decided against those in effect, its actions, reverts and the recommendations it did not apply.', [clusterVar, jobVar, hostVar, gpuVar, tenantVar(true)], [
       g.row('Mode'),
