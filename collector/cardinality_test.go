@@ -54,6 +54,11 @@ var cardinalityTerms = map[string]func(*tenant.Snapshot, *tuner.Status) int{
 	"GPU in MIG mode or on a vGPU host": func(s *tenant.Snapshot, _ *tuner.Status) int {
 		return countOf(s.Readings.Devices, func(d gpu.Device) bool { return d.MIGEnabled || d.Scheduler != nil })
 	},
+	"GPU with NVLink and row remapping": func(s *tenant.Snapshot, _ *tuner.Status) int {
+		return countOf(s.Readings.Devices, func(d gpu.Device) bool {
+			return d.Up && d.Health.NVLinkActive != nil && d.Health.RowRemapPending != nil
+		})
+	},
 	"MIG instance": func(s *tenant.Snapshot, _ *tuner.Status) int {
 		n := 0
 		for _, d := range s.Readings.Devices {
@@ -76,7 +81,9 @@ var cardinalityTerms = map[string]func(*tenant.Snapshot, *tuner.Status) int{
 	"tenant usage inside a MIG instance": func(s *tenant.Snapshot, _ *tuner.Status) int {
 		return countOf(s.Usage, func(u tenant.Usage) bool { return u.GPUInstance != "" })
 	},
-	"tenant": func(s *tenant.Snapshot, _ *tuner.Status) int { return len(s.Tenants) },
+	"tenant metered on a GPU": func(s *tenant.Snapshot, _ *tuner.Status) int { return len(s.Meters) },
+	"GPU metered":             func(s *tenant.Snapshot, _ *tuner.Status) int { return len(s.GPUMeters) },
+	"tenant":                  func(s *tenant.Snapshot, _ *tuner.Status) int { return len(s.Tenants) },
 	"tenant with an SLO": func(s *tenant.Snapshot, _ *tuner.Status) int {
 		return countOf(s.SLOs, func(l tenant.SLOStatus) bool { return l.TargetSeconds > 0 })
 	},
@@ -88,10 +95,11 @@ var cardinalityTerms = map[string]func(*tenant.Snapshot, *tuner.Status) int{
 	"tenant with a latency source and no SLO": func(s *tenant.Snapshot, _ *tuner.Status) int {
 		return countOf(s.SLOs, func(l tenant.SLOStatus) bool { return l.TargetSeconds <= 0 })
 	},
-	"share domain with a share.min": func(s *tenant.Snapshot, _ *tuner.Status) int { return len(s.Attribution.ShareMinSums) },
-	"host":                          func(*tenant.Snapshot, *tuner.Status) int { return 1 },
-	"host with the tuner on":        func(*tenant.Snapshot, *tuner.Status) int { return 1 },
-	"knob with an actuator":         func(_ *tenant.Snapshot, st *tuner.Status) int { return len(st.Actuators) },
+	"share domain with a share.min":   func(s *tenant.Snapshot, _ *tuner.Status) int { return len(s.Attribution.ShareMinSums) },
+	"host":                            func(*tenant.Snapshot, *tuner.Status) int { return 1 },
+	"host with the tuner on":          func(*tenant.Snapshot, *tuner.Status) int { return 1 },
+	"GPU in the tuner's latest round": func(_ *tenant.Snapshot, st *tuner.Status) int { return len(st.GPUs) },
+	"knob with an actuator":           func(_ *tenant.Snapshot, st *tuner.Status) int { return len(st.Actuators) },
 	"tenant with an MPS decision on a GPU": func(_ *tenant.Snapshot, st *tuner.Status) int {
 		seen := map[[2]string]bool{}
 		for _, set := range st.Settings {

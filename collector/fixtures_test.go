@@ -31,6 +31,15 @@ func migDevice() gpu.Device {
 		GPUUtil: gpu.Float(0.9), MemUtil: gpu.Float(0.4),
 		Activity:             gpu.Activity{SMActive: gpu.Float(0.75), SMOccupancy: gpu.Float(0.5), DRAMActive: gpu.Float(0.625), TensorActive: gpu.Float(0.25), Source: "gpm"},
 		ContextSwitchesTotal: gpu.Uint(1000), ContextSwitchCyclesTotal: gpu.Uint(5000000),
+		Health: gpu.Health{
+			NVLinkLinks: gpu.Uint(18), NVLinkActive: gpu.Uint(17),
+			NVLinkTxBytes: gpu.Uint(1 << 40), NVLinkRxBytes: gpu.Uint(2 << 40),
+			NVLinkCRCFlitErrors: gpu.Uint(4), NVLinkCRCDataErrors: gpu.Uint(1), NVLinkReplayErrors: gpu.Uint(2), NVLinkRecoveryErrors: gpu.Uint(0),
+			PCIeTxBytesPS: gpu.Float(4e6), PCIeRxBytesPS: gpu.Float(8e6), PCIeReplays: gpu.Uint(3),
+			RemappedRowsCorrectable: gpu.Uint(2), RemappedRowsUncorrectable: gpu.Uint(1),
+			RowRemapPending: gpu.Bool(true), RowRemapFailure: gpu.Bool(false),
+			RetiredPagesSingleBit: gpu.Uint(5), RetiredPagesDoubleBit: gpu.Uint(1), RetiredPagesPending: gpu.Bool(false),
+		},
 		MIG: []gpu.MIGInstance{
 			{UUID: "MIG-aaaa", GPUInstanceID: 1, ComputeInstanceID: 0, Profile: "3g.71gb", SMCount: 60,
 				MemoryTotalBytes: 70 * gib, MemoryUsedBytes: 30 * gib,
@@ -125,6 +134,15 @@ func richSnapshot() *tenant.Snapshot {
 				MemoryUsedBytes: 16 * gib, ContextSwitchesTotal: gpu.Float(28)},
 			{Tenant: tenant.Unassigned, GPU: 1, UUID: "GPU-1111", Processes: 1, PIDs: []uint32{202},
 				Method: tenant.Apportioned, MemoryUsedBytes: 4 * gib, ContextSwitchesTotal: gpu.Float(14)},
+		},
+		Meters: []tenant.Meter{
+			{GPU: 0, UUID: "GPU-0000", Tenant: "chat", EnergyJoules: 5000, GPUSecondsUsed: 40, GPUSecondsReserved: 60, MemoryByteSeconds: 3000 * gib},
+			// GPU 1 has no energy counter: no energy series
+			{GPU: 1, UUID: "GPU-1111", Tenant: "train", GPUSecondsUsed: 50, GPUSecondsReserved: 100, MemoryByteSeconds: 1600 * gib},
+		},
+		GPUMeters: []tenant.GPUMeter{
+			{GPU: 0, UUID: "GPU-0000", EnergyJoules: 7000, IdleEnergyJoules: 2000, EnergyKnown: true},
+			{GPU: 1, UUID: "GPU-1111"},
 		},
 		SLOs: []tenant.SLOStatus{
 			{Tenant: "chat", Status: latency.Status{Quantile: 0.99, TargetSeconds: 0.5, Window: 5 * time.Minute,

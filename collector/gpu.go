@@ -46,6 +46,7 @@ type gpuCollector struct {
 	ctxSwitches, ctxSwitchCycles, processes                 *prometheus.Desc
 	eccEnabled, eccErrors, persistence, computeMode, events *prometheus.Desc
 	timeslice                                               *prometheus.Desc
+	health                                                  healthDescs
 }
 
 func newGPUCollector(log.Logger) (Collector, error) {
@@ -83,6 +84,7 @@ func newGPUCollector(log.Logger) (Collector, error) {
 	c.computeMode = c.add("gpu_compute_mode_info", "The GPU's compute mode; always 1.", with("compute_mode")...)
 	c.events = c.add("gpu_events_total", "Device events (XID errors, allocation failures, reconfigurations) since the exporter started, by kind and code (XID number, \"other\" for XIDs outside the well-known list; 0 for other kinds); every known kind and code is served from 0.", with("kind", "code")...)
 	c.timeslice = c.add("gpu_compute_timeslice_info", "The compute time-slice level set with nvidia-smi compute-policy; always 1.", with("timeslice")...)
+	c.addHealth(l, with)
 	return c, nil
 }
 
@@ -177,6 +179,7 @@ func (c *gpuCollector) device(e *emitter, r *gpu.Readings, d *gpu.Device) {
 	if d.ComputeTimeSlice != "" {
 		e.gauge(c.timeslice, 1, g, u, string(d.ComputeTimeSlice))
 	}
+	c.deviceHealth(e, &d.Health, g, u)
 }
 
 // eventCode is the code label of an event count: the XID number, "other"

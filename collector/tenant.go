@@ -29,6 +29,7 @@ type tenantCollector struct {
 	mean, windowRequests                                  *prometheus.Desc
 	conflicting, conflicts, cgroupErrors                  *prometheus.Desc
 	shareMinSum                                           *prometheus.Desc
+	meters                                                meterDescs
 }
 
 func newTenantCollector(log.Logger) (Collector, error) {
@@ -36,7 +37,7 @@ func newTenantCollector(log.Logger) (Collector, error) {
 	l := []string{"tenant", "class", "gpu", "uuid", "gpu_instance"}
 	lm := append(append([]string{}, l...), "method")
 	c.info = c.add("tenant_info", "A configured tenant; always 1.", "tenant", "class", "priority")
-	c.figureInfo = c.add("tenant_figure_info", "How the tenant's SM, DRAM and context-switch figures on the GPU (or MIG instance) are obtained, fixed by its sharing mode: method measured (a MIG instance's own counters) or apportioned (the GPU's counters split among its tenants); always 1.", lm...)
+	c.figureInfo = c.add("tenant_figure_info", "How the tenant's SM, DRAM and context-switch figures on the GPU (or MIG instance) are obtained: method measured (the counters of a MIG instance the tenant has alone) or apportioned (the GPU's, or a shared MIG instance's, counters split among its tenants); always 1.", lm...)
 	c.smActive = c.add("tenant_sm_active_ratio", "The tenant's share of SM activity of the GPU (or MIG instance) over the sample interval; the tenants of a GPU (or instance) add up to its SM active ratio.", l...)
 	c.dramActive = c.add("tenant_dram_active_ratio", "The tenant's share of peak device memory bandwidth of the GPU (or MIG instance) over the sample interval; the tenants of a GPU (or instance) add up to its DRAM active ratio.", l...)
 	c.kernelBusy = c.add("tenant_kernel_busy_ratio", "Fraction of the sample interval during which a kernel of the tenant ran on the GPU, however many SMs it filled (NVML process or vGPU utilization); tenants may add up to more than 1 under MPS.", l...)
@@ -57,6 +58,7 @@ func newTenantCollector(log.Logger) (Collector, error) {
 	c.conflicts = c.add("attribution_conflicts_total", "Distinct attribution conflicts (a process or instance with a set of tenants it matched) seen since the exporter started.")
 	c.cgroupErrors = c.add("attribution_cgroup_errors_total", "Processes whose cgroup could not be read for attribution since the exporter started.")
 	c.shareMinSum = c.add("tenant_share_min_sum_ratio", "Sum of the share.min guarantees of the tenants with usage on the GPU (or MIG instance) in the last sample; above 1 the guarantees are over-committed and cannot all be met.", "gpu", "uuid", "gpu_instance")
+	c.addMeters()
 	return c, nil
 }
 
@@ -147,5 +149,6 @@ func (c *tenantCollector) Update(snap *tenant.Snapshot, ch chan<- prometheus.Met
 		}
 		e.gauge(c.shareMinSum, s.MinSum, itoa(s.GPU), s.UUID, s.GPUInstance)
 	}
+	c.updateMeters(e, snap)
 	return e.err()
 }

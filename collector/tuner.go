@@ -14,7 +14,8 @@ import (
 type TunerCollector struct {
 	status func() *tuner.Status
 	descSet
-	info, mode, killSwitch, lastRun, unrestored, actuator     *prometheus.Desc
+	info, mode, gpuMode, killSwitch, lastRun, unrestored      *prometheus.Desc
+	actuator                                                  *prometheus.Desc
 	mpsTarget, mpsEffective, powerTarget, clockTarget         *prometheus.Desc
 	timeSliceTarget, schedulerTarget                          *prometheus.Desc
 	actions, refusals, reverts, restores, restoreFailures, jw *prometheus.Desc
@@ -27,6 +28,7 @@ func NewTunerCollector(status func() *tuner.Status) *TunerCollector {
 	c.info = c.add("tuner_info", "The tuner's policy; always 1.", "policy")
 	c.actuator = c.add("tuner_actuator_info", "The backend that drives a knob on this host (nvml, sim, mps, nvidia-smi, rebalance-hook), as detected at start; always 1. A knob without a series has no actuator here: its changes are only recommended.", "knob", "backend")
 	c.mode = c.add("tuner_mode", "1 for the tuner's host-wide mode (off, recommend, enforce), 0 for the others.", "mode")
+	c.gpuMode = c.add("tuner_gpu_mode", "1 for the mode the tuner applies to the GPU (off, recommend, enforce: the host-wide mode or the GPU's own), 0 for the others; for each GPU of the latest round.", "gpu", "uuid", "mode")
 	c.killSwitch = c.add("tuner_kill_switch_engaged", "1 while the kill switch (file or flag) stops every change.")
 	c.lastRun = c.add("tuner_last_run_timestamp_seconds", "When the tuner last ran (the tuner's clock).")
 	c.unrestored = c.add("tuner_originals_unrestored", "Settings the tuner changed whose originals (journaled) are not restored yet.")
@@ -61,6 +63,16 @@ func (c *TunerCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, m := range tuner.Modes {
 		e.gauge(c.mode, boolValue(m == s.Mode), string(m))
+	}
+	seen := make(firstSet[string], len(s.GPUs))
+	for _, r := range s.GPUs {
+		if !seen.add(r.GPU) {
+			continue
+		}
+		gm := s.ModeOf(r.GPU, r.GPUIndex)
+		for _, m := range tuner.Modes {
+			e.gauge(c.gpuMode, boolValue(m == gm), strconv.Itoa(r.GPUIndex), r.GPU, string(m))
+		}
 	}
 	e.gauge(c.killSwitch, boolValue(s.KillSwitch))
 	if !s.LastRun.IsZero() {

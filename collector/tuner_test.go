@@ -30,6 +30,12 @@ func richTunerStatus() *tuner.Status {
 	const u = "GPU-0"
 	return &tuner.Status{
 		Policy: "autotune", Mode: tuner.ModeEnforce, KillSwitch: true, LastRun: time.Unix(1700000000, 0), Unrestored: 2,
+		// GPU 1 is held in recommend by its own mode.
+		GPUModes: map[string]tuner.Mode{"GPU-1": tuner.ModeRecommend},
+		GPUs: []tuner.GPURound{
+			{GPU: u, GPUIndex: 0, Mode: tuner.ModeEnforce, Kind: tuner.RoundActing},
+			{GPU: "GPU-1", GPUIndex: 1, Mode: tuner.ModeRecommend},
+		},
 		Settings: []tuner.Setting{
 			{GPU: u, Tenant: "embed", Knob: gpu.KnobMPSActiveThreads, PID: 2, Target: tuner.Fraction(0.2), Effective: tuner.Fraction(0.25)},
 			{GPU: u, Tenant: "embed", Knob: gpu.KnobMPSActiveThreads, PID: 3, Target: tuner.Fraction(0.2), Effective: tuner.Fraction(0.25)},
@@ -56,6 +62,14 @@ vgpu_tuner_mps_active_threads_target_ratio{gpu="0",tenant="embed",uuid="GPU-0"} 
 vgpu_tuner_mode{mode="enforce"} 1
 vgpu_tuner_mode{mode="off"} 0
 vgpu_tuner_mode{mode="recommend"} 0
+# HELP vgpu_tuner_gpu_mode 1 for the mode the tuner applies to the GPU (off, recommend, enforce: the host-wide mode or the GPU's own), 0 for the others; for each GPU of the latest round.
+# TYPE vgpu_tuner_gpu_mode gauge
+vgpu_tuner_gpu_mode{gpu="0",mode="enforce",uuid="GPU-0"} 1
+vgpu_tuner_gpu_mode{gpu="0",mode="off",uuid="GPU-0"} 0
+vgpu_tuner_gpu_mode{gpu="0",mode="recommend",uuid="GPU-0"} 0
+vgpu_tuner_gpu_mode{gpu="1",mode="enforce",uuid="GPU-1"} 0
+vgpu_tuner_gpu_mode{gpu="1",mode="off",uuid="GPU-1"} 0
+vgpu_tuner_gpu_mode{gpu="1",mode="recommend",uuid="GPU-1"} 1
 # HELP vgpu_tuner_restore_failures_total Original settings that could not be restored.
 # TYPE vgpu_tuner_restore_failures_total counter
 vgpu_tuner_restore_failures_total 1
@@ -69,7 +83,7 @@ vgpu_tuner_actuator_info{backend="nvml",knob="power_limit"} 1
 `
 	c := NewTunerCollector(richTunerStatus)
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want),
-		"vgpu_tuner_mps_active_threads_effective_ratio", "vgpu_tuner_mps_active_threads_target_ratio", "vgpu_tuner_mode",
+		"vgpu_tuner_mps_active_threads_effective_ratio", "vgpu_tuner_mps_active_threads_target_ratio", "vgpu_tuner_mode", "vgpu_tuner_gpu_mode",
 		"vgpu_tuner_restore_failures_total", "vgpu_tuner_locked_clock_target_hertz", "vgpu_tuner_actuator_info"); err != nil {
 		t.Error(err)
 	}

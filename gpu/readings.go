@@ -94,6 +94,9 @@ type Device struct {
 	// ECCErrorsTotal are cumulative corrected/uncorrected volatile ECC counts.
 	ECCCorrectedTotal   *uint64
 	ECCUncorrectedTotal *uint64
+	// Health is the interconnect and memory health: NVLink, PCIe,
+	// remapped rows, retired pages.
+	Health Health
 
 	// Utilization is NVML's coarse utilization rates (GPU busy, memory
 	// controller busy) over the driver's own window, 0-1.
@@ -121,6 +124,44 @@ type Device struct {
 	Processes []Process
 	// Events are XID and other events seen since the previous sample.
 	Events []Event
+}
+
+// Health is a GPU's interconnect and memory health. Each figure is nil when
+// the backend could not read it (no NVLink on the board, page retirement on
+// a GPU that remaps rows instead, an old driver). Counters are cumulative.
+type Health struct {
+	// NVLinkLinks is how many NVLink links the GPU has; NVLinkActive how
+	// many of them are up.
+	NVLinkLinks  *uint64
+	NVLinkActive *uint64
+	// NVLinkTxBytes and NVLinkRxBytes are the data bytes sent and received
+	// over all links.
+	NVLinkTxBytes *uint64
+	NVLinkRxBytes *uint64
+	// NVLink link-level errors summed over the links: CRC errors in flits
+	// and in data, replays and recoveries.
+	NVLinkCRCFlitErrors  *uint64
+	NVLinkCRCDataErrors  *uint64
+	NVLinkReplayErrors   *uint64
+	NVLinkRecoveryErrors *uint64
+	// PCIeTxBytesPS and PCIeRxBytesPS are the PCIe throughput the driver
+	// measured over its own short window, bytes per second.
+	PCIeTxBytesPS *float64
+	PCIeRxBytesPS *float64
+	// PCIeReplays counts PCIe link replays.
+	PCIeReplays *uint64
+	// Remapped rows of device memory (Ampere and later), by the kind of
+	// error that caused them; RowRemapPending is true when a remap waits
+	// for a GPU reset, RowRemapFailure when a remap failed.
+	RemappedRowsCorrectable   *uint64
+	RemappedRowsUncorrectable *uint64
+	RowRemapPending           *bool
+	RowRemapFailure           *bool
+	// Retired pages of device memory (before Ampere), by cause;
+	// RetiredPagesPending is true when a retirement waits for a reboot.
+	RetiredPagesSingleBit *uint64
+	RetiredPagesDoubleBit *uint64
+	RetiredPagesPending   *bool
 }
 
 // Activity holds profiling ratios (0-1) over the sample interval, as NVML GPM

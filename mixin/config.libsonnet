@@ -19,6 +19,12 @@
     throttleFraction: 0.5,  // throttled more than this fraction of throttleWindow
     throttleWindow: '15m',
     xidWindow: '10m',
+    // Interconnect health: NVLink link errors and PCIe replays counted
+    // over healthWindow; more than the threshold fires. Healthy links count
+    // none; raise a threshold where a fleet has a known background rate.
+    healthWindow: '15m',
+    nvlinkErrorsThreshold: 0,
+    pcieReplaysThreshold: 0,
     // XID codes by class (regular expressions over the code label).
     // hardware: double-bit ECC (48), row remap failure (64), NVLink (74),
     // fallen off the bus (79), contained/uncontained ECC (94, 95), GSP (119, 120).
@@ -68,6 +74,9 @@
       dcgmExporterUnreachable: '10m',
       tunerKillSwitch: '1h',
       tunerJournalErrors: '5m',
+      // A row remap pending a reset for longer than this (a reset after a
+      // drain usually follows within minutes).
+      rowRemapPending: '15m',
     },
 
     // Runbook links: %s is the alert name in lower case.
@@ -79,7 +88,14 @@
       'vgpu-tenant.json': 'vgpu-tenant',
       'vgpu-gpu.json': 'vgpu-gpu',
       'vgpu-tuner.json': 'vgpu-tuner',
+      'vgpu-chargeback.json': 'vgpu-chargeback',
     },
+    // Chargeback: the prices the chargeback dashboard's cost column uses,
+    // per reserved GPU-hour and per kWh of apportioned energy, in
+    // chargebackCurrency. Both 0 by default: set your own.
+    chargebackPricePerGPUHour: 0,
+    chargebackPricePerKWh: 0,
+    chargebackCurrency: 'currencyUSD',  // a Grafana unit
     dashboardTags: ['vgpu'],
     dashboardRefresh: '30s',
     dashboardTimezone: 'utc',

@@ -58,7 +58,7 @@ local g = import 'lib/dashboard.libsonnet';
       g.timeseries('Device memory', [g.target(std.format('vgpu_tenant_memory_used_bytes{%s}', ft), '{{tenant}} ' + gpuLegend + ' {{gpu_instance}}')], 'bytes') { w: 8 },
       g.timeseries('Processes', [g.target(std.format('vgpu_tenant_processes{%s}', ft), '{{tenant}} ' + gpuLegend + ' {{gpu_instance}}')]) { w: 8 },
       g.timeseries('Context switches', [g.target(std.format('rate(vgpu_tenant_context_switches_total{%s}[$__rate_interval])', ft), '{{tenant}} ' + gpuLegend)], 'ops') { w: 8 },
-      g.table('How each figure is obtained', [g.target(std.format('vgpu_tenant_figure_info{%s}', ft))], description='measured: the hardware counted the tenant\'s own use (a MIG instance\'s counters); apportioned: a device figure split among the GPU\'s tenants by the rule in docs/tenants.md. Fixed by the sharing mode, so the series above never change labels.') { w: 24 },
+      g.table('How each figure is obtained', [g.target(std.format('vgpu_tenant_figure_info{%s}', ft))], description='measured: the hardware counted the tenant\'s own use (the counters of a MIG instance it has alone); apportioned: a GPU\'s (or a shared MIG instance\'s) figure split among its tenants by the rule in docs/tenants.md. Served apart, so the series above never change labels.') { w: 24 },
       g.row('Latency SLO'),
       g.timeseries('Latency quantiles and target', [
         g.target(std.format('vgpu_tenant_request_latency_seconds{%s}', ft), '{{tenant}} p{{q}}'),
@@ -79,7 +79,7 @@ local g = import 'lib/dashboard.libsonnet';
       ], description='Actions planned by the tuner (guarded ones left out) and its reverts, on the hosts the tenant runs on: one bar per interval in which any happened, by knob and outcome; empty while the tuner holds.'),
     ]),
 
-    'vgpu-gpu.json': g.dashboard(c, 'vgpu-gpu.json', 'vGPU / GPU and MIG', 'Per GPU and MIG instance: the split of SMs and HBM among tenants, context switches, clocks, power, throttle reasons and XID errors.', [clusterVar, jobVar, hostVar, gpuVar, migVar, tenantVar(true)], [
+    'vgpu-gpu.json': g.dashboard(c, 'vgpu-gpu.json', 'vGPU / GPU and MIG', 'Per GPU and MIG instance: the split of SMs and HBM among tenants, context switches, vGPU instances and their scheduler, clocks, power, throttle reasons, XID errors, NVLink and PCIe health and memory repair.', [clusterVar, jobVar, hostVar, gpuVar, migVar, tenantVar(true)], [
       g.row('Activity'),
       g.timeseries('SM active', [g.target(std.format('vgpu_gpu_sm_active_ratio{%s}', fg), gpuLegend)], 'percentunit') { w: 8 },
       g.timeseries('HBM bandwidth used', [g.target(std.format('vgpu_gpu_dram_active_ratio{%s}', fg), gpuLegend)], 'percentunit') { w: 8 },
@@ -98,6 +98,21 @@ local g = import 'lib/dashboard.libsonnet';
       g.row('MIG instances'),
       g.timeseries('MIG SM active', [g.target(std.format('vgpu_mig_sm_active_ratio{%s, gpu_instance=~"$gpu_instance"}', fg), gpuLegend + ' GI {{gpu_instance}}')], 'percentunit'),
       g.timeseries('MIG device memory used', [g.target(std.format('vgpu_mig_memory_used_bytes{%s, gpu_instance=~"$gpu_instance"}', fg), gpuLegend + ' GI {{gpu_instance}}')], 'bytes'),
+      g.row('vGPU instances'),
+      g.timeseries('vGPU SM utilization per VM', [g.target(std.format('vgpu_vgpu_sm_utilization_ratio{%(f)s} * on (%(key)s, vgpu_instance) group_left (vm_name, type) vgpu_vgpu_instance_info{%(f)s}', { f: fg, key: hostKey + ', uuid' }), gpuLegend + ' {{vm_name}} ({{type}})')], 'percentunit', description='Fraction of the interval the VM\'s work ran on the SMs (vGPU hosts only).') { w: 8 },
+      g.timeseries('vGPU framebuffer per VM', [
+        g.target(std.format('vgpu_vgpu_framebuffer_used_bytes{%(f)s} * on (%(key)s, vgpu_instance) group_left (vm_name) vgpu_vgpu_instance_info{%(f)s}', { f: fg, key: hostKey + ', uuid' }), gpuLegend + ' {{vm_name}} used'),
+        g.target(std.format('vgpu_vgpu_framebuffer_total_bytes{%(f)s} * on (%(key)s, vgpu_instance) group_left (vm_name) vgpu_vgpu_instance_info{%(f)s}', { f: fg, key: hostKey + ', uuid' }), gpuLegend + ' {{vm_name}} size'),
+      ], 'bytes') { w: 8 },
+      g.timeseries('vGPU scheduler: run and preemption per runlist', [
+        g.target(std.format('rate(vgpu_vgpu_scheduler_run_seconds_total{%s}[$__rate_interval])', fg), gpuLegend + ' runlist {{runlist}} run'),
+        g.target(std.format('rate(vgpu_vgpu_scheduler_preemption_seconds_total{%s}[$__rate_interval])', fg), gpuLegend + ' runlist {{runlist}} preempted'),
+      ], 'percentunit', description='Fraction of time each software runlist ran and was preempted, from the scheduler log.') { w: 8 },
+      g.table('vGPU scheduler settings', [
+        g.target(std.format('vgpu_vgpu_scheduler_info{%s}', fg)),
+        g.target(std.format('vgpu_vgpu_scheduler_timeslice_seconds{%s}', fg)),
+        g.target(std.format('vgpu_vgpu_scheduler_arr_enabled{%s}', fg)),
+      ], description='Policy, time slice and adaptive round robin of each vGPU host GPU.') { w: 24 },
       g.row('Clocks, power and health'),
       g.timeseries('SM clock', [
         g.target(std.format('vgpu_gpu_sm_clock_hertz{%s}', fg), gpuLegend),
@@ -110,6 +125,52 @@ local g = import 'lib/dashboard.libsonnet';
       g.timeseries('Temperature', [g.target(std.format('vgpu_gpu_temperature_celsius{%s}', fg), gpuLegend)], 'celsius') { w: 8 },
       g.timeseries('Throttle reasons active', [g.target(std.format('vgpu_gpu_clock_event_reason_active{%s, reason!="gpu_idle"} > 0', fg), gpuLegend + ' {{reason}}')], description='Clock event reasons holding the clocks down (idle excluded).'),
       g.timeseries('XID errors', [g.target(std.format('increase(vgpu_gpu_events_total{%s, kind="xid"}[$__rate_interval]) > 0', fg), gpuLegend + ' XID {{code}}')], description='XID errors per interval; see docs/runbooks.md for the code classes.'),
+      g.row('Interconnect and memory health'),
+      g.timeseries('NVLink throughput', [g.target(std.format('sum by (%s, gpu, direction) (rate(vgpu_gpu_nvlink_bytes_total{%s}[$__rate_interval]))', [host, fg]), gpuLegend + ' {{direction}}')], 'Bps', description='Data bytes over all NVLink links of the GPU.') { w: 8 },
+      g.timeseries('PCIe throughput', [g.target(std.format('vgpu_gpu_pcie_bytes_per_second{%s}', fg), gpuLegend + ' {{direction}}')], 'Bps', description="The driver's own short-window reading, sampled.") { w: 8 },
+      g.timeseries('NVLink links', [g.target(std.format('vgpu_gpu_nvlink_links{%s}', fg), gpuLegend + ' {{state}}')], description='Links up (active) and down (inactive).') { w: 8 },
+      g.events('NVLink errors and PCIe replays', [
+        g.target(std.format('increase(vgpu_gpu_nvlink_errors_total{%s}[$__rate_interval]) > 0', fg), gpuLegend + ' NVLink {{type}}'),
+        g.target(std.format('increase(vgpu_gpu_pcie_replays_total{%s}[$__rate_interval]) > 0', fg), gpuLegend + ' PCIe replays'),
+      ], description='Per interval; empty on healthy links. See the VGPUNVLinkErrorsRising and VGPUPCIeReplaysRising runbooks.'),
+      g.table('Memory repair', [
+        g.target(std.format('vgpu_gpu_remapped_rows_total{%s}', fg)),
+        g.target(std.format('vgpu_gpu_row_remap_pending{%s}', fg)),
+        g.target(std.format('vgpu_gpu_row_remap_failure{%s}', fg)),
+        g.target(std.format('vgpu_gpu_retired_pages_total{%s}', fg)),
+      ], description='Rows remapped by cause, a remap pending a reset or failed (Ampere and later), pages retired (older GPUs).'),
+    ]),
+    'vgpu-chargeback.json': g.dashboard(c, 'vgpu-chargeback.json', 'vGPU / Energy and chargeback', "Each tenant's apportioned energy, GPU time used and held, and device memory held, with totals per day and per 30 days and their cost at the mixin's prices (docs/tenants.md, Metering). Tables export as CSV from the panel menu (Inspect, Data).", [clusterVar, jobVar, hostVar, tenantVar(true)], [
+      g.row('Energy and use'),
+      g.timeseries('Power per tenant', [
+        g.target(std.format('sum by (tenant) (rate(vgpu_tenant_energy_joules_total{%s}[$__rate_interval]))', ft), '{{tenant}}'),
+        g.target(std.format('sum(rate(vgpu_tenant_idle_energy_joules_total{%s}[$__rate_interval]))', fh), 'idle (no tenant)'),
+      ], 'watt', description='Energy apportioned to each tenant per second, and the energy no tenant is charged for; stacked, they add up to the GPUs\' power.', stack=true),
+      g.timeseries('GPUs used and held per tenant', [
+        g.target(std.format('sum by (tenant) (rate(vgpu_tenant_gpu_used_seconds_total{%s}[$__rate_interval]))', ft), '{{tenant}} used'),
+        g.target(std.format('sum by (tenant) (rate(vgpu_tenant_gpu_reserved_seconds_total{%s}[$__rate_interval]))', ft), '{{tenant}} held'),
+      ], description='In GPU-equivalents: used is the tenant\'s share of the GPUs\' activity, held what it reserves (its MIG instances\' SMs, an equal part of a shared GPU).') { w: 12 },
+      g.timeseries('Device memory held per tenant', [g.target(std.format('sum by (tenant) (rate(vgpu_tenant_memory_byte_seconds_total{%s}[$__rate_interval]))', ft), '{{tenant}}')], 'bytes', stack=true) { w: 12 },
+      g.row('Chargeback'),
+    ] + [
+      g.table('Per tenant, last %s' % p.name, [
+        g.target(std.format('sum by (tenant) (increase(vgpu_tenant_energy_joules_total{%s}[%s])) / 3.6e6', [ft, p.range])),
+        g.target(std.format('sum by (tenant) (increase(vgpu_tenant_gpu_used_seconds_total{%s}[%s])) / 3600', [ft, p.range])),
+        g.target(std.format('sum by (tenant) (increase(vgpu_tenant_gpu_reserved_seconds_total{%s}[%s])) / 3600', [ft, p.range])),
+        g.target(std.format('sum by (tenant) (increase(vgpu_tenant_memory_byte_seconds_total{%s}[%s])) / (3600 * 2^30)', [ft, p.range])),
+        g.target(std.format('sum by (tenant) (increase(vgpu_tenant_gpu_reserved_seconds_total{%(f)s}[%(r)s])) / 3600 * %(gpuh)s + sum by (tenant) (increase(vgpu_tenant_energy_joules_total{%(f)s}[%(r)s])) / 3.6e6 * %(kwh)s', { f: ft, r: p.range, gpuh: c.chargebackPricePerGPUHour, kwh: c.chargebackPricePerKWh })),
+      ], description='Energy in kWh, GPU-hours used and held, memory in GiB-hours, and cost (held GPU-hours at %s per GPU-hour plus energy at %s per kWh, the mixin\'s chargebackPricePerGPUHour and chargebackPricePerKWh), over the last %s. Export: panel menu, Inspect, Data, Download CSV.' % [c.chargebackPricePerGPUHour, c.chargebackPricePerKWh, p.name]) {
+        w: 24,
+        transformations+: [{ id: 'organize', options: { renameByName: {
+          'Value #A': 'Energy (kWh)',
+          'Value #B': 'GPU-hours used',
+          'Value #C': 'GPU-hours held',
+          'Value #D': 'Memory (GiB-hours)',
+          'Value #E': 'Cost',
+        } } }],
+        fieldConfig+: { overrides: [{ matcher: { id: 'byName', options: 'Cost' }, properties: [{ id: 'unit', value: c.chargebackCurrency }] }] },
+      }
+      for p in [{ name: '24 hours', range: '1d' }, { name: '30 days', range: '30d' }]
     ]),
     'vgpu-tuner.json': g.dashboard(c, 'vgpu-tuner.json', 'vGPU / Tuner', 'The autotune controller: its mode per host, the settings it decided against those in effect, its actions, reverts and the recommendations it did not apply.', [clusterVar, jobVar, hostVar, gpuVar, tenantVar(true)], [
       g.row('Mode'),
@@ -118,6 +179,7 @@ local g = import 'lib/dashboard.libsonnet';
       g.stat('Originals not restored', [g.target(std.format('sum(vgpu_tuner_originals_unrestored{%s})', fh))], description='Settings the tuner changed whose journaled originals are still open; restored at exit.') { w: 6, h: 4 },
       g.stat('Restore failures', [g.target(std.format('sum(vgpu_tuner_restore_failures_total{%s})', fh))], thresholds=[{ color: 'green', value: null }, { color: 'red', value: 1 }]) { w: 6, h: 4 },
       g.timeseries('Mode per host', [g.target(std.format('max by (%s, mode) (vgpu_tuner_mode{%s}) == 1', [host, fh]), '{{%s}} {{mode}}' % host)], description='One line per host at 1, labelled with its mode.') { w: 8 },
+      g.timeseries('Mode per GPU', [g.target(std.format('vgpu_tuner_gpu_mode{%s} == 1', fg), gpuLegend + ' {{mode}}')], description='The mode the tuner applies to each GPU: the host-wide one or the GPU\'s own (--tuner.gpu-mode); one line per GPU at 1, labelled with its mode.') { w: 8 },
       g.timeseries('Kill switch per host', [g.target(std.format('vgpu_tuner_kill_switch_engaged{%s}', fh), '{{%s}}' % host)]) { w: 8 },
       g.timeseries('Time since the last run', [g.target(std.format('time() - vgpu_tuner_last_run_timestamp_seconds{%s}', fh), '{{%s}}' % host)], 's') { w: 8 },
       g.row('Target and effective settings'),

@@ -98,6 +98,24 @@
         ],
       },
       {
+        // Metering (docs/tenants.md, "Metering"): per cluster and tenant,
+        // the rates of the apportioned counters; the energy rate is watts,
+        // the GPU-seconds rates are GPUs, the memory rate is bytes held.
+        name: 'vgpu-metering.rules',
+        rules: [
+          {
+            record: std.format('cluster_tenant:vgpu_tenant_%s:rate5m', m),
+            expr: std.format('sum by (%s) (rate(vgpu_tenant_%s_total{%s}[5m]))', [by, m, sel]),
+          }
+          for m in ['energy_joules', 'gpu_used_seconds', 'gpu_reserved_seconds', 'memory_byte_seconds']
+        ] + [
+          {
+            record: 'cluster:vgpu_tenant_idle_energy_joules:rate5m',
+            expr: std.format('sum by (%s) (rate(vgpu_tenant_idle_energy_joules_total{%s}[5m]))', [c.clusterLabel, sel]),
+          },
+        ],
+      },
+      {
         name: 'vgpu-fleet.rules',
         rules: [
           {

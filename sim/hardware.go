@@ -13,7 +13,11 @@
 // docs/calibration.md; the code cites its sections.
 package sim
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
 
 // gpuModel is the datasheet of one GPU model.
 type gpuModel struct {
@@ -33,6 +37,7 @@ type gpuModel struct {
 	TDPW         float64 // default power limit
 	IdleW        float64 // power at idle clock with nothing running
 	VGPUTypes    string  // vGPU type name prefix, e.g. "H100"
+	NVLinks      uint64  // NVLink links (18 NVLink 4 links on H100/H200 SXM5)
 	Profiles     []migProfile
 }
 
@@ -79,7 +84,7 @@ var models = []*gpuModel{
 		MaxClockMHz: 1980, IdleClockMHz: 345, // datasheet; idle measured
 		MemClockMHz: 2619,           // H100 SXM5 HBM3 datasheet clock (docs/calibration.md, hardware)
 		TDPW:        700, IdleW: 70, // SXM5 board power (datasheet; idle is a lead)
-		VGPUTypes: "H100", Profiles: h100Profiles,
+		VGPUTypes: "H100", Profiles: h100Profiles, NVLinks: 18,
 	},
 	{
 		Name: "H200-SXM5-141GB", Marketing: "NVIDIA H200",
@@ -87,7 +92,7 @@ var models = []*gpuModel{
 		ComputeEff: 0.79, BandwidthEff: 0.90, // measured on one H200
 		MaxClockMHz: 1980, IdleClockMHz: 345, MemClockMHz: 3201, // measured on one H200
 		TDPW: 700, IdleW: 75,
-		VGPUTypes: "H200", Profiles: h200Profiles,
+		VGPUTypes: "H200", Profiles: h200Profiles, NVLinks: 18,
 	},
 }
 
@@ -149,4 +154,20 @@ func (m *gpuModel) profileNames() []string {
 		out[i] = p.Name
 	}
 	return out
+}
+
+// health is the interconnect and memory health a healthy GPU of this model
+// reports: every NVLink link up and idle (the simulated workloads do not
+// talk between GPUs), no PCIe traffic beyond the model's, no errors, no
+// remapped rows. Page retirement is absent: Hopper remaps rows instead.
+func (m *gpuModel) health() gpu.Health {
+	return gpu.Health{
+		NVLinkLinks: gpu.Uint(m.NVLinks), NVLinkActive: gpu.Uint(m.NVLinks),
+		NVLinkTxBytes: gpu.Uint(0), NVLinkRxBytes: gpu.Uint(0),
+		NVLinkCRCFlitErrors: gpu.Uint(0), NVLinkCRCDataErrors: gpu.Uint(0),
+		NVLinkReplayErrors: gpu.Uint(0), NVLinkRecoveryErrors: gpu.Uint(0),
+		PCIeTxBytesPS: gpu.Float(0), PCIeRxBytesPS: gpu.Float(0), PCIeReplays: gpu.Uint(0),
+		RemappedRowsCorrectable: gpu.Uint(0), RemappedRowsUncorrectable: gpu.Uint(0),
+		RowRemapPending: gpu.Bool(false), RowRemapFailure: gpu.Bool(false),
+	}
 }

@@ -440,11 +440,12 @@ func sortedPIDs(p []uint32) []uint32 {
 }
 
 // migUsage: each MIG instance is its own share domain, and its own
-// counters are its tenants' (Measured). An instance is owned by the tenant
+// counters are its tenant's (Measured). An instance is owned by the tenant
 // its selectors (mig_uuid, gpu_instance, kubernetes via the pod holding the
 // MIG device) name, else by the tenant of its processes. When processes of
 // several tenants share one instance, the instance's activity is split by
-// their used memory. (NVML has no per-process utilization on MIG GPUs.)
+// their used memory, a rule and not a measurement (Apportioned). (NVML has
+// no per-process utilization on MIG GPUs.)
 func (b *Builder) migUsage(compiled *compiledConfig, podMap *kube.Mapping, d *gpu.Device) []Usage {
 	var out []Usage
 	byGI := map[int][]*gpu.Process{}
@@ -475,8 +476,12 @@ func (b *Builder) migUsage(compiled *compiledConfig, podMap *kube.Mapping, d *gp
 		}
 		accs := sortedAccs(perTenant)
 		w := shareBy(accs, func(a *tenantAcc) (float64, bool) { return float64(a.memBytes), a.memBytesN > 0 })
+		method := Measured
+		if len(accs) > 1 {
+			method = Apportioned
+		}
 		for _, a := range accs {
-			u := b.newUsage(compiled, d, a, Measured)
+			u := b.newUsage(compiled, d, a, method)
 			u.SMActive = scaled(inst.Activity.SMActive, w[a.tenant])
 			u.DRAMActive = scaled(inst.Activity.DRAMActive, w[a.tenant])
 			if len(accs) == 1 && a.memBytesN == 0 {

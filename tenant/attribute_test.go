@@ -230,7 +230,7 @@ func TestMIGUsage(t *testing.T) {
 	uc4, un4 := usageOf(t, s, "c", "4"), usageOf(t, s, Unassigned, "4")
 	checkF(t, "c SM in 4", uc4.SMActive, 0.5*0.75)
 	checkF(t, "unassigned SM in 4", un4.SMActive, 0.5*0.25)
-	if uc4.Method != Measured || un4.Method != Measured {
+	if uc4.Method != Apportioned || un4.Method != Apportioned || uc.Method != Measured {
 		t.Errorf("methods %+v %+v", uc4, un4)
 	}
 	if len(s.Usage) != 5 {

@@ -59,6 +59,7 @@ type Builder struct {
 
 	buildMu sync.Mutex
 	attr    attrState
+	meters  meterState     // guarded by buildMu
 	sched   []RunlistCount // guarded by buildMu
 }
 
@@ -123,6 +124,7 @@ func NewBuilder(cfg *Config, opts BuilderOptions) (*Builder, error) {
 		latency: opts.Latency,
 		pods:    opts.Pods,
 		attr:    newAttrState(),
+		meters:  newMeterState(),
 
 		allowEmpty: opts.AllowEmpty,
 		podTenancy: opts.PodTenancy,
@@ -250,6 +252,7 @@ func (b *Builder) Build(r *gpu.Readings, st gpu.SamplerStats) *Snapshot {
 	b.buildMu.Lock()
 	snap.Usage = b.usage(compiled, r, podMap)
 	snap.Tenants = append(snap.Tenants, podTenants(compiled, snap.Usage)...)
+	snap.Meters, snap.GPUMeters = b.meters.meter(compiled.Defaults.IdleEnergy, r, snap.Usage)
 	snap.Attribution = b.attr.status()
 	snap.Attribution.ShareMinSums, snap.Attribution.OvercommittedShares = b.shareSums(compiled, snap.Usage)
 	b.attr.events = AddEvents(b.attr.events, r)

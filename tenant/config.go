@@ -55,6 +55,9 @@ type Config struct {
 type Defaults struct {
 	SLOWindow      time.Duration `yaml:"slo_window"`      // sliding window of SLO figures
 	ScrapeInterval time.Duration `yaml:"scrape_interval"` // how often latency sources are scraped
+	// IdleEnergy is where a GPU's energy that no tenant's activity
+	// accounts for goes: "idle" (also when empty) or "reservation".
+	IdleEnergy IdleEnergy `yaml:"idle_energy"`
 }
 
 // Tenant is one configured tenant.
@@ -307,6 +310,12 @@ func (d *Defaults) UnmarshalYAML(n *yaml.Node) error {
 	}{{"slo_window", d.SLOWindow}, {"scrape_interval", d.ScrapeInterval}} {
 		if f := got[x.key]; f.OK && x.d <= 0 {
 			errs.Addf(f.Line, "defaults.%s must be positive", x.key)
+		}
+	}
+	if f := got["idle_energy"]; f.OK {
+		if !d.IdleEnergy.valid() {
+			errs.Addf(f.Line, "defaults.idle_energy %q: want %q or %q", d.IdleEnergy, IdleToIdle, IdleByReservation)
+			d.IdleEnergy = IdleToIdle
 		}
 	}
 	return errs.Err()

@@ -18,11 +18,13 @@ type Method string
 
 // Methods.
 const (
-	// Measured: the share domain's own counters, a MIG instance's.
+	// Measured: the share domain's own counters, those of a MIG instance
+	// that one tenant has.
 	Measured Method = "measured"
 	// Apportioned: a whole GPU's figure divided among its tenants by a
 	// documented rule (see docs/tenants.md), because the hardware does not
-	// split it; also when one tenant has the GPU.
+	// split it, also when one tenant has the GPU; and a MIG instance's
+	// figure split among the several tenants sharing the instance.
 	Apportioned Method = "apportioned"
 )
 
@@ -40,6 +42,13 @@ type Snapshot struct {
 	// Usage has one entry per tenant and GPU (and MIG GPU instance) that the
 	// tenant used during the sample, Unassigned included.
 	Usage []Usage
+	// Meters are the cumulative energy, GPU time and memory time of every
+	// tenant on every GPU since the exporter started (tenants that left
+	// included), by GPU and tenant; GPUMeters what no tenant is charged for
+	// on each GPU. Per GPU, the tenants' energy and the idle energy add up
+	// to the GPU's energy counter's increase.
+	Meters    []Meter
+	GPUMeters []GPUMeter
 	// SLOs has one entry per tenant with a latency source.
 	SLOs []SLOStatus
 	// Config is the state of the tenants file and its reloads.
@@ -126,9 +135,10 @@ type Usage struct {
 	Workloads []Workload
 
 	// Method says how SMActive, DRAMActive and ContextSwitchesTotal were
-	// obtained; it is fixed by the share domain's sharing mode (Measured on
-	// a MIG instance, Apportioned on a whole GPU), never by how many
-	// tenants share the domain.
+	// obtained. On a whole GPU it is Apportioned, however many tenants
+	// share it; on a MIG instance it is Measured while one tenant has the
+	// instance and Apportioned while several share it (their split is by
+	// used memory).
 	Method Method
 	// SMActive is the tenant's share of the SM activity of the GPU (or MIG
 	// instance), 0-1 of it; nil if the device figure is unknown. The

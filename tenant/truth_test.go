@@ -14,7 +14,6 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/simtest"
 	"github.com/vgpu-exporter/vgpu_exporter/scenarios"
-	"github.com/vgpu-exporter/vgpu_exporter/sim"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
@@ -108,21 +107,7 @@ func TestSharesConserveAndTrack(t *testing.T) {
 // checkScenarioShares runs one scenario and returns its rows of the error
 // table.
 func checkScenarioShares(t *testing.T, bi scenarios.Builtin) []string {
-	cp, err := bi.Materialize()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cp.Remove()
-	sc, err := sim.LoadScenario(cp.Scenario)
-	if err != nil {
-		t.Fatal(cp.Explain(err))
-	}
-	var cfg *tenant.Config
-	if p := strings.TrimSuffix(cp.Scenario, ".yaml") + scenarios.TenantsSuffix; fileExists(p) {
-		if cfg, err = tenant.LoadConfig(p); err != nil {
-			t.Fatal(cp.Explain(err))
-		}
-	}
+	sc, cfg := loadBuiltin(t, bi)
 	h := simtest.Start(t, sc, cfg)
 	s, clock, b := h.Sim, h.Clock, h.Builder
 	// the tenant each simulated process is attributed to

@@ -940,7 +940,9 @@ func TestErrorMatrix(t *testing.T) {
 		"GetComputeRunningProcesses": {3, 5}, "GetMPSComputeRunningProcesses": {3, 5},
 		"GetProcessUtilization": {3}, "GpmQueryDeviceSupport": {3, 5}, "GpmSampleGet": {3, 5},
 		"GpmMigSampleGet": {5}, "GetVirtualizationMode": {3, 5}, "GetMaxMigDeviceCount": {5},
-		"MIG.GetMemoryInfo": {5},
+		"MIG.GetMemoryInfo": {5}, "GetFieldValues": {3, 5}, "NVLinkField": {3, 5}, "GetNvLinkState": {3, 5},
+		"GetPcieThroughput": {3, 5}, "GetPcieReplayCounter": {3, 5}, "GetRemappedRows": {3, 5},
+		"GetRetiredPages": {3, 5}, "GetRetiredPagesPendingStatus": {3, 5},
 	}
 	fatal := map[nvml.Return]bool{nvml.ERROR_NOT_SUPPORTED: false, nvml.ERROR_NO_PERMISSION: false,
 		nvml.ERROR_GPU_IS_LOST: true, nvml.ERROR_TIMEOUT: true}

@@ -147,6 +147,7 @@ func (rd *devReader) read(d *gpu.Device, now time.Time) {
 		return
 	}
 
+	rd.readHealth(d)
 	rd.readMIG(d)
 	rd.readGPM(d, now)
 	rd.readProcesses(d)

@@ -1,6 +1,7 @@
 package nvml
 
 import (
+	"encoding/binary"
 	"fmt"
 	"sort"
 	"strings"
@@ -349,6 +350,7 @@ func (f *fixture) wireDevice(i int, d *server.Device) {
 		f.samples[s.(*mock.GpmSample)] = gpmTag{dev: i, gi: gi, seq: f.gpmSeq}
 		return nvml.SUCCESS
 	}
+	f.wireHealth(i, d)
 	d.GetVirtualizationModeFunc = func() (nvml.GpuVirtualizationMode, nvml.Return) {
 		return nvml.GPU_VIRTUALIZATION_MODE_NONE, f.inject(i, "GetVirtualizationMode")
 	}
@@ -465,4 +467,75 @@ func (f *fixture) backend() *Backend {
 	}
 	f.t.Cleanup(func() { _ = b.Close() })
 	return b
+}
+
+// Health figures of the fixture: 18 NVLink links (all up), per GPU i
+// 1000*(i+1) KiB sent and 2000*(i+1) KiB received, one CRC flit error;
+// PCIe at 4 MB/s out and 8 MB/s in with 3 replays; 2 rows remapped for
+// correctable errors; one page retired for single-bit errors.
+const (
+	fixtureLinks    = 18
+	fixtureTxKiB    = 1000
+	fixtureRxKiB    = 2000
+	fixturePCIeTxKB = 4000
+	fixturePCIeRxKB = 8000
+)
+
+// wireHealth wires the NVLink, PCIe, row-remapping and page-retirement
+// calls. "GetFieldValues" injects a return of the whole call,
+// "NVLinkField" one of every field.
+func (f *fixture) wireHealth(i int, d *server.Device) {
+	d.GetFieldValuesFunc = func(vals []nvml.FieldValue) nvml.Return {
+		if r := f.inject(i, "GetFieldValues"); r != nvml.SUCCESS {
+			return r
+		}
+		field := f.inject(i, "NVLinkField")
+		for k := range vals {
+			v := &vals[k]
+			v.NvmlReturn = uint32(field)
+			v.ValueType = uint32(nvml.VALUE_TYPE_UNSIGNED_LONG_LONG)
+			var n uint64
+			switch v.FieldId {
+			case nvml.FI_DEV_NVLINK_LINK_COUNT:
+				n = fixtureLinks
+				v.ValueType = uint32(nvml.VALUE_TYPE_UNSIGNED_INT)
+			case nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_TX:
+				n = fixtureTxKiB * uint64(i+1)
+			case nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_RX:
+				n = fixtureRxKiB * uint64(i+1)
+			case nvml.FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL:
+				n = 1
+			}
+			binary.LittleEndian.PutUint64(v.Value[:], n)
+		}
+		return nvml.SUCCESS
+	}
+	d.GetNvLinkStateFunc = func(link int) (nvml.EnableState, nvml.Return) {
+		if link >= fixtureLinks {
+			return 0, nvml.ERROR_INVALID_ARGUMENT
+		}
+		return nvml.FEATURE_ENABLED, f.inject(i, "GetNvLinkState")
+	}
+	d.GetPcieThroughputFunc = func(c nvml.PcieUtilCounter) (uint32, nvml.Return) {
+		if c == nvml.PCIE_UTIL_TX_BYTES {
+			return fixturePCIeTxKB, f.inject(i, "GetPcieThroughput")
+		}
+		return fixturePCIeRxKB, f.inject(i, "GetPcieThroughput")
+	}
+	d.GetPcieReplayCounterFunc = func() (int, nvml.Return) { return 3, f.inject(i, "GetPcieReplayCounter") }
+	d.GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) {
+		return 2, 0, false, false, f.inject(i, "GetRemappedRows")
+	}
+	d.GetRetiredPagesFunc = func(c nvml.PageRetirementCause) ([]uint64, nvml.Return) {
+		if r := f.inject(i, "GetRetiredPages"); r != nvml.SUCCESS {
+			return nil, r
+		}
+		if c == nvml.PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS {
+			return []uint64{0x1000}, nvml.SUCCESS
+		}
+		return nil, nvml.SUCCESS
+	}
+	d.GetRetiredPagesPendingStatusFunc = func() (nvml.EnableState, nvml.Return) {
+		return nvml.FEATURE_DISABLED, f.inject(i, "GetRetiredPagesPendingStatus")
+	}
 }

@@ -54,6 +54,7 @@ const (
 	symEventSetWaitV1      = "nvmlEventSetWait"
 	symComputeInstanceInfo = "nvmlGpuInstanceGetComputeInstances"
 	symMemoryInfoV2        = "nvmlDeviceGetMemoryInfo_v2" // R510, used without reserved memory
+	symRemappedRows        = "nvmlDeviceGetRemappedRows"  // R460, Ampere+
 )
 
 var allSymbols = []string{
@@ -65,6 +66,7 @@ var allSymbols = []string{
 	symSchedLog, symSetSchedState, symSetSchedStateV2, symSetGpuLocked, symResetGpuLocked,
 	symSetMemLocked, symResetMemLocked, symPowerDefault, symPowerConstraints, symEventSetCreate,
 	symRegisterEvents, symEventSetWait, symEventSetWaitV1, symComputeInstanceInfo, symMemoryInfoV2,
+	symRemappedRows,
 }
 
 // lookupSymbols records which of allSymbols the loaded driver has.

@@ -1,0 +1,144 @@
+package nvml
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh100"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+func TestHealthReadings(t *testing.T) {
+	u := func(p *uint64) any {
+		if p == nil {
+			return nil
+		}
+		return *p
+	}
+	f64 := func(p *float64) any {
+		if p == nil {
+			return nil
+		}
+		return *p
+	}
+	b := func(p *bool) any {
+		if p == nil {
+			return nil
+		}
+		return *p
+	}
+	// The healthy reading of GPU 3 (the fixture's figures scale with the index).
+	want := map[string]any{
+		"links": uint64(fixtureLinks), "active": uint64(fixtureLinks),
+		"tx": uint64(4 * fixtureTxKiB * 1024), "rx": uint64(4 * fixtureRxKiB * 1024),
+		"crcFlit": uint64(1), "crcData": uint64(0), "replay": uint64(0), "recovery": uint64(0),
+		"pcieTx": float64(fixturePCIeTxKB * 1024), "pcieRx": float64(fixturePCIeRxKB * 1024), "pcieReplays": uint64(3),
+		"rowsCorr": uint64(2), "rowsUnc": uint64(0), "remapPending": false, "remapFailure": false,
+		"pagesSBE": uint64(1), "pagesDBE": uint64(0), "pagesPending": false,
+	}
+	got := func(h gpu.Health) map[string]any {
+		return map[string]any{
+			"links": u(h.NVLinkLinks), "active": u(h.NVLinkActive), "tx": u(h.NVLinkTxBytes), "rx": u(h.NVLinkRxBytes),
+			"crcFlit": u(h.NVLinkCRCFlitErrors), "crcData": u(h.NVLinkCRCDataErrors),
+			"replay": u(h.NVLinkReplayErrors), "recovery": u(h.NVLinkRecoveryErrors),
+			"pcieTx": f64(h.PCIeTxBytesPS), "pcieRx": f64(h.PCIeRxBytesPS), "pcieReplays": u(h.PCIeReplays),
+			"rowsCorr": u(h.RemappedRowsCorrectable), "rowsUnc": u(h.RemappedRowsUncorrectable),
+			"remapPending": b(h.RowRemapPending), "remapFailure": b(h.RowRemapFailure),
+			"pagesSBE": u(h.RetiredPagesSingleBit), "pagesDBE": u(h.RetiredPagesDoubleBit), "pagesPending": b(h.RetiredPagesPending),
+		}
+	}
+	nvlink := []string{"links", "active", "tx", "rx", "crcFlit", "crcData", "replay", "recovery"}
+	for _, tc := range []struct {
+		call   string
+		absent []string // figures nil when the call is not supported
+	}{
+		{"", nil},
+		{"GetFieldValues", nvlink},
+		{"NVLinkField", nvlink},
+		{"GetNvLinkState", []string{"active"}},
+		{"GetPcieThroughput", []string{"pcieTx", "pcieRx"}},
+		{"GetPcieReplayCounter", []string{"pcieReplays"}},
+		{"GetRemappedRows", []string{"rowsCorr", "rowsUnc", "remapPending", "remapFailure"}},
+		{"GetRetiredPages", []string{"pagesSBE", "pagesDBE"}},
+		{"GetRetiredPagesPendingStatus", []string{"pagesPending"}},
+	} {
+		rets := []nvml.Return{nvml.ERROR_NOT_SUPPORTED, nvml.ERROR_GPU_IS_LOST}
+		if tc.call == "" {
+			rets = []nvml.Return{nvml.SUCCESS}
+		}
+		for _, ret := range rets {
+			t.Run(tc.call+"/"+returnName(ret), func(t *testing.T) {
+				f := newFixture(t, dgxh100.New())
+				const bad = 3
+				f.fail(bad, tc.call, ret)
+				bk := f.backend()
+				sample(t, bk)
+				f.clock.Advance(time.Second)
+				d := sample(t, bk).Devices[bad]
+				if ret == nvml.ERROR_GPU_IS_LOST {
+					if d.Up || !strings.Contains(d.Err, "GPU_IS_LOST") {
+						t.Fatalf("GPU lost in %s: up=%v err=%q, want down", tc.call, d.Up, d.Err)
+					}
+					return
+				}
+				if !d.Up {
+					t.Fatalf("GPU down: %s", d.Err)
+				}
+				exp := map[string]any{}
+				for k, v := range want {
+					exp[k] = v
+				}
+				for _, k := range tc.absent {
+					exp[k] = nil
+				}
+				g := got(d.Health)
+				for k, v := range exp {
+					if g[k] != v {
+						t.Errorf("%s = %v, want %v", k, g[k], v)
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestHealthWithoutRemappedRowsSymbol(t *testing.T) {
+	f := newFixture(t, dgxh100.New())
+	f.setMissing(symRemappedRows)
+	b := f.backend()
+	d := sample(t, b).Devices[0]
+	if !d.Up || d.Health.RowRemapPending != nil || d.Health.PCIeReplays == nil {
+		t.Errorf("up=%v pending=%v replays=%v: want up, remapping unread, the rest read", d.Up, d.Health.RowRemapPending, d.Health.PCIeReplays)
+	}
+	if len(f.devs[0].GetRemappedRowsCalls()) != 0 {
+		t.Error("nvmlDeviceGetRemappedRows called though the driver lacks it")
+	}
+}
+
+func TestFieldUint(t *testing.T) {
+	for _, tc := range []struct {
+		typ  nvml.ValueType
+		raw  uint64
+		want uint64
+		ok   bool
+	}{
+		{nvml.VALUE_TYPE_UNSIGNED_INT, 7, 7, true},
+		{nvml.VALUE_TYPE_UNSIGNED_LONG_LONG, 1 << 40, 1 << 40, true},
+		{nvml.VALUE_TYPE_SIGNED_LONG_LONG, 5, 5, true},
+		{nvml.VALUE_TYPE_SIGNED_LONG_LONG, ^uint64(0), 0, false}, // -1
+		{nvml.VALUE_TYPE_SIGNED_INT, 0xffffffff, 0, false},       // -1
+		{nvml.VALUE_TYPE_UNSIGNED_SHORT, 9, 9, true},
+		{nvml.VALUE_TYPE_DOUBLE, 1, 0, false},
+	} {
+		v := nvml.FieldValue{ValueType: uint32(tc.typ)}
+		for k := 0; k < 8; k++ {
+			v.Value[k] = byte(tc.raw >> (8 * k))
+		}
+		if got, ok := fieldUint(v); got != tc.want || ok != tc.ok {
+			t.Errorf("type %d raw %#x: %d %v, want %d %v", tc.typ, tc.raw, got, ok, tc.want, tc.ok)
+		}
+	}
+}

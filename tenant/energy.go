@@ -1,0 +1,250 @@
+package tenant
+
+import (
+	"cmp"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// IdleEnergy says where the energy of a GPU that no tenant's activity
+// accounts for goes (docs/tenants.md, "Metering").
+type IdleEnergy string
+
+// Idle energy rules.
+const (
+	// IdleToIdle keeps it apart, in the GPU's idle energy.
+	IdleToIdle IdleEnergy = "idle"
+	// IdleByReservation splits it among the tenants on the GPU by what
+	// they hold of it (their MIG instance's SMs; an equal part of a shared
+	// GPU); what no tenant holds stays idle.
+	IdleByReservation IdleEnergy = "reservation"
+)
+
+func (e IdleEnergy) valid() bool { return e == IdleToIdle || e == IdleByReservation }
+
+// Meter is one tenant's cumulative metering on one GPU since the exporter
+// started: counters that never decrease, kept while the tenant is away.
+// Every figure is apportioned from the GPU's own (see docs/tenants.md).
+type Meter struct {
+	GPU    int
+	UUID   string
+	Tenant string
+	// EnergyJoules is the tenant's part of the GPU's energy counter's
+	// increase; 0 on a GPU without an energy counter.
+	EnergyJoules float64
+	// GPUSecondsUsed is time weighted by the tenant's share of the GPU's
+	// activity; GPUSecondsReserved time weighted by what it held of the GPU.
+	GPUSecondsUsed     float64
+	GPUSecondsReserved float64
+	// MemoryByteSeconds is time weighted by the device memory it held.
+	MemoryByteSeconds float64
+}
+
+// GPUMeter is what no tenant is charged for on one GPU since the exporter
+// started. The tenants' Meters and the GPU's IdleEnergyJoules add up to the
+// increase of the GPU's energy counter over the samples metered.
+type GPUMeter struct {
+	GPU              int
+	UUID             string
+	IdleEnergyJoules float64
+	// EnergyJoules is the increase of the GPU's energy counter the meters
+	// divided (the sum of every tenant's and the idle energy).
+	EnergyJoules float64
+	// EnergyKnown is true once the GPU reported an energy counter; without
+	// one, the energy figures of its meters mean nothing.
+	EnergyKnown bool
+}
+
+type meterKey struct{ uuid, tenant string }
+
+// meterState accumulates the meters across samples (guarded by the
+// Builder's buildMu).
+type meterState struct {
+	prevEnergy map[string]float64 // by GPU UUID
+	last       time.Time          // time of the latest readings metered
+	tenants    map[meterKey]*Meter
+	gpus       map[string]*GPUMeter
+}
+
+func newMeterState() meterState {
+	return meterState{prevEnergy: map[string]float64{}, tenants: map[meterKey]*Meter{}, gpus: map[string]*GPUMeter{}}
+}
+
+// meter adds one sample: usage is the sample's attribution. It returns the
+// meters of every tenant and GPU seen so far, sorted by GPU and tenant.
+func (m *meterState) meter(rule IdleEnergy, r *gpu.Readings, usage []Usage) ([]Meter, []GPUMeter) {
+	// Readings metered already (a rebuild of the same sample) add nothing.
+	if r != nil && (m.last.IsZero() || r.Time.After(m.last)) {
+		m.last = r.Time
+		byGPU := map[string][]*Usage{}
+		for i := range usage {
+			byGPU[usage[i].UUID] = append(byGPU[usage[i].UUID], &usage[i])
+		}
+		for i := range r.Devices {
+			d := &r.Devices[i]
+			if d.Up {
+				m.device(rule, d, r.Interval.Seconds(), byGPU[d.UUID])
+			}
+		}
+	}
+	tenants := make([]Meter, 0, len(m.tenants))
+	for _, t := range m.tenants {
+		tenants = append(tenants, *t)
+	}
+	slices.SortFunc(tenants, func(a, b Meter) int {
+		return cmp.Or(cmp.Compare(a.GPU, b.GPU), cmp.Compare(a.UUID, b.UUID), cmp.Compare(a.Tenant, b.Tenant))
+	})
+	gpus := make([]GPUMeter, 0, len(m.gpus))
+	for _, g := range m.gpus {
+		gpus = append(gpus, *g)
+	}
+	slices.SortFunc(gpus, func(a, b GPUMeter) int { return cmp.Or(cmp.Compare(a.GPU, b.GPU), cmp.Compare(a.UUID, b.UUID)) })
+	return tenants, gpus
+}
+
+// device meters one GPU over an interval of sec seconds.
+func (m *meterState) device(rule IdleEnergy, d *gpu.Device, sec float64, usage []*Usage) {
+	g := m.gpus[d.UUID]
+	if g == nil {
+		g = &GPUMeter{GPU: d.Index, UUID: d.UUID}
+		m.gpus[d.UUID] = g
+	}
+	g.GPU = d.Index
+	g.EnergyKnown = g.EnergyKnown || d.EnergyJoules != nil
+	used, reserved := activityShares(d, usage), reservations(d, usage)
+	energy := m.energyDelta(d)
+	var active, held float64
+	for _, s := range used {
+		active += s
+	}
+	for _, s := range reserved {
+		held += s
+	}
+	rest := energy * (1 - active)
+	g.EnergyJoules += energy
+	if rule == IdleByReservation {
+		g.IdleEnergyJoules += rest * (1 - held)
+	} else {
+		g.IdleEnergyJoules += rest
+	}
+	for i, u := range usage {
+		t := m.tenant(d, u.Tenant)
+		e := energy * used[i]
+		if rule == IdleByReservation {
+			e += rest * reserved[i]
+		}
+		t.EnergyJoules += e
+		t.GPUSecondsUsed += sec * used[i]
+		t.GPUSecondsReserved += sec * reserved[i]
+		t.MemoryByteSeconds += sec * float64(u.MemoryUsedBytes)
+	}
+}
+
+func (m *meterState) tenant(d *gpu.Device, name string) *Meter {
+	k := meterKey{d.UUID, name}
+	t := m.tenants[k]
+	if t == nil {
+		t = &Meter{UUID: d.UUID, Tenant: name}
+		m.tenants[k] = t
+	}
+	t.GPU = d.Index
+	return t
+}
+
+// energyDelta is the increase of the GPU's energy counter since the
+// previous sample: 0 on the first sample and without a counter; after a
+// counter reset (a driver reload), the new value.
+func (m *meterState) energyDelta(d *gpu.Device) float64 {
+	if d.EnergyJoules == nil {
+		return 0
+	}
+	cur := *d.EnergyJoules
+	prev, ok := m.prevEnergy[d.UUID]
+	m.prevEnergy[d.UUID] = cur
+	switch {
+	case !ok:
+		return 0
+	case cur < prev:
+		return cur
+	}
+	return cur - prev
+}
+
+// activityShares are the usages' shares (0-1, adding up to at most 1) of
+// the GPU's activity: their SM active share of the GPU (of a MIG instance,
+// scaled by its part of the GPU's SMs); where no SM activity is known,
+// their kernel-busy time, scaled down to add up to at most 1.
+func activityShares(d *gpu.Device, usage []*Usage) []float64 {
+	out := make([]float64, len(usage))
+	var sum float64
+	for i, u := range usage {
+		switch {
+		case u.SMActive != nil:
+			out[i] = *u.SMActive * instanceFraction(d, u.GPUInstance)
+		case u.KernelBusy != nil:
+			out[i] = *u.KernelBusy
+		}
+		out[i] = max(0, out[i])
+		sum += out[i]
+	}
+	if sum > 1 {
+		for i := range out {
+			out[i] /= sum
+		}
+	}
+	return out
+}
+
+// reservations are what each usage holds of the GPU: on a MIG GPU its
+// instance's part of the SMs, split equally among the tenants in the
+// instance; on a whole GPU an equal part.
+func reservations(d *gpu.Device, usage []*Usage) []float64 {
+	out := make([]float64, len(usage))
+	if len(usage) == 0 {
+		return out
+	}
+	perInstance := map[string]int{}
+	for _, u := range usage {
+		perInstance[u.GPUInstance]++
+	}
+	var sum float64
+	for i, u := range usage {
+		if u.GPUInstance == "" && d.MIGEnabled {
+			continue // memory of processes outside any instance: holds no SMs
+		}
+		out[i] = instanceFraction(d, u.GPUInstance) / float64(perInstance[u.GPUInstance])
+		sum += out[i]
+	}
+	if sum > 1 {
+		for i := range out {
+			out[i] /= sum
+		}
+	}
+	return out
+}
+
+// instanceFraction is the part of the GPU's SMs a MIG instance ("" for the
+// whole GPU) has: 1 for the whole GPU or an unknown instance.
+func instanceFraction(d *gpu.Device, gi string) float64 {
+	if gi == "" {
+		return 1
+	}
+	id, err := strconv.Atoi(gi)
+	if err != nil {
+		return 1
+	}
+	inst := d.MIGByGI(id)
+	if inst == nil || inst.SMCount <= 0 {
+		return 1
+	}
+	total := d.SMCount
+	if total <= 0 {
+		for _, mi := range d.MIG {
+			total += mi.SMCount
+		}
+	}
+	return min(1, float64(inst.SMCount)/float64(total))
+}
