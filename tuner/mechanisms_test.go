@@ -100,7 +100,7 @@ func (c *clocksOnly) SetPowerLimit(_ context.Context, uuid string, w float64) er
 // knobs a backend drives, the sealed actuators and the executor's apply
 // all come from it.
 func TestMechanismTable(t *testing.T) {
-	want := "mps_active_threads compute_timeslice vgpu_scheduler locked_clocks power_limit placement mig_layout"
+	want := "mps_active_threads compute_timeslice vgpu_scheduler locked_clocks power_limit pause_duty placement mig_layout"
 	if got := strings.Join(KnobNames(), " "); got != want {
 		t.Errorf("knob names %q, want %q", got, want)
 	}

@@ -97,8 +97,8 @@ func DefaultGuards(kill *KillSwitch, hold *RevertHold) []Guard {
 		Bounds{},
 		DeadBand{Min: 0.02},
 		&Backoff{Base: 30 * time.Second, Max: 10 * time.Minute},
-		&Dwell{For: 20 * time.Second},
-		&Hysteresis{For: 2 * time.Minute},
+		&Dwell{For: 20 * time.Second, Fast: 5 * time.Second},
+		&Hysteresis{For: 2 * time.Minute, Fast: 10 * time.Second},
 	)
 	if hold != nil {
 		gs = append(gs, hold)
@@ -121,6 +121,7 @@ type Tuner struct {
 	targets   map[string]Setting  // last target decided, by Target.String
 	evals     []evaluation
 	recovered bool
+	thawed    bool // the first round's thaw of journaled pauses is done
 	last      *tenant.Snapshot
 	counts    Counts
 	recent    []Decision
@@ -241,6 +242,8 @@ func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 			errs = append(errs, err)
 		}
 	}
+	out = append(out, t.thawPauses(ctx, now, !t.thawed)...)
+	t.thawed = true
 	t.syncPending(snap)
 	st := &State{Now: now, Snapshot: snap, Changes: t.changes, Pending: t.pending, Effective: t.syncMPS(),
 		Fast: t.fast.observe(now, snap), Originals: map[string]Value{}, History: t.history}
