@@ -72,7 +72,12 @@ func (g cgroupV1) Freeze() error {
 		if err != nil {
 			return false, err
 		}
-		return strings.TrimSpace(string(s)) == "FROZEN", nil
+		if v := strings.TrimSpace(string(s)); v != "FREEZING" {
+			return v == "FROZEN", nil
+		}
+		// A task forked while the freeze went on can miss it and keep
+		// the cgroup FREEZING: writing FROZEN again freezes it.
+		return false, os.WriteFile(state, []byte("FROZEN"), 0)
 	}, g.dir)
 }
 
