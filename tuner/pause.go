@@ -2,6 +2,7 @@ package tuner
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"time"
 
@@ -88,4 +89,17 @@ func (s *State) PauseDuty(tg Target) Duty {
 		}
 	}
 	return 0
+}
+
+// drives lists the knobs the bound actuators set, less the disabled ones.
+func (t *Tuner) drives() map[gpu.Knob]bool {
+	out := map[gpu.Knob]bool{}
+	for _, m := range Mechanisms {
+		if m.bound(&t.o.Actuators) {
+			for _, k := range m.Knobs {
+				out[k] = !slices.Contains(t.o.Disabled, k)
+			}
+		}
+	}
+	return out
 }

@@ -246,7 +246,7 @@ func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 	t.thawed = true
 	t.syncPending(snap)
 	st := &State{Now: now, Snapshot: snap, Changes: t.changes, Pending: t.pending, Effective: t.syncMPS(),
-		Fast: t.fast.observe(now, snap), Originals: map[string]Value{}, History: t.history}
+		Fast: t.fast.observe(now, snap), Originals: map[string]Value{}, History: t.history, Drives: t.drives()}
 	for k, o := range t.originals {
 		st.Originals[k] = o.Value
 	}
