@@ -242,15 +242,16 @@ func refusedOrFailed(o Outcome) string {
 }
 
 // KnobsFor are the knobs that apply to a GPU in a sharing mode: its
-// mechanism's own (MPS client caps, the time-slice level, the vGPU
-// scheduler, the MIG layout), then the clocks and the power limit.
+// mechanism's own (a tenant's pause duty and the MPS client caps or the
+// time-slice level, the vGPU scheduler, the MIG layout), then the clocks
+// and the power limit.
 func KnobsFor(m gpu.SharingMode) []gpu.Knob {
 	var own []gpu.Knob
 	switch m {
 	case gpu.SharingMPS:
-		own = []gpu.Knob{gpu.KnobMPSActiveThreads}
+		own = []gpu.Knob{gpu.KnobPauseDuty, gpu.KnobMPSActiveThreads}
 	case gpu.SharingTimeSlice:
-		own = []gpu.Knob{gpu.KnobComputeTimeSlice}
+		own = []gpu.Knob{gpu.KnobPauseDuty, gpu.KnobComputeTimeSlice}
 	case gpu.SharingVGPU:
 		own = []gpu.Knob{gpu.KnobVGPUScheduler}
 	case gpu.SharingMIG:
