@@ -87,7 +87,7 @@ func DefaultAutotuneParams() AutotuneParams {
 		PowerFraction: 0.7, VarianceRatio: 1.1,
 		EnergyStep: 0.1, EnergyFloor: 0.5,
 		TrialDwell: 2 * time.Minute, TrialHold: 10 * time.Minute, TrialGain: 0.1,
-		PauseMax: 0.8, PauseGain: 0.1, PauseStepMin: 0.1, PauseStepMax: 0.3, PauseRelease: 0.1,
+		PauseMax: 0.8, PauseGain: 0.1, PauseStepMin: 0.1, PauseStepMax: 0.3, PauseRelease: 0.05,
 	}
 }
 
@@ -148,14 +148,23 @@ func (p *Autotune) Decide(s *State) []Action {
 			continue
 		}
 		ms := p.members(s, d)
-		fast, slow := p.pauses(s, d, ms)
-		out = append(out, fast...)
-		switch {
-		case d.Mode == gpu.SharingMPS && slow:
-			out = append(out, p.mps(s, d, ms)...)
-		case d.Mode == gpu.SharingTimeSlice && slow:
-			out = append(out, p.timeSlice(s, d, ms)...)
-		case d.Mode == gpu.SharingVGPU:
+		switch d.Mode {
+		case gpu.SharingMPS:
+			// the pause first: the caps cost restarts
+			fast, slow := p.pauses(s, d, ms)
+			out = append(out, fast...)
+			if slow {
+				out = append(out, p.mps(s, d, ms)...)
+			}
+		case gpu.SharingTimeSlice:
+			// the level first: it costs no tenant its work
+			if ts := p.timeSlice(s, d, ms); len(ts) > 0 {
+				out = append(out, ts...)
+			} else {
+				fast, _ := p.pauses(s, d, ms)
+				out = append(out, fast...)
+			}
+		case gpu.SharingVGPU:
 			out = append(out, p.vgpu(s, d, ms)...)
 		}
 		out = append(out, p.clocks(s, d, ms)...)

@@ -13,10 +13,11 @@ import (
 // answers a violation by pausing the batch and best-effort tenants beside
 // the latency tenant for part of every period, raised within one interval
 // and given back as soon as every SLO has slack. Nothing restarts, so the
-// step is free; the MPS caps and the time-slice level, which cost
-// restarts or every tenant's dwell, are used only when the pause is at its
-// ceiling and the SLO still does not hold, and a cap is given back only
-// once no pause is left.
+// step is free. On an MPS GPU the caps, which cost restarts, are used only
+// when the pause is at its ceiling and the SLO still does not hold, and a
+// cap is given back only once no pause is left. On a time-sliced GPU the
+// level's trial comes first (it costs no tenant its work) and the pause
+// acts in the rounds the level does not.
 
 // pauser is one tenant the fast loop may pause on a GPU.
 type pauser struct {
@@ -118,15 +119,15 @@ func (p *Autotune) burnSincePause(s *State, uuid string, w *member) (float64, bo
 
 // pauseSlack says whether every latency tenant of the domain has slack
 // for the fast loop: idle, or its burn since the last pause change at most
-// SlackBurn. The SLO window's quantile is not waited for: a pause given
-// back too far is taken again within one interval, at no cost.
+// half ViolateBurn. The SLO window's quantile is not waited for: a pause
+// given back too far is taken again within one interval, at no cost.
 func (p *Autotune) pauseSlack(s *State, uuid string, ds domainSignals) bool {
 	for _, m := range ds.latency {
 		if m.slo.WindowRequests == 0 {
 			continue
 		}
 		burn, ok := p.burnSincePause(s, uuid, m)
-		if !ok || !m.hasBurn || burn > p.P.SlackBurn {
+		if !ok || !m.hasBurn || burn > p.P.ViolateBurn/2 {
 			return false
 		}
 	}
