@@ -17,13 +17,12 @@ import (
 
 // host is a fake procfs and cgroupfs, with signals recorded.
 type host struct {
-	t              *testing.T
-	proc, v2, v1   string
-	mu             sync.Mutex
-	signals        []string
-	pgids          map[int]int
-	selfPgid       int
-	failFreezeDirs map[string]bool
+	t            *testing.T
+	proc, v2, v1 string
+	mu           sync.Mutex
+	signals      []string
+	pgids        map[int]int
+	selfPgid     int
 }
 
 func newHost(t *testing.T) *host {
