@@ -238,7 +238,7 @@ func KnobNames() []string {
 // ActuatorInfo says which backend drives a knob on this host.
 type ActuatorInfo struct {
 	Knob    gpu.Knob
-	Backend string // "nvml", "sim", "mps", "nvidia-smi", "rebalance-hook"
+	Backend string // "nvml", "sim", "mps", "nvidia-smi", "rebalance-hook", "pause"
 }
 
 // NamedActuator is one backend's actuator implementation.

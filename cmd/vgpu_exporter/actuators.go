@@ -90,7 +90,7 @@ func (c *actuatorConfig) validate() []error {
 // some of the gpu actuator interfaces (gpu.MPSActuator, gpu.TimeSliceActuator,
 // gpu.Rebalancer, ...) and gpu.CapabilityLister.
 type actuatorBackend struct {
-	Name string // "nvml", "sim", "mps", "nvidia-smi", "rebalance-hook"
+	Name string // "nvml", "sim", "mps", "nvidia-smi", "rebalance-hook", "pause"
 	Impl any
 }
 
