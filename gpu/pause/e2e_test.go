@@ -1,3 +1,5 @@
+//go:build e2e
+
 package pause_test
 
 import (
@@ -18,9 +20,10 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
 
-// The end-to-end tests pause real process trees through this machine's
-// cgroup v2 freezer, its v1 freezer and signals. They need root and the
-// freezers; without them they skip, except under CI=true, where they fail.
+// The end-to-end tests (make e2e-pause) pause real process trees through
+// this machine's cgroup v2 freezer, its v1 freezer and signals. They need
+// root and the freezers; without them they skip, except under CI=true,
+// where they fail.
 
 const cgroupRoot = "/sys/fs/cgroup"
 
