@@ -136,3 +136,36 @@ func TestPauseThawed(t *testing.T) {
 		t.Errorf("%d open originals after the thaw at start", n)
 	}
 }
+
+// A policy sees which knobs the host drives: the bound mechanisms' knobs,
+// less the disabled ones.
+func TestStateDrives(t *testing.T) {
+	var seen map[gpu.Knob]bool
+	spy := deciderFunc(func(s *State) []Action { seen = s.Drives; return nil })
+	for _, c := range []struct {
+		name     string
+		acts     Actuators
+		disabled []gpu.Knob
+		pause    bool
+	}{
+		{"no pause actuator", ActuatorsOf(&recorder{}), nil, false},
+		{"a pause actuator", ActuatorsOf(&recorder{}, &pauseRecorder{}), nil, true},
+		{"disabled", ActuatorsOf(&pauseRecorder{}), []gpu.Knob{gpu.KnobPauseDuty}, false},
+	} {
+		tu, err := New(Options{Policy: spy, Actuators: c.acts, Disabled: c.disabled, Clock: gpu.NewManualClock(t0), Mode: ModeRecommend})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tu.RunOnce(context.Background(), emptySnap(t0)); err != nil {
+			t.Fatal(err)
+		}
+		if seen[gpu.KnobPauseDuty] != c.pause || (c.name == "a pause actuator" && !seen[gpu.KnobMPSActiveThreads]) {
+			t.Errorf("%s: drives %v", c.name, seen)
+		}
+	}
+}
+
+type deciderFunc func(*State) []Action
+
+func (deciderFunc) Name() string               { return "func" }
+func (f deciderFunc) Decide(s *State) []Action { return f(s) }
