@@ -109,8 +109,17 @@ var cardinalityTerms = map[string]func(*tenant.Snapshot, *tuner.Status) int{
 		}
 		return len(seen)
 	},
+	"tenant with a pause decision on a GPU": func(_ *tenant.Snapshot, st *tuner.Status) int {
+		return countOf(st.Settings, func(set tuner.Setting) bool { _, ok := set.Target.(tuner.Duty); return ok })
+	},
 	"GPU-level tuner target decided": func(_ *tenant.Snapshot, st *tuner.Status) int {
-		return countOf(st.Settings, func(set tuner.Setting) bool { _, ok := set.Target.(tuner.Fraction); return !ok })
+		return countOf(st.Settings, func(set tuner.Setting) bool {
+			switch set.Target.(type) {
+			case tuner.Fraction, tuner.Duty:
+				return false
+			}
+			return true
+		})
 	},
 }
 

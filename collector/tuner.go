@@ -17,7 +17,7 @@ type TunerCollector struct {
 	info, mode, gpuMode, killSwitch, lastRun, unrestored      *prometheus.Desc
 	actuator                                                  *prometheus.Desc
 	mpsTarget, mpsEffective, powerTarget, clockTarget         *prometheus.Desc
-	timeSliceTarget, schedulerTarget                          *prometheus.Desc
+	timeSliceTarget, schedulerTarget, pauseTarget             *prometheus.Desc
 	actions, refusals, reverts, restores, restoreFailures, jw *prometheus.Desc
 }
 
@@ -26,7 +26,7 @@ type TunerCollector struct {
 func NewTunerCollector(status func() *tuner.Status) *TunerCollector {
 	c := &TunerCollector{status: status}
 	c.info = c.add("tuner_info", "The tuner's policy; always 1.", "policy")
-	c.actuator = c.add("tuner_actuator_info", "The backend that drives a knob on this host (nvml, sim, mps, nvidia-smi, rebalance-hook), as detected at start; always 1. A knob without a series has no actuator here: its changes are only recommended.", "knob", "backend")
+	c.actuator = c.add("tuner_actuator_info", "The backend that drives a knob on this host (nvml, sim, mps, nvidia-smi, rebalance-hook, pause), as detected at start; always 1. A knob without a series has no actuator here: its changes are only recommended.", "knob", "backend")
 	c.mode = c.add("tuner_mode", "1 for the tuner's host-wide mode (off, recommend, enforce), 0 for the others.", "mode")
 	c.gpuMode = c.add("tuner_gpu_mode", "1 for the mode the tuner applies to the GPU (off, recommend, enforce: the host-wide mode or the GPU's own), 0 for the others; for each GPU of the latest round.", "gpu", "uuid", "mode")
 	c.killSwitch = c.add("tuner_kill_switch_engaged", "1 while the kill switch (file or flag) stops every change.")
@@ -37,6 +37,7 @@ func NewTunerCollector(status func() *tuner.Status) *TunerCollector {
 	c.powerTarget = c.add("tuner_power_limit_target_watts", "Power limit the tuner last decided for the GPU.", "gpu", "uuid")
 	c.clockTarget = c.add("tuner_locked_clock_target_hertz", "Upper end of the SM clock lock the tuner last decided for the GPU; 0 for unlocked.", "gpu", "uuid")
 	c.timeSliceTarget = c.add("tuner_timeslice_target_info", "Compute time-slice level the tuner last decided for the GPU; always 1.", "gpu", "uuid", "level")
+	c.pauseTarget = c.add("tuner_pause_duty_target_ratio", "Fraction of every period the tuner last decided to pause the tenant's processes for (pause_duty); 0 once given back.", "gpu", "uuid", "tenant")
 	c.schedulerTarget = c.add("tuner_vgpu_scheduler_target_info", "vGPU scheduler policy the tuner last decided for the GPU; always 1.", "gpu", "uuid", "policy")
 	c.actions = c.add("tuner_actions_total", "Actions the tuner's policy planned, by knob and outcome (guarded, recommended, applied, refused, failed, rolled_back).", "knob", "outcome")
 	c.refusals = c.add("tuner_guard_refusals_total", "Actions refused by each guard.", "guard")
@@ -104,6 +105,8 @@ func (c *TunerCollector) Collect(ch chan<- prometheus.Metric) {
 			e.gauge(c.timeSliceTarget, 1, g, st.GPU, string(v))
 		case tuner.Scheduler:
 			e.gauge(c.schedulerTarget, 1, g, st.GPU, string(v))
+		case tuner.Duty:
+			e.gauge(c.pauseTarget, float64(v), g, st.GPU, st.Tenant)
 		}
 	}
 	for _, k := range order {

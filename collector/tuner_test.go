@@ -43,6 +43,7 @@ func richTunerStatus() *tuner.Status {
 			{GPU: u, Knob: gpu.KnobLockedClocks, Target: tuner.ClockRange{MinMHz: 1980, MaxMHz: 1980}},
 			{GPU: u, Knob: gpu.KnobComputeTimeSlice, Target: tuner.Level("short")},
 			{GPU: u, Knob: gpu.KnobVGPUScheduler, Target: tuner.Scheduler("equal-share")},
+			{GPU: u, Tenant: "train", Knob: gpu.KnobPauseDuty, PID: 4, Target: tuner.Duty(0.4)},
 		},
 		Counts:    tuner.Counts{Actions: acts, Refusals: ref, Reverts: 1, Restores: 3, RestoreFailures: 1, JournalErrors: 1},
 		Actuators: []tuner.ActuatorInfo{{Knob: gpu.KnobMPSActiveThreads, Backend: "mps"}, {Knob: gpu.KnobPowerLimit, Backend: "nvml"}},
@@ -57,6 +58,9 @@ vgpu_tuner_mps_active_threads_effective_ratio{gpu="0",tenant="embed",uuid="GPU-0
 # HELP vgpu_tuner_mps_active_threads_target_ratio MPS active-thread fraction the tuner last decided for the tenant's clients on the GPU (sum over its clients).
 # TYPE vgpu_tuner_mps_active_threads_target_ratio gauge
 vgpu_tuner_mps_active_threads_target_ratio{gpu="0",tenant="embed",uuid="GPU-0"} 0.4
+# HELP vgpu_tuner_pause_duty_target_ratio Fraction of every period the tuner last decided to pause the tenant's processes for (pause_duty); 0 once given back.
+# TYPE vgpu_tuner_pause_duty_target_ratio gauge
+vgpu_tuner_pause_duty_target_ratio{gpu="0",tenant="train",uuid="GPU-0"} 0.4
 # HELP vgpu_tuner_mode 1 for the tuner's host-wide mode (off, recommend, enforce), 0 for the others.
 # TYPE vgpu_tuner_mode gauge
 vgpu_tuner_mode{mode="enforce"} 1
@@ -76,7 +80,7 @@ vgpu_tuner_restore_failures_total 1
 # HELP vgpu_tuner_locked_clock_target_hertz Upper end of the SM clock lock the tuner last decided for the GPU; 0 for unlocked.
 # TYPE vgpu_tuner_locked_clock_target_hertz gauge
 vgpu_tuner_locked_clock_target_hertz{gpu="0",uuid="GPU-0"} 1.98e+09
-# HELP vgpu_tuner_actuator_info The backend that drives a knob on this host (nvml, sim, mps, nvidia-smi, rebalance-hook), as detected at start; always 1. A knob without a series has no actuator here: its changes are only recommended.
+# HELP vgpu_tuner_actuator_info The backend that drives a knob on this host (nvml, sim, mps, nvidia-smi, rebalance-hook, pause), as detected at start; always 1. A knob without a series has no actuator here: its changes are only recommended.
 # TYPE vgpu_tuner_actuator_info gauge
 vgpu_tuner_actuator_info{backend="mps",knob="mps_active_threads"} 1
 vgpu_tuner_actuator_info{backend="nvml",knob="power_limit"} 1
@@ -84,7 +88,8 @@ vgpu_tuner_actuator_info{backend="nvml",knob="power_limit"} 1
 	c := NewTunerCollector(richTunerStatus)
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want),
 		"vgpu_tuner_mps_active_threads_effective_ratio", "vgpu_tuner_mps_active_threads_target_ratio", "vgpu_tuner_mode", "vgpu_tuner_gpu_mode",
-		"vgpu_tuner_restore_failures_total", "vgpu_tuner_locked_clock_target_hertz", "vgpu_tuner_actuator_info"); err != nil {
+		"vgpu_tuner_restore_failures_total", "vgpu_tuner_locked_clock_target_hertz", "vgpu_tuner_actuator_info",
+		"vgpu_tuner_pause_duty_target_ratio"); err != nil {
 		t.Error(err)
 	}
 	reg := prometheus.NewPedanticRegistry()

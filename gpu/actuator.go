@@ -34,6 +34,7 @@ const (
 	KnobMIGDrain         Knob = "mig_drain"
 	KnobPlacement        Knob = "placement"
 	KnobProcessLifecycle Knob = "process_lifecycle"
+	KnobPauseDuty        Knob = "pause_duty"
 )
 
 // VGPUPolicy is a vGPU scheduler policy (NVML's
@@ -159,6 +160,18 @@ type MIGDrainActuator interface {
 	// DrainMIGInstance stops every process of the MIG instance instUUID of
 	// the GPU uuid as StopProcess does.
 	DrainMIGInstance(ctx context.Context, uuid, instUUID string) error
+}
+
+// PauseActuator pauses a tenant's processes for a fraction of every
+// period (its pause duty): a per-tenant time-slice weight on a shared GPU,
+// changed in milliseconds and without restarting anyone. Paused processes
+// launch no new GPU work; what they queued already runs to completion.
+type PauseActuator interface {
+	// SetPauseDuty pauses every process of the tenant (pids, all of them
+	// together or none) for duty (0-1) of each period; 0 resumes them at
+	// once. uuid is the GPU the setting is made for: a tenant on several
+	// GPUs is paused by the largest duty any of them asks for.
+	SetPauseDuty(ctx context.Context, uuid, tenant string, pids []uint32, duty float64) error
 }
 
 // Plan is a rebalancing plan: tenant moves across GPUs and MIG layout

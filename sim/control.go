@@ -22,6 +22,7 @@ var (
 	_ gpu.ClockPowerActuator    = (*Simulator)(nil)
 	_ gpu.MIGActuator           = (*Simulator)(nil)
 	_ gpu.PlacementActuator     = (*Simulator)(nil)
+	_ gpu.PauseActuator         = (*Simulator)(nil)
 )
 
 func (s *Simulator) gpuByUUID(uuid string) (*gpuState, error) {
@@ -95,7 +96,7 @@ func (s *Simulator) Capabilities(uuid string) []gpu.Knob {
 		if len(s.gpus) > 1 || g.mode == gpu.SharingMIG {
 			k = append(k, gpu.KnobPlacement)
 		}
-		k = append(k, gpu.KnobProcessLifecycle)
+		k = append(k, gpu.KnobProcessLifecycle, gpu.KnobPauseDuty)
 	}
 	return k
 }

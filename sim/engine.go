@@ -315,6 +315,9 @@ func (t *tenant) wants(now int64) bool {
 	if !t.alive || now < t.pause {
 		return false
 	}
+	if t.duty > 0 && !t.job.active && t.frozenTill(now) > 0 {
+		return false // paused, its queued work done
+	}
 	if t.draining {
 		return t.job.active || len(t.seqs) > 0
 	}
@@ -372,6 +375,9 @@ func (d *domain) boundary(s *Simulator, now int64) int64 {
 		}
 		if m.pause > now && m.pause < next {
 			next = m.pause
+		}
+		if f := m.frozenTill(now); f > 0 && f < next {
+			next = f // the end of a paused phase
 		}
 		if m.w.Timeout > 0 && m.queued() > 0 {
 			d.expiry = min(d.expiry, m.queue[m.qhead].arrival+int64(m.w.Timeout))
@@ -500,6 +506,9 @@ func (d *domain) runSliced(s *Simulator, t, t1 int64, clockFactor float64) {
 		} else if d.cur >= 0 {
 			// only the resident context can have changed (d.due)
 			d.rewant(d.members[d.cur], t)
+			if f := d.members[d.cur].frozenTill(t); f > 0 {
+				d.due = min(d.due, f) // paused once its job ended
+			}
 		}
 		next := min(d.due, t1)
 		if d.switchEnd > t {
@@ -574,6 +583,12 @@ func (d *domain) runSliced(s *Simulator, t, t1 int64, clockFactor float64) {
 			continue
 		}
 		if !cur.job.active && !cur.startJob(t) {
+			if f := cur.frozenTill(t); f > 0 {
+				// paused: the context yields like an idle one
+				d.due = min(d.due, f)
+				d.rewant(cur, t)
+				continue
+			}
 			t = end
 			continue
 		}
@@ -756,6 +771,9 @@ func (d *domain) runMPS(s *Simulator, t, t1 int64, clockFactor float64) {
 		d.act = d.act[:0]
 		for _, m := range d.members {
 			if !m.wants(t) || (!m.job.active && !m.startJob(t)) {
+				if f := m.frozenTill(t); f > 0 && m.alive {
+					d.due, end = min(d.due, f), min(end, f) // paused until f
+				}
 				continue
 			}
 			if m.pause > t {

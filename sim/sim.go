@@ -483,6 +483,9 @@ func (g *gpuState) busy(t int64) (bool, int64) {
 			if m.pause > t {
 				wake = min(wake, m.pause)
 			}
+			if f := m.frozenTill(t); f > 0 {
+				wake = min(wake, f)
+			}
 			if m.standby {
 				wake = min(wake, m.switchAt)
 			}

@@ -82,9 +82,13 @@ type tenant struct {
 	res   *rand.Rand // reservoir sampling of window latencies
 	noise *rand.Rand // service-time noise (its own stream: arrivals do not move with it)
 
-	alive     bool  // the process exists
-	wantRun   bool  // scenario says it should run (not stopped)
-	pause     int64 // no GPU progress before this time (migration, restart)
+	alive   bool  // the process exists
+	wantRun bool  // scenario says it should run (not stopped)
+	pause   int64 // no GPU progress before this time (migration, restart)
+	// duty is the pause duty (pause.go): no new job is started in the
+	// first duty of each PausePeriod since pulseBase.
+	duty      float64
+	pulseBase int64
 	gpu, inst int
 	dom       *domain
 
@@ -184,6 +188,9 @@ func (t *tenant) queued() int { return len(t.queue) - t.qhead }
 // startJob forms the next job if there is work; it reports whether a job
 // is active.
 func (t *tenant) startJob(now int64) bool {
+	if t.duty > 0 && t.frozenTill(now) > 0 {
+		return false // paused: it launches nothing new
+	}
 	active := t.formJob(now)
 	t.job.floor = t.minJob
 	if t.job.active && t.noise != nil {

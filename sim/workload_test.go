@@ -614,10 +614,10 @@ gpus:
 `)
 	s := mustNew(t, sc, Options{})
 	for i, want := range [][]gpu.Knob{
-		{gpu.KnobComputeTimeSlice, gpu.KnobMIGLayout, gpu.KnobLockedClocks, gpu.KnobPowerLimit, gpu.KnobPlacement, gpu.KnobProcessLifecycle},
+		{gpu.KnobComputeTimeSlice, gpu.KnobMIGLayout, gpu.KnobLockedClocks, gpu.KnobPowerLimit, gpu.KnobPlacement, gpu.KnobProcessLifecycle, gpu.KnobPauseDuty},
 		// no time slice under MPS: it would do nothing
-		{gpu.KnobMPSActiveThreads, gpu.KnobMPSPinnedMemory, gpu.KnobLockedClocks, gpu.KnobPowerLimit, gpu.KnobPlacement, gpu.KnobProcessLifecycle},
-		{gpu.KnobMIGLayout, gpu.KnobComputeTimeSlice, gpu.KnobMIGDrain, gpu.KnobLockedClocks, gpu.KnobPowerLimit, gpu.KnobPlacement, gpu.KnobProcessLifecycle},
+		{gpu.KnobMPSActiveThreads, gpu.KnobMPSPinnedMemory, gpu.KnobLockedClocks, gpu.KnobPowerLimit, gpu.KnobPlacement, gpu.KnobProcessLifecycle, gpu.KnobPauseDuty},
+		{gpu.KnobMIGLayout, gpu.KnobComputeTimeSlice, gpu.KnobMIGDrain, gpu.KnobLockedClocks, gpu.KnobPowerLimit, gpu.KnobPlacement, gpu.KnobProcessLifecycle, gpu.KnobPauseDuty},
 		{gpu.KnobVGPUScheduler, gpu.KnobLockedClocks, gpu.KnobPowerLimit},
 	} {
 		if got := s.Capabilities(sc.GPUs[i].UUID); fmt.Sprint(got) != fmt.Sprint(want) {

@@ -25,6 +25,9 @@ type Config struct {
 	Policy string
 	// DisabledKnobs are the knobs the autotune policy never changes.
 	DisabledKnobs []string
+	// EnabledKnobs are the opt-in knobs (tuner.OptInKnobs) the autotune
+	// policy may change.
+	EnabledKnobs []string
 	// Duration is the virtual time to simulate; 0 means the scenario's.
 	Duration time.Duration
 	// Seed, when SeedSet, replaces the scenario's seed.
@@ -97,11 +100,23 @@ func PolicyNames() []string {
 	return append(tuner.PolicyNames(), ps...)
 }
 
+// knobsOnlyForTuner is the error of knob flags given to a policy that is
+// not a tuner policy.
+func (c Config) knobsOnlyForTuner() error {
+	switch {
+	case len(c.DisabledKnobs) > 0:
+		return fmt.Errorf("--disable-knob: only a tuner policy (%s) has knobs to disable, not %q", tuner.AutotuneName, c.Policy)
+	case len(c.EnabledKnobs) > 0:
+		return fmt.Errorf("--enable-knob: only a tuner policy (%s) has knobs to enable, not %q", tuner.AutotuneName, c.Policy)
+	}
+	return nil
+}
+
 // policy returns the tuner policy cfg names, or else its planner.
 func (c Config) policy() (tuner.Policy, Planner, error) {
 	if pl, ok := planners[c.Policy]; ok {
-		if len(c.DisabledKnobs) > 0 {
-			return nil, nil, fmt.Errorf("--disable-knob: only a tuner policy (%s) has knobs to disable, not %q", tuner.AutotuneName, c.Policy)
+		if err := c.knobsOnlyForTuner(); err != nil {
+			return nil, nil, err
 		}
 		return nil, pl, nil
 	}
@@ -113,8 +128,11 @@ func (c Config) policy() (tuner.Policy, Planner, error) {
 		for _, k := range c.DisabledKnobs {
 			tp.Disabled = append(tp.Disabled, gpu.Knob(k))
 		}
-	} else if len(c.DisabledKnobs) > 0 {
-		return nil, nil, fmt.Errorf("--disable-knob: only a tuner policy (%s) has knobs to disable, not %q", tuner.AutotuneName, c.Policy)
+		for _, k := range c.EnabledKnobs {
+			tp.Enabled = append(tp.Enabled, gpu.Knob(k))
+		}
+	} else if err := c.knobsOnlyForTuner(); err != nil {
+		return nil, nil, err
 	}
 	return p, nil, nil
 }

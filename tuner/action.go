@@ -114,6 +114,25 @@ func (w Watts) Distance(o Value) float64 {
 	return math.Abs(float64(w)-float64(v)) / wattsSpan
 }
 
+// Duty is a tenant's pause duty: the fraction (0-1) of each period its
+// processes are paused (gpu.PauseActuator). 0 is "never paused".
+type Duty float64
+
+// Kind returns "duty".
+func (Duty) Kind() string { return "duty" }
+
+// String renders the duty as a percentage.
+func (d Duty) String() string { return percent(float64(d)) }
+
+// Distance is the absolute difference of two duties.
+func (d Duty) Distance(o Value) float64 {
+	e, ok := o.(Duty)
+	if !ok {
+		return 1
+	}
+	return math.Abs(float64(d) - float64(e))
+}
+
 // Scheduler is a vGPU scheduler policy.
 type Scheduler gpu.VGPUPolicy
 
@@ -163,6 +182,8 @@ func encodeValue(v Value) *encodedValue {
 		return &encodedValue{Kind: x.Kind(), Num: float64(x)}
 	case Watts:
 		return &encodedValue{Kind: x.Kind(), Num: float64(x)}
+	case Duty:
+		return &encodedValue{Kind: x.Kind(), Num: float64(x)}
 	case Level:
 		return &encodedValue{Kind: x.Kind(), Text: string(x)}
 	case Scheduler:
@@ -184,6 +205,8 @@ func (e *encodedValue) decode() (Value, error) {
 		return Fraction(e.Num), nil
 	case Watts(0).Kind():
 		return Watts(e.Num), nil
+	case Duty(0).Kind():
+		return Duty(e.Num), nil
 	case Level("").Kind():
 		return Level(e.Text), nil
 	case Scheduler("").Kind():
@@ -226,6 +249,11 @@ type Action struct {
 	Class    gpu.TenantClass
 	Current  Value // nil when unknown
 	Want     Value
+	// PIDs are every process of the tenant, for a knob set on the tenant
+	// as a whole (pause_duty: all of them paused together or none); the
+	// target's PID is the first of them, which names the tenant's setting
+	// in the journal.
+	PIDs []uint32
 	// Restart asks for the MPS client to be restarted after the change, so
 	// that it takes effect (MPS applies a fraction to new contexts only).
 	Restart bool

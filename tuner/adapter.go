@@ -72,8 +72,10 @@ type TunerPolicy struct {
 	Decider Decider
 	// Interval is the snapshot time between rounds; 0: every snapshot.
 	Interval time.Duration
-	// Disabled knobs are never changed (Options.Disabled).
+	// Disabled knobs are never changed (Options.Disabled); Enabled are
+	// the opt-in knobs it may change (Options.Enabled).
 	Disabled []gpu.Knob
+	Enabled  []gpu.Knob
 	// configure completes the tuner's options (guards with kill first
 	// when given, slow loop) once the policy, actuators, clock and mode
 	// are set.
@@ -105,7 +107,7 @@ func (p *TunerPolicy) Init(ctx context.Context, act Actuators, snap *tenant.Snap
 	if snap != nil {
 		p.clock.set(snap.Time)
 	}
-	t, err := New(p.Configure(Options{Actuators: act, Clock: &p.clock, Mode: ModeEnforce, Disabled: p.Disabled}, nil))
+	t, err := New(p.Configure(Options{Actuators: act, Clock: &p.clock, Mode: ModeEnforce, Disabled: p.Disabled, Enabled: p.Enabled}, nil))
 	p.t = t
 	if err != nil || !p.initRound || snap == nil {
 		return err

@@ -67,6 +67,12 @@ type AutotuneParams struct {
 	// again for TrialHold.
 	TrialDwell, TrialHold time.Duration
 	TrialGain             float64
+	// PauseMax, PauseGain, PauseStepMin, PauseStepMax, PauseRelease: the
+	// fast loop (pause_duty, where the host can pause a tenant). A
+	// violation raises the batch and best-effort tenants' pause duty by
+	// PauseGain*burn within [PauseStepMin, PauseStepMax], up to PauseMax;
+	// while every SLO has slack it falls by PauseRelease per interval.
+	PauseMax, PauseGain, PauseStepMin, PauseStepMax, PauseRelease float64
 }
 
 // DefaultAutotuneParams returns the defaults.
@@ -81,6 +87,7 @@ func DefaultAutotuneParams() AutotuneParams {
 		PowerFraction: 0.7, VarianceRatio: 1.1,
 		EnergyStep: 0.1, EnergyFloor: 0.5,
 		TrialDwell: 2 * time.Minute, TrialHold: 10 * time.Minute, TrialGain: 0.1,
+		PauseMax: 0.8, PauseGain: 0.1, PauseStepMin: 0.1, PauseStepMax: 0.3, PauseRelease: 0.05,
 	}
 }
 
@@ -143,9 +150,20 @@ func (p *Autotune) Decide(s *State) []Action {
 		ms := p.members(s, d)
 		switch d.Mode {
 		case gpu.SharingMPS:
-			out = append(out, p.mps(s, d, ms)...)
+			// the pause first: the caps cost restarts
+			fast, slow := p.pauses(s, d, ms)
+			out = append(out, fast...)
+			if slow {
+				out = append(out, p.mps(s, d, ms)...)
+			}
 		case gpu.SharingTimeSlice:
-			out = append(out, p.timeSlice(s, d, ms)...)
+			// the level first: it costs no tenant its work
+			if ts := p.timeSlice(s, d, ms); len(ts) > 0 {
+				out = append(out, ts...)
+			} else {
+				fast, _ := p.pauses(s, d, ms)
+				out = append(out, fast...)
+			}
 		case gpu.SharingVGPU:
 			out = append(out, p.vgpu(s, d, ms)...)
 		}

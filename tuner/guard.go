@@ -145,6 +145,10 @@ func (Bounds) Admit(s *State, a Action, _ time.Time) (bool, string) {
 				return false, fmt.Sprintf("share %.3f of %s outside share.min %.3g / share.max %.3g", share, a.Tenant, lo, hi)
 			}
 		}
+	case Duty:
+		if ok, why := admitDuty(s, a, v); !ok {
+			return false, why
+		}
 	case ClockRange:
 		if v.MinMHz > v.MaxMHz {
 			return false, fmt.Sprintf("clock range %v: min above max", v)
@@ -155,6 +159,35 @@ func (Bounds) Admit(s *State, a Action, _ time.Time) (bool, string) {
 		}
 	case nil:
 		return false, "no target value"
+	}
+	return true, ""
+}
+
+// MaxPauseDuty is the ceiling on a tenant's pause duty: a tenant is never
+// paused for more than this fraction of a period.
+const MaxPauseDuty = 0.9
+
+// admitDuty refuses a pause duty outside [0, MaxPauseDuty], and any pause
+// of a latency tenant (by the action's class, or the snapshot's); a duty
+// of 0 (a thaw) is always admitted.
+func admitDuty(s *State, a Action, v Duty) (bool, string) {
+	if v == 0 {
+		return true, ""
+	}
+	if !(v > 0 && v <= MaxPauseDuty) {
+		return false, fmt.Sprintf("pause duty %v outside [0, %v]", float64(v), MaxPauseDuty)
+	}
+	class := a.Class
+	if s != nil && s.Snapshot != nil {
+		if t, ok := infoByName(s.Snapshot)[a.Tenant]; ok && t.Class != "" {
+			class = t.Class
+		}
+	}
+	if class == gpu.ClassLatency {
+		return false, "a latency tenant is never paused"
+	}
+	if a.Tenant == "" || len(a.PIDs) == 0 && a.PID == 0 {
+		return false, "a pause names a tenant and its processes"
 	}
 	return true, ""
 }
@@ -210,6 +243,8 @@ func direction(a Action) float64 {
 		switch x := v.(type) {
 		case Fraction:
 			return float64(x), true
+		case Duty:
+			return float64(x), true
 		case Watts:
 			return float64(x), x != 0
 		case ClockRange:
@@ -235,16 +270,27 @@ func direction(a Action) float64 {
 // (a cool-down), whatever the policy wants.
 type Dwell struct {
 	For time.Duration
+	// Fast is the dwell of the fast knobs (pause_duty), changed in
+	// milliseconds and without a restart; 0: For.
+	Fast time.Duration
 	history
 }
+
+// fastKnob reports whether a knob is set in milliseconds with nothing
+// restarted, so that its guards may let it follow the load closely.
+func fastKnob(k gpu.Knob) bool { return k == gpu.KnobPauseDuty }
 
 // Name returns "dwell".
 func (*Dwell) Name() string { return GuardDwell }
 
 // Admit refuses during the dwell.
 func (d *Dwell) Admit(_ *State, a Action, now time.Time) (bool, string) {
-	if l, ok := d.get(a.DomainKey()); ok && now.Sub(l.at) < d.For && !a.Revert {
-		return false, fmt.Sprintf("changed %v ago; dwell %v", now.Sub(l.at).Round(time.Second), d.For)
+	dwell := d.For
+	if fastKnob(a.Knob) && d.Fast > 0 {
+		dwell = d.Fast
+	}
+	if l, ok := d.get(a.DomainKey()); ok && now.Sub(l.at) < dwell && !a.Revert {
+		return false, fmt.Sprintf("changed %v ago; dwell %v", now.Sub(l.at).Round(time.Second), dwell)
 	}
 	return true, ""
 }
@@ -254,6 +300,8 @@ func (d *Dwell) Admit(_ *State, a Action, now time.Time) (bool, string) {
 // needs a longer wait than going on.
 type Hysteresis struct {
 	For time.Duration
+	// Fast is the wait of the fast knobs (see Dwell.Fast); 0: For.
+	Fast time.Duration
 	history
 }
 
@@ -266,8 +314,12 @@ func (h *Hysteresis) Admit(_ *State, a Action, now time.Time) (bool, string) {
 	if !ok || a.Revert {
 		return true, ""
 	}
-	if d := direction(a); d != 0 && l.sign != 0 && d != l.sign && now.Sub(l.at) < h.For {
-		return false, fmt.Sprintf("reverses the change of %v ago; wait %v", now.Sub(l.at).Round(time.Second), h.For)
+	wait := h.For
+	if fastKnob(a.Knob) && h.Fast > 0 {
+		wait = h.Fast
+	}
+	if d := direction(a); d != 0 && l.sign != 0 && d != l.sign && now.Sub(l.at) < wait {
+		return false, fmt.Sprintf("reverses the change of %v ago; wait %v", now.Sub(l.at).Round(time.Second), wait)
 	}
 	return true, ""
 }

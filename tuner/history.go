@@ -58,13 +58,15 @@ func (h *roundRing) points() []RoundPoint {
 }
 
 // Numeric is a value as a number for the history, in the unit KnobUnit
-// names: a fraction, watts, a time-slice level's rank (short 0 to long 3),
+// names: a fraction (an MPS cap, a pause duty), watts, a time-slice level's rank (short 0 to long 3),
 // the top of a locked clock range in MHz (0: unlocked), a vGPU scheduler
 // policy's rank; false for a value without one (the default power limit,
 // a MIG layout, a placement).
 func Numeric(v Value) (float64, bool) {
 	switch x := v.(type) {
 	case Fraction:
+		return float64(x), true
+	case Duty:
 		return float64(x), true
 	case Watts:
 		return float64(x), x != 0

@@ -34,6 +34,8 @@ type Actuators struct {
 	// they are empty, start the processes again.
 	MIGDrain  gpu.MIGDrainActuator
 	Lifecycle gpu.TenantLifecycleActuator
+	// Pause pauses a tenant's processes for part of every period.
+	Pause gpu.PauseActuator
 }
 
 // Mechanism is one entry of the mechanism table: the actuator interface a
@@ -143,6 +145,9 @@ var Mechanisms = []Mechanism{
 			}
 			return fmt.Errorf("tuner: %s takes a clock range or watts, not %T", a.Knob, a.Want)
 		}, knob(gpu.KnobLockedClocks, "mhz", everyMode...), knob(gpu.KnobPowerLimit, "watts", everyMode...)),
+	mechanism("pause", func(a *Actuators) *gpu.PauseActuator { return &a.Pause },
+		func(x gpu.PauseActuator) gpu.PauseActuator { return pauseDoor{x} },
+		applyPause, knob(gpu.KnobPauseDuty, "ratio", gpu.SharingMPS, gpu.SharingTimeSlice)),
 	mechanism("placement", func(a *Actuators) *gpu.PlacementActuator { return &a.Placement },
 		func(x gpu.PlacementActuator) gpu.PlacementActuator { return placementDoor{x} },
 		nil, knob(gpu.KnobPlacement, "")),
@@ -294,7 +299,7 @@ func KnobNames() []string {
 // ActuatorInfo says which backend drives a knob on this host.
 type ActuatorInfo struct {
 	Knob    gpu.Knob
-	Backend string // "nvml", "sim", "mps", "nvidia-smi", "rebalance-hook"
+	Backend string // "nvml", "sim", "mps", "nvidia-smi", "rebalance-hook", "pause"
 }
 
 // NamedActuator is one backend's actuator implementation.
@@ -366,6 +371,27 @@ func (w clockPowerDoor) LockClocks(ctx context.Context, uuid string, l gpu.Clock
 
 func (w clockPowerDoor) SetPowerLimit(ctx context.Context, uuid string, watts float64) error {
 	return w.a.SetPowerLimit(ctx, uuid, watts)
+}
+
+type pauseDoor struct{ a gpu.PauseActuator }
+
+func (w pauseDoor) SetPauseDuty(ctx context.Context, uuid, tenant string, pids []uint32, duty float64) error {
+	return w.a.SetPauseDuty(ctx, uuid, tenant, pids, duty)
+}
+
+// applyPause sets a tenant's pause duty on all its processes; a restore
+// from the journal knows the target's PID only, whose group (cgroup or
+// process group) the actuator resolves and thaws.
+func applyPause(ctx context.Context, ac Actuators, a Action) error {
+	d, err := want[Duty](a)
+	if err != nil {
+		return err
+	}
+	pids := a.PIDs
+	if len(pids) == 0 && a.PID != 0 {
+		pids = []uint32{a.PID}
+	}
+	return ac.Pause.SetPauseDuty(ctx, a.GPU, a.Tenant, pids, float64(d))
 }
 
 type placementDoor struct{ a gpu.PlacementActuator }

@@ -101,7 +101,7 @@ func (c *clocksOnly) SetPowerLimit(_ context.Context, uuid string, w float64) er
 // knobs a backend drives, the sealed actuators and the executor's apply
 // all come from it.
 func TestMechanismTable(t *testing.T) {
-	want := "mps_active_threads compute_timeslice vgpu_scheduler locked_clocks power_limit placement mig_layout"
+	want := "mps_active_threads compute_timeslice vgpu_scheduler locked_clocks power_limit pause_duty placement mig_layout"
 	if got := strings.Join(KnobNames(), " "); got != want {
 		t.Errorf("knob names %q, want %q", got, want)
 	}
@@ -151,8 +151,8 @@ func TestKnobSpecs(t *testing.T) {
 		mode gpu.SharingMode
 		want []gpu.Knob
 	}{
-		{gpu.SharingMPS, []gpu.Knob{gpu.KnobMPSActiveThreads, gpu.KnobLockedClocks, gpu.KnobPowerLimit}},
-		{gpu.SharingTimeSlice, []gpu.Knob{gpu.KnobComputeTimeSlice, gpu.KnobLockedClocks, gpu.KnobPowerLimit}},
+		{gpu.SharingMPS, []gpu.Knob{gpu.KnobMPSActiveThreads, gpu.KnobPauseDuty, gpu.KnobLockedClocks, gpu.KnobPowerLimit}},
+		{gpu.SharingTimeSlice, []gpu.Knob{gpu.KnobComputeTimeSlice, gpu.KnobPauseDuty, gpu.KnobLockedClocks, gpu.KnobPowerLimit}},
 		{gpu.SharingVGPU, []gpu.Knob{gpu.KnobVGPUScheduler, gpu.KnobLockedClocks, gpu.KnobPowerLimit}},
 		{gpu.SharingMIG, []gpu.Knob{gpu.KnobMIGLayout, gpu.KnobLockedClocks, gpu.KnobPowerLimit}},
 		{gpu.SharingExclusive, []gpu.Knob{gpu.KnobLockedClocks, gpu.KnobPowerLimit}},
@@ -161,7 +161,7 @@ func TestKnobSpecs(t *testing.T) {
 			t.Errorf("KnobsFor(%s) = %v, want %v", tc.mode, got, tc.want)
 		}
 	}
-	for k, unit := range map[gpu.Knob]string{gpu.KnobMPSActiveThreads: "ratio", gpu.KnobPowerLimit: "watts", gpu.KnobComputeTimeSlice: "level",
+	for k, unit := range map[gpu.Knob]string{gpu.KnobMPSActiveThreads: "ratio", gpu.KnobPauseDuty: "ratio", gpu.KnobPowerLimit: "watts", gpu.KnobComputeTimeSlice: "level",
 		gpu.KnobLockedClocks: "mhz", gpu.KnobVGPUScheduler: "policy", gpu.KnobPlacement: "", gpu.KnobMIGLayout: ""} {
 		if got := KnobUnit(k); got != unit {
 			t.Errorf("KnobUnit(%s) = %q, want %q", k, got, unit)

@@ -3,6 +3,8 @@ package tuner
 import (
 	"time"
 
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
@@ -37,6 +39,10 @@ type State struct {
 	// policy's own trail, from which it measures the SLO error each
 	// setting had while it was in effect.
 	History map[string][]Change
+	// Drives are the knobs this host's actuators set and the operator has
+	// not disabled: a policy keeps to the others where a knob is missing
+	// (pause_duty needs a freezer).
+	Drives map[gpu.Knob]bool
 }
 
 // Change is one applied change.

@@ -76,7 +76,37 @@ type Options struct {
 	// dropped before the guards (an operator who wants no clock or power
 	// control, or a comparison run without a knob).
 	Disabled []gpu.Knob
-	Logger   log.Logger
+	// Enabled are the knobs of OptInKnobs this tuner may change; the
+	// others of that list are disabled.
+	Enabled []gpu.Knob
+	Logger  log.Logger
+}
+
+// OptInKnobs are the knobs a tuner changes only where Options.Enabled
+// names them. The pause duty is one: it is the knob that can hurt a batch
+// tenant most, and autotune with it met fewer SLOs on the built-in
+// scenarios than without it (docs/tuning.md), so it waits for an operator
+// to ask for it (--tuner.enable-knob, vgpusim --enable-knob).
+var OptInKnobs = []gpu.Knob{gpu.KnobPauseDuty}
+
+// OptInNames are the names of OptInKnobs, for flags.
+func OptInNames() []string {
+	out := make([]string, len(OptInKnobs))
+	for i, k := range OptInKnobs {
+		out[i] = string(k)
+	}
+	return out
+}
+
+// withOptIns returns disabled and every knob of OptInKnobs not enabled.
+func withOptIns(disabled, enabled []gpu.Knob) []gpu.Knob {
+	out := slices.Clone(disabled)
+	for _, k := range OptInKnobs {
+		if !slices.Contains(enabled, k) && !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // MPSStateSource reports the MPS actuator's pending and effective
@@ -97,8 +127,8 @@ func DefaultGuards(kill *KillSwitch, hold *RevertHold) []Guard {
 		Bounds{},
 		DeadBand{Min: 0.02},
 		&Backoff{Base: 30 * time.Second, Max: 10 * time.Minute},
-		&Dwell{For: 20 * time.Second},
-		&Hysteresis{For: 2 * time.Minute},
+		&Dwell{For: 20 * time.Second, Fast: 5 * time.Second},
+		&Hysteresis{For: 2 * time.Minute, Fast: 10 * time.Second},
 	)
 	if hold != nil {
 		gs = append(gs, hold)
@@ -121,6 +151,7 @@ type Tuner struct {
 	targets   map[string]Setting  // last target decided, by Target.String
 	evals     []evaluation
 	recovered bool
+	thawed    bool // the first round's thaw of journaled pauses is done
 	last      *tenant.Snapshot
 	counts    Counts
 	recent    []Decision
@@ -158,6 +189,7 @@ func New(o Options) (*Tuner, error) {
 	if o.Mode == "" {
 		o.Mode = ModeOff
 	}
+	o.Disabled = withOptIns(o.Disabled, o.Enabled)
 	if o.FastWindow <= 0 {
 		o.FastWindow = time.Minute
 	}
@@ -241,9 +273,11 @@ func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 			errs = append(errs, err)
 		}
 	}
+	out = append(out, t.thawPauses(ctx, now, !t.thawed)...)
+	t.thawed = true
 	t.syncPending(snap)
 	st := &State{Now: now, Snapshot: snap, Changes: t.changes, Pending: t.pending, Effective: t.syncMPS(),
-		Fast: t.fast.observe(now, snap), Originals: map[string]Value{}, History: t.history}
+		Fast: t.fast.observe(now, snap), Originals: map[string]Value{}, History: t.history, Drives: t.drives()}
 	for k, o := range t.originals {
 		st.Originals[k] = o.Value
 	}

@@ -271,6 +271,8 @@ func newGPUView(d *gpu.Device, snap *tenant.Snapshot, st *tuner.Status) gpuView 
 			for _, c := range g.MPSClients {
 				g.Knobs = append(g.Knobs, mpsClientText(c))
 			}
+		case gpu.KnobPauseDuty:
+			g.Knobs = append(g.Knobs, pauseTexts(d, st)...)
 		case gpu.KnobComputeTimeSlice:
 			g.TimeSlice = string(d.ComputeTimeSlice)
 			g.Knobs = append(g.Knobs, knobText{Name: "time slice", Value: orUnknown(g.TimeSlice)})
@@ -347,6 +349,25 @@ func mpsClients(d *gpu.Device, snap *tenant.Snapshot, st *tuner.Status) []mpsCli
 		}
 	}
 	slices.SortFunc(out, func(a, b mpsClientView) int { return int(a.PID) - int(b.PID) })
+	return out
+}
+
+// pauseTexts are the pause duties the tuner set on d's tenants; "none"
+// where the host can pause a tenant and no tenant is paused, nothing where
+// it cannot.
+func pauseTexts(d *gpu.Device, st *tuner.Status) []knobText {
+	if st == nil {
+		return nil
+	}
+	var out []knobText
+	for _, s := range st.Settings {
+		if v, ok := s.Target.(tuner.Duty); ok && s.GPU == d.UUID && s.Knob == gpu.KnobPauseDuty && v > 0 {
+			out = append(out, knobText{Name: "pause (" + s.Tenant + ")", Value: v.String() + " of each period"})
+		}
+	}
+	if len(out) == 0 && slices.ContainsFunc(st.Actuators, func(a tuner.ActuatorInfo) bool { return a.Knob == gpu.KnobPauseDuty }) {
+		out = append(out, knobText{Name: "pause", Value: "none"})
+	}
 	return out
 }
 

@@ -114,7 +114,7 @@ func newHistoryView(st *tuner.Status) historyView {
 
 // knobRank orders a GPU's knobs as the GPU table lists them.
 func knobRank(k gpu.Knob) int {
-	return slices.Index([]gpu.Knob{gpu.KnobMPSActiveThreads, gpu.KnobComputeTimeSlice, gpu.KnobVGPUScheduler, gpu.KnobMIGLayout,
+	return slices.Index([]gpu.Knob{gpu.KnobPauseDuty, gpu.KnobMPSActiveThreads, gpu.KnobComputeTimeSlice, gpu.KnobVGPUScheduler, gpu.KnobMIGLayout,
 		gpu.KnobLockedClocks, gpu.KnobPowerLimit}, k)
 }
 

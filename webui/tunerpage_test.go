@@ -492,3 +492,35 @@ func TestTunerPageBadRequests(t *testing.T) {
 		}
 	}
 }
+
+// A tenant's pause shows beside its GPU's other knobs; a host that can
+// pause shows "none" when nobody is; one that cannot shows nothing.
+func TestTunerPagePause(t *testing.T) {
+	d := gpu.Device{UUID: "GPU-x", Up: true, Mode: gpu.SharingTimeSlice, ComputeTimeSlice: gpu.TimeSliceDefault}
+	texts := func(st *tuner.Status) []string {
+		var out []string
+		for _, k := range newGPUView(&d, &tenant.Snapshot{}, st).Knobs {
+			if strings.HasPrefix(k.Name, "pause") {
+				out = append(out, k.Name+": "+k.Value)
+			}
+		}
+		return out
+	}
+	pausing := []tuner.ActuatorInfo{{Knob: gpu.KnobPauseDuty, Backend: "pause"}}
+	for _, tc := range []struct {
+		name string
+		st   *tuner.Status
+		want []string
+	}{
+		{"no pause actuator", &tuner.Status{}, nil},
+		{"nobody paused", &tuner.Status{Actuators: pausing}, []string{"pause: none"}},
+		{"a tenant paused", &tuner.Status{Actuators: pausing, Settings: []tuner.Setting{
+			{GPU: "GPU-x", Tenant: "train", Knob: gpu.KnobPauseDuty, PID: 9, Target: tuner.Duty(0.4)},
+			{GPU: "GPU-y", Tenant: "other", Knob: gpu.KnobPauseDuty, PID: 10, Target: tuner.Duty(0.5)},
+		}}, []string{"pause (train): 40% of each period"}},
+	} {
+		if got := texts(tc.st); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

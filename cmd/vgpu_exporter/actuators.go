@@ -14,6 +14,7 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/gpu/mps"
 	"github.com/vgpu-exporter/vgpu_exporter/gpu/nvidiasmi"
+	"github.com/vgpu-exporter/vgpu_exporter/gpu/pause"
 	"github.com/vgpu-exporter/vgpu_exporter/gpu/rebalance"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
@@ -30,6 +31,9 @@ type actuatorConfig struct {
 	NvidiaSMITimeout  time.Duration
 	RebalanceHook     string
 	RebalanceTimeout  time.Duration
+	PauseCgroupRoot   string
+	PausePeriod       time.Duration
+	PauseMax          time.Duration
 }
 
 // addActuatorFlags declares the actuator flags on app into c.
@@ -52,6 +56,10 @@ func addActuatorFlags(app *kingpin.Application, c *actuatorConfig) {
 	app.Flag("tuner.rebalance-hook", "Program that applies a rebalancing plan (tenant moves, MIG layouts) read as JSON on stdin, e.g. deploy/hooks/kubernetes-evict.sh. Default: none, so plans are only recommended.").
 		PlaceHolder("PATH").StringVar(&c.RebalanceHook)
 	durationFlag(app, "tuner.rebalance-hook.timeout", "Timeout of one run of --tuner.rebalance-hook.", rebalance.DefaultTimeout.String(), &c.RebalanceTimeout)
+	app.Flag("pause.cgroup-root", "cgroup filesystem whose freezer pauses batch tenants (pause_duty; cgroup v2 there or under unified/, v1 under freezer/); mounted read-write from the host in a container. Empty disables the pause actuator.").
+		Default("/sys/fs/cgroup").PlaceHolder("DIR").StringVar(&c.PauseCgroupRoot)
+	durationFlag(app, "pause.period", "Period of a paused tenant's pulse: paused for pause_duty of it, running for the rest.", pause.DefaultPeriod.String(), &c.PausePeriod)
+	durationFlag(app, "pause.max", "Longest a tenant stays paused at once (below its liveness probe's and clients' timeouts); 0: 0.9 of --pause.period.", "0s", &c.PauseMax)
 }
 
 // validate returns the problems of the actuator flags.
@@ -63,10 +71,14 @@ func (c *actuatorConfig) validate() []error {
 	}{
 		{"--mps.timeout", c.MPSTimeout}, {"--mps.restart-hook.timeout", c.MPSRestartTimeout},
 		{"--nvidia-smi.timeout", c.NvidiaSMITimeout}, {"--tuner.rebalance-hook.timeout", c.RebalanceTimeout},
+		{"--pause.period", c.PausePeriod},
 	} {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %s", d.name, d.v))
 		}
+	}
+	if c.PauseMax < 0 || c.PauseMax > c.PausePeriod {
+		errs = append(errs, fmt.Errorf("--pause.max must be between 0 and --pause.period, got %s", c.PauseMax))
 	}
 	if c.MPSRestartHook != "" && c.MPSControlBinary == "" {
 		errs = append(errs, errors.New("--mps.restart-hook needs the MPS actuator; --mps.control-binary is empty"))
@@ -78,7 +90,7 @@ func (c *actuatorConfig) validate() []error {
 // some of the gpu actuator interfaces (gpu.MPSActuator, gpu.TimeSliceActuator,
 // gpu.Rebalancer, ...) and gpu.CapabilityLister.
 type actuatorBackend struct {
-	Name string // "nvml", "sim", "mps", "nvidia-smi", "rebalance-hook"
+	Name string // "nvml", "sim", "mps", "nvidia-smi", "rebalance-hook", "pause"
 	Impl any
 }
 
@@ -140,6 +152,15 @@ func detectActuators(ctx context.Context, cfg *config, src gpu.Source, logger lo
 			level.Warn(logger).Log("msg", "rebalancing hook not usable; plans are only recommended", "err", err)
 		} else {
 			out = append(out, actuatorBackend{Name: "rebalance-hook", Impl: r})
+		}
+	}
+	if a.PauseCgroupRoot != "" {
+		p, err := pause.Detect(pause.Options{Period: a.PausePeriod, MaxPause: a.PauseMax, ProcRoot: cfg.ProcRoot,
+			Clock: gpu.RealClock{}, Logger: log.With(logger, "component", "pause")}, a.PauseCgroupRoot)
+		if err != nil {
+			missing("pause", err)
+		} else {
+			out = append(out, actuatorBackend{Name: "pause", Impl: p})
 		}
 	}
 	names := make([]string, len(out))

@@ -14,6 +14,7 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/gpu/mps"
 	"github.com/vgpu-exporter/vgpu_exporter/gpu/nvidiasmi"
+	"github.com/vgpu-exporter/vgpu_exporter/gpu/pause"
 	"github.com/vgpu-exporter/vgpu_exporter/gpu/rebalance"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/command/commandtest"
 )
@@ -37,7 +38,7 @@ func TestActuatorFlags(t *testing.T) {
 	want := actuatorConfig{
 		MPSControlBinary: "nvidia-cuda-mps-control", MPSPipeDirectory: "/tmp/nvidia-mps", MPSTimeout: mps.DefaultTimeout,
 		MPSRestartTimeout: mps.DefaultRestartTimeout, NvidiaSMIPath: "nvidia-smi", NvidiaSMITimeout: nvidiasmi.DefaultTimeout,
-		RebalanceTimeout: rebalance.DefaultTimeout,
+		RebalanceTimeout: rebalance.DefaultTimeout, PauseCgroupRoot: "/sys/fs/cgroup", PausePeriod: pause.DefaultPeriod,
 	}
 	if c.Actuators != want {
 		t.Errorf("defaults %+v, want %+v", c.Actuators, want)
@@ -54,6 +55,8 @@ func TestActuatorFlags(t *testing.T) {
 		{[]string{"--tuner.rebalance-hook.timeout=-1s"}, "--tuner.rebalance-hook.timeout must be positive"},
 		{[]string{"--mps.control-binary=", "--mps.restart-hook=/bin/true"}, "--mps.restart-hook needs the MPS actuator"},
 		{[]string{"--nvidia-smi.timeout=soon"}, "--nvidia-smi.timeout"},
+		{[]string{"--pause.period=0s"}, "--pause.period must be positive"},
+		{[]string{"--pause.max=1s"}, "--pause.max must be between 0 and --pause.period"},
 	} {
 		if _, err := parseActuatorFlags(t, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: error %v, want %q", tc.args, err, tc.want)
@@ -83,6 +86,13 @@ func TestDetectActuators(t *testing.T) {
 	hook := f.Script(t, "hook", `exit 0`)
 	broken := f.Script(t, "broken", `exit 1`)
 	all := actuatorConfig{MPSControlBinary: mpsBin, MPSPipeDirectory: pipe, NvidiaSMIPath: smi, RebalanceHook: hook}
+	hybrid := filepath.Join(f.Dir, "cgroup") // a hybrid host's v2 hierarchy under unified/
+	if err := os.MkdirAll(filepath.Join(hybrid, "unified"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(hybrid, "unified", "cgroup.controllers"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name    string
 		backend string
@@ -96,6 +106,8 @@ func TestDetectActuators(t *testing.T) {
 		{"no pipe directory, broken nvidia-smi, missing hook", backendNVML, nil,
 			actuatorConfig{MPSControlBinary: mpsBin, MPSPipeDirectory: filepath.Join(f.Dir, "none"), NvidiaSMIPath: broken, RebalanceHook: filepath.Join(f.Dir, "absent")}, "[]"},
 		{"disabled by empty paths", backendNVML, nil, actuatorConfig{}, "[]"},
+		{"a cgroup freezer", backendNVML, nil, actuatorConfig{PauseCgroupRoot: hybrid, PausePeriod: pause.DefaultPeriod}, "[pause]"},
+		{"no cgroup freezer", backendNVML, nil, actuatorConfig{PauseCgroupRoot: pipe, PausePeriod: pause.DefaultPeriod}, "[]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := &config{Backend: tc.backend, Actuators: tc.act}

@@ -51,8 +51,11 @@ var layers = map[string][]string{
 	"gpu/mps":       {"gpu"},
 	"gpu/nvidiasmi": {"gpu"},
 	"gpu/rebalance": {"gpu"},
+	// The host's pause actuator: the cgroup freezer of a process's pod,
+	// container or unit (kube parses the cgroup path), else signals.
+	"gpu/pause": {"gpu", "kube"},
 	// The commands wire every layer; nothing imports a command.
-	"cmd/vgpu_exporter": {"collector", "tuner", "tenant", "latency", "kube", "gpu", "gpu/nvml", "gpu/dcgmexp", "gpu/mps", "gpu/nvidiasmi", "gpu/rebalance", "sim", "scenarios", "exposition", "procmetrics", "webui"},
+	"cmd/vgpu_exporter": {"collector", "tuner", "tenant", "latency", "kube", "gpu", "gpu/nvml", "gpu/dcgmexp", "gpu/mps", "gpu/nvidiasmi", "gpu/rebalance", "gpu/pause", "sim", "scenarios", "exposition", "procmetrics", "webui"},
 	"cmd/vgpusim":       {"tuner", "gpu", "sim", "sim/report", "simrun", "simrun/table", "oracle", "scenarios"},
 	// Leaves below every layer; any package may import them (see leaves).
 	"internal/yamlconf": nil,

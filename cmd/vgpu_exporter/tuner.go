@@ -28,6 +28,7 @@ type tunerConfig struct {
 	KillSwitchFile string
 	GPUModes       []string
 	DisabledKnobs  []string
+	EnabledKnobs   []string
 }
 
 // addTunerFlags declares the --tuner.* flags.
@@ -49,12 +50,14 @@ func addTunerFlags(app *kingpin.Application, c *tunerConfig) {
 		PlaceHolder("GPU=MODE").StringsVar(&c.GPUModes)
 	app.Flag("tuner.disable-knob", "A knob the tuner never changes (repeatable): "+strings.Join(tuner.KnobNames(), ", ")+"; e.g. locked_clocks and power_limit for no clock or power control.").
 		PlaceHolder("KNOB").EnumsVar(&c.DisabledKnobs, tuner.KnobNames()...)
+	app.Flag("tuner.enable-knob", "An opt-in knob the tuner may change (repeatable): "+strings.Join(tuner.OptInNames(), ", ")+" (docs/tuning.md).").
+		PlaceHolder("KNOB").EnumsVar(&c.EnabledKnobs, tuner.OptInNames()...)
 }
 
-// disabledKnobs returns the --tuner.disable-knob values as knobs.
-func (c *tunerConfig) disabledKnobs() []gpu.Knob {
-	out := make([]gpu.Knob, 0, len(c.DisabledKnobs))
-	for _, k := range c.DisabledKnobs {
+// knobs returns flag values as knobs.
+func knobs(names []string) []gpu.Knob {
+	out := make([]gpu.Knob, 0, len(names))
+	for _, k := range names {
 		out = append(out, gpu.Knob(k))
 	}
 	return out
@@ -161,7 +164,7 @@ func newTunerRunner(cfg *config, src gpu.Source, clock gpu.Clock, snapshot func(
 	}
 	opts := pol.Configure(tuner.Options{
 		Actuators: tuner.ActuatorsOf(actuatorImpls(backends)...), Journal: r.journal,
-		Clock: clock, Mode: mode, GPUModes: gm, Disabled: c.disabledKnobs(), Logger: logger, Actuated: tuner.DescribeActuators(named),
+		Clock: clock, Mode: mode, GPUModes: gm, Disabled: knobs(c.DisabledKnobs), Enabled: knobs(c.EnabledKnobs), Logger: logger, Actuated: tuner.DescribeActuators(named),
 	}, kill)
 	for _, b := range backends {
 		if m, ok := b.Impl.(*mps.Controller); ok {

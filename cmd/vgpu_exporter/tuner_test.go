@@ -178,6 +178,7 @@ esac`)
 			defer svc.src.Close()
 			host := *cfg
 			host.Backend, host.Tuner.Mode = backendNVML, mode
+			host.Actuators.PauseCgroupRoot = "" // whatever freezer this machine has
 			r, err := newTunerRunner(&host, sourceOnly{svc.src}, clock, violating(svc.snapshot, clock), svc.sampler.Subscribe, log.NewNopLogger())
 			if err != nil {
 				t.Fatal(err)

@@ -29,15 +29,15 @@ func TestGuardedActuatorsHideTheSimulator(t *testing.T) {
 			all = append(all, f.Interface())
 		}
 	}
-	if len(all) != 8 {
-		t.Fatalf("%d actuators, want every mechanism of the simulator but the rebalancing hook (8)", len(all))
+	if len(all) != 9 {
+		t.Fatalf("%d actuators, want every mechanism of the simulator but the rebalancing hook (9)", len(all))
 	}
 	ifaces := []reflect.Type{
 		reflect.TypeFor[gpu.MPSActuator](), reflect.TypeFor[gpu.VGPUSchedulerActuator](),
 		reflect.TypeFor[gpu.TimeSliceActuator](), reflect.TypeFor[gpu.ClockPowerActuator](),
 		reflect.TypeFor[gpu.MIGActuator](), reflect.TypeFor[gpu.MIGDrainActuator](),
 		reflect.TypeFor[gpu.TenantLifecycleActuator](), reflect.TypeFor[gpu.PlacementActuator](),
-		reflect.TypeFor[gpu.CapabilityLister](), reflect.TypeFor[gpu.Source](),
+		reflect.TypeFor[gpu.PauseActuator](), reflect.TypeFor[gpu.CapabilityLister](), reflect.TypeFor[gpu.Source](),
 		reflect.TypeFor[gpu.AppMetricsSource](), reflect.TypeFor[gpu.Rebalancer](),
 	}
 	for _, w := range all {

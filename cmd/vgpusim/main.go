@@ -64,6 +64,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, progress 
 	runCmd.Flag("policy", "Sharing policy: "+strings.Join(simrun.PolicyNames(), ", ")+" (searches replays for the best static setting per phase).").Default(tuner.UncappedName).StringVar(&cfg.Policy)
 	runCmd.Flag("disable-knob", "With --policy autotune: a knob the tuner never changes (repeatable): "+strings.Join(tuner.KnobNames(), ", ")+"; e.g. locked_clocks and power_limit for the same run without clock or power control.").
 		PlaceHolder("KNOB").EnumsVar(&cfg.DisabledKnobs, tuner.KnobNames()...)
+	runCmd.Flag("enable-knob", "With a tuner policy: an opt-in knob it may change (repeatable): "+strings.Join(tuner.OptInNames(), ", ")+" (docs/tuning.md).").
+		PlaceHolder("KNOB").EnumsVar(&cfg.EnabledKnobs, tuner.OptInNames()...)
 	var duration, seed, step, seeds string
 	runCmd.Flag("duration", "Virtual time to simulate, e.g. 90s or 1h; default: the scenario's duration.").StringVar(&duration)
 	runCmd.Flag("seed", "Random seed (non-zero); default: the scenario's seed.").IsSetByUser(&seedSet).StringVar(&seed)

@@ -1,0 +1,332 @@
+//go:build e2e
+
+package pause_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/gpu/pause"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner"
+)
+
+// The end-to-end tests (make e2e-pause) pause real process trees through
+// this machine's cgroup v2 freezer, its v1 freezer and signals. They need
+// root and the freezers; without them they skip, except under CI=true,
+// where they fail.
+
+const cgroupRoot = "/sys/fs/cgroup"
+
+// kinds are the ways a tenant is paused, each with where its cgroup goes.
+var kinds = []struct {
+	name string
+	dir  func() string // the cgroup hierarchy the tree is moved into; "" for signals
+}{
+	{"cgroup v2", v2Root},
+	{"cgroup v1", func() string { return filepath.Join(cgroupRoot, "freezer") }},
+	{"signals", func() string { return "" }},
+}
+
+// v2Root is the cgroup v2 hierarchy: the root on a v2 host, unified/ on a
+// hybrid one.
+func v2Root() string {
+	if _, err := os.Stat(filepath.Join(cgroupRoot, "cgroup.controllers")); err == nil {
+		return cgroupRoot
+	}
+	return filepath.Join(cgroupRoot, "unified")
+}
+
+func needRoot(t *testing.T, hierarchy string) {
+	t.Helper()
+	why := ""
+	switch {
+	case os.Geteuid() != 0:
+		why = "not root"
+	case hierarchy != "" && !exists(filepath.Join(hierarchy, "cgroup.procs")):
+		why = "no " + hierarchy
+	}
+	if why == "" {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("end-to-end pause test cannot run under CI: %s", why)
+	}
+	t.Skip(why)
+}
+
+func exists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// tree is a real process tree: a shell and a child shell, each appending a
+// line to its own file every 10 ms, in a process group of their own and,
+// for the cgroup kinds, in a cgroup named as a systemd unit.
+type tree struct {
+	cmd    *exec.Cmd
+	pids   []uint32
+	files  []string
+	cgroup string
+}
+
+func startTree(t *testing.T, hierarchy string) *tree {
+	t.Helper()
+	dir := t.TempDir()
+	tr := &tree{files: []string{filepath.Join(dir, "parent"), filepath.Join(dir, "child")}}
+	goFile := filepath.Join(dir, "go")
+	script := fmt.Sprintf(`while [ ! -e %[1]s ]; do sleep 0.01; done
+(while :; do echo c >> %[3]s; sleep 0.01; done) &
+echo $! > %[1]s.child
+while :; do echo p >> %[2]s; sleep 0.01; done`, goFile, tr.files[0], tr.files[1])
+	tr.cmd = exec.Command("sh", "-c", script)
+	tr.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := tr.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tr.stop)
+	if hierarchy != "" {
+		tr.cgroup = filepath.Join(hierarchy, fmt.Sprintf("vgpu-pause-e2e-%d.service", tr.cmd.Process.Pid))
+		if err := os.Mkdir(tr.cgroup, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(tr.cgroup, "cgroup.procs"), []byte(strconv.Itoa(tr.cmd.Process.Pid)), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(goFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var child int
+	deadline := time.Now().Add(10 * time.Second)
+	for child == 0 || !tr.running() {
+		if time.Now().After(deadline) {
+			t.Fatal("the process tree never started")
+		}
+		time.Sleep(20 * time.Millisecond)
+		b, _ := os.ReadFile(goFile + ".child")
+		child, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+	}
+	tr.pids = []uint32{uint32(tr.cmd.Process.Pid), uint32(child)}
+	return tr
+}
+
+// sizes are the lengths of the tree's files.
+func (tr *tree) sizes() [2]int64 {
+	var s [2]int64
+	for i, f := range tr.files {
+		if fi, err := os.Stat(f); err == nil {
+			s[i] = fi.Size()
+		}
+	}
+	return s
+}
+
+// running reports whether both processes write within 300 ms.
+func (tr *tree) running() bool {
+	a := tr.sizes()
+	time.Sleep(300 * time.Millisecond)
+	b := tr.sizes()
+	return b[0] > a[0] && b[1] > a[1]
+}
+
+// still reports whether neither process writes for 300 ms.
+func (tr *tree) still() bool {
+	a := tr.sizes()
+	time.Sleep(300 * time.Millisecond)
+	return tr.sizes() == a
+}
+
+// stop thaws, kills and removes the tree and its cgroup.
+func (tr *tree) stop() {
+	pgid := tr.cmd.Process.Pid
+	if tr.cgroup != "" {
+		_ = os.WriteFile(filepath.Join(tr.cgroup, "cgroup.freeze"), []byte("0"), 0)
+		_ = os.WriteFile(filepath.Join(tr.cgroup, "freezer.state"), []byte("THAWED"), 0)
+	}
+	_ = syscall.Kill(-pgid, syscall.SIGCONT)
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	_ = tr.cmd.Wait()
+	if tr.cgroup != "" {
+		for i := 0; i < 100 && os.Remove(tr.cgroup) != nil; i++ {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+func detect(t *testing.T, period, maxPause time.Duration) *pause.Pauser {
+	t.Helper()
+	p, err := pause.Detect(pause.Options{Clock: gpu.RealClock{}, Period: period, MaxPause: maxPause}, cgroupRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// A real process tree paused and resumed as a whole through each
+// mechanism; a pulse lets it run part of each period.
+func TestEndToEndPause(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			needRoot(t, k.dir())
+			tr := startTree(t, k.dir())
+			p := detect(t, 4*time.Second, 3600*time.Millisecond)
+			ctx := context.Background()
+			if err := p.SetPauseDuty(ctx, "GPU-e2e", "trainer", tr.pids, 0.9); err != nil {
+				t.Fatal(err)
+			}
+			if !tr.still() {
+				t.Fatal("the tree still runs after the pause")
+			}
+			if err := p.SetPauseDuty(ctx, "GPU-e2e", "trainer", tr.pids, 0); err != nil {
+				t.Fatal(err)
+			}
+			if !tr.running() {
+				t.Fatal("the tree does not run after the thaw")
+			}
+			// A pulse: paused 80% of each 200 ms period, for 1.2 s.
+			q := detect(t, 200*time.Millisecond, 0)
+			before := tr.sizes()
+			if err := q.SetPauseDuty(ctx, "GPU-e2e", "trainer", tr.pids, 0.8); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(1200 * time.Millisecond)
+			if err := q.Close(); err != nil {
+				t.Fatal(err)
+			}
+			pulsed := tr.sizes()
+			time.Sleep(1200 * time.Millisecond)
+			free := tr.sizes()
+			for i := range 2 {
+				on, off := pulsed[i]-before[i], free[i]-pulsed[i]
+				if on == 0 || on*10 > off*7 {
+					t.Errorf("process %d wrote %d bytes in 1.2 s paused 80%% of the time, %d unpaused: want some, and well under", i, on, off)
+				}
+			}
+		})
+	}
+}
+
+// crashHelper is the pulse loop's owner in a child process: a tuner in
+// enforce mode with a journal pauses the tree, says so, and waits to be
+// killed with SIGKILL while the tree is paused.
+func crashHelper() {
+	fail := func(err error) {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(3)
+	}
+	var pids []uint32
+	for _, s := range strings.Split(os.Getenv("PAUSE_E2E_PIDS"), ",") {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			fail(err)
+		}
+		pids = append(pids, uint32(n))
+	}
+	p, err := pause.Detect(pause.Options{Clock: gpu.RealClock{}, Period: time.Minute, MaxPause: 50 * time.Second}, cgroupRoot)
+	if err != nil {
+		fail(err)
+	}
+	j, err := tuner.OpenJournal(os.Getenv("PAUSE_E2E_JOURNAL"))
+	if err != nil {
+		fail(err)
+	}
+	a := tuner.Action{Target: tuner.Target{GPU: "GPU-e2e", Knob: gpu.KnobPauseDuty, PID: pids[0]}, Tenant: "trainer",
+		Class: gpu.ClassBatch, PIDs: pids, Current: tuner.Duty(0), Want: tuner.Duty(0.9), Reason: "e2e"}
+	tu, err := tuner.New(tuner.Options{Policy: once{a}, Guards: []tuner.Guard{tuner.Bounds{}}, Actuators: tuner.ActuatorsOf(p),
+		Journal: j, Clock: gpu.RealClock{}, Mode: tuner.ModeEnforce})
+	if err != nil {
+		fail(err)
+	}
+	ds, err := tu.RunOnce(context.Background(), snap())
+	if err != nil || len(ds) != 1 || !ds[0].Applied {
+		fail(fmt.Errorf("pause not applied: %v %+v", err, ds))
+	}
+	if err := os.WriteFile(os.Getenv("PAUSE_E2E_READY"), []byte("ok"), 0o600); err != nil {
+		fail(err)
+	}
+	select {}
+}
+
+// once is a Decider that pauses the tenant.
+type once []tuner.Action
+
+func (once) Name() string                         { return "once" }
+func (o once) Decide(*tuner.State) []tuner.Action { return o }
+
+func snap() *tenant.Snapshot {
+	now := time.Now()
+	return &tenant.Snapshot{Time: now, Readings: &gpu.Readings{Time: now, Backend: "e2e", Devices: []gpu.Device{{UUID: "GPU-e2e", Up: true}}},
+		Tenants: []tenant.Info{{Name: "trainer", Class: gpu.ClassBatch}}}
+}
+
+// The pulse loop's owner killed with kill -9 while a tenant is paused
+// leaves it paused; the next start thaws it from the journal, in any mode.
+func TestEndToEndCrashThaw(t *testing.T) {
+	if os.Getenv("PAUSE_E2E_HELPER") == "1" {
+		crashHelper()
+		return
+	}
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			needRoot(t, k.dir())
+			tr := startTree(t, k.dir())
+			dir := t.TempDir()
+			journal, ready := filepath.Join(dir, "journal.jsonl"), filepath.Join(dir, "ready")
+			pids := make([]string, len(tr.pids))
+			for i, p := range tr.pids {
+				pids[i] = strconv.Itoa(int(p))
+			}
+			cmd := exec.Command(os.Args[0], "-test.run=^TestEndToEndCrashThaw$")
+			cmd.Env = append(os.Environ(), "PAUSE_E2E_HELPER=1", "PAUSE_E2E_JOURNAL="+journal, "PAUSE_E2E_READY="+ready, "PAUSE_E2E_PIDS="+strings.Join(pids, ","))
+			cmd.Stderr = os.Stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(30 * time.Second)
+			for !exists(ready) {
+				if time.Now().After(deadline) {
+					_ = cmd.Process.Kill()
+					t.Fatal("the helper never paused the tree")
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			_ = cmd.Wait()
+			if !tr.still() {
+				t.Fatal("the tree runs after the helper's kill -9: nothing to thaw")
+			}
+			// The next start, in recommend mode: the thaw comes first anyway.
+			j, err := tuner.OpenJournal(journal)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer j.Close()
+			if n := len(j.Originals()); n != 1 {
+				t.Fatalf("%d open originals in the journal, want the pause's", n)
+			}
+			tu, err := tuner.New(tuner.Options{Policy: once(nil), Actuators: tuner.ActuatorsOf(detect(t, 0, 0)), Journal: j,
+				Clock: gpu.RealClock{}, Mode: tuner.ModeRecommend})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tu.RunOnce(context.Background(), snap()); err != nil {
+				t.Fatal(err)
+			}
+			if !tr.running() {
+				t.Fatal("the tree is still paused after the restart")
+			}
+			if n := len(j.Originals()); n != 0 {
+				t.Errorf("%d open originals after the thaw", n)
+			}
+		})
+	}
+}

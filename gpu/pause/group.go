@@ -1,0 +1,203 @@
+package pause
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/kube"
+)
+
+// group is what is frozen for one or more processes of a tenant: a cgroup
+// (v2 or v1 freezer) or a process group.
+type group interface {
+	// Key names the group (a cgroup directory, or "pgid:N").
+	Key() string
+	Freeze() error
+	Thaw() error
+}
+
+// cgroupV2 freezes a cgroup v2 directory: cgroup.freeze 1, then
+// cgroup.events reads "frozen 1".
+type cgroupV2 struct {
+	dir     string
+	clock   gpu.Clock
+	timeout time.Duration
+}
+
+func (g cgroupV2) Key() string { return g.dir }
+
+func (g cgroupV2) Freeze() error {
+	if err := os.WriteFile(filepath.Join(g.dir, "cgroup.freeze"), []byte("1"), 0); err != nil {
+		return err
+	}
+	return waitFor(g.clock, g.timeout, func() (bool, error) {
+		ev, err := os.ReadFile(filepath.Join(g.dir, "cgroup.events"))
+		if err != nil {
+			return false, err
+		}
+		return bytes.Contains(ev, []byte("frozen 1")), nil
+	}, g.dir)
+}
+
+func (g cgroupV2) Thaw() error {
+	return os.WriteFile(filepath.Join(g.dir, "cgroup.freeze"), []byte("0"), 0)
+}
+
+// cgroupV1 freezes a cgroup v1 freezer directory: freezer.state FROZEN
+// (FREEZING while in progress), THAWED.
+type cgroupV1 struct {
+	dir     string
+	clock   gpu.Clock
+	timeout time.Duration
+}
+
+func (g cgroupV1) Key() string { return g.dir }
+
+func (g cgroupV1) Freeze() error {
+	state := filepath.Join(g.dir, "freezer.state")
+	if err := os.WriteFile(state, []byte("FROZEN"), 0); err != nil {
+		return err
+	}
+	return waitFor(g.clock, g.timeout, func() (bool, error) {
+		s, err := os.ReadFile(state)
+		if err != nil {
+			return false, err
+		}
+		if v := strings.TrimSpace(string(s)); v != "FREEZING" {
+			return v == "FROZEN", nil
+		}
+		// A task forked while the freeze went on can miss it and keep
+		// the cgroup FREEZING: writing FROZEN again freezes it.
+		return false, os.WriteFile(state, []byte("FROZEN"), 0)
+	}, g.dir)
+}
+
+func (g cgroupV1) Thaw() error {
+	return os.WriteFile(filepath.Join(g.dir, "freezer.state"), []byte("THAWED"), 0)
+}
+
+// procGroup stops and continues a process group with signals.
+type procGroup struct {
+	pgid int
+	kill func(pid int, sig syscall.Signal) error
+}
+
+func (g procGroup) Key() string { return "pgid:" + strconv.Itoa(g.pgid) }
+
+func (g procGroup) Freeze() error { return g.kill(-g.pgid, syscall.SIGSTOP) }
+
+func (g procGroup) Thaw() error { return g.kill(-g.pgid, syscall.SIGCONT) }
+
+// pollEvery is how often a freeze in progress is looked at.
+const pollEvery = time.Millisecond
+
+// waitFor polls done until it is true, an error, or timeout on clock.
+func waitFor(clock gpu.Clock, timeout time.Duration, done func() (bool, error), what string) error {
+	deadline := clock.Now().Add(timeout)
+	for {
+		ok, err := done()
+		if err != nil || ok {
+			return err
+		}
+		if !clock.Now().Before(deadline) {
+			return fmt.Errorf("%s not frozen after %v", what, timeout)
+		}
+		<-clock.After(pollEvery)
+	}
+}
+
+// resolver finds the group a process is paused by.
+type resolver struct {
+	proc     string // procfs root
+	v2, v1   string // cgroup v2 root, cgroup v1 freezer root ("" when absent)
+	clock    gpu.Clock
+	timeout  time.Duration
+	kill     func(pid int, sig syscall.Signal) error
+	getpgid  func(pid int) (int, error)
+	selfPgid int
+}
+
+// errNoGroup: a process has no group the pauser may freeze.
+var errNoGroup = errors.New("no cgroup or process group of its own")
+
+// resolve returns the group of pid: its cgroup v2 directory when the
+// process runs in a pod, container or systemd unit of its own and the
+// directory has cgroup.freeze; else its v1 freezer cgroup on the same
+// terms; else its process group (never the pauser's own, nor init's).
+func (r resolver) resolve(pid uint32) (group, error) {
+	data, err := os.ReadFile(filepath.Join(r.proc, strconv.FormatUint(uint64(pid), 10), "cgroup"))
+	if err != nil {
+		return nil, fmt.Errorf("PID %d: %w", pid, err)
+	}
+	v2path, v1path := cgroupPaths(data)
+	if dir, ok := ownCgroup(r.v2, v2path, "cgroup.freeze"); ok {
+		return cgroupV2{dir: dir, clock: r.clock, timeout: r.timeout}, nil
+	}
+	if dir, ok := ownCgroup(r.v1, v1path, "freezer.state"); ok {
+		return cgroupV1{dir: dir, clock: r.clock, timeout: r.timeout}, nil
+	}
+	pgid, err := r.getpgid(int(pid))
+	if err != nil {
+		return nil, fmt.Errorf("PID %d: process group: %w", pid, err)
+	}
+	if pgid <= 1 || pgid == r.selfPgid {
+		return nil, fmt.Errorf("PID %d (process group %d): %w", pid, pgid, errNoGroup)
+	}
+	return procGroup{pgid: pgid, kill: r.kill}, nil
+}
+
+// cgroupPaths returns a process's cgroup v2 path and its v1 freezer path
+// from /proc/PID/cgroup ("" where absent).
+func cgroupPaths(data []byte) (v2, v1 string) {
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		parts := strings.SplitN(strings.TrimSpace(sc.Text()), ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		if parts[0] == "0" && parts[1] == "" {
+			v2 = parts[2]
+		}
+		for _, c := range strings.Split(parts[1], ",") {
+			if c == "freezer" {
+				v1 = parts[2]
+			}
+		}
+	}
+	return v2, v1
+}
+
+// ownCgroup returns the directory to freeze for a process of cgroup path
+// under root: the path itself when it is a pod's or a container's, the
+// unit's when it is (under) a systemd service; false for anything else
+// (the root, a session, a slice: freezing those would pause processes of
+// other tenants) or where the control file is missing.
+func ownCgroup(root, path, control string) (string, bool) {
+	if root == "" || path == "" || path == "/" {
+		return "", false
+	}
+	rel := path
+	info := kube.ParseCgroupPath(path)
+	if info.PodUID == "" && info.ContainerID == "" {
+		unit := kube.SystemdService(path)
+		if unit == "" {
+			return "", false
+		}
+		i := strings.Index(path, "/"+unit)
+		rel = path[:i+1+len(unit)]
+	}
+	dir := filepath.Join(root, filepath.FromSlash(rel))
+	if _, err := os.Stat(filepath.Join(dir, control)); err != nil {
+		return "", false
+	}
+	return dir, true
+}

@@ -1,0 +1,328 @@
+// Package pause pauses a tenant's processes on a host for a fraction of
+// every period (gpu.PauseActuator): through the cgroup v2 freezer
+// (cgroup.freeze) or the v1 freezer (freezer.state) where a process runs
+// in a pod, container or systemd unit of its own, and by SIGSTOP/SIGCONT
+// to its process group otherwise. A paused process launches no new GPU
+// work, so a tenant's pause duty is its time-slice weight on a shared GPU.
+//
+// The pulse loop runs on an injected clock: it freezes every group of the
+// tenant together (or none: a group that fails to freeze thaws the others),
+// waits duty*period (never more than MaxPause), thaws, waits the rest of
+// the period. A duty of 0 stops the loop and thaws at once, whether or not
+// this process paused the tenant: after a crash, the tuner's journal names
+// the tenant and its PID, and setting 0 thaws its group.
+package pause
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// Defaults.
+const (
+	DefaultPeriod        = 500 * time.Millisecond
+	DefaultMaxDuty       = 0.9
+	DefaultFreezeTimeout = time.Second
+)
+
+// Options configure a Pauser.
+type Options struct {
+	// Period is the pulse period (DefaultPeriod when 0).
+	Period time.Duration
+	// MaxPause is the longest a tenant stays paused at once (a liveness
+	// probe's or a client's timeout must be longer); 0: MaxDuty*Period.
+	MaxPause time.Duration
+	// MaxDuty is the largest duty accepted (DefaultMaxDuty when 0).
+	MaxDuty float64
+	// FreezeTimeout is how long a cgroup may take to freeze before the
+	// freeze counts as failed (DefaultFreezeTimeout when 0).
+	FreezeTimeout time.Duration
+	// ProcRoot is the procfs root ("/proc" when empty).
+	ProcRoot string
+	// CgroupV2Root is the cgroup v2 hierarchy and CgroupV1Freezer the v1
+	// freezer hierarchy; "" where the host has none (Detect finds them).
+	CgroupV2Root    string
+	CgroupV1Freezer string
+	Clock           gpu.Clock
+	Logger          log.Logger
+
+	// kill and getpgid replace the system calls in tests.
+	kill    func(pid int, sig syscall.Signal) error
+	getpgid func(pid int) (int, error)
+}
+
+// Pauser is the host's pause actuator.
+type Pauser struct {
+	o Options
+	r resolver
+
+	mu      sync.Mutex // serializes SetPauseDuty and Close
+	tenants map[string]*pulse
+}
+
+// pulse is one paused tenant: its duty per GPU, its groups and its loop.
+type pulse struct {
+	mu     sync.Mutex
+	duties map[string]float64 // by GPU UUID
+	groups []group
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// New returns a Pauser with o's settings.
+func New(o Options) (*Pauser, error) {
+	if o.Clock == nil {
+		return nil, errors.New("pause: a clock is needed")
+	}
+	if o.Period <= 0 {
+		o.Period = DefaultPeriod
+	}
+	if o.MaxDuty <= 0 {
+		o.MaxDuty = DefaultMaxDuty
+	}
+	if o.MaxDuty > 1 {
+		return nil, fmt.Errorf("pause: max duty %v above 1", o.MaxDuty)
+	}
+	if o.MaxPause <= 0 {
+		o.MaxPause = time.Duration(o.MaxDuty * float64(o.Period))
+	}
+	if o.FreezeTimeout <= 0 {
+		o.FreezeTimeout = DefaultFreezeTimeout
+	}
+	if o.ProcRoot == "" {
+		o.ProcRoot = "/proc"
+	}
+	if o.Logger == nil {
+		o.Logger = log.NewNopLogger()
+	}
+	if o.kill == nil {
+		o.kill = syscall.Kill
+	}
+	if o.getpgid == nil {
+		o.getpgid = syscall.Getpgid
+	}
+	self, _ := o.getpgid(os.Getpid())
+	return &Pauser{o: o, tenants: map[string]*pulse{}, r: resolver{
+		proc: o.ProcRoot, v2: o.CgroupV2Root, v1: o.CgroupV1Freezer, clock: o.Clock,
+		timeout: o.FreezeTimeout, kill: o.kill, getpgid: o.getpgid, selfPgid: self,
+	}}, nil
+}
+
+// Detect returns a Pauser for this host: it finds the cgroup v2 hierarchy
+// (root, or "unified" on a hybrid host) and the v1 freezer under
+// cgroupRoot ("/sys/fs/cgroup" when empty), and fails when neither is
+// there and writable: without a freezer the host pauses nothing.
+func Detect(o Options, cgroupRoot string) (*Pauser, error) {
+	if cgroupRoot == "" {
+		cgroupRoot = "/sys/fs/cgroup"
+	}
+	for _, d := range []string{cgroupRoot, filepath.Join(cgroupRoot, "unified")} {
+		if _, err := os.Stat(filepath.Join(d, "cgroup.controllers")); err == nil && writable(d) {
+			o.CgroupV2Root = d
+			break
+		}
+	}
+	if d := filepath.Join(cgroupRoot, "freezer"); writable(d) {
+		if _, err := os.Stat(filepath.Join(d, "cgroup.procs")); err == nil {
+			o.CgroupV1Freezer = d
+		}
+	}
+	if o.CgroupV2Root == "" && o.CgroupV1Freezer == "" {
+		return nil, fmt.Errorf("no writable cgroup freezer under %s (cgroup v2 with cgroup.freeze, or the v1 freezer): %w", cgroupRoot, gpu.ErrNotSupported)
+	}
+	return New(o)
+}
+
+func writable(dir string) bool { return syscall.Access(dir, 2 /* W_OK */) == nil }
+
+// SetPauseDuty implements gpu.PauseActuator.
+func (p *Pauser) SetPauseDuty(ctx context.Context, uuid, tenant string, pids []uint32, duty float64) error {
+	if math.IsNaN(duty) || duty < 0 || duty > p.o.MaxDuty {
+		return fmt.Errorf("pause duty %v outside [0, %v]", duty, p.o.MaxDuty)
+	}
+	if tenant == "" {
+		return errors.New("pause: no tenant named")
+	}
+	groups, err := p.groupsOf(pids)
+	if err != nil && duty > 0 {
+		return fmt.Errorf("tenant %s not paused (all its processes or none): %w", tenant, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pl := p.tenants[tenant]
+	if pl == nil {
+		pl = &pulse{duties: map[string]float64{}}
+	}
+	pl.mu.Lock()
+	pl.duties[uuid] = duty
+	for _, g := range groups {
+		if !slices.ContainsFunc(pl.groups, func(h group) bool { return h.Key() == g.Key() }) {
+			pl.groups = append(pl.groups, g)
+		}
+	}
+	eff := pl.dutyLocked()
+	running := pl.stop != nil
+	pl.mu.Unlock()
+	switch {
+	case eff == 0:
+		delete(p.tenants, tenant)
+		return p.end(pl)
+	case running:
+		return nil
+	}
+	if err := freezeAll(pl.snapshot()); err != nil {
+		return fmt.Errorf("tenant %s not paused: %w", tenant, err)
+	}
+	pl.stop, pl.done = make(chan struct{}), make(chan struct{})
+	p.tenants[tenant] = pl
+	go p.run(tenant, pl, pl.stop, pl.done)
+	return nil
+}
+
+// Close stops every pulse and thaws every tenant.
+func (p *Pauser) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var errs []error
+	for name, pl := range p.tenants {
+		errs = append(errs, p.end(pl))
+		delete(p.tenants, name)
+	}
+	return errors.Join(errs...)
+}
+
+// Paused lists the tenants with a pulse running, for the status.
+func (p *Pauser) Paused() map[string]float64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[string]float64{}
+	for name, pl := range p.tenants {
+		pl.mu.Lock()
+		out[name] = pl.dutyLocked()
+		pl.mu.Unlock()
+	}
+	return out
+}
+
+// end stops a tenant's loop (if any) and thaws its groups.
+func (p *Pauser) end(pl *pulse) error {
+	if pl.stop != nil {
+		close(pl.stop)
+		<-pl.done
+		pl.stop = nil
+	}
+	return thawAll(pl.snapshot())
+}
+
+// groupsOf resolves the groups of pids; the error names each PID that has
+// none.
+func (p *Pauser) groupsOf(pids []uint32) ([]group, error) {
+	if len(pids) == 0 {
+		return nil, errors.New("no processes")
+	}
+	var out []group
+	var errs []error
+	for _, pid := range pids {
+		g, err := p.r.resolve(pid)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if !slices.ContainsFunc(out, func(h group) bool { return h.Key() == g.Key() }) {
+			out = append(out, g)
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// run is a tenant's pulse loop; it starts frozen.
+func (p *Pauser) run(tenant string, pl *pulse, stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	for {
+		on := p.onTime(pl)
+		select {
+		case <-p.o.Clock.After(on):
+		case <-stop:
+			return // end thaws
+		}
+		if err := thawAll(pl.snapshot()); err != nil {
+			level.Error(p.o.Logger).Log("msg", "pause: thaw failed", "tenant", tenant, "err", err)
+		}
+		select {
+		case <-p.o.Clock.After(p.o.Period - on):
+		case <-stop:
+			return
+		}
+		if err := freezeAll(pl.snapshot()); err != nil {
+			level.Warn(p.o.Logger).Log("msg", "pause: freeze failed; the tenant runs this period", "tenant", tenant, "err", err)
+		}
+	}
+}
+
+// onTime is how long the tenant stays paused this period.
+func (p *Pauser) onTime(pl *pulse) time.Duration {
+	pl.mu.Lock()
+	d := pl.dutyLocked()
+	pl.mu.Unlock()
+	return min(time.Duration(d*float64(p.o.Period)), p.o.MaxPause)
+}
+
+// dutyLocked is the largest duty any GPU asks for.
+func (pl *pulse) dutyLocked() float64 {
+	d := 0.0
+	for _, v := range pl.duties {
+		d = max(d, v)
+	}
+	return d
+}
+
+func (pl *pulse) snapshot() []group {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	return slices.Clone(pl.groups)
+}
+
+// freezeAll freezes every group or none: when one fails, those frozen
+// before it are thawed.
+func freezeAll(gs []group) error {
+	for i, g := range gs {
+		if err := g.Freeze(); err != nil {
+			errs := []error{fmt.Errorf("freeze %s: %w", g.Key(), err)}
+			for _, h := range gs[:i+1] {
+				if terr := h.Thaw(); terr != nil {
+					errs = append(errs, fmt.Errorf("thaw %s: %w", h.Key(), terr))
+				}
+			}
+			return errors.Join(errs...)
+		}
+	}
+	return nil
+}
+
+// thawAll thaws every group, going on past failures.
+func thawAll(gs []group) error {
+	var errs []error
+	for _, g := range gs {
+		if err := g.Thaw(); err != nil && !errors.Is(err, syscall.ESRCH) && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("thaw %s: %w", g.Key(), err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,292 @@
+package pause
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// host is a fake procfs and cgroupfs, with signals recorded.
+type host struct {
+	t            *testing.T
+	proc, v2, v1 string
+	mu           sync.Mutex
+	signals      []string
+	pgids        map[int]int
+	selfPgid     int
+}
+
+func newHost(t *testing.T) *host {
+	d := t.TempDir()
+	h := &host{t: t, proc: filepath.Join(d, "proc"), v2: filepath.Join(d, "v2"), v1: filepath.Join(d, "freezer"), pgids: map[int]int{}, selfPgid: 4242}
+	for _, p := range []string{h.proc, h.v2, h.v1} {
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return h
+}
+
+// process adds PID pid in cgroup v2 path v2 and v1 freezer path v1
+// ("" for none), in process group pgid.
+func (h *host) process(pid int, v2, v1 string, pgid int) {
+	var b strings.Builder
+	if v1 != "" {
+		fmt.Fprintf(&b, "6:freezer:%s\n", v1)
+	}
+	fmt.Fprintf(&b, "0::%s\n", v2)
+	dir := filepath.Join(h.proc, fmt.Sprint(pid))
+	must(h.t, os.MkdirAll(dir, 0o755))
+	must(h.t, os.WriteFile(filepath.Join(dir, "cgroup"), []byte(b.String()), 0o644))
+	h.pgids[pid] = pgid
+}
+
+// cgroupV2Dir makes a v2 cgroup that reports frozen at once.
+func (h *host) cgroupV2Dir(path string) string {
+	dir := filepath.Join(h.v2, path)
+	must(h.t, os.MkdirAll(dir, 0o755))
+	must(h.t, os.WriteFile(filepath.Join(dir, "cgroup.freeze"), []byte("0"), 0o644))
+	must(h.t, os.WriteFile(filepath.Join(dir, "cgroup.events"), []byte("populated 1\nfrozen 1\n"), 0o644))
+	return dir
+}
+
+func (h *host) cgroupV1Dir(path string) string {
+	dir := filepath.Join(h.v1, path)
+	must(h.t, os.MkdirAll(dir, 0o755))
+	must(h.t, os.WriteFile(filepath.Join(dir, "freezer.state"), []byte("THAWED"), 0o644))
+	return dir
+}
+
+func (h *host) kill(pid int, sig syscall.Signal) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.signals = append(h.signals, fmt.Sprintf("%d %s", pid, sig))
+	return nil
+}
+
+func (h *host) getpgid(pid int) (int, error) {
+	if pid == os.Getpid() {
+		return h.selfPgid, nil
+	}
+	if g, ok := h.pgids[pid]; ok {
+		return g, nil
+	}
+	return 0, syscall.ESRCH
+}
+
+func (h *host) pauser(t *testing.T, clock gpu.Clock, o Options) *Pauser {
+	o.Clock, o.ProcRoot, o.CgroupV2Root, o.CgroupV1Freezer = clock, h.proc, h.v2, h.v1
+	o.kill, o.getpgid = h.kill, h.getpgid
+	p, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func read(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	must(t, err)
+	return strings.TrimSpace(string(b))
+}
+
+const (
+	podPath  = "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod0f2c1a2b_3c4d_5e6f_7a8b_9c0d1e2f3a4b.slice/cri-containerd-" + hex64 + ".scope"
+	hex64    = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	unitPath = "/system.slice/trainer.service"
+)
+
+// Each process is paused by the group of its own: a pod's or a unit's
+// cgroup (v2, else the v1 freezer), else its process group; never a
+// session or the root, nor the pauser's own process group.
+func TestResolve(t *testing.T) {
+	h := newHost(t)
+	h.cgroupV2Dir(podPath)
+	h.cgroupV2Dir(unitPath)
+	h.cgroupV1Dir("/docker/" + hex64)
+	h.process(10, podPath, "", 10)
+	h.process(11, unitPath+"/worker", "", 11)
+	h.process(12, "/", "/docker/"+hex64, 12)
+	h.process(13, "/user.slice/user-0.slice/session-1.scope", "/", 130)
+	h.process(14, "/", "/", h.selfPgid)
+	h.process(15, "/", "/", 1)
+	p := h.pauser(t, gpu.NewManualClock(time.Unix(0, 0)), Options{})
+	for _, c := range []struct {
+		pid     uint32
+		want    string
+		wantErr bool
+	}{
+		{10, filepath.Join(h.v2, podPath), false},
+		{11, filepath.Join(h.v2, unitPath), false},
+		{12, filepath.Join(h.v1, "docker", hex64), false},
+		{13, "pgid:130", false},
+		{14, "", true},
+		{15, "", true},
+		{99, "", true},
+	} {
+		g, err := p.r.resolve(c.pid)
+		if (err != nil) != c.wantErr {
+			t.Errorf("PID %d: err %v, want error %v", c.pid, err, c.wantErr)
+			continue
+		}
+		if err == nil && g.Key() != c.want {
+			t.Errorf("PID %d: group %s, want %s", c.pid, g.Key(), c.want)
+		}
+	}
+}
+
+// waitBlocked waits until the pulse loop waits on the clock.
+func waitBlocked(t *testing.T, c *gpu.ManualClock, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for c.Waiters() != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d clock waiters, want %d", c.Waiters(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// The pulse freezes for duty*period (capped by MaxPause), thaws for the
+// rest, and a duty of 0 thaws at once and ends the loop.
+func TestPulse(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		duty     float64
+		maxPause time.Duration
+		on       time.Duration
+	}{
+		{"duty", 0.4, 0, 200 * time.Millisecond},
+		{"capped by max pause", 0.9, 100 * time.Millisecond, 100 * time.Millisecond},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHost(t)
+			dir := h.cgroupV2Dir(podPath)
+			h.process(10, podPath, "", 10)
+			clock := gpu.NewManualClock(time.Unix(0, 0))
+			p := h.pauser(t, clock, Options{Period: 500 * time.Millisecond, MaxPause: c.maxPause})
+			freeze := filepath.Join(dir, "cgroup.freeze")
+			must(t, p.SetPauseDuty(context.Background(), "GPU-a", "trainer", []uint32{10}, c.duty))
+			if got := read(t, freeze); got != "1" {
+				t.Fatalf("after SetPauseDuty: cgroup.freeze %s, want 1", got)
+			}
+			waitBlocked(t, clock, 1)
+			clock.Advance(c.on - time.Millisecond)
+			if got := read(t, freeze); got != "1" {
+				t.Fatalf("before the on time: cgroup.freeze %s, want 1", got)
+			}
+			clock.Advance(time.Millisecond)
+			waitBlocked(t, clock, 1)
+			if got := read(t, freeze); got != "0" {
+				t.Fatalf("after the on time: cgroup.freeze %s, want 0", got)
+			}
+			clock.Advance(500*time.Millisecond - c.on)
+			waitBlocked(t, clock, 1)
+			if got := read(t, freeze); got != "1" {
+				t.Fatalf("next period: cgroup.freeze %s, want 1", got)
+			}
+			must(t, p.SetPauseDuty(context.Background(), "GPU-a", "trainer", []uint32{10}, 0))
+			if got := read(t, freeze); got != "0" {
+				t.Fatalf("after duty 0: cgroup.freeze %s, want 0", got)
+			}
+			if len(p.Paused()) != 0 {
+				t.Errorf("paused %v after duty 0", p.Paused())
+			}
+		})
+	}
+}
+
+// A tenant is paused as a whole: a process without a group of its own, or
+// a group that does not freeze, leaves all of them running.
+func TestPauseAsAWhole(t *testing.T) {
+	h := newHost(t)
+	dirA := h.cgroupV2Dir(podPath)
+	h.process(10, podPath, "", 10)
+	h.process(11, "/", "/", h.selfPgid) // no group of its own
+	p := h.pauser(t, gpu.NewManualClock(time.Unix(0, 0)), Options{})
+	if err := p.SetPauseDuty(context.Background(), "GPU-a", "trainer", []uint32{10, 11}, 0.5); err == nil {
+		t.Fatal("paused a tenant with a process that has no group of its own")
+	}
+	if got := read(t, filepath.Join(dirA, "cgroup.freeze")); got != "0" {
+		t.Errorf("cgroup.freeze %s, want 0", got)
+	}
+
+	// the second group's freeze fails: the first one is thawed
+	unit := h.cgroupV1Dir("/system.slice/ranks.service")
+	h.process(12, "/", "/system.slice/ranks.service", 12)
+	must(t, os.Remove(filepath.Join(unit, "freezer.state")))
+	must(t, os.Mkdir(filepath.Join(unit, "freezer.state"), 0o755)) // unwritable
+	if err := p.SetPauseDuty(context.Background(), "GPU-a", "trainer", []uint32{10, 12}, 0.5); err == nil {
+		t.Fatal("paused a tenant whose second group does not freeze")
+	}
+	if got := read(t, filepath.Join(dirA, "cgroup.freeze")); got != "0" {
+		t.Errorf("first group left frozen: cgroup.freeze %s", got)
+	}
+}
+
+// Bounds, v1 and signals; a duty of 0 thaws what no pulse of this process
+// paused (a restart after a crash), and a tenant on two GPUs follows the
+// larger duty.
+func TestThawAndSignals(t *testing.T) {
+	h := newHost(t)
+	v1 := h.cgroupV1Dir("/docker/" + hex64)
+	must(t, os.WriteFile(filepath.Join(v1, "freezer.state"), []byte("FROZEN"), 0o644))
+	h.process(12, "/", "/docker/"+hex64, 12)
+	h.process(13, "/user.slice/user-0.slice/session-1.scope", "/", 130)
+	clock := gpu.NewManualClock(time.Unix(0, 0))
+	p := h.pauser(t, clock, Options{})
+	ctx := context.Background()
+	if err := p.SetPauseDuty(ctx, "GPU-a", "t", []uint32{12}, 0.95); err == nil {
+		t.Error("duty 0.95 accepted above the 0.9 ceiling")
+	}
+	must(t, p.SetPauseDuty(ctx, "GPU-a", "t", []uint32{12}, 0))
+	if got := read(t, filepath.Join(v1, "freezer.state")); got != "THAWED" {
+		t.Errorf("v1 freezer.state %s after duty 0, want THAWED", got)
+	}
+
+	must(t, p.SetPauseDuty(ctx, "GPU-a", "s", []uint32{13}, 0.5))
+	must(t, p.SetPauseDuty(ctx, "GPU-b", "s", []uint32{13}, 0.2))
+	if got := p.Paused()["s"]; got != 0.5 {
+		t.Errorf("duty of a tenant on two GPUs %v, want the larger 0.5", got)
+	}
+	must(t, p.SetPauseDuty(ctx, "GPU-a", "s", []uint32{13}, 0))
+	if got := p.Paused()["s"]; got != 0.2 {
+		t.Errorf("duty %v after GPU-a's 0, want GPU-b's 0.2", got)
+	}
+	must(t, p.Close())
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if got := strings.Join(h.signals, ","); got != "-130 stopped (signal),-130 continued" {
+		t.Errorf("signals %q", got)
+	}
+}
+
+func TestNew(t *testing.T) {
+	if _, err := New(Options{}); err == nil {
+		t.Error("New without a clock")
+	}
+	if _, err := New(Options{Clock: gpu.RealClock{}, MaxDuty: 1.5}); err == nil {
+		t.Error("New with a max duty above 1")
+	}
+	if _, err := Detect(Options{Clock: gpu.RealClock{}}, t.TempDir()); !errors.Is(err, gpu.ErrNotSupported) {
+		t.Errorf("Detect without a freezer: %v", err)
+	}
+}

@@ -1,0 +1,72 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// Pausing a tenant (gpu.PauseActuator), as the host's freezer does: for
+// duty of every PausePeriod, starting when the duty is set, the tenant's
+// processes are stopped on the host, so the tenant launches no new work.
+// What it queued on the GPU already runs to completion: the queue depth is
+// one job for every workload type (a training step, an LLM iteration, a
+// DNN batch; docs/calibration.md), so the pause takes effect up to one job
+// late. The paused tenant loses the work it did not launch; nothing else
+// is charged (no restart, no lost state), and its neighbours get the GPU
+// time it leaves.
+
+var _ gpu.PauseActuator = (*Simulator)(nil)
+
+// PausePeriod is the simulated pulse period (the host's default).
+const PausePeriod = 500 * time.Millisecond
+
+// SetPauseDuty pauses the tenant's processes for duty of every period; 0
+// resumes them.
+func (s *Simulator) SetPauseDuty(ctx context.Context, uuid, name string, pids []uint32, duty float64) error {
+	if math.IsNaN(duty) || duty < 0 || duty >= 1 {
+		return fmt.Errorf("sim: pause duty %v outside [0, 1)", duty)
+	}
+	g, err := s.lockGPU(ctx, uuid)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	if g.mode == gpu.SharingVGPU {
+		return fmt.Errorf("sim: GPU %s is a vGPU host: its tenants' processes run in VMs: %w", uuid, gpu.ErrNotSupported)
+	}
+	var ts []*tenant
+	for _, pid := range pids {
+		t := s.tenantByPID(pid)
+		if t == nil {
+			return fmt.Errorf("sim: no process with PID %d (tenant %s not paused)", pid, name)
+		}
+		ts = append(ts, t)
+	}
+	if len(ts) == 0 {
+		return fmt.Errorf("sim: tenant %s: no processes to pause", name)
+	}
+	for _, t := range ts {
+		t.duty, t.pulseBase = duty, s.now
+	}
+	s.action(string(gpu.KnobPauseDuty), uuid, ts[0], strconv.FormatFloat(duty, 'f', 3, 64))
+	return nil
+}
+
+// frozenTill is the end of the paused phase t is in at now, or 0 when it
+// is not paused.
+func (t *tenant) frozenTill(now int64) int64 {
+	if t.duty == 0 || now < t.pulseBase {
+		return 0
+	}
+	period := int64(PausePeriod)
+	start := now - (now-t.pulseBase)%period
+	if end := start + int64(t.duty*float64(period)); now < end {
+		return end
+	}
+	return 0
+}

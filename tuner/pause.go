@@ -1,0 +1,105 @@
+package tuner
+
+import (
+	"context"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/go-kit/log/level"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// A paused tenant is the one setting that must never outlive the reason
+// for it: its processes stop. Beyond the restore at exit and after a crash
+// that every knob has, the executor thaws a tenant (sets its pause duty
+// back to 0) whenever the tuner may no longer act on it: at the first
+// round whatever the mode (a journal from an earlier run that crashed
+// names it), while the kill switch is engaged, and on a GPU whose mode is
+// not enforce.
+
+// thawPauses sets back to 0 the pause duties the tuner (or an earlier run,
+// per the journal) set and may not keep now; first is the first round.
+func (t *Tuner) thawPauses(ctx context.Context, now time.Time, first bool) []Decision {
+	stopped := t.chain().Stopped()
+	var keys []string
+	for k, o := range t.originals {
+		if o.Target.Knob != gpu.KnobPauseDuty {
+			continue
+		}
+		if first || stopped || t.modeOf(o.Target.GPU, t.indexOf(o.Target.GPU)) != ModeEnforce {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	why := "thawed: the tuner no longer acts on this GPU"
+	switch {
+	case first:
+		why = "thawed at start (a pause found in the journal)"
+	case stopped:
+		why = "thawed: kill switch engaged"
+	}
+	var out []Decision
+	for _, k := range keys {
+		o := t.originals[k]
+		a := Action{Target: o.Target, Tenant: o.Tenant, Want: Duty(0), Revert: true, Reason: why}
+		d := Decision{Time: now, GPU: o.Target.GPU, Tenant: o.Tenant, Knob: o.Target.Knob, To: Duty(0).String(), Reason: why}
+		if err := t.apply(ctx, a); err != nil {
+			d.Outcome, d.Reason = OutcomeFailed, joinReasons(why, "thaw failed: "+err.Error())
+			t.counts.RestoreFailures++
+			t.journal(Record{Time: now, Event: EventRestoreFailed, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), Reason: err.Error()})
+			level.Error(t.o.Logger).Log("msg", "tuner could not thaw a paused tenant", "target", o.Target.String(), "tenant", o.Tenant, "err", err)
+		} else {
+			d.Outcome, d.Applied = OutcomeApplied, true
+			t.counts.Restores++
+			t.journal(Record{Time: now, Event: EventRestored, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), Reason: why})
+			level.Info(t.o.Logger).Log("msg", "tuner thawed a paused tenant", "target", o.Target.String(), "tenant", o.Tenant, "reason", why)
+			delete(t.originals, k)
+			t.noteApplied(nil, Action{Target: o.Target, Tenant: o.Tenant, Want: Duty(0), Revert: true}, now)
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// indexOf is the index of the GPU with this UUID in the latest snapshot,
+// or -1.
+func (t *Tuner) indexOf(uuid string) int {
+	if t.last == nil || t.last.Readings == nil {
+		return -1
+	}
+	for _, d := range t.last.Readings.Devices {
+		if d.UUID == uuid {
+			return d.Index
+		}
+	}
+	return -1
+}
+
+// PauseDuty is a tenant's pause duty now, as the tuner set it: the last
+// change to its target while the tuner holds an original for it, else 0.
+func (s *State) PauseDuty(tg Target) Duty {
+	if _, ok := s.Originals[tg.String()]; !ok {
+		return 0
+	}
+	if c, ok := s.Changes[tg.String()]; ok {
+		if d, ok := c.To.(Duty); ok {
+			return d
+		}
+	}
+	return 0
+}
+
+// drives lists the knobs the bound actuators set, less the disabled ones.
+func (t *Tuner) drives() map[gpu.Knob]bool {
+	out := map[gpu.Knob]bool{}
+	for _, m := range Mechanisms {
+		if m.bound(&t.o.Actuators) {
+			for _, k := range m.Knobs {
+				out[k] = !slices.Contains(t.o.Disabled, k)
+			}
+		}
+	}
+	return out
+}
