@@ -80,6 +80,10 @@ type Status struct {
 	Recent []Decision
 	// Actuators says which backend drives each knob on this host.
 	Actuators []ActuatorInfo
+	// Journal is what the journal's recovery, compaction and writes did;
+	// nil without a journal. While its WriteError is set the tuner makes
+	// no change.
+	Journal *JournalStats
 }
 
 // ModeOf is the mode the tuner applies to one GPU (by UUID, then index,
@@ -107,6 +111,10 @@ func (t *Tuner) publishLocked(now time.Time) {
 		Recent: slices.Clone(t.recent), Actuators: slices.Clone(t.o.Actuated),
 	}
 	s.KillSwitch = t.chain().Stopped()
+	if t.o.Journal != nil {
+		js := t.o.Journal.Stats()
+		s.Journal = &js
+	}
 	for _, st := range t.targets {
 		st.Effective = t.effective(st)
 		s.Settings = append(s.Settings, st)
