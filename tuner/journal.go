@@ -71,6 +71,9 @@ const DefaultJournalMaxBytes = 1 << 20
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
+// JournalDropReasons are the reasons a record is dropped when read.
+var JournalDropReasons = []string{"torn", "corrupt", "invalid", "oversize"}
+
 // JournalStats are what the journal's recovery and writes have done since
 // it was opened.
 type JournalStats struct {
