@@ -226,7 +226,7 @@ func (r *tunerRunner) run(ctx context.Context) {
 	rctx, cancel := context.WithTimeout(ctx, restoreTimeout)
 	_, err := r.t.Recover(rctx, snap)
 	cancel()
-	if err != nil {
+	if err != nil && ctx.Err() == nil { // cut short by a stop: the restore at exit goes on
 		r.failed = true
 		level.Error(r.logger).Log("msg", "tuner: settings an earlier run changed could not all be restored at start; tried again at exit and at the next start", "err", err)
 	}
