@@ -7,11 +7,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"syscall"
 	"testing"
@@ -75,7 +77,7 @@ func TestFaultInjection(t *testing.T) {
 	disk := newSmallDisk(t, filepath.Join(dir, "disk"))
 	journal := filepath.Join(disk.dir, "journal")
 
-	checked, counts := 0, map[string]int{}
+	checked, counts, seen := 0, map[string]int{}, map[string]int{}
 	for i := 0; i <= runs; i++ {
 		fault := faults[rng.IntN(len(faults))]
 		if i == runs {
@@ -84,16 +86,18 @@ func TestFaultInjection(t *testing.T) {
 		counts[fault]++
 		r := faultRun{t: t, i: i, fault: fault, bin: bin, journal: journal, settings: settings, disk: disk, rng: rng}
 		if !r.run() {
-			t.Fatalf("run %d (%s) failed; the log is %s", i, fault, r.p.logPath)
+			t.Fatalf("run %d (%s) failed; its log:\n%s", i, fault, r.p.logs())
 		}
 		if fault == faultTerm || fault == faultDiskFull || fault == faultHangTerm || fault == faultFinalTerm {
 			checked += r.checkNothingLeft()
 		}
 		if t.Failed() {
-			t.Fatalf("run %d (%s); the log is %s", i, fault, r.p.logPath)
+			t.Fatalf("run %d (%s); its log:\n%s", i, fault, r.p.logs())
 		}
+		r.count(seen)
 	}
 	t.Logf("%d runs (%v), every start served, %d settings read back from the simulated GPUs after the SIGTERM runs: none left changed", runs+1, counts, checked)
+	t.Logf("runs whose log says: %v", seen)
 }
 
 // faultRun is one run of the exporter and its fault.
@@ -113,13 +117,17 @@ type faultRun struct {
 func (r *faultRun) run() bool {
 	t := r.t
 	addr := freeAddr(t)
-	args := []string{"--backend=sim", "--sim.scenario=noisy-neighbour", "--sim.settings-file=" + r.settings,
+	// The scenario as a file: a built-in one is copied to a temporary
+	// directory first, which the file size limit of a full disk would stop.
+	_, here, _, _ := runtime.Caller(0)
+	scenario := filepath.Join(filepath.Dir(here), "..", "..", "scenarios", "noisy-neighbour.yaml")
+	args := []string{"--backend=sim", "--sim.scenario=" + scenario, "--sim.settings-file=" + r.settings,
 		"--tuner.mode=enforce", "--tuner.policy=static-equal", "--tuner.interval=200ms", "--sample.interval=100ms",
 		"--tuner.journal=" + r.journal, "--web.listen-address=" + addr}
 	bin := r.bin
 	full := r.fault == faultDiskFull || r.fault == faultDiskKill
 	if full {
-		bin, args = r.disk.fill(t, r.rng, r.journal, bin, args)
+		bin, args = r.disk.fill(t, r.rng, bin, args)
 		defer r.disk.empty(t)
 	}
 	hang := r.settings + ".hang"
@@ -127,7 +135,7 @@ func (r *faultRun) run() bool {
 		writeFile(t, hang, fmt.Sprintf("%dms", 500+r.rng.IntN(4000)))
 		defer os.Remove(hang)
 	}
-	r.p = start(t, fmt.Sprintf("run-%03d", r.i), bin, args...)
+	r.p = startPiped(t, fmt.Sprintf("run-%03d", r.i), bin, args...)
 	if !r.waitReady(addr) {
 		return false
 	}
@@ -152,6 +160,63 @@ func (r *faultRun) run() bool {
 		}
 	}
 	return true
+}
+
+// logSigns are what the runs' logs are searched for, to show which faults
+// took effect.
+var logSigns = map[string]string{
+	"restored at start":          "restored after an unclean exit",
+	"torn tail cut":              "cut off a torn last record",
+	"journal write failed":       "tuner journal write failed",
+	"restored at exit":           `reason="restored at exit"`,
+	"not restored at exit":       "original settings NOT restored",
+	"compaction failed at start": "tuner journal cannot be written",
+}
+
+// count adds the signs the run's log shows to seen.
+func (r *faultRun) count(seen map[string]int) {
+	b, err := os.ReadFile(r.p.logPath)
+	if err != nil {
+		return
+	}
+	for name, sign := range logSigns {
+		if sign != "" && bytes.Contains(b, []byte(sign)) {
+			seen[name]++
+		}
+	}
+}
+
+// startPiped is start with the output through a pipe: the file size limit
+// of a full disk then holds the journal, not the log.
+func startPiped(t *testing.T, name, bin string, args ...string) *process {
+	t.Helper()
+	p := &process{name: name, logPath: filepath.Join(t.TempDir(), name+".log"), done: make(chan struct{})}
+	f, err := os.Create(p.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd = exec.Command(bin, args...)
+	w := struct{ io.Writer }{f} // not an *os.File: exec copies through a pipe
+	p.cmd.Stdout, p.cmd.Stderr = w, w
+	dieWithParent(p.cmd)
+	if err := p.cmd.Start(); err != nil {
+		f.Close()
+		t.Fatalf("starting %s: %v", name, err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		f.Close()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
 }
 
 // waitReady waits until the exporter serves /metrics, or it exits.
@@ -213,12 +278,15 @@ func (r *faultRun) checkNothingLeft() int {
 }
 
 // smallDisk is where the journal lives: a 64 KiB tmpfs when the test may
-// mount one, else a directory whose journal is held to its size by a file
-// size limit (prlimit) in the runs with a full disk.
+// mount one (root), else a plain directory. A run with a full disk fills
+// the tmpfs up and starts the exporter under a file size limit (prlimit
+// --fsize) of a few hundred bytes: the tmpfs refuses new pages (the
+// compaction's file), the limit the journal's growth.
 type smallDisk struct {
-	dir    string
-	tmpfs  bool
-	filler string
+	dir     string
+	tmpfs   bool
+	prlimit bool
+	filler  string
 }
 
 func newSmallDisk(t *testing.T, dir string) *smallDisk {
@@ -229,52 +297,45 @@ func newSmallDisk(t *testing.T, dir string) *smallDisk {
 	if os.Geteuid() == 0 && exec.Command("mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", dir).Run() == nil {
 		d.tmpfs = true
 		t.Cleanup(func() { _ = exec.Command("umount", dir).Run() })
-		t.Log("journal on a 64 KiB tmpfs")
-		return d
 	}
-	if _, err := exec.LookPath("prlimit"); err != nil {
+	_, err := exec.LookPath("prlimit")
+	d.prlimit = err == nil
+	if !d.tmpfs && !d.prlimit {
 		t.Skip("neither a tmpfs (root) nor prlimit to fill the disk with")
 	}
-	t.Log("journal held by a file size limit (prlimit --fsize)")
+	t.Logf("full disk: tmpfs %v, file size limit %v", d.tmpfs, d.prlimit)
 	return d
 }
 
-// fill leaves a few hundred bytes free for the journal: the tmpfs filled
-// up, or the exporter started under a file size limit a little over the
-// journal's size.
-func (d *smallDisk) fill(t *testing.T, rng *rand.Rand, journal, bin string, args []string) (string, []string) {
+// fill leaves a few hundred bytes for the journal.
+func (d *smallDisk) fill(t *testing.T, rng *rand.Rand, bin string, args []string) (string, []string) {
 	room := int64(rng.IntN(800))
 	if d.tmpfs {
 		var st syscall.Statfs_t
 		if err := syscall.Statfs(d.dir, &st); err != nil {
 			t.Fatal(err)
 		}
-		free := int64(st.Bavail) * int64(st.Bsize)
 		f, err := os.Create(d.filler)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer f.Close()
-		// Block-sized first, then byte by byte to the room wanted.
-		_, err = f.Write(make([]byte, max(free-room-int64(st.Bsize), 0)))
+		// Every free page taken.
+		_, err = f.Write(make([]byte, int64(st.Bavail)*int64(st.Bsize)))
 		for err == nil {
-			_, err = f.Write([]byte{0})
-			if err == nil {
-				if err2 := syscall.Statfs(d.dir, &st); err2 == nil && int64(st.Bavail)*int64(st.Bsize) <= room {
-					break
-				}
-			}
+			_, err = f.Write(make([]byte, 512))
 		}
-		if err != nil && !errors.Is(err, syscall.ENOSPC) {
+		if !errors.Is(err, syscall.ENOSPC) {
 			t.Fatal(err)
 		}
+	}
+	if !d.prlimit {
 		return bin, args
 	}
-	size := int64(0)
-	if fi, err := os.Stat(journal); err == nil {
-		size = fi.Size()
-	}
-	return "prlimit", append([]string{"--fsize=" + strconv.FormatInt(max(size+room, 1024), 10), "--", bin}, args...)
+	// Two originals compacted take about 460 bytes, the settings file
+	// under 400: a limit of 512 bytes and the room leaves a record or
+	// two before the journal's writes fail.
+	return "prlimit", append([]string{"--fsize=" + strconv.FormatInt(512+room, 10), "--", bin}, args...)
 }
 
 func (d *smallDisk) empty(t *testing.T) {
