@@ -41,7 +41,7 @@ func addTunerFlags(app *kingpin.Application, c *tunerConfig) {
 	app.Flag("tuner.policy", "The policy the tuner runs: "+strings.Join(tunerPolicies(), ", ")+".").
 		Default(tuner.AutotuneName).StringVar(&c.Policy)
 	durationFlag(app, "tuner.interval", "How often the tuner decides.", tuner.DefaultInterval.String(), &c.Interval)
-	app.Flag("tuner.journal", "Journal file of the tuner (JSON lines, synced): every original setting before its first change and every outcome; originals are restored from it at exit and at the next start after a crash. Default: none (originals kept in memory only).").
+	app.Flag("tuner.journal", "Journal file of the tuner (a regular file of checksummed JSON records, synced, compacted past 1 MiB; docs/tuning.md): every original setting before its first change and every outcome; originals are restored from it at exit and at the next start after a crash. Default: none (originals kept in memory only).").
 		PlaceHolder("FILE").StringVar(&c.Journal)
 	app.Flag("tuner.kill-switch-file", "While this file exists the tuner changes nothing (it still decides and exports).").
 		PlaceHolder("FILE").StringVar(&c.KillSwitchFile)
