@@ -19,6 +19,7 @@ type TunerCollector struct {
 	mpsTarget, mpsEffective, powerTarget, clockTarget         *prometheus.Desc
 	timeSliceTarget, schedulerTarget, pauseTarget             *prometheus.Desc
 	actions, refusals, reverts, restores, restoreFailures, jw *prometheus.Desc
+	jWritable, jDropped, jCompactions, jSize                  *prometheus.Desc
 }
 
 // NewTunerCollector returns the collector over status (nil: nothing is
@@ -45,6 +46,10 @@ func NewTunerCollector(status func() *tuner.Status) *TunerCollector {
 	c.restores = c.add("tuner_restores_total", "Original settings restored (at exit, or at start after an unclean exit).")
 	c.restoreFailures = c.add("tuner_restore_failures_total", "Original settings that could not be restored.")
 	c.jw = c.add("tuner_journal_errors_total", "Writes to the tuner journal that failed.")
+	c.jWritable = c.add("tuner_journal_writable", "1 while the last write to the tuner journal succeeded; 0 after a failed one, when the tuner makes no change (restores go on) until a write succeeds.")
+	c.jDropped = c.add("tuner_journal_records_dropped_total", "Journal records dropped when the journal was opened, by reason: torn (the tail a crash or a full disk left), corrupt, invalid, oversize.", "reason")
+	c.jCompactions = c.add("tuner_journal_compactions_total", "Rewrites of the tuner journal to its open originals.")
+	c.jSize = c.add("tuner_journal_size_bytes", "Size of the tuner journal.")
 	return c
 }
 
@@ -125,4 +130,12 @@ func (c *TunerCollector) Collect(ch chan<- prometheus.Metric) {
 	e.counter(c.restores, float64(s.Counts.Restores))
 	e.counter(c.restoreFailures, float64(s.Counts.RestoreFailures))
 	e.counter(c.jw, float64(s.Counts.JournalErrors))
+	if j := s.Journal; j != nil {
+		e.gauge(c.jWritable, boolValue(j.WriteError == ""))
+		for _, why := range tuner.JournalDropReasons {
+			e.counter(c.jDropped, float64(j.Dropped[why]), why)
+		}
+		e.counter(c.jCompactions, float64(j.Compactions))
+		e.gauge(c.jSize, float64(j.Size))
+	}
 }

@@ -47,6 +47,7 @@ func richTunerStatus() *tuner.Status {
 		},
 		Counts:    tuner.Counts{Actions: acts, Refusals: ref, Reverts: 1, Restores: 3, RestoreFailures: 1, JournalErrors: 1},
 		Actuators: []tuner.ActuatorInfo{{Knob: gpu.KnobMPSActiveThreads, Backend: "mps"}, {Knob: gpu.KnobPowerLimit, Backend: "nvml"}},
+		Journal:   &tuner.JournalStats{Dropped: map[string]int{"torn": 1}, Compactions: 2, WriteError: "no space left on device", Size: 420},
 	}
 }
 
@@ -84,12 +85,21 @@ vgpu_tuner_locked_clock_target_hertz{gpu="0",uuid="GPU-0"} 1.98e+09
 # TYPE vgpu_tuner_actuator_info gauge
 vgpu_tuner_actuator_info{backend="mps",knob="mps_active_threads"} 1
 vgpu_tuner_actuator_info{backend="nvml",knob="power_limit"} 1
+# HELP vgpu_tuner_journal_writable 1 while the last write to the tuner journal succeeded; 0 after a failed one, when the tuner makes no change (restores go on) until a write succeeds.
+# TYPE vgpu_tuner_journal_writable gauge
+vgpu_tuner_journal_writable 0
+# HELP vgpu_tuner_journal_records_dropped_total Journal records dropped when the journal was opened, by reason: torn (the tail a crash or a full disk left), corrupt, invalid, oversize.
+# TYPE vgpu_tuner_journal_records_dropped_total counter
+vgpu_tuner_journal_records_dropped_total{reason="corrupt"} 0
+vgpu_tuner_journal_records_dropped_total{reason="invalid"} 0
+vgpu_tuner_journal_records_dropped_total{reason="oversize"} 0
+vgpu_tuner_journal_records_dropped_total{reason="torn"} 1
 `
 	c := NewTunerCollector(richTunerStatus)
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want),
 		"vgpu_tuner_mps_active_threads_effective_ratio", "vgpu_tuner_mps_active_threads_target_ratio", "vgpu_tuner_mode", "vgpu_tuner_gpu_mode",
 		"vgpu_tuner_restore_failures_total", "vgpu_tuner_locked_clock_target_hertz", "vgpu_tuner_actuator_info",
-		"vgpu_tuner_pause_duty_target_ratio"); err != nil {
+		"vgpu_tuner_pause_duty_target_ratio", "vgpu_tuner_journal_writable", "vgpu_tuner_journal_records_dropped_total"); err != nil {
 		t.Error(err)
 	}
 	reg := prometheus.NewPedanticRegistry()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/go-kit/log"
@@ -49,7 +48,7 @@ func (t *Tuner) execute(ctx context.Context, st *State, a Action, now time.Time,
 	if quiet {
 		return nil, false // asked for already, and waiting: not a new decision
 	}
-	t.journal(Record{Time: now, Event: string(OutcomePlanned), Target: a.Target, Tenant: a.Tenant,
+	jerr := t.journal(Record{Time: now, Event: string(OutcomePlanned), Target: a.Target, Tenant: a.Tenant,
 		From: encodeValue(a.Current), To: encodeValue(a.Want), Reason: a.Reason})
 	t.setTarget(a, mode)
 	d := Decision{Time: now, GPU: a.GPU, Tenant: a.Tenant, Knob: a.Knob, From: valueText(a.Current), To: a.Want.String(), Reason: a.Reason}
@@ -59,9 +58,11 @@ func (t *Tuner) execute(ctx context.Context, st *State, a Action, now time.Time,
 		t.counts.Refusals[guard]++
 		return []Decision{t.finish(a, d, now, nil)}, false
 	}
-	if mode == ModeRecommend || !t.canApply(a) {
+	if mode == ModeRecommend || !t.canApply(a) || (jerr != nil && !a.Revert) {
 		d.Outcome = OutcomeRecommended
-		if mode == ModeEnforce {
+		if mode == ModeEnforce && jerr != nil {
+			d.Reason = joinReasons(a.Reason, "recommended only: the tuner journal cannot be written, so no change is made until a write succeeds: "+jerr.Error())
+		} else if mode == ModeEnforce {
 			d.Reason = joinReasons(a.Reason, "recommended only: this host has no rebalancing hook (--tuner.rebalance-hook)")
 		}
 		return []Decision{t.finish(a, d, now, nil)}, false
@@ -341,8 +342,7 @@ func (t *Tuner) keepOriginal(a Action, now time.Time) error {
 		return nil
 	}
 	if t.o.Journal != nil {
-		if err := t.o.Journal.Append(Record{Time: now, Event: EventOriginal, Target: a.Target, Tenant: a.Tenant, From: encodeValue(a.Current)}); err != nil {
-			t.counts.JournalErrors++
+		if err := t.journal(Record{Time: now, Event: EventOriginal, Target: a.Target, Tenant: a.Tenant, From: encodeValue(a.Current)}); err != nil {
 			return fmt.Errorf("not changed, the original could not be journaled: %w", err)
 		}
 	}
@@ -350,95 +350,15 @@ func (t *Tuner) keepOriginal(a Action, now time.Time) error {
 	return nil
 }
 
-// Restore sets back every original the tuner (or an earlier run, per the
-// journal) changed, on the latest snapshot's GPUs. It is called on exit; a
-// failed restore is returned (and journaled, logged and counted).
-func (t *Tuner) Restore(ctx context.Context) ([]Decision, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	now := t.o.Clock.Now()
-	d, err := t.restoreLocked(ctx, now, "restored at exit")
-	t.publishLocked(now)
-	return d, err
-}
-
-func (t *Tuner) restoreLocked(ctx context.Context, now time.Time, why string) ([]Decision, error) {
-	if !t.anyEnforce() {
-		if n := len(t.originals); n > 0 {
-			level.Warn(t.o.Logger).Log("msg", "the tuner journal holds settings changed and not restored; the tuner acts only in enforce mode, so they stay as they are",
-				"originals", n)
-		}
-		return nil, nil
-	}
-	keys := make([]string, 0, len(t.originals))
-	for k := range t.originals {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var out []Decision
-	var errs []error
-	for _, k := range keys {
-		o := t.originals[k]
-		a := Action{Target: o.Target, Tenant: o.Tenant, Want: o.Value, Revert: true, Reason: why}
-		if o.Target.Knob == gpu.KnobMPSActiveThreads {
-			a.Restart = true
-			if !t.processPresent(o.Target) {
-				// Its context is gone: the next one starts with the
-				// default, not with the tuner's fraction.
-				t.journal(Record{Time: now, Event: EventRestored, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), Reason: "process gone; nothing to restore"})
-				delete(t.originals, k)
-				continue
-			}
-		}
-		d := Decision{Time: now, GPU: o.Target.GPU, Tenant: o.Tenant, Knob: o.Target.Knob, To: o.Value.String(), Reason: why}
-		if err := t.apply(ctx, a); err != nil {
-			d.Outcome = OutcomeFailed
-			d.Reason = joinReasons(why, "restore failed: "+err.Error())
-			t.counts.RestoreFailures++
-			errs = append(errs, fmt.Errorf("restore %s to %v: %w", o.Target, o.Value, err))
-			t.journal(Record{Time: now, Event: EventRestoreFailed, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), Reason: err.Error()})
-			level.Error(t.o.Logger).Log("msg", "tuner could not restore an original setting", "target", o.Target.String(), "value", o.Value.String(), "err", err)
-		} else {
-			d.Outcome, d.Applied = OutcomeApplied, true
-			t.counts.Restores++
-			t.journal(Record{Time: now, Event: EventRestored, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), Reason: why})
-			level.Info(t.o.Logger).Log("msg", "tuner restored an original setting", "target", o.Target.String(), "value", o.Value.String(), "reason", why)
-			delete(t.originals, k)
-			delete(t.pending, k)
-		}
-		out = append(out, d)
-	}
-	return out, errors.Join(errs...)
-}
-
-// processPresent reports whether the target's process still runs on its
-// GPU in the latest snapshot (true when unknown).
-func (t *Tuner) processPresent(tg Target) bool {
-	if t.last == nil || t.last.Readings == nil {
-		return true
-	}
-	for _, d := range t.last.Readings.Devices {
-		if d.UUID != tg.GPU {
-			continue
-		}
-		for _, p := range d.Processes {
-			if p.PID == tg.PID {
-				return true
-			}
-		}
-		return false
-	}
-	return false
-}
-
-// journal appends rec when a journal is configured; a write failure is
-// logged and counted, and acting goes on (the original is kept in memory).
-func (t *Tuner) journal(rec Record) {
+// journal appends rec when a journal is configured. A write failure is
+// counted and logged (once until a write succeeds again) and returned:
+// while the journal cannot be written the tuner does not act (execute),
+// and the originals stay in memory.
+func (t *Tuner) journal(rec Record) error {
 	if t.o.Journal == nil {
-		return
+		return nil
 	}
-	if err := t.o.Journal.Append(rec); err != nil {
-		t.counts.JournalErrors++
-		level.Error(t.o.Logger).Log("msg", "tuner journal write failed", "err", err)
-	}
+	err := t.o.Journal.Append(rec)
+	t.noteJournal(err)
+	return err
 }

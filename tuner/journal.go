@@ -2,12 +2,19 @@ package tuner
 
 import (
 	"bufio"
+	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -18,7 +25,7 @@ const (
 	EventRestoreFailed = "restore_failed" // an original could not be set back
 )
 
-// Record is one line of the journal.
+// Record is one record of the journal.
 type Record struct {
 	Time   time.Time     `json:"time"`
 	Event  string        `json:"event"`
@@ -38,90 +45,279 @@ type Original struct {
 	At     time.Time
 }
 
-// Journal is the tuner's append-only record, one JSON object per line,
-// synced to disk after every line: the original of every setting before
-// the first change to it, and every outcome. After a crash, the originals
-// without a later "restored" line are what the next start sets back.
-type Journal struct {
-	mu   sync.Mutex
-	f    *os.File
-	path string
-	// open are the originals journaled and not restored, by Target.String.
-	open map[string]Original
+// The journal's format (docs/tuning.md, "The journal"): one record a
+// line,
+//
+//	J1 LLLLLLLL CCCCCCCC {json}\n
+//
+// with LLLLLLLL the length of the JSON in bytes and CCCCCCCC its CRC-32C
+// (Castagnoli), both as 8 lowercase hex digits. A record is whole only
+// with its length, its checksum and its newline right; a line that starts
+// with "{" is a record of the earlier format (JSON alone), still read.
+const (
+	recordMagic  = "J1 "
+	recordHeader = len(recordMagic) + 8 + 1 + 8 + 1
+)
+
+// MaxRecordBytes bounds the JSON of one record: a longer one is refused
+// when written and dropped (as corrupt) when read.
+const MaxRecordBytes = 16 << 10
+
+// maxReasonBytes bounds a record's reason; a longer one is cut.
+const maxReasonBytes = 4 << 10
+
+// DefaultJournalMaxBytes is the size past which the journal is compacted.
+const DefaultJournalMaxBytes = 1 << 20
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// JournalDropReasons are the reasons a record is dropped when read.
+var JournalDropReasons = []string{"torn", "corrupt", "invalid", "oversize"}
+
+// JournalStats are what the journal's recovery and writes have done since
+// it was opened.
+type JournalStats struct {
+	// TornBytes is the size of the torn tail cut off at open (a crash or
+	// a full disk during the last write); 0 when the file ended whole.
+	TornBytes int64
+	// Dropped counts the records dropped at open, by reason: "torn" (the
+	// tail), "corrupt" (a bad length, checksum or JSON inside the file),
+	// "invalid" (a whole record with a value out of range or a field
+	// missing), "oversize" (a line over MaxRecordBytes).
+	Dropped map[string]int
+	// Compactions counts the rewrites of the journal to its open originals.
+	Compactions int
+	// WriteError is the last write's error ("" once a write succeeded
+	// again): while it is set the tuner does not act.
+	WriteError string
+	// Size is the file's size in bytes.
+	Size int64
 }
 
-// OpenJournal opens (creating) the journal at path and reads what an
-// earlier run left in it. A line that does not parse is an error naming
-// its place, except a torn last line (a crash during a write), which is
-// ignored.
-func OpenJournal(path string) (*Journal, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+// Journal is the tuner's append-only record (see the format above), synced
+// to disk after every record: the original of every setting before the
+// first change to it, and every outcome. After a crash, the originals
+// without a later "restored" record are what the next start sets back.
+type Journal struct {
+	mu       sync.Mutex
+	f        *os.File
+	path     string
+	maxBytes int64
+	size     int64 // the file's size after the last whole record
+	records  int   // records in the file
+	// open are the originals journaled and not restored, by Target.String.
+	open  map[string]Original
+	stats JournalStats
+}
+
+// OpenJournal opens (creating) the journal at path, recovers what an
+// earlier run left in it and compacts it; see OpenJournalSize.
+func OpenJournal(path string) (*Journal, error) { return OpenJournalSize(path, DefaultJournalMaxBytes) }
+
+// OpenJournalSize opens (creating) the journal at path, compacted once it
+// grows past maxBytes. Only a regular file is accepted (it is opened
+// without blocking, so a FIFO does not hang the start). What an earlier
+// run left is read record by record: a torn tail is cut off, a corrupt or
+// invalid record inside the file is dropped, and both are counted
+// (Stats); only a file that cannot be read or written is an error.
+func OpenJournalSize(path string, maxBytes int64) (*Journal, error) {
+	if maxBytes <= 0 {
+		maxBytes = DefaultJournalMaxBytes
+	}
+	f, err := openRegular(path)
 	if err != nil {
 		return nil, fmt.Errorf("tuner journal: %w", err)
 	}
-	j := &Journal{f: f, path: path, open: map[string]Original{}}
-	if err := j.load(f); err != nil {
+	j := &Journal{f: f, path: path, maxBytes: maxBytes, open: map[string]Original{}, stats: JournalStats{Dropped: map[string]int{}}}
+	if err := j.load(); err != nil {
 		f.Close()
 		return nil, err
+	}
+	if j.stats.TornBytes > 0 {
+		if err := f.Truncate(j.size); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("tuner journal %s: cutting the torn tail: %w", path, err)
+		}
+	}
+	if j.records > len(j.open) || j.dropped() > 0 {
+		if err := j.compactLocked(); err != nil {
+			// The file stays as it is (whole records only): acting
+			// waits for a write that succeeds.
+			j.stats.WriteError = err.Error()
+		}
 	}
 	return j, nil
 }
 
-func (j *Journal) load(r io.Reader) error {
-	br := bufio.NewReader(r)
-	for n := 1; ; n++ {
-		line, err := br.ReadBytes('\n')
-		if len(line) > 0 {
-			var rec Record
-			if perr := json.Unmarshal(line, &rec); perr != nil {
-				if errors.Is(err, io.EOF) { // torn last line
-					return nil
-				}
-				return fmt.Errorf("tuner journal %s:%d: %v", j.path, n, perr)
-			}
-			if err := j.apply(rec); err != nil {
-				return fmt.Errorf("tuner journal %s:%d: %v", j.path, n, err)
-			}
-		}
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("tuner journal %s: %w", j.path, err)
-		}
+// openRegular opens path for appending without blocking and refuses
+// anything but a regular file.
+func openRegular(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND|syscall.O_NONBLOCK, 0o600)
+	if err != nil {
+		return nil, err
 	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("%s is not a regular file (%s)", path, fi.Mode().Type())
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
-// apply updates the open originals with one record.
-func (j *Journal) apply(rec Record) error {
+func (j *Journal) dropped() int {
+	n := 0
+	for _, c := range j.stats.Dropped {
+		n += c
+	}
+	return n
+}
+
+// load reads the records, in bounded memory, and applies the whole ones.
+func (j *Journal) load() error {
+	br := bufio.NewReaderSize(j.f, recordHeader+MaxRecordBytes+1)
+	var off int64
+	var bad []string // reasons of the bad lines since the last good record
+	for {
+		line, err := br.ReadSlice('\n')
+		n := int64(len(line))
+		if errors.Is(err, bufio.ErrBufferFull) {
+			// Over the bound: skip to the end of the line.
+			for errors.Is(err, bufio.ErrBufferFull) {
+				line, err = br.ReadSlice('\n')
+				n += int64(len(line))
+			}
+			if err == nil {
+				bad = append(bad, "oversize")
+			}
+			line = nil
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("tuner journal %s: %w", j.path, err)
+		}
+		if errors.Is(err, io.EOF) {
+			if n > 0 {
+				bad = append(bad, "torn") // no newline: the last write did not finish
+			}
+			off += n
+			break
+		}
+		off += n
+		rec, why := parseRecord(line)
+		if why != "" {
+			bad = append(bad, why)
+			continue
+		}
+		j.apply(rec)
+		j.records++
+		for _, b := range bad { // bad lines before a good one: corruption inside
+			j.stats.Dropped[b]++
+		}
+		bad = bad[:0]
+		j.size = off
+	}
+	for _, b := range bad { // after the last whole record: the torn tail
+		j.stats.Dropped[b]++
+	}
+	j.stats.TornBytes = off - j.size
+	j.stats.Size = j.size
+	return nil
+}
+
+// parseRecord decodes and validates one line (with its newline); why is
+// the reason it is dropped, "" when it is whole and valid.
+func parseRecord(line []byte) (rec Record, why string) {
+	body := bytes.TrimSuffix(line, []byte("\n"))
+	if len(body) > 0 && body[0] == '{' { // the earlier format
+		if len(body) > MaxRecordBytes {
+			return rec, "oversize"
+		}
+	} else {
+		if len(body) < recordHeader || string(body[:len(recordMagic)]) != recordMagic {
+			return rec, "corrupt"
+		}
+		h := body[len(recordMagic):recordHeader]
+		n, err1 := strconv.ParseUint(string(h[:8]), 16, 32)
+		sum, err2 := strconv.ParseUint(string(h[9:17]), 16, 32)
+		body = body[recordHeader:]
+		if err1 != nil || err2 != nil || h[8] != ' ' || int(n) != len(body) || crc32.Checksum(body, castagnoli) != uint32(sum) {
+			return rec, "corrupt"
+		}
+	}
+	if err := json.Unmarshal(body, &rec); err != nil {
+		return rec, "corrupt"
+	}
+	if err := validRecord(rec); err != nil {
+		return rec, "invalid"
+	}
+	return rec, ""
+}
+
+// encodeRecord renders rec in the journal's format.
+func encodeRecord(rec Record) ([]byte, error) {
+	if len(rec.Reason) > maxReasonBytes {
+		rec.Reason = rec.Reason[:maxReasonBytes] + "..."
+	}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > MaxRecordBytes {
+		return nil, fmt.Errorf("record of %d bytes over the %d-byte bound", len(b), MaxRecordBytes)
+	}
+	out := make([]byte, 0, recordHeader+len(b)+1)
+	out = fmt.Appendf(out, "%s%08x %08x ", recordMagic, len(b), crc32.Checksum(b, castagnoli))
+	out = append(out, b...)
+	return append(out, '\n'), nil
+}
+
+// apply updates the open originals with one valid record.
+func (j *Journal) apply(rec Record) {
 	k := rec.Target.String()
 	switch rec.Event {
 	case EventOriginal:
 		if _, ok := j.open[k]; ok {
-			return nil // the first original stays
+			return // the first original stays
 		}
-		v, err := rec.From.decode()
-		if err != nil {
-			return err
-		}
+		v, _ := rec.From.decode() // validated
 		j.open[k] = Original{Target: rec.Target, Tenant: rec.Tenant, Value: v, At: rec.Time}
 	case EventRestored:
 		delete(j.open, k)
 	}
-	return nil
 }
 
 // Path returns the journal's file.
 func (j *Journal) Path() string { return j.path }
 
-// Originals returns the originals not yet restored, in no special order.
+// Stats returns what recovery, compaction and writes did.
+func (j *Journal) Stats() JournalStats {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	s := j.stats
+	s.Dropped = make(map[string]int, len(j.stats.Dropped))
+	for k, v := range j.stats.Dropped {
+		s.Dropped[k] = v
+	}
+	return s
+}
+
+// Originals returns the originals not yet restored, oldest first.
 func (j *Journal) Originals() []Original {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	return j.originalsLocked()
+}
+
+func (j *Journal) originalsLocked() []Original {
 	out := make([]Original, 0, len(j.open))
 	for _, o := range j.open {
 		out = append(out, o)
 	}
+	slices.SortFunc(out, func(a, b Original) int {
+		return cmp.Or(a.At.Compare(b.At), cmp.Compare(a.Target.String(), b.Target.String()))
+	})
 	return out
 }
 
@@ -133,25 +329,126 @@ func (j *Journal) HasOriginal(t Target) bool {
 	return ok
 }
 
-// Append writes rec and syncs the file.
+// Append writes rec and syncs the file. A record that is not valid, or
+// that could not be written whole, is an error and changes nothing: a
+// partial write is cut off again. The journal is compacted once it grows
+// past its bound.
 func (j *Journal) Append(rec Record) error {
-	b, err := json.Marshal(rec)
+	if err := validRecord(rec); err != nil {
+		return fmt.Errorf("tuner journal %s: %w", j.path, err)
+	}
+	b, err := encodeRecord(rec)
 	if err != nil {
-		return err
+		return fmt.Errorf("tuner journal %s: %w", j.path, err)
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if err := j.apply(rec); err != nil {
+	if err := j.write(b); err != nil {
+		j.stats.WriteError = err.Error()
 		return err
 	}
-	if _, err := j.f.Write(append(b, '\n')); err != nil {
-		return fmt.Errorf("tuner journal %s: %w", j.path, err)
-	}
-	if err := j.f.Sync(); err != nil {
-		return fmt.Errorf("tuner journal %s: sync: %w", j.path, err)
+	j.apply(rec)
+	j.records++
+	j.stats.WriteError = ""
+	if j.size > j.maxBytes && j.records > len(j.open) {
+		if err := j.compactLocked(); err != nil {
+			// The record is written; the file stays long until a later
+			// compaction succeeds.
+			j.stats.WriteError = err.Error()
+		}
 	}
 	return nil
 }
 
+// write appends b and syncs; on failure the file is cut back to its last
+// whole record.
+func (j *Journal) write(b []byte) error {
+	_, err := j.f.Write(b)
+	if err == nil {
+		if err = j.f.Sync(); err != nil {
+			err = fmt.Errorf("sync: %w", err)
+		}
+	}
+	if err != nil {
+		_ = j.f.Truncate(j.size)
+		return fmt.Errorf("tuner journal %s: %w", j.path, err)
+	}
+	j.size += int64(len(b))
+	j.stats.Size = j.size
+	return nil
+}
+
+// Compact rewrites the journal to its open originals.
+func (j *Journal) Compact() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.compactLocked()
+}
+
+// compactLocked writes the open originals to a temporary file next to the
+// journal, syncs it, renames it over the journal and syncs the directory;
+// a crash at any point leaves either the old journal or the new one.
+func (j *Journal) compactLocked() error {
+	var buf []byte
+	for _, o := range j.originalsLocked() {
+		b, err := encodeRecord(Record{Time: o.At, Event: EventOriginal, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value)})
+		if err != nil {
+			return fmt.Errorf("tuner journal %s: compacting: %w", j.path, err)
+		}
+		buf = append(buf, b...)
+	}
+	tmp := j.path + ".tmp"
+	err := writeSynced(tmp, buf)
+	if err == nil {
+		err = os.Rename(tmp, j.path)
+	}
+	if err == nil {
+		err = syncDir(filepath.Dir(j.path))
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("tuner journal %s: compacting: %w", j.path, err)
+	}
+	f, err := openRegular(j.path)
+	if err != nil {
+		return fmt.Errorf("tuner journal %s: reopening after compaction: %w", j.path, err)
+	}
+	j.f.Close()
+	j.f, j.size, j.records = f, int64(len(buf)), len(j.open)
+	j.stats.Size = j.size
+	j.stats.Compactions++
+	return nil
+}
+
+// writeSynced creates path with b and syncs it.
+func writeSynced(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NONBLOCK, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// syncDir syncs a directory, so that a rename in it is durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
 // Close closes the file.
-func (j *Journal) Close() error { return j.f.Close() }
+func (j *Journal) Close() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.f.Close()
+}

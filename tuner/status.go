@@ -91,6 +91,10 @@ type Status struct {
 	// History are the latest rounds' burns and knob values, oldest first
 	// (at most HistoryPoints).
 	History []RoundPoint
+	// Journal is what the journal's recovery, compaction and writes did;
+	// nil without a journal. While its WriteError is set the tuner makes
+	// no change.
+	Journal *JournalStats
 }
 
 // ModeOf is the mode the tuner applies to one GPU (by UUID, then index,
@@ -119,6 +123,10 @@ func (t *Tuner) publishLocked(now time.Time) {
 		FastWindow: t.o.FastWindow, Burns: slices.Clone(t.burns), GPUs: slices.Clone(t.rounds), History: t.hist.points(),
 	}
 	s.KillSwitch = t.chain().Stopped()
+	if t.o.Journal != nil {
+		js := t.o.Journal.Stats()
+		s.Journal = &js
+	}
 	s.Settings = t.settings()
 	t.status.Store(s)
 }

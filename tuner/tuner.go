@@ -170,6 +170,8 @@ type Tuner struct {
 	burns  []TenantBurn
 	rounds []GPURound
 	hist   *roundRing
+	// journalBroken is whether the last journal write failed.
+	journalBroken bool
 
 	status atomic.Pointer[Status]
 }
@@ -250,7 +252,7 @@ func (t *Tuner) anyEnforce() bool {
 // RunOnce runs one observe -> decide -> guard -> act round on snap and
 // returns the decisions made, with their outcomes. The first round in
 // enforce mode first restores the originals an earlier run left in the
-// journal (it crashed before restoring them).
+// journal (it crashed before restoring them), unless Recover did.
 func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -265,9 +267,7 @@ func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 		return nil, nil
 	}
 	t.last = snap
-	if !t.recovered && t.anyEnforce() {
-		t.recovered = true
-		d, err := t.restoreLocked(ctx, now, "restored after an unclean exit (found in the journal at start)")
+	if d, err := t.recoverLocked(ctx, now); err != nil || len(d) > 0 {
 		out = append(out, d...)
 		if err != nil {
 			errs = append(errs, err)

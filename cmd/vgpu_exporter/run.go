@@ -143,10 +143,11 @@ func (s *service) reload() error {
 // collectorFunc builds the GPU/tenant collector over a snapshot getter.
 type collectorFunc func(snap func() *tenant.Snapshot, logger log.Logger, filters ...string) (prometheus.Collector, error)
 
-// shutdownTimeout bounds the whole shutdown after SIGINT/SIGTERM: HTTP
-// requests in flight, the sampler, the builder's background work, a reload
-// in progress and closing the backend. What has not finished by then is
-// abandoned and the process exits.
+// shutdownTimeout bounds the shutdown after SIGINT/SIGTERM: HTTP requests
+// in flight, the sampler, the builder's background work, a reload in
+// progress and closing the backend. What has not finished by then is
+// abandoned and the process exits. The tuner's restore, which comes first,
+// has its own deadline (restoreTimeout).
 const shutdownTimeout = 10 * time.Second
 
 // httpShutdownTimeout is the part of shutdownTimeout given to requests in
@@ -197,8 +198,10 @@ func (s *service) logServing(cfg *config) {
 
 // serve runs the sampler and the HTTP server until ctx is done or the
 // server fails, then stops both and closes the source. hup delivers reload
-// requests (SIGHUP). Once ctx is done, it returns within shutdownTimeout
-// whatever the backend, the builder or a reload is doing.
+// requests (SIGHUP). Once ctx is done, it restores the tuner's originals
+// (within restoreTimeout) and returns within shutdownTimeout of ctx's end,
+// or as soon as the restore ends when that is later, whatever the backend,
+// the builder or a reload is doing.
 func (s *service) serve(ctx context.Context, cfg *config, newCollector collectorFunc, hup <-chan os.Signal) error {
 	slogger := newSlogLogger(log.With(s.logger, "component", "web"), slogLevel(cfg.LogLevel))
 	var self *prometheus.Registry
@@ -254,9 +257,19 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 		serveErr <- err // for the shutdown below, which waits for it
 	}
 	cancel()
+	// The restore comes first, on its own deadline (restoreTimeout): what
+	// else is stuck (a request, a background read, the builder) cannot
+	// keep the originals from being set back.
+	var restoreErr error // written before restored closes
+	restored := make(chan struct{})
+	go func() {
+		defer close(restored)
+		if s.tuner != nil {
+			restoreErr = s.tuner.restoreAtExit()
+		}
+	}()
 	deadline := time.Now().Add(shutdownTimeout) // wall time: the process's own deadline
 	stopped := make(chan struct{})
-	var restoreErr error // written before stopped closes
 	go func() {
 		defer close(stopped)
 		sctx, scancel := context.WithTimeout(context.Background(), httpShutdownTimeout)
@@ -272,23 +285,17 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 		if hasBackground {
 			st.Wait()
 		}
-		if s.tuner != nil {
-			// Before the backend closes: the originals are set back
-			// through it.
-			restoreErr = s.tuner.restore()
-		}
+		<-restored // before the backend closes: the originals are set back through it
 		if err := s.src.Close(); err != nil {
 			level.Warn(s.logger).Log("msg", "closing the backend", "backend", s.src.Name(), "err", err)
 		}
 	}()
+	<-restored
+	result = errors.Join(result, restoreErr)
 	select {
 	case <-stopped:
-		result = errors.Join(result, restoreErr)
 	case <-time.After(time.Until(deadline)):
 		level.Warn(s.logger).Log("msg", "shutdown did not finish in time; exiting anyway", "timeout", shutdownTimeout)
-		if s.tuner != nil {
-			result = errors.Join(result, errors.New("shutdown timed out: the tuner may not have restored every original setting; the journal restores them at the next start"))
-		}
 	}
 	return result
 }

@@ -33,6 +33,13 @@ func openSim(cfg *config, clock gpu.Clock, logger log.Logger) (gpu.Source, tenan
 		return nil, tenantsSource{}, fmt.Errorf("--sim.scenario=%s: %w", cfg.SimScenario, err)
 	}
 	level.Warn(logger).Log("msg", "serving SIMULATED GPU data", "scenario", cfg.SimScenario, "seed", cfg.SimSeed)
+	if cfg.SimSettingsFile != "" {
+		p, err := sim.Persist(s, cfg.SimSettingsFile)
+		if err != nil {
+			return nil, tenantsSource{}, fmt.Errorf("--sim.settings-file: %w", err)
+		}
+		return p, companion, nil
+	}
 	return s, companion, nil
 }
 

@@ -42,7 +42,7 @@ func addTunerFlags(app *kingpin.Application, c *tunerConfig) {
 	app.Flag("tuner.policy", "The policy the tuner runs: "+strings.Join(tunerPolicies(), ", ")+".").
 		Default(tuner.AutotuneName).StringVar(&c.Policy)
 	durationFlag(app, "tuner.interval", "How often the tuner decides.", tuner.DefaultInterval.String(), &c.Interval)
-	app.Flag("tuner.journal", "Journal file of the tuner (JSON lines, synced): every original setting before its first change and every outcome; originals are restored from it at exit and at the next start after a crash. Default: none (originals kept in memory only).").
+	app.Flag("tuner.journal", "Journal file of the tuner (a regular file of checksummed JSON records, synced, compacted past 1 MiB; docs/tuning.md): every original setting before its first change and every outcome; originals are restored from it at exit and at the next start after a crash. Default: none (originals kept in memory only).").
 		PlaceHolder("FILE").StringVar(&c.Journal)
 	app.Flag("tuner.kill-switch-file", "While this file exists the tuner changes nothing (it still decides and exports).").
 		PlaceHolder("FILE").StringVar(&c.KillSwitchFile)
@@ -120,7 +120,18 @@ type tunerRunner struct {
 	snapshot func() *tenant.Snapshot
 	logger   log.Logger
 	failed   bool // a restore failed: the exit status says so
+	// done is closed when run returns: the tuner is idle, for the restore.
+	done chan struct{}
 }
+
+// restoreTimeout bounds the restore at exit (and the one at start): its
+// own deadline, apart from the rest of the shutdown, long enough for a
+// client restart still in progress to end.
+const restoreTimeout = 30 * time.Second
+
+// firstSnapshotPoll is how often the start's restore looks for the first
+// snapshot (the GPUs' processes, to tell a client gone from one running).
+const firstSnapshotPoll = 50 * time.Millisecond
 
 // newTunerRunner builds the tuner over the actuators this host has (the
 // backend's own and those of outside programs, detectActuators); an
@@ -140,14 +151,12 @@ func newTunerRunner(cfg *config, src gpu.Source, clock gpu.Clock, snapshot func(
 	if err != nil {
 		return nil, err
 	}
-	r := &tunerRunner{clock: clock, interval: c.Interval, snapshot: snapshot, logger: logger}
+	r := &tunerRunner{clock: clock, interval: c.Interval, snapshot: snapshot, logger: logger, done: make(chan struct{})}
 	if c.Journal != "" {
 		if r.journal, err = tuner.OpenJournal(c.Journal); err != nil {
 			return nil, fmt.Errorf("--tuner.journal: %w", err)
 		}
-		if n := len(r.journal.Originals()); n > 0 {
-			level.Warn(logger).Log("msg", "the tuner journal holds settings an earlier run changed and did not restore (unclean exit)", "journal", c.Journal, "originals", n)
-		}
+		logJournalRecovery(logger, c.Journal, r.journal)
 	} else if mode == tuner.ModeEnforce {
 		level.Warn(logger).Log("msg", "tuner in enforce mode without --tuner.journal: original settings are kept in memory only and are not restored after a crash")
 	}
@@ -185,9 +194,45 @@ func newTunerRunner(cfg *config, src gpu.Source, clock gpu.Clock, snapshot func(
 // status is the tuner's published status, for the collector.
 func (r *tunerRunner) status() *tuner.Status { return r.t.Status() }
 
-// run decides every interval until ctx is done, then restores the
-// originals.
+// logJournalRecovery says what opening the journal found and did.
+func logJournalRecovery(logger log.Logger, path string, j *tuner.Journal) {
+	st := j.Stats()
+	if st.TornBytes > 0 {
+		level.Warn(logger).Log("msg", "tuner journal: cut off a torn last record (the previous run ended during a write)", "journal", path, "bytes", st.TornBytes)
+	}
+	for _, why := range []string{"corrupt", "invalid", "oversize"} {
+		if n := st.Dropped[why]; n > 0 {
+			level.Error(logger).Log("msg", "tuner journal: dropped records that cannot be trusted; an original they held is lost", "journal", path, "reason", why, "records", n)
+		}
+	}
+	if st.WriteError != "" {
+		level.Error(logger).Log("msg", "tuner journal cannot be written: the tuner makes no change until a write succeeds", "journal", path, "err", st.WriteError)
+	}
+	if n := len(j.Originals()); n > 0 {
+		level.Warn(logger).Log("msg", "the tuner journal holds settings an earlier run changed and did not restore (unclean exit); restoring them now", "journal", path, "originals", n)
+	}
+}
+
+// run first restores what an earlier run left changed (as soon as the
+// first snapshot is there), then decides every interval until ctx is done.
 func (r *tunerRunner) run(ctx context.Context) {
+	defer close(r.done)
+	snap := r.snapshot()
+	for snap == nil {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.clock.After(firstSnapshotPoll):
+		}
+		snap = r.snapshot()
+	}
+	rctx, cancel := context.WithTimeout(ctx, restoreTimeout)
+	_, err := r.t.Recover(rctx, snap)
+	cancel()
+	if err != nil && ctx.Err() == nil { // cut short by a stop: the restore at exit goes on
+		r.failed = true
+		level.Error(r.logger).Log("msg", "tuner: settings an earlier run changed could not all be restored at start; tried again at exit and at the next start", "err", err)
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -201,11 +246,51 @@ func (r *tunerRunner) run(ctx context.Context) {
 	}
 }
 
-// restore sets the originals back (at exit) and closes the journal; the
-// error is what makes the exit status non-zero.
-func (r *tunerRunner) restore() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+// restoreAtExit waits for run to return (its context is done) and sets
+// the originals back, all within restoreTimeout whatever else is stuck;
+// the error is what makes the exit status non-zero. What is not restored
+// stays open in the journal, for the next start.
+func (r *tunerRunner) restoreAtExit() error {
+	ctx, cancel := context.WithTimeout(context.Background(), restoreTimeout)
 	defer cancel()
+	res := make(chan error, 1)
+	go func() {
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			res <- errors.New("the tuner's round did not end (an actuator is stuck)")
+			return
+		}
+		res <- r.restoreWithin(ctx)
+	}()
+	var err error
+	select {
+	case err = <-res:
+	case <-ctx.Done():
+		err = fmt.Errorf("not finished in %v", restoreTimeout)
+	}
+	return r.restoreResult(err)
+}
+
+// restore sets the originals back (within restoreTimeout) and closes the
+// journal; the error is what makes the exit status non-zero.
+func (r *tunerRunner) restore() error {
+	ctx, cancel := context.WithTimeout(context.Background(), restoreTimeout)
+	defer cancel()
+	return r.restoreResult(r.restoreWithin(ctx))
+}
+
+// restoreResult logs and wraps a restore's error.
+func (r *tunerRunner) restoreResult(err error) error {
+	if err == nil {
+		return nil
+	}
+	level.Error(r.logger).Log("msg", "tuner: original settings NOT restored; the journal restores them at the next start", "err", err)
+	return fmt.Errorf("tuner restore: %w", err)
+}
+
+// restoreWithin sets the originals back and closes the journal.
+func (r *tunerRunner) restoreWithin(ctx context.Context) error {
 	_, err := r.t.Restore(ctx)
 	if r.journal != nil {
 		if cerr := r.journal.Close(); cerr != nil && err == nil {
@@ -215,11 +300,7 @@ func (r *tunerRunner) restore() error {
 	if err == nil && r.failed {
 		err = errors.New("a restore of original settings failed while running (see the log)")
 	}
-	if err != nil {
-		level.Error(r.logger).Log("msg", "tuner: original settings NOT restored", "err", err)
-		return fmt.Errorf("tuner restore: %w", err)
-	}
-	return nil
+	return err
 }
 
 // tunerStatus is the tuner's published status; nil when the tuner is off.

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-kit/log"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/sim"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner"
+)
+
+// stuckBuilder is a builder whose background work never ends (a read of a
+// FIFO, a server that never answers).
+type stuckBuilder struct{ snapshotBuilder }
+
+func (b stuckBuilder) Start(ctx context.Context) {
+	if s, ok := b.snapshotBuilder.(starter); ok {
+		s.Start(ctx)
+	}
+}
+func (stuckBuilder) Wait() { select {} }
+
+// serveSim builds the exporter on the simulator with args and serves it
+// until the returned stop is called; stop returns serve's error.
+func serveSim(t *testing.T, wrap func(snapshotBuilder) snapshotBuilder, args ...string) (*service, func() error) {
+	t.Helper()
+	cfg := testConfig(t, append([]string{"--web.listen-address=" + freeAddr(t), "--backend=sim", "--sim.scenario=noisy-neighbour", "--sample.interval=100ms"}, args...)...)
+	svc, err := buildOn(cfg, gpu.RealClock{}, log.NewNopLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wrap != nil {
+		svc.builder = wrap(svc.builder)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.serve(ctx, cfg, newCollector, make(chan os.Signal)) }()
+	stopped := false
+	stop := func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(60 * time.Second):
+			t.Fatal("serve did not return after cancel")
+			return nil
+		}
+	}
+	t.Cleanup(func() { _ = stop() })
+	return svc, stop
+}
+
+// leftovers are the simulated settings that differ from their first values.
+func leftovers(t *testing.T, path string) []sim.PersistedSetting {
+	t.Helper()
+	set, err := sim.ReadPersisted(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sim.Leftovers(set)
+}
+
+// Shutdown restores the tuner's originals first: a background read that
+// never ends does not keep them from being set back, nor the exit status
+// from saying so.
+func TestShutdownRestoresFirstWhateverIsStuck(t *testing.T) {
+	dir := t.TempDir()
+	settings, journal := filepath.Join(dir, "settings.json"), filepath.Join(dir, "journal")
+	svc, stop := serveSim(t, func(b snapshotBuilder) snapshotBuilder { return stuckBuilder{b} },
+		"--tuner.mode=enforce", "--tuner.policy=static-equal", "--tuner.interval=100ms",
+		"--tuner.journal="+journal, "--sim.settings-file="+settings)
+	waitUntil(t, "the tuner's changes", func() bool { return svc.tunerStatus().Unrestored == 2 })
+	if n := len(leftovers(t, settings)); n != 2 {
+		t.Fatalf("%d settings changed, want 2", n)
+	}
+	start := time.Now()
+	if err := stop(); err != nil {
+		t.Errorf("serve: %v", err)
+	}
+	if n := leftovers(t, settings); len(n) != 0 {
+		t.Errorf("settings left changed after the shutdown: %+v", n)
+	}
+	if took := time.Since(start); took > shutdownTimeout+restoreTimeout {
+		t.Errorf("shutdown took %v", took)
+	}
+	b, _ := os.ReadFile(journal)
+	if c := strings.Count(string(b), `"event":"restored"`); c != 2 {
+		t.Errorf("%d restored records in the journal, want 2", c)
+	}
+}
+
+// An earlier run's originals are restored at start, before the tuner's
+// first round (here an hour away).
+func TestCrashRestoreAtStart(t *testing.T) {
+	journal := filepath.Join(t.TempDir(), "journal")
+	const uuid = "GPU-58df9232-29cc-550c-e4e0-c6a70f3f36eb" // noisy-neighbour's GPU
+	line := `{"time":"2026-01-01T00:00:00Z","event":"original","target":{"gpu":"` + uuid + `","knob":"mps_active_threads","pid":61002},"tenant":"embed","from":{"kind":"fraction","num":1}}` + "\n"
+	if err := os.WriteFile(journal, []byte(line), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	svc, stop := serveSim(t, nil, "--tuner.mode=enforce", "--tuner.policy=static-equal", "--tuner.interval=1h", "--tuner.journal="+journal)
+	deadline := time.Now().Add(5 * time.Second)
+	for svc.tunerStatus().Counts.Restores == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the journal's original was not restored within 5s of the start")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	s := svc.tunerStatus()
+	if applied := s.Counts.Actions[tuner.ActionKey{Knob: gpu.KnobMPSActiveThreads, Outcome: tuner.OutcomeApplied}]; s.Unrestored != 0 || applied != 0 {
+		t.Errorf("after the start: %d unrestored, %d changes applied (no round was due)", s.Unrestored, applied)
+	}
+	if err := stop(); err != nil {
+		t.Errorf("serve: %v", err)
+	}
+}
+
+// A stop shortly after a change, while the MPS client's restart is still
+// in progress, waits for it and sets the original back: the exit status
+// is 0 and no setting is left changed.
+func TestStopShortlyAfterAChangeRestores(t *testing.T) {
+	dir := t.TempDir()
+	settings := filepath.Join(dir, "settings.json")
+	svc, stop := serveSim(t, nil, "--tuner.mode=enforce", "--tuner.policy=static-equal", "--tuner.interval=100ms",
+		"--tuner.journal="+filepath.Join(dir, "journal"), "--sim.settings-file="+settings)
+	waitUntil(t, "the tuner's changes", func() bool { return svc.tunerStatus().Unrestored == 2 })
+	if err := stop(); err != nil {
+		t.Errorf("serve: %v", err)
+	}
+	if n := leftovers(t, settings); len(n) != 0 {
+		t.Errorf("settings left changed: %+v", n)
+	}
+}

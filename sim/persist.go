@@ -1,0 +1,251 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// Persistent is a simulator whose GPU settings outlive the process, as a
+// real GPU's do: every setting changed through it (MPS active-thread
+// fractions, power limits, locked SM clocks, compute time-slice levels) is
+// written to a file before it is made, with the value the GPU had before
+// the first change, and a new Persistent on the same file starts with
+// the settings left in it. A process killed after changing a setting
+// leaves it changed for the next one, which is what crash tests of the
+// tuner's restore need; the file says which settings differ from their
+// first values (Leftovers).
+//
+// While the file named by the path plus ".hang" exists, a client restart
+// waits for the duration it holds (or for its context): a hung restart
+// hook, for fault injection.
+type Persistent struct {
+	*Simulator
+	path string
+	mu   sync.Mutex
+	set  map[string]PersistedSetting
+}
+
+// PersistedSetting is one setting in the file: the GPU's value before the
+// first change through the file, and the value now.
+type PersistedSetting struct {
+	GPU     string        `json:"gpu"`
+	Knob    gpu.Knob      `json:"knob"`
+	PID     uint32        `json:"pid,omitempty"`
+	Initial SettingsValue `json:"initial"`
+	Current SettingsValue `json:"current"`
+}
+
+// SettingsValue is a setting's value: a number (fraction, watts), a clock
+// range or a level.
+type SettingsValue struct {
+	Num    float64 `json:"num,omitempty"`
+	MinMHz float64 `json:"min_mhz,omitempty"`
+	MaxMHz float64 `json:"max_mhz,omitempty"`
+	Text   string  `json:"text,omitempty"`
+}
+
+// Persist makes s keep its settings in path, and first sets the ones the
+// file holds.
+func Persist(s *Simulator, path string) (*Persistent, error) {
+	p := &Persistent{Simulator: s, path: path, set: map[string]PersistedSetting{}}
+	set, err := ReadPersisted(path)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ps := range set {
+		if err := s.setValue(ps.GPU, ps.Knob, ps.PID, ps.Current); err != nil {
+			return nil, fmt.Errorf("sim settings %s: %s: %w", path, ps.key(), err)
+		}
+		p.set[ps.key()] = ps
+	}
+	return p, nil
+}
+
+// ReadPersisted reads the settings a Persistent keeps in path (none when
+// it does not exist).
+func ReadPersisted(path string) ([]PersistedSetting, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var set []PersistedSetting
+	if err := json.Unmarshal(b, &set); err != nil {
+		return nil, fmt.Errorf("sim settings %s: %w", path, err)
+	}
+	return set, nil
+}
+
+// Leftovers returns the settings that differ from their first values.
+func Leftovers(set []PersistedSetting) []PersistedSetting {
+	var out []PersistedSetting
+	for _, ps := range set {
+		if ps.Current != ps.Initial {
+			out = append(out, ps)
+		}
+	}
+	return out
+}
+
+func (ps PersistedSetting) key() string { return fmt.Sprintf("%s/%s/%d", ps.GPU, ps.Knob, ps.PID) }
+
+// change writes the new value to the file, then makes it with f; when f
+// fails, the file gets the old value back.
+func (p *Persistent) change(uuid string, k gpu.Knob, pid uint32, v SettingsValue, f func() error) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	key := PersistedSetting{GPU: uuid, Knob: k, PID: pid}.key()
+	old, ok := p.set[key]
+	if !ok {
+		p.Simulator.mu.Lock()
+		cur, err := p.Simulator.value(uuid, k, pid)
+		p.Simulator.mu.Unlock()
+		if err != nil {
+			return f() // not a setting this GPU has: the simulator says why
+		}
+		old = PersistedSetting{GPU: uuid, Knob: k, PID: pid, Initial: cur, Current: cur}
+	}
+	next := old
+	next.Current = v
+	p.set[key] = next
+	if err := p.write(); err != nil {
+		p.set[key] = old
+		return fmt.Errorf("sim settings: %w", err)
+	}
+	if err := f(); err != nil {
+		p.set[key] = old
+		_ = p.write()
+		return err
+	}
+	return nil
+}
+
+// write replaces the file (a temporary file renamed over it).
+func (p *Persistent) write() error {
+	set := make([]PersistedSetting, 0, len(p.set))
+	for _, ps := range p.set {
+		set = append(set, ps)
+	}
+	b, err := json.Marshal(set)
+	if err != nil {
+		return err
+	}
+	tmp := p.path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, p.path)
+}
+
+// value reads a setting; s.mu is held.
+func (s *Simulator) value(uuid string, k gpu.Knob, pid uint32) (SettingsValue, error) {
+	g, err := s.gpuByUUID(uuid)
+	if err != nil {
+		return SettingsValue{}, err
+	}
+	switch k {
+	case gpu.KnobMPSActiveThreads:
+		t := s.tenantByPID(pid)
+		if t == nil {
+			return SettingsValue{}, fmt.Errorf("no process %d", pid)
+		}
+		return SettingsValue{Num: t.contextFraction()}, nil
+	case gpu.KnobPowerLimit:
+		return SettingsValue{Num: g.powerLimit}, nil
+	case gpu.KnobLockedClocks:
+		return SettingsValue{MinMHz: g.lockMin, MaxMHz: g.lockMax}, nil
+	case gpu.KnobComputeTimeSlice:
+		return SettingsValue{Text: string(g.level)}, nil
+	}
+	return SettingsValue{}, fmt.Errorf("knob %s is not kept", k)
+}
+
+// setValue sets a setting as the file holds it; s.mu is held.
+func (s *Simulator) setValue(uuid string, k gpu.Knob, pid uint32, v SettingsValue) error {
+	g, err := s.gpuByUUID(uuid)
+	if err != nil {
+		return err
+	}
+	switch k {
+	case gpu.KnobMPSActiveThreads:
+		t := s.tenantByPID(pid)
+		if t == nil {
+			return fmt.Errorf("no process %d", pid)
+		}
+		t.mpsPending = v.Num
+	case gpu.KnobPowerLimit:
+		g.powerLimit = v.Num
+	case gpu.KnobLockedClocks:
+		g.lockMin, g.lockMax = v.MinMHz, v.MaxMHz
+	case gpu.KnobComputeTimeSlice:
+		d, ok := timeSliceLevels[gpu.TimeSliceLevel(v.Text)]
+		if !ok {
+			return fmt.Errorf("unknown time-slice level %q", v.Text)
+		}
+		g.level, g.slice = gpu.TimeSliceLevel(v.Text), int64(d)
+	default:
+		return fmt.Errorf("knob %s is not kept", k)
+	}
+	return nil
+}
+
+// SetMPSActiveThreads sets and keeps a client's fraction.
+func (p *Persistent) SetMPSActiveThreads(ctx context.Context, uuid string, pid uint32, fraction float64) error {
+	return p.change(uuid, gpu.KnobMPSActiveThreads, pid, SettingsValue{Num: fraction}, func() error {
+		return p.Simulator.SetMPSActiveThreads(ctx, uuid, pid, fraction)
+	})
+}
+
+// SetPowerLimit sets and keeps a power limit.
+func (p *Persistent) SetPowerLimit(ctx context.Context, uuid string, watts float64) error {
+	return p.change(uuid, gpu.KnobPowerLimit, 0, SettingsValue{Num: watts}, func() error {
+		return p.Simulator.SetPowerLimit(ctx, uuid, watts)
+	})
+}
+
+// LockClocks sets and keeps a locked SM clock range.
+func (p *Persistent) LockClocks(ctx context.Context, uuid string, l gpu.ClockLock) error {
+	return p.change(uuid, gpu.KnobLockedClocks, 0, SettingsValue{MinMHz: float64(l.MinMHz), MaxMHz: float64(l.MaxMHz)}, func() error {
+		return p.Simulator.LockClocks(ctx, uuid, l)
+	})
+}
+
+// SetComputeTimeSlice sets and keeps a time-slice level.
+func (p *Persistent) SetComputeTimeSlice(ctx context.Context, uuid string, level gpu.TimeSliceLevel) error {
+	return p.change(uuid, gpu.KnobComputeTimeSlice, 0, SettingsValue{Text: string(level)}, func() error {
+		return p.Simulator.SetComputeTimeSlice(ctx, uuid, level)
+	})
+}
+
+// RestartClient restarts a client, after the hang the ".hang" file asks
+// for, if any.
+func (p *Persistent) RestartClient(ctx context.Context, uuid string, pid uint32, tenant string) error {
+	if b, err := os.ReadFile(p.path + ".hang"); err == nil {
+		d, err := time.ParseDuration(strings.TrimSpace(string(b)))
+		if err != nil {
+			d = time.Hour
+		}
+		after := time.After
+		if p.clock != nil {
+			after = p.clock.After
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-after(d):
+		}
+	}
+	return p.Simulator.RestartClient(ctx, uuid, pid, tenant)
+}

@@ -1,0 +1,339 @@
+package tuner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+func originalRec(gpuID string, w float64) Record {
+	return Record{Time: t0, Event: EventOriginal, Target: Target{GPU: gpuID, Knob: gpu.KnobPowerLimit}, From: encodeValue(Watts(w))}
+}
+
+// openOrFail opens the journal at p within a few seconds: a journal that
+// hangs the start is a failure, not a stuck test.
+func openOrFail(t *testing.T, p string) (*Journal, error) {
+	t.Helper()
+	type res struct {
+		j   *Journal
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		j, err := OpenJournal(p)
+		ch <- res{j, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.j, r.err
+	case <-time.After(5 * time.Second):
+		t.Fatalf("opening %s did not return in 5s", p)
+		return nil, nil
+	}
+}
+
+// A torn last record (a crash or a full disk during the write) is cut off
+// at the next start: the records appended after it are whole, and every
+// later start reads them.
+func TestJournalTornTailThenAppend(t *testing.T) {
+	for _, torn := range []string{
+		`{"time":"2026`, // the earlier format
+		"J1 0000007b 1234",
+		"J1 00000010 00000000 {\"ti", // length says more than is there
+	} {
+		t.Run(torn, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "journal")
+			j, err := OpenJournal(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := j.Append(originalRec("GPU-0", 700)); err != nil {
+				t.Fatal(err)
+			}
+			j.Close()
+			f, _ := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+			f.WriteString(torn)
+			f.Close()
+			for start := 1; start <= 3; start++ {
+				j, err := OpenJournal(p)
+				if err != nil {
+					t.Fatalf("start %d: %v", start, err)
+				}
+				if err := j.Append(originalRec(fmt.Sprintf("GPU-%d", start), 600)); err != nil {
+					t.Fatal(err)
+				}
+				if n := len(j.Originals()); n != start+1 {
+					t.Errorf("start %d: %d originals, want %d", start, n, start+1)
+				}
+				j.Close()
+			}
+		})
+	}
+}
+
+// The torn tail is said: counted in the stats, and cut off.
+func TestJournalRecoveryIsCounted(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "journal")
+	good, _ := encodeRecord(originalRec("GPU-0", 700))
+	if err := os.WriteFile(p, append(good, "J1 000"...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	j, err := OpenJournal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	st := j.Stats()
+	if st.TornBytes != 6 || st.Dropped["torn"] != 1 || st.Size != int64(len(good)) {
+		t.Errorf("stats %+v, want 6 torn bytes, 1 torn record, size %d", st, len(good))
+	}
+	if fi, _ := os.Stat(p); fi.Size() != int64(len(good)) {
+		t.Errorf("file of %d bytes, want %d", fi.Size(), len(good))
+	}
+}
+
+// Records that do not hold what they must, or whose values are out of
+// range, are dropped (counted) when read: they never reach a restore.
+func TestJournalRecordsValidatedOnRead(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "journal")
+	lines := []string{
+		`{"event":"original"}`,
+		`{"event":"original","target":{"gpu":"GPU-1","knob":"mps_active_threads","pid":7}}`,
+		`{"event":"original","target":{"gpu":"GPU-2","knob":"mps_active_threads","pid":7},"from":{"kind":"fraction","num":1e308}}`,
+		`{"event":"original","target":{"gpu":"GPU-3","knob":"power_limit"},"from":{"kind":"watts","num":-5}}`,
+		`{"event":"original","target":{"gpu":"GPU-4","knob":"compute_timeslice"},"from":{"kind":"timeslice","text":"forever"}}`,
+		`{"event":"original","target":{"gpu":"GPU-5","knob":"locked_clocks"},"from":{"kind":"clocks","min_mhz":2000,"max_mhz":100}}`,
+		`{"time":"2026-01-01T00:00:00Z","event":"original","target":{"gpu":"GPU-0","knob":"power_limit"},"from":{"kind":"watts","num":700}}`,
+	}
+	if err := os.WriteFile(p, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	j, err := OpenJournal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	origs := j.Originals()
+	if len(origs) != 1 || origs[0].Target.GPU != "GPU-0" {
+		t.Fatalf("originals %+v, want GPU-0's only", origs)
+	}
+	if n := j.Stats().Dropped["invalid"]; n != 6 {
+		t.Errorf("%d records dropped as invalid, want 6", n)
+	}
+	if err := j.Append(Record{Event: EventOriginal, Target: Target{GPU: "GPU-9", Knob: gpu.KnobPowerLimit}, From: encodeValue(Watts(-5))}); err == nil {
+		t.Error("an out-of-range value was written")
+	}
+}
+
+// A journal line {"event":"original"} does not panic the tuner: it is
+// dropped, and the start in enforce mode restores what is valid.
+func TestJournalOriginalWithoutValueDoesNotPanic(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "journal")
+	if err := os.WriteFile(p, []byte(`{"event":"original"}`+"\n"+`{"event":"original","target":{"gpu":"GPU-0","knob":"power_limit"}}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	j, err := OpenJournal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	rec := &recorder{}
+	tu, err := New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(rec), Journal: j, Clock: gpu.NewManualClock(t0), Mode: ModeEnforce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		if _, err := tu.RunOnce(context.Background(), emptySnap(t0)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tu.Restore(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(rec.calls) != 0 {
+		t.Errorf("calls %q, want none", rec.calls)
+	}
+}
+
+// Only a regular file is a journal: a FIFO or a device is refused at once
+// (a FIFO would hang the start, /dev/full grow the process without bound).
+func TestJournalRefusesNonRegularFiles(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skip("no FIFO here:", err)
+	}
+	for _, p := range []string{fifo, "/dev/full", "/dev/zero", t.TempDir()} {
+		if _, err := os.Stat(p); err != nil {
+			continue
+		}
+		j, err := openOrFail(t, p)
+		if err == nil {
+			j.Close()
+			t.Errorf("%s accepted as a journal", p)
+		}
+	}
+}
+
+// A line over the record bound is dropped (counted) in bounded memory, and
+// a record over it is refused when written.
+func TestJournalBoundedRecords(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "journal")
+	good := `{"time":"2026-01-01T00:00:00Z","event":"original","target":{"gpu":"GPU-0","knob":"power_limit"},"from":{"kind":"watts","num":700}}` + "\n"
+	huge := `{"event":"planned","reason":"` + strings.Repeat("x", 32<<20) + `"}` + "\n"
+	if err := os.WriteFile(p, []byte(huge+good), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	j, err := OpenJournal(p)
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	if n := after.TotalAlloc - before.TotalAlloc; n > 4<<20 {
+		t.Errorf("reading a 32 MiB line allocated %d bytes", n)
+	}
+	if len(j.Originals()) != 1 || j.Stats().Dropped["oversize"] != 1 {
+		t.Errorf("originals %d, stats %+v", len(j.Originals()), j.Stats())
+	}
+	err = j.Append(Record{Event: string(OutcomePlanned), Target: Target{GPU: "GPU-0", Knob: gpu.KnobPowerLimit}, Tenant: strings.Repeat("t", MaxRecordBytes)})
+	if err == nil {
+		t.Error("a record over the bound was written")
+	}
+}
+
+// The journal stays small: at start it is rewritten to its open originals,
+// and while running it is compacted once it grows past its bound.
+func TestJournalCompaction(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "journal")
+	var b strings.Builder
+	b.WriteString(`{"time":"2026-01-01T00:00:00Z","event":"original","target":{"gpu":"GPU-0","knob":"power_limit"},"from":{"kind":"watts","num":700}}` + "\n")
+	b.WriteString(`{"time":"2026-01-01T00:00:00Z","event":"original","target":{"gpu":"GPU-1","knob":"power_limit"},"from":{"kind":"watts","num":500}}` + "\n")
+	b.WriteString(`{"event":"restored","target":{"gpu":"GPU-1","knob":"power_limit"}}` + "\n")
+	line := `{"event":"planned","target":{"gpu":"GPU-0","knob":"power_limit"},"from":{"kind":"watts","num":700},"to":{"kind":"watts","num":490},"reason":"held back"}` + "\n"
+	for b.Len() < 8<<20 {
+		b.WriteString(line)
+	}
+	if err := os.WriteFile(p, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	j, err := OpenJournal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+	fi, _ := os.Stat(p)
+	if fi.Size() > 1024 {
+		t.Errorf("journal of %d bytes after the start, want its one open original", fi.Size())
+	}
+	if j, err = OpenJournalSize(p, 8<<10); err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	for i := 0; i < 500; i++ {
+		if err := j.Append(Record{Event: string(OutcomeGuarded), Target: Target{GPU: "GPU-0", Knob: gpu.KnobPowerLimit}, Reason: "held back"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fi, _ := os.Stat(p); fi.Size() > 8<<10 || j.Stats().Compactions == 0 {
+		t.Errorf("journal of %d bytes after %d compactions, bound 8 KiB", fi.Size(), j.Stats().Compactions)
+	}
+	if origs := j.Originals(); len(origs) != 1 || origs[0].Value != Watts(700) {
+		t.Errorf("originals after compaction %+v", origs)
+	}
+}
+
+// busyRestarts is an MPS actuator whose client restart is busy (a restart
+// still in progress) the first n times.
+type busyRestarts struct {
+	recorder
+	n atomic.Int32
+}
+
+func (b *busyRestarts) RestartClient(ctx context.Context, uuid string, pid uint32, tenant string) error {
+	if b.n.Add(-1) >= 0 {
+		return fmt.Errorf("a restart is in progress: %w", gpu.ErrBusy)
+	}
+	return b.recorder.RestartClient(ctx, uuid, pid, tenant)
+}
+
+// A restore shortly after a change, while the client's restart is still
+// in progress, waits for it (until the restore's deadline) instead of
+// leaving the setting changed.
+func TestRestoreWaitsForBusyActuator(t *testing.T) {
+	act := &busyRestarts{}
+	tu, err := New(Options{Policy: fixed([]Action{mpsAction(7, 1, 0.4)}), Actuators: ActuatorsOf(act), Clock: gpu.RealClock{}, Mode: ModeEnforce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tu.RunOnce(context.Background(), emptySnap(t0)); err != nil {
+		t.Fatal(err)
+	}
+	act.n.Store(3)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := tu.Restore(ctx); err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+	if s := tu.Status(); s.Unrestored != 0 || s.Counts.Restores != 1 {
+		t.Errorf("unrestored %d, restores %d", s.Unrestored, s.Counts.Restores)
+	}
+	// Past the deadline, the failure is returned and the original stays.
+	if _, err := tu.RunOnce(context.Background(), emptySnap(t0)); err != nil {
+		t.Fatal(err)
+	}
+	act.n.Store(1 << 30)
+	ctx, cancel = context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := tu.Restore(ctx); !errors.Is(err, gpu.ErrBusy) || tu.Status().Unrestored != 1 {
+		t.Errorf("restore past its deadline: %v, unrestored %d", err, tu.Status().Unrestored)
+	}
+}
+
+// A journal that cannot be written stops the tuner from acting, not from
+// deciding; restores go on, and it acts again once a write succeeds.
+func TestUnwritableJournalStopsActing(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "journal")
+	j, err := OpenJournal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	rec := &recorder{}
+	clk := gpu.NewManualClock(t0)
+	acts := []Action{{Target: Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}, Current: Watts(700), Want: Watts(490)}}
+	tu, err := New(Options{Policy: fixed(acts), Actuators: ActuatorsOf(rec), Journal: j, Clock: clk, Mode: ModeEnforce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := j.f
+	bad, _ := os.Open(p) // read-only: every write fails
+	j.f = bad
+	d, _ := tu.RunOnce(context.Background(), emptySnap(t0))
+	if len(rec.calls) != 0 || len(d) != 1 || d[0].Outcome != OutcomeRecommended || !strings.Contains(d[0].Reason, "journal cannot be written") {
+		t.Fatalf("with an unwritable journal: calls %q, decisions %+v", rec.calls, d)
+	}
+	if s := tu.Status(); s.Journal == nil || s.Journal.WriteError == "" || s.Counts.JournalErrors == 0 {
+		t.Errorf("status does not say the journal failed: %+v", s.Journal)
+	}
+	j.f = good
+	bad.Close()
+	if d, _ := tu.RunOnce(context.Background(), emptySnap(t0)); len(d) != 1 || d[0].Outcome != OutcomeApplied {
+		t.Fatalf("journal writable again: decisions %+v", d)
+	}
+	if s := tu.Status(); s.Journal.WriteError != "" {
+		t.Errorf("write error %q after a write succeeded", s.Journal.WriteError)
+	}
+}

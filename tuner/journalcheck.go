@@ -1,0 +1,94 @@
+package tuner
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// Bounds of the values the journal accepts.
+const (
+	maxJournalWatts = 10000 // far above any GPU's power limit
+	maxJournalMHz   = 10000 // far above any GPU's SM clock
+	maxJournalText  = 256   // a GPU UUID, a tenant, a policy name, a layout
+)
+
+// journalEvents are the events a record may carry.
+var journalEvents = []string{
+	EventOriginal, EventRestored, EventRestoreFailed,
+	string(OutcomePlanned), string(OutcomeGuarded), string(OutcomeRecommended), string(OutcomeApplied),
+	string(OutcomeRefused), string(OutcomeFailed), string(OutcomeRolledBack),
+}
+
+// validRecord checks a record read from (or about to be written to) the
+// journal: a known event, a target, and values of a known kind within
+// their bounds. An original record needs its value (From) and a knob
+// whose settings are restored.
+func validRecord(r Record) error {
+	if !slices.Contains(journalEvents, r.Event) {
+		return fmt.Errorf("unknown event %q", r.Event)
+	}
+	if r.Target.GPU == "" || len(r.Target.GPU) > maxJournalText || r.Target.Knob == "" || len(r.Target.Knob) > maxJournalText || len(r.Tenant) > maxJournalText {
+		return errors.New("target missing or too long")
+	}
+	if r.Event == EventOriginal {
+		if r.From == nil {
+			return errors.New("original record without a value")
+		}
+		if _, ok := mechanismOf(r.Target.Knob); !ok {
+			return fmt.Errorf("original record of knob %q, whose settings are not restored", r.Target.Knob)
+		}
+	}
+	for _, e := range []*encodedValue{r.From, r.To} {
+		if e == nil {
+			continue
+		}
+		v, err := e.decode()
+		if err == nil {
+			err = validValue(v)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validValue checks a value against its kind's bounds.
+func validValue(v Value) error {
+	bad := func() error { return fmt.Errorf("%s value %v out of range", v.Kind(), v) }
+	switch x := v.(type) {
+	case Fraction:
+		if math.IsNaN(float64(x)) || x <= 0 || x > 1 {
+			return bad()
+		}
+	case Watts:
+		if math.IsNaN(float64(x)) || x < 0 || x > maxJournalWatts {
+			return bad()
+		}
+	case Level:
+		if _, ok := levelOrder[gpu.TimeSliceLevel(x)]; !ok {
+			return bad()
+		}
+	case Scheduler:
+		if x == "" || len(x) > maxJournalText {
+			return bad()
+		}
+	case ClockRange:
+		if x.MinMHz > x.MaxMHz || x.MaxMHz > maxJournalMHz {
+			return bad()
+		}
+	case Placement:
+		if x == "" || len(x) > maxJournalText {
+			return bad()
+		}
+	case Layout:
+		if len(x) > MaxRecordBytes/4 {
+			return bad()
+		}
+	}
+	return nil
+}

@@ -1,0 +1,189 @@
+package tuner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/go-kit/log/level"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+)
+
+// Recover restores, once, the originals an earlier run left open in the
+// journal (it exited before restoring them), on snap's GPUs (snap may be
+// nil: every process is taken as present). The exporter calls it at start,
+// before the first round; RunOnce calls it when nobody did. Only enforce
+// mode acts; a failed restore stays open, for the restore at exit and the
+// next start, and is counted and logged.
+func (t *Tuner) Recover(ctx context.Context, snap *tenant.Snapshot) ([]Decision, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.o.Clock.Now()
+	if snap != nil {
+		t.last = snap
+	}
+	d, err := t.recoverLocked(ctx, now)
+	t.publishLocked(now)
+	return d, err
+}
+
+func (t *Tuner) recoverLocked(ctx context.Context, now time.Time) ([]Decision, error) {
+	if t.recovered || !t.anyEnforce() {
+		return nil, nil
+	}
+	t.recovered = true
+	return t.restoreLocked(ctx, now, "restored after an unclean exit (found in the journal at start)")
+}
+
+// Restore sets back every original the tuner (or an earlier run, per the
+// journal) changed, on the latest snapshot's GPUs. It is called on exit; a
+// failed restore is returned (and journaled, logged and counted). A busy
+// actuator (gpu.ErrBusy: a client restart still in progress) is retried
+// until ctx's deadline.
+func (t *Tuner) Restore(ctx context.Context) ([]Decision, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.o.Clock.Now()
+	d, err := t.restoreLocked(ctx, now, "restored at exit")
+	t.publishLocked(now)
+	return d, err
+}
+
+// Restore's retries of a busy actuator: the first wait, doubled up to the
+// last.
+const (
+	restoreRetryFirst = 100 * time.Millisecond
+	restoreRetryMax   = 2 * time.Second
+)
+
+func (t *Tuner) restoreLocked(ctx context.Context, now time.Time, why string) ([]Decision, error) {
+	if !t.anyEnforce() {
+		if n := len(t.originals); n > 0 {
+			level.Warn(t.o.Logger).Log("msg", "the tuner journal holds settings changed and not restored; the tuner acts only in enforce mode, so they stay as they are",
+				"originals", n)
+		}
+		return nil, nil
+	}
+	keys := make([]string, 0, len(t.originals))
+	for k := range t.originals {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var out []Decision
+	var errs []error
+	_, retry := ctx.Deadline()
+	wait := restoreRetryFirst
+	for len(keys) > 0 {
+		var busy []string
+		for _, k := range keys {
+			d, err := t.restoreOne(ctx, k, now, why, retry)
+			if errors.Is(err, gpu.ErrBusy) && retry {
+				busy = append(busy, k)
+				continue
+			}
+			if d != nil {
+				out = append(out, *d)
+			}
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}
+		keys = busy
+		if len(keys) == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			retry = false // one last try each, which records the failure
+		case <-t.o.Clock.After(wait):
+			wait = min(2*wait, restoreRetryMax)
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// restoreOne sets one original back. With busy, a busy actuator's error is
+// returned alone, to be tried again; otherwise a failure is decided,
+// journaled, counted and logged.
+func (t *Tuner) restoreOne(ctx context.Context, k string, now time.Time, why string, busy bool) (*Decision, error) {
+	o := t.originals[k]
+	a := Action{Target: o.Target, Tenant: o.Tenant, Want: o.Value, Revert: true, Reason: why}
+	if o.Target.Knob == gpu.KnobMPSActiveThreads {
+		a.Restart = true
+		if !t.processPresent(o.Target) {
+			// Its context is gone: the next one starts with the
+			// default, not with the tuner's fraction.
+			t.journal(Record{Time: now, Event: EventRestored, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), Reason: "process gone; nothing to restore"})
+			delete(t.originals, k)
+			return nil, nil
+		}
+	}
+	d := Decision{Time: now, GPU: o.Target.GPU, Tenant: o.Tenant, Knob: o.Target.Knob, To: valueText(o.Value), Reason: why}
+	var err error
+	if o.Value == nil {
+		err = errors.New("the journal holds no value to restore")
+	} else {
+		err = t.apply(ctx, a)
+	}
+	if err != nil && busy && errors.Is(err, gpu.ErrBusy) {
+		return nil, err
+	}
+	if err != nil {
+		d.Outcome = OutcomeFailed
+		d.Reason = joinReasons(why, "restore failed: "+err.Error())
+		t.counts.RestoreFailures++
+		t.journal(Record{Time: now, Event: EventRestoreFailed, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), Reason: err.Error()})
+		level.Error(t.o.Logger).Log("msg", "tuner could not restore an original setting", "target", o.Target.String(), "value", valueText(o.Value), "err", err)
+		return &d, fmt.Errorf("restore %s to %v: %w", o.Target, o.Value, err)
+	}
+	d.Outcome, d.Applied = OutcomeApplied, true
+	t.counts.Restores++
+	t.journal(Record{Time: now, Event: EventRestored, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), Reason: why})
+	level.Info(t.o.Logger).Log("msg", "tuner restored an original setting", "target", o.Target.String(), "value", o.Value.String(), "reason", why)
+	delete(t.originals, k)
+	delete(t.pending, k)
+	return &d, nil
+}
+
+// processPresent reports whether the target's process still runs on its
+// GPU in the latest snapshot (true when unknown).
+func (t *Tuner) processPresent(tg Target) bool {
+	if t.last == nil || t.last.Readings == nil {
+		return true
+	}
+	for _, d := range t.last.Readings.Devices {
+		if d.UUID != tg.GPU {
+			continue
+		}
+		for _, p := range d.Processes {
+			if p.PID == tg.PID {
+				return true
+			}
+		}
+		return false
+	}
+	return false
+}
+
+// noteJournal counts and logs a journal write's outcome: the first failure
+// at error level (the tuner stops acting), repeats at debug, the first
+// success after failures at info (it acts again).
+func (t *Tuner) noteJournal(err error) {
+	switch {
+	case err != nil:
+		t.counts.JournalErrors++
+		lv := level.Debug
+		if !t.journalBroken {
+			lv = level.Error
+		}
+		t.journalBroken = true
+		lv(t.o.Logger).Log("msg", "tuner journal write failed: the tuner makes no change until a write succeeds (restores go on)", "err", err)
+	case t.journalBroken:
+		t.journalBroken = false
+		level.Info(t.o.Logger).Log("msg", "tuner journal writable again: the tuner acts again")
+	}
+}
