@@ -8,7 +8,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -55,9 +54,14 @@ const (
 	promOperatorVersion = "v0.85.0"
 )
 
+// repoRoot is the repository's top directory (go test runs in the
+// package's directory; -trimpath leaves no source path to find it by).
 func repoRoot() string {
-	_, here, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(here), "..", "..")
+	wd, err := os.Getwd()
+	if err != nil {
+		panic(err)
+	}
+	return filepath.Join(wd, "..", "..")
 }
 
 // TestChartOnKubernetes installs the Helm chart into a real single-node
