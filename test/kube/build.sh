@@ -8,7 +8,8 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-KUBE_VERSION=$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" {print $3}' go.mod)
+KUBE_VERSION=$(go list -m -f '{{.Version}}' k8s.io/kubernetes)
+case "$KUBE_VERSION" in v1.*) ;; *) echo "build.sh: no k8s.io/kubernetes version in go.mod" >&2; exit 1 ;; esac
 HELM_VERSION=v3.22.0
 CACHE=${VGPU_KUBE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/vgpu_exporter-kube}
 BIN=$CACHE/kubernetes-$KUBE_VERSION-helm-$HELM_VERSION

@@ -43,7 +43,6 @@ type cluster struct {
 	client     *kubernetes.Clientset
 	rest       *rest.Config
 	ctrSock    string
-	kubeletDir string
 }
 
 func (c *cluster) path(elem ...string) string {
@@ -78,7 +77,7 @@ func up(t *testing.T, bin string) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &cluster{t: t, dir: dir, bin: bin, kubeletDir: filepath.Join(dir, "kubelet")}
+	c := &cluster{t: t, dir: dir, bin: bin}
 	t.Cleanup(c.down)
 	for _, d := range []string{"logs", "etcd", "containerd", "cni/net.d", "kubelet", "pod-logs"} {
 		if err := os.MkdirAll(c.path(d), 0o700); err != nil {
