@@ -33,9 +33,15 @@ import (
 const (
 	release   = "vgpu-exporter"
 	releaseNS = "vgpu"
-	// a built-in scenario with two simulated GPUs, each given to one pod
-	scenario = "placement-spare"
-	gpuRes   = "nvidia.com/gpu"
+	// A built-in scenario with two simulated GPUs, each given to one pod.
+	// The exporter reads it from a ConfigMap of its own (not part of the
+	// release) as a scenario file: a built-in scenario brings its tenants
+	// file, a file without a <name>.tenants.yaml beside it none, so every
+	// pod's tenant comes from Kubernetes.
+	scenario    = "placement-spare"
+	scenarioCM  = "sim-scenario"
+	scenarioDir = "/etc/vgpu-scenario"
+	gpuRes      = "nvidia.com/gpu"
 	// the label the upgraded release names tenants by
 	teamLabel = "team"
 )
@@ -99,10 +105,13 @@ func TestChartOnKubernetes(t *testing.T) {
 	c.applyCRDs(ctx, crds)
 	step("images imported, prometheus-operator CRDs established")
 
+	c.createScenarioConfigMap(ctx)
 	h := &helm{c: c, bin: filepath.Join(bin, "helm"), chart: filepath.Join(repoRoot(), "deploy", "helm", "vgpu-exporter")}
 	h.run(ctx, "install", release, h.chart, "-n", releaseNS, "--create-namespace",
 		"--set", "backend=sim",
-		"--set", "sim.scenario="+scenario,
+		"--set", "sim.scenario="+scenarioDir+"/"+scenario+".yaml",
+		"--set-json", `extraVolumes=[{"name":"scenario","configMap":{"name":"`+scenarioCM+`"}}]`,
+		"--set-json", `extraVolumeMounts=[{"name":"scenario","mountPath":"`+scenarioDir+`","readOnly":true}]`,
 		"--set", "image.repository="+exporterRepo, "--set", "image.tag="+exporterTag, "--set", "image.pullPolicy=Never",
 		"--set", "kubernetes.podResources.hostPath="+c.path("kubelet", "root", "pod-resources"),
 		"--set", "kubernetes.podMetadata.enabled=true", "--set", "kubernetes.podMetadata.source=kubelet")
@@ -159,8 +168,32 @@ func TestChartOnKubernetes(t *testing.T) {
 
 	// helm uninstall leaves nothing of the release.
 	h.run(ctx, "uninstall", release, "-n", releaseNS, "--wait", "--timeout", "3m")
+	if err := c.client.CoreV1().ConfigMaps(releaseNS).Delete(ctx, scenarioCM, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	c.checkNothingLeft(ctx)
 	step("helm uninstall: nothing left")
+}
+
+// createScenarioConfigMap makes the release's namespace and in it the
+// ConfigMap holding the scenario file.
+func (c *cluster) createScenarioConfigMap(ctx context.Context) {
+	t := c.t
+	t.Helper()
+	sc, err := os.ReadFile(filepath.Join(repoRoot(), "scenarios", scenario+".yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: releaseNS}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: scenarioCM, Namespace: releaseNS},
+		Data:       map[string]string{scenario + ".yaml": string(sc)},
+	}
+	if _, err := c.client.CoreV1().ConfigMaps(releaseNS).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // helm runs the helm binary against the cluster, with its own state.
