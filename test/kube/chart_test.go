@@ -147,7 +147,7 @@ func TestChartOnKubernetes(t *testing.T) {
 
 	// Tenant per namespace, no tenants file: each pod's GPU is its
 	// namespace's alone, its figures the device's.
-	c.checkAttribution(ctx, held, func(p podRef) string { return p.namespace })
+	c.checkAttribution(ctx, held, time.Time{}, func(p podRef) string { return p.namespace })
 	step("exporter: each namespace's tenant holds its pod's GPU, figures conserve")
 
 	// helm upgrade: tenants named by the pods' team label, which only the
@@ -156,14 +156,14 @@ func TestChartOnKubernetes(t *testing.T) {
 		"--set", "tenants.kubernetesDefault=label:"+teamLabel)
 	second := c.waitExporterReady(ctx, first)
 	step("helm upgrade: new pod " + second + " Ready")
-	c.checkAttribution(ctx, held, func(p podRef) string { return p.team })
+	c.checkAttribution(ctx, held, time.Time{}, func(p podRef) string { return p.team })
 	step("exporter: tenants by the pods' team label")
 
 	// The rebalancing hook moves the first pod through the Eviction API:
 	// refused under a PodDisruptionBudget, then done; the Deployment
 	// recreates the pod and the exporter maps the new one.
 	held = c.checkRebalancingHook(ctx, held[0])
-	c.checkAttribution(ctx, held, func(p podRef) string { return p.team })
+	c.checkAttribution(ctx, held, time.Now(), func(p podRef) string { return p.team })
 	step(fmt.Sprintf("rebalancing hook: refused under the budget, then evicted; pods now %v", held))
 
 	// helm uninstall leaves nothing of the release.
@@ -493,11 +493,12 @@ func (c *cluster) podResources(ctx context.Context) (map[string][]string, error)
 
 // checkAttribution waits until the exporter maps both pods (through the
 // pod-resources API and the kubelet's /pods, read with the service
-// account's token: a failed read fails the whole mapping) and then checks,
+// account's token: a failed read fails the whole mapping) in a mapping
+// fetched after since, and then checks,
 // in one scrape, that each pod's GPU is its tenant's alone: the tenant
 // given by tenantOf has processes there, no other tenant (unassigned
 // included) has, and the tenant's SM and DRAM figures are the device's.
-func (c *cluster) checkAttribution(ctx context.Context, held []podRef, tenantOf func(podRef) string) {
+func (c *cluster) checkAttribution(ctx context.Context, held []podRef, since time.Time, tenantOf func(podRef) string) {
 	t := c.t
 	t.Helper()
 	var m []sample
@@ -506,8 +507,10 @@ func (c *cluster) checkAttribution(ctx context.Context, held []podRef, tenantOf 
 		m = c.scrape(ctx)
 		up, _ := value(m, "vgpu_kubelet_pod_resources_up", nil)
 		mapped, _ := value(m, "vgpu_kubelet_pods_mapped", nil)
-		if up != 1 || mapped != float64(len(held)) {
-			return false, fmt.Sprintf("vgpu_kubelet_pod_resources_up %v, vgpu_kubelet_pods_mapped %v", up, mapped), nil
+		fetched, _ := value(m, "vgpu_kubelet_pod_resources_last_success_timestamp_seconds", nil)
+		if up != 1 || mapped != float64(len(held)) || fetched < float64(since.UnixNano())/1e9 {
+			return false, fmt.Sprintf("vgpu_kubelet_pod_resources_up %v, vgpu_kubelet_pods_mapped %v, mapping of %v (want after %v)",
+				up, mapped, time.Unix(0, int64(fetched*1e9)), since), nil
 		}
 		for _, p := range held {
 			if tenants := tenantsOn(m, p.uuid); !slices.Equal(tenants, []string{tenantOf(p)}) {

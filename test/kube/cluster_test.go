@@ -162,6 +162,7 @@ func up(t *testing.T, bin string) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.WarningHandler = rest.NoWarnings{}
 	c.rest = cfg
 	c.client = kubernetes.NewForConfigOrDie(cfg)
 	if err := poll(3*time.Minute, time.Second, func() (bool, string, error) {
@@ -319,6 +320,17 @@ func (c *cluster) down() {
 	}
 	_ = os.Remove(devicePluginDir)
 	_ = os.Remove(filepath.Dir(devicePluginDir))
+	// What runc and the CNI plugins keep outside containerd's directories
+	// whatever its config says: the cached results of this network, and
+	// directories left empty.
+	results, _ := filepath.Glob("/var/lib/cni/results/vgpu-kube-*")
+	for _, f := range results {
+		_ = os.Remove(f)
+	}
+	for _, d := range []string{"/run/containerd/runc/k8s.io", "/run/containerd/runc", "/run/containerd/s",
+		"/run/containerd", "/var/lib/cni/results", "/var/lib/cni"} {
+		_ = os.Remove(d) // only when empty
+	}
 	var err error
 	for range 10 {
 		if err = os.RemoveAll(c.dir); err == nil {
