@@ -18,4 +18,9 @@
 // adding up to the device's; after a helm upgrade, tenants named by a pod
 // label (which only /pods gives); after helm uninstall, no object left.
 // Everything it starts is stopped by PID, also when it fails.
+//
+// Environment: VGPU_KUBE_CACHE, where build.sh keeps the binaries
+// (default $XDG_CACHE_HOME/vgpu_exporter-kube or ~/.cache/vgpu_exporter-kube);
+// VGPU_KUBE_KEEP=1 leaves the cluster running after the test, for a look
+// (its directory is in the log; stop its processes by hand).
 package kube

@@ -10,7 +10,7 @@ cd "$(dirname "$0")"
 began=$(date +%s)
 
 # The Debian packages .ci/run installs (README, "What the tests need").
-packages="etcd-server containerd runc containernetworking-plugins buildah iptables conntrack"
+packages="etcd-server containerd runc containernetworking-plugins buildah iptables conntrack jq"
 cannot() {
   if [ "${CI:-}" = true ]; then
     echo "e2e-kube: FAIL: $*" >&2
