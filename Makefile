@@ -22,7 +22,7 @@ FUZZTIME    ?= 20s
 export CGO_CFLAGS := -Wno-deprecated-declarations
 export CGO_ENABLED := 1
 
-.PHONY: all build vgpusim run test unit effects tables e2e e2e-pause lint bench fuzz clean mixin dashboards-png
+.PHONY: all build vgpusim run test unit effects tables e2e e2e-pause e2e-kube lint bench fuzz clean mixin dashboards-png
 
 all: lint build test
 
@@ -53,7 +53,7 @@ dashboards-png: build
 # Unit tests of every package (race detector on), the full-length scenario
 # effects (too slow under the race detector, so run without it), then the
 # end-to-end test.
-test: unit effects e2e deploy-test
+test: unit effects e2e e2e-pause deploy-test e2e-kube
 
 unit:
 	$(GO) test -race -count=1 ./...
@@ -82,6 +82,13 @@ e2e:
 # skips otherwise, and fails under CI=true).
 e2e-pause:
 	$(GO) test -count=1 -v -timeout=5m -tags=e2e -run EndToEnd ./gpu/pause/
+
+# The Helm chart in a real single-node Kubernetes cluster (test/kube/doc.go),
+# in its own module (test/kube/go.mod pins the Kubernetes version). Builds
+# the components once into ~/.cache/vgpu_exporter-kube; prints its times.
+# Skips where the machine cannot run it; fails instead under CI=true.
+e2e-kube:
+	test/kube/run.sh
 
 lint:
 	@unformatted="$$(gofmt -l $$(git ls-files '*.go'))"; \

@@ -1,0 +1,26 @@
+// Package kube holds the Kubernetes end-to-end test of the Helm chart
+// (build tag kube; run it with `make e2e-kube`, which runs run.sh).
+//
+// The test stands up a real single-node cluster on the machine: Debian's
+// etcd and containerd, kube-apiserver, kube-controller-manager,
+// kube-scheduler and a kubelet built from k8s.io/kubernetes at the version
+// go.mod requires (build.sh keeps the binaries in a cache directory), every
+// listener on 127.0.0.1 but the kubelet's, which serves on the address of a
+// local bridge (the pods' network, with no route out). It builds the pause
+// and exporter images with buildah and imports them into containerd, then
+// installs deploy/helm/vgpu-exporter with --set backend=sim and the
+// prometheus-operator CRDs, and checks: the DaemonSet's pod Running and
+// Ready; /metrics through the API server's proxy; a fake nvidia.com/gpu
+// device plugin (fakedp/) giving the simulator's two GPUs to two pods of
+// two namespaces; the exporter attributing each GPU to its pod's namespace
+// (no tenants file) from the kubelet's pod-resources API and /pods, read
+// with the chart's service account token and RBAC, the tenants' figures
+// adding up to the device's; after a helm upgrade, tenants named by a pod
+// label (which only /pods gives); after helm uninstall, no object left.
+// Everything it starts is stopped by PID, also when it fails.
+//
+// Environment: VGPU_KUBE_CACHE, where build.sh keeps the binaries
+// (default $XDG_CACHE_HOME/vgpu_exporter-kube or ~/.cache/vgpu_exporter-kube);
+// VGPU_KUBE_KEEP=1 leaves the cluster running after the test, for a look
+// (its directory is in the log; stop its processes by hand).
+package kube

@@ -1,0 +1,151 @@
+//go:build kube
+
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// hookResult is one run of the Kubernetes rebalancing hook.
+type hookResult struct {
+	exit           int
+	stdout, stderr string
+	kubectlCalls   int
+	took           time.Duration
+}
+
+// runHook runs deploy/hooks/kubernetes-evict.sh with a plan moving pod,
+// through a kubectl that counts its calls.
+func (c *cluster) runHook(ctx context.Context, p podRef) hookResult {
+	t := c.t
+	t.Helper()
+	calls := filepath.Join(c.dir, "kubectl-calls")
+	_ = os.Remove(calls)
+	shim := filepath.Join(c.dir, "kubectl-counting")
+	script := fmt.Sprintf("#!/bin/sh\necho \"$*\" >> %q\nexec %q \"$@\"\n", calls, filepath.Join(c.bin, "kubectl"))
+	if err := os.WriteFile(shim, []byte(script), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := json.Marshal(map[string]any{
+		"moves": []any{map[string]any{
+			"tenant":    p.team,
+			"from_uuid": p.uuid,
+			"pod":       map[string]string{"namespace": p.namespace, "name": p.name},
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, "sh", filepath.Join(repoRoot(), "deploy", "hooks", "kubernetes-evict.sh"))
+	cmd.Env = append(os.Environ(), "KUBECTL="+shim, "KUBECONFIG="+c.kubeconfig)
+	cmd.Stdin = strings.NewReader(string(plan))
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	began := time.Now()
+	err = cmd.Run()
+	r := hookResult{stdout: stdout.String(), stderr: stderr.String(), took: time.Since(began)}
+	if ee, ok := err.(*exec.ExitError); ok {
+		r.exit = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("kubernetes-evict.sh: %v", err)
+	}
+	if b, err := os.ReadFile(calls); err == nil {
+		r.kubectlCalls = strings.Count(string(b), "\n")
+	}
+	return r
+}
+
+// checkRebalancingHook moves p's pod with the rebalancing hook: first
+// against a PodDisruptionBudget that allows no disruption (the eviction is
+// refused, reported once and not retried, the pod stays), then without it
+// (the pod is evicted and its Deployment makes a new one, which gets a
+// GPU). It returns the GPUs held afterwards.
+func (c *cluster) checkRebalancingHook(ctx context.Context, p podRef) []podRef {
+	t := c.t
+	t.Helper()
+	one := intstr.FromInt32(1)
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "worker", Namespace: p.namespace},
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MinAvailable: &one,
+			Selector:     &metav1.LabelSelector{MatchLabels: map[string]string{"app": "worker"}},
+		},
+	}
+	pdbs := c.client.PolicyV1().PodDisruptionBudgets(p.namespace)
+	if _, err := pdbs.Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := poll(time.Minute, time.Second, func() (bool, string, error) {
+		got, err := pdbs.Get(ctx, pdb.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		st := got.Status
+		return st.ObservedGeneration == got.Generation && st.CurrentHealthy == 1 && st.DisruptionsAllowed == 0,
+			fmt.Sprintf("healthy %d, disruptions allowed %d", st.CurrentHealthy, st.DisruptionsAllowed), nil
+	}); err != nil {
+		t.Fatalf("PodDisruptionBudget: %v", err)
+	}
+	before, err := c.client.CoreV1().Pods(p.namespace).Get(ctx, p.name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	r := c.runHook(ctx, p)
+	t.Logf("hook with the budget: exit %d in %v, %d kubectl call(s); stderr: %s", r.exit, r.took.Round(time.Millisecond), r.kubectlCalls, strings.TrimSpace(r.stderr))
+	if r.exit != 1 || r.kubectlCalls != 1 || !strings.Contains(r.stderr, "eviction of "+p.namespace+"/"+p.name) ||
+		strings.Contains(r.stdout, "evicted") {
+		t.Fatalf("a refused eviction must be reported once (exit 1, one kubectl call, stderr naming the pod): exit %d, %d calls\nstdout: %s\nstderr: %s",
+			r.exit, r.kubectlCalls, r.stdout, r.stderr)
+	}
+	after, err := c.client.CoreV1().Pods(p.namespace).Get(ctx, p.name, metav1.GetOptions{})
+	if err != nil || after.UID != before.UID || after.DeletionTimestamp != nil {
+		t.Fatalf("pod %s/%s was disrupted despite its budget: %v", p.namespace, p.name, err)
+	}
+
+	if err := pdbs.Delete(ctx, pdb.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r = c.runHook(ctx, p)
+	if r.exit != 0 || !strings.Contains(r.stdout, "evicted "+p.namespace+"/"+p.name) {
+		t.Fatalf("eviction without a budget: exit %d\nstdout: %s\nstderr: %s", r.exit, r.stdout, r.stderr)
+	}
+	t.Logf("hook without the budget: %s", strings.TrimSpace(r.stdout))
+	// The Deployment's new pod replaces the evicted one and gets a GPU.
+	if err := poll(2*time.Minute, time.Second, func() (bool, string, error) {
+		_, err := c.client.CoreV1().Pods(p.namespace).Get(ctx, p.name, metav1.GetOptions{})
+		return err != nil, "evicted pod still there", nil
+	}); err != nil {
+		t.Fatalf("evicted pod: %v", err)
+	}
+	now := c.waitGPUsHeld(ctx)
+	for _, q := range now {
+		if q.namespace == p.namespace {
+			pod, err := c.client.CoreV1().Pods(q.namespace).Get(ctx, q.name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if q.name == p.name || len(pod.OwnerReferences) == 0 || pod.OwnerReferences[0].Kind != "ReplicaSet" {
+				t.Fatalf("pod %s is not a new pod of the Deployment", q)
+			}
+			if pod.Status.Phase != corev1.PodRunning {
+				t.Fatalf("new pod %s: %s", q, describePod(pod))
+			}
+		}
+	}
+	return now
+}
