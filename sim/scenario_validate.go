@@ -1,0 +1,481 @@
+package sim
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/yamlconf"
+)
+
+var timeSliceLevels = map[gpu.TimeSliceLevel]time.Duration{
+	// See docs/calibration.md, time-slicing: default slice 1024 us; the
+	// short, medium and long levels have no published durations (lead
+	// 2/10/30 ms).
+	gpu.TimeSliceDefault: 1024 * time.Microsecond,
+	gpu.TimeSliceShort:   2 * time.Millisecond,
+	gpu.TimeSliceMedium:  10 * time.Millisecond,
+	gpu.TimeSliceLong:    30 * time.Millisecond,
+}
+
+var hexRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+func (p *parser) validate(sc *Scenario) error {
+	if len(sc.GPUs) == 0 {
+		return p.errAt(nil, "a scenario needs at least one GPU under gpus")
+	}
+	uuids := map[string]bool{}
+	for i := range sc.GPUs {
+		g := &sc.GPUs[i]
+		at := func(k ...any) []any { return append([]any{"gpus", i}, k...) }
+		g.model = modelByName(g.Model)
+		if g.model == nil {
+			return p.errAt(at("model"), "unknown GPU model %q (have %s)", g.Model, strings.Join(modelNames(), ", "))
+		}
+		if g.UUID == "" {
+			// The scenario's name is part of the key, so that two simulated
+			// hosts (two scenarios) never share a GPU UUID.
+			g.UUID = deriveUUID("GPU-", fmt.Sprintf("vgpusim/%s/gpu/%d", sc.Name, i))
+		}
+		if uuids[g.UUID] {
+			return p.errAt(at("uuid"), "duplicate UUID %s", g.UUID)
+		}
+		uuids[g.UUID] = true
+		switch gpu.SharingMode(g.Sharing) {
+		case "":
+			g.Sharing = string(gpu.SharingTimeSlice)
+		case gpu.SharingExclusive, gpu.SharingTimeSlice, gpu.SharingMPS, gpu.SharingMIG, gpu.SharingVGPU:
+		default:
+			return p.errAt(at("sharing"), "unknown sharing mode %q (exclusive, time-slice, mps, mig, vgpu)", g.Sharing)
+		}
+		if g.TimeSlice == "" {
+			g.TimeSlice = gpu.TimeSliceDefault
+		}
+		if _, ok := timeSliceLevels[g.TimeSlice]; !ok {
+			return p.errAt(at("timeslice"), "unknown time-slice level %q (default, short, medium, long)", g.TimeSlice)
+		}
+		if g.Sharing == string(gpu.SharingMIG) {
+			if len(g.MIG) == 0 {
+				return p.errAt(at("sharing"), "sharing: mig needs a mig: list of instance profiles")
+			}
+			names := make([]string, len(g.MIG))
+			for j, m := range g.MIG {
+				if g.model.profile(m.Profile) == nil {
+					return p.errAt(at("mig", j, "profile"), "unknown MIG profile %q for %s (have %s)", m.Profile, g.Model, strings.Join(g.model.profileNames(), ", "))
+				}
+				names[j] = m.Profile
+				switch m.Sharing {
+				case "":
+					g.MIG[j].Sharing = string(gpu.SharingTimeSlice)
+				case string(gpu.SharingTimeSlice), string(gpu.SharingMPS):
+				default:
+					return p.errAt(at("mig", j, "sharing"), "unknown sharing %q inside a MIG instance (time-slice, mps)", m.Sharing)
+				}
+				if m.UUID == "" {
+					g.MIG[j].UUID = migUUID(i, j, 0)
+				}
+				if uuids[g.MIG[j].UUID] {
+					return p.errAt(at("mig", j, "uuid"), "duplicate UUID %s", g.MIG[j].UUID)
+				}
+				uuids[g.MIG[j].UUID] = true
+			}
+			if err := g.model.checkMIGLayout(names); err != nil {
+				return p.errAt(at("mig"), "%v", err)
+			}
+		} else if len(g.MIG) > 0 {
+			return p.errAt(at("mig"), "mig: instances need sharing: mig")
+		}
+		if g.MPS.DefaultActiveThreads == 0 {
+			g.MPS.DefaultActiveThreads = 1
+		}
+		if !(g.MPS.DefaultActiveThreads > 0 && g.MPS.DefaultActiveThreads <= 1) {
+			return p.errAt(at("mps", "default_active_threads"), "default_active_threads must be in (0,1]")
+		}
+		if g.MPS.RestartTime == 0 {
+			// See docs/calibration.md, actuation: GSLICE switches to a
+			// warmed standby in < 100 us.
+			g.MPS.RestartTime = Duration(100 * time.Microsecond)
+		}
+		if g.DrainTime == 0 {
+			g.DrainTime = Duration(2 * time.Second)
+		}
+		if g.VGPU.Policy == "" {
+			g.VGPU.Policy = gpu.VGPUPolicyBestEffort
+		} else if !slices.Contains(vgpuPolicies, g.VGPU.Policy) {
+			return p.errAt(at("vgpu", "policy"), "unknown vGPU scheduler policy %q (%s)", g.VGPU.Policy, vgpuPolicyList())
+		}
+		if g.VGPU.MinTimeSlice == 0 {
+			g.VGPU.MinTimeSlice = Duration(time.Millisecond)
+		}
+		if g.VGPU.MaxTimeSlice == 0 {
+			g.VGPU.MaxTimeSlice = Duration(30 * time.Millisecond)
+		}
+		if g.VGPU.TimeSlice == 0 {
+			g.VGPU.TimeSlice = Duration(2 * time.Millisecond)
+		}
+		if g.VGPU.MinTimeSlice < Duration(100*time.Microsecond) || g.VGPU.MaxTimeSlice < g.VGPU.MinTimeSlice {
+			return p.errAt(at("vgpu"), "vGPU time slice bounds [%v, %v]: min must be at least 100us and max at least min", g.VGPU.MinTimeSlice, g.VGPU.MaxTimeSlice)
+		}
+		if g.VGPU.TimeSlice < g.VGPU.MinTimeSlice || g.VGPU.TimeSlice > g.VGPU.MaxTimeSlice {
+			return p.errAt(at("vgpu", "timeslice"), "vGPU time slice %v outside [%v, %v]", g.VGPU.TimeSlice, g.VGPU.MinTimeSlice, g.VGPU.MaxTimeSlice)
+		}
+		if msg := checkARR(&g.VGPU); msg != "" {
+			return p.errAt(at("vgpu"), "%s", msg)
+		}
+		if g.Clocks.Max != 0 || g.Clocks.Min != 0 {
+			if g.Clocks.Min > g.Clocks.Max || float64(g.Clocks.Max) > g.model.MaxClockMHz || float64(g.Clocks.Min) < g.model.IdleClockMHz {
+				return p.errAt(at("locked_clocks"), "locked clocks [%d, %d] MHz outside [%g, %g]", g.Clocks.Min, g.Clocks.Max, g.model.IdleClockMHz, g.model.MaxClockMHz)
+			}
+		}
+		if g.PowerLimW != 0 && !(g.PowerLimW >= 0.3*g.model.TDPW && g.PowerLimW <= g.model.TDPW) {
+			return p.errAt(at("power_limit"), "power limit %g W outside [%g, %g]", g.PowerLimW, 0.3*g.model.TDPW, g.model.TDPW)
+		}
+		if g.Reserved == 0 {
+			g.Reserved = 512 << 20 // driver/context reserve
+		}
+	}
+	names := map[string]int{}
+	pids := map[uint32]bool{}
+	for i := range sc.Tenants {
+		t := &sc.Tenants[i]
+		at := func(k ...any) []any { return append([]any{"tenants", i}, k...) }
+		if t.Name == "" {
+			return p.errAt(at(), "tenant needs a name")
+		}
+		if _, dup := names[t.Name]; dup {
+			return p.errAt(at("name"), "duplicate tenant name %q", t.Name)
+		}
+		names[t.Name] = i
+		if t.GPU < 0 || t.GPU >= len(sc.GPUs) {
+			return p.errAt(at("gpu"), "tenant %s on GPU %d, but the scenario has %d GPU(s)", t.Name, t.GPU, len(sc.GPUs))
+		}
+		g := &sc.GPUs[t.GPU]
+		if g.Sharing == string(gpu.SharingMIG) {
+			if t.MIGInstance < 0 || t.MIGInstance >= len(g.MIG) {
+				return p.errAt(at("mig_instance"), "tenant %s on MIG instance %d, but GPU %d has %d instance(s)", t.Name, t.MIGInstance, t.GPU, len(g.MIG))
+			}
+		} else if t.MIGInstance != 0 {
+			return p.errAt(at("mig_instance"), "mig_instance needs a GPU with sharing: mig")
+		}
+		if g.Sharing == string(gpu.SharingExclusive) {
+			for k := 0; k < i; k++ {
+				if sc.Tenants[k].GPU == t.GPU {
+					return p.errAt(at("gpu"), "GPU %d is exclusive and already holds tenant %s", t.GPU, sc.Tenants[k].Name)
+				}
+			}
+		}
+		if t.Process.PID == 0 {
+			t.Process.PID = uint32(4000 + 17*i)
+		}
+		if pids[t.Process.PID] {
+			return p.errAt(at("process", "pid"), "duplicate PID %d", t.Process.PID)
+		}
+		pids[t.Process.PID] = true
+		if t.Process.UID == nil {
+			uid := 1000
+			t.Process.UID = &uid
+		}
+		if t.Process.Executable == "" {
+			t.Process.Executable = map[string]string{"llm": "vllm", "training": "python3"}[t.Workload.Type]
+			if t.Process.Executable == "" {
+				t.Process.Executable = "tritonserver"
+			}
+		}
+		if t.Process.Cgroup == "" {
+			if t.Process.PodUID == "" {
+				t.Process.PodUID = podUID(t.Name)
+			}
+			if t.Process.ContainerID == "" {
+				sum := sha256.Sum256([]byte("vgpusim/container/" + t.Process.PodUID + "/" + t.Name))
+				t.Process.ContainerID = hex.EncodeToString(sum[:])
+			}
+			if !hexRE.MatchString(t.Process.ContainerID) {
+				return p.errAt(at("process", "container_id"), "container_id must be 64 lowercase hex digits")
+			}
+			switch t.Process.QoS {
+			case "":
+				t.Process.QoS = "burstable"
+			case "burstable", "besteffort", "guaranteed":
+			default:
+				return p.errAt(at("process", "qos"), "unknown QoS class %q (guaranteed, burstable, besteffort)", t.Process.QoS)
+			}
+			t.Process.Cgroup = cgroupPath(t.Process.QoS, t.Process.PodUID, t.Process.ContainerID)
+		}
+		if !(t.MPSThreads >= 0 && t.MPSThreads <= 1) {
+			return p.errAt(at("mps_active_threads"), "mps_active_threads must be in (0,1]")
+		}
+		if t.VM.Weight == 0 {
+			t.VM.Weight = 1
+		}
+		if t.VM.Name == "" {
+			t.VM.Name = "vm-" + t.Name
+		}
+		if t.SLO != nil {
+			t.SLO.Line = yamlconf.Line(p.root, at("slo")...)
+			if !(t.SLO.Quantile > 0 && t.SLO.Quantile < 1) {
+				return p.errAt(at("slo", "quantile"), "slo quantile must be in (0,1)")
+			}
+			if t.SLO.Target <= 0 {
+				return p.errAt(at("slo", "target"), "slo target must be positive")
+			}
+			switch t.SLO.Metric {
+			case "", SLOMetricE2E:
+				t.SLO.Metric = ""
+			case SLOMetricTTFT:
+				if t.Workload.Type != "llm" {
+					return p.errAt(at("slo", "metric"), "slo metric %s needs an llm workload", SLOMetricTTFT)
+				}
+			default:
+				return p.errAt(at("slo", "metric"), "unknown slo metric %q (%s, %s)", t.SLO.Metric, SLOMetricE2E, SLOMetricTTFT)
+			}
+		}
+		if err := p.validateWorkload(sc, i); err != nil {
+			return err
+		}
+		if t.Memory == 0 {
+			t.Memory = defaultMemory(&t.Workload)
+		}
+		if t.VM.Type == "" {
+			// the smallest C-series type (1/8, 1/4, 1/2 or all of the
+			// framebuffer) that holds the tenant's memory
+			n := g.model.MemBytes / gb
+			for _, div := range []uint64{8, 4, 2, 1} {
+				if g.model.MemBytes/gb/div*gb >= uint64(t.Memory) {
+					n = g.model.MemBytes / gb / div
+					break
+				}
+			}
+			t.VM.Type = fmt.Sprintf("%s-%dC", g.model.VGPUTypes, n)
+		}
+		if m := vgpuTypeRE.FindStringSubmatch(t.VM.Type); m != nil {
+			n, _ := strconv.ParseUint(m[1], 10, 32)
+			t.VM.fb = n * gb
+		}
+	}
+	for i := range sc.Events {
+		e := &sc.Events[i]
+		at := func(k ...any) []any { return append([]any{"events", i}, k...) }
+		if e.At < 0 {
+			return p.errAt(at("at"), "event time must not be negative")
+		}
+		if e.Action == "" {
+			e.Action = "rate"
+		}
+		e.tenant = -1
+		switch e.Action {
+		case "rate", "start", "stop":
+			idx, ok := names[e.Tenant]
+			if !ok {
+				return p.errAt(at("tenant"), "event for unknown tenant %q", e.Tenant)
+			}
+			e.tenant = idx
+			if e.GPU != nil {
+				return p.errAt(at("gpu"), "a %s event names a tenant, not a GPU", e.Action)
+			}
+		case "xid", "gpu-lost", "gpu-restored":
+			if e.GPU == nil || *e.GPU < 0 || *e.GPU >= len(sc.GPUs) {
+				return p.errAt(at(), "a %s event needs gpu: an index below %d", e.Action, len(sc.GPUs))
+			}
+			if e.Tenant != "" {
+				idx, ok := names[e.Tenant]
+				if !ok || e.Action != "xid" {
+					return p.errAt(at("tenant"), "event for unknown tenant %q", e.Tenant)
+				}
+				e.tenant = idx
+			}
+			if e.Action == "xid" && e.Code == 0 {
+				return p.errAt(at(), "an xid event needs code: the XID number")
+			}
+		default:
+			return p.errAt(at("action"), "unknown event action %q (rate, start, stop, xid, gpu-lost, gpu-restored)", e.Action)
+		}
+		if e.Action == "rate" {
+			if !(e.Rate >= 0 && e.Rate <= 1e6) {
+				return p.errAt(at("rate"), "rate must be in [0, 1e6]")
+			}
+			w := sc.Tenants[e.tenant].Workload.Arrival.Process
+			if w == "trace" || w == "closed" {
+				return p.errAt(at("rate"), "a rate event needs a poisson or bursty arrival process, tenant %s has %s", e.Tenant, w)
+			}
+		}
+	}
+	// Events apply in time order; equal times keep file order.
+	slices.SortStableFunc(sc.Events, func(a, b EventSpec) int { return cmp.Compare(a.At, b.At) })
+	return nil
+}
+
+func (p *parser) validateWorkload(sc *Scenario, i int) error {
+	t := &sc.Tenants[i]
+	w := &t.Workload
+	at := func(k ...any) []any { return append([]any{"tenants", i, "workload"}, k...) }
+	switch w.Type {
+	case "dnn", "llm", "training":
+	case "":
+		return p.errAt(at(), "workload needs a type (dnn, llm, training)")
+	default:
+		return p.errAt(at("type"), "unknown workload type %q (dnn, llm, training)", w.Type)
+	}
+	a := &w.Arrival
+	for _, r := range []struct {
+		path   []any
+		v, max float64
+	}{
+		{at("flops"), w.FLOPs, 1e18},
+		{at("bytes"), w.Bytes, 1e15},
+		{at("params"), w.Params, 1e13},
+		{at("context_tokens"), float64(w.ContextTokens), 1e7},
+		{at("generated_tokens"), float64(w.GeneratedTokens), 1e7},
+		{at("max_batch"), float64(w.MaxBatch), 1e5},
+		{at("max_queue"), float64(w.MaxQueue), 1e7},
+		{at("arrival", "rate"), a.Rate, 1e6},
+		{at("arrival", "burst_rate"), a.BurstRate, 1e6},
+		{at("arrival", "speedup"), a.Speedup, 1e4},
+	} {
+		if !(r.v >= 0 && r.v <= r.max) {
+			return p.errAt(r.path, "%s must be in [0, %g], got %g", r.path[len(r.path)-1], r.max, r.v)
+		}
+	}
+	if w.SMFraction == 0 {
+		w.SMFraction = 1
+	}
+	if !(w.SMFraction > 0 && w.SMFraction <= 1) {
+		return p.errAt(at("sm_fraction"), "sm_fraction must be in (0,1]")
+	}
+	if w.Occupancy == 0 {
+		w.Occupancy = 0.5
+	}
+	if !(w.Occupancy > 0 && w.Occupancy <= 1) {
+		return p.errAt(at("occupancy"), "occupancy must be in (0,1]")
+	}
+	if w.MinJobTime < 0 {
+		return p.errAt(at("min_job_time"), "min_job_time must not be negative")
+	}
+	if w.MaxQueue == 0 {
+		w.MaxQueue = 10000
+	}
+	if w.MaxQueue < 0 {
+		return p.errAt(at("max_queue"), "max_queue must be positive")
+	}
+	if w.MaxBatch < 0 {
+		return p.errAt(at("max_batch"), "max_batch must be positive")
+	}
+	if w.Model == "" {
+		w.Model = t.Name
+	}
+	if w.ServiceNoise == nil {
+		v := defaultServiceNoise
+		w.ServiceNoise = &v
+	}
+	if !(*w.ServiceNoise >= 0 && *w.ServiceNoise <= 2) {
+		return p.errAt(at("service_noise"), "service_noise must be in [0, 2]")
+	}
+	if w.Timeout < 0 || w.CheckpointInterval < 0 || w.IterationOverhead < 0 || w.SeqOverhead < 0 {
+		return p.errAt(at(), "timeout, checkpoint_interval, iteration_overhead and sequence_overhead must not be negative")
+	}
+	if w.Type != "training" && w.Timeout == 0 {
+		w.Timeout = Duration(defaultTimeout)
+	}
+	if w.Type == "llm" {
+		if w.IterationOverhead == 0 {
+			w.IterationOverhead = Duration(defaultIterationOverhead)
+		}
+		if w.SeqOverhead == 0 {
+			w.SeqOverhead = Duration(defaultSeqOverhead)
+		}
+	}
+	if w.Type == "training" {
+		if w.CheckpointInterval == 0 {
+			w.CheckpointInterval = Duration(defaultCheckpointInterval)
+		}
+		if a.Process == "" {
+			a.Process = "closed"
+		}
+		if a.Process != "closed" {
+			return p.errAt(at("arrival", "process"), "training runs closed-loop (arrival process closed)")
+		}
+		if w.FLOPs <= 0 && w.Bytes <= 0 {
+			return p.errAt(at(), "training needs flops and/or bytes per step")
+		}
+		return nil
+	}
+	switch a.Process {
+	case "poisson":
+		if a.Rate < 0 {
+			return p.errAt(at("arrival", "rate"), "rate must not be negative")
+		}
+	case "bursty":
+		if a.BurstRate <= 0 || a.BurstMean < Duration(time.Millisecond) || a.CalmMean < Duration(time.Millisecond) {
+			return p.errAt(at("arrival"), "bursty arrivals need burst_rate > 0, burst_mean and calm_mean of at least 1ms")
+		}
+	case "trace":
+		if a.File == "" {
+			return p.errAt(at("arrival"), "trace arrivals need a file")
+		}
+		if a.Speedup == 0 {
+			a.Speedup = 1
+		}
+		if a.Speedup < 0 {
+			return p.errAt(at("arrival", "speedup"), "speedup must be positive")
+		}
+		path := a.File
+		if !filepath.IsAbs(path) && sc.File != "" {
+			path = filepath.Join(filepath.Dir(sc.File), path)
+		}
+		tr, err := loadTrace(path)
+		if err != nil {
+			return p.errAt(at("arrival", "file"), "%v", err)
+		}
+		t.trace = tr
+	case "closed":
+		return p.errAt(at("arrival", "process"), "closed arrivals are for training workloads")
+	case "":
+		return p.errAt(at("arrival"), "arrival needs a process (poisson, bursty, trace)")
+	default:
+		return p.errAt(at("arrival", "process"), "unknown arrival process %q (poisson, bursty, trace)", a.Process)
+	}
+	switch w.Type {
+	case "dnn":
+		if w.FLOPs <= 0 && w.Bytes <= 0 {
+			return p.errAt(at(), "dnn inference needs flops and/or bytes per request")
+		}
+		if w.MaxBatch == 0 {
+			w.MaxBatch = 1
+		}
+	case "llm":
+		if w.Params < 1e6 {
+			return p.errAt(at("params"), "llm needs params (model parameters, e.g. 8e9; at least 1e6)")
+		}
+		if w.MaxBatch > 4096 {
+			return p.errAt(at("max_batch"), "llm max_batch must be at most 4096")
+		}
+		if w.WeightsBytes == 0 {
+			w.WeightsBytes = ByteSize(2 * w.Params) // bf16
+		}
+		if w.KVBytesPerToken == 0 {
+			// 2 (K,V) x layers x kv heads x head dim x 2 bytes, scaled from
+			// an 8B model's 128 KiB per token.
+			w.KVBytesPerToken = ByteSize(131072 * w.Params / 8e9)
+		}
+		if w.ContextTokens == 0 {
+			w.ContextTokens = 512
+		}
+		if w.GeneratedTokens == 0 {
+			w.GeneratedTokens = 128
+		}
+		if w.ContextTokens < 0 || w.GeneratedTokens < 0 {
+			return p.errAt(at(), "token counts must be positive")
+		}
+		if w.MaxBatch == 0 {
+			w.MaxBatch = 64
+		}
+	}
+	return nil
+}
