@@ -68,7 +68,7 @@ type service struct {
 	pubMu     sync.Mutex
 	onPublish []func()
 	// tuner is nil when --tuner.mode is off on every GPU.
-	tuner *tunerRunner
+	tuner *tuner.Runner
 }
 
 type patchedSnapshot struct{ base, snap *tenant.Snapshot }
@@ -147,7 +147,7 @@ type collectorFunc func(snap func() *tenant.Snapshot, logger log.Logger, filters
 // in flight, the sampler, the builder's background work, a reload in
 // progress and closing the backend. What has not finished by then is
 // abandoned and the process exits. The tuner's restore, which comes first,
-// has its own deadline (restoreTimeout).
+// has its own deadline (tuner.RestoreTimeout).
 const shutdownTimeout = 10 * time.Second
 
 // httpShutdownTimeout is the part of shutdownTimeout given to requests in
@@ -199,7 +199,7 @@ func (s *service) logServing(cfg *config) {
 // serve runs the sampler and the HTTP server until ctx is done or the
 // server fails, then stops both and closes the source. hup delivers reload
 // requests (SIGHUP). Once ctx is done, it restores the tuner's originals
-// (within restoreTimeout) and returns within shutdownTimeout of ctx's end,
+// (within tuner.RestoreTimeout) and returns within shutdownTimeout of ctx's end,
 // or as soon as the restore ends when that is later, whatever the backend,
 // the builder or a reload is doing.
 func (s *service) serve(ctx context.Context, cfg *config, newCollector collectorFunc, hup <-chan os.Signal) error {
@@ -237,7 +237,7 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 	}
 	wg.Go(func() { s.sampler.Run(ctx) })
 	if s.tuner != nil {
-		wg.Go(func() { s.tuner.run(ctx) })
+		wg.Go(func() { s.tuner.Run(ctx) })
 	}
 	wg.Go(func() { s.reloadOnSignal(ctx, hup) })
 
@@ -257,7 +257,7 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 		serveErr <- err // for the shutdown below, which waits for it
 	}
 	cancel()
-	// The restore comes first, on its own deadline (restoreTimeout): what
+	// The restore comes first, on its own deadline (tuner.RestoreTimeout): what
 	// else is stuck (a request, a background read, the builder) cannot
 	// keep the originals from being set back.
 	var restoreErr error // written before restored closes
@@ -265,7 +265,7 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 	go func() {
 		defer close(restored)
 		if s.tuner != nil {
-			restoreErr = s.tuner.restoreAtExit()
+			restoreErr = s.tuner.RestoreAtExit()
 		}
 	}()
 	deadline := time.Now().Add(shutdownTimeout) // wall time: the process's own deadline

@@ -111,33 +111,11 @@ func (c *tunerConfig) active() bool {
 	return c.Mode != string(tuner.ModeOff) || len(c.GPUModes) > 0
 }
 
-// tunerRunner runs the tuner in real time beside the sampler.
-type tunerRunner struct {
-	t        *tuner.Tuner
-	journal  *tuner.Journal
-	clock    gpu.Clock
-	interval time.Duration
-	snapshot func() *tenant.Snapshot
-	logger   log.Logger
-	failed   bool // a restore failed: the exit status says so
-	// done is closed when run returns: the tuner is idle, for the restore.
-	done chan struct{}
-}
-
-// restoreTimeout bounds the restore at exit (and the one at start): its
-// own deadline, apart from the rest of the shutdown, long enough for a
-// client restart still in progress to end.
-const restoreTimeout = 30 * time.Second
-
-// firstSnapshotPoll is how often the start's restore looks for the first
-// snapshot (the GPUs' processes, to tell a client gone from one running).
-const firstSnapshotPoll = 50 * time.Millisecond
-
 // newTunerRunner builds the tuner over the actuators this host has (the
 // backend's own and those of outside programs, detectActuators); an
 // actuator that takes the readings (the MPS controller) is subscribed to
 // the sampler with subscribe.
-func newTunerRunner(cfg *config, src gpu.Source, clock gpu.Clock, snapshot func() *tenant.Snapshot, subscribe func(func(*gpu.Readings)), logger log.Logger) (*tunerRunner, error) {
+func newTunerRunner(cfg *config, src gpu.Source, clock gpu.Clock, snapshot func() *tenant.Snapshot, subscribe func(func(*gpu.Readings)), logger log.Logger) (*tuner.Runner, error) {
 	c := &cfg.Tuner
 	mode, err := tuner.ParseMode(c.Mode)
 	if err != nil {
@@ -151,12 +129,12 @@ func newTunerRunner(cfg *config, src gpu.Source, clock gpu.Clock, snapshot func(
 	if err != nil {
 		return nil, err
 	}
-	r := &tunerRunner{clock: clock, interval: c.Interval, snapshot: snapshot, logger: logger, done: make(chan struct{})}
+	var journal *tuner.Journal
 	if c.Journal != "" {
-		if r.journal, err = tuner.OpenJournal(c.Journal); err != nil {
+		if journal, err = tuner.OpenJournal(c.Journal); err != nil {
 			return nil, fmt.Errorf("--tuner.journal: %w", err)
 		}
-		logJournalRecovery(logger, c.Journal, r.journal)
+		tuner.LogJournalRecovery(logger, c.Journal, journal)
 	} else if mode == tuner.ModeEnforce {
 		level.Warn(logger).Log("msg", "tuner in enforce mode without --tuner.journal: original settings are kept in memory only and are not restored after a crash")
 	}
@@ -172,7 +150,7 @@ func newTunerRunner(cfg *config, src gpu.Source, clock gpu.Clock, snapshot func(
 		named[i] = tuner.NamedActuator{Name: b.Name, Impl: b.Impl}
 	}
 	opts := pol.Configure(tuner.Options{
-		Actuators: tuner.ActuatorsOf(actuatorImpls(backends)...), Journal: r.journal,
+		Actuators: tuner.ActuatorsOf(actuatorImpls(backends)...), Journal: journal,
 		Clock: clock, Mode: mode, GPUModes: gm, Disabled: knobs(c.DisabledKnobs), Enabled: knobs(c.EnabledKnobs), Logger: logger, Actuated: tuner.DescribeActuators(named),
 	}, kill)
 	for _, b := range backends {
@@ -184,123 +162,12 @@ func newTunerRunner(cfg *config, src gpu.Source, clock gpu.Clock, snapshot func(
 	for _, a := range opts.Actuated {
 		level.Info(logger).Log("msg", "tuner actuator", "knob", a.Knob, "backend", a.Backend)
 	}
-	if r.t, err = tuner.New(opts); err != nil {
+	t, err := tuner.New(opts)
+	if err != nil {
 		return nil, err
 	}
 	level.Info(logger).Log("msg", "tuner started", "mode", mode, "interval", c.Interval, "policy", pol.Name(), "journal", c.Journal)
-	return r, nil
-}
-
-// status is the tuner's published status, for the collector.
-func (r *tunerRunner) status() *tuner.Status { return r.t.Status() }
-
-// logJournalRecovery says what opening the journal found and did.
-func logJournalRecovery(logger log.Logger, path string, j *tuner.Journal) {
-	st := j.Stats()
-	if st.TornBytes > 0 {
-		level.Warn(logger).Log("msg", "tuner journal: cut off a torn last record (the previous run ended during a write)", "journal", path, "bytes", st.TornBytes)
-	}
-	for _, why := range []string{"corrupt", "invalid", "oversize"} {
-		if n := st.Dropped[why]; n > 0 {
-			level.Error(logger).Log("msg", "tuner journal: dropped records that cannot be trusted; an original they held is lost", "journal", path, "reason", why, "records", n)
-		}
-	}
-	if st.WriteError != "" {
-		level.Error(logger).Log("msg", "tuner journal cannot be written: the tuner makes no change until a write succeeds", "journal", path, "err", st.WriteError)
-	}
-	if n := len(j.Originals()); n > 0 {
-		level.Warn(logger).Log("msg", "the tuner journal holds settings an earlier run changed and did not restore (unclean exit); restoring them now", "journal", path, "originals", n)
-	}
-}
-
-// run first restores what an earlier run left changed (as soon as the
-// first snapshot is there), then decides every interval until ctx is done.
-func (r *tunerRunner) run(ctx context.Context) {
-	defer close(r.done)
-	snap := r.snapshot()
-	for snap == nil {
-		select {
-		case <-ctx.Done():
-			return
-		case <-r.clock.After(firstSnapshotPoll):
-		}
-		snap = r.snapshot()
-	}
-	rctx, cancel := context.WithTimeout(ctx, restoreTimeout)
-	_, err := r.t.Recover(rctx, snap)
-	cancel()
-	if err != nil && ctx.Err() == nil { // cut short by a stop: the restore at exit goes on
-		r.failed = true
-		level.Error(r.logger).Log("msg", "tuner: settings an earlier run changed could not all be restored at start; tried again at exit and at the next start", "err", err)
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-r.clock.After(r.interval):
-		}
-		if _, err := r.t.RunOnce(ctx, r.snapshot()); err != nil && ctx.Err() == nil {
-			r.failed = true
-			level.Error(r.logger).Log("msg", "tuner round failed", "err", err)
-		}
-	}
-}
-
-// restoreAtExit waits for run to return (its context is done) and sets
-// the originals back, all within restoreTimeout whatever else is stuck;
-// the error is what makes the exit status non-zero. What is not restored
-// stays open in the journal, for the next start.
-func (r *tunerRunner) restoreAtExit() error {
-	ctx, cancel := context.WithTimeout(context.Background(), restoreTimeout)
-	defer cancel()
-	res := make(chan error, 1)
-	go func() {
-		select {
-		case <-r.done:
-		case <-ctx.Done():
-			res <- errors.New("the tuner's round did not end (an actuator is stuck)")
-			return
-		}
-		res <- r.restoreWithin(ctx)
-	}()
-	var err error
-	select {
-	case err = <-res:
-	case <-ctx.Done():
-		err = fmt.Errorf("not finished in %v", restoreTimeout)
-	}
-	return r.restoreResult(err)
-}
-
-// restore sets the originals back (within restoreTimeout) and closes the
-// journal; the error is what makes the exit status non-zero.
-func (r *tunerRunner) restore() error {
-	ctx, cancel := context.WithTimeout(context.Background(), restoreTimeout)
-	defer cancel()
-	return r.restoreResult(r.restoreWithin(ctx))
-}
-
-// restoreResult logs and wraps a restore's error.
-func (r *tunerRunner) restoreResult(err error) error {
-	if err == nil {
-		return nil
-	}
-	level.Error(r.logger).Log("msg", "tuner: original settings NOT restored; the journal restores them at the next start", "err", err)
-	return fmt.Errorf("tuner restore: %w", err)
-}
-
-// restoreWithin sets the originals back and closes the journal.
-func (r *tunerRunner) restoreWithin(ctx context.Context) error {
-	_, err := r.t.Restore(ctx)
-	if r.journal != nil {
-		if cerr := r.journal.Close(); cerr != nil && err == nil {
-			err = cerr
-		}
-	}
-	if err == nil && r.failed {
-		err = errors.New("a restore of original settings failed while running (see the log)")
-	}
-	return err
+	return tuner.NewRunner(t, journal, clock, c.Interval, snapshot, logger), nil
 }
 
 // tunerStatus is the tuner's published status; nil when the tuner is off.
@@ -308,7 +175,7 @@ func (s *service) tunerStatus() *tuner.Status {
 	if s.tuner == nil {
 		return nil
 	}
-	return s.tuner.status()
+	return s.tuner.Status()
 }
 
 // tunerCollectorName is the collect[] name of the tuner's metrics.
@@ -333,7 +200,7 @@ func (s *service) withTuner(newCollector collectorFunc, logger log.Logger, filte
 	if !wantTuner {
 		return newCollector(s.snapshot, logger, filters...)
 	}
-	tc := collector.NewTunerCollector(s.tuner.status)
+	tc := collector.NewTunerCollector(s.tuner.Status)
 	if len(filters) > 0 && len(rest) == 0 {
 		return tc, nil
 	}
@@ -341,20 +208,5 @@ func (s *service) withTuner(newCollector collectorFunc, logger log.Logger, filte
 	if err != nil {
 		return nil, err
 	}
-	return collectorList{c, tc}, nil
-}
-
-// collectorList is several collectors as one.
-type collectorList []prometheus.Collector
-
-func (cs collectorList) Describe(ch chan<- *prometheus.Desc) {
-	for _, c := range cs {
-		c.Describe(ch)
-	}
-}
-
-func (cs collectorList) Collect(ch chan<- prometheus.Metric) {
-	for _, c := range cs {
-		c.Collect(ch)
-	}
+	return collector.List{c, tc}, nil
 }

@@ -65,7 +65,7 @@ func TestExporterServesTunerMetrics(t *testing.T) {
 				}
 			}
 			if svc.tuner != nil {
-				if err := svc.tuner.restore(); err != nil {
+				if err := svc.tuner.Restore(); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -111,7 +111,7 @@ func TestExporterRunsAnyPolicy(t *testing.T) {
 	}
 	defer svc.src.Close()
 	simRounds(t, svc, clock, 2)
-	st := svc.tuner.status()
+	st := svc.tuner.Status()
 	if st.Policy != tuner.StaticEqualName {
 		t.Errorf("policy %q, want %s", st.Policy, tuner.StaticEqualName)
 	}
@@ -123,7 +123,7 @@ func TestExporterRunsAnyPolicy(t *testing.T) {
 	if fmt.Sprint(got) != want {
 		t.Errorf("decisions %v, want %s", got, want)
 	}
-	decs, err := svc.tuner.t.Restore(context.Background())
+	decs, err := svc.tuner.Tuner().Restore(context.Background())
 	if err != nil || len(decs) != 2 {
 		t.Errorf("restore: %v, %v; want the two fractions set back", decs, err)
 	}
@@ -179,12 +179,13 @@ esac`)
 			host := *cfg
 			host.Backend, host.Tuner.Mode = backendNVML, mode
 			host.Actuators.PauseCgroupRoot = "" // whatever freezer this machine has
-			r, err := newTunerRunner(&host, sourceOnly{svc.src}, clock, violating(svc.snapshot, clock), svc.sampler.Subscribe, log.NewNopLogger())
+			snapshot := violating(svc.snapshot, clock)
+			r, err := newTunerRunner(&host, sourceOnly{svc.src}, clock, snapshot, svc.sampler.Subscribe, log.NewNopLogger())
 			if err != nil {
 				t.Fatal(err)
 			}
 			got := map[string]string{}
-			for _, a := range r.status().Actuators {
+			for _, a := range r.Status().Actuators {
 				got[string(a.Knob)] = a.Backend
 			}
 			want := map[string]string{"mps_active_threads": "mps", "compute_timeslice": "nvidia-smi", "placement": "rebalance-hook", "mig_layout": "rebalance-hook"}
@@ -198,7 +199,7 @@ esac`)
 				if err := svc.sampler.SampleOnce(context.Background()); err != nil {
 					t.Fatal(err)
 				}
-				decs, err := r.t.RunOnce(context.Background(), r.snapshot())
+				decs, err := r.Tuner().RunOnce(context.Background(), snapshot())
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -230,7 +231,7 @@ esac`)
 					t.Errorf("recommend mode ran outside programs: %d calls after detection's %d", calls, detected)
 				}
 			}
-			if err := r.restore(); err != nil && mode == "recommend" {
+			if err := r.Restore(); err != nil && mode == "recommend" {
 				t.Fatal(err)
 			}
 		})

@@ -74,7 +74,7 @@ func TestExporterServesTunerPage(t *testing.T) {
 				}
 			}
 			if svc.tuner != nil {
-				if err := svc.tuner.restore(); err != nil {
+				if err := svc.tuner.Restore(); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -92,7 +92,7 @@ func simRounds(t *testing.T, svc *service, clock *gpu.ManualClock, n int) {
 			t.Fatal(err)
 		}
 		if svc.tuner != nil {
-			if _, err := svc.tuner.t.RunOnce(context.Background(), svc.snapshot()); err != nil {
+			if _, err := svc.tuner.Tuner().RunOnce(context.Background(), svc.snapshot()); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -1,0 +1,166 @@
+package tuner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+)
+
+// Runner runs a Tuner in real time beside the sampler: a restore of what
+// an earlier run left changed before the first round, a round every
+// interval on the clock, and the restore of the originals at exit on its
+// own deadline.
+type Runner struct {
+	t        *Tuner
+	journal  *Journal
+	clock    gpu.Clock
+	interval time.Duration
+	snapshot func() *tenant.Snapshot
+	logger   log.Logger
+	failed   bool // a restore failed: the exit status says so
+	// done is closed when Run returns: the tuner is idle, for the restore.
+	done chan struct{}
+}
+
+// RestoreTimeout bounds the restore at exit (and the one at start): its
+// own deadline, apart from the rest of the shutdown, long enough for a
+// client restart still in progress to end.
+const RestoreTimeout = 30 * time.Second
+
+// firstSnapshotPoll is how often the start's restore looks for the first
+// snapshot (the GPUs' processes, to tell a client gone from one running).
+const firstSnapshotPoll = 50 * time.Millisecond
+
+// NewRunner returns a Runner of t deciding every interval on clock over
+// the snapshots snapshot returns; journal (nil for none) is the one t
+// writes, closed by the restore at exit.
+func NewRunner(t *Tuner, journal *Journal, clock gpu.Clock, interval time.Duration, snapshot func() *tenant.Snapshot, logger log.Logger) *Runner {
+	if logger == nil {
+		logger = log.NewNopLogger()
+	}
+	return &Runner{t: t, journal: journal, clock: clock, interval: interval, snapshot: snapshot, logger: logger, done: make(chan struct{})}
+}
+
+// Tuner returns the tuner r runs.
+func (r *Runner) Tuner() *Tuner { return r.t }
+
+// Status is the tuner's published status, for the collector.
+func (r *Runner) Status() *Status { return r.t.Status() }
+
+// LogJournalRecovery says what opening the journal at path found and did.
+func LogJournalRecovery(logger log.Logger, path string, j *Journal) {
+	st := j.Stats()
+	if st.TornBytes > 0 {
+		level.Warn(logger).Log("msg", "tuner journal: cut off a torn last record (the previous run ended during a write)", "journal", path, "bytes", st.TornBytes)
+	}
+	for _, why := range []string{"corrupt", "invalid", "oversize"} {
+		if n := st.Dropped[why]; n > 0 {
+			level.Error(logger).Log("msg", "tuner journal: dropped records that cannot be trusted; an original they held is lost", "journal", path, "reason", why, "records", n)
+		}
+	}
+	if st.WriteError != "" {
+		level.Error(logger).Log("msg", "tuner journal cannot be written: the tuner makes no change until a write succeeds", "journal", path, "err", st.WriteError)
+	}
+	if n := len(j.Originals()); n > 0 {
+		level.Warn(logger).Log("msg", "the tuner journal holds settings an earlier run changed and did not restore (unclean exit); restoring them now", "journal", path, "originals", n)
+	}
+}
+
+// Run first restores what an earlier run left changed (as soon as the
+// first snapshot is there), then decides every interval until ctx is done.
+// It runs once.
+func (r *Runner) Run(ctx context.Context) {
+	defer close(r.done)
+	snap := r.snapshot()
+	for snap == nil {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.clock.After(firstSnapshotPoll):
+		}
+		snap = r.snapshot()
+	}
+	rctx, cancel := context.WithTimeout(ctx, RestoreTimeout)
+	_, err := r.t.Recover(rctx, snap)
+	cancel()
+	if err != nil && ctx.Err() == nil { // cut short by a stop: the restore at exit goes on
+		r.failed = true
+		level.Error(r.logger).Log("msg", "tuner: settings an earlier run changed could not all be restored at start; tried again at exit and at the next start", "err", err)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.clock.After(r.interval):
+		}
+		if _, err := r.t.RunOnce(ctx, r.snapshot()); err != nil && ctx.Err() == nil {
+			r.failed = true
+			level.Error(r.logger).Log("msg", "tuner round failed", "err", err)
+		}
+	}
+}
+
+// RestoreAtExit waits for Run to return (its context is done) and sets
+// the originals back, all within RestoreTimeout whatever else is stuck;
+// the error is what makes the exit status non-zero. What is not restored
+// stays open in the journal, for the next start.
+func (r *Runner) RestoreAtExit() error {
+	ctx, cancel := context.WithTimeout(context.Background(), RestoreTimeout)
+	defer cancel()
+	res := make(chan error, 1)
+	go func() {
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			res <- errors.New("the tuner's round did not end (an actuator is stuck)")
+			return
+		}
+		res <- r.restoreWithin(ctx)
+	}()
+	var err error
+	select {
+	case err = <-res:
+	case <-ctx.Done():
+		err = fmt.Errorf("not finished in %v", RestoreTimeout)
+	}
+	return r.restoreResult(err)
+}
+
+// Restore sets the originals back (within RestoreTimeout) and closes the
+// journal, with Run not running; the error is what makes the exit status
+// non-zero.
+func (r *Runner) Restore() error {
+	ctx, cancel := context.WithTimeout(context.Background(), RestoreTimeout)
+	defer cancel()
+	return r.restoreResult(r.restoreWithin(ctx))
+}
+
+// restoreResult logs and wraps a restore's error.
+func (r *Runner) restoreResult(err error) error {
+	if err == nil {
+		return nil
+	}
+	level.Error(r.logger).Log("msg", "tuner: original settings NOT restored; the journal restores them at the next start", "err", err)
+	return fmt.Errorf("tuner restore: %w", err)
+}
+
+// restoreWithin sets the originals back and closes the journal.
+func (r *Runner) restoreWithin(ctx context.Context) error {
+	_, err := r.t.Restore(ctx)
+	if r.journal != nil {
+		if cerr := r.journal.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}
+	if err == nil && r.failed {
+		err = errors.New("a restore of original settings failed while running (see the log)")
+	}
+	return err
+}
