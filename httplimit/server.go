@@ -1,4 +1,8 @@
-package main
+// Package httplimit bounds what HTTP clients can hold of the exporter:
+// the server's timeouts and its connection limit (idle connections closed
+// first), its own error log rate-limited, and the limit on requests in
+// flight with its rate-limited log.
+package httplimit
 
 import (
 	stdlog "log"
@@ -14,8 +18,8 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// httpLimits bounds what clients can hold of the HTTP server.
-type httpLimits struct {
+// Limits bounds what clients can hold of the HTTP server.
+type Limits struct {
 	ReadHeaderTimeout time.Duration
 	IdleTimeout       time.Duration
 	// MaxConnections bounds open connections; 0 means no limit.
@@ -30,10 +34,10 @@ const writeTimeout = time.Minute
 // bytes.
 const maxHeaderBytes = 64 << 10
 
-// newHTTPServer returns the exporter's HTTP server: h behind the header,
+// NewServer returns the exporter's HTTP server: h behind the header,
 // idle and write timeouts and the connection limit of lim, logging its own
 // errors (accept errors, TLS handshakes) through logger, rate-limited.
-func newHTTPServer(h http.Handler, lim httpLimits, logger log.Logger) *http.Server {
+func NewServer(h http.Handler, lim Limits, logger log.Logger) *http.Server {
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: lim.ReadHeaderTimeout,
@@ -163,4 +167,16 @@ func (l *connLimiter) open() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.conns)
+}
+
+// FitOpenFiles lowers the connection limit to half the open-files limit,
+// so that connections alone cannot exhaust the process's file descriptors.
+func FitOpenFiles(lim Limits, logger log.Logger) Limits {
+	n, ok := openFilesLimit()
+	if !ok || lim.MaxConnections == 0 || uint64(lim.MaxConnections) <= n/2 {
+		return lim
+	}
+	level.Info(logger).Log("msg", "lowered --web.max-connections to half the open-files limit", "from", lim.MaxConnections, "to", n/2, "open_files_limit", n)
+	lim.MaxConnections = max(int(n/2), 1)
+	return lim
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
+	"github.com/vgpu-exporter/vgpu_exporter/httplimit"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 	"github.com/vgpu-exporter/vgpu_exporter/webui"
 )
@@ -214,8 +215,8 @@ func reserved(p string) bool {
 }
 
 // httpLimits returns the HTTP server's limits the flags set.
-func (c *config) httpLimits() httpLimits {
-	return httpLimits{ReadHeaderTimeout: c.ReadHeaderTimeout, IdleTimeout: c.IdleTimeout, MaxConnections: int(c.MaxConnections)}
+func (c *config) httpLimits() httplimit.Limits {
+	return httplimit.Limits{ReadHeaderTimeout: c.ReadHeaderTimeout, IdleTimeout: c.IdleTimeout, MaxConnections: int(c.MaxConnections)}
 }
 
 // podTenancyValue is the value of --tenants.kubernetes-default.

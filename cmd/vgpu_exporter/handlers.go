@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sync/atomic"
-	"time"
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
@@ -14,9 +12,9 @@ import (
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/exporter-toolkit/web"
-	"golang.org/x/time/rate"
 
 	"github.com/vgpu-exporter/vgpu_exporter/exposition"
+	"github.com/vgpu-exporter/vgpu_exporter/httplimit"
 	"github.com/vgpu-exporter/vgpu_exporter/procmetrics"
 	"github.com/vgpu-exporter/vgpu_exporter/webui"
 )
@@ -103,22 +101,7 @@ func newHandler(o handlerOptions) (http.Handler, error) {
 	// One limit for every metrics request, filtered ones included (a
 	// per-handler limit would not bound requests that each build their
 	// own handler).
-	var inFlight chan struct{}
-	if o.MaxRequests > 0 {
-		inFlight = make(chan struct{}, o.MaxRequests)
-	}
-	rejected := newRejectLog(o.Logger, o.MaxRequests)
-	var metrics http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if inFlight != nil {
-			select {
-			case inFlight <- struct{}{}:
-				defer func() { <-inFlight }()
-			default:
-				rejected.note(r)
-				http.Error(w, fmt.Sprintf("Limit of concurrent requests reached (%d), try again later.", o.MaxRequests), http.StatusServiceUnavailable)
-				return
-			}
-		}
+	metrics := httplimit.InFlight(o.MaxRequests, o.Logger, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		filters := q["collect[]"]
 		if len(filters) == 0 && len(q["name[]"]) == 0 {
@@ -133,7 +116,7 @@ func newHandler(o handlerOptions) (http.Handler, error) {
 			return
 		}
 		h.ServeHTTP(w, r)
-	})
+	}))
 	// Instrumented outside the limit, so that rejected requests are counted
 	// in promhttp_metric_handler_requests_total{code="503"}.
 	if o.Self != nil {
@@ -188,50 +171,11 @@ func metricsHandler(o handlerOptions, filters []string) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	reg := prometheus.NewRegistry()
-	if err := reg.Register(c); err != nil {
-		return nil, fmt.Errorf("registering the collector: %w", err)
-	}
-	gatherers := prometheus.Gatherers{reg}
+	var self prometheus.Gatherer
 	if o.Self != nil {
-		gatherers = append(prometheus.Gatherers{o.Self}, reg)
+		self = o.Self
 	}
-	return promhttp.HandlerFor(gatherers, promhttp.HandlerOpts{
-		ErrorLog:      promLogger{o.Logger},
-		ErrorHandling: promhttp.ContinueOnError,
-	}), nil
-}
-
-// rejectLog logs requests rejected beyond --web.max-requests: the first at
-// once, then at most one line per rejectLogEvery with the number rejected
-// since the previous line.
-type rejectLog struct {
-	logger  log.Logger
-	limit   int64
-	limiter *rate.Limiter
-	count   atomic.Int64
-}
-
-const rejectLogEvery = 10 * time.Second
-
-func newRejectLog(logger log.Logger, limit int64) *rejectLog {
-	return &rejectLog{logger: logger, limit: limit, limiter: rate.NewLimiter(rate.Every(rejectLogEvery), 1)}
-}
-
-func (l *rejectLog) note(r *http.Request) {
-	l.count.Add(1)
-	if !l.limiter.Allow() {
-		return
-	}
-	level.Warn(l.logger).Log("msg", "metrics requests rejected: too many in flight (see --web.max-requests)",
-		"limit", l.limit, "rejected", l.count.Swap(0), "last_remote", r.RemoteAddr)
-}
-
-// promLogger lets promhttp log through go-kit.
-type promLogger struct{ logger log.Logger }
-
-func (l promLogger) Println(v ...any) {
-	level.Error(l.logger).Log("msg", fmt.Sprint(v...))
+	return exposition.Filtered(c, self, o.Logger)
 }
 
 // selfRegistry returns a registry with the exporter's own metrics:

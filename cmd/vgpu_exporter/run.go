@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/httplimit"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 	"github.com/vgpu-exporter/vgpu_exporter/webui"
@@ -241,7 +242,7 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 	}
 	wg.Go(func() { s.reloadOnSignal(ctx, hup) })
 
-	server := newHTTPServer(h, fitLimits(cfg.httpLimits(), s.logger), log.With(s.logger, "component", "web"))
+	server := httplimit.NewServer(h, httplimit.FitOpenFiles(cfg.httpLimits(), s.logger), log.With(s.logger, "component", "web"))
 	s.logServing(cfg)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- web.ListenAndServe(server, cfg.Web, slogger) }()
@@ -298,18 +299,6 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 		level.Warn(s.logger).Log("msg", "shutdown did not finish in time; exiting anyway", "timeout", shutdownTimeout)
 	}
 	return result
-}
-
-// fitLimits lowers the connection limit to half the open-files limit, so
-// that connections alone cannot exhaust the process's file descriptors.
-func fitLimits(lim httpLimits, logger log.Logger) httpLimits {
-	n, ok := openFilesLimit()
-	if !ok || lim.MaxConnections == 0 || uint64(lim.MaxConnections) <= n/2 {
-		return lim
-	}
-	level.Info(logger).Log("msg", "lowered --web.max-connections to half the open-files limit", "from", lim.MaxConnections, "to", n/2, "open_files_limit", n)
-	lim.MaxConnections = max(int(n/2), 1)
-	return lim
 }
 
 // reloadOnSignal rereads the tenants file on each SIGHUP until ctx is done.

@@ -1,0 +1,59 @@
+package httplimit
+
+import (
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+	"golang.org/x/time/rate"
+)
+
+// InFlight returns h behind a limit of max requests in flight (0 means no
+// limit): a request beyond it is answered 503 at once, and rejections are
+// logged through logger, rate-limited.
+func InFlight(max int64, logger log.Logger, h http.Handler) http.Handler {
+	if max <= 0 {
+		return h
+	}
+	inFlight := make(chan struct{}, max)
+	rejected := newRejectLog(logger, max)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case inFlight <- struct{}{}:
+			defer func() { <-inFlight }()
+		default:
+			rejected.note(r)
+			http.Error(w, fmt.Sprintf("Limit of concurrent requests reached (%d), try again later.", max), http.StatusServiceUnavailable)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// rejectLog logs requests rejected beyond --web.max-requests: the first at
+// once, then at most one line per rejectLogEvery with the number rejected
+// since the previous line.
+type rejectLog struct {
+	logger  log.Logger
+	limit   int64
+	limiter *rate.Limiter
+	count   atomic.Int64
+}
+
+const rejectLogEvery = 10 * time.Second
+
+func newRejectLog(logger log.Logger, limit int64) *rejectLog {
+	return &rejectLog{logger: logger, limit: limit, limiter: rate.NewLimiter(rate.Every(rejectLogEvery), 1)}
+}
+
+func (l *rejectLog) note(r *http.Request) {
+	l.count.Add(1)
+	if !l.limiter.Allow() {
+		return
+	}
+	level.Warn(l.logger).Log("msg", "metrics requests rejected: too many in flight (see --web.max-requests)",
+		"limit", l.limit, "rejected", l.count.Swap(0), "last_remote", r.RemoteAddr)
+}
