@@ -60,7 +60,7 @@ func sampledService(b *testing.B, args ...string) *service {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { svc.src.Close() })
-	if err := svc.sampler.SampleOnce(context.Background()); err != nil {
+	if err := svc.Sampler().SampleOnce(context.Background()); err != nil {
 		b.Fatal(err)
 	}
 	return svc
@@ -112,7 +112,7 @@ vllm:e2e_request_latency_seconds_count 100
 		r.Devices = append(r.Devices, d)
 	}
 	svc := newService(&fixedSource{r: r}, bl, "", gpu.RealClock{}, time.Second, log.NewNopLogger())
-	if err := svc.sampler.SampleOnce(context.Background()); err != nil {
+	if err := svc.Sampler().SampleOnce(context.Background()); err != nil {
 		b.Fatal(err)
 	}
 	benchVsNodeExporter(b, serviceHandler(b, svc, selfRegistry()))
@@ -129,10 +129,10 @@ func TestScrapeLatencyScenarioScale(t *testing.T) {
 	}
 	defer svc.src.Close()
 	clock.Advance(time.Second)
-	if err := svc.sampler.SampleOnce(context.Background()); err != nil {
+	if err := svc.Sampler().SampleOnce(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	snap := svc.snapshot()
+	snap := svc.Snapshot()
 	var migs, procs int
 	for _, d := range snap.Readings.Devices {
 		migs += len(d.MIG)

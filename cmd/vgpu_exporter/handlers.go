@@ -15,6 +15,7 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/exposition"
 	"github.com/vgpu-exporter/vgpu_exporter/httplimit"
+	"github.com/vgpu-exporter/vgpu_exporter/pipeline"
 	"github.com/vgpu-exporter/vgpu_exporter/procmetrics"
 	"github.com/vgpu-exporter/vgpu_exporter/webui"
 )
@@ -35,7 +36,7 @@ type handlerOptions struct {
 	Logger      log.Logger
 	// Ready reports whether a first snapshot has been published.
 	Ready func() bool
-	// Reload rereads the tenants file; errNothingToReload when there is
+	// Reload rereads the tenants file; pipeline.ErrNothingToReload when there is
 	// none.
 	Reload func() error
 	// Version returns a comparable value that changes whenever the
@@ -146,7 +147,7 @@ func newHandler(o handlerOptions) (http.Handler, error) {
 			return
 		}
 		err := o.Reload()
-		if errors.Is(err, errNothingToReload) {
+		if errors.Is(err, pipeline.ErrNothingToReload) {
 			fmt.Fprintf(w, "Nothing reloaded: %v.\n", err)
 			return
 		}

@@ -35,6 +35,8 @@ var layers = map[string][]string{
 	"tenant":      {"gpu", "latency", "kube"},
 	"collector":   {"gpu", "tenant", "tuner"},
 	"tuner":       {"gpu", "tenant"},
+	// The serving pipeline: sampler -> builder -> store.
+	"pipeline": {"gpu", "tenant"},
 	// The simulator's driver, the oracle that replays through it and the
 	// scenario tables over both.
 	"simrun":       {"gpu", "latency", "sim", "sim/report", "tenant", "tuner", "scenarios"},
@@ -57,7 +59,7 @@ var layers = map[string][]string{
 	// container or unit (kube parses the cgroup path), else signals.
 	"gpu/pause": {"gpu", "kube"},
 	// The commands wire every layer; nothing imports a command.
-	"cmd/vgpu_exporter": {"collector", "tuner", "tenant", "latency", "kube", "gpu", "gpu/nvml", "gpu/dcgmexp", "gpu/mps", "gpu/nvidiasmi", "gpu/rebalance", "gpu/pause", "sim", "scenarios", "exposition", "procmetrics", "webui", "httplimit"},
+	"cmd/vgpu_exporter": {"collector", "tuner", "tenant", "latency", "kube", "gpu", "gpu/nvml", "gpu/dcgmexp", "gpu/mps", "gpu/nvidiasmi", "gpu/rebalance", "gpu/pause", "sim", "scenarios", "exposition", "procmetrics", "webui", "httplimit", "pipeline"},
 	"cmd/vgpusim":       {"tuner", "gpu", "sim", "sim/report", "simrun", "simrun/table", "oracle", "scenarios"},
 	// Leaves below every layer; any package may import them (see leaves).
 	"internal/yamlconf": nil,

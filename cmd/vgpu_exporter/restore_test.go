@@ -11,16 +11,17 @@ import (
 	"github.com/go-kit/log"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/pipeline"
 	"github.com/vgpu-exporter/vgpu_exporter/sim"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
 
 // stuckBuilder is a builder whose background work never ends (a read of a
 // FIFO, a server that never answers).
-type stuckBuilder struct{ snapshotBuilder }
+type stuckBuilder struct{ pipeline.Builder }
 
 func (b stuckBuilder) Start(ctx context.Context) {
-	if s, ok := b.snapshotBuilder.(starter); ok {
+	if s, ok := b.Builder.(pipeline.Starter); ok {
 		s.Start(ctx)
 	}
 }
@@ -28,7 +29,7 @@ func (stuckBuilder) Wait() { select {} }
 
 // serveSim builds the exporter on the simulator with args and serves it
 // until the returned stop is called; stop returns serve's error.
-func serveSim(t *testing.T, wrap func(snapshotBuilder) snapshotBuilder, args ...string) (*service, func() error) {
+func serveSim(t *testing.T, wrap func(pipeline.Builder) pipeline.Builder, args ...string) (*service, func() error) {
 	t.Helper()
 	cfg := testConfig(t, append([]string{"--web.listen-address=" + freeAddr(t), "--backend=sim", "--sim.scenario=noisy-neighbour", "--sample.interval=100ms"}, args...)...)
 	svc, err := buildOn(cfg, gpu.RealClock{}, log.NewNopLogger())
@@ -36,7 +37,7 @@ func serveSim(t *testing.T, wrap func(snapshotBuilder) snapshotBuilder, args ...
 		t.Fatal(err)
 	}
 	if wrap != nil {
-		svc.builder = wrap(svc.builder)
+		svc.SetBuilder(wrap(svc.Builder()))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -76,7 +77,7 @@ func leftovers(t *testing.T, path string) []sim.PersistedSetting {
 func TestShutdownRestoresFirstWhateverIsStuck(t *testing.T) {
 	dir := t.TempDir()
 	settings, journal := filepath.Join(dir, "settings.json"), filepath.Join(dir, "journal")
-	svc, stop := serveSim(t, func(b snapshotBuilder) snapshotBuilder { return stuckBuilder{b} },
+	svc, stop := serveSim(t, func(b pipeline.Builder) pipeline.Builder { return stuckBuilder{b} },
 		"--tuner.mode=enforce", "--tuner.policy=static-equal", "--tuner.interval=100ms",
 		"--tuner.journal="+journal, "--sim.settings-file="+settings)
 	waitUntil(t, "the tuner's changes", func() bool { return svc.tunerStatus().Unrestored == 2 })

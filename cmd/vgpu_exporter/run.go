@@ -9,7 +9,6 @@ import (
 	"os/signal"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -21,124 +20,25 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/httplimit"
+	"github.com/vgpu-exporter/vgpu_exporter/pipeline"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 	"github.com/vgpu-exporter/vgpu_exporter/webui"
 )
 
-// snapshotBuilder turns readings into tenant snapshots (tenant.Builder).
-type snapshotBuilder interface {
-	Build(*gpu.Readings, gpu.SamplerStats) *tenant.Snapshot
-	// Reload rereads the tenants file; on error the old one stays.
-	Reload(path string) error
-}
-
-// starter is implemented by builders with background work (latency
-// sources, the kubelet mapping): Start launches it and returns, the work
-// runs until ctx is done, and Wait blocks until it has all returned.
-type starter interface {
-	Start(ctx context.Context)
-	Wait()
-}
-
-// tenant.Builder must keep satisfying both interfaces: serve finds its
-// background work by a type assertion, which would otherwise fail silently.
-var (
-	_ snapshotBuilder = (*tenant.Builder)(nil)
-	_ starter         = (*tenant.Builder)(nil)
-)
-
-// service is the running pipeline: sampler -> builder -> store -> HTTP.
+// service is the running exporter: the pipeline (sampler -> builder ->
+// store), the tuner beside it, and the HTTP server.
 type service struct {
-	logger  log.Logger
-	src     gpu.Source
-	sampler *gpu.Sampler
-	builder snapshotBuilder
-	// tenantsFile is the file a reload rereads; "" when the tenants
-	// configuration is built in (or absent) and a reload has nothing to read.
-	tenantsFile string
-	store       tenant.Store
-	ready       atomic.Bool
-	reloadMu    sync.Mutex
-	// patched is the last copy of the published snapshot that snapshot
-	// made to carry newer sampler figures; reusing it while the figures
-	// stay the same keeps one pointer per distinct content, which the HTTP
-	// handler keys its encodings on.
-	patched atomic.Pointer[patchedSnapshot]
-
-	pubMu     sync.Mutex
-	onPublish []func()
+	*pipeline.Pipeline
+	logger log.Logger
+	src    gpu.Source
 	// tuner is nil when --tuner.mode is off on every GPU.
 	tuner *tuner.Runner
 }
 
-type patchedSnapshot struct{ base, snap *tenant.Snapshot }
-
 // newService connects src to builder through a sampler on clock.
-func newService(src gpu.Source, b snapshotBuilder, tenantsFile string, clock gpu.Clock, interval time.Duration, logger log.Logger) *service {
-	s := &service{logger: logger, src: src, builder: b, tenantsFile: tenantsFile}
-	s.sampler = gpu.NewSampler(src, clock, interval, log.With(logger, "component", "sampler"))
-	s.sampler.Subscribe(func(r *gpu.Readings) {
-		s.store.Store(s.builder.Build(r, s.sampler.Stats()))
-		s.ready.Store(true)
-		s.pubMu.Lock()
-		fs := append([]func(){}, s.onPublish...)
-		s.pubMu.Unlock()
-		for _, f := range fs {
-			f()
-		}
-	})
-	return s
-}
-
-// subscribe registers f to run on the sampler's goroutine after each
-// snapshot is published.
-func (s *service) subscribe(f func()) {
-	s.pubMu.Lock()
-	defer s.pubMu.Unlock()
-	s.onPublish = append(s.onPublish, f)
-}
-
-// version identifies what snapshot returns now: the same pointer for as
-// long as the content is the same.
-func (s *service) version() any { return s.snapshot() }
-
-// snapshot returns the latest published snapshot (nil before the first).
-// Failed samples publish no snapshot, so when the sampler's figures have
-// moved on since, it returns a copy carrying the current figures: the
-// exported sample error counters stay live while the backend fails.
-func (s *service) snapshot() *tenant.Snapshot {
-	snap := s.store.Load()
-	if snap == nil {
-		return nil
-	}
-	st := s.sampler.Stats()
-	if st == snap.Sampler {
-		return snap
-	}
-	if p := s.patched.Load(); p != nil && p.base == snap && p.snap.Sampler == st {
-		return p.snap
-	}
-	c := *snap
-	c.Sampler = st
-	s.patched.Store(&patchedSnapshot{base: snap, snap: &c})
-	return &c
-}
-
-// errNothingToReload is what a reload returns when the tenants
-// configuration is built in or absent: nothing failed, nothing was read.
-var errNothingToReload = errors.New("nothing to reload: the tenants configuration is not read from a file (see --tenants.config)")
-
-// reload rereads the tenants file. Reloads are serialized.
-func (s *service) reload() error {
-	s.reloadMu.Lock()
-	defer s.reloadMu.Unlock()
-	if s.tenantsFile == "" {
-		return errNothingToReload
-	}
-	// The builder refuses (and counts) a FIFO, a device or a huge file
-	// swapped in for the tenants file, and one that defines no tenants.
-	return s.builder.Reload(s.tenantsFile)
+func newService(src gpu.Source, b pipeline.Builder, tenantsFile string, clock gpu.Clock, interval time.Duration, logger log.Logger) *service {
+	return &service{Pipeline: pipeline.New(src, b, tenantsFile, clock, interval, logger), logger: logger, src: src}
 }
 
 // collectorFunc builds the GPU/tenant collector over a snapshot getter.
@@ -164,7 +64,7 @@ func (s *service) about(cfg *config) webui.About {
 	if st := s.tunerStatus(); st != nil {
 		a.TunerMode, a.TunerPolicy = string(st.Mode), st.Policy
 	}
-	if snap := s.store.Load(); snap != nil {
+	if snap := s.Published(); snap != nil {
 		a.Sampled = true
 		for _, t := range snap.Tenants {
 			a.Tenants = append(a.Tenants, t.Name)
@@ -218,11 +118,11 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 		},
 		MaxRequests: cfg.MaxRequests,
 		Logger:      s.logger,
-		Ready:       s.ready.Load,
-		Reload:      s.reload,
-		Version:     s.version,
-		Subscribe:   s.subscribe,
-		TunerPage:   webui.NewTunerPage(s.snapshot, s.tunerStatus, tunerPageInfoOf(cfg), log.With(s.logger, "component", "web")),
+		Ready:       s.Ready,
+		Reload:      s.Reload,
+		Version:     s.Version,
+		Subscribe:   s.Subscribe,
+		TunerPage:   webui.NewTunerPage(s.Snapshot, s.tunerStatus, tunerPageInfoOf(cfg), log.With(s.logger, "component", "web")),
 		About:       func() webui.About { return s.about(cfg) },
 	})
 	if err != nil {
@@ -232,11 +132,7 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	st, hasBackground := s.builder.(starter)
-	if hasBackground {
-		st.Start(ctx)
-	}
-	wg.Go(func() { s.sampler.Run(ctx) })
+	waitPipeline := s.Start(ctx)
 	if s.tuner != nil {
 		wg.Go(func() { s.tuner.Run(ctx) })
 	}
@@ -283,9 +179,7 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 		// The builder's loops (latency scrapes of sim:// sources, the
 		// kubelet mapping) may still be using the source; they end soon
 		// after cancel.
-		if hasBackground {
-			st.Wait()
-		}
+		waitPipeline()
 		<-restored // before the backend closes: the originals are set back through it
 		if err := s.src.Close(); err != nil {
 			level.Warn(s.logger).Log("msg", "closing the backend", "backend", s.src.Name(), "err", err)
@@ -308,8 +202,8 @@ func (s *service) reloadOnSignal(ctx context.Context, hup <-chan os.Signal) {
 		case <-ctx.Done():
 			return
 		case <-hup:
-			switch err := s.reload(); {
-			case errors.Is(err, errNothingToReload):
+			switch err := s.Reload(); {
+			case errors.Is(err, pipeline.ErrNothingToReload):
 				level.Info(s.logger).Log("msg", "SIGHUP ignored", "reason", err)
 			case err != nil:
 				level.Error(s.logger).Log("msg", "reload failed, the previous configuration stays in use", "source", "SIGHUP", "err", err)

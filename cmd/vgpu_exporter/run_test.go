@@ -421,42 +421,6 @@ func TestServiceWebConfigBasicAuth(t *testing.T) {
 	}
 }
 
-// Failed samples publish no snapshot, yet the exported sampler figures
-// follow them.
-func TestSnapshotCarriesLiveSamplerStats(t *testing.T) {
-	src := &fakeSource{failAfter: 1}
-	svc := newService(src, &fakeBuilder{}, "", gpu.NewManualClock(time.Unix(1e9, 0)), time.Hour, log.NewNopLogger())
-	if svc.snapshot() != nil {
-		t.Fatal("snapshot before any sample")
-	}
-	ctx := context.Background()
-	if err := svc.sampler.SampleOnce(ctx); err != nil {
-		t.Fatal(err)
-	}
-	first := svc.snapshot()
-	if first == nil || first.Sampler.SamplesTotal != 1 || first.Sampler.ErrorsTotal != 0 {
-		t.Fatalf("after one good sample: %+v", first)
-	}
-	if svc.snapshot() != first {
-		t.Error("unchanged figures should return the published snapshot itself")
-	}
-	for range 2 {
-		if err := svc.sampler.SampleOnce(ctx); err == nil {
-			t.Fatal("expected a failed sample")
-		}
-	}
-	got := svc.snapshot()
-	if got.Sampler.SamplesTotal != 3 || got.Sampler.ErrorsTotal != 2 || got.Sampler.ConsecutiveErr != 2 || got.Sampler.LastError == "" {
-		t.Errorf("sampler figures after two failures: %+v", got.Sampler)
-	}
-	if got.Readings != first.Readings {
-		t.Error("the last good readings should stay published")
-	}
-	if first.Sampler.ErrorsTotal != 0 {
-		t.Error("the published snapshot was modified")
-	}
-}
-
 // SIGHUP is caught from package initialization: one arriving before run
 // installs its handlers does not end the process (this test binary).
 func TestSIGHUPBeforeRunIsCaught(t *testing.T) {

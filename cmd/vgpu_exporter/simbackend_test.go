@@ -143,20 +143,20 @@ func TestBuiltinScenariosBuild(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer svc.src.Close()
-			if svc.tenantsFile != "" {
-				t.Errorf("built-in tenants file should not be reloadable from disk, got %q", svc.tenantsFile)
+			if svc.TenantsFile() != "" {
+				t.Errorf("built-in tenants file should not be reloadable from disk, got %q", svc.TenantsFile())
 			}
 			// Rates need an interval: two samples, 5 s apart.
 			for i := range 2 {
 				if i > 0 {
 					clock.Advance(5 * time.Second)
 				}
-				if err := svc.sampler.SampleOnce(context.Background()); err != nil {
+				if err := svc.Sampler().SampleOnce(context.Background()); err != nil {
 					t.Fatal(err)
 				}
 			}
-			snap := svc.snapshot()
-			if snap == nil || !svc.ready.Load() {
+			snap := svc.Snapshot()
+			if snap == nil || !svc.Ready() {
 				t.Fatal("no snapshot after a sample")
 			}
 			if len(snap.Tenants) == 0 {
@@ -199,13 +199,13 @@ func TestTenantsFlagOverridesCompanion(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer svc.src.Close()
-	if svc.tenantsFile != p {
-		t.Errorf("reload file %q, want %q", svc.tenantsFile, p)
+	if svc.TenantsFile() != p {
+		t.Errorf("reload file %q, want %q", svc.TenantsFile(), p)
 	}
-	if err := svc.sampler.SampleOnce(context.Background()); err != nil {
+	if err := svc.Sampler().SampleOnce(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	snap := svc.snapshot()
+	snap := svc.Snapshot()
 	if len(snap.Tenants) != 1 || snap.Tenants[0].Name != "solo" {
 		t.Errorf("tenants %+v", snap.Tenants)
 	}
@@ -307,7 +307,7 @@ func TestReloadKeepsLastGoodConfig(t *testing.T) {
 			t.Errorf("%s: reload answered %d %q, want %d with %q", what, rec.Code, rec.Body.String(), wantCode, reloadBody)
 		}
 		clock.Advance(time.Second)
-		if err := svc.sampler.SampleOnce(context.Background()); err != nil {
+		if err := svc.Sampler().SampleOnce(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		rec = httptest.NewRecorder()
@@ -333,11 +333,11 @@ func serviceHandler(tb testing.TB, svc *service, self *prometheus.Registry) http
 		TelemetryPath: "/metrics",
 		Self:          self,
 		NewCollector: func(filters ...string) (prometheus.Collector, error) {
-			return newCollector(svc.snapshot, log.NewNopLogger(), filters...)
+			return newCollector(svc.Snapshot, log.NewNopLogger(), filters...)
 		},
-		Reload:    svc.reload,
-		Version:   svc.version,
-		Subscribe: svc.subscribe,
+		Reload:    svc.Reload,
+		Version:   svc.Version,
+		Subscribe: svc.Subscribe,
 	})
 	if err != nil {
 		tb.Fatal(err)

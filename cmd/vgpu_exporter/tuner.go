@@ -198,13 +198,13 @@ func (s *service) withTuner(newCollector collectorFunc, logger log.Logger, filte
 		}
 	}
 	if !wantTuner {
-		return newCollector(s.snapshot, logger, filters...)
+		return newCollector(s.Snapshot, logger, filters...)
 	}
 	tc := collector.NewTunerCollector(s.tuner.Status)
 	if len(filters) > 0 && len(rest) == 0 {
 		return tc, nil
 	}
-	c, err := newCollector(s.snapshot, logger, rest...)
+	c, err := newCollector(s.Snapshot, logger, rest...)
 	if err != nil {
 		return nil, err
 	}

@@ -179,8 +179,8 @@ esac`)
 			host := *cfg
 			host.Backend, host.Tuner.Mode = backendNVML, mode
 			host.Actuators.PauseCgroupRoot = "" // whatever freezer this machine has
-			snapshot := violating(svc.snapshot, clock)
-			r, err := newTunerRunner(&host, sourceOnly{svc.src}, clock, snapshot, svc.sampler.Subscribe, log.NewNopLogger())
+			snapshot := violating(svc.Snapshot, clock)
+			r, err := newTunerRunner(&host, sourceOnly{svc.src}, clock, snapshot, svc.Sampler().Subscribe, log.NewNopLogger())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -196,7 +196,7 @@ esac`)
 			mpsActs := 0
 			for range 40 {
 				clock.Advance(15 * time.Second)
-				if err := svc.sampler.SampleOnce(context.Background()); err != nil {
+				if err := svc.Sampler().SampleOnce(context.Background()); err != nil {
 					t.Fatal(err)
 				}
 				decs, err := r.Tuner().RunOnce(context.Background(), snapshot())

@@ -60,7 +60,7 @@ func TestExporterServesTunerPage(t *testing.T) {
 			simRounds(t, svc, clock, 4)
 			h, err := newHandler(handlerOptions{TelemetryPath: "/metrics",
 				NewCollector: newFakeCollector,
-				TunerPage:    webui.NewTunerPage(svc.snapshot, svc.tunerStatus, tunerPageInfoOf(cfg), nil)})
+				TunerPage:    webui.NewTunerPage(svc.Snapshot, svc.tunerStatus, tunerPageInfoOf(cfg), nil)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -88,11 +88,11 @@ func simRounds(t *testing.T, svc *service, clock *gpu.ManualClock, n int) {
 	t.Helper()
 	for range n {
 		clock.Advance(15 * time.Second)
-		if err := svc.sampler.SampleOnce(context.Background()); err != nil {
+		if err := svc.Sampler().SampleOnce(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		if svc.tuner != nil {
-			if _, err := svc.tuner.Tuner().RunOnce(context.Background(), svc.snapshot()); err != nil {
+			if _, err := svc.tuner.Tuner().RunOnce(context.Background(), svc.Snapshot()); err != nil {
 				t.Fatal(err)
 			}
 		}

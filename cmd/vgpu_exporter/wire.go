@@ -64,7 +64,7 @@ func buildOn(cfg *config, clock gpu.Clock, logger log.Logger) (*service, error) 
 	}
 	svc := newService(src, b, ts.Path, clock, cfg.SampleInterval, logger)
 	if cfg.Tuner.active() {
-		if svc.tuner, err = newTunerRunner(cfg, src, clock, svc.snapshot, svc.sampler.Subscribe, log.With(logger, "component", "tuner")); err != nil {
+		if svc.tuner, err = newTunerRunner(cfg, src, clock, svc.Snapshot, svc.Sampler().Subscribe, log.With(logger, "component", "tuner")); err != nil {
 			src.Close()
 			return nil, err
 		}

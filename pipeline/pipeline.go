@@ -1,0 +1,170 @@
+// Package pipeline is the exporter's serving pipeline: a sampler on the
+// backend, a builder turning each sample into a tenant snapshot, and the
+// store the snapshot is published to, with subscriptions to publications,
+// live sampler figures on the published snapshot and serialized reloads of
+// the tenants file.
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-kit/log"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+)
+
+// Builder turns readings into tenant snapshots (tenant.Builder).
+type Builder interface {
+	Build(*gpu.Readings, gpu.SamplerStats) *tenant.Snapshot
+	// Reload rereads the tenants file; on error the old one stays.
+	Reload(path string) error
+}
+
+// Starter is implemented by builders with background work (latency
+// sources, the kubelet mapping): Start launches it and returns, the work
+// runs until ctx is done, and Wait blocks until it has all returned.
+type Starter interface {
+	Start(ctx context.Context)
+	Wait()
+}
+
+// tenant.Builder must keep satisfying both interfaces: Start finds its
+// background work by a type assertion, which would otherwise fail silently.
+var (
+	_ Builder = (*tenant.Builder)(nil)
+	_ Starter = (*tenant.Builder)(nil)
+)
+
+// ErrNothingToReload is what a reload returns when the tenants
+// configuration is built in or absent: nothing failed, nothing was read.
+var ErrNothingToReload = errors.New("nothing to reload: the tenants configuration is not read from a file (see --tenants.config)")
+
+// Pipeline is sampler -> builder -> store.
+type Pipeline struct {
+	sampler *gpu.Sampler
+	builder Builder
+	// tenantsFile is the file a reload rereads; "" when the tenants
+	// configuration is built in (or absent) and a reload has nothing to read.
+	tenantsFile string
+	store       tenant.Store
+	ready       atomic.Bool
+	reloadMu    sync.Mutex
+	// patched is the last copy of the published snapshot that Snapshot
+	// made to carry newer sampler figures; reusing it while the figures
+	// stay the same keeps one pointer per distinct content, which the HTTP
+	// handler keys its encodings on.
+	patched atomic.Pointer[patchedSnapshot]
+
+	pubMu     sync.Mutex
+	onPublish []func()
+}
+
+type patchedSnapshot struct{ base, snap *tenant.Snapshot }
+
+// New connects src to b through a sampler on clock every interval;
+// tenantsFile is what a reload rereads ("" for nothing).
+func New(src gpu.Source, b Builder, tenantsFile string, clock gpu.Clock, interval time.Duration, logger log.Logger) *Pipeline {
+	p := &Pipeline{builder: b, tenantsFile: tenantsFile}
+	p.sampler = gpu.NewSampler(src, clock, interval, log.With(logger, "component", "sampler"))
+	p.sampler.Subscribe(func(r *gpu.Readings) {
+		p.store.Store(p.builder.Build(r, p.sampler.Stats()))
+		p.ready.Store(true)
+		p.pubMu.Lock()
+		fs := append([]func(){}, p.onPublish...)
+		p.pubMu.Unlock()
+		for _, f := range fs {
+			f()
+		}
+	})
+	return p
+}
+
+// Sampler is the pipeline's sampler.
+func (p *Pipeline) Sampler() *gpu.Sampler { return p.sampler }
+
+// Builder is the pipeline's builder.
+func (p *Pipeline) Builder() Builder { return p.builder }
+
+// SetBuilder replaces the builder; only before Start and any sample.
+func (p *Pipeline) SetBuilder(b Builder) { p.builder = b }
+
+// TenantsFile is the file a reload rereads; "" when there is none.
+func (p *Pipeline) TenantsFile() string { return p.tenantsFile }
+
+// Ready reports whether a first snapshot has been published.
+func (p *Pipeline) Ready() bool { return p.ready.Load() }
+
+// Published returns the snapshot last published as it was (nil before
+// the first), without the sampler's newer figures.
+func (p *Pipeline) Published() *tenant.Snapshot { return p.store.Load() }
+
+// Subscribe registers f to run on the sampler's goroutine after each
+// snapshot is published.
+func (p *Pipeline) Subscribe(f func()) {
+	p.pubMu.Lock()
+	defer p.pubMu.Unlock()
+	p.onPublish = append(p.onPublish, f)
+}
+
+// Version identifies what Snapshot returns now: the same pointer for as
+// long as the content is the same.
+func (p *Pipeline) Version() any { return p.Snapshot() }
+
+// Snapshot returns the latest published snapshot (nil before the first).
+// Failed samples publish no snapshot, so when the sampler's figures have
+// moved on since, it returns a copy carrying the current figures: the
+// exported sample error counters stay live while the backend fails.
+func (p *Pipeline) Snapshot() *tenant.Snapshot {
+	snap := p.store.Load()
+	if snap == nil {
+		return nil
+	}
+	st := p.sampler.Stats()
+	if st == snap.Sampler {
+		return snap
+	}
+	if c := p.patched.Load(); c != nil && c.base == snap && c.snap.Sampler == st {
+		return c.snap
+	}
+	c := *snap
+	c.Sampler = st
+	p.patched.Store(&patchedSnapshot{base: snap, snap: &c})
+	return &c
+}
+
+// Reload rereads the tenants file (ErrNothingToReload without one).
+// Reloads are serialized.
+func (p *Pipeline) Reload() error {
+	p.reloadMu.Lock()
+	defer p.reloadMu.Unlock()
+	if p.tenantsFile == "" {
+		return ErrNothingToReload
+	}
+	// The builder refuses (and counts) a FIFO, a device or a huge file
+	// swapped in for the tenants file, and one that defines no tenants.
+	return p.builder.Reload(p.tenantsFile)
+}
+
+// Start launches the builder's background work (when it has some) and the
+// sampler, both until ctx is done; wait blocks until the sampler and the
+// builder's background work have returned (the builder's loops, latency
+// scrapes of sim:// sources among them, may use the source until then).
+func (p *Pipeline) Start(ctx context.Context) (wait func()) {
+	st, hasBackground := p.builder.(Starter)
+	if hasBackground {
+		st.Start(ctx)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { p.sampler.Run(ctx) })
+	return func() {
+		wg.Wait()
+		if hasBackground {
+			st.Wait()
+		}
+	}
+}

@@ -1,0 +1,81 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-kit/log"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+)
+
+// failingSource answers its first failAfter samples, then fails.
+type failingSource struct {
+	samples   atomic.Int32
+	failAfter int32
+}
+
+func (s *failingSource) Name() string { return "fake" }
+func (s *failingSource) Sample(context.Context) (*gpu.Readings, error) {
+	if s.samples.Add(1) > s.failAfter {
+		return nil, errors.New("no GPU answered")
+	}
+	return &gpu.Readings{Backend: "fake"}, nil
+}
+func (s *failingSource) Close() error { return nil }
+
+// snapshots builds empty snapshots; it has no tenants file.
+type snapshots struct{}
+
+func (snapshots) Build(r *gpu.Readings, st gpu.SamplerStats) *tenant.Snapshot {
+	return &tenant.Snapshot{Readings: r, Sampler: st}
+}
+func (snapshots) Reload(string) error { return errors.New("unexpected reload") }
+
+// Failed samples publish no snapshot, yet the exported sampler figures
+// follow them.
+func TestSnapshotCarriesLiveSamplerStats(t *testing.T) {
+	src := &failingSource{failAfter: 1}
+	svc := New(src, snapshots{}, "", gpu.NewManualClock(time.Unix(1e9, 0)), time.Hour, log.NewNopLogger())
+	if svc.Snapshot() != nil {
+		t.Fatal("snapshot before any sample")
+	}
+	ctx := context.Background()
+	if err := svc.Sampler().SampleOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := svc.Snapshot()
+	if first == nil || first.Sampler.SamplesTotal != 1 || first.Sampler.ErrorsTotal != 0 {
+		t.Fatalf("after one good sample: %+v", first)
+	}
+	if svc.Snapshot() != first {
+		t.Error("unchanged figures should return the published snapshot itself")
+	}
+	for range 2 {
+		if err := svc.Sampler().SampleOnce(ctx); err == nil {
+			t.Fatal("expected a failed sample")
+		}
+	}
+	got := svc.Snapshot()
+	if got.Sampler.SamplesTotal != 3 || got.Sampler.ErrorsTotal != 2 || got.Sampler.ConsecutiveErr != 2 || got.Sampler.LastError == "" {
+		t.Errorf("sampler figures after two failures: %+v", got.Sampler)
+	}
+	if got.Readings != first.Readings {
+		t.Error("the last good readings should stay published")
+	}
+	if first.Sampler.ErrorsTotal != 0 {
+		t.Error("the published snapshot was modified")
+	}
+}
+
+// Without a tenants file a reload reads nothing.
+func TestReloadWithoutFile(t *testing.T) {
+	p := New(&failingSource{}, snapshots{}, "", gpu.NewManualClock(time.Unix(1e9, 0)), time.Hour, log.NewNopLogger())
+	if err := p.Reload(); !errors.Is(err, ErrNothingToReload) {
+		t.Fatalf("reload: %v", err)
+	}
+}
