@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
@@ -119,6 +120,9 @@ func (c Config) policy() (tuner.Policy, Planner, error) {
 			return nil, nil, err
 		}
 		return nil, pl, nil
+	}
+	if !slices.Contains(tuner.PolicyNames(), c.Policy) {
+		return nil, nil, fmt.Errorf("--policy: unknown policy %q (known: %s)", c.Policy, strings.Join(PolicyNames(), ", "))
 	}
 	p, err := tuner.NewPolicy(c.Policy)
 	if err != nil {

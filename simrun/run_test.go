@@ -121,3 +121,13 @@ func TestRunPlanner(t *testing.T) {
 		t.Errorf("unknown policy: %v", err)
 	}
 }
+
+// An unknown policy's error lists every policy a run takes, planners
+// (the oracle) included.
+func TestUnknownPolicyListsAll(t *testing.T) {
+	simrun.RegisterPlanner("test-listed", func(context.Context, simrun.Setup) (*simrun.Plan, error) { return nil, nil })
+	_, err := simrun.Run(context.Background(), simrun.Config{Scenario: "../scenarios/noisy-neighbour.yaml", Policy: "autotun", Duration: time.Second, Step: time.Second})
+	if err == nil || !strings.Contains(err.Error(), `unknown policy "autotun"`) || !strings.Contains(err.Error(), "test-listed") || !strings.Contains(err.Error(), "autotune") {
+		t.Errorf("error %v: want the unknown name and every policy, planners included", err)
+	}
+}
