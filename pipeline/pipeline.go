@@ -8,11 +8,13 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
@@ -165,6 +167,26 @@ func (p *Pipeline) Start(ctx context.Context) (wait func()) {
 		wg.Wait()
 		if hasBackground {
 			st.Wait()
+		}
+	}
+}
+
+// ReloadOnSignal rereads the tenants file on each SIGHUP from hup until
+// ctx is done, logging the outcome through logger.
+func (p *Pipeline) ReloadOnSignal(ctx context.Context, hup <-chan os.Signal, logger log.Logger) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			switch err := p.Reload(); {
+			case errors.Is(err, ErrNothingToReload):
+				level.Info(logger).Log("msg", "SIGHUP ignored", "reason", err)
+			case err != nil:
+				level.Error(logger).Log("msg", "reload failed, the previous configuration stays in use", "source", "SIGHUP", "err", err)
+			default:
+				level.Info(logger).Log("msg", "reloaded the tenants configuration", "source", "SIGHUP")
+			}
 		}
 	}
 }

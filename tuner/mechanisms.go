@@ -302,10 +302,21 @@ type ActuatorInfo struct {
 	Backend string // "nvml", "sim", "mps", "nvidia-smi", "rebalance-hook", "pause"
 }
 
-// NamedActuator is one backend's actuator implementation.
+// NamedActuator is one backend's actuator implementation: Impl
+// implements some of the gpu actuator interfaces (gpu.MPSActuator,
+// gpu.TimeSliceActuator, gpu.Rebalancer, ...) and gpu.CapabilityLister.
 type NamedActuator struct {
-	Name string
+	Name string // "nvml", "sim", "mps", "nvidia-smi", "rebalance-hook", "pause"
 	Impl any
+}
+
+// ImplsOf returns the implementations of bs, for ActuatorsOf.
+func ImplsOf(bs []NamedActuator) []any {
+	out := make([]any, len(bs))
+	for i, b := range bs {
+		out[i] = b.Impl
+	}
+	return out
 }
 
 // DescribeActuators returns, for every knob some backend drives, the

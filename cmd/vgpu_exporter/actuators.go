@@ -86,14 +86,6 @@ func (c *actuatorConfig) validate() []error {
 	return errs
 }
 
-// actuatorBackend is one detected source of actuators: Impl implements
-// some of the gpu actuator interfaces (gpu.MPSActuator, gpu.TimeSliceActuator,
-// gpu.Rebalancer, ...) and gpu.CapabilityLister.
-type actuatorBackend struct {
-	Name string // "nvml", "sim", "mps", "nvidia-smi", "rebalance-hook", "pause"
-	Impl any
-}
-
 // detectActuators returns the actuator backends this host has: the GPU
 // backend's own, then those of outside programs that are configured and
 // answer. On the simulator only the simulator's own are used: outside
@@ -102,11 +94,11 @@ type actuatorBackend struct {
 //
 // src is the GPU backend; its own actuators (NVML: clocks, power, vGPU
 // scheduler, MIG; the simulator: all) come first.
-func detectActuators(ctx context.Context, cfg *config, src gpu.Source, logger log.Logger) []actuatorBackend {
-	var out []actuatorBackend
+func detectActuators(ctx context.Context, cfg *config, src gpu.Source, logger log.Logger) []tuner.NamedActuator {
+	var out []tuner.NamedActuator
 	for src != nil {
 		if tuner.IsActuator(src) {
-			out = append(out, actuatorBackend{Name: cfg.Backend, Impl: src})
+			out = append(out, tuner.NamedActuator{Name: cfg.Backend, Impl: src})
 			break
 		}
 		w, ok := src.(interface{ Inner() gpu.Source })
@@ -134,7 +126,7 @@ func detectActuators(ctx context.Context, cfg *config, src gpu.Source, logger lo
 		if err != nil {
 			missing("mps", err)
 		} else {
-			out = append(out, actuatorBackend{Name: "mps", Impl: c})
+			out = append(out, tuner.NamedActuator{Name: "mps", Impl: c})
 		}
 	}
 	if a.NvidiaSMIPath != "" {
@@ -142,7 +134,7 @@ func detectActuators(ctx context.Context, cfg *config, src gpu.Source, logger lo
 		if err != nil {
 			missing("nvidia-smi", err)
 		} else {
-			out = append(out, actuatorBackend{Name: "nvidia-smi", Impl: s})
+			out = append(out, tuner.NamedActuator{Name: "nvidia-smi", Impl: s})
 		}
 	}
 	if a.RebalanceHook != "" {
@@ -151,7 +143,7 @@ func detectActuators(ctx context.Context, cfg *config, src gpu.Source, logger lo
 			// Configured but unusable: say so louder than a tool the host lacks.
 			level.Warn(logger).Log("msg", "rebalancing hook not usable; plans are only recommended", "err", err)
 		} else {
-			out = append(out, actuatorBackend{Name: "rebalance-hook", Impl: r})
+			out = append(out, tuner.NamedActuator{Name: "rebalance-hook", Impl: r})
 		}
 	}
 	if a.PauseCgroupRoot != "" {
@@ -160,7 +152,7 @@ func detectActuators(ctx context.Context, cfg *config, src gpu.Source, logger lo
 		if err != nil {
 			missing("pause", err)
 		} else {
-			out = append(out, actuatorBackend{Name: "pause", Impl: p})
+			out = append(out, tuner.NamedActuator{Name: "pause", Impl: p})
 		}
 	}
 	names := make([]string, len(out))
@@ -168,14 +160,5 @@ func detectActuators(ctx context.Context, cfg *config, src gpu.Source, logger lo
 		names[i] = b.Name
 	}
 	level.Info(logger).Log("msg", "actuators detected", "backends", fmt.Sprint(names))
-	return out
-}
-
-// actuatorImpls returns the implementations, for tuner.ActuatorsOf.
-func actuatorImpls(bs []actuatorBackend) []any {
-	out := make([]any, len(bs))
-	for i, b := range bs {
-		out[i] = b.Impl
-	}
 	return out
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/gpu/pause"
 	"github.com/vgpu-exporter/vgpu_exporter/gpu/rebalance"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/command/commandtest"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
 
 func parseActuatorFlags(t *testing.T, args ...string) (*config, error) {
@@ -119,8 +120,8 @@ func TestDetectActuators(t *testing.T) {
 			if got := fmt.Sprint(names); got != tc.want {
 				t.Errorf("backends %s, want %s", got, tc.want)
 			}
-			if len(actuatorImpls(bs)) != len(bs) {
-				t.Error("actuatorImpls lost backends")
+			if len(tuner.ImplsOf(bs)) != len(bs) {
+				t.Error("tuner.ImplsOf lost backends")
 			}
 		})
 	}

@@ -136,7 +136,7 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 	if s.tuner != nil {
 		wg.Go(func() { s.tuner.Run(ctx) })
 	}
-	wg.Go(func() { s.reloadOnSignal(ctx, hup) })
+	wg.Go(func() { s.ReloadOnSignal(ctx, hup, s.logger) })
 
 	server := httplimit.NewServer(h, httplimit.FitOpenFiles(cfg.httpLimits(), s.logger), log.With(s.logger, "component", "web"))
 	s.logServing(cfg)
@@ -193,25 +193,6 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 		level.Warn(s.logger).Log("msg", "shutdown did not finish in time; exiting anyway", "timeout", shutdownTimeout)
 	}
 	return result
-}
-
-// reloadOnSignal rereads the tenants file on each SIGHUP until ctx is done.
-func (s *service) reloadOnSignal(ctx context.Context, hup <-chan os.Signal) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-hup:
-			switch err := s.Reload(); {
-			case errors.Is(err, pipeline.ErrNothingToReload):
-				level.Info(s.logger).Log("msg", "SIGHUP ignored", "reason", err)
-			case err != nil:
-				level.Error(s.logger).Log("msg", "reload failed, the previous configuration stays in use", "source", "SIGHUP", "err", err)
-			default:
-				level.Info(s.logger).Log("msg", "reloaded the tenants configuration", "source", "SIGHUP")
-			}
-		}
-	}
 }
 
 // signals returns a context cancelled on SIGINT or SIGTERM and a channel of

@@ -39,7 +39,7 @@ func addTunerFlags(app *kingpin.Application, c *tunerConfig) {
 	}
 	enumFlag(app, "tuner.mode", "What the tuner does on this host: off, recommend (decide, journal and export, never act) or enforce.",
 		string(tuner.ModeOff), &c.Mode, modes...)
-	app.Flag("tuner.policy", "The policy the tuner runs: "+strings.Join(tunerPolicies(), ", ")+".").
+	app.Flag("tuner.policy", "The policy the tuner runs: "+strings.Join(tuner.EnginePolicyNames(), ", ")+".").
 		Default(tuner.AutotuneName).StringVar(&c.Policy)
 	durationFlag(app, "tuner.interval", "How often the tuner decides.", tuner.DefaultInterval.String(), &c.Interval)
 	app.Flag("tuner.journal", "Journal file of the tuner (a regular file of checksummed JSON records, synced, compacted past 1 MiB; docs/tuning.md): every original setting before its first change and every outcome; originals are restored from it at exit and at the next start after a crash. Default: none (originals kept in memory only).").
@@ -54,30 +54,13 @@ func addTunerFlags(app *kingpin.Application, c *tunerConfig) {
 		PlaceHolder("KNOB").EnumsVar(&c.EnabledKnobs, tuner.OptInNames()...)
 }
 
-// knobs returns flag values as knobs.
-func knobs(names []string) []gpu.Knob {
-	out := make([]gpu.Knob, 0, len(names))
-	for _, k := range names {
-		out = append(out, gpu.Knob(k))
-	}
-	return out
-}
-
 // gpuModes parses the --tuner.gpu-mode values.
 func (c *tunerConfig) gpuModes() (map[string]tuner.Mode, error) {
-	out := map[string]tuner.Mode{}
-	for _, v := range c.GPUModes {
-		g, m, ok := strings.Cut(v, "=")
-		if !ok || g == "" {
-			return nil, fmt.Errorf("--tuner.gpu-mode %q: want GPU=MODE, e.g. 0=enforce", v)
-		}
-		mode, err := tuner.ParseMode(m)
-		if err != nil {
-			return nil, fmt.Errorf("--tuner.gpu-mode %q: %w", v, err)
-		}
-		out[g] = mode
+	m, err := tuner.ParseGPUModes(c.GPUModes)
+	if err != nil {
+		return nil, fmt.Errorf("--tuner.gpu-mode %w", err)
 	}
-	return out, nil
+	return m, nil
 }
 
 // validate checks the tuner flags.
@@ -93,17 +76,6 @@ func (c *tunerConfig) validate() error {
 		errs = append(errs, fmt.Errorf("--tuner.policy: %w", err))
 	}
 	return errors.Join(errs...)
-}
-
-// tunerPolicies are the policies --tuner.policy takes.
-func tunerPolicies() []string {
-	var out []string
-	for _, n := range tuner.PolicyNames() {
-		if _, err := tuner.NewEnginePolicy(n); err == nil {
-			out = append(out, n)
-		}
-	}
-	return out
 }
 
 // active reports whether the tuner runs at all.
@@ -145,13 +117,9 @@ func newTunerRunner(cfg *config, src gpu.Source, clock gpu.Clock, snapshot func(
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	backends := detectActuators(ctx, cfg, src, logger)
-	named := make([]tuner.NamedActuator, len(backends))
-	for i, b := range backends {
-		named[i] = tuner.NamedActuator{Name: b.Name, Impl: b.Impl}
-	}
 	opts := pol.Configure(tuner.Options{
-		Actuators: tuner.ActuatorsOf(actuatorImpls(backends)...), Journal: journal,
-		Clock: clock, Mode: mode, GPUModes: gm, Disabled: knobs(c.DisabledKnobs), Enabled: knobs(c.EnabledKnobs), Logger: logger, Actuated: tuner.DescribeActuators(named),
+		Actuators: tuner.ActuatorsOf(tuner.ImplsOf(backends)...), Journal: journal,
+		Clock: clock, Mode: mode, GPUModes: gm, Disabled: tuner.Knobs(c.DisabledKnobs), Enabled: tuner.Knobs(c.EnabledKnobs), Logger: logger, Actuated: tuner.DescribeActuators(backends),
 	}, kill)
 	for _, b := range backends {
 		if m, ok := b.Impl.(*mps.Controller); ok {
@@ -178,35 +146,12 @@ func (s *service) tunerStatus() *tuner.Status {
 	return s.tuner.Status()
 }
 
-// tunerCollectorName is the collect[] name of the tuner's metrics.
-const tunerCollectorName = "tuner"
-
 // withTuner returns the GPU/tenant collector and, when the tuner runs, the
-// tuner's collector beside it. With collect[] filters, "tuner" selects the
-// tuner's metrics.
+// tuner's collector beside it (collector.WithTuner).
 func (s *service) withTuner(newCollector collectorFunc, logger log.Logger, filters []string) (prometheus.Collector, error) {
-	wantTuner := s.tuner != nil
-	rest := filters
-	if len(filters) > 0 {
-		wantTuner, rest = false, nil
-		for _, f := range filters {
-			if f == tunerCollectorName && s.tuner != nil {
-				wantTuner = true
-				continue
-			}
-			rest = append(rest, f)
-		}
+	var status func() *tuner.Status
+	if s.tuner != nil {
+		status = s.tuner.Status
 	}
-	if !wantTuner {
-		return newCollector(s.Snapshot, logger, filters...)
-	}
-	tc := collector.NewTunerCollector(s.tuner.Status)
-	if len(filters) > 0 && len(rest) == 0 {
-		return tc, nil
-	}
-	c, err := newCollector(s.Snapshot, logger, rest...)
-	if err != nil {
-		return nil, err
-	}
-	return collector.List{c, tc}, nil
+	return collector.WithTuner(func(f ...string) (prometheus.Collector, error) { return newCollector(s.Snapshot, logger, f...) }, status, filters)
 }

@@ -1,0 +1,48 @@
+package tuner
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// Knobs returns knob names as knobs.
+func Knobs(names []string) []gpu.Knob {
+	out := make([]gpu.Knob, 0, len(names))
+	for _, k := range names {
+		out = append(out, gpu.Knob(k))
+	}
+	return out
+}
+
+// ParseGPUModes parses per-GPU modes written GPU=MODE, with GPU an index
+// or a UUID (e.g. 0=enforce), into Options.GPUModes; an error quotes the
+// value at fault.
+func ParseGPUModes(values []string) (map[string]Mode, error) {
+	out := map[string]Mode{}
+	for _, v := range values {
+		g, m, ok := strings.Cut(v, "=")
+		if !ok || g == "" {
+			return nil, fmt.Errorf("%q: want GPU=MODE, e.g. 0=enforce", v)
+		}
+		mode, err := ParseMode(m)
+		if err != nil {
+			return nil, fmt.Errorf("%q: %w", v, err)
+		}
+		out[g] = mode
+	}
+	return out, nil
+}
+
+// EnginePolicyNames are the registered policies NewEnginePolicy accepts,
+// sorted.
+func EnginePolicyNames() []string {
+	var out []string
+	for _, n := range PolicyNames() {
+		if _, err := NewEnginePolicy(n); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
