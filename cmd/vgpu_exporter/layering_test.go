@@ -19,7 +19,7 @@ const modulePath = "github.com/vgpu-exporter/vgpu_exporter"
 
 // layers lists, for every package of the module (by its path below the
 // module root), the project packages its non-test files may import:
-// cmd -> (collector, tuner) -> tenant -> (latency, kube) -> gpu <-
+// cmd -> (pipeline, collector, tuner) -> tenant -> (latency, kube) -> gpu <-
 // (gpu/nvml, gpu/dcgmexp, sim); latency and kube do the I/O attribution
 // needs, so tenant does none. Tests may import more (tenant's tests drive
 // the simulator). A package missing from the table fails the test, so a
