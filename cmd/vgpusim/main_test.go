@@ -222,7 +222,7 @@ func TestErrors(t *testing.T) {
 		{"no scenario", []string{"run"}, "required flag(s) '--scenario' not provided"},
 		{"unknown scenario", []string{"run", "--scenario", "no-such"}, `scenario "no-such": no such file and no built-in scenario of that name (built-in: `},
 		{"bad scenario file", []string{"run", "--scenario", bad}, "bad.yaml:3: unknown GPU model"},
-		{"unknown policy", []string{"run", "--scenario", nn, "--policy", "magic"}, `unknown policy "magic" (known: autotune, best-effort, none, static-equal)`},
+		{"unknown policy", []string{"run", "--scenario", nn, "--policy", "magic"}, `unknown policy "magic" (known: autotune, best-effort, none, static-equal, oracle)`},
 		{"bad duration", []string{"run", "--scenario", nn, "--duration", "ten"}, `--duration "ten": want a duration`},
 		{"negative duration", []string{"run", "--scenario", nn, "--duration=-5s"}, "--duration -5s must not be negative"},
 		{"duration below a step", []string{"run", "--scenario", nn, "--duration", "500ms"}, "shorter than one step"},
