@@ -178,16 +178,17 @@ func (rd *devReader) memoryInfo(h nvml.Device, what string) (total, used uint64,
 	return mem.Total, mem.Used, true
 }
 
+// computeModeNames are NVML's compute modes as nvidia-smi names them.
+var computeModeNames = map[nvml.ComputeMode]string{
+	nvml.COMPUTEMODE_DEFAULT:           "Default",
+	nvml.COMPUTEMODE_EXCLUSIVE_THREAD:  "Exclusive_Thread",
+	nvml.COMPUTEMODE_PROHIBITED:        "Prohibited",
+	nvml.COMPUTEMODE_EXCLUSIVE_PROCESS: "Exclusive_Process",
+}
+
 func computeModeName(m nvml.ComputeMode) string {
-	switch m {
-	case nvml.COMPUTEMODE_DEFAULT:
-		return "Default"
-	case nvml.COMPUTEMODE_EXCLUSIVE_THREAD:
-		return "Exclusive_Thread"
-	case nvml.COMPUTEMODE_PROHIBITED:
-		return "Prohibited"
-	case nvml.COMPUTEMODE_EXCLUSIVE_PROCESS:
-		return "Exclusive_Process"
+	if n, ok := computeModeNames[m]; ok {
+		return n
 	}
 	return fmt.Sprintf("Unknown(%d)", int(m))
 }
