@@ -133,6 +133,9 @@ type attrState struct {
 	// matched against every selector on every build; conflicts are not
 	// kept, so that each one is counted
 	memo map[memoKey]string
+	// cgroups caches kube.ParseCgroupPath by path (a steady host's
+	// processes keep theirs); it starts over when memoLimit is reached
+	cgroups map[string]kube.CgroupInfo
 }
 
 // memoKey is everything a selector reads of a subject without a vGPU and
@@ -155,7 +158,20 @@ type memoKey struct {
 const memoLimit = 10000
 
 func newAttrState() attrState {
-	return attrState{seen: map[string]bool{}, shareLogged: map[string]bool{}, prevCS: map[string]uint64{}, csAcc: map[csKey]float64{}, memo: map[memoKey]string{}, fits: map[string]*gpuFit{}}
+	return attrState{seen: map[string]bool{}, shareLogged: map[string]bool{}, prevCS: map[string]uint64{}, csAcc: map[csKey]float64{}, memo: map[memoKey]string{}, fits: map[string]*gpuFit{}, cgroups: map[string]kube.CgroupInfo{}}
+}
+
+// parseCgroup is kube.ParseCgroupPath, cached.
+func (a *attrState) parseCgroup(path string) kube.CgroupInfo {
+	if cg, ok := a.cgroups[path]; ok {
+		return cg
+	}
+	if len(a.cgroups) >= memoLimit {
+		clear(a.cgroups)
+	}
+	cg := kube.ParseCgroupPath(path)
+	a.cgroups[path] = cg
+	return cg
 }
 
 type csKey struct{ uuid, tenant string }
@@ -282,7 +298,7 @@ func (b *Builder) processSubject(compiled *compiledConfig, podMap *kube.Mapping,
 		}
 	}
 	if compiled.needCgroup && (podMap != nil || sub.cgroup != "") {
-		cg := kube.ParseCgroupPath(sub.cgroup)
+		cg := b.attr.parseCgroup(sub.cgroup)
 		sub.pod = podMap.ResolvePod(cg, ids...)
 		sub.podOfCgroup = podMap == nil
 	}

@@ -263,7 +263,6 @@ func linearFit(samples []fitSample, get func(*fitSample) (map[ctxKey]float64, fl
 func (f *gpuFit) fitOccupancy() map[ctxKey]float64 {
 	type obs struct {
 		sm, occ float64
-		w       []float64 // busy x threads by context index
 	}
 	idx := map[ctxKey]int{}
 	var keys []ctxKey
@@ -289,18 +288,20 @@ func (f *gpuFit) fitOccupancy() map[ctxKey]float64 {
 	for p, k := range keys {
 		idx[k] = p
 	}
-	j := 0
+	// wc holds busy x threads column by column: wc[p*n+t] for context p in
+	// observation t
+	n := len(data)
+	wc := make([]float64, m*n)
+	t := 0
 	for i := range f.samples {
 		s := &f.samples[i]
 		if math.IsNaN(s.sm) || math.IsNaN(s.occ) || s.sm <= 0 {
 			continue
 		}
-		w := make([]float64, m)
 		for k, v := range s.busy {
-			w[idx[k]] = v * k.threads
+			wc[idx[k]*n+t] = v * k.threads
 		}
-		data[j].w = w
-		j++
+		t++
 	}
 	mean := min(1, max(minOccupancy, sumOcc/sumSM))
 	o := make([]float64, m)
@@ -311,21 +312,29 @@ func (f *gpuFit) fitOccupancy() map[ctxKey]float64 {
 		}
 	}
 	// per observation: sum of w o and of w o o
-	s1 := make([]float64, len(data))
-	s2 := make([]float64, len(data))
-	for t := range data {
+	s1 := make([]float64, n)
+	s2 := make([]float64, n)
+	for t := range n {
 		for p := range m {
-			s1[t] += data[t].w[p] * o[p]
-			s2[t] += data[t].w[p] * o[p] * o[p]
+			s1[t] += wc[p*n+t] * o[p]
+			s2[t] += wc[p*n+t] * o[p] * o[p]
 		}
 	}
-	lambda := footprintRidge * float64(len(data))
+	lambda := footprintRidge * float64(n)
+	// z is, for an observation where context p is idle (w = 0), its
+	// squared error, which v does not change
+	z := make([]float64, n)
 	cost := func(p int, v float64) float64 {
 		c := lambda * (v - mean) * (v - mean)
-		for t := range data {
-			w := data[t].w[p]
-			a := s1[t] + w*(v-o[p])
-			b := s2[t] + w*(v*v-o[p]*o[p])
+		col := wc[p*n : (p+1)*n]
+		dv, dv2 := v-o[p], v*v-o[p]*o[p]
+		for t, w := range col {
+			if w == 0 {
+				c += z[t]
+				continue
+			}
+			a := s1[t] + w*dv
+			b := s2[t] + w*dv2
 			pred := 0.0
 			if a > 0 {
 				pred = data[t].sm * b / a
@@ -338,6 +347,18 @@ func (f *gpuFit) fitOccupancy() map[ctxKey]float64 {
 	const steps = 24
 	for range 3 {
 		for p := range m {
+			col := wc[p*n : (p+1)*n]
+			for t, w := range col {
+				if w != 0 {
+					continue
+				}
+				pred := 0.0
+				if a := s1[t]; a > 0 {
+					pred = data[t].sm * s2[t] / a
+				}
+				d := data[t].occ - pred
+				z[t] = d * d
+			}
 			best, bestC := o[p], cost(p, o[p])
 			for g := 0; g <= steps; g++ {
 				v := minOccupancy + (1-minOccupancy)*float64(g)/steps
@@ -347,7 +368,7 @@ func (f *gpuFit) fitOccupancy() map[ctxKey]float64 {
 			}
 			// refine around the best point
 			for h := (1 - minOccupancy) / steps; h > 1e-4; h /= 2 {
-				for _, v := range []float64{best - h, best + h} {
+				for _, v := range [2]float64{best - h, best + h} {
 					if v < minOccupancy || v > 1 {
 						continue
 					}
@@ -356,8 +377,7 @@ func (f *gpuFit) fitOccupancy() map[ctxKey]float64 {
 					}
 				}
 			}
-			for t := range data {
-				w := data[t].w[p]
+			for t, w := range col {
 				s1[t] += w * (best - o[p])
 				s2[t] += w * (best*best - o[p]*o[p])
 			}

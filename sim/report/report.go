@@ -377,6 +377,18 @@ func quantile32(sorted []float32, q float64) *float64 {
 	return &v
 }
 
+// quantiles32 is quantile32 at 0.5 and 0.99 over latencies in any order,
+// which it leaves as they are.
+func quantiles32(latencies []float32) (p50, p99 *float64) {
+	n := len(latencies)
+	if n == 0 {
+		return nil, nil
+	}
+	v := orderStats32(slices.Clone(latencies), nearestRank(n, 0.5), nearestRank(n, 0.99))
+	a, b := round6(float64(v[0])), round6(float64(v[1]))
+	return &a, &b
+}
+
 func quantileSeconds(sorted []time.Duration, q float64) *float64 {
 	d, ok := Quantile(sorted, q)
 	if !ok {
@@ -472,13 +484,12 @@ func (r *Recorder) Summary() Summary {
 	}
 	for _, name := range names {
 		a := r.tenants[name]
-		lat := slices.Clone(a.latencies)
-		slices.Sort(lat)
+		p50, p99 := quantiles32(a.latencies)
 		ts := TenantSummary{
 			Tenant: name, GPU: a.gpu, Requests: a.completed, Good: a.good,
 			Attainment:  sloAttainment(a.sloTarget, a.good, a.completed+a.dropped+a.overdue),
 			SLOQuantile: a.sloQuantile, SLOTarget: round6(a.sloTarget.Seconds()), SLOMetric: a.sloMetric,
-			P50: quantile32(lat, 0.5), P99: quantile32(lat, 0.99),
+			P50: p50, P99: p99,
 			OOMs: a.ooms, Dropped: a.dropped, Overdue: a.overdue,
 		}
 		if r.elapsed > 0 {
@@ -556,6 +567,8 @@ func busyLatency(a *tenantAcc) (v float64, ok bool) {
 	if i >= len(lat) {
 		return math.Inf(1), true
 	}
-	slices.Sort(lat)
+	if !selectK32(lat, i) {
+		slices.Sort(lat)
+	}
 	return round6(float64(lat[i])), true
 }
