@@ -239,7 +239,7 @@ func crashHelper() {
 	}
 	a := tuner.Action{Target: tuner.Target{GPU: "GPU-e2e", Knob: gpu.KnobPauseDuty, PID: pids[0]}, Tenant: "trainer",
 		Class: gpu.ClassBatch, PIDs: pids, Current: tuner.Duty(0), Want: tuner.Duty(0.9), Reason: "e2e"}
-	tu, err := tuner.New(tuner.Options{Policy: once{a}, Guards: []tuner.Guard{tuner.Bounds{}}, Actuators: tuner.ActuatorsOf(p),
+	tu, err := tuner.New(tuner.Options{Policy: once{a}, Guards: []tuner.Guard{tuner.Bounds{}}, Enabled: []gpu.Knob{gpu.KnobPauseDuty}, Actuators: tuner.ActuatorsOf(p),
 		Journal: j, Clock: gpu.RealClock{}, Mode: tuner.ModeEnforce})
 	if err != nil {
 		fail(err)
