@@ -362,3 +362,47 @@ func (t *Tuner) journal(rec Record) error {
 	t.noteJournal(err)
 	return err
 }
+
+// applyTimeSlice sets a GPU's compute time-slice level.
+func applyTimeSlice(ctx context.Context, ac Actuators, a Action) error {
+	l, err := want[Level](a)
+	if err != nil {
+		return err
+	}
+	return ac.TimeSlice.SetComputeTimeSlice(ctx, a.GPU, gpu.TimeSliceLevel(l))
+}
+
+// applyVGPUScheduler sets a vGPU host's scheduler policy.
+func applyVGPUScheduler(ctx context.Context, ac Actuators, a Action) error {
+	s, err := want[Scheduler](a)
+	if err != nil {
+		return err
+	}
+	return ac.VGPUScheduler.SetVGPUScheduler(ctx, a.GPU, gpu.VGPUSchedulerSetting{Policy: gpu.VGPUPolicy(s)})
+}
+
+// applyClockPower locks a GPU's SM clocks or sets its power limit.
+func applyClockPower(ctx context.Context, ac Actuators, a Action) error {
+	switch v := a.Want.(type) {
+	case ClockRange:
+		return ac.ClockPower.LockClocks(ctx, a.GPU, gpu.ClockLock(v))
+	case Watts:
+		return ac.ClockPower.SetPowerLimit(ctx, a.GPU, float64(v))
+	}
+	return fmt.Errorf("tuner: %s takes a clock range or watts, not %T", a.Knob, a.Want)
+}
+
+// applyPause sets a tenant's pause duty on all its processes; a restore
+// from the journal knows the target's PID only, whose group (cgroup or
+// process group) the actuator resolves and thaws.
+func applyPause(ctx context.Context, ac Actuators, a Action) error {
+	d, err := want[Duty](a)
+	if err != nil {
+		return err
+	}
+	pids := a.PIDs
+	if len(pids) == 0 && a.PID != 0 {
+		pids = []uint32{a.PID}
+	}
+	return ac.Pause.SetPauseDuty(ctx, a.GPU, a.Tenant, pids, float64(d))
+}

@@ -118,33 +118,13 @@ var Mechanisms = []Mechanism{
 		applyMPS, knob(gpu.KnobMPSActiveThreads, "ratio", gpu.SharingMPS)),
 	mechanism("timeslice", func(a *Actuators) *gpu.TimeSliceActuator { return &a.TimeSlice },
 		func(x gpu.TimeSliceActuator) gpu.TimeSliceActuator { return timeSliceDoor{x} },
-		func(ctx context.Context, ac Actuators, a Action) error {
-			l, err := want[Level](a)
-			if err != nil {
-				return err
-			}
-			return ac.TimeSlice.SetComputeTimeSlice(ctx, a.GPU, gpu.TimeSliceLevel(l))
-		}, knob(gpu.KnobComputeTimeSlice, "level", gpu.SharingTimeSlice)),
+		applyTimeSlice, knob(gpu.KnobComputeTimeSlice, "level", gpu.SharingTimeSlice)),
 	mechanism("vgpu-scheduler", func(a *Actuators) *gpu.VGPUSchedulerActuator { return &a.VGPUScheduler },
 		func(x gpu.VGPUSchedulerActuator) gpu.VGPUSchedulerActuator { return vgpuDoor{x} },
-		func(ctx context.Context, ac Actuators, a Action) error {
-			s, err := want[Scheduler](a)
-			if err != nil {
-				return err
-			}
-			return ac.VGPUScheduler.SetVGPUScheduler(ctx, a.GPU, gpu.VGPUSchedulerSetting{Policy: gpu.VGPUPolicy(s)})
-		}, knob(gpu.KnobVGPUScheduler, "policy", gpu.SharingVGPU)),
+		applyVGPUScheduler, knob(gpu.KnobVGPUScheduler, "policy", gpu.SharingVGPU)),
 	mechanism("clock-power", func(a *Actuators) *gpu.ClockPowerActuator { return &a.ClockPower },
 		func(x gpu.ClockPowerActuator) gpu.ClockPowerActuator { return clockPowerDoor{x} },
-		func(ctx context.Context, ac Actuators, a Action) error {
-			switch v := a.Want.(type) {
-			case ClockRange:
-				return ac.ClockPower.LockClocks(ctx, a.GPU, gpu.ClockLock(v))
-			case Watts:
-				return ac.ClockPower.SetPowerLimit(ctx, a.GPU, float64(v))
-			}
-			return fmt.Errorf("tuner: %s takes a clock range or watts, not %T", a.Knob, a.Want)
-		}, knob(gpu.KnobLockedClocks, "mhz", everyMode...), knob(gpu.KnobPowerLimit, "watts", everyMode...)),
+		applyClockPower, knob(gpu.KnobLockedClocks, "mhz", everyMode...), knob(gpu.KnobPowerLimit, "watts", everyMode...)),
 	mechanism("pause", func(a *Actuators) *gpu.PauseActuator { return &a.Pause },
 		func(x gpu.PauseActuator) gpu.PauseActuator { return pauseDoor{x} },
 		applyPause, knob(gpu.KnobPauseDuty, "ratio", gpu.SharingMPS, gpu.SharingTimeSlice)),
@@ -351,90 +331,32 @@ func notSupported(k gpu.Knob) error {
 }
 
 // The forwarding types of SealedActuatorsOf, one per actuator interface.
+// Each embeds its interface under an unexported alias, so it has that
+// interface's methods, promoted, and nothing else: no exported field, so a
+// policy outside the package cannot reach the backend behind it.
 
-type mpsDoor struct{ a MPSClients }
+type (
+	mpsActuator        = gpu.MPSActuator
+	timeSliceActuator  = gpu.TimeSliceActuator
+	vgpuActuator       = gpu.VGPUSchedulerActuator
+	clockPowerActuator = gpu.ClockPowerActuator
+	pauseActuator      = gpu.PauseActuator
+	placementActuator  = gpu.PlacementActuator
+	migActuator        = gpu.MIGActuator
+	rebalancer         = gpu.Rebalancer
+	migDrainActuator   = gpu.MIGDrainActuator
+	lifecycleActuator  = gpu.TenantLifecycleActuator
+)
 
-func (w mpsDoor) SetMPSActiveThreads(ctx context.Context, uuid string, pid uint32, f float64) error {
-	return w.a.SetMPSActiveThreads(ctx, uuid, pid, f)
-}
-
-func (w mpsDoor) RestartClient(ctx context.Context, uuid string, pid uint32, tenant string) error {
-	return w.a.RestartClient(ctx, uuid, pid, tenant)
-}
-
-type timeSliceDoor struct{ a gpu.TimeSliceActuator }
-
-func (w timeSliceDoor) SetComputeTimeSlice(ctx context.Context, uuid string, l gpu.TimeSliceLevel) error {
-	return w.a.SetComputeTimeSlice(ctx, uuid, l)
-}
-
-type vgpuDoor struct{ a gpu.VGPUSchedulerActuator }
-
-func (w vgpuDoor) SetVGPUScheduler(ctx context.Context, uuid string, s gpu.VGPUSchedulerSetting) error {
-	return w.a.SetVGPUScheduler(ctx, uuid, s)
-}
-
-type clockPowerDoor struct{ a gpu.ClockPowerActuator }
-
-func (w clockPowerDoor) LockClocks(ctx context.Context, uuid string, l gpu.ClockLock) error {
-	return w.a.LockClocks(ctx, uuid, l)
-}
-
-func (w clockPowerDoor) SetPowerLimit(ctx context.Context, uuid string, watts float64) error {
-	return w.a.SetPowerLimit(ctx, uuid, watts)
-}
-
-type pauseDoor struct{ a gpu.PauseActuator }
-
-func (w pauseDoor) SetPauseDuty(ctx context.Context, uuid, tenant string, pids []uint32, duty float64) error {
-	return w.a.SetPauseDuty(ctx, uuid, tenant, pids, duty)
-}
-
-// applyPause sets a tenant's pause duty on all its processes; a restore
-// from the journal knows the target's PID only, whose group (cgroup or
-// process group) the actuator resolves and thaws.
-func applyPause(ctx context.Context, ac Actuators, a Action) error {
-	d, err := want[Duty](a)
-	if err != nil {
-		return err
-	}
-	pids := a.PIDs
-	if len(pids) == 0 && a.PID != 0 {
-		pids = []uint32{a.PID}
-	}
-	return ac.Pause.SetPauseDuty(ctx, a.GPU, a.Tenant, pids, float64(d))
-}
-
-type placementDoor struct{ a gpu.PlacementActuator }
-
-func (w placementDoor) MoveProcess(ctx context.Context, pid uint32, to string) error {
-	return w.a.MoveProcess(ctx, pid, to)
-}
-
-type migDoor struct{ a gpu.MIGActuator }
-
-func (w migDoor) ConfigureMIG(ctx context.Context, uuid string, profiles []string) error {
-	return w.a.ConfigureMIG(ctx, uuid, profiles)
-}
-
-type rebalancerDoor struct{ a gpu.Rebalancer }
-
-func (w rebalancerDoor) Rebalance(ctx context.Context, p gpu.Plan) error {
-	return w.a.Rebalance(ctx, p)
-}
-
-type migDrainDoor struct{ a gpu.MIGDrainActuator }
-
-func (w migDrainDoor) DrainMIGInstance(ctx context.Context, uuid, instUUID string) error {
-	return w.a.DrainMIGInstance(ctx, uuid, instUUID)
-}
-
-type lifecycleDoor struct{ a gpu.TenantLifecycleActuator }
-
-func (w lifecycleDoor) StopProcess(ctx context.Context, pid uint32) error {
-	return w.a.StopProcess(ctx, pid)
-}
-
-func (w lifecycleDoor) StartProcess(ctx context.Context, pid uint32) error {
-	return w.a.StartProcess(ctx, pid)
-}
+type (
+	mpsDoor        struct{ mpsActuator }
+	timeSliceDoor  struct{ timeSliceActuator }
+	vgpuDoor       struct{ vgpuActuator }
+	clockPowerDoor struct{ clockPowerActuator }
+	pauseDoor      struct{ pauseActuator }
+	placementDoor  struct{ placementActuator }
+	migDoor        struct{ migActuator }
+	rebalancerDoor struct{ rebalancer }
+	migDrainDoor   struct{ migDrainActuator }
+	lifecycleDoor  struct{ lifecycleActuator }
+)
