@@ -43,7 +43,15 @@ echo "e2e-kube: binaries in $bin ($(( built - began ))s)"
 status=0
 nice -n 19 go vet -tags kube ./... || status=$?
 if [ "$status" = 0 ]; then
+  # Two clusters on one machine would share the kubelet's and the
+  # device plugins' fixed paths: one at a time.
+  exec 9>"${TMPDIR:-/tmp}/vgpu_exporter-e2e-kube.lock"
+  if ! flock -n 9; then
+    echo "e2e-kube: another cluster of this test is running on this machine; waiting for it"
+    flock 9
+  fi
   VGPU_KUBE_BIN=$bin go test -tags kube -count=1 -v -timeout 30m ./ || status=$?
+  exec 9>&-
 fi
 end=$(date +%s)
 echo "e2e-kube: build $(( built - began ))s, test $(( end - built ))s, total $(( end - began ))s (exit $status)"
