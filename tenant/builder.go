@@ -1,6 +1,7 @@
 package tenant
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -37,6 +38,10 @@ type BuilderOptions struct {
 	// a tenant of their own (their namespace, or a label's value); the zero
 	// value leaves them Unassigned. It needs Pods.
 	PodTenancy PodTenancy
+	// Prices are the cost series' prices the flags give, used while the
+	// tenants file has no metering section; nil: none. Checked by the
+	// caller (Prices.Problems).
+	Prices *Prices
 }
 
 // Builder attributes readings to tenants and reports, in each Snapshot, the
@@ -51,6 +56,7 @@ type Builder struct {
 	// allowEmpty: a reload may install a file with no tenants.
 	allowEmpty bool
 	podTenancy PodTenancy
+	prices     *Prices // the flags' (BuilderOptions.Prices)
 
 	cfg atomic.Pointer[compiledConfig]
 
@@ -73,6 +79,8 @@ type compiledConfig struct {
 	pods       PodTenancy
 	needExe    bool
 	needUID    bool
+	// prices are the file's metering section, else the flags' (nil: none).
+	prices *Prices
 }
 
 func compile(cfg *Config, pods PodTenancy) *compiledConfig {
@@ -128,6 +136,7 @@ func NewBuilder(cfg *Config, opts BuilderOptions) (*Builder, error) {
 
 		allowEmpty: opts.AllowEmpty,
 		podTenancy: opts.PodTenancy,
+		prices:     opts.Prices,
 	}
 	b.cfgStatus = ConfigStatus{File: cfg.File, LastReloadSuccessful: true, LastReloadSuccessTime: b.clock.Now()}
 	b.mu.Lock()
@@ -143,6 +152,7 @@ func (b *Builder) Config() *Config { return b.cfg.Load().Config }
 // whose configuration and objective did not change.
 func (b *Builder) installLocked(cfg *Config) {
 	c := compile(cfg, b.podTenancy)
+	c.prices = cmp.Or(cfg.Metering, b.prices)
 	if b.latency != nil {
 		b.latency.Set(latencySpecs(cfg), cfg.Defaults.ScrapeInterval)
 	}
@@ -186,7 +196,7 @@ func (b *Builder) Reload(path string) error {
 	b.cfgStatus.File = path
 	b.cfgStatus.LastReloadSuccessful = true
 	b.cfgStatus.LastReloadSuccessTime = b.clock.Now()
-	level.Info(b.logger).Log("msg", "tenants file reloaded", "file", path, "tenants", len(cfg.Tenants))
+	level.Info(b.logger).Log("msg", "tenants file reloaded", "file", path, "tenants", len(cfg.Tenants), "prices", b.cfg.Load().prices)
 	return nil
 }
 
@@ -252,7 +262,7 @@ func (b *Builder) Build(r *gpu.Readings, st gpu.SamplerStats) *Snapshot {
 	b.buildMu.Lock()
 	snap.Usage = b.usage(compiled, r, podMap)
 	snap.Tenants = append(snap.Tenants, podTenants(compiled, snap.Usage)...)
-	snap.Meters, snap.GPUMeters = b.meters.meter(compiled.Defaults.IdleEnergy, r, snap.Usage)
+	snap.Meters, snap.GPUMeters = b.meters.meter(compiled.Defaults.IdleEnergy, compiled.prices, r, snap.Usage)
 	snap.Attribution = b.attr.status()
 	snap.Attribution.ShareMinSums, snap.Attribution.OvercommittedShares = b.shareSums(compiled, snap.Usage)
 	b.attr.events = AddEvents(b.attr.events, r)

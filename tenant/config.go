@@ -49,6 +49,9 @@ type Config struct {
 	File     string
 	Tenants  []Tenant `yaml:"tenants"`
 	Defaults Defaults `yaml:"defaults"`
+	// Metering is the prices of the cost series; nil: the --metering.*
+	// flags' (BuilderOptions.Prices), if any.
+	Metering *Prices `yaml:"metering"`
 }
 
 // Defaults are the file-wide settings.

@@ -41,6 +41,9 @@ type Meter struct {
 	GPUSecondsReserved float64
 	// MemoryByteSeconds is time weighted by the device memory it held.
 	MemoryByteSeconds float64
+	// Costs are its GPU time held and its energy at the prices in force
+	// at each sample, one per currency priced so far.
+	Costs []Cost
 }
 
 // GPUMeter is what no tenant is charged for on one GPU since the exporter
@@ -56,6 +59,16 @@ type GPUMeter struct {
 	// EnergyKnown is true once the GPU reported an energy counter; without
 	// one, the energy figures of its meters mean nothing.
 	EnergyKnown bool
+	// Seconds is the time metered: the sum of the samples' intervals.
+	Seconds float64
+	// MemoryByteSeconds is the GPU's own used memory integrated over the
+	// samples metered; what the tenants' MemoryByteSeconds leave of it is
+	// memory no tenant's process holds.
+	MemoryByteSeconds float64
+	// IdleCosts are the GPU time no tenant held and the idle energy at the
+	// prices in force: with the tenants' Costs they add up to Seconds and
+	// EnergyJoules at those prices.
+	IdleCosts []Cost
 }
 
 type meterKey struct{ uuid, tenant string }
@@ -75,7 +88,7 @@ func newMeterState() meterState {
 
 // meter adds one sample: usage is the sample's attribution. It returns the
 // meters of every tenant and GPU seen so far, sorted by GPU and tenant.
-func (m *meterState) meter(rule IdleEnergy, r *gpu.Readings, usage []Usage) ([]Meter, []GPUMeter) {
+func (m *meterState) meter(rule IdleEnergy, prices *Prices, r *gpu.Readings, usage []Usage) ([]Meter, []GPUMeter) {
 	// Readings metered already (a rebuild of the same sample) add nothing.
 	if r != nil && (m.last.IsZero() || r.Time.After(m.last)) {
 		m.last = r.Time
@@ -86,27 +99,32 @@ func (m *meterState) meter(rule IdleEnergy, r *gpu.Readings, usage []Usage) ([]M
 		for i := range r.Devices {
 			d := &r.Devices[i]
 			if d.Up {
-				m.device(rule, d, r.Interval.Seconds(), byGPU[d.UUID])
+				m.device(rule, prices, d, r.Interval.Seconds(), byGPU[d.UUID])
 			}
 		}
 	}
 	tenants := make([]Meter, 0, len(m.tenants))
 	for _, t := range m.tenants {
-		tenants = append(tenants, *t)
+		c := *t
+		c.Costs = slices.Clone(t.Costs) // the state's own array changes with the next sample
+		tenants = append(tenants, c)
 	}
 	slices.SortFunc(tenants, func(a, b Meter) int {
 		return cmp.Or(cmp.Compare(a.GPU, b.GPU), cmp.Compare(a.UUID, b.UUID), cmp.Compare(a.Tenant, b.Tenant))
 	})
 	gpus := make([]GPUMeter, 0, len(m.gpus))
 	for _, g := range m.gpus {
-		gpus = append(gpus, *g)
+		c := *g
+		c.IdleCosts = slices.Clone(g.IdleCosts)
+		gpus = append(gpus, c)
 	}
 	slices.SortFunc(gpus, func(a, b GPUMeter) int { return cmp.Or(cmp.Compare(a.GPU, b.GPU), cmp.Compare(a.UUID, b.UUID)) })
 	return tenants, gpus
 }
 
-// device meters one GPU over an interval of sec seconds.
-func (m *meterState) device(rule IdleEnergy, d *gpu.Device, sec float64, usage []*Usage) {
+// device meters one GPU over an interval of sec seconds, its costs at
+// prices (nil: none).
+func (m *meterState) device(rule IdleEnergy, prices *Prices, d *gpu.Device, sec float64, usage []*Usage) {
 	g := m.gpus[d.UUID]
 	if g == nil {
 		g = &GPUMeter{GPU: d.Index, UUID: d.UUID}
@@ -125,11 +143,14 @@ func (m *meterState) device(rule IdleEnergy, d *gpu.Device, sec float64, usage [
 	}
 	rest := energy * (1 - active)
 	g.EnergyJoules += energy
+	g.Seconds += sec
+	g.MemoryByteSeconds += sec * float64(d.MemoryUsedBytes)
+	idle := rest
 	if rule == IdleByReservation {
-		g.IdleEnergyJoules += rest * (1 - held)
-	} else {
-		g.IdleEnergyJoules += rest
+		idle = rest * (1 - held)
 	}
+	g.IdleEnergyJoules += idle
+	g.IdleCosts = addCost(g.IdleCosts, prices, sec*max(0, 1-held), idle)
 	for i, u := range usage {
 		t := m.tenant(d, u.Tenant)
 		e := energy * used[i]
@@ -140,6 +161,7 @@ func (m *meterState) device(rule IdleEnergy, d *gpu.Device, sec float64, usage [
 		t.GPUSecondsUsed += sec * used[i]
 		t.GPUSecondsReserved += sec * reserved[i]
 		t.MemoryByteSeconds += sec * float64(u.MemoryUsedBytes)
+		t.Costs = addCost(t.Costs, prices, sec*reserved[i], e)
 	}
 }
 

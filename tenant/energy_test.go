@@ -2,6 +2,7 @@ package tenant
 
 import (
 	"math"
+	"reflect"
 	"testing"
 	"time"
 
@@ -49,9 +50,9 @@ func TestMeterRules(t *testing.T) {
 		t.Run(string(tc.rule), func(t *testing.T) {
 			m := newMeterState()
 			first := &gpu.Readings{Time: time.Unix(100, 0), Devices: []gpu.Device{ts(1000), mig(5000)}}
-			m.meter(tc.rule, first, usage) // the first sample only sets the counters' start
+			m.meter(tc.rule, nil, first, usage) // the first sample only sets the counters' start
 			second := &gpu.Readings{Time: time.Unix(102, 0), Interval: 2 * time.Second, Devices: []gpu.Device{ts(1100), mig(5200)}}
-			meters, gpus := m.meter(tc.rule, second, usage)
+			meters, gpus := m.meter(tc.rule, nil, second, usage)
 			if len(meters) != len(tc.want) {
 				t.Fatalf("%d meters, want %d: %+v", len(meters), len(tc.want), meters)
 			}
@@ -119,7 +120,7 @@ func TestMeterCounterEdges(t *testing.T) {
 			var meters []Meter
 			var gpus []GPUMeter
 			for i := range tc.samples {
-				meters, gpus = m.meter(IdleToIdle, &tc.samples[i], tc.usage)
+				meters, gpus = m.meter(IdleToIdle, nil, &tc.samples[i], tc.usage)
 			}
 			if len(meters) != 2 || math.Abs(meters[0].EnergyJoules-tc.wantA) > 1e-9 || len(gpus) != 1 || gpus[0].EnergyJoules != tc.wantGPU {
 				t.Errorf("meters %+v gpus %+v; want a at %g J of %g", meters, gpus, tc.wantA, tc.wantGPU)
@@ -159,10 +160,10 @@ func TestMeterSameReadingsTwice(t *testing.T) {
 	usage := []Usage{{Tenant: "a", UUID: "GPU-0", SMActive: gpu.Float(0.5), MemoryUsedBytes: 1}}
 	r1 := &gpu.Readings{Time: time.Unix(100, 0), Devices: []gpu.Device{{UUID: "GPU-0", Up: true, EnergyJoules: gpu.Float(0)}}}
 	r2 := &gpu.Readings{Time: time.Unix(101, 0), Interval: time.Second, Devices: []gpu.Device{{UUID: "GPU-0", Up: true, EnergyJoules: gpu.Float(10)}}}
-	m.meter(IdleToIdle, r1, usage)
-	once, _ := m.meter(IdleToIdle, r2, usage)
-	twice, _ := m.meter(IdleToIdle, r2, usage) // a rebuild of the same sample
-	if once[0] != twice[0] || once[0].GPUSecondsUsed != 0.5 || once[0].EnergyJoules != 5 {
+	m.meter(IdleToIdle, nil, r1, usage)
+	once, _ := m.meter(IdleToIdle, nil, r2, usage)
+	twice, _ := m.meter(IdleToIdle, nil, r2, usage) // a rebuild of the same sample
+	if !reflect.DeepEqual(once[0], twice[0]) || once[0].GPUSecondsUsed != 0.5 || once[0].EnergyJoules != 5 {
 		t.Errorf("once %+v, twice %+v: want 0.5 GPU-seconds and 5 J, unchanged by the rebuild", once[0], twice[0])
 	}
 }
