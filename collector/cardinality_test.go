@@ -83,7 +83,25 @@ var cardinalityTerms = map[string]func(*tenant.Snapshot, *tuner.Status) int{
 	},
 	"tenant metered on a GPU": func(s *tenant.Snapshot, _ *tuner.Status) int { return len(s.Meters) },
 	"GPU metered":             func(s *tenant.Snapshot, _ *tuner.Status) int { return len(s.GPUMeters) },
-	"tenant":                  func(s *tenant.Snapshot, _ *tuner.Status) int { return len(s.Tenants) },
+	"cost component of a tenant metered on a GPU": func(s *tenant.Snapshot, _ *tuner.Status) int {
+		energy := map[string]bool{}
+		for _, g := range s.GPUMeters {
+			energy[g.UUID] = g.EnergyKnown
+		}
+		n := 0
+		for _, m := range s.Meters {
+			n += costComponents(m.Costs, energy[m.UUID])
+		}
+		return n
+	},
+	"cost component of a GPU metered": func(s *tenant.Snapshot, _ *tuner.Status) int {
+		n := 0
+		for _, g := range s.GPUMeters {
+			n += costComponents(g.IdleCosts, g.EnergyKnown)
+		}
+		return n
+	},
+	"tenant": func(s *tenant.Snapshot, _ *tuner.Status) int { return len(s.Tenants) },
 	"tenant with an SLO": func(s *tenant.Snapshot, _ *tuner.Status) int {
 		return countOf(s.SLOs, func(l tenant.SLOStatus) bool { return l.TargetSeconds > 0 })
 	},
@@ -121,6 +139,12 @@ var cardinalityTerms = map[string]func(*tenant.Snapshot, *tuner.Status) int{
 			return true
 		})
 	},
+}
+
+// costComponents counts the cost series of one tenant or GPU.
+func costComponents(costs []tenant.Cost, energyKnown bool) int {
+	return countOf(costs, func(c tenant.Cost) bool { return c.GPUTimePriced }) +
+		countOf(costs, func(c tenant.Cost) bool { return c.EnergyPriced && energyKnown })
 }
 
 func countOf[T any](xs []T, f func(T) bool) int {

@@ -136,13 +136,18 @@ func richSnapshot() *tenant.Snapshot {
 				Method: tenant.Apportioned, MemoryUsedBytes: 4 * gib, ContextSwitchesTotal: gpu.Float(14)},
 		},
 		Meters: []tenant.Meter{
-			{GPU: 0, UUID: "GPU-0000", Tenant: "chat", EnergyJoules: 5000, GPUSecondsUsed: 40, GPUSecondsReserved: 60, MemoryByteSeconds: 3000 * gib},
+			// at 3.6 USD per GPU-hour and 36 USD per kWh
+			{GPU: 0, UUID: "GPU-0000", Tenant: "chat", EnergyJoules: 5000, GPUSecondsUsed: 40, GPUSecondsReserved: 60, MemoryByteSeconds: 3000 * gib,
+				Costs: []tenant.Cost{{Currency: "USD", GPUTime: 0.06, Energy: 0.05, GPUTimePriced: true, EnergyPriced: true}}},
 			// GPU 1 has no energy counter: no energy series
-			{GPU: 1, UUID: "GPU-1111", Tenant: "train", GPUSecondsUsed: 50, GPUSecondsReserved: 100, MemoryByteSeconds: 1600 * gib},
+			{GPU: 1, UUID: "GPU-1111", Tenant: "train", GPUSecondsUsed: 50, GPUSecondsReserved: 100, MemoryByteSeconds: 1600 * gib,
+				Costs: []tenant.Cost{{Currency: "USD", GPUTime: 0.1, GPUTimePriced: true, EnergyPriced: true}}},
 		},
 		GPUMeters: []tenant.GPUMeter{
-			{GPU: 0, UUID: "GPU-0000", EnergyJoules: 7000, IdleEnergyJoules: 2000, EnergyKnown: true},
-			{GPU: 1, UUID: "GPU-1111"},
+			{GPU: 0, UUID: "GPU-0000", EnergyJoules: 7000, IdleEnergyJoules: 2000, EnergyKnown: true, Seconds: 100, MemoryByteSeconds: 3500 * gib,
+				IdleCosts: []tenant.Cost{{Currency: "USD", GPUTime: 0.04, Energy: 0.02, GPUTimePriced: true, EnergyPriced: true}}},
+			{GPU: 1, UUID: "GPU-1111", Seconds: 100, MemoryByteSeconds: 1700 * gib,
+				IdleCosts: []tenant.Cost{{Currency: "USD", GPUTimePriced: true, EnergyPriced: true}}},
 		},
 		SLOs: []tenant.SLOStatus{
 			{Tenant: "chat", Status: latency.Status{Quantile: 0.99, TargetSeconds: 0.5, Window: 5 * time.Minute,

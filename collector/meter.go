@@ -8,11 +8,12 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
-// meterDescs are the tenant collector's metering series: energy, GPU time
-// and memory time per tenant and GPU, and the energy no tenant is charged
-// for.
+// meterDescs are the tenant collector's metering series: energy, GPU time,
+// memory time and cost per tenant and GPU, the energy and cost no tenant
+// is charged for, and the GPU's own memory time.
 type meterDescs struct {
 	energy, idleEnergy, usedSeconds, reservedSeconds, memorySeconds *prometheus.Desc
+	cost, idleCost, gpuMemorySeconds                                *prometheus.Desc
 }
 
 func (c *tenantCollector) addMeters() {
@@ -23,6 +24,23 @@ func (c *tenantCollector) addMeters() {
 	m.usedSeconds = c.add("tenant_gpu_used_seconds_total", "GPU time the tenant used since the exporter started: time weighted by its share of the GPU's activity.", l...)
 	m.reservedSeconds = c.add("tenant_gpu_reserved_seconds_total", "GPU time the tenant held since the exporter started: time weighted by what it holds of the GPU (its MIG instance's part of the SMs, an equal part of a shared GPU).", l...)
 	m.memorySeconds = c.add("tenant_memory_byte_seconds_total", "Device memory held by the tenant integrated over time since the exporter started (divide by 2^30 for GiB-seconds).", l...)
+	m.gpuMemorySeconds = c.add("gpu_memory_used_byte_seconds_total", "The GPU's used memory integrated over the samples metered since the exporter started; what the tenants' vgpu_tenant_memory_byte_seconds_total leave of it is memory no tenant's process holds (the driver's reserve, where the backend counts it as used).", "gpu", "uuid")
+	m.cost = c.add("tenant_cost_total", "Cost charged to the tenant since the exporter started, in the currency's base unit, at the prices in force at each sample: component gpu_time is its reserved GPU-seconds at the price per GPU-hour / 3600, component energy its apportioned joules at the price per kWh / 3.6e6. With vgpu_tenant_idle_cost_total the tenants add up to the GPU's time and energy at the prices.", "tenant", "gpu", "uuid", "currency", "component")
+	m.idleCost = c.add("tenant_idle_cost_total", "Cost of the GPU since the exporter started that no tenant is charged for, in the currency's base unit: component gpu_time is the GPU time no tenant held, component energy the idle energy (vgpu_tenant_idle_energy_joules_total), at the prices in force at each sample.", "gpu", "uuid", "currency", "component")
+}
+
+// costs sends the cost series of one tenant or GPU (lv: its labels before
+// currency and component); the energy component only where the GPU has an
+// energy counter.
+func (e *emitter) costs(d *prometheus.Desc, costs []tenant.Cost, energyKnown bool, lv ...string) {
+	for _, c := range costs {
+		if c.GPUTimePriced {
+			e.counter(d, c.GPUTime, append(lv, c.Currency, tenant.CostGPUTime)...)
+		}
+		if c.EnergyPriced && energyKnown {
+			e.counter(d, c.Energy, append(lv, c.Currency, tenant.CostEnergy)...)
+		}
+	}
 }
 
 func (c *tenantCollector) updateMeters(e *emitter, snap *tenant.Snapshot) {
@@ -38,6 +56,8 @@ func (c *tenantCollector) updateMeters(e *emitter, snap *tenant.Snapshot) {
 			energyKnown[g.UUID] = true
 			e.counter(m.idleEnergy, g.IdleEnergyJoules, itoa(g.GPU), g.UUID)
 		}
+		e.counter(m.gpuMemorySeconds, g.MemoryByteSeconds, itoa(g.GPU), g.UUID)
+		e.costs(m.idleCost, g.IdleCosts, g.EnergyKnown, itoa(g.GPU), g.UUID)
 	}
 	type key struct{ tenant, uuid string }
 	seen := make(firstSet[key], len(snap.Meters))
@@ -53,5 +73,6 @@ func (c *tenantCollector) updateMeters(e *emitter, snap *tenant.Snapshot) {
 		e.counter(m.usedSeconds, t.GPUSecondsUsed, lv...)
 		e.counter(m.reservedSeconds, t.GPUSecondsReserved, lv...)
 		e.counter(m.memorySeconds, t.MemoryByteSeconds, lv...)
+		e.costs(m.cost, t.Costs, energyKnown[t.UUID], lv...)
 	}
 }

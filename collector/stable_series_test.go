@@ -69,7 +69,7 @@ events:
 				continue
 			}
 			for _, m := range mf.GetMetric() {
-				id := mf.GetName() + "{" + label(m, "tenant") + "," + label(m, "gpu") + "," + label(m, "gpu_instance") + label(m, "q") + "}"
+				id := mf.GetName() + "{" + label(m, "tenant") + "," + label(m, "gpu") + "," + label(m, "gpu_instance") + label(m, "q") + label(m, "currency") + label(m, "component") + "}"
 				var ls []string
 				for _, l := range m.GetLabel() {
 					ls = append(ls, l.GetName()+"="+l.GetValue())
