@@ -17,6 +17,8 @@ func FuzzParseConfig(f *testing.F) {
 	}
 	f.Add([]byte("tenants:\n  - name: a\n    selectors: [{kubernetes: {labels: {a: b}}}]\n"))
 	f.Add([]byte("x: &a [*a]\n"))
+	f.Add([]byte("tenants: [{name: a, selectors: [{uid: 1}]}]\nmetering: {currency: USD, price_per_gpu_hour: 2.5, price_per_kwh: 0.12}\n"))
+	f.Add([]byte("metering: {currency: usd, price_per_kwh: -1}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := ParseConfig("f.yaml", data)
 		if err != nil {
@@ -37,6 +39,9 @@ func FuzzParseConfig(f *testing.F) {
 			if s := tn.Share; s != nil && s.Min > s.Max {
 				t.Fatalf("accepted share %+v", s)
 			}
+		}
+		if p := cfg.Metering; p != nil && p.Problems() != nil {
+			t.Fatalf("accepted prices %+v: %v", p, p.Problems())
 		}
 		// a valid configuration attributes without panicking
 		b, err := NewBuilder(cfg, BuilderOptions{})

@@ -52,16 +52,16 @@ func TestConfigCheck(t *testing.T) {
 		code       int
 		out, errs  []string
 	}{
-		{good, false, 0, []string{good + ": OK (2 tenants)"}, nil},
+		{good, false, 0, []string{good + ": OK (2 tenants; prices: none (no cost series))"}, nil},
 		{bad, false, 1, nil, []string{bad + ":3:", bad + ":10:", "INVALID"}},
 		{filepath.Join(dir, "missing.yaml"), false, 1, nil, []string{"missing.yaml", "no such file"}},
 		{empty, false, 1, nil, []string{empty + " defines no tenants", "--tenants.allow-empty", "INVALID"}},
-		{empty, true, 0, []string{empty + ": OK (0 tenants)"}, nil},
+		{empty, true, 0, []string{empty + ": OK (0 tenants; "}, nil},
 		{big, false, 1, nil, []string{big + " is larger than the limit of 4194304 bytes"}},
 		{"/dev/zero", false, 1, nil, []string{"/dev/zero is not a regular file (a character device)"}},
 	} {
 		var stdout, stderr strings.Builder
-		code := checkConfig(tc.file, tc.allowEmpty, &stdout, &stderr)
+		code := checkConfig(tc.file, tc.allowEmpty, &meteringConfig{}, &stdout, &stderr)
 		if code != tc.code {
 			t.Errorf("%s: exit %d, want %d; stderr %q", tc.file, code, tc.code, stderr.String())
 		}
@@ -75,6 +75,57 @@ func TestConfigCheck(t *testing.T) {
 				t.Errorf("%s: stderr %q lacks %q", tc.file, stderr.String(), w)
 			}
 		}
+	}
+}
+
+// TestConfigCheckPrices: --config.check lists the problems of the
+// metering section (by line) and of the --metering.* flags (by flag), and
+// prints the prices in use and where they come from.
+func TestConfigCheckPrices(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, metering string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("tenants:\n  - name: chat\n    selectors: [{executable: vllm}]\n"+metering), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	plain := write("plain.yaml", "")
+	priced := write("priced.yaml", "metering:\n  currency: EUR\n  price_per_gpu_hour: 2.25\n  price_per_kwh: 0.3\n")
+	bad := write("bad.yaml", "metering:\n  currency: euro\n  price_per_gpu_hour: -2\n")
+	gpuHour := func(p float64) *meteringConfig { return &meteringConfig{Currency: "USD", PerGPUHour: &p} }
+	kWh := 0.2
+	for _, tc := range []struct {
+		name  string
+		file  string
+		flags *meteringConfig
+		code  int
+		out   string
+		errs  []string
+	}{
+		{"flags", plain, gpuHour(3), 0, plain + ": OK (1 tenants; prices: 3 USD per GPU-hour (the --metering.* flags))", nil},
+		{"file over flags", priced, gpuHour(3), 0, priced + ": OK (1 tenants; prices: 2.25 EUR per GPU-hour, 0.3 EUR per kWh (the tenants file's metering section))", nil},
+		{"bad file", bad, &meteringConfig{}, 1, "", []string{
+			bad + `:5: metering.currency "euro" is not an ISO 4217 code`,
+			bad + ":6: metering.price_per_gpu_hour must be a number, 0 or more, got -2", "INVALID"}},
+		{"bad flags", plain, gpuHour(-1), 1, "", []string{"--metering.price-per-gpu-hour must be a number, 0 or more, got -1", "INVALID"}},
+		{"no currency", plain, &meteringConfig{PerKWh: &kWh}, 1, "", []string{"--metering.currency is needed with a price"}},
+		{"no price", plain, &meteringConfig{Currency: "USD"}, 1, "", []string{"--metering.currency USD gives no price"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr strings.Builder
+			if code := checkConfig(tc.file, false, tc.flags, &stdout, &stderr); code != tc.code {
+				t.Errorf("exit %d, want %d; stderr %q", code, tc.code, stderr.String())
+			}
+			if !strings.Contains(stdout.String(), tc.out) {
+				t.Errorf("stdout %q lacks %q", stdout.String(), tc.out)
+			}
+			for _, w := range tc.errs {
+				if !strings.Contains(stderr.String(), w) {
+					t.Errorf("stderr %q lacks %q", stderr.String(), w)
+				}
+			}
+		})
 	}
 }
 
@@ -117,7 +168,7 @@ func TestConfigCheckListsEveryProblem(t *testing.T) {
 				t.Fatal(err)
 			}
 			var stdout, stderr strings.Builder
-			if code := checkConfig(file, false, &stdout, &stderr); code != 1 {
+			if code := checkConfig(file, false, &meteringConfig{}, &stdout, &stderr); code != 1 {
 				t.Fatalf("exit %d, want 1; stderr %q", code, stderr.String())
 			}
 			want := append([]string{tc.first}, wholeFile(tc.restAt)...)

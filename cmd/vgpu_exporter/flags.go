@@ -55,6 +55,7 @@ type config struct {
 	ProcRoot           string
 
 	Actuators actuatorConfig
+	Metering  meteringConfig
 
 	Web                    *web.FlagConfig
 	TelemetryPath          string
@@ -89,7 +90,7 @@ func addFlags(app *kingpin.Application) *config {
 		PlaceHolder("FILE").StringVar(&c.TenantsConfig)
 	app.Flag("tenants.allow-empty", "Accept a tenants file that defines no tenants, at start and on reload. Without it such a file is refused: on reload the previous configuration stays in use.").
 		BoolVar(&c.TenantsAllowEmpty)
-	app.Flag("config.check", "Validate this tenants file, print every error and exit (0 when valid, 1 otherwise).").
+	app.Flag("config.check", "Validate this tenants file (and the --metering.* flags), print every error, or the prices in use, and exit (0 when valid, 1 otherwise).").
 		PlaceHolder("FILE").StringVar(&c.ConfigCheck)
 	durationFlag(app, "sample.interval", "How often the GPUs are sampled.", "1s", &c.SampleInterval)
 	app.Flag("backend.dcgm-exporter.url", "URL of a running dcgm-exporter's /metrics whose DCGM profiling fields complement NVML readings (nvml backend only).").
@@ -108,6 +109,7 @@ func addFlags(app *kingpin.Application) *config {
 	app.Flag("proc.root", "procfs mount point, used to map GPU processes to cgroups.").
 		Default("/proc").StringVar(&c.ProcRoot)
 	addActuatorFlags(app, &c.Actuators)
+	addMeteringFlags(app, &c.Metering)
 
 	c.Web = kingpinflag.AddFlags(app, fmt.Sprintf(":%d", defaultPort))
 	app.Flag("web.telemetry-path", "Path under which to expose metrics.").
@@ -202,6 +204,8 @@ func (c *config) validate() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, c.Actuators.validate()...)
+	_, perrs := c.Metering.prices()
+	errs = append(errs, perrs...)
 	return errors.Join(errs...)
 }
 

@@ -17,6 +17,8 @@ func FuzzParseArgs(f *testing.F) {
 		"--backend=nvml\x00--backend.dcgm-exporter.url=http://127.0.0.1:9400/metrics",
 		"--kubernetes.pod-metadata=/tmp/pods.json",
 		"--sample.interval=-1s",
+		"--metering.currency=USD\x00--metering.price-per-gpu-hour=2.5\x00--metering.price-per-kwh=0.12",
+		"--metering.price-per-kwh=NaN",
 	} {
 		f.Add(seed)
 	}
@@ -34,6 +36,9 @@ func FuzzParseArgs(f *testing.F) {
 		}
 		if c.SampleInterval <= 0 || c.MaxRequests < 0 || !strings.HasPrefix(c.TelemetryPath, "/") || reserved(c.TelemetryPath) {
 			t.Errorf("%q validated with interval %s, max requests %d, path %q", args, c.SampleInterval, c.MaxRequests, c.TelemetryPath)
+		}
+		if p, errs := c.Metering.prices(); errs != nil || (p != nil && p.Problems() != nil) {
+			t.Errorf("%q validated with prices %v, problems %v", args, p, errs)
 		}
 	})
 }

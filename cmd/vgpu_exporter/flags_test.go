@@ -73,6 +73,15 @@ func TestFlagValidation(t *testing.T) {
 		{[]string{"--backend=sim", "--sim.scenario=h200-mig", "--sim.seed=7"}, ""},
 		{[]string{"--sim.scenario=h200-mig"}, "--sim.scenario is used only with --backend=sim, not --backend=auto"},
 		{[]string{"--backend=nvml", "--sim.seed=7"}, "--sim.seed is used only with --backend=sim, not --backend=nvml"},
+		{[]string{"--metering.currency=USD", "--metering.price-per-gpu-hour=2.5", "--metering.price-per-kwh=0.12"}, ""},
+		{[]string{"--metering.currency=EUR", "--metering.price-per-kwh=0"}, ""},
+		{[]string{"--metering.price-per-gpu-hour=2.5"}, "--metering.currency is needed with a price"},
+		{[]string{"--metering.currency=USD"}, "--metering.currency USD gives no price"},
+		{[]string{"--metering.currency=dollar", "--metering.price-per-kwh=0.1"}, `--metering.currency "dollar" is not an ISO 4217 code`},
+		{[]string{"--metering.currency=USD", "--metering.price-per-kwh=-0.1"}, "--metering.price-per-kwh must be a number, 0 or more, got -0.1"},
+		{[]string{"--metering.currency=USD", "--metering.price-per-kwh=NaN"}, "--metering.price-per-kwh must be a number, 0 or more, got NaN"},
+		{[]string{"--metering.currency=USD", "--metering.price-per-gpu-hour=Inf"}, "--metering.price-per-gpu-hour must be a number, 0 or more, got +Inf"},
+		{[]string{"--metering.currency=USD", "--metering.price-per-gpu-hour=2,5"}, `--metering.price-per-gpu-hour: "2,5" is not a number`},
 		// Several problems are all reported.
 		{[]string{"--sample.interval=0s", "--web.max-requests=-3"}, "--web.max-requests"},
 	} {

@@ -45,6 +45,28 @@ func (v intValue) Set(s string) error {
 
 func (v intValue) String() string { return strconv.FormatInt(*v.p, 10) }
 
+// floatPtrValue sets *p to a new float64: nil until the flag is given.
+type floatPtrValue struct {
+	name string
+	p    **float64
+}
+
+func (v floatPtrValue) Set(s string) error {
+	x, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return fmt.Errorf("--%s: %q is not a number (for example 2.5)", v.name, s)
+	}
+	*v.p = &x
+	return nil
+}
+
+func (v floatPtrValue) String() string {
+	if *v.p == nil {
+		return ""
+	}
+	return strconv.FormatFloat(**v.p, 'g', -1, 64)
+}
+
 type enumValue struct {
 	name    string
 	p       *string

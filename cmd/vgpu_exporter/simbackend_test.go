@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -323,6 +324,63 @@ func TestReloadKeepsLastGoodConfig(t *testing.T) {
 	step("bad file", p+":2", 500, "vgpu_config_last_reload_successful 0", `tenant="solo"`, "vgpu_config_reload_failures_total 1")
 	write("tenants:\n  - name: duo\n    class: batch\n    selectors:\n      - executable: vllm\n")
 	step("fixed file", "Reloaded", 200, "vgpu_config_last_reload_successful 1", `tenant="duo"`)
+}
+
+// The --metering.* flags price the cost series while the tenants file has
+// no metering section; a file's section replaces them on reload, and a
+// reload of a file with bad prices fails naming the line and keeps the
+// prices in use.
+func TestPricesFromFlagsAndReload(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "tenants.yaml")
+	const tenants = "tenants:\n  - name: solo\n    selectors:\n      - executable: vllm\n"
+	write := func(content string) {
+		t.Helper()
+		if err := os.WriteFile(p, []byte(tenants+content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("")
+	clock := gpu.NewManualClock(time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC))
+	svc, err := buildOn(testConfig(t, "--backend=sim", "--tenants.config="+p, "--metering.currency=EUR", "--metering.price-per-gpu-hour=1.8"), clock, log.NewNopLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.src.Close()
+	h := serviceHandler(t, svc, nil)
+	if err := svc.Sampler().SampleOnce(context.Background()); err != nil { // the counters' start
+		t.Fatal(err)
+	}
+	costLine := regexp.MustCompile(`(?m)^vgpu_tenant_cost_total\{component="([a-z_]+)",currency="([A-Z]+)",.*tenant="solo".*\} ([0-9.e+-]+)$`)
+	step := func(what string, wantCode int, want ...string) {
+		t.Helper()
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("POST", "/-/reload", nil))
+		if rec.Code != wantCode {
+			t.Errorf("%s: reload answered %d %q, want %d", what, rec.Code, rec.Body.String(), wantCode)
+		}
+		clock.Advance(time.Second)
+		if err := svc.Sampler().SampleOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		rec = httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		var got []string
+		for _, m := range costLine.FindAllStringSubmatch(rec.Body.String(), -1) {
+			if v, err := strconv.ParseFloat(m[3], 64); err != nil || v <= 0 {
+				t.Errorf("%s: %s %s cost %s", what, m[2], m[1], m[3])
+			}
+			got = append(got, m[2]+" "+m[1])
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: solo's cost series %q, want %q", what, got, want)
+		}
+	}
+	step("the flags' prices", 200, "EUR gpu_time")
+	write("metering: {currency: USD, price_per_kwh: 0.2}\n")
+	step("the file's prices", 200, "EUR gpu_time", "USD energy")
+	write("metering: {currency: USD, price_per_kwh: -0.2}\n")
+	step("bad prices", 500, "EUR gpu_time", "USD energy")
 }
 
 // serviceHandler is the exporter's HTTP handler over svc with the real

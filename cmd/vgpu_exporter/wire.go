@@ -51,7 +51,8 @@ func buildOn(cfg *config, clock gpu.Clock, logger log.Logger) (*service, error) 
 		src.Close()
 		return nil, err
 	}
-	level.Info(logger).Log("msg", "tenants configuration", "source", ts.describe(), "tenants", len(tcfg.Tenants))
+	flagPrices, _ := cfg.Metering.prices() // checked by validate
+	level.Info(logger).Log("msg", "tenants configuration", "source", ts.describe(), "tenants", len(tcfg.Tenants), "prices", pricesInUse(tcfg, flagPrices))
 	opts, err := builderIO(cfg, src, clock, log.With(logger, "component", "tenant"))
 	if err != nil {
 		src.Close()
@@ -88,6 +89,7 @@ func builderIO(cfg *config, src gpu.Source, clock gpu.Clock, logger log.Logger) 
 
 		AllowEmpty: cfg.TenantsAllowEmpty,
 	}
+	opts.Prices, _ = cfg.Metering.prices() // checked by validate
 	if cfg.PodResourcesSocket != "" || cfg.PodMetadata != "" {
 		m, err := kube.NewMapper(kube.Options{PodResourcesSocket: cfg.PodResourcesSocket, PodMetadata: cfg.PodMetadata,
 			BearerTokenFile: cfg.PodMetadataToken, CAFile: cfg.PodMetadataCA, Clock: clock, Logger: logger})
@@ -171,15 +173,22 @@ func newCollector(snap func() *tenant.Snapshot, logger log.Logger, filters ...st
 	return collector.NewExporter(snap, logger, filters...)
 }
 
-// checkConfig validates a tenants file and prints every error; it returns
-// the exit status.
-func checkConfig(path string, allowEmpty bool, stdout, stderr io.Writer) int {
+// checkConfig validates a tenants file and the --metering.* flags of
+// metering, prints every error and the prices in use; it returns the exit
+// status.
+func checkConfig(path string, allowEmpty bool, metering *meteringConfig, stdout, stderr io.Writer) int {
+	flagPrices, perrs := metering.prices()
 	cfg, err := loadTenants(tenantsSource{Path: path}, allowEmpty)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
+	for _, e := range perrs {
+		fmt.Fprintln(stderr, e)
+	}
+	if err != nil || perrs != nil {
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+		}
 		fmt.Fprintf(stderr, "%s: INVALID\n", path)
 		return 1
 	}
-	fmt.Fprintf(stdout, "%s: OK (%d tenants)\n", path, len(cfg.Tenants))
+	fmt.Fprintf(stdout, "%s: OK (%d tenants; prices: %s)\n", path, len(cfg.Tenants), pricesInUse(cfg, flagPrices))
 	return 0
 }

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/alecthomas/kingpin/v2"
+
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+)
+
+// meteringConfig is what the --metering.* flags set: the prices of the
+// cost series while the tenants file has no metering section.
+type meteringConfig struct {
+	Currency           string
+	PerGPUHour, PerKWh *float64 // nil: not given
+}
+
+func addMeteringFlags(app *kingpin.Application, c *meteringConfig) {
+	app.Flag("metering.currency", "ISO 4217 code of the currency of the --metering.price-* flags (USD, EUR): the currency label of vgpu_tenant_cost_total, whose values are in its base unit (USD: dollars). Needed with a price.").
+		PlaceHolder("CODE").StringVar(&c.Currency)
+	app.Flag("metering.price-per-gpu-hour", "Price of one reserved GPU-hour (a whole GPU held for an hour; a MIG instance, its part of the SMs) in --metering.currency: serves vgpu_tenant_cost_total{component=\"gpu_time\"}. A tenants file's metering section replaces every --metering.* flag. Default: none.").
+		PlaceHolder("PRICE").SetValue(floatPtrValue{"metering.price-per-gpu-hour", &c.PerGPUHour})
+	app.Flag("metering.price-per-kwh", "Price of one kWh of the energy apportioned to a tenant in --metering.currency: serves vgpu_tenant_cost_total{component=\"energy\"}. A tenants file's metering section replaces every --metering.* flag. Default: none.").
+		PlaceHolder("PRICE").SetValue(floatPtrValue{"metering.price-per-kwh", &c.PerKWh})
+}
+
+// prices returns the prices the flags give (nil when none is given) and
+// their problems, each naming its flag.
+func (c *meteringConfig) prices() (*tenant.Prices, []error) {
+	if c.Currency == "" && c.PerGPUHour == nil && c.PerKWh == nil {
+		return nil, nil
+	}
+	p := &tenant.Prices{Currency: c.Currency, PerGPUHour: c.PerGPUHour, PerKWh: c.PerKWh}
+	var errs []error
+	for _, pr := range p.Problems() {
+		if pr.Key == "" {
+			errs = append(errs, fmt.Errorf("--metering.currency %s gives no price: set --metering.price-per-gpu-hour, --metering.price-per-kwh or both", c.Currency))
+			continue
+		}
+		errs = append(errs, fmt.Errorf("--metering.%s %s", strings.ReplaceAll(pr.Key, "_", "-"), pr.Msg))
+	}
+	if errs != nil {
+		return nil, errs
+	}
+	return p, nil
+}
+
+// pricesInUse describes the prices cfg's tenants file or else the flags
+// give, and where they come from.
+func pricesInUse(cfg *tenant.Config, flags *tenant.Prices) string {
+	switch {
+	case cfg.Metering != nil:
+		return cfg.Metering.String() + " (the tenants file's metering section)"
+	case flags != nil:
+		return flags.String() + " (the --metering.* flags)"
+	}
+	return flags.String()
+}
