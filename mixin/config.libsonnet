@@ -90,12 +90,6 @@
       'vgpu-tuner.json': 'vgpu-tuner',
       'vgpu-chargeback.json': 'vgpu-chargeback',
     },
-    // Chargeback: the prices the chargeback dashboard's cost column uses,
-    // per reserved GPU-hour and per kWh of apportioned energy, in
-    // chargebackCurrency. Both 0 by default: set your own.
-    chargebackPricePerGPUHour: 0,
-    chargebackPricePerKWh: 0,
-    chargebackCurrency: 'currencyUSD',  // a Grafana unit
     dashboardTags: ['vgpu'],
     dashboardRefresh: '30s',
     dashboardTimezone: 'utc',

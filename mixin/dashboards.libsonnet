@@ -140,7 +140,7 @@ local g = import 'lib/dashboard.libsonnet';
         g.target(std.format('vgpu_gpu_retired_pages_total{%s}', fg)),
       ], description='Rows remapped by cause, a remap pending a reset or failed (Ampere and later), pages retired (older GPUs).'),
     ]),
-    'vgpu-chargeback.json': g.dashboard(c, 'vgpu-chargeback.json', 'vGPU / Energy and chargeback', "Each tenant's apportioned energy, GPU time used and held, and device memory held, with totals per day and per 30 days and their cost at the mixin's prices (docs/tenants.md, Metering). Tables export as CSV from the panel menu (Inspect, Data).", [clusterVar, jobVar, hostVar, tenantVar(true)], [
+    'vgpu-chargeback.json': g.dashboard(c, 'vgpu-chargeback.json', 'vGPU / Energy and chargeback', "Each tenant's apportioned energy, GPU time used and held, and device memory held, with totals and cost per day and per 30 days; the cost is the exporters' own vgpu_tenant_cost_total, at the prices they are given (docs/tenants.md, Cost). Tables export as CSV from the panel menu (Inspect, Data).", [clusterVar, jobVar, hostVar, tenantVar(true)], [
       g.row('Energy and use'),
       g.timeseries('Power per tenant', [
         g.target(std.format('sum by (tenant) (rate(vgpu_tenant_energy_joules_total{%s}[$__rate_interval]))', ft), '{{tenant}}'),
@@ -150,28 +150,44 @@ local g = import 'lib/dashboard.libsonnet';
         g.target(std.format('sum by (tenant) (rate(vgpu_tenant_gpu_used_seconds_total{%s}[$__rate_interval]))', ft), '{{tenant}} used'),
         g.target(std.format('sum by (tenant) (rate(vgpu_tenant_gpu_reserved_seconds_total{%s}[$__rate_interval]))', ft), '{{tenant}} held'),
       ], description='In GPU-equivalents: used is the tenant\'s share of the GPUs\' activity, held what it reserves (its MIG instances\' SMs, an equal part of a shared GPU).') { w: 12 },
-      g.timeseries('Device memory held per tenant', [g.target(std.format('sum by (tenant) (rate(vgpu_tenant_memory_byte_seconds_total{%s}[$__rate_interval]))', ft), '{{tenant}}')], 'bytes', stack=true) { w: 12 },
+      g.timeseries('Device memory held per tenant', [
+        g.target(std.format('sum by (tenant) (rate(vgpu_tenant_memory_byte_seconds_total{%s}[$__rate_interval]))', ft), '{{tenant}}'),
+        g.target(std.format('sum(rate(vgpu_gpu_memory_used_byte_seconds_total{%(f)s}[$__rate_interval])) - sum(rate(vgpu_tenant_memory_byte_seconds_total{%(f)s}[$__rate_interval]))', { f: fh }), 'no tenant (driver reserve, unlisted processes)'),
+      ], 'bytes', description='Memory each tenant held on average, and the GPUs\' used memory that no tenant\'s process holds; stacked, they add up to the GPUs\' used memory.', stack=true) { w: 12 },
       g.row('Chargeback'),
-    ] + [
-      g.table('Per tenant, last %s' % p.name, [
-        g.target(std.format('sum by (tenant) (increase(vgpu_tenant_energy_joules_total{%s}[%s])) / 3.6e6', [ft, p.range])),
-        g.target(std.format('sum by (tenant) (increase(vgpu_tenant_gpu_used_seconds_total{%s}[%s])) / 3600', [ft, p.range])),
-        g.target(std.format('sum by (tenant) (increase(vgpu_tenant_gpu_reserved_seconds_total{%s}[%s])) / 3600', [ft, p.range])),
-        g.target(std.format('sum by (tenant) (increase(vgpu_tenant_memory_byte_seconds_total{%s}[%s])) / (3600 * 2^30)', [ft, p.range])),
-        g.target(std.format('sum by (tenant) (increase(vgpu_tenant_gpu_reserved_seconds_total{%(f)s}[%(r)s])) / 3600 * %(gpuh)s + sum by (tenant) (increase(vgpu_tenant_energy_joules_total{%(f)s}[%(r)s])) / 3.6e6 * %(kwh)s', { f: ft, r: p.range, gpuh: c.chargebackPricePerGPUHour, kwh: c.chargebackPricePerKWh })),
-      ], description='Energy in kWh, GPU-hours used and held, memory in GiB-hours, and cost (held GPU-hours at %s per GPU-hour plus energy at %s per kWh, the mixin\'s chargebackPricePerGPUHour and chargebackPricePerKWh), over the last %s. Export: panel menu, Inspect, Data, Download CSV.' % [c.chargebackPricePerGPUHour, c.chargebackPricePerKWh, p.name]) {
-        w: 24,
-        transformations+: [{ id: 'organize', options: { renameByName: {
-          'Value #A': 'Energy (kWh)',
-          'Value #B': 'GPU-hours used',
-          'Value #C': 'GPU-hours held',
-          'Value #D': 'Memory (GiB-hours)',
-          'Value #E': 'Cost',
-        } } }],
-        fieldConfig+: { overrides: [{ matcher: { id: 'byName', options: 'Cost' }, properties: [{ id: 'unit', value: c.chargebackCurrency }] }] },
-      }
+    ] + std.flattenArrays([
+      [
+        g.table('Per tenant, last %s' % p.name, [
+          g.target(std.format('sum by (tenant) (increase(vgpu_tenant_energy_joules_total{%s}[%s])) / 3.6e6', [ft, p.range])),
+          g.target(std.format('sum by (tenant) (increase(vgpu_tenant_gpu_used_seconds_total{%s}[%s])) / 3600', [ft, p.range])),
+          g.target(std.format('sum by (tenant) (increase(vgpu_tenant_gpu_reserved_seconds_total{%s}[%s])) / 3600', [ft, p.range])),
+          g.target(std.format('sum by (tenant) (increase(vgpu_tenant_memory_byte_seconds_total{%s}[%s])) / (3600 * 2^30)', [ft, p.range])),
+        ], description='Energy in kWh, GPU-hours used and held, memory in GiB-hours, over the last %s. Export: panel menu, Inspect, Data, Download CSV.' % p.name) {
+          w: 14,
+          transformations+: [{ id: 'organize', options: { renameByName: {
+            'Value #A': 'Energy (kWh)',
+            'Value #B': 'GPU-hours used',
+            'Value #C': 'GPU-hours held',
+            'Value #D': 'Memory (GiB-hours)',
+          } } }],
+        },
+        g.table('Cost per tenant, last %s' % p.name, [
+          g.target(std.format('sum by (tenant, currency) (increase(vgpu_tenant_cost_total{%s, component="gpu_time"}[%s]))', [ft, p.range])),
+          g.target(std.format('sum by (tenant, currency) (increase(vgpu_tenant_cost_total{%s, component="energy"}[%s]))', [ft, p.range])),
+          g.target(std.format('sum by (tenant, currency) (increase(vgpu_tenant_cost_total{%s}[%s]))', [ft, p.range])),
+        ], description="The exporters' vgpu_tenant_cost_total over the last %s, in each currency's base unit: GPU time held at the price per GPU-hour, apportioned energy at the price per kWh, and their sum. Empty where no exporter is given prices (--metering.* flags or the tenants file's metering section). Export: panel menu, Inspect, Data, Download CSV." % p.name) {
+          w: 10,
+          fieldConfig+: { defaults+: { decimals: 2 } },
+          transformations+: [{ id: 'organize', options: { renameByName: {
+            currency: 'Currency',
+            'Value #A': 'GPU time',
+            'Value #B': 'Energy',
+            'Value #C': 'Cost',
+          } } }],
+        },
+      ]
       for p in [{ name: '24 hours', range: '1d' }, { name: '30 days', range: '30d' }]
-    ]),
+    ])),
     'vgpu-tuner.json': g.dashboard(c, 'vgpu-tuner.json', 'vGPU / Tuner', 'The autotune controller: its mode per host, the settings it decided against those in effect, its actions, reverts and the recommendations it did not apply.', [clusterVar, jobVar, hostVar, gpuVar, tenantVar(true)], [
       g.row('Mode'),
       g.stat('Hosts in enforce', [g.target(std.format('count(vgpu_tuner_mode{%s, mode="enforce"} == 1) or vector(0)', fh))]) { w: 6, h: 4 },

@@ -100,7 +100,9 @@
       {
         // Metering (docs/tenants.md, "Metering"): per cluster and tenant,
         // the rates of the apportioned counters; the energy rate is watts,
-        // the GPU-seconds rates are GPUs, the memory rate is bytes held.
+        // the GPU-seconds rates are GPUs, the memory rate is bytes held,
+        // the cost rate the currency's base unit per second, by currency
+        // and component (docs/tenants.md, "Cost").
         name: 'vgpu-metering.rules',
         rules: [
           {
@@ -110,8 +112,28 @@
           for m in ['energy_joules', 'gpu_used_seconds', 'gpu_reserved_seconds', 'memory_byte_seconds']
         ] + [
           {
+            record: 'cluster_tenant:vgpu_tenant_cost:rate5m',
+            expr: std.format('sum by (%s, currency, component) (rate(vgpu_tenant_cost_total{%s}[5m]))', [by, sel]),
+          },
+          {
             record: 'cluster:vgpu_tenant_idle_energy_joules:rate5m',
             expr: std.format('sum by (%s) (rate(vgpu_tenant_idle_energy_joules_total{%s}[5m]))', [c.clusterLabel, sel]),
+          },
+          {
+            // What the GPUs cost that no tenant is charged for.
+            record: 'cluster:vgpu_tenant_idle_cost:rate5m',
+            expr: std.format('sum by (%s, currency, component) (rate(vgpu_tenant_idle_cost_total{%s}[5m]))', [c.clusterLabel, sel]),
+          },
+          {
+            // Device memory in use that no tenant's process holds: the
+            // driver's reserve where the backend counts it, processes NVML
+            // does not list.
+            record: 'cluster:vgpu_gpu_memory_unattributed_byte_seconds:rate5m',
+            expr: std.format(|||
+              sum by (%(cluster)s) (rate(vgpu_gpu_memory_used_byte_seconds_total{%(sel)s}[5m]))
+              -
+              sum by (%(cluster)s) (rate(vgpu_tenant_memory_byte_seconds_total{%(sel)s}[5m]))
+            |||, { cluster: c.clusterLabel, sel: sel }),
           },
         ],
       },
