@@ -105,8 +105,13 @@ func TestChartOnKubernetes(t *testing.T) {
 	c.applyCRDs(ctx, crds)
 	step("images imported, prometheus-operator CRDs established")
 
-	c.createScenarioConfigMap(ctx)
+	// Every values example, rendered for this cluster, passes a server-side
+	// dry run with strict field validation; a broken copy does not.
 	h := &helm{c: c, bin: filepath.Join(bin, "helm"), chart: filepath.Join(repoRoot(), "deploy", "helm", "vgpu-exporter")}
+	c.dryRunExamples(ctx, h)
+	step("values examples: server-side dry run, strict field validation")
+
+	c.createScenarioConfigMap(ctx)
 	h.run(ctx, "install", release, h.chart, "-n", releaseNS, "--create-namespace",
 		"--set", "backend=sim",
 		"--set", "sim.scenario="+scenarioDir+"/"+scenario+".yaml",
@@ -202,15 +207,19 @@ type helm struct {
 	bin, chart string
 }
 
-func (h *helm) run(ctx context.Context, args ...string) string {
-	h.c.t.Helper()
-	env := []string{"KUBECONFIG=" + h.c.kubeconfig,
+// env is helm's environment: the cluster's admin kubeconfig, its own state.
+func (h *helm) env() []string {
+	return []string{"KUBECONFIG=" + h.c.kubeconfig,
 		"HELM_CACHE_HOME=" + h.c.path("helm", "cache"),
 		"HELM_CONFIG_HOME=" + h.c.path("helm", "config"),
 		"HELM_DATA_HOME=" + h.c.path("helm", "data")}
+}
+
+func (h *helm) run(ctx context.Context, args ...string) string {
+	h.c.t.Helper()
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	out, err := run(cctx, repoRoot(), env, h.bin, args...)
+	out, err := run(cctx, repoRoot(), h.env(), h.bin, args...)
 	if err != nil {
 		h.c.t.Fatal(err)
 	}
