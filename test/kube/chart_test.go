@@ -105,8 +105,13 @@ func TestChartOnKubernetes(t *testing.T) {
 	c.applyCRDs(ctx, crds)
 	step("images imported, prometheus-operator CRDs established")
 
-	c.createScenarioConfigMap(ctx)
+	// Every values example, rendered for this cluster, passes a server-side
+	// dry run with strict field validation; a broken copy does not.
 	h := &helm{c: c, bin: filepath.Join(bin, "helm"), chart: filepath.Join(repoRoot(), "deploy", "helm", "vgpu-exporter")}
+	c.dryRunExamples(ctx, h)
+	step("values examples: server-side dry run, strict field validation")
+
+	c.createScenarioConfigMap(ctx)
 	h.run(ctx, "install", release, h.chart, "-n", releaseNS, "--create-namespace",
 		"--set", "backend=sim",
 		"--set", "sim.scenario="+scenarioDir+"/"+scenario+".yaml",
@@ -150,18 +155,33 @@ func TestChartOnKubernetes(t *testing.T) {
 	c.checkAttribution(ctx, held, time.Time{}, func(p podRef) string { return p.namespace })
 	step("exporter: each namespace's tenant holds its pod's GPU, figures conserve")
 
+	// The release's service account may not evict pods until the chart
+	// grants it (tuner.rebalanceHook.evictPods).
+	c.checkHookForbidden(ctx, held[0])
+	step("rebalancing hook with the release's token, no eviction grant: refused (403)")
+
 	// helm upgrade: tenants named by the pods' team label, which only the
-	// kubelet's /pods (read with the service account's token) carries.
+	// kubelet's /pods (read with the service account's token) carries; the
+	// tuner in enforce with the eviction hook, as docs/deploy.md sets it up,
+	// which grants the service account pods/eviction. (This image has no
+	// sh, jq or kubectl for the hook, so the tuner only recommends moves;
+	// the test runs the hook itself, with the service account's token.)
 	h.run(ctx, "upgrade", release, h.chart, "-n", releaseNS, "--reuse-values",
-		"--set", "tenants.kubernetesDefault=label:"+teamLabel)
+		"--set", "tenants.kubernetesDefault=label:"+teamLabel,
+		"--set", "tuner.mode=enforce",
+		"--set", "tuner.journal.hostPath="+c.path("tuner-journal"),
+		"--set", "tuner.mps.enabled=false",
+		"--set", "tuner.rebalanceHook.command=/etc/vgpu_exporter/hooks/kubernetes-evict.sh",
+		"--set", "tuner.rebalanceHook.evictPods=true")
 	second := c.waitExporterReady(ctx, first)
 	step("helm upgrade: new pod " + second + " Ready")
 	c.checkAttribution(ctx, held, time.Time{}, func(p podRef) string { return p.team })
 	step("exporter: tenants by the pods' team label")
 
-	// The rebalancing hook moves the first pod through the Eviction API:
-	// refused under a PodDisruptionBudget, then done; the Deployment
-	// recreates the pod and the exporter maps the new one.
+	// The rebalancing hook, with the release's token and RBAC, moves the
+	// first pod through the Eviction API: refused under a
+	// PodDisruptionBudget, then done; the Deployment recreates the pod and
+	// the exporter maps the new one.
 	held = c.checkRebalancingHook(ctx, held[0])
 	c.checkAttribution(ctx, held, time.Now(), func(p podRef) string { return p.team })
 	step(fmt.Sprintf("rebalancing hook: refused under the budget, then evicted; pods now %v", held))
@@ -202,15 +222,19 @@ type helm struct {
 	bin, chart string
 }
 
-func (h *helm) run(ctx context.Context, args ...string) string {
-	h.c.t.Helper()
-	env := []string{"KUBECONFIG=" + h.c.kubeconfig,
+// env is helm's environment: the cluster's admin kubeconfig, its own state.
+func (h *helm) env() []string {
+	return []string{"KUBECONFIG=" + h.c.kubeconfig,
 		"HELM_CACHE_HOME=" + h.c.path("helm", "cache"),
 		"HELM_CONFIG_HOME=" + h.c.path("helm", "config"),
 		"HELM_DATA_HOME=" + h.c.path("helm", "data")}
+}
+
+func (h *helm) run(ctx context.Context, args ...string) string {
+	h.c.t.Helper()
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	out, err := run(cctx, repoRoot(), env, h.bin, args...)
+	out, err := run(cctx, repoRoot(), h.env(), h.bin, args...)
 	if err != nil {
 		h.c.t.Fatal(err)
 	}

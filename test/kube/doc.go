@@ -8,15 +8,21 @@
 // listener on 127.0.0.1 but the kubelet's, which serves on the address of a
 // local bridge (the pods' network, with no route out). It builds the pause
 // and exporter images with buildah and imports them into containerd, then
-// installs deploy/helm/vgpu-exporter with --set backend=sim and the
-// prometheus-operator CRDs, and checks: the DaemonSet's pod Running and
-// Ready; /metrics through the API server's proxy; a fake nvidia.com/gpu
-// device plugin (fakedp/) giving the simulator's two GPUs to two pods of
-// two namespaces; the exporter attributing each GPU to its pod's namespace
-// (no tenants file) from the kubelet's pod-resources API and /pods, read
-// with the chart's service account token and RBAC, the tenants' figures
-// adding up to the device's; after a helm upgrade, tenants named by a pod
-// label (which only /pods gives); after helm uninstall, no object left.
+// installs the prometheus-operator CRDs, applies the chart's defaults and
+// every values example (examples/) with a server-side dry run and strict
+// field validation (a broken copy must be refused), installs
+// deploy/helm/vgpu-exporter with --set backend=sim, and checks: the
+// DaemonSet's pod Running and Ready; /metrics through the API server's
+// proxy; a fake nvidia.com/gpu device plugin (fakedp/) giving the
+// simulator's two GPUs to two pods of two namespaces; the exporter
+// attributing each GPU to its pod's namespace (no tenants file) from the
+// kubelet's pod-resources API and /pods, read with the chart's service
+// account token and RBAC, the tenants' figures adding up to the device's; after a helm upgrade, tenants named by a pod
+// label (which only /pods gives); the rebalancing hook
+// (deploy/hooks/kubernetes-evict.sh) run with a token of the release's
+// service account: forbidden before the upgrade grants evictions, refused
+// once under a PodDisruptionBudget, then evicting a pod its Deployment
+// recreates; after helm uninstall, no object left.
 // Everything it starts is stopped by PID, also when it fails.
 //
 // Environment: VGPU_KUBE_CACHE, where build.sh keeps the binaries

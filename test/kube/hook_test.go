@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,9 +27,38 @@ type hookResult struct {
 	took           time.Duration
 }
 
+// releaseKubeconfig writes a kubeconfig holding a token of the release's
+// own service account (the one its DaemonSet's pods run as), obtained
+// through the TokenRequest API, and returns its path: what the hook gets
+// in the exporter's pod, where kubectl reads the mounted token.
+func (c *cluster) releaseKubeconfig(ctx context.Context) string {
+	t := c.t
+	t.Helper()
+	ds, err := c.client.AppsV1().DaemonSets(releaseNS).Get(ctx, release, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa := ds.Spec.Template.Spec.ServiceAccountName
+	if sa == "" || sa == "default" {
+		t.Fatalf("DaemonSet %s runs as service account %q, not the release's own", release, sa)
+	}
+	ttl := int64(600)
+	tr, err := c.client.CoreV1().ServiceAccounts(releaseNS).CreateToken(ctx, sa,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &ttl}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("TokenRequest for service account %s/%s: %v", releaseNS, sa, err)
+	}
+	path := c.path("hook.kubeconfig")
+	if err := writeKubeconfig(path, c.rest.Host, c.rest.CAFile, sa, fmt.Sprintf("{token: %q}", tr.Status.Token)); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // runHook runs deploy/hooks/kubernetes-evict.sh with a plan moving pod,
-// through a kubectl that counts its calls.
-func (c *cluster) runHook(ctx context.Context, p podRef) hookResult {
+// through a kubectl that counts its calls, with the credentials of
+// kubeconfig.
+func (c *cluster) runHook(ctx context.Context, kubeconfig string, p podRef) hookResult {
 	t := c.t
 	t.Helper()
 	calls := filepath.Join(c.dir, "kubectl-calls")
@@ -51,7 +81,7 @@ func (c *cluster) runHook(ctx context.Context, p podRef) hookResult {
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(cctx, "sh", filepath.Join(repoRoot(), "deploy", "hooks", "kubernetes-evict.sh"))
-	cmd.Env = append(os.Environ(), "KUBECTL="+shim, "KUBECONFIG="+c.kubeconfig)
+	cmd.Env = append(os.Environ(), "KUBECTL="+shim, "KUBECONFIG="+kubeconfig, "HOME="+c.dir)
 	cmd.Stdin = strings.NewReader(string(plan))
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -69,7 +99,31 @@ func (c *cluster) runHook(ctx context.Context, p podRef) hookResult {
 	return r
 }
 
-// checkRebalancingHook moves p's pod with the rebalancing hook: first
+// checkHookForbidden runs the rebalancing hook on p's pod with the
+// release's token while the release grants no eviction (no evictPods):
+// the API server refuses it (403), the hook reports it and the pod stays.
+func (c *cluster) checkHookForbidden(ctx context.Context, p podRef) {
+	t := c.t
+	t.Helper()
+	before, err := c.client.CoreV1().Pods(p.namespace).Get(ctx, p.name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := c.runHook(ctx, c.releaseKubeconfig(ctx), p)
+	t.Logf("hook without the eviction grant: exit %d, %d kubectl call(s); stderr: %s", r.exit, r.kubectlCalls, strings.TrimSpace(r.stderr))
+	if r.exit != 1 || r.kubectlCalls != 1 || !strings.Contains(r.stderr, "Forbidden") ||
+		!strings.Contains(r.stderr, `"pods/eviction"`) || !strings.Contains(r.stderr, "eviction of "+p.namespace+"/"+p.name) {
+		t.Fatalf("an eviction the release's RBAC does not grant must be refused (403) and reported once: exit %d, %d calls\nstdout: %s\nstderr: %s",
+			r.exit, r.kubectlCalls, r.stdout, r.stderr)
+	}
+	after, err := c.client.CoreV1().Pods(p.namespace).Get(ctx, p.name, metav1.GetOptions{})
+	if err != nil || after.UID != before.UID || after.DeletionTimestamp != nil {
+		t.Fatalf("pod %s/%s was disrupted without a grant: %v", p.namespace, p.name, err)
+	}
+}
+
+// checkRebalancingHook moves p's pod with the rebalancing hook, run with
+// the release's service account token and RBAC (evictPods on): first
 // against a PodDisruptionBudget that allows no disruption (the eviction is
 // refused, reported once and not retried, the pod stays), then without it
 // (the pod is evicted and its Deployment makes a new one, which gets a
@@ -77,6 +131,7 @@ func (c *cluster) runHook(ctx context.Context, p podRef) hookResult {
 func (c *cluster) checkRebalancingHook(ctx context.Context, p podRef) []podRef {
 	t := c.t
 	t.Helper()
+	kubeconfig := c.releaseKubeconfig(ctx)
 	one := intstr.FromInt32(1)
 	pdb := &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{Name: "worker", Namespace: p.namespace},
@@ -105,10 +160,10 @@ func (c *cluster) checkRebalancingHook(ctx context.Context, p podRef) []podRef {
 		t.Fatal(err)
 	}
 
-	r := c.runHook(ctx, p)
+	r := c.runHook(ctx, kubeconfig, p)
 	t.Logf("hook with the budget: exit %d in %v, %d kubectl call(s); stderr: %s", r.exit, r.took.Round(time.Millisecond), r.kubectlCalls, strings.TrimSpace(r.stderr))
 	if r.exit != 1 || r.kubectlCalls != 1 || !strings.Contains(r.stderr, "eviction of "+p.namespace+"/"+p.name) ||
-		strings.Contains(r.stdout, "evicted") {
+		!strings.Contains(r.stderr, "disruption budget") || strings.Contains(r.stdout, "evicted") {
 		t.Fatalf("a refused eviction must be reported once (exit 1, one kubectl call, stderr naming the pod): exit %d, %d calls\nstdout: %s\nstderr: %s",
 			r.exit, r.kubectlCalls, r.stdout, r.stderr)
 	}
@@ -120,7 +175,7 @@ func (c *cluster) checkRebalancingHook(ctx context.Context, p podRef) []podRef {
 	if err := pdbs.Delete(ctx, pdb.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	r = c.runHook(ctx, p)
+	r = c.runHook(ctx, kubeconfig, p)
 	if r.exit != 0 || !strings.Contains(r.stdout, "evicted "+p.namespace+"/"+p.name) {
 		t.Fatalf("eviction without a budget: exit %d\nstdout: %s\nstderr: %s", r.exit, r.stdout, r.stderr)
 	}

@@ -135,6 +135,14 @@ func (p *pki) signingKey(name string) error {
 // holder of kp.
 func (p *pki) kubeconfig(name, server string, kp keyPair) (string, error) {
 	path := p.path(name + ".kubeconfig")
+	user := fmt.Sprintf("{client-certificate: %q, client-key: %q}", kp.cert, kp.key)
+	return path, writeKubeconfig(path, server, p.path("ca.crt"), name, user)
+}
+
+// writeKubeconfig writes a kubeconfig of one context: the API server at
+// server, whose certificate ca signs, as user name with the credentials
+// user (a YAML flow mapping).
+func writeKubeconfig(path, server, ca, name, user string) error {
 	cfg := fmt.Sprintf(`apiVersion: v1
 kind: Config
 clusters:
@@ -142,11 +150,11 @@ clusters:
   cluster: {server: %q, certificate-authority: %q}
 users:
 - name: %s
-  user: {client-certificate: %q, client-key: %q}
+  user: %s
 contexts:
 - name: test
   context: {cluster: test, user: %s}
 current-context: test
-`, server, p.path("ca.crt"), name, kp.cert, kp.key, name)
-	return path, os.WriteFile(path, []byte(cfg), 0o600)
+`, server, ca, name, user, name)
+	return os.WriteFile(path, []byte(cfg), 0o600)
 }
