@@ -224,10 +224,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sample at start: %w", err)
 	}
+	s.Window() // discard anything before the first step (the policy's calls at init take time: they count)
 	if err := pol.Init(ctx, act, snap); err != nil {
 		return nil, fmt.Errorf("policy %s: init: %w", pol.Name(), err)
 	}
-	s.Window() // discard anything before the first step
 	for i := int64(1); i <= steps; i++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
