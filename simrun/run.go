@@ -55,6 +55,9 @@ func (c Config) actuators(s *sim.Simulator) tuner.Actuators {
 type Result struct {
 	Recorder  *report.Recorder
 	Decisions []tuner.Decision
+	// Actions are the control actions the simulator accepted, with their
+	// costs (sim.Action).
+	Actions []sim.Action
 	// Plan is what a planner found; nil for a tuner policy.
 	Plan *Plan
 }
@@ -256,5 +259,6 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			cfg.Progress(i, steps)
 		}
 	}
+	res.Actions = s.Actions()
 	return res, nil
 }
