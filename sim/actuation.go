@@ -114,20 +114,21 @@ func (s *Simulator) finish(t *tenant, resume int64) {
 // endAction abandons whatever action is in progress on t (its process is
 // gone).
 func (s *Simulator) endAction(t *tenant) {
-	t.standby, t.draining = false, false
+	s.unwarm(t)
+	t.draining = false
 	if t.act >= 0 {
 		s.finish(t, s.now)
 	}
 }
 
-// startCost is how long a start of t's process takes: the fixed start time
-// plus the model load.
+// startCost is how long a start of t's process by a control call takes:
+// the hook's latency, the fixed start time and the model load.
 func (s *Simulator) startCost(t *tenant) int64 {
 	load := float64(t.w.WeightsBytes)
 	if t.w.Type == "training" {
 		load = float64(t.spec.Memory) // the checkpoint: weights and optimizer state
 	}
-	return int64(s.sc.Control.MigrationTime) + int64(load/float64(s.sc.Control.LoadBandwidth)*1e9)
+	return int64(*s.sc.Control.Actuators.Hook.Latency) + int64(s.sc.Control.MigrationTime) + int64(load/float64(s.sc.Control.LoadBandwidth)*1e9)
 }
 
 // kill ends t's process at once: everything queued and in flight is lost;
@@ -141,7 +142,8 @@ func (s *Simulator) kill(t *tenant) int {
 		t.sinceCkpt = 0
 	}
 	t.drop()
-	t.standby, t.draining = false, false
+	s.unwarm(t)
+	t.draining = false
 	return lost
 }
 
@@ -175,10 +177,14 @@ func (s *Simulator) restartClient(g *gpuState, t *tenant) error {
 		}
 	case t.dom.memFree(nil) >= int64(t.spec.Memory):
 		t.standby, t.switchAt = true, s.now+cost
+		t.dom.rewarm(s)
 		s.begin(t, s.action("restart-standby", g.uuid, t,
-			fmt.Sprintf("standby holds a second %d bytes while it warms for %v", t.spec.Memory, time.Duration(cost))))
+			fmt.Sprintf("standby holds a second %d bytes and keeps %.0f%% of the SMs busy while it warms for %v",
+				t.spec.Memory, 100*t.dom.warm, time.Duration(cost))))
+	case s.sc.Control.StandbyFallback == FallbackRefuse:
+		return noStandby(pid, int64(t.spec.Memory), t.dom.memFree(nil))
 	default:
-		t.draining, t.drainStop, t.drainEnd = true, false, s.now+int64(s.sc.Control.DrainTimeout)
+		t.draining, t.drainStop, t.drainSwap, t.drainEnd = true, false, false, s.now+int64(s.sc.Control.DrainTimeout)
 		s.begin(t, s.action("restart-drain", g.uuid, t,
 			fmt.Sprintf("no memory for a standby: drains (timeout %v), then starts in %v", s.sc.Control.DrainTimeout, time.Duration(cost))))
 		s.checkDrain(t, s.now)
@@ -186,15 +192,45 @@ func (s *Simulator) restartClient(g *gpuState, t *tenant) error {
 	return nil
 }
 
-// switchOver hands t's work to its warmed standby at now.
+// switchOver hands t's work to its warmed standby at now. An LLM's
+// KV cache stays with the old engine: its in-flight sequences are dropped
+// or, with switchover drain, finish there first while nothing new is
+// admitted (restarts.go).
 func (s *Simulator) switchOver(t *tenant, now int64) {
-	t.standby = false
+	s.unwarm(t)
+	if t.w.Type == "llm" && (len(t.seqs) > 0 || t.job.active) {
+		if s.switchover(t) == SwitchoverDrain {
+			t.draining, t.drainStop, t.drainSwap, t.drainEnd = true, false, true, now+int64(s.sc.Control.DrainTimeout)
+			s.checkDrain(t, now)
+			return
+		}
+		lost := len(t.seqs)
+		t.dropped += lost
+		t.seqs = t.seqs[:0]
+		t.job = job{}
+		if a := s.actionOf(t.act); a != nil {
+			a.Lost += lost
+		}
+	}
+	s.swap(t, now, now)
+}
+
+// swap starts t's standby context at now, after a pause since from.
+func (s *Simulator) swap(t *tenant, from, now int64) {
 	at := now + int64(t.dom.g.spec.MPS.RestartTime)
 	s.resume(t, at)
 	if a := s.actionOf(t.act); a != nil {
-		a.Paused, a.Done = time.Duration(at-now), true
+		a.Paused, a.Done = time.Duration(at-from), true
 	}
 	t.act = -1
+}
+
+// unwarm ends t's standby, if any.
+func (s *Simulator) unwarm(t *tenant) {
+	if t.standby {
+		t.standby = false
+		t.dom.rewarm(s)
+	}
 }
 
 // checkDrain ends t's drain once nothing is in flight or the drain
@@ -221,6 +257,11 @@ func (s *Simulator) checkDrain(t *tenant, now int64) {
 		s.halt(t)
 		return
 	}
+	if t.drainSwap {
+		t.drainSwap = false
+		s.swap(t, t.drainEnd-int64(s.sc.Control.DrainTimeout), now)
+		return
+	}
 	at := now + s.startCost(t)
 	s.resume(t, at)
 	s.finish(t, at)
@@ -231,7 +272,8 @@ func (s *Simulator) checkDrain(t *tenant, now int64) {
 func (s *Simulator) halt(t *tenant) {
 	t.failQueued()
 	t.alive, t.refusing, t.wantRun = false, true, false
-	t.standby, t.draining = false, false
+	s.unwarm(t)
+	t.draining = false
 }
 
 // stopProcess drains t, then stops it (a training job stops at once,
@@ -301,13 +343,18 @@ func (s *Simulator) prevStop(t *tenant) int {
 	return id
 }
 
-// tenantOnGPU finds the process pid and its GPU, with the lock held.
+// tenantOnGPU makes a hook call and finds the process pid and its GPU,
+// with the lock held.
 func (s *Simulator) tenantOnGPU(ctx context.Context, pid uint32) (*gpuState, *tenant, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
 	s.mu.Lock()
 	s.syncClock()
+	if err := s.call(viaHook); err != nil {
+		s.mu.Unlock()
+		return nil, nil, err
+	}
 	t := s.tenantByPID(pid)
 	if t == nil {
 		s.mu.Unlock()
@@ -364,6 +411,9 @@ func (s *Simulator) DrainMIGInstance(ctx context.Context, uuid, instUUID string)
 		return err
 	}
 	defer s.mu.Unlock()
+	if err := s.call(viaHook); err != nil {
+		return err
+	}
 	if g.mode != gpu.SharingMIG {
 		return fmt.Errorf("sim: GPU %s has no MIG instances: %w", uuid, gpu.ErrNotSupported)
 	}

@@ -217,7 +217,11 @@ gpus:
   - model: H100-SXM5-80GB
     sharing: mps
     locked_clocks: {min: 1980, max: 1980}
-control: {migration_time: 500ms, load_bandwidth: 16GiB}
+control:
+  migration_time: 500ms
+  load_bandwidth: 16GiB
+  checkpoint_bandwidth: 1e15
+  actuators: {mps: {latency: 0s, failure_rate: 0}, hook: {latency: 0s, failure_rate: 0}}
 tenants:
   - name: a
     process: {pid: 100}

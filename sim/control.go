@@ -121,14 +121,17 @@ func (g *gpuState) hasTimeSliced() bool {
 	return false
 }
 
-// onClient runs f with the lock held on the MPS client pid of the GPU
-// with this UUID.
-func (s *Simulator) onClient(ctx context.Context, uuid string, pid uint32, f func(g *gpuState, t *tenant) error) error {
+// onClient makes a call of actuator via, then runs f with the lock held
+// on the MPS client pid of the GPU with this UUID.
+func (s *Simulator) onClient(ctx context.Context, uuid string, pid uint32, via actuator, f func(g *gpuState, t *tenant) error) error {
 	g, err := s.lockGPU(ctx, uuid)
 	if err != nil {
 		return err
 	}
 	defer s.mu.Unlock()
+	if err := s.call(via); err != nil {
+		return err
+	}
 	t, err := s.mpsClient(g, pid)
 	if err != nil {
 		return err
@@ -150,7 +153,7 @@ func (s *Simulator) mpsClient(g *gpuState, pid uint32) (*tenant, error) {
 // SetMPSActiveThreads sets the active-thread fraction for the client's next
 // context (docs/calibration.md, MPS: fixed when a context is created).
 func (s *Simulator) SetMPSActiveThreads(ctx context.Context, uuid string, pid uint32, fraction float64) error {
-	return s.onClient(ctx, uuid, pid, func(g *gpuState, t *tenant) error {
+	return s.onClient(ctx, uuid, pid, viaMPS, func(g *gpuState, t *tenant) error {
 		if !(fraction > 0 && fraction <= 1) {
 			return fmt.Errorf("sim: active-thread fraction %g outside (0, 1]", fraction)
 		}
@@ -173,6 +176,9 @@ func (s *Simulator) SetMPSDefaultActiveThreads(ctx context.Context, uuid string,
 	if !(fraction > 0 && fraction <= 1) {
 		return fmt.Errorf("sim: active-thread fraction %g outside (0, 1]", fraction)
 	}
+	if err := s.call(viaMPS); err != nil {
+		return err
+	}
 	g.mpsDefault = fraction
 	s.action(string(gpu.KnobMPSActiveThreads), uuid, nil, fmt.Sprintf("default %g for new contexts", fraction))
 	return nil
@@ -182,7 +188,7 @@ func (s *Simulator) SetMPSDefaultActiveThreads(ctx context.Context, uuid string,
 // limit is checked when the client next creates its context
 // (docs/calibration.md, MPS: over the limit = allocation failure).
 func (s *Simulator) SetMPSPinnedMemoryLimit(ctx context.Context, uuid string, pid uint32, bytes uint64) error {
-	return s.onClient(ctx, uuid, pid, func(g *gpuState, t *tenant) error {
+	return s.onClient(ctx, uuid, pid, viaMPS, func(g *gpuState, t *tenant) error {
 		t.pinned = bytes
 		s.action(string(gpu.KnobMPSPinnedMemory), g.uuid, t, fmt.Sprintf("%d bytes", bytes))
 		return nil
@@ -195,7 +201,7 @@ func (s *Simulator) SetMPSPinnedMemoryLimit(ctx context.Context, uuid string, pi
 // memory no longer fits (pinned limit) fails with an OOM event. The
 // tenant is known to the simulator by the PID; the argument is unused.
 func (s *Simulator) RestartClient(ctx context.Context, uuid string, pid uint32, _ string) error {
-	return s.onClient(ctx, uuid, pid, func(g *gpuState, t *tenant) error {
+	return s.onClient(ctx, uuid, pid, viaHook, func(g *gpuState, t *tenant) error {
 		return s.restartClient(g, t)
 	})
 }
@@ -235,6 +241,9 @@ func (s *Simulator) SetVGPUScheduler(ctx context.Context, uuid string, set gpu.V
 	if len(running) > 0 {
 		return fmt.Errorf("sim: vGPU scheduler of %s: VMs running (%s): %w", uuid, strings.Join(running, ", "), gpu.ErrBusy)
 	}
+	if err := s.call(viaNVML); err != nil {
+		return err
+	}
 	v.TimeSlice = Duration(ts)
 	g.vgpu = v
 	for _, d := range g.domains {
@@ -262,6 +271,9 @@ func (s *Simulator) SetComputeTimeSlice(ctx context.Context, uuid string, level 
 	if !ok {
 		return fmt.Errorf("sim: unknown time-slice level %q (default, short, medium, long)", level)
 	}
+	if err := s.call(viaNvidiaSMI); err != nil {
+		return err
+	}
 	g.level, g.slice = level, int64(d)
 	s.action(string(gpu.KnobComputeTimeSlice), uuid, nil, string(level))
 	return nil
@@ -275,12 +287,18 @@ func (s *Simulator) LockClocks(ctx context.Context, uuid string, l gpu.ClockLock
 	}
 	defer s.mu.Unlock()
 	if l.MinMHz == 0 && l.MaxMHz == 0 {
+		if err := s.call(viaNVML); err != nil {
+			return err
+		}
 		g.lockMin, g.lockMax = 0, 0
 		s.action(string(gpu.KnobLockedClocks), uuid, nil, "reset")
 		return nil
 	}
 	if l.MinMHz > l.MaxMHz || float64(l.MaxMHz) > g.m.MaxClockMHz || float64(l.MinMHz) < g.m.IdleClockMHz {
 		return fmt.Errorf("sim: locked clocks [%d, %d] MHz outside [%g, %g]", l.MinMHz, l.MaxMHz, g.m.IdleClockMHz, g.m.MaxClockMHz)
+	}
+	if err := s.call(viaNVML); err != nil {
+		return err
 	}
 	g.lockMin, g.lockMax = float64(l.MinMHz), float64(l.MaxMHz)
 	s.action(string(gpu.KnobLockedClocks), uuid, nil, fmt.Sprintf("[%d, %d] MHz", l.MinMHz, l.MaxMHz))
@@ -295,12 +313,18 @@ func (s *Simulator) LockMemoryClocks(ctx context.Context, uuid string, l gpu.Clo
 	}
 	defer s.mu.Unlock()
 	if l.MinMHz == 0 && l.MaxMHz == 0 {
+		if err := s.call(viaNVML); err != nil {
+			return err
+		}
 		g.memLock = 0
 		s.action("memory_locked_clocks", uuid, nil, "reset")
 		return nil
 	}
 	if l.MinMHz > l.MaxMHz || float64(l.MaxMHz) > g.m.MemClockMHz || l.MaxMHz < uint32(g.m.MemClockMHz/4) {
 		return fmt.Errorf("sim: memory clocks [%d, %d] MHz outside [%g, %g]", l.MinMHz, l.MaxMHz, g.m.MemClockMHz/4, g.m.MemClockMHz)
+	}
+	if err := s.call(viaNVML); err != nil {
+		return err
 	}
 	g.memLock = float64(l.MaxMHz)
 	s.action("memory_locked_clocks", uuid, nil, fmt.Sprintf("%d MHz", l.MaxMHz))
@@ -316,6 +340,9 @@ func (s *Simulator) SetPowerLimit(ctx context.Context, uuid string, watts float6
 	defer s.mu.Unlock()
 	if watts != 0 && (watts < 0.3*g.m.TDPW || watts > g.m.TDPW) {
 		return fmt.Errorf("sim: power limit %g W outside [%g, %g]", watts, 0.3*g.m.TDPW, g.m.TDPW)
+	}
+	if err := s.call(viaNVML); err != nil {
+		return err
 	}
 	g.powerLimit = watts
 	s.action(string(gpu.KnobPowerLimit), uuid, nil, fmt.Sprintf("%g W", watts))
@@ -350,6 +377,9 @@ func (s *Simulator) ConfigureMIG(ctx context.Context, uuid string, profiles []st
 	}
 	if len(busy) > 0 {
 		return fmt.Errorf("sim: MIG reconfiguration of %s: processes running (%s): %w", uuid, strings.Join(busy, ", "), gpu.ErrBusy)
+	}
+	if err := s.call(viaNVML); err != nil {
+		return err
 	}
 	g.migGen++
 	g.migs = g.migs[:0]
@@ -407,6 +437,9 @@ func (s *Simulator) MoveProcess(ctx context.Context, pid uint32, toUUID string) 
 	}
 	if best < 0 {
 		return fmt.Errorf("sim: PID %d needs %d bytes; no room on GPU %s", pid, t.spec.Memory, toUUID)
+	}
+	if err := s.call(viaHook); err != nil {
+		return err
 	}
 	old := t.dom
 	from := s.gpus[t.gpu].uuid

@@ -226,6 +226,8 @@ type domain struct {
 	// depended on (mpsCached)
 	mpsPrev []mpsClient
 	mpsKey  mpsKey
+	// warm is the share of the SMs warming standbys keep busy (rewarm)
+	warm float64
 }
 
 // gpuState is a GPU's runtime state.

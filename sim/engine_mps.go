@@ -66,7 +66,7 @@ type mpsClient struct {
 
 // mpsKey is what an MPS allocation depends on besides the clients' jobs.
 type mpsKey struct {
-	clockFactor, peak float64
+	clockFactor, peak, warm float64
 }
 
 // mpsCached says whether the running clients' shares and job times of the
@@ -74,7 +74,7 @@ type mpsKey struct {
 // and caps at the same clock and bandwidth. It records this segment's
 // clients for the next.
 func (d *domain) mpsCached(clockFactor, peak float64) bool {
-	key := mpsKey{clockFactor, peak}
+	key := mpsKey{clockFactor, peak, d.warm}
 	same := key == d.mpsKey && len(d.act) == len(d.mpsPrev)
 	for i, m := range d.act {
 		p := mpsClient{m, m.jobSeq, min(m.w.SMFraction, m.mpsEff)}
@@ -101,6 +101,9 @@ func (d *domain) allocMPS(clockFactor, peak float64) {
 	}
 	if capSum > 1 {
 		d.shareSMs()
+	}
+	if d.warm > 0 {
+		d.yieldToWarmup()
 	}
 	demand, top := 0.0, 0.0
 	for _, m := range d.act {

@@ -141,6 +141,9 @@ func (s *Simulator) device(g *gpuState, interval time.Duration) gpu.Device {
 			if t.alive {
 				dused += uint64(t.spec.Memory)
 			}
+			if t.standby {
+				dused += uint64(t.spec.Memory) // its warming standby's copy
+			}
 		}
 		used += dused
 		if g.mode == gpu.SharingMIG {

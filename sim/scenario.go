@@ -104,6 +104,21 @@ type ControlSpec struct {
 	// stop, a MIG instance drain) waits for in-flight work before it
 	// drops it.
 	DrainTimeout Duration `yaml:"drain_timeout"`
+	// CheckpointBandwidth is the rate (bytes/s) at which a training job
+	// writes its checkpoint (its memory); it makes no progress meanwhile.
+	CheckpointBandwidth ByteSize `yaml:"checkpoint_bandwidth"`
+	// WarmupLoad is the share of its new SM cap a standby's warm-up keeps
+	// busy on the GPU while it warms; nil selects the default.
+	WarmupLoad *float64 `yaml:"warmup_load"`
+	// Switchover is what an LLM's switch-over to its standby does with
+	// the requests in flight: "drop" (the default) or "drain"; a
+	// workload's switchover overrides it.
+	Switchover string `yaml:"llm_switchover"`
+	// StandbyFallback is what a restart does without memory for a
+	// standby: "cold" (drain, then start; the default) or "refuse".
+	StandbyFallback string `yaml:"standby_fallback"`
+	// Actuators is what each actuator's calls cost (restarts.go).
+	Actuators ActuatorCosts `yaml:"actuators"`
 }
 
 // TenantSpec is one tenant: a process placed on a GPU (or MIG instance)
@@ -191,6 +206,8 @@ type WorkloadSpec struct {
 	// CheckpointInterval (training) is how often the job checkpoints; a
 	// restart or move resumes from the last checkpoint.
 	CheckpointInterval Duration `yaml:"checkpoint_interval"`
+	// Switchover (LLM) overrides the scenario's control.llm_switchover.
+	Switchover string `yaml:"switchover"`
 	// LLM.
 	// IterationOverhead is the serving engine's host time per iteration
 	// (scheduling, sampling, launches) during which the GPU does not work
@@ -348,6 +365,9 @@ func parseScenario(file string, data []byte, path string) (*Scenario, error) {
 	}
 	if sc.Control.MigrationTime < 0 || sc.Control.DrainTimeout < 0 {
 		return nil, p.errAt([]any{"control"}, "control: migration_time and drain_timeout must not be negative")
+	}
+	if err := p.validateControl(&sc.Control); err != nil {
+		return nil, err
 	}
 	if err := p.validate(sc); err != nil {
 		return nil, err

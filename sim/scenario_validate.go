@@ -383,6 +383,9 @@ func (p *parser) validateWorkload(sc *Scenario, i int) error {
 	if w.Type != "training" && w.Timeout == 0 {
 		w.Timeout = Duration(defaultTimeout)
 	}
+	if w.Switchover != "" && (w.Type != "llm" || (w.Switchover != SwitchoverDrop && w.Switchover != SwitchoverDrain)) {
+		return p.errAt(at("switchover"), "switchover is drop or drain, for an llm workload")
+	}
 	if w.Type == "llm" {
 		if w.IterationOverhead == 0 {
 			w.IterationOverhead = Duration(defaultIterationOverhead)

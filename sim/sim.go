@@ -57,6 +57,7 @@ type Simulator struct {
 	// of actions[0]
 	actions []Action
 	actBase int
+	ctl     *rand.Rand // actuator call failures (restarts.go), made at the first draw
 }
 
 // WindowStats is ground truth over a window of virtual time.

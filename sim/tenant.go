@@ -99,6 +99,7 @@ type tenant struct {
 	draining  bool  // no new admissions until in-flight work ends
 	drainEnd  int64 // draining: in-flight work left then is dropped
 	drainStop bool  // draining: stop when drained (else restart)
+	drainSwap bool  // draining: an LLM's old engine before its standby takes over
 	act       int   // id of the action in progress (Simulator.actions), -1 none
 	// training checkpoints: steps completed since the last one (lost on a
 	// restart), when it was taken, and lost steps still to redo
@@ -331,7 +332,10 @@ func (t *tenant) finishJob(s *Simulator, now int64) {
 		}
 		t.sinceCkpt++
 		if now-t.lastCkpt >= int64(t.w.CheckpointInterval) {
-			t.lastCkpt, t.sinceCkpt = now, 0
+			// the write takes the job off the GPU (restarts.go)
+			t.pause = max(t.pause, now+s.checkpointWrite(t))
+			t.lastCkpt, t.sinceCkpt = t.pause, 0
+			t.dom.due = min(t.dom.due, t.pause) // its end wakes the domain
 		}
 		t.record(s, now-j.start, now-j.start)
 	case "dnn":

@@ -157,7 +157,7 @@ tenants:
 func TestMoveProcess(t *testing.T) {
 	sc := mustParse(t, `name: mv
 gpus: [{model: H100-SXM5-80GB}, {model: H100-SXM5-80GB}]
-control: {migration_time: 2s}
+control: {migration_time: 2s, actuators: {hook: {latency: 0s, failure_rate: 0}}}
 tenants:
   - name: a
     process: {pid: 10}
@@ -653,7 +653,7 @@ func TestMoveProcessToMIG(t *testing.T) {
 gpus:
   - {model: H100-SXM5-80GB}
   - {model: H100-SXM5-80GB, sharing: mig, mig: [{profile: 3g.40gb}, {profile: 3g.40gb}]}
-control: {migration_time: 1s, load_bandwidth: 100GB}
+control: {migration_time: 1s, load_bandwidth: 100GB, actuators: {hook: {latency: 0s, failure_rate: 0}}}
 tenants:
   - {name: a, gpu: 0, process: {pid: 10}, memory: 10GB, workload: {type: training, flops: 1e12}}
   - {name: b, gpu: 1, mig_instance: 0, memory: 20GB, workload: {type: training, flops: 1e12}}

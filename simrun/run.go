@@ -55,6 +55,9 @@ func (c Config) actuators(s *sim.Simulator) tuner.Actuators {
 type Result struct {
 	Recorder  *report.Recorder
 	Decisions []tuner.Decision
+	// Actions are the control actions the simulator accepted, with their
+	// costs (sim.Action).
+	Actions []sim.Action
 	// Plan is what a planner found; nil for a tuner policy.
 	Plan *Plan
 }
@@ -224,10 +227,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sample at start: %w", err)
 	}
+	s.Window() // discard anything before the first step (the policy's calls at init take time: they count)
 	if err := pol.Init(ctx, act, snap); err != nil {
 		return nil, fmt.Errorf("policy %s: init: %w", pol.Name(), err)
 	}
-	s.Window() // discard anything before the first step
 	for i := int64(1); i <= steps; i++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -256,5 +259,6 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			cfg.Progress(i, steps)
 		}
 	}
+	res.Actions = s.Actions()
 	return res, nil
 }

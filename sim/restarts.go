@@ -1,0 +1,225 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// What restarts, checkpoints and actuator calls cost beyond a process
+// start (docs/calibration.md, actuation):
+//
+//   - A standby warms up on the GPU: while it does, it keeps warmup_load
+//     of its new SM cap busy, which the MPS domain's running clients lose.
+//   - An LLM's switch-over loses the old engine's KV cache: its in-flight
+//     sequences are dropped ("drop", vLLM's default on SIGTERM) or finish
+//     on the old engine while nothing new is admitted ("drain"), after
+//     which the standby takes over.
+//   - A restart that finds no memory for a standby starts cold (drains,
+//     then starts) or, with standby_fallback: refuse, fails.
+//   - A training job writes its checkpoint every checkpoint_interval at
+//     checkpoint_bandwidth, making no progress while it writes.
+//   - Every actuator call takes its actuator's latency, during which the
+//     GPUs run on, and fails with its failure probability (a seeded
+//     stream of its own).
+
+// Switch-over modes of an LLM with in-flight requests.
+const (
+	SwitchoverDrop  = "drop"
+	SwitchoverDrain = "drain"
+)
+
+// Standby fallbacks: what a restart does when a standby does not fit.
+const (
+	FallbackCold   = "cold"
+	FallbackRefuse = "refuse"
+)
+
+// Defaults (docs/calibration.md, actuation).
+const (
+	defaultCheckpointBandwidth = 2e9 // bytes/s, lead: NVMe 3-7 GB/s, network storage 1-3 GB/s
+	defaultWarmupLoad          = 0.5 // guess: share of its SM cap a warming standby keeps busy
+)
+
+// ActuatorCost is what one call of an actuator costs.
+type ActuatorCost struct {
+	// Latency is how long a call takes; the GPUs run on meanwhile and the
+	// change applies at its end. nil selects the actuator's default.
+	Latency *Duration `yaml:"latency"`
+	// FailureRate is the probability that a call fails (an error, no
+	// change); nil selects the actuator's default.
+	FailureRate *float64 `yaml:"failure_rate"`
+}
+
+// ActuatorCosts holds the cost of a call for each kind of actuator.
+type ActuatorCosts struct {
+	// NVML: clocks, power limit, MIG layout, vGPU scheduler.
+	NVML ActuatorCost `yaml:"nvml"`
+	// NvidiaSMI: the compute time slice (nvidia-smi compute-policy).
+	NvidiaSMI ActuatorCost `yaml:"nvidia_smi"`
+	// MPS: the MPS control daemon (active threads, pinned memory limits).
+	MPS ActuatorCost `yaml:"mps"`
+	// Hook: the host's hooks (client restart, move, stop, start, MIG
+	// instance drain).
+	Hook ActuatorCost `yaml:"hook"`
+}
+
+// actuator names a kind of actuator.
+type actuator int
+
+const (
+	viaNVML actuator = iota
+	viaNvidiaSMI
+	viaMPS
+	viaHook
+)
+
+// actuatorDefaults are each actuator's default cost: latency and failure
+// probability (docs/calibration.md, actuation).
+var actuatorDefaults = [...]struct {
+	name    string
+	latency time.Duration
+	fail    float64
+}{
+	viaNVML:      {"nvml", 10 * time.Millisecond, 0.001},                    // guess
+	viaNvidiaSMI: {"nvidia-smi", 100 * time.Millisecond, 0.001},             // 89 ms measured with persistence; failure: guess
+	viaMPS:       {"nvidia-cuda-mps-control", 10 * time.Millisecond, 0.001}, // guess
+	viaHook:      {"hook", time.Second, 0.01},                               // guess
+}
+
+func (c *ActuatorCosts) of(a actuator) *ActuatorCost {
+	switch a {
+	case viaNVML:
+		return &c.NVML
+	case viaNvidiaSMI:
+		return &c.NvidiaSMI
+	case viaMPS:
+		return &c.MPS
+	}
+	return &c.Hook
+}
+
+// validateControl fills in the control costs' defaults and checks them.
+func (p *parser) validateControl(c *ControlSpec) error {
+	at := func(k ...any) []any { return append([]any{"control"}, k...) }
+	if c.CheckpointBandwidth == 0 {
+		c.CheckpointBandwidth = defaultCheckpointBandwidth
+	}
+	if c.WarmupLoad == nil {
+		v := defaultWarmupLoad
+		c.WarmupLoad = &v
+	}
+	if !(*c.WarmupLoad >= 0 && *c.WarmupLoad <= 1) {
+		return p.errAt(at("warmup_load"), "warmup_load must be in [0, 1]")
+	}
+	switch c.Switchover {
+	case "":
+		c.Switchover = SwitchoverDrop
+	case SwitchoverDrop, SwitchoverDrain:
+	default:
+		return p.errAt(at("llm_switchover"), "unknown llm_switchover %q (drop, drain)", c.Switchover)
+	}
+	switch c.StandbyFallback {
+	case "":
+		c.StandbyFallback = FallbackCold
+	case FallbackCold, FallbackRefuse:
+	default:
+		return p.errAt(at("standby_fallback"), "unknown standby_fallback %q (cold, refuse)", c.StandbyFallback)
+	}
+	for a := range actuatorDefaults {
+		ac, d := c.Actuators.of(actuator(a)), actuatorDefaults[a]
+		key := []string{"nvml", "nvidia_smi", "mps", "hook"}[a]
+		if ac.Latency == nil {
+			v := Duration(d.latency)
+			ac.Latency = &v
+		}
+		if ac.FailureRate == nil {
+			v := d.fail
+			ac.FailureRate = &v
+		}
+		if *ac.Latency < 0 || *ac.Latency > Duration(10*time.Minute) {
+			return p.errAt(at("actuators", key, "latency"), "an actuator's latency must be in [0, 10m]")
+		}
+		if !(*ac.FailureRate >= 0 && *ac.FailureRate <= 1) {
+			return p.errAt(at("actuators", key, "failure_rate"), "failure_rate must be in [0, 1]")
+		}
+	}
+	return nil
+}
+
+// switchover is the tenant's switch-over mode: its workload's, else the
+// scenario's.
+func (s *Simulator) switchover(t *tenant) string {
+	if t.w.Switchover != "" {
+		return t.w.Switchover
+	}
+	return s.sc.Control.Switchover
+}
+
+// ErrCallFailed is in the error of an actuator call that failed as a
+// host's call sometimes does (control.actuators' failure_rate).
+var ErrCallFailed = errors.New("actuator call failed")
+
+// call makes one call of actuator a, with the lock held: it takes the
+// actuator's latency and then fails with its failure probability, as a
+// host's call does. The model runs on during an NVML, nvidia-smi or MPS
+// call (in real-time mode, with a Clock, it never runs ahead of the
+// clock, so such a call returns at once); a hook's latency is part of the
+// start it makes (startCost).
+func (s *Simulator) call(a actuator) error {
+	c := s.sc.Control.Actuators.of(a)
+	if lat := int64(*c.Latency); lat > 0 && s.clock == nil && a != viaHook {
+		s.advance(s.now + lat)
+	}
+	if p := *c.FailureRate; p > 0 {
+		if s.ctl == nil {
+			s.ctl = rand.New(rand.NewPCG(uint64(s.seed), streamOf("control")))
+		}
+		if s.ctl.Float64() < p {
+			return fmt.Errorf("sim: %s: %w after %v (failure rate %g)", actuatorDefaults[a].name, ErrCallFailed, time.Duration(*c.Latency), p)
+		}
+	}
+	return nil
+}
+
+// rewarm sets d.warm, the share of the domain's SMs its warming standbys
+// keep busy: each its new context's SM cap times warmup_load.
+func (d *domain) rewarm(s *Simulator) {
+	d.warm = 0
+	for _, m := range d.members {
+		if m.standby {
+			d.warm += min(m.w.SMFraction, m.contextFraction()) * *s.sc.Control.WarmupLoad
+		}
+	}
+	d.warm = min(d.warm, 1)
+}
+
+// yieldToWarmup scales the running clients' SM shares down to what the
+// warming standbys leave (allocMPS, when d.warm > 0).
+func (d *domain) yieldToWarmup() {
+	used := 0.0
+	for _, m := range d.act {
+		used += m.share
+	}
+	if free := 1 - d.warm; used > free && used > 0 {
+		f := max(free, 0.01) / used
+		for _, m := range d.act {
+			m.share *= f
+		}
+	}
+}
+
+// checkpointWrite is how long t takes to write a checkpoint (its memory:
+// weights and optimizer state) at the checkpoint bandwidth.
+func (s *Simulator) checkpointWrite(t *tenant) int64 {
+	return int64(float64(t.spec.Memory) / float64(s.sc.Control.CheckpointBandwidth) * 1e9)
+}
+
+// noStandby is the error of a restart refused for want of memory for a
+// standby (standby_fallback: refuse).
+func noStandby(pid uint32, need, free int64) error {
+	return fmt.Errorf("sim: client %d: no memory for a standby (%d bytes needed, %d free): %w", pid, need, free, gpu.ErrBusy)
+}

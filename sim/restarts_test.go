@@ -1,0 +1,243 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// free makes the scenario's actuator calls instant and infallible, for
+// tests of other costs.
+const free = `actuators: {nvml: {latency: 0s, failure_rate: 0}, nvidia_smi: {latency: 0s, failure_rate: 0}, mps: {latency: 0s, failure_rate: 0}, hook: {latency: 0s, failure_rate: 0}}`
+
+// TestStandbyHoldsMemory: a warming standby holds a second copy of its
+// client's memory, so a second restart that would have had room for its
+// own standby has none: it starts cold, or, with standby_fallback: refuse,
+// fails (the tuner sees an error).
+func TestStandbyHoldsMemory(t *testing.T) {
+	for _, c := range []struct {
+		fallback string
+		wantErr  bool
+		wantKind string
+	}{
+		{"", false, "restart-drain"},
+		{"refuse", true, ""},
+	} {
+		t.Run("fallback="+c.fallback, func(t *testing.T) {
+			fb := ""
+			if c.fallback != "" {
+				fb = ", standby_fallback: " + c.fallback
+			}
+			sc := mustParse(t, fmt.Sprintf(`name: standby
+gpus: [{model: H100-SXM5-80GB, sharing: mps}]
+control: {%s%s}
+tenants:
+  - {name: a, process: {pid: 1}, memory: 30GB, workload: {type: dnn, flops: 1e10, weights_bytes: 20GB, arrival: {process: poisson, rate: 10}}}
+  - {name: b, process: {pid: 2}, memory: 10GB, workload: {type: dnn, flops: 1e10, weights_bytes: 5GB, arrival: {process: poisson, rate: 10}}}
+`, free, fb))
+			s := mustNew(t, sc, Options{})
+			ctx := context.Background()
+			uuid := sc.GPUs[0].UUID
+			s.AdvanceTo(s.Now().Add(time.Second))
+			if err := s.RestartClient(ctx, uuid, 1, "a"); err != nil {
+				t.Fatal(err)
+			}
+			r, _ := s.Sample(ctx)
+			if used := r.Devices[0].MemoryUsedBytes; used < 70e9 {
+				t.Errorf("memory used while a's standby warms: %d bytes, want both copies of a (60 GB) and b", used)
+			}
+			// 79.5 GB - 40 GB in use - 30 GB of standby < b's 10 GB
+			err := s.RestartClient(ctx, uuid, 2, "b")
+			if (err != nil) != c.wantErr || (err != nil && !errors.Is(err, gpu.ErrBusy)) {
+				t.Fatalf("restart of b while a's standby warms: %v, want an error %t", err, c.wantErr)
+			}
+			acts := s.Actions()
+			if acts[0].Kind != "restart-standby" {
+				t.Fatalf("a's restart: %+v, want through a standby", acts[0])
+			}
+			if c.wantKind != "" && (len(acts) != 2 || acts[1].Kind != c.wantKind) {
+				t.Fatalf("b's restart: %+v, want %s", acts, c.wantKind)
+			}
+			if c.wantKind == "" && len(acts) != 1 {
+				t.Fatalf("refused restart recorded an action: %+v", acts)
+			}
+		})
+	}
+}
+
+// TestWarmupCompetesForSMs: a standby's warm-up is GPU work: a saturating
+// neighbour on the same MPS GPU does less while it warms (warmup_load 0
+// leaves it alone).
+func TestWarmupCompetesForSMs(t *testing.T) {
+	work := func(load string) float64 {
+		sc := mustParse(t, fmt.Sprintf(`name: warm
+gpus: [{model: H100-SXM5-80GB, sharing: mps, locked_clocks: {min: 1980, max: 1980}}]
+control: {migration_time: 10s, warmup_load: %s, %s}
+tenants:
+  - {name: train, process: {pid: 1}, memory: 10GB, workload: {type: training, flops: 1e12, service_noise: 0, checkpoint_interval: 1h}}
+  - {name: svc, process: {pid: 2}, memory: 10GB, workload: {type: dnn, flops: 1e9, weights_bytes: 1GB, arrival: {process: poisson, rate: 1}}}
+`, load, free))
+		s := mustNew(t, sc, Options{})
+		s.AdvanceTo(s.Now().Add(time.Second))
+		s.Window()
+		if err := s.RestartClient(context.Background(), sc.GPUs[0].UUID, 2, "svc"); err != nil {
+			t.Fatal(err)
+		}
+		s.AdvanceTo(s.Now().Add(8 * time.Second)) // within the 10.5 s warm-up
+		return s.Window().Tenants[0].Work
+	}
+	alone, warmed := work("0"), work("0.5")
+	t.Logf("training steps in 8 s of the neighbour's warm-up: %.0f with warmup_load 0, %.0f with 0.5", alone, warmed)
+	if got := warmed / alone; math.Abs(got-0.5) > 0.03 {
+		t.Errorf("training beside a warming standby (cap 1, warmup_load 0.5) did %.2f of its work, want ~0.5", got)
+	}
+}
+
+// TestLLMSwitchoverLosesInFlight: at an LLM's switch-over its KV cache
+// stays behind: in-flight requests are dropped (the default) or, with
+// switchover drain, finish first while new requests wait.
+func TestLLMSwitchoverLosesInFlight(t *testing.T) {
+	type out struct {
+		lost, dropped, completed int
+		paused                   time.Duration
+	}
+	run := func(mode string) out {
+		sw := ""
+		if mode != "" {
+			sw = ", switchover: " + mode
+		}
+		sc := mustParse(t, fmt.Sprintf(`name: llm
+gpus: [{model: H100-SXM5-80GB, sharing: mps}]
+control: {migration_time: 1s, load_bandwidth: 16GB, %s}
+tenants:
+  - {name: chat, process: {pid: 1}, memory: 30GB, workload: {type: llm, params: 8e9, weights_bytes: 16GB, context_tokens: 512, generated_tokens: 512, fixed_tokens: true, max_batch: 64, arrival: {process: poisson, rate: 8}%s}}
+`, free, sw))
+		s := mustNew(t, sc, Options{})
+		s.AdvanceTo(s.Now().Add(20 * time.Second))
+		s.Window()
+		if err := s.RestartClient(context.Background(), sc.GPUs[0].UUID, 1, "chat"); err != nil {
+			t.Fatal(err)
+		}
+		s.AdvanceTo(s.Now().Add(30 * time.Second))
+		w := s.Window().Tenants[0]
+		a := s.Actions()[0]
+		if a.Kind != "restart-standby" || !a.Done {
+			t.Fatalf("%s: restart %+v, want a finished switch-over to a standby", mode, a)
+		}
+		return out{a.Lost, w.Dropped, w.Completed, a.Paused}
+	}
+	drop, drain := run(""), run("drain")
+	t.Logf("drop: %+v; drain: %+v", drop, drain)
+	if drop.lost == 0 || drop.dropped < drop.lost || drop.paused != 100*time.Microsecond {
+		t.Errorf("switch-over dropping in-flight requests: %+v; want requests lost and dropped, a 100 us pause", drop)
+	}
+	if drain.lost != 0 || drain.dropped != 0 || drain.paused <= time.Second {
+		t.Errorf("switch-over draining in-flight requests: %+v; want none lost, a pause of the drain (512 tokens)", drain)
+	}
+}
+
+// TestCheckpointWritesCost: a training job makes no progress while it
+// writes its checkpoint (memory / checkpoint_bandwidth every
+// checkpoint_interval).
+func TestCheckpointWritesCost(t *testing.T) {
+	steps := func(bw string) float64 {
+		sc := mustParse(t, fmt.Sprintf(`name: ckpt
+gpus: [{model: H100-SXM5-80GB, locked_clocks: {min: 1980, max: 1980}}]
+control: {checkpoint_bandwidth: %s}
+tenants:
+  - {name: train, memory: 20GB, workload: {type: training, flops: 1e12, service_noise: 0, checkpoint_interval: 10s}}
+`, bw))
+		s := mustNew(t, sc, Options{})
+		s.AdvanceTo(s.Now().Add(100 * time.Second))
+		return s.Window().Tenants[0].Work
+	}
+	fast, slow := steps("1e15"), steps("2GB") // 10 s to write 20 GB
+	t.Logf("steps in 100 s: %.0f writing for 0 s, %.0f writing for 10 s every 10 s", fast, slow)
+	if got := slow / fast; math.Abs(got-0.5) > 0.05 {
+		t.Errorf("training writing a 10 s checkpoint every 10 s of work did %.2f of the work, want ~0.5", got)
+	}
+}
+
+// TestActuatorCallsCost: a call takes its actuator's latency (the model
+// runs on) and fails with its failure rate, from a stream of the seed's:
+// the same seed fails the same calls.
+func TestActuatorCallsCost(t *testing.T) {
+	src := `name: calls
+gpus: [{model: H100-SXM5-80GB}]
+control: {actuators: {nvml: {latency: 250ms, failure_rate: 0.3}}}
+tenants:
+  - {name: train, workload: {type: training, flops: 1e12}}
+`
+	failures := func(seed int64) []int {
+		s := mustNew(t, mustParse(t, src), Options{Seed: seed})
+		uuid := s.sc.GPUs[0].UUID
+		start := s.Now()
+		var failed []int
+		for i := range 400 {
+			err := s.SetPowerLimit(context.Background(), uuid, 600)
+			if err != nil {
+				if !errors.Is(err, ErrCallFailed) {
+					t.Fatal(err)
+				}
+				failed = append(failed, i)
+			}
+		}
+		if got := s.Now().Sub(start); got != 400*250*time.Millisecond {
+			t.Errorf("400 calls of 250 ms took %v of model time", got)
+		}
+		if n := len(s.Actions()); n != 400-len(failed) {
+			t.Errorf("%d actions recorded for %d calls that did not fail", n, 400-len(failed))
+		}
+		return failed
+	}
+	a, b, c := failures(1), failures(1), failures(2)
+	t.Logf("failed calls: %d of 400 (seed 1), %d (seed 2)", len(a), len(c))
+	if math.Abs(float64(len(a))/400-0.3) > 0.07 {
+		t.Errorf("%d of 400 calls failed at failure_rate 0.3", len(a))
+	}
+	if fmt.Sprint(a) != fmt.Sprint(b) {
+		t.Error("the same seed failed different calls")
+	}
+	if fmt.Sprint(a) == fmt.Sprint(c) {
+		t.Error("seeds 1 and 2 failed the same calls")
+	}
+
+	// a failed call changes nothing
+	sc := mustParse(t, strings.Replace(src, "failure_rate: 0.3", "failure_rate: 1", 1))
+	s := mustNew(t, sc, Options{})
+	if err := s.SetPowerLimit(context.Background(), sc.GPUs[0].UUID, 400); !errors.Is(err, ErrCallFailed) {
+		t.Fatalf("call at failure_rate 1: %v", err)
+	}
+	if s.gpus[0].powerLimit != 0 || len(s.Actions()) != 0 {
+		t.Errorf("a failed call set the power limit %v, actions %+v", s.gpus[0].powerLimit, s.Actions())
+	}
+}
+
+// TestControlCostsValidated: the control costs' keys are checked.
+func TestControlCostsValidated(t *testing.T) {
+	for _, c := range []struct{ control, tenant, want string }{
+		{"llm_switchover: keep", "", "unknown llm_switchover"},
+		{"standby_fallback: wait", "", "unknown standby_fallback"},
+		{"warmup_load: 2", "", "warmup_load"},
+		{"actuators: {mps: {failure_rate: 1.5}}", "", "failure_rate"},
+		{"actuators: {hook: {latency: -1s}}", "", "latency"},
+		{"", ", switchover: drain", "switchover is drop or drain, for an llm"},
+	} {
+		src := fmt.Sprintf(`name: bad
+gpus: [{model: H100-SXM5-80GB}]
+control: {%s}
+tenants:
+  - {name: train, workload: {type: training, flops: 1e12%s}}
+`, c.control, c.tenant)
+		_, err := ParseScenario("bad.yaml", []byte(src))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("control {%s}%s: %v, want %q", c.control, c.tenant, err, c.want)
+		}
+	}
+}

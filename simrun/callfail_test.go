@@ -1,0 +1,66 @@
+package simrun_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/simrun"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner"
+)
+
+// TestTunerSeesFailedCalls: a tuner whose MPS control daemon calls fail
+// (control.actuators.mps.failure_rate) sees each failure as on a host: an
+// error, the decision failed, nothing applied; with calls that never fail
+// the same changes apply.
+func TestTunerSeesFailedCalls(t *testing.T) {
+	src, err := os.ReadFile("../scenarios/noisy-neighbour.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenants, err := os.ReadFile("../scenarios/noisy-neighbour.tenants.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(rate string) []tuner.Decision {
+		dir := t.TempDir()
+		sc := strings.Replace(string(src), "\ngpus:\n", "\ncontrol: {actuators: {mps: {failure_rate: "+rate+"}}}\ngpus:\n", 1)
+		path := filepath.Join(dir, "noisy-neighbour.yaml")
+		if err := os.WriteFile(path, []byte(sc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "noisy-neighbour.tenants.yaml"), tenants, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		res, err := simrun.Run(context.Background(), simrun.Config{
+			Scenario: path, Policy: tuner.StaticEqualName, Step: time.Second, Duration: 10 * time.Second,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mps []tuner.Decision
+		for _, d := range res.Decisions {
+			if d.Knob == gpu.KnobMPSActiveThreads {
+				mps = append(mps, d)
+			}
+		}
+		return mps
+	}
+	failed := run("1")
+	if len(failed) == 0 {
+		t.Fatal("no MPS decisions with every MPS call failing")
+	}
+	for _, d := range failed {
+		if d.Applied || d.Outcome != tuner.OutcomeFailed || !strings.Contains(d.Reason, "nvidia-cuda-mps-control") {
+			t.Errorf("decision with every MPS call failing: %+v, want failed with the daemon's error", d)
+		}
+	}
+	ok := run("0")
+	if len(ok) == 0 || !ok[0].Applied {
+		t.Fatalf("decisions with no MPS call failing: %+v, want the change applied", ok)
+	}
+}
