@@ -271,6 +271,11 @@ type Action struct {
 	// Plan is the rebalancing plan the action stands for (its first move,
 	// else its first MIG layout): the executor applies the whole plan.
 	Plan *gpu.Plan
+	// Held, when set, says why the policy holds the action back this
+	// round (State.HoldWaiting: the knob's dwell): the engine neither
+	// guards, journals nor applies it, and the GPU's round gives it as
+	// the holding reason.
+	Held string
 }
 
 // Budgeted reports whether the action counts against the fast loop's

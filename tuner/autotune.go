@@ -169,7 +169,8 @@ func (p *Autotune) Decide(s *State) []Action {
 		}
 		out = append(out, p.clocks(s, d, ms)...)
 	}
-	return out
+	// what the dwell would refuse is held, and says so
+	return s.HoldWaiting(out)
 }
 
 // members returns the tenants on d (outside MIG instances) with their

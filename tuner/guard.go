@@ -59,6 +59,16 @@ type Stopper interface {
 	Stopped() bool
 }
 
+// Pacer is a guard that, after a change of a GPU's knob, refuses the next
+// change of it (a revert excepted) for a while: the dwell. The engine
+// hands its waits to the policies (State.Waits), so that a policy holds,
+// and says why, instead of proposing what the guard would refuse.
+type Pacer interface {
+	// Waits returns, by Target.DomainKey, the knobs whose change it
+	// refuses at now, and until when.
+	Waits(now time.Time) map[string]Wait
+}
+
 // Chain is the guard chain every action passes, whatever made it: a
 // policy, a revert, a rebalancing plan or a MIG relayout. It offers the
 // hooks the guards take: Begin starts an interval for every Interval,
@@ -94,6 +104,24 @@ func (c Chain) Stopped() bool {
 		}
 	}
 	return false
+}
+
+// Waits merges the waits of every Pacer of the chain: of two on one
+// knob, the one that ends later.
+func (c Chain) Waits(now time.Time) map[string]Wait {
+	out := map[string]Wait{}
+	for _, g := range c {
+		p, ok := g.(Pacer)
+		if !ok {
+			continue
+		}
+		for k, w := range p.Waits(now) {
+			if o, ok := out[k]; !ok || w.Until.After(o.Until) {
+				out[k] = w
+			}
+		}
+	}
+	return out
 }
 
 // Record teaches every guard that learns the outcome of a.
@@ -215,6 +243,7 @@ type history struct {
 
 type applied struct {
 	at   time.Time
+	knob gpu.Knob
 	sign float64 // direction of the change: +1 up, -1 down, 0 unknown
 }
 
@@ -234,7 +263,7 @@ func (h *history) Record(a Action, o Outcome, _ error, now time.Time) {
 	if h.last == nil {
 		h.last = map[string]applied{}
 	}
-	h.last[a.DomainKey()] = applied{at: now, sign: direction(a)}
+	h.last[a.DomainKey()] = applied{at: now, knob: a.Knob, sign: direction(a)}
 }
 
 // direction is +1 when an action raises a value, -1 when it lowers it.
@@ -283,16 +312,35 @@ func fastKnob(k gpu.Knob) bool { return k == gpu.KnobPauseDuty }
 // Name returns "dwell".
 func (*Dwell) Name() string { return GuardDwell }
 
+// dwell is a knob's dwell.
+func (d *Dwell) dwell(k gpu.Knob) time.Duration {
+	if fastKnob(k) && d.Fast > 0 {
+		return d.Fast
+	}
+	return d.For
+}
+
 // Admit refuses during the dwell.
 func (d *Dwell) Admit(_ *State, a Action, now time.Time) (bool, string) {
-	dwell := d.For
-	if fastKnob(a.Knob) && d.Fast > 0 {
-		dwell = d.Fast
-	}
+	dwell := d.dwell(a.Knob)
 	if l, ok := d.get(a.DomainKey()); ok && now.Sub(l.at) < dwell && !a.Revert {
 		return false, fmt.Sprintf("changed %v ago; dwell %v", now.Sub(l.at).Round(time.Second), dwell)
 	}
 	return true, ""
+}
+
+// Waits returns the knobs in their dwell at now (Pacer): Admit refuses
+// their change until the dwell has passed.
+func (d *Dwell) Waits(now time.Time) map[string]Wait {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := map[string]Wait{}
+	for k, l := range d.last {
+		if until := l.at.Add(d.dwell(l.knob)); now.Before(until) {
+			out[k] = Wait{Guard: GuardDwell, Knob: l.knob, Since: l.at, Until: until}
+		}
+	}
+	return out
 }
 
 // Hysteresis refuses a change that reverses the direction of the last one

@@ -277,23 +277,40 @@ func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 	t.thawed = true
 	t.syncPending(snap)
 	st := &State{Now: now, Snapshot: snap, Changes: t.changes, Pending: t.pending, Effective: t.syncMPS(),
-		Fast: t.fast.observe(now, snap), Originals: map[string]Value{}, History: t.history, Drives: t.drives()}
+		Fast: t.fast.observe(now, snap), Originals: map[string]Value{}, History: t.history, Drives: t.drives(),
+		Waits: t.chain().Waits(now)}
 	for k, o := range t.originals {
 		st.Originals[k] = o.Value
 	}
 	t.chain().Begin(now)
 	t.noteKillSwitch()
-	var actions []Action
+	var actions, held []Action
 	if t.o.Mode != ModeOff || len(t.o.GPUModes) > 0 {
 		actions = append(t.dueReverts(st, now), t.o.Policy.Decide(st)...)
 		actions = slices.DeleteFunc(actions, func(a Action) bool { return slices.Contains(t.o.Disabled, a.Target.Knob) })
+		actions, held = t.splitHeld(actions)
 	}
 	out = append(out, t.handle(ctx, st, actions, now)...)
 	out = append(out, t.rebalance(ctx, st, now)...)
 	t.remember(out)
-	t.noteRound(st, actions, out)
+	t.noteRound(st, actions, held, out)
 	t.publishLocked(now)
 	return out, errors.Join(errs...)
+}
+
+// splitHeld parts the actions the policy holds back (Action.Held) from
+// the others, and logs the held ones at debug level: a hold is no
+// decision.
+func (t *Tuner) splitHeld(actions []Action) (act, held []Action) {
+	for _, a := range actions {
+		if a.Held == "" {
+			act = append(act, a)
+			continue
+		}
+		held = append(held, a)
+		level.Debug(t.o.Logger).Log("msg", "tuner holding", "gpu", a.GPU, "knob", a.Knob, "to", a.Want, "held", a.Held, "reason", a.Reason)
+	}
+	return act, held
 }
 
 // noteKillSwitch logs the kill switch engaged or released, once a change.
