@@ -28,7 +28,7 @@ func simHost(t *testing.T, scenario string) (*tenant.Snapshot, *tuner.Tuner) {
 	t.Helper()
 	h := simtest.New(t, "../scenarios/"+scenario+".yaml", "../scenarios/"+scenario+".tenants.yaml")
 	tu, err := tuner.New(tuner.DefaultOptions(tuner.Options{
-		Policy: tuner.NewAutotune(), Actuators: tuner.ActuatorsOf(h.Sim), Clock: h.Clock, Mode: tuner.ModeRecommend,
+		Policy: tuner.NewAutotune(), Rebalance: tuner.DefaultRebalance(), Actuators: tuner.ActuatorsOf(h.Sim), Clock: h.Clock, Mode: tuner.ModeRecommend,
 		Actuated: tuner.DescribeActuators([]tuner.NamedActuator{{Name: "sim", Impl: h.Sim}}),
 	}, nil))
 	if err != nil {

@@ -29,7 +29,9 @@ func (p proposing) Decide(s *tuner.State) []tuner.Action {
 const proposingName = "autotune-proposing"
 
 func init() {
-	tuner.RegisterPolicy(proposingName, func() tuner.Policy { return tuner.NewTunerPolicy(proposing{tuner.NewAutotune()}) })
+	tuner.RegisterPolicy(proposingName, func() tuner.Policy {
+		return tuner.NewTunerPolicy(proposing{tuner.NewAutotune()}, tuner.DefaultRebalance())
+	})
 }
 
 // In the noisy neighbour's sustained violation, autotune steps the batch

@@ -314,4 +314,10 @@ func joinReasons(rs ...string) string {
 	return strings.Join(out, "; ")
 }
 
-func gpuLevel(l Level) gpu.TimeSliceLevel { return gpu.TimeSliceLevel(l) }
+// Order is the level's place on the line of levelOrder (short 0 to long 3).
+func (l Level) Order() int { return levelOrder[gpu.TimeSliceLevel(l)] }
+
+// percent renders a fraction as a percentage with at most one decimal.
+func percent(f float64) string {
+	return strconv.FormatFloat(math.Round(f*1000)/10, 'f', -1, 64) + "%"
+}

@@ -17,8 +17,7 @@ const DefaultInterval = 15 * time.Second
 
 // DefaultOptions fills the options the exporter and vgpusim share: the
 // default guard chain (with kill, when given), reverts judged after two
-// fast windows and held for ten minutes, and the default slow loop
-// (rebalancing).
+// fast windows and held for ten minutes.
 func DefaultOptions(o Options, kill *KillSwitch) Options {
 	if o.FastWindow <= 0 {
 		o.FastWindow = time.Minute
@@ -31,9 +30,6 @@ func DefaultOptions(o Options, kill *KillSwitch) Options {
 	}
 	if o.Guards == nil {
 		o.Guards = DefaultGuards(kill, o.Hold)
-	}
-	if o.Rebalance == nil {
-		o.Rebalance = DefaultRebalance()
 	}
 	return o
 }
@@ -90,9 +86,15 @@ type TunerPolicy struct {
 }
 
 // NewTunerPolicy returns the policy running d every DefaultInterval with
-// the default options (DefaultOptions).
-func NewTunerPolicy(d Decider) *TunerPolicy {
-	return &TunerPolicy{Decider: d, Interval: DefaultInterval, configure: DefaultOptions}
+// the default options (DefaultOptions) and r as its slow loop (nil: none).
+func NewTunerPolicy(d Decider, r RebalancePlanner) *TunerPolicy {
+	return &TunerPolicy{Decider: d, Interval: DefaultInterval, configure: func(o Options, kill *KillSwitch) Options {
+		o = DefaultOptions(o, kill)
+		if o.Rebalance == nil {
+			o.Rebalance = r
+		}
+		return o
+	}}
 }
 
 // Name returns the decider's name.
@@ -171,4 +173,22 @@ func (p *TunerPolicy) Observe(ctx context.Context, act Actuators, snap *tenant.S
 	p.last = snap.Time
 	out, err := p.t.RunOnce(ctx, snap)
 	return append(done, out...), err
+}
+
+// EverySnapshot runs d at every snapshot, starting with Init's, in
+// enforce mode, behind the guards guards returns (after the kill switch
+// where there is one; none when guards is nil) and with no slow loop: the
+// shape of a policy that decides fixed settings rather than tuning them
+// (the baselines, a schedule planned ahead).
+func EverySnapshot(d Decider, guards func() []Guard) *TunerPolicy {
+	return &TunerPolicy{Decider: d, initRound: true, configure: func(o Options, kill *KillSwitch) Options {
+		o.Guards = []Guard{}
+		if kill != nil {
+			o.Guards = append(o.Guards, kill)
+		}
+		if guards != nil {
+			o.Guards = append(o.Guards, guards()...)
+		}
+		return o
+	}}
 }

@@ -177,7 +177,7 @@ func (p *Autotune) Decide(s *State) []Action {
 // signals, sorted by name.
 func (p *Autotune) members(s *State, d *gpu.Device) []*member {
 	snap := s.Snapshot
-	info := infoByName(snap)
+	info := InfoByName(snap)
 	slos := map[string]*tenant.SLOStatus{}
 	for i := range snap.SLOs {
 		slos[snap.SLOs[i].Tenant] = &snap.SLOs[i]
@@ -571,49 +571,4 @@ func variance(m *member) float64 {
 		return 0
 	}
 	return p99 / p50
-}
-
-// objective is a GPU's SLO error: the sum over its latency tenants of
-// priority-weighted error-budget burn (capped at 10 each). Lower is better.
-func objective(s *State, uuid string) float64 {
-	j := 0.0
-	for _, lt := range latencyTenantsOn(s, uuid) {
-		att, ok := s.Fast[lt.name].Attainment()
-		if !ok {
-			continue
-		}
-		j += weightedBurn((1-att)/math.Max(1-lt.quantile, 1e-3), lt.priority)
-	}
-	return j
-}
-
-// shareBounds returns a tenant's share.min and share.max.
-func shareBounds(s *State, name string) (lo, hi float64, ok bool) {
-	if s == nil || s.Snapshot == nil || name == "" {
-		return 0, 0, false
-	}
-	for _, t := range s.Snapshot.Tenants {
-		if t.Name == name {
-			hi = t.ShareMax
-			if hi == 0 {
-				hi = 1
-			}
-			return t.ShareMin, hi, true
-		}
-	}
-	return 0, 0, false
-}
-
-// clientsOf counts a tenant's processes on a GPU (outside MIG instances).
-func clientsOf(s *State, uuid, name string) int {
-	if s == nil || s.Snapshot == nil {
-		return 0
-	}
-	n := 0
-	for _, u := range s.Snapshot.Usage {
-		if u.UUID == uuid && u.Tenant == name && u.GPUInstance == "" {
-			n += len(u.PIDs)
-		}
-	}
-	return n
 }

@@ -109,7 +109,7 @@ func (p *Autotune) burnSincePause(s *State, uuid string, w *member) (float64, bo
 	if !ok {
 		return w.burn, true
 	}
-	now := requestCounts(s.Snapshot)[w.name]
+	now := RequestCounts(s.Snapshot)[w.name]
 	total, good := now.Total-then.Total, now.Good-then.Good
 	if total < p.P.MinRequests || total <= 0 {
 		return 0, false

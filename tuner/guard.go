@@ -207,7 +207,7 @@ func admitDuty(s *State, a Action, v Duty) (bool, string) {
 	}
 	class := a.Class
 	if s != nil && s.Snapshot != nil {
-		if t, ok := infoByName(s.Snapshot)[a.Tenant]; ok && t.Class != "" {
+		if t, ok := InfoByName(s.Snapshot)[a.Tenant]; ok && t.Class != "" {
 			class = t.Class
 		}
 	}
@@ -263,11 +263,11 @@ func (h *history) Record(a Action, o Outcome, _ error, now time.Time) {
 	if h.last == nil {
 		h.last = map[string]applied{}
 	}
-	h.last[a.DomainKey()] = applied{at: now, knob: a.Knob, sign: direction(a)}
+	h.last[a.DomainKey()] = applied{at: now, knob: a.Knob, sign: Direction(a)}
 }
 
-// direction is +1 when an action raises a value, -1 when it lowers it.
-func direction(a Action) float64 {
+// Direction is +1 when an action raises a value, -1 when it lowers it.
+func Direction(a Action) float64 {
 	num := func(v Value) (float64, bool) {
 		switch x := v.(type) {
 		case Fraction:
@@ -279,7 +279,7 @@ func direction(a Action) float64 {
 		case ClockRange:
 			return float64(x.MaxMHz), x.MaxMHz != 0
 		case Level:
-			return float64(levelOrder[gpuLevel(x)]), true
+			return float64(x.Order()), true
 		}
 		return 0, false
 	}
@@ -366,7 +366,7 @@ func (h *Hysteresis) Admit(_ *State, a Action, now time.Time) (bool, string) {
 	if fastKnob(a.Knob) && h.Fast > 0 {
 		wait = h.Fast
 	}
-	if d := direction(a); d != 0 && l.sign != 0 && d != l.sign && now.Sub(l.at) < wait {
+	if d := Direction(a); d != 0 && l.sign != 0 && d != l.sign && now.Sub(l.at) < wait {
 		return false, fmt.Sprintf("reverses the change of %v ago; wait %v", now.Sub(l.at).Round(time.Second), wait)
 	}
 	return true, ""
@@ -508,8 +508,8 @@ func (r *RevertHold) Admit(_ *State, a Action, now time.Time) (bool, string) {
 		if a.Current == nil {
 			return false
 		}
-		d := direction(Action{Current: a.Current, Want: a.Want})
-		return d != 0 && d == direction(Action{Current: a.Current, Want: h.v}) && a.Want.Distance(a.Current) >= h.v.Distance(a.Current)
+		d := Direction(Action{Current: a.Current, Want: a.Want})
+		return d != 0 && d == Direction(Action{Current: a.Current, Want: h.v}) && a.Want.Distance(a.Current) >= h.v.Distance(a.Current)
 	}
 	if a.Want.Distance(h.v) < 1e-9 || beyond() {
 		return false, fmt.Sprintf("%v made things worse and was reverted; held for %v", h.v, h.until.Sub(now).Round(time.Second))

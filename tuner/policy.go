@@ -71,7 +71,7 @@ var policies = map[string]func() Policy{
 	StaticEqualName: func() Policy { return NewStaticEqual() },
 	UncappedName:    func() Policy { return NewUncapped() },
 	NoneName:        func() Policy { return None{} },
-	AutotuneName:    func() Policy { return NewTunerPolicy(NewAutotune()) },
+	AutotuneName:    func() Policy { return NewTunerPolicy(NewAutotune(), DefaultRebalance()) },
 }
 
 // NoneName is the policy that never acts.

@@ -23,7 +23,7 @@ func (r *Rebalance) Squeezed(s *State) map[string]float64 {
 	if s == nil || s.Snapshot == nil || s.Snapshot.Readings == nil {
 		return out
 	}
-	info := infoByName(s.Snapshot)
+	info := InfoByName(s.Snapshot)
 	for _, d := range s.Snapshot.Readings.Devices {
 		if !d.Up || d.Mode != gpu.SharingMPS {
 			continue

@@ -212,36 +212,6 @@ func TestPlanRelayout(t *testing.T) {
 	}
 }
 
-// migHost drains, relayouts (busy the first busy times) and starts.
-type migHost struct {
-	calls []string
-	busy  int // ConfigureMIG answers ErrBusy this many times
-	// drainErr and startErr, when set, are what every drain and start
-	// answers
-	drainErr, startErr error
-}
-
-func (m *migHost) DrainMIGInstance(_ context.Context, uuid, inst string) error {
-	m.calls = append(m.calls, "drain "+inst)
-	return m.drainErr
-}
-
-func (m *migHost) ConfigureMIG(_ context.Context, uuid string, profiles []string) error {
-	if m.busy > 0 {
-		m.busy--
-		return fmt.Errorf("processes running: %w", gpu.ErrBusy)
-	}
-	m.calls = append(m.calls, "configure "+strings.Join(profiles, " "))
-	return nil
-}
-
-func (m *migHost) StopProcess(context.Context, uint32) error { return nil }
-
-func (m *migHost) StartProcess(_ context.Context, pid uint32) error {
-	m.calls = append(m.calls, fmt.Sprintf("start %d", pid))
-	return m.startErr
-}
-
 // relayoutRounds runs four rounds a minute apart in which tenant b misses
 // its SLO in its saturated small instance (migState), calling Progress a
 // second after each round; note gets every round's and Progress'

@@ -101,9 +101,9 @@ type RequestCount struct{ Total, Good float64 }
 // maxHistory is how many changes State.History keeps per GPU and knob.
 const maxHistory = 16
 
-// requestCounts returns the cumulative request counters of every tenant
+// RequestCounts returns the cumulative request counters of every tenant
 // whose latency source counts good requests.
-func requestCounts(snap *tenant.Snapshot) map[string]RequestCount {
+func RequestCounts(snap *tenant.Snapshot) map[string]RequestCount {
 	if snap == nil {
 		return nil
 	}
@@ -183,8 +183,8 @@ func (f *fastTracker) observe(now time.Time, snap *tenant.Snapshot) map[string]F
 	return out
 }
 
-// infoByName indexes a snapshot's tenants by name.
-func infoByName(snap *tenant.Snapshot) map[string]tenant.Info {
+// InfoByName indexes a snapshot's tenants by name.
+func InfoByName(snap *tenant.Snapshot) map[string]tenant.Info {
 	info := make(map[string]tenant.Info, len(snap.Tenants))
 	for _, t := range snap.Tenants {
 		info[t.Name] = t

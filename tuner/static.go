@@ -70,24 +70,6 @@ func BaselinePolicy(d Decider) *TunerPolicy {
 	return EverySnapshot(d, func() []Guard { return []Guard{&Retry{After: DefaultRetryAfter}} })
 }
 
-// EverySnapshot runs d at every snapshot, starting with Init's, in
-// enforce mode, behind the guards guards returns (after the kill switch
-// where there is one; none when guards is nil) and with no slow loop: the
-// shape of a policy that decides fixed settings rather than tuning them
-// (the baselines, a schedule planned ahead).
-func EverySnapshot(d Decider, guards func() []Guard) *TunerPolicy {
-	return &TunerPolicy{Decider: d, initRound: true, configure: func(o Options, kill *KillSwitch) Options {
-		o.Guards = []Guard{}
-		if kill != nil {
-			o.Guards = append(o.Guards, kill)
-		}
-		if guards != nil {
-			o.Guards = append(o.Guards, guards()...)
-		}
-		return o
-	}}
-}
-
 // Name returns the baseline's name.
 func (b Baseline) Name() string { return b.name }
 
@@ -199,9 +181,4 @@ func (b Baseline) timeSlice(d *gpu.Device) []Action {
 	}
 	return []Action{{Target: Target{GPU: d.UUID, Knob: gpu.KnobComputeTimeSlice}, GPUIndex: d.Index,
 		Current: Level(d.ComputeTimeSlice), Want: Level(want), Reason: b.name + ": default compute time slice"}}
-}
-
-// percent renders a fraction as a percentage with at most one decimal.
-func percent(f float64) string {
-	return strconv.FormatFloat(math.Round(f*1000)/10, 'f', -1, 64) + "%"
 }

@@ -9,46 +9,8 @@ import (
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
-	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
-
-// fakeControl records the calls a policy makes and answers with the errors
-// configured per method. It has the actuators the baselines use.
-type fakeControl struct {
-	calls []string
-	errs  map[string]error // method name -> error
-}
-
-func (f *fakeControl) do(method, args string) error {
-	f.calls = append(f.calls, method+"("+args+")")
-	return f.errs[method]
-}
-
-func (f *fakeControl) SetMPSActiveThreads(_ context.Context, uuid string, pid uint32, fr float64) error {
-	return f.do("SetMPSActiveThreads", fmt.Sprintf("%s,%d,%.4f", uuid, pid, fr))
-}
-func (f *fakeControl) RestartClient(_ context.Context, uuid string, pid uint32, _ string) error {
-	return f.do("RestartClient", fmt.Sprintf("%s,%d", uuid, pid))
-}
-func (f *fakeControl) SetVGPUScheduler(_ context.Context, uuid string, s gpu.VGPUSchedulerSetting) error {
-	return f.do("SetVGPUScheduler", uuid+","+string(s.Policy))
-}
-func (f *fakeControl) SetComputeTimeSlice(_ context.Context, uuid string, level gpu.TimeSliceLevel) error {
-	return f.do("SetComputeTimeSlice", uuid+","+string(level))
-}
-
-var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-
-func mpsProc(pid uint32, frac *float64) gpu.Process {
-	p := testutil.Proc(pid, "")
-	p.Type, p.MPSActiveThreads = gpu.ProcessMPS, frac
-	return p
-}
-
-func snapshot(at time.Time, devs []gpu.Device, usage []tenant.Usage) *tenant.Snapshot {
-	return &tenant.Snapshot{Time: at, Readings: &gpu.Readings{Time: at, Backend: "test", Devices: devs}, Usage: usage}
-}
 
 func TestBaselines(t *testing.T) {
 	mpsDev := func(procs ...gpu.Process) gpu.Device {
@@ -280,26 +242,5 @@ func TestInitDecisionsReported(t *testing.T) {
 	}
 	if again, _ := p.Observe(ctx, ActuatorsOf(ctl), snapshot(t0.Add(2*time.Second), devs, nil)); len(again) != 0 {
 		t.Errorf("second Observe repeated decisions: %v", again)
-	}
-}
-
-func TestNonePolicy(t *testing.T) {
-	p, _ := NewPolicy(NoneName)
-	ctl := &fakeControl{}
-	devs := []gpu.Device{{UUID: "GPU-t", Up: true, Mode: gpu.SharingTimeSlice, ComputeTimeSlice: "long"}}
-	if err := p.Init(context.Background(), ActuatorsOf(ctl), snapshot(t0, devs, nil)); err != nil {
-		t.Fatal(err)
-	}
-	d, err := p.Observe(context.Background(), ActuatorsOf(ctl), snapshot(t0, devs, nil))
-	if err != nil || len(d) != 0 || len(ctl.calls) != 0 {
-		t.Errorf("none acted: %v %v %v", d, err, ctl.calls)
-	}
-}
-
-func TestPercent(t *testing.T) {
-	for in, want := range map[float64]string{1: "100%", 0.25: "25%", 1 / 3.0: "33.3%", 0.005: "0.5%"} {
-		if got := percent(in); got != want {
-			t.Errorf("percent(%v) = %q, want %q", in, got, want)
-		}
 	}
 }

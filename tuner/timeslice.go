@@ -97,7 +97,7 @@ func (p *Autotune) timeSlice(s *State, d *gpu.Device, ms []*member) []Action {
 	switch {
 	case trial:
 		age := s.Now.Sub(last.At)
-		e, ok := p.spanError(s, d.UUID, last.Counters, requestCounts(s.Snapshot))
+		e, ok := p.spanError(s, d.UUID, last.Counters, RequestCounts(s.Snapshot))
 		if !ok {
 			return nil // too few requests to judge by
 		}
@@ -107,7 +107,7 @@ func (p *Autotune) timeSlice(s *State, d *gpu.Device, ms []*member) []Action {
 		if age < p.P.TrialDwell {
 			// Being judged; one that is clearly worse already (another
 			// tenant of the GPU starts missing) is undone at once.
-			if !prev.known || curErr < prev.err*(1+p.P.TrialGain)+revertMargin {
+			if !prev.known || curErr < prev.err*(1+p.P.TrialGain)+RevertMargin {
 				return nil
 			}
 			a.Want, a.Revert = from, true
@@ -124,7 +124,7 @@ func (p *Autotune) timeSlice(s *State, d *gpu.Device, ms []*member) []Action {
 			judged = fmt.Sprintf("the %s time slice, tried since %v ago, is kept: the GPU's SLO error was %.2f under it against %.2f under %s; ",
 				cur, age.Round(time.Second), curErr, prev.err, from)
 		}
-		dir = direction(Action{Current: last.From, Want: last.To})
+		dir = Direction(Action{Current: last.From, Want: last.To})
 	case harmed(hist, s.Now, p.P.TrialDwell, p.P.TrialHold):
 		// The last trial was undone early because it hurt a tenant: a
 		// trial costs the other tenants its interval, so the search
@@ -134,7 +134,7 @@ func (p *Autotune) timeSlice(s *State, d *gpu.Device, ms []*member) []Action {
 		if m := measures[cur]; m.known {
 			curErr = m.err
 		} else {
-			curErr = objective(s, d.UUID)
+			curErr = Objective(s, d.UUID)
 		}
 	}
 	next, ok := p.nextLevel(s.Now, cur, curErr, dir, measures)
@@ -207,8 +207,8 @@ func (p *Autotune) nextLevel(now time.Time, cur Level, curErr, dir float64, ms m
 		if m, ok := ms[lv]; ok && now.Sub(m.at) <= p.P.TrialHold && (m.reverted || (m.known && m.err >= curErr*(1-p.P.TrialGain))) {
 			continue
 		}
-		side := direction(Action{Current: cur, Want: lv})
-		cs = append(cs, cand{lv, float64(levelOrder[l] - levelOrder[gpuLevel(cur)]), side})
+		side := Direction(Action{Current: cur, Want: lv})
+		cs = append(cs, cand{lv, float64(lv.Order() - cur.Order()), side})
 	}
 	if len(cs) == 0 {
 		return "", false
@@ -236,14 +236,14 @@ func (p *Autotune) spanError(s *State, uuid string, from, to map[string]RequestC
 		return 0, false
 	}
 	j, ok := 0.0, false
-	for _, lt := range latencyTenantsOn(s, uuid) {
-		a, okA := from[lt.name]
-		b, okB := to[lt.name]
+	for _, lt := range LatencyTenantsOn(s, uuid) {
+		a, okA := from[lt.Name]
+		b, okB := to[lt.Name]
 		total, good := b.Total-a.Total, b.Good-a.Good
-		if !okA || !okB || total < max(p.P.MinRequests, quantileRequests(lt.quantile)) || good < 0 || good > total {
+		if !okA || !okB || total < max(p.P.MinRequests, quantileRequests(lt.Quantile)) || good < 0 || good > total {
 			continue
 		}
-		j += weightedBurn((1-good/total)/math.Max(1-lt.quantile, 1e-3), lt.priority)
+		j += WeightedBurn((1-good/total)/math.Max(1-lt.Quantile, 1e-3), lt.Priority)
 		ok = true
 	}
 	return j, ok
@@ -253,42 +253,4 @@ func (p *Autotune) spanError(s *State, uuid string, from, to map[string]RequestC
 // by the data, 1/(1-q): with fewer, a single slow request breaks it.
 func quantileRequests(q float64) float64 {
 	return 1 / math.Max(1-q, 1e-3)
-}
-
-// weightedBurn is one tenant's term of the SLO error: its burn, capped at
-// 10, weighted by priority.
-func weightedBurn(burn float64, priority int) float64 {
-	return math.Min(burn, 10) * (1 + float64(max(priority, 0))/10)
-}
-
-// latencyTenant is a latency tenant on a GPU, with what the SLO error
-// needs of it.
-type latencyTenant struct {
-	name     string
-	quantile float64
-	priority int
-}
-
-// latencyTenantsOn returns the latency tenants with an SLO on a GPU.
-func latencyTenantsOn(s *State, uuid string) []latencyTenant {
-	if s == nil || s.Snapshot == nil {
-		return nil
-	}
-	prio := map[string]int{}
-	for _, t := range s.Snapshot.Tenants {
-		prio[t.Name] = t.Priority
-	}
-	on := map[string]bool{}
-	for _, u := range s.Snapshot.Usage {
-		if u.UUID == uuid && u.Class == gpu.ClassLatency {
-			on[u.Tenant] = true
-		}
-	}
-	var out []latencyTenant
-	for _, slo := range s.Snapshot.SLOs {
-		if on[slo.Tenant] {
-			out = append(out, latencyTenant{name: slo.Tenant, quantile: slo.Quantile, priority: prio[slo.Tenant]})
-		}
-	}
-	return out
 }

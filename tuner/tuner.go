@@ -71,7 +71,7 @@ type Options struct {
 	// Actuated says which backend drives each knob, for the status.
 	Actuated []ActuatorInfo
 	// Rebalance is the slow loop's planner; nil: no rebalancing.
-	Rebalance *Rebalance
+	Rebalance RebalancePlanner
 	// Disabled knobs are never changed: the policy's actions on them are
 	// dropped before the guards (an operator who wants no clock or power
 	// control, or a comparison run without a knob).
@@ -343,7 +343,7 @@ const maxRecent = 50
 func (t *Tuner) noteApplied(st *State, a Action, now time.Time) {
 	c := Change{At: now, From: a.Current, To: a.Want, Revert: a.Revert}
 	if st != nil {
-		c.Error, c.Counters = objective(st, a.GPU), requestCounts(st.Snapshot)
+		c.Error, c.Counters = Objective(st, a.GPU), RequestCounts(st.Snapshot)
 	}
 	t.changes[a.DomainKey()] = c
 	t.changes[a.Target.String()] = c
@@ -361,7 +361,7 @@ func (t *Tuner) noteApplied(st *State, a Action, now time.Time) {
 	// the same target: reverting that one would undo this one
 	t.evals = slices.DeleteFunc(t.evals, func(e evaluation) bool { return e.a.Target == a.Target })
 	if st != nil && a.Relax && !a.Revert && t.o.RevertAfter > 0 {
-		t.evals = append(t.evals, evaluation{a: a, before: objective(st, a.GPU), due: now.Add(t.o.RevertAfter)})
+		t.evals = append(t.evals, evaluation{a: a, before: Objective(st, a.GPU), due: now.Add(t.o.RevertAfter)})
 	}
 }
 
@@ -414,8 +414,8 @@ func (t *Tuner) dueReverts(st *State, now time.Time) []Action {
 			keep = append(keep, e)
 			continue
 		}
-		after := objective(st, e.a.GPU)
-		if after <= e.before+revertMargin {
+		after := Objective(st, e.a.GPU)
+		if after <= e.before+RevertMargin {
 			continue
 		}
 		back := e.a
@@ -430,5 +430,5 @@ func (t *Tuner) dueReverts(st *State, now time.Time) []Action {
 	return out
 }
 
-// revertMargin is the rise of the objective that counts as worse.
-const revertMargin = 0.5
+// RevertMargin is the rise of the objective that counts as worse.
+const RevertMargin = 0.5
