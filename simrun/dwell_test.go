@@ -10,6 +10,9 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/simrun"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner/autotune"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner/policies"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner/rebalance"
 )
 
 // proposing is autotune as it was before it held for the dwell: it
@@ -29,8 +32,8 @@ func (p proposing) Decide(s *tuner.State) []tuner.Action {
 const proposingName = "autotune-proposing"
 
 func init() {
-	tuner.RegisterPolicy(proposingName, func() tuner.Policy {
-		return tuner.NewTunerPolicy(proposing{tuner.NewAutotune()}, tuner.DefaultRebalance())
+	policies.Register(proposingName, func() tuner.Policy {
+		return tuner.NewTunerPolicy(proposing{autotune.New()}, rebalance.Default())
 	})
 }
 
@@ -56,7 +59,7 @@ func TestAutotuneHoldsForTheDwell(t *testing.T) {
 		return applied, refused
 	}
 	before, refusedBefore := run(proposingName)
-	after, refusedAfter := run(tuner.AutotuneName)
+	after, refusedAfter := run(autotune.Name)
 	if refusedBefore == 0 {
 		t.Fatal("proposing: no dwell refusal, the scenario no longer has a sustained violation to test with")
 	}

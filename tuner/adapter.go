@@ -2,8 +2,6 @@ package tuner
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -62,7 +60,7 @@ func (c *snapClock) set(t time.Time) {
 // TunerPolicy runs a Decider through a Tuner in enforce mode behind the
 // Policy interface vgpusim drives: the same loop, guards and executor as
 // the exporter's. Autotune runs every Interval of snapshot time with the
-// default guards and slow loop; the baselines (BaselinePolicy) at every
+// default guards and slow loop; the baselines (package baseline) at every
 // snapshot with their own chain.
 type TunerPolicy struct {
 	Decider Decider
@@ -128,25 +126,6 @@ func (p *TunerPolicy) Configure(o Options, kill *KillSwitch) Options {
 		o = p.configure(o, kill)
 	}
 	return o
-}
-
-// NewEnginePolicy returns the registered policy name when it runs on the
-// tuner's engine (every policy but none), for a host that runs its own
-// Tuner (the exporter). An unknown name is an error that lists the known
-// ones.
-func NewEnginePolicy(name string) (*TunerPolicy, error) {
-	var names []string
-	for _, n := range PolicyNames() {
-		if _, ok := policies[n]().(*TunerPolicy); ok {
-			names = append(names, n)
-		}
-	}
-	if p, ok := policies[name]; ok {
-		if tp, ok := p().(*TunerPolicy); ok {
-			return tp, nil
-		}
-	}
-	return nil, fmt.Errorf("unknown tuner policy %q (known: %s)", name, strings.Join(names, ", "))
 }
 
 // Observe runs the tuner on snap once Interval has passed since its last

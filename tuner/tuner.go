@@ -157,7 +157,7 @@ type Tuner struct {
 	recent    []Decision
 	// effectiveMPS are the MPS actuator's effective fractions, last seen.
 	effectiveMPS map[string]Fraction
-	// reb is the slow loop's memory (see Rebalance); relayouts the MIG
+	// reb is the slow loop's memory (see Options.Rebalance); relayouts the MIG
 	// relayouts under way, by GPU UUID.
 	reb       rebalanceMemory
 	relayouts map[string]*relayoutJob

@@ -1,4 +1,9 @@
-package tuner
+// Package rebalance is the tuner's slow loop planner
+// (tuner.RebalancePlanner): moves of tenants between GPUs and MIG
+// relayouts, planned from the state and the engine's memory of who missed
+// an SLO since when. The engine runs its plans through the guard chain
+// and the executor.
+package rebalance
 
 import (
 	"cmp"
@@ -10,16 +15,17 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
 
-// Rebalance is the slow loop: when a latency tenant keeps missing its SLO
+// Planner is the slow loop: when a latency tenant keeps missing its SLO
 // on its GPU and another GPU has room, it plans one tenant move and hands
 // it to the host's Rebalancer (or only recommends it). A move costs what a
 // restart elsewhere costs (the process stops, loads its model on the
 // target, and what it had queued is lost), so it is made only when the
 // expected gain outweighs that cost, after a long dwell, and never again
 // soon after.
-type Rebalance struct {
+type Planner struct {
 	// Every is how often a plan is considered. Default 1 minute.
 	Every time.Duration
 	// Dwell: a latency tenant must miss its SLO (fast burn above 1) for
@@ -61,19 +67,19 @@ type Rebalance struct {
 	FitBusy float64
 }
 
-// DefaultRebalance returns the slow loop with its defaults.
-func DefaultRebalance() *Rebalance {
-	return &Rebalance{Every: time.Minute, Dwell: 3 * time.Minute, CoolDown: 10 * time.Minute, Hold: 30 * time.Minute,
+// Default returns the slow loop with its defaults.
+func Default() *Planner {
+	return &Planner{Every: time.Minute, Dwell: 3 * time.Minute, CoolDown: 10 * time.Minute, Hold: 30 * time.Minute,
 		LoadCost: 30 * time.Second, Horizon: 30 * time.Minute, MaxBusy: 0.6, MemoryMargin: 1.1, MinRequests: 20,
 		RelayoutDwell: time.Minute, SaturatedBusy: 0.75, FitBusy: 0.8}
 }
 
 // Period returns Every (RebalancePlanner).
-func (r *Rebalance) Period() time.Duration { return r.Every }
+func (r *Planner) Period() time.Duration { return r.Every }
 
 // Missing returns the latency tenants missing their SLO now (fast burn
 // above 1 over enough requests), for RebalanceInput.MissingSince.
-func (r *Rebalance) Missing(s *State) map[string]bool {
+func (r *Planner) Missing(s *tuner.State) map[string]bool {
 	out := map[string]bool{}
 	if s == nil || s.Snapshot == nil {
 		return out
@@ -108,7 +114,7 @@ type gpuRoom struct {
 // The expected gain, the missing tenant's bad fraction of its work over
 // Horizon (by priority), must exceed twice the cost, LoadCost of the
 // moved tenant's work (by priority; a batch job's counted at half).
-func (r *Rebalance) PlanRebalance(s *State, in RebalanceInput) (gpu.Plan, bool) {
+func (r *Planner) PlanRebalance(s *tuner.State, in tuner.RebalanceInput) (gpu.Plan, bool) {
 	if s == nil || s.Snapshot == nil || s.Snapshot.Readings == nil {
 		return gpu.Plan{}, false
 	}
@@ -116,7 +122,7 @@ func (r *Rebalance) PlanRebalance(s *State, in RebalanceInput) (gpu.Plan, bool) 
 		return gpu.Plan{}, false
 	}
 	snap := s.Snapshot
-	info := InfoByName(snap)
+	info := tuner.InfoByName(snap)
 	missing := r.Missing(s)
 	rooms := map[string]*gpuRoom{}
 	var order []string
@@ -192,7 +198,7 @@ func (r *Rebalance) PlanRebalance(s *State, in RebalanceInput) (gpu.Plan, bool) 
 }
 
 // target returns the idlest GPU other than from with room for u.
-func (r *Rebalance) target(rooms map[string]*gpuRoom, order []string, from string, u tenant.Usage) *gpuRoom {
+func (r *Planner) target(rooms map[string]*gpuRoom, order []string, from string, u tenant.Usage) *gpuRoom {
 	var best *gpuRoom
 	for _, uuid := range order {
 		g := rooms[uuid]
@@ -208,7 +214,7 @@ func (r *Rebalance) target(rooms map[string]*gpuRoom, order []string, from strin
 
 // held reports whether key (a tenant, a GPU) was changed, per last,
 // within Hold of now.
-func (r *Rebalance) held(last map[string]time.Time, key string, now time.Time) bool {
+func (r *Planner) held(last map[string]time.Time, key string, now time.Time) bool {
 	t, ok := last[key]
 	return ok && now.Sub(t) < r.Hold
 }

@@ -1,4 +1,4 @@
-package tuner
+package rebalance
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
 
 // migInstance is what the relayout planner knows of one MIG instance.
@@ -35,7 +36,7 @@ func (m migInstance) demand() float64 { return m.busy * float64(m.sms) }
 // fit its new profile. Every instance is drained and restarted, so the
 // cost is LoadCost of every tenant on the GPU (by priority), against the
 // missing tenant's bad fraction over Horizon.
-func (r *Rebalance) planRelayout(s *State, in RebalanceInput, missing map[string]bool, weight func(string, gpu.TenantClass) float64) (gpu.Plan, bool) {
+func (r *Planner) planRelayout(s *tuner.State, in tuner.RebalanceInput, missing map[string]bool, weight func(string, gpu.TenantClass) float64) (gpu.Plan, bool) {
 	for _, d := range s.Snapshot.Readings.Devices {
 		if !d.Up || d.Mode != gpu.SharingMIG || len(d.MIG) < 2 {
 			continue
@@ -84,7 +85,7 @@ func (r *Rebalance) planRelayout(s *State, in RebalanceInput, missing map[string
 
 // relayoutFor plans the best permutation for the missing tenant u of
 // instance v, or returns false when none fits or the gain does not pay.
-func (r *Rebalance) relayoutFor(s *State, d gpu.Device, insts []migInstance, v int, u tenant.Usage, since time.Time, weight func(string, gpu.TenantClass) float64) (gpu.Plan, bool) {
+func (r *Planner) relayoutFor(s *tuner.State, d gpu.Device, insts []migInstance, v int, u tenant.Usage, since time.Time, weight func(string, gpu.TenantClass) float64) (gpu.Plan, bool) {
 	profiles := make([]int, len(insts)) // the new instance i gets insts[profiles[i]]'s profile
 	for i := range profiles {
 		profiles[i] = i
@@ -135,7 +136,7 @@ func (r *Rebalance) relayoutFor(s *State, d gpu.Device, insts []migInstance, v i
 	}
 	reason := fmt.Sprintf("%s has missed its SLO on GPU %s for %v (%.1f%% of requests within target over the last %v) in its %s MIG instance, whose SMs are saturated (SM activity %.0f%% of %d SMs), while %s: relayout the GPU from %s to %s, so that %s gets %d SMs; every instance is drained and its tenants (%s) restarted; expected gain %.0f s of priority-weighted work over %v against a cost of %.0f s (a %v pause each)",
 		u.Tenant, d.UUID, s.Now.Sub(since).Round(time.Second), 100*att, f.Over.Round(time.Second), insts[v].profile, 100*insts[v].busy, insts[v].sms,
-		strings.Join(fit, " and "), LayoutOf(cur), LayoutOf(next), u.Tenant, insts[best[v]].sms, strings.Join(who, ", "), gain, r.Horizon, cost, r.LoadCost)
+		strings.Join(fit, " and "), tuner.LayoutOf(cur), tuner.LayoutOf(next), u.Tenant, insts[best[v]].sms, strings.Join(who, ", "), gain, r.Horizon, cost, r.LoadCost)
 	return gpu.Plan{Reason: reason, MIG: []gpu.MIGLayoutPlan{{UUID: d.UUID, Profiles: next}}}, true
 }
 
