@@ -19,6 +19,8 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/latency"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner/autotune"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner/rebalance"
 )
 
 // simHost runs a built-in scenario for a few tuner rounds (recommend mode,
@@ -28,7 +30,7 @@ func simHost(t *testing.T, scenario string) (*tenant.Snapshot, *tuner.Tuner) {
 	t.Helper()
 	h := simtest.New(t, "../scenarios/"+scenario+".yaml", "../scenarios/"+scenario+".tenants.yaml")
 	tu, err := tuner.New(tuner.DefaultOptions(tuner.Options{
-		Policy: tuner.NewAutotune(), Actuators: tuner.ActuatorsOf(h.Sim), Clock: h.Clock, Mode: tuner.ModeRecommend,
+		Policy: autotune.New(), Rebalance: rebalance.Default(), Actuators: tuner.ActuatorsOf(h.Sim), Clock: h.Clock, Mode: tuner.ModeRecommend,
 		Actuated: tuner.DescribeActuators([]tuner.NamedActuator{{Name: "sim", Impl: h.Sim}}),
 	}, nil))
 	if err != nil {

@@ -13,6 +13,8 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/sim/report"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner/autotune"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner/policies"
 )
 
 // Config is one run: a scenario under a policy in virtual time.
@@ -101,7 +103,7 @@ func PolicyNames() []string {
 		ps = append(ps, n)
 	}
 	slices.Sort(ps)
-	return append(tuner.PolicyNames(), ps...)
+	return append(policies.Names(), ps...)
 }
 
 // knobsOnlyForTuner is the error of knob flags given to a policy that is
@@ -109,9 +111,9 @@ func PolicyNames() []string {
 func (c Config) knobsOnlyForTuner() error {
 	switch {
 	case len(c.DisabledKnobs) > 0:
-		return fmt.Errorf("--disable-knob: only a tuner policy (%s) has knobs to disable, not %q", tuner.AutotuneName, c.Policy)
+		return fmt.Errorf("--disable-knob: only a tuner policy (%s) has knobs to disable, not %q", autotune.Name, c.Policy)
 	case len(c.EnabledKnobs) > 0:
-		return fmt.Errorf("--enable-knob: only a tuner policy (%s) has knobs to enable, not %q", tuner.AutotuneName, c.Policy)
+		return fmt.Errorf("--enable-knob: only a tuner policy (%s) has knobs to enable, not %q", autotune.Name, c.Policy)
 	}
 	return nil
 }
@@ -124,10 +126,10 @@ func (c Config) policy() (tuner.Policy, Planner, error) {
 		}
 		return nil, pl, nil
 	}
-	if !slices.Contains(tuner.PolicyNames(), c.Policy) {
+	if !slices.Contains(policies.Names(), c.Policy) {
 		return nil, nil, fmt.Errorf("--policy: unknown policy %q (known: %s)", c.Policy, strings.Join(PolicyNames(), ", "))
 	}
-	p, err := tuner.NewPolicy(c.Policy)
+	p, err := policies.New(c.Policy)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--policy: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/simrun"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner/baseline"
 )
 
 // BenchmarkEightGPUHot runs the benchmark scenario (8 GPUs, 32 tenants) for
@@ -76,7 +77,7 @@ func TestRunPlanner(t *testing.T) {
 			Write:    func(w io.Writer) { io.WriteString(w, "planned\n") },
 		}, nil
 	})
-	if !slices.Contains(simrun.PolicyNames(), "test-planner") || !slices.Contains(simrun.PolicyNames(), tuner.StaticEqualName) {
+	if !slices.Contains(simrun.PolicyNames(), "test-planner") || !slices.Contains(simrun.PolicyNames(), baseline.StaticEqualName) {
 		t.Errorf("policy names %v lack the planner or a tuner policy", simrun.PolicyNames())
 	}
 	cfg := simrun.Config{

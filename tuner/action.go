@@ -271,6 +271,11 @@ type Action struct {
 	// Plan is the rebalancing plan the action stands for (its first move,
 	// else its first MIG layout): the executor applies the whole plan.
 	Plan *gpu.Plan
+	// Held, when set, says why the policy holds the action back this
+	// round (State.HoldWaiting: the knob's dwell): the engine neither
+	// guards, journals nor applies it, and the GPU's round gives it as
+	// the holding reason.
+	Held string
 }
 
 // Budgeted reports whether the action counts against the fast loop's
@@ -309,4 +314,10 @@ func joinReasons(rs ...string) string {
 	return strings.Join(out, "; ")
 }
 
-func gpuLevel(l Level) gpu.TimeSliceLevel { return gpu.TimeSliceLevel(l) }
+// Order is the level's place on the line of levelOrder (short 0 to long 3).
+func (l Level) Order() int { return levelOrder[gpu.TimeSliceLevel(l)] }
+
+// percent renders a fraction as a percentage with at most one decimal.
+func percent(f float64) string {
+	return strconv.FormatFloat(math.Round(f*1000)/10, 'f', -1, 64) + "%"
+}

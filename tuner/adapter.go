@@ -2,8 +2,6 @@ package tuner
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -17,8 +15,7 @@ const DefaultInterval = 15 * time.Second
 
 // DefaultOptions fills the options the exporter and vgpusim share: the
 // default guard chain (with kill, when given), reverts judged after two
-// fast windows and held for ten minutes, and the default slow loop
-// (rebalancing).
+// fast windows and held for ten minutes.
 func DefaultOptions(o Options, kill *KillSwitch) Options {
 	if o.FastWindow <= 0 {
 		o.FastWindow = time.Minute
@@ -31,9 +28,6 @@ func DefaultOptions(o Options, kill *KillSwitch) Options {
 	}
 	if o.Guards == nil {
 		o.Guards = DefaultGuards(kill, o.Hold)
-	}
-	if o.Rebalance == nil {
-		o.Rebalance = DefaultRebalance()
 	}
 	return o
 }
@@ -66,7 +60,7 @@ func (c *snapClock) set(t time.Time) {
 // TunerPolicy runs a Decider through a Tuner in enforce mode behind the
 // Policy interface vgpusim drives: the same loop, guards and executor as
 // the exporter's. Autotune runs every Interval of snapshot time with the
-// default guards and slow loop; the baselines (BaselinePolicy) at every
+// default guards and slow loop; the baselines (package baseline) at every
 // snapshot with their own chain.
 type TunerPolicy struct {
 	Decider Decider
@@ -90,9 +84,15 @@ type TunerPolicy struct {
 }
 
 // NewTunerPolicy returns the policy running d every DefaultInterval with
-// the default options (DefaultOptions).
-func NewTunerPolicy(d Decider) *TunerPolicy {
-	return &TunerPolicy{Decider: d, Interval: DefaultInterval, configure: DefaultOptions}
+// the default options (DefaultOptions) and r as its slow loop (nil: none).
+func NewTunerPolicy(d Decider, r RebalancePlanner) *TunerPolicy {
+	return &TunerPolicy{Decider: d, Interval: DefaultInterval, configure: func(o Options, kill *KillSwitch) Options {
+		o = DefaultOptions(o, kill)
+		if o.Rebalance == nil {
+			o.Rebalance = r
+		}
+		return o
+	}}
 }
 
 // Name returns the decider's name.
@@ -128,25 +128,6 @@ func (p *TunerPolicy) Configure(o Options, kill *KillSwitch) Options {
 	return o
 }
 
-// NewEnginePolicy returns the registered policy name when it runs on the
-// tuner's engine (every policy but none), for a host that runs its own
-// Tuner (the exporter). An unknown name is an error that lists the known
-// ones.
-func NewEnginePolicy(name string) (*TunerPolicy, error) {
-	var names []string
-	for _, n := range PolicyNames() {
-		if _, ok := policies[n]().(*TunerPolicy); ok {
-			names = append(names, n)
-		}
-	}
-	if p, ok := policies[name]; ok {
-		if tp, ok := p().(*TunerPolicy); ok {
-			return tp, nil
-		}
-	}
-	return nil, fmt.Errorf("unknown tuner policy %q (known: %s)", name, strings.Join(names, ", "))
-}
-
 // Observe runs the tuner on snap once Interval has passed since its last
 // run, acting through act: the actuators of the call are the ones used
 // (a policy observed without Init is built on them).
@@ -171,4 +152,22 @@ func (p *TunerPolicy) Observe(ctx context.Context, act Actuators, snap *tenant.S
 	p.last = snap.Time
 	out, err := p.t.RunOnce(ctx, snap)
 	return append(done, out...), err
+}
+
+// EverySnapshot runs d at every snapshot, starting with Init's, in
+// enforce mode, behind the guards guards returns (after the kill switch
+// where there is one; none when guards is nil) and with no slow loop: the
+// shape of a policy that decides fixed settings rather than tuning them
+// (the baselines, a schedule planned ahead).
+func EverySnapshot(d Decider, guards func() []Guard) *TunerPolicy {
+	return &TunerPolicy{Decider: d, initRound: true, configure: func(o Options, kill *KillSwitch) Options {
+		o.Guards = []Guard{}
+		if kill != nil {
+			o.Guards = append(o.Guards, kill)
+		}
+		if guards != nil {
+			o.Guards = append(o.Guards, guards()...)
+		}
+		return o
+	}}
 }

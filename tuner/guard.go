@@ -59,6 +59,16 @@ type Stopper interface {
 	Stopped() bool
 }
 
+// Pacer is a guard that, after a change of a GPU's knob, refuses the next
+// change of it (a revert excepted) for a while: the dwell. The engine
+// hands its waits to the policies (State.Waits), so that a policy holds,
+// and says why, instead of proposing what the guard would refuse.
+type Pacer interface {
+	// Waits returns, by Target.DomainKey, the knobs whose change it
+	// refuses at now, and until when.
+	Waits(now time.Time) map[string]Wait
+}
+
 // Chain is the guard chain every action passes, whatever made it: a
 // policy, a revert, a rebalancing plan or a MIG relayout. It offers the
 // hooks the guards take: Begin starts an interval for every Interval,
@@ -94,6 +104,24 @@ func (c Chain) Stopped() bool {
 		}
 	}
 	return false
+}
+
+// Waits merges the waits of every Pacer of the chain: of two on one
+// knob, the one that ends later.
+func (c Chain) Waits(now time.Time) map[string]Wait {
+	out := map[string]Wait{}
+	for _, g := range c {
+		p, ok := g.(Pacer)
+		if !ok {
+			continue
+		}
+		for k, w := range p.Waits(now) {
+			if o, ok := out[k]; !ok || w.Until.After(o.Until) {
+				out[k] = w
+			}
+		}
+	}
+	return out
 }
 
 // Record teaches every guard that learns the outcome of a.
@@ -179,7 +207,7 @@ func admitDuty(s *State, a Action, v Duty) (bool, string) {
 	}
 	class := a.Class
 	if s != nil && s.Snapshot != nil {
-		if t, ok := infoByName(s.Snapshot)[a.Tenant]; ok && t.Class != "" {
+		if t, ok := InfoByName(s.Snapshot)[a.Tenant]; ok && t.Class != "" {
 			class = t.Class
 		}
 	}
@@ -215,6 +243,7 @@ type history struct {
 
 type applied struct {
 	at   time.Time
+	knob gpu.Knob
 	sign float64 // direction of the change: +1 up, -1 down, 0 unknown
 }
 
@@ -234,11 +263,11 @@ func (h *history) Record(a Action, o Outcome, _ error, now time.Time) {
 	if h.last == nil {
 		h.last = map[string]applied{}
 	}
-	h.last[a.DomainKey()] = applied{at: now, sign: direction(a)}
+	h.last[a.DomainKey()] = applied{at: now, knob: a.Knob, sign: Direction(a)}
 }
 
-// direction is +1 when an action raises a value, -1 when it lowers it.
-func direction(a Action) float64 {
+// Direction is +1 when an action raises a value, -1 when it lowers it.
+func Direction(a Action) float64 {
 	num := func(v Value) (float64, bool) {
 		switch x := v.(type) {
 		case Fraction:
@@ -250,7 +279,7 @@ func direction(a Action) float64 {
 		case ClockRange:
 			return float64(x.MaxMHz), x.MaxMHz != 0
 		case Level:
-			return float64(levelOrder[gpuLevel(x)]), true
+			return float64(x.Order()), true
 		}
 		return 0, false
 	}
@@ -283,16 +312,35 @@ func fastKnob(k gpu.Knob) bool { return k == gpu.KnobPauseDuty }
 // Name returns "dwell".
 func (*Dwell) Name() string { return GuardDwell }
 
+// dwell is a knob's dwell.
+func (d *Dwell) dwell(k gpu.Knob) time.Duration {
+	if fastKnob(k) && d.Fast > 0 {
+		return d.Fast
+	}
+	return d.For
+}
+
 // Admit refuses during the dwell.
 func (d *Dwell) Admit(_ *State, a Action, now time.Time) (bool, string) {
-	dwell := d.For
-	if fastKnob(a.Knob) && d.Fast > 0 {
-		dwell = d.Fast
-	}
+	dwell := d.dwell(a.Knob)
 	if l, ok := d.get(a.DomainKey()); ok && now.Sub(l.at) < dwell && !a.Revert {
 		return false, fmt.Sprintf("changed %v ago; dwell %v", now.Sub(l.at).Round(time.Second), dwell)
 	}
 	return true, ""
+}
+
+// Waits returns the knobs in their dwell at now (Pacer): Admit refuses
+// their change until the dwell has passed.
+func (d *Dwell) Waits(now time.Time) map[string]Wait {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := map[string]Wait{}
+	for k, l := range d.last {
+		if until := l.at.Add(d.dwell(l.knob)); now.Before(until) {
+			out[k] = Wait{Guard: GuardDwell, Knob: l.knob, Since: l.at, Until: until}
+		}
+	}
+	return out
 }
 
 // Hysteresis refuses a change that reverses the direction of the last one
@@ -318,7 +366,7 @@ func (h *Hysteresis) Admit(_ *State, a Action, now time.Time) (bool, string) {
 	if fastKnob(a.Knob) && h.Fast > 0 {
 		wait = h.Fast
 	}
-	if d := direction(a); d != 0 && l.sign != 0 && d != l.sign && now.Sub(l.at) < wait {
+	if d := Direction(a); d != 0 && l.sign != 0 && d != l.sign && now.Sub(l.at) < wait {
 		return false, fmt.Sprintf("reverses the change of %v ago; wait %v", now.Sub(l.at).Round(time.Second), wait)
 	}
 	return true, ""
@@ -460,8 +508,8 @@ func (r *RevertHold) Admit(_ *State, a Action, now time.Time) (bool, string) {
 		if a.Current == nil {
 			return false
 		}
-		d := direction(Action{Current: a.Current, Want: a.Want})
-		return d != 0 && d == direction(Action{Current: a.Current, Want: h.v}) && a.Want.Distance(a.Current) >= h.v.Distance(a.Current)
+		d := Direction(Action{Current: a.Current, Want: a.Want})
+		return d != 0 && d == Direction(Action{Current: a.Current, Want: h.v}) && a.Want.Distance(a.Current) >= h.v.Distance(a.Current)
 	}
 	if a.Want.Distance(h.v) < 1e-9 || beyond() {
 		return false, fmt.Sprintf("%v made things worse and was reverted; held for %v", h.v, h.until.Sub(now).Round(time.Second))

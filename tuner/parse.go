@@ -34,15 +34,3 @@ func ParseGPUModes(values []string) (map[string]Mode, error) {
 	}
 	return out, nil
 }
-
-// EnginePolicyNames are the registered policies NewEnginePolicy accepts,
-// sorted.
-func EnginePolicyNames() []string {
-	var out []string
-	for _, n := range PolicyNames() {
-		if _, err := NewEnginePolicy(n); err == nil {
-			out = append(out, n)
-		}
-	}
-	return out
-}

@@ -1,5 +1,9 @@
-// Package tuner holds the observe -> decide -> act loop's policies: what the
-// settings of a shared GPU should be, given the latest tenant snapshot.
+// Package tuner is the engine of the observe -> decide -> act loop: the
+// State a policy decides from, the guard chain, the journal and the one
+// executor that changes the GPUs. The policies, what the settings of a
+// shared GPU should be given the latest tenant snapshot, are Deciders in
+// packages of their own (tuner/autotune, tuner/baseline, tuner/rebalance,
+// oracle), named in tuner/policies; the engine imports none of them.
 //
 // A Policy is called with every snapshot and acts through the Actuators a
 // host's backends implement, so the same policy runs against real hosts and
@@ -11,8 +15,6 @@ package tuner
 import (
 	"context"
 	"fmt"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
@@ -66,14 +68,6 @@ func (d Decision) String() string {
 	return fmt.Sprintf("%s %s %s: %q -> %q (%s; %s)", d.Time.UTC().Format(time.RFC3339Nano), who, d.Knob, d.From, d.To, state, d.Reason)
 }
 
-// policies maps a registered name to its constructor.
-var policies = map[string]func() Policy{
-	StaticEqualName: func() Policy { return NewStaticEqual() },
-	UncappedName:    func() Policy { return NewUncapped() },
-	NoneName:        func() Policy { return None{} },
-	AutotuneName:    func() Policy { return NewTunerPolicy(NewAutotune()) },
-}
-
 // NoneName is the policy that never acts.
 const NoneName = "none"
 
@@ -90,28 +84,4 @@ func (None) Init(context.Context, Actuators, *tenant.Snapshot) error { return ni
 // Observe does nothing.
 func (None) Observe(ctx context.Context, _ Actuators, _ *tenant.Snapshot) ([]Decision, error) {
 	return nil, ctx.Err()
-}
-
-// RegisterPolicy adds a policy constructor under name; it replaces an
-// existing one of the same name. Call it from an init function.
-func RegisterPolicy(name string, f func() Policy) { policies[name] = f }
-
-// PolicyNames returns the registered policy names, sorted.
-func PolicyNames() []string {
-	names := make([]string, 0, len(policies))
-	for n := range policies {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
-
-// NewPolicy returns a fresh policy by name. An unknown name is an error that
-// lists the known ones.
-func NewPolicy(name string) (Policy, error) {
-	f, ok := policies[name]
-	if !ok {
-		return nil, fmt.Errorf("unknown policy %q (known: %s)", name, strings.Join(PolicyNames(), ", "))
-	}
-	return f(), nil
 }

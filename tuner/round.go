@@ -73,6 +73,7 @@ const (
 	RoundGuarded      RoundKind = "guarded"       // a guard refused the change
 	RoundFailed       RoundKind = "failed"        // the actuator refused or failed it
 	RoundWaiting      RoundKind = "waiting"       // a change asked for already waits
+	RoundHeld         RoundKind = "held"          // the policy holds a change back (the knob's dwell)
 	RoundWithinBudget RoundKind = "within_budget" // every SLO on the GPU within budget
 	RoundNoChange     RoundKind = "no_change"     // an SLO over budget, no change proposed
 	RoundNoSignal     RoundKind = "no_signal"     // no latency tenant with requests
@@ -103,6 +104,7 @@ type roundInput struct {
 	modeOf  func(uuid string, index int) Mode
 	killed  bool
 	actions []Action   // what the policy (and the reverts) asked for
+	held    []Action   // what the policy held back (Action.Held)
 	out     []Decision // what became of them
 }
 
@@ -150,6 +152,12 @@ func (in roundInput) gpuRound(d *gpu.Device) (RoundKind, string, string) {
 		}
 	}
 	asked := slices.ContainsFunc(in.actions, func(a Action) bool { return a.GPU == d.UUID })
+	var held []Action
+	for _, a := range in.held {
+		if a.GPU == d.UUID {
+			held = append(held, a)
+		}
+	}
 	switch {
 	case len(applied) > 0:
 		return RoundActing, "changed " + describeDecisions(applied), ""
@@ -165,6 +173,9 @@ func (in roundInput) gpuRound(d *gpu.Device) (RoundKind, string, string) {
 		return RoundGuarded, fmt.Sprintf("the %s guard refused %s: %s", x.Guard, describeDecision(x), refusal(x)), x.Guard
 	case len(recommended) > 0:
 		return RoundRecommend, "it recommends " + describeDecisions(recommended), ""
+	case len(held) > 0:
+		a := held[len(held)-1]
+		return RoundHeld, fmt.Sprintf("%s (held back: %s)", a.Held, describeDecision(Decision{Knob: a.Knob, Tenant: a.Tenant, From: valueText(a.Current), To: a.Want.String()})), ""
 	case asked:
 		return RoundWaiting, "the change the policy asks for was asked for already and is waiting to take effect (an MPS cap reaches a client's next context)", ""
 	}

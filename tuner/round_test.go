@@ -43,6 +43,8 @@ func TestGPURounds(t *testing.T) {
 		return []TenantBurn{{Tenant: "chat", Window: time.Minute, Requests: 100, Quantile: 0.99, Burn: b, Known: true}}
 	}
 	mps := mpsAction(7, 1, 0.5)
+	held := mps
+	held.Held = "dwell: mps_active_threads changed 15s ago, next change allowed in 5s"
 	dec := func(o Outcome, guard, reason string) Decision {
 		return Decision{GPU: uuid0, Tenant: "embed", Knob: gpu.KnobMPSActiveThreads, From: "100%", To: "50%", Outcome: o, Guard: guard, Reason: reason}
 	}
@@ -52,6 +54,7 @@ func TestGPURounds(t *testing.T) {
 		killed   bool
 		burns    []TenantBurn
 		actions  []Action
+		held     []Action
 		out      []Decision
 		kind     RoundKind
 		why      string
@@ -71,6 +74,13 @@ func TestGPURounds(t *testing.T) {
 			out:  []Decision{dec(OutcomeGuarded, GuardDwell, "chat violates its SLO; refused by dwell: changed 15s ago; dwell 20s")},
 			kind: RoundGuarded, guard: GuardDwell, holding: true,
 			why: "the dwell guard refused mps_active_threads of embed 100% → 50%: changed 15s ago; dwell 20s"},
+		{name: "held for the dwell", mode: ModeEnforce, burns: burn(3), held: []Action{held}, kind: RoundHeld, holding: true,
+			why: "dwell: mps_active_threads changed 15s ago, next change allowed in 5s (held back: mps_active_threads of embed 100% → 50%)"},
+		{name: "held, recommend", mode: ModeRecommend, burns: burn(3), held: []Action{held}, kind: RoundRecommend, holding: true, gpu1Kind: RoundRecommend,
+			why: "the tuner changes nothing on it; dwell: mps_active_threads changed 15s ago"},
+		{name: "held and guarded: the refusal", mode: ModeEnforce, burns: burn(3), actions: []Action{mps}, held: []Action{held},
+			out:  []Decision{dec(OutcomeGuarded, GuardRate, "x; refused by rate: over")},
+			kind: RoundGuarded, guard: GuardRate, holding: true, why: "the rate guard refused"},
 		{name: "actuator failed", mode: ModeEnforce, burns: burn(3), actions: []Action{mps}, out: []Decision{dec(OutcomeFailed, "", "boom")},
 			kind: RoundFailed, holding: true, why: "the actuator failed mps_active_threads of embed 100% → 50%: boom"},
 		{name: "asked already, waiting", mode: ModeEnforce, burns: burn(3), actions: []Action{mps}, kind: RoundWaiting, holding: true,
@@ -91,7 +101,7 @@ func TestGPURounds(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rs := gpuRounds(roundInput{snap: roundSnap(), burns: tc.burns, modeOf: func(string, int) Mode { return tc.mode },
-				killed: tc.killed, actions: tc.actions, out: tc.out})
+				killed: tc.killed, actions: tc.actions, held: tc.held, out: tc.out})
 			if len(rs) != 2 {
 				t.Fatalf("%d GPU lines, want 2: %+v", len(rs), rs)
 			}

@@ -1,6 +1,7 @@
 package tuner
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
@@ -43,6 +44,40 @@ type State struct {
 	// not disabled: a policy keeps to the others where a knob is missing
 	// (pause_duty needs a freezer).
 	Drives map[gpu.Knob]bool
+	// Waits are the GPU knobs (Target.DomainKey) whose change the guard
+	// chain refuses at Now, a revert excepted, as the round starts: the
+	// dwell after the last change (Pacer). A policy holds such a change
+	// (HoldWaiting) instead of proposing what would be refused.
+	Waits map[string]Wait
+}
+
+// Wait is a knob's wait after its last change: the guard Guard refuses a
+// change of it that is not a revert until Until.
+type Wait struct {
+	Guard string
+	Knob  gpu.Knob
+	// Since is when the knob last changed.
+	Since, Until time.Time
+}
+
+// Reason is the holding reason at now: "dwell: mps_active_threads changed
+// 15s ago, next change allowed in 5s".
+func (w Wait) Reason(now time.Time) string {
+	return fmt.Sprintf("%s: %s changed %v ago, next change allowed in %v", w.Guard, w.Knob,
+		now.Sub(w.Since).Round(time.Second), w.Until.Sub(now).Round(time.Second))
+}
+
+// HoldWaiting marks every action of a knob in its wait (Waits), reverts
+// excepted, as held (Action.Held) with the wait's reason: the guard chain
+// would refuse it this round.
+func (s *State) HoldWaiting(actions []Action) []Action {
+	for i := range actions {
+		a := &actions[i]
+		if w, ok := s.Waits[a.DomainKey()]; ok && !a.Revert && a.Held == "" && s.Now.Before(w.Until) {
+			a.Held = w.Reason(s.Now)
+		}
+	}
+	return actions
 }
 
 // Change is one applied change.
@@ -66,9 +101,9 @@ type RequestCount struct{ Total, Good float64 }
 // maxHistory is how many changes State.History keeps per GPU and knob.
 const maxHistory = 16
 
-// requestCounts returns the cumulative request counters of every tenant
+// RequestCounts returns the cumulative request counters of every tenant
 // whose latency source counts good requests.
-func requestCounts(snap *tenant.Snapshot) map[string]RequestCount {
+func RequestCounts(snap *tenant.Snapshot) map[string]RequestCount {
 	if snap == nil {
 		return nil
 	}
@@ -148,8 +183,8 @@ func (f *fastTracker) observe(now time.Time, snap *tenant.Snapshot) map[string]F
 	return out
 }
 
-// infoByName indexes a snapshot's tenants by name.
-func infoByName(snap *tenant.Snapshot) map[string]tenant.Info {
+// InfoByName indexes a snapshot's tenants by name.
+func InfoByName(snap *tenant.Snapshot) map[string]tenant.Info {
 	info := make(map[string]tenant.Info, len(snap.Tenants))
 	for _, t := range snap.Tenants {
 		info[t.Name] = t

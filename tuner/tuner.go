@@ -71,7 +71,7 @@ type Options struct {
 	// Actuated says which backend drives each knob, for the status.
 	Actuated []ActuatorInfo
 	// Rebalance is the slow loop's planner; nil: no rebalancing.
-	Rebalance *Rebalance
+	Rebalance RebalancePlanner
 	// Disabled knobs are never changed: the policy's actions on them are
 	// dropped before the guards (an operator who wants no clock or power
 	// control, or a comparison run without a knob).
@@ -157,7 +157,7 @@ type Tuner struct {
 	recent    []Decision
 	// effectiveMPS are the MPS actuator's effective fractions, last seen.
 	effectiveMPS map[string]Fraction
-	// reb is the slow loop's memory (see Rebalance); relayouts the MIG
+	// reb is the slow loop's memory (see Options.Rebalance); relayouts the MIG
 	// relayouts under way, by GPU UUID.
 	reb       rebalanceMemory
 	relayouts map[string]*relayoutJob
@@ -277,23 +277,40 @@ func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 	t.thawed = true
 	t.syncPending(snap)
 	st := &State{Now: now, Snapshot: snap, Changes: t.changes, Pending: t.pending, Effective: t.syncMPS(),
-		Fast: t.fast.observe(now, snap), Originals: map[string]Value{}, History: t.history, Drives: t.drives()}
+		Fast: t.fast.observe(now, snap), Originals: map[string]Value{}, History: t.history, Drives: t.drives(),
+		Waits: t.chain().Waits(now)}
 	for k, o := range t.originals {
 		st.Originals[k] = o.Value
 	}
 	t.chain().Begin(now)
 	t.noteKillSwitch()
-	var actions []Action
+	var actions, held []Action
 	if t.o.Mode != ModeOff || len(t.o.GPUModes) > 0 {
 		actions = append(t.dueReverts(st, now), t.o.Policy.Decide(st)...)
 		actions = slices.DeleteFunc(actions, func(a Action) bool { return slices.Contains(t.o.Disabled, a.Target.Knob) })
+		actions, held = t.splitHeld(actions)
 	}
 	out = append(out, t.handle(ctx, st, actions, now)...)
 	out = append(out, t.rebalance(ctx, st, now)...)
 	t.remember(out)
-	t.noteRound(st, actions, out)
+	t.noteRound(st, actions, held, out)
 	t.publishLocked(now)
 	return out, errors.Join(errs...)
+}
+
+// splitHeld parts the actions the policy holds back (Action.Held) from
+// the others, and logs the held ones at debug level: a hold is no
+// decision.
+func (t *Tuner) splitHeld(actions []Action) (act, held []Action) {
+	for _, a := range actions {
+		if a.Held == "" {
+			act = append(act, a)
+			continue
+		}
+		held = append(held, a)
+		level.Debug(t.o.Logger).Log("msg", "tuner holding", "gpu", a.GPU, "knob", a.Knob, "to", a.Want, "held", a.Held, "reason", a.Reason)
+	}
+	return act, held
 }
 
 // noteKillSwitch logs the kill switch engaged or released, once a change.
@@ -326,7 +343,7 @@ const maxRecent = 50
 func (t *Tuner) noteApplied(st *State, a Action, now time.Time) {
 	c := Change{At: now, From: a.Current, To: a.Want, Revert: a.Revert}
 	if st != nil {
-		c.Error, c.Counters = objective(st, a.GPU), requestCounts(st.Snapshot)
+		c.Error, c.Counters = Objective(st, a.GPU), RequestCounts(st.Snapshot)
 	}
 	t.changes[a.DomainKey()] = c
 	t.changes[a.Target.String()] = c
@@ -344,7 +361,7 @@ func (t *Tuner) noteApplied(st *State, a Action, now time.Time) {
 	// the same target: reverting that one would undo this one
 	t.evals = slices.DeleteFunc(t.evals, func(e evaluation) bool { return e.a.Target == a.Target })
 	if st != nil && a.Relax && !a.Revert && t.o.RevertAfter > 0 {
-		t.evals = append(t.evals, evaluation{a: a, before: objective(st, a.GPU), due: now.Add(t.o.RevertAfter)})
+		t.evals = append(t.evals, evaluation{a: a, before: Objective(st, a.GPU), due: now.Add(t.o.RevertAfter)})
 	}
 }
 
@@ -397,8 +414,8 @@ func (t *Tuner) dueReverts(st *State, now time.Time) []Action {
 			keep = append(keep, e)
 			continue
 		}
-		after := objective(st, e.a.GPU)
-		if after <= e.before+revertMargin {
+		after := Objective(st, e.a.GPU)
+		if after <= e.before+RevertMargin {
 			continue
 		}
 		back := e.a
@@ -413,5 +430,5 @@ func (t *Tuner) dueReverts(st *State, now time.Time) []Action {
 	return out
 }
 
-// revertMargin is the rise of the objective that counts as worse.
-const revertMargin = 0.5
+// RevertMargin is the rise of the objective that counts as worse.
+const RevertMargin = 0.5

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/latency"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
@@ -405,5 +406,22 @@ func TestChangeSupersedesEvaluation(t *testing.T) {
 	}
 	if len(tu.evals) != 0 {
 		t.Errorf("%d evaluations pending after the target changed again, want 0", len(tu.evals))
+	}
+}
+
+// TestTunerKeepsTrail checks that the loop hands the policy its trail: each
+// applied change with the request counters and the SLO error at the time.
+func TestTunerKeepsTrail(t *testing.T) {
+	act := &recorder{}
+	tu, _ := newTestTuner(t, ModeEnforce, act, []Action{{Target: Target{GPU: uuid0, Knob: gpu.KnobComputeTimeSlice},
+		Current: Level(gpu.TimeSliceDefault), Want: Level(gpu.TimeSliceLong), Reason: "test"}}, nil)
+	snap := snapshot(t0, []gpu.Device{{UUID: uuid0, Up: true, Mode: gpu.SharingTimeSlice, ComputeTimeSlice: gpu.TimeSliceDefault}}, nil)
+	snap.SLOs = []tenant.SLOStatus{{Tenant: "vision", Status: latency.Status{Quantile: 0.9, GoodKnown: true, RequestsTotal: 100, GoodRequestsTotal: 90}}}
+	if _, err := tu.RunOnce(t.Context(), snap); err != nil {
+		t.Fatal(err)
+	}
+	h := tu.history[Target{GPU: uuid0, Knob: gpu.KnobComputeTimeSlice}.DomainKey()]
+	if len(h) != 1 || h[0].To != Value(Level(gpu.TimeSliceLong)) || h[0].Counters["vision"] != (RequestCount{Total: 100, Good: 90}) {
+		t.Fatalf("trail %+v", h)
 	}
 }

@@ -394,6 +394,7 @@ func TestTunerPageRound(t *testing.T) {
 		{tuner.RoundActing, `<td class="round ok"><b>acting</b>: why</td>`},
 		{tuner.RoundWithinBudget, `<td class="round "><b>holding</b> because why</td>`},
 		{tuner.RoundNoSignal, `<td class="round "><b>holding</b> because why</td>`},
+		{tuner.RoundHeld, `<td class="round "><b>holding</b> because why</td>`},
 		{tuner.RoundGuarded, `<td class="round warn"><b>holding</b> because why</td>`},
 		{tuner.RoundRecommend, `<td class="round warn"><b>holding</b> because why</td>`},
 		{tuner.RoundKillSwitch, `<td class="round warn"><b>holding</b> because why</td>`},

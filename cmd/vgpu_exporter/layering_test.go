@@ -35,13 +35,19 @@ var layers = map[string][]string{
 	"tenant":      {"gpu", "latency", "kube"},
 	"collector":   {"gpu", "tenant", "tuner"},
 	"tuner":       {"gpu", "tenant"},
+	// The tuner's policies: deciders over the engine, which imports none
+	// of them, and the registry of their names above both.
+	"tuner/autotune":  {"gpu", "tenant", "tuner"},
+	"tuner/baseline":  {"gpu", "tenant", "tuner"},
+	"tuner/rebalance": {"gpu", "tenant", "tuner"},
+	"tuner/policies":  {"tuner", "tuner/autotune", "tuner/baseline", "tuner/rebalance"},
 	// The serving pipeline: sampler -> builder -> store.
 	"pipeline": {"gpu", "tenant"},
 	// The simulator's driver, the oracle that replays through it and the
 	// scenario tables over both.
-	"simrun":       {"gpu", "latency", "sim", "sim/report", "tenant", "tuner", "scenarios"},
+	"simrun":       {"gpu", "latency", "sim", "sim/report", "tenant", "tuner", "tuner/autotune", "tuner/policies", "scenarios"},
 	"oracle":       {"gpu", "sim", "sim/report", "simrun", "tenant", "tuner"},
-	"simrun/table": {"oracle", "scenarios", "sim/report", "simrun", "tuner"},
+	"simrun/table": {"oracle", "scenarios", "sim/report", "simrun", "tuner/baseline"},
 
 	// The metrics endpoint's parts, over client_golang only: the
 	// ready-rendered body per snapshot, the process's own metrics.
@@ -59,8 +65,8 @@ var layers = map[string][]string{
 	// container or unit (kube parses the cgroup path), else signals.
 	"gpu/pause": {"gpu", "kube"},
 	// The commands wire every layer; nothing imports a command.
-	"cmd/vgpu_exporter": {"collector", "tuner", "tenant", "latency", "kube", "gpu", "gpu/nvml", "gpu/dcgmexp", "gpu/mps", "gpu/nvidiasmi", "gpu/rebalance", "gpu/pause", "sim", "scenarios", "exposition", "procmetrics", "webui", "httplimit", "pipeline"},
-	"cmd/vgpusim":       {"tuner", "gpu", "sim", "sim/report", "simrun", "simrun/table", "oracle", "scenarios"},
+	"cmd/vgpu_exporter": {"collector", "tuner", "tuner/autotune", "tuner/policies", "tenant", "latency", "kube", "gpu", "gpu/nvml", "gpu/dcgmexp", "gpu/mps", "gpu/nvidiasmi", "gpu/rebalance", "gpu/pause", "sim", "scenarios", "exposition", "procmetrics", "webui", "httplimit", "pipeline"},
+	"cmd/vgpusim":       {"tuner", "tuner/autotune", "tuner/baseline", "gpu", "sim", "sim/report", "simrun", "simrun/table", "oracle", "scenarios"},
 	// Leaves below every layer; any package may import them (see leaves).
 	"internal/yamlconf": nil,
 	"internal/fileread": nil,

@@ -17,6 +17,8 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/gpu/mps"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner/autotune"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner/policies"
 )
 
 // tunerConfig is what the --tuner.* flags set.
@@ -39,8 +41,8 @@ func addTunerFlags(app *kingpin.Application, c *tunerConfig) {
 	}
 	enumFlag(app, "tuner.mode", "What the tuner does on this host: off, recommend (decide, journal and export, never act) or enforce.",
 		string(tuner.ModeOff), &c.Mode, modes...)
-	app.Flag("tuner.policy", "The policy the tuner runs: "+strings.Join(tuner.EnginePolicyNames(), ", ")+".").
-		Default(tuner.AutotuneName).StringVar(&c.Policy)
+	app.Flag("tuner.policy", "The policy the tuner runs: "+strings.Join(policies.EngineNames(), ", ")+".").
+		Default(autotune.Name).StringVar(&c.Policy)
 	durationFlag(app, "tuner.interval", "How often the tuner decides.", tuner.DefaultInterval.String(), &c.Interval)
 	app.Flag("tuner.journal", "Journal file of the tuner (a regular file of checksummed JSON records, synced, compacted past 1 MiB; docs/tuning.md): every original setting before its first change and every outcome; originals are restored from it at exit and at the next start after a crash. Default: none (originals kept in memory only).").
 		PlaceHolder("FILE").StringVar(&c.Journal)
@@ -72,7 +74,7 @@ func (c *tunerConfig) validate() error {
 	if _, err := c.gpuModes(); err != nil {
 		errs = append(errs, err)
 	}
-	if _, err := tuner.NewEnginePolicy(c.Policy); err != nil {
+	if _, err := policies.NewEngine(c.Policy); err != nil {
 		errs = append(errs, fmt.Errorf("--tuner.policy: %w", err))
 	}
 	return errors.Join(errs...)
@@ -93,7 +95,7 @@ func newTunerRunner(cfg *config, src gpu.Source, clock gpu.Clock, snapshot func(
 	if err != nil {
 		return nil, err
 	}
-	pol, err := tuner.NewEnginePolicy(c.Policy)
+	pol, err := policies.NewEngine(c.Policy)
 	if err != nil {
 		return nil, fmt.Errorf("--tuner.policy: %w", err)
 	}

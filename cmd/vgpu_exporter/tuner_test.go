@@ -18,6 +18,7 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/latency"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner/baseline"
 )
 
 // With --backend=sim and the tuner on, the exporter serves the tuner's
@@ -112,8 +113,8 @@ func TestExporterRunsAnyPolicy(t *testing.T) {
 	defer svc.src.Close()
 	simRounds(t, svc, clock, 2)
 	st := svc.tuner.Status()
-	if st.Policy != tuner.StaticEqualName {
-		t.Errorf("policy %q, want %s", st.Policy, tuner.StaticEqualName)
+	if st.Policy != baseline.StaticEqualName {
+		t.Errorf("policy %q, want %s", st.Policy, baseline.StaticEqualName)
 	}
 	var got []string
 	for _, d := range st.Recent {

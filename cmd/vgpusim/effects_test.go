@@ -15,7 +15,7 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/sim/report"
 	"github.com/vgpu-exporter/vgpu_exporter/simrun"
 	"github.com/vgpu-exporter/vgpu_exporter/simrun/table"
-	"github.com/vgpu-exporter/vgpu_exporter/tuner"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner/baseline"
 )
 
 // raceEnabled is set when the tests run with -race.
@@ -229,7 +229,7 @@ func TestSLOSlack(t *testing.T) {
 	eachBuiltin(t, func(t *testing.T, path string) {
 		best, from := table.BestSlack(func(p string) (tenantsOf, bool) { return fullRun(t, path, p), true })
 		slos := 0
-		for name, ts := range fullRun(t, path, tuner.StaticEqualName) {
+		for name, ts := range fullRun(t, path, baseline.StaticEqualName) {
 			if ts.SLOTarget <= 0 {
 				continue
 			}
@@ -274,12 +274,12 @@ func eachBuiltin(t *testing.T, f func(t *testing.T, path string)) {
 func TestOracleAtLeastBaselines(t *testing.T) {
 	eachBuiltin(t, func(t *testing.T, path string) {
 		// (the scenario tables' goodput column, on one seed)
-		be := []report.Summary{fullSummary(t, path, tuner.UncappedName)}
+		be := []report.Summary{fullSummary(t, path, baseline.UncappedName)}
 		goodput := func(policy string) float64 {
 			return table.Goodput([]report.Summary{fullSummary(t, path, policy)}, be)
 		}
 		or := goodput(oracle.Name)
-		for _, p := range []string{tuner.StaticEqualName, tuner.UncappedName} {
+		for _, p := range []string{baseline.StaticEqualName, baseline.UncappedName} {
 			g := goodput(p)
 			t.Logf("%s %.3f, oracle %.3f", p, g, or)
 			if or < 0.99*g {

@@ -49,7 +49,7 @@ func WriteSeedStats(w io.Writer, policy string, sums []report.Summary, rates []s
 	var met, energy, held stat
 	for _, s := range sums {
 		met.add(float64(s.SLOsMet))
-		energy.add(s.EnergyJ)
+		energy.add(s.EnergyJ / 1000) // kJ, as the tables and the run's summary say
 		held.add(s.HeldFraction * 100)
 		for _, t := range s.Tenants {
 			a := by[t.Tenant]
@@ -97,6 +97,6 @@ func WriteSeedStats(w io.Writer, policy string, sums []report.Summary, rates []s
 		mean.add(r.Mean)
 		most.add(r.Max)
 	}
-	_, err := fmt.Fprintf(w, "\nSLOs met: %s; SLOs held in %s %% of the GPU-minutes; energy: %s J\nchanges applied per minute per GPU: %s (busiest GPU: %s)\n", met, held, energy, mean, most)
+	_, err := fmt.Fprintf(w, "\nSLOs met: %s; SLOs held in %s %% of the GPU-minutes; energy: %s kJ\nchanges applied per minute per GPU: %s (busiest GPU: %s)\n", met, held, energy, mean, most)
 	return err
 }

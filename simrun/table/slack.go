@@ -6,7 +6,7 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/oracle"
 	"github.com/vgpu-exporter/vgpu_exporter/sim/report"
-	"github.com/vgpu-exporter/vgpu_exporter/tuner"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner/baseline"
 )
 
 // Tenants are one run's tenant summaries by tenant name.
@@ -14,7 +14,7 @@ type Tenants map[string]report.TenantSummary
 
 // SlackPolicies are the policies over which a tenant's best slack is
 // taken: the baselines and the oracle, not the controller under test.
-var SlackPolicies = []string{tuner.StaticEqualName, tuner.UncappedName, oracle.Name}
+var SlackPolicies = []string{baseline.StaticEqualName, baseline.UncappedName, oracle.Name}
 
 // BestSlack returns each tenant's largest slack over the runs of the
 // SlackPolicies that run gives (ok false: no run of that policy) and the

@@ -21,7 +21,7 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/scenarios"
 	"github.com/vgpu-exporter/vgpu_exporter/sim/report"
 	"github.com/vgpu-exporter/vgpu_exporter/simrun"
-	"github.com/vgpu-exporter/vgpu_exporter/tuner"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner/baseline"
 )
 
 // Options say which tables to build from which runs.
@@ -177,7 +177,7 @@ func runPolicies(ctx context.Context, base simrun.Config, scenario, name string,
 // energy, and goodput as a secondary figure, with the column vs oracle
 // when the oracle is one of the policies.
 func tableHeader(withOracle bool) []string {
-	ref := tuner.UncappedName
+	ref := baseline.UncappedName
 	if withOracle {
 		ref = oracle.Name
 	}
@@ -308,9 +308,9 @@ func energyCell(j float64) string {
 // tableRows are the scenario's rows of the policy table, one per policy
 // in run order.
 func tableRows(sr scenarioRuns) ([]string, error) {
-	be, se, or := sr.of(tuner.UncappedName), sr.of(tuner.StaticEqualName), sr.of(oracle.Name)
+	be, se, or := sr.of(baseline.UncappedName), sr.of(baseline.StaticEqualName), sr.of(oracle.Name)
 	if be == nil || se == nil {
-		return nil, fmt.Errorf("%s: the table needs the %s and %s runs", sr.name, tuner.UncappedName, tuner.StaticEqualName)
+		return nil, fmt.Errorf("%s: the table needs the %s and %s runs", sr.name, baseline.UncappedName, baseline.StaticEqualName)
 	}
 	seGood := goodputSum(se, be)
 	var orGood float64

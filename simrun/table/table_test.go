@@ -13,14 +13,14 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/oracle"
 	"github.com/vgpu-exporter/vgpu_exporter/sim/report"
 	"github.com/vgpu-exporter/vgpu_exporter/simrun"
-	"github.com/vgpu-exporter/vgpu_exporter/tuner"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner/baseline"
 )
 
 // TestShortTable builds the rows of short runs of one scenario under both
 // baselines and checks them against the runs' summaries.
 func TestShortTable(t *testing.T) {
 	seeds := []int64{1, 2}
-	policies := []string{tuner.StaticEqualName, tuner.UncappedName}
+	policies := []string{baseline.StaticEqualName, baseline.UncappedName}
 	base := simrun.Config{Duration: 3 * time.Minute, Step: time.Second}
 	sr, err := runPolicies(context.Background(), base, "noisy-neighbour", "noisy-neighbour", policies, seeds)
 	if err != nil {
@@ -47,8 +47,8 @@ func TestShortTable(t *testing.T) {
 		}
 		cellsOf[c[1]] = c
 	}
-	se, be := cellsOf[tuner.StaticEqualName], cellsOf[tuner.UncappedName]
-	if want := map[bool]string{true: "1.00x", false: "-"}[goodputSum(sr.of(tuner.StaticEqualName), sr.of(tuner.UncappedName)) > 0]; se[colVsSE] != want {
+	se, be := cellsOf[baseline.StaticEqualName], cellsOf[baseline.UncappedName]
+	if want := map[bool]string{true: "1.00x", false: "-"}[goodputSum(sr.of(baseline.StaticEqualName), sr.of(baseline.UncappedName)) > 0]; se[colVsSE] != want {
 		t.Errorf("static-equal against itself: %s, want %s", se[colVsSE], want)
 	}
 	// with no oracle, batch work is against best-effort's: 1.00x there
@@ -162,9 +162,9 @@ func TestTableRowsFormat(t *testing.T) {
 		return s
 	}
 	sr := scenarioRuns{name: "two", runs: []*policyRuns{
-		{policy: tuner.StaticEqualName, sums: []report.Summary{sum(0.97, false, 10, 2, 50, 20, 0.25, 1449999), sum(0.98, false, 10, 2, 40, 20, 0.35, 1449999)},
+		{policy: baseline.StaticEqualName, sums: []report.Summary{sum(0.97, false, 10, 2, 50, 20, 0.25, 1449999), sum(0.98, false, 10, 2, 40, 20, 0.35, 1449999)},
 			rates: []simrun.ChangeRate{{Mean: 0.1, Max: 0.2}, {Mean: 0.2, Max: 0.4}}},
-		{policy: tuner.UncappedName, sums: []report.Summary{sum(0.99, true, 10, 5, 100, 50, 0.5, 90000), sum(0.986, false, 10, 5, 100, 50, 0.5, 90000)},
+		{policy: baseline.UncappedName, sums: []report.Summary{sum(0.99, true, 10, 5, 100, 50, 0.5, 90000), sum(0.986, false, 10, 5, 100, 50, 0.5, 90000)},
 			rates: []simrun.ChangeRate{{}, {}}},
 		{policy: oracle.Name, sums: []report.Summary{sum(1, true, 10, 10, 100, 100, 1, 225400), sum(1, true, 10, 10, 100, 80, 1, 225400)},
 			rates: []simrun.ChangeRate{{Mean: 0.3, Max: 0.3}, {Mean: 0.3, Max: 0.3}}},
@@ -196,8 +196,8 @@ func TestTableRowsFormat(t *testing.T) {
 	}
 	one := []report.Summary{{SLOsHeld: len(many), Tenants: many}}
 	compact := scenarioRuns{name: "many", runs: []*policyRuns{
-		{policy: tuner.StaticEqualName, sums: one, rates: []simrun.ChangeRate{{}}},
-		{policy: tuner.UncappedName, sums: one, rates: []simrun.ChangeRate{{}}},
+		{policy: baseline.StaticEqualName, sums: one, rates: []simrun.ChangeRate{{}}},
+		{policy: baseline.UncappedName, sums: one, rates: []simrun.ChangeRate{{}}},
 	}}
 	rows, err = tableRows(compact)
 	if err != nil {

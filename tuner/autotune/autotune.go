@@ -1,4 +1,10 @@
-package tuner
+// Package autotune is the latency-driven policy, a tuner.Decider: per
+// share domain it reserves share for latency tenants that violate their
+// SLO by capping, pausing or time-slicing the batch and best-effort
+// tenants beside them, and gives it back when every SLO has slack; it
+// locks or lowers clocks and power for variance and energy. It decides
+// only; the engine (package tuner) guards and applies.
+package autotune
 
 import (
 	"fmt"
@@ -8,14 +14,15 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
 
-// AutotuneName is the autotune policy's registered name.
-const AutotuneName = "autotune"
+// Name is the autotune policy's registered name.
+const Name = "autotune"
 
-// AutotuneParams are the autotune policy's parameters; docs/tuning.md
+// Params are the autotune policy's parameters; docs/tuning.md
 // explains each and how the defaults were chosen.
-type AutotuneParams struct {
+type Params struct {
 	// ViolateBurn: a latency tenant whose error budget burns faster than
 	// this over the fast window (bad fraction / (1 - quantile)) is in
 	// violation.
@@ -75,9 +82,9 @@ type AutotuneParams struct {
 	PauseMax, PauseGain, PauseStepMin, PauseStepMax, PauseRelease float64
 }
 
-// DefaultAutotuneParams returns the defaults.
-func DefaultAutotuneParams() AutotuneParams {
-	return AutotuneParams{
+// DefaultParams returns the defaults.
+func DefaultParams() Params {
+	return Params{
 		ViolateBurn: 1, SlackBurn: 0.25, SlackRatio: 0.7, DeepSlackRatio: 0.5,
 		Gain: 0.05, StepMin: 0.05, StepMax: 0.2,
 		Release: 0.05, ReleaseFloor: 0.15,
@@ -95,13 +102,13 @@ func DefaultAutotuneParams() AutotuneParams {
 // share for latency tenants that violate their SLO by capping the batch
 // and best-effort tenants beside them, and gives it back when every SLO
 // has slack. See docs/tuning.md.
-type Autotune struct{ P AutotuneParams }
+type Autotune struct{ P Params }
 
-// NewAutotune returns the policy with the default parameters.
-func NewAutotune() *Autotune { return &Autotune{P: DefaultAutotuneParams()} }
+// New returns the policy with the default parameters.
+func New() *Autotune { return &Autotune{P: DefaultParams()} }
 
 // Name returns "autotune".
-func (*Autotune) Name() string { return AutotuneName }
+func (*Autotune) Name() string { return Name }
 
 // member is one tenant of a share domain.
 type member struct {
@@ -111,7 +118,7 @@ type member struct {
 	min, max float64
 	restart  time.Duration // what one restart costs it (restart_cost, else the default)
 	pids     []uint32
-	cur      []Fraction // per pid: pending, else effective, else 1
+	cur      []tuner.Fraction // per pid: pending, else effective, else 1
 	slo      *tenant.SLOStatus
 	// signals
 	burn, ratio       float64
@@ -137,11 +144,11 @@ func (m *member) share() float64 {
 }
 
 // Decide computes the actions for every GPU of the snapshot.
-func (p *Autotune) Decide(s *State) []Action {
+func (p *Autotune) Decide(s *tuner.State) []tuner.Action {
 	if s == nil || s.Snapshot == nil || s.Snapshot.Readings == nil {
 		return nil
 	}
-	var out []Action
+	var out []tuner.Action
 	for i := range s.Snapshot.Readings.Devices {
 		d := &s.Snapshot.Readings.Devices[i]
 		if !d.Up {
@@ -169,14 +176,15 @@ func (p *Autotune) Decide(s *State) []Action {
 		}
 		out = append(out, p.clocks(s, d, ms)...)
 	}
-	return out
+	// what the dwell would refuse is held, and says so
+	return s.HoldWaiting(out)
 }
 
 // members returns the tenants on d (outside MIG instances) with their
 // signals, sorted by name.
-func (p *Autotune) members(s *State, d *gpu.Device) []*member {
+func (p *Autotune) members(s *tuner.State, d *gpu.Device) []*member {
 	snap := s.Snapshot
-	info := infoByName(snap)
+	info := tuner.InfoByName(snap)
 	slos := map[string]*tenant.SLOStatus{}
 	for i := range snap.SLOs {
 		slos[snap.SLOs[i].Tenant] = &snap.SLOs[i]
@@ -209,10 +217,10 @@ func (p *Autotune) members(s *State, d *gpu.Device) []*member {
 				continue
 			}
 			m.pids = append(m.pids, pid)
-			cur := Fraction(1)
-			key := Target{GPU: d.UUID, Knob: gpu.KnobMPSActiveThreads, PID: pid}.String()
+			cur := tuner.Fraction(1)
+			key := tuner.Target{GPU: d.UUID, Knob: gpu.KnobMPSActiveThreads, PID: pid}.String()
 			if pr != nil && pr.MPSActiveThreads != nil {
-				cur = Fraction(*pr.MPSActiveThreads)
+				cur = tuner.Fraction(*pr.MPSActiveThreads)
 			} else if f, ok := s.Effective[key]; ok {
 				cur = f
 			}
@@ -230,14 +238,14 @@ func (p *Autotune) members(s *State, d *gpu.Device) []*member {
 }
 
 // signals computes a latency tenant's error and slack.
-func (p *Autotune) signals(s *State, m *member) {
+func (p *Autotune) signals(s *tuner.State, m *member) {
 	if !m.latency() {
 		return
 	}
 	q := m.slo.Quantile
 	if f, ok := s.Fast[m.name]; ok && f.Total >= p.P.MinRequests {
 		att, _ := f.Attainment()
-		m.burn, m.hasBurn = Burn(att, q), true
+		m.burn, m.hasBurn = tuner.Burn(att, q), true
 	}
 	if m.slo.TargetSeconds > 0 {
 		if v, ok := nearestQuantile(m.slo.Quantiles, q); ok {
@@ -295,8 +303,8 @@ func summarize(ms []*member) domainSignals {
 }
 
 // quiet reports whether the GPU's knob k has not changed for d.
-func quiet(s *State, uuid string, k gpu.Knob, d time.Duration) bool {
-	c, ok := s.LastChange(Target{GPU: uuid, Knob: k})
+func quiet(s *tuner.State, uuid string, k gpu.Knob, d time.Duration) bool {
+	c, ok := s.LastChange(tuner.Target{GPU: uuid, Knob: k})
 	return !ok || s.Now.Sub(c.At) >= d
 }
 
@@ -305,7 +313,7 @@ func quiet(s *State, uuid string, k gpu.Knob, d time.Duration) bool {
 // tenants is 1 minus the caps of the others, so there is no integrator to
 // wind up; a reservation at its bound stops moving, and the decision says
 // so.
-func (p *Autotune) mps(s *State, d *gpu.Device, ms []*member) []Action {
+func (p *Autotune) mps(s *tuner.State, d *gpu.Device, ms []*member) []tuner.Action {
 	ds := summarize(ms)
 	if len(ds.latency) == 0 || len(ds.others) == 0 {
 		return nil
@@ -381,7 +389,7 @@ func restartCost(ms []*member) time.Duration {
 // (priority+1, batch twice best-effort), within share.min and share.max,
 // and returns the actions that set their clients' caps. Each is restarted:
 // a cap reaches a client only through a new context.
-func (p *Autotune) capOthers(d *gpu.Device, others []*member, reserved float64, reason string) []Action {
+func (p *Autotune) capOthers(d *gpu.Device, others []*member, reserved float64, reason string) []tuner.Action {
 	total := 0.0
 	weight := func(m *member) float64 {
 		w := float64(m.priority + 1)
@@ -393,7 +401,7 @@ func (p *Autotune) capOthers(d *gpu.Device, others []*member, reserved float64, 
 	for _, m := range others {
 		total += weight(m)
 	}
-	var out []Action
+	var out []tuner.Action
 	for _, m := range others {
 		share := m.max
 		if reserved > 0 {
@@ -402,13 +410,13 @@ func (p *Autotune) capOthers(d *gpu.Device, others []*member, reserved float64, 
 		if len(m.pids) == 0 {
 			continue
 		}
-		per := Fraction(math.Round(share/float64(len(m.pids))*1000) / 1000)
+		per := tuner.Fraction(math.Round(share/float64(len(m.pids))*1000) / 1000)
 		for i, pid := range m.pids {
 			if m.cur[i].Distance(per) < 1e-6 {
 				continue
 			}
-			out = append(out, Action{
-				Target: Target{GPU: d.UUID, Knob: gpu.KnobMPSActiveThreads, PID: pid}, GPUIndex: d.Index,
+			out = append(out, tuner.Action{
+				Target: tuner.Target{GPU: d.UUID, Knob: gpu.KnobMPSActiveThreads, PID: pid}, GPUIndex: d.Index,
 				Tenant: m.name, Class: m.class, Current: m.cur[i], Want: per, Restart: true, Relax: per > m.cur[i],
 				Reason: reason + "; restarting the client, since MPS applies a cap to new contexts only",
 			})
@@ -424,26 +432,26 @@ func (p *Autotune) capOthers(d *gpu.Device, others []*member, reserved float64, 
 // differ, and for nothing where they do not. NVML refuses a scheduler
 // change while VMs run: the action stays a recommendation (refused, then
 // backing off) until the VMs are stopped. See docs/tuning.md.
-func (p *Autotune) vgpu(s *State, d *gpu.Device, ms []*member) []Action {
+func (p *Autotune) vgpu(s *tuner.State, d *gpu.Device, ms []*member) []tuner.Action {
 	ds := summarize(ms)
 	if len(ds.latency) == 0 || d.Scheduler == nil {
 		return nil
 	}
-	cur := Scheduler(d.Scheduler.Policy)
-	a := Action{Target: Target{GPU: d.UUID, Knob: gpu.KnobVGPUScheduler}, GPUIndex: d.Index, Current: cur}
+	cur := tuner.Scheduler(d.Scheduler.Policy)
+	a := tuner.Action{Target: tuner.Target{GPU: d.UUID, Knob: gpu.KnobVGPUScheduler}, GPUIndex: d.Index, Current: cur}
 	ws := runlistWeights(d.Scheduler.Log)
 	switch {
-	case ds.anyViolating && cur != Scheduler(gpu.VGPUPolicyFixedShare) && weighted(ws):
-		a.Want = Scheduler(gpu.VGPUPolicyFixedShare)
+	case ds.anyViolating && cur != tuner.Scheduler(gpu.VGPUPolicyFixedShare) && weighted(ws):
+		a.Want = tuner.Scheduler(gpu.VGPUPolicyFixedShare)
 		a.Reason = fmt.Sprintf("%s violates its SLO (burn %.1fx); the scheduler log's runlists carry the weights %s: fixed-share scheduling gives each VM time in proportion to its weight, where %s gives every busy VM the same, so it helps a latency VM whose weight is above the mean %.2g (NVML does not say which runlist is which VM); %s",
 			ds.worst.name, ds.worst.burn, weightsText(ws), cur, meanWeight(ws), vgpuNote)
-	case ds.allSlack && cur == Scheduler(gpu.VGPUPolicyEqualShare) && quiet(s, d.UUID, gpu.KnobVGPUScheduler, p.P.SlackDwell):
-		a.Want, a.Relax = Scheduler(gpu.VGPUPolicyBestEffort), true
+	case ds.allSlack && cur == tuner.Scheduler(gpu.VGPUPolicyEqualShare) && quiet(s, d.UUID, gpu.KnobVGPUScheduler, p.P.SlackDwell):
+		a.Want, a.Relax = tuner.Scheduler(gpu.VGPUPolicyBestEffort), true
 		a.Reason = "every latency SLO has slack: best-effort scheduling lets idle slots be used"
 	default:
 		return nil
 	}
-	return []Action{a}
+	return []tuner.Action{a}
 }
 
 // clocks locks the SM clock when a violation comes with latency variance
@@ -451,46 +459,46 @@ func (p *Autotune) vgpu(s *State, d *gpu.Device, ms []*member) []Action {
 // work has deep slack it lowers the clock for energy (or, where the clock
 // cannot be set, the power limit), and gives the speed back as soon as
 // slack is lost.
-func (p *Autotune) clocks(s *State, d *gpu.Device, ms []*member) []Action {
+func (p *Autotune) clocks(s *tuner.State, d *gpu.Device, ms []*member) []tuner.Action {
 	ds := summarize(ms)
 	if len(ds.latency) == 0 {
 		return nil
 	}
-	clockT := Target{GPU: d.UUID, Knob: gpu.KnobLockedClocks}
+	clockT := tuner.Target{GPU: d.UUID, Knob: gpu.KnobLockedClocks}
 	locked := d.ClocksLocked != nil && *d.ClocksLocked
 	maxHz := 0.0
 	if d.SMClockMaxHz != nil {
 		maxHz = *d.SMClockMaxHz
 	}
 	// ours is the energy lock the tuner set (below the maximum clock).
-	var ours ClockRange
+	var ours tuner.ClockRange
 	if c, ok := s.LastChange(clockT); ok && locked {
-		if r, ok := c.To.(ClockRange); ok && r.MaxMHz > 0 && float64(r.MaxMHz) < maxHz/1e6-0.5 {
+		if r, ok := c.To.(tuner.ClockRange); ok && r.MaxMHz > 0 && float64(r.MaxMHz) < maxHz/1e6-0.5 {
 			ours = r
 		}
 	}
 	clockDwell := quiet(s, d.UUID, gpu.KnobLockedClocks, p.P.SlackDwell)
 	switch {
-	case ours != (ClockRange{}) && ds.anyViolating:
-		orig, _ := s.Originals[clockT.String()].(ClockRange)
-		return []Action{{Target: clockT, GPUIndex: d.Index, Current: ours, Want: orig, Revert: true, HoldLeft: true,
+	case ours != (tuner.ClockRange{}) && ds.anyViolating:
+		orig, _ := s.Originals[clockT.String()].(tuner.ClockRange)
+		return []tuner.Action{{Target: clockT, GPUIndex: d.Index, Current: ours, Want: orig, Revert: true, HoldLeft: true,
 			Reason: ds.worst.name + " violates its SLO: give the SM clock back (" + orig.String() + ")"}}
-	case ours != (ClockRange{}) && !ds.allSlack && p.stepUpDue(s, d, ds):
+	case ours != (tuner.ClockRange{}) && !ds.allSlack && p.stepUpDue(s, d, ds):
 		// one step back up, and the step that lost the slack is held
 		up := float64(ours.MaxMHz) + p.P.EnergyStep*maxHz/1e6
-		want, _ := s.Originals[clockT.String()].(ClockRange)
+		want, _ := s.Originals[clockT.String()].(tuner.ClockRange)
 		if up < maxHz/1e6-0.5 {
-			want = ClockRange{MinMHz: uint32(math.Round(up)), MaxMHz: uint32(math.Round(up))}
+			want = tuner.ClockRange{MinMHz: uint32(math.Round(up)), MaxMHz: uint32(math.Round(up))}
 		}
-		return []Action{{Target: clockT, GPUIndex: d.Index, Current: ours, Want: want, HoldLeft: true,
+		return []tuner.Action{{Target: clockT, GPUIndex: d.Index, Current: ours, Want: want, HoldLeft: true,
 			Reason: "an SLO on this GPU has lost its slack at " + ours.String() + ": one step back (" + want.String() + "), and " + ours.String() + " is held"}}
 	case ds.anyViolating && !locked && d.SMClockHz != nil && maxHz > 0 &&
 		*d.SMClockHz < 0.97*maxHz && variance(ds.worst) > p.P.VarianceRatio:
 		mhz := uint32(maxHz / 1e6)
-		return []Action{{Target: clockT, GPUIndex: d.Index, Current: ClockRange{}, Want: ClockRange{MinMHz: mhz, MaxMHz: mhz},
+		return []tuner.Action{{Target: clockT, GPUIndex: d.Index, Current: tuner.ClockRange{}, Want: tuner.ClockRange{MinMHz: mhz, MaxMHz: mhz},
 			Reason: fmt.Sprintf("%s violates its SLO with p99/p50 %.2f while the SM clock runs at %.0f%% of its maximum: lock the clock so that requests stop paying for the ramp",
 				ds.worst.name, variance(ds.worst), 100**d.SMClockHz/maxHz)}}
-	case ds.allDeep && measured(ds.latency) && len(ds.others) == 0 && maxHz > 0 && (!locked || ours != (ClockRange{})) && clockDwell:
+	case ds.allDeep && measured(ds.latency) && len(ds.others) == 0 && maxHz > 0 && (!locked || ours != (tuner.ClockRange{})) && clockDwell:
 		maxMHz := maxHz / 1e6
 		cur := maxMHz
 		if ours.MaxMHz > 0 {
@@ -500,8 +508,8 @@ func (p *Autotune) clocks(s *State, d *gpu.Device, ms []*member) []Action {
 		if next < p.P.EnergyFloor*maxMHz-0.5 {
 			return nil
 		}
-		want := ClockRange{MinMHz: uint32(next), MaxMHz: uint32(next)}
-		return []Action{{Target: clockT, GPUIndex: d.Index, Current: ours, Want: want, Relax: true,
+		want := tuner.ClockRange{MinMHz: uint32(next), MaxMHz: uint32(next)}
+		return []tuner.Action{{Target: clockT, GPUIndex: d.Index, Current: ours, Want: want, Relax: true,
 			Reason: fmt.Sprintf("every SLO on this GPU has deep slack (quantile latency under %.0f%% of target) and no batch work runs: lock the SM clock at %s (%.0f%% of its maximum) for energy",
 				100*p.P.DeepSlackRatio, want, 100*next/maxMHz)}}
 	}
@@ -528,7 +536,7 @@ func measured(ms []*member) bool {
 // shows the loss, otherwise only once the SLO window has turned over
 // since that change (until then its quantiles still show the latency of
 // the step before).
-func (p *Autotune) stepUpDue(s *State, d *gpu.Device, ds domainSignals) bool {
+func (p *Autotune) stepUpDue(s *tuner.State, d *gpu.Device, ds domainSignals) bool {
 	window := time.Duration(0)
 	for _, m := range ds.latency {
 		if m.hasBurn && m.burn > p.P.SlackBurn {
@@ -542,17 +550,17 @@ func (p *Autotune) stepUpDue(s *State, d *gpu.Device, ds domainSignals) bool {
 // power lowers the power limit for energy on a GPU whose clock cannot be
 // set, while every SLO has deep slack and no batch work runs, and restores
 // it on a violation.
-func (p *Autotune) power(s *State, d *gpu.Device, ds domainSignals) []Action {
-	powT := Target{GPU: d.UUID, Knob: gpu.KnobPowerLimit}
-	orig, changed := s.Originals[powT.String()].(Watts)
+func (p *Autotune) power(s *tuner.State, d *gpu.Device, ds domainSignals) []tuner.Action {
+	powT := tuner.Target{GPU: d.UUID, Knob: gpu.KnobPowerLimit}
+	orig, changed := s.Originals[powT.String()].(tuner.Watts)
 	switch {
-	case ds.anyViolating && changed && d.PowerLimitW != nil && Watts(*d.PowerLimitW) < orig:
-		return []Action{{Target: powT, GPUIndex: d.Index, Current: Watts(*d.PowerLimitW), Want: orig,
+	case ds.anyViolating && changed && d.PowerLimitW != nil && tuner.Watts(*d.PowerLimitW) < orig:
+		return []tuner.Action{{Target: powT, GPUIndex: d.Index, Current: tuner.Watts(*d.PowerLimitW), Want: orig,
 			Reason: ds.worst.name + " violates its SLO: back to the original power limit"}}
 	case ds.allDeep && len(ds.others) == 0 && !changed && d.PowerLimitW != nil && *d.PowerLimitW > 0 &&
 		quiet(s, d.UUID, gpu.KnobLockedClocks, p.P.SlackDwell) && quiet(s, d.UUID, gpu.KnobPowerLimit, p.P.SlackDwell):
-		w := Watts(math.Round(*d.PowerLimitW * p.P.PowerFraction))
-		return []Action{{Target: powT, GPUIndex: d.Index, Current: Watts(*d.PowerLimitW), Want: w, Relax: true,
+		w := tuner.Watts(math.Round(*d.PowerLimitW * p.P.PowerFraction))
+		return []tuner.Action{{Target: powT, GPUIndex: d.Index, Current: tuner.Watts(*d.PowerLimitW), Want: w, Relax: true,
 			Reason: fmt.Sprintf("every SLO on this GPU has deep slack (quantile latency under %.0f%% of target) and no batch work runs: lower the power limit to %.0f%% for energy",
 				100*p.P.DeepSlackRatio, 100*p.P.PowerFraction)}}
 	}
@@ -570,49 +578,4 @@ func variance(m *member) float64 {
 		return 0
 	}
 	return p99 / p50
-}
-
-// objective is a GPU's SLO error: the sum over its latency tenants of
-// priority-weighted error-budget burn (capped at 10 each). Lower is better.
-func objective(s *State, uuid string) float64 {
-	j := 0.0
-	for _, lt := range latencyTenantsOn(s, uuid) {
-		att, ok := s.Fast[lt.name].Attainment()
-		if !ok {
-			continue
-		}
-		j += weightedBurn((1-att)/math.Max(1-lt.quantile, 1e-3), lt.priority)
-	}
-	return j
-}
-
-// shareBounds returns a tenant's share.min and share.max.
-func shareBounds(s *State, name string) (lo, hi float64, ok bool) {
-	if s == nil || s.Snapshot == nil || name == "" {
-		return 0, 0, false
-	}
-	for _, t := range s.Snapshot.Tenants {
-		if t.Name == name {
-			hi = t.ShareMax
-			if hi == 0 {
-				hi = 1
-			}
-			return t.ShareMin, hi, true
-		}
-	}
-	return 0, 0, false
-}
-
-// clientsOf counts a tenant's processes on a GPU (outside MIG instances).
-func clientsOf(s *State, uuid, name string) int {
-	if s == nil || s.Snapshot == nil {
-		return 0
-	}
-	n := 0
-	for _, u := range s.Snapshot.Usage {
-		if u.UUID == uuid && u.Tenant == name && u.GPUInstance == "" {
-			n += len(u.PIDs)
-		}
-	}
-	return n
 }

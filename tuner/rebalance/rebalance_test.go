@@ -1,4 +1,4 @@
-package tuner
+package rebalance
 
 import (
 	"context"
@@ -12,13 +12,14 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/latency"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
 
 const gib = 1 << 30
 
 // rebalanceState is a host of GPU-a (hot: chat missing its SLO beside a
 // training job) and GPU-b and GPU-c with the given SM activity.
-func rebalanceState(busyB, busyC float64, freeB uint64, chatGood float64) *State {
+func rebalanceState(busyB, busyC float64, freeB uint64, chatGood float64) *tuner.State {
 	dev := func(uuid string, busy float64, free uint64) gpu.Device {
 		return gpu.Device{UUID: uuid, Up: true, Mode: gpu.SharingMPS, MemoryTotalBytes: 80 * gib, MemoryUsedBytes: 80*gib - free,
 			Activity: gpu.Activity{SMActive: gpu.Float(busy)}}
@@ -31,33 +32,33 @@ func rebalanceState(busyB, busyC float64, freeB uint64, chatGood float64) *State
 		})
 	snap.Tenants = []tenant.Info{{Name: "chat", Priority: 10}, {Name: "train", Priority: 1}, {Name: "embed"}}
 	snap.SLOs = []tenant.SLOStatus{{Tenant: "chat", Status: latency.Status{Quantile: 0.99, TargetSeconds: 3, GoodKnown: true}}}
-	return &State{Now: snap.Time, Snapshot: snap, Fast: map[string]FastSLO{"chat": {Over: time.Minute, Total: 600, Good: 600 * chatGood}}}
+	return &tuner.State{Now: snap.Time, Snapshot: snap, Fast: map[string]tuner.FastSLO{"chat": {Over: time.Minute, Total: 600, Good: 600 * chatGood}}}
 }
 
 func TestPlanRebalance(t *testing.T) {
-	r := DefaultRebalance()
+	r := Default()
 	now := t0.Add(time.Hour)
 	missing := map[string]time.Time{"chat": now.Add(-5 * time.Minute)}
 	tests := []struct {
 		name string
-		st   *State
-		in   RebalanceInput
+		st   *tuner.State
+		in   tuner.RebalanceInput
 		cost time.Duration // LoadCost; 0: the default
 		want string        // "tenant pid from->to, ..." or "" for no plan
 	}{
-		{"move the training job to the idlest GPU with room", rebalanceState(0.3, 0.2, 40*gib, 0.9), RebalanceInput{MissingSince: missing}, 0,
+		{"move the training job to the idlest GPU with room", rebalanceState(0.3, 0.2, 40*gib, 0.9), tuner.RebalanceInput{MissingSince: missing}, 0,
 			"train 20 GPU-a->GPU-c, train 21 GPU-a->GPU-c"},
-		{"not before the dwell", rebalanceState(0.3, 0.2, 40*gib, 0.9), RebalanceInput{MissingSince: map[string]time.Time{"chat": now.Add(-time.Minute)}}, 0, ""},
-		{"not within the cool-down", rebalanceState(0.3, 0.2, 40*gib, 0.9), RebalanceInput{MissingSince: missing, LastPlan: now.Add(-5 * time.Minute)}, 0, ""},
-		{"SLO met: no move", rebalanceState(0.3, 0.2, 40*gib, 0.999), RebalanceInput{MissingSince: missing}, 0, ""},
-		{"small miss, cheap move: move", rebalanceState(0.3, 0.2, 40*gib, 0.985), RebalanceInput{MissingSince: missing}, 0,
+		{"not before the dwell", rebalanceState(0.3, 0.2, 40*gib, 0.9), tuner.RebalanceInput{MissingSince: map[string]time.Time{"chat": now.Add(-time.Minute)}}, 0, ""},
+		{"not within the cool-down", rebalanceState(0.3, 0.2, 40*gib, 0.9), tuner.RebalanceInput{MissingSince: missing, LastPlan: now.Add(-5 * time.Minute)}, 0, ""},
+		{"SLO met: no move", rebalanceState(0.3, 0.2, 40*gib, 0.999), tuner.RebalanceInput{MissingSince: missing}, 0, ""},
+		{"small miss, cheap move: move", rebalanceState(0.3, 0.2, 40*gib, 0.985), tuner.RebalanceInput{MissingSince: missing}, 0,
 			"train 20 GPU-a->GPU-c, train 21 GPU-a->GPU-c"},
-		{"gain below twice the cost: no move", rebalanceState(0.3, 0.2, 40*gib, 0.985), RebalanceInput{MissingSince: missing}, 10 * time.Minute, ""},
-		{"no GPU with SM room", rebalanceState(0.7, 0.8, 40*gib, 0.9), RebalanceInput{MissingSince: missing}, 0, ""},
-		{"memory decides the target", rebalanceState(0.1, 0.5, 10*gib, 0.9), RebalanceInput{MissingSince: missing}, 0,
+		{"gain below twice the cost: no move", rebalanceState(0.3, 0.2, 40*gib, 0.985), tuner.RebalanceInput{MissingSince: missing}, 10 * time.Minute, ""},
+		{"no GPU with SM room", rebalanceState(0.7, 0.8, 40*gib, 0.9), tuner.RebalanceInput{MissingSince: missing}, 0, ""},
+		{"memory decides the target", rebalanceState(0.1, 0.5, 10*gib, 0.9), tuner.RebalanceInput{MissingSince: missing}, 0,
 			"train 20 GPU-a->GPU-c, train 21 GPU-a->GPU-c"},
 		{"train moved recently: chat itself goes", rebalanceState(0.3, 0.2, 40*gib, 0.9),
-			RebalanceInput{MissingSince: missing, Moved: map[string]time.Time{"train": now.Add(-10 * time.Minute), "embed": now}}, 0,
+			tuner.RebalanceInput{MissingSince: missing, Moved: map[string]time.Time{"train": now.Add(-10 * time.Minute), "embed": now}}, 0,
 			"chat 10 GPU-a->GPU-c"},
 	}
 	for _, tc := range tests {
@@ -84,8 +85,8 @@ func TestPlanRebalance(t *testing.T) {
 // noDecide decides nothing: only the slow loop acts.
 type noDecide struct{}
 
-func (noDecide) Name() string           { return "none" }
-func (noDecide) Decide(*State) []Action { return nil }
+func (noDecide) Name() string                       { return "none" }
+func (noDecide) Decide(*tuner.State) []tuner.Action { return nil }
 
 // recordingPlacement records the moves it is asked for.
 type recordingPlacement struct {
@@ -102,12 +103,12 @@ func (r *recordingPlacement) MoveProcess(_ context.Context, pid uint32, to strin
 // through the placement actuator in enforce mode, only recommends it in
 // recommend mode, and waits out the cool-down before the next.
 func TestTunerRebalances(t *testing.T) {
-	for _, mode := range []Mode{ModeEnforce, ModeRecommend} {
+	for _, mode := range []tuner.Mode{tuner.ModeEnforce, tuner.ModeRecommend} {
 		t.Run(string(mode), func(t *testing.T) {
 			clock := gpu.NewManualClock(t0)
 			pl := &recordingPlacement{}
-			tu, err := New(Options{Policy: noDecide{}, Clock: clock, Mode: mode, Actuators: ActuatorsOf(pl), Rebalance: DefaultRebalance(),
-				Guards: DefaultGuards(nil, nil)})
+			tu, err := tuner.New(tuner.Options{Policy: noDecide{}, Clock: clock, Mode: mode, Actuators: tuner.ActuatorsOf(pl), Rebalance: Default(),
+				Guards: tuner.DefaultGuards(nil, nil)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -130,10 +131,10 @@ func TestTunerRebalances(t *testing.T) {
 			}
 			// Enforced, the training job is held after its move, so the
 			// next plan moves the other neighbour.
-			want := fmt.Sprintf("[4m0s train %s 14m0s embed %s]", OutcomeApplied, OutcomeApplied)
+			want := fmt.Sprintf("[4m0s train %s 14m0s embed %s]", tuner.OutcomeApplied, tuner.OutcomeApplied)
 			wantMoves := "[20->GPU-c 21->GPU-c 30->GPU-c]"
-			if mode == ModeRecommend {
-				want, wantMoves = fmt.Sprintf("[4m0s train %s 14m0s train %s]", OutcomeRecommended, OutcomeRecommended), "[]"
+			if mode == tuner.ModeRecommend {
+				want, wantMoves = fmt.Sprintf("[4m0s train %s 14m0s train %s]", tuner.OutcomeRecommended, tuner.OutcomeRecommended), "[]"
 			}
 			if fmt.Sprint(plans) != want {
 				t.Errorf("plans %v, want %s", plans, want)
@@ -148,7 +149,7 @@ func TestTunerRebalances(t *testing.T) {
 // migState is one MIG GPU with a 3g (60 SMs) and a 1g (16 SMs) instance:
 // a in the 3g at busyA of its SMs, b in the 1g at busyB, their fast
 // windows aGood and bGood within target.
-func migState(busyA, busyB float64, memA uint64, aGood, bGood float64) *State {
+func migState(busyA, busyB float64, memA uint64, aGood, bGood float64) *tuner.State {
 	inst := func(gi int, profile string, sms int, mem uint64, busy float64) gpu.MIGInstance {
 		return gpu.MIGInstance{UUID: fmt.Sprintf("MIG-%d", gi), GPUInstanceID: gi, Profile: profile, SMCount: sms, MemoryTotalBytes: mem,
 			Activity: gpu.Activity{SMActive: gpu.Float(busy)}}
@@ -163,7 +164,7 @@ func migState(busyA, busyB float64, memA uint64, aGood, bGood float64) *State {
 	snap.Tenants = []tenant.Info{{Name: "a", Priority: 5}, {Name: "b", Priority: 5}}
 	snap.SLOs = []tenant.SLOStatus{{Tenant: "a", Status: latency.Status{Quantile: 0.95, TargetSeconds: 0.008, GoodKnown: true}},
 		{Tenant: "b", Status: latency.Status{Quantile: 0.95, TargetSeconds: 0.008, GoodKnown: true}}}
-	return &State{Now: snap.Time, Snapshot: snap, Fast: map[string]FastSLO{"a": {Over: time.Minute, Total: 9000, Good: 9000 * aGood}, "b": {Over: time.Minute, Total: 48000, Good: 48000 * bGood}}}
+	return &tuner.State{Now: snap.Time, Snapshot: snap, Fast: map[string]tuner.FastSLO{"a": {Over: time.Minute, Total: 9000, Good: 9000 * aGood}, "b": {Over: time.Minute, Total: 48000, Good: 48000 * bGood}}}
 }
 
 func TestPlanRelayout(t *testing.T) {
@@ -175,27 +176,27 @@ func TestPlanRelayout(t *testing.T) {
 	missing := missingFor("b", 2*time.Minute)
 	tests := []struct {
 		name string
-		st   *State
-		in   RebalanceInput
+		st   *tuner.State
+		in   tuner.RebalanceInput
 		// want: the new profiles, "" for no plan; reasons: in its reason
 		want    string
 		reasons []string
 	}{
-		{"saturated 1g beside an idle 3g: swap the profiles", migState(0.09, 0.8, 6*gib, 1, 0.1), RebalanceInput{MissingSince: missing},
+		{"saturated 1g beside an idle 3g: swap the profiles", migState(0.09, 0.8, 6*gib, 1, 0.1), tuner.RebalanceInput{MissingSince: missing},
 			"1g.10gb 3g.40gb", []string{"b has missed its SLO", "1g.10gb MIG instance, whose SMs are saturated (SM activity 80% of 16 SMs)",
 				"the 3g.40gb instance's 9% SM use (5 SMs) fits the 1g.10gb one's 16 SMs", "from [3g.40gb, 1g.10gb] to [1g.10gb, 3g.40gb]", "drained", "expected gain"}},
-		{"not before the dwell", migState(0.09, 0.8, 6*gib, 1, 0.1), RebalanceInput{MissingSince: missingFor("b", 30*time.Second)}, "", nil},
-		{"the instance is not saturated: more SMs are not the cure", migState(0.09, 0.5, 6*gib, 1, 0.1), RebalanceInput{MissingSince: missing}, "", nil},
-		{"the other instance's use would not fit the 1g", migState(0.3, 0.8, 6*gib, 1, 0.1), RebalanceInput{MissingSince: missing}, "", nil},
-		{"the other tenant's memory would not fit the 1g", migState(0.09, 0.8, 12*gib, 1, 0.1), RebalanceInput{MissingSince: missing}, "", nil},
-		{"SLO met: nothing", migState(0.09, 0.8, 6*gib, 1, 1), RebalanceInput{MissingSince: missing}, "", nil},
-		{"within the cool-down", migState(0.09, 0.8, 6*gib, 1, 0.1), RebalanceInput{MissingSince: missing, LastPlan: now.Add(-time.Minute)}, "", nil},
-		{"relayouted recently: held", migState(0.09, 0.8, 6*gib, 1, 0.1), RebalanceInput{MissingSince: missing, Relayouts: map[string]time.Time{"GPU-m": now.Add(-15 * time.Minute)}}, "", nil},
-		{"the missing tenant already has the big instance", migState(0.8, 0.1, 6*gib, 0.1, 1), RebalanceInput{MissingSince: missingFor("a", 2*time.Minute)}, "", nil},
+		{"not before the dwell", migState(0.09, 0.8, 6*gib, 1, 0.1), tuner.RebalanceInput{MissingSince: missingFor("b", 30*time.Second)}, "", nil},
+		{"the instance is not saturated: more SMs are not the cure", migState(0.09, 0.5, 6*gib, 1, 0.1), tuner.RebalanceInput{MissingSince: missing}, "", nil},
+		{"the other instance's use would not fit the 1g", migState(0.3, 0.8, 6*gib, 1, 0.1), tuner.RebalanceInput{MissingSince: missing}, "", nil},
+		{"the other tenant's memory would not fit the 1g", migState(0.09, 0.8, 12*gib, 1, 0.1), tuner.RebalanceInput{MissingSince: missing}, "", nil},
+		{"SLO met: nothing", migState(0.09, 0.8, 6*gib, 1, 1), tuner.RebalanceInput{MissingSince: missing}, "", nil},
+		{"within the cool-down", migState(0.09, 0.8, 6*gib, 1, 0.1), tuner.RebalanceInput{MissingSince: missing, LastPlan: now.Add(-time.Minute)}, "", nil},
+		{"relayouted recently: held", migState(0.09, 0.8, 6*gib, 1, 0.1), tuner.RebalanceInput{MissingSince: missing, Relayouts: map[string]time.Time{"GPU-m": now.Add(-15 * time.Minute)}}, "", nil},
+		{"the missing tenant already has the big instance", migState(0.8, 0.1, 6*gib, 0.1, 1), tuner.RebalanceInput{MissingSince: missingFor("a", 2*time.Minute)}, "", nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p, ok := DefaultRebalance().PlanRebalance(tc.st, tc.in)
+			p, ok := Default().PlanRebalance(tc.st, tc.in)
 			got := ""
 			if ok && len(p.MIG) == 1 {
 				got = strings.Join(p.MIG[0].Profiles, " ")
@@ -212,41 +213,11 @@ func TestPlanRelayout(t *testing.T) {
 	}
 }
 
-// migHost drains, relayouts (busy the first busy times) and starts.
-type migHost struct {
-	calls []string
-	busy  int // ConfigureMIG answers ErrBusy this many times
-	// drainErr and startErr, when set, are what every drain and start
-	// answers
-	drainErr, startErr error
-}
-
-func (m *migHost) DrainMIGInstance(_ context.Context, uuid, inst string) error {
-	m.calls = append(m.calls, "drain "+inst)
-	return m.drainErr
-}
-
-func (m *migHost) ConfigureMIG(_ context.Context, uuid string, profiles []string) error {
-	if m.busy > 0 {
-		m.busy--
-		return fmt.Errorf("processes running: %w", gpu.ErrBusy)
-	}
-	m.calls = append(m.calls, "configure "+strings.Join(profiles, " "))
-	return nil
-}
-
-func (m *migHost) StopProcess(context.Context, uint32) error { return nil }
-
-func (m *migHost) StartProcess(_ context.Context, pid uint32) error {
-	m.calls = append(m.calls, fmt.Sprintf("start %d", pid))
-	return m.startErr
-}
-
 // relayoutRounds runs four rounds a minute apart in which tenant b misses
 // its SLO in its saturated small instance (migState), calling Progress a
 // second after each round; note gets every round's and Progress'
 // decisions.
-func relayoutRounds(t *testing.T, tu *Tuner, clock *gpu.ManualClock, note func([]Decision)) {
+func relayoutRounds(t *testing.T, tu *tuner.Tuner, clock *gpu.ManualClock, note func([]tuner.Decision)) {
 	t.Helper()
 	for i := range 4 {
 		st := migState(0.09, 0.8, 6*gib, 1, 0.1)
@@ -269,17 +240,17 @@ func relayoutRounds(t *testing.T, tu *Tuner, clock *gpu.ManualClock, note func([
 // rounds) and starts the processes again; in recommend mode it only
 // recommends.
 func TestTunerRelayouts(t *testing.T) {
-	for _, mode := range []Mode{ModeEnforce, ModeRecommend} {
+	for _, mode := range []tuner.Mode{tuner.ModeEnforce, tuner.ModeRecommend} {
 		t.Run(string(mode), func(t *testing.T) {
 			clock := gpu.NewManualClock(t0)
 			host := &migHost{busy: 1}
-			tu, err := New(Options{Policy: noDecide{}, Clock: clock, Mode: mode, Actuators: ActuatorsOf(host), Rebalance: DefaultRebalance(),
-				Guards: DefaultGuards(nil, nil)})
+			tu, err := tuner.New(tuner.Options{Policy: noDecide{}, Clock: clock, Mode: mode, Actuators: tuner.ActuatorsOf(host), Rebalance: Default(),
+				Guards: tuner.DefaultGuards(nil, nil)})
 			if err != nil {
 				t.Fatal(err)
 			}
 			var got []string
-			note := func(decs []Decision) {
+			note := func(decs []tuner.Decision) {
 				for _, d := range decs {
 					got = append(got, fmt.Sprintf("%v %s %s->%s %s", clock.Now().Sub(t0), d.Knob, d.From, d.To, d.Outcome))
 				}
@@ -287,7 +258,7 @@ func TestTunerRelayouts(t *testing.T) {
 			relayoutRounds(t, tu, clock, note)
 			want := "[2m0s mig_drain ->every instance applied 2m1s mig_layout [3g.40gb, 1g.10gb]->[1g.10gb, 3g.40gb] applied]"
 			wantCalls := "[drain MIG-1 drain MIG-2 configure 1g.10gb 3g.40gb start 1 start 2]"
-			if mode == ModeRecommend {
+			if mode == tuner.ModeRecommend {
 				want, wantCalls = "[2m0s mig_layout [3g.40gb, 1g.10gb]->[1g.10gb, 3g.40gb] recommended]", "[]"
 			}
 			if fmt.Sprint(got) != want {
@@ -307,13 +278,13 @@ func TestRelayoutDrainFailureReportsFailedStart(t *testing.T) {
 	clock := gpu.NewManualClock(t0)
 	// the drain is refused (busy), the starts after it fail: a failure
 	host := &migHost{drainErr: fmt.Errorf("drain refused: %w", gpu.ErrBusy), startErr: errors.New("no such unit")}
-	tu, err := New(Options{Policy: noDecide{}, Clock: clock, Mode: ModeEnforce, Actuators: ActuatorsOf(host), Rebalance: DefaultRebalance(),
-		Guards: DefaultGuards(nil, nil)})
+	tu, err := tuner.New(tuner.Options{Policy: noDecide{}, Clock: clock, Mode: tuner.ModeEnforce, Actuators: tuner.ActuatorsOf(host), Rebalance: Default(),
+		Guards: tuner.DefaultGuards(nil, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var drain *Decision
-	relayoutRounds(t, tu, clock, func(decs []Decision) {
+	var drain *tuner.Decision
+	relayoutRounds(t, tu, clock, func(decs []tuner.Decision) {
 		for _, d := range decs {
 			if d.Knob == gpu.KnobMIGDrain || d.Knob == gpu.KnobMIGLayout {
 				drain = &d
@@ -323,7 +294,7 @@ func TestRelayoutDrainFailureReportsFailedStart(t *testing.T) {
 	if drain == nil {
 		t.Fatalf("no relayout decision; calls %v", host.calls)
 	}
-	if drain.Applied || drain.Outcome != OutcomeFailed {
+	if drain.Applied || drain.Outcome != tuner.OutcomeFailed {
 		t.Errorf("decision %+v: want failed", *drain)
 	}
 	for _, want := range []string{"drain refused", "start PID 1: no such unit", "start PID 2: no such unit"} {

@@ -1,8 +1,12 @@
-package tuner
+// Package rebalance is the tuner's slow loop planner
+// (tuner.RebalancePlanner): moves of tenants between GPUs and MIG
+// relayouts, planned from the state and the engine's memory of who missed
+// an SLO since when. The engine runs its plans through the guard chain
+// and the executor.
+package rebalance
 
 import (
 	"cmp"
-	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -11,16 +15,17 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
 
-// Rebalance is the slow loop: when a latency tenant keeps missing its SLO
+// Planner is the slow loop: when a latency tenant keeps missing its SLO
 // on its GPU and another GPU has room, it plans one tenant move and hands
 // it to the host's Rebalancer (or only recommends it). A move costs what a
 // restart elsewhere costs (the process stops, loads its model on the
 // target, and what it had queued is lost), so it is made only when the
 // expected gain outweighs that cost, after a long dwell, and never again
 // soon after.
-type Rebalance struct {
+type Planner struct {
 	// Every is how often a plan is considered. Default 1 minute.
 	Every time.Duration
 	// Dwell: a latency tenant must miss its SLO (fast burn above 1) for
@@ -62,42 +67,19 @@ type Rebalance struct {
 	FitBusy float64
 }
 
-// DefaultRebalance returns the slow loop with its defaults.
-func DefaultRebalance() *Rebalance {
-	return &Rebalance{Every: time.Minute, Dwell: 3 * time.Minute, CoolDown: 10 * time.Minute, Hold: 30 * time.Minute,
+// Default returns the slow loop with its defaults.
+func Default() *Planner {
+	return &Planner{Every: time.Minute, Dwell: 3 * time.Minute, CoolDown: 10 * time.Minute, Hold: 30 * time.Minute,
 		LoadCost: 30 * time.Second, Horizon: 30 * time.Minute, MaxBusy: 0.6, MemoryMargin: 1.1, MinRequests: 20,
 		RelayoutDwell: time.Minute, SaturatedBusy: 0.75, FitBusy: 0.8}
 }
 
-// rebalanceMemory is what the slow loop remembers between rounds.
-type rebalanceMemory struct {
-	lastRun, lastPlan time.Time
-	missing           map[string]time.Time // latency tenant -> missing its SLO since
-	squeezed          map[string]time.Time // batch tenant -> squeezed since
-	moved             map[string]time.Time // tenant -> last moved
-	relayouts         map[string]time.Time // GPU UUID -> last MIG relayout
-}
-
-// RebalanceInput is what PlanRebalance decides from, besides the state.
-type RebalanceInput struct {
-	// MissingSince is when each latency tenant began missing its SLO
-	// without a break.
-	MissingSince map[string]time.Time
-	// LastPlan is when the last plan was made (zero: never).
-	LastPlan time.Time
-	// Moved is when each tenant was last moved.
-	Moved map[string]time.Time
-	// SqueezedSince is when each batch or best-effort tenant began to be
-	// squeezed (Squeezed) without a break.
-	SqueezedSince map[string]time.Time
-	// Relayouts is when each GPU (UUID) last had its MIG layout changed;
-	// one is not changed again for Hold.
-	Relayouts map[string]time.Time
-}
+// Period returns Every (RebalancePlanner).
+func (r *Planner) Period() time.Duration { return r.Every }
 
 // Missing returns the latency tenants missing their SLO now (fast burn
 // above 1 over enough requests), for RebalanceInput.MissingSince.
-func (r *Rebalance) Missing(s *State) map[string]bool {
+func (r *Planner) Missing(s *tuner.State) map[string]bool {
 	out := map[string]bool{}
 	if s == nil || s.Snapshot == nil {
 		return out
@@ -132,7 +114,7 @@ type gpuRoom struct {
 // The expected gain, the missing tenant's bad fraction of its work over
 // Horizon (by priority), must exceed twice the cost, LoadCost of the
 // moved tenant's work (by priority; a batch job's counted at half).
-func (r *Rebalance) PlanRebalance(s *State, in RebalanceInput) (gpu.Plan, bool) {
+func (r *Planner) PlanRebalance(s *tuner.State, in tuner.RebalanceInput) (gpu.Plan, bool) {
 	if s == nil || s.Snapshot == nil || s.Snapshot.Readings == nil {
 		return gpu.Plan{}, false
 	}
@@ -140,7 +122,7 @@ func (r *Rebalance) PlanRebalance(s *State, in RebalanceInput) (gpu.Plan, bool) 
 		return gpu.Plan{}, false
 	}
 	snap := s.Snapshot
-	info := infoByName(snap)
+	info := tuner.InfoByName(snap)
 	missing := r.Missing(s)
 	rooms := map[string]*gpuRoom{}
 	var order []string
@@ -216,7 +198,7 @@ func (r *Rebalance) PlanRebalance(s *State, in RebalanceInput) (gpu.Plan, bool) 
 }
 
 // target returns the idlest GPU other than from with room for u.
-func (r *Rebalance) target(rooms map[string]*gpuRoom, order []string, from string, u tenant.Usage) *gpuRoom {
+func (r *Planner) target(rooms map[string]*gpuRoom, order []string, from string, u tenant.Usage) *gpuRoom {
 	var best *gpuRoom
 	for _, uuid := range order {
 		g := rooms[uuid]
@@ -232,7 +214,7 @@ func (r *Rebalance) target(rooms map[string]*gpuRoom, order []string, from strin
 
 // held reports whether key (a tenant, a GPU) was changed, per last,
 // within Hold of now.
-func (r *Rebalance) held(last map[string]time.Time, key string, now time.Time) bool {
+func (r *Planner) held(last map[string]time.Time, key string, now time.Time) bool {
 	t, ok := last[key]
 	return ok && now.Sub(t) < r.Hold
 }
@@ -293,89 +275,4 @@ func busyOf(u tenant.Usage) float64 {
 		return *u.SMActive
 	}
 	return 0
-}
-
-// track keeps since[name] for every name in on and drops the others:
-// since when each has held without a break.
-func track[V any](since map[string]time.Time, on map[string]V, at time.Time) {
-	for name := range since {
-		if _, ok := on[name]; !ok {
-			delete(since, name)
-		}
-	}
-	for name := range on {
-		if _, ok := since[name]; !ok {
-			since[name] = at
-		}
-	}
-}
-
-// rebalance runs the slow loop once Every has passed: it tracks who
-// misses an SLO, plans, and hands the plan to the executor as one action,
-// guarded, journaled and applied as every other.
-func (t *Tuner) rebalance(ctx context.Context, st *State, now time.Time) []Decision {
-	r := t.o.Rebalance
-	if r == nil || (t.o.Mode == ModeOff && len(t.o.GPUModes) == 0) {
-		return nil
-	}
-	m := &t.reb
-	if m.missing == nil {
-		m.missing, m.moved, m.relayouts = map[string]time.Time{}, map[string]time.Time{}, map[string]time.Time{}
-	}
-	track(m.missing, r.Missing(st), now)
-	if m.squeezed == nil {
-		m.squeezed = map[string]time.Time{}
-	}
-	track(m.squeezed, r.Squeezed(st), now)
-	if len(t.relayouts) > 0 {
-		return t.progressRelayouts(ctx, now) // one change of the slow loop at a time
-	}
-	if !m.lastRun.IsZero() && now.Sub(m.lastRun) < r.Every {
-		return nil
-	}
-	m.lastRun = now
-	plan, ok := r.PlanRebalance(st, RebalanceInput{MissingSince: m.missing, LastPlan: m.lastPlan, Moved: m.moved, SqueezedSince: m.squeezed, Relayouts: m.relayouts})
-	if !ok {
-		return nil
-	}
-	m.lastPlan = now
-	out, applied := t.execute(ctx, st, planAction(st, plan), now, map[string][]Action{})
-	if applied {
-		if len(plan.MIG) > 0 {
-			m.relayouts[plan.MIG[0].UUID] = now
-		} else {
-			m.moved[plan.Moves[0].Tenant] = now
-		}
-	}
-	return out
-}
-
-// planAction is the action that carries a plan through the executor and
-// stands for it in decisions, the journal and the status: its first move,
-// else its first MIG layout.
-func planAction(st *State, plan gpu.Plan) Action {
-	index := func(uuid string) int {
-		for _, d := range st.Snapshot.Readings.Devices {
-			if d.UUID == uuid {
-				return d.Index
-			}
-		}
-		return 0
-	}
-	if len(plan.Moves) > 0 {
-		mv := plan.Moves[0]
-		return Action{Target: Target{GPU: mv.FromUUID, Knob: gpu.KnobPlacement, PID: mv.PID}, GPUIndex: index(mv.FromUUID), Tenant: mv.Tenant,
-			Current: Placement(mv.FromUUID), Want: Placement(mv.ToUUID), Reason: plan.Reason, Plan: &plan}
-	}
-	l := plan.MIG[0]
-	var cur []string
-	for _, d := range st.Snapshot.Readings.Devices {
-		if d.UUID == l.UUID {
-			for _, m := range d.MIG {
-				cur = append(cur, m.Profile)
-			}
-		}
-	}
-	return Action{Target: Target{GPU: l.UUID, Knob: gpu.KnobMIGLayout}, GPUIndex: index(l.UUID),
-		Current: LayoutOf(cur), Want: LayoutOf(l.Profiles), Reason: plan.Reason, Plan: &plan}
 }

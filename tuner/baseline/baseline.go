@@ -1,4 +1,7 @@
-package tuner
+// Package baseline holds the baseline policies, static-equal and
+// best-effort (uncapped): tuner.Deciders with one fixed target per sharing
+// mechanism, the yardstick autotune is compared to.
+package baseline
 
 import (
 	"fmt"
@@ -9,6 +12,7 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
 
 // Names of the baseline policies. The uncapped baseline keeps the name
@@ -45,7 +49,7 @@ const fractionEpsilon = 0.005
 //   - time-sliced GPUs: the default compute time slice (both).
 //   - MIG and exclusive GPUs, clocks and power: left alone.
 //
-// The engine runs it at every snapshot (BaselinePolicy) behind the Retry
+// The engine runs it at every snapshot (withRetry) behind the Retry
 // guard alone: a change asked for is not asked for again before
 // RetryAfter, one refused as not supported never.
 type Baseline struct {
@@ -54,49 +58,31 @@ type Baseline struct {
 }
 
 // NewStaticEqual returns the static-equal baseline, run by the engine.
-func NewStaticEqual() *TunerPolicy {
-	return BaselinePolicy(Baseline{name: StaticEqualName, equal: true})
+func NewStaticEqual() *tuner.TunerPolicy {
+	return withRetry(Baseline{name: StaticEqualName, equal: true})
 }
 
 // NewUncapped returns the uncapped baseline (named "best-effort"), run by
 // the engine.
-func NewUncapped() *TunerPolicy { return BaselinePolicy(Baseline{name: UncappedName}) }
+func NewUncapped() *tuner.TunerPolicy { return withRetry(Baseline{name: UncappedName}) }
 
-// BaselinePolicy runs a baseline as the baselines have always run: at
+// withRetry runs a baseline as the baselines have always run: at
 // every snapshot, starting with Init's, in enforce mode, with no guard but
 // Retry (DefaultRetryAfter; the kill switch before it where there is one)
 // and no slow loop.
-func BaselinePolicy(d Decider) *TunerPolicy {
-	return EverySnapshot(d, func() []Guard { return []Guard{&Retry{After: DefaultRetryAfter}} })
-}
-
-// EverySnapshot runs d at every snapshot, starting with Init's, in
-// enforce mode, behind the guards guards returns (after the kill switch
-// where there is one; none when guards is nil) and with no slow loop: the
-// shape of a policy that decides fixed settings rather than tuning them
-// (the baselines, a schedule planned ahead).
-func EverySnapshot(d Decider, guards func() []Guard) *TunerPolicy {
-	return &TunerPolicy{Decider: d, initRound: true, configure: func(o Options, kill *KillSwitch) Options {
-		o.Guards = []Guard{}
-		if kill != nil {
-			o.Guards = append(o.Guards, kill)
-		}
-		if guards != nil {
-			o.Guards = append(o.Guards, guards()...)
-		}
-		return o
-	}}
+func withRetry(d tuner.Decider) *tuner.TunerPolicy {
+	return tuner.EverySnapshot(d, func() []tuner.Guard { return []tuner.Guard{&tuner.Retry{After: DefaultRetryAfter}} })
 }
 
 // Name returns the baseline's name.
 func (b Baseline) Name() string { return b.name }
 
 // Decide brings every GPU of the snapshot to the baseline's settings.
-func (b Baseline) Decide(s *State) []Action {
+func (b Baseline) Decide(s *tuner.State) []tuner.Action {
 	if s == nil || s.Snapshot == nil || s.Snapshot.Readings == nil {
 		return nil
 	}
-	var out []Action
+	var out []tuner.Action
 	for i := range s.Snapshot.Readings.Devices {
 		d := &s.Snapshot.Readings.Devices[i]
 		if !d.Up {
@@ -151,9 +137,9 @@ func mpsClients(snap *tenant.Snapshot, d *gpu.Device) (clients []client, perTena
 	return clients, perTenant
 }
 
-func (b Baseline) mps(snap *tenant.Snapshot, d *gpu.Device) []Action {
+func (b Baseline) mps(snap *tenant.Snapshot, d *gpu.Device) []tuner.Action {
 	clients, perTenant := mpsClients(snap, d)
-	var out []Action
+	var out []tuner.Action
 	for _, c := range clients {
 		target := 1.0
 		reason := "best-effort: every MPS client may use all SMs"
@@ -165,43 +151,38 @@ func (b Baseline) mps(snap *tenant.Snapshot, d *gpu.Device) []Action {
 		if c.current != nil && math.Abs(*c.current-target) < fractionEpsilon {
 			continue
 		}
-		a := Action{Target: Target{GPU: d.UUID, Knob: gpu.KnobMPSActiveThreads, PID: c.pid}, GPUIndex: d.Index, Tenant: c.tenant,
-			Want: Fraction(target), Restart: true, Reason: reason}
+		a := tuner.Action{Target: tuner.Target{GPU: d.UUID, Knob: gpu.KnobMPSActiveThreads, PID: c.pid}, GPUIndex: d.Index, Tenant: c.tenant,
+			Want: tuner.Fraction(target), Restart: true, Reason: reason}
 		if c.current != nil {
-			a.Current = Fraction(*c.current)
+			a.Current = tuner.Fraction(*c.current)
 		}
 		out = append(out, a)
 	}
 	return out
 }
 
-func (b Baseline) vgpu(d *gpu.Device) []Action {
+func (b Baseline) vgpu(d *gpu.Device) []tuner.Action {
 	want := gpu.VGPUPolicyBestEffort
 	reason := "best-effort: vGPU scheduler default"
 	if b.equal {
 		want = gpu.VGPUPolicyEqualShare
 		reason = "static-equal: equal-share vGPU scheduler"
 	}
-	a := Action{Target: Target{GPU: d.UUID, Knob: gpu.KnobVGPUScheduler}, GPUIndex: d.Index, Want: Scheduler(want), Reason: reason}
+	a := tuner.Action{Target: tuner.Target{GPU: d.UUID, Knob: gpu.KnobVGPUScheduler}, GPUIndex: d.Index, Want: tuner.Scheduler(want), Reason: reason}
 	if d.Scheduler != nil {
 		if d.Scheduler.Policy == want && !d.Scheduler.ARREnabled {
 			return nil
 		}
-		a.Current = Scheduler(d.Scheduler.Policy)
+		a.Current = tuner.Scheduler(d.Scheduler.Policy)
 	}
-	return []Action{a}
+	return []tuner.Action{a}
 }
 
-func (b Baseline) timeSlice(d *gpu.Device) []Action {
+func (b Baseline) timeSlice(d *gpu.Device) []tuner.Action {
 	const want = gpu.TimeSliceDefault
 	if d.ComputeTimeSlice == want {
 		return nil
 	}
-	return []Action{{Target: Target{GPU: d.UUID, Knob: gpu.KnobComputeTimeSlice}, GPUIndex: d.Index,
-		Current: Level(d.ComputeTimeSlice), Want: Level(want), Reason: b.name + ": default compute time slice"}}
-}
-
-// percent renders a fraction as a percentage with at most one decimal.
-func percent(f float64) string {
-	return strconv.FormatFloat(math.Round(f*1000)/10, 'f', -1, 64) + "%"
+	return []tuner.Action{{Target: tuner.Target{GPU: d.UUID, Knob: gpu.KnobComputeTimeSlice}, GPUIndex: d.Index,
+		Current: tuner.Level(d.ComputeTimeSlice), Want: tuner.Level(want), Reason: b.name + ": default compute time slice"}}
 }

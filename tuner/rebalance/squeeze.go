@@ -1,4 +1,4 @@
-package tuner
+package rebalance
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
 
 // squeezeMargin: a batch or best-effort tenant whose MPS caps add up to
@@ -18,12 +19,12 @@ const squeezeMargin = 0.25
 // squeezeMargin or more, with that sum: tenants held back to protect a
 // latency tenant beside them. The fast loop cannot give them their share
 // back where they are; a GPU with room can.
-func (r *Rebalance) Squeezed(s *State) map[string]float64 {
+func (r *Planner) Squeezed(s *tuner.State) map[string]float64 {
 	out := map[string]float64{}
 	if s == nil || s.Snapshot == nil || s.Snapshot.Readings == nil {
 		return out
 	}
-	info := infoByName(s.Snapshot)
+	info := tuner.InfoByName(s.Snapshot)
 	for _, d := range s.Snapshot.Readings.Devices {
 		if !d.Up || d.Mode != gpu.SharingMPS {
 			continue
@@ -34,7 +35,7 @@ func (r *Rebalance) Squeezed(s *State) map[string]float64 {
 			if p.MPSActiveThreads != nil {
 				c = *p.MPSActiveThreads
 			}
-			if f, ok := s.Pending[Target{GPU: d.UUID, Knob: gpu.KnobMPSActiveThreads, PID: p.PID}.String()]; ok {
+			if f, ok := s.Pending[tuner.Target{GPU: d.UUID, Knob: gpu.KnobMPSActiveThreads, PID: p.PID}.String()]; ok {
 				c = float64(f)
 			}
 			caps[p.PID] = c
@@ -63,7 +64,7 @@ func (r *Rebalance) Squeezed(s *State) map[string]float64 {
 // planSqueezed plans the move of a tenant squeezed for Dwell to the
 // idlest GPU with room, when the work the squeeze costs it over Horizon
 // outweighs twice the move's cost (LoadCost plus what a restart costs it).
-func (r *Rebalance) planSqueezed(s *State, in RebalanceInput, rooms map[string]*gpuRoom, order []string, byGPU map[string][]tenant.Usage, info map[string]tenant.Info) (gpu.Plan, bool) {
+func (r *Planner) planSqueezed(s *tuner.State, in tuner.RebalanceInput, rooms map[string]*gpuRoom, order []string, byGPU map[string][]tenant.Usage, info map[string]tenant.Info) (gpu.Plan, bool) {
 	squeezed := r.Squeezed(s)
 	for _, c := range dwelled(s.Now, r.Dwell, order, byGPU, squeezed, in.SqueezedSince) {
 		if r.held(in.Moved, c.u.Tenant, s.Now) {

@@ -1,4 +1,4 @@
-package tuner
+package baseline
 
 import (
 	"context"
@@ -9,46 +9,12 @@ import (
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
-	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
 
-// fakeControl records the calls a policy makes and answers with the errors
-// configured per method. It has the actuators the baselines use.
-type fakeControl struct {
-	calls []string
-	errs  map[string]error // method name -> error
-}
-
-func (f *fakeControl) do(method, args string) error {
-	f.calls = append(f.calls, method+"("+args+")")
-	return f.errs[method]
-}
-
-func (f *fakeControl) SetMPSActiveThreads(_ context.Context, uuid string, pid uint32, fr float64) error {
-	return f.do("SetMPSActiveThreads", fmt.Sprintf("%s,%d,%.4f", uuid, pid, fr))
-}
-func (f *fakeControl) RestartClient(_ context.Context, uuid string, pid uint32, _ string) error {
-	return f.do("RestartClient", fmt.Sprintf("%s,%d", uuid, pid))
-}
-func (f *fakeControl) SetVGPUScheduler(_ context.Context, uuid string, s gpu.VGPUSchedulerSetting) error {
-	return f.do("SetVGPUScheduler", uuid+","+string(s.Policy))
-}
-func (f *fakeControl) SetComputeTimeSlice(_ context.Context, uuid string, level gpu.TimeSliceLevel) error {
-	return f.do("SetComputeTimeSlice", uuid+","+string(level))
-}
-
-var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-
-func mpsProc(pid uint32, frac *float64) gpu.Process {
-	p := testutil.Proc(pid, "")
-	p.Type, p.MPSActiveThreads = gpu.ProcessMPS, frac
-	return p
-}
-
-func snapshot(at time.Time, devs []gpu.Device, usage []tenant.Usage) *tenant.Snapshot {
-	return &tenant.Snapshot{Time: at, Readings: &gpu.Readings{Time: at, Backend: "test", Devices: devs}, Usage: usage}
-}
+// byName makes each baseline by its name.
+var byName = map[string]func() *tuner.TunerPolicy{StaticEqualName: NewStaticEqual, UncappedName: NewUncapped}
 
 func TestBaselines(t *testing.T) {
 	mpsDev := func(procs ...gpu.Process) gpu.Device {
@@ -160,12 +126,9 @@ func TestBaselines(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p, err := NewPolicy(tc.policy)
-			if err != nil {
-				t.Fatal(err)
-			}
+			p := byName[tc.policy]()
 			ctl := &fakeControl{errs: tc.errs}
-			decs, err := p.Observe(context.Background(), ActuatorsOf(ctl), snapshot(t0, tc.devs, tc.usage))
+			decs, err := p.Observe(context.Background(), tuner.ActuatorsOf(ctl), snapshot(t0, tc.devs, tc.usage))
 			if err != nil {
 				t.Fatalf("Observe: %v", err)
 			}
@@ -215,12 +178,12 @@ func TestBaselineRetries(t *testing.T) {
 			p := NewStaticEqual()
 			ctl := &fakeControl{errs: tc.errs}
 			ctx := context.Background()
-			if err := p.Init(ctx, ActuatorsOf(ctl), snapshot(t0, tc.devs, nil)); err != nil {
+			if err := p.Init(ctx, tuner.ActuatorsOf(ctl), snapshot(t0, tc.devs, nil)); err != nil {
 				t.Fatal(err)
 			}
 			got := []int{len(ctl.calls)}
 			for _, at := range []time.Duration{10 * time.Second, DefaultRetryAfter + time.Second} {
-				decs, err := p.Observe(ctx, ActuatorsOf(ctl), snapshot(t0.Add(at), tc.devs, nil))
+				decs, err := p.Observe(ctx, tuner.ActuatorsOf(ctl), snapshot(t0.Add(at), tc.devs, nil))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -239,27 +202,14 @@ func TestBaselineRetries(t *testing.T) {
 	}
 }
 
-func TestNewPolicy(t *testing.T) {
-	for _, name := range []string{StaticEqualName, UncappedName, NoneName} {
-		p, err := NewPolicy(name)
-		if err != nil || p.Name() != name {
-			t.Errorf("NewPolicy(%q) = %v, %v", name, p, err)
-		}
-	}
-	_, err := NewPolicy("bogus")
-	if err == nil || !strings.Contains(err.Error(), `"bogus"`) || !strings.Contains(err.Error(), "best-effort, none, static-equal") {
-		t.Errorf("unknown policy error = %v; want the name and the known policies", err)
-	}
-}
-
 func TestObserveNilAndCancelled(t *testing.T) {
 	p := NewUncapped()
-	if d, err := p.Observe(context.Background(), ActuatorsOf(&fakeControl{}), nil); d != nil || err != nil {
+	if d, err := p.Observe(context.Background(), tuner.ActuatorsOf(&fakeControl{}), nil); d != nil || err != nil {
 		t.Errorf("nil snapshot: %v, %v", d, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := p.Observe(ctx, ActuatorsOf(&fakeControl{}), snapshot(t0, nil, nil)); err == nil {
+	if _, err := p.Observe(ctx, tuner.ActuatorsOf(&fakeControl{}), snapshot(t0, nil, nil)); err == nil {
 		t.Error("cancelled context: want an error")
 	}
 }
@@ -270,36 +220,52 @@ func TestInitDecisionsReported(t *testing.T) {
 	p := NewUncapped()
 	ctl := &fakeControl{}
 	ctx := context.Background()
-	if err := p.Init(ctx, ActuatorsOf(ctl), snapshot(t0, devs, nil)); err != nil {
+	if err := p.Init(ctx, tuner.ActuatorsOf(ctl), snapshot(t0, devs, nil)); err != nil {
 		t.Fatal(err)
 	}
 	devs[0].ComputeTimeSlice = "default"
-	first, err := p.Observe(ctx, ActuatorsOf(ctl), snapshot(t0.Add(time.Second), devs, nil))
+	first, err := p.Observe(ctx, tuner.ActuatorsOf(ctl), snapshot(t0.Add(time.Second), devs, nil))
 	if err != nil || len(first) != 1 || !first[0].Time.Equal(t0) || first[0].To != "default" {
 		t.Fatalf("first Observe = %v, %v; want the Init decision at t0", first, err)
 	}
-	if again, _ := p.Observe(ctx, ActuatorsOf(ctl), snapshot(t0.Add(2*time.Second), devs, nil)); len(again) != 0 {
+	if again, _ := p.Observe(ctx, tuner.ActuatorsOf(ctl), snapshot(t0.Add(2*time.Second), devs, nil)); len(again) != 0 {
 		t.Errorf("second Observe repeated decisions: %v", again)
 	}
 }
 
-func TestNonePolicy(t *testing.T) {
-	p, _ := NewPolicy(NoneName)
-	ctl := &fakeControl{}
-	devs := []gpu.Device{{UUID: "GPU-t", Up: true, Mode: gpu.SharingTimeSlice, ComputeTimeSlice: "long"}}
-	if err := p.Init(context.Background(), ActuatorsOf(ctl), snapshot(t0, devs, nil)); err != nil {
+// A mechanism the host has no actuator for is refused as not supported:
+// the decision is reported, not applied, and never tried again.
+func TestBaselineWithoutActuators(t *testing.T) {
+	devs := []gpu.Device{
+		{UUID: "GPU-a", Up: true, Mode: gpu.SharingMPS, Processes: []gpu.Process{mpsProc(1, gpu.Float(1)), mpsProc(2, gpu.Float(1))}},
+		{UUID: "GPU-v", Up: true, Mode: gpu.SharingVGPU, Scheduler: &gpu.VGPUScheduler{Policy: gpu.VGPUPolicyBestEffort}},
+		{UUID: "GPU-t", Up: true, Mode: gpu.SharingTimeSlice, ComputeTimeSlice: gpu.TimeSliceLong},
+	}
+	vo := &vgpuOnly{}
+	p := NewStaticEqual()
+	ctx := context.Background()
+	decs, err := p.Observe(ctx, tuner.ActuatorsOf(vo), snapshot(t0, devs, nil))
+	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := p.Observe(context.Background(), ActuatorsOf(ctl), snapshot(t0, devs, nil))
-	if err != nil || len(d) != 0 || len(ctl.calls) != 0 {
-		t.Errorf("none acted: %v %v %v", d, err, ctl.calls)
+	var got []string
+	for _, d := range decs {
+		got = append(got, fmt.Sprintf("%s %s %v", d.GPU, d.Knob, d.Applied))
+		if !d.Applied && !strings.Contains(d.Reason, "not applied: no backend of this host drives "+string(d.Knob)) {
+			t.Errorf("%s %s: reason %q, want it to name the missing actuator", d.GPU, d.Knob, d.Reason)
+		}
 	}
-}
-
-func TestPercent(t *testing.T) {
-	for in, want := range map[float64]string{1: "100%", 0.25: "25%", 1 / 3.0: "33.3%", 0.005: "0.5%"} {
-		if got := percent(in); got != want {
-			t.Errorf("percent(%v) = %q, want %q", in, got, want)
+	want := "[GPU-a mps_active_threads false GPU-a mps_active_threads false GPU-v vgpu_scheduler true GPU-t compute_timeslice false]"
+	if fmt.Sprint(got) != want {
+		t.Errorf("decisions %v, want %s", got, want)
+	}
+	again, err := p.Observe(ctx, tuner.ActuatorsOf(vo), snapshot(t0.Add(2*DefaultRetryAfter), devs, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range again {
+		if d.Knob != gpu.KnobVGPUScheduler {
+			t.Errorf("retried without an actuator: %v", d)
 		}
 	}
 }

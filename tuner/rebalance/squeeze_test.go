@@ -1,4 +1,4 @@
-package tuner
+package rebalance
 
 import (
 	"fmt"
@@ -7,18 +7,19 @@ import (
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
 
 // A batch tenant held far below its share.max to protect a latency tenant
 // is moved to a GPU with room once the squeeze has lasted and the work it
 // costs outweighs the move.
 func TestPlanSqueezedMove(t *testing.T) {
-	r := DefaultRebalance()
+	r := Default()
 	now := t0.Add(time.Hour)
 	tests := []struct {
 		name     string
 		trainCap float64 // each of train's two processes
-		pending  *Fraction
+		pending  *tuner.Fraction
 		since    time.Duration // squeezed for
 		restart  time.Duration
 		busyB    float64
@@ -27,7 +28,7 @@ func TestPlanSqueezedMove(t *testing.T) {
 		want     string        // moves, or "" for no plan
 	}{
 		{"squeezed for 5m: moved to the idlest GPU", 0.125, nil, 5 * time.Minute, 5 * time.Minute, 0.3, 0.2, 0, "20->GPU-c 21->GPU-c"},
-		{"a pending cap counts", 0.45, ptr(Fraction(0.1)), 5 * time.Minute, 0, 0.3, 0.2, 0, "20->GPU-c 21->GPU-c"},
+		{"a pending cap counts", 0.45, ptr(tuner.Fraction(0.1)), 5 * time.Minute, 0, 0.3, 0.2, 0, "20->GPU-c 21->GPU-c"},
 		{"not long enough", 0.125, nil, time.Minute, 0, 0.3, 0.2, 0, ""},
 		{"not squeezed (caps near share.max)", 0.45, nil, 5 * time.Minute, 0, 0.3, 0.2, 0, ""},
 		{"squeeze worth less than the move", 0.35, nil, 5 * time.Minute, 10 * time.Minute, 0.3, 0.2, 0, ""},
@@ -40,16 +41,16 @@ func TestPlanSqueezedMove(t *testing.T) {
 			d := &st.Snapshot.Readings.Devices[0]
 			d.Processes = []gpu.Process{mpsProc(10, gpu.Float(1)), mpsProc(20, gpu.Float(tc.trainCap)), mpsProc(21, gpu.Float(tc.trainCap)), mpsProc(30, gpu.Float(1))}
 			st.Snapshot.Tenants[1].RestartCost = tc.restart
-			st.Pending = map[string]Fraction{}
+			st.Pending = map[string]tuner.Fraction{}
 			if tc.pending != nil {
 				for _, pid := range []uint32{20, 21} {
-					st.Pending[Target{GPU: "GPU-a", Knob: gpu.KnobMPSActiveThreads, PID: pid}.String()] = *tc.pending
+					st.Pending[tuner.Target{GPU: "GPU-a", Knob: gpu.KnobMPSActiveThreads, PID: pid}.String()] = *tc.pending
 				}
 			}
 			if got := r.Squeezed(st); tc.want != "" && got["train"] == 0 {
 				t.Fatalf("squeezed %v, want train", got)
 			}
-			p, ok := r.PlanRebalance(st, RebalanceInput{SqueezedSince: map[string]time.Time{"train": now.Add(-tc.since)}, Moved: moved(now, tc.moved)})
+			p, ok := r.PlanRebalance(st, tuner.RebalanceInput{SqueezedSince: map[string]time.Time{"train": now.Add(-tc.since)}, Moved: moved(now, tc.moved)})
 			if ok != (tc.want != "") {
 				t.Fatalf("plan %v (%v), want %q", p, ok, tc.want)
 			}

@@ -1,4 +1,4 @@
-package tuner
+package autotune
 
 import (
 	"slices"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
 
 // The fast loop: with a pause actuator, a violation pauses the batch
@@ -14,17 +15,17 @@ import (
 // its ceiling; slack gives the pause back first; without the actuator
 // nothing changes.
 func TestAutotunePause(t *testing.T) {
-	violating := FastSLO{Over: time.Minute, Total: 100, Good: 97} // burn 3
-	fine := FastSLO{Over: time.Minute, Total: 100, Good: 100}
+	violating := tuner.FastSLO{Over: time.Minute, Total: 100, Good: 97} // burn 3
+	fine := tuner.FastSLO{Over: time.Minute, Total: 100, Good: 100}
 	full, half := 1.0, 0.5
-	pauseT := Target{GPU: uuid0, Knob: gpu.KnobPauseDuty, PID: 2}
+	pauseT := tuner.Target{GPU: uuid0, Knob: gpu.KnobPauseDuty, PID: 2}
 	tests := []struct {
 		name   string
 		sc     scene
 		drives bool
-		duty   Duty          // the pause in place (0: none)
-		ago    time.Duration // since the last pause change
-		since  *RequestCount // chat's requests since then (nil: counters unknown)
+		duty   tuner.Duty          // the pause in place (0: none)
+		ago    time.Duration       // since the last pause change
+		since  *tuner.RequestCount // chat's requests since then (nil: counters unknown)
 		want   []string
 		reason string
 	}{
@@ -36,11 +37,11 @@ func TestAutotunePause(t *testing.T) {
 			[]string{"GPU-0/compute_timeslice=medium"}, ""},
 		{"time-sliced, no level to try: the pause", scene{mode: gpu.SharingTimeSlice, embedCap: &full, fast: violating, p99: 0.9, timeSlice: gpu.TimeSliceDefault}, true, 0, 0, nil,
 			[]string{"GPU-0/pause_duty/pid2=30%"}, ""},
-		{"violation goes on: up to the ceiling", scene{mode: gpu.SharingMPS, embedCap: &full, fast: violating, p99: 2}, true, 0.6, 20 * time.Second, &RequestCount{Total: 50, Good: 45},
+		{"violation goes on: up to the ceiling", scene{mode: gpu.SharingMPS, embedCap: &full, fast: violating, p99: 2}, true, 0.6, 20 * time.Second, &tuner.RequestCount{Total: 50, Good: 45},
 			[]string{"GPU-0/pause_duty/pid2=80%"}, "since the last pause change"},
-		{"the last pause holds since it was made: wait, no cap", scene{mode: gpu.SharingMPS, embedCap: &full, fast: violating, p99: 2}, true, 0.3, 20 * time.Second, &RequestCount{Total: 50, Good: 50},
+		{"the last pause holds since it was made: wait, no cap", scene{mode: gpu.SharingMPS, embedCap: &full, fast: violating, p99: 2}, true, 0.3, 20 * time.Second, &tuner.RequestCount{Total: 50, Good: 50},
 			nil, ""},
-		{"too few requests since the pause: wait", scene{mode: gpu.SharingMPS, embedCap: &full, fast: violating, p99: 2}, true, 0.3, 5 * time.Second, &RequestCount{Total: 5, Good: 5},
+		{"too few requests since the pause: wait", scene{mode: gpu.SharingMPS, embedCap: &full, fast: violating, p99: 2}, true, 0.3, 5 * time.Second, &tuner.RequestCount{Total: 5, Good: 5},
 			nil, ""},
 		{"at the ceiling and still violating: the MPS cap", scene{mode: gpu.SharingMPS, embedCap: &full, fast: violating, p99: 2}, true, 0.8, 2 * time.Minute, nil,
 			[]string{"GPU-0/mps_active_threads/pid2=55%"}, "reserve"},
@@ -58,19 +59,19 @@ func TestAutotunePause(t *testing.T) {
 				s.Drives = map[gpu.Knob]bool{gpu.KnobPauseDuty: true, gpu.KnobMPSActiveThreads: true}
 			}
 			if tc.duty > 0 {
-				s.Originals[pauseT.String()] = Duty(0)
-				s.Changes[pauseT.String()] = Change{At: s.Now.Add(-tc.ago), To: tc.duty}
+				s.Originals[pauseT.String()] = tuner.Duty(0)
+				s.Changes[pauseT.String()] = tuner.Change{At: s.Now.Add(-tc.ago), To: tc.duty}
 			}
 			if tc.ago > 0 {
-				c := Change{At: s.Now.Add(-tc.ago), To: tc.duty}
+				c := tuner.Change{At: s.Now.Add(-tc.ago), To: tc.duty}
 				if tc.since != nil {
-					c.Counters = map[string]RequestCount{"chat": {Total: 1000, Good: 990}}
+					c.Counters = map[string]tuner.RequestCount{"chat": {Total: 1000, Good: 990}}
 					s.Snapshot.SLOs[0].RequestsTotal = 1000 + tc.since.Total
 					s.Snapshot.SLOs[0].GoodRequestsTotal = 990 + tc.since.Good
 				}
 				s.Changes[pauseT.DomainKey()] = c
 			}
-			acts := NewAutotune().Decide(s)
+			acts := New().Decide(s)
 			var got []string
 			for _, a := range acts {
 				got = append(got, a.Target.String()+"="+a.Want.String())

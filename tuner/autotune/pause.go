@@ -1,4 +1,4 @@
-package tuner
+package autotune
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
 
 // The fast loop: where the host can pause a tenant (pause_duty), autotune
@@ -22,14 +23,14 @@ import (
 // pauser is one tenant the fast loop may pause on a GPU.
 type pauser struct {
 	m    *member
-	t    Target
+	t    tuner.Target
 	pids []uint32 // every process of the tenant, on every GPU
-	cur  Duty
+	cur  tuner.Duty
 }
 
 // pauses returns the fast loop's actions on d, and whether the slow knobs
 // may act on d this round.
-func (p *Autotune) pauses(s *State, d *gpu.Device, ms []*member) ([]Action, bool) {
+func (p *Autotune) pauses(s *tuner.State, d *gpu.Device, ms []*member) ([]tuner.Action, bool) {
 	if !s.Drives[gpu.KnobPauseDuty] || (d.Mode != gpu.SharingMPS && d.Mode != gpu.SharingTimeSlice) {
 		return nil, true
 	}
@@ -43,18 +44,18 @@ func (p *Autotune) pauses(s *State, d *gpu.Device, ms []*member) ([]Action, bool
 		if len(pids) == 0 {
 			continue
 		}
-		t := Target{GPU: d.UUID, Knob: gpu.KnobPauseDuty, PID: pids[0]}
+		t := tuner.Target{GPU: d.UUID, Knob: gpu.KnobPauseDuty, PID: pids[0]}
 		ps = append(ps, pauser{m: m, t: t, pids: pids, cur: s.PauseDuty(t)})
 	}
 	if len(ds.latency) == 0 || len(ps) == 0 {
 		return nil, true
 	}
-	var out []Action
-	act := func(x pauser, want Duty, reason string) {
+	var out []tuner.Action
+	act := func(x pauser, want tuner.Duty, reason string) {
 		if math.Abs(float64(want-x.cur)) < 1e-6 {
 			return
 		}
-		out = append(out, Action{Target: x.t, GPUIndex: d.Index, Tenant: x.m.name, Class: x.m.class, PIDs: x.pids,
+		out = append(out, tuner.Action{Target: x.t, GPUIndex: d.Index, Tenant: x.m.name, Class: x.m.class, PIDs: x.pids,
 			Current: x.cur, Want: want, Reason: reason})
 	}
 	switch {
@@ -73,7 +74,7 @@ func (p *Autotune) pauses(s *State, d *gpu.Device, ms []*member) ([]Action, bool
 		}
 		step := math.Min(p.P.PauseStepMax, math.Max(p.P.PauseStepMin, p.P.PauseGain*burn))
 		for _, x := range ps {
-			next := Duty(math.Min(p.P.PauseMax, math.Round((float64(x.cur)+step)*100)/100))
+			next := tuner.Duty(math.Min(p.P.PauseMax, math.Round((float64(x.cur)+step)*100)/100))
 			act(x, next, fmt.Sprintf("%s violates its SLO (error budget burning %.1fx since the last pause change): pause %s %.0f%% of every period (was %.0f%%), no restart",
 				w.name, burn, x.m.name, 100*next, 100*x.cur))
 		}
@@ -84,8 +85,8 @@ func (p *Autotune) pauses(s *State, d *gpu.Device, ms []*member) ([]Action, bool
 			if x.cur == 0 {
 				continue
 			}
-			next := Duty(math.Round((float64(x.cur)-p.P.PauseRelease)*100) / 100)
-			if next < Duty(p.P.PauseRelease/2) {
+			next := tuner.Duty(math.Round((float64(x.cur)-p.P.PauseRelease)*100) / 100)
+			if next < tuner.Duty(p.P.PauseRelease/2) {
 				next = 0
 			}
 			act(x, next, fmt.Sprintf("every latency SLO on this GPU has slack since the last pause change: give %s back %.0f%% of every period (paused %.0f%% -> %.0f%%)",
@@ -100,8 +101,8 @@ func (p *Autotune) pauses(s *State, d *gpu.Device, ms []*member) ([]Action, bool
 // since the last pause change on the GPU (its fast-window burn when there
 // was none, or before the fast window); false while too few requests have
 // ended since the change to tell.
-func (p *Autotune) burnSincePause(s *State, uuid string, w *member) (float64, bool) {
-	c, ok := s.LastChange(Target{GPU: uuid, Knob: gpu.KnobPauseDuty})
+func (p *Autotune) burnSincePause(s *tuner.State, uuid string, w *member) (float64, bool) {
+	c, ok := s.LastChange(tuner.Target{GPU: uuid, Knob: gpu.KnobPauseDuty})
 	if !ok || s.Now.Sub(c.At) >= s.Fast[w.name].Over || c.Counters == nil {
 		return w.burn, true
 	}
@@ -109,19 +110,19 @@ func (p *Autotune) burnSincePause(s *State, uuid string, w *member) (float64, bo
 	if !ok {
 		return w.burn, true
 	}
-	now := requestCounts(s.Snapshot)[w.name]
+	now := tuner.RequestCounts(s.Snapshot)[w.name]
 	total, good := now.Total-then.Total, now.Good-then.Good
 	if total < p.P.MinRequests || total <= 0 {
 		return 0, false
 	}
-	return Burn(good/total, w.slo.Quantile), true
+	return tuner.Burn(good/total, w.slo.Quantile), true
 }
 
 // pauseSlack says whether every latency tenant of the domain has slack
 // for the fast loop: idle, or its burn since the last pause change at most
 // half ViolateBurn. The SLO window's quantile is not waited for: a pause
 // given back too far is taken again within one interval, at no cost.
-func (p *Autotune) pauseSlack(s *State, uuid string, ds domainSignals) bool {
+func (p *Autotune) pauseSlack(s *tuner.State, uuid string, ds domainSignals) bool {
 	for _, m := range ds.latency {
 		if m.slo.WindowRequests == 0 {
 			continue

@@ -1,4 +1,4 @@
-package tuner
+package autotune
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
 
 // The time-slice level is searched, not set by rule: which level helps a
@@ -39,22 +40,22 @@ const timeSliceNote = "plain time-slicing has no per-process weights (no driver 
 
 // timeSlice decides the compute time-slice level of a time-sliced GPU by
 // trial and judgement (see above).
-func (p *Autotune) timeSlice(s *State, d *gpu.Device, ms []*member) []Action {
+func (p *Autotune) timeSlice(s *tuner.State, d *gpu.Device, ms []*member) []tuner.Action {
 	ds := summarize(ms)
 	if len(ds.latency) == 0 || len(ms) < 2 || d.ComputeTimeSlice == "" {
 		return nil
 	}
-	cur := Level(d.ComputeTimeSlice)
-	t := Target{GPU: d.UUID, Knob: gpu.KnobComputeTimeSlice}
-	a := Action{Target: t, GPUIndex: d.Index, Current: cur}
-	var hist []Change
+	cur := tuner.Level(d.ComputeTimeSlice)
+	t := tuner.Target{GPU: d.UUID, Knob: gpu.KnobComputeTimeSlice}
+	a := tuner.Action{Target: t, GPUIndex: d.Index, Current: cur}
+	var hist []tuner.Change
 	for _, c := range s.History[t.DomainKey()] {
-		if _, ok := c.To.(Level); ok {
+		if _, ok := c.To.(tuner.Level); ok {
 			hist = append(hist, c)
 		}
 	}
 	// A level set by someone else breaks the trail: start over.
-	if n := len(hist); n > 0 && hist[n-1].To != Value(cur) {
+	if n := len(hist); n > 0 && hist[n-1].To != tuner.Value(cur) {
 		hist = nil
 	}
 	// A violation is sustained when the SLO window's quantile is past the
@@ -72,9 +73,9 @@ func (p *Autotune) timeSlice(s *State, d *gpu.Device, ms []*member) []Action {
 		if ds.anyViolating {
 			return nil // hold: not sustained
 		}
-		orig, ok := s.Originals[t.String()].(Level)
+		orig, ok := s.Originals[t.String()].(tuner.Level)
 		if !ok {
-			orig = Level(gpu.TimeSliceDefault)
+			orig = tuner.Level(gpu.TimeSliceDefault)
 		}
 		if !ds.allSlack || cur == orig || !quiet(s, d.UUID, gpu.KnobComputeTimeSlice, p.P.SlackDwell) {
 			return nil
@@ -82,10 +83,10 @@ func (p *Autotune) timeSlice(s *State, d *gpu.Device, ms []*member) []Action {
 		a.Want, a.Relax = orig, true
 		a.Reason = fmt.Sprintf("every latency SLO has slack since the last change over %v ago: back to the original %s time slice (judged after the revert delay, and put back if the SLO error rises); %s",
 			p.P.SlackDwell, orig, timeSliceNote)
-		return []Action{a}
+		return []tuner.Action{a}
 	}
 	measures := p.levelMeasures(s, d.UUID, hist)
-	var last Change
+	var last tuner.Change
 	trial := false
 	if n := len(hist); n > 0 {
 		last = hist[n-1]
@@ -97,34 +98,34 @@ func (p *Autotune) timeSlice(s *State, d *gpu.Device, ms []*member) []Action {
 	switch {
 	case trial:
 		age := s.Now.Sub(last.At)
-		e, ok := p.spanError(s, d.UUID, last.Counters, requestCounts(s.Snapshot))
+		e, ok := p.spanError(s, d.UUID, last.Counters, tuner.RequestCounts(s.Snapshot))
 		if !ok {
 			return nil // too few requests to judge by
 		}
 		curErr = e
-		from, _ := last.From.(Level)
+		from, _ := last.From.(tuner.Level)
 		prev := measures[from]
 		if age < p.P.TrialDwell {
 			// Being judged; one that is clearly worse already (another
 			// tenant of the GPU starts missing) is undone at once.
-			if !prev.known || curErr < prev.err*(1+p.P.TrialGain)+revertMargin {
+			if !prev.known || curErr < prev.err*(1+p.P.TrialGain)+tuner.RevertMargin {
 				return nil
 			}
 			a.Want, a.Revert = from, true
 			a.Reason = fmt.Sprintf("the %s time slice, tried since %v ago, is clearly worse: the GPU's SLO error is %.2f under it against %.2f under %s: back to %s before its judgement is due; %s is not tried again for %v; %s",
 				cur, age.Round(time.Second), curErr, prev.err, from, from, cur, p.P.TrialHold, timeSliceNote)
-			return []Action{a}
+			return []tuner.Action{a}
 		}
 		if prev.known && curErr >= prev.err*(1-p.P.TrialGain) {
 			a.Want, a.Revert = from, true
 			a.Reason = fmt.Sprintf("the %s time slice, tried since %v ago, is judged: the GPU's SLO error was %.2f under it against %.2f under %s, not %.0f%% better: back to %s; %s is not tried again for %v; %s",
 				cur, age.Round(time.Second), curErr, prev.err, from, 100*p.P.TrialGain, from, cur, p.P.TrialHold, timeSliceNote)
-			return []Action{a}
+			return []tuner.Action{a}
 		} else if prev.known {
 			judged = fmt.Sprintf("the %s time slice, tried since %v ago, is kept: the GPU's SLO error was %.2f under it against %.2f under %s; ",
 				cur, age.Round(time.Second), curErr, prev.err, from)
 		}
-		dir = direction(Action{Current: last.From, Want: last.To})
+		dir = tuner.Direction(tuner.Action{Current: last.From, Want: last.To})
 	case harmed(hist, s.Now, p.P.TrialDwell, p.P.TrialHold):
 		// The last trial was undone early because it hurt a tenant: a
 		// trial costs the other tenants its interval, so the search
@@ -134,7 +135,7 @@ func (p *Autotune) timeSlice(s *State, d *gpu.Device, ms []*member) []Action {
 		if m := measures[cur]; m.known {
 			curErr = m.err
 		} else {
-			curErr = objective(s, d.UUID)
+			curErr = tuner.Objective(s, d.UUID)
 		}
 	}
 	next, ok := p.nextLevel(s.Now, cur, curErr, dir, measures)
@@ -144,12 +145,12 @@ func (p *Autotune) timeSlice(s *State, d *gpu.Device, ms []*member) []Action {
 	a.Want = next
 	a.Reason = fmt.Sprintf("%s%s violates its SLO (error budget burning %.1fx over the last %v; the GPU's SLO error %.2f under the %s time slice): try the %s time slice and judge it after %v by the SLO error under it (kept if %.0f%% better, else undone); %s",
 		judged, w.name, w.burn, s.Fast[w.name].Over.Round(time.Second), curErr, cur, next, p.P.TrialDwell, 100*p.P.TrialGain, timeSliceNote)
-	return []Action{a}
+	return []tuner.Action{a}
 }
 
 // harmed says whether the trail's last change undid a trial before its
 // judgement was due (it was clearly worse), less than hold ago.
-func harmed(hist []Change, now time.Time, dwell, hold time.Duration) bool {
+func harmed(hist []tuner.Change, now time.Time, dwell, hold time.Duration) bool {
 	n := len(hist)
 	if n < 2 {
 		return false
@@ -161,13 +162,13 @@ func harmed(hist []Change, now time.Time, dwell, hold time.Duration) bool {
 // levelMeasures reads, from the trail of level changes, each level's SLO
 // error while it was last in effect within TrialHold, and which levels
 // were judged worse and undone.
-func (p *Autotune) levelMeasures(s *State, uuid string, hist []Change) map[Level]levelMeasure {
-	out := map[Level]levelMeasure{}
+func (p *Autotune) levelMeasures(s *tuner.State, uuid string, hist []tuner.Change) map[tuner.Level]levelMeasure {
+	out := map[tuner.Level]levelMeasure{}
 	for i, c := range hist {
 		if s.Now.Sub(c.At) > p.P.TrialHold {
 			continue
 		}
-		from, ok := c.From.(Level)
+		from, ok := c.From.(tuner.Level)
 		if !ok {
 			continue
 		}
@@ -193,22 +194,22 @@ func (p *Autotune) levelMeasures(s *State, uuid string, hist []Change) map[Level
 // measured no better than cur) within TrialHold; first on in the
 // direction dir that helped last, then the nearest, ties going to the
 // longer slice (fewer context switches cost no one throughput).
-func (p *Autotune) nextLevel(now time.Time, cur Level, curErr, dir float64, ms map[Level]levelMeasure) (Level, bool) {
+func (p *Autotune) nextLevel(now time.Time, cur tuner.Level, curErr, dir float64, ms map[tuner.Level]levelMeasure) (tuner.Level, bool) {
 	type cand struct {
-		l          Level
+		l          tuner.Level
 		dist, side float64
 	}
 	var cs []cand
 	for _, l := range timeSliceLevels {
-		lv := Level(l)
+		lv := tuner.Level(l)
 		if lv == cur {
 			continue
 		}
 		if m, ok := ms[lv]; ok && now.Sub(m.at) <= p.P.TrialHold && (m.reverted || (m.known && m.err >= curErr*(1-p.P.TrialGain))) {
 			continue
 		}
-		side := direction(Action{Current: cur, Want: lv})
-		cs = append(cs, cand{lv, float64(levelOrder[l] - levelOrder[gpuLevel(cur)]), side})
+		side := tuner.Direction(tuner.Action{Current: cur, Want: lv})
+		cs = append(cs, cand{lv, float64(lv.Order() - cur.Order()), side})
 	}
 	if len(cs) == 0 {
 		return "", false
@@ -231,19 +232,19 @@ func (p *Autotune) nextLevel(now time.Time, cur Level, curErr, dir float64, ms m
 // that ended in between, weighted as objective weighs it. False when no
 // tenant had enough requests (MinRequests, and at least what its quantile
 // needs) or a counter went back (a restart).
-func (p *Autotune) spanError(s *State, uuid string, from, to map[string]RequestCount) (float64, bool) {
+func (p *Autotune) spanError(s *tuner.State, uuid string, from, to map[string]tuner.RequestCount) (float64, bool) {
 	if from == nil || to == nil {
 		return 0, false
 	}
 	j, ok := 0.0, false
-	for _, lt := range latencyTenantsOn(s, uuid) {
-		a, okA := from[lt.name]
-		b, okB := to[lt.name]
+	for _, lt := range tuner.LatencyTenantsOn(s, uuid) {
+		a, okA := from[lt.Name]
+		b, okB := to[lt.Name]
 		total, good := b.Total-a.Total, b.Good-a.Good
-		if !okA || !okB || total < max(p.P.MinRequests, quantileRequests(lt.quantile)) || good < 0 || good > total {
+		if !okA || !okB || total < max(p.P.MinRequests, quantileRequests(lt.Quantile)) || good < 0 || good > total {
 			continue
 		}
-		j += weightedBurn((1-good/total)/math.Max(1-lt.quantile, 1e-3), lt.priority)
+		j += tuner.WeightedBurn((1-good/total)/math.Max(1-lt.Quantile, 1e-3), lt.Priority)
 		ok = true
 	}
 	return j, ok
@@ -253,42 +254,4 @@ func (p *Autotune) spanError(s *State, uuid string, from, to map[string]RequestC
 // by the data, 1/(1-q): with fewer, a single slow request breaks it.
 func quantileRequests(q float64) float64 {
 	return 1 / math.Max(1-q, 1e-3)
-}
-
-// weightedBurn is one tenant's term of the SLO error: its burn, capped at
-// 10, weighted by priority.
-func weightedBurn(burn float64, priority int) float64 {
-	return math.Min(burn, 10) * (1 + float64(max(priority, 0))/10)
-}
-
-// latencyTenant is a latency tenant on a GPU, with what the SLO error
-// needs of it.
-type latencyTenant struct {
-	name     string
-	quantile float64
-	priority int
-}
-
-// latencyTenantsOn returns the latency tenants with an SLO on a GPU.
-func latencyTenantsOn(s *State, uuid string) []latencyTenant {
-	if s == nil || s.Snapshot == nil {
-		return nil
-	}
-	prio := map[string]int{}
-	for _, t := range s.Snapshot.Tenants {
-		prio[t.Name] = t.Priority
-	}
-	on := map[string]bool{}
-	for _, u := range s.Snapshot.Usage {
-		if u.UUID == uuid && u.Class == gpu.ClassLatency {
-			on[u.Tenant] = true
-		}
-	}
-	var out []latencyTenant
-	for _, slo := range s.Snapshot.SLOs {
-		if on[slo.Tenant] {
-			out = append(out, latencyTenant{name: slo.Tenant, quantile: slo.Quantile, priority: prio[slo.Tenant]})
-		}
-	}
-	return out
 }

@@ -1,4 +1,4 @@
-package tuner
+package autotune
 
 import (
 	"strings"
@@ -8,6 +8,7 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/latency"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
 
 // scene is a share domain for the autotune table: chat (latency, p99 <=
@@ -15,9 +16,9 @@ import (
 type scene struct {
 	mode      gpu.SharingMode
 	embedCap  *float64 // nil: no embed tenant
-	pending   *Fraction
-	fast      FastSLO // chat's
-	p99       float64 // chat's window p99, seconds
+	pending   *tuner.Fraction
+	fast      tuner.FastSLO // chat's
+	p99       float64       // chat's window p99, seconds
 	changed   time.Duration
 	power     float64
 	timeSlice gpu.TimeSliceLevel
@@ -25,12 +26,12 @@ type scene struct {
 	// clock lock in place, ours when the tuner set it clockAgo before.
 	maxMHz   float64
 	restart  time.Duration // embed's restart_cost
-	lock     *ClockRange
+	lock     *tuner.ClockRange
 	ours     bool
 	clockAgo time.Duration
 }
 
-func (sc scene) state() *State {
+func (sc scene) state() *tuner.State {
 	chatP := mpsProc(1, gpu.Float(1))
 	procs := []gpu.Process{chatP}
 	usage := []tenant.Usage{{Tenant: "chat", Class: gpu.ClassLatency, UUID: uuid0, PIDs: []uint32{1}}}
@@ -55,32 +56,32 @@ func (sc scene) state() *State {
 		}
 	}
 	now := t0.Add(time.Hour)
-	s := &State{Now: now, Snapshot: snapshot(now, []gpu.Device{d}, usage), Changes: map[string]Change{}, Pending: map[string]Fraction{},
-		Originals: map[string]Value{}, Fast: map[string]FastSLO{"chat": sc.fast}}
+	s := &tuner.State{Now: now, Snapshot: snapshot(now, []gpu.Device{d}, usage), Changes: map[string]tuner.Change{}, Pending: map[string]tuner.Fraction{},
+		Originals: map[string]tuner.Value{}, Fast: map[string]tuner.FastSLO{"chat": sc.fast}}
 	s.Snapshot.Tenants = []tenant.Info{{Name: "chat", Class: gpu.ClassLatency, Priority: 10, ShareMin: 0.3, ShareMax: 1}, {Name: "embed", Class: gpu.ClassBatch, Priority: 1, ShareMin: 0.1, ShareMax: 1, RestartCost: sc.restart}}
 	s.Snapshot.SLOs = []tenant.SLOStatus{{Tenant: "chat", Status: latency.Status{Quantile: 0.99, TargetSeconds: 1, GoodKnown: true, WindowRequests: 100,
 		Quantiles: map[float64]float64{0.5: sc.p99 / 3, 0.9: sc.p99 / 2, 0.99: sc.p99}}}}
 	if sc.changed > 0 {
-		s.Changes[Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads}.DomainKey()] = Change{At: now.Add(-sc.changed)}
+		s.Changes[tuner.Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads}.DomainKey()] = tuner.Change{At: now.Add(-sc.changed)}
 	}
 	if sc.ours {
-		s.Changes[Target{GPU: uuid0, Knob: gpu.KnobLockedClocks}.DomainKey()] = Change{At: now.Add(-sc.clockAgo), To: *sc.lock}
-		s.Originals[Target{GPU: uuid0, Knob: gpu.KnobLockedClocks}.String()] = ClockRange{}
+		s.Changes[tuner.Target{GPU: uuid0, Knob: gpu.KnobLockedClocks}.DomainKey()] = tuner.Change{At: now.Add(-sc.clockAgo), To: *sc.lock}
+		s.Originals[tuner.Target{GPU: uuid0, Knob: gpu.KnobLockedClocks}.String()] = tuner.ClockRange{}
 	}
 	if sc.pending != nil {
-		s.Pending[Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads, PID: 2}.String()] = *sc.pending
+		s.Pending[tuner.Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads, PID: 2}.String()] = *sc.pending
 	}
 	return s
 }
 
 func TestAutotuneDecide(t *testing.T) {
-	violating := FastSLO{Over: time.Minute, Total: 100, Good: 97} // burn 3
-	fine := FastSLO{Over: time.Minute, Total: 100, Good: 100}
-	band := FastSLO{Over: time.Minute, Total: 200, Good: 199} // burn 0.5
-	few := FastSLO{Over: time.Minute, Total: 5, Good: 3}
+	violating := tuner.FastSLO{Over: time.Minute, Total: 100, Good: 97} // burn 3
+	fine := tuner.FastSLO{Over: time.Minute, Total: 100, Good: 100}
+	band := tuner.FastSLO{Over: time.Minute, Total: 200, Good: 199} // burn 0.5
+	few := tuner.FastSLO{Over: time.Minute, Total: 5, Good: 3}
 	half, tenth := 0.5, 0.1
 	full := 1.0
-	pend := Fraction(0.5)
+	pend := tuner.Fraction(0.5)
 	tests := []struct {
 		name   string
 		sc     scene
@@ -104,15 +105,15 @@ func TestAutotuneDecide(t *testing.T) {
 		{"slack and uncapped: nothing", scene{mode: gpu.SharingMPS, embedCap: &full, fast: fine, p99: 0.3}, nil, "", false},
 		{"latency tenant alone with deep slack: lower power", scene{mode: gpu.SharingMPS, fast: fine, p99: 0.3, power: 700}, []string{"GPU-0/power_limit=490W"}, "energy", true},
 		{"deep slack, clock known: lower the clock for energy", scene{mode: gpu.SharingMPS, fast: fine, p99: 0.3, power: 700, maxMHz: 1980}, []string{"GPU-0/locked_clocks=1782-1782MHz"}, "for energy", true},
-		{"deep slack under our lock: one step lower", scene{mode: gpu.SharingMPS, fast: fine, p99: 0.3, maxMHz: 1980, lock: &ClockRange{MinMHz: 1584, MaxMHz: 1584}, ours: true, clockAgo: 3 * time.Minute}, []string{"GPU-0/locked_clocks=1386-1386MHz"}, "70% of its maximum", true},
-		{"deep slack at the energy floor: hold", scene{mode: gpu.SharingMPS, fast: fine, p99: 0.3, maxMHz: 1980, lock: &ClockRange{MinMHz: 990, MaxMHz: 990}, ours: true, clockAgo: 3 * time.Minute}, nil, "", false},
-		{"deep slack, lowered a minute ago: dwell", scene{mode: gpu.SharingMPS, fast: fine, p99: 0.3, maxMHz: 1980, lock: &ClockRange{MinMHz: 1584, MaxMHz: 1584}, ours: true, clockAgo: time.Minute}, nil, "", false},
-		{"slack lost under our lock: one step back", scene{mode: gpu.SharingMPS, fast: band, p99: 0.8, maxMHz: 1980, lock: &ClockRange{MinMHz: 1386, MaxMHz: 1386}, ours: true, clockAgo: 3 * time.Minute}, []string{"GPU-0/locked_clocks=1584-1584MHz"}, "lost its slack", false},
-		{"slack lost one step below the maximum: unlocked", scene{mode: gpu.SharingMPS, fast: band, p99: 0.8, maxMHz: 1980, lock: &ClockRange{MinMHz: 1782, MaxMHz: 1782}, ours: true, clockAgo: 3 * time.Minute}, []string{"GPU-0/locked_clocks=unlocked"}, "lost its slack", false},
-		{"slack lost, stepped a moment ago: wait", scene{mode: gpu.SharingMPS, fast: band, p99: 0.8, maxMHz: 1980, lock: &ClockRange{MinMHz: 1386, MaxMHz: 1386}, ours: true, clockAgo: 30 * time.Second}, nil, "", false},
-		{"violation under our lock: the clock back", scene{mode: gpu.SharingMPS, fast: violating, p99: 2, maxMHz: 1980, lock: &ClockRange{MinMHz: 1386, MaxMHz: 1386}, ours: true, clockAgo: time.Minute}, []string{"GPU-0/locked_clocks=unlocked"}, "chat violates its SLO", false},
-		{"deep slack under someone else's lock: left alone", scene{mode: gpu.SharingMPS, fast: fine, p99: 0.3, maxMHz: 1980, lock: &ClockRange{MinMHz: 1400, MaxMHz: 1400}}, nil, "", false},
-		{"no requests yet: slack not known, the clock left alone", scene{mode: gpu.SharingMPS, fast: FastSLO{Over: time.Minute}, p99: 0.3, maxMHz: 1980}, nil, "", false},
+		{"deep slack under our lock: one step lower", scene{mode: gpu.SharingMPS, fast: fine, p99: 0.3, maxMHz: 1980, lock: &tuner.ClockRange{MinMHz: 1584, MaxMHz: 1584}, ours: true, clockAgo: 3 * time.Minute}, []string{"GPU-0/locked_clocks=1386-1386MHz"}, "70% of its maximum", true},
+		{"deep slack at the energy floor: hold", scene{mode: gpu.SharingMPS, fast: fine, p99: 0.3, maxMHz: 1980, lock: &tuner.ClockRange{MinMHz: 990, MaxMHz: 990}, ours: true, clockAgo: 3 * time.Minute}, nil, "", false},
+		{"deep slack, lowered a minute ago: dwell", scene{mode: gpu.SharingMPS, fast: fine, p99: 0.3, maxMHz: 1980, lock: &tuner.ClockRange{MinMHz: 1584, MaxMHz: 1584}, ours: true, clockAgo: time.Minute}, nil, "", false},
+		{"slack lost under our lock: one step back", scene{mode: gpu.SharingMPS, fast: band, p99: 0.8, maxMHz: 1980, lock: &tuner.ClockRange{MinMHz: 1386, MaxMHz: 1386}, ours: true, clockAgo: 3 * time.Minute}, []string{"GPU-0/locked_clocks=1584-1584MHz"}, "lost its slack", false},
+		{"slack lost one step below the maximum: unlocked", scene{mode: gpu.SharingMPS, fast: band, p99: 0.8, maxMHz: 1980, lock: &tuner.ClockRange{MinMHz: 1782, MaxMHz: 1782}, ours: true, clockAgo: 3 * time.Minute}, []string{"GPU-0/locked_clocks=unlocked"}, "lost its slack", false},
+		{"slack lost, stepped a moment ago: wait", scene{mode: gpu.SharingMPS, fast: band, p99: 0.8, maxMHz: 1980, lock: &tuner.ClockRange{MinMHz: 1386, MaxMHz: 1386}, ours: true, clockAgo: 30 * time.Second}, nil, "", false},
+		{"violation under our lock: the clock back", scene{mode: gpu.SharingMPS, fast: violating, p99: 2, maxMHz: 1980, lock: &tuner.ClockRange{MinMHz: 1386, MaxMHz: 1386}, ours: true, clockAgo: time.Minute}, []string{"GPU-0/locked_clocks=unlocked"}, "chat violates its SLO", false},
+		{"deep slack under someone else's lock: left alone", scene{mode: gpu.SharingMPS, fast: fine, p99: 0.3, maxMHz: 1980, lock: &tuner.ClockRange{MinMHz: 1400, MaxMHz: 1400}}, nil, "", false},
+		{"no requests yet: slack not known, the clock left alone", scene{mode: gpu.SharingMPS, fast: tuner.FastSLO{Over: time.Minute}, p99: 0.3, maxMHz: 1980}, nil, "", false},
 		{"deep slack with batch work: no energy saving", scene{mode: gpu.SharingMPS, embedCap: &full, fast: fine, p99: 0.3, maxMHz: 1980}, nil, "", false},
 		{"time slice: a violation tries another level", scene{mode: gpu.SharingTimeSlice, embedCap: &full, fast: violating, p99: 2, timeSlice: gpu.TimeSliceDefault}, []string{"GPU-0/compute_timeslice=medium"}, "no per-process weights", false},
 		{"time slice: from short the nearest is default", scene{mode: gpu.SharingTimeSlice, embedCap: &full, fast: violating, p99: 2, timeSlice: gpu.TimeSliceShort}, []string{"GPU-0/compute_timeslice=default"}, "try the default time slice", false},
@@ -121,7 +122,7 @@ func TestAutotuneDecide(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			st := tc.sc.state()
-			acts := NewAutotune().Decide(st)
+			acts := New().Decide(st)
 			var got []string
 			for _, a := range acts {
 				got = append(got, a.Target.String()+"="+a.Want.String())
@@ -142,7 +143,7 @@ func TestAutotuneDecide(t *testing.T) {
 				t.Error("an MPS cap on a batch client without a restart: it would never take effect")
 			}
 			// Pure: the same state gives the same actions.
-			if again := NewAutotune().Decide(st); len(again) != len(acts) || again[0].Want != acts[0].Want {
+			if again := New().Decide(st); len(again) != len(acts) || again[0].Want != acts[0].Want {
 				t.Errorf("not deterministic: %v then %v", acts, again)
 			}
 		})
@@ -150,14 +151,14 @@ func TestAutotuneDecide(t *testing.T) {
 }
 
 // counts are vision's cumulative request counters.
-func counts(total, good float64) map[string]RequestCount {
-	return map[string]RequestCount{"vision": {Total: total, Good: good}}
+func counts(total, good float64) map[string]tuner.RequestCount {
+	return map[string]tuner.RequestCount{"vision": {Total: total, Good: good}}
 }
 
 // sliceState is a time-sliced GPU at level cur: vision (latency, p90)
 // beside train, with vision's fast window, its counters now and the trail
 // of level changes.
-func sliceState(cur gpu.TimeSliceLevel, fast FastSLO, now map[string]RequestCount, p90 float64, hist ...Change) *State {
+func sliceState(cur gpu.TimeSliceLevel, fast tuner.FastSLO, now map[string]tuner.RequestCount, p90 float64, hist ...tuner.Change) *tuner.State {
 	at := t0.Add(time.Hour)
 	d := gpu.Device{UUID: uuid0, Up: true, Mode: gpu.SharingTimeSlice, ComputeTimeSlice: cur,
 		Processes: []gpu.Process{{PID: 1, Type: gpu.ProcessCompute}, {PID: 2, Type: gpu.ProcessCompute}}}
@@ -169,9 +170,9 @@ func sliceState(cur gpu.TimeSliceLevel, fast FastSLO, now map[string]RequestCoun
 	c := now["vision"]
 	snap.SLOs = []tenant.SLOStatus{{Tenant: "vision", Status: latency.Status{Quantile: 0.9, TargetSeconds: 0.06, GoodKnown: true, WindowRequests: 300,
 		RequestsTotal: c.Total, GoodRequestsTotal: c.Good, Quantiles: map[float64]float64{0.5: p90 / 2, 0.9: p90, 0.99: 2 * p90}}}}
-	key := Target{GPU: uuid0, Knob: gpu.KnobComputeTimeSlice}.DomainKey()
-	s := &State{Now: at, Snapshot: snap, Changes: map[string]Change{}, Originals: map[string]Value{}, Fast: map[string]FastSLO{"vision": fast},
-		History: map[string][]Change{key: hist}}
+	key := tuner.Target{GPU: uuid0, Knob: gpu.KnobComputeTimeSlice}.DomainKey()
+	s := &tuner.State{Now: at, Snapshot: snap, Changes: map[string]tuner.Change{}, Originals: map[string]tuner.Value{}, Fast: map[string]tuner.FastSLO{"vision": fast},
+		History: map[string][]tuner.Change{key: hist}}
 	if n := len(hist); n > 0 {
 		s.Changes[key] = hist[n-1]
 	}
@@ -179,19 +180,19 @@ func sliceState(cur gpu.TimeSliceLevel, fast FastSLO, now map[string]RequestCoun
 }
 
 // lv is a level change ago before the state's time.
-func lv(ago time.Duration, from, to gpu.TimeSliceLevel, revert bool, err float64, c map[string]RequestCount) Change {
-	return Change{At: t0.Add(time.Hour - ago), From: Level(from), To: Level(to), Revert: revert, Error: err, Counters: c}
+func lv(ago time.Duration, from, to gpu.TimeSliceLevel, revert bool, err float64, c map[string]tuner.RequestCount) tuner.Change {
+	return tuner.Change{At: t0.Add(time.Hour - ago), From: tuner.Level(from), To: tuner.Level(to), Revert: revert, Error: err, Counters: c}
 }
 
 func TestAutotuneTimeSliceSearch(t *testing.T) {
 	const (
 		def, short, med, long = gpu.TimeSliceDefault, gpu.TimeSliceShort, gpu.TimeSliceMedium, gpu.TimeSliceLong
 	)
-	violating := FastSLO{Over: time.Minute, Total: 300, Good: 255} // burn 1.5
-	fine := FastSLO{Over: time.Minute, Total: 300, Good: 300}
+	violating := tuner.FastSLO{Over: time.Minute, Total: 300, Good: 255} // burn 1.5
+	fine := tuner.FastSLO{Over: time.Minute, Total: 300, Good: 300}
 	tests := []struct {
 		name    string
-		st      *State
+		st      *tuner.State
 		want    gpu.TimeSliceLevel // the wanted level, "" for no action
 		revert  bool
 		relax   bool
@@ -239,36 +240,20 @@ func TestAutotuneTimeSliceSearch(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var want Value
+			var want tuner.Value
 			if tc.want != "" {
-				want = Level(tc.want)
+				want = tuner.Level(tc.want)
 			}
-			if a, ok := oneAction(t, NewAutotune().Decide(tc.st), gpu.KnobComputeTimeSlice, want, tc.reasons); ok && (a.Revert != tc.revert || a.Relax != tc.relax) {
+			if a, ok := oneAction(t, New().Decide(tc.st), gpu.KnobComputeTimeSlice, want, tc.reasons); ok && (a.Revert != tc.revert || a.Relax != tc.relax) {
 				t.Errorf("revert %v relax %v, want %v %v", a.Revert, a.Relax, tc.revert, tc.relax)
 			}
 		})
 	}
 }
 
-// TestTunerKeepsTrail checks that the loop hands the policy its trail: each
-// applied change with the request counters and the SLO error at the time.
-func TestTunerKeepsTrail(t *testing.T) {
-	act := &recorder{}
-	tu, _ := newTestTuner(t, ModeEnforce, act, []Action{{Target: Target{GPU: uuid0, Knob: gpu.KnobComputeTimeSlice},
-		Current: Level(gpu.TimeSliceDefault), Want: Level(gpu.TimeSliceLong), Reason: "test"}}, nil)
-	st := sliceState(gpu.TimeSliceDefault, FastSLO{}, counts(100, 90), 0.05)
-	if _, err := tu.RunOnce(t.Context(), st.Snapshot); err != nil {
-		t.Fatal(err)
-	}
-	h := tu.history[Target{GPU: uuid0, Knob: gpu.KnobComputeTimeSlice}.DomainKey()]
-	if len(h) != 1 || h[0].To != Value(Level(gpu.TimeSliceLong)) || h[0].Counters["vision"] != (RequestCount{Total: 100, Good: 90}) {
-		t.Fatalf("trail %+v", h)
-	}
-}
-
 func TestAutotuneVGPUScheduler(t *testing.T) {
-	violating := FastSLO{Over: time.Minute, Total: 300, Good: 290} // burn 3.3
-	fine := FastSLO{Over: time.Minute, Total: 300, Good: 300}
+	violating := tuner.FastSLO{Over: time.Minute, Total: 300, Good: 290} // burn 3.3
+	fine := tuner.FastSLO{Over: time.Minute, Total: 300, Good: 300}
 	entries := func(ws ...uint32) []gpu.VGPUSchedulerLogEntry {
 		var out []gpu.VGPUSchedulerLogEntry
 		for i, w := range ws {
@@ -279,7 +264,7 @@ func TestAutotuneVGPUScheduler(t *testing.T) {
 	tests := []struct {
 		name    string
 		policy  gpu.VGPUPolicy
-		fast    FastSLO
+		fast    tuner.FastSLO
 		log     []gpu.VGPUSchedulerLogEntry
 		want    gpu.VGPUPolicy // "" for no action
 		relax   bool
@@ -303,12 +288,12 @@ func TestAutotuneVGPUScheduler(t *testing.T) {
 			})
 			snap.SLOs = []tenant.SLOStatus{{Tenant: "chat", Status: latency.Status{Quantile: 0.99, TargetSeconds: 9, GoodKnown: true, WindowRequests: 300,
 				Quantiles: map[float64]float64{0.99: 2}}}}
-			st := &State{Now: t0, Snapshot: snap, Fast: map[string]FastSLO{"chat": tc.fast}}
-			var want Value
+			st := &tuner.State{Now: t0, Snapshot: snap, Fast: map[string]tuner.FastSLO{"chat": tc.fast}}
+			var want tuner.Value
 			if tc.want != "" {
-				want = Scheduler(tc.want)
+				want = tuner.Scheduler(tc.want)
 			}
-			if a, ok := oneAction(t, NewAutotune().Decide(st), gpu.KnobVGPUScheduler, want, tc.reasons); ok && a.Relax != tc.relax {
+			if a, ok := oneAction(t, New().Decide(st), gpu.KnobVGPUScheduler, want, tc.reasons); ok && a.Relax != tc.relax {
 				t.Errorf("relax %v, want %v", a.Relax, tc.relax)
 			}
 		})
@@ -318,9 +303,9 @@ func TestAutotuneVGPUScheduler(t *testing.T) {
 // oneAction checks that acts hold one action on knob, to want, whose
 // reason has every one of reasons (none at all when want is nil), and
 // returns it.
-func oneAction(t *testing.T, acts []Action, knob gpu.Knob, want Value, reasons []string) (Action, bool) {
+func oneAction(t *testing.T, acts []tuner.Action, knob gpu.Knob, want tuner.Value, reasons []string) (tuner.Action, bool) {
 	t.Helper()
-	var got []Action
+	var got []tuner.Action
 	for _, a := range acts {
 		if a.Knob == knob {
 			got = append(got, a)
@@ -330,7 +315,7 @@ func oneAction(t *testing.T, acts []Action, knob gpu.Knob, want Value, reasons [
 		if len(got) != 0 {
 			t.Fatalf("actions %v, want none", got)
 		}
-		return Action{}, false
+		return tuner.Action{}, false
 	}
 	if len(got) != 1 || got[0].Want != want {
 		t.Fatalf("actions %v, want one to %v", got, want)

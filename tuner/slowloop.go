@@ -1,0 +1,138 @@
+package tuner
+
+import (
+	"context"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// The slow loop: a planner's rebalancing plans (moves of tenants between
+// GPUs, MIG relayouts) run through the same guard chain and executor as
+// every action.
+
+// RebalancePlanner plans the slow loop's changes (package rebalance): it
+// tells which tenants miss their SLO or are squeezed, for the engine to
+// track since when, and plans from that memory (RebalanceInput) every
+// Period. The engine runs a plan through the guard chain and executor.
+type RebalancePlanner interface {
+	// Period is how often it plans.
+	Period() time.Duration
+	// Missing returns the latency tenants missing their SLO now.
+	Missing(s *State) map[string]bool
+	// Squeezed returns the batch and best-effort tenants squeezed now.
+	Squeezed(s *State) map[string]float64
+	// PlanRebalance returns a plan, or false.
+	PlanRebalance(s *State, in RebalanceInput) (gpu.Plan, bool)
+}
+
+// RebalanceInput is what PlanRebalance decides from, besides the state.
+type RebalanceInput struct {
+	// MissingSince is when each latency tenant began missing its SLO
+	// without a break.
+	MissingSince map[string]time.Time
+	// LastPlan is when the last plan was made (zero: never).
+	LastPlan time.Time
+	// Moved is when each tenant was last moved.
+	Moved map[string]time.Time
+	// SqueezedSince is when each batch or best-effort tenant began to be
+	// squeezed (Squeezed) without a break.
+	SqueezedSince map[string]time.Time
+	// Relayouts is when each GPU (UUID) last had its MIG layout changed;
+	// one is not changed again for Hold.
+	Relayouts map[string]time.Time
+}
+
+// rebalanceMemory is what the slow loop remembers between rounds.
+type rebalanceMemory struct {
+	lastRun, lastPlan time.Time
+	missing           map[string]time.Time // latency tenant -> missing its SLO since
+	squeezed          map[string]time.Time // batch tenant -> squeezed since
+	moved             map[string]time.Time // tenant -> last moved
+	relayouts         map[string]time.Time // GPU UUID -> last MIG relayout
+}
+
+// track keeps since[name] for every name in on and drops the others:
+// since when each has held without a break.
+func track[V any](since map[string]time.Time, on map[string]V, at time.Time) {
+	for name := range since {
+		if _, ok := on[name]; !ok {
+			delete(since, name)
+		}
+	}
+	for name := range on {
+		if _, ok := since[name]; !ok {
+			since[name] = at
+		}
+	}
+}
+
+// rebalance runs the slow loop once Every has passed: it tracks who
+// misses an SLO, plans, and hands the plan to the executor as one action,
+// guarded, journaled and applied as every other.
+func (t *Tuner) rebalance(ctx context.Context, st *State, now time.Time) []Decision {
+	r := t.o.Rebalance
+	if r == nil || (t.o.Mode == ModeOff && len(t.o.GPUModes) == 0) {
+		return nil
+	}
+	m := &t.reb
+	if m.missing == nil {
+		m.missing, m.moved, m.relayouts = map[string]time.Time{}, map[string]time.Time{}, map[string]time.Time{}
+	}
+	track(m.missing, r.Missing(st), now)
+	if m.squeezed == nil {
+		m.squeezed = map[string]time.Time{}
+	}
+	track(m.squeezed, r.Squeezed(st), now)
+	if len(t.relayouts) > 0 {
+		return t.progressRelayouts(ctx, now) // one change of the slow loop at a time
+	}
+	if !m.lastRun.IsZero() && now.Sub(m.lastRun) < r.Period() {
+		return nil
+	}
+	m.lastRun = now
+	plan, ok := r.PlanRebalance(st, RebalanceInput{MissingSince: m.missing, LastPlan: m.lastPlan, Moved: m.moved, SqueezedSince: m.squeezed, Relayouts: m.relayouts})
+	if !ok {
+		return nil
+	}
+	m.lastPlan = now
+	out, applied := t.execute(ctx, st, planAction(st, plan), now, map[string][]Action{})
+	if applied {
+		if len(plan.MIG) > 0 {
+			m.relayouts[plan.MIG[0].UUID] = now
+		} else {
+			m.moved[plan.Moves[0].Tenant] = now
+		}
+	}
+	return out
+}
+
+// planAction is the action that carries a plan through the executor and
+// stands for it in decisions, the journal and the status: its first move,
+// else its first MIG layout.
+func planAction(st *State, plan gpu.Plan) Action {
+	index := func(uuid string) int {
+		for _, d := range st.Snapshot.Readings.Devices {
+			if d.UUID == uuid {
+				return d.Index
+			}
+		}
+		return 0
+	}
+	if len(plan.Moves) > 0 {
+		mv := plan.Moves[0]
+		return Action{Target: Target{GPU: mv.FromUUID, Knob: gpu.KnobPlacement, PID: mv.PID}, GPUIndex: index(mv.FromUUID), Tenant: mv.Tenant,
+			Current: Placement(mv.FromUUID), Want: Placement(mv.ToUUID), Reason: plan.Reason, Plan: &plan}
+	}
+	l := plan.MIG[0]
+	var cur []string
+	for _, d := range st.Snapshot.Readings.Devices {
+		if d.UUID == l.UUID {
+			for _, m := range d.MIG {
+				cur = append(cur, m.Profile)
+			}
+		}
+	}
+	return Action{Target: Target{GPU: l.UUID, Knob: gpu.KnobMIGLayout}, GPUIndex: index(l.UUID),
+		Current: LayoutOf(cur), Want: LayoutOf(l.Profiles), Reason: plan.Reason, Plan: &plan}
+}
