@@ -11,6 +11,7 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/simrun"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner/baseline"
 )
 
 // TestTunerSeesFailedCalls: a tuner whose MPS control daemon calls fail
@@ -37,7 +38,7 @@ func TestTunerSeesFailedCalls(t *testing.T) {
 			t.Fatal(err)
 		}
 		res, err := simrun.Run(context.Background(), simrun.Config{
-			Scenario: path, Policy: tuner.StaticEqualName, Step: time.Second, Duration: 10 * time.Second,
+			Scenario: path, Policy: baseline.StaticEqualName, Step: time.Second, Duration: 10 * time.Second,
 		})
 		if err != nil {
 			t.Fatal(err)
