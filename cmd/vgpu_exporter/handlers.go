@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
@@ -180,11 +181,15 @@ func metricsHandler(o handlerOptions, filters []string) (http.Handler, error) {
 }
 
 // selfRegistry returns the exporter's own metrics:
-// vgpu_exporter_build_info, Go runtime and process metrics.
+// vgpu_exporter_build_info, Go runtime and process metrics. Besides the
+// Go collector's defaults, go_sched_latencies_seconds: how long the
+// exporter's goroutines waited for a processor, which is what a scrape
+// meets on a machine short of CPU.
 func selfRegistry() *exposition.Self {
 	return exposition.NewSelf(
 		versioncollector.NewCollector("vgpu_exporter"),
-		collectors.NewGoCollector(),
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
+			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/sched/latencies:seconds$`)})),
 		procmetrics.New(),
 	)
 }
