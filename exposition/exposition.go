@@ -6,8 +6,10 @@
 // A scrape never waits on a render once its format has been rendered
 // once: while the encoding of a new snapshot is under way, requests are
 // served the previous rendering (at most one sample old). Each format
-// holds at most two renderings, the one served and the one under way, plus
-// what requests in flight still hold.
+// holds at most two renderings, the one served and the one under way, the
+// memory of a retired one for the next to encode into, plus what requests
+// in flight still hold. A rendering in the background yields the
+// processor as it goes, so that scrapes are not kept waiting for one.
 package exposition
 
 import (
