@@ -4,7 +4,7 @@
 // init() under a name with a default state, which gives the command line
 // flags --collector.<name> and --no-collector.<name> (plus
 // --collector.disable-defaults) on kingpin.CommandLine. An Exporter runs the
-// enabled collectors concurrently on one snapshot per scrape and reports for
+// enabled collectors one after another on one snapshot and reports for
 // each how long it took and whether it succeeded; one collector's failure
 // never fails the scrape or the other collectors.
 //
@@ -127,7 +127,7 @@ var (
 )
 
 // Exporter is a prometheus.Collector that runs the enabled collectors
-// concurrently over the latest snapshot on each scrape.
+// one after another over the latest snapshot on each collection.
 type Exporter struct {
 	snap       func() *tenant.Snapshot
 	logger     log.Logger
@@ -218,15 +218,12 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 		}
 		return
 	}
-	var wg sync.WaitGroup
-	wg.Add(len(e.collectors))
+	// One after another: the exporter renders its collectors in the
+	// background, once per snapshot, and a goroutine each would take every
+	// processor of a small machine from the scrapes served meanwhile.
 	for i, c := range e.collectors {
-		go func() {
-			defer wg.Done()
-			e.execute(e.names[i], c, snap, ch)
-		}()
+		e.execute(e.names[i], c, snap, ch)
 	}
-	wg.Wait()
 }
 
 func (e *Exporter) execute(name string, c Collector, snap *tenant.Snapshot, ch chan<- prometheus.Metric) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/flate"
 	"net/http"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,8 +18,8 @@ import (
 // encodeFamilies gathers g and encodes its families to buf in format,
 // without the OpenMetrics end marker. As promhttp's ContinueOnError does,
 // a gathering or encoding error is logged and what could be encoded is
-// served.
-func encodeFamilies(buf *bytes.Buffer, g prometheus.Gatherer, format expfmt.Format, logger log.Logger) {
+// served. With yield, it lets other goroutines run after each family.
+func encodeFamilies(buf *bytes.Buffer, g prometheus.Gatherer, format expfmt.Format, logger log.Logger, yield bool) {
 	mfs, err := g.Gather()
 	if err != nil {
 		level.Error(logger).Log("msg", "error gathering metrics", "err", err)
@@ -27,6 +28,9 @@ func encodeFamilies(buf *bytes.Buffer, g prometheus.Gatherer, format expfmt.Form
 	for _, mf := range mfs {
 		if err := enc.Encode(mf); err != nil {
 			level.Error(logger).Log("msg", "error encoding metric family", "family", mf.GetName(), "err", err)
+		}
+		if yield {
+			runtime.Gosched()
 		}
 	}
 }
@@ -51,16 +55,26 @@ func newFlaterPool(level int) *sync.Pool {
 	}}
 }
 
+// yieldChunk is how much deflateTo compresses between yields: some
+// hundreds of microseconds of work at the default level.
+const yieldChunk = 32 << 10
+
 // deflateTo compresses p at level (one of flaters') into a raw deflate
 // stream appended to out. With final the stream ends with the final block;
 // without, it ends on a sync flush, byte aligned, so that another stream
-// may follow it in the same member.
-func deflateTo(out *bytes.Buffer, p []byte, level int, final bool) {
+// may follow it in the same member. With yield, it lets other goroutines
+// run after each yieldChunk bytes.
+func deflateTo(out *bytes.Buffer, p []byte, level int, final, yield bool) {
 	pool := flaters[level]
 	fw := pool.Get().(*flate.Writer)
 	defer pool.Put(fw)
 	fw.Reset(out)
-	fw.Write(p) // a bytes.Buffer does not fail
+	for yield && len(p) > yieldChunk {
+		fw.Write(p[:yieldChunk]) // a bytes.Buffer does not fail
+		p = p[yieldChunk:]
+		runtime.Gosched()
+	}
+	fw.Write(p)
 	if final {
 		fw.Close()
 	} else {

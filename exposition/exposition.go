@@ -6,8 +6,10 @@
 // A scrape never waits on a render once its format has been rendered
 // once: while the encoding of a new snapshot is under way, requests are
 // served the previous rendering (at most one sample old). Each format
-// holds at most two renderings, the one served and the one under way, plus
-// what requests in flight still hold.
+// holds at most two renderings, the one served and the one under way, the
+// memory of a retired one for the next to encode into, plus what requests
+// in flight still hold. A rendering in the background yields the
+// processor as it goes, so that scrapes are not kept waiting for one.
 package exposition
 
 import (
@@ -68,10 +70,19 @@ type key struct {
 	gzip   bool
 }
 
-// slot is one encoding's renderings.
+// slot is one encoding's renderings. Besides the one served and the one
+// under way, it keeps the memory of a retired rendering that no request
+// holds any more (spare), and for gzip the uncompressed text of the last
+// rendering (scratch): the next rendering encodes into them, so that a
+// publication allocates no new body in the steady state and the garbage
+// collector runs less often beside the scrapes. The fields are guarded by
+// Cache.mu; one rendering at most is under way per slot, and it takes
+// spare and scratch for its duration.
 type slot struct {
-	cur  *rendered // the newest finished rendering; nil until the first
-	next *pending  // the rendering under way; nil when none
+	cur     *rendered // the newest finished rendering; nil until the first
+	next    *pending  // the rendering under way; nil when none
+	spare   []byte
+	scratch []byte
 }
 
 // rendered is the collectors' part of a response in one encoding.
@@ -80,6 +91,11 @@ type rendered struct {
 	body    []byte // the encoded families; a sync-flushed deflate stream when gzip
 	crc     uint32 // CRC-32 of the uncompressed bytes
 	size    int    // length of the uncompressed bytes
+	// users counts the requests writing body, and retired is set once a
+	// newer rendering is served instead (both under Cache.mu): body goes
+	// back to its slot when both say that nothing can read it any more.
+	users   int
+	retired bool
 }
 
 // pending is a rendering under way.
@@ -104,12 +120,15 @@ func (c *Cache) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		formats = expfmt.DefaultOpenMetricsAcceptedFormats()
 	}
 	k := key{format: expfmt.NegotiateAccept(r.Header, formats...), gzip: acceptsGzip(r.Header)}
-	cached := c.latest(k)
+	cached, s := c.latest(k)
+	if s != nil {
+		defer c.release(s, cached)
+	}
 
 	live := getBuffer()
 	defer putBuffer(live)
 	if c.o.Self != nil {
-		encodeFamilies(live, c.o.Self, k.format, c.o.Logger)
+		encodeFamilies(live, c.o.Self, k.format, c.o.Logger, false)
 	}
 	if k.format.FormatType() == expfmt.TypeOpenMetrics {
 		live.WriteString("# EOF\n")
@@ -127,7 +146,7 @@ func (c *Cache) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	tail := getBuffer()
 	defer putBuffer(tail)
-	deflateTo(tail, live.Bytes(), flate.HuffmanOnly, true)
+	deflateTo(tail, live.Bytes(), flate.HuffmanOnly, true, false)
 	var trailer [8]byte
 	binary.LittleEndian.PutUint32(trailer[:4], crc32.Update(cached.crc, crc32.IEEETable, live.Bytes()))
 	binary.LittleEndian.PutUint32(trailer[4:], uint32(cached.size+live.Len()))
@@ -140,14 +159,15 @@ func (c *Cache) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // latest returns the newest rendering of the collectors' part in encoding
-// k. When it is of an older version than the current one, it is served
-// all the same and the current version is rendered in the background,
-// unless a rendering is under way already. Only the first request for an
-// encoding waits, for the one rendering of it that concurrent requests
-// share.
-func (c *Cache) latest(k key) *rendered {
+// k, and the slot it is held from (nil for one rendered for this request
+// alone); the caller releases a held one once written. When it is of an
+// older version than the current one, it is served all the same and the
+// current version is rendered in the background, unless a rendering is
+// under way already. Only the first request for an encoding waits, for
+// the one rendering of it that concurrent requests share.
+func (c *Cache) latest(k key) (*rendered, *slot) {
 	if c.o.Version == nil {
-		return c.render(k, nil)
+		return c.render(k, nil, nil), nil
 	}
 	c.mu.Lock()
 	// Read under mu, so that renderings start in version order and the
@@ -157,7 +177,7 @@ func (c *Cache) latest(k key) *rendered {
 	if s == nil {
 		if len(c.slots) >= maxCachedFormats {
 			c.mu.Unlock()
-			return c.render(k, v)
+			return c.render(k, v, nil), nil
 		}
 		s = &slot{}
 		c.slots[k] = s
@@ -166,19 +186,44 @@ func (c *Cache) latest(k key) *rendered {
 		if cur.version != v && s.next == nil {
 			go c.finish(k, s, c.start(s, v))
 		}
+		cur.users++
 		c.mu.Unlock()
-		return cur
+		return cur, s
 	}
 	p := s.next
 	if p == nil {
 		p = c.start(s, v)
 		c.mu.Unlock()
 		c.finish(k, s, p)
-		return p.r
+	} else {
+		c.mu.Unlock()
+		<-p.done
 	}
-	c.mu.Unlock()
-	<-p.done
-	return p.r
+	// The rendering waited for, or a newer one finished since.
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s.cur.users++
+	return s.cur, s
+}
+
+// release ends a request's use of r, held from s.
+func (c *Cache) release(s *slot, r *rendered) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r.users--
+	c.recycle(s, r)
+}
+
+// recycle gives r's memory back to s once r is retired and no request
+// holds it; c.mu is held.
+func (c *Cache) recycle(s *slot, r *rendered) {
+	if !r.retired || r.users > 0 || r.body == nil {
+		return
+	}
+	if cap(r.body) > cap(s.spare) {
+		s.spare = r.body[:0]
+	}
+	r.body = nil
 }
 
 // Publish renders every encoding requested so far at the current version,
@@ -229,24 +274,46 @@ func (c *Cache) start(s *slot, v any) *pending {
 
 // finish renders p and makes it the one s serves.
 func (c *Cache) finish(k key, s *slot, p *pending) {
-	p.r = c.render(k, p.version)
+	p.r = c.render(k, p.version, s)
 	c.mu.Lock()
+	if old := s.cur; old != nil {
+		old.retired = true
+		c.recycle(s, old)
+	}
 	s.cur, s.next = p.r, nil
 	c.mu.Unlock()
 	close(p.done)
 }
 
-// render encodes the collectors' part in encoding k.
-func (c *Cache) render(k key, v any) *rendered {
-	var buf bytes.Buffer
-	encodeFamilies(&buf, c.o.Collectors, k.format, c.o.Logger)
-	r := &rendered{version: v, size: buf.Len(), crc: crc32.ChecksumIEEE(buf.Bytes())}
+// render encodes the collectors' part in encoding k, for slot s (nil
+// when rendered for one request): into s's spare memory, yielding the
+// processor between families and between chunks of the compression, so
+// that a rendering in the background holds no processor for long from
+// the scrapes being served.
+func (c *Cache) render(k key, v any, s *slot) *rendered {
+	var spare, scratch []byte
+	if s != nil {
+		c.mu.Lock()
+		spare, scratch, s.spare, s.scratch = s.spare, s.scratch, nil, nil
+		c.mu.Unlock()
+	}
+	text := bytes.NewBuffer(spare)
 	if k.gzip {
-		var out bytes.Buffer
-		deflateTo(&out, buf.Bytes(), flate.DefaultCompression, false)
-		r.body = out.Bytes()
-	} else {
-		r.body = buf.Bytes()
+		text = bytes.NewBuffer(scratch)
+	}
+	encodeFamilies(text, c.o.Collectors, k.format, c.o.Logger, s != nil)
+	r := &rendered{version: v, size: text.Len(), crc: crc32.ChecksumIEEE(text.Bytes())}
+	if !k.gzip {
+		r.body = text.Bytes()
+		return r
+	}
+	out := bytes.NewBuffer(spare)
+	deflateTo(out, text.Bytes(), flate.DefaultCompression, false, s != nil)
+	r.body = out.Bytes()
+	if s != nil {
+		c.mu.Lock()
+		s.scratch = text.Bytes()[:0]
+		c.mu.Unlock()
 	}
 	return r
 }

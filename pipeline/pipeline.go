@@ -118,16 +118,18 @@ func (p *Pipeline) Subscribe(f func()) {
 func (p *Pipeline) Version() any { return p.Snapshot() }
 
 // Snapshot returns the latest published snapshot (nil before the first).
-// Failed samples publish no snapshot, so when the sampler's figures have
-// moved on since, it returns a copy carrying the current figures: the
-// exported sample error counters stay live while the backend fails.
+// Failed samples publish no snapshot, so when samples have failed since,
+// it returns a copy carrying the sampler's current figures: the exported
+// sample error counters stay live while the backend fails. The figures of
+// a successful sample whose snapshot is still being built wait for that
+// snapshot, moments later: a copy then would be rendered for nothing.
 func (p *Pipeline) Snapshot() *tenant.Snapshot {
 	snap := p.store.Load()
 	if snap == nil {
 		return nil
 	}
 	st := p.sampler.Stats()
-	if st == snap.Sampler {
+	if st == snap.Sampler || st.ErrorsTotal == snap.Sampler.ErrorsTotal {
 		return snap
 	}
 	if c := p.patched.Load(); c != nil && c.base == snap && c.snap.Sampler == st {

@@ -72,6 +72,48 @@ func TestSnapshotCarriesLiveSamplerStats(t *testing.T) {
 	}
 }
 
+// probe is a builder that, while it builds, records what the pipeline's
+// Snapshot returns.
+type probe struct {
+	p      *Pipeline
+	during []*tenant.Snapshot
+}
+
+func (b *probe) Build(r *gpu.Readings, st gpu.SamplerStats) *tenant.Snapshot {
+	b.during = append(b.during, b.p.Snapshot())
+	return &tenant.Snapshot{Readings: r, Sampler: st}
+}
+func (*probe) Reload(string) error { return errors.New("unexpected reload") }
+
+// While a successful sample's snapshot is being built, Snapshot stays the
+// published one (the version the exporter renders does not move twice per
+// sample); after failures it carries the sampler's figures, as before.
+func TestSnapshotStillWhileBuilding(t *testing.T) {
+	b := &probe{}
+	src := &failingSource{failAfter: 3}
+	svc := New(src, b, "", gpu.NewManualClock(time.Unix(1e9, 0)), time.Hour, log.NewNopLogger())
+	b.p = svc
+	ctx := context.Background()
+	var published []*tenant.Snapshot
+	for range 3 {
+		if err := svc.Sampler().SampleOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		published = append(published, svc.Published())
+	}
+	for i := 1; i < 3; i++ {
+		if b.during[i] != published[i-1] {
+			t.Errorf("sample %d: during its build Snapshot returned %p, want the published %p", i+1, b.during[i], published[i-1])
+		}
+	}
+	if err := svc.Sampler().SampleOnce(ctx); err == nil {
+		t.Fatal("expected a failed sample")
+	}
+	if got := svc.Snapshot(); got == published[2] || got.Sampler.ErrorsTotal != 1 {
+		t.Errorf("after a failure: %+v, want a copy with the error counted", got.Sampler)
+	}
+}
+
 // Without a tenants file a reload reads nothing.
 func TestReloadWithoutFile(t *testing.T) {
 	p := New(&failingSource{}, snapshots{}, "", gpu.NewManualClock(time.Unix(1e9, 0)), time.Hour, log.NewNopLogger())

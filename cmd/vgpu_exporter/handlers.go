@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
@@ -26,7 +27,7 @@ type handlerOptions struct {
 	TelemetryPath string
 	// Self holds the exporter's own metrics (build info, Go, process);
 	// nil with --web.disable-exporter-metrics.
-	Self *prometheus.Registry
+	Self *exposition.Self
 	// NewCollector returns the GPU/tenant collector restricted to the
 	// given collector names (all enabled ones when none are given). A
 	// bad name is the caller's fault (HTTP 400).
@@ -179,16 +180,18 @@ func metricsHandler(o handlerOptions, filters []string) (http.Handler, error) {
 	return exposition.Filtered(c, self, o.Logger)
 }
 
-// selfRegistry returns a registry with the exporter's own metrics:
-// vgpu_exporter_build_info, Go runtime and process metrics.
-func selfRegistry() *prometheus.Registry {
-	r := prometheus.NewRegistry()
-	r.MustRegister(
+// selfRegistry returns the exporter's own metrics:
+// vgpu_exporter_build_info, Go runtime and process metrics. Besides the
+// Go collector's defaults, go_sched_latencies_seconds: how long the
+// exporter's goroutines waited for a processor, which is what a scrape
+// meets on a machine short of CPU.
+func selfRegistry() *exposition.Self {
+	return exposition.NewSelf(
 		versioncollector.NewCollector("vgpu_exporter"),
-		collectors.NewGoCollector(),
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
+			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/sched/latencies:seconds$`)})),
 		procmetrics.New(),
 	)
-	return r
 }
 
 // tunerPageInfoOf is the page's info for a configuration: --backend=auto

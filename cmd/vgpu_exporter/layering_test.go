@@ -56,6 +56,8 @@ var layers = map[string][]string{
 	"webui":       {"tuner", "tenant", "gpu"},
 	// The HTTP server's limits: connections, timeouts, requests in flight.
 	"httplimit": nil,
+	// The garbage collector's pace for the exporter's bursts of allocation.
+	"gcpace": nil,
 
 	// Actuators that drive outside programs (through internal/command).
 	"gpu/mps":       {"gpu"},
@@ -65,7 +67,7 @@ var layers = map[string][]string{
 	// container or unit (kube parses the cgroup path), else signals.
 	"gpu/pause": {"gpu", "kube"},
 	// The commands wire every layer; nothing imports a command.
-	"cmd/vgpu_exporter": {"collector", "tuner", "tuner/autotune", "tuner/policies", "tenant", "latency", "kube", "gpu", "gpu/nvml", "gpu/dcgmexp", "gpu/mps", "gpu/nvidiasmi", "gpu/rebalance", "gpu/pause", "sim", "scenarios", "exposition", "procmetrics", "webui", "httplimit", "pipeline"},
+	"cmd/vgpu_exporter": {"collector", "tuner", "tuner/autotune", "tuner/policies", "tenant", "latency", "kube", "gpu", "gpu/nvml", "gpu/dcgmexp", "gpu/mps", "gpu/nvidiasmi", "gpu/rebalance", "gpu/pause", "sim", "scenarios", "exposition", "procmetrics", "webui", "httplimit", "pipeline", "gcpace"},
 	"cmd/vgpusim":       {"tuner", "tuner/autotune", "tuner/baseline", "gpu", "sim", "sim/report", "simrun", "simrun/table", "oracle", "scenarios"},
 	// Leaves below every layer; any package may import them (see leaves).
 	"internal/yamlconf": nil,

@@ -18,6 +18,8 @@ import (
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web"
 
+	"github.com/vgpu-exporter/vgpu_exporter/exposition"
+	"github.com/vgpu-exporter/vgpu_exporter/gcpace"
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/httplimit"
 	"github.com/vgpu-exporter/vgpu_exporter/pipeline"
@@ -105,7 +107,7 @@ func (s *service) logServing(cfg *config) {
 // the builder or a reload is doing.
 func (s *service) serve(ctx context.Context, cfg *config, newCollector collectorFunc, hup <-chan os.Signal) error {
 	slogger := newSlogLogger(log.With(s.logger, "component", "web"), slogLevel(cfg.LogLevel))
-	var self *prometheus.Registry
+	var self *exposition.Self
 	if !cfg.DisableExporterMetrics {
 		self = selfRegistry()
 	}
@@ -128,6 +130,9 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 	if err != nil {
 		return err
 	}
+	// Each publication allocates about the live heap: a floor of headroom
+	// keeps a collection from running after nearly every one of them.
+	s.Subscribe(gcpace.New(gcpace.Floor, gcpace.MaxPercent).Adjust)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

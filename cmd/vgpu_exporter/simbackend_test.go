@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 
+	"github.com/vgpu-exporter/vgpu_exporter/exposition"
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/scenarios"
 )
@@ -385,7 +386,7 @@ func TestPricesFromFlagsAndReload(t *testing.T) {
 
 // serviceHandler is the exporter's HTTP handler over svc with the real
 // collector, at /metrics; self holds the exporter's own metrics (or nil).
-func serviceHandler(tb testing.TB, svc *service, self *prometheus.Registry) http.Handler {
+func serviceHandler(tb testing.TB, svc *service, self *exposition.Self) http.Handler {
 	tb.Helper()
 	h, err := newHandler(handlerOptions{
 		TelemetryPath: "/metrics",
