@@ -3,6 +3,8 @@ package simrun
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/vgpu-exporter/vgpu_exporter/sim/report"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
@@ -67,4 +69,57 @@ func ChangesPerMinute(decs []tuner.Decision, s report.Summary) ChangeRate {
 		r.Max = max(r.Max, float64(c)/minutes)
 	}
 	return r
+}
+
+// ParseSeeds parses --seeds: a count N (the scenario's seed and the N-1
+// after it) or a comma-separated list of non-zero seeds.
+func ParseSeeds(v string) (count int, list []int64, err error) {
+	if !strings.Contains(v, ",") {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return 0, nil, fmt.Errorf("--seeds %q: want a count (3) or a list of non-zero seeds (1,2,3)", v)
+		}
+		return n, nil, nil
+	}
+	for _, f := range strings.Split(v, ",") {
+		s, err := strconv.ParseInt(strings.TrimSpace(f), 10, 64)
+		if err != nil || s == 0 {
+			return 0, nil, fmt.Errorf("--seeds %q: %q is not a non-zero integer", v, f)
+		}
+		list = append(list, s)
+	}
+	return len(list), list, nil
+}
+
+// maxSeeds bounds a range of seeds: a typo must not start a table
+// that would never end.
+const maxSeeds = 1000
+
+// ParseSeedRange parses the seeds of `vgpusim tables`: a range A-B, a
+// single seed or a comma-separated list.
+func ParseSeedRange(v string) ([]int64, error) {
+	if a, b, ok := strings.Cut(v, "-"); ok && a != "" {
+		lo, err1 := strconv.ParseInt(a, 10, 64)
+		hi, err2 := strconv.ParseInt(b, 10, 64)
+		if err1 != nil || err2 != nil || lo < 1 || hi < lo {
+			return nil, fmt.Errorf("--seeds %q: want a range of positive seeds such as 4-6", v)
+		}
+		if hi-lo >= maxSeeds {
+			return nil, fmt.Errorf("--seeds %q: %d seeds, more than the %d a table runs", v, uint64(hi-lo)+1, maxSeeds)
+		}
+		var out []int64
+		for i := range hi - lo + 1 { // not s <= hi: it wraps at the largest int64
+			out = append(out, lo+i)
+		}
+		return out, nil
+	}
+	if !strings.Contains(v, ",") {
+		s, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || s == 0 {
+			return nil, fmt.Errorf("--seeds %q: want a range (4-6), a seed or a list (1,5,9)", v)
+		}
+		return []int64{s}, nil
+	}
+	_, list, err := ParseSeeds(v)
+	return list, err
 }

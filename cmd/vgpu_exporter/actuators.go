@@ -16,6 +16,7 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/gpu/nvidiasmi"
 	"github.com/vgpu-exporter/vgpu_exporter/gpu/pause"
 	"github.com/vgpu-exporter/vgpu_exporter/gpu/rebalance"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/flagvalue"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
 
@@ -46,20 +47,20 @@ func addActuatorFlags(app *kingpin.Application, c *actuatorConfig) {
 		Default(mps.DefaultControlBinary).PlaceHolder("PATH").StringVar(&c.MPSControlBinary)
 	app.Flag("mps.pipe-directory", "CUDA_MPS_PIPE_DIRECTORY of the MPS control daemon (the Kubernetes device plugin's daemon uses /run/nvidia/mps). Default: $CUDA_MPS_PIPE_DIRECTORY, else /tmp/nvidia-mps.").
 		Default(pipe).PlaceHolder("DIR").StringVar(&c.MPSPipeDirectory)
-	durationFlag(app, "mps.timeout", "Timeout of one MPS control daemon command.", mps.DefaultTimeout.String(), &c.MPSTimeout)
+	flagvalue.Duration(app, "mps.timeout", "Timeout of one MPS control daemon command.", mps.DefaultTimeout.String(), &c.MPSTimeout)
 	app.Flag("mps.restart-hook", "Program run to restart an MPS client (or switch over to a standby) so that a new active-thread percentage takes effect; called as HOOK TENANT PID GPU_UUID FRACTION (docs/backends.md). Default: none, so changes wait for the client's own restart.").
 		PlaceHolder("PATH").StringVar(&c.MPSRestartHook)
-	durationFlag(app, "mps.restart-hook.timeout", "Timeout of one run of --mps.restart-hook.", mps.DefaultRestartTimeout.String(), &c.MPSRestartTimeout)
+	flagvalue.Duration(app, "mps.restart-hook.timeout", "Timeout of one run of --mps.restart-hook.", mps.DefaultRestartTimeout.String(), &c.MPSRestartTimeout)
 	app.Flag("nvidia-smi.path", "nvidia-smi used to set the compute time-slice level (nvidia-smi compute-policy); empty disables the time-slice actuator.").
 		Default(nvidiasmi.DefaultPath).PlaceHolder("PATH").StringVar(&c.NvidiaSMIPath)
-	durationFlag(app, "nvidia-smi.timeout", "Timeout of one nvidia-smi run.", nvidiasmi.DefaultTimeout.String(), &c.NvidiaSMITimeout)
+	flagvalue.Duration(app, "nvidia-smi.timeout", "Timeout of one nvidia-smi run.", nvidiasmi.DefaultTimeout.String(), &c.NvidiaSMITimeout)
 	app.Flag("tuner.rebalance-hook", "Program that applies a rebalancing plan (tenant moves, MIG layouts) read as JSON on stdin, e.g. deploy/hooks/kubernetes-evict.sh. Default: none, so plans are only recommended.").
 		PlaceHolder("PATH").StringVar(&c.RebalanceHook)
-	durationFlag(app, "tuner.rebalance-hook.timeout", "Timeout of one run of --tuner.rebalance-hook.", rebalance.DefaultTimeout.String(), &c.RebalanceTimeout)
+	flagvalue.Duration(app, "tuner.rebalance-hook.timeout", "Timeout of one run of --tuner.rebalance-hook.", rebalance.DefaultTimeout.String(), &c.RebalanceTimeout)
 	app.Flag("pause.cgroup-root", "cgroup filesystem whose freezer pauses batch tenants (pause_duty; cgroup v2 there or under unified/, v1 under freezer/); mounted read-write from the host in a container. Empty disables the pause actuator.").
 		Default("/sys/fs/cgroup").PlaceHolder("DIR").StringVar(&c.PauseCgroupRoot)
-	durationFlag(app, "pause.period", "Period of a paused tenant's pulse: paused for pause_duty of it, running for the rest.", pause.DefaultPeriod.String(), &c.PausePeriod)
-	durationFlag(app, "pause.max", "Longest a tenant stays paused at once (below its liveness probe's and clients' timeouts); 0: 0.9 of --pause.period.", "0s", &c.PauseMax)
+	flagvalue.Duration(app, "pause.period", "Period of a paused tenant's pulse: paused for pause_duty of it, running for the rest.", pause.DefaultPeriod.String(), &c.PausePeriod)
+	flagvalue.Duration(app, "pause.max", "Longest a tenant stays paused at once (below its liveness probe's and clients' timeouts); 0: 0.9 of --pause.period.", "0s", &c.PauseMax)
 }
 
 // validate returns the problems of the actuator flags.

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
 	"github.com/vgpu-exporter/vgpu_exporter/httplimit"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/flagvalue"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 	"github.com/vgpu-exporter/vgpu_exporter/webui"
 )
@@ -78,11 +79,11 @@ type config struct {
 // fill in when app parses a command line.
 func addFlags(app *kingpin.Application) *config {
 	c := &config{}
-	enumFlag(app, "backend", "Where GPU readings come from: auto (NVML when the driver loads, otherwise exit), nvml, or sim (the built-in simulator).",
+	flagvalue.Enum(app, "backend", "Where GPU readings come from: auto (NVML when the driver loads, otherwise exit), nvml, or sim (the built-in simulator).",
 		backendAuto, &c.Backend, backendAuto, backendSim, backendNVML)
 	app.Flag("sim.scenario", "Scenario the simulator runs (--backend=sim only): a file path or the name of a built-in scenario.").
 		Default(defaultScenario).IsSetByUser(&c.simScenarioSet).StringVar(&c.SimScenario)
-	int64Flag(app, "sim.seed", "Random seed of the simulator (--backend=sim only); the same seed gives the same run. 0 keeps the scenario's own seed.", "0", &c.SimSeed).
+	flagvalue.Int64(app, "sim.seed", "Random seed of the simulator (--backend=sim only); the same seed gives the same run. 0 keeps the scenario's own seed.", "0", &c.SimSeed).
 		IsSetByUser(&c.simSeedSet)
 	app.Flag("sim.settings-file", "File in which the simulated GPUs keep the settings changed through them, so that they outlive the process as a real GPU's do (--backend=sim only; crash tests of the tuner's restore). Default: none.").
 		Hidden().PlaceHolder("FILE").StringVar(&c.SimSettingsFile)
@@ -92,10 +93,10 @@ func addFlags(app *kingpin.Application) *config {
 		BoolVar(&c.TenantsAllowEmpty)
 	app.Flag("config.check", "Validate this tenants file (and the --metering.* flags), print every error, or the prices in use, and exit (0 when valid, 1 otherwise).").
 		PlaceHolder("FILE").StringVar(&c.ConfigCheck)
-	durationFlag(app, "sample.interval", "How often the GPUs are sampled.", "1s", &c.SampleInterval)
+	flagvalue.Duration(app, "sample.interval", "How often the GPUs are sampled.", "1s", &c.SampleInterval)
 	app.Flag("backend.dcgm-exporter.url", "URL of a running dcgm-exporter's /metrics whose DCGM profiling fields complement NVML readings (nvml backend only).").
 		PlaceHolder("URL").StringVar(&c.DCGMExporterURL)
-	durationFlag(app, "backend.dcgm-exporter.timeout", "Timeout of one dcgm-exporter scrape.", "2s", &c.DCGMTimeout)
+	flagvalue.Duration(app, "backend.dcgm-exporter.timeout", "Timeout of one dcgm-exporter scrape.", "2s", &c.DCGMTimeout)
 	app.Flag("kubernetes.pod-resources-socket", "Kubelet pod-resources socket used to map GPUs to pods, e.g. /var/lib/kubelet/pod-resources/kubelet.sock. Default: no pod mapping.").
 		PlaceHolder("PATH").StringVar(&c.PodResourcesSocket)
 	app.Flag("kubernetes.pod-metadata", "Pod metadata (labels, UIDs, container IDs) for labels selectors: a file or an http(s) URL serving a PodList in JSON, such as the kubelet's /pods. Default: none.").
@@ -116,14 +117,14 @@ func addFlags(app *kingpin.Application) *config {
 		Default("/metrics").StringVar(&c.TelemetryPath)
 	app.Flag("web.disable-exporter-metrics", "Exclude metrics about the exporter itself (promhttp_*, process_*, go_*, build info).").
 		BoolVar(&c.DisableExporterMetrics)
-	int64Flag(app, "web.max-requests", "Maximum number of parallel scrape requests; requests beyond it get 503 and are counted in promhttp_metric_handler_requests_total{code=\"503\"}. Use 0 to disable.", "40", &c.MaxRequests)
-	int64Flag(app, "web.max-connections", "Maximum number of open HTTP connections; beyond it the longest-idle connection is closed. Lowered to half the open-files limit when that is smaller. Use 0 to disable.", "256", &c.MaxConnections)
-	durationFlag(app, "web.read-header-timeout", "Time a client has to send a request's headers.", "10s", &c.ReadHeaderTimeout)
-	durationFlag(app, "web.idle-timeout", "Time an idle keep-alive connection stays open.", "2m", &c.IdleTimeout)
+	flagvalue.Int64(app, "web.max-requests", "Maximum number of parallel scrape requests; requests beyond it get 503 and are counted in promhttp_metric_handler_requests_total{code=\"503\"}. Use 0 to disable.", "40", &c.MaxRequests)
+	flagvalue.Int64(app, "web.max-connections", "Maximum number of open HTTP connections; beyond it the longest-idle connection is closed. Lowered to half the open-files limit when that is smaller. Use 0 to disable.", "256", &c.MaxConnections)
+	flagvalue.Duration(app, "web.read-header-timeout", "Time a client has to send a request's headers.", "10s", &c.ReadHeaderTimeout)
+	flagvalue.Duration(app, "web.idle-timeout", "Time an idle keep-alive connection stays open.", "2m", &c.IdleTimeout)
 
-	enumFlag(app, "log.level", "Only log messages with the given severity or above. One of: ["+strings.Join(logLevels, ", ")+"]",
+	flagvalue.Enum(app, "log.level", "Only log messages with the given severity or above. One of: ["+strings.Join(logLevels, ", ")+"]",
 		"info", &c.LogLevel, logLevels...)
-	enumFlag(app, "log.format", "Output format of log messages. One of: ["+strings.Join(logFormats, ", ")+"]",
+	flagvalue.Enum(app, "log.format", "Output format of log messages. One of: ["+strings.Join(logFormats, ", ")+"]",
 		"logfmt", &c.LogFormat, logFormats...)
 	addTunerFlags(app, &c.Tuner)
 	return c

@@ -67,7 +67,7 @@ var layers = map[string][]string{
 	// container or unit (kube parses the cgroup path), else signals.
 	"gpu/pause": {"gpu", "kube"},
 	// The commands wire every layer; nothing imports a command.
-	"cmd/vgpu_exporter": {"collector", "tuner", "tuner/autotune", "tuner/policies", "tenant", "latency", "kube", "gpu", "gpu/nvml", "gpu/dcgmexp", "gpu/mps", "gpu/nvidiasmi", "gpu/rebalance", "gpu/pause", "sim", "scenarios", "exposition", "procmetrics", "webui", "httplimit", "pipeline", "gcpace"},
+	"cmd/vgpu_exporter": {"collector", "tuner", "tuner/autotune", "tuner/policies", "tenant", "latency", "kube", "gpu", "gpu/nvml", "gpu/dcgmexp", "gpu/mps", "gpu/nvidiasmi", "gpu/rebalance", "gpu/pause", "sim", "scenarios", "exposition", "procmetrics", "webui", "httplimit", "pipeline", "gcpace", "internal/flagvalue"},
 	"cmd/vgpusim":       {"tuner", "tuner/autotune", "tuner/baseline", "gpu", "sim", "sim/report", "simrun", "simrun/table", "oracle", "scenarios"},
 	// Leaves below every layer; any package may import them (see leaves).
 	"internal/yamlconf": nil,
@@ -76,7 +76,9 @@ var layers = map[string][]string{
 	"internal/testutil": {"gpu"},
 	"internal/simtest":  {"gpu", "sim", "simrun", "tenant"},
 
-	"internal/command":             nil,
+	"internal/command": nil,
+	// Flag values for the commands.
+	"internal/flagvalue":           nil,
 	"internal/command/commandtest": nil, // fake programs for tests
 	// Embedded data and test programs stand apart from the layers.
 	"scenarios":           nil,

@@ -6,6 +6,7 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 
+	"github.com/vgpu-exporter/vgpu_exporter/internal/flagvalue"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
@@ -20,9 +21,9 @@ func addMeteringFlags(app *kingpin.Application, c *meteringConfig) {
 	app.Flag("metering.currency", "ISO 4217 code of the currency of the --metering.price-* flags (USD, EUR): the currency label of vgpu_tenant_cost_total, whose values are in its base unit (USD: dollars). Needed with a price.").
 		PlaceHolder("CODE").StringVar(&c.Currency)
 	app.Flag("metering.price-per-gpu-hour", "Price of one reserved GPU-hour (a whole GPU held for an hour; a MIG instance, its part of the SMs) in --metering.currency: serves vgpu_tenant_cost_total{component=\"gpu_time\"}. A tenants file's metering section replaces every --metering.* flag. Default: none.").
-		PlaceHolder("PRICE").SetValue(floatPtrValue{"metering.price-per-gpu-hour", &c.PerGPUHour})
+		PlaceHolder("PRICE").SetValue(flagvalue.FloatPtr{Name: "metering.price-per-gpu-hour", P: &c.PerGPUHour})
 	app.Flag("metering.price-per-kwh", "Price of one kWh of the energy apportioned to a tenant in --metering.currency: serves vgpu_tenant_cost_total{component=\"energy\"}. A tenants file's metering section replaces every --metering.* flag. Default: none.").
-		PlaceHolder("PRICE").SetValue(floatPtrValue{"metering.price-per-kwh", &c.PerKWh})
+		PlaceHolder("PRICE").SetValue(flagvalue.FloatPtr{Name: "metering.price-per-kwh", P: &c.PerKWh})
 }
 
 // prices returns the prices the flags give (nil when none is given) and

@@ -15,6 +15,7 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/collector"
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/gpu/mps"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/flagvalue"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner/autotune"
@@ -39,11 +40,11 @@ func addTunerFlags(app *kingpin.Application, c *tunerConfig) {
 	for _, m := range tuner.Modes {
 		modes = append(modes, string(m))
 	}
-	enumFlag(app, "tuner.mode", "What the tuner does on this host: off, recommend (decide, journal and export, never act) or enforce.",
+	flagvalue.Enum(app, "tuner.mode", "What the tuner does on this host: off, recommend (decide, journal and export, never act) or enforce.",
 		string(tuner.ModeOff), &c.Mode, modes...)
 	app.Flag("tuner.policy", "The policy the tuner runs: "+strings.Join(policies.EngineNames(), ", ")+".").
 		Default(autotune.Name).StringVar(&c.Policy)
-	durationFlag(app, "tuner.interval", "How often the tuner decides.", tuner.DefaultInterval.String(), &c.Interval)
+	flagvalue.Duration(app, "tuner.interval", "How often the tuner decides.", tuner.DefaultInterval.String(), &c.Interval)
 	app.Flag("tuner.journal", "Journal file of the tuner (a regular file of checksummed JSON records, synced, compacted past 1 MiB; docs/tuning.md): every original setting before its first change and every outcome; originals are restored from it at exit and at the next start after a crash. Default: none (originals kept in memory only).").
 		PlaceHolder("FILE").StringVar(&c.Journal)
 	app.Flag("tuner.kill-switch-file", "While this file exists the tuner changes nothing (it still decides and exports).").

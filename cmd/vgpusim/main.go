@@ -118,7 +118,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, progress 
 			return 1
 		}
 		if seeds != "" {
-			n, list, err := parseSeeds(seeds)
+			n, list, err := simrun.ParseSeeds(seeds)
 			if err == nil {
 				err = runSeeds(ctx, cfg, n, list, stdout)
 			}

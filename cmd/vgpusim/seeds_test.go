@@ -1,32 +1,9 @@
 package main
 
 import (
-	"slices"
 	"strings"
 	"testing"
 )
-
-func TestParseSeeds(t *testing.T) {
-	tests := []struct {
-		in    string
-		count int
-		list  []int64
-		err   bool
-	}{
-		{"3", 3, nil, false},
-		{"1,5,9", 3, []int64{1, 5, 9}, false},
-		{"0", 0, nil, true},
-		{"x", 0, nil, true},
-		{"1,0", 0, nil, true},
-		{"1,,2", 0, nil, true},
-	}
-	for _, tc := range tests {
-		n, l, err := parseSeeds(tc.in)
-		if (err != nil) != tc.err || n != tc.count || !slices.Equal(l, tc.list) {
-			t.Errorf("parseSeeds(%q) = %d, %v, %v", tc.in, n, l, err)
-		}
-	}
-}
 
 // Three seeds give three runs and one line of means per tenant.
 func TestSeedsReportsSpread(t *testing.T) {
@@ -62,30 +39,6 @@ func TestSeedsFromSeed(t *testing.T) {
 		code, _, stderr := vgpusim(t, false, append([]string{"run", "--scenario", "clock-stability", "--duration", "10s"}, tc.args...)...)
 		if code != 1 || !strings.Contains(stderr, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want 1 and %q", tc.args, code, stderr, tc.want)
-		}
-	}
-}
-
-func TestParseSeedRange(t *testing.T) {
-	tests := []struct {
-		in   string
-		want []int64
-		err  bool
-	}{
-		{"1-3", []int64{1, 2, 3}, false},
-		{"4-6", []int64{4, 5, 6}, false},
-		{"7", []int64{7}, false},
-		{"1,5,9", []int64{1, 5, 9}, false},
-		{"3-1", nil, true},
-		{"0-2", nil, true},
-		{"0", nil, true},
-		{"a-b", nil, true},
-		{"", nil, true},
-	}
-	for _, tc := range tests {
-		got, err := parseSeedRange(tc.in)
-		if (err != nil) != tc.err || !slices.Equal(got, tc.want) {
-			t.Errorf("parseSeedRange(%q) = %v, %v", tc.in, got, err)
 		}
 	}
 }

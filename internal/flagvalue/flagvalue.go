@@ -1,4 +1,6 @@
-package main
+// Package flagvalue holds kingpin flag values whose parse errors name the
+// flag and say what was expected.
+package flagvalue
 
 import (
 	"fmt"
@@ -45,26 +47,27 @@ func (v intValue) Set(s string) error {
 
 func (v intValue) String() string { return strconv.FormatInt(*v.p, 10) }
 
-// floatPtrValue sets *p to a new float64: nil until the flag is given.
-type floatPtrValue struct {
-	name string
-	p    **float64
+// FloatPtr is a flag value that sets *P to a new float64: nil until the
+// flag is given. Name is the flag's name, for its errors.
+type FloatPtr struct {
+	Name string
+	P    **float64
 }
 
-func (v floatPtrValue) Set(s string) error {
+func (v FloatPtr) Set(s string) error {
 	x, err := strconv.ParseFloat(s, 64)
 	if err != nil {
-		return fmt.Errorf("--%s: %q is not a number (for example 2.5)", v.name, s)
+		return fmt.Errorf("--%s: %q is not a number (for example 2.5)", v.Name, s)
 	}
-	*v.p = &x
+	*v.P = &x
 	return nil
 }
 
-func (v floatPtrValue) String() string {
-	if *v.p == nil {
+func (v FloatPtr) String() string {
+	if *v.P == nil {
 		return ""
 	}
-	return strconv.FormatFloat(**v.p, 'g', -1, 64)
+	return strconv.FormatFloat(**v.P, 'g', -1, 64)
 }
 
 type enumValue struct {
@@ -83,19 +86,23 @@ func (v enumValue) Set(s string) error {
 
 func (v enumValue) String() string { return *v.p }
 
-func durationFlag(app *kingpin.Application, name, help, def string, p *time.Duration) *kingpin.FlagClause {
+// Duration adds a duration flag whose parse error names the flag.
+func Duration(app *kingpin.Application, name, help, def string, p *time.Duration) *kingpin.FlagClause {
 	f := app.Flag(name, help).Default(def)
 	f.SetValue(durationValue{name: name, p: p})
 	return f
 }
 
-func int64Flag(app *kingpin.Application, name, help, def string, p *int64) *kingpin.FlagClause {
+// Int64 adds an integer flag whose parse error names the flag.
+func Int64(app *kingpin.Application, name, help, def string, p *int64) *kingpin.FlagClause {
 	f := app.Flag(name, help).Default(def)
 	f.SetValue(intValue{name: name, p: p})
 	return f
 }
 
-func enumFlag(app *kingpin.Application, name, help, def string, p *string, allowed ...string) *kingpin.FlagClause {
+// Enum adds a flag that takes one of allowed, naming the flag and the
+// allowed values when it is given another.
+func Enum(app *kingpin.Application, name, help, def string, p *string, allowed ...string) *kingpin.FlagClause {
 	f := app.Flag(name, help).Default(def).HintOptions(allowed...)
 	f.SetValue(enumValue{name: name, p: p, allowed: allowed})
 	return f
