@@ -324,11 +324,18 @@ func (f *gpuFit) fitOccupancy() map[ctxKey]float64 {
 	// z is, for an observation where context p is idle (w = 0), its
 	// squared error, which v does not change
 	z := make([]float64, n)
-	cost := func(p int, v float64) float64 {
+	// cost is context p's cost at occupancy v, or some figure at least
+	// bound once the sum reaches bound: every term is a square, so the
+	// partial sums never decrease (nor do they when rounded), and a point
+	// whose sum reaches the best cost so far cannot beat it.
+	cost := func(p int, v, bound float64) float64 {
 		c := lambda * (v - mean) * (v - mean)
 		col := wc[p*n : (p+1)*n]
 		dv, dv2 := v-o[p], v*v-o[p]*o[p]
 		for t, w := range col {
+			if c >= bound {
+				return c
+			}
 			if w == 0 {
 				c += z[t]
 				continue
@@ -359,10 +366,10 @@ func (f *gpuFit) fitOccupancy() map[ctxKey]float64 {
 				d := data[t].occ - pred
 				z[t] = d * d
 			}
-			best, bestC := o[p], cost(p, o[p])
+			best, bestC := o[p], cost(p, o[p], math.Inf(1))
 			for g := 0; g <= steps; g++ {
 				v := minOccupancy + (1-minOccupancy)*float64(g)/steps
-				if c := cost(p, v); c < bestC {
+				if c := cost(p, v, bestC); c < bestC {
 					best, bestC = v, c
 				}
 			}
@@ -372,7 +379,7 @@ func (f *gpuFit) fitOccupancy() map[ctxKey]float64 {
 					if v < minOccupancy || v > 1 {
 						continue
 					}
-					if c := cost(p, v); c < bestC {
+					if c := cost(p, v, bestC); c < bestC {
 						best, bestC = v, c
 					}
 				}
