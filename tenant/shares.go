@@ -117,10 +117,38 @@ type ctxUtil struct {
 	smFoot, memFoot float64
 }
 
+// ctxVal is a figure of one context.
+type ctxVal struct {
+	key ctxKey
+	v   float64
+}
+
+// ctxVals are figures by context, keys ascending (cmpCtxKey).
+type ctxVals []ctxVal
+
+// add adds v to k's figure, inserting k at 0 when absent.
+func (x ctxVals) add(k ctxKey, v float64) ctxVals {
+	i, found := slices.BinarySearchFunc(x, k, func(e ctxVal, k ctxKey) int { return cmpCtxKey(e.key, k) })
+	if !found {
+		return slices.Insert(x, i, ctxVal{k, 0 + v})
+	}
+	x[i].v += v
+	return x
+}
+
+// get returns k's figure.
+func (x ctxVals) get(k ctxKey) (float64, bool) {
+	i, found := slices.BinarySearchFunc(x, k, func(e ctxVal, k ctxKey) int { return cmpCtxKey(e.key, k) })
+	if !found {
+		return 0, false
+	}
+	return x[i].v, true
+}
+
 // fitSample is one sample of a GPU: its contexts' busy times and the
 // device's counters (NaN when absent).
 type fitSample struct {
-	busy, memBusy map[ctxKey]float64
+	busy          ctxVals
 	sm, occ, dram float64
 }
 
@@ -128,7 +156,7 @@ type fitSample struct {
 type gpuFit struct {
 	samples []fitSample // oldest first, at most footprintWindow
 	// occ is the last fitted occupancy of each MPS context (warm start)
-	occ map[ctxKey]float64
+	occ ctxVals
 }
 
 // footprints sets the smFoot and memFoot of ctxs, the contexts of device
@@ -137,33 +165,32 @@ type gpuFit struct {
 func (a *attrState) footprints(uuid string, ctxs []*ctxUtil, sm, occ, dram *float64) {
 	f := a.fits[uuid]
 	if f == nil {
-		f = &gpuFit{occ: map[ctxKey]float64{}}
+		f = &gpuFit{}
 		a.fits[uuid] = f
 	}
-	s := fitSample{busy: map[ctxKey]float64{}, memBusy: map[ctxKey]float64{}, sm: orNaN(sm), occ: orNaN(occ), dram: orNaN(dram)}
+	var busy ctxVals // the oldest sample's, when it leaves the window
+	if len(f.samples) >= footprintWindow {
+		busy = f.samples[0].busy[:0]
+		f.samples = append(f.samples[:0], f.samples[1:]...)
+	}
+	s := fitSample{busy: busy, sm: orNaN(sm), occ: orNaN(occ), dram: orNaN(dram)}
 	mps := false
 	for _, c := range ctxs {
 		if c.sm != nil {
-			s.busy[c.key] += *c.sm
-		}
-		if c.mem != nil {
-			s.memBusy[c.key] += *c.mem
+			s.busy = s.busy.add(c.key, *c.sm)
 		}
 		mps = mps || c.mps
 	}
-	if len(f.samples) >= footprintWindow {
-		f.samples = append(f.samples[:0], f.samples[1:]...)
-	}
 	f.samples = append(f.samples, s)
-	var smFoot map[ctxKey]float64
+	var smFoot ctxVals
 	if mps {
 		smFoot = f.fitOccupancy()
 	} else {
-		smFoot = linearFit(f.samples, func(s *fitSample) (map[ctxKey]float64, float64) { return s.busy, s.sm })
+		smFoot = linearFit(f.samples, func(s *fitSample) (ctxVals, float64) { return s.busy, s.sm })
 	}
 	for _, c := range ctxs {
 		c.smFoot, c.memFoot = c.key.threads, c.key.threads
-		if v, ok := smFoot[c.key]; ok {
+		if v, ok := smFoot.get(c.key); ok {
 			c.smFoot = v
 		}
 	}
@@ -191,8 +218,7 @@ func orNaN(p *float64) float64 {
 // mean(y) / mean(sum x). Time-sliced contexts run one at a time, so the
 // device's SM active (DRAM active) is exactly such a sum. It returns nil
 // when no sample has both.
-func linearFit(samples []fitSample, get func(*fitSample) (map[ctxKey]float64, float64)) map[ctxKey]float64 {
-	idx := map[ctxKey]int{}
+func linearFit(samples []fitSample, get func(*fitSample) (ctxVals, float64)) ctxVals {
 	var keys []ctxKey
 	for i := range samples {
 		x, y := get(&samples[i])
@@ -201,9 +227,6 @@ func linearFit(samples []fitSample, get func(*fitSample) (map[ctxKey]float64, fl
 		}
 	}
 	m := len(keys)
-	for p, k := range keys {
-		idx[k] = p
-	}
 	n, sumY, sumX := 0, 0.0, 0.0
 	ata := make([]float64, m*m)
 	aty := make([]float64, m)
@@ -216,8 +239,10 @@ func linearFit(samples []fitSample, get func(*fitSample) (map[ctxKey]float64, fl
 		n++
 		sumY += y
 		clear(row)
-		for k, v := range x {
-			row[idx[k]] = v
+		p := 0
+		for _, e := range x {
+			p = keyAt(keys, p, e.key)
+			row[p] = e.v
 		}
 		for p := range m {
 			sumX += row[p]
@@ -244,9 +269,9 @@ func linearFit(samples []fitSample, get func(*fitSample) (map[ctxKey]float64, fl
 		aty[p] += lambda * prior
 	}
 	theta := boxSolve(ata, aty, m)
-	out := make(map[ctxKey]float64, m)
+	out := make(ctxVals, m)
 	for p, k := range keys {
-		out[k] = theta[p]
+		out[p] = ctxVal{k, theta[p]}
 	}
 	return out
 }
@@ -260,11 +285,10 @@ func linearFit(samples []fitSample, get func(*fitSample) (map[ctxKey]float64, fl
 // occupancy by coordinate search, with a ridge towards the window's mean
 // occupancy (occupancy / SM active). It returns threads x occupancy by
 // context, nil when the window has no SM occupancy.
-func (f *gpuFit) fitOccupancy() map[ctxKey]float64 {
+func (f *gpuFit) fitOccupancy() ctxVals {
 	type obs struct {
 		sm, occ float64
 	}
-	idx := map[ctxKey]int{}
 	var keys []ctxKey
 	var data []obs
 	sumSM, sumOcc := 0.0, 0.0
@@ -279,15 +303,10 @@ func (f *gpuFit) fitOccupancy() map[ctxKey]float64 {
 		data = append(data, obs{sm: s.sm, occ: s.occ})
 	}
 	if len(data) == 0 {
-		for k := range f.occ {
-			delete(f.occ, k)
-		}
+		f.occ = f.occ[:0]
 		return nil
 	}
 	m := len(keys)
-	for p, k := range keys {
-		idx[k] = p
-	}
 	// wc holds busy x threads column by column: wc[p*n+t] for context p in
 	// observation t
 	n := len(data)
@@ -298,17 +317,23 @@ func (f *gpuFit) fitOccupancy() map[ctxKey]float64 {
 		if math.IsNaN(s.sm) || math.IsNaN(s.occ) || s.sm <= 0 {
 			continue
 		}
-		for k, v := range s.busy {
-			wc[idx[k]*n+t] = v * k.threads
+		p := 0
+		for _, e := range s.busy {
+			p = keyAt(keys, p, e.key)
+			wc[p*n+t] = e.v * e.key.threads
 		}
 		t++
 	}
 	mean := min(1, max(minOccupancy, sumOcc/sumSM))
 	o := make([]float64, m)
+	j := 0 // f.occ and keys are both ascending
 	for p, k := range keys {
 		o[p] = mean
-		if v, ok := f.occ[k]; ok {
-			o[p] = v
+		for j < len(f.occ) && cmpCtxKey(f.occ[j].key, k) < 0 {
+			j++
+		}
+		if j < len(f.occ) && cmpCtxKey(f.occ[j].key, k) == 0 {
+			o[p] = f.occ[j].v
 		}
 	}
 	// per observation: sum of w o and of w o o
@@ -391,24 +416,33 @@ func (f *gpuFit) fitOccupancy() map[ctxKey]float64 {
 			o[p] = best
 		}
 	}
-	clear(f.occ)
-	out := make(map[ctxKey]float64, m)
+	f.occ = f.occ[:0]
+	out := make(ctxVals, m)
 	for p, k := range keys {
-		f.occ[k] = o[p]
-		out[k] = k.threads * o[p]
+		f.occ = append(f.occ, ctxVal{k, o[p]})
+		out[p] = ctxVal{k, k.threads * o[p]}
 	}
 	return out
 }
 
 // addKeys adds the keys of x to the sorted keys.
-func addKeys(keys []ctxKey, x map[ctxKey]float64) []ctxKey {
-	for k := range x {
-		i, found := slices.BinarySearchFunc(keys, k, cmpCtxKey)
+func addKeys(keys []ctxKey, x ctxVals) []ctxKey {
+	for _, e := range x {
+		i, found := slices.BinarySearchFunc(keys, e.key, cmpCtxKey)
 		if !found {
-			keys = slices.Insert(keys, i, k)
+			keys = slices.Insert(keys, i, e.key)
 		}
 	}
 	return keys
+}
+
+// keyAt returns the index of k in keys, searching from from: keys hold k
+// at or after from (both are walked in ascending order).
+func keyAt(keys []ctxKey, from int, k ctxKey) int {
+	for cmpCtxKey(keys[from], k) != 0 {
+		from++
+	}
+	return from
 }
 
 func cmpCtxKey(a, b ctxKey) int {
