@@ -37,11 +37,15 @@ type job struct {
 	// (prefill); they are the last newSeqs entries of tenant.seqs.
 	newSeqs int
 	// service-time noise: the job's standard normal draw and the
-	// multiplier at the spread sigma, and at the spread before (see
-	// job.noise)
+	// multiplier at the spread sigma, and at the prevNoise spreads before
+	// (evict is the next of them to go; see job.noise)
 	z, sigma, mult      float64
-	prevSigma, prevMult float64
+	prevSigma, prevMult [prevNoise]float64
+	evict               int
 }
+
+// prevNoise is how many earlier spreads' multipliers a job keeps.
+const prevNoise = 3
 
 // begin makes j a new job of flops and bytes starting at now, its other
 // fields zero. (Zeroing and setting fields in place: a composite literal
@@ -197,7 +201,9 @@ func (t *tenant) startJob(now int64) bool {
 	if t.job.active && t.noise != nil {
 		t.job.sigma = *t.w.ServiceNoise
 		t.job.z, t.job.mult = t.draws.next(t.noise, t.job.sigma)
-		t.job.prevSigma, t.job.prevMult = t.job.sigma, t.job.mult
+		for i := range prevNoise {
+			t.job.prevSigma[i], t.job.prevMult[i] = t.job.sigma, t.job.mult
+		}
 	}
 	if t.job.active {
 		t.jobSeq++
