@@ -157,6 +157,16 @@ type gpuFit struct {
 	samples []fitSample // oldest first, at most footprintWindow
 	// occ is the last fitted occupancy of each MPS context (warm start)
 	occ ctxVals
+	// the occupancy fit's scratch, kept from one sample to the next
+	keys []ctxKey
+	data []fitObs
+	buf  []float64
+	out  ctxVals
+}
+
+// fitObs is a sample's device SM active and SM occupancy.
+type fitObs struct {
+	sm, occ float64
 }
 
 // footprints sets the smFoot and memFoot of ctxs, the contexts of device
@@ -284,13 +294,10 @@ func linearFit(samples []fitSample, get func(*fitSample) (ctxVals, float64)) ctx
 // occupancy in [minOccupancy, 1] is fitted to the window's device SM
 // occupancy by coordinate search, with a ridge towards the window's mean
 // occupancy (occupancy / SM active). It returns threads x occupancy by
-// context, nil when the window has no SM occupancy.
+// context (until the next call), nil when the window has no SM occupancy.
 func (f *gpuFit) fitOccupancy() ctxVals {
-	type obs struct {
-		sm, occ float64
-	}
-	var keys []ctxKey
-	var data []obs
+	keys, data := f.keys[:0], f.data[:0]
+	defer func() { f.keys, f.data = keys, data }()
 	sumSM, sumOcc := 0.0, 0.0
 	for i := range f.samples {
 		s := &f.samples[i]
@@ -300,7 +307,7 @@ func (f *gpuFit) fitOccupancy() ctxVals {
 		keys = addKeys(keys, s.busy)
 		sumSM += s.sm
 		sumOcc += s.occ
-		data = append(data, obs{sm: s.sm, occ: s.occ})
+		data = append(data, fitObs{sm: s.sm, occ: s.occ})
 	}
 	if len(data) == 0 {
 		f.occ = f.occ[:0]
@@ -310,7 +317,9 @@ func (f *gpuFit) fitOccupancy() ctxVals {
 	// wc holds busy x threads column by column: wc[p*n+t] for context p in
 	// observation t
 	n := len(data)
-	wc := make([]float64, m*n)
+	f.buf = slices.Grow(f.buf[:0], m*n+m+3*n)[:m*n+m+3*n]
+	clear(f.buf)
+	wc, o, s1, s2, z := f.buf[:m*n], f.buf[m*n:m*n+m], f.buf[m*n+m:m*n+m+n], f.buf[m*n+m+n:m*n+m+2*n], f.buf[m*n+m+2*n:]
 	t := 0
 	for i := range f.samples {
 		s := &f.samples[i]
@@ -325,7 +334,6 @@ func (f *gpuFit) fitOccupancy() ctxVals {
 		t++
 	}
 	mean := min(1, max(minOccupancy, sumOcc/sumSM))
-	o := make([]float64, m)
 	j := 0 // f.occ and keys are both ascending
 	for p, k := range keys {
 		o[p] = mean
@@ -337,8 +345,6 @@ func (f *gpuFit) fitOccupancy() ctxVals {
 		}
 	}
 	// per observation: sum of w o and of w o o
-	s1 := make([]float64, n)
-	s2 := make([]float64, n)
 	for t := range n {
 		for p := range m {
 			s1[t] += wc[p*n+t] * o[p]
@@ -348,7 +354,6 @@ func (f *gpuFit) fitOccupancy() ctxVals {
 	lambda := footprintRidge * float64(n)
 	// z is, for an observation where context p is idle (w = 0), its
 	// squared error, which v does not change
-	z := make([]float64, n)
 	// cost is context p's cost at occupancy v, or some figure at least
 	// bound once the sum reaches bound: every term is a square, so the
 	// partial sums never decrease (nor do they when rounded), and a point
@@ -416,13 +421,12 @@ func (f *gpuFit) fitOccupancy() ctxVals {
 			o[p] = best
 		}
 	}
-	f.occ = f.occ[:0]
-	out := make(ctxVals, m)
+	f.occ, f.out = f.occ[:0], f.out[:0]
 	for p, k := range keys {
 		f.occ = append(f.occ, ctxVal{k, o[p]})
-		out[p] = ctxVal{k, k.threads * o[p]}
+		f.out = append(f.out, ctxVal{k, k.threads * o[p]})
 	}
-	return out
+	return f.out
 }
 
 // addKeys adds the keys of x to the sorted keys.
