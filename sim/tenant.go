@@ -156,6 +156,7 @@ type tenant struct {
 	lat       []time.Duration
 	completed int
 	good      int
+	itlTokens int // tokens judged by an ITL SLO
 	work      float64
 	ooms      int
 	dropped   int
@@ -352,6 +353,9 @@ func (t *tenant) finishJob(s *Simulator, now int64) {
 		if decode := len(t.seqs) - j.newSeqs; decode > 0 {
 			// every running sequence got its next token after one iteration
 			t.itl.observeN(float64(now-t.lastIter)/1e9, uint64(decode))
+			if t.judgesITL() {
+				t.judgeTokens(s, now-t.lastIter, decode)
+			}
 		}
 		t.lastIter = now
 		// the sequences that go on are kept in place, in order (moved
@@ -398,24 +402,53 @@ func (t *tenant) record(s *Simulator, ns, judged int64) {
 		return
 	}
 	t.completed++
-	jd := time.Duration(judged)
-	if len(t.lat) < s.maxLat {
-		t.lat = append(t.lat, jd)
-	} else {
-		// Reservoir sampling keeps a uniform sample of the window's
-		// latencies in bounded memory (a run nobody reads windows of, such
-		// as the exporter's, would otherwise grow without end).
-		if t.res == nil {
-			t.res = rand.New(rand.NewPCG(uint64(s.seed), streamOf("reservoir/"+t.spec.Name)))
-		}
-		if j := t.res.Uint64N(uint64(t.completed)); j < uint64(s.maxLat) {
-			t.lat[j] = jd
-		}
+	if t.judgesITL() {
+		t.e2e.observe(d.Seconds())
+		return // its tokens were judged as they came
 	}
+	jd := time.Duration(judged)
+	t.keep(s, jd, t.completed)
 	if t.spec.SLO != nil && jd <= time.Duration(t.spec.SLO.Target) {
 		t.good++
 	}
 	t.e2e.observe(d.Seconds())
+}
+
+// keep keeps latency d, the seen-th judged in the window, among the
+// window's latencies. Beyond s.maxLat, reservoir sampling keeps a uniform
+// sample of them in bounded memory (a run nobody reads windows of, such as
+// the exporter's, would otherwise grow without end).
+func (t *tenant) keep(s *Simulator, d time.Duration, seen int) {
+	if len(t.lat) < s.maxLat {
+		t.lat = append(t.lat, d)
+		return
+	}
+	if t.res == nil {
+		t.res = rand.New(rand.NewPCG(uint64(s.seed), streamOf("reservoir/"+t.spec.Name)))
+	}
+	if j := t.res.Uint64N(uint64(seen)); j < uint64(s.maxLat) {
+		t.lat[j] = d
+	}
+}
+
+// judgesITL says whether t's SLO bounds its inter-token latency.
+func (t *tenant) judgesITL() bool {
+	return t.spec.SLO != nil && t.spec.SLO.Metric == SLOMetricITL
+}
+
+// judgeTokens judges n tokens that each came gap ns after their request's
+// previous one, as the ITL histogram observes them: the window keeps
+// their latencies (a uniform sample beyond s.maxLat, as record keeps
+// requests') and counts those at or under the target.
+func (t *tenant) judgeTokens(s *Simulator, gap int64, n int) {
+	d := time.Duration(gap)
+	for range n {
+		t.itlTokens++
+		t.keep(s, d, t.itlTokens)
+	}
+	if d <= time.Duration(t.spec.SLO.Target) {
+		t.good += n
+	}
 }
 
 // judged is the latency of LLM request r, ending at now, that its SLO
@@ -428,13 +461,28 @@ func (t *tenant) judged(r *request, now int64) int64 {
 }
 
 // overdue counts the requests waiting or running that arrived before
-// cutoff; under a TTFT SLO, those still without their first token.
+// cutoff; under a TTFT SLO, those still without their first token; under
+// an ITL SLO, the running requests with a first token when the last token
+// came before cutoff.
 func (t *tenant) overdue(cutoff int64) int {
 	n := 0
 	for _, r := range t.queue[t.qhead:] {
 		if r.arrival < cutoff {
 			n++
 		}
+	}
+	if t.judgesITL() {
+		// a running request whose next token is already late; one
+		// waiting for its first token is not judged by an ITL SLO yet
+		n = 0
+		if t.lastIter < cutoff {
+			for _, r := range t.seqs {
+				if r.first >= 0 {
+					n++
+				}
+			}
+		}
+		return n
 	}
 	ttft := t.spec.SLO != nil && t.spec.SLO.Metric == SLOMetricTTFT
 	for _, r := range t.seqs {

@@ -43,6 +43,7 @@ var hashRuns = []struct {
 	{"vgpu-contention", tuner.AutotuneName, 5 * time.Minute},
 	{"timeslice-levels", tuner.AutotuneName, 5 * time.Minute},
 	{"noisy-neighbour", tuner.UncappedName, 5 * time.Minute},
+	{"bursty-llm-itl", tuner.AutotuneName, 5 * time.Minute},
 }
 
 // TestReadingsHash runs each pinned run and compares the hash of every
@@ -53,7 +54,7 @@ var hashRuns = []struct {
 // are checked on amd64 only.
 func TestReadingsHash(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs 38 virtual minutes")
+		t.Skip("runs 43 virtual minutes")
 	}
 	if runtime.GOARCH != "amd64" && !*update {
 		t.Skipf("the pinned hashes are of amd64 floating point, not %s", runtime.GOARCH)
