@@ -134,3 +134,34 @@ func TestPhaseRunsHeldWork(t *testing.T) {
 		t.Errorf("phase 0's chat window %+v, want the sum of its fragments", c)
 	}
 }
+
+// TestITLJudgedByTokens: an inter-token latency SLO is judged over tokens,
+// as the run report judges it: 800 good of 1,000 tokens misses p90
+// however few requests completed, both in a goodput minute and over the
+// phase (whose window keeps the metric and sums the tokens).
+func TestITLJudgedByTokens(t *testing.T) {
+	w := func(good, tokens int) *sim.WindowStats {
+		return &sim.WindowStats{Tenants: []sim.TenantWindow{
+			{Tenant: "chat", GPU: "a", SLOQuantile: 0.9, SLOTarget: 50 * time.Millisecond, SLOMetric: sim.SLOMetricITL,
+				Good: good, Completed: 5, Tokens: tokens, Work: 1},
+			{Tenant: "train", GPU: "a", Work: 2},
+		}}
+	}
+	runs := phaseRuns([]fragment{
+		{minute: 0, phase: 0, w: w(800, 1000)}, // broken: 80% of the tokens
+		{minute: 1, phase: 0, w: w(990, 1000)}, // held
+	}, 1)
+	if want := map[string]float64{"chat": 1, "train": 2}; !maps.Equal(runs[0].heldWork, want) {
+		t.Errorf("held work %v, want %v (only the second minute held)", runs[0].heldWork, want)
+	}
+	c := runs[0].Tenants[0]
+	if c.SLOMetric != sim.SLOMetricITL || c.Tokens != 2000 || c.Good != 1790 {
+		t.Fatalf("phase window %+v, want the ITL metric and the fragments' tokens", c)
+	}
+	if sloMet(c) {
+		t.Errorf("1790 good of 2000 tokens met p90")
+	}
+	if s := scoreAll([]*phaseRun{runs[0]}, func(sim.TenantWindow) bool { return true }); s[0].attainment != 0.895 {
+		t.Errorf("attainment %v, want 1790/2000", s[0].attainment)
+	}
+}

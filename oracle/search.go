@@ -149,11 +149,12 @@ func merged(phases []*sim.WindowStats) *sim.WindowStats {
 			if !ok {
 				i = len(out.Tenants)
 				at[tw.Tenant] = i
-				out.Tenants = append(out.Tenants, sim.TenantWindow{Tenant: tw.Tenant, SLOQuantile: tw.SLOQuantile, SLOTarget: tw.SLOTarget})
+				out.Tenants = append(out.Tenants, sim.TenantWindow{Tenant: tw.Tenant, SLOQuantile: tw.SLOQuantile, SLOTarget: tw.SLOTarget, SLOMetric: tw.SLOMetric})
 			}
 			m := &out.Tenants[i]
 			m.GPU = tw.GPU
 			m.Completed += tw.Completed
+			m.Tokens += tw.Tokens
 			m.Good += tw.Good
 			m.Dropped += tw.Dropped
 			m.Work += tw.Work
@@ -227,7 +228,7 @@ func (o *oracleSearch) totalMemory(g int) uint64 {
 }
 
 func sloMet(tw sim.TenantWindow) bool {
-	ended := tw.Completed + tw.Dropped + tw.Overdue
+	ended := tw.Judged() + tw.Dropped + tw.Overdue
 	return ended == 0 || float64(tw.Good)/float64(ended) >= tw.SLOQuantile
 }
 
@@ -261,7 +262,7 @@ func scoreAll(ws []*phaseRun, keep func(sim.TenantWindow) bool) []score {
 			if sloMet(tw) {
 				out[k].met++
 			}
-			if ended := tw.Completed + tw.Dropped + tw.Overdue; ended > 0 {
+			if ended := tw.Judged() + tw.Dropped + tw.Overdue; ended > 0 {
 				out[k].attainment += float64(tw.Good) / float64(ended)
 			}
 		}

@@ -46,6 +46,15 @@ func ttftBoundsOf(slo *SLOSpec) []float64 {
 	return withTarget(ttftBounds, slo)
 }
 
+// itlBoundsOf are the inter-token latency histogram's bounds: vLLM's, with
+// the target of an ITL SLO added.
+func itlBoundsOf(slo *SLOSpec) []float64 {
+	if slo == nil || slo.Metric != SLOMetricITL {
+		return itlBounds
+	}
+	return withTarget(itlBounds, slo)
+}
+
 // withTarget returns base with the SLO's target added as a bound.
 func withTarget(base []float64, slo *SLOSpec) []float64 {
 	b := slices.Clone(base)

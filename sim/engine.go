@@ -448,20 +448,26 @@ func jobTime(j *job, c, w, mult float64) float64 {
 
 // noise is the job's lognormal service-time multiplier at spread sigma
 // (mean 1): the job's standard normal draw is fixed, so the multiplier
-// changes only with sigma. The previous spread's multiplier is kept too:
-// an MPS client's spread goes back and forth as a neighbour (an LLM
-// between its host and GPU phases) leaves and rejoins.
+// changes only with sigma. The multipliers of the last prevNoise spreads
+// before are kept too: an MPS client's spread goes back and forth among a
+// few values as neighbours (an LLM between its host and GPU phases) leave
+// and rejoin.
 func (j *job) noise(sigma float64) float64 {
-	if sigma != j.sigma {
-		if sigma == j.prevSigma {
-			j.sigma, j.prevSigma = j.prevSigma, j.sigma
-			j.mult, j.prevMult = j.prevMult, j.mult
-		} else {
-			j.prevSigma, j.prevMult = j.sigma, j.mult
-			j.sigma = sigma
-			j.mult = math.Exp(sigma*j.z - sigma*sigma/2)
+	if sigma == j.sigma {
+		return j.mult
+	}
+	for i, p := range j.prevSigma {
+		if p == sigma {
+			j.sigma, j.prevSigma[i] = p, j.sigma
+			j.mult, j.prevMult[i] = j.prevMult[i], j.mult
+			return j.mult
 		}
 	}
+	i := j.evict
+	j.evict = (i + 1) % prevNoise
+	j.prevSigma[i], j.prevMult[i] = j.sigma, j.mult
+	j.sigma = sigma
+	j.mult = math.Exp(sigma*j.z - sigma*sigma/2)
 	return j.mult
 }
 

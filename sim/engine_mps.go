@@ -64,6 +64,14 @@ type mpsClient struct {
 	cap    float64
 }
 
+// bwOf is what an MPS client's capC, capW and bw were worked out for: its
+// domain, job, SM share, clock and the domain's peak bandwidth.
+type bwOf struct {
+	d                        *domain
+	seq                      uint64
+	share, clockFactor, peak float64
+}
+
 // mpsKey is what an MPS allocation depends on besides the clients' jobs.
 type mpsKey struct {
 	clockFactor, peak, warm float64
@@ -107,8 +115,13 @@ func (d *domain) allocMPS(clockFactor, peak float64) {
 	}
 	demand, top := 0.0, 0.0
 	for _, m := range d.act {
-		m.capC, m.capW = d.capacity(m.share, clockFactor)
-		m.bw = m.job.bytes / jobTime(&m.job, m.capC, m.capW, 1)
+		// capC, capW and bw change only with these (field by field: a key
+		// struct costs more than it saves here)
+		if c := &m.bwOf; c.d != d || c.seq != m.jobSeq || c.share != m.share || c.clockFactor != clockFactor || c.peak != peak {
+			m.capC, m.capW = d.capacity(m.share, clockFactor)
+			m.bw = m.job.bytes / jobTime(&m.job, m.capC, m.capW, 1)
+			c.d, c.seq, c.share, c.clockFactor, c.peak = d, m.jobSeq, m.share, clockFactor, peak
+		}
 		demand += m.bw
 		top = max(top, m.bw)
 	}

@@ -168,9 +168,10 @@ type SLOSpec struct {
 	Quantile float64  `yaml:"quantile"`
 	Target   Duration `yaml:"target"`
 	// Metric is what the SLO bounds: "e2e" (the default), a request's
-	// end-to-end latency, or "ttft", an LLM request's time to its first
-	// token. The report judges it and a tenants file gives the tuner the
-	// same (a latency_source preset *-ttft).
+	// end-to-end latency; "ttft", an LLM request's time to its first
+	// token; or "itl", an LLM's inter-token latency, judged per token
+	// (SLOMetricITL). The report judges it and a tenants file gives the
+	// tuner the same (a latency_source preset *-ttft or *-itl).
 	Metric string `yaml:"metric"`
 	// Line is where the SLO is stated in the scenario file (0: unknown).
 	Line int `yaml:"-"`

@@ -229,12 +229,12 @@ func (p *parser) validate(sc *Scenario) error {
 			switch t.SLO.Metric {
 			case "", SLOMetricE2E:
 				t.SLO.Metric = ""
-			case SLOMetricTTFT:
+			case SLOMetricTTFT, SLOMetricITL:
 				if t.Workload.Type != "llm" {
-					return p.errAt(at("slo", "metric"), "slo metric %s needs an llm workload", SLOMetricTTFT)
+					return p.errAt(at("slo", "metric"), "slo metric %s needs an llm workload", t.SLO.Metric)
 				}
 			default:
-				return p.errAt(at("slo", "metric"), "unknown slo metric %q (%s, %s)", t.SLO.Metric, SLOMetricE2E, SLOMetricTTFT)
+				return p.errAt(at("slo", "metric"), "unknown slo metric %q (%s, %s, %s)", t.SLO.Metric, SLOMetricE2E, SLOMetricTTFT, SLOMetricITL)
 			}
 		}
 		if err := p.validateWorkload(sc, i); err != nil {

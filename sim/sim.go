@@ -78,11 +78,15 @@ type TenantWindow struct {
 	Latencies []time.Duration
 	// SLO and the number of requests completed at or under its target.
 	// Under a TTFT SLO (SLOMetric "ttft"), Latencies and Good are of the
-	// requests' times to first token.
+	// requests' times to first token. Under an ITL SLO (SLOMetric "itl")
+	// they are of tokens: Tokens is the number of tokens judged (every
+	// token after a request's first), Latencies their inter-token
+	// latencies and Good those at or under the target.
 	SLOQuantile float64
 	SLOTarget   time.Duration
-	SLOMetric   string // "" (end to end) or SLOMetricTTFT
+	SLOMetric   string // "" (end to end), SLOMetricTTFT or SLOMetricITL
 	Good        int
+	Tokens      int
 	// SMShare and BWShare are the time-averaged fractions of the device (or
 	// its MIG instance) the tenant used.
 	SMShare, BWShare float64
@@ -98,10 +102,12 @@ type TenantWindow struct {
 	// while waiting or running, or completed too late.
 	TimedOut int
 	// Overdue counts the requests still waiting or running at the window's
-	// end that are already older than the SLO target: whenever they end,
-	// they will not be good. They are not in Completed or Dropped (a later
-	// window counts them when they end); a report of the whole run adds
-	// the last window's Overdue to the requests that missed.
+	// end that are already older than the SLO target (under an ITL SLO:
+	// the running requests whose next token is already later than the
+	// target): whenever they end, they will not be good. They are not in
+	// Completed or Dropped (a later window counts them when they end); a
+	// report of the whole run adds the last window's Overdue to the
+	// requests that missed.
 	Overdue int
 }
 
@@ -110,6 +116,16 @@ type GPUWindow struct {
 	UUID                                     string
 	Index                                    int
 	SMActive, DRAMActive, PowerW, SMClockMHz float64
+}
+
+// Judged is the number of observations the window's SLO judged: its
+// completed requests, or under an ITL SLO its tokens. Attainment is Good
+// over Judged plus Dropped (a dropped request one missed observation).
+func (tw *TenantWindow) Judged() int {
+	if tw.SLOMetric == SLOMetricITL {
+		return tw.Tokens
+	}
+	return tw.Completed
 }
 
 // New builds a simulator for sc, which must come from LoadScenario or
@@ -187,7 +203,7 @@ func New(sc *Scenario, opts Options) (*Simulator, error) {
 		}
 		if spec.Workload.Type == "llm" {
 			t.ttft = newHist(ttftBoundsOf(spec.SLO))
-			t.itl = newHist(itlBounds)
+			t.itl = newHist(itlBoundsOf(spec.SLO))
 		}
 		if s.gpus[t.gpu].mode != gpu.SharingMIG {
 			t.inst = -1
@@ -598,7 +614,7 @@ func (s *Simulator) Window() WindowStats {
 	for _, t := range s.tenants {
 		tw := TenantWindow{
 			Tenant: t.spec.Name, GPU: s.gpus[t.gpu].uuid,
-			Completed: t.completed, Latencies: t.lat, Good: t.good,
+			Completed: t.completed, Latencies: t.lat, Good: t.good, Tokens: t.itlTokens,
 			Work: t.work, OOMs: t.ooms, Dropped: t.dropped, TimedOut: t.timedOut,
 		}
 		s.sortBuf = sortDurations(tw.Latencies, s.sortBuf)
@@ -617,7 +633,7 @@ func (s *Simulator) Window() WindowStats {
 		// the window's slice now belongs to the caller; size the next one
 		// like this one
 		t.lat = make([]time.Duration, 0, len(tw.Latencies))
-		t.completed, t.good, t.work, t.ooms, t.dropped, t.timedOut = 0, 0, 0, 0, 0, 0
+		t.completed, t.good, t.work, t.ooms, t.dropped, t.timedOut, t.itlTokens = 0, 0, 0, 0, 0, 0, 0
 		t.acc[1] = tenantTotals{}
 	}
 	for _, g := range s.gpus {

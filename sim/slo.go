@@ -44,6 +44,11 @@ func (sc *Scenario) CheckSLOs(tenantsFile string, given func(tenant string) (q f
 const (
 	SLOMetricE2E  = "e2e"  // a request's end-to-end latency
 	SLOMetricTTFT = "ttft" // an LLM request's time to its first token
+	// SLOMetricITL bounds an LLM's inter-token latency, judged per token
+	// as vLLM's vllm:inter_token_latency_seconds histogram observes it:
+	// every token after a request's first is one observation, the time
+	// since the request's previous token.
+	SLOMetricITL = "itl"
 )
 
 // metric is what the SLO bounds.

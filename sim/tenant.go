@@ -37,11 +37,15 @@ type job struct {
 	// (prefill); they are the last newSeqs entries of tenant.seqs.
 	newSeqs int
 	// service-time noise: the job's standard normal draw and the
-	// multiplier at the spread sigma, and at the spread before (see
-	// job.noise)
+	// multiplier at the spread sigma, and at the prevNoise spreads before
+	// (evict is the next of them to go; see job.noise)
 	z, sigma, mult      float64
-	prevSigma, prevMult float64
+	prevSigma, prevMult [prevNoise]float64
+	evict               int
 }
+
+// prevNoise is how many earlier spreads' multipliers a job keeps.
+const prevNoise = 3
 
 // begin makes j a new job of flops and bytes starting at now, its other
 // fields zero. (Zeroing and setting fields in place: a composite literal
@@ -133,6 +137,7 @@ type tenant struct {
 	share      float64 // fraction of the domain's SMs this segment
 	bw         float64 // bytes/s this segment
 	capC, capW float64 // FLOP/s and bytes/s its share gets alone
+	bwOf       bwOf    // MPS: what capC, capW and bw hold for
 	jobSeconds float64 // job time (s) at the current allocation
 	left       int64   // MPS: ns the job still takes at the current allocation
 	fixed      bool    // shareSMs: the client's cap binds
@@ -152,6 +157,7 @@ type tenant struct {
 	lat       []time.Duration
 	completed int
 	good      int
+	itlTokens int // tokens judged by an ITL SLO
 	work      float64
 	ooms      int
 	dropped   int
@@ -197,7 +203,9 @@ func (t *tenant) startJob(now int64) bool {
 	if t.job.active && t.noise != nil {
 		t.job.sigma = *t.w.ServiceNoise
 		t.job.z, t.job.mult = t.draws.next(t.noise, t.job.sigma)
-		t.job.prevSigma, t.job.prevMult = t.job.sigma, t.job.mult
+		for i := range prevNoise {
+			t.job.prevSigma[i], t.job.prevMult[i] = t.job.sigma, t.job.mult
+		}
 	}
 	if t.job.active {
 		t.jobSeq++
@@ -349,6 +357,9 @@ func (t *tenant) finishJob(s *Simulator, now int64) {
 		if decode := len(t.seqs) - j.newSeqs; decode > 0 {
 			// every running sequence got its next token after one iteration
 			t.itl.observeN(float64(now-t.lastIter)/1e9, uint64(decode))
+			if t.judgesITL() {
+				t.judgeTokens(s, now-t.lastIter, decode)
+			}
 		}
 		t.lastIter = now
 		// the sequences that go on are kept in place, in order (moved
@@ -395,24 +406,53 @@ func (t *tenant) record(s *Simulator, ns, judged int64) {
 		return
 	}
 	t.completed++
-	jd := time.Duration(judged)
-	if len(t.lat) < s.maxLat {
-		t.lat = append(t.lat, jd)
-	} else {
-		// Reservoir sampling keeps a uniform sample of the window's
-		// latencies in bounded memory (a run nobody reads windows of, such
-		// as the exporter's, would otherwise grow without end).
-		if t.res == nil {
-			t.res = rand.New(rand.NewPCG(uint64(s.seed), streamOf("reservoir/"+t.spec.Name)))
-		}
-		if j := t.res.Uint64N(uint64(t.completed)); j < uint64(s.maxLat) {
-			t.lat[j] = jd
-		}
+	if t.judgesITL() {
+		t.e2e.observe(d.Seconds())
+		return // its tokens were judged as they came
 	}
+	jd := time.Duration(judged)
+	t.keep(s, jd, t.completed)
 	if t.spec.SLO != nil && jd <= time.Duration(t.spec.SLO.Target) {
 		t.good++
 	}
 	t.e2e.observe(d.Seconds())
+}
+
+// keep keeps latency d, the seen-th judged in the window, among the
+// window's latencies. Beyond s.maxLat, reservoir sampling keeps a uniform
+// sample of them in bounded memory (a run nobody reads windows of, such as
+// the exporter's, would otherwise grow without end).
+func (t *tenant) keep(s *Simulator, d time.Duration, seen int) {
+	if len(t.lat) < s.maxLat {
+		t.lat = append(t.lat, d)
+		return
+	}
+	if t.res == nil {
+		t.res = rand.New(rand.NewPCG(uint64(s.seed), streamOf("reservoir/"+t.spec.Name)))
+	}
+	if j := t.res.Uint64N(uint64(seen)); j < uint64(s.maxLat) {
+		t.lat[j] = d
+	}
+}
+
+// judgesITL says whether t's SLO bounds its inter-token latency.
+func (t *tenant) judgesITL() bool {
+	return t.spec.SLO != nil && t.spec.SLO.Metric == SLOMetricITL
+}
+
+// judgeTokens judges n tokens that each came gap ns after their request's
+// previous one, as the ITL histogram observes them: the window keeps
+// their latencies (a uniform sample beyond s.maxLat, as record keeps
+// requests') and counts those at or under the target.
+func (t *tenant) judgeTokens(s *Simulator, gap int64, n int) {
+	d := time.Duration(gap)
+	for range n {
+		t.itlTokens++
+		t.keep(s, d, t.itlTokens)
+	}
+	if d <= time.Duration(t.spec.SLO.Target) {
+		t.good += n
+	}
 }
 
 // judged is the latency of LLM request r, ending at now, that its SLO
@@ -425,13 +465,28 @@ func (t *tenant) judged(r *request, now int64) int64 {
 }
 
 // overdue counts the requests waiting or running that arrived before
-// cutoff; under a TTFT SLO, those still without their first token.
+// cutoff; under a TTFT SLO, those still without their first token; under
+// an ITL SLO, the running requests with a first token when the last token
+// came before cutoff.
 func (t *tenant) overdue(cutoff int64) int {
 	n := 0
 	for _, r := range t.queue[t.qhead:] {
 		if r.arrival < cutoff {
 			n++
 		}
+	}
+	if t.judgesITL() {
+		// a running request whose next token is already late; one
+		// waiting for its first token is not judged by an ITL SLO yet
+		n = 0
+		if t.lastIter < cutoff {
+			for _, r := range t.seqs {
+				if r.first >= 0 {
+					n++
+				}
+			}
+		}
+		return n
 	}
 	ttft := t.spec.SLO != nil && t.spec.SLO.Metric == SLOMetricTTFT
 	for _, r := range t.seqs {

@@ -44,6 +44,9 @@ type Config struct {
 	// Progress, when set, is called after each step with the steps done
 	// and the total.
 	Progress func(done, total int64)
+	// observe, when set, is given each step's snapshot, what the policy
+	// decided on it and the window recorded (the readings' hash test).
+	observe func(*tenant.Snapshot, []tuner.Decision, *sim.WindowStats)
 }
 
 func (c Config) actuators(s *sim.Simulator) tuner.Actuators {
@@ -256,7 +259,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				res.Recorder.AddChange(report.Change{Time: d.Time, GPU: d.GPU, Tenant: d.Tenant, Knob: d.Knob, To: d.To})
 			}
 		}
-		res.Recorder.Add(s.Window())
+		w := s.Window()
+		if cfg.observe != nil {
+			cfg.observe(snap, decs, &w)
+		}
+		res.Recorder.Add(w)
 		if cfg.Progress != nil {
 			cfg.Progress(i, steps)
 		}

@@ -130,7 +130,8 @@ func TestTTFTSLOReachesTheTuner(t *testing.T) {
 
 // attainments runs sc with cfg for 4 minutes (inside the SLO window, which
 // then holds every request) and returns assistant's attainment as the
-// simulator judges it and as the tuner's snapshot reads it.
+// simulator judges it (over requests, or tokens under an ITL SLO) and as
+// the tuner's snapshot reads it.
 func attainments(t *testing.T, sc *sim.Scenario, cfg *tenant.Config) (judged, read float64) {
 	t.Helper()
 	h := simtest.Start(t, sc, cfg)
@@ -142,12 +143,12 @@ func attainments(t *testing.T, sc *sim.Scenario, cfg *tenant.Config) (judged, re
 		snap = h.Build(ctx, h.Sample(ctx, 10*time.Second))
 		for _, tw := range h.Sim.Window().Tenants {
 			if tw.Tenant == "assistant" {
-				good, ended = good+tw.Good, ended+tw.Completed+tw.Dropped
+				good, ended = good+tw.Good, ended+tw.Judged()+tw.Dropped
 			}
 		}
 	}
 	if ended < 100 {
-		t.Fatalf("%d requests ended", ended)
+		t.Fatalf("%d judged (requests, or tokens under an ITL SLO) ended", ended)
 	}
 	for _, st := range snap.SLOs {
 		if st.Tenant == "assistant" && st.Attainment != nil {
@@ -158,8 +159,8 @@ func attainments(t *testing.T, sc *sim.Scenario, cfg *tenant.Config) (judged, re
 	return 0, 0
 }
 
-// TestSLOMetricValidated: a TTFT SLO needs an LLM workload, and an SLO
-// metric is e2e or ttft.
+// TestSLOMetricValidated: a TTFT or ITL SLO needs an LLM workload, and an
+// SLO metric is e2e, ttft or itl.
 func TestSLOMetricValidated(t *testing.T) {
 	data, err := os.ReadFile("../scenarios/energy-slack.yaml")
 	if err != nil {
@@ -168,6 +169,7 @@ func TestSLOMetricValidated(t *testing.T) {
 	for _, tc := range []struct{ slo, want string }{
 		{"slo: {quantile: 0.99, target: 200ms, metric: e2e}", ""},
 		{"slo: {quantile: 0.99, target: 200ms, metric: ttft}", "needs an llm workload"},
+		{"slo: {quantile: 0.99, target: 200ms, metric: itl}", "slo metric itl needs an llm workload"},
 		{"slo: {quantile: 0.99, target: 200ms, metric: tpot}", `unknown slo metric "tpot"`},
 	} {
 		text := strings.Replace(string(data), "slo: {quantile: 0.99, target: 200ms}", tc.slo, 1)

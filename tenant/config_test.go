@@ -290,3 +290,33 @@ func TestParseConfigBounded(t *testing.T) {
 		})
 	}
 }
+
+// TestLatencySourceSLOMetric: the metric an SLO bounds is read from the
+// histogram its source reads, by preset or by the metric's name as vLLM
+// and SGLang name them.
+func TestLatencySourceSLOMetric(t *testing.T) {
+	for _, tc := range []struct {
+		src  *LatencySource
+		want string
+	}{
+		{nil, ""},
+		{&LatencySource{Preset: "vllm-e2e"}, ""},
+		{&LatencySource{Preset: "triton"}, ""},
+		{&LatencySource{Preset: "vllm-ttft"}, "ttft"},
+		{&LatencySource{Preset: "sglang-ttft"}, "ttft"},
+		{&LatencySource{Preset: "vllm-itl"}, "itl"},
+		{&LatencySource{Preset: "sglang-itl"}, "itl"},
+		{&LatencySource{Metric: "vllm:e2e_request_latency_seconds"}, ""},
+		{&LatencySource{Metric: "vllm:time_to_first_token_seconds"}, "ttft"},
+		{&LatencySource{Metric: "vllm:inter_token_latency_seconds"}, "itl"},
+		{&LatencySource{Metric: "vllm:time_per_output_token_seconds"}, "itl"},
+		{&LatencySource{Metric: "sglang:inter_token_latency_seconds"}, "itl"},
+		{&LatencySource{Metric: "sglang:time_per_output_token_seconds"}, "itl"},
+		// a metric named beside a preset is what is read
+		{&LatencySource{Preset: "vllm-e2e", Metric: "vllm:inter_token_latency_seconds"}, "itl"},
+	} {
+		if got := tc.src.SLOMetric(); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.src, got, tc.want)
+		}
+	}
+}

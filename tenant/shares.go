@@ -117,10 +117,38 @@ type ctxUtil struct {
 	smFoot, memFoot float64
 }
 
+// ctxVal is a figure of one context.
+type ctxVal struct {
+	key ctxKey
+	v   float64
+}
+
+// ctxVals are figures by context, keys ascending (cmpCtxKey).
+type ctxVals []ctxVal
+
+// add adds v to k's figure, inserting k at 0 when absent.
+func (x ctxVals) add(k ctxKey, v float64) ctxVals {
+	i, found := slices.BinarySearchFunc(x, k, func(e ctxVal, k ctxKey) int { return cmpCtxKey(e.key, k) })
+	if !found {
+		return slices.Insert(x, i, ctxVal{k, 0 + v})
+	}
+	x[i].v += v
+	return x
+}
+
+// get returns k's figure.
+func (x ctxVals) get(k ctxKey) (float64, bool) {
+	i, found := slices.BinarySearchFunc(x, k, func(e ctxVal, k ctxKey) int { return cmpCtxKey(e.key, k) })
+	if !found {
+		return 0, false
+	}
+	return x[i].v, true
+}
+
 // fitSample is one sample of a GPU: its contexts' busy times and the
 // device's counters (NaN when absent).
 type fitSample struct {
-	busy, memBusy map[ctxKey]float64
+	busy          ctxVals
 	sm, occ, dram float64
 }
 
@@ -128,7 +156,17 @@ type fitSample struct {
 type gpuFit struct {
 	samples []fitSample // oldest first, at most footprintWindow
 	// occ is the last fitted occupancy of each MPS context (warm start)
-	occ map[ctxKey]float64
+	occ ctxVals
+	// the occupancy fit's scratch, kept from one sample to the next
+	keys []ctxKey
+	data []fitObs
+	buf  []float64
+	out  ctxVals
+}
+
+// fitObs is a sample's device SM active and SM occupancy.
+type fitObs struct {
+	sm, occ float64
 }
 
 // footprints sets the smFoot and memFoot of ctxs, the contexts of device
@@ -137,33 +175,32 @@ type gpuFit struct {
 func (a *attrState) footprints(uuid string, ctxs []*ctxUtil, sm, occ, dram *float64) {
 	f := a.fits[uuid]
 	if f == nil {
-		f = &gpuFit{occ: map[ctxKey]float64{}}
+		f = &gpuFit{}
 		a.fits[uuid] = f
 	}
-	s := fitSample{busy: map[ctxKey]float64{}, memBusy: map[ctxKey]float64{}, sm: orNaN(sm), occ: orNaN(occ), dram: orNaN(dram)}
+	var busy ctxVals // the oldest sample's, when it leaves the window
+	if len(f.samples) >= footprintWindow {
+		busy = f.samples[0].busy[:0]
+		f.samples = append(f.samples[:0], f.samples[1:]...)
+	}
+	s := fitSample{busy: busy, sm: orNaN(sm), occ: orNaN(occ), dram: orNaN(dram)}
 	mps := false
 	for _, c := range ctxs {
 		if c.sm != nil {
-			s.busy[c.key] += *c.sm
-		}
-		if c.mem != nil {
-			s.memBusy[c.key] += *c.mem
+			s.busy = s.busy.add(c.key, *c.sm)
 		}
 		mps = mps || c.mps
 	}
-	if len(f.samples) >= footprintWindow {
-		f.samples = append(f.samples[:0], f.samples[1:]...)
-	}
 	f.samples = append(f.samples, s)
-	var smFoot map[ctxKey]float64
+	var smFoot ctxVals
 	if mps {
 		smFoot = f.fitOccupancy()
 	} else {
-		smFoot = linearFit(f.samples, func(s *fitSample) (map[ctxKey]float64, float64) { return s.busy, s.sm })
+		smFoot = linearFit(f.samples, func(s *fitSample) (ctxVals, float64) { return s.busy, s.sm })
 	}
 	for _, c := range ctxs {
 		c.smFoot, c.memFoot = c.key.threads, c.key.threads
-		if v, ok := smFoot[c.key]; ok {
+		if v, ok := smFoot.get(c.key); ok {
 			c.smFoot = v
 		}
 	}
@@ -191,8 +228,7 @@ func orNaN(p *float64) float64 {
 // mean(y) / mean(sum x). Time-sliced contexts run one at a time, so the
 // device's SM active (DRAM active) is exactly such a sum. It returns nil
 // when no sample has both.
-func linearFit(samples []fitSample, get func(*fitSample) (map[ctxKey]float64, float64)) map[ctxKey]float64 {
-	idx := map[ctxKey]int{}
+func linearFit(samples []fitSample, get func(*fitSample) (ctxVals, float64)) ctxVals {
 	var keys []ctxKey
 	for i := range samples {
 		x, y := get(&samples[i])
@@ -201,9 +237,6 @@ func linearFit(samples []fitSample, get func(*fitSample) (map[ctxKey]float64, fl
 		}
 	}
 	m := len(keys)
-	for p, k := range keys {
-		idx[k] = p
-	}
 	n, sumY, sumX := 0, 0.0, 0.0
 	ata := make([]float64, m*m)
 	aty := make([]float64, m)
@@ -216,8 +249,10 @@ func linearFit(samples []fitSample, get func(*fitSample) (map[ctxKey]float64, fl
 		n++
 		sumY += y
 		clear(row)
-		for k, v := range x {
-			row[idx[k]] = v
+		p := 0
+		for _, e := range x {
+			p = keyAt(keys, p, e.key)
+			row[p] = e.v
 		}
 		for p := range m {
 			sumX += row[p]
@@ -244,9 +279,9 @@ func linearFit(samples []fitSample, get func(*fitSample) (map[ctxKey]float64, fl
 		aty[p] += lambda * prior
 	}
 	theta := boxSolve(ata, aty, m)
-	out := make(map[ctxKey]float64, m)
+	out := make(ctxVals, m)
 	for p, k := range keys {
-		out[k] = theta[p]
+		out[p] = ctxVal{k, theta[p]}
 	}
 	return out
 }
@@ -259,14 +294,10 @@ func linearFit(samples []fitSample, get func(*fitSample) (map[ctxKey]float64, fl
 // occupancy in [minOccupancy, 1] is fitted to the window's device SM
 // occupancy by coordinate search, with a ridge towards the window's mean
 // occupancy (occupancy / SM active). It returns threads x occupancy by
-// context, nil when the window has no SM occupancy.
-func (f *gpuFit) fitOccupancy() map[ctxKey]float64 {
-	type obs struct {
-		sm, occ float64
-	}
-	idx := map[ctxKey]int{}
-	var keys []ctxKey
-	var data []obs
+// context (until the next call), nil when the window has no SM occupancy.
+func (f *gpuFit) fitOccupancy() ctxVals {
+	keys, data := f.keys[:0], f.data[:0]
+	defer func() { f.keys, f.data = keys, data }()
 	sumSM, sumOcc := 0.0, 0.0
 	for i := range f.samples {
 		s := &f.samples[i]
@@ -276,44 +307,44 @@ func (f *gpuFit) fitOccupancy() map[ctxKey]float64 {
 		keys = addKeys(keys, s.busy)
 		sumSM += s.sm
 		sumOcc += s.occ
-		data = append(data, obs{sm: s.sm, occ: s.occ})
+		data = append(data, fitObs{sm: s.sm, occ: s.occ})
 	}
 	if len(data) == 0 {
-		for k := range f.occ {
-			delete(f.occ, k)
-		}
+		f.occ = f.occ[:0]
 		return nil
 	}
 	m := len(keys)
-	for p, k := range keys {
-		idx[k] = p
-	}
 	// wc holds busy x threads column by column: wc[p*n+t] for context p in
 	// observation t
 	n := len(data)
-	wc := make([]float64, m*n)
+	f.buf = slices.Grow(f.buf[:0], m*n+m+3*n)[:m*n+m+3*n]
+	clear(f.buf)
+	wc, o, s1, s2, z := f.buf[:m*n], f.buf[m*n:m*n+m], f.buf[m*n+m:m*n+m+n], f.buf[m*n+m+n:m*n+m+2*n], f.buf[m*n+m+2*n:]
 	t := 0
 	for i := range f.samples {
 		s := &f.samples[i]
 		if math.IsNaN(s.sm) || math.IsNaN(s.occ) || s.sm <= 0 {
 			continue
 		}
-		for k, v := range s.busy {
-			wc[idx[k]*n+t] = v * k.threads
+		p := 0
+		for _, e := range s.busy {
+			p = keyAt(keys, p, e.key)
+			wc[p*n+t] = e.v * e.key.threads
 		}
 		t++
 	}
 	mean := min(1, max(minOccupancy, sumOcc/sumSM))
-	o := make([]float64, m)
+	j := 0 // f.occ and keys are both ascending
 	for p, k := range keys {
 		o[p] = mean
-		if v, ok := f.occ[k]; ok {
-			o[p] = v
+		for j < len(f.occ) && cmpCtxKey(f.occ[j].key, k) < 0 {
+			j++
+		}
+		if j < len(f.occ) && cmpCtxKey(f.occ[j].key, k) == 0 {
+			o[p] = f.occ[j].v
 		}
 	}
 	// per observation: sum of w o and of w o o
-	s1 := make([]float64, n)
-	s2 := make([]float64, n)
 	for t := range n {
 		for p := range m {
 			s1[t] += wc[p*n+t] * o[p]
@@ -323,12 +354,18 @@ func (f *gpuFit) fitOccupancy() map[ctxKey]float64 {
 	lambda := footprintRidge * float64(n)
 	// z is, for an observation where context p is idle (w = 0), its
 	// squared error, which v does not change
-	z := make([]float64, n)
-	cost := func(p int, v float64) float64 {
+	// cost is context p's cost at occupancy v, or some figure at least
+	// bound once the sum reaches bound: every term is a square, so the
+	// partial sums never decrease (nor do they when rounded), and a point
+	// whose sum reaches the best cost so far cannot beat it.
+	cost := func(p int, v, bound float64) float64 {
 		c := lambda * (v - mean) * (v - mean)
 		col := wc[p*n : (p+1)*n]
 		dv, dv2 := v-o[p], v*v-o[p]*o[p]
 		for t, w := range col {
+			if c >= bound {
+				return c
+			}
 			if w == 0 {
 				c += z[t]
 				continue
@@ -359,10 +396,10 @@ func (f *gpuFit) fitOccupancy() map[ctxKey]float64 {
 				d := data[t].occ - pred
 				z[t] = d * d
 			}
-			best, bestC := o[p], cost(p, o[p])
+			best, bestC := o[p], cost(p, o[p], math.Inf(1))
 			for g := 0; g <= steps; g++ {
 				v := minOccupancy + (1-minOccupancy)*float64(g)/steps
-				if c := cost(p, v); c < bestC {
+				if c := cost(p, v, bestC); c < bestC {
 					best, bestC = v, c
 				}
 			}
@@ -372,7 +409,7 @@ func (f *gpuFit) fitOccupancy() map[ctxKey]float64 {
 					if v < minOccupancy || v > 1 {
 						continue
 					}
-					if c := cost(p, v); c < bestC {
+					if c := cost(p, v, bestC); c < bestC {
 						best, bestC = v, c
 					}
 				}
@@ -384,24 +421,32 @@ func (f *gpuFit) fitOccupancy() map[ctxKey]float64 {
 			o[p] = best
 		}
 	}
-	clear(f.occ)
-	out := make(map[ctxKey]float64, m)
+	f.occ, f.out = f.occ[:0], f.out[:0]
 	for p, k := range keys {
-		f.occ[k] = o[p]
-		out[k] = k.threads * o[p]
+		f.occ = append(f.occ, ctxVal{k, o[p]})
+		f.out = append(f.out, ctxVal{k, k.threads * o[p]})
 	}
-	return out
+	return f.out
 }
 
 // addKeys adds the keys of x to the sorted keys.
-func addKeys(keys []ctxKey, x map[ctxKey]float64) []ctxKey {
-	for k := range x {
-		i, found := slices.BinarySearchFunc(keys, k, cmpCtxKey)
+func addKeys(keys []ctxKey, x ctxVals) []ctxKey {
+	for _, e := range x {
+		i, found := slices.BinarySearchFunc(keys, e.key, cmpCtxKey)
 		if !found {
-			keys = slices.Insert(keys, i, k)
+			keys = slices.Insert(keys, i, e.key)
 		}
 	}
 	return keys
+}
+
+// keyAt returns the index of k in keys, searching from from: keys hold k
+// at or after from (both are walked in ascending order).
+func keyAt(keys []ctxKey, from int, k ctxKey) int {
+	for cmpCtxKey(keys[from], k) != 0 {
+		from++
+	}
+	return from
 }
 
 func cmpCtxKey(a, b ctxKey) int {

@@ -118,6 +118,7 @@ type tenantAcc struct {
 	// memory of a time.Duration.
 	latencies   []float32
 	completed   int
+	judged      int // what the SLO judged (TenantWindow.Judged)
 	good        int
 	work        float64
 	smShareSec  float64 // share x seconds
@@ -191,9 +192,10 @@ func (r *Recorder) Add(w WindowStats) {
 		}
 		a.spans = append(a.spans, stepSpan{step: len(r.steps), start: from, end: len(a.latencies)})
 		mn := &a.minutes[r.minuteN]
-		mn.ended += tw.Completed + tw.Dropped
+		mn.ended += tw.Judged() + tw.Dropped
 		mn.end = len(a.latencies)
 		a.completed += tw.Completed
+		a.judged += tw.Judged()
 		a.good += tw.Good
 		a.work += tw.Work
 		a.smShareSec += tw.SMShare * secs
@@ -207,7 +209,7 @@ func (r *Recorder) Add(w WindowStats) {
 
 		ts := TenantStep{
 			Tenant: tw.Tenant, GPU: tw.GPU, Completed: tw.Completed, Good: tw.Good,
-			Attainment:  sloAttainment(tw.SLOTarget, tw.Good, tw.Completed+tw.Dropped),
+			Attainment:  sloAttainment(tw.SLOTarget, tw.Good, tw.Judged()+tw.Dropped),
 			P50:         quantileSeconds(tw.Latencies, 0.5),
 			P99:         quantileSeconds(tw.Latencies, 0.99),
 			SLOQuantile: tw.SLOQuantile, SLOTarget: round6(tw.SLOTarget.Seconds()),
@@ -258,7 +260,7 @@ func (r *Recorder) addMinute(tw TenantWindow) {
 	}
 	m.gpu = tw.GPU
 	m.good += tw.Good
-	m.ended += tw.Completed + tw.Dropped
+	m.ended += tw.Judged() + tw.Dropped
 	m.sloQuantile, m.slo = tw.SLOQuantile, tw.SLOTarget > 0
 	m.work[tw.GPU] += tw.Work
 }
@@ -417,7 +419,9 @@ type TenantSummary struct {
 	SLOQuantile float64  `json:"slo_quantile"`
 	SLOTarget   float64  `json:"slo_target_seconds"`
 	// SLOMetric is what the SLO bounds: "" for end-to-end latency, "ttft"
-	// for time to first token (then P50, P99 and BusyLatency are too).
+	// for time to first token (then P50, P99 and BusyLatency are too),
+	// "itl" for inter-token latency (then they are of tokens, and Good
+	// counts tokens).
 	SLOMetric string `json:"slo_metric,omitempty"`
 	// SLOMet is true when the tenant has an SLO and attainment reached
 	// its quantile; nil when it has no SLO or no request ended (completed
@@ -487,7 +491,7 @@ func (r *Recorder) Summary() Summary {
 		p50, p99 := quantiles32(a.latencies)
 		ts := TenantSummary{
 			Tenant: name, GPU: a.gpu, Requests: a.completed, Good: a.good,
-			Attainment:  sloAttainment(a.sloTarget, a.good, a.completed+a.dropped+a.overdue),
+			Attainment:  sloAttainment(a.sloTarget, a.good, a.judged+a.dropped+a.overdue),
 			SLOQuantile: a.sloQuantile, SLOTarget: round6(a.sloTarget.Seconds()), SLOMetric: a.sloMetric,
 			P50: p50, P99: p99,
 			OOMs: a.ooms, Dropped: a.dropped, Overdue: a.overdue,
@@ -513,7 +517,7 @@ func (r *Recorder) Summary() Summary {
 			}
 		}
 		if a.sloTarget > 0 && ts.Attainment != nil {
-			met := float64(a.good)/float64(a.completed+a.dropped+a.overdue) >= a.sloQuantile
+			met := float64(a.good)/float64(a.judged+a.dropped+a.overdue) >= a.sloQuantile
 			ts.SLOMet = &met
 			s.SLOsHeld++
 			if met {

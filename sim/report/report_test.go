@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"gonum.org/v1/plot"
+
+	"github.com/vgpu-exporter/vgpu_exporter/sim"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -224,6 +226,41 @@ func TestSummaryOverdueAtEnd(t *testing.T) {
 	}
 	if !strings.Contains(b.String(), "OVERDUE") {
 		t.Errorf("summary text lacks the OVERDUE column:\n%s", b.String())
+	}
+}
+
+// Under an inter-token latency SLO the report judges tokens: attainment
+// is good tokens over the tokens judged, plus the dropped requests (one
+// missed observation each) and the overdue streams at the end; requests
+// stay requests.
+func TestSummaryJudgesTokensUnderITL(t *testing.T) {
+	ws := windows()
+	for i, tokens := range []int{400, 0, 600} {
+		c := &ws[i].Tenants[1]
+		c.SLOMetric, c.Tokens = sim.SLOMetricITL, tokens
+	}
+	// window 0: 4 requests, 380 of 400 tokens good; window 2: 6
+	// requests, 590 of 600; window 1: 2 dropped; 5 streams overdue
+	ws[0].Tenants[1].Good, ws[2].Tenants[1].Good = 380, 590
+	ws[2].Tenants[1].Overdue = 5
+	r := record(ws)
+	chat := r.Summary().Tenants[0]
+	want := 970.0 / 1007
+	if chat.Requests != 10 || chat.Good != 970 || chat.Attainment == nil || math.Abs(*chat.Attainment-want) > 1e-5 || chat.SLOMetric != sim.SLOMetricITL {
+		t.Errorf("summary %+v: want 10 requests, 970 good tokens, attainment %.4f", chat, want)
+	}
+	if chat.SLOMet == nil || !*chat.SLOMet {
+		t.Errorf("summary %+v: %.4f of the tokens at p90 meets it", chat, want)
+	}
+	if a := r.Steps()[0].Tenants[0].Attainment; a == nil || *a != 0.95 {
+		t.Errorf("first step attainment %v, want 380/400", a)
+	}
+	var b bytes.Buffer
+	if err := WriteSummaryText(&b, r.Summary()); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "itl p90<=100ms") {
+		t.Errorf("summary text does not name the ITL SLO:\n%s", b.String())
 	}
 }
 

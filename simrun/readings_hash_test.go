@@ -1,0 +1,233 @@
+package simrun
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"flag"
+	"fmt"
+	"hash"
+	"math"
+	"os"
+	"reflect"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/sim"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/readings.sha256 from this build's runs")
+
+// readingsFile pins the hash of every snapshot, decision and window of a
+// few runs: a change meant to make the runs faster must leave it as it
+// is; a change to the model rewrites it (go test ./simrun -run
+// TestReadingsHash -update) and says so.
+const readingsFile = "testdata/readings.sha256"
+
+// hashRuns are the pinned runs: the benchmark scenario under the policy
+// of the speed target, and the tuner on each sharing mechanism.
+var hashRuns = []struct {
+	scenario, policy string
+	duration         time.Duration
+}{
+	{"eight-gpu-hot", tuner.StaticEqualName, 10 * time.Minute},
+	{"eight-gpu-hot", tuner.AutotuneName, 3 * time.Minute},
+	{"bursty-llm-ttft", tuner.AutotuneName, 5 * time.Minute},
+	{"h200-mig", tuner.AutotuneName, 5 * time.Minute},
+	{"vgpu-contention", tuner.AutotuneName, 5 * time.Minute},
+	{"timeslice-levels", tuner.AutotuneName, 5 * time.Minute},
+	{"noisy-neighbour", tuner.UncappedName, 5 * time.Minute},
+	{"bursty-llm-itl", tuner.AutotuneName, 5 * time.Minute},
+}
+
+// TestReadingsHash runs each pinned run and compares the hash of every
+// step's snapshot (the readings and their attribution), the policy's
+// decisions and the recorded window with testdata/readings.sha256. The
+// hashes are of the exact float bits, which another architecture's
+// floating point (fused multiply-adds, its math.Exp) may change: they
+// are checked on amd64 only.
+func TestReadingsHash(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs 43 virtual minutes")
+	}
+	if runtime.GOARCH != "amd64" && !*update {
+		t.Skipf("the pinned hashes are of amd64 floating point, not %s", runtime.GOARCH)
+	}
+	var got []string
+	for _, r := range hashRuns {
+		h := sha256.New()
+		steps := 0
+		cfg := Config{Scenario: r.scenario, Policy: r.policy, Duration: r.duration, Step: time.Second,
+			observe: func(snap *tenant.Snapshot, decs []tuner.Decision, w *sim.WindowStats) {
+				steps++
+				hashValue(h, reflect.ValueOf(deterministic(snap)), 0)
+				hashValue(h, reflect.ValueOf(decs), 0)
+				hashValue(h, reflect.ValueOf(w), 0)
+			}}
+		if _, err := Run(context.Background(), cfg); err != nil {
+			t.Fatalf("%s %s: %v", r.scenario, r.policy, err)
+		}
+		if want := int(r.duration / time.Second); steps != want {
+			t.Fatalf("%s %s: observed %d steps, want %d", r.scenario, r.policy, steps, want)
+		}
+		got = append(got, fmt.Sprintf("%x  %s %s %v", h.Sum(nil), r.scenario, r.policy, r.duration))
+	}
+	if *update {
+		if err := os.WriteFile(readingsFile, []byte(strings.Join(got, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	f, err := os.Open(readingsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var want []string
+	for sc := bufio.NewScanner(f); sc.Scan(); {
+		want = append(want, sc.Text())
+	}
+	for i, g := range got {
+		if i >= len(want) || g != want[i] {
+			t.Errorf("readings changed:\n got %s\nwant %s", g, strings.Join(want[min(i, len(want)):min(i+1, len(want))], ""))
+		}
+	}
+	if len(want) != len(got) {
+		t.Errorf("%s has %d runs, the test %d", readingsFile, len(want), len(got))
+	}
+}
+
+// deterministic is snap less what differs from one run to the next: the
+// wall time a sample took, the temporary directory the built-in
+// scenario's files were copied into and when they were loaded.
+func deterministic(snap *tenant.Snapshot) tenant.Snapshot {
+	s := *snap
+	s.Sampler.LastDuration = 0
+	s.Config.File = ""
+	s.Config.LastReloadSuccessTime = time.Time{}
+	return s
+}
+
+func TestHashValueSeesEveryField(t *testing.T) {
+	type inner struct{ F float64 }
+	type outer struct {
+		A int
+		p *inner
+		M map[string]float64
+		S []any
+		T time.Time
+	}
+	base := outer{A: 1, p: &inner{F: 0.5}, M: map[string]float64{"a": 1, "b": 2}, S: []any{"x", 3}, T: time.Unix(5, 0)}
+	sum := func(v outer) string {
+		h := sha256.New()
+		hashValue(h, reflect.ValueOf(v), 0)
+		return fmt.Sprintf("%x", h.Sum(nil))
+	}
+	b := sum(base)
+	if sum(base) != b {
+		t.Fatal("the same value hashed twice differs")
+	}
+	for name, change := range map[string]func(*outer){
+		"int":          func(o *outer) { o.A = 2 },
+		"pointee":      func(o *outer) { o.p = &inner{F: math.Nextafter(0.5, 1)} },
+		"map value":    func(o *outer) { o.M = map[string]float64{"a": 1, "b": 3} },
+		"map key":      func(o *outer) { o.M = map[string]float64{"a": 1, "c": 2} },
+		"slice length": func(o *outer) { o.S = []any{"x"} },
+		"interface":    func(o *outer) { o.S = []any{"x", int64(3)} },
+		"time":         func(o *outer) { o.T = time.Unix(5, 1) },
+	} {
+		v := base
+		change(&v)
+		if sum(v) == b {
+			t.Errorf("%s: changed value, same hash", name)
+		}
+	}
+}
+
+// hashValue writes v into h: every field (unexported ones too), floats by
+// their bits, pointers and interfaces by what they hold (and the held
+// type), maps in the order of their hashed keys, times as Unix
+// nanoseconds; functions and channels are skipped.
+func hashValue(h hash.Hash, v reflect.Value, depth int) {
+	if depth > 64 {
+		panic("hashValue: too deep (a cycle?)")
+	}
+	var b [8]byte
+	u64 := func(x uint64) {
+		binary.LittleEndian.PutUint64(b[:], x)
+		h.Write(b[:])
+	}
+	if !v.IsValid() {
+		u64(0xdead)
+		return
+	}
+	if v.Type() == reflect.TypeFor[time.Time]() {
+		if v.CanInterface() {
+			u64(uint64(v.Interface().(time.Time).UnixNano()))
+			return
+		}
+	}
+	switch v.Kind() {
+	case reflect.Bool:
+		if v.Bool() {
+			u64(1)
+		} else {
+			u64(0)
+		}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		u64(uint64(v.Int()))
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		u64(v.Uint())
+	case reflect.Float32, reflect.Float64:
+		u64(math.Float64bits(v.Float()))
+	case reflect.Complex64, reflect.Complex128:
+		u64(math.Float64bits(real(v.Complex())))
+		u64(math.Float64bits(imag(v.Complex())))
+	case reflect.String:
+		u64(uint64(v.Len()))
+		h.Write([]byte(v.String()))
+	case reflect.Pointer, reflect.Interface:
+		if v.IsNil() {
+			u64(0)
+			return
+		}
+		u64(1)
+		if v.Kind() == reflect.Interface {
+			h.Write([]byte(v.Elem().Type().String()))
+		}
+		hashValue(h, v.Elem(), depth+1)
+	case reflect.Slice, reflect.Array:
+		u64(uint64(v.Len()))
+		for i := range v.Len() {
+			hashValue(h, v.Index(i), depth+1)
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			hashValue(h, v.Field(i), depth+1)
+		}
+	case reflect.Map:
+		type entry struct {
+			key string
+			v   reflect.Value
+		}
+		var es []entry
+		for it := v.MapRange(); it.Next(); {
+			kh := sha256.New()
+			hashValue(kh, it.Key(), depth+1)
+			es = append(es, entry{string(kh.Sum(nil)), it.Value()})
+		}
+		slices.SortFunc(es, func(a, b entry) int { return strings.Compare(a.key, b.key) })
+		u64(uint64(len(es)))
+		for _, e := range es {
+			h.Write([]byte(e.key))
+			hashValue(h, e.v, depth+1)
+		}
+	case reflect.Func, reflect.Chan, reflect.UnsafePointer:
+	}
+}
