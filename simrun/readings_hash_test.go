@@ -20,6 +20,8 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/sim"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner/autotune"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner/baseline"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/readings.sha256 from this build's runs")
@@ -36,14 +38,14 @@ var hashRuns = []struct {
 	scenario, policy string
 	duration         time.Duration
 }{
-	{"eight-gpu-hot", tuner.StaticEqualName, 10 * time.Minute},
-	{"eight-gpu-hot", tuner.AutotuneName, 3 * time.Minute},
-	{"bursty-llm-ttft", tuner.AutotuneName, 5 * time.Minute},
-	{"h200-mig", tuner.AutotuneName, 5 * time.Minute},
-	{"vgpu-contention", tuner.AutotuneName, 5 * time.Minute},
-	{"timeslice-levels", tuner.AutotuneName, 5 * time.Minute},
-	{"noisy-neighbour", tuner.UncappedName, 5 * time.Minute},
-	{"bursty-llm-itl", tuner.AutotuneName, 5 * time.Minute},
+	{"eight-gpu-hot", baseline.StaticEqualName, 10 * time.Minute},
+	{"eight-gpu-hot", autotune.Name, 3 * time.Minute},
+	{"bursty-llm-ttft", autotune.Name, 5 * time.Minute},
+	{"h200-mig", autotune.Name, 5 * time.Minute},
+	{"vgpu-contention", autotune.Name, 5 * time.Minute},
+	{"timeslice-levels", autotune.Name, 5 * time.Minute},
+	{"noisy-neighbour", baseline.UncappedName, 5 * time.Minute},
+	{"bursty-llm-itl", autotune.Name, 5 * time.Minute},
 }
 
 // TestReadingsHash runs each pinned run and compares the hash of every
