@@ -229,7 +229,17 @@ func crashHelper() {
 		}
 		pids = append(pids, uint32(n))
 	}
-	p, err := pause.Detect(pause.Options{Clock: gpu.RealClock{}, Period: time.Minute, MaxPause: 50 * time.Second}, cgroupRoot)
+	o := pause.Options{Clock: gpu.RealClock{}, Period: time.Minute, MaxPause: 50 * time.Second}
+	if os.Getenv("PAUSE_E2E_MID_PULSE") == "1" {
+		// A pulse of midPulsePeriod, paused 90% of it, with its watchdog:
+		// this test binary run as TestEndToEndWatchdogProcess.
+		o.Period, o.MaxPause = midPulsePeriod, 0
+		o.Watchdog = []string{os.Args[0], "-test.run=^TestEndToEndWatchdogProcess$"}
+		if err := os.Setenv("PAUSE_E2E_WATCHDOG", "1"); err != nil {
+			fail(err)
+		}
+	}
+	p, err := pause.Detect(o, cgroupRoot)
 	if err != nil {
 		fail(err)
 	}
@@ -279,24 +289,7 @@ func TestEndToEndCrashThaw(t *testing.T) {
 			tr := startTree(t, k.dir())
 			dir := t.TempDir()
 			journal, ready := filepath.Join(dir, "journal.jsonl"), filepath.Join(dir, "ready")
-			pids := make([]string, len(tr.pids))
-			for i, p := range tr.pids {
-				pids[i] = strconv.Itoa(int(p))
-			}
-			cmd := exec.Command(os.Args[0], "-test.run=^TestEndToEndCrashThaw$")
-			cmd.Env = append(os.Environ(), "PAUSE_E2E_HELPER=1", "PAUSE_E2E_JOURNAL="+journal, "PAUSE_E2E_READY="+ready, "PAUSE_E2E_PIDS="+strings.Join(pids, ","))
-			cmd.Stderr = os.Stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			deadline := time.Now().Add(30 * time.Second)
-			for !exists(ready) {
-				if time.Now().After(deadline) {
-					_ = cmd.Process.Kill()
-					t.Fatal("the helper never paused the tree")
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			cmd := startHelper(t, tr, journal, ready)
 			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
@@ -328,5 +321,89 @@ func TestEndToEndCrashThaw(t *testing.T) {
 				t.Errorf("%d open originals after the thaw", n)
 			}
 		})
+	}
+}
+
+// startHelper runs crashHelper on tr, with env added, and waits until it
+// has paused the tree.
+func startHelper(t *testing.T, tr *tree, journal, ready string, env ...string) *exec.Cmd {
+	t.Helper()
+	pids := make([]string, len(tr.pids))
+	for i, p := range tr.pids {
+		pids[i] = strconv.Itoa(int(p))
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestEndToEndCrashThaw$")
+	cmd.Env = append(os.Environ(), "PAUSE_E2E_HELPER=1", "PAUSE_E2E_JOURNAL="+journal, "PAUSE_E2E_READY="+ready, "PAUSE_E2E_PIDS="+strings.Join(pids, ","))
+	cmd.Env = append(cmd.Env, env...)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for !exists(ready) {
+		if time.Now().After(deadline) {
+			t.Fatal("the helper never paused the tree")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return cmd
+}
+
+// midPulsePeriod is the pulse period of the mid-pulse crash tests.
+const midPulsePeriod = 2 * time.Second
+
+// TestEndToEndWatchdogProcess is the pause watchdog when the crash
+// helper's Pauser starts it (the exporter runs itself with
+// pause.WatchdogArg instead).
+func TestEndToEndWatchdogProcess(t *testing.T) {
+	if os.Getenv("PAUSE_E2E_WATCHDOG") != "1" {
+		t.Skip("the watchdog process of the mid-pulse crash tests")
+	}
+	os.Exit(pause.RunWatchdog(os.Stdin, os.Stderr))
+}
+
+// The pulse's owner killed with kill -9, or hung (SIGSTOP), while the
+// tenant is paused, with nothing restarted: its watchdog thaws the tenant
+// within one period.
+func TestEndToEndCrashMidPulse(t *testing.T) {
+	for _, k := range kinds {
+		for _, how := range []struct {
+			name string
+			sig  syscall.Signal
+		}{{"kill -9", syscall.SIGKILL}, {"hung", syscall.SIGSTOP}} {
+			t.Run(k.name+"/"+how.name, func(t *testing.T) {
+				needRoot(t, k.dir())
+				tr := startTree(t, k.dir())
+				dir := t.TempDir()
+				cmd := startHelper(t, tr, filepath.Join(dir, "journal.jsonl"), filepath.Join(dir, "ready"), "PAUSE_E2E_MID_PULSE=1")
+				if !tr.still() {
+					t.Fatal("the tree runs: not paused")
+				}
+				before := tr.sizes()
+				sent := time.Now()
+				if err := cmd.Process.Signal(how.sig); err != nil {
+					t.Fatal(err)
+				}
+				for {
+					now := tr.sizes()
+					if now[0] > before[0] && now[1] > before[1] {
+						break
+					}
+					if time.Since(sent) > 3*midPulsePeriod {
+						t.Fatalf("the tree still paused %v after the %s", time.Since(sent), how.name)
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+				took := time.Since(sent)
+				t.Logf("%s mid-pulse: the tree runs again %v after (period %v)", how.name, took.Round(time.Millisecond), midPulsePeriod)
+				if took > midPulsePeriod {
+					t.Errorf("the tree ran again %v after the %s, more than one period (%v)", took, how.name, midPulsePeriod)
+				}
+			})
+		}
 	}
 }
