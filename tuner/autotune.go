@@ -95,10 +95,13 @@ func DefaultAutotuneParams() AutotuneParams {
 // share for latency tenants that violate their SLO by capping the batch
 // and best-effort tenants beside them, and gives it back when every SLO
 // has slack. See docs/tuning.md.
-type Autotune struct{ P AutotuneParams }
+type Autotune struct {
+	P   AutotuneParams
+	day *pauseDaily // the fast loop's daily pattern (autotune_pause.go)
+}
 
 // NewAutotune returns the policy with the default parameters.
-func NewAutotune() *Autotune { return &Autotune{P: DefaultAutotuneParams()} }
+func NewAutotune() *Autotune { return &Autotune{P: DefaultAutotuneParams(), day: &pauseDaily{}} }
 
 // Name returns "autotune".
 func (*Autotune) Name() string { return AutotuneName }

@@ -87,3 +87,61 @@ func TestAutotunePause(t *testing.T) {
 		})
 	}
 }
+
+// Anticipation: the pause a recent peak needed stays as a floor that
+// fades by pausePeakFade a minute; a pause needed at this time of day on
+// two or more earlier days is set ahead of it; one day is no pattern.
+func TestPauseAnticipation(t *testing.T) {
+	fine := FastSLO{Over: time.Minute, Total: 100, Good: 100}
+	pauseT := Target{GPU: uuid0, Knob: gpu.KnobPauseDuty, PID: 2}
+	day := 24 * time.Hour
+	tests := []struct {
+		name   string
+		duty   Duty          // the pause in place
+		peak   time.Duration // since a raise to 60% (0: none)
+		days   []time.Duration
+		want   []string
+		reason string
+	}{
+		{"slack and no peak: given back", 0.3, 0, nil, []string{"GPU-0/pause_duty/pid2=25%"}, "slack"},
+		{"a peak 2 minutes ago holds 50%", 0.3, 2 * time.Minute, nil, []string{"GPU-0/pause_duty/pid2=50%"}, "a recent peak needed a 60% pause"},
+		{"held at the floor, not given back", 0.5, 2 * time.Minute, nil, nil, ""},
+		{"a peak 12 minutes ago has faded", 0.3, 12 * time.Minute, nil, []string{"GPU-0/pause_duty/pid2=25%"}, "slack"},
+		{"this time of day on two days: set ahead", 0, 0, []time.Duration{day - 5*time.Minute, 2*day - 10*time.Minute},
+			[]string{"GPU-0/pause_duty/pid2=40%"}, "on 2 of the last 7 days this time of day needed a 40% pause"},
+		{"on one day only: no pattern", 0, 0, []time.Duration{day - 5*time.Minute}, nil, ""},
+		{"a day later than the lead: no pattern", 0, 0, []time.Duration{day - 40*time.Minute, 2*day - 40*time.Minute}, nil, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := scene{mode: gpu.SharingMPS, embedCap: new(1.0), fast: fine, p99: 0.3}.state()
+			s.Drives = map[gpu.Knob]bool{gpu.KnobPauseDuty: true, gpu.KnobMPSActiveThreads: true}
+			if tc.duty > 0 {
+				s.Originals[pauseT.String()] = Duty(0)
+				s.Changes[pauseT.String()] = Change{At: s.Now.Add(-time.Minute), To: tc.duty}
+				s.Changes[pauseT.DomainKey()] = Change{At: s.Now.Add(-time.Minute), To: tc.duty}
+			}
+			if tc.peak > 0 {
+				s.History = map[string][]Change{pauseT.DomainKey(): {
+					{At: s.Now.Add(-tc.peak), From: Duty(0.3), To: Duty(0.6)},
+					{At: s.Now.Add(-tc.peak + 30*time.Second), From: Duty(0.6), To: Duty(0.55)},
+				}}
+			}
+			p := NewAutotune()
+			for i, ago := range tc.days {
+				p.day.raised(uuid0, s.Now.Add(-ago), Duty(0.4+0.1*float64(i)))
+			}
+			acts := p.Decide(s)
+			var got []string
+			for _, a := range acts {
+				got = append(got, a.Target.String()+"="+a.Want.String())
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("actions %v, want %v", got, tc.want)
+			}
+			if tc.reason != "" && !strings.Contains(acts[0].Reason, tc.reason) {
+				t.Errorf("reason %q, want %q in it", acts[0].Reason, tc.reason)
+			}
+		})
+	}
+}
