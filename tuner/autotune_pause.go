@@ -16,10 +16,10 @@ import (
 // the latency tenant for part of every period, raised within one interval
 // and given back as soon as every SLO has slack. Nothing restarts, so the
 // step is free. On an MPS GPU the caps, which cost restarts, are used only
-// when the pause is at its ceiling and the SLO still does not hold, and a
-// cap is given back only once no pause is left. On a time-sliced GPU the
-// level's trial comes first (it costs no tenant its work) and the pause
-// acts in the rounds the level does not. It anticipates: the pause a
+// when the SLO still does not hold with a quarter of the ceiling paused
+// or more, and a cap is given back only once no pause is left. On a
+// time-sliced GPU the level's trial comes first (it costs no tenant its
+// work) and the pause acts in the rounds the level does not. It anticipates: the pause a
 // recent peak needed stays as a floor that fades over minutes, and a pause
 // needed at this time of day on earlier days is set ahead of it, so the
 // next burst finds the batch tenants already paused.
@@ -96,8 +96,12 @@ func (p *Autotune) pauses(s *State, d *gpu.Device, ms []*member) ([]Action, bool
 				w.name, burn, x.m.name, 100*next, 100*x.cur))
 			p.day.raised(d.UUID, s.Now, next)
 		}
-		// at the ceiling: the slow knobs may take over
-		return out, len(out) == 0
+		// at the ceiling, or past a quarter of it and violating still:
+		// the pause alone does not hold the SLO, and the slow knobs act
+		// too (measured on bursty-llm-training, -ttft and
+		// code-assistant-replay: more SLOs met than waiting for the
+		// ceiling, fewer MPS restarts than without the pause)
+		return out, len(out) == 0 || pausedAtCeiling(ps, p.P.PauseMax/4)
 	case p.pauseSlack(s, d.UUID, ds):
 		for _, x := range ps {
 			if x.cur == 0 && floor == 0 {
