@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -328,11 +329,19 @@ func TestEndToEndCrashThaw(t *testing.T) {
 // has paused the tree.
 func startHelper(t *testing.T, tr *tree, journal, ready string, env ...string) *exec.Cmd {
 	t.Helper()
+	return startWrapped(t, tr, journal, ready, nil, env...)
+}
+
+// startWrapped is startHelper with the helper's command run by wrap (a
+// program and its arguments before the helper's own) when wrap is not nil.
+func startWrapped(t *testing.T, tr *tree, journal, ready string, wrap []string, env ...string) *exec.Cmd {
+	t.Helper()
 	pids := make([]string, len(tr.pids))
 	for i, p := range tr.pids {
 		pids[i] = strconv.Itoa(int(p))
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestEndToEndCrashThaw$")
+	argv := append(slices.Clone(wrap), os.Args[0], "-test.run=^TestEndToEndCrashThaw$")
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), "PAUSE_E2E_HELPER=1", "PAUSE_E2E_JOURNAL="+journal, "PAUSE_E2E_READY="+ready, "PAUSE_E2E_PIDS="+strings.Join(pids, ","))
 	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
@@ -406,4 +415,49 @@ func TestEndToEndCrashMidPulse(t *testing.T) {
 			})
 		}
 	}
+}
+
+// The pulse's owner in a cgroup namespace of its own, as in a container
+// with a private one: it reads the tree's cgroup v2 path relative to its
+// own ("/../vgpu-pause-e2e-N.service"), finds it under the hierarchy,
+// pauses the tree through the cgroup (not by signals), and its watchdog
+// thaws the tree after its kill -9.
+func TestEndToEndCgroupNamespace(t *testing.T) {
+	root := v2Root()
+	needRoot(t, root)
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		needRoot(t, "/no unshare(1)")
+	}
+	tr := startTree(t, root)
+	own := filepath.Join(root, fmt.Sprintf("vgpu-pause-e2e-owner-%d", os.Getpid()))
+	if err := os.Mkdir(own, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for i := 0; i < 100 && os.Remove(own) != nil; i++ {
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	dir := t.TempDir()
+	// sh moves itself into its own cgroup, then becomes unshare, which
+	// roots a new cgroup namespace there and runs the helper.
+	wrap := []string{"sh", "-c", `echo $$ > "$0/cgroup.procs" && exec "$@"`, own, unshare, "--cgroup"}
+	cmd := startWrapped(t, tr, filepath.Join(dir, "journal.jsonl"), filepath.Join(dir, "ready"), wrap, "PAUSE_E2E_MID_PULSE=1")
+	if b, _ := os.ReadFile(filepath.Join(tr.cgroup, "cgroup.freeze")); strings.TrimSpace(string(b)) != "1" {
+		t.Fatalf("the tree's cgroup.freeze is %q: not paused through its cgroup", b)
+	}
+	if !tr.still() {
+		t.Fatal("the tree runs: not paused")
+	}
+	sent := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for !tr.running() {
+		if time.Since(sent) > 3*midPulsePeriod {
+			t.Fatalf("the tree still paused %v after the kill -9", time.Since(sent))
+		}
+	}
+	t.Logf("paused through %s from a cgroup namespace; running again within %v of the kill -9", tr.cgroup, time.Since(sent).Round(time.Millisecond))
 }
