@@ -86,8 +86,9 @@ func (p *Autotune) pauses(s *State, d *gpu.Device, ms []*member) ([]Action, bool
 		if burn <= p.P.ViolateBurn {
 			// the last pause holds the SLO since it was made (the fast
 			// window still holds the requests before it): keep it, and
-			// the slow knobs waiting
-			return anticipate(), false
+			// the slow knobs waiting, unless it is at the ceiling (then
+			// they judge the SLO window themselves)
+			return anticipate(), pausedAtCeiling(ps, p.P.PauseMax)
 		}
 		step := math.Min(p.P.PauseStepMax, math.Max(p.P.PauseStepMin, p.P.PauseGain*burn))
 		for _, x := range ps {

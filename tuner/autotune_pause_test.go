@@ -42,6 +42,8 @@ func TestAutotunePause(t *testing.T) {
 			[]string{"GPU-0/pause_duty/pid2=40%"}, "since the last pause change"},
 		{"the last pause holds since it was made: wait, no cap", scene{mode: gpu.SharingMPS, embedCap: &full, fast: violating, p99: 2}, true, 0.3, 20 * time.Second, &RequestCount{Total: 50, Good: 50},
 			nil, ""},
+		{"at the ceiling, holding since it was made: the slow knobs judge", scene{mode: gpu.SharingMPS, embedCap: &full, fast: violating, p99: 2}, true, 0.8, 20 * time.Second, &RequestCount{Total: 50, Good: 50},
+			[]string{"GPU-0/mps_active_threads/pid2=55%"}, "reserve"},
 		{"too few requests since the pause: wait", scene{mode: gpu.SharingMPS, embedCap: &full, fast: violating, p99: 2}, true, 0.3, 5 * time.Second, &RequestCount{Total: 5, Good: 5},
 			nil, ""},
 		{"at the ceiling and still violating: the MPS cap", scene{mode: gpu.SharingMPS, embedCap: &full, fast: violating, p99: 2}, true, 0.8, 2 * time.Minute, nil,
