@@ -148,8 +148,14 @@ func detectActuators(ctx context.Context, cfg *config, src gpu.Source, logger lo
 		}
 	}
 	if a.PauseCgroupRoot != "" {
+		// The watchdog is this binary run again: it thaws what a pulse
+		// froze when this process dies mid-pulse.
+		var watchdog []string
+		if exe, err := os.Executable(); err == nil {
+			watchdog = []string{exe, pause.WatchdogArg}
+		}
 		p, err := pause.Detect(pause.Options{Period: a.PausePeriod, MaxPause: a.PauseMax, ProcRoot: cfg.ProcRoot,
-			Clock: gpu.RealClock{}, Logger: log.With(logger, "component", "pause")}, a.PauseCgroupRoot)
+			Clock: gpu.RealClock{}, Logger: log.With(logger, "component", "pause"), Watchdog: watchdog}, a.PauseCgroupRoot)
 		if err != nil {
 			missing("pause", err)
 		} else {

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web"
 
+	"github.com/vgpu-exporter/vgpu_exporter/gpu/pause"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/fileread"
 )
 
@@ -29,6 +30,10 @@ func init() {
 }
 
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == pause.WatchdogArg {
+		// The pause actuator's watchdog (gpu/pause), run by the exporter.
+		os.Exit(pause.RunWatchdog(os.Stdin, os.Stderr))
+	}
 	// The collector package declares its --collector.* flags on
 	// kingpin.CommandLine, so the exporter's flags go there too.
 	app := kingpin.CommandLine

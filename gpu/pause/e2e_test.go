@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -229,7 +230,17 @@ func crashHelper() {
 		}
 		pids = append(pids, uint32(n))
 	}
-	p, err := pause.Detect(pause.Options{Clock: gpu.RealClock{}, Period: time.Minute, MaxPause: 50 * time.Second}, cgroupRoot)
+	o := pause.Options{Clock: gpu.RealClock{}, Period: time.Minute, MaxPause: 50 * time.Second}
+	if os.Getenv("PAUSE_E2E_MID_PULSE") == "1" {
+		// A pulse of midPulsePeriod, paused 90% of it, with its watchdog:
+		// this test binary run as TestEndToEndWatchdogProcess.
+		o.Period, o.MaxPause = midPulsePeriod, 0
+		o.Watchdog = []string{os.Args[0], "-test.run=^TestEndToEndWatchdogProcess$"}
+		if err := os.Setenv("PAUSE_E2E_WATCHDOG", "1"); err != nil {
+			fail(err)
+		}
+	}
+	p, err := pause.Detect(o, cgroupRoot)
 	if err != nil {
 		fail(err)
 	}
@@ -279,24 +290,7 @@ func TestEndToEndCrashThaw(t *testing.T) {
 			tr := startTree(t, k.dir())
 			dir := t.TempDir()
 			journal, ready := filepath.Join(dir, "journal.jsonl"), filepath.Join(dir, "ready")
-			pids := make([]string, len(tr.pids))
-			for i, p := range tr.pids {
-				pids[i] = strconv.Itoa(int(p))
-			}
-			cmd := exec.Command(os.Args[0], "-test.run=^TestEndToEndCrashThaw$")
-			cmd.Env = append(os.Environ(), "PAUSE_E2E_HELPER=1", "PAUSE_E2E_JOURNAL="+journal, "PAUSE_E2E_READY="+ready, "PAUSE_E2E_PIDS="+strings.Join(pids, ","))
-			cmd.Stderr = os.Stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			deadline := time.Now().Add(30 * time.Second)
-			for !exists(ready) {
-				if time.Now().After(deadline) {
-					_ = cmd.Process.Kill()
-					t.Fatal("the helper never paused the tree")
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			cmd := startHelper(t, tr, journal, ready)
 			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
@@ -329,4 +323,141 @@ func TestEndToEndCrashThaw(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startHelper runs crashHelper on tr, with env added, and waits until it
+// has paused the tree.
+func startHelper(t *testing.T, tr *tree, journal, ready string, env ...string) *exec.Cmd {
+	t.Helper()
+	return startWrapped(t, tr, journal, ready, nil, env...)
+}
+
+// startWrapped is startHelper with the helper's command run by wrap (a
+// program and its arguments before the helper's own) when wrap is not nil.
+func startWrapped(t *testing.T, tr *tree, journal, ready string, wrap []string, env ...string) *exec.Cmd {
+	t.Helper()
+	pids := make([]string, len(tr.pids))
+	for i, p := range tr.pids {
+		pids[i] = strconv.Itoa(int(p))
+	}
+	argv := append(slices.Clone(wrap), os.Args[0], "-test.run=^TestEndToEndCrashThaw$")
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), "PAUSE_E2E_HELPER=1", "PAUSE_E2E_JOURNAL="+journal, "PAUSE_E2E_READY="+ready, "PAUSE_E2E_PIDS="+strings.Join(pids, ","))
+	cmd.Env = append(cmd.Env, env...)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for !exists(ready) {
+		if time.Now().After(deadline) {
+			t.Fatal("the helper never paused the tree")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return cmd
+}
+
+// midPulsePeriod is the pulse period of the mid-pulse crash tests.
+const midPulsePeriod = 2 * time.Second
+
+// TestEndToEndWatchdogProcess is the pause watchdog when the crash
+// helper's Pauser starts it (the exporter runs itself with
+// pause.WatchdogArg instead).
+func TestEndToEndWatchdogProcess(t *testing.T) {
+	if os.Getenv("PAUSE_E2E_WATCHDOG") != "1" {
+		t.Skip("the watchdog process of the mid-pulse crash tests")
+	}
+	os.Exit(pause.RunWatchdog(os.Stdin, os.Stderr))
+}
+
+// The pulse's owner killed with kill -9, or hung (SIGSTOP), while the
+// tenant is paused, with nothing restarted: its watchdog thaws the tenant
+// within one period.
+func TestEndToEndCrashMidPulse(t *testing.T) {
+	for _, k := range kinds {
+		for _, how := range []struct {
+			name string
+			sig  syscall.Signal
+		}{{"kill -9", syscall.SIGKILL}, {"hung", syscall.SIGSTOP}} {
+			t.Run(k.name+"/"+how.name, func(t *testing.T) {
+				needRoot(t, k.dir())
+				tr := startTree(t, k.dir())
+				dir := t.TempDir()
+				cmd := startHelper(t, tr, filepath.Join(dir, "journal.jsonl"), filepath.Join(dir, "ready"), "PAUSE_E2E_MID_PULSE=1")
+				if !tr.still() {
+					t.Fatal("the tree runs: not paused")
+				}
+				before := tr.sizes()
+				sent := time.Now()
+				if err := cmd.Process.Signal(how.sig); err != nil {
+					t.Fatal(err)
+				}
+				for {
+					now := tr.sizes()
+					if now[0] > before[0] && now[1] > before[1] {
+						break
+					}
+					if time.Since(sent) > 3*midPulsePeriod {
+						t.Fatalf("the tree still paused %v after the %s", time.Since(sent), how.name)
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+				took := time.Since(sent)
+				t.Logf("%s mid-pulse: the tree runs again %v after (period %v)", how.name, took.Round(time.Millisecond), midPulsePeriod)
+				if took > midPulsePeriod {
+					t.Errorf("the tree ran again %v after the %s, more than one period (%v)", took, how.name, midPulsePeriod)
+				}
+			})
+		}
+	}
+}
+
+// The pulse's owner in a cgroup namespace of its own, as in a container
+// with a private one: it reads the tree's cgroup v2 path relative to its
+// own ("/../vgpu-pause-e2e-N.service"), finds it under the hierarchy,
+// pauses the tree through the cgroup (not by signals), and its watchdog
+// thaws the tree after its kill -9.
+func TestEndToEndCgroupNamespace(t *testing.T) {
+	root := v2Root()
+	needRoot(t, root)
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		needRoot(t, "/no unshare(1)")
+	}
+	tr := startTree(t, root)
+	own := filepath.Join(root, fmt.Sprintf("vgpu-pause-e2e-owner-%d", os.Getpid()))
+	if err := os.Mkdir(own, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for i := 0; i < 100 && os.Remove(own) != nil; i++ {
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	dir := t.TempDir()
+	// sh moves itself into its own cgroup, then becomes unshare, which
+	// roots a new cgroup namespace there and runs the helper.
+	wrap := []string{"sh", "-c", `echo $$ > "$0/cgroup.procs" && exec "$@"`, own, unshare, "--cgroup"}
+	cmd := startWrapped(t, tr, filepath.Join(dir, "journal.jsonl"), filepath.Join(dir, "ready"), wrap, "PAUSE_E2E_MID_PULSE=1")
+	if b, _ := os.ReadFile(filepath.Join(tr.cgroup, "cgroup.freeze")); strings.TrimSpace(string(b)) != "1" {
+		t.Fatalf("the tree's cgroup.freeze is %q: not paused through its cgroup", b)
+	}
+	if !tr.still() {
+		t.Fatal("the tree runs: not paused")
+	}
+	sent := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for !tr.running() {
+		if time.Since(sent) > 3*midPulsePeriod {
+			t.Fatalf("the tree still paused %v after the kill -9", time.Since(sent))
+		}
+	}
+	t.Logf("paused through %s from a cgroup namespace; running again within %v of the kill -9", tr.cgroup, time.Since(sent).Round(time.Millisecond))
 }

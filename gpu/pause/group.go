@@ -178,7 +178,9 @@ func cgroupPaths(data []byte) (v2, v1 string) {
 
 // ownCgroup returns the directory to freeze for a process of cgroup path
 // under root: the path itself when it is a pod's or a container's, the
-// unit's when it is (under) a systemd service; false for anything else
+// unit's when it is (under) a systemd service (a path relative to the
+// reader's cgroup namespace found under root: outsideNamespace); false for
+// anything else
 // (the root, a session, a slice: freezing those would pause processes of
 // other tenants) or where the control file is missing.
 func ownCgroup(root, path, control string) (string, bool) {
@@ -196,8 +198,57 @@ func ownCgroup(root, path, control string) (string, bool) {
 		rel = path[:i+1+len(unit)]
 	}
 	dir := filepath.Join(root, filepath.FromSlash(rel))
+	if strings.HasPrefix(rel, "/../") {
+		var ok bool
+		if dir, ok = outsideNamespace(root, rel); !ok {
+			return "", false
+		}
+	}
 	if _, err := os.Stat(filepath.Join(dir, control)); err != nil {
 		return "", false
 	}
 	return dir, true
+}
+
+// maxNamespaceDepth is how deep under root outsideNamespace looks.
+const maxNamespaceDepth = 8
+
+// outsideNamespace finds under root (the host's hierarchy) the cgroup of a
+// path that /proc/PID/cgroup gives relative to the reader's own cgroup
+// namespace ("/../../kubepods-besteffort.slice/...", as a container with a
+// private cgroup namespace reads another pod's): the one directory, at the
+// shallowest depth that has any, whose path ends with the part after the
+// "..". None when two match.
+func outsideNamespace(root, rel string) (string, bool) {
+	rest := rel
+	for strings.HasPrefix(rest, "/../") {
+		rest = rest[len("/.."):]
+	}
+	if rest == "/" || strings.Contains(rest, "/../") {
+		return "", false
+	}
+	pattern := escapeGlob(filepath.FromSlash(rest))
+	for depth := range maxNamespaceDepth {
+		m, _ := filepath.Glob(escapeGlob(root) + strings.Repeat(string(filepath.Separator)+"*", depth) + pattern)
+		switch len(m) {
+		case 0:
+			continue
+		case 1:
+			return m[0], true
+		}
+		return "", false
+	}
+	return "", false
+}
+
+// escapeGlob quotes the characters filepath.Match treats as special.
+func escapeGlob(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

@@ -8,7 +8,8 @@
 // The pulse loop runs on an injected clock: it freezes every group of the
 // tenant together (or none: a group that fails to freeze thaws the others),
 // waits duty*period (never more than MaxPause), thaws, waits the rest of
-// the period. A duty of 0 stops the loop and thaws at once, whether or not
+// the period. A watchdog process (watchdog.go) thaws what the loop froze
+// when this process dies or hangs mid-pulse. A duty of 0 stops the loop and thaws at once, whether or not
 // this process paused the tenant: after a crash, the tuner's journal names
 // the tenant and its PID, and setting 0 thaws its group.
 package pause
@@ -17,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -58,6 +60,14 @@ type Options struct {
 	CgroupV1Freezer string
 	Clock           gpu.Clock
 	Logger          log.Logger
+	// Watchdog is the command of the watchdog process (the exporter with
+	// WatchdogArg): started at the first pause, it thaws what is frozen
+	// when this process dies or a freeze outlives its lease. None when
+	// empty: a crash then leaves a tenant paused until the next start.
+	Watchdog []string
+
+	// startWatchdog replaces the watchdog process in tests.
+	startWatchdog func() (io.WriteCloser, func() error, error)
 
 	// kill and getpgid replace the system calls in tests.
 	kill    func(pid int, sig syscall.Signal) error
@@ -68,6 +78,8 @@ type Options struct {
 type Pauser struct {
 	o Options
 	r resolver
+
+	wd *watchdog // nil without one
 
 	mu      sync.Mutex // serializes SetPauseDuty and Close
 	tenants map[string]*pulse
@@ -115,11 +127,18 @@ func New(o Options) (*Pauser, error) {
 	if o.getpgid == nil {
 		o.getpgid = syscall.Getpgid
 	}
+	if o.startWatchdog == nil && len(o.Watchdog) > 0 {
+		o.startWatchdog = watchdogCommand(o.Watchdog)
+	}
 	self, _ := o.getpgid(os.Getpid())
-	return &Pauser{o: o, tenants: map[string]*pulse{}, r: resolver{
+	p := &Pauser{o: o, tenants: map[string]*pulse{}, r: resolver{
 		proc: o.ProcRoot, v2: o.CgroupV2Root, v1: o.CgroupV1Freezer, clock: o.Clock,
 		timeout: o.FreezeTimeout, kill: o.kill, getpgid: o.getpgid, selfPgid: self,
-	}}, nil
+	}}
+	if o.startWatchdog != nil {
+		p.wd = &watchdog{start: o.startWatchdog}
+	}
+	return p, nil
 }
 
 // Detect returns a Pauser for this host: it finds the cgroup v2 hierarchy
@@ -187,12 +206,13 @@ func (p *Pauser) SetPauseDuty(ctx context.Context, uuid, tenant string, pids []u
 	case running:
 		return nil
 	}
-	if err := freezeAll(pl.snapshot()); err != nil {
+	on := p.onTime(pl)
+	if err := p.freeze(pl.snapshot(), on); err != nil {
 		return fmt.Errorf("tenant %s not paused: %w", tenant, err)
 	}
 	pl.stop, pl.done = make(chan struct{}), make(chan struct{})
 	p.tenants[tenant] = pl
-	go p.run(tenant, pl, pl.stop, pl.done)
+	go p.run(tenant, pl, on, pl.stop, pl.done)
 	return nil
 }
 
@@ -205,7 +225,7 @@ func (p *Pauser) Close() error {
 		errs = append(errs, p.end(pl))
 		delete(p.tenants, name)
 	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, p.wd.close())...)
 }
 
 // Paused lists the tenants with a pulse running, for the status.
@@ -228,7 +248,8 @@ func (p *Pauser) end(pl *pulse) error {
 		<-pl.done
 		pl.stop = nil
 	}
-	return thawAll(pl.snapshot())
+	gs := pl.snapshot()
+	return errors.Join(thawAll(gs), p.wd.thawed(gs))
 }
 
 // groupsOf resolves the groups of pids; the error names each PID that has
@@ -252,28 +273,45 @@ func (p *Pauser) groupsOf(pids []uint32) ([]group, error) {
 	return out, errors.Join(errs...)
 }
 
-// run is a tenant's pulse loop; it starts frozen.
-func (p *Pauser) run(tenant string, pl *pulse, stop <-chan struct{}, done chan<- struct{}) {
+// run is a tenant's pulse loop; it starts frozen for on.
+func (p *Pauser) run(tenant string, pl *pulse, on time.Duration, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	for {
-		on := p.onTime(pl)
 		select {
 		case <-p.o.Clock.After(on):
 		case <-stop:
 			return // end thaws
 		}
-		if err := thawAll(pl.snapshot()); err != nil {
+		gs := pl.snapshot()
+		if err := thawAll(gs); err != nil {
 			level.Error(p.o.Logger).Log("msg", "pause: thaw failed", "tenant", tenant, "err", err)
+		}
+		if err := p.wd.thawed(gs); err != nil {
+			level.Warn(p.o.Logger).Log("msg", "pause: watchdog not told of the thaw", "tenant", tenant, "err", err)
 		}
 		select {
 		case <-p.o.Clock.After(p.o.Period - on):
 		case <-stop:
 			return
 		}
-		if err := freezeAll(pl.snapshot()); err != nil {
+		on = p.onTime(pl)
+		if err := p.freeze(pl.snapshot(), on); err != nil {
 			level.Warn(p.o.Logger).Log("msg", "pause: freeze failed; the tenant runs this period", "tenant", tenant, "err", err)
 		}
 	}
+}
+
+// freeze freezes gs as a whole for on, after giving the watchdog their
+// lease: on and half the rest of the period, so a freeze the pulse does
+// not end (this process hangs) ends before the next period would begin.
+func (p *Pauser) freeze(gs []group, on time.Duration) error {
+	if err := p.wd.leased(gs, on+(p.o.Period-on)/2); err != nil {
+		return err
+	}
+	if err := freezeAll(gs); err != nil {
+		return errors.Join(err, p.wd.thawed(gs))
+	}
+	return nil
 }
 
 // onTime is how long the tenant stays paused this period.

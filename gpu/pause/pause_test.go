@@ -128,6 +128,14 @@ func TestResolve(t *testing.T) {
 	h.process(13, "/user.slice/user-0.slice/session-1.scope", "/", 130)
 	h.process(14, "/", "/", h.selfPgid)
 	h.process(15, "/", "/", 1)
+	// As a container with a private cgroup namespace reads them: another
+	// pod's path relative to its own; two units of the same name, and the
+	// root, are not frozen by cgroup.
+	h.process(16, "/../../"+podPath[len("/kubepods.slice/"):], "", 16)
+	h.cgroupV2Dir("/a.slice/twin.service")
+	h.cgroupV2Dir("/b.slice/twin.service")
+	h.process(17, "/../../twin.service", "", 17)
+	h.process(18, "/../../../", "", 18)
 	p := h.pauser(t, gpu.NewManualClock(time.Unix(0, 0)), Options{})
 	for _, c := range []struct {
 		pid     uint32
@@ -140,6 +148,9 @@ func TestResolve(t *testing.T) {
 		{13, "pgid:130", false},
 		{14, "", true},
 		{15, "", true},
+		{16, filepath.Join(h.v2, podPath), false},
+		{17, "pgid:17", false},
+		{18, "pgid:18", false},
 		{99, "", true},
 	} {
 		g, err := p.r.resolve(c.pid)

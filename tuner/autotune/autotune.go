@@ -102,10 +102,13 @@ func DefaultParams() Params {
 // share for latency tenants that violate their SLO by capping the batch
 // and best-effort tenants beside them, and gives it back when every SLO
 // has slack. See docs/tuning.md.
-type Autotune struct{ P Params }
+type Autotune struct {
+	P   Params
+	day *pauseDaily // the fast loop's daily pattern (pause.go)
+}
 
 // New returns the policy with the default parameters.
-func New() *Autotune { return &Autotune{P: DefaultParams()} }
+func New() *Autotune { return &Autotune{P: DefaultParams(), day: &pauseDaily{}} }
 
 // Name returns "autotune".
 func (*Autotune) Name() string { return Name }

@@ -37,10 +37,14 @@ func TestAutotunePause(t *testing.T) {
 			[]string{"GPU-0/compute_timeslice=medium"}, ""},
 		{"time-sliced, no level to try: the pause", scene{mode: gpu.SharingTimeSlice, embedCap: &full, fast: violating, p99: 0.9, timeSlice: gpu.TimeSliceDefault}, true, 0, 0, nil,
 			[]string{"GPU-0/pause_duty/pid2=30%"}, ""},
-		{"violation goes on: up to the ceiling", scene{mode: gpu.SharingMPS, embedCap: &full, fast: violating, p99: 2}, true, 0.6, 20 * time.Second, &tuner.RequestCount{Total: 50, Good: 45},
-			[]string{"GPU-0/pause_duty/pid2=80%"}, "since the last pause change"},
+		{"violation goes on past a fifth: up to the ceiling, and the MPS cap too", scene{mode: gpu.SharingMPS, embedCap: &full, fast: violating, p99: 2}, true, 0.6, 20 * time.Second, &tuner.RequestCount{Total: 50, Good: 45},
+			[]string{"GPU-0/pause_duty/pid2=80%", "GPU-0/mps_active_threads/pid2=55%"}, "since the last pause change"},
+		{"violation goes on below a fifth: the pause alone", scene{mode: gpu.SharingMPS, embedCap: &full, fast: violating, p99: 2}, true, 0.1, 20 * time.Second, &tuner.RequestCount{Total: 50, Good: 45},
+			[]string{"GPU-0/pause_duty/pid2=40%"}, "since the last pause change"},
 		{"the last pause holds since it was made: wait, no cap", scene{mode: gpu.SharingMPS, embedCap: &full, fast: violating, p99: 2}, true, 0.3, 20 * time.Second, &tuner.RequestCount{Total: 50, Good: 50},
 			nil, ""},
+		{"at the ceiling, holding since it was made: the slow knobs judge", scene{mode: gpu.SharingMPS, embedCap: &full, fast: violating, p99: 2}, true, 0.8, 20 * time.Second, &tuner.RequestCount{Total: 50, Good: 50},
+			[]string{"GPU-0/mps_active_threads/pid2=55%"}, "reserve"},
 		{"too few requests since the pause: wait", scene{mode: gpu.SharingMPS, embedCap: &full, fast: violating, p99: 2}, true, 0.3, 5 * time.Second, &tuner.RequestCount{Total: 5, Good: 5},
 			nil, ""},
 		{"at the ceiling and still violating: the MPS cap", scene{mode: gpu.SharingMPS, embedCap: &full, fast: violating, p99: 2}, true, 0.8, 2 * time.Minute, nil,
@@ -78,6 +82,64 @@ func TestAutotunePause(t *testing.T) {
 				if a.Knob == gpu.KnobPauseDuty && (!slices.Equal(a.PIDs, []uint32{2}) || a.Tenant != "embed" || a.Class != gpu.ClassBatch) {
 					t.Errorf("pause action %+v: want embed's PIDs and class", a)
 				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("actions %v, want %v", got, tc.want)
+			}
+			if tc.reason != "" && !strings.Contains(acts[0].Reason, tc.reason) {
+				t.Errorf("reason %q, want %q in it", acts[0].Reason, tc.reason)
+			}
+		})
+	}
+}
+
+// Anticipation: the pause a recent peak needed stays as a floor that
+// fades by pausePeakFade a minute; a pause needed at this time of day on
+// two or more earlier days is set ahead of it; one day is no pattern.
+func TestPauseAnticipation(t *testing.T) {
+	fine := tuner.FastSLO{Over: time.Minute, Total: 100, Good: 100}
+	pauseT := tuner.Target{GPU: uuid0, Knob: gpu.KnobPauseDuty, PID: 2}
+	day := 24 * time.Hour
+	tests := []struct {
+		name   string
+		duty   tuner.Duty    // the pause in place
+		peak   time.Duration // since a raise to 60% (0: none)
+		days   []time.Duration
+		want   []string
+		reason string
+	}{
+		{"slack and no peak: given back", 0.3, 0, nil, []string{"GPU-0/pause_duty/pid2=25%"}, "slack"},
+		{"a peak 2 minutes ago holds 50%", 0.3, 2 * time.Minute, nil, []string{"GPU-0/pause_duty/pid2=50%"}, "a recent peak needed a 60% pause"},
+		{"held at the floor, not given back", 0.5, 2 * time.Minute, nil, nil, ""},
+		{"a peak 12 minutes ago has faded", 0.3, 12 * time.Minute, nil, []string{"GPU-0/pause_duty/pid2=25%"}, "slack"},
+		{"this time of day on two days: set ahead", 0, 0, []time.Duration{day - 5*time.Minute, 2*day - 10*time.Minute},
+			[]string{"GPU-0/pause_duty/pid2=40%"}, "on 2 of the last 7 days this time of day needed a 40% pause"},
+		{"on one day only: no pattern", 0, 0, []time.Duration{day - 5*time.Minute}, nil, ""},
+		{"a day later than the lead: no pattern", 0, 0, []time.Duration{day - 40*time.Minute, 2*day - 40*time.Minute}, nil, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := scene{mode: gpu.SharingMPS, embedCap: new(1.0), fast: fine, p99: 0.3}.state()
+			s.Drives = map[gpu.Knob]bool{gpu.KnobPauseDuty: true, gpu.KnobMPSActiveThreads: true}
+			if tc.duty > 0 {
+				s.Originals[pauseT.String()] = tuner.Duty(0)
+				s.Changes[pauseT.String()] = tuner.Change{At: s.Now.Add(-time.Minute), To: tc.duty}
+				s.Changes[pauseT.DomainKey()] = tuner.Change{At: s.Now.Add(-time.Minute), To: tc.duty}
+			}
+			if tc.peak > 0 {
+				s.History = map[string][]tuner.Change{pauseT.DomainKey(): {
+					{At: s.Now.Add(-tc.peak), From: tuner.Duty(0.3), To: tuner.Duty(0.6)},
+					{At: s.Now.Add(-tc.peak + 30*time.Second), From: tuner.Duty(0.6), To: tuner.Duty(0.55)},
+				}}
+			}
+			p := New()
+			for i, ago := range tc.days {
+				p.day.raised(uuid0, s.Now.Add(-ago), tuner.Duty(0.4+0.1*float64(i)))
+			}
+			acts := p.Decide(s)
+			var got []string
+			for _, a := range acts {
+				got = append(got, a.Target.String()+"="+a.Want.String())
 			}
 			if !slices.Equal(got, tc.want) {
 				t.Fatalf("actions %v, want %v", got, tc.want)

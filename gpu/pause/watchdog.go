@@ -1,0 +1,268 @@
+package pause
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// The watchdog bounds a pause when the pulse's owner dies or hangs. It is
+// a child process (the exporter run again with WatchdogArg) that reads, on
+// a pipe from its parent, one line before every freeze and one after every
+// thaw:
+//
+//	freeze <kind> <path> <lease>   the group is about to be frozen; thaw it
+//	                               when no new line about it comes within
+//	                               lease (a Go duration)
+//	thawed <kind> <path>           the parent thawed it
+//
+// kind is v2 or v1 (path a cgroup directory) or pgid (path a process
+// group). When the pipe ends (the parent exited, however: kill -9 closes
+// its end too) the watchdog thaws every group still frozen and exits; a
+// lease that runs out (the parent hangs) thaws its group. So a crash
+// mid-pulse leaves the tenant paused for milliseconds, a hung parent for
+// at most the lease, which is shorter than one period. Only a kill of the
+// watchdog itself together with its parent (a container's or a unit's
+// whole cgroup killed) leaves the tenant to the journal's thaw at the next
+// start.
+
+// WatchdogArg is the hidden argument that runs the exporter as the
+// watchdog (RunWatchdog).
+const WatchdogArg = "pause-watchdog"
+
+// RunWatchdog is the watchdog process's main: it reads the parent's lines
+// from r until the pipe ends, logs to w, and returns the exit status. The
+// termination signals a process group or a unit's stop delivers are
+// ignored: the parent thaws at its exit, and the end of the pipe tells the
+// watchdog when to go.
+func RunWatchdog(r io.Reader, w io.Writer) int {
+	signal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	err := watch(r, gpu.RealClock{}, syscall.Kill)
+	if err != nil {
+		fmt.Fprintf(w, "pause watchdog: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// watched is a group the watchdog may have to thaw, and when.
+type watched struct {
+	g     group
+	until time.Time
+}
+
+// watch runs the watchdog on clock until r ends; it returns the errors of
+// the thaws it made.
+func watch(r io.Reader, clock gpu.Clock, kill func(int, syscall.Signal) error) error {
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	frozen := map[string]watched{}
+	var errs []error
+	thaw := func(key string) {
+		if err := frozen[key].g.Thaw(); err != nil && !errors.Is(err, syscall.ESRCH) && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("thaw %s: %w", key, err))
+		}
+		delete(frozen, key)
+	}
+	for {
+		var expiry <-chan time.Time
+		if len(frozen) > 0 {
+			first := time.Time{}
+			for _, w := range frozen {
+				if first.IsZero() || w.until.Before(first) {
+					first = w.until
+				}
+			}
+			expiry = clock.After(first.Sub(clock.Now()))
+		}
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				for key := range frozen {
+					thaw(key)
+				}
+				return errors.Join(errs...)
+			}
+			op, g, lease, err := parseLine(line, kill)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if op == "thawed" {
+				delete(frozen, g.Key())
+				continue
+			}
+			frozen[g.Key()] = watched{g: g, until: clock.Now().Add(lease)}
+		case now := <-expiry:
+			for key, w := range frozen {
+				if !w.until.After(now) {
+					thaw(key)
+				}
+			}
+		}
+	}
+}
+
+// parseLine reads one line of the parent (a cgroup's path may hold
+// spaces; a lease is the last word of its line).
+func parseLine(line string, kill func(int, syscall.Signal) error) (op string, g group, lease time.Duration, err error) {
+	bad := fmt.Errorf("bad line %q", line)
+	f := strings.SplitN(line, " ", 3)
+	if len(f) != 3 {
+		return "", nil, 0, bad
+	}
+	op, kind, path := f[0], f[1], f[2]
+	switch op {
+	case "freeze":
+		i := strings.LastIndexByte(path, ' ')
+		if i < 0 {
+			return "", nil, 0, bad
+		}
+		if lease, err = time.ParseDuration(path[i+1:]); err != nil || lease <= 0 {
+			return "", nil, 0, bad
+		}
+		path = path[:i]
+	case "thawed":
+	default:
+		return "", nil, 0, bad
+	}
+	switch kind {
+	case "v2", "v1":
+		if !filepath.IsAbs(path) {
+			return "", nil, 0, bad
+		}
+		g = cgroupV1{dir: path}
+		if kind == "v2" {
+			g = cgroupV2{dir: path}
+		}
+	case "pgid":
+		n, perr := strconv.Atoi(path)
+		if perr != nil || n <= 1 {
+			return "", nil, 0, bad
+		}
+		g = procGroup{pgid: n, kill: kill}
+	default:
+		return "", nil, 0, bad
+	}
+	return op, g, lease, nil
+}
+
+// spec is how a group is named to the watchdog.
+func spec(g group) string {
+	switch g := g.(type) {
+	case cgroupV2:
+		return "v2 " + g.dir
+	case cgroupV1:
+		return "v1 " + g.dir
+	case procGroup:
+		return "pgid " + strconv.Itoa(g.pgid)
+	}
+	return "unknown " + g.Key()
+}
+
+// watchdog is the parent's end: the pipe to the child, started on first
+// use. A nil *watchdog (no watchdog configured) says nothing.
+type watchdog struct {
+	start func() (io.WriteCloser, func() error, error)
+
+	mu   sync.Mutex
+	w    io.WriteCloser
+	wait func() error
+}
+
+// watchdogCommand starts argv as the watchdog with a pipe on its stdin.
+func watchdogCommand(argv []string) func() (io.WriteCloser, func() error, error) {
+	return func() (io.WriteCloser, func() error, error) {
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Stderr = os.Stderr
+		w, err := cmd.StdinPipe()
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := cmd.Start(); err != nil {
+			return nil, nil, fmt.Errorf("pause watchdog %s: %w", argv[0], err)
+		}
+		return w, cmd.Wait, nil
+	}
+}
+
+// say sends one line; a freeze starts the watchdog if it is not running
+// (a thaw needs none: nothing is frozen that it watches).
+func (d *watchdog) say(format string, args ...any) error {
+	if d == nil {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.w == nil {
+		if !strings.HasPrefix(format, "freeze") {
+			return nil
+		}
+		w, wait, err := d.start()
+		if err != nil {
+			return err
+		}
+		d.w, d.wait = w, wait
+	}
+	if _, err := fmt.Fprintf(d.w, format+"\n", args...); err != nil {
+		// The watchdog is gone: the next line starts another.
+		_ = d.w.Close()
+		_ = d.wait()
+		d.w = nil
+		return fmt.Errorf("pause watchdog: %w", err)
+	}
+	return nil
+}
+
+// leased tells the watchdog that gs are about to be frozen for at most
+// lease.
+func (d *watchdog) leased(gs []group, lease time.Duration) error {
+	for _, g := range gs {
+		if err := d.say("freeze %s %s", spec(g), lease); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// thawed tells the watchdog that gs were thawed.
+func (d *watchdog) thawed(gs []group) error {
+	var errs []error
+	for _, g := range gs {
+		errs = append(errs, d.say("thawed %s", spec(g)))
+	}
+	return errors.Join(errs...)
+}
+
+// close ends the pipe and waits for the watchdog to exit.
+func (d *watchdog) close() error {
+	if d == nil {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.w == nil {
+		return nil
+	}
+	err := d.w.Close()
+	d.w = nil
+	return errors.Join(err, d.wait())
+}

@@ -1,0 +1,170 @@
+package pause
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// eventually waits up to 5 s for cond.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal(what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// The watchdog thaws what is still frozen when the pipe ends, and a group
+// whose lease runs out; a group the parent thawed it leaves alone.
+func TestWatch(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		lines   []string // %s: the cgroup directory
+		advance time.Duration
+		eof     bool
+		want    string // the cgroup's freeze file at the end
+		signals string
+	}{
+		{"end of the pipe thaws", []string{"freeze v2 %s 1s"}, 0, true, "0", ""},
+		{"a thawed group is left alone", []string{"freeze v2 %s 1s", "thawed v2 %s"}, 0, true, "1", ""},
+		{"a lease that runs out thaws", []string{"freeze v2 %s 300ms"}, 300 * time.Millisecond, false, "0", ""},
+		{"a renewed lease holds", []string{"freeze v2 %s 300ms", "freeze v2 %s 1s"}, 300 * time.Millisecond, false, "1", ""},
+		{"process groups", []string{"freeze pgid 77 1s", "freeze v2 %s 1s", "thawed v2 %s"}, 0, true, "1", "-77 continued"},
+		{"bad lines are skipped", []string{"freeze v2 relative 1s", "freeze v9 %s 1s", "freeze v2 %s", "thaw v2 %s", "freeze pgid 1 1s"}, 0, true, "1", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "a b.service") // a path with a space
+			must(t, os.MkdirAll(dir, 0o755))
+			freeze := filepath.Join(dir, "cgroup.freeze")
+			must(t, os.WriteFile(freeze, []byte("1"), 0o644))
+			clock := gpu.NewManualClock(time.Unix(0, 0))
+			var mu sync.Mutex
+			var signals []string
+			kill := func(pid int, sig syscall.Signal) error {
+				mu.Lock()
+				defer mu.Unlock()
+				signals = append(signals, fmt.Sprintf("%d %s", pid, sig))
+				return nil
+			}
+			r, w := io.Pipe()
+			done := make(chan error, 1)
+			go func() { done <- watch(r, clock, kill) }()
+			for _, l := range c.lines {
+				if strings.Contains(l, "%s") {
+					l = fmt.Sprintf(l, dir)
+				}
+				_, err := fmt.Fprintln(w, l)
+				must(t, err)
+			}
+			if c.advance > 0 {
+				// The last line is read once the watchdog waits on its lease.
+				eventually(t, "the watchdog never waited", func() bool { return clock.Waiters() == len(c.lines) })
+				clock.Advance(c.advance)
+				if c.want == "0" {
+					eventually(t, "the lease did not thaw", func() bool { return read(t, freeze) == "0" })
+				}
+			}
+			if c.eof {
+				must(t, w.Close())
+				err := <-done
+				if bad := c.name == "bad lines are skipped"; bad != (err != nil) {
+					t.Errorf("watch: %v", err)
+				}
+			}
+			if got := read(t, freeze); got != c.want {
+				t.Errorf("cgroup.freeze %s, want %s", got, c.want)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if got := strings.Join(signals, ","); got != c.signals {
+				t.Errorf("signals %q, want %q", got, c.signals)
+			}
+			_ = w.Close()
+		})
+	}
+}
+
+// lines is a fake watchdog's pipe.
+type lines struct {
+	mu     sync.Mutex
+	b      strings.Builder
+	closed bool
+}
+
+func (l *lines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return 0, io.ErrClosedPipe
+	}
+	return l.b.Write(p)
+}
+
+func (l *lines) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed = true
+	return nil
+}
+
+func (l *lines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// The pulse tells the watchdog of each freeze, with a lease of the on time
+// and half the rest of the period, and of each thaw; without a watchdog
+// it pauses nothing.
+func TestPulseLeases(t *testing.T) {
+	h := newHost(t)
+	dir := h.cgroupV2Dir(podPath)
+	h.process(10, podPath, "", 10)
+	clock := gpu.NewManualClock(time.Unix(0, 0))
+	pipe := &lines{}
+	starts := 0
+	p := h.pauser(t, clock, Options{Period: 500 * time.Millisecond, startWatchdog: func() (io.WriteCloser, func() error, error) {
+		starts++
+		return pipe, func() error { return nil }, nil
+	}})
+	ctx := context.Background()
+	must(t, p.SetPauseDuty(ctx, "GPU-a", "trainer", []uint32{10}, 0.4))
+	waitBlocked(t, clock, 1)
+	clock.Advance(200 * time.Millisecond)
+	waitBlocked(t, clock, 1)
+	clock.Advance(300 * time.Millisecond)
+	waitBlocked(t, clock, 1)
+	must(t, p.SetPauseDuty(ctx, "GPU-a", "trainer", []uint32{10}, 0))
+	must(t, p.Close())
+	want := strings.Repeat(fmt.Sprintf("freeze v2 %s 350ms\nthawed v2 %[1]s\n", dir), 2)
+	if got := pipe.String(); got != want {
+		t.Errorf("watchdog lines\n%s\nwant\n%s", got, want)
+	}
+	if starts != 1 || !pipe.closed {
+		t.Errorf("watchdog started %d times, closed %v: want once, closed at Close", starts, pipe.closed)
+	}
+
+	q := h.pauser(t, clock, Options{startWatchdog: func() (io.WriteCloser, func() error, error) {
+		return nil, nil, errors.New("no watchdog")
+	}})
+	if err := q.SetPauseDuty(ctx, "GPU-a", "trainer", []uint32{10}, 0.4); err == nil {
+		t.Error("paused without its watchdog")
+	}
+	if got := read(t, filepath.Join(dir, "cgroup.freeze")); got != "0" {
+		t.Errorf("cgroup.freeze %s without a watchdog, want 0", got)
+	}
+}
