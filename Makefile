@@ -60,7 +60,7 @@ unit:
 
 effects:
 	$(GO) test -count=1 -run '^(TestScenarioEffects|TestSLOSlack|TestOracleAtLeastBaselines|TestOracleRunsOnEveryScenario|TestAutotuneEnergyWithSlack)$$' ./cmd/vgpusim/
-	$(GO) test -count=1 -run '^TestSharesConserveAndTrack$$' ./tenant/
+	$(GO) test -count=1 -run '^(TestSharesConserveAndTrack|TestMetersConserveOnScenarios)$$' ./tenant/
 
 # The scenario tables of scenarios/README.md ("Baselines, autotune and the
 # oracle over three seeds", with the SLO slack table) and docs/tuning.md

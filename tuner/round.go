@@ -191,13 +191,17 @@ func (in roundInput) budget(d *gpu.Device) (RoundKind, string, string) {
 		}
 	}
 	var worst *TenantBurn
+	starting := false // a tenant's window has only its first reading
 	for i := range in.burns {
 		b := &in.burns[i]
 		if on[b.Tenant] && b.Known && (worst == nil || b.Burn > worst.Burn) {
 			worst = b
 		}
+		starting = starting || on[b.Tenant] && !b.Known && b.Window == 0
 	}
 	switch {
+	case worst == nil && starting:
+		return RoundNoSignal, "no SLO signal yet: the tuner's window starts at its first reading of the latency counters (after a start or a source's restart), and a burn needs two", ""
 	case worst == nil:
 		return RoundNoSignal, "no latency tenant on this GPU ended a request in the tuner's window: there is no SLO signal to act on", ""
 	case worst.Burn <= 1:

@@ -68,6 +68,8 @@ func TestGPURounds(t *testing.T) {
 			why: "chat burns its error budget 3.00x over the last 1m0s, but the policy proposed no change this round"},
 		{name: "no requests", mode: ModeEnforce, burns: []TenantBurn{{Tenant: "chat", Window: time.Minute}}, kind: RoundNoSignal, holding: true,
 			why: "no latency tenant on this GPU ended a request"},
+		{name: "window just started", mode: ModeEnforce, burns: []TenantBurn{{Tenant: "chat"}}, kind: RoundNoSignal, holding: true,
+			why: "no SLO signal yet: the tuner's window starts at its first reading"},
 		{name: "applied", mode: ModeEnforce, burns: burn(3), actions: []Action{mps}, out: []Decision{dec(OutcomeApplied, "", "chat violates its SLO")},
 			kind: RoundActing, why: "changed mps_active_threads of embed 100% → 50%"},
 		{name: "guarded", mode: ModeEnforce, burns: burn(3), actions: []Action{mps},

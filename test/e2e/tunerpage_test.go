@@ -26,7 +26,8 @@ import (
 )
 
 // tunerScenario runs MPS with a latency tenant beside a batch one, so the
-// tuner soon caps the batch tenant and its guards refuse some changes.
+// tuner soon caps the batch tenant and then holds for the dwell between
+// steps.
 const tunerScenario = "bursty-llm-training"
 
 // screenshotPath is the page's screenshot in the documentation, rewritten
@@ -42,8 +43,8 @@ func TestTunerPageInChromium(t *testing.T) {
 	addr := freeAddr(t)
 	base := "http://" + addr
 	// The scenario's tenants without the trainer's restart_cost: with it
-	// the tuner makes one large step and waits, and no guard needs to
-	// refuse anything within the test's time.
+	// the tuner makes one large step and waits, and the page would show
+	// little of the tuner stepping and holding within the test's time.
 	sc, err := scenarios.Find(tunerScenario)
 	if err != nil {
 		t.Fatal(err)
@@ -72,11 +73,12 @@ func TestTunerPageInChromium(t *testing.T) {
 		"--web.listen-address="+addr,
 	)
 	waitReady(t, p, base)
-	// Wait until the tuner has acted and been refused at least once, and a
-	// minute of rounds is in the history, so that the page (and the
-	// screenshot) shows both and the sparklines have a shape.
+	// Wait until the tuner has acted and a minute of rounds is in the
+	// history, so that the page (and the screenshot) shows a change and the
+	// sparklines have a shape. (A step the dwell would refuse is held, not
+	// proposed: the GPU's line says so, and no guard needs to refuse it.)
 	began := time.Now()
-	pollFor(t, 3*time.Minute, "an applied and a guarded decision and a minute of history", func() error {
+	pollFor(t, 3*time.Minute, "an applied decision and a minute of history", func() error {
 		_, body, err := get(base + "/tuner?format=json")
 		if err != nil {
 			return err
@@ -91,7 +93,7 @@ func TestTunerPageInChromium(t *testing.T) {
 		for _, d := range v.Decisions {
 			outcomes = append(outcomes, d.Outcome)
 		}
-		if !slices.Contains(outcomes, "applied") || !slices.Contains(outcomes, "guarded") {
+		if !slices.Contains(outcomes, "applied") {
 			return fmt.Errorf("outcomes so far: %v", outcomes)
 		}
 		if time.Since(began) < time.Minute {
