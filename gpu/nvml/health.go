@@ -42,8 +42,9 @@ func nvlinkRecovery(h *gpu.Health) **uint64 { return &h.NVLinkRecoveryErrors }
 // with nvmlDeviceGetNvLinkErrorCounter and summed over the GPU's active
 // links, as nvidia-smi nvlink -e reads them. The whole-GPU field totals
 // (FI_DEV_NVLINK_*_ERROR_COUNT_TOTAL) report success with zero on Hopper
-// (https://github.com/DataDog/datadog-agent/pull/55966), so they are read
-// only for a counter no active link supports.
+// (https://github.com/DataDog/datadog-agent/pull/55966), so they are served
+// only for a counter no link has answered (fallback path). Hopper may not
+// support DL_CRC_DATA per link; its crc_data then stays the field total.
 var nvlinkErrorCounters = []struct {
 	counter nvml.NvLinkErrorCounter
 	name    string
