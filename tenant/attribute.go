@@ -326,6 +326,10 @@ type tenantAcc struct {
 	smW, memW float64
 	memBytes  uint64
 	memBytesN int
+	// reserve sums the reservations of its MPS clients and vGPU VMs
+	// (Usage.Reservation); reserveN counts them.
+	reserve   float64
+	reserveN  int
 	pids      []uint32
 	workloads []Workload
 }
@@ -354,6 +358,13 @@ func (a *tenantAcc) addProcess(p *gpu.Process, sub *subject) {
 		a.memBytes += *p.UsedMemoryBytes
 		a.memBytesN++
 	}
+}
+
+// addReserve adds the reservation of one MPS client or vGPU VM, a part
+// of the GPU (at most all of it).
+func (a *tenantAcc) addReserve(part float64) {
+	a.reserve += min(1, part)
+	a.reserveN++
 }
 
 // processCtx is the utilization context of p, a process of a non-MIG GPU.
@@ -535,6 +546,10 @@ func (b *Builder) sharedUsage(compiled *compiledConfig, podMap *kube.Mapping, d 
 		ctxs = append(ctxs, &ctxUtil{key: ctxKey{id: 1<<32 | uint64(v.ID), threads: 1}, acc: a, sm: v.SMUtil, mem: v.MemUtil})
 		a.memBytes += v.FramebufferUsed
 		a.memBytesN++
+		if v.FramebufferBytes > 0 && d.MemoryTotalBytes > 0 {
+			// a vGPU profile is defined by its framebuffer
+			a.addReserve(float64(v.FramebufferBytes) / float64(d.MemoryTotalBytes))
+		}
 	}
 	for i := range d.Processes {
 		p := &d.Processes[i]
@@ -548,6 +563,9 @@ func (b *Builder) sharedUsage(compiled *compiledConfig, podMap *kube.Mapping, d 
 		sub := b.processSubject(compiled, podMap, d, p, nil)
 		a := perTenant.get(b.attribute(compiled, sub), "")
 		a.addProcess(p, sub)
+		if p.MPSActiveThreads != nil && *p.MPSActiveThreads > 0 {
+			a.addReserve(*p.MPSActiveThreads)
+		}
 		ctxs = append(ctxs, a.processCtx(p))
 	}
 	b.attr.footprints(d.UUID, ctxs, d.Activity.SMActive, d.Activity.SMOccupancy, d.Activity.DRAMActive)
@@ -574,6 +592,9 @@ func (b *Builder) sharedUsage(compiled *compiledConfig, podMap *kube.Mapping, d 
 		}
 		u.SMActive = scaled(d.Activity.SMActive, smShare[a.tenant])
 		u.DRAMActive = scaled(d.Activity.DRAMActive, memShare[a.tenant])
+		if a.reserveN > 0 {
+			u.Reservation = gpu.Float(min(1, a.reserve))
+		}
 		if csKnown {
 			u.ContextSwitchesTotal = b.addCS(d.UUID, a.tenant, csDelta*smShare[a.tenant])
 		}

@@ -113,9 +113,12 @@ func TestTwoTenantsTimeSliced(t *testing.T) {
 		chatW, trainW float64
 		// DRAM weights: memory-busy time x threads
 		chatM, trainM float64
+		// reservations of chat (two clients at 0.5), train and
+		// unassigned (one client at 1 each); nil without MPS
+		reserve []*float64
 	}{
-		{gpu.SharingTimeSlice, func(cs uint64) *gpu.Readings { return sharedReadings(gpu.SharingTimeSlice, cs) }, 0.45, 0.35, 0.30, 0.60},
-		{gpu.SharingMPS, mpsReadings, 0.45 * 0.5, 0.35, 0.30 * 0.5, 0.60},
+		{gpu.SharingTimeSlice, func(cs uint64) *gpu.Readings { return sharedReadings(gpu.SharingTimeSlice, cs) }, 0.45, 0.35, 0.30, 0.60, []*float64{nil, nil, nil}},
+		{gpu.SharingMPS, mpsReadings, 0.45 * 0.5, 0.35, 0.30 * 0.5, 0.60, []*float64{gpu.Float(1), gpu.Float(1), gpu.Float(1)}},
 	} {
 		t.Run(string(tc.mode), func(t *testing.T) {
 			smW, memW := tc.chatW+tc.trainW, tc.chatM+tc.trainM
@@ -125,6 +128,15 @@ func TestTwoTenantsTimeSliced(t *testing.T) {
 				t.Fatalf("usage entries %+v", s.Usage)
 			}
 			chat, train, un := s.Usage[0], s.Usage[1], s.Usage[2]
+			for i, u := range s.Usage {
+				if w := tc.reserve[i]; w == nil {
+					if u.Reservation != nil {
+						t.Errorf("%s reservation %g, want none", u.Tenant, *u.Reservation)
+					}
+				} else {
+					checkF(t, u.Tenant+" reservation", u.Reservation, *w)
+				}
+			}
 			// kernel busy: per-process samples summed
 			checkF(t, "chat busy", chat.KernelBusy, 0.45)
 			checkF(t, "train busy", train.KernelBusy, 0.35)
@@ -253,12 +265,13 @@ func TestVGPUUsage(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &gpu.Readings{Devices: []gpu.Device{{
-		Index: 0, UUID: "GPU-0", Up: true, Mode: gpu.SharingVGPU,
+		Index: 0, UUID: "GPU-0", Up: true, Mode: gpu.SharingVGPU, MemoryTotalBytes: 80 * gib,
 		Activity: gpu.Activity{SMActive: gpu.Float(0.8), DRAMActive: gpu.Float(0.6)},
+		// profiles of 10, 10, 40 GiB and one whose framebuffer is unknown
 		VGPUs: []gpu.VGPUInstance{
-			{ID: 1, UUID: "a", VMName: "vdi-1", SMUtil: gpu.Float(0.2), MemUtil: gpu.Float(0.1), FramebufferUsed: 2 * gib},
-			{ID: 2, UUID: "b", VMName: "vdi-2", SMUtil: gpu.Float(0.1), MemUtil: gpu.Float(0.1), FramebufferUsed: 1 * gib},
-			{ID: 3, UUID: "7f3c1a52-0000-4000-8000-000000000001", VMName: "llm", SMUtil: gpu.Float(0.5), MemUtil: gpu.Float(0.4), FramebufferUsed: 8 * gib},
+			{ID: 1, UUID: "a", VMName: "vdi-1", SMUtil: gpu.Float(0.2), MemUtil: gpu.Float(0.1), FramebufferUsed: 2 * gib, FramebufferBytes: 10 * gib},
+			{ID: 2, UUID: "b", VMName: "vdi-2", SMUtil: gpu.Float(0.1), MemUtil: gpu.Float(0.1), FramebufferUsed: 1 * gib, FramebufferBytes: 10 * gib},
+			{ID: 3, UUID: "7f3c1a52-0000-4000-8000-000000000001", VMName: "llm", SMUtil: gpu.Float(0.5), MemUtil: gpu.Float(0.4), FramebufferUsed: 8 * gib, FramebufferBytes: 40 * gib},
 			{ID: 4, UUID: "d", VMName: "misc", SMUtil: gpu.Float(0.05), FramebufferUsed: 1 * gib},
 		},
 		Processes: []gpu.Process{{PID: 9, VGPUInstance: 3, GPUInstanceID: -1, UID: -1}},
@@ -272,6 +285,12 @@ func TestVGPUUsage(t *testing.T) {
 	checkF(t, "unassigned SM", un.SMActive, 0.8*0.05/0.85)
 	checkF(t, "vdi DRAM", vdi.DRAMActive, 0.6*0.2/0.6)
 	checkF(t, "inference DRAM", inf.DRAMActive, 0.6*0.4/0.6)
+	// reservations: the profiles' framebuffer over the GPU's memory
+	checkF(t, "vdi reservation", vdi.Reservation, 0.25)
+	checkF(t, "inference reservation", inf.Reservation, 0.5)
+	if un.Reservation != nil {
+		t.Errorf("unassigned reservation %g, want none (profile unknown)", *un.Reservation)
+	}
 	if vdi.Method != Apportioned || vdi.MemoryUsedBytes != 3*gib || inf.MemoryUsedBytes != 8*gib || inf.Processes != 1 || inf.PIDs[0] != 9 {
 		t.Errorf("vdi %+v inference %+v", vdi, inf)
 	}

@@ -18,8 +18,9 @@ const (
 	// IdleToIdle keeps it apart, in the GPU's idle energy.
 	IdleToIdle IdleEnergy = "idle"
 	// IdleByReservation splits it among the tenants on the GPU by what
-	// they hold of it (their MIG instance's SMs; an equal part of a shared
-	// GPU); what no tenant holds stays idle.
+	// they hold of it (their MIG instance's SMs, their MPS active-thread
+	// caps, their vGPU profiles; an equal part of a time-sliced GPU); what
+	// no tenant holds stays idle.
 	IdleByReservation IdleEnergy = "reservation"
 )
 
@@ -220,21 +221,57 @@ func activityShares(d *gpu.Device, usage []*Usage) []float64 {
 	return out
 }
 
-// reservations are what each usage holds of the GPU: on a MIG GPU its
-// instance's part of the SMs, split equally among the tenants in the
-// instance; on a whole GPU an equal part.
+// reservations are what each usage holds of the GPU, adding up to at
+// most 1 (docs/tenants.md, "Metering"):
+//   - on a MIG GPU its instance's part of the SMs, split equally among the
+//     tenants in the instance;
+//   - on a whole GPU, each usage with a Reservation (MPS active-thread
+//     caps, vGPU profiles) that part, all of them scaled down to add up to
+//     1 where they add up to more; the usages without one split what the
+//     others leave equally (all of the GPU where none has one: time
+//     slicing, exclusive use). What no usage holds stays unheld.
 func reservations(d *gpu.Device, usage []*Usage) []float64 {
 	out := make([]float64, len(usage))
 	if len(usage) == 0 {
 		return out
 	}
+	if d.MIGEnabled {
+		migReservations(d, usage, out)
+		return out
+	}
+	var capped float64
+	uncapped := 0
+	for _, u := range usage {
+		if u.Reservation != nil {
+			capped += max(0, *u.Reservation)
+		} else {
+			uncapped++
+		}
+	}
+	scale, rest := 1.0, max(0, 1-capped)
+	if capped > 1 {
+		scale = 1 / capped
+	}
+	for i, u := range usage {
+		if u.Reservation != nil {
+			out[i] = max(0, *u.Reservation) * scale
+		} else {
+			out[i] = rest / float64(uncapped)
+		}
+	}
+	return out
+}
+
+// migReservations fills out with each usage's part of its MIG instance's
+// SMs, the instance split equally among its tenants.
+func migReservations(d *gpu.Device, usage []*Usage, out []float64) {
 	perInstance := map[string]int{}
 	for _, u := range usage {
 		perInstance[u.GPUInstance]++
 	}
 	var sum float64
 	for i, u := range usage {
-		if u.GPUInstance == "" && d.MIGEnabled {
+		if u.GPUInstance == "" {
 			continue // memory of processes outside any instance: holds no SMs
 		}
 		out[i] = instanceFraction(d, u.GPUInstance) / float64(perInstance[u.GPUInstance])
@@ -245,7 +282,6 @@ func reservations(d *gpu.Device, usage []*Usage) []float64 {
 			out[i] /= sum
 		}
 	}
-	return out
 }
 
 // instanceFraction is the part of the GPU's SMs a MIG instance ("" for the

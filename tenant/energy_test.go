@@ -73,6 +73,92 @@ func TestMeterRules(t *testing.T) {
 	}
 }
 
+// TestReservations: what each tenant holds of a GPU, by sharing mode.
+func TestReservations(t *testing.T) {
+	whole := &gpu.Device{UUID: "GPU-0"}
+	mig := &gpu.Device{UUID: "GPU-1", MIGEnabled: true, SMCount: 100,
+		MIG: []gpu.MIGInstance{{GPUInstanceID: 1, SMCount: 60}, {GPUInstanceID: 2, SMCount: 40}}}
+	res := func(parts ...*float64) []Usage {
+		out := make([]Usage, len(parts))
+		for i, p := range parts {
+			out[i] = Usage{Tenant: string(rune('a' + i)), Reservation: p}
+		}
+		return out
+	}
+	f := gpu.Float
+	for _, tc := range []struct {
+		name  string
+		d     *gpu.Device
+		usage []Usage
+		want  []float64
+	}{
+		{"exclusive", whole, res(nil), []float64{1}},
+		{"time-sliced: equal", whole, res(nil, nil), []float64{0.5, 0.5}},
+		// MPS caps adding up to less than 1: each its cap, the rest unheld
+		{"MPS caps", whole, res(f(0.3), f(0.5)), []float64{0.3, 0.5}},
+		// caps adding up to 1.4: scaled to 1
+		{"MPS caps over 1", whole, res(f(0.6), f(0.8)), []float64{0.6 / 1.4, 0.8 / 1.4}},
+		// tenants without a cap split what the capped ones leave
+		{"MPS some uncapped", whole, res(f(0.3), nil, nil), []float64{0.3, 0.35, 0.35}},
+		{"MPS uncapped, caps over 1", whole, res(f(0.7), f(0.7), nil), []float64{0.5, 0.5, 0}},
+		// vGPU profiles of 20 and 40 GiB on an 80 GiB GPU
+		{"vGPU profiles", whole, res(f(0.25), f(0.5)), []float64{0.25, 0.5}},
+		// a profile and a process outside any VM
+		{"vGPU and host process", whole, res(f(0.25), nil), []float64{0.25, 0.75}},
+		// MIG: by slice, a Reservation ignored
+		{"MIG slices", mig, []Usage{{Tenant: "c", GPUInstance: "1", Reservation: f(0.1)}, {Tenant: "d", GPUInstance: "2"},
+			{Tenant: "e", GPUInstance: "2"}, {Tenant: "f"}}, []float64{0.6, 0.2, 0.2, 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ptrs := make([]*Usage, len(tc.usage))
+			for i := range tc.usage {
+				ptrs[i] = &tc.usage[i]
+			}
+			got := reservations(tc.d, ptrs)
+			for i := range tc.want {
+				if math.Abs(got[i]-tc.want[i]) > 1e-12 {
+					t.Errorf("%s: %g, want %g (all %v)", tc.usage[i].Tenant, got[i], tc.want[i], got)
+				}
+			}
+		})
+	}
+}
+
+// TestMeterByMPSCaps: on an MPS GPU the idle energy, the reserved
+// GPU-seconds and the GPU-time cost follow the tenants' active-thread
+// caps, and the tenants and the idle row add up to the GPU's figures.
+func TestMeterByMPSCaps(t *testing.T) {
+	dev := func(at int64, energy float64) *gpu.Readings {
+		return &gpu.Readings{Time: time.Unix(at, 0), Interval: time.Duration(at-100) * time.Second, Devices: []gpu.Device{
+			{UUID: "GPU-0", Up: true, Mode: gpu.SharingMPS, EnergyJoules: gpu.Float(energy)}}}
+	}
+	// a capped at 0.2 and b at 0.6 of the SMs, running at 0.1 and 0.3
+	usage := []Usage{
+		{Tenant: "a", UUID: "GPU-0", SMActive: gpu.Float(0.1), Reservation: gpu.Float(0.2)},
+		{Tenant: "b", UUID: "GPU-0", SMActive: gpu.Float(0.3), Reservation: gpu.Float(0.6)},
+	}
+	prices := &Prices{Currency: "USD", PerGPUHour: gpu.Float(3600), PerKWh: gpu.Float(3.6e6)}
+	m := newMeterState()
+	m.meter(IdleByReservation, prices, dev(100, 0), usage)
+	meters, gpus := m.meter(IdleByReservation, prices, dev(102, 100), usage)
+	// 100 J: 10 and 30 active, the rest 60 J by 0.2 and 0.6, 12 J idle
+	want := map[string]meterFig{"a": {10 + 12, 0.2, 0.4, 0}, "b": {30 + 36, 0.6, 1.2, 0}}
+	for _, mt := range meters {
+		got := meterFig{mt.EnergyJoules, mt.GPUSecondsUsed, mt.GPUSecondsReserved, mt.MemoryByteSeconds}
+		if !closeFig(got, want[mt.Tenant]) {
+			t.Errorf("%s: %+v, want %+v", mt.Tenant, got, want[mt.Tenant])
+		}
+		// 1 per GPU-second and per joule
+		if len(mt.Costs) != 1 || math.Abs(mt.Costs[0].GPUTime-want[mt.Tenant].reserved) > 1e-9 {
+			t.Errorf("%s: costs %+v, want GPU time %g", mt.Tenant, mt.Costs, want[mt.Tenant].reserved)
+		}
+	}
+	if g := gpus[0]; math.Abs(g.IdleEnergyJoules-12) > 1e-9 || len(g.IdleCosts) != 1 || math.Abs(g.IdleCosts[0].GPUTime-0.4) > 1e-9 {
+		t.Errorf("idle %g J, costs %+v: want 12 J and the 0.4 GPU-seconds no cap holds", g.IdleEnergyJoules, g.IdleCosts)
+	}
+	checkConserved(t, meters, gpus)
+}
+
 func closeFig(a, b meterFig) bool {
 	c := func(x, y float64) bool { return math.Abs(x-y) < 1e-9 }
 	return c(a.energy, b.energy) && c(a.used, b.used) && c(a.reserved, b.reserved) && c(a.memory, b.memory)

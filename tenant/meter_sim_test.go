@@ -22,8 +22,11 @@ import (
 // per GPU-hour and per kWh, and checks at every sample that each GPU's
 // tenants' energy and idle energy add up to the increase of its energy
 // counter, and over the run, within 1%: that the tenants' GPU-seconds of
-// use add up to the GPU's SM-active seconds on whole GPUs and their
-// reserved GPU-seconds to at most the time metered; that the tenants' and
+// use add up to the GPU's SM-active seconds on whole GPUs, and on MIG GPUs
+// to its instances' SM-active seconds, each instance's weighted by its part
+// of the GPU's SMs (the instances' own GPM figures: NVML has no per-tenant
+// figure inside an instance), and their reserved GPU-seconds to at most
+// the time metered; that the tenants' and
 // the idle costs add up to the GPU's time and energy counter's increase at
 // the prices; that the GPU's memory byte-seconds are the integral of its
 // used memory, and the tenants' add up to it less the memory the driver
@@ -80,8 +83,9 @@ func checkScenarioMeters(t *testing.T, bi scenarios.Builtin, rule tenant.IdleEne
 		run = min(run, raceRun)
 	}
 	firstEnergy := map[string]float64{}
-	smSeconds := map[string]float64{} // whole GPUs: the GPU's SM-active seconds
-	wholeGPU := map[string]bool{}
+	smSeconds := map[string]float64{}  // whole GPUs: the GPU's SM-active seconds
+	migSeconds := map[string]float64{} // MIG GPUs: the instances' SM-active seconds, in whole-GPU seconds
+	wholeGPU, migGPU := map[string]bool{}, map[string]bool{}
 	deviceMem, processMem, reservedMem := map[string]float64{}, map[string]float64{}, map[string]float64{}
 	var metered time.Duration
 	var snap *tenant.Snapshot
@@ -99,6 +103,10 @@ func checkScenarioMeters(t *testing.T, bi scenarios.Builtin, rule tenant.IdleEne
 			wholeGPU[d.UUID] = !d.MIGEnabled
 			if d.Activity.SMActive != nil && r.Interval > 0 {
 				smSeconds[d.UUID] += *d.Activity.SMActive * r.Interval.Seconds()
+			}
+			if d.MIGEnabled {
+				migSeconds[d.UUID] += instancesSMSeconds(&d, r.Interval.Seconds())
+				migGPU[d.UUID] = true
 			}
 		}
 		for _, d := range r.Devices {
@@ -166,6 +174,8 @@ func checkScenarioMeters(t *testing.T, bi scenarios.Builtin, rule tenant.IdleEne
 		check("energy", g.GPU, g.EnergyJoules, dev, "joules the meters divided against the GPU's counter's increase")
 		if wholeGPU[g.UUID] {
 			check("gpu_used_seconds", g.GPU, used[g.UUID], smSeconds[g.UUID], "tenants' GPU-seconds of use against the GPU's SM-active seconds")
+		} else if migGPU[g.UUID] {
+			check("gpu_used_seconds_mig", g.GPU, used[g.UUID], migSeconds[g.UUID], "tenants' GPU-seconds of use against the MIG instances' SM-active seconds")
 		}
 		if reserved[g.UUID] > metered.Seconds()*1.0001 {
 			t.Errorf("GPU %d: %.2f reserved GPU-seconds in %.2f s", g.GPU, reserved[g.UUID], metered.Seconds())
@@ -180,6 +190,25 @@ func checkScenarioMeters(t *testing.T, bi scenarios.Builtin, rule tenant.IdleEne
 		worst["memory_unattributed_fraction"] = max(worst["memory_unattributed_fraction"], 1-memory[g.UUID]/g.MemoryByteSeconds)
 	}
 	return worst
+}
+
+// instancesSMSeconds is a MIG GPU's instances' SM-active time over sec
+// seconds, each instance's SM-active share weighted by its part of the
+// GPU's SMs (of the instances' SMs where the GPU's count is unknown).
+func instancesSMSeconds(d *gpu.Device, sec float64) float64 {
+	total := d.SMCount
+	if total <= 0 {
+		for _, mi := range d.MIG {
+			total += mi.SMCount
+		}
+	}
+	var s float64
+	for _, mi := range d.MIG {
+		if mi.Activity.SMActive != nil && total > 0 {
+			s += *mi.Activity.SMActive * float64(mi.SMCount) / float64(total) * sec
+		}
+	}
+	return s
 }
 
 // loadBuiltin loads a built-in scenario and its tenants file (nil when it

@@ -155,6 +155,12 @@ type Usage struct {
 	// 1 (MPS runs them at once).
 	KernelBusy      *float64
 	MemoryUsedBytes uint64
+	// Reservation is the part (0-1) of the whole GPU the tenant's sharing
+	// mode reserves for it: on an MPS GPU the sum of its clients'
+	// active-thread caps, on a vGPU host its VMs' profile framebuffer over
+	// the GPU's memory; nil where the mode reserves nothing per tenant or
+	// the figure is unknown (time-slicing, MIG: see reservations).
+	Reservation *float64
 	// ContextSwitchesTotal is a cumulative count attributed to the tenant;
 	// nil when the device does not count context switches. Each sample's
 	// increase of the device counter is split among the tenants like

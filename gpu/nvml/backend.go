@@ -93,6 +93,7 @@ type devState struct {
 	ctxSwitches  float64
 	ctxCycles    float64
 	ctxKnown     bool
+	nvlinkErrs   nvlinkErrors
 
 	// clocks locked through this backend (nil when never changed here)
 	locked *bool

@@ -470,7 +470,9 @@ func (f *fixture) backend() *Backend {
 }
 
 // Health figures of the fixture: 18 NVLink links (all up), per GPU i
-// 1000*(i+1) KiB sent and 2000*(i+1) KiB received, one CRC flit error;
+// 1000*(i+1) KiB sent and 2000*(i+1) KiB received; one CRC flit error in
+// the whole-GPU field total, and per link 2 CRC flit errors and on link 0
+// 5 replays (the per-link counters, which Hopper's field totals miss);
 // PCIe at 4 MB/s out and 8 MB/s in with 3 replays; 2 rows remapped for
 // correctable errors; one page retired for single-bit errors.
 const (
@@ -479,11 +481,15 @@ const (
 	fixtureRxKiB    = 2000
 	fixturePCIeTxKB = 4000
 	fixturePCIeRxKB = 8000
+	fixtureLinkFlit = 2 // CRC flit errors per link
+	fixtureReplays  = 5 // replays on link 0
 )
 
 // wireHealth wires the NVLink, PCIe, row-remapping and page-retirement
 // calls. "GetFieldValues" injects a return of the whole call,
-// "NVLinkField" one of every field.
+// "NVLinkField" one of every field; "GetNvLinkErrorCounter" one of the
+// per-link error counters on every link, "GetNvLinkErrorCounter/0" on
+// link 0 only.
 func (f *fixture) wireHealth(i int, d *server.Device) {
 	d.GetFieldValuesFunc = func(vals []nvml.FieldValue) nvml.Return {
 		if r := f.inject(i, "GetFieldValues"); r != nvml.SUCCESS {
@@ -515,6 +521,24 @@ func (f *fixture) wireHealth(i int, d *server.Device) {
 			return 0, nvml.ERROR_INVALID_ARGUMENT
 		}
 		return nvml.FEATURE_ENABLED, f.inject(i, "GetNvLinkState")
+	}
+	d.GetNvLinkErrorCounterFunc = func(link int, c nvml.NvLinkErrorCounter) (uint64, nvml.Return) {
+		if link >= fixtureLinks {
+			return 0, nvml.ERROR_INVALID_ARGUMENT
+		}
+		if r := f.inject(i, "GetNvLinkErrorCounter"); r != nvml.SUCCESS {
+			return 0, r
+		}
+		if r := f.inject(i, fmt.Sprintf("GetNvLinkErrorCounter/%d", link)); r != nvml.SUCCESS {
+			return 0, r
+		}
+		switch {
+		case c == nvml.NVLINK_ERROR_DL_CRC_FLIT:
+			return fixtureLinkFlit, nvml.SUCCESS
+		case c == nvml.NVLINK_ERROR_DL_REPLAY && link == 0:
+			return fixtureReplays, nvml.SUCCESS
+		}
+		return 0, nvml.SUCCESS
 	}
 	d.GetPcieThroughputFunc = func(c nvml.PcieUtilCounter) (uint32, nvml.Return) {
 		if c == nvml.PCIE_UTIL_TX_BYTES {

@@ -14,7 +14,9 @@ import (
 const allLinks = math.MaxUint32
 
 // nvlinkFields are the NVLink figures read in one nvmlDeviceGetFieldValues
-// call, with where each goes; the first is the link count.
+// call, with where each goes; the first is the link count. The error
+// totals among them are only the fallback of the per-link counters below
+// (see nvlinkErrorCounters).
 var nvlinkFields = []struct {
 	id    uint32
 	scope uint32
@@ -25,10 +27,33 @@ var nvlinkFields = []struct {
 	{nvml.FI_DEV_NVLINK_LINK_COUNT, 0, "link count", func(h *gpu.Health) **uint64 { return &h.NVLinkLinks }, 1},
 	{nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_TX, allLinks, "data TX", func(h *gpu.Health) **uint64 { return &h.NVLinkTxBytes }, 1024}, // KiB
 	{nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_RX, allLinks, "data RX", func(h *gpu.Health) **uint64 { return &h.NVLinkRxBytes }, 1024},
-	{nvml.FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL, 0, "CRC flit errors", func(h *gpu.Health) **uint64 { return &h.NVLinkCRCFlitErrors }, 1},
-	{nvml.FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL, 0, "CRC data errors", func(h *gpu.Health) **uint64 { return &h.NVLinkCRCDataErrors }, 1},
-	{nvml.FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL, 0, "replay errors", func(h *gpu.Health) **uint64 { return &h.NVLinkReplayErrors }, 1},
-	{nvml.FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL, 0, "recovery errors", func(h *gpu.Health) **uint64 { return &h.NVLinkRecoveryErrors }, 1},
+	{nvml.FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL, 0, "CRC flit errors", nvlinkCRCFlit, 1},
+	{nvml.FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL, 0, "CRC data errors", nvlinkCRCData, 1},
+	{nvml.FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL, 0, "replay errors", nvlinkReplay, 1},
+	{nvml.FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL, 0, "recovery errors", nvlinkRecovery, 1},
+}
+
+func nvlinkCRCFlit(h *gpu.Health) **uint64  { return &h.NVLinkCRCFlitErrors }
+func nvlinkCRCData(h *gpu.Health) **uint64  { return &h.NVLinkCRCDataErrors }
+func nvlinkReplay(h *gpu.Health) **uint64   { return &h.NVLinkReplayErrors }
+func nvlinkRecovery(h *gpu.Health) **uint64 { return &h.NVLinkRecoveryErrors }
+
+// nvlinkErrorCounters are the link-level error counters read link by link
+// with nvmlDeviceGetNvLinkErrorCounter and summed over the GPU's active
+// links, as nvidia-smi nvlink -e reads them. The whole-GPU field totals
+// (FI_DEV_NVLINK_*_ERROR_COUNT_TOTAL) report success with zero on Hopper
+// (https://github.com/DataDog/datadog-agent/pull/55966), so they are served
+// only for a counter no link has answered (fallback path). Hopper may not
+// support DL_CRC_DATA per link; its crc_data then stays the field total.
+var nvlinkErrorCounters = []struct {
+	counter nvml.NvLinkErrorCounter
+	name    string
+	dst     func(h *gpu.Health) **uint64
+}{
+	{nvml.NVLINK_ERROR_DL_CRC_FLIT, "DL_CRC_FLIT", nvlinkCRCFlit},
+	{nvml.NVLINK_ERROR_DL_CRC_DATA, "DL_CRC_DATA", nvlinkCRCData},
+	{nvml.NVLINK_ERROR_DL_REPLAY, "DL_REPLAY", nvlinkReplay},
+	{nvml.NVLINK_ERROR_DL_RECOVERY, "DL_RECOVERY", nvlinkRecovery},
 }
 
 // readHealth reads NVLink, PCIe, remapped rows and retired pages. Each
@@ -68,8 +93,8 @@ func (rd *devReader) readHealth(d *gpu.Device) {
 }
 
 // readNVLink reads the NVLink counters in one field-value call, then the
-// state of each link. A GPU without NVLink (the link count unsupported or
-// 0) has no NVLink figures.
+// state of each link, then the error counters of each active link. A GPU
+// without NVLink (the link count unsupported or 0) has no NVLink figures.
 func (rd *devReader) readNVLink(h nvml.Device, hl *gpu.Health) {
 	vals := make([]nvml.FieldValue, len(nvlinkFields))
 	for i, f := range nvlinkFields {
@@ -95,17 +120,71 @@ func (rd *devReader) readNVLink(h nvml.Device, hl *gpu.Health) {
 		}
 		return
 	}
-	var active uint64
-	for link := 0; link < int(min(*hl.NVLinkLinks, nvml.NVLINK_MAX_LINKS)); link++ {
+	links := int(min(*hl.NVLinkLinks, nvml.NVLINK_MAX_LINKS))
+	var active []int
+	stateKnown := true
+	for link := 0; link < links; link++ {
 		s, r := h.GetNvLinkState(link)
 		if !rd.ok("nvmlDeviceGetNvLinkState", r) {
-			return // NVLinkActive stays unknown
+			if classify(r) == outcomeFatal {
+				return
+			}
+			stateKnown = false // NVLinkActive stays unknown; the link is skipped
+			continue
 		}
 		if s == nvml.FEATURE_ENABLED {
-			active++
+			active = append(active, link)
 		}
 	}
-	hl.NVLinkActive = gpu.Uint(active)
+	if stateKnown {
+		hl.NVLinkActive = gpu.Uint(uint64(len(active)))
+	}
+	rd.readNVLinkErrors(h, hl, active)
+}
+
+// nvlinkErrors are the latest per-link error counts of a GPU, by counter
+// (the index in nvlinkErrorCounters) and link; nil until one was read.
+type nvlinkErrors [][]*uint64
+
+// readNVLinkErrors replaces the field totals of the error counters with
+// the per-link counters summed over the links: each active link's count
+// read now, each other link's as last read, so that a link going down does
+// not take its errors out of the sum (a fall Prometheus would take for a
+// counter reset). Where no link ever supported a counter (a driver
+// without it, no link ever active), the field total read before stays:
+// the fallback path.
+func (rd *devReader) readNVLinkErrors(h nvml.Device, hl *gpu.Health, active []int) {
+	st := &rd.ds.nvlinkErrs
+	if *st == nil {
+		*st = make(nvlinkErrors, len(nvlinkErrorCounters))
+		for i := range *st {
+			(*st)[i] = make([]*uint64, nvml.NVLINK_MAX_LINKS)
+		}
+	}
+	for i, c := range nvlinkErrorCounters {
+		last := (*st)[i]
+		for _, link := range active {
+			v, r := h.GetNvLinkErrorCounter(link, c.counter)
+			if !rd.ok("nvmlDeviceGetNvLinkErrorCounter("+c.name+")", r) {
+				if classify(r) == outcomeFatal {
+					return
+				}
+				continue // not supported on this link
+			}
+			last[link] = gpu.Uint(v)
+		}
+		var sum uint64
+		read := false
+		for _, v := range last {
+			if v != nil {
+				sum += *v
+				read = true
+			}
+		}
+		if read {
+			*c.dst(hl) = gpu.Uint(sum)
+		}
+	}
 }
 
 // fieldUint decodes a field value as an unsigned count; false for a

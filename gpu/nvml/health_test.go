@@ -34,7 +34,7 @@ func TestHealthReadings(t *testing.T) {
 	want := map[string]any{
 		"links": uint64(fixtureLinks), "active": uint64(fixtureLinks),
 		"tx": uint64(4 * fixtureTxKiB * 1024), "rx": uint64(4 * fixtureRxKiB * 1024),
-		"crcFlit": uint64(1), "crcData": uint64(0), "replay": uint64(0), "recovery": uint64(0),
+		"crcFlit": uint64(fixtureLinks * fixtureLinkFlit), "crcData": uint64(0), "replay": uint64(fixtureReplays), "recovery": uint64(0),
 		"pcieTx": float64(fixturePCIeTxKB * 1024), "pcieRx": float64(fixturePCIeRxKB * 1024), "pcieReplays": uint64(3),
 		"rowsCorr": uint64(2), "rowsUnc": uint64(0), "remapPending": false, "remapFailure": false,
 		"pagesSBE": uint64(1), "pagesDBE": uint64(0), "pagesPending": false,
@@ -51,19 +51,26 @@ func TestHealthReadings(t *testing.T) {
 		}
 	}
 	nvlink := []string{"links", "active", "tx", "rx", "crcFlit", "crcData", "replay", "recovery"}
+	// The whole-GPU field totals, read where no link's counter is.
+	fieldTotals := map[string]any{"crcFlit": uint64(1), "crcData": uint64(0), "replay": uint64(0), "recovery": uint64(0)}
 	for _, tc := range []struct {
 		call   string
-		absent []string // figures nil when the call is not supported
+		absent []string       // figures nil when the call is not supported
+		other  map[string]any // figures that change when it is not supported
 	}{
-		{"", nil},
-		{"GetFieldValues", nvlink},
-		{"NVLinkField", nvlink},
-		{"GetNvLinkState", []string{"active"}},
-		{"GetPcieThroughput", []string{"pcieTx", "pcieRx"}},
-		{"GetPcieReplayCounter", []string{"pcieReplays"}},
-		{"GetRemappedRows", []string{"rowsCorr", "rowsUnc", "remapPending", "remapFailure"}},
-		{"GetRetiredPages", []string{"pagesSBE", "pagesDBE"}},
-		{"GetRetiredPagesPendingStatus", []string{"pagesPending"}},
+		{"", nil, nil},
+		{"GetFieldValues", nvlink, nil},
+		{"NVLinkField", nvlink, nil},
+		// No link state: no link known active, so no per-link counter read.
+		{"GetNvLinkState", []string{"active"}, fieldTotals},
+		{"GetNvLinkErrorCounter", nil, fieldTotals},
+		// Link 0 without counters: the other 17 links' sum.
+		{"GetNvLinkErrorCounter/0", nil, map[string]any{"crcFlit": uint64((fixtureLinks - 1) * fixtureLinkFlit), "replay": uint64(0)}},
+		{"GetPcieThroughput", []string{"pcieTx", "pcieRx"}, nil},
+		{"GetPcieReplayCounter", []string{"pcieReplays"}, nil},
+		{"GetRemappedRows", []string{"rowsCorr", "rowsUnc", "remapPending", "remapFailure"}, nil},
+		{"GetRetiredPages", []string{"pagesSBE", "pagesDBE"}, nil},
+		{"GetRetiredPagesPendingStatus", []string{"pagesPending"}, nil},
 	} {
 		rets := []nvml.Return{nvml.ERROR_NOT_SUPPORTED, nvml.ERROR_GPU_IS_LOST}
 		if tc.call == "" {
@@ -94,6 +101,9 @@ func TestHealthReadings(t *testing.T) {
 				for _, k := range tc.absent {
 					exp[k] = nil
 				}
+				for k, v := range tc.other {
+					exp[k] = v
+				}
 				g := got(d.Health)
 				for k, v := range exp {
 					if g[k] != v {
@@ -102,6 +112,39 @@ func TestHealthReadings(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// A link that goes down keeps its errors in the GPU's sum, read before it
+// went down: the counter never falls.
+func TestNVLinkErrorsKeepInactiveLinks(t *testing.T) {
+	f := newFixture(t, dgxh100.New())
+	bk := f.backend()
+	if got := *sample(t, bk).Devices[0].Health.NVLinkReplayErrors; got != fixtureReplays {
+		t.Fatalf("replays = %d, want %d", got, fixtureReplays)
+	}
+	var reads int
+	f.devs[0].GetNvLinkStateFunc = func(link int) (nvml.EnableState, nvml.Return) {
+		if link == 0 {
+			return nvml.FEATURE_DISABLED, nvml.SUCCESS
+		}
+		return nvml.FEATURE_ENABLED, nvml.SUCCESS
+	}
+	counter := f.devs[0].GetNvLinkErrorCounterFunc
+	f.devs[0].GetNvLinkErrorCounterFunc = func(link int, c nvml.NvLinkErrorCounter) (uint64, nvml.Return) {
+		if link == 0 {
+			reads++
+		}
+		return counter(link, c)
+	}
+	f.clock.Advance(time.Second)
+	h := sample(t, bk).Devices[0].Health
+	if *h.NVLinkActive != fixtureLinks-1 || *h.NVLinkReplayErrors != fixtureReplays || *h.NVLinkCRCFlitErrors != fixtureLinks*fixtureLinkFlit {
+		t.Errorf("active %d, replays %d, CRC flit %d: want %d, %d, %d", *h.NVLinkActive, *h.NVLinkReplayErrors, *h.NVLinkCRCFlitErrors,
+			fixtureLinks-1, fixtureReplays, fixtureLinks*fixtureLinkFlit)
+	}
+	if reads != 0 {
+		t.Errorf("inactive link 0 read %d times", reads)
 	}
 }
 
