@@ -281,7 +281,7 @@ func (b *Builder) Build(r *gpu.Readings, st gpu.SamplerStats) *Snapshot {
 				continue
 			}
 			if st, ok := b.latency.Status(t.Name); ok {
-				snap.SLOs = append(snap.SLOs, sloStatus(t.Name, st))
+				snap.SLOs = append(snap.SLOs, sloStatus(&t, st))
 			}
 		}
 	}

@@ -318,5 +318,9 @@ func TestLatencySourceSLOMetric(t *testing.T) {
 		if got := tc.src.SLOMetric(); got != tc.want {
 			t.Errorf("%+v: %q, want %q", tc.src, got, tc.want)
 		}
+		// and the snapshot's SLO status carries it
+		if got := sloStatus(&Tenant{Name: "chat", LatencySource: tc.src}, latency.Status{}); got.Metric != tc.want || got.Tenant != "chat" {
+			t.Errorf("%+v: SLO status %+v, want metric %q", tc.src, got, tc.want)
+		}
 	}
 }

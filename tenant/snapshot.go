@@ -176,6 +176,9 @@ type Usage struct {
 // Window is the rate to compare with the SLO's min_throughput.
 type SLOStatus struct {
 	Tenant string
+	// Metric is what the SLO bounds: "ttft", "itl" or "" for end-to-end
+	// request latency (LatencySource.SLOMetric).
+	Metric string
 	latency.Status
 }
 

@@ -103,7 +103,7 @@ func latencySpec(t *Tenant, d Defaults) latency.Spec {
 	return sp
 }
 
-// sloStatus is a tenant's SLOStatus from its source's status.
-func sloStatus(tenant string, st latency.Status) SLOStatus {
-	return SLOStatus{Tenant: tenant, Status: st}
+// sloStatus is tenant t's SLOStatus from its source's status.
+func sloStatus(t *Tenant, st latency.Status) SLOStatus {
+	return SLOStatus{Tenant: t.Name, Metric: t.LatencySource.SLOMetric(), Status: st}
 }

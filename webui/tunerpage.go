@@ -149,11 +149,16 @@ type tenantView struct {
 
 // sloView is a tenant's SLO and its figures over the SLO window.
 type sloView struct {
+	// Metric is what the SLO bounds: "e2e" (a request's end-to-end
+	// latency), "ttft" (time to first token) or "itl" (inter-token latency).
+	Metric          string   `json:"metric"`
 	QuantileRatio   float64  `json:"quantile_ratio"`
 	TargetSeconds   float64  `json:"target_seconds,omitempty"`
 	WindowSeconds   float64  `json:"window_seconds"`
 	AttainmentRatio *float64 `json:"attainment_ratio,omitempty"`
-	P99Seconds      *float64 `json:"p99_seconds,omitempty"`
+	// QuantileSeconds is Metric's latency at the SLO's own quantile
+	// (QuantileRatio) over the window.
+	QuantileSeconds *float64 `json:"quantile_seconds,omitempty"`
 	Requests        float64  `json:"requests"`
 }
 
@@ -167,7 +172,9 @@ type fastView struct {
 
 // tenantText is a tenant row as the HTML shows it.
 type tenantText struct {
-	Share, GPUs, SLO, Attainment, P99, Requests string
+	// Latency is the latency at the SLO's quantile, named: "p95 6.2s",
+	// "TTFT p95 410ms".
+	Share, GPUs, SLO, Attainment, Latency, Requests string
 	// Burn is "2.30x over 1m" ("" without a figure); BurnClass ok, bad or "".
 	Burn, FastAttainment, BurnClass string
 	Spark                           *sparkline
@@ -433,13 +440,14 @@ func tenantViews(snap *tenant.Snapshot, st *tuner.Status) []tenantView {
 
 // fillSLO sets a tenant's SLO columns from its latency source's status.
 func fillSLO(tv *tenantView, s *tenant.SLOStatus) {
-	v := &sloView{QuantileRatio: s.Quantile, TargetSeconds: s.TargetSeconds, WindowSeconds: s.Window.Seconds(), Requests: s.WindowRequests}
+	v := &sloView{Metric: cmpOr(s.Metric, "e2e"), QuantileRatio: s.Quantile, TargetSeconds: s.TargetSeconds, WindowSeconds: s.Window.Seconds(), Requests: s.WindowRequests}
 	tv.SLO = v
+	metric := strings.ToUpper(s.Metric) // "" for end-to-end latency
 	if s.TargetSeconds > 0 {
-		tv.Text.SLO = percentText(s.Quantile) + " within " + secondsText(s.TargetSeconds)
+		tv.Text.SLO = strings.TrimSpace(metric + " " + percentText(s.Quantile) + " within " + secondsText(s.TargetSeconds))
 	}
-	if p, ok := s.Quantiles[0.99]; ok {
-		v.P99Seconds, tv.Text.P99 = ptr(p), secondsText(p)
+	if p, ok := s.Quantiles[s.Quantile]; ok && s.Quantile > 0 {
+		v.QuantileSeconds, tv.Text.Latency = ptr(p), quantileName(metric, s.Quantile)+" "+secondsText(p)
 	}
 	tv.Text.Requests = strconv.FormatFloat(s.WindowRequests, 'f', 0, 64)
 	switch {
@@ -545,6 +553,12 @@ func orUnknown(s string) string {
 
 func percentText(f float64) string {
 	return strconv.FormatFloat(math.Round(f*10000)/100, 'f', -1, 64) + "%"
+}
+
+// quantileName names quantile q of metric ("" for end-to-end latency):
+// "p95", "p99.9", "TTFT p95".
+func quantileName(metric string, q float64) string {
+	return strings.TrimSpace(metric + " p" + strconv.FormatFloat(math.Round(q*10000)/100, 'f', -1, 64))
 }
 
 func attainmentText(f float64) string {

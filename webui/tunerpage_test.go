@@ -41,7 +41,7 @@ func pageSnapshot() *tenant.Snapshot {
 			{Tenant: "chat", Status: latency.Status{Quantile: 0.99, TargetSeconds: 0.05, Window: 5 * time.Minute, SourceUp: true, GoodKnown: true,
 				Attainment: &met, Quantiles: map[float64]float64{0.99: 0.042}, WindowRequests: 1200}},
 			{Tenant: "search", Status: latency.Status{Quantile: 0.95, TargetSeconds: 0.2, Window: 5 * time.Minute, SourceUp: true, GoodKnown: true,
-				Attainment: &violated, Quantiles: map[float64]float64{0.99: 0.6}, WindowRequests: 300}},
+				Attainment: &violated, Quantiles: map[float64]float64{0.95: 0.45, 0.99: 0.6}, WindowRequests: 300}},
 		},
 	}
 }
@@ -122,7 +122,7 @@ func TestTunerPageHTML(t *testing.T) {
 				`<td class="round warn"><b>holding</b> because the kill switch is on: the tuner changes nothing</td>`,
 				`<td>recommend</td><td><ul class="knobs"><li class="knob">clocks: unknown</li><li class="knob">power limit: unknown</li></ul></td><td class="round warn"><b>holding</b> because the GPU is in recommend mode; it recommends short</td>`,
 				// Tenants: the SLO window and the tuner's window, side by side.
-				`<td class="tenant-name">chat</td><td>latency</td><td class="num">10</td><td>30% – 100%</td><td>0</td><td>99% within 50ms</td><td class="num">99.50% over 5m</td><td class="num">42ms</td><td class="num">1200</td>`,
+				`<td class="tenant-name">chat</td><td>latency</td><td class="num">10</td><td>30% – 100%</td><td>0</td><td>99% within 50ms</td><td class="num">99.50% over 5m</td><td class="num latency">p99 42ms</td><td class="num">1200</td>`,
 				`<td class="slo-state ok">met</td><td class="burn num ok">0.40x over 1m<br><span class="muted small">99.60% of 240 requests</span></td>`,
 				`<td class="tenant-name">search</td>`, `<td class="slo-state bad">violated</td><td class="burn num bad">3.00x over 1m`,
 				`<td class="slo-state ">no SLO</td><td class="burn num "></td><td class="burn-history"></td>`,
@@ -235,7 +235,8 @@ func TestTunerPageJSON(t *testing.T) {
 		{"SLO target", raw.Tenants[0], "slo.target_seconds", 0.05},
 		{"SLO window", raw.Tenants[0], "slo.window_seconds", 300.0},
 		{"attainment", raw.Tenants[0], "slo.attainment_ratio", 0.995},
-		{"p99", raw.Tenants[1], "slo.p99_seconds", 0.6},
+		{"SLO metric", raw.Tenants[1], "slo.metric", "e2e"},
+		{"latency at the SLO's quantile (p95)", raw.Tenants[1], "slo.quantile_seconds", 0.45},
 		{"requests", raw.Tenants[0], "slo.requests", 1200.0},
 		{"tuner window", raw.Tenants[1], "tuner_window.window_seconds", 60.0},
 		{"burn", raw.Tenants[1], "tuner_window.burn_rate", 3.0},
@@ -320,6 +321,47 @@ func TestTunerPageBurn(t *testing.T) {
 				t.Errorf("tuner window %+v", f)
 			}
 		})
+	}
+}
+
+// The latency column is the SLO's own quantile of what the SLO bounds,
+// named, whatever other quantiles the source reports.
+func TestTunerPageSLOQuantile(t *testing.T) {
+	reported := map[float64]float64{0.5: 0.1, 0.9: 0.2, 0.95: 0.3, 0.99: 0.4, 0.999: 0.5}
+	for _, tc := range []struct {
+		name, metric       string
+		quantile           float64
+		quantiles          map[float64]float64
+		slo, latency, kind string
+		seconds            float64 // 0: none
+	}{
+		{name: "end to end p99", quantile: 0.99, quantiles: reported, slo: "99% within 1s", latency: "p99 400ms", kind: "e2e", seconds: 0.4},
+		{name: "end to end p95", quantile: 0.95, quantiles: reported, slo: "95% within 1s", latency: "p95 300ms", kind: "e2e", seconds: 0.3},
+		{name: "end to end p99.9", quantile: 0.999, quantiles: reported, slo: "99.9% within 1s", latency: "p99.9 500ms", kind: "e2e", seconds: 0.5},
+		{name: "TTFT p95", metric: "ttft", quantile: 0.95, quantiles: reported, slo: "TTFT 95% within 1s", latency: "TTFT p95 300ms", kind: "ttft", seconds: 0.3},
+		{name: "ITL p90", metric: "itl", quantile: 0.9, quantiles: reported, slo: "ITL 90% within 1s", latency: "ITL p90 200ms", kind: "itl", seconds: 0.2},
+		{name: "p95 SLO, only p99 known", quantile: 0.95, quantiles: map[float64]float64{0.99: 0.4}, slo: "95% within 1s", kind: "e2e"},
+		{name: "no requests in the window", metric: "ttft", quantile: 0.95, quantiles: map[float64]float64{}, slo: "TTFT 95% within 1s", kind: "ttft"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			snap := pageSnapshot()
+			snap.SLOs = []tenant.SLOStatus{{Tenant: "chat", Metric: tc.metric, Status: latency.Status{Quantile: tc.quantile, TargetSeconds: 1,
+				Window: 5 * time.Minute, SourceUp: true, GoodKnown: true, Quantiles: tc.quantiles}}}
+			tv := newTunerView(simInfo, snap, nil, 10).Tenants[0]
+			if tv.Text.SLO != tc.slo || tv.Text.Latency != tc.latency {
+				t.Errorf("SLO %q, latency %q; want %q, %q", tv.Text.SLO, tv.Text.Latency, tc.slo, tc.latency)
+			}
+			v := tv.SLO
+			if v == nil || v.Metric != tc.kind || v.QuantileRatio != tc.quantile || (v.QuantileSeconds != nil) != (tc.seconds > 0) ||
+				(v.QuantileSeconds != nil && *v.QuantileSeconds != tc.seconds) {
+				t.Errorf("JSON view %+v (quantile_seconds %v), want metric %q, quantile %v, %v s", v, v.QuantileSeconds, tc.kind, tc.quantile, tc.seconds)
+			}
+		})
+	}
+	// The page names no fixed quantile in its header.
+	_, body, _ := getPage(t, pageSnapshot(), pageStatus(), "/tuner")
+	if strings.Contains(body, "<th>p99") || !strings.Contains(body, "<th>Latency<br><small>SLO's quantile, SLO window</small></th>") {
+		t.Error("the tenant table's latency header is not the SLO's quantile")
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
@@ -91,7 +92,8 @@ func (c *actuatorConfig) validate() []error {
 // backend's own, then those of outside programs that are configured and
 // answer. On the simulator only the simulator's own are used: outside
 // programs would change the real host. Each one missing is logged with the
-// reason, at info level: every one is optional.
+// reason at debug level, and all of them in the one info line that lists
+// the backends found: every one is optional.
 //
 // src is the GPU backend; its own actuators (NVML: clocks, power, vGPU
 // scheduler, MIG; the simulator: all) come first.
@@ -112,8 +114,10 @@ func detectActuators(ctx context.Context, cfg *config, src gpu.Source, logger lo
 		return out
 	}
 	a := cfg.Actuators
+	var unavailable []string
 	missing := func(name string, err error) {
-		level.Info(logger).Log("msg", "actuator not available on this host", "actuator", name, "reason", err)
+		level.Debug(logger).Log("msg", "actuator not available on this host", "actuator", name, "reason", err)
+		unavailable = append(unavailable, name+": "+err.Error())
 	}
 	if a.MPSControlBinary != "" {
 		c, err := mps.Detect(ctx, mps.Options{
@@ -166,6 +170,10 @@ func detectActuators(ctx context.Context, cfg *config, src gpu.Source, logger lo
 	for i, b := range out {
 		names[i] = b.Name
 	}
-	level.Info(logger).Log("msg", "actuators detected", "backends", fmt.Sprint(names))
+	kv := []any{"msg", "actuators detected", "backends", fmt.Sprint(names)}
+	if len(unavailable) > 0 {
+		kv = append(kv, "not_available", strings.Join(unavailable, "; "))
+	}
+	level.Info(logger).Log(kv...)
 	return out
 }

@@ -79,7 +79,7 @@ func (s *service) about(cfg *config) webui.About {
 // reads first to know where to look.
 func (s *service) logServing(cfg *config) {
 	a := s.about(cfg)
-	kv := []any{"msg", "serving", "backend", a.Backend, "tuner_mode", a.TunerMode}
+	kv := []any{"msg", "serving", "address", strings.Join(*cfg.Web.WebListenAddresses, ","), "backend", a.Backend, "tuner_mode", a.TunerMode}
 	if a.Simulated {
 		kv = append(kv, "simulated_scenario", a.Scenario)
 	}
@@ -91,7 +91,7 @@ func (s *service) logServing(cfg *config) {
 		if !strings.Contains(base, "://") {
 			base = "http://" + base
 		}
-		kv = append(kv, "metrics", base+cfg.TelemetryPath)
+		kv = append(kv, "landing_page", base+"/", "metrics", base+cfg.TelemetryPath)
 		if s.tuner != nil {
 			kv = append(kv, "tuner_page", base+webui.TunerPagePath)
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -110,8 +112,8 @@ func newTunerRunner(cfg *config, src gpu.Source, clock gpu.Clock, snapshot func(
 			return nil, fmt.Errorf("--tuner.journal: %w", err)
 		}
 		tuner.LogJournalRecovery(logger, c.Journal, journal)
-	} else if mode == tuner.ModeEnforce {
-		level.Warn(logger).Log("msg", "tuner in enforce mode without --tuner.journal: original settings are kept in memory only and are not restored after a crash")
+	} else if mode == tuner.ModeEnforce || slices.Contains(slices.Collect(maps.Values(gm)), tuner.ModeEnforce) {
+		logNoJournal(cfg, logger)
 	}
 	var kill *tuner.KillSwitch
 	if c.KillSwitchFile != "" {
@@ -131,14 +133,48 @@ func newTunerRunner(cfg *config, src gpu.Source, clock gpu.Clock, snapshot func(
 		}
 	}
 	for _, a := range opts.Actuated {
-		level.Info(logger).Log("msg", "tuner actuator", "knob", a.Knob, "backend", a.Backend)
+		level.Debug(logger).Log("msg", "tuner actuator", "knob", a.Knob, "backend", a.Backend)
 	}
 	t, err := tuner.New(opts)
 	if err != nil {
 		return nil, err
 	}
-	level.Info(logger).Log("msg", "tuner started", "mode", mode, "interval", c.Interval, "policy", pol.Name(), "journal", c.Journal)
+	level.Info(logger).Log("msg", "tuner started", "mode", mode, "interval", c.Interval, "policy", pol.Name(), "journal", c.Journal,
+		"kill_switch_file", c.KillSwitchFile, "knobs", knobsByBackend(opts.Actuated))
 	return tuner.NewRunner(t, journal, clock, c.Interval, snapshot, logger), nil
+}
+
+// logNoJournal says what a tuner that acts without --tuner.journal
+// loses at a crash: on GPUs that keep their settings, the originals it
+// changed (a warning); on the simulator without --sim.settings-file,
+// nothing, since the simulated GPUs' settings end with the process.
+func logNoJournal(cfg *config, logger log.Logger) {
+	if cfg.Backend == backendSim && cfg.SimSettingsFile == "" {
+		level.Info(logger).Log("msg", "tuner acting without --tuner.journal: none is needed here, the simulated GPUs' settings live in this process only (no --sim.settings-file) and a crash leaves none changed; originals are restored at exit from memory")
+		return
+	}
+	level.Warn(logger).Log("msg", "tuner in enforce mode without --tuner.journal: original settings are kept in memory only and are not restored after a crash")
+}
+
+// knobsByBackend is what drives each knob, one backend after another:
+// "sim: compute_timeslice locked_clocks; mps: mps_active_threads".
+func knobsByBackend(acts []tuner.ActuatorInfo) string {
+	var backends []string
+	knobs := map[string][]string{}
+	for _, a := range acts {
+		if _, ok := knobs[a.Backend]; !ok {
+			backends = append(backends, a.Backend)
+		}
+		knobs[a.Backend] = append(knobs[a.Backend], string(a.Knob))
+	}
+	parts := make([]string, len(backends))
+	for i, b := range backends {
+		parts[i] = b + ": " + strings.Join(knobs[b], " ")
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, "; ")
 }
 
 // tunerStatus is the tuner's published status; nil when the tuner is off.

@@ -30,6 +30,9 @@ import (
 // steps.
 const tunerScenario = "bursty-llm-training"
 
+// tunerP95Tenant is tunerScenario's latency tenant; its SLO is a p95.
+const tunerP95Tenant = "assistant"
+
 // screenshotPath is the page's screenshot in the documentation, rewritten
 // when UPDATE_SCREENSHOT=1.
 const screenshotPath = "docs/img/tuner-page.png"
@@ -163,6 +166,11 @@ func TestTunerPageInChromium(t *testing.T) {
 	if !strings.Contains(pg.Reason, "violates its SLO") {
 		t.Errorf("latest decision's reason %q does not say which SLO drives it", pg.Reason)
 	}
+	// The latency column is each SLO's own quantile: the scenario's
+	// latency tenant has a p95 SLO.
+	if i := slices.Index(pg.Tenants, tunerP95Tenant); i < 0 || i >= len(pg.Latencies) || !regexp.MustCompile(`^p95 \d`).MatchString(pg.Latencies[i]) {
+		t.Errorf("latency column %q of tenants %q: %s's is not its SLO's p95", pg.Latencies, pg.Tenants, tunerP95Tenant)
+	}
 	// The burn column: each latency tenant's burn over the tuner's window.
 	burn := regexp.MustCompile(`^\d+\.\d\dx over (\d+s|1m)`)
 	var burns int
@@ -216,7 +224,7 @@ func browse[T any](t *testing.T, ctx context.Context, a chromedp.Action[T]) T {
 type pageReading struct {
 	Title, Mode, Backend, Refresh, Updated, Reason string
 	SimBanner                                      bool
-	Tenants, Burns, Rounds                         []string
+	Tenants, Latencies, Burns, Rounds              []string
 	Decisions, Settings, Scripts                   int
 	TenantLines, KnobLines                         int
 	SparkWidth                                     float64
@@ -231,6 +239,7 @@ const pageReadingJS = `(() => {
 		Refresh: document.querySelector('meta[http-equiv="refresh"]').content,
 		SimBanner: document.querySelector("#simulated") !== null,
 		Tenants: all("#tenants tr.tenant td.tenant-name").map(e => e.textContent),
+		Latencies: all("#tenants tr.tenant td.latency").map(e => e.textContent),
 		Burns: all("#tenants td.burn").map(e => e.textContent),
 		Rounds: all("#gpus td.round").map(e => e.textContent),
 		Decisions: all("#decisions tr.decision").length, Settings: all("#settings tr.setting").length,

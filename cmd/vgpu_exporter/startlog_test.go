@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+)
+
+// logUntil is a log writer that cancels its context once the log holds
+// until.
+type logUntil struct {
+	mu     sync.Mutex
+	b      strings.Builder
+	until  string
+	cancel context.CancelFunc
+}
+
+func (l *logUntil) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b.Write(p)
+	if strings.Contains(l.b.String(), l.until) {
+		l.cancel()
+	}
+	return len(p), nil
+}
+
+func (l *logUntil) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// startLog runs the exporter with args until it listens and returns its log.
+func startLog(t *testing.T, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w := &logUntil{until: `msg="Listening on"`, cancel: cancel}
+	app := kingpin.New("vgpu_exporter", "")
+	app.Terminate(nil)
+	var stdout strings.Builder
+	if code := run(ctx, app, args, &stdout, w); code != 0 {
+		t.Fatalf("%v: exit %d\n%s", args, code, w)
+	}
+	if ctx.Err() == context.DeadlineExceeded {
+		t.Fatalf("%v: not listening within a minute\n%s", args, w)
+	}
+	return w.String()
+}
+
+// The first log lines say what is served where (address, backend,
+// scenario, tuner mode, pages); the knobs the tuner drives are one line;
+// the journal is warned about only where a crash can leave a setting
+// changed: not on the simulator without --sim.settings-file.
+func TestStartLogSaysWhatIsServed(t *testing.T) {
+	const addr = "127.0.0.1:0"
+	for _, tc := range []struct {
+		name        string
+		args        []string
+		mode        string
+		journalWarn bool // the warning that originals are lost at a crash
+		journalInfo bool // the line saying no journal is needed
+	}{
+		{name: "recommend", args: []string{"--tuner.mode=recommend"}, mode: "recommend"},
+		{name: "enforce, simulated settings end with the process", args: []string{"--tuner.mode=enforce"}, mode: "enforce", journalInfo: true},
+		{name: "enforce, one GPU", args: []string{"--tuner.mode=recommend", "--tuner.gpu-mode=0=enforce"}, mode: "recommend", journalInfo: true},
+		{name: "enforce, simulated settings kept in a file", args: []string{"--tuner.mode=enforce", "--sim.settings-file=" + filepath.Join(t.TempDir(), "settings.json")},
+			mode: "enforce", journalWarn: true},
+		{name: "enforce with a journal", args: []string{"--tuner.mode=enforce", "--tuner.journal=" + filepath.Join(t.TempDir(), "journal")}, mode: "enforce"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			log := startLog(t, append([]string{"--backend=sim", "--web.listen-address=" + addr}, tc.args...)...)
+			lines := strings.Split(log, "\n")
+			serving := -1
+			for i, l := range lines {
+				if strings.Contains(l, "msg=serving ") {
+					serving = i
+					break
+				}
+			}
+			const first = 8
+			if serving < 0 || serving >= first {
+				t.Fatalf("the serving line is line %d, want one of the first %d:\n%s", serving+1, first, log)
+			}
+			for _, want := range []string{"address=" + addr, "backend=sim", "tuner_mode=" + tc.mode, "simulated_scenario=h100-timeslice",
+				"landing_page=http://" + addr + "/ ", "metrics=http://" + addr + "/metrics", "tuner_page=http://" + addr + "/tuner"} {
+				if !strings.Contains(lines[serving], want) {
+					t.Errorf("serving line %q lacks %q", lines[serving], want)
+				}
+			}
+			if strings.Contains(log, `msg="tuner actuator"`) || !strings.Contains(log, `knobs="sim: compute_timeslice `) {
+				t.Errorf("the knobs are not one line of the tuner's start:\n%s", log)
+			}
+			warned := hasLine(lines, "level=warn", `msg="tuner in enforce mode without --tuner.journal`)
+			informed := hasLine(lines, "level=info", "without --tuner.journal: none is needed here")
+			if warned != tc.journalWarn || informed != tc.journalInfo {
+				t.Errorf("journal warning %v, no-journal-needed line %v; want %v, %v:\n%s", warned, informed, tc.journalWarn, tc.journalInfo, log)
+			}
+		})
+	}
+}
+
+// hasLine says whether one of lines holds every part.
+func hasLine(lines []string, parts ...string) bool {
+	for _, l := range lines {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(l, p)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
