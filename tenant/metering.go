@@ -150,3 +150,24 @@ func addCost(costs []Cost, p *Prices, sec, joules float64) []Cost {
 	}
 	return costs
 }
+
+// FlagPrices are the prices the exporter's --metering.* flags give (nil
+// when none is given), or their problems, each naming its flag.
+func FlagPrices(currency string, perGPUHour, perKWh *float64) (*Prices, []error) {
+	if currency == "" && perGPUHour == nil && perKWh == nil {
+		return nil, nil
+	}
+	p := &Prices{Currency: currency, PerGPUHour: perGPUHour, PerKWh: perKWh}
+	var errs []error
+	for _, pr := range p.Problems() {
+		if pr.Key == "" {
+			errs = append(errs, fmt.Errorf("--metering.currency %s gives no price: set --metering.price-per-gpu-hour, --metering.price-per-kwh or both", currency))
+			continue
+		}
+		errs = append(errs, fmt.Errorf("--metering.%s %s", strings.ReplaceAll(pr.Key, "_", "-"), pr.Msg))
+	}
+	if errs != nil {
+		return nil, errs
+	}
+	return p, nil
+}

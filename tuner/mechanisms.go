@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 )
@@ -360,3 +361,24 @@ type (
 	migDrainDoor   struct{ migDrainActuator }
 	lifecycleDoor  struct{ lifecycleActuator }
 )
+
+// DescribeActuated says what drives each knob, one backend after another:
+// "sim: compute_timeslice locked_clocks; mps: mps_active_threads".
+func DescribeActuated(acts []ActuatorInfo) string {
+	var backends []string
+	knobs := map[string][]string{}
+	for _, a := range acts {
+		if _, ok := knobs[a.Backend]; !ok {
+			backends = append(backends, a.Backend)
+		}
+		knobs[a.Backend] = append(knobs[a.Backend], string(a.Knob))
+	}
+	parts := make([]string, len(backends))
+	for i, b := range backends {
+		parts[i] = b + ": " + strings.Join(knobs[b], " ")
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, "; ")
+}

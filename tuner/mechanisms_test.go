@@ -131,3 +131,21 @@ func TestKnobSpecs(t *testing.T) {
 		}
 	}
 }
+
+// TestDescribeActuated: one backend after another in the order they first
+// drive a knob, each with its knobs; none when nothing is actuated.
+func TestDescribeActuated(t *testing.T) {
+	for _, tc := range []struct {
+		in   []ActuatorInfo
+		want string
+	}{
+		{nil, "none"},
+		{[]ActuatorInfo{{Knob: gpu.KnobLockedClocks, Backend: "sim"}}, "sim: locked_clocks"},
+		{[]ActuatorInfo{{Knob: gpu.KnobLockedClocks, Backend: "nvml"}, {Knob: gpu.KnobMPSActiveThreads, Backend: "mps"}, {Knob: gpu.KnobPowerLimit, Backend: "nvml"}},
+			"nvml: locked_clocks power_limit; mps: mps_active_threads"},
+	} {
+		if got := DescribeActuated(tc.in); got != tc.want {
+			t.Errorf("DescribeActuated(%v) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

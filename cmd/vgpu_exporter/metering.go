@@ -1,9 +1,6 @@
 package main
 
 import (
-	"fmt"
-	"strings"
-
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/vgpu-exporter/vgpu_exporter/internal/flagvalue"
@@ -29,22 +26,7 @@ func addMeteringFlags(app *kingpin.Application, c *meteringConfig) {
 // prices returns the prices the flags give (nil when none is given) and
 // their problems, each naming its flag.
 func (c *meteringConfig) prices() (*tenant.Prices, []error) {
-	if c.Currency == "" && c.PerGPUHour == nil && c.PerKWh == nil {
-		return nil, nil
-	}
-	p := &tenant.Prices{Currency: c.Currency, PerGPUHour: c.PerGPUHour, PerKWh: c.PerKWh}
-	var errs []error
-	for _, pr := range p.Problems() {
-		if pr.Key == "" {
-			errs = append(errs, fmt.Errorf("--metering.currency %s gives no price: set --metering.price-per-gpu-hour, --metering.price-per-kwh or both", c.Currency))
-			continue
-		}
-		errs = append(errs, fmt.Errorf("--metering.%s %s", strings.ReplaceAll(pr.Key, "_", "-"), pr.Msg))
-	}
-	if errs != nil {
-		return nil, errs
-	}
-	return p, nil
+	return tenant.FlagPrices(c.Currency, c.PerGPUHour, c.PerKWh)
 }
 
 // pricesInUse describes the prices cfg's tenants file or else the flags

@@ -140,7 +140,7 @@ func newTunerRunner(cfg *config, src gpu.Source, clock gpu.Clock, snapshot func(
 		return nil, err
 	}
 	level.Info(logger).Log("msg", "tuner started", "mode", mode, "interval", c.Interval, "policy", pol.Name(), "journal", c.Journal,
-		"kill_switch_file", c.KillSwitchFile, "knobs", knobsByBackend(opts.Actuated))
+		"kill_switch_file", c.KillSwitchFile, "knobs", tuner.DescribeActuated(opts.Actuated))
 	return tuner.NewRunner(t, journal, clock, c.Interval, snapshot, logger), nil
 }
 
@@ -154,27 +154,6 @@ func logNoJournal(cfg *config, logger log.Logger) {
 		return
 	}
 	level.Warn(logger).Log("msg", "tuner in enforce mode without --tuner.journal: original settings are kept in memory only and are not restored after a crash")
-}
-
-// knobsByBackend is what drives each knob, one backend after another:
-// "sim: compute_timeslice locked_clocks; mps: mps_active_threads".
-func knobsByBackend(acts []tuner.ActuatorInfo) string {
-	var backends []string
-	knobs := map[string][]string{}
-	for _, a := range acts {
-		if _, ok := knobs[a.Backend]; !ok {
-			backends = append(backends, a.Backend)
-		}
-		knobs[a.Backend] = append(knobs[a.Backend], string(a.Knob))
-	}
-	parts := make([]string, len(backends))
-	for i, b := range backends {
-		parts[i] = b + ": " + strings.Join(knobs[b], " ")
-	}
-	if len(parts) == 0 {
-		return "none"
-	}
-	return strings.Join(parts, "; ")
 }
 
 // tunerStatus is the tuner's published status; nil when the tuner is off.

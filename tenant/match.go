@@ -1,0 +1,308 @@
+package tenant
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/go-kit/log/level"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/kube"
+)
+
+// subject is a process, MIG instance or vGPU instance being attributed.
+type subject struct {
+	// label names a MIG or vGPU instance for logs; processes are named by pid
+	label string
+	pid   uint32
+
+	hasProc bool
+	exe     string
+	uid     int // -1 unknown
+	cgroup  string
+
+	gpu     int
+	migUUID string
+	gi      int // -1 when not in a MIG instance
+	vgpu    *gpu.VGPUInstance
+	pod     *kube.PodRef
+	// podOfCgroup is true when pod, if any, was read from the cgroup path
+	// alone (no pod mapping): it is then a function of cgroup
+	podOfCgroup bool
+}
+
+// workload is what runs the subject's process, if anything is known: the
+// pod the attribution resolved, the systemd service of its cgroup path.
+func (sub *subject) workload() (Workload, bool) {
+	w := Workload{PID: sub.pid}
+	if sub.pod != nil && sub.pod.Name != "" && sub.pod.Namespace != "" {
+		w.Pod = &gpu.Pod{Namespace: sub.pod.Namespace, Name: sub.pod.Name}
+	}
+	if sub.cgroup != "" {
+		w.Unit = kube.SystemdService(sub.cgroup)
+	}
+	return w, w.Pod != nil || w.Unit != ""
+}
+
+// desc names the subject in logs.
+func (sub *subject) desc() string {
+	if sub.label != "" {
+		return sub.label
+	}
+	return fmt.Sprintf("pid %d on GPU %d", sub.pid, sub.gpu)
+}
+
+func (s *Selector) matches(sub *subject) bool {
+	if s.Executable != "" && (sub.exe == "" || !globMatch(s.exeRE, sub.exe)) {
+		return false
+	}
+	if s.UID != nil && (sub.uid < 0 || sub.uid != *s.UID) {
+		return false
+	}
+	if s.Cgroup != "" && (sub.cgroup == "" || !globMatch(s.cgroupRE, sub.cgroup)) {
+		return false
+	}
+	if s.MIGUUID != "" && sub.migUUID != s.MIGUUID {
+		return false
+	}
+	if g := s.GPUInstance; g != nil && (sub.gi < 0 || sub.gi != g.ID || sub.gpu != g.GPU) {
+		return false
+	}
+	if v := s.VGPU; v != nil {
+		if sub.vgpu == nil {
+			return false
+		}
+		if v.UUID != "" && v.UUID != sub.vgpu.UUID {
+			return false
+		}
+		if v.VMName != "" && !globMatch(v.vmRE, sub.vgpu.VMName) {
+			return false
+		}
+	}
+	if k := s.Kubernetes; k != nil {
+		p := sub.pod
+		if p == nil {
+			return false
+		}
+		if k.Namespace != "" && k.Namespace != p.Namespace {
+			return false
+		}
+		if k.PodUID != "" && !strings.EqualFold(k.PodUID, p.UID) {
+			return false
+		}
+		if k.Pod != "" && (p.Name == "" || !globMatch(k.podRE, p.Name)) {
+			return false
+		}
+		if k.Container != "" && (p.Container == "" || !globMatch(k.containerRE, p.Container)) {
+			return false
+		}
+		for lk, lv := range k.Labels {
+			if v, ok := p.Labels[lk]; !ok || v != lv {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// attrState is Build's memory across samples: conflicts already reported
+// and the per-tenant context-switch counters.
+type attrState struct {
+	seen           map[string]bool
+	conflicts      int
+	conflictsTotal uint64
+	cgroupErrs     uint64
+	cgroupLogged   bool
+	// previous device context-switch counter, by device UUID
+	prevCS map[string]uint64
+	// accumulated context switches, by device and tenant
+	csAcc map[csKey]float64
+	// cumulative device events
+	events []EventCount
+	// share over-commitments already logged (GPU, instance and tenants)
+	shareLogged map[string]bool
+	// footprint history, by device UUID
+	fits map[string]*gpuFit
+	// attributions already made of subjects without a vGPU or a mapped
+	// pod (whose selector inputs are all in the key), so that a steady host is not
+	// matched against every selector on every build; conflicts are not
+	// kept, so that each one is counted
+	memo map[memoKey]string
+	// cgroups caches kube.ParseCgroupPath by path (a steady host's
+	// processes keep theirs); it starts over when memoLimit is reached
+	cgroups map[string]kube.CgroupInfo
+}
+
+// memoKey is everything a selector reads of a subject without a vGPU and
+// without a pod from a pod mapping, with the configuration it was matched
+// against.
+type memoKey struct {
+	compiled *compiledConfig
+	label    string
+	pid      uint32
+	hasProc  bool
+	exe      string
+	uid      int
+	cgroup   string
+	gpu      int
+	migUUID  string
+	gi       int
+}
+
+// memoLimit bounds the attribution memo; it starts over when full.
+const memoLimit = 10000
+
+func newAttrState() attrState {
+	return attrState{seen: map[string]bool{}, shareLogged: map[string]bool{}, prevCS: map[string]uint64{}, csAcc: map[csKey]float64{}, memo: map[memoKey]string{}, fits: map[string]*gpuFit{}, cgroups: map[string]kube.CgroupInfo{}}
+}
+
+// parseCgroup is kube.ParseCgroupPath, cached.
+func (a *attrState) parseCgroup(path string) kube.CgroupInfo {
+	if cg, ok := a.cgroups[path]; ok {
+		return cg
+	}
+	if len(a.cgroups) >= memoLimit {
+		clear(a.cgroups)
+	}
+	cg := kube.ParseCgroupPath(path)
+	a.cgroups[path] = cg
+	return cg
+}
+
+type csKey struct{ uuid, tenant string }
+
+// reconfigured starts conflict logging over and drops the context-switch
+// counters of tenants that compiled no longer has, so that reloads that rename
+// tenants do not accumulate them (with a pod tenancy, a tenant the file no
+// longer has may still be a namespace's: its counters are kept).
+func (a *attrState) reconfigured(compiled *compiledConfig) {
+	a.seen = map[string]bool{}
+	a.shareLogged = map[string]bool{}
+	a.memo = map[memoKey]string{}
+	for k := range a.csAcc {
+		if _, ok := compiled.class[k.tenant]; !ok && k.tenant != Unassigned && !compiled.pods.On() {
+			delete(a.csAcc, k)
+		}
+	}
+}
+
+func (a *attrState) status() AttributionStatus {
+	return AttributionStatus{Conflicts: a.conflicts, ConflictsTotal: a.conflictsTotal, CgroupErrorsTotal: a.cgroupErrs}
+}
+
+// attribute returns the tenant sub belongs to: the single tenant with a
+// matching selector; with none, the pod tenancy's tenant of its pod (see
+// PodTenancy), else Unassigned; with a conflict between two or more
+// tenants (logged once and counted), Unassigned.
+func (b *Builder) attribute(compiled *compiledConfig, sub *subject) string {
+	memo := (sub.pod == nil || sub.podOfCgroup) && sub.vgpu == nil
+	var key memoKey
+	if memo {
+		key = memoKey{compiled, sub.label, sub.pid, sub.hasProc, sub.exe, sub.uid, sub.cgroup, sub.gpu, sub.migUUID, sub.gi}
+		if t, ok := b.attr.memo[key]; ok {
+			return t
+		}
+	}
+	t, conflict := b.match(compiled, sub)
+	if t == Unassigned && !conflict {
+		t = compiled.pods.tenantOf(sub.pod)
+	}
+	if memo && !conflict {
+		if len(b.attr.memo) >= memoLimit {
+			b.attr.memo = map[memoKey]string{}
+		}
+		b.attr.memo[key] = t
+	}
+	return t
+}
+
+// match attributes sub by its selectors; conflict is true when more than
+// one tenant matched.
+func (b *Builder) match(compiled *compiledConfig, sub *subject) (tenant string, conflict bool) {
+	var hits []string
+	for i := range compiled.Tenants {
+		t := &compiled.Tenants[i]
+		for j := range t.Selectors {
+			if t.Selectors[j].matches(sub) {
+				hits = append(hits, t.Name)
+				break
+			}
+		}
+	}
+	switch len(hits) {
+	case 0:
+		return Unassigned, false
+	case 1:
+		return hits[0], false
+	}
+	b.attr.conflicts++
+	desc := sub.desc()
+	key := desc + "|" + strings.Join(hits, ",")
+	if !b.attr.seen[key] {
+		if len(b.attr.seen) > 10000 {
+			b.attr.seen = map[string]bool{}
+		}
+		b.attr.seen[key] = true
+		b.attr.conflictsTotal++
+		level.Error(b.logger).Log("msg", "matches more than one tenant; attributed to "+Unassigned, "subject", desc, "tenants", strings.Join(hits, ","))
+	}
+	return Unassigned, true
+}
+
+// processSubject gathers what the selectors need about a process.
+func (b *Builder) processSubject(compiled *compiledConfig, podMap *kube.Mapping, d *gpu.Device, p *gpu.Process, inst *gpu.MIGInstance) *subject {
+	sub := &subject{
+		pid:     p.PID,
+		hasProc: true,
+		exe:     p.Name,
+		uid:     p.UID,
+		cgroup:  p.Cgroup,
+		gpu:     d.Index,
+		gi:      -1,
+	}
+	if p.Name != "" {
+		sub.exe = filepath.Base(p.Name)
+	} else if compiled.needExe {
+		sub.exe = b.proc.Comm(p.PID)
+	}
+	if sub.uid < 0 && compiled.needUID {
+		sub.uid = b.proc.UID(p.PID)
+	}
+	if sub.cgroup == "" && compiled.needCgroup {
+		cg, err := b.proc.Cgroup(p.PID)
+		if err != nil {
+			b.attr.cgroupErrs++
+			if !b.attr.cgroupLogged {
+				b.attr.cgroupLogged = true
+				level.Warn(b.logger).Log("msg", "cannot read a GPU process's cgroup; cgroup and kubernetes selectors will not match it (is the host's /proc visible?)", "pid", p.PID, "err", err)
+			}
+		} else {
+			sub.cgroup = cg
+		}
+	}
+	ids := []string{d.UUID}
+	if inst != nil {
+		sub.migUUID, sub.gi = inst.UUID, inst.GPUInstanceID
+		ids = migDeviceIDs(d, inst) // the pod holds the MIG device, not the GPU
+	}
+	if p.VGPUInstance != 0 {
+		for i := range d.VGPUs {
+			if d.VGPUs[i].ID == p.VGPUInstance {
+				sub.vgpu = &d.VGPUs[i]
+			}
+		}
+	}
+	if compiled.needCgroup && (podMap != nil || sub.cgroup != "") {
+		cg := b.attr.parseCgroup(sub.cgroup)
+		sub.pod = podMap.ResolvePod(cg, ids...)
+		sub.podOfCgroup = podMap == nil
+	}
+	return sub
+}
+
+// migDeviceIDs are the device IDs a device plugin may give a MIG device:
+// its UUID, or the older "MIG-<GPU UUID>/<GI>/<CI>" form.
+func migDeviceIDs(d *gpu.Device, inst *gpu.MIGInstance) []string {
+	return []string{inst.UUID, fmt.Sprintf("MIG-%s/%d/%d", d.UUID, inst.GPUInstanceID, inst.ComputeInstanceID)}
+}
