@@ -82,13 +82,17 @@ type Plan struct {
 	Replays int
 }
 
-// score ranks a setting of one GPU (or the host) over a phase: SLOs met
-// first, then the goodput of the tenants without an SLO (their work in the
+// score ranks a setting of one GPU (or the host) over a phase: the SLOs
+// met over the run up to the phase's end first (the run report judges an
+// SLO over the whole run: a relayout whose restarts cost a tenant its SLO
+// inside the phase may keep it over the run), then those met inside the
+// phase, then the goodput of the tenants without an SLO (their work in the
 // minutes in which every SLO on their GPU held, as the run report counts
 // it; each relative to the best any candidate gave it), then the SLO
 // tenants' attainment, then the same tenants' work in every minute (which
 // tells candidates apart where no minute holds).
 type score struct {
+	runMet     int
 	met        int
 	goodput    float64
 	attainment float64
@@ -96,6 +100,9 @@ type score struct {
 }
 
 func (a score) better(b score) bool {
+	if a.runMet != b.runMet {
+		return a.runMet > b.runMet
+	}
 	if a.met != b.met {
 		return a.met > b.met
 	}

@@ -1,12 +1,14 @@
 package oracle
 
 import (
+	"context"
 	"maps"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/sim"
+	"github.com/vgpu-exporter/vgpu_exporter/simrun"
 )
 
 func TestOracleLayoutCandidates(t *testing.T) {
@@ -163,5 +165,64 @@ func TestITLJudgedByTokens(t *testing.T) {
 	}
 	if s := scoreAll([]*phaseRun{runs[0]}, func(sim.TenantWindow) bool { return true }); s[0].attainment != 0.895 {
 		t.Errorf("attainment %v, want 1790/2000", s[0].attainment)
+	}
+}
+
+// TestOracleRelayoutJudgedOverTheRun: on mig-relayout the loads swap at
+// 5 minutes and the oracle swaps the MIG profiles then. On seed 2 the
+// relayout's drains and restarts cost both tenants their SLO inside the
+// second phase (vision-b just under p95 there), while keeping the layout
+// keeps vision-a's and loses vision-b's outright (its queue overflows);
+// over the run, as the report judges an SLO, the relayout meets both. A
+// search that ranked a phase's settings by the SLOs met inside the phase
+// first kept the layout.
+func TestOracleRelayoutJudgedOverTheRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a search over 10 virtual minutes")
+	}
+	sc, _, cleanup, err := simrun.LoadScenario("mig-relayout")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	p, err := Find(context.Background(), sc, 2, sc.Duration, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Phases) != 2 {
+		t.Fatalf("%d phases, want 2", len(p.Phases))
+	}
+	if got, want := p.Phases[1].GPUs[0].Layout, []string{"1g.10gb", "3g.40gb"}; !slices.Equal(got, want) {
+		t.Errorf("layout %v in the second phase, want the relayout to %v", got, want)
+	}
+}
+
+// TestScoreRunMetFirst: the SLOs met over the run so far rank first, those
+// met inside the phase break a tie.
+func TestScoreRunMetFirst(t *testing.T) {
+	tw := func(name string, good, completed int) sim.TenantWindow {
+		return sim.TenantWindow{Tenant: name, GPU: "a", SLOQuantile: 0.95, SLOTarget: time.Second, Good: good, Completed: completed}
+	}
+	run := func(phase, sofar []sim.TenantWindow) *phaseRun {
+		return &phaseRun{WindowStats: sim.WindowStats{Tenants: phase}, sofar: &sim.WindowStats{Tenants: sofar}}
+	}
+	tests := []struct {
+		name string
+		a, b *phaseRun // a ranks above b
+	}{
+		{"both met over the run beat one met inside the phase",
+			run([]sim.TenantWindow{tw("x", 92, 100), tw("y", 94, 100)}, []sim.TenantWindow{tw("x", 192, 200), tw("y", 190, 200)}),
+			run([]sim.TenantWindow{tw("x", 100, 100), tw("y", 0, 100)}, []sim.TenantWindow{tw("x", 200, 200), tw("y", 96, 200)})},
+		{"a tie over the run: met inside the phase",
+			run([]sim.TenantWindow{tw("x", 95, 100), tw("y", 0, 100)}, []sim.TenantWindow{tw("x", 195, 200), tw("y", 100, 200)}),
+			run([]sim.TenantWindow{tw("x", 94, 100), tw("y", 50, 100)}, []sim.TenantWindow{tw("x", 194, 200), tw("y", 150, 200)})},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := scoreAll([]*phaseRun{tc.a, tc.b}, func(sim.TenantWindow) bool { return true })
+			if !s[0].better(s[1]) || s[1].better(s[0]) {
+				t.Errorf("scores %+v, %+v: want the first above the second", s[0], s[1])
+			}
+		})
 	}
 }

@@ -30,13 +30,15 @@ func placed(sc *sim.Scenario, p *Plan) *sim.Scenario {
 }
 
 // replay runs the plan up to the end of phase last and returns that
-// phase's window.
+// phase's window, with the run so far (its phases summed) beside it.
 func (o *oracleSearch) replay(ctx context.Context, p *Plan, last int) (*phaseRun, error) {
 	ws, err := o.run(ctx, p, last)
 	if err != nil {
 		return nil, err
 	}
-	return ws[last], nil
+	w := ws[last]
+	w.sofar = &mergedRun(ws).WindowStats
+	return w, nil
 }
 
 // replayAll runs the whole plan and returns one window per phase.
@@ -50,6 +52,9 @@ func (o *oracleSearch) replayAll(ctx context.Context, p *Plan) ([]*phaseRun, err
 type phaseRun struct {
 	sim.WindowStats
 	heldWork map[string]float64
+	// sofar is the run up to the end of this phase, its phases summed;
+	// nil where the window is the whole run.
+	sofar *sim.WindowStats
 }
 
 // fragment is the part of one goodput window that falls in one phase (a

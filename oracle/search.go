@@ -234,6 +234,8 @@ func sloMet(tw sim.TenantWindow) bool {
 
 // scoreAll scores the tenants keep selects in each run; goodput (work) is
 // each tenant's held (all) work relative to the most any run gave it.
+// The SLOs met over the run so far are judged on sofar, the rest on the
+// phase's window.
 func scoreAll(ws []*phaseRun, keep func(sim.TenantWindow) bool) []score {
 	mostHeld, most := map[string]float64{}, map[string]float64{}
 	for _, w := range ws {
@@ -246,6 +248,15 @@ func scoreAll(ws []*phaseRun, keep func(sim.TenantWindow) bool) []score {
 	}
 	out := make([]score, len(ws))
 	for k, w := range ws {
+		run := &w.WindowStats
+		if w.sofar != nil {
+			run = w.sofar
+		}
+		for _, tw := range run.Tenants {
+			if keep(tw) && tw.SLOTarget > 0 && sloMet(tw) {
+				out[k].runMet++
+			}
+		}
 		for _, tw := range w.Tenants {
 			if !keep(tw) {
 				continue
