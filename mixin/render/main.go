@@ -176,7 +176,7 @@ type panel struct {
 			// Decimals is how many decimals a value shows; nil: as many
 			// as it needs.
 			Decimals *int `json:"decimals"`
-			Custom struct {
+			Custom   struct {
 				// DrawStyle is "bars" for a panel of events (a bar per
 				// interval with any), lines otherwise.
 				DrawStyle string `json:"drawStyle"`
