@@ -25,8 +25,8 @@ func TestTenantSeriesKeepLabels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The file ends with its events (health events): these join them.
 	data = append(data, []byte(`
-events:
   - {at: 20s, tenant: recsys, action: stop}
   - {at: 30s, tenant: train, action: stop}
   - {at: 50s, tenant: recsys, action: start}

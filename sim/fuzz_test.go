@@ -21,6 +21,7 @@ func FuzzParseScenario(f *testing.F) {
 		f.Add(data)
 	}
 	f.Add([]byte(saturating("mps", 2, "")))
+	f.Add([]byte(withHealth(healthEvents)))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		sc, err := ParseScenario("fuzz.yaml", data)
 		if err != nil {

@@ -104,7 +104,7 @@ func (s *Simulator) device(g *gpuState, interval time.Duration) gpu.Device {
 		ContextSwitchesTotal:   gpu.Uint(g.ctxSwitches),
 		// time spent switching, in cycles of the maximum SM clock
 		ContextSwitchCyclesTotal: gpu.Uint(uint64(g.switchNs * m.MaxClockMHz / 1e3)),
-		Health:                   m.health(),
+		Health:                   s.health(g, s.now),
 		Events:                   cloneOrNil(g.events),
 	}
 	memClk := m.MemClockMHz

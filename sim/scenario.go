@@ -37,6 +37,10 @@ type Scenario struct {
 	Events  []EventSpec
 	Control ControlSpec
 
+	// health holds the health events (sim/health.go), in time order: the
+	// parser moves them out of Events, which cut the engine's steps.
+	health []EventSpec
+
 	validated bool // set by the parser; New refuses anything else
 }
 
@@ -245,11 +249,16 @@ type EventSpec struct {
 	Tenant string   `yaml:"tenant"`
 	// Action is "rate" (set the arrival rate), "start" or "stop" (a
 	// tenant's process), "xid" (an XID error on a GPU), "gpu-lost" (the GPU
-	// falls off the bus: its processes die and it reads as down) or
-	// "gpu-restored".
-	Action string  `yaml:"action"`
-	Rate   float64 `yaml:"rate"`
-	// GPU is the GPU index of xid, gpu-lost and gpu-restored events.
+	// falls off the bus: its processes die and it reads as down),
+	// "gpu-restored", or a health event that changes only the GPU's health
+	// readings (sim/health.go): "nvlink-crc-errors", "nvlink-replays" and
+	// "pcie-replays" (a counter rising at Rate per second), "row-remap-pending",
+	// "row-remap-failure", "page-retired".
+	Action string `yaml:"action"`
+	// Rate is the arrival rate of a rate event, per second, or how fast a
+	// health event's counter rises, per second.
+	Rate float64 `yaml:"rate"`
+	// GPU is the GPU index of xid, gpu-lost, gpu-restored and health events.
 	GPU *int `yaml:"gpu"`
 	// Code is the XID number of an xid event.
 	Code uint64 `yaml:"code"`

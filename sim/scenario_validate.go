@@ -294,8 +294,13 @@ func (p *parser) validate(sc *Scenario) error {
 			if e.Action == "xid" && e.Code == 0 {
 				return p.errAt(at(), "an xid event needs code: the XID number")
 			}
+		case actionNVLinkCRCErrors, actionNVLinkReplays, actionPCIeReplays, actionRowRemapPending, actionRowRemapFailure, actionPageRetired:
+			if err := p.validateHealthEvent(sc, e, at); err != nil {
+				return err
+			}
 		default:
-			return p.errAt(at("action"), "unknown event action %q (rate, start, stop, xid, gpu-lost, gpu-restored)", e.Action)
+			return p.errAt(at("action"), "unknown event action %q (rate, start, stop, xid, gpu-lost, gpu-restored, %s, %s, %s, %s, %s, %s)", e.Action,
+				actionNVLinkCRCErrors, actionNVLinkReplays, actionPCIeReplays, actionRowRemapPending, actionRowRemapFailure, actionPageRetired)
 		}
 		if e.Action == "rate" {
 			if !(e.Rate >= 0 && e.Rate <= 1e6) {
@@ -309,6 +314,40 @@ func (p *parser) validate(sc *Scenario) error {
 	}
 	// Events apply in time order; equal times keep file order.
 	slices.SortStableFunc(sc.Events, func(a, b EventSpec) int { return cmp.Compare(a.At, b.At) })
+	// Health events change readings only: out of the events that cut the
+	// engine's steps, so that they cannot change what the workloads do.
+	sc.health = nil
+	sc.Events = slices.DeleteFunc(sc.Events, func(e EventSpec) bool {
+		if isHealthAction(e.Action) {
+			sc.health = append(sc.health, e)
+			return true
+		}
+		return false
+	})
+	return nil
+}
+
+// validateHealthEvent checks a health event: a GPU, no tenant, a rate (for
+// the rising counters only) of at most 1e6 per second.
+func (p *parser) validateHealthEvent(sc *Scenario, e *EventSpec, at func(k ...any) []any) error {
+	if e.GPU == nil || *e.GPU < 0 || *e.GPU >= len(sc.GPUs) {
+		return p.errAt(at(), "a %s event needs gpu: an index below %d", e.Action, len(sc.GPUs))
+	}
+	if e.Tenant != "" {
+		return p.errAt(at("tenant"), "a %s event names a GPU, not a tenant", e.Action)
+	}
+	if e.Code != 0 {
+		return p.errAt(at("code"), "a %s event has no code", e.Action)
+	}
+	if !ratedHealthAction(e.Action) {
+		if e.Rate != 0 {
+			return p.errAt(at("rate"), "a %s event has no rate", e.Action)
+		}
+		return nil
+	}
+	if !(e.Rate >= 0 && e.Rate <= 1e6) {
+		return p.errAt(at("rate"), "rate must be in [0, 1e6] per second")
+	}
 	return nil
 }
 

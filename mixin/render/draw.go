@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"gonum.org/v1/plot"
@@ -57,9 +58,12 @@ func scale(unit string) (float64, string) {
 func writeGrid(path, title string, panels []panelData, begin time.Time) error {
 	plots := make([]*plot.Plot, len(panels))
 	for i, p := range panels {
-		if p.Type == "timeseries" {
+		switch p.Type {
+		case "timeseries":
 			plots[i] = timeseriesPlot(p)
-		} else {
+		case "table":
+			plots[i] = tablePlot(p)
+		default:
 			plots[i] = valuesPlot(p)
 		}
 	}
@@ -107,7 +111,30 @@ func newPlot(title string) *plot.Plot {
 	p.Legend.TextStyle.Font.Size = 8
 	p.Legend.Top, p.Legend.Left = true, true
 	p.Legend.ThumbnailWidth = 0.4 * vg.Centimeter
+	p.X.Tick.Marker, p.Y.Tick.Marker = tidyTicks{}, tidyTicks{}
 	return p
+}
+
+// tidyTicks are gonum's default ticks without needless decimals: "500",
+// not "500.00"; "0.5", not "0.50".
+type tidyTicks struct{}
+
+// Ticks implements plot.Ticker.
+func (tidyTicks) Ticks(lo, hi float64) []plot.Tick {
+	ticks := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i, t := range ticks {
+		ticks[i].Label = tidyLabel(t.Label)
+	}
+	return ticks
+}
+
+// tidyLabel drops the trailing zeros of a tick label's decimals (and the
+// point they leave); a label with an exponent is left as it is.
+func tidyLabel(s string) string {
+	if !strings.Contains(s, ".") || strings.ContainsAny(s, "eE") {
+		return s
+	}
+	return strings.TrimSuffix(strings.TrimRight(s, "0"), ".")
 }
 
 func shorten(s string) string {
@@ -175,7 +202,7 @@ func timeseriesPlot(pd panelData) *plot.Plot {
 	return p
 }
 
-// valuesPlot lists the values of a stat or table panel, one line each.
+// valuesPlot lists the values of a stat panel, one line each.
 func valuesPlot(pd panelData) *plot.Plot {
 	p := newPlot(pd.Title)
 	p.HideAxes()

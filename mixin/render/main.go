@@ -35,8 +35,14 @@ func main() {
 	dashboardsDir := flag.String("dashboards", "dashboards", "directory of the dashboard JSON files")
 	rulesDir := flag.String("rules", "alerts", "directory of the rule files Prometheus loads")
 	out := flag.String("out", "docs/img/dashboards", "directory to write <uid>.png into")
+	// The example prices of the h100-timeslice tenants file, so that the
+	// chargeback dashboard's cost tables are filled.
+	currency := flag.String("metering.currency", "USD", "--metering.currency of the exporter")
+	perGPUHour := flag.String("metering.price-per-gpu-hour", "2.5", "--metering.price-per-gpu-hour of the exporter")
+	perKWh := flag.String("metering.price-per-kwh", "0.15", "--metering.price-per-kwh of the exporter")
 	flag.Parse()
-	if err := run(*exporter, *prometheus, *scenario, *tunerMode, *duration, *dashboardsDir, *rulesDir, *out); err != nil {
+	prices := []string{"--metering.currency=" + *currency, "--metering.price-per-gpu-hour=" + *perGPUHour, "--metering.price-per-kwh=" + *perKWh}
+	if err := run(*exporter, *prometheus, *scenario, *tunerMode, *duration, *dashboardsDir, *rulesDir, *out, prices); err != nil {
 		fmt.Fprintln(os.Stderr, "render:", err)
 		os.Exit(1)
 	}
@@ -50,7 +56,7 @@ const (
 	step         = 4 * time.Second
 )
 
-func run(exporter, prometheus, scenario, tunerMode string, duration time.Duration, dashboardsDir, rulesDir, out string) error {
+func run(exporter, prometheus, scenario, tunerMode string, duration time.Duration, dashboardsDir, rulesDir, out string, prices []string) error {
 	boards, err := loadDashboards(dashboardsDir)
 	if err != nil {
 		return err
@@ -69,13 +75,13 @@ func run(exporter, prometheus, scenario, tunerMode string, duration time.Duratio
 	if err != nil {
 		return err
 	}
-	exp, err := start(filepath.Join(tmp, "exporter.log"), exporter,
+	exp, err := start(filepath.Join(tmp, "exporter.log"), exporter, append([]string{
 		"--backend=sim",
-		"--sim.scenario="+scenario,
-		"--tuner.mode="+tunerMode,
-		"--tuner.journal="+filepath.Join(tmp, "tuner.journal"),
-		"--web.listen-address="+exporterAddr,
-	)
+		"--sim.scenario=" + scenario,
+		"--tuner.mode=" + tunerMode,
+		"--tuner.journal=" + filepath.Join(tmp, "tuner.journal"),
+		"--web.listen-address=" + exporterAddr,
+	}, prices...)...)
 	if err != nil {
 		return err
 	}
@@ -166,8 +172,11 @@ type panel struct {
 	Title       string `json:"title"`
 	FieldConfig struct {
 		Defaults struct {
-			Unit   string `json:"unit"`
-			Custom struct {
+			Unit string `json:"unit"`
+			// Decimals is how many decimals a value shows; nil: as many
+			// as it needs.
+			Decimals *int `json:"decimals"`
+			Custom   struct {
 				// DrawStyle is "bars" for a panel of events (a bar per
 				// interval with any), lines otherwise.
 				DrawStyle string `json:"drawStyle"`
@@ -178,10 +187,19 @@ type panel struct {
 		} `json:"defaults"`
 	} `json:"fieldConfig"`
 	Targets []struct {
+		RefID        string `json:"refId"`
 		Expr         string `json:"expr"`
 		LegendFormat string `json:"legendFormat"`
 		Instant      bool   `json:"instant"`
 	} `json:"targets"`
+	// Transformations of a table: its "organize" one names the columns
+	// (renameByName: "Value #A", a label).
+	Transformations []struct {
+		ID      string `json:"id"`
+		Options struct {
+			RenameByName map[string]string `json:"renameByName"`
+		} `json:"options"`
+	} `json:"transformations"`
 }
 
 func loadDashboards(dir string) ([]dashboard, error) {
@@ -218,7 +236,11 @@ var variables = strings.NewReplacer(
 // series is one labelled line of a panel.
 type series struct {
 	name string
-	t, v []float64 // seconds since the start of the run, value
+	// ref is the refId of the target that gave the series, labels its
+	// labels (a table's row and columns).
+	ref    string
+	labels map[string]string
+	t, v   []float64 // seconds since the start of the run, value
 }
 
 type panelData struct {
@@ -266,7 +288,7 @@ func (a promAPI) fetch(p panel, begin, end time.Time) (panelData, error) {
 			return pd, fmt.Errorf("%s: %s", q, resp.Error)
 		}
 		for _, r := range resp.Data.Result {
-			s := series{name: legend(tgt.LegendFormat, r.Metric)}
+			s := series{name: legend(tgt.LegendFormat, r.Metric), ref: tgt.RefID, labels: r.Metric}
 			points := r.Values
 			if r.Value != nil {
 				points = [][]any{r.Value}
