@@ -172,18 +172,19 @@ func TestChartOnKubernetes(t *testing.T) {
 	// helm upgrade: tenants named by the pods' team label, which only the
 	// pod metadata carries, now read from the API server (the chart's
 	// default source: RBAC pods list instead of nodes/proxy); the
-	// tuner in enforce with the eviction hook, as docs/deploy.md sets it up,
-	// which grants the service account pods/eviction. (This image has no
-	// sh, jq or kubectl for the hook, so the tuner only recommends moves;
-	// the test runs the hook itself, with the service account's token.)
+	// tuner in enforce with the built-in eviction as its rebalancing hook,
+	// as docs/deploy.md sets it up, which grants the service account
+	// pods/eviction. (On the simulator the tuner moves tenants inside the
+	// simulation and runs no hook: the test runs the shell hook and the
+	// built-in eviction itself, with the service account's token.)
 	h.run(ctx, "upgrade", release, h.chart, "-n", releaseNS, "--reuse-values",
 		"--set", "tenants.kubernetesDefault=label:"+teamLabel,
 		"--set", "kubernetes.podMetadata.source=apiserver",
-		"--set", "kubernetes.podMetadata.apiServer="+c.rest.Host,
+		"--set", "kubernetes.apiServer="+c.rest.Host,
 		"--set", "tuner.mode=enforce",
 		"--set", "tuner.journal.hostPath="+c.path("tuner-journal"),
 		"--set", "tuner.mps.enabled=false",
-		"--set", "tuner.rebalanceHook.command=/etc/vgpu_exporter/hooks/kubernetes-evict.sh",
+		"--set", "tuner.rebalanceHook.command=builtin:kubernetes-evict",
 		"--set", "tuner.rebalanceHook.evictPods=true")
 	second := c.waitExporterReady(ctx, first)
 	step("helm upgrade: new pod " + second + " Ready")
@@ -191,10 +192,11 @@ func TestChartOnKubernetes(t *testing.T) {
 	c.checkAttribution(ctx, held, time.Time{}, func(p podRef) string { return p.team })
 	step("exporter: tenants by the pods' team label, pod metadata from the API server")
 
-	// The rebalancing hook, with the release's token and RBAC, moves the
-	// first pod through the Eviction API: refused under a
-	// PodDisruptionBudget, then done; the Deployment recreates the pod and
-	// the exporter maps the new one.
+	// The rebalancing hook and the built-in eviction, with the release's
+	// token and RBAC, move the first pod through the Eviction API: refused
+	// under a PodDisruptionBudget, then done (the hook in a dry run, the
+	// built-in eviction for real); the Deployment recreates the pod and the
+	// exporter maps the new one.
 	held = c.checkRebalancingHook(ctx, held[0])
 	c.runProcessesIn(ctx, held, second)
 	c.checkAttribution(ctx, held, time.Now(), func(p podRef) string { return p.team })
@@ -211,7 +213,7 @@ func TestChartOnKubernetes(t *testing.T) {
 
 // checkMetadataSource: the release reads pod metadata from the API server
 // (the address this cluster's pods reach it at), with RBAC pods list and
-// no nodes/proxy.
+// no nodes/proxy, and sends the built-in eviction's there.
 func (c *cluster) checkMetadataSource(ctx context.Context) {
 	t := c.t
 	t.Helper()
@@ -220,8 +222,11 @@ func (c *cluster) checkMetadataSource(ctx context.Context) {
 		t.Fatal(err)
 	}
 	args := strings.Join(ds.Spec.Template.Spec.Containers[0].Args, " ")
-	if want := "--kubernetes.pod-metadata=" + c.rest.Host + "/api/v1/pods?fieldSelector=spec.nodeName%3D$(NODE_NAME)"; !strings.Contains(args, want) {
-		t.Fatalf("exporter args %s: no %s", args, want)
+	for _, want := range []string{"--kubernetes.pod-metadata=" + c.rest.Host + "/api/v1/pods?fieldSelector=spec.nodeName%3D$(NODE_NAME)",
+		"--tuner.rebalance-hook.kubernetes-api-server=" + c.rest.Host} {
+		if !strings.Contains(args, want) {
+			t.Fatalf("exporter args %s: no %s", args, want)
+		}
 	}
 	role, err := c.client.RbacV1().ClusterRoles().Get(ctx, release, metav1.GetOptions{})
 	if err != nil {

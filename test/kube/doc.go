@@ -24,11 +24,14 @@
 // and memory adding up to the device's; after a helm upgrade, pod metadata
 // from the API server (the chart's default source, RBAC pods list) and
 // tenants named by a pod label (which only pod metadata gives); the
-// rebalancing hook (deploy/hooks/kubernetes-evict.sh) run with a token of
-// the release's service account: forbidden before the upgrade grants
-// evictions, refused once under a PodDisruptionBudget, then evicting a pod
-// its Deployment recreates, whose new UID the processes then follow; after
-// helm uninstall, no object left.
+// rebalancing hook (deploy/hooks/kubernetes-evict.sh) and the exporter's
+// built-in eviction (gpu/kubeevict, its test TestLiveCluster built from
+// the repository) run with a token of the release's service account:
+// forbidden before the upgrade grants evictions, refused once (one
+// request) under a PodDisruptionBudget, then the hook's dry run leaving
+// the pod and the built-in eviction evicting it, its Deployment recreating
+// it, whose new UID the processes then follow; after helm uninstall, no
+// object left.
 // Everything it starts is stopped by PID, also when it fails.
 //
 // Environment: VGPU_KUBE_CACHE, where build.sh keeps the binaries
