@@ -145,8 +145,11 @@ func (e *Evictor) Rebalance(ctx context.Context, p gpu.Plan) error {
 	return nil
 }
 
-// ErrBudget marks an eviction a PodDisruptionBudget refused (HTTP 429).
-var ErrBudget = errors.New("a PodDisruptionBudget allows no disruption now")
+// ErrBudget marks an eviction refused for now (HTTP 429): a
+// PodDisruptionBudget allows no disruption, or (rarely) the API server's
+// priority and fairness throttled the request; the API server's message,
+// in the error, says which.
+var ErrBudget = errors.New("refused for now: a PodDisruptionBudget allows no disruption (or the API server throttles)")
 
 // eviction is a policy/v1 Eviction.
 type eviction struct {
