@@ -41,16 +41,27 @@ const maxTokenBytes = 64 << 10
 // bearerToken reads the token file now, so that a rotated token is used at
 // once.
 func (k *kubeClient) bearerToken() (string, error) {
-	b, err := fileread.Regular(k.tokenFile, maxTokenBytes)
+	tok, err := ReadBearerToken(k.tokenFile)
 	if err != nil {
-		return "", fmt.Errorf("pod metadata bearer token: %w", err)
+		return "", fmt.Errorf("pod metadata %w", err)
+	}
+	return tok, nil
+}
+
+// ReadBearerToken reads a bearer token (a service account token) from
+// file: one line, not empty. Callers read it for every request, so that a
+// rotated token is used at once.
+func ReadBearerToken(file string) (string, error) {
+	b, err := fileread.Regular(file, maxTokenBytes)
+	if err != nil {
+		return "", fmt.Errorf("bearer token: %w", err)
 	}
 	tok := strings.TrimSpace(string(b))
 	if tok == "" {
-		return "", fmt.Errorf("pod metadata bearer token %s: empty", k.tokenFile)
+		return "", fmt.Errorf("bearer token %s: empty", file)
 	}
 	if strings.ContainsAny(tok, "\r\n") {
-		return "", fmt.Errorf("pod metadata bearer token %s: more than one line", k.tokenFile)
+		return "", fmt.Errorf("bearer token %s: more than one line", file)
 	}
 	return tok, nil
 }
@@ -59,16 +70,25 @@ func (k *kubeClient) bearerToken() (string, error) {
 // 300 KiB.
 const maxCABytes = 4 << 20
 
-// clientWithCA returns an HTTP client that verifies servers with the PEM
-// certificates of caFile.
+// clientWithCA is ClientWithCA for pod metadata.
 func clientWithCA(caFile string) (*http.Client, error) {
+	c, err := ClientWithCA(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("pod metadata %w", err)
+	}
+	return c, nil
+}
+
+// ClientWithCA returns an HTTP client that verifies servers with the PEM
+// certificates of caFile (a service account's ca.crt).
+func ClientWithCA(caFile string) (*http.Client, error) {
 	pem, err := fileread.Regular(caFile, maxCABytes)
 	if err != nil {
-		return nil, fmt.Errorf("pod metadata CA file: %w", err)
+		return nil, fmt.Errorf("CA file: %w", err)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("pod metadata CA file %s: no PEM certificate in it", caFile)
+		return nil, fmt.Errorf("CA file %s: no PEM certificate in it", caFile)
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}

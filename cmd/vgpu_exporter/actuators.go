@@ -13,6 +13,7 @@ import (
 	"github.com/go-kit/log/level"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/gpu/kubeevict"
 	"github.com/vgpu-exporter/vgpu_exporter/gpu/mps"
 	"github.com/vgpu-exporter/vgpu_exporter/gpu/nvidiasmi"
 	"github.com/vgpu-exporter/vgpu_exporter/gpu/pause"
@@ -36,6 +37,11 @@ type actuatorConfig struct {
 	PauseCgroupRoot   string
 	PausePeriod       time.Duration
 	PauseMax          time.Duration
+	// The built-in Kubernetes eviction's API server and credentials
+	// (--tuner.rebalance-hook=builtin:kubernetes-evict).
+	EvictAPIServer string
+	EvictTokenFile string
+	EvictCAFile    string
 }
 
 // addActuatorFlags declares the actuator flags on app into c.
@@ -55,9 +61,15 @@ func addActuatorFlags(app *kingpin.Application, c *actuatorConfig) {
 	app.Flag("nvidia-smi.path", "nvidia-smi used to set the compute time-slice level (nvidia-smi compute-policy); empty disables the time-slice actuator.").
 		Default(nvidiasmi.DefaultPath).PlaceHolder("PATH").StringVar(&c.NvidiaSMIPath)
 	flagvalue.Duration(app, "nvidia-smi.timeout", "Timeout of one nvidia-smi run.", nvidiasmi.DefaultTimeout.String(), &c.NvidiaSMITimeout)
-	app.Flag("tuner.rebalance-hook", "Program that applies a rebalancing plan (tenant moves, MIG layouts) read as JSON on stdin, e.g. deploy/hooks/kubernetes-evict.sh. Default: none, so plans are only recommended.").
+	app.Flag("tuner.rebalance-hook", "Program that applies a rebalancing plan (tenant moves, MIG layouts) read as JSON on stdin, e.g. deploy/hooks/kubernetes-evict.sh; or "+kubeevict.Name+": the exporter evicts each move's pod through the Kubernetes Eviction API itself (PodDisruptionBudgets hold), with the --tuner.rebalance-hook.kubernetes-* settings. Default: none, so plans are only recommended.").
 		PlaceHolder("PATH").StringVar(&c.RebalanceHook)
 	flagvalue.Duration(app, "tuner.rebalance-hook.timeout", "Timeout of one run of --tuner.rebalance-hook.", rebalance.DefaultTimeout.String(), &c.RebalanceTimeout)
+	app.Flag("tuner.rebalance-hook.kubernetes-api-server", "The Kubernetes API server ("+kubeevict.Name+"): https://HOST[:PORT].").
+		Default(kubeevict.DefaultAPIServer).PlaceHolder("URL").StringVar(&c.EvictAPIServer)
+	app.Flag("tuner.rebalance-hook.kubernetes-token-file", "Bearer token of the evictions ("+kubeevict.Name+"), read again for each: the pod's service account token.").
+		Default(kubeevict.DefaultTokenFile).PlaceHolder("FILE").StringVar(&c.EvictTokenFile)
+	app.Flag("tuner.rebalance-hook.kubernetes-ca-file", "CA certificates that verify the API server ("+kubeevict.Name+").").
+		Default(kubeevict.DefaultCAFile).PlaceHolder("FILE").StringVar(&c.EvictCAFile)
 	app.Flag("pause.cgroup-root", "cgroup filesystem whose freezer pauses batch tenants (pause_duty; cgroup v2 there or under unified/, v1 under freezer/); mounted read-write from the host in a container. Empty disables the pause actuator.").
 		Default("/sys/fs/cgroup").PlaceHolder("DIR").StringVar(&c.PauseCgroupRoot)
 	flagvalue.Duration(app, "pause.period", "Period of a paused tenant's pulse: paused for pause_duty of it, running for the rest.", pause.DefaultPeriod.String(), &c.PausePeriod)
@@ -143,7 +155,7 @@ func detectActuators(ctx context.Context, cfg *config, src gpu.Source, logger lo
 		}
 	}
 	if a.RebalanceHook != "" {
-		r, err := rebalance.New(rebalance.Options{Command: a.RebalanceHook, Timeout: a.RebalanceTimeout, Logger: log.With(logger, "component", "rebalance")})
+		r, err := rebalancer(a, logger)
 		if err != nil {
 			// Configured but unusable: say so louder than a tool the host lacks.
 			level.Warn(logger).Log("msg", "rebalancing hook not usable; plans are only recommended", "err", err)
@@ -176,4 +188,15 @@ func detectActuators(ctx context.Context, cfg *config, src gpu.Source, logger lo
 	}
 	level.Info(logger).Log(kv...)
 	return out
+}
+
+// rebalancer is the rebalancing hook a.RebalanceHook names: the built-in
+// Kubernetes eviction or a program.
+func rebalancer(a actuatorConfig, logger log.Logger) (gpu.Rebalancer, error) {
+	logger = log.With(logger, "component", "rebalance")
+	if a.RebalanceHook == kubeevict.Name {
+		return kubeevict.New(kubeevict.Options{APIServer: a.EvictAPIServer, TokenFile: a.EvictTokenFile, CAFile: a.EvictCAFile,
+			Timeout: a.RebalanceTimeout, Logger: logger})
+	}
+	return rebalance.New(rebalance.Options{Command: a.RebalanceHook, Timeout: a.RebalanceTimeout, Logger: logger})
 }

@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/pem"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +15,7 @@ import (
 	"github.com/go-kit/log"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/gpu/kubeevict"
 	"github.com/vgpu-exporter/vgpu_exporter/gpu/mps"
 	"github.com/vgpu-exporter/vgpu_exporter/gpu/nvidiasmi"
 	"github.com/vgpu-exporter/vgpu_exporter/gpu/pause"
@@ -40,6 +44,8 @@ func TestActuatorFlags(t *testing.T) {
 		MPSControlBinary: "nvidia-cuda-mps-control", MPSPipeDirectory: "/tmp/nvidia-mps", MPSTimeout: mps.DefaultTimeout,
 		MPSRestartTimeout: mps.DefaultRestartTimeout, NvidiaSMIPath: "nvidia-smi", NvidiaSMITimeout: nvidiasmi.DefaultTimeout,
 		RebalanceTimeout: rebalance.DefaultTimeout, PauseCgroupRoot: "/sys/fs/cgroup", PausePeriod: pause.DefaultPeriod,
+		EvictAPIServer: "https://kubernetes.default.svc", EvictTokenFile: "/var/run/secrets/kubernetes.io/serviceaccount/token",
+		EvictCAFile: "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt",
 	}
 	if c.Actuators != want {
 		t.Errorf("defaults %+v, want %+v", c.Actuators, want)
@@ -87,6 +93,16 @@ func TestDetectActuators(t *testing.T) {
 	hook := f.Script(t, "hook", `exit 0`)
 	broken := f.Script(t, "broken", `exit 1`)
 	all := actuatorConfig{MPSControlBinary: mpsBin, MPSPipeDirectory: pipe, NvidiaSMIPath: smi, RebalanceHook: hook}
+	// The built-in eviction needs a CA that holds a certificate.
+	srv := httptest.NewTLSServer(http.NotFoundHandler())
+	srv.Close()
+	ca := filepath.Join(f.Dir, "ca.crt")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	evict := actuatorConfig{RebalanceHook: kubeevict.Name, EvictAPIServer: kubeevict.DefaultAPIServer, EvictTokenFile: "token", EvictCAFile: ca}
+	noCA := evict
+	noCA.EvictCAFile = filepath.Join(f.Dir, "absent")
 	hybrid := filepath.Join(f.Dir, "cgroup") // a hybrid host's v2 hierarchy under unified/
 	if err := os.MkdirAll(filepath.Join(hybrid, "unified"), 0o755); err != nil {
 		t.Fatal(err)
@@ -107,6 +123,8 @@ func TestDetectActuators(t *testing.T) {
 		{"no pipe directory, broken nvidia-smi, missing hook", backendNVML, nil,
 			actuatorConfig{MPSControlBinary: mpsBin, MPSPipeDirectory: filepath.Join(f.Dir, "none"), NvidiaSMIPath: broken, RebalanceHook: filepath.Join(f.Dir, "absent")}, "[]"},
 		{"disabled by empty paths", backendNVML, nil, actuatorConfig{}, "[]"},
+		{"the built-in Kubernetes eviction", backendNVML, nil, evict, "[rebalance-hook]"},
+		{"the built-in Kubernetes eviction without its CA", backendNVML, nil, noCA, "[]"},
 		{"a cgroup freezer", backendNVML, nil, actuatorConfig{PauseCgroupRoot: hybrid, PausePeriod: pause.DefaultPeriod}, "[pause]"},
 		{"no cgroup freezer", backendNVML, nil, actuatorConfig{PauseCgroupRoot: pipe, PausePeriod: pause.DefaultPeriod}, "[]"},
 	} {
@@ -119,6 +137,11 @@ func TestDetectActuators(t *testing.T) {
 			}
 			if got := fmt.Sprint(names); got != tc.want {
 				t.Errorf("backends %s, want %s", got, tc.want)
+			}
+			for _, b := range bs {
+				if _, builtin := b.Impl.(*kubeevict.Evictor); builtin != (b.Name == "rebalance-hook" && tc.act.RebalanceHook == kubeevict.Name) {
+					t.Errorf("backend %s is %T", b.Name, b.Impl)
+				}
 			}
 			if len(tuner.ImplsOf(bs)) != len(bs) {
 				t.Error("tuner.ImplsOf lost backends")

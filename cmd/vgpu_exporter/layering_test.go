@@ -63,11 +63,14 @@ var layers = map[string][]string{
 	"gpu/mps":       {"gpu"},
 	"gpu/nvidiasmi": {"gpu"},
 	"gpu/rebalance": {"gpu"},
+	// The built-in Kubernetes eviction: the rebalancing hook's plans sent
+	// to the API server (kube reads the service account token and CA).
+	"gpu/kubeevict": {"gpu", "gpu/rebalance", "kube"},
 	// The host's pause actuator: the cgroup freezer of a process's pod,
 	// container or unit (kube parses the cgroup path), else signals.
 	"gpu/pause": {"gpu", "kube"},
 	// The commands wire every layer; nothing imports a command.
-	"cmd/vgpu_exporter": {"collector", "tuner", "tuner/autotune", "tuner/policies", "tenant", "latency", "kube", "gpu", "gpu/nvml", "gpu/dcgmexp", "gpu/mps", "gpu/nvidiasmi", "gpu/rebalance", "gpu/pause", "sim", "scenarios", "exposition", "procmetrics", "webui", "httplimit", "pipeline", "gcpace", "internal/flagvalue"},
+	"cmd/vgpu_exporter": {"collector", "tuner", "tuner/autotune", "tuner/policies", "tenant", "latency", "kube", "gpu", "gpu/nvml", "gpu/dcgmexp", "gpu/mps", "gpu/nvidiasmi", "gpu/rebalance", "gpu/kubeevict", "gpu/pause", "sim", "scenarios", "exposition", "procmetrics", "webui", "httplimit", "pipeline", "gcpace", "internal/flagvalue"},
 	"cmd/vgpusim":       {"tuner", "tuner/autotune", "tuner/baseline", "gpu", "sim", "sim/report", "simrun", "simrun/table", "oracle", "scenarios"},
 	// Leaves below every layer; any package may import them (see leaves).
 	"internal/yamlconf": nil,

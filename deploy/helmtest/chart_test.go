@@ -851,6 +851,8 @@ func TestRejectsBadCombinations(t *testing.T) {
 			map[string]any{"name": "a", "nodeSelector": map[string]any{"pool": "a"}},
 			map[string]any{"name": "a", "nodeSelector": map[string]any{"pool": "b"}}}}, `two pools named "a"`},
 		{map[string]any{"tenants": map[string]any{"kubernetesDefault": "label:team"}}, "tenants.kubernetesDefault=label:team needs kubernetes.podMetadata.enabled"},
+		{map[string]any{"tuner": map[string]any{"mode": "enforce", "rebalanceHook": map[string]any{"command": "builtin:kubernetes-evict"}}},
+			"set tuner.rebalanceHook.evictPods=true"},
 	} {
 		_, err := render(c, tc.vals)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -11,7 +11,9 @@
 # MIG layout changes are refused (exit 2): on Kubernetes they belong to the
 # GPU operator's MIG manager (node label nvidia.com/mig.config).
 #
-# Needs: kubectl with rights to create pods/eviction, jq.
+# Needs: kubectl with rights to create pods/eviction, jq. The exporter
+# does the same itself with --tuner.rebalance-hook=builtin:kubernetes-evict
+# (no shell needed: the chart's image has none).
 # Environment: KUBECTL (default kubectl), KUBECONFIG as kubectl reads it.
 # Exit: 0 all evicted; 1 some eviction failed (stderr names each); 2 bad plan.
 set -eu

@@ -5,7 +5,6 @@ package kube
 import (
 	"context"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,43 +13,36 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 	"sigs.k8s.io/yaml"
 )
 
 // The release under test: the chart of deploy/helm as docs/deploy.md's
 // "Try it on any cluster" installs it (backend sim), with the locally built
 // image, the kubelet's pod-resources directory of this cluster and pod
-// metadata from the kubelet's /pods; no tenants file.
+// metadata from the kubelet's /pods (from the API server, the chart's
+// default, after the upgrade); no tenants file.
 const (
 	release   = "vgpu-exporter"
 	releaseNS = "vgpu"
-	// A built-in scenario with two simulated GPUs, each given to one pod.
-	// The exporter reads it from a ConfigMap of its own (not part of the
-	// release) as a scenario file: a built-in scenario brings its tenants
-	// file, a file without a <name>.tenants.yaml beside it none, so every
-	// pod's tenant comes from Kubernetes.
-	scenario    = "placement-spare"
+	// A built-in scenario with two simulated GPUs, two processes on the
+	// first. The exporter reads it from a ConfigMap of its own (not part
+	// of the release) as a scenario file: a built-in scenario brings its
+	// tenants file, a file without a <name>.tenants.yaml beside it none, so
+	// every pod's tenant comes from Kubernetes.
+	scenario = "placement-spare"
+	// The simulated GPU (its gpu label) whose time-sliced replicas the
+	// fake device plugin advertises, one to each workload's pod.
+	sharedGPU   = "0"
 	scenarioCM  = "sim-scenario"
 	scenarioDir = "/etc/vgpu-scenario"
 	gpuRes      = "nvidia.com/gpu"
 	// the label the upgraded release names tenants by
 	teamLabel = "team"
 )
-
-// Two workloads in two namespaces, one simulated GPU each.
-var workloads = []struct{ namespace, team string }{
-	{"research", "alpha"},
-	{"inference", "beta"},
-}
 
 // The prometheus-operator release whose CRDs (ServiceMonitor,
 // PrometheusRule) the chart's monitoring objects need; read from the Go
@@ -111,7 +103,10 @@ func TestChartOnKubernetes(t *testing.T) {
 	c.dryRunExamples(ctx, h)
 	step("values examples: server-side dry run, strict field validation")
 
-	c.createScenarioConfigMap(ctx)
+	if _, err := c.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: releaseNS}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.writeScenario(ctx, nil)
 	h.run(ctx, "install", release, h.chart, "-n", releaseNS, "--create-namespace",
 		"--set", "backend=sim",
 		"--set", "sim.scenario="+scenarioDir+"/"+scenario+".yaml",
@@ -127,33 +122,47 @@ func TestChartOnKubernetes(t *testing.T) {
 	// /metrics through the API server's service proxy: the simulated GPUs.
 	m := c.scrape(ctx)
 	var uuids []string
+	shared := ""
 	for _, s := range series(m, "vgpu_gpu_info", nil) {
 		uuids = append(uuids, s.labels["uuid"])
+		if s.labels["gpu"] == sharedGPU {
+			shared = s.labels["uuid"]
+		}
 	}
 	sort.Strings(uuids)
-	if len(uuids) != len(workloads) {
-		t.Fatalf("vgpu_gpu_info: %d GPUs (%v), want %d (scenario %s)", len(uuids), uuids, len(workloads), scenario)
+	if len(uuids) != 2 || shared == "" {
+		t.Fatalf("vgpu_gpu_info: GPUs %v, GPU %s %q; want 2 (scenario %s)", uuids, sharedGPU, shared, scenario)
 	}
 	step(fmt.Sprintf("/metrics through the API server: GPUs %v", uuids))
 
-	// The fake device plugin advertises the simulated GPUs; two pods of two
-	// namespaces get one each.
+	// The fake device plugin advertises time-sliced replicas of one
+	// simulated GPU, named as NVIDIA's device plugin names them
+	// (<UUID>::<n>); two pods of two namespaces get one each.
 	fakedp := filepath.Join(c.dir, "fakedp")
 	if out, err := run(ctx, moduleDir, nil, "nice", "-n", "19", "go", "build", "-o", fakedp, "./fakedp"); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	c.startProc("fakedp", false, fakedp, "-dir", devicePluginDir, "-resource", gpuRes, "-devices", strings.Join(uuids, ","))
-	c.waitAllocatable(ctx, int64(len(uuids)))
+	var replicas []string
+	for i := range workloads {
+		replicas = append(replicas, fmt.Sprintf("%s::%d", shared, i))
+	}
+	c.startProc("fakedp", false, fakedp, "-dir", devicePluginDir, "-resource", gpuRes, "-devices", strings.Join(replicas, ","))
+	c.waitAllocatable(ctx, int64(len(replicas)))
 	for _, w := range workloads {
 		c.createWorkload(ctx, w.namespace, w.team)
 	}
 	held := c.waitGPUsHeld(ctx)
 	step(fmt.Sprintf("fake device plugin: pod-resources assigns %v", held))
 
-	// Tenant per namespace, no tenants file: each pod's GPU is its
-	// namespace's alone, its figures the device's.
+	// The simulated processes run in the pods (their cgroups name the
+	// pods' UIDs), from a new exporter pod.
+	first = c.runProcessesIn(ctx, held, first)
+	step("exporter pod " + first + " simulates the processes in the pods")
+
+	// Tenant per namespace, no tenants file: both namespaces' tenants on
+	// the one GPU, their figures adding up to the device's.
 	c.checkAttribution(ctx, held, time.Time{}, func(p podRef) string { return p.namespace })
-	step("exporter: each namespace's tenant holds its pod's GPU, figures conserve")
+	step("exporter: each namespace's tenant served on the shared GPU, figures conserve")
 
 	// The release's service account may not evict pods until the chart
 	// grants it (tuner.rebalanceHook.evictPods).
@@ -161,28 +170,35 @@ func TestChartOnKubernetes(t *testing.T) {
 	step("rebalancing hook with the release's token, no eviction grant: refused (403)")
 
 	// helm upgrade: tenants named by the pods' team label, which only the
-	// kubelet's /pods (read with the service account's token) carries; the
-	// tuner in enforce with the eviction hook, as docs/deploy.md sets it up,
-	// which grants the service account pods/eviction. (This image has no
-	// sh, jq or kubectl for the hook, so the tuner only recommends moves;
-	// the test runs the hook itself, with the service account's token.)
+	// pod metadata carries, now read from the API server (the chart's
+	// default source: RBAC pods list instead of nodes/proxy); the
+	// tuner in enforce with the built-in eviction as its rebalancing hook,
+	// as docs/deploy.md sets it up, which grants the service account
+	// pods/eviction. (On the simulator the tuner moves tenants inside the
+	// simulation and runs no hook: the test runs the shell hook and the
+	// built-in eviction itself, with the service account's token.)
 	h.run(ctx, "upgrade", release, h.chart, "-n", releaseNS, "--reuse-values",
 		"--set", "tenants.kubernetesDefault=label:"+teamLabel,
+		"--set", "kubernetes.podMetadata.source=apiserver",
+		"--set", "kubernetes.apiServer="+c.rest.Host,
 		"--set", "tuner.mode=enforce",
 		"--set", "tuner.journal.hostPath="+c.path("tuner-journal"),
 		"--set", "tuner.mps.enabled=false",
-		"--set", "tuner.rebalanceHook.command=/etc/vgpu_exporter/hooks/kubernetes-evict.sh",
+		"--set", "tuner.rebalanceHook.command=builtin:kubernetes-evict",
 		"--set", "tuner.rebalanceHook.evictPods=true")
 	second := c.waitExporterReady(ctx, first)
 	step("helm upgrade: new pod " + second + " Ready")
+	c.checkMetadataSource(ctx)
 	c.checkAttribution(ctx, held, time.Time{}, func(p podRef) string { return p.team })
-	step("exporter: tenants by the pods' team label")
+	step("exporter: tenants by the pods' team label, pod metadata from the API server")
 
-	// The rebalancing hook, with the release's token and RBAC, moves the
-	// first pod through the Eviction API: refused under a
-	// PodDisruptionBudget, then done; the Deployment recreates the pod and
-	// the exporter maps the new one.
+	// The rebalancing hook and the built-in eviction, with the release's
+	// token and RBAC, move the first pod through the Eviction API: refused
+	// under a PodDisruptionBudget, then done (the hook in a dry run, the
+	// built-in eviction for real); the Deployment recreates the pod and the
+	// exporter maps the new one.
 	held = c.checkRebalancingHook(ctx, held[0])
+	c.runProcessesIn(ctx, held, second)
 	c.checkAttribution(ctx, held, time.Now(), func(p podRef) string { return p.team })
 	step(fmt.Sprintf("rebalancing hook: refused under the budget, then evicted; pods now %v", held))
 
@@ -195,24 +211,33 @@ func TestChartOnKubernetes(t *testing.T) {
 	step("helm uninstall: nothing left")
 }
 
-// createScenarioConfigMap makes the release's namespace and in it the
-// ConfigMap holding the scenario file.
-func (c *cluster) createScenarioConfigMap(ctx context.Context) {
+// checkMetadataSource: the release reads pod metadata from the API server
+// (the address this cluster's pods reach it at), with RBAC pods list and
+// no nodes/proxy, and sends the built-in eviction's there.
+func (c *cluster) checkMetadataSource(ctx context.Context) {
 	t := c.t
 	t.Helper()
-	sc, err := os.ReadFile(filepath.Join(repoRoot(), "scenarios", scenario+".yaml"))
+	ds, err := c.client.AppsV1().DaemonSets(releaseNS).Get(ctx, release, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: releaseNS}}, metav1.CreateOptions{}); err != nil {
+	args := strings.Join(ds.Spec.Template.Spec.Containers[0].Args, " ")
+	for _, want := range []string{"--kubernetes.pod-metadata=" + c.rest.Host + "/api/v1/pods?fieldSelector=spec.nodeName%3D$(NODE_NAME)",
+		"--tuner.rebalance-hook.kubernetes-api-server=" + c.rest.Host} {
+		if !strings.Contains(args, want) {
+			t.Fatalf("exporter args %s: no %s", args, want)
+		}
+	}
+	role, err := c.client.RbacV1().ClusterRoles().Get(ctx, release, metav1.GetOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: scenarioCM, Namespace: releaseNS},
-		Data:       map[string]string{scenario + ".yaml": string(sc)},
+	var rules []string
+	for _, r := range role.Rules {
+		rules = append(rules, strings.Join(r.Resources, ",")+":"+strings.Join(r.Verbs, ","))
 	}
-	if _, err := c.client.CoreV1().ConfigMaps(releaseNS).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	if !slices.Contains(rules, "pods:list") || slices.Contains(rules, "nodes/proxy:get") {
+		t.Fatalf("ClusterRole %s rules %v: want pods:list, no nodes/proxy:get", release, rules)
 	}
 }
 
@@ -407,179 +432,4 @@ func (c *cluster) waitAllocatable(ctx context.Context, n int64) {
 	}); err != nil {
 		c.t.Fatalf("fake device plugin: %v", err)
 	}
-}
-
-// createWorkload makes namespace ns and in it a Deployment of one pod,
-// labelled team, that asks for one GPU.
-func (c *cluster) createWorkload(ctx context.Context, ns, team string) {
-	t := c.t
-	t.Helper()
-	if _, err := c.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	one := int32(1)
-	labels := map[string]string{"app": "worker", teamLabel: team}
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "worker", Namespace: ns},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &one,
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					AutomountServiceAccountToken: new(bool),
-					Containers: []corev1.Container{{
-						Name: "worker", Image: pauseImage, ImagePullPolicy: corev1.PullNever,
-						Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{gpuRes: resource.MustParse("1")}},
-					}},
-				},
-			},
-		},
-	}
-	if _, err := c.client.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// podRef is a pod holding a GPU.
-type podRef struct{ namespace, name, team, uuid string }
-
-func (p podRef) String() string { return fmt.Sprintf("%s/%s:%s", p.namespace, p.name, p.uuid) }
-
-// waitGPUsHeld waits until every workload's pod is Running and the
-// kubelet's pod-resources API names its GPU, and returns them.
-func (c *cluster) waitGPUsHeld(ctx context.Context) []podRef {
-	t := c.t
-	t.Helper()
-	var held []podRef
-	if err := poll(3*time.Minute, time.Second, func() (bool, string, error) {
-		held = held[:0]
-		assigned, err := c.podResources(ctx)
-		if err != nil {
-			return false, err.Error(), nil
-		}
-		for _, w := range workloads {
-			pods, err := c.client.CoreV1().Pods(w.namespace).List(ctx, metav1.ListOptions{LabelSelector: "app=worker"})
-			if err != nil {
-				return false, err.Error(), nil
-			}
-			if len(pods.Items) != 1 || pods.Items[0].Status.Phase != corev1.PodRunning {
-				why := fmt.Sprintf("%s: %d pods", w.namespace, len(pods.Items))
-				if len(pods.Items) > 0 {
-					why = describePod(&pods.Items[0])
-				}
-				return false, why, nil
-			}
-			p := pods.Items[0]
-			devs := assigned[p.Namespace+"/"+p.Name]
-			if len(devs) != 1 {
-				return false, fmt.Sprintf("pod-resources: %s/%s holds %v", p.Namespace, p.Name, devs), nil
-			}
-			held = append(held, podRef{namespace: p.Namespace, name: p.Name, team: p.Labels[teamLabel], uuid: devs[0]})
-		}
-		return true, "", nil
-	}); err != nil {
-		t.Fatalf("GPU pods: %v\nevents:\n%s%s", err, c.events(ctx, workloads[0].namespace), c.events(ctx, workloads[1].namespace))
-	}
-	if held[0].uuid == held[1].uuid {
-		t.Fatalf("both pods hold %s", held[0].uuid)
-	}
-	return held
-}
-
-// podResources lists the kubelet's GPU assignments (namespace/pod ->
-// device IDs) from its pod-resources API.
-func (c *cluster) podResources(ctx context.Context) (map[string][]string, error) {
-	conn, err := grpc.NewClient("unix://"+c.path("kubelet", "root", "pod-resources", "kubelet.sock"),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	resp, err := podresourcesv1.NewPodResourcesListerClient(conn).List(cctx, &podresourcesv1.ListPodResourcesRequest{})
-	if err != nil {
-		return nil, err
-	}
-	out := map[string][]string{}
-	for _, p := range resp.PodResources {
-		for _, ctr := range p.Containers {
-			for _, d := range ctr.Devices {
-				if d.ResourceName == gpuRes {
-					out[p.Namespace+"/"+p.Name] = append(out[p.Namespace+"/"+p.Name], d.DeviceIds...)
-				}
-			}
-		}
-	}
-	return out, nil
-}
-
-// checkAttribution waits until the exporter maps both pods (through the
-// pod-resources API and the kubelet's /pods, read with the service
-// account's token: a failed read fails the whole mapping) in a mapping
-// fetched after since, and then checks,
-// in one scrape, that each pod's GPU is its tenant's alone: the tenant
-// given by tenantOf has processes there, no other tenant (unassigned
-// included) has, and the tenant's SM and DRAM figures are the device's.
-func (c *cluster) checkAttribution(ctx context.Context, held []podRef, since time.Time, tenantOf func(podRef) string) {
-	t := c.t
-	t.Helper()
-	var m []sample
-	var last string
-	err := poll(2*time.Minute, 2*time.Second, func() (bool, string, error) {
-		m = c.scrape(ctx)
-		up, _ := value(m, "vgpu_kubelet_pod_resources_up", nil)
-		mapped, _ := value(m, "vgpu_kubelet_pods_mapped", nil)
-		fetched, _ := value(m, "vgpu_kubelet_pod_resources_last_success_timestamp_seconds", nil)
-		if up != 1 || mapped != float64(len(held)) || fetched < float64(since.UnixNano())/1e9 {
-			return false, fmt.Sprintf("vgpu_kubelet_pod_resources_up %v, vgpu_kubelet_pods_mapped %v, mapping of %v (want after %v)",
-				up, mapped, time.Unix(0, int64(fetched*1e9)), since), nil
-		}
-		for _, p := range held {
-			if tenants := tenantsOn(m, p.uuid); !slices.Equal(tenants, []string{tenantOf(p)}) {
-				last = fmt.Sprintf("GPU %s of %s: tenants with processes %v, want [%s]", p.uuid, p, tenants, tenantOf(p))
-				return false, last, nil
-			}
-		}
-		return true, "", nil
-	})
-	if err != nil {
-		t.Fatalf("attribution: %v", err)
-	}
-	for _, p := range held {
-		tenant := tenantOf(p)
-		if _, ok := value(m, "vgpu_tenant_info", map[string]string{"tenant": tenant}); !ok {
-			t.Errorf("vgpu_tenant_info{tenant=%q} missing", tenant)
-		}
-		for _, fig := range []string{"sm_active_ratio", "dram_active_ratio"} {
-			dev, ok := value(m, "vgpu_gpu_"+fig, map[string]string{"uuid": p.uuid})
-			if !ok {
-				t.Errorf("vgpu_gpu_%s{uuid=%q} missing", fig, p.uuid)
-				continue
-			}
-			sum := 0.0
-			for _, s := range series(m, "vgpu_tenant_"+fig, map[string]string{"uuid": p.uuid}) {
-				if s.labels["tenant"] != tenant && s.value != 0 {
-					t.Errorf("GPU %s of %s: tenant %q has vgpu_tenant_%s %v", p.uuid, p, s.labels["tenant"], fig, s.value)
-				}
-				sum += s.value
-			}
-			if math.Abs(sum-dev) > 1e-9 {
-				t.Errorf("GPU %s: tenants' vgpu_tenant_%s add up to %v, the device's is %v", p.uuid, fig, sum, dev)
-			}
-		}
-	}
-}
-
-// tenantsOn are the tenants with processes on the GPU uuid.
-func tenantsOn(m []sample, uuid string) []string {
-	var out []string
-	for _, s := range series(m, "vgpu_tenant_processes", map[string]string{"uuid": uuid}) {
-		if s.value > 0 {
-			out = append(out, s.labels["tenant"])
-		}
-	}
-	sort.Strings(out)
-	return out
 }

@@ -21,7 +21,9 @@ import (
 )
 
 // The node and its pod network: a bridge with no route out, whose
-// address is the node's; every other listener is on 127.0.0.1.
+// address is the node's. The kubelet and the API server (which the
+// exporter's pods reach for pod metadata) listen there; every other
+// listener is on 127.0.0.1.
 const (
 	nodeName   = "vgpu-kube"
 	bridgeName = "vgpukube0"
@@ -99,7 +101,7 @@ func up(t *testing.T, bin string) *cluster {
 		}
 		return kp
 	}
-	apiCert := must(p.issue("apiserver", "kube-apiserver", nil, "127.0.0.1", "10.96.0.1", "localhost",
+	apiCert := must(p.issue("apiserver", "kube-apiserver", nil, nodeIP, "127.0.0.1", "10.96.0.1", "localhost",
 		"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"))
 	apiKubelet := must(p.issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client", []string{"system:masters"}))
 	admin := must(p.issue("admin", "admin", []string{"system:masters"}))
@@ -111,7 +113,8 @@ func up(t *testing.T, bin string) *cluster {
 		t.Fatal(err)
 	}
 	apiPort := freePort(t)
-	server := "https://127.0.0.1:" + strconv.Itoa(apiPort)
+	// On the bridge's address, which the pods reach too.
+	server := "https://" + nodeIP + ":" + strconv.Itoa(apiPort)
 	kc := func(name string, kp keyPair) string {
 		path, err := p.kubeconfig(name, server, kp)
 		if err != nil {
@@ -146,7 +149,7 @@ func up(t *testing.T, bin string) *cluster {
 
 	api := c.startProc("kube-apiserver", true, filepath.Join(bin, "kube-apiserver"),
 		"--etcd-servers="+etcdURL,
-		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port="+strconv.Itoa(apiPort),
+		"--bind-address="+nodeIP, "--advertise-address="+nodeIP, "--secure-port="+strconv.Itoa(apiPort),
 		"--endpoint-reconciler-type=none",
 		"--tls-cert-file="+apiCert.cert, "--tls-private-key-file="+apiCert.key,
 		"--client-ca-file="+p.path("ca.crt"),

@@ -5,24 +5,33 @@
 // etcd and containerd, kube-apiserver, kube-controller-manager,
 // kube-scheduler and a kubelet built from k8s.io/kubernetes at the version
 // go.mod requires (build.sh keeps the binaries in a cache directory), every
-// listener on 127.0.0.1 but the kubelet's, which serves on the address of a
-// local bridge (the pods' network, with no route out). It builds the pause
-// and exporter images with buildah and imports them into containerd, then
-// installs the prometheus-operator CRDs, applies the chart's defaults and
-// every values example (examples/) with a server-side dry run and strict
-// field validation (a broken copy must be refused), installs
-// deploy/helm/vgpu-exporter with --set backend=sim, and checks: the
-// DaemonSet's pod Running and Ready; /metrics through the API server's
-// proxy; a fake nvidia.com/gpu device plugin (fakedp/) giving the
-// simulator's two GPUs to two pods of two namespaces; the exporter
-// attributing each GPU to its pod's namespace (no tenants file) from the
-// kubelet's pod-resources API and /pods, read with the chart's service
-// account token and RBAC, the tenants' figures adding up to the device's; after a helm upgrade, tenants named by a pod
-// label (which only /pods gives); the rebalancing hook
-// (deploy/hooks/kubernetes-evict.sh) run with a token of the release's
-// service account: forbidden before the upgrade grants evictions, refused
-// once under a PodDisruptionBudget, then evicting a pod its Deployment
-// recreates; after helm uninstall, no object left.
+// listener on 127.0.0.1 but the kubelet's and the API server's, which serve
+// on the address of a local bridge (the pods' network, with no route out).
+// It builds the pause and exporter images with buildah and imports them
+// into containerd, then installs the prometheus-operator CRDs, applies the
+// chart's defaults and every values example (examples/) with a server-side
+// dry run and strict field validation (a broken copy must be refused),
+// installs deploy/helm/vgpu-exporter with --set backend=sim, and checks:
+// the DaemonSet's pod Running and Ready; /metrics through the API server's
+// proxy; a fake nvidia.com/gpu device plugin (fakedp/) giving time-sliced
+// replicas of one simulated GPU (<UUID>::<n>, as NVIDIA's device plugin
+// names them) to two pods of two namespaces, the scenario's two processes
+// on that GPU running in those pods (the test writes the pods' UIDs into
+// the processes' cgroups and restarts the exporter); the exporter
+// attributing each process to its pod's namespace (no tenants file) from
+// the kubelet's pod-resources API and /pods, read with the chart's service
+// account token and RBAC, the two tenants' SM and DRAM activity, energy
+// and memory adding up to the device's; after a helm upgrade, pod metadata
+// from the API server (the chart's default source, RBAC pods list) and
+// tenants named by a pod label (which only pod metadata gives); the
+// rebalancing hook (deploy/hooks/kubernetes-evict.sh) and the exporter's
+// built-in eviction (gpu/kubeevict, its test TestLiveCluster built from
+// the repository) run with a token of the release's service account:
+// forbidden before the upgrade grants evictions, refused once (one
+// request) under a PodDisruptionBudget, then the hook's dry run leaving
+// the pod and the built-in eviction evicting it, its Deployment recreating
+// it, whose new UID the processes then follow; after helm uninstall, no
+// object left.
 // Everything it starts is stopped by PID, also when it fails.
 //
 // Environment: VGPU_KUBE_CACHE, where build.sh keeps the binaries

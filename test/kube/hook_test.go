@@ -30,7 +30,8 @@ type hookResult struct {
 // releaseKubeconfig writes a kubeconfig holding a token of the release's
 // own service account (the one its DaemonSet's pods run as), obtained
 // through the TokenRequest API, and returns its path: what the hook gets
-// in the exporter's pod, where kubectl reads the mounted token.
+// in the exporter's pod, where kubectl reads the mounted token. The token
+// alone is in the file releaseTokenFile, as the pod has it mounted.
 func (c *cluster) releaseKubeconfig(ctx context.Context) string {
 	t := c.t
 	t.Helper()
@@ -48,6 +49,9 @@ func (c *cluster) releaseKubeconfig(ctx context.Context) string {
 	if err != nil {
 		t.Fatalf("TokenRequest for service account %s/%s: %v", releaseNS, sa, err)
 	}
+	if err := os.WriteFile(c.releaseTokenFile(), []byte(tr.Status.Token), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	path := c.path("hook.kubeconfig")
 	if err := writeKubeconfig(path, c.rest.Host, c.rest.CAFile, sa, fmt.Sprintf("{token: %q}", tr.Status.Token)); err != nil {
 		t.Fatal(err)
@@ -55,10 +59,39 @@ func (c *cluster) releaseKubeconfig(ctx context.Context) string {
 	return path
 }
 
-// runHook runs deploy/hooks/kubernetes-evict.sh with a plan moving pod,
-// through a kubectl that counts its calls, with the credentials of
-// kubeconfig.
-func (c *cluster) runHook(ctx context.Context, kubeconfig string, p podRef) hookResult {
+func (c *cluster) releaseTokenFile() string { return c.path("release.token") }
+
+// runBuiltinEviction evicts p's pod with the exporter's built-in eviction
+// (gpu/kubeevict, --tuner.rebalance-hook=builtin:kubernetes-evict) and the
+// release's token (releaseKubeconfig writes it): its test TestLiveCluster,
+// built from the repository, checks one request and the outcome want
+// (forbidden, budget or evicted).
+func (c *cluster) runBuiltinEviction(ctx context.Context, p podRef, want string) {
+	t := c.t
+	t.Helper()
+	bin := c.path("kubeevict.test")
+	if _, err := os.Stat(bin); err != nil {
+		if out, err := run(ctx, repoRoot(), nil, "nice", "-n", "19", "go", "test", "-c", "-o", bin, "./gpu/kubeevict"); err != nil {
+			t.Fatalf("build the built-in eviction's test: %v\n%s", err, out)
+		}
+	}
+	out, err := run(ctx, c.dir, []string{"VGPU_EVICT_API=" + c.rest.Host, "VGPU_EVICT_CA=" + c.rest.CAFile,
+		"VGPU_EVICT_TOKEN=" + c.releaseTokenFile(), "VGPU_EVICT_NAMESPACE=" + p.namespace, "VGPU_EVICT_POD=" + p.name,
+		"VGPU_EVICT_WANT=" + want}, bin, "-test.run=^TestLiveCluster$", "-test.v", "-test.count=1")
+	if err != nil || !strings.Contains(out, "--- PASS: TestLiveCluster") {
+		t.Fatalf("built-in eviction of %s, want %s: %v\n%s", p, want, err, out)
+	}
+	for line := range strings.Lines(out) {
+		if strings.HasPrefix(line, "built-in eviction") {
+			t.Log(strings.TrimSpace(line))
+		}
+	}
+}
+
+// runHook runs deploy/hooks/kubernetes-evict.sh with a plan moving pod
+// (a dry run: dryRun=All), through a kubectl that counts its calls, with
+// the credentials of kubeconfig.
+func (c *cluster) runHook(ctx context.Context, kubeconfig string, p podRef, dryRun bool) hookResult {
 	t := c.t
 	t.Helper()
 	calls := filepath.Join(c.dir, "kubectl-calls")
@@ -74,6 +107,7 @@ func (c *cluster) runHook(ctx context.Context, kubeconfig string, p podRef) hook
 			"from_uuid": p.uuid,
 			"pod":       map[string]string{"namespace": p.namespace, "name": p.name},
 		}},
+		"dry_run": dryRun,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +143,8 @@ func (c *cluster) checkHookForbidden(ctx context.Context, p podRef) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := c.runHook(ctx, c.releaseKubeconfig(ctx), p)
+	r := c.runHook(ctx, c.releaseKubeconfig(ctx), p, false)
+	c.runBuiltinEviction(ctx, p, "forbidden")
 	t.Logf("hook without the eviction grant: exit %d, %d kubectl call(s); stderr: %s", r.exit, r.kubectlCalls, strings.TrimSpace(r.stderr))
 	if r.exit != 1 || r.kubectlCalls != 1 || !strings.Contains(r.stderr, "Forbidden") ||
 		!strings.Contains(r.stderr, `"pods/eviction"`) || !strings.Contains(r.stderr, "eviction of "+p.namespace+"/"+p.name) {
@@ -160,7 +195,8 @@ func (c *cluster) checkRebalancingHook(ctx context.Context, p podRef) []podRef {
 		t.Fatal(err)
 	}
 
-	r := c.runHook(ctx, kubeconfig, p)
+	r := c.runHook(ctx, kubeconfig, p, false)
+	c.runBuiltinEviction(ctx, p, "budget")
 	t.Logf("hook with the budget: exit %d in %v, %d kubectl call(s); stderr: %s", r.exit, r.took.Round(time.Millisecond), r.kubectlCalls, strings.TrimSpace(r.stderr))
 	if r.exit != 1 || r.kubectlCalls != 1 || !strings.Contains(r.stderr, "eviction of "+p.namespace+"/"+p.name) ||
 		!strings.Contains(r.stderr, "disruption budget") || strings.Contains(r.stdout, "evicted") {
@@ -175,11 +211,17 @@ func (c *cluster) checkRebalancingHook(ctx context.Context, p podRef) []podRef {
 	if err := pdbs.Delete(ctx, pdb.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	r = c.runHook(ctx, kubeconfig, p)
-	if r.exit != 0 || !strings.Contains(r.stdout, "evicted "+p.namespace+"/"+p.name) {
-		t.Fatalf("eviction without a budget: exit %d\nstdout: %s\nstderr: %s", r.exit, r.stdout, r.stderr)
+	// The hook's dry run passes the API server's checks and leaves the
+	// pod; the built-in eviction evicts it.
+	r = c.runHook(ctx, kubeconfig, p, true)
+	if r.exit != 0 || !strings.Contains(r.stdout, "evicted "+p.namespace+"/"+p.name) || !strings.Contains(r.stdout, "dry run true") {
+		t.Fatalf("dry-run eviction without a budget: exit %d\nstdout: %s\nstderr: %s", r.exit, r.stdout, r.stderr)
 	}
 	t.Logf("hook without the budget: %s", strings.TrimSpace(r.stdout))
+	if got, err := c.client.CoreV1().Pods(p.namespace).Get(ctx, p.name, metav1.GetOptions{}); err != nil || got.UID != before.UID || got.DeletionTimestamp != nil {
+		t.Fatalf("pod %s/%s was disrupted by a dry run: %v", p.namespace, p.name, err)
+	}
+	c.runBuiltinEviction(ctx, p, "evicted")
 	// The Deployment's new pod replaces the evicted one and gets a GPU.
 	if err := poll(2*time.Minute, time.Second, func() (bool, string, error) {
 		_, err := c.client.CoreV1().Pods(p.namespace).Get(ctx, p.name, metav1.GetOptions{})

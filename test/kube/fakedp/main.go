@@ -1,6 +1,7 @@
 // Command fakedp is a Kubernetes device plugin for the end-to-end test: it
-// advertises the given device IDs (the UUIDs of the simulator's GPUs) as
-// healthy devices of one extended resource, so that the kubelet assigns
+// advertises the given device IDs (the UUIDs of the simulator's GPUs, or
+// time-sliced replicas of one named <UUID>::<n> as NVIDIA's device plugin
+// names them) as healthy devices of one extended resource, so that the kubelet assigns
 // them to pods and reports the assignments through its pod-resources API as
 // it does for the NVIDIA device plugin's GPUs. Allocate hands the container
 // nothing (there is no device to mount). Test-only code.

@@ -1,0 +1,93 @@
+package helmtest
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+)
+
+// TestPodMetadataURL: the exporter reads pod metadata from the address of
+// kubernetes.podMetadata.source: the API server (the default at
+// kubernetes.default.svc, or kubernetes.apiServer) or the
+// node's kubelet, verified with the service account's CA.
+func TestPodMetadataURL(t *testing.T) {
+	c := loadChart(t)
+	meta := func(kv map[string]any, apiServer string) map[string]any {
+		kv["enabled"] = true
+		k := map[string]any{"podMetadata": kv}
+		if apiServer != "" {
+			k["apiServer"] = apiServer
+		}
+		return map[string]any{"kubernetes": k}
+	}
+	const pods = "/api/v1/pods?fieldSelector=spec.nodeName%3D$(NODE_NAME)"
+	for _, tc := range []struct {
+		name string
+		vals map[string]any
+		url  string
+	}{
+		{"default", meta(map[string]any{}, ""), "https://kubernetes.default.svc" + pods},
+		{"API server address", meta(map[string]any{}, "https://10.0.0.1:6443"), "https://10.0.0.1:6443" + pods},
+		{"trailing slash", meta(map[string]any{}, "https://api.example:6443/"), "https://api.example:6443" + pods},
+		{"kubelet", meta(map[string]any{"source": "kubelet"}, "https://10.0.0.1:6443"), "https://$(NODE_IP):10250/pods"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := mustRender(t, c, tc.vals)
+			args := container(t, m.daemonSets[0].Spec.Template.Spec.Containers, "exporter").Args
+			if !slices.Contains(args, "--kubernetes.pod-metadata="+tc.url) {
+				t.Errorf("args %q lack --kubernetes.pod-metadata=%s", args, tc.url)
+			}
+			if !slices.Contains(args, "--kubernetes.pod-metadata.ca-file=/var/run/secrets/kubernetes.io/serviceaccount/ca.crt") {
+				t.Errorf("args %q: pod metadata not verified with the service account's CA", args)
+			}
+		})
+	}
+	for _, bad := range []string{"http://10.0.0.1:6443", "https://10.0.0.1:6443/api", "kubernetes.default.svc"} {
+		_, err := render(c, meta(map[string]any{}, bad))
+		if err == nil || !strings.Contains(err.Error(), "apiServer") {
+			t.Errorf("apiServer %q: error %v, want a schema error naming apiServer", bad, err)
+		}
+	}
+}
+
+// TestBuiltinEviction: tuner.rebalanceHook.command builtin:kubernetes-evict
+// makes the exporter evict pods itself through kubernetes.apiServer, with
+// the service account's token (mounted) and RBAC pods/eviction create; in
+// recommend the flag is passed but nothing is granted.
+func TestBuiltinEviction(t *testing.T) {
+	c := loadChart(t)
+	for _, tc := range []struct {
+		name, mode, apiServer string
+		wantAPI               string
+		grant                 bool
+	}{
+		{"enforce", "enforce", "", "https://kubernetes.default.svc", true},
+		{"enforce, API server given", "enforce", "https://10.0.0.1:6443/", "https://10.0.0.1:6443", true},
+		{"recommend", "recommend", "", "https://kubernetes.default.svc", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := map[string]any{}
+			if tc.apiServer != "" {
+				k["apiServer"] = tc.apiServer
+			}
+			m := mustRender(t, c, map[string]any{"kubernetes": k, "tuner": map[string]any{"mode": tc.mode,
+				"rebalanceHook": map[string]any{"command": "builtin:kubernetes-evict", "evictPods": true}}})
+			pod := m.daemonSets[0].Spec.Template.Spec
+			args := container(t, pod.Containers, "exporter").Args
+			for _, a := range []string{"--tuner.rebalance-hook=builtin:kubernetes-evict", "--tuner.rebalance-hook.kubernetes-api-server=" + tc.wantAPI} {
+				if !slices.Contains(args, a) {
+					t.Errorf("args %q lack %s", args, a)
+				}
+			}
+			granted := len(m.clusterRoles) == 1 && slices.ContainsFunc(m.clusterRoles[0].Rules, func(r rbacv1.PolicyRule) bool {
+				return slices.Equal(r.Resources, []string{"pods/eviction"}) && slices.Equal(r.Verbs, []string{"create"})
+			})
+			token := pod.AutomountServiceAccountToken != nil && *pod.AutomountServiceAccountToken
+			if granted != tc.grant || token != tc.grant {
+				t.Errorf("pods/eviction granted %v, token mounted %v; want %v", granted, token, tc.grant)
+			}
+		})
+	}
+}

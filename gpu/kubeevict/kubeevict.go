@@ -1,0 +1,225 @@
+// Package kubeevict applies rebalancing plans on Kubernetes from inside the
+// exporter: it evicts the pod of every move through the API server's
+// Eviction API, so that PodDisruptionBudgets hold, and lets the pod's
+// controller recreate it and the scheduler place it (a move's target GPU
+// is advisory). It is deploy/hooks/kubernetes-evict.sh built in, for
+// images without a shell, jq or kubectl (the chart's image is distroless),
+// and talks to the API server with the pod's service account token, as
+// the pod metadata reader does (package kube).
+//
+// An eviction a budget forbids (HTTP 429) is reported in the error, once:
+// it is not retried here; the tuner plans again later or not. A plan with
+// DryRun is sent with dryRun=All: the API server checks it, budgets
+// included, and changes nothing. MIG layout changes are refused: on
+// Kubernetes they belong to the GPU Operator's MIG manager.
+//
+// Evictor implements gpu.Rebalancer and gpu.PlacementActuator.
+package kubeevict
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/gpu/rebalance"
+	"github.com/vgpu-exporter/vgpu_exporter/kube"
+)
+
+// Name is what selects the built-in evictor where a rebalancing hook
+// program is named (--tuner.rebalance-hook).
+const Name = "builtin:kubernetes-evict"
+
+// Service-account defaults: where Kubernetes mounts a pod's token and CA.
+const (
+	DefaultAPIServer = "https://kubernetes.default.svc"
+	DefaultTokenFile = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+	DefaultCAFile    = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
+)
+
+// Options configure an Evictor.
+type Options struct {
+	// APIServer is the API server's https:// URL (scheme, host, port).
+	APIServer string
+	// TokenFile holds the bearer token, read again for every eviction.
+	TokenFile string
+	// CAFile verifies the API server; with HTTPClient nil it is required.
+	CAFile string
+	// HTTPClient, when set, is used instead of a client with CAFile's roots.
+	HTTPClient *http.Client
+	// Timeout bounds one plan; default rebalance.DefaultTimeout.
+	Timeout time.Duration
+	Logger  log.Logger
+}
+
+// Evictor evicts the pods of a plan's moves. It is safe for concurrent use.
+type Evictor struct {
+	base   *url.URL
+	opts   Options
+	httpc  *http.Client
+	logger log.Logger
+}
+
+var (
+	_ gpu.Rebalancer        = (*Evictor)(nil)
+	_ gpu.PlacementActuator = (*Evictor)(nil)
+	_ gpu.CapabilityLister  = (*Evictor)(nil)
+)
+
+// New returns an Evictor for opts. It reads the CA file now (a bad one
+// fails at start) and the token at each eviction.
+func New(opts Options) (*Evictor, error) {
+	u, err := url.Parse(opts.APIServer)
+	if err != nil || u.Scheme != "https" || u.Host == "" || strings.Trim(u.Path, "/") != "" || u.RawQuery != "" {
+		return nil, fmt.Errorf("kubernetes eviction: API server %q is not an https://HOST[:PORT] URL", opts.APIServer)
+	}
+	u.Path = ""
+	if opts.TokenFile == "" {
+		return nil, errors.New("kubernetes eviction: no bearer token file")
+	}
+	httpc := opts.HTTPClient
+	if httpc == nil {
+		if opts.CAFile == "" {
+			return nil, errors.New("kubernetes eviction: no CA file to verify the API server with")
+		}
+		if httpc, err = kube.ClientWithCA(opts.CAFile); err != nil {
+			return nil, fmt.Errorf("kubernetes eviction: %w", err)
+		}
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = rebalance.DefaultTimeout
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = log.NewNopLogger()
+	}
+	return &Evictor{base: u, opts: opts, httpc: httpc, logger: logger}, nil
+}
+
+// Capabilities lists the placement knob on every GPU: evictions move pods.
+func (e *Evictor) Capabilities(string) []gpu.Knob { return []gpu.Knob{gpu.KnobPlacement} }
+
+// MoveProcess cannot evict a process: a pod is found by name, not PID.
+func (e *Evictor) MoveProcess(_ context.Context, pid uint32, toUUID string) error {
+	return fmt.Errorf("kubernetes eviction: the move of PID %d to %s names no pod", pid, toUUID)
+}
+
+// Rebalance checks the whole plan (every move names a pod, no MIG layout)
+// and then evicts each move's pod once, in order; the error names every
+// eviction that failed, a PodDisruptionBudget's refusal (429) as such.
+func (e *Evictor) Rebalance(ctx context.Context, p gpu.Plan) error {
+	if err := rebalance.Validate(p); err != nil {
+		return err
+	}
+	if len(p.MIG) > 0 {
+		return fmt.Errorf("kubernetes eviction: %d MIG layout changes: not applied here; use the GPU Operator's MIG manager (label the node nvidia.com/mig.config)", len(p.MIG))
+	}
+	for i, m := range p.Moves {
+		if m.Pod == nil {
+			return fmt.Errorf("kubernetes eviction: move %d (tenant %q) names no pod", i+1, m.Tenant)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.opts.Timeout)
+	defer cancel()
+	var errs []error
+	for _, m := range p.Moves {
+		if err := e.evict(ctx, *m.Pod, p.DryRun); err != nil {
+			errs = append(errs, fmt.Errorf("eviction of %s/%s (tenant %s): %w", m.Pod.Namespace, m.Pod.Name, m.Tenant, err))
+			continue
+		}
+		level.Info(e.logger).Log("msg", "evicted pod", "pod", m.Pod.Namespace+"/"+m.Pod.Name, "tenant", m.Tenant, "dry_run", p.DryRun, "reason", p.Reason)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("kubernetes eviction (%d moves, dry run %v): %w", len(p.Moves), p.DryRun, errors.Join(errs...))
+	}
+	return nil
+}
+
+// ErrBudget marks an eviction refused for now (HTTP 429): a
+// PodDisruptionBudget allows no disruption, or (rarely) the API server's
+// priority and fairness throttled the request; the API server's message,
+// in the error, says which.
+var ErrBudget = errors.New("refused for now: a PodDisruptionBudget allows no disruption (or the API server throttles)")
+
+// eviction is a policy/v1 Eviction.
+type eviction struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Metadata   struct {
+		Name      string `json:"name"`
+		Namespace string `json:"namespace"`
+	} `json:"metadata"`
+	DeleteOptions *struct {
+		DryRun []string `json:"dryRun"`
+	} `json:"deleteOptions,omitempty"`
+}
+
+// evict sends one Eviction for pod.
+func (e *Evictor) evict(ctx context.Context, pod gpu.Pod, dryRun bool) error {
+	body := eviction{APIVersion: "policy/v1", Kind: "Eviction"}
+	body.Metadata.Name, body.Metadata.Namespace = pod.Name, pod.Namespace
+	if dryRun {
+		body.DeleteOptions = &struct {
+			DryRun []string `json:"dryRun"`
+		}{DryRun: []string{"All"}}
+	}
+	data, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	u := *e.base
+	u.Path = "/api/v1/namespaces/" + pod.Namespace + "/pods/" + pod.Name + "/eviction"
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(data))
+	if err != nil {
+		return err
+	}
+	tok, err := kube.ReadBearerToken(e.opts.TokenFile)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", "vgpu_exporter")
+	resp, err := e.httpc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	msg := statusMessage(resp.Body)
+	switch {
+	case resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusCreated:
+		return nil
+	case resp.StatusCode == http.StatusTooManyRequests:
+		return fmt.Errorf("%w (HTTP %s: %s)", ErrBudget, resp.Status, msg)
+	default:
+		return fmt.Errorf("HTTP %s: %s", resp.Status, msg)
+	}
+}
+
+// statusMessage is the message of a Kubernetes Status answer, else the
+// start of the body.
+func statusMessage(r io.Reader) string {
+	b, _ := io.ReadAll(io.LimitReader(r, 64<<10))
+	var st struct {
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(b, &st) == nil && st.Message != "" {
+		return st.Message
+	}
+	s := strings.TrimSpace(string(b))
+	if len(s) > 256 {
+		s = s[:256] + "..."
+	}
+	return s
+}

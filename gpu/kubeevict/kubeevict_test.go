@@ -1,0 +1,196 @@
+package kubeevict
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// apiServer is a fake API server's Eviction endpoint: it answers each pod
+// with the status in codes (201 when absent) and records the requests.
+type apiServer struct {
+	mu    sync.Mutex
+	codes map[string]int // "namespace/name" -> HTTP status
+	got   []request
+}
+
+type request struct {
+	method, path, auth string
+	body               eviction
+}
+
+func (a *apiServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var ev eviction
+	b, _ := io.ReadAll(r.Body)
+	_ = json.Unmarshal(b, &ev)
+	a.got = append(a.got, request{r.Method, r.URL.Path, r.Header.Get("Authorization"), ev})
+	code := a.codes[ev.Metadata.Namespace+"/"+ev.Metadata.Name]
+	if code == 0 {
+		code = http.StatusCreated
+	}
+	w.WriteHeader(code)
+	msg := map[int]string{
+		http.StatusTooManyRequests: "Cannot evict pod as it would violate the pod's disruption budget.",
+		http.StatusForbidden:       `pods "p" is forbidden: cannot create resource "pods/eviction"`,
+	}[code]
+	_ = json.NewEncoder(w).Encode(map[string]any{"kind": "Status", "code": code, "message": msg})
+}
+
+func move(tenant, ns, name string) gpu.Move {
+	return gpu.Move{Tenant: tenant, FromUUID: "GPU-a", ToUUID: "GPU-b", Pod: &gpu.Pod{Namespace: ns, Name: name}}
+}
+
+func TestRebalance(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		plan     gpu.Plan
+		codes    map[string]int
+		paths    []string // the eviction requests sent, in order
+		dryRun   bool
+		errHas   []string // in the error; none: no error
+		budget   bool     // the error is ErrBudget
+		noToken  bool
+		rotateTo string // the token file's content before a second run
+	}{
+		{name: "evicted", plan: gpu.Plan{Moves: []gpu.Move{move("train", "ml", "train-0")}},
+			paths: []string{"/api/v1/namespaces/ml/pods/train-0/eviction"}},
+		{name: "dry run", plan: gpu.Plan{DryRun: true, Moves: []gpu.Move{move("train", "ml", "train-0")}},
+			paths: []string{"/api/v1/namespaces/ml/pods/train-0/eviction"}, dryRun: true},
+		{name: "budget refuses, reported once", plan: gpu.Plan{Moves: []gpu.Move{move("train", "ml", "train-0")}},
+			codes: map[string]int{"ml/train-0": 429}, paths: []string{"/api/v1/namespaces/ml/pods/train-0/eviction"},
+			errHas: []string{"eviction of ml/train-0 (tenant train)", "PodDisruptionBudget", "429", "disruption budget"}, budget: true},
+		{name: "forbidden", plan: gpu.Plan{Moves: []gpu.Move{move("train", "ml", "train-0")}},
+			codes: map[string]int{"ml/train-0": 403}, paths: []string{"/api/v1/namespaces/ml/pods/train-0/eviction"},
+			errHas: []string{"eviction of ml/train-0", "403", `"pods/eviction"`}},
+		{name: "one refused, the next still evicted",
+			plan:   gpu.Plan{Moves: []gpu.Move{move("a", "x", "a-0"), move("b", "y", "b-0")}},
+			codes:  map[string]int{"x/a-0": 429},
+			paths:  []string{"/api/v1/namespaces/x/pods/a-0/eviction", "/api/v1/namespaces/y/pods/b-0/eviction"},
+			errHas: []string{"eviction of x/a-0"}, budget: true},
+		{name: "MIG layout refused before any eviction",
+			plan:   gpu.Plan{Moves: []gpu.Move{move("a", "x", "a-0")}, MIG: []gpu.MIGLayoutPlan{{UUID: "GPU-a", Profiles: []string{"1g.10gb"}}}},
+			errHas: []string{"MIG manager"}},
+		{name: "a move without a pod refused before any eviction",
+			plan:   gpu.Plan{Moves: []gpu.Move{move("a", "x", "a-0"), {Tenant: "b", PID: 42, ToUUID: "GPU-b"}}},
+			errHas: []string{`move 2 (tenant "b") names no pod`}},
+		{name: "invalid pod name", plan: gpu.Plan{Moves: []gpu.Move{move("a", "x", "../a")}},
+			errHas: []string{"not a valid Kubernetes name"}},
+		{name: "no token", plan: gpu.Plan{Moves: []gpu.Move{move("a", "x", "a-0")}}, noToken: true,
+			errHas: []string{"bearer token"}},
+		{name: "a rotated token is read again", plan: gpu.Plan{Moves: []gpu.Move{move("a", "x", "a-0")}},
+			paths: []string{"/api/v1/namespaces/x/pods/a-0/eviction", "/api/v1/namespaces/x/pods/a-0/eviction"}, rotateTo: "tok2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			api := &apiServer{codes: tc.codes}
+			srv := httptest.NewTLSServer(api)
+			defer srv.Close()
+			tokenFile := filepath.Join(t.TempDir(), "token")
+			if !tc.noToken {
+				if err := os.WriteFile(tokenFile, []byte("tok1\n"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			e, err := New(Options{APIServer: srv.URL, TokenFile: tokenFile, HTTPClient: srv.Client()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = e.Rebalance(context.Background(), tc.plan)
+			tokens := []string{"Bearer tok1"}
+			if tc.rotateTo != "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(tokenFile, []byte(tc.rotateTo), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				err = e.Rebalance(context.Background(), tc.plan)
+				tokens = append(tokens, "Bearer "+tc.rotateTo)
+			}
+			switch {
+			case len(tc.errHas) == 0 && err != nil:
+				t.Fatalf("error %v", err)
+			case len(tc.errHas) > 0 && err == nil:
+				t.Fatalf("no error, want one with %q", tc.errHas)
+			}
+			for _, s := range tc.errHas {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("error %q lacks %q", err, s)
+				}
+			}
+			if errors.Is(err, ErrBudget) != tc.budget {
+				t.Errorf("error %v: errors.Is(ErrBudget) %v, want %v", err, errors.Is(err, ErrBudget), tc.budget)
+			}
+			if len(api.got) != len(tc.paths) {
+				t.Fatalf("%d requests %+v, want %d", len(api.got), api.got, len(tc.paths))
+			}
+			for i, r := range api.got {
+				if r.method != http.MethodPost || r.path != tc.paths[i] {
+					t.Errorf("request %d: %s %s, want POST %s", i, r.method, r.path, tc.paths[i])
+				}
+				if want := tokens[min(i, len(tokens)-1)]; r.auth != want {
+					t.Errorf("request %d: Authorization %q, want %q", i, r.auth, want)
+				}
+				if r.body.APIVersion != "policy/v1" || r.body.Kind != "Eviction" || !strings.HasSuffix(tc.paths[i], "/"+r.body.Metadata.Name+"/eviction") {
+					t.Errorf("request %d: body %+v", i, r.body)
+				}
+				if dry := r.body.DeleteOptions != nil && len(r.body.DeleteOptions.DryRun) == 1 && r.body.DeleteOptions.DryRun[0] == "All"; dry != tc.dryRun {
+					t.Errorf("request %d: dryRun=All %v, want %v", i, dry, tc.dryRun)
+				}
+			}
+		})
+	}
+}
+
+func TestNew(t *testing.T) {
+	ca := filepath.Join(t.TempDir(), "ca.crt")
+	if err := os.WriteFile(ca, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		opts   Options
+		errHas string
+	}{
+		{"http", Options{APIServer: "http://api:6443", TokenFile: "t", HTTPClient: http.DefaultClient}, "not an https://HOST[:PORT] URL"},
+		{"path", Options{APIServer: "https://api:6443/api", TokenFile: "t", HTTPClient: http.DefaultClient}, "not an https://HOST[:PORT] URL"},
+		{"no token file", Options{APIServer: DefaultAPIServer, HTTPClient: http.DefaultClient}, "no bearer token file"},
+		{"no CA", Options{APIServer: DefaultAPIServer, TokenFile: "t"}, "no CA file"},
+		{"bad CA", Options{APIServer: DefaultAPIServer, TokenFile: "t", CAFile: ca}, "no PEM certificate"},
+		{"trailing slash", Options{APIServer: "https://api:6443/", TokenFile: "t", HTTPClient: http.DefaultClient}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := New(tc.opts)
+			if tc.errHas == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.errHas) {
+				t.Fatalf("error %v, want one with %q", err, tc.errHas)
+			}
+		})
+	}
+}
+
+func TestMoveProcessNamesNoPod(t *testing.T) {
+	e, err := New(Options{APIServer: DefaultAPIServer, TokenFile: "t", HTTPClient: http.DefaultClient})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.MoveProcess(context.Background(), 42, "GPU-b"); err == nil || !strings.Contains(err.Error(), "names no pod") {
+		t.Fatalf("error %v", err)
+	}
+}

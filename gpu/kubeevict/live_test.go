@@ -1,0 +1,74 @@
+package kubeevict
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/kube"
+)
+
+// counting counts the requests of a transport.
+type counting struct {
+	n  atomic.Int32
+	rt http.RoundTripper
+}
+
+func (c *counting) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return c.rt.RoundTrip(r)
+}
+
+// TestLiveCluster evicts one pod of a real cluster: the Kubernetes
+// end-to-end test (test/kube) runs it with the release's service account
+// token and the cluster's CA, before and after the chart grants evictions
+// and under a PodDisruptionBudget. Elsewhere it skips. VGPU_EVICT_WANT
+// says the outcome: forbidden (403), budget (429) or evicted; each is one
+// request, never retried.
+func TestLiveCluster(t *testing.T) {
+	api := os.Getenv("VGPU_EVICT_API")
+	if api == "" {
+		t.Skip("VGPU_EVICT_API is not set: test/kube runs this test against its cluster")
+	}
+	httpc, err := kube.ClientWithCA(os.Getenv("VGPU_EVICT_CA"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := &counting{rt: httpc.Transport}
+	httpc.Transport = rt
+	e, err := New(Options{APIServer: api, TokenFile: os.Getenv("VGPU_EVICT_TOKEN"), HTTPClient: httpc, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, pod := os.Getenv("VGPU_EVICT_NAMESPACE"), os.Getenv("VGPU_EVICT_POD")
+	err = e.Rebalance(context.Background(), gpu.Plan{Reason: "end-to-end test",
+		Moves: []gpu.Move{{Tenant: "e2e", Pod: &gpu.Pod{Namespace: ns, Name: pod}}}})
+	want := os.Getenv("VGPU_EVICT_WANT")
+	fmt.Printf("built-in eviction of %s/%s: %d request(s), error: %v\n", ns, pod, rt.n.Load(), err)
+	if rt.n.Load() != 1 {
+		t.Errorf("%d requests, want 1", rt.n.Load())
+	}
+	switch want {
+	case "evicted":
+		if err != nil {
+			t.Fatal(err)
+		}
+	case "budget":
+		if !errors.Is(err, ErrBudget) || !strings.Contains(err.Error(), "eviction of "+ns+"/"+pod) {
+			t.Fatalf("error %v, want the budget's refusal of %s/%s", err, ns, pod)
+		}
+	case "forbidden":
+		if err == nil || errors.Is(err, ErrBudget) || !strings.Contains(err.Error(), "403") || !strings.Contains(err.Error(), "pods/eviction") {
+			t.Fatalf("error %v, want 403 on pods/eviction", err)
+		}
+	default:
+		t.Fatalf("VGPU_EVICT_WANT %q: forbidden, budget or evicted", want)
+	}
+}
