@@ -217,7 +217,7 @@ func runScenario(ctx context.Context, cfg runConfig, stdout io.Writer) error {
 		}
 	}
 	fmt.Fprintf(stdout, "policy %s: %d decisions, %d applied\n", res.Recorder.Meta().Policy, len(res.Decisions), applied)
-	writeRestarts(stdout, res.Actions)
+	simrun.WriteRestarts(stdout, res.Actions)
 	if res.Plan != nil {
 		res.Plan.Write(stdout)
 	}

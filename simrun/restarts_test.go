@@ -1,4 +1,4 @@
-package main
+package simrun
 
 import (
 	"bytes"
@@ -23,7 +23,7 @@ func TestWriteRestarts(t *testing.T) {
 		}, "client restarts: 1 through a standby, 2 cold; 53 requests (training: steps) lost, 23s paused\n"},
 	} {
 		var b bytes.Buffer
-		writeRestarts(&b, c.acts)
+		WriteRestarts(&b, c.acts)
 		if b.String() != c.want {
 			t.Errorf("%s: %q, want %q", c.name, b.String(), c.want)
 		}

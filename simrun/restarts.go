@@ -1,4 +1,4 @@
-package main
+package simrun
 
 import (
 	"fmt"
@@ -8,10 +8,10 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/sim"
 )
 
-// writeRestarts prints what the run's client restarts cost: how many went
+// WriteRestarts prints what the run's client restarts cost: how many went
 // through a standby and how many started cold, the requests (training:
 // steps) they lost and the time their tenants were paused.
-func writeRestarts(w io.Writer, acts []sim.Action) {
+func WriteRestarts(w io.Writer, acts []sim.Action) {
 	var standby, cold, lost int
 	var paused time.Duration
 	for _, a := range acts {
