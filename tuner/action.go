@@ -217,6 +217,11 @@ func (e *encodedValue) decode() (Value, error) {
 		return Placement(e.Text), nil
 	case Layout("").Kind():
 		return Layout(e.Text), nil
+	case Running{}.Kind():
+		if e.Text != (Running{}).String() {
+			return nil, fmt.Errorf("process value %q is not %q", e.Text, Running{}.String())
+		}
+		return Running{}, nil
 	}
 	return nil, fmt.Errorf("unknown value kind %q", e.Kind)
 }

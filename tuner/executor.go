@@ -198,6 +198,9 @@ func (t *Tuner) apply(ctx context.Context, a Action) error {
 	if a.Plan != nil {
 		return t.applyPlan(ctx, *a.Plan)
 	}
+	if a.Knob == gpu.KnobProcessLifecycle {
+		return t.startProcess(ctx, a.PID) // the restore of a process a relayout stopped
+	}
 	m, ok := mechanismOf(a.Knob)
 	if !ok {
 		return fmt.Errorf("tuner: no mechanism sets %s", a.Knob)
@@ -305,16 +308,12 @@ func (t *Tuner) drainAll(ctx context.Context, d gpu.Device) error {
 	return errors.Join(errs...)
 }
 
-// startAll starts the processes of a relayout again; what failed goes into
-// the decision of the relayout.
-func (t *Tuner) startAll(ctx context.Context, pids []uint32) error {
-	var errs []error
-	for _, pid := range pids {
-		if err := t.o.Actuators.Lifecycle.StartProcess(ctx, pid); err != nil {
-			errs = append(errs, fmt.Errorf("start PID %d: %w", pid, err))
-		}
+// startProcess starts a process a relayout stopped.
+func (t *Tuner) startProcess(ctx context.Context, pid uint32) error {
+	if t.o.Actuators.Lifecycle == nil {
+		return notSupported(gpu.KnobProcessLifecycle)
 	}
-	return errors.Join(errs...)
+	return t.o.Actuators.Lifecycle.StartProcess(ctx, pid)
 }
 
 // setLayout sets a drained GPU's MIG layout.

@@ -2,6 +2,7 @@ package tuner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -55,6 +56,8 @@ type migHost struct {
 	// drainErr and startErr, when set, are what every drain and start
 	// answers
 	drainErr, startErr error
+	// startFails: the first startFails starts fail (before startErr)
+	startFails int
 }
 
 func (m *migHost) DrainMIGInstance(_ context.Context, uuid, inst string) error {
@@ -75,5 +78,9 @@ func (m *migHost) StopProcess(context.Context, uint32) error { return nil }
 
 func (m *migHost) StartProcess(_ context.Context, pid uint32) error {
 	m.calls = append(m.calls, fmt.Sprintf("start %d", pid))
+	if m.startFails > 0 {
+		m.startFails--
+		return errors.New("start failed")
+	}
 	return m.startErr
 }

@@ -38,7 +38,7 @@ func validRecord(r Record) error {
 		if r.From == nil {
 			return errors.New("original record without a value")
 		}
-		if _, ok := mechanismOf(r.Target.Knob); !ok {
+		if _, ok := mechanismOf(r.Target.Knob); !ok && r.Target.Knob != gpu.KnobProcessLifecycle {
 			return fmt.Errorf("original record of knob %q, whose settings are not restored", r.Target.Knob)
 		}
 	}

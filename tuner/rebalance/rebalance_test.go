@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -272,8 +273,9 @@ func TestTunerRelayouts(t *testing.T) {
 }
 
 // A relayout whose drain fails starts the processes again at once, and a
-// start that fails then is in the decision with the drain's error: a
-// tenant left stopped is never silent.
+// start that fails then is in the decision with the drain's error, tried
+// again, and after the last try a failed decision of its own: a tenant
+// left stopped is never silent.
 func TestRelayoutDrainFailureReportsFailedStart(t *testing.T) {
 	clock := gpu.NewManualClock(t0)
 	// the drain is refused (busy), the starts after it fail: a failure
@@ -284,13 +286,22 @@ func TestRelayoutDrainFailureReportsFailedStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	var drain *tuner.Decision
-	relayoutRounds(t, tu, clock, func(decs []tuner.Decision) {
+	var starts []string
+	note := func(decs []tuner.Decision) {
 		for _, d := range decs {
-			if d.Knob == gpu.KnobMIGDrain || d.Knob == gpu.KnobMIGLayout {
+			switch d.Knob {
+			case gpu.KnobMIGDrain, gpu.KnobMIGLayout:
 				drain = &d
+			case gpu.KnobProcessLifecycle:
+				starts = append(starts, string(d.Outcome))
 			}
 		}
-	})
+	}
+	relayoutRounds(t, tu, clock, note)
+	for i := 0; i < 10 && tu.Underway(); i++ { // past the last try
+		clock.Advance(time.Minute)
+		note(tu.Progress(context.Background()))
+	}
 	if drain == nil {
 		t.Fatalf("no relayout decision; calls %v", host.calls)
 	}
@@ -302,8 +313,14 @@ func TestRelayoutDrainFailureReportsFailedStart(t *testing.T) {
 			t.Errorf("reason %q does not say %q", drain.Reason, want)
 		}
 	}
-	if want := "[drain MIG-1 drain MIG-2 start 1 start 2]"; fmt.Sprint(host.calls) != want {
+	if want := "[drain MIG-1 drain MIG-2 start 1 start 2 start 1 start 2 start 1 start 2 start 1 start 2 start 1 start 2]"; fmt.Sprint(host.calls) != want {
 		t.Errorf("calls %v, want %s", host.calls, want)
+	}
+	if want := []string{"failed", "failed"}; !slices.Equal(starts, want) {
+		t.Errorf("start decisions %q, want %q", starts, want)
+	}
+	if tu.Underway() {
+		t.Error("the relayout is still under way after the last try")
 	}
 }
 

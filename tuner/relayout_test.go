@@ -1,0 +1,173 @@
+package tuner
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+func migDev(uuid string, pid uint32) gpu.Device {
+	return gpu.Device{UUID: uuid, Up: true, Mode: gpu.SharingMIG, MIGEnabled: true,
+		MIG:       []gpu.MIGInstance{{UUID: "MIG-" + uuid, GPUInstanceID: 1, Profile: "3g.40gb"}},
+		Processes: []gpu.Process{{PID: pid, GPUInstanceID: 1}}}
+}
+
+func relayoutOf(uuid string) Action {
+	l := []string{"1g.10gb", "3g.40gb"}
+	return Action{Target: Target{GPU: uuid, Knob: gpu.KnobMIGLayout}, Want: LayoutOf(l), Reason: "test",
+		Plan: &gpu.Plan{MIG: []gpu.MIGLayoutPlan{{UUID: uuid, Profiles: l}}}}
+}
+
+// relayoutRun runs one relayout on host with a journal, then Progress
+// every second for a minute; it returns the tuner, its decisions as
+// "knob outcome" and its log.
+func relayoutRun(t *testing.T, host *migHost, journal string) (*Tuner, []string, string) {
+	t.Helper()
+	j, err := OpenJournal(journal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Close() })
+	var buf bytes.Buffer
+	clock := gpu.NewManualClock(t0)
+	tu, err := New(Options{Policy: fixed{relayoutOf("GPU-m")}, Actuators: ActuatorsOf(host), Journal: j, Clock: clock, Mode: ModeEnforce,
+		Logger: level.NewFilter(log.NewLogfmtLogger(log.NewSyncWriter(&buf)), level.AllowWarn())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	decs, err := tu.RunOnce(context.Background(), snapshot(t0, []gpu.Device{migDev("GPU-m", 1)}, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 60 {
+		clock.Advance(time.Second)
+		decs = append(decs, tu.Progress(context.Background())...)
+	}
+	var got []string
+	for _, d := range decs {
+		got = append(got, fmt.Sprintf("%s %s", d.Knob, d.Outcome))
+	}
+	return tu, got, buf.String()
+}
+
+// A process a relayout stopped and could not start again is started on a
+// later try, within relayoutStartTries; after the last, the failure is a
+// failed decision logged at error level, and the process stays journaled
+// as running until a restore starts it.
+func TestRelayoutRetriesStarts(t *testing.T) {
+	tests := []struct {
+		name       string
+		drainErr   error
+		startFails int
+		always     bool
+		want       []string // decisions
+		starts     int
+	}{
+		{name: "started at once", want: []string{"mig_drain applied", "mig_layout applied"}, starts: 1},
+		{name: "started on the second try", startFails: 1,
+			want: []string{"mig_drain applied", "mig_layout applied", "process_lifecycle applied"}, starts: 2},
+		{name: "started on the last try", startFails: relayoutStartTries - 1,
+			want: []string{"mig_drain applied", "mig_layout applied", "process_lifecycle applied"}, starts: relayoutStartTries},
+		{name: "never started", always: true,
+			want: []string{"mig_drain applied", "mig_layout applied", "process_lifecycle failed"}, starts: relayoutStartTries},
+		{name: "drain failed, started on a retry", drainErr: errors.New("drain failed"), startFails: 1,
+			want: []string{"mig_layout failed", "process_lifecycle applied"}, starts: 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			host := &migHost{busy: 1, drainErr: tc.drainErr, startFails: tc.startFails}
+			if tc.always {
+				host.startErr = errors.New("start refused")
+			}
+			path := filepath.Join(t.TempDir(), "journal")
+			tu, got, logs := relayoutRun(t, host, path)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("decisions %q, want %q", got, tc.want)
+			}
+			var starts int
+			for _, c := range host.calls {
+				if c == "start 1" {
+					starts++
+				}
+			}
+			if starts != tc.starts {
+				t.Errorf("%d starts (%v), want %d", starts, host.calls, tc.starts)
+			}
+			if tu.Underway() {
+				t.Error("the relayout is still under way after its last try")
+			}
+			open := 0
+			if tc.always {
+				open = 1
+			}
+			if u := tu.Status().Unrestored; u != open {
+				t.Errorf("%d unrestored on /tuner, want %d", u, open)
+			}
+			if loud := strings.Contains(logs, "level=error") && strings.Contains(logs, "could not start a process again"); loud != tc.always {
+				t.Errorf("error logged %v, want %v:\n%s", loud, tc.always, logs)
+			}
+			if !tc.always {
+				return
+			}
+			// The journal still holds the process as running: the restore
+			// at exit starts it.
+			host.startErr = nil
+			if _, err := tu.Restore(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if host.calls[len(host.calls)-1] != "start 1" || tu.Status().Unrestored != 0 {
+				t.Errorf("the restore did not start the process: calls %v, %d unrestored", host.calls, tu.Status().Unrestored)
+			}
+		})
+	}
+}
+
+// A crash while a relayout's instances drain leaves its processes
+// journaled as running: the next start's recovery starts them.
+func TestRelayoutCrashStartsProcesses(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal")
+	j, err := OpenJournal(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := &migHost{busy: 1000} // never drained: the run "crashes" while draining
+	tu, err := New(Options{Policy: fixed{relayoutOf("GPU-m")}, Actuators: ActuatorsOf(host), Journal: j, Clock: gpu.NewManualClock(t0), Mode: ModeEnforce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tu.RunOnce(context.Background(), snapshot(t0, []gpu.Device{migDev("GPU-m", 1)}, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if !tu.Underway() {
+		t.Fatal("no relayout under way")
+	}
+	j.Close() // no restore: a crash
+
+	j2, err := OpenJournal(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j2.Close()
+	after := &migHost{}
+	tu2, err := New(Options{Policy: fixed{}, Actuators: ActuatorsOf(after), Journal: j2, Clock: gpu.NewManualClock(t0), Mode: ModeEnforce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tu2.Recover(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(after.calls, []string{"start 1"}) || len(j2.Originals()) != 0 {
+		t.Errorf("recovery calls %v, %d originals open; want [start 1] and none", after.calls, len(j2.Originals()))
+	}
+}
