@@ -22,7 +22,7 @@ type fileRecorder struct {
 }
 
 func (f *fileRecorder) flush() {
-	_ = os.WriteFile(f.path, []byte(strings.Join(f.calls, "\n")), 0o600)
+	_ = os.WriteFile(f.path, []byte(strings.Join(f.Calls, "\n")), 0o600)
 }
 
 // crashHelper runs in a child process: it changes two settings in enforce
@@ -104,15 +104,15 @@ func TestCrashRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"SetMPSActiveThreads(GPU-0,7,1.0000)", "RestartClient(GPU-0,7)", "SetPowerLimit(GPU-0,700)"}
-	if !slices.Equal(rec.calls, want) {
-		t.Errorf("restore calls %q, want %q", rec.calls, want)
+	if !slices.Equal(rec.Calls, want) {
+		t.Errorf("restore calls %q, want %q", rec.Calls, want)
 	}
 	if n := len(j.Originals()); n != 0 || tu.Status().Counts.Restores != 2 {
 		t.Errorf("after the restore: %d open originals, %d restores", n, tu.Status().Counts.Restores)
 	}
 	// Restored once only.
-	rec.calls = nil
-	if _, err := tu.RunOnce(context.Background(), emptySnap(t0.Add(2*time.Hour))); err != nil || len(rec.calls) != 0 {
-		t.Errorf("second round: calls %q, err %v", rec.calls, err)
+	rec.Calls = nil
+	if _, err := tu.RunOnce(context.Background(), emptySnap(t0.Add(2*time.Hour))); err != nil || len(rec.Calls) != 0 {
+		t.Errorf("second round: calls %q, err %v", rec.Calls, err)
 	}
 }

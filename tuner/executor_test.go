@@ -62,7 +62,7 @@ func TestRelayoutsOfTwoGPUs(t *testing.T) {
 		return Action{Target: Target{GPU: uuid, Knob: gpu.KnobMIGLayout}, Want: LayoutOf(l), Reason: "test",
 			Plan: &gpu.Plan{MIG: []gpu.MIGLayoutPlan{{UUID: uuid, Profiles: l}}}}
 	}
-	host := &migHost{busy: 3} // every ConfigureMIG of the round finds processes
+	host := &migHost{Busy: 3} // every ConfigureMIG of the round finds processes
 	clock := gpu.NewManualClock(t0)
 	tu, err := New(Options{Policy: fixed{relayout("GPU-m"), relayout("GPU-n")}, Actuators: ActuatorsOf(host), Clock: clock, Mode: ModeEnforce})
 	if err != nil {
@@ -89,7 +89,7 @@ func TestRelayoutsOfTwoGPUs(t *testing.T) {
 		t.Errorf("decisions %q, want %q", got, want)
 	}
 	wantCalls := "[drain MIG-GPU-m drain MIG-GPU-n configure 1g.10gb 3g.40gb start 1 configure 1g.10gb 3g.40gb start 2]"
-	if fmt.Sprint(host.calls) != wantCalls {
-		t.Errorf("calls %v, want %s", host.calls, wantCalls)
+	if fmt.Sprint(host.Calls) != wantCalls {
+		t.Errorf("calls %v, want %s", host.Calls, wantCalls)
 	}
 }

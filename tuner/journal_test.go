@@ -160,8 +160,8 @@ func TestJournalOriginalWithoutValueDoesNotPanic(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if len(rec.calls) != 0 {
-		t.Errorf("calls %q, want none", rec.calls)
+	if len(rec.Calls) != 0 {
+		t.Errorf("calls %q, want none", rec.Calls)
 	}
 }
 
@@ -322,8 +322,8 @@ func TestUnwritableJournalStopsActing(t *testing.T) {
 	bad, _ := os.Open(p) // read-only: every write fails
 	j.f = bad
 	d, _ := tu.RunOnce(context.Background(), emptySnap(t0))
-	if len(rec.calls) != 0 || len(d) != 1 || d[0].Outcome != OutcomeRecommended || !strings.Contains(d[0].Reason, "journal cannot be written") {
-		t.Fatalf("with an unwritable journal: calls %q, decisions %+v", rec.calls, d)
+	if len(rec.Calls) != 0 || len(d) != 1 || d[0].Outcome != OutcomeRecommended || !strings.Contains(d[0].Reason, "journal cannot be written") {
+		t.Fatalf("with an unwritable journal: calls %q, decisions %+v", rec.Calls, d)
 	}
 	if s := tu.Status(); s.Journal == nil || s.Journal.WriteError == "" || s.Counts.JournalErrors == 0 {
 		t.Errorf("status does not say the journal failed: %+v", s.Journal)

@@ -48,15 +48,15 @@ func TestActuatorsOf(t *testing.T) {
 }
 
 // clocksOnly drives clocks and power only.
-type clocksOnly struct{ calls []string }
+type clocksOnly struct{ Calls []string }
 
 func (c *clocksOnly) LockClocks(_ context.Context, uuid string, l gpu.ClockLock) error {
-	c.calls = append(c.calls, fmt.Sprintf("LockClocks(%s,%d-%d)", uuid, l.MinMHz, l.MaxMHz))
+	c.Calls = append(c.Calls, fmt.Sprintf("LockClocks(%s,%d-%d)", uuid, l.MinMHz, l.MaxMHz))
 	return nil
 }
 
 func (c *clocksOnly) SetPowerLimit(_ context.Context, uuid string, w float64) error {
-	c.calls = append(c.calls, fmt.Sprintf("SetPowerLimit(%s,%.0f)", uuid, w))
+	c.Calls = append(c.Calls, fmt.Sprintf("SetPowerLimit(%s,%.0f)", uuid, w))
 	return nil
 }
 
@@ -102,7 +102,7 @@ func TestMechanismTable(t *testing.T) {
 			t.Errorf("%v: error %v, want %q", tc.a, err, tc.err)
 		}
 	}
-	if got := fmt.Sprint(co.calls); got != "[SetPowerLimit(GPU-a,300) LockClocks(GPU-a,1980-1980)]" {
+	if got := fmt.Sprint(co.Calls); got != "[SetPowerLimit(GPU-a,300) LockClocks(GPU-a,1980-1980)]" {
 		t.Errorf("calls %s", got)
 	}
 }

@@ -13,10 +13,10 @@ import (
 )
 
 // pauseRecorder is a pause actuator that records its calls.
-type pauseRecorder struct{ calls []string }
+type pauseRecorder struct{ Calls []string }
 
 func (p *pauseRecorder) SetPauseDuty(_ context.Context, uuid, tenant string, pids []uint32, duty float64) error {
-	p.calls = append(p.calls, fmt.Sprintf("SetPauseDuty(%s,%s,%v,%g)", uuid, tenant, pids, duty))
+	p.Calls = append(p.Calls, fmt.Sprintf("SetPauseDuty(%s,%s,%v,%g)", uuid, tenant, pids, duty))
 	return nil
 }
 
@@ -101,11 +101,11 @@ func TestPauseThawed(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"SetPauseDuty(GPU-0,train,[7 8],0.5)", "SetPauseDuty(GPU-0,train,[7],0)"}
-	if !slices.Equal(rec.calls, want) {
-		t.Errorf("calls %q, want %q (paused, then thawed at the kill switch)", rec.calls, want)
+	if !slices.Equal(rec.Calls, want) {
+		t.Errorf("calls %q, want %q (paused, then thawed at the kill switch)", rec.Calls, want)
 	}
 	kill.Engaged.Store(false)
-	rec.calls = nil
+	rec.Calls = nil
 	if _, err := tu.RunOnce(ctx, emptySnap(t0.Add(2*time.Second))); err != nil {
 		t.Fatal(err)
 	}
@@ -129,8 +129,8 @@ func TestPauseThawed(t *testing.T) {
 	if _, err := tu2.RunOnce(ctx, emptySnap(t0.Add(time.Hour))); err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"SetPauseDuty(GPU-0,train,[7],0)"}; !slices.Equal(rec2.calls, want) {
-		t.Errorf("at start in recommend mode: calls %q, want %q", rec2.calls, want)
+	if want := []string{"SetPauseDuty(GPU-0,train,[7],0)"}; !slices.Equal(rec2.Calls, want) {
+		t.Errorf("at start in recommend mode: calls %q, want %q", rec2.Calls, want)
 	}
 	if n := len(j2.Originals()); n != 0 {
 		t.Errorf("%d open originals after the thaw at start", n)

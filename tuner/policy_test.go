@@ -15,8 +15,8 @@ func TestNonePolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	d, err := p.Observe(context.Background(), ActuatorsOf(ctl), snapshot(t0, devs, nil))
-	if err != nil || len(d) != 0 || len(ctl.calls) != 0 {
-		t.Errorf("none acted: %v %v %v", d, err, ctl.calls)
+	if err != nil || len(d) != 0 || len(ctl.Calls) != 0 {
+		t.Errorf("none acted: %v %v %v", d, err, ctl.Calls)
 	}
 }
 

@@ -68,27 +68,27 @@ func relayoutRun(t *testing.T, host *migHost, journal string) (*Tuner, []string,
 func TestRelayoutRetriesStarts(t *testing.T) {
 	tests := []struct {
 		name       string
-		drainErr   error
-		startFails int
+		DrainErr   error
+		StartFails int
 		always     bool
 		want       []string // decisions
 		starts     int
 	}{
 		{name: "started at once", want: []string{"mig_drain applied", "mig_layout applied"}, starts: 1},
-		{name: "started on the second try", startFails: 1,
+		{name: "started on the second try", StartFails: 1,
 			want: []string{"mig_drain applied", "mig_layout applied", "process_lifecycle applied"}, starts: 2},
-		{name: "started on the last try", startFails: relayoutStartTries - 1,
+		{name: "started on the last try", StartFails: relayoutStartTries - 1,
 			want: []string{"mig_drain applied", "mig_layout applied", "process_lifecycle applied"}, starts: relayoutStartTries},
 		{name: "never started", always: true,
 			want: []string{"mig_drain applied", "mig_layout applied", "process_lifecycle failed"}, starts: relayoutStartTries},
-		{name: "drain failed, started on a retry", drainErr: errors.New("drain failed"), startFails: 1,
+		{name: "drain failed, started on a retry", DrainErr: errors.New("drain failed"), StartFails: 1,
 			want: []string{"mig_layout failed", "process_lifecycle applied"}, starts: 2},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			host := &migHost{busy: 1, drainErr: tc.drainErr, startFails: tc.startFails}
+			host := &migHost{Busy: 1, DrainErr: tc.DrainErr, StartFails: tc.StartFails}
 			if tc.always {
-				host.startErr = errors.New("start refused")
+				host.StartErr = errors.New("start refused")
 			}
 			path := filepath.Join(t.TempDir(), "journal")
 			tu, got, logs := relayoutRun(t, host, path)
@@ -96,13 +96,13 @@ func TestRelayoutRetriesStarts(t *testing.T) {
 				t.Errorf("decisions %q, want %q", got, tc.want)
 			}
 			var starts int
-			for _, c := range host.calls {
+			for _, c := range host.Calls {
 				if c == "start 1" {
 					starts++
 				}
 			}
 			if starts != tc.starts {
-				t.Errorf("%d starts (%v), want %d", starts, host.calls, tc.starts)
+				t.Errorf("%d starts (%v), want %d", starts, host.Calls, tc.starts)
 			}
 			if tu.Underway() {
 				t.Error("the relayout is still under way after its last try")
@@ -122,12 +122,12 @@ func TestRelayoutRetriesStarts(t *testing.T) {
 			}
 			// The journal still holds the process as running: the restore
 			// at exit starts it.
-			host.startErr = nil
+			host.StartErr = nil
 			if _, err := tu.Restore(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			if host.calls[len(host.calls)-1] != "start 1" || tu.Status().Unrestored != 0 {
-				t.Errorf("the restore did not start the process: calls %v, %d unrestored", host.calls, tu.Status().Unrestored)
+			if host.Calls[len(host.Calls)-1] != "start 1" || tu.Status().Unrestored != 0 {
+				t.Errorf("the restore did not start the process: calls %v, %d unrestored", host.Calls, tu.Status().Unrestored)
 			}
 		})
 	}
@@ -141,7 +141,7 @@ func TestRelayoutCrashStartsProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	host := &migHost{busy: 1000} // never drained: the run "crashes" while draining
+	host := &migHost{Busy: 1000} // never drained: the run "crashes" while draining
 	tu, err := New(Options{Policy: fixed{relayoutOf("GPU-m")}, Actuators: ActuatorsOf(host), Journal: j, Clock: gpu.NewManualClock(t0), Mode: ModeEnforce})
 	if err != nil {
 		t.Fatal(err)
@@ -167,7 +167,7 @@ func TestRelayoutCrashStartsProcesses(t *testing.T) {
 	if _, err := tu2.Recover(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(after.calls, []string{"start 1"}) || len(j2.Originals()) != 0 {
-		t.Errorf("recovery calls %v, %d originals open; want [start 1] and none", after.calls, len(j2.Originals()))
+	if !slices.Equal(after.Calls, []string{"start 1"}) || len(j2.Originals()) != 0 {
+		t.Errorf("recovery calls %v, %d originals open; want [start 1] and none", after.Calls, len(j2.Originals()))
 	}
 }

@@ -21,13 +21,13 @@ import (
 type recorder struct{ fakeControl }
 
 func (r *recorder) LockClocks(_ context.Context, uuid string, l gpu.ClockLock) error {
-	return r.do("LockClocks", fmt.Sprintf("%s,%d,%d", uuid, l.MinMHz, l.MaxMHz))
+	return r.Do("LockClocks", fmt.Sprintf("%s,%d,%d", uuid, l.MinMHz, l.MaxMHz))
 }
 func (r *recorder) LockMemoryClocks(_ context.Context, uuid string, l gpu.ClockLock) error {
-	return r.do("LockMemoryClocks", fmt.Sprintf("%s,%d,%d", uuid, l.MinMHz, l.MaxMHz))
+	return r.Do("LockMemoryClocks", fmt.Sprintf("%s,%d,%d", uuid, l.MinMHz, l.MaxMHz))
 }
 func (r *recorder) SetPowerLimit(_ context.Context, uuid string, w float64) error {
-	return r.do("SetPowerLimit", fmt.Sprintf("%s,%g", uuid, w))
+	return r.Do("SetPowerLimit", fmt.Sprintf("%s,%g", uuid, w))
 }
 
 // fixed is a Decider that always returns the same actions.
@@ -78,8 +78,8 @@ func TestActuatorCalls(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !slices.Equal(rec.calls, tc.want) {
-				t.Errorf("calls %q, want %q", rec.calls, tc.want)
+			if !slices.Equal(rec.Calls, tc.want) {
+				t.Errorf("calls %q, want %q", rec.Calls, tc.want)
 			}
 			if len(ds) != 1 || ds[0].Outcome != OutcomeApplied {
 				t.Errorf("decisions %+v, want one applied", ds)
@@ -133,8 +133,8 @@ func TestNoActuatorUnlessEnforce(t *testing.T) {
 			if _, err := tu.Restore(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			if len(rec.calls) != 0 {
-				t.Errorf("actuator called in %s: %q", tc.name, rec.calls)
+			if len(rec.Calls) != 0 {
+				t.Errorf("actuator called in %s: %q", tc.name, rec.Calls)
 			}
 			if len(j.Originals()) != 0 {
 				t.Errorf("originals journaled without a change: %v", j.Originals())
@@ -161,8 +161,8 @@ func TestFailureRollsBackAndBacksOff(t *testing.T) {
 		"SetMPSActiveThreads(GPU-0,8,0.5000)", "RestartClient(GPU-0,8)", "SetMPSActiveThreads(GPU-0,8,1.0000)",
 		"SetMPSActiveThreads(GPU-0,7,1.0000)", "RestartClient(GPU-0,7)",
 	}
-	if !slices.Equal(rec.calls, want) {
-		t.Errorf("calls\n%q\nwant\n%q", rec.calls, want)
+	if !slices.Equal(rec.Calls, want) {
+		t.Errorf("calls\n%q\nwant\n%q", rec.Calls, want)
 	}
 	var outcomes []Outcome
 	for _, d := range ds {
@@ -176,7 +176,7 @@ func TestFailureRollsBackAndBacksOff(t *testing.T) {
 		t.Errorf("counts %+v", st.Counts)
 	}
 	// Both targets back off: the next round is refused by the backoff guard.
-	rec.calls = nil
+	rec.Calls = nil
 	clk.Advance(30 * time.Second)
 	ds, _ = tu.RunOnce(context.Background(), emptySnap(clk.Now()))
 	for _, d := range ds {
@@ -184,8 +184,8 @@ func TestFailureRollsBackAndBacksOff(t *testing.T) {
 			t.Errorf("during back-off: %v", d)
 		}
 	}
-	if len(rec.calls) != 0 || tu.Status().Counts.Refusals[GuardBackoff] != 2 {
-		t.Errorf("calls %q, refusals %v", rec.calls, tu.Status().Counts.Refusals)
+	if len(rec.Calls) != 0 || tu.Status().Counts.Refusals[GuardBackoff] != 2 {
+		t.Errorf("calls %q, refusals %v", rec.Calls, tu.Status().Counts.Refusals)
 	}
 	clk.Advance(time.Minute)
 	if ds, _ = tu.RunOnce(context.Background(), emptySnap(clk.Now())); len(ds) == 0 || ds[0].Outcome != OutcomeApplied {
@@ -238,13 +238,13 @@ func TestJournalOriginalsAndRestore(t *testing.T) {
 			t.Errorf("journal lacks %s:\n%s", ev, data)
 		}
 	}
-	rec.calls = nil
+	rec.Calls = nil
 	if _, err := tu.Restore(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"SetMPSActiveThreads(GPU-0,7,1.0000)", "RestartClient(GPU-0,7)", "SetPowerLimit(GPU-0,700)"}
-	if !slices.Equal(rec.calls, want) {
-		t.Errorf("restore calls %q, want %q", rec.calls, want)
+	if !slices.Equal(rec.Calls, want) {
+		t.Errorf("restore calls %q, want %q", rec.Calls, want)
 	}
 	j.Close()
 	j2, err := OpenJournal(path)
@@ -259,7 +259,7 @@ func TestJournalOriginalsAndRestore(t *testing.T) {
 
 // A failed restore is returned, counted and journaled.
 func TestRestoreFailureIsLoud(t *testing.T) {
-	rec := &recorder{fakeControl{errs: map[string]error{}}}
+	rec := &recorder{fakeControl{Errs: map[string]error{}}}
 	acts := []Action{{Target: Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}, Current: Watts(700), Want: Watts(490)}}
 	j, err := OpenJournal(filepath.Join(t.TempDir(), "j"))
 	if err != nil {
@@ -270,7 +270,7 @@ func TestRestoreFailureIsLoud(t *testing.T) {
 	if _, err := tu.RunOnce(context.Background(), emptySnap(t0)); err != nil {
 		t.Fatal(err)
 	}
-	rec.errs["SetPowerLimit"] = errors.New("insufficient permissions")
+	rec.Errs["SetPowerLimit"] = errors.New("insufficient permissions")
 	if _, err := tu.Restore(context.Background()); err == nil || !strings.Contains(err.Error(), "insufficient permissions") {
 		t.Fatalf("restore error %v", err)
 	}
@@ -336,8 +336,8 @@ func TestDisabledKnobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"SetMPSActiveThreads(GPU-0,7,0.4000)", "RestartClient(GPU-0,7)"}; !slices.Equal(rec.calls, want) {
-		t.Errorf("calls %q, want %q", rec.calls, want)
+	if want := []string{"SetMPSActiveThreads(GPU-0,7,0.4000)", "RestartClient(GPU-0,7)"}; !slices.Equal(rec.Calls, want) {
+		t.Errorf("calls %q, want %q", rec.Calls, want)
 	}
 	if len(ds) != 1 || ds[0].Knob != gpu.KnobMPSActiveThreads {
 		t.Errorf("decisions %+v, want the MPS one only", ds)

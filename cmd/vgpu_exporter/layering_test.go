@@ -78,6 +78,7 @@ var layers = map[string][]string{
 	// Test builders, imported only by test files (see testOnly).
 	"internal/testutil": {"gpu"},
 	"internal/simtest":  {"gpu", "sim", "simrun", "tenant"},
+	"tuner/tunertest":   {"gpu", "tenant", "internal/testutil"},
 
 	"internal/command": nil,
 	// Flag values for the commands.
@@ -99,7 +100,7 @@ var leaves = []string{"internal/yamlconf", "internal/fileread", "internal/comman
 
 // testOnly are packages for test files: no other package's non-test files
 // may import them, so no test builder ends up in a binary.
-var testOnly = []string{"internal/testutil", "internal/simtest"}
+var testOnly = []string{"internal/testutil", "internal/simtest", "tuner/tunertest"}
 
 // TestLayering checks the import rule over every package of the module.
 func TestLayering(t *testing.T) {

@@ -1,23 +1,14 @@
 package autotune
 
 import (
-	"time"
-
-	"github.com/vgpu-exporter/vgpu_exporter/gpu"
-	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
-	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner/tunertest"
 )
 
 const uuid0 = "GPU-0"
 
-var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-
-func mpsProc(pid uint32, frac *float64) gpu.Process {
-	p := testutil.Proc(pid, "")
-	p.Type, p.MPSActiveThreads = gpu.ProcessMPS, frac
-	return p
-}
-
-func snapshot(at time.Time, devs []gpu.Device, usage []tenant.Usage) *tenant.Snapshot {
-	return &tenant.Snapshot{Time: at, Readings: &gpu.Readings{Time: at, Backend: "test", Devices: devs}, Usage: usage}
-}
+// The builders shared with the other tuner packages' tests.
+var (
+	t0       = tunertest.T0
+	mpsProc  = tunertest.MPSProc
+	snapshot = tunertest.Snapshot
+)

@@ -127,13 +127,13 @@ func TestBaselines(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			p := byName[tc.policy]()
-			ctl := &fakeControl{errs: tc.errs}
+			ctl := &fakeControl{Errs: tc.errs}
 			decs, err := p.Observe(context.Background(), tuner.ActuatorsOf(ctl), snapshot(t0, tc.devs, tc.usage))
 			if err != nil {
 				t.Fatalf("Observe: %v", err)
 			}
-			if !reflect.DeepEqual(ctl.calls, tc.wantCalls) {
-				t.Errorf("calls:\n got %q\nwant %q", ctl.calls, tc.wantCalls)
+			if !reflect.DeepEqual(ctl.Calls, tc.wantCalls) {
+				t.Errorf("calls:\n got %q\nwant %q", ctl.Calls, tc.wantCalls)
 			}
 			var got []string
 			for _, d := range decs {
@@ -176,12 +176,12 @@ func TestBaselineRetries(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			p := NewStaticEqual()
-			ctl := &fakeControl{errs: tc.errs}
+			ctl := &fakeControl{Errs: tc.errs}
 			ctx := context.Background()
 			if err := p.Init(ctx, tuner.ActuatorsOf(ctl), snapshot(t0, tc.devs, nil)); err != nil {
 				t.Fatal(err)
 			}
-			got := []int{len(ctl.calls)}
+			got := []int{len(ctl.Calls)}
 			for _, at := range []time.Duration{10 * time.Second, DefaultRetryAfter + time.Second} {
 				decs, err := p.Observe(ctx, tuner.ActuatorsOf(ctl), snapshot(t0.Add(at), tc.devs, nil))
 				if err != nil {
@@ -193,10 +193,10 @@ func TestBaselineRetries(t *testing.T) {
 						t.Errorf("at %v: decision %v, want only Init's", at, d)
 					}
 				}
-				got = append(got, len(ctl.calls))
+				got = append(got, len(ctl.Calls))
 			}
 			if !reflect.DeepEqual(got, tc.calls) {
-				t.Errorf("cumulative calls %v, want %v (%q)", got, tc.calls, ctl.calls)
+				t.Errorf("cumulative calls %v, want %v (%q)", got, tc.calls, ctl.Calls)
 			}
 		})
 	}

@@ -1,54 +1,14 @@
 package rebalance
 
 import (
-	"context"
-	"fmt"
-	"strings"
-	"time"
-
-	"github.com/vgpu-exporter/vgpu_exporter/gpu"
-	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
-	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner/tunertest"
 )
 
-var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+// The fakes and builders shared with the other tuner packages' tests.
+var (
+	t0       = tunertest.T0
+	mpsProc  = tunertest.MPSProc
+	snapshot = tunertest.Snapshot
+)
 
-func mpsProc(pid uint32, frac *float64) gpu.Process {
-	p := testutil.Proc(pid, "")
-	p.Type, p.MPSActiveThreads = gpu.ProcessMPS, frac
-	return p
-}
-
-func snapshot(at time.Time, devs []gpu.Device, usage []tenant.Usage) *tenant.Snapshot {
-	return &tenant.Snapshot{Time: at, Readings: &gpu.Readings{Time: at, Backend: "test", Devices: devs}, Usage: usage}
-}
-
-// migHost drains, relayouts (busy the first busy times) and starts.
-type migHost struct {
-	calls []string
-	busy  int // ConfigureMIG answers ErrBusy this many times
-	// drainErr and startErr, when set, are what every drain and start
-	// answers
-	drainErr, startErr error
-}
-
-func (m *migHost) DrainMIGInstance(_ context.Context, uuid, inst string) error {
-	m.calls = append(m.calls, "drain "+inst)
-	return m.drainErr
-}
-
-func (m *migHost) ConfigureMIG(_ context.Context, uuid string, profiles []string) error {
-	if m.busy > 0 {
-		m.busy--
-		return fmt.Errorf("processes running: %w", gpu.ErrBusy)
-	}
-	m.calls = append(m.calls, "configure "+strings.Join(profiles, " "))
-	return nil
-}
-
-func (m *migHost) StopProcess(context.Context, uint32) error { return nil }
-
-func (m *migHost) StartProcess(_ context.Context, pid uint32) error {
-	m.calls = append(m.calls, fmt.Sprintf("start %d", pid))
-	return m.startErr
-}
+type migHost = tunertest.MIGHost

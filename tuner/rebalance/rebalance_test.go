@@ -244,7 +244,7 @@ func TestTunerRelayouts(t *testing.T) {
 	for _, mode := range []tuner.Mode{tuner.ModeEnforce, tuner.ModeRecommend} {
 		t.Run(string(mode), func(t *testing.T) {
 			clock := gpu.NewManualClock(t0)
-			host := &migHost{busy: 1}
+			host := &migHost{Busy: 1}
 			tu, err := tuner.New(tuner.Options{Policy: noDecide{}, Clock: clock, Mode: mode, Actuators: tuner.ActuatorsOf(host), Rebalance: Default(),
 				Guards: tuner.DefaultGuards(nil, nil)})
 			if err != nil {
@@ -265,8 +265,8 @@ func TestTunerRelayouts(t *testing.T) {
 			if fmt.Sprint(got) != want {
 				t.Errorf("decisions %v, want %s", got, want)
 			}
-			if fmt.Sprint(host.calls) != wantCalls {
-				t.Errorf("calls %v, want %s", host.calls, wantCalls)
+			if fmt.Sprint(host.Calls) != wantCalls {
+				t.Errorf("calls %v, want %s", host.Calls, wantCalls)
 			}
 		})
 	}
@@ -279,7 +279,7 @@ func TestTunerRelayouts(t *testing.T) {
 func TestRelayoutDrainFailureReportsFailedStart(t *testing.T) {
 	clock := gpu.NewManualClock(t0)
 	// the drain is refused (busy), the starts after it fail: a failure
-	host := &migHost{drainErr: fmt.Errorf("drain refused: %w", gpu.ErrBusy), startErr: errors.New("no such unit")}
+	host := &migHost{DrainErr: fmt.Errorf("drain refused: %w", gpu.ErrBusy), StartErr: errors.New("no such unit")}
 	tu, err := tuner.New(tuner.Options{Policy: noDecide{}, Clock: clock, Mode: tuner.ModeEnforce, Actuators: tuner.ActuatorsOf(host), Rebalance: Default(),
 		Guards: tuner.DefaultGuards(nil, nil)})
 	if err != nil {
@@ -303,7 +303,7 @@ func TestRelayoutDrainFailureReportsFailedStart(t *testing.T) {
 		note(tu.Progress(context.Background()))
 	}
 	if drain == nil {
-		t.Fatalf("no relayout decision; calls %v", host.calls)
+		t.Fatalf("no relayout decision; calls %v", host.Calls)
 	}
 	if drain.Applied || drain.Outcome != tuner.OutcomeFailed {
 		t.Errorf("decision %+v: want failed", *drain)
@@ -313,8 +313,8 @@ func TestRelayoutDrainFailureReportsFailedStart(t *testing.T) {
 			t.Errorf("reason %q does not say %q", drain.Reason, want)
 		}
 	}
-	if want := "[drain MIG-1 drain MIG-2 start 1 start 2 start 1 start 2 start 1 start 2 start 1 start 2 start 1 start 2]"; fmt.Sprint(host.calls) != want {
-		t.Errorf("calls %v, want %s", host.calls, want)
+	if want := "[drain MIG-1 drain MIG-2 start 1 start 2 start 1 start 2 start 1 start 2 start 1 start 2 start 1 start 2]"; fmt.Sprint(host.Calls) != want {
+		t.Errorf("calls %v, want %s", host.Calls, want)
 	}
 	if want := []string{"failed", "failed"}; !slices.Equal(starts, want) {
 		t.Errorf("start decisions %q, want %q", starts, want)
