@@ -191,3 +191,18 @@ func InfoByName(snap *tenant.Snapshot) map[string]tenant.Info {
 	}
 	return info
 }
+
+// UpDevices are the GPUs of the state's snapshot that answered, in the
+// readings' order; none without a snapshot.
+func (s *State) UpDevices() []*gpu.Device {
+	if s == nil || s.Snapshot == nil || s.Snapshot.Readings == nil {
+		return nil
+	}
+	var up []*gpu.Device
+	for i := range s.Snapshot.Readings.Devices {
+		if d := &s.Snapshot.Readings.Devices[i]; d.Up {
+			up = append(up, d)
+		}
+	}
+	return up
+}

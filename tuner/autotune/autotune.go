@@ -148,15 +148,8 @@ func (m *member) share() float64 {
 
 // Decide computes the actions for every GPU of the snapshot.
 func (p *Autotune) Decide(s *tuner.State) []tuner.Action {
-	if s == nil || s.Snapshot == nil || s.Snapshot.Readings == nil {
-		return nil
-	}
 	var out []tuner.Action
-	for i := range s.Snapshot.Readings.Devices {
-		d := &s.Snapshot.Readings.Devices[i]
-		if !d.Up {
-			continue
-		}
+	for _, d := range s.UpDevices() {
 		ms := p.members(s, d)
 		switch d.Mode {
 		case gpu.SharingMPS:

@@ -79,15 +79,8 @@ func (b Baseline) Name() string { return b.name }
 
 // Decide brings every GPU of the snapshot to the baseline's settings.
 func (b Baseline) Decide(s *tuner.State) []tuner.Action {
-	if s == nil || s.Snapshot == nil || s.Snapshot.Readings == nil {
-		return nil
-	}
 	var out []tuner.Action
-	for i := range s.Snapshot.Readings.Devices {
-		d := &s.Snapshot.Readings.Devices[i]
-		if !d.Up {
-			continue
-		}
+	for _, d := range s.UpDevices() {
 		switch d.Mode {
 		case gpu.SharingMPS:
 			out = append(out, b.mps(s.Snapshot, d)...)
