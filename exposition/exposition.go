@@ -8,8 +8,9 @@
 // served the previous rendering (at most one sample old). Each format
 // holds at most two renderings, the one served and the one under way, the
 // memory of a retired one for the next to encode into, plus what requests
-// in flight still hold. A rendering in the background yields the
-// processor as it goes, so that scrapes are not kept waiting for one.
+// in flight still hold. A rendering into a format's slot (the first one,
+// which its request waits for, as well as those in the background) yields
+// the processor as it goes, so that scrapes are not kept waiting for one.
 package exposition
 
 import (
@@ -287,9 +288,10 @@ func (c *Cache) finish(k key, s *slot, p *pending) {
 
 // render encodes the collectors' part in encoding k, for slot s (nil
 // when rendered for one request): into s's spare memory, yielding the
-// processor between families and between chunks of the compression, so
-// that a rendering in the background holds no processor for long from
-// the scrapes being served.
+// processor between families and between chunks of the compression
+// whenever s is a slot (the first rendering of a format as well as those
+// in the background), so that it holds no processor for long from the
+// scrapes being served.
 func (c *Cache) render(k key, v any, s *slot) *rendered {
 	var spare, scratch []byte
 	if s != nil {

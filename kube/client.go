@@ -18,7 +18,8 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/internal/fileread"
 )
 
-const userAgent = "vgpu_exporter"
+// UserAgent names the exporter in its requests to the kubelet and the API server.
+const UserAgent = "vgpu_exporter"
 
 // kubeClient talks to the kubelet pod-resources socket and, optionally,
 // reads pod metadata (labels, UIDs) from a file or URL.
@@ -210,7 +211,7 @@ func (k *kubeClient) fetchMeta(ctx context.Context) ([]byte, error) {
 			return nil, fmt.Errorf("pod metadata %s: %w", k.metaSrc, err)
 		}
 		req.Header.Set("Accept", "application/json")
-		req.Header.Set("User-Agent", userAgent)
+		req.Header.Set("User-Agent", UserAgent)
 		if k.tokenFile != "" {
 			tok, err := k.bearerToken()
 			if err != nil {

@@ -129,7 +129,7 @@ func (p *Pipeline) Snapshot() *tenant.Snapshot {
 		return nil
 	}
 	st := p.sampler.Stats()
-	if st == snap.Sampler || st.ErrorsTotal == snap.Sampler.ErrorsTotal {
+	if st.ErrorsTotal == snap.Sampler.ErrorsTotal {
 		return snap
 	}
 	if c := p.patched.Load(); c != nil && c.base == snap && c.snap.Sampler == st {

@@ -558,7 +558,7 @@ func percentText(f float64) string {
 // quantileName names quantile q of metric ("" for end-to-end latency):
 // "p95", "p99.9", "TTFT p95".
 func quantileName(metric string, q float64) string {
-	return strings.TrimSpace(metric + " p" + strconv.FormatFloat(math.Round(q*10000)/100, 'f', -1, 64))
+	return strings.TrimSpace(metric + " p" + strings.TrimSuffix(percentText(q), "%"))
 }
 
 func attainmentText(f float64) string {

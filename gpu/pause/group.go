@@ -21,6 +21,8 @@ import (
 type group interface {
 	// Key names the group (a cgroup directory, or "pgid:N").
 	Key() string
+	// Spec is how the group is named to the watchdog.
+	Spec() string
 	Freeze() error
 	Thaw() error
 }
@@ -34,6 +36,8 @@ type cgroupV2 struct {
 }
 
 func (g cgroupV2) Key() string { return g.dir }
+
+func (g cgroupV2) Spec() string { return "v2 " + g.dir }
 
 func (g cgroupV2) Freeze() error {
 	if err := os.WriteFile(filepath.Join(g.dir, "cgroup.freeze"), []byte("1"), 0); err != nil {
@@ -61,6 +65,8 @@ type cgroupV1 struct {
 }
 
 func (g cgroupV1) Key() string { return g.dir }
+
+func (g cgroupV1) Spec() string { return "v1 " + g.dir }
 
 func (g cgroupV1) Freeze() error {
 	state := filepath.Join(g.dir, "freezer.state")
@@ -92,6 +98,8 @@ type procGroup struct {
 }
 
 func (g procGroup) Key() string { return "pgid:" + strconv.Itoa(g.pgid) }
+
+func (g procGroup) Spec() string { return "pgid " + strconv.Itoa(g.pgid) }
 
 func (g procGroup) Freeze() error { return g.kill(-g.pgid, syscall.SIGSTOP) }
 

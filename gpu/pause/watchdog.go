@@ -165,19 +165,6 @@ func parseLine(line string, kill func(int, syscall.Signal) error) (op string, g 
 	return op, g, lease, nil
 }
 
-// spec is how a group is named to the watchdog.
-func spec(g group) string {
-	switch g := g.(type) {
-	case cgroupV2:
-		return "v2 " + g.dir
-	case cgroupV1:
-		return "v1 " + g.dir
-	case procGroup:
-		return "pgid " + strconv.Itoa(g.pgid)
-	}
-	return "unknown " + g.Key()
-}
-
 // watchdog is the parent's end: the pipe to the child, started on first
 // use. A nil *watchdog (no watchdog configured) says nothing.
 type watchdog struct {
@@ -204,16 +191,16 @@ func watchdogCommand(argv []string) func() (io.WriteCloser, func() error, error)
 	}
 }
 
-// say sends one line; a freeze starts the watchdog if it is not running
-// (a thaw needs none: nothing is frozen that it watches).
-func (d *watchdog) say(format string, args ...any) error {
+// say sends one line; with start, the watchdog is started if it is not
+// running (a thaw needs none: nothing is frozen that it watches).
+func (d *watchdog) say(start bool, format string, args ...any) error {
 	if d == nil {
 		return nil
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.w == nil {
-		if !strings.HasPrefix(format, "freeze") {
+		if !start {
 			return nil
 		}
 		w, wait, err := d.start()
@@ -236,7 +223,7 @@ func (d *watchdog) say(format string, args ...any) error {
 // lease.
 func (d *watchdog) leased(gs []group, lease time.Duration) error {
 	for _, g := range gs {
-		if err := d.say("freeze %s %s", spec(g), lease); err != nil {
+		if err := d.say(true, "freeze %s %s", g.Spec(), lease); err != nil {
 			return err
 		}
 	}
@@ -247,7 +234,7 @@ func (d *watchdog) leased(gs []group, lease time.Duration) error {
 func (d *watchdog) thawed(gs []group) error {
 	var errs []error
 	for _, g := range gs {
-		errs = append(errs, d.say("thawed %s", spec(g)))
+		errs = append(errs, d.say(false, "thawed %s", g.Spec()))
 	}
 	return errors.Join(errs...)
 }
