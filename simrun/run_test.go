@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/sim"
 	"github.com/vgpu-exporter/vgpu_exporter/sim/report"
 	"github.com/vgpu-exporter/vgpu_exporter/simrun"
@@ -101,7 +102,7 @@ func TestRunPlanner(t *testing.T) {
 	if ch := res.Recorder.Changes(); len(ch) != 5 || slices.ContainsFunc(ch, func(c report.Change) bool { return c.To != "applied" }) {
 		t.Errorf("changes marked on the plots: %+v; want the 5 applied ones", ch)
 	}
-	if len(pol.act) == 0 || pol.act[0].MPS == nil {
+	if len(pol.act) == 0 || !slices.Contains(pol.act[0].Knobs(), gpu.KnobMPSActiveThreads) {
 		t.Error("the planner's policy was not given the run's actuators")
 	}
 	if wrapped != 1 {

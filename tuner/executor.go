@@ -205,10 +205,33 @@ func (t *Tuner) apply(ctx context.Context, a Action) error {
 	if !ok {
 		return fmt.Errorf("tuner: no mechanism sets %s", a.Knob)
 	}
-	if !m.bound(&t.o.Actuators) {
-		return notSupported(a.Knob)
-	}
 	return m.apply(ctx, t.o.Actuators, a)
+}
+
+// Mechanisms is the mechanism table, the one list of the knobs the tuner
+// changes: adding a knob adds its entry here (beside the gpu actuator
+// interface it names and the backends that implement it). Each entry names
+// its mechanism, says how the executor sets a value of its knob through
+// the host's actuator of its interface (nil for the slow loop's, whose
+// actions carry a plan: applyPlan), and gives each knob's unit and the
+// sharing modes of the GPUs it applies to. The order is the order of
+// knobs in flags and metrics.
+var Mechanisms = []Mechanism{
+	mechanism("mps", valued(applyMPS), knob(gpu.KnobMPSActiveThreads, "ratio", gpu.SharingMPS)),
+	mechanism("timeslice", valued(func(ctx context.Context, ts gpu.TimeSliceActuator, a Action, l Level) error {
+		return ts.SetComputeTimeSlice(ctx, a.GPU, gpu.TimeSliceLevel(l))
+	}), knob(gpu.KnobComputeTimeSlice, "level", gpu.SharingTimeSlice)),
+	mechanism("vgpu-scheduler", valued(func(ctx context.Context, vs gpu.VGPUSchedulerActuator, a Action, s Scheduler) error {
+		return vs.SetVGPUScheduler(ctx, a.GPU, gpu.VGPUSchedulerSetting{Policy: gpu.VGPUPolicy(s)})
+	}), knob(gpu.KnobVGPUScheduler, "policy", gpu.SharingVGPU)),
+	mechanism("clock-power", applyClockPower,
+		knob(gpu.KnobLockedClocks, "mhz", everyMode...), knob(gpu.KnobPowerLimit, "watts", everyMode...)),
+	mechanism("pause", valued(applyPause), knob(gpu.KnobPauseDuty, "ratio", gpu.SharingMPS, gpu.SharingTimeSlice)),
+	mechanism[gpu.PlacementActuator]("placement", nil, knob(gpu.KnobPlacement, "")),
+	mechanism[gpu.MIGActuator]("mig", nil, knob(gpu.KnobMIGLayout, "", gpu.SharingMIG)),
+	mechanism[gpu.Rebalancer]("rebalance", nil, knob(gpu.KnobPlacement, ""), knob(gpu.KnobMIGLayout, "", gpu.SharingMIG)),
+	mechanism[gpu.MIGDrainActuator]("mig-drain", nil),
+	mechanism[gpu.TenantLifecycleActuator]("lifecycle", nil),
 }
 
 // applyMPS sets an MPS client's fraction and, with a.Restart, restarts the
@@ -217,29 +240,47 @@ func (t *Tuner) apply(ctx context.Context, a Action) error {
 // fraction is set back, so that the new one does not wait for a later
 // restart. A host without client restarts leaves the fraction pending
 // (errRestartPending).
-func applyMPS(ctx context.Context, ac Actuators, a Action) error {
-	f, err := want[Fraction](a)
-	if err != nil {
-		return err
-	}
-	if err := ac.MPS.SetMPSActiveThreads(ctx, a.GPU, a.PID, float64(f)); err != nil {
+func applyMPS(ctx context.Context, mps gpu.MPSActuator, a Action, f Fraction) error {
+	if err := mps.SetMPSActiveThreads(ctx, a.GPU, a.PID, float64(f)); err != nil {
 		return err
 	}
 	if !a.Restart {
 		return nil
 	}
-	if err := ac.MPS.RestartClient(ctx, a.GPU, a.PID, a.Tenant); err != nil {
+	if err := mps.RestartClient(ctx, a.GPU, a.PID, a.Tenant); err != nil {
 		if errors.Is(err, gpu.ErrNotSupported) {
 			return errRestartPending
 		}
 		if c, ok := a.Current.(Fraction); ok {
-			if rerr := ac.MPS.SetMPSActiveThreads(ctx, a.GPU, a.PID, float64(c)); rerr != nil {
+			if rerr := mps.SetMPSActiveThreads(ctx, a.GPU, a.PID, float64(c)); rerr != nil {
 				return fmt.Errorf("restart client: %w; setting back %v: %v", err, c, rerr)
 			}
 		}
 		return fmt.Errorf("restart client: %w", err)
 	}
 	return nil
+}
+
+// applyClockPower locks a GPU's SM clocks or sets its power limit.
+func applyClockPower(ctx context.Context, cp gpu.ClockPowerActuator, a Action) error {
+	switch v := a.Want.(type) {
+	case ClockRange:
+		return cp.LockClocks(ctx, a.GPU, gpu.ClockLock(v))
+	case Watts:
+		return cp.SetPowerLimit(ctx, a.GPU, float64(v))
+	}
+	return fmt.Errorf("tuner: %s takes a clock range or watts, not %T", a.Knob, a.Want)
+}
+
+// applyPause sets a tenant's pause duty on all its processes; a restore
+// from the journal knows the target's PID only, whose group (cgroup or
+// process group) the actuator resolves and thaws.
+func applyPause(ctx context.Context, p gpu.PauseActuator, a Action, d Duty) error {
+	pids := a.PIDs
+	if len(pids) == 0 && a.PID != 0 {
+		pids = []uint32{a.PID}
+	}
+	return p.SetPauseDuty(ctx, a.GPU, a.Tenant, pids, float64(d))
 }
 
 // errRestartPending: an MPS fraction was set and the host cannot restart
@@ -255,7 +296,7 @@ func (t *Tuner) canApply(a Action) bool {
 		return true
 	}
 	ac := t.o.Actuators
-	return ac.Rebalancer != nil || ac.Placement != nil || ac.MIG != nil || t.selfRelayout(*a.Plan)
+	return has[gpu.Rebalancer](ac) || has[gpu.PlacementActuator](ac) || has[gpu.MIGActuator](ac) || t.selfRelayout(*a.Plan)
 }
 
 // selfRelayout reports whether the tuner carries out the plan's MIG
@@ -263,7 +304,7 @@ func (t *Tuner) canApply(a Action) bool {
 // no hook but its backends drain instances and restart processes.
 func (t *Tuner) selfRelayout(p gpu.Plan) bool {
 	ac := t.o.Actuators
-	return len(p.MIG) > 0 && ac.Rebalancer == nil && ac.MIG != nil && ac.MIGDrain != nil && ac.Lifecycle != nil
+	return len(p.MIG) > 0 && !has[gpu.Rebalancer](ac) && has[gpu.MIGActuator](ac) && has[gpu.MIGDrainActuator](ac) && has[gpu.TenantLifecycleActuator](ac)
 }
 
 // applyPlan hands a rebalancing plan to the host's hook or, without one,
@@ -272,25 +313,23 @@ func (t *Tuner) selfRelayout(p gpu.Plan) bool {
 // changes nothing.
 func (t *Tuner) applyPlan(ctx context.Context, plan gpu.Plan) error {
 	ac := t.o.Actuators
-	if ac.Rebalancer != nil {
-		return ac.Rebalancer.Rebalance(ctx, plan)
+	if hook, ok := actuator[gpu.Rebalancer](ac); ok {
+		return hook.Rebalance(ctx, plan)
 	}
 	if plan.DryRun {
 		return nil
 	}
 	for _, m := range plan.Moves {
-		if ac.Placement == nil || m.PID == 0 || m.ToUUID == "" {
+		pl, ok := actuator[gpu.PlacementActuator](ac)
+		if !ok || m.PID == 0 || m.ToUUID == "" {
 			return fmt.Errorf("move of %s (PID %d) to %q: %w", m.Tenant, m.PID, m.ToUUID, notSupported(gpu.KnobPlacement))
 		}
-		if err := ac.Placement.MoveProcess(ctx, m.PID, m.ToUUID); err != nil {
+		if err := pl.MoveProcess(ctx, m.PID, m.ToUUID); err != nil {
 			return fmt.Errorf("move of %s (PID %d) to %s: %w", m.Tenant, m.PID, m.ToUUID, err)
 		}
 	}
 	for _, l := range plan.MIG {
-		if ac.MIG == nil {
-			return fmt.Errorf("MIG layout of %s: %w", l.UUID, notSupported(gpu.KnobMIGLayout))
-		}
-		if err := ac.MIG.ConfigureMIG(ctx, l.UUID, l.Profiles); err != nil {
+		if err := t.setLayout(ctx, l.UUID, l.Profiles); err != nil {
 			return fmt.Errorf("MIG layout of %s: %w", l.UUID, err)
 		}
 	}
@@ -299,9 +338,13 @@ func (t *Tuner) applyPlan(ctx context.Context, plan gpu.Plan) error {
 
 // drainAll drains every MIG instance of d, for a relayout.
 func (t *Tuner) drainAll(ctx context.Context, d gpu.Device) error {
+	dr, ok := actuator[gpu.MIGDrainActuator](t.o.Actuators)
+	if !ok {
+		return notSupported(gpu.KnobMIGDrain)
+	}
 	var errs []error
 	for _, m := range d.MIG {
-		if err := t.o.Actuators.MIGDrain.DrainMIGInstance(ctx, d.UUID, m.UUID); err != nil {
+		if err := dr.DrainMIGInstance(ctx, d.UUID, m.UUID); err != nil {
 			errs = append(errs, fmt.Errorf("drain %s: %w", m.UUID, err))
 		}
 	}
@@ -310,15 +353,20 @@ func (t *Tuner) drainAll(ctx context.Context, d gpu.Device) error {
 
 // startProcess starts a process a relayout stopped.
 func (t *Tuner) startProcess(ctx context.Context, pid uint32) error {
-	if t.o.Actuators.Lifecycle == nil {
+	lc, ok := actuator[gpu.TenantLifecycleActuator](t.o.Actuators)
+	if !ok {
 		return notSupported(gpu.KnobProcessLifecycle)
 	}
-	return t.o.Actuators.Lifecycle.StartProcess(ctx, pid)
+	return lc.StartProcess(ctx, pid)
 }
 
-// setLayout sets a drained GPU's MIG layout.
+// setLayout sets a GPU's MIG layout.
 func (t *Tuner) setLayout(ctx context.Context, uuid string, profiles []string) error {
-	return t.o.Actuators.MIG.ConfigureMIG(ctx, uuid, profiles)
+	mig, ok := actuator[gpu.MIGActuator](t.o.Actuators)
+	if !ok {
+		return notSupported(gpu.KnobMIGLayout)
+	}
+	return mig.ConfigureMIG(ctx, uuid, profiles)
 }
 
 func valueText(v Value) string {
@@ -360,48 +408,4 @@ func (t *Tuner) journal(rec Record) error {
 	err := t.o.Journal.Append(rec)
 	t.noteJournal(err)
 	return err
-}
-
-// applyTimeSlice sets a GPU's compute time-slice level.
-func applyTimeSlice(ctx context.Context, ac Actuators, a Action) error {
-	l, err := want[Level](a)
-	if err != nil {
-		return err
-	}
-	return ac.TimeSlice.SetComputeTimeSlice(ctx, a.GPU, gpu.TimeSliceLevel(l))
-}
-
-// applyVGPUScheduler sets a vGPU host's scheduler policy.
-func applyVGPUScheduler(ctx context.Context, ac Actuators, a Action) error {
-	s, err := want[Scheduler](a)
-	if err != nil {
-		return err
-	}
-	return ac.VGPUScheduler.SetVGPUScheduler(ctx, a.GPU, gpu.VGPUSchedulerSetting{Policy: gpu.VGPUPolicy(s)})
-}
-
-// applyClockPower locks a GPU's SM clocks or sets its power limit.
-func applyClockPower(ctx context.Context, ac Actuators, a Action) error {
-	switch v := a.Want.(type) {
-	case ClockRange:
-		return ac.ClockPower.LockClocks(ctx, a.GPU, gpu.ClockLock(v))
-	case Watts:
-		return ac.ClockPower.SetPowerLimit(ctx, a.GPU, float64(v))
-	}
-	return fmt.Errorf("tuner: %s takes a clock range or watts, not %T", a.Knob, a.Want)
-}
-
-// applyPause sets a tenant's pause duty on all its processes; a restore
-// from the journal knows the target's PID only, whose group (cgroup or
-// process group) the actuator resolves and thaws.
-func applyPause(ctx context.Context, ac Actuators, a Action) error {
-	d, err := want[Duty](a)
-	if err != nil {
-		return err
-	}
-	pids := a.PIDs
-	if len(pids) == 0 && a.PID != 0 {
-		pids = []uint32{a.PID}
-	}
-	return ac.Pause.SetPauseDuty(ctx, a.GPU, a.Tenant, pids, float64(d))
 }

@@ -3,47 +3,56 @@ package tuner
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 )
 
-// MPSClients is what the tuner needs of MPS: set a client's active-thread
-// fraction, then restart the client so that the fraction takes effect (MPS
-// applies it to new contexts only).
-type MPSClients = gpu.MPSActuator
-
-// Actuators are the mechanisms the executor acts through, one field per
-// entry of the mechanism table. A nil field is a mechanism the host lacks:
+// Actuators are the actuators the executor acts through: for each
+// mechanism of the table (Mechanisms) that the host has, the backend that
+// implements its gpu interface. A mechanism missing is one the host lacks:
 // a change that needs it is not applied, as not supported
-// (gpu.ErrNotSupported), like a change the GPU itself refuses.
+// (gpu.ErrNotSupported), like a change the GPU itself refuses. Only the
+// executor reaches an actuator (actuator): Actuators has no field and no
+// method that gives one back, so a policy handed them cannot call a setter
+// or type-assert its way to the backend (the simulator and its ground
+// truth).
 type Actuators struct {
-	MPS           MPSClients
-	TimeSlice     gpu.TimeSliceActuator
-	VGPUScheduler gpu.VGPUSchedulerActuator
-	ClockPower    gpu.ClockPowerActuator
-	// Rebalancer applies a rebalancing plan (tenant moves, MIG layouts) as
-	// a whole: a hook on a real host. Where a host has none but can move
-	// processes or change MIG layouts itself (the simulator), the plan is
-	// applied step by step through Placement and MIG.
-	Rebalancer gpu.Rebalancer
-	Placement  gpu.PlacementActuator
-	MIG        gpu.MIGActuator
-	// MIGDrain and Lifecycle let the tuner carry out a MIG relayout itself
-	// where there is no hook: drain every instance, set the layout once
-	// they are empty, start the processes again.
-	MIGDrain  gpu.MIGDrainActuator
-	Lifecycle gpu.TenantLifecycleActuator
-	// Pause pauses a tenant's processes for part of every period.
-	Pause gpu.PauseActuator
+	// by holds, under each mechanism's interface type, the backend bound
+	// to it, which implements that interface.
+	by map[reflect.Type]any
 }
 
-// Mechanism is one entry of the mechanism table: the actuator interface a
-// backend implements for one sharing mechanism, the knobs it drives (the
-// names --tuner.disable-knob takes), the field of Actuators it fills, the
-// forwarding type that hides the backend behind that interface, and how
-// the executor applies a value of its knob.
+// actuator returns the host's actuator of interface I, if it has one.
+func actuator[I any](ac Actuators) (I, bool) {
+	x, ok := ac.by[reflect.TypeFor[I]()].(I)
+	return x, ok
+}
+
+// has reports whether the host has an actuator of interface I.
+func has[I any](ac Actuators) bool {
+	_, ok := actuator[I](ac)
+	return ok
+}
+
+// Knobs are the knobs of the mechanisms the actuators have, in the
+// table's order.
+func (ac Actuators) Knobs() []gpu.Knob {
+	var ks []gpu.Knob
+	for _, m := range Mechanisms {
+		if _, ok := ac.by[m.actuator]; ok {
+			ks = appendNew(ks, m.Knobs...)
+		}
+	}
+	return ks
+}
+
+// Mechanism is one entry of the mechanism table: the gpu actuator
+// interface a backend implements for one sharing mechanism, the knobs it
+// drives (the names --tuner.disable-knob takes) and how the executor
+// applies a value of its knob through that interface.
 type Mechanism struct {
 	// Name names the mechanism in logs and docs.
 	Name string
@@ -51,14 +60,11 @@ type Mechanism struct {
 	// unit and the sharing modes of the GPUs it applies to.
 	Knobs []gpu.Knob
 	Specs []KnobSpec
-	// bind sets the mechanism's field of a to impl, behind its forwarding
-	// type when seal, if impl implements the interface and the field is
-	// still empty; it reports whether impl implements it.
-	bind func(a *Actuators, impl any, seal bool) bool
-	// bound reports whether a has the mechanism.
-	bound func(a *Actuators) bool
-	// apply sets one action's value through the bound actuator; only the
-	// executor calls it. The settings of a mechanism with apply are
+	// actuator is the mechanism's gpu interface.
+	actuator reflect.Type
+	// apply sets one action's value through the host's actuator of the
+	// mechanism, or answers not supported where the host has none; only
+	// the executor calls it. The settings of a mechanism with apply are
 	// journaled before their first change and set back at exit. It is nil
 	// for the mechanisms of the slow loop, whose actions carry a plan
 	// (Tuner.applyPlan): a tenant moved or a MIG layout changed is not
@@ -84,64 +90,42 @@ func knob(k gpu.Knob, unit string, modes ...gpu.SharingMode) KnobSpec {
 	return KnobSpec{Knob: k, Unit: unit, Modes: modes}
 }
 
-// mechanism builds a table entry for the actuator interface I held in the
-// field field returns.
-func mechanism[I any](name string, field func(*Actuators) *I, seal func(I) I, apply func(context.Context, Actuators, Action) error, specs ...KnobSpec) Mechanism {
-	knobs := make([]gpu.Knob, len(specs))
-	for i, sp := range specs {
-		knobs[i] = sp.Knob
+// mechanism builds the table's entry of the mechanism whose backends
+// implement the actuator interface I: apply (nil for a mechanism of the
+// slow loop) sets an action's value through the host's I.
+func mechanism[I any](name string, apply func(ctx context.Context, act I, a Action) error, specs ...KnobSpec) Mechanism {
+	m := Mechanism{Name: name, Specs: specs, actuator: reflect.TypeFor[I]()}
+	for _, sp := range specs {
+		m.Knobs = append(m.Knobs, sp.Knob)
 	}
-	return Mechanism{
-		Name: name, Knobs: knobs, Specs: specs, apply: apply,
-		bind: func(a *Actuators, impl any, sealed bool) bool {
-			x, ok := impl.(I)
+	if apply != nil {
+		m.apply = func(ctx context.Context, ac Actuators, a Action) error {
+			act, ok := actuator[I](ac)
 			if !ok {
-				return false
+				return notSupported(a.Knob)
 			}
-			if f := field(a); any(*f) == nil {
-				if sealed {
-					x = seal(x)
-				}
-				*f = x
-			}
-			return true
-		},
-		bound: func(a *Actuators) bool { return any(*field(a)) != nil },
+			return apply(ctx, act, a)
+		}
+	}
+	return m
+}
+
+// valued adapts set, which sets a knob to a value of type V, into the
+// apply of a table entry: an action whose value is of another type is an
+// error of the policy that gave it.
+func valued[I any, V Value](set func(ctx context.Context, act I, a Action, v V) error) func(context.Context, I, Action) error {
+	return func(ctx context.Context, act I, a Action) error {
+		v, err := want[V](a)
+		if err != nil {
+			return err
+		}
+		return set(ctx, act, a, v)
 	}
 }
 
-// Mechanisms is the mechanism table: adding a knob adds its entry here
-// (with the gpu actuator interface and the backends that implement it).
-// The order is the order of knobs in flags and metrics.
-var Mechanisms = []Mechanism{
-	mechanism("mps", func(a *Actuators) *MPSClients { return &a.MPS },
-		func(x MPSClients) MPSClients { return mpsDoor{x} },
-		applyMPS, knob(gpu.KnobMPSActiveThreads, "ratio", gpu.SharingMPS)),
-	mechanism("timeslice", func(a *Actuators) *gpu.TimeSliceActuator { return &a.TimeSlice },
-		func(x gpu.TimeSliceActuator) gpu.TimeSliceActuator { return timeSliceDoor{x} },
-		applyTimeSlice, knob(gpu.KnobComputeTimeSlice, "level", gpu.SharingTimeSlice)),
-	mechanism("vgpu-scheduler", func(a *Actuators) *gpu.VGPUSchedulerActuator { return &a.VGPUScheduler },
-		func(x gpu.VGPUSchedulerActuator) gpu.VGPUSchedulerActuator { return vgpuDoor{x} },
-		applyVGPUScheduler, knob(gpu.KnobVGPUScheduler, "policy", gpu.SharingVGPU)),
-	mechanism("clock-power", func(a *Actuators) *gpu.ClockPowerActuator { return &a.ClockPower },
-		func(x gpu.ClockPowerActuator) gpu.ClockPowerActuator { return clockPowerDoor{x} },
-		applyClockPower, knob(gpu.KnobLockedClocks, "mhz", everyMode...), knob(gpu.KnobPowerLimit, "watts", everyMode...)),
-	mechanism("pause", func(a *Actuators) *gpu.PauseActuator { return &a.Pause },
-		func(x gpu.PauseActuator) gpu.PauseActuator { return pauseDoor{x} },
-		applyPause, knob(gpu.KnobPauseDuty, "ratio", gpu.SharingMPS, gpu.SharingTimeSlice)),
-	mechanism("placement", func(a *Actuators) *gpu.PlacementActuator { return &a.Placement },
-		func(x gpu.PlacementActuator) gpu.PlacementActuator { return placementDoor{x} },
-		nil, knob(gpu.KnobPlacement, "")),
-	mechanism("mig", func(a *Actuators) *gpu.MIGActuator { return &a.MIG },
-		func(x gpu.MIGActuator) gpu.MIGActuator { return migDoor{x} },
-		nil, knob(gpu.KnobMIGLayout, "", gpu.SharingMIG)),
-	mechanism("rebalance", func(a *Actuators) *gpu.Rebalancer { return &a.Rebalancer },
-		func(x gpu.Rebalancer) gpu.Rebalancer { return rebalancerDoor{x} },
-		nil, knob(gpu.KnobPlacement, ""), knob(gpu.KnobMIGLayout, "", gpu.SharingMIG)),
-	mechanism("mig-drain", func(a *Actuators) *gpu.MIGDrainActuator { return &a.MIGDrain },
-		func(x gpu.MIGDrainActuator) gpu.MIGDrainActuator { return migDrainDoor{x} }, nil),
-	mechanism("lifecycle", func(a *Actuators) *gpu.TenantLifecycleActuator { return &a.Lifecycle },
-		func(x gpu.TenantLifecycleActuator) gpu.TenantLifecycleActuator { return lifecycleDoor{x} }, nil),
+// implements reports whether impl implements the mechanism's interface.
+func (m Mechanism) implements(impl any) bool {
+	return impl != nil && reflect.TypeOf(impl).Implements(m.actuator)
 }
 
 // specOf returns the table's description of knob k.
@@ -205,19 +189,13 @@ func mechanismOf(k gpu.Knob) (Mechanism, bool) {
 
 // ActuatorsOf returns the actuators the backends implement; where several
 // implement the same mechanism, the first one is used.
-func ActuatorsOf(backends ...any) Actuators { return actuatorsOf(false, backends) }
-
-// SealedActuatorsOf is ActuatorsOf with each actuator behind a forwarding
-// type that has its interface's methods and nothing else: a policy cannot
-// type-assert its way from an actuator to the backend (the simulator and
-// its ground truth) or to another mechanism.
-func SealedActuatorsOf(backends ...any) Actuators { return actuatorsOf(true, backends) }
-
-func actuatorsOf(seal bool, backends []any) Actuators {
-	var a Actuators
+func ActuatorsOf(backends ...any) Actuators {
+	a := Actuators{by: map[reflect.Type]any{}}
 	for _, b := range backends {
 		for _, m := range Mechanisms {
-			m.bind(&a, b, seal)
+			if _, ok := a.by[m.actuator]; !ok && m.implements(b) {
+				a.by[m.actuator] = b
+			}
 		}
 	}
 	return a
@@ -225,31 +203,12 @@ func actuatorsOf(seal bool, backends []any) Actuators {
 
 // IsActuator reports whether impl implements any mechanism of the table.
 func IsActuator(impl any) bool {
-	var a Actuators
-	for _, m := range Mechanisms {
-		if m.bind(&a, impl, false) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(Mechanisms, func(m Mechanism) bool { return m.implements(impl) })
 }
 
 // KnobsOf lists the knobs an actuator implementation drives, by the
 // mechanisms it implements.
-func KnobsOf(impl any) []gpu.Knob {
-	var ks []gpu.Knob
-	var a Actuators
-	for _, m := range Mechanisms {
-		if m.bind(&a, impl, false) {
-			for _, k := range m.Knobs {
-				if !slices.Contains(ks, k) {
-					ks = append(ks, k)
-				}
-			}
-		}
-	}
-	return ks
-}
+func KnobsOf(impl any) []gpu.Knob { return ActuatorsOf(impl).Knobs() }
 
 // CountedKnobs are the knobs of the mechanism table, in its order: the
 // knobs whose action counters start at 0.
@@ -258,10 +217,16 @@ var CountedKnobs = tableKnobs()
 func tableKnobs() []gpu.Knob {
 	var ks []gpu.Knob
 	for _, m := range Mechanisms {
-		for _, k := range m.Knobs {
-			if !slices.Contains(ks, k) {
-				ks = append(ks, k)
-			}
+		ks = appendNew(ks, m.Knobs...)
+	}
+	return ks
+}
+
+// appendNew appends to ks those of more it does not hold yet.
+func appendNew(ks []gpu.Knob, more ...gpu.Knob) []gpu.Knob {
+	for _, k := range more {
+		if !slices.Contains(ks, k) {
+			ks = append(ks, k)
 		}
 	}
 	return ks
@@ -330,37 +295,6 @@ func DescribeActuators(bs []NamedActuator) []ActuatorInfo {
 func notSupported(k gpu.Knob) error {
 	return fmt.Errorf("no backend of this host drives %s: %w", k, gpu.ErrNotSupported)
 }
-
-// The forwarding types of SealedActuatorsOf, one per actuator interface.
-// Each embeds its interface under an unexported alias, so it has that
-// interface's methods, promoted, and nothing else: no exported field, so a
-// policy outside the package cannot reach the backend behind it.
-
-type (
-	mpsActuator        = gpu.MPSActuator
-	timeSliceActuator  = gpu.TimeSliceActuator
-	vgpuActuator       = gpu.VGPUSchedulerActuator
-	clockPowerActuator = gpu.ClockPowerActuator
-	pauseActuator      = gpu.PauseActuator
-	placementActuator  = gpu.PlacementActuator
-	migActuator        = gpu.MIGActuator
-	rebalancer         = gpu.Rebalancer
-	migDrainActuator   = gpu.MIGDrainActuator
-	lifecycleActuator  = gpu.TenantLifecycleActuator
-)
-
-type (
-	mpsDoor        struct{ mpsActuator }
-	timeSliceDoor  struct{ timeSliceActuator }
-	vgpuDoor       struct{ vgpuActuator }
-	clockPowerDoor struct{ clockPowerActuator }
-	pauseDoor      struct{ pauseActuator }
-	placementDoor  struct{ placementActuator }
-	migDoor        struct{ migActuator }
-	rebalancerDoor struct{ rebalancer }
-	migDrainDoor   struct{ migDrainActuator }
-	lifecycleDoor  struct{ lifecycleActuator }
-)
 
 // DescribeActuated says what drives each knob, one backend after another:
 // "sim: compute_timeslice locked_clocks; mps: mps_active_threads".

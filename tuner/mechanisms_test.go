@@ -3,6 +3,7 @@ package tuner
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -38,13 +39,21 @@ func TestActuatorsOf(t *testing.T) {
 			for _, c := range []struct {
 				what      string
 				got, want any
-			}{{"MPS", a.MPS, tc.mps}, {"VGPUScheduler", a.VGPUScheduler, tc.vgpu}, {"TimeSlice", a.TimeSlice, tc.ts}} {
+			}{{"MPS", boundOf[gpu.MPSActuator](a), tc.mps}, {"VGPUScheduler", boundOf[gpu.VGPUSchedulerActuator](a), tc.vgpu}, {"TimeSlice", boundOf[gpu.TimeSliceActuator](a), tc.ts}} {
 				if c.got != c.want {
 					t.Errorf("%s = %v, want %v", c.what, c.got, c.want)
 				}
 			}
 		})
 	}
+}
+
+// boundOf is the actuator of interface I a holds, or nil.
+func boundOf[I any](a Actuators) any {
+	if x, ok := actuator[I](a); ok {
+		return x
+	}
+	return nil
 }
 
 // clocksOnly drives clocks and power only.
@@ -61,7 +70,7 @@ func (c *clocksOnly) SetPowerLimit(_ context.Context, uuid string, w float64) er
 }
 
 // The mechanism table is the one list of knobs: the flags' names, the
-// knobs a backend drives, the sealed actuators and the executor's apply
+// knobs a backend drives, the actuators bound and the executor's apply
 // all come from it.
 func TestMechanismTable(t *testing.T) {
 	want := "mps_active_threads compute_timeslice vgpu_scheduler locked_clocks power_limit pause_duty placement mig_layout"
@@ -75,14 +84,18 @@ func TestMechanismTable(t *testing.T) {
 	if !IsActuator(co) || IsActuator(struct{}{}) {
 		t.Error("IsActuator: want true for a clock actuator, false for a plain value")
 	}
-	sealed := SealedActuatorsOf(co)
-	if _, ok := sealed.ClockPower.(*clocksOnly); ok || sealed.ClockPower == nil {
-		t.Errorf("sealed clock actuator %T: want a forwarding type", sealed.ClockPower)
+	seen := map[reflect.Type]string{}
+	for _, m := range Mechanisms {
+		if other, ok := seen[m.actuator]; ok {
+			t.Errorf("%s and %s bind the same interface %v", other, m.Name, m.actuator)
+		}
+		seen[m.actuator] = m.Name
 	}
-	if sealed.MPS != nil || sealed.TimeSlice != nil {
-		t.Error("sealed actuators hold mechanisms the backend lacks")
+	act := ActuatorsOf(co)
+	if got := fmt.Sprint(act.Knobs()); got != "[locked_clocks power_limit]" {
+		t.Errorf("Knobs() = %s", got)
 	}
-	tu, err := New(Options{Policy: fixed(nil), Actuators: sealed, Clock: gpu.NewManualClock(t0), Mode: ModeEnforce})
+	tu, err := New(Options{Policy: fixed(nil), Actuators: act, Clock: gpu.NewManualClock(t0), Mode: ModeEnforce})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,6 +118,44 @@ func TestMechanismTable(t *testing.T) {
 	if got := fmt.Sprint(co.Calls); got != "[SetPowerLimit(GPU-a,300) LockClocks(GPU-a,1980-1980)]" {
 		t.Errorf("calls %s", got)
 	}
+}
+
+// A policy is handed Actuators and reaches no actuator through them, so it
+// can neither call a setter nor type-assert its way to the backend (the
+// simulator and its ground truth): no exported field, and no method whose
+// results could hold one.
+func TestActuatorsGiveNothingBack(t *testing.T) {
+	typ := reflect.TypeFor[Actuators]()
+	for i := range typ.NumField() {
+		if f := typ.Field(i); f.IsExported() {
+			t.Errorf("Actuators exports its field %s", f.Name)
+		}
+	}
+	for i := range typ.NumMethod() {
+		m := typ.Method(i)
+		for j := range m.Type.NumOut() {
+			if out := m.Type.Out(j); mayHold(out) {
+				t.Errorf("Actuators.%s returns a %v, which could hold an actuator", m.Name, out)
+			}
+		}
+	}
+}
+
+// mayHold reports whether a value of type typ could hold an actuator.
+func mayHold(typ reflect.Type) bool {
+	switch typ.Kind() {
+	case reflect.Interface, reflect.Pointer, reflect.Func, reflect.Map, reflect.Chan, reflect.UnsafePointer:
+		return true
+	case reflect.Slice, reflect.Array:
+		return mayHold(typ.Elem())
+	case reflect.Struct:
+		for i := range typ.NumField() {
+			if mayHold(typ.Field(i).Type) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // The table says which knobs a GPU of each sharing mode shows and the

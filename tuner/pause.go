@@ -94,12 +94,8 @@ func (s *State) PauseDuty(tg Target) Duty {
 // drives lists the knobs the bound actuators set, less the disabled ones.
 func (t *Tuner) drives() map[gpu.Knob]bool {
 	out := map[gpu.Knob]bool{}
-	for _, m := range Mechanisms {
-		if m.bound(&t.o.Actuators) {
-			for _, k := range m.Knobs {
-				out[k] = !slices.Contains(t.o.Disabled, k)
-			}
-		}
+	for _, k := range t.o.Actuators.Knobs() {
+		out[k] = !slices.Contains(t.o.Disabled, k)
 	}
 	return out
 }

@@ -5,9 +5,10 @@
 // packages of their own (tuner/autotune, tuner/baseline, tuner/rebalance,
 // oracle), named in tuner/policies; the engine imports none of them.
 //
-// A Policy is called with every snapshot and acts through the Actuators a
-// host's backends implement, so the same policy runs against real hosts and
-// against the simulator (vgpusim). Every decision a policy makes is returned
+// A Policy is called with every snapshot and the Actuators a host's
+// backends implement, which the engine's executor alone acts through, so
+// the same policy runs against real hosts and against the simulator
+// (vgpusim). Every decision a policy makes is returned
 // as a Decision, applied or not, with the reason, for logs, metrics and
 // reports.
 package tuner
@@ -26,10 +27,11 @@ type Policy interface {
 	// Name is the policy's registered name ("static-equal", ...).
 	Name() string
 	// Init is called once with the first readings; it may apply initial
-	// settings through act.
+	// settings, through a Tuner's executor bound to act.
 	Init(ctx context.Context, act Actuators, snap *tenant.Snapshot) error
 	// Observe is called on every tuner tick with the latest snapshot; it may
-	// act through act and returns the decisions it made (for logs/reports).
+	// act, through a Tuner's executor bound to act, and returns the
+	// decisions it made (for logs/reports).
 	Observe(ctx context.Context, act Actuators, snap *tenant.Snapshot) ([]Decision, error)
 }
 

@@ -38,7 +38,7 @@ func fullSummary(t *testing.T, scenario, policy string) report.Summary {
 		return s
 	}
 	res, err := simrun.Run(context.Background(), simrun.Config{
-		Scenario: scenario, Policy: policy, Step: time.Second, Actuators: guardedActuators,
+		Scenario: scenario, Policy: policy, Step: time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -199,7 +199,7 @@ func TestAutotuneEnergyWithSlack(t *testing.T) {
 	run := func(disabled ...string) report.Summary {
 		res, err := simrun.Run(context.Background(), simrun.Config{
 			Scenario: "../../scenarios/energy-slack.yaml", Policy: "autotune", Step: time.Second,
-			DisabledKnobs: disabled, Actuators: guardedActuators,
+			DisabledKnobs: disabled,
 		})
 		if err != nil {
 			t.Fatal(err)

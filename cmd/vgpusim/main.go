@@ -59,7 +59,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, progress 
 	}()
 
 	runCmd := app.Command("run", "Run a scenario and report.")
-	cfg := runConfig{Config: simrun.Config{Actuators: guardedActuators}}
+	var cfg runConfig
 	var seedSet bool
 	runCmd.Flag("scenario", "Scenario file, or the name of a built-in scenario (see 'vgpusim list').").Required().StringVar(&cfg.Scenario)
 	runCmd.Flag("tenants", "Tenants file for attribution; default: the scenario's <name>.tenants.yaml companion when it exists.").StringVar(&cfg.Tenants)
@@ -79,7 +79,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, progress 
 	listCmd := app.Command("list", "List the built-in scenarios.")
 
 	tablesCmd := app.Command("tables", "Run every built-in scenario under each policy on each seed and print the scenario tables of scenarios/README.md and docs/tuning.md.")
-	tables := table.Options{Run: simrun.Config{Step: time.Second, Actuators: guardedActuators}}
+	tables := table.Options{Run: simrun.Config{Step: time.Second}}
 	var tableSeeds, tablePolicies, tableDuration string
 	tablesCmd.Flag("seeds", "Seeds of every run: a range (4-6), a seed or a list (1,5,9).").Default("1-3").StringVar(&tableSeeds)
 	tablesCmd.Flag("policies", "Policies, in row order; "+baseline.StaticEqualName+" and "+baseline.UncappedName+" are needed for the goodput columns.").
