@@ -150,20 +150,28 @@ func (p *Autotune) pauses(s *tuner.State, d *gpu.Device, ms []*member) ([]tuner.
 
 // verdict judges the latency tenants of ds by their requests of the last
 // interval (recentBurn): the worst miss, over the fast window too or a
-// clear one (twice ViolateBurn), with its burn; and whether a tenant
-// violating over the fast window has too few requests since the last
-// pause change to tell.
+// clear one, with its burn; and whether a tenant violating over the fast
+// window has too few requests since the last pause change to tell.
 func (p *Autotune) verdict(s *tuner.State, uuid string, ds domainSignals) (w *member, burn float64, unknown bool) {
 	for _, m := range ds.latency {
-		b, ok := p.recentBurn(s, uuid, m)
+		b, n, ok := p.recentBurn(s, uuid, m)
 		switch {
 		case !ok:
 			unknown = unknown || m.violating
-		case b > p.P.ViolateBurn && (m.violating || b > 2*p.P.ViolateBurn) && (w == nil || m.priority > w.priority || (m.priority == w.priority && b > burn)):
+		case b > p.P.ViolateBurn && (m.violating || p.clearMiss(b, n, m.slo.Quantile)) && (w == nil || m.priority > w.priority || (m.priority == w.priority && b > burn)):
 			w, burn = m, b
 		}
 	}
 	return w, burn, unknown
+}
+
+// clearMiss says whether a burn over n requests is a clear miss: twice
+// ViolateBurn, and its late requests three standard deviations (Poisson)
+// above what the SLO allows of n, so that a wobble of a few requests in
+// an interval is not one.
+func (p *Autotune) clearMiss(burn, n, quantile float64) bool {
+	allowed := n * math.Max(1-quantile, 1e-3)
+	return burn > 2*p.P.ViolateBurn && (burn-1)*allowed >= 3*math.Sqrt(math.Max(allowed, 1))
 }
 
 // rising returns the latency tenant of ds whose load rises (PauseRise)
@@ -192,15 +200,15 @@ func (p *Autotune) rising(s *tuner.State, ds domainSignals) (*member, riseOf, bo
 // last PauseWindow, back far enough for MinRequests of them (no further
 // than the fast window), and never before the last pause change on the
 // GPU; without the trail for it, over the requests since the last pause
-// change (burnSincePause). False while too few requests have ended since
-// the change to tell.
-func (p *Autotune) recentBurn(s *tuner.State, uuid string, m *member) (float64, bool) {
+// change (burnSincePause). With it, how many requests it judged; false
+// while too few requests have ended since the change to tell.
+func (p *Autotune) recentBurn(s *tuner.State, uuid string, m *member) (burn, requests float64, ok bool) {
 	earliest := s.Now.Add(-s.Fast[m.name].Over)
 	if c, ok := s.LastChange(tuner.Target{GPU: uuid, Knob: gpu.KnobPauseDuty}); ok && c.At.After(earliest) {
 		earliest = c.At
 	}
 	if r, _, ok := p.trail.since(m.name, s.Now.Add(-p.P.PauseWindow), earliest, p.P.MinRequests); ok {
-		return tuner.Burn(r.Good/r.Total, m.slo.Quantile), true
+		return tuner.Burn(r.Good/r.Total, m.slo.Quantile), r.Total, true
 	}
 	return p.burnSincePause(s, uuid, m)
 }
@@ -321,21 +329,21 @@ func (pd *pauseDaily) pattern(uuid string, t time.Time) (tuner.Duty, int) {
 // since the last pause change on the GPU (its fast-window burn when there
 // was none, or before the fast window); false while too few requests have
 // ended since the change to tell.
-func (p *Autotune) burnSincePause(s *tuner.State, uuid string, w *member) (float64, bool) {
+func (p *Autotune) burnSincePause(s *tuner.State, uuid string, w *member) (burn, requests float64, ok bool) {
 	c, ok := s.LastChange(tuner.Target{GPU: uuid, Knob: gpu.KnobPauseDuty})
 	if !ok || s.Now.Sub(c.At) >= s.Fast[w.name].Over || c.Counters == nil {
-		return w.burn, true
+		return w.burn, s.Fast[w.name].Total, true
 	}
 	then, ok := c.Counters[w.name]
 	if !ok {
-		return w.burn, true
+		return w.burn, s.Fast[w.name].Total, true
 	}
 	now := tuner.RequestCounts(s.Snapshot)[w.name]
 	total, good := now.Total-then.Total, now.Good-then.Good
 	if total < p.P.MinRequests || total <= 0 {
-		return 0, false
+		return 0, 0, false
 	}
-	return tuner.Burn(good/total, w.slo.Quantile), true
+	return tuner.Burn(good/total, w.slo.Quantile), total, true
 }
 
 // pauseSlack says whether every latency tenant of the domain has slack
@@ -348,7 +356,7 @@ func (p *Autotune) pauseSlack(s *tuner.State, uuid string, ds domainSignals) boo
 		if m.slo.WindowRequests == 0 {
 			continue
 		}
-		burn, ok := p.recentBurn(s, uuid, m)
+		burn, _, ok := p.recentBurn(s, uuid, m)
 		if !ok || !m.hasBurn || burn > p.P.ViolateBurn/2 || m.burn > p.P.SlackBurn {
 			return false
 		}

@@ -75,8 +75,11 @@ func TestPauseRecentWindow(t *testing.T) {
 		want   []string
 		reason string
 	}{
-		{"a clear miss over the last interval, the minute's burn under 1: paused", append(steady, round{30, 3}), 0.8, 0.9, 0, false,
-			[]string{"GPU-0/pause_duty/pid2=30%"}, "10.0x over its requests of the last 15s"},
+		{"a clear miss over the last interval, the minute's burn under 1: paused", append(steady, round{30, 6}), 0.8, 0.9, 0, false,
+			[]string{"GPU-0/pause_duty/pid2=30%"}, "20.0x over its requests of the last 15s"},
+		{"two late of 30 against 0.3 allowed, the minute's burn under 1: a wobble, held", append(steady, round{30, 2}), 0.8, 0.9, 0, false, nil, ""},
+		{"the same two late, the minute's burn over 1: paused", append(steady, round{30, 2}), 1.5, 0.9, 0, false,
+			[]string{"GPU-0/pause_duty/pid2=30%"}, "6.7x"},
 		{"a small miss over the last interval, the minute's burn under 1: held", append(busy, round{60, 1}), 0.8, 0.9, 0, false, nil, ""},
 		{"twice the requests, no slack: paused ahead", append(steady, round{60, 0}), 0, 0.9, 0, false,
 			[]string{"GPU-0/pause_duty/pid2=80%"}, "2.0x as fast"},
