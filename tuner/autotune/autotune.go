@@ -86,8 +86,8 @@ type Params struct {
 	PauseWindow time.Duration
 	// PauseRise: a latency tenant whose requests over the last PauseWindow
 	// come PauseRise times as fast as over the minute before, and whose SLO
-	// window's quantile has no slack (above SlackRatio of the target), is
-	// paused for before its requests are late.
+	// window's quantile has no slack (above SlackRatio of the target), has
+	// the batch tenants beside it paused before its requests are late.
 	PauseRise float64
 }
 
