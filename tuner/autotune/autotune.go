@@ -80,6 +80,15 @@ type Params struct {
 	// PauseGain*burn within [PauseStepMin, PauseStepMax], up to PauseMax;
 	// while every SLO has slack it falls by PauseRelease per interval.
 	PauseMax, PauseGain, PauseStepMin, PauseStepMax, PauseRelease float64
+	// PauseWindow: the fast loop judges a latency tenant by the requests
+	// that ended over the last PauseWindow (at least MinRequests of them,
+	// back to the fast window), and not before the last pause change.
+	PauseWindow time.Duration
+	// PauseRise: a latency tenant whose requests over the last PauseWindow
+	// come PauseRise times as fast as over the minute before, and whose SLO
+	// window's quantile has no slack (above SlackRatio of the target), has
+	// the batch tenants beside it paused before its requests are late.
+	PauseRise float64
 }
 
 // DefaultParams returns the defaults.
@@ -95,6 +104,7 @@ func DefaultParams() Params {
 		EnergyStep: 0.1, EnergyFloor: 0.5,
 		TrialDwell: 2 * time.Minute, TrialHold: 10 * time.Minute, TrialGain: 0.1,
 		PauseMax: 0.8, PauseGain: 0.1, PauseStepMin: 0.1, PauseStepMax: 0.3, PauseRelease: 0.05,
+		PauseWindow: 15 * time.Second, PauseRise: 1.5,
 	}
 }
 
@@ -103,12 +113,15 @@ func DefaultParams() Params {
 // and best-effort tenants beside them, and gives it back when every SLO
 // has slack. See docs/tuning.md.
 type Autotune struct {
-	P   Params
-	day *pauseDaily // the fast loop's daily pattern (pause.go)
+	P     Params
+	day   *pauseDaily   // the fast loop's daily pattern (pause.go)
+	trail *requestTrail // the fast loop's recent requests (trail.go)
 }
 
 // New returns the policy with the default parameters.
-func New() *Autotune { return &Autotune{P: DefaultParams(), day: &pauseDaily{}} }
+func New() *Autotune {
+	return &Autotune{P: DefaultParams(), day: &pauseDaily{}, trail: &requestTrail{}}
+}
 
 // Name returns "autotune".
 func (*Autotune) Name() string { return Name }
@@ -343,8 +356,10 @@ func (p *Autotune) mps(s *tuner.State, d *gpu.Device, ms []*member) []tuner.Acti
 		if costly {
 			// Every step restarts the others and costs them more than
 			// an interval of work: halve their share instead, so that
-			// a few restarts reach any cap.
-			next = math.Min(bound, math.Max(next, 1-capOthers/2))
+			// a few restarts reach any cap; where they are paused, at
+			// least to the share the pause leaves them, in one restart.
+			paused := p.pausedDuty(s, d, ds.others)
+			next = math.Min(bound, math.Max(next, 1-capOthers*math.Min(0.5, 1-paused)))
 		}
 		if next <= reserved+1e-9 {
 			return nil // at its bound: nothing more to take through MPS (anti-windup)

@@ -75,36 +75,55 @@ func (p *Autotune) pauses(s *tuner.State, d *gpu.Device, ms []*member) ([]tuner.
 		}
 		return out
 	}
+	p.trail.observe(s.Now, tuner.RequestCounts(s.Snapshot))
+	w, wBurn, unknown := p.verdict(s, d.UUID, ds)
 	switch {
-	case ds.anyViolating:
-		w := ds.worst
-		burn, ok := p.burnSincePause(s, d.UUID, w)
-		if !ok {
-			// too few requests since the last pause change to judge it
-			out = anticipate()
-			return out, len(out) == 0 && pausedAtCeiling(ps, p.P.PauseMax)
-		}
-		if burn <= p.P.ViolateBurn {
-			// the last pause holds the SLO since it was made (the fast
-			// window still holds the requests before it): keep it, and
-			// the slow knobs waiting, unless it is at the ceiling (then
-			// they judge the SLO window themselves)
-			return anticipate(), pausedAtCeiling(ps, p.P.PauseMax)
-		}
-		step := math.Min(p.P.PauseStepMax, math.Max(p.P.PauseStepMin, p.P.PauseGain*burn))
+	case w != nil:
+		step := math.Min(p.P.PauseStepMax, math.Max(p.P.PauseStepMin, p.P.PauseGain*wBurn))
 		for _, x := range ps {
 			next := tuner.Duty(math.Min(p.P.PauseMax, math.Max(float64(floor), math.Round((float64(x.cur)+step)*100)/100)))
-			act(x, next, fmt.Sprintf("%s violates its SLO (error budget burning %.1fx since the last pause change): pause %s %.0f%% of every period (was %.0f%%), no restart",
-				w.name, burn, x.m.name, 100*next, 100*x.cur))
+			act(x, next, fmt.Sprintf("%s violates its SLO (error budget burning %.1fx over its requests of the last %v, none before the last pause change): pause %s %.0f%% of every period (was %.0f%%), no restart",
+				w.name, wBurn, p.P.PauseWindow, x.m.name, 100*next, 100*x.cur))
 			p.day.raised(d.UUID, s.Now, next)
 		}
-		// at the ceiling, or past a quarter of it and violating still:
-		// the pause alone does not hold the SLO, and the slow knobs act
-		// too (measured on bursty-llm-training, -ttft and
+		// at the ceiling, or past a quarter of it and violating still
+		// (half of it where restarting the others is costly): the pause
+		// alone does not hold the SLO, and the slow knobs act too
+		// (measured on bursty-llm-training, -ttft, eight-gpu-hot and
 		// code-assistant-replay: more SLOs met than waiting for the
 		// ceiling, fewer MPS restarts than without the pause)
-		return out, len(out) == 0 || pausedAtCeiling(ps, p.P.PauseMax/4)
-	case p.pauseSlack(s, d.UUID, ds):
+		slowAt := p.P.PauseMax / 4
+		if restartCost(ds.others) >= p.P.CostlyRestart {
+			slowAt = p.P.PauseMax / 2
+		}
+		return out, len(out) == 0 || pausedAtCeiling(ps, slowAt)
+	case unknown:
+		// too few requests since the last pause change to judge it
+		out = anticipate()
+		return out, len(out) == 0 && pausedAtCeiling(ps, p.P.PauseMax)
+	case ds.anyViolating:
+		// the last interval's requests hold the SLO (the fast window
+		// still holds the late ones before them): keep the pause, and
+		// the slow knobs waiting, unless it is at the ceiling (then they
+		// judge the SLO window themselves)
+		return anticipate(), pausedAtCeiling(ps, p.P.PauseMax)
+	}
+	if m, r, ok := p.rising(s, ds); ok {
+		// as much as the rise: a load twice as fast pauses the batch a
+		// whole period more, up to the ceiling, and the slack release
+		// (above the peak's fading floor) finds what it needs
+		step := math.Max(p.P.PauseStepMin, r.ratio-1)
+		for _, x := range ps {
+			next := tuner.Duty(math.Min(p.P.PauseMax, math.Max(float64(floor), math.Round((float64(x.cur)+step)*100)/100)))
+			act(x, next, fmt.Sprintf("%s's requests come %.1fx as fast over the last %v as over the minute before, its SLO without slack: pause %s %.0f%% of every period before they are late (was %.0f%%), no restart",
+				m.name, r.ratio, p.P.PauseWindow, x.m.name, 100*next, 100*x.cur))
+		}
+		if len(out) > 0 {
+			p.trail.pausedAhead(d.UUID, aheadRaise{at: s.Now, tenant: m.name, before: r.before})
+		}
+		return out, false
+	}
+	if p.pauseSlack(s, d.UUID, ds) {
 		for _, x := range ps {
 			if x.cur == 0 && floor == 0 {
 				continue
@@ -127,6 +146,71 @@ func (p *Autotune) pauses(s *tuner.State, d *gpu.Device, ms []*member) ([]tuner.
 	}
 	out = anticipate()
 	return out, len(out) == 0
+}
+
+// verdict judges the latency tenants of ds by their requests of the last
+// interval (recentBurn): the worst miss, over the fast window too or a
+// clear one, with its burn; and whether a tenant violating over the fast
+// window has too few requests since the last pause change to tell.
+func (p *Autotune) verdict(s *tuner.State, uuid string, ds domainSignals) (w *member, burn float64, unknown bool) {
+	for _, m := range ds.latency {
+		b, n, ok := p.recentBurn(s, uuid, m)
+		switch {
+		case !ok:
+			unknown = unknown || m.violating
+		case b > p.P.ViolateBurn && (m.violating || p.clearMiss(b, n, m.slo.Quantile)) && (w == nil || m.priority > w.priority || (m.priority == w.priority && b > burn)):
+			w, burn = m, b
+		}
+	}
+	return w, burn, unknown
+}
+
+// clearMiss says whether a burn over n requests is a clear miss: twice
+// ViolateBurn, and its late requests three standard deviations (Poisson)
+// above what the SLO allows of n, so that a wobble of a few requests in
+// an interval is not one.
+func (p *Autotune) clearMiss(burn, n, quantile float64) bool {
+	allowed := n * math.Max(1-quantile, 1e-3)
+	return burn > 2*p.P.ViolateBurn && (burn-1)*allowed >= 3*math.Sqrt(math.Max(allowed, 1))
+}
+
+// rising returns the latency tenant of ds whose load rises (PauseRise)
+// most while its SLO window has no slack, and the rise: the requests of
+// the last interval at least PauseRise times and three standard
+// deviations (Poisson) above what the minute before expects.
+func (p *Autotune) rising(s *tuner.State, ds domainSignals) (*member, riseOf, bool) {
+	var top *member
+	var best riseOf
+	for _, m := range ds.latency {
+		if !m.hasRatio || m.ratio <= p.P.SlackRatio {
+			continue
+		}
+		r, ok := p.trail.rise(m.name, s.Now, p.P.PauseWindow)
+		if !ok || r.got < p.P.MinRequests || r.ratio < p.P.PauseRise || r.got-r.want < 3*math.Sqrt(math.Max(r.want, 1)) {
+			continue
+		}
+		if r.ratio > best.ratio {
+			top, best = m, r
+		}
+	}
+	return top, best, top != nil
+}
+
+// recentBurn is m's error-budget burn over the requests that ended in the
+// last PauseWindow, back far enough for MinRequests of them (no further
+// than the fast window), and never before the last pause change on the
+// GPU; without the trail for it, over the requests since the last pause
+// change (burnSincePause). With it, how many requests it judged; false
+// while too few requests have ended since the change to tell.
+func (p *Autotune) recentBurn(s *tuner.State, uuid string, m *member) (burn, requests float64, ok bool) {
+	earliest := s.Now.Add(-s.Fast[m.name].Over)
+	if c, ok := s.LastChange(tuner.Target{GPU: uuid, Knob: gpu.KnobPauseDuty}); ok && c.At.After(earliest) {
+		earliest = c.At
+	}
+	if r, _, ok := p.trail.since(m.name, s.Now.Add(-p.P.PauseWindow), earliest, p.P.MinRequests); ok {
+		return tuner.Burn(r.Good/r.Total, m.slo.Quantile), r.Total, true
+	}
+	return p.burnSincePause(s, uuid, m)
 }
 
 // Anticipation's memory.
@@ -157,8 +241,8 @@ func (p *Autotune) pauseFloor(s *tuner.State, uuid string) (tuner.Duty, string) 
 	for _, c := range s.History[tuner.Target{GPU: uuid, Knob: gpu.KnobPauseDuty}.DomainKey()] {
 		to, ok1 := c.To.(tuner.Duty)
 		from, ok2 := c.From.(tuner.Duty)
-		if !ok1 || (ok2 && to <= from) {
-			continue // only raises: a peak's need
+		if !ok1 || (ok2 && to <= from) || p.trail.aheadGone(uuid, c.At, s.Now, p.P.PauseWindow, p.P.PauseRise) {
+			continue // only raises: a peak's need (a rise's guess while the load stays up)
 		}
 		f := float64(to) - pausePeakFade*s.Now.Sub(c.At).Minutes()
 		if f = math.Round(f*100) / 100; f > floor {
@@ -245,38 +329,56 @@ func (pd *pauseDaily) pattern(uuid string, t time.Time) (tuner.Duty, int) {
 // since the last pause change on the GPU (its fast-window burn when there
 // was none, or before the fast window); false while too few requests have
 // ended since the change to tell.
-func (p *Autotune) burnSincePause(s *tuner.State, uuid string, w *member) (float64, bool) {
+func (p *Autotune) burnSincePause(s *tuner.State, uuid string, w *member) (burn, requests float64, ok bool) {
 	c, ok := s.LastChange(tuner.Target{GPU: uuid, Knob: gpu.KnobPauseDuty})
 	if !ok || s.Now.Sub(c.At) >= s.Fast[w.name].Over || c.Counters == nil {
-		return w.burn, true
+		return w.burn, s.Fast[w.name].Total, true
 	}
 	then, ok := c.Counters[w.name]
 	if !ok {
-		return w.burn, true
+		return w.burn, s.Fast[w.name].Total, true
 	}
 	now := tuner.RequestCounts(s.Snapshot)[w.name]
 	total, good := now.Total-then.Total, now.Good-then.Good
 	if total < p.P.MinRequests || total <= 0 {
-		return 0, false
+		return 0, 0, false
 	}
-	return tuner.Burn(good/total, w.slo.Quantile), true
+	return tuner.Burn(good/total, w.slo.Quantile), total, true
 }
 
 // pauseSlack says whether every latency tenant of the domain has slack
-// for the fast loop: idle, or its burn since the last pause change at most
-// half ViolateBurn. The SLO window's quantile is not waited for: a pause
-// given back too far is taken again within one interval, at no cost.
+// for the fast loop: idle, or its burn over the last interval (recentBurn)
+// at most half ViolateBurn (pauses asks it only when none violates over
+// the fast window: a pause is given back slowly). The SLO window's quantile is not waited for: a pause given back too far
+// is taken again within one interval, at no cost.
 func (p *Autotune) pauseSlack(s *tuner.State, uuid string, ds domainSignals) bool {
 	for _, m := range ds.latency {
 		if m.slo.WindowRequests == 0 {
 			continue
 		}
-		burn, ok := p.burnSincePause(s, uuid, m)
-		if !ok || !m.hasBurn || burn > p.P.ViolateBurn/2 {
+		burn, _, ok := p.recentBurn(s, uuid, m)
+		if !ok || !m.hasBurn || burn > p.P.ViolateBurn/2 || m.burn > p.P.SlackBurn {
 			return false
 		}
 	}
 	return true
+}
+
+// pausedDuty is the least pause of the tenants ms on d: 0 where one is
+// not paused (and always without the pause knob).
+func (p *Autotune) pausedDuty(s *tuner.State, d *gpu.Device, ms []*member) float64 {
+	if !s.Drives[gpu.KnobPauseDuty] || len(ms) == 0 {
+		return 0
+	}
+	least := 1.0
+	for _, m := range ms {
+		pids := tenantPIDs(s.Snapshot, m.name)
+		if len(pids) == 0 {
+			return 0
+		}
+		least = math.Min(least, float64(s.PauseDuty(tuner.Target{GPU: d.UUID, Knob: gpu.KnobPauseDuty, PID: pids[0]})))
+	}
+	return least
 }
 
 // pausedAtCeiling says whether every pauser is at the ceiling.

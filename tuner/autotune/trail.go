@@ -1,0 +1,193 @@
+package autotune
+
+import (
+	"math"
+	"sync"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/tuner"
+)
+
+// The fast loop's own memory of the latency tenants' request counters,
+// one point a round: the burn over the last interval's requests (the
+// judgement of a pause and of a miss), and the rate of the last interval
+// against the minute before it (a load step, seen before its requests
+// are late).
+
+// trailKeep is how long the trail keeps a tenant's points.
+const trailKeep = 2 * time.Minute
+
+// trailPoint is a tenant's cumulative request counters at a round.
+type trailPoint struct {
+	at time.Time
+	c  tuner.RequestCount
+}
+
+// requestTrail keeps, per latency tenant, its request counters at each
+// round over the last trailKeep.
+type requestTrail struct {
+	mu  sync.Mutex
+	pts map[string][]trailPoint
+	// ahead are, per GPU, the pauses (the last maxAhead) raised ahead of
+	// a load rise: a guess, which leaves a floor (pauseFloor) only while
+	// the load stays up.
+	ahead map[string][]aheadRaise
+}
+
+// aheadRaise is a pause raised at a round ahead of a tenant's load rise,
+// and the tenant's rate (requests a second) before the rise.
+type aheadRaise struct {
+	at     time.Time
+	tenant string
+	before float64
+}
+
+// maxAhead is how many raises requestTrail.ahead keeps per GPU.
+const maxAhead = 16
+
+// pausedAhead records that the pause on uuid was raised at t ahead of
+// tenant's load rise from before requests a second.
+func (tr *requestTrail) pausedAhead(uuid string, r aheadRaise) {
+	if tr == nil {
+		return
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if tr.ahead == nil {
+		tr.ahead = map[string][]aheadRaise{}
+	}
+	a := append(tr.ahead[uuid], r)
+	if len(a) > maxAhead {
+		a = a[len(a)-maxAhead:]
+	}
+	tr.ahead[uuid] = a
+}
+
+// aheadGone says whether the pause on uuid raised at t was raised ahead of
+// a load rise that is gone: the tenant's requests over the last window
+// come less than halfway from its rate before the rise to PauseRise times
+// it (or the trail cannot tell).
+func (tr *requestTrail) aheadGone(uuid string, t, now time.Time, window time.Duration, rise float64) bool {
+	if tr == nil {
+		return false
+	}
+	tr.mu.Lock()
+	var r *aheadRaise
+	for i := range tr.ahead[uuid] {
+		if tr.ahead[uuid][i].at.Equal(t) {
+			r = &tr.ahead[uuid][i]
+		}
+	}
+	tr.mu.Unlock()
+	if r == nil {
+		return false
+	}
+	c, span, ok := tr.since(r.tenant, now.Add(-window), now.Add(-2*window), 1)
+	return !ok || c.Total/span.Seconds() < r.before*(1+rise)/2
+}
+
+// observe adds the snapshot's counters at now, once a round; a counter
+// that went down (a source restarted) starts the tenant's trail over.
+func (tr *requestTrail) observe(now time.Time, counts map[string]tuner.RequestCount) {
+	if tr == nil {
+		return
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if tr.pts == nil {
+		tr.pts = map[string][]trailPoint{}
+	}
+	for name, c := range counts {
+		ps := tr.pts[name]
+		if n := len(ps); n > 0 {
+			if !now.After(ps[n-1].at) {
+				continue
+			}
+			if c.Total < ps[n-1].c.Total || c.Good < ps[n-1].c.Good {
+				ps = nil
+			}
+		}
+		ps = append(ps, trailPoint{at: now, c: c})
+		i := 0
+		for i < len(ps) && ps[i].at.Before(now.Add(-trailKeep)) {
+			i++
+		}
+		tr.pts[name] = ps[i:]
+	}
+}
+
+// since returns the requests of name from the newest point at or before
+// from, or an older one back to earliest where that one holds fewer than
+// min requests, to the latest point; false when no point back to
+// earliest gives min requests.
+func (tr *requestTrail) since(name string, from, earliest time.Time, min float64) (tuner.RequestCount, time.Duration, bool) {
+	if tr == nil {
+		return tuner.RequestCount{}, 0, false
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	ps := tr.pts[name]
+	if len(ps) < 2 {
+		return tuner.RequestCount{}, 0, false
+	}
+	last := ps[len(ps)-1]
+	for i := len(ps) - 2; i >= 0 && !ps[i].at.Before(earliest); i-- {
+		if ps[i].at.After(from) {
+			continue
+		}
+		d := tuner.RequestCount{Total: last.c.Total - ps[i].c.Total, Good: last.c.Good - ps[i].c.Good}
+		if d.Total >= min && d.Total > 0 {
+			return d, last.at.Sub(ps[i].at), true
+		}
+	}
+	return tuner.RequestCount{}, 0, false
+}
+
+// riseOf is a tenant's load over the last window against the span before
+// it.
+type riseOf struct {
+	ratio     float64 // the window's rate over the earlier rate
+	got, want float64 // the window's requests, and the earlier rate's expectation of them
+	before    float64 // the earlier rate, requests a second
+}
+
+// rise is name's rate over the last window against its rate over the span
+// before it, when the trail holds the window and at least two windows
+// before it (up to three).
+func (tr *requestTrail) rise(name string, now time.Time, window time.Duration) (riseOf, bool) {
+	if tr == nil {
+		return riseOf{}, false
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	ps := tr.pts[name]
+	if len(ps) < 3 {
+		return riseOf{}, false
+	}
+	last := ps[len(ps)-1]
+	mid, first := -1, -1
+	for i := len(ps) - 2; i >= 0; i-- {
+		if mid < 0 && !ps[i].at.After(now.Add(-window)) {
+			mid = i
+			continue
+		}
+		if mid >= 0 && !ps[i].at.After(now.Add(-4*window)) {
+			first = i
+			break
+		}
+	}
+	if mid < 0 {
+		return riseOf{}, false
+	}
+	if first < 0 {
+		first = 0
+	}
+	span, earlier := last.at.Sub(ps[mid].at), ps[mid].at.Sub(ps[first].at)
+	if earlier < 2*window || span <= 0 {
+		return riseOf{}, false
+	}
+	r := riseOf{got: last.c.Total - ps[mid].c.Total, before: (ps[mid].c.Total - ps[first].c.Total) / earlier.Seconds()}
+	r.want = r.before * span.Seconds()
+	r.ratio = r.got / math.Max(r.want, 1e-9)
+	return r, true
+}
