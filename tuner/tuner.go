@@ -84,9 +84,10 @@ type Options struct {
 
 // OptInKnobs are the knobs a tuner changes only where Options.Enabled
 // names them. The pause duty is one: it is the knob that can hurt a batch
-// tenant most, and autotune with it met fewer SLOs on the built-in
-// scenarios than without it (docs/tuning.md), so it waits for an operator
-// to ask for it (--tuner.enable-knob, vgpusim --enable-knob).
+// tenant most: on the built-in scenarios it takes batch work where
+// autotune without it does not, and it misses a seed autotune meets
+// without it (docs/tuning.md), so it waits for an operator to ask for it
+// (--tuner.enable-knob, vgpusim --enable-knob).
 var OptInKnobs = []gpu.Knob{gpu.KnobPauseDuty}
 
 // OptInNames are the names of OptInKnobs, for flags.
