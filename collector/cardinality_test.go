@@ -104,6 +104,13 @@ var cardinalityTerms = map[string]func(*tenant.Snapshot, *tuner.Status) int{
 		return n
 	},
 	"tenant": func(s *tenant.Snapshot, _ *tuner.Status) int { return len(s.Tenants) },
+	"container GPU allocation in the pod info": func(s *tenant.Snapshot, _ *tuner.Status) int {
+		if s.PodInfo == nil {
+			return 0
+		}
+		return len(s.PodInfo.Allocations)
+	},
+	"host with the pod info on": func(s *tenant.Snapshot, _ *tuner.Status) int { return map[bool]int{true: 1}[s.PodInfo != nil] },
 	"tenant with an SLO": func(s *tenant.Snapshot, _ *tuner.Status) int {
 		return countOf(s.SLOs, func(l tenant.SLOStatus) bool { return l.TargetSeconds > 0 })
 	},

@@ -168,6 +168,10 @@ func richSnapshot() *tenant.Snapshot {
 		Config: tenant.ConfigStatus{File: "/etc/vgpu/tenants.yml", LastReloadSuccessful: true,
 			LastReloadSuccessTime: t0.Add(-time.Hour), ReloadsTotal: 3, ReloadFailuresTotal: 1},
 		Kubelet: &tenant.KubeletStatus{Up: true, LastSuccess: t0.Add(-10 * time.Second), ErrorsTotal: 2, PodsMapped: 5},
+		PodInfo: &tenant.PodInfo{MaxSeries: 512, DroppedTotal: 1, Allocations: []tenant.PodAllocation{
+			{Tenant: "chat", GPU: 0, UUID: "GPU-0000", GPUInstance: "1", Namespace: "llm", Pod: "chat-0", Container: "server"},
+			{Tenant: "train", GPU: 1, UUID: "GPU-1111", Namespace: "research", Pod: "train-0", Container: "trainer"},
+		}},
 		Events: []tenant.EventCount{
 			{GPU: 0, UUID: "GPU-0000", Kind: gpu.EventXID, Code: 79, Total: 2},
 			{GPU: 1, UUID: "GPU-1111", Kind: gpu.EventOOM, Total: 1},

@@ -30,6 +30,7 @@ type tenantCollector struct {
 	conflicting, conflicts, cgroupErrors                  *prometheus.Desc
 	shareMinSum                                           *prometheus.Desc
 	meters                                                meterDescs
+	podInfo                                               podInfoDescs
 }
 
 func newTenantCollector(log.Logger) (Collector, error) {
@@ -59,6 +60,7 @@ func newTenantCollector(log.Logger) (Collector, error) {
 	c.cgroupErrors = c.add("attribution_cgroup_errors_total", "Processes whose cgroup could not be read for attribution since the exporter started.")
 	c.shareMinSum = c.add("tenant_share_min_sum_ratio", "Sum of the share.min guarantees of the tenants with usage on the GPU (or MIG instance) in the last sample; above 1 the guarantees are over-committed and cannot all be met.", "gpu", "uuid", "gpu_instance")
 	c.addMeters()
+	c.addPodInfo()
 	return c, nil
 }
 
@@ -150,5 +152,6 @@ func (c *tenantCollector) Update(snap *tenant.Snapshot, ch chan<- prometheus.Met
 		e.gauge(c.shareMinSum, s.MinSum, itoa(s.GPU), s.UUID, s.GPUInstance)
 	}
 	c.updateMeters(e, snap)
+	c.updatePodInfo(e, snap)
 	return e.err()
 }

@@ -79,15 +79,7 @@ func NewMapping(resp *podresourcesv1.ListPodResourcesResponse) *Mapping {
 	}
 	for k := range m.byDevice {
 		refs := m.byDevice[k]
-		sort.Slice(refs, func(i, j int) bool {
-			if refs[i].Namespace != refs[j].Namespace {
-				return refs[i].Namespace < refs[j].Namespace
-			}
-			if refs[i].Name != refs[j].Name {
-				return refs[i].Name < refs[j].Name
-			}
-			return refs[i].Container < refs[j].Container
-		})
+		sort.Slice(refs, func(i, j int) bool { return refLess(refs[i], refs[j]) })
 	}
 	m.pods = len(pods)
 	return m
@@ -208,4 +200,51 @@ func (m *Mapping) Pods() int {
 		return 0
 	}
 	return m.pods
+}
+
+// Allocation is one container's hold on one device, as the pod-resources
+// answer gives it: the device ID with any "::<replica>" suffix removed (a
+// GPU or MIG UUID, the older "MIG-<GPU UUID>/<GI>/<CI>" form, or a UUID
+// that dynamic resource allocation named), and the pod with its container
+// (its UID and labels from the pod metadata, when known).
+type Allocation struct {
+	Device string
+	Pod    PodRef
+}
+
+// Allocations are the mapping's containers and the devices they hold, by
+// device, namespace, pod and container; one per container and device,
+// however many replicas of the device it holds.
+func (m *Mapping) Allocations() []Allocation {
+	if m == nil {
+		return nil
+	}
+	var out []Allocation
+	for dev, refs := range m.byDevice {
+		for _, r := range refs {
+			if md := m.metaByName[r.Namespace+"/"+r.Name]; md != nil {
+				r.UID, r.Labels = md.UID, md.Labels
+			}
+			out = append(out, Allocation{Device: dev, Pod: r})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Device != b.Device {
+			return a.Device < b.Device
+		}
+		return refLess(a.Pod, b.Pod)
+	})
+	return out
+}
+
+// refLess orders pods by namespace, name and container.
+func refLess(a, b PodRef) bool {
+	if a.Namespace != b.Namespace {
+		return a.Namespace < b.Namespace
+	}
+	if a.Name != b.Name {
+		return a.Name < b.Name
+	}
+	return a.Container < b.Container
 }

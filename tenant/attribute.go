@@ -121,12 +121,7 @@ func (b *Builder) usage(compiled *compiledConfig, r *gpu.Readings, podMap *kube.
 			return a.GPU < c.GPU
 		}
 		if a.GPUInstance != c.GPUInstance {
-			ai, e1 := strconv.Atoi(a.GPUInstance)
-			ci, e2 := strconv.Atoi(c.GPUInstance)
-			if e1 == nil && e2 == nil {
-				return ai < ci
-			}
-			return a.GPUInstance < c.GPUInstance
+			return compareInstance(a.GPUInstance, c.GPUInstance) < 0
 		}
 		return a.Tenant < c.Tenant
 	})

@@ -42,6 +42,8 @@ type BuilderOptions struct {
 	// tenants file has no metering section; nil: none. Checked by the
 	// caller (Prices.Problems).
 	Prices *Prices
+	// PodInfo turns on Snapshot.PodInfo, with Pods.
+	PodInfo PodInfoOptions
 }
 
 // Builder attributes readings to tenants and reports, in each Snapshot, the
@@ -67,6 +69,9 @@ type Builder struct {
 	attr    attrState
 	meters  meterState     // guarded by buildMu
 	sched   []RunlistCount // guarded by buildMu
+
+	podInfoOpts  PodInfoOptions
+	podInfoState podInfoState // guarded by buildMu
 }
 
 // compiledConfig is a Config with what Build derives from it.
@@ -137,6 +142,8 @@ func NewBuilder(cfg *Config, opts BuilderOptions) (*Builder, error) {
 		allowEmpty: opts.AllowEmpty,
 		podTenancy: opts.PodTenancy,
 		prices:     opts.Prices,
+
+		podInfoOpts: opts.PodInfo,
 	}
 	b.cfgStatus = ConfigStatus{File: cfg.File, LastReloadSuccessful: true, LastReloadSuccessTime: b.clock.Now()}
 	b.mu.Lock()
@@ -262,6 +269,9 @@ func (b *Builder) Build(r *gpu.Readings, st gpu.SamplerStats) *Snapshot {
 	b.buildMu.Lock()
 	snap.Usage = b.usage(compiled, r, podMap)
 	snap.Tenants = append(snap.Tenants, podTenants(compiled, snap.Usage)...)
+	if b.podInfoOpts.On && b.pods != nil {
+		snap.PodInfo = b.podInfo(compiled, r, podMap, snap.Usage)
+	}
 	snap.Meters, snap.GPUMeters = b.meters.meter(compiled.Defaults.IdleEnergy, compiled.prices, r, snap.Usage)
 	snap.Attribution = b.attr.status()
 	snap.Attribution.ShareMinSums, snap.Attribution.OvercommittedShares = b.shareSums(compiled, snap.Usage)

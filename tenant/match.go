@@ -220,16 +220,7 @@ func (b *Builder) attribute(compiled *compiledConfig, sub *subject) string {
 // match attributes sub by its selectors; conflict is true when more than
 // one tenant matched.
 func (b *Builder) match(compiled *compiledConfig, sub *subject) (tenant string, conflict bool) {
-	var hits []string
-	for i := range compiled.Tenants {
-		t := &compiled.Tenants[i]
-		for j := range t.Selectors {
-			if t.Selectors[j].matches(sub) {
-				hits = append(hits, t.Name)
-				break
-			}
-		}
-	}
+	hits := compiled.matching(sub)
 	switch len(hits) {
 	case 0:
 		return Unassigned, false
@@ -248,6 +239,22 @@ func (b *Builder) match(compiled *compiledConfig, sub *subject) (tenant string, 
 		level.Error(b.logger).Log("msg", "matches more than one tenant; attributed to "+Unassigned, "subject", desc, "tenants", strings.Join(hits, ","))
 	}
 	return Unassigned, true
+}
+
+// matching are the tenants with a selector that matches sub, in the
+// file's order.
+func (c *compiledConfig) matching(sub *subject) []string {
+	var hits []string
+	for i := range c.Tenants {
+		t := &c.Tenants[i]
+		for j := range t.Selectors {
+			if t.Selectors[j].matches(sub) {
+				hits = append(hits, t.Name)
+				break
+			}
+		}
+	}
+	return hits
 }
 
 // processSubject gathers what the selectors need about a process.

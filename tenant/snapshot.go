@@ -56,6 +56,9 @@ type Snapshot struct {
 	// Kubelet is the state of the kubelet pod-resources mapping; nil when
 	// no pod-resources socket is configured.
 	Kubelet *KubeletStatus
+	// PodInfo is which container of which pod holds which GPU, by the
+	// pod mapping; nil unless BuilderOptions.PodInfo is on (with Pods).
+	PodInfo *PodInfo
 	// Events are cumulative counts of device events (XID, OOM, ...) by GPU,
 	// kind and code since the exporter started: Readings hold only the
 	// events since the previous sample, so the snapshot builder carries the

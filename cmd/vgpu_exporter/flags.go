@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -53,6 +54,8 @@ type config struct {
 	PodMetadataToken   string
 	PodMetadataCA      string
 	PodTenancy         tenant.PodTenancy
+	PodInfo            bool
+	PodInfoMaxSeries   int64
 	ProcRoot           string
 
 	Actuators actuatorConfig
@@ -107,6 +110,9 @@ func addFlags(app *kingpin.Application) *config {
 		PlaceHolder("FILE").StringVar(&c.PodMetadataCA)
 	app.Flag("tenants.kubernetes-default", "With --kubernetes.pod-resources-socket, the tenant of a pod that no tenant of the tenants file matches (with no file, of every pod): namespace (its namespace), label:KEY (the value of its label KEY; needs --kubernetes.pod-metadata) or off (unassigned).").
 		Default(tenant.PodTenancyNamespace).PlaceHolder("namespace|label:KEY|off").SetValue(podTenancyValue{&c.PodTenancy})
+	app.Flag("kubernetes.pod-info", "Serve vgpu_tenant_pod_info: each container the kubelet's pod-resources API assigns a GPU (or MIG instance), with its pod's tenant, namespace, pod and container, to join tenant series on (needs --kubernetes.pod-resources-socket; a series per pod, so new series with every rollout). Default: off.").
+		BoolVar(&c.PodInfo)
+	flagvalue.Int64(app, "kubernetes.pod-info.max-series", "With --kubernetes.pod-info, at most this many vgpu_tenant_pod_info series; allocations beyond are left out, counted in vgpu_tenant_pod_info_dropped_total and logged.", strconv.Itoa(tenant.DefaultPodInfoMaxSeries), &c.PodInfoMaxSeries)
 	app.Flag("proc.root", "procfs mount point, used to map GPU processes to cgroups.").
 		Default("/proc").StringVar(&c.ProcRoot)
 	addActuatorFlags(app, &c.Actuators)
@@ -197,6 +203,9 @@ func (c *config) validate() error {
 	}
 	if c.PodTenancy.Label != "" && c.PodResourcesSocket != "" && c.PodMetadata == "" {
 		errs = append(errs, fmt.Errorf("--tenants.kubernetes-default=%s needs --kubernetes.pod-metadata (pod labels are not in the pod-resources API)", c.PodTenancy))
+	}
+	if c.PodInfo && (c.PodResourcesSocket == "" || c.PodInfoMaxSeries < 1) {
+		errs = append(errs, fmt.Errorf("--kubernetes.pod-info needs --kubernetes.pod-resources-socket and a --kubernetes.pod-info.max-series of 1 or more, got %d", c.PodInfoMaxSeries))
 	}
 	if c.ProcRoot == "" {
 		errs = append(errs, errors.New("--proc.root must not be empty"))

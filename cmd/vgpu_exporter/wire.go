@@ -98,6 +98,7 @@ func builderIO(cfg *config, src gpu.Source, clock gpu.Clock, logger log.Logger) 
 		}
 		opts.Pods = m
 		opts.PodTenancy = cfg.PodTenancy
+		opts.PodInfo = tenant.PodInfoOptions{On: cfg.PodInfo, MaxSeries: int(cfg.PodInfoMaxSeries)}
 	}
 	return opts, nil
 }

@@ -841,6 +841,8 @@ func TestRejectsBadCombinations(t *testing.T) {
 			"tenants": map[string]any{"reload": "sidecar", "existingConfigMap": "t"}}, "tenants.reload=sidecar"},
 		{map[string]any{"kubernetes": map[string]any{"podResources": map[string]any{"enabled": false},
 			"podMetadata": map[string]any{"enabled": true}}}, "kubernetes.podMetadata needs kubernetes.podResources"},
+		{map[string]any{"kubernetes": map[string]any{"podResources": map[string]any{"enabled": false},
+			"podInfo": map[string]any{"enabled": true}}}, "kubernetes.podInfo needs kubernetes.podResources"},
 		{map[string]any{"profilingCapability": false, "securityContext": map[string]any{"runAsUser": 65532},
 			"nodePools": []any{map[string]any{"name": "a", "tuner": map[string]any{"mode": "enforce"}}}}, "nodePools a: profilingCapability and the tuner"},
 		{map[string]any{"tuner": map[string]any{"mode": "enforce", "journal": map[string]any{"hostPath": ""}}}, "needs tuner.journal.hostPath"},

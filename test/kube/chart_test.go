@@ -114,7 +114,8 @@ func TestChartOnKubernetes(t *testing.T) {
 		"--set-json", `extraVolumeMounts=[{"name":"scenario","mountPath":"`+scenarioDir+`","readOnly":true}]`,
 		"--set", "image.repository="+exporterRepo, "--set", "image.tag="+exporterTag, "--set", "image.pullPolicy=Never",
 		"--set", "kubernetes.podResources.hostPath="+c.path("kubelet", "root", "pod-resources"),
-		"--set", "kubernetes.podMetadata.enabled=true", "--set", "kubernetes.podMetadata.source=kubelet")
+		"--set", "kubernetes.podMetadata.enabled=true", "--set", "kubernetes.podMetadata.source=kubelet",
+		"--set", "kubernetes.podInfo.enabled=true")
 	first := c.waitExporterReady(ctx, "")
 	step("helm install: DaemonSet pod " + first + " Running and Ready")
 	c.checkMonitoringObjects(ctx)
@@ -163,6 +164,8 @@ func TestChartOnKubernetes(t *testing.T) {
 	// the one GPU, their figures adding up to the device's.
 	c.checkAttribution(ctx, held, time.Time{}, func(p podRef) string { return p.namespace })
 	step("exporter: each namespace's tenant served on the shared GPU, figures conserve")
+	c.checkPodInfo(ctx, held, nil, func(p podRef) string { return p.namespace })
+	step("exporter: each pod's vgpu_tenant_pod_info with its namespace, pod and container")
 
 	// The release's service account may not evict pods until the chart
 	// grants it (tuner.rebalanceHook.evictPods).
@@ -191,13 +194,17 @@ func TestChartOnKubernetes(t *testing.T) {
 	c.checkMetadataSource(ctx)
 	c.checkAttribution(ctx, held, time.Time{}, func(p podRef) string { return p.team })
 	step("exporter: tenants by the pods' team label, pod metadata from the API server")
+	c.checkPodInfo(ctx, held, nil, func(p podRef) string { return p.team })
 
 	// The rebalancing hook and the built-in eviction, with the release's
 	// token and RBAC, move the first pod through the Eviction API: refused
 	// under a PodDisruptionBudget, then done (the hook in a dry run, the
 	// built-in eviction for real); the Deployment recreates the pod and the
 	// exporter maps the new one.
+	evicted := held[0]
 	held = c.checkRebalancingHook(ctx, held[0])
+	c.checkPodInfo(ctx, held, []podRef{evicted}, func(p podRef) string { return p.team })
+	step("exporter: the evicted pod's vgpu_tenant_pod_info gone, its replacement's served")
 	c.runProcessesIn(ctx, held, second)
 	c.checkAttribution(ctx, held, time.Now(), func(p podRef) string { return p.team })
 	step(fmt.Sprintf("rebalancing hook: refused under the budget, then evicted; pods now %v", held))

@@ -21,7 +21,9 @@
 // attributing each process to its pod's namespace (no tenants file) from
 // the kubelet's pod-resources API and /pods, read with the chart's service
 // account token and RBAC, the two tenants' SM and DRAM activity, energy
-// and memory adding up to the device's; after a helm upgrade, pod metadata
+// and memory adding up to the device's, and each pod's
+// vgpu_tenant_pod_info series (kubernetes.podInfo) naming its namespace,
+// pod and container; after a helm upgrade, pod metadata
 // from the API server (the chart's default source, RBAC pods list) and
 // tenants named by a pod label (which only pod metadata gives); the
 // rebalancing hook (deploy/hooks/kubernetes-evict.sh) and the exporter's
@@ -30,7 +32,8 @@
 // forbidden before the upgrade grants evictions, refused once (one
 // request) under a PodDisruptionBudget, then the hook's dry run leaving
 // the pod and the built-in eviction evicting it, its Deployment recreating
-// it, whose new UID the processes then follow; after helm uninstall, no
+// it, the evicted pod's vgpu_tenant_pod_info gone and the new pod's
+// served, whose new UID the processes then follow; after helm uninstall, no
 // object left.
 // Everything it starts is stopped by PID, also when it fails.
 //
