@@ -151,10 +151,17 @@ func (e *Evictor) Rebalance(ctx context.Context, p gpu.Plan) error {
 	case budgets == len(p.Moves):
 		// Nothing was evicted and nothing failed: the plan was refused
 		// for now (the tuner's outcome "refused", not "failed").
-		return fmt.Errorf("kubernetes eviction (%d moves, dry run %v): %w: %w", len(p.Moves), p.DryRun, gpu.ErrBusy, errors.Join(errs...))
+		return refused{fmt.Errorf("kubernetes eviction (%d moves, dry run %v): %w", len(p.Moves), p.DryRun, errors.Join(errs...))}
 	}
 	return fmt.Errorf("kubernetes eviction (%d moves, dry run %v): %w", len(p.Moves), p.DryRun, errors.Join(errs...))
 }
+
+// refused is the error of a plan whose every eviction a budget refused:
+// also gpu.ErrBusy, its message the evictions'.
+type refused struct{ error }
+
+func (r refused) Unwrap() error      { return r.error }
+func (refused) Is(target error) bool { return target == gpu.ErrBusy }
 
 // ErrBudget marks an eviction refused for now (HTTP 429): a
 // PodDisruptionBudget allows no disruption, or (rarely) the API server's
