@@ -102,7 +102,7 @@ func (c *actuatorConfig) validate() []error {
 
 // detectActuators returns the actuator backends this host has: the GPU
 // backend's own, then those of outside programs that are configured and
-// answer. On the simulator only the simulator's own are used, and the
+// answer. On the simulator only the simulator's own are used, after the
 // built-in Kubernetes eviction when it is the rebalancing hook
 // (simRebalancer): the other programs would change the real host's GPUs
 // and processes. Each one missing is logged with the reason at debug
@@ -125,7 +125,9 @@ func detectActuators(ctx context.Context, cfg *config, src gpu.Source, logger lo
 		src = w.Inner()
 	}
 	if cfg.Backend == backendSim {
-		return append(out, simRebalancer(cfg.Actuators, out, logger)...)
+		// The eviction first: every plan goes to it (the simulator still
+		// moves processes for it), and the knobs of plans are described so.
+		return append(simRebalancer(cfg.Actuators, out, logger), out...)
 	}
 	a := cfg.Actuators
 	var unavailable []string

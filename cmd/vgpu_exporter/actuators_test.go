@@ -126,7 +126,7 @@ func TestDetectActuators(t *testing.T) {
 		{"everything", backendNVML, clockSource{}, all, "[nvml mps nvidia-smi rebalance-hook]"},
 		{"through a wrapping source", backendNVML, wrapped{clockSource{}}, all, "[nvml mps nvidia-smi rebalance-hook]"},
 		{"simulator: its own only", backendSim, clockSource{}, all, "[sim]"},
-		{"simulator: the built-in Kubernetes eviction, modelled", backendSim, placeSource{}, evict, "[sim rebalance-hook]"},
+		{"simulator: the built-in Kubernetes eviction, modelled", backendSim, placeSource{}, evict, "[rebalance-hook sim]"},
 		{"simulator: the built-in eviction, no process moves to model it by", backendSim, clockSource{}, evict, "[sim]"},
 		{"simulator: the built-in eviction without its CA", backendSim, placeSource{}, noCA, "[sim]"},
 		{"simulator: no hook program", backendSim, placeSource{}, actuatorConfig{RebalanceHook: hook}, "[sim]"},
@@ -155,6 +155,9 @@ func TestDetectActuators(t *testing.T) {
 						t.Errorf("backend %s models moves in %T on --backend=%s", b.Name, m.Model, tc.backend)
 					}
 					impl = m.Hook
+					if got := fmt.Sprint(tuner.DescribeActuators(bs)); !strings.Contains(got, "{placement rebalance-hook}") || !strings.Contains(got, "{mig_layout rebalance-hook}") {
+						t.Errorf("on the simulator the plans' knobs are described as %s, want the rebalancing hook's", got)
+					}
 				} else if b.Name == "rebalance-hook" && tc.backend == backendSim {
 					t.Errorf("the simulator's rebalancing hook %T models nothing", impl)
 				}

@@ -203,6 +203,9 @@ func (c *cluster) checkTunerEviction(ctx context.Context, h *helm, held []podRef
 	for _, l := range c.exporterLog(ctx, pod, "rebalancing hook on the simulator") {
 		t.Logf("exporter: %s", l)
 	}
+	if v, _ := value(c.scrape(ctx), "vgpu_tuner_actuator_info", map[string]string{"knob": "placement", "backend": "rebalance-hook"}); v != 1 {
+		t.Fatalf("vgpu_tuner_actuator_info{knob=\"placement\",backend=\"rebalance-hook\"} %v, want 1: the built-in eviction not wired on the simulator", v)
+	}
 
 	// Under the budget: the plan is refused once.
 	var outcomes map[string]float64
