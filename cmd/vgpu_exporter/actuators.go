@@ -102,10 +102,12 @@ func (c *actuatorConfig) validate() []error {
 
 // detectActuators returns the actuator backends this host has: the GPU
 // backend's own, then those of outside programs that are configured and
-// answer. On the simulator only the simulator's own are used: outside
-// programs would change the real host. Each one missing is logged with the
-// reason at debug level, and all of them in the one info line that lists
-// the backends found: every one is optional.
+// answer. On the simulator only the simulator's own are used, after the
+// built-in Kubernetes eviction when it is the rebalancing hook
+// (simRebalancer): the other programs would change the real host's GPUs
+// and processes. Each one missing is logged with the reason at debug
+// level, and all of them in the one info line that lists the backends
+// found: every one is optional.
 //
 // src is the GPU backend; its own actuators (NVML: clocks, power, vGPU
 // scheduler, MIG; the simulator: all) come first.
@@ -123,7 +125,9 @@ func detectActuators(ctx context.Context, cfg *config, src gpu.Source, logger lo
 		src = w.Inner()
 	}
 	if cfg.Backend == backendSim {
-		return out
+		// The eviction first: every plan goes to it (the simulator still
+		// moves processes for it), and the knobs of plans are described so.
+		return append(simRebalancer(cfg.Actuators, out, logger), out...)
 	}
 	a := cfg.Actuators
 	var unavailable []string
@@ -199,4 +203,39 @@ func rebalancer(a actuatorConfig, logger log.Logger) (gpu.Rebalancer, error) {
 			Timeout: a.RebalanceTimeout, Logger: logger})
 	}
 	return rebalance.New(rebalance.Options{Command: a.RebalanceHook, Timeout: a.RebalanceTimeout, Logger: logger})
+}
+
+// simRebalancer is the rebalancing hook of the simulator backend: the
+// built-in Kubernetes eviction, which acts on pods through the API server
+// and never on the host's GPUs or processes, with each move it applies
+// then modelled in the simulator (rebalance.Modelled), so that the chart
+// run with backend sim moves real pods. A hook program is not run there:
+// it may act on the PIDs of the plan, which are simulated. own are the
+// simulator's actuators (detectActuators).
+func simRebalancer(a actuatorConfig, own []tuner.NamedActuator, logger log.Logger) []tuner.NamedActuator {
+	if a.RebalanceHook == "" {
+		return nil
+	}
+	if a.RebalanceHook != kubeevict.Name {
+		level.Warn(logger).Log("msg", "rebalancing hook not run on the simulator: a program may act on the plan's PIDs, which are simulated; only "+kubeevict.Name+" runs here", "hook", a.RebalanceHook)
+		return nil
+	}
+	var model gpu.PlacementActuator
+	for _, b := range own {
+		if p, ok := b.Impl.(gpu.PlacementActuator); ok {
+			model = p
+			break
+		}
+	}
+	if model == nil {
+		level.Warn(logger).Log("msg", "rebalancing hook not usable; plans are only recommended", "err", "the simulator moves no processes")
+		return nil
+	}
+	r, err := rebalancer(a, logger)
+	if err != nil {
+		level.Warn(logger).Log("msg", "rebalancing hook not usable; plans are only recommended", "err", err)
+		return nil
+	}
+	level.Info(logger).Log("msg", "rebalancing hook on the simulator: each move's pod is evicted through the real API server, then the move is made in the simulator", "hook", a.RebalanceHook)
+	return []tuner.NamedActuator{{Name: "rebalance-hook", Impl: rebalance.Modelled{Hook: r, Model: model}}}
 }

@@ -78,6 +78,12 @@ func (clockSource) LockClocks(context.Context, string, gpu.ClockLock) error     
 func (clockSource) LockMemoryClocks(context.Context, string, gpu.ClockLock) error { return nil }
 func (clockSource) SetPowerLimit(context.Context, string, float64) error          { return nil }
 
+// placeSource is a GPU source that also moves processes (like the
+// simulator).
+type placeSource struct{ clockSource }
+
+func (placeSource) MoveProcess(context.Context, uint32, string) error { return nil }
+
 type wrapped struct{ gpu.Source }
 
 func (w wrapped) Inner() gpu.Source { return w.Source }
@@ -120,6 +126,10 @@ func TestDetectActuators(t *testing.T) {
 		{"everything", backendNVML, clockSource{}, all, "[nvml mps nvidia-smi rebalance-hook]"},
 		{"through a wrapping source", backendNVML, wrapped{clockSource{}}, all, "[nvml mps nvidia-smi rebalance-hook]"},
 		{"simulator: its own only", backendSim, clockSource{}, all, "[sim]"},
+		{"simulator: the built-in Kubernetes eviction, modelled", backendSim, placeSource{}, evict, "[rebalance-hook sim]"},
+		{"simulator: the built-in eviction, no process moves to model it by", backendSim, clockSource{}, evict, "[sim]"},
+		{"simulator: the built-in eviction without its CA", backendSim, placeSource{}, noCA, "[sim]"},
+		{"simulator: no hook program", backendSim, placeSource{}, actuatorConfig{RebalanceHook: hook}, "[sim]"},
 		{"no pipe directory, broken nvidia-smi, missing hook", backendNVML, nil,
 			actuatorConfig{MPSControlBinary: mpsBin, MPSPipeDirectory: filepath.Join(f.Dir, "none"), NvidiaSMIPath: broken, RebalanceHook: filepath.Join(f.Dir, "absent")}, "[]"},
 		{"disabled by empty paths", backendNVML, nil, actuatorConfig{}, "[]"},
@@ -139,7 +149,19 @@ func TestDetectActuators(t *testing.T) {
 				t.Errorf("backends %s, want %s", got, tc.want)
 			}
 			for _, b := range bs {
-				if _, builtin := b.Impl.(*kubeevict.Evictor); builtin != (b.Name == "rebalance-hook" && tc.act.RebalanceHook == kubeevict.Name) {
+				impl := b.Impl
+				if m, ok := impl.(rebalance.Modelled); ok {
+					if tc.backend != backendSim || any(m.Model) != any(tc.src) {
+						t.Errorf("backend %s models moves in %T on --backend=%s", b.Name, m.Model, tc.backend)
+					}
+					impl = m.Hook
+					if got := fmt.Sprint(tuner.DescribeActuators(bs)); !strings.Contains(got, "{placement rebalance-hook}") || !strings.Contains(got, "{mig_layout rebalance-hook}") {
+						t.Errorf("on the simulator the plans' knobs are described as %s, want the rebalancing hook's", got)
+					}
+				} else if b.Name == "rebalance-hook" && tc.backend == backendSim {
+					t.Errorf("the simulator's rebalancing hook %T models nothing", impl)
+				}
+				if _, builtin := impl.(*kubeevict.Evictor); builtin != (b.Name == "rebalance-hook" && tc.act.RebalanceHook == kubeevict.Name) {
 					t.Errorf("backend %s is %T", b.Name, b.Impl)
 				}
 			}

@@ -19,6 +19,8 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner/baseline"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner/policies"
+	slowloop "github.com/vgpu-exporter/vgpu_exporter/tuner/rebalance"
 )
 
 // With --backend=sim and the tuner on, the exporter serves the tuner's
@@ -88,6 +90,12 @@ func TestTunerFlags(t *testing.T) {
 		{[]string{"--tuner.gpu-mode=0"}, "want GPU=MODE"},
 		{[]string{"--tuner.gpu-mode=0=fast"}, "unknown tuner mode"},
 		{[]string{"--tuner.policy=static-equal"}, ""},
+		{[]string{"--tuner.slow-loop.every=5s", "--tuner.slow-loop.dwell=30s", "--tuner.slow-loop.cool-down=2m", "--tuner.slow-loop.hold=1h"}, ""},
+		{[]string{"--tuner.slow-loop.every=0s"}, "--tuner.slow-loop.every must be positive"},
+		{[]string{"--tuner.slow-loop.dwell=-1s"}, "--tuner.slow-loop.dwell must be positive"},
+		{[]string{"--tuner.slow-loop.cool-down=0s"}, "--tuner.slow-loop.cool-down must be positive"},
+		{[]string{"--tuner.slow-loop.hold=0s"}, "--tuner.slow-loop.hold must be positive"},
+		{[]string{"--tuner.slow-loop.dwell=soon"}, "--tuner.slow-loop.dwell"},
 		{[]string{"--tuner.policy=none"}, `--tuner.policy: unknown tuner policy "none" (known: autotune, best-effort, static-equal)`},
 	} {
 		cfg, err := parseArgs(t, tc.args...)
@@ -97,6 +105,48 @@ func TestTunerFlags(t *testing.T) {
 		if (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
 			t.Errorf("%v: error %v, want %q", tc.args, err, tc.err)
 		}
+	}
+}
+
+// The --tuner.slow-loop.* flags set the autotune policy's planner; without
+// them it keeps the planner's defaults, and a policy without a slow loop
+// is left as it is.
+func TestSlowLoopFlags(t *testing.T) {
+	d := slowloop.Default()
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		policy string
+		want   *slowloop.Planner // nil: no slow loop
+	}{
+		{"defaults", nil, "autotune", d},
+		{"shortened", []string{"--tuner.slow-loop.every=5s", "--tuner.slow-loop.dwell=30s", "--tuner.slow-loop.cool-down=90s", "--tuner.slow-loop.hold=2m"}, "autotune",
+			func() *slowloop.Planner {
+				p := *d
+				p.Every, p.Dwell, p.CoolDown, p.Hold = 5*time.Second, 30*time.Second, 90*time.Second, 2*time.Minute
+				return &p
+			}()},
+		{"a baseline has none", []string{"--tuner.slow-loop.dwell=30s"}, "static-equal", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := parseArgs(t, append(tc.args, "--tuner.policy="+tc.policy)...)
+			if err == nil {
+				err = cfg.validate()
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			pol, err := policies.NewEngine(tc.policy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts := pol.Configure(tuner.Options{}, nil)
+			cfg.Tuner.SlowLoop.apply(opts.Rebalance)
+			got, _ := opts.Rebalance.(*slowloop.Planner)
+			if (got == nil) != (tc.want == nil) || got != nil && *got != *tc.want {
+				t.Errorf("planner %+v, want %+v", got, tc.want)
+			}
+		})
 	}
 }
 

@@ -116,7 +116,9 @@ func (e *Evictor) MoveProcess(_ context.Context, pid uint32, toUUID string) erro
 
 // Rebalance checks the whole plan (every move names a pod, no MIG layout)
 // and then evicts each move's pod once, in order; the error names every
-// eviction that failed, a PodDisruptionBudget's refusal (429) as such.
+// eviction that failed, a PodDisruptionBudget's refusal (429) as such
+// (ErrBudget). When budgets refused every eviction, nothing changed and
+// the error is also gpu.ErrBusy: the plan was refused for now.
 func (e *Evictor) Rebalance(ctx context.Context, p gpu.Plan) error {
 	if err := rebalance.Validate(p); err != nil {
 		return err
@@ -132,18 +134,34 @@ func (e *Evictor) Rebalance(ctx context.Context, p gpu.Plan) error {
 	ctx, cancel := context.WithTimeout(ctx, e.opts.Timeout)
 	defer cancel()
 	var errs []error
+	budgets := 0
 	for _, m := range p.Moves {
 		if err := e.evict(ctx, *m.Pod, p.DryRun); err != nil {
 			errs = append(errs, fmt.Errorf("eviction of %s/%s (tenant %s): %w", m.Pod.Namespace, m.Pod.Name, m.Tenant, err))
+			if errors.Is(err, ErrBudget) {
+				budgets++
+			}
 			continue
 		}
 		level.Info(e.logger).Log("msg", "evicted pod", "pod", m.Pod.Namespace+"/"+m.Pod.Name, "tenant", m.Tenant, "dry_run", p.DryRun, "reason", p.Reason)
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("kubernetes eviction (%d moves, dry run %v): %w", len(p.Moves), p.DryRun, errors.Join(errs...))
+	switch {
+	case len(errs) == 0:
+		return nil
+	case budgets == len(p.Moves):
+		// Nothing was evicted and nothing failed: the plan was refused
+		// for now (the tuner's outcome "refused", not "failed").
+		return refused{fmt.Errorf("kubernetes eviction (%d moves, dry run %v): %w", len(p.Moves), p.DryRun, errors.Join(errs...))}
 	}
-	return nil
+	return fmt.Errorf("kubernetes eviction (%d moves, dry run %v): %w", len(p.Moves), p.DryRun, errors.Join(errs...))
 }
+
+// refused is the error of a plan whose every eviction a budget refused:
+// also gpu.ErrBusy, its message the evictions'.
+type refused struct{ error }
+
+func (r refused) Unwrap() error      { return r.error }
+func (refused) Is(target error) bool { return target == gpu.ErrBusy }
 
 // ErrBudget marks an eviction refused for now (HTTP 429): a
 // PodDisruptionBudget allows no disruption, or (rarely) the API server's

@@ -61,6 +61,7 @@ func TestRebalance(t *testing.T) {
 		dryRun   bool
 		errHas   []string // in the error; none: no error
 		budget   bool     // the error is ErrBudget
+		refused  bool     // the error is gpu.ErrBusy: every eviction refused by a budget
 		noToken  bool
 		rotateTo string // the token file's content before a second run
 	}{
@@ -70,7 +71,13 @@ func TestRebalance(t *testing.T) {
 			paths: []string{"/api/v1/namespaces/ml/pods/train-0/eviction"}, dryRun: true},
 		{name: "budget refuses, reported once", plan: gpu.Plan{Moves: []gpu.Move{move("train", "ml", "train-0")}},
 			codes: map[string]int{"ml/train-0": 429}, paths: []string{"/api/v1/namespaces/ml/pods/train-0/eviction"},
-			errHas: []string{"eviction of ml/train-0 (tenant train)", "PodDisruptionBudget", "429", "disruption budget"}, budget: true},
+			errHas: []string{"eviction of ml/train-0 (tenant train)", "PodDisruptionBudget", "429", "disruption budget"}, budget: true, refused: true},
+		{name: "budgets refuse every eviction", plan: gpu.Plan{Moves: []gpu.Move{move("a", "x", "a-0"), move("b", "y", "b-0")}},
+			codes: map[string]int{"x/a-0": 429, "y/b-0": 429}, paths: []string{"/api/v1/namespaces/x/pods/a-0/eviction", "/api/v1/namespaces/y/pods/b-0/eviction"},
+			errHas: []string{"eviction of x/a-0", "eviction of y/b-0"}, budget: true, refused: true},
+		{name: "one refused by a budget, one forbidden: failed", plan: gpu.Plan{Moves: []gpu.Move{move("a", "x", "a-0"), move("b", "y", "b-0")}},
+			codes: map[string]int{"x/a-0": 429, "y/b-0": 403}, paths: []string{"/api/v1/namespaces/x/pods/a-0/eviction", "/api/v1/namespaces/y/pods/b-0/eviction"},
+			errHas: []string{"eviction of x/a-0", "403"}, budget: true},
 		{name: "forbidden", plan: gpu.Plan{Moves: []gpu.Move{move("train", "ml", "train-0")}},
 			codes: map[string]int{"ml/train-0": 403}, paths: []string{"/api/v1/namespaces/ml/pods/train-0/eviction"},
 			errHas: []string{"eviction of ml/train-0", "403", `"pods/eviction"`}},
@@ -131,6 +138,9 @@ func TestRebalance(t *testing.T) {
 			}
 			if errors.Is(err, ErrBudget) != tc.budget {
 				t.Errorf("error %v: errors.Is(ErrBudget) %v, want %v", err, errors.Is(err, ErrBudget), tc.budget)
+			}
+			if errors.Is(err, gpu.ErrBusy) != tc.refused {
+				t.Errorf("error %v: errors.Is(gpu.ErrBusy) %v, want %v", err, errors.Is(err, gpu.ErrBusy), tc.refused)
 			}
 			if len(api.got) != len(tc.paths) {
 				t.Fatalf("%d requests %+v, want %d", len(api.got), api.got, len(tc.paths))

@@ -7,7 +7,8 @@
 // systemd unit on another GPU.
 //
 // Hook implements gpu.Rebalancer and gpu.PlacementActuator. Recommend
-// returns the JSON a hook would get without running anything.
+// returns the JSON a hook would get without running anything. Modelled
+// (modelled.go) is a hook whose applied moves the simulator then makes.
 package rebalance
 
 import (

@@ -177,9 +177,9 @@ func TestChartOnKubernetes(t *testing.T) {
 	// default source: RBAC pods list instead of nodes/proxy); the
 	// tuner in enforce with the built-in eviction as its rebalancing hook,
 	// as docs/deploy.md sets it up, which grants the service account
-	// pods/eviction. (On the simulator the tuner moves tenants inside the
-	// simulation and runs no hook: the test runs the shell hook and the
-	// built-in eviction itself, with the service account's token.)
+	// pods/eviction. (No tenant has an SLO yet, so the tuner plans no move:
+	// the test runs the shell hook and the built-in eviction itself, with
+	// the service account's token; checkTunerEviction has the tuner plan.)
 	h.run(ctx, "upgrade", release, h.chart, "-n", releaseNS, "--reuse-values",
 		"--set", "tenants.kubernetesDefault=label:"+teamLabel,
 		"--set", "kubernetes.podMetadata.source=apiserver",
@@ -205,9 +205,14 @@ func TestChartOnKubernetes(t *testing.T) {
 	held = c.checkRebalancingHook(ctx, held[0])
 	c.checkPodInfo(ctx, held, []podRef{evicted}, func(p podRef) string { return p.team })
 	step("exporter: the evicted pod's vgpu_tenant_pod_info gone, its replacement's served")
-	c.runProcessesIn(ctx, held, second)
+	third := c.runProcessesIn(ctx, held, second)
 	c.checkAttribution(ctx, held, time.Now(), func(p podRef) string { return p.team })
 	step(fmt.Sprintf("rebalancing hook: refused under the budget, then evicted; pods now %v", held))
+
+	// The exporter's own tuner plans the training job's move and evicts
+	// its pod: refused once under a budget, then done (tunerevict_test.go).
+	held = c.checkTunerEviction(ctx, h, held, third)
+	step(fmt.Sprintf("tuner's eviction: refused once under the budget, then evicted; pods now %v", held))
 
 	// helm uninstall leaves nothing of the release.
 	h.run(ctx, "uninstall", release, "-n", releaseNS, "--wait", "--timeout", "3m")

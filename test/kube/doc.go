@@ -33,8 +33,15 @@
 // request) under a PodDisruptionBudget, then the hook's dry run leaving
 // the pod and the built-in eviction evicting it, its Deployment recreating
 // it, the evicted pod's vgpu_tenant_pod_info gone and the new pod's
-// served, whose new UID the processes then follow; after helm uninstall, no
-// object left.
+// served, whose new UID the processes then follow; then the exporter's own
+// tuner (a tenants file giving the scenario's chat its SLO, the slow
+// loop's timings shortened by its flags, the fast loop's knobs disabled)
+// plans the training job's move and evicts its pod through the built-in
+// eviction: refused under a PodDisruptionBudget and reported once (one
+// Eviction request by the API server's metrics, one decision in the
+// exporter's log, metrics and journal, none more for a minute), the pod
+// keeping its UID; then, without the budget, evicted and recreated by its
+// Deployment (tunerevict_test.go); after helm uninstall, no object left.
 // Everything it starts is stopped by PID, also when it fails.
 //
 // Environment: VGPU_KUBE_CACHE, where build.sh keeps the binaries

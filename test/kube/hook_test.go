@@ -14,9 +14,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // hookResult is one run of the Kubernetes rebalancing hook.
@@ -167,29 +165,7 @@ func (c *cluster) checkRebalancingHook(ctx context.Context, p podRef) []podRef {
 	t := c.t
 	t.Helper()
 	kubeconfig := c.releaseKubeconfig(ctx)
-	one := intstr.FromInt32(1)
-	pdb := &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Name: "worker", Namespace: p.namespace},
-		Spec: policyv1.PodDisruptionBudgetSpec{
-			MinAvailable: &one,
-			Selector:     &metav1.LabelSelector{MatchLabels: map[string]string{"app": "worker"}},
-		},
-	}
-	pdbs := c.client.PolicyV1().PodDisruptionBudgets(p.namespace)
-	if _, err := pdbs.Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := poll(time.Minute, time.Second, func() (bool, string, error) {
-		got, err := pdbs.Get(ctx, pdb.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error(), nil
-		}
-		st := got.Status
-		return st.ObservedGeneration == got.Generation && st.CurrentHealthy == 1 && st.DisruptionsAllowed == 0,
-			fmt.Sprintf("healthy %d, disruptions allowed %d", st.CurrentHealthy, st.DisruptionsAllowed), nil
-	}); err != nil {
-		t.Fatalf("PodDisruptionBudget: %v", err)
-	}
+	dropBudget := c.createBudget(ctx, p.namespace)
 	before, err := c.client.CoreV1().Pods(p.namespace).Get(ctx, p.name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -208,9 +184,7 @@ func (c *cluster) checkRebalancingHook(ctx context.Context, p podRef) []podRef {
 		t.Fatalf("pod %s/%s was disrupted despite its budget: %v", p.namespace, p.name, err)
 	}
 
-	if err := pdbs.Delete(ctx, pdb.Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	dropBudget()
 	// The hook's dry run passes the API server's checks and leaves the
 	// pod; the built-in eviction evicts it.
 	r = c.runHook(ctx, kubeconfig, p, true)

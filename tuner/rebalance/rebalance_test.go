@@ -355,3 +355,79 @@ func TestMovePlanNamesWorkloads(t *testing.T) {
 		})
 	}
 }
+
+// refusingHook is a rebalancing hook that refuses its first refusals
+// plans for now, as an eviction under a PodDisruptionBudget is refused
+// (gpu.ErrBusy), and applies the others; it records when it ran and what.
+type refusingHook struct {
+	clock    gpu.Clock
+	refusals int
+	calls    []string
+}
+
+func (h *refusingHook) Rebalance(_ context.Context, p gpu.Plan) error {
+	h.calls = append(h.calls, fmt.Sprintf("%v %s", h.clock.Now().Sub(t0), p.Moves[0].Tenant))
+	if len(h.calls) <= h.refusals {
+		return fmt.Errorf("eviction of %s: refused for now: %w", p.Moves[0].Tenant, gpu.ErrBusy)
+	}
+	return nil
+}
+
+// With the slow loop's timings shortened (as --tuner.slow-loop.* set them),
+// a plan the hook refuses is refused once, reported as such, and not
+// tried again before the cool-down, however often the tuner runs; once the
+// hook takes it, the move is applied and its tenant held.
+func TestTunerRebalanceRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		refusals  int
+		calls     string // the hook's runs: time since start, tenant
+		decisions string // the placement decisions: time, tenant, outcome
+	}{
+		// chat misses from the second round (10 s), the dwell ends at
+		// 40 s; then a plan every cool-down (90 s), the fourth held by the
+		// back-off guard (30 s, 60 s, then 120 s after the third refusal).
+		{"refused every time: once per cool-down", 1000,
+			"[40s train 2m10s train 3m40s train]",
+			"[40s train refused 2m10s train refused 3m40s train refused 5m10s train guarded]"},
+		// train moved is held; the next plans move the others.
+		{"refused once, then applied, then the next neighbour", 1,
+			"[40s train 2m10s train 3m40s embed 5m10s chat]",
+			"[40s train refused 2m10s train applied 3m40s embed applied 5m10s chat applied]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := gpu.NewManualClock(t0)
+			hook := &refusingHook{clock: clock, refusals: tc.refusals}
+			r := Default()
+			r.Every, r.Dwell, r.CoolDown, r.Hold = 10*time.Second, 30*time.Second, 90*time.Second, 30*time.Minute
+			tu, err := tuner.New(tuner.Options{Policy: noDecide{}, Clock: clock, Mode: tuner.ModeEnforce, Actuators: tuner.ActuatorsOf(hook), Rebalance: r,
+				Guards: tuner.DefaultGuards(nil, nil)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var decisions []string
+			for range 6 * 12 { // 6 minutes, a round every 5 s
+				st := rebalanceState(0.3, 0.2, 40*gib, 0.9)
+				st.Snapshot.Time = clock.Now()
+				n := 10 * (clock.Now().Sub(t0).Seconds() + 5)
+				st.Snapshot.SLOs[0].RequestsTotal, st.Snapshot.SLOs[0].GoodRequestsTotal = n, 0.9*n
+				decs, err := tu.RunOnce(context.Background(), st.Snapshot)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, d := range decs {
+					if d.Knob == gpu.KnobPlacement {
+						decisions = append(decisions, fmt.Sprintf("%v %s %s", clock.Now().Sub(t0), d.Tenant, d.Outcome))
+					}
+				}
+				clock.Advance(5 * time.Second)
+			}
+			if got := fmt.Sprint(hook.calls); got != tc.calls {
+				t.Errorf("hook runs %s, want %s", got, tc.calls)
+			}
+			if got := fmt.Sprint(decisions); got != tc.decisions {
+				t.Errorf("decisions %s, want %s", got, tc.decisions)
+			}
+		})
+	}
+}

@@ -1,0 +1,52 @@
+package rebalance
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// Modelled applies rebalancing plans where the workloads are real and the
+// GPUs simulated: the simulator backend run beside real pods (the Helm
+// chart with backend sim). Each plan goes to Hook, the orchestrator's side
+// (the built-in Kubernetes eviction: the real pod is evicted and its
+// controller recreates it); once Hook has applied the whole plan, each
+// move is made in Model, the simulator, by its PID, so that the simulated
+// GPUs follow what the orchestrator did. A plan the hook refuses or fails
+// changes nothing in the model; a dry run is the hook's alone.
+//
+// Only moves are modelled: a plan with MIG layouts is refused before the
+// hook runs (on Kubernetes they belong to the GPU Operator's MIG manager),
+// as is a move without the PID and target GPU the model needs.
+type Modelled struct {
+	Hook  gpu.Rebalancer
+	Model gpu.PlacementActuator
+}
+
+var _ gpu.Rebalancer = Modelled{}
+
+// Rebalance hands p to the hook and then, unless it is a dry run, makes
+// its moves in the model.
+func (m Modelled) Rebalance(ctx context.Context, p gpu.Plan) error {
+	if len(p.MIG) > 0 {
+		return fmt.Errorf("rebalancing on the simulator: %d MIG layout changes: only moves are modelled: %w", len(p.MIG), gpu.ErrNotSupported)
+	}
+	for i, mv := range p.Moves {
+		if mv.PID == 0 || mv.ToUUID == "" {
+			return fmt.Errorf("rebalancing on the simulator: move %d (tenant %q) names no PID or no target GPU to model it by: %w", i+1, mv.Tenant, gpu.ErrNotSupported)
+		}
+	}
+	if err := m.Hook.Rebalance(ctx, p); err != nil {
+		return err
+	}
+	if p.DryRun {
+		return nil
+	}
+	for _, mv := range p.Moves {
+		if err := m.Model.MoveProcess(ctx, mv.PID, mv.ToUUID); err != nil {
+			return fmt.Errorf("the hook applied the plan, but the simulator could not model the move of %s (PID %d) to %s: %w", mv.Tenant, mv.PID, mv.ToUUID, err)
+		}
+	}
+	return nil
+}

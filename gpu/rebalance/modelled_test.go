@@ -1,0 +1,80 @@
+package rebalance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// recorder is a fake orchestrator hook and simulator: it records the plans
+// and moves it is given and answers with its errors.
+type recorder struct {
+	plans   []gpu.Plan
+	moves   []string
+	hookErr error
+	moveErr error
+}
+
+func (r *recorder) Rebalance(_ context.Context, p gpu.Plan) error {
+	r.plans = append(r.plans, p)
+	return r.hookErr
+}
+
+func (r *recorder) MoveProcess(_ context.Context, pid uint32, to string) error {
+	r.moves = append(r.moves, fmt.Sprintf("%d->%s", pid, to))
+	return r.moveErr
+}
+
+func TestModelled(t *testing.T) {
+	pidMove := podMove
+	pidMove.PID = 4242
+	second := gpu.Move{Tenant: "batch", PID: 4343, FromUUID: "GPU-0", ToUUID: "GPU-2", Pod: &gpu.Pod{Namespace: "jobs", Name: "batch-0"}}
+	budget := errors.New("eviction of serving/llm-a-7d9f: refused for now: a PodDisruptionBudget allows no disruption")
+	for _, tc := range []struct {
+		name        string
+		plan        gpu.Plan
+		hookErr     error
+		moveErr     error
+		wantPlans   int
+		wantMoves   []string
+		err         string
+		unsupported bool // the error is gpu.ErrNotSupported
+	}{
+		{name: "applied, then modelled", plan: gpu.Plan{Moves: []gpu.Move{pidMove}}, wantPlans: 1, wantMoves: []string{"4242->GPU-1"}},
+		{name: "every move modelled in order", plan: gpu.Plan{Moves: []gpu.Move{pidMove, second}}, wantPlans: 1, wantMoves: []string{"4242->GPU-1", "4343->GPU-2"}},
+		{name: "refused by the hook: nothing modelled", plan: gpu.Plan{Moves: []gpu.Move{pidMove}}, hookErr: budget, wantPlans: 1, err: "PodDisruptionBudget"},
+		{name: "dry run: the hook's alone", plan: gpu.Plan{DryRun: true, Moves: []gpu.Move{pidMove}}, wantPlans: 1},
+		{name: "the model fails after the hook", plan: gpu.Plan{Moves: []gpu.Move{pidMove}}, moveErr: errors.New("no room"), wantPlans: 1,
+			wantMoves: []string{"4242->GPU-1"}, err: "the hook applied the plan, but the simulator could not model the move of llm-a (PID 4242) to GPU-1: no room"},
+		{name: "MIG layouts: refused before the hook", plan: gpu.Plan{MIG: []gpu.MIGLayoutPlan{{UUID: "GPU-0", Profiles: []string{"3g.40gb"}}}},
+			err: "1 MIG layout changes", unsupported: true},
+		{name: "a move without a PID: refused before the hook", plan: gpu.Plan{Moves: []gpu.Move{podMove}}, err: `move 1 (tenant "llm-a") names no PID`, unsupported: true},
+		{name: "a move without a target: refused before the hook", plan: gpu.Plan{Moves: []gpu.Move{{Tenant: "x", PID: 1, FromUUID: "GPU-0", Pod: podMove.Pod}}},
+			err: "no target GPU", unsupported: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &recorder{hookErr: tc.hookErr, moveErr: tc.moveErr}
+			err := Modelled{Hook: r, Model: r}.Rebalance(context.Background(), tc.plan)
+			if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
+				t.Fatalf("error %v, want one containing %q", err, tc.err)
+			}
+			if got := errors.Is(err, gpu.ErrNotSupported); got != tc.unsupported {
+				t.Errorf("errors.Is(%v, gpu.ErrNotSupported) = %v, want %v", err, got, tc.unsupported)
+			}
+			if tc.hookErr != nil && !errors.Is(err, tc.hookErr) {
+				t.Errorf("error %v does not wrap the hook's", err)
+			}
+			if len(r.plans) != tc.wantPlans {
+				t.Errorf("hook ran %d times, want %d", len(r.plans), tc.wantPlans)
+			}
+			if !slices.Equal(r.moves, tc.wantMoves) {
+				t.Errorf("modelled moves %v, want %v", r.moves, tc.wantMoves)
+			}
+		})
+	}
+}
