@@ -422,10 +422,21 @@ func (c *cluster) checkMonitoringObjects(ctx context.Context) {
 }
 
 // scrape reads the exporter's /metrics through the API server's proxy to
-// its Service.
+// its Service. A pod just Ready may not be in the Service's endpoints yet
+// (the endpoints controller follows readiness a moment later): the proxy's
+// "no endpoints available" is waited out for up to 30 s; any other error,
+// or that one for longer, fails the test.
 func (c *cluster) scrape(ctx context.Context) []sample {
 	c.t.Helper()
-	body, err := c.client.CoreV1().Services(releaseNS).ProxyGet("http", release, "metrics", "/metrics", nil).DoRaw(ctx)
+	var body []byte
+	err := poll(30*time.Second, time.Second, func() (bool, string, error) {
+		var err error
+		body, err = c.client.CoreV1().Services(releaseNS).ProxyGet("http", release, "metrics", "/metrics", nil).DoRaw(ctx)
+		if err != nil && strings.Contains(err.Error()+string(body), "no endpoints available") {
+			return false, err.Error(), nil
+		}
+		return true, "", err
+	})
 	if err != nil {
 		c.t.Fatalf("/metrics through the API server: %v %s", err, body)
 	}
