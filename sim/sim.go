@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
@@ -522,12 +524,38 @@ func (s *Simulator) advance(to int64) {
 		s.applyEvents()
 		s.recheck()
 		end := min(to, s.nextEvent())
-		for _, g := range s.gpus {
-			g.run(s, s.now, end)
-		}
+		s.runGPUs(s.now, end)
 		s.now = end
 	}
 	s.applyEvents()
+}
+
+// runGPUs runs every GPU over [t, end). Until the next scenario event a
+// GPU's run reads the simulator's settings and changes only its own
+// domains and tenants (and the actions of those tenants), so the GPUs run
+// in parallel on up to GOMAXPROCS goroutines; each GPU's arithmetic is the
+// same whichever goroutine runs it, so the results do not depend on the
+// split.
+func (s *Simulator) runGPUs(t, end int64) {
+	workers := min(runtime.GOMAXPROCS(0), len(s.gpus))
+	if workers < 2 {
+		for _, g := range s.gpus {
+			g.run(s, t, end)
+		}
+		return
+	}
+	var next atomic.Int64
+	work := func() {
+		for i := next.Add(1) - 1; i < int64(len(s.gpus)); i = next.Add(1) - 1 {
+			s.gpus[i].run(s, t, end)
+		}
+	}
+	var wg sync.WaitGroup
+	for range workers - 1 {
+		wg.Go(work)
+	}
+	work()
+	wg.Wait()
 }
 
 // recheck makes every domain look at all its members again (boundary) at
