@@ -224,6 +224,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		Scenario: sc.Name, Description: sc.Description, Policy: pol.Name(), Seed: seed,
 		Start: s.Now(), Step: cfg.Step, Duration: dur,
 	})
+	rec := startRecording(res.Recorder)
+	defer rec.wait()
 
 	steps := int64((dur + cfg.Step - 1) / cfg.Step)
 	start := s.Now()
@@ -254,20 +256,68 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			return nil, fmt.Errorf("policy %s at %v: %w", pol.Name(), at.Sub(start), err)
 		}
 		res.Decisions = append(res.Decisions, decs...)
+		var changes []report.Change
 		for _, d := range decs {
 			if d.Applied {
-				res.Recorder.AddChange(report.Change{Time: d.Time, GPU: d.GPU, Tenant: d.Tenant, Knob: d.Knob, To: d.To})
+				changes = append(changes, report.Change{Time: d.Time, GPU: d.GPU, Tenant: d.Tenant, Knob: d.Knob, To: d.To})
 			}
 		}
 		w := s.Window()
 		if cfg.observe != nil {
 			cfg.observe(snap, decs, &w)
 		}
-		res.Recorder.Add(w)
+		rec.add(changes, w)
 		if cfg.Progress != nil {
 			cfg.Progress(i, steps)
 		}
 	}
+	rec.wait()
 	res.Actions = s.Actions()
 	return res, nil
+}
+
+// recording adds each step's applied changes and window to a recorder on
+// a goroutine of its own, in the order the steps give them: the recorder
+// keeps up with the run beside it instead of after each step.
+type recording struct {
+	steps  chan recordedStep
+	done   chan struct{}
+	closed bool
+}
+
+// recordedStep is what one step gives the recorder.
+type recordedStep struct {
+	changes []report.Change
+	w       sim.WindowStats
+}
+
+// startRecording starts adding steps to r.
+func startRecording(r *report.Recorder) *recording {
+	steps, done := make(chan recordedStep, 64), make(chan struct{})
+	go func() {
+		defer close(done)
+		for st := range steps {
+			for _, c := range st.changes {
+				r.AddChange(c)
+			}
+			r.Add(st.w)
+		}
+	}()
+	return &recording{steps: steps, done: done}
+}
+
+// add hands a step's changes and window (which the caller no longer
+// touches) to the recorder.
+func (rec *recording) add(changes []report.Change, w sim.WindowStats) {
+	rec.steps <- recordedStep{changes, w}
+}
+
+// wait returns once every step handed over is recorded; a second call
+// returns at once.
+func (rec *recording) wait() {
+	if !rec.closed {
+		close(rec.steps)
+		rec.closed = true
+	}
+	<-rec.done
 }
