@@ -53,7 +53,7 @@ type Simulator struct {
 	sampled    bool
 	winStart   int64
 	maxLat     int             // latencies a window keeps per tenant
-	sortBuf    []time.Duration // Window's scratch for sorting latencies
+	sortBuf    []time.Duration // Window's scratch for sorting latencies (SortLatencies)
 
 	// control actions and their costs (actuation.go); actBase is the id
 	// of actions[0]
@@ -634,6 +634,27 @@ func flushInto[T any, P interface {
 // Window returns ground truth since the previous Window call (or the
 // start) and starts a new window.
 func (s *Simulator) Window() WindowStats {
+	ws := s.WindowUnsorted()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sortBuf = ws.SortLatencies(s.sortBuf)
+	return ws
+}
+
+// SortLatencies sorts every tenant's Latencies ascending, as Window
+// returns them; buf is scratch of any size, returned grown for the next
+// call.
+func (ws *WindowStats) SortLatencies(buf []time.Duration) []time.Duration {
+	for i := range ws.Tenants {
+		buf = sortDurations(ws.Tenants[i].Latencies, buf)
+	}
+	return buf
+}
+
+// WindowUnsorted is Window but for the order of each tenant's Latencies,
+// which is the order the window kept them in (SortLatencies sorts them):
+// for a caller that sorts them elsewhere, off the simulator's path.
+func (s *Simulator) WindowUnsorted() WindowStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.flush()
@@ -645,7 +666,6 @@ func (s *Simulator) Window() WindowStats {
 			Completed: t.completed, Latencies: t.lat, Good: t.good, Tokens: t.itlTokens,
 			Work: t.work, OOMs: t.ooms, Dropped: t.dropped, TimedOut: t.timedOut,
 		}
-		s.sortBuf = sortDurations(tw.Latencies, s.sortBuf)
 		if tw.Latencies == nil {
 			tw.Latencies = []time.Duration{}
 		}

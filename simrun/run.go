@@ -226,6 +226,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	})
 	rec := startRecording(res.Recorder)
 	defer rec.wait()
+	var sortBuf []time.Duration
 
 	steps := int64((dur + cfg.Step - 1) / cfg.Step)
 	start := s.Now()
@@ -262,11 +263,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				changes = append(changes, report.Change{Time: d.Time, GPU: d.GPU, Tenant: d.Tenant, Knob: d.Knob, To: d.To})
 			}
 		}
-		w := s.Window()
+		// the recorder sorts the window's latencies
+		w, sorted := s.WindowUnsorted(), false
 		if cfg.observe != nil {
+			sortBuf, sorted = w.SortLatencies(sortBuf), true
 			cfg.observe(snap, decs, &w)
 		}
-		rec.add(changes, w)
+		rec.add(changes, w, sorted)
 		if cfg.Progress != nil {
 			cfg.Progress(i, steps)
 		}
@@ -285,10 +288,12 @@ type recording struct {
 	closed bool
 }
 
-// recordedStep is what one step gives the recorder.
+// recordedStep is what one step gives the recorder: its window's
+// latencies sorted or not yet.
 type recordedStep struct {
 	changes []report.Change
 	w       sim.WindowStats
+	sorted  bool
 }
 
 // startRecording starts adding steps to r.
@@ -296,7 +301,11 @@ func startRecording(r *report.Recorder) *recording {
 	steps, done := make(chan recordedStep, 64), make(chan struct{})
 	go func() {
 		defer close(done)
+		var buf []time.Duration
 		for st := range steps {
+			if !st.sorted {
+				buf = st.w.SortLatencies(buf)
+			}
 			for _, c := range st.changes {
 				r.AddChange(c)
 			}
@@ -307,9 +316,10 @@ func startRecording(r *report.Recorder) *recording {
 }
 
 // add hands a step's changes and window (which the caller no longer
-// touches) to the recorder.
-func (rec *recording) add(changes []report.Change, w sim.WindowStats) {
-	rec.steps <- recordedStep{changes, w}
+// touches) to the recorder, which sorts the window's latencies unless
+// they are sorted.
+func (rec *recording) add(changes []report.Change, w sim.WindowStats, sorted bool) {
+	rec.steps <- recordedStep{changes, w, sorted}
 }
 
 // wait returns once every step handed over is recorded; a second call
