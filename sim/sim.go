@@ -4,12 +4,11 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
-	"runtime"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/parallel"
 )
 
 // DefaultStart is the virtual start time when Options.Start is zero and no
@@ -537,25 +536,7 @@ func (s *Simulator) advance(to int64) {
 // same whichever goroutine runs it, so the results do not depend on the
 // split.
 func (s *Simulator) runGPUs(t, end int64) {
-	workers := min(runtime.GOMAXPROCS(0), len(s.gpus))
-	if workers < 2 {
-		for _, g := range s.gpus {
-			g.run(s, t, end)
-		}
-		return
-	}
-	var next atomic.Int64
-	work := func() {
-		for i := next.Add(1) - 1; i < int64(len(s.gpus)); i = next.Add(1) - 1 {
-			s.gpus[i].run(s, t, end)
-		}
-	}
-	var wg sync.WaitGroup
-	for range workers - 1 {
-		wg.Go(work)
-	}
-	work()
-	wg.Wait()
+	parallel.Each(len(s.gpus), func(i int) { s.gpus[i].run(s, t, end) })
 }
 
 // recheck makes every domain look at all its members again (boundary) at
