@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/parallel"
 )
 
 // DefaultStart is the virtual start time when Options.Start is zero and no
@@ -51,7 +52,7 @@ type Simulator struct {
 	sampled    bool
 	winStart   int64
 	maxLat     int             // latencies a window keeps per tenant
-	sortBuf    []time.Duration // Window's scratch for sorting latencies
+	sortBuf    []time.Duration // Window's scratch for sorting latencies (SortLatencies)
 
 	// control actions and their costs (actuation.go); actBase is the id
 	// of actions[0]
@@ -522,12 +523,20 @@ func (s *Simulator) advance(to int64) {
 		s.applyEvents()
 		s.recheck()
 		end := min(to, s.nextEvent())
-		for _, g := range s.gpus {
-			g.run(s, s.now, end)
-		}
+		s.runGPUs(s.now, end)
 		s.now = end
 	}
 	s.applyEvents()
+}
+
+// runGPUs runs every GPU over [t, end). Until the next scenario event a
+// GPU's run reads the simulator's settings and changes only its own
+// domains and tenants (and the actions of those tenants), so the GPUs run
+// in parallel on up to GOMAXPROCS goroutines; each GPU's arithmetic is the
+// same whichever goroutine runs it, so the results do not depend on the
+// split.
+func (s *Simulator) runGPUs(t, end int64) {
+	parallel.Each(len(s.gpus), func(i int) { s.gpus[i].run(s, t, end) })
 }
 
 // recheck makes every domain look at all its members again (boundary) at
@@ -606,6 +615,27 @@ func flushInto[T any, P interface {
 // Window returns ground truth since the previous Window call (or the
 // start) and starts a new window.
 func (s *Simulator) Window() WindowStats {
+	ws := s.WindowUnsorted()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sortBuf = ws.SortLatencies(s.sortBuf)
+	return ws
+}
+
+// SortLatencies sorts every tenant's Latencies ascending, as Window
+// returns them; buf is scratch of any size, returned grown for the next
+// call.
+func (ws *WindowStats) SortLatencies(buf []time.Duration) []time.Duration {
+	for i := range ws.Tenants {
+		buf = sortDurations(ws.Tenants[i].Latencies, buf)
+	}
+	return buf
+}
+
+// WindowUnsorted is Window but for the order of each tenant's Latencies,
+// which is the order the window kept them in (SortLatencies sorts them):
+// for a caller that sorts them elsewhere, off the simulator's path.
+func (s *Simulator) WindowUnsorted() WindowStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.flush()
@@ -617,7 +647,6 @@ func (s *Simulator) Window() WindowStats {
 			Completed: t.completed, Latencies: t.lat, Good: t.good, Tokens: t.itlTokens,
 			Work: t.work, OOMs: t.ooms, Dropped: t.dropped, TimedOut: t.timedOut,
 		}
-		s.sortBuf = sortDurations(tw.Latencies, s.sortBuf)
 		if tw.Latencies == nil {
 			tw.Latencies = []time.Duration{}
 		}

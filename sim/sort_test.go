@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -31,5 +32,37 @@ func TestSortDurations(t *testing.T) {
 		if !slices.Equal(d, want) {
 			t.Errorf("%s: not sorted as slices.Sort sorts", tc.name)
 		}
+	}
+}
+
+// WindowUnsorted and then SortLatencies give what Window gives, window
+// after window; unsorted, the latencies are the same values.
+func TestWindowUnsortedThenSorted(t *testing.T) {
+	sc, err := ParseScenario("host8.yaml", []byte(hostScenario()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := mustNew(t, sc, Options{}), mustNew(t, sc, Options{})
+	var buf []time.Duration
+	unordered := false
+	for sec := 1; sec <= 5; sec++ {
+		at := a.Now().Add(time.Second)
+		a.AdvanceTo(at)
+		b.AdvanceTo(at)
+		want, got := a.Window(), b.WindowUnsorted()
+		for i := range got.Tenants {
+			l := got.Tenants[i].Latencies
+			unordered = unordered || !slices.IsSorted(l)
+			if !slices.Equal(slices.Sorted(slices.Values(l)), want.Tenants[i].Latencies) {
+				t.Fatalf("second %d, %s: unsorted latencies are not the window's", sec, got.Tenants[i].Tenant)
+			}
+		}
+		buf = got.SortLatencies(buf)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("second %d: sorted, the window differs from Window's", sec)
+		}
+	}
+	if !unordered {
+		t.Error("every window's latencies came sorted: the test shows nothing")
 	}
 }

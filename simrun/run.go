@@ -224,6 +224,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		Scenario: sc.Name, Description: sc.Description, Policy: pol.Name(), Seed: seed,
 		Start: s.Now(), Step: cfg.Step, Duration: dur,
 	})
+	rec := startRecording(res.Recorder)
+	defer rec.wait()
+	var sortBuf []time.Duration
 
 	steps := int64((dur + cfg.Step - 1) / cfg.Step)
 	start := s.Now()
@@ -254,20 +257,77 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			return nil, fmt.Errorf("policy %s at %v: %w", pol.Name(), at.Sub(start), err)
 		}
 		res.Decisions = append(res.Decisions, decs...)
+		var changes []report.Change
 		for _, d := range decs {
 			if d.Applied {
-				res.Recorder.AddChange(report.Change{Time: d.Time, GPU: d.GPU, Tenant: d.Tenant, Knob: d.Knob, To: d.To})
+				changes = append(changes, report.Change{Time: d.Time, GPU: d.GPU, Tenant: d.Tenant, Knob: d.Knob, To: d.To})
 			}
 		}
-		w := s.Window()
+		// the recorder sorts the window's latencies
+		w, sorted := s.WindowUnsorted(), false
 		if cfg.observe != nil {
+			sortBuf, sorted = w.SortLatencies(sortBuf), true
 			cfg.observe(snap, decs, &w)
 		}
-		res.Recorder.Add(w)
+		rec.add(changes, w, sorted)
 		if cfg.Progress != nil {
 			cfg.Progress(i, steps)
 		}
 	}
+	rec.wait()
 	res.Actions = s.Actions()
 	return res, nil
+}
+
+// recording adds each step's applied changes and window to a recorder on
+// a goroutine of its own, in the order the steps give them: the recorder
+// keeps up with the run beside it instead of after each step.
+type recording struct {
+	steps  chan recordedStep
+	done   chan struct{}
+	closed bool
+}
+
+// recordedStep is what one step gives the recorder: its window's
+// latencies sorted or not yet.
+type recordedStep struct {
+	changes []report.Change
+	w       sim.WindowStats
+	sorted  bool
+}
+
+// startRecording starts adding steps to r.
+func startRecording(r *report.Recorder) *recording {
+	steps, done := make(chan recordedStep, 64), make(chan struct{})
+	go func() {
+		defer close(done)
+		var buf []time.Duration
+		for st := range steps {
+			if !st.sorted {
+				buf = st.w.SortLatencies(buf)
+			}
+			for _, c := range st.changes {
+				r.AddChange(c)
+			}
+			r.Add(st.w)
+		}
+	}()
+	return &recording{steps: steps, done: done}
+}
+
+// add hands a step's changes and window (which the caller no longer
+// touches) to the recorder, which sorts the window's latencies unless
+// they are sorted.
+func (rec *recording) add(changes []report.Change, w sim.WindowStats, sorted bool) {
+	rec.steps <- recordedStep{changes, w, sorted}
+}
+
+// wait returns once every step handed over is recorded; a second call
+// returns at once.
+func (rec *recording) wait() {
+	if !rec.closed {
+		close(rec.steps)
+		rec.closed = true
+	}
+	<-rec.done
 }

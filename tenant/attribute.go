@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/parallel"
 	"github.com/vgpu-exporter/vgpu_exporter/kube"
 )
 
@@ -22,7 +23,7 @@ type tenantAcc struct {
 	busy, memBusy   float64
 	busyN, memBusyN int
 	// smW and memW are busy and memBusy, each sample weighted by the
-	// context's fitted footprint (see footprints).
+	// context's fitted footprint (see gpuFit.fit).
 	smW, memW float64
 	memBytes  uint64
 	memBytesN int
@@ -103,17 +104,33 @@ func (b *Builder) usage(compiled *compiledConfig, r *gpu.Readings, podMap *kube.
 	var out []Usage
 	seen := map[string]bool{}
 	defer b.attr.forgetFits(seen)
+	// the shared devices' contexts first, then their footprints, fitted
+	// at once (each device's fit reads and changes its own history only),
+	// then every device's usage in device order
+	shared := make([]*sharedDevice, len(r.Devices))
+	var fits []*sharedDevice
+	for di := range r.Devices {
+		d := &r.Devices[di]
+		if d.Up && !d.MIGEnabled && len(d.MIG) == 0 {
+			shared[di] = b.sharedContexts(compiled, podMap, d)
+			fits = append(fits, shared[di])
+		}
+	}
+	parallel.Each(len(fits), func(i int) {
+		sd := fits[i]
+		sd.fit.fit(sd.ctxs, sd.d.Activity.SMActive, sd.d.Activity.SMOccupancy, sd.d.Activity.DRAMActive)
+	})
 	for di := range r.Devices {
 		d := &r.Devices[di]
 		if !d.Up {
 			continue
 		}
 		seen[d.UUID] = true
-		if d.MIGEnabled || len(d.MIG) > 0 {
+		if shared[di] == nil {
 			out = append(out, b.migUsage(compiled, podMap, d)...)
 			continue
 		}
-		out = append(out, b.sharedUsage(compiled, podMap, d)...)
+		out = append(out, b.sharedShares(compiled, shared[di])...)
 	}
 	sort.Slice(out, func(i, j int) bool {
 		a, c := out[i], out[j]
@@ -226,10 +243,24 @@ func (b *Builder) migUsage(compiled *compiledConfig, podMap *kube.Mapping, d *gp
 	return out
 }
 
-// sharedUsage covers exclusive, time-sliced, MPS and vGPU devices: the
-// whole GPU is one share domain, and its device figures are apportioned
-// among its tenants (see docs/tenants.md), however many there are.
-func (b *Builder) sharedUsage(compiled *compiledConfig, podMap *kube.Mapping, d *gpu.Device) []Usage {
+// A shared device (exclusive, time-sliced, MPS or vGPU) is one share
+// domain: its device figures are apportioned among its tenants (see
+// docs/tenants.md), however many there are, in three steps: sharedContexts,
+// the footprints' fit (gpuFit.fit) and sharedShares.
+
+// sharedDevice is a shared device's tenants and contexts between their
+// attribution and their shares, with the device's footprint history.
+type sharedDevice struct {
+	d         *gpu.Device
+	perTenant *devAcc
+	ctxs      []*ctxUtil
+	fit       *gpuFit
+}
+
+// sharedContexts attributes a shared device's vGPUs and processes to
+// their tenants and returns their contexts, whose footprints are yet to
+// be fitted (sharedDevice.fit).
+func (b *Builder) sharedContexts(compiled *compiledConfig, podMap *kube.Mapping, d *gpu.Device) *sharedDevice {
 	perTenant := &devAcc{byTenant: map[string]*tenantAcc{}}
 	var ctxs []*ctxUtil
 	vgpuTenant := map[uint32]string{}
@@ -263,7 +294,13 @@ func (b *Builder) sharedUsage(compiled *compiledConfig, podMap *kube.Mapping, d 
 		}
 		ctxs = append(ctxs, a.processCtx(p))
 	}
-	b.attr.footprints(d.UUID, ctxs, d.Activity.SMActive, d.Activity.SMOccupancy, d.Activity.DRAMActive)
+	return &sharedDevice{d: d, perTenant: perTenant, ctxs: ctxs, fit: b.attr.fitOf(d.UUID)}
+}
+
+// sharedShares apportions a shared device's figures among its tenants,
+// its contexts' footprints fitted.
+func (b *Builder) sharedShares(compiled *compiledConfig, sd *sharedDevice) []Usage {
+	d, perTenant, ctxs := sd.d, sd.perTenant, sd.ctxs
 	for _, c := range ctxs {
 		c.acc.addUtil(c)
 	}

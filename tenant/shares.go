@@ -113,7 +113,7 @@ type ctxUtil struct {
 	acc     *tenantAcc
 	sm, mem *float64
 	mps     bool
-	// smFoot and memFoot are the fitted footprints, set by footprints
+	// smFoot and memFoot are the fitted footprints, set by gpuFit.fit
 	smFoot, memFoot float64
 }
 
@@ -169,15 +169,21 @@ type fitObs struct {
 	sm, occ float64
 }
 
-// footprints sets the smFoot and memFoot of ctxs, the contexts of device
-// uuid in this sample, from the device's SM active, SM occupancy and DRAM
-// active (any may be nil) and the window before it.
-func (a *attrState) footprints(uuid string, ctxs []*ctxUtil, sm, occ, dram *float64) {
+// fitOf returns device uuid's footprint history, made when new.
+func (a *attrState) fitOf(uuid string) *gpuFit {
 	f := a.fits[uuid]
 	if f == nil {
 		f = &gpuFit{}
 		a.fits[uuid] = f
 	}
+	return f
+}
+
+// fit sets the smFoot and memFoot of ctxs, the contexts of f's device in
+// this sample, from the device's SM active, SM occupancy and DRAM active
+// (any may be nil) and the window before it. It reads and changes f and
+// ctxs only, so that the devices' fits may run at once.
+func (f *gpuFit) fit(ctxs []*ctxUtil, sm, occ, dram *float64) {
 	var busy ctxVals // the oldest sample's, when it leaves the window
 	if len(f.samples) >= footprintWindow {
 		busy = f.samples[0].busy[:0]

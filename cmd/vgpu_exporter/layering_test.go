@@ -75,6 +75,7 @@ var layers = map[string][]string{
 	// Leaves below every layer; any package may import them (see leaves).
 	"internal/yamlconf": nil,
 	"internal/fileread": nil,
+	"internal/parallel": nil,
 	// Test builders, imported only by test files (see testOnly).
 	"internal/testutil": {"gpu"},
 	"internal/simtest":  {"gpu", "sim", "simrun", "tenant"},
@@ -96,7 +97,7 @@ var layers = map[string][]string{
 // leaves are packages that import no project package and that every
 // package may import: the YAML syntax shared by the tenants and scenario
 // files, and the runner of outside programs the actuators drive.
-var leaves = []string{"internal/yamlconf", "internal/fileread", "internal/command"}
+var leaves = []string{"internal/yamlconf", "internal/fileread", "internal/command", "internal/parallel"}
 
 // testOnly are packages for test files: no other package's non-test files
 // may import them, so no test builder ends up in a binary.
