@@ -55,6 +55,10 @@ func TestAutotunePause(t *testing.T) {
 			[]string{"GPU-0/mps_active_threads/pid2=55%"}, "reserve"},
 		{"slack: the pause given back first", scene{mode: gpu.SharingMPS, embedCap: &half, fast: fine, p99: 0.3}, true, 0.5, 2 * time.Minute, nil,
 			[]string{"GPU-0/pause_duty/pid2=45%"}, "slack"},
+		{"the minute's burn 0.4 (a late request or two), none late since: the pause given back", scene{mode: gpu.SharingMPS, embedCap: &half, fast: tuner.FastSLO{Over: time.Minute, Total: 100, Good: 99.6}, p99: 0.3}, true, 0.5, 2 * time.Minute, nil,
+			[]string{"GPU-0/pause_duty/pid2=45%"}, "slack"},
+		{"the minute's burn 0.6: the pause held", scene{mode: gpu.SharingMPS, embedCap: &half, fast: tuner.FastSLO{Over: time.Minute, Total: 100, Good: 99.4}, p99: 0.3}, true, 0.5, 2 * time.Minute, nil,
+			nil, ""},
 		{"slack and no pause: the cap released", scene{mode: gpu.SharingMPS, embedCap: &half, fast: fine, p99: 0.3}, true, 0, 0, nil,
 			[]string{"GPU-0/mps_active_threads/pid2=55%"}, "slack"},
 		{"slack and nothing paused: no pause action", scene{mode: gpu.SharingMPS, embedCap: &full, fast: fine, p99: 0.3}, true, 0, 0, nil,
@@ -113,9 +117,9 @@ func TestPauseAnticipation(t *testing.T) {
 		reason string
 	}{
 		{"slack and no peak: given back", 0.3, 0, nil, []string{"GPU-0/pause_duty/pid2=25%"}, "slack"},
-		{"a peak 2 minutes ago holds 50%", 0.3, 2 * time.Minute, nil, []string{"GPU-0/pause_duty/pid2=50%"}, "a recent peak needed a 60% pause"},
-		{"held at the floor, not given back", 0.5, 2 * time.Minute, nil, nil, ""},
-		{"a peak 12 minutes ago has faded", 0.3, 12 * time.Minute, nil, []string{"GPU-0/pause_duty/pid2=25%"}, "slack"},
+		{"a peak 2 minutes ago holds 40%", 0.3, 2 * time.Minute, nil, []string{"GPU-0/pause_duty/pid2=40%"}, "a recent peak needed a 60% pause"},
+		{"held at the floor, not given back", 0.4, 2 * time.Minute, nil, nil, ""},
+		{"a peak 6 minutes ago has faded", 0.3, 6 * time.Minute, nil, []string{"GPU-0/pause_duty/pid2=25%"}, "slack"},
 		{"this time of day on two days: set ahead", 0, 0, []time.Duration{day - 5*time.Minute, 2*day - 10*time.Minute},
 			[]string{"GPU-0/pause_duty/pid2=40%"}, "on 2 of the last 7 days this time of day needed a 40% pause"},
 		{"on one day only: no pattern", 0, 0, []time.Duration{day - 5*time.Minute}, nil, ""},
