@@ -188,6 +188,14 @@ func beyondNoise(burn, n, quantile, k float64) bool {
 	return (burn-1)*allowed >= k*math.Sqrt(math.Max(allowed, 1))
 }
 
+// slackWithinNoise says whether a burn over n requests is at most bar
+// give or take one standard deviation (Poisson) of the late requests bar
+// allows.
+func slackWithinNoise(burn, n, quantile, bar float64) bool {
+	allowed := n * math.Max(1-quantile, 1e-3)
+	return (burn-bar)*allowed <= math.Sqrt(math.Max(bar*allowed, 1))
+}
+
 // clearMiss says whether a burn over n requests is a clear miss: twice
 // ViolateBurn, and its late requests three standard deviations (Poisson)
 // above what the SLO allows of n, so that a wobble of a few requests in
@@ -378,19 +386,22 @@ func (p *Autotune) burnSincePause(s *tuner.State, uuid string, w *member) (burn,
 
 // pauseSlack says whether every latency tenant of the domain has slack
 // for the fast loop: idle, or its burn over the last interval (recentBurn)
-// and over the fast window both at most half ViolateBurn (pauses asks it
-// only when none violates over the fast window). Half, not SlackBurn: a
-// p99 tenant with one late request in a minute of 200 burns 0.5, and that
-// one request held the pause for minutes (measured on h100-timeslice and
-// noisy-neighbour). The SLO window's quantile is not waited for: a pause
-// given back too far is taken again within one interval, at no cost.
+// at most half ViolateBurn and over the fast window at most SlackBurn,
+// give or take one standard deviation (Poisson) of the late requests
+// SlackBurn allows (pauses asks it only when none violates over the fast
+// window). Give or take: a p99 tenant with one late request in a minute
+// of 200 burns 0.5, and that one request held the pause for minutes
+// (measured on h100-timeslice, noisy-neighbour and
+// code-assistant-replay). The SLO window's quantile is not waited for: a
+// pause given back too far is taken again within one interval, at no
+// cost.
 func (p *Autotune) pauseSlack(s *tuner.State, uuid string, ds domainSignals) bool {
 	for _, m := range ds.latency {
 		if m.slo.WindowRequests == 0 {
 			continue
 		}
 		burn, _, ok := p.recentBurn(s, uuid, m)
-		if !ok || !m.hasBurn || burn > p.P.ViolateBurn/2 || m.burn > p.P.ViolateBurn/2 {
+		if !ok || !m.hasBurn || burn > p.P.ViolateBurn/2 || !slackWithinNoise(m.burn, s.Fast[m.name].Total, m.slo.Quantile, p.P.SlackBurn) {
 			return false
 		}
 	}
