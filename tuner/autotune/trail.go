@@ -68,22 +68,28 @@ func (tr *requestTrail) pausedAhead(uuid string, r aheadRaise) {
 // come less than halfway from its rate before the rise to PauseRise times
 // it (or the trail cannot tell).
 func (tr *requestTrail) aheadGone(uuid string, t, now time.Time, window time.Duration, rise float64) bool {
-	if tr == nil {
-		return false
-	}
-	tr.mu.Lock()
-	var r *aheadRaise
-	for i := range tr.ahead[uuid] {
-		if tr.ahead[uuid][i].at.Equal(t) {
-			r = &tr.ahead[uuid][i]
-		}
-	}
-	tr.mu.Unlock()
-	if r == nil {
+	r, ok := tr.aheadAt(uuid, t)
+	if !ok {
 		return false
 	}
 	c, span, ok := tr.since(r.tenant, now.Add(-window), now.Add(-2*window), 1)
 	return !ok || c.Total/span.Seconds() < r.before*(1+rise)/2
+}
+
+// aheadAt returns the raise ahead of a rise made at t on the GPU uuid,
+// false where the raise at t was not one.
+func (tr *requestTrail) aheadAt(uuid string, t time.Time) (aheadRaise, bool) {
+	if tr == nil {
+		return aheadRaise{}, false
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	for i := len(tr.ahead[uuid]) - 1; i >= 0; i-- {
+		if tr.ahead[uuid][i].at.Equal(t) {
+			return tr.ahead[uuid][i], true
+		}
+	}
+	return aheadRaise{}, false
 }
 
 // observe adds the snapshot's counters at now, once a round; a counter
