@@ -1,11 +1,17 @@
 package collector
 
 import (
+	"bytes"
+	"fmt"
 	"io"
+	"sync/atomic"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
 // BenchmarkScrape8GPU renders a full snapshot of 8 GPUs with 7 MIG
@@ -52,4 +58,64 @@ func BenchmarkGather8GPU(b *testing.B) {
 			}
 		}
 	}
+}
+
+// scaleSnapshot is about the scrape-latency scenario's snapshot
+// (test/scrape-latency): 8 GPUs of 7 MIG instances, 64 tenants with SLOs,
+// 9 tenants' usage on each instance (504 usage series of each metric).
+func scaleSnapshot(step int) *tenant.Snapshot {
+	s := bigSnapshot(8, 64)
+	s.Sampler.SamplesTotal = uint64(step)
+	s.Usage = s.Usage[:0]
+	for i := range 8 {
+		for gi := 1; gi <= 7; gi++ {
+			for k := range 9 {
+				t := (i*7*9 + (gi-1)*9 + k) % 64
+				s.Usage = append(s.Usage, tenant.Usage{Tenant: fmt.Sprintf("tenant-%02d", t), Class: "latency", GPU: i,
+					UUID: fmt.Sprintf("GPU-%04d", i), GPUInstance: fmt.Sprint(gi), Processes: 1,
+					Method: tenant.Apportioned, SMActive: gpu.Float(float64(step%7) / 8), DRAMActive: gpu.Float(0.5),
+					MemoryUsedBytes: uint64(step+k) * gib, ContextSwitchesTotal: gpu.Float(float64(step))})
+			}
+		}
+	}
+	return s
+}
+
+// BenchmarkPublish is what the exporter does once per published snapshot
+// at the scrape-latency scale: gather every collector over a new snapshot
+// (the values move, the series stay) and encode it as text into the
+// memory of the rendering before.
+func BenchmarkPublish(b *testing.B) {
+	snaps := []*tenant.Snapshot{scaleSnapshot(1), scaleSnapshot(2)}
+	var cur atomic.Pointer[tenant.Snapshot]
+	cur.Store(snaps[0])
+	e, err := NewExporter(cur.Load, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(e)
+	var buf bytes.Buffer
+	publish := func() {
+		mfs, err := reg.Gather()
+		if err != nil {
+			b.Fatal(err)
+		}
+		buf.Reset()
+		enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))
+		for _, mf := range mfs {
+			if err := enc.Encode(mf); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	publish()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		cur.Store(snaps[i%2])
+		publish()
+	}
+	b.ReportMetric(float64(buf.Len()), "bytes/publication")
 }
