@@ -84,8 +84,37 @@ func scaleSnapshot(step int) *tenant.Snapshot {
 // BenchmarkPublish is what the exporter does once per published snapshot
 // at the scrape-latency scale: gather every collector over a new snapshot
 // (the values move, the series stay) and encode it as text into the
-// memory of the rendering before.
+// memory of the rendering before; BenchmarkPublishText renders the same
+// with Text.
 func BenchmarkPublish(b *testing.B) {
+	benchPublish(b, func(c prometheus.Collector) func(*bytes.Buffer) error {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(c)
+		return func(buf *bytes.Buffer) error {
+			mfs, err := reg.Gather()
+			if err != nil {
+				return err
+			}
+			enc := expfmt.NewEncoder(buf, expfmt.NewFormat(expfmt.TypeTextPlain))
+			for _, mf := range mfs {
+				if err := enc.Encode(mf); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	})
+}
+
+func BenchmarkPublishText(b *testing.B) {
+	benchPublish(b, func(c prometheus.Collector) func(*bytes.Buffer) error {
+		t := NewText(c)
+		return func(buf *bytes.Buffer) error { return t.Render(buf, nil) }
+	})
+}
+
+// benchPublish publishes with the renderer newRender returns.
+func benchPublish(b *testing.B, newRender func(prometheus.Collector) func(*bytes.Buffer) error) {
 	snaps := []*tenant.Snapshot{scaleSnapshot(1), scaleSnapshot(2)}
 	var cur atomic.Pointer[tenant.Snapshot]
 	cur.Store(snaps[0])
@@ -93,20 +122,12 @@ func BenchmarkPublish(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(e)
+	render := newRender(e)
 	var buf bytes.Buffer
 	publish := func() {
-		mfs, err := reg.Gather()
-		if err != nil {
-			b.Fatal(err)
-		}
 		buf.Reset()
-		enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))
-		for _, mf := range mfs {
-			if err := enc.Encode(mf); err != nil {
-				b.Fatal(err)
-			}
+		if err := render(&buf); err != nil {
+			b.Fatal(err)
 		}
 	}
 	publish()

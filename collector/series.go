@@ -24,8 +24,9 @@ type seriesCache struct {
 	mu     sync.Mutex
 	seed   maphash.Seed
 	series map[uint64]*series
-	gen    uint64 // the update under way, or the last one
-	live   int    // the cached series sent in the update under way
+	names  map[*prometheus.Desc]string // of the descriptors met; "" where not legacy
+	gen    uint64                      // the update under way, or the last one
+	live   int                         // the cached series sent in the update under way
 }
 
 // series is a cached series.
@@ -34,6 +35,7 @@ type series struct {
 	typ    prometheus.ValueType
 	values []string         // the label values it was sent with
 	labels []*dto.LabelPair // the label pairs of its const metric
+	text   []byte           // its name and labels in the text format (Text); nil where Text cannot render them
 	gen    uint64           // the last update that sent it
 }
 
@@ -43,6 +45,7 @@ func (c *seriesCache) begin() {
 	if c.series == nil {
 		c.seed = maphash.MakeSeed()
 		c.series = map[uint64]*series{}
+		c.names = map[*prometheus.Desc]string{}
 	}
 	c.gen++
 	c.live = 0
@@ -98,8 +101,24 @@ func (c *seriesCache) put(h uint64, d *prometheus.Desc, t prometheus.ValueType, 
 		return
 	}
 	s := &series{desc: d, typ: t, values: slices.Clone(lv), labels: out.Label}
+	if name := c.name(d); name != "" {
+		s.text, _ = appendSeries(nil, name, out.Label) // nil where a label name is not legacy
+	}
 	c.series[h] = s
 	c.sent(s)
+}
+
+// name is the name of d where Text can render it, else "".
+func (c *seriesCache) name(d *prometheus.Desc) string {
+	n, ok := c.names[d]
+	if !ok {
+		m, err := metaOf(d)
+		if err == nil {
+			n = m.name
+		}
+		c.names[d] = n
+	}
+	return n
 }
 
 // sent marks s as sent in the update under way.

@@ -1,0 +1,143 @@
+package collector
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner"
+)
+
+// oddSnapshot is richSnapshot with label values the text format escapes
+// and values it spells out.
+func oddSnapshot() *tenant.Snapshot {
+	s := richSnapshot()
+	odd := "q\"uo\\te\nd é"
+	s.Tenants[0].Name = odd
+	s.Usage[0].Tenant = odd
+	s.Usage[0].SMActive = gpu.Float(math.NaN())
+	s.Usage[0].DRAMActive = gpu.Float(math.Inf(1))
+	s.Usage[1].SMActive = gpu.Float(math.Inf(-1))
+	s.Usage[1].DRAMActive = gpu.Float(-1)
+	s.Usage[1].KernelBusy = gpu.Float(1e-300)
+	s.Readings.Devices[0].Name = `NVIDIA "H100"`
+	return s
+}
+
+// durations drops the values of the collectors' durations, the one thing
+// that differs from one collection to the next.
+var durations = regexp.MustCompile(`(?m)^(vgpu_scrape_collector_duration_seconds\{[^}]*\}) .*$`)
+
+// registryText renders c as encoding what a registry gathers does,
+// errors or not (what gathered well is served).
+func registryText(t *testing.T, c prometheus.Collector) []byte {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	mfs, _ := reg.Gather()
+	return durations.ReplaceAll(format(t, prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		return mfs, nil
+	})), []byte("$1 D"))
+}
+
+// TestTextMatchesRegistry renders collectors with Text and through a
+// registry and the text encoder: the bytes are the same, whether the
+// series are new or sent before, and whatever the values and labels.
+func TestTextMatchesRegistry(t *testing.T) {
+	var cur atomic.Pointer[tenant.Snapshot]
+	e, err := NewExporter(cur.Load, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := func() *tuner.Status { return richTunerStatus() }
+	for _, tc := range []struct {
+		name  string
+		c     prometheus.Collector
+		snaps []func() *tenant.Snapshot
+	}{
+		{"exporter", e, []func() *tenant.Snapshot{
+			richSnapshot, moved, oddSnapshot, churned, oddSnapshot,
+			func() *tenant.Snapshot { return &tenant.Snapshot{} },
+			func() *tenant.Snapshot { return bigSnapshot(8, 32) },
+		}},
+		{"no snapshot", e, []func() *tenant.Snapshot{func() *tenant.Snapshot { return nil }}},
+		{"with the tuner", List{e, NewTunerCollector(status)}, []func() *tenant.Snapshot{richSnapshot, moved}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			text := NewText(tc.c)
+			for i, snap := range tc.snaps {
+				cur.Store(snap())
+				var buf bytes.Buffer
+				if err := text.Render(&buf, nil); err != nil {
+					t.Fatalf("snapshot %d: %v", i, err)
+				}
+				got := durations.ReplaceAll(buf.Bytes(), []byte("$1 D"))
+				if want := registryText(t, tc.c); !bytes.Equal(got, want) {
+					t.Fatalf("snapshot %d: Text renders\n%s\nthe registry and encoder\n%s", i, got, want)
+				}
+			}
+		})
+	}
+}
+
+// constCollector sends fixed metrics.
+type constCollector []prometheus.Metric
+
+func (c constCollector) Describe(chan<- *prometheus.Desc) {}
+
+func (c constCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, m := range c {
+		ch <- m
+	}
+}
+
+func TestTextDuplicatesAndUnsupported(t *testing.T) {
+	d := prometheus.NewDesc("vgpu_x", "An \"x\"\\ with\nlines.", []string{"a"}, prometheus.Labels{"c": "k"})
+	yes := func(n, h string) *prometheus.Desc { return prometheus.NewDesc(n, h, nil, nil) }
+	hist := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "vgpu_h", Help: "h"})
+	for _, tc := range []struct {
+		name        string
+		c           constCollector
+		unsupported bool
+	}{
+		{"duplicate", constCollector{
+			prometheus.MustNewConstMetric(d, prometheus.GaugeValue, 2, "v"),
+			prometheus.MustNewConstMetric(d, prometheus.GaugeValue, 1, "u"),
+			prometheus.MustNewConstMetric(d, prometheus.GaugeValue, 3, "v"),
+		}, false},
+		{"untyped, no labels", constCollector{prometheus.MustNewConstMetric(yes("vgpu_u", ""), prometheus.UntypedValue, 0.5)}, false},
+		{"histogram", constCollector{hist}, true},
+		{"name not legacy", constCollector{prometheus.MustNewConstMetric(yes("vgpu.dotted", "d"), prometheus.GaugeValue, 1)}, true},
+		{"label name not legacy", constCollector{prometheus.MustNewConstMetric(
+			prometheus.NewDesc("vgpu_l", "l", []string{"a.b"}, nil), prometheus.GaugeValue, 1, "v")}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			err := NewText(tc.c).Render(&buf, nil)
+			if got := errors.Is(err, errors.ErrUnsupported); got != tc.unsupported {
+				t.Fatalf("Render: %v; unsupported %v, want %v", err, got, tc.unsupported)
+			}
+			if tc.unsupported {
+				if buf.Len() > 0 {
+					t.Errorf("rendered %q where unsupported", buf.String())
+				}
+				return
+			}
+			if want := registryText(t, tc.c); buf.String() != string(want) {
+				t.Errorf("Text renders\n%s\nthe registry and encoder\n%s", buf.String(), want)
+			}
+			if dup := strings.Contains(tc.name, "duplicate"); dup != (err != nil) {
+				t.Errorf("Render's error %v, want one: %v", err, dup)
+			}
+		})
+	}
+}
