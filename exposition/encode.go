@@ -3,6 +3,7 @@ package exposition
 import (
 	"bytes"
 	"compress/flate"
+	"errors"
 	"net/http"
 	"runtime"
 	"strconv"
@@ -33,6 +34,26 @@ func encodeFamilies(buf *bytes.Buffer, g prometheus.Gatherer, format expfmt.Form
 			runtime.Gosched()
 		}
 	}
+}
+
+// encode writes the collectors' part in format to buf, through Text
+// where it renders format. With yield, it lets other goroutines run after
+// each family.
+func (c *Cache) encode(buf *bytes.Buffer, format expfmt.Format, yield bool) {
+	if c.o.Text != nil && format.FormatType() == expfmt.TypeTextPlain {
+		var y func()
+		if yield {
+			y = runtime.Gosched
+		}
+		err := c.o.Text(buf, y)
+		if !errors.Is(err, errors.ErrUnsupported) {
+			if err != nil {
+				level.Error(c.o.Logger).Log("msg", "error gathering metrics", "err", err)
+			}
+			return
+		}
+	}
+	encodeFamilies(buf, c.o.Collectors, format, c.o.Logger, yield)
 }
 
 // gzipHeader is a gzip member header: deflate, no flags, no time, unknown

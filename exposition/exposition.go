@@ -38,6 +38,14 @@ const maxCachedFormats = 8
 type Options struct {
 	// Collectors are the metrics rendered once per version.
 	Collectors prometheus.Gatherer
+	// Text, when set, renders what Collectors gathers straight in the
+	// text format (version 0.0.4), byte for byte what encoding the
+	// gathered families gives, calling yield (when not nil) between
+	// families. Its error is logged as a gathering error (what it wrote
+	// is served), except one wrapping errors.ErrUnsupported, returned
+	// having written nothing, after which Collectors is gathered and
+	// encoded instead.
+	Text func(buf *bytes.Buffer, yield func()) error
 	// Self are the exporter's own metrics, gathered on every request; nil
 	// for none.
 	Self prometheus.Gatherer
@@ -303,7 +311,7 @@ func (c *Cache) render(k key, v any, s *slot) *rendered {
 	if k.gzip {
 		text = bytes.NewBuffer(scratch)
 	}
-	encodeFamilies(text, c.o.Collectors, k.format, c.o.Logger, s != nil)
+	c.encode(text, k.format, s != nil)
 	r := &rendered{version: v, size: text.Len(), crc: crc32.ChecksumIEEE(text.Bytes())}
 	if !k.gzip {
 		r.body = text.Bytes()

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/exporter-toolkit/web"
 
+	"github.com/vgpu-exporter/vgpu_exporter/collector"
 	"github.com/vgpu-exporter/vgpu_exporter/exposition"
 	"github.com/vgpu-exporter/vgpu_exporter/httplimit"
 	"github.com/vgpu-exporter/vgpu_exporter/pipeline"
@@ -78,7 +79,10 @@ func newHandler(o handlerOptions) (http.Handler, error) {
 	if o.Self != nil {
 		self = o.Self
 	}
-	def := exposition.New(exposition.Options{Collectors: reg, Self: self, Version: o.Version, Logger: log.With(o.Logger, "component", "web")})
+	// The text format, the one curl and Prometheus (short of native
+	// histograms) get, is rendered straight from the collectors' series.
+	def := exposition.New(exposition.Options{Collectors: reg, Text: collector.NewText(c).Render, Self: self, Version: o.Version,
+		Logger: log.With(o.Logger, "component", "web")})
 	if o.Subscribe != nil {
 		o.Subscribe(def.Publish)
 	}
