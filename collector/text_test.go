@@ -5,7 +5,10 @@ import (
 	"errors"
 	"math"
 	"regexp"
+	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -140,4 +143,41 @@ func TestTextDuplicatesAndUnsupported(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Renderings of one Text may run at once (one per cached format), while
+// the snapshot changes: each is one snapshot's, whole.
+func TestTextConcurrentRenderings(t *testing.T) {
+	snaps := []*tenant.Snapshot{richSnapshot(), moved(), churned()}
+	var want []string
+	for _, s := range snaps {
+		want = append(want, string(registryText(t, newExporter(t, s))))
+	}
+	var cur atomic.Pointer[tenant.Snapshot]
+	cur.Store(snaps[0])
+	e, err := NewExporter(cur.Load, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := NewText(e)
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Go(func() {
+			for j := range 30 {
+				if (i+j)%4 == 0 {
+					cur.Store(snaps[(i+j)%len(snaps)])
+				}
+				var buf bytes.Buffer
+				if err := text.Render(&buf, runtime.Gosched); err != nil {
+					t.Error(err)
+					return
+				}
+				if got := string(durations.ReplaceAll(buf.Bytes(), []byte("$1 D"))); !slices.Contains(want, got) {
+					t.Errorf("a rendering is none of the snapshots':\n%s", got)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
