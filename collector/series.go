@@ -16,7 +16,9 @@ import (
 // its new value: a publication then allocates no label pairs for the
 // series it shares with the one before (most of them, as labels name
 // GPUs, instances and tenants, and values are what moves). Series not
-// sent in an update are dropped at its end.
+// sent in an update are dropped at its end. The first update caches
+// nothing: an Exporter built for one request (a filtered scrape) pays
+// nothing for a cache it would not use.
 //
 // An update holds the cache's lock from begin to end, so that the updates
 // of concurrent collections of one collector take turns.
@@ -79,6 +81,9 @@ func (c *seriesCache) hash(d *prometheus.Desc, t prometheus.ValueType, lv []stri
 // get returns the cached series of d, t and lv, or nil, and the key to
 // put it under.
 func (c *seriesCache) get(d *prometheus.Desc, t prometheus.ValueType, lv []string) (*series, uint64) {
+	if c.gen == 1 {
+		return nil, 0
+	}
 	h := c.hash(d, t, lv)
 	s := c.series[h]
 	if s == nil || s.desc != d || s.typ != t || !slices.Equal(s.values, lv) {
@@ -93,6 +98,9 @@ func (c *seriesCache) get(d *prometheus.Desc, t prometheus.ValueType, lv []strin
 // series whose hashes collide) keeps it: the other is then built anew each
 // time.
 func (c *seriesCache) put(h uint64, d *prometheus.Desc, t prometheus.ValueType, lv []string, m prometheus.Metric) {
+	if c.gen == 1 {
+		return
+	}
 	if old := c.series[h]; old != nil && old.gen == c.gen {
 		return
 	}

@@ -147,3 +147,25 @@ func TestSeriesCacheConcurrentCollections(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// The first update caches nothing (an Exporter built for one filtered
+// scrape has no use for it); the second caches every series it sends.
+func TestSeriesCacheFromSecondUpdate(t *testing.T) {
+	e := newExporter(t, richSnapshot())
+	cached := func() int {
+		n := 0
+		for _, c := range e.collectors {
+			n += c.(interface{ cachedSeries() int }).cachedSeries()
+		}
+		return n
+	}
+	g := withoutDurations(t, e)
+	format(t, g)
+	if n := cached(); n != 0 {
+		t.Errorf("%d series cached after the first update, want none", n)
+	}
+	format(t, g)
+	if n := cached(); n == 0 {
+		t.Error("no series cached after the second update")
+	}
+}
