@@ -110,7 +110,7 @@ func (c *seriesCache) put(h uint64, d *prometheus.Desc, t prometheus.ValueType, 
 	}
 	s := &series{desc: d, typ: t, values: slices.Clone(lv), labels: out.Label}
 	if name := c.name(d); name != "" {
-		s.text, _ = appendSeries(nil, name, out.Label) // nil where a label name is not legacy
+		s.text, _ = appendSeries(nil, name, out.Label, "", 0) // nil where a label name is not legacy
 	}
 	c.series[h] = s
 	c.sent(s)

@@ -24,10 +24,11 @@ import (
 // once, when first sent (seriesCache), so a rendering writes only values
 // besides them.
 //
-// It renders gauges, counters and untyped metrics whose metric and label
-// names are valid in the legacy scheme (which every escaping scheme then
-// leaves as they are), as this package's are; for anything else it
-// returns an error wrapping errors.ErrUnsupported, having written
+// It renders counters, gauges, untyped metrics, summaries and classic
+// histograms without timestamps whose metric and label names are valid in
+// the legacy scheme (which every escaping scheme then leaves as they are),
+// as this package's and the Go and process collectors' are; for anything
+// else it returns an error wrapping errors.ErrUnsupported, having written
 // nothing, and the caller encodes gathered families instead. As a
 // registry does, it renders the first of two metrics with the same name
 // and labels and reports the second in its error.
@@ -49,15 +50,17 @@ func NewText(c prometheus.Collector) *Text {
 // textFamily is a family being rendered.
 type textFamily struct {
 	descMeta
-	typ   prometheus.ValueType
+	typ   dto.MetricType
 	lines []textLine
 }
 
-// textLine is a metric being rendered.
+// textLine is a metric being rendered: a kept series and its value, or
+// the lines of any other metric, rendered.
 type textLine struct {
 	labels []*dto.LabelPair // for the order
-	series []byte           // the name and labels, rendered
+	series []byte           // the name and labels of a kept series
 	v      float64
+	lines  []byte
 }
 
 // Render writes the collector's metrics to buf, calling yield (when not
@@ -85,25 +88,21 @@ func (t *Text) Render(buf *bytes.Buffer, yield func()) error {
 			continue
 		}
 		var l textLine
-		var typ prometheus.ValueType
+		var typ dto.MetricType
 		if s, ok := m.(*sample); ok {
 			if s.s.text == nil {
 				unsupported = fmt.Errorf("metric %s: a label name: %w", meta.name, errors.ErrUnsupported)
 				continue
 			}
-			l, typ = textLine{labels: s.s.labels, series: s.s.text, v: s.v}, s.s.typ
+			l, typ = textLine{labels: s.s.labels, series: s.s.text, v: s.v}, dtoTypes[s.s.typ]
 		} else {
 			var out dto.Metric
 			if err := m.Write(&out); err != nil {
 				errs = append(errs, fmt.Errorf("error collecting metric %s: %w", meta.name, err))
 				continue
 			}
-			if typ, l.v, ok = valueOf(&out); !ok {
-				unsupported = fmt.Errorf("metric %s is neither a counter, a gauge nor untyped: %w", meta.name, errors.ErrUnsupported)
-				continue
-			}
 			l.labels = out.Label
-			if l.series, err = appendSeries(nil, meta.name, out.Label); err != nil {
+			if l.lines, typ, err = appendMetric(nil, meta.name, &out); err != nil {
 				unsupported = err
 				continue
 			}
@@ -144,7 +143,11 @@ func (t *Text) Render(buf *bytes.Buffer, yield func()) error {
 		buf.WriteString(typeNames[f.typ])
 		for i, l := range f.lines {
 			if i > 0 && compareLabels(f.lines[i-1].labels, l.labels) == 0 {
-				errs = append(errs, fmt.Errorf("collected metric %s was collected before with the same name and label values", l.series))
+				errs = append(errs, fmt.Errorf("collected metric %s %v was collected before with the same name and label values", f.name, l.labels))
+				continue
+			}
+			if l.lines != nil {
+				buf.Write(l.lines)
 				continue
 			}
 			buf.Write(l.series)
@@ -174,25 +177,85 @@ func (t *Text) recycle(fams map[string]*textFamily) {
 }
 
 // typeNames end a family's TYPE line.
-var typeNames = map[prometheus.ValueType]string{
-	prometheus.CounterValue: " counter\n",
-	prometheus.GaugeValue:   " gauge\n",
-	prometheus.UntypedValue: " untyped\n",
+var typeNames = map[dto.MetricType]string{
+	dto.MetricType_COUNTER:   " counter\n",
+	dto.MetricType_GAUGE:     " gauge\n",
+	dto.MetricType_UNTYPED:   " untyped\n",
+	dto.MetricType_SUMMARY:   " summary\n",
+	dto.MetricType_HISTOGRAM: " histogram\n",
 }
 
-// valueOf is the type and value of a counter, gauge or untyped metric.
-func valueOf(m *dto.Metric) (prometheus.ValueType, float64, bool) {
-	switch {
-	case m.Summary != nil || m.Histogram != nil || m.TimestampMs != nil:
-		return 0, 0, false
-	case m.Counter != nil:
-		return prometheus.CounterValue, m.Counter.GetValue(), true
-	case m.Gauge != nil:
-		return prometheus.GaugeValue, m.Gauge.GetValue(), true
-	case m.Untyped != nil:
-		return prometheus.UntypedValue, m.Untyped.GetValue(), true
+// dtoTypes are the types of the kept series.
+var dtoTypes = map[prometheus.ValueType]dto.MetricType{
+	prometheus.CounterValue: dto.MetricType_COUNTER,
+	prometheus.GaugeValue:   dto.MetricType_GAUGE,
+	prometheus.UntypedValue: dto.MetricType_UNTYPED,
+}
+
+// appendMetric appends the lines of metric m of family name as the text
+// format writes them, and returns its type.
+func appendMetric(b []byte, name string, m *dto.Metric) ([]byte, dto.MetricType, error) {
+	var err error
+	line := func(suffix, extra string, extraValue, v float64) {
+		if err == nil {
+			b, err = appendLine(b, name+suffix, m.Label, extra, extraValue, v)
+		}
 	}
-	return 0, 0, false
+	var typ dto.MetricType
+	switch {
+	case m.TimestampMs != nil:
+		return nil, 0, fmt.Errorf("metric %s has a timestamp: %w", name, errors.ErrUnsupported)
+	case m.Gauge != nil:
+		typ = dto.MetricType_GAUGE
+		line("", "", 0, m.Gauge.GetValue())
+	case m.Counter != nil:
+		typ = dto.MetricType_COUNTER
+		line("", "", 0, m.Counter.GetValue())
+	case m.Summary != nil:
+		typ = dto.MetricType_SUMMARY
+		for _, q := range m.Summary.Quantile {
+			line("", model.QuantileLabel, q.GetQuantile(), q.GetValue())
+		}
+		line("_sum", "", 0, m.Summary.GetSampleSum())
+		line("_count", "", 0, float64(m.Summary.GetSampleCount()))
+	case m.Untyped != nil:
+		typ = dto.MetricType_UNTYPED
+		line("", "", 0, m.Untyped.GetValue())
+	case m.Histogram != nil:
+		typ = dto.MetricType_HISTOGRAM
+		h := m.Histogram
+		count := func(f float64, u uint64) float64 {
+			if f == 0 {
+				return float64(u)
+			}
+			return f
+		}
+		inf := false
+		for _, bk := range h.Bucket {
+			line("_bucket", model.BucketLabel, bk.GetUpperBound(), count(bk.GetCumulativeCountFloat(), bk.GetCumulativeCount()))
+			inf = inf || math.IsInf(bk.GetUpperBound(), +1)
+		}
+		if !inf {
+			line("_bucket", model.BucketLabel, math.Inf(+1), count(h.GetSampleCountFloat(), h.GetSampleCount()))
+		}
+		line("_sum", "", 0, h.GetSampleSum())
+		line("_count", "", 0, count(h.GetSampleCountFloat(), h.GetSampleCount()))
+	default:
+		return nil, 0, fmt.Errorf("metric %s has no value: %w", name, errors.ErrUnsupported)
+	}
+	return b, typ, err
+}
+
+// appendLine appends one line of a metric: its name and labels, the extra
+// label (quantile or le) where named, and the value.
+func appendLine(b []byte, name string, labels []*dto.LabelPair, extra string, extraValue, v float64) ([]byte, error) {
+	b, err := appendSeries(b, name, labels, extra, extraValue)
+	if err != nil {
+		return nil, err
+	}
+	b = append(b, ' ')
+	b = appendFloat(b, v)
+	return append(b, '\n'), nil
 }
 
 // compareLabels orders metrics as a registry does: by label values in
@@ -215,24 +278,31 @@ var (
 )
 
 // appendSeries appends a metric's name and labels as the text format
-// writes them: name{label="value",...}.
-func appendSeries(b []byte, name string, labels []*dto.LabelPair) ([]byte, error) {
+// writes them: name{label="value",...}, the extra label (when named)
+// last.
+func appendSeries(b []byte, name string, labels []*dto.LabelPair, extra string, extraValue float64) ([]byte, error) {
 	b = append(b, name...)
-	for i, lp := range labels {
+	sep := byte('{')
+	for _, lp := range labels {
 		if !model.LegacyValidation.IsValidLabelName(lp.GetName()) {
 			return nil, fmt.Errorf("metric %s: label name %q: %w", name, lp.GetName(), errors.ErrUnsupported)
 		}
-		if i == 0 {
-			b = append(b, '{')
-		} else {
-			b = append(b, ',')
-		}
+		b = append(b, sep)
 		b = append(b, lp.GetName()...)
 		b = append(b, `="`...)
 		b = append(b, valueEscaper.Replace(lp.GetValue())...)
 		b = append(b, '"')
+		sep = ','
 	}
-	if len(labels) > 0 {
+	if extra != "" {
+		b = append(b, sep)
+		b = append(b, extra...)
+		b = append(b, `="`...)
+		b = appendFloat(b, extraValue)
+		b = append(b, '"')
+		sep = ','
+	}
+	if sep == ',' {
 		b = append(b, '}')
 	}
 	return b, nil

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
@@ -106,7 +107,8 @@ func (c constCollector) Collect(ch chan<- prometheus.Metric) {
 func TestTextDuplicatesAndUnsupported(t *testing.T) {
 	d := prometheus.NewDesc("vgpu_x", "An \"x\"\\ with\nlines.", []string{"a"}, prometheus.Labels{"c": "k"})
 	yes := func(n, h string) *prometheus.Desc { return prometheus.NewDesc(n, h, nil, nil) }
-	hist := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "vgpu_h", Help: "h"})
+	hd := prometheus.NewDesc("vgpu_h_seconds", "h", []string{"a"}, prometheus.Labels{"c": "k"})
+	sd := prometheus.NewDesc("vgpu_s_seconds", "s", nil, nil)
 	for _, tc := range []struct {
 		name        string
 		c           constCollector
@@ -118,7 +120,16 @@ func TestTextDuplicatesAndUnsupported(t *testing.T) {
 			prometheus.MustNewConstMetric(d, prometheus.GaugeValue, 3, "v"),
 		}, false},
 		{"untyped, no labels", constCollector{prometheus.MustNewConstMetric(yes("vgpu_u", ""), prometheus.UntypedValue, 0.5)}, false},
-		{"histogram", constCollector{hist}, true},
+		{"histograms", constCollector{
+			prometheus.MustNewConstHistogram(hd, 10, 2.5, map[float64]uint64{0.1: 3, 1: 7, math.Inf(1): 10}, "z"),
+			prometheus.MustNewConstHistogram(hd, 4, 0.25, map[float64]uint64{0.5: 1, 1e-9: 0}, "y"),
+			prometheus.MustNewConstHistogram(hd, 0, 0, nil, "x\"\n"),
+		}, false},
+		{"summaries", constCollector{
+			prometheus.MustNewConstSummary(sd, 12, 3.5, map[float64]float64{0.5: 0.25, 0.99: math.NaN(), 0.9: 1}),
+		}, false},
+		{"timestamp", constCollector{prometheus.NewMetricWithTimestamp(t0,
+			prometheus.MustNewConstMetric(yes("vgpu_t", "t"), prometheus.GaugeValue, 1))}, true},
 		{"name not legacy", constCollector{prometheus.MustNewConstMetric(yes("vgpu.dotted", "d"), prometheus.GaugeValue, 1)}, true},
 		{"label name not legacy", constCollector{prometheus.MustNewConstMetric(
 			prometheus.NewDesc("vgpu_l", "l", []string{"a.b"}, nil), prometheus.GaugeValue, 1, "v")}, true},
@@ -138,7 +149,7 @@ func TestTextDuplicatesAndUnsupported(t *testing.T) {
 			if want := registryText(t, tc.c); buf.String() != string(want) {
 				t.Errorf("Text renders\n%s\nthe registry and encoder\n%s", buf.String(), want)
 			}
-			if dup := strings.Contains(tc.name, "duplicate"); dup != (err != nil) {
+			if dup := tc.name == "duplicate"; dup != (err != nil) {
 				t.Errorf("Render's error %v, want one: %v", err, dup)
 			}
 		})
@@ -180,4 +191,31 @@ func TestTextConcurrentRenderings(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// The exporter's own metrics (Go runtime, process, build) render as the
+// registry renders them: the same lines, whose values move between two
+// gatherings.
+func TestTextSelfMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	cs := List{
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsScheduler)),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		collectors.NewBuildInfoCollector(),
+	}
+	reg.MustRegister(cs)
+	var buf bytes.Buffer
+	if err := NewText(cs).Render(&buf, nil); err != nil {
+		t.Fatal(err)
+	}
+	values := regexp.MustCompile(`(?m)^([^#].*) \S+$`)
+	got := values.ReplaceAllString(buf.String(), "$1 V")
+	if want := values.ReplaceAllString(string(format(t, reg)), "$1 V"); got != want {
+		t.Errorf("Text renders\n%s\nthe registry and encoder\n%s", got, want)
+	}
+	for _, typ := range []string{" histogram\n", " summary\n"} {
+		if !strings.Contains(got, typ) {
+			t.Errorf("no%s family among\n%s", typ, got)
+		}
+	}
 }
