@@ -36,24 +36,25 @@ func encodeFamilies(buf *bytes.Buffer, g prometheus.Gatherer, format expfmt.Form
 	}
 }
 
-// encode writes the collectors' part in format to buf, through Text
-// where it renders format. With yield, it lets other goroutines run after
-// each family.
-func (c *Cache) encode(buf *bytes.Buffer, format expfmt.Format, yield bool) {
-	if c.o.Text != nil && format.FormatType() == expfmt.TypeTextPlain {
+// encode writes what g gathers in format to buf, through text (when not
+// nil) where format is the text format, else gathered and encoded (also
+// where text answers unsupported). With yield, it lets other goroutines
+// run after each family.
+func encode(buf *bytes.Buffer, text func(*bytes.Buffer, func()) error, g prometheus.Gatherer, format expfmt.Format, logger log.Logger, yield bool) {
+	if text != nil && format.FormatType() == expfmt.TypeTextPlain {
 		var y func()
 		if yield {
 			y = runtime.Gosched
 		}
-		err := c.o.Text(buf, y)
+		err := text(buf, y)
 		if !errors.Is(err, errors.ErrUnsupported) {
 			if err != nil {
-				level.Error(c.o.Logger).Log("msg", "error gathering metrics", "err", err)
+				level.Error(logger).Log("msg", "error gathering metrics", "err", err)
 			}
 			return
 		}
 	}
-	encodeFamilies(buf, c.o.Collectors, format, c.o.Logger, yield)
+	encodeFamilies(buf, g, format, logger, yield)
 }
 
 // gzipHeader is a gzip member header: deflate, no flags, no time, unknown

@@ -76,3 +76,37 @@ func TestTextRenderer(t *testing.T) {
 		})
 	}
 }
+
+// Options.SelfText renders the exporter's own metrics in the text format,
+// after the collectors' part; the other formats gather Self.
+func TestSelfTextRenderer(t *testing.T) {
+	for _, tc := range []struct {
+		accept   string
+		wantText bool
+	}{
+		{"text/plain", true},
+		{"application/openmetrics-text; version=1.0.0; charset=utf-8", false},
+	} {
+		t.Run(tc.accept, func(t *testing.T) {
+			var v, calls atomic.Int64
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(countingCollector{&v, &calls})
+			self := NewSelf(prometheus.NewGauge(prometheus.GaugeOpts{Name: "vgpu_self_test", Help: "A test gauge."}))
+			c := New(Options{Collectors: reg, Self: self, OpenMetrics: true, SelfText: func(buf *bytes.Buffer, yield func()) error {
+				buf.WriteString("# from SelfText\n")
+				return nil
+			}})
+			req := httptest.NewRequest("GET", "/metrics", nil)
+			req.Header.Set("Accept", tc.accept)
+			rec := httptest.NewRecorder()
+			c.ServeHTTP(rec, req)
+			body := rec.Body.String()
+			if got := strings.HasSuffix(body, "# from SelfText\n"); got != tc.wantText {
+				t.Errorf("served ...%q; from SelfText: %v, want %v", body[max(0, len(body)-120):], got, tc.wantText)
+			}
+			if got := strings.Contains(body, "vgpu_self_test"); got == tc.wantText {
+				t.Errorf("Self gathered: %v, want %v", got, !tc.wantText)
+			}
+		})
+	}
+}

@@ -75,14 +75,14 @@ func newHandler(o handlerOptions) (http.Handler, error) {
 	if err := reg.Register(c); err != nil {
 		return nil, fmt.Errorf("registering the collector: %w", err)
 	}
-	var self prometheus.Gatherer
-	if o.Self != nil {
-		self = o.Self
-	}
 	// The text format, the one curl and Prometheus (short of native
-	// histograms) get, is rendered straight from the collectors' series.
-	def := exposition.New(exposition.Options{Collectors: reg, Text: collector.NewText(c).Render, Self: self, Version: o.Version,
-		Logger: log.With(o.Logger, "component", "web")})
+	// histograms) get, is rendered straight from the collectors.
+	opts := exposition.Options{Collectors: reg, Text: collector.NewText(c).Render, Version: o.Version,
+		Logger: log.With(o.Logger, "component", "web")}
+	if o.Self != nil {
+		opts.Self, opts.SelfText = o.Self, collector.NewText(o.Self.Collector()).Render
+	}
+	def := exposition.New(opts)
 	if o.Subscribe != nil {
 		o.Subscribe(def.Publish)
 	}
