@@ -43,7 +43,8 @@ func newExporterCollector(log.Logger) (Collector, error) {
 }
 
 func (c *exporterCollector) Update(snap *tenant.Snapshot, ch chan<- prometheus.Metric) error {
-	e := &emitter{ch: ch}
+	e := c.emit(ch)
+	defer e.close()
 	s := snap.Sampler
 	e.gauge(c.sampleDuration, s.LastDuration.Seconds())
 	e.counter(c.samples, float64(s.SamplesTotal))

@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 
@@ -15,7 +16,8 @@ import (
 // outside (device names, tenants file, MIG profiles, latency sources) and
 // may collide or be malformed. Whatever they hold, a scrape must succeed as
 // a whole (no duplicate series reach the registry), no collector may panic,
-// and every collector must report its success metric.
+// every collector must report its success metric, and Text must render
+// the bytes the registry's families encode to.
 func FuzzScrape(f *testing.F) {
 	f.Add("NVIDIA H200", "GPU-a", "GPU-b", "chat", "train", "3g.71gb", 1, 2, 0.99, uint64(79))
 	f.Add("x", "GPU-a", "GPU-a", "t", "t", "", 1, 1, 0.5, uint64(0))
@@ -76,6 +78,19 @@ func FuzzScrape(f *testing.F) {
 		for _, c := range builtin {
 			if !reported[c] {
 				t.Errorf("no vgpu_scrape_collector_success for %s", c)
+			}
+		}
+		// Text renders the same bytes as the registry and the encoder, the
+		// second time from the series kept the first.
+		text := NewText(e)
+		for range 2 {
+			var buf bytes.Buffer
+			if err := text.Render(&buf, nil); err != nil {
+				t.Fatalf("Text: %v", err)
+			}
+			got := durations.ReplaceAll(buf.Bytes(), []byte("$1 D"))
+			if want := durations.ReplaceAll(format(t, reg), []byte("$1 D")); !bytes.Equal(got, want) {
+				t.Fatalf("Text renders\n%s\nthe registry and encoder\n%s", got, want)
 			}
 		}
 	})

@@ -89,7 +89,8 @@ func newGPUCollector(log.Logger) (Collector, error) {
 }
 
 func (c *gpuCollector) Update(snap *tenant.Snapshot, ch chan<- prometheus.Metric) error {
-	e := &emitter{ch: ch}
+	e := c.emit(ch)
+	defer e.close()
 	if r := snap.Readings; r != nil {
 		seen := make(firstSet[string], len(r.Devices))
 		for i := range r.Devices {

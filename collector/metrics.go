@@ -8,8 +8,12 @@ import (
 )
 
 // descSet creates and remembers a collector's descriptors so that Describe
-// lists exactly what the collector may emit.
-type descSet struct{ list []*prometheus.Desc }
+// lists exactly what the collector may emit, and keeps the series sent
+// under them from one update to the next.
+type descSet struct {
+	list   []*prometheus.Desc
+	series seriesCache
+}
 
 // add returns the descriptor of vgpu_<name>.
 func (s *descSet) add(name, help string, labels ...string) *prometheus.Desc {
@@ -25,19 +29,53 @@ func (s *descSet) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-// emitter builds const metrics and sends them. A metric that cannot be
-// built (a label value that is not valid UTF-8) is skipped and remembered
-// as the collector's error; the others are still sent.
+// emit starts an update that sends to ch through the set's series cache;
+// the caller defers the emitter's close.
+func (s *descSet) emit(ch chan<- prometheus.Metric) *emitter {
+	s.series.begin()
+	return &emitter{ch: ch, cache: &s.series}
+}
+
+// emitter builds metrics and sends them: a sample of a series of the
+// cache sent in the update before, else a const metric (whose series is
+// then cached). A metric that cannot be built (a label value that is not
+// valid UTF-8) is skipped and remembered as the collector's error; the
+// others are still sent.
 type emitter struct {
-	ch   chan<- prometheus.Metric
-	errs []error
+	ch      chan<- prometheus.Metric
+	cache   *seriesCache // nil: const metrics only
+	samples []sample     // the chunk the next samples are taken from
+	errs    []error
+}
+
+// close ends an update begun by descSet.emit.
+func (e *emitter) close() {
+	if e.cache != nil {
+		e.cache.end()
+		e.cache = nil
+	}
 }
 
 func (e *emitter) send(d *prometheus.Desc, t prometheus.ValueType, v float64, lv ...string) {
+	var h uint64
+	if e.cache != nil {
+		var s *series
+		if s, h = e.cache.get(d, t, lv); s != nil {
+			if len(e.samples) == cap(e.samples) {
+				e.samples = make([]sample, 0, sampleChunk)
+			}
+			e.samples = append(e.samples, sample{s: s, v: v})
+			e.ch <- &e.samples[len(e.samples)-1]
+			return
+		}
+	}
 	m, err := prometheus.NewConstMetric(d, t, v, lv...)
 	if err != nil {
 		e.fail(err)
 		return
+	}
+	if e.cache != nil {
+		e.cache.put(h, d, t, lv, m)
 	}
 	e.ch <- m
 }

@@ -38,7 +38,8 @@ func (c *migCollector) Update(snap *tenant.Snapshot, ch chan<- prometheus.Metric
 	if r == nil {
 		return nil
 	}
-	e := &emitter{ch: ch}
+	e := c.emit(ch)
+	defer e.close()
 	type key struct {
 		uuid string
 		gi   int

@@ -65,7 +65,8 @@ func newTenantCollector(log.Logger) (Collector, error) {
 }
 
 func (c *tenantCollector) Update(snap *tenant.Snapshot, ch chan<- prometheus.Metric) error {
-	e := &emitter{ch: ch}
+	e := c.emit(ch)
+	defer e.close()
 	seenTenant := make(firstSet[string], len(snap.Tenants))
 	for _, t := range snap.Tenants {
 		if !seenTenant.add(t.Name) {

@@ -49,7 +49,8 @@ func newVGPUCollector(log.Logger) (Collector, error) {
 }
 
 func (c *vgpuCollector) Update(snap *tenant.Snapshot, ch chan<- prometheus.Metric) error {
-	e := &emitter{ch: ch}
+	e := c.emit(ch)
+	defer e.close()
 	type rlKey struct {
 		uuid    string
 		runlist uint32

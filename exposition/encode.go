@@ -3,6 +3,7 @@ package exposition
 import (
 	"bytes"
 	"compress/flate"
+	"errors"
 	"net/http"
 	"runtime"
 	"strconv"
@@ -33,6 +34,27 @@ func encodeFamilies(buf *bytes.Buffer, g prometheus.Gatherer, format expfmt.Form
 			runtime.Gosched()
 		}
 	}
+}
+
+// encode writes what g gathers in format to buf, through text (when not
+// nil) where format is the text format, else gathered and encoded (also
+// where text answers unsupported). With yield, it lets other goroutines
+// run after each family.
+func encode(buf *bytes.Buffer, text func(*bytes.Buffer, func()) error, g prometheus.Gatherer, format expfmt.Format, logger log.Logger, yield bool) {
+	if text != nil && format.FormatType() == expfmt.TypeTextPlain {
+		var y func()
+		if yield {
+			y = runtime.Gosched
+		}
+		err := text(buf, y)
+		if !errors.Is(err, errors.ErrUnsupported) {
+			if err != nil {
+				level.Error(logger).Log("msg", "error gathering metrics", "err", err)
+			}
+			return
+		}
+	}
+	encodeFamilies(buf, g, format, logger, yield)
 }
 
 // gzipHeader is a gzip member header: deflate, no flags, no time, unknown

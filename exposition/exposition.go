@@ -38,9 +38,19 @@ const maxCachedFormats = 8
 type Options struct {
 	// Collectors are the metrics rendered once per version.
 	Collectors prometheus.Gatherer
+	// Text, when set, renders what Collectors gathers straight in the
+	// text format (version 0.0.4), byte for byte what encoding the
+	// gathered families gives, calling yield (when not nil) between
+	// families. Its error is logged as a gathering error (what it wrote
+	// is served), except one wrapping errors.ErrUnsupported, returned
+	// having written nothing, after which Collectors is gathered and
+	// encoded instead.
+	Text func(buf *bytes.Buffer, yield func()) error
 	// Self are the exporter's own metrics, gathered on every request; nil
 	// for none.
 	Self prometheus.Gatherer
+	// SelfText is Text for Self.
+	SelfText func(buf *bytes.Buffer, yield func()) error
 	// Version returns a comparable value that changes whenever what
 	// Collectors would render changes (the snapshot); nil renders
 	// Collectors on every request. It is called with the Cache's lock
@@ -129,7 +139,7 @@ func (c *Cache) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	live := getBuffer()
 	defer putBuffer(live)
 	if c.o.Self != nil {
-		encodeFamilies(live, c.o.Self, k.format, c.o.Logger, false)
+		encode(live, c.o.SelfText, c.o.Self, k.format, c.o.Logger, false)
 	}
 	if k.format.FormatType() == expfmt.TypeOpenMetrics {
 		live.WriteString("# EOF\n")
@@ -303,7 +313,7 @@ func (c *Cache) render(k key, v any, s *slot) *rendered {
 	if k.gzip {
 		text = bytes.NewBuffer(scratch)
 	}
-	encodeFamilies(text, c.o.Collectors, k.format, c.o.Logger, s != nil)
+	encode(text, c.o.Text, c.o.Collectors, k.format, c.o.Logger, s != nil)
 	r := &rendered{version: v, size: text.Len(), crc: crc32.ChecksumIEEE(text.Bytes())}
 	if !k.gzip {
 		r.body = text.Bytes()

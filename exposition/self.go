@@ -42,6 +42,10 @@ func (l *collectorList) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// Collector is Self's collectors as one prometheus.Collector (which
+// describes nothing), for a renderer of collectors.
+func (s *Self) Collector() prometheus.Collector { return s.all }
+
 // NewSelf returns a Self holding cs; it panics where MustRegister would.
 func NewSelf(cs ...prometheus.Collector) *Self {
 	s := &Self{reg: prometheus.NewRegistry(), check: prometheus.NewRegistry(), all: &collectorList{}}

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/exporter-toolkit/web"
 
+	"github.com/vgpu-exporter/vgpu_exporter/collector"
 	"github.com/vgpu-exporter/vgpu_exporter/exposition"
 	"github.com/vgpu-exporter/vgpu_exporter/httplimit"
 	"github.com/vgpu-exporter/vgpu_exporter/pipeline"
@@ -74,11 +75,14 @@ func newHandler(o handlerOptions) (http.Handler, error) {
 	if err := reg.Register(c); err != nil {
 		return nil, fmt.Errorf("registering the collector: %w", err)
 	}
-	var self prometheus.Gatherer
+	// The text format, the one curl and Prometheus (short of native
+	// histograms) get, is rendered straight from the collectors.
+	opts := exposition.Options{Collectors: reg, Text: collector.NewText(c).Render, Version: o.Version,
+		Logger: log.With(o.Logger, "component", "web")}
 	if o.Self != nil {
-		self = o.Self
+		opts.Self, opts.SelfText = o.Self, collector.NewText(o.Self.Collector()).Render
 	}
-	def := exposition.New(exposition.Options{Collectors: reg, Self: self, Version: o.Version, Logger: log.With(o.Logger, "component", "web")})
+	def := exposition.New(opts)
 	if o.Subscribe != nil {
 		o.Subscribe(def.Publish)
 	}
