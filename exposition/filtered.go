@@ -10,6 +10,38 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
+// Metrics returns the metrics endpoint's handler: a request without
+// collect[] or name[] filters is served by cached (the Cache), any other
+// by a handler built for it (Filtered) over the collector newCollector
+// returns for its collect[] names, with the exporter's own metrics in self
+// (nil for none). A collector newCollector refuses (a bad name) is the
+// request's fault: HTTP 400, logged as a warning.
+func Metrics(cached http.Handler, newCollector func(filters ...string) (prometheus.Collector, error), self prometheus.Gatherer, logger log.Logger) http.Handler {
+	if logger == nil {
+		logger = log.NewNopLogger()
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		filters := q["collect[]"]
+		if len(filters) == 0 && len(q["name[]"]) == 0 {
+			cached.ServeHTTP(w, r)
+			return
+		}
+		// Filtered requests are rendered on demand.
+		c, err := newCollector(filters...)
+		var h http.Handler
+		if err == nil {
+			h, err = Filtered(c, self, logger)
+		}
+		if err != nil {
+			level.Warn(logger).Log("msg", "bad metrics request", "collect", fmt.Sprint(filters), "err", err)
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
 // Filtered returns a handler rendering c on every request (a scrape with
 // collect[] or name[] filters, which the cache does not serve), together
 // with the exporter's own metrics in self (nil for none).

@@ -67,6 +67,17 @@ type Result struct {
 	Plan *Plan
 }
 
+// Applied returns how many of the run's decisions were applied.
+func (r *Result) Applied() int {
+	n := 0
+	for _, d := range r.Decisions {
+		if d.Applied {
+			n++
+		}
+	}
+	return n
+}
+
 // Setup is what a planner is given: the run's scenario, seed and
 // duration, and the actuators its own replays give their policies.
 type Setup struct {

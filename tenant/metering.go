@@ -171,3 +171,15 @@ func FlagPrices(currency string, perGPUHour, perKWh *float64) (*Prices, []error)
 	}
 	return p, nil
 }
+
+// PricesInUse describes the prices c's metering section or else the flags'
+// prices (FlagPrices) give, and where they come from.
+func (c *Config) PricesInUse(flags *Prices) string {
+	switch {
+	case c.Metering != nil:
+		return c.Metering.String() + " (the tenants file's metering section)"
+	case flags != nil:
+		return flags.String() + " (the --metering.* flags)"
+	}
+	return flags.String()
+}

@@ -86,6 +86,27 @@ func TestPricesString(t *testing.T) {
 	}
 }
 
+func TestPricesInUse(t *testing.T) {
+	file := &Prices{Currency: "EUR", PerKWh: price(0.3)}
+	flags := &Prices{Currency: "USD", PerGPUHour: price(2.5)}
+	for _, tc := range []struct {
+		name        string
+		file, flags *Prices
+		want        string
+	}{
+		{"none", nil, nil, "none (no cost series)"},
+		{"the flags'", nil, flags, "2.5 USD per GPU-hour (the --metering.* flags)"},
+		{"the file's", file, nil, "0.3 EUR per kWh (the tenants file's metering section)"},
+		{"the file's over the flags'", file, flags, "0.3 EUR per kWh (the tenants file's metering section)"},
+	} {
+		cfg := EmptyConfig()
+		cfg.Metering = tc.file
+		if got := cfg.PricesInUse(tc.flags); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
 // TestMeterCosts meters TestMeterRules' GPUs at 3.6 per GPU-hour (0.001
 // per GPU-second) and 36 per kWh (1e-5 per joule): each tenant's cost is
 // its reserved GPU-seconds and energy at those prices, and per GPU the

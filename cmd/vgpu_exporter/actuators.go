@@ -199,19 +199,21 @@ func detectActuators(ctx context.Context, cfg *config, src gpu.Source, logger lo
 func rebalancer(a actuatorConfig, logger log.Logger) (gpu.Rebalancer, error) {
 	logger = log.With(logger, "component", "rebalance")
 	if a.RebalanceHook == kubeevict.Name {
-		return kubeevict.New(kubeevict.Options{APIServer: a.EvictAPIServer, TokenFile: a.EvictTokenFile, CAFile: a.EvictCAFile,
-			Timeout: a.RebalanceTimeout, Logger: logger})
+		return kubeevict.New(evictOptions(a, logger))
 	}
 	return rebalance.New(rebalance.Options{Command: a.RebalanceHook, Timeout: a.RebalanceTimeout, Logger: logger})
 }
 
-// simRebalancer is the rebalancing hook of the simulator backend: the
-// built-in Kubernetes eviction, which acts on pods through the API server
-// and never on the host's GPUs or processes, with each move it applies
-// then modelled in the simulator (rebalance.Modelled), so that the chart
-// run with backend sim moves real pods. A hook program is not run there:
-// it may act on the PIDs of the plan, which are simulated. own are the
-// simulator's actuators (detectActuators).
+// evictOptions are the built-in Kubernetes eviction's options the flags set.
+func evictOptions(a actuatorConfig, logger log.Logger) kubeevict.Options {
+	return kubeevict.Options{APIServer: a.EvictAPIServer, TokenFile: a.EvictTokenFile, CAFile: a.EvictCAFile,
+		Timeout: a.RebalanceTimeout, Logger: logger}
+}
+
+// simRebalancer is the rebalancing hook of the simulator backend: only the
+// built-in Kubernetes eviction, its moves modelled in the simulator
+// (kubeevict.OnSimulator). own are the simulator's actuators
+// (detectActuators).
 func simRebalancer(a actuatorConfig, own []tuner.NamedActuator, logger log.Logger) []tuner.NamedActuator {
 	if a.RebalanceHook == "" {
 		return nil
@@ -220,22 +222,11 @@ func simRebalancer(a actuatorConfig, own []tuner.NamedActuator, logger log.Logge
 		level.Warn(logger).Log("msg", "rebalancing hook not run on the simulator: a program may act on the plan's PIDs, which are simulated; only "+kubeevict.Name+" runs here", "hook", a.RebalanceHook)
 		return nil
 	}
-	var model gpu.PlacementActuator
-	for _, b := range own {
-		if p, ok := b.Impl.(gpu.PlacementActuator); ok {
-			model = p
-			break
-		}
-	}
-	if model == nil {
-		level.Warn(logger).Log("msg", "rebalancing hook not usable; plans are only recommended", "err", "the simulator moves no processes")
-		return nil
-	}
-	r, err := rebalancer(a, logger)
+	m, err := kubeevict.OnSimulator(evictOptions(a, log.With(logger, "component", "rebalance")), tuner.ImplsOf(own)...)
 	if err != nil {
 		level.Warn(logger).Log("msg", "rebalancing hook not usable; plans are only recommended", "err", err)
 		return nil
 	}
 	level.Info(logger).Log("msg", "rebalancing hook on the simulator: each move's pod is evicted through the real API server, then the move is made in the simulator", "hook", a.RebalanceHook)
-	return []tuner.NamedActuator{{Name: "rebalance-hook", Impl: rebalance.Modelled{Hook: r, Model: model}}}
+	return []tuner.NamedActuator{{Name: "rebalance-hook", Impl: m}}
 }

@@ -104,25 +104,14 @@ func newHandler(o handlerOptions) (http.Handler, error) {
 	if o.TunerPage != nil {
 		mux.Handle(webui.TunerPagePath, o.TunerPage)
 	}
+	var self prometheus.Gatherer
+	if o.Self != nil {
+		self = o.Self
+	}
 	// One limit for every metrics request, filtered ones included (a
 	// per-handler limit would not bound requests that each build their
 	// own handler).
-	metrics := httplimit.InFlight(o.MaxRequests, o.Logger, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		q := r.URL.Query()
-		filters := q["collect[]"]
-		if len(filters) == 0 && len(q["name[]"]) == 0 {
-			def.ServeHTTP(w, r)
-			return
-		}
-		// Filtered requests are rendered on demand.
-		h, err := metricsHandler(o, filters)
-		if err != nil {
-			level.Warn(o.Logger).Log("msg", "bad metrics request", "collect", fmt.Sprint(filters), "err", err)
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		h.ServeHTTP(w, r)
-	}))
+	metrics := httplimit.InFlight(o.MaxRequests, o.Logger, exposition.Metrics(def, o.NewCollector, self, o.Logger))
 	// Instrumented outside the limit, so that rejected requests are counted
 	// in promhttp_metric_handler_requests_total{code="503"}.
 	if o.Self != nil {
@@ -165,23 +154,6 @@ func newHandler(o handlerOptions) (http.Handler, error) {
 		fmt.Fprintln(w, "Reloaded.")
 	})
 	return mux, nil
-}
-
-// metricsHandler returns a handler serving the collector (restricted to
-// filters) together with the exporter's own metrics.
-func metricsHandler(o handlerOptions, filters []string) (http.Handler, error) {
-	if o.NewCollector == nil {
-		return nil, errors.New("no collector")
-	}
-	c, err := o.NewCollector(filters...)
-	if err != nil {
-		return nil, err
-	}
-	var self prometheus.Gatherer
-	if o.Self != nil {
-		self = o.Self
-	}
-	return exposition.Filtered(c, self, o.Logger)
 }
 
 // selfRegistry returns the exporter's own metrics:

@@ -28,15 +28,3 @@ func addMeteringFlags(app *kingpin.Application, c *meteringConfig) {
 func (c *meteringConfig) prices() (*tenant.Prices, []error) {
 	return tenant.FlagPrices(c.Currency, c.PerGPUHour, c.PerKWh)
 }
-
-// pricesInUse describes the prices cfg's tenants file or else the flags
-// give, and where they come from.
-func pricesInUse(cfg *tenant.Config, flags *tenant.Prices) string {
-	switch {
-	case cfg.Metering != nil:
-		return cfg.Metering.String() + " (the tenants file's metering section)"
-	case flags != nil:
-		return flags.String() + " (the --metering.* flags)"
-	}
-	return flags.String()
-}

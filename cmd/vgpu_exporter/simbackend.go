@@ -14,6 +14,7 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/scenarios"
 	"github.com/vgpu-exporter/vgpu_exporter/sim"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
 // liveWindowLatencies bounds the simulator's per-tenant latency records:
@@ -23,20 +24,20 @@ import (
 const liveWindowLatencies = 1024
 
 // openSim starts the simulator on the scenario --sim.scenario names.
-func openSim(cfg *config, clock gpu.Clock, logger log.Logger) (gpu.Source, tenantsSource, error) {
+func openSim(cfg *config, clock gpu.Clock, logger log.Logger) (gpu.Source, tenant.ConfigSource, error) {
 	sc, companion, err := resolveScenario(cfg.SimScenario)
 	if err != nil {
-		return nil, tenantsSource{}, err
+		return nil, tenant.ConfigSource{}, err
 	}
 	s, err := sim.New(sc, sim.Options{Seed: cfg.SimSeed, Clock: clock, Start: clock.Now(), WindowLatencies: liveWindowLatencies})
 	if err != nil {
-		return nil, tenantsSource{}, fmt.Errorf("--sim.scenario=%s: %w", cfg.SimScenario, err)
+		return nil, tenant.ConfigSource{}, fmt.Errorf("--sim.scenario=%s: %w", cfg.SimScenario, err)
 	}
 	level.Warn(logger).Log("msg", "serving SIMULATED GPU data", "scenario", cfg.SimScenario, "seed", cfg.SimSeed)
 	if cfg.SimSettingsFile != "" {
 		p, err := sim.Persist(s, cfg.SimSettingsFile)
 		if err != nil {
-			return nil, tenantsSource{}, fmt.Errorf("--sim.settings-file: %w", err)
+			return nil, tenant.ConfigSource{}, fmt.Errorf("--sim.settings-file: %w", err)
 		}
 		return p, companion, nil
 	}
@@ -46,16 +47,16 @@ func openSim(cfg *config, clock gpu.Clock, logger log.Logger) (gpu.Source, tenan
 // resolveScenario loads a scenario given as a file path or as the name of
 // a built-in scenario (of libs, by default the built-in libraries), and
 // finds its companion tenants file (<name>.tenants.yaml next to it).
-func resolveScenario(arg string, libs ...scenarios.Library) (*sim.Scenario, tenantsSource, error) {
+func resolveScenario(arg string, libs ...scenarios.Library) (*sim.Scenario, tenant.ConfigSource, error) {
 	if fi, err := os.Stat(arg); err == nil {
 		if fi.IsDir() {
-			return nil, tenantsSource{}, fmt.Errorf("--sim.scenario=%s is a directory; give a scenario file or the name of a built-in scenario", arg)
+			return nil, tenant.ConfigSource{}, fmt.Errorf("--sim.scenario=%s is a directory; give a scenario file or the name of a built-in scenario", arg)
 		}
 		sc, err := sim.LoadScenario(arg)
 		if err != nil {
-			return nil, tenantsSource{}, fmt.Errorf("--sim.scenario=%s: %w", arg, err)
+			return nil, tenant.ConfigSource{}, fmt.Errorf("--sim.scenario=%s: %w", arg, err)
 		}
-		var ts tenantsSource
+		var ts tenant.ConfigSource
 		if p := companionPath(arg); fileExists(p) {
 			ts.Path = p
 		}
@@ -63,32 +64,32 @@ func resolveScenario(arg string, libs ...scenarios.Library) (*sim.Scenario, tena
 	}
 	b, err := scenarios.Find(arg, libs...)
 	if u, ok := errors.AsType[*scenarios.UnknownError](err); ok {
-		return nil, tenantsSource{}, fmt.Errorf("--sim.scenario=%s: no such file, and not a built-in scenario (built-in: %s)",
+		return nil, tenant.ConfigSource{}, fmt.Errorf("--sim.scenario=%s: no such file, and not a built-in scenario (built-in: %s)",
 			arg, strings.Join(u.Known, ", "))
 	}
 	if err != nil {
-		return nil, tenantsSource{}, fmt.Errorf("--sim.scenario=%s: %w", arg, err)
+		return nil, tenant.ConfigSource{}, fmt.Errorf("--sim.scenario=%s: %w", arg, err)
 	}
 	// The scenario is loaded from a copy on disk so that it finds the
 	// files it names (traces) as a scenario file would; they are read
 	// while loading, and the copy is removed when it returns.
 	c, err := b.Materialize()
 	if err != nil {
-		return nil, tenantsSource{}, err
+		return nil, tenant.ConfigSource{}, err
 	}
 	defer c.Remove()
 	sc, err := sim.LoadScenario(c.Scenario)
 	if err != nil {
-		return nil, tenantsSource{}, c.Explain(err)
+		return nil, tenant.ConfigSource{}, c.Explain(err)
 	}
 	sc.File = b.Path // the copy is gone; messages name the built-in's file
-	var ts tenantsSource
+	var ts tenant.ConfigSource
 	if p := b.TenantsPath(); p != "" {
 		td, err := fs.ReadFile(b.FS, p)
 		if err != nil {
-			return nil, tenantsSource{}, fmt.Errorf("built-in scenario %s: %w", b.Name, err)
+			return nil, tenant.ConfigSource{}, fmt.Errorf("built-in scenario %s: %w", b.Name, err)
 		}
-		ts = tenantsSource{Name: b.Name + scenarios.TenantsSuffix, Data: td}
+		ts = tenant.ConfigSource{Name: b.Name + scenarios.TenantsSuffix, Data: td}
 	}
 	return sc, ts, nil
 }

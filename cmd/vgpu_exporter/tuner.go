@@ -35,13 +35,9 @@ type tunerConfig struct {
 	GPUModes       []string
 	DisabledKnobs  []string
 	EnabledKnobs   []string
-	SlowLoop       slowLoopConfig
-}
-
-// slowLoopConfig is what the --tuner.slow-loop.* flags set: the timings of
-// the rebalancing planner (tuner/rebalance) of the policies that have one.
-type slowLoopConfig struct {
-	Every, Dwell, CoolDown, Hold time.Duration
+	// SlowLoop is what the --tuner.slow-loop.* flags set: the timings of
+	// the rebalancing planner (tuner/rebalance) of the policies that have one.
+	SlowLoop slowloop.Timings
 }
 
 // addTunerFlags declares the --tuner.* flags.
@@ -63,7 +59,7 @@ func addTunerFlags(app *kingpin.Application, c *tunerConfig) {
 		PlaceHolder("GPU=MODE").StringsVar(&c.GPUModes)
 	app.Flag("tuner.disable-knob", "A knob the tuner never changes (repeatable): "+strings.Join(tuner.KnobNames(), ", ")+"; e.g. locked_clocks and power_limit for no clock or power control.").
 		PlaceHolder("KNOB").EnumsVar(&c.DisabledKnobs, tuner.KnobNames()...)
-	d := slowloop.Default()
+	d := slowloop.DefaultTimings()
 	flagvalue.Duration(app, "tuner.slow-loop.every", "How often the slow loop (tenant moves, MIG relayouts) considers a plan.", d.Every.String(), &c.SlowLoop.Every)
 	flagvalue.Duration(app, "tuner.slow-loop.dwell", "How long a latency tenant must miss its SLO without a break before the slow loop plans a move for it.", d.Dwell.String(), &c.SlowLoop.Dwell)
 	flagvalue.Duration(app, "tuner.slow-loop.cool-down", "After a plan of the slow loop (applied, refused or failed), no other one for this long.", d.CoolDown.String(), &c.SlowLoop.CoolDown)
@@ -87,16 +83,8 @@ func (c *tunerConfig) validate() error {
 	if c.Interval <= 0 {
 		errs = append(errs, fmt.Errorf("--tuner.interval must be positive, got %s", c.Interval))
 	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{
-		{"--tuner.slow-loop.every", c.SlowLoop.Every}, {"--tuner.slow-loop.dwell", c.SlowLoop.Dwell},
-		{"--tuner.slow-loop.cool-down", c.SlowLoop.CoolDown}, {"--tuner.slow-loop.hold", c.SlowLoop.Hold},
-	} {
-		if d.v <= 0 {
-			errs = append(errs, fmt.Errorf("%s must be positive, got %s", d.name, d.v))
-		}
+	for _, err := range c.SlowLoop.Validate() {
+		errs = append(errs, fmt.Errorf("--tuner.slow-loop.%w", err))
 	}
 	if _, err := c.gpuModes(); err != nil {
 		errs = append(errs, err)
@@ -150,7 +138,7 @@ func newTunerRunner(cfg *config, src gpu.Source, clock gpu.Clock, snapshot func(
 		Actuators: tuner.ActuatorsOf(tuner.ImplsOf(backends)...), Journal: journal,
 		Clock: clock, Mode: mode, GPUModes: gm, Disabled: tuner.Knobs(c.DisabledKnobs), Enabled: tuner.Knobs(c.EnabledKnobs), Logger: logger, Actuated: tuner.DescribeActuators(backends),
 	}, kill)
-	c.SlowLoop.apply(opts.Rebalance)
+	c.SlowLoop.Apply(opts.Rebalance)
 	for _, b := range backends {
 		if m, ok := b.Impl.(*mps.Controller); ok {
 			opts.MPSStates = m
@@ -167,16 +155,6 @@ func newTunerRunner(cfg *config, src gpu.Source, clock gpu.Clock, snapshot func(
 	level.Info(logger).Log("msg", "tuner started", "mode", mode, "interval", c.Interval, "policy", pol.Name(), "journal", c.Journal,
 		"kill_switch_file", c.KillSwitchFile, "knobs", tuner.DescribeActuated(opts.Actuated))
 	return tuner.NewRunner(t, journal, clock, c.Interval, snapshot, logger), nil
-}
-
-// apply sets the timings of the policy's slow loop r, when it is the
-// rebalancing planner (the autotune policy's); the baselines have none.
-func (c slowLoopConfig) apply(r tuner.RebalancePlanner) {
-	p, ok := r.(*slowloop.Planner)
-	if !ok {
-		return
-	}
-	p.Every, p.Dwell, p.CoolDown, p.Hold = c.Every, c.Dwell, c.CoolDown, c.Hold
 }
 
 // logNoJournal says what a tuner that acts without --tuner.journal

@@ -141,7 +141,7 @@ func TestSlowLoopFlags(t *testing.T) {
 				t.Fatal(err)
 			}
 			opts := pol.Configure(tuner.Options{}, nil)
-			cfg.Tuner.SlowLoop.apply(opts.Rebalance)
+			cfg.Tuner.SlowLoop.Apply(opts.Rebalance)
 			got, _ := opts.Rebalance.(*slowloop.Planner)
 			if (got == nil) != (tc.want == nil) || got != nil && *got != *tc.want {
 				t.Errorf("planner %+v, want %+v", got, tc.want)

@@ -18,15 +18,6 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
-// tenantsSource says where the tenants configuration comes from: a file
-// (Path), built-in data (Name and Data), or nowhere (zero value: every
-// usage is unassigned).
-type tenantsSource struct {
-	Path string
-	Name string
-	Data []byte
-}
-
 // build opens the backend and the tenants configuration named by cfg and
 // returns the service connecting them.
 func build(cfg *config, logger log.Logger) (*service, error) {
@@ -41,9 +32,9 @@ func buildOn(cfg *config, clock gpu.Clock, logger log.Logger) (*service, error) 
 	}
 	ts := companion
 	if cfg.TenantsConfig != "" {
-		ts = tenantsSource{Path: cfg.TenantsConfig}
+		ts = tenant.ConfigSource{Path: cfg.TenantsConfig}
 	}
-	tcfg, err := loadTenants(ts, cfg.TenantsAllowEmpty)
+	tcfg, err := ts.Load(cfg.TenantsAllowEmpty)
 	if s, ok := src.(*sim.Simulator); ok && err == nil {
 		err = s.Scenario().CheckSLOs(tcfg.File, tcfg.GivenSLO) // the tuner gets the SLOs the scenario judges
 	}
@@ -52,7 +43,7 @@ func buildOn(cfg *config, clock gpu.Clock, logger log.Logger) (*service, error) 
 		return nil, err
 	}
 	flagPrices, _ := cfg.Metering.prices() // checked by validate
-	level.Info(logger).Log("msg", "tenants configuration", "source", ts.describe(), "tenants", len(tcfg.Tenants), "prices", pricesInUse(tcfg, flagPrices))
+	level.Info(logger).Log("msg", "tenants configuration", "source", ts.String(), "tenants", len(tcfg.Tenants), "prices", tcfg.PricesInUse(flagPrices))
 	opts, err := builderIO(cfg, src, clock, log.With(logger, "component", "tenant"))
 	if err != nil {
 		src.Close()
@@ -103,58 +94,28 @@ func builderIO(cfg *config, src gpu.Source, clock gpu.Clock, logger log.Logger) 
 	return opts, nil
 }
 
-func (t tenantsSource) describe() string {
-	switch {
-	case t.Path != "":
-		return t.Path
-	case t.Name != "":
-		return "built-in " + t.Name
-	default:
-		return "none (all usage is unassigned)"
-	}
-}
-
-// loadTenants parses the tenants configuration ts names. A file that
-// defines no tenants is refused unless allowEmpty.
-func loadTenants(ts tenantsSource, allowEmpty bool) (*tenant.Config, error) {
-	switch {
-	case ts.Path != "":
-		cfg, err := tenant.LoadConfig(ts.Path)
-		if err == nil && !allowEmpty {
-			if err = tenant.NotEmpty(cfg); err != nil {
-				err = fmt.Errorf("%w (start with --tenants.allow-empty if that is intended)", err)
-			}
-		}
-		return cfg, err
-	case ts.Name != "":
-		return tenant.ParseConfig(ts.Name, ts.Data)
-	default:
-		return tenant.EmptyConfig(), nil
-	}
-}
-
 // openSource opens the backend cfg selects. For the simulator it also
 // returns the scenario's companion tenants file (zero when it has none).
-func openSource(cfg *config, clock gpu.Clock, logger log.Logger) (gpu.Source, tenantsSource, error) {
+func openSource(cfg *config, clock gpu.Clock, logger log.Logger) (gpu.Source, tenant.ConfigSource, error) {
 	switch cfg.Backend {
 	case backendSim:
 		return openSim(cfg, clock, logger)
 	case backendNVML:
 		src, err := openNVML(cfg, clock, logger)
 		if err != nil {
-			return nil, tenantsSource{}, fmt.Errorf("--backend=nvml: %w", err)
+			return nil, tenant.ConfigSource{}, fmt.Errorf("--backend=nvml: %w", err)
 		}
-		return src, tenantsSource{}, nil
+		return src, tenant.ConfigSource{}, nil
 	default: // auto
 		src, err := openNVML(cfg, clock, logger)
 		if err != nil {
 			if !strings.Contains(err.Error(), "--backend=sim") {
 				err = fmt.Errorf("%w; to run on the built-in GPU simulator instead, start with --backend=sim", err)
 			}
-			return nil, tenantsSource{}, fmt.Errorf("--backend=auto found no usable NVIDIA driver, and never serves simulated data by itself: %w", err)
+			return nil, tenant.ConfigSource{}, fmt.Errorf("--backend=auto found no usable NVIDIA driver, and never serves simulated data by itself: %w", err)
 		}
 		level.Info(logger).Log("msg", "NVML found; using --backend=nvml")
-		return src, tenantsSource{}, nil
+		return src, tenant.ConfigSource{}, nil
 	}
 }
 
@@ -179,7 +140,7 @@ func newCollector(snap func() *tenant.Snapshot, logger log.Logger, filters ...st
 // status.
 func checkConfig(path string, allowEmpty bool, metering *meteringConfig, stdout, stderr io.Writer) int {
 	flagPrices, perrs := metering.prices()
-	cfg, err := loadTenants(tenantsSource{Path: path}, allowEmpty)
+	cfg, err := tenant.ConfigSource{Path: path}.Load(allowEmpty)
 	for _, e := range perrs {
 		fmt.Fprintln(stderr, e)
 	}
@@ -190,6 +151,6 @@ func checkConfig(path string, allowEmpty bool, metering *meteringConfig, stdout,
 		fmt.Fprintf(stderr, "%s: INVALID\n", path)
 		return 1
 	}
-	fmt.Fprintf(stdout, "%s: OK (%d tenants; prices: %s)\n", path, len(cfg.Tenants), pricesInUse(cfg, flagPrices))
+	fmt.Fprintf(stdout, "%s: OK (%d tenants; prices: %s)\n", path, len(cfg.Tenants), cfg.PricesInUse(flagPrices))
 	return 0
 }

@@ -210,13 +210,7 @@ func runScenario(ctx context.Context, cfg runConfig, stdout io.Writer) error {
 	if err := report.WriteSummaryText(stdout, res.Recorder.Summary()); err != nil {
 		return err
 	}
-	applied := 0
-	for _, d := range res.Decisions {
-		if d.Applied {
-			applied++
-		}
-	}
-	fmt.Fprintf(stdout, "policy %s: %d decisions, %d applied\n", res.Recorder.Meta().Policy, len(res.Decisions), applied)
+	fmt.Fprintf(stdout, "policy %s: %d decisions, %d applied\n", res.Recorder.Meta().Policy, len(res.Decisions), res.Applied())
 	simrun.WriteRestarts(stdout, res.Actions)
 	if res.Plan != nil {
 		res.Plan.Write(stdout)
