@@ -30,7 +30,7 @@ func (d *domain) runMPS(s *Simulator, t, t1 int64, clockFactor float64) {
 				end = min(end, max(m.pause, t+1))
 				continue
 			}
-			d.act = append(d.act, m)
+			d.addAct(m)
 		}
 		if len(d.act) == 0 {
 			t = end
@@ -54,6 +54,21 @@ func (d *domain) runMPS(s *Simulator, t, t1 int64, clockFactor float64) {
 		}
 		t = end
 	}
+}
+
+// addAct appends m to the running clients, over the same client left
+// there by the previous segment without writing it again: a pointer's
+// write costs a write barrier while the collector marks.
+func (d *domain) addAct(m *tenant) {
+	n := len(d.act)
+	if n < cap(d.act) {
+		d.act = d.act[:n+1]
+		if d.act[n] != m {
+			d.act[n] = m
+		}
+		return
+	}
+	d.act = append(d.act, m)
 }
 
 // mpsClient is a running MPS client as its allocation saw it: its job
@@ -86,13 +101,14 @@ func (d *domain) mpsCached(clockFactor, peak float64) bool {
 	same := key == d.mpsKey && len(d.act) == len(d.mpsPrev)
 	for i, m := range d.act {
 		p := mpsClient{m, m.jobSeq, min(m.w.SMFraction, m.mpsEff)}
-		if same && p != d.mpsPrev[i] {
-			same = false
-		}
-		if i < len(d.mpsPrev) {
-			d.mpsPrev[i] = p
-		} else {
+		switch {
+		case i >= len(d.mpsPrev):
 			d.mpsPrev = append(d.mpsPrev, p)
+		case p != d.mpsPrev[i]:
+			// (written only when changed: a pointer's write costs a write
+			// barrier while the collector marks)
+			same = false
+			d.mpsPrev[i] = p
 		}
 	}
 	d.mpsPrev = d.mpsPrev[:len(d.act)]
@@ -120,7 +136,10 @@ func (d *domain) allocMPS(clockFactor, peak float64) {
 		if c := &m.bwOf; c.d != d || c.seq != m.jobSeq || c.share != m.share || c.clockFactor != clockFactor || c.peak != peak {
 			m.capC, m.capW = d.capacity(m.share, clockFactor)
 			m.bw = m.job.bytes / jobTime(&m.job, m.capC, m.capW, 1)
-			c.d, c.seq, c.share, c.clockFactor, c.peak = d, m.jobSeq, m.share, clockFactor, peak
+			if c.d != d {
+				c.d = d // (a pointer: written only when changed)
+			}
+			c.seq, c.share, c.clockFactor, c.peak = m.jobSeq, m.share, clockFactor, peak
 		}
 		demand += m.bw
 		top = max(top, m.bw)

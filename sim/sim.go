@@ -53,6 +53,11 @@ type Simulator struct {
 	winStart   int64
 	maxLat     int             // latencies a window keeps per tenant
 	sortBuf    []time.Duration // Window's scratch for sorting latencies (SortLatencies)
+	// spare holds, by tenant, the latency slices a window's caller handed
+	// back (ReuseLatencies) for later windows to fill; under spareMu, so
+	// that a caller on another goroutine need not wait for s.mu
+	spareMu sync.Mutex
+	spare   [][][]time.Duration
 
 	// control actions and their costs (actuation.go); actBase is the id
 	// of actions[0]
@@ -632,6 +637,42 @@ func (ws *WindowStats) SortLatencies(buf []time.Duration) []time.Duration {
 	return buf
 }
 
+// ReuseLatencies hands back the latency slices of ws, a window of s the
+// caller no longer reads (nor anything that shares its Latencies): later
+// windows fill them instead of new ones. It may be called from any
+// goroutine.
+func (s *Simulator) ReuseLatencies(ws *WindowStats) {
+	s.spareMu.Lock()
+	defer s.spareMu.Unlock()
+	if s.spare == nil {
+		s.spare = make([][][]time.Duration, len(s.tenants))
+	}
+	for i := range min(len(ws.Tenants), len(s.spare)) {
+		if l := ws.Tenants[i].Latencies; cap(l) > 0 {
+			s.spare[i] = append(s.spare[i], l[:0])
+		}
+	}
+}
+
+// latencySlice returns an empty latency slice for tenant i with room for
+// n: the latest spare handed back for i when it has the room, else a new
+// one with a quarter more (the next windows may keep a few more, and its
+// spare should take them).
+func (s *Simulator) latencySlice(i, n int) []time.Duration {
+	s.spareMu.Lock()
+	defer s.spareMu.Unlock()
+	if i < len(s.spare) && len(s.spare[i]) > 0 {
+		sp := s.spare[i]
+		l := sp[len(sp)-1]
+		sp[len(sp)-1] = nil
+		s.spare[i] = sp[:len(sp)-1]
+		if cap(l) >= n {
+			return l
+		}
+	}
+	return make([]time.Duration, 0, n+n/4)
+}
+
 // WindowUnsorted is Window but for the order of each tenant's Latencies,
 // which is the order the window kept them in (SortLatencies sorts them):
 // for a caller that sorts them elsewhere, off the simulator's path.
@@ -641,7 +682,7 @@ func (s *Simulator) WindowUnsorted() WindowStats {
 	s.flush()
 	ws := WindowStats{Start: s.at(s.winStart), End: s.at(s.now)}
 	secs := float64(s.now-s.winStart) / 1e9
-	for _, t := range s.tenants {
+	for i, t := range s.tenants {
 		tw := TenantWindow{
 			Tenant: t.spec.Name, GPU: s.gpus[t.gpu].uuid,
 			Completed: t.completed, Latencies: t.lat, Good: t.good, Tokens: t.itlTokens,
@@ -659,9 +700,9 @@ func (s *Simulator) WindowUnsorted() WindowStats {
 			tw.BWShare = t.acc[1].bytes / (t.dom.g.m.BandwidthBS * t.dom.bwFrac * secs)
 		}
 		ws.Tenants = append(ws.Tenants, tw)
-		// the window's slice now belongs to the caller; size the next one
-		// like this one
-		t.lat = make([]time.Duration, 0, len(tw.Latencies))
+		// the window's slice now belongs to the caller; the next one is
+		// sized like this one
+		t.lat = s.latencySlice(i, len(tw.Latencies))
 		t.completed, t.good, t.work, t.ooms, t.dropped, t.timedOut, t.itlTokens = 0, 0, 0, 0, 0, 0, 0
 		t.acc[1] = tenantTotals{}
 	}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 func TestSortDurations(t *testing.T) {
@@ -64,5 +65,48 @@ func TestWindowUnsortedThenSorted(t *testing.T) {
 	}
 	if !unordered {
 		t.Error("every window's latencies came sorted: the test shows nothing")
+	}
+}
+
+// TestReuseLatencies: windows whose latency slices were handed back, after
+// a lag as a recorder on another goroutine gives them, are the same as
+// windows that were not, and later windows fill the slices handed back.
+func TestReuseLatencies(t *testing.T) {
+	sc, err := ParseScenario("host8.yaml", []byte(hostScenario()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := mustNew(t, sc, Options{}), mustNew(t, sc, Options{})
+	var lagged []WindowStats
+	handed := map[*time.Duration]bool{}
+	reused := false
+	for sec := 1; sec <= 8; sec++ {
+		at := a.Now().Add(time.Second)
+		a.AdvanceTo(at)
+		b.AdvanceTo(at)
+		want, got := a.WindowUnsorted(), b.WindowUnsorted()
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("second %d: the window differs from one without reuse", sec)
+		}
+		// hand back the window of two seconds before
+		lagged = append(lagged, got)
+		if len(lagged) > 2 {
+			old := lagged[0]
+			lagged = lagged[1:]
+			for _, tw := range old.Tenants {
+				if cap(tw.Latencies) > 0 {
+					handed[unsafe.SliceData(tw.Latencies[:1])] = true
+				}
+			}
+			b.ReuseLatencies(&old)
+		}
+		for _, tw := range got.Tenants {
+			if cap(tw.Latencies) > 0 && handed[unsafe.SliceData(tw.Latencies[:1])] {
+				reused = true
+			}
+		}
+	}
+	if !reused {
+		t.Error("no window filled a slice handed back")
 	}
 }

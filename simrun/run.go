@@ -235,7 +235,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		Scenario: sc.Name, Description: sc.Description, Policy: pol.Name(), Seed: seed,
 		Start: s.Now(), Step: cfg.Step, Duration: dur,
 	})
-	rec := startRecording(res.Recorder)
+	rec := startRecording(res.Recorder, s)
 	defer rec.wait()
 	var sortBuf []time.Duration
 
@@ -307,8 +307,9 @@ type recordedStep struct {
 	sorted  bool
 }
 
-// startRecording starts adding steps to r.
-func startRecording(r *report.Recorder) *recording {
+// startRecording starts adding steps to r, handing each window's
+// latency slices back to s once recorded.
+func startRecording(r *report.Recorder, s *sim.Simulator) *recording {
 	steps, done := make(chan recordedStep, 64), make(chan struct{})
 	go func() {
 		defer close(done)
@@ -321,6 +322,7 @@ func startRecording(r *report.Recorder) *recording {
 				r.AddChange(c)
 			}
 			r.Add(st.w)
+			s.ReuseLatencies(&st.w)
 		}
 	}()
 	return &recording{steps: steps, done: done}

@@ -388,8 +388,16 @@ func (f *gpuFit) fitOccupancy() ctxVals {
 		return c
 	}
 	const steps = 24
+	// quiet counts the contexts in a row whose search kept their
+	// occupancy: after m of them every figure is what each context's last
+	// search saw, so every further search would keep it too.
+	quiet := 0
+search:
 	for range 3 {
 		for p := range m {
+			if quiet >= m {
+				break search
+			}
 			col := wc[p*n : (p+1)*n]
 			for t, w := range col {
 				if w != 0 {
@@ -420,6 +428,11 @@ func (f *gpuFit) fitOccupancy() ctxVals {
 					}
 				}
 			}
+			if best == o[p] {
+				quiet++ // s1 and s2 would add zeros
+				continue
+			}
+			quiet = 0
 			for t, w := range col {
 				s1[t] += w * (best - o[p])
 				s2[t] += w * (best*best - o[p]*o[p])

@@ -16,6 +16,8 @@ import (
 	"slices"
 	"sort"
 	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/internal/parallel"
 )
 
 // Meta describes a run.
@@ -486,9 +488,23 @@ func (r *Recorder) Summary() Summary {
 	if gpuMinutes > 0 {
 		s.HeldFraction = round6(float64(heldMinutes) / float64(gpuMinutes))
 	}
-	for _, name := range names {
+	// each tenant's order statistics (the summary's costly part) at once
+	type stats struct {
+		p50, p99 *float64
+		busy     float64
+		busyOK   bool
+	}
+	st := make([]stats, len(names))
+	parallel.Each(len(names), func(i int) {
+		a := r.tenants[names[i]]
+		st[i].p50, st[i].p99 = quantiles32(a.latencies)
+		if a.sloTarget > 0 {
+			st[i].busy, st[i].busyOK = busyLatency(a)
+		}
+	})
+	for i, name := range names {
 		a := r.tenants[name]
-		p50, p99 := quantiles32(a.latencies)
+		p50, p99 := st[i].p50, st[i].p99
 		ts := TenantSummary{
 			Tenant: name, GPU: a.gpu, Requests: a.completed, Good: a.good,
 			Attainment:  sloAttainment(a.sloTarget, a.good, a.judged+a.dropped+a.overdue),
@@ -506,7 +522,7 @@ func (r *Recorder) Summary() Summary {
 			ts.BWShare = round6(a.bwShareSec / a.seconds)
 		}
 		if a.sloTarget > 0 {
-			if q, ok := busyLatency(a); ok && q > 0 {
+			if q, ok := st[i].busy, st[i].busyOK; ok && q > 0 {
 				// a quantile on a dropped request: no latency, slack 0
 				v := 0.0
 				if !math.IsInf(q, 1) {
