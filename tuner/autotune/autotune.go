@@ -47,13 +47,18 @@ type Params struct {
 	// trusted (a single slow request would swing it).
 	MinRequests float64
 	// RestartCost is what one MPS client restart costs in seconds of the
-	// client's work, for a tenant whose restart_cost is not set; Horizon
-	// is how long a release is expected to last. A release is made only
-	// when ΔShare/share*Horizon exceeds twice the cost of the restarts.
-	RestartCost, Horizon time.Duration
+	// client's work, for a tenant whose restart_cost is not set. A
+	// release is expected to last as long as every SLO has held since the
+	// caps last changed (slack that has held for an hour is likely to
+	// hold for another), at least Horizon and at most HorizonMax; it is
+	// made only when ΔShare/share over that time exceeds twice the cost
+	// of the restarts.
+	RestartCost, Horizon, HorizonMax time.Duration
 	// CostlyRestart: when restarting the capped tenants costs them at
 	// least this, a violation halves their share in one step instead of
-	// stepping by Gain*burn (fewer restarts).
+	// stepping by Gain*burn, and a release doubles it (fewer restarts).
+	// Without the pause, a miss that chance explains while the SLO
+	// window is inside its target caps nobody.
 	CostlyRestart time.Duration
 	// PowerFraction is the power limit used for energy saving, as a
 	// fraction of the original limit, on a GPU whose SM clock cannot be
@@ -99,7 +104,7 @@ func DefaultParams() Params {
 		Release: 0.05, ReleaseFloor: 0.15,
 		SlackDwell:  2 * time.Minute,
 		MinRequests: 20,
-		RestartCost: time.Second, Horizon: 2 * time.Minute, CostlyRestart: time.Minute,
+		RestartCost: time.Second, Horizon: 2 * time.Minute, HorizonMax: 30 * time.Minute, CostlyRestart: time.Minute,
 		PowerFraction: 0.7, VarianceRatio: 1.1,
 		EnergyStep: 0.1, EnergyFloor: 0.5,
 		TrialDwell: 2 * time.Minute, TrialHold: 10 * time.Minute, TrialGain: 0.1,
@@ -116,11 +121,12 @@ type Autotune struct {
 	P     Params
 	day   *pauseDaily   // the fast loop's daily pattern (pause.go)
 	trail *requestTrail // the fast loop's recent requests (trail.go)
+	held  *heldSince    // since when the SLOs have held, per GPU (held.go)
 }
 
 // New returns the policy with the default parameters.
 func New() *Autotune {
-	return &Autotune{P: DefaultParams(), day: &pauseDaily{}, trail: &requestTrail{}}
+	return &Autotune{P: DefaultParams(), day: &pauseDaily{}, trail: &requestTrail{}, held: &heldSince{}}
 }
 
 // Name returns "autotune".
@@ -167,10 +173,11 @@ func (p *Autotune) Decide(s *tuner.State) []tuner.Action {
 		switch d.Mode {
 		case gpu.SharingMPS:
 			// the pause first: the caps cost restarts
+			held := p.heldFor(s, d.UUID, summarize(ms))
 			fast, slow := p.pauses(s, d, ms)
 			out = append(out, fast...)
 			if slow {
-				out = append(out, p.mps(s, d, ms)...)
+				out = append(out, p.mps(s, d, ms, held)...)
 			}
 		case gpu.SharingTimeSlice:
 			// the level first: it costs no tenant its work
@@ -322,7 +329,7 @@ func quiet(s *tuner.State, uuid string, k gpu.Knob, d time.Duration) bool {
 // tenants is 1 minus the caps of the others, so there is no integrator to
 // wind up; a reservation at its bound stops moving, and the decision says
 // so.
-func (p *Autotune) mps(s *tuner.State, d *gpu.Device, ms []*member) []tuner.Action {
+func (p *Autotune) mps(s *tuner.State, d *gpu.Device, ms []*member, held time.Duration) []tuner.Action {
 	ds := summarize(ms)
 	if len(ds.latency) == 0 || len(ds.others) == 0 {
 		return nil
@@ -334,6 +341,7 @@ func (p *Autotune) mps(s *tuner.State, d *gpu.Device, ms []*member) []tuner.Acti
 	}
 	reserved := math.Max(0, 1-capOthers)
 	bound := 1 - minOthers
+	costly := restartCost(ds.others) >= p.P.CostlyRestart
 	var next float64
 	var reason string
 	switch {
@@ -347,7 +355,13 @@ func (p *Autotune) mps(s *tuner.State, d *gpu.Device, ms []*member) []tuner.Acti
 		}
 		step := math.Min(p.P.StepMax, math.Max(p.P.StepMin, p.P.Gain*w.burn))
 		next = math.Min(bound, math.Max(reserved, floor)+step)
-		costly := restartCost(ds.others) >= p.P.CostlyRestart
+		if costly && !s.Drives[gpu.KnobPauseDuty] && w.hasRatio && w.ratio <= 1 && !beyondNoise(w.burn, s.Fast[w.name].Total, w.slo.Quantile, 3) {
+			// a miss chance explains (three standard deviations,
+			// Poisson), the SLO window inside its target: not worth a
+			// restart that costs the others minutes of work (with the
+			// pause, the fast loop answers it at no cost)
+			return nil
+		}
 		if costly && !quiet(s, d.UUID, gpu.KnobMPSActiveThreads, s.Fast[w.name].Over) {
 			// the fast window still holds requests served before the
 			// last change: wait for it to show that change's effect
@@ -369,18 +383,25 @@ func (p *Autotune) mps(s *tuner.State, d *gpu.Device, ms []*member) []tuner.Acti
 		if costly {
 			reason += fmt.Sprintf(" (their share halved in one step: a restart costs them %v of work)", restartCost(ds.others))
 		}
-	case ds.allSlack && reserved > 0 && quiet(s, d.UUID, gpu.KnobMPSActiveThreads, p.P.SlackDwell):
+	case reserved > 0 && ds.allSlack && quiet(s, d.UUID, gpu.KnobMPSActiveThreads, p.P.SlackDwell):
 		next = reserved - p.P.Release
+		if costly {
+			// the mirror of the violation's halving: their share doubled
+			// in one restart
+			next = math.Min(next, 1-2*capOthers)
+		}
 		if next < p.P.ReleaseFloor {
 			next = 0
 		}
-		// Is the release worth the restarts it costs?
-		gain := (reserved - next) / math.Max(1-reserved, 0.05) * p.P.Horizon.Seconds()
+		// Is the release worth the restarts it costs, over as long as
+		// the SLOs have held?
+		horizon := min(max(held, p.P.Horizon), max(p.P.HorizonMax, p.P.Horizon))
+		gain := (reserved - next) / math.Max(1-reserved, 0.05) * horizon.Seconds()
 		if gain < 2*restartCost(ds.others).Seconds() {
 			return nil
 		}
-		reason = fmt.Sprintf("every latency SLO has slack since the last change over %v ago: give back %.0f%% of the SMs to batch and best-effort tenants (reserved %.0f%% -> %.0f%%)",
-			p.P.SlackDwell, 100*(reserved-next), 100*reserved, 100*next)
+		reason = fmt.Sprintf("every latency SLO has slack since the last change over %v ago, and has held for %v: give back %.0f%% of the SMs to batch and best-effort tenants (reserved %.0f%% -> %.0f%%), worth %.0f s of their work over %v against %v of restarts",
+			p.P.SlackDwell, held.Round(time.Second), 100*(reserved-next), 100*reserved, 100*next, gain, horizon.Round(time.Second), restartCost(ds.others))
 	default:
 		return nil
 	}
