@@ -13,7 +13,7 @@ import (
 // chart with backend sim). Each plan goes to Hook, the orchestrator's side
 // (the built-in Kubernetes eviction: the real pod is evicted and its
 // controller recreates it); once Hook has applied the whole plan, each
-// move is made in Model, the simulator, by its PID, so that the simulated
+// move is made in Model, the simulator, by its PIDs, so that the simulated
 // GPUs follow what the orchestrator did. A plan the hook refuses or fails
 // changes nothing in the model, except the moves a PartialError says the
 // hook made; a dry run is the hook's alone.
@@ -68,10 +68,13 @@ func (m Modelled) Rebalance(ctx context.Context, p gpu.Plan) error {
 	return nil
 }
 
-// model makes one move the hook applied in the simulator.
+// model makes one move the hook applied in the simulator: every process
+// of the workload moves, as the orchestrator moved the workload whole.
 func (m Modelled) model(ctx context.Context, mv gpu.Move) error {
-	if err := m.Model.MoveProcess(ctx, mv.PID, mv.ToUUID); err != nil {
-		return fmt.Errorf("the hook applied the move, but the simulator could not model the move of %s (PID %d) to %s: %w", mv.Tenant, mv.PID, mv.ToUUID, err)
+	for _, pid := range mv.Processes() {
+		if err := m.Model.MoveProcess(ctx, pid, mv.ToUUID); err != nil {
+			return fmt.Errorf("the hook applied the move, but the simulator could not model the move of %s (PID %d) to %s: %w", mv.Tenant, pid, mv.ToUUID, err)
+		}
 	}
 	return nil
 }

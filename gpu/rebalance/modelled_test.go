@@ -34,6 +34,8 @@ func TestModelled(t *testing.T) {
 	pidMove := podMove
 	pidMove.PID = 4242
 	second := gpu.Move{Tenant: "batch", PID: 4343, FromUUID: "GPU-0", ToUUID: "GPU-2", Pod: &gpu.Pod{Namespace: "jobs", Name: "batch-0"}}
+	twoProcs := pidMove
+	twoProcs.PIDs = []uint32{4242, 4250}
 	third := gpu.Move{Tenant: "etl", PID: 4444, FromUUID: "GPU-0", ToUUID: "GPU-3", Pod: &gpu.Pod{Namespace: "jobs", Name: "etl-0"}}
 	budget := errors.New("eviction of serving/llm-a-7d9f: refused for now: a PodDisruptionBudget allows no disruption")
 	for _, tc := range []struct {
@@ -47,6 +49,8 @@ func TestModelled(t *testing.T) {
 		unsupported bool // the error is gpu.ErrNotSupported
 	}{
 		{name: "applied, then modelled", plan: gpu.Plan{Moves: []gpu.Move{pidMove}}, wantPlans: 1, wantMoves: []string{"4242->GPU-1"}},
+		{name: "every process of a workload modelled", plan: gpu.Plan{Moves: []gpu.Move{twoProcs, second}}, wantPlans: 1,
+			wantMoves: []string{"4242->GPU-1", "4250->GPU-1", "4343->GPU-2"}},
 		{name: "every move modelled in order", plan: gpu.Plan{Moves: []gpu.Move{pidMove, second}}, wantPlans: 1, wantMoves: []string{"4242->GPU-1", "4343->GPU-2"}},
 		{name: "refused by the hook: nothing modelled", plan: gpu.Plan{Moves: []gpu.Move{pidMove}}, hookErr: budget, wantPlans: 1, err: "PodDisruptionBudget"},
 		{name: "applied in part: the applied moves modelled", plan: gpu.Plan{Moves: []gpu.Move{pidMove, second, third}},
