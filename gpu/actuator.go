@@ -192,12 +192,24 @@ type Plan struct {
 // the workload by the fields it knows: a Kubernetes pod, a systemd unit,
 // or a PID.
 type Move struct {
-	Tenant   string `json:"tenant"`
-	PID      uint32 `json:"pid,omitempty"`
-	FromUUID string `json:"from_uuid,omitempty"`
-	ToUUID   string `json:"to_uuid,omitempty"` // empty: anywhere the orchestrator chooses
-	Pod      *Pod   `json:"pod,omitempty"`
-	Unit     string `json:"unit,omitempty"` // systemd unit, e.g. "llm-a.service"
+	Tenant string `json:"tenant"`
+	PID    uint32 `json:"pid,omitempty"`
+	// PIDs are every process of the workload on FromUUID, PID first,
+	// where it has more than one: the orchestrator moves the workload
+	// whole, a simulator moves each of them.
+	PIDs     []uint32 `json:"pids,omitempty"`
+	FromUUID string   `json:"from_uuid,omitempty"`
+	ToUUID   string   `json:"to_uuid,omitempty"` // empty: anywhere the orchestrator chooses
+	Pod      *Pod     `json:"pod,omitempty"`
+	Unit     string   `json:"unit,omitempty"` // systemd unit, e.g. "llm-a.service"
+}
+
+// Processes are the PIDs the move moves: PIDs, else PID alone.
+func (m Move) Processes() []uint32 {
+	if len(m.PIDs) > 0 {
+		return m.PIDs
+	}
+	return []uint32{m.PID}
 }
 
 // Pod names a Kubernetes pod.

@@ -53,7 +53,10 @@ var hashRuns = []struct {
 // decisions and the recorded window with testdata/readings.sha256. The
 // hashes are of the exact float bits, which another architecture's
 // floating point (fused multiply-adds, its math.Exp) may change: they
-// are checked on amd64 only.
+// are checked on amd64 only. The runs are made serially (GOMAXPROCS 1)
+// and in parallel (GOMAXPROCS 4: the simulator's GPUs and the tenants'
+// fits on several goroutines), whatever the machine's, and must give the
+// same bits.
 func TestReadingsHash(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs 43 virtual minutes")
@@ -61,24 +64,11 @@ func TestReadingsHash(t *testing.T) {
 	if runtime.GOARCH != "amd64" && !*update {
 		t.Skipf("the pinned hashes are of amd64 floating point, not %s", runtime.GOARCH)
 	}
-	var got []string
-	for _, r := range hashRuns {
-		h := sha256.New()
-		steps := 0
-		cfg := Config{Scenario: r.scenario, Policy: r.policy, Duration: r.duration, Step: time.Second,
-			observe: func(snap *tenant.Snapshot, decs []tuner.Decision, w *sim.WindowStats) {
-				steps++
-				hashValue(h, reflect.ValueOf(deterministic(snap)), 0)
-				hashValue(h, reflect.ValueOf(decs), 0)
-				hashValue(h, reflect.ValueOf(w), 0)
-			}}
-		if _, err := Run(context.Background(), cfg); err != nil {
-			t.Fatalf("%s %s: %v", r.scenario, r.policy, err)
+	got := hashesAt(t, 1)
+	if !*update {
+		if par := hashesAt(t, 4); !slices.Equal(par, got) {
+			t.Errorf("the runs at GOMAXPROCS=4 differ from those at 1:\n%s\nagainst\n%s", strings.Join(par, "\n"), strings.Join(got, "\n"))
 		}
-		if want := int(r.duration / time.Second); steps != want {
-			t.Fatalf("%s %s: observed %d steps, want %d", r.scenario, r.policy, steps, want)
-		}
-		got = append(got, fmt.Sprintf("%x  %s %s %v", h.Sum(nil), r.scenario, r.policy, r.duration))
 	}
 	if *update {
 		if err := os.WriteFile(readingsFile, []byte(strings.Join(got, "\n")+"\n"), 0o644); err != nil {
@@ -103,6 +93,33 @@ func TestReadingsHash(t *testing.T) {
 	if len(want) != len(got) {
 		t.Errorf("%s has %d runs, the test %d", readingsFile, len(want), len(got))
 	}
+}
+
+// hashesAt makes the pinned runs at GOMAXPROCS procs and returns each
+// one's hash line.
+func hashesAt(t *testing.T, procs int) []string {
+	t.Helper()
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+	var got []string
+	for _, r := range hashRuns {
+		h := sha256.New()
+		steps := 0
+		cfg := Config{Scenario: r.scenario, Policy: r.policy, Duration: r.duration, Step: time.Second,
+			observe: func(snap *tenant.Snapshot, decs []tuner.Decision, w *sim.WindowStats) {
+				steps++
+				hashValue(h, reflect.ValueOf(deterministic(snap)), 0)
+				hashValue(h, reflect.ValueOf(decs), 0)
+				hashValue(h, reflect.ValueOf(w), 0)
+			}}
+		if _, err := Run(context.Background(), cfg); err != nil {
+			t.Fatalf("GOMAXPROCS=%d: %s %s: %v", procs, r.scenario, r.policy, err)
+		}
+		if want := int(r.duration / time.Second); steps != want {
+			t.Fatalf("GOMAXPROCS=%d: %s %s: observed %d steps, want %d", procs, r.scenario, r.policy, steps, want)
+		}
+		got = append(got, fmt.Sprintf("%x  %s %s %v", h.Sum(nil), r.scenario, r.policy, r.duration))
+	}
+	return got
 }
 
 // deterministic is snap less what differs from one run to the next: the

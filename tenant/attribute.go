@@ -107,18 +107,29 @@ func (b *Builder) usage(compiled *compiledConfig, r *gpu.Readings, podMap *kube.
 	// the shared devices' contexts first, then their footprints, fitted
 	// at once (each device's fit reads and changes its own history only),
 	// then every device's usage in device order
+	// Devices that share a UUID share a fit: each fit goes to one worker,
+	// which fits its devices in device order.
 	shared := make([]*sharedDevice, len(r.Devices))
-	var fits []*sharedDevice
+	var fits [][]*sharedDevice
+	fitIndex := map[*gpuFit]int{}
 	for di := range r.Devices {
 		d := &r.Devices[di]
 		if d.Up && !d.MIGEnabled && len(d.MIG) == 0 {
-			shared[di] = b.sharedContexts(compiled, podMap, d)
-			fits = append(fits, shared[di])
+			sd := b.sharedContexts(compiled, podMap, d)
+			shared[di] = sd
+			i, ok := fitIndex[sd.fit]
+			if !ok {
+				i = len(fits)
+				fitIndex[sd.fit] = i
+				fits = append(fits, nil)
+			}
+			fits[i] = append(fits[i], sd)
 		}
 	}
 	parallel.Each(len(fits), func(i int) {
-		sd := fits[i]
-		sd.fit.fit(sd.ctxs, sd.d.Activity.SMActive, sd.d.Activity.SMOccupancy, sd.d.Activity.DRAMActive)
+		for _, sd := range fits[i] {
+			sd.fit.fit(sd.ctxs, sd.d.Activity.SMActive, sd.d.Activity.SMOccupancy, sd.d.Activity.DRAMActive)
+		}
 	})
 	for di := range r.Devices {
 		d := &r.Devices[di]

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -600,4 +601,45 @@ func TestUsageWorkloads(t *testing.T) {
 		*chat.Workloads[0].Pod != (gpu.Pod{Namespace: "llm", Name: "chat-0"}) || chat.Workloads[0].Unit != "" {
 		t.Errorf("chat workloads %+v", chat.Workloads)
 	}
+}
+
+// TestDuplicateUUIDsFitOnce: two shared devices that report the same UUID
+// share one footprint fit; it is fitted by one worker, in device order,
+// so the usage is the same however many run at once (and, under -race,
+// no two workers touch the fit).
+func TestDuplicateUUIDsFitOnce(t *testing.T) {
+	readings := func(i int) *gpu.Readings {
+		r := sharedReadings(gpu.SharingTimeSlice, uint64(1000*(i+1)))
+		r.Time = time.Unix(int64(10+i), 0)
+		second := r.Devices[0]
+		second.Index = 1
+		second.Activity.SMActive = gpu.Float(0.4 + 0.05*float64(i%3))
+		second.Activity.SMOccupancy = gpu.Float(0.2)
+		r.Devices = append(r.Devices, second)
+		return r
+	}
+	run := func(procs int) string {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+		b := mustBuilder(t, sharedTenants, BuilderOptions{})
+		var out strings.Builder
+		for i := range 12 {
+			for _, u := range b.Build(readings(i), gpu.SamplerStats{}).Usage {
+				fmt.Fprintf(&out, "%s %s %s %v %v\n", u.Tenant, u.UUID, u.GPUInstance, fmtF(u.SMActive), fmtF(u.DRAMActive))
+			}
+		}
+		return out.String()
+	}
+	serial := run(1)
+	for _, procs := range []int{2, 4} {
+		if got := run(procs); got != serial {
+			t.Errorf("GOMAXPROCS=%d: usage\n%s\nwant (GOMAXPROCS=1)\n%s", procs, got, serial)
+		}
+	}
+}
+
+func fmtF(f *float64) string {
+	if f == nil {
+		return "nil"
+	}
+	return strconv.FormatFloat(*f, 'g', -1, 64)
 }

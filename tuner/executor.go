@@ -308,7 +308,7 @@ func (t *Tuner) selfRelayout(p gpu.Plan) bool {
 }
 
 // applyPlan hands a rebalancing plan to the host's hook or, without one,
-// applies it step by step: each move through Placement (by PID), then each
+// applies it step by step: each move through Placement (by its PIDs), then each
 // MIG layout through MIG, stopping at the first step that fails. A dry run
 // changes nothing.
 func (t *Tuner) applyPlan(ctx context.Context, plan gpu.Plan) error {
@@ -324,8 +324,10 @@ func (t *Tuner) applyPlan(ctx context.Context, plan gpu.Plan) error {
 		if !ok || m.PID == 0 || m.ToUUID == "" {
 			return fmt.Errorf("move of %s (PID %d) to %q: %w", m.Tenant, m.PID, m.ToUUID, notSupported(gpu.KnobPlacement))
 		}
-		if err := pl.MoveProcess(ctx, m.PID, m.ToUUID); err != nil {
-			return fmt.Errorf("move of %s (PID %d) to %s: %w", m.Tenant, m.PID, m.ToUUID, err)
+		for _, pid := range m.Processes() {
+			if err := pl.MoveProcess(ctx, pid, m.ToUUID); err != nil {
+				return fmt.Errorf("move of %s (PID %d) to %s: %w", m.Tenant, pid, m.ToUUID, err)
+			}
 		}
 	}
 	for _, l := range plan.MIG {

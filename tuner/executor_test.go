@@ -93,3 +93,39 @@ func TestRelayoutsOfTwoGPUs(t *testing.T) {
 		t.Errorf("calls %v, want %s", host.Calls, wantCalls)
 	}
 }
+
+// mover is a placement actuator that records its moves.
+type mover struct{ moves []string }
+
+func (m *mover) MoveProcess(_ context.Context, pid uint32, to string) error {
+	m.moves = append(m.moves, fmt.Sprintf("%d->%s", pid, to))
+	return nil
+}
+
+// Without a hook, a plan's move of a workload of several processes moves
+// each of them, as the orchestrator would move the workload whole.
+func TestPlanMovesEveryProcessOfAWorkload(t *testing.T) {
+	pod := &gpu.Pod{Namespace: "llm", Name: "chat-0"}
+	for _, tc := range []struct {
+		name string
+		mv   gpu.Move
+		want []string
+	}{
+		{"one process", gpu.Move{Tenant: "a", PID: 3, ToUUID: "GPU-1"}, []string{"3->GPU-1"}},
+		{"a pod of two processes", gpu.Move{Tenant: "a", PID: 3, PIDs: []uint32{3, 4}, ToUUID: "GPU-1", Pod: pod}, []string{"3->GPU-1", "4->GPU-1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &mover{}
+			tu, err := New(Options{Policy: fixed{}, Actuators: ActuatorsOf(m), Clock: gpu.NewManualClock(t0), Mode: ModeEnforce})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tu.applyPlan(context.Background(), gpu.Plan{Moves: []gpu.Move{tc.mv}}); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(m.moves, tc.want) {
+				t.Errorf("moves %v, want %v", m.moves, tc.want)
+			}
+		})
+	}
+}

@@ -210,6 +210,17 @@ func evictOptions(a actuatorConfig, logger log.Logger) kubeevict.Options {
 		Timeout: a.RebalanceTimeout, Logger: logger}
 }
 
+// simPlans says where plans go on the simulator without a hook: the
+// simulator's own placement applies them in the simulation.
+func simPlans(own []tuner.NamedActuator) string {
+	for _, impl := range tuner.ImplsOf(own) {
+		if _, ok := impl.(gpu.PlacementActuator); ok {
+			return "plans are applied in the simulation only"
+		}
+	}
+	return "plans are only recommended"
+}
+
 // simRebalancer is the rebalancing hook of the simulator backend: only the
 // built-in Kubernetes eviction, its moves modelled in the simulator
 // (kubeevict.OnSimulator). own are the simulator's actuators
@@ -219,12 +230,12 @@ func simRebalancer(a actuatorConfig, own []tuner.NamedActuator, logger log.Logge
 		return nil
 	}
 	if a.RebalanceHook != kubeevict.Name {
-		level.Warn(logger).Log("msg", "rebalancing hook not run on the simulator: a program may act on the plan's PIDs, which are simulated; only "+kubeevict.Name+" runs here", "hook", a.RebalanceHook)
+		level.Warn(logger).Log("msg", "rebalancing hook not run on the simulator: a program may act on the plan's PIDs, which are simulated; only "+kubeevict.Name+" runs here; "+simPlans(own), "hook", a.RebalanceHook)
 		return nil
 	}
 	m, err := kubeevict.OnSimulator(evictOptions(a, log.With(logger, "component", "rebalance")), tuner.ImplsOf(own)...)
 	if err != nil {
-		level.Warn(logger).Log("msg", "rebalancing hook not usable; plans are only recommended", "err", err)
+		level.Warn(logger).Log("msg", "rebalancing hook not usable; "+simPlans(own), "err", err)
 		return nil
 	}
 	level.Info(logger).Log("msg", "rebalancing hook on the simulator: each move's pod is evicted through the real API server, then the move is made in the simulator", "hook", a.RebalanceHook)

@@ -116,6 +116,13 @@ func TestDetectActuators(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(hybrid, "unified", "cgroup.controllers"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// What the log says of plans where the simulator's hook is not used:
+	// they are still applied, in the simulation.
+	logHas := map[string]string{
+		"simulator: the built-in eviction without its CA":                   "rebalancing hook not usable; plans are applied in the simulation only",
+		"simulator: no hook program":                                        "only builtin:kubernetes-evict runs here; plans are applied in the simulation only",
+		"simulator: the built-in eviction, no process moves to model it by": "rebalancing hook not usable; plans are only recommended",
+	}
 	for _, tc := range []struct {
 		name    string
 		backend string
@@ -140,7 +147,11 @@ func TestDetectActuators(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := &config{Backend: tc.backend, Actuators: tc.act}
-			bs := detectActuators(context.Background(), cfg, tc.src, log.NewNopLogger())
+			var logs strings.Builder
+			bs := detectActuators(context.Background(), cfg, tc.src, log.NewLogfmtLogger(&logs))
+			if want := logHas[tc.name]; want != "" && (!strings.Contains(logs.String(), want) || !strings.Contains(want, "only recommended") && strings.Contains(logs.String(), "only recommended")) {
+				t.Errorf("logs %s, want them to say %q", logs.String(), want)
+			}
 			var names []string
 			for _, b := range bs {
 				names = append(names, b.Name)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -17,7 +18,9 @@ import (
 	"time"
 
 	"github.com/go-kit/log"
+	"github.com/prometheus/common/expfmt"
 
+	"github.com/vgpu-exporter/vgpu_exporter/collector"
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/latency"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
@@ -280,4 +283,44 @@ func childCPU(b *testing.B, pid int) time.Duration {
 	ut, _ := strconv.ParseInt(f[11], 10, 64)
 	st, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+// BenchmarkSelfMetrics measures the exporter's own metrics (selfRegistry:
+// build info, Go runtime, process) rendered for one /metrics request in
+// the text format: as served, by collector.Text, and, for comparison,
+// gathered into families and encoded by expfmt.
+func BenchmarkSelfMetrics(b *testing.B) {
+	self := selfRegistry()
+	text := collector.NewText(self.Collector())
+	for _, bc := range []struct {
+		name   string
+		render func(*bytes.Buffer) error
+	}{
+		{"served", func(buf *bytes.Buffer) error { return text.Render(buf, nil) }},
+		{"gathered", func(buf *bytes.Buffer) error {
+			mfs, err := self.Gather()
+			if err != nil {
+				return err
+			}
+			enc := expfmt.NewEncoder(buf, expfmt.NewFormat(expfmt.TypeTextPlain))
+			for _, mf := range mfs {
+				if err := enc.Encode(mf); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			var buf bytes.Buffer
+			b.ReportAllocs()
+			for b.Loop() {
+				buf.Reset()
+				if err := bc.render(&buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(buf.Len()), "bytes/render")
+		})
+	}
 }

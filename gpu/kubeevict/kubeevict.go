@@ -118,7 +118,9 @@ func (e *Evictor) MoveProcess(_ context.Context, pid uint32, toUUID string) erro
 // and then evicts each move's pod once, in order; the error names every
 // eviction that failed, a PodDisruptionBudget's refusal (429) as such
 // (ErrBudget). When budgets refused every eviction, nothing changed and
-// the error is also gpu.ErrBusy: the plan was refused for now.
+// the error is also gpu.ErrBusy: the plan was refused for now. When some
+// evictions were made and others failed, the error is a
+// *rebalance.PartialError naming the moves made.
 func (e *Evictor) Rebalance(ctx context.Context, p gpu.Plan) error {
 	if err := rebalance.Validate(p); err != nil {
 		return err
@@ -134,8 +136,9 @@ func (e *Evictor) Rebalance(ctx context.Context, p gpu.Plan) error {
 	ctx, cancel := context.WithTimeout(ctx, e.opts.Timeout)
 	defer cancel()
 	var errs []error
+	var evicted []int
 	budgets := 0
-	for _, m := range p.Moves {
+	for i, m := range p.Moves {
 		if err := e.evict(ctx, *m.Pod, p.DryRun); err != nil {
 			errs = append(errs, fmt.Errorf("eviction of %s/%s (tenant %s): %w", m.Pod.Namespace, m.Pod.Name, m.Tenant, err))
 			if errors.Is(err, ErrBudget) {
@@ -143,6 +146,7 @@ func (e *Evictor) Rebalance(ctx context.Context, p gpu.Plan) error {
 			}
 			continue
 		}
+		evicted = append(evicted, i)
 		level.Info(e.logger).Log("msg", "evicted pod", "pod", m.Pod.Namespace+"/"+m.Pod.Name, "tenant", m.Tenant, "dry_run", p.DryRun, "reason", p.Reason)
 	}
 	switch {
@@ -153,7 +157,12 @@ func (e *Evictor) Rebalance(ctx context.Context, p gpu.Plan) error {
 		// for now (the tuner's outcome "refused", not "failed").
 		return refused{fmt.Errorf("kubernetes eviction (%d moves, dry run %v): %w", len(p.Moves), p.DryRun, errors.Join(errs...))}
 	}
-	return fmt.Errorf("kubernetes eviction (%d moves, dry run %v): %w", len(p.Moves), p.DryRun, errors.Join(errs...))
+	err := fmt.Errorf("kubernetes eviction (%d moves, dry run %v): %w", len(p.Moves), p.DryRun, errors.Join(errs...))
+	if len(evicted) > 0 {
+		// Applied in part: the error says which moves were made.
+		return &rebalance.PartialError{Applied: evicted, Err: err}
+	}
+	return err
 }
 
 // refused is the error of a plan whose every eviction a budget refused:

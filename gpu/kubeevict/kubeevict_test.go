@@ -9,11 +9,13 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/gpu/rebalance"
 )
 
 // apiServer is a fake API server's Eviction endpoint: it answers each pod
@@ -62,6 +64,7 @@ func TestRebalance(t *testing.T) {
 		errHas   []string // in the error; none: no error
 		budget   bool     // the error is ErrBudget
 		refused  bool     // the error is gpu.ErrBusy: every eviction refused by a budget
+		applied  []int    // the moves a *rebalance.PartialError says were made; none: no PartialError
 		noToken  bool
 		rotateTo string // the token file's content before a second run
 	}{
@@ -78,6 +81,16 @@ func TestRebalance(t *testing.T) {
 		{name: "one refused by a budget, one forbidden: failed", plan: gpu.Plan{Moves: []gpu.Move{move("a", "x", "a-0"), move("b", "y", "b-0")}},
 			codes: map[string]int{"x/a-0": 429, "y/b-0": 403}, paths: []string{"/api/v1/namespaces/x/pods/a-0/eviction", "/api/v1/namespaces/y/pods/b-0/eviction"},
 			errHas: []string{"eviction of x/a-0", "403"}, budget: true},
+		{name: "evicted, refused by a budget, evicted: applied in part",
+			plan:   gpu.Plan{Moves: []gpu.Move{move("a", "x", "a-0"), move("b", "y", "b-0"), move("c", "z", "c-0")}},
+			codes:  map[string]int{"y/b-0": 429},
+			paths:  []string{"/api/v1/namespaces/x/pods/a-0/eviction", "/api/v1/namespaces/y/pods/b-0/eviction", "/api/v1/namespaces/z/pods/c-0/eviction"},
+			errHas: []string{"eviction of y/b-0", "429"}, budget: true, applied: []int{0, 2}},
+		{name: "refused by a budget, evicted: applied in part, not refused",
+			plan:   gpu.Plan{Moves: []gpu.Move{move("a", "x", "a-0"), move("b", "y", "b-0")}},
+			codes:  map[string]int{"x/a-0": 429, "y/b-0": 201},
+			paths:  []string{"/api/v1/namespaces/x/pods/a-0/eviction", "/api/v1/namespaces/y/pods/b-0/eviction"},
+			errHas: []string{"eviction of x/a-0"}, budget: true, applied: []int{1}},
 		{name: "forbidden", plan: gpu.Plan{Moves: []gpu.Move{move("train", "ml", "train-0")}},
 			codes: map[string]int{"ml/train-0": 403}, paths: []string{"/api/v1/namespaces/ml/pods/train-0/eviction"},
 			errHas: []string{"eviction of ml/train-0", "403", `"pods/eviction"`}},
@@ -85,7 +98,7 @@ func TestRebalance(t *testing.T) {
 			plan:   gpu.Plan{Moves: []gpu.Move{move("a", "x", "a-0"), move("b", "y", "b-0")}},
 			codes:  map[string]int{"x/a-0": 429},
 			paths:  []string{"/api/v1/namespaces/x/pods/a-0/eviction", "/api/v1/namespaces/y/pods/b-0/eviction"},
-			errHas: []string{"eviction of x/a-0"}, budget: true},
+			errHas: []string{"eviction of x/a-0"}, budget: true, applied: []int{1}},
 		{name: "MIG layout refused before any eviction",
 			plan:   gpu.Plan{Moves: []gpu.Move{move("a", "x", "a-0")}, MIG: []gpu.MIGLayoutPlan{{UUID: "GPU-a", Profiles: []string{"1g.10gb"}}}},
 			errHas: []string{"MIG manager"}},
@@ -141,6 +154,10 @@ func TestRebalance(t *testing.T) {
 			}
 			if errors.Is(err, gpu.ErrBusy) != tc.refused {
 				t.Errorf("error %v: errors.Is(gpu.ErrBusy) %v, want %v", err, errors.Is(err, gpu.ErrBusy), tc.refused)
+			}
+			var partial *rebalance.PartialError
+			if errors.As(err, &partial) != (tc.applied != nil) || partial != nil && !slices.Equal(partial.Applied, tc.applied) {
+				t.Errorf("error %v: PartialError %+v, want one with the moves %v applied", err, partial, tc.applied)
 			}
 			if len(api.got) != len(tc.paths) {
 				t.Fatalf("%d requests %+v, want %d", len(api.got), api.got, len(tc.paths))

@@ -2,6 +2,7 @@ package rebalance
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
@@ -12,9 +13,10 @@ import (
 // chart with backend sim). Each plan goes to Hook, the orchestrator's side
 // (the built-in Kubernetes eviction: the real pod is evicted and its
 // controller recreates it); once Hook has applied the whole plan, each
-// move is made in Model, the simulator, by its PID, so that the simulated
+// move is made in Model, the simulator, by its PIDs, so that the simulated
 // GPUs follow what the orchestrator did. A plan the hook refuses or fails
-// changes nothing in the model; a dry run is the hook's alone.
+// changes nothing in the model, except the moves a PartialError says the
+// hook made; a dry run is the hook's alone.
 //
 // Only moves are modelled: a plan with MIG layouts is refused before the
 // hook runs (on Kubernetes they belong to the GPU Operator's MIG manager),
@@ -37,16 +39,55 @@ func (m Modelled) Rebalance(ctx context.Context, p gpu.Plan) error {
 			return fmt.Errorf("rebalancing on the simulator: move %d (tenant %q) names no PID or no target GPU to model it by: %w", i+1, mv.Tenant, gpu.ErrNotSupported)
 		}
 	}
-	if err := m.Hook.Rebalance(ctx, p); err != nil {
+	err := m.Hook.Rebalance(ctx, p)
+	if p.DryRun {
 		return err
 	}
-	if p.DryRun {
-		return nil
+	if err != nil {
+		// A plan applied in part: the moves the hook made are modelled
+		// too, else the simulator keeps pods the orchestrator moved.
+		var partial *PartialError
+		if !errors.As(err, &partial) {
+			return err
+		}
+		for _, i := range partial.Applied {
+			if i < 0 || i >= len(p.Moves) {
+				continue
+			}
+			if merr := m.model(ctx, p.Moves[i]); merr != nil {
+				return errors.Join(err, merr)
+			}
+		}
+		return err
 	}
 	for _, mv := range p.Moves {
-		if err := m.Model.MoveProcess(ctx, mv.PID, mv.ToUUID); err != nil {
-			return fmt.Errorf("the hook applied the plan, but the simulator could not model the move of %s (PID %d) to %s: %w", mv.Tenant, mv.PID, mv.ToUUID, err)
+		if err := m.model(ctx, mv); err != nil {
+			return err
 		}
 	}
 	return nil
 }
+
+// model makes one move the hook applied in the simulator: every process
+// of the workload moves, as the orchestrator moved the workload whole.
+func (m Modelled) model(ctx context.Context, mv gpu.Move) error {
+	for _, pid := range mv.Processes() {
+		if err := m.Model.MoveProcess(ctx, pid, mv.ToUUID); err != nil {
+			return fmt.Errorf("the hook applied the move, but the simulator could not model the move of %s (PID %d) to %s: %w", mv.Tenant, pid, mv.ToUUID, err)
+		}
+	}
+	return nil
+}
+
+// PartialError is the error of a plan applied in part: the moves at the
+// indexes Applied (into the plan's Moves, in order) were made, the others
+// failed as Err says. A Rebalancer that tries every move even after one
+// fails (the built-in Kubernetes eviction) returns it, so that Modelled
+// makes the applied moves in the simulator too.
+type PartialError struct {
+	Applied []int
+	Err     error
+}
+
+func (e *PartialError) Error() string { return e.Err.Error() }
+func (e *PartialError) Unwrap() error { return e.Err }

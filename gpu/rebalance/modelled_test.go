@@ -34,6 +34,9 @@ func TestModelled(t *testing.T) {
 	pidMove := podMove
 	pidMove.PID = 4242
 	second := gpu.Move{Tenant: "batch", PID: 4343, FromUUID: "GPU-0", ToUUID: "GPU-2", Pod: &gpu.Pod{Namespace: "jobs", Name: "batch-0"}}
+	twoProcs := pidMove
+	twoProcs.PIDs = []uint32{4242, 4250}
+	third := gpu.Move{Tenant: "etl", PID: 4444, FromUUID: "GPU-0", ToUUID: "GPU-3", Pod: &gpu.Pod{Namespace: "jobs", Name: "etl-0"}}
 	budget := errors.New("eviction of serving/llm-a-7d9f: refused for now: a PodDisruptionBudget allows no disruption")
 	for _, tc := range []struct {
 		name        string
@@ -46,11 +49,21 @@ func TestModelled(t *testing.T) {
 		unsupported bool // the error is gpu.ErrNotSupported
 	}{
 		{name: "applied, then modelled", plan: gpu.Plan{Moves: []gpu.Move{pidMove}}, wantPlans: 1, wantMoves: []string{"4242->GPU-1"}},
+		{name: "every process of a workload modelled", plan: gpu.Plan{Moves: []gpu.Move{twoProcs, second}}, wantPlans: 1,
+			wantMoves: []string{"4242->GPU-1", "4250->GPU-1", "4343->GPU-2"}},
 		{name: "every move modelled in order", plan: gpu.Plan{Moves: []gpu.Move{pidMove, second}}, wantPlans: 1, wantMoves: []string{"4242->GPU-1", "4343->GPU-2"}},
 		{name: "refused by the hook: nothing modelled", plan: gpu.Plan{Moves: []gpu.Move{pidMove}}, hookErr: budget, wantPlans: 1, err: "PodDisruptionBudget"},
+		{name: "applied in part: the applied moves modelled", plan: gpu.Plan{Moves: []gpu.Move{pidMove, second, third}},
+			hookErr: &PartialError{Applied: []int{0, 2}, Err: budget}, wantPlans: 1, wantMoves: []string{"4242->GPU-1", "4444->GPU-3"}, err: "PodDisruptionBudget"},
+		{name: "applied in part, the first refused", plan: gpu.Plan{Moves: []gpu.Move{pidMove, second}},
+			hookErr: &PartialError{Applied: []int{1}, Err: budget}, wantPlans: 1, wantMoves: []string{"4343->GPU-2"}, err: "PodDisruptionBudget"},
+		{name: "applied in part, the model fails", plan: gpu.Plan{Moves: []gpu.Move{pidMove, second}}, moveErr: errors.New("no room"),
+			hookErr: &PartialError{Applied: []int{1}, Err: budget}, wantPlans: 1, wantMoves: []string{"4343->GPU-2"}, err: "could not model the move of batch (PID 4343) to GPU-2: no room"},
+		{name: "applied in part on a dry run: nothing modelled", plan: gpu.Plan{DryRun: true, Moves: []gpu.Move{pidMove, second}},
+			hookErr: &PartialError{Applied: []int{1}, Err: budget}, wantPlans: 1, err: "PodDisruptionBudget"},
 		{name: "dry run: the hook's alone", plan: gpu.Plan{DryRun: true, Moves: []gpu.Move{pidMove}}, wantPlans: 1},
 		{name: "the model fails after the hook", plan: gpu.Plan{Moves: []gpu.Move{pidMove}}, moveErr: errors.New("no room"), wantPlans: 1,
-			wantMoves: []string{"4242->GPU-1"}, err: "the hook applied the plan, but the simulator could not model the move of llm-a (PID 4242) to GPU-1: no room"},
+			wantMoves: []string{"4242->GPU-1"}, err: "the hook applied the move, but the simulator could not model the move of llm-a (PID 4242) to GPU-1: no room"},
 		{name: "MIG layouts: refused before the hook", plan: gpu.Plan{MIG: []gpu.MIGLayoutPlan{{UUID: "GPU-0", Profiles: []string{"3g.40gb"}}}},
 			err: "1 MIG layout changes", unsupported: true},
 		{name: "a move without a PID: refused before the hook", plan: gpu.Plan{Moves: []gpu.Move{podMove}}, err: `move 1 (tenant "llm-a") names no PID`, unsupported: true},

@@ -244,10 +244,11 @@ func dwelled[V any](now time.Time, dwell time.Duration, order []string, byGPU ma
 
 // movePlan is the plan that moves every PID of u to the GPU to: one move
 // per workload, named by its pod or systemd service where the attribution
-// knows it (the orchestrator moves those), else by the PID alone.
+// knows it (the orchestrator moves those; a workload of several processes
+// lists them all in PIDs), else by the PID alone.
 func movePlan(reason string, u tenant.Usage, to string) gpu.Plan {
 	p := gpu.Plan{Reason: reason}
-	seen := map[string]bool{}
+	seen := map[string]int{} // workload -> its move
 	for _, pid := range u.PIDs {
 		m := gpu.Move{Tenant: u.Tenant, PID: pid, FromUUID: u.UUID, ToUUID: to}
 		key := fmt.Sprintf("pid %d", pid)
@@ -261,9 +262,16 @@ func movePlan(reason string, u tenant.Usage, to string) gpu.Plan {
 				key = "unit " + w.Unit
 			}
 		}
-		if !seen[key] {
-			seen[key] = true
+		i, ok := seen[key]
+		if !ok {
+			seen[key] = len(p.Moves)
 			p.Moves = append(p.Moves, m)
+			continue
+		}
+		if mv := &p.Moves[i]; len(mv.PIDs) == 0 {
+			mv.PIDs = []uint32{mv.PID, pid}
+		} else {
+			mv.PIDs = append(mv.PIDs, pid)
 		}
 	}
 	return p

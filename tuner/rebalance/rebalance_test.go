@@ -338,10 +338,10 @@ func TestMovePlanNamesWorkloads(t *testing.T) {
 			`[{"tenant":"a","pid":3,"from_uuid":"GPU-0","to_uuid":"GPU-1"},{"tenant":"a","pid":4,"from_uuid":"GPU-0","to_uuid":"GPU-1"}]`},
 		{"one pod, two processes", tenant.Usage{Tenant: "a", UUID: "GPU-0", PIDs: []uint32{3, 4},
 			Workloads: []tenant.Workload{{PID: 3, Pod: pod}, {PID: 4, Pod: pod}}},
-			`[{"tenant":"a","pid":3,"from_uuid":"GPU-0","to_uuid":"GPU-1","pod":{"namespace":"llm","name":"chat-0"}}]`},
+			`[{"tenant":"a","pid":3,"pids":[3,4],"from_uuid":"GPU-0","to_uuid":"GPU-1","pod":{"namespace":"llm","name":"chat-0"}}]`},
 		{"a service and a bare process", tenant.Usage{Tenant: "a", UUID: "GPU-0", PIDs: []uint32{3, 4, 5},
 			Workloads: []tenant.Workload{{PID: 3, Unit: "train.service"}, {PID: 5, Unit: "train.service"}}},
-			`[{"tenant":"a","pid":3,"from_uuid":"GPU-0","to_uuid":"GPU-1","unit":"train.service"},{"tenant":"a","pid":4,"from_uuid":"GPU-0","to_uuid":"GPU-1"}]`},
+			`[{"tenant":"a","pid":3,"pids":[3,5],"from_uuid":"GPU-0","to_uuid":"GPU-1","unit":"train.service"},{"tenant":"a","pid":4,"from_uuid":"GPU-0","to_uuid":"GPU-1"}]`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
