@@ -2,6 +2,7 @@ package helmtest
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -149,6 +150,36 @@ func TestTryItOnAnyCluster(t *testing.T) {
 		}
 		if !strings.Contains(body, want) {
 			t.Errorf("%s lacks %s:\n%s", px[4], want, out)
+		}
+	}
+}
+
+// TestResourcesDocumented: docs/deploy.md's "Resources" states the
+// exporter's CPU request and memory request and limit the chart renders
+// by default.
+func TestResourcesDocumented(t *testing.T) {
+	m := mustRender(t, loadChart(t), nil)
+	if len(m.daemonSets) == 0 {
+		t.Fatal("no DaemonSet rendered")
+	}
+	res := container(t, m.daemonSets[0].Spec.Template.Spec.Containers, "exporter").Resources
+	doc, err := os.ReadFile(filepath.Join(repo.Root(), "docs", "deploy.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, ok := strings.Cut(string(doc), "\n## Resources\n")
+	if !ok {
+		t.Fatal(`docs/deploy.md has no "## Resources"`)
+	}
+	sec, _, _ = strings.Cut(sec, "\n## ")
+	sec = strings.Join(strings.Fields(sec), " ")
+	const mib = 1 << 20
+	for _, want := range []string{
+		fmt.Sprintf("requests %s CPU and %d MiB", res.Requests.Cpu(), res.Requests.Memory().Value()/mib),
+		fmt.Sprintf("limits memory to %d MiB", res.Limits.Memory().Value()/mib),
+	} {
+		if !strings.Contains(sec, want) {
+			t.Errorf("docs/deploy.md's Resources does not say %q, what the chart renders", want)
 		}
 	}
 }
