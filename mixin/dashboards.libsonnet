@@ -177,7 +177,6 @@ local g = import 'lib/dashboard.libsonnet';
           g.target(std.format('sum by (tenant, currency) (increase(vgpu_tenant_cost_total{%s}[%s]))', [ft, p.range])),
         ], description="The exporters' vgpu_tenant_cost_total over the last %s, in each currency's base unit: GPU time held at the price per GPU-hour, apportioned energy at the price per kWh, and their sum. Empty where no exporter is given prices (--metering.* flags or the tenants file's metering section). Export: panel menu, Inspect, Data, Download CSV." % p.name) {
           w: 10,
-          fieldConfig+: { defaults+: { decimals: 2 } },
           transformations+: [{ id: 'organize', options: { renameByName: {
             currency: 'Currency',
             'Value #A': 'GPU time',

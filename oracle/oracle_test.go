@@ -175,7 +175,9 @@ func TestITLJudgedByTokens(t *testing.T) {
 // keeps vision-a's and loses vision-b's outright (its queue overflows);
 // over the run, as the report judges an SLO, the relayout meets both. A
 // search that ranked a phase's settings by the SLOs met inside the phase
-// first kept the layout.
+// first kept the layout. The test checks both: the plan's layout, and the
+// run of the oracle's policy (simrun, as the tables run it) with its
+// report's verdict on each SLO.
 func TestOracleRelayoutJudgedOverTheRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a search over 10 virtual minutes")
@@ -194,6 +196,19 @@ func TestOracleRelayoutJudgedOverTheRun(t *testing.T) {
 	}
 	if got, want := p.Phases[1].GPUs[0].Layout, []string{"1g.10gb", "3g.40gb"}; !slices.Equal(got, want) {
 		t.Errorf("layout %v in the second phase, want the relayout to %v", got, want)
+	}
+	res, err := simrun.Run(context.Background(), simrun.Config{Scenario: "mig-relayout", Policy: Name, Seed: 2, SeedSet: true, Step: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	met := map[string]bool{}
+	for _, ts := range res.Recorder.Summary().Tenants {
+		if ts.SLOMet != nil {
+			met[ts.Tenant] = *ts.SLOMet
+		}
+	}
+	if want := map[string]bool{"vision-a": true, "vision-b": true}; !maps.Equal(met, want) {
+		t.Errorf("SLOs met over the run %v, want %v", met, want)
 	}
 }
 

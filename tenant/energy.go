@@ -60,15 +60,14 @@ type GPUMeter struct {
 	// EnergyKnown is true once the GPU reported an energy counter; without
 	// one, the energy figures of its meters mean nothing.
 	EnergyKnown bool
-	// Seconds is the time metered: the sum of the samples' intervals.
-	Seconds float64
 	// MemoryByteSeconds is the GPU's own used memory integrated over the
 	// samples metered; what the tenants' MemoryByteSeconds leave of it is
 	// memory no tenant's process holds.
 	MemoryByteSeconds float64
 	// IdleCosts are the GPU time no tenant held and the idle energy at the
-	// prices in force: with the tenants' Costs they add up to Seconds and
-	// EnergyJoules at those prices.
+	// prices in force: with the tenants' Costs they add up to the time
+	// metered (the sum of the samples' intervals) and EnergyJoules at those
+	// prices.
 	IdleCosts []Cost
 }
 
@@ -144,7 +143,6 @@ func (m *meterState) device(rule IdleEnergy, prices *Prices, d *gpu.Device, sec 
 	}
 	rest := energy * (1 - active)
 	g.EnergyJoules += energy
-	g.Seconds += sec
 	g.MemoryByteSeconds += sec * float64(d.MemoryUsedBytes)
 	idle := rest
 	if rule == IdleByReservation {

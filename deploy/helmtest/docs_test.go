@@ -2,6 +2,7 @@ package helmtest
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -20,18 +21,24 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/deploy/internal/repo"
 )
 
-// tryIt is the code block of docs/deploy.md's "Try it on any cluster".
-func tryIt(t *testing.T) []string {
+// deployDoc is docs/deploy.md's text after heading.
+func deployDoc(t *testing.T, heading string) string {
 	t.Helper()
 	doc, err := os.ReadFile(filepath.Join(repo.Root(), "docs", "deploy.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, sec, ok := strings.Cut(string(doc), "### Try it on any cluster\n")
+	_, sec, ok := strings.Cut(string(doc), heading)
 	if !ok {
-		t.Fatal(`docs/deploy.md has no "### Try it on any cluster"`)
+		t.Fatalf("docs/deploy.md has no %q", strings.TrimSpace(heading))
 	}
-	_, block, _ := strings.Cut(sec, "```sh\n")
+	return sec
+}
+
+// tryIt is the code block of docs/deploy.md's "Try it on any cluster".
+func tryIt(t *testing.T) []string {
+	t.Helper()
+	_, block, _ := strings.Cut(deployDoc(t, "### Try it on any cluster\n"), "```sh\n")
 	block, _, _ = strings.Cut(block, "```")
 	return strings.Split(strings.TrimSpace(block), "\n")
 }
@@ -149,6 +156,28 @@ func TestTryItOnAnyCluster(t *testing.T) {
 		}
 		if !strings.Contains(body, want) {
 			t.Errorf("%s lacks %s:\n%s", px[4], want, out)
+		}
+	}
+}
+
+// TestResourcesDocumented: docs/deploy.md's "Resources" states the
+// exporter's CPU request and memory request and limit the chart renders
+// by default.
+func TestResourcesDocumented(t *testing.T) {
+	m := mustRender(t, loadChart(t), nil)
+	if len(m.daemonSets) == 0 {
+		t.Fatal("no DaemonSet rendered")
+	}
+	res := container(t, m.daemonSets[0].Spec.Template.Spec.Containers, "exporter").Resources
+	sec, _, _ := strings.Cut(deployDoc(t, "\n## Resources\n"), "\n## ")
+	sec = strings.Join(strings.Fields(sec), " ")
+	const mib = 1 << 20
+	for _, want := range []string{
+		fmt.Sprintf("requests %s CPU and %d MiB", res.Requests.Cpu(), res.Requests.Memory().Value()/mib),
+		fmt.Sprintf("limits memory to %d MiB", res.Limits.Memory().Value()/mib),
+	} {
+		if !strings.Contains(sec, want) {
+			t.Errorf("docs/deploy.md's Resources does not say %q, what the chart renders", want)
 		}
 	}
 }

@@ -483,6 +483,31 @@ func TestTunerEventPanels(t *testing.T) {
 	}
 }
 
+// TestCostPanelsShowSmallCosts: no panel of a cost fixes its decimals, so
+// that Grafana (and the rendered images) show as many as a value needs: a
+// short run's cost is a fraction of a cent, which two decimals show as 0.00.
+func TestCostPanelsShowSmallCosts(t *testing.T) {
+	all := dashboards(t)
+	found := 0
+	for _, name := range sortedNames(all) {
+		panels, _ := all[name]["panels"].([]any)
+		for _, p := range panels {
+			panel, _ := p.(map[string]any)
+			if !slices.ContainsFunc(dashboardExprs(panel), func(e string) bool { return strings.Contains(e, "_cost") }) {
+				continue
+			}
+			found++
+			defaults, _ := panel["fieldConfig"].(map[string]any)["defaults"].(map[string]any)
+			if d, ok := defaults["decimals"]; ok {
+				t.Errorf("%s: panel %q shows costs with %v decimals, want them automatic", name, panel["title"], d)
+			}
+		}
+	}
+	if found == 0 {
+		t.Error("no dashboard panel shows a cost")
+	}
+}
+
 func TestLint(t *testing.T) {
 	runbooks, err := os.ReadFile(filepath.Join(root, "docs", "runbooks.md"))
 	if err != nil {

@@ -304,8 +304,17 @@ type process struct {
 	err     error
 }
 
-// start runs bin with args; the process is killed when the test ends.
+// start runs bin with args; the process is killed when the test ends, and
+// its log shown if the test failed.
 func start(t *testing.T, name, bin string, args ...string) *process {
+	t.Helper()
+	return launch(t, name, bin, false, args...)
+}
+
+// launch runs bin with args, its output to its log file (through a pipe when
+// piped); the process is killed when the test ends, and unless piped its log
+// shown if the test failed.
+func launch(t *testing.T, name, bin string, piped bool, args ...string) *process {
 	t.Helper()
 	p := &process{name: name, logPath: filepath.Join(t.TempDir(), name+".log"), done: make(chan struct{})}
 	f, err := os.Create(p.logPath)
@@ -313,7 +322,11 @@ func start(t *testing.T, name, bin string, args ...string) *process {
 		t.Fatal(err)
 	}
 	p.cmd = exec.Command(bin, args...)
-	p.cmd.Stdout, p.cmd.Stderr = f, f
+	var w io.Writer = f
+	if piped {
+		w = struct{ io.Writer }{f} // not an *os.File: exec copies through a pipe
+	}
+	p.cmd.Stdout, p.cmd.Stderr = w, w
 	// Cleanup kills the process when the test ends; dieWithParent also
 	// covers a test binary that dies first (go test -timeout).
 	dieWithParent(p.cmd)
@@ -333,7 +346,7 @@ func start(t *testing.T, name, bin string, args ...string) *process {
 			_ = p.cmd.Process.Kill()
 			<-p.done
 		}
-		if t.Failed() {
+		if !piped && t.Failed() {
 			t.Logf("--- %s log:\n%s", p.name, p.logs())
 		}
 	})

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -187,36 +186,11 @@ func (r *faultRun) count(seen map[string]int) {
 }
 
 // startPiped is start with the output through a pipe: the file size limit
-// of a full disk then holds the journal, not the log.
+// of a full disk then holds the journal, not the log. Its log is the fault
+// test's to read; a failure does not show it.
 func startPiped(t *testing.T, name, bin string, args ...string) *process {
 	t.Helper()
-	p := &process{name: name, logPath: filepath.Join(t.TempDir(), name+".log"), done: make(chan struct{})}
-	f, err := os.Create(p.logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.cmd = exec.Command(bin, args...)
-	w := struct{ io.Writer }{f} // not an *os.File: exec copies through a pipe
-	p.cmd.Stdout, p.cmd.Stderr = w, w
-	dieWithParent(p.cmd)
-	if err := p.cmd.Start(); err != nil {
-		f.Close()
-		t.Fatalf("starting %s: %v", name, err)
-	}
-	go func() {
-		p.err = p.cmd.Wait()
-		f.Close()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-	})
-	return p
+	return launch(t, name, bin, true, args...)
 }
 
 // waitReady waits until the exporter serves /metrics, or it exits.
