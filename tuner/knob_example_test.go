@@ -12,8 +12,8 @@ import (
 )
 
 // The worked example of docs/architecture.md, "Adding a knob": the memory
-// clock lock, which the simulator and the NVML backend implement
-// (LockMemoryClocks) but no knob drives, becomes a knob by one entry of
+// clock lock, which the simulator implements (LockMemoryClocks) but no
+// knob drives, becomes a knob by one entry of
 // the mechanism table. The doc shows the entry as it would stand in
 // Mechanisms, with the interface and the knob's name in package gpu.
 

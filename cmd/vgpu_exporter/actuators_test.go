@@ -74,9 +74,8 @@ func TestActuatorFlags(t *testing.T) {
 // clockSource is a GPU source that also changes clocks (like NVML).
 type clockSource struct{ gpu.Source }
 
-func (clockSource) LockClocks(context.Context, string, gpu.ClockLock) error       { return nil }
-func (clockSource) LockMemoryClocks(context.Context, string, gpu.ClockLock) error { return nil }
-func (clockSource) SetPowerLimit(context.Context, string, float64) error          { return nil }
+func (clockSource) LockClocks(context.Context, string, gpu.ClockLock) error { return nil }
+func (clockSource) SetPowerLimit(context.Context, string, float64) error    { return nil }
 
 // placeSource is a GPU source that also moves processes (like the
 // simulator).

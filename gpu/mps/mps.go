@@ -106,9 +106,8 @@ type Controller struct {
 
 	opMu sync.Mutex // serializes operations (daemon commands and hook runs)
 
-	mu             sync.Mutex // guards the fields below
-	states         map[key]*ClientState
-	defaultPending *float64
+	mu     sync.Mutex // guards the fields below
+	states map[key]*ClientState
 	// index is each GPU's ordinal, by UUID, as the readings last said.
 	index map[string]int
 }
@@ -169,9 +168,6 @@ func Detect(ctx context.Context, opts Options) (*Controller, error) {
 	return c, nil
 }
 
-// PipeDirectory returns the daemon's pipe directory.
-func (c *Controller) PipeDirectory() string { return c.opts.PipeDirectory }
-
 // Capabilities lists the MPS knobs: active threads on every GPU, pinned
 // memory where DeviceIndex knows the GPU's ordinal.
 func (c *Controller) Capabilities(uuid string) []gpu.Knob {
@@ -230,36 +226,6 @@ func (c *Controller) SetMPSActiveThreads(ctx context.Context, uuid string, pid u
 	c.update(uuid, pid, RoleClient, server, func(s *ClientState) { s.Pending = &f })
 	level.Info(c.logger).Log("msg", "MPS client active threads pending until its restart", "uuid", uuid, "pid", pid, "percentage", pct)
 	return nil
-}
-
-// SetMPSDefaultActiveThreads sets the daemon's default active-thread
-// percentage (set_default_active_thread_percentage). The default is the
-// daemon's, for every GPU it serves, and reaches only servers started
-// afterwards.
-func (c *Controller) SetMPSDefaultActiveThreads(ctx context.Context, uuid string, fraction float64) error {
-	pct, err := percentage(fraction)
-	if err != nil {
-		return err
-	}
-	c.opMu.Lock()
-	defer c.opMu.Unlock()
-	if _, err := c.send(ctx, fmt.Sprintf("set_default_active_thread_percentage %d", pct)); err != nil {
-		return err
-	}
-	f := float64(pct) / 100
-	c.mu.Lock()
-	c.defaultPending = &f
-	c.mu.Unlock()
-	level.Info(c.logger).Log("msg", "MPS default active threads set for servers started from now on", "uuid", uuid, "percentage", pct)
-	return nil
-}
-
-// DefaultPending returns the default fraction set through this Controller
-// (nil when none was set).
-func (c *Controller) DefaultPending() *float64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.defaultPending
 }
 
 // SetMPSPinnedMemoryLimit limits the device memory a server's clients (or

@@ -27,7 +27,7 @@ get_client_list) case "$a" in 100) printf '101\n102\n' ;; 200) echo 201 ;; esac 
 get_default_active_thread_percentage) echo 100.0 ;;
 get_active_thread_percentage) if [ -f "$D/pct.$a" ]; then cat "$D/pct.$a"; else echo 100.0; fi ;;
 set_active_thread_percentage) echo "$b.0" > "$D/pct.$a" ;;
-set_default_active_thread_percentage|set_device_pinned_mem_limit) ;;
+set_device_pinned_mem_limit) ;;
 *) echo "Unknown command $cmd" ;;
 esac`
 
@@ -228,15 +228,9 @@ func TestDaemonFailures(t *testing.T) {
 	}
 }
 
-func TestDefaultAndPinned(t *testing.T) {
+func TestPinned(t *testing.T) {
 	ctx := context.Background()
 	r := newRig(t, daemon, "", nil)
-	if err := r.c.SetMPSDefaultActiveThreads(ctx, uuid, 0.25); err != nil {
-		t.Fatal(err)
-	}
-	if got := fstr(r.c.DefaultPending()); got != "0.25" {
-		t.Errorf("default pending %s, want 0.25", got)
-	}
 	if err := r.c.SetMPSPinnedMemoryLimit(ctx, uuid, 100, 3<<30+5); err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +243,7 @@ func TestDefaultAndPinned(t *testing.T) {
 			sets = append(sets, c)
 		}
 	}
-	want := "[set_default_active_thread_percentage 25 set_device_pinned_mem_limit 100 3 3072M]"
+	want := "[set_device_pinned_mem_limit 100 3 3072M]"
 	if fmt.Sprint(sets) != want {
 		t.Errorf("sent %v, want %s", sets, want)
 	}

@@ -7,8 +7,7 @@
 // is read back from `nvidia-smi compute-policy --list` (parsed strictly)
 // and a different one is an error naming the program, the GPU and what it
 // printed. Where the listing does not say the level, a set whose output
-// reports no failure is accepted, and the level last set through this
-// package is reported, marked as such.
+// reports no failure is accepted.
 //
 // SMI implements gpu.TimeSliceActuator and gpu.CapabilityLister.
 package nvidiasmi
@@ -20,7 +19,6 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-kit/log"
@@ -54,29 +52,10 @@ type Options struct {
 	Logger  log.Logger
 }
 
-// Source says where a Reading's level comes from.
-type Source string
-
-// Sources of a reading.
-const (
-	SourceNvidiaSMI Source = "nvidia-smi" // read from `nvidia-smi compute-policy --list`
-	SourceSet       Source = "set"        // nvidia-smi did not say; the level this exporter last set
-	SourceUnknown   Source = ""           // neither: the level is unknown
-)
-
-// Reading is a GPU's compute time-slice level as far as it is known.
-type Reading struct {
-	Level  gpu.TimeSliceLevel // empty when unknown
-	Source Source
-}
-
 // SMI drives nvidia-smi. It is safe for concurrent use.
 type SMI struct {
 	opts   Options
 	logger log.Logger
-
-	mu   sync.Mutex
-	last map[string]gpu.TimeSliceLevel // by GPU UUID, set through this SMI
 }
 
 var (
@@ -93,7 +72,7 @@ func New(opts Options) *SMI {
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
 	}
-	s := &SMI{opts: opts, logger: opts.Logger, last: map[string]gpu.TimeSliceLevel{}}
+	s := &SMI{opts: opts, logger: opts.Logger}
 	if s.logger == nil {
 		s.logger = log.NewNopLogger()
 	}
@@ -126,8 +105,7 @@ func (s *SMI) Capabilities(string) []gpu.Knob {
 // --set-timeslice=N` (0 default, 1 short, 2 medium, 3 long) and verifies it:
 // nvidia-smi may exit 0 having changed nothing, so the level is read back
 // (`--list`) and must be the one asked for. Where the listing does not say
-// the level, the set is accepted unless nvidia-smi printed a failure, and
-// its readings say the level is as set, not as read.
+// the level, the set is accepted unless nvidia-smi printed a failure.
 func (s *SMI) SetComputeTimeSlice(ctx context.Context, uuid string, l gpu.TimeSliceLevel) error {
 	n := slices.Index(levels, l)
 	if n < 0 {
@@ -152,34 +130,8 @@ func (s *SMI) SetComputeTimeSlice(ctx context.Context, uuid string, l gpu.TimeSl
 		return fmt.Errorf("GPU %s: %s exited 0 setting the compute time slice to %s, but printed a failure (and its listing does not say the level): %s",
 			uuid, s.opts.Path, l, printed(set))
 	}
-	s.mu.Lock()
-	s.last[uuid] = l
-	s.mu.Unlock()
 	level.Info(s.logger).Log("msg", "compute time-slice level set", "uuid", uuid, "level", l)
 	return nil
-}
-
-// ComputeTimeSlice returns the GPU's compute time-slice level: as
-// `nvidia-smi compute-policy -i UUID --list` prints it, else the level last
-// set through this SMI (Source says which). An error is returned only when
-// neither is known and nvidia-smi failed.
-func (s *SMI) ComputeTimeSlice(ctx context.Context, uuid string) (Reading, error) {
-	if err := checkID(uuid); err != nil {
-		return Reading{}, err
-	}
-	out, err := s.run(ctx, uuid, "compute-policy", "-i", uuid, "--list")
-	if err == nil {
-		if l, ok := parseTimeSlice(out); ok {
-			return Reading{Level: l, Source: SourceNvidiaSMI}, nil
-		}
-	}
-	s.mu.Lock()
-	l, ok := s.last[uuid]
-	s.mu.Unlock()
-	if ok {
-		return Reading{Level: l, Source: SourceSet}, nil
-	}
-	return Reading{}, err
 }
 
 // run runs nvidia-smi and maps its documented exit statuses to errors a

@@ -67,76 +67,35 @@ func (b *Backend) lockedDevice(ctx context.Context, uuid string) (*devState, err
 	return b.device(uuid)
 }
 
-// clockKnob is one lockable clock domain: the SM (graphics) clock or the
-// memory clock.
-type clockKnob struct {
-	what               string // "SM", "memory"
-	clock              nvml.ClockType
-	setSym, resetSym   string
-	setCall, resetCall string
-	set                func(h nvml.Device, minMHz, maxMHz uint32) nvml.Return
-	reset              func(h nvml.Device) nvml.Return
-	track              bool // shown as Device.ClocksLocked
-}
-
-var (
-	smClockKnob = clockKnob{
-		what: "SM", clock: nvml.CLOCK_SM, setSym: symSetGpuLocked, resetSym: symResetGpuLocked,
-		setCall: "nvmlDeviceSetGpuLockedClocks", resetCall: "nvmlDeviceResetGpuLockedClocks",
-		set:   func(h nvml.Device, lo, hi uint32) nvml.Return { return h.SetGpuLockedClocks(lo, hi) },
-		reset: func(h nvml.Device) nvml.Return { return h.ResetGpuLockedClocks() },
-		track: true,
-	}
-	memClockKnob = clockKnob{
-		what: "memory", clock: nvml.CLOCK_MEM, setSym: symSetMemLocked, resetSym: symResetMemLocked,
-		setCall: "nvmlDeviceSetMemoryLockedClocks", resetCall: "nvmlDeviceResetMemoryLockedClocks",
-		set:   func(h nvml.Device, lo, hi uint32) nvml.Return { return h.SetMemoryLockedClocks(lo, hi) },
-		reset: func(h nvml.Device) nvml.Return { return h.ResetMemoryLockedClocks() },
-	}
-)
-
 // LockClocks locks the SM clock range; a zero ClockLock resets it.
 func (b *Backend) LockClocks(ctx context.Context, uuid string, l gpu.ClockLock) error {
-	return b.lockClocks(ctx, uuid, l, smClockKnob)
-}
-
-// LockMemoryClocks locks the memory clock range; a zero ClockLock resets it.
-func (b *Backend) LockMemoryClocks(ctx context.Context, uuid string, l gpu.ClockLock) error {
-	return b.lockClocks(ctx, uuid, l, memClockKnob)
-}
-
-func (b *Backend) lockClocks(ctx context.Context, uuid string, l gpu.ClockLock, k clockKnob) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	ds, err := b.lockedDevice(ctx, uuid)
 	if err != nil {
 		return err
 	}
-	if !b.has(k.setSym, k.resetSym) {
-		return errNotSupportedf("driver lacks %s", k.setSym)
+	if !b.has(symSetGpuLocked, symResetGpuLocked) {
+		return errNotSupportedf("driver lacks %s", symSetGpuLocked)
 	}
 	if l == (gpu.ClockLock{}) {
-		if err := controlErr(uuid, k.resetCall, k.reset(ds.handle)); err != nil {
+		if err := controlErr(uuid, "nvmlDeviceResetGpuLockedClocks", ds.handle.ResetGpuLockedClocks()); err != nil {
 			return err
 		}
-		if k.track {
-			ds.locked = gpu.Bool(false)
-		}
+		ds.locked = gpu.Bool(false)
 		return nil
 	}
 	if l.MinMHz == 0 || l.MinMHz > l.MaxMHz {
-		return fmt.Errorf("GPU %s: invalid %s clock range %d-%d MHz (min must be > 0 and <= max)", uuid, k.what, l.MinMHz, l.MaxMHz)
+		return fmt.Errorf("GPU %s: invalid SM clock range %d-%d MHz (min must be > 0 and <= max)", uuid, l.MinMHz, l.MaxMHz)
 	}
-	if maxMHz, r := ds.handle.GetMaxClockInfo(k.clock); r == nvml.SUCCESS && l.MaxMHz > maxMHz {
-		return fmt.Errorf("GPU %s: %s clock %d MHz above the GPU's maximum %d MHz", uuid, k.what, l.MaxMHz, maxMHz)
+	if maxMHz, r := ds.handle.GetMaxClockInfo(nvml.CLOCK_SM); r == nvml.SUCCESS && l.MaxMHz > maxMHz {
+		return fmt.Errorf("GPU %s: SM clock %d MHz above the GPU's maximum %d MHz", uuid, l.MaxMHz, maxMHz)
 	}
-	if err := controlErr(uuid, k.setCall, k.set(ds.handle, l.MinMHz, l.MaxMHz)); err != nil {
+	if err := controlErr(uuid, "nvmlDeviceSetGpuLockedClocks", ds.handle.SetGpuLockedClocks(l.MinMHz, l.MaxMHz)); err != nil {
 		return err
 	}
-	if k.track {
-		ds.locked = gpu.Bool(true)
-	}
-	level.Info(b.logger).Log("msg", k.what+" clocks locked", "uuid", uuid, "min_mhz", l.MinMHz, "max_mhz", l.MaxMHz)
+	ds.locked = gpu.Bool(true)
+	level.Info(b.logger).Log("msg", "SM clocks locked", "uuid", uuid, "min_mhz", l.MinMHz, "max_mhz", l.MaxMHz)
 	return nil
 }
 

@@ -99,34 +99,34 @@ func TestLockClocks(t *testing.T) {
 	if !*rd.Devices[1].ClocksLocked || rd.Devices[0].ClocksLocked != nil {
 		t.Errorf("ClocksLocked = %v / %v", *rd.Devices[1].ClocksLocked, rd.Devices[0].ClocksLocked)
 	}
-	if err := b.LockMemoryClocks(ctx, uuid, gpu.ClockLock{MinMHz: 2619, MaxMHz: 2619}); err != nil {
-		t.Fatal(err)
-	}
-	err := b.LockMemoryClocks(ctx, uuid, gpu.ClockLock{MinMHz: 2619, MaxMHz: 3200})
-	if err == nil || !strings.Contains(err.Error(), "memory clock 3200 MHz above the GPU's maximum 2619 MHz") {
-		t.Errorf("memory clock above the maximum: %v", err)
-	}
-	if n := len(d.SetMemoryLockedClocksCalls()); n != 1 {
-		t.Errorf("SetMemoryLockedClocks called %d times, want 1", n)
-	}
-	if err := b.LockMemoryClocks(ctx, uuid, gpu.ClockLock{}); err != nil || len(d.ResetMemoryLockedClocksCalls()) != 1 {
-		t.Fatalf("memory clock reset: %v", err)
-	}
 	if err := b.LockClocks(ctx, "GPU-nope", gpu.ClockLock{}); err == nil || !strings.Contains(err.Error(), "no GPU") {
 		t.Errorf("unknown UUID: %v", err)
 	}
 }
 
+// A driver without the SM clock lock calls refuses the lock as not
+// supported without calling them (the mock panics if called), and does not
+// list the knob.
 func TestLockClocksMissingSymbol(t *testing.T) {
-	f := newFixture(t, dgxh100.New())
-	f.setMissing(symSetMemLocked)
-	for _, d := range f.devs {
-		d.SetMemoryLockedClocksFunc = nil
-	}
-	b := f.backend()
-	err := b.LockMemoryClocks(context.Background(), f.devs[0].UUID, gpu.ClockLock{MinMHz: 1, MaxMHz: 2})
-	if !errors.Is(err, gpu.ErrNotSupported) {
-		t.Fatalf("err = %v", err)
+	for _, sym := range []string{symSetGpuLocked, symResetGpuLocked} {
+		t.Run(sym, func(t *testing.T) {
+			f := newFixture(t, dgxh100.New())
+			f.setMissing(sym)
+			for _, d := range f.devs {
+				d.SetGpuLockedClocksFunc = nil
+				d.ResetGpuLockedClocksFunc = nil
+			}
+			b := f.backend()
+			uuid := f.devs[0].UUID
+			for _, l := range []gpu.ClockLock{{MinMHz: 1, MaxMHz: 2}, {}} {
+				if err := b.LockClocks(context.Background(), uuid, l); !errors.Is(err, gpu.ErrNotSupported) {
+					t.Errorf("LockClocks(%v): err = %v, want gpu.ErrNotSupported", l, err)
+				}
+			}
+			if slices.Contains(b.Capabilities(uuid), gpu.KnobLockedClocks) {
+				t.Errorf("GPU %s lists %s", uuid, gpu.KnobLockedClocks)
+			}
+		})
 	}
 }
 

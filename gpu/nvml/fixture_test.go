@@ -381,8 +381,6 @@ func (f *fixture) wireDevice(i int, d *server.Device) {
 	d.SetPowerManagementLimitFunc = func(uint32) nvml.Return { return f.inject(i, "SetPowerManagementLimit") }
 	d.SetGpuLockedClocksFunc = func(uint32, uint32) nvml.Return { return f.inject(i, "SetGpuLockedClocks") }
 	d.ResetGpuLockedClocksFunc = func() nvml.Return { return f.inject(i, "ResetGpuLockedClocks") }
-	d.SetMemoryLockedClocksFunc = func(uint32, uint32) nvml.Return { return f.inject(i, "SetMemoryLockedClocks") }
-	d.ResetMemoryLockedClocksFunc = func() nvml.Return { return f.inject(i, "ResetMemoryLockedClocks") }
 }
 
 func sortedGIs(d *server.Device) []*server.GpuInstance {

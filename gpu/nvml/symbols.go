@@ -44,8 +44,6 @@ const (
 	symSetSchedStateV2     = "nvmlDeviceSetVgpuSchedulerState_v2"
 	symSetGpuLocked        = "nvmlDeviceSetGpuLockedClocks"
 	symResetGpuLocked      = "nvmlDeviceResetGpuLockedClocks"
-	symSetMemLocked        = "nvmlDeviceSetMemoryLockedClocks"
-	symResetMemLocked      = "nvmlDeviceResetMemoryLockedClocks"
 	symPowerDefault        = "nvmlDeviceGetPowerManagementDefaultLimit"
 	symPowerConstraints    = "nvmlDeviceGetPowerManagementLimitConstraints"
 	symEventSetCreate      = "nvmlEventSetCreate"
@@ -64,7 +62,7 @@ var allSymbols = []string{
 	symGpmFree, symGpmSampleGet, symGpmMetricsGet, symGpmMigSampleGet, symVirtMode, symActiveVgpus,
 	symVgpuUtil, symVgpuProcUtil, symSchedCaps, symSchedState, symSchedStateV2, symSchedLogV2,
 	symSchedLog, symSetSchedState, symSetSchedStateV2, symSetGpuLocked, symResetGpuLocked,
-	symSetMemLocked, symResetMemLocked, symPowerDefault, symPowerConstraints, symEventSetCreate,
+	symPowerDefault, symPowerConstraints, symEventSetCreate,
 	symRegisterEvents, symEventSetWait, symEventSetWaitV1, symComputeInstanceInfo, symMemoryInfoV2,
 	symRemappedRows,
 }

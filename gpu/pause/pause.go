@@ -228,19 +228,6 @@ func (p *Pauser) Close() error {
 	return errors.Join(append(errs, p.wd.close())...)
 }
 
-// Paused lists the tenants with a pulse running, for the status.
-func (p *Pauser) Paused() map[string]float64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := map[string]float64{}
-	for name, pl := range p.tenants {
-		pl.mu.Lock()
-		out[name] = pl.dutyLocked()
-		pl.mu.Unlock()
-	}
-	return out
-}
-
 // end stops a tenant's loop (if any) and thaws its groups.
 func (p *Pauser) end(pl *pulse) error {
 	if pl.stop != nil {
