@@ -108,6 +108,7 @@ type Controller struct {
 
 	mu     sync.Mutex // guards the fields below
 	states map[key]*ClientState
+	seen   map[key]time.Time // when the readings last listed a client
 	// index is each GPU's ordinal, by UUID, as the readings last said.
 	index map[string]int
 }
@@ -137,7 +138,7 @@ func New(opts Options) *Controller {
 	if opts.RestartTimeout <= 0 {
 		opts.RestartTimeout = DefaultRestartTimeout
 	}
-	c := &Controller{opts: opts, logger: opts.Logger, clock: opts.Clock, states: map[key]*ClientState{}}
+	c := &Controller{opts: opts, logger: opts.Logger, clock: opts.Clock, states: map[key]*ClientState{}, seen: map[key]time.Time{}}
 	if c.logger == nil {
 		c.logger = log.NewNopLogger()
 	}
@@ -324,6 +325,7 @@ func (c *Controller) RestartClient(ctx context.Context, uuid string, pid uint32,
 	s.Changed = c.clock.Now()
 	if hasNew && newPID != pid {
 		delete(c.states, key{uuid, pid})
+		delete(c.seen, key{uuid, pid})
 		s.PID = newPID
 	}
 	c.states[key{uuid, s.PID}] = s
@@ -382,24 +384,59 @@ func (c *Controller) Observe(uuid string, pid uint32, effective float64) {
 
 // ObserveReadings takes what a sample says of MPS: the effective fraction
 // of every process's running context (Observe) and each GPU's ordinal (for
-// pinned memory limits, where Options.DeviceIndex is nil). Subscribe it to
-// the sampler (gpu.Sampler.Subscribe).
+// pinned memory limits, where Options.DeviceIndex is nil). A client of a
+// GPU the sample read that has not been among its processes for
+// forgetAfter is dropped, with anything pending for it: it has exited (a
+// restart through the hook moves the state to the successor's PID first),
+// and a long-running exporter must not keep every PID it ever saw.
+// Subscribe it to the sampler (gpu.Sampler.Subscribe).
 func (c *Controller) ObserveReadings(r *gpu.Readings) {
 	if r == nil {
 		return
 	}
 	idx := make(map[string]int, len(r.Devices))
+	running := map[key]bool{}
+	read := map[string]bool{}
 	for _, d := range r.Devices {
 		idx[d.UUID] = d.Index
+		if d.Up {
+			read[d.UUID] = true
+		}
 		for _, p := range d.Processes {
+			running[key{d.UUID, p.PID}] = true
 			if p.MPSActiveThreads != nil {
 				c.Observe(d.UUID, p.PID, *p.MPSActiveThreads)
 			}
 		}
 	}
+	now := c.clock.Now()
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.index = idx
-	c.mu.Unlock()
+	for k, s := range c.states {
+		switch {
+		case s.Role != RoleClient || !read[k.uuid]:
+		case running[k]:
+			c.seen[k] = now
+		case now.Sub(c.lastSeen(k, s)) >= forgetAfter:
+			delete(c.states, k)
+			delete(c.seen, k)
+		}
+	}
+}
+
+// forgetAfter is how long a client may be missing from the readings of
+// its GPU before the Controller forgets it: several samples, so that a
+// cap set on a process the sample has not listed yet is kept.
+const forgetAfter = time.Minute
+
+// lastSeen is when the readings last listed k's process, or when its
+// state last changed where they never have. c.mu is held.
+func (c *Controller) lastSeen(k key, s *ClientState) time.Time {
+	if t, ok := c.seen[k]; ok && t.After(s.Changed) {
+		return t
+	}
+	return s.Changed
 }
 
 // ClientStates returns the pending and effective fractions of every client
@@ -412,13 +449,6 @@ func (c *Controller) ClientStates() []gpu.MPSClientState {
 		}
 	}
 	return out
-}
-
-// Forget drops what the Controller knows of a process that has exited.
-func (c *Controller) Forget(uuid string, pid uint32) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.states, key{uuid, pid})
 }
 
 func (c *Controller) update(uuid string, pid uint32, role Role, server uint32, f func(*ClientState)) {

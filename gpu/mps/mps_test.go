@@ -363,7 +363,7 @@ func TestRestartWithoutHook(t *testing.T) {
 	}
 }
 
-func TestObserveAndForget(t *testing.T) {
+func TestObserve(t *testing.T) {
 	r := newRig(t, daemon, "", nil)
 	if err := r.c.SetMPSActiveThreads(context.Background(), uuid, 201, 0.3); err != nil {
 		t.Fatal(err)
@@ -376,9 +376,53 @@ func TestObserveAndForget(t *testing.T) {
 	if s, _ := r.c.State(uuid, 201); s.Pending != nil || fstr(s.Effective) != "0.3" {
 		t.Errorf("after observing the pending value: %+v, want nothing pending", s)
 	}
-	r.c.Forget(uuid, 201)
-	if _, ok := r.c.State(uuid, 201); ok {
-		t.Error("state kept after Forget")
+}
+
+// Clients that have left their GPU's readings are forgotten a minute after
+// they were last listed (or, never listed, after their state last changed);
+// clients of a GPU the sample did not read, and servers, are kept.
+func TestObserveReadingsForgetsExitedClients(t *testing.T) {
+	const other = "GPU-other"
+	type sample struct {
+		after time.Duration
+		pids  []uint32 // listed on uuid's device
+		up    bool     // uuid's device read
+	}
+	listed := []uint32{201}
+	for _, tc := range []struct {
+		name    string
+		samples []sample
+		want    bool // 201's state kept
+	}{
+		{"listed", []sample{{0, listed, true}, {2 * time.Minute, listed, true}}, true},
+		{"missing under a minute", []sample{{0, listed, true}, {59 * time.Second, nil, true}}, true},
+		{"missing a minute", []sample{{0, listed, true}, {30 * time.Second, nil, true}, {30 * time.Second, nil, true}}, false},
+		{"never listed, set a minute ago", []sample{{time.Minute, nil, true}}, false},
+		{"never listed, set just now", []sample{{30 * time.Second, nil, true}}, true},
+		{"its GPU not read", []sample{{0, listed, true}, {2 * time.Minute, nil, false}}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := gpu.NewManualClock(time.Unix(1000, 0))
+			r := newRig(t, daemon, "", func(o *Options) { o.Clock = clock })
+			if err := r.c.SetMPSActiveThreads(context.Background(), uuid, 201, 0.3); err != nil {
+				t.Fatal(err)
+			}
+			r.c.Observe(other, 9, 0.5) // a client of a GPU these samples do not read
+			for _, sm := range tc.samples {
+				clock.Advance(sm.after)
+				d := gpu.Device{UUID: uuid, Up: sm.up}
+				for _, pid := range sm.pids {
+					d.Processes = append(d.Processes, gpu.Process{PID: pid})
+				}
+				r.c.ObserveReadings(&gpu.Readings{Devices: []gpu.Device{d, {UUID: other}}})
+			}
+			if _, ok := r.c.State(uuid, 201); ok != tc.want {
+				t.Errorf("201 kept %v, want %v", ok, tc.want)
+			}
+			if _, ok := r.c.State(other, 9); !ok {
+				t.Error("the client of a GPU not read was forgotten")
+			}
+		})
 	}
 }
 
