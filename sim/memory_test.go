@@ -13,17 +13,17 @@ import (
 // however long it runs, as a live exporter drives it (a Sample a second,
 // the applications' metrics read, no Window ever) and as vgpusim does (a
 // Window a step, its latencies handed back): each tenant's request queue
-// is compacted (compactQueue, once more than 1,024 requests are done), its
+// is compacted (compactQueue, once more than 64 requests are done), its
 // latency record holds at most WindowLatencies, and the spare latency
 // slices do not pile up.
 func TestStateBounded(t *testing.T) {
 	const (
 		maxLat = 64
-		// compactQueue lets up to 1,024 done requests stand before the
-		// live ones; under a light load the queue's array stays within a
-		// few times that whatever the number of arrivals (tens of
-		// thousands here)
-		maxQueueCap = 4 << 10
+		// compactQueue lets up to 64 done requests stand before the live
+		// ones; under a light load the queue's array stays within a few
+		// times that whatever the number of arrivals (tens of thousands
+		// here)
+		maxQueueCap = 1 << 9
 	)
 	for _, tc := range []struct {
 		name     string

@@ -316,7 +316,7 @@ func (t *tenant) formJob(now int64) bool {
 }
 
 func (t *tenant) compactQueue() {
-	if t.qhead > 1024 && t.qhead*2 > len(t.queue) {
+	if t.qhead > 64 && t.qhead*2 > len(t.queue) {
 		n := copy(t.queue, t.queue[t.qhead:])
 		t.queue = t.queue[:n]
 		t.qhead = 0
