@@ -312,13 +312,16 @@ func fastKnob(k gpu.Knob) bool { return k == gpu.KnobPauseDuty }
 // Name returns "dwell".
 func (*Dwell) Name() string { return GuardDwell }
 
-// dwell is a knob's dwell.
-func (d *Dwell) dwell(k gpu.Knob) time.Duration {
-	if fastKnob(k) && d.Fast > 0 {
-		return d.Fast
+// knobWait is a knob's wait: fast for the fast knobs when set, else slow.
+func knobWait(k gpu.Knob, slow, fast time.Duration) time.Duration {
+	if fastKnob(k) && fast > 0 {
+		return fast
 	}
-	return d.For
+	return slow
 }
+
+// dwell is a knob's dwell.
+func (d *Dwell) dwell(k gpu.Knob) time.Duration { return knobWait(k, d.For, d.Fast) }
 
 // Admit refuses during the dwell.
 func (d *Dwell) Admit(_ *State, a Action, now time.Time) (bool, string) {
@@ -362,10 +365,7 @@ func (h *Hysteresis) Admit(_ *State, a Action, now time.Time) (bool, string) {
 	if !ok || a.Revert {
 		return true, ""
 	}
-	wait := h.For
-	if fastKnob(a.Knob) && h.Fast > 0 {
-		wait = h.Fast
-	}
+	wait := knobWait(a.Knob, h.For, h.Fast)
 	if d := Direction(a); d != 0 && l.sign != 0 && d != l.sign && now.Sub(l.at) < wait {
 		return false, fmt.Sprintf("reverses the change of %v ago; wait %v", now.Sub(l.at).Round(time.Second), wait)
 	}

@@ -178,17 +178,21 @@ func (t *Tuner) startStopped(ctx context.Context, job *relayoutJob, now time.Tim
 	}
 	job.stopped = left
 	job.tries++
-	job.next = now.Add(relayoutStartWait << (job.tries - 1))
+	job.next = now.Add(job.backoff())
 	job.err = errors.Join(errs...)
 	return job.err
 }
+
+// backoff is the wait before the job's next start: relayoutStartWait,
+// doubled for each try after the first.
+func (j *relayoutJob) backoff() time.Duration { return relayoutStartWait << (j.tries - 1) }
 
 // retrying says when the job's next start is due, or "" after its last.
 func (j *relayoutJob) retrying() string {
 	if len(j.stopped) == 0 || j.tries >= relayoutStartTries {
 		return ""
 	}
-	return fmt.Sprintf("; retrying in %v (try %d of %d)", relayoutStartWait<<(j.tries-1), j.tries+1, relayoutStartTries)
+	return fmt.Sprintf("; retrying in %v (try %d of %d)", j.backoff(), j.tries+1, relayoutStartTries)
 }
 
 // relayoutStarted is the decision of a drain under way; the layout's own

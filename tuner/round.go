@@ -152,10 +152,10 @@ func (in roundInput) gpuRound(d *gpu.Device) (RoundKind, string, string) {
 		}
 	}
 	asked := slices.ContainsFunc(in.actions, func(a Action) bool { return a.GPU == d.UUID })
-	var held []Action
-	for _, a := range in.held {
-		if a.GPU == d.UUID {
-			held = append(held, a)
+	var held *Action // the last action held back on the GPU
+	for i := range in.held {
+		if in.held[i].GPU == d.UUID {
+			held = &in.held[i]
 		}
 	}
 	switch {
@@ -173,8 +173,8 @@ func (in roundInput) gpuRound(d *gpu.Device) (RoundKind, string, string) {
 		return RoundGuarded, fmt.Sprintf("the %s guard refused %s: %s", x.Guard, describeDecision(x), refusal(x)), x.Guard
 	case len(recommended) > 0:
 		return RoundRecommend, "it recommends " + describeDecisions(recommended), ""
-	case len(held) > 0:
-		a := held[len(held)-1]
+	case held != nil:
+		a := held
 		return RoundHeld, fmt.Sprintf("%s (held back: %s)", a.Held, describeDecision(Decision{Knob: a.Knob, Tenant: a.Tenant, From: valueText(a.Current), To: a.Want.String()})), ""
 	case asked:
 		return RoundWaiting, "the change the policy asks for was asked for already and is waiting to take effect (an MPS cap reaches a client's next context)", ""

@@ -149,16 +149,17 @@ func (e *Evictor) Rebalance(ctx context.Context, p gpu.Plan) error {
 		evicted = append(evicted, i)
 		level.Info(e.logger).Log("msg", "evicted pod", "pod", m.Pod.Namespace+"/"+m.Pod.Name, "tenant", m.Tenant, "dry_run", p.DryRun, "reason", p.Reason)
 	}
-	switch {
-	case len(errs) == 0:
+	if len(errs) == 0 {
 		return nil
-	case budgets == len(p.Moves):
-		// Nothing was evicted and nothing failed: the plan was refused
-		// for now (the tuner's outcome "refused", not "failed").
-		return refused{fmt.Errorf("kubernetes eviction (%d moves, dry run %v): %w", len(p.Moves), p.DryRun, errors.Join(errs...))}
 	}
 	err := fmt.Errorf("kubernetes eviction (%d moves, dry run %v): %w", len(p.Moves), p.DryRun, errors.Join(errs...))
-	if len(evicted) > 0 {
+	switch {
+	case budgets == len(p.Moves):
+		// Nothing was evicted: a budget refused every eviction, so the
+		// plan was refused for now (the tuner's outcome "refused", not
+		// "failed").
+		return refused{err}
+	case len(evicted) > 0:
 		// Applied in part: the error says which moves were made.
 		return &rebalance.PartialError{Applied: evicted, Err: err}
 	}

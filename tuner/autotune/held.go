@@ -1,12 +1,10 @@
 package autotune
 
 import (
-	"math"
-
-	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"sync"
 	"time"
 
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
 
@@ -67,5 +65,5 @@ func (p *Autotune) heldFor(s *tuner.State, uuid string, ds domainSignals) time.D
 	if c, ok := s.LastChange(tuner.Target{GPU: uuid, Knob: gpu.KnobMPSActiveThreads}); ok && c.At.After(since) {
 		since = c.At
 	}
-	return time.Duration(math.Max(0, float64(s.Now.Sub(since))))
+	return max(0, s.Now.Sub(since))
 }
