@@ -10,6 +10,7 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/sim"
+	"github.com/vgpu-exporter/vgpu_exporter/sim/report"
 )
 
 // searchKnob replays phases up to pi with candidate k on every GPU at once
@@ -228,8 +229,7 @@ func (o *oracleSearch) totalMemory(g int) uint64 {
 }
 
 func sloMet(tw sim.TenantWindow) bool {
-	ended := tw.Judged() + tw.Dropped + tw.Overdue
-	return ended == 0 || float64(tw.Good)/float64(ended) >= tw.SLOQuantile
+	return report.WindowHeld(tw.Good, tw.Judged()+tw.Dropped+tw.Overdue, tw.SLOQuantile)
 }
 
 // scoreAll scores the tenants keep selects in each run; goodput (work) is

@@ -77,17 +77,18 @@ const (
 	viaHook
 )
 
-// actuatorDefaults are each actuator's default cost: latency and failure
-// probability (docs/calibration.md, actuation).
+// actuatorDefaults are each actuator's key under control.actuators, its
+// name in errors and its default cost: latency and failure probability
+// (docs/calibration.md, actuation).
 var actuatorDefaults = [...]struct {
-	name    string
-	latency time.Duration
-	fail    float64
+	key, name string
+	latency   time.Duration
+	fail      float64
 }{
-	viaNVML:      {"nvml", 10 * time.Millisecond, 0.001},                    // guess
-	viaNvidiaSMI: {"nvidia-smi", 100 * time.Millisecond, 0.001},             // 89 ms measured with persistence; failure: guess
-	viaMPS:       {"nvidia-cuda-mps-control", 10 * time.Millisecond, 0.001}, // guess
-	viaHook:      {"hook", time.Second, 0.01},                               // guess
+	viaNVML:      {"nvml", "nvml", 10 * time.Millisecond, 0.001},                   // guess
+	viaNvidiaSMI: {"nvidia_smi", "nvidia-smi", 100 * time.Millisecond, 0.001},      // 89 ms measured with persistence; failure: guess
+	viaMPS:       {"mps", "nvidia-cuda-mps-control", 10 * time.Millisecond, 0.001}, // guess
+	viaHook:      {"hook", "hook", time.Second, 0.01},                              // guess
 }
 
 func (c *ActuatorCosts) of(a actuator) *ActuatorCost {
@@ -131,7 +132,6 @@ func (p *parser) validateControl(c *ControlSpec) error {
 	}
 	for a := range actuatorDefaults {
 		ac, d := c.Actuators.of(actuator(a)), actuatorDefaults[a]
-		key := []string{"nvml", "nvidia_smi", "mps", "hook"}[a]
 		if ac.Latency == nil {
 			v := Duration(d.latency)
 			ac.Latency = &v
@@ -141,10 +141,10 @@ func (p *parser) validateControl(c *ControlSpec) error {
 			ac.FailureRate = &v
 		}
 		if *ac.Latency < 0 || *ac.Latency > Duration(10*time.Minute) {
-			return p.errAt(at("actuators", key, "latency"), "an actuator's latency must be in [0, 10m]")
+			return p.errAt(at("actuators", d.key, "latency"), "an actuator's latency must be in [0, 10m]")
 		}
 		if !(*ac.FailureRate >= 0 && *ac.FailureRate <= 1) {
-			return p.errAt(at("actuators", key, "failure_rate"), "failure_rate must be in [0, 1]")
+			return p.errAt(at("actuators", d.key, "failure_rate"), "failure_rate must be in [0, 1]")
 		}
 	}
 	return nil

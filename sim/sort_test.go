@@ -39,10 +39,7 @@ func TestSortDurations(t *testing.T) {
 // WindowUnsorted and then SortLatencies give what Window gives, window
 // after window; unsorted, the latencies are the same values.
 func TestWindowUnsortedThenSorted(t *testing.T) {
-	sc, err := ParseScenario("host8.yaml", []byte(hostScenario()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc := mustParse(t, hostScenario())
 	a, b := mustNew(t, sc, Options{}), mustNew(t, sc, Options{})
 	var buf []time.Duration
 	unordered := false
@@ -72,10 +69,7 @@ func TestWindowUnsortedThenSorted(t *testing.T) {
 // a lag as a recorder on another goroutine gives them, are the same as
 // windows that were not, and later windows fill the slices handed back.
 func TestReuseLatencies(t *testing.T) {
-	sc, err := ParseScenario("host8.yaml", []byte(hostScenario()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc := mustParse(t, hostScenario())
 	a, b := mustNew(t, sc, Options{}), mustNew(t, sc, Options{})
 	var lagged []WindowStats
 	handed := map[*time.Duration]bool{}

@@ -2,8 +2,6 @@ package simrun_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,24 +17,10 @@ import (
 // error, the decision failed, nothing applied; with calls that never fail
 // the same changes apply.
 func TestTunerSeesFailedCalls(t *testing.T) {
-	src, err := os.ReadFile("../scenarios/noisy-neighbour.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tenants, err := os.ReadFile("../scenarios/noisy-neighbour.tenants.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
 	run := func(rate string) []tuner.Decision {
-		dir := t.TempDir()
-		sc := strings.Replace(string(src), "\ngpus:\n", "\ncontrol: {actuators: {mps: {failure_rate: "+rate+"}}}\ngpus:\n", 1)
-		path := filepath.Join(dir, "noisy-neighbour.yaml")
-		if err := os.WriteFile(path, []byte(sc), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, "noisy-neighbour.tenants.yaml"), tenants, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		path := scenarioCopy(t, "../scenarios/noisy-neighbour.yaml", func(sc string) string {
+			return strings.Replace(sc, "\ngpus:\n", "\ncontrol: {actuators: {mps: {failure_rate: "+rate+"}}}\ngpus:\n", 1)
+		})
 		res, err := simrun.Run(context.Background(), simrun.Config{
 			Scenario: path, Policy: baseline.StaticEqualName, Step: time.Second, Duration: 10 * time.Second,
 		})

@@ -43,15 +43,7 @@ func TestITLJudgedPerToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer itlSim.Close()
-	var itl []sim.TenantWindow
-	for at := 10 * time.Second; at <= 3*time.Minute; at += 10 * time.Second {
-		itlSim.AdvanceTo(simrun.Start.Add(at))
-		for _, tw := range itlSim.Window().Tenants {
-			if tw.Tenant == "assistant" {
-				itl = append(itl, tw)
-			}
-		}
-	}
+	itl := windowsOf(itlSim, "assistant", 3*time.Minute)
 	e2e := windows(t, parse("slo: {quantile: 0.99, target: 50ms}"), "assistant", 3*time.Minute)
 	tokens, good, completed := 0, 0, 0
 	for i := range itl {

@@ -147,26 +147,37 @@ func loadStepRun(t *testing.T, scenario, policy string, seed int64) (ex []excurs
 // directory.
 func noStep(t *testing.T) string {
 	t.Helper()
+	return scenarioCopy(t, loadStep, func(sc string) string {
+		i := strings.Index(sc, "\nevents:")
+		if i < 0 {
+			t.Fatalf("%s has no events", loadStep)
+		}
+		return sc[:i+1]
+	})
+}
+
+// scenarioCopy writes edit's rewrite of the scenario at path, and its
+// tenants file unchanged, into a temporary directory and returns the
+// copy's path.
+func scenarioCopy(t *testing.T, path string, edit func(string) string) string {
+	t.Helper()
+	sc, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	companion := simrun.Companion(path)
+	tenants, err := os.ReadFile(companion)
+	if err != nil {
+		t.Fatalf("tenants file of %s: %v", path, err)
+	}
 	dir := t.TempDir()
-	sc, err := os.ReadFile(loadStep)
-	if err != nil {
-		t.Fatal(err)
-	}
-	i := strings.Index(string(sc), "\nevents:")
-	if i < 0 {
-		t.Fatalf("%s has no events", loadStep)
-	}
-	tenants, err := os.ReadFile(simrun.Companion(loadStep))
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "load-step.yaml")
-	for name, body := range map[string][]byte{path: sc[:i+1], filepath.Join(dir, "load-step.tenants.yaml"): tenants} {
+	out := filepath.Join(dir, filepath.Base(path))
+	for name, body := range map[string][]byte{out: []byte(edit(string(sc))), filepath.Join(dir, filepath.Base(companion)): tenants} {
 		if err := os.WriteFile(name, body, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return path
+	return out
 }
 
 // outside is how many judgements the excursions spent outside the SLO,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/simrun"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
 
 // stepScenario is an H100 (MPS) with an LLM chat service at rate requests
@@ -99,7 +100,7 @@ func TestPauseLoadStep(t *testing.T) {
 		t.Skip("two 10-minute runs")
 	}
 	const (
-		interval = 15 * time.Second
+		interval = tuner.DefaultInterval
 		step     = 300.0 // s
 		target   = 10.0  // s
 	)

@@ -26,6 +26,12 @@ func windows(t *testing.T, sc *sim.Scenario, name string, d time.Duration) []sim
 		t.Fatal(err)
 	}
 	defer s.Close()
+	return windowsOf(s, name, d)
+}
+
+// windowsOf advances s to d from simrun.Start and returns tenant's windows
+// of every 10 s.
+func windowsOf(s *sim.Simulator, name string, d time.Duration) []sim.TenantWindow {
 	var out []sim.TenantWindow
 	for at := 10 * time.Second; at <= d; at += 10 * time.Second {
 		s.AdvanceTo(simrun.Start.Add(at))
