@@ -197,12 +197,7 @@ func (c *cluster) checkRebalancingHook(ctx context.Context, p podRef) []podRef {
 	}
 	c.runBuiltinEviction(ctx, p, "evicted")
 	// The Deployment's new pod replaces the evicted one and gets a GPU.
-	if err := poll(2*time.Minute, time.Second, func() (bool, string, error) {
-		_, err := c.client.CoreV1().Pods(p.namespace).Get(ctx, p.name, metav1.GetOptions{})
-		return err != nil, "evicted pod still there", nil
-	}); err != nil {
-		t.Fatalf("evicted pod: %v", err)
-	}
+	c.waitPodGone(ctx, p)
 	now := c.waitGPUsHeld(ctx)
 	for _, q := range now {
 		if q.namespace == p.namespace {

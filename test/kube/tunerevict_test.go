@@ -248,12 +248,7 @@ func (c *cluster) checkTunerEviction(ctx context.Context, h *helm, held []podRef
 	}); err != nil {
 		t.Fatalf("the tuner's eviction without the budget: %v\nexporter log:\n%s", err, strings.Join(c.exporterLog(ctx, pod, "tuner"), "\n"))
 	}
-	if err := poll(2*time.Minute, time.Second, func() (bool, string, error) {
-		_, err := c.client.CoreV1().Pods(p.namespace).Get(ctx, p.name, metav1.GetOptions{})
-		return err != nil, "evicted pod still there", nil
-	}); err != nil {
-		t.Fatalf("evicted pod: %v", err)
-	}
+	c.waitPodGone(ctx, p)
 	now := c.waitGPUsHeld(ctx)
 	got = c.evictionRequests(ctx)
 	decisions = c.exporterLog(ctx, pod, `msg="tuner decision"`, "knob=placement")

@@ -158,6 +158,17 @@ type podRef struct{ namespace, name, uid, team, uuid, device string }
 
 func (p podRef) String() string { return fmt.Sprintf("%s/%s:%s", p.namespace, p.name, p.device) }
 
+// waitPodGone waits until the API server no longer has p (an evicted pod).
+func (c *cluster) waitPodGone(ctx context.Context, p podRef) {
+	c.t.Helper()
+	if err := poll(2*time.Minute, time.Second, func() (bool, string, error) {
+		_, err := c.client.CoreV1().Pods(p.namespace).Get(ctx, p.name, metav1.GetOptions{})
+		return err != nil, "evicted pod still there", nil
+	}); err != nil {
+		c.t.Fatalf("evicted pod: %v", err)
+	}
+}
+
 // waitGPUsHeld waits until every workload's pod is Running and the
 // kubelet's pod-resources API names its GPU, and returns them.
 func (c *cluster) waitGPUsHeld(ctx context.Context) []podRef {
