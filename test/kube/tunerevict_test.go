@@ -196,8 +196,10 @@ func (c *cluster) checkTunerEviction(ctx context.Context, h *helm, held []podRef
 	h.run(ctx, "upgrade", release, h.chart, "-n", releaseNS, "--reuse-values",
 		"--set", "tuner.interval="+tunerInterval.String(),
 		"--set-json", "tenants.config="+tunerTenants(),
-		"--set-json", fmt.Sprintf(`extraArgs=["--tuner.slow-loop.every=%s","--tuner.slow-loop.dwell=30s","--tuner.slow-loop.cool-down=%s","--tuner.disable-knob=mps_active_threads","--tuner.disable-knob=locked_clocks","--tuner.disable-knob=power_limit"]`,
-			slowLoopEvery, slowLoopCoolDown))
+		"--set", "tuner.slowLoop.every="+slowLoopEvery.String(),
+		"--set", "tuner.slowLoop.dwell=30s",
+		"--set", "tuner.slowLoop.coolDown="+slowLoopCoolDown.String(),
+		"--set-json", `extraArgs=["--tuner.disable-knob=mps_active_threads","--tuner.disable-knob=locked_clocks","--tuner.disable-knob=power_limit"]`)
 	pod := c.waitExporterReady(ctx, old)
 	ready := time.Now()
 	for _, l := range c.exporterLog(ctx, pod, "rebalancing hook on the simulator") {
