@@ -98,7 +98,8 @@ func NewTunerPolicy(d Decider, r RebalancePlanner) *TunerPolicy {
 // Name returns the decider's name.
 func (p *TunerPolicy) Name() string { return p.Decider.Name() }
 
-// Tuner returns the tuner after Init (nil before).
+// Tuner returns the tuner after Init (nil before): Unwatched, it keeps no
+// Status of its rounds.
 func (p *TunerPolicy) Tuner() *Tuner { return p.t }
 
 // Init builds the tuner on the host's actuators (and, for a policy that
@@ -107,7 +108,7 @@ func (p *TunerPolicy) Init(ctx context.Context, act Actuators, snap *tenant.Snap
 	if snap != nil {
 		p.clock.set(snap.Time)
 	}
-	t, err := New(p.Configure(Options{Actuators: act, Clock: &p.clock, Mode: ModeEnforce, Disabled: p.Disabled, Enabled: p.Enabled}, nil))
+	t, err := New(p.Configure(Options{Actuators: act, Clock: &p.clock, Mode: ModeEnforce, Disabled: p.Disabled, Enabled: p.Enabled, Unwatched: true}, nil))
 	p.t = t
 	if err != nil || !p.initRound || snap == nil {
 		return err

@@ -3,6 +3,7 @@ package tuner
 import (
 	"context"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -232,5 +233,43 @@ func TestStatusHistory(t *testing.T) {
 	}
 	if len(st.GPUs) != 1 || st.GPUs[0].Kind != RoundWithinBudget {
 		t.Errorf("GPU lines %+v", st.GPUs)
+	}
+}
+
+// An unwatched tuner (a policy run offline) decides as a watched one does
+// and keeps no status of its rounds: Status stays the one New published.
+func TestUnwatchedKeepsNoStatus(t *testing.T) {
+	limit, frac := 500.0, 0.4
+	run := func(unwatched bool) ([]Decision, *Status) {
+		clk := gpu.NewManualClock(t0)
+		tu, err := New(Options{Policy: fixed([]Action{mpsAction(7, 0.4, 0.3)}), Actuators: ActuatorsOf(&recorder{}),
+			Clock: clk, Mode: ModeEnforce, Unwatched: unwatched})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var all []Decision
+		for range 3 {
+			clk.Advance(15 * time.Second)
+			s := snapshot(clk.Now(), []gpu.Device{{UUID: uuid0, Up: true, Mode: gpu.SharingMPS, PowerLimitW: &limit,
+				Processes: []gpu.Process{mpsProc(7, &frac)}}},
+				[]tenant.Usage{{Tenant: "batch", UUID: uuid0, PIDs: []uint32{7}}})
+			d, err := tu.RunOnce(context.Background(), s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, d...)
+		}
+		return all, tu.Status()
+	}
+	watchedD, watched := run(false)
+	unwatchedD, unwatched := run(true)
+	if len(watchedD) == 0 || !reflect.DeepEqual(watchedD, unwatchedD) {
+		t.Errorf("decisions watched %+v, unwatched %+v: want the same, and some", watchedD, unwatchedD)
+	}
+	if len(watched.History) != 3 || watched.LastRun.IsZero() || len(watched.Settings) == 0 {
+		t.Errorf("watched status: %d history points, last run %s, settings %+v", len(watched.History), watched.LastRun, watched.Settings)
+	}
+	if unwatched == nil || len(unwatched.History) != 0 || !unwatched.LastRun.IsZero() || len(unwatched.Settings) != 0 {
+		t.Errorf("unwatched status %+v, want the one New published", unwatched)
 	}
 }

@@ -116,6 +116,9 @@ func (t *Tuner) publish(now time.Time) {
 }
 
 func (t *Tuner) publishLocked(now time.Time) {
+	if t.o.Unwatched && t.status.Load() != nil {
+		return
+	}
 	s := &Status{
 		Policy: t.o.Policy.Name(), Mode: t.o.Mode, GPUModes: maps.Clone(t.o.GPUModes),
 		LastRun: now, Counts: t.counts.clone(), Unrestored: len(t.originals),
@@ -134,6 +137,9 @@ func (t *Tuner) publishLocked(now time.Time) {
 // noteRound keeps what the status tells of a round on st: the burns, each
 // GPU's line, and the history's point.
 func (t *Tuner) noteRound(st *State, actions, held []Action, out []Decision) {
+	if t.o.Unwatched {
+		return
+	}
 	t.burns = tenantBurns(st.Snapshot, st.Fast)
 	t.rounds = gpuRounds(roundInput{snap: st.Snapshot, burns: t.burns, modeOf: t.modeOf, killed: t.chain().Stopped(), actions: actions, held: held, out: out})
 	t.hist.add(roundPoint(st.Now, st.Snapshot, t.burns, t.settings()))

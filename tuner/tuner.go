@@ -80,6 +80,10 @@ type Options struct {
 	// others of that list are disabled.
 	Enabled []gpu.Knob
 	Logger  log.Logger
+	// Unwatched: nobody reads this tuner's Status (a policy run offline,
+	// TunerPolicy.Init), so the rounds keep none: Status stays the one
+	// New published. Decisions are the same either way.
+	Unwatched bool
 }
 
 // OptInKnobs are the knobs a tuner changes only where Options.Enabled
