@@ -221,7 +221,7 @@ type domain struct {
 	acc     [2]domainTotals // 0: since the previous Sample, 1: since the previous Window
 	pending domainTotals    // since the last flush (see Simulator.flush)
 	step    domainTotals
-	act     []*tenant // MPS: the clients running in the current segment
+	act     []int32 // MPS: the clients running in the current segment (indices in members)
 	// MPS: the previous segment's clients and what their allocation
 	// depended on (mpsCached)
 	mpsPrev []mpsClient
@@ -464,7 +464,9 @@ func (j *job) noise(sigma float64) float64 {
 		}
 	}
 	i := j.evict
-	j.evict = (i + 1) % prevNoise
+	if j.evict = i + 1; j.evict == prevNoise {
+		j.evict = 0
+	}
 	j.prevSigma[i], j.prevMult[i] = j.sigma, j.mult
 	j.sigma = sigma
 	j.mult = math.Exp(sigma*j.z - sigma*sigma/2)
@@ -476,7 +478,11 @@ func (j *job) noise(sigma float64) float64 {
 func (d *domain) progress(s *Simulator, t *tenant, dt int64, jobSeconds, share float64, done bool, end int64) {
 	frac := t.job.rem
 	if !done {
-		frac = min(frac, float64(dt)/(jobSeconds*1e9))
+		// (a plain comparison: both are positive, and the built-in min's
+		// care for NaN and signed zeros costs on this path)
+		if f := float64(dt) / (jobSeconds * 1e9); f < frac {
+			frac = f
+		}
 	}
 	b := t.job.bytes * frac
 	f := t.job.flops * frac

@@ -14,38 +14,43 @@ func (d *domain) runMPS(s *Simulator, t, t1 int64, clockFactor float64) {
 		}
 		end := min(d.due, t1) // until d.due only the running clients change
 		d.act = d.act[:0]
-		for _, m := range d.members {
-			if !m.wants(t) || (!m.job.active && !m.startJob(t)) {
-				if f := m.frozenTill(t); f > 0 && m.alive {
-					d.due, end = min(d.due, f), min(end, f) // paused until f
+		for i, m := range d.members {
+			// (a plain client past its pause with its job in flight runs:
+			// it wants to, as wants would say)
+			if !m.job.active || !m.alive || t < m.pause || m.duty > 0 || m.draining {
+				if !m.wants(t) || (!m.job.active && !m.startJob(t)) {
+					if f := m.frozenTill(t); f > 0 && m.alive {
+						d.due, end = min(d.due, f), min(end, f) // paused until f
+					}
+					continue
 				}
-				continue
+				if m.pause > t {
+					// the job just started has a host phase first (LLM
+					// iteration overhead), which boundary did not see
+					// yet; a client that wants to run is otherwise past
+					// its pause
+					d.due, end = min(d.due, m.pause), min(end, m.pause)
+					continue
+				}
 			}
-			if m.pause > t {
-				d.due = min(d.due, m.pause) // as boundary would see it
-			}
-			if !m.wants(t) {
-				// the job's host phase (LLM iteration overhead), which
-				// boundary did not see yet
-				end = min(end, max(m.pause, t+1))
-				continue
-			}
-			d.addAct(m)
+			d.act = append(d.act, int32(i))
 		}
 		if len(d.act) == 0 {
 			t = end
 			continue
 		}
-		if !d.mpsCached(clockFactor, peak) {
-			d.allocMPS(clockFactor, peak)
+		if same, capSum := d.mpsCached(clockFactor, peak); !same {
+			d.allocMPS(clockFactor, peak, capSum)
 		}
-		for _, m := range d.act {
+		for _, k := range d.act {
+			m := d.members[k]
 			m.left = int64(math.Ceil(m.job.rem * m.jobSeconds * 1e9))
 			end = min(end, t+m.left)
 		}
 		dt := end - t
 		d.busyOver(t, end)
-		for _, m := range d.act {
+		for _, k := range d.act {
+			m := d.members[k]
 			done := t+m.left <= end
 			if m.draining {
 				d.due = end // its drain may end with the job: look at everything again
@@ -56,25 +61,12 @@ func (d *domain) runMPS(s *Simulator, t, t1 int64, clockFactor float64) {
 	}
 }
 
-// addAct appends m to the running clients, over the same client left
-// there by the previous segment without writing it again: a pointer's
-// write costs a write barrier while the collector marks.
-func (d *domain) addAct(m *tenant) {
-	n := len(d.act)
-	if n < cap(d.act) {
-		d.act = d.act[:n+1]
-		if d.act[n] != m {
-			d.act[n] = m
-		}
-		return
-	}
-	d.act = append(d.act, m)
-}
-
-// mpsClient is a running MPS client as its allocation saw it: its job
-// (by sequence number) and its SM cap.
+// mpsClient is a running MPS client as its allocation saw it: the tenant
+// (by index), its job (by sequence number) and its SM cap. (It holds no
+// pointer: a pointer's write costs a write barrier while the collector
+// marks.)
 type mpsClient struct {
-	t      *tenant
+	t      int
 	jobSeq uint64
 	cap    float64
 }
@@ -95,42 +87,54 @@ type mpsKey struct {
 // mpsCached says whether the running clients' shares and job times of the
 // previous segment hold for this one: the same clients with the same jobs
 // and caps at the same clock and bandwidth. It records this segment's
-// clients for the next.
-func (d *domain) mpsCached(clockFactor, peak float64) bool {
+// clients for the next, and returns the sum of their caps.
+func (d *domain) mpsCached(clockFactor, peak float64) (same bool, capSum float64) {
 	key := mpsKey{clockFactor, peak, d.warm}
-	same := key == d.mpsKey && len(d.act) == len(d.mpsPrev)
-	for i, m := range d.act {
-		p := mpsClient{m, m.jobSeq, min(m.w.SMFraction, m.mpsEff)}
+	same = key == d.mpsKey && len(d.act) == len(d.mpsPrev)
+	for i, k := range d.act {
+		m := d.members[k]
+		p := mpsClient{m.idx, m.jobSeq, min(m.w.SMFraction, m.mpsEff)}
+		capSum += p.cap
 		switch {
 		case i >= len(d.mpsPrev):
 			d.mpsPrev = append(d.mpsPrev, p)
 		case p != d.mpsPrev[i]:
-			// (written only when changed: a pointer's write costs a write
-			// barrier while the collector marks)
 			same = false
 			d.mpsPrev[i] = p
 		}
 	}
 	d.mpsPrev = d.mpsPrev[:len(d.act)]
 	d.mpsKey = key
-	return same
+	return same, capSum
 }
 
-// allocMPS sets each running client's SM share, bandwidth and job time.
-func (d *domain) allocMPS(clockFactor, peak float64) {
-	capSum := 0.0
-	for _, m := range d.act {
-		m.share = min(m.w.SMFraction, m.mpsEff)
-		capSum += m.share
-	}
-	if capSum > 1 {
-		d.shareSMs()
-	}
-	if d.warm > 0 {
-		d.yieldToWarmup()
+// allocMPS sets each running client's SM share, bandwidth and job time;
+// capSum is the sum of the clients' caps (mpsCached).
+//
+// (Plain comparisons stand for the built-in min and max below: every
+// figure is finite and not negative, and their care for NaN and signed
+// zeros costs on this path.)
+func (d *domain) allocMPS(clockFactor, peak, capSum float64) {
+	// the caps are the shares unless they oversubscribe the SMs or warming
+	// standbys take some
+	capped := capSum > 1 || d.warm > 0
+	if capped {
+		for i, k := range d.act {
+			d.members[k].share = d.mpsPrev[i].cap
+		}
+		if capSum > 1 {
+			d.shareSMs()
+		}
+		if d.warm > 0 {
+			d.yieldToWarmup()
+		}
 	}
 	demand, top := 0.0, 0.0
-	for _, m := range d.act {
+	for i, k := range d.act {
+		m := d.members[k]
+		if !capped {
+			m.share = d.mpsPrev[i].cap
+		}
 		// capC, capW and bw change only with these (field by field: a key
 		// struct costs more than it saves here)
 		if c := &m.bwOf; c.d != d || c.seq != m.jobSeq || c.share != m.share || c.clockFactor != clockFactor || c.peak != peak {
@@ -142,7 +146,9 @@ func (d *domain) allocMPS(clockFactor, peak float64) {
 			c.seq, c.share, c.clockFactor, c.peak = m.jobSeq, m.share, clockFactor, peak
 		}
 		demand += m.bw
-		top = max(top, m.bw)
+		if m.bw > top {
+			top = m.bw
+		}
 	}
 	avail := peak
 	if len(d.act) > 1 && demand > 0 {
@@ -151,10 +157,15 @@ func (d *domain) allocMPS(clockFactor, peak float64) {
 		c := min(mpsContentionCap, (demand-top)/demand)
 		avail = peak * (1 - mpsContention*c*min(1, demand/peak))
 	}
-	for _, m := range d.act {
+	for _, k := range d.act {
+		m := d.members[k]
 		sigma := *m.w.ServiceNoise
 		if len(d.act) > 1 {
-			sigma += mpsTailSigma * min(1, (demand-m.bw)/peak)
+			f := (demand - m.bw) / peak
+			if f > 1 {
+				f = 1
+			}
+			sigma += mpsTailSigma * f
 		}
 		w := m.capW
 		if demand > avail {
@@ -170,25 +181,29 @@ func (d *domain) allocMPS(clockFactor, peak float64) {
 // leaves goes to the others.
 func (d *domain) shareSMs() {
 	left := 1.0
-	for _, m := range d.act {
+	for _, k := range d.act {
+		m := d.members[k]
 		m.fixed = false
 	}
 	for range d.act {
 		wsum := 0.0
-		for _, m := range d.act {
+		for _, k := range d.act {
+			m := d.members[k]
 			if !m.fixed {
 				wsum += m.share * m.w.Occupancy
 			}
 		}
 		capped := false
-		for _, m := range d.act {
+		for _, k := range d.act {
+			m := d.members[k]
 			if !m.fixed && left*m.w.Occupancy >= wsum {
 				m.fixed, capped = true, true
 				left -= m.share
 			}
 		}
 		if !capped {
-			for _, m := range d.act {
+			for _, k := range d.act {
+				m := d.members[k]
 				if !m.fixed {
 					m.share = left * m.share * m.w.Occupancy / wsum
 				}
