@@ -330,7 +330,8 @@ func (t *tenant) wants(now int64) bool {
 // boundary delivers arrivals up to now, completes actions that are due
 // (a standby's switch-over, a drain's timeout), expires waiting requests
 // nobody will serve in time, sets each member's want (wants(now)) and
-// d.wanting (how many want to run) and returns the next time a member's
+// d.wanting (how many want to run), but in an MPS domain, whose run reads
+// neither, and returns the next time a member's
 // state changes by itself (arrival, end of a pause, an action due), at
 // most limit. It also sets d.expiry, the last time at which no waiting
 // request is old enough to expire: before the time it returns and up to
@@ -384,6 +385,9 @@ func (d *domain) boundary(s *Simulator, now int64) int64 {
 		if m.w.Timeout > 0 && m.queued() > 0 {
 			d.expiry = min(d.expiry, m.queue[m.qhead].arrival+int64(m.w.Timeout))
 		}
+		if d.kind == schedMPS {
+			continue // (runMPS reads no member's want)
+		}
 		if m.want = m.wants(now); m.want {
 			d.wanting++
 		}
@@ -427,14 +431,27 @@ func (d *domain) capacity(share, clockFactor float64) (c, w float64) {
 // jobTime is the time of j (s) at compute rate c and bandwidth w: its
 // roofline time times the noise multiplier mult, at least its floor.
 func jobTime(j *job, c, w, mult float64) float64 {
+	tc, tw := jobTimes(j, c, w)
+	return rooflineTime(j, tc, tw, mult)
+}
+
+// jobTimes are j's compute time at rate c (0 without FLOPs) and memory
+// time at bandwidth w (s), which rooflineTime takes.
+func jobTimes(j *job, c, w float64) (tc, tw float64) {
+	if j.flops > 0 {
+		tc = j.flops / c
+	}
+	return tc, j.bytes / w
+}
+
+// rooflineTime is jobTime from j's compute time tc and memory time tw
+// (jobTimes).
+func rooflineTime(j *job, tc, tw, mult float64) float64 {
 	// (plain comparisons: every figure is positive, and the built-in
 	// max's care for NaN and signed zeros costs on this path)
-	jobSeconds := 0.0
-	if j.flops > 0 {
-		jobSeconds = j.flops / c
-	}
-	if b := j.bytes / w; j.bytes > 0 && b > jobSeconds {
-		jobSeconds = b
+	jobSeconds := tc
+	if j.bytes > 0 && tw > jobSeconds {
+		jobSeconds = tw
 	}
 	jobSeconds *= mult
 	if jobSeconds < j.floor {

@@ -139,7 +139,8 @@ func (d *domain) allocMPS(clockFactor, peak, capSum float64) {
 		// struct costs more than it saves here)
 		if c := &m.bwOf; c.d != d || c.seq != m.jobSeq || c.share != m.share || c.clockFactor != clockFactor || c.peak != peak {
 			m.capC, m.capW = d.capacity(m.share, clockFactor)
-			m.bw = m.job.bytes / jobTime(&m.job, m.capC, m.capW, 1)
+			m.tc, m.tw = jobTimes(&m.job, m.capC, m.capW)
+			m.bw = m.job.bytes / rooflineTime(&m.job, m.tc, m.tw, 1)
 			if c.d != d {
 				c.d = d // (a pointer: written only when changed)
 			}
@@ -167,11 +168,11 @@ func (d *domain) allocMPS(clockFactor, peak, capSum float64) {
 			}
 			sigma += mpsTailSigma * f
 		}
-		w := m.capW
+		tw := m.tw
 		if demand > avail {
-			w = avail * m.bw / demand
+			tw = m.job.bytes / (avail * m.bw / demand)
 		}
-		m.jobSeconds = jobTime(&m.job, m.capC, w, m.job.noise(sigma))
+		m.jobSeconds = rooflineTime(&m.job, m.tc, tw, m.job.noise(sigma))
 	}
 }
 

@@ -137,6 +137,7 @@ type tenant struct {
 	share      float64 // fraction of the domain's SMs this segment
 	bw         float64 // bytes/s this segment
 	capC, capW float64 // FLOP/s and bytes/s its share gets alone
+	tc, tw     float64 // MPS: its job's compute and memory time at capC and capW (jobTimes)
 	bwOf       bwOf    // MPS: what capC, capW and bw hold for
 	jobSeconds float64 // job time (s) at the current allocation
 	left       int64   // MPS: ns the job still takes at the current allocation
