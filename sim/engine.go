@@ -223,7 +223,7 @@ type domain struct {
 	step    domainTotals
 	act     []int32 // MPS: the clients running in the current segment (indices in members)
 	// MPS: the previous segment's clients and what their allocation
-	// depended on (mpsCached)
+	// depended on (runMPS)
 	mpsPrev []mpsClient
 	mpsKey  mpsKey
 	// warm is the share of the SMs warming standbys keep busy (rewarm)

@@ -14,6 +14,11 @@ func (d *domain) runMPS(s *Simulator, t, t1 int64, clockFactor float64) {
 		}
 		end := min(d.due, t1) // until d.due only the running clients change
 		d.act = d.act[:0]
+		// the running clients as their allocation sees them, against the
+		// previous segment's (mpsPrev): the same clients with the same jobs
+		// and caps at the same clock and bandwidth keep their shares and
+		// job times
+		same, capSum := true, 0.0
 		for i, m := range d.members {
 			// (a plain client past its pause with its job in flight runs:
 			// it wants to, as wants would say)
@@ -33,13 +38,26 @@ func (d *domain) runMPS(s *Simulator, t, t1 int64, clockFactor float64) {
 					continue
 				}
 			}
+			n := len(d.act)
 			d.act = append(d.act, int32(i))
+			c := mpsClient{m.idx, m.jobSeq, min(m.w.SMFraction, m.mpsEff)}
+			capSum += c.cap
+			switch {
+			case n >= len(d.mpsPrev):
+				same = false
+				d.mpsPrev = append(d.mpsPrev, c)
+			case c != d.mpsPrev[n]:
+				same = false
+				d.mpsPrev[n] = c
+			}
 		}
 		if len(d.act) == 0 {
 			t = end
 			continue
 		}
-		if same, capSum := d.mpsCached(clockFactor, peak); !same {
+		if key := (mpsKey{clockFactor, peak, d.warm}); !same || key != d.mpsKey || len(d.act) != len(d.mpsPrev) {
+			d.mpsPrev = d.mpsPrev[:len(d.act)]
+			d.mpsKey = key
 			d.allocMPS(clockFactor, peak, capSum)
 		}
 		for _, k := range d.act {
@@ -61,7 +79,8 @@ func (d *domain) runMPS(s *Simulator, t, t1 int64, clockFactor float64) {
 	}
 }
 
-// mpsClient is a running MPS client as its allocation saw it: the tenant
+// mpsClient is a running MPS client as its allocation saw it (runMPS
+// compares the running clients with the previous segment's): the tenant
 // (by index), its job (by sequence number) and its SM cap. (It holds no
 // pointer: a pointer's write costs a write barrier while the collector
 // marks.)
@@ -84,32 +103,8 @@ type mpsKey struct {
 	clockFactor, peak, warm float64
 }
 
-// mpsCached says whether the running clients' shares and job times of the
-// previous segment hold for this one: the same clients with the same jobs
-// and caps at the same clock and bandwidth. It records this segment's
-// clients for the next, and returns the sum of their caps.
-func (d *domain) mpsCached(clockFactor, peak float64) (same bool, capSum float64) {
-	key := mpsKey{clockFactor, peak, d.warm}
-	same = key == d.mpsKey && len(d.act) == len(d.mpsPrev)
-	for i, k := range d.act {
-		m := d.members[k]
-		p := mpsClient{m.idx, m.jobSeq, min(m.w.SMFraction, m.mpsEff)}
-		capSum += p.cap
-		switch {
-		case i >= len(d.mpsPrev):
-			d.mpsPrev = append(d.mpsPrev, p)
-		case p != d.mpsPrev[i]:
-			same = false
-			d.mpsPrev[i] = p
-		}
-	}
-	d.mpsPrev = d.mpsPrev[:len(d.act)]
-	d.mpsKey = key
-	return same, capSum
-}
-
 // allocMPS sets each running client's SM share, bandwidth and job time;
-// capSum is the sum of the clients' caps (mpsCached).
+// capSum is the sum of the clients' caps (d.mpsPrev).
 //
 // (Plain comparisons stand for the built-in min and max below: every
 // figure is finite and not negative, and their care for NaN and signed
