@@ -38,7 +38,8 @@ type job struct {
 	newSeqs int
 	// service-time noise: the job's standard normal draw and the
 	// multiplier at the spread sigma, and at the prevNoise spreads before
-	// (evict is the next of them to go; see job.noise)
+	// (evict is the next of them to go; see job.noise); a spread of NaN
+	// has no multiplier worked out
 	z, sigma, mult      float64
 	prevSigma, prevMult [prevNoise]float64
 	evict               int
@@ -202,10 +203,21 @@ func (t *tenant) startJob(now int64) bool {
 	active := t.formJob(now)
 	t.job.floor = t.minJob
 	if t.job.active && t.noise != nil {
-		t.job.sigma = *t.w.ServiceNoise
-		t.job.z, t.job.mult = t.draws.next(t.noise, t.job.sigma)
-		for i := range prevNoise {
-			t.job.prevSigma[i], t.job.prevMult[i] = t.job.sigma, t.job.mult
+		if t.dom.kind == schedMPS {
+			// an MPS client's spread moves with its neighbours' demand:
+			// job.noise works its multiplier out when the allocation asks
+			// (no spread equals NaN)
+			t.job.z = t.draws.nextZ(t.noise)
+			t.job.sigma = math.NaN()
+			for i := range prevNoise {
+				t.job.prevSigma[i] = t.job.sigma
+			}
+		} else {
+			t.job.sigma = *t.w.ServiceNoise
+			t.job.z, t.job.mult = t.draws.next(t.noise, t.job.sigma)
+			for i := range prevNoise {
+				t.job.prevSigma[i], t.job.prevMult[i] = t.job.sigma, t.job.mult
+			}
 		}
 	}
 	if t.job.active {
@@ -224,7 +236,7 @@ const noiseBlock = 64
 // instead of one on each job's critical path.
 type noiseDraws struct {
 	z, mult [noiseBlock]float64
-	sigma   float64 // the spread of mult
+	sigma   float64 // the spread of mult (NaN: mult not worked out)
 	left    int     // draws not used yet, the last ones of the block
 }
 
@@ -232,13 +244,11 @@ type noiseDraws struct {
 // job.noise has them.
 func (nd *noiseDraws) next(r *rand.Rand, sigma float64) (z, mult float64) {
 	if nd.left == 0 {
-		for i := range nd.z {
-			nd.z[i] = r.NormFloat64()
-		}
+		nd.draw(r)
 		for i, z := range nd.z {
 			nd.mult[i] = math.Exp(sigma*z - sigma*sigma/2)
 		}
-		nd.sigma, nd.left = sigma, noiseBlock
+		nd.sigma = sigma
 	}
 	i := noiseBlock - nd.left
 	nd.left--
@@ -246,6 +256,25 @@ func (nd *noiseDraws) next(r *rand.Rand, sigma float64) (z, mult float64) {
 		return nd.z[i], math.Exp(sigma*nd.z[i] - sigma*sigma/2)
 	}
 	return nd.z[i], nd.mult[i]
+}
+
+// nextZ returns the next draw alone, as next does.
+func (nd *noiseDraws) nextZ(r *rand.Rand) float64 {
+	if nd.left == 0 {
+		nd.draw(r)
+		nd.sigma = math.NaN()
+	}
+	i := noiseBlock - nd.left
+	nd.left--
+	return nd.z[i]
+}
+
+// draw makes the next block of draws.
+func (nd *noiseDraws) draw(r *rand.Rand) {
+	for i := range nd.z {
+		nd.z[i] = r.NormFloat64()
+	}
+	nd.left = noiseBlock
 }
 
 // formJob is startJob's choice of the job's work, without its floor and
