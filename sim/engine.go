@@ -465,29 +465,23 @@ func rooflineTime(j *job, tc, tw, mult float64) float64 {
 
 // noise is the job's lognormal service-time multiplier at spread sigma
 // (mean 1): the job's standard normal draw is fixed, so the multiplier
-// changes only with sigma. The multipliers of the last prevNoise spreads
-// before are kept too: an MPS client's spread goes back and forth among a
-// few values as neighbours (an LLM between its host and GPU phases) leave
-// and rejoin.
+// changes only with sigma. The multipliers of the last noiseSpreads
+// spreads are kept: an MPS client's spread goes back and forth among a few
+// values as neighbours (an LLM between its host and GPU phases) leave and
+// rejoin.
 func (j *job) noise(sigma float64) float64 {
-	if sigma == j.sigma {
-		return j.mult
-	}
-	for i, p := range j.prevSigma {
-		if p == sigma {
-			j.sigma, j.prevSigma[i] = p, j.sigma
-			j.mult, j.prevMult[i] = j.prevMult[i], j.mult
-			return j.mult
+	for i := range noiseSpreads {
+		if j.sigma[i] == sigma {
+			return j.mult[i]
 		}
 	}
 	i := j.evict
-	if j.evict = i + 1; j.evict == prevNoise {
+	if j.evict = i + 1; j.evict == noiseSpreads {
 		j.evict = 0
 	}
-	j.prevSigma[i], j.prevMult[i] = j.sigma, j.mult
-	j.sigma = sigma
-	j.mult = math.Exp(sigma*j.z - sigma*sigma/2)
-	return j.mult
+	j.sigma[i] = sigma
+	j.mult[i] = math.Exp(sigma*j.z - sigma*sigma/2)
+	return j.mult[i]
 }
 
 // progress moves t's job forward by dt ns, the whole job taking jobSeconds

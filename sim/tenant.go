@@ -36,17 +36,16 @@ type job struct {
 	// LLM: the number of sequences in the iteration that were newly admitted
 	// (prefill); they are the last newSeqs entries of tenant.seqs.
 	newSeqs int
-	// service-time noise: the job's standard normal draw and the
-	// multiplier at the spread sigma, and at the prevNoise spreads before
-	// (evict is the next of them to go; see job.noise); a spread of NaN
-	// has no multiplier worked out
-	z, sigma, mult      float64
-	prevSigma, prevMult [prevNoise]float64
-	evict               int
+	// service-time noise: the job's standard normal draw and its
+	// multipliers at the last noiseSpreads spreads (a spread of NaN has
+	// none; evict is the next to go; see job.noise)
+	z           float64
+	sigma, mult [noiseSpreads]float64
+	evict       int
 }
 
-// prevNoise is how many earlier spreads' multipliers a job keeps.
-const prevNoise = 3
+// noiseSpreads is how many spreads' multipliers a job keeps.
+const noiseSpreads = 4
 
 // begin makes j a new job of flops and bytes starting at now, its other
 // fields zero. (Zeroing and setting fields in place: a composite literal
@@ -203,21 +202,17 @@ func (t *tenant) startJob(now int64) bool {
 	active := t.formJob(now)
 	t.job.floor = t.minJob
 	if t.job.active && t.noise != nil {
+		for i := range noiseSpreads {
+			t.job.sigma[i] = math.NaN() // (equal to no spread)
+		}
 		if t.dom.kind == schedMPS {
 			// an MPS client's spread moves with its neighbours' demand:
 			// job.noise works its multiplier out when the allocation asks
-			// (no spread equals NaN)
 			t.job.z = t.draws.nextZ(t.noise)
-			t.job.sigma = math.NaN()
-			for i := range prevNoise {
-				t.job.prevSigma[i] = t.job.sigma
-			}
 		} else {
-			t.job.sigma = *t.w.ServiceNoise
-			t.job.z, t.job.mult = t.draws.next(t.noise, t.job.sigma)
-			for i := range prevNoise {
-				t.job.prevSigma[i], t.job.prevMult[i] = t.job.sigma, t.job.mult
-			}
+			t.job.sigma[0] = *t.w.ServiceNoise
+			t.job.z, t.job.mult[0] = t.draws.next(t.noise, t.job.sigma[0])
+			t.job.evict = 1
 		}
 	}
 	if t.job.active {
