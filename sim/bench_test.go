@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -87,6 +88,35 @@ func TestHostScenarioRuns(t *testing.T) {
 	for _, tw := range s.Window().Tenants {
 		if tw.Completed == 0 {
 			t.Errorf("tenant %s completed nothing in 10 s", tw.Tenant)
+		}
+	}
+}
+
+// BenchmarkEightGPUHotMPS runs 120 simulated seconds of the eight-gpu-hot
+// scenario with every client capped at a quarter of the SMs (as
+// static-equal sets them), sampled every second, without attribution,
+// policy or recording: the MPS engine's cost, whose instruction count
+// (valgrind --tool=callgrind, GODEBUG=asyncpreemptoff=1) compares builds
+// on a busy machine.
+func BenchmarkEightGPUHotMPS(b *testing.B) {
+	sc := mustLoad(b, filepath.Join(scenarioDir, "eight-gpu-hot.yaml"))
+	for i := range sc.Tenants {
+		sc.Tenants[i].MPSThreads = 0.25
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		s, err := New(sc, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := s.Now()
+		for sec := 1; sec <= 120; sec++ {
+			s.AdvanceTo(start.Add(time.Duration(sec) * time.Second))
+			if _, err := s.Sample(ctx); err != nil {
+				b.Fatal(err)
+			}
+			s.Window()
 		}
 	}
 }

@@ -221,9 +221,9 @@ type domain struct {
 	acc     [2]domainTotals // 0: since the previous Sample, 1: since the previous Window
 	pending domainTotals    // since the last flush (see Simulator.flush)
 	step    domainTotals
-	act     []*tenant // MPS: the clients running in the current segment
+	act     []int32 // MPS: the clients running in the current segment (indices in members)
 	// MPS: the previous segment's clients and what their allocation
-	// depended on (mpsCached)
+	// depended on (runMPS)
 	mpsPrev []mpsClient
 	mpsKey  mpsKey
 	// warm is the share of the SMs warming standbys keep busy (rewarm)
@@ -330,7 +330,8 @@ func (t *tenant) wants(now int64) bool {
 // boundary delivers arrivals up to now, completes actions that are due
 // (a standby's switch-over, a drain's timeout), expires waiting requests
 // nobody will serve in time, sets each member's want (wants(now)) and
-// d.wanting (how many want to run) and returns the next time a member's
+// d.wanting (how many want to run), but in an MPS domain, whose run reads
+// neither, and returns the next time a member's
 // state changes by itself (arrival, end of a pause, an action due), at
 // most limit. It also sets d.expiry, the last time at which no waiting
 // request is old enough to expire: before the time it returns and up to
@@ -384,6 +385,9 @@ func (d *domain) boundary(s *Simulator, now int64) int64 {
 		if m.w.Timeout > 0 && m.queued() > 0 {
 			d.expiry = min(d.expiry, m.queue[m.qhead].arrival+int64(m.w.Timeout))
 		}
+		if d.kind == schedMPS {
+			continue // (runMPS reads no member's want)
+		}
 		if m.want = m.wants(now); m.want {
 			d.wanting++
 		}
@@ -427,14 +431,27 @@ func (d *domain) capacity(share, clockFactor float64) (c, w float64) {
 // jobTime is the time of j (s) at compute rate c and bandwidth w: its
 // roofline time times the noise multiplier mult, at least its floor.
 func jobTime(j *job, c, w, mult float64) float64 {
+	tc, tw := jobTimes(j, c, w)
+	return rooflineTime(j, tc, tw, mult)
+}
+
+// jobTimes are j's compute time at rate c (0 without FLOPs) and memory
+// time at bandwidth w (s), which rooflineTime takes.
+func jobTimes(j *job, c, w float64) (tc, tw float64) {
+	if j.flops > 0 {
+		tc = j.flops / c
+	}
+	return tc, j.bytes / w
+}
+
+// rooflineTime is jobTime from j's compute time tc and memory time tw
+// (jobTimes).
+func rooflineTime(j *job, tc, tw, mult float64) float64 {
 	// (plain comparisons: every figure is positive, and the built-in
 	// max's care for NaN and signed zeros costs on this path)
-	jobSeconds := 0.0
-	if j.flops > 0 {
-		jobSeconds = j.flops / c
-	}
-	if b := j.bytes / w; j.bytes > 0 && b > jobSeconds {
-		jobSeconds = b
+	jobSeconds := tc
+	if j.bytes > 0 && tw > jobSeconds {
+		jobSeconds = tw
 	}
 	jobSeconds *= mult
 	if jobSeconds < j.floor {
@@ -448,27 +465,23 @@ func jobTime(j *job, c, w, mult float64) float64 {
 
 // noise is the job's lognormal service-time multiplier at spread sigma
 // (mean 1): the job's standard normal draw is fixed, so the multiplier
-// changes only with sigma. The multipliers of the last prevNoise spreads
-// before are kept too: an MPS client's spread goes back and forth among a
-// few values as neighbours (an LLM between its host and GPU phases) leave
-// and rejoin.
+// changes only with sigma. The multipliers of the last noiseSpreads
+// spreads are kept: an MPS client's spread goes back and forth among a few
+// values as neighbours (an LLM between its host and GPU phases) leave and
+// rejoin.
 func (j *job) noise(sigma float64) float64 {
-	if sigma == j.sigma {
-		return j.mult
-	}
-	for i, p := range j.prevSigma {
-		if p == sigma {
-			j.sigma, j.prevSigma[i] = p, j.sigma
-			j.mult, j.prevMult[i] = j.prevMult[i], j.mult
-			return j.mult
+	for i := range noiseSpreads {
+		if j.sigma[i] == sigma {
+			return j.mult[i]
 		}
 	}
 	i := j.evict
-	j.evict = (i + 1) % prevNoise
-	j.prevSigma[i], j.prevMult[i] = j.sigma, j.mult
-	j.sigma = sigma
-	j.mult = math.Exp(sigma*j.z - sigma*sigma/2)
-	return j.mult
+	if j.evict = i + 1; j.evict == noiseSpreads {
+		j.evict = 0
+	}
+	j.sigma[i] = sigma
+	j.mult[i] = math.Exp(sigma*j.z - sigma*sigma/2)
+	return j.mult[i]
 }
 
 // progress moves t's job forward by dt ns, the whole job taking jobSeconds
@@ -476,7 +489,11 @@ func (j *job) noise(sigma float64) float64 {
 func (d *domain) progress(s *Simulator, t *tenant, dt int64, jobSeconds, share float64, done bool, end int64) {
 	frac := t.job.rem
 	if !done {
-		frac = min(frac, float64(dt)/(jobSeconds*1e9))
+		// (a plain comparison: both are positive, and the built-in min's
+		// care for NaN and signed zeros costs on this path)
+		if f := float64(dt) / (jobSeconds * 1e9); f < frac {
+			frac = f
+		}
 	}
 	b := t.job.bytes * frac
 	f := t.job.flops * frac

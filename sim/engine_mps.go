@@ -14,38 +14,61 @@ func (d *domain) runMPS(s *Simulator, t, t1 int64, clockFactor float64) {
 		}
 		end := min(d.due, t1) // until d.due only the running clients change
 		d.act = d.act[:0]
-		for _, m := range d.members {
-			if !m.wants(t) || (!m.job.active && !m.startJob(t)) {
-				if f := m.frozenTill(t); f > 0 && m.alive {
-					d.due, end = min(d.due, f), min(end, f) // paused until f
+		// the running clients as their allocation sees them, against the
+		// previous segment's (mpsPrev): the same clients with the same jobs
+		// and caps at the same clock and bandwidth keep their shares and
+		// job times
+		same, capSum := true, 0.0
+		for i, m := range d.members {
+			// (a plain client past its pause with its job in flight runs:
+			// it wants to, as wants would say)
+			if !m.job.active || !m.alive || t < m.pause || m.duty > 0 || m.draining {
+				if !m.wants(t) || (!m.job.active && !m.startJob(t)) {
+					if f := m.frozenTill(t); f > 0 && m.alive {
+						d.due, end = min(d.due, f), min(end, f) // paused until f
+					}
+					continue
 				}
-				continue
+				if m.pause > t {
+					// the job just started has a host phase first (LLM
+					// iteration overhead), which boundary did not see
+					// yet; a client that wants to run is otherwise past
+					// its pause
+					d.due, end = min(d.due, m.pause), min(end, m.pause)
+					continue
+				}
 			}
-			if m.pause > t {
-				d.due = min(d.due, m.pause) // as boundary would see it
+			n := len(d.act)
+			d.act = append(d.act, int32(i))
+			c := mpsClient{m.idx, m.jobSeq, min(m.w.SMFraction, m.mpsEff)}
+			capSum += c.cap
+			switch {
+			case n >= len(d.mpsPrev):
+				same = false
+				d.mpsPrev = append(d.mpsPrev, c)
+			case c != d.mpsPrev[n]:
+				same = false
+				d.mpsPrev[n] = c
 			}
-			if !m.wants(t) {
-				// the job's host phase (LLM iteration overhead), which
-				// boundary did not see yet
-				end = min(end, max(m.pause, t+1))
-				continue
-			}
-			d.addAct(m)
 		}
 		if len(d.act) == 0 {
 			t = end
 			continue
 		}
-		if !d.mpsCached(clockFactor, peak) {
-			d.allocMPS(clockFactor, peak)
+		if key := (mpsKey{clockFactor, peak, d.warm}); !same || key != d.mpsKey || len(d.act) != len(d.mpsPrev) {
+			d.mpsPrev = d.mpsPrev[:len(d.act)]
+			d.mpsKey = key
+			d.allocMPS(clockFactor, peak, capSum)
 		}
-		for _, m := range d.act {
+		for _, k := range d.act {
+			m := d.members[k]
 			m.left = int64(math.Ceil(m.job.rem * m.jobSeconds * 1e9))
 			end = min(end, t+m.left)
 		}
 		dt := end - t
 		d.busyOver(t, end)
-		for _, m := range d.act {
+		for _, k := range d.act {
+			m := d.members[k]
 			done := t+m.left <= end
 			if m.draining {
 				d.due = end // its drain may end with the job: look at everything again
@@ -56,25 +79,13 @@ func (d *domain) runMPS(s *Simulator, t, t1 int64, clockFactor float64) {
 	}
 }
 
-// addAct appends m to the running clients, over the same client left
-// there by the previous segment without writing it again: a pointer's
-// write costs a write barrier while the collector marks.
-func (d *domain) addAct(m *tenant) {
-	n := len(d.act)
-	if n < cap(d.act) {
-		d.act = d.act[:n+1]
-		if d.act[n] != m {
-			d.act[n] = m
-		}
-		return
-	}
-	d.act = append(d.act, m)
-}
-
-// mpsClient is a running MPS client as its allocation saw it: its job
-// (by sequence number) and its SM cap.
+// mpsClient is a running MPS client as its allocation saw it (runMPS
+// compares the running clients with the previous segment's): the tenant
+// (by index), its job (by sequence number) and its SM cap. (It holds no
+// pointer: a pointer's write costs a write barrier while the collector
+// marks.)
 type mpsClient struct {
-	t      *tenant
+	t      int
 	jobSeq uint64
 	cap    float64
 }
@@ -92,57 +103,48 @@ type mpsKey struct {
 	clockFactor, peak, warm float64
 }
 
-// mpsCached says whether the running clients' shares and job times of the
-// previous segment hold for this one: the same clients with the same jobs
-// and caps at the same clock and bandwidth. It records this segment's
-// clients for the next.
-func (d *domain) mpsCached(clockFactor, peak float64) bool {
-	key := mpsKey{clockFactor, peak, d.warm}
-	same := key == d.mpsKey && len(d.act) == len(d.mpsPrev)
-	for i, m := range d.act {
-		p := mpsClient{m, m.jobSeq, min(m.w.SMFraction, m.mpsEff)}
-		switch {
-		case i >= len(d.mpsPrev):
-			d.mpsPrev = append(d.mpsPrev, p)
-		case p != d.mpsPrev[i]:
-			// (written only when changed: a pointer's write costs a write
-			// barrier while the collector marks)
-			same = false
-			d.mpsPrev[i] = p
+// allocMPS sets each running client's SM share, bandwidth and job time;
+// capSum is the sum of the clients' caps (d.mpsPrev).
+//
+// (Plain comparisons stand for the built-in min and max below: every
+// figure is finite and not negative, and their care for NaN and signed
+// zeros costs on this path.)
+func (d *domain) allocMPS(clockFactor, peak, capSum float64) {
+	// the caps are the shares unless they oversubscribe the SMs or warming
+	// standbys take some
+	capped := capSum > 1 || d.warm > 0
+	if capped {
+		for i, k := range d.act {
+			d.members[k].share = d.mpsPrev[i].cap
+		}
+		if capSum > 1 {
+			d.shareSMs()
+		}
+		if d.warm > 0 {
+			d.yieldToWarmup()
 		}
 	}
-	d.mpsPrev = d.mpsPrev[:len(d.act)]
-	d.mpsKey = key
-	return same
-}
-
-// allocMPS sets each running client's SM share, bandwidth and job time.
-func (d *domain) allocMPS(clockFactor, peak float64) {
-	capSum := 0.0
-	for _, m := range d.act {
-		m.share = min(m.w.SMFraction, m.mpsEff)
-		capSum += m.share
-	}
-	if capSum > 1 {
-		d.shareSMs()
-	}
-	if d.warm > 0 {
-		d.yieldToWarmup()
-	}
 	demand, top := 0.0, 0.0
-	for _, m := range d.act {
+	for i, k := range d.act {
+		m := d.members[k]
+		if !capped {
+			m.share = d.mpsPrev[i].cap
+		}
 		// capC, capW and bw change only with these (field by field: a key
 		// struct costs more than it saves here)
 		if c := &m.bwOf; c.d != d || c.seq != m.jobSeq || c.share != m.share || c.clockFactor != clockFactor || c.peak != peak {
 			m.capC, m.capW = d.capacity(m.share, clockFactor)
-			m.bw = m.job.bytes / jobTime(&m.job, m.capC, m.capW, 1)
+			m.tc, m.tw = jobTimes(&m.job, m.capC, m.capW)
+			m.bw = m.job.bytes / rooflineTime(&m.job, m.tc, m.tw, 1)
 			if c.d != d {
 				c.d = d // (a pointer: written only when changed)
 			}
 			c.seq, c.share, c.clockFactor, c.peak = m.jobSeq, m.share, clockFactor, peak
 		}
 		demand += m.bw
-		top = max(top, m.bw)
+		if m.bw > top {
+			top = m.bw
+		}
 	}
 	avail := peak
 	if len(d.act) > 1 && demand > 0 {
@@ -151,16 +153,21 @@ func (d *domain) allocMPS(clockFactor, peak float64) {
 		c := min(mpsContentionCap, (demand-top)/demand)
 		avail = peak * (1 - mpsContention*c*min(1, demand/peak))
 	}
-	for _, m := range d.act {
+	for _, k := range d.act {
+		m := d.members[k]
 		sigma := *m.w.ServiceNoise
 		if len(d.act) > 1 {
-			sigma += mpsTailSigma * min(1, (demand-m.bw)/peak)
+			f := (demand - m.bw) / peak
+			if f > 1 {
+				f = 1
+			}
+			sigma += mpsTailSigma * f
 		}
-		w := m.capW
+		tw := m.tw
 		if demand > avail {
-			w = avail * m.bw / demand
+			tw = m.job.bytes / (avail * m.bw / demand)
 		}
-		m.jobSeconds = jobTime(&m.job, m.capC, w, m.job.noise(sigma))
+		m.jobSeconds = rooflineTime(&m.job, m.tc, tw, m.job.noise(sigma))
 	}
 }
 
@@ -170,25 +177,29 @@ func (d *domain) allocMPS(clockFactor, peak float64) {
 // leaves goes to the others.
 func (d *domain) shareSMs() {
 	left := 1.0
-	for _, m := range d.act {
+	for _, k := range d.act {
+		m := d.members[k]
 		m.fixed = false
 	}
 	for range d.act {
 		wsum := 0.0
-		for _, m := range d.act {
+		for _, k := range d.act {
+			m := d.members[k]
 			if !m.fixed {
 				wsum += m.share * m.w.Occupancy
 			}
 		}
 		capped := false
-		for _, m := range d.act {
+		for _, k := range d.act {
+			m := d.members[k]
 			if !m.fixed && left*m.w.Occupancy >= wsum {
 				m.fixed, capped = true, true
 				left -= m.share
 			}
 		}
 		if !capped {
-			for _, m := range d.act {
+			for _, k := range d.act {
+				m := d.members[k]
 				if !m.fixed {
 					m.share = left * m.share * m.w.Occupancy / wsum
 				}

@@ -201,12 +201,14 @@ func (d *domain) rewarm(s *Simulator) {
 // warming standbys leave (allocMPS, when d.warm > 0).
 func (d *domain) yieldToWarmup() {
 	used := 0.0
-	for _, m := range d.act {
+	for _, k := range d.act {
+		m := d.members[k]
 		used += m.share
 	}
 	if free := 1 - d.warm; used > free && used > 0 {
 		f := max(free, 0.01) / used
-		for _, m := range d.act {
+		for _, k := range d.act {
+			m := d.members[k]
 			m.share *= f
 		}
 	}

@@ -36,16 +36,16 @@ type job struct {
 	// LLM: the number of sequences in the iteration that were newly admitted
 	// (prefill); they are the last newSeqs entries of tenant.seqs.
 	newSeqs int
-	// service-time noise: the job's standard normal draw and the
-	// multiplier at the spread sigma, and at the prevNoise spreads before
-	// (evict is the next of them to go; see job.noise)
-	z, sigma, mult      float64
-	prevSigma, prevMult [prevNoise]float64
-	evict               int
+	// service-time noise: the job's standard normal draw and its
+	// multipliers at the last noiseSpreads spreads (a spread of NaN has
+	// none; evict is the next to go; see job.noise)
+	z           float64
+	sigma, mult [noiseSpreads]float64
+	evict       int
 }
 
-// prevNoise is how many earlier spreads' multipliers a job keeps.
-const prevNoise = 3
+// noiseSpreads is how many spreads' multipliers a job keeps.
+const noiseSpreads = 4
 
 // begin makes j a new job of flops and bytes starting at now, its other
 // fields zero. (Zeroing and setting fields in place: a composite literal
@@ -137,6 +137,7 @@ type tenant struct {
 	share      float64 // fraction of the domain's SMs this segment
 	bw         float64 // bytes/s this segment
 	capC, capW float64 // FLOP/s and bytes/s its share gets alone
+	tc, tw     float64 // MPS: its job's compute and memory time at capC and capW (jobTimes)
 	bwOf       bwOf    // MPS: what capC, capW and bw hold for
 	jobSeconds float64 // job time (s) at the current allocation
 	left       int64   // MPS: ns the job still takes at the current allocation
@@ -201,10 +202,17 @@ func (t *tenant) startJob(now int64) bool {
 	active := t.formJob(now)
 	t.job.floor = t.minJob
 	if t.job.active && t.noise != nil {
-		t.job.sigma = *t.w.ServiceNoise
-		t.job.z, t.job.mult = t.draws.next(t.noise, t.job.sigma)
-		for i := range prevNoise {
-			t.job.prevSigma[i], t.job.prevMult[i] = t.job.sigma, t.job.mult
+		for i := range noiseSpreads {
+			t.job.sigma[i] = math.NaN() // (equal to no spread)
+		}
+		if t.dom.kind == schedMPS {
+			// an MPS client's spread moves with its neighbours' demand:
+			// job.noise works its multiplier out when the allocation asks
+			t.job.z = t.draws.nextZ(t.noise)
+		} else {
+			t.job.sigma[0] = *t.w.ServiceNoise
+			t.job.z, t.job.mult[0] = t.draws.next(t.noise, t.job.sigma[0])
+			t.job.evict = 1
 		}
 	}
 	if t.job.active {
@@ -223,7 +231,7 @@ const noiseBlock = 64
 // instead of one on each job's critical path.
 type noiseDraws struct {
 	z, mult [noiseBlock]float64
-	sigma   float64 // the spread of mult
+	sigma   float64 // the spread of mult (NaN: mult not worked out)
 	left    int     // draws not used yet, the last ones of the block
 }
 
@@ -231,13 +239,11 @@ type noiseDraws struct {
 // job.noise has them.
 func (nd *noiseDraws) next(r *rand.Rand, sigma float64) (z, mult float64) {
 	if nd.left == 0 {
-		for i := range nd.z {
-			nd.z[i] = r.NormFloat64()
-		}
+		nd.draw(r)
 		for i, z := range nd.z {
 			nd.mult[i] = math.Exp(sigma*z - sigma*sigma/2)
 		}
-		nd.sigma, nd.left = sigma, noiseBlock
+		nd.sigma = sigma
 	}
 	i := noiseBlock - nd.left
 	nd.left--
@@ -245,6 +251,25 @@ func (nd *noiseDraws) next(r *rand.Rand, sigma float64) (z, mult float64) {
 		return nd.z[i], math.Exp(sigma*nd.z[i] - sigma*sigma/2)
 	}
 	return nd.z[i], nd.mult[i]
+}
+
+// nextZ returns the next draw alone, as next does.
+func (nd *noiseDraws) nextZ(r *rand.Rand) float64 {
+	if nd.left == 0 {
+		nd.draw(r)
+		nd.sigma = math.NaN()
+	}
+	i := noiseBlock - nd.left
+	nd.left--
+	return nd.z[i]
+}
+
+// draw makes the next block of draws.
+func (nd *noiseDraws) draw(r *rand.Rand) {
+	for i := range nd.z {
+		nd.z[i] = r.NormFloat64()
+	}
+	nd.left = noiseBlock
 }
 
 // formJob is startJob's choice of the job's work, without its floor and
