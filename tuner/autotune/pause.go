@@ -19,7 +19,8 @@ import (
 // and given back as soon as every SLO has slack. Nothing restarts, so the
 // step is free. On an MPS GPU the caps, which cost restarts, are used only
 // when the SLO still does not hold with a quarter of the ceiling paused
-// or more, and a cap is given back only once no pause is left. On a
+// or more (half, and for a miss chance explains the ceiling, where a
+// restart is costly), and a cap is given back only once no pause is left. On a
 // time-sliced GPU the level's trial comes first (it costs no tenant its
 // work) and the pause acts in the rounds the level does not. It anticipates: the pause a
 // recent peak needed stays as a floor that fades over minutes, and a pause
@@ -132,11 +133,11 @@ func (p *Autotune) pauses(s *tuner.State, d *gpu.Device, ms []*member) ([]tuner.
 	}
 	if m, r, ok := p.rising(s, ds); ok {
 		// as much as the rise: a load twice as fast pauses the batch a
-		// whole period more, up to the ceiling, and the slack release
-		// (above the peak's fading floor) finds what it needs
-		// the guess goes no higher than the most a miss on this GPU has
-		// needed, where one has (measured on bursty-llm-ttft: a rise
-		// took the pause to the ceiling on every burst)
+		// whole period more, up to the ceiling, and no higher than the
+		// most a miss on this GPU has needed where one has (measured on
+		// bursty-llm-ttft: a rise took the pause to the ceiling on every
+		// burst); the slack release (above the peak's fading floor)
+		// finds what it needs
 		step := math.Max(p.P.PauseStepMin, r.ratio-1)
 		top := p.P.PauseMax
 		if need, ok := p.missNeed(s, d.UUID); ok {
@@ -473,8 +474,8 @@ func (p *Autotune) pauseRaises(s *tuner.State, uuid string) (raises []tuner.Duty
 }
 
 // missNeed is the highest pause the fast loop raised the GPU's pause to
-// other than ahead of a rise (on a miss, or to a floor a miss left) of the
-// changes State.History keeps; false where there is none.
+// other than ahead of a rise (on a miss, or to a floor) of the changes
+// State.History keeps; false where there is none.
 func (p *Autotune) missNeed(s *tuner.State, uuid string) (float64, bool) {
 	raises, ahead := p.pauseRaises(s, uuid)
 	need, ok := 0.0, false
