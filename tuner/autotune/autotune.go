@@ -83,8 +83,10 @@ type Params struct {
 	// fast loop (pause_duty, where the host can pause a tenant). A
 	// violation raises the batch and best-effort tenants' pause duty by
 	// PauseGain*burn within [PauseStepMin, PauseStepMax], up to PauseMax;
-	// while every SLO has slack it falls by PauseRelease per interval.
-	PauseMax, PauseGain, PauseStepMin, PauseStepMax, PauseRelease float64
+	// while every SLO has slack it falls by PauseRelease per interval,
+	// by PauseAheadRelease where its last raise was one ahead of a load
+	// rise (PauseRise) that no miss has confirmed since.
+	PauseMax, PauseGain, PauseStepMin, PauseStepMax, PauseRelease, PauseAheadRelease float64
 	// PauseWindow: the fast loop judges a latency tenant by the requests
 	// that ended over the last PauseWindow (at least MinRequests of them,
 	// back to the fast window), and not before the last pause change.
@@ -108,7 +110,7 @@ func DefaultParams() Params {
 		PowerFraction: 0.7, VarianceRatio: 1.1,
 		EnergyStep: 0.1, EnergyFloor: 0.5,
 		TrialDwell: 2 * time.Minute, TrialHold: 10 * time.Minute, TrialGain: 0.1,
-		PauseMax: 0.8, PauseGain: 0.1, PauseStepMin: 0.1, PauseStepMax: 0.3, PauseRelease: 0.05,
+		PauseMax: 0.8, PauseGain: 0.1, PauseStepMin: 0.1, PauseStepMax: 0.3, PauseRelease: 0.05, PauseAheadRelease: 0.1,
 		PauseWindow: 15 * time.Second, PauseRise: 1.5,
 	}
 }

@@ -19,7 +19,8 @@ import (
 // and given back as soon as every SLO has slack. Nothing restarts, so the
 // step is free. On an MPS GPU the caps, which cost restarts, are used only
 // when the SLO still does not hold with a quarter of the ceiling paused
-// or more, and a cap is given back only once no pause is left. On a
+// or more (half, and for a miss chance explains the ceiling, where a
+// restart is costly), and a cap is given back only once no pause is left. On a
 // time-sliced GPU the level's trial comes first (it costs no tenant its
 // work) and the pause acts in the rounds the level does not. It anticipates: the pause a
 // recent peak needed stays as a floor that fades over minutes, and a pause
@@ -85,7 +86,8 @@ func (p *Autotune) pauses(s *tuner.State, d *gpu.Device, ms []*member) ([]tuner.
 	// more SLOs met than waiting for the ceiling, fewer MPS restarts than
 	// without the pause)
 	slowAt := p.P.PauseMax / 4
-	if restartCost(ds.others) >= p.P.CostlyRestart {
+	costly := restartCost(ds.others) >= p.P.CostlyRestart
+	if costly {
 		slowAt = p.P.PauseMax / 2
 	}
 	switch {
@@ -98,6 +100,21 @@ func (p *Autotune) pauses(s *tuner.State, d *gpu.Device, ms []*member) ([]tuner.
 			p.day.raised(d.UUID, s.Now, next)
 		}
 		return out, len(out) == 0 || pausedAtCeiling(ps, slowAt)
+	case noise && costly && pausedAtCeiling(ps, slowAt) && !pausedAtCeiling(ps, p.P.PauseMax):
+		// a miss chance explains where the slow knobs' cap would cost
+		// the others a costly restart: the pause answers it, one step,
+		// at no cost (measured on code-assistant-replay, bursty-llm-ttft
+		// and eight-gpu-hot: fewer restarts, no SLO seed lost)
+		who := "a latency tenant"
+		if ds.worst != nil {
+			who = ds.worst.name
+		}
+		for _, x := range ps {
+			next := tuner.Duty(math.Min(p.P.PauseMax, math.Max(float64(floor), math.Round((float64(x.cur)+p.P.PauseStepMin)*100)/100)))
+			act(x, next, fmt.Sprintf("%s misses within what chance explains, its SLO window inside its target: pause %s %.0f%% of every period (was %.0f%%) rather than cap it with a restart that costs it %v of work, no restart",
+				who, x.m.name, 100*next, 100*x.cur, restartCost(ds.others)))
+		}
+		return out, false
 	case noise:
 		// a miss within what chance gives, with the SLO window inside
 		// its target: the pause is not raised on it, and the slow knobs
@@ -116,11 +133,21 @@ func (p *Autotune) pauses(s *tuner.State, d *gpu.Device, ms []*member) ([]tuner.
 	}
 	if m, r, ok := p.rising(s, ds); ok {
 		// as much as the rise: a load twice as fast pauses the batch a
-		// whole period more, up to the ceiling, and the slack release
-		// (above the peak's fading floor) finds what it needs
+		// whole period more, up to the ceiling, and no higher than the
+		// most a miss on this GPU has needed where one has (measured on
+		// bursty-llm-ttft: a rise took the pause to the ceiling on every
+		// burst); the slack release (above the peak's fading floor)
+		// finds what it needs
 		step := math.Max(p.P.PauseStepMin, r.ratio-1)
+		top := p.P.PauseMax
+		if need, ok := p.missNeed(s, d.UUID); ok {
+			top = math.Min(top, need)
+		}
 		for _, x := range ps {
-			next := tuner.Duty(math.Min(p.P.PauseMax, math.Max(float64(floor), math.Round((float64(x.cur)+step)*100)/100)))
+			next := tuner.Duty(math.Min(top, math.Max(float64(floor), math.Round((float64(x.cur)+step)*100)/100)))
+			if next < x.cur {
+				continue // above what the misses needed already
+			}
 			act(x, next, fmt.Sprintf("%s's requests come %.1fx as fast over the last %v as over the minute before, its SLO without slack: pause %s %.0f%% of every period before they are late (was %.0f%%), no restart",
 				m.name, r.ratio, p.P.PauseWindow, x.m.name, 100*next, 100*x.cur))
 		}
@@ -130,11 +157,17 @@ func (p *Autotune) pauses(s *tuner.State, d *gpu.Device, ms []*member) ([]tuner.
 		return out, false
 	}
 	if p.pauseSlack(s, d.UUID, ds) {
+		// a pause last raised ahead of a rise, which no miss confirmed
+		// since, is a guess: given back faster
+		release := p.P.PauseRelease
+		if p.lastRaiseAhead(s, d.UUID) {
+			release = p.P.PauseAheadRelease
+		}
 		for _, x := range ps {
 			if x.cur == 0 && floor == 0 {
 				continue
 			}
-			next := tuner.Duty(math.Round((float64(x.cur)-p.P.PauseRelease)*100) / 100)
+			next := tuner.Duty(math.Round((float64(x.cur)-release)*100) / 100)
 			if next < tuner.Duty(p.P.PauseRelease/2) {
 				next = 0
 			}
@@ -423,6 +456,42 @@ func (p *Autotune) pausedDuty(s *tuner.State, d *gpu.Device, ms []*member) float
 		least = math.Min(least, float64(s.PauseDuty(tuner.Target{GPU: d.UUID, Knob: gpu.KnobPauseDuty, PID: pids[0]})))
 	}
 	return least
+}
+
+// pauseRaises returns the raises of the pause on the GPU that State.History
+// keeps, oldest first, each with whether it was one ahead of a rise.
+func (p *Autotune) pauseRaises(s *tuner.State, uuid string) (raises []tuner.Duty, ahead []bool) {
+	for _, c := range s.History[tuner.Target{GPU: uuid, Knob: gpu.KnobPauseDuty}.DomainKey()] {
+		to, ok1 := c.To.(tuner.Duty)
+		from, ok2 := c.From.(tuner.Duty)
+		if !ok1 || (ok2 && to <= from) {
+			continue
+		}
+		_, a := p.trail.aheadAt(uuid, c.At)
+		raises, ahead = append(raises, to), append(ahead, a)
+	}
+	return raises, ahead
+}
+
+// missNeed is the highest pause the fast loop raised the GPU's pause to
+// other than ahead of a rise (on a miss, or to a floor) of the changes
+// State.History keeps; false where there is none.
+func (p *Autotune) missNeed(s *tuner.State, uuid string) (float64, bool) {
+	raises, ahead := p.pauseRaises(s, uuid)
+	need, ok := 0.0, false
+	for i, d := range raises {
+		if !ahead[i] {
+			need, ok = math.Max(need, float64(d)), true
+		}
+	}
+	return need, ok
+}
+
+// lastRaiseAhead says whether the last raise of the GPU's pause was one
+// ahead of a rise.
+func (p *Autotune) lastRaiseAhead(s *tuner.State, uuid string) bool {
+	_, ahead := p.pauseRaises(s, uuid)
+	return len(ahead) > 0 && ahead[len(ahead)-1]
 }
 
 // pausedAtCeiling says whether every pauser is at the ceiling.

@@ -57,7 +57,8 @@ func TestRequestTrail(t *testing.T) {
 // clear miss pauses within one interval though the minute's burn is under
 // ViolateBurn; a load rise with no slack pauses ahead of the late requests
 // (a Poisson wobble or a rise with slack does not); the rise's guess holds
-// a floor only while the load stays up.
+// a floor only while the load stays up, goes no higher than a miss on the
+// GPU has needed, and is given back by PauseAheadRelease a round.
 func TestPauseRecentWindow(t *testing.T) {
 	pauseT := tuner.Target{GPU: uuid0, Knob: gpu.KnobPauseDuty, PID: 2}
 	type round struct {
@@ -71,26 +72,31 @@ func TestPauseRecentWindow(t *testing.T) {
 		fast   float64 // the minute's burn
 		p99    float64 // the SLO window's p99 against a 1 s target
 		duty   tuner.Duty
-		ahead  bool // the pause in place was raised ahead of a rise 30 s ago, from 2 requests a second
+		ahead  bool       // the pause in place was raised ahead of a rise 30 s ago, from 2 requests a second
+		need   tuner.Duty // a miss raised the pause to it 6 minutes ago (its floor faded), given back 5 minutes ago (0: none)
 		want   []string
 		reason string
 	}{
-		{"a clear miss over the last interval, the minute's burn under 1: paused", append(steady, round{30, 6}), 0.8, 0.9, 0, false,
+		{"a clear miss over the last interval, the minute's burn under 1: paused", append(steady, round{30, 6}), 0.8, 0.9, 0, false, 0,
 			[]string{"GPU-0/pause_duty/pid2=30%"}, "20.0x over its requests of the last 15s"},
-		{"two late of 30 against 0.3 allowed, the minute's burn under 1: a wobble, held", append(steady, round{30, 2}), 0.8, 0.9, 0, false, nil, ""},
-		{"the same two late, the minute's burn 1.5 within chance, the SLO window inside its target: held", append(steady, round{30, 2}), 1.5, 0.9, 0, false, nil, ""},
-		{"the same two late, the minute's burn 1.5, the SLO window over its target: paused", append(steady, round{30, 2}), 1.5, 1.2, 0, false,
+		{"two late of 30 against 0.3 allowed, the minute's burn under 1: a wobble, held", append(steady, round{30, 2}), 0.8, 0.9, 0, false, 0, nil, ""},
+		{"the same two late, the minute's burn 1.5 within chance, the SLO window inside its target: held", append(steady, round{30, 2}), 1.5, 0.9, 0, false, 0, nil, ""},
+		{"the same two late, the minute's burn 1.5, the SLO window over its target: paused", append(steady, round{30, 2}), 1.5, 1.2, 0, false, 0,
 			[]string{"GPU-0/pause_duty/pid2=30%"}, "6.7x"},
-		{"the same two late, the minute's burn 4 beyond chance: paused", append(steady, round{30, 2}), 4, 0.9, 0, false,
+		{"the same two late, the minute's burn 4 beyond chance: paused", append(steady, round{30, 2}), 4, 0.9, 0, false, 0,
 			[]string{"GPU-0/pause_duty/pid2=30%"}, "6.7x"},
-		{"a small miss over the last interval, the minute's burn under 1: held", append(busy, round{60, 1}), 0.8, 0.9, 0, false, nil, ""},
-		{"twice the requests, no slack: paused ahead", append(steady, round{60, 0}), 0, 0.9, 0, false,
+		{"a small miss over the last interval, the minute's burn under 1: held", append(busy, round{60, 1}), 0.8, 0.9, 0, false, 0, nil, ""},
+		{"twice the requests, no slack: paused ahead", append(steady, round{60, 0}), 0, 0.9, 0, false, 0,
 			[]string{"GPU-0/pause_duty/pid2=80%"}, "2.0x as fast"},
-		{"twice the requests with slack: nothing", append(steady, round{60, 0}), 0, 0.5, 0, false, nil, ""},
-		{"a wobble (1.3x): nothing", append(steady, round{39, 0}), 0, 0.9, 0, false, nil, ""},
-		{"the rise stays: its pause held", append(steady, round{60, 0}, round{60, 0}, round{60, 0}), 0, 0.9, 0.8, true, nil, ""},
-		{"the rise is gone: its pause given back", append(steady, round{60, 0}, round{30, 0}, round{30, 0}), 0, 0.9, 0.8, true,
+		{"twice the requests with slack: nothing", append(steady, round{60, 0}), 0, 0.5, 0, false, 0, nil, ""},
+		{"a wobble (1.3x): nothing", append(steady, round{39, 0}), 0, 0.9, 0, false, 0, nil, ""},
+		{"the rise stays: its pause held", append(steady, round{60, 0}, round{60, 0}, round{60, 0}), 0, 0.9, 0.8, true, 0, nil, ""},
+		{"the rise is gone: its pause given back", append(steady, round{60, 0}, round{30, 0}, round{30, 0}), 0, 0.9, 0.8, true, 0,
+			[]string{"GPU-0/pause_duty/pid2=70%"}, "slack"},
+		{"raised on a miss, slack since: given back by PauseRelease", append(steady, round{30, 6}, round{30, 0}, round{30, 0}), 0, 0.9, 0.8, false, 0,
 			[]string{"GPU-0/pause_duty/pid2=75%"}, "slack"},
+		{"twice the requests, no slack, a miss needed 40%: paused ahead to 40%", append(steady, round{60, 0}), 0, 0.9, 0, false, 0.4,
+			[]string{"GPU-0/pause_duty/pid2=40%"}, "2.0x as fast"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -114,6 +120,13 @@ func TestPauseRecentWindow(t *testing.T) {
 					if tc.ahead {
 						p.trail.pausedAhead(uuid0, aheadRaise{at: c.At, tenant: "chat", before: 2})
 					}
+				}
+				if tc.need > 0 && i == n-1 {
+					raise := tuner.Change{At: s.Now.Add(-6 * time.Minute), From: tuner.Duty(0), To: tc.need}
+					back := tuner.Change{At: s.Now.Add(-5 * time.Minute), From: tc.need, To: tuner.Duty(0)}
+					s.Originals[pauseT.String()] = tuner.Duty(0)
+					s.Changes[pauseT.String()], s.Changes[pauseT.DomainKey()] = back, back
+					s.History = map[string][]tuner.Change{pauseT.DomainKey(): {raise, back}}
 				}
 				acts = p.Decide(s)
 			}
