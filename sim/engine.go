@@ -2,7 +2,6 @@ package sim
 
 import (
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
@@ -461,27 +460,6 @@ func rooflineTime(j *job, tc, tw, mult float64) float64 {
 		jobSeconds = minJobS
 	}
 	return jobSeconds
-}
-
-// noise is the job's lognormal service-time multiplier at spread sigma
-// (mean 1): the job's standard normal draw is fixed, so the multiplier
-// changes only with sigma. The multipliers of the last noiseSpreads
-// spreads are kept: an MPS client's spread goes back and forth among a few
-// values as neighbours (an LLM between its host and GPU phases) leave and
-// rejoin.
-func (j *job) noise(sigma float64) float64 {
-	for i := range noiseSpreads {
-		if j.sigma[i] == sigma {
-			return j.mult[i]
-		}
-	}
-	i := j.evict
-	if j.evict = i + 1; j.evict == noiseSpreads {
-		j.evict = 0
-	}
-	j.sigma[i] = sigma
-	j.mult[i] = math.Exp(sigma*j.z - sigma*sigma/2)
-	return j.mult[i]
 }
 
 // progress moves t's job forward by dt ns, the whole job taking jobSeconds

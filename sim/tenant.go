@@ -44,9 +44,6 @@ type job struct {
 	evict       int
 }
 
-// noiseSpreads is how many spreads' multipliers a job keeps.
-const noiseSpreads = 4
-
 // begin makes j a new job of flops and bytes starting at now, its other
 // fields zero. (Zeroing and setting fields in place: a composite literal
 // here is built aside and copied, which costs on this path.)
@@ -219,57 +216,6 @@ func (t *tenant) startJob(now int64) bool {
 		t.jobSeq++
 	}
 	return active
-}
-
-// noiseBlock is how many service-time noise draws a tenant makes at once.
-const noiseBlock = 64
-
-// noiseDraws are a tenant's next service-time noise draws, made in blocks:
-// the standard normal draws come from the tenant's noise stream in the
-// same order as one at a time, and their multipliers at the workload's
-// spread are worked out back to back, where the exponentials overlap,
-// instead of one on each job's critical path.
-type noiseDraws struct {
-	z, mult [noiseBlock]float64
-	sigma   float64 // the spread of mult (NaN: mult not worked out)
-	left    int     // draws not used yet, the last ones of the block
-}
-
-// next returns the next draw and its multiplier at spread sigma, as
-// job.noise has them.
-func (nd *noiseDraws) next(r *rand.Rand, sigma float64) (z, mult float64) {
-	if nd.left == 0 {
-		nd.draw(r)
-		for i, z := range nd.z {
-			nd.mult[i] = math.Exp(sigma*z - sigma*sigma/2)
-		}
-		nd.sigma = sigma
-	}
-	i := noiseBlock - nd.left
-	nd.left--
-	if sigma != nd.sigma {
-		return nd.z[i], math.Exp(sigma*nd.z[i] - sigma*sigma/2)
-	}
-	return nd.z[i], nd.mult[i]
-}
-
-// nextZ returns the next draw alone, as next does.
-func (nd *noiseDraws) nextZ(r *rand.Rand) float64 {
-	if nd.left == 0 {
-		nd.draw(r)
-		nd.sigma = math.NaN()
-	}
-	i := noiseBlock - nd.left
-	nd.left--
-	return nd.z[i]
-}
-
-// draw makes the next block of draws.
-func (nd *noiseDraws) draw(r *rand.Rand) {
-	for i := range nd.z {
-		nd.z[i] = r.NormFloat64()
-	}
-	nd.left = noiseBlock
 }
 
 // formJob is startJob's choice of the job's work, without its floor and
