@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestSlowLoopTimings: tuner.slowLoop's keys become the --tuner.slow-loop.*
@@ -57,5 +58,38 @@ func TestSlowLoopTimings(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSlowLoopDurations: the schema takes a tuner.slowLoop key (the
+// release's or a pool's) when the exporter does: empty (its default), or a
+// Go duration (time.ParseDuration: fractions, every unit) that is positive
+// (the exporter refuses to start on a zero one). (A fraction of a
+// nanosecond alone, which Go reads as zero, is past what it checks.)
+func TestSlowLoopDurations(t *testing.T) {
+	c := loadChart(t)
+	for _, v := range []string{
+		"", "30s", "5m", "1h", "1m30s", "2m0s", "500ms", "1.5m", ".5h", "1.s", "0.5s", "+1m",
+		"250us", "250µs", "250μs", "100ns", "0h1m", "1h0m0s",
+		"0", "0s", "00m", "0.0s", "0h0m0s", "-1m", "-0s", "1", "m", ".s", "1.5", "1m30", "5 m", "1d", "soon", "1M",
+	} {
+		d, err := time.ParseDuration(v)
+		valid := v == "" || (err == nil && d > 0)
+		for _, where := range []struct {
+			name string
+			vals map[string]any
+		}{
+			{"release", map[string]any{"tuner": map[string]any{"mode": "recommend", "slowLoop": map[string]any{"every": v}}}},
+			{"pool", map[string]any{"tuner": map[string]any{"mode": "recommend"}, "nodePools": []any{map[string]any{"name": "a",
+				"nodeSelector": map[string]any{"pool": "a"}, "tuner": map[string]any{"slowLoop": map[string]any{"hold": v}}}}}},
+		} {
+			_, err := render(c, where.vals)
+			if valid && err != nil {
+				t.Errorf("%s slowLoop %q (a positive Go duration or empty): %v", where.name, v, err)
+			}
+			if !valid && (err == nil || !strings.Contains(err.Error(), "slowLoop")) {
+				t.Errorf("%s slowLoop %q (the exporter refuses it): error %v, want the schema's", where.name, v, err)
+			}
+		}
 	}
 }
