@@ -329,10 +329,10 @@ func (t *tenant) wants(now int64) bool {
 // boundary delivers arrivals up to now, completes actions that are due
 // (a standby's switch-over, a drain's timeout), expires waiting requests
 // nobody will serve in time, sets each member's want (wants(now)) and
-// d.wanting (how many want to run), but in an MPS domain, whose run reads
-// neither, and returns the next time a member's
-// state changes by itself (arrival, end of a pause, an action due), at
-// most limit. It also sets d.expiry, the last time at which no waiting
+// d.wanting (how many want to run), except in an MPS domain (there every
+// want stays false and d.wanting 0: runMPS reads neither), and returns the
+// next time a member's state changes by itself (arrival, end of a pause,
+// an action due). It also sets d.expiry, the last time at which no waiting
 // request is old enough to expire: before the time it returns and up to
 // d.expiry, a boundary call would change nothing for a member that has not
 // run since.

@@ -237,10 +237,11 @@ func TestStatusHistory(t *testing.T) {
 }
 
 // An unwatched tuner (a policy run offline) decides as a watched one does
-// and keeps no status of its rounds: Status stays the one New published.
+// and keeps no status of its rounds: Status stays the one New published,
+// and the latest decisions, which only the status shows, are not kept.
 func TestUnwatchedKeepsNoStatus(t *testing.T) {
 	limit, frac := 500.0, 0.4
-	run := func(unwatched bool) ([]Decision, *Status) {
+	run := func(unwatched bool) ([]Decision, *Status, int) {
 		clk := gpu.NewManualClock(t0)
 		tu, err := New(Options{Policy: fixed([]Action{mpsAction(7, 0.4, 0.3)}), Actuators: ActuatorsOf(&recorder{}),
 			Clock: clk, Mode: ModeEnforce, Unwatched: unwatched})
@@ -259,10 +260,10 @@ func TestUnwatchedKeepsNoStatus(t *testing.T) {
 			}
 			all = append(all, d...)
 		}
-		return all, tu.Status()
+		return all, tu.Status(), len(tu.recent)
 	}
-	watchedD, watched := run(false)
-	unwatchedD, unwatched := run(true)
+	watchedD, watched, watchedRecent := run(false)
+	unwatchedD, unwatched, unwatchedRecent := run(true)
 	if len(watchedD) == 0 || !reflect.DeepEqual(watchedD, unwatchedD) {
 		t.Errorf("decisions watched %+v, unwatched %+v: want the same, and some", watchedD, unwatchedD)
 	}
@@ -271,5 +272,8 @@ func TestUnwatchedKeepsNoStatus(t *testing.T) {
 	}
 	if unwatched == nil || len(unwatched.History) != 0 || !unwatched.LastRun.IsZero() || len(unwatched.Settings) != 0 {
 		t.Errorf("unwatched status %+v, want the one New published", unwatched)
+	}
+	if watchedRecent != len(watchedD) || unwatchedRecent != 0 {
+		t.Errorf("latest decisions kept: watched %d, unwatched %d; want %d and none", watchedRecent, unwatchedRecent, len(watchedD))
 	}
 }

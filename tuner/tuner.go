@@ -332,8 +332,12 @@ func (t *Tuner) noteKillSwitch() {
 	level.Info(t.o.Logger).Log("msg", "tuner kill switch released: the tuner acts again")
 }
 
-// remember keeps the latest decisions for the status.
+// remember keeps the latest decisions for the status (none where nobody
+// reads it, Options.Unwatched).
 func (t *Tuner) remember(out []Decision) {
+	if t.o.Unwatched {
+		return
+	}
 	t.recent = append(t.recent, out...)
 	if n := len(t.recent); n > maxRecent {
 		t.recent = append([]Decision(nil), t.recent[n-maxRecent:]...)

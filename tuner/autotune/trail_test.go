@@ -58,7 +58,8 @@ func TestRequestTrail(t *testing.T) {
 // ViolateBurn; a load rise with no slack pauses ahead of the late requests
 // (a Poisson wobble or a rise with slack does not); the rise's guess holds
 // a floor only while the load stays up, goes no higher than a miss on the
-// GPU has needed, and is given back by PauseAheadRelease a round.
+// GPU has needed (and lowers no pause already above that), and is given
+// back by PauseAheadRelease a round.
 func TestPauseRecentWindow(t *testing.T) {
 	pauseT := tuner.Target{GPU: uuid0, Knob: gpu.KnobPauseDuty, PID: 2}
 	type round struct {
@@ -73,7 +74,7 @@ func TestPauseRecentWindow(t *testing.T) {
 		p99    float64 // the SLO window's p99 against a 1 s target
 		duty   tuner.Duty
 		ahead  bool       // the pause in place was raised ahead of a rise 30 s ago, from 2 requests a second
-		need   tuner.Duty // a miss raised the pause to it 6 minutes ago (its floor faded), given back 5 minutes ago (0: none)
+		need   tuner.Duty // a miss raised the pause to it 6 minutes ago (its floor faded), given back 5 minutes ago, before duty's raise (0: none)
 		want   []string
 		reason string
 	}{
@@ -97,6 +98,8 @@ func TestPauseRecentWindow(t *testing.T) {
 			[]string{"GPU-0/pause_duty/pid2=75%"}, "slack"},
 		{"twice the requests, no slack, a miss needed 40%: paused ahead to 40%", append(steady, round{60, 0}), 0, 0.9, 0, false, 0.4,
 			[]string{"GPU-0/pause_duty/pid2=40%"}, "2.0x as fast"},
+		{"twice the requests, no slack, paused 80% ahead of an earlier rise, a miss needed 40%: held, not lowered to 40%", append(steady, round{60, 0}), 0, 0.9, 0.8, true, 0.4,
+			nil, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -125,8 +128,13 @@ func TestPauseRecentWindow(t *testing.T) {
 					raise := tuner.Change{At: s.Now.Add(-6 * time.Minute), From: tuner.Duty(0), To: tc.need}
 					back := tuner.Change{At: s.Now.Add(-5 * time.Minute), From: tc.need, To: tuner.Duty(0)}
 					s.Originals[pauseT.String()] = tuner.Duty(0)
-					s.Changes[pauseT.String()], s.Changes[pauseT.DomainKey()] = back, back
-					s.History = map[string][]tuner.Change{pauseT.DomainKey(): {raise, back}}
+					h := []tuner.Change{raise, back}
+					if last := s.History[pauseT.DomainKey()]; len(last) > 0 {
+						h = append(h, last...) // the raise of tc.duty, 30 s ago
+					} else {
+						s.Changes[pauseT.String()], s.Changes[pauseT.DomainKey()] = back, back
+					}
+					s.History = map[string][]tuner.Change{pauseT.DomainKey(): h}
 				}
 				acts = p.Decide(s)
 			}
