@@ -159,14 +159,11 @@ type gpuFit struct {
 	occ ctxVals
 	// the occupancy fit's scratch, kept from one sample to the next
 	keys []ctxKey
-	data []fitObs
-	buf  []float64
-	out  ctxVals
-}
-
-// fitObs is a sample's device SM active and SM occupancy.
-type fitObs struct {
-	sm, occ float64
+	// obsSM and obsOcc are the device SM active and SM occupancy of the
+	// samples that have both
+	obsSM, obsOcc []float64
+	buf           []float64
+	out           ctxVals
 }
 
 // fitOf returns device uuid's footprint history, made when new.
@@ -302,8 +299,8 @@ func linearFit(samples []fitSample, get func(*fitSample) (ctxVals, float64)) ctx
 // occupancy (occupancy / SM active). It returns threads x occupancy by
 // context (until the next call), nil when the window has no SM occupancy.
 func (f *gpuFit) fitOccupancy() ctxVals {
-	keys, data := f.keys[:0], f.data[:0]
-	defer func() { f.keys, f.data = keys, data }()
+	keys, obsSM, obsOcc := f.keys[:0], f.obsSM[:0], f.obsOcc[:0]
+	defer func() { f.keys, f.obsSM, f.obsOcc = keys, obsSM, obsOcc }()
 	sumSM, sumOcc := 0.0, 0.0
 	for i := range f.samples {
 		s := &f.samples[i]
@@ -313,19 +310,19 @@ func (f *gpuFit) fitOccupancy() ctxVals {
 		keys = addKeys(keys, s.busy)
 		sumSM += s.sm
 		sumOcc += s.occ
-		data = append(data, fitObs{sm: s.sm, occ: s.occ})
+		obsSM, obsOcc = append(obsSM, s.sm), append(obsOcc, s.occ)
 	}
-	if len(data) == 0 {
+	if len(obsSM) == 0 {
 		f.occ = f.occ[:0]
 		return nil
 	}
 	m := len(keys)
 	// wc holds busy x threads column by column: wc[p*n+t] for context p in
 	// observation t
-	n := len(data)
+	n := len(obsSM)
 	f.buf = slices.Grow(f.buf[:0], m*n+m+3*n)[:m*n+m+3*n]
 	clear(f.buf)
-	wc, o, s1, s2, z := f.buf[:m*n], f.buf[m*n:m*n+m], f.buf[m*n+m:m*n+m+n], f.buf[m*n+m+n:m*n+m+2*n], f.buf[m*n+m+2*n:]
+	wc, o, s1, s2, e := f.buf[:m*n], f.buf[m*n:m*n+m], f.buf[m*n+m:m*n+m+n], f.buf[m*n+m+n:m*n+m+2*n], f.buf[m*n+m+2*n:]
 	t := 0
 	for i := range f.samples {
 		s := &f.samples[i]
@@ -357,9 +354,21 @@ func (f *gpuFit) fitOccupancy() ctxVals {
 			s2[t] += wc[p*n+t] * o[p] * o[p]
 		}
 	}
+	// e is each observation's squared error at the occupancies o: what
+	// cost adds for it at v = o[p], and for any v where context p is idle
+	// in it (w = 0; s1 and s2 then add zeros)
+	sqErr := func(t int) float64 {
+		pred := 0.0
+		if a := s1[t]; a > 0 {
+			pred = obsSM[t] * s2[t] / a
+		}
+		d := obsOcc[t] - pred
+		return d * d
+	}
+	for t := range n {
+		e[t] = sqErr(t)
+	}
 	lambda := footprintRidge * float64(n)
-	// z is, for an observation where context p is idle (w = 0), its
-	// squared error, which v does not change
 	// cost is context p's cost at occupancy v, or some figure at least
 	// bound once the sum reaches bound: every term is a square, so the
 	// partial sums never decrease (nor do they when rounded), and a point
@@ -368,21 +377,23 @@ func (f *gpuFit) fitOccupancy() ctxVals {
 		c := lambda * (v - mean) * (v - mean)
 		col := wc[p*n : (p+1)*n]
 		dv, dv2 := v-o[p], v*v-o[p]*o[p]
+		// the same length as col, so that the loop checks no index
+		s1, s2, e, obsSM, obsOcc := s1[:len(col)], s2[:len(col)], e[:len(col)], obsSM[:len(col)], obsOcc[:len(col)]
 		for t, w := range col {
 			if c >= bound {
 				return c
 			}
 			if w == 0 {
-				c += z[t]
+				c += e[t]
 				continue
 			}
 			a := s1[t] + w*dv
 			b := s2[t] + w*dv2
 			pred := 0.0
 			if a > 0 {
-				pred = data[t].sm * b / a
+				pred = obsSM[t] * b / a
 			}
-			d := data[t].occ - pred
+			d := obsOcc[t] - pred
 			c += d * d
 		}
 		return c
@@ -399,18 +410,15 @@ search:
 				break search
 			}
 			col := wc[p*n : (p+1)*n]
-			for t, w := range col {
-				if w != 0 {
-					continue
+			// cost(p, o[p], +Inf): at v = o[p] every observation adds e
+			bestC := lambda * (o[p] - mean) * (o[p] - mean)
+			for t := range n {
+				if bestC >= math.Inf(1) {
+					break
 				}
-				pred := 0.0
-				if a := s1[t]; a > 0 {
-					pred = data[t].sm * s2[t] / a
-				}
-				d := data[t].occ - pred
-				z[t] = d * d
+				bestC += e[t]
 			}
-			best, bestC := o[p], cost(p, o[p], math.Inf(1))
+			best := o[p]
 			for g := 0; g <= steps; g++ {
 				v := minOccupancy + (1-minOccupancy)*float64(g)/steps
 				if c := cost(p, v, bestC); c < bestC {
@@ -438,6 +446,11 @@ search:
 				s2[t] += w * (best*best - o[p]*o[p])
 			}
 			o[p] = best
+			for t, w := range col {
+				if w != 0 {
+					e[t] = sqErr(t)
+				}
+			}
 		}
 	}
 	f.occ, f.out = f.occ[:0], f.out[:0]
