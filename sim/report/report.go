@@ -12,9 +12,11 @@
 package report
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/internal/parallel"
@@ -177,6 +179,8 @@ func (r *Recorder) Add(w WindowStats) {
 	if !r.meta.Start.IsZero() {
 		st.T = round6(w.End.Sub(r.meta.Start).Seconds())
 	}
+	// the step's percentiles, two a tenant, in one allocation
+	pct := make([]float64, 0, 2*len(w.Tenants))
 	for _, tw := range w.Tenants {
 		a := r.tenants[tw.Tenant]
 		if a == nil {
@@ -212,8 +216,8 @@ func (r *Recorder) Add(w WindowStats) {
 		ts := TenantStep{
 			Tenant: tw.Tenant, GPU: tw.GPU, Completed: tw.Completed, Good: tw.Good,
 			Attainment:  sloAttainment(tw.SLOTarget, tw.Good, tw.Judged()+tw.Dropped),
-			P50:         quantileSeconds(tw.Latencies, 0.5),
-			P99:         quantileSeconds(tw.Latencies, 0.99),
+			P50:         quantileInto(&pct, tw.Latencies, 0.5),
+			P99:         quantileInto(&pct, tw.Latencies, 0.99),
 			SLOQuantile: tw.SLOQuantile, SLOTarget: round6(tw.SLOTarget.Seconds()),
 			Throughput: round6(float64(tw.Completed) / secs),
 			WorkRate:   round6(tw.Work / secs),
@@ -241,8 +245,9 @@ func (r *Recorder) Add(w WindowStats) {
 			PowerW: round6(gw.PowerW), SMClockMHz: round6(gw.SMClockMHz),
 		})
 	}
-	sort.Slice(st.Tenants, func(i, j int) bool { return st.Tenants[i].Tenant < st.Tenants[j].Tenant })
-	sort.Slice(st.GPUs, func(i, j int) bool { return st.GPUs[i].Index < st.GPUs[j].Index })
+	// the same pdqsort as sort.Slice, without its reflection
+	slices.SortFunc(st.Tenants, func(a, b TenantStep) int { return strings.Compare(a.Tenant, b.Tenant) })
+	slices.SortFunc(st.GPUs, func(a, b GPUStep) int { return cmp.Compare(a.Index, b.Index) })
 	r.steps = append(r.steps, st)
 }
 
@@ -393,13 +398,16 @@ func quantiles32(latencies []float32) (p50, p99 *float64) {
 	return &a, &b
 }
 
-func quantileSeconds(sorted []time.Duration, q float64) *float64 {
+// quantileInto returns the q quantile of sorted in seconds (6 significant
+// digits), nil when sorted is empty; the figure is appended to *buf, which
+// must have the room (the pointer is into it).
+func quantileInto(buf *[]float64, sorted []time.Duration, q float64) *float64 {
 	d, ok := Quantile(sorted, q)
 	if !ok {
 		return nil
 	}
-	v := round6(d.Seconds())
-	return &v
+	*buf = append(*buf, round6(d.Seconds()))
+	return &(*buf)[len(*buf)-1]
 }
 
 // round6 rounds to 6 significant digits so files stay short and stable.
