@@ -4,8 +4,8 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
-	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/parallel"
@@ -36,11 +36,14 @@ type tenantAcc struct {
 }
 
 type devAcc struct {
-	byTenant map[string]*tenantAcc
+	byTenant map[accKey]*tenantAcc
 }
 
+// accKey is a tenant in a MIG instance ("" gi for the GPU itself).
+type accKey struct{ gi, tenant string }
+
 func (perTenant *devAcc) get(tenant, gi string) *tenantAcc {
-	k := gi + "/" + tenant
+	k := accKey{gi, tenant}
 	a, ok := perTenant.byTenant[k]
 	if !ok {
 		a = &tenantAcc{tenant: tenant, gi: gi}
@@ -143,15 +146,15 @@ func (b *Builder) usage(compiled *compiledConfig, r *gpu.Readings, podMap *kube.
 		}
 		out = append(out, b.sharedShares(compiled, shared[di])...)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		a, c := out[i], out[j]
+	// the same pdqsort as sort.Slice, without its reflection
+	slices.SortFunc(out, func(a, c Usage) int {
 		if a.GPU != c.GPU {
-			return a.GPU < c.GPU
+			return cmp.Compare(a.GPU, c.GPU)
 		}
 		if a.GPUInstance != c.GPUInstance {
-			return compareInstance(a.GPUInstance, c.GPUInstance) < 0
+			return compareInstance(a.GPUInstance, c.GPUInstance)
 		}
-		return a.Tenant < c.Tenant
+		return strings.Compare(a.Tenant, c.Tenant)
 	})
 	return out
 }
@@ -184,8 +187,8 @@ func sortedPIDs(p []uint32) []uint32 {
 	if len(p) == 0 {
 		return nil
 	}
-	out := append([]uint32(nil), p...)
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	out := slices.Clone(p)
+	slices.Sort(out)
 	return out
 }
 
@@ -216,7 +219,7 @@ func (b *Builder) migUsage(compiled *compiledConfig, podMap *kube.Mapping, d *gp
 			isub.pod = podMap.ResolvePod(kube.CgroupInfo{}, migDeviceIDs(d, inst)...)
 		}
 		owner := b.attribute(compiled, isub)
-		perTenant := &devAcc{byTenant: map[string]*tenantAcc{}}
+		perTenant := &devAcc{byTenant: map[accKey]*tenantAcc{}}
 		for _, p := range byGI[inst.GPUInstanceID] {
 			sub := b.processSubject(compiled, podMap, d, p, inst)
 			perTenant.get(b.attribute(compiled, sub), gi).addProcess(p, sub)
@@ -230,10 +233,10 @@ func (b *Builder) migUsage(compiled *compiledConfig, podMap *kube.Mapping, d *gp
 		if len(accs) > 1 {
 			method = Apportioned
 		}
-		for _, a := range accs {
+		for i, a := range accs {
 			u := b.newUsage(compiled, d, a, method)
-			u.SMActive = scaled(inst.Activity.SMActive, w[a.tenant])
-			u.DRAMActive = scaled(inst.Activity.DRAMActive, w[a.tenant])
+			u.SMActive = scaled(inst.Activity.SMActive, w[i])
+			u.DRAMActive = scaled(inst.Activity.DRAMActive, w[i])
 			if len(accs) == 1 && a.memBytesN == 0 {
 				u.MemoryUsedBytes = inst.MemoryUsedBytes
 			}
@@ -242,7 +245,7 @@ func (b *Builder) migUsage(compiled *compiledConfig, podMap *kube.Mapping, d *gp
 	}
 	if len(loose) > 0 {
 		// processes the readings do not place in an instance: memory only
-		perTenant := &devAcc{byTenant: map[string]*tenantAcc{}}
+		perTenant := &devAcc{byTenant: map[accKey]*tenantAcc{}}
 		for _, p := range loose {
 			sub := b.processSubject(compiled, podMap, d, p, nil)
 			perTenant.get(b.attribute(compiled, sub), "").addProcess(p, sub)
@@ -272,7 +275,7 @@ type sharedDevice struct {
 // their tenants and returns their contexts, whose footprints are yet to
 // be fitted (sharedDevice.fit).
 func (b *Builder) sharedContexts(compiled *compiledConfig, podMap *kube.Mapping, d *gpu.Device) *sharedDevice {
-	perTenant := &devAcc{byTenant: map[string]*tenantAcc{}}
+	perTenant := &devAcc{byTenant: map[accKey]*tenantAcc{}}
 	var ctxs []*ctxUtil
 	vgpuTenant := map[uint32]string{}
 	for i := range d.VGPUs {
@@ -328,18 +331,18 @@ func (b *Builder) sharedShares(compiled *compiledConfig, sd *sharedDevice) []Usa
 	smShare := shareBy(accs, func(a *tenantAcc) (float64, bool) { return a.smW, a.busyN > 0 })
 	memShare := shareBy(accs, func(a *tenantAcc) (float64, bool) { return a.memW, a.memBusyN > 0 })
 	out := make([]Usage, 0, len(accs))
-	for _, a := range accs {
+	for i, a := range accs {
 		u := b.newUsage(compiled, d, a, Apportioned)
 		if a.busyN > 0 {
 			u.KernelBusy = clamp01(a.busy)
 		}
-		u.SMActive = scaled(d.Activity.SMActive, smShare[a.tenant])
-		u.DRAMActive = scaled(d.Activity.DRAMActive, memShare[a.tenant])
+		u.SMActive = scaled(d.Activity.SMActive, smShare[i])
+		u.DRAMActive = scaled(d.Activity.DRAMActive, memShare[i])
 		if a.reserveN > 0 {
 			u.Reservation = gpu.Float(min(1, a.reserve))
 		}
 		if csKnown {
-			u.ContextSwitchesTotal = b.addCS(d.UUID, a.tenant, csDelta*smShare[a.tenant])
+			u.ContextSwitchesTotal = b.addCS(d.UUID, a.tenant, csDelta*smShare[i])
 		}
 		out = append(out, u)
 	}
@@ -387,15 +390,15 @@ func sortedAccs(perTenant *devAcc) []*tenantAcc {
 	for _, a := range perTenant.byTenant {
 		out = append(out, a)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].tenant < out[j].tenant })
+	slices.SortFunc(out, func(a, b *tenantAcc) int { return strings.Compare(a.tenant, b.tenant) })
 	return out
 }
 
 // shareBy returns each tenant's share (adding up to 1) of a per-tenant
-// weight; when the weight is unknown or zero for all, it falls back to the
+// weight, by index in accs; when the weight is unknown or zero for all, it falls back to the
 // share of kernel-busy time, then memory-busy time, then used memory, then
 // process count (equal per process).
-func shareBy(accs []*tenantAcc, f func(*tenantAcc) (float64, bool)) map[string]float64 {
+func shareBy(accs []*tenantAcc, f func(*tenantAcc) (float64, bool)) []float64 {
 	chain := []func(*tenantAcc) (float64, bool){
 		f,
 		func(a *tenantAcc) (float64, bool) { return a.busy, a.busyN > 0 },
@@ -413,17 +416,17 @@ func shareBy(accs []*tenantAcc, f func(*tenantAcc) (float64, bool)) map[string]f
 		if total <= 0 {
 			continue
 		}
-		w := map[string]float64{}
-		for _, a := range accs {
+		w := make([]float64, len(accs))
+		for i, a := range accs {
 			if v, ok := g(a); ok && v > 0 {
-				w[a.tenant] = v / total
+				w[i] = v / total
 			}
 		}
 		return w
 	}
-	w := map[string]float64{}
-	for _, a := range accs {
-		w[a.tenant] = 1 / float64(len(accs))
+	w := make([]float64, len(accs))
+	for i := range accs {
+		w[i] = 1 / float64(len(accs))
 	}
 	return w
 }
