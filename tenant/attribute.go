@@ -72,8 +72,8 @@ func (a *tenantAcc) addReserve(part float64) {
 }
 
 // processCtx is the utilization context of p, a process of a non-MIG GPU.
-func (a *tenantAcc) processCtx(p *gpu.Process) *ctxUtil {
-	c := &ctxUtil{key: ctxKey{id: uint64(p.PID), threads: 1}, acc: a, sm: p.SMUtil, mem: p.MemUtil}
+func (a *tenantAcc) processCtx(p *gpu.Process) ctxUtil {
+	c := ctxUtil{key: ctxKey{id: uint64(p.PID), threads: 1}, acc: a, sm: p.SMUtil, mem: p.MemUtil}
 	if p.MPSActiveThreads != nil {
 		c.mps = true
 		if *p.MPSActiveThreads > 0 {
@@ -233,10 +233,11 @@ func (b *Builder) migUsage(compiled *compiledConfig, podMap *kube.Mapping, d *gp
 		if len(accs) > 1 {
 			method = Apportioned
 		}
+		fs := make(floats, 0, 2*len(accs))
 		for i, a := range accs {
 			u := b.newUsage(compiled, d, a, method)
-			u.SMActive = scaled(inst.Activity.SMActive, w[i])
-			u.DRAMActive = scaled(inst.Activity.DRAMActive, w[i])
+			u.SMActive = fs.scaled(inst.Activity.SMActive, w[i])
+			u.DRAMActive = fs.scaled(inst.Activity.DRAMActive, w[i])
 			if len(accs) == 1 && a.memBytesN == 0 {
 				u.MemoryUsedBytes = inst.MemoryUsedBytes
 			}
@@ -276,14 +277,20 @@ type sharedDevice struct {
 // be fitted (sharedDevice.fit).
 func (b *Builder) sharedContexts(compiled *compiledConfig, podMap *kube.Mapping, d *gpu.Device) *sharedDevice {
 	perTenant := &devAcc{byTenant: map[accKey]*tenantAcc{}}
-	var ctxs []*ctxUtil
+	// the contexts, at most one a vGPU and one a process, in one allocation
+	n := len(d.VGPUs) + len(d.Processes)
+	ctxs, ctxBuf := make([]*ctxUtil, 0, n), make([]ctxUtil, 0, n)
+	newCtx := func(c ctxUtil) *ctxUtil {
+		ctxBuf = append(ctxBuf, c)
+		return &ctxBuf[len(ctxBuf)-1]
+	}
 	vgpuTenant := map[uint32]string{}
 	for i := range d.VGPUs {
 		v := &d.VGPUs[i]
 		t := b.attribute(compiled, &subject{label: fmt.Sprintf("vGPU %s (VM %q on GPU %d)", v.UUID, v.VMName, d.Index), uid: -1, gpu: d.Index, gi: -1, vgpu: v})
 		vgpuTenant[v.ID] = t
 		a := perTenant.get(t, "")
-		ctxs = append(ctxs, &ctxUtil{key: ctxKey{id: 1<<32 | uint64(v.ID), threads: 1}, acc: a, sm: v.SMUtil, mem: v.MemUtil})
+		ctxs = append(ctxs, newCtx(ctxUtil{key: ctxKey{id: 1<<32 | uint64(v.ID), threads: 1}, acc: a, sm: v.SMUtil, mem: v.MemUtil}))
 		a.memBytes += v.FramebufferUsed
 		a.memBytesN++
 		if v.FramebufferBytes > 0 && d.MemoryTotalBytes > 0 {
@@ -306,7 +313,7 @@ func (b *Builder) sharedContexts(compiled *compiledConfig, podMap *kube.Mapping,
 		if p.MPSActiveThreads != nil && *p.MPSActiveThreads > 0 {
 			a.addReserve(*p.MPSActiveThreads)
 		}
-		ctxs = append(ctxs, a.processCtx(p))
+		ctxs = append(ctxs, newCtx(a.processCtx(p)))
 	}
 	return &sharedDevice{d: d, perTenant: perTenant, ctxs: ctxs, fit: b.attr.fitOf(d.UUID)}
 }
@@ -331,18 +338,20 @@ func (b *Builder) sharedShares(compiled *compiledConfig, sd *sharedDevice) []Usa
 	smShare := shareBy(accs, func(a *tenantAcc) (float64, bool) { return a.smW, a.busyN > 0 })
 	memShare := shareBy(accs, func(a *tenantAcc) (float64, bool) { return a.memW, a.memBusyN > 0 })
 	out := make([]Usage, 0, len(accs))
+	// the usages' figures, at most five a tenant
+	fs := make(floats, 0, 5*len(accs))
 	for i, a := range accs {
 		u := b.newUsage(compiled, d, a, Apportioned)
 		if a.busyN > 0 {
-			u.KernelBusy = clamp01(a.busy)
+			u.KernelBusy = fs.ptr(clamp01(a.busy))
 		}
-		u.SMActive = scaled(d.Activity.SMActive, smShare[i])
-		u.DRAMActive = scaled(d.Activity.DRAMActive, memShare[i])
+		u.SMActive = fs.scaled(d.Activity.SMActive, smShare[i])
+		u.DRAMActive = fs.scaled(d.Activity.DRAMActive, memShare[i])
 		if a.reserveN > 0 {
-			u.Reservation = gpu.Float(min(1, a.reserve))
+			u.Reservation = fs.ptr(min(1, a.reserve))
 		}
 		if csKnown {
-			u.ContextSwitchesTotal = b.addCS(d.UUID, a.tenant, csDelta*smShare[i])
+			u.ContextSwitchesTotal = fs.ptr(b.addCS(d.UUID, a.tenant, csDelta*smShare[i]))
 		}
 		out = append(out, u)
 	}
@@ -376,13 +385,12 @@ func (b *Builder) contextSwitchDelta(d *gpu.Device) (float64, bool) {
 
 // addCS adds n to the tenant's accumulated context switches on the device
 // and returns the new total; the total never decreases.
-func (b *Builder) addCS(uuid, tenant string, n float64) *float64 {
+func (b *Builder) addCS(uuid, tenant string, n float64) float64 {
 	k := csKey{uuid, tenant}
 	if n > 0 {
 		b.attr.csAcc[k] += n
 	}
-	v := b.attr.csAcc[k]
-	return &v
+	return b.attr.csAcc[k]
 }
 
 func sortedAccs(perTenant *devAcc) []*tenantAcc {
@@ -431,20 +439,31 @@ func shareBy(accs []*tenantAcc, f func(*tenantAcc) (float64, bool)) []float64 {
 	return w
 }
 
-func scaled(p *float64, w float64) *float64 {
+// floats hands out pointers to figures, many from one allocation: a
+// figure is appended and never changed, so a pointer stays good when a
+// later append moves on to a new array.
+type floats []float64
+
+// ptr returns a pointer to v.
+func (f *floats) ptr(v float64) *float64 {
+	*f = append(*f, v)
+	return &(*f)[len(*f)-1]
+}
+
+// scaled returns *p times w, nil when p is.
+func (f *floats) scaled(p *float64, w float64) *float64 {
 	if p == nil {
 		return nil
 	}
-	v := *p * w
-	return &v
+	return f.ptr(*p * w)
 }
 
-func clamp01(v float64) *float64 {
+func clamp01(v float64) float64 {
 	if v < 0 {
 		v = 0
 	}
 	if v > 1 {
 		v = 1
 	}
-	return &v
+	return v
 }
