@@ -161,13 +161,16 @@ func (m *gpuModel) profileNames() []string {
 // talk between GPUs), no PCIe traffic beyond the model's, no errors, no
 // remapped rows. Page retirement is absent: Hopper remaps rows instead.
 func (m *gpuModel) health() gpu.Health {
+	// one allocation a type, not one a figure
+	u, f, b := new([11]uint64), new([2]float64), new([2]bool)
+	u[0], u[1] = m.NVLinks, m.NVLinks
 	return gpu.Health{
-		NVLinkLinks: gpu.Uint(m.NVLinks), NVLinkActive: gpu.Uint(m.NVLinks),
-		NVLinkTxBytes: gpu.Uint(0), NVLinkRxBytes: gpu.Uint(0),
-		NVLinkCRCFlitErrors: gpu.Uint(0), NVLinkCRCDataErrors: gpu.Uint(0),
-		NVLinkReplayErrors: gpu.Uint(0), NVLinkRecoveryErrors: gpu.Uint(0),
-		PCIeTxBytesPS: gpu.Float(0), PCIeRxBytesPS: gpu.Float(0), PCIeReplays: gpu.Uint(0),
-		RemappedRowsCorrectable: gpu.Uint(0), RemappedRowsUncorrectable: gpu.Uint(0),
-		RowRemapPending: gpu.Bool(false), RowRemapFailure: gpu.Bool(false),
+		NVLinkLinks: &u[0], NVLinkActive: &u[1],
+		NVLinkTxBytes: &u[2], NVLinkRxBytes: &u[3],
+		NVLinkCRCFlitErrors: &u[4], NVLinkCRCDataErrors: &u[5],
+		NVLinkReplayErrors: &u[6], NVLinkRecoveryErrors: &u[7],
+		PCIeTxBytesPS: &f[0], PCIeRxBytesPS: &f[1], PCIeReplays: &u[8],
+		RemappedRowsCorrectable: &u[9], RemappedRowsUncorrectable: &u[10],
+		RowRemapPending: &b[0], RowRemapFailure: &b[1],
 	}
 }

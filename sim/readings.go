@@ -51,18 +51,43 @@ func (s *Simulator) Sample(ctx context.Context) (*gpu.Readings, error) {
 	return r, nil
 }
 
-func activity(a *domainTotals, ns, smFrac float64, peakBW, peakFLOPS float64) gpu.Activity {
+func activity(fig *figures, a *domainTotals, ns, smFrac float64, peakBW, peakFLOPS float64) gpu.Activity {
 	if ns <= 0 {
 		return gpu.Activity{Source: "sim"}
 	}
 	sec := ns / 1e9
 	return gpu.Activity{
-		SMActive:     gpu.Float(clamp01(a.sm / ns)),
-		SMOccupancy:  gpu.Float(clamp01(a.occ / ns)),
-		DRAMActive:   gpu.Float(clamp01(a.bytes / (peakBW * sec))),
-		TensorActive: gpu.Float(clamp01(a.flops / (peakFLOPS * smFrac * sec))),
+		SMActive:     fig.float(clamp01(a.sm / ns)),
+		SMOccupancy:  fig.float(clamp01(a.occ / ns)),
+		DRAMActive:   fig.float(clamp01(a.bytes / (peakBW * sec))),
+		TensorActive: fig.float(clamp01(a.flops / (peakFLOPS * smFrac * sec))),
 		Source:       "sim",
 	}
+}
+
+// figures hands out pointers to a device's optional figures from a few
+// allocations instead of one each: a figure is appended and never
+// changed, so a pointer stays good when a later append moves on to a new
+// array.
+type figures struct {
+	f []float64
+	u []uint64
+	b []bool
+}
+
+func (x *figures) float(v float64) *float64 {
+	x.f = append(x.f, v)
+	return &x.f[len(x.f)-1]
+}
+
+func (x *figures) uint(v uint64) *uint64 {
+	x.u = append(x.u, v)
+	return &x.u[len(x.u)-1]
+}
+
+func (x *figures) bool(v bool) *bool {
+	x.b = append(x.b, v)
+	return &x.b[len(x.b)-1]
 }
 
 // cloneOrNil copies s; empty is nil, so that readings look alike whether
@@ -84,26 +109,36 @@ func (s *Simulator) device(g *gpuState, interval time.Duration) gpu.Device {
 		return gpu.Device{Index: g.idx, UUID: g.uuid, Name: m.Marketing, PCIBusID: g.bus,
 			Err: "GPU is lost: Unknown Error", Events: cloneOrNil(g.events)}
 	}
+	// the processes, and room for every figure of the device and of them
+	procs := 0
+	for _, dom := range g.domains {
+		for _, t := range dom.members {
+			if t.alive {
+				procs++
+			}
+		}
+	}
+	fig := figures{f: make([]float64, 0, 13+4*len(g.migs)+5*procs), u: make([]uint64, 0, 4+procs), b: make([]bool, 0, 3)}
 	d := gpu.Device{
 		Index: g.idx, UUID: g.uuid, Name: m.Marketing, PCIBusID: g.bus, Up: true,
 		Mode: g.mode, MIGEnabled: g.mode == gpu.SharingMIG,
 		SMCount: m.SMs, MemoryTotalBytes: m.MemBytes,
 		MemoryBandwidthBytesPS: m.BandwidthBS,
-		SMClockHz:              gpu.Float(g.clock * 1e6),
-		SMClockMaxHz:           gpu.Float(m.MaxClockMHz * 1e6),
-		ClocksLocked:           gpu.Bool(g.lockMax > 0),
-		PowerLimitW:            gpu.Float(g.limit()),
-		TemperatureC:           gpu.Float(float64(int(g.temp*10)) / 10),
+		SMClockHz:              fig.float(g.clock * 1e6),
+		SMClockMaxHz:           fig.float(m.MaxClockMHz * 1e6),
+		ClocksLocked:           fig.bool(g.lockMax > 0),
+		PowerLimitW:            fig.float(g.limit()),
+		TemperatureC:           fig.float(float64(int(g.temp*10)) / 10),
 		ThrottleReason:         g.throttle,
-		EnergyJoules:           gpu.Float(g.energy),
-		PersistenceMode:        gpu.Bool(true),
+		EnergyJoules:           fig.float(g.energy),
+		PersistenceMode:        fig.bool(true),
 		ComputeMode:            "Default",
-		ECCEnabled:             gpu.Bool(true),
-		ECCCorrectedTotal:      gpu.Uint(0),
-		ECCUncorrectedTotal:    gpu.Uint(0),
-		ContextSwitchesTotal:   gpu.Uint(g.ctxSwitches),
+		ECCEnabled:             fig.bool(true),
+		ECCCorrectedTotal:      fig.uint(0),
+		ECCUncorrectedTotal:    fig.uint(0),
+		ContextSwitchesTotal:   fig.uint(g.ctxSwitches),
 		// time spent switching, in cycles of the maximum SM clock
-		ContextSwitchCyclesTotal: gpu.Uint(uint64(g.switchNs * m.MaxClockMHz / 1e3)),
+		ContextSwitchCyclesTotal: fig.uint(uint64(g.switchNs * m.MaxClockMHz / 1e3)),
 		Health:                   s.health(g, s.now),
 		Events:                   cloneOrNil(g.events),
 	}
@@ -111,7 +146,7 @@ func (s *Simulator) device(g *gpuState, interval time.Duration) gpu.Device {
 	if g.memLock > 0 {
 		memClk = g.memLock
 	}
-	d.MemClockHz = gpu.Float(memClk * 1e6)
+	d.MemClockHz = fig.float(memClk * 1e6)
 	if g.mode == gpu.SharingMPS || g.mode == gpu.SharingExclusive {
 		d.ComputeMode = "Exclusive_Process"
 	}
@@ -119,20 +154,20 @@ func (s *Simulator) device(g *gpuState, interval time.Duration) gpu.Device {
 		d.ComputeTimeSlice = g.level
 	}
 	if ns > 0 {
-		d.PowerWatts = gpu.Float(a.energy / (ns / 1e9))
+		d.PowerWatts = fig.float(a.energy / (ns / 1e9))
 		if g.mode != gpu.SharingMIG {
-			d.GPUUtil = gpu.Float(clamp01(a.busy / ns))
+			d.GPUUtil = fig.float(clamp01(a.busy / ns))
 		}
-		d.MemUtil = gpu.Float(clamp01(a.bytes / (m.BandwidthBS * ns / 1e9)))
+		d.MemUtil = fig.float(clamp01(a.bytes / (m.BandwidthBS * ns / 1e9)))
 		d.Activity = gpu.Activity{
-			SMActive:     gpu.Float(clamp01(a.sm / ns)),
-			SMOccupancy:  gpu.Float(clamp01(a.occ / ns)),
-			DRAMActive:   gpu.Float(clamp01(a.bytes / (m.BandwidthBS * ns / 1e9))),
-			TensorActive: gpu.Float(clamp01(a.flops / (m.PeakFLOPS * ns / 1e9))),
+			SMActive:     fig.float(clamp01(a.sm / ns)),
+			SMOccupancy:  fig.float(clamp01(a.occ / ns)),
+			DRAMActive:   fig.float(clamp01(a.bytes / (m.BandwidthBS * ns / 1e9))),
+			TensorActive: fig.float(clamp01(a.flops / (m.PeakFLOPS * ns / 1e9))),
 			Source:       "sim",
 		}
 	} else {
-		d.PowerWatts = gpu.Float(g.power)
+		d.PowerWatts = fig.float(g.power)
 	}
 	used := uint64(g.spec.Reserved)
 	for i, dom := range g.domains {
@@ -154,7 +189,7 @@ func (s *Simulator) device(g *gpuState, interval time.Duration) gpu.Device {
 				MemoryTotalBytes: mi.profile.MemoryBytes, MemoryUsedBytes: dused,
 			}
 			if ns > 0 {
-				inst.Activity = activity(&dom.acc[0], ns, dom.smFrac, m.BandwidthBS*dom.bwFrac, m.PeakFLOPS)
+				inst.Activity = activity(&fig, &dom.acc[0], ns, dom.smFrac, m.BandwidthBS*dom.bwFrac, m.PeakFLOPS)
 			}
 			d.MIG = append(d.MIG, inst)
 		}
@@ -173,14 +208,17 @@ func (s *Simulator) device(g *gpuState, interval time.Duration) gpu.Device {
 			d.Scheduler.AvgFactor = v.AvgFactor
 		}
 	}
+	if procs > 0 {
+		d.Processes = make([]gpu.Process, 0, procs)
+	}
 	for _, dom := range g.domains {
 		for _, t := range dom.members {
 			if !t.alive {
 				continue
 			}
-			d.Processes = append(d.Processes, s.process(g, dom, t, ns))
+			d.Processes = append(d.Processes, s.process(&fig, g, dom, t, ns))
 			if g.mode == gpu.SharingVGPU {
-				d.VGPUs = append(d.VGPUs, s.vgpuInstance(g, t, ns))
+				d.VGPUs = append(d.VGPUs, s.vgpuInstance(&fig, g, t, ns))
 			}
 		}
 	}
@@ -188,10 +226,10 @@ func (s *Simulator) device(g *gpuState, interval time.Duration) gpu.Device {
 	return d
 }
 
-func (s *Simulator) process(g *gpuState, dom *domain, t *tenant, ns float64) gpu.Process {
+func (s *Simulator) process(fig *figures, g *gpuState, dom *domain, t *tenant, ns float64) gpu.Process {
 	p := gpu.Process{
 		PID: t.spec.Process.PID, Name: t.spec.Process.Executable, Type: gpu.ProcessCompute,
-		UsedMemoryBytes: gpu.Uint(uint64(t.spec.Memory)),
+		UsedMemoryBytes: fig.uint(uint64(t.spec.Memory)),
 		GPUInstanceID:   -1, ComputeInstanceID: -1,
 		Cgroup: t.spec.Process.Cgroup, UID: *t.spec.Process.UID,
 	}
@@ -201,14 +239,14 @@ func (s *Simulator) process(g *gpuState, dom *domain, t *tenant, ns float64) gpu
 	}
 	if dom.kind == schedMPS {
 		p.Type = gpu.ProcessMPS
-		p.MPSActiveThreads = gpu.Float(t.mpsEff)
+		p.MPSActiveThreads = fig.float(t.mpsEff)
 	}
 	if g.mode == gpu.SharingVGPU {
 		p.VGPUInstance = vgpuID(t)
 	}
 	// NVML has no per-process utilization on MIG GPUs (docs/calibration.md, NVML).
 	if g.mode != gpu.SharingMIG && ns > 0 {
-		p.SMUtil, p.MemUtil = processUtil(&t.acc[0], ns)
+		p.SMUtil, p.MemUtil = processUtil(fig, &t.acc[0], ns)
 	}
 	return p
 }
@@ -219,13 +257,13 @@ func (s *Simulator) process(g *gpuState, dom *domain, t *tenant, ns float64) gpu
 // was running, and the time the process had memory traffic), not its share
 // of SMs or of peak bandwidth. Several processes sharing the GPU through
 // MPS can each be near 1 at once.
-func processUtil(a *tenantTotals, ns float64) (sm, mem *float64) {
-	return gpu.Float(clamp01(a.busy / ns)), gpu.Float(clamp01(a.memBusy / ns))
+func processUtil(fig *figures, a *tenantTotals, ns float64) (sm, mem *float64) {
+	return fig.float(clamp01(a.busy / ns)), fig.float(clamp01(a.memBusy / ns))
 }
 
 func vgpuID(t *tenant) uint32 { return uint32(3251634000 + t.idx) }
 
-func (s *Simulator) vgpuInstance(g *gpuState, t *tenant, ns float64) gpu.VGPUInstance {
+func (s *Simulator) vgpuInstance(fig *figures, g *gpuState, t *tenant, ns float64) gpu.VGPUInstance {
 	v := gpu.VGPUInstance{
 		ID: vgpuID(t), UUID: deriveUUID("", "vgpusim/vgpu/"+t.spec.Name),
 		VMID: deriveUUID("", "vgpusim/vm/"+t.spec.Name), VMName: t.spec.VM.Name,
@@ -235,9 +273,9 @@ func (s *Simulator) vgpuInstance(g *gpuState, t *tenant, ns float64) gpu.VGPUIns
 		v.FramebufferBytes = uint64(t.spec.Memory)
 	}
 	if ns > 0 {
-		v.SMUtil, v.MemUtil = processUtil(&t.acc[0], ns)
-		v.EncUtil = gpu.Float(0)
-		v.DecUtil = gpu.Float(0)
+		v.SMUtil, v.MemUtil = processUtil(fig, &t.acc[0], ns)
+		v.EncUtil = fig.float(0)
+		v.DecUtil = fig.float(0)
 	}
 	return v
 }
