@@ -159,11 +159,16 @@ type gpuFit struct {
 	occ ctxVals
 	// the occupancy fit's scratch, kept from one sample to the next
 	keys []ctxKey
-	// obsSM and obsOcc are the device SM active and SM occupancy of the
-	// samples that have both
-	obsSM, obsOcc []float64
-	buf           []float64
-	out           ctxVals
+	obs  []occObs
+	buf  []float64
+	out  ctxVals
+}
+
+// occObs is an observation of the occupancy fit: a sample's device SM
+// active and SM occupancy, the sums over its contexts of w o and of w o o
+// (w is busy x threads, o the occupancy), and its squared error.
+type occObs struct {
+	sm, occ, s1, s2, e float64
 }
 
 // fitOf returns device uuid's footprint history, made when new.
@@ -299,8 +304,8 @@ func linearFit(samples []fitSample, get func(*fitSample) (ctxVals, float64)) ctx
 // occupancy (occupancy / SM active). It returns threads x occupancy by
 // context (until the next call), nil when the window has no SM occupancy.
 func (f *gpuFit) fitOccupancy() ctxVals {
-	keys, obsSM, obsOcc := f.keys[:0], f.obsSM[:0], f.obsOcc[:0]
-	defer func() { f.keys, f.obsSM, f.obsOcc = keys, obsSM, obsOcc }()
+	keys, obs := f.keys[:0], f.obs[:0]
+	defer func() { f.keys, f.obs = keys, obs }()
 	sumSM, sumOcc := 0.0, 0.0
 	for i := range f.samples {
 		s := &f.samples[i]
@@ -310,19 +315,19 @@ func (f *gpuFit) fitOccupancy() ctxVals {
 		keys = addKeys(keys, s.busy)
 		sumSM += s.sm
 		sumOcc += s.occ
-		obsSM, obsOcc = append(obsSM, s.sm), append(obsOcc, s.occ)
+		obs = append(obs, occObs{sm: s.sm, occ: s.occ})
 	}
-	if len(obsSM) == 0 {
+	if len(obs) == 0 {
 		f.occ = f.occ[:0]
 		return nil
 	}
 	m := len(keys)
 	// wc holds busy x threads column by column: wc[p*n+t] for context p in
 	// observation t
-	n := len(obsSM)
-	f.buf = slices.Grow(f.buf[:0], m*n+m+3*n)[:m*n+m+3*n]
+	n := len(obs)
+	f.buf = slices.Grow(f.buf[:0], m*n+m)[:m*n+m]
 	clear(f.buf)
-	wc, o, s1, s2, e := f.buf[:m*n], f.buf[m*n:m*n+m], f.buf[m*n+m:m*n+m+n], f.buf[m*n+m+n:m*n+m+2*n], f.buf[m*n+m+2*n:]
+	wc, o := f.buf[:m*n], f.buf[m*n:]
 	t := 0
 	for i := range f.samples {
 		s := &f.samples[i]
@@ -349,24 +354,17 @@ func (f *gpuFit) fitOccupancy() ctxVals {
 	}
 	// per observation: sum of w o and of w o o
 	for t := range n {
+		x := &obs[t]
 		for p := range m {
-			s1[t] += wc[p*n+t] * o[p]
-			s2[t] += wc[p*n+t] * o[p] * o[p]
+			x.s1 += wc[p*n+t] * o[p]
+			x.s2 += wc[p*n+t] * o[p] * o[p]
 		}
 	}
 	// e is each observation's squared error at the occupancies o: what
 	// cost adds for it at v = o[p], and for any v where context p is idle
 	// in it (w = 0; s1 and s2 then add zeros)
-	sqErr := func(t int) float64 {
-		pred := 0.0
-		if a := s1[t]; a > 0 {
-			pred = obsSM[t] * s2[t] / a
-		}
-		d := obsOcc[t] - pred
-		return d * d
-	}
-	for t := range n {
-		e[t] = sqErr(t)
+	for t := range obs {
+		obs[t].setErr()
 	}
 	lambda := footprintRidge * float64(n)
 	// cost is context p's cost at occupancy v, or some figure at least
@@ -377,23 +375,23 @@ func (f *gpuFit) fitOccupancy() ctxVals {
 		c := lambda * (v - mean) * (v - mean)
 		col := wc[p*n : (p+1)*n]
 		dv, dv2 := v-o[p], v*v-o[p]*o[p]
-		// the same length as col, so that the loop checks no index
-		s1, s2, e, obsSM, obsOcc := s1[:len(col)], s2[:len(col)], e[:len(col)], obsSM[:len(col)], obsOcc[:len(col)]
+		obs := obs[:len(col)] // so that the loop checks no index
 		for t, w := range col {
 			if c >= bound {
 				return c
 			}
+			x := &obs[t]
 			if w == 0 {
-				c += e[t]
+				c += x.e
 				continue
 			}
-			a := s1[t] + w*dv
-			b := s2[t] + w*dv2
+			a := x.s1 + w*dv
+			b := x.s2 + w*dv2
 			pred := 0.0
 			if a > 0 {
-				pred = obsSM[t] * b / a
+				pred = x.sm * b / a
 			}
-			d := obsOcc[t] - pred
+			d := x.occ - pred
 			c += d * d
 		}
 		return c
@@ -412,11 +410,11 @@ search:
 			col := wc[p*n : (p+1)*n]
 			// cost(p, o[p], +Inf): at v = o[p] every observation adds e
 			bestC := lambda * (o[p] - mean) * (o[p] - mean)
-			for t := range n {
+			for t := range obs {
 				if bestC >= math.Inf(1) {
 					break
 				}
-				bestC += e[t]
+				bestC += obs[t].e
 			}
 			best := o[p]
 			for g := 0; g <= steps; g++ {
@@ -442,13 +440,13 @@ search:
 			}
 			quiet = 0
 			for t, w := range col {
-				s1[t] += w * (best - o[p])
-				s2[t] += w * (best*best - o[p]*o[p])
+				obs[t].s1 += w * (best - o[p])
+				obs[t].s2 += w * (best*best - o[p]*o[p])
 			}
 			o[p] = best
 			for t, w := range col {
 				if w != 0 {
-					e[t] = sqErr(t)
+					obs[t].setErr()
 				}
 			}
 		}
@@ -459,6 +457,16 @@ search:
 		f.out = append(f.out, ctxVal{k, k.threads * o[p]})
 	}
 	return f.out
+}
+
+// setErr sets x's squared error from its sums.
+func (x *occObs) setErr() {
+	pred := 0.0
+	if a := x.s1; a > 0 {
+		pred = x.sm * x.s2 / a
+	}
+	d := x.occ - pred
+	x.e = d * d
 }
 
 // addKeys adds the keys of x to the sorted keys.
