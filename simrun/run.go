@@ -274,13 +274,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				changes = append(changes, report.Change{Time: d.Time, GPU: d.GPU, Tenant: d.Tenant, Knob: d.Knob, To: d.To})
 			}
 		}
-		// the recorder sorts the window's latencies
-		w, sorted := s.WindowUnsorted(), false
+		// the recorder takes the window's latencies unsorted
+		w := s.WindowUnsorted()
 		if cfg.observe != nil {
-			sortBuf, sorted = w.SortLatencies(sortBuf), true
+			sortBuf = w.SortLatencies(sortBuf)
 			cfg.observe(snap, decs, &w)
 		}
-		rec.add(changes, w, sorted)
+		rec.add(changes, w)
 		if cfg.Progress != nil {
 			cfg.Progress(i, steps)
 		}
@@ -299,12 +299,10 @@ type recording struct {
 	closed bool
 }
 
-// recordedStep is what one step gives the recorder: its window's
-// latencies sorted or not yet.
+// recordedStep is what one step gives the recorder.
 type recordedStep struct {
 	changes []report.Change
 	w       sim.WindowStats
-	sorted  bool
 }
 
 // startRecording starts adding steps to r, handing each window's
@@ -313,11 +311,7 @@ func startRecording(r *report.Recorder, s *sim.Simulator) *recording {
 	steps, done := make(chan recordedStep, 64), make(chan struct{})
 	go func() {
 		defer close(done)
-		var buf []time.Duration
 		for st := range steps {
-			if !st.sorted {
-				buf = st.w.SortLatencies(buf)
-			}
 			for _, c := range st.changes {
 				r.AddChange(c)
 			}
@@ -329,10 +323,9 @@ func startRecording(r *report.Recorder, s *sim.Simulator) *recording {
 }
 
 // add hands a step's changes and window (which the caller no longer
-// touches) to the recorder, which sorts the window's latencies unless
-// they are sorted.
-func (rec *recording) add(changes []report.Change, w sim.WindowStats, sorted bool) {
-	rec.steps <- recordedStep{changes, w, sorted}
+// touches, its latencies sorted or not) to the recorder.
+func (rec *recording) add(changes []report.Change, w sim.WindowStats) {
+	rec.steps <- recordedStep{changes, w}
 }
 
 // wait returns once every step handed over is recorded; a second call

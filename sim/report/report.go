@@ -164,7 +164,8 @@ func NewRecorder(m Meta) *Recorder {
 }
 
 // Add records one window. Windows must come in time order; an empty window
-// (End not after Start) is ignored.
+// (End not after Start) is ignored. A tenant's Latencies need not be
+// sorted: unsorted ones Add reorders.
 func (r *Recorder) Add(w WindowStats) {
 	secs := w.End.Sub(w.Start).Seconds()
 	if secs <= 0 {
@@ -182,6 +183,7 @@ func (r *Recorder) Add(w WindowStats) {
 	// the step's percentiles, two a tenant, in one allocation
 	pct := make([]float64, 0, 2*len(w.Tenants))
 	for _, tw := range w.Tenants {
+		p50, p99, ok := stepQuantiles(tw.Latencies)
 		a := r.tenants[tw.Tenant]
 		if a == nil {
 			a = &tenantAcc{}
@@ -216,8 +218,8 @@ func (r *Recorder) Add(w WindowStats) {
 		ts := TenantStep{
 			Tenant: tw.Tenant, GPU: tw.GPU, Completed: tw.Completed, Good: tw.Good,
 			Attainment:  sloAttainment(tw.SLOTarget, tw.Good, tw.Judged()+tw.Dropped),
-			P50:         quantileInto(&pct, tw.Latencies, 0.5),
-			P99:         quantileInto(&pct, tw.Latencies, 0.99),
+			P50:         secondsInto(&pct, p50, ok),
+			P99:         secondsInto(&pct, p99, ok),
 			SLOQuantile: tw.SLOQuantile, SLOTarget: round6(tw.SLOTarget.Seconds()),
 			Throughput: round6(float64(tw.Completed) / secs),
 			WorkRate:   round6(tw.Work / secs),
@@ -393,16 +395,42 @@ func quantiles32(latencies []float32) (p50, p99 *float64) {
 	if n == 0 {
 		return nil, nil
 	}
-	v := orderStats32(slices.Clone(latencies), nearestRank(n, 0.5), nearestRank(n, 0.99))
+	v := orderStats(slices.Clone(latencies), nearestRank(n, 0.5), nearestRank(n, 0.99))
 	a, b := round6(float64(v[0])), round6(float64(v[1]))
 	return &a, &b
 }
 
-// quantileInto returns the q quantile of sorted in seconds (6 significant
-// digits), nil when sorted is empty; the figure is appended to *buf, which
-// must have the room (the pointer is into it).
-func quantileInto(buf *[]float64, sorted []time.Duration, q float64) *float64 {
-	d, ok := Quantile(sorted, q)
+// stepQuantiles returns the nearest-rank median and 99th percentile of
+// a window's latencies, sorted or not (an unsorted slice it reorders); ok
+// is false when there are none.
+func stepQuantiles(lat []time.Duration) (p50, p99 time.Duration, ok bool) {
+	n := len(lat)
+	if n == 0 {
+		return 0, 0, false
+	}
+	k50, k99 := nearestRank(n, 0.5), nearestRank(n, 0.99)
+	if slices.IsSorted(lat) {
+		return lat[k50], lat[k99], true
+	}
+	// a duration is never NaN: every selection succeeds
+	if k99 == n-1 {
+		// under 100 latencies, the largest: one pass, no reordering
+		p99 = slices.Max(lat)
+		selectK(lat, k50)
+		return lat[k50], p99, true
+	}
+	selectK(lat, k99)
+	p99 = lat[k99]
+	if k50 < k99 {
+		selectK(lat[:k99], k50) // the k99 smallest are before k99
+	}
+	return lat[k50], p99, true
+}
+
+// secondsInto returns d in seconds (6 significant digits), nil unless ok;
+// the figure is appended to *buf, which must have the room (the pointer
+// is into it).
+func secondsInto(buf *[]float64, d time.Duration, ok bool) *float64 {
 	if !ok {
 		return nil
 	}
@@ -595,7 +623,7 @@ func busyLatency(a *tenantAcc) (v float64, ok bool) {
 	if i >= len(lat) {
 		return math.Inf(1), true
 	}
-	if !selectK32(lat, i) {
+	if !selectK(lat, i) {
 		slices.Sort(lat)
 	}
 	return round6(float64(lat[i])), true

@@ -1,16 +1,17 @@
 package report
 
 import (
+	"cmp"
 	"math/bits"
 	"slices"
 )
 
-// selectK32 reorders a so that a[k] is the value slices.Sort would put at
+// selectK reorders a so that a[k] is the value slices.Sort would put at
 // index k, every element before it no greater and every one after it no
 // less (quickselect, falling back to a sort of the range left after too
 // many rounds). It returns false, leaving a to be sorted, when a holds a
 // NaN.
-func selectK32(a []float32, k int) bool {
+func selectK[T cmp.Ordered](a []T, k int) bool {
 	for _, v := range a {
 		if v != v {
 			return false
@@ -65,14 +66,14 @@ func selectK32(a []float32, k int) bool {
 	return true
 }
 
-// orderStats32 returns the values slices.Sort(a) would put at the indices
+// orderStats returns the values slices.Sort(a) would put at the indices
 // ks (ascending), reordering a.
-func orderStats32(a []float32, ks ...int) []float32 {
-	out := make([]float32, len(ks))
+func orderStats[T cmp.Ordered](a []T, ks ...int) []T {
+	out := make([]T, len(ks))
 	hi := len(a)
 	for j := len(ks) - 1; j >= 0; j-- {
 		k := ks[j]
-		if !selectK32(a[:hi], k) {
+		if !selectK(a[:hi], k) {
 			slices.Sort(a)
 			for j, k := range ks {
 				out[j] = a[k]
