@@ -385,6 +385,17 @@ func container(t *testing.T, cs []corev1.Container, name string) corev1.Containe
 	return corev1.Container{}
 }
 
+// argsWithPrefix are the args that begin with prefix, in order.
+func argsWithPrefix(args []string, prefix string) []string {
+	var out []string
+	for _, a := range args {
+		if strings.HasPrefix(a, prefix) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
 // checkRBAC: no API access unless pod metadata or the eviction hook is
 // on, and then only the grants they need.
 func checkRBAC(t *testing.T, m *manifests, v chartutil.Values, pools map[string]pool) {

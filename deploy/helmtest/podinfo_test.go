@@ -24,13 +24,7 @@ func TestPodInfo(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := mustRender(t, c, map[string]any{"kubernetes": map[string]any{"podInfo": tc.vals}})
-			args := container(t, m.daemonSets[0].Spec.Template.Spec.Containers, "exporter").Args
-			var got []string
-			for _, a := range args {
-				if strings.HasPrefix(a, "--kubernetes.pod-info") {
-					got = append(got, a)
-				}
-			}
+			got := argsWithPrefix(container(t, m.daemonSets[0].Spec.Template.Spec.Containers, "exporter").Args, "--kubernetes.pod-info")
 			if !slices.Equal(got, tc.args) {
 				t.Errorf("pod info args %q, want %q", got, tc.args)
 			}

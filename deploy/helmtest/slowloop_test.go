@@ -47,12 +47,7 @@ func TestSlowLoopTimings(t *testing.T) {
 				if !ok {
 					t.Fatalf("unexpected DaemonSet %s", ds.Name)
 				}
-				var got []string
-				for _, a := range container(t, ds.Spec.Template.Spec.Containers, "exporter").Args {
-					if strings.HasPrefix(a, "--tuner.slow-loop.") {
-						got = append(got, a)
-					}
-				}
+				got := argsWithPrefix(container(t, ds.Spec.Template.Spec.Containers, "exporter").Args, "--tuner.slow-loop.")
 				if !slices.Equal(got, want) {
 					t.Errorf("%s: slow-loop flags %q, want %q", ds.Name, got, want)
 				}
