@@ -305,20 +305,19 @@ const (
 func (p *Autotune) pauseFloor(s *tuner.State, uuid string) (tuner.Duty, string) {
 	var floor float64
 	why := ""
-	for _, c := range s.History[tuner.Target{GPU: uuid, Knob: gpu.KnobPauseDuty}.DomainKey()] {
-		to, ok1 := c.To.(tuner.Duty)
-		from, ok2 := c.From.(tuner.Duty)
-		if !ok1 || (ok2 && to <= from) || p.trail.aheadGone(uuid, c.At, s.Now, p.P.PauseWindow, p.P.PauseRise) {
-			continue // only raises: a peak's need (a rise's guess while the load stays up)
+	// only raises: a peak's need (a rise's guess while the load stays up)
+	for _, r := range p.pauseRaises(s, uuid) {
+		if p.trail.aheadGone(uuid, r.at, s.Now, p.P.PauseWindow, p.P.PauseRise) {
+			continue
 		}
 		fade := pausePeakFade
-		if _, ahead := p.trail.aheadAt(uuid, c.At); ahead {
+		if r.ahead {
 			fade = pauseRiseFade
 		}
-		f := float64(to) - fade*s.Now.Sub(c.At).Minutes()
+		f := float64(r.to) - fade*s.Now.Sub(r.at).Minutes()
 		if f = math.Round(f*100) / 100; f > floor {
 			floor = f
-			why = fmt.Sprintf("a recent peak needed a %.0f%% pause %s ago", 100*float64(to), s.Now.Sub(c.At).Round(time.Second))
+			why = fmt.Sprintf("a recent peak needed a %.0f%% pause %s ago", 100*float64(r.to), s.Now.Sub(r.at).Round(time.Second))
 		}
 	}
 	if d, n := p.day.pattern(uuid, s.Now); n >= pauseDaysSeen && float64(d) > floor {
@@ -458,30 +457,38 @@ func (p *Autotune) pausedDuty(s *tuner.State, d *gpu.Device, ms []*member) float
 	return least
 }
 
+// pauseRaise is a raise of a GPU's pause that State.History keeps: to
+// what, when, and whether it was one ahead of a rise (trail.pausedAhead).
+type pauseRaise struct {
+	to    tuner.Duty
+	at    time.Time
+	ahead bool
+}
+
 // pauseRaises returns the raises of the pause on the GPU that State.History
-// keeps, oldest first, each with whether it was one ahead of a rise.
-func (p *Autotune) pauseRaises(s *tuner.State, uuid string) (raises []tuner.Duty, ahead []bool) {
+// keeps, oldest first.
+func (p *Autotune) pauseRaises(s *tuner.State, uuid string) []pauseRaise {
+	var raises []pauseRaise
 	for _, c := range s.History[tuner.Target{GPU: uuid, Knob: gpu.KnobPauseDuty}.DomainKey()] {
 		to, ok1 := c.To.(tuner.Duty)
 		from, ok2 := c.From.(tuner.Duty)
 		if !ok1 || (ok2 && to <= from) {
 			continue
 		}
-		_, a := p.trail.aheadAt(uuid, c.At)
-		raises, ahead = append(raises, to), append(ahead, a)
+		_, ahead := p.trail.aheadAt(uuid, c.At)
+		raises = append(raises, pauseRaise{to: to, at: c.At, ahead: ahead})
 	}
-	return raises, ahead
+	return raises
 }
 
 // missNeed is the highest pause the fast loop raised the GPU's pause to
 // other than ahead of a rise (on a miss, or to a floor) of the changes
 // State.History keeps; false where there is none.
 func (p *Autotune) missNeed(s *tuner.State, uuid string) (float64, bool) {
-	raises, ahead := p.pauseRaises(s, uuid)
 	need, ok := 0.0, false
-	for i, d := range raises {
-		if !ahead[i] {
-			need, ok = math.Max(need, float64(d)), true
+	for _, r := range p.pauseRaises(s, uuid) {
+		if !r.ahead {
+			need, ok = math.Max(need, float64(r.to)), true
 		}
 	}
 	return need, ok
@@ -490,8 +497,8 @@ func (p *Autotune) missNeed(s *tuner.State, uuid string) (float64, bool) {
 // lastRaiseAhead says whether the last raise of the GPU's pause was one
 // ahead of a rise.
 func (p *Autotune) lastRaiseAhead(s *tuner.State, uuid string) bool {
-	_, ahead := p.pauseRaises(s, uuid)
-	return len(ahead) > 0 && ahead[len(ahead)-1]
+	raises := p.pauseRaises(s, uuid)
+	return len(raises) > 0 && raises[len(raises)-1].ahead
 }
 
 // pausedAtCeiling says whether every pauser is at the ceiling.
