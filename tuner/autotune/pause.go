@@ -217,7 +217,7 @@ func (p *Autotune) verdict(s *tuner.State, uuid string, ds domainSignals) (w *me
 // beyondNoise says whether a burn over n requests is k standard
 // deviations (Poisson) above what the SLO allows of them.
 func beyondNoise(burn, n, quantile, k float64) bool {
-	allowed := n * math.Max(1-quantile, 1e-3)
+	allowed := lateAllowed(n, quantile)
 	return (burn-1)*allowed >= k*math.Sqrt(math.Max(allowed, 1))
 }
 
@@ -225,9 +225,13 @@ func beyondNoise(burn, n, quantile, k float64) bool {
 // give or take one standard deviation (Poisson) of the late requests bar
 // allows.
 func slackWithinNoise(burn, n, quantile, bar float64) bool {
-	allowed := n * math.Max(1-quantile, 1e-3)
+	allowed := lateAllowed(n, quantile)
 	return (burn-bar)*allowed <= math.Sqrt(math.Max(bar*allowed, 1))
 }
+
+// lateAllowed is how many of n requests the SLO allows to be late: its
+// error budget, floored at 0.1% as tuner.Burn floors it.
+func lateAllowed(n, quantile float64) float64 { return n * math.Max(1-quantile, 1e-3) }
 
 // clearMiss says whether a burn over n requests is a clear miss: twice
 // ViolateBurn, and its late requests three standard deviations (Poisson)
