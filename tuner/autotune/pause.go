@@ -205,13 +205,21 @@ func (p *Autotune) verdict(s *tuner.State, uuid string, ds domainSignals) (w *me
 		case !ok:
 			unknown = unknown || m.violating
 		case b <= p.P.ViolateBurn || !(m.violating || p.clearMiss(b, n, m.slo.Quantile)):
-		case !p.clearMiss(b, n, m.slo.Quantile) && !beyondNoise(m.burn, s.Fast[m.name].Total, m.slo.Quantile, 3) && m.hasRatio && m.ratio <= 1:
+		case !p.clearMiss(b, n, m.slo.Quantile) && chanceMiss(s, m):
 			noise = true
 		case w == nil || m.priority > w.priority || (m.priority == w.priority && b > burn):
 			w, burn = m, b
 		}
 	}
 	return w, burn, unknown, noise && w == nil
+}
+
+// chanceMiss says whether m's burn over the fast window is one chance
+// explains (less than three standard deviations, Poisson, above what the
+// SLO allows of its requests) while its SLO window's quantile is inside
+// its target.
+func chanceMiss(s *tuner.State, m *member) bool {
+	return m.hasRatio && m.ratio <= 1 && !beyondNoise(m.burn, s.Fast[m.name].Total, m.slo.Quantile, 3)
 }
 
 // beyondNoise says whether a burn over n requests is k standard
