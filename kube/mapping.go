@@ -178,14 +178,7 @@ func (m *Mapping) ResolvePod(cg CgroupInfo, deviceIDs ...string) *PodRef {
 	if len(cands) == 1 {
 		ref := cands[0]
 		ref.UID = cg.PodUID
-		if m != nil {
-			if md := m.metaByName[ref.Namespace+"/"+ref.Name]; md != nil {
-				ref.Labels = md.Labels
-				if ref.UID == "" {
-					ref.UID = md.UID
-				}
-			}
-		}
+		ref = m.withMeta(ref)
 		return &ref
 	}
 	if cg.PodUID != "" {
@@ -222,10 +215,7 @@ func (m *Mapping) Allocations() []Allocation {
 	var out []Allocation
 	for dev, refs := range m.byDevice {
 		for _, r := range refs {
-			if md := m.metaByName[r.Namespace+"/"+r.Name]; md != nil {
-				r.UID, r.Labels = md.UID, md.Labels
-			}
-			out = append(out, Allocation{Device: dev, Pod: r})
+			out = append(out, Allocation{Device: dev, Pod: m.withMeta(r)})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -236,6 +226,21 @@ func (m *Mapping) Allocations() []Allocation {
 		return refLess(a.Pod, b.Pod)
 	})
 	return out
+}
+
+// withMeta is ref with its pod's labels and, where ref has no UID, its
+// UID, from the pod metadata when known (m may be nil: none).
+func (m *Mapping) withMeta(ref PodRef) PodRef {
+	if m == nil {
+		return ref
+	}
+	if md := m.metaByName[ref.Namespace+"/"+ref.Name]; md != nil {
+		ref.Labels = md.Labels
+		if ref.UID == "" {
+			ref.UID = md.UID
+		}
+	}
+	return ref
 }
 
 // refLess orders pods by namespace, name and container.

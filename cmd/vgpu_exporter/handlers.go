@@ -104,14 +104,11 @@ func newHandler(o handlerOptions) (http.Handler, error) {
 	if o.TunerPage != nil {
 		mux.Handle(webui.TunerPagePath, o.TunerPage)
 	}
-	var self prometheus.Gatherer
-	if o.Self != nil {
-		self = o.Self
-	}
 	// One limit for every metrics request, filtered ones included (a
 	// per-handler limit would not bound requests that each build their
-	// own handler).
-	metrics := httplimit.InFlight(o.MaxRequests, o.Logger, exposition.Metrics(def, o.NewCollector, self, o.Logger))
+	// own handler). Filtered requests get the same own metrics as the
+	// cache (opts.Self: nil without any, not a nil *Self).
+	metrics := httplimit.InFlight(o.MaxRequests, o.Logger, exposition.Metrics(def, o.NewCollector, opts.Self, o.Logger))
 	// Instrumented outside the limit, so that rejected requests are counted
 	// in promhttp_metric_handler_requests_total{code="503"}.
 	if o.Self != nil {

@@ -43,6 +43,7 @@ func (m Modelled) Rebalance(ctx context.Context, p gpu.Plan) error {
 	if p.DryRun {
 		return err
 	}
+	applied := p.Moves
 	if err != nil {
 		// A plan applied in part: the moves the hook made are modelled
 		// too, else the simulator keeps pods the orchestrator moved.
@@ -50,22 +51,22 @@ func (m Modelled) Rebalance(ctx context.Context, p gpu.Plan) error {
 		if !errors.As(err, &partial) {
 			return err
 		}
+		applied = nil
 		for _, i := range partial.Applied {
-			if i < 0 || i >= len(p.Moves) {
-				continue
-			}
-			if merr := m.model(ctx, p.Moves[i]); merr != nil {
-				return errors.Join(err, merr)
+			if i >= 0 && i < len(p.Moves) {
+				applied = append(applied, p.Moves[i])
 			}
 		}
-		return err
 	}
-	for _, mv := range p.Moves {
-		if err := m.model(ctx, mv); err != nil {
-			return err
+	for _, mv := range applied {
+		if merr := m.model(ctx, mv); merr != nil {
+			if err == nil {
+				return merr
+			}
+			return errors.Join(err, merr)
 		}
 	}
-	return nil
+	return err
 }
 
 // model makes one move the hook applied in the simulator: every process

@@ -357,7 +357,7 @@ func (p *Autotune) mps(s *tuner.State, d *gpu.Device, ms []*member, held time.Du
 		}
 		step := math.Min(p.P.StepMax, math.Max(p.P.StepMin, p.P.Gain*w.burn))
 		next = math.Min(bound, math.Max(reserved, floor)+step)
-		if costly && !s.Drives[gpu.KnobPauseDuty] && w.hasRatio && w.ratio <= 1 && !beyondNoise(w.burn, s.Fast[w.name].Total, w.slo.Quantile, 3) {
+		if costly && !s.Drives[gpu.KnobPauseDuty] && chanceMiss(s, w) {
 			// a miss chance explains (three standard deviations,
 			// Poisson), the SLO window inside its target: not worth a
 			// restart that costs the others minutes of work (with the

@@ -51,7 +51,7 @@ func (p *Autotune) sloHeld(s *tuner.State, m *member) bool {
 	if !m.hasRatio || m.ratio > 1 {
 		return false
 	}
-	return !m.violating || !beyondNoise(m.burn, s.Fast[m.name].Total, m.slo.Quantile, 3)
+	return !m.violating || chanceMiss(s, m)
 }
 
 // heldFor is how long every latency SLO of ds on uuid has held since the

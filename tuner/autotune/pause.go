@@ -205,7 +205,7 @@ func (p *Autotune) verdict(s *tuner.State, uuid string, ds domainSignals) (w *me
 		case !ok:
 			unknown = unknown || m.violating
 		case b <= p.P.ViolateBurn || !(m.violating || p.clearMiss(b, n, m.slo.Quantile)):
-		case !p.clearMiss(b, n, m.slo.Quantile) && !beyondNoise(m.burn, s.Fast[m.name].Total, m.slo.Quantile, 3) && m.hasRatio && m.ratio <= 1:
+		case !p.clearMiss(b, n, m.slo.Quantile) && chanceMiss(s, m):
 			noise = true
 		case w == nil || m.priority > w.priority || (m.priority == w.priority && b > burn):
 			w, burn = m, b
@@ -214,10 +214,18 @@ func (p *Autotune) verdict(s *tuner.State, uuid string, ds domainSignals) (w *me
 	return w, burn, unknown, noise && w == nil
 }
 
+// chanceMiss says whether m's burn over the fast window is one chance
+// explains (less than three standard deviations, Poisson, above what the
+// SLO allows of its requests) while its SLO window's quantile is inside
+// its target.
+func chanceMiss(s *tuner.State, m *member) bool {
+	return m.hasRatio && m.ratio <= 1 && !beyondNoise(m.burn, s.Fast[m.name].Total, m.slo.Quantile, 3)
+}
+
 // beyondNoise says whether a burn over n requests is k standard
 // deviations (Poisson) above what the SLO allows of them.
 func beyondNoise(burn, n, quantile, k float64) bool {
-	allowed := n * math.Max(1-quantile, 1e-3)
+	allowed := lateAllowed(n, quantile)
 	return (burn-1)*allowed >= k*math.Sqrt(math.Max(allowed, 1))
 }
 
@@ -225,9 +233,13 @@ func beyondNoise(burn, n, quantile, k float64) bool {
 // give or take one standard deviation (Poisson) of the late requests bar
 // allows.
 func slackWithinNoise(burn, n, quantile, bar float64) bool {
-	allowed := n * math.Max(1-quantile, 1e-3)
+	allowed := lateAllowed(n, quantile)
 	return (burn-bar)*allowed <= math.Sqrt(math.Max(bar*allowed, 1))
 }
+
+// lateAllowed is how many of n requests the SLO allows to be late: its
+// error budget, floored at 0.1% as tuner.Burn floors it.
+func lateAllowed(n, quantile float64) float64 { return n * math.Max(1-quantile, 1e-3) }
 
 // clearMiss says whether a burn over n requests is a clear miss: twice
 // ViolateBurn, and its late requests three standard deviations (Poisson)
@@ -305,20 +317,19 @@ const (
 func (p *Autotune) pauseFloor(s *tuner.State, uuid string) (tuner.Duty, string) {
 	var floor float64
 	why := ""
-	for _, c := range s.History[tuner.Target{GPU: uuid, Knob: gpu.KnobPauseDuty}.DomainKey()] {
-		to, ok1 := c.To.(tuner.Duty)
-		from, ok2 := c.From.(tuner.Duty)
-		if !ok1 || (ok2 && to <= from) || p.trail.aheadGone(uuid, c.At, s.Now, p.P.PauseWindow, p.P.PauseRise) {
-			continue // only raises: a peak's need (a rise's guess while the load stays up)
+	// only raises: a peak's need (a rise's guess while the load stays up)
+	for _, r := range p.pauseRaises(s, uuid) {
+		if p.trail.aheadGone(uuid, r.at, s.Now, p.P.PauseWindow, p.P.PauseRise) {
+			continue
 		}
 		fade := pausePeakFade
-		if _, ahead := p.trail.aheadAt(uuid, c.At); ahead {
+		if r.ahead {
 			fade = pauseRiseFade
 		}
-		f := float64(to) - fade*s.Now.Sub(c.At).Minutes()
+		f := float64(r.to) - fade*s.Now.Sub(r.at).Minutes()
 		if f = math.Round(f*100) / 100; f > floor {
 			floor = f
-			why = fmt.Sprintf("a recent peak needed a %.0f%% pause %s ago", 100*float64(to), s.Now.Sub(c.At).Round(time.Second))
+			why = fmt.Sprintf("a recent peak needed a %.0f%% pause %s ago", 100*float64(r.to), s.Now.Sub(r.at).Round(time.Second))
 		}
 	}
 	if d, n := p.day.pattern(uuid, s.Now); n >= pauseDaysSeen && float64(d) > floor {
@@ -458,30 +469,38 @@ func (p *Autotune) pausedDuty(s *tuner.State, d *gpu.Device, ms []*member) float
 	return least
 }
 
+// pauseRaise is a raise of a GPU's pause that State.History keeps: to
+// what, when, and whether it was one ahead of a rise (trail.pausedAhead).
+type pauseRaise struct {
+	to    tuner.Duty
+	at    time.Time
+	ahead bool
+}
+
 // pauseRaises returns the raises of the pause on the GPU that State.History
-// keeps, oldest first, each with whether it was one ahead of a rise.
-func (p *Autotune) pauseRaises(s *tuner.State, uuid string) (raises []tuner.Duty, ahead []bool) {
+// keeps, oldest first.
+func (p *Autotune) pauseRaises(s *tuner.State, uuid string) []pauseRaise {
+	var raises []pauseRaise
 	for _, c := range s.History[tuner.Target{GPU: uuid, Knob: gpu.KnobPauseDuty}.DomainKey()] {
 		to, ok1 := c.To.(tuner.Duty)
 		from, ok2 := c.From.(tuner.Duty)
 		if !ok1 || (ok2 && to <= from) {
 			continue
 		}
-		_, a := p.trail.aheadAt(uuid, c.At)
-		raises, ahead = append(raises, to), append(ahead, a)
+		_, ahead := p.trail.aheadAt(uuid, c.At)
+		raises = append(raises, pauseRaise{to: to, at: c.At, ahead: ahead})
 	}
-	return raises, ahead
+	return raises
 }
 
 // missNeed is the highest pause the fast loop raised the GPU's pause to
 // other than ahead of a rise (on a miss, or to a floor) of the changes
 // State.History keeps; false where there is none.
 func (p *Autotune) missNeed(s *tuner.State, uuid string) (float64, bool) {
-	raises, ahead := p.pauseRaises(s, uuid)
 	need, ok := 0.0, false
-	for i, d := range raises {
-		if !ahead[i] {
-			need, ok = math.Max(need, float64(d)), true
+	for _, r := range p.pauseRaises(s, uuid) {
+		if !r.ahead {
+			need, ok = math.Max(need, float64(r.to)), true
 		}
 	}
 	return need, ok
@@ -490,8 +509,8 @@ func (p *Autotune) missNeed(s *tuner.State, uuid string) (float64, bool) {
 // lastRaiseAhead says whether the last raise of the GPU's pause was one
 // ahead of a rise.
 func (p *Autotune) lastRaiseAhead(s *tuner.State, uuid string) bool {
-	_, ahead := p.pauseRaises(s, uuid)
-	return len(ahead) > 0 && ahead[len(ahead)-1]
+	raises := p.pauseRaises(s, uuid)
+	return len(raises) > 0 && raises[len(raises)-1].ahead
 }
 
 // pausedAtCeiling says whether every pauser is at the ceiling.

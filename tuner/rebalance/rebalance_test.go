@@ -100,6 +100,28 @@ func (r *recordingPlacement) MoveProcess(_ context.Context, pid uint32, to strin
 	return r.err
 }
 
+// placementRound runs one round of tu on rebalanceState at the clock's
+// time, the chat tenant's counters at n requests, 90% of them good, and
+// returns the round's placement decisions as "<time since t0> <tenant>
+// <outcome>".
+func placementRound(t *testing.T, tu *tuner.Tuner, clock gpu.Clock, n float64) []string {
+	t.Helper()
+	st := rebalanceState(0.3, 0.2, 40*gib, 0.9)
+	st.Snapshot.Time = clock.Now()
+	st.Snapshot.SLOs[0].RequestsTotal, st.Snapshot.SLOs[0].GoodRequestsTotal = n, 0.9*n
+	decs, err := tu.RunOnce(context.Background(), st.Snapshot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, d := range decs {
+		if d.Knob == gpu.KnobPlacement {
+			out = append(out, fmt.Sprintf("%v %s %s", clock.Now().Sub(t0), d.Tenant, d.Outcome))
+		}
+	}
+	return out
+}
+
 // The tuner's slow loop plans once the dwell has passed, applies the plan
 // through the placement actuator in enforce mode, only recommends it in
 // recommend mode, and waits out the cool-down before the next.
@@ -115,19 +137,7 @@ func TestTunerRebalances(t *testing.T) {
 			}
 			var plans []string
 			for i := range 20 { // 20 minutes
-				st := rebalanceState(0.3, 0.2, 40*gib, 0.9)
-				st.Snapshot.Time = clock.Now()
-				n := float64(600 * (i + 1))
-				st.Snapshot.SLOs[0].RequestsTotal, st.Snapshot.SLOs[0].GoodRequestsTotal = n, 0.9*n
-				decs, err := tu.RunOnce(context.Background(), st.Snapshot)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, d := range decs {
-					if d.Knob == gpu.KnobPlacement {
-						plans = append(plans, fmt.Sprintf("%v %s %s", clock.Now().Sub(t0), d.Tenant, d.Outcome))
-					}
-				}
+				plans = append(plans, placementRound(t, tu, clock, float64(600*(i+1)))...)
 				clock.Advance(time.Minute)
 			}
 			// Enforced, the training job is held after its move, so the
@@ -407,19 +417,7 @@ func TestTunerRebalanceRefused(t *testing.T) {
 			}
 			var decisions []string
 			for range 6 * 12 { // 6 minutes, a round every 5 s
-				st := rebalanceState(0.3, 0.2, 40*gib, 0.9)
-				st.Snapshot.Time = clock.Now()
-				n := 10 * (clock.Now().Sub(t0).Seconds() + 5)
-				st.Snapshot.SLOs[0].RequestsTotal, st.Snapshot.SLOs[0].GoodRequestsTotal = n, 0.9*n
-				decs, err := tu.RunOnce(context.Background(), st.Snapshot)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, d := range decs {
-					if d.Knob == gpu.KnobPlacement {
-						decisions = append(decisions, fmt.Sprintf("%v %s %s", clock.Now().Sub(t0), d.Tenant, d.Outcome))
-					}
-				}
+				decisions = append(decisions, placementRound(t, tu, clock, 10*(clock.Now().Sub(t0).Seconds()+5))...)
 				clock.Advance(5 * time.Second)
 			}
 			if got := fmt.Sprint(hook.calls); got != tc.calls {
