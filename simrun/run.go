@@ -39,7 +39,7 @@ type Config struct {
 	// Step is the sample, policy and report step.
 	Step time.Duration
 	// Actuators wraps the simulator into the actuators a policy gets (the
-	// oracle's replays included); nil gives the simulator itself.
+	// oracle's replays included); nil gives tuner.ActuatorsOf(simulator).
 	Actuators func(*sim.Simulator) tuner.Actuators
 	// Progress, when set, is called after each step with the steps done
 	// and the total.
