@@ -160,17 +160,14 @@ func (m *gpuModel) profileNames() []string {
 // reports: every NVLink link up and idle (the simulated workloads do not
 // talk between GPUs), no PCIe traffic beyond the model's, no errors, no
 // remapped rows. Page retirement is absent: Hopper remaps rows instead.
-func (m *gpuModel) health() gpu.Health {
-	// one allocation a type, not one a figure
-	u, f, b := new([11]uint64), new([2]float64), new([2]bool)
-	u[0], u[1] = m.NVLinks, m.NVLinks
+func (m *gpuModel) health(fig *figures) gpu.Health {
 	return gpu.Health{
-		NVLinkLinks: &u[0], NVLinkActive: &u[1],
-		NVLinkTxBytes: &u[2], NVLinkRxBytes: &u[3],
-		NVLinkCRCFlitErrors: &u[4], NVLinkCRCDataErrors: &u[5],
-		NVLinkReplayErrors: &u[6], NVLinkRecoveryErrors: &u[7],
-		PCIeTxBytesPS: &f[0], PCIeRxBytesPS: &f[1], PCIeReplays: &u[8],
-		RemappedRowsCorrectable: &u[9], RemappedRowsUncorrectable: &u[10],
-		RowRemapPending: &b[0], RowRemapFailure: &b[1],
+		NVLinkLinks: fig.uint(m.NVLinks), NVLinkActive: fig.uint(m.NVLinks),
+		NVLinkTxBytes: fig.uint(0), NVLinkRxBytes: fig.uint(0),
+		NVLinkCRCFlitErrors: fig.uint(0), NVLinkCRCDataErrors: fig.uint(0),
+		NVLinkReplayErrors: fig.uint(0), NVLinkRecoveryErrors: fig.uint(0),
+		PCIeTxBytesPS: fig.float(0), PCIeRxBytesPS: fig.float(0), PCIeReplays: fig.uint(0),
+		RemappedRowsCorrectable: fig.uint(0), RemappedRowsUncorrectable: fig.uint(0),
+		RowRemapPending: fig.bool(false), RowRemapFailure: fig.bool(false),
 	}
 }

@@ -63,9 +63,10 @@ func (r *rising) at(now int64) float64 {
 func (r *rising) count(now int64) *uint64 { return gpu.Uint(uint64(r.at(now))) }
 
 // health returns GPU g's health readings at now (ns since start): its
-// model's healthy readings changed by the health events on g due by then.
-func (s *Simulator) health(g *gpuState, now int64) gpu.Health {
-	h := g.m.health()
+// model's healthy readings changed by the health events on g due by then;
+// fig holds the healthy figures.
+func (s *Simulator) health(fig *figures, g *gpuState, now int64) gpu.Health {
+	h := g.m.health(fig)
 	var crc, replay, pcie rising
 	var remapped uint64
 	var pending, failure bool

@@ -107,7 +107,7 @@ func TestHealthReadings(t *testing.T) {
 		if !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("at %s: GPU 1 health %+v, want %+v", tc.at, got, tc.want)
 		}
-		if h0 := r.Devices[0].Health; !reflect.DeepEqual(h0, s.gpus[0].m.health()) {
+		if h0 := r.Devices[0].Health; !reflect.DeepEqual(h0, s.gpus[0].m.health(&figures{})) {
 			t.Errorf("at %s: GPU 0 health %+v, want the healthy model's", tc.at, h0)
 		}
 	}

@@ -118,7 +118,7 @@ func (s *Simulator) device(g *gpuState, interval time.Duration) gpu.Device {
 			}
 		}
 	}
-	fig := figures{f: make([]float64, 0, 13+4*len(g.migs)+5*procs), u: make([]uint64, 0, 4+procs), b: make([]bool, 0, 3)}
+	fig := figures{f: make([]float64, 0, 15+4*len(g.migs)+5*procs), u: make([]uint64, 0, 15+procs), b: make([]bool, 0, 5)}
 	d := gpu.Device{
 		Index: g.idx, UUID: g.uuid, Name: m.Marketing, PCIBusID: g.bus, Up: true,
 		Mode: g.mode, MIGEnabled: g.mode == gpu.SharingMIG,
@@ -139,7 +139,7 @@ func (s *Simulator) device(g *gpuState, interval time.Duration) gpu.Device {
 		ContextSwitchesTotal:   fig.uint(g.ctxSwitches),
 		// time spent switching, in cycles of the maximum SM clock
 		ContextSwitchCyclesTotal: fig.uint(uint64(g.switchNs * m.MaxClockMHz / 1e3)),
-		Health:                   s.health(g, s.now),
+		Health:                   s.health(&fig, g, s.now),
 		Events:                   cloneOrNil(g.events),
 	}
 	memClk := m.MemClockMHz

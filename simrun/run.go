@@ -39,7 +39,7 @@ type Config struct {
 	// Step is the sample, policy and report step.
 	Step time.Duration
 	// Actuators wraps the simulator into the actuators a policy gets (the
-	// oracle's replays included); nil gives the simulator itself.
+	// oracle's replays included); nil gives tuner.ActuatorsOf(simulator).
 	Actuators func(*sim.Simulator) tuner.Actuators
 	// Progress, when set, is called after each step with the steps done
 	// and the total.
@@ -236,7 +236,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		Start: s.Now(), Step: cfg.Step, Duration: dur,
 	})
 	rec := startRecording(res.Recorder, s)
-	defer rec.wait()
+	defer rec.wait() // (every step recorded before the result is returned)
 	var sortBuf []time.Duration
 
 	steps := int64((dur + cfg.Step - 1) / cfg.Step)
@@ -285,7 +285,6 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			cfg.Progress(i, steps)
 		}
 	}
-	rec.wait()
 	res.Actions = s.Actions()
 	return res, nil
 }
@@ -294,9 +293,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 // a goroutine of its own, in the order the steps give them: the recorder
 // keeps up with the run beside it instead of after each step.
 type recording struct {
-	steps  chan recordedStep
-	done   chan struct{}
-	closed bool
+	steps chan recordedStep
+	done  chan struct{}
 }
 
 // recordedStep is what one step gives the recorder.
@@ -328,12 +326,9 @@ func (rec *recording) add(changes []report.Change, w sim.WindowStats) {
 	rec.steps <- recordedStep{changes, w}
 }
 
-// wait returns once every step handed over is recorded; a second call
-// returns at once.
+// wait returns once every step handed over is recorded; no step may be
+// added after it.
 func (rec *recording) wait() {
-	if !rec.closed {
-		close(rec.steps)
-		rec.closed = true
-	}
+	close(rec.steps)
 	<-rec.done
 }

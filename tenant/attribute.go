@@ -109,9 +109,9 @@ func (b *Builder) usage(compiled *compiledConfig, r *gpu.Readings, podMap *kube.
 	defer b.attr.forgetFits(seen)
 	// the shared devices' contexts first, then their footprints, fitted
 	// at once (each device's fit reads and changes its own history only),
-	// then every device's usage in device order
-	// Devices that share a UUID share a fit: each fit goes to one worker,
-	// which fits its devices in device order.
+	// then every device's usage in device order. Devices that share a UUID
+	// share a fit: each fit goes to one worker, which fits its devices in
+	// device order.
 	shared := make([]*sharedDevice, len(r.Devices))
 	var fits [][]*sharedDevice
 	fitIndex := map[*gpuFit]int{}
@@ -403,9 +403,9 @@ func sortedAccs(perTenant *devAcc) []*tenantAcc {
 }
 
 // shareBy returns each tenant's share (adding up to 1) of a per-tenant
-// weight, by index in accs; when the weight is unknown or zero for all, it falls back to the
-// share of kernel-busy time, then memory-busy time, then used memory, then
-// process count (equal per process).
+// weight, by index in accs; when the weight is unknown or zero for all, it
+// falls back to the share of kernel-busy time, then memory-busy time, then
+// used memory, then process count (equal per process).
 func shareBy(accs []*tenantAcc, f func(*tenantAcc) (float64, bool)) []float64 {
 	chain := []func(*tenantAcc) (float64, bool){
 		f,
