@@ -342,18 +342,9 @@ func (r *Recorder) Steps() []Step { return r.steps }
 // Meta returns the run's description.
 func (r *Recorder) Meta() Meta { return r.meta }
 
-// Quantile returns the nearest-rank q-quantile (0 < q <= 1) of ascending
-// latencies: the smallest value with at least q of the values at or below
-// it. ok is false for an empty slice.
-func Quantile(sorted []time.Duration, q float64) (d time.Duration, ok bool) {
-	if len(sorted) == 0 {
-		return 0, false
-	}
-	return sorted[nearestRank(len(sorted), q)], true
-}
-
-// nearestRank is the index of the nearest-rank q-quantile among n > 0
-// ascending values.
+// nearestRank is the index of the nearest-rank q-quantile (0 < q <= 1)
+// among n > 0 ascending values: the smallest value with at least q of the
+// values at or below it.
 func nearestRank(n int, q float64) int {
 	return max(0, min(int(math.Ceil(q*float64(n)))-1, n-1))
 }
