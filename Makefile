@@ -22,7 +22,7 @@ FUZZTIME    ?= 20s
 export CGO_CFLAGS := -Wno-deprecated-declarations
 export CGO_ENABLED := 1
 
-.PHONY: all build vgpusim run test unit effects tables e2e e2e-pause e2e-kube lint bench fuzz clean mixin dashboards-png
+.PHONY: all build vgpusim pgo run test unit effects tables e2e e2e-pause e2e-kube lint bench fuzz clean mixin dashboards-png
 
 all: lint build test
 
@@ -32,6 +32,15 @@ build:
 # The offline scenario runner (docs/vgpusim.md).
 vgpusim:
 	$(GO) build -ldflags '$(LDFLAGS)' -o vgpusim ./cmd/vgpusim
+
+# The CPU profile that every build of vgpusim is optimised with
+# (cmd/vgpusim/default.pgo, Go's profile-guided optimisation): the simulator,
+# attribution and recorder on the 8-GPU benchmark scenario. Regenerate it
+# after changing those paths; the readings do not depend on it.
+pgo:
+	$(GO) test -count=1 -run '^$$' -bench 'EightGPUHot/static-equal' -benchtime 6x \
+		-o $(CURDIR)/.pgo.test -cpuprofile $(CURDIR)/cmd/vgpusim/default.pgo ./simrun/
+	rm -f .pgo.test
 
 # The exporter on the default built-in simulator scenario, on :9949, with
 # the tuner recommending only (TUNER_MODE=enforce lets it act).
