@@ -386,7 +386,7 @@ func quantiles32(latencies []float32) (p50, p99 *float64) {
 	if n == 0 {
 		return nil, nil
 	}
-	v := orderStats(slices.Clone(latencies), nearestRank(n, 0.5), nearestRank(n, 0.99))
+	v := orderStats32(latencies, nearestRank(n, 0.5), nearestRank(n, 0.99))
 	a, b := round6(float64(v[0])), round6(float64(v[1]))
 	return &a, &b
 }
@@ -614,8 +614,5 @@ func busyLatency(a *tenantAcc) (v float64, ok bool) {
 	if i >= len(lat) {
 		return math.Inf(1), true
 	}
-	if !selectK(lat, i) {
-		slices.Sort(lat)
-	}
-	return round6(float64(lat[i])), true
+	return round6(float64(orderStats32(lat, i)[0])), true
 }

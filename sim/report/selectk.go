@@ -2,6 +2,7 @@ package report
 
 import (
 	"cmp"
+	"math"
 	"math/bits"
 	"slices"
 )
@@ -83,6 +84,96 @@ func orderStats[T cmp.Ordered](a []T, ks ...int) []T {
 		out[j] = a[k]
 		// a[:k] now holds the k smallest: a lower index is found there
 		hi = k + 1
+	}
+	return out
+}
+
+// radixMin is the fewest values orderStats32 selects among by their
+// leading bits: below it, the table of counts costs more than a
+// selection.
+const radixMin = 1 << 14
+
+// radixBits is how many leading bits of a value's sort key orderStats32
+// counts by: the sign, the exponent and the top 7 bits of the mantissa,
+// so that a bucket spans under 1% of its values' magnitude.
+const radixBits = 16
+
+// floatKey maps a float32 to a key whose unsigned order is the values'
+// numeric order (both zeros on one key).
+func floatKey(v float32) uint32 {
+	b := math.Float32bits(v)
+	if b>>31 == 0 {
+		return b | 1<<31
+	}
+	if b == 1<<31 {
+		return 1 << 31 // -0 sorts with +0
+	}
+	return ^b
+}
+
+// orderStats32 is orderStats over a, which it leaves as it is: it counts
+// the values by the leading bits of their keys, then selects each index
+// among the values of its bucket only. It falls back to a copy and
+// orderStats when a is short or holds a NaN.
+func orderStats32(a []float32, ks ...int) []float32 {
+	if len(a) < radixMin {
+		return orderStats(slices.Clone(a), ks...)
+	}
+	const shift = 32 - radixBits
+	counts := make([]uint32, 1<<radixBits)
+	for _, v := range a {
+		if v != v {
+			return orderStats(slices.Clone(a), ks...)
+		}
+		counts[floatKey(v)>>shift]++
+	}
+	// the bucket of each index (ks ascending) and its rank within it
+	buckets, ranks := make([]uint32, len(ks)), make([]int, len(ks))
+	below, j := 0, 0
+	for b, c := range counts {
+		c := int(c)
+		for j < len(ks) && ks[j] < below+c {
+			buckets[j], ranks[j] = uint32(b), ks[j]-below
+			j++
+		}
+		below += c
+	}
+	// the values of the lowest and the highest bucket wanted; any other
+	// between them is gathered in a pass of its own
+	out := make([]float32, len(ks))
+	lo, hi := buckets[0], buckets[len(ks)-1]
+	vlo := make([]float32, 0, counts[lo])
+	var vhi []float32
+	if hi != lo {
+		vhi = make([]float32, 0, counts[hi])
+	}
+	for _, v := range a {
+		switch floatKey(v) >> shift {
+		case lo:
+			vlo = append(vlo, v)
+		case hi:
+			vhi = append(vhi, v)
+		}
+	}
+	var vmid []float32
+	for i, b := range buckets {
+		s := vlo
+		switch {
+		case b == hi && hi != lo:
+			s = vhi
+		case b != lo:
+			if i == 0 || b != buckets[i-1] {
+				vmid = vmid[:0]
+				for _, v := range a {
+					if floatKey(v)>>shift == b {
+						vmid = append(vmid, v)
+					}
+				}
+			}
+			s = vmid
+		}
+		selectK(s, ranks[i]) // no NaN: every selection succeeds
+		out[i] = s[ranks[i]]
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -77,6 +78,48 @@ func TestStepQuantiles(t *testing.T) {
 			}
 			if slices.IsSorted(a) && !slices.Equal(in, a) {
 				t.Fatalf("n=%d trial=%d: a sorted window was reordered", n, trial)
+			}
+		}
+	}
+}
+
+// TestOrderStats32 checks the selection by leading bits against a sort's,
+// on both sides of its size threshold, with ties, zeros of both signs,
+// negative and infinite values, and a NaN (which falls back), and that it
+// leaves its input as it was.
+func TestOrderStats32(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	draws := map[string]func(i, n int) float32{
+		"uniform":   func(int, int) float32 { return r.Float32() },
+		"lognormal": func(int, int) float32 { return float32(math.Exp(r.NormFloat64()*2 - 5)) },
+		"ties":      func(int, int) float32 { return float32(r.IntN(3)) * 1e-3 },
+		"one value": func(int, int) float32 { return 0.25 },
+		"signed":    func(int, int) float32 { return float32(r.NormFloat64()) },
+		"zeros, inf": func(i, _ int) float32 {
+			return [...]float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), 1}[i%4]
+		},
+		"descending":  func(i, n int) float32 { return float32(n - i) },
+		"nan":         func(i, _ int) float32 { return [...]float32{float32(math.NaN()), 2, 1}[min(i, 2)] },
+		"two buckets": func(i, _ int) float32 { return [...]float32{1, 1e6}[i%2] },
+	}
+	for name, draw := range draws {
+		for _, n := range []int{radixMin - 1, radixMin, 3*radixMin + 7} {
+			a := make([]float32, n)
+			for i := range a {
+				a[i] = draw(i, n)
+			}
+			in := slices.Clone(a)
+			sorted := slices.Clone(a)
+			slices.Sort(sorted)
+			ks := []int{0, nearestRank(n, 0.5), nearestRank(n, 0.5), nearestRank(n, 0.99), n - 1}
+			got := orderStats32(in, ks...)
+			for i, k := range ks {
+				if g, w := got[i], sorted[k]; g != w && !(g != g && w != w) {
+					t.Fatalf("%s n=%d k=%d: got %v, want %v", name, n, k, g, w)
+				}
+			}
+			if !slices.EqualFunc(in, a, func(x, y float32) bool { return math.Float32bits(x) == math.Float32bits(y) }) {
+				t.Fatalf("%s n=%d: the input was reordered", name, n)
 			}
 		}
 	}
