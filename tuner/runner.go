@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/go-kit/log"
@@ -25,6 +26,7 @@ type Runner struct {
 	snapshot func() *tenant.Snapshot
 	logger   log.Logger
 	failed   bool // a restore failed: the exit status says so
+	closers  []io.Closer
 	// done is closed when Run returns: the tuner is idle, for the restore.
 	done chan struct{}
 }
@@ -47,6 +49,11 @@ func NewRunner(t *Tuner, journal *Journal, clock gpu.Clock, interval time.Durati
 	}
 	return &Runner{t: t, journal: journal, clock: clock, interval: interval, snapshot: snapshot, logger: logger, done: make(chan struct{})}
 }
+
+// CloseAtExit has the restore at exit close cs after setting the
+// originals back: the actuators that hold something of their own (the
+// pause's pulses and watchdog, which thaw every tenant on close).
+func (r *Runner) CloseAtExit(cs ...io.Closer) { r.closers = append(r.closers, cs...) }
 
 // Tuner returns the tuner r runs.
 func (r *Runner) Tuner() *Tuner { return r.t }
@@ -151,9 +158,15 @@ func (r *Runner) restoreResult(err error) error {
 	return fmt.Errorf("tuner restore: %w", err)
 }
 
-// restoreWithin sets the originals back and closes the journal.
+// restoreWithin sets the originals back, closes the actuators
+// CloseAtExit names and the journal.
 func (r *Runner) restoreWithin(ctx context.Context) error {
 	_, err := r.t.Restore(ctx)
+	for _, c := range r.closers {
+		if cerr := c.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("closing an actuator: %w", cerr))
+		}
+	}
 	if r.journal != nil {
 		if cerr := r.journal.Close(); cerr != nil && err == nil {
 			err = cerr

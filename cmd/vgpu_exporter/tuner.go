@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -154,7 +155,14 @@ func newTunerRunner(cfg *config, src gpu.Source, clock gpu.Clock, snapshot func(
 	}
 	level.Info(logger).Log("msg", "tuner started", "mode", mode, "interval", c.Interval, "policy", pol.Name(), "journal", c.Journal,
 		"kill_switch_file", c.KillSwitchFile, "knobs", tuner.DescribeActuated(opts.Actuated))
-	return tuner.NewRunner(t, journal, clock, c.Interval, snapshot, logger), nil
+	r := tuner.NewRunner(t, journal, clock, c.Interval, snapshot, logger)
+	for _, b := range backends {
+		// (the backend itself is closed with the rest of the shutdown)
+		if cl, ok := b.Impl.(io.Closer); ok && any(b.Impl) != any(src) {
+			r.CloseAtExit(cl)
+		}
+	}
+	return r, nil
 }
 
 // logNoJournal says what a tuner that acts without --tuner.journal
