@@ -156,13 +156,24 @@ func newTunerRunner(cfg *config, src gpu.Source, clock gpu.Clock, snapshot func(
 	level.Info(logger).Log("msg", "tuner started", "mode", mode, "interval", c.Interval, "policy", pol.Name(), "journal", c.Journal,
 		"kill_switch_file", c.KillSwitchFile, "knobs", tuner.DescribeActuated(opts.Actuated))
 	r := tuner.NewRunner(t, journal, clock, c.Interval, snapshot, logger)
+	r.CloseAtExit(closersAtExit(backends)...)
+	return r, nil
+}
+
+// closersAtExit are the actuators among backends that the restore at exit
+// closes (Runner.CloseAtExit): those that hold something of their own. A
+// GPU source among them is the backend or one it wraps (the NVML backend
+// under dcgm-exporter's): the shutdown closes it, after the pipeline that
+// samples it has stopped.
+func closersAtExit(backends []tuner.NamedActuator) []io.Closer {
+	var out []io.Closer
 	for _, b := range backends {
-		// (the backend itself is closed with the rest of the shutdown)
-		if cl, ok := b.Impl.(io.Closer); ok && any(b.Impl) != any(src) {
-			r.CloseAtExit(cl)
+		cl, ok := b.Impl.(io.Closer)
+		if _, isSource := b.Impl.(gpu.Source); ok && !isSource {
+			out = append(out, cl)
 		}
 	}
-	return r, nil
+	return out
 }
 
 // logNoJournal says what a tuner that acts without --tuner.journal

@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -286,5 +288,38 @@ esac`)
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// closeCounter is an actuator that holds something of its own.
+type closeCounter struct{ n int }
+
+func (c *closeCounter) Close() error { c.n++; return nil }
+
+// The restore at exit closes the actuators that hold something of their
+// own, never the GPU backend nor a source it wraps (the NVML backend under
+// dcgm-exporter's, which detectActuators finds by unwrapping): the
+// shutdown closes those after the pipeline stops.
+func TestClosersAtExit(t *testing.T) {
+	inner := &fakeSource{}
+	wrapped, err := wrapDCGM(testConfig(t, "--backend=nvml", "--backend.dcgm-exporter.url=http://127.0.0.1:9400/metrics"), inner, log.NewNopLogger())
+	if err != nil || wrapped == gpu.Source(inner) {
+		t.Fatalf("wrapDCGM: %v, wrapped %v", err, wrapped != gpu.Source(inner))
+	}
+	pause := &closeCounter{}
+	for _, tc := range []struct {
+		name     string
+		backends []tuner.NamedActuator
+		want     []io.Closer
+	}{
+		{"the backend", []tuner.NamedActuator{{Name: "sim", Impl: inner}}, nil},
+		{"the backend under dcgm-exporter's, and the pause",
+			[]tuner.NamedActuator{{Name: "nvml", Impl: inner}, {Name: "pause", Impl: pause}}, []io.Closer{pause}},
+		{"the wrapper", []tuner.NamedActuator{{Name: "nvml", Impl: wrapped}}, nil},
+		{"nothing to close", []tuner.NamedActuator{{Name: "mps", Impl: struct{}{}}}, nil},
+	} {
+		if got := closersAtExit(tc.backends); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: closes %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
