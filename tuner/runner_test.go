@@ -11,16 +11,17 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
-// closer records its closes among the actuator's calls (which answer
-// with the error configured for "Close").
+// closer records its closes among the actuator's calls and answers err.
 type closer struct {
 	calls *fakeControl
 	n     int
+	err   error
 }
 
 func (c *closer) Close() error {
 	c.n++
-	return c.calls.Do("Close", "")
+	_ = c.calls.Do("Close", "")
+	return c.err
 }
 
 // The restore at exit closes what CloseAtExit names, once each, after
@@ -33,7 +34,8 @@ func TestRestoreAtExitCloses(t *testing.T) {
 	}{
 		{"none", nil, ""},
 		{"one", []error{nil}, ""},
-		{"two, one fails", []error{nil, errors.New("tenant t not thawed")}, "tenant t not thawed"},
+		{"two, the first fails", []error{errors.New("tenant t not thawed"), nil}, "tenant t not thawed"},
+		{"two, the second fails", []error{nil, errors.New("tenant t not thawed")}, "tenant t not thawed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := &fakeControl{}
@@ -48,10 +50,7 @@ func TestRestoreAtExitCloses(t *testing.T) {
 			r := NewRunner(tu, nil, gpu.NewManualClock(t0), 0, func() *tenant.Snapshot { return snap }, nil)
 			var cs []*closer
 			for _, e := range tc.errs {
-				c := &closer{calls: rec}
-				if e != nil {
-					rec.Errs = map[string]error{"Close": e}
-				}
+				c := &closer{calls: rec, err: e}
 				cs = append(cs, c)
 				r.CloseAtExit(c)
 			}
