@@ -114,9 +114,9 @@ func floatKey(v float32) uint32 {
 // orderStats32 is orderStats over a, which it leaves as it is: it counts
 // the values by the leading bits of their keys, then selects each index
 // among the values of its bucket only. It falls back to a copy and
-// orderStats when a is short or holds a NaN.
+// orderStats when a is short, no index is asked or a holds a NaN.
 func orderStats32(a []float32, ks ...int) []float32 {
-	if len(a) < radixMin {
+	if len(a) < radixMin || len(ks) == 0 {
 		return orderStats(slices.Clone(a), ks...)
 	}
 	const shift = 32 - radixBits

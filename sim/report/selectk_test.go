@@ -121,6 +121,9 @@ func TestOrderStats32(t *testing.T) {
 			if !slices.EqualFunc(in, a, func(x, y float32) bool { return math.Float32bits(x) == math.Float32bits(y) }) {
 				t.Fatalf("%s n=%d: the input was reordered", name, n)
 			}
+			if got := orderStats32(in); len(got) != 0 {
+				t.Fatalf("%s n=%d: no index asked, got %v", name, n, got)
+			}
 		}
 	}
 }
