@@ -39,7 +39,8 @@ vgpusim:
 # after changing those paths; the readings do not depend on it.
 pgo:
 	$(GO) test -count=1 -run '^$$' -bench 'EightGPUHot/static-equal' -benchtime 6x \
-		-o $(CURDIR)/.pgo.test -cpuprofile $(CURDIR)/cmd/vgpusim/default.pgo ./simrun/
+		-o $(CURDIR)/.pgo.test -cpuprofile $(CURDIR)/.pgo.prof ./simrun/
+	mv .pgo.prof cmd/vgpusim/default.pgo
 	rm -f .pgo.test
 
 # The exporter on the default built-in simulator scenario, on :9949, with
@@ -119,7 +120,7 @@ fuzz:
 	done
 
 clean:
-	rm -f $(BIN) vgpusim
+	rm -f $(BIN) vgpusim .pgo.test .pgo.prof
 	$(GO) clean -testcache
 
 .PHONY: chart deploy-test

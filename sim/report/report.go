@@ -614,5 +614,9 @@ func busyLatency(a *tenantAcc) (v float64, ok bool) {
 	if i >= len(lat) {
 		return math.Inf(1), true
 	}
+	if len(lat) < radixMin {
+		// lat is this call's own copy: selected in place
+		return round6(float64(orderStats(lat, i)[0])), true
+	}
 	return round6(float64(orderStats32(lat, i)[0])), true
 }
