@@ -171,28 +171,28 @@ func (m *member) share() float64 {
 func (p *Autotune) Decide(s *tuner.State) []tuner.Action {
 	var out []tuner.Action
 	for _, d := range s.UpDevices() {
-		ms := p.members(s, d)
+		ds := summarize(p.members(s, d))
 		switch d.Mode {
 		case gpu.SharingMPS:
 			// the pause first: the caps cost restarts
-			held := p.heldFor(s, d.UUID, summarize(ms))
-			fast, slow := p.pauses(s, d, ms)
+			held := p.heldFor(s, d.UUID, ds)
+			fast, slow := p.pauses(s, d, ds)
 			out = append(out, fast...)
 			if slow {
-				out = append(out, p.mps(s, d, ms, held)...)
+				out = append(out, p.mps(s, d, ds, held)...)
 			}
 		case gpu.SharingTimeSlice:
 			// the level first: it costs no tenant its work
-			if ts := p.timeSlice(s, d, ms); len(ts) > 0 {
+			if ts := p.timeSlice(s, d, ds); len(ts) > 0 {
 				out = append(out, ts...)
 			} else {
-				fast, _ := p.pauses(s, d, ms)
+				fast, _ := p.pauses(s, d, ds)
 				out = append(out, fast...)
 			}
 		case gpu.SharingVGPU:
-			out = append(out, p.vgpu(s, d, ms)...)
+			out = append(out, p.vgpu(s, d, ds)...)
 		}
-		out = append(out, p.clocks(s, d, ms)...)
+		out = append(out, p.clocks(s, d, ds)...)
 	}
 	// what the dwell would refuse is held, and says so
 	return s.HoldWaiting(out)
@@ -331,8 +331,7 @@ func quiet(s *tuner.State, uuid string, k gpu.Knob, d time.Duration) bool {
 // tenants is 1 minus the caps of the others, so there is no integrator to
 // wind up; a reservation at its bound stops moving, and the decision says
 // so.
-func (p *Autotune) mps(s *tuner.State, d *gpu.Device, ms []*member, held time.Duration) []tuner.Action {
-	ds := summarize(ms)
+func (p *Autotune) mps(s *tuner.State, d *gpu.Device, ds domainSignals, held time.Duration) []tuner.Action {
 	if len(ds.latency) == 0 || len(ds.others) == 0 {
 		return nil
 	}
@@ -466,8 +465,7 @@ func (p *Autotune) capOthers(d *gpu.Device, others []*member, reserved float64, 
 // differ, and for nothing where they do not. NVML refuses a scheduler
 // change while VMs run: the action stays a recommendation (refused, then
 // backing off) until the VMs are stopped. See docs/tuning.md.
-func (p *Autotune) vgpu(s *tuner.State, d *gpu.Device, ms []*member) []tuner.Action {
-	ds := summarize(ms)
+func (p *Autotune) vgpu(s *tuner.State, d *gpu.Device, ds domainSignals) []tuner.Action {
 	if len(ds.latency) == 0 || d.Scheduler == nil {
 		return nil
 	}
@@ -493,8 +491,7 @@ func (p *Autotune) vgpu(s *tuner.State, d *gpu.Device, ms []*member) []tuner.Act
 // work has deep slack it lowers the clock for energy (or, where the clock
 // cannot be set, the power limit), and gives the speed back as soon as
 // slack is lost.
-func (p *Autotune) clocks(s *tuner.State, d *gpu.Device, ms []*member) []tuner.Action {
-	ds := summarize(ms)
+func (p *Autotune) clocks(s *tuner.State, d *gpu.Device, ds domainSignals) []tuner.Action {
 	if len(ds.latency) == 0 {
 		return nil
 	}

@@ -150,7 +150,7 @@ func TestCostlyCapOnChance(t *testing.T) {
 			p := New()
 			d := s.UpDevices()[0]
 			got := ""
-			if acts := p.mps(s, d, p.members(s, d), 0); len(acts) > 0 {
+			if acts := p.mps(s, d, summarize(p.members(s, d)), 0); len(acts) > 0 {
 				got = acts[0].Want.String()
 			}
 			if got != tc.want {

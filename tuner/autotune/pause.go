@@ -37,11 +37,10 @@ type pauser struct {
 
 // pauses returns the fast loop's actions on d, and whether the slow knobs
 // may act on d this round.
-func (p *Autotune) pauses(s *tuner.State, d *gpu.Device, ms []*member) ([]tuner.Action, bool) {
+func (p *Autotune) pauses(s *tuner.State, d *gpu.Device, ds domainSignals) ([]tuner.Action, bool) {
 	if !s.Drives[gpu.KnobPauseDuty] || (d.Mode != gpu.SharingMPS && d.Mode != gpu.SharingTimeSlice) {
 		return nil, true
 	}
-	ds := summarize(ms)
 	var ps []pauser
 	for _, m := range ds.others {
 		if (m.class != gpu.ClassBatch && m.class != gpu.ClassBestEffort) || m.name == tenant.Unassigned {

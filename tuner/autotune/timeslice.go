@@ -40,9 +40,8 @@ const timeSliceNote = "plain time-slicing has no per-process weights (no driver 
 
 // timeSlice decides the compute time-slice level of a time-sliced GPU by
 // trial and judgement (see above).
-func (p *Autotune) timeSlice(s *tuner.State, d *gpu.Device, ms []*member) []tuner.Action {
-	ds := summarize(ms)
-	if len(ds.latency) == 0 || len(ms) < 2 || d.ComputeTimeSlice == "" {
+func (p *Autotune) timeSlice(s *tuner.State, d *gpu.Device, ds domainSignals) []tuner.Action {
+	if len(ds.latency) == 0 || len(ds.latency)+len(ds.others) < 2 || d.ComputeTimeSlice == "" {
 		return nil
 	}
 	cur := tuner.Level(d.ComputeTimeSlice)
