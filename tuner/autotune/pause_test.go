@@ -170,3 +170,68 @@ func TestPauseAnticipation(t *testing.T) {
 		})
 	}
 }
+
+// A pause raised on a miss chance explains is given back once every
+// latency SLO on the GPU holds again (burn at most 1, the SLO window
+// inside its target), without waiting for slack; the same pause raised
+// on a clear miss is held until slack, as before.
+func TestPauseChanceRaiseGivenBack(t *testing.T) {
+	within := tuner.FastSLO{Over: time.Minute, Total: 100, Good: 97}    // burn 3, chance at p99 0.9
+	holding := tuner.FastSLO{Over: time.Minute, Total: 1000, Good: 992} // burn 0.8: held, no slack
+	pauseT := tuner.Target{GPU: uuid0, Knob: gpu.KnobPauseDuty, PID: 2}
+	sc := scene{mode: gpu.SharingMPS, embedCap: new(1.0), restart: 5 * time.Minute}
+	for _, tc := range []struct {
+		name   string
+		chance bool // the raise to 60% answered a miss chance explains
+		want   []string
+	}{
+		{"raised on chance: given back a step", true, []string{"GPU-0/pause_duty/pid2=55%"}},
+		{"raised on a clear miss: held", false, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := New()
+			raisedAt := t0.Add(-2 * time.Minute)
+			if tc.chance {
+				// the round of the raise: paused half the ceiling, a
+				// miss within chance, costly to restart
+				sc1 := sc
+				sc1.fast, sc1.p99 = within, 0.9
+				s := sc1.state()
+				s.Now = raisedAt
+				s.Drives = map[gpu.Knob]bool{gpu.KnobPauseDuty: true, gpu.KnobMPSActiveThreads: true}
+				s.Originals[pauseT.String()] = tuner.Duty(0)
+				s.Changes[pauseT.String()] = tuner.Change{At: raisedAt.Add(-2 * time.Minute), To: tuner.Duty(0.5)}
+				s.Changes[pauseT.DomainKey()] = tuner.Change{At: raisedAt.Add(-2 * time.Minute), To: tuner.Duty(0.5)}
+				var got []string
+				for _, a := range p.Decide(s) {
+					got = append(got, a.Target.String()+"="+a.Want.String())
+				}
+				if !slices.Equal(got, []string{"GPU-0/pause_duty/pid2=60%"}) {
+					t.Fatalf("the chance round: actions %v, want the pause a step", got)
+				}
+			}
+			// two minutes later: the chat holds its SLO (burn 0.8, the
+			// window's p99 inside), without slack
+			sc2 := sc
+			sc2.fast, sc2.p99 = holding, 0.9
+			s := sc2.state()
+			s.Drives = map[gpu.Knob]bool{gpu.KnobPauseDuty: true, gpu.KnobMPSActiveThreads: true}
+			raise := tuner.Change{At: raisedAt, From: tuner.Duty(0.5), To: tuner.Duty(0.6)}
+			s.Originals[pauseT.String()] = tuner.Duty(0)
+			s.Changes[pauseT.String()] = raise
+			s.Changes[pauseT.DomainKey()] = raise
+			s.History = map[string][]tuner.Change{pauseT.DomainKey(): {raise}}
+			var got []string
+			acts := p.Decide(s)
+			for _, a := range acts {
+				got = append(got, a.Target.String()+"="+a.Want.String())
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("actions %v, want %v", got, tc.want)
+			}
+			if len(acts) > 0 && !strings.Contains(acts[0].Reason, "miss chance explains") {
+				t.Errorf("reason %q, want the chance raise named", acts[0].Reason)
+			}
+		})
+	}
+}

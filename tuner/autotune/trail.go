@@ -32,6 +32,35 @@ type requestTrail struct {
 	// a load rise: a guess, which leaves a floor (pauseFloor) only while
 	// the load stays up.
 	ahead map[string][]aheadRaise
+	// chance is, per GPU, when the pause was last raised on a miss chance
+	// explains: a guess too, given back once the SLOs hold (chanceHeld).
+	chance map[string]time.Time
+}
+
+// pausedOnChance records that the pause on uuid was raised at t on a
+// miss chance explains.
+func (tr *requestTrail) pausedOnChance(uuid string, t time.Time) {
+	if tr == nil {
+		return
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if tr.chance == nil {
+		tr.chance = map[string]time.Time{}
+	}
+	tr.chance[uuid] = t
+}
+
+// chanceAt says whether the pause on uuid raised at t was the last one
+// raised on a miss chance explains.
+func (tr *requestTrail) chanceAt(uuid string, t time.Time) bool {
+	if tr == nil {
+		return false
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	c, ok := tr.chance[uuid]
+	return ok && c.Equal(t)
 }
 
 // aheadRaise is a pause raised at a round ahead of a tenant's load rise,
