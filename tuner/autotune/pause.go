@@ -474,12 +474,12 @@ func (p *Autotune) chanceHeld(s *tuner.State, uuid string, ds domainSignals) boo
 		return false
 	}
 	raises := p.pauseRaises(s, uuid)
-	if len(raises) == 0 || !p.trail.chanceAt(uuid, raises[len(raises)-1].at) {
+	if len(raises) == 0 || !raises[len(raises)-1].chance {
 		return false
 	}
 	for _, m := range ds.latency {
 		b, _, ok := p.recentBurn(s, uuid, m)
-		if !ok || b > 1 || !m.hasRatio || m.ratio > 1 {
+		if !ok || b > p.P.ViolateBurn || !m.hasRatio || m.ratio > 1 {
 			return false
 		}
 	}
@@ -506,9 +506,10 @@ func (p *Autotune) pausedDuty(s *tuner.State, d *gpu.Device, ms []*member) float
 // pauseRaise is a raise of a GPU's pause that State.History keeps: to
 // what, when, and whether it was one ahead of a rise (trail.pausedAhead).
 type pauseRaise struct {
-	to    tuner.Duty
-	at    time.Time
-	ahead bool
+	to     tuner.Duty
+	at     time.Time
+	ahead  bool
+	chance bool // the step on a miss chance explains (trail.pausedOnChance)
 }
 
 // pauseRaises returns the raises of the pause on the GPU that State.History
@@ -522,7 +523,7 @@ func (p *Autotune) pauseRaises(s *tuner.State, uuid string) []pauseRaise {
 			continue
 		}
 		_, ahead := p.trail.aheadAt(uuid, c.At)
-		raises = append(raises, pauseRaise{to: to, at: c.At, ahead: ahead})
+		raises = append(raises, pauseRaise{to: to, at: c.At, ahead: ahead, chance: p.trail.chanceAt(uuid, c.At)})
 	}
 	return raises
 }
