@@ -96,6 +96,12 @@ type Params struct {
 	// window's quantile has no slack (above SlackRatio of the target), has
 	// the batch tenants beside it paused before its requests are late.
 	PauseRise float64
+	// PauseHandOver: where restarting the batch tenants is costly
+	// (CostlyRestart), the part of what a tenant's pause held back that a
+	// tightened MPS cap takes over: the pause goes down by that part of
+	// the way to what leaves the tenant, under the new cap, the share of
+	// the GPU the pause left it under the old one.
+	PauseHandOver float64
 }
 
 // DefaultParams returns the defaults.
@@ -111,7 +117,7 @@ func DefaultParams() Params {
 		EnergyStep: 0.1, EnergyFloor: 0.5,
 		TrialDwell: 2 * time.Minute, TrialHold: 10 * time.Minute, TrialGain: 0.1,
 		PauseMax: 0.8, PauseGain: 0.1, PauseStepMin: 0.1, PauseStepMax: 0.3, PauseRelease: 0.05, PauseAheadRelease: 0.1,
-		PauseWindow: 15 * time.Second, PauseRise: 1.5,
+		PauseWindow: 15 * time.Second, PauseRise: 1.5, PauseHandOver: 0.75,
 	}
 }
 

@@ -1,6 +1,11 @@
 package autotune
 
 import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner/tunertest"
 )
 
@@ -12,3 +17,19 @@ var (
 	mpsProc  = tunertest.MPSProc
 	snapshot = tunertest.Snapshot
 )
+
+// checkActions fails t unless acts set exactly want (target=value, in
+// order) and, where reason is not empty, the first one's reason holds it.
+func checkActions(t *testing.T, acts []tuner.Action, want []string, reason string) {
+	t.Helper()
+	var got []string
+	for _, a := range acts {
+		got = append(got, a.Target.String()+"="+a.Want.String())
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("actions %v, want %v", got, want)
+	}
+	if reason != "" && !strings.Contains(acts[0].Reason, reason) {
+		t.Errorf("reason %q, want %q in it", acts[0].Reason, reason)
+	}
+}

@@ -20,7 +20,9 @@ import (
 // step is free. On an MPS GPU the caps, which cost restarts, are used only
 // when the SLO still does not hold with a quarter of the ceiling paused
 // or more (half, and for a miss chance explains the ceiling, where a
-// restart is costly), and a cap is given back only once no pause is left. On a
+// restart is costly), a costly cap that took about the share the pause
+// left a tenant takes most of the pause over (handOver), and a cap is
+// given back only once no pause is left. On a
 // time-sliced GPU the level's trial comes first (it costs no tenant its
 // work) and the pause acts in the rounds the level does not. It anticipates: the pause a
 // recent peak needed stays as a floor that fades over minutes, and a pause
@@ -32,7 +34,11 @@ type pauser struct {
 	m    *member
 	t    tuner.Target
 	pids []uint32 // every process of the tenant, on every GPU
-	cur  tuner.Duty
+	// cur is the pause the round starts from: the tenant's pause (was),
+	// or what is left of it where a tightened cap took it over (handed
+	// says how)
+	cur, was tuner.Duty
+	handed   string
 }
 
 // pauses returns the fast loop's actions on d, and whether the slow knobs
@@ -51,18 +57,89 @@ func (p *Autotune) pauses(s *tuner.State, d *gpu.Device, ds domainSignals) ([]tu
 			continue
 		}
 		t := tuner.Target{GPU: d.UUID, Knob: gpu.KnobPauseDuty, PID: pids[0]}
-		ps = append(ps, pauser{m: m, t: t, pids: pids, cur: s.PauseDuty(t)})
+		cur := s.PauseDuty(t)
+		ps = append(ps, pauser{m: m, t: t, pids: pids, cur: cur, was: cur})
 	}
 	if len(ds.latency) == 0 || len(ps) == 0 {
 		return nil, true
 	}
+	if d.Mode == gpu.SharingMPS && restartCost(ds.others) >= p.P.CostlyRestart {
+		p.handOver(s, d.UUID, ps)
+	}
+	decided := map[tuner.Target]bool{}
+	out, slow := p.pauseDecide(s, d, ds, ps, decided)
+	// a pause a cap took over goes down where nothing above decided it
+	for _, x := range ps {
+		if x.handed != "" && !decided[x.t] {
+			out = append(out, tuner.Action{Target: x.t, GPUIndex: d.Index, Tenant: x.m.name, Class: x.m.class, PIDs: x.pids,
+				Current: x.was, Want: x.cur, Reason: x.handed + ", no restart"})
+		}
+	}
+	return out, slow
+}
+
+// handOverLeft is the most pause that may be left to leave a tenant the
+// share its pause left it, for a tightened cap to take the pause over.
+const handOverLeft = 0.25
+
+// handOver lowers, in ps, the pause of each paused tenant whose MPS cap
+// fell since the last round, where restarting the batch tenants is
+// costly: there the slow loop caps a paused tenant at least to the share
+// of the GPU its pause left it, in one restart, so the cap takes over
+// what the pause held back, and without this the two would stack (a
+// trainer capped to the 10% its 80% pause left it, and paused 80%
+// still). Where a pause of at most handOverLeft would leave the tenant,
+// under the new cap, the share of the GPU its pause left it under the old
+// one (the cap took about that share), the pause goes down PauseHandOver
+// of the way to that pause (all of the way cost two SLO seeds of
+// eight-gpu-hot and one of bursty-llm-training: a cap holds back less
+// than a pause of the same share, since the capped tenant still runs
+// beside the latency tenant), and the raises before it leave no floor
+// (pauseRaises): they were needed under the looser cap. Where the cap
+// took less (a halving of a share the pause held far lower), the pause
+// stays: handing it over there cost bursty-llm-itl its assistant's SLO on
+// seed 3.
+func (p *Autotune) handOver(s *tuner.State, uuid string, ps []pauser) {
+	handed := false
+	for i := range ps {
+		x := &ps[i]
+		share := x.m.share()
+		before, ok := p.trail.capSeen(uuid, x.m.name, share)
+		if !ok || x.cur == 0 || share <= 0 || share >= before-1e-6 {
+			continue
+		}
+		cur := float64(x.cur)
+		full := math.Max(0, 1-before*(1-cur)/share) // the pause that leaves the share
+		if full > handOverLeft {
+			continue // the pause still holds back most: it stays
+		}
+		next := tuner.Duty(math.Round((cur-p.P.PauseHandOver*(cur-full))*100) / 100)
+		if next >= x.cur {
+			continue
+		}
+		x.handed = fmt.Sprintf("%s's MPS cap fell from %.0f%% to %.0f%% of the SMs since the last round, which holds back most of what its pause held: pause %.0f%% (was %.0f%%; %.0f%% would leave it the share the pause left it)",
+			x.m.name, 100*before, 100*share, 100*float64(next), 100*cur, 100*full)
+		x.cur, handed = next, true
+	}
+	if handed {
+		p.trail.handedOver(uuid, s.Now)
+	}
+}
+
+// pauseDecide is pauses' decision for the pausers ps; decided gets the
+// target of each pauser it decided a pause for, kept as it was or not.
+func (p *Autotune) pauseDecide(s *tuner.State, d *gpu.Device, ds domainSignals, ps []pauser, decided map[tuner.Target]bool) ([]tuner.Action, bool) {
 	var out []tuner.Action
 	act := func(x pauser, want tuner.Duty, reason string) {
-		if math.Abs(float64(want-x.cur)) < 1e-6 {
+		decided[x.t] = true
+		if math.Abs(float64(want-x.was)) < 1e-6 {
 			return
 		}
+		if x.handed != "" {
+			reason = x.handed + "; then " + reason
+		}
 		out = append(out, tuner.Action{Target: x.t, GPUIndex: d.Index, Tenant: x.m.name, Class: x.m.class, PIDs: x.pids,
-			Current: x.cur, Want: want, Reason: reason})
+			Current: x.was, Want: want, Reason: reason})
 	}
 	// Anticipation: the pause the recent peak load needed, or this time
 	// of day on earlier days, is a floor set before the burst comes back.
@@ -516,7 +593,11 @@ type pauseRaise struct {
 // keeps, oldest first.
 func (p *Autotune) pauseRaises(s *tuner.State, uuid string) []pauseRaise {
 	var raises []pauseRaise
+	handed := p.trail.handedAt(uuid)
 	for _, c := range s.History[tuner.Target{GPU: uuid, Knob: gpu.KnobPauseDuty}.DomainKey()] {
+		if !c.At.After(handed) {
+			continue // held under a looser cap, which a tighter one took over
+		}
 		to, ok1 := c.To.(tuner.Duty)
 		from, ok2 := c.From.(tuner.Duty)
 		if !ok1 || (ok2 && to <= from) {

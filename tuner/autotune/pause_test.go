@@ -156,17 +156,7 @@ func TestPauseAnticipation(t *testing.T) {
 			for i, ago := range tc.days {
 				p.day.raised(uuid0, s.Now.Add(-ago), tuner.Duty(0.4+0.1*float64(i)))
 			}
-			acts := p.Decide(s)
-			var got []string
-			for _, a := range acts {
-				got = append(got, a.Target.String()+"="+a.Want.String())
-			}
-			if !slices.Equal(got, tc.want) {
-				t.Fatalf("actions %v, want %v", got, tc.want)
-			}
-			if tc.reason != "" && !strings.Contains(acts[0].Reason, tc.reason) {
-				t.Errorf("reason %q, want %q in it", acts[0].Reason, tc.reason)
-			}
+			checkActions(t, p.Decide(s), tc.want, tc.reason)
 		})
 	}
 }
@@ -231,6 +221,60 @@ func TestPauseChanceRaiseGivenBack(t *testing.T) {
 			}
 			if len(acts) > 0 && !strings.Contains(acts[0].Reason, "miss chance explains") {
 				t.Errorf("reason %q, want the chance raise named", acts[0].Reason)
+			}
+		})
+	}
+}
+
+// Where a restart is costly, a cap that fell since the last round takes
+// over most of what the pause held: the pause goes down PauseHandOver of
+// the way to what leaves the tenant the share of the GPU it left it under
+// the old cap (80% paused at a 100% cap, then capped to 20%: none, so
+// 20%), and the raise before it leaves no floor; a cap that took less
+// than that share (more than handOverLeft of pause still needed), a cap
+// that did not fall, an unpaused tenant, or a cheap restart (where the
+// cap is a step on top of the pause) changes nothing.
+func TestPauseHandedToCap(t *testing.T) {
+	holding := tuner.FastSLO{Over: time.Minute, Total: 1000, Good: 992} // burn 0.8: held, no slack
+	pauseT := tuner.Target{GPU: uuid0, Knob: gpu.KnobPauseDuty, PID: 2}
+	for _, tc := range []struct {
+		name        string
+		duty        tuner.Duty
+		from, to    float64       // embed's cap at the first round and the second
+		restart     time.Duration // embed's restart_cost
+		want        []string
+		reasonWants string
+	}{
+		{"capped from 100% to 20% while paused 80%: 20%", 0.8, 1, 0.2, 5 * time.Minute, []string{"GPU-0/pause_duty/pid2=20%"}, "pause 20% (was 80%; 0% would leave"},
+		{"capped from 100% to 25% while paused 80%: 35%", 0.8, 1, 0.25, 5 * time.Minute, []string{"GPU-0/pause_duty/pid2=35%"}, "fell from 100% to 25%"},
+		{"capped from 100% to 50% while paused 80% (a 60% pause would leave the share): the pause stays", 0.8, 1, 0.5, 5 * time.Minute, nil, ""},
+		{"the cap unchanged: the pause held", 0.8, 0.5, 0.5, 5 * time.Minute, nil, ""},
+		{"the cap raised: the pause held", 0.8, 0.2, 0.5, 5 * time.Minute, nil, ""},
+		{"capped, nothing paused: no pause action", 0, 1, 0.2, 5 * time.Minute, nil, ""},
+		{"a cheap restart: the pause held", 0.8, 1, 0.2, 0, nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := New()
+			raise := tuner.Change{At: t0.Add(-time.Minute), From: tuner.Duty(0.6), To: tc.duty}
+			round := func(capped float64, now time.Time) []tuner.Action {
+				s := scene{mode: gpu.SharingMPS, embedCap: &capped, fast: holding, p99: 0.9, restart: tc.restart}.state()
+				s.Now = now
+				s.Drives = map[gpu.Knob]bool{gpu.KnobPauseDuty: true, gpu.KnobMPSActiveThreads: true}
+				if tc.duty > 0 {
+					s.Originals[pauseT.String()] = tuner.Duty(0)
+					s.Changes[pauseT.String()] = raise
+					s.Changes[pauseT.DomainKey()] = raise
+					s.History = map[string][]tuner.Change{pauseT.DomainKey(): {raise}}
+				}
+				return p.Decide(s)
+			}
+			if acts := round(tc.from, t0.Add(-15*time.Second)); len(acts) > 0 {
+				t.Fatalf("the first round: actions %v, want none (the SLO holds without slack)", acts)
+			}
+			acts := round(tc.to, t0)
+			checkActions(t, acts, tc.want, tc.reasonWants)
+			if len(acts) > 0 && acts[0].Current != tc.duty {
+				t.Errorf("current %v, want the pause in place %v", acts[0].Current, tc.duty)
 			}
 		})
 	}

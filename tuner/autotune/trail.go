@@ -35,6 +35,52 @@ type requestTrail struct {
 	// chance is, per GPU, when the pause was last raised on a miss chance
 	// explains: a guess too, given back once the SLOs hold (chanceHeld).
 	chance map[string]time.Time
+	// caps is, per GPU and tenant, its MPS share at the last round, and
+	// handed, per GPU, when a tightened cap last took over a pause
+	// (handOver).
+	caps   map[string]float64
+	handed map[string]time.Time
+}
+
+// capSeen records tenant's MPS share on uuid this round and returns the
+// one of the last round (false at its first).
+func (tr *requestTrail) capSeen(uuid, tenant string, share float64) (float64, bool) {
+	if tr == nil {
+		return 0, false
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if tr.caps == nil {
+		tr.caps = map[string]float64{}
+	}
+	k := uuid + "/" + tenant
+	before, ok := tr.caps[k]
+	tr.caps[k] = share
+	return before, ok
+}
+
+// handedOver records that a tightened cap took over the pause on uuid at t.
+func (tr *requestTrail) handedOver(uuid string, t time.Time) {
+	if tr == nil {
+		return
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if tr.handed == nil {
+		tr.handed = map[string]time.Time{}
+	}
+	tr.handed[uuid] = t
+}
+
+// handedAt is when a tightened cap last took over the pause on uuid (the
+// zero time where none has).
+func (tr *requestTrail) handedAt(uuid string) time.Time {
+	if tr == nil {
+		return time.Time{}
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return tr.handed[uuid]
 }
 
 // pausedOnChance records that the pause on uuid was raised at t on a
