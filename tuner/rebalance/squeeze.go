@@ -15,16 +15,21 @@ import (
 const squeezeMargin = 0.25
 
 // Squeezed returns the batch and best-effort tenants of MPS GPUs whose
-// caps (pending, else effective) add up to less than their share.max by
-// squeezeMargin or more, with that sum: tenants held back to protect a
-// latency tenant beside them. The fast loop cannot give them their share
-// back where they are; a GPU with room can.
+// share of the SMs, their caps (pending, else effective) added up and
+// less the part of each period they are paused (pause_duty), is less than
+// their share.max by squeezeMargin or more, with that share: tenants held
+// back to protect a latency tenant beside them. The fast loop cannot give
+// them their share back where they are; a GPU with room can.
 func (r *Planner) Squeezed(s *tuner.State) map[string]float64 {
 	out := map[string]float64{}
 	if s == nil || s.Snapshot == nil || s.Snapshot.Readings == nil {
 		return out
 	}
 	info := tuner.InfoByName(s.Snapshot)
+	pids := map[string][]uint32{} // every process of each tenant, on every GPU
+	for _, u := range s.Snapshot.Usage {
+		pids[u.Tenant] = append(pids[u.Tenant], u.PIDs...)
+	}
 	for _, d := range s.Snapshot.Readings.Devices {
 		if !d.Up || d.Mode != gpu.SharingMPS {
 			continue
@@ -53,12 +58,24 @@ func (r *Planner) Squeezed(s *tuner.State) map[string]float64 {
 			if !known {
 				continue // a process the device does not list: its cap is unknown
 			}
+			sum *= 1 - pausedOn(s, d.UUID, pids[u.Tenant])
 			if sum <= shareMax(info, u.Tenant)-squeezeMargin {
 				out[u.Tenant] = sum
 			}
 		}
 	}
 	return out
+}
+
+// pausedOn is the part of each period the tenant of pids is paused on the
+// GPU uuid (a pause is set on a tenant as a whole, its target one of
+// those processes), 0 where it is not.
+func pausedOn(s *tuner.State, uuid string, pids []uint32) float64 {
+	var d tuner.Duty
+	for _, pid := range pids {
+		d = max(d, s.PauseDuty(tuner.Target{GPU: uuid, Knob: gpu.KnobPauseDuty, PID: pid}))
+	}
+	return float64(d)
 }
 
 // planSqueezed plans the move of a tenant squeezed for Dwell to the

@@ -26,14 +26,17 @@ func TestPlanSqueezedMove(t *testing.T) {
 		busyC    float64
 		moved    time.Duration // train was moved this long ago (0: never)
 		want     string        // moves, or "" for no plan
+		paused   tuner.Duty    // train's pause (pause_duty)
 	}{
-		{"squeezed for 5m: moved to the idlest GPU", 0.125, nil, 5 * time.Minute, 5 * time.Minute, 0.3, 0.2, 0, "20->GPU-c 21->GPU-c"},
-		{"a pending cap counts", 0.45, ptr(tuner.Fraction(0.1)), 5 * time.Minute, 0, 0.3, 0.2, 0, "20->GPU-c 21->GPU-c"},
-		{"not long enough", 0.125, nil, time.Minute, 0, 0.3, 0.2, 0, ""},
-		{"not squeezed (caps near share.max)", 0.45, nil, 5 * time.Minute, 0, 0.3, 0.2, 0, ""},
-		{"squeeze worth less than the move", 0.35, nil, 5 * time.Minute, 10 * time.Minute, 0.3, 0.2, 0, ""},
-		{"no GPU with room", 0.125, nil, 5 * time.Minute, 0, 0.9, 0.8, 0, ""},
-		{"moved recently: held", 0.125, nil, 5 * time.Minute, 5 * time.Minute, 0.3, 0.2, 10 * time.Minute, ""},
+		{"squeezed for 5m: moved to the idlest GPU", 0.125, nil, 5 * time.Minute, 5 * time.Minute, 0.3, 0.2, 0, "20->GPU-c 21->GPU-c", 0},
+		{"a pending cap counts", 0.45, ptr(tuner.Fraction(0.1)), 5 * time.Minute, 0, 0.3, 0.2, 0, "20->GPU-c 21->GPU-c", 0},
+		{"not long enough", 0.125, nil, time.Minute, 0, 0.3, 0.2, 0, "", 0},
+		{"not squeezed (caps near share.max)", 0.45, nil, 5 * time.Minute, 0, 0.3, 0.2, 0, "", 0},
+		{"squeeze worth less than the move", 0.35, nil, 5 * time.Minute, 10 * time.Minute, 0.3, 0.2, 0, "", 0},
+		{"no GPU with room", 0.125, nil, 5 * time.Minute, 0, 0.9, 0.8, 0, "", 0},
+		{"moved recently: held", 0.125, nil, 5 * time.Minute, 5 * time.Minute, 0.3, 0.2, 10 * time.Minute, "", 0},
+		{"caps near share.max, paused 60% of every period: squeezed, moved", 0.45, nil, 5 * time.Minute, 0, 0.3, 0.2, 0, "20->GPU-c 21->GPU-c", 0.6},
+		{"caps near share.max, paused 10%: not squeezed", 0.45, nil, 5 * time.Minute, 0, 0.3, 0.2, 0, "", 0.1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -42,6 +45,11 @@ func TestPlanSqueezedMove(t *testing.T) {
 			d.Processes = []gpu.Process{mpsProc(10, gpu.Float(1)), mpsProc(20, gpu.Float(tc.trainCap)), mpsProc(21, gpu.Float(tc.trainCap)), mpsProc(30, gpu.Float(1))}
 			st.Snapshot.Tenants[1].RestartCost = tc.restart
 			st.Pending = map[string]tuner.Fraction{}
+			if tc.paused > 0 {
+				pt := tuner.Target{GPU: "GPU-a", Knob: gpu.KnobPauseDuty, PID: 20}
+				st.Originals = map[string]tuner.Value{pt.String(): tuner.Duty(0)}
+				st.Changes = map[string]tuner.Change{pt.String(): {At: now.Add(-time.Minute), To: tc.paused}}
+			}
 			if tc.pending != nil {
 				for _, pid := range []uint32{20, 21} {
 					st.Pending[tuner.Target{GPU: "GPU-a", Knob: gpu.KnobMPSActiveThreads, PID: pid}.String()] = *tc.pending
