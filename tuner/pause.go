@@ -2,8 +2,8 @@ package tuner
 
 import (
 	"context"
+	"maps"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/go-kit/log/level"
@@ -17,32 +17,34 @@ import (
 // back to 0) whenever the tuner may no longer act on it: at the first
 // round whatever the mode (a journal from an earlier run that crashed
 // names it), while the kill switch is engaged, and on a GPU whose mode is
-// not enforce.
+// not enforce; and wherever the reason is gone: a pause set on a GPU the
+// tenant has left (moved to another GPU) would follow it there, since a
+// tenant is paused as a whole.
 
 // thawPauses sets back to 0 the pause duties the tuner (or an earlier run,
 // per the journal) set and may not keep now; first is the first round.
 func (t *Tuner) thawPauses(ctx context.Context, now time.Time, first bool) []Decision {
 	stopped := t.chain().Stopped()
-	var keys []string
+	whys := map[string]string{}
 	for k, o := range t.originals {
 		if o.Target.Knob != gpu.KnobPauseDuty {
 			continue
 		}
-		if first || stopped || t.modeOf(o.Target.GPU, t.indexOf(o.Target.GPU)) != ModeEnforce {
-			keys = append(keys, k)
+		switch {
+		case first:
+			whys[k] = "thawed at start (a pause found in the journal)"
+		case stopped:
+			whys[k] = "thawed: kill switch engaged"
+		case t.modeOf(o.Target.GPU, t.indexOf(o.Target.GPU)) != ModeEnforce:
+			whys[k] = "thawed: the tuner no longer acts on this GPU"
+		case t.left(o.Tenant, o.Target.GPU):
+			whys[k] = "thawed: " + o.Tenant + " no longer runs on this GPU (it runs on another), where the pause would follow it"
 		}
 	}
-	sort.Strings(keys)
-	why := "thawed: the tuner no longer acts on this GPU"
-	switch {
-	case first:
-		why = "thawed at start (a pause found in the journal)"
-	case stopped:
-		why = "thawed: kill switch engaged"
-	}
+	keys := slices.Sorted(maps.Keys(whys))
 	var out []Decision
 	for _, k := range keys {
-		o := t.originals[k]
+		o, why := t.originals[k], whys[k]
 		a := Action{Target: o.Target, Tenant: o.Tenant, Want: Duty(0), Revert: true, Reason: why}
 		d := Decision{Time: now, GPU: o.Target.GPU, Tenant: o.Tenant, Knob: o.Target.Knob, To: Duty(0).String(), Reason: why}
 		if err := t.apply(ctx, a); err != nil {
@@ -61,6 +63,26 @@ func (t *Tuner) thawPauses(ctx context.Context, now time.Time, first bool) []Dec
 		out = append(out, d)
 	}
 	return out
+}
+
+// left says whether the latest snapshot shows tenant on some GPU and not
+// on the GPU uuid: it has moved away (a tenant seen nowhere, between a
+// stop and a start, has not).
+func (t *Tuner) left(tenant, uuid string) bool {
+	if t.last == nil || tenant == "" {
+		return false
+	}
+	seen := false
+	for _, u := range t.last.Usage {
+		if u.Tenant != tenant || len(u.PIDs) == 0 {
+			continue
+		}
+		if u.UUID == uuid {
+			return false
+		}
+		seen = true
+	}
+	return seen
 }
 
 // indexOf is the index of the GPU with this UUID in the latest snapshot,

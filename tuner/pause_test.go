@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -174,3 +175,59 @@ type deciderFunc func(*State) []Action
 
 func (deciderFunc) Name() string               { return "func" }
 func (f deciderFunc) Decide(s *State) []Action { return f(s) }
+
+// A pause set on a GPU the tenant has left (moved to another GPU) is
+// thawed at the next round, since it would follow the tenant there; a
+// tenant still on the GPU, or seen on none (between a stop and a start),
+// keeps it.
+func TestPauseThawedWhenTenantLeft(t *testing.T) {
+	on := func(uuid string) []tenant.Usage {
+		return []tenant.Usage{{Tenant: "train", Class: gpu.ClassBatch, UUID: uuid, PIDs: []uint32{7, 8}}}
+	}
+	snapOn := func(at time.Time, usage []tenant.Usage) *tenant.Snapshot {
+		return snapshot(at, []gpu.Device{
+			{UUID: uuid0, Up: true, Mode: gpu.SharingMPS, Processes: []gpu.Process{mpsProc(7, nil), mpsProc(8, nil)}},
+			{UUID: "GPU-1", Index: 1, Up: true, Mode: gpu.SharingMPS},
+		}, usage)
+	}
+	for _, c := range []struct {
+		name  string
+		usage []tenant.Usage // where train runs at the second round
+		want  []string
+	}{
+		{"moved to GPU-1: thawed", on("GPU-1"), []string{"SetPauseDuty(GPU-0,train,[7],0)"}},
+		{"still on GPU-0: kept", on(uuid0), nil},
+		{"seen on no GPU: kept", nil, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rec := &pauseRecorder{}
+			round := 0
+			pauseOnce := deciderFunc(func(*State) []Action {
+				round++
+				if round == 1 {
+					return []Action{pauseAction("train", gpu.ClassBatch, 0, 0.5)}
+				}
+				return nil
+			})
+			tu, err := New(Options{Policy: pauseOnce, Guards: []Guard{Bounds{}}, Enabled: pauseOn,
+				Actuators: ActuatorsOf(rec), Clock: gpu.NewManualClock(t0), Mode: ModeEnforce})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tu.RunOnce(context.Background(), snapOn(t0, on(uuid0))); err != nil {
+				t.Fatal(err)
+			}
+			rec.Calls = nil
+			ds, err := tu.RunOnce(context.Background(), snapOn(t0.Add(15*time.Second), c.usage))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(rec.Calls, c.want) {
+				t.Fatalf("calls %q, want %q", rec.Calls, c.want)
+			}
+			if c.want != nil && (len(ds) == 0 || !strings.Contains(ds[0].Reason, "no longer runs on this GPU")) {
+				t.Errorf("decisions %+v, want the thaw with its reason", ds)
+			}
+		})
+	}
+}
