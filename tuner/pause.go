@@ -9,6 +9,7 @@ import (
 	"github.com/go-kit/log/level"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
 // A paused tenant is the one setting that must never outlive the reason
@@ -37,7 +38,7 @@ func (t *Tuner) thawPauses(ctx context.Context, now time.Time, first bool) []Dec
 			whys[k] = "thawed: kill switch engaged"
 		case t.modeOf(o.Target.GPU, t.indexOf(o.Target.GPU)) != ModeEnforce:
 			whys[k] = "thawed: the tuner no longer acts on this GPU"
-		case t.left(o.Tenant, o.Target.GPU):
+		case t.left(k, o):
 			whys[k] = "thawed: " + o.Tenant + " no longer runs on this GPU (it runs on another), where the pause would follow it"
 		}
 	}
@@ -65,16 +66,35 @@ func (t *Tuner) thawPauses(ctx context.Context, now time.Time, first bool) []Dec
 	return out
 }
 
-// left says whether the latest snapshot shows tenant on some GPU and not
-// on the GPU uuid: it has moved away (a tenant seen nowhere, between a
-// stop and a start, has not).
-func (t *Tuner) left(tenant, uuid string) bool {
-	if t.last == nil || tenant == "" {
+// left says whether the pause original o (key k) is on a GPU its tenant
+// has left: the latest snapshot shows the tenant on other GPUs and not on
+// o's, after the slow loop moved it since the pause was set, or for
+// leftRounds rounds in a row (a tenant moved by someone else; not one
+// whose processes on o's GPU are missing for a round while a client
+// restarts, nor one seen nowhere, between a stop and a start).
+func (t *Tuner) left(k string, o Original) bool {
+	if t.last == nil || o.Tenant == "" || !elsewhere(t.last, o.Tenant, o.Target.GPU) {
+		delete(t.gone, k)
 		return false
 	}
+	if t.gone == nil {
+		t.gone = map[string]int{}
+	}
+	t.gone[k]++
+	moved, ok := t.reb.moved[o.Tenant]
+	return t.gone[k] >= leftRounds || (ok && moved.After(t.changes[k].At))
+}
+
+// leftRounds is how many rounds in a row a tenant runs only on other GPUs
+// before a pause on its old one is thawed without a move of the slow
+// loop's to say so.
+const leftRounds = 2
+
+// elsewhere says whether snap shows tenant on some GPU and not on uuid.
+func elsewhere(snap *tenant.Snapshot, name, uuid string) bool {
 	seen := false
-	for _, u := range t.last.Usage {
-		if u.Tenant != tenant || len(u.PIDs) == 0 {
+	for _, u := range snap.Usage {
+		if u.Tenant != name || len(u.PIDs) == 0 {
 			continue
 		}
 		if u.UUID == uuid {
@@ -97,6 +117,16 @@ func (t *Tuner) indexOf(uuid string) int {
 		}
 	}
 	return -1
+}
+
+// PauseKey is the key of State.Paused for tenant on the GPU uuid.
+func PauseKey(uuid, tenant string) string { return uuid + "/" + tenant }
+
+// PauseTarget returns the pause_duty target the tuner holds for tenant on
+// the GPU uuid, false where it holds none.
+func (s *State) PauseTarget(uuid, tenant string) (Target, bool) {
+	t, ok := s.Paused[PauseKey(uuid, tenant)]
+	return t, ok
 }
 
 // PauseDuty is a tenant's pause duty now, as the tuner set it: the last

@@ -176,10 +176,11 @@ type deciderFunc func(*State) []Action
 func (deciderFunc) Name() string               { return "func" }
 func (f deciderFunc) Decide(s *State) []Action { return f(s) }
 
-// A pause set on a GPU the tenant has left (moved to another GPU) is
-// thawed at the next round, since it would follow the tenant there; a
-// tenant still on the GPU, or seen on none (between a stop and a start),
-// keeps it.
+// A pause set on a GPU the tenant has left is thawed, since it would
+// follow the tenant to its new GPU: at the next round where the slow loop
+// moved it since the pause was set, after two rounds in a row otherwise;
+// a tenant still on the GPU, missing from it for one round only (a client
+// restarting), or seen on none (between a stop and a start) keeps it.
 func TestPauseThawedWhenTenantLeft(t *testing.T) {
 	on := func(uuid string) []tenant.Usage {
 		return []tenant.Usage{{Tenant: "train", Class: gpu.ClassBatch, UUID: uuid, PIDs: []uint32{7, 8}}}
@@ -191,13 +192,17 @@ func TestPauseThawedWhenTenantLeft(t *testing.T) {
 		}, usage)
 	}
 	for _, c := range []struct {
-		name  string
-		usage []tenant.Usage // where train runs at the second round
-		want  []string
+		name   string
+		usage  [][]tenant.Usage // where train runs at the rounds after the pause
+		moved  bool             // the slow loop moved train after the pause
+		want   []string
+		thawAt int // the round after the pause that thaws (0: none)
 	}{
-		{"moved to GPU-1: thawed", on("GPU-1"), []string{"SetPauseDuty(GPU-0,train,[7],0)"}},
-		{"still on GPU-0: kept", on(uuid0), nil},
-		{"seen on no GPU: kept", nil, nil},
+		{"moved by the slow loop: thawed at the next round", [][]tenant.Usage{on("GPU-1")}, true, []string{"SetPauseDuty(GPU-0,train,[7],0)"}, 1},
+		{"moved by someone else: thawed at the second round", [][]tenant.Usage{on("GPU-1"), on("GPU-1")}, false, []string{"SetPauseDuty(GPU-0,train,[7],0)"}, 2},
+		{"away one round, back: kept", [][]tenant.Usage{on("GPU-1"), on(uuid0), on("GPU-1")}, false, nil, 0},
+		{"still on GPU-0: kept", [][]tenant.Usage{on(uuid0), on(uuid0)}, false, nil, 0},
+		{"seen on no GPU: kept", [][]tenant.Usage{nil, nil}, false, nil, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rec := &pauseRecorder{}
@@ -217,17 +222,57 @@ func TestPauseThawedWhenTenantLeft(t *testing.T) {
 			if _, err := tu.RunOnce(context.Background(), snapOn(t0, on(uuid0))); err != nil {
 				t.Fatal(err)
 			}
+			if c.moved {
+				tu.reb.moved = map[string]time.Time{"train": t0.Add(10 * time.Second)}
+			}
 			rec.Calls = nil
-			ds, err := tu.RunOnce(context.Background(), snapOn(t0.Add(15*time.Second), c.usage))
-			if err != nil {
-				t.Fatal(err)
+			thawAt := 0
+			for i, u := range c.usage {
+				ds, err := tu.RunOnce(context.Background(), snapOn(t0.Add(time.Duration(i+1)*15*time.Second), u))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(rec.Calls) > 0 && thawAt == 0 {
+					thawAt = i + 1
+					if len(ds) == 0 || !strings.Contains(ds[0].Reason, "no longer runs on this GPU") {
+						t.Errorf("decisions %+v, want the thaw with its reason", ds)
+					}
+				}
 			}
-			if !slices.Equal(rec.Calls, c.want) {
-				t.Fatalf("calls %q, want %q", rec.Calls, c.want)
-			}
-			if c.want != nil && (len(ds) == 0 || !strings.Contains(ds[0].Reason, "no longer runs on this GPU")) {
-				t.Errorf("decisions %+v, want the thaw with its reason", ds)
+			if !slices.Equal(rec.Calls, c.want) || thawAt != c.thawAt {
+				t.Fatalf("calls %q at round %d, want %q at round %d", rec.Calls, thawAt, c.want, c.thawAt)
 			}
 		})
+	}
+}
+
+// A policy finds the pause target the tuner holds for a tenant on a GPU
+// (State.Paused), whatever the tenant's processes are now.
+func TestStatePausedTarget(t *testing.T) {
+	var seen []map[string]Target
+	round := 0
+	spy := deciderFunc(func(s *State) []Action {
+		seen = append(seen, s.Paused)
+		if round++; round == 1 {
+			return []Action{pauseAction("train", gpu.ClassBatch, 0, 0.5)}
+		}
+		return nil
+	})
+	tu, err := New(Options{Policy: spy, Guards: []Guard{Bounds{}}, Enabled: pauseOn,
+		Actuators: ActuatorsOf(&pauseRecorder{}), Clock: gpu.NewManualClock(t0), Mode: ModeEnforce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if _, err := tu.RunOnce(context.Background(), emptySnap(t0.Add(time.Duration(i)*15*time.Second))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := Target{GPU: uuid0, Knob: gpu.KnobPauseDuty, PID: 7}
+	if len(seen) != 2 || len(seen[0]) != 0 || seen[1][PauseKey(uuid0, "train")] != want {
+		t.Fatalf("State.Paused by round %v, want none then train's %v", seen, want)
+	}
+	if got, ok := (&State{Paused: seen[1]}).PauseTarget(uuid0, "train"); !ok || got != want {
+		t.Errorf("PauseTarget = %v, %v", got, ok)
 	}
 }

@@ -30,6 +30,12 @@ type State struct {
 	// Originals are the settings found before the tuner's first change to
 	// each knob (Target.String), as journaled.
 	Originals map[string]Value
+	// Paused is, per GPU and tenant (PauseKey), the pause_duty target the
+	// tuner holds an original for: a pause is set on a tenant as a whole,
+	// and the process its target names may be gone (a client restarted
+	// to take a new MPS cap runs under a new PID), so a policy goes on
+	// with that target (PauseTarget) rather than a new one beside it.
+	Paused map[string]Target
 	// Fast is each latency tenant's requests over the recent past
 	// (FastWindow), from the differences of its request counters: a
 	// quicker error signal than the SLO window's quantiles.

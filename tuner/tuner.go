@@ -157,9 +157,12 @@ type Tuner struct {
 	evals     []evaluation
 	recovered bool
 	thawed    bool // the first round's thaw of journaled pauses is done
-	last      *tenant.Snapshot
-	counts    Counts
-	recent    []Decision
+	// gone counts, per pause original (Target.String), the rounds in a
+	// row its tenant has run on other GPUs and not on the pause's
+	gone   map[string]int
+	last   *tenant.Snapshot
+	counts Counts
+	recent []Decision
 	// effectiveMPS are the MPS actuator's effective fractions, last seen.
 	effectiveMPS map[string]Fraction
 	// reb is the slow loop's memory (see Options.Rebalance); relayouts the MIG
@@ -286,6 +289,12 @@ func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 		Waits: t.chain().Waits(now)}
 	for k, o := range t.originals {
 		st.Originals[k] = o.Value
+		if o.Target.Knob == gpu.KnobPauseDuty && o.Tenant != "" {
+			if st.Paused == nil {
+				st.Paused = map[string]Target{}
+			}
+			st.Paused[PauseKey(o.Target.GPU, o.Tenant)] = o.Target
+		}
 	}
 	t.chain().Begin(now)
 	t.noteKillSwitch()

@@ -57,6 +57,9 @@ func (p *Autotune) pauses(s *tuner.State, d *gpu.Device, ds domainSignals) ([]tu
 			continue
 		}
 		t := tuner.Target{GPU: d.UUID, Knob: gpu.KnobPauseDuty, PID: pids[0]}
+		if held, ok := s.PauseTarget(d.UUID, m.name); ok {
+			t = held // the pause in place, whatever its process is now
+		}
 		cur := s.PauseDuty(t)
 		ps = append(ps, pauser{m: m, t: t, pids: pids, cur: cur, was: cur})
 	}
@@ -103,27 +106,49 @@ func (p *Autotune) handOver(s *tuner.State, uuid string, ps []pauser) {
 	handed := false
 	for i := range ps {
 		x := &ps[i]
+		if capPending(s, uuid, x.m) {
+			continue // not in force yet: judged once it is
+		}
 		share := x.m.share()
-		before, ok := p.trail.capSeen(uuid, x.m.name, share)
-		if !ok || x.cur == 0 || share <= 0 || share >= before-1e-6 {
-			continue
+		before, ok := p.trail.capSeen(uuid, x.m.name)
+		if at, asked := p.trail.handing(uuid, x.m.name); asked && !s.Changes[x.t.String()].At.Before(at) {
+			ok = false // the hand-over asked for is in place, or a later change took its place
 		}
-		cur := float64(x.cur)
-		full := math.Max(0, 1-before*(1-cur)/share) // the pause that leaves the share
-		if full > handOverLeft {
-			continue // the pause still holds back most: it stays
+		next, full := x.cur, 0.0
+		if ok && x.cur > 0 && share > 0 && share < before-1e-6 {
+			cur := float64(x.cur)
+			full = math.Max(0, 1-before*(1-cur)/share) // the pause that leaves the share
+			if full <= handOverLeft {
+				next = tuner.Duty(math.Round((cur-p.P.PauseHandOver*(cur-full))*100) / 100)
+			}
 		}
-		next := tuner.Duty(math.Round((cur-p.P.PauseHandOver*(cur-full))*100) / 100)
 		if next >= x.cur {
+			// nothing (more) to hand over: the share is the one to judge
+			// the next cap against
+			p.trail.capKeep(uuid, x.m.name, share)
 			continue
 		}
-		x.handed = fmt.Sprintf("%s's MPS cap fell from %.0f%% to %.0f%% of the SMs since the last round, which holds back most of what its pause held: pause %.0f%% (was %.0f%%; %.0f%% would leave it the share the pause left it)",
-			x.m.name, 100*before, 100*share, 100*float64(next), 100*cur, 100*full)
+		// asked again each round until the pause changes (a refused
+		// hand-over is not lost)
+		p.trail.handOverAsked(uuid, x.m.name, s.Now)
+		x.handed = fmt.Sprintf("%s's MPS cap fell from %.0f%% to %.0f%% of the SMs, which holds back most of what its pause held: pause %.0f%% (was %.0f%%; %.0f%% would leave it the share the pause left it)",
+			x.m.name, 100*before, 100*share, 100*float64(next), 100*float64(x.cur), 100*full)
 		x.cur, handed = next, true
 	}
 	if handed {
 		p.trail.handedOver(uuid, s.Now)
 	}
+}
+
+// capPending says whether a cap set on one of m's processes on uuid is
+// not in force yet (its client not restarted).
+func capPending(s *tuner.State, uuid string, m *member) bool {
+	for _, pid := range m.pids {
+		if _, ok := s.Pending[tuner.Target{GPU: uuid, Knob: gpu.KnobMPSActiveThreads, PID: pid}.String()]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // pauseDecide is pauses' decision for the pausers ps; decided gets the
@@ -595,7 +620,7 @@ func (p *Autotune) pauseRaises(s *tuner.State, uuid string) []pauseRaise {
 	var raises []pauseRaise
 	handed := p.trail.handedAt(uuid)
 	for _, c := range s.History[tuner.Target{GPU: uuid, Knob: gpu.KnobPauseDuty}.DomainKey()] {
-		if !c.At.After(handed) {
+		if c.At.Before(handed) {
 			continue // held under a looser cap, which a tighter one took over
 		}
 		to, ok1 := c.To.(tuner.Duty)

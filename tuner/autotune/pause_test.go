@@ -279,3 +279,64 @@ func TestPauseHandedToCap(t *testing.T) {
 		})
 	}
 }
+
+// A cap not in force yet (pending: its client not restarted) hands
+// nothing over until it is; a hand-over the executor did not apply (the
+// pause as it was at the next round) is asked for again, and one in place
+// is not asked for twice.
+func TestPauseHandOverWaitsAndRetries(t *testing.T) {
+	holding := tuner.FastSLO{Over: time.Minute, Total: 1000, Good: 992}
+	pauseT := tuner.Target{GPU: uuid0, Knob: gpu.KnobPauseDuty, PID: 2}
+	p := New()
+	raise := tuner.Change{At: t0.Add(-time.Minute), From: tuner.Duty(0.6), To: tuner.Duty(0.8)}
+	round := func(at time.Duration, inForce float64, pending *tuner.Fraction, pause tuner.Change) []tuner.Action {
+		s := scene{mode: gpu.SharingMPS, embedCap: &inForce, pending: pending, fast: holding, p99: 0.9, restart: 5 * time.Minute}.state()
+		s.Now = t0.Add(at)
+		s.Drives = map[gpu.Knob]bool{gpu.KnobPauseDuty: true, gpu.KnobMPSActiveThreads: true}
+		s.Originals[pauseT.String()] = tuner.Duty(0)
+		s.Changes[pauseT.String()] = pause
+		s.Changes[pauseT.DomainKey()] = pause
+		s.History = map[string][]tuner.Change{pauseT.DomainKey(): {raise}}
+		return p.Decide(s)
+	}
+	capped := tuner.Fraction(0.2)
+	checkActions(t, round(0, 1, nil, raise), nil, "")
+	checkActions(t, round(15*time.Second, 1, &capped, raise), nil, "")                                                      // pending: nothing yet
+	checkActions(t, round(30*time.Second, 0.2, nil, raise), []string{"GPU-0/pause_duty/pid2=20%"}, "fell from 100% to 20%") // in force
+	checkActions(t, round(45*time.Second, 0.2, nil, raise), []string{"GPU-0/pause_duty/pid2=20%"}, "fell from 100% to 20%") // not applied: asked again
+	landed := tuner.Change{At: t0.Add(45 * time.Second), From: tuner.Duty(0.8), To: tuner.Duty(0.2)}
+	checkActions(t, round(60*time.Second, 0.2, nil, landed), nil, "") // in place
+	checkActions(t, round(75*time.Second, 0.2, nil, landed), nil, "")
+}
+
+// A tenant whose client restarted under a new PID (to take a new MPS cap)
+// keeps the pause target the tuner holds for it: the slack release goes to
+// that target with the tenant's processes now, not to a new target beside
+// it at 0 (which would leave the old pause in place for good).
+func TestPauseTargetFollowsTenant(t *testing.T) {
+	fine := tuner.FastSLO{Over: time.Minute, Total: 100, Good: 100}
+	held := tuner.Target{GPU: uuid0, Knob: gpu.KnobPauseDuty, PID: 2}
+	s := scene{mode: gpu.SharingMPS, embedCap: new(0.5), fast: fine, p99: 0.3}.state()
+	s.Drives = map[gpu.Knob]bool{gpu.KnobPauseDuty: true, gpu.KnobMPSActiveThreads: true}
+	// embed restarted: its process is 9 now
+	d := &s.Snapshot.Readings.Devices[0]
+	for i := range d.Processes {
+		if d.Processes[i].PID == 2 {
+			d.Processes[i].PID = 9
+		}
+	}
+	for i := range s.Snapshot.Usage {
+		if s.Snapshot.Usage[i].Tenant == "embed" {
+			s.Snapshot.Usage[i].PIDs = []uint32{9}
+		}
+	}
+	s.Originals[held.String()] = tuner.Duty(0)
+	s.Changes[held.String()] = tuner.Change{At: s.Now.Add(-2 * time.Minute), To: tuner.Duty(0.5)}
+	s.Changes[held.DomainKey()] = tuner.Change{At: s.Now.Add(-2 * time.Minute), To: tuner.Duty(0.5)}
+	s.Paused = map[string]tuner.Target{tuner.PauseKey(uuid0, "embed"): held}
+	acts := New().Decide(s)
+	checkActions(t, acts, []string{"GPU-0/pause_duty/pid2=45%"}, "slack")
+	if !slices.Equal(acts[0].PIDs, []uint32{9}) {
+		t.Errorf("PIDs %v, want the tenant's process now, [9]", acts[0].PIDs)
+	}
+}

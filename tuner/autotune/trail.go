@@ -40,23 +40,62 @@ type requestTrail struct {
 	// (handOver).
 	caps   map[string]float64
 	handed map[string]time.Time
+	// asked is, per GPU and tenant, when a hand-over was last asked for
+	// (handOverAsked); kept until its cap's share is.
+	asked map[string]time.Time
 }
 
-// capSeen records tenant's MPS share on uuid this round and returns the
-// one of the last round (false at its first).
-func (tr *requestTrail) capSeen(uuid, tenant string, share float64) (float64, bool) {
+// capSeen returns tenant's MPS share on uuid as capKeep last kept it
+// (false before the first).
+func (tr *requestTrail) capSeen(uuid, tenant string) (float64, bool) {
 	if tr == nil {
 		return 0, false
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	before, ok := tr.caps[uuid+"/"+tenant]
+	return before, ok
+}
+
+// capKeep keeps tenant's MPS share on uuid for capSeen, and forgets the
+// hand-over asked for under the last one.
+func (tr *requestTrail) capKeep(uuid, tenant string, share float64) {
+	if tr == nil {
+		return
 	}
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	if tr.caps == nil {
 		tr.caps = map[string]float64{}
 	}
-	k := uuid + "/" + tenant
-	before, ok := tr.caps[k]
-	tr.caps[k] = share
-	return before, ok
+	tr.caps[uuid+"/"+tenant] = share
+	delete(tr.asked, uuid+"/"+tenant)
+}
+
+// handOverAsked records that a hand-over of tenant's pause on uuid was
+// asked for at t.
+func (tr *requestTrail) handOverAsked(uuid, tenant string, t time.Time) {
+	if tr == nil {
+		return
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if tr.asked == nil {
+		tr.asked = map[string]time.Time{}
+	}
+	tr.asked[uuid+"/"+tenant] = t
+}
+
+// handing returns when a hand-over of tenant's pause on uuid was last
+// asked for, false where none is outstanding.
+func (tr *requestTrail) handing(uuid, tenant string) (time.Time, bool) {
+	if tr == nil {
+		return time.Time{}, false
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	t, ok := tr.asked[uuid+"/"+tenant]
+	return t, ok
 }
 
 // handedOver records that a tightened cap took over the pause on uuid at t.

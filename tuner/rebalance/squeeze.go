@@ -26,10 +26,6 @@ func (r *Planner) Squeezed(s *tuner.State) map[string]float64 {
 		return out
 	}
 	info := tuner.InfoByName(s.Snapshot)
-	pids := map[string][]uint32{} // every process of each tenant, on every GPU
-	for _, u := range s.Snapshot.Usage {
-		pids[u.Tenant] = append(pids[u.Tenant], u.PIDs...)
-	}
 	for _, d := range s.Snapshot.Readings.Devices {
 		if !d.Up || d.Mode != gpu.SharingMPS {
 			continue
@@ -58,7 +54,7 @@ func (r *Planner) Squeezed(s *tuner.State) map[string]float64 {
 			if !known {
 				continue // a process the device does not list: its cap is unknown
 			}
-			sum *= 1 - pausedOn(s, d.UUID, pids[u.Tenant])
+			sum *= 1 - pausedOn(s, d.UUID, u.Tenant)
 			if sum <= shareMax(info, u.Tenant)-squeezeMargin {
 				out[u.Tenant] = sum
 			}
@@ -67,15 +63,13 @@ func (r *Planner) Squeezed(s *tuner.State) map[string]float64 {
 	return out
 }
 
-// pausedOn is the part of each period the tenant of pids is paused on the
-// GPU uuid (a pause is set on a tenant as a whole, its target one of
-// those processes), 0 where it is not.
-func pausedOn(s *tuner.State, uuid string, pids []uint32) float64 {
-	var d tuner.Duty
-	for _, pid := range pids {
-		d = max(d, s.PauseDuty(tuner.Target{GPU: uuid, Knob: gpu.KnobPauseDuty, PID: pid}))
+// pausedOn is the part of each period tenant is paused on the GPU uuid,
+// 0 where it is not.
+func pausedOn(s *tuner.State, uuid, tenant string) float64 {
+	if t, ok := s.PauseTarget(uuid, tenant); ok {
+		return float64(s.PauseDuty(t))
 	}
-	return float64(d)
+	return 0
 }
 
 // planSqueezed plans the move of a tenant squeezed for Dwell to the

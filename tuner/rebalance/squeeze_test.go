@@ -49,6 +49,7 @@ func TestPlanSqueezedMove(t *testing.T) {
 				pt := tuner.Target{GPU: "GPU-a", Knob: gpu.KnobPauseDuty, PID: 20}
 				st.Originals = map[string]tuner.Value{pt.String(): tuner.Duty(0)}
 				st.Changes = map[string]tuner.Change{pt.String(): {At: now.Add(-time.Minute), To: tc.paused}}
+				st.Paused = map[string]tuner.Target{tuner.PauseKey("GPU-a", "train"): pt}
 			}
 			if tc.pending != nil {
 				for _, pid := range []uint32{20, 21} {
