@@ -31,6 +31,9 @@ type Config struct {
 	// EnabledKnobs are the opt-in knobs (tuner.OptInKnobs) the autotune
 	// policy may change.
 	EnabledKnobs []string
+	// AutotuneParams are NAME=VALUE settings of the autotune policy's
+	// parameters (autotune.Params.Set), applied over its defaults.
+	AutotuneParams []string
 	// Duration is the virtual time to simulate; 0 means the scenario's.
 	Duration time.Duration
 	// Seed, when SeedSet, replaces the scenario's seed.
@@ -128,6 +131,8 @@ func (c Config) knobsOnlyForTuner() error {
 		return fmt.Errorf("--disable-knob: only a tuner policy (%s) has knobs to disable, not %q", autotune.Name, c.Policy)
 	case len(c.EnabledKnobs) > 0:
 		return fmt.Errorf("--enable-knob: only a tuner policy (%s) has knobs to enable, not %q", autotune.Name, c.Policy)
+	case len(c.AutotuneParams) > 0:
+		return fmt.Errorf("--autotune.param: only the %s policy has parameters, not %q", autotune.Name, c.Policy)
 	}
 	return nil
 }
@@ -146,6 +151,9 @@ func (c Config) policy() (tuner.Policy, Planner, error) {
 	p, err := policies.New(c.Policy)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--policy: %w", err)
+	}
+	if err := policies.SetAutotuneParams(p, c.AutotuneParams); err != nil {
+		return nil, nil, fmt.Errorf("--autotune.param: %w", err)
 	}
 	if tp, ok := p.(*tuner.TunerPolicy); ok {
 		for _, k := range c.DisabledKnobs {

@@ -36,6 +36,9 @@ type tunerConfig struct {
 	GPUModes       []string
 	DisabledKnobs  []string
 	EnabledKnobs   []string
+	// AutotuneParams are NAME=VALUE settings of the autotune policy's
+	// parameters.
+	AutotuneParams []string
 	// SlowLoop is what the --tuner.slow-loop.* flags set: the timings of
 	// the rebalancing planner (tuner/rebalance) of the policies that have one.
 	SlowLoop slowloop.Timings
@@ -65,6 +68,8 @@ func addTunerFlags(app *kingpin.Application, c *tunerConfig) {
 	flagvalue.Duration(app, "tuner.slow-loop.dwell", "How long a latency tenant must miss its SLO without a break before the slow loop plans a move for it.", d.Dwell.String(), &c.SlowLoop.Dwell)
 	flagvalue.Duration(app, "tuner.slow-loop.cool-down", "After a plan of the slow loop (applied, refused or failed), no other one for this long.", d.CoolDown.String(), &c.SlowLoop.CoolDown)
 	flagvalue.Duration(app, "tuner.slow-loop.hold", "A tenant moved (or a GPU relayouted) is not moved again for this long.", d.Hold.String(), &c.SlowLoop.Hold)
+	app.Flag("tuner.autotune-param", "With --tuner.policy=autotune: one of its parameters, NAME=VALUE (repeatable), over its defaults: "+strings.Join(autotune.ParamNames(), ", ")+" (docs/tuning.md).").
+		PlaceHolder("NAME=VALUE").StringsVar(&c.AutotuneParams)
 	app.Flag("tuner.enable-knob", "An opt-in knob the tuner may change (repeatable): "+strings.Join(tuner.OptInNames(), ", ")+" (docs/tuning.md).").
 		PlaceHolder("KNOB").EnumsVar(&c.EnabledKnobs, tuner.OptInNames()...)
 }
@@ -90,10 +95,23 @@ func (c *tunerConfig) validate() error {
 	if _, err := c.gpuModes(); err != nil {
 		errs = append(errs, err)
 	}
-	if _, err := policies.NewEngine(c.Policy); err != nil {
-		errs = append(errs, fmt.Errorf("--tuner.policy: %w", err))
+	if _, err := c.policy(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// policy makes the policy --tuner.policy names, with the parameters of
+// --tuner.autotune-param.
+func (c *tunerConfig) policy() (*tuner.TunerPolicy, error) {
+	pol, err := policies.NewEngine(c.Policy)
+	if err != nil {
+		return nil, fmt.Errorf("--tuner.policy: %w", err)
+	}
+	if err := policies.SetAutotuneParams(pol, c.AutotuneParams); err != nil {
+		return nil, fmt.Errorf("--tuner.autotune-param: %w", err)
+	}
+	return pol, nil
 }
 
 // active reports whether the tuner runs at all.
@@ -111,9 +129,9 @@ func newTunerRunner(cfg *config, src gpu.Source, clock gpu.Clock, snapshot func(
 	if err != nil {
 		return nil, err
 	}
-	pol, err := policies.NewEngine(c.Policy)
+	pol, err := c.policy()
 	if err != nil {
-		return nil, fmt.Errorf("--tuner.policy: %w", err)
+		return nil, err
 	}
 	gm, err := c.gpuModes()
 	if err != nil {

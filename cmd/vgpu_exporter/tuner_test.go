@@ -20,6 +20,7 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/latency"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner/autotune"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner/baseline"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner/policies"
 	slowloop "github.com/vgpu-exporter/vgpu_exporter/tuner/rebalance"
@@ -99,6 +100,10 @@ func TestTunerFlags(t *testing.T) {
 		{[]string{"--tuner.slow-loop.hold=0s"}, "--tuner.slow-loop.hold must be positive"},
 		{[]string{"--tuner.slow-loop.dwell=soon"}, "--tuner.slow-loop.dwell"},
 		{[]string{"--tuner.policy=none"}, `--tuner.policy: unknown tuner policy "none" (known: autotune, best-effort, static-equal)`},
+		{[]string{"--tuner.autotune-param=pause_max=0.5", "--tuner.autotune-param=pause_window=30s"}, ""},
+		{[]string{"--tuner.autotune-param=pause_max=1.5"}, "--tuner.autotune-param: pause_max is a share, between 0 and 1"},
+		{[]string{"--tuner.autotune-param=pause_mx=0.5"}, `--tuner.autotune-param: unknown parameter "pause_mx"`},
+		{[]string{"--tuner.policy=static-equal", "--tuner.autotune-param=pause_max=0.5"}, `only the autotune policy has parameters, not "static-equal"`},
 	} {
 		cfg, err := parseArgs(t, tc.args...)
 		if err == nil {
@@ -321,5 +326,26 @@ func TestClosersAtExit(t *testing.T) {
 		if got := closersAtExit(tc.backends); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: closes %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// --tuner.autotune-param sets the parameters of the policy the tuner runs.
+func TestAutotuneParamFlag(t *testing.T) {
+	cfg, err := parseArgs(t, "--tuner.autotune-param=pause_max=0.5", "--tuner.autotune-param=pause_step_max=0.4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := cfg.Tuner.policy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, ok := pol.Decider.(*autotune.Autotune)
+	if !ok {
+		t.Fatalf("policy %T", pol.Decider)
+	}
+	want := autotune.DefaultParams()
+	want.PauseMax, want.PauseStepMax = 0.5, 0.4
+	if a.P != want {
+		t.Errorf("params %+v, want %+v", a.P, want)
 	}
 }

@@ -78,6 +78,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, progress 
 		PlaceHolder("KNOB").EnumsVar(&cfg.DisabledKnobs, tuner.KnobNames()...)
 	runCmd.Flag("enable-knob", "With a tuner policy: an opt-in knob it may change (repeatable): "+strings.Join(tuner.OptInNames(), ", ")+" (docs/tuning.md).").
 		PlaceHolder("KNOB").EnumsVar(&cfg.EnabledKnobs, tuner.OptInNames()...)
+	runCmd.Flag("autotune.param", "With --policy autotune: one of its parameters, NAME=VALUE (repeatable), over its defaults: "+strings.Join(autotune.ParamNames(), ", ")+" (docs/tuning.md).").
+		PlaceHolder("NAME=VALUE").StringsVar(&cfg.AutotuneParams)
 	var duration, seed, step, seeds string
 	runCmd.Flag("duration", "Virtual time to simulate, e.g. 90s or 1h; default: the scenario's duration.").StringVar(&duration)
 	runCmd.Flag("seed", "Random seed (non-zero); default: the scenario's seed.").IsSetByUser(&seedSet).StringVar(&seed)

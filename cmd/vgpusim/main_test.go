@@ -232,6 +232,9 @@ func TestErrors(t *testing.T) {
 		{"bad seed", []string{"run", "--scenario", nn, "--seed", "x"}, `--seed "x": want a non-zero integer`},
 		{"zero seed", []string{"run", "--scenario", nn, "--seed", "0"}, `--seed "0": want a non-zero integer`},
 		{"missing tenants file", []string{"run", "--scenario", nn, "--tenants", "/nonexistent/t.yaml"}, "/nonexistent/t.yaml"},
+		{"autotune parameter for a planner", []string{"run", "--scenario", nn, "--policy", "oracle", "--autotune.param", "pause_max=0.5"}, `--autotune.param: only the autotune policy has parameters, not "oracle"`},
+		{"bad autotune parameter", []string{"run", "--scenario", nn, "--policy", "autotune", "--autotune.param", "pause_max=2"}, `--autotune.param: pause_max is a share, between 0 and 1, not "2"`},
+		{"unknown autotune parameter", []string{"run", "--scenario", nn, "--policy", "autotune", "--autotune.param", "pause=1"}, `--autotune.param: unknown parameter "pause" (names: `},
 		{"out is a file", []string{"run", "--scenario", nn, "--duration", "2s", "--out", bad}, "bad.yaml"},
 	}
 	for _, tc := range tests {

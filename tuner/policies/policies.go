@@ -78,3 +78,20 @@ func EngineNames() []string {
 	}
 	return out
 }
+
+// SetAutotuneParams sets the autotune parameters of p (each NAME=VALUE,
+// autotune.Params.Set) where p is the autotune policy; any other policy
+// with parameters given is an error naming it.
+func SetAutotuneParams(p tuner.Policy, specs []string) error {
+	if len(specs) == 0 {
+		return nil
+	}
+	var a *autotune.Autotune
+	if tp, ok := p.(*tuner.TunerPolicy); ok {
+		a, _ = tp.Decider.(*autotune.Autotune)
+	}
+	if a == nil {
+		return fmt.Errorf("only the %s policy has parameters, not %q", autotune.Name, p.Name())
+	}
+	return a.P.SetAll(specs)
+}
