@@ -25,6 +25,10 @@ var paramFractions = map[string]bool{
 	"PauseAheadRelease": true, "PauseHandOver": true,
 }
 
+// paramPositive are the shares that may not be 0: a power limit or a
+// clock floor of nothing.
+var paramPositive = map[string]bool{"PowerFraction": true, "EnergyFloor": true}
+
 // snake turns a field name into its parameter name.
 func snake(field string) string {
 	var b strings.Builder
@@ -94,6 +98,8 @@ func (p *Params) Set(spec string) error {
 		return fmt.Errorf("%s takes a finite number not below 0, not %q", name, value)
 	case paramFractions[f.Name] && x > 1:
 		return fmt.Errorf("%s is a share, between 0 and 1, not %q", name, value)
+	case paramPositive[f.Name] && x == 0:
+		return fmt.Errorf("%s is a share above 0 and at most 1, not %q", name, value)
 	}
 	v.SetFloat(x)
 	return nil

@@ -28,6 +28,8 @@ func TestParamsSet(t *testing.T) {
 		{[]string{"pause_gain=NaN"}, nil, "pause_gain takes a finite number"},
 		{[]string{"gain=+Inf"}, nil, "gain takes a finite number"},
 		{[]string{"pause_max=1.5"}, nil, `pause_max is a share, between 0 and 1, not "1.5"`},
+		{[]string{"power_fraction=0"}, nil, `power_fraction is a share above 0 and at most 1, not "0"`},
+		{[]string{"energy_floor=0.0"}, nil, "energy_floor is a share above 0"},
 		{[]string{"pause_window=15"}, nil, `pause_window takes a positive duration such as 30s, not "15"`},
 		{[]string{"slack_dwell=-1m"}, nil, "slack_dwell takes a positive duration"},
 		{[]string{"pause_step_min=0.4"}, nil, "pause_step_min 0.4 is above pause_step_max 0.3"},
@@ -91,6 +93,11 @@ func TestParamNamesCoverFields(t *testing.T) {
 	for field := range paramFractions {
 		if _, ok := reflect.TypeFor[Params]().FieldByName(field); !ok {
 			t.Errorf("share %q is no field", field)
+		}
+	}
+	for field := range paramPositive {
+		if !paramFractions[field] {
+			t.Errorf("%q must be above 0 but is no share", field)
 		}
 	}
 }
