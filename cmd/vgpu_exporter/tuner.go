@@ -172,7 +172,7 @@ func newTunerRunner(cfg *config, src gpu.Source, clock gpu.Clock, snapshot func(
 		return nil, err
 	}
 	level.Info(logger).Log("msg", "tuner started", "mode", mode, "interval", c.Interval, "policy", pol.Name(), "journal", c.Journal,
-		"kill_switch_file", c.KillSwitchFile, "knobs", tuner.DescribeActuated(opts.Actuated))
+		"kill_switch_file", c.KillSwitchFile, "knobs", tuner.DescribeActuated(opts.Actuated), "autotune_params", strings.Join(c.AutotuneParams, " "))
 	r := tuner.NewRunner(t, journal, clock, c.Interval, snapshot, logger)
 	r.CloseAtExit(closersAtExit(backends)...)
 	return r, nil

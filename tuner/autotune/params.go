@@ -10,24 +10,41 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
 
 // Parameters by name, for the flags that set them (vgpusim's
 // --autotune.param, the exporter's --tuner.autotune-param): a parameter's
 // name is its Params field's in snake case (PauseStepMax: pause_step_max).
 
-// paramFractions are the parameters that are shares of a GPU or of a
-// period, or parts of a way: at most 1.
+// paramFractions are the parameters that are shares of a GPU, of a
+// period or of a target, or parts of a way: at most 1.
 var paramFractions = map[string]bool{
-	"DeepSlackRatio": true, "StepMin": true, "StepMax": true, "Release": true, "ReleaseFloor": true,
-	"PowerFraction": true, "EnergyStep": true, "EnergyFloor": true,
+	"SlackRatio": true, "DeepSlackRatio": true, "StepMin": true, "StepMax": true, "Release": true, "ReleaseFloor": true,
+	"PowerFraction": true, "EnergyStep": true, "EnergyFloor": true, "TrialGain": true,
 	"PauseMax": true, "PauseStepMin": true, "PauseStepMax": true, "PauseRelease": true,
 	"PauseAheadRelease": true, "PauseHandOver": true,
 }
 
-// paramPositive are the shares that may not be 0: a power limit or a
-// clock floor of nothing.
-var paramPositive = map[string]bool{"PowerFraction": true, "EnergyFloor": true}
+// paramLeast are the least values of the parameters that have one above
+// 0 (a pause or clock step under 1% rounds to nothing, a window of no
+// requests is not judged, p99/p50 is never under 1); paramAbove the values
+// a parameter must exceed (a power limit or clock floor of nothing, a
+// "rise" that is none), paramBelow those it must stay under (a trial that
+// must be more than all better), paramMost the greatest (the engine's
+// ceiling on a pause).
+var (
+	paramLeast = map[string]float64{"MinRequests": 1, "PauseRelease": 0.01, "PauseAheadRelease": 0.01, "PauseStepMin": 0.01,
+		"EnergyStep": 0.01, "VarianceRatio": 1}
+	paramAbove = map[string]float64{"PowerFraction": 0, "EnergyFloor": 0, "PauseRise": 1}
+	paramBelow = map[string]float64{"TrialGain": 1}
+	paramMost  = map[string]float64{"PauseMax": tuner.MaxPauseDuty}
+)
+
+// pauseWindowMost is the longest PauseWindow: the request trail keeps
+// trailKeep, and a rise compares the window with the two before it.
+const pauseWindowMost = trailKeep / 3
 
 // snake turns a field name into its parameter name.
 func snake(field string) string {
@@ -86,6 +103,9 @@ func (p *Params) Set(spec string) error {
 		if err != nil || d <= 0 {
 			return fmt.Errorf("%s takes a positive duration such as 30s, not %q", name, value)
 		}
+		if f.Name == "PauseWindow" && d > pauseWindowMost {
+			return fmt.Errorf("%s takes at most %v (the request trail the fast loop keeps), not %q", name, pauseWindowMost, value)
+		}
 		v.SetInt(int64(d))
 		return nil
 	}
@@ -98,8 +118,18 @@ func (p *Params) Set(spec string) error {
 		return fmt.Errorf("%s takes a finite number not below 0, not %q", name, value)
 	case paramFractions[f.Name] && x > 1:
 		return fmt.Errorf("%s is a share, between 0 and 1, not %q", name, value)
-	case paramPositive[f.Name] && x == 0:
-		return fmt.Errorf("%s is a share above 0 and at most 1, not %q", name, value)
+	}
+	if least, ok := paramLeast[f.Name]; ok && x < least {
+		return fmt.Errorf("%s takes at least %g, not %q", name, least, value)
+	}
+	if above, ok := paramAbove[f.Name]; ok && x <= above {
+		return fmt.Errorf("%s takes more than %g, not %q", name, above, value)
+	}
+	if below, ok := paramBelow[f.Name]; ok && x >= below {
+		return fmt.Errorf("%s takes less than %g, not %q", name, below, value)
+	}
+	if most, ok := paramMost[f.Name]; ok && x > most {
+		return fmt.Errorf("%s takes at most %g (the engine's ceiling on a pause), not %q", name, most, value)
 	}
 	v.SetFloat(x)
 	return nil
@@ -116,14 +146,16 @@ func (p *Params) SetAll(specs []string) error {
 			errs = append(errs, err)
 		}
 	}
-	if q.StepMin > q.StepMax {
+	switch {
+	case len(errs) > 0: // the pairs are judged on values that were set
+	case q.StepMin > q.StepMax:
 		errs = append(errs, fmt.Errorf("step_min %g is above step_max %g", q.StepMin, q.StepMax))
-	}
-	if q.PauseStepMin > q.PauseStepMax {
+	case q.PauseStepMin > q.PauseStepMax:
 		errs = append(errs, fmt.Errorf("pause_step_min %g is above pause_step_max %g", q.PauseStepMin, q.PauseStepMax))
-	}
-	if q.SlackBurn > q.ViolateBurn {
+	case q.SlackBurn > q.ViolateBurn:
 		errs = append(errs, fmt.Errorf("slack_burn %g is above violate_burn %g", q.SlackBurn, q.ViolateBurn))
+	case q.DeepSlackRatio > q.SlackRatio:
+		errs = append(errs, fmt.Errorf("deep_slack_ratio %g is above slack_ratio %g", q.DeepSlackRatio, q.SlackRatio))
 	}
 	if len(errs) > 0 {
 		msgs := make([]string, len(errs))

@@ -1,8 +1,10 @@
 package autotune
 
 import (
+	"fmt"
 	"math"
 	"os"
+	"strconv"
 	"reflect"
 	"strings"
 	"testing"
@@ -28,8 +30,23 @@ func TestParamsSet(t *testing.T) {
 		{[]string{"pause_gain=NaN"}, nil, "pause_gain takes a finite number"},
 		{[]string{"gain=+Inf"}, nil, "gain takes a finite number"},
 		{[]string{"pause_max=1.5"}, nil, `pause_max is a share, between 0 and 1, not "1.5"`},
-		{[]string{"power_fraction=0"}, nil, `power_fraction is a share above 0 and at most 1, not "0"`},
-		{[]string{"energy_floor=0.0"}, nil, "energy_floor is a share above 0"},
+		{[]string{"power_fraction=0"}, nil, `power_fraction takes more than 0, not "0"`},
+		{[]string{"energy_floor=0.0"}, nil, "energy_floor takes more than 0"},
+		{[]string{"min_requests=0.5"}, nil, `min_requests takes at least 1, not "0.5"`},
+		{[]string{"pause_release=0.004"}, nil, "pause_release takes at least 0.01"},
+		{[]string{"pause_ahead_release=0"}, nil, "pause_ahead_release takes at least 0.01"},
+		{[]string{"pause_step_min=0"}, nil, "pause_step_min takes at least 0.01"},
+		{[]string{"energy_step=0.0002"}, nil, "energy_step takes at least 0.01"},
+		{[]string{"variance_ratio=0.5"}, nil, "variance_ratio takes at least 1"},
+		{[]string{"pause_rise=1"}, nil, "pause_rise takes more than 1"},
+		{[]string{"trial_gain=1"}, nil, "trial_gain takes less than 1"},
+		{[]string{"pause_max=0.95"}, nil, "pause_max takes at most 0.9 (the engine's ceiling on a pause)"},
+		{[]string{"pause_max=0.9"}, func(p *Params) { p.PauseMax = 0.9 }, ""},
+		{[]string{"pause_window=41s"}, nil, "pause_window takes at most 40s"},
+		{[]string{"pause_window=40s"}, func(p *Params) { p.PauseWindow = 40 * time.Second }, ""},
+		{[]string{"slack_ratio=1.2"}, nil, "slack_ratio is a share"},
+		{[]string{"deep_slack_ratio=0.8"}, nil, "deep_slack_ratio 0.8 is above slack_ratio 0.7"},
+		{[]string{"step_max=2", "step_min=0.3"}, nil, `step_max is a share, between 0 and 1, not "2"`},
 		{[]string{"pause_window=15"}, nil, `pause_window takes a positive duration such as 30s, not "15"`},
 		{[]string{"slack_dwell=-1m"}, nil, "slack_dwell takes a positive duration"},
 		{[]string{"pause_step_min=0.4"}, nil, "pause_step_min 0.4 is above pause_step_max 0.3"},
@@ -78,16 +95,20 @@ func TestParamNamesCoverFields(t *testing.T) {
 		if !ok {
 			t.Fatalf("%q names no field", name)
 		}
-		p := DefaultParams()
-		value := "0.01"
+		values := []string{"0.02", "0.5", "1.25"}
 		if f.Type == reflect.TypeFor[time.Duration]() {
-			value = "7s"
+			values = []string{"7s"}
 		}
-		if err := p.Set(name + "=" + value); err != nil {
-			t.Fatalf("%s: %v", name, err)
+		changed := false
+		for _, value := range values {
+			p := DefaultParams()
+			if err := p.Set(name + "=" + value); err == nil && !reflect.DeepEqual(p, DefaultParams()) {
+				changed = true
+				break
+			}
 		}
-		if reflect.DeepEqual(p, DefaultParams()) {
-			t.Errorf("%s=%s changed nothing", name, value)
+		if !changed {
+			t.Errorf("%s: none of %v set it", name, values)
 		}
 	}
 	for field := range paramFractions {
@@ -95,9 +116,24 @@ func TestParamNamesCoverFields(t *testing.T) {
 			t.Errorf("share %q is no field", field)
 		}
 	}
-	for field := range paramPositive {
-		if !paramFractions[field] {
-			t.Errorf("%q must be above 0 but is no share", field)
+	for _, m := range []map[string]float64{paramLeast, paramAbove, paramBelow, paramMost} {
+		for field := range m {
+			if _, ok := reflect.TypeFor[Params]().FieldByName(field); !ok {
+				t.Errorf("bound of %q, no field", field)
+			}
+		}
+	}
+	// the defaults are inside every bound
+	v := reflect.ValueOf(DefaultParams())
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		value := fmt.Sprint(v.Field(i).Interface())
+		if x, ok := v.Field(i).Interface().(float64); ok {
+			value = strconv.FormatFloat(x, 'g', -1, 64)
+		}
+		p := DefaultParams()
+		if err := p.Set(snake(f.Name) + "=" + value); err != nil {
+			t.Errorf("the default of %s is refused: %v", f.Name, err)
 		}
 	}
 }
@@ -144,9 +180,27 @@ func TestParamsDocumented(t *testing.T) {
 		t.Fatal(`docs/tuning.md has no "## Parameters" section`)
 	}
 	table, _, _ = strings.Cut(table, "\n## ")
+	rows := map[string]string{} // a parameter's table row
+	for line := range strings.SplitSeq(table, "\n") {
+		if !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		first := strings.Split(line, "|")[1]
+		for _, f := range strings.Split(first, "`") {
+			if name := strings.TrimSpace(f); name != "" && !strings.ContainsAny(name, " ,()") {
+				rows[name] = first
+			}
+		}
+	}
 	for _, name := range ParamNames() {
-		if !strings.Contains(table, "`"+name+"`") {
+		row, ok := rows[name]
+		if !ok {
 			t.Errorf("docs/tuning.md, Parameters: no row names %s", name)
+			continue
+		}
+		f, _ := paramField(name)
+		if paramFractions[f.Name] && !strings.Contains(row, "share") {
+			t.Errorf("docs/tuning.md, Parameters: %s is a share, its row does not say so", name)
 		}
 	}
 }
