@@ -193,10 +193,15 @@ type MIGInstance struct {
 
 // VGPUInstance is one vGPU instance on a vGPU host.
 type VGPUInstance struct {
-	ID               uint32
-	UUID             string
-	VMID             string
-	VMName           string
+	ID     uint32
+	UUID   string
+	VMID   string
+	VMName string
+	// HostPID is the process on the host that runs the VM (its QEMU),
+	// found from VMID; 0 when unknown. A VM is paused as a whole through
+	// it: the PIDs of the processes in the VM are the guest's, not the
+	// host's.
+	HostPID          uint32
 	Type             string // vGPU type name, e.g. "H100-20C"
 	FramebufferBytes uint64
 	FramebufferUsed  uint64

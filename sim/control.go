@@ -96,8 +96,10 @@ func (s *Simulator) Capabilities(uuid string) []gpu.Knob {
 		if len(s.gpus) > 1 || g.mode == gpu.SharingMIG {
 			k = append(k, gpu.KnobPlacement)
 		}
-		k = append(k, gpu.KnobProcessLifecycle, gpu.KnobPauseDuty)
+		k = append(k, gpu.KnobProcessLifecycle)
 	}
+	// on a vGPU host, a VM is paused through its process on the host
+	k = append(k, gpu.KnobPauseDuty)
 	return k
 }
 

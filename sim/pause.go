@@ -31,19 +31,15 @@ func (s *Simulator) SetPauseDuty(ctx context.Context, uuid, name string, pids []
 	if math.IsNaN(duty) || duty < 0 || duty >= 1 {
 		return fmt.Errorf("sim: pause duty %v outside [0, 1)", duty)
 	}
-	g, err := s.lockGPU(ctx, uuid)
-	if err != nil {
+	if _, err := s.lockGPU(ctx, uuid); err != nil {
 		return err
 	}
 	defer s.mu.Unlock()
-	if g.mode == gpu.SharingVGPU {
-		return fmt.Errorf("sim: GPU %s is a vGPU host: its tenants' processes run in VMs: %w", uuid, gpu.ErrNotSupported)
-	}
 	var ts []*tenant
 	for _, pid := range pids {
-		t := s.tenantByPID(pid)
-		if t == nil {
-			return fmt.Errorf("sim: no process with PID %d (tenant %s not paused)", pid, name)
+		t, err := s.pausable(pid)
+		if err != nil {
+			return fmt.Errorf("sim: %w (tenant %s not paused)", err, name)
 		}
 		ts = append(ts, t)
 	}
@@ -55,6 +51,25 @@ func (s *Simulator) SetPauseDuty(ctx context.Context, uuid, name string, pids []
 	}
 	s.action(string(gpu.KnobPauseDuty), uuid, ts[0], strconv.FormatFloat(duty, 'f', 3, 64))
 	return nil
+}
+
+// pausable is the tenant a pause of pid stops: the VM's whose process on
+// the host pid is, or the process's; a process inside a VM is the guest's
+// and is refused, as the host has no such process.
+func (s *Simulator) pausable(pid uint32) (*tenant, error) {
+	for _, t := range s.tenants {
+		if t.spec.VM.HostPID == pid {
+			return t, nil
+		}
+	}
+	t := s.tenantByPID(pid)
+	if t == nil {
+		return nil, fmt.Errorf("no process with PID %d", pid)
+	}
+	if s.gpus[t.gpu].mode == gpu.SharingVGPU {
+		return nil, fmt.Errorf("PID %d runs inside VM %s: a VM is paused through its process on the host (PID %d)", pid, t.spec.VM.Name, t.spec.VM.HostPID)
+	}
+	return t, nil
 }
 
 // frozenTill is the end of the paused phase t is in at now, or 0 when it

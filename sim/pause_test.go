@@ -66,19 +66,27 @@ func pauseSc(t *testing.T, sharing string) *Scenario {
 }
 
 // Pausing costs the paused tenant the work it did not do, and its
-// neighbour gets the GPU time, time-sliced or under MPS.
+// neighbour gets the GPU time, time-sliced, under MPS or on a vGPU host
+// (the VM paused through its process on the host).
 func TestPauseShiftsWork(t *testing.T) {
-	for _, sharing := range []string{"time-slice", "mps"} {
+	for _, sharing := range []string{"time-slice", "mps", "vgpu"} {
 		t.Run(sharing, func(t *testing.T) { testPauseShiftsWork(t, sharing) })
 	}
 }
 
 func testPauseShiftsWork(t *testing.T, sharing string) {
+	pidA := uint32(1) // a's process
+	if sharing == "vgpu" {
+		pidA = pauseSc(t, sharing).Tenants[0].VM.HostPID // a's VM's
+		if pidA == 0 {
+			t.Fatal("no host process for a's VM")
+		}
+	}
 	run := func(duty float64) (a, b float64) {
 		sc := pauseSc(t, sharing)
 		s := mustNew(t, sc, Options{})
 		if duty > 0 {
-			if err := s.SetPauseDuty(context.Background(), sc.GPUs[0].UUID, "a", []uint32{1}, duty); err != nil {
+			if err := s.SetPauseDuty(context.Background(), sc.GPUs[0].UUID, "a", []uint32{pidA}, duty); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -98,11 +106,49 @@ func testPauseShiftsWork(t *testing.T, sharing string) {
 	sc := pauseSc(t, sharing)
 	s := mustNew(t, sc, Options{})
 	for _, d := range []float64{-0.1, 1} {
-		if err := s.SetPauseDuty(context.Background(), sc.GPUs[0].UUID, "a", []uint32{1}, d); err == nil {
+		if err := s.SetPauseDuty(context.Background(), sc.GPUs[0].UUID, "a", []uint32{pidA}, d); err == nil {
 			t.Errorf("duty %v accepted", d)
 		}
 	}
 	if err := s.SetPauseDuty(context.Background(), sc.GPUs[0].UUID, "x", []uint32{99}, 0.5); err == nil {
 		t.Error("a pause of an unknown PID accepted")
+	}
+	if sharing == "vgpu" {
+		// the PID of a process in the VM is the guest's: the host has none
+		err := s.SetPauseDuty(context.Background(), sc.GPUs[0].UUID, "a", []uint32{1}, 0.5)
+		if err == nil || !strings.Contains(err.Error(), "inside VM vm-a") {
+			t.Errorf("a pause by a guest's PID: %v, want refused as inside VM vm-a", err)
+		}
+	}
+}
+
+// A scenario's VM host PIDs: defaults that no process has, a named one
+// kept, refused off a vGPU host or when another process has it.
+func TestVMHostPID(t *testing.T) {
+	sc := mustParse(t, `name: vms
+gpus: [{model: H100-SXM5-80GB, sharing: vgpu}]
+tenants:
+  - {name: a, process: {pid: 300001}, workload: {type: training, flops: 5e13}}
+  - {name: b, process: {pid: 7}, vm: {host_pid: 300000}, workload: {type: training, flops: 5e13}}
+  - {name: c, process: {pid: 8}, workload: {type: training, flops: 5e13}}
+`)
+	if got := []uint32{sc.Tenants[0].VM.HostPID, sc.Tenants[1].VM.HostPID, sc.Tenants[2].VM.HostPID}; got[0] != 300002 || got[1] != 300000 || got[2] != 300003 {
+		t.Errorf("host PIDs %v, want 300002 (300000 is b's, 300001 a's process), 300000, 300003", got)
+	}
+	for _, tc := range []struct{ yaml, want string }{
+		{`name: x
+gpus: [{model: H100-SXM5-80GB, sharing: mps}]
+tenants: [{name: a, vm: {host_pid: 9}, workload: {type: training, flops: 5e13}}]
+`, "host_pid needs a GPU with sharing: vgpu"},
+		{`name: x
+gpus: [{model: H100-SXM5-80GB, sharing: vgpu}]
+tenants:
+  - {name: a, process: {pid: 9}, workload: {type: training, flops: 5e13}}
+  - {name: b, vm: {host_pid: 9}, workload: {type: training, flops: 5e13}}
+`, "duplicate PID 9"},
+	} {
+		if _, err := ParseScenario("x.yaml", []byte(tc.yaml)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want %q", tc.yaml, err, tc.want)
+		}
 	}
 }

@@ -266,7 +266,7 @@ func vgpuID(t *tenant) uint32 { return uint32(3251634000 + t.idx) }
 func (s *Simulator) vgpuInstance(fig *figures, g *gpuState, t *tenant, ns float64) gpu.VGPUInstance {
 	v := gpu.VGPUInstance{
 		ID: vgpuID(t), UUID: deriveUUID("", "vgpusim/vgpu/"+t.spec.Name),
-		VMID: deriveUUID("", "vgpusim/vm/"+t.spec.Name), VMName: t.spec.VM.Name,
+		VMID: deriveUUID("", "vgpusim/vm/"+t.spec.Name), VMName: t.spec.VM.Name, HostPID: t.spec.VM.HostPID,
 		Type: t.spec.VM.Type, FramebufferBytes: t.spec.VM.fb, FramebufferUsed: uint64(t.spec.Memory),
 	}
 	if v.FramebufferBytes == 0 {

@@ -161,6 +161,11 @@ type VMSpec struct {
 	// the VM N GB of framebuffer.
 	Type   string `yaml:"type"`
 	Weight uint32 `yaml:"weight"`
+	// HostPID is the process on the host that runs the VM (its QEMU),
+	// by which the VM is paused: the tenant's process PID is the guest's.
+	// Default: the first PID from 300000 + the tenant's index that no
+	// process of the scenario has.
+	HostPID uint32 `yaml:"host_pid"`
 
 	fb uint64 // framebuffer bytes; 0 = unknown
 }

@@ -179,6 +179,15 @@ func (p *parser) validate(sc *Scenario) error {
 			return p.errAt(at("process", "pid"), "duplicate PID %d", t.Process.PID)
 		}
 		pids[t.Process.PID] = true
+		if t.VM.HostPID != 0 {
+			if g.Sharing != string(gpu.SharingVGPU) {
+				return p.errAt(at("vm", "host_pid"), "vm.host_pid needs a GPU with sharing: vgpu")
+			}
+			if pids[t.VM.HostPID] {
+				return p.errAt(at("vm", "host_pid"), "duplicate PID %d", t.VM.HostPID)
+			}
+			pids[t.VM.HostPID] = true
+		}
 		if t.Process.UID == nil {
 			uid := 1000
 			t.Process.UID = &uid
@@ -259,6 +268,18 @@ func (p *parser) validate(sc *Scenario) error {
 			n, _ := strconv.ParseUint(m[1], 10, 32)
 			t.VM.fb = n * gb
 		}
+	}
+	// the VMs' host processes where the scenario does not name them
+	for i := range sc.Tenants {
+		t := &sc.Tenants[i]
+		if t.VM.HostPID != 0 || sc.GPUs[t.GPU].Sharing != string(gpu.SharingVGPU) {
+			continue
+		}
+		pid := uint32(300000 + i)
+		for pids[pid] {
+			pid++
+		}
+		t.VM.HostPID, pids[pid] = pid, true
 	}
 	for i := range sc.Events {
 		e := &sc.Events[i]

@@ -618,7 +618,8 @@ gpus:
 		// no time slice under MPS: it would do nothing
 		{gpu.KnobMPSActiveThreads, gpu.KnobMPSPinnedMemory, gpu.KnobLockedClocks, gpu.KnobPowerLimit, gpu.KnobPlacement, gpu.KnobProcessLifecycle, gpu.KnobPauseDuty},
 		{gpu.KnobMIGLayout, gpu.KnobComputeTimeSlice, gpu.KnobMIGDrain, gpu.KnobLockedClocks, gpu.KnobPowerLimit, gpu.KnobPlacement, gpu.KnobProcessLifecycle, gpu.KnobPauseDuty},
-		{gpu.KnobVGPUScheduler, gpu.KnobLockedClocks, gpu.KnobPowerLimit},
+		// a VM is paused through its process on the host
+		{gpu.KnobVGPUScheduler, gpu.KnobLockedClocks, gpu.KnobPowerLimit, gpu.KnobPauseDuty},
 	} {
 		if got := s.Capabilities(sc.GPUs[i].UUID); fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("GPU %d (%s): %v, want %v", i, sc.GPUs[i].Sharing, got, want)

@@ -189,3 +189,44 @@ func TestNoPauseWithSlack(t *testing.T) {
 		t.Errorf("no pause with the chat held to p95 <= %s: the test cannot tell a pause from none", tightTarget)
 	}
 }
+
+// On a vGPU host whose scheduler cannot change while the VMs run
+// (vgpu-scheduler: best effort, chat's VM held to half the GPU), the
+// pause holds chat's SLO by pausing the training VM through its process
+// on the host, which autotune without it misses (chat about 10%).
+func TestPauseVGPUHost(t *testing.T) {
+	const scenario = "../scenarios/vgpu-scheduler.yaml"
+	met := func(res *simrun.Result) (bool, float64) {
+		t.Helper()
+		for _, ts := range res.Recorder.Summary().Tenants {
+			if ts.Tenant == "chat" && ts.SLOMet != nil && ts.Attainment != nil {
+				return *ts.SLOMet, *ts.Attainment
+			}
+		}
+		t.Fatal("chat not judged")
+		return false, 0
+	}
+	without, err := simrun.Run(context.Background(), simrun.Config{Scenario: scenario, Policy: "autotune", Step: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, att := met(without); ok {
+		t.Fatalf("chat met its SLO without the pause (%.1f%%): the test cannot tell", 100*att)
+	}
+	res := pauseRun(t, scenario, "autotune")
+	if ok, att := met(res); !ok {
+		t.Errorf("chat missed its SLO with the VM paused: %.1f%%", 100*att)
+	}
+	paused := 0
+	for _, a := range res.Actions {
+		if a.Kind == string(gpu.KnobPauseDuty) {
+			paused++
+			if a.Tenant != "train" {
+				t.Errorf("paused %s, want only the training VM", a.Tenant)
+			}
+		}
+	}
+	if paused == 0 {
+		t.Error("the simulator took no pause")
+	}
+}

@@ -32,6 +32,7 @@ type tenantAcc struct {
 	reserve   float64
 	reserveN  int
 	pids      []uint32
+	vmPIDs    []uint32 // the host processes of its VMs
 	workloads []Workload
 }
 
@@ -169,6 +170,7 @@ func (b *Builder) newUsage(compiled *compiledConfig, d *gpu.Device, a *tenantAcc
 		Processes:       a.procs,
 		MemoryUsedBytes: a.memBytes,
 		PIDs:            sortedPIDs(a.pids),
+		VMPIDs:          sortedPIDs(a.vmPIDs),
 		Workloads:       sortedWorkloads(a.workloads),
 		Method:          m,
 	}
@@ -293,6 +295,9 @@ func (b *Builder) sharedContexts(compiled *compiledConfig, podMap *kube.Mapping,
 		ctxs = append(ctxs, newCtx(ctxUtil{key: ctxKey{id: 1<<32 | uint64(v.ID), threads: 1}, acc: a, sm: v.SMUtil, mem: v.MemUtil}))
 		a.memBytes += v.FramebufferUsed
 		a.memBytesN++
+		if v.HostPID != 0 {
+			a.vmPIDs = append(a.vmPIDs, v.HostPID)
+		}
 		if v.FramebufferBytes > 0 && d.MemoryTotalBytes > 0 {
 			// a vGPU profile is defined by its framebuffer
 			a.addReserve(float64(v.FramebufferBytes) / float64(d.MemoryTotalBytes))

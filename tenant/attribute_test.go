@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -270,8 +271,8 @@ func TestVGPUUsage(t *testing.T) {
 		Activity: gpu.Activity{SMActive: gpu.Float(0.8), DRAMActive: gpu.Float(0.6)},
 		// profiles of 10, 10, 40 GiB and one whose framebuffer is unknown
 		VGPUs: []gpu.VGPUInstance{
-			{ID: 1, UUID: "a", VMName: "vdi-1", SMUtil: gpu.Float(0.2), MemUtil: gpu.Float(0.1), FramebufferUsed: 2 * gib, FramebufferBytes: 10 * gib},
-			{ID: 2, UUID: "b", VMName: "vdi-2", SMUtil: gpu.Float(0.1), MemUtil: gpu.Float(0.1), FramebufferUsed: 1 * gib, FramebufferBytes: 10 * gib},
+			{ID: 1, UUID: "a", VMName: "vdi-1", HostPID: 4002, SMUtil: gpu.Float(0.2), MemUtil: gpu.Float(0.1), FramebufferUsed: 2 * gib, FramebufferBytes: 10 * gib},
+			{ID: 2, UUID: "b", VMName: "vdi-2", HostPID: 4001, SMUtil: gpu.Float(0.1), MemUtil: gpu.Float(0.1), FramebufferUsed: 1 * gib, FramebufferBytes: 10 * gib},
 			{ID: 3, UUID: "7f3c1a52-0000-4000-8000-000000000001", VMName: "llm", SMUtil: gpu.Float(0.5), MemUtil: gpu.Float(0.4), FramebufferUsed: 8 * gib, FramebufferBytes: 40 * gib},
 			{ID: 4, UUID: "d", VMName: "misc", SMUtil: gpu.Float(0.05), FramebufferUsed: 1 * gib},
 		},
@@ -294,6 +295,10 @@ func TestVGPUUsage(t *testing.T) {
 	}
 	if vdi.Method != Apportioned || vdi.MemoryUsedBytes != 3*gib || inf.MemoryUsedBytes != 8*gib || inf.Processes != 1 || inf.PIDs[0] != 9 {
 		t.Errorf("vdi %+v inference %+v", vdi, inf)
+	}
+	// the VMs' host processes, apart from the guests' PIDs
+	if !slices.Equal(vdi.VMPIDs, []uint32{4001, 4002}) || vdi.PIDs != nil || inf.VMPIDs != nil {
+		t.Errorf("VM host PIDs: vdi %v (PIDs %v), inference %v; want vdi 4001, 4002 and no PIDs, inference none", vdi.VMPIDs, vdi.PIDs, inf.VMPIDs)
 	}
 }
 

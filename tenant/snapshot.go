@@ -131,6 +131,11 @@ type Usage struct {
 	// instance), ascending; the tuner uses them to address per-process knobs
 	// such as the MPS active-thread percentage. Never exported as labels.
 	PIDs []uint32
+	// VMPIDs are, on a vGPU host, the processes on the host that run the
+	// tenant's VMs on this GPU (their QEMU), ascending, where known: a VM
+	// is paused as a whole through them, never through PIDs, which are
+	// the guests' own. Never exported as labels.
+	VMPIDs []uint32
 	// Workloads say, for those of PIDs the attribution knows it, what
 	// runs each process (its Kubernetes pod, its systemd service), by PID,
 	// ascending: an orchestrator moves a workload, not a PID. Nil when

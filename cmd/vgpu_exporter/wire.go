@@ -12,6 +12,7 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/collector"
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	gpunvml "github.com/vgpu-exporter/vgpu_exporter/gpu/nvml"
+	"github.com/vgpu-exporter/vgpu_exporter/gpu/vmproc"
 	"github.com/vgpu-exporter/vgpu_exporter/kube"
 	"github.com/vgpu-exporter/vgpu_exporter/latency"
 	"github.com/vgpu-exporter/vgpu_exporter/sim"
@@ -122,7 +123,9 @@ func openSource(cfg *config, clock gpu.Clock, logger log.Logger) (gpu.Source, te
 // openNVML opens the NVML backend, wrapped by the dcgm-exporter source when
 // --backend.dcgm-exporter.url is set.
 func openNVML(cfg *config, clock gpu.Clock, logger log.Logger) (gpu.Source, error) {
-	b, err := gpunvml.New(gpunvml.Options{Clock: clock, Logger: log.With(logger, "component", "nvml")})
+	// a vGPU's VM by its QEMU process (KVM), for its name and to pause it
+	vms := vmproc.New(cfg.ProcRoot, clock, 0)
+	b, err := gpunvml.New(gpunvml.Options{Clock: clock, Logger: log.With(logger, "component", "nvml"), VMs: vms})
 	if err != nil {
 		return nil, err
 	}

@@ -32,6 +32,15 @@ type Options struct {
 	Clock gpu.Clock
 	// Logger receives warnings and once-per-GPU notes; nil discards.
 	Logger log.Logger
+	// VMs finds the host process and the name of the VM a vGPU serves,
+	// from the VM's UUID (gpu/vmproc on a KVM host); nil: neither is
+	// known.
+	VMs VMFinder
+}
+
+// VMFinder finds a VM's host process and name from its UUID.
+type VMFinder interface {
+	Find(vmUUID string) (pid uint32, name string, ok bool)
 }
 
 // Backend reads and controls the GPUs of this host through NVML. It
@@ -43,6 +52,7 @@ type Backend struct {
 	clock  gpu.Clock
 	logger log.Logger
 	syms   map[string]bool
+	vms    VMFinder // nil: none
 
 	driverVersion string
 	cudaVersion   string
@@ -135,7 +145,7 @@ func New(opts Options) (b *Backend, err error) {
 		return nil, initError(r)
 	}
 	initialized = true
-	b = &Backend{lib: lib, clock: clock, logger: logger, logged: map[string]struct{}{}}
+	b = &Backend{lib: lib, clock: clock, logger: logger, vms: opts.VMs, logged: map[string]struct{}{}}
 	b.lookupSymbols()
 
 	if v, r := lib.SystemGetDriverVersion(); r == nvml.SUCCESS {

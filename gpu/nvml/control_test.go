@@ -543,3 +543,48 @@ func TestVGPUSchedulerV2Only(t *testing.T) {
 		t.Errorf("v2 set calls %d, want 1", n)
 	}
 }
+
+// fakeVMs is a VM finder with fixed answers, counting its lookups.
+type fakeVMs struct {
+	vms   map[string]uint32
+	asked []string
+}
+
+func (f *fakeVMs) Find(id string) (uint32, string, bool) {
+	f.asked = append(f.asked, id)
+	pid, ok := f.vms[id]
+	return pid, "name-of-" + id, ok
+}
+
+// A KVM host's VM (ID type UUID) gets its QEMU process and name from the
+// finder; a domain ID (Xen) is not looked up; a VM the finder does not
+// know has neither.
+func TestVGPUHostProcess(t *testing.T) {
+	f := newFixture(t, dgxh100.New())
+	dom := newTestVgpu(13, "7", "H100-20C")
+	dom.GetVmIDFunc = func() (string, nvml.VgpuVmIdType, nvml.Return) { return "7", nvml.VGPU_VM_ID_DOMAIN_ID, nvml.SUCCESS }
+	vms := []nvml.VgpuInstance{newTestVgpu(11, "vm-a", "H100-20C"), newTestVgpu(12, "vm-b", "H100-20C"), dom}
+	vgpuHost(f, 0, &vms)
+	finder := &fakeVMs{vms: map[string]uint32{"vm-a": 4242}}
+	b, err := New(Options{Lib: f.srv, Clock: f.clock, VMs: finder})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	got := sample(t, b).Devices[0].VGPUs
+	want := []struct {
+		pid  uint32
+		name string
+	}{{4242, "name-of-vm-a"}, {0, ""}, {0, ""}}
+	if len(got) != len(want) {
+		t.Fatalf("vGPUs %+v", got)
+	}
+	for i, w := range want {
+		if got[i].HostPID != w.pid || got[i].VMName != w.name {
+			t.Errorf("vGPU %d: host PID %d, VM name %q; want %d, %q", got[i].ID, got[i].HostPID, got[i].VMName, w.pid, w.name)
+		}
+	}
+	if !slices.Equal(finder.asked, []string{"vm-a", "vm-b"}) {
+		t.Errorf("finder asked for %q, want the two UUID-type VM IDs", finder.asked)
+	}
+}

@@ -70,8 +70,14 @@ func (rd *devReader) readVGPU(d *gpu.Device, now time.Time) {
 				if u, r := v.GetUUID(); rd.ok("nvmlVgpuInstanceGetUUID", r) {
 					inst.UUID = u
 				}
-				if vm, _, r := v.GetVmID(); rd.ok("nvmlVgpuInstanceGetVmID", r) {
+				if vm, typ, r := v.GetVmID(); rd.ok("nvmlVgpuInstanceGetVmID", r) {
 					inst.VMID = vm
+					if typ == nvml.VGPU_VM_ID_UUID && b.vms != nil {
+						// KVM: the VM's QEMU process, by the UUID
+						if pid, name, ok := b.vms.Find(vm); ok {
+							inst.HostPID, inst.VMName = pid, name
+						}
+					}
 				}
 				if t, r := v.GetType(); rd.ok("nvmlVgpuInstanceGetType", r) && t != nil {
 					if name, r := t.GetName(); rd.ok("nvmlVgpuTypeGetName", r) {

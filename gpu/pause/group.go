@@ -186,6 +186,7 @@ func cgroupPaths(data []byte) (v2, v1 string) {
 
 // ownCgroup returns the directory to freeze for a process of cgroup path
 // under root: the path itself when it is a pod's or a container's, the
+// scope's when it is (under) a virtual machine's (machineScope), the
 // unit's when it is (under) a systemd service (a path relative to the
 // reader's cgroup namespace found under root: outsideNamespace); false for
 // anything else
@@ -197,7 +198,9 @@ func ownCgroup(root, path, control string) (string, bool) {
 	}
 	rel := path
 	info := kube.ParseCgroupPath(path)
-	if info.PodUID == "" && info.ContainerID == "" {
+	if scope := machineScope(path); scope != "" {
+		rel = scope // a VM's (or a registered container's) scope, as a whole
+	} else if info.PodUID == "" && info.ContainerID == "" {
 		unit := kube.SystemdService(path)
 		if unit == "" {
 			return "", false
@@ -216,6 +219,22 @@ func ownCgroup(root, path, control string) (string, bool) {
 		return "", false
 	}
 	return dir, true
+}
+
+// machineScope is the part of a cgroup path up to the scope that
+// systemd-machined gives a virtual machine or a container it registers
+// ("/machine.slice/machine-qemu\x2d1\x2dtrain.scope" of
+// ".../machine-qemu\x2d1\x2dtrain.scope/libvirt/emulator", where libvirt
+// keeps QEMU's threads below it), or "".
+func machineScope(path string) string {
+	segs := strings.Split(path, "/")
+	for i := 1; i+1 < len(segs); i++ {
+		next := segs[i+1]
+		if segs[i] == "machine.slice" && strings.HasPrefix(next, "machine-") && len(next) > len("machine-.scope") && strings.HasSuffix(next, ".scope") {
+			return strings.Join(segs[:i+2], "/")
+		}
+	}
+	return ""
 }
 
 // maxNamespaceDepth is how deep under root outsideNamespace looks.

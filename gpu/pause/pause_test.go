@@ -112,6 +112,9 @@ const (
 	podPath  = "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod0f2c1a2b_3c4d_5e6f_7a8b_9c0d1e2f3a4b.slice/cri-containerd-" + hex64 + ".scope"
 	hex64    = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 	unitPath = "/system.slice/trainer.service"
+	// libvirt's QEMU under systemd-machined (cgroup v2 and the v1 freezer)
+	vmScope   = `/machine.slice/machine-qemu\x2d1\x2dvm\x2dtrain.scope`
+	vmScopeV1 = `/machine.slice/machine-qemu\x2d2\x2dvm\x2db.scope`
 )
 
 // Each process is paused by the group of its own: a pod's or a unit's
@@ -136,6 +139,14 @@ func TestResolve(t *testing.T) {
 	h.cgroupV2Dir("/b.slice/twin.service")
 	h.process(17, "/../../twin.service", "", 17)
 	h.process(18, "/../../../", "", 18)
+	// a libvirt VM's QEMU: its scope frozen, v2 and v1
+	h.cgroupV2Dir(vmScope)
+	h.cgroupV2Dir(vmScope + "/libvirt/emulator")
+	h.process(19, vmScope+"/libvirt/emulator", "", 19)
+	h.cgroupV1Dir(vmScopeV1)
+	h.process(20, "/", vmScopeV1, 20)
+	// a session scope named like one, outside machine.slice: not
+	h.process(21, "/user.slice/machine-x.scope", "", 21)
 	p := h.pauser(t, gpu.NewManualClock(time.Unix(0, 0)), Options{})
 	for _, c := range []struct {
 		pid     uint32
@@ -151,6 +162,9 @@ func TestResolve(t *testing.T) {
 		{16, filepath.Join(h.v2, podPath), false},
 		{17, "pgid:17", false},
 		{18, "pgid:18", false},
+		{19, filepath.Join(h.v2, vmScope), false},
+		{20, filepath.Join(h.v1, vmScopeV1), false},
+		{21, "pgid:21", false},
 		{99, "", true},
 	} {
 		g, err := p.r.resolve(c.pid)

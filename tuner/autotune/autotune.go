@@ -196,7 +196,11 @@ func (p *Autotune) Decide(s *tuner.State) []tuner.Action {
 				out = append(out, fast...)
 			}
 		case gpu.SharingVGPU:
+			// the scheduler only recommended (it changes only while no
+			// VM runs); the VMs' pause acts now
 			out = append(out, p.vgpu(s, d, ds)...)
+			fast, _ := p.pauses(s, d, ds)
+			out = append(out, fast...)
 		}
 		out = append(out, p.clocks(s, d, ds)...)
 	}

@@ -44,7 +44,7 @@ type pauser struct {
 // pauses returns the fast loop's actions on d, and whether the slow knobs
 // may act on d this round.
 func (p *Autotune) pauses(s *tuner.State, d *gpu.Device, ds domainSignals) ([]tuner.Action, bool) {
-	if !s.Drives[gpu.KnobPauseDuty] || (d.Mode != gpu.SharingMPS && d.Mode != gpu.SharingTimeSlice) {
+	if !s.Drives[gpu.KnobPauseDuty] || (d.Mode != gpu.SharingMPS && d.Mode != gpu.SharingTimeSlice && d.Mode != gpu.SharingVGPU) {
 		return nil, true
 	}
 	var ps []pauser
@@ -52,7 +52,7 @@ func (p *Autotune) pauses(s *tuner.State, d *gpu.Device, ds domainSignals) ([]tu
 		if (m.class != gpu.ClassBatch && m.class != gpu.ClassBestEffort) || m.name == tenant.Unassigned {
 			continue
 		}
-		pids := tenantPIDs(s.Snapshot, m.name)
+		pids := pausePIDs(s.Snapshot, d, m.name)
 		if len(pids) == 0 {
 			continue
 		}
@@ -596,7 +596,7 @@ func (p *Autotune) pausedDuty(s *tuner.State, d *gpu.Device, ms []*member) float
 	}
 	least := 1.0
 	for _, m := range ms {
-		pids := tenantPIDs(s.Snapshot, m.name)
+		pids := pausePIDs(s.Snapshot, d, m.name)
 		if len(pids) == 0 {
 			return 0
 		}
@@ -664,15 +664,22 @@ func pausedAtCeiling(ps []pauser, ceiling float64) bool {
 	return true
 }
 
-// tenantPIDs lists a tenant's processes on every GPU, sorted: a tenant is
-// paused as a whole.
-func tenantPIDs(snap *tenant.Snapshot, name string) []uint32 {
+// pausePIDs lists the processes a tenant on d is paused by, on every GPU,
+// sorted: a tenant is paused as a whole. On a vGPU host they are its VMs'
+// processes on the host (none where they are not known): the PIDs of the
+// processes in a VM are the guest's, and the host's process of the same
+// number is someone else's.
+func pausePIDs(snap *tenant.Snapshot, d *gpu.Device, name string) []uint32 {
 	var out []uint32
 	for _, u := range snap.Usage {
 		if u.Tenant != name {
 			continue
 		}
-		for _, pid := range u.PIDs {
+		pids := u.PIDs
+		if d.Mode == gpu.SharingVGPU {
+			pids = u.VMPIDs
+		}
+		for _, pid := range pids {
 			if !slices.Contains(out, pid) {
 				out = append(out, pid)
 			}

@@ -340,3 +340,40 @@ func TestPauseTargetFollowsTenant(t *testing.T) {
 		t.Errorf("PIDs %v, want the tenant's process now, [9]", acts[0].PIDs)
 	}
 }
+
+// On a vGPU host a batch VM is paused through its process on the host
+// (Usage.VMPIDs), never through the PIDs of the processes in it, which
+// are the guest's; where the host process is not known, nothing is paused.
+func TestPauseVM(t *testing.T) {
+	violating := tuner.FastSLO{Over: time.Minute, Total: 100, Good: 97} // burn 3
+	full := 1.0
+	for _, tc := range []struct {
+		name   string
+		vmPIDs []uint32
+		want   []string
+	}{
+		{"the VM's host process known", []uint32{300001}, []string{"GPU-0/pause_duty/pid300001=30%"}},
+		{"not known: nothing paused", nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := scene{mode: gpu.SharingVGPU, embedCap: &full, fast: violating, p99: 2}.state()
+			s.Drives = map[gpu.Knob]bool{gpu.KnobPauseDuty: true, gpu.KnobVGPUScheduler: true}
+			for i := range s.Snapshot.Usage {
+				if s.Snapshot.Usage[i].Tenant == "embed" {
+					s.Snapshot.Usage[i].VMPIDs = tc.vmPIDs
+				}
+			}
+			acts := New().Decide(s)
+			var got []string
+			for _, a := range acts {
+				got = append(got, a.Target.String()+"="+a.Want.String())
+				if a.Knob == gpu.KnobPauseDuty && !slices.Equal(a.PIDs, tc.vmPIDs) {
+					t.Errorf("pause of %v, want the VM's host process %v", a.PIDs, tc.vmPIDs)
+				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("actions %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

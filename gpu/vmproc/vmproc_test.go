@@ -1,0 +1,168 @@
+package vmproc
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+func cmdline(args ...string) []byte { return []byte(strings.Join(args, "\x00") + "\x00") }
+
+const vmA = "6c0a1e52-3d4f-4a8b-9c2e-7f1b0d3a5e01"
+
+func TestParseCmdline(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		in       []byte
+		uuid, vm string
+		ok       bool
+	}{
+		{"libvirt", cmdline("/usr/bin/qemu-system-x86_64", "-name", "guest=vm-train,debug-threads=on", "-S", "-uuid", vmA, "-machine", "q35"), vmA, "vm-train", true},
+		{"plain name", cmdline("qemu-kvm", "-name", "vm-chat", "-uuid", strings.ToUpper(vmA)), vmA, "vm-chat", true},
+		{"double dash", cmdline("qemu-system-x86_64", "--uuid", vmA, "--name", "a,process=qemu-a"), vmA, "a", true},
+		{"escaped comma", cmdline("qemu-system-x86_64", "-uuid", vmA, "-name", "guest=a,,b,debug-threads=on"), vmA, "a,b", true},
+		{"name option only", cmdline("qemu-system-x86_64", "-uuid", vmA, "-name", "process=x"), vmA, "", true},
+		{"no name", cmdline("qemu-system-x86_64", "-uuid", vmA), vmA, "", true},
+		{"no uuid", cmdline("qemu-system-x86_64", "-name", "guest=x"), "", "x", false},
+		{"bad uuid", cmdline("qemu-system-x86_64", "-uuid", "not-a-uuid"), "", "", false},
+		{"uuid last, no value", cmdline("qemu-system-x86_64", "-uuid"), "", "", false},
+		{"not qemu", cmdline("/usr/bin/python3", "-uuid", vmA), "", "", false},
+		{"qemu as an argument", cmdline("/bin/sh", "-c", "qemu-system-x86_64 -uuid "+vmA), "", "", false},
+		{"empty", nil, "", "", false},
+		{"no trailing NUL", []byte("qemu-kvm\x00-uuid\x00" + vmA), vmA, "", true},
+	} {
+		uuid, name, ok := ParseCmdline(tc.in)
+		if ok != tc.ok || uuid != tc.uuid || (tc.ok && name != tc.vm) {
+			t.Errorf("%s: got (%q, %q, %v), want (%q, %q, %v)", tc.name, uuid, name, ok, tc.uuid, tc.vm, tc.ok)
+		}
+	}
+}
+
+func FuzzParseCmdline(f *testing.F) {
+	f.Add(cmdline("qemu-system-x86_64", "-name", "guest=a,,b,debug-threads=on", "-uuid", vmA))
+	f.Add(cmdline("qemu-kvm", "--uuid", vmA, "--name"))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		uuid, _, ok := ParseCmdline(b)
+		if ok != (uuid != "") || (ok && (!validUUID(uuid) || uuid != strings.ToLower(uuid))) {
+			t.Fatalf("ParseCmdline(%q): uuid %q, ok %v", b, uuid, ok)
+		}
+	})
+}
+
+// proc is a fake procfs: each PID's cmdline.
+func proc(t *testing.T, cmds map[int][]byte) string {
+	t.Helper()
+	root := t.TempDir()
+	for pid, c := range cmds {
+		write(t, root, pid, c)
+	}
+	// not processes
+	if err := os.MkdirAll(filepath.Join(root, "self"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+func write(t *testing.T, root string, pid int, c []byte) {
+	t.Helper()
+	dir := filepath.Join(root, strconv.Itoa(pid))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cmdline"), c, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFinder(t *testing.T) {
+	const vmB = "11111111-2222-3333-4444-555555555555"
+	root := proc(t, map[int][]byte{
+		100: cmdline("/usr/sbin/libvirtd"),
+		200: cmdline("/usr/bin/qemu-system-x86_64", "-name", "guest=vm-train", "-uuid", vmA),
+		300: cmdline("/usr/bin/qemu-system-x86_64", "-name", "guest=vm-chat", "-uuid", vmB),
+	})
+	clock := gpu.NewManualClock(time.Unix(1e9, 0))
+	f := New(root, clock, 10*time.Second)
+	if vm, ok := f.Lookup(strings.ToUpper(vmA)); !ok || vm != (VM{PID: 200, UUID: vmA, Name: "vm-train"}) {
+		t.Fatalf("Find(A) = %+v, %v", vm, ok)
+	}
+	if vm, ok := f.Lookup(vmB); !ok || vm.PID != 300 || vm.Name != "vm-chat" {
+		t.Fatalf("Find(B) = %+v, %v", vm, ok)
+	}
+	// the VM stops and its PID goes to another program: not found, and a
+	// new VM is not looked for until the rescan interval has passed
+	write(t, root, 200, cmdline("/bin/bash"))
+	const vmC = "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
+	write(t, root, 400, cmdline("qemu-kvm", "-uuid", vmC))
+	if vm, ok := f.Lookup(vmA); ok {
+		t.Fatalf("Find(A) after its process went = %+v", vm)
+	}
+	clock.Advance(10 * time.Second)
+	if vm, ok := f.Lookup(vmC); !ok || vm.PID != 400 {
+		t.Fatalf("Find(C) after the rescan interval = %+v, %v", vm, ok)
+	}
+	if _, ok := f.Lookup(vmC); !ok {
+		t.Fatal("Find(C) again: lost")
+	}
+	if pid, name, ok := f.Find(vmB); !ok || pid != 300 || name != "vm-chat" {
+		t.Fatalf("Find(B) = %d, %q, %v", pid, name, ok)
+	}
+	if _, ok := f.Lookup(""); ok {
+		t.Fatal("Find(\"\") found a VM")
+	}
+	// no procfs: nothing, no panic
+	if _, ok := New(filepath.Join(root, "missing"), clock, 0).Lookup(vmA); ok {
+		t.Fatal("found a VM without procfs")
+	}
+}
+
+func TestFinderRescanLimited(t *testing.T) {
+	root := proc(t, map[int][]byte{})
+	clock := gpu.NewManualClock(time.Unix(1e9, 0))
+	f := New(root, clock, 10*time.Second)
+	if _, ok := f.Lookup(vmA); ok {
+		t.Fatal("found a VM in an empty procfs")
+	}
+	write(t, root, 500, cmdline("qemu-kvm", "-uuid", vmA))
+	clock.Advance(9 * time.Second)
+	if _, ok := f.Lookup(vmA); ok {
+		t.Fatal("scanned again within the rescan interval")
+	}
+	clock.Advance(time.Second)
+	if vm, ok := f.Lookup(vmA); !ok || vm.PID != 500 {
+		t.Fatalf("Find after the interval = %+v, %v", vm, ok)
+	}
+}
+
+// On this host's own procfs: a process started as QEMU is with a VM's
+// UUID and name (bash, under QEMU's program name) is found by the UUID.
+func TestFinderRealProc(t *testing.T) {
+	if _, err := os.Stat("/proc/self/cmdline"); err != nil {
+		t.Skip("no procfs")
+	}
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash")
+	}
+	const id = "0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0"
+	cmd := &exec.Cmd{Path: bash, Args: []string{"/usr/bin/qemu-system-x86_64", "-c", "sleep 60; :", "qemu", "-name", "guest=vm-e2e,debug-threads=on", "-uuid", id}}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	var vm VM
+	ok := false
+	for deadline := time.Now().Add(5 * time.Second); !ok && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		vm, ok = New("", nil, 0).Lookup(strings.ToUpper(id)) // once the exec is done
+	}
+	if !ok || int(vm.PID) != cmd.Process.Pid || vm.Name != "vm-e2e" {
+		t.Fatalf("Lookup = %+v, %v; want PID %d, vm-e2e", vm, ok, cmd.Process.Pid)
+	}
+}
