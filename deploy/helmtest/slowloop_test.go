@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"helm.sh/helm/v3/pkg/chart"
 )
 
 // TestSlowLoopTimings: tuner.slowLoop's keys become the --tuner.slow-loop.*
@@ -37,22 +39,27 @@ func TestSlowLoopTimings(t *testing.T) {
 		{"tuner off", map[string]any{"tuner": map[string]any{"slowLoop": map[string]any{"dwell": "30s"}}},
 			map[string][]string{"vgpu-exporter": nil}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			m := mustRender(t, c, tc.vals)
-			if len(m.daemonSets) != len(tc.want) {
-				t.Fatalf("%d DaemonSets, want %d", len(m.daemonSets), len(tc.want))
-			}
-			for _, ds := range m.daemonSets {
-				want, ok := tc.want[ds.Name]
-				if !ok {
-					t.Fatalf("unexpected DaemonSet %s", ds.Name)
-				}
-				got := argsWithPrefix(container(t, ds.Spec.Template.Spec.Containers, "exporter").Args, "--tuner.slow-loop.")
-				if !slices.Equal(got, want) {
-					t.Errorf("%s: slow-loop flags %q, want %q", ds.Name, got, want)
-				}
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { checkPoolFlags(t, c, tc.vals, "--tuner.slow-loop.", tc.want) })
+	}
+}
+
+// checkPoolFlags renders vals and compares each DaemonSet's exporter flags
+// that start with prefix with want's (by DaemonSet name).
+func checkPoolFlags(t *testing.T, c *chart.Chart, vals map[string]any, prefix string, want map[string][]string) {
+	t.Helper()
+	m := mustRender(t, c, vals)
+	if len(m.daemonSets) != len(want) {
+		t.Fatalf("%d DaemonSets, want %d", len(m.daemonSets), len(want))
+	}
+	for _, ds := range m.daemonSets {
+		w, ok := want[ds.Name]
+		if !ok {
+			t.Fatalf("unexpected DaemonSet %s", ds.Name)
+		}
+		got := argsWithPrefix(container(t, ds.Spec.Template.Spec.Containers, "exporter").Args, prefix)
+		if !slices.Equal(got, w) {
+			t.Errorf("%s: %s flags %q, want %q", ds.Name, prefix, got, w)
+		}
 	}
 }
 
