@@ -17,6 +17,22 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/tuner/policies"
 )
 
+// settings lists what c sets beyond the policy's defaults, as the
+// report's Meta.Settings names them.
+func (c Config) settings() []string {
+	var out []string
+	for _, k := range c.EnabledKnobs {
+		out = append(out, "enable-knob "+k)
+	}
+	for _, k := range c.DisabledKnobs {
+		out = append(out, "disable-knob "+k)
+	}
+	for _, p := range c.AutotuneParams {
+		out = append(out, "autotune.param "+p)
+	}
+	return out
+}
+
 // Config is one run: a scenario under a policy in virtual time.
 type Config struct {
 	// Scenario is a scenario file or the name of a built-in scenario.
@@ -241,7 +257,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	res.Recorder = report.NewRecorder(report.Meta{
 		Scenario: sc.Name, Description: sc.Description, Policy: pol.Name(), Seed: seed,
-		Start: s.Now(), Step: cfg.Step, Duration: dur,
+		Settings: cfg.settings(), Start: s.Now(), Step: cfg.Step, Duration: dur,
 	})
 	rec := startRecording(res.Recorder, s)
 	defer rec.wait() // (every step recorded before the result is returned)

@@ -24,13 +24,17 @@ import (
 
 // Meta describes a run.
 type Meta struct {
-	Scenario    string        `json:"scenario"`
-	Description string        `json:"description,omitempty"`
-	Policy      string        `json:"policy"`
-	Seed        int64         `json:"seed"`
-	Start       time.Time     `json:"start"`
-	Step        time.Duration `json:"-"`
-	Duration    time.Duration `json:"-"`
+	Scenario    string `json:"scenario"`
+	Description string `json:"description,omitempty"`
+	Policy      string `json:"policy"`
+	Seed        int64  `json:"seed"`
+	// Settings are the policy's settings beyond its defaults, one per
+	// flag ("enable-knob pause_duty", "autotune.param pause_gain=0.15"),
+	// so that a run's figures say what made them; none for the defaults.
+	Settings []string      `json:"settings,omitempty"`
+	Start    time.Time     `json:"start"`
+	Step     time.Duration `json:"-"`
+	Duration time.Duration `json:"-"`
 }
 
 // TenantStep is one tenant's figures over one step. P50 and P99 are nil

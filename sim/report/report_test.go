@@ -271,6 +271,28 @@ func TestSummaryJudgesTokensUnderITL(t *testing.T) {
 	}
 }
 
+// The policy's settings beyond its defaults head the summary; none, no
+// line.
+func TestSummarySettings(t *testing.T) {
+	for _, tc := range []struct {
+		settings []string
+		want     string
+	}{
+		{[]string{"enable-knob pause_duty", "autotune.param pause_gain=0.15"}, "settings: enable-knob pause_duty, autotune.param pause_gain=0.15\n"},
+		{nil, ""},
+	} {
+		s := record(windows()).Summary()
+		s.Meta.Settings = tc.settings
+		var b bytes.Buffer
+		if err := WriteSummaryText(&b, s); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(b.String(), "settings:"); got != (tc.want != "") || !strings.Contains(b.String(), tc.want) {
+			t.Errorf("settings %q: summary\n%s", tc.settings, b.String())
+		}
+	}
+}
+
 // A missed SLO reads "no".
 func TestSummarySLOMissed(t *testing.T) {
 	ws := windows()

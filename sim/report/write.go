@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -37,6 +38,9 @@ func WriteSummaryText(w io.Writer, s Summary) error {
 	ew := &errWriter{w: w}
 	fmt.Fprintf(ew, "scenario %s, policy %s, seed %d: %s simulated in %d steps\n\n",
 		s.Meta.Scenario, s.Meta.Policy, s.Meta.Seed, fmtDuration(s.Seconds), s.Steps)
+	if len(s.Meta.Settings) > 0 {
+		fmt.Fprintf(ew, "settings: %s\n\n", strings.Join(s.Meta.Settings, ", "))
+	}
 
 	index := map[string]string{}
 	for _, g := range s.GPUs {

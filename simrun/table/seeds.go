@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/vgpu-exporter/vgpu_exporter/sim/report"
@@ -79,6 +80,9 @@ func WriteSeedStats(w io.Writer, policy string, sums []report.Summary, rates []s
 		}
 	}
 	fmt.Fprintf(w, "\nscenario %s, policy %s, %d seeds: mean ± standard deviation\n\n", sums[0].Meta.Scenario, policy, len(sums))
+	if set := sums[0].Meta.Settings; len(set) > 0 {
+		fmt.Fprintf(w, "settings: %s\n\n", strings.Join(set, ", "))
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TENANT\tATTAINMENT %\tSLO MET\tSLACK\tP99 (s)\tREQ/S\tWORK/S\tGOODPUT/S")
 	for _, name := range order {
