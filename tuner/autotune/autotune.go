@@ -130,11 +130,12 @@ type Autotune struct {
 	day   *pauseDaily   // the fast loop's daily pattern (pause.go)
 	trail *requestTrail // the fast loop's recent requests (trail.go)
 	held  *heldSince    // since when the SLOs have held, per GPU (held.go)
+	lows  *clockLows    // when each GPU's clock was last read lowered (dvfs.go)
 }
 
 // New returns the policy with the default parameters.
 func New() *Autotune {
-	return &Autotune{P: DefaultParams(), day: &pauseDaily{}, trail: &requestTrail{}, held: &heldSince{}}
+	return &Autotune{P: DefaultParams(), day: &pauseDaily{}, trail: &requestTrail{}, held: &heldSince{}, lows: &clockLows{}}
 }
 
 // Name returns "autotune".
@@ -519,6 +520,7 @@ func (p *Autotune) clocks(s *tuner.State, d *gpu.Device, ds domainSignals) []tun
 		}
 	}
 	clockDwell := quiet(s, d.UUID, gpu.KnobLockedClocks, p.P.SlackDwell)
+	lowered := p.lows.lowered(d, s.Now)
 	switch {
 	case ours != (tuner.ClockRange{}) && ds.anyViolating:
 		orig, _ := s.Originals[clockT.String()].(tuner.ClockRange)
@@ -533,12 +535,11 @@ func (p *Autotune) clocks(s *tuner.State, d *gpu.Device, ds domainSignals) []tun
 		}
 		return []tuner.Action{{Target: clockT, GPUIndex: d.Index, Current: ours, Want: want, HoldLeft: true,
 			Reason: "an SLO on this GPU has lost its slack at " + ours.String() + ": one step back (" + want.String() + "), and " + ours.String() + " is held"}}
-	case ds.anyViolating && !locked && d.SMClockHz != nil && maxHz > 0 &&
-		*d.SMClockHz < 0.97*maxHz && variance(ds.worst) > p.P.VarianceRatio:
+	case ds.anyViolating && !locked && d.SMClockHz != nil && maxHz > 0 && lowered && variance(ds.worst) > p.P.VarianceRatio:
 		mhz := uint32(maxHz / 1e6)
 		return []tuner.Action{{Target: clockT, GPUIndex: d.Index, Current: tuner.ClockRange{}, Want: tuner.ClockRange{MinMHz: mhz, MaxMHz: mhz},
-			Reason: fmt.Sprintf("%s violates its SLO with p99/p50 %.2f while the SM clock runs at %.0f%% of its maximum: lock the clock so that requests stop paying for the ramp",
-				ds.worst.name, variance(ds.worst), 100**d.SMClockHz/maxHz)}}
+			Reason: fmt.Sprintf("%s violates its SLO with p99/p50 %.2f while the SM clock runs below %.0f%% of its maximum between requests (%.0f%% now, lowered within the last %v): lock the clock so that requests stop paying for the ramp",
+				ds.worst.name, variance(ds.worst), 100*dvfsLow, 100**d.SMClockHz/maxHz, dvfsMemory)}}
 	case ds.allDeep && measured(ds.latency) && len(ds.others) == 0 && maxHz > 0 && (!locked || ours != (tuner.ClockRange{})) && clockDwell:
 		maxMHz := maxHz / 1e6
 		cur := maxMHz
