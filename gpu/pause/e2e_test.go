@@ -75,9 +75,17 @@ type tree struct {
 	pids   []uint32
 	files  []string
 	cgroup string
+	made   []string // the cgroups created above cgroup, outermost first
 }
 
 func startTree(t *testing.T, hierarchy string) *tree {
+	t.Helper()
+	return startTreeIn(t, hierarchy, "vgpu-pause-e2e-%d.service")
+}
+
+// startTreeIn starts the tree in the cgroup rel (a path under hierarchy,
+// %d the tree's PID), creating what is missing of it.
+func startTreeIn(t *testing.T, hierarchy, rel string) *tree {
 	t.Helper()
 	dir := t.TempDir()
 	tr := &tree{files: []string{filepath.Join(dir, "parent"), filepath.Join(dir, "child")}}
@@ -93,10 +101,17 @@ while :; do echo p >> %[2]s; sleep 0.01; done`, goFile, tr.files[0], tr.files[1]
 	}
 	t.Cleanup(tr.stop)
 	if hierarchy != "" {
-		tr.cgroup = filepath.Join(hierarchy, fmt.Sprintf("vgpu-pause-e2e-%d.service", tr.cmd.Process.Pid))
-		if err := os.Mkdir(tr.cgroup, 0o755); err != nil {
-			t.Fatal(err)
+		tr.cgroup = filepath.Join(hierarchy, fmt.Sprintf(rel, tr.cmd.Process.Pid))
+		var missing []string
+		for d := tr.cgroup; d != hierarchy && !exists(d); d = filepath.Dir(d) {
+			missing = append([]string{d}, missing...)
 		}
+		for _, d := range missing {
+			if err := os.Mkdir(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		tr.made = missing[:max(0, len(missing)-1)]
 		if err := os.WriteFile(filepath.Join(tr.cgroup, "cgroup.procs"), []byte(strconv.Itoa(tr.cmd.Process.Pid)), 0); err != nil {
 			t.Fatal(err)
 		}
@@ -158,6 +173,38 @@ func (tr *tree) stop() {
 		for i := 0; i < 100 && os.Remove(tr.cgroup) != nil; i++ {
 			time.Sleep(20 * time.Millisecond)
 		}
+		for i := len(tr.made) - 1; i >= 0; i-- {
+			_ = os.WriteFile(filepath.Join(tr.made[i], "cgroup.freeze"), []byte("0"), 0)
+			_ = os.Remove(tr.made[i])
+		}
+	}
+}
+
+// A libvirt VM's QEMU runs below its machine scope
+// (machine.slice/machine-qemu\x2dN\x2dNAME.scope/libvirt/emulator): pausing
+// it freezes the whole scope, every thread of the VM, and thawing runs it
+// again.
+func TestEndToEndVMScope(t *testing.T) {
+	v2 := v2Root()
+	needRoot(t, v2)
+	tr := startTreeIn(t, v2, `machine.slice/machine-qemu\x2d%d\x2dvgpusim\x2de2e.scope/libvirt/emulator`)
+	scope := filepath.Dir(filepath.Dir(tr.cgroup))
+	p := detect(t, 4*time.Second, 3600*time.Millisecond)
+	ctx := context.Background()
+	if err := p.SetPauseDuty(ctx, "GPU-e2e", "vm-train", tr.pids[:1], 0.9); err != nil {
+		t.Fatal(err)
+	}
+	if !tr.still() {
+		t.Fatal("the VM's process still runs after the pause")
+	}
+	if b, err := os.ReadFile(filepath.Join(scope, "cgroup.freeze")); err != nil || strings.TrimSpace(string(b)) != "1" {
+		t.Fatalf("the scope %s: cgroup.freeze %q (%v), want 1: the VM frozen as a whole", scope, b, err)
+	}
+	if err := p.SetPauseDuty(ctx, "GPU-e2e", "vm-train", tr.pids[:1], 0); err != nil {
+		t.Fatal(err)
+	}
+	if !tr.running() {
+		t.Fatal("the VM's process does not run after the thaw")
 	}
 }
 
