@@ -187,7 +187,8 @@ func (tr *tree) stop() {
 func TestEndToEndVMScope(t *testing.T) {
 	v2 := v2Root()
 	needRoot(t, v2)
-	tr := startTreeIn(t, v2, `machine.slice/machine-qemu\x2d%d\x2dvgpusim\x2de2e.scope/libvirt/emulator`)
+	// (under a cgroup of the test's own, not the host's machine.slice)
+	tr := startTreeIn(t, v2, `vgpu-pause-e2e-%d/machine.slice/machine-qemu\x2d1\x2dvgpusim\x2de2e.scope/libvirt/emulator`)
 	scope := filepath.Dir(filepath.Dir(tr.cgroup))
 	p := detect(t, 4*time.Second, 3600*time.Millisecond)
 	ctx := context.Background()

@@ -132,6 +132,33 @@ type resolver struct {
 	kill     func(pid int, sig syscall.Signal) error
 	getpgid  func(pid int) (int, error)
 	selfPgid int
+	// selfV2 and selfV1 are the pauser's own cgroup directories ("" where
+	// unknown): a group that holds them is never frozen (the exporter
+	// and its watchdog would freeze with the tenant, and nothing would
+	// thaw it).
+	selfV2, selfV1 string
+}
+
+// ownDirs returns the cgroup directories of process pid under the v2 and
+// v1 freezer roots ("" where unknown).
+func (r resolver) ownDirs(pid int) (v2, v1 string) {
+	data, err := os.ReadFile(filepath.Join(r.proc, strconv.Itoa(pid), "cgroup"))
+	if err != nil {
+		return "", ""
+	}
+	p2, p1 := cgroupPaths(data)
+	if r.v2 != "" && p2 != "" && !strings.HasPrefix(p2, "/../") {
+		v2 = filepath.Join(r.v2, filepath.FromSlash(p2))
+	}
+	if r.v1 != "" && p1 != "" && !strings.HasPrefix(p1, "/../") {
+		v1 = filepath.Join(r.v1, filepath.FromSlash(p1))
+	}
+	return v2, v1
+}
+
+// holds says whether cgroup directory dir is self or above it.
+func holds(dir, self string) bool {
+	return self != "" && (self == dir || strings.HasPrefix(self, dir+string(filepath.Separator)))
 }
 
 // errNoGroup: a process has no group the pauser may freeze.
@@ -140,17 +167,18 @@ var errNoGroup = errors.New("no cgroup or process group of its own")
 // resolve returns the group of pid: its cgroup v2 directory when the
 // process runs in a pod, container or systemd unit of its own and the
 // directory has cgroup.freeze; else its v1 freezer cgroup on the same
-// terms; else its process group (never the pauser's own, nor init's).
+// terms; else its process group (never the pauser's own, nor init's). A
+// cgroup that holds the pauser's own is not the process's own.
 func (r resolver) resolve(pid uint32) (group, error) {
 	data, err := os.ReadFile(filepath.Join(r.proc, strconv.FormatUint(uint64(pid), 10), "cgroup"))
 	if err != nil {
 		return nil, fmt.Errorf("PID %d: %w", pid, err)
 	}
 	v2path, v1path := cgroupPaths(data)
-	if dir, ok := ownCgroup(r.v2, v2path, "cgroup.freeze"); ok {
+	if dir, ok := ownCgroup(r.v2, v2path, "cgroup.freeze"); ok && !holds(dir, r.selfV2) {
 		return cgroupV2{dir: dir, clock: r.clock, timeout: r.timeout}, nil
 	}
-	if dir, ok := ownCgroup(r.v1, v1path, "freezer.state"); ok {
+	if dir, ok := ownCgroup(r.v1, v1path, "freezer.state"); ok && !holds(dir, r.selfV1) {
 		return cgroupV1{dir: dir, clock: r.clock, timeout: r.timeout}, nil
 	}
 	pgid, err := r.getpgid(int(pid))
@@ -198,9 +226,11 @@ func ownCgroup(root, path, control string) (string, bool) {
 	}
 	rel := path
 	info := kube.ParseCgroupPath(path)
-	if scope := machineScope(path); scope != "" {
+	if info.PodUID != "" || info.ContainerID != "" {
+		// a pod's or a container's own, even inside a machine's scope
+	} else if scope := machineScope(path); scope != "" {
 		rel = scope // a VM's (or a registered container's) scope, as a whole
-	} else if info.PodUID == "" && info.ContainerID == "" {
+	} else {
 		unit := kube.SystemdService(path)
 		if unit == "" {
 			return "", false
@@ -226,9 +256,11 @@ func ownCgroup(root, path, control string) (string, bool) {
 // ("/machine.slice/machine-qemu\x2d1\x2dtrain.scope" of
 // ".../machine-qemu\x2d1\x2dtrain.scope/libvirt/emulator", where libvirt
 // keeps QEMU's threads below it), or "".
+// The innermost such scope is the one: a machine that runs machines of its
+// own (a node in a systemd-nspawn container) is not frozen for one of them.
 func machineScope(path string) string {
 	segs := strings.Split(path, "/")
-	for i := 1; i+1 < len(segs); i++ {
+	for i := len(segs) - 2; i >= 1; i-- {
 		next := segs[i+1]
 		if segs[i] == "machine.slice" && strings.HasPrefix(next, "machine-") && len(next) > len("machine-.scope") && strings.HasSuffix(next, ".scope") {
 			return strings.Join(segs[:i+2], "/")

@@ -135,6 +135,7 @@ func New(o Options) (*Pauser, error) {
 		proc: o.ProcRoot, v2: o.CgroupV2Root, v1: o.CgroupV1Freezer, clock: o.Clock,
 		timeout: o.FreezeTimeout, kill: o.kill, getpgid: o.getpgid, selfPgid: self,
 	}}
+	p.r.selfV2, p.r.selfV1 = p.r.ownDirs(os.Getpid())
 	if o.startWatchdog != nil {
 		p.wd = &watchdog{start: o.startWatchdog}
 	}

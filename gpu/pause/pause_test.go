@@ -115,6 +115,10 @@ const (
 	// libvirt's QEMU under systemd-machined (cgroup v2 and the v1 freezer)
 	vmScope   = `/machine.slice/machine-qemu\x2d1\x2dvm\x2dtrain.scope`
 	vmScopeV1 = `/machine.slice/machine-qemu\x2d2\x2dvm\x2db.scope`
+	// a node run as a systemd-nspawn machine, and the machine the pauser
+	// runs in
+	nodeScope = "/machine.slice/machine-node1.scope"
+	hostScope = "/machine.slice/machine-host.scope"
 )
 
 // Each process is paused by the group of its own: a pod's or a unit's
@@ -147,6 +151,17 @@ func TestResolve(t *testing.T) {
 	h.process(20, "/", vmScopeV1, 20)
 	// a session scope named like one, outside machine.slice: not
 	h.process(21, "/user.slice/machine-x.scope", "", 21)
+	// a pod on a node that is itself a machine: the pod's, not the node's
+	h.cgroupV2Dir(nodeScope + podPath)
+	h.process(22, nodeScope+podPath, "", 22)
+	// machines within a machine: the innermost
+	inner := nodeScope + `/payload/machine.slice/machine-qemu\x2d3\x2dinner.scope`
+	h.cgroupV2Dir(inner)
+	h.process(23, inner+"/libvirt/emulator", "", 23)
+	// a machine that holds the pauser itself: never frozen
+	h.cgroupV2Dir(hostScope)
+	h.process(os.Getpid(), hostScope+"/payload/system.slice/vgpu-exporter.service", "", h.selfPgid)
+	h.process(24, hostScope+"/payload/other", "", 24)
 	p := h.pauser(t, gpu.NewManualClock(time.Unix(0, 0)), Options{})
 	for _, c := range []struct {
 		pid     uint32
@@ -165,6 +180,9 @@ func TestResolve(t *testing.T) {
 		{19, filepath.Join(h.v2, vmScope), false},
 		{20, filepath.Join(h.v1, vmScopeV1), false},
 		{21, "pgid:21", false},
+		{22, filepath.Join(h.v2, nodeScope+podPath), false},
+		{23, filepath.Join(h.v2, inner), false},
+		{24, "pgid:24", false},
 		{99, "", true},
 	} {
 		g, err := p.r.resolve(c.pid)

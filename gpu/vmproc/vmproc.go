@@ -9,11 +9,12 @@
 // finder scans procfs for such processes, keeps what it found, checks a
 // kept process's command line again on every lookup (a PID is reused once
 // its VM stops) and scans again for a VM it does not know at most once
-// every Rescan.
+// every Rescan. A UUID two processes claim is nobody's.
 package vmproc
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -113,17 +114,23 @@ func (f *Finder) scan() {
 	if err != nil {
 		return
 	}
-	found := map[string]VM{}
+	found, dup := map[string]VM{}, map[string]bool{}
 	for _, e := range ents {
 		pid, err := strconv.ParseUint(e.Name(), 10, 32)
 		if err != nil || pid == 0 {
 			continue
 		}
 		if vm, ok := f.read(uint32(pid)); ok {
-			if prev, dup := found[vm.UUID]; !dup || vm.PID < prev.PID {
-				found[vm.UUID] = vm // two with one UUID: the older, lower PID
+			if _, seen := found[vm.UUID]; seen {
+				dup[vm.UUID] = true
 			}
+			found[vm.UUID] = vm
 		}
+	}
+	for id := range dup {
+		// two processes claim one VM: neither is taken for it (a VM is
+		// paused through its process only where there is no doubt)
+		delete(found, id)
 	}
 	f.byUUID = found
 }
@@ -136,9 +143,9 @@ func (f *Finder) read(pid uint32) (VM, bool) {
 		return VM{}, false
 	}
 	defer fh.Close()
-	buf := make([]byte, maxCmdline)
-	n, _ := fh.Read(buf)
-	uuid, name, ok := ParseCmdline(buf[:n])
+	// procfs may answer a page a read: read on to the end (or the limit)
+	buf, _ := io.ReadAll(io.LimitReader(fh, maxCmdline))
+	uuid, name, ok := ParseCmdline(buf)
 	if !ok {
 		return VM{}, false
 	}
@@ -147,11 +154,12 @@ func (f *Finder) read(pid uint32) (VM, bool) {
 
 // ParseCmdline reads a QEMU command line as /proc/PID/cmdline holds it
 // (arguments ended by NUL bytes): the VM's UUID (lower case) and name.
-// False when the program is not QEMU (no "qemu" in its file name) or has
-// no well-formed UUID.
+// False when the program is not QEMU (no "qemu" in its file name, nor
+// "kvm", as Debian's and Proxmox's wrapper is named) or has no well-formed
+// UUID.
 func ParseCmdline(b []byte) (uuid, name string, ok bool) {
 	args := strings.Split(string(bytes.TrimRight(b, "\x00")), "\x00")
-	if len(args) == 0 || !strings.Contains(filepath.Base(args[0]), "qemu") {
+	if prog := filepath.Base(args[0]); !strings.Contains(prog, "qemu") && prog != "kvm" {
 		return "", "", false
 	}
 	for i := 1; i+1 < len(args); i++ {
@@ -192,15 +200,16 @@ func vmName(v string) string {
 		cur.WriteByte(v[i])
 	}
 	fields = append(fields, cur.String())
-	for i, f := range fields {
+	name := ""
+	if !strings.Contains(fields[0], "=") {
+		name = fields[0] // the legacy form, "NAME,..."
+	}
+	for _, f := range fields {
 		if n, ok := strings.CutPrefix(f, "guest="); ok {
-			return n
-		}
-		if i == 0 && !strings.Contains(f, "=") {
-			return f
+			name = n // guest= names it, the last one given
 		}
 	}
-	return ""
+	return name
 }
 
 // validUUID says whether s is a UUID in its 8-4-4-4-12 hexadecimal form.

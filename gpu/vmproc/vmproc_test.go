@@ -36,6 +36,9 @@ func TestParseCmdline(t *testing.T) {
 		{"qemu as an argument", cmdline("/bin/sh", "-c", "qemu-system-x86_64 -uuid "+vmA), "", "", false},
 		{"empty", nil, "", "", false},
 		{"no trailing NUL", []byte("qemu-kvm\x00-uuid\x00" + vmA), vmA, "", true},
+		{"Debian's and Proxmox's kvm", cmdline("/usr/bin/kvm", "-id", "100", "-name", "vm100,debug-threads=on", "-uuid", vmA), vmA, "vm100", true},
+		{"guest= over the legacy form, the last one", cmdline("qemu-kvm", "-uuid", vmA, "-name", "a,guest=b,guest=c"), vmA, "c", true},
+		{"past a page", cmdline(append(append([]string{"qemu-system-x86_64"}, strings.Split(strings.Repeat("-device,x,", 900), ",")...), "-uuid", vmA)...), vmA, "", true},
 	} {
 		uuid, name, ok := ParseCmdline(tc.in)
 		if ok != tc.ok || uuid != tc.uuid || (tc.ok && name != tc.vm) {
@@ -117,6 +120,19 @@ func TestFinder(t *testing.T) {
 	if _, ok := f.Lookup(""); ok {
 		t.Fatal("Find(\"\") found a VM")
 	}
+	// a second process claims C: nobody's
+	write(t, root, 600, cmdline("qemu-kvm", "-uuid", vmC))
+	clock.Advance(10 * time.Second)
+	if vm, ok := f.Lookup(strings.ToUpper("aaaaaaaa-bbbb-cccc-dddd-ffffffffffff")); ok {
+		t.Fatalf("found an unknown VM: %+v", vm)
+	}
+	if vm, ok := f.Lookup(vmC); ok && vm.PID == 600 {
+		t.Fatalf("Lookup(C) with two claimants = %+v", vm)
+	}
+	clock.Advance(10 * time.Second)
+	if vm, ok := f.Lookup(vmC); ok {
+		t.Fatalf("Lookup(C) with two claimants after a scan = %+v, want nobody's", vm)
+	}
 	// no procfs: nothing, no panic
 	if _, ok := New(filepath.Join(root, "missing"), clock, 0).Lookup(vmA); ok {
 		t.Fatal("found a VM without procfs")
@@ -165,4 +181,42 @@ func TestFinderRealProc(t *testing.T) {
 	if !ok || int(vm.PID) != cmd.Process.Pid || vm.Name != "vm-e2e" {
 		t.Fatalf("Lookup = %+v, %v; want PID %d, vm-e2e", vm, ok, cmd.Process.Pid)
 	}
+}
+
+// The cost of a lookup on this host's /proc: a VM the finder knows (its
+// process's command line read again) and one it does not (a scan of every
+// process; done at most every Rescan).
+func BenchmarkLookup(b *testing.B) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		b.Skip("no bash")
+	}
+	const id = "0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f1"
+	cmd := &exec.Cmd{Path: bash, Args: []string{"qemu-system-x86_64", "-c", "sleep 60; :", "qemu", "-uuid", id}}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	f := New("", nil, 0)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, ok := New("", nil, 0).Lookup(id); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("the process never showed its command line")
+		}
+	}
+	b.Run("known", func(b *testing.B) {
+		if _, ok := f.Lookup(id); !ok {
+			b.Fatal("not found")
+		}
+		for b.Loop() {
+			f.Lookup(id)
+		}
+	})
+	b.Run("scan", func(b *testing.B) {
+		for b.Loop() {
+			New("", nil, 0).Lookup(id)
+		}
+	})
 }
