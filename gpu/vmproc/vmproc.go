@@ -14,7 +14,6 @@ package vmproc
 
 import (
 	"bytes"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -23,15 +22,17 @@ import (
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/fileread"
 )
 
 // DefaultRescan is how often, at most, procfs is scanned for a VM the
 // finder does not know.
 const DefaultRescan = 10 * time.Second
 
-// maxCmdline is the most of a command line read: QEMU's run to a few
-// kilobytes; a longer one is cut and parsed as far as it goes.
-const maxCmdline = 64 << 10
+// maxCmdline bounds a command line read (procfs files are read with the
+// project's bounded reader, internal/fileread): QEMU's run to a few
+// kilobytes; a longer one than this is not a VM's.
+const maxCmdline = 1 << 20
 
 // VM is a virtual machine's host process.
 type VM struct {
@@ -138,13 +139,10 @@ func (f *Finder) scan() {
 // read parses pid's command line; false when it is not a QEMU process
 // with a UUID.
 func (f *Finder) read(pid uint32) (VM, bool) {
-	fh, err := os.Open(filepath.Join(f.proc, strconv.FormatUint(uint64(pid), 10), "cmdline"))
+	buf, err := fileread.Regular(filepath.Join(f.proc, strconv.FormatUint(uint64(pid), 10), "cmdline"), maxCmdline)
 	if err != nil {
 		return VM{}, false
 	}
-	defer fh.Close()
-	// procfs may answer a page a read: read on to the end (or the limit)
-	buf, _ := io.ReadAll(io.LimitReader(fh, maxCmdline))
 	uuid, name, ok := ParseCmdline(buf)
 	if !ok {
 		return VM{}, false
