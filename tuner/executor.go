@@ -95,6 +95,7 @@ func (t *Tuner) execute(ctx context.Context, st *State, a Action, now time.Time,
 	d.Applied = true
 	appliedOn[a.GPU] = append(appliedOn[a.GPU], a)
 	t.noteApplied(st, a, now)
+	t.notePaused(a, now)
 	return []Decision{t.finish(a, d, now, nil)}, true
 }
 
@@ -226,7 +227,7 @@ var Mechanisms = []Mechanism{
 	}), knob(gpu.KnobVGPUScheduler, "policy", gpu.SharingVGPU)),
 	mechanism("clock-power", applyClockPower,
 		knob(gpu.KnobLockedClocks, "mhz", everyMode...), knob(gpu.KnobPowerLimit, "watts", everyMode...)),
-	mechanism("pause", valued(applyPause), knob(gpu.KnobPauseDuty, "ratio", gpu.SharingMPS, gpu.SharingTimeSlice)),
+	mechanism("pause", valued(applyPause), knob(gpu.KnobPauseDuty, "ratio", gpu.SharingMPS, gpu.SharingTimeSlice, gpu.SharingVGPU)),
 	mechanism[gpu.PlacementActuator]("placement", nil, knob(gpu.KnobPlacement, "")),
 	mechanism[gpu.MIGActuator]("mig", nil, knob(gpu.KnobMIGLayout, "", gpu.SharingMIG)),
 	mechanism[gpu.Rebalancer]("rebalance", nil, knob(gpu.KnobPlacement, ""), knob(gpu.KnobMIGLayout, "", gpu.SharingMIG)),
@@ -276,11 +277,16 @@ func applyClockPower(ctx context.Context, cp gpu.ClockPowerActuator, a Action) e
 // from the journal knows the target's PID only, whose group (cgroup or
 // process group) the actuator resolves and thaws.
 func applyPause(ctx context.Context, p gpu.PauseActuator, a Action, d Duty) error {
-	pids := a.PIDs
-	if len(pids) == 0 && a.PID != 0 {
-		pids = []uint32{a.PID}
+	return p.SetPauseDuty(ctx, a.GPU, a.Tenant, pausedPIDs(a), float64(d))
+}
+
+// pausedPIDs are the processes a pause action names: its PIDs, else its
+// target's.
+func pausedPIDs(a Action) []uint32 {
+	if len(a.PIDs) == 0 && a.PID != 0 {
+		return []uint32{a.PID}
 	}
-	return p.SetPauseDuty(ctx, a.GPU, a.Tenant, pids, float64(d))
+	return a.PIDs
 }
 
 // errRestartPending: an MPS fraction was set and the host cannot restart
@@ -390,12 +396,16 @@ func (t *Tuner) keepOriginal(a Action, now time.Time) error {
 	if _, ok := t.originals[k]; ok || a.Current == nil {
 		return nil
 	}
+	var pids []uint32
+	if a.Knob == gpu.KnobPauseDuty {
+		pids = pausedPIDs(a)
+	}
 	if t.o.Journal != nil {
-		if err := t.journal(Record{Time: now, Event: EventOriginal, Target: a.Target, Tenant: a.Tenant, From: encodeValue(a.Current)}); err != nil {
+		if err := t.journal(Record{Time: now, Event: EventOriginal, Target: a.Target, Tenant: a.Tenant, From: encodeValue(a.Current), PIDs: pids}); err != nil {
 			return fmt.Errorf("not changed, the original could not be journaled: %w", err)
 		}
 	}
-	t.originals[k] = Original{Target: a.Target, Tenant: a.Tenant, Value: a.Current, At: now}
+	t.originals[k] = Original{Target: a.Target, Tenant: a.Tenant, Value: a.Current, At: now, PIDs: pids}
 	return nil
 }
 

@@ -23,6 +23,9 @@ const (
 	EventOriginal      = "original"       // a setting before the tuner's first change to it
 	EventRestored      = "restored"       // an original set back
 	EventRestoreFailed = "restore_failed" // an original could not be set back
+	// EventProcesses: a paused tenant's processes, as last paused (an
+	// original's PIDs from then on)
+	EventProcesses = "processes"
 )
 
 // Record is one record of the journal.
@@ -35,6 +38,9 @@ type Record struct {
 	To     *encodedValue `json:"to,omitempty"`
 	Guard  string        `json:"guard,omitempty"`
 	Reason string        `json:"reason,omitempty"`
+	// PIDs are a paused tenant's processes (pause_duty's original and
+	// processes records): restored, every one of them is thawed.
+	PIDs []uint32 `json:"pids,omitempty"`
 }
 
 // Original is a setting the tuner changed and must set back.
@@ -43,6 +49,9 @@ type Original struct {
 	Tenant string
 	Value  Value
 	At     time.Time
+	// PIDs are a paused tenant's processes as last paused (pause_duty),
+	// nil for every other knob.
+	PIDs []uint32
 }
 
 // The journal's format (docs/tuning.md, "The journal"): one record a
@@ -282,7 +291,12 @@ func (j *Journal) apply(rec Record) {
 			return // the first original stays
 		}
 		v, _ := rec.From.decode() // validated
-		j.open[k] = Original{Target: rec.Target, Tenant: rec.Tenant, Value: v, At: rec.Time}
+		j.open[k] = Original{Target: rec.Target, Tenant: rec.Tenant, Value: v, At: rec.Time, PIDs: rec.PIDs}
+	case EventProcesses:
+		if o, ok := j.open[k]; ok {
+			o.PIDs = rec.PIDs
+			j.open[k] = o
+		}
 	case EventRestored:
 		delete(j.open, k)
 	}
@@ -391,7 +405,7 @@ func (j *Journal) Compact() error {
 func (j *Journal) compactLocked() error {
 	var buf []byte
 	for _, o := range j.originalsLocked() {
-		b, err := encodeRecord(Record{Time: o.At, Event: EventOriginal, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value)})
+		b, err := encodeRecord(Record{Time: o.At, Event: EventOriginal, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), PIDs: o.PIDs})
 		if err != nil {
 			return fmt.Errorf("tuner journal %s: compacting: %w", j.path, err)
 		}

@@ -113,6 +113,9 @@ func TestJournalRecordsValidatedOnRead(t *testing.T) {
 		`{"event":"original","target":{"gpu":"GPU-3","knob":"power_limit"},"from":{"kind":"watts","num":-5}}`,
 		`{"event":"original","target":{"gpu":"GPU-4","knob":"compute_timeslice"},"from":{"kind":"timeslice","text":"forever"}}`,
 		`{"event":"original","target":{"gpu":"GPU-5","knob":"locked_clocks"},"from":{"kind":"clocks","min_mhz":2000,"max_mhz":100}}`,
+		`{"event":"original","target":{"gpu":"GPU-6","knob":"power_limit"},"from":{"kind":"watts","num":700},"pids":[7]}`,
+		`{"event":"original","target":{"gpu":"GPU-7","knob":"pause_duty","pid":7},"from":{"kind":"duty","num":0},"pids":[7,0]}`,
+		`{"event":"processes","target":{"gpu":"GPU-8","knob":"pause_duty","pid":7}}`,
 		`{"time":"2026-01-01T00:00:00Z","event":"original","target":{"gpu":"GPU-0","knob":"power_limit"},"from":{"kind":"watts","num":700}}`,
 	}
 	if err := os.WriteFile(p, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
@@ -127,8 +130,8 @@ func TestJournalRecordsValidatedOnRead(t *testing.T) {
 	if len(origs) != 1 || origs[0].Target.GPU != "GPU-0" {
 		t.Fatalf("originals %+v, want GPU-0's only", origs)
 	}
-	if n := j.Stats().Dropped["invalid"]; n != 6 {
-		t.Errorf("%d records dropped as invalid, want 6", n)
+	if n := j.Stats().Dropped["invalid"]; n != 9 {
+		t.Errorf("%d records dropped as invalid, want 9", n)
 	}
 	if err := j.Append(Record{Event: EventOriginal, Target: Target{GPU: "GPU-9", Knob: gpu.KnobPowerLimit}, From: encodeValue(Watts(-5))}); err == nil {
 		t.Error("an out-of-range value was written")

@@ -14,11 +14,12 @@ const (
 	maxJournalWatts = 10000 // far above any GPU's power limit
 	maxJournalMHz   = 10000 // far above any GPU's SM clock
 	maxJournalText  = 256   // a GPU UUID, a tenant, a policy name, a layout
+	maxJournalPIDs  = 1024  // a paused tenant's processes
 )
 
 // journalEvents are the events a record may carry.
 var journalEvents = []string{
-	EventOriginal, EventRestored, EventRestoreFailed,
+	EventOriginal, EventRestored, EventRestoreFailed, EventProcesses,
 	string(OutcomePlanned), string(OutcomeGuarded), string(OutcomeRecommended), string(OutcomeApplied),
 	string(OutcomeRefused), string(OutcomeFailed), string(OutcomeRolledBack),
 }
@@ -33,6 +34,15 @@ func validRecord(r Record) error {
 	}
 	if r.Target.GPU == "" || len(r.Target.GPU) > maxJournalText || r.Target.Knob == "" || len(r.Target.Knob) > maxJournalText || len(r.Tenant) > maxJournalText {
 		return errors.New("target missing or too long")
+	}
+	if len(r.PIDs) > 0 && r.Target.Knob != gpu.KnobPauseDuty {
+		return fmt.Errorf("processes named for knob %q: only a pause names them", r.Target.Knob)
+	}
+	if len(r.PIDs) > maxJournalPIDs || slices.Contains(r.PIDs, 0) {
+		return fmt.Errorf("%d processes (at most %d, none 0)", len(r.PIDs), maxJournalPIDs)
+	}
+	if r.Event == EventProcesses && len(r.PIDs) == 0 {
+		return errors.New("processes record without processes")
 	}
 	if r.Event == EventOriginal {
 		if r.From == nil {

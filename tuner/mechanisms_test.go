@@ -167,7 +167,7 @@ func TestKnobSpecs(t *testing.T) {
 	}{
 		{gpu.SharingMPS, []gpu.Knob{gpu.KnobMPSActiveThreads, gpu.KnobPauseDuty, gpu.KnobLockedClocks, gpu.KnobPowerLimit}},
 		{gpu.SharingTimeSlice, []gpu.Knob{gpu.KnobComputeTimeSlice, gpu.KnobPauseDuty, gpu.KnobLockedClocks, gpu.KnobPowerLimit}},
-		{gpu.SharingVGPU, []gpu.Knob{gpu.KnobVGPUScheduler, gpu.KnobLockedClocks, gpu.KnobPowerLimit}},
+		{gpu.SharingVGPU, []gpu.Knob{gpu.KnobVGPUScheduler, gpu.KnobPauseDuty, gpu.KnobLockedClocks, gpu.KnobPowerLimit}},
 		{gpu.SharingMIG, []gpu.Knob{gpu.KnobMIGLayout, gpu.KnobLockedClocks, gpu.KnobPowerLimit}},
 		{gpu.SharingExclusive, []gpu.Knob{gpu.KnobLockedClocks, gpu.KnobPowerLimit}},
 	} {

@@ -2,8 +2,11 @@ package tuner
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-kit/log/level"
@@ -46,7 +49,7 @@ func (t *Tuner) thawPauses(ctx context.Context, now time.Time, first bool) []Dec
 	var out []Decision
 	for _, k := range keys {
 		o, why := t.originals[k], whys[k]
-		a := Action{Target: o.Target, Tenant: o.Tenant, Want: Duty(0), Revert: true, Reason: why}
+		a := Action{Target: o.Target, Tenant: o.Tenant, PIDs: o.PIDs, Want: Duty(0), Revert: true, Reason: why}
 		d := Decision{Time: now, GPU: o.Target.GPU, Tenant: o.Tenant, Knob: o.Target.Knob, To: Duty(0).String(), Reason: why}
 		if err := t.apply(ctx, a); err != nil {
 			d.Outcome, d.Reason = OutcomeFailed, joinReasons(why, "thaw failed: "+err.Error())
@@ -64,6 +67,109 @@ func (t *Tuner) thawPauses(ctx context.Context, now time.Time, first bool) []Dec
 		out = append(out, d)
 	}
 	return out
+}
+
+// notePaused keeps, after a pause action took, the processes it paused as
+// its original's (journaled, so that a restore after a crash thaws all
+// of them and not only the target's process).
+func (t *Tuner) notePaused(a Action, now time.Time) {
+	k := a.Target.String()
+	o, ok := t.originals[k]
+	pids := pausedPIDs(a)
+	if a.Knob != gpu.KnobPauseDuty || !ok || len(pids) == 0 || slices.Equal(o.PIDs, pids) {
+		return
+	}
+	o.PIDs = slices.Clone(pids)
+	t.originals[k] = o
+	t.journal(Record{Time: now, Event: EventProcesses, Target: o.Target, Tenant: o.Tenant, PIDs: o.PIDs})
+}
+
+// followPauses sets each tenant's pause in force again on its processes
+// where they changed since it was set (a client restarted, a process
+// started or gone): the pause holds the tenant's new processes, and the
+// groups it left are thawed by the actuator. The policy need not change
+// the duty for it; nothing is guarded (the setting stays what it was).
+func (t *Tuner) followPauses(ctx context.Context, now time.Time) []Decision {
+	if t.last == nil || t.chain().Stopped() {
+		return nil
+	}
+	var out []Decision
+	for _, k := range slices.Sorted(maps.Keys(t.originals)) {
+		o := t.originals[k]
+		if o.Target.Knob != gpu.KnobPauseDuty || o.Tenant == "" || t.modeOf(o.Target.GPU, t.indexOf(o.Target.GPU)) != ModeEnforce {
+			continue
+		}
+		duty, _ := t.changes[k].To.(Duty)
+		pids := PausePIDs(t.last, o.Tenant)
+		if duty <= 0 || len(pids) == 0 || slices.Equal(pids, o.PIDs) {
+			continue
+		}
+		why := fmt.Sprintf("%s's processes changed (%s -> %s): its pause of %s follows them", o.Tenant, pidsText(o.PIDs), pidsText(pids), duty)
+		a := Action{Target: o.Target, GPUIndex: t.indexOf(o.Target.GPU), Tenant: o.Tenant, PIDs: pids, Current: duty, Want: duty, Reason: why}
+		d := Decision{Time: now, GPU: o.Target.GPU, Tenant: o.Tenant, Knob: o.Target.Knob, From: duty.String(), To: duty.String(), Reason: why}
+		if err := t.apply(ctx, a); err != nil {
+			d.Outcome, d.Reason = OutcomeFailed, joinReasons(why, "failed: "+err.Error())
+			level.Warn(t.o.Logger).Log("msg", "tuner could not pause a tenant's new processes", "target", k, "tenant", o.Tenant, "pids", pidsText(pids), "err", err)
+		} else {
+			d.Outcome, d.Applied = OutcomeApplied, true
+			t.notePaused(a, now)
+			level.Info(t.o.Logger).Log("msg", "tuner pause follows a tenant's processes", "target", k, "tenant", o.Tenant, "pids", pidsText(pids))
+		}
+		t.counts.Actions[ActionKey{Knob: a.Knob, Outcome: d.Outcome}]++
+		out = append(out, d)
+	}
+	return out
+}
+
+// pidsText is a list of PIDs as "pid 1, 2" ("no pid" for none).
+func pidsText(pids []uint32) string {
+	if len(pids) == 0 {
+		return "no pid"
+	}
+	s := make([]string, len(pids))
+	for i, p := range pids {
+		s[i] = strconv.FormatUint(uint64(p), 10)
+	}
+	return "pid " + strings.Join(s, ", ")
+}
+
+// PausePIDs lists the processes a tenant is paused by, on every GPU,
+// sorted: a tenant is paused as a whole. Where its usage is on a vGPU host
+// they are its VMs' processes on the host (none where they are not known):
+// the PIDs of the processes in a VM are the guest's, and the host's
+// process of the same number is someone else's, so they are never taken,
+// whichever GPU the pause is decided for.
+func PausePIDs(snap *tenant.Snapshot, name string) []uint32 {
+	var out []uint32
+	for _, u := range snap.Usage {
+		if u.Tenant != name {
+			continue
+		}
+		pids := u.PIDs
+		if onVGPUHost(snap, u.UUID) {
+			pids = u.VMPIDs
+		}
+		for _, pid := range pids {
+			if !slices.Contains(out, pid) {
+				out = append(out, pid)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// onVGPUHost says whether the GPU of UUID uuid is a vGPU host's.
+func onVGPUHost(snap *tenant.Snapshot, uuid string) bool {
+	if snap.Readings == nil {
+		return false
+	}
+	for i := range snap.Readings.Devices {
+		if d := &snap.Readings.Devices[i]; d.UUID == uuid {
+			return d.Mode == gpu.SharingVGPU
+		}
+	}
+	return false
 }
 
 // left says whether the pause original o (key k) is on a GPU its tenant

@@ -78,7 +78,8 @@ func TestFastKnobDwell(t *testing.T) {
 	}
 }
 
-// A pause is journaled like every setting (its original: 0) and thawed at
+// A pause is journaled like every setting (its original: 0, with every
+// process it paused) and thawed, all its processes, at
 // the next start whatever the mode, at the kill switch, and at exit.
 func TestPauseThawed(t *testing.T) {
 	ctx := context.Background()
@@ -101,7 +102,7 @@ func TestPauseThawed(t *testing.T) {
 	if _, err := tu.RunOnce(ctx, emptySnap(t0.Add(time.Second))); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"SetPauseDuty(GPU-0,train,[7 8],0.5)", "SetPauseDuty(GPU-0,train,[7],0)"}
+	want := []string{"SetPauseDuty(GPU-0,train,[7 8],0.5)", "SetPauseDuty(GPU-0,train,[7 8],0)"}
 	if !slices.Equal(rec.Calls, want) {
 		t.Errorf("calls %q, want %q (paused, then thawed at the kill switch)", rec.Calls, want)
 	}
@@ -111,14 +112,7 @@ func TestPauseThawed(t *testing.T) {
 		t.Fatal(err)
 	}
 	// An unclean exit: the journal is left with the pause's original.
-	if err := j.Close(); err != nil {
-		t.Fatal(err)
-	}
-	j2, err := OpenJournal(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j2.Close()
+	j2 := reopen(t, j, path)
 	if n := len(j2.Originals()); n != 1 {
 		t.Fatalf("%d open originals after the pause, want 1", n)
 	}
@@ -130,7 +124,7 @@ func TestPauseThawed(t *testing.T) {
 	if _, err := tu2.RunOnce(ctx, emptySnap(t0.Add(time.Hour))); err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"SetPauseDuty(GPU-0,train,[7],0)"}; !slices.Equal(rec2.Calls, want) {
+	if want := []string{"SetPauseDuty(GPU-0,train,[7 8],0)"}; !slices.Equal(rec2.Calls, want) {
 		t.Errorf("at start in recommend mode: calls %q, want %q", rec2.Calls, want)
 	}
 	if n := len(j2.Originals()); n != 0 {
@@ -173,6 +167,18 @@ var pauseOn = []gpu.Knob{gpu.KnobPauseDuty}
 
 type deciderFunc func(*State) []Action
 
+// pauseOnce pauses train 50% at its first round, and decides nothing after.
+func pauseOnce() Decider {
+	round := 0
+	return deciderFunc(func(*State) []Action {
+		round++
+		if round == 1 {
+			return []Action{pauseAction("train", gpu.ClassBatch, 0, 0.5)}
+		}
+		return nil
+	})
+}
+
 func (deciderFunc) Name() string               { return "func" }
 func (f deciderFunc) Decide(s *State) []Action { return f(s) }
 
@@ -198,23 +204,15 @@ func TestPauseThawedWhenTenantLeft(t *testing.T) {
 		want   []string
 		thawAt int // the round after the pause that thaws (0: none)
 	}{
-		{"moved by the slow loop: thawed at the next round", [][]tenant.Usage{on("GPU-1")}, true, []string{"SetPauseDuty(GPU-0,train,[7],0)"}, 1},
-		{"moved by someone else: thawed at the second round", [][]tenant.Usage{on("GPU-1"), on("GPU-1")}, false, []string{"SetPauseDuty(GPU-0,train,[7],0)"}, 2},
+		{"moved by the slow loop: thawed at the next round", [][]tenant.Usage{on("GPU-1")}, true, []string{"SetPauseDuty(GPU-0,train,[7 8],0)"}, 1},
+		{"moved by someone else: thawed at the second round", [][]tenant.Usage{on("GPU-1"), on("GPU-1")}, false, []string{"SetPauseDuty(GPU-0,train,[7 8],0)"}, 2},
 		{"away one round, back: kept", [][]tenant.Usage{on("GPU-1"), on(uuid0), on("GPU-1")}, false, nil, 0},
 		{"still on GPU-0: kept", [][]tenant.Usage{on(uuid0), on(uuid0)}, false, nil, 0},
 		{"seen on no GPU: kept", [][]tenant.Usage{nil, nil}, false, nil, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rec := &pauseRecorder{}
-			round := 0
-			pauseOnce := deciderFunc(func(*State) []Action {
-				round++
-				if round == 1 {
-					return []Action{pauseAction("train", gpu.ClassBatch, 0, 0.5)}
-				}
-				return nil
-			})
-			tu, err := New(Options{Policy: pauseOnce, Guards: []Guard{Bounds{}}, Enabled: pauseOn,
+			tu, err := New(Options{Policy: pauseOnce(), Guards: []Guard{Bounds{}}, Enabled: pauseOn,
 				Actuators: ActuatorsOf(rec), Clock: gpu.NewManualClock(t0), Mode: ModeEnforce})
 			if err != nil {
 				t.Fatal(err)

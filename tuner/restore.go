@@ -111,7 +111,7 @@ func (t *Tuner) restoreLocked(ctx context.Context, now time.Time, why string) ([
 // journaled, counted and logged.
 func (t *Tuner) restoreOne(ctx context.Context, k string, now time.Time, why string, busy bool) (*Decision, error) {
 	o := t.originals[k]
-	a := Action{Target: o.Target, Tenant: o.Tenant, Want: o.Value, Revert: true, Reason: why}
+	a := Action{Target: o.Target, Tenant: o.Tenant, PIDs: o.PIDs, Want: o.Value, Revert: true, Reason: why}
 	if o.Target.Knob == gpu.KnobMPSActiveThreads {
 		a.Restart = true
 		if !t.processPresent(o.Target) {

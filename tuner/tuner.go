@@ -283,6 +283,7 @@ func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 	}
 	out = append(out, t.thawPauses(ctx, now, !t.thawed)...)
 	t.thawed = true
+	out = append(out, t.followPauses(ctx, now)...)
 	t.syncPending(snap)
 	st := &State{Now: now, Snapshot: snap, Changes: t.changes, Pending: t.pending, Effective: t.syncMPS(),
 		Fast: t.fast.observe(now, snap), Originals: map[string]Value{}, History: t.history, Drives: t.drives(),

@@ -209,6 +209,48 @@ func TestEndToEndVMScope(t *testing.T) {
 	}
 }
 
+// A tenant whose process restarts elsewhere while it is paused (a new
+// cgroup, a new process group) is paused by the new one from the next
+// call on, and the one it left runs at once: no group stays frozen.
+func TestEndToEndPauseFollows(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			needRoot(t, k.dir())
+			old, cur := startTree(t, k.dir()), startTree(t, k.dir())
+			p := detect(t, 2*time.Second, 1800*time.Millisecond)
+			ctx := context.Background()
+			if err := p.SetPauseDuty(ctx, "GPU-e2e", "trainer", old.pids, 0.9); err != nil {
+				t.Fatal(err)
+			}
+			if !old.still() {
+				t.Fatal("the tree still runs after the pause")
+			}
+			if err := p.SetPauseDuty(ctx, "GPU-e2e", "trainer", cur.pids, 0.9); err != nil {
+				t.Fatal(err)
+			}
+			if !old.running() {
+				t.Fatal("the tree the tenant left stays paused")
+			}
+			paused := false
+			for deadline := time.Now().Add(5 * time.Second); !paused && time.Now().Before(deadline); {
+				paused = cur.still()
+			}
+			if !paused {
+				t.Fatal("the tenant's new tree is never paused")
+			}
+			if !old.running() {
+				t.Fatal("the tree the tenant left is paused again")
+			}
+			if err := p.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if !cur.running() {
+				t.Fatal("the new tree does not run after Close")
+			}
+		})
+	}
+}
+
 func detect(t *testing.T, period, maxPause time.Duration) *pause.Pauser {
 	t.Helper()
 	p, err := pause.Detect(pause.Options{Clock: gpu.RealClock{}, Period: period, MaxPause: maxPause}, cgroupRoot)

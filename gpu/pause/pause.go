@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -85,11 +86,20 @@ type Pauser struct {
 	tenants map[string]*pulse
 }
 
-// pulse is one paused tenant: its duty per GPU, its groups and its loop.
+// pulse is one paused tenant: its duty and its groups per GPU, and its
+// loop. Each call for a GPU replaces that GPU's groups: a tenant whose
+// processes restarted in another cgroup or process group is paused by
+// the new ones, and the old ones are thawed (a restarted client, a VM
+// started again under a new scope).
 type pulse struct {
 	mu     sync.Mutex
 	duties map[string]float64 // by GPU UUID
-	groups []group
+	groups map[string][]group // by GPU UUID
+
+	// act serializes the loop's freezes and thaws with a change of the
+	// groups, so that a group dropped from the set is thawed after the
+	// loop's last freeze of it, never before
+	act sync.Mutex
 
 	stop chan struct{}
 	done chan struct{}
@@ -188,24 +198,31 @@ func (p *Pauser) SetPauseDuty(ctx context.Context, uuid, tenant string, pids []u
 	defer p.mu.Unlock()
 	pl := p.tenants[tenant]
 	if pl == nil {
-		pl = &pulse{duties: map[string]float64{}}
+		pl = &pulse{duties: map[string]float64{}, groups: map[string][]group{}}
 	}
+	pl.act.Lock()
 	pl.mu.Lock()
+	before := pl.unionLocked()
 	pl.duties[uuid] = duty
-	for _, g := range groups {
-		if !slices.ContainsFunc(pl.groups, func(h group) bool { return h.Key() == g.Key() }) {
-			pl.groups = append(pl.groups, g)
-		}
+	if len(groups) > 0 {
+		pl.groups[uuid] = groups
 	}
+	dropped := without(before, pl.unionLocked())
 	eff := pl.dutyLocked()
 	running := pl.stop != nil
 	pl.mu.Unlock()
+	// the groups the tenant's processes left (they may be frozen now)
+	var errs []error
+	if len(dropped) > 0 {
+		errs = append(errs, thawAll(dropped), p.wd.thawed(dropped))
+	}
+	pl.act.Unlock()
 	switch {
 	case eff == 0:
 		delete(p.tenants, tenant)
-		return p.end(pl)
+		return errors.Join(append(errs, p.end(pl, dropped))...)
 	case running:
-		return nil
+		return errors.Join(errs...)
 	}
 	on := p.onTime(pl)
 	if err := p.freeze(pl.snapshot(), on); err != nil {
@@ -223,20 +240,21 @@ func (p *Pauser) Close() error {
 	defer p.mu.Unlock()
 	var errs []error
 	for name, pl := range p.tenants {
-		errs = append(errs, p.end(pl))
+		errs = append(errs, p.end(pl, nil))
 		delete(p.tenants, name)
 	}
 	return errors.Join(append(errs, p.wd.close())...)
 }
 
-// end stops a tenant's loop (if any) and thaws its groups.
-func (p *Pauser) end(pl *pulse) error {
+// end stops a tenant's loop (if any) and thaws its groups, less those
+// thawed already.
+func (p *Pauser) end(pl *pulse, thawed []group) error {
 	if pl.stop != nil {
 		close(pl.stop)
 		<-pl.done
 		pl.stop = nil
 	}
-	gs := pl.snapshot()
+	gs := without(pl.snapshot(), thawed)
 	return errors.Join(thawAll(gs), p.wd.thawed(gs))
 }
 
@@ -270,6 +288,7 @@ func (p *Pauser) run(tenant string, pl *pulse, on time.Duration, stop <-chan str
 		case <-stop:
 			return // end thaws
 		}
+		pl.act.Lock()
 		gs := pl.snapshot()
 		if err := thawAll(gs); err != nil {
 			level.Error(p.o.Logger).Log("msg", "pause: thaw failed", "tenant", tenant, "err", err)
@@ -277,15 +296,18 @@ func (p *Pauser) run(tenant string, pl *pulse, on time.Duration, stop <-chan str
 		if err := p.wd.thawed(gs); err != nil {
 			level.Warn(p.o.Logger).Log("msg", "pause: watchdog not told of the thaw", "tenant", tenant, "err", err)
 		}
+		pl.act.Unlock()
 		select {
 		case <-p.o.Clock.After(p.o.Period - on):
 		case <-stop:
 			return
 		}
 		on = p.onTime(pl)
+		pl.act.Lock()
 		if err := p.freeze(pl.snapshot(), on); err != nil {
 			level.Warn(p.o.Logger).Log("msg", "pause: freeze failed; the tenant runs this period", "tenant", tenant, "err", err)
 		}
+		pl.act.Unlock()
 	}
 }
 
@@ -319,25 +341,68 @@ func (pl *pulse) dutyLocked() float64 {
 	return d
 }
 
+// snapshot is the tenant's groups, every GPU's (each once).
 func (pl *pulse) snapshot() []group {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
-	return slices.Clone(pl.groups)
+	return pl.unionLocked()
+}
+
+// unionLocked is every GPU's groups, each once, in the order of the GPUs'
+// UUIDs.
+func (pl *pulse) unionLocked() []group {
+	var out []group
+	for _, uuid := range slices.Sorted(maps.Keys(pl.groups)) {
+		for _, g := range pl.groups[uuid] {
+			if !slices.ContainsFunc(out, func(h group) bool { return h.Key() == g.Key() }) {
+				out = append(out, g)
+			}
+		}
+	}
+	return out
+}
+
+// without is the groups of gs not in keep.
+func without(gs, keep []group) []group {
+	var out []group
+	for _, g := range gs {
+		if !slices.ContainsFunc(keep, func(h group) bool { return h.Key() == g.Key() }) {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// gone says whether err is a group's that no longer exists: its cgroup
+// removed, no process left in its process group.
+func gone(err error) bool {
+	return errors.Is(err, syscall.ESRCH) || errors.Is(err, os.ErrNotExist)
 }
 
 // freezeAll freezes every group or none: when one fails, those frozen
-// before it are thawed.
+// before it are thawed. A group that no longer exists (its processes
+// exited) is passed over: the tenant's other processes are the whole of
+// it now. None left is an error.
 func freezeAll(gs []group) error {
+	left := 0
 	for i, g := range gs {
-		if err := g.Freeze(); err != nil {
+		err := g.Freeze()
+		if err != nil && gone(err) {
+			continue
+		}
+		left++
+		if err != nil {
 			errs := []error{fmt.Errorf("freeze %s: %w", g.Key(), err)}
 			for _, h := range gs[:i+1] {
-				if terr := h.Thaw(); terr != nil {
+				if terr := h.Thaw(); terr != nil && !gone(terr) {
 					errs = append(errs, fmt.Errorf("thaw %s: %w", h.Key(), terr))
 				}
 			}
 			return errors.Join(errs...)
 		}
+	}
+	if left == 0 && len(gs) > 0 {
+		return errors.New("none of the tenant's process groups and cgroups exists any more")
 	}
 	return nil
 }
@@ -346,7 +411,7 @@ func freezeAll(gs []group) error {
 func thawAll(gs []group) error {
 	var errs []error
 	for _, g := range gs {
-		if err := g.Thaw(); err != nil && !errors.Is(err, syscall.ESRCH) && !errors.Is(err, os.ErrNotExist) {
+		if err := g.Thaw(); err != nil && !gone(err) {
 			errs = append(errs, fmt.Errorf("thaw %s: %w", g.Key(), err))
 		}
 	}

@@ -23,11 +23,12 @@ type host struct {
 	signals      []string
 	pgids        map[int]int
 	selfPgid     int
+	exited       map[int]bool // process groups with no process left
 }
 
 func newHost(t *testing.T) *host {
 	d := t.TempDir()
-	h := &host{t: t, proc: filepath.Join(d, "proc"), v2: filepath.Join(d, "v2"), v1: filepath.Join(d, "freezer"), pgids: map[int]int{}, selfPgid: 4242}
+	h := &host{t: t, proc: filepath.Join(d, "proc"), v2: filepath.Join(d, "v2"), v1: filepath.Join(d, "freezer"), pgids: map[int]int{}, selfPgid: 4242, exited: map[int]bool{}}
 	for _, p := range []string{h.proc, h.v2, h.v1} {
 		if err := os.MkdirAll(p, 0o755); err != nil {
 			t.Fatal(err)
@@ -69,6 +70,9 @@ func (h *host) cgroupV1Dir(path string) string {
 func (h *host) kill(pid int, sig syscall.Signal) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.exited[-pid] {
+		return syscall.ESRCH
+	}
 	h.signals = append(h.signals, fmt.Sprintf("%d %s", pid, sig))
 	return nil
 }

@@ -3,7 +3,6 @@ package autotune
 import (
 	"fmt"
 	"math"
-	"slices"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
@@ -50,7 +49,7 @@ func (p *Autotune) pauses(s *tuner.State, d *gpu.Device, ds domainSignals) ([]tu
 		if (m.class != gpu.ClassBatch && m.class != gpu.ClassBestEffort) || m.name == tenant.Unassigned {
 			continue
 		}
-		pids := pausePIDs(s.Snapshot, m.name)
+		pids := tuner.PausePIDs(s.Snapshot, m.name)
 		if len(pids) == 0 {
 			continue
 		}
@@ -475,7 +474,7 @@ func (p *Autotune) pausedDuty(s *tuner.State, d *gpu.Device, ms []*member) float
 	}
 	least := 1.0
 	for _, m := range ms {
-		pids := pausePIDs(s.Snapshot, m.name)
+		pids := tuner.PausePIDs(s.Snapshot, m.name)
 		if len(pids) == 0 {
 			return 0
 		}
@@ -492,43 +491,4 @@ func pausedAtCeiling(ps []pauser, ceiling float64) bool {
 		}
 	}
 	return true
-}
-
-// pausePIDs lists the processes a tenant is paused by, on every GPU,
-// sorted: a tenant is paused as a whole. Where its usage is on a vGPU host
-// they are its VMs' processes on the host (none where they are not known):
-// the PIDs of the processes in a VM are the guest's, and the host's
-// process of the same number is someone else's, so they are never taken,
-// whichever GPU the pause is decided for.
-func pausePIDs(snap *tenant.Snapshot, name string) []uint32 {
-	var out []uint32
-	for _, u := range snap.Usage {
-		if u.Tenant != name {
-			continue
-		}
-		pids := u.PIDs
-		if onVGPUHost(snap, u.UUID) {
-			pids = u.VMPIDs
-		}
-		for _, pid := range pids {
-			if !slices.Contains(out, pid) {
-				out = append(out, pid)
-			}
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-// onVGPUHost says whether the GPU of UUID uuid is a vGPU host's.
-func onVGPUHost(snap *tenant.Snapshot, uuid string) bool {
-	if snap.Readings == nil {
-		return false
-	}
-	for i := range snap.Readings.Devices {
-		if d := &snap.Readings.Devices[i]; d.UUID == uuid {
-			return d.Mode == gpu.SharingVGPU
-		}
-	}
-	return false
 }

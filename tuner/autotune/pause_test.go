@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
-	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
 
@@ -376,25 +375,5 @@ func TestPauseVM(t *testing.T) {
 				t.Fatalf("actions %v, want %v", got, tc.want)
 			}
 		})
-	}
-}
-
-// A tenant on an MPS GPU and a vGPU host is paused by its process on the
-// one and its VM's host process on the other, never by the guest's PIDs,
-// whichever GPU asks.
-func TestPausePIDsAcrossModes(t *testing.T) {
-	snap := &tenant.Snapshot{
-		Readings: &gpu.Readings{Devices: []gpu.Device{{UUID: "GPU-A", Mode: gpu.SharingMPS}, {UUID: "GPU-B", Mode: gpu.SharingVGPU}}},
-		Usage: []tenant.Usage{
-			{Tenant: "train", UUID: "GPU-A", PIDs: []uint32{5}},
-			{Tenant: "train", UUID: "GPU-B", PIDs: []uint32{1234}, VMPIDs: []uint32{4242}},
-			{Tenant: "vdi", UUID: "GPU-B", PIDs: []uint32{77}},
-		},
-	}
-	if got := pausePIDs(snap, "train"); !slices.Equal(got, []uint32{5, 4242}) {
-		t.Errorf("train: %v, want its process 5 and its VM's host process 4242, not the guest's 1234", got)
-	}
-	if got := pausePIDs(snap, "vdi"); got != nil {
-		t.Errorf("vdi (a VM whose host process is not known): %v, want none", got)
 	}
 }

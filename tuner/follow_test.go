@@ -1,0 +1,106 @@
+package tuner
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+)
+
+// reopen closes j, as a crash would leave it, and opens path again (closed
+// at the test's end).
+func reopen(t *testing.T, j *Journal, path string) *Journal {
+	t.Helper()
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	j2, err := OpenJournal(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = j2.Close() })
+	return j2
+}
+
+// A paused tenant's pause follows its processes when they change (a
+// client restarted under a new PID), with no new decision of the
+// policy's; the journal names the new processes, so that the restore
+// after a crash thaws them, not the ones that were gone; a tenant seen
+// with no process keeps the pause as it was.
+func TestPauseFollowsProcesses(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "journal")
+	j, err := OpenJournal(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snapWith := func(at time.Time, pids ...uint32) *tenant.Snapshot {
+		var procs []gpu.Process
+		for _, p := range pids {
+			procs = append(procs, mpsProc(p, nil))
+		}
+		var usage []tenant.Usage
+		if len(pids) > 0 {
+			usage = []tenant.Usage{{Tenant: "train", Class: gpu.ClassBatch, UUID: uuid0, PIDs: pids}}
+		}
+		return snapshot(at, []gpu.Device{{UUID: uuid0, Up: true, Mode: gpu.SharingMPS, Processes: procs}}, usage)
+	}
+	rec := &pauseRecorder{}
+	clk := gpu.NewManualClock(t0)
+	tu, err := New(Options{Policy: pauseOnce(), Guards: []Guard{Bounds{}}, Enabled: pauseOn, Actuators: ActuatorsOf(rec), Journal: j, Clock: clk, Mode: ModeEnforce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, pids := range [][]uint32{{7, 8}, {7, 8}, {9}, {}, {9}, {9, 10}} {
+		if _, err := tu.RunOnce(ctx, snapWith(t0.Add(time.Duration(i)*time.Second), pids...)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{"SetPauseDuty(GPU-0,train,[7 8],0.5)", "SetPauseDuty(GPU-0,train,[9],0.5)", "SetPauseDuty(GPU-0,train,[9 10],0.5)"}
+	if !slices.Equal(rec.Calls, want) {
+		t.Errorf("calls %q, want %q", rec.Calls, want)
+	}
+	if got := tu.Status().Counts.Actions[ActionKey{Knob: gpu.KnobPauseDuty, Outcome: OutcomeApplied}]; got != 3 {
+		t.Errorf("applied pause actions counted: %d, want 3", got)
+	}
+	// an unclean exit: the next start thaws the processes last paused
+	j2 := reopen(t, j, path)
+	if o := j2.Originals(); len(o) != 1 || !slices.Equal(o[0].PIDs, []uint32{9, 10}) {
+		t.Fatalf("journal's originals %+v, want the pause with pid 9, 10", o)
+	}
+	rec2 := &pauseRecorder{}
+	tu2, err := New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(rec2), Journal: j2, Clock: gpu.NewManualClock(t0.Add(time.Hour)), Mode: ModeEnforce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tu2.RunOnce(ctx, snapWith(t0.Add(time.Hour), 9, 10)); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"SetPauseDuty(GPU-0,train,[9 10],0)"}; !slices.Equal(rec2.Calls, want) {
+		t.Errorf("at the next start: calls %q, want %q", rec2.Calls, want)
+	}
+}
+
+// A tenant on an MPS GPU and a vGPU host is paused by its process on the
+// one and its VM's host process on the other, never by the guest's PIDs,
+// whichever GPU asks.
+func TestPausePIDsAcrossModes(t *testing.T) {
+	snap := &tenant.Snapshot{
+		Readings: &gpu.Readings{Devices: []gpu.Device{{UUID: "GPU-A", Mode: gpu.SharingMPS}, {UUID: "GPU-B", Mode: gpu.SharingVGPU}}},
+		Usage: []tenant.Usage{
+			{Tenant: "train", UUID: "GPU-A", PIDs: []uint32{5}},
+			{Tenant: "train", UUID: "GPU-B", PIDs: []uint32{1234}, VMPIDs: []uint32{4242}},
+			{Tenant: "vdi", UUID: "GPU-B", PIDs: []uint32{77}},
+		},
+	}
+	if got := PausePIDs(snap, "train"); !slices.Equal(got, []uint32{5, 4242}) {
+		t.Errorf("train: %v, want its process 5 and its VM's host process 4242, not the guest's 1234", got)
+	}
+	if got := PausePIDs(snap, "vdi"); got != nil {
+		t.Errorf("vdi (a VM whose host process is not known): %v, want none", got)
+	}
+}
