@@ -43,6 +43,8 @@ func (t *Tuner) thawPauses(ctx context.Context, now time.Time, first bool) []Dec
 			whys[k] = "thawed: the tuner no longer acts on this GPU"
 		case t.left(k, o):
 			whys[k] = "thawed: " + o.Tenant + " no longer runs on this GPU (it runs on another), where the pause would follow it"
+		case t.unseenFor(k, o, now) >= unseenThaw:
+			whys[k] = fmt.Sprintf("thawed: no process of %s seen on any GPU for %v (the groups it was paused by are gone, and a process group's number is taken again)", o.Tenant, unseenThaw)
 		}
 	}
 	keys := slices.Sorted(maps.Keys(whys))
@@ -190,6 +192,29 @@ func (t *Tuner) left(k string, o Original) bool {
 	moved, ok := t.reb.moved[o.Tenant]
 	return t.gone[k] >= leftRounds || (ok && moved.After(t.changes[k].At))
 }
+
+// unseenFor is how long the tenant of the pause original o (key k) has
+// had no process on any GPU, as of now (0 while it has one).
+func (t *Tuner) unseenFor(k string, o Original, now time.Time) time.Duration {
+	if t.last == nil || o.Tenant == "" || len(PausePIDs(t.last, o.Tenant)) > 0 {
+		delete(t.unseen, k)
+		return 0
+	}
+	if t.unseen == nil {
+		t.unseen = map[string]time.Time{}
+	}
+	since, ok := t.unseen[k]
+	if !ok {
+		t.unseen[k], since = now, now
+	}
+	return now.Sub(since)
+}
+
+// unseenThaw is how long a paused tenant may have no process on any GPU
+// before its pause is thawed: longer than a client restart takes to
+// bring its process back, short enough that a process group number the
+// pause still holds is unlikely to be taken by another's.
+const unseenThaw = 2 * time.Minute
 
 // leftRounds is how many rounds in a row a tenant runs only on other GPUs
 // before a pause on its old one is thawed without a move of the slow

@@ -182,11 +182,15 @@ func pauseOnce() Decider {
 func (deciderFunc) Name() string               { return "func" }
 func (f deciderFunc) Decide(s *State) []Action { return f(s) }
 
+// nowhere is n rounds with the tenant on no GPU.
+func nowhere(n int) [][]tenant.Usage { return make([][]tenant.Usage, n) }
+
 // A pause set on a GPU the tenant has left is thawed, since it would
 // follow the tenant to its new GPU: at the next round where the slow loop
 // moved it since the pause was set, after two rounds in a row otherwise;
 // a tenant still on the GPU, missing from it for one round only (a client
-// restarting), or seen on none (between a stop and a start) keeps it.
+// restarting), or seen on none for less than two minutes (between a stop
+// and a start) keeps it; seen on none for two minutes, it is thawed.
 func TestPauseThawedWhenTenantLeft(t *testing.T) {
 	on := func(uuid string) []tenant.Usage {
 		return []tenant.Usage{{Tenant: "train", Class: gpu.ClassBatch, UUID: uuid, PIDs: []uint32{7, 8}}}
@@ -202,18 +206,22 @@ func TestPauseThawedWhenTenantLeft(t *testing.T) {
 		usage  [][]tenant.Usage // where train runs at the rounds after the pause
 		moved  bool             // the slow loop moved train after the pause
 		want   []string
-		thawAt int // the round after the pause that thaws (0: none)
+		thawAt int    // the round after the pause that thaws (0: none)
+		why    string // in the thaw's reason
 	}{
-		{"moved by the slow loop: thawed at the next round", [][]tenant.Usage{on("GPU-1")}, true, []string{"SetPauseDuty(GPU-0,train,[7 8],0)"}, 1},
-		{"moved by someone else: thawed at the second round", [][]tenant.Usage{on("GPU-1"), on("GPU-1")}, false, []string{"SetPauseDuty(GPU-0,train,[7 8],0)"}, 2},
-		{"away one round, back: kept", [][]tenant.Usage{on("GPU-1"), on(uuid0), on("GPU-1")}, false, nil, 0},
-		{"still on GPU-0: kept", [][]tenant.Usage{on(uuid0), on(uuid0)}, false, nil, 0},
-		{"seen on no GPU: kept", [][]tenant.Usage{nil, nil}, false, nil, 0},
+		{"moved by the slow loop: thawed at the next round", [][]tenant.Usage{on("GPU-1")}, true, []string{"SetPauseDuty(GPU-0,train,[7 8],0)"}, 1, "no longer runs on this GPU"},
+		{"moved by someone else: thawed at the second round", [][]tenant.Usage{on("GPU-1"), on("GPU-1")}, false, []string{"SetPauseDuty(GPU-0,train,[7 8],0)"}, 2, "no longer runs on this GPU"},
+		{"away one round, back: kept", [][]tenant.Usage{on("GPU-1"), on(uuid0), on("GPU-1")}, false, nil, 0, ""},
+		{"still on GPU-0: kept", [][]tenant.Usage{on(uuid0), on(uuid0)}, false, nil, 0, ""},
+		{"seen on no GPU for a minute: kept", nowhere(5), false, nil, 0, ""},
+		{"seen on no GPU for a minute twice, back between: kept", append(append(nowhere(5), on(uuid0)), nowhere(5)...), false, nil, 0, ""},
+		{"seen on no GPU for two minutes: thawed", nowhere(9), false, []string{"SetPauseDuty(GPU-0,train,[7 8],0)"}, 9, "no process of train seen on any GPU for 2m0s"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rec := &pauseRecorder{}
+			clk := gpu.NewManualClock(t0)
 			tu, err := New(Options{Policy: pauseOnce(), Guards: []Guard{Bounds{}}, Enabled: pauseOn,
-				Actuators: ActuatorsOf(rec), Clock: gpu.NewManualClock(t0), Mode: ModeEnforce})
+				Actuators: ActuatorsOf(rec), Clock: clk, Mode: ModeEnforce})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -226,13 +234,14 @@ func TestPauseThawedWhenTenantLeft(t *testing.T) {
 			rec.Calls = nil
 			thawAt := 0
 			for i, u := range c.usage {
+				clk.Advance(15 * time.Second)
 				ds, err := tu.RunOnce(context.Background(), snapOn(t0.Add(time.Duration(i+1)*15*time.Second), u))
 				if err != nil {
 					t.Fatal(err)
 				}
 				if len(rec.Calls) > 0 && thawAt == 0 {
 					thawAt = i + 1
-					if len(ds) == 0 || !strings.Contains(ds[0].Reason, "no longer runs on this GPU") {
+					if len(ds) == 0 || !strings.Contains(ds[0].Reason, c.why) {
 						t.Errorf("decisions %+v, want the thaw with its reason", ds)
 					}
 				}

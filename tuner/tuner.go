@@ -159,7 +159,10 @@ type Tuner struct {
 	thawed    bool // the first round's thaw of journaled pauses is done
 	// gone counts, per pause original (Target.String), the rounds in a
 	// row its tenant has run on other GPUs and not on the pause's
-	gone   map[string]int
+	gone map[string]int
+	// unseen is, per pause original, since when its tenant has had no
+	// process on any GPU
+	unseen map[string]time.Time
 	last   *tenant.Snapshot
 	counts Counts
 	recent []Decision
