@@ -197,11 +197,14 @@ func (p *Autotune) Decide(s *tuner.State) []tuner.Action {
 				out = append(out, fast...)
 			}
 		case gpu.SharingVGPU:
-			// the scheduler only recommended (it changes only while no
-			// VM runs); the VMs' pause acts now
-			out = append(out, p.vgpu(s, d, ds)...)
-			fast, _ := p.pauses(s, d, ds)
+			// the VMs' pause acts now; the scheduler, which changes only
+			// while no VM runs, is recommended only where the pause
+			// cannot hold the SLO (the slow knobs' gate, as on MPS)
+			fast, slow := p.pauses(s, d, ds)
 			out = append(out, fast...)
+			if slow {
+				out = append(out, p.vgpu(s, d, ds)...)
+			}
 		}
 		out = append(out, p.clocks(s, d, ds)...)
 	}

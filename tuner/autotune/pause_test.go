@@ -341,6 +341,48 @@ func TestPauseTargetFollowsTenant(t *testing.T) {
 	}
 }
 
+// On a vGPU host the scheduler is the slow knob: a round whose pause
+// acts recommends no scheduler change; without the pause, or with the
+// pause at its ceiling and the SLO violated still, it is recommended.
+func TestVGPUSchedulerAfterPause(t *testing.T) {
+	violating := tuner.FastSLO{Over: time.Minute, Total: 100, Good: 97} // burn 3
+	full := 1.0
+	for _, tc := range []struct {
+		name  string
+		pause bool
+		duty  tuner.Duty // the pause in place
+		want  []string
+	}{
+		{"the pause acts", true, 0, []string{"GPU-0/pause_duty/pid300001=30%"}},
+		{"at the ceiling", true, 0.8, []string{"GPU-0/vgpu_scheduler=fixed-share"}},
+		{"no pause knob", false, 0, []string{"GPU-0/vgpu_scheduler=fixed-share"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := scene{mode: gpu.SharingVGPU, embedCap: &full, fast: violating, p99: 2}.state()
+			s.Drives = map[gpu.Knob]bool{gpu.KnobPauseDuty: tc.pause, gpu.KnobVGPUScheduler: true}
+			d := &s.Snapshot.Readings.Devices[0]
+			d.Scheduler = &gpu.VGPUScheduler{Policy: gpu.VGPUPolicyBestEffort, Log: []gpu.VGPUSchedulerLogEntry{{Runlist: 0, Weight: 4}, {Runlist: 1, Weight: 1}}}
+			for i := range s.Snapshot.Usage {
+				if s.Snapshot.Usage[i].Tenant == "embed" {
+					s.Snapshot.Usage[i].VMPIDs = []uint32{300001}
+				}
+			}
+			if tc.duty > 0 {
+				pt := tuner.Target{GPU: d.UUID, Knob: gpu.KnobPauseDuty, PID: 300001}
+				s.Originals[pt.String()] = tuner.Duty(0)
+				s.Changes[pt.String()] = tuner.Change{At: s.Now.Add(-time.Minute), From: tuner.Duty(0.7), To: tc.duty}
+			}
+			var got []string
+			for _, a := range New().Decide(s) {
+				got = append(got, a.Target.String()+"="+a.Want.String())
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("actions %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
 // On a vGPU host a batch VM is paused through its process on the host
 // (Usage.VMPIDs), never through the PIDs of the processes in it, which
 // are the guest's; where the host process is not known, nothing is paused.
