@@ -104,3 +104,28 @@ func TestPausePIDsAcrossModes(t *testing.T) {
 		t.Errorf("vdi (a VM whose host process is not known): %v, want none", got)
 	}
 }
+
+// A tenant that runs on another GPU only, under new processes, is not
+// followed there by the pause of the GPU it left: that pause is thawed.
+func TestPauseNotFollowedToAnotherGPU(t *testing.T) {
+	rec := &pauseRecorder{}
+	clk := gpu.NewManualClock(t0)
+	tu, err := New(Options{Policy: pauseOnce(), Guards: []Guard{Bounds{}}, Enabled: pauseOn, Actuators: ActuatorsOf(rec), Clock: clk, Mode: ModeEnforce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	devices := []gpu.Device{{UUID: uuid0, Up: true, Mode: gpu.SharingMPS}, {UUID: "GPU-1", Index: 1, Up: true, Mode: gpu.SharingMPS}}
+	for i, u := range []tenant.Usage{{UUID: uuid0, PIDs: []uint32{7, 8}}, {UUID: "GPU-1", PIDs: []uint32{9}}, {UUID: "GPU-1", PIDs: []uint32{9}}} {
+		u.Tenant, u.Class = "train", gpu.ClassBatch
+		clk.Advance(15 * time.Second)
+		if _, err := tu.RunOnce(context.Background(), snapshot(clk.Now(), devices, []tenant.Usage{u})); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			rec.Calls = nil
+		}
+	}
+	if want := []string{"SetPauseDuty(GPU-0,train,[7 8],0)"}; !slices.Equal(rec.Calls, want) {
+		t.Errorf("calls %q, want %q (thawed at the second round, never followed)", rec.Calls, want)
+	}
+}

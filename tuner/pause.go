@@ -103,8 +103,8 @@ func (t *Tuner) followPauses(ctx context.Context, now time.Time) []Decision {
 		}
 		duty, _ := t.changes[k].To.(Duty)
 		pids := PausePIDs(t.last, o.Tenant)
-		if duty <= 0 || len(pids) == 0 || slices.Equal(pids, o.PIDs) {
-			continue
+		if duty <= 0 || len(pids) == 0 || slices.Equal(pids, o.PIDs) || elsewhere(t.last, o.Tenant, o.Target.GPU) {
+			continue // (a tenant on other GPUs only is thawed here, not followed)
 		}
 		why := fmt.Sprintf("%s's processes changed (%s -> %s): its pause of %s follows them", o.Tenant, pidsText(o.PIDs), pidsText(pids), duty)
 		a := Action{Target: o.Target, GPUIndex: t.indexOf(o.Target.GPU), Tenant: o.Tenant, PIDs: pids, Current: duty, Want: duty, Reason: why}
