@@ -228,6 +228,9 @@ func TestEndToEndPauseFollows(t *testing.T) {
 			if err := p.SetPauseDuty(ctx, "GPU-e2e", "trainer", cur.pids, 0.9); err != nil {
 				t.Fatal(err)
 			}
+			if !cur.still() {
+				t.Fatal("the tenant's new tree runs in the pause under way")
+			}
 			if !old.running() {
 				t.Fatal("the tree the tenant left stays paused")
 			}
@@ -236,7 +239,7 @@ func TestEndToEndPauseFollows(t *testing.T) {
 				paused = cur.still()
 			}
 			if !paused {
-				t.Fatal("the tenant's new tree is never paused")
+				t.Fatal("the tenant's new tree is not paused in the next period")
 			}
 			if !old.running() {
 				t.Fatal("the tree the tenant left is paused again")
@@ -312,14 +315,18 @@ func crashHelper() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(3)
 	}
-	var pids []uint32
-	for _, s := range strings.Split(os.Getenv("PAUSE_E2E_PIDS"), ",") {
-		n, err := strconv.Atoi(s)
-		if err != nil {
-			fail(err)
+	parse := func(list string) []uint32 {
+		var pids []uint32
+		for _, s := range strings.Split(list, ",") {
+			n, err := strconv.Atoi(s)
+			if err != nil {
+				fail(err)
+			}
+			pids = append(pids, uint32(n))
 		}
-		pids = append(pids, uint32(n))
+		return pids
 	}
+	pids := parse(os.Getenv("PAUSE_E2E_PIDS"))
 	o := pause.Options{Clock: gpu.RealClock{}, Period: time.Minute, MaxPause: 50 * time.Second}
 	if os.Getenv("PAUSE_E2E_MID_PULSE") == "1" {
 		// A pulse of midPulsePeriod, paused 90% of it, with its watchdog:
@@ -340,14 +347,21 @@ func crashHelper() {
 	}
 	a := tuner.Action{Target: tuner.Target{GPU: "GPU-e2e", Knob: gpu.KnobPauseDuty, PID: pids[0]}, Tenant: "trainer",
 		Class: gpu.ClassBatch, PIDs: pids, Current: tuner.Duty(0), Want: tuner.Duty(0.9), Reason: "e2e"}
-	tu, err := tuner.New(tuner.Options{Policy: once{a}, Guards: []tuner.Guard{tuner.Bounds{}}, Enabled: []gpu.Knob{gpu.KnobPauseDuty}, Actuators: tuner.ActuatorsOf(p),
+	tu, err := tuner.New(tuner.Options{Policy: &first{a: a}, Guards: []tuner.Guard{tuner.Bounds{}}, Enabled: []gpu.Knob{gpu.KnobPauseDuty}, Actuators: tuner.ActuatorsOf(p),
 		Journal: j, Clock: gpu.RealClock{}, Mode: tuner.ModeEnforce})
 	if err != nil {
 		fail(err)
 	}
-	ds, err := tu.RunOnce(context.Background(), snap())
+	ds, err := tu.RunOnce(context.Background(), snap(pids...))
 	if err != nil || len(ds) != 1 || !ds[0].Applied {
 		fail(fmt.Errorf("pause not applied: %v %+v", err, ds))
+	}
+	if follow := os.Getenv("PAUSE_E2E_FOLLOW"); follow != "" {
+		// the tenant's processes are others now: the pause follows them
+		ds, err := tu.RunOnce(context.Background(), snap(parse(follow)...))
+		if err != nil || len(ds) != 1 || !ds[0].Applied {
+			fail(fmt.Errorf("pause did not follow: %v %+v", err, ds))
+		}
 	}
 	if err := os.WriteFile(os.Getenv("PAUSE_E2E_READY"), []byte("ok"), 0o600); err != nil {
 		fail(err)
@@ -361,10 +375,30 @@ type once []tuner.Action
 func (once) Name() string                         { return "once" }
 func (o once) Decide(*tuner.State) []tuner.Action { return o }
 
-func snap() *tenant.Snapshot {
+// first is a Decider that pauses the tenant at its first round only.
+type first struct {
+	a    tuner.Action
+	done bool
+}
+
+func (*first) Name() string { return "first" }
+func (f *first) Decide(*tuner.State) []tuner.Action {
+	if f.done {
+		return nil
+	}
+	f.done = true
+	return []tuner.Action{f.a}
+}
+
+// snap is a snapshot of the trainer on GPU-e2e with the processes pids.
+func snap(pids ...uint32) *tenant.Snapshot {
 	now := time.Now()
-	return &tenant.Snapshot{Time: now, Readings: &gpu.Readings{Time: now, Backend: "e2e", Devices: []gpu.Device{{UUID: "GPU-e2e", Up: true}}},
+	s := &tenant.Snapshot{Time: now, Readings: &gpu.Readings{Time: now, Backend: "e2e", Devices: []gpu.Device{{UUID: "GPU-e2e", Up: true}}},
 		Tenants: []tenant.Info{{Name: "trainer", Class: gpu.ClassBatch}}}
+	if len(pids) > 0 {
+		s.Usage = []tenant.Usage{{Tenant: "trainer", Class: gpu.ClassBatch, UUID: "GPU-e2e", PIDs: pids}}
+	}
+	return s
 }
 
 // The pulse loop's owner killed with kill -9 while a tenant is paused
@@ -388,23 +422,7 @@ func TestEndToEndCrashThaw(t *testing.T) {
 			if !tr.still() {
 				t.Fatal("the tree runs after the helper's kill -9: nothing to thaw")
 			}
-			// The next start, in recommend mode: the thaw comes first anyway.
-			j, err := tuner.OpenJournal(journal)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer j.Close()
-			if n := len(j.Originals()); n != 1 {
-				t.Fatalf("%d open originals in the journal, want the pause's", n)
-			}
-			tu, err := tuner.New(tuner.Options{Policy: once(nil), Actuators: tuner.ActuatorsOf(detect(t, 0, 0)), Journal: j,
-				Clock: gpu.RealClock{}, Mode: tuner.ModeRecommend})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := tu.RunOnce(context.Background(), snap()); err != nil {
-				t.Fatal(err)
-			}
+			j := nextStart(t, journal)
 			if !tr.running() {
 				t.Fatal("the tree is still paused after the restart")
 			}
@@ -413,6 +431,69 @@ func TestEndToEndCrashThaw(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A tenant paused by the tuner whose processes change (a client
+// restarted in a new unit or process group) is paused by the new ones;
+// the pulse's owner killed with kill -9 then leaves the new ones paused,
+// and the next start thaws them from the journal, which names them.
+func TestEndToEndCrashThawFollowed(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			needRoot(t, k.dir())
+			old, cur := startTree(t, k.dir()), startTree(t, k.dir())
+			dir := t.TempDir()
+			journal, ready := filepath.Join(dir, "journal"), filepath.Join(dir, "ready")
+			cmd := startHelper(t, old, journal, ready, "PAUSE_E2E_FOLLOW="+pidList(cur.pids))
+			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			_ = cmd.Wait()
+			if !old.running() {
+				t.Fatal("the tree the tenant left is paused")
+			}
+			if !cur.still() {
+				t.Fatal("the tenant's new tree runs after the helper's kill -9: the pause did not follow it")
+			}
+			nextStart(t, journal)
+			if !cur.running() {
+				t.Fatal("the new tree is still paused after the restart")
+			}
+		})
+	}
+}
+
+// nextStart is the next start after a crash, in recommend mode (the thaw
+// comes first anyway): one round of a tuner on the journal, which holds
+// the pause's original. It returns the journal, closed at the test's end.
+func nextStart(t *testing.T, journal string) *tuner.Journal {
+	t.Helper()
+	j, err := tuner.OpenJournal(journal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = j.Close() })
+	if n := len(j.Originals()); n != 1 {
+		t.Fatalf("%d open originals in the journal, want the pause's", n)
+	}
+	tu, err := tuner.New(tuner.Options{Policy: once(nil), Actuators: tuner.ActuatorsOf(detect(t, 0, 0)), Journal: j,
+		Clock: gpu.RealClock{}, Mode: tuner.ModeRecommend})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tu.RunOnce(context.Background(), snap()); err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+// pidList is pids as "1,2".
+func pidList(pids []uint32) string {
+	s := make([]string, len(pids))
+	for i, p := range pids {
+		s[i] = strconv.Itoa(int(p))
+	}
+	return strings.Join(s, ",")
 }
 
 // startHelper runs crashHelper on tr, with env added, and waits until it
@@ -426,13 +507,9 @@ func startHelper(t *testing.T, tr *tree, journal, ready string, env ...string) *
 // program and its arguments before the helper's own) when wrap is not nil.
 func startWrapped(t *testing.T, tr *tree, journal, ready string, wrap []string, env ...string) *exec.Cmd {
 	t.Helper()
-	pids := make([]string, len(tr.pids))
-	for i, p := range tr.pids {
-		pids[i] = strconv.Itoa(int(p))
-	}
 	argv := append(slices.Clone(wrap), os.Args[0], "-test.run=^TestEndToEndCrashThaw$")
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), "PAUSE_E2E_HELPER=1", "PAUSE_E2E_JOURNAL="+journal, "PAUSE_E2E_READY="+ready, "PAUSE_E2E_PIDS="+strings.Join(pids, ","))
+	cmd.Env = append(os.Environ(), "PAUSE_E2E_HELPER=1", "PAUSE_E2E_JOURNAL="+journal, "PAUSE_E2E_READY="+ready, "PAUSE_E2E_PIDS="+pidList(tr.pids))
 	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {

@@ -32,13 +32,20 @@ func TestPauseFollowsProcesses(t *testing.T) {
 	if got := read(t, oldFreeze); got != "1" {
 		t.Fatalf("old pod: cgroup.freeze %s, want 1", got)
 	}
-	// mid-pause, the tenant is now process 20 in another pod
+	// mid-pause, the tenant is now process 20 in another pod: paused at
+	// once with what is left of the period's pause
 	must(t, p.SetPauseDuty(ctx, "GPU-a", "trainer", []uint32{20}, 0.5))
 	if got := read(t, oldFreeze); got != "0" {
 		t.Errorf("the pod the tenant left stays frozen: cgroup.freeze %s", got)
 	}
+	if got := read(t, newFreeze); got != "1" {
+		t.Errorf("the tenant's new pod runs in the pause under way: cgroup.freeze %s", got)
+	}
 	clock.Advance(250 * time.Millisecond) // thaw
 	waitBlocked(t, clock, 1)
+	if got := read(t, newFreeze); got != "0" {
+		t.Errorf("the new pod is not thawed with the period: cgroup.freeze %s", got)
+	}
 	clock.Advance(250 * time.Millisecond) // next period
 	waitBlocked(t, clock, 1)
 	if got := read(t, newFreeze); got != "1" {
@@ -80,5 +87,29 @@ func TestPauseOutlivesAnExitedGroup(t *testing.T) {
 	}
 	if err := freezeAll([]group{cgroupV2{dir: dir}, procGroup{pgid: 130, kill: func(int, syscall.Signal) error { return syscall.ESRCH }}}); err == nil {
 		t.Error("freezeAll with no group left: no error")
+	}
+}
+
+// A process the tenant gained in the pause under way whose group does not
+// freeze leaves the whole tenant running for the rest of the period (as a
+// whole, or not at all), and the call says so.
+func TestPauseGainedGroupFails(t *testing.T) {
+	h := newHost(t)
+	dir := h.cgroupV2Dir(podPath)
+	h.process(10, podPath, "", 10)
+	unit := h.cgroupV1Dir("/system.slice/ranks.service")
+	h.process(12, "/", "/system.slice/ranks.service", 12)
+	must(t, os.Remove(filepath.Join(unit, "freezer.state")))
+	must(t, os.Mkdir(filepath.Join(unit, "freezer.state"), 0o755)) // unwritable
+	clock := gpu.NewManualClock(time.Unix(0, 0))
+	p := h.pauser(t, clock, Options{Period: 500 * time.Millisecond})
+	ctx := context.Background()
+	must(t, p.SetPauseDuty(ctx, "GPU-a", "ranks", []uint32{10}, 0.5))
+	waitBlocked(t, clock, 1)
+	if err := p.SetPauseDuty(ctx, "GPU-a", "ranks", []uint32{10, 12}, 0.5); err == nil || !strings.Contains(err.Error(), "runs the rest of this period") {
+		t.Errorf("a gained group that does not freeze: %v", err)
+	}
+	if got := read(t, filepath.Join(dir, "cgroup.freeze")); got != "0" {
+		t.Errorf("the tenant's other group stays frozen: cgroup.freeze %s", got)
 	}
 }

@@ -98,8 +98,11 @@ type pulse struct {
 
 	// act serializes the loop's freezes and thaws with a change of the
 	// groups, so that a group dropped from the set is thawed after the
-	// loop's last freeze of it, never before
-	act sync.Mutex
+	// loop's last freeze of it, never before, and a group added while the
+	// others are frozen is frozen with them; frozen (under act) says
+	// whether they are
+	act    sync.Mutex
+	frozen bool
 
 	stop chan struct{}
 	done chan struct{}
@@ -207,7 +210,8 @@ func (p *Pauser) SetPauseDuty(ctx context.Context, uuid, tenant string, pids []u
 	if len(groups) > 0 {
 		pl.groups[uuid] = groups
 	}
-	dropped := without(before, pl.unionLocked())
+	after := pl.unionLocked()
+	dropped, added := without(before, after), without(after, before)
 	eff := pl.dutyLocked()
 	running := pl.stop != nil
 	pl.mu.Unlock()
@@ -215,6 +219,14 @@ func (p *Pauser) SetPauseDuty(ctx context.Context, uuid, tenant string, pids []u
 	var errs []error
 	if len(dropped) > 0 {
 		errs = append(errs, thawAll(dropped), p.wd.thawed(dropped))
+	}
+	// the groups it came to, in the pause under way (as a whole: where
+	// one does not freeze, the tenant runs the rest of this period)
+	if running && pl.frozen && eff > 0 && len(added) > 0 {
+		if err := p.freeze(added, p.onTime(pl)); err != nil {
+			errs = append(errs, fmt.Errorf("tenant %s runs the rest of this period: %w", tenant, err), thawAll(after), p.wd.thawed(after))
+			pl.frozen = false
+		}
 	}
 	pl.act.Unlock()
 	switch {
@@ -228,6 +240,7 @@ func (p *Pauser) SetPauseDuty(ctx context.Context, uuid, tenant string, pids []u
 	if err := p.freeze(pl.snapshot(), on); err != nil {
 		return fmt.Errorf("tenant %s not paused: %w", tenant, err)
 	}
+	pl.frozen = true
 	pl.stop, pl.done = make(chan struct{}), make(chan struct{})
 	p.tenants[tenant] = pl
 	go p.run(tenant, pl, on, pl.stop, pl.done)
@@ -296,6 +309,7 @@ func (p *Pauser) run(tenant string, pl *pulse, on time.Duration, stop <-chan str
 		if err := p.wd.thawed(gs); err != nil {
 			level.Warn(p.o.Logger).Log("msg", "pause: watchdog not told of the thaw", "tenant", tenant, "err", err)
 		}
+		pl.frozen = false
 		pl.act.Unlock()
 		select {
 		case <-p.o.Clock.After(p.o.Period - on):
@@ -304,9 +318,11 @@ func (p *Pauser) run(tenant string, pl *pulse, on time.Duration, stop <-chan str
 		}
 		on = p.onTime(pl)
 		pl.act.Lock()
-		if err := p.freeze(pl.snapshot(), on); err != nil {
+		err := p.freeze(pl.snapshot(), on)
+		if err != nil {
 			level.Warn(p.o.Logger).Log("msg", "pause: freeze failed; the tenant runs this period", "tenant", tenant, "err", err)
 		}
+		pl.frozen = err == nil
 		pl.act.Unlock()
 	}
 }
