@@ -69,6 +69,9 @@ func (t *Tuner) execute(ctx context.Context, st *State, a Action, now time.Time,
 	}
 	err := t.keepOriginal(a, now)
 	if err == nil {
+		err = t.widenPaused(a, now)
+	}
+	if err == nil {
 		if a.Plan != nil && t.selfRelayout(*a.Plan) {
 			if err = t.startRelayout(ctx, st, a, a.Plan.MIG[0], now); err == nil {
 				return t.relayoutStarted(ctx, a, now), true
@@ -406,6 +409,10 @@ func (t *Tuner) keepOriginal(a Action, now time.Time) error {
 		}
 	}
 	t.originals[k] = Original{Target: a.Target, Tenant: a.Tenant, Value: a.Current, At: now, PIDs: pids}
+	// what the rounds counted of an earlier pause of the target is not this one's
+	delete(t.gone, k)
+	delete(t.unseen, k)
+	delete(t.followAt, k)
 	return nil
 }
 

@@ -2,8 +2,10 @@ package tuner
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,8 +66,8 @@ func TestPauseFollowsProcesses(t *testing.T) {
 	if !slices.Equal(rec.Calls, want) {
 		t.Errorf("calls %q, want %q", rec.Calls, want)
 	}
-	if got := tu.Status().Counts.Actions[ActionKey{Knob: gpu.KnobPauseDuty, Outcome: OutcomeApplied}]; got != 3 {
-		t.Errorf("applied pause actions counted: %d, want 3", got)
+	if got := tu.Status().Counts.Actions[ActionKey{Knob: gpu.KnobPauseDuty, Outcome: OutcomeApplied}]; got != 1 {
+		t.Errorf("applied pause actions counted: %d, want the policy's 1 (a follow is not the policy's)", got)
 	}
 	// an unclean exit: the next start thaws the processes last paused
 	j2 := reopen(t, j, path)
@@ -127,5 +129,148 @@ func TestPauseNotFollowedToAnotherGPU(t *testing.T) {
 	}
 	if want := []string{"SetPauseDuty(GPU-0,train,[7 8],0)"}; !slices.Equal(rec.Calls, want) {
 		t.Errorf("calls %q, want %q (thawed at the second round, never followed)", rec.Calls, want)
+	}
+}
+
+// trainSnap is train (batch, or latency) on GPU-0 with the processes pids.
+func trainSnap(at time.Time, class gpu.TenantClass, pids ...uint32) *tenant.Snapshot {
+	var usage []tenant.Usage
+	if len(pids) > 0 {
+		usage = []tenant.Usage{{Tenant: "train", Class: class, UUID: uuid0, PIDs: pids}}
+	}
+	s := snapshot(at, []gpu.Device{{UUID: uuid0, Up: true, Mode: gpu.SharingMPS}}, usage)
+	s.Tenants = []tenant.Info{{Name: "train", Class: class}}
+	return s
+}
+
+// failPausing fails a pause above 0 of a process list holding pid.
+type failPausing struct {
+	pauseRecorder
+	pid uint32
+}
+
+func (f *failPausing) SetPauseDuty(ctx context.Context, uuid, tenant string, pids []uint32, duty float64) error {
+	_ = f.pauseRecorder.SetPauseDuty(ctx, uuid, tenant, pids, duty)
+	if slices.Contains(pids, f.pid) && duty > 0 {
+		return os.ErrPermission
+	}
+	return nil
+}
+
+// A follow is journaled before it is made: while the journal cannot be
+// written nothing is paused; a follow whose apply fails leaves the
+// journal naming the old processes and the new (either may be frozen),
+// and is tried again 15 s later, then 30 s, twice as long each time.
+func TestPauseFollowJournaledAndBackedOff(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "journal")
+	j, err := OpenJournal(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &failPausing{pid: 9}
+	clk := gpu.NewManualClock(t0)
+	tu, err := New(Options{Policy: pauseOnce(), Guards: []Guard{Bounds{}}, Enabled: pauseOn, Actuators: ActuatorsOf(rec), Journal: j, Clock: clk, Mode: ModeEnforce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	round := func(pids ...uint32) []Decision {
+		t.Helper()
+		ds, err := tu.RunOnce(ctx, trainSnap(clk.Now(), gpu.ClassBatch, pids...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(5 * time.Second)
+		return ds
+	}
+	round(7, 8)
+	good := j.f
+	bad, _ := os.Open(path) // read-only: every write fails
+	j.f = bad
+	rec.Calls = nil
+	if ds := round(9); len(ds) != 1 || ds[0].Applied || !strings.Contains(ds[0].Reason, "could not be journaled") {
+		t.Errorf("with the journal unwritable: decisions %+v, want the follow not made", ds)
+	}
+	if len(rec.Calls) != 0 {
+		t.Errorf("with the journal unwritable the tuner acted: %q", rec.Calls)
+	}
+	j.f = good
+	_ = bad.Close()
+	for clk.Now().Before(t0.Add(70 * time.Second)) {
+		round(9) // t0+10 s ... t0+65 s
+	}
+	// tried at +20 s (15 s after the first failure at +5 s) and at +50 s
+	want := []string{"SetPauseDuty(GPU-0,train,[9],0.5)", "SetPauseDuty(GPU-0,train,[9],0.5)"}
+	if !slices.Equal(rec.Calls, want) {
+		t.Errorf("calls %q, want %q", rec.Calls, want)
+	}
+	if got := tu.Status().Counts.Actions[ActionKey{Knob: gpu.KnobPauseDuty, Outcome: OutcomeFailed}]; got != 0 {
+		t.Errorf("failed follows counted among the policy's actions: %d", got)
+	}
+	j2 := reopen(t, j, path)
+	if o := j2.Originals(); len(o) != 1 || !slices.Equal(o[0].PIDs, []uint32{7, 8, 9}) {
+		t.Errorf("journal's originals %+v, want the pause naming pid 7, 8 and 9", o)
+	}
+}
+
+// A paused tenant classed latency now (its tenants file changed) is
+// thawed, never followed.
+func TestPauseOfLatencyTenantThawed(t *testing.T) {
+	rec := &pauseRecorder{}
+	clk := gpu.NewManualClock(t0)
+	tu, err := New(Options{Policy: pauseOnce(), Guards: []Guard{Bounds{}}, Enabled: pauseOn, Actuators: ActuatorsOf(rec), Clock: clk, Mode: ModeEnforce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []*tenant.Snapshot{trainSnap(t0, gpu.ClassBatch, 7, 8), trainSnap(t0.Add(15*time.Second), gpu.ClassLatency, 9)} {
+		if _, err := tu.RunOnce(context.Background(), s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{"SetPauseDuty(GPU-0,train,[7 8],0.5)", "SetPauseDuty(GPU-0,train,[7 8],0)"}
+	if !slices.Equal(rec.Calls, want) {
+		t.Errorf("calls %q, want %q", rec.Calls, want)
+	}
+}
+
+// What the rounds counted of a pause thawed while its tenant was unseen
+// is not the next pause's: that one keeps through a short absence.
+func TestPauseUnseenCountStartsAgain(t *testing.T) {
+	rec := &pauseRecorder{}
+	clk := gpu.NewManualClock(t0)
+	kill := &KillSwitch{}
+	n := 0
+	policy := deciderFunc(func(*State) []Action {
+		n++
+		if n == 1 || n == 20 {
+			return []Action{pauseAction("train", gpu.ClassBatch, 0, 0.5)}
+		}
+		return nil
+	})
+	tu, err := New(Options{Policy: policy, Guards: []Guard{kill, Bounds{}}, Enabled: pauseOn, Actuators: ActuatorsOf(rec), Clock: clk, Mode: ModeEnforce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := func(pids ...uint32) {
+		t.Helper()
+		clk.Advance(15 * time.Second)
+		if _, err := tu.RunOnce(context.Background(), trainSnap(clk.Now(), gpu.ClassBatch, pids...)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step(7, 8) // paused
+	step()     // unseen from here
+	step()
+	kill.Engaged.Store(true)
+	step() // thawed by the kill switch while unseen
+	kill.Engaged.Store(false)
+	for n < 19 {
+		step(7, 8)
+	}
+	rec.Calls = nil
+	step(7, 8) // paused again
+	step()     // missing for one round (a client restarting)
+	if want := []string{"SetPauseDuty(GPU-0,train,[7 8],0.5)"}; !slices.Equal(rec.Calls, want) {
+		t.Errorf("calls %q, want %q (a 15 s absence keeps the pause)", rec.Calls, want)
 	}
 }

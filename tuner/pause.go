@@ -41,10 +41,12 @@ func (t *Tuner) thawPauses(ctx context.Context, now time.Time, first bool) []Dec
 			whys[k] = "thawed: kill switch engaged"
 		case t.modeOf(o.Target.GPU, t.indexOf(o.Target.GPU)) != ModeEnforce:
 			whys[k] = "thawed: the tuner no longer acts on this GPU"
+		case latencyNow(t.last, o.Tenant):
+			whys[k] = "thawed: " + o.Tenant + " is a latency tenant now, which is never paused"
 		case t.left(k, o):
 			whys[k] = "thawed: " + o.Tenant + " no longer runs on this GPU (it runs on another), where the pause would follow it"
 		case t.unseenFor(k, o, now) >= unseenThaw:
-			whys[k] = fmt.Sprintf("thawed: no process of %s seen on any GPU for %v (the groups it was paused by are gone, and a process group's number is taken again)", o.Tenant, unseenThaw)
+			whys[k] = fmt.Sprintf("thawed: no process of %s to pause (on a vGPU host, its VM's process on the host) seen on any GPU for %v: the groups it was paused by are gone, and a process group's number is taken again", o.Tenant, unseenThaw)
 		}
 	}
 	keys := slices.Sorted(maps.Keys(whys))
@@ -71,9 +73,48 @@ func (t *Tuner) thawPauses(ctx context.Context, now time.Time, first bool) []Dec
 	return out
 }
 
+// latencyNow says whether snap classes tenant as a latency tenant.
+func latencyNow(snap *tenant.Snapshot, name string) bool {
+	if snap == nil {
+		return false
+	}
+	in, ok := InfoByName(snap)[name]
+	return ok && in.Class == gpu.ClassLatency
+}
+
+// widenPaused journals, before a pause above 0 is set on processes its
+// original does not name yet, the processes of both (a processes
+// record), so that after a crash the restore thaws whatever the apply may
+// have frozen; an error where the record cannot be written (the change is
+// then not made).
+func (t *Tuner) widenPaused(a Action, now time.Time) error {
+	k := a.Target.String()
+	o, ok := t.originals[k]
+	pids := pausedPIDs(a)
+	if d, _ := a.Want.(Duty); a.Knob != gpu.KnobPauseDuty || !ok || d <= 0 || len(pids) == 0 {
+		return nil
+	}
+	wide := slices.Clone(o.PIDs)
+	for _, p := range pids {
+		if !slices.Contains(wide, p) {
+			wide = append(wide, p)
+		}
+	}
+	if len(wide) == len(o.PIDs) {
+		return nil
+	}
+	slices.Sort(wide)
+	if err := t.journal(Record{Time: now, Event: EventProcesses, Target: o.Target, Tenant: o.Tenant, PIDs: wide}); err != nil {
+		return fmt.Errorf("the processes to pause could not be journaled: %w", err)
+	}
+	o.PIDs = wide
+	t.originals[k] = o
+	return nil
+}
+
 // notePaused keeps, after a pause action took, the processes it paused as
-// its original's (journaled, so that a restore after a crash thaws all
-// of them and not only the target's process).
+// its original's, journaled (where the record cannot be written, the
+// wider list widenPaused journaled stays).
 func (t *Tuner) notePaused(a Action, now time.Time) {
 	k := a.Target.String()
 	o, ok := t.originals[k]
@@ -81,16 +122,25 @@ func (t *Tuner) notePaused(a Action, now time.Time) {
 	if a.Knob != gpu.KnobPauseDuty || !ok || len(pids) == 0 || slices.Equal(o.PIDs, pids) {
 		return
 	}
+	if d, _ := a.Want.(Duty); d == 0 {
+		return // a thaw: the original's processes stay, for the restore
+	}
+	if t.journal(Record{Time: now, Event: EventProcesses, Target: o.Target, Tenant: o.Tenant, PIDs: pids}) != nil {
+		return
+	}
 	o.PIDs = slices.Clone(pids)
 	t.originals[k] = o
-	t.journal(Record{Time: now, Event: EventProcesses, Target: o.Target, Tenant: o.Tenant, PIDs: o.PIDs})
 }
 
 // followPauses sets each tenant's pause in force again on its processes
 // where they changed since it was set (a client restarted, a process
 // started or gone): the pause holds the tenant's new processes, and the
 // groups it left are thawed by the actuator. The policy need not change
-// the duty for it; nothing is guarded (the setting stays what it was).
+// the duty for it, and the guards are not asked (the setting stays what
+// it was; a tenant classed latency now is thawed by thawPauses first).
+// Each follow is journaled and logged, and shows among the decisions; it
+// is not counted among the policy's actions. A follow that fails is tried
+// again after followRetryFirst, doubled each failure up to followRetryMax.
 func (t *Tuner) followPauses(ctx context.Context, now time.Time) []Decision {
 	if t.last == nil || t.chain().Stopped() {
 		return nil
@@ -103,24 +153,56 @@ func (t *Tuner) followPauses(ctx context.Context, now time.Time) []Decision {
 		}
 		duty, _ := t.changes[k].To.(Duty)
 		pids := PausePIDs(t.last, o.Tenant)
-		if duty <= 0 || len(pids) == 0 || slices.Equal(pids, o.PIDs) || elsewhere(t.last, o.Tenant, o.Target.GPU) {
+		if duty <= 0 || len(pids) == 0 || slices.Equal(pids, o.PIDs) || elsewhere(t.last, o.Tenant, o.Target.GPU) || now.Before(t.followAt[k].at) {
 			continue // (a tenant on other GPUs only is thawed here, not followed)
 		}
 		why := fmt.Sprintf("%s's processes changed (%s -> %s): its pause of %s follows them", o.Tenant, pidsText(o.PIDs), pidsText(pids), duty)
 		a := Action{Target: o.Target, GPUIndex: t.indexOf(o.Target.GPU), Tenant: o.Tenant, PIDs: pids, Current: duty, Want: duty, Reason: why}
 		d := Decision{Time: now, GPU: o.Target.GPU, Tenant: o.Tenant, Knob: o.Target.Knob, From: duty.String(), To: duty.String(), Reason: why}
-		if err := t.apply(ctx, a); err != nil {
-			d.Outcome, d.Reason = OutcomeFailed, joinReasons(why, "failed: "+err.Error())
-			level.Warn(t.o.Logger).Log("msg", "tuner could not pause a tenant's new processes", "target", k, "tenant", o.Tenant, "pids", pidsText(pids), "err", err)
+		err := t.widenPaused(a, now)
+		if err == nil {
+			err = t.apply(ctx, a)
+		}
+		if err != nil {
+			d.Outcome, d.Reason = OutcomeFailed, joinReasons(why, "not followed: "+err.Error())
+			t.followFailed(k, now)
+			level.Warn(t.o.Logger).Log("msg", "tuner could not pause a tenant's new processes", "target", k, "tenant", o.Tenant, "pids", pidsText(pids), "retry_in", t.followAt[k].wait, "err", err)
 		} else {
 			d.Outcome, d.Applied = OutcomeApplied, true
+			delete(t.followAt, k)
 			t.notePaused(a, now)
 			level.Info(t.o.Logger).Log("msg", "tuner pause follows a tenant's processes", "target", k, "tenant", o.Tenant, "pids", pidsText(pids))
 		}
-		t.counts.Actions[ActionKey{Knob: a.Knob, Outcome: d.Outcome}]++
+		t.journal(Record{Time: now, Event: string(d.Outcome), Target: o.Target, Tenant: o.Tenant, From: encodeValue(duty), To: encodeValue(duty), Reason: d.Reason, PIDs: pids})
 		out = append(out, d)
 	}
 	return out
+}
+
+// A follow that failed waits followRetryFirst before the next try, twice
+// as long after each failure, up to followRetryMax.
+const (
+	followRetryFirst = 15 * time.Second
+	followRetryMax   = 5 * time.Minute
+)
+
+// followRetry is when a failed follow is tried again, and the wait that
+// led there.
+type followRetry struct {
+	at   time.Time
+	wait time.Duration
+}
+
+// followFailed backs the follow of the pause k off after a failure.
+func (t *Tuner) followFailed(k string, now time.Time) {
+	if t.followAt == nil {
+		t.followAt = map[string]followRetry{}
+	}
+	w := followRetryFirst
+	if r, ok := t.followAt[k]; ok {
+		w = min(2*r.wait, followRetryMax)
+	}
+	t.followAt[k] = followRetry{at: now.Add(w), wait: w}
 }
 
 // pidsText is a list of PIDs as "pid 1, 2" ("no pid" for none).

@@ -161,11 +161,13 @@ type Tuner struct {
 	// row its tenant has run on other GPUs and not on the pause's
 	gone map[string]int
 	// unseen is, per pause original, since when its tenant has had no
-	// process on any GPU
-	unseen map[string]time.Time
-	last   *tenant.Snapshot
-	counts Counts
-	recent []Decision
+	// process on any GPU; followAt, when a failed follow of it is tried
+	// again
+	unseen   map[string]time.Time
+	followAt map[string]followRetry
+	last     *tenant.Snapshot
+	counts   Counts
+	recent   []Decision
 	// effectiveMPS are the MPS actuator's effective fractions, last seen.
 	effectiveMPS map[string]Fraction
 	// reb is the slow loop's memory (see Options.Rebalance); relayouts the MIG

@@ -2,6 +2,8 @@ package pause
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,11 +19,10 @@ import (
 // its new groups from the next call on, and the groups it left are thawed
 // at once, even mid-pause: none stays frozen.
 func TestPauseFollowsProcesses(t *testing.T) {
-	const newPod = "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod11111111_2222_3333_4444_555555555555.slice/cri-containerd-" + hex64 + ".scope"
 	h := newHost(t)
-	oldDir, newDir := h.cgroupV2Dir(podPath), h.cgroupV2Dir(newPod)
+	oldDir, newDir := h.cgroupV2Dir(podPath), h.cgroupV2Dir(otherPod)
 	h.process(10, podPath, "", 10)
-	h.process(20, newPod, "", 20)
+	h.process(20, otherPod, "", 20)
 	clock := gpu.NewManualClock(time.Unix(0, 0))
 	p := h.pauser(t, clock, Options{Period: 500 * time.Millisecond})
 	ctx := context.Background()
@@ -111,5 +112,165 @@ func TestPauseGainedGroupFails(t *testing.T) {
 	}
 	if got := read(t, filepath.Join(dir, "cgroup.freeze")); got != "0" {
 		t.Errorf("the tenant's other group stays frozen: cgroup.freeze %s", got)
+	}
+}
+
+const otherPod = "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod11111111_2222_3333_4444_555555555555.slice/cri-containerd-" + hex64 + ".scope"
+
+// twoPeriods runs the pulse of period 500 ms, duty 0.5, two periods on.
+func twoPeriods(t *testing.T, clock *gpu.ManualClock) {
+	t.Helper()
+	for range 4 {
+		clock.Advance(250 * time.Millisecond)
+		waitBlocked(t, clock, 1)
+	}
+}
+
+// A duty of 0 for one GPU freezes nothing while another GPU keeps the
+// tenant paused: the groups it names are thawed (a restore's, after a
+// crash, with PIDs the journal kept), and that GPU's groups leave the
+// set, so a group the tenant has since left is not frozen through it.
+func TestPauseZeroDutyFreezesNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		calls func(p *Pauser)
+	}{
+		{"a duty of 0 naming another's group", func(p *Pauser) {
+			must(t, p.SetPauseDuty(context.Background(), "GPU-b", "trainer", []uint32{20}, 0))
+		}},
+		{"GPU-b released, then GPU-a follows the tenant away", func(p *Pauser) {
+			ctx := context.Background()
+			must(t, p.SetPauseDuty(ctx, "GPU-b", "trainer", []uint32{10}, 0.5))
+			must(t, p.SetPauseDuty(ctx, "GPU-b", "trainer", []uint32{10}, 0))
+			must(t, p.SetPauseDuty(ctx, "GPU-a", "trainer", []uint32{30}, 0.5))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const third = "/system.slice/trainer.service"
+			h := newHost(t)
+			first, other := h.cgroupV2Dir(podPath), h.cgroupV2Dir(otherPod)
+			h.cgroupV2Dir(third)
+			h.process(10, podPath, "", 10)
+			h.process(20, otherPod, "", 20)
+			h.process(30, third, "", 30)
+			clock := gpu.NewManualClock(time.Unix(0, 0))
+			p := h.pauser(t, clock, Options{Period: 500 * time.Millisecond})
+			must(t, p.SetPauseDuty(context.Background(), "GPU-a", "trainer", []uint32{10}, 0.5))
+			waitBlocked(t, clock, 1)
+			tc.calls(p)
+			twoPeriods(t, clock)
+			if got := read(t, filepath.Join(other, "cgroup.freeze")); got != "0" {
+				t.Errorf("the group a duty of 0 named: cgroup.freeze %s", got)
+			}
+			if tc.name != "a duty of 0 naming another's group" {
+				if got := read(t, filepath.Join(first, "cgroup.freeze")); got != "0" {
+					t.Errorf("the group the tenant left: cgroup.freeze %s", got)
+				}
+			}
+		})
+	}
+}
+
+// A group the tenant came to whose processes exited before it could be
+// frozen is passed over: the rest of the tenant stays paused, the call
+// succeeds.
+func TestPauseGainedGroupGone(t *testing.T) {
+	h := newHost(t)
+	dir := h.cgroupV2Dir(podPath)
+	h.process(10, podPath, "", 10)
+	h.process(12, "/user.slice/user-0.slice/session-1.scope", "/", 120)
+	h.exited[120] = true
+	clock := gpu.NewManualClock(time.Unix(0, 0))
+	p := h.pauser(t, clock, Options{Period: 500 * time.Millisecond})
+	ctx := context.Background()
+	must(t, p.SetPauseDuty(ctx, "GPU-a", "ranks", []uint32{10}, 0.5))
+	waitBlocked(t, clock, 1)
+	if err := p.SetPauseDuty(ctx, "GPU-a", "ranks", []uint32{10, 12}, 0.5); err != nil {
+		t.Errorf("a gained group gone already: %v", err)
+	}
+	if got := read(t, filepath.Join(dir, "cgroup.freeze")); got != "1" {
+		t.Errorf("the tenant's pod was thawed mid-pause: cgroup.freeze %s", got)
+	}
+}
+
+// The watchdog's lease of a group frozen mid-pause ends where the others'
+// does (what is left of the on time and half the off time), and a group
+// left whose thaw fails keeps its lease (the watchdog is not told it was
+// thawed) and is thawed at the pulse's next thaw once it can be.
+func TestPauseLeasesOfChangedGroups(t *testing.T) {
+	h := newHost(t)
+	first, other := h.cgroupV2Dir(podPath), h.cgroupV2Dir(otherPod)
+	unit := h.cgroupV1Dir("/system.slice/ranks.service")
+	h.process(10, podPath, "", 10)
+	h.process(20, otherPod, "", 20)
+	h.process(12, "/", "/system.slice/ranks.service", 12)
+	clock := gpu.NewManualClock(time.Unix(0, 0))
+	pipe := &lines{}
+	p := h.pauser(t, clock, Options{Period: 500 * time.Millisecond, startWatchdog: func() (io.WriteCloser, func() error, error) {
+		return pipe, func() error { return nil }, nil
+	}})
+	ctx := context.Background()
+	must(t, p.SetPauseDuty(ctx, "GPU-a", "ranks", []uint32{10, 12}, 0.4)) // on 200 ms
+	waitBlocked(t, clock, 1)
+	clock.Advance(100 * time.Millisecond)
+	waitBlocked(t, clock, 1)
+	state := filepath.Join(unit, "freezer.state")
+	must(t, os.Remove(state))
+	must(t, os.Mkdir(state, 0o755)) // its thaw fails
+	if err := p.SetPauseDuty(ctx, "GPU-a", "ranks", []uint32{20}, 0.4); err == nil {
+		t.Error("a failed thaw of a group the tenant left: no error")
+	}
+	pipe.mu.Lock()
+	got := pipe.b.String()
+	pipe.mu.Unlock()
+	if want := "freeze v2 " + other + " 250ms\n"; !strings.Contains(got, want) {
+		t.Errorf("watchdog lines\n%s\nwant %q (100 ms of the on time left, half the 300 ms off)", got, want)
+	}
+	if strings.Contains(got, "thawed v1 "+unit) {
+		t.Errorf("the watchdog was told of a thaw that failed:\n%s", got)
+	}
+	if !strings.Contains(got, "thawed v2 "+first) {
+		t.Errorf("the watchdog was not told of the thaw of %s:\n%s", first, got)
+	}
+	must(t, os.Remove(state))
+	must(t, os.WriteFile(state, []byte("FROZEN"), 0o644))
+	clock.Advance(100 * time.Millisecond) // the pulse's thaw
+	waitBlocked(t, clock, 1)
+	if got := read(t, state); got != "THAWED" {
+		t.Errorf("the group left is not thawed at the next thaw: freezer.state %s", got)
+	}
+}
+
+// The groups change under a running pulse on the real clock (races under
+// -race), and a duty of 0 everywhere leaves nothing frozen.
+func TestPauseGroupsChangeUnderPulse(t *testing.T) {
+	h := newHost(t)
+	var dirs []string
+	for i := range 4 {
+		path := fmt.Sprintf("/system.slice/t%d.service", i)
+		dirs = append(dirs, h.cgroupV2Dir(path))
+		h.process(10+i, path, "", 10+i)
+	}
+	p := h.pauser(t, gpu.RealClock{}, Options{Period: 4 * time.Millisecond})
+	ctx := context.Background()
+	for round := range 150 {
+		a, b := uint32(10+round%4), uint32(10+(round/4)%4)
+		must(t, p.SetPauseDuty(ctx, "GPU-a", "x", []uint32{a, b}, []float64{0.5, 0.8, 0.3}[round%3]))
+		switch {
+		case round%11 == 0:
+			must(t, p.SetPauseDuty(ctx, "GPU-b", "x", []uint32{b}, 0))
+		case round%7 == 0:
+			must(t, p.SetPauseDuty(ctx, "GPU-b", "x", []uint32{b}, 0.2))
+		}
+		time.Sleep(time.Duration(round%3) * time.Millisecond)
+		if round%50 == 49 {
+			must(t, p.SetPauseDuty(ctx, "GPU-a", "x", []uint32{a}, 0))
+			must(t, p.SetPauseDuty(ctx, "GPU-b", "x", []uint32{b}, 0))
+			for _, d := range dirs {
+				if got := read(t, filepath.Join(d, "cgroup.freeze")); got != "0" {
+					t.Fatalf("round %d: %s frozen after a duty of 0 everywhere", round, d)
+				}
+			}
+		}
 	}
 }

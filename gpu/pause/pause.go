@@ -99,10 +99,13 @@ type pulse struct {
 	// act serializes the loop's freezes and thaws with a change of the
 	// groups, so that a group dropped from the set is thawed after the
 	// loop's last freeze of it, never before, and a group added while the
-	// others are frozen is frozen with them; frozen (under act) says
-	// whether they are
-	act    sync.Mutex
-	frozen bool
+	// others are frozen is frozen with them. Under act: frozen says
+	// whether they are, until when (onUntil); leftover are groups dropped
+	// from the set whose thaw failed, tried again at every thaw.
+	act      sync.Mutex
+	frozen   bool
+	onUntil  time.Time
+	leftover []group
 
 	stop chan struct{}
 	done chan struct{}
@@ -207,23 +210,29 @@ func (p *Pauser) SetPauseDuty(ctx context.Context, uuid, tenant string, pids []u
 	pl.mu.Lock()
 	before := pl.unionLocked()
 	pl.duties[uuid] = duty
-	if len(groups) > 0 {
+	var named []group // what a duty of 0 names, to be thawed
+	switch {
+	case duty == 0:
+		delete(pl.groups, uuid)
+		named = groups
+	case len(groups) > 0:
 		pl.groups[uuid] = groups
 	}
 	after := pl.unionLocked()
-	dropped, added := without(before, after), without(after, before)
 	eff := pl.dutyLocked()
 	running := pl.stop != nil
 	pl.mu.Unlock()
-	// the groups the tenant's processes left (they may be frozen now)
+	// the groups the tenant's processes left, and those a duty of 0
+	// names, that no GPU pauses now (they may be frozen)
 	var errs []error
-	if len(dropped) > 0 {
-		errs = append(errs, thawAll(dropped), p.wd.thawed(dropped))
+	dropped := without(before, after)
+	if gs := append(dropped, without(without(named, after), dropped)...); len(gs) > 0 {
+		errs = append(errs, p.thawDropped(pl, gs))
 	}
 	// the groups it came to, in the pause under way (as a whole: where
 	// one does not freeze, the tenant runs the rest of this period)
-	if running && pl.frozen && eff > 0 && len(added) > 0 {
-		if err := p.freeze(added, p.onTime(pl)); err != nil {
+	if added := without(after, before); running && pl.frozen && eff > 0 && len(added) > 0 {
+		if err := p.freezeAdded(pl, added); err != nil {
 			errs = append(errs, fmt.Errorf("tenant %s runs the rest of this period: %w", tenant, err), thawAll(after), p.wd.thawed(after))
 			pl.frozen = false
 		}
@@ -232,7 +241,7 @@ func (p *Pauser) SetPauseDuty(ctx context.Context, uuid, tenant string, pids []u
 	switch {
 	case eff == 0:
 		delete(p.tenants, tenant)
-		return errors.Join(append(errs, p.end(pl, dropped))...)
+		return errors.Join(append(errs, p.end(pl))...)
 	case running:
 		return errors.Join(errs...)
 	}
@@ -240,7 +249,7 @@ func (p *Pauser) SetPauseDuty(ctx context.Context, uuid, tenant string, pids []u
 	if err := p.freeze(pl.snapshot(), on); err != nil {
 		return fmt.Errorf("tenant %s not paused: %w", tenant, err)
 	}
-	pl.frozen = true
+	pl.frozen, pl.onUntil = true, p.o.Clock.Now().Add(on)
 	pl.stop, pl.done = make(chan struct{}), make(chan struct{})
 	p.tenants[tenant] = pl
 	go p.run(tenant, pl, on, pl.stop, pl.done)
@@ -253,22 +262,77 @@ func (p *Pauser) Close() error {
 	defer p.mu.Unlock()
 	var errs []error
 	for name, pl := range p.tenants {
-		errs = append(errs, p.end(pl, nil))
+		errs = append(errs, p.end(pl))
 		delete(p.tenants, name)
 	}
 	return errors.Join(append(errs, p.wd.close())...)
 }
 
-// end stops a tenant's loop (if any) and thaws its groups, less those
-// thawed already.
-func (p *Pauser) end(pl *pulse, thawed []group) error {
+// end stops a tenant's loop (if any) and thaws its groups, and those
+// dropped whose thaw failed.
+func (p *Pauser) end(pl *pulse) error {
 	if pl.stop != nil {
 		close(pl.stop)
 		<-pl.done
 		pl.stop = nil
 	}
-	gs := without(pl.snapshot(), thawed)
-	return errors.Join(thawAll(gs), p.wd.thawed(gs))
+	gs := pl.snapshot()
+	pl.act.Lock()
+	defer pl.act.Unlock()
+	return errors.Join(thawAll(gs), p.wd.thawed(gs), p.retryLeftover(pl))
+}
+
+// thawDropped thaws gs, groups no longer in the tenant's set, under
+// pl.act: the watchdog is told of those thawed; one whose thaw fails
+// keeps its lease with the watchdog and is tried again at every thaw of
+// the pulse (leftover).
+func (p *Pauser) thawDropped(pl *pulse, gs []group) error {
+	var errs []error
+	var thawed []group
+	for _, g := range gs {
+		if err := g.Thaw(); err != nil && !gone(err) {
+			errs = append(errs, fmt.Errorf("thaw %s: %w", g.Key(), err))
+			if !slices.ContainsFunc(pl.leftover, func(h group) bool { return h.Key() == g.Key() }) {
+				pl.leftover = append(pl.leftover, g)
+			}
+			continue
+		}
+		thawed = append(thawed, g)
+	}
+	return errors.Join(append(errs, p.wd.thawed(thawed))...)
+}
+
+// retryLeftover thaws, under pl.act, the dropped groups whose thaw failed
+// before, keeping those that fail again.
+func (p *Pauser) retryLeftover(pl *pulse) error {
+	gs := pl.leftover
+	pl.leftover = nil
+	if len(gs) == 0 {
+		return nil
+	}
+	return p.thawDropped(pl, gs)
+}
+
+// freezeAdded freezes, under pl.act, the groups gs the tenant came to
+// while the others are frozen, for what is left of their freeze; the
+// watchdog's lease ends where theirs does. Groups gone already are no
+// error.
+func (p *Pauser) freezeAdded(pl *pulse, gs []group) error {
+	left := pl.onUntil.Sub(p.o.Clock.Now())
+	if left <= 0 {
+		return nil // the thaw is due
+	}
+	on := p.onTime(pl)
+	if err := p.wd.leased(gs, left+(p.o.Period-on)/2); err != nil {
+		return err
+	}
+	if err := freezeAll(gs); err != nil {
+		if errors.Is(err, errNoneLeft) {
+			return p.wd.thawed(gs)
+		}
+		return errors.Join(err, p.wd.thawed(gs))
+	}
+	return nil
 }
 
 // groupsOf resolves the groups of pids; the error names each PID that has
@@ -309,6 +373,9 @@ func (p *Pauser) run(tenant string, pl *pulse, on time.Duration, stop <-chan str
 		if err := p.wd.thawed(gs); err != nil {
 			level.Warn(p.o.Logger).Log("msg", "pause: watchdog not told of the thaw", "tenant", tenant, "err", err)
 		}
+		if err := p.retryLeftover(pl); err != nil {
+			level.Error(p.o.Logger).Log("msg", "pause: a group the tenant left is still not thawed", "tenant", tenant, "err", err)
+		}
 		pl.frozen = false
 		pl.act.Unlock()
 		select {
@@ -322,7 +389,7 @@ func (p *Pauser) run(tenant string, pl *pulse, on time.Duration, stop <-chan str
 		if err != nil {
 			level.Warn(p.o.Logger).Log("msg", "pause: freeze failed; the tenant runs this period", "tenant", tenant, "err", err)
 		}
-		pl.frozen = err == nil
+		pl.frozen, pl.onUntil = err == nil, p.o.Clock.Now().Add(on)
 		pl.act.Unlock()
 	}
 }
@@ -418,10 +485,13 @@ func freezeAll(gs []group) error {
 		}
 	}
 	if left == 0 && len(gs) > 0 {
-		return errors.New("none of the tenant's process groups and cgroups exists any more")
+		return errNoneLeft
 	}
 	return nil
 }
+
+// errNoneLeft: none of the groups to freeze exists any more.
+var errNoneLeft = errors.New("none of the tenant's process groups and cgroups exists any more")
 
 // thawAll thaws every group, going on past failures.
 func thawAll(gs []group) error {
