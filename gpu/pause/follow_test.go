@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -273,4 +274,79 @@ func TestPauseGroupsChangeUnderPulse(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A process group is stopped only while the process it was found from is
+// in it, the same process: once that process is gone and its number, or
+// the group's, taken again, the group is another's, and the pulse stops
+// no one through it (it still continues it at the end of the pause).
+func TestProcessGroupNumberTakenAgain(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(h *host)
+	}{
+		{"the process restarted under its number", func(h *host) {
+			must(t, os.WriteFile(filepath.Join(h.proc, "13", "stat"), []byte("13 (python3) S 1 130 130 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 99999 0 0\n"), 0o644))
+		}},
+		{"the process left the group", func(h *host) { h.pgids[13] = 131 }},
+		{"the process is gone", func(h *host) { must(t, os.RemoveAll(filepath.Join(h.proc, "13"))) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHost(t)
+			h.process(13, "/user.slice/user-0.slice/session-1.scope", "/", 130)
+			clock := gpu.NewManualClock(time.Unix(0, 0))
+			p := h.pauser(t, clock, Options{Period: 500 * time.Millisecond})
+			must(t, p.SetPauseDuty(context.Background(), "GPU-a", "t", []uint32{13}, 0.5))
+			waitBlocked(t, clock, 1)
+			h.mu.Lock()
+			tc.change(h)
+			h.mu.Unlock()
+			twoPeriods(t, clock)
+			h.mu.Lock()
+			got := strings.Join(h.signals, ",")
+			h.mu.Unlock()
+			if n := strings.Count(got, "stopped"); n != 1 || !strings.HasPrefix(got, "-130 stopped (signal),-130 continued") {
+				t.Errorf("signals %q: stopped %d times, want once, while it was the tenant's", got, n)
+			}
+		})
+	}
+}
+
+func TestStartTime(t *testing.T) {
+	for _, tc := range []struct {
+		stat string
+		want string
+		ok   bool
+	}{
+		{"13 (sh) S 1 130 130 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 1013 0 0\n", "1013", true},
+		{"42 (a) b) (c) R 1 42 42 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 777 8 9", "777", true},
+		{"42 (x) R 1 42 42", "", false},
+		{"42 x R 1 42 42 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 777", "", false},
+		{"42 (x) R 1 42 42 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 -5 0", "", false},
+		{"", "", false},
+	} {
+		got, ok := StartTime([]byte(tc.stat))
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("StartTime(%q) = %q, %v; want %q, %v", tc.stat, got, ok, tc.want, tc.ok)
+		}
+	}
+	// this machine's own /proc
+	if b, err := os.ReadFile("/proc/self/stat"); err == nil {
+		if _, ok := StartTime(b); !ok {
+			t.Errorf("/proc/self/stat %q: no start time", b)
+		}
+	}
+}
+
+func FuzzStartTime(f *testing.F) {
+	f.Add([]byte("13 (sh) S 1 130 130 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 1013 0 0\n"))
+	f.Add([]byte("42 (a) b) (c) R 1 42 42 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 777 8 9"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, ok := StartTime(b)
+		if ok {
+			if _, err := strconv.ParseUint(s, 10, 64); err != nil {
+				t.Fatalf("start time %q is not a number", s)
+			}
+		}
+	})
 }

@@ -91,19 +91,83 @@ func (g cgroupV1) Thaw() error {
 	return os.WriteFile(filepath.Join(g.dir, "freezer.state"), []byte("THAWED"), 0)
 }
 
-// procGroup stops and continues a process group with signals.
+// procGroup stops and continues a process group with signals. A group
+// is stopped only while the process it was found from (member, started at
+// start, in clock ticks since boot) is still in it: a process group's
+// number is taken again once its processes exit, and another's group must
+// never be stopped. It is continued whatever: continuing a running
+// process does nothing.
 type procGroup struct {
 	pgid int
 	kill func(pid int, sig syscall.Signal) error
+	// member and start name the process the group was found from; proc
+	// is the procfs root and getpgid the system call (none in a group
+	// the watchdog names: it only continues)
+	member  uint32
+	start   string
+	proc    string
+	getpgid func(pid int) (int, error)
 }
 
 func (g procGroup) Key() string { return "pgid:" + strconv.Itoa(g.pgid) }
 
 func (g procGroup) Spec() string { return "pgid " + strconv.Itoa(g.pgid) }
 
-func (g procGroup) Freeze() error { return g.kill(-g.pgid, syscall.SIGSTOP) }
+func (g procGroup) Freeze() error {
+	if !g.ours() {
+		return fmt.Errorf("process group %d: process %d, which it was found from, is gone or in another group: %w", g.pgid, g.member, syscall.ESRCH)
+	}
+	return g.kill(-g.pgid, syscall.SIGSTOP)
+}
 
 func (g procGroup) Thaw() error { return g.kill(-g.pgid, syscall.SIGCONT) }
+
+// ours says whether the process the group was found from still runs, the
+// same process (its start time), in the group.
+func (g procGroup) ours() bool {
+	if g.getpgid == nil {
+		return false
+	}
+	start, err := startTimeOf(g.proc, g.member)
+	if err != nil || start != g.start {
+		return false
+	}
+	pgid, err := g.getpgid(int(g.member))
+	return err == nil && pgid == g.pgid
+}
+
+// startTimeOf reads the start time of process pid under the procfs root.
+func startTimeOf(proc string, pid uint32) (string, error) {
+	b, err := os.ReadFile(filepath.Join(proc, strconv.FormatUint(uint64(pid), 10), "stat"))
+	if err != nil {
+		return "", err
+	}
+	start, ok := StartTime(b)
+	if !ok {
+		return "", fmt.Errorf("%s/%d/stat: no start time", proc, pid)
+	}
+	return start, nil
+}
+
+// StartTime returns the start time (field 22, clock ticks after boot) of
+// a /proc/PID/stat line; false where the line is not one. The command
+// name (field 2) is in parentheses and may hold spaces and parentheses of
+// its own: the fields are counted after the last ')'.
+func StartTime(stat []byte) (string, bool) {
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return "", false
+	}
+	f := strings.Fields(string(stat[i+1:]))
+	if len(f) < 20 { // state (3) ... starttime (22)
+		return "", false
+	}
+	s := f[19]
+	if _, err := strconv.ParseUint(s, 10, 64); err != nil {
+		return "", false
+	}
+	return s, true
+}
 
 // pollEvery is how often a freeze in progress is looked at.
 const pollEvery = time.Millisecond
@@ -188,7 +252,11 @@ func (r resolver) resolve(pid uint32) (group, error) {
 	if pgid <= 1 || pgid == r.selfPgid {
 		return nil, fmt.Errorf("PID %d (process group %d): %w", pid, pgid, errNoGroup)
 	}
-	return procGroup{pgid: pgid, kill: r.kill}, nil
+	start, err := startTimeOf(r.proc, pid)
+	if err != nil {
+		return nil, fmt.Errorf("PID %d: %w", pid, err)
+	}
+	return procGroup{pgid: pgid, kill: r.kill, member: pid, start: start, proc: r.proc, getpgid: r.getpgid}, nil
 }
 
 // cgroupPaths returns a process's cgroup v2 path and its v1 freezer path

@@ -48,6 +48,7 @@ func (h *host) process(pid int, v2, v1 string, pgid int) {
 	dir := filepath.Join(h.proc, fmt.Sprint(pid))
 	must(h.t, os.MkdirAll(dir, 0o755))
 	must(h.t, os.WriteFile(filepath.Join(dir, "cgroup"), []byte(b.String()), 0o644))
+	must(h.t, os.WriteFile(filepath.Join(dir, "stat"), fmt.Appendf(nil, "%d (sh) S 1 %d %d 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 %d 0 0\n", pid, pgid, pgid, 1000+pid), 0o644))
 	h.pgids[pid] = pgid
 }
 
