@@ -9,7 +9,8 @@
 // finder scans procfs for such processes, keeps what it found, checks a
 // kept process's command line again on every lookup (a PID is reused once
 // its VM stops) and scans again for a VM it does not know at most once
-// every Rescan. A UUID two processes claim is nobody's.
+// every Rescan, without its lock: a lookup of a known VM never waits for a
+// scan. A UUID two processes claim is nobody's.
 package vmproc
 
 import (
@@ -52,7 +53,10 @@ type Finder struct {
 	mu       sync.Mutex
 	byUUID   map[string]VM
 	scanned  bool
+	scanning bool // a scan runs (outside mu): another lookup does not wait for it
 	lastScan time.Time
+
+	scanHook func() // called as a scan starts (tests)
 }
 
 // New returns a Finder reading procRoot ("/proc" when empty), scanning at
@@ -94,11 +98,20 @@ func (f *Finder) Lookup(vmUUID string) (VM, bool) {
 		delete(f.byUUID, id)
 	}
 	now := f.clock.Now()
-	if f.scanned && now.Sub(f.lastScan) < f.rescan {
+	if f.scanning || f.scanned && now.Sub(f.lastScan) < f.rescan {
 		return VM{}, false
 	}
-	f.scan()
-	f.scanned, f.lastScan = true, now
+	// the scan reads every process's command line: without the lock, so
+	// that a lookup of a known VM (the sampler's, every sample) never
+	// waits for it
+	f.scanning, f.lastScan = true, now
+	f.mu.Unlock()
+	if f.scanHook != nil {
+		f.scanHook()
+	}
+	found := f.scan()
+	f.mu.Lock()
+	f.byUUID, f.scanned, f.scanning = found, true, false
 	vm, ok := f.byUUID[id]
 	return vm, ok
 }
@@ -109,11 +122,12 @@ func (f *Finder) still(vm VM) bool {
 	return ok && got.UUID == vm.UUID
 }
 
-// scan replaces what the finder knows with the QEMU processes under proc.
-func (f *Finder) scan() {
+// scan returns the QEMU processes under proc, by VM UUID (none where
+// procfs cannot be read).
+func (f *Finder) scan() map[string]VM {
 	ents, err := os.ReadDir(f.proc)
 	if err != nil {
-		return
+		return map[string]VM{}
 	}
 	found, dup := map[string]VM{}, map[string]bool{}
 	for _, e := range ents {
@@ -133,7 +147,7 @@ func (f *Finder) scan() {
 		// paused through its process only where there is no doubt)
 		delete(found, id)
 	}
-	f.byUUID = found
+	return found
 }
 
 // read parses pid's command line; false when it is not a QEMU process

@@ -220,3 +220,45 @@ func BenchmarkLookup(b *testing.B) {
 		}
 	})
 }
+
+// A scan runs without the finder's lock: while one goes on, a lookup of a
+// known VM is answered at once, and one of another unknown VM does not
+// wait for it (it is not found this time).
+func TestFinderScanDoesNotBlock(t *testing.T) {
+	const vmB = "11111111-2222-3333-4444-555555555555"
+	root := proc(t, map[int][]byte{200: cmdline("qemu-kvm", "-uuid", vmA)})
+	clock := gpu.NewManualClock(time.Unix(1e9, 0))
+	f := New(root, clock, 10*time.Second)
+	if _, ok := f.Lookup(vmA); !ok {
+		t.Fatal("A not found")
+	}
+	clock.Advance(10 * time.Second)
+	started, release := make(chan struct{}), make(chan struct{})
+	f.scanHook = func() { close(started); <-release }
+	done := make(chan bool)
+	go func() {
+		_, ok := f.Lookup(vmB) // unknown: scans
+		done <- ok
+	}()
+	<-started
+	answered := make(chan struct{})
+	go func() {
+		defer close(answered)
+		if vm, ok := f.Lookup(vmA); !ok || vm.PID != 200 {
+			t.Errorf("a known VM during a scan: %+v, %v", vm, ok)
+		}
+		if _, ok := f.Lookup("aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"); ok {
+			t.Error("an unknown VM found while another lookup scans")
+		}
+	}()
+	select {
+	case <-answered:
+	case <-time.After(5 * time.Second):
+		t.Error("lookups waited 5 s for another's scan")
+	}
+	close(release)
+	<-answered
+	if <-done {
+		t.Error("B found: it runs nowhere")
+	}
+}
