@@ -69,7 +69,7 @@ func (t *Tuner) execute(ctx context.Context, st *State, a Action, now time.Time,
 	}
 	err := t.keepOriginal(a, now)
 	if err == nil {
-		err = t.widenPaused(a, now)
+		err = t.widenPaused(a, now, false)
 	}
 	if err == nil {
 		if a.Plan != nil && t.selfRelayout(*a.Plan) {
@@ -409,11 +409,16 @@ func (t *Tuner) keepOriginal(a Action, now time.Time) error {
 		}
 	}
 	t.originals[k] = Original{Target: a.Target, Tenant: a.Tenant, Value: a.Current, At: now, PIDs: pids}
-	// what the rounds counted of an earlier pause of the target is not this one's
+	return nil
+}
+
+// dropOriginal forgets the original k, set back, and what the rounds
+// counted of it (a later original of the same target starts afresh).
+func (t *Tuner) dropOriginal(k string) {
+	delete(t.originals, k)
 	delete(t.gone, k)
 	delete(t.unseen, k)
 	delete(t.followAt, k)
-	return nil
 }
 
 // journal appends rec when a journal is configured. A write failure is

@@ -213,23 +213,98 @@ func TestPauseFollowJournaledAndBackedOff(t *testing.T) {
 	}
 }
 
+// thawFails is a pause actuator whose thaws fail.
+type thawFails struct{ pauseRecorder }
+
+func (f *thawFails) SetPauseDuty(ctx context.Context, uuid, tenant string, pids []uint32, duty float64) error {
+	_ = f.pauseRecorder.SetPauseDuty(ctx, uuid, tenant, pids, duty)
+	if duty == 0 {
+		return os.ErrPermission
+	}
+	return nil
+}
+
 // A paused tenant classed latency now (its tenants file changed) is
-// thawed, never followed.
+// thawed, never followed, whether or not the thaw succeeds.
 func TestPauseOfLatencyTenantThawed(t *testing.T) {
-	rec := &pauseRecorder{}
-	clk := gpu.NewManualClock(t0)
-	tu, err := New(Options{Policy: pauseOnce(), Guards: []Guard{Bounds{}}, Enabled: pauseOn, Actuators: ActuatorsOf(rec), Clock: clk, Mode: ModeEnforce})
+	for _, tc := range []struct {
+		name string
+		act  gpu.PauseActuator
+		want []string
+	}{
+		{"thawed", &pauseRecorder{}, []string{"SetPauseDuty(GPU-0,train,[7 8],0.5)", "SetPauseDuty(GPU-0,train,[7 8],0)"}},
+		{"the thaw fails", &thawFails{}, []string{"SetPauseDuty(GPU-0,train,[7 8],0.5)", "SetPauseDuty(GPU-0,train,[7 8],0)", "SetPauseDuty(GPU-0,train,[7 8],0)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := gpu.NewManualClock(t0)
+			tu, err := New(Options{Policy: pauseOnce(), Guards: []Guard{Bounds{}}, Enabled: pauseOn, Actuators: ActuatorsOf(tc.act), Clock: clk, Mode: ModeEnforce})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range []*tenant.Snapshot{trainSnap(t0, gpu.ClassBatch, 7, 8), trainSnap(t0.Add(15*time.Second), gpu.ClassLatency, 9), trainSnap(t0.Add(30*time.Second), gpu.ClassLatency, 9)} {
+				clk.Set(s.Time)
+				if _, err := tu.RunOnce(context.Background(), s); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var calls []string
+			switch a := tc.act.(type) {
+			case *pauseRecorder:
+				calls = a.Calls
+			case *thawFails:
+				calls = a.Calls
+			}
+			if !slices.Equal(calls, tc.want) {
+				t.Errorf("calls %q, want %q", calls, tc.want)
+			}
+		})
+	}
+}
+
+// While the journal cannot be written nothing is followed, to fewer
+// processes either; a pause set back forgets what the rounds counted of
+// it (no map grows with the pauses a host has seen).
+func TestPauseFollowNeedsTheJournal(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "journal")
+	j, err := OpenJournal(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []*tenant.Snapshot{trainSnap(t0, gpu.ClassBatch, 7, 8), trainSnap(t0.Add(15*time.Second), gpu.ClassLatency, 9)} {
-		if _, err := tu.RunOnce(context.Background(), s); err != nil {
+	rec := &pauseRecorder{}
+	clk := gpu.NewManualClock(t0)
+	kill := &KillSwitch{}
+	tu, err := New(Options{Policy: pauseOnce(), Guards: []Guard{kill, Bounds{}}, Enabled: pauseOn, Actuators: ActuatorsOf(rec), Journal: j, Clock: clk, Mode: ModeEnforce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tu.RunOnce(ctx, trainSnap(t0, gpu.ClassBatch, 7, 8)); err != nil {
+		t.Fatal(err)
+	}
+	good := j.f
+	bad, _ := os.Open(path)
+	j.f = bad
+	rec.Calls = nil
+	clk.Advance(5 * time.Second)
+	_, _ = tu.RunOnce(ctx, trainSnap(clk.Now(), gpu.ClassBatch, 7))
+	if len(rec.Calls) != 0 {
+		t.Errorf("with the journal unwritable, followed: %q", rec.Calls)
+	}
+	j.f = good
+	_ = bad.Close()
+	for range 3 {
+		clk.Advance(15 * time.Second)
+		if _, err := tu.RunOnce(ctx, trainSnap(clk.Now(), gpu.ClassBatch)); err != nil { // unseen
 			t.Fatal(err)
 		}
 	}
-	want := []string{"SetPauseDuty(GPU-0,train,[7 8],0.5)", "SetPauseDuty(GPU-0,train,[7 8],0)"}
-	if !slices.Equal(rec.Calls, want) {
-		t.Errorf("calls %q, want %q", rec.Calls, want)
+	kill.Engaged.Store(true)
+	clk.Advance(15 * time.Second)
+	if _, err := tu.RunOnce(ctx, trainSnap(clk.Now(), gpu.ClassBatch)); err != nil {
+		t.Fatal(err)
+	}
+	if len(tu.originals) != 0 || len(tu.followAt) != 0 || len(tu.unseen) != 0 || len(tu.gone) != 0 {
+		t.Errorf("after the thaw: originals %v, followAt %v, unseen %v, gone %v; want none", tu.originals, tu.followAt, tu.unseen, tu.gone)
 	}
 }
 

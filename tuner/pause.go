@@ -65,7 +65,7 @@ func (t *Tuner) thawPauses(ctx context.Context, now time.Time, first bool) []Dec
 			t.counts.Restores++
 			t.journal(Record{Time: now, Event: EventRestored, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), Reason: why})
 			level.Info(t.o.Logger).Log("msg", "tuner thawed a paused tenant", "target", o.Target.String(), "tenant", o.Tenant, "reason", why)
-			delete(t.originals, k)
+			t.dropOriginal(k)
 			t.noteApplied(nil, Action{Target: o.Target, Tenant: o.Tenant, Want: Duty(0), Revert: true}, now)
 		}
 		out = append(out, d)
@@ -83,11 +83,11 @@ func latencyNow(snap *tenant.Snapshot, name string) bool {
 }
 
 // widenPaused journals, before a pause above 0 is set on processes its
-// original does not name yet, the processes of both (a processes
-// record), so that after a crash the restore thaws whatever the apply may
-// have frozen; an error where the record cannot be written (the change is
-// then not made).
-func (t *Tuner) widenPaused(a Action, now time.Time) error {
+// original does not name yet (with always, whatever they are), the
+// processes of both (a processes record), so that after a crash the
+// restore thaws whatever the apply may have frozen; an error where the
+// record cannot be written (the change is then not made).
+func (t *Tuner) widenPaused(a Action, now time.Time, always bool) error {
 	k := a.Target.String()
 	o, ok := t.originals[k]
 	pids := pausedPIDs(a)
@@ -100,7 +100,7 @@ func (t *Tuner) widenPaused(a Action, now time.Time) error {
 			wide = append(wide, p)
 		}
 	}
-	if len(wide) == len(o.PIDs) {
+	if len(wide) == len(o.PIDs) && !always {
 		return nil
 	}
 	slices.Sort(wide)
@@ -153,13 +153,14 @@ func (t *Tuner) followPauses(ctx context.Context, now time.Time) []Decision {
 		}
 		duty, _ := t.changes[k].To.(Duty)
 		pids := PausePIDs(t.last, o.Tenant)
-		if duty <= 0 || len(pids) == 0 || slices.Equal(pids, o.PIDs) || elsewhere(t.last, o.Tenant, o.Target.GPU) || now.Before(t.followAt[k].at) {
-			continue // (a tenant on other GPUs only is thawed here, not followed)
+		if duty <= 0 || len(pids) == 0 || slices.Equal(pids, o.PIDs) || now.Before(t.followAt[k].at) ||
+			elsewhere(t.last, o.Tenant, o.Target.GPU) || latencyNow(t.last, o.Tenant) {
+			continue // (a tenant on other GPUs only, or classed latency, is thawed, never followed)
 		}
 		why := fmt.Sprintf("%s's processes changed (%s -> %s): its pause of %s follows them", o.Tenant, pidsText(o.PIDs), pidsText(pids), duty)
 		a := Action{Target: o.Target, GPUIndex: t.indexOf(o.Target.GPU), Tenant: o.Tenant, PIDs: pids, Current: duty, Want: duty, Reason: why}
 		d := Decision{Time: now, GPU: o.Target.GPU, Tenant: o.Tenant, Knob: o.Target.Knob, From: duty.String(), To: duty.String(), Reason: why}
-		err := t.widenPaused(a, now)
+		err := t.widenPaused(a, now, true)
 		if err == nil {
 			err = t.apply(ctx, a)
 		}

@@ -173,7 +173,7 @@ func (t *Tuner) startStopped(ctx context.Context, job *relayoutJob, now time.Tim
 		}
 		if _, ok := t.originals[tg.String()]; ok {
 			t.journal(Record{Time: now, Event: EventRestored, Target: tg, Tenant: job.tenants[pid], From: encodeValue(Running{}), Reason: "started again after a MIG relayout"})
-			delete(t.originals, tg.String())
+			t.dropOriginal(tg.String())
 		}
 	}
 	job.stopped = left

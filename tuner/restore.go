@@ -118,7 +118,7 @@ func (t *Tuner) restoreOne(ctx context.Context, k string, now time.Time, why str
 			// Its context is gone: the next one starts with the
 			// default, not with the tuner's fraction.
 			t.journal(Record{Time: now, Event: EventRestored, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), Reason: "process gone; nothing to restore"})
-			delete(t.originals, k)
+			t.dropOriginal(k)
 			return nil, nil
 		}
 	}
@@ -144,7 +144,7 @@ func (t *Tuner) restoreOne(ctx context.Context, k string, now time.Time, why str
 	t.counts.Restores++
 	t.journal(Record{Time: now, Event: EventRestored, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), Reason: why})
 	level.Info(t.o.Logger).Log("msg", "tuner restored an original setting", "target", o.Target.String(), "value", o.Value.String(), "reason", why)
-	delete(t.originals, k)
+	t.dropOriginal(k)
 	delete(t.pending, k)
 	return &d, nil
 }

@@ -3,7 +3,6 @@ package pause
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -87,7 +86,7 @@ func TestPauseOutlivesAnExitedGroup(t *testing.T) {
 	if got != want {
 		t.Errorf("signals %q, want %q (the process group paused in the second period too)", got, want)
 	}
-	if err := freezeAll([]group{cgroupV2{dir: dir}, procGroup{pgid: 130, kill: func(int, syscall.Signal) error { return syscall.ESRCH }}}); err == nil {
+	if _, err := freezeAll([]group{cgroupV2{dir: dir}, procGroup{pgid: 130, kill: func(int, syscall.Signal) error { return syscall.ESRCH }}}); err == nil {
 		t.Error("freezeAll with no group left: no error")
 	}
 }
@@ -206,24 +205,18 @@ func TestPauseLeasesOfChangedGroups(t *testing.T) {
 	h.process(20, otherPod, "", 20)
 	h.process(12, "/", "/system.slice/ranks.service", 12)
 	clock := gpu.NewManualClock(time.Unix(0, 0))
-	pipe := &lines{}
-	p := h.pauser(t, clock, Options{Period: 500 * time.Millisecond, startWatchdog: func() (io.WriteCloser, func() error, error) {
-		return pipe, func() error { return nil }, nil
-	}})
+	p, pipe := h.watchedPauser(t, clock)
 	ctx := context.Background()
 	must(t, p.SetPauseDuty(ctx, "GPU-a", "ranks", []uint32{10, 12}, 0.4)) // on 200 ms
 	waitBlocked(t, clock, 1)
 	clock.Advance(100 * time.Millisecond)
 	waitBlocked(t, clock, 1)
 	state := filepath.Join(unit, "freezer.state")
-	must(t, os.Remove(state))
-	must(t, os.Mkdir(state, 0o755)) // its thaw fails
+	unwritable(t, state)
 	if err := p.SetPauseDuty(ctx, "GPU-a", "ranks", []uint32{20}, 0.4); err == nil {
 		t.Error("a failed thaw of a group the tenant left: no error")
 	}
-	pipe.mu.Lock()
-	got := pipe.b.String()
-	pipe.mu.Unlock()
+	got := pipe.text()
 	if want := "freeze v2 " + other + " 250ms\n"; !strings.Contains(got, want) {
 		t.Errorf("watchdog lines\n%s\nwant %q (100 ms of the on time left, half the 300 ms off)", got, want)
 	}

@@ -84,6 +84,14 @@ type Pauser struct {
 
 	mu      sync.Mutex // serializes SetPauseDuty and Close
 	tenants map[string]*pulse
+
+	// leftover are, per tenant, groups it no longer holds (dropped from
+	// its set, or its pulse ended) whose thaw failed: their watchdog
+	// leases stand, and each SetPauseDuty of the tenant, each thaw of its
+	// pulse and Close try again; while one stays frozen the tenant's
+	// SetPauseDuty fails
+	leftMu   sync.Mutex
+	leftover map[string][]group
 }
 
 // pulse is one paused tenant: its duty and its groups per GPU, and its
@@ -100,12 +108,10 @@ type pulse struct {
 	// groups, so that a group dropped from the set is thawed after the
 	// loop's last freeze of it, never before, and a group added while the
 	// others are frozen is frozen with them. Under act: frozen says
-	// whether they are, until when (onUntil); leftover are groups dropped
-	// from the set whose thaw failed, tried again at every thaw.
-	act      sync.Mutex
-	frozen   bool
-	onUntil  time.Time
-	leftover []group
+	// whether they are, until when (onUntil).
+	act     sync.Mutex
+	frozen  bool
+	onUntil time.Time
 
 	stop chan struct{}
 	done chan struct{}
@@ -227,13 +233,14 @@ func (p *Pauser) SetPauseDuty(ctx context.Context, uuid, tenant string, pids []u
 	var errs []error
 	dropped := without(before, after)
 	if gs := append(dropped, without(without(named, after), dropped)...); len(gs) > 0 {
-		errs = append(errs, p.thawDropped(pl, gs))
+		errs = append(errs, p.thawLeft(tenant, gs))
 	}
+	errs = append(errs, p.retryLeft(tenant, after))
 	// the groups it came to, in the pause under way (as a whole: where
 	// one does not freeze, the tenant runs the rest of this period)
 	if added := without(after, before); running && pl.frozen && eff > 0 && len(added) > 0 {
-		if err := p.freezeAdded(pl, added); err != nil {
-			errs = append(errs, fmt.Errorf("tenant %s runs the rest of this period: %w", tenant, err), thawAll(after), p.wd.thawed(after))
+		if err := p.freezeAdded(tenant, pl, added); err != nil {
+			errs = append(errs, fmt.Errorf("tenant %s runs the rest of this period: %w", tenant, err), p.thawLeft(tenant, after))
 			pl.frozen = false
 		}
 	}
@@ -241,96 +248,124 @@ func (p *Pauser) SetPauseDuty(ctx context.Context, uuid, tenant string, pids []u
 	switch {
 	case eff == 0:
 		delete(p.tenants, tenant)
-		return errors.Join(append(errs, p.end(pl))...)
+		return errors.Join(append(errs, p.end(tenant, pl))...)
 	case running:
 		return errors.Join(errs...)
 	}
 	on := p.onTime(pl)
-	if err := p.freeze(pl.snapshot(), on); err != nil {
-		return fmt.Errorf("tenant %s not paused: %w", tenant, err)
+	if err := p.freeze(tenant, pl.snapshot(), on); err != nil {
+		return errors.Join(append(errs, fmt.Errorf("tenant %s not paused: %w", tenant, err))...)
 	}
 	pl.frozen, pl.onUntil = true, p.o.Clock.Now().Add(on)
 	pl.stop, pl.done = make(chan struct{}), make(chan struct{})
 	p.tenants[tenant] = pl
 	go p.run(tenant, pl, on, pl.stop, pl.done)
-	return nil
+	return errors.Join(errs...)
 }
 
-// Close stops every pulse and thaws every tenant.
+// Close stops every pulse and thaws every tenant, and what tenants left
+// whose thaw failed.
 func (p *Pauser) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var errs []error
 	for name, pl := range p.tenants {
-		errs = append(errs, p.end(pl))
+		errs = append(errs, p.end(name, pl))
 		delete(p.tenants, name)
+	}
+	p.leftMu.Lock()
+	names := slices.Sorted(maps.Keys(p.leftover))
+	p.leftMu.Unlock()
+	for _, name := range names {
+		errs = append(errs, p.retryLeft(name, nil))
 	}
 	return errors.Join(append(errs, p.wd.close())...)
 }
 
-// end stops a tenant's loop (if any) and thaws its groups, and those
-// dropped whose thaw failed.
-func (p *Pauser) end(pl *pulse) error {
+// end stops a tenant's loop (if any) and thaws its groups (those whose
+// thaw fails are kept as its leftover), and its leftover.
+func (p *Pauser) end(tenant string, pl *pulse) error {
 	if pl.stop != nil {
 		close(pl.stop)
 		<-pl.done
 		pl.stop = nil
 	}
-	gs := pl.snapshot()
 	pl.act.Lock()
 	defer pl.act.Unlock()
-	return errors.Join(thawAll(gs), p.wd.thawed(gs), p.retryLeftover(pl))
+	return errors.Join(p.thawLeft(tenant, pl.snapshot()), p.retryLeft(tenant, nil))
 }
 
-// thawDropped thaws gs, groups no longer in the tenant's set, under
-// pl.act: the watchdog is told of those thawed; one whose thaw fails
-// keeps its lease with the watchdog and is tried again at every thaw of
-// the pulse (leftover).
-func (p *Pauser) thawDropped(pl *pulse, gs []group) error {
+// thawTold thaws gs and tells the watchdog of those thawed (or gone): a
+// group whose thaw fails keeps its lease, which ends its freeze should
+// nothing else.
+func (p *Pauser) thawTold(gs []group) (failed []group, err error) {
 	var errs []error
 	var thawed []group
 	for _, g := range gs {
 		if err := g.Thaw(); err != nil && !gone(err) {
 			errs = append(errs, fmt.Errorf("thaw %s: %w", g.Key(), err))
-			if !slices.ContainsFunc(pl.leftover, func(h group) bool { return h.Key() == g.Key() }) {
-				pl.leftover = append(pl.leftover, g)
-			}
+			failed = append(failed, g)
 			continue
 		}
 		thawed = append(thawed, g)
 	}
-	return errors.Join(append(errs, p.wd.thawed(thawed))...)
+	return failed, errors.Join(append(errs, p.wd.thawed(thawed))...)
 }
 
-// retryLeftover thaws, under pl.act, the dropped groups whose thaw failed
-// before, keeping those that fail again.
-func (p *Pauser) retryLeftover(pl *pulse) error {
-	gs := pl.leftover
-	pl.leftover = nil
+// thawLeft thaws gs, groups the tenant no longer holds (or holds no
+// more once its pulse ends); those whose thaw fails become its leftover.
+func (p *Pauser) thawLeft(tenant string, gs []group) error {
+	failed, err := p.thawTold(gs)
+	p.keepLeft(tenant, failed)
+	return err
+}
+
+// keepLeft adds gs to the tenant's leftover.
+func (p *Pauser) keepLeft(tenant string, gs []group) {
+	if len(gs) == 0 {
+		return
+	}
+	p.leftMu.Lock()
+	defer p.leftMu.Unlock()
+	if p.leftover == nil {
+		p.leftover = map[string][]group{}
+	}
+	for _, g := range gs {
+		if !slices.ContainsFunc(p.leftover[tenant], func(h group) bool { return h.Key() == g.Key() }) {
+			p.leftover[tenant] = append(p.leftover[tenant], g)
+		}
+	}
+}
+
+// retryLeft thaws the tenant's leftover again, less the groups of its set
+// now (set: its pulse thaws those), keeping those that fail again; an
+// error while one stays frozen.
+func (p *Pauser) retryLeft(tenant string, set []group) error {
+	p.leftMu.Lock()
+	gs := without(p.leftover[tenant], set)
+	delete(p.leftover, tenant)
+	p.leftMu.Unlock()
 	if len(gs) == 0 {
 		return nil
 	}
-	return p.thawDropped(pl, gs)
+	if err := p.thawLeft(tenant, gs); err != nil {
+		return fmt.Errorf("tenant %s: a group it left is still frozen: %w", tenant, err)
+	}
+	return nil
 }
 
 // freezeAdded freezes, under pl.act, the groups gs the tenant came to
 // while the others are frozen, for what is left of their freeze; the
 // watchdog's lease ends where theirs does. Groups gone already are no
 // error.
-func (p *Pauser) freezeAdded(pl *pulse, gs []group) error {
+func (p *Pauser) freezeAdded(tenant string, pl *pulse, gs []group) error {
 	left := pl.onUntil.Sub(p.o.Clock.Now())
 	if left <= 0 {
 		return nil // the thaw is due
 	}
 	on := p.onTime(pl)
-	if err := p.wd.leased(gs, left+(p.o.Period-on)/2); err != nil {
+	if err := p.leaseAndFreeze(tenant, gs, left+(p.o.Period-on)/2); err != nil && !errors.Is(err, errNoneLeft) {
 		return err
-	}
-	if err := freezeAll(gs); err != nil {
-		if errors.Is(err, errNoneLeft) {
-			return p.wd.thawed(gs)
-		}
-		return errors.Join(err, p.wd.thawed(gs))
 	}
 	return nil
 }
@@ -367,13 +402,12 @@ func (p *Pauser) run(tenant string, pl *pulse, on time.Duration, stop <-chan str
 		}
 		pl.act.Lock()
 		gs := pl.snapshot()
-		if err := thawAll(gs); err != nil {
+		// (a group whose thaw fails keeps its lease, and is thawed again
+		// at the next thaw)
+		if _, err := p.thawTold(gs); err != nil {
 			level.Error(p.o.Logger).Log("msg", "pause: thaw failed", "tenant", tenant, "err", err)
 		}
-		if err := p.wd.thawed(gs); err != nil {
-			level.Warn(p.o.Logger).Log("msg", "pause: watchdog not told of the thaw", "tenant", tenant, "err", err)
-		}
-		if err := p.retryLeftover(pl); err != nil {
+		if err := p.retryLeft(tenant, gs); err != nil {
 			level.Error(p.o.Logger).Log("msg", "pause: a group the tenant left is still not thawed", "tenant", tenant, "err", err)
 		}
 		pl.frozen = false
@@ -385,7 +419,7 @@ func (p *Pauser) run(tenant string, pl *pulse, on time.Duration, stop <-chan str
 		}
 		on = p.onTime(pl)
 		pl.act.Lock()
-		err := p.freeze(pl.snapshot(), on)
+		err := p.freeze(tenant, pl.snapshot(), on)
 		if err != nil {
 			level.Warn(p.o.Logger).Log("msg", "pause: freeze failed; the tenant runs this period", "tenant", tenant, "err", err)
 		}
@@ -394,15 +428,26 @@ func (p *Pauser) run(tenant string, pl *pulse, on time.Duration, stop <-chan str
 	}
 }
 
-// freeze freezes gs as a whole for on, after giving the watchdog their
-// lease: on and half the rest of the period, so a freeze the pulse does
-// not end (this process hangs) ends before the next period would begin.
-func (p *Pauser) freeze(gs []group, on time.Duration) error {
-	if err := p.wd.leased(gs, on+(p.o.Period-on)/2); err != nil {
+// freeze freezes the tenant's groups gs as a whole for on, after giving
+// the watchdog their lease: on and half the rest of the period, so a
+// freeze the pulse does not end (this process hangs) ends before the next
+// period would begin.
+func (p *Pauser) freeze(tenant string, gs []group, on time.Duration) error {
+	return p.leaseAndFreeze(tenant, gs, on+(p.o.Period-on)/2)
+}
+
+// leaseAndFreeze gives the watchdog the lease of gs, then freezes them as
+// a whole; where that fails, the watchdog is told of those thawed again
+// (or never frozen), and one whose thaw failed keeps its lease and
+// becomes the tenant's leftover.
+func (p *Pauser) leaseAndFreeze(tenant string, gs []group, lease time.Duration) error {
+	if err := p.wd.leased(gs, lease); err != nil {
 		return err
 	}
-	if err := freezeAll(gs); err != nil {
-		return errors.Join(err, p.wd.thawed(gs))
+	stuck, err := freezeAll(gs)
+	if err != nil {
+		p.keepLeft(tenant, stuck)
+		return errors.Join(err, p.wd.thawed(without(gs, stuck)))
 	}
 	return nil
 }
@@ -463,10 +508,10 @@ func gone(err error) bool {
 }
 
 // freezeAll freezes every group or none: when one fails, those frozen
-// before it are thawed. A group that no longer exists (its processes
-// exited) is passed over: the tenant's other processes are the whole of
-// it now. None left is an error.
-func freezeAll(gs []group) error {
+// before it are thawed (stuck: those whose thaw failed). A group that no
+// longer exists (its processes exited) is passed over: the tenant's other
+// processes are the whole of it now. None left is an error (errNoneLeft).
+func freezeAll(gs []group) (stuck []group, err error) {
 	left := 0
 	for i, g := range gs {
 		err := g.Freeze()
@@ -479,27 +524,17 @@ func freezeAll(gs []group) error {
 			for _, h := range gs[:i+1] {
 				if terr := h.Thaw(); terr != nil && !gone(terr) {
 					errs = append(errs, fmt.Errorf("thaw %s: %w", h.Key(), terr))
+					stuck = append(stuck, h)
 				}
 			}
-			return errors.Join(errs...)
+			return stuck, errors.Join(errs...)
 		}
 	}
 	if left == 0 && len(gs) > 0 {
-		return errNoneLeft
+		return nil, errNoneLeft
 	}
-	return nil
+	return nil, nil
 }
 
 // errNoneLeft: none of the groups to freeze exists any more.
 var errNoneLeft = errors.New("none of the tenant's process groups and cgroups exists any more")
-
-// thawAll thaws every group, going on past failures.
-func thawAll(gs []group) error {
-	var errs []error
-	for _, g := range gs {
-		if err := g.Thaw(); err != nil && !gone(err) {
-			errs = append(errs, fmt.Errorf("thaw %s: %w", g.Key(), err))
-		}
-	}
-	return errors.Join(errs...)
-}
