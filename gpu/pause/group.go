@@ -25,6 +25,10 @@ type group interface {
 	Spec() string
 	Freeze() error
 	Thaw() error
+	// Check says, without freezing it, whether the group can be frozen
+	// as far as can be told (its control files there and writable, its
+	// process group still the tenant's).
+	Check() error
 }
 
 // cgroupV2 freezes a cgroup v2 directory: cgroup.freeze 1, then
@@ -50,6 +54,13 @@ func (g cgroupV2) Freeze() error {
 		}
 		return bytes.Contains(ev, []byte("frozen 1")), nil
 	}, g.dir)
+}
+
+func (g cgroupV2) Check() error {
+	if _, err := os.ReadFile(filepath.Join(g.dir, "cgroup.events")); err != nil {
+		return err
+	}
+	return writableFile(filepath.Join(g.dir, "cgroup.freeze"))
 }
 
 func (g cgroupV2) Thaw() error {
@@ -87,6 +98,8 @@ func (g cgroupV1) Freeze() error {
 	}, g.dir)
 }
 
+func (g cgroupV1) Check() error { return writableFile(filepath.Join(g.dir, "freezer.state")) }
+
 func (g cgroupV1) Thaw() error {
 	return os.WriteFile(filepath.Join(g.dir, "freezer.state"), []byte("THAWED"), 0)
 }
@@ -121,6 +134,34 @@ func (g procGroup) Freeze() error {
 }
 
 func (g procGroup) Thaw() error { return g.kill(-g.pgid, syscall.SIGCONT) }
+
+func (g procGroup) Check() error {
+	if !g.ours() {
+		return fmt.Errorf("process group %d: process %d, which it was found from, is gone or in another group", g.pgid, g.member)
+	}
+	return nil
+}
+
+// writableFile opens path for writing, and writes nothing: an error where
+// it is not a file this process may write.
+func writableFile(path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// checkAll checks every group of gs.
+func checkAll(gs []group) error {
+	var errs []error
+	for _, g := range gs {
+		if err := g.Check(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", g.Key(), err))
+		}
+	}
+	return errors.Join(errs...)
+}
 
 // ours says whether the process the group was found from still runs, the
 // same process (its start time), in the group.

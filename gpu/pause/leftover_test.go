@@ -16,17 +16,7 @@ import (
 // thaw fails at the pulse's thaw keeps its lease (which ends its freeze
 // should nothing else).
 func TestPauseFailedThawKeepsLease(t *testing.T) {
-	h := newHost(t)
-	h.cgroupV2Dir(podPath)
-	unit := h.cgroupV1Dir("/system.slice/ranks.service")
-	h.process(10, podPath, "", 10)
-	h.process(12, "/", "/system.slice/ranks.service", 12)
-	clock := gpu.NewManualClock(time.Unix(0, 0))
-	p, pipe := h.watchedPauser(t, clock)
-	must(t, p.SetPauseDuty(context.Background(), "GPU-a", "ranks", []uint32{10, 12}, 0.4))
-	waitBlocked(t, clock, 1)
-	state := filepath.Join(unit, "freezer.state")
-	unwritable(t, state)
+	_, pipe, clock, _, unit := pausedRanks(t)
 	clock.Advance(200 * time.Millisecond) // the pulse's thaw
 	waitBlocked(t, clock, 1)
 	got := pipe.text()
@@ -35,10 +25,10 @@ func TestPauseFailedThawKeepsLease(t *testing.T) {
 	}
 }
 
-// A group the tenant left whose thaw keeps failing fails every call of
-// the tenant while it stays frozen (so the tuner keeps naming it in its
-// journal), outlives the tenant's pulse, and is thawed by a later call or
-// Close once it can be.
+// A group the tenant left whose thaw keeps failing does not fail the
+// tenant's calls (the pause asked for is in force; the failure is logged),
+// except the one that ends the pause; it outlives the tenant's pulse, and
+// is thawed by the tenant's next call once it can be.
 func TestPauseLeftGroupThawedOnceItCan(t *testing.T) {
 	h := newHost(t)
 	h.cgroupV2Dir(podPath)
@@ -54,24 +44,16 @@ func TestPauseLeftGroupThawedOnceItCan(t *testing.T) {
 	waitBlocked(t, clock, 1)
 	state := filepath.Join(unit, "freezer.state")
 	unwritable(t, state)
-	if err := p.SetPauseDuty(ctx, "GPU-a", "ranks", []uint32{20}, 0.4); err == nil {
-		t.Fatal("first follow: no error")
-	}
-	if err := p.SetPauseDuty(ctx, "GPU-a", "ranks", []uint32{20}, 0.4); err == nil {
-		t.Errorf("a call succeeds while a group the tenant left is still frozen")
-	}
+	must(t, p.SetPauseDuty(ctx, "GPU-a", "ranks", []uint32{20}, 0.4))
 	if err := p.SetPauseDuty(ctx, "GPU-a", "ranks", []uint32{20}, 0); err == nil {
-		t.Errorf("the pulse ends with no error while a group the tenant left is still frozen")
+		t.Errorf("the pause ends with no error while a group the tenant left is still frozen")
 	}
 	// the cgroup can be thawed now, and is still frozen
 	must(t, os.Remove(state))
 	must(t, os.WriteFile(state, []byte("FROZEN"), 0o644))
 	must(t, p.SetPauseDuty(ctx, "GPU-a", "ranks", []uint32{20}, 0.4))
-	twoPeriods(t, clock)
-	must(t, p.SetPauseDuty(ctx, "GPU-a", "ranks", []uint32{20}, 0))
-	must(t, p.Close())
 	if got := read(t, state); got != "THAWED" {
-		t.Errorf("the group left stays frozen for good: freezer.state %s", got)
+		t.Errorf("the group left is not thawed at the tenant's next call: freezer.state %s", got)
 	}
 }
 
@@ -96,4 +78,70 @@ func (l *lines) text() string {
 func unwritable(t *testing.T, state string) {
 	must(t, os.Remove(state))
 	must(t, os.Mkdir(state, 0o755))
+}
+
+// A freeze that fails at one group thaws every group of the tenant, also
+// one after it still frozen (its last thaw failed): the watchdog is told
+// of none it did not thaw, and a group that stays frozen is kept to be
+// thawed again (by Close here).
+func TestFailedFreezeThawsEveryGroup(t *testing.T) {
+	p, pipe, clock, pod, unit := pausedRanks(t)
+	state := filepath.Join(unit, "freezer.state")
+	ev := filepath.Join(pod, "cgroup.events")
+	must(t, os.Remove(ev))
+	must(t, os.Mkdir(ev, 0o755))          // the pod's next freeze fails
+	clock.Advance(200 * time.Millisecond) // the thaw: the unit's fails
+	waitBlocked(t, clock, 1)
+	clock.Advance(300 * time.Millisecond) // the freeze: the pod's fails first
+	waitBlocked(t, clock, 1)
+	got := pipe.text()
+	if i, j := strings.LastIndex(got, "thawed v1 "+unit), strings.LastIndex(got, "freeze v1 "+unit); i > j {
+		t.Errorf("the watchdog was told %s was thawed; it is still frozen:\n%s", unit, got)
+	}
+	must(t, os.Remove(state))
+	must(t, os.WriteFile(state, []byte("FROZEN"), 0o644))
+	must(t, p.Close())
+	if s := read(t, state); s != "THAWED" {
+		t.Errorf("after Close: freezer.state %s", s)
+	}
+}
+
+// A call that fails changes nothing: a first pause refused (a group that
+// cannot be frozen) starts no pulse and pauses nothing.
+func TestFailedFirstPauseStartsNothing(t *testing.T) {
+	h := newHost(t)
+	pod := h.cgroupV2Dir(podPath)
+	bad := h.cgroupV2Dir(otherPod)
+	h.process(10, podPath, "", 10)
+	h.process(20, otherPod, "", 20)
+	ev := filepath.Join(bad, "cgroup.events")
+	must(t, os.Remove(ev))
+	must(t, os.Mkdir(ev, 0o755))
+	p := h.pauser(t, gpu.NewManualClock(time.Unix(0, 0)), Options{Period: 500 * time.Millisecond})
+	if err := p.SetPauseDuty(context.Background(), "GPU-a", "ranks", []uint32{10, 20}, 0.4); err == nil {
+		t.Fatal("a pause with a group that cannot be frozen: no error")
+	}
+	if d := paused(p); len(d) != 0 {
+		t.Errorf("a failed first pause runs a pulse: %v", d)
+	}
+	if got := read(t, filepath.Join(pod, "cgroup.freeze")); got != "0" {
+		t.Errorf("a failed first pause left a group frozen: cgroup.freeze %s", got)
+	}
+}
+
+// pausedRanks pauses ranks (a pod's process and a unit's, 40% of 500 ms,
+// with a watchdog) and makes the unit's thaw fail; it returns the pod's
+// and the unit's cgroup directories.
+func pausedRanks(t *testing.T) (p *Pauser, pipe *lines, clock *gpu.ManualClock, pod, unit string) {
+	h := newHost(t)
+	pod = h.cgroupV2Dir(podPath)
+	unit = h.cgroupV1Dir("/system.slice/ranks.service")
+	h.process(10, podPath, "", 10)
+	h.process(12, "/", "/system.slice/ranks.service", 12)
+	clock = gpu.NewManualClock(time.Unix(0, 0))
+	p, pipe = h.watchedPauser(t, clock)
+	must(t, p.SetPauseDuty(context.Background(), "GPU-a", "ranks", []uint32{10, 12}, 0.4))
+	waitBlocked(t, clock, 1)
+	unwritable(t, filepath.Join(unit, "freezer.state"))
+	return p, pipe, clock, pod, unit
 }

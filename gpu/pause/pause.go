@@ -212,9 +212,13 @@ func (p *Pauser) SetPauseDuty(ctx context.Context, uuid, tenant string, pids []u
 	if pl == nil {
 		pl = &pulse{duties: map[string]float64{}, groups: map[string][]group{}}
 	}
+	// An error means the call changed nothing: the duty and groups of
+	// uuid are put back as they were.
 	pl.act.Lock()
 	pl.mu.Lock()
 	before := pl.unionLocked()
+	prevDuty, hadDuty := pl.duties[uuid]
+	prevGroups, hadGroups := pl.groups[uuid]
 	pl.duties[uuid] = duty
 	var named []group // what a duty of 0 names, to be thawed
 	switch {
@@ -228,39 +232,64 @@ func (p *Pauser) SetPauseDuty(ctx context.Context, uuid, tenant string, pids []u
 	eff := pl.dutyLocked()
 	running := pl.stop != nil
 	pl.mu.Unlock()
+	undo := func() {
+		pl.mu.Lock()
+		defer pl.mu.Unlock()
+		delete(pl.duties, uuid)
+		delete(pl.groups, uuid)
+		if hadDuty {
+			pl.duties[uuid] = prevDuty
+		}
+		if hadGroups {
+			pl.groups[uuid] = prevGroups
+		}
+	}
+	// the groups it came to: frozen with the others in the pause under
+	// way, else checked (the next period freezes them with the others,
+	// as a whole: one that cannot be frozen would leave it running)
+	if added := without(after, before); running && eff > 0 && len(added) > 0 {
+		var err error
+		if pl.frozen {
+			err = p.freezeAdded(tenant, pl, added)
+		} else {
+			err = checkAll(added)
+		}
+		if err != nil {
+			undo()
+			pl.act.Unlock()
+			return fmt.Errorf("tenant %s: its pause is not set on those processes (it stays as it was): %w", tenant, err)
+		}
+	}
 	// the groups the tenant's processes left, and those a duty of 0
-	// names, that no GPU pauses now (they may be frozen)
-	var errs []error
+	// names, that no GPU pauses now (they may be frozen); what fails to
+	// thaw is retried (leftover) and, where the tenant stays paused,
+	// logged: the pause asked for is in force
 	dropped := without(before, after)
+	var errs []error
 	if gs := append(dropped, without(without(named, after), dropped)...); len(gs) > 0 {
 		errs = append(errs, p.thawLeft(tenant, gs))
 	}
 	errs = append(errs, p.retryLeft(tenant, after))
-	// the groups it came to, in the pause under way (as a whole: where
-	// one does not freeze, the tenant runs the rest of this period)
-	if added := without(after, before); running && pl.frozen && eff > 0 && len(added) > 0 {
-		if err := p.freezeAdded(tenant, pl, added); err != nil {
-			errs = append(errs, fmt.Errorf("tenant %s runs the rest of this period: %w", tenant, err), p.thawLeft(tenant, after))
-			pl.frozen = false
-		}
-	}
 	pl.act.Unlock()
-	switch {
-	case eff == 0:
+	if eff == 0 {
 		delete(p.tenants, tenant)
 		return errors.Join(append(errs, p.end(tenant, pl))...)
-	case running:
-		return errors.Join(errs...)
+	}
+	if err := errors.Join(errs...); err != nil {
+		level.Error(p.o.Logger).Log("msg", "pause: a group the tenant left is still frozen; tried again at every call and thaw", "tenant", tenant, "err", err)
+	}
+	if running {
+		return nil
 	}
 	on := p.onTime(pl)
 	if err := p.freeze(tenant, pl.snapshot(), on); err != nil {
-		return errors.Join(append(errs, fmt.Errorf("tenant %s not paused: %w", tenant, err))...)
+		return fmt.Errorf("tenant %s not paused: %w", tenant, err)
 	}
 	pl.frozen, pl.onUntil = true, p.o.Clock.Now().Add(on)
 	pl.stop, pl.done = make(chan struct{}), make(chan struct{})
 	p.tenants[tenant] = pl
 	go p.run(tenant, pl, on, pl.stop, pl.done)
-	return errors.Join(errs...)
+	return nil
 }
 
 // Close stops every pulse and thaws every tenant, and what tenants left
@@ -513,15 +542,17 @@ func gone(err error) bool {
 // processes are the whole of it now. None left is an error (errNoneLeft).
 func freezeAll(gs []group) (stuck []group, err error) {
 	left := 0
-	for i, g := range gs {
+	for _, g := range gs {
 		err := g.Freeze()
 		if err != nil && gone(err) {
 			continue
 		}
 		left++
 		if err != nil {
+			// every group thawed, not only those before: one after it
+			// may be frozen still (its last thaw failed)
 			errs := []error{fmt.Errorf("freeze %s: %w", g.Key(), err)}
-			for _, h := range gs[:i+1] {
+			for _, h := range gs {
 				if terr := h.Thaw(); terr != nil && !gone(terr) {
 					errs = append(errs, fmt.Errorf("thaw %s: %w", h.Key(), terr))
 					stuck = append(stuck, h)
