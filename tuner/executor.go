@@ -86,6 +86,9 @@ func (t *Tuner) execute(ctx context.Context, st *State, a Action, now time.Time,
 		d.Reason = joinReasons(a.Reason, "no client restart on this host: pending until the client starts a new context")
 	}
 	d.Outcome = outcomeOf(err)
+	if d, _ := a.Want.(Duty); err != nil && a.Knob == gpu.KnobPauseDuty && d == 0 {
+		t.endingFailed(a.Target.String())
+	}
 	if err != nil {
 		d.Reason = joinReasons(a.Reason, string(d.Outcome)+", not applied: "+err.Error())
 		out := []Decision{t.finish(a, d, now, err)}
@@ -419,6 +422,7 @@ func (t *Tuner) dropOriginal(k string) {
 	delete(t.gone, k)
 	delete(t.unseen, k)
 	delete(t.followAt, k)
+	delete(t.ending, k)
 }
 
 // journal appends rec when a journal is configured. A write failure is

@@ -153,7 +153,7 @@ func (t *Tuner) followPauses(ctx context.Context, now time.Time) []Decision {
 		}
 		duty, _ := t.changes[k].To.(Duty)
 		pids := PausePIDs(t.last, o.Tenant)
-		if duty <= 0 || len(pids) == 0 || slices.Equal(pids, o.PIDs) || now.Before(t.followAt[k].at) ||
+		if duty <= 0 || len(pids) == 0 || slices.Equal(pids, o.PIDs) || now.Before(t.followAt[k].at) || t.ending[k] ||
 			elsewhere(t.last, o.Tenant, o.Target.GPU) || latencyNow(t.last, o.Tenant) {
 			continue // (a tenant on other GPUs only, or classed latency, is thawed, never followed)
 		}
@@ -178,6 +178,15 @@ func (t *Tuner) followPauses(ctx context.Context, now time.Time) []Decision {
 		out = append(out, d)
 	}
 	return out
+}
+
+// endingFailed marks the pause k, whose thaw failed, as not to be
+// followed until a change of it takes.
+func (t *Tuner) endingFailed(k string) {
+	if t.ending == nil {
+		t.ending = map[string]bool{}
+	}
+	t.ending[k] = true
 }
 
 // A follow that failed waits followRetryFirst before the next try, twice

@@ -165,9 +165,12 @@ type Tuner struct {
 	// again
 	unseen   map[string]time.Time
 	followAt map[string]followRetry
-	last     *tenant.Snapshot
-	counts   Counts
-	recent   []Decision
+	// ending holds the pauses whose thaw the policy asked for and the
+	// actuator refused: not followed (the actuator may have ended them)
+	ending map[string]bool
+	last   *tenant.Snapshot
+	counts Counts
+	recent []Decision
 	// effectiveMPS are the MPS actuator's effective fractions, last seen.
 	effectiveMPS map[string]Fraction
 	// reb is the slow loop's memory (see Options.Rebalance); relayouts the MIG
@@ -371,6 +374,7 @@ func (t *Tuner) noteApplied(st *State, a Action, now time.Time) {
 	}
 	t.changes[a.DomainKey()] = c
 	t.changes[a.Target.String()] = c
+	delete(t.ending, a.Target.String())
 	h := append(t.history[a.DomainKey()], c)
 	if len(h) > maxHistory {
 		h = append([]Change(nil), h[len(h)-maxHistory:]...)

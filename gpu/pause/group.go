@@ -127,17 +127,27 @@ func (g procGroup) Key() string { return "pgid:" + strconv.Itoa(g.pgid) }
 func (g procGroup) Spec() string { return "pgid " + strconv.Itoa(g.pgid) }
 
 func (g procGroup) Freeze() error {
-	if !g.ours() {
-		return fmt.Errorf("process group %d: process %d, which it was found from, is gone or in another group: %w", g.pgid, g.member, syscall.ESRCH)
+	if err := g.Check(); err != nil {
+		return err
 	}
 	return g.kill(-g.pgid, syscall.SIGSTOP)
 }
 
 func (g procGroup) Thaw() error { return g.kill(-g.pgid, syscall.SIGCONT) }
 
+// Check fails where the process the group was found from is gone (the
+// same process no longer runs: an error that counts as the group gone) or
+// in another group now (an error: the tenant's process runs, unpaused).
 func (g procGroup) Check() error {
-	if !g.ours() {
-		return fmt.Errorf("process group %d: process %d, which it was found from, is gone or in another group", g.pgid, g.member)
+	if g.getpgid == nil {
+		return fmt.Errorf("process group %d: no process to tell it by", g.pgid)
+	}
+	start, err := startTimeOf(g.proc, g.member)
+	if err != nil || start != g.start {
+		return fmt.Errorf("process group %d: process %d, which it was found from, is gone: %w", g.pgid, g.member, syscall.ESRCH)
+	}
+	if pgid, err := g.getpgid(int(g.member)); err != nil || pgid != g.pgid {
+		return fmt.Errorf("process group %d: process %d, which it was found from, is in group %d now", g.pgid, g.member, pgid)
 	}
 	return nil
 }
@@ -161,20 +171,6 @@ func checkAll(gs []group) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// ours says whether the process the group was found from still runs, the
-// same process (its start time), in the group.
-func (g procGroup) ours() bool {
-	if g.getpgid == nil {
-		return false
-	}
-	start, err := startTimeOf(g.proc, g.member)
-	if err != nil || start != g.start {
-		return false
-	}
-	pgid, err := g.getpgid(int(g.member))
-	return err == nil && pgid == g.pgid
 }
 
 // startTimeOf reads the start time of process pid under the procfs root.

@@ -108,10 +108,11 @@ type pulse struct {
 	// groups, so that a group dropped from the set is thawed after the
 	// loop's last freeze of it, never before, and a group added while the
 	// others are frozen is frozen with them. Under act: frozen says
-	// whether they are, until when (onUntil).
-	act     sync.Mutex
-	frozen  bool
-	onUntil time.Time
+	// whether they are, until when (onUntil), and when the watchdog's
+	// lease of their freeze ends (leaseUntil).
+	act                 sync.Mutex
+	frozen              bool
+	onUntil, leaseUntil time.Time
 
 	stop chan struct{}
 	done chan struct{}
@@ -269,23 +270,28 @@ func (p *Pauser) SetPauseDuty(ctx context.Context, uuid, tenant string, pids []u
 	if gs := append(dropped, without(without(named, after), dropped)...); len(gs) > 0 {
 		errs = append(errs, p.thawLeft(tenant, gs))
 	}
-	errs = append(errs, p.retryLeft(tenant, after))
+	leftErr := p.retryLeft(tenant, after)
 	pl.act.Unlock()
 	if eff == 0 {
+		// an error only where the tenant's own groups stay frozen
 		delete(p.tenants, tenant)
+		if leftErr != nil {
+			level.Error(p.o.Logger).Log("msg", "pause: a group the tenant left is still frozen; tried again at every call and at exit", "tenant", tenant, "err", leftErr)
+		}
 		return errors.Join(append(errs, p.end(tenant, pl))...)
 	}
-	if err := errors.Join(errs...); err != nil {
+	if err := errors.Join(append(errs, leftErr)...); err != nil {
 		level.Error(p.o.Logger).Log("msg", "pause: a group the tenant left is still frozen; tried again at every call and thaw", "tenant", tenant, "err", err)
 	}
 	if running {
 		return nil
 	}
 	on := p.onTime(pl)
+	now := p.o.Clock.Now()
 	if err := p.freeze(tenant, pl.snapshot(), on); err != nil {
 		return fmt.Errorf("tenant %s not paused: %w", tenant, err)
 	}
-	pl.frozen, pl.onUntil = true, p.o.Clock.Now().Add(on)
+	pl.frozen, pl.onUntil, pl.leaseUntil = true, now.Add(on), now.Add(p.lease(on))
 	pl.stop, pl.done = make(chan struct{}), make(chan struct{})
 	p.tenants[tenant] = pl
 	go p.run(tenant, pl, on, pl.stop, pl.done)
@@ -321,7 +327,11 @@ func (p *Pauser) end(tenant string, pl *pulse) error {
 	}
 	pl.act.Lock()
 	defer pl.act.Unlock()
-	return errors.Join(p.thawLeft(tenant, pl.snapshot()), p.retryLeft(tenant, nil))
+	err := p.thawLeft(tenant, pl.snapshot())
+	if lerr := p.retryLeft(tenant, nil); lerr != nil {
+		level.Error(p.o.Logger).Log("msg", "pause: a group the tenant left is still frozen; tried again at every call and at exit", "tenant", tenant, "err", lerr)
+	}
+	return err
 }
 
 // thawTold thaws gs and tells the watchdog of those thawed (or gone): a
@@ -371,8 +381,14 @@ func (p *Pauser) keepLeft(tenant string, gs []group) {
 // error while one stays frozen.
 func (p *Pauser) retryLeft(tenant string, set []group) error {
 	p.leftMu.Lock()
-	gs := without(p.leftover[tenant], set)
-	delete(p.leftover, tenant)
+	all := p.leftover[tenant]
+	gs := without(all, set)
+	kept := without(all, gs) // in the set: kept, for should the set leave them
+	if len(kept) > 0 {
+		p.leftover[tenant] = kept
+	} else {
+		delete(p.leftover, tenant)
+	}
 	p.leftMu.Unlock()
 	if len(gs) == 0 {
 		return nil
@@ -388,12 +404,11 @@ func (p *Pauser) retryLeft(tenant string, set []group) error {
 // watchdog's lease ends where theirs does. Groups gone already are no
 // error.
 func (p *Pauser) freezeAdded(tenant string, pl *pulse, gs []group) error {
-	left := pl.onUntil.Sub(p.o.Clock.Now())
-	if left <= 0 {
-		return nil // the thaw is due
+	now := p.o.Clock.Now()
+	if !now.Before(pl.onUntil) {
+		return checkAll(gs) // the thaw is due: the next period freezes them
 	}
-	on := p.onTime(pl)
-	if err := p.leaseAndFreeze(tenant, gs, left+(p.o.Period-on)/2); err != nil && !errors.Is(err, errNoneLeft) {
+	if err := p.leaseAndFreeze(tenant, gs, pl.leaseUntil.Sub(now)); err != nil && !errors.Is(err, errNoneLeft) {
 		return err
 	}
 	return nil
@@ -446,13 +461,14 @@ func (p *Pauser) run(tenant string, pl *pulse, on time.Duration, stop <-chan str
 		case <-stop:
 			return
 		}
+		pl.act.Lock() // (the duty read under act: a call that fails changes nothing)
 		on = p.onTime(pl)
-		pl.act.Lock()
+		now := p.o.Clock.Now()
 		err := p.freeze(tenant, pl.snapshot(), on)
 		if err != nil {
 			level.Warn(p.o.Logger).Log("msg", "pause: freeze failed; the tenant runs this period", "tenant", tenant, "err", err)
 		}
-		pl.frozen, pl.onUntil = err == nil, p.o.Clock.Now().Add(on)
+		pl.frozen, pl.onUntil, pl.leaseUntil = err == nil, now.Add(on), now.Add(p.lease(on))
 		pl.act.Unlock()
 	}
 }
@@ -462,8 +478,11 @@ func (p *Pauser) run(tenant string, pl *pulse, on time.Duration, stop <-chan str
 // freeze the pulse does not end (this process hangs) ends before the next
 // period would begin.
 func (p *Pauser) freeze(tenant string, gs []group, on time.Duration) error {
-	return p.leaseAndFreeze(tenant, gs, on+(p.o.Period-on)/2)
+	return p.leaseAndFreeze(tenant, gs, p.lease(on))
 }
+
+// lease is the watchdog's lease of a freeze for on.
+func (p *Pauser) lease(on time.Duration) time.Duration { return on + (p.o.Period-on)/2 }
 
 // leaseAndFreeze gives the watchdog the lease of gs, then freezes them as
 // a whole; where that fails, the watchdog is told of those thawed again
