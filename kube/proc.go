@@ -1,6 +1,8 @@
 package kube
 
 import (
+	"bytes"
+	"fmt"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -64,4 +66,39 @@ func (p ProcReader) UID(pid uint32) int {
 		}
 	}
 	return -1
+}
+
+// StartTime returns the start time of process pid (field 22 of
+// /proc/PID/stat, clock ticks after boot): with the PID, it names one
+// process, which a PID taken again does not share.
+func (p ProcReader) StartTime(pid uint32) (string, error) {
+	data, err := p.read(pid, "stat")
+	if err != nil {
+		return "", err
+	}
+	start, ok := StartTime(data)
+	if !ok {
+		return "", fmt.Errorf("%s/%d/stat: no start time", p.root, pid)
+	}
+	return start, nil
+}
+
+// StartTime returns the start time (field 22, clock ticks after boot) of
+// a /proc/PID/stat line; false where the line is not one. The command
+// name (field 2) is in parentheses and may hold spaces and parentheses of
+// its own: the fields are counted after the last ')'.
+func StartTime(stat []byte) (string, bool) {
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return "", false
+	}
+	f := strings.Fields(string(stat[i+1:]))
+	if len(f) < 20 { // state (3) ... starttime (22)
+		return "", false
+	}
+	s := f[19]
+	if _, err := strconv.ParseUint(s, 10, 64); err != nil {
+		return "", false
+	}
+	return s, true
 }

@@ -175,35 +175,7 @@ func checkAll(gs []group) error {
 
 // startTimeOf reads the start time of process pid under the procfs root.
 func startTimeOf(proc string, pid uint32) (string, error) {
-	b, err := os.ReadFile(filepath.Join(proc, strconv.FormatUint(uint64(pid), 10), "stat"))
-	if err != nil {
-		return "", err
-	}
-	start, ok := StartTime(b)
-	if !ok {
-		return "", fmt.Errorf("%s/%d/stat: no start time", proc, pid)
-	}
-	return start, nil
-}
-
-// StartTime returns the start time (field 22, clock ticks after boot) of
-// a /proc/PID/stat line; false where the line is not one. The command
-// name (field 2) is in parentheses and may hold spaces and parentheses of
-// its own: the fields are counted after the last ')'.
-func StartTime(stat []byte) (string, bool) {
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
-		return "", false
-	}
-	f := strings.Fields(string(stat[i+1:]))
-	if len(f) < 20 { // state (3) ... starttime (22)
-		return "", false
-	}
-	s := f[19]
-	if _, err := strconv.ParseUint(s, 10, 64); err != nil {
-		return "", false
-	}
-	return s, true
+	return kube.NewProcReader(proc).StartTime(pid)
 }
 
 // pollEvery is how often a freeze in progress is looked at.

@@ -24,6 +24,8 @@ type host struct {
 	pgids        map[int]int
 	selfPgid     int
 	exited       map[int]bool // process groups with no process left
+	// pgidHook, where set, answers getpgid first (ok: its answer)
+	pgidHook func(pid int) (pgid int, ok bool)
 }
 
 func newHost(t *testing.T) *host {
@@ -79,6 +81,11 @@ func (h *host) kill(pid int, sig syscall.Signal) error {
 }
 
 func (h *host) getpgid(pid int) (int, error) {
+	if h.pgidHook != nil {
+		if g, ok := h.pgidHook(pid); ok {
+			return g, nil
+		}
+	}
 	if pid == os.Getpid() {
 		return h.selfPgid, nil
 	}

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,7 +18,8 @@ import (
 // that ends with the others' (before the next period begins).
 func TestPauseGainedLeaseWithDutyChange(t *testing.T) {
 	h := newHost(t)
-	first, other := h.cgroupV2Dir(podPath), h.cgroupV2Dir(otherPod)
+	h.cgroupV2Dir(podPath)
+	other := h.cgroupV2Dir(otherPod)
 	h.process(10, podPath, "", 10)
 	h.process(20, otherPod, "", 20)
 	clock := gpu.NewManualClock(time.Unix(0, 0))
@@ -29,12 +29,9 @@ func TestPauseGainedLeaseWithDutyChange(t *testing.T) {
 	waitBlocked(t, clock, 1)
 	clock.Advance(100 * time.Millisecond)
 	must(t, p.SetPauseDuty(ctx, "GPU-a", "ranks", []uint32{10, 20}, 0.1))
-	got := pipe.text()
-	t.Logf("watchdog lines:\n%s", got)
-	if want := "freeze v2 " + other + " 375ms\n"; !strings.Contains(got, want) {
-		t.Errorf("the added group's lease does not end with the others' (t=475ms); want %q", want)
+	if got, want := pipe.text(), "freeze v2 "+other+" 375ms\n"; !strings.Contains(got, want) {
+		t.Errorf("the added group's lease does not end with the others' (t=475ms); want %q in\n%s", want, got)
 	}
-	_ = first
 }
 
 // skewClock is a ManualClock whose Now runs ahead of its timers.
@@ -86,28 +83,14 @@ func testFailedCallDuty(t *testing.T, adv bool) {
 	h.process(10, podPath, "", 10)
 	h.process(13, "/user.slice/user-0.slice/session-1.scope", "/", 130)
 	mc := gpu.NewManualClock(time.Unix(0, 0))
-	var calls13 int
-	var mu sync.Mutex
-	o := Options{Period: 500 * time.Millisecond, Clock: mc, ProcRoot: h.proc, CgroupV2Root: h.v2, CgroupV1Freezer: h.v1, kill: h.kill}
-	o.getpgid = func(pid int) (int, error) {
-		if pid == 13 {
-			mu.Lock()
-			calls13++
-			n := calls13
-			mu.Unlock()
-			if n == 2 { // the Check, under act, in the thawed half
-				if adv {
-					mc.Advance(250 * time.Millisecond)
-				}
-				time.Sleep(100 * time.Millisecond) // the pulse reads the duty, then waits on act
-				return 131, nil                    // the process left its group: the check fails
-			}
+	h.pgidHook = movesAway(13, 2, func() {
+		// the Check, under act, in the thawed half
+		if adv {
+			mc.Advance(250 * time.Millisecond)
 		}
-		return h.getpgid(pid)
-	}
-	p, err := New(o)
-	must(t, err)
-	t.Cleanup(func() { _ = p.Close() })
+		time.Sleep(100 * time.Millisecond) // the pulse reads the duty, then waits on act
+	})
+	p := h.pauser(t, mc, Options{Period: 500 * time.Millisecond})
 	ctx := context.Background()
 	must(t, p.SetPauseDuty(ctx, "GPU-a", "ranks", []uint32{10}, 0.5)) // on 250ms
 	waitBlocked(t, mc, 1)
@@ -128,8 +111,29 @@ func testFailedCallDuty(t *testing.T, adv bool) {
 	}
 }
 
-var _ = os.Remove
-var _ = syscall.SIGSTOP
+// movesAway is a getpgid hook: process pid reads as in group 131 from
+// its nth getpgid on (then once runs first, at the nth only), the groups
+// as they are before.
+func movesAway(pid, nth int, once func()) func(int) (int, bool) {
+	var mu sync.Mutex
+	calls := 0
+	return func(p int) (int, bool) {
+		if p != pid {
+			return 0, false
+		}
+		mu.Lock()
+		calls++
+		n := calls
+		mu.Unlock()
+		if n < nth {
+			return 0, false
+		}
+		if n == nth && once != nil {
+			once()
+		}
+		return 131, true
+	}
+}
 
 // A first pause that fails at the watchdog's lease keeps the tenant's
 // leftover groups it names: they are thawed once they can be.
@@ -189,24 +193,8 @@ func TestPauseGainedGroupMovedAway(t *testing.T) {
 			h.process(10, podPath, "", 10)
 			h.process(13, "/user.slice/user-0.slice/session-1.scope", "/", 130)
 			mc := gpu.NewManualClock(time.Unix(0, 0))
-			var mu sync.Mutex
-			n13 := 0
-			o := Options{Period: 500 * time.Millisecond, Clock: mc, ProcRoot: h.proc, CgroupV2Root: h.v2, CgroupV1Freezer: h.v1, kill: h.kill}
-			o.getpgid = func(pid int) (int, error) {
-				if pid == 13 {
-					mu.Lock()
-					n13++
-					n := n13
-					mu.Unlock()
-					if n >= 2 {
-						return 131, nil // it left group 130 after it was resolved
-					}
-				}
-				return h.getpgid(pid)
-			}
-			p, err := New(o)
-			must(t, err)
-			t.Cleanup(func() { _ = p.Close() })
+			h.pgidHook = movesAway(13, 2, nil) // it left group 130 after it was resolved
+			p := h.pauser(t, mc, Options{Period: 500 * time.Millisecond})
 			ctx := context.Background()
 			must(t, p.SetPauseDuty(ctx, "GPU-a", "ranks", []uint32{10}, 0.5))
 			waitBlocked(t, mc, 1)
@@ -214,8 +202,7 @@ func TestPauseGainedGroupMovedAway(t *testing.T) {
 				mc.Advance(250 * time.Millisecond)
 				waitBlocked(t, mc, 1)
 			}
-			err = p.SetPauseDuty(ctx, "GPU-a", "ranks", []uint32{10, 13}, 0.5)
-			if err == nil {
+			if err := p.SetPauseDuty(ctx, "GPU-a", "ranks", []uint32{10, 13}, 0.5); err == nil {
 				h.mu.Lock()
 				sig := strings.Join(h.signals, ",")
 				h.mu.Unlock()
