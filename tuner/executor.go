@@ -86,7 +86,7 @@ func (t *Tuner) execute(ctx context.Context, st *State, a Action, now time.Time,
 		d.Reason = joinReasons(a.Reason, "no client restart on this host: pending until the client starts a new context")
 	}
 	d.Outcome = outcomeOf(err)
-	if d, _ := a.Want.(Duty); err != nil && a.Knob == gpu.KnobPauseDuty && d == 0 {
+	if duty, _ := a.Want.(Duty); err != nil && a.Knob == gpu.KnobPauseDuty && duty == 0 {
 		t.endingFailed(a.Target.String())
 	}
 	if err != nil {
@@ -279,9 +279,9 @@ func applyClockPower(ctx context.Context, cp gpu.ClockPowerActuator, a Action) e
 	return fmt.Errorf("tuner: %s takes a clock range or watts, not %T", a.Knob, a.Want)
 }
 
-// applyPause sets a tenant's pause duty on all its processes; a restore
-// from the journal knows the target's PID only, whose group (cgroup or
-// process group) the actuator resolves and thaws.
+// applyPause sets a tenant's pause duty on all its processes (a restore:
+// those the journal names, else the target's PID, whose group, cgroup or
+// process group, the actuator resolves and thaws).
 func applyPause(ctx context.Context, p gpu.PauseActuator, a Action, d Duty) error {
 	return p.SetPauseDuty(ctx, a.GPU, a.Tenant, pausedPIDs(a), float64(d))
 }
