@@ -40,6 +40,12 @@ func (p ProcReader) Cgroup(pid uint32) (string, error) {
 	return ParseProcCgroup(data)
 }
 
+// CgroupFile returns /proc/PID/cgroup as it reads, every hierarchy's
+// line (bounded like every procfs read here).
+func (p ProcReader) CgroupFile(pid uint32) ([]byte, error) {
+	return p.read(pid, "cgroup")
+}
+
 // Comm returns the command name from /proc/PID/comm, or "".
 func (p ProcReader) Comm(pid uint32) string {
 	data, err := p.read(pid, "comm")

@@ -215,7 +215,10 @@ type resolver struct {
 // ownDirs returns the cgroup directories of process pid under the v2 and
 // v1 freezer roots ("" where unknown).
 func (r resolver) ownDirs(pid int) (v2, v1 string) {
-	data, err := os.ReadFile(filepath.Join(r.proc, strconv.Itoa(pid), "cgroup"))
+	if pid <= 0 {
+		return "", ""
+	}
+	data, err := kube.NewProcReader(r.proc).CgroupFile(uint32(pid))
 	if err != nil {
 		return "", ""
 	}
@@ -243,7 +246,7 @@ var errNoGroup = errors.New("no cgroup or process group of its own")
 // terms; else its process group (never the pauser's own, nor init's). A
 // cgroup that holds the pauser's own is not the process's own.
 func (r resolver) resolve(pid uint32) (group, error) {
-	data, err := os.ReadFile(filepath.Join(r.proc, strconv.FormatUint(uint64(pid), 10), "cgroup"))
+	data, err := kube.NewProcReader(r.proc).CgroupFile(pid)
 	if err != nil {
 		return nil, fmt.Errorf("PID %d: %w", pid, err)
 	}

@@ -174,6 +174,13 @@ func TestResolve(t *testing.T) {
 	h.cgroupV2Dir(hostScope)
 	h.process(os.Getpid(), hostScope+"/payload/system.slice/vgpu-exporter.service", "", h.selfPgid)
 	h.process(24, hostScope+"/payload/other", "", 24)
+	// a cgroup file over the procfs bound, and one that is a FIFO: refused
+	// (a read of either would balloon or block)
+	h.process(25, "/", "", 25)
+	must(t, os.WriteFile(filepath.Join(h.proc, "25", "cgroup"), []byte("0::/"+strings.Repeat("a", 2<<20)+"\n"), 0o644))
+	h.process(26, "/", "", 26)
+	must(t, os.Remove(filepath.Join(h.proc, "26", "cgroup")))
+	must(t, syscall.Mkfifo(filepath.Join(h.proc, "26", "cgroup"), 0o644))
 	p := h.pauser(t, gpu.NewManualClock(time.Unix(0, 0)), Options{})
 	for _, c := range []struct {
 		pid     uint32
@@ -195,6 +202,8 @@ func TestResolve(t *testing.T) {
 		{22, filepath.Join(h.v2, nodeScope+podPath), false},
 		{23, filepath.Join(h.v2, inner), false},
 		{24, "pgid:24", false},
+		{25, "", true},
+		{26, "", true},
 		{99, "", true},
 	} {
 		g, err := p.r.resolve(c.pid)
