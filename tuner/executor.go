@@ -69,7 +69,7 @@ func (t *Tuner) execute(ctx context.Context, st *State, a Action, now time.Time,
 	}
 	err := t.keepOriginal(a, now)
 	if err == nil {
-		err = t.widenPaused(a, now, false)
+		err = t.widenHeld(a, now, false)
 	}
 	if err == nil {
 		if a.Plan != nil && t.selfRelayout(*a.Plan) {
@@ -86,8 +86,8 @@ func (t *Tuner) execute(ctx context.Context, st *State, a Action, now time.Time,
 		d.Reason = joinReasons(a.Reason, "no client restart on this host: pending until the client starts a new context")
 	}
 	d.Outcome = outcomeOf(err)
-	if duty, _ := a.Want.(Duty); err != nil && a.Knob == gpu.KnobPauseDuty && duty == 0 {
-		t.endingFailed(a.Target.String())
+	if h, ok := holdOf(a.Knob); err != nil && ok && h.releases(a) {
+		t.releaseFailed(a.Target.String())
 	}
 	if err != nil {
 		d.Reason = joinReasons(a.Reason, string(d.Outcome)+", not applied: "+err.Error())
@@ -101,7 +101,7 @@ func (t *Tuner) execute(ctx context.Context, st *State, a Action, now time.Time,
 	d.Applied = true
 	appliedOn[a.GPU] = append(appliedOn[a.GPU], a)
 	t.noteApplied(st, a, now)
-	t.notePaused(a, now)
+	t.noteHeld(a, now)
 	return []Decision{t.finish(a, d, now, nil)}, true
 }
 
@@ -233,7 +233,8 @@ var Mechanisms = []Mechanism{
 	}), knob(gpu.KnobVGPUScheduler, "policy", gpu.SharingVGPU)),
 	mechanism("clock-power", applyClockPower,
 		knob(gpu.KnobLockedClocks, "mhz", everyMode...), knob(gpu.KnobPowerLimit, "watts", everyMode...)),
-	mechanism("pause", valued(applyPause), knob(gpu.KnobPauseDuty, "ratio", gpu.SharingMPS, gpu.SharingTimeSlice, gpu.SharingVGPU)),
+	mechanism("pause", valued(applyPause), knob(gpu.KnobPauseDuty, "ratio", gpu.SharingMPS, gpu.SharingTimeSlice, gpu.SharingVGPU)).
+		holding(processHold{pids: pausedPIDs, releases: thaws}),
 	mechanism[gpu.PlacementActuator]("placement", nil, knob(gpu.KnobPlacement, "")),
 	mechanism[gpu.MIGActuator]("mig", nil, knob(gpu.KnobMIGLayout, "", gpu.SharingMIG)),
 	mechanism[gpu.Rebalancer]("rebalance", nil, knob(gpu.KnobPlacement, ""), knob(gpu.KnobMIGLayout, "", gpu.SharingMIG)),
@@ -284,6 +285,12 @@ func applyClockPower(ctx context.Context, cp gpu.ClockPowerActuator, a Action) e
 // process group, the actuator resolves and thaws).
 func applyPause(ctx context.Context, p gpu.PauseActuator, a Action, d Duty) error {
 	return p.SetPauseDuty(ctx, a.GPU, a.Tenant, pausedPIDs(a), float64(d))
+}
+
+// thaws says whether a pause action lets its processes go (a duty of 0).
+func thaws(a Action) bool {
+	d, _ := a.Want.(Duty)
+	return d <= 0
 }
 
 // pausedPIDs are the processes a pause action names: its PIDs, else its
@@ -403,8 +410,8 @@ func (t *Tuner) keepOriginal(a Action, now time.Time) error {
 		return nil
 	}
 	var pids []uint32
-	if a.Knob == gpu.KnobPauseDuty {
-		pids = pausedPIDs(a)
+	if h, ok := holdOf(a.Knob); ok {
+		pids = h.pids(a)
 	}
 	if t.o.Journal != nil {
 		if err := t.journal(Record{Time: now, Event: EventOriginal, Target: a.Target, Tenant: a.Tenant, From: encodeValue(a.Current), PIDs: pids}); err != nil {

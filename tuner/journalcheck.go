@@ -35,8 +35,8 @@ func validRecord(r Record) error {
 	if r.Target.GPU == "" || len(r.Target.GPU) > maxJournalText || r.Target.Knob == "" || len(r.Target.Knob) > maxJournalText || len(r.Tenant) > maxJournalText {
 		return errors.New("target missing or too long")
 	}
-	if len(r.PIDs) > 0 && r.Target.Knob != gpu.KnobPauseDuty {
-		return fmt.Errorf("processes named for knob %q: only a pause names them", r.Target.Knob)
+	if _, holds := holdOf(r.Target.Knob); len(r.PIDs) > 0 && !holds {
+		return fmt.Errorf("processes named for knob %q, whose settings stop no process", r.Target.Knob)
 	}
 	if len(r.PIDs) > maxJournalPIDs || slices.Contains(r.PIDs, 0) {
 		return fmt.Errorf("%d processes (at most %d, none 0)", len(r.PIDs), maxJournalPIDs)

@@ -70,6 +70,34 @@ type Mechanism struct {
 	// (Tuner.applyPlan): a tenant moved or a MIG layout changed is not
 	// undone.
 	apply func(ctx context.Context, ac Actuators, a Action) error
+	// hold is set for a mechanism whose settings stop a tenant's
+	// processes (the pause): the executor journals the processes a change
+	// acts on, with the original before the first change, before a change
+	// may reach processes not journaled yet and after it took, so that a
+	// restore after a crash lets every one of them go.
+	hold *processHold
+}
+
+// processHold says, for a mechanism whose settings stop processes, which
+// processes a change acts on and whether it lets them go.
+type processHold struct {
+	pids     func(a Action) []uint32
+	releases func(a Action) bool
+}
+
+// holding returns m with the processes its settings stop described by h.
+func (m Mechanism) holding(h processHold) Mechanism {
+	m.hold = &h
+	return m
+}
+
+// holdOf returns how the mechanism of knob k holds processes, false for a
+// knob whose settings stop none.
+func holdOf(k gpu.Knob) (processHold, bool) {
+	if m, ok := mechanismOf(k); ok && m.hold != nil {
+		return *m.hold, true
+	}
+	return processHold{}, false
 }
 
 // KnobSpec describes one knob of a mechanism: the unit of its values as

@@ -200,3 +200,31 @@ func TestDescribeActuated(t *testing.T) {
 		}
 	}
 }
+
+// Only the pause's settings stop processes: its changes name them (the
+// action's PIDs, else its target's), and a duty of 0 lets them go.
+func TestProcessHolds(t *testing.T) {
+	for _, k := range CountedKnobs {
+		if _, ok := holdOf(k); ok != (k == gpu.KnobPauseDuty) {
+			t.Errorf("%s: holds processes %v", k, ok)
+		}
+	}
+	h, _ := holdOf(gpu.KnobPauseDuty)
+	for _, c := range []struct {
+		a        Action
+		pids     []uint32
+		releases bool
+	}{
+		{Action{Target: Target{PID: 7}, Want: Duty(0.5)}, []uint32{7}, false},
+		{Action{Target: Target{PID: 7}, PIDs: []uint32{8, 9}, Want: Duty(0.5)}, []uint32{8, 9}, false},
+		{Action{PIDs: []uint32{8}, Want: Duty(0)}, []uint32{8}, true},
+		{Action{Want: Duty(0.2)}, nil, false},
+	} {
+		if got := h.pids(c.a); !slices.Equal(got, c.pids) {
+			t.Errorf("%+v: pids %v, want %v", c.a, got, c.pids)
+		}
+		if got := h.releases(c.a); got != c.releases {
+			t.Errorf("%+v: releases %v, want %v", c.a, got, c.releases)
+		}
+	}
+}

@@ -82,16 +82,21 @@ func latencyNow(snap *tenant.Snapshot, name string) bool {
 	return ok && in.Class == gpu.ClassLatency
 }
 
-// widenPaused journals, before a pause above 0 is set on processes its
-// original does not name yet (with always, whatever they are), the
-// processes of both (a processes record), so that after a crash the
-// restore thaws whatever the apply may have frozen; an error where the
-// record cannot be written (the change is then not made).
-func (t *Tuner) widenPaused(a Action, now time.Time, always bool) error {
+// widenHeld journals, before a change that stops processes (a pause above
+// 0) is set on processes its original does not name yet (with always,
+// whatever they are), the processes of both (a processes record), so that
+// after a crash the restore lets go whatever the apply may have stopped;
+// an error where the record cannot be written (the change is then not
+// made).
+func (t *Tuner) widenHeld(a Action, now time.Time, always bool) error {
 	k := a.Target.String()
 	o, ok := t.originals[k]
-	pids := pausedPIDs(a)
-	if d, _ := a.Want.(Duty); a.Knob != gpu.KnobPauseDuty || !ok || d <= 0 || len(pids) == 0 {
+	h, holds := holdOf(a.Knob)
+	if !holds || !ok || h.releases(a) {
+		return nil
+	}
+	pids := h.pids(a)
+	if len(pids) == 0 {
 		return nil
 	}
 	wide := slices.Clone(o.PIDs)
@@ -112,18 +117,20 @@ func (t *Tuner) widenPaused(a Action, now time.Time, always bool) error {
 	return nil
 }
 
-// notePaused keeps, after a pause action took, the processes it paused as
-// its original's, journaled (where the record cannot be written, the
-// wider list widenPaused journaled stays).
-func (t *Tuner) notePaused(a Action, now time.Time) {
+// noteHeld keeps, after a change that stops processes took, the processes
+// it stopped as its original's, journaled (where the record cannot be
+// written, the wider list widenHeld journaled stays). A change that lets
+// them go (a thaw) leaves the original's processes, for the restore.
+func (t *Tuner) noteHeld(a Action, now time.Time) {
 	k := a.Target.String()
 	o, ok := t.originals[k]
-	pids := pausedPIDs(a)
-	if a.Knob != gpu.KnobPauseDuty || !ok || len(pids) == 0 || slices.Equal(o.PIDs, pids) {
+	h, holds := holdOf(a.Knob)
+	if !holds || !ok || h.releases(a) {
 		return
 	}
-	if d, _ := a.Want.(Duty); d == 0 {
-		return // a thaw: the original's processes stay, for the restore
+	pids := h.pids(a)
+	if len(pids) == 0 || slices.Equal(o.PIDs, pids) {
+		return
 	}
 	if t.journal(Record{Time: now, Event: EventProcesses, Target: o.Target, Tenant: o.Tenant, PIDs: pids}) != nil {
 		return
@@ -160,7 +167,7 @@ func (t *Tuner) followPauses(ctx context.Context, now time.Time) []Decision {
 		why := fmt.Sprintf("%s's processes changed (%s -> %s): its pause of %s follows them", o.Tenant, pidsText(o.PIDs), pidsText(pids), duty)
 		a := Action{Target: o.Target, GPUIndex: t.indexOf(o.Target.GPU), Tenant: o.Tenant, PIDs: pids, Current: duty, Want: duty, Reason: why}
 		d := Decision{Time: now, GPU: o.Target.GPU, Tenant: o.Tenant, Knob: o.Target.Knob, From: duty.String(), To: duty.String(), Reason: why}
-		err := t.widenPaused(a, now, true)
+		err := t.widenHeld(a, now, true)
 		if err == nil {
 			err = t.apply(ctx, a)
 		}
@@ -171,7 +178,7 @@ func (t *Tuner) followPauses(ctx context.Context, now time.Time) []Decision {
 		} else {
 			d.Outcome, d.Applied = OutcomeApplied, true
 			delete(t.followAt, k)
-			t.notePaused(a, now)
+			t.noteHeld(a, now)
 			level.Info(t.o.Logger).Log("msg", "tuner pause follows a tenant's processes", "target", k, "tenant", o.Tenant, "pids", pidsText(pids))
 		}
 		t.journal(Record{Time: now, Event: string(d.Outcome), Target: o.Target, Tenant: o.Tenant, From: encodeValue(duty), To: encodeValue(duty), Reason: d.Reason, PIDs: pids})
@@ -180,9 +187,9 @@ func (t *Tuner) followPauses(ctx context.Context, now time.Time) []Decision {
 	return out
 }
 
-// endingFailed marks the pause k, whose thaw failed, as not to be
+// releaseFailed marks the pause k, whose thaw failed, as not to be
 // followed until a change of it takes.
-func (t *Tuner) endingFailed(k string) {
+func (t *Tuner) releaseFailed(k string) {
 	if t.ending == nil {
 		t.ending = map[string]bool{}
 	}
