@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,29 +19,68 @@ import (
 // --autotune.param, the exporter's --tuner.autotune-param): a parameter's
 // name is its Params field's in snake case (PauseStepMax: pause_step_max).
 
-// paramFractions are the parameters that are shares of a GPU, of a
-// period or of a target, or parts of a way: at most 1.
-var paramFractions = map[string]bool{
-	"SlackRatio": true, "DeepSlackRatio": true, "StepMin": true, "StepMax": true, "Release": true, "ReleaseFloor": true,
-	"PowerFraction": true, "EnergyStep": true, "EnergyFloor": true, "TrialGain": true,
-	"PauseMax": true, "PauseStepMin": true, "PauseStepMax": true, "PauseRelease": true,
-	"PauseAheadRelease": true, "PauseHandOver": true,
+// paramBounds are the bounds of the number parameters beyond "finite and
+// not below 0", each parameter's together: share (a share of a GPU, of a
+// period or of a target, or a part of a way: at most 1), a least value
+// above 0 (a pause or clock step under 1% rounds to nothing, a window of
+// no requests is not judged, p99/p50 is never under 1), a value it must
+// exceed (a power limit or clock floor of nothing, a "rise" that is none)
+// or stay under (a trial that must be more than all better), and a
+// greatest (the engine's ceiling on a pause).
+var paramBounds = map[string][]bound{
+	"SlackRatio": {share}, "DeepSlackRatio": {share}, "StepMin": {share}, "StepMax": {share},
+	"Release": {share}, "ReleaseFloor": {share}, "PauseStepMax": {share}, "PauseHandOver": {share},
+	"PowerFraction":     {share, above(0)},
+	"EnergyFloor":       {share, above(0)},
+	"EnergyStep":        {share, least(0.01)},
+	"TrialGain":         {share, below(1)},
+	"PauseMax":          {share, most(tuner.MaxPauseDuty, "the engine's ceiling on a pause")},
+	"PauseStepMin":      {share, least(0.01)},
+	"PauseRelease":      {share, least(0.01)},
+	"PauseAheadRelease": {share, least(0.01)},
+	"MinRequests":       {least(1)},
+	"VarianceRatio":     {least(1)},
+	"PauseRise":         {above(1)},
 }
 
-// paramLeast are the least values of the parameters that have one above
-// 0 (a pause or clock step under 1% rounds to nothing, a window of no
-// requests is not judged, p99/p50 is never under 1); paramAbove the values
-// a parameter must exceed (a power limit or clock floor of nothing, a
-// "rise" that is none), paramBelow those it must stay under (a trial that
-// must be more than all better), paramMost the greatest (the engine's
-// ceiling on a pause).
-var (
-	paramLeast = map[string]float64{"MinRequests": 1, "PauseRelease": 0.01, "PauseAheadRelease": 0.01, "PauseStepMin": 0.01,
-		"EnergyStep": 0.01, "VarianceRatio": 1}
-	paramAbove = map[string]float64{"PowerFraction": 0, "EnergyFloor": 0, "PauseRise": 1}
-	paramBelow = map[string]float64{"TrialGain": 1}
-	paramMost  = map[string]float64{"PauseMax": tuner.MaxPauseDuty}
-)
+// bound is one bound of a number parameter: op is "share" (at most 1),
+// ">=", ">", "<" or "<=" v; why says where a greatest comes from.
+type bound struct {
+	op  string
+	v   float64
+	why string
+}
+
+// share bounds a share: between 0 and 1.
+var share = bound{op: "share"}
+
+// least, above, below and most bound a parameter by v: at least v, more
+// than v, less than v, at most v (for the reason why).
+func least(v float64) bound            { return bound{op: ">=", v: v} }
+func above(v float64) bound            { return bound{op: ">", v: v} }
+func below(v float64) bound            { return bound{op: "<", v: v} }
+func most(v float64, why string) bound { return bound{op: "<=", v: v, why: why} }
+
+// check returns the error of value x (given as value) of the parameter
+// name outside b, nil inside.
+func (b bound) check(name string, x float64, value string) error {
+	switch {
+	case b.op == "share" && x > 1:
+		return fmt.Errorf("%s is a share, between 0 and 1, not %q", name, value)
+	case b.op == ">=" && x < b.v:
+		return fmt.Errorf("%s takes at least %g, not %q", name, b.v, value)
+	case b.op == ">" && x <= b.v:
+		return fmt.Errorf("%s takes more than %g, not %q", name, b.v, value)
+	case b.op == "<" && x >= b.v:
+		return fmt.Errorf("%s takes less than %g, not %q", name, b.v, value)
+	case b.op == "<=" && x > b.v:
+		return fmt.Errorf("%s takes at most %g (%s), not %q", name, b.v, b.why, value)
+	}
+	return nil
+}
+
+// isShare says whether the parameter of field name is a share.
+func isShare(name string) bool { return slices.Contains(paramBounds[name], share) }
 
 // pauseWindowMost is the longest PauseWindow: the request trail keeps
 // trailKeep, and a rise compares the window with the two before it.
@@ -113,23 +153,13 @@ func (p *Params) Set(spec string) error {
 		return fmt.Errorf("%s cannot be set", name) // no such field today
 	}
 	x, err := strconv.ParseFloat(value, 64)
-	switch {
-	case err != nil || math.IsNaN(x) || math.IsInf(x, 0) || x < 0:
+	if err != nil || math.IsNaN(x) || math.IsInf(x, 0) || x < 0 {
 		return fmt.Errorf("%s takes a finite number not below 0, not %q", name, value)
-	case paramFractions[f.Name] && x > 1:
-		return fmt.Errorf("%s is a share, between 0 and 1, not %q", name, value)
 	}
-	if least, ok := paramLeast[f.Name]; ok && x < least {
-		return fmt.Errorf("%s takes at least %g, not %q", name, least, value)
-	}
-	if above, ok := paramAbove[f.Name]; ok && x <= above {
-		return fmt.Errorf("%s takes more than %g, not %q", name, above, value)
-	}
-	if below, ok := paramBelow[f.Name]; ok && x >= below {
-		return fmt.Errorf("%s takes less than %g, not %q", name, below, value)
-	}
-	if most, ok := paramMost[f.Name]; ok && x > most {
-		return fmt.Errorf("%s takes at most %g (the engine's ceiling on a pause), not %q", name, most, value)
+	for _, b := range paramBounds[f.Name] {
+		if err := b.check(name, x, value); err != nil {
+			return err
+		}
 	}
 	v.SetFloat(x)
 	return nil

@@ -111,16 +111,12 @@ func TestParamNamesCoverFields(t *testing.T) {
 			t.Errorf("%s: none of %v set it", name, values)
 		}
 	}
-	for field := range paramFractions {
-		if _, ok := reflect.TypeFor[Params]().FieldByName(field); !ok {
-			t.Errorf("share %q is no field", field)
+	for field, bs := range paramBounds {
+		if f, ok := reflect.TypeFor[Params]().FieldByName(field); !ok || f.Type.Kind() != reflect.Float64 {
+			t.Errorf("bounds of %q, no number field", field)
 		}
-	}
-	for _, m := range []map[string]float64{paramLeast, paramAbove, paramBelow, paramMost} {
-		for field := range m {
-			if _, ok := reflect.TypeFor[Params]().FieldByName(field); !ok {
-				t.Errorf("bound of %q, no field", field)
-			}
+		if len(bs) == 0 {
+			t.Errorf("%q: an entry without bounds", field)
 		}
 	}
 	// the defaults are inside every bound
@@ -199,7 +195,7 @@ func TestParamsDocumented(t *testing.T) {
 			continue
 		}
 		f, _ := paramField(name)
-		if paramFractions[f.Name] && !strings.Contains(row, "share") {
+		if isShare(f.Name) && !strings.Contains(row, "share") {
 			t.Errorf("docs/tuning.md, Parameters: %s is a share, its row does not say so", name)
 		}
 	}
