@@ -160,7 +160,7 @@ func New(o Options) (*Pauser, error) {
 	}}
 	p.r.selfV2, p.r.selfV1 = p.r.ownDirs(os.Getpid())
 	if o.startWatchdog != nil {
-		p.wd = &watchdog{start: o.startWatchdog}
+		p.wd = &watchdog{start: o.startWatchdog, clock: o.Clock}
 	}
 	return p, nil
 }

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -169,10 +171,17 @@ func parseLine(line string, kill func(int, syscall.Signal) error) (op string, g 
 // use. A nil *watchdog (no watchdog configured) says nothing.
 type watchdog struct {
 	start func() (io.WriteCloser, func() error, error)
+	clock gpu.Clock
 
 	mu   sync.Mutex
 	w    io.WriteCloser
 	wait func() error
+	// leases are the groups the watchdog was told are frozen and not told
+	// thawed since, by their spec, with the end of their lease: a watchdog
+	// started again (the last one gone: killed, crashed) is told them
+	// first, so that what was frozen under the last one stays bounded,
+	// also a group whose thaw failed (a lease over: thawed at once).
+	leases map[string]time.Time
 }
 
 // watchdogCommand starts argv as the watchdog with a pipe on its stdin.
@@ -191,24 +200,36 @@ func watchdogCommand(argv []string) func() (io.WriteCloser, func() error, error)
 	}
 }
 
-// say sends one line; with start, the watchdog is started if it is not
-// running (a thaw needs none: nothing is frozen that it watches).
-func (d *watchdog) say(start bool, format string, args ...any) error {
-	if d == nil {
-		return nil
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.w == nil {
-		if !start {
-			return nil
-		}
-		w, wait, err := d.start()
-		if err != nil {
+// sayLocked sends one line, under d.mu; with start, a watchdog is
+// started if none is running or the running one is gone (a thaw needs
+// none: nothing is frozen that it watches), and told first of the leases
+// it should hold.
+func (d *watchdog) sayLocked(start bool, format string, args ...any) error {
+	if d.w != nil {
+		err := d.write(format, args...)
+		if err == nil || !start {
 			return err
 		}
-		d.w, d.wait = w, wait
 	}
+	if !start {
+		return nil
+	}
+	w, wait, err := d.start()
+	if err != nil {
+		return err
+	}
+	d.w, d.wait = w, wait
+	now := d.clock.Now()
+	for _, spec := range slices.Sorted(maps.Keys(d.leases)) {
+		if err := d.write("freeze %s %s", spec, max(d.leases[spec].Sub(now), time.Millisecond)); err != nil {
+			return err
+		}
+	}
+	return d.write(format, args...)
+}
+
+// write writes one line to the running watchdog.
+func (d *watchdog) write(format string, args ...any) error {
 	if _, err := fmt.Fprintf(d.w, format+"\n", args...); err != nil {
 		// The watchdog is gone: the next line starts another.
 		_ = d.w.Close()
@@ -222,19 +243,35 @@ func (d *watchdog) say(start bool, format string, args ...any) error {
 // leased tells the watchdog that gs are about to be frozen for at most
 // lease.
 func (d *watchdog) leased(gs []group, lease time.Duration) error {
+	if d == nil {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	until := d.clock.Now().Add(lease)
 	for _, g := range gs {
-		if err := d.say(true, "freeze %s %s", g.Spec(), lease); err != nil {
+		if err := d.sayLocked(true, "freeze %s %s", g.Spec(), lease); err != nil {
 			return err
 		}
+		if d.leases == nil {
+			d.leases = map[string]time.Time{}
+		}
+		d.leases[g.Spec()] = until
 	}
 	return nil
 }
 
 // thawed tells the watchdog that gs were thawed.
 func (d *watchdog) thawed(gs []group) error {
+	if d == nil {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	var errs []error
 	for _, g := range gs {
-		errs = append(errs, d.say(false, "thawed %s", g.Spec()))
+		delete(d.leases, g.Spec())
+		errs = append(errs, d.sayLocked(false, "thawed %s", g.Spec()))
 	}
 	return errors.Join(errs...)
 }
@@ -250,6 +287,6 @@ func (d *watchdog) close() error {
 		return nil
 	}
 	err := d.w.Close()
-	d.w = nil
+	d.w, d.leases = nil, nil // (it thaws every group at the pipe's end)
 	return errors.Join(err, d.wait())
 }

@@ -172,3 +172,46 @@ func TestPulseLeases(t *testing.T) {
 		t.Errorf("cgroup.freeze %s without a watchdog, want 0", got)
 	}
 }
+
+// A watchdog started again (the last one gone while tenants were frozen)
+// is told first of every lease the last one held, with what is left of
+// it: a tenant frozen under the watchdog that died stays bounded by the
+// new one.
+func TestWatchdogStartedAgainLeased(t *testing.T) {
+	h := newHost(t)
+	a, b := h.cgroupV2Dir(podPath), h.cgroupV2Dir(unitPath)
+	h.process(10, podPath, "", 10)
+	h.process(11, unitPath, "", 11)
+	clock := gpu.NewManualClock(time.Unix(0, 0))
+	var mu sync.Mutex
+	var pipes []*lines
+	p := h.pauser(t, clock, Options{Period: 500 * time.Millisecond, startWatchdog: func() (io.WriteCloser, func() error, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		pipes = append(pipes, &lines{})
+		return pipes[len(pipes)-1], func() error { return nil }, nil
+	}})
+	ctx := context.Background()
+	must(t, p.SetPauseDuty(ctx, "GPU-a", "a", []uint32{10}, 0.2)) // frozen 0-100 ms
+	waitBlocked(t, clock, 1)
+	clock.Advance(100 * time.Millisecond) // a thawed till 500 ms
+	waitBlocked(t, clock, 1)
+	clock.Advance(150 * time.Millisecond)
+	must(t, p.SetPauseDuty(ctx, "GPU-a", "b", []uint32{11}, 0.8)) // frozen 250-650 ms, leased to 700 ms
+	waitBlocked(t, clock, 2)
+	mu.Lock()
+	must(t, pipes[0].Close()) // the watchdog dies
+	mu.Unlock()
+	clock.Advance(250 * time.Millisecond) // a's next freeze starts another
+	waitBlocked(t, clock, 2)
+	mu.Lock()
+	n, got := len(pipes), pipes[len(pipes)-1].String()
+	mu.Unlock()
+	want := fmt.Sprintf("freeze v2 %s 200ms\nfreeze v2 %s 300ms\n", b, a)
+	if n != 2 || got != want {
+		t.Errorf("%d watchdogs; the last was told\n%s\nwant\n%s", n, got, want)
+	}
+	if got := read(t, filepath.Join(b, "cgroup.freeze")); got != "1" {
+		t.Errorf("b's cgroup.freeze %s, want 1 (frozen till 650 ms)", got)
+	}
+}
