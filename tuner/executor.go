@@ -287,10 +287,12 @@ func applyPause(ctx context.Context, p gpu.PauseActuator, a Action, d Duty) erro
 	return p.SetPauseDuty(ctx, a.GPU, a.Tenant, pausedPIDs(a), float64(d))
 }
 
-// thaws says whether a pause action lets its processes go (a duty of 0).
+// thaws says whether a pause action lets its processes go: a duty of 0
+// (a value of another kind, which the actuator refuses, sets none). A
+// negative duty, refused too (Bounds, the actuators), is not a thaw.
 func thaws(a Action) bool {
 	d, _ := a.Want.(Duty)
-	return d <= 0
+	return d == 0
 }
 
 // pausedPIDs are the processes a pause action names: its PIDs, else its

@@ -219,6 +219,8 @@ func TestProcessHolds(t *testing.T) {
 		{Action{Target: Target{PID: 7}, PIDs: []uint32{8, 9}, Want: Duty(0.5)}, []uint32{8, 9}, false},
 		{Action{PIDs: []uint32{8}, Want: Duty(0)}, []uint32{8}, true},
 		{Action{Want: Duty(0.2)}, nil, false},
+		{Action{PIDs: []uint32{8}, Want: Duty(-0.1)}, []uint32{8}, false},
+		{Action{PIDs: []uint32{8}, Want: Fraction(0)}, []uint32{8}, true},
 	} {
 		if got := h.pids(c.a); !slices.Equal(got, c.pids) {
 			t.Errorf("%+v: pids %v, want %v", c.a, got, c.pids)

@@ -203,8 +203,8 @@ func watchdogCommand(argv []string) func() (io.WriteCloser, func() error, error)
 // sayLocked sends one line, under d.mu; with start, a watchdog is
 // started if none is running or the running one is gone (a thaw needs
 // none: nothing is frozen that it watches), and told first of the leases
-// it should hold.
-func (d *watchdog) sayLocked(start bool, format string, args ...any) error {
+// it should hold, less those of pending (told by the lines to come).
+func (d *watchdog) sayLocked(start bool, pending []group, format string, args ...any) error {
 	if d.w != nil {
 		err := d.write(format, args...)
 		if err == nil || !start {
@@ -221,6 +221,9 @@ func (d *watchdog) sayLocked(start bool, format string, args ...any) error {
 	d.w, d.wait = w, wait
 	now := d.clock.Now()
 	for _, spec := range slices.Sorted(maps.Keys(d.leases)) {
+		if slices.ContainsFunc(pending, func(g group) bool { return g.Spec() == spec }) {
+			continue
+		}
 		if err := d.write("freeze %s %s", spec, max(d.leases[spec].Sub(now), time.Millisecond)); err != nil {
 			return err
 		}
@@ -248,15 +251,22 @@ func (d *watchdog) leased(gs []group, lease time.Duration) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	// the leases are noted first: a watchdog started on the way is told
+	// these with the others, not their last (which may have ended, and
+	// thaw one at once)
+	if d.leases == nil {
+		d.leases = map[string]time.Time{}
+	}
+	was := maps.Clone(d.leases)
 	until := d.clock.Now().Add(lease)
 	for _, g := range gs {
-		if err := d.sayLocked(true, "freeze %s %s", g.Spec(), lease); err != nil {
+		d.leases[g.Spec()] = until
+	}
+	for i, g := range gs {
+		if err := d.sayLocked(true, gs[i:], "freeze %s %s", g.Spec(), lease); err != nil {
+			d.leases = was // none is frozen
 			return err
 		}
-		if d.leases == nil {
-			d.leases = map[string]time.Time{}
-		}
-		d.leases[g.Spec()] = until
 	}
 	return nil
 }
@@ -271,7 +281,7 @@ func (d *watchdog) thawed(gs []group) error {
 	var errs []error
 	for _, g := range gs {
 		delete(d.leases, g.Spec())
-		errs = append(errs, d.sayLocked(false, "thawed %s", g.Spec()))
+		errs = append(errs, d.sayLocked(false, nil, "thawed %s", g.Spec()))
 	}
 	return errors.Join(errs...)
 }
