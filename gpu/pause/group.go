@@ -325,10 +325,19 @@ func ownCgroup(root, path, control string) (string, bool) {
 			return "", false
 		}
 	}
+	if !strictlyUnder(root, dir) {
+		return "", false // a path that climbs out (".."), which no kernel gives
+	}
 	if _, err := os.Stat(filepath.Join(dir, control)); err != nil {
 		return "", false
 	}
 	return dir, true
+}
+
+// strictlyUnder says whether dir is a directory below root (not root).
+func strictlyUnder(root, dir string) bool {
+	r, err := filepath.Rel(root, dir)
+	return err == nil && r != "." && r != ".." && !strings.HasPrefix(r, ".."+string(filepath.Separator))
 }
 
 // machineScope is the part of a cgroup path up to the scope that
