@@ -3,6 +3,9 @@ package kube
 import (
 	"strings"
 	"testing"
+
+	"google.golang.org/protobuf/proto"
+	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 )
 
 func FuzzParseProcCgroup(f *testing.F) {
@@ -44,6 +47,47 @@ func FuzzParsePodList(f *testing.F) {
 		for id := range cids {
 			if id == "" || strings.Contains(id, "://") {
 				t.Fatalf("container id %q", id)
+			}
+		}
+	})
+}
+
+// Whatever the kubelet's pod-resources answer holds, the device map names
+// each container once per device, by its device's UUID without a replica
+// suffix, and counts no more pods than the answer has.
+func FuzzNewMapping(f *testing.F) {
+	for _, resp := range []*podresourcesv1.ListPodResourcesResponse{
+		manyPods(3),
+		{PodResources: []*podresourcesv1.PodResources{{Name: "a", Namespace: "n", Containers: []*podresourcesv1.ContainerResources{
+			{Name: "c", Devices: []*podresourcesv1.ContainerDevices{{DeviceIds: []string{"GPU-a::1", "GPU-a::2", "MIG-b"}}}},
+			{Name: "d", DynamicResources: []*podresourcesv1.DynamicResource{{ClaimResources: []*podresourcesv1.ClaimResource{
+				{DeviceName: "gpu-0", CdiDevices: []*podresourcesv1.CDIDevice{{Name: "nvidia.com/gpu=GPU-a"}}}}}}},
+		}}, nil}},
+	} {
+		data, err := proto.Marshal(resp)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		resp := &podresourcesv1.ListPodResourcesResponse{}
+		if proto.Unmarshal(data, resp) != nil {
+			return
+		}
+		m := NewMapping(resp)
+		if m.Pods() > len(resp.GetPodResources()) {
+			t.Fatalf("%d pods of an answer of %d", m.Pods(), len(resp.GetPodResources()))
+		}
+		seen := map[deviceRef]bool{}
+		for _, a := range m.Allocations() {
+			k := deviceRef{a.Device, keyOf(a.Pod)}
+			if a.Device == "" || strings.Contains(a.Device, "::") || seen[k] {
+				t.Fatalf("allocation %+v (a device without its replica, once)", a)
+			}
+			seen[k] = true
+			if on := m.PodsOn(a.Device, a.Device); len(on) != len(m.PodsOn(a.Device)) {
+				t.Fatalf("PodsOn(%q) twice: %d containers, once: %d", a.Device, len(on), len(m.PodsOn(a.Device)))
 			}
 		}
 	})

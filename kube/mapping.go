@@ -51,6 +51,7 @@ func deviceBase(id string) string {
 func NewMapping(resp *podresourcesv1.ListPodResourcesResponse) *Mapping {
 	m := &Mapping{byDevice: map[string][]PodRef{}}
 	pods := map[string]bool{}
+	seen := map[deviceRef]bool{} // (a set: an answer may hold many pods)
 	for _, pr := range resp.GetPodResources() {
 		if pr == nil || pr.GetName() == "" {
 			continue
@@ -70,7 +71,8 @@ func NewMapping(resp *podresourcesv1.ListPodResourcesResponse) *Mapping {
 					continue
 				}
 				ref := PodRef{Namespace: pr.GetNamespace(), Name: pr.GetName(), Container: c.GetName()}
-				if !containsRef(m.byDevice[base], ref) {
+				if k := (deviceRef{base, keyOf(ref)}); !seen[k] {
+					seen[k] = true
 					m.byDevice[base] = append(m.byDevice[base], ref)
 				}
 				pods[pr.GetNamespace()+"/"+pr.GetName()] = true
@@ -119,13 +121,15 @@ func isDeviceUUID(id string) bool {
 	return len(id) > len("GPU-") && (strings.HasPrefix(id, "GPU-") || strings.HasPrefix(id, "MIG-"))
 }
 
-func containsRef(refs []PodRef, r PodRef) bool {
-	for _, x := range refs {
-		if x.Namespace == r.Namespace && x.Name == r.Name && x.Container == r.Container {
-			return true
-		}
-	}
-	return false
+// refKey is what tells two containers apart: namespace, pod and container.
+type refKey struct{ namespace, name, container string }
+
+func keyOf(r PodRef) refKey { return refKey{r.Namespace, r.Name, r.Container} }
+
+// deviceRef is a container's hold on a device.
+type deviceRef struct {
+	device string
+	ref    refKey
 }
 
 // PodsOn returns the distinct containers holding any of the device IDs.
@@ -133,13 +137,15 @@ func (m *Mapping) PodsOn(ids ...string) []PodRef {
 	if m == nil {
 		return nil
 	}
+	if len(ids) == 1 {
+		return slices.Clone(m.byDevice[ids[0]]) // distinct already ("" holds none)
+	}
 	var out []PodRef
+	seen := map[refKey]bool{}
 	for _, id := range ids {
-		if id == "" {
-			continue
-		}
 		for _, r := range m.byDevice[id] {
-			if !containsRef(out, r) {
+			if k := keyOf(r); !seen[k] {
+				seen[k] = true
 				out = append(out, r)
 			}
 		}
