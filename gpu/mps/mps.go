@@ -486,6 +486,18 @@ func (c *Controller) resolve(ctx context.Context, pid uint32) (Role, uint32, []u
 	if err != nil {
 		return "", 0, nil, fmt.Errorf("MPS get_server_list: %w", err)
 	}
+	// Each server listed costs a run of the control program (under the
+	// controller's lock): a list longer than a daemon keeps is refused,
+	// and a server listed twice is asked once.
+	seen := make(map[uint32]bool, len(servers))
+	servers = slices.DeleteFunc(servers, func(s uint32) bool {
+		dup := seen[s]
+		seen[s] = true
+		return dup
+	})
+	if len(servers) > maxServers {
+		return "", 0, nil, fmt.Errorf("MPS get_server_list: %w: %d servers listed, more than the %d a daemon runs", errReply, len(servers), maxServers)
+	}
 	for _, s := range servers {
 		out, err := c.send(ctx, fmt.Sprintf("get_client_list %d", s))
 		if err != nil {
@@ -504,6 +516,10 @@ func (c *Controller) resolve(ctx context.Context, pid uint32) (Role, uint32, []u
 	}
 	return "", 0, nil, fmt.Errorf("PID %d is neither an MPS server nor an MPS client of the daemon on %s (servers: %v)", pid, c.opts.PipeDirectory, servers)
 }
+
+// maxServers bounds the MPS servers a daemon's get_server_list may name:
+// a daemon runs one per user (and device set) at a time, a handful.
+const maxServers = 64
 
 func (c *Controller) defaultPercentage(ctx context.Context) (float64, error) {
 	out, err := c.send(ctx, "get_default_active_thread_percentage")

@@ -1,0 +1,46 @@
+package mps
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A server list longer than any daemon keeps (here 2,000 PIDs, 14 KB) is
+// an unexpected reply, refused before one get_client_list is sent: each
+// listed server costs a run of the control program, and a 1 MiB reply
+// (some 150,000 PIDs) held the controller's lock for hours.
+func TestHugeServerListRefused(t *testing.T) {
+	r := newRig(t, `read -r cmd a b c < "$STDIN"
+case "$cmd" in
+get_server_list) seq 1000 2999 ;;
+get_client_list) ;;
+esac`, "", func(o *Options) { o.Timeout = 20 * time.Second })
+	start := time.Now()
+	err := r.c.SetMPSActiveThreads(context.Background(), uuid, 100, 0.5)
+	took := time.Since(start)
+	if err == nil || !strings.Contains(err.Error(), "get_server_list") || !strings.Contains(err.Error(), "servers") {
+		t.Errorf("error %v, want get_server_list's reply refused for its length", err)
+	}
+	if n := len(r.commands(t)); n != 1 {
+		t.Errorf("%d daemon commands sent in %v, want only get_server_list", n, took)
+	}
+}
+
+// A server listed twice is asked for its clients once.
+func TestDuplicateServersAskedOnce(t *testing.T) {
+	r := newRig(t, `read -r cmd a b c < "$STDIN"
+case "$cmd" in
+get_server_list) printf '100\n100\n100\n200\n' ;;
+get_client_list) case "$a" in 200) echo 201 ;; esac ;;
+get_active_thread_percentage) echo 100.0 ;;
+esac`, "", nil)
+	if err := r.c.SetMPSActiveThreads(context.Background(), uuid, 201, 0.5); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(r.commands(t), "|")
+	if want := "get_server_list|get_client_list 100|get_client_list 200|get_active_thread_percentage 200"; got != want {
+		t.Errorf("commands %s, want %s", got, want)
+	}
+}
