@@ -32,10 +32,21 @@ const (
 	// few times their size, and a real histogram family is a few KiB per
 	// model (a thousand models of 30 buckets: about 6 MiB).
 	maxWantedBytes = 16 << 20
+	// maxLabels bounds the label pairs of one series (one text line):
+	// the text parser checks a line's label names for duplicates anew
+	// after each label, which costs the square of their number (a line
+	// of 16,000 labels, 150 KB, took 22 s), and so costs a body of such
+	// lines time in proportion to its size times this limit. Real series
+	// have a handful.
+	maxLabels = 32
 )
 
 // errTooMany is returned when a body holds more than the limits above.
 var errTooMany = errors.New("too many series, labels or buckets in the source's families")
+
+// errTooManyLabels is returned when a text line holds more than maxLabels
+// label pairs.
+var errTooManyLabels = fmt.Errorf("more than %d labels", maxLabels)
 
 // errWantedTooLarge is returned when the source's families are over
 // maxWantedBytes.
@@ -249,6 +260,16 @@ type textFilter struct {
 	keep    bool   // the current line is passed on
 	scratch []byte
 	err     error // sticky: the body's error, too many lines, or io.EOF
+
+	// The current line, read in pieces: its number in the body, and,
+	// for a sample line passed on, its label pairs so far (each an '='
+	// outside quotes) and where the scan stands in a quoted string.
+	lineNo  int
+	sample  bool
+	name    []byte // the line's metric name, as its first piece holds it
+	labels  int
+	quoted  bool
+	escaped bool
 }
 
 func (f *textFilter) Read(p []byte) (int, error) {
@@ -259,7 +280,14 @@ func (f *textFilter) Read(p []byte) (int, error) {
 		piece, err := f.br.ReadSlice('\n')
 		if len(piece) > 0 {
 			if !f.inLine {
+				f.lineNo++
+				f.labels, f.quoted, f.escaped = 0, false, false
 				f.keep = f.wanted(piece)
+				t := bytes.TrimLeft(piece, " \t")
+				f.sample = f.keep && len(t) > 0 && t[0] != '#'
+				if f.sample {
+					f.name = append(f.name[:0], lineName(t)...)
+				}
 				if f.keep {
 					if f.lines++; f.lines > maxTextLines {
 						f.err = fmt.Errorf("parse: more than %d lines of the source's families", maxTextLines)
@@ -272,6 +300,10 @@ func (f *textFilter) Read(p []byte) (int, error) {
 					f.err = errWantedTooLarge
 					return 0, f.err
 				}
+			}
+			if f.sample && f.countLabels(piece) > maxLabels {
+				f.err = fmt.Errorf("parse: line %d: series %s has %w", f.lineNo, clip(string(f.name)), errTooManyLabels)
+				return 0, f.err
 			}
 			f.inLine = piece[len(piece)-1] != '\n'
 			if f.keep {
@@ -296,6 +328,34 @@ func (f *textFilter) Read(p []byte) (int, error) {
 	n := copy(p, f.pending)
 	f.pending = f.pending[n:]
 	return n, nil
+}
+
+// countLabels adds the label pairs in piece, the next piece of a sample
+// line, to the line's count and returns it: each pair has one '=' outside
+// quotes, and only a quoted string may hold an escaped '"'.
+func (f *textFilter) countLabels(piece []byte) int {
+	for _, c := range piece {
+		switch {
+		case f.escaped:
+			f.escaped = false
+		case f.quoted && c == '\\':
+			f.escaped = true
+		case c == '"':
+			f.quoted = !f.quoted
+		case !f.quoted && c == '=':
+			f.labels++
+		}
+	}
+	return f.labels
+}
+
+// lineName is the metric name a sample line t begins with, as far as t
+// holds it; for a quoted name ({"name",...}), the line's first bytes.
+func lineName(t []byte) []byte {
+	if end := bytes.IndexAny(t, "{ \t\r\n"); end > 0 {
+		return t[:end]
+	}
+	return t[:min(len(t), 60)]
 }
 
 // wanted says whether the line that begins with piece is passed on.

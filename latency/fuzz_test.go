@@ -18,6 +18,14 @@ func FuzzLatencyExposition(f *testing.F) {
 			f.Add(b, b)
 		}
 	}
+	// a bucket bounded by -Inf in both scrapes: NaN quantiles and a
+	// NaN good-requests counter before it was refused
+	negInf := func(n string) []byte {
+		return []byte("# TYPE vllm:e2e_request_latency_seconds histogram\nvllm:e2e_request_latency_seconds_bucket{le=\"-Inf\"} 0\n" +
+			"vllm:e2e_request_latency_seconds_bucket{le=\"1\"} " + n + "\nvllm:e2e_request_latency_seconds_bucket{le=\"+Inf\"} " + n + "\n" +
+			"vllm:e2e_request_latency_seconds_sum 1\nvllm:e2e_request_latency_seconds_count " + n + "\n")
+	}
+	f.Add(negInf("9"), negInf("19"))
 	f.Fuzz(func(t *testing.T, first, second []byte) {
 		srcs := []*Source{
 			{URL: "sim://a", Preset: PresetVLLME2E, Timeout: time.Second, MaxBytes: 1 << 20},
@@ -46,7 +54,7 @@ func FuzzLatencyExposition(f *testing.F) {
 				_ = tr.observe(time.Unix(int64(15*i), 0), h) // refusals are fine; the status is checked below
 			}
 			st := tr.Status()
-			if st.RequestsTotal < 0 || st.GoodRequestsTotal < 0 || st.GoodRequestsTotal > st.RequestsTotal+1e-6*math.Max(1, st.RequestsTotal) {
+			if !(st.RequestsTotal >= 0) || !(st.GoodRequestsTotal >= 0) || st.GoodRequestsTotal > st.RequestsTotal+1e-6*math.Max(1, st.RequestsTotal) {
 				t.Fatalf("counters %+v", st)
 			}
 			if a := st.Attainment; a != nil && (math.IsNaN(*a) || *a < 0 || *a > 1) {

@@ -49,15 +49,16 @@ func (h *histo) requests() (count, sum float64) {
 type bucket struct{ le, cum float64 }
 
 // seriesBuckets validates one series' buckets: sorted by bound, +Inf
-// dropped (the count stands for it), no NaN, cumulative counts that never
-// decrease.
+// dropped (the count stands for it), no NaN or -Inf bound (interpolating
+// up from -Inf gives NaN, which a good-requests counter would keep for
+// good), cumulative counts that never decrease.
 func seriesBuckets(bs []bucket, count float64) ([]bucket, error) {
 	if math.IsNaN(count) || count < 0 || math.IsInf(count, 0) {
 		return nil, fmt.Errorf("bad sample count %v", count)
 	}
 	out := make([]bucket, 0, len(bs))
 	for _, b := range bs {
-		if math.IsNaN(b.le) || math.IsNaN(b.cum) || b.cum < 0 || math.IsInf(b.cum, 0) {
+		if math.IsNaN(b.le) || math.IsInf(b.le, -1) || math.IsNaN(b.cum) || b.cum < 0 || math.IsInf(b.cum, 0) {
 			return nil, fmt.Errorf("bad bucket le=%v count=%v", b.le, b.cum)
 		}
 		if math.IsInf(b.le, +1) {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -168,6 +169,9 @@ func FuzzTextFilter(f *testing.F) {
 			return
 		}
 		got, err := io.ReadAll(&textFilter{br: bufio.NewReaderSize(bytes.NewReader(data), 4096), want: want})
+		if errors.Is(err, errTooManyLabels) {
+			return // a line of the family with more labels than the parser is given
+		}
 		if err != nil {
 			t.Fatal(err)
 		}

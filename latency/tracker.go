@@ -62,6 +62,7 @@ func (s *sloTracker) observe(now time.Time, h histo) error {
 	if err := checkCounts(h); err != nil {
 		return err
 	}
+	h.serverQuantiles = s.reportedQuantiles(h.serverQuantiles)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var d histo
@@ -107,6 +108,7 @@ func (s *sloTracker) observe(now time.Time, h histo) error {
 			// entry gets its own so that merging into it leaves h intact.
 			d.bounds = append([]float64(nil), d.bounds...)
 			d.cum = append([]float64(nil), d.cum...)
+			d.serverQuantiles = nil // read from prev alone
 			s.deltas = append(s.deltas, timedDelta{t: now, h: d})
 		}
 	}
@@ -114,6 +116,22 @@ func (s *sloTracker) observe(now time.Time, h histo) error {
 	s.prev = &hc
 	s.status = s.computeLocked(now)
 	return nil
+}
+
+// reportedQuantiles is the part of a source's own quantiles that a Status
+// reports (ReportedQuantiles and the objective's), nil for none: a summary
+// may list any number of quantiles, and the tracker keeps only these.
+func (s *sloTracker) reportedQuantiles(all map[float64]float64) map[float64]float64 {
+	var out map[float64]float64
+	for q, v := range all {
+		if slices.Contains(ReportedQuantiles, q) || s.slo != nil && q == s.slo.Quantile {
+			if out == nil {
+				out = map[float64]float64{}
+			}
+			out[q] = v
+		}
+	}
+	return out
 }
 
 // maxCount is the largest value accepted as a count (and as a sum of
@@ -219,10 +237,8 @@ func (s *sloTracker) computeLocked(now time.Time) Status {
 	}
 	if mean && s.up && s.prev != nil {
 		// The source's own quantiles (a summary), over its own window.
-		for q, v := range s.prev.serverQuantiles {
-			if slices.Contains(ReportedQuantiles, q) || s.slo != nil && q == s.slo.Quantile {
-				st.Quantiles[q] = v
-			}
+		for q, v := range s.prev.serverQuantiles { // the reported ones alone
+			st.Quantiles[q] = v
 		}
 	}
 	if w.count > 0 {
