@@ -161,8 +161,10 @@ func (t *Tuner) settings() []Setting {
 
 // setTarget remembers the latest target of a knob.
 func (t *Tuner) setTarget(a Action, mode Mode) {
+	now := t.o.Clock.Now()
 	t.targets[a.Target.String()] = Setting{GPU: a.GPU, GPUIndex: a.GPUIndex, Tenant: a.Tenant, Knob: a.Knob, PID: a.PID,
-		Mode: mode, Target: a.Want, At: t.o.Clock.Now()}
+		Mode: mode, Target: a.Want, At: now}
+	t.trackProc(a.Target, now)
 }
 
 // effective reads a setting's value in effect from the latest snapshot.

@@ -154,6 +154,9 @@ type Tuner struct {
 	pending   map[string]Fraction
 	originals map[string]Original // in memory, journal or not
 	targets   map[string]Setting  // last target decided, by Target.String
+	// procs are the process targets kept above, forgotten once their
+	// process is gone (forgetGone)
+	procs     map[string]procSeen
 	evals     []evaluation
 	recovered bool
 	thawed    bool // the first round's thaw of journaled pauses is done
@@ -223,6 +226,7 @@ func New(o Options) (*Tuner, error) {
 	if o.Journal != nil {
 		for _, orig := range o.Journal.Originals() {
 			t.originals[orig.Target.String()] = orig
+			t.trackProc(orig.Target, o.Clock.Now())
 		}
 	}
 	t.publish(time.Time{})
@@ -292,6 +296,7 @@ func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 	out = append(out, t.thawPauses(ctx, now, !t.thawed)...)
 	t.thawed = true
 	out = append(out, t.followPauses(ctx, now)...)
+	t.forgetGone(snap, now)
 	t.syncPending(snap)
 	st := &State{Now: now, Snapshot: snap, Changes: t.changes, Pending: t.pending, Effective: t.syncMPS(),
 		Fast: t.fast.observe(now, snap), Originals: map[string]Value{}, History: t.history, Drives: t.drives(),
@@ -374,6 +379,7 @@ func (t *Tuner) noteApplied(st *State, a Action, now time.Time) {
 	}
 	t.changes[a.DomainKey()] = c
 	t.changes[a.Target.String()] = c
+	t.trackProc(a.Target, now)
 	delete(t.ending, a.Target.String())
 	h := append(t.history[a.DomainKey()], c)
 	if len(h) > maxHistory {
@@ -419,9 +425,11 @@ func (t *Tuner) syncMPS() map[string]Fraction {
 		return eff
 	}
 	for _, c := range t.o.MPSStates.ClientStates() {
-		k := Target{GPU: c.UUID, Knob: gpu.KnobMPSActiveThreads, PID: c.PID}.String()
+		tg := Target{GPU: c.UUID, Knob: gpu.KnobMPSActiveThreads, PID: c.PID}
+		k := tg.String()
 		if c.Pending != nil {
 			t.pending[k] = Fraction(*c.Pending)
+			t.trackProc(tg, t.o.Clock.Now())
 		} else {
 			delete(t.pending, k)
 		}

@@ -1,0 +1,160 @@
+package tuner
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+)
+
+// The tuner keeps, per process knob (a target with a PID), the latest
+// target (status), the last change, a pending MPS fraction, the last
+// refusal logged, an original to restore, and what the guards learnt of
+// it. A long-running host sees client after client come and go (the tuner
+// itself restarts an MPS client to give it a new cap, under a new PID), so
+// what is kept of a process is dropped once it has been gone from its GPU
+// for goneAfter: otherwise every round's status, history point and
+// per-round scan would grow with every process the tuner ever acted on.
+
+// goneAfter is how long a process may be missing from the readings of its
+// GPU before the tuner forgets its process knobs: several rounds, so that a
+// process a sample misses is kept (as the MPS controller keeps its
+// clients, gpu/mps forgetAfter).
+const goneAfter = time.Minute
+
+// forgottenKnobs are the process knobs forgotten with their process: an
+// MPS client's cap (its context ends with it) and a process's placement.
+// A pause names its tenant by a PID that may be gone (State.Paused) and a
+// relayout's stopped processes are missing while stopped: theirs are
+// kept.
+var forgottenKnobs = []gpu.Knob{gpu.KnobMPSActiveThreads, gpu.KnobPlacement}
+
+// procSeen is a process target the tuner keeps something of, and when its
+// process was last seen on its GPU (or first kept).
+type procSeen struct {
+	tg   Target
+	seen time.Time
+}
+
+// Forgetter is a guard that keeps state per target: Forget drops what it
+// keeps of the targets in gone (by Target.String), whose processes have
+// exited.
+type Forgetter interface {
+	Forget(gone map[string]bool)
+}
+
+// Forget has every Forgetter of the chain drop the targets in gone.
+func (c Chain) Forget(gone map[string]bool) {
+	for _, g := range c {
+		if f, ok := g.(Forgetter); ok {
+			f.Forget(gone)
+		}
+	}
+}
+
+// trackProc notes a process target the tuner keeps something of.
+func (t *Tuner) trackProc(tg Target, now time.Time) {
+	if tg.PID == 0 || !slices.Contains(forgottenKnobs, tg.Knob) {
+		return
+	}
+	k := tg.String()
+	if _, ok := t.procs[k]; ok {
+		return
+	}
+	if t.procs == nil {
+		t.procs = map[string]procSeen{}
+	}
+	t.procs[k] = procSeen{tg: tg, seen: now}
+}
+
+// forgetGone drops what the tuner keeps of the process targets whose
+// process has been missing from its GPU (its readings' processes and its
+// usage's PIDs) for goneAfter; a GPU the snapshot did not read tells
+// nothing. An MPS original is dropped as
+// the restore drops it (restoreOne): its context is gone, and the next
+// one starts with the default.
+func (t *Tuner) forgetGone(snap *tenant.Snapshot, now time.Time) {
+	if len(t.procs) == 0 || snap == nil || snap.Readings == nil {
+		return
+	}
+	up := map[string]bool{}
+	running := map[pidKey]bool{}
+	for i := range snap.Readings.Devices {
+		d := &snap.Readings.Devices[i]
+		if !d.Up {
+			continue
+		}
+		up[d.UUID] = true
+		for _, p := range d.Processes {
+			running[pidKey{d.UUID, p.PID}] = true
+		}
+	}
+	for _, u := range snap.Usage {
+		for _, pid := range u.PIDs {
+			running[pidKey{u.UUID, pid}] = true
+		}
+	}
+	var gone map[string]bool
+	for k, p := range t.procs {
+		switch {
+		case !up[p.tg.GPU]:
+		case running[pidKey{p.tg.GPU, p.tg.PID}]:
+			p.seen = now
+			t.procs[k] = p
+		case now.Sub(p.seen) >= goneAfter:
+			if gone == nil {
+				gone = map[string]bool{}
+			}
+			gone[k] = true
+		}
+	}
+	if len(gone) == 0 {
+		return
+	}
+	enforce := t.anyEnforce()
+	for _, k := range slices.Sorted(maps.Keys(gone)) {
+		delete(t.procs, k)
+		delete(t.targets, k)
+		delete(t.changes, k)
+		delete(t.pending, k)
+		delete(t.refused, k)
+		if o, ok := t.originals[k]; ok && enforce && o.Target.Knob == gpu.KnobMPSActiveThreads {
+			t.journal(Record{Time: now, Event: EventRestored, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), Reason: "process gone; nothing to restore"})
+			t.dropOriginal(k)
+		}
+	}
+	t.evals = slices.DeleteFunc(t.evals, func(e evaluation) bool { return gone[e.a.Target.String()] })
+	t.chain().Forget(gone)
+}
+
+// Forget drops the back-offs of targets in gone.
+func (b *Backoff) Forget(gone map[string]bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for k := range gone {
+		delete(b.state, k)
+	}
+}
+
+// Forget drops the held values of targets in gone.
+func (r *RevertHold) Forget(gone map[string]bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k := range gone {
+		delete(r.bad, k)
+	}
+}
+
+// Forget drops what was asked for targets in gone.
+func (r *Retry) Forget(gone map[string]bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k := range r.asked {
+		if tg, _, ok := strings.Cut(k, "="); ok && gone[tg] {
+			delete(r.asked, k)
+		}
+	}
+}

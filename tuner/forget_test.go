@@ -1,0 +1,167 @@
+package tuner
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// capEvery asks for an MPS cap on every MPS client of every GPU, each
+// round.
+type capEvery struct{}
+
+func (capEvery) Name() string { return "cap-every" }
+func (capEvery) Decide(s *State) []Action {
+	var out []Action
+	for _, d := range s.UpDevices() {
+		for _, p := range d.Processes {
+			out = append(out, Action{Target: Target{GPU: d.UUID, Knob: gpu.KnobMPSActiveThreads, PID: p.PID}, Tenant: "t",
+				Current: Fraction(1), Want: Fraction(0.5), Restart: true, Reason: "test"})
+		}
+	}
+	return out
+}
+
+// A host whose MPS clients come and go (each round four new PIDs, as a
+// client restarted for a new cap comes back under a new one) keeps what
+// the tuner holds of them bounded: targets, changes, pending fractions,
+// originals (in memory and open in the journal), the status's settings,
+// each history point, and the guards' per-target state. Without
+// forgetGone every one of them grew with every PID ever capped (2,000
+// rounds: 8,000 settings and history values a point, 1,000 originals, a
+// round 4.5 ms at 500 rounds and 30 ms at 2,000).
+func TestProcessKnobsForgotten(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{{"applied", nil}, {"failing", errors.New("boom")}} {
+		t.Run(tc.name, func(t *testing.T) {
+			j, err := OpenJournal(filepath.Join(t.TempDir(), "j"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer j.Close()
+			clk := gpu.NewManualClock(t0)
+			back := &Backoff{Base: time.Second, Max: time.Hour}
+			hold := &RevertHold{Hold: time.Hour}
+			retry := &Retry{After: time.Hour}
+			rec := &recorder{}
+			if tc.err != nil {
+				rec.Errs = map[string]error{"SetMPSActiveThreads": tc.err}
+			}
+			tu, err := New(Options{Policy: capEvery{}, Guards: []Guard{back, hold, retry}, Actuators: ActuatorsOf(rec), Journal: j, Clock: clk, Mode: ModeEnforce})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pid := uint32(100)
+			const perRound, rounds = 4, 400
+			for range rounds {
+				clk.Advance(15 * time.Second)
+				var procs []gpu.Process
+				for range perRound {
+					procs = append(procs, mpsProc(pid, nil))
+					hold.Block(Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads, PID: pid}, Fraction(0.2), clk.Now())
+					pid++
+				}
+				if _, err := tu.RunOnce(context.Background(), snapshot(clk.Now(), []gpu.Device{{UUID: uuid0, Up: true, Mode: gpu.SharingMPS, Processes: procs}}, nil)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// a process is kept for goneAfter (four rounds of 15 s) after
+			// its last round, plus the round it is in
+			bound := perRound * (int(goneAfter/(15*time.Second)) + 1)
+			s := tu.Status()
+			last := s.History[len(s.History)-1]
+			for _, x := range []struct {
+				what string
+				n    int
+			}{
+				{"targets", len(tu.targets)}, {"changes", len(tu.changes)}, {"pending", len(tu.pending)},
+				{"originals", len(tu.originals)}, {"journal originals", len(j.Originals())}, {"tracked processes", len(tu.procs)},
+				{"refusals logged", len(tu.refused)}, {"status settings", len(s.Settings)}, {"history values", len(last.Values)},
+				{"unrestored", s.Unrestored}, {"backoff", len(back.state)}, {"revert hold", len(hold.bad)}, {"retry", len(retry.asked)},
+			} {
+				if x.n > bound+1 {
+					t.Errorf("%s: %d after %d rounds of %d new clients, want at most %d", x.what, x.n, rounds, perRound, bound+1)
+				}
+			}
+		})
+	}
+}
+
+// A client missing from fewer than goneAfter of readings, or from a GPU
+// the readings did not read, keeps its original and setting; once gone
+// for goneAfter its original is closed in the journal as a restore would
+// (process gone, nothing to restore). A pause, which names its tenant by
+// a PID that may be gone, is never forgotten so.
+func TestProcessKnobsKeptWhileBrieflyMissing(t *testing.T) {
+	j, err := OpenJournal(filepath.Join(t.TempDir(), "j"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	tu, clk := newTestTuner(t, ModeEnforce, &recorder{}, []Action{mpsAction(7, 1, 0.4)}, j)
+	k := Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads, PID: 7}.String()
+	if _, err := tu.RunOnce(context.Background(), emptySnap(clk.Now())); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := tu.originals[k]; !ok {
+		t.Fatalf("no original of %s after its change", k)
+	}
+	tu.o.Policy = fixed(nil)
+	without := func(up bool) {
+		clk.Advance(15 * time.Second)
+		snap := snapshot(clk.Now(), []gpu.Device{{UUID: uuid0, Up: up, Mode: gpu.SharingMPS, Processes: []gpu.Process{mpsProc(8, nil)}}}, nil)
+		if _, err := tu.RunOnce(context.Background(), snap); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// three rounds missing, then a GPU not read: kept
+	for range 3 {
+		without(true)
+	}
+	for range 10 {
+		without(false)
+	}
+	if _, ok := tu.originals[k]; !ok {
+		t.Fatalf("original of %s dropped while missing for less than %v", k, goneAfter)
+	}
+	if _, ok := tu.targets[k]; !ok {
+		t.Fatalf("setting of %s dropped while missing for less than %v", k, goneAfter)
+	}
+	without(true) // the fourth round missing: a minute
+	if _, ok := tu.originals[k]; ok {
+		t.Errorf("original of %s kept after its process was gone for %v", k, goneAfter)
+	}
+	if _, ok := tu.targets[k]; ok {
+		t.Errorf("setting of %s kept after its process was gone for %v", k, goneAfter)
+	}
+	for _, o := range j.Originals() {
+		if o.Target.String() == k {
+			t.Errorf("journal still holds the original of %s", k)
+		}
+	}
+	pause := Target{GPU: uuid0, Knob: gpu.KnobPauseDuty, PID: 9}
+	if tu.trackProc(pause, clk.Now()); tu.procs[pause.String()] != (procSeen{}) {
+		t.Errorf("pause target %s tracked to be forgotten with its PID", pause)
+	}
+}
+
+// Retry forgets what it was asked for a target that is gone, and only that.
+func TestRetryForget(t *testing.T) {
+	r := &Retry{After: time.Hour}
+	a, b := mpsAction(7, 1, 0.5), mpsAction(8, 1, 0.5)
+	r.Record(a, OutcomeApplied, nil, t0)
+	r.Record(b, OutcomeApplied, nil, t0)
+	r.Forget(map[string]bool{a.Target.String(): true})
+	if ok, _ := r.Admit(nil, a, t0); !ok {
+		t.Errorf("%s still refused after Forget", a.Target)
+	}
+	if ok, _ := r.Admit(nil, b, t0); ok {
+		t.Errorf("%s admitted: Forget dropped a target it was not given", b.Target)
+	}
+}
