@@ -91,6 +91,16 @@ func (b *Builder) shareSums(compiled *compiledConfig, usage []Usage) (all, over 
 // fitted over.
 const footprintWindow = 30
 
+// maxFitContexts bounds the unknowns of the footprint fit (linearFit),
+// whose cost grows with their cube: where the window holds more contexts
+// (processes that came and went: short-lived jobs, restarted clients),
+// those not in the latest sample are fitted as one, since only the latest
+// sample's footprints are used; where the latest sample alone holds as
+// many, nothing is fitted and the busy-time split is used. Without it
+// 32 short-lived processes a sample on one time-sliced GPU made a fit of
+// 960 unknowns: 0.48 s a sample for that GPU alone.
+const maxFitContexts = 128
+
 // footprintRidge pulls each footprint towards the common one (the
 // busy-time split) in directions the samples do not determine, per sample
 // of the window.
@@ -241,10 +251,23 @@ func linearFit(samples []fitSample, get func(*fitSample) (ctxVals, float64)) ctx
 	for i := range samples {
 		x, y := get(&samples[i])
 		if !math.IsNaN(y) {
-			keys = addKeys(keys, x)
+			keys = appendKeys(keys, x)
 		}
 	}
+	keys = uniqueKeys(keys)
 	m := len(keys)
+	// pool is the column of the contexts pooled (-1: none), see
+	// maxFitContexts
+	pool := -1
+	if m > maxFitContexts && len(samples) > 0 {
+		cur, _ := get(&samples[len(samples)-1])
+		if len(cur) >= maxFitContexts {
+			return nil
+		}
+		keys = appendKeys(keys[:0], cur)
+		pool = len(keys)
+		m = pool + 1
+	}
 	n, sumY, sumX := 0, 0.0, 0.0
 	ata := make([]float64, m*m)
 	aty := make([]float64, m)
@@ -257,10 +280,20 @@ func linearFit(samples []fitSample, get func(*fitSample) (ctxVals, float64)) ctx
 		n++
 		sumY += y
 		clear(row)
-		p := 0
-		for _, e := range x {
-			p = keyAt(keys, p, e.key)
-			row[p] = e.v
+		if pool >= 0 {
+			for _, e := range x {
+				if p, ok := slices.BinarySearchFunc(keys, e.key, cmpCtxKey); ok {
+					row[p] = e.v
+				} else {
+					row[pool] += e.v
+				}
+			}
+		} else {
+			p := 0
+			for _, e := range x {
+				p = keyAt(keys, p, e.key)
+				row[p] = e.v
+			}
 		}
 		for p := range m {
 			sumX += row[p]
@@ -287,7 +320,7 @@ func linearFit(samples []fitSample, get func(*fitSample) (ctxVals, float64)) ctx
 		aty[p] += lambda * prior
 	}
 	theta := boxSolve(ata, aty, m)
-	out := make(ctxVals, m)
+	out := make(ctxVals, len(keys))
 	for p, k := range keys {
 		out[p] = ctxVal{k, theta[p]}
 	}
@@ -312,11 +345,12 @@ func (f *gpuFit) fitOccupancy() ctxVals {
 		if math.IsNaN(s.sm) || math.IsNaN(s.occ) || s.sm <= 0 {
 			continue
 		}
-		keys = addKeys(keys, s.busy)
+		keys = appendKeys(keys, s.busy)
 		sumSM += s.sm
 		sumOcc += s.occ
 		obs = append(obs, occObs{sm: s.sm, occ: s.occ})
 	}
+	keys = uniqueKeys(keys)
 	if len(obs) == 0 {
 		f.occ = f.occ[:0]
 		return nil
@@ -469,15 +503,20 @@ func (x *occObs) setErr() {
 	x.e = d * d
 }
 
-// addKeys adds the keys of x to the sorted keys.
-func addKeys(keys []ctxKey, x ctxVals) []ctxKey {
+// appendKeys appends the keys of x to keys (uniqueKeys then sorts them
+// and drops the repeats: one sort of all of them, where inserting each
+// into a sorted list would cost the square of the window's contexts).
+func appendKeys(keys []ctxKey, x ctxVals) []ctxKey {
 	for _, e := range x {
-		i, found := slices.BinarySearchFunc(keys, e.key, cmpCtxKey)
-		if !found {
-			keys = slices.Insert(keys, i, e.key)
-		}
+		keys = append(keys, e.key)
 	}
 	return keys
+}
+
+// uniqueKeys sorts keys and drops the repeats.
+func uniqueKeys(keys []ctxKey) []ctxKey {
+	slices.SortFunc(keys, cmpCtxKey)
+	return slices.Compact(keys)
 }
 
 // keyAt returns the index of k in keys, searching from from: keys hold k
