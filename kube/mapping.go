@@ -134,11 +134,17 @@ type deviceRef struct {
 
 // PodsOn returns the distinct containers holding any of the device IDs.
 func (m *Mapping) PodsOn(ids ...string) []PodRef {
+	return slices.Clone(m.podsOn(ids...))
+}
+
+// podsOn is PodsOn, the mapping's own slice where one device is asked for
+// (read only: ResolvePod, per process, copies nothing).
+func (m *Mapping) podsOn(ids ...string) []PodRef {
 	if m == nil {
 		return nil
 	}
 	if len(ids) == 1 {
-		return slices.Clone(m.byDevice[ids[0]]) // distinct already ("" holds none)
+		return m.byDevice[ids[0]] // distinct already ("" holds none)
 	}
 	var out []PodRef
 	seen := map[refKey]bool{}
@@ -159,7 +165,7 @@ func (m *Mapping) PodsOn(ids ...string) []PodRef {
 //  2. otherwise the single container that holds the device(s), if only one does;
 //  3. otherwise a pod known only by its UID.
 func (m *Mapping) ResolvePod(cg CgroupInfo, deviceIDs ...string) *PodRef {
-	cands := m.PodsOn(deviceIDs...)
+	cands := m.podsOn(deviceIDs...)
 	if cg.PodUID != "" && m != nil {
 		if md := m.meta[cg.PodUID]; md != nil {
 			ref := &PodRef{Namespace: md.Namespace, Name: md.Name, UID: md.UID, Labels: md.Labels}
