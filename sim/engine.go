@@ -25,6 +25,10 @@ const (
 	// minJobS is the shortest any job takes: a kernel launch and a
 	// synchronisation (lead).
 	minJobS = 10e-6
+	// maxJobS is the longest any job takes (about 3 years): a job that
+	// would take longer (a tiny sm_fraction, a huge KV cache) never ends
+	// in a run, and its time in nanoseconds stays in int64's range.
+	maxJobS = 1e8
 
 	// bwKneeSMs is the fraction of the device's SMs whose outstanding
 	// memory requests fill the HBM: by Little's law a kernel on fewer SMs
@@ -458,6 +462,9 @@ func rooflineTime(j *job, tc, tw, mult float64) float64 {
 	}
 	if jobSeconds < minJobS {
 		jobSeconds = minJobS
+	}
+	if !(jobSeconds <= maxJobS) { // (+Inf and NaN too)
+		jobSeconds = maxJobS
 	}
 	return jobSeconds
 }

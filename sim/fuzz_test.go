@@ -49,7 +49,7 @@ func FuzzParseTrace(f *testing.F) {
 	f.Add([]byte("ContextTokens,TIMESTAMP,GeneratedTokens,extra\n12,2023-11-16 18:15:46,3,x\n"))
 	f.Add([]byte("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:50,1,1\n2023-11-16 18:15:46,1,1\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		tr, err := parseTrace("t.csv", bytes.NewReader(data))
+		tr, err := parseTrace("t.csv", bytes.NewReader(data), maxTraceRows)
 		if err != nil {
 			if !strings.HasPrefix(err.Error(), "t.csv") {
 				t.Fatalf("error does not name the file: %v", err)

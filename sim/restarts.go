@@ -109,6 +109,16 @@ func (p *parser) validateControl(c *ControlSpec) error {
 	if c.CheckpointBandwidth == 0 {
 		c.CheckpointBandwidth = defaultCheckpointBandwidth
 	}
+	// (at least 1 MB a second: a load or checkpoint of the largest memory,
+	// maxMemoryBytes, then takes under 32 years, in int64's nanoseconds)
+	for _, b := range []struct {
+		key string
+		v   ByteSize
+	}{{"load_bandwidth", c.LoadBandwidth}, {"checkpoint_bandwidth", c.CheckpointBandwidth}} {
+		if b.v < minBandwidth {
+			return p.errAt(at(b.key), "%s must be at least %g bytes a second (1MB), got %d", b.key, float64(minBandwidth), b.v)
+		}
+	}
 	if c.WarmupLoad == nil {
 		v := defaultWarmupLoad
 		c.WarmupLoad = &v

@@ -363,8 +363,8 @@ func parseScenario(file string, data []byte, path string) (*Scenario, error) {
 		base := filepath.Base(file)
 		sc.Name = strings.TrimSuffix(base, filepath.Ext(base))
 	}
-	if sc.Duration < 0 {
-		return nil, p.errAt([]any{"duration"}, "duration must not be negative")
+	if sc.Duration < 0 || sc.Duration > maxDuration {
+		return nil, p.errAt([]any{"duration"}, "duration must be in [0, %v], got %v", maxDuration, sc.Duration)
 	}
 	if sc.Duration == 0 {
 		sc.Duration = 10 * time.Minute
@@ -381,6 +381,12 @@ func parseScenario(file string, data []byte, path string) (*Scenario, error) {
 	if sc.Control.MigrationTime < 0 || sc.Control.DrainTimeout < 0 {
 		return nil, p.errAt([]any{"control"}, "control: migration_time and drain_timeout must not be negative")
 	}
+	if err := p.checkDurations([]durationAt{
+		{[]any{"control", "migration_time"}, sc.Control.MigrationTime},
+		{[]any{"control", "drain_timeout"}, sc.Control.DrainTimeout},
+	}); err != nil {
+		return nil, err
+	}
 	if err := p.validateControl(&sc.Control); err != nil {
 		return nil, err
 	}
@@ -391,6 +397,9 @@ func parseScenario(file string, data []byte, path string) (*Scenario, error) {
 	return sc, nil
 }
 
+// defaultMemory is the memory of a tenant whose workload is w when the
+// scenario gives none; defaultMemoryFloat is the same in float64, so that
+// a sum out of ByteSize's range shows as such (validate checks it first).
 func defaultMemory(w *WorkloadSpec) ByteSize {
 	switch w.Type {
 	case "llm":
@@ -398,6 +407,15 @@ func defaultMemory(w *WorkloadSpec) ByteSize {
 		return w.WeightsBytes + ByteSize(float64(w.KVBytesPerToken)*float64(w.MaxBatch)*float64(w.ContextTokens+w.GeneratedTokens)) + 1<<30
 	default:
 		return w.WeightsBytes + ByteSize(math.Max(w.Bytes, 0)) + 1<<30
+	}
+}
+
+func defaultMemoryFloat(w *WorkloadSpec) float64 {
+	switch w.Type {
+	case "llm":
+		return float64(w.WeightsBytes) + float64(w.KVBytesPerToken)*float64(w.MaxBatch)*float64(w.ContextTokens+w.GeneratedTokens) + 1<<30
+	default:
+		return float64(w.WeightsBytes) + math.Max(w.Bytes, 0) + 1<<30
 	}
 }
 

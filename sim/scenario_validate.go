@@ -28,9 +28,66 @@ var timeSliceLevels = map[gpu.TimeSliceLevel]time.Duration{
 
 var hexRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
+// Limits on the size of a scenario (docs/simulator.md, Limits). A scenario
+// is one host; the simulator's memory and time grow with each of these, so
+// that a file over them would take the machine's memory or run for hours:
+// it is refused at load instead, the error naming the field.
+const (
+	// maxGPUs bounds a scenario's GPUs (the largest HGX host has 16).
+	maxGPUs = 64
+	// maxTenants bounds its tenants: twice the 512 processes of the
+	// scrape-latency scale (test/scrape-latency/scale.yaml, 64 a GPU);
+	// a run's series holds a row per tenant and step.
+	maxTenants = 1024
+	// maxQueuedTotal bounds the waiting requests of all tenants together
+	// (their max_queue), 10 Mi: maxTenants at the default max_queue fit;
+	// about 1.6 GB at the most (40 bytes a request, the queue's growth
+	// and the collector's slack).
+	maxQueuedTotal = 10 << 20
+	// maxMemoryBytes bounds a tenant's memory, given or default, and its
+	// weights_bytes: more than any GPU by a thousand times, and small
+	// enough that every time and sum the engine makes of it stays in range.
+	maxMemoryBytes = 1e15
+	// maxKVBytesPerToken bounds an LLM's KV cache per token (a 405B model
+	// has about 0.5 MB).
+	maxKVBytesPerToken = 1e9
+	// maxDuration bounds the scenario's duration and every duration of
+	// its parts (a time, a timeout, a drain): a run's series grows with
+	// its duration, and a longer wait than a week is none in a run.
+	maxDuration = 7 * 24 * time.Hour
+	// minBandwidth is the least load_bandwidth and checkpoint_bandwidth,
+	// bytes a second.
+	minBandwidth = 1e6
+	// minBurstRate is the least burst_rate of a bursty arrival process.
+	minBurstRate = 1e-3
+)
+
+// checkDurations refuses a negative duration, or one over maxDuration, of
+// those at paths (each a path and its value).
+func (p *parser) checkDurations(ds []durationAt) error {
+	for _, d := range ds {
+		if d.v < 0 || d.v > Duration(maxDuration) {
+			return p.errAt(d.path, "%s must be in [0, %v], got %v", d.path[len(d.path)-1], maxDuration, time.Duration(d.v))
+		}
+	}
+	return nil
+}
+
+// durationAt is one duration of the scenario and where it is.
+type durationAt struct {
+	path []any
+	v    Duration
+}
+
 func (p *parser) validate(sc *Scenario) error {
 	if len(sc.GPUs) == 0 {
 		return p.errAt(nil, "a scenario needs at least one GPU under gpus")
+	}
+	if len(sc.GPUs) > maxGPUs {
+		return p.errAt([]any{"gpus", maxGPUs}, "a scenario has at most %d GPUs (one host), this one %d", maxGPUs, len(sc.GPUs))
+	}
+	if len(sc.Tenants) > maxTenants {
+		return p.errAt([]any{"tenants", maxTenants}, "a scenario has at most %d tenants, this one %d", maxTenants, len(sc.Tenants))
 	}
 	uuids := map[string]bool{}
 	for i := range sc.GPUs {
@@ -107,6 +164,12 @@ func (p *parser) validate(sc *Scenario) error {
 		if g.DrainTime == 0 {
 			g.DrainTime = Duration(2 * time.Second)
 		}
+		if err := p.checkDurations([]durationAt{
+			{at("mig_drain_time"), g.DrainTime},
+			{at("mps", "restart_time"), g.MPS.RestartTime},
+		}); err != nil {
+			return err
+		}
 		if g.VGPU.Policy == "" {
 			g.VGPU.Policy = gpu.VGPUPolicyBestEffort
 		} else if !slices.Contains(vgpuPolicies, g.VGPU.Policy) {
@@ -144,6 +207,9 @@ func (p *parser) validate(sc *Scenario) error {
 	}
 	names := map[string]int{}
 	pids := map[uint32]bool{}
+	queued := 0 // the tenants' max_queue so far
+	traces := map[string]*trace{}
+	traceRows := 0
 	for i := range sc.Tenants {
 		t := &sc.Tenants[i]
 		at := func(k ...any) []any { return append([]any{"tenants", i}, k...) }
@@ -246,11 +312,20 @@ func (p *parser) validate(sc *Scenario) error {
 				return p.errAt(at("slo", "metric"), "unknown slo metric %q (%s, %s, %s)", t.SLO.Metric, SLOMetricE2E, SLOMetricTTFT, SLOMetricITL)
 			}
 		}
-		if err := p.validateWorkload(sc, i); err != nil {
+		if err := p.validateWorkload(sc, i, traces, &traceRows); err != nil {
 			return err
 		}
+		if queued += t.Workload.MaxQueue; queued > maxQueuedTotal {
+			return p.errAt(at("workload", "max_queue"), "the tenants' max_queue add up to %d by tenant %s, over the %d waiting requests a scenario may hold (the default is %d a tenant)", queued, t.Name, maxQueuedTotal, defaultMaxQueue)
+		}
 		if t.Memory == 0 {
+			if m := defaultMemoryFloat(&t.Workload); !(m <= maxMemoryBytes) {
+				return p.errAt(at("memory"), "tenant %s's default memory (weights and a KV cache for max_batch sequences of context_tokens + generated_tokens) is %.3g bytes, over %g: give memory", t.Name, m, float64(maxMemoryBytes))
+			}
 			t.Memory = defaultMemory(&t.Workload)
+		}
+		if t.Memory > maxMemoryBytes {
+			return p.errAt(at("memory"), "memory must be at most %g bytes, got %d", float64(maxMemoryBytes), t.Memory)
 		}
 		if t.VM.Type == "" {
 			// the smallest C-series type (1/8, 1/4, 1/2 or all of the
@@ -372,7 +447,13 @@ func (p *parser) validateHealthEvent(sc *Scenario, e *EventSpec, at func(k ...an
 	return nil
 }
 
-func (p *parser) validateWorkload(sc *Scenario, i int) error {
+// defaultMaxQueue is a workload's max_queue when it gives none.
+const defaultMaxQueue = 10000
+
+// validateWorkload checks tenant i's workload and sets its defaults; a
+// trace file is read once for the scenario (traces, by path), and rows
+// counts the requests of those read.
+func (p *parser) validateWorkload(sc *Scenario, i int, traces map[string]*trace, rows *int) error {
 	t := &sc.Tenants[i]
 	w := &t.Workload
 	at := func(k ...any) []any { return append([]any{"tenants", i, "workload"}, k...) }
@@ -398,6 +479,8 @@ func (p *parser) validateWorkload(sc *Scenario, i int) error {
 		{at("arrival", "rate"), a.Rate, 1e6},
 		{at("arrival", "burst_rate"), a.BurstRate, 1e6},
 		{at("arrival", "speedup"), a.Speedup, 1e4},
+		{at("weights_bytes"), float64(w.WeightsBytes), maxMemoryBytes},
+		{at("kv_bytes_per_token"), float64(w.KVBytesPerToken), maxKVBytesPerToken},
 	} {
 		if !(r.v >= 0 && r.v <= r.max) {
 			return p.errAt(r.path, "%s must be in [0, %g], got %g", r.path[len(r.path)-1], r.max, r.v)
@@ -419,7 +502,7 @@ func (p *parser) validateWorkload(sc *Scenario, i int) error {
 		return p.errAt(at("min_job_time"), "min_job_time must not be negative")
 	}
 	if w.MaxQueue == 0 {
-		w.MaxQueue = 10000
+		w.MaxQueue = defaultMaxQueue
 	}
 	if w.MaxQueue < 0 {
 		return p.errAt(at("max_queue"), "max_queue must be positive")
@@ -439,6 +522,17 @@ func (p *parser) validateWorkload(sc *Scenario, i int) error {
 	}
 	if w.Timeout < 0 || w.CheckpointInterval < 0 || w.IterationOverhead < 0 || w.SeqOverhead < 0 {
 		return p.errAt(at(), "timeout, checkpoint_interval, iteration_overhead and sequence_overhead must not be negative")
+	}
+	if err := p.checkDurations([]durationAt{
+		{at("min_job_time"), w.MinJobTime},
+		{at("timeout"), w.Timeout},
+		{at("checkpoint_interval"), w.CheckpointInterval},
+		{at("iteration_overhead"), w.IterationOverhead},
+		{at("sequence_overhead"), w.SeqOverhead},
+		{at("arrival", "burst_mean"), a.BurstMean},
+		{at("arrival", "calm_mean"), a.CalmMean},
+	}); err != nil {
+		return err
 	}
 	if w.Type != "training" && w.Timeout == 0 {
 		w.Timeout = Duration(defaultTimeout)
@@ -475,8 +569,11 @@ func (p *parser) validateWorkload(sc *Scenario, i int) error {
 			return p.errAt(at("arrival", "rate"), "rate must not be negative")
 		}
 	case "bursty":
-		if a.BurstRate <= 0 || a.BurstMean < Duration(time.Millisecond) || a.CalmMean < Duration(time.Millisecond) {
-			return p.errAt(at("arrival"), "bursty arrivals need burst_rate > 0, burst_mean and calm_mean of at least 1ms")
+		// (a burst brings at least 1e-6 requests on average: drawing the
+		// next arrival passes over about 1/(burst_rate x burst_mean)
+		// bursts, at 1e-9 a second hours of them)
+		if a.BurstRate < minBurstRate || a.BurstMean < Duration(time.Millisecond) || a.CalmMean < Duration(time.Millisecond) {
+			return p.errAt(at("arrival"), "bursty arrivals need burst_rate of at least %g, burst_mean and calm_mean of at least 1ms", minBurstRate)
 		}
 	case "trace":
 		if a.File == "" {
@@ -492,9 +589,20 @@ func (p *parser) validateWorkload(sc *Scenario, i int) error {
 		if !filepath.IsAbs(path) && sc.File != "" {
 			path = filepath.Join(filepath.Dir(sc.File), path)
 		}
-		tr, err := loadTrace(path)
-		if err != nil {
-			return p.errAt(at("arrival", "file"), "%v", err)
+		path = filepath.Clean(path)
+		tr := traces[path]
+		if tr == nil {
+			var err error
+			if tr, err = loadTrace(path, maxTraceRows-*rows); err != nil {
+				return p.errAt(at("arrival", "file"), "%v", err)
+			}
+			traces[path] = tr
+			*rows += len(tr.offsets)
+		}
+		// A replay faster than the arrival rate's limit, looping, would
+		// take forever to simulate (a span of 0 would never move on).
+		if r := tr.rate(a.Speedup); !(r <= maxTraceRate) {
+			return p.errAt(at("arrival", "speedup"), "trace %s replays %d requests in %v: %.3g a second at speedup %g, over the limit of %g (arrival.rate's)", a.File, len(tr.offsets), tr.span, r, a.Speedup, float64(maxTraceRate))
 		}
 		t.trace = tr
 	case "closed":

@@ -167,6 +167,19 @@ func streamOf(name string) uint64 {
 // Name is the backend name.
 func (s *Simulator) Name() string { return "sim" }
 
+// SetWindowLatencies sets Options.WindowLatencies for the windows from
+// the next Window on (n <= 0: the default); a caller that reads windows
+// sets it after each, so that a long run's latencies stay within a budget
+// (vgpusim's run does: docs/vgpusim.md, Limits).
+func (s *Simulator) SetWindowLatencies(n int) {
+	if n <= 0 {
+		n = maxWindowLatencies
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.maxLat = n
+}
+
 // Close does nothing.
 func (s *Simulator) Close() error { return nil }
 

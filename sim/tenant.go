@@ -13,6 +13,9 @@ const never = int64(math.MaxInt64)
 // sample of the window's requests.
 const maxWindowLatencies = 1 << 20
 
+// DefaultWindowLatencies is the default of Options.WindowLatencies.
+const DefaultWindowLatencies = maxWindowLatencies
+
 // request is one inference request (or training step).
 type request struct {
 	arrival int64 // ns since start
@@ -522,10 +525,19 @@ func (t *tenant) initArrivals(now int64) {
 	}
 }
 
-// expNs draws an exponential duration with the given mean in seconds.
+// expNs draws an exponential duration with the given mean in seconds, at
+// most maxDrawNs: a rate of 1e-300 (a mean of 1e300 s) gives a draw out of
+// int64's range, which would convert to a time in the past.
 func expNs(r *rand.Rand, mean float64) int64 {
-	return int64(r.ExpFloat64()*mean*1e9) + 1
+	if d := r.ExpFloat64() * mean * 1e9; d < maxDrawNs {
+		return int64(d) + 1
+	}
+	return maxDrawNs
 }
+
+// maxDrawNs bounds a drawn time between arrivals or of a burst: about 146
+// years, so that now plus it stays in range.
+const maxDrawNs = 1 << 62
 
 // scheduleNext draws the next Poisson/MMPP arrival after now.
 func (t *tenant) scheduleNext(now int64) {

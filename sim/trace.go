@@ -32,20 +32,39 @@ const maxTraceSpan = 30 * 24 * time.Hour
 // a device is refused before it is read.
 const maxTraceBytes = 256 << 20
 
+// maxTraceRows bounds the requests of a scenario's traces together (each
+// file read once, however many tenants replay it): 24 bytes a request in
+// memory, and seconds to read. The shipped trace has 19,366.
+const maxTraceRows = 4 << 20
+
+// maxTraceRate bounds a trace's mean arrival rate as replayed, requests a
+// second (its requests over its span, times its speedup): arrival.rate's
+// limit. A faster replay would arrive faster than the engine can be run,
+// and a trace whose every request has one timestamp (a span of 0) would
+// loop without time passing.
+const maxTraceRate = 1e6
+
 const traceTimeLayout = "2006-01-02 15:04:05.9999999"
 
 // loadTrace reads a CSV with a header naming TIMESTAMP, ContextTokens and
-// GeneratedTokens (other columns are ignored). Errors name file:line.
-func loadTrace(path string) (*trace, error) {
+// GeneratedTokens (other columns are ignored), of at most maxRows requests.
+// Errors name file:line.
+func loadTrace(path string, maxRows int) (*trace, error) {
 	f, err := fileread.Open(path, maxTraceBytes)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	return parseTrace(path, f)
+	return parseTrace(path, f, maxRows)
 }
 
-func parseTrace(path string, r io.Reader) (*trace, error) {
+// rate is t's mean arrival rate replayed at speedup, requests a second
+// (+Inf for a span of 0).
+func (t *trace) rate(speedup float64) float64 {
+	return float64(len(t.offsets)) * speedup / t.span.Seconds()
+}
+
+func parseTrace(path string, r io.Reader, maxRows int) (*trace, error) {
 	cr := csv.NewReader(r)
 	cr.ReuseRecord = true
 	head, err := cr.Read()
@@ -71,6 +90,9 @@ func parseTrace(path string, r io.Reader) (*trace, error) {
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%s:%d: %v", path, line, err)
+		}
+		if len(tr.offsets) >= maxRows {
+			return nil, fmt.Errorf("%s:%d: more than %d requests in the scenario's traces", path, line, maxTraceRows)
 		}
 		ts, err := time.Parse(traceTimeLayout, strings.TrimSpace(rec[ti]))
 		if err != nil {

@@ -221,6 +221,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if dur < cfg.Step {
 		return nil, fmt.Errorf("--duration %v is shorter than one step (%v)", dur, cfg.Step)
 	}
+	steps, err := runSteps(sc, dur, cfg.Step)
+	if err != nil {
+		return nil, err
+	}
 	tenantsFile := cfg.Tenants
 	if tenantsFile == "" && scPath != "" {
 		tenantsFile = Companion(scPath)
@@ -243,7 +247,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		sc = res.Plan.Scenario
 	}
-	h, err := NewHost(sc, tcfg, seed)
+	latLeft := int64(maxRunLatencies)
+	h, err := newHost(sc, tcfg, seed, windowLatencies(latLeft, len(sc.Tenants)))
 	if err != nil {
 		return nil, fmt.Errorf("scenario %s: %w", cfg.Scenario, err)
 	}
@@ -263,7 +268,6 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	defer rec.wait() // (every step recorded before the result is returned)
 	var sortBuf []time.Duration
 
-	steps := int64((dur + cfg.Step - 1) / cfg.Step)
 	start := s.Now()
 	// The first sample gives the policy its starting point.
 	snap, err := snaps.Take(ctx)
@@ -300,6 +304,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		// the recorder takes the window's latencies unsorted
 		w := s.WindowUnsorted()
+		for _, tw := range w.Tenants {
+			latLeft -= int64(len(tw.Latencies))
+		}
+		s.SetWindowLatencies(windowLatencies(latLeft, len(sc.Tenants)))
 		if cfg.observe != nil {
 			sortBuf = w.SortLatencies(sortBuf)
 			cfg.observe(snap, decs, &w)
@@ -311,6 +319,48 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res.Actions = s.Actions()
 	return res, nil
+}
+
+// A run's report keeps a row per tenant and per GPU a step, and every
+// latency its windows keep, for its whole length (docs/vgpusim.md, Limits).
+const (
+	// maxSeriesRows bounds a run's steps x (tenants + GPUs): about 1 GB
+	// of series. A day at the default step of 1s is 86,400 steps.
+	maxSeriesRows = 4 << 20
+	// maxRunLatencies is the budget of latencies a run's report keeps (4
+	// bytes each, 256 MiB): each window may keep the budget left over
+	// the tenants (at most the simulator's default, at least
+	// minWindowLatencies), a uniform sample of its requests beyond that
+	// (docs/simulator.md, Ground truth). A run that keeps less than half
+	// of it keeps every latency of any step with fewer than 2^26/(2 x
+	// tenants) requests a tenant; an hour of eight-gpu-hot keeps 10.3
+	// million.
+	maxRunLatencies = 1 << 26
+	// minWindowLatencies is the least a window keeps a tenant once the
+	// budget is spent: maxSeriesRows of them are 256 MiB more at the most.
+	minWindowLatencies = 16
+)
+
+// runSteps is the number of steps of a run of dur at step on sc; an error
+// when the run's series would be over maxSeriesRows.
+func runSteps(sc *sim.Scenario, dur, step time.Duration) (int64, error) {
+	steps := int64(dur / step)
+	if dur%step != 0 {
+		steps++
+	}
+	per := int64(len(sc.Tenants) + len(sc.GPUs))
+	if steps > maxSeriesRows/per {
+		return 0, fmt.Errorf("--duration %v at --step %v is %d steps of %d tenants and %d GPUs: a run's series holds at most %d rows (steps x (tenants + GPUs)), this one %d steps at the most; shorten --duration (default: the scenario's duration) or lengthen --step",
+			dur, step, steps, len(sc.Tenants), len(sc.GPUs), maxSeriesRows, maxSeriesRows/per)
+	}
+	return steps, nil
+}
+
+// windowLatencies is what a window may keep per tenant, of tenants, with
+// left of the run's budget of latencies.
+func windowLatencies(left int64, tenants int) int {
+	n := left / int64(max(tenants, 1))
+	return int(min(max(n, minWindowLatencies), sim.DefaultWindowLatencies))
 }
 
 // recording adds each step's applied changes and window to a recorder on

@@ -40,10 +40,16 @@ type Host struct {
 // NewHost starts a simulator of sc (seed 0: the scenario's) at Start and a
 // builder of cfg (nil: every process unassigned) on one manual clock.
 func NewHost(sc *sim.Scenario, cfg *tenant.Config, seed int64) (*Host, error) {
+	return newHost(sc, cfg, seed, 0)
+}
+
+// newHost is NewHost whose simulator's windows keep at most maxLat
+// latencies a tenant (0: the simulator's default).
+func newHost(sc *sim.Scenario, cfg *tenant.Config, seed int64, maxLat int) (*Host, error) {
 	if cfg == nil {
 		cfg = tenant.EmptyConfig()
 	}
-	s, err := NewSimulator(sc, seed)
+	s, err := sim.New(sc, sim.Options{Seed: seed, Start: Start, WindowLatencies: maxLat})
 	if err != nil {
 		return nil, err
 	}
