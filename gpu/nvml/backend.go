@@ -43,6 +43,9 @@ type VMFinder interface {
 	Find(vmUUID string) (pid uint32, name string, ok bool)
 }
 
+// maxGPUs is the most GPUs New accepts from nvmlDeviceGetCount.
+const maxGPUs = 1024
+
 // Backend reads and controls the GPUs of this host through NVML. It
 // implements gpu.Source (Name "nvml"), gpu.CapabilityLister and the NVML
 // actuators: gpu.VGPUSchedulerActuator, gpu.ClockPowerActuator and
@@ -160,6 +163,12 @@ func New(opts Options) (b *Backend, err error) {
 	if r != nvml.SUCCESS {
 		_ = lib.Shutdown()
 		return nil, fmt.Errorf("NVML initialized but counting GPUs failed (%s): check nvidia-smi and dmesg", returnName(r))
+	}
+	if n < 0 || n > maxGPUs {
+		// Walking it would ask for billions of handles and keep as many
+		// GPUs: a broken driver or library, not a host.
+		_ = lib.Shutdown()
+		return nil, fmt.Errorf("NVML reports %d GPUs, more than the %d any host has: check nvidia-smi and the driver", n, maxGPUs)
 	}
 	for i := 0; i < n; i++ {
 		ds := &devState{index: i, migGPMPrev: map[int]gpmPrev{}}

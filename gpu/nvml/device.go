@@ -17,6 +17,7 @@ type devReader struct {
 	b     *Backend
 	ds    *devState
 	fatal error
+	now   time.Time // of the sample
 	// migHandles are the MIG device handles by GPU instance ID, in MIG mode.
 	migHandles map[int]nvml.Device
 }
@@ -61,6 +62,7 @@ var knownGPUs = []struct {
 func (rd *devReader) read(d *gpu.Device, now time.Time) {
 	h := rd.ds.handle
 	b := rd.b
+	rd.now = now
 
 	d.MemoryTotalBytes, d.MemoryUsedBytes, _ = rd.memoryInfo(h, "")
 	for _, k := range knownGPUs {

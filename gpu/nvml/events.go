@@ -19,6 +19,10 @@ const (
 	maxPendingEvents = 1000
 	// eventRetry is the pause after a failed wait before the next one.
 	eventRetry = 5 * time.Second
+	// eventMinTurn is the least time a wait that brought no event takes:
+	// one that returns at once (ERROR_TIMEOUT without waiting, events of
+	// no GPU of this host) is paced to it rather than spinning a core.
+	eventMinTurn = 50 * time.Millisecond
 )
 
 // eventWatcher waits for XID events in its own goroutine and keeps them per
@@ -85,11 +89,22 @@ func (w *eventWatcher) run(b *Backend) {
 			return
 		default:
 		}
+		start := time.Now() // the library's own time, not b.clock
 		data, r := w.wait()
 		switch r {
-		case nvml.SUCCESS:
-			w.safeDeliver(b, data)
-		case nvml.ERROR_TIMEOUT:
+		case nvml.SUCCESS, nvml.ERROR_TIMEOUT:
+			if r == nvml.SUCCESS && w.safeDeliver(b, data) {
+				continue
+			}
+			if rest := eventMinTurn - time.Since(start); rest > 0 {
+				t := time.NewTimer(rest)
+				select {
+				case <-w.quit:
+					t.Stop()
+					return
+				case <-t.C:
+				}
+			}
 		default:
 			b.logOnce("events/"+returnName(r), "msg", "waiting for NVML events failed; retrying",
 				"err", returnName(r))
@@ -113,18 +128,20 @@ func (w *eventWatcher) wait() (data nvml.EventData, r nvml.Return) {
 	return w.set.Wait(eventWaitMs)
 }
 
-// safeDeliver delivers an event; a panic of a library wrapper while
-// identifying its GPU drops the event, not the process.
-func (w *eventWatcher) safeDeliver(b *Backend, data nvml.EventData) {
+// safeDeliver delivers an event and says whether it was one of a GPU of
+// this backend; a panic of a library wrapper while identifying its GPU
+// drops the event, not the process.
+func (w *eventWatcher) safeDeliver(b *Backend, data nvml.EventData) (ours bool) {
 	defer func() {
 		if p := recover(); p != nil {
+			ours = false
 			b.logOnce("events/panic", "msg", "identifying the GPU of an NVML event failed; event dropped", "err", fmt.Sprint(p))
 		}
 	}()
-	w.deliver(b, data)
+	return w.deliver(b, data)
 }
 
-func (w *eventWatcher) deliver(b *Backend, data nvml.EventData) {
+func (w *eventWatcher) deliver(b *Backend, data nvml.EventData) bool {
 	uuid := ""
 	w.mu.Lock()
 	for u, h := range w.registered {
@@ -138,7 +155,7 @@ func (w *eventWatcher) deliver(b *Backend, data nvml.EventData) {
 		uuid = w.uuidOf(data.Device)
 	}
 	if uuid == "" {
-		return // not a GPU this backend reports
+		return false // not a GPU this backend reports
 	}
 	ev := gpu.Event{Time: b.clock.Now(), Kind: gpu.EventXID}
 	if data.EventType&nvml.EventTypeXidCriticalError != 0 {
@@ -154,9 +171,10 @@ func (w *eventWatcher) deliver(b *Backend, data nvml.EventData) {
 	defer w.mu.Unlock()
 	if len(w.pending[uuid]) >= maxPendingEvents {
 		w.dropped[uuid]++
-		return
+		return true
 	}
 	w.pending[uuid] = append(w.pending[uuid], ev)
+	return true
 }
 
 // uuidOf finds the registered GPU of a handle that is not one of the

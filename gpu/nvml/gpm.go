@@ -76,21 +76,22 @@ func (rd *devReader) readGPM(d *gpu.Device, now time.Time) {
 		return
 	}
 	ids := append(append(append([]nvml.GpmMetricId{}, activityMetrics...), ctxswRequests...), ctxswCyclesActive...)
-	vals, ok := rd.gpmStep(&ds.gpmPrev, &ds.gpmPrevAt, now, ids, func(s nvml.GpmSample) nvml.Return {
+	vals, elapsed, ok := rd.gpmStep(&ds.gpmPrev, &ds.gpmPrevAt, now, ids, func(s nvml.GpmSample) nvml.Return {
 		return ds.handle.GpmSampleGet(s)
 	}, "nvmlGpmSampleGet")
 	if ok {
 		d.Activity = activity(vals)
 		var req, cyc float64
 		var any bool
-		// Counters only grow: a negative or non-finite figure of an
-		// engine is left out rather than added.
+		// Counters only grow: a negative, non-finite or impossible
+		// figure of an engine is left out rather than added.
+		most := elapsed.Seconds() * maxCyclesPerSecond
 		for i := range ctxswRequests {
-			if v, ok := vals[ctxswRequests[i]]; ok && countable(v) {
+			if v, ok := vals[ctxswRequests[i]]; ok && countable(v, most) {
 				req += v
 				any = true
 			}
-			if v, ok := vals[ctxswCyclesActive[i]]; ok && countable(v) {
+			if v, ok := vals[ctxswCyclesActive[i]]; ok && countable(v, most) {
 				cyc += v
 			}
 		}
@@ -123,7 +124,7 @@ func (rd *devReader) readGPM(d *gpu.Device, now time.Time) {
 			}
 			p = gpmPrev{uuid: d.MIG[i].UUID}
 		}
-		vals, ok := rd.gpmStep(&p.sample, &p.at, now, activityMetrics, func(s nvml.GpmSample) nvml.Return {
+		vals, _, ok := rd.gpmStep(&p.sample, &p.at, now, activityMetrics, func(s nvml.GpmSample) nvml.Return {
 			return ds.handle.GpmMigSampleGet(gi, s)
 		}, "nvmlGpmMigSampleGet")
 		ds.migGPMPrev[gi] = p
@@ -145,24 +146,25 @@ func (rd *devReader) readGPM(d *gpu.Device, now time.Time) {
 }
 
 // gpmStep takes a new sample with get; when *prev is older than 100 ms it
-// computes ids between the two samples and the new one becomes *prev.
+// computes ids between the two samples, over the time it returns, and the
+// new one becomes *prev.
 func (rd *devReader) gpmStep(prev *nvml.GpmSample, prevAt *time.Time, now time.Time, ids []nvml.GpmMetricId,
-	get func(nvml.GpmSample) nvml.Return, call string) (map[nvml.GpmMetricId]float64, bool) {
+	get func(nvml.GpmSample) nvml.Return, call string) (map[nvml.GpmMetricId]float64, time.Duration, bool) {
 	if *prev != nil && now.Sub(*prevAt) <= gpmMinInterval {
-		return nil, false // too soon: keep the older sample for a longer interval
+		return nil, 0, false // too soon: keep the older sample for a longer interval
 	}
 	cur, r := rd.b.lib.GpmSampleAlloc()
 	if !rd.ok("nvmlGpmSampleAlloc", r) || cur == nil {
-		return nil, false
+		return nil, 0, false
 	}
 	if r := get(cur); !rd.ok(call, r) {
 		_ = cur.Free()
-		return nil, false
+		return nil, 0, false
 	}
-	old := *prev
+	old, elapsed := *prev, now.Sub(*prevAt)
 	*prev, *prevAt = cur, now
 	if old == nil {
-		return nil, false
+		return nil, 0, false
 	}
 	defer old.Free()
 	m := &nvml.GpmMetricsGetType{NumMetrics: uint32(len(ids)), Sample1: old, Sample2: cur}
@@ -170,7 +172,7 @@ func (rd *devReader) gpmStep(prev *nvml.GpmSample, prevAt *time.Time, now time.T
 		m.Metrics[i].MetricId = uint32(id)
 	}
 	if r := rd.b.lib.GpmMetricsGet(m); !rd.ok("nvmlGpmMetricsGet", r) {
-		return nil, false
+		return nil, 0, false
 	}
 	vals := make(map[nvml.GpmMetricId]float64, len(ids))
 	for i := range ids {
@@ -178,7 +180,7 @@ func (rd *devReader) gpmStep(prev *nvml.GpmSample, prevAt *time.Time, now time.T
 			vals[nvml.GpmMetricId(m.Metrics[i].MetricId)] = m.Metrics[i].Value
 		}
 	}
-	return vals, true
+	return vals, elapsed, true
 }
 
 // activity converts GPM percentages into 0-1 ratios.
@@ -208,7 +210,13 @@ func activity(vals map[nvml.GpmMetricId]float64) gpu.Activity {
 	return a
 }
 
-// countable says whether a per-interval GPM count may be added to a counter.
-func countable(v float64) bool {
-	return v >= 0 && !math.IsInf(v, 0) && !math.IsNaN(v)
+// maxCyclesPerSecond bounds an engine's context-switch requests and cycles
+// per second: the cycles of a 10 GHz clock, several times any GPU's.
+const maxCyclesPerSecond = 1e10
+
+// countable says whether a per-interval GPM count may be added to a
+// counter: finite, not negative and at most most (a figure beyond what the
+// interval allows would stay in the counter for good).
+func countable(v, most float64) bool {
+	return v >= 0 && v <= most && !math.IsInf(v, 0) && !math.IsNaN(v)
 }

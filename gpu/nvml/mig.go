@@ -9,6 +9,11 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 )
 
+// maxMIGDevices bounds the MIG device slots read per GPU: a GPU has at
+// most 7 compute slices, hence at most 7 MIG devices; nvmlDeviceGetMaxMigDeviceCount
+// is trusted up to this.
+const maxMIGDevices = 64
+
 // readMIG fills the MIG mode and, in MIG mode, one MIGInstance per MIG
 // device (GPU instance with its compute instance).
 func (rd *devReader) readMIG(d *gpu.Device) {
@@ -33,6 +38,14 @@ func (rd *devReader) readMIG(d *gpu.Device) {
 	if !rd.ok("nvmlDeviceGetMaxMigDeviceCount", r) {
 		return
 	}
+	if n > maxMIGDevices {
+		rd.b.logOnce(rd.ds.uuid+"/migcount", "msg", "NVML's maximum MIG device count is implausible; only the first slots are read",
+			"gpu", rd.ds.index, "uuid", rd.ds.uuid, "count", n, "read", maxMIGDevices)
+		n = maxMIGDevices
+	}
+	type migKey struct{ gi, ci int }
+	seen := map[migKey]bool{}
+	seenUUID := map[string]bool{}
 	for i := 0; i < n; i++ {
 		m, r := h.GetMigDeviceHandleByIndex(i)
 		if r == nvml.ERROR_NOT_FOUND || r == nvml.ERROR_INVALID_ARGUMENT {
@@ -65,6 +78,19 @@ func (rd *devReader) readMIG(d *gpu.Device) {
 		inst.Profile = rd.migProfile(inst.GPUInstanceID, attrs)
 		if rd.fatal != nil {
 			return
+		}
+		// The same MIG device in two slots is one instance.
+		if inst.UUID != "" && seenUUID[inst.UUID] {
+			continue
+		}
+		if k := (migKey{inst.GPUInstanceID, inst.ComputeInstanceID}); inst.GPUInstanceID >= 0 {
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+		}
+		if inst.UUID != "" {
+			seenUUID[inst.UUID] = true
 		}
 		if rd.migHandles == nil {
 			rd.migHandles = map[int]nvml.Device{}

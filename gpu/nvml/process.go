@@ -68,7 +68,7 @@ func (rd *devReader) readProcesses(d *gpu.Device) {
 	// (docs/calibration.md, NVML); GPM per GPU instance covers those.
 	if !d.MIGEnabled && len(byPID) > 0 {
 		if b.has(symProcessUtil) {
-			samples, r := processUtilization(h, ds.procLastSeen.ts)
+			samples, r := processUtilization(h, ds.procLastSeen.since(usNow(rd.now)))
 			switch {
 			case r == nvml.ERROR_NOT_FOUND:
 				// No sample since lastSeen: no figure this time, and
@@ -78,7 +78,7 @@ func (rd *devReader) readProcesses(d *gpu.Device) {
 				// The number of samples grew between the wrapper's two
 				// calls: no figure this time; the next call asks again.
 			case rd.ok("nvmlDeviceGetProcessUtilization", r):
-				means := newUtilMeans[uint32](&ds.procLastSeen)
+				means := newUtilMeans[uint32](&ds.procLastSeen, usNow(rd.now))
 				for _, s := range samples {
 					means.add(s.Pid, s.TimeStamp, float64(s.SmUtil), float64(s.MemUtil))
 				}

@@ -1,6 +1,19 @@
 package nvml
 
-import "github.com/vgpu-exporter/vgpu_exporter/gpu"
+import (
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// futureSlack is how far past the sample time a utilization sample's
+// timestamp (the host's clock, µs) may be. A later one is a glitch, or
+// the host clock stepped back: taken as lastSeen, it would leave the
+// driver nothing newer to answer, and no figure, until the clock caught up.
+const futureSlack = time.Minute
+
+// usNow is a sample time in NVML's timestamp unit (µs since the epoch).
+func usNow(now time.Time) uint64 { return uint64(max(now.UnixMicro(), 0)) }
 
 // lastSeen is the state of one utilization call that takes a last-seen
 // timestamp: the newest sample's timestamp (µs), and whether a first answer
@@ -9,6 +22,16 @@ import "github.com/vgpu-exporter/vgpu_exporter/gpu"
 type lastSeen struct {
 	ts     uint64
 	primed bool
+}
+
+// since is the lastSeen to ask NVML with at now (µs). One beyond now and
+// its slack is dropped: the call asks for everything and its answer only
+// primes again.
+func (l *lastSeen) since(now uint64) uint64 {
+	if l.ts > now+uint64(futureSlack.Microseconds()) {
+		*l = lastSeen{}
+	}
+	return l.ts
 }
 
 // noSample records an answer without samples (ERROR_NOT_FOUND): whatever
@@ -20,6 +43,7 @@ func (l *lastSeen) noSample() { l.primed = true }
 // the keys first appear.
 type utilMeans[K comparable] struct {
 	since uint64    // samples not newer than this are skipped (0: none)
+	limit uint64    // samples newer than this are glitches, skipped
 	first bool      // the first answer: only the timestamp is taken
 	last  *lastSeen // advanced to the newest sample added
 	keys  []K
@@ -34,18 +58,23 @@ type utilMean struct {
 }
 
 // newUtilMeans averages the samples of one answer to a call made with
-// last.ts; last is advanced to the newest sample.
-func newUtilMeans[K comparable](last *lastSeen) *utilMeans[K] {
-	m := &utilMeans[K]{since: last.ts, first: !last.primed, last: last, acc: map[K]*utilMean{}}
+// last.since(now); last is advanced to the newest sample not beyond now
+// and its slack.
+func newUtilMeans[K comparable](last *lastSeen, now uint64) *utilMeans[K] {
+	m := &utilMeans[K]{since: last.ts, limit: now + uint64(futureSlack.Microseconds()), first: !last.primed, last: last, acc: map[K]*utilMean{}}
 	last.primed = true
 	return m
 }
 
 // add adds one sample; it returns the key's entry and whether it is new,
-// or nil for a sample not newer than since or of the first answer.
+// or nil for a sample not newer than since, stamped beyond limit, or of
+// the first answer.
 func (m *utilMeans[K]) add(k K, ts uint64, pct ...float64) (*utilMean, bool) {
 	if m.since != 0 && ts <= m.since {
 		return nil, false // covered by the previous interval
+	}
+	if ts > m.limit {
+		return nil, false // from the future: not of this interval
 	}
 	if ts > m.last.ts {
 		m.last.ts = ts

@@ -63,8 +63,8 @@ func (rd *devReader) readVGPU(d *gpu.Device, now time.Time) {
 		if rd.ok("nvmlDeviceGetActiveVgpus", r) {
 			for _, v := range list {
 				id, ok := vgpuID(v)
-				if !ok {
-					continue
+				if _, dup := byID[id]; !ok || dup {
+					continue // listed twice: one instance
 				}
 				inst := gpu.VGPUInstance{ID: id}
 				if u, r := v.GetUUID(); rd.ok("nvmlVgpuInstanceGetUUID", r) {
@@ -104,12 +104,12 @@ func (rd *devReader) readVGPU(d *gpu.Device, now time.Time) {
 		return
 	}
 	if b.has(symVgpuUtil) {
-		vt, samples, r := h.GetVgpuUtilization(ds.vgpuLastSeen.ts)
+		vt, samples, r := h.GetVgpuUtilization(ds.vgpuLastSeen.since(usNow(now)))
 		if r == nvml.ERROR_NOT_FOUND {
 			ds.vgpuLastSeen.noSample()
 		}
 		if rd.ok("nvmlDeviceGetVgpuUtilization", r) {
-			means := newUtilMeans[uint32](&ds.vgpuLastSeen)
+			means := newUtilMeans[uint32](&ds.vgpuLastSeen, usNow(now))
 			for _, s := range samples {
 				means.add(s.VgpuInstance, s.TimeStamp, decodeValue(vt, s.SmUtil), decodeValue(vt, s.MemUtil),
 					decodeValue(vt, s.EncUtil), decodeValue(vt, s.DecUtil))
@@ -128,13 +128,13 @@ func (rd *devReader) readVGPU(d *gpu.Device, now time.Time) {
 		return
 	}
 	if b.has(symVgpuProcUtil) {
-		samples, r := h.GetVgpuProcessUtilization(ds.vgpuProcLastSeen.ts)
+		samples, r := h.GetVgpuProcessUtilization(ds.vgpuProcLastSeen.since(usNow(now)))
 		if r == nvml.ERROR_NOT_FOUND {
 			ds.vgpuProcLastSeen.noSample()
 		}
 		if rd.ok("nvmlDeviceGetVgpuProcessUtilization", r) {
 			type key struct{ vgpu, pid uint32 }
-			means := newUtilMeans[key](&ds.vgpuProcLastSeen)
+			means := newUtilMeans[key](&ds.vgpuProcLastSeen, usNow(now))
 			for _, s := range samples {
 				if a, isNew := means.add(key{s.VgpuInstance, s.Pid}, s.TimeStamp, float64(s.SmUtil), float64(s.MemUtil)); isNew {
 					a.name = cString(s.ProcessName[:])
@@ -243,8 +243,21 @@ type schedEntry struct {
 }
 
 // newSchedLog returns the entries newer than the newest one of the
-// previous sample and remembers the newest.
+// previous sample and remembers the newest. A log whose newest entry is
+// older than that (the timestamps restarted, or the one remembered was
+// stamped out of line) is taken as the new start: none of it is returned,
+// and the entries after it are.
 func (ds *devState) newSchedLog(entries []schedEntry) []gpu.VGPUSchedulerLogEntry {
+	if len(entries) > 0 {
+		newest := entries[0].ts
+		for _, e := range entries[1:] {
+			newest = max(newest, e.ts)
+		}
+		if newest < ds.schedLastTS {
+			ds.schedLastTS = newest
+			return nil
+		}
+	}
 	var out []gpu.VGPUSchedulerLogEntry
 	last := ds.schedLastTS
 	for _, e := range entries {
