@@ -27,6 +27,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
@@ -242,12 +243,23 @@ func statusMessage(r io.Reader) string {
 	var st struct {
 		Message string `json:"message"`
 	}
-	if json.Unmarshal(b, &st) == nil && st.Message != "" {
-		return st.Message
-	}
 	s := strings.TrimSpace(string(b))
-	if len(s) > 256 {
-		s = s[:256] + "..."
+	if json.Unmarshal(b, &st) == nil && st.Message != "" {
+		s = st.Message
 	}
-	return s
+	return clipMessage(s)
+}
+
+// clipMessage shortens an answer's message to what an error and its log
+// line can carry: 256 bytes (an API server's Status message is not
+// bounded), cut at a rune's start.
+func clipMessage(s string) string {
+	if len(s) <= 256 {
+		return s
+	}
+	n := 256
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
 }

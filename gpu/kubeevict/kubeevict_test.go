@@ -221,3 +221,19 @@ func TestMoveProcessNamesNoPod(t *testing.T) {
 		t.Fatalf("error %v", err)
 	}
 }
+
+// An answer's message is shortened to 256 bytes, at a rune's start,
+// whether it is a Status's message or the body itself.
+func TestStatusMessage(t *testing.T) {
+	long := strings.Repeat("é", 200) // 400 bytes
+	for _, c := range []struct{ body, want string }{
+		{`{"kind":"Status","message":"Cannot evict pod as it would violate the pod's disruption budget."}`, "Cannot evict pod as it would violate the pod's disruption budget."},
+		{`{"kind":"Status","message":"` + long + `"}`, strings.Repeat("é", 128) + "..."},
+		{"  plain text  ", "plain text"},
+		{"a" + long, "a" + strings.Repeat("é", 127) + "..."},
+	} {
+		if got := statusMessage(strings.NewReader(c.body)); got != c.want {
+			t.Errorf("%.40q: %q, want %q", c.body, got, c.want)
+		}
+	}
+}
