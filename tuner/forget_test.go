@@ -3,11 +3,14 @@ package tuner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/latency"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
 // capEvery asks for an MPS cap on every MPS client of every GPU, each
@@ -163,5 +166,52 @@ func TestRetryForget(t *testing.T) {
 	}
 	if ok, _ := r.Admit(nil, b, t0); ok {
 		t.Errorf("%s admitted: Forget dropped a target it was not given", b.Target)
+	}
+}
+
+// Retry keeps only what still refuses something: the values a target was
+// asked for that are older than After are dropped at the next record
+// (a policy asking a new value each round grew it by one a round), while
+// one refused as not supported is kept.
+func TestRetryDropsExpired(t *testing.T) {
+	r := &Retry{After: time.Minute}
+	never := mpsAction(9, 1, 0.5)
+	r.Record(never, OutcomeFailed, gpu.ErrNotSupported, t0)
+	for i := range 100 {
+		r.Record(mpsAction(7, 1, Fraction(0.01*float64(i+1))), OutcomeApplied, nil, t0.Add(time.Duration(i)*15*time.Second))
+	}
+	if n := len(r.asked); n > 6 {
+		t.Errorf("%d values remembered after 100 rounds, want the last minute's and the unsupported one (at most 6)", n)
+	}
+	if ok, _ := r.Admit(nil, never, t0.Add(time.Hour)); ok {
+		t.Error("an action refused as not supported admitted again")
+	}
+	last := mpsAction(7, 1, 1)
+	if ok, _ := r.Admit(nil, last, t0.Add(99*15*time.Second)); ok {
+		t.Error("the last value asked for admitted again at once")
+	}
+}
+
+// The fast tracker forgets a tenant the snapshots have not shown for ten
+// windows (a reload removed it, its namespace went away), and keeps one
+// missing for less.
+func TestFastTrackerForgetsGoneTenants(t *testing.T) {
+	f := newFastTracker(time.Minute)
+	at := func(d time.Duration, names ...string) {
+		snap := &tenant.Snapshot{}
+		for _, n := range names {
+			snap.SLOs = append(snap.SLOs, tenant.SLOStatus{Tenant: n, Status: latency.Status{Quantile: 0.9, GoodKnown: true, RequestsTotal: 10, GoodRequestsTotal: 9}})
+		}
+		f.observe(t0.Add(d), snap)
+	}
+	for i := range 200 {
+		at(time.Duration(i)*15*time.Second, "kept", fmt.Sprintf("ns-%d", i))
+	}
+	at(50*time.Minute+15*time.Second, "kept") // ns-199 last seen 15 s before
+	if _, ok := f.points["ns-199"]; !ok {
+		t.Error("a tenant missing for one round forgotten")
+	}
+	if n := len(f.points); n > 2+int(10*time.Minute/(15*time.Second)) {
+		t.Errorf("%d tenants' counters kept, most of them unseen for far longer than ten windows", n)
 	}
 }

@@ -611,5 +611,12 @@ func (r *Retry) Record(a Action, o Outcome, err error, now time.Time) {
 	if r.asked == nil {
 		r.asked = map[string]retryState{}
 	}
+	// what refuses nothing any more is dropped: the values a target was
+	// asked for would otherwise pile up, one for each ever asked
+	for k, s := range r.asked {
+		if !s.never && now.Sub(s.at) >= r.After {
+			delete(r.asked, k)
+		}
+	}
 	r.asked[retryKey(a)] = retryState{at: now, never: errors.Is(err, gpu.ErrNotSupported)}
 }

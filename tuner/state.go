@@ -186,8 +186,20 @@ func (f *fastTracker) observe(now time.Time, snap *tenant.Snapshot) map[string]F
 		base, last := ps[0], ps[len(ps)-1]
 		out[s.Tenant] = FastSLO{Over: last.at.Sub(base.at), Total: last.total - base.total, Good: last.good - base.good}
 	}
+	// a tenant unseen for fastForget windows (removed by a reload, a
+	// namespace gone under pod tenancy) is forgotten: it starts over if
+	// it comes back
+	for name, ps := range f.points {
+		if len(ps) == 0 || now.Sub(ps[len(ps)-1].at) > fastForget*f.window {
+			delete(f.points, name)
+		}
+	}
 	return out
 }
+
+// fastForget is how many fast windows a tenant's counters are kept while
+// the snapshots show none of them.
+const fastForget = 10
 
 // InfoByName indexes a snapshot's tenants by name.
 func InfoByName(snap *tenant.Snapshot) map[string]tenant.Info {
