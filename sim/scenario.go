@@ -401,22 +401,21 @@ func parseScenario(file string, data []byte, path string) (*Scenario, error) {
 // scenario gives none; defaultMemoryFloat is the same in float64, so that
 // a sum out of ByteSize's range shows as such (validate checks it first).
 func defaultMemory(w *WorkloadSpec) ByteSize {
-	switch w.Type {
-	case "llm":
-		// weights plus a KV cache pool for max_batch sequences of average length
-		return w.WeightsBytes + ByteSize(float64(w.KVBytesPerToken)*float64(w.MaxBatch)*float64(w.ContextTokens+w.GeneratedTokens)) + 1<<30
-	default:
-		return w.WeightsBytes + ByteSize(math.Max(w.Bytes, 0)) + 1<<30
-	}
+	return w.WeightsBytes + ByteSize(memoryBeyondWeights(w)) + 1<<30
 }
 
 func defaultMemoryFloat(w *WorkloadSpec) float64 {
-	switch w.Type {
-	case "llm":
-		return float64(w.WeightsBytes) + float64(w.KVBytesPerToken)*float64(w.MaxBatch)*float64(w.ContextTokens+w.GeneratedTokens) + 1<<30
-	default:
-		return float64(w.WeightsBytes) + math.Max(w.Bytes, 0) + 1<<30
+	return float64(w.WeightsBytes) + memoryBeyondWeights(w) + 1<<30
+}
+
+// memoryBeyondWeights is what a tenant of workload w holds by default
+// besides its weights and a gigabyte of context: an LLM's KV cache pool
+// for max_batch sequences of average length, another's working set.
+func memoryBeyondWeights(w *WorkloadSpec) float64 {
+	if w.Type == "llm" {
+		return float64(w.KVBytesPerToken) * float64(w.MaxBatch) * float64(w.ContextTokens+w.GeneratedTokens)
 	}
+	return math.Max(w.Bytes, 0)
 }
 
 // deriveUUID returns a UUID-formatted string from the SHA-256 of key.

@@ -122,8 +122,7 @@ func (t *Tuner) forgetGone(snap *tenant.Snapshot, now time.Time) {
 		delete(t.pending, k)
 		delete(t.refused, k)
 		if o, ok := t.originals[k]; ok && enforce && o.Target.Knob == gpu.KnobMPSActiveThreads {
-			t.journal(Record{Time: now, Event: EventRestored, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), Reason: "process gone; nothing to restore"})
-			t.dropOriginal(k)
+			t.dropGoneOriginal(k, now)
 		}
 	}
 	t.evals = slices.DeleteFunc(t.evals, func(e evaluation) bool { return gone[e.a.Target.String()] })

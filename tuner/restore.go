@@ -115,10 +115,7 @@ func (t *Tuner) restoreOne(ctx context.Context, k string, now time.Time, why str
 	if o.Target.Knob == gpu.KnobMPSActiveThreads {
 		a.Restart = true
 		if !t.processPresent(o.Target) {
-			// Its context is gone: the next one starts with the
-			// default, not with the tuner's fraction.
-			t.journal(Record{Time: now, Event: EventRestored, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), Reason: "process gone; nothing to restore"})
-			t.dropOriginal(k)
+			t.dropGoneOriginal(k, now)
 			return nil, nil
 		}
 	}
@@ -147,6 +144,15 @@ func (t *Tuner) restoreOne(ctx context.Context, k string, now time.Time, why str
 	t.dropOriginal(k)
 	delete(t.pending, k)
 	return &d, nil
+}
+
+// dropGoneOriginal closes the MPS original k, whose process is gone, in
+// the journal and drops it: its context is gone, and the next one starts
+// with the default, not with the tuner's fraction.
+func (t *Tuner) dropGoneOriginal(k string, now time.Time) {
+	o := t.originals[k]
+	t.journal(Record{Time: now, Event: EventRestored, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), Reason: "process gone; nothing to restore"})
+	t.dropOriginal(k)
 }
 
 // processPresent reports whether the target's process still runs on its

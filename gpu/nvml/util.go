@@ -24,11 +24,14 @@ type lastSeen struct {
 	primed bool
 }
 
+// latest is the newest timestamp a sample taken at now (µs) may carry.
+func latest(now uint64) uint64 { return now + uint64(futureSlack.Microseconds()) }
+
 // since is the lastSeen to ask NVML with at now (µs). One beyond now and
 // its slack is dropped: the call asks for everything and its answer only
 // primes again.
 func (l *lastSeen) since(now uint64) uint64 {
-	if l.ts > now+uint64(futureSlack.Microseconds()) {
+	if l.ts > latest(now) {
 		*l = lastSeen{}
 	}
 	return l.ts
@@ -61,7 +64,7 @@ type utilMean struct {
 // last.since(now); last is advanced to the newest sample not beyond now
 // and its slack.
 func newUtilMeans[K comparable](last *lastSeen, now uint64) *utilMeans[K] {
-	m := &utilMeans[K]{since: last.ts, limit: now + uint64(futureSlack.Microseconds()), first: !last.primed, last: last, acc: map[K]*utilMean{}}
+	m := &utilMeans[K]{since: last.ts, limit: latest(now), first: !last.primed, last: last, acc: map[K]*utilMean{}}
 	last.primed = true
 	return m
 }

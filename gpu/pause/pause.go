@@ -88,8 +88,9 @@ type Pauser struct {
 	// leftover are, per tenant, groups it no longer holds (dropped from
 	// its set, or its pulse ended) whose thaw failed: their watchdog
 	// leases stand, and each SetPauseDuty of the tenant, each thaw of its
-	// pulse and Close try again; while one stays frozen the tenant's
-	// SetPauseDuty fails
+	// pulse and Close try again; one that stays frozen is logged, and
+	// fails only the call that ends the tenant's pause where its own
+	// groups stay frozen too
 	leftMu   sync.Mutex
 	leftover map[string][]group
 }
@@ -369,11 +370,7 @@ func (p *Pauser) keepLeft(tenant string, gs []group) {
 	if p.leftover == nil {
 		p.leftover = map[string][]group{}
 	}
-	for _, g := range gs {
-		if !slices.ContainsFunc(p.leftover[tenant], func(h group) bool { return h.Key() == g.Key() }) {
-			p.leftover[tenant] = append(p.leftover[tenant], g)
-		}
-	}
+	p.leftover[tenant] = appendNew(p.leftover[tenant], gs...)
 }
 
 // retryLeft thaws the tenant's leftover again, less the groups of its set
@@ -428,9 +425,7 @@ func (p *Pauser) groupsOf(pids []uint32) ([]group, error) {
 			errs = append(errs, err)
 			continue
 		}
-		if !slices.ContainsFunc(out, func(h group) bool { return h.Key() == g.Key() }) {
-			out = append(out, g)
-		}
+		out = appendNew(out, g)
 	}
 	return out, errors.Join(errs...)
 }
@@ -529,11 +524,7 @@ func (pl *pulse) snapshot() []group {
 func (pl *pulse) unionLocked() []group {
 	var out []group
 	for _, uuid := range slices.Sorted(maps.Keys(pl.groups)) {
-		for _, g := range pl.groups[uuid] {
-			if !slices.ContainsFunc(out, func(h group) bool { return h.Key() == g.Key() }) {
-				out = append(out, g)
-			}
-		}
+		out = appendNew(out, pl.groups[uuid]...)
 	}
 	return out
 }
@@ -542,11 +533,26 @@ func (pl *pulse) unionLocked() []group {
 func without(gs, keep []group) []group {
 	var out []group
 	for _, g := range gs {
-		if !slices.ContainsFunc(keep, func(h group) bool { return h.Key() == g.Key() }) {
+		if !hasGroup(keep, g) {
 			out = append(out, g)
 		}
 	}
 	return out
+}
+
+// hasGroup says whether gs holds g (by key).
+func hasGroup(gs []group, g group) bool {
+	return slices.ContainsFunc(gs, func(h group) bool { return h.Key() == g.Key() })
+}
+
+// appendNew appends to gs those of more it does not hold yet, each once.
+func appendNew(gs []group, more ...group) []group {
+	for _, g := range more {
+		if !hasGroup(gs, g) {
+			gs = append(gs, g)
+		}
+	}
+	return gs
 }
 
 // gone says whether err is a group's that no longer exists: its cgroup
