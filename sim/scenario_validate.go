@@ -41,7 +41,7 @@ const (
 	maxTenants = 1024
 	// maxQueuedTotal bounds the waiting requests of all tenants together
 	// (their max_queue), 10 Mi: maxTenants at the default max_queue fit;
-	// about 1.6 GB at the most (40 bytes a request, the queue's growth
+	// an estimated 1.6 GB at the most (40 bytes a request, the queue's growth
 	// and the collector's slack).
 	maxQueuedTotal = 10 << 20
 	// maxMemoryBytes bounds a tenant's memory, given or default, and its

@@ -324,7 +324,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 // A run's report keeps a row per tenant and per GPU a step, and every
 // latency its windows keep, for its whole length (docs/vgpusim.md, Limits).
 const (
-	// maxSeriesRows bounds a run's steps x (tenants + GPUs): about 1 GB
+	// maxSeriesRows bounds a run's steps x (tenants + GPUs): an estimated 1 GB
 	// of series. A day at the default step of 1s is 86,400 steps.
 	maxSeriesRows = 4 << 20
 	// maxRunLatencies is the budget of latencies a run's report keeps (4
