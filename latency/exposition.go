@@ -7,16 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
-	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/vgpu-exporter/vgpu_exporter/internal/clip"
 )
 
 // Decoding limits. The body itself is at most max_bytes; these bound what
@@ -138,11 +136,11 @@ func decodeProtoDelim(r io.Reader, size int64, want map[string]bool) (map[string
 			return nil, errWantedTooLarge
 		}
 		if err := countFields(msg, desc, &budget, 0); err != nil {
-			return nil, fmt.Errorf("parse: family %s: %w", clip(name), err)
+			return nil, fmt.Errorf("parse: family %s: %w", clip.Text(name, maxQuoted), err)
 		}
 		mf := &dto.MetricFamily{}
 		if err := proto.Unmarshal(msg, mf); err != nil {
-			return nil, fmt.Errorf("parse: family %s: %w", clip(name), err)
+			return nil, fmt.Errorf("parse: family %s: %w", clip.Text(name, maxQuoted), err)
 		}
 		merge(out, mf)
 	}
@@ -239,7 +237,7 @@ func decodeText(r io.Reader, want map[string]bool) (map[string]*dto.MetricFamily
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("parse: %s", clip(err.Error()))
+			return nil, fmt.Errorf("parse: %s", clip.Text(err.Error(), maxQuoted))
 		}
 		merge(out, mf)
 	}
@@ -302,7 +300,7 @@ func (f *textFilter) Read(p []byte) (int, error) {
 				}
 			}
 			if f.sample && f.countLabels(piece) > maxLabels {
-				f.err = fmt.Errorf("parse: line %d: series %s has %w", f.lineNo, clip(string(f.name)), errTooManyLabels)
+				f.err = fmt.Errorf("parse: line %d: series %s has %w", f.lineNo, clip.Text(string(f.name), maxQuoted), errTooManyLabels)
 				return 0, f.err
 			}
 			f.inLine = piece[len(piece)-1] != '\n'
@@ -409,31 +407,6 @@ const (
 	maxErrLen = 512
 )
 
-// clip returns s with control characters and invalid bytes escaped, cut to
-// maxQuoted bytes and saying how much was cut: what a source sends never
-// reaches a log line raw or long.
-func clip(s string) string { return clipTo(s, maxQuoted) }
-
-func clipTo(s string, limit int) string {
-	var b strings.Builder
-	for i, r := range s {
-		if b.Len() >= limit {
-			fmt.Fprintf(&b, "... (%d more bytes)", len(s)-i)
-			break
-		}
-		switch {
-		case r == utf8.RuneError:
-			fmt.Fprintf(&b, "\\x%02x", s[i])
-		case r == ' ' || unicode.IsGraphic(r):
-			b.WriteRune(r)
-		default:
-			q := strconv.QuoteRuneToASCII(r)
-			b.WriteString(q[1 : len(q)-1])
-		}
-	}
-	return b.String()
-}
-
 // families are the family names a source reads, for parseExposition.
 func families(src *Source) []string {
 	if src.Preset == PresetTriton {
@@ -484,7 +457,7 @@ func labelString(m *dto.Metric) string {
 		fmt.Fprintf(&b, "%s=%q", lp.GetName(), lp.GetValue())
 	}
 	b.WriteByte('}')
-	return clip(b.String())
+	return clip.Text(b.String(), maxQuoted)
 }
 
 // extract picks the source's histogram (or Triton's counters) out of an

@@ -8,6 +8,8 @@ import (
 	"strconv"
 
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/vgpu-exporter/vgpu_exporter/internal/clip"
 )
 
 // histo is a classic cumulative histogram: counts of observations at or
@@ -276,7 +278,7 @@ func histogramFromUntyped(buckets, counts, sums *dto.MetricFamily, matchers map[
 		}
 		sb, err := seriesBuckets(g.bs, g.count)
 		if err != nil {
-			return histo{}, fmt.Errorf("%s{%s}: %w", buckets.GetName(), clip(k), err)
+			return histo{}, fmt.Errorf("%s{%s}: %w", buckets.GetName(), clip.Text(k, maxQuoted), err)
 		}
 		series = append(series, sb)
 		cs = append(cs, g.count)

@@ -12,6 +12,7 @@ import (
 	"github.com/go-kit/log/level"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/clip"
 )
 
 // Options configure a Pool.
@@ -219,7 +220,7 @@ type logState struct {
 func (p *Pool) scrapeSafely(ctx context.Context, tr *sloTracker, now time.Time) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%s: scrape panicked (recovered): %s", tr.src.URL, clipTo(fmt.Sprint(r), maxErrLen))
+			err = fmt.Errorf("%s: scrape panicked (recovered): %s", tr.src.URL, clip.Text(fmt.Sprint(r), maxErrLen))
 			tr.fail(now, err)
 		}
 	}()

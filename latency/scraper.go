@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/clip"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/fileread"
 )
 
@@ -54,7 +55,7 @@ func (sc *scraper) fetch(ctx context.Context, src *Source) (map[string]*dto.Metr
 		}
 		w := &limitWriter{max: src.MaxBytes}
 		if err := sc.app.AppMetrics(app, w); err != nil {
-			return nil, fmt.Errorf("%s: %s", src.URL, clipTo(err.Error(), maxErrLen))
+			return nil, fmt.Errorf("%s: %s", src.URL, clip.Text(err.Error(), maxErrLen))
 		}
 		if w.over {
 			return nil, fmt.Errorf("%s: exposition larger than max_bytes %d", src.URL, src.MaxBytes)
@@ -87,7 +88,7 @@ func (sc *scraper) fetch(ctx context.Context, src *Source) (map[string]*dto.Metr
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return nil, fmt.Errorf("%s: %s", src.URL, clipTo(err.Error(), maxErrLen))
+		return nil, fmt.Errorf("%s: %s", src.URL, clip.Text(err.Error(), maxErrLen))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -102,7 +103,7 @@ func (sc *scraper) fetch(ctx context.Context, src *Source) (map[string]*dto.Metr
 	case errors.Is(body.err, fileread.ErrTooLarge):
 		return nil, fmt.Errorf("%s: response larger than max_bytes %d; stopped reading there", src.URL, src.MaxBytes)
 	case body.err != nil:
-		return nil, fmt.Errorf("%s: reading the response: %s", src.URL, clipTo(body.err.Error(), maxErrLen))
+		return nil, fmt.Errorf("%s: reading the response: %s", src.URL, clip.Text(body.err.Error(), maxErrLen))
 	case err != nil:
 		return nil, fmt.Errorf("%s: %w", src.URL, err)
 	}
@@ -148,7 +149,7 @@ func checkRedirect(policy string) func(*http.Request, []*http.Request) error {
 		}
 		from, to := via[0].URL, req.URL
 		if from.Scheme != to.Scheme || !strings.EqualFold(from.Hostname(), to.Hostname()) || effectivePort(from) != effectivePort(to) {
-			return fmt.Errorf("refused a redirect to another host or port (%s); follow_redirects: any allows it", clip(to.Scheme+"://"+to.Host))
+			return fmt.Errorf("refused a redirect to another host or port (%s); follow_redirects: any allows it", clip.Text(to.Scheme+"://"+to.Host, maxQuoted))
 		}
 		return nil
 	}

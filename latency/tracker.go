@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/internal/clip"
 )
 
 // maxWindowEntries bounds the deltas a tracker keeps for its window,
@@ -197,7 +199,7 @@ func (s *sloTracker) fail(now time.Time, err error) {
 	defer s.mu.Unlock()
 	s.up = false
 	s.errsTotal++
-	s.lastErr = clipTo(err.Error(), maxErrLen)
+	s.lastErr = clip.Text(err.Error(), maxErrLen)
 	s.status = s.computeLocked(now)
 }
 

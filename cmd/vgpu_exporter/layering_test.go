@@ -78,6 +78,7 @@ var layers = map[string][]string{
 	"internal/yamlconf": nil,
 	"internal/fileread": nil,
 	"internal/parallel": nil,
+	"internal/clip":     nil,
 	// Test builders, imported only by test files (see testOnly).
 	"internal/testutil": {"gpu"},
 	"internal/simtest":  {"gpu", "sim", "simrun", "tenant"},
@@ -96,10 +97,11 @@ var layers = map[string][]string{
 	"mixin/render":        nil,
 }
 
-// leaves are packages that import no project package and that every
-// package may import: the YAML syntax shared by the tenants and scenario
-// files, and the runner of outside programs the actuators drive.
-var leaves = []string{"internal/yamlconf", "internal/fileread", "internal/command", "internal/parallel"}
+// leaves are packages that import no project package but leaves and that
+// every package may import: the YAML syntax shared by the tenants and
+// scenario files, the runner of outside programs the actuators drive, and
+// the clip of outside text for messages.
+var leaves = []string{"internal/yamlconf", "internal/fileread", "internal/command", "internal/parallel", "internal/clip"}
 
 // testOnly are packages for test files: no other package's non-test files
 // may import them, so no test builder ends up in a binary.

@@ -9,6 +9,8 @@ import (
 	"io"
 	"math"
 	"strconv"
+
+	"github.com/vgpu-exporter/vgpu_exporter/internal/clip"
 )
 
 // Key identifies what a dcgm-exporter series describes: a whole GPU (GI -1)
@@ -83,10 +85,12 @@ func init() {
 }
 
 // Parsing limits: a dcgm-exporter line is a few hundred bytes; the
-// warnings of one page are kept up to maxWarnings, then counted.
+// warnings of one page are kept up to maxWarnings, then counted; an error
+// quotes at most maxQuoted bytes of the page.
 const (
 	maxLine     = 64 << 10
 	maxWarnings = 20
+	maxQuoted   = 64
 )
 
 // Parse reads a dcgm-exporter /metrics page in the Prometheus text format
@@ -245,7 +249,7 @@ func (s *sample) labels() (uuid, lowerUUID, gi []byte, err error) {
 			i++
 		}
 		if i == 0 {
-			return nil, nil, nil, fmt.Errorf("invalid label name at %q", clip(s.b))
+			return nil, nil, nil, fmt.Errorf("invalid label name at %s", clip.Bytes(s.b, maxQuoted))
 		}
 		lname := s.b[:i]
 		s.b = s.b[i:]
@@ -330,24 +334,16 @@ func (s *sample) value() (float64, error) {
 		tok, ts = rest[:i], bytes.TrimSpace(rest[i:])
 	}
 	if len(tok) == 0 || bytes.ContainsAny(ts, " \t") {
-		return 0, fmt.Errorf("want a value and an optional timestamp, got %q", clip(s.b))
+		return 0, fmt.Errorf("want a value and an optional timestamp, got %s", clip.Bytes(s.b, maxQuoted))
 	}
 	v, err := strconv.ParseFloat(string(tok), 64)
 	if err != nil {
-		return 0, fmt.Errorf("invalid value %q", clip(tok))
+		return 0, fmt.Errorf("invalid value %s", clip.Bytes(tok, maxQuoted))
 	}
 	if len(ts) > 0 {
 		if _, err := strconv.ParseInt(string(ts), 10, 64); err != nil {
-			return 0, fmt.Errorf("invalid timestamp %q", clip(ts))
+			return 0, fmt.Errorf("invalid timestamp %s", clip.Bytes(ts, maxQuoted))
 		}
 	}
 	return v, nil
-}
-
-// clip shortens what a page sent for an error message.
-func clip(b []byte) string {
-	if len(b) > 64 {
-		return string(b[:64]) + "..."
-	}
-	return string(b)
 }

@@ -27,13 +27,13 @@ import (
 	"net/url"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/gpu/rebalance"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/clip"
 	"github.com/vgpu-exporter/vgpu_exporter/kube"
 )
 
@@ -236,6 +236,10 @@ func (e *Evictor) evict(ctx context.Context, pod gpu.Pod, dryRun bool) error {
 	}
 }
 
+// maxMessage bounds what of an answer's message an error and its log line
+// carry (an API server's Status message is not bounded).
+const maxMessage = 256
+
 // statusMessage is the message of a Kubernetes Status answer, else the
 // start of the body.
 func statusMessage(r io.Reader) string {
@@ -247,19 +251,5 @@ func statusMessage(r io.Reader) string {
 	if json.Unmarshal(b, &st) == nil && st.Message != "" {
 		s = st.Message
 	}
-	return clipMessage(s)
-}
-
-// clipMessage shortens an answer's message to what an error and its log
-// line can carry: 256 bytes (an API server's Status message is not
-// bounded), cut at a rune's start.
-func clipMessage(s string) string {
-	if len(s) <= 256 {
-		return s
-	}
-	n := 256
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "..."
+	return clip.Text(s, maxMessage)
 }

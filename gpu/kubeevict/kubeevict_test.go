@@ -222,15 +222,17 @@ func TestMoveProcessNamesNoPod(t *testing.T) {
 	}
 }
 
-// An answer's message is shortened to 256 bytes, at a rune's start,
-// whether it is a Status's message or the body itself.
+// An answer's message is cut after 256 bytes, at a rune's start, saying
+// how much was left out, whether it is a Status's message or the body
+// itself; a control character is escaped.
 func TestStatusMessage(t *testing.T) {
 	long := strings.Repeat("é", 200) // 400 bytes
 	for _, c := range []struct{ body, want string }{
 		{`{"kind":"Status","message":"Cannot evict pod as it would violate the pod's disruption budget."}`, "Cannot evict pod as it would violate the pod's disruption budget."},
-		{`{"kind":"Status","message":"` + long + `"}`, strings.Repeat("é", 128) + "..."},
+		{`{"kind":"Status","message":"` + long + `"}`, strings.Repeat("é", 128) + "... (144 more bytes)"},
 		{"  plain text  ", "plain text"},
-		{"a" + long, "a" + strings.Repeat("é", 127) + "..."},
+		{"a" + long, "a" + strings.Repeat("é", 128) + "... (144 more bytes)"},
+		{`{"message":"line one\nline two\u001b[31m"}`, `line one\nline two\x1b[31m`},
 	} {
 		if got := statusMessage(strings.NewReader(c.body)); got != c.want {
 			t.Errorf("%.40q: %q, want %q", c.body, got, c.want)

@@ -25,6 +25,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/internal/clip"
 )
 
 // OutputGrace is how long Run waits, once the program has exited (or been
@@ -155,8 +157,8 @@ func Describe(path string, args []string) string {
 }
 
 // Excerpt returns out trimmed, with its lines joined by "; ", invalid or
-// control characters escaped, and cut to at most n bytes: fit for one log
-// line or error message.
+// control characters escaped, and cut after n bytes saying how much was
+// left out (clip.Text): fit for one log line or error message.
 func Excerpt(out []byte, n int) string {
 	var lines []string
 	for l := range strings.SplitSeq(string(out), "\n") {
@@ -164,12 +166,7 @@ func Excerpt(out []byte, n int) string {
 			lines = append(lines, l)
 		}
 	}
-	s := strconv.Quote(strings.Join(lines, "; "))
-	s = s[1 : len(s)-1]
-	if len(s) > n {
-		s = s[:n] + "..."
-	}
-	return s
+	return clip.Text(strings.Join(lines, "; "), n)
 }
 
 // capped keeps the first max bytes written to it and drops the rest.

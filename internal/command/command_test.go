@@ -93,7 +93,8 @@ func TestExcerpt(t *testing.T) {
 	}{
 		{"  one\n\n two \n", 100, "one; two"},
 		{"a\x00b\xff", 100, `a\x00b\xff`},
-		{"0123456789", 4, "0123..."},
+		{"0123456789", 4, "0123... (6 more bytes)"},
+		{`say "no"`, 100, `say "no"`},
 	} {
 		if got := Excerpt([]byte(tc.in), tc.n); got != tc.want {
 			t.Errorf("Excerpt(%q) = %q, want %q", tc.in, got, tc.want)
