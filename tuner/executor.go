@@ -224,7 +224,7 @@ func (t *Tuner) apply(ctx context.Context, a Action) error {
 // sharing modes of the GPUs it applies to. The order is the order of
 // knobs in flags and metrics.
 var Mechanisms = []Mechanism{
-	mechanism("mps", valued(applyMPS), knob(gpu.KnobMPSActiveThreads, "ratio", gpu.SharingMPS)),
+	mechanism("mps", valued(applyMPS), knob(gpu.KnobMPSActiveThreads, "ratio", gpu.SharingMPS).ofProcess()),
 	mechanism("timeslice", valued(func(ctx context.Context, ts gpu.TimeSliceActuator, a Action, l Level) error {
 		return ts.SetComputeTimeSlice(ctx, a.GPU, gpu.TimeSliceLevel(l))
 	}), knob(gpu.KnobComputeTimeSlice, "level", gpu.SharingTimeSlice)),
@@ -235,9 +235,9 @@ var Mechanisms = []Mechanism{
 		knob(gpu.KnobLockedClocks, "mhz", everyMode...), knob(gpu.KnobPowerLimit, "watts", everyMode...)),
 	mechanism("pause", valued(applyPause), knob(gpu.KnobPauseDuty, "ratio", gpu.SharingMPS, gpu.SharingTimeSlice, gpu.SharingVGPU)).
 		holding(processHold{pids: pausedPIDs, releases: thaws}),
-	mechanism[gpu.PlacementActuator]("placement", nil, knob(gpu.KnobPlacement, "")),
+	mechanism[gpu.PlacementActuator]("placement", nil, knob(gpu.KnobPlacement, "").ofProcess()),
 	mechanism[gpu.MIGActuator]("mig", nil, knob(gpu.KnobMIGLayout, "", gpu.SharingMIG)),
-	mechanism[gpu.Rebalancer]("rebalance", nil, knob(gpu.KnobPlacement, ""), knob(gpu.KnobMIGLayout, "", gpu.SharingMIG)),
+	mechanism[gpu.Rebalancer]("rebalance", nil, knob(gpu.KnobPlacement, "").ofProcess(), knob(gpu.KnobMIGLayout, "", gpu.SharingMIG)),
 	mechanism[gpu.MIGDrainActuator]("mig-drain", nil),
 	mechanism[gpu.TenantLifecycleActuator]("lifecycle", nil),
 }

@@ -25,13 +25,6 @@ import (
 // clients, gpu/mps forgetAfter).
 const goneAfter = time.Minute
 
-// forgottenKnobs are the process knobs forgotten with their process: an
-// MPS client's cap (its context ends with it) and a process's placement.
-// A pause names its tenant by a PID that may be gone (State.Paused) and a
-// relayout's stopped processes are missing while stopped: theirs are
-// kept.
-var forgottenKnobs = []gpu.Knob{gpu.KnobMPSActiveThreads, gpu.KnobPlacement}
-
 // procSeen is a process target the tuner keeps something of, and when its
 // process was last seen on its GPU (or first kept).
 type procSeen struct {
@@ -57,7 +50,7 @@ func (c Chain) Forget(gone map[string]bool) {
 
 // trackProc notes a process target the tuner keeps something of.
 func (t *Tuner) trackProc(tg Target, now time.Time) {
-	if tg.PID == 0 || !slices.Contains(forgottenKnobs, tg.Knob) {
+	if tg.PID == 0 || !endsWithProcess(tg.Knob) {
 		return
 	}
 	k := tg.String()

@@ -108,6 +108,27 @@ type KnobSpec struct {
 	Knob  gpu.Knob
 	Unit  string
 	Modes []gpu.SharingMode
+	// perProcess is set for a knob whose setting of a process ends with
+	// it (ofProcess): the tuner forgets what it keeps of the setting once
+	// the process is gone (forgetGone).
+	perProcess bool
+}
+
+// ofProcess returns sp for a knob whose setting of a process ends with the
+// process: an MPS client's cap (its context ends with it), a process's
+// placement. A pause names its tenant by a PID that may be gone
+// (State.Paused) and a relayout's stopped processes are missing while
+// stopped: theirs are not.
+func (sp KnobSpec) ofProcess() KnobSpec {
+	sp.perProcess = true
+	return sp
+}
+
+// endsWithProcess reports whether a setting of knob k on a process ends
+// with the process.
+func endsWithProcess(k gpu.Knob) bool {
+	sp, _ := specOf(k)
+	return sp.perProcess
 }
 
 // everyMode is every sharing mode: a knob of the whole GPU.

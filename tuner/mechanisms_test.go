@@ -183,6 +183,25 @@ func TestKnobSpecs(t *testing.T) {
 	}
 }
 
+// The settings that end with their process are an MPS client's cap and a
+// placement, in every entry that drives the knob; a pause's (named by a
+// PID that may be gone) and the GPU's knobs are not.
+func TestKnobsEndingWithProcess(t *testing.T) {
+	want := map[gpu.Knob]bool{gpu.KnobMPSActiveThreads: true, gpu.KnobPlacement: true}
+	for _, k := range CountedKnobs {
+		if got := endsWithProcess(k); got != want[k] {
+			t.Errorf("endsWithProcess(%s) = %v, want %v", k, got, want[k])
+		}
+	}
+	for _, m := range Mechanisms {
+		for _, sp := range m.Specs {
+			if sp.perProcess != want[sp.Knob] {
+				t.Errorf("mechanism %s: %s marked ending with its process %v, want %v", m.Name, sp.Knob, sp.perProcess, want[sp.Knob])
+			}
+		}
+	}
+}
+
 // TestDescribeActuated: one backend after another in the order they first
 // drive a knob, each with its knobs; none when nothing is actuated.
 func TestDescribeActuated(t *testing.T) {
