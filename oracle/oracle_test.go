@@ -137,6 +137,38 @@ func TestPhaseRunsHeldWork(t *testing.T) {
 	}
 }
 
+// A replay's fragment keeps the window's counts and no latencies: the
+// scores read none, and a fragment is kept for every minute of the run.
+func TestFragmentKeepsNoLatencies(t *testing.T) {
+	sc, err := sim.ParseScenario("fast.yaml", []byte(`name: fast
+duration: 2m
+gpus: [{model: H100-SXM5-80GB, sharing: mps}]
+tenants:
+  - name: fast
+    gpu: 0
+    slo: {quantile: 0.99, target: 5ms}
+    workload: {type: dnn, flops: 1e8, bytes: 1e6, max_batch: 8, arrival: {process: poisson, rate: 2000}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := sim.New(sc, sim.Options{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for minute := range 2 {
+		s.AdvanceTo(simrun.Start.Add(time.Duration(minute+1) * time.Minute))
+		f := cutFragment(s, minute, 0)
+		tw := f.w.Tenants[0]
+		if f.minute != minute || tw.Completed < 100_000 || tw.Good == 0 {
+			t.Fatalf("minute %d: fragment %+v lacks the window's counts", minute, tw)
+		}
+		if tw.Latencies != nil {
+			t.Errorf("minute %d: the fragment keeps %d latencies", minute, len(tw.Latencies))
+		}
+	}
+}
+
 // TestITLJudgedByTokens: an inter-token latency SLO is judged over tokens,
 // as the run report judges it: 800 good of 1,000 tokens misses p90
 // however few requests completed, both in a goodput minute and over the

@@ -100,8 +100,7 @@ func (o *oracleSearch) run(ctx context.Context, p *Plan, last int) ([]*phaseRun,
 			}
 			h.AdvanceTo(next)
 			if onGrid || cut {
-				w := s.Window()
-				frags = append(frags, fragment{minute: minute, phase: pi, w: &w})
+				frags = append(frags, cutFragment(s, minute, pi))
 			}
 		}
 	}
@@ -133,6 +132,19 @@ func (o *oracleSearch) run(ctx context.Context, p *Plan, last int) ([]*phaseRun,
 		advance(end, pi, true)
 	}
 	return phaseRuns(frags, last+1), nil
+}
+
+// cutFragment ends the simulator's window as the fragment of the minute
+// and phase given. The scores read counts, never latencies: a fragment
+// keeps none (a replay kept up to 2^20 a tenant for every minute of the
+// run), and they are not sorted.
+func cutFragment(s *sim.Simulator, minute, phase int) fragment {
+	w := s.WindowUnsorted()
+	s.ReuseLatencies(&w)
+	for i := range w.Tenants {
+		w.Tenants[i].Latencies = nil
+	}
+	return fragment{minute: minute, phase: phase, w: &w}
 }
 
 // phaseRuns sums the fragments into phases, each tenant's held work judged
