@@ -3,11 +3,16 @@ package exposition
 import (
 	"fmt"
 	"net/http"
+	"sync/atomic"
+	"time"
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/time/rate"
+
+	"github.com/vgpu-exporter/vgpu_exporter/internal/clip"
 )
 
 // Metrics returns the metrics endpoint's handler: a request without
@@ -15,11 +20,12 @@ import (
 // by a handler built for it (Filtered) over the collector newCollector
 // returns for its collect[] names, with the exporter's own metrics in self
 // (nil for none). A collector newCollector refuses (a bad name) is the
-// request's fault: HTTP 400, logged as a warning.
+// request's fault: HTTP 400, logged as a warning (see badRequestLog).
 func Metrics(cached http.Handler, newCollector func(filters ...string) (prometheus.Collector, error), self prometheus.Gatherer, logger log.Logger) http.Handler {
 	if logger == nil {
 		logger = log.NewNopLogger()
 	}
+	bad := &badRequestLog{logger: logger, limiter: rate.NewLimiter(rate.Every(badRequestLogEvery), 1)}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		filters := q["collect[]"]
@@ -34,12 +40,37 @@ func Metrics(cached http.Handler, newCollector func(filters ...string) (promethe
 			h, err = Filtered(c, self, logger)
 		}
 		if err != nil {
-			level.Warn(logger).Log("msg", "bad metrics request", "collect", fmt.Sprint(filters), "err", err)
+			bad.note(filters, err)
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// badRequestLog logs metrics requests refused as bad: the first at once,
+// then at most one line per badRequestLogEvery with the number not logged
+// since the previous line, each showing at most maxLoggedBytes of what the
+// request sent and of the error, so that a client repeating long bad
+// requests cannot flood the log.
+type badRequestLog struct {
+	logger  log.Logger
+	limiter *rate.Limiter
+	count   atomic.Int64 // bad requests not logged since the last line
+}
+
+const (
+	badRequestLogEvery = 10 * time.Second
+	maxLoggedBytes     = 256
+)
+
+func (l *badRequestLog) note(filters []string, err error) {
+	if !l.limiter.Allow() {
+		l.count.Add(1)
+		return
+	}
+	level.Warn(l.logger).Log("msg", "bad metrics request (logged at most once per 10s)", "collect", clip.Text(fmt.Sprint(filters), maxLoggedBytes),
+		"err", clip.Text(err.Error(), maxLoggedBytes), "not_logged", l.count.Swap(0))
 }
 
 // Filtered returns a handler rendering c on every request (a scrape with

@@ -1,12 +1,15 @@
 package exposition
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -66,5 +69,35 @@ func TestMetrics(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Bad requests are logged, but a client repeating them cannot flood the
+// log: the first at once, then a bounded number of lines, each of bounded
+// size however long the collect[] values it sent.
+func TestMetricsBadRequestLogBounded(t *testing.T) {
+	var logged bytes.Buffer
+	newCollector := func(filters ...string) (prometheus.Collector, error) {
+		return nil, fmt.Errorf("unknown collector %q", filters[0])
+	}
+	h := Metrics(http.NotFoundHandler(), newCollector, nil, log.NewLogfmtLogger(&logged))
+	long := strings.Repeat("x", 30<<10)
+	const requests = 100
+	for range requests {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics?collect[]=bogus"+long+"&collect[]=gpu", nil))
+		if rec.Code != http.StatusBadRequest {
+			t.Fatalf("status %d, want 400", rec.Code)
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(logged.String()), "\n")
+	if len(lines) > 2 || !strings.Contains(lines[0], "bad metrics request") || !strings.Contains(lines[0], "bogusxxx") {
+		t.Errorf("%d log lines for %d bad requests (%d bytes), want the first and at most one more", len(lines), requests, logged.Len())
+	}
+	for _, l := range lines {
+		if len(l) > 2048 {
+			t.Errorf("a log line of %d bytes for a request of %d", len(l), len(long))
+			break
+		}
 	}
 }
