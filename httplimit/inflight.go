@@ -13,13 +13,13 @@ import (
 
 // InFlight returns h behind a limit of max requests in flight (0 means no
 // limit): a request beyond it is answered 503 at once, and rejections are
-// logged through logger, rate-limited.
-func InFlight(max int64, logger log.Logger, h http.Handler) http.Handler {
+// logged through logger, rate-limited, as what ("metrics") requests.
+func InFlight(max int64, what string, logger log.Logger, h http.Handler) http.Handler {
 	if max <= 0 {
 		return h
 	}
 	inFlight := make(chan struct{}, max)
-	rejected := newRejectLog(logger, max)
+	rejected := newRejectLog(logger, what, max)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case inFlight <- struct{}{}:
@@ -38,6 +38,7 @@ func InFlight(max int64, logger log.Logger, h http.Handler) http.Handler {
 // since the previous line.
 type rejectLog struct {
 	logger  log.Logger
+	msg     string
 	limit   int64
 	limiter *rate.Limiter
 	count   atomic.Int64
@@ -45,8 +46,9 @@ type rejectLog struct {
 
 const rejectLogEvery = 10 * time.Second
 
-func newRejectLog(logger log.Logger, limit int64) *rejectLog {
-	return &rejectLog{logger: logger, limit: limit, limiter: rate.NewLimiter(rate.Every(rejectLogEvery), 1)}
+func newRejectLog(logger log.Logger, what string, limit int64) *rejectLog {
+	return &rejectLog{logger: logger, msg: what + " requests rejected: too many in flight (see --web.max-requests)",
+		limit: limit, limiter: rate.NewLimiter(rate.Every(rejectLogEvery), 1)}
 }
 
 func (l *rejectLog) note(r *http.Request) {
@@ -54,6 +56,6 @@ func (l *rejectLog) note(r *http.Request) {
 	if !l.limiter.Allow() {
 		return
 	}
-	level.Warn(l.logger).Log("msg", "metrics requests rejected: too many in flight (see --web.max-requests)",
+	level.Warn(l.logger).Log("msg", l.msg,
 		"limit", l.limit, "rejected", l.count.Swap(0), "last_remote", r.RemoteAddr)
 }

@@ -15,7 +15,7 @@ import (
 func TestInFlight(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
 	var logged bytes.Buffer
-	h := InFlight(1, log.NewLogfmtLogger(log.NewSyncWriter(&logged)), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := InFlight(1, "metrics", log.NewLogfmtLogger(log.NewSyncWriter(&logged)), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/block" {
 			close(entered)
 			<-release
@@ -29,7 +29,7 @@ func TestInFlight(t *testing.T) {
 	<-entered
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
-	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(logged.String(), "rejected=1") {
+	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(logged.String(), "rejected=1") || !strings.Contains(logged.String(), "metrics requests rejected") {
 		t.Fatalf("beyond the limit: %d, log %q", rec.Code, logged.String())
 	}
 	close(release)
@@ -44,7 +44,7 @@ func TestInFlight(t *testing.T) {
 // No limit: the handler itself.
 func TestInFlightUnlimited(t *testing.T) {
 	h := http.NotFoundHandler()
-	if got := InFlight(0, log.NewNopLogger(), h); got == nil {
+	if got := InFlight(0, "metrics", log.NewNopLogger(), h); got == nil {
 		t.Fatal("nil handler")
 	}
 }

@@ -33,7 +33,8 @@ type handlerOptions struct {
 	// given collector names (all enabled ones when none are given). A
 	// bad name is the caller's fault (HTTP 400).
 	NewCollector func(filters ...string) (prometheus.Collector, error)
-	// MaxRequests bounds concurrent metrics requests; 0 means no limit.
+	// MaxRequests bounds concurrent metrics requests, and concurrent
+	// tuner page requests apart; 0 means no limit.
 	MaxRequests int64
 	Logger      log.Logger
 	// Ready reports whether a first snapshot has been published.
@@ -102,13 +103,15 @@ func newHandler(o handlerOptions) (http.Handler, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/", landing)
 	if o.TunerPage != nil {
-		mux.Handle(webui.TunerPagePath, o.TunerPage)
+		// The page renders the whole state on each request: a limit of
+		// its own, so that its viewers never take a scraper's slot.
+		mux.Handle(webui.TunerPagePath, httplimit.InFlight(o.MaxRequests, "tuner page", o.Logger, o.TunerPage))
 	}
 	// One limit for every metrics request, filtered ones included (a
 	// per-handler limit would not bound requests that each build their
 	// own handler). Filtered requests get the same own metrics as the
 	// cache (opts.Self: nil without any, not a nil *Self).
-	metrics := httplimit.InFlight(o.MaxRequests, o.Logger, exposition.Metrics(def, o.NewCollector, opts.Self, o.Logger))
+	metrics := httplimit.InFlight(o.MaxRequests, "metrics", o.Logger, exposition.Metrics(def, o.NewCollector, opts.Self, o.Logger))
 	// Instrumented outside the limit, so that rejected requests are counted
 	// in promhttp_metric_handler_requests_total{code="503"}.
 	if o.Self != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+	"github.com/vgpu-exporter/vgpu_exporter/webui"
 )
 
 // fakeCollector serves one gauge per filter (or "all" without filters).
@@ -230,6 +231,45 @@ func TestMaxRequestsCoversFilteredRequests(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	if rec.Code != 200 {
 		t.Errorf("after the slot is free: %d", rec.Code)
+	}
+}
+
+// The tuner page, which renders the whole state on each request, has a
+// limit of its own as large as the metrics': a request beyond it is
+// answered 503, and neither limit takes the other's slots.
+func TestMaxRequestsCoversTunerPage(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	var pages atomic.Int32
+	page := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if pages.Add(1) == 1 {
+			close(entered)
+			<-release
+		}
+	})
+	h, releaseMetrics := slotHeld(t, handlerOptions{TunerPage: page}, "/metrics")
+	first := make(chan int)
+	go func() {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", webui.TunerPagePath, nil))
+		first <- rec.Code
+	}()
+	<-entered // the page's only slot is held, and the metrics' one
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", webui.TunerPagePath, nil))
+	if rec.Code != http.StatusServiceUnavailable {
+		t.Errorf("a second tuner page while the first renders: %d, want 503 (%d renders at once)", rec.Code, pages.Load())
+	}
+	close(release)
+	if code := <-first; code != 200 {
+		t.Errorf("first page: %d", code)
+	}
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", webui.TunerPagePath, nil))
+	if rec.Code != 200 {
+		t.Errorf("tuner page with a metrics request in flight: %d, want 200", rec.Code)
+	}
+	if code := releaseMetrics(); code != 200 {
+		t.Errorf("metrics request: %d", code)
 	}
 }
 
