@@ -33,7 +33,9 @@ type RunlistCount struct {
 // returns prev unchanged.
 //
 // Only entries newer than the newest one counted for their runlist count,
-// so a log read twice is not counted twice. Run and preemption time are
+// so a log read twice is not counted twice; a runlist whose entries in r
+// are all older than that had its timestamps go back (the driver restarted
+// its log), and they count. Run and preemption time are
 // the rise of the driver's running totals per runlist (run time: the sum
 // of the slots' run times where the driver gives no total), so they stay
 // right when the log, which keeps only the last slots, drops some between
@@ -74,6 +76,18 @@ func AddSchedulerLog(prev []RunlistCount, r *gpu.Readings) []RunlistCount {
 		log := d.Scheduler.Log
 		if !slices.IsSortedFunc(log, byTime) {
 			log = slices.SortedStableFunc(slices.Values(log), byTime)
+		}
+		// A runlist whose newest entry here is older than the newest one
+		// counted had its timestamps go back (the driver restarted its
+		// log): its entries are new, and count from there.
+		newest := make(map[uint32]time.Time, 8)
+		for _, e := range log {
+			newest[e.Runlist] = e.Timestamp
+		}
+		for rl, t := range newest {
+			if j, ok := idx[key{d.UUID, rl}]; ok && t.Before(out[j].last) {
+				out[j].last = time.Time{}
+			}
 		}
 		for _, e := range log {
 			k := key{d.UUID, e.Runlist}

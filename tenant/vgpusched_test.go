@@ -70,6 +70,12 @@ func TestAddSchedulerLog(t *testing.T) {
 			schedReadings(slotTotal(20, 0, 1000, 53000, 6000)),
 			schedReadings(slotTotal(21, 0, 200, 200, 6100)), // run total reset
 		}, []RunlistCount{count(0, 3200, 1100, 2)}},
+		{"timestamps that went back count again", seen, []*gpu.Readings{
+			// the driver restarted its log: runlist 1's entries stamped
+			// before the newest counted (11), its preemption total reset
+			schedReadings(slot(3, 1, 100, 50), slot(4, 1, 300, 150)),
+			schedReadings(slot(5, 1, 200, 250)),
+		}, []RunlistCount{count(0, 0, 0, 0), count(1, 600, 250, 3)}},
 		{"a new runlist starts at 0", seen, []*gpu.Readings{
 			schedReadings(slot(13, 2, 100, 90000), slot(14, 2, 200, 90400)),
 			schedReadings(slot(15, 2, 300, 90500)),
