@@ -21,10 +21,15 @@ func Text(s string, limit int) string { return text(s, len(s), limit) }
 
 // Bytes is Text of b, reading no more of b than it shows: a parser's error
 // may quote the rest of a large page.
-func Bytes(b []byte, limit int) string {
+func Bytes(b []byte, limit int) string { return Head(b, len(b), limit) }
+
+// Head is Text of a text of n bytes that begins with head, for a text too
+// large to build whole: head need hold only its first limit+utf8.UTFMax
+// bytes (or all of it, when shorter), and no more of it is read.
+func Head(head []byte, n, limit int) string {
 	// every byte read writes at least one, so the cut comes before
 	// limit+UTFMax bytes are read
-	return text(string(b[:min(len(b), max(limit, 0)+utf8.UTFMax)]), len(b), limit)
+	return text(string(head[:min(len(head), max(limit, 0)+utf8.UTFMax)]), n, limit)
 }
 
 // text is Text of s, the first bytes of a text of n bytes.

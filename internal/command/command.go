@@ -25,6 +25,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/vgpu-exporter/vgpu_exporter/internal/clip"
 )
@@ -158,15 +159,26 @@ func Describe(path string, args []string) string {
 
 // Excerpt returns out trimmed, with its lines joined by "; ", invalid or
 // control characters escaped, and cut after n bytes saying how much was
-// left out (clip.Text): fit for one log line or error message.
+// left out (clip.Text): fit for one log line or error message. Only what
+// it shows of the joined lines is built (clip.Head); the rest is counted.
 func Excerpt(out []byte, n int) string {
-	var lines []string
-	for l := range strings.SplitSeq(string(out), "\n") {
-		if l = strings.TrimSpace(l); l != "" {
-			lines = append(lines, l)
+	keep := max(n, 0) + utf8.UTFMax
+	var head []byte
+	total := 0 // the length of all the lines joined
+	for l := range bytes.SplitSeq(out, []byte("\n")) {
+		if l = bytes.TrimSpace(l); len(l) == 0 {
+			continue
+		}
+		sep := "; "
+		if total == 0 {
+			sep = ""
+		}
+		total += len(sep) + len(l)
+		if len(head) < keep {
+			head = append(append(head, sep...), l[:min(len(l), keep)]...)
 		}
 	}
-	return clip.Text(strings.Join(lines, "; "), n)
+	return clip.Head(head, total, n)
 }
 
 // capped keeps the first max bytes written to it and drops the rest.

@@ -3,10 +3,12 @@ package command
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/vgpu-exporter/vgpu_exporter/internal/clip"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/command/commandtest"
 )
 
@@ -95,9 +97,27 @@ func TestExcerpt(t *testing.T) {
 		{"a\x00b\xff", 100, `a\x00b\xff`},
 		{"0123456789", 4, "0123... (6 more bytes)"},
 		{`say "no"`, 100, `say "no"`},
+		{"ab\n\n" + strings.Repeat("\u00e9", 10) + "\n", 6, "ab; \u00e9... (18 more bytes)"},
 	} {
 		if got := Excerpt([]byte(tc.in), tc.n); got != tc.want {
 			t.Errorf("Excerpt(%q) = %q, want %q", tc.in, got, tc.want)
 		}
+	}
+}
+
+// An excerpt costs about what it shows, not what the program printed: a
+// megabyte of output was split and joined whole for 512 bytes.
+func TestExcerptOfLongOutput(t *testing.T) {
+	out := []byte(strings.Repeat("\u00e9 x\n", 1<<20/5))
+	want := clip.Text(strings.Repeat("\u00e9 x; ", 1<<20/5-1)+"\u00e9 x", 512)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	got := Excerpt(out, 512)
+	runtime.ReadMemStats(&after)
+	if got != want {
+		t.Errorf("Excerpt of %d bytes = %q, want %q", len(out), got, want)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > 64<<10 {
+		t.Errorf("Excerpt of %d bytes to 512 allocated %d bytes", len(out), n)
 	}
 }
