@@ -4,7 +4,8 @@
 // exporter's own metrics (Go, process, promhttp) gathered live.
 //
 // A scrape never waits on a render once its format has been rendered
-// once: while the encoding of a new snapshot is under way, requests are
+// once (and asked for during the last idlePublications publications):
+// while the encoding of a new snapshot is under way, requests are
 // served the previous rendering (at most one sample old). Each format
 // holds at most two renderings, the one served and the one under way, the
 // memory of a retired one for the next to encode into, plus what requests
@@ -33,6 +34,13 @@ import (
 // with its escaping scheme, times gzip or not). Requests for further ones
 // are rendered on demand.
 const maxCachedFormats = 8
+
+// idlePublications is how many publications an encoding is kept and
+// rendered at each without a request for it (10 minutes at the default
+// sample interval of 1s): past it, it is dropped with its memory, and a
+// request for it renders it anew (and waits, as the first one did), so
+// that a format asked for once is not rendered for ever.
+const idlePublications = 600
 
 // Options configure a Cache.
 type Options struct {
@@ -72,8 +80,10 @@ type Cache struct {
 	o Options
 
 	mu sync.Mutex
-	// slots are the encodings requested so far, at most maxCachedFormats.
+	// slots are the encodings requested during the last idlePublications
+	// publications, at most maxCachedFormats.
 	slots map[key]*slot
+	pubs  uint64 // publications so far
 }
 
 type key struct {
@@ -94,6 +104,7 @@ type slot struct {
 	next    *pending  // the rendering under way; nil when none
 	spare   []byte
 	scratch []byte
+	used    uint64 // Cache.pubs at the latest request for it
 }
 
 // rendered is the collectors' part of a response in one encoding.
@@ -193,6 +204,7 @@ func (c *Cache) latest(k key) (*rendered, *slot) {
 		s = &slot{}
 		c.slots[k] = s
 	}
+	s.used = c.pubs
 	if cur := s.cur; cur != nil {
 		if cur.version != v && s.next == nil {
 			go c.finish(k, s, c.start(s, v))
@@ -237,15 +249,18 @@ func (c *Cache) recycle(s *slot, r *rendered) {
 	r.body = nil
 }
 
-// Publish renders every encoding requested so far at the current version,
-// so that scrapes move to a new snapshot as soon as it is encoded; it
-// returns once they have (a rendering already under way is waited for).
-// The sampler calls it after each snapshot is stored.
+// Publish renders every encoding requested during the last
+// idlePublications publications at the current version, so that scrapes
+// move to a new snapshot as soon as it is encoded; it returns once they
+// have (a rendering already under way is waited for), and drops the
+// others. The sampler calls it after each snapshot is stored.
 func (c *Cache) Publish() {
 	if c.o.Version == nil {
 		return
 	}
 	c.mu.Lock()
+	c.pubs++
+	maps.DeleteFunc(c.slots, func(_ key, s *slot) bool { return c.pubs-s.used > idlePublications })
 	keys := slices.Collect(maps.Keys(c.slots))
 	c.mu.Unlock()
 	for _, k := range keys {
@@ -260,7 +275,7 @@ func (c *Cache) refresh(k key) {
 		c.mu.Lock()
 		v := c.o.Version()
 		s := c.slots[k]
-		if s.cur != nil && s.cur.version == v {
+		if s == nil || s.cur != nil && s.cur.version == v {
 			c.mu.Unlock()
 			return
 		}

@@ -175,3 +175,44 @@ func TestSelf(t *testing.T) {
 		t.Errorf("%d families gathered, a registry of the same collectors gathers %d", len(got), len(want))
 	}
 }
+
+// A format asked for once (an odd Accept header) is not rendered at every
+// publication for ever: one not asked for during idlePublications
+// publications is dropped, its memory with it, and rendered anew when
+// asked for again.
+func TestIdleFormatsDropped(t *testing.T) {
+	f := newFixture(t, false)
+	var odd []map[string]string
+	for _, accept := range []string{"text/plain;version=0.0.4", string(expfmt.FmtProtoDelim)} {
+		for _, esc := range []string{"underscores", "dots", "values", "allow-utf-8"} {
+			if len(odd) < maxCachedFormats-1 {
+				odd = append(odd, map[string]string{"Accept": accept + ";escaping=" + esc, "Accept-Encoding": "gzip"})
+			}
+		}
+	}
+	f.served(t, nil) // the scraper's format
+	for _, h := range odd {
+		f.served(t, h)
+	}
+	rendered := func() int64 {
+		before := f.calls.Load()
+		f.version.Add(1)
+		f.c.Publish()
+		return f.calls.Load() - before
+	}
+	if n := rendered(); n != maxCachedFormats {
+		t.Fatalf("a publication rendered %d formats, want %d", n, maxCachedFormats)
+	}
+	for range idlePublications + 1 {
+		rendered()
+		if v := f.served(t, nil); v != int(f.version.Load()) {
+			t.Fatalf("the scraper was served version %d, want %d", v, f.version.Load())
+		}
+	}
+	if n := rendered(); n != 1 {
+		t.Errorf("%d publications after the odd formats were last asked for, a publication renders %d formats, want 1 (the scraper's)", idlePublications+2, n)
+	}
+	if v := f.served(t, odd[0]); v != int(f.version.Load()) {
+		t.Errorf("an odd format asked for again: version %d, want %d", v, f.version.Load())
+	}
+}
