@@ -1,7 +1,7 @@
 // Package httplimit bounds what HTTP clients can hold of the exporter:
 // the server's timeouts and its connection limit (idle connections closed
-// first), its own error log rate-limited, and the limit on requests in
-// flight with its rate-limited log.
+// first), no wait for a request body, its own error log rate-limited, and
+// the limit on requests in flight with its rate-limited log.
 package httplimit
 
 import (
@@ -39,7 +39,7 @@ const maxHeaderBytes = 64 << 10
 // errors (accept errors, TLS handshakes) through logger, rate-limited.
 func NewServer(h http.Handler, lim Limits, logger log.Logger) *http.Server {
 	srv := &http.Server{
-		Handler:           h,
+		Handler:           noBody(h),
 		ReadHeaderTimeout: lim.ReadHeaderTimeout,
 		IdleTimeout:       lim.IdleTimeout,
 		WriteTimeout:      writeTimeout,
@@ -50,6 +50,23 @@ func NewServer(h http.Handler, lim Limits, logger log.Logger) *http.Server {
 		srv.ConnState = newConnLimiter(lim.MaxConnections, logger).track
 	}
 	return srv
+}
+
+// noBody serves h without waiting for a request's body: no endpoint of the
+// exporter reads one, and the server would read it, with no deadline,
+// before the response's first bytes (and after the handler), so that a
+// client announcing a body and never sending it would hold the handler,
+// its request slot and its connection (beyond the connection limit's
+// reach) for ever. The connection's read deadline is set in the past
+// instead: a body not there already is not waited for, and the connection
+// closes after the response.
+func noBody(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength != 0 {
+			_ = http.NewResponseController(w).SetReadDeadline(time.Unix(1, 0))
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // serverErrorLog writes net/http's log lines as error records of the

@@ -1,8 +1,12 @@
 package httplimit
 
 import (
+	"bufio"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,5 +51,51 @@ func TestConnLimiterEvictsIdleFirst(t *testing.T) {
 	l.track(busy, http.StateClosed)
 	if l.open() != 1 {
 		t.Errorf("open %d after a close", l.open())
+	}
+}
+
+// A request that announces a body and never sends it (no endpoint of the
+// exporter reads one) neither holds its request slot nor keeps its
+// connection open: the server read the body before the response's first
+// bytes with no deadline, so the handler waited for it for ever.
+func TestUnsentBodyHoldsNothing(t *testing.T) {
+	h := InFlight(1, "metrics", log.NewNopLogger(), http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write(make([]byte, 1<<20)) // beyond the server's buffers, as /metrics is
+	}))
+	srv := NewServer(h, Limits{ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute, MaxConnections: 2}, log.NewNopLogger())
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Close()
+
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second)) // a hang guard
+	fmt.Fprintf(c, "GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n")
+	br := bufio.NewReader(c)
+	if resp, err := http.ReadResponse(br, nil); err != nil {
+		t.Errorf("no response to a request whose body never came: %v", err)
+	} else if n, _ := io.Copy(io.Discard, resp.Body); resp.StatusCode != 200 || n != 1<<20 {
+		t.Errorf("status %d, %d bytes", resp.StatusCode, n)
+	} else if _, err := br.ReadByte(); err != io.EOF {
+		t.Errorf("the connection stays open after the response: %v", err)
+	}
+
+	client := &http.Client{Timeout: 10 * time.Second}
+	for _, body := range []io.Reader{nil, strings.NewReader("sent in full")} {
+		resp, err := client.Post("http://"+ln.Addr().String()+"/metrics", "text/plain", body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body) // ends after the handler returned
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("the next request (body %v): %d, want 200", body != nil, resp.StatusCode)
+		}
 	}
 }
