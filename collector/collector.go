@@ -133,9 +133,30 @@ type Exporter struct {
 	logger     log.Logger
 	names      []string
 	collectors []Collector
+	errs       *Errors
+}
 
-	mu      sync.Mutex
-	lastErr map[string]string // collector -> last error logged at error level
+// Errors remembers the last error each collector logged at error level,
+// so that a persistent error is logged at error level once and then at
+// debug level while it repeats. Exporters sharing one (see ShareErrors)
+// remember together.
+type Errors struct {
+	mu   sync.Mutex
+	last map[string]string // collector -> last error logged at error level
+}
+
+// NewErrors returns an Errors that remembers nothing yet.
+func NewErrors() *Errors { return &Errors{last: map[string]string{}} }
+
+// ShareErrors makes e remember its collectors' errors in errs, with the
+// other Exporters sharing it: the exporter's own, rendered once per
+// snapshot, and those built for each collect[] scrape, which would
+// otherwise each log a persistent error at error level anew. Call it
+// before e collects; nil changes nothing.
+func (e *Exporter) ShareErrors(errs *Errors) {
+	if errs != nil {
+		e.errs = errs
+	}
 }
 
 // NewExporter returns an Exporter over the snapshots snap returns (nil
@@ -184,7 +205,7 @@ func NewExporter(snap func() *tenant.Snapshot, logger log.Logger, filters ...str
 	}
 	regMu.Unlock()
 
-	e := &Exporter{snap: snap, logger: logger, names: names, lastErr: map[string]string{}}
+	e := &Exporter{snap: snap, logger: logger, names: names, errs: NewErrors()}
 	for i, f := range factories {
 		c, err := f(log.With(logger, "collector", names[i]))
 		if err != nil {
@@ -235,9 +256,9 @@ func (e *Exporter) execute(name string, c Collector, snap *tenant.Snapshot, ch c
 		success = 0
 		e.logError(name, err)
 	} else {
-		e.mu.Lock()
-		delete(e.lastErr, name)
-		e.mu.Unlock()
+		e.errs.mu.Lock()
+		delete(e.errs.last, name)
+		e.errs.mu.Unlock()
 	}
 	ch <- prometheus.MustNewConstMetric(scrapeDurationDesc, prometheus.GaugeValue, took.Seconds(), name)
 	ch <- prometheus.MustNewConstMetric(scrapeSuccessDesc, prometheus.GaugeValue, success, name)
@@ -268,10 +289,10 @@ func (p *panicError) Error() string { return fmt.Sprintf("panic: %v", p.value) }
 // does not flood the log on every scrape.
 func (e *Exporter) logError(name string, err error) {
 	msg := err.Error()
-	e.mu.Lock()
-	repeat := e.lastErr[name] == msg
-	e.lastErr[name] = msg
-	e.mu.Unlock()
+	e.errs.mu.Lock()
+	repeat := e.errs.last[name] == msg
+	e.errs.last[name] = msg
+	e.errs.mu.Unlock()
 	lvl := level.Error
 	if repeat {
 		lvl = level.Debug

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -9,11 +10,13 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 	"github.com/vgpu-exporter/vgpu_exporter/webui"
@@ -359,5 +362,50 @@ func TestMetricsRenderedOncePerVersion(t *testing.T) {
 	get("/metrics?collect[]=gpu")
 	if n := calls.Load(); n != 3 {
 		t.Errorf("a collect[] request did not render (%d calls)", n)
+	}
+}
+
+// A collector's persistent error is logged at error level once, then at
+// debug level while it repeats: also for collect[] scrapes, each of which
+// builds a collector of its own.
+func TestFilteredScrapesLogPersistentErrorOnce(t *testing.T) {
+	r := &gpu.Readings{Backend: "test", Devices: []gpu.Device{{Index: 0, UUID: "GPU-0", Up: true,
+		VGPUs: []gpu.VGPUInstance{{ID: 1}, {ID: 1}}}}} // listed twice: the vgpu collector fails
+	bl, err := tenant.NewBuilder(nil, tenant.BuilderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := newService(&fixedSource{r: r}, bl, "", gpu.RealClock{}, time.Second, log.NewNopLogger())
+	if err := svc.Sampler().SampleOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var logged testutil.SyncBuffer
+	logger := log.NewLogfmtLogger(&logged)
+	h, err := newHandler(handlerOptions{TelemetryPath: "/metrics", NewCollector: func(filters ...string) (prometheus.Collector, error) {
+		return svc.withTuner(newCollector, logger, filters)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const scrapes = 5
+	for range scrapes {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics?collect[]=vgpu", nil))
+		if rec.Code != 200 {
+			t.Fatalf("status %d", rec.Code)
+		}
+	}
+	errs, debugs := 0, 0
+	for l := range strings.SplitSeq(logged.String(), "\n") {
+		if strings.Contains(l, "collector failed") {
+			if strings.Contains(l, "level=error") {
+				errs++
+			} else if strings.Contains(l, "level=debug") {
+				debugs++
+			}
+		}
+	}
+	if errs != 1 || debugs != scrapes-1 {
+		t.Errorf("%d scrapes of a failing collector logged %d lines at error level and %d at debug level, want 1 and %d:\n%s", scrapes, errs, debugs, scrapes-1, logged.String())
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web"
 
+	"github.com/vgpu-exporter/vgpu_exporter/collector"
 	"github.com/vgpu-exporter/vgpu_exporter/exposition"
 	"github.com/vgpu-exporter/vgpu_exporter/gcpace"
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
@@ -36,11 +37,15 @@ type service struct {
 	src    gpu.Source
 	// tuner is nil when --tuner.mode is off on every GPU.
 	tuner *tuner.Runner
+	// collectorErrs are the collectors' errors logged, shared by the
+	// collector of each collect[] scrape and the one rendered per snapshot.
+	collectorErrs *collector.Errors
 }
 
 // newService connects src to builder through a sampler on clock.
 func newService(src gpu.Source, b pipeline.Builder, tenantsFile string, clock gpu.Clock, interval time.Duration, logger log.Logger) *service {
-	return &service{Pipeline: pipeline.New(src, b, tenantsFile, clock, interval, logger), logger: logger, src: src}
+	return &service{Pipeline: pipeline.New(src, b, tenantsFile, clock, interval, logger), logger: logger, src: src,
+		collectorErrs: collector.NewErrors()}
 }
 
 // collectorFunc builds the GPU/tenant collector over a snapshot getter.

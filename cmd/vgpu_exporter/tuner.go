@@ -221,5 +221,11 @@ func (s *service) withTuner(newCollector collectorFunc, logger log.Logger, filte
 	if s.tuner != nil {
 		status = s.tuner.Status
 	}
-	return collector.WithTuner(func(f ...string) (prometheus.Collector, error) { return newCollector(s.Snapshot, logger, f...) }, status, filters)
+	return collector.WithTuner(func(f ...string) (prometheus.Collector, error) {
+		c, err := newCollector(s.Snapshot, logger, f...)
+		if e, ok := c.(*collector.Exporter); ok && err == nil {
+			e.ShareErrors(s.collectorErrs)
+		}
+		return c, err
+	}, status, filters)
 }
