@@ -119,14 +119,21 @@ func (s *Sampler) SampleOnce(ctx context.Context) error {
 	return nil
 }
 
-// Run samples immediately and then every interval until ctx is done.
+// Run samples immediately and then every interval until ctx is done. A
+// sample starts an interval after the one before started, not after it
+// ended: the time a sample takes does not stretch the interval. One that
+// takes longer than the interval is followed at the next whole interval
+// from its start (the ticks it covered are skipped, never run back to
+// back).
 func (s *Sampler) Run(ctx context.Context) {
 	for {
+		start := s.clock.Now()
 		_ = s.SampleOnce(ctx)
+		took := max(s.clock.Now().Sub(start), 0)
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.clock.After(s.interval):
+		case <-s.clock.After(s.interval - took%s.interval):
 		}
 	}
 }

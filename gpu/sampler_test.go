@@ -3,6 +3,7 @@ package gpu
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -86,6 +87,71 @@ func TestSamplerRunFollowsInjectedClock(t *testing.T) {
 	}
 	if !s.Stats().LastSuccess.Equal(time.Unix(30, 0)) {
 		t.Fatalf("LastSuccess = %v, want virtual time 30s", s.Stats().LastSuccess)
+	}
+}
+
+// slowSource takes took of its clock's time to sample, and notes when
+// each sample began.
+type slowSource struct {
+	clk    *ManualClock
+	took   time.Duration
+	mu     sync.Mutex
+	starts []time.Duration // since the Unix epoch
+}
+
+func (s *slowSource) Name() string { return "slow" }
+func (s *slowSource) Close() error { return nil }
+func (s *slowSource) Sample(context.Context) (*Readings, error) {
+	s.mu.Lock()
+	s.starts = append(s.starts, s.clk.Now().Sub(time.Unix(0, 0)))
+	s.mu.Unlock()
+	s.clk.Advance(s.took)
+	return &Readings{Backend: "slow"}, nil
+}
+
+func (s *slowSource) samples() []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]time.Duration(nil), s.starts...)
+}
+
+// The samples start every interval, whatever each takes: one that takes
+// part of the interval does not push the next ones later (a 1 s interval
+// and samples of 300 ms gave a sample every 1.3 s), and one that takes
+// longer than the interval is followed at the next whole interval.
+func TestSamplerKeepsItsCadence(t *testing.T) {
+	for _, tc := range []struct {
+		took time.Duration
+		want []time.Duration
+	}{
+		{300 * time.Millisecond, []time.Duration{0, time.Second, 2 * time.Second, 3 * time.Second}},
+		{1500 * time.Millisecond, []time.Duration{0, 2 * time.Second, 4 * time.Second, 6 * time.Second}},
+	} {
+		clk := NewManualClock(time.Unix(0, 0))
+		src := &slowSource{clk: clk, took: tc.took}
+		s := NewSampler(src, clk, time.Second, nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { s.Run(ctx); close(done) }()
+		deadline := time.Now().Add(10 * time.Second) // a hang guard only
+		parked := func() {
+			for clk.Waiters() == 0 {
+				if time.Now().After(deadline) {
+					t.Fatal("sampler never parked on the clock")
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}
+		for len(src.samples()) < len(tc.want) {
+			parked()
+			clk.Advance(100 * time.Millisecond)
+		}
+		parked()
+		cancel()
+		<-done
+		if got := src.samples(); !slices.Equal(got, tc.want) {
+			t.Errorf("samples of %v started at %v, want %v", tc.took, got, tc.want)
+		}
 	}
 }
 
