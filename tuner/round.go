@@ -78,6 +78,7 @@ const (
 	RoundNoChange     RoundKind = "no_change"     // an SLO over budget, no change proposed
 	RoundNoSignal     RoundKind = "no_signal"     // no latency tenant with requests
 	RoundDown         RoundKind = "down"          // the GPU could not be read
+	RoundStale        RoundKind = "stale"         // no new sample: the tuner holds
 )
 
 // GPURound is what the latest round did on one GPU, or why it held.
@@ -103,9 +104,10 @@ type roundInput struct {
 	burns   []TenantBurn
 	modeOf  func(uuid string, index int) Mode
 	killed  bool
-	actions []Action   // what the policy (and the reverts) asked for
-	held    []Action   // what the policy held back (Action.Held)
-	out     []Decision // what became of them
+	stale   time.Duration // the snapshot's age, where it is stale
+	actions []Action      // what the policy (and the reverts) asked for
+	held    []Action      // what the policy held back (Action.Held)
+	out     []Decision    // what became of them
 }
 
 // gpuRounds says, per GPU of the snapshot, what the round did or why it
@@ -163,6 +165,8 @@ func (in roundInput) gpuRound(d *gpu.Device) (RoundKind, string, string) {
 		return RoundActing, "changed " + describeDecisions(applied), ""
 	case !d.Up:
 		return RoundDown, "the GPU could not be read: " + d.Err, ""
+	case in.stale > 0:
+		return RoundStale, staleWhy(in.stale, in.snap.Time), ""
 	case in.killed:
 		return RoundKillSwitch, "the kill switch is on: the tuner changes nothing (reverts excepted) until it is released", ""
 	case len(failed) > 0:

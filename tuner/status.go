@@ -136,12 +136,12 @@ func (t *Tuner) publishLocked(now time.Time) {
 
 // noteRound keeps what the status tells of a round on st: the burns, each
 // GPU's line, and the history's point.
-func (t *Tuner) noteRound(st *State, actions, held []Action, out []Decision) {
+func (t *Tuner) noteRound(st *State, actions, held []Action, out []Decision, stale time.Duration) {
 	if t.o.Unwatched {
 		return
 	}
 	t.burns = tenantBurns(st.Snapshot, st.Fast)
-	t.rounds = gpuRounds(roundInput{snap: st.Snapshot, burns: t.burns, modeOf: t.modeOf, killed: t.chain().Stopped(), actions: actions, held: held, out: out})
+	t.rounds = gpuRounds(roundInput{snap: st.Snapshot, burns: t.burns, modeOf: t.modeOf, killed: t.chain().Stopped(), stale: stale, actions: actions, held: held, out: out})
 	t.hist.add(roundPoint(st.Now, st.Snapshot, t.burns, t.settings()))
 }
 

@@ -80,6 +80,9 @@ type Options struct {
 	// others of that list are disabled.
 	Enabled []gpu.Knob
 	Logger  log.Logger
+	// StaleAfter is the age past which a round's snapshot is stale: the
+	// round decides nothing (see staleAge); 0: never.
+	StaleAfter time.Duration
 	// Unwatched: nobody reads this tuner's Status (a policy run offline,
 	// TunerPolicy.Init), so the rounds keep none: Status stays the one
 	// New published. Decisions are the same either way.
@@ -180,10 +183,11 @@ type Tuner struct {
 	// relayouts under way, by GPU UUID.
 	reb       rebalanceMemory
 	relayouts map[string]*relayoutJob
-	// stopped is whether the kill switch stopped the tuner last round;
-	// refused the last refusal logged per target (see logRefusal).
-	stopped bool
-	refused map[string]string
+	// stopped is whether the kill switch stopped the tuner last round,
+	// staleHeld whether its snapshot was stale (noteStale); refused the
+	// last refusal logged per target (see logRefusal).
+	stopped, staleHeld bool
+	refused            map[string]string
 	// burns, rounds and hist are the latest round as the status tells it
 	// (see round.go, history.go).
 	burns  []TenantBurn
@@ -287,6 +291,8 @@ func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 		return nil, nil
 	}
 	t.last = snap
+	age := t.staleAge(snap, now)
+	t.noteStale(age, snap)
 	if d, err := t.recoverLocked(ctx, now); err != nil || len(d) > 0 {
 		out = append(out, d...)
 		if err != nil {
@@ -298,8 +304,12 @@ func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 	out = append(out, t.followPauses(ctx, now)...)
 	t.forgetGone(snap, now)
 	t.syncPending(snap)
+	var fast map[string]FastSLO
+	if age == 0 { // a stale snapshot's counters are not new points
+		fast = t.fast.observe(now, snap)
+	}
 	st := &State{Now: now, Snapshot: snap, Changes: t.changes, Pending: t.pending, Effective: t.syncMPS(),
-		Fast: t.fast.observe(now, snap), Originals: map[string]Value{}, History: t.history, Drives: t.drives(),
+		Fast: fast, Originals: map[string]Value{}, History: t.history, Drives: t.drives(),
 		Waits: t.chain().Waits(now)}
 	for k, o := range t.originals {
 		st.Originals[k] = o.Value
@@ -313,15 +323,17 @@ func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 	t.chain().Begin(now)
 	t.noteKillSwitch()
 	var actions, held []Action
-	if t.o.Mode != ModeOff || len(t.o.GPUModes) > 0 {
+	if age == 0 && (t.o.Mode != ModeOff || len(t.o.GPUModes) > 0) {
 		actions = append(t.dueReverts(st, now), t.o.Policy.Decide(st)...)
 		actions = slices.DeleteFunc(actions, func(a Action) bool { return slices.Contains(t.o.Disabled, a.Target.Knob) })
 		actions, held = t.splitHeld(actions)
 	}
 	out = append(out, t.handle(ctx, st, actions, now)...)
-	out = append(out, t.rebalance(ctx, st, now)...)
+	if age == 0 {
+		out = append(out, t.rebalance(ctx, st, now)...)
+	}
 	t.remember(out)
-	t.noteRound(st, actions, held, out)
+	t.noteRound(st, actions, held, out, age)
 	t.publishLocked(now)
 	return out, errors.Join(errs...)
 }

@@ -119,6 +119,14 @@ func (c *tunerConfig) active() bool {
 	return c.Mode != string(tuner.ModeOff) || len(c.GPUModes) > 0
 }
 
+// staleAfter is the age past which the tuner holds on a snapshot (no new
+// sample: sampling stalled): five sample intervals, at least 10s, so that
+// a sample slower than its interval now and then (the sampler then waits
+// for the next whole interval) does not hold a round.
+func staleAfter(sampleInterval time.Duration) time.Duration {
+	return max(5*sampleInterval, 10*time.Second)
+}
+
 // newTunerRunner builds the tuner over the actuators this host has (the
 // backend's own and those of outside programs, detectActuators); an
 // actuator that takes the readings (the MPS controller) is subscribed to
@@ -155,7 +163,7 @@ func newTunerRunner(cfg *config, src gpu.Source, clock gpu.Clock, snapshot func(
 	backends := detectActuators(ctx, cfg, src, logger)
 	opts := pol.Configure(tuner.Options{
 		Actuators: tuner.ActuatorsOf(tuner.ImplsOf(backends)...), Journal: journal,
-		Clock: clock, Mode: mode, GPUModes: gm, Disabled: tuner.Knobs(c.DisabledKnobs), Enabled: tuner.Knobs(c.EnabledKnobs), Logger: logger, Actuated: tuner.DescribeActuators(backends),
+		Clock: clock, StaleAfter: staleAfter(cfg.SampleInterval), Mode: mode, GPUModes: gm, Disabled: tuner.Knobs(c.DisabledKnobs), Enabled: tuner.Knobs(c.EnabledKnobs), Logger: logger, Actuated: tuner.DescribeActuators(backends),
 	}, kill)
 	c.SlowLoop.Apply(opts.Rebalance)
 	for _, b := range backends {

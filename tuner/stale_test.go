@@ -1,0 +1,108 @@
+package tuner
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-kit/log"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/latency"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+)
+
+// A round on a snapshot older than StaleAfter (sampling stalled) asks the
+// policy nothing, feeds the fast SLO window no point and says why on every
+// GPU, logged once; the kill switch still thaws a pause in force; the
+// first new sample has the policy decide again.
+func TestStaleSnapshotHolds(t *testing.T) {
+	ctx := context.Background()
+	rec := &pauseRecorder{}
+	clk := gpu.NewManualClock(t0)
+	kill := &KillSwitch{}
+	asked := 0
+	policy := deciderFunc(func(*State) []Action {
+		asked++
+		return []Action{pauseAction("train", gpu.ClassBatch, 0, Duty(0.1*float64(asked)))}
+	})
+	var logged bytes.Buffer
+	tu, err := New(Options{Policy: policy, Guards: []Guard{kill, Bounds{}}, Enabled: pauseOn, Actuators: ActuatorsOf(rec), Clock: clk,
+		Mode: ModeEnforce, StaleAfter: 10 * time.Second, Logger: log.NewLogfmtLogger(&logged)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	withSLO := func(s *tenant.Snapshot, requests float64) *tenant.Snapshot {
+		s.SLOs = []tenant.SLOStatus{{Tenant: "chat", Status: latency.Status{Quantile: 0.99, GoodKnown: true, RequestsTotal: requests, GoodRequestsTotal: requests}}}
+		return s
+	}
+	last := withSLO(trainSnap(t0, gpu.ClassBatch, 7, 8), 100)
+	round := func() []Decision {
+		t.Helper()
+		out, err := tu.RunOnce(ctx, last)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	round()
+	if asked != 1 || len(rec.Calls) != 1 {
+		t.Fatalf("fresh snapshot: asked %d, calls %q", asked, rec.Calls)
+	}
+	points := len(tu.fast.points["chat"])
+
+	for i := range 3 { // the same sample, 15s, 30s and 45s old
+		clk.Advance(15 * time.Second)
+		if out := round(); len(out) != 0 || asked != 1 {
+			t.Fatalf("stale round %d: asked %d, decisions %v", i, asked, out)
+		}
+	}
+	if n := len(tu.fast.points["chat"]); n != points {
+		t.Errorf("stale rounds added %d points to the fast window", n-points)
+	}
+	st := tu.Status()
+	if len(st.GPUs) != 1 || st.GPUs[0].Kind != RoundStale || !strings.Contains(st.GPUs[0].Why, "no new sample for 45s") {
+		t.Errorf("stale rounds' GPU lines %+v, want stale with the sample's age", st.GPUs)
+	}
+	if n := strings.Count(logged.String(), "tuner holding: no new sample"); n != 1 {
+		t.Errorf("the hold logged %d times, want once:\n%s", n, logged.String())
+	}
+
+	kill.Engaged.Store(true)
+	clk.Advance(15 * time.Second)
+	round()
+	if got := rec.Calls[len(rec.Calls)-1]; !strings.HasSuffix(got, ",0)") {
+		t.Errorf("kill switch on a stale snapshot: last call %q, want the thaw", got)
+	}
+	kill.Engaged.Store(false)
+
+	clk.Advance(15 * time.Second)
+	last = withSLO(trainSnap(clk.Now(), gpu.ClassBatch, 7, 8), 200)
+	round()
+	if asked != 2 || tu.Status().GPUs[0].Kind == RoundStale || !strings.Contains(logged.String(), "decides again") {
+		t.Errorf("new sample: asked %d, round %+v, log:\n%s", asked, tu.Status().GPUs, logged.String())
+	}
+}
+
+// Without StaleAfter, or on a snapshot without a time, no round is stale.
+func TestStaleAgeOff(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		after time.Duration
+		snap  *tenant.Snapshot
+		want  time.Duration
+	}{
+		{"off", 0, &tenant.Snapshot{Time: t0}, 0},
+		{"no time", time.Second, &tenant.Snapshot{}, 0},
+		{"fresh", 2 * time.Hour, &tenant.Snapshot{Time: t0}, 0},
+		{"at the limit", time.Hour, &tenant.Snapshot{Time: t0}, 0},
+		{"stale", time.Second, &tenant.Snapshot{Time: t0}, time.Hour},
+	} {
+		tu := &Tuner{o: Options{StaleAfter: c.after}}
+		if got := tu.staleAge(c.snap, t0.Add(time.Hour)); got != c.want {
+			t.Errorf("%s: staleAge %v, want %v", c.name, got, c.want)
+		}
+	}
+}
