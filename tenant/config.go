@@ -286,7 +286,9 @@ const (
 func (c *Config) UnmarshalYAML(n *yaml.Node) error {
 	var errs yamlconf.Errors
 	got := errs.Fields(n, "the tenants file", "", c)
-	if f := got["tenants"]; f.OK && len(c.Tenants) > maxTenants {
+	// counted whether or not every tenant decoded: a long list of broken
+	// tenants costs as much to check as one of good ones
+	if f := got["tenants"]; f.Node != nil && len(c.Tenants) > maxTenants {
 		errs.Addf(f.Line, "%d tenants; at most %d are supported", len(c.Tenants), maxTenants)
 		c.Tenants = nil
 	}

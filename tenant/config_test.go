@@ -262,12 +262,16 @@ func TestParseConfigBounded(t *testing.T) {
 		fmt.Fprintf(&overlapping, "  - {name: t%d, selectors: [{executable: x}]}\n", i)
 	}
 	manyTenants := "tenants:\n" + strings.Repeat("  - {name: a, selectors: [{uid: 1}]}\n", maxTenants+1)
+	manyBroken := "tenants: [" + strings.Repeat("0, ", maxTenants+1) + "]\n"
 	tests := []struct {
 		name, in, want string
 	}{
 		{"alias bomb", aliasBomb, "alias references"},
 		{"overlaps", overlapping.String(), "further problems from here on not listed"},
 		{"too many tenants", manyTenants, fmt.Sprintf("t.yaml:2: %d tenants; at most %d", maxTenants+1, maxTenants)},
+		// a list of tenants that each fail to decode is bounded alike (it
+		// was not, and its overlap check grew with the square of its length)
+		{"too many broken tenants", manyBroken, fmt.Sprintf("t.yaml:1: %d tenants; at most %d", maxTenants+1, maxTenants)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
