@@ -1,6 +1,7 @@
 package tenant
 
 import (
+	"math"
 	"regexp"
 	"strings"
 	"unicode/utf8"
@@ -28,18 +29,40 @@ func compileGlob(g string) *glob {
 
 // match reports whether s matches the whole pattern.
 func (g *glob) match(s string) bool {
+	ok, _ := g.matchWithin(s, math.MaxInt)
+	return ok
+}
+
+// regexpStepCost is what matching a pattern with classes costs, in steps
+// per byte of the pattern and byte of s: the regexp engine's work, at
+// worst, grows with their product, each unit a few times a step of
+// wildMatch.
+const regexpStepCost = 4
+
+// matchWithin is match with its work bounded: past limit steps it gives
+// up, unmatched. steps is the work it took (or, for a pattern with
+// classes, would have taken at worst).
+func (g *glob) matchWithin(s string, limit int) (ok bool, steps int) {
 	if g.re != nil {
-		return g.re.MatchString(s)
+		steps = regexpStepCost * len(g.pat) * len(s)
+		if steps > limit {
+			return false, steps
+		}
+		return g.re.MatchString(s), steps
 	}
-	return wildMatch(g.pat, s)
+	return wildMatch(g.pat, s, limit)
 }
 
 // wildMatch matches '*' and '?' wildcards by backtracking to the last star,
-// in time linear in len(p)*len(s) at worst and without allocation.
-func wildMatch(p, s string) bool {
+// in steps (bytes of s compared) that grow with len(p)*len(s) at worst and
+// without allocation; past limit steps it gives up, unmatched.
+func wildMatch(p, s string, limit int) (ok bool, steps int) {
 	px, sx := 0, 0
 	starPx, starSx := -1, -1
 	for px < len(p) || sx < len(s) {
+		if steps++; steps > limit {
+			return false, steps
+		}
 		if px < len(p) {
 			switch c := p[px]; c {
 			case '*':
@@ -67,9 +90,9 @@ func wildMatch(p, s string) bool {
 			px, sx = starPx+1, starSx
 			continue
 		}
-		return false
+		return false, steps
 	}
-	return true
+	return true, steps
 }
 
 // globRegexp turns a glob into an anchored regexp.

@@ -2,11 +2,20 @@ package tenant
 
 import "github.com/vgpu-exporter/vgpu_exporter/internal/yamlconf"
 
+// maxOverlapSteps bounds the work of matching globs against literal values
+// in the overlap check of one file, in steps of glob matching (about a
+// second): a glob's match against a literal can cost the product of their
+// lengths, and every glob is matched against the literals of the other
+// tenants' selectors.
+const maxOverlapSteps = 1 << 28
+
 // checkOverlaps reports selectors of different tenants that provably match
 // the same process or instance: selector A covers selector B when every key
 // A constrains is constrained by B to a value A accepts; then whatever
-// matches B matches A.
+// matches B matches A. A file whose globs and literal values cost more than
+// maxOverlapSteps to compare is rejected.
 func checkOverlaps(errs *yamlconf.Errors, cfg *Config) {
+	budget := maxOverlapSteps
 	for i := range cfg.Tenants {
 		for j := i + 1; j < len(cfg.Tenants); j++ {
 			a, b := &cfg.Tenants[i], &cfg.Tenants[j]
@@ -17,7 +26,12 @@ func checkOverlaps(errs *yamlconf.Errors, cfg *Config) {
 					return
 				}
 				for _, sb := range b.Selectors {
-					if covers(&sa, &sb) || covers(&sb, &sa) {
+					overlap := covers(&sa, &sb, &budget) || covers(&sb, &sa, &budget)
+					if budget < 0 {
+						errs.Addf(sb.Line, "the globs and names of the selectors cost too much to check for overlaps (more than %d steps of matching); shorten the globs or names", maxOverlapSteps)
+						return
+					}
+					if overlap {
 						errs.Addf(sb.Line, "selector of tenant %q overlaps the selector of tenant %q at line %d: the same process would belong to both", b.Name, a.Name, sa.Line)
 					}
 				}
@@ -26,8 +40,9 @@ func checkOverlaps(errs *yamlconf.Errors, cfg *Config) {
 	}
 }
 
-// covers reports whether everything matching b also matches a.
-func covers(a, b *Selector) bool {
+// covers reports whether everything matching b also matches a; the steps
+// of glob matching it takes come off budget (past it: false).
+func covers(a, b *Selector, budget *int) bool {
 	globCovers := func(ga string, gre *glob, gb string) bool {
 		if ga == "" {
 			return true
@@ -39,7 +54,12 @@ func covers(a, b *Selector) bool {
 			return true
 		}
 		// a literal b value accepted by a's glob
-		return !hasGlobMeta(gb) && gre != nil && gre.match(gb)
+		if hasGlobMeta(gb) || gre == nil {
+			return false
+		}
+		ok, steps := gre.matchWithin(gb, *budget)
+		*budget -= steps
+		return ok
 	}
 	if a.Cgroup != "" && !globCovers(a.Cgroup, a.cgroupRE, b.Cgroup) {
 		return false

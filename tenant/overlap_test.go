@@ -1,6 +1,8 @@
 package tenant
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
@@ -33,7 +35,8 @@ func TestCovers(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			a, b := selector(t, tc.a), selector(t, tc.b)
-			if got := covers(&a, &b); got != tc.want {
+			budget := maxOverlapSteps
+			if got := covers(&a, &b, &budget); got != tc.want {
 				t.Errorf("covers(%s, %s) = %v, want %v", tc.a, tc.b, got, tc.want)
 			}
 		})
@@ -47,4 +50,42 @@ func selector(t *testing.T, src string) Selector {
 		t.Fatalf("%s: %v", src, err)
 	}
 	return s
+}
+
+// TestOverlapCheckBounded: matching a glob against another tenant's literal
+// value can cost the product of their lengths (a 60 KB file of two
+// selectors took 3 s, a 1 MB one would take half an hour); past
+// maxOverlapSteps the file is rejected, naming the selector, while a large
+// file of ordinary selectors is checked in full.
+func TestOverlapCheckBounded(t *testing.T) {
+	const n = 1 << 14
+	long := strings.Repeat("a", n)
+	twoTenants := func(glob, literal string) string {
+		return fmt.Sprintf("tenants:\n  - {name: a, selectors: [{executable: %q}]}\n  - {name: b, selectors: [{executable: %q}]}\n", glob, literal)
+	}
+	var many strings.Builder
+	many.WriteString("tenants:\n")
+	for i := range 300 {
+		fmt.Fprintf(&many, "  - {name: t%d, selectors: [{executable: \"app%d-*\"}, {executable: svc%d}, {cgroup: \"/kubepods.slice/*pod%d_*\"}]}\n", i, i, i, i)
+	}
+	for _, tc := range []struct {
+		name, in, want string // want: "" for accepted
+	}{
+		{"long glob against a long literal", twoTenants("*"+long+"b", long+long), "t.yaml:3: the globs and names of the selectors cost too much to check for overlaps"},
+		{"long glob with a class", twoTenants("*"+long+"[b]", long+long), "t.yaml:3: the globs and names of the selectors cost too much to check for overlaps"},
+		{"short glob against a long literal", twoTenants("*b", long+long), ""},
+		{"many ordinary selectors", many.String(), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseConfig("t.yaml", []byte(tc.in))
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("rejected: %v", err)
+			case tc.want != "" && err == nil:
+				t.Fatal("accepted")
+			case tc.want != "" && !strings.Contains(err.Error(), tc.want):
+				t.Fatalf("error does not say %q:\n%v", tc.want, err)
+			}
+		})
+	}
 }
