@@ -2,7 +2,6 @@ package tenant
 
 import (
 	"math"
-	"regexp"
 	"strings"
 	"unicode/utf8"
 )
@@ -10,10 +9,20 @@ import (
 func hasGlobMeta(s string) bool { return strings.ContainsAny(s, "*?[") }
 
 // glob is a compiled glob pattern: '*' matches any run of characters ('/'
-// included), '?' one character, "[...]" a class ("[!...]" negated).
+// included), '?' one character, "[...]" one character of a class: runes
+// and ranges (a-z), negated by a leading '!' or '^', a '-' first or last
+// being itself. A '[' without a ']' after it is itself, and so are "[]",
+// "[!]" and "[^]". A glob with a reversed range (z-a) or a named class
+// ([[:digit:]]) matches only itself.
+// The pattern is read as it is matched: a glob costs no memory beyond its
+// text, whatever its length.
 type glob struct {
 	pat string
-	re  *regexp.Regexp // patterns with classes; nil for '*' and '?' only
+	// lastClose is the index of the pattern's last ']' (-1: none): a '['
+	// after it opens no class
+	lastClose int
+	// literal: a class has a reversed range; the glob matches only itself
+	literal bool
 }
 
 // compileGlob compiles g; "" gives nil, which matches everything.
@@ -21,10 +30,63 @@ func compileGlob(g string) *glob {
 	if g == "" {
 		return nil
 	}
-	if !strings.Contains(g, "[") {
-		return &glob{pat: g}
+	gl := &glob{pat: g, lastClose: strings.LastIndexByte(g, ']')}
+	for i := 0; i <= gl.lastClose; i++ {
+		if g[i] != '[' {
+			continue
+		}
+		set, _, width := gl.classAt(i)
+		// a name ([[:digit:]]) is not supported; as a reversed range, it
+		// leaves the glob to match only itself
+		if _, valid := inSet(set, 0); !valid || namedClass(set) {
+			gl.literal = true
+			break
+		}
+		i += width - 1
 	}
-	return &glob{pat: g, re: globRegexp(g)}
+	return gl
+}
+
+// namedClass reports whether set ends in what a regexp reads as a named
+// class: "[:", a name, ':' (the class's ']' closing it).
+func namedClass(set string) bool {
+	i := strings.Index(set, "[:")
+	return i >= 0 && strings.HasSuffix(set, ":") && len(set)-1 >= i+2
+}
+
+// classAt reads what the '[' at pat[i] opens, width bytes of the pattern:
+// a class of the runes and ranges in set, negated or not, or, when set is
+// "", those bytes as they are ("[" with no ']' after it, "[]", "[!]",
+// "[^]").
+func (g *glob) classAt(i int) (set string, negated bool, width int) {
+	if i > g.lastClose {
+		return "", false, 1
+	}
+	j := strings.IndexByte(g.pat[i+1:], ']')
+	set, width = g.pat[i+1:i+1+j], j+2
+	if set != "" && (set[0] == '!' || set[0] == '^') {
+		set, negated = set[1:], true
+	}
+	return set, negated, width
+}
+
+// inSet reports whether r is one of the runes and lo-hi ranges of set;
+// valid is false when a range is reversed.
+func inSet(set string, r rune) (in, valid bool) {
+	for set != "" {
+		lo, n := utf8.DecodeRuneInString(set)
+		set = set[n:]
+		hi := lo
+		if len(set) >= 2 && set[0] == '-' { // a final '-' is itself
+			hi, n = utf8.DecodeRuneInString(set[1:])
+			set = set[1+n:]
+			if hi < lo {
+				return false, false
+			}
+		}
+		in = in || lo <= r && r <= hi
+	}
+	return in, true
 }
 
 // match reports whether s matches the whole pattern.
@@ -33,30 +95,15 @@ func (g *glob) match(s string) bool {
 	return ok
 }
 
-// regexpStepCost is what matching a pattern with classes costs, in steps
-// per byte of the pattern and byte of s: the regexp engine's work, at
-// worst, grows with their product, each unit a few times a step of
-// wildMatch.
-const regexpStepCost = 4
-
-// matchWithin is match with its work bounded: past limit steps it gives
-// up, unmatched. steps is the work it took (or, for a pattern with
-// classes, would have taken at worst).
+// matchWithin is match with its work bounded: past limit steps (a step is
+// a byte of s or of a class compared) it gives up, unmatched; steps is the
+// work it took. It backtracks to the last star, in steps that grow with
+// len(pat)*len(s) at worst, and without allocation.
 func (g *glob) matchWithin(s string, limit int) (ok bool, steps int) {
-	if g.re != nil {
-		steps = regexpStepCost * len(g.pat) * len(s)
-		if steps > limit {
-			return false, steps
-		}
-		return g.re.MatchString(s), steps
+	if g.literal {
+		return g.pat == s, 1 + min(len(s), len(g.pat))
 	}
-	return wildMatch(g.pat, s, limit)
-}
-
-// wildMatch matches '*' and '?' wildcards by backtracking to the last star,
-// in steps (bytes of s compared) that grow with len(p)*len(s) at worst and
-// without allocation; past limit steps it gives up, unmatched.
-func wildMatch(p, s string, limit int) (ok bool, steps int) {
+	p := g.pat
 	px, sx := 0, 0
 	starPx, starSx := -1, -1
 	for px < len(p) || sx < len(s) {
@@ -76,6 +123,23 @@ func wildMatch(p, s string, limit int) (ok bool, steps int) {
 					sx += n
 					continue
 				}
+			case '[':
+				set, negated, width := g.classAt(px)
+				steps += width
+				if set == "" {
+					if strings.HasPrefix(s[sx:], p[px:px+width]) {
+						px += width
+						sx += width
+						continue
+					}
+				} else if sx < len(s) {
+					r, n := utf8.DecodeRuneInString(s[sx:])
+					if in, _ := inSet(set, r); in != negated {
+						px += width
+						sx += n
+						continue
+					}
+				}
 			default:
 				if sx < len(s) && s[sx] == c {
 					px++
@@ -93,45 +157,6 @@ func wildMatch(p, s string, limit int) (ok bool, steps int) {
 		return false, steps
 	}
 	return true, steps
-}
-
-// globRegexp turns a glob into an anchored regexp.
-func globRegexp(g string) *regexp.Regexp {
-	var b strings.Builder
-	b.WriteString("^")
-	for i := 0; i < len(g); i++ {
-		c := g[i]
-		switch c {
-		case '*':
-			b.WriteString(".*")
-		case '?':
-			b.WriteString(".")
-		case '[':
-			j := strings.IndexByte(g[i+1:], ']')
-			if j < 0 {
-				b.WriteString(`\[`)
-				continue
-			}
-			class := g[i+1 : i+1+j]
-			if strings.HasPrefix(class, "!") {
-				class = "^" + class[1:]
-			}
-			if class == "" || class == "^" {
-				b.WriteString(regexp.QuoteMeta(g[i : i+2+j]))
-			} else {
-				b.WriteString("[" + strings.ReplaceAll(class, `\`, `\\`) + "]")
-			}
-			i += j + 1
-		default:
-			b.WriteString(regexp.QuoteMeta(g[i : i+1]))
-		}
-	}
-	b.WriteString("$")
-	re, err := regexp.Compile(b.String())
-	if err != nil {
-		return regexp.MustCompile("^" + regexp.QuoteMeta(g) + "$")
-	}
-	return re
 }
 
 func globMatch(g *glob, s string) bool { return g == nil || g.match(s) }
