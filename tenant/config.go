@@ -546,6 +546,9 @@ func validate(errs *yamlconf.Errors, cfg *Config) {
 			errs.Addf(t.Line, "tenant has no name")
 		case t.Name == Unassigned:
 			errs.Addf(t.Line, "tenant name %q is reserved for usage that matches no tenant", Unassigned)
+		case len(t.Name) > maxNameLen:
+			errs.Addf(t.Line, "tenant name %.32q... is %d characters long; at most %d", t.Name, len(t.Name), maxNameLen)
+			t.Name = t.Name[:maxNameLen] // in the problems below
 		case !validName(t.Name):
 			errs.Addf(t.Line, "tenant name %q: use letters, digits, '_', '-', '.'", t.Name)
 		}
@@ -593,6 +596,10 @@ func validate(errs *yamlconf.Errors, cfg *Config) {
 // maxRestartCost bounds restart_cost: a day of lost work is already a
 // cost no change is worth.
 const maxRestartCost = 24 * time.Hour
+
+// maxNameLen bounds a tenant's name, as long as a Kubernetes object's: it
+// is a label of every series of the tenant.
+const maxNameLen = 253
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
 

@@ -99,6 +99,10 @@ func TestParseConfigErrors(t *testing.T) {
 		{"no selectors", "tenants:\n  - name: a\n", "t.yaml:2: tenant \"a\" has no selectors"},
 		{"no name", "tenants:\n  - selectors: [{uid: 1}]\n", "t.yaml:2: tenant has no name"},
 		{"reserved name", "tenants:\n  - name: unassigned\n    selectors: [{uid: 1}]\n", "t.yaml:2: tenant name \"unassigned\" is reserved"},
+		// a name is a label of every series of the tenant: one of 1 MiB made
+		// each scrape 8 MiB per GPU
+		{"long name", "tenants:\n  - name: " + strings.Repeat("a", 1<<20) + "\n    selectors: [{uid: 1}]\n", "t.yaml:2: tenant name \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"... is 1048576 characters long; at most 253"},
+		{"longest name", "tenants:\n  - name: " + strings.Repeat("a", 254) + "\n    selectors: [{uid: 1}]\n", "t.yaml:2: tenant name \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"... is 254 characters long; at most 253"},
 		{"bad class", head + "    class: realtime\n", "t.yaml:4: class \"realtime\" is not one of"},
 		{"identical selectors", head + "  - name: b\n    selectors: [{executable: x}]\n", "t.yaml:5: selector of tenant \"b\" overlaps the selector of tenant \"a\" at line 3"},
 		{"narrower selector overlaps", head + "  - name: b\n    selectors:\n      - {executable: x, uid: 7}\n", "t.yaml:6: selector of tenant \"b\" overlaps"},
@@ -128,7 +132,10 @@ func TestParseConfigErrors(t *testing.T) {
 				t.Fatalf("no error; want %q", tc.want)
 			}
 			if !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("error\n%v\nwant it to contain %q", err, tc.want)
+				t.Fatalf("error\n%.2000v\nwant it to contain %q", err, tc.want)
+			}
+			if n := len(err.Error()); n > 4096 {
+				t.Errorf("error of %d bytes", n)
 			}
 			for _, line := range strings.Split(err.Error(), "\n") {
 				if !strings.HasPrefix(line, "t.yaml:") || strings.Count(line, ":") < 2 {
@@ -152,6 +159,13 @@ func TestParseConfigPresets(t *testing.T) {
 				t.Fatalf("preset %q, want %q", got, preset)
 			}
 		})
+	}
+}
+
+func TestParseConfigLongestName(t *testing.T) {
+	name := strings.Repeat("a", maxNameLen)
+	if _, err := ParseConfig("t.yaml", []byte("tenants:\n  - {name: "+name+", selectors: [{uid: 1}]}\n")); err != nil {
+		t.Fatal(err)
 	}
 }
 
