@@ -18,6 +18,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -117,16 +118,34 @@ func (e *Errors) Err() error {
 	return e
 }
 
-// Error lists the problems, one a line, as "file:line: problem".
+// MaxMessageBytes bounds a problem as Error lists it: a problem quotes
+// what the file holds (a key, a value), which may be as long as the file.
+const MaxMessageBytes = 1024
+
+// Error lists the problems, one a line, as "file:line: problem", each cut
+// to MaxMessageBytes.
 func (e *Errors) Error() string {
 	lines := make([]string, 0, len(e.list)+1)
 	for _, p := range e.list {
-		lines = append(lines, e.at(p.Line)+p.Msg)
+		lines = append(lines, e.at(p.Line)+clip(p.Msg))
 	}
 	if e.dropped > 0 {
 		lines = append(lines, e.at(e.firstDrop)+"further problems from here on not listed")
 	}
 	return strings.Join(lines, "\n")
+}
+
+// clip cuts msg to MaxMessageBytes, at a character's start, saying how
+// much is left out.
+func clip(msg string) string {
+	if len(msg) <= MaxMessageBytes {
+		return msg
+	}
+	n := MaxMessageBytes
+	for n > 0 && !utf8.RuneStart(msg[n]) {
+		n--
+	}
+	return fmt.Sprintf("%s... (%d more bytes)", msg[:n], len(msg)-n)
 }
 
 func (e *Errors) at(line int) string {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -71,6 +72,22 @@ func TestErrors(t *testing.T) {
 	}
 	if got := inner.Error(); got != "line 4: inner 4\nline 5: inner 5" {
 		t.Errorf("inner list %q", got)
+	}
+}
+
+// TestErrorsClipped: a problem that quotes a long key or value is listed
+// cut to MaxMessageBytes, at a character's start (a file of 50 bad
+// durations of 80 KB each had an error of 4 MB).
+func TestErrorsClipped(t *testing.T) {
+	long := strings.Repeat("é", 1<<16)
+	e := &Errors{File: "f.yaml", Max: 100}
+	e.Addf(3, "bad duration %q", long)
+	e.Addf(4, "short")
+	got := e.Error()
+	lines := strings.Split(got, "\n")
+	if len(lines) != 2 || lines[1] != "f.yaml:4: short" || !strings.HasPrefix(lines[0], `f.yaml:3: bad duration "éé`) ||
+		!strings.HasSuffix(lines[0], fmt.Sprintf("... (%d more bytes)", len(fmt.Sprintf("bad duration %q", long))-MaxMessageBytes)) || len(lines[0]) > MaxMessageBytes+64 || !utf8.ValidString(got) {
+		t.Errorf("got %d bytes:\n%.200s...%s", len(got), got, got[max(0, len(got)-100):])
 	}
 }
 
