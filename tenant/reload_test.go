@@ -1,8 +1,10 @@
 package tenant
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -38,7 +40,7 @@ func TestReloadRefusesHostileFiles(t *testing.T) {
 		{name: "empty allowed", content: "", allowEmpty: true},
 		{name: "symlink to /dev/zero", target: "/dev/zero", want: "not a regular file (a character device)"},
 		{name: "symlink to a FIFO", target: fifo, want: "not a regular file (a named pipe)"},
-		{name: "symlink to a large file", target: big, want: "larger than the limit of 4194304 bytes"},
+		{name: "symlink to a large file", target: big, want: fmt.Sprintf("larger than the limit of %d bytes", MaxConfigBytes)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -106,5 +108,27 @@ func TestLatencySourceLimits(t *testing.T) {
 		case cfg.Tenants[0].LatencySource.FollowRedirects != tc.follow || latencySpecs(cfg)[0].Source.FollowRedirects != tc.follow:
 			t.Errorf("%s: follow_redirects %q, want %q", tc.src, cfg.Tenants[0].LatencySource.FollowRedirects, tc.follow)
 		}
+	}
+}
+
+// TestLoadConfigMemoryBounded: the densest YAML a tenants file may hold (a
+// flow list of one-character scalars, as long as the file may be) costs
+// about a hundred bytes a byte to parse; the file's bound keeps that well
+// under the chart's 256 MiB memory limit (at 4 MiB it was 450 MB).
+func TestLoadConfigMemoryBounded(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "dense.yaml")
+	if err := os.WriteFile(file, []byte("x: ["+strings.Repeat("0,", MaxConfigBytes/2-4)+"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err := LoadConfig(file)
+	runtime.ReadMemStats(&after)
+	if err == nil || !strings.Contains(err.Error(), `unknown key "x"`) {
+		t.Fatalf("error %v", err)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 160<<20 {
+		t.Errorf("parsing %d bytes allocated %d MB", MaxConfigBytes, alloc>>20)
 	}
 }

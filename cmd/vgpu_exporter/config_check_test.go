@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
 func TestConfigCheck(t *testing.T) {
@@ -57,7 +59,7 @@ func TestConfigCheck(t *testing.T) {
 		{filepath.Join(dir, "missing.yaml"), false, 1, nil, []string{"missing.yaml", "no such file"}},
 		{empty, false, 1, nil, []string{empty + " defines no tenants", "--tenants.allow-empty", "INVALID"}},
 		{empty, true, 0, []string{empty + ": OK (0 tenants; "}, nil},
-		{big, false, 1, nil, []string{big + " is larger than the limit of 4194304 bytes"}},
+		{big, false, 1, nil, []string{fmt.Sprintf("%s is larger than the limit of %d bytes", big, tenant.MaxConfigBytes)}},
 		{"/dev/zero", false, 1, nil, []string{"/dev/zero is not a regular file (a character device)"}},
 	} {
 		var stdout, stderr strings.Builder
