@@ -23,6 +23,8 @@ type glob struct {
 	lastClose int
 	// literal: a class has a reversed range; the glob matches only itself
 	literal bool
+	// meta: the pattern has a '*', '?' or '['; without, it is a literal
+	meta bool
 }
 
 // compileGlob compiles g; "" gives nil, which matches everything.
@@ -30,7 +32,7 @@ func compileGlob(g string) *glob {
 	if g == "" {
 		return nil
 	}
-	gl := &glob{pat: g, lastClose: strings.LastIndexByte(g, ']')}
+	gl := &glob{pat: g, lastClose: strings.LastIndexByte(g, ']'), meta: hasGlobMeta(g)}
 	for i := 0; i <= gl.lastClose; i++ {
 		if g[i] != '[' {
 			continue

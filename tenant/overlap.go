@@ -19,14 +19,16 @@ func checkOverlaps(errs *yamlconf.Errors, cfg *Config) {
 	for i := range cfg.Tenants {
 		for j := i + 1; j < len(cfg.Tenants); j++ {
 			a, b := &cfg.Tenants[i], &cfg.Tenants[j]
-			for _, sa := range a.Selectors {
+			for ia := range a.Selectors {
+				sa := &a.Selectors[ia]
 				if errs.Full() {
 					// the file is rejected; further overlaps would not be listed
 					errs.Addf(sa.Line, "overlaps not checked further")
 					return
 				}
-				for _, sb := range b.Selectors {
-					overlap := covers(&sa, &sb, &budget) || covers(&sb, &sa, &budget)
+				for ib := range b.Selectors {
+					sb := &b.Selectors[ib]
+					overlap := covers(sa, sb, &budget) || covers(sb, sa, &budget)
 					if budget < 0 {
 						errs.Addf(sb.Line, "the globs and names of the selectors cost too much to check for overlaps (more than %d steps of matching); shorten the globs or names", maxOverlapSteps)
 						return
@@ -43,28 +45,24 @@ func checkOverlaps(errs *yamlconf.Errors, cfg *Config) {
 // covers reports whether everything matching b also matches a; the steps
 // of glob matching it takes come off budget (past it: false).
 func covers(a, b *Selector, budget *int) bool {
-	globCovers := func(ga string, gre *glob, gb string) bool {
-		if ga == "" {
+	// globCovers: a glob (nil: none) accepts all that gb does: the same
+	// glob, or a literal it matches
+	globCovers := func(ga, gb *glob) bool {
+		switch {
+		case ga == nil:
 			return true
-		}
-		if gb == "" {
+		case gb == nil:
+			return false
+		case ga.pat == gb.pat:
+			return true
+		case !ga.meta || gb.meta:
 			return false
 		}
-		if ga == gb {
-			return true
-		}
-		// a literal b value accepted by a's glob
-		if hasGlobMeta(gb) || gre == nil {
-			return false
-		}
-		ok, steps := gre.matchWithin(gb, *budget)
+		ok, steps := ga.matchWithin(gb.pat, *budget)
 		*budget -= steps
 		return ok
 	}
-	if a.Cgroup != "" && !globCovers(a.Cgroup, a.cgroupRE, b.Cgroup) {
-		return false
-	}
-	if a.Executable != "" && !globCovers(a.Executable, a.exeRE, b.Executable) {
+	if !globCovers(a.cgroupRE, b.cgroupRE) || !globCovers(a.exeRE, b.exeRE) {
 		return false
 	}
 	if a.MIGUUID != "" && a.MIGUUID != b.MIGUUID {
@@ -84,7 +82,7 @@ func covers(a, b *Selector, budget *int) bool {
 		if av.UUID != "" && av.UUID != bv.UUID {
 			return false
 		}
-		if av.VMName != "" && !globCovers(av.VMName, av.vmRE, bv.VMName) {
+		if !globCovers(av.vmRE, bv.vmRE) {
 			return false
 		}
 	}
@@ -99,10 +97,7 @@ func covers(a, b *Selector, budget *int) bool {
 		if ak.PodUID != "" && ak.PodUID != bk.PodUID {
 			return false
 		}
-		if ak.Pod != "" && !globCovers(ak.Pod, ak.podRE, bk.Pod) {
-			return false
-		}
-		if ak.Container != "" && !globCovers(ak.Container, ak.containerRE, bk.Container) {
+		if !globCovers(ak.podRE, bk.podRE) || !globCovers(ak.containerRE, bk.containerRE) {
 			return false
 		}
 		for k, v := range ak.Labels {
