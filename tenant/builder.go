@@ -64,6 +64,7 @@ type Builder struct {
 
 	mu        sync.Mutex // guards cfgStatus and serializes installs
 	cfgStatus ConfigStatus
+	reloadMu  sync.Mutex // serializes reloads
 
 	buildMu sync.Mutex
 	attr    attrState
@@ -177,6 +178,18 @@ func (b *Builder) Reload(path string) error {
 	if path == "" {
 		path = b.Config().File
 	}
+	// The file is read and checked before mu is taken, which Build takes
+	// too: a sample does not wait for a reload's parse.
+	b.reloadMu.Lock()
+	defer b.reloadMu.Unlock()
+	var cfg *Config
+	var err error
+	if path != "" {
+		cfg, err = LoadConfig(path)
+		if err == nil && !b.allowEmpty {
+			err = NotEmpty(cfg)
+		}
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.cfgStatus.ReloadsTotal++
@@ -186,10 +199,6 @@ func (b *Builder) Reload(path string) error {
 		err := fmt.Errorf("no tenants file to reload")
 		level.Error(b.logger).Log("msg", "tenants file reload failed", "err", err)
 		return err
-	}
-	cfg, err := LoadConfig(path)
-	if err == nil && !b.allowEmpty {
-		err = NotEmpty(cfg)
 	}
 	if err != nil {
 		b.cfgStatus.ReloadFailuresTotal++

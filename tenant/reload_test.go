@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 )
@@ -130,5 +131,42 @@ func TestLoadConfigMemoryBounded(t *testing.T) {
 	}
 	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 160<<20 {
 		t.Errorf("parsing %d bytes allocated %d MB", MaxConfigBytes, alloc>>20)
+	}
+}
+
+// TestReloadDoesNotHoldSamples: a reload reads and checks the file before
+// it takes the lock a sample takes too, so that a sample goes on while a
+// slow file (here one that exhausts the overlap check's budget, about a
+// second) is checked, and sees the reload only once it is done.
+func TestReloadDoesNotHoldSamples(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "tenants.yaml")
+	if err := os.WriteFile(file, []byte("tenants:\n  - name: a\n    selectors: [{uid: 1}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := LoadConfig(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewBuilder(cfg, BuilderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("a", 1<<14)
+	slow := fmt.Sprintf("tenants:\n  - {name: a, selectors: [{executable: %q}]}\n  - {name: b, selectors: [{executable: %q}]}\n", "*"+long+"b", long+long)
+	if err := os.WriteFile(file, []byte(slow), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- b.Reload("") }()
+	time.Sleep(100 * time.Millisecond) // the reload is under way
+	snap := b.Build(nil, gpu.SamplerStats{})
+	if c := snap.Config; c.ReloadsTotal != 0 || c.ReloadFailuresTotal != 0 {
+		t.Errorf("the sample waited for the reload: it saw %+v", c)
+	}
+	if err := <-done; err == nil || !strings.Contains(err.Error(), "cost too much to check for overlaps") {
+		t.Fatalf("reload: %v", err)
+	}
+	if c := b.Build(nil, gpu.SamplerStats{}).Config; c.ReloadsTotal != 1 || c.ReloadFailuresTotal != 1 || b.Config().Tenants[0].Selectors[0].UID == nil {
+		t.Errorf("after the reload: %+v, tenants %+v", c, b.Config().Tenants)
 	}
 }
