@@ -82,10 +82,12 @@ func (p PodTenancy) tenantOf(pod *kube.PodRef) string {
 // label value is. Otherwise each byte outside [A-Za-z0-9_.-] becomes "_"
 // and two hex digits ("a/b" -> "a_2fb"). "" is Unassigned; a value spelt
 // "unassigned" gets a trailing "_", so that its pods are told apart from
-// usage that no tenant claims.
+// usage that no tenant claims. A value whose name would be longer than a
+// tenant's name may be (which no Kubernetes namespace or label value is)
+// is Unassigned too: the name is a label of every series of the tenant.
 func PodTenantName(v string) string {
 	switch {
-	case v == "":
+	case v == "" || len(v) > maxNameLen:
 		return Unassigned
 	case v == Unassigned:
 		return v + "_"
@@ -100,6 +102,9 @@ func PodTenantName(v string) string {
 		} else {
 			fmt.Fprintf(&b, "_%02x", c)
 		}
+	}
+	if b.Len() > maxNameLen {
+		return Unassigned
 	}
 	return b.String()
 }

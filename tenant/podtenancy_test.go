@@ -56,6 +56,13 @@ func TestPodTenantName(t *testing.T) {
 		{"a/b", "a_2fb"},
 		{"a b:c", "a_20b_3ac"},
 		{"é", "_c3_a9"},
+		// longer than a tenant's name may be (no Kubernetes value is; a pod
+		// metadata file may say anything): the name of every series
+		{strings.Repeat("a", maxNameLen), strings.Repeat("a", maxNameLen)},
+		{strings.Repeat("a", maxNameLen+1), Unassigned},
+		{strings.Repeat("a", 1<<20), Unassigned},
+		{strings.Repeat("/", maxNameLen/3), strings.Repeat("_2f", maxNameLen/3)},
+		{strings.Repeat("/", maxNameLen/3+1), Unassigned},
 	} {
 		got := PodTenantName(tc.in)
 		if got != tc.want {
