@@ -369,17 +369,19 @@ func (s *Selector) UnmarshalYAML(n *yaml.Node) error {
 		errs.Addf(f.Line, "uid must not be negative")
 	}
 	s.cgroupRE, s.exeRE = compileGlob(s.Cgroup), compileGlob(s.Executable)
+	addClassProblems(&errs, got, "cgroup", s.cgroupRE, "executable", s.exeRE)
 	return errs.Err()
 }
 
 // UnmarshalYAML decodes a kubernetes selector and compiles its globs.
 func (k *KubernetesSelector) UnmarshalYAML(n *yaml.Node) error {
 	var errs yamlconf.Errors
-	errs.Fields(n, "kubernetes selector", "kubernetes.", k)
+	got := errs.Fields(n, "kubernetes selector", "kubernetes.", k)
 	if k.Namespace == "" && k.Pod == "" && k.PodUID == "" && k.Container == "" && len(k.Labels) == 0 {
 		errs.Addf(n.Line, "kubernetes selector has no keys (namespace, pod, pod_uid, container, labels)")
 	}
 	k.podRE, k.containerRE = compileGlob(k.Pod), compileGlob(k.Container)
+	addClassProblems(&errs, got, "pod", k.podRE, "container", k.containerRE)
 	return errs.Err()
 }
 
@@ -405,12 +407,26 @@ func (g *GPUInstanceRef) UnmarshalYAML(n *yaml.Node) error {
 // UnmarshalYAML decodes a vGPU selector and compiles its glob.
 func (v *VGPUSelector) UnmarshalYAML(n *yaml.Node) error {
 	var errs yamlconf.Errors
-	errs.Fields(n, "vgpu selector", "vgpu.", v)
+	got := errs.Fields(n, "vgpu selector", "vgpu.", v)
 	if v.UUID == "" && v.VMName == "" {
 		errs.Addf(n.Line, "vgpu selector needs uuid or vm_name")
 	}
 	v.vmRE = compileGlob(v.VMName)
+	addClassProblems(&errs, got, "vm_name", v.vmRE, "", nil)
 	return errs.Err()
+}
+
+// addClassProblems adds the problems of the globs of two keys, at their
+// lines.
+func addClassProblems(errs *yamlconf.Errors, got yamlconf.Given, key1 string, g1 *glob, key2 string, g2 *glob) {
+	for _, x := range []struct {
+		key string
+		g   *glob
+	}{{key1, g1}, {key2, g2}} {
+		if p := x.g.classProblem(x.key); p != "" && got[x.key].Node != nil {
+			errs.Addf(got[x.key].Line, "%s", p)
+		}
+	}
 }
 
 // UnmarshalYAML decodes an SLO; quantile and target are needed.

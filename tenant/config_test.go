@@ -99,6 +99,11 @@ func TestParseConfigErrors(t *testing.T) {
 		{"no selectors", "tenants:\n  - name: a\n", "t.yaml:2: tenant \"a\" has no selectors"},
 		{"no name", "tenants:\n  - selectors: [{uid: 1}]\n", "t.yaml:2: tenant has no name"},
 		{"reserved name", "tenants:\n  - name: unassigned\n    selectors: [{uid: 1}]\n", "t.yaml:2: tenant name \"unassigned\" is reserved"},
+		// a class is read at each character it is tried on: one of 1 MiB
+		// cost 0.26 s per pod name and sample
+		{"long class", "tenants:\n  - name: a\n    selectors:\n      - executable: \"x[" + strings.Repeat("b", maxClassBytes+1) + "]\"\n", "t.yaml:4: executable: a class ([...]) of 257 bytes; at most 256"},
+		{"long class in a pod glob", "tenants:\n  - name: a\n    selectors:\n      - kubernetes:\n          namespace: n\n          pod: \"*[" + strings.Repeat("b", 1<<20) + "]\"\n", "t.yaml:6: pod: a class ([...]) of 1048576 bytes; at most 256"},
+		{"long class in a vm glob", "tenants:\n  - name: a\n    selectors: [{vgpu: {vm_name: \"[!" + strings.Repeat("b", maxClassBytes) + "]\"}}]\n", "t.yaml:3: vm_name: a class ([...]) of 257 bytes; at most 256"},
 		// a name is a label of every series of the tenant: one of 1 MiB made
 		// each scrape 8 MiB per GPU
 		{"long name", "tenants:\n  - name: " + strings.Repeat("a", 1<<20) + "\n    selectors: [{uid: 1}]\n", "t.yaml:2: tenant name \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"... is 1048576 characters long; at most 253"},

@@ -1,6 +1,7 @@
 package tenant
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"unicode/utf8"
@@ -25,6 +26,21 @@ type glob struct {
 	literal bool
 	// meta: the pattern has a '*', '?' or '['; without, it is a literal
 	meta bool
+	// longClass is the length of a class longer than maxClassBytes, which
+	// the file is refused for (0: none)
+	longClass int
+}
+
+// maxClassBytes bounds a class: it is read again at each character it is
+// tried on, and a star before it tries it at each character of the name.
+const maxClassBytes = 256
+
+// classProblem says what is wrong with the glob of key, if anything.
+func (g *glob) classProblem(key string) string {
+	if g == nil || g.longClass == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s: a class ([...]) of %d bytes; at most %d", key, g.longClass, maxClassBytes)
 }
 
 // compileGlob compiles g; "" gives nil, which matches everything.
@@ -38,6 +54,9 @@ func compileGlob(g string) *glob {
 			continue
 		}
 		set, _, width := gl.classAt(i)
+		if width-2 > maxClassBytes && gl.longClass == 0 {
+			gl.longClass = width - 2
+		}
 		// a name ([[:digit:]]) is not supported; as a reversed range, it
 		// leaves the glob to match only itself
 		if _, valid := inSet(set, 0); !valid || namedClass(set) {

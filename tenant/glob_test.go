@@ -107,6 +107,9 @@ func TestGlobClassesAsBefore(t *testing.T) {
 // long as the configuration was in use, and allocated about 150 per byte
 // to build it (a 4 MiB one: 970 MB resident).
 func TestGlobMemoryBounded(t *testing.T) {
+	if g := compileGlob("[" + strings.Repeat("a", maxClassBytes) + "]x"); g.classProblem("k") != "" {
+		t.Errorf("the longest class is refused: %s", g.classProblem("k"))
+	}
 	for _, g := range []string{strings.Repeat("[ab]", 1<<16), "[a]" + strings.Repeat("a", 1<<18), strings.Repeat("[", 1<<18), strings.Repeat("*[", 1<<17)} {
 		var before, after runtime.MemStats
 		runtime.GC()
