@@ -29,6 +29,11 @@ type glob struct {
 	// longClass is the length of a class longer than maxClassBytes, which
 	// the file is refused for (0: none)
 	longClass int
+	// prefix and suffix are the literal text before the first '*', '?' or
+	// '[' and after the last (or the last ']'): what a name must begin
+	// and end with; inner is the longest run of literal text between
+	// them, which it must contain
+	prefix, suffix, inner string
 }
 
 // maxClassBytes bounds a class: it is read again at each character it is
@@ -49,6 +54,11 @@ func compileGlob(g string) *glob {
 		return nil
 	}
 	gl := &glob{pat: g, lastClose: strings.LastIndexByte(g, ']'), meta: hasGlobMeta(g)}
+	gl.prefix, gl.suffix = g, g
+	if i := strings.IndexAny(g, "*?["); i >= 0 {
+		gl.prefix, gl.suffix = g[:i], g[strings.LastIndexAny(g, "*?[]")+1:]
+	}
+	gl.inner = gl.longestLiteral()
 	for i := 0; i <= gl.lastClose; i++ {
 		if g[i] != '[' {
 			continue
@@ -66,6 +76,29 @@ func compileGlob(g string) *glob {
 		i += width - 1
 	}
 	return gl
+}
+
+// longestLiteral is the longest run of the pattern's literal text between
+// two '*', '?' or classes (the prefix and suffix are checked apart).
+func (g *glob) longestLiteral() string {
+	best := ""
+	for i, start := 0, 0; i < len(g.pat); {
+		c := g.pat[i]
+		if c != '*' && c != '?' && c != '[' {
+			i++
+			continue
+		}
+		if start > 0 && i-start > len(best) {
+			best = g.pat[start:i]
+		}
+		width := 1
+		if c == '[' {
+			_, _, width = g.classAt(i)
+		}
+		i += width
+		start = i
+	}
+	return best
 }
 
 // namedClass reports whether set ends in what a regexp reads as a named
@@ -123,6 +156,12 @@ func (g *glob) match(s string) bool {
 func (g *glob) matchWithin(s string, limit int) (ok bool, steps int) {
 	if g.literal {
 		return g.pat == s, 1 + min(len(s), len(g.pat))
+	}
+	if !strings.HasPrefix(s, g.prefix) || !strings.HasSuffix(s, g.suffix) {
+		return false, 1
+	}
+	if !strings.Contains(s, g.inner) {
+		return false, 1 + len(s)/16 // a fast scan
 	}
 	p := g.pat
 	px, sx := 0, 0

@@ -63,6 +63,23 @@ func TestOverlapCheckBounded(t *testing.T) {
 	twoTenants := func(glob, literal string) string {
 		return fmt.Sprintf("tenants:\n  - {name: a, selectors: [{executable: %q}]}\n  - {name: b, selectors: [{executable: %q}]}\n", glob, literal)
 	}
+	// thousands of globs against the names of the other tenants (each
+	// match scanned the whole name: 3000 of each used the whole budget)
+	globsAndNames := func(key, glob, name string) string {
+		var b strings.Builder
+		b.WriteString("tenants:\n")
+		for i := range 1000 {
+			fmt.Fprintf(&b, "  - name: t%d\n    selectors:\n", i)
+			for j := range 6 {
+				if i%2 == 0 {
+					fmt.Fprintf(&b, "      - {%s: \""+glob+"\"}\n", key, i, j)
+				} else {
+					fmt.Fprintf(&b, "      - {%s: "+name+"}\n", key, i, j)
+				}
+			}
+		}
+		return b.String()
+	}
 	var many strings.Builder
 	many.WriteString("tenants:\n")
 	for i := range 300 {
@@ -71,10 +88,12 @@ func TestOverlapCheckBounded(t *testing.T) {
 	for _, tc := range []struct {
 		name, in, want string // want: "" for accepted
 	}{
-		{"long glob against a long literal", twoTenants("*"+long+"b", long+long), "t.yaml:3: the globs and names of the selectors cost too much to check for overlaps"},
+		{"long glob against a long literal", twoTenants("*"+long+"?b*", long+long), "t.yaml:3: the globs and names of the selectors cost too much to check for overlaps"},
 		{"long glob with a class", twoTenants("*"+long+"[b]", long+long), "t.yaml:3: the globs and names of the selectors cost too much to check for overlaps"},
 		{"short glob against a long literal", twoTenants("*b", long+long), ""},
 		{"many ordinary selectors", many.String(), ""},
+		{"many leading-star globs against names", globsAndNames("executable", "*-w%d-%d", "python3-svc-%d-%d-worker"), ""},
+		{"many cgroup globs against paths", globsAndNames("cgroup", "/kubepods.slice/*pod%d_%d*", "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod%d_%d.slice/cri-containerd-abcdef.scope"), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseConfig("t.yaml", []byte(tc.in))

@@ -152,7 +152,7 @@ func TestReloadDoesNotHoldSamples(t *testing.T) {
 		t.Fatal(err)
 	}
 	long := strings.Repeat("a", 1<<14)
-	slow := fmt.Sprintf("tenants:\n  - {name: a, selectors: [{executable: %q}]}\n  - {name: b, selectors: [{executable: %q}]}\n", "*"+long+"b", long+long)
+	slow := fmt.Sprintf("tenants:\n  - {name: a, selectors: [{executable: %q}]}\n  - {name: b, selectors: [{executable: %q}]}\n", "*"+long+"?b*", long+long)
 	if err := os.WriteFile(file, []byte(slow), 0o644); err != nil {
 		t.Fatal(err)
 	}
