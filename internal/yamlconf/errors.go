@@ -9,7 +9,8 @@
 // fields say together, and returns the problems it found (an *Errors, or
 // nil). Decode at the top turns them into "file:line: problem" lines.
 //
-// It imports no package of the project, so that every layer may use it.
+// It imports no package of the project but the leaf internal/clip, so
+// that every layer may use it.
 package yamlconf
 
 import (
@@ -18,9 +19,10 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/vgpu-exporter/vgpu_exporter/internal/clip"
 )
 
 // Problem is one problem at a line of the file.
@@ -123,29 +125,17 @@ func (e *Errors) Err() error {
 const MaxMessageBytes = 1024
 
 // Error lists the problems, one a line, as "file:line: problem", each cut
-// to MaxMessageBytes.
+// after MaxMessageBytes (clip.Text: control characters escaped, so that a
+// problem stays on its line).
 func (e *Errors) Error() string {
 	lines := make([]string, 0, len(e.list)+1)
 	for _, p := range e.list {
-		lines = append(lines, e.at(p.Line)+clip(p.Msg))
+		lines = append(lines, e.at(p.Line)+clip.Text(p.Msg, MaxMessageBytes))
 	}
 	if e.dropped > 0 {
 		lines = append(lines, e.at(e.firstDrop)+"further problems from here on not listed")
 	}
 	return strings.Join(lines, "\n")
-}
-
-// clip cuts msg to MaxMessageBytes, at a character's start, saying how
-// much is left out.
-func clip(msg string) string {
-	if len(msg) <= MaxMessageBytes {
-		return msg
-	}
-	n := MaxMessageBytes
-	for n > 0 && !utf8.RuneStart(msg[n]) {
-		n--
-	}
-	return fmt.Sprintf("%s... (%d more bytes)", msg[:n], len(msg)-n)
 }
 
 func (e *Errors) at(line int) string {
