@@ -42,7 +42,7 @@ func text(s string, n, limit int) string {
 			break
 		}
 		switch {
-		case r == utf8.RuneError:
+		case r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD"): // an invalid byte, not U+FFFD itself
 			fmt.Fprintf(&b, "\\x%02x", s[i])
 		case r == ' ' || unicode.IsGraphic(r):
 			b.WriteRune(r)
