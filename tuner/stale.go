@@ -9,22 +9,26 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
-// A round whose snapshot is older than Options.StaleAfter decides nothing:
-// sampling stalled (a hung NVML call, a stuck dcgm-exporter), and the
-// snapshot's figures are of the last sample: its SLO counters, frozen,
-// would read as tenants with no requests in the fast window, and a change
-// would be judged, or reverted, on what the tuner no longer sees. Such a
-// round still restores what an earlier run left, thaws what must be thawed
-// (the kill switch, a tenant classed latency, a GPU whose mode left
-// enforce) and follows the pauses in force; it changes nothing else until
-// a sample newer than StaleAfter comes. The pauses in force keep their
-// duty meanwhile, within their ceiling and longest pause.
+// A round whose snapshot is stale decides nothing: no sample came since
+// the last round and the one it has is older than Options.StaleAfter.
+// Sampling stalled (a hung NVML call or driver), and the snapshot's figures
+// are of the last sample: its SLO counters, frozen, would read as tenants
+// with no requests in the fast window, and a change would be judged, or
+// reverted, on what the tuner no longer sees. Such a round still restores
+// what an earlier run left, thaws what must be thawed (the kill switch, a
+// tenant classed latency, a GPU whose mode left enforce), follows the
+// pauses in force and carries a MIG relayout under way to its end (or its
+// timeout, which starts the stopped processes again); it changes nothing
+// else until a new sample comes. The pauses in force keep their duty
+// meanwhile, within their ceiling and longest pause.
 
-// staleAge returns how old snap is at now where that is over
-// Options.StaleAfter, else 0 (also without a StaleAfter, or a snapshot
-// without a time).
-func (t *Tuner) staleAge(snap *tenant.Snapshot, now time.Time) time.Duration {
-	if t.o.StaleAfter <= 0 || snap == nil || snap.Time.IsZero() {
+// staleAge returns how old snap is at now where it is stale, else 0: no
+// newer than prev (the last round's snapshot) and older than
+// Options.StaleAfter. A slow sampler whose samples come between rounds
+// never holds one, however old each is when it arrives. Without a
+// StaleAfter, a previous round or a snapshot time, 0.
+func (t *Tuner) staleAge(prev, snap *tenant.Snapshot, now time.Time) time.Duration {
+	if t.o.StaleAfter <= 0 || prev == nil || snap == nil || snap.Time.IsZero() || snap.Time.After(prev.Time) {
 		return 0
 	}
 	if age := now.Sub(snap.Time); age > t.o.StaleAfter {

@@ -3,6 +3,7 @@ package tuner
 import (
 	"bytes"
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -86,23 +87,76 @@ func TestStaleSnapshotHolds(t *testing.T) {
 	}
 }
 
-// Without StaleAfter, or on a snapshot without a time, no round is stale.
+// A round is stale only on a snapshot no newer than the last round's and
+// older than StaleAfter: without StaleAfter, a previous round or a time,
+// never; a slow sampler's sample, old when it comes but new since the
+// last round, holds nothing.
 func TestStaleAgeOff(t *testing.T) {
+	at := func(d time.Duration) *tenant.Snapshot { return &tenant.Snapshot{Time: t0.Add(d)} }
+	now := t0.Add(time.Hour)
 	for _, c := range []struct {
-		name  string
-		after time.Duration
-		snap  *tenant.Snapshot
-		want  time.Duration
+		name       string
+		after      time.Duration
+		prev, snap *tenant.Snapshot
+		want       time.Duration
 	}{
-		{"off", 0, &tenant.Snapshot{Time: t0}, 0},
-		{"no time", time.Second, &tenant.Snapshot{}, 0},
-		{"fresh", 2 * time.Hour, &tenant.Snapshot{Time: t0}, 0},
-		{"at the limit", time.Hour, &tenant.Snapshot{Time: t0}, 0},
-		{"stale", time.Second, &tenant.Snapshot{Time: t0}, time.Hour},
+		{"off", 0, at(0), at(0), 0},
+		{"first round", time.Second, nil, at(0), 0},
+		{"no time", time.Second, &tenant.Snapshot{}, &tenant.Snapshot{}, 0},
+		{"the same sample, fresh", 2 * time.Hour, at(0), at(0), 0},
+		{"the same sample, at the limit", time.Hour, at(0), at(0), 0},
+		{"the same sample, stale", time.Second, at(0), at(0), time.Hour},
+		{"an older sample, stale", time.Second, at(time.Minute), at(0), time.Hour},
+		{"a new sample, old when it came", time.Second, at(0), at(time.Minute), 0},
 	} {
 		tu := &Tuner{o: Options{StaleAfter: c.after}}
-		if got := tu.staleAge(c.snap, t0.Add(time.Hour)); got != c.want {
+		if got := tu.staleAge(c.prev, c.snap, now); got != c.want {
 			t.Errorf("%s: staleAge %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// noPlan is a slow loop that never plans.
+type noPlan struct{}
+
+func (noPlan) Period() time.Duration              { return time.Hour }
+func (noPlan) Missing(*State) map[string]bool     { return nil }
+func (noPlan) Squeezed(*State) map[string]float64 { return nil }
+func (noPlan) PlanRebalance(*State, RebalanceInput) (gpu.Plan, bool) {
+	return gpu.Plan{}, false
+}
+
+// A MIG relayout under way when sampling stalls goes on: given up at its
+// timeout (the instances never drain), the processes it stopped are
+// started again, as without a stale snapshot.
+func TestStaleRoundsFinishRelayout(t *testing.T) {
+	for _, staleAfter := range []time.Duration{0, 10 * time.Second} {
+		host := &migHost{Busy: 1 << 30}
+		clock := gpu.NewManualClock(t0)
+		once := 0
+		pol := deciderFunc(func(*State) []Action {
+			if once++; once == 1 {
+				return []Action{relayoutOf("GPU-m")}
+			}
+			return nil
+		})
+		tu, err := New(Options{Policy: pol, Actuators: ActuatorsOf(host), Clock: clock, Mode: ModeEnforce, Rebalance: noPlan{}, StaleAfter: staleAfter})
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap := snapshot(t0, []gpu.Device{migDev("GPU-m", 1)}, nil)
+		if _, err := tu.RunOnce(context.Background(), snap); err != nil {
+			t.Fatal(err)
+		}
+		if !tu.Underway() {
+			t.Fatal("no relayout under way")
+		}
+		for range 30 { // 5 minutes of rounds on the last sample
+			clock.Advance(10 * time.Second)
+			_, _ = tu.RunOnce(context.Background(), snap)
+		}
+		if tu.Underway() || !slices.Contains(host.Calls, "start 1") {
+			t.Errorf("StaleAfter %v: under way %v after 5 minutes (timeout %v), calls %q", staleAfter, tu.Underway(), relayoutTimeout, host.Calls)
 		}
 	}
 }

@@ -290,8 +290,8 @@ func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 		t.publishLocked(now)
 		return nil, nil
 	}
+	age := t.staleAge(t.last, snap, now)
 	t.last = snap
-	age := t.staleAge(snap, now)
 	t.noteStale(age, snap)
 	if d, err := t.recoverLocked(ctx, now); err != nil || len(d) > 0 {
 		out = append(out, d...)
@@ -329,8 +329,11 @@ func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 		actions, held = t.splitHeld(actions)
 	}
 	out = append(out, t.handle(ctx, st, actions, now)...)
-	if age == 0 {
+	switch {
+	case age == 0:
 		out = append(out, t.rebalance(ctx, st, now)...)
+	case len(t.relayouts) > 0: // no plan, but a relayout under way goes on
+		out = append(out, t.progressRelayouts(ctx, now)...)
 	}
 	t.remember(out)
 	t.noteRound(st, actions, held, out, age)

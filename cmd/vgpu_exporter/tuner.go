@@ -119,10 +119,9 @@ func (c *tunerConfig) active() bool {
 	return c.Mode != string(tuner.ModeOff) || len(c.GPUModes) > 0
 }
 
-// staleAfter is the age past which the tuner holds on a snapshot (no new
-// sample: sampling stalled): five sample intervals, at least 10s, so that
-// a sample slower than its interval now and then (the sampler then waits
-// for the next whole interval) does not hold a round.
+// staleAfter is the age past which the tuner holds on a snapshot no newer
+// than its last round's (sampling stalled): five sample intervals, at
+// least 10s.
 func staleAfter(sampleInterval time.Duration) time.Duration {
 	return max(5*sampleInterval, 10*time.Second)
 }

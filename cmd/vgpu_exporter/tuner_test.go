@@ -351,7 +351,7 @@ func TestAutotuneParamFlag(t *testing.T) {
 }
 
 // The tuner holds on a snapshot five sample intervals old, never sooner
-// than 10s (a slow sample now and then holds no round).
+// than 10s.
 func TestStaleAfter(t *testing.T) {
 	for _, c := range []struct{ sample, want time.Duration }{
 		{100 * time.Millisecond, 10 * time.Second},
