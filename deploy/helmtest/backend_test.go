@@ -28,7 +28,7 @@ func TestLintExamples(t *testing.T) {
 // TestSimBackend: backend sim runs the simulator's scenario on any node: no
 // GPU node selection, no SYS_ADMIN (even with profilingCapability), a
 // writable /tmp where the built-in scenario is unpacked, the flag given
-// once.
+// once, a seed as the integer the exporter parses.
 func TestSimBackend(t *testing.T) {
 	c := loadChart(t)
 	for _, tc := range []struct {
@@ -40,6 +40,9 @@ func TestSimBackend(t *testing.T) {
 		{"defaults", map[string]any{"backend": "sim"}, []string{"--backend=sim"}, nil},
 		{"scenario and seed", map[string]any{"backend": "sim", "sim": map[string]any{"scenario": "h200-mig", "seed": 7}},
 			[]string{"--backend=sim", "--sim.scenario=h200-mig", "--sim.seed=7"}, nil},
+		// A values file's numbers reach the chart as float64.
+		{"a values file's large seed", map[string]any{"backend": "sim", "sim": map[string]any{"seed": float64(20261203)}},
+			[]string{"--backend=sim", "--sim.seed=20261203"}, nil},
 		{"node selector given", map[string]any{"backend": "sim", "nodeSelector": map[string]any{"pool": "cpu"}},
 			[]string{"--backend=sim"}, map[string]string{"pool": "cpu"}},
 	} {
