@@ -1,0 +1,131 @@
+{{/*
+The exporter's arguments, as a YAML list: those the values set, then
+extraArgs. The exporter refuses a flag given twice unless it is repeatable,
+so an extraArgs flag the chart already gives (log.level, ...), or that
+extraArgs repeat, fails the rendering. . is a dict: Values, and the
+daemonset template's variables of the pool (where, t, sim, meta,
+kubeletCA, saDir, hasTenants, web, mps, pause, pauseHost).
+*/}}
+{{- define "vgpu-exporter.args" -}}
+{{- $args := include "vgpu-exporter.chartArgs" . | fromYamlArray }}
+{{- /* The exporter's repeatable flags (--help marks them with "..."). */}}
+{{- $repeatable := list "web.listen-address" "tuner.gpu-mode" "tuner.disable-knob" "tuner.autotune-param" "tuner.enable-knob" }}
+{{- range $a := .Values.extraArgs }}
+{{- $name := regexReplaceAll "^--(no-)?([^=]*).*$" $a "${2}" }}
+{{- if not (has $name $repeatable) }}
+{{- range $args }}
+{{- if eq $name (regexReplaceAll "^--(no-)?([^=]*).*$" . "${2}") }}
+{{- fail (printf "%s: extraArgs %s: the exporter already gets %s (from the chart's values, or extraArgs), and it refuses a flag given twice: set the chart's value for it instead (values.yaml)" $.where $a .) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- $args = append $args $a }}
+{{- end }}
+{{- toYaml $args }}
+{{- end -}}
+
+{{- /* The arguments the values set (vgpu-exporter.args). */}}
+{{- define "vgpu-exporter.chartArgs" -}}
+{{- $t := .t }}
+{{- $sim := .sim }}
+{{- $meta := .meta }}
+{{- $kubeletCA := .kubeletCA }}
+{{- $saDir := .saDir }}
+{{- $hasTenants := .hasTenants }}
+{{- $web := .web }}
+{{- $mps := .mps }}
+{{- $pause := .pause }}
+{{- $pauseHost := .pauseHost }}
+- --backend={{ $.Values.backend }}
+{{- if $sim }}
+{{- with $.Values.sim.scenario }}
+- --sim.scenario={{ . }}
+{{- end }}
+{{- with $.Values.sim.seed }}
+- --sim.seed={{ int64 . }}
+{{- end }}
+{{- end }}
+- --web.listen-address=:{{ $.Values.port }}
+- --sample.interval={{ $.Values.sampleInterval }}
+- --log.level={{ $.Values.log.level }}
+- --log.format={{ $.Values.log.format }}
+- --proc.root=/host/proc
+{{- if $.Values.kubernetes.podResources.enabled }}
+- --kubernetes.pod-resources-socket=/var/lib/kubelet/pod-resources/kubelet.sock
+- --tenants.kubernetes-default={{ $.Values.tenants.kubernetesDefault }}
+{{- end }}
+{{- if $.Values.kubernetes.podInfo.enabled }}
+- --kubernetes.pod-info
+- --kubernetes.pod-info.max-series={{ int $.Values.kubernetes.podInfo.maxSeries }}
+{{- end }}
+{{- if $meta.enabled }}
+{{- if eq $meta.source "kubelet" }}
+- --kubernetes.pod-metadata=https://$(NODE_IP):10250/pods
+{{- if $kubeletCA }}
+- --kubernetes.pod-metadata.ca-file=/etc/vgpu_exporter/kubelet-ca/{{ $meta.kubeletCA.key }}
+{{- else }}
+- --kubernetes.pod-metadata.ca-file={{ $saDir }}/ca.crt
+{{- end }}
+{{- else }}
+- --kubernetes.pod-metadata={{ trimSuffix "/" $.Values.kubernetes.apiServer }}/api/v1/pods?fieldSelector=spec.nodeName%3D$(NODE_NAME)
+- --kubernetes.pod-metadata.ca-file={{ $saDir }}/ca.crt
+{{- end }}
+- --kubernetes.pod-metadata.bearer-token-file={{ $saDir }}/token
+{{- end }}
+{{- if $hasTenants }}
+- --tenants.config=/etc/vgpu_exporter/tenants/{{ include "vgpu-exporter.tenantsKey" $ }}
+{{- end }}
+{{- if $web }}
+- --web.config.file=/etc/vgpu_exporter/web/{{ $.Values.web.config.key }}
+{{- end }}
+{{- if $t.active }}
+- --tuner.mode={{ $t.mode }}
+- --tuner.interval={{ $t.interval }}
+{{- range $t.gpuModes }}
+- --tuner.gpu-mode={{ . }}
+{{- end }}
+{{- if $t.journal.hostPath }}
+- --tuner.journal=/var/lib/vgpu_exporter/tuner-journal.jsonl
+{{- end }}
+{{- if ne $t.killSwitch.source "none" }}
+- --tuner.kill-switch-file=/etc/vgpu_exporter/kill-switch/{{ $t.killSwitch.file }}
+{{- end }}
+{{- if $mps }}
+- --mps.control-binary={{ $t.mps.controlBinary }}
+- --mps.pipe-directory={{ $t.mps.pipeDirectory }}
+{{- with $t.mps.restartHook }}
+- --mps.restart-hook={{ . }}
+{{- end }}
+{{- else }}
+- --mps.control-binary=
+{{- end }}
+- --nvidia-smi.path={{ $t.nvidiaSMI.path }}
+{{- with $t.rebalanceHook.command }}
+- --tuner.rebalance-hook={{ . }}
+{{- if eq . "builtin:kubernetes-evict" }}
+- --tuner.rebalance-hook.kubernetes-api-server={{ trimSuffix "/" $.Values.kubernetes.apiServer }}
+{{- end }}
+{{- end }}
+{{- with $t.slowLoop.every }}
+- --tuner.slow-loop.every={{ . }}
+{{- end }}
+{{- with $t.slowLoop.dwell }}
+- --tuner.slow-loop.dwell={{ . }}
+{{- end }}
+{{- with $t.slowLoop.coolDown }}
+- --tuner.slow-loop.cool-down={{ . }}
+{{- end }}
+{{- with $t.slowLoop.hold }}
+- --tuner.slow-loop.hold={{ . }}
+{{- end }}
+{{- range $k, $v := $t.autotuneParams }}
+- {{ printf "--tuner.autotune-param=%s=%v" $k $v | quote }}
+{{- end }}
+{{- if $pause }}
+- --tuner.enable-knob=pause_duty
+- --pause.period={{ $t.pause.period }}
+- --pause.max={{ $t.pause.max }}
+{{- end }}
+- --pause.cgroup-root={{ if $pauseHost }}/host/sys/fs/cgroup{{ end }}
+{{- end }}
+{{- end -}}

@@ -1,0 +1,69 @@
+package helmtest
+
+import (
+	"os/exec"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/vgpu-exporter/vgpu_exporter/deploy/internal/repo"
+)
+
+// repeatableFlag is a flag --help marks as repeatable: "--name=VALUE ...".
+var repeatableFlag = regexp.MustCompile(`(?m)^\s+(?:-\w, )?--(?:\[no-\])?([a-z0-9.-]+)\S* \.\.\.`)
+
+// TestExtraArgs: extraArgs follow the chart's flags; a flag the exporter
+// takes once (every one --help does not mark repeatable) is refused when
+// the chart already gives it or extraArgs repeat it, as the exporter
+// would refuse it at start; a repeatable one, given by the chart and
+// twice more, renders.
+func TestExtraArgs(t *testing.T) {
+	c := loadChart(t)
+	out, err := exec.Command(repo.Exporter(t), "--help").CombinedOutput()
+	if err != nil {
+		t.Fatalf("--help: %v\n%s", err, out)
+	}
+	var repeatable []string
+	for _, m := range repeatableFlag.FindAllStringSubmatch(string(out), -1) {
+		repeatable = append(repeatable, m[1])
+	}
+	if !slices.Contains(repeatable, "tuner.gpu-mode") {
+		t.Fatalf("no repeatable flag found in --help (%q)", repeatable)
+	}
+	// The tuner in enforce with the pause: the chart gives every
+	// repeatable flag it can (gpu-mode, autotune-param, enable-knob).
+	tuner := map[string]any{"mode": "enforce", "gpuModes": []any{"1=recommend"}, "pause": map[string]any{"enabled": true},
+		"autotuneParams": map[string]any{"pause_gain": 0.2}}
+	for _, f := range repeatable {
+		extra := []any{"--" + f + "=a", "--" + f + "=b"}
+		m := mustRender(t, c, map[string]any{"tuner": tuner, "extraArgs": extra})
+		args := container(t, m.daemonSets[0].Spec.Template.Spec.Containers, "exporter").Args
+		if got := args[len(args)-2:]; !slices.Equal(got, []string{"--" + f + "=a", "--" + f + "=b"}) {
+			t.Errorf("extraArgs %q: args end with %q", extra, got)
+		}
+	}
+	for _, tc := range []struct {
+		vals map[string]any
+		want string
+	}{
+		// What values.yaml once gave as its example.
+		{map[string]any{"extraArgs": []any{"--log.level=debug"}}, "the release: extraArgs --log.level=debug: the exporter already gets --log.level=info"},
+		{map[string]any{"kubernetes": map[string]any{"podInfo": map[string]any{"enabled": true}}, "extraArgs": []any{"--no-kubernetes.pod-info"}},
+			"extraArgs --no-kubernetes.pod-info: the exporter already gets --kubernetes.pod-info"},
+		{map[string]any{"extraArgs": []any{"--web.max-requests=10", "--web.max-requests=20"}},
+			"extraArgs --web.max-requests=20: the exporter already gets --web.max-requests=10"},
+		{map[string]any{"nodePools": []any{map[string]any{"name": "a", "tuner": map[string]any{"mode": "recommend"}}},
+			"extraArgs": []any{"--tuner.interval=5s"}}, "nodePools a: extraArgs --tuner.interval=5s"},
+	} {
+		_, err := render(c, tc.vals)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("values %v: error %v, want one saying %q", tc.vals, err, tc.want)
+		}
+	}
+	// A flag the chart does not give, once.
+	m := mustRender(t, c, map[string]any{"extraArgs": []any{"--web.max-requests=80", "--tuner.interval=5s"}})
+	if args := container(t, m.daemonSets[0].Spec.Template.Spec.Containers, "exporter").Args; !slices.Contains(args, "--web.max-requests=80") {
+		t.Errorf("args %q lack extraArgs' --web.max-requests=80", args)
+	}
+}
