@@ -467,6 +467,16 @@ func TestRejectsBadCombinations(t *testing.T) {
 		{map[string]any{"tenants": map[string]any{"kubernetesDefault": "label:team"}}, "tenants.kubernetesDefault=label:team needs kubernetes.podMetadata.enabled"},
 		{map[string]any{"tuner": map[string]any{"mode": "enforce", "rebalanceHook": map[string]any{"command": "builtin:kubernetes-evict"}}},
 			"set tuner.rebalanceHook.evictPods=true"},
+		// Durations the exporter (or the Prometheus Operator) refuses.
+		{map[string]any{"sampleInterval": "50ms"}, "sampleInterval=50ms: the exporter samples at most every 100ms"},
+		{map[string]any{"sampleInterval": "0s"}, "sampleInterval=0s"},
+		{map[string]any{"tuner": map[string]any{"mode": "recommend", "interval": "0m0s"}}, "the release: tuner.interval=0m0s: the exporter needs a positive"},
+		{map[string]any{"nodePools": []any{map[string]any{"name": "a", "tuner": map[string]any{"mode": "recommend",
+			"pause": map[string]any{"enabled": true, "period": "0ms"}}}}}, "nodePools a: tuner.pause.period=0ms: the exporter needs a positive"},
+		{map[string]any{"tuner": map[string]any{"mode": "recommend", "pause": map[string]any{"enabled": true, "max": "1s"}}},
+			"tuner.pause.max=1s is longer than tuner.pause.period=500ms"},
+		{map[string]any{"serviceMonitor": map[string]any{"interval": "5s"}},
+			"serviceMonitor.scrapeTimeout=10s is longer than serviceMonitor.interval=5s: the Prometheus Operator rejects"},
 	} {
 		_, err := render(c, tc.vals)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

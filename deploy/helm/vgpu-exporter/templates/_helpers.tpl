@@ -155,3 +155,14 @@ them, maps one level deep).
 {{- if and .tuner.enforce .tuner.rebalanceHook.command .tuner.rebalanceHook.evictPods -}}true{{- end -}}
 {{- end -}}
 {{- end -}}
+
+{{/* A duration of the form the schema takes (1m30s, 500ms: ms, s, m, h) in milliseconds. */}}
+{{- define "vgpu-exporter.ms" -}}
+{{- $units := dict "ms" 1 "s" 1000 "m" 60000 "h" 3600000 -}}
+{{- $ms := 0 -}}
+{{- range regexFindAll "[0-9]+(ms|s|m|h)" (toString .) -1 -}}
+{{- $n := regexFind "^[0-9]+" . -}}
+{{- $ms = add $ms (mul (atoi $n) (get $units (trimPrefix $n .))) -}}
+{{- end -}}
+{{- $ms -}}
+{{- end -}}
