@@ -28,7 +28,8 @@ func TestLintExamples(t *testing.T) {
 // TestSimBackend: backend sim runs the simulator's scenario on any node: no
 // GPU node selection, no SYS_ADMIN (even with profilingCapability), a
 // writable /tmp where the built-in scenario is unpacked, the flag given
-// once, a seed as the integer the exporter parses.
+// once, a seed as the integer the exporter parses; with the tuner, none of
+// the node's MPS pipes or cgroups (only the journal's directory).
 func TestSimBackend(t *testing.T) {
 	c := loadChart(t)
 	for _, tc := range []struct {
@@ -45,6 +46,9 @@ func TestSimBackend(t *testing.T) {
 			[]string{"--backend=sim", "--sim.seed=20261203"}, nil},
 		{"node selector given", map[string]any{"backend": "sim", "nodeSelector": map[string]any{"pool": "cpu"}},
 			[]string{"--backend=sim"}, map[string]string{"pool": "cpu"}},
+		// The simulator's own actuators act: no MPS pipes, no node cgroups, no KILL.
+		{"tuner in enforce with the pause", map[string]any{"backend": "sim", "tuner": map[string]any{"mode": "enforce",
+			"pause": map[string]any{"enabled": true}}}, []string{"--backend=sim", "--tuner.enable-knob=pause_duty"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := mustRender(t, c, tc.vals)
@@ -64,6 +68,11 @@ func TestSimBackend(t *testing.T) {
 			if add := exp.SecurityContext.Capabilities.Add; len(add) > 0 {
 				t.Errorf("capabilities added %v; the simulator needs none", add)
 			}
+			for _, e := range exp.Env {
+				if e.Name == "NVIDIA_DRIVER_CAPABILITIES" {
+					t.Errorf("env %s=%s; the simulator needs no driver", e.Name, e.Value)
+				}
+			}
 			var tmp bool
 			for _, vm := range exp.VolumeMounts {
 				tmp = tmp || vm.MountPath == "/tmp" && !vm.ReadOnly
@@ -72,7 +81,7 @@ func TestSimBackend(t *testing.T) {
 				t.Errorf("mounts %+v, root filesystem read-only %v; want a writable /tmp on a read-only root", exp.VolumeMounts, exp.SecurityContext.ReadOnlyRootFilesystem)
 			}
 			for _, v := range pod.Volumes {
-				if v.HostPath != nil && v.HostPath.Path != "/proc" && v.HostPath.Path != "/var/lib/kubelet/pod-resources" {
+				if v.HostPath != nil && !slices.Contains([]string{"/proc", "/var/lib/kubelet/pod-resources", "/var/lib/vgpu-exporter"}, v.HostPath.Path) {
 					t.Errorf("volume %s from the node's %s: the simulator needs none", v.Name, v.HostPath.Path)
 				}
 			}
