@@ -467,6 +467,19 @@ func TestRejectsBadCombinations(t *testing.T) {
 		{map[string]any{"tenants": map[string]any{"kubernetesDefault": "label:team"}}, "tenants.kubernetesDefault=label:team needs kubernetes.podMetadata.enabled"},
 		{map[string]any{"tuner": map[string]any{"mode": "enforce", "rebalanceHook": map[string]any{"command": "builtin:kubernetes-evict"}}},
 			"set tuner.rebalanceHook.evictPods=true"},
+		// Who the exporter runs as: the kubelet refuses a non-root policy
+		// for uid 0; the image's user (65532) gets no capability and
+		// cannot reach the kubelet's socket.
+		{map[string]any{"securityContext": map[string]any{"runAsNonRoot": true}}, "the release: securityContext.runAsNonRoot"},
+		{map[string]any{"podSecurityContext": map[string]any{"runAsNonRoot": true}, "securityContext": map[string]any{"runAsNonRoot": nil}},
+			"securityContext.runAsNonRoot (or podSecurityContext's) is true while the exporter runs as uid 0"},
+		{map[string]any{"securityContext": map[string]any{"runAsUser": nil}}, "profilingCapability"},
+		{map[string]any{"podSecurityContext": map[string]any{"runAsUser": 1000}, "securityContext": map[string]any{"runAsUser": nil}}, "profilingCapability"},
+		{map[string]any{"profilingCapability": false, "securityContext": map[string]any{"runAsUser": 65532}},
+			"kubernetes.podResources connects to the kubelet's pod-resources socket"},
+		{map[string]any{"profilingCapability": false, "kubernetes": map[string]any{"podResources": map[string]any{"enabled": false}},
+			"securityContext": map[string]any{"runAsUser": 65532}, "tuner": map[string]any{"mode": "recommend"}},
+			"the release: the tuner writes its journal in tuner.journal.hostPath"},
 		// Durations the exporter (or the Prometheus Operator) refuses.
 		{map[string]any{"sampleInterval": "50ms"}, "sampleInterval=50ms: the exporter samples at most every 100ms"},
 		{map[string]any{"sampleInterval": "0s"}, "sampleInterval=0s"},

@@ -1,0 +1,48 @@
+package helmtest
+
+import "testing"
+
+// TestRunAsRoot: the uid the exporter runs as is the container's
+// runAsUser, else the pod's, else the image's (65532); these render (the
+// refusals are TestRejectsBadCombinations' rows), each with the uid and
+// capabilities wanted.
+func TestRunAsRoot(t *testing.T) {
+	c := loadChart(t)
+	nonRoot := map[string]any{"profilingCapability": false, "kubernetes": map[string]any{"podResources": map[string]any{"enabled": false}}}
+	with := func(extra map[string]any) map[string]any {
+		v := map[string]any{}
+		for k, x := range nonRoot {
+			v[k] = x
+		}
+		for k, x := range extra {
+			v[k] = x
+		}
+		return v
+	}
+	for _, tc := range []struct {
+		name string
+		vals map[string]any
+		uid  int64 // -1: none set on the container
+	}{
+		{"defaults", nil, 0},
+		{"the image's user", with(map[string]any{"securityContext": map[string]any{"runAsUser": nil, "runAsNonRoot": true}}), -1},
+		{"the pod's user", with(map[string]any{"podSecurityContext": map[string]any{"runAsUser": 1000, "runAsNonRoot": true},
+			"securityContext": map[string]any{"runAsUser": nil, "runAsNonRoot": nil}}), -1},
+		{"the container's root over the pod's", map[string]any{"podSecurityContext": map[string]any{"runAsUser": 1000, "runAsNonRoot": true}}, 0},
+		{"non-root without the kubelet's socket", with(map[string]any{"securityContext": map[string]any{"runAsUser": 65532, "runAsNonRoot": true}}), 65532},
+		{"non-root, the tuner recommending without a journal", with(map[string]any{"securityContext": map[string]any{"runAsUser": 65532},
+			"tuner": map[string]any{"mode": "recommend", "journal": map[string]any{"hostPath": ""}}}), 65532},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := mustRender(t, c, tc.vals)
+			sc := container(t, m.daemonSets[0].Spec.Template.Spec.Containers, "exporter").SecurityContext
+			uid := int64(-1)
+			if sc != nil && sc.RunAsUser != nil {
+				uid = *sc.RunAsUser
+			}
+			if uid != tc.uid {
+				t.Errorf("runAsUser %d, want %d", uid, tc.uid)
+			}
+		})
+	}
+}
