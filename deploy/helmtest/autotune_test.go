@@ -1,14 +1,24 @@
 package helmtest
 
 import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/vgpu-exporter/vgpu_exporter/deploy/internal/repo"
 )
 
 // TestAutotuneParams: tuner.autotuneParams become --tuner.autotune-param
 // flags, by name, a pool's keys replacing the release's one by one; none
-// with the tuner off; the schema refuses a name that is not one and a
-// value that is neither a number nor a string.
+// with the tuner off; the schema refuses a name the exporter does not
+// have, a negative number, and for a duration anything but a positive
+// one; it takes every parameter of the exporter (--help) with a value of
+// its kind (docs/tuning.md's defaults).
 func TestAutotuneParams(t *testing.T) {
 	c := loadChart(t)
 	pools := []any{
@@ -43,10 +53,92 @@ func TestAutotuneParams(t *testing.T) {
 		{"pause_gain": map[string]any{"x": 1}},
 		{"pause_gain": []any{0.1}},
 		{"pause_gain": true},
+		{"pause_gian": 0.1}, // a typo: the exporter would not start
+		{"pause_gain": -0.1},
+		{"pause_gain": "30s"},
+		{"slack_dwell": 30},
+		{"slack_dwell": "0s"},
+		{"slack_dwell": ""},
 	} {
 		_, err := render(c, map[string]any{"tuner": map[string]any{"mode": "recommend", "autotuneParams": bad}})
 		if err == nil || !strings.Contains(err.Error(), "autotuneParams") {
 			t.Errorf("autotuneParams %v: error %v, want the schema's", bad, err)
+		}
+	}
+}
+
+// autotuneParamNames are the names the exporter's --help lists.
+var autotuneParamNames = regexp.MustCompile(`over its\s+defaults:\s+([a-z_,\s]+?)\s+\(docs/tuning\.md\)`)
+
+// TestAutotuneParamsSchema: the schema names the parameters --help names,
+// and takes each with a value of its kind (a duration where docs/tuning.md's default is one, a
+// number otherwise), and refused with one of the other kind.
+func TestAutotuneParamsSchema(t *testing.T) {
+	c := loadChart(t)
+	out, err := exec.Command(repo.Exporter(t), "--help").CombinedOutput()
+	if err != nil {
+		t.Fatalf("--help: %v\n%s", err, out)
+	}
+	m := autotuneParamNames.FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("--help lists no autotune parameters:\n%s", out)
+	}
+	doc, err := os.ReadFile(filepath.Join(repo.Root(), "docs", "tuning.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := strings.Split(strings.Join(strings.Fields(string(m[1])), ""), ",")
+	// The schema names these, no other.
+	raw, err := os.ReadFile(filepath.Join(chartDir(), "values.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var schema struct {
+		Definitions struct {
+			Tuner struct {
+				Properties struct {
+					AutotuneParams struct {
+						PatternProperties map[string]any `json:"patternProperties"`
+					} `json:"autotuneParams"`
+				} `json:"properties"`
+			} `json:"tuner"`
+		} `json:"definitions"`
+	}
+	if err := json.Unmarshal(raw, &schema); err != nil {
+		t.Fatal(err)
+	}
+	var inSchema []string
+	for p := range schema.Definitions.Tuner.Properties.AutotuneParams.PatternProperties {
+		inSchema = append(inSchema, strings.Split(strings.TrimSuffix(strings.TrimPrefix(p, "^("), ")$"), "|")...)
+	}
+	slices.Sort(inSchema)
+	if !slices.Equal(inSchema, names) {
+		t.Errorf("the schema's autotuneParams names %q, the exporter's %q", inSchema, names)
+	}
+	for _, name := range names {
+		// The table row naming it, `a`, `b` (...) | their defaults | ...
+		row := regexp.MustCompile("(?m)^\\| ([^|]*`" + name + "`[^|]*)\\| ([^|]*)\\|").FindStringSubmatch(string(doc))
+		if row == nil {
+			t.Errorf("%s: no row of docs/tuning.md's Parameters names it", name)
+			continue
+		}
+		var i int
+		for j, n := range regexp.MustCompile("`([a-z_]+)`").FindAllStringSubmatch(row[1], -1) {
+			if n[1] == name {
+				i = j
+			}
+		}
+		defaults := strings.Split(row[2], ",")
+		duration := i < len(defaults) && strings.ContainsAny(strings.TrimSpace(defaults[i]), "smh")
+		good, bad := any(0.5), any("30s")
+		if duration {
+			good, bad = bad, good
+		}
+		if _, err := render(c, map[string]any{"tuner": map[string]any{"mode": "recommend", "autotuneParams": map[string]any{name: good}}}); err != nil {
+			t.Errorf("%s: %v: %v", name, good, err)
+		}
+		if _, err := render(c, map[string]any{"tuner": map[string]any{"mode": "recommend", "autotuneParams": map[string]any{name: bad}}}); err == nil {
+			t.Errorf("%s (a duration %v): %v accepted", name, duration, bad)
 		}
 	}
 }
