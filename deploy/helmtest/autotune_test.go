@@ -1,7 +1,6 @@
 package helmtest
 
 import (
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -89,26 +88,8 @@ func TestAutotuneParamsSchema(t *testing.T) {
 	}
 	names := strings.Split(strings.Join(strings.Fields(string(m[1])), ""), ",")
 	// The schema names these, no other.
-	raw, err := os.ReadFile(filepath.Join(chartDir(), "values.schema.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var schema struct {
-		Definitions struct {
-			Tuner struct {
-				Properties struct {
-					AutotuneParams struct {
-						PatternProperties map[string]any `json:"patternProperties"`
-					} `json:"autotuneParams"`
-				} `json:"properties"`
-			} `json:"tuner"`
-		} `json:"definitions"`
-	}
-	if err := json.Unmarshal(raw, &schema); err != nil {
-		t.Fatal(err)
-	}
 	var inSchema []string
-	for p := range schema.Definitions.Tuner.Properties.AutotuneParams.PatternProperties {
+	for p := range schemaNode(t, "definitions", "tuner", "properties", "autotuneParams", "patternProperties").(map[string]any) {
 		inSchema = append(inSchema, strings.Split(strings.TrimSuffix(strings.TrimPrefix(p, "^("), ")$"), "|")...)
 	}
 	slices.Sort(inSchema)

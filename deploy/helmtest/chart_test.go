@@ -6,6 +6,7 @@ package helmtest
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -44,6 +45,26 @@ func loadChart(t *testing.T) *chart.Chart {
 		t.Fatalf("loading the chart: %v", err)
 	}
 	return c
+}
+
+// schemaNode is the part of values.schema.json at path (keys, from the top).
+func schemaNode(t *testing.T, path ...string) any {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(chartDir(), "values.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var node any
+	if err := json.Unmarshal(raw, &node); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range path {
+		m, _ := node.(map[string]any)
+		if node = m[k]; node == nil {
+			t.Fatalf("values.schema.json has no %s", strings.Join(path, "."))
+		}
+	}
+	return node
 }
 
 // render renders the chart as `helm install` would into a cluster with the
