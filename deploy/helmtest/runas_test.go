@@ -1,6 +1,11 @@
 package helmtest
 
-import "testing"
+import (
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+)
 
 // TestRunAsRoot: the uid the exporter runs as is the container's
 // runAsUser, else the pod's, else the image's (65532); these render (the
@@ -42,6 +47,34 @@ func TestRunAsRoot(t *testing.T) {
 			}
 			if uid != tc.uid {
 				t.Errorf("runAsUser %d, want %d", uid, tc.uid)
+			}
+		})
+	}
+}
+
+// TestCapabilitiesAdded: capabilities securityContext adds are kept, the
+// chart's own (SYS_ADMIN, KILL) added after them, each once.
+func TestCapabilitiesAdded(t *testing.T) {
+	c := loadChart(t)
+	sc := func(add ...any) map[string]any {
+		return map[string]any{"capabilities": map[string]any{"add": add, "drop": []any{"ALL"}}}
+	}
+	for _, tc := range []struct {
+		name string
+		vals map[string]any
+		want []corev1.Capability
+	}{
+		{"defaults", nil, []corev1.Capability{"SYS_ADMIN"}},
+		{"one of the user's", map[string]any{"securityContext": sc("SYS_PTRACE")}, []corev1.Capability{"SYS_PTRACE", "SYS_ADMIN"}},
+		{"the user's only", map[string]any{"profilingCapability": false, "securityContext": sc("SYS_PTRACE")}, []corev1.Capability{"SYS_PTRACE"}},
+		{"the chart's too", map[string]any{"securityContext": sc("SYS_PTRACE", "SYS_ADMIN"),
+			"tuner": map[string]any{"mode": "enforce", "pause": map[string]any{"enabled": true}}}, []corev1.Capability{"SYS_PTRACE", "SYS_ADMIN", "KILL"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := mustRender(t, c, tc.vals)
+			got := container(t, m.daemonSets[0].Spec.Template.Spec.Containers, "exporter").SecurityContext.Capabilities.Add
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("capabilities added %v, want %v", got, tc.want)
 			}
 		})
 	}
