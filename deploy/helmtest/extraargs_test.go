@@ -17,7 +17,8 @@ var repeatableFlag = regexp.MustCompile(`(?m)^\s+(?:-\w, )?--(?:\[no-\])?([a-z0-
 // takes once (every one --help does not mark repeatable) is refused when
 // the chart already gives it or extraArgs repeat it, as the exporter
 // would refuse it at start; a repeatable one, given by the chart and
-// twice more, renders.
+// twice more, renders; a journal or kill switch file of the tuner's must
+// be on a volume of extraVolumeMounts.
 func TestExtraArgs(t *testing.T) {
 	c := loadChart(t)
 	out, err := exec.Command(repo.Exporter(t), "--help").CombinedOutput()
@@ -55,15 +56,32 @@ func TestExtraArgs(t *testing.T) {
 			"extraArgs --web.max-requests=20: the exporter already gets --web.max-requests=10"},
 		{map[string]any{"nodePools": []any{map[string]any{"name": "a", "tuner": map[string]any{"mode": "recommend"}}},
 			"extraArgs": []any{"--tuner.interval=5s"}}, "nodePools a: extraArgs --tuner.interval=5s"},
+		// The journal and the kill switch the chart does not give: on no volume.
+		{map[string]any{"tuner": map[string]any{"mode": "recommend", "journal": map[string]any{"hostPath": ""}},
+			"extraArgs": []any{"--tuner.journal=/var/lib/j/journal.jsonl"}}, `"/var/lib/j/journal.jsonl" is on no volume of extraVolumeMounts`},
+		{map[string]any{"tuner": map[string]any{"mode": "recommend", "journal": map[string]any{"hostPath": ""}},
+			"extraVolumeMounts": []any{map[string]any{"name": "j", "mountPath": "/var/lib/j", "readOnly": true}},
+			"extraArgs":         []any{"--tuner.journal=/var/lib/j/journal.jsonl"}}, "is on no volume of extraVolumeMounts (writable, for the journal)"},
+		{map[string]any{"tuner": map[string]any{"mode": "recommend", "killSwitch": map[string]any{"source": "none"}},
+			"extraVolumeMounts": []any{map[string]any{"name": "k", "mountPath": "/etc/k"}},
+			"extraArgs":         []any{"--tuner.kill-switch-file=/etc/kill"}}, `"/etc/kill" is on no volume`},
 	} {
 		_, err := render(c, tc.vals)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("values %v: error %v, want one saying %q", tc.vals, err, tc.want)
 		}
 	}
-	// A flag the chart does not give, once.
-	m := mustRender(t, c, map[string]any{"extraArgs": []any{"--web.max-requests=80", "--tuner.interval=5s"}})
-	if args := container(t, m.daemonSets[0].Spec.Template.Spec.Containers, "exporter").Args; !slices.Contains(args, "--web.max-requests=80") {
-		t.Errorf("args %q lack extraArgs' --web.max-requests=80", args)
+	// A flag the chart does not give, once; the journal and the kill switch
+	// on volumes of extraVolumeMounts (or with the tuner off, unused).
+	for _, vals := range []map[string]any{
+		{"extraArgs": []any{"--web.max-requests=80", "--tuner.interval=5s", "--tuner.journal=/j.jsonl"}},
+		{"tuner": map[string]any{"mode": "recommend", "journal": map[string]any{"hostPath": ""}, "killSwitch": map[string]any{"source": "none"}},
+			"extraVolumeMounts": []any{map[string]any{"name": "j", "mountPath": "/var/lib/j/"}, map[string]any{"name": "k", "mountPath": "/etc/k", "readOnly": true}},
+			"extraArgs":         []any{"--web.max-requests=80", "--tuner.journal=/var/lib/j/journal.jsonl", "--tuner.kill-switch-file=/etc/k/off"}},
+	} {
+		m := mustRender(t, c, vals)
+		if args := container(t, m.daemonSets[0].Spec.Template.Spec.Containers, "exporter").Args; !slices.Contains(args, "--web.max-requests=80") {
+			t.Errorf("args %q lack extraArgs' --web.max-requests=80", args)
+		}
 	}
 }

@@ -19,6 +19,18 @@ kubeletCA, saDir, hasTenants, web, mps, pause, pauseHost).
 {{- end }}
 {{- end }}
 {{- end }}
+{{- /* The journal written, the kill switch read: on a volume, the root filesystem being read-only and the image's. */}}
+{{- if and $.t.active (has $name (list "tuner.journal" "tuner.kill-switch-file")) }}
+{{- $path := regexReplaceAll "^[^=]*=?" $a "" }}
+{{- $on := false }}
+{{- range $.Values.extraVolumeMounts }}
+{{- $dir := printf "%s/" (trimSuffix "/" (toString (get . "mountPath"))) }}
+{{- if and (hasPrefix $dir $path) (ne $dir "/") (or (eq $name "tuner.kill-switch-file") (not (get . "readOnly"))) }}{{ $on = true }}{{ end }}
+{{- end }}
+{{- if not $on }}
+{{- fail (printf "%s: extraArgs %s: %q is on no volume of extraVolumeMounts (writable, for the journal), so the tuner could not write its journal or its kill switch could never be engaged: set tuner.journal.hostPath or tuner.killSwitch instead, or mount the file's directory" $.where $a $path) }}
+{{- end }}
+{{- end }}
 {{- $args = append $args $a }}
 {{- end }}
 {{- toYaml $args }}
