@@ -501,6 +501,10 @@ func TestRejectsBadCombinations(t *testing.T) {
 		{map[string]any{"profilingCapability": false, "kubernetes": map[string]any{"podResources": map[string]any{"enabled": false}},
 			"securityContext": map[string]any{"runAsUser": 65532}, "tuner": map[string]any{"mode": "recommend"}},
 			"the release: the tuner writes its journal in tuner.journal.hostPath"},
+		// RBAC for the namespace's default service account: for every pod
+		// of the namespace that names none.
+		{map[string]any{"serviceAccount": map[string]any{"create": false}, "kubernetes": map[string]any{"podMetadata": map[string]any{"enabled": true}}},
+			"serviceAccount.create=false without serviceAccount.name"},
 		// Durations the exporter (or the Prometheus Operator) refuses.
 		{map[string]any{"sampleInterval": "50ms"}, "sampleInterval=50ms: the exporter samples at most every 100ms"},
 		{map[string]any{"sampleInterval": "0s"}, "sampleInterval=0s"},

@@ -91,3 +91,29 @@ func TestBuiltinEviction(t *testing.T) {
 		})
 	}
 }
+
+// TestServiceAccountName: with serviceAccount.create=false the pods run
+// as serviceAccount.name, which the RBAC binds; without a name, as the
+// namespace's default account, which gets no RBAC (a refusal row of
+// TestRejectsBadCombinations where the chart would need it).
+func TestServiceAccountName(t *testing.T) {
+	c := loadChart(t)
+	for _, tc := range []struct {
+		vals    map[string]any
+		account string
+		bound   bool
+	}{
+		{map[string]any{"serviceAccount": map[string]any{"create": false}}, "default", false},
+		{map[string]any{"serviceAccount": map[string]any{"create": false, "name": "gpu-reader"},
+			"kubernetes": map[string]any{"podMetadata": map[string]any{"enabled": true}}}, "gpu-reader", true},
+	} {
+		m := mustRender(t, c, tc.vals)
+		if got := m.daemonSets[0].Spec.Template.Spec.ServiceAccountName; got != tc.account {
+			t.Errorf("values %v: service account %q, want %q", tc.vals, got, tc.account)
+		}
+		bound := len(m.bindings) == 1 && len(m.bindings[0].Subjects) == 1 && m.bindings[0].Subjects[0].Name == tc.account
+		if bound != tc.bound || len(m.serviceAccounts) != 0 {
+			t.Errorf("values %v: bindings %+v (want one to %s: %v), service accounts %d (want none)", tc.vals, m.bindings, tc.account, tc.bound, len(m.serviceAccounts))
+		}
+	}
+}
