@@ -3,16 +3,15 @@ package exposition
 import (
 	"fmt"
 	"net/http"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"golang.org/x/time/rate"
 
 	"github.com/vgpu-exporter/vgpu_exporter/internal/clip"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/ratelog"
 )
 
 // Metrics returns the metrics endpoint's handler: a request without
@@ -25,7 +24,7 @@ func Metrics(cached http.Handler, newCollector func(filters ...string) (promethe
 	if logger == nil {
 		logger = log.NewNopLogger()
 	}
-	bad := &badRequestLog{logger: logger, limiter: rate.NewLimiter(rate.Every(badRequestLogEvery), 1)}
+	bad := &badRequestLog{logger: logger, lines: ratelog.New(badRequestLogEvery, 1)}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		filters := q["collect[]"]
@@ -54,9 +53,8 @@ func Metrics(cached http.Handler, newCollector func(filters ...string) (promethe
 // request sent and of the error, so that a client repeating long bad
 // requests cannot flood the log.
 type badRequestLog struct {
-	logger  log.Logger
-	limiter *rate.Limiter
-	count   atomic.Int64 // bad requests not logged since the last line
+	logger log.Logger
+	lines  *ratelog.Log
 }
 
 const (
@@ -65,12 +63,12 @@ const (
 )
 
 func (l *badRequestLog) note(filters []string, err error) {
-	if !l.limiter.Allow() {
-		l.count.Add(1)
+	held, ok := l.lines.Note()
+	if !ok {
 		return
 	}
 	level.Warn(l.logger).Log("msg", "bad metrics request (logged at most once per 10s)", "collect", clip.Text(fmt.Sprint(filters), maxLoggedBytes),
-		"err", clip.Text(err.Error(), maxLoggedBytes), "not_logged", l.count.Swap(0))
+		"err", clip.Text(err.Error(), maxLoggedBytes), "not_logged", held)
 }
 
 // Filtered returns a handler rendering c on every request (a scrape with

@@ -3,12 +3,12 @@ package httplimit
 import (
 	"fmt"
 	"net/http"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
-	"golang.org/x/time/rate"
+
+	"github.com/vgpu-exporter/vgpu_exporter/internal/ratelog"
 )
 
 // InFlight returns h behind a limit of max requests in flight (0 means no
@@ -37,25 +37,24 @@ func InFlight(max int64, what string, logger log.Logger, h http.Handler) http.Ha
 // once, then at most one line per rejectLogEvery with the number rejected
 // since the previous line.
 type rejectLog struct {
-	logger  log.Logger
-	msg     string
-	limit   int64
-	limiter *rate.Limiter
-	count   atomic.Int64
+	logger log.Logger
+	msg    string
+	limit  int64
+	lines  *ratelog.Log
 }
 
 const rejectLogEvery = 10 * time.Second
 
 func newRejectLog(logger log.Logger, what string, limit int64) *rejectLog {
 	return &rejectLog{logger: logger, msg: what + " requests rejected: too many in flight (see --web.max-requests)",
-		limit: limit, limiter: rate.NewLimiter(rate.Every(rejectLogEvery), 1)}
+		limit: limit, lines: ratelog.New(rejectLogEvery, 1)}
 }
 
 func (l *rejectLog) note(r *http.Request) {
-	l.count.Add(1)
-	if !l.limiter.Allow() {
+	held, ok := l.lines.Note()
+	if !ok {
 		return
 	}
 	level.Warn(l.logger).Log("msg", l.msg,
-		"limit", l.limit, "rejected", l.count.Swap(0), "last_remote", r.RemoteAddr)
+		"limit", l.limit, "rejected", held+1, "last_remote", r.RemoteAddr)
 }

@@ -10,12 +10,12 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
-	"golang.org/x/time/rate"
+
+	"github.com/vgpu-exporter/vgpu_exporter/internal/ratelog"
 )
 
 // Limits bounds what clients can hold of the HTTP server.
@@ -73,9 +73,8 @@ func noBody(h http.Handler) http.Handler {
 // project's logger, at most a burst of serverLogBurst then one per
 // serverLogEvery; the suppressed lines are counted in the next one.
 type serverErrorLog struct {
-	logger     log.Logger
-	limiter    *rate.Limiter
-	suppressed atomic.Int64
+	logger log.Logger
+	lines  *ratelog.Log
 }
 
 const (
@@ -84,16 +83,16 @@ const (
 )
 
 func newServerErrorLog(logger log.Logger) *serverErrorLog {
-	return &serverErrorLog{logger: logger, limiter: rate.NewLimiter(rate.Every(serverLogEvery), serverLogBurst)}
+	return &serverErrorLog{logger: logger, lines: ratelog.New(serverLogEvery, serverLogBurst)}
 }
 
 func (l *serverErrorLog) Write(p []byte) (int, error) {
-	if !l.limiter.Allow() {
-		l.suppressed.Add(1)
+	n, ok := l.lines.Note()
+	if !ok {
 		return len(p), nil
 	}
 	kv := []any{"msg", strings.TrimSpace(string(p))}
-	if n := l.suppressed.Swap(0); n > 0 {
+	if n > 0 {
 		kv = append(kv, "suppressed", n)
 	}
 	level.Error(l.logger).Log(kv...)
@@ -109,8 +108,7 @@ func (l *serverErrorLog) Write(p []byte) (int, error) {
 type connLimiter struct {
 	max    int
 	logger log.Logger
-	log    *rate.Limiter
-	closed atomic.Int64 // closed by the limiter since the last log line
+	lines  *ratelog.Log // connections closed by the limiter
 
 	mu    sync.Mutex
 	seq   uint64
@@ -123,7 +121,7 @@ type connInfo struct {
 }
 
 func newConnLimiter(max int, logger log.Logger) *connLimiter {
-	return &connLimiter{max: max, logger: logger, log: rate.NewLimiter(rate.Every(10*time.Second), 1), conns: map[net.Conn]connInfo{}}
+	return &connLimiter{max: max, logger: logger, lines: ratelog.New(10*time.Second, 1), conns: map[net.Conn]connInfo{}}
 }
 
 // track is the server's ConnState hook.
@@ -159,11 +157,9 @@ func (l *connLimiter) track(c net.Conn, st http.ConnState) {
 		return
 	}
 	victim.Close()
-	n := l.closed.Add(1)
-	if l.log.Allow() {
-		l.closed.Add(-n)
+	if held, ok := l.lines.Note(); ok {
 		level.Warn(l.logger).Log("msg", "connection limit reached; closed connections (see --web.max-connections)",
-			"limit", l.max, "closed", n)
+			"limit", l.max, "closed", held+1)
 	}
 }
 

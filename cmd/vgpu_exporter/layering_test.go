@@ -79,6 +79,7 @@ var layers = map[string][]string{
 	"internal/fileread": nil,
 	"internal/parallel": nil,
 	"internal/clip":     nil,
+	"internal/ratelog":  nil,
 	// Test builders, imported only by test files (see testOnly).
 	"internal/testutil": {"gpu"},
 	"internal/simtest":  {"gpu", "sim", "simrun", "tenant"},
@@ -100,8 +101,9 @@ var layers = map[string][]string{
 // leaves are packages that import no project package but leaves and that
 // every package may import: the YAML syntax shared by the tenants and
 // scenario files, the runner of outside programs the actuators drive, and
-// the clip of outside text for messages.
-var leaves = []string{"internal/yamlconf", "internal/fileread", "internal/command", "internal/parallel", "internal/clip"}
+// the clip of outside text for messages and the rate limit of repeating
+// log lines.
+var leaves = []string{"internal/yamlconf", "internal/fileread", "internal/command", "internal/parallel", "internal/clip", "internal/ratelog"}
 
 // testOnly are packages for test files: no other package's non-test files
 // may import them, so no test builder ends up in a binary.
