@@ -3,8 +3,9 @@ package tenant
 import (
 	"fmt"
 	"math"
-	"runtime"
 	"testing"
+
+	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
 )
 
 // churnFit fits a time-sliced GPU's footprints over rounds samples of
@@ -25,15 +26,11 @@ func churnFit(rounds, live int, foot float64) ([]*ctxUtil, uint64) {
 			sm += busy * foot
 			id++
 		}
-		var before, after runtime.MemStats
-		if r == rounds-1 {
-			runtime.ReadMemStats(&before)
+		if r < rounds-1 {
+			f.fit(ctxs, &sm, nil, nil)
+			continue
 		}
-		f.fit(ctxs, &sm, nil, nil)
-		if r == rounds-1 {
-			runtime.ReadMemStats(&after)
-			alloc = after.TotalAlloc - before.TotalAlloc
-		}
+		alloc = testutil.Allocated(func() { f.fit(ctxs, &sm, nil, nil) })
 	}
 	return ctxs, alloc
 }

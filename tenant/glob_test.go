@@ -2,9 +2,10 @@ package tenant
 
 import (
 	"regexp"
-	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
 )
 
 func TestGlob(t *testing.T) {
@@ -111,12 +112,8 @@ func TestGlobMemoryBounded(t *testing.T) {
 		t.Errorf("the longest class is refused: %s", g.classProblem("k"))
 	}
 	for _, g := range []string{strings.Repeat("[ab]", 1<<16), "[a]" + strings.Repeat("a", 1<<18), strings.Repeat("[", 1<<18), strings.Repeat("*[", 1<<17)} {
-		var before, after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-		gl := compileGlob(g)
-		runtime.ReadMemStats(&after)
-		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<10 {
+		var gl *glob
+		if alloc := testutil.Allocated(func() { gl = compileGlob(g) }); alloc > 64<<10 {
 			t.Errorf("compiling a glob of %d bytes (%.10q...) allocated %d bytes", len(g), g, alloc)
 		}
 		s := strings.Repeat("ab", 8)

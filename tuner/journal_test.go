@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
 )
 
 func originalRec(gpuID string, w float64) Record {
@@ -196,16 +196,14 @@ func TestJournalBoundedRecords(t *testing.T) {
 	if err := os.WriteFile(p, []byte(huge+good), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	j, err := OpenJournal(p)
-	runtime.ReadMemStats(&after)
+	var j *Journal
+	var err error
+	n := testutil.Allocated(func() { j, err = OpenJournal(p) })
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	if n := after.TotalAlloc - before.TotalAlloc; n > 4<<20 {
+	if n > 4<<20 {
 		t.Errorf("reading a 32 MiB line allocated %d bytes", n)
 	}
 	if len(j.Originals()) != 1 || j.Stats().Dropped["oversize"] != 1 {

@@ -3,13 +3,13 @@ package command
 import (
 	"context"
 	"errors"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/internal/clip"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/command/commandtest"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
 )
 
 func TestRun(t *testing.T) {
@@ -110,14 +110,12 @@ func TestExcerpt(t *testing.T) {
 func TestExcerptOfLongOutput(t *testing.T) {
 	out := []byte(strings.Repeat("\u00e9 x\n", 1<<20/5))
 	want := clip.Text(strings.Repeat("\u00e9 x; ", 1<<20/5-1)+"\u00e9 x", 512)
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	got := Excerpt(out, 512)
-	runtime.ReadMemStats(&after)
+	var got string
+	n := testutil.Allocated(func() { got = Excerpt(out, 512) })
 	if got != want {
 		t.Errorf("Excerpt of %d bytes = %q, want %q", len(out), got, want)
 	}
-	if n := after.TotalAlloc - before.TotalAlloc; n > 64<<10 {
+	if n > 64<<10 {
 		t.Errorf("Excerpt of %d bytes to 512 allocated %d bytes", len(out), n)
 	}
 }

@@ -1,7 +1,8 @@
 // Package testutil builds the readings and fakes that tests of several
 // packages share: processes and devices with the unknowns a backend
 // reports, a sim:// application served from memory, and a buffer that
-// concurrent loggers write to, and a gatherer of collectors' families.
+// concurrent loggers write to, a gatherer of collectors' families, and
+// the bytes a call allocates.
 // Only test files import it.
 package testutil
 
@@ -9,6 +10,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"runtime"
 	"sync"
 	"testing"
 
@@ -107,4 +109,16 @@ func Gather(t testing.TB, cs ...prometheus.Collector) map[string]*dto.MetricFami
 		out[mf.GetName()] = mf
 	}
 	return out
+}
+
+// Allocated returns the bytes f allocates: the heap's running total around
+// the call, after a collection (what a test of a memory bound compares
+// with the bound).
+func Allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
 }
