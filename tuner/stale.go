@@ -22,6 +22,12 @@ import (
 // else until a new sample comes. The pauses in force keep their duty
 // meanwhile, within their ceiling and longest pause.
 
+// StaleAfterFor is Options.StaleAfter for samples taken every
+// sampleInterval: five intervals, at least 10s.
+func StaleAfterFor(sampleInterval time.Duration) time.Duration {
+	return max(5*sampleInterval, 10*time.Second)
+}
+
 // staleAge returns how old snap is at now where it is stale, else 0: no
 // newer than prev (the last round's snapshot) and older than
 // Options.StaleAfter. A slow sampler whose samples come between rounds

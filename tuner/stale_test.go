@@ -160,3 +160,18 @@ func TestStaleRoundsFinishRelayout(t *testing.T) {
 		}
 	}
 }
+
+// The tuner holds on a snapshot five sample intervals old, never sooner
+// than 10s.
+func TestStaleAfter(t *testing.T) {
+	for _, c := range []struct{ sample, want time.Duration }{
+		{100 * time.Millisecond, 10 * time.Second},
+		{time.Second, 10 * time.Second},
+		{5 * time.Second, 25 * time.Second},
+		{time.Minute, 5 * time.Minute},
+	} {
+		if got := StaleAfterFor(c.sample); got != c.want {
+			t.Errorf("StaleAfterFor(%v) = %v, want %v", c.sample, got, c.want)
+		}
+	}
+}

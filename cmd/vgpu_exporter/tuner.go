@@ -119,13 +119,6 @@ func (c *tunerConfig) active() bool {
 	return c.Mode != string(tuner.ModeOff) || len(c.GPUModes) > 0
 }
 
-// staleAfter is the age past which the tuner holds on a snapshot no newer
-// than its last round's (sampling stalled): five sample intervals, at
-// least 10s.
-func staleAfter(sampleInterval time.Duration) time.Duration {
-	return max(5*sampleInterval, 10*time.Second)
-}
-
 // newTunerRunner builds the tuner over the actuators this host has (the
 // backend's own and those of outside programs, detectActuators); an
 // actuator that takes the readings (the MPS controller) is subscribed to
@@ -162,7 +155,7 @@ func newTunerRunner(cfg *config, src gpu.Source, clock gpu.Clock, snapshot func(
 	backends := detectActuators(ctx, cfg, src, logger)
 	opts := pol.Configure(tuner.Options{
 		Actuators: tuner.ActuatorsOf(tuner.ImplsOf(backends)...), Journal: journal,
-		Clock: clock, StaleAfter: staleAfter(cfg.SampleInterval), Mode: mode, GPUModes: gm, Disabled: tuner.Knobs(c.DisabledKnobs), Enabled: tuner.Knobs(c.EnabledKnobs), Logger: logger, Actuated: tuner.DescribeActuators(backends),
+		Clock: clock, StaleAfter: tuner.StaleAfterFor(cfg.SampleInterval), Mode: mode, GPUModes: gm, Disabled: tuner.Knobs(c.DisabledKnobs), Enabled: tuner.Knobs(c.EnabledKnobs), Logger: logger, Actuated: tuner.DescribeActuators(backends),
 	}, kill)
 	c.SlowLoop.Apply(opts.Rebalance)
 	for _, b := range backends {
