@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
@@ -80,6 +81,7 @@ var layers = map[string][]string{
 	"internal/parallel": nil,
 	"internal/clip":     nil,
 	"internal/ratelog":  nil,
+	"internal/reap":     nil,
 	// Test builders, imported only by test files (see testOnly).
 	"internal/testutil": {"gpu"},
 	"internal/simtest":  {"gpu", "sim", "simrun", "tenant"},
@@ -101,9 +103,9 @@ var layers = map[string][]string{
 // leaves are packages that import no project package but leaves and that
 // every package may import: the YAML syntax shared by the tenants and
 // scenario files, the runner of outside programs the actuators drive, and
-// the clip of outside text for messages and the rate limit of repeating
-// log lines.
-var leaves = []string{"internal/yamlconf", "internal/fileread", "internal/command", "internal/parallel", "internal/clip", "internal/ratelog"}
+// the clip of outside text for messages, the rate limit of repeating
+// log lines and the registry of the children the process waits for.
+var leaves = []string{"internal/yamlconf", "internal/fileread", "internal/command", "internal/parallel", "internal/clip", "internal/ratelog", "internal/reap"}
 
 // testOnly are packages for test files: no other package's non-test files
 // may import them, so no test builder ends up in a binary.
@@ -251,4 +253,56 @@ func projectImports(root string) (map[string][]string, error) {
 		return nil
 	})
 	return out, err
+}
+
+// devTools start programs but never run inside the exporter.
+var devTools = []string{"mixin/render"}
+
+// TestChildrenStartThroughReap: every file of the module that starts a
+// program (exec.Command, exec.CommandContext) registers it with
+// internal/reap, whose reaper (the exporter as PID 1) would otherwise take
+// its exit status: a file that builds an exec.Cmd also uses reap.
+func TestChildrenStartThroughReap(t *testing.T) {
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") ||
+			strings.Contains(p, "/testdata/") || strings.Contains(p, "/deploy/") {
+			return err
+		}
+		rel, _ := filepath.Rel(root, filepath.Dir(p))
+		if slices.Contains(devTools, filepath.ToSlash(rel)) {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), p, nil, 0)
+		if err != nil {
+			return err
+		}
+		starts, reaps := false, false
+		ast.Inspect(f, func(n ast.Node) bool {
+			if sel, ok := n.(*ast.SelectorExpr); ok {
+				if x, ok := sel.X.(*ast.Ident); ok {
+					starts = starts || x.Name == "exec" && strings.HasPrefix(sel.Sel.Name, "Command")
+					reaps = reaps || x.Name == "reap" && (sel.Sel.Name == "Start" || sel.Sel.Name == "Run")
+				}
+			}
+			return true
+		})
+		if starts {
+			found++
+			if !reaps {
+				t.Errorf("%s builds an exec.Cmd and does not start it through reap.Start or reap.Run", p)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if found < 2 {
+		t.Fatalf("found %d files that start programs; the command runner and the pause watchdog do", found)
+	}
 }

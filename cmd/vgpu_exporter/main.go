@@ -19,6 +19,7 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu/pause"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/fileread"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/reap"
 )
 
 // A SIGHUP before run installs its handlers must not end the process (the
@@ -74,6 +75,9 @@ func run(ctx context.Context, app *kingpin.Application, args []string, stdout, s
 	// SIGTERM must end it whatever the start is waiting on.
 	ctx, hup, stop := signals(ctx)
 	defer stop()
+	if os.Getpid() == 1 && reap.Supported {
+		defer reapOrphans(logger)()
+	}
 	svc, err := interruptible(ctx, func() (*service, error) { return start(cfg, logger) })
 	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		level.Info(logger).Log("msg", "interrupted while starting")

@@ -23,6 +23,7 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/gcpace"
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/httplimit"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/reap"
 	"github.com/vgpu-exporter/vgpu_exporter/pipeline"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
@@ -213,6 +214,32 @@ func signals(parent context.Context) (context.Context, <-chan os.Signal, func())
 	signal.Notify(hup, syscall.SIGHUP)
 	return ctx, hup, func() { stop(); signal.Stop(hup) }
 }
+
+// reapOrphans reaps, until the func it returns is called, the orphans
+// the kernel gives the exporter as the first process of its PID
+// namespace (internal/reap): in a container without an init, each would
+// otherwise stay a zombie until the container ends.
+func reapOrphans(logger log.Logger) func() {
+	level.Info(logger).Log("msg", "running as PID 1: orphaned processes are reaped")
+	ctx, cancel := context.WithCancel(context.Background())
+	tick := time.NewTicker(reapBackstop)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		reap.Loop(ctx, tick.C, func(r reap.Reaped) {
+			level.Debug(logger).Log("msg", "reaped an orphaned process", "pid", r.PID, "status", r.Status)
+		})
+	}()
+	return func() {
+		cancel()
+		<-done
+		tick.Stop()
+	}
+}
+
+// reapBackstop is how often the reaper looks for orphans whose SIGCHLD
+// it missed (signals coalesce).
+const reapBackstop = 10 * time.Second
 
 // startupInfo logs what is starting, in the usual exporter style.
 func startupInfo(logger log.Logger, cfg *config) {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/reap"
 )
 
 // The watchdog bounds a pause when the pulse's owner dies or hangs. It is
@@ -193,10 +194,20 @@ func watchdogCommand(argv []string) func() (io.WriteCloser, func() error, error)
 		if err != nil {
 			return nil, nil, err
 		}
-		if err := cmd.Start(); err != nil {
+		waited, err := reap.Start(cmd)
+		if err != nil {
 			return nil, nil, fmt.Errorf("pause watchdog %s: %w", argv[0], err)
 		}
-		return w, cmd.Wait, nil
+		// waited for as soon as it exits (which closes w): a watchdog
+		// gone but not waited for would hold the exporter's reaper back
+		// (internal/reap) until the next line found it gone
+		done := make(chan error, 1)
+		go func() {
+			err := cmd.Wait()
+			waited()
+			done <- err
+		}()
+		return w, func() error { return <-done }, nil
 	}
 }
 

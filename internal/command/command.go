@@ -11,7 +11,9 @@
 // Linux, every process that left the group (setsid, a double fork) but
 // still carries the run's mark (VGPU_COMMAND_RUN) in its environment.
 //
-// It imports no package of the project, so that every layer may use it.
+// It imports only the leaves internal/clip and internal/reap (which registers
+// each program it waits for, so that the exporter as PID 1 reaps only
+// orphans), so that every layer may use it.
 package command
 
 import (
@@ -28,6 +30,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/vgpu-exporter/vgpu_exporter/internal/clip"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/reap"
 )
 
 // OutputGrace is how long Run waits, once the program has exited (or been
@@ -114,7 +117,7 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 		return err
 	}
 	cmd.WaitDelay = OutputGrace
-	err := cmd.Run()
+	err := reap.Run(cmd)
 	// What the program left running may hold its output open: once the
 	// grace is over, the program's own exit status counts.
 	if errors.Is(err, exec.ErrWaitDelay) && cmd.ProcessState != nil && cmd.ProcessState.Success() && ctx.Err() == nil {
