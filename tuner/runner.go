@@ -81,8 +81,10 @@ func LogJournalRecovery(logger log.Logger, path string, j *Journal) {
 }
 
 // Run first restores what an earlier run left changed (as soon as the
-// first snapshot is there), then decides every interval until ctx is done.
-// It runs once.
+// first snapshot is there), then decides every interval until ctx is done:
+// a round starts an interval after the one before started, and one that
+// takes longer than the interval is followed at the next whole interval
+// from its start. It runs once.
 func (r *Runner) Run(ctx context.Context) {
 	defer close(r.done)
 	snap := r.snapshot()
@@ -101,15 +103,23 @@ func (r *Runner) Run(ctx context.Context) {
 		r.failed = true
 		level.Error(r.logger).Log("msg", "tuner: settings an earlier run changed could not all be restored at start; tried again at exit and at the next start", "err", err)
 	}
+	wait := r.interval
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-r.clock.After(r.interval):
+		case <-r.clock.After(wait):
 		}
+		start := r.clock.Now()
 		if _, err := r.t.RunOnce(ctx, r.snapshot()); err != nil && ctx.Err() == nil {
 			r.failed = true
 			level.Error(r.logger).Log("msg", "tuner round failed", "err", err)
+		}
+		// the next round an interval after this one started: the time a
+		// round takes (an actuator's calls, a client's restart) does not
+		// stretch the interval; past it, the next whole interval
+		if r.interval > 0 {
+			wait = r.interval - max(r.clock.Now().Sub(start), 0)%r.interval
 		}
 	}
 }

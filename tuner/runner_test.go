@@ -5,7 +5,9 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
@@ -76,5 +78,75 @@ func TestRestoreAtExitCloses(t *testing.T) {
 				t.Errorf("calls %q, want %q", rec.Calls, want)
 			}
 		})
+	}
+}
+
+// slowPolicy takes took of its clock's time to decide, and notes when
+// each round began.
+type slowPolicy struct {
+	clk    *gpu.ManualClock
+	took   time.Duration
+	mu     sync.Mutex
+	starts []time.Duration // since t0
+}
+
+func (*slowPolicy) Name() string { return "slow" }
+func (p *slowPolicy) Decide(*State) []Action {
+	p.mu.Lock()
+	p.starts = append(p.starts, p.clk.Now().Sub(t0))
+	p.mu.Unlock()
+	p.clk.Advance(p.took)
+	return nil
+}
+
+func (p *slowPolicy) rounds() []time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.starts)
+}
+
+// The rounds start every interval, whatever each takes (an actuator's
+// calls, a client's restart): a round that takes part of the interval
+// does not push the next ones later, and one that takes longer than the
+// interval is followed at the next whole interval from its start.
+func TestRunnerKeepsItsCadence(t *testing.T) {
+	s := time.Second
+	for _, tc := range []struct {
+		took time.Duration
+		want []time.Duration
+	}{
+		{0, []time.Duration{15 * s, 30 * s, 45 * s, 60 * s}},
+		{4 * s, []time.Duration{15 * s, 30 * s, 45 * s, 60 * s}},
+		{20 * s, []time.Duration{15 * s, 45 * s, 75 * s}},
+	} {
+		clk := gpu.NewManualClock(t0)
+		pol := &slowPolicy{clk: clk, took: tc.took}
+		tu, err := New(Options{Policy: pol, Actuators: ActuatorsOf(&fakeControl{}), Clock: clk, Mode: ModeEnforce})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := NewRunner(tu, nil, clk, 15*s, func() *tenant.Snapshot { return emptySnap(clk.Now()) }, nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { r.Run(ctx); close(done) }()
+		deadline := time.Now().Add(10 * time.Second) // a hang guard only
+		parked := func() {
+			for clk.Waiters() == 0 {
+				if time.Now().After(deadline) {
+					t.Fatal("runner never parked on the clock")
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}
+		for len(pol.rounds()) < len(tc.want) {
+			parked()
+			clk.Advance(s)
+		}
+		parked()
+		cancel()
+		<-done
+		if got := pol.rounds(); !slices.Equal(got, tc.want) {
+			t.Errorf("rounds of %v started at %v, want %v", tc.took, got, tc.want)
+		}
 	}
 }
