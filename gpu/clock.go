@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"fmt"
 	"sort"
 	"sync"
 	"time"
@@ -91,4 +92,28 @@ func (c *ManualClock) Waiters() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.waiters)
+}
+
+// Drive advances c by step each time a goroutine waits on it, until done
+// says so, and then waits until one waits again: a loop driven by c has
+// finished its last pass and parked. It gives up after hang of real time
+// with nobody waiting (a test's guard against a loop that never parks).
+func (c *ManualClock) Drive(step time.Duration, done func() bool, hang time.Duration) error {
+	deadline := time.Now().Add(hang)
+	parked := func() error {
+		for c.Waiters() == 0 {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("nothing waited on the clock for %v", hang)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		return nil
+	}
+	for !done() {
+		if err := parked(); err != nil {
+			return err
+		}
+		c.Advance(step)
+	}
+	return parked()
 }
