@@ -94,6 +94,18 @@ func (c *ManualClock) Waiters() int {
 	return len(c.waiters)
 }
 
+// UntilNext is how long a loop that runs every interval waits after a
+// pass that started at start, by c: the rest of the interval, so that the
+// time a pass takes does not stretch it, or of the next whole interval
+// from start when the pass took longer (the ticks it covered are skipped,
+// never run back to back). An interval of 0 or less waits nothing.
+func UntilNext(c Clock, start time.Time, interval time.Duration) time.Duration {
+	if interval <= 0 {
+		return 0
+	}
+	return interval - max(c.Now().Sub(start), 0)%interval
+}
+
 // Drive advances c by step each time a goroutine waits on it, until done
 // says so, and then waits until one waits again: a loop driven by c has
 // finished its last pass and parked. It gives up after hang of real time
@@ -116,4 +128,29 @@ func (c *ManualClock) Drive(step time.Duration, done func() bool, hang time.Dura
 		c.Advance(step)
 	}
 	return parked()
+}
+
+// SlowPasses stands in, in tests, for the slow work of a loop driven by a
+// ManualClock: each Pass notes when it began (since the Unix epoch) and
+// takes Took of the clock's time.
+type SlowPasses struct {
+	Clock  *ManualClock
+	Took   time.Duration
+	mu     sync.Mutex
+	starts []time.Duration
+}
+
+// Pass notes its start and advances the clock by Took.
+func (p *SlowPasses) Pass() {
+	p.mu.Lock()
+	p.starts = append(p.starts, p.Clock.Now().Sub(time.Unix(0, 0)))
+	p.mu.Unlock()
+	p.Clock.Advance(p.Took)
+}
+
+// Starts returns when each pass began, since the Unix epoch.
+func (p *SlowPasses) Starts() []time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]time.Duration(nil), p.starts...)
 }

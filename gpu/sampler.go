@@ -129,11 +129,10 @@ func (s *Sampler) Run(ctx context.Context) {
 	for {
 		start := s.clock.Now()
 		_ = s.SampleOnce(ctx)
-		took := max(s.clock.Now().Sub(start), 0)
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.clock.After(s.interval - took%s.interval):
+		case <-s.clock.After(UntilNext(s.clock, start, s.interval)):
 		}
 	}
 }

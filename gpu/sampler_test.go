@@ -90,29 +90,14 @@ func TestSamplerRunFollowsInjectedClock(t *testing.T) {
 	}
 }
 
-// slowSource takes took of its clock's time to sample, and notes when
-// each sample began.
-type slowSource struct {
-	clk    *ManualClock
-	took   time.Duration
-	mu     sync.Mutex
-	starts []time.Duration // since the Unix epoch
-}
+// slowSource is a source whose samples are slow passes.
+type slowSource struct{ *SlowPasses }
 
-func (s *slowSource) Name() string { return "slow" }
-func (s *slowSource) Close() error { return nil }
-func (s *slowSource) Sample(context.Context) (*Readings, error) {
-	s.mu.Lock()
-	s.starts = append(s.starts, s.clk.Now().Sub(time.Unix(0, 0)))
-	s.mu.Unlock()
-	s.clk.Advance(s.took)
+func (s slowSource) Name() string { return "slow" }
+func (s slowSource) Close() error { return nil }
+func (s slowSource) Sample(context.Context) (*Readings, error) {
+	s.Pass()
 	return &Readings{Backend: "slow"}, nil
-}
-
-func (s *slowSource) samples() []time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]time.Duration(nil), s.starts...)
 }
 
 // The samples start every interval, whatever each takes: one that takes
@@ -128,17 +113,17 @@ func TestSamplerKeepsItsCadence(t *testing.T) {
 		{1500 * time.Millisecond, []time.Duration{0, 2 * time.Second, 4 * time.Second, 6 * time.Second}},
 	} {
 		clk := NewManualClock(time.Unix(0, 0))
-		src := &slowSource{clk: clk, took: tc.took}
+		src := slowSource{&SlowPasses{Clock: clk, Took: tc.took}}
 		s := NewSampler(src, clk, time.Second, nil)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { s.Run(ctx); close(done) }()
-		if err := clk.Drive(100*time.Millisecond, func() bool { return len(src.samples()) >= len(tc.want) }, 10*time.Second); err != nil {
+		if err := clk.Drive(100*time.Millisecond, func() bool { return len(src.Starts()) >= len(tc.want) }, 10*time.Second); err != nil {
 			t.Fatal("sampler never parked: ", err)
 		}
 		cancel()
 		<-done
-		if got := src.samples(); !slices.Equal(got, tc.want) {
+		if got := src.Starts(); !slices.Equal(got, tc.want) {
 			t.Errorf("samples of %v started at %v, want %v", tc.took, got, tc.want)
 		}
 	}

@@ -148,11 +148,12 @@ func (m *Mapper) Wait() { m.loops.Wait() }
 func (m *Mapper) loop(ctx context.Context) {
 	defer m.kube.close()
 	for {
+		start := m.clock.Now()
 		m.Refresh(ctx)
 		select {
 		case <-ctx.Done():
 			return
-		case <-m.clock.After(m.opts.Refresh):
+		case <-m.clock.After(gpu.UntilNext(m.clock, start, m.opts.Refresh)):
 		}
 	}
 }

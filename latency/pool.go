@@ -229,7 +229,8 @@ func (p *Pool) scrapeSafely(ctx context.Context, tr *sloTracker, now time.Time) 
 
 func (p *Pool) trackerLoop(ctx context.Context, tr *sloTracker) {
 	for {
-		p.scrape(ctx, tr, p.clock.Now())
+		start := p.clock.Now()
+		p.scrape(ctx, tr, start)
 		if ctx.Err() != nil {
 			return
 		}
@@ -239,7 +240,7 @@ func (p *Pool) trackerLoop(ctx context.Context, tr *sloTracker) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-p.clock.After(interval):
+		case <-p.clock.After(gpu.UntilNext(p.clock, start, interval)):
 		}
 	}
 }

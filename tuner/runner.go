@@ -118,9 +118,7 @@ func (r *Runner) Run(ctx context.Context) {
 		// the next round an interval after this one started: the time a
 		// round takes (an actuator's calls, a client's restart) does not
 		// stretch the interval; past it, the next whole interval
-		if r.interval > 0 {
-			wait = r.interval - max(r.clock.Now().Sub(start), 0)%r.interval
-		}
+		wait = gpu.UntilNext(r.clock, start, r.interval)
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -81,28 +80,13 @@ func TestRestoreAtExitCloses(t *testing.T) {
 	}
 }
 
-// slowPolicy takes took of its clock's time to decide, and notes when
-// each round began.
-type slowPolicy struct {
-	clk    *gpu.ManualClock
-	took   time.Duration
-	mu     sync.Mutex
-	starts []time.Duration // since t0
-}
+// slowPolicy is a policy whose decisions are slow passes.
+type slowPolicy struct{ *gpu.SlowPasses }
 
-func (*slowPolicy) Name() string { return "slow" }
-func (p *slowPolicy) Decide(*State) []Action {
-	p.mu.Lock()
-	p.starts = append(p.starts, p.clk.Now().Sub(t0))
-	p.mu.Unlock()
-	p.clk.Advance(p.took)
+func (slowPolicy) Name() string { return "slow" }
+func (p slowPolicy) Decide(*State) []Action {
+	p.Pass()
 	return nil
-}
-
-func (p *slowPolicy) rounds() []time.Duration {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return slices.Clone(p.starts)
 }
 
 // The rounds start every interval, whatever each takes (an actuator's
@@ -120,7 +104,7 @@ func TestRunnerKeepsItsCadence(t *testing.T) {
 		{20 * s, []time.Duration{15 * s, 45 * s, 75 * s}},
 	} {
 		clk := gpu.NewManualClock(t0)
-		pol := &slowPolicy{clk: clk, took: tc.took}
+		pol := slowPolicy{&gpu.SlowPasses{Clock: clk, Took: tc.took}}
 		tu, err := New(Options{Policy: pol, Actuators: ActuatorsOf(&fakeControl{}), Clock: clk, Mode: ModeEnforce})
 		if err != nil {
 			t.Fatal(err)
@@ -129,12 +113,16 @@ func TestRunnerKeepsItsCadence(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { r.Run(ctx); close(done) }()
-		if err := clk.Drive(s, func() bool { return len(pol.rounds()) >= len(tc.want) }, 10*time.Second); err != nil {
+		if err := clk.Drive(s, func() bool { return len(pol.Starts()) >= len(tc.want) }, 10*time.Second); err != nil {
 			t.Fatal("runner never parked: ", err)
 		}
 		cancel()
 		<-done
-		if got := pol.rounds(); !slices.Equal(got, tc.want) {
+		got := pol.Starts()
+		for i := range got {
+			got[i] -= t0.Sub(time.Unix(0, 0))
+		}
+		if !slices.Equal(got, tc.want) {
 			t.Errorf("rounds of %v started at %v, want %v", tc.took, got, tc.want)
 		}
 	}
