@@ -56,6 +56,12 @@ type Pipeline struct {
 	store       tenant.Store
 	ready       atomic.Bool
 	reloadMu    sync.Mutex
+	// reloadsStarted counts the reloads begun (read without reloadMu by
+	// a caller arriving); reloadsDone and reloadErr, under reloadMu, the
+	// reloads finished and the last one's outcome.
+	reloadsStarted atomic.Uint64
+	reloadsDone    uint64
+	reloadErr      error
 	// patched is the last copy of the published snapshot that Snapshot
 	// made to carry newer sampler figures; reusing it while the figures
 	// stay the same keeps one pointer per distinct content, which the HTTP
@@ -142,16 +148,26 @@ func (p *Pipeline) Snapshot() *tenant.Snapshot {
 }
 
 // Reload rereads the tenants file (ErrNothingToReload without one).
-// Reloads are serialized.
+// Reloads are serialized, and those asked for while one waits share it:
+// a caller gets the outcome of a reload that began after it asked (one
+// begun before may have read the file before it changed), and a burst of
+// requests costs two reads of the file, not one each.
 func (p *Pipeline) Reload() error {
-	p.reloadMu.Lock()
-	defer p.reloadMu.Unlock()
 	if p.tenantsFile == "" {
 		return ErrNothingToReload
 	}
+	asked := p.reloadsStarted.Load()
+	p.reloadMu.Lock()
+	defer p.reloadMu.Unlock()
+	if p.reloadsDone > asked {
+		return p.reloadErr // began after this call asked, and is done
+	}
+	p.reloadsStarted.Add(1)
 	// The builder refuses (and counts) a FIFO, a device or a huge file
 	// swapped in for the tenants file, and one that defines no tenants.
-	return p.builder.Reload(p.tenantsFile)
+	p.reloadErr = p.builder.Reload(p.tenantsFile)
+	p.reloadsDone = p.reloadsStarted.Load()
+	return p.reloadErr
 }
 
 // Start launches the builder's background work (when it has some) and the

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -119,5 +120,66 @@ func TestReloadWithoutFile(t *testing.T) {
 	p := New(&failingSource{}, snapshots{}, "", gpu.NewManualClock(time.Unix(1e9, 0)), time.Hour, log.NewNopLogger())
 	if err := p.Reload(); !errors.Is(err, ErrNothingToReload) {
 		t.Fatalf("reload: %v", err)
+	}
+}
+
+// slowReloads is a builder whose reloads wait for release; each returns
+// errs[n] (n the reload's number from 0), nil past the end.
+type slowReloads struct {
+	snapshots
+	entered chan struct{}
+	release chan struct{}
+	errs    []error
+	n       atomic.Int64
+}
+
+func (b *slowReloads) Reload(string) error {
+	n := b.n.Add(1) - 1
+	b.entered <- struct{}{}
+	<-b.release
+	if int(n) < len(b.errs) {
+		return b.errs[n]
+	}
+	return nil
+}
+
+// Reloads asked for while one runs share the next one: a burst costs
+// two reads of the file, not one each, and none of them gets the outcome
+// of the reload that began before it asked (that one may have read the
+// file before it changed).
+func TestReloadsCoalesce(t *testing.T) {
+	b := &slowReloads{entered: make(chan struct{}, 64), release: make(chan struct{}), errs: []error{errors.New("t.yaml:3: the old file")}}
+	p := New(&failingSource{}, b, "t.yaml", gpu.NewManualClock(time.Unix(1e9, 0)), time.Hour, log.NewNopLogger())
+	first := make(chan error, 1)
+	go func() { first <- p.Reload() }()
+	<-b.entered // the first reload reads the file
+	const burst = 10
+	var asked sync.WaitGroup
+	errs := make(chan error, burst)
+	for range burst {
+		asked.Add(1)
+		go func() {
+			asked.Done()
+			errs <- p.Reload()
+		}()
+	}
+	asked.Wait()
+	time.Sleep(100 * time.Millisecond) // for them to ask (not a bound on anything)
+	go func() {
+		for range b.entered {
+		}
+	}()
+	close(b.release)
+	if err := <-first; err == nil {
+		t.Error("the first reload lost its error")
+	}
+	for range burst {
+		if err := <-errs; err != nil {
+			t.Errorf("a reload asked for during the first got its outcome: %v", err)
+		}
+	}
+	close(b.entered)
+	if n := b.n.Load(); n > 3 {
+		t.Errorf("%d reads of the file for 1 + %d reloads asked together, want 2 (3 with a late asker)", n, burst)
 	}
 }
