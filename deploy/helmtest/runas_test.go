@@ -1,9 +1,14 @@
 package helmtest
 
 import (
+	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/vgpu-exporter/vgpu_exporter/deploy/internal/repo"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -77,5 +82,31 @@ func TestCapabilitiesAdded(t *testing.T) {
 				t.Errorf("capabilities added %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestImageUserTied: the uid the chart takes for the image's user, where
+// no runAsUser says otherwise, is the Dockerfile's USER.
+func TestImageUserTied(t *testing.T) {
+	df, err := os.ReadFile(filepath.Join(repo.Root(), "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var user string
+	for l := range strings.SplitSeq(string(df), "\n") {
+		if f := strings.Fields(l); len(f) == 2 && f[0] == "USER" {
+			user, _, _ = strings.Cut(f[1], ":")
+		}
+	}
+	tpl, err := os.ReadFile(filepath.Join(chartDir(), "templates", "daemonset.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`\$uid := (\d+)`).FindSubmatch(tpl)
+	if user == "" || m == nil {
+		t.Fatalf("Dockerfile USER %q, the chart's image uid %q: one is not found", user, m)
+	}
+	if string(m[1]) != user {
+		t.Errorf("the chart takes the image's user for uid %s, the Dockerfile's USER is %s", m[1], user)
 	}
 }
