@@ -3,10 +3,12 @@ package latency
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -237,6 +239,11 @@ func decodeText(r io.Reader, want map[string]bool) (map[string]*dto.MetricFamily
 			break
 		}
 		if err != nil {
+			var pe expfmt.ParseError
+			if tf != nil && errors.As(err, &pe) {
+				pe.Line = tf.bodyLine(pe.Line) // the parser counts the lines passed on
+				err = pe
+			}
 			return nil, fmt.Errorf("parse: %s", clip.Text(err.Error(), maxQuoted))
 		}
 		merge(out, mf)
@@ -258,6 +265,10 @@ type textFilter struct {
 	keep    bool   // the current line is passed on
 	scratch []byte
 	err     error // sticky: the body's error, too many lines, or io.EOF
+	// shifts maps the lines passed on back to the body's: from each
+	// shift's line passed on, the body's line number is shift.by more,
+	// one entry per run of lines passed on together.
+	shifts []lineShift
 
 	// The current line, read in pieces: its number in the body, and,
 	// for a sample line passed on, its label pairs so far (each an '='
@@ -290,6 +301,9 @@ func (f *textFilter) Read(p []byte) (int, error) {
 					if f.lines++; f.lines > maxTextLines {
 						f.err = fmt.Errorf("parse: more than %d lines of the source's families", maxTextLines)
 						return 0, f.err
+					}
+					if by := f.lineNo - f.lines; len(f.shifts) == 0 || f.shifts[len(f.shifts)-1].by != by {
+						f.shifts = append(f.shifts, lineShift{from: f.lines, by: by})
 					}
 				}
 			}
@@ -326,6 +340,23 @@ func (f *textFilter) Read(p []byte) (int, error) {
 	n := copy(p, f.pending)
 	f.pending = f.pending[n:]
 	return n, nil
+}
+
+// lineShift is where a run of lines passed on starts, and how far its
+// lines' numbers in the body are past their numbers as passed on.
+type lineShift struct{ from, by int }
+
+// bodyLine is the body's line number of the n-th line passed on (from 1),
+// as the text parser's errors count them.
+func (f *textFilter) bodyLine(n int) int {
+	i, found := slices.BinarySearchFunc(f.shifts, n, func(s lineShift, n int) int { return cmp.Compare(s.from, n) })
+	if !found {
+		i--
+	}
+	if i < 0 {
+		return n
+	}
+	return n + f.shifts[i].by
 }
 
 // countLabels adds the label pairs in piece, the next piece of a sample

@@ -91,3 +91,36 @@ func TestTextLabelsAtLimit(t *testing.T) {
 		t.Fatalf("%d labels: err %v, want refused", maxLabels+1, err)
 	}
 }
+
+// A parse error in the source's families names the line of the body, not
+// of the lines the family filter passed on to the parser.
+func TestTextParseErrorNamesBodyLine(t *testing.T) {
+	others := func(n int) string { // n other families, three lines each, and a comment
+		var b strings.Builder
+		for i := 0; i < n; i++ {
+			fmt.Fprintf(&b, "# TYPE other_%d gauge\nother_%d{a=\"b\"} 1\n\n# a comment\n", i, i)
+		}
+		return b.String()
+	}
+	head := "# TYPE vllm:e2e_request_latency_seconds histogram\n"
+	bucket := "vllm:e2e_request_latency_seconds_bucket{le=\"0.1\"} 1\n"
+	tests := []struct{ name, before, bad, after string }{
+		{"an exemplar", others(10) + head + others(3) + bucket,
+			"vllm:e2e_request_latency_seconds_bucket{le=\"1\"} 3 # {trace_id=\"x\"} 0.5 1.0\n", others(2)},
+		{"a second TYPE line", head + bucket + others(7), head, bucket},
+		{"a bad value", others(4) + head + bucket + others(1), "vllm:e2e_request_latency_seconds_count x\n", ""},
+		{"the last line without its newline", others(9) + head + bucket + others(1), "vllm:e2e_request_latency_seconds_sum 1 2 3", ""},
+		{"CRLF lines", strings.ReplaceAll(others(6)+head+bucket, "\n", "\r\n"), "vllm:e2e_request_latency_seconds_sum 1 y\r\n", "\r\n"},
+	}
+	names := families(&Source{Preset: PresetVLLME2E})
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			body := tc.before + tc.bad + tc.after
+			_, err := parseExposition([]byte(body), expfmt.NewFormat(expfmt.TypeTextPlain), names)
+			want := fmt.Sprintf("line %d:", strings.Count(tc.before, "\n")+1)
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("error %v, want one naming %s", err, want)
+			}
+		})
+	}
+}
