@@ -3,6 +3,7 @@ package kube
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 )
@@ -47,5 +48,49 @@ func TestMappingDRA(t *testing.T) {
 				t.Errorf("%d pods mapped, want %d", m.Pods(), wantPods)
 			}
 		})
+	}
+}
+
+// manyClaims is a pod-resources answer of one container given n devices
+// by dynamic resource allocation, each named by a UUID of its own (about
+// 12 bytes of the answer each).
+func manyClaims(n int) *podresourcesv1.ListPodResourcesResponse {
+	cr := make([]*podresourcesv1.ClaimResource, n)
+	for i := range cr {
+		cr[i] = &podresourcesv1.ClaimResource{DeviceName: fmt.Sprintf("GPU-%d", i)}
+	}
+	return &podresourcesv1.ListPodResourcesResponse{PodResources: []*podresourcesv1.PodResources{{
+		Name: "p", Namespace: "n", Containers: []*podresourcesv1.ContainerResources{{Name: "c",
+			DynamicResources: []*podresourcesv1.DynamicResource{{ClaimResources: cr}}}}}}}
+}
+
+// A container's DRA devices are mapped in time that grows with their
+// number, not its square: 200,000 of them (2.4 MB of an answer the
+// kubelet may send up to 16 MiB of) took minutes when each name was
+// looked for among those before it. The guard only catches that.
+func TestMappingManyDRAClaims(t *testing.T) {
+	resp := manyClaims(200_000)
+	done := make(chan *Mapping, 1)
+	go func() { done <- NewMapping(resp) }()
+	select {
+	case m := <-done:
+		if got := m.PodsOn("GPU-199999"); len(got) != 1 || got[0].Name != "p" {
+			t.Errorf("pods on the last device: %+v", got)
+		}
+		if len(m.Allocations()) != 200_000 {
+			t.Errorf("%d allocations, want 200000", len(m.Allocations()))
+		}
+	case <-time.After(20 * time.Second): // hang guard only
+		t.Fatal("mapping 200,000 DRA devices still running after 20 s")
+	}
+}
+
+func BenchmarkNewMappingManyDRAClaims(b *testing.B) {
+	resp := manyClaims(20000)
+	b.ReportAllocs()
+	for b.Loop() {
+		if m := NewMapping(resp); len(m.PodsOn("GPU-19999")) != 1 {
+			b.Fatal("device lost")
+		}
 	}
 }

@@ -96,6 +96,7 @@ func NewMapping(resp *podresourcesv1.ListPodResourcesResponse) *Mapping {
 // out: nothing in the answer ties them to a GPU.
 func draDeviceIDs(drs []*podresourcesv1.DynamicResource) []string {
 	var out []string
+	seen := map[string]bool{} // (a set: a container may hold many)
 	for _, dr := range drs {
 		for _, cr := range dr.GetClaimResources() {
 			names := []string{cr.GetDeviceName()}
@@ -107,7 +108,8 @@ func draDeviceIDs(drs []*podresourcesv1.DynamicResource) []string {
 				names = append(names, n)
 			}
 			for _, n := range names {
-				if isDeviceUUID(n) && !slices.Contains(out, n) {
+				if isDeviceUUID(n) && !seen[n] {
+					seen[n] = true
 					out = append(out, n)
 				}
 			}
