@@ -2,6 +2,7 @@ package tenant
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"time"
 
@@ -39,7 +40,8 @@ type RunlistCount struct {
 // the rise of the driver's running totals per runlist (run time: the sum
 // of the slots' run times where the driver gives no total), so they stay
 // right when the log, which keeps only the last slots, drops some between
-// samples; Slices counts the entries seen and then undercounts. A fall of
+// samples; Slices counts the entries seen and then undercounts. A count
+// is held at the largest Duration rather than wrap. A fall of
 // a total (the driver reset it) counts the new total. A runlist first seen
 // gets its counts at 0, and the entries of that sample only set where
 // counting starts: what the totals held before is not the exporter's to
@@ -105,11 +107,11 @@ func AddSchedulerLog(prev []RunlistCount, r *gpu.Readings) []RunlistCount {
 			}
 			if !fresh[k] {
 				if e.RunTimeTotal > 0 {
-					c.RunTime += rise(c.lastRun, e.RunTimeTotal)
+					c.RunTime = addSat(c.RunTime, rise(c.lastRun, e.RunTimeTotal))
 				} else {
-					c.RunTime += e.RunTime
+					c.RunTime = addSat(c.RunTime, e.RunTime)
 				}
-				c.Preemption += rise(c.lastPreempt, e.CumulativePreemp)
+				c.Preemption = addSat(c.Preemption, rise(c.lastPreempt, e.CumulativePreemp))
 				c.Slices++
 			}
 			c.last, c.lastRun, c.lastPreempt = e.Timestamp, e.RunTimeTotal, e.CumulativePreemp
@@ -128,6 +130,16 @@ func rise(prev, cur time.Duration) time.Duration {
 		return cur - prev
 	}
 	return cur
+}
+
+// addSat is a+d for a count a and a rise d (neither negative), held at
+// the largest Duration rather than wrapping below zero: a driver's total
+// near it, once reset, would otherwise turn the counter negative.
+func addSat(a, d time.Duration) time.Duration {
+	if d > math.MaxInt64-a {
+		return math.MaxInt64
+	}
+	return a + d
 }
 
 func byTime(a, b gpu.VGPUSchedulerLogEntry) int { return a.Timestamp.Compare(b.Timestamp) }

@@ -1,6 +1,9 @@
 package tenant
 
 import (
+	"cmp"
+	"encoding/binary"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -107,4 +110,83 @@ func TestAddSchedulerLog(t *testing.T) {
 	if again := AddSchedulerLog(seen, schedReadings()); len(again) == 0 || &again[0] != &seen[0] {
 		t.Error("a sample without log entries copied the counts")
 	}
+}
+
+// schedSteps decodes fuzz input into samples of scheduler log entries on
+// two GPUs: per entry 27 bytes, a flags byte (bit 0: a new sample starts,
+// bit 1: the second GPU, bits 2-3: the runlist), a timestamp in ms (two
+// bytes) and the run time, run total and cumulative preemption (eight
+// bytes each, in ns, as NVML gives them up to the largest Duration).
+func schedSteps(data []byte) []*gpu.Readings {
+	var steps []*gpu.Readings
+	for ; len(data) >= 27; data = data[27:] {
+		if len(steps) == 0 || data[0]&1 != 0 {
+			steps = append(steps, &gpu.Readings{Devices: []gpu.Device{
+				{Index: 0, UUID: "GPU-a", Scheduler: &gpu.VGPUScheduler{}},
+				{Index: 1, UUID: "GPU-b", Scheduler: &gpu.VGPUScheduler{}},
+			}})
+		}
+		ns := func(b []byte) time.Duration { return time.Duration(binary.BigEndian.Uint64(b) & math.MaxInt64) }
+		s := steps[len(steps)-1].Devices[data[0]>>1&1].Scheduler
+		s.Log = append(s.Log, gpu.VGPUSchedulerLogEntry{
+			Timestamp: time.UnixMilli(int64(binary.BigEndian.Uint16(data[1:3]))), Runlist: uint32(data[0] >> 2 & 3),
+			RunTime: ns(data[3:11]), RunTimeTotal: ns(data[11:19]), CumulativePreemp: ns(data[19:27]),
+		})
+	}
+	return steps
+}
+
+// schedEntryBytes encodes one entry as schedSteps reads it.
+func schedEntryBytes(newSample bool, gpuB bool, rl uint8, ms uint16, run, total, preempt uint64) []byte {
+	flags := rl << 2
+	if newSample {
+		flags |= 1
+	}
+	if gpuB {
+		flags |= 2
+	}
+	b := []byte{flags}
+	b = binary.BigEndian.AppendUint16(b, ms)
+	for _, v := range []uint64{run, total, preempt} {
+		b = binary.BigEndian.AppendUint64(b, v)
+	}
+	return b
+}
+
+// Whatever the scheduler logs hold, the counts are counters: no runlist's
+// run time, preemption time or slices ever fall (nor go negative), prev is
+// never modified, and the counts stay sorted by GPU, UUID and runlist.
+func FuzzAddSchedulerLog(f *testing.F) {
+	f.Add(slices.Concat(
+		schedEntryBytes(true, false, 0, 10, 900e3, 0, 5e6), schedEntryBytes(false, false, 1, 11, 800e3, 0, 7e6),
+		schedEntryBytes(true, false, 0, 14, 2e6, 0, 7.3e6), schedEntryBytes(false, true, 2, 3, 1e3, 50e3, 1e3),
+		schedEntryBytes(true, true, 2, 2, 1e3, 60e3, 2e3), schedEntryBytes(false, false, 1, 20, 1e3, 0, 1e3)))
+	f.Add(slices.Concat( // a driver's garbage: totals near the largest Duration, then reset
+		schedEntryBytes(true, false, 0, 1, 0, 1, 1), schedEntryBytes(true, false, 0, 2, 0, math.MaxInt64, math.MaxInt64),
+		schedEntryBytes(true, false, 0, 3, 0, 5, 5), schedEntryBytes(true, false, 0, 4, 0, math.MaxInt64, math.MaxInt64)))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var counts []RunlistCount
+		for i, r := range schedSteps(data) {
+			before := slices.Clone(counts)
+			next := AddSchedulerLog(counts, r)
+			if !slices.Equal(counts, before) {
+				t.Fatalf("sample %d modified prev", i)
+			}
+			if !slices.IsSortedFunc(next, func(a, b RunlistCount) int {
+				return cmp.Or(cmp.Compare(a.GPU, b.GPU), cmp.Compare(a.UUID, b.UUID), cmp.Compare(a.Runlist, b.Runlist))
+			}) {
+				t.Fatalf("sample %d: counts out of order %+v", i, next)
+			}
+			for _, c := range next {
+				if c.RunTime < 0 || c.Preemption < 0 {
+					t.Fatalf("sample %d: negative count %+v", i, c)
+				}
+				j := slices.IndexFunc(before, func(p RunlistCount) bool { return p.UUID == c.UUID && p.Runlist == c.Runlist })
+				if j >= 0 && (c.RunTime < before[j].RunTime || c.Preemption < before[j].Preemption || c.Slices < before[j].Slices) {
+					t.Fatalf("sample %d: runlist %s/%d fell from %+v to %+v", i, c.UUID, c.Runlist, before[j], c)
+				}
+			}
+			counts = next
+		}
+	})
 }
