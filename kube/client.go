@@ -225,7 +225,8 @@ func (k *kubeClient) fetchMeta(ctx context.Context) ([]byte, error) {
 		}
 		defer resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
-			return nil, fmt.Errorf("pod metadata %s: HTTP %s", k.metaSrc, resp.Status)
+			// The status code only: the reason phrase is the server's text.
+			return nil, fmt.Errorf("pod metadata %s: HTTP %d %s", k.metaSrc, resp.StatusCode, http.StatusText(resp.StatusCode))
 		}
 		if data, err = fileread.All(resp.Body, k.maxBytes, k.metaSrc); err != nil {
 			return nil, fmt.Errorf("pod metadata: %w", err)

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
 )
 
 // Pod metadata and the files beside it (token, CA) are outside input: a
@@ -94,5 +97,16 @@ func TestTokenAndCAFilesBounded(t *testing.T) {
 				t.Errorf("%s %s: still reading after 5s", name, p)
 			}
 		}
+	}
+}
+
+// A pod metadata server's error names its status code, not its reason
+// phrase: that is the server's own text, up to the HTTP client's header
+// limit (10 MiB), and went whole into every refresh's error and log line.
+func TestPodMetadataStatusReasonNotQuoted(t *testing.T) {
+	k := &kubeClient{metaSrc: testutil.LongReasonServer(t, 503, 1<<20) + "/pods", maxBytes: 1 << 20, timeout: 20 * time.Second, httpc: &http.Client{}}
+	_, err := k.fetchMeta(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "HTTP 503") || len(err.Error()) > 512 {
+		t.Errorf("error of %d bytes: %.200v, want one naming HTTP 503, without the reason phrase", len(fmt.Sprint(err)), err)
 	}
 }

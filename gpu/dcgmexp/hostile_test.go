@@ -14,6 +14,7 @@ import (
 	"github.com/go-kit/log"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
 )
 
 // Values that are not finite, or outside what the field can be, are
@@ -126,5 +127,19 @@ func TestScrapeTimeoutCoversParse(t *testing.T) {
 	_, err = s.scrape(context.Background())
 	if took := time.Since(start); took > 1600*time.Millisecond {
 		t.Errorf("scrape of a %d-byte page under a 1s timeout took %v (error %v)", len(page), took, err)
+	}
+}
+
+// A failed scrape's error names the status code, not the reason phrase:
+// that is dcgm-exporter's own text, up to the HTTP client's header limit
+// (10 MiB), and went whole into the warning logged.
+func TestScrapeStatusReasonNotQuoted(t *testing.T) {
+	s, err := New(&fakeSource{rd: innerReadings()}, Options{URL: testutil.LongReasonServer(t, 503, 1<<20) + "/metrics"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.scrape(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "HTTP 503") || len(err.Error()) > 512 {
+		t.Errorf("error of %d bytes: %.200v, want one naming HTTP 503, without the reason phrase", len(fmt.Sprint(err)), err)
 	}
 }

@@ -202,7 +202,8 @@ func (s *Source) scrape(ctx context.Context) (Fields, error) {
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
-		return nil, fmt.Errorf("GET %s: %s", s.url, resp.Status)
+		// The status code only: the reason phrase is the server's text.
+		return nil, fmt.Errorf("GET %s: HTTP %d %s", s.url, resp.StatusCode, http.StatusText(resp.StatusCode))
 	}
 	f, warnings, err := ParseContext(ctx, fileread.Limit(resp.Body, s.maxBytes, "page"))
 	switch {

@@ -1,16 +1,20 @@
 // Package testutil builds the readings and fakes that tests of several
 // packages share: processes and devices with the unknowns a backend
 // reports, a sim:// application served from memory, and a buffer that
-// concurrent loggers write to, a gatherer of collectors' families, and
-// the bytes a call allocates.
+// concurrent loggers write to, a gatherer of collectors' families, the
+// bytes a call allocates, and a server of status lines too long.
 // Only test files import it.
 package testutil
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 
@@ -121,4 +125,30 @@ func Allocated(f func()) uint64 {
 	f()
 	runtime.ReadMemStats(&after)
 	return after.TotalAlloc - before.TotalAlloc
+}
+
+// LongReasonServer serves every request an HTTP status line with code and
+// a reason phrase of n bytes (what net/http's server cannot write) and
+// returns its base URL; it stops when the test ends.
+func LongReasonServer(t testing.TB, code, n int) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_, _ = bufio.NewReader(c).ReadString('\n')
+				_, _ = fmt.Fprintf(c, "HTTP/1.1 %d %s\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", code, strings.Repeat("x", n))
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String()
 }
