@@ -35,7 +35,8 @@ var (
 // any of the usual forms: cgroupfs ("/kubepods/burstable/pod<uid>/<id>"),
 // systemd ("/kubepods.slice/kubepods-burstable.slice/
 // kubepods-burstable-pod<uid_with_underscores>.slice/cri-containerd-<id>.scope"),
-// CRI-O ("crio-<id>.scope"), docker ("/docker/<id>", "docker-<id>.scope").
+// CRI-O ("crio-<id>.scope", or "crio-<id>" under cgroupfs), docker
+// ("/docker/<id>", "docker-<id>.scope").
 func ParseCgroupPath(path string) CgroupInfo {
 	info := CgroupInfo{Path: path}
 	segs := strings.Split(path, "/")
@@ -60,6 +61,11 @@ func ParseCgroupPath(path string) CgroupInfo {
 		}
 		if strings.HasPrefix(s, "crio-conmon-") {
 			continue // the conmon monitor, not the container
+		}
+		if id, ok := strings.CutPrefix(s, "crio-"); ok && inKube && len(id) == 64 && hexIDRE.MatchString(id) {
+			// CRI-O's container under the cgroupfs driver: crio-<id>, no scope
+			info.ContainerID, info.Runtime = strings.ToLower(id), "crio"
+			continue
 		}
 		if s == "docker" {
 			inDocker = true

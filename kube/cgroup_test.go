@@ -24,6 +24,8 @@ func TestParseCgroupPath(t *testing.T) {
 		{"cgroupfs guaranteed", "/kubepods/pod" + puid + "/" + cid, puid, cid, ""},
 		{"cgroupfs besteffort", "/kubepods/besteffort/pod" + puid + "/" + cid, puid, cid, ""},
 		{"crio systemd", "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0f2c3d4e_5a6b_4c7d_8e9f_a0b1c2d3e4f5.slice/crio-" + cid + ".scope", puid, cid, "crio"},
+		{"crio cgroupfs", "/kubepods/burstable/pod" + puid + "/crio-" + cid, puid, cid, "crio"},
+		{"crio cgroupfs conmon is not the container", "/kubepods/burstable/pod" + puid + "/crio-conmon-" + cid, puid, "", ""},
 		{"crio conmon is not the container", "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0f2c3d4e_5a6b_4c7d_8e9f_a0b1c2d3e4f5.slice/crio-conmon-" + cid + ".scope", puid, "", ""},
 		{"docker in kubernetes (dockershim)", "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0f2c3d4e_5a6b_4c7d_8e9f_a0b1c2d3e4f5.slice/docker-" + cid + ".scope", puid, cid, "docker"},
 		{"plain docker cgroupfs", "/docker/" + cid, "", cid, "docker"},
