@@ -143,3 +143,33 @@ func TestScrapeStatusReasonNotQuoted(t *testing.T) {
 		t.Errorf("error of %d bytes: %.200v, want one naming HTTP 503, without the reason phrase", len(fmt.Sprint(err)), err)
 	}
 }
+
+// A page naming a great many GPUs (here 16 MiB, 455,000 distinct UUIDs:
+// a broken exporter, or one that is not dcgm-exporter) keeps the fields
+// of the first maxKeys GPUs and MIG instances and skips the rest with a
+// warning, instead of holding every one: memory no longer grows with the
+// page (51 MiB held for the 16 MiB page before, 168 MiB allocated).
+func TestParseManyGPUsBounded(t *testing.T) {
+	var b bytes.Buffer
+	for i := 0; b.Len() < 16<<20; i++ {
+		fmt.Fprintf(&b, "DCGM_FI_DEV_GPU_TEMP{UUID=\"GPU-%x\"} 1\n", i)
+	}
+	page := b.Bytes()
+	var f Fields
+	var warnings []string
+	var err error
+	alloc := testutil.Allocated(func() { f, warnings, err = Parse(bytes.NewReader(page)) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f) != maxKeys || f[Key{UUID: "GPU-0", GI: -1}] == nil {
+		t.Errorf("%d GPUs and instances kept, want the first %d", len(f), maxKeys)
+	}
+	if len(warnings) == 0 || !strings.Contains(strings.Join(warnings, "\n"), "more than") {
+		t.Errorf("warnings %q, want one saying the page names more GPUs than kept", warnings)
+	}
+	t.Logf("%d MiB page: %d MiB allocated", len(page)>>20, alloc>>20)
+	if alloc > 64<<20 {
+		t.Errorf("allocated %d MiB parsing a %d MiB page", alloc>>20, len(page)>>20)
+	}
+}

@@ -86,11 +86,14 @@ func init() {
 
 // Parsing limits: a dcgm-exporter line is a few hundred bytes; the
 // warnings of one page are kept up to maxWarnings, then counted; an error
-// quotes at most maxQuoted bytes of the page.
+// quotes at most maxQuoted bytes of the page; the fields of at most
+// maxKeys GPUs and MIG instances are kept (a host has a few dozen: 64
+// GPUs of 7 instances each are 512), the series of others skipped.
 const (
 	maxLine     = 64 << 10
 	maxWarnings = 20
 	maxQuoted   = 64
+	maxKeys     = 1024
 )
 
 // Parse reads a dcgm-exporter /metrics page in the Prometheus text format
@@ -103,9 +106,10 @@ func Parse(r io.Reader) (Fields, []string, error) {
 // ParseContext reads the page as a stream, line by line, keeping only the
 // series of the DCGM fields it knows: the lines of other families are
 // skipped unread beyond their name, so memory does not grow with the page.
-// Series without a UUID label, with an unparsable GPU_I_ID, or with a value
-// that is not finite or outside its field's range are skipped and reported
-// in the returned warnings, each naming the field; a malformed line of a
+// Series without a UUID label, with an unparsable GPU_I_ID, with a value
+// that is not finite or outside its field's range, or of a GPU or MIG
+// instance past the first maxKeys are skipped and reported in the
+// returned warnings, each naming the field; a malformed line of a
 // known field, a line over 64 KiB, or ctx ending is an error (naming the
 // line). When several series describe the same GPU (dcgm-exporter repeats
 // a GPU's fields per pod in Kubernetes mode) the first one wins.
@@ -141,12 +145,14 @@ type parser struct {
 	dropped  int
 }
 
-func (p *parser) warn(format string, args ...any) {
+// warn keeps the warning msg makes, or counts it once maxWarnings are
+// kept (without making it: a page may skip a series on every line).
+func (p *parser) warn(msg func() string) {
 	if len(p.warnings) >= maxWarnings {
 		p.dropped++
 		return
 	}
-	p.warnings = append(p.warnings, fmt.Sprintf(format, args...))
+	p.warnings = append(p.warnings, msg())
 }
 
 // line reads one line: a sample of a known field is stored, anything else
@@ -178,11 +184,17 @@ func (p *parser) line(b []byte) error {
 		uuid = lowerUUID
 	}
 	if len(uuid) == 0 {
-		p.warn("%s: series without a UUID label", name)
+		p.warn(func() string { return fmt.Sprintf("%s: series without a UUID label", name) })
 		return nil
 	}
 	u, ok := p.uuids[string(uuid)]
 	if !ok {
+		if len(p.uuids) >= maxKeys {
+			p.warn(func() string {
+				return fmt.Sprintf("%s{UUID=%q}: the page names more than %d GPUs; skipped", name, clip.Bytes(uuid, maxQuoted), maxKeys)
+			})
+			return nil
+		}
 		u = string(uuid)
 		p.uuids[u] = u
 	}
@@ -190,20 +202,28 @@ func (p *parser) line(b []byte) error {
 	if gi = bytes.TrimSpace(gi); len(gi) > 0 {
 		n, err := strconv.Atoi(string(gi))
 		if err != nil || n < 0 {
-			p.warn("%s: UUID %q: bad GPU_I_ID %q", name, u, gi)
+			p.warn(func() string { return fmt.Sprintf("%s: UUID %q: bad GPU_I_ID %q", name, u, gi) })
 			return nil
 		}
 		k.GI = n
 	}
 	switch {
 	case math.IsNaN(v) || math.IsInf(v, 0):
-		p.warn("%s{UUID=%q}: value %v is not finite", name, u, v)
+		p.warn(func() string { return fmt.Sprintf("%s{UUID=%q}: value %v is not finite", name, u, v) })
 		return nil
 	case v < 0 || v > f.max:
-		p.warn("%s{UUID=%q}: value %g outside its range [0, %g]", name, u, v, f.max)
+		p.warn(func() string {
+			return fmt.Sprintf("%s{UUID=%q}: value %g outside its range [0, %g]", name, u, v, f.max)
+		})
 		return nil
 	}
 	vals := p.out[k]
+	if vals == nil && len(p.out) >= maxKeys {
+		p.warn(func() string {
+			return fmt.Sprintf("%s{UUID=%q}: the page names more than %d GPUs and MIG instances; skipped", name, u, maxKeys)
+		})
+		return nil
+	}
 	if vals == nil {
 		vals = &Values{}
 		p.out[k] = vals
