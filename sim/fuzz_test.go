@@ -43,7 +43,9 @@ func FuzzParseScenario(f *testing.F) {
 }
 
 // FuzzParseTrace: any CSV either fails with a file:line error or yields a
-// non-empty, monotonic trace.
+// non-empty, monotonic trace whose loop period covers its offsets (a
+// period of 0, every request at one instant, replays over the rate limit,
+// which the scenario refuses).
 func FuzzParseTrace(f *testing.F) {
 	f.Add([]byte("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,374,44\n2023-11-16 18:15:50.9951690,396,109\n"))
 	f.Add([]byte("ContextTokens,TIMESTAMP,GeneratedTokens,extra\n12,2023-11-16 18:15:46,3,x\n"))
@@ -56,8 +58,14 @@ func FuzzParseTrace(f *testing.F) {
 			}
 			return
 		}
-		if len(tr.offsets) == 0 || tr.span <= 0 && len(tr.offsets) > 1 {
+		n := len(tr.offsets)
+		if n == 0 || tr.span < tr.offsets[n-1] {
 			t.Fatalf("bad trace %+v", tr)
+		}
+		if r := tr.rate(1); tr.span <= 0 && r <= maxTraceRate {
+			// every request at one instant: a span of 0, which the
+			// scenario must refuse by its rate, or it loops in no time
+			t.Fatalf("trace of span %v replays at %v a second, within the limit", tr.span, r)
 		}
 		for i := 1; i < len(tr.offsets); i++ {
 			if tr.offsets[i] < tr.offsets[i-1] {
