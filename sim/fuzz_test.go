@@ -13,8 +13,15 @@ import (
 // FuzzParseScenario: any input either fails with a file:line error or
 // yields a scenario that runs without panicking.
 func FuzzParseScenario(f *testing.F) {
-	for _, name := range []string{"h200-mig.yaml", "h100-timeslice.yaml"} {
-		data, err := os.ReadFile(filepath.Join(scenarioDir, name))
+	files, err := filepath.Glob(filepath.Join(scenarioDir, "*.yaml"))
+	if err != nil || len(files) == 0 {
+		f.Fatalf("no scenarios in %s: %v", scenarioDir, err)
+	}
+	for _, name := range files {
+		if strings.HasSuffix(name, ".tenants.yaml") {
+			continue
+		}
+		data, err := os.ReadFile(name)
 		if err != nil {
 			f.Fatal(err)
 		}
