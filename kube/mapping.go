@@ -4,6 +4,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 )
@@ -29,6 +30,11 @@ type Mapping struct {
 	// containerByID maps a container ID to the container name.
 	containerByID map[string]string
 	pods          int
+
+	// allocs is Allocations' answer, made at its first call: the mapping
+	// does not change once built.
+	allocsOnce sync.Once
+	allocs     []Allocation
 }
 
 type podMeta struct {
@@ -221,11 +227,19 @@ type Allocation struct {
 
 // Allocations are the mapping's containers and the devices they hold, by
 // device, namespace, pod and container; one per container and device,
-// however many replicas of the device it holds.
+// however many replicas of the device it holds. They are listed once per
+// mapping (pod info asks at every sample, the mapping changes only at a
+// refresh): the slice is the mapping's own, read only.
 func (m *Mapping) Allocations() []Allocation {
 	if m == nil {
 		return nil
 	}
+	m.allocsOnce.Do(func() { m.allocs = m.allocations() })
+	return m.allocs
+}
+
+// allocations lists Allocations.
+func (m *Mapping) allocations() []Allocation {
 	var out []Allocation
 	for dev, refs := range m.byDevice {
 		for _, r := range refs {

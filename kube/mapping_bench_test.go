@@ -34,3 +34,21 @@ func BenchmarkNewMappingManyPods(b *testing.B) {
 		}
 	}
 }
+
+// A mapping's allocations are listed once: pod info asks for them at every
+// sample, and a node of a device plugin that advertises a device per MiB
+// of GPU memory (655,360 for 8 GPUs of 80 GiB) took seconds each time to
+// list and sort them again, while the mapping changes only at a refresh.
+func TestAllocationsListedOnce(t *testing.T) {
+	m := NewMapping(manyPods(2000))
+	if n := len(m.Allocations()); n != 2000 { // one per container on the GPU
+		t.Fatalf("%d allocations, want 2000", n)
+	}
+	if allocs := testing.AllocsPerRun(10, func() { _ = m.Allocations() }); allocs != 0 {
+		t.Errorf("listing the allocations again made %v allocations, want none", allocs)
+	}
+	var nilMap *Mapping
+	if got := nilMap.Allocations(); got != nil {
+		t.Errorf("a nil mapping's allocations: %v", got)
+	}
+}
