@@ -65,7 +65,17 @@ type Source struct {
 	scrapeErrors atomic.Uint64
 	up           atomic.Bool
 
+	// A scrape that timed out puts the next ones off the sampling path
+	// (Sample): run on a goroutine of their own, one at a time, until one
+	// succeeds. bgCtx ends at Close, which waits for bg.
+	bgCtx    context.Context
+	bgCancel context.CancelFunc
+	bg       sync.WaitGroup
+
 	mu         sync.Mutex
+	offPath    bool   // the last scrape on the sampling path timed out
+	inFlight   bool   // a scrape off the path runs
+	ready      Fields // what the last scrape off the path read, until taken
 	lastErr    string
 	failLimit  *rate.Limiter // warnings of a failure that differs from the last
 	suppressed int           // failure warnings held back since the last one
@@ -110,6 +120,7 @@ func New(inner gpu.Source, opts Options) (*Source, error) {
 	if s.client == nil {
 		s.client = &http.Client{}
 	}
+	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
 	return s, nil
 }
 
@@ -125,30 +136,95 @@ func (s *Source) Up() bool { return s.up.Load() }
 // Inner returns the wrapped source, e.g. to reach its actuators.
 func (s *Source) Inner() gpu.Source { return s.inner }
 
-// Close closes the inner source.
-func (s *Source) Close() error { return s.inner.Close() }
+// Close ends a scrape running off the sampling path, waits for it and
+// closes the inner source.
+func (s *Source) Close() error {
+	s.bgCancel()
+	s.bg.Wait()
+	return s.inner.Close()
+}
 
 // Sample samples the inner source and adds the DCGM fields. A failed scrape
-// returns the inner readings unchanged.
+// returns the inner readings unchanged. Once a scrape timed out (a
+// dcgm-exporter that accepts connections and does not answer), the next
+// ones run off the sampling path, one at a time, and samples go on with
+// the inner readings without waiting for them; the first that succeeds
+// gives its fields to the next sample and puts scrapes back on the path.
 func (s *Source) Sample(ctx context.Context) (*gpu.Readings, error) {
 	rd, err := s.inner.Sample(ctx)
 	if err != nil || rd == nil {
 		return rd, err
 	}
-	f, err := s.scrape(ctx)
-	if err != nil {
-		s.scrapeErrors.Add(1)
-		s.up.Store(false)
-		s.logChange(err.Error())
-		out := *rd // the inner readings, unchanged but for the health
-		out.DCGMExporter = s.health()
-		return &out, nil
+	s.mu.Lock()
+	off, f := s.offPath, s.ready
+	s.ready = nil
+	if f != nil {
+		s.offPath = false
+	} else if off && !s.inFlight {
+		s.inFlight = true
+		s.bg.Add(1)
+		go s.scrapeOffPath()
 	}
-	s.up.Store(true)
-	s.logChange("")
+	s.mu.Unlock()
+	switch {
+	case f != nil: // read off the path, its success noted there
+	case off:
+		return s.without(rd), nil
+	default:
+		if f, err = s.scrape(ctx); err != nil {
+			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+				s.mu.Lock()
+				s.offPath = true
+				s.mu.Unlock()
+			}
+			s.failed(err)
+			return s.without(rd), nil
+		}
+		s.succeeded()
+	}
 	out := merge(rd, f, s.Name())
 	out.DCGMExporter = s.health()
 	return out, nil
+}
+
+// scrapeOffPath is one scrape off the sampling path: a success is kept
+// for the next sample, a failure counted and logged as one on the path.
+func (s *Source) scrapeOffPath() {
+	defer s.bg.Done()
+	f, err := s.scrape(s.bgCtx)
+	if err != nil {
+		if s.bgCtx.Err() == nil {
+			s.failed(err)
+		}
+	} else {
+		s.succeeded()
+	}
+	s.mu.Lock()
+	s.inFlight = false
+	if err == nil {
+		s.ready = f
+	}
+	s.mu.Unlock()
+}
+
+// failed counts and logs a failed scrape.
+func (s *Source) failed(err error) {
+	s.scrapeErrors.Add(1)
+	s.up.Store(false)
+	s.logChange(err.Error())
+}
+
+// succeeded notes a scrape that read the page.
+func (s *Source) succeeded() {
+	s.up.Store(true)
+	s.logChange("")
+}
+
+// without returns the inner readings rd, unchanged but for the health.
+func (s *Source) without(rd *gpu.Readings) *gpu.Readings {
+	out := *rd
+	out.DCGMExporter = s.health()
+	return &out
 }
 
 // health is the scrape state the readings carry, so that collectors never
