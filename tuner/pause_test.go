@@ -283,3 +283,73 @@ func TestStatePausedTarget(t *testing.T) {
 		t.Errorf("PauseTarget = %v, %v", got, ok)
 	}
 }
+
+// flakyPause is a pause actuator whose first fail calls fail.
+type flakyPause struct {
+	pauseRecorder
+	fail int
+}
+
+func (p *flakyPause) SetPauseDuty(ctx context.Context, uuid, tenant string, pids []uint32, duty float64) error {
+	if p.fail > 0 {
+		p.fail--
+		p.Calls = append(p.Calls, "failed")
+		return fmt.Errorf("thaw failed")
+	}
+	return p.pauseRecorder.SetPauseDuty(ctx, uuid, tenant, pids, duty)
+}
+
+// A pause an earlier run left in the journal is thawed at start whatever
+// the mode, before the first round (the start's Recover), and, where that
+// thaw failed, again at exit: a stop before the first round, or after a
+// thaw that failed, leaves no tenant paused in recommend mode either.
+func TestPauseThawedAtStartAndExitInAnyMode(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name  string
+		mode  Mode
+		fail  int // the first calls that fail
+		start []string
+		exit  []string
+	}{
+		{"recommend", ModeRecommend, 0, []string{"SetPauseDuty(GPU-0,train,[7 8],0)"}, nil},
+		{"recommend, the thaw at start fails", ModeRecommend, 1, []string{"failed"}, []string{"SetPauseDuty(GPU-0,train,[7 8],0)"}},
+		{"off for the host, a GPU in recommend", ModeOff, 0, []string{"SetPauseDuty(GPU-0,train,[7 8],0)"}, nil},
+		{"enforce", ModeEnforce, 0, []string{"SetPauseDuty(GPU-0,train,[7 8],0)"}, nil},
+		{"enforce, the thaw at start fails", ModeEnforce, 1, []string{"failed"}, []string{"SetPauseDuty(GPU-0,train,[7 8],0)"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "journal")
+			j, err := OpenJournal(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := j.Append(Record{Time: t0, Event: EventOriginal, Target: Target{GPU: uuid0, Knob: gpu.KnobPauseDuty, PID: 7},
+				Tenant: "train", From: encodeValue(Duty(0)), PIDs: []uint32{7, 8}}); err != nil {
+				t.Fatal(err)
+			}
+			j = reopen(t, j, path) // the earlier run's crash
+			rec := &flakyPause{fail: c.fail}
+			o := Options{Policy: fixed(nil), Actuators: ActuatorsOf(rec), Journal: j, Clock: gpu.NewManualClock(t0.Add(time.Hour)), Mode: c.mode}
+			if c.mode == ModeOff {
+				o.GPUModes = map[string]Mode{"1": ModeRecommend}
+			}
+			tu, err := New(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = tu.Recover(ctx, emptySnap(t0.Add(time.Hour)))
+			if !slices.Equal(rec.Calls, c.start) {
+				t.Errorf("at start: calls %q, want %q", rec.Calls, c.start)
+			}
+			rec.Calls = nil
+			_, _ = tu.Restore(ctx) // stopped before the first round
+			if !slices.Equal(rec.Calls, c.exit) {
+				t.Errorf("at exit: calls %q, want %q", rec.Calls, c.exit)
+			}
+			if n := len(j.Originals()); n != 0 {
+				t.Errorf("%d open originals after the exit, want 0", n)
+			}
+		})
+	}
+}

@@ -17,8 +17,9 @@ import (
 // journal (it exited before restoring them), on snap's GPUs (snap may be
 // nil: every process is taken as present). The exporter calls it at start,
 // before the first round; RunOnce calls it when nobody did. Only enforce
-// mode acts; a failed restore stays open, for the restore at exit and the
-// next start, and is counted and logged.
+// mode acts, but for a pause, thawed in any mode; a failed restore stays
+// open, for the restore at exit and the next start, and is counted and
+// logged.
 func (t *Tuner) Recover(ctx context.Context, snap *tenant.Snapshot) ([]Decision, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -32,7 +33,7 @@ func (t *Tuner) Recover(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 }
 
 func (t *Tuner) recoverLocked(ctx context.Context, now time.Time) ([]Decision, error) {
-	if t.recovered || !t.anyEnforce() {
+	if t.recovered {
 		return nil, nil
 	}
 	t.recovered = true
@@ -40,7 +41,9 @@ func (t *Tuner) recoverLocked(ctx context.Context, now time.Time) ([]Decision, e
 }
 
 // Restore sets back every original the tuner (or an earlier run, per the
-// journal) changed, on the latest snapshot's GPUs. It is called on exit; a
+// journal) changed, on the latest snapshot's GPUs (outside enforce mode,
+// the pauses alone: a paused tenant is thawed in any mode). It is called
+// on exit; a
 // failed restore is returned (and journaled, logged and counted). A busy
 // actuator (gpu.ErrBusy: a client restart still in progress) is retried
 // until ctx's deadline.
@@ -61,16 +64,16 @@ const (
 )
 
 func (t *Tuner) restoreLocked(ctx context.Context, now time.Time, why string) ([]Decision, error) {
-	if !t.anyEnforce() {
-		if n := len(t.originals); n > 0 {
-			level.Warn(t.o.Logger).Log("msg", "the tuner journal holds settings changed and not restored; the tuner acts only in enforce mode, so they stay as they are",
-				"originals", n)
-		}
-		return nil, nil
-	}
+	enforce := t.anyEnforce()
 	keys := make([]string, 0, len(t.originals))
-	for k := range t.originals {
-		keys = append(keys, k)
+	for k, o := range t.originals {
+		if enforce || o.Target.Knob == gpu.KnobPauseDuty { // a pause stops a tenant: thawed whatever the mode
+			keys = append(keys, k)
+		}
+	}
+	if n := len(t.originals) - len(keys); n > 0 {
+		level.Warn(t.o.Logger).Log("msg", "the tuner journal holds settings changed and not restored; the tuner acts only in enforce mode, so they stay as they are",
+			"originals", n)
 	}
 	sort.Strings(keys)
 	var out []Decision
