@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -117,6 +118,10 @@ type Journal struct {
 	// open are the originals journaled and not restored, by Target.String.
 	open  map[string]Original
 	stats JournalStats
+	// ro is why the journal was opened read-only (its file system is
+	// mounted read-only): the next write opens it for writing first. f is
+	// nil where the file did not exist.
+	ro error
 }
 
 // OpenJournal opens (creating) the journal at path, recovers what an
@@ -128,16 +133,36 @@ func OpenJournal(path string) (*Journal, error) { return OpenJournalSize(path, D
 // without blocking, so a FIFO does not hang the start). What an earlier
 // run left is read record by record: a torn tail is cut off, a corrupt or
 // invalid record inside the file is dropped, and both are counted
-// (Stats); only a file that cannot be read or written is an error.
+// (Stats). On a file system mounted read-only (a disk error remounts it
+// so) the journal is read and every write fails (Stats.WriteError) until
+// the file system is writable again; any other file that cannot be read or
+// written is an error.
 func OpenJournalSize(path string, maxBytes int64) (*Journal, error) {
 	if maxBytes <= 0 {
 		maxBytes = DefaultJournalMaxBytes
 	}
 	f, err := openRegular(path)
+	var ro error
+	if errors.Is(err, syscall.EROFS) {
+		ro = err
+		if f, err = openRegularFlag(path, os.O_RDONLY); errors.Is(err, fs.ErrNotExist) {
+			f, err = nil, nil // nothing to read
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("tuner journal: %w", err)
 	}
-	j := &Journal{f: f, path: path, maxBytes: maxBytes, open: map[string]Original{}, stats: JournalStats{Dropped: map[string]int{}}}
+	j := &Journal{f: f, path: path, maxBytes: maxBytes, open: map[string]Original{}, stats: JournalStats{Dropped: map[string]int{}}, ro: ro}
+	if ro != nil {
+		j.stats.WriteError = fmt.Sprintf("tuner journal %s: %v", path, ro)
+		if f != nil {
+			if err := j.load(); err != nil {
+				f.Close()
+				return nil, err
+			}
+		}
+		return j, nil // the torn tail is cut, and the file compacted, once it can be written
+	}
 	if err := j.load(); err != nil {
 		f.Close()
 		return nil, err
@@ -161,7 +186,13 @@ func OpenJournalSize(path string, maxBytes int64) (*Journal, error) {
 // openRegular opens path for appending without blocking and refuses
 // anything but a regular file.
 func openRegular(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND|syscall.O_NONBLOCK, 0o600)
+	return openRegularFlag(path, os.O_RDWR|os.O_CREATE|os.O_APPEND)
+}
+
+// openRegularFlag opens path with flag without blocking and refuses
+// anything but a regular file.
+func openRegularFlag(path string, flag int) (*os.File, error) {
+	f, err := os.OpenFile(path, flag|syscall.O_NONBLOCK, 0o600)
 	if err != nil {
 		return nil, err
 	}
@@ -377,6 +408,9 @@ func (j *Journal) Append(rec Record) error {
 // write appends b and syncs; on failure the file is cut back to its last
 // whole record.
 func (j *Journal) write(b []byte) error {
+	if err := j.writable(); err != nil {
+		return fmt.Errorf("tuner journal %s: %w", j.path, err)
+	}
 	_, err := j.f.Write(b)
 	if err == nil {
 		if err = j.f.Sync(); err != nil {
@@ -389,6 +423,27 @@ func (j *Journal) write(b []byte) error {
 	}
 	j.size += int64(len(b))
 	j.stats.Size = j.size
+	return nil
+}
+
+// writable opens a journal opened read-only for writing, its torn tail
+// cut off; an error while its file system stays read-only.
+func (j *Journal) writable() error {
+	if j.ro == nil {
+		return nil
+	}
+	f, err := openRegular(j.path)
+	if err != nil {
+		return err
+	}
+	if err := f.Truncate(j.size); err != nil {
+		f.Close()
+		return fmt.Errorf("cutting the torn tail: %w", err)
+	}
+	if j.f != nil {
+		j.f.Close()
+	}
+	j.f, j.ro = f, nil
 	return nil
 }
 
@@ -427,8 +482,10 @@ func (j *Journal) compactLocked() error {
 	if err != nil {
 		return fmt.Errorf("tuner journal %s: reopening after compaction: %w", j.path, err)
 	}
-	j.f.Close()
-	j.f, j.size, j.records = f, int64(len(buf)), len(j.open)
+	if j.f != nil {
+		j.f.Close()
+	}
+	j.f, j.size, j.records, j.ro = f, int64(len(buf)), len(j.open), nil
 	j.stats.Size = j.size
 	j.stats.Compactions++
 	return nil
@@ -464,5 +521,8 @@ func syncDir(dir string) error {
 func (j *Journal) Close() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if j.f == nil {
+		return nil
+	}
 	return j.f.Close()
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -42,6 +43,26 @@ func openOrFail(t *testing.T, p string) (*Journal, error) {
 	}
 }
 
+// tornJournal writes a journal at p of one original and a torn last
+// record, torn.
+func tornJournal(t *testing.T, p, torn string) {
+	t.Helper()
+	j, err := OpenJournal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Append(originalRec("GPU-0", 700)); err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(torn)
+	f.Close()
+}
+
 // A torn last record (a crash or a full disk during the write) is cut off
 // at the next start: the records appended after it are whole, and every
 // later start reads them.
@@ -53,17 +74,7 @@ func TestJournalTornTailThenAppend(t *testing.T) {
 	} {
 		t.Run(torn, func(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "journal")
-			j, err := OpenJournal(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := j.Append(originalRec("GPU-0", 700)); err != nil {
-				t.Fatal(err)
-			}
-			j.Close()
-			f, _ := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
-			f.WriteString(torn)
-			f.Close()
+			tornJournal(t, p, torn)
 			for start := 1; start <= 3; start++ {
 				j, err := OpenJournal(p)
 				if err != nil {
@@ -336,5 +347,62 @@ func TestUnwritableJournalStopsActing(t *testing.T) {
 	}
 	if s := tu.Status(); s.Journal.WriteError != "" {
 		t.Errorf("write error %q after a write succeeded", s.Journal.WriteError)
+	}
+}
+
+// A journal on a file system mounted read-only (a disk error remounts it
+// so) is read and served from, not a failed start: its originals are
+// there to be restored, every write fails until the file system is
+// writable again, and the first write then cuts the torn tail off first.
+func TestJournalOnReadOnlyFileSystem(t *testing.T) {
+	dir := t.TempDir()
+	if os.Geteuid() != 0 || exec.Command("mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", dir).Run() != nil {
+		t.Skip("no tmpfs to remount read-only (needs root)")
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", dir).Run() })
+	remount := func(opt string) {
+		t.Helper()
+		if out, err := exec.Command("mount", "-o", "remount,"+opt, dir).CombinedOutput(); err != nil {
+			t.Fatalf("remount %s: %v: %s", opt, err, out)
+		}
+	}
+	p := filepath.Join(dir, "journal")
+	tornJournal(t, p, "J1 0000")
+	remount("ro")
+	for _, missing := range []bool{false, true} {
+		path := p
+		if missing {
+			path = filepath.Join(dir, "none")
+		}
+		j, err := OpenJournal(path)
+		if err != nil {
+			t.Fatalf("a journal on a read-only file system (exists %v) failed the start: %v", !missing, err)
+		}
+		if st := j.Stats(); !strings.Contains(st.WriteError, "read-only") {
+			t.Errorf("exists %v: write error %q, want the read-only file system named", !missing, st.WriteError)
+		}
+		if err := j.Append(originalRec("GPU-1", 600)); err == nil {
+			t.Errorf("exists %v: a write to a read-only file system succeeded", !missing)
+		}
+		if n := len(j.Originals()); !missing && n != 1 {
+			t.Errorf("%d originals read, want 1", n)
+		}
+		j.Close()
+	}
+	j, err := OpenJournal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	remount("rw")
+	if err := j.Append(originalRec("GPU-1", 600)); err != nil {
+		t.Fatalf("the file system writable again: %v", err)
+	}
+	if st := j.Stats(); st.WriteError != "" {
+		t.Errorf("write error %q after a write succeeded", st.WriteError)
+	}
+	j2 := reopen(t, j, p)
+	if st := j2.Stats(); len(j2.Originals()) != 2 || st.TornBytes != 0 {
+		t.Errorf("after the writes: %d originals, %d torn bytes; want 2 and 0", len(j2.Originals()), st.TornBytes)
 	}
 }
