@@ -189,22 +189,52 @@ func openRegular(path string) (*os.File, error) {
 	return openRegularFlag(path, os.O_RDWR|os.O_CREATE|os.O_APPEND)
 }
 
-// openRegularFlag opens path with flag without blocking and refuses
-// anything but a regular file.
+// openRegularFlag opens path with flag without blocking, refuses
+// anything but a regular file and, opened for writing, locks it (flock,
+// exclusive): a journal has one writer, and a second one, which would
+// compact the file from under the first, is refused. A journal opened
+// read-only takes the lock when it is opened for writing.
 func openRegularFlag(path string, flag int) (*os.File, error) {
-	f, err := os.OpenFile(path, flag|syscall.O_NONBLOCK, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	fi, err := f.Stat()
-	if err == nil && !fi.Mode().IsRegular() {
-		err = fmt.Errorf("%s is not a regular file (%s)", path, fi.Mode().Type())
-	}
-	if err != nil {
+	for range 3 { // a compaction may replace the file between the open and the lock
+		f, err := os.OpenFile(path, flag|syscall.O_NONBLOCK, 0o600)
+		if err != nil {
+			return nil, err
+		}
+		same, err := lockRegular(f, path, flag&(os.O_WRONLY|os.O_RDWR) != 0)
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		if same {
+			return f, nil
+		}
 		f.Close()
-		return nil, err
 	}
-	return f, nil
+	return nil, fmt.Errorf("%s is replaced as it is opened (another process compacts it)", path)
+}
+
+// lockRegular checks that f, opened from path, is a regular file and,
+// with lock, locks it; same is whether path still names f once it is
+// locked.
+func lockRegular(f *os.File, path string, lock bool) (same bool, err error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return false, err
+	}
+	if !fi.Mode().IsRegular() {
+		return false, fmt.Errorf("%s is not a regular file (%s)", path, fi.Mode().Type())
+	}
+	if !lock {
+		return true, nil
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return false, fmt.Errorf("%s is in use by another process (the tuner of another exporter?): a journal has one writer", path)
+		}
+		return false, fmt.Errorf("locking %s: %w", path, err)
+	}
+	now, err := os.Stat(path)
+	return err == nil && os.SameFile(fi, now), nil
 }
 
 func (j *Journal) dropped() int {
@@ -455,8 +485,10 @@ func (j *Journal) Compact() error {
 }
 
 // compactLocked writes the open originals to a temporary file next to the
-// journal, syncs it, renames it over the journal and syncs the directory;
-// a crash at any point leaves either the old journal or the new one.
+// journal (locked as the journal is), syncs it, renames it over the
+// journal and syncs the directory; a crash at any point leaves either the
+// old journal or the new one. Once renamed, the new file is the journal,
+// whatever follows.
 func (j *Journal) compactLocked() error {
 	var buf []byte
 	for _, o := range j.originalsLocked() {
@@ -467,20 +499,21 @@ func (j *Journal) compactLocked() error {
 		buf = append(buf, b...)
 	}
 	tmp := j.path + ".tmp"
-	err := writeSynced(tmp, buf)
+	f, err := openRegularFlag(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC|os.O_APPEND)
 	if err == nil {
-		err = os.Rename(tmp, j.path)
-	}
-	if err == nil {
-		err = syncDir(filepath.Dir(j.path))
+		if _, err = f.Write(buf); err == nil {
+			err = f.Sync()
+		}
+		if err == nil {
+			err = os.Rename(tmp, j.path)
+		}
+		if err != nil {
+			f.Close()
+		}
 	}
 	if err != nil {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("tuner journal %s: compacting: %w", j.path, err)
-	}
-	f, err := openRegular(j.path)
-	if err != nil {
-		return fmt.Errorf("tuner journal %s: reopening after compaction: %w", j.path, err)
 	}
 	if j.f != nil {
 		j.f.Close()
@@ -488,23 +521,10 @@ func (j *Journal) compactLocked() error {
 	j.f, j.size, j.records, j.ro = f, int64(len(buf)), len(j.open), nil
 	j.stats.Size = j.size
 	j.stats.Compactions++
+	if err := syncDir(filepath.Dir(j.path)); err != nil {
+		return fmt.Errorf("tuner journal %s: compacting: %w", j.path, err)
+	}
 	return nil
-}
-
-// writeSynced creates path with b and syncs it.
-func writeSynced(path string, b []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NONBLOCK, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // syncDir syncs a directory, so that a rename in it is durable.

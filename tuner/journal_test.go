@@ -406,3 +406,44 @@ func TestJournalOnReadOnlyFileSystem(t *testing.T) {
 		t.Errorf("after the writes: %d originals, %d torn bytes; want 2 and 0", len(j2.Originals()), st.TornBytes)
 	}
 }
+
+// A journal has one writer: a second exporter pointed at the same file
+// (two units, two pools on one node) is refused at open, before and
+// after a compaction of the first, which would otherwise go on writing
+// to the file the second one's compaction replaced, its originals lost.
+func TestJournalOneWriter(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "journal")
+	j, err := OpenJournalSize(p, 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	if err := j.Append(Record{Time: t0, Event: string(OutcomePlanned), Target: Target{GPU: "GPU-0", Knob: gpu.KnobPowerLimit}}); err != nil {
+		t.Fatal(err)
+	}
+	if j2, err := OpenJournal(p); err == nil || !strings.Contains(err.Error(), "in use") {
+		if err == nil {
+			j2.Close()
+		}
+		t.Fatalf("a second writer of the journal: %v, want it refused as in use", err)
+	}
+	for i := range 8 { // past 512 bytes: compacted
+		if err := j.Append(originalRec(fmt.Sprintf("GPU-%d", i), 600)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if j.Stats().Compactions == 0 {
+		t.Fatal("no compaction")
+	}
+	if j2, err := OpenJournal(p); err == nil {
+		j2.Close()
+		t.Fatal("a second writer of the journal accepted after a compaction")
+	}
+	if err := j.Append(originalRec("GPU-9", 600)); err != nil {
+		t.Fatal(err)
+	}
+	j2 := reopen(t, j, p)
+	if n := len(j2.Originals()); n != 9 {
+		t.Errorf("%d originals after reopening, want 9", n)
+	}
+}
