@@ -76,6 +76,12 @@ func (t *Tuner) restoreLocked(ctx context.Context, now time.Time, why string) ([
 			"originals", n)
 	}
 	sort.Strings(keys)
+	// A GPU lost (read down, or gone from the readings) comes last: its
+	// actuator may hang until the deadline, which the GPUs that answer
+	// would otherwise not be set back within.
+	sort.SliceStable(keys, func(a, b int) bool {
+		return !t.gpuLost(t.originals[keys[a]].Target.GPU) && t.gpuLost(t.originals[keys[b]].Target.GPU)
+	})
 	var out []Decision
 	var errs []error
 	_, retry := ctx.Deadline()
@@ -156,6 +162,20 @@ func (t *Tuner) dropGoneOriginal(k string, now time.Time) {
 	o := t.originals[k]
 	t.journal(Record{Time: now, Event: EventRestored, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), Reason: "process gone; nothing to restore"})
 	t.dropOriginal(k)
+}
+
+// gpuLost reports whether the latest snapshot reads the GPU down or has
+// it no more (false when unknown).
+func (t *Tuner) gpuLost(uuid string) bool {
+	if t.last == nil || t.last.Readings == nil {
+		return false
+	}
+	for _, d := range t.last.Readings.Devices {
+		if d.UUID == uuid {
+			return !d.Up
+		}
+	}
+	return true
 }
 
 // processPresent reports whether the target's process still runs on its

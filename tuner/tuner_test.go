@@ -425,3 +425,70 @@ func TestTunerKeepsTrail(t *testing.T) {
 		t.Fatalf("trail %+v", h)
 	}
 }
+
+// hangingGPU is a power actuator whose calls on the GPU lost hang until
+// the restore's deadline (it ends the context and fails), as nvidia-smi
+// does on a GPU that fell off the bus; calls on the others fail once the
+// deadline is past, and are recorded otherwise.
+type hangingGPU struct {
+	lost   string
+	cancel context.CancelFunc
+	Calls  []string
+}
+
+func (h *hangingGPU) SetPowerLimit(ctx context.Context, uuid string, w float64) error {
+	if uuid == h.lost {
+		h.cancel()
+		return ctx.Err()
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	h.Calls = append(h.Calls, fmt.Sprintf("SetPowerLimit(%s,%g)", uuid, w))
+	return nil
+}
+
+func (h *hangingGPU) LockClocks(context.Context, string, gpu.ClockLock) error {
+	return gpu.ErrNotSupported
+}
+
+// A GPU lost (fell off the bus, read down) whose actuator hangs is
+// restored last, at start and at exit: the GPUs that answer are set back
+// before its calls use up the restore's deadline.
+func TestRestoreLostGPULast(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		devs []gpu.Device
+	}{
+		{"read down", []gpu.Device{{UUID: "GPU-a", Up: false}, {UUID: "GPU-b", Up: true}}},
+		{"gone from the readings", []gpu.Device{{UUID: "GPU-b", Up: true}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "journal")
+			j, err := OpenJournal(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, g := range []string{"GPU-a", "GPU-b"} {
+				if err := j.Append(originalRec(g, 700)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			j = reopen(t, j, p)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			act := &hangingGPU{lost: "GPU-a", cancel: cancel}
+			tu, err := New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(act), Journal: j, Clock: gpu.NewManualClock(t0), Mode: ModeEnforce})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = tu.Recover(ctx, snapshot(t0, c.devs, nil))
+			if want := []string{"SetPowerLimit(GPU-b,700)"}; !slices.Equal(act.Calls, want) {
+				t.Errorf("calls %q, want %q (the GPU that answers restored)", act.Calls, want)
+			}
+			if err == nil || len(j.Originals()) != 1 || j.Originals()[0].Target.GPU != "GPU-a" {
+				t.Errorf("restore error %v, open originals %+v; want the lost GPU's alone", err, j.Originals())
+			}
+		})
+	}
+}
