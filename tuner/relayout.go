@@ -218,10 +218,14 @@ func (t *Tuner) progressRelayouts(ctx context.Context, now time.Time) []Decision
 // progressRelayout sets the waiting layout once the drained instances are
 // empty and starts the processes again; it returns the decision when the
 // layout step ends (done, failed or given up), and a decision of the
-// processes' start when it took retries.
+// processes' start when it took retries. With the kill switch engaged the
+// layout is not set: the processes start again in the old layout.
 func (t *Tuner) progressRelayout(ctx context.Context, job *relayoutJob, now time.Time) []Decision {
 	if job.set {
 		return t.retryStarts(ctx, job, now)
+	}
+	if t.chain().Stopped() {
+		return t.giveUpRelayout(ctx, job, now)
 	}
 	err := t.setLayout(ctx, job.uuid, job.want)
 	if errors.Is(err, gpu.ErrBusy) && now.Sub(job.since) < relayoutTimeout {
@@ -247,6 +251,24 @@ func (t *Tuner) progressRelayout(ctx context.Context, job *relayoutJob, now time
 		d.Reason = joinReasons(a.Reason, fmt.Sprintf("layout set after %v of draining, processes started again", now.Sub(job.since).Round(time.Second)))
 	}
 	t.noteApplied(nil, a, now)
+	return []Decision{t.finish(a, d, now, nil)}
+}
+
+// giveUpRelayout ends a relayout under way, its layout not set, as the
+// kill switch asks: its processes start again in the old layout.
+func (t *Tuner) giveUpRelayout(ctx context.Context, job *relayoutJob, now time.Time) []Decision {
+	job.set, job.stopped = true, job.pids
+	serr := t.startStopped(ctx, job, now)
+	if len(job.stopped) == 0 {
+		delete(t.relayouts, job.uuid)
+	}
+	a := job.a
+	d := Decision{Time: now, GPU: a.GPU, Knob: a.Knob, From: valueText(a.Current), To: a.Want.String(), Outcome: OutcomeGuarded, Guard: GuardKillSwitch,
+		Reason: joinReasons(a.Reason, fmt.Sprintf("given up after %v of draining: kill switch engaged; the processes were started again in the old layout", now.Sub(job.since).Round(time.Second)))}
+	if serr != nil {
+		d.Reason = joinReasons(d.Reason, serr.Error()+job.retrying())
+	}
+	t.counts.Refusals[GuardKillSwitch]++
 	return []Decision{t.finish(a, d, now, nil)}
 }
 

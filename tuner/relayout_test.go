@@ -171,3 +171,71 @@ func TestRelayoutCrashStartsProcesses(t *testing.T) {
 		t.Errorf("recovery calls %v, %d originals open; want [start 1] and none", after.Calls, len(j2.Originals()))
 	}
 }
+
+// A relayout under way when the kill switch is engaged is given up: its
+// processes start again in the old layout at once, and the layout is not
+// set once the instances are empty (the switch changes nothing but
+// reverts).
+func TestRelayoutGivenUpAtKillSwitch(t *testing.T) {
+	for _, by := range []string{"round", "progress"} {
+		t.Run(by, func(t *testing.T) {
+			j, err := OpenJournal(filepath.Join(t.TempDir(), "journal"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer j.Close()
+			host := &migHost{Busy: 2} // drained after two looks
+			kill := &KillSwitch{}
+			clock := gpu.NewManualClock(t0)
+			once := false // the slow loop plans it once
+			pol := deciderFunc(func(*State) []Action {
+				if once {
+					return nil
+				}
+				once = true
+				return []Action{relayoutOf("GPU-m")}
+			})
+			tu, err := New(Options{Policy: pol, Guards: []Guard{kill}, Actuators: ActuatorsOf(host), Journal: j, Clock: clock, Mode: ModeEnforce})
+			if err != nil {
+				t.Fatal(err)
+			}
+			snap := snapshot(t0, []gpu.Device{migDev("GPU-m", 1)}, nil)
+			if _, err := tu.RunOnce(context.Background(), snap); err != nil || !tu.Underway() {
+				t.Fatalf("no relayout under way: %v", err)
+			}
+			kill.Engaged.Store(true)
+			var decs []Decision
+			for i := range 5 {
+				clock.Advance(time.Second)
+				if by == "round" {
+					s := *snap
+					s.Time = clock.Now()
+					d, _ := tu.RunOnce(context.Background(), &s)
+					decs = append(decs, d...)
+				} else {
+					decs = append(decs, tu.Progress(context.Background())...)
+				}
+				if i == 0 && tu.Underway() {
+					t.Error("the relayout still under way with the kill switch engaged")
+				}
+			}
+			for _, c := range host.Calls {
+				if strings.HasPrefix(c, "configure") {
+					t.Errorf("the layout was set with the kill switch engaged: calls %v", host.Calls)
+				}
+			}
+			if !slices.Contains(host.Calls, "start 1") || len(j.Originals()) != 0 {
+				t.Errorf("calls %v, %d originals open: want the process started again, none open", host.Calls, len(j.Originals()))
+			}
+			var layout []string
+			for _, d := range decs {
+				if d.Knob == gpu.KnobMIGLayout {
+					layout = append(layout, string(d.Outcome)+" "+d.Guard)
+				}
+			}
+			if want := []string{"guarded " + GuardKillSwitch}; !slices.Equal(layout, want) {
+				t.Errorf("layout decisions %q, want %q", layout, want)
+			}
+		})
+	}
+}

@@ -322,6 +322,9 @@ func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 	}
 	t.chain().Begin(now)
 	t.noteKillSwitch()
+	if t.stopped && len(t.relayouts) > 0 { // given up (progressRelayout)
+		out = append(out, t.progressRelayouts(ctx, now)...)
+	}
 	var actions, held []Action
 	if age == 0 && (t.o.Mode != ModeOff || len(t.o.GPUModes) > 0) {
 		actions = append(t.dueReverts(st, now), t.o.Policy.Decide(st)...)
