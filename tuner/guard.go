@@ -3,10 +3,12 @@ package tuner
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -517,7 +519,10 @@ func (r *RevertHold) Admit(_ *State, a Action, now time.Time) (bool, string) {
 	return true, ""
 }
 
-// KillSwitch refuses every action while File exists or Engaged is set.
+// KillSwitch refuses every action while File exists or Engaged is set. A
+// File that cannot be checked (its directory not searchable by the
+// exporter's user, an I/O error) counts as existing: a switch created
+// where the exporter cannot see it stops the tuner, not nothing.
 type KillSwitch struct {
 	File    string
 	Engaged atomic.Bool
@@ -530,18 +535,30 @@ func (*KillSwitch) Name() string { return GuardKillSwitch }
 
 // On reports whether the kill switch is engaged.
 func (k *KillSwitch) On() bool {
+	on, _ := k.check()
+	return on
+}
+
+// check reports whether the kill switch is engaged, and why.
+func (k *KillSwitch) check() (bool, string) {
 	if k.Engaged.Load() {
-		return true
+		return true, "kill switch engaged"
 	}
 	if k.File == "" {
-		return false
+		return false, ""
 	}
 	stat := k.stat
 	if stat == nil {
 		stat = os.Stat
 	}
 	_, err := stat(k.File)
-	return err == nil
+	switch {
+	case err == nil:
+		return true, "kill switch file " + k.File + " exists"
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
+		return false, ""
+	}
+	return true, fmt.Sprintf("kill switch file %s cannot be checked, taken as engaged: %v", k.File, err)
 }
 
 // Stopped reports whether the kill switch is on (Stopper).
@@ -549,11 +566,8 @@ func (k *KillSwitch) Stopped() bool { return k.On() }
 
 // Admit refuses everything but reverts while engaged.
 func (k *KillSwitch) Admit(_ *State, a Action, _ time.Time) (bool, string) {
-	if k.On() && !a.Revert {
-		if k.File != "" && !k.Engaged.Load() {
-			return false, "kill switch file " + k.File + " exists"
-		}
-		return false, "kill switch engaged"
+	if on, why := k.check(); on && !a.Revert {
+		return false, why
 	}
 	return true, ""
 }

@@ -2,8 +2,11 @@ package tuner
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -192,5 +195,30 @@ func TestChain(t *testing.T) {
 	other.Want = Watts(250)
 	if ok, _ := retry.Admit(nil, other, now); !ok {
 		t.Error("retry refused another value of the same target")
+	}
+}
+
+// A kill switch file that cannot be checked (its directory not searchable
+// by the exporter's user, an I/O error) is taken as engaged, with why: a
+// switch created where the exporter cannot see it stops the tuner rather
+// than nothing. Only a file that does not exist releases it.
+func TestKillSwitchUncheckableIsEngaged(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		on   bool
+		want string
+	}{
+		{nil, true, "exists"},
+		{fs.ErrNotExist, false, ""},
+		{&fs.PathError{Op: "stat", Path: "/run/x/stop", Err: syscall.ENOENT}, false, ""},
+		{&fs.PathError{Op: "stat", Path: "/run/x/stop", Err: syscall.ENOTDIR}, false, ""},
+		{&fs.PathError{Op: "stat", Path: "/run/x/stop", Err: syscall.EACCES}, true, "permission denied"},
+		{&fs.PathError{Op: "stat", Path: "/run/x/stop", Err: syscall.EIO}, true, "input/output error"},
+	} {
+		k := &KillSwitch{File: "/run/x/stop", stat: func(string) (fs.FileInfo, error) { return nil, c.err }}
+		ok, why := k.Admit(nil, Action{}, t0)
+		if k.On() != c.on || ok == c.on || !strings.Contains(why, c.want) {
+			t.Errorf("stat error %v: on %v, admitted %v (%s); want on %v, %q", c.err, k.On(), ok, why, c.on, c.want)
+		}
 	}
 }
