@@ -15,7 +15,8 @@ import (
 
 // Recover restores, once, the originals an earlier run left open in the
 // journal (it exited before restoring them), on snap's GPUs (snap may be
-// nil: every process is taken as present). The exporter calls it at start,
+// nil: an MPS original, whose process it cannot tell running, is then
+// left open). The exporter calls it at start,
 // before the first round; RunOnce calls it when nobody did. Only enforce
 // mode acts, but for a pause, thawed in any mode; a failed restore stays
 // open, for the restore at exit and the next start, and is counted and
@@ -121,18 +122,22 @@ func (t *Tuner) restoreLocked(ctx context.Context, now time.Time, why string) ([
 func (t *Tuner) restoreOne(ctx context.Context, k string, now time.Time, why string, busy bool) (*Decision, error) {
 	o := t.originals[k]
 	a := Action{Target: o.Target, Tenant: o.Tenant, PIDs: o.PIDs, Want: o.Value, Revert: true, Reason: why}
+	present, known := true, true
 	if o.Target.Knob == gpu.KnobMPSActiveThreads {
 		a.Restart = true
-		if !t.processPresent(o.Target) {
+		if present, known = t.processPresent(o.Target); !present {
 			t.dropGoneOriginal(k, now)
 			return nil, nil
 		}
 	}
 	d := Decision{Time: now, GPU: o.Target.GPU, Tenant: o.Tenant, Knob: o.Target.Knob, To: valueText(o.Value), Reason: why}
 	var err error
-	if o.Value == nil {
+	switch {
+	case o.Value == nil:
 		err = errors.New("the journal holds no value to restore")
-	} else {
+	case !known:
+		err = fmt.Errorf("no snapshot yet says whether PID %d still runs, and a client restart by a PID from before could restart another process: left for the next start", o.Target.PID)
+	default:
 		err = t.apply(ctx, a)
 	}
 	if err != nil && busy && errors.Is(err, gpu.ErrBusy) {
@@ -179,10 +184,11 @@ func (t *Tuner) gpuLost(uuid string) bool {
 }
 
 // processPresent reports whether the target's process still runs on its
-// GPU in the latest snapshot (true when unknown).
-func (t *Tuner) processPresent(tg Target) bool {
+// GPU in the latest snapshot; known is false without one (before the
+// first, or one without readings), present then true.
+func (t *Tuner) processPresent(tg Target) (present, known bool) {
 	if t.last == nil || t.last.Readings == nil {
-		return true
+		return true, false
 	}
 	for _, d := range t.last.Readings.Devices {
 		if d.UUID != tg.GPU {
@@ -190,12 +196,12 @@ func (t *Tuner) processPresent(tg Target) bool {
 		}
 		for _, p := range d.Processes {
 			if p.PID == tg.PID {
-				return true
+				return true, true
 			}
 		}
-		return false
+		return false, true
 	}
-	return false
+	return false, true
 }
 
 // noteJournal counts and logs a journal write's outcome: the first failure

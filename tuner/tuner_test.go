@@ -492,3 +492,49 @@ func TestRestoreLostGPULast(t *testing.T) {
 		})
 	}
 }
+
+// An MPS original an earlier run left is not restored at an exit that
+// comes before the first snapshot: whether its process still runs is
+// unknown, and restarting the client by a PID from before the crash could
+// restart whatever runs under that PID now. It stays open, for the next
+// start, and the exit says so; after a snapshot it is restored, or
+// closed when its process is gone.
+func TestRestoreMPSWithoutSnapshotLeftOpen(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		snap  *tenant.Snapshot
+		calls []string
+		open  int
+	}{
+		{"no snapshot", nil, nil, 1},
+		{"process running", emptySnap(t0), []string{"SetMPSActiveThreads(GPU-0,7,1.0000)", "RestartClient(GPU-0,7)"}, 0},
+		{"process gone", snapshot(t0, []gpu.Device{{UUID: uuid0, Up: true, Mode: gpu.SharingMPS}}, nil), nil, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "journal")
+			j, err := OpenJournal(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := j.Append(Record{Time: t0, Event: EventOriginal, Target: Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads, PID: 7},
+				Tenant: "embed", From: encodeValue(Fraction(1))}); err != nil {
+				t.Fatal(err)
+			}
+			j = reopen(t, j, p)
+			rec := &recorder{}
+			tu, _ := newTestTuner(t, ModeEnforce, rec, nil, j)
+			if c.snap != nil {
+				if _, err := tu.Recover(context.Background(), c.snap); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, err = tu.Restore(context.Background())
+			if !slices.Equal(rec.Calls, c.calls) || len(j.Originals()) != c.open {
+				t.Errorf("calls %q, %d open; want %q, %d", rec.Calls, len(j.Originals()), c.calls, c.open)
+			}
+			if (err != nil) != (c.open > 0) {
+				t.Errorf("restore error %v with %d left open", err, c.open)
+			}
+		})
+	}
+}
