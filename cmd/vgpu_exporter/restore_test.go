@@ -142,3 +142,48 @@ func TestStopShortlyAfterAChangeRestores(t *testing.T) {
 		t.Errorf("settings left changed: %+v", n)
 	}
 }
+
+// With the tuner off (--tuner.mode=off, no GPU's mode) a start warns of
+// what its journal holds changed and not restored, a paused tenant
+// named apart; it stays quiet when the journal holds nothing.
+func TestTunerOffWarnsOfJournaledOriginals(t *testing.T) {
+	const (
+		power = `{"time":"2026-01-01T00:00:00Z","event":"original","target":{"gpu":"GPU-0","knob":"power_limit"},"from":{"kind":"watts","num":700}}` + "\n"
+		pause = `{"time":"2026-01-01T00:00:00Z","event":"original","target":{"gpu":"GPU-0","knob":"pause_duty","pid":7},"tenant":"train","from":{"kind":"duty","num":0},"pids":[7]}` + "\n"
+	)
+	for _, c := range []struct {
+		name, journal string
+		want          []string
+	}{
+		{"two originals, one a pause", power + pause, []string{"level=warn", "originals=2", "paused=1"}},
+		{"none", "", nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			journal := filepath.Join(t.TempDir(), "journal")
+			if err := os.WriteFile(journal, []byte(c.journal), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var buf strings.Builder
+			cfg := testConfig(t, "--backend=sim", "--sim.scenario=noisy-neighbour", "--tuner.journal="+journal)
+			svc, err := buildOn(cfg, gpu.RealClock{}, log.NewLogfmtLogger(log.NewSyncWriter(&buf)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer svc.src.Close()
+			var line string
+			for l := range strings.Lines(buf.String()) {
+				if strings.Contains(l, "journal holds") {
+					line = l
+				}
+			}
+			for _, w := range c.want {
+				if !strings.Contains(line, w) {
+					t.Errorf("no %q in the warning %q", w, line)
+				}
+			}
+			if c.want == nil && line != "" {
+				t.Errorf("a warning with nothing journaled: %q", line)
+			}
+		})
+	}
+}

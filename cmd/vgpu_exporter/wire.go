@@ -56,6 +56,9 @@ func buildOn(cfg *config, clock gpu.Clock, logger log.Logger) (*service, error) 
 		return nil, err
 	}
 	svc := newService(src, b, ts.Path, clock, cfg.SampleInterval, logger)
+	if !cfg.Tuner.active() && cfg.Tuner.Journal != "" {
+		warnJournalOff(cfg.Tuner.Journal, log.With(logger, "component", "tuner"))
+	}
 	if cfg.Tuner.active() {
 		if svc.tuner, err = newTunerRunner(cfg, src, clock, svc.Snapshot, svc.Sampler().Subscribe, log.With(logger, "component", "tuner")); err != nil {
 			src.Close()
