@@ -61,8 +61,10 @@ func (r *Runner) Tuner() *Tuner { return r.t }
 // Status is the tuner's published status, for the collector.
 func (r *Runner) Status() *Status { return r.t.Status() }
 
-// LogJournalRecovery says what opening the journal at path found and did.
-func LogJournalRecovery(logger log.Logger, path string, j *Journal) {
+// LogJournalRecovery says what opening the journal at path found and did,
+// and what the start does with the originals it holds: with enforce (a GPU
+// in enforce mode) restores them, else thaws the paused tenants alone.
+func LogJournalRecovery(logger log.Logger, path string, j *Journal, enforce bool) {
 	st := j.Stats()
 	if st.TornBytes > 0 {
 		level.Warn(logger).Log("msg", "tuner journal: cut off a torn last record (the previous run ended during a write)", "journal", path, "bytes", st.TornBytes)
@@ -75,8 +77,12 @@ func LogJournalRecovery(logger log.Logger, path string, j *Journal) {
 	if st.WriteError != "" {
 		level.Error(logger).Log("msg", "tuner journal cannot be written: the tuner makes no change until a write succeeds", "journal", path, "err", st.WriteError)
 	}
-	if n := len(j.Originals()); n > 0 {
+	n := len(j.Originals())
+	switch {
+	case n > 0 && enforce:
 		level.Warn(logger).Log("msg", "the tuner journal holds settings an earlier run changed and did not restore (unclean exit); restoring them now", "journal", path, "originals", n)
+	case n > 0:
+		level.Warn(logger).Log("msg", "the tuner journal holds settings an earlier run changed and did not restore (unclean exit); the tuner acts only in enforce mode: paused tenants are thawed, the other settings stay as they are", "journal", path, "originals", n)
 	}
 }
 

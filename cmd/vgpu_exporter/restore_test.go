@@ -143,20 +143,23 @@ func TestStopShortlyAfterAChangeRestores(t *testing.T) {
 	}
 }
 
-// With the tuner off (--tuner.mode=off, no GPU's mode) a start warns of
-// what its journal holds changed and not restored, a paused tenant
-// named apart; it stays quiet when the journal holds nothing.
-func TestTunerOffWarnsOfJournaledOriginals(t *testing.T) {
+// A start says what its journal holds changed and not restored, and what
+// it does with it: in enforce it restores it; in recommend it thaws the
+// paused tenants and leaves the rest; with the tuner off (no GPU's mode)
+// it warns, a paused tenant named apart. Nothing is said of an empty one.
+func TestStartSaysWhatTheJournalHolds(t *testing.T) {
 	const (
 		power = `{"time":"2026-01-01T00:00:00Z","event":"original","target":{"gpu":"GPU-0","knob":"power_limit"},"from":{"kind":"watts","num":700}}` + "\n"
 		pause = `{"time":"2026-01-01T00:00:00Z","event":"original","target":{"gpu":"GPU-0","knob":"pause_duty","pid":7},"tenant":"train","from":{"kind":"duty","num":0},"pids":[7]}` + "\n"
 	)
 	for _, c := range []struct {
-		name, journal string
-		want          []string
+		name, mode, journal string
+		want                []string
 	}{
-		{"two originals, one a pause", power + pause, []string{"level=warn", "originals=2", "paused=1"}},
-		{"none", "", nil},
+		{"off, two originals, one a pause", "off", power + pause, []string{"level=warn", "the tuner is off", "originals=2", "paused=1"}},
+		{"off, none", "off", "", nil},
+		{"recommend", "recommend", power + pause, []string{"level=warn", "paused tenants are thawed, the other settings stay as they are", "originals=2"}},
+		{"enforce", "enforce", power + pause, []string{"level=warn", "restoring them now", "originals=2"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			journal := filepath.Join(t.TempDir(), "journal")
@@ -164,7 +167,7 @@ func TestTunerOffWarnsOfJournaledOriginals(t *testing.T) {
 				t.Fatal(err)
 			}
 			var buf strings.Builder
-			cfg := testConfig(t, "--backend=sim", "--sim.scenario=noisy-neighbour", "--tuner.journal="+journal)
+			cfg := testConfig(t, "--backend=sim", "--sim.scenario=noisy-neighbour", "--tuner.journal="+journal, "--tuner.mode="+c.mode)
 			svc, err := buildOn(cfg, gpu.RealClock{}, log.NewLogfmtLogger(log.NewSyncWriter(&buf)))
 			if err != nil {
 				t.Fatal(err)

@@ -137,13 +137,14 @@ func newTunerRunner(cfg *config, src gpu.Source, clock gpu.Clock, snapshot func(
 	if err != nil {
 		return nil, err
 	}
+	enforce := mode == tuner.ModeEnforce || slices.Contains(slices.Collect(maps.Values(gm)), tuner.ModeEnforce)
 	var journal *tuner.Journal
 	if c.Journal != "" {
 		if journal, err = tuner.OpenJournal(c.Journal); err != nil {
 			return nil, fmt.Errorf("--tuner.journal: %w", err)
 		}
-		tuner.LogJournalRecovery(logger, c.Journal, journal)
-	} else if mode == tuner.ModeEnforce || slices.Contains(slices.Collect(maps.Values(gm)), tuner.ModeEnforce) {
+		tuner.LogJournalRecovery(logger, c.Journal, journal, enforce)
+	} else if enforce {
 		logNoJournal(cfg, logger)
 	}
 	var kill *tuner.KillSwitch
