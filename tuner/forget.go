@@ -26,10 +26,13 @@ import (
 const goneAfter = time.Minute
 
 // procSeen is a process target the tuner keeps something of, and when its
-// process was last seen on its GPU (or first kept).
+// process was last seen on its GPU (or first kept); observed is whether
+// this run has seen it running (acted on it, or found it in a snapshot),
+// not only read it from the journal.
 type procSeen struct {
-	tg   Target
-	seen time.Time
+	tg       Target
+	seen     time.Time
+	observed bool
 }
 
 // Forgetter is a guard that keeps state per target: Forget drops what it
@@ -61,6 +64,22 @@ func (t *Tuner) trackProc(tg Target, now time.Time) {
 		t.procs = map[string]procSeen{}
 	}
 	t.procs[k] = procSeen{tg: tg, seen: now}
+}
+
+// observeProc notes the process of tg seen running now (an action made on
+// it).
+func (t *Tuner) observeProc(tg Target, now time.Time) {
+	if p, ok := t.procs[tg.String()]; ok {
+		p.seen, p.observed = now, true
+		t.procs[tg.String()] = p
+	}
+}
+
+// seenLately reports whether this run saw the process target k running
+// within goneAfter of now: a snapshot without it may have missed it.
+func (t *Tuner) seenLately(k string, now time.Time) bool {
+	p, ok := t.procs[k]
+	return ok && p.observed && now.Sub(p.seen) < goneAfter
 }
 
 // forgetGone drops what the tuner keeps of the process targets whose
@@ -95,7 +114,7 @@ func (t *Tuner) forgetGone(snap *tenant.Snapshot, now time.Time) {
 		switch {
 		case !up[p.tg.GPU]:
 		case running[pidKey{p.tg.GPU, p.tg.PID}]:
-			p.seen = now
+			p.seen, p.observed = now, true
 			t.procs[k] = p
 		case now.Sub(p.seen) >= goneAfter:
 			if gone == nil {

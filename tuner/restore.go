@@ -125,7 +125,9 @@ func (t *Tuner) restoreOne(ctx context.Context, k string, now time.Time, why str
 	present, known := true, true
 	if o.Target.Knob == gpu.KnobMPSActiveThreads {
 		a.Restart = true
-		if present, known = t.processPresent(o.Target); !present {
+		// a process the last sample missed, seen by this run within
+		// goneAfter, is taken as running
+		if present, known = t.processPresent(o.Target); !present && !t.seenLately(k, now) {
 			t.dropGoneOriginal(k, now)
 			return nil, nil
 		}

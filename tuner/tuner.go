@@ -398,6 +398,7 @@ func (t *Tuner) noteApplied(st *State, a Action, now time.Time) {
 	t.changes[a.DomainKey()] = c
 	t.changes[a.Target.String()] = c
 	t.trackProc(a.Target, now)
+	t.observeProc(a.Target, now)
 	delete(t.ending, a.Target.String())
 	h := append(t.history[a.DomainKey()], c)
 	if len(h) > maxHistory {

@@ -539,3 +539,39 @@ func TestRestoreMPSWithoutSnapshotLeftOpen(t *testing.T) {
 		})
 	}
 }
+
+// A client the last sample missed (a process list read between two
+// calls, as the gone-process memory allows for) is restored at exit, not
+// closed as gone: it ran a round ago under the tuner's cap. One missing
+// for longer than a sample's miss is closed as gone.
+func TestRestoreMPSClientMissedBySample(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		missed time.Duration // since the process was last seen
+		calls  int
+	}{
+		{"missed by the last sample", 10 * time.Second, 2},
+		{"gone for longer", 2 * time.Minute, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rec := &recorder{}
+			acts := []Action{mpsAction(7, 1, 0.5)}
+			tu, clk := newTestTuner(t, ModeEnforce, rec, acts, nil)
+			if _, err := tu.RunOnce(context.Background(), emptySnap(t0)); err != nil || len(rec.Calls) != 2 {
+				t.Fatalf("round: %v, calls %q", err, rec.Calls)
+			}
+			rec.Calls = nil
+			tu.o.Policy = fixed(nil)
+			without := snapshot(t0, []gpu.Device{{UUID: uuid0, Up: true, Mode: gpu.SharingMPS, Processes: []gpu.Process{mpsProc(8, nil)}}}, nil)
+			clk.Advance(c.missed)
+			without.Time = clk.Now()
+			if _, err := tu.RunOnce(context.Background(), without); err != nil {
+				t.Fatal(err)
+			}
+			_, _ = tu.Restore(context.Background())
+			if len(rec.Calls) != c.calls || tu.Status().Unrestored != 0 {
+				t.Errorf("calls %q, %d unrestored; want %d calls, none", rec.Calls, tu.Status().Unrestored, c.calls)
+			}
+		})
+	}
+}
