@@ -213,6 +213,9 @@ func openRegularFlag(path string, flag int) (*os.File, error) {
 	return nil, fmt.Errorf("%s is replaced as it is opened (another process compacts it)", path)
 }
 
+// flock is syscall.Flock (tests replace it).
+var flock = syscall.Flock
+
 // lockRegular checks that f, opened from path, is a regular file and,
 // with lock, locks it; same is whether path still names f once it is
 // locked.
@@ -227,10 +230,14 @@ func lockRegular(f *os.File, path string, lock bool) (same bool, err error) {
 	if !lock {
 		return true, nil
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return false, fmt.Errorf("%s is in use by another process (the tuner of another exporter?): a journal has one writer", path)
-		}
+	err = flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	switch {
+	case errors.Is(err, syscall.EWOULDBLOCK):
+		return false, fmt.Errorf("%s is in use by another process (the tuner of another exporter?): a journal has one writer", path)
+	case errors.Is(err, syscall.ENOLCK), errors.Is(err, syscall.EOPNOTSUPP):
+		// a file system without locks (NFS without its lock service):
+		// the journal is used unlocked
+	case err != nil:
 		return false, fmt.Errorf("locking %s: %w", path, err)
 	}
 	now, err := os.Stat(path)

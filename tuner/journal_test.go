@@ -447,3 +447,20 @@ func TestJournalOneWriter(t *testing.T) {
 		t.Errorf("%d originals after reopening, want 9", n)
 	}
 }
+
+// A file system without locks (NFS without its lock service) does not
+// fail the start: the journal is used unlocked there.
+func TestJournalWithoutLocks(t *testing.T) {
+	for _, e := range []error{syscall.ENOLCK, syscall.EOPNOTSUPP} {
+		flock = func(int, int) error { return e }
+		j, err := OpenJournal(filepath.Join(t.TempDir(), "journal"))
+		flock = syscall.Flock
+		if err != nil {
+			t.Fatalf("%v from flock: %v", e, err)
+		}
+		if err := j.Append(originalRec("GPU-0", 700)); err != nil {
+			t.Errorf("%v from flock: %v", e, err)
+		}
+		j.Close()
+	}
+}
