@@ -101,6 +101,15 @@ type MPSActuator interface {
 	RestartClient(ctx context.Context, uuid string, pid uint32, tenant string) error
 }
 
+// MPSSuccessors is an MPSActuator whose client restart may go on under
+// another PID (a restart hook that names the successor it started): what
+// was set on the client, and is to be set back, follows it there.
+type MPSSuccessors interface {
+	// Successor returns the PID the client with this PID on the GPU uuid
+	// runs under after its last restart, when another.
+	Successor(uuid string, pid uint32) (uint32, bool)
+}
+
 // MPSClientState is what an MPS actuator knows of one client: the
 // fraction set for its next context (pending) and its running context's
 // (effective), each nil when unknown.

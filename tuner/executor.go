@@ -101,6 +101,7 @@ func (t *Tuner) execute(ctx context.Context, st *State, a Action, now time.Time,
 	d.Applied = true
 	appliedOn[a.GPU] = append(appliedOn[a.GPU], a)
 	t.noteApplied(st, a, now)
+	t.followSuccessor(a, now)
 	t.noteHeld(a, now)
 	return []Decision{t.finish(a, d, now, nil)}, true
 }
@@ -179,6 +180,7 @@ func (t *Tuner) rollback(ctx context.Context, done []Action, failed Action, now 
 		} else {
 			d.Outcome, d.Applied = OutcomeRolledBack, true
 			t.noteApplied(nil, back, now)
+			t.followSuccessor(back, now)
 		}
 		out = append(out, t.finish(back, d, now, err))
 	}
@@ -422,6 +424,44 @@ func (t *Tuner) keepOriginal(a Action, now time.Time) error {
 	}
 	t.originals[k] = Original{Target: a.Target, Tenant: a.Tenant, Value: a.Current, At: now, PIDs: pids}
 	return nil
+}
+
+// followSuccessor moves the original of an MPS client that a's restart
+// started again under another PID (the actuator names its successor:
+// gpu.MPSSuccessors) to the successor, whose context has a's fraction:
+// journaled for the new PID before the old one's is closed, so that the
+// restore, at exit or after a crash, sets the successor back. Where the
+// journal cannot take it, the original stays on the old PID.
+func (t *Tuner) followSuccessor(a Action, now time.Time) {
+	if a.Knob != gpu.KnobMPSActiveThreads || !a.Restart {
+		return
+	}
+	mps, _ := actuator[gpu.MPSActuator](t.o.Actuators)
+	s, ok := mps.(gpu.MPSSuccessors)
+	if !ok {
+		return
+	}
+	pid, ok := s.Successor(a.GPU, a.PID)
+	old := a.Target.String()
+	o, held := t.originals[old]
+	if !ok || pid == a.PID || !held {
+		return
+	}
+	nt := a.Target
+	nt.PID = pid
+	k := nt.String()
+	if _, ok := t.originals[k]; !ok {
+		if err := t.journal(Record{Time: now, Event: EventOriginal, Target: nt, Tenant: o.Tenant, From: encodeValue(o.Value)}); err != nil {
+			level.Error(t.o.Logger).Log("msg", "tuner could not journal the original of an MPS client's successor; it stays with the old PID", "target", old, "successor", pid, "err", err)
+			return
+		}
+		t.originals[k] = Original{Target: nt, Tenant: o.Tenant, Value: o.Value, At: now}
+		t.trackProc(nt, now)
+		t.observeProc(nt, now)
+	}
+	t.journal(Record{Time: now, Event: EventRestored, Target: a.Target, Tenant: o.Tenant, From: encodeValue(o.Value),
+		Reason: fmt.Sprintf("the client goes on as PID %d, which holds this original now", pid)})
+	t.dropOriginal(old)
 }
 
 // dropOriginal forgets the original k, set back, and what the rounds

@@ -575,3 +575,67 @@ func TestRestoreMPSClientMissedBySample(t *testing.T) {
 		})
 	}
 }
+
+// successorHost is an MPS actuator whose client restarts go on under a
+// new PID, as a restart hook that names its successor does.
+type successorHost struct {
+	recorder
+	next map[uint32]uint32 // restarted PID -> successor
+	succ map[uint32]uint32
+}
+
+func (s *successorHost) RestartClient(ctx context.Context, uuid string, pid uint32, tenant string) error {
+	if n, ok := s.next[pid]; ok {
+		if s.succ == nil {
+			s.succ = map[uint32]uint32{}
+		}
+		s.succ[pid] = n
+	}
+	return s.recorder.RestartClient(ctx, uuid, pid, tenant)
+}
+
+func (s *successorHost) Successor(_ string, pid uint32) (uint32, bool) {
+	n, ok := s.succ[pid]
+	return n, ok
+}
+
+// A cap set with a client restart that goes on under a new PID follows
+// the successor: its original moves there, in the journal too, and the
+// restore at exit (or after a crash) sets the successor back, where the
+// original of the old PID, gone, was closed and the successor ran on
+// with the tuner's cap.
+func TestMPSOriginalFollowsSuccessor(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "journal")
+	j, err := OpenJournal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := &successorHost{next: map[uint32]uint32{7: 9}}
+	clk := gpu.NewManualClock(t0)
+	tu, err := New(Options{Policy: fixed{mpsAction(7, 1, 0.5)}, Actuators: ActuatorsOf(host), Journal: j, Clock: clk, Mode: ModeEnforce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tu.RunOnce(context.Background(), emptySnap(t0)); err != nil {
+		t.Fatal(err)
+	}
+	tu.o.Policy = fixed(nil)
+	half := 0.5
+	for range 6 { // the successor runs; PID 7 is gone for good
+		clk.Advance(15 * time.Second)
+		s := snapshot(clk.Now(), []gpu.Device{{UUID: uuid0, Up: true, Mode: gpu.SharingMPS, Processes: []gpu.Process{mpsProc(9, &half), mpsProc(8, nil)}}}, nil)
+		if _, err := tu.RunOnce(context.Background(), s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if o := j.Originals(); len(o) != 1 || o[0].Target.PID != 9 || o[0].Value != Fraction(1) {
+		t.Fatalf("journaled originals %+v, want the successor's, 100%%", o)
+	}
+	host.Calls = nil
+	if _, err := tu.Restore(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"SetMPSActiveThreads(GPU-0,9,1.0000)", "RestartClient(GPU-0,9)"}; !slices.Equal(host.Calls, want) {
+		t.Errorf("restore at exit: calls %q, want %q", host.Calls, want)
+	}
+}

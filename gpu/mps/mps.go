@@ -109,6 +109,9 @@ type Controller struct {
 	mu     sync.Mutex // guards the fields below
 	states map[key]*ClientState
 	seen   map[key]time.Time // when the readings last listed a client
+	// succ are the successors the restart hook named, by the client it
+	// restarted, kept for forgetAfter (Successor)
+	succ map[key]succession
 	// index is each GPU's ordinal, by UUID, as the readings last said.
 	index map[string]int
 }
@@ -118,8 +121,15 @@ type key struct {
 	pid  uint32
 }
 
+// succession is the PID a client went on under after a restart, and when.
+type succession struct {
+	pid uint32
+	at  time.Time
+}
+
 var (
 	_ gpu.MPSActuator      = (*Controller)(nil)
+	_ gpu.MPSSuccessors    = (*Controller)(nil)
 	_ gpu.CapabilityLister = (*Controller)(nil)
 )
 
@@ -327,10 +337,35 @@ func (c *Controller) RestartClient(ctx context.Context, uuid string, pid uint32,
 		delete(c.states, key{uuid, pid})
 		delete(c.seen, key{uuid, pid})
 		s.PID = newPID
+		c.noteSuccessor(key{uuid, pid}, newPID)
 	}
 	c.states[key{uuid, s.PID}] = s
 	level.Info(c.logger).Log("msg", "MPS client restarted by the hook", "uuid", uuid, "tenant", tenant, "pid", pid, "new_pid", s.PID, "fraction", fs)
 	return nil
+}
+
+// noteSuccessor records the successor of the client k, and forgets those
+// older than forgetAfter.
+func (c *Controller) noteSuccessor(k key, pid uint32) {
+	now := c.clock.Now()
+	for old, s := range c.succ {
+		if now.Sub(s.at) >= forgetAfter {
+			delete(c.succ, old)
+		}
+	}
+	if c.succ == nil {
+		c.succ = map[key]succession{}
+	}
+	c.succ[k] = succession{pid: pid, at: now}
+}
+
+// Successor implements gpu.MPSSuccessors: the PID the hook named for the
+// client's successor at its last restart (within forgetAfter).
+func (c *Controller) Successor(uuid string, pid uint32) (uint32, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.succ[key{uuid, pid}]
+	return s.pid, ok
 }
 
 // State returns what the Controller knows of the server or client with

@@ -342,6 +342,9 @@ func TestRestartClient(t *testing.T) {
 					t.Errorf("hook environment %q lacks %q", env, tc.env)
 				}
 			}
+			if succ, ok := r.c.Successor(uuid, 201); ok != (tc.statePID != 201) || (ok && succ != tc.statePID) {
+				t.Errorf("Successor = %d %v, want %d", succ, ok, tc.statePID)
+			}
 			s, ok := r.c.State(uuid, tc.statePID)
 			if !ok || fstr(s.Pending) != tc.pending || fstr(s.Effective) != tc.eff {
 				t.Errorf("state of %d: %v %+v, want pending %s effective %s", tc.statePID, ok, s, tc.pending, tc.eff)
