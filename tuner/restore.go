@@ -138,7 +138,7 @@ func (t *Tuner) restoreOne(ctx context.Context, k string, now time.Time, why str
 	case o.Value == nil:
 		err = errors.New("the journal holds no value to restore")
 	case !known:
-		err = fmt.Errorf("no snapshot says whether PID %d still runs (none yet, or its GPU read down), and a client restart by a PID from before could restart another process: left for the next start", o.Target.PID)
+		err = fmt.Errorf("no snapshot says whether PID %d still runs (none yet, or its GPU read down or not listed), and a client restart by a PID from before could restart another process: left for the next start", o.Target.PID)
 	default:
 		err = t.apply(ctx, a)
 	}
@@ -187,8 +187,9 @@ func (t *Tuner) gpuLost(uuid string) bool {
 
 // processPresent reports whether the target's process still runs on its
 // GPU in the latest snapshot; known is false without one (before the
-// first, or one without readings) or where it reads the GPU down (its
-// processes unlisted), present then true.
+// first, or one without readings) or where it reads the GPU down or lists
+// it not at all (its processes unlisted: not enumerated at this start, or
+// fallen off the bus), present then true.
 func (t *Tuner) processPresent(tg Target) (present, known bool) {
 	if t.last == nil || t.last.Readings == nil {
 		return true, false
@@ -207,7 +208,7 @@ func (t *Tuner) processPresent(tg Target) (present, known bool) {
 		}
 		return false, true
 	}
-	return false, true
+	return true, false
 }
 
 // noteJournal counts and logs a journal write's outcome: the first failure
