@@ -2,6 +2,7 @@ package dcgmexp
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -71,5 +72,80 @@ func TestHangingExporterOffTheSamplingPath(t *testing.T) {
 	}
 	if n := s.ScrapeErrorsTotal(); n < 1 {
 		t.Errorf("scrape errors %d, want the timed-out scrapes counted", n)
+	}
+}
+
+// A dcgm-exporter that sends its headers and part of the page, then
+// hangs, puts the scrapes off the sampling path as one that never answers.
+func TestHangingBodyOffTheSamplingPath(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = w.Write([]byte("# HELP DCGM_FI_DEV_GPU_UTIL x\n"))
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	timeout := 200 * time.Millisecond
+	s, err := New(&fakeSource{rd: innerReadings()}, Options{URL: srv.URL, Timeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	_, _ = s.Sample(context.Background())
+	start := time.Now()
+	for range 5 {
+		_, _ = s.Sample(context.Background())
+	}
+	if d := time.Since(start); d >= 5*timeout {
+		t.Errorf("5 samples took %v: the body hang keeps scrapes on the sampling path", d)
+	}
+}
+
+// What a scrape off the path read goes to the next sample, and is dropped
+// with it when the inner source fails: never merged, however old, into
+// the first readings after the inner source recovers (dcgm-exporter
+// answers 503 by then).
+func TestOffPathFieldsDroppedWithAFailedSample(t *testing.T) {
+	body := readFixture(t, "dcgm-k8s.prom")
+	var mode atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch mode.Load() {
+		case 0:
+			<-r.Context().Done()
+		case 1:
+			_, _ = w.Write(body)
+		default:
+			w.WriteHeader(503)
+		}
+	}))
+	defer srv.Close()
+	inner := &fakeSource{rd: innerReadings()}
+	s, err := New(inner, Options{URL: srv.URL, Timeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	_, _ = s.Sample(context.Background()) // times out: off the path
+	mode.Store(1)
+	_, _ = s.Sample(context.Background()) // starts the scrape off the path
+	deadline := time.Now().Add(10 * time.Second)
+	for !s.Up() && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	// the inner source fails for a long while; dcgm-exporter goes down
+	inner.err = errors.New("nvml down")
+	for range 5 {
+		_, _ = s.Sample(context.Background())
+	}
+	mode.Store(2)
+	inner.err = nil
+	rd, _ := s.Sample(context.Background())
+	if rd.Devices[0].Activity.Source == "dcgm" {
+		t.Errorf("fields of a scrape taken before 5 failed samples merged into fresh readings (dcgm-exporter answers 503 now); health up=%v", rd.DCGMExporter.Up)
 	}
 }

@@ -151,25 +151,34 @@ func (s *Source) Close() error {
 // the inner readings without waiting for them; the first that succeeds
 // gives its fields to the next sample and puts scrapes back on the path.
 func (s *Source) Sample(ctx context.Context) (*gpu.Readings, error) {
-	rd, err := s.inner.Sample(ctx)
-	if err != nil || rd == nil {
-		return rd, err
-	}
+	// what a scrape off the path read is taken before the inner sample:
+	// dropped with it when that fails, never merged into a later one
 	s.mu.Lock()
 	off, f := s.offPath, s.ready
 	s.ready = nil
 	if f != nil {
-		s.offPath = false
-	} else if off && !s.inFlight {
-		s.inFlight = true
-		s.bg.Add(1)
-		go s.scrapeOffPath()
+		s.offPath, off = false, false
 	}
 	s.mu.Unlock()
+	rd, err := s.inner.Sample(ctx)
+	if err != nil || rd == nil {
+		return rd, err
+	}
 	switch {
 	case f != nil: // read off the path, its success noted there
 	case off:
-		return s.without(rd), nil
+		s.mu.Lock()
+		if !s.inFlight {
+			s.inFlight = true
+			s.bg.Add(1)
+			go s.scrapeOffPath()
+		}
+		// the health as the fields are: a success off the path sets both
+		h := s.health()
+		s.mu.Unlock()
+		out := *rd
+		out.DCGMExporter = h
+		return &out, nil
 	default:
 		if f, err = s.scrape(ctx); err != nil {
 			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
@@ -192,19 +201,19 @@ func (s *Source) Sample(ctx context.Context) (*gpu.Readings, error) {
 func (s *Source) scrapeOffPath() {
 	defer s.bg.Done()
 	f, err := s.scrape(s.bgCtx)
-	if err != nil {
-		if s.bgCtx.Err() == nil {
-			s.failed(err)
-		}
-	} else {
-		s.succeeded()
+	if err != nil && s.bgCtx.Err() == nil {
+		s.failed(err)
 	}
 	s.mu.Lock()
 	s.inFlight = false
 	if err == nil {
 		s.ready = f
+		s.up.Store(true) // with the fields, under mu (Sample's health)
 	}
 	s.mu.Unlock()
+	if err == nil {
+		s.logChange("")
+	}
 }
 
 // failed counts and logs a failed scrape.
