@@ -32,8 +32,9 @@ var (
 	mu sync.Mutex
 	// ours are the children started through Start and not waited for yet.
 	ours = map[int]struct{}{}
-	// nudge wakes the reaper once a child of ours was waited for: a zombie
-	// of ours it found first may have hidden others behind it.
+	// nudge wakes the reaper once a child of ours was waited for (a zombie
+	// of ours it found first may have hidden others behind it) and once a
+	// Start ended (the reaper does not wait for one under way).
 	nudge = make(chan struct{}, 1)
 )
 
@@ -42,6 +43,7 @@ var (
 // started as cmd.Start starts it.
 func Start(cmd *exec.Cmd) (waited func(), err error) {
 	starting.RLock()
+	defer wake() // a reaper that found a Start under way looks again
 	defer starting.RUnlock()
 	if err := cmd.Start(); err != nil {
 		return func() {}, err
@@ -54,11 +56,16 @@ func Start(cmd *exec.Cmd) (waited func(), err error) {
 		mu.Lock()
 		delete(ours, pid)
 		mu.Unlock()
-		select {
-		case nudge <- struct{}{}:
-		default:
-		}
+		wake()
 	}, nil
+}
+
+// wake nudges the reaper.
+func wake() {
+	select {
+	case nudge <- struct{}{}:
+	default:
+	}
 }
 
 // Run runs cmd through Start and waits for it, as cmd.Run does.
@@ -115,8 +122,14 @@ func Loop(ctx context.Context, backstop <-chan time.Time, report func(Reaped)) {
 // so a child of ours that ended hides the orphans behind it until it is
 // waited for: every child started through Start is waited for as soon as
 // it exits.
+//
+// A Start under way (its exec may hang in the kernel: a program on a hung
+// mount) makes the reaper pass, to look again once it ended: waiting for
+// it would hold every later Start behind the reaper's lock.
 func reapOrphans() []Reaped {
-	starting.Lock()
+	if !starting.TryLock() {
+		return nil
+	}
 	defer starting.Unlock()
 	var out []Reaped
 	for {
