@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -186,6 +188,42 @@ func TestStartSaysWhatTheJournalHolds(t *testing.T) {
 			}
 			if c.want == nil && line != "" {
 				t.Errorf("a warning with nothing journaled: %q", line)
+			}
+		})
+	}
+}
+
+// With the tuner off the journal is read, not written: a torn tail and a
+// corrupt record stay as they are (the next start with the tuner on
+// reports and cuts them), no file is made where none is, and no lock is
+// taken that a tuner starting beside it would meet.
+func TestTunerOffLeavesJournalAsIs(t *testing.T) {
+	const held = `{"time":"2026-01-01T00:00:00Z","event":"original","target":{"gpu":"GPU-0","knob":"power_limit"},"from":{"kind":"watts","num":700}}` + "\n" +
+		"not a record\n" + `{"time":"2026-01-01T00:00:01Z","ev`
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name, journal string
+		exists        bool
+	}{{"torn and corrupt", held, true}, {"none", "", false}} {
+		t.Run(c.name, func(t *testing.T) {
+			journal := filepath.Join(dir, c.name)
+			if c.exists {
+				if err := os.WriteFile(journal, []byte(c.journal), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cfg := testConfig(t, "--backend=sim", "--sim.scenario=noisy-neighbour", "--tuner.journal="+journal, "--tuner.mode=off")
+			svc, err := buildOn(cfg, gpu.RealClock{}, log.NewNopLogger())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer svc.src.Close()
+			got, err := os.ReadFile(journal)
+			switch {
+			case !c.exists && !errors.Is(err, fs.ErrNotExist):
+				t.Errorf("a journal made with the tuner off: %q, %v", got, err)
+			case c.exists && string(got) != c.journal:
+				t.Errorf("the journal changed with the tuner off:\n%q\nwant\n%q", got, c.journal)
 			}
 		})
 	}

@@ -212,13 +212,11 @@ func logNoJournal(cfg *config, logger log.Logger) {
 // is, a paused tenant too, until a start with a GPU in recommend (a pause)
 // or enforce (every setting) sets it back.
 func warnJournalOff(path string, logger log.Logger) {
-	j, err := tuner.OpenJournal(path)
+	origs, err := tuner.ReadJournalOriginals(path)
 	if err != nil {
 		level.Warn(logger).Log("msg", "the tuner is off; its journal, which may hold settings an earlier run changed, cannot be read", "journal", path, "err", err)
 		return
 	}
-	defer j.Close()
-	origs := j.Originals()
 	if len(origs) == 0 {
 		return
 	}
