@@ -442,14 +442,28 @@ func (t *Tuner) followSuccessor(a Action, now time.Time) {
 		return
 	}
 	pid, ok := s.Successor(a.GPU, a.PID)
-	old := a.Target.String()
-	o, held := t.originals[old]
-	if !ok || pid == a.PID || !held {
+	if !ok || pid == a.PID {
 		return
 	}
+	old := a.Target.String()
 	nt := a.Target
 	nt.PID = pid
 	k := nt.String()
+	// the change and its pending judgement go on with the successor: a
+	// relaxed cap is judged there, and reverted there if it did harm (on
+	// the old PID, forgotten once it is gone, it would never be)
+	if c, ok := t.changes[old]; ok {
+		t.changes[k] = c
+	}
+	for i := range t.evals {
+		if t.evals[i].a.Target == a.Target {
+			t.evals[i].a.Target = nt
+		}
+	}
+	o, held := t.originals[old]
+	if !held {
+		return
+	}
 	if _, ok := t.originals[k]; !ok {
 		if err := t.journal(Record{Time: now, Event: EventOriginal, Target: nt, Tenant: o.Tenant, From: encodeValue(o.Value)}); err != nil {
 			level.Error(t.o.Logger).Log("msg", "tuner could not journal the original of an MPS client's successor; it stays with the old PID", "target", old, "successor", pid, "err", err)
