@@ -512,6 +512,8 @@ func TestRestoreMPSWithoutSnapshotLeftOpen(t *testing.T) {
 		{"process gone", snapshot(t0, []gpu.Device{{UUID: uuid0, Up: true, Mode: gpu.SharingMPS}}, nil), nil, 0},
 		// a read that timed out lists no process: the client may run on
 		{"GPU read down", snapshot(t0, []gpu.Device{{UUID: uuid0, Up: false, Err: "timed out"}}, nil), nil, 1},
+		// nor does a GPU not listed at all (not enumerated at this start)
+		{"GPU not listed", snapshot(t0, []gpu.Device{{UUID: "GPU-other", Up: true, Mode: gpu.SharingMPS}}, nil), nil, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "journal")
