@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 )
 
 // A dcgm-exporter that stops answering (it accepts the connection and
@@ -20,7 +22,8 @@ func TestHangingExporterOffTheSamplingPath(t *testing.T) {
 	var hang atomic.Bool
 	hang.Store(true)
 	release := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	timeout := 200 * time.Millisecond
+	s := hangingSource(t, release, &fakeSource{rd: innerReadings()}, timeout, func(w http.ResponseWriter, r *http.Request) {
 		if hang.Load() {
 			select {
 			case <-release:
@@ -29,15 +32,7 @@ func TestHangingExporterOffTheSamplingPath(t *testing.T) {
 			return
 		}
 		_, _ = w.Write(body)
-	}))
-	defer srv.Close()
-	defer close(release)
-	timeout := 200 * time.Millisecond
-	s, err := New(&fakeSource{rd: innerReadings()}, Options{URL: srv.URL, Timeout: timeout})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	})
 	start := time.Now()
 	if rd, _ := s.Sample(context.Background()); rd.Devices[0].Activity.Source != "" || s.Up() {
 		t.Fatal("DCGM fields from a scrape that timed out")
@@ -79,7 +74,8 @@ func TestHangingExporterOffTheSamplingPath(t *testing.T) {
 // hangs, puts the scrapes off the sampling path as one that never answers.
 func TestHangingBodyOffTheSamplingPath(t *testing.T) {
 	release := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	timeout := 200 * time.Millisecond
+	s := hangingSource(t, release, &fakeSource{rd: innerReadings()}, timeout, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = w.Write([]byte("# HELP DCGM_FI_DEV_GPU_UTIL x\n"))
 		w.(http.Flusher).Flush()
@@ -87,15 +83,7 @@ func TestHangingBodyOffTheSamplingPath(t *testing.T) {
 		case <-release:
 		case <-r.Context().Done():
 		}
-	}))
-	defer srv.Close()
-	defer close(release)
-	timeout := 200 * time.Millisecond
-	s, err := New(&fakeSource{rd: innerReadings()}, Options{URL: srv.URL, Timeout: timeout})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	})
 	_, _ = s.Sample(context.Background())
 	start := time.Now()
 	for range 5 {
@@ -148,4 +136,19 @@ func TestOffPathFieldsDroppedWithAFailedSample(t *testing.T) {
 	if rd.Devices[0].Activity.Source == "dcgm" {
 		t.Errorf("fields of a scrape taken before 5 failed samples merged into fresh readings (dcgm-exporter answers 503 now); health up=%v", rd.DCGMExporter.Up)
 	}
+}
+
+// hangingSource serves h and returns a Source on it with timeout: closed
+// when the test ends, after release (which h waits on) and the server.
+func hangingSource(t *testing.T, release chan struct{}, inner gpu.Source, timeout time.Duration, h http.HandlerFunc) *Source {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) }) // before srv.Close, which waits for h
+	s, err := New(inner, Options{URL: srv.URL, Timeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
 }
