@@ -13,6 +13,23 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
+// crashedJournal returns a journal that an earlier run wrote recs to and
+// left as a crash leaves it, opened again (closed at the test's end).
+func crashedJournal(t *testing.T, recs ...Record) *Journal {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "journal")
+	j, err := OpenJournal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if err := j.Append(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return reopen(t, j, p)
+}
+
 // reopen closes j, as a crash would leave it, and opens path again (closed
 // at the test's end).
 func reopen(t *testing.T, j *Journal, path string) *Journal {

@@ -319,16 +319,8 @@ func TestPauseThawedAtStartAndExitInAnyMode(t *testing.T) {
 		{"enforce, the thaw at start fails", ModeEnforce, 1, []string{"failed"}, []string{"SetPauseDuty(GPU-0,train,[7 8],0)"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "journal")
-			j, err := OpenJournal(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := j.Append(Record{Time: t0, Event: EventOriginal, Target: Target{GPU: uuid0, Knob: gpu.KnobPauseDuty, PID: 7},
-				Tenant: "train", From: encodeValue(Duty(0)), PIDs: []uint32{7, 8}}); err != nil {
-				t.Fatal(err)
-			}
-			j = reopen(t, j, path) // the earlier run's crash
+			j := crashedJournal(t, Record{Time: t0, Event: EventOriginal, Target: Target{GPU: uuid0, Knob: gpu.KnobPauseDuty, PID: 7},
+				Tenant: "train", From: encodeValue(Duty(0)), PIDs: []uint32{7, 8}})
 			rec := &flakyPause{fail: c.fail}
 			o := Options{Policy: fixed(nil), Actuators: ActuatorsOf(rec), Journal: j, Clock: gpu.NewManualClock(t0.Add(time.Hour)), Mode: c.mode}
 			if c.mode == ModeOff {

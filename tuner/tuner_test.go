@@ -464,17 +464,7 @@ func TestRestoreLostGPULast(t *testing.T) {
 		{"gone from the readings", []gpu.Device{{UUID: "GPU-b", Up: true}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			p := filepath.Join(t.TempDir(), "journal")
-			j, err := OpenJournal(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, g := range []string{"GPU-a", "GPU-b"} {
-				if err := j.Append(originalRec(g, 700)); err != nil {
-					t.Fatal(err)
-				}
-			}
-			j = reopen(t, j, p)
+			j := crashedJournal(t, originalRec("GPU-a", 700), originalRec("GPU-b", 700))
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			act := &hangingGPU{lost: "GPU-a", cancel: cancel}
@@ -516,22 +506,14 @@ func TestRestoreMPSWithoutSnapshotLeftOpen(t *testing.T) {
 		{"GPU not listed", snapshot(t0, []gpu.Device{{UUID: "GPU-other", Up: true, Mode: gpu.SharingMPS}}, nil), nil, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			p := filepath.Join(t.TempDir(), "journal")
-			j, err := OpenJournal(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := j.Append(Record{Time: t0, Event: EventOriginal, Target: Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads, PID: 7},
-				Tenant: "embed", From: encodeValue(Fraction(1))}); err != nil {
-				t.Fatal(err)
-			}
-			j = reopen(t, j, p)
+			j := crashedJournal(t, Record{Time: t0, Event: EventOriginal, Target: Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads, PID: 7},
+				Tenant: "embed", From: encodeValue(Fraction(1))})
 			rec := &recorder{}
 			tu, _ := newTestTuner(t, ModeEnforce, rec, nil, j)
 			if c.snap != nil {
 				_, _ = tu.Recover(context.Background(), c.snap) // fails as the exit does, where left open
 			}
-			_, err = tu.Restore(context.Background())
+			_, err := tu.Restore(context.Background())
 			if !slices.Equal(rec.Calls, c.calls) || len(j.Originals()) != c.open {
 				t.Errorf("calls %q, %d open; want %q, %d", rec.Calls, len(j.Originals()), c.calls, c.open)
 			}
