@@ -176,9 +176,7 @@ func (s *Source) Sample(ctx context.Context) (*gpu.Readings, error) {
 		// the health as the fields are: a success off the path sets both
 		h := s.health()
 		s.mu.Unlock()
-		out := *rd
-		out.DCGMExporter = h
-		return &out, nil
+		return without(rd, h), nil
 	default:
 		if f, err = s.scrape(ctx); err != nil {
 			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
@@ -187,7 +185,7 @@ func (s *Source) Sample(ctx context.Context) (*gpu.Readings, error) {
 				s.mu.Unlock()
 			}
 			s.failed(err)
-			return s.without(rd), nil
+			return without(rd, s.health()), nil
 		}
 		s.succeeded()
 	}
@@ -229,10 +227,10 @@ func (s *Source) succeeded() {
 	s.logChange("")
 }
 
-// without returns the inner readings rd, unchanged but for the health.
-func (s *Source) without(rd *gpu.Readings) *gpu.Readings {
+// without returns the inner readings rd, unchanged but for the health h.
+func without(rd *gpu.Readings, h *gpu.ScrapeHealth) *gpu.Readings {
 	out := *rd
-	out.DCGMExporter = s.health()
+	out.DCGMExporter = h
 	return &out
 }
 
