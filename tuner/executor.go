@@ -473,9 +473,7 @@ func (t *Tuner) followSuccessor(a Action, now time.Time) {
 		t.trackProc(nt, now)
 		t.observeProc(nt, now)
 	}
-	t.journal(Record{Time: now, Event: EventRestored, Target: a.Target, Tenant: o.Tenant, From: encodeValue(o.Value),
-		Reason: fmt.Sprintf("the client goes on as PID %d, which holds this original now", pid)})
-	t.dropOriginal(old)
+	t.closeOriginal(old, now, fmt.Sprintf("the client goes on as PID %d, which holds this original now", pid))
 }
 
 // dropOriginal forgets the original k, set back, and what the rounds

@@ -138,31 +138,6 @@ func OpenJournal(path string) (*Journal, error) { return OpenJournalSize(path, D
 // the file system is writable again; any other file that cannot be read or
 // written is an error.
 func OpenJournalSize(path string, maxBytes int64) (*Journal, error) {
-	return openJournal(path, maxBytes)
-}
-
-// ReadJournalOriginals returns the originals the journal at path holds
-// open, changing nothing: no file is created, no lock taken, no torn tail
-// cut and nothing compacted (what an exporter with the tuner off reports,
-// while another may be writing it). A journal that does not exist holds
-// none.
-func ReadJournalOriginals(path string) ([]Original, error) {
-	f, err := openRegularFlag(path, os.O_RDONLY)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("tuner journal: %w", err)
-	}
-	defer f.Close()
-	j := &Journal{f: f, path: path, maxBytes: DefaultJournalMaxBytes, open: map[string]Original{}, stats: JournalStats{Dropped: map[string]int{}}}
-	if err := j.load(); err != nil {
-		return nil, err
-	}
-	return j.Originals(), nil
-}
-
-func openJournal(path string, maxBytes int64) (*Journal, error) {
 	if maxBytes <= 0 {
 		maxBytes = DefaultJournalMaxBytes
 	}
@@ -177,7 +152,8 @@ func openJournal(path string, maxBytes int64) (*Journal, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tuner journal: %w", err)
 	}
-	j := &Journal{f: f, path: path, maxBytes: maxBytes, open: map[string]Original{}, stats: JournalStats{Dropped: map[string]int{}}, ro: ro}
+	j := newJournal(f, path, maxBytes)
+	j.ro = ro
 	if ro != nil {
 		j.stats.WriteError = fmt.Sprintf("tuner journal %s: %v", path, ro)
 		if f != nil {
@@ -206,6 +182,32 @@ func openJournal(path string, maxBytes int64) (*Journal, error) {
 		}
 	}
 	return j, nil
+}
+
+// ReadJournalOriginals returns the originals the journal at path holds
+// open, changing nothing: no file is created, no lock taken, no torn tail
+// cut and nothing compacted (what an exporter with the tuner off reports,
+// while another may be writing it). A journal that does not exist holds
+// none.
+func ReadJournalOriginals(path string) ([]Original, error) {
+	f, err := openRegularFlag(path, os.O_RDONLY)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tuner journal: %w", err)
+	}
+	defer f.Close()
+	j := newJournal(f, path, DefaultJournalMaxBytes)
+	if err := j.load(); err != nil {
+		return nil, err
+	}
+	return j.Originals(), nil
+}
+
+// newJournal is the journal of the open file f at path, nothing loaded.
+func newJournal(f *os.File, path string, maxBytes int64) *Journal {
+	return &Journal{f: f, path: path, maxBytes: maxBytes, open: map[string]Original{}, stats: JournalStats{Dropped: map[string]int{}}}
 }
 
 // openRegular opens path for appending without blocking and refuses

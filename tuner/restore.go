@@ -166,8 +166,14 @@ func (t *Tuner) restoreOne(ctx context.Context, k string, now time.Time, why str
 // the journal and drops it: its context is gone, and the next one starts
 // with the default, not with the tuner's fraction.
 func (t *Tuner) dropGoneOriginal(k string, now time.Time) {
+	t.closeOriginal(k, now, "process gone; nothing to restore")
+}
+
+// closeOriginal closes the original k in the journal, saying why, and
+// drops it, without setting anything back.
+func (t *Tuner) closeOriginal(k string, now time.Time, why string) {
 	o := t.originals[k]
-	t.journal(Record{Time: now, Event: EventRestored, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), Reason: "process gone; nothing to restore"})
+	t.journal(Record{Time: now, Event: EventRestored, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), Reason: why})
 	t.dropOriginal(k)
 }
 
@@ -177,12 +183,8 @@ func (t *Tuner) gpuLost(uuid string) bool {
 	if t.last == nil || t.last.Readings == nil {
 		return false
 	}
-	for _, d := range t.last.Readings.Devices {
-		if d.UUID == uuid {
-			return !d.Up
-		}
-	}
-	return true
+	d := t.last.Readings.DeviceByUUID(uuid)
+	return d == nil || !d.Up
 }
 
 // processPresent reports whether the target's process still runs on its
@@ -194,21 +196,16 @@ func (t *Tuner) processPresent(tg Target) (present, known bool) {
 	if t.last == nil || t.last.Readings == nil {
 		return true, false
 	}
-	for _, d := range t.last.Readings.Devices {
-		if d.UUID != tg.GPU {
-			continue
-		}
-		if !d.Up {
-			return true, false
-		}
-		for _, p := range d.Processes {
-			if p.PID == tg.PID {
-				return true, true
-			}
-		}
-		return false, true
+	d := t.last.Readings.DeviceByUUID(tg.GPU)
+	if d == nil || !d.Up {
+		return true, false
 	}
-	return true, false
+	for _, p := range d.Processes {
+		if p.PID == tg.PID {
+			return true, true
+		}
+	}
+	return false, true
 }
 
 // noteJournal counts and logs a journal write's outcome: the first failure

@@ -86,6 +86,29 @@ func LogJournalRecovery(logger log.Logger, path string, j *Journal, enforce bool
 	}
 }
 
+// LogJournalOff says, with the tuner off, what the journal at path holds
+// changed and not restored (an earlier run's unclean exit): it stays as it
+// is, a paused tenant too, until a start with a GPU in recommend (a pause)
+// or enforce (every setting) sets it back.
+func LogJournalOff(logger log.Logger, path string) {
+	origs, err := ReadJournalOriginals(path)
+	if err != nil {
+		level.Warn(logger).Log("msg", "the tuner is off; its journal, which may hold settings an earlier run changed, cannot be read", "journal", path, "err", err)
+		return
+	}
+	if len(origs) == 0 {
+		return
+	}
+	paused := 0
+	for _, o := range origs {
+		if o.Target.Knob == gpu.KnobPauseDuty {
+			paused++
+		}
+	}
+	level.Warn(logger).Log("msg", "the tuner is off, and its journal holds settings an earlier run changed and did not restore: they stay as they are, paused tenants paused, until a start with a GPU in enforce restores them (in recommend, the pauses alone)",
+		"journal", path, "originals", len(origs), "paused", paused)
+}
+
 // Run first restores what an earlier run left changed (as soon as the
 // first snapshot is there), then decides every interval until ctx is done:
 // a round starts an interval after the one before started, and one that

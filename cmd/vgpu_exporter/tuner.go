@@ -207,29 +207,6 @@ func logNoJournal(cfg *config, logger log.Logger) {
 	level.Warn(logger).Log("msg", "tuner in enforce mode without --tuner.journal: original settings are kept in memory only and are not restored after a crash")
 }
 
-// warnJournalOff says, with the tuner off, what the journal at path holds
-// changed and not restored (an earlier run's unclean exit): it stays as it
-// is, a paused tenant too, until a start with a GPU in recommend (a pause)
-// or enforce (every setting) sets it back.
-func warnJournalOff(path string, logger log.Logger) {
-	origs, err := tuner.ReadJournalOriginals(path)
-	if err != nil {
-		level.Warn(logger).Log("msg", "the tuner is off; its journal, which may hold settings an earlier run changed, cannot be read", "journal", path, "err", err)
-		return
-	}
-	if len(origs) == 0 {
-		return
-	}
-	paused := 0
-	for _, o := range origs {
-		if o.Target.Knob == gpu.KnobPauseDuty {
-			paused++
-		}
-	}
-	level.Warn(logger).Log("msg", "the tuner is off, and its journal holds settings an earlier run changed and did not restore: they stay as they are, paused tenants paused, until a start with a GPU in enforce restores them (in recommend, the pauses alone)",
-		"journal", path, "originals", len(origs), "paused", paused)
-}
-
 // tunerStatus is the tuner's published status; nil when the tuner is off.
 func (s *service) tunerStatus() *tuner.Status {
 	if s.tuner == nil {
