@@ -62,7 +62,7 @@ func TestRelayoutsOfTwoGPUs(t *testing.T) {
 		return Action{Target: Target{GPU: uuid, Knob: gpu.KnobMIGLayout}, Want: LayoutOf(l), Reason: "test",
 			Plan: &gpu.Plan{MIG: []gpu.MIGLayoutPlan{{UUID: uuid, Profiles: l}}}}
 	}
-	host := &migHost{Busy: 3} // every ConfigureMIG of the round finds processes
+	host := &migHost{Busy: 2} // each relayout's first look, as it starts, finds processes
 	clock := gpu.NewManualClock(t0)
 	tu, err := New(Options{Policy: fixed{relayout("GPU-m"), relayout("GPU-n")}, Actuators: ActuatorsOf(host), Clock: clock, Mode: ModeEnforce})
 	if err != nil {

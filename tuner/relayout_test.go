@@ -29,6 +29,19 @@ func relayoutOf(uuid string) Action {
 		Plan: &gpu.Plan{MIG: []gpu.MIGLayoutPlan{{UUID: uuid, Profiles: l}}}}
 }
 
+// relayoutOnce is a policy that plans a relayout of uuid in its first
+// round and nothing after.
+func relayoutOnce(uuid string) deciderFunc {
+	once := false
+	return func(*State) []Action {
+		if once {
+			return nil
+		}
+		once = true
+		return []Action{relayoutOf(uuid)}
+	}
+}
+
 // relayoutRun runs one relayout on host with a journal, then Progress
 // every second for a minute; it returns the tuner, its decisions as
 // "knob outcome" and its log.
@@ -187,14 +200,7 @@ func TestRelayoutGivenUpAtKillSwitch(t *testing.T) {
 			host := &migHost{Busy: 2} // drained after two looks
 			kill := &KillSwitch{}
 			clock := gpu.NewManualClock(t0)
-			once := false // the slow loop plans it once
-			pol := deciderFunc(func(*State) []Action {
-				if once {
-					return nil
-				}
-				once = true
-				return []Action{relayoutOf("GPU-m")}
-			})
+			pol := relayoutOnce("GPU-m")
 			tu, err := New(Options{Policy: pol, Guards: []Guard{kill}, Actuators: ActuatorsOf(host), Journal: j, Clock: clock, Mode: ModeEnforce})
 			if err != nil {
 				t.Fatal(err)
@@ -235,6 +241,55 @@ func TestRelayoutGivenUpAtKillSwitch(t *testing.T) {
 			}
 			if want := []string{"guarded " + GuardKillSwitch}; !slices.Equal(layout, want) {
 				t.Errorf("layout decisions %q, want %q", layout, want)
+			}
+		})
+	}
+}
+
+// A relayout under way is carried on once a round, whether the round
+// has a slow loop or not (a policy may plan one itself), and is given up
+// in the round that finds the kill switch engaged; only Progress is not
+// needed for it to end.
+func TestRelayoutCarriedOnByRounds(t *testing.T) {
+	tests := []struct {
+		name      string
+		rebalance RebalancePlanner
+		kill      bool
+		want      []string // host calls after each of rounds 1 and 2
+	}{
+		{name: "no slow loop", want: []string{"drain MIG-GPU-m", "drain MIG-GPU-m configure 1g.10gb 3g.40gb start 1"}},
+		{name: "slow loop", rebalance: noPlan{}, want: []string{"drain MIG-GPU-m", "drain MIG-GPU-m configure 1g.10gb 3g.40gb start 1"}},
+		{name: "no slow loop, kill switch", kill: true, want: []string{"drain MIG-GPU-m start 1", "drain MIG-GPU-m start 1"}},
+		{name: "slow loop, kill switch", rebalance: noPlan{}, kill: true, want: []string{"drain MIG-GPU-m start 1", "drain MIG-GPU-m start 1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			host := &migHost{Busy: 2} // the look as it starts and the first round's find processes
+			kill := &KillSwitch{}
+			clock := gpu.NewManualClock(t0)
+			pol := relayoutOnce("GPU-m")
+			tu, err := New(Options{Policy: pol, Guards: []Guard{kill}, Actuators: ActuatorsOf(host), Clock: clock, Mode: ModeEnforce, Rebalance: tt.rebalance})
+			if err != nil {
+				t.Fatal(err)
+			}
+			snap := snapshot(t0, []gpu.Device{migDev("GPU-m", 1)}, nil)
+			if _, err := tu.RunOnce(context.Background(), snap); err != nil || !tu.Underway() {
+				t.Fatalf("no relayout under way: %v", err)
+			}
+			kill.Engaged.Store(tt.kill)
+			for i, want := range tt.want {
+				clock.Advance(15 * time.Second)
+				s := *snap
+				s.Time = clock.Now()
+				if _, err := tu.RunOnce(context.Background(), &s); err != nil {
+					t.Fatal(err)
+				}
+				if got := strings.Join(host.Calls, " "); got != want {
+					t.Errorf("after round %d: calls %q, want %q", i+1, got, want)
+				}
+			}
+			if tu.Underway() {
+				t.Error("the relayout still under way after two rounds")
 			}
 		})
 	}

@@ -85,7 +85,7 @@ func (t *Tuner) rebalance(ctx context.Context, st *State, now time.Time) []Decis
 	}
 	track(m.squeezed, r.Squeezed(st), now)
 	if len(t.relayouts) > 0 {
-		return t.progressRelayouts(ctx, now) // one change of the slow loop at a time
+		return nil // one change of the slow loop at a time (RunOnce carries it on)
 	}
 	if !m.lastRun.IsZero() && now.Sub(m.lastRun) < r.Period() {
 		return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -322,9 +323,7 @@ func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 	}
 	t.chain().Begin(now)
 	t.noteKillSwitch()
-	if t.stopped && len(t.relayouts) > 0 { // given up (progressRelayout)
-		out = append(out, t.progressRelayouts(ctx, now)...)
-	}
+	underway := slices.Sorted(maps.Keys(t.relayouts)) // carried on once this round, below
 	var actions, held []Action
 	if age == 0 && (t.o.Mode != ModeOff || len(t.o.GPUModes) > 0) {
 		actions = append(t.dueReverts(st, now), t.o.Policy.Decide(st)...)
@@ -332,12 +331,13 @@ func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 		actions, held = t.splitHeld(actions)
 	}
 	out = append(out, t.handle(ctx, st, actions, now)...)
-	switch {
-	case age == 0:
+	if age == 0 {
 		out = append(out, t.rebalance(ctx, st, now)...)
-	case len(t.relayouts) > 0: // no plan, but a relayout under way goes on
-		out = append(out, t.progressRelayouts(ctx, now)...)
 	}
+	// a relayout under way goes on (or is given up at the kill switch)
+	// whatever the round decided, with or without a slow loop; one started
+	// this round has already had its first look
+	out = append(out, t.progressRelayouts(ctx, underway, now)...)
 	t.remember(out)
 	t.noteRound(st, actions, held, out, age)
 	t.publishLocked(now)
