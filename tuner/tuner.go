@@ -261,18 +261,14 @@ func modeOf(host Mode, gpus map[string]Mode, uuid string, index int) Mode {
 	return host
 }
 
-// anyEnforce reports whether some GPU may be acted on.
-func (t *Tuner) anyEnforce() bool {
-	if t.o.Mode == ModeEnforce {
-		return true
-	}
-	for _, m := range t.o.GPUModes {
-		if m == ModeEnforce {
-			return true
-		}
-	}
-	return false
+// AnyEnforce says whether a tuner with this mode and these per-GPU modes
+// acts on any GPU.
+func AnyEnforce(mode Mode, gpuModes map[string]Mode) bool {
+	return mode == ModeEnforce || slices.Contains(slices.Collect(maps.Values(gpuModes)), ModeEnforce)
 }
+
+// anyEnforce says whether the tuner acts on any GPU.
+func (t *Tuner) anyEnforce() bool { return AnyEnforce(t.o.Mode, t.o.GPUModes) }
 
 // RunOnce runs one observe -> decide -> guard -> act round on snap and
 // returns the decisions made, with their outcomes. The first round in

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
-	"slices"
 	"strings"
 	"time"
 
@@ -137,7 +135,7 @@ func newTunerRunner(cfg *config, src gpu.Source, clock gpu.Clock, snapshot func(
 	if err != nil {
 		return nil, err
 	}
-	enforce := mode == tuner.ModeEnforce || slices.Contains(slices.Collect(maps.Values(gm)), tuner.ModeEnforce)
+	enforce := tuner.AnyEnforce(mode, gm)
 	var journal *tuner.Journal
 	if c.Journal != "" {
 		if journal, err = tuner.OpenJournal(c.Journal); err != nil {
