@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/go-kit/log"
@@ -35,6 +36,9 @@ func main() {
 		// The pause actuator's watchdog (gpu/pause), run by the exporter.
 		os.Exit(pause.RunWatchdog(os.Stdin, os.Stderr))
 	}
+	if len(os.Args) >= 2 && os.Args[1] == journalCommand {
+		os.Exit(runJournal(os.Args[2:], os.Stdout, os.Stderr, time.Now))
+	}
 	// The collector package declares its --collector.* flags on
 	// kingpin.CommandLine, so the exporter's flags go there too.
 	app := kingpin.CommandLine
@@ -45,7 +49,7 @@ func main() {
 // returns the process exit status.
 func run(ctx context.Context, app *kingpin.Application, args []string, stdout, stderr io.Writer) int {
 	app.Name = "vgpu_exporter"
-	app.Help = "Prometheus exporter of per-tenant usage of shared GPUs (MIG, MPS, time-slicing, vGPU)."
+	app.Help = "Prometheus exporter of per-tenant usage of shared GPUs (MIG, MPS, time-slicing, vGPU). 'vgpu_exporter journal --help': the tuner journal's open originals, listed or dropped."
 	app.UsageWriter(stdout)
 	app.ErrorWriter(stderr)
 	app.Version(version.Print("vgpu_exporter"))

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+
+	"github.com/vgpu-exporter/vgpu_exporter/tuner"
+)
+
+// journalCommand is the first argument that runs the operator's view of
+// the tuner journal (runJournal) instead of the exporter.
+const journalCommand = "journal"
+
+// runJournal lists the originals the tuner journal holds open, what the
+// next start restores, and with --drop or --drop-gpu closes those no start
+// can restore (set back by hand, a GPU gone for good). It returns the
+// process exit status.
+func runJournal(args []string, stdout, stderr io.Writer, now func() time.Time) int {
+	app := kingpin.New("vgpu_exporter "+journalCommand, "Lists the settings the tuner journal holds open (the originals the next start restores) and drops those no start can restore. Dropping needs the exporter stopped: it takes the journal's lock.")
+	app.UsageWriter(stdout)
+	app.ErrorWriter(stderr)
+	helped := false
+	app.Terminate(func(int) { helped = true })
+	app.HelpFlag.Short('h')
+	path := app.Flag("tuner.journal", "The tuner journal file (the exporter's --tuner.journal).").PlaceHolder("FILE").Required().String()
+	keys := app.Flag("drop", "Close the original of this target, as listed (GPU/knob or GPU/knob/pidN); repeatable.").PlaceHolder("TARGET").Strings()
+	gpus := app.Flag("drop-gpu", "Close every original of this GPU (UUID); repeatable.").PlaceHolder("UUID").Strings()
+	why := app.Flag("reason", "Why the originals are dropped, kept in the journal (needed with --drop and --drop-gpu).").PlaceHolder("TEXT").String()
+	_, err := app.Parse(args)
+	if helped {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "vgpu_exporter %s: %v\n", journalCommand, err)
+		return 2
+	}
+	if len(*keys) == 0 && len(*gpus) == 0 {
+		if _, err := os.Lstat(*path); errors.Is(err, fs.ErrNotExist) {
+			fmt.Fprintf(stdout, "no journal at %s (none written yet, or another path): nothing for a start to restore\n", *path)
+			return 0
+		}
+		open, err := tuner.ReadJournalOriginals(*path)
+		if err != nil {
+			fmt.Fprintf(stderr, "vgpu_exporter %s: %v\n", journalCommand, err)
+			return 1
+		}
+		writeOriginals(stdout, open)
+		return 0
+	}
+	dropped, err := tuner.DropJournalOriginals(*path, *keys, *gpus, *why, now())
+	if len(dropped) > 0 {
+		fmt.Fprintf(stdout, "dropped from %s (set them back by hand if not done; the next start will not):\n", *path)
+		writeOriginals(stdout, dropped)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "vgpu_exporter %s: %v\n", journalCommand, err)
+		return 1
+	}
+	return 0
+}
+
+// writeOriginals writes the originals as a table, or says there are none.
+func writeOriginals(w io.Writer, open []tuner.Original) {
+	if len(open) == 0 {
+		fmt.Fprintln(w, "no original open: nothing for a start to restore")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "TARGET\tTENANT\tORIGINAL\tSINCE\tPIDS")
+	for _, o := range open {
+		var pids []string
+		for _, p := range o.PIDs {
+			pids = append(pids, fmt.Sprint(p))
+		}
+		v := ""
+		if o.Value != nil {
+			v = o.Value.String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", o.Target, dash(o.Tenant), dash(v), o.At.UTC().Format(time.RFC3339), dash(strings.Join(pids, ",")))
+	}
+	tw.Flush()
+}
+
+// dash is s, or "-" for an empty s.
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// `vgpu_exporter journal` lists what the next start restores, and drops,
+// with a reason, what no start can; the drop is kept in the journal.
+func TestJournalCommand(t *testing.T) {
+	const (
+		power = `{"time":"2026-01-01T00:00:00Z","event":"original","target":{"gpu":"GPU-0","knob":"power_limit"},"from":{"kind":"watts","num":700}}` + "\n"
+		pause = `{"time":"2026-01-01T00:00:00Z","event":"original","target":{"gpu":"GPU-1","knob":"pause_duty","pid":7},"tenant":"train","from":{"kind":"duty","num":0},"pids":[7,8]}` + "\n"
+	)
+	journal := filepath.Join(t.TempDir(), "journal")
+	if err := os.WriteFile(journal, []byte(power+pause), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	now := func() time.Time { return time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC) }
+	steps := []struct {
+		args     []string
+		rc       int
+		out, err string // substrings
+		notOut   string
+	}{
+		{args: nil, rc: 2, err: "--tuner.journal"},
+		{args: []string{"--help"}, rc: 0, out: "--drop-gpu"},
+		{args: []string{"--tuner.journal=" + journal}, rc: 0, out: "GPU-1/pause_duty/pid7  train   0%"},
+		{args: []string{"--tuner.journal=" + journal, "--drop-gpu=GPU-1"}, rc: 1, err: "a reason is needed"},
+		{args: []string{"--tuner.journal=" + journal, "--drop-gpu=GPU-9", "--drop=GPU-0/power_limit", "--reason=x"}, rc: 1, err: `GPU "GPU-9" has no open original`},
+		{args: []string{"--tuner.journal=" + journal}, rc: 0, out: "GPU-0/power_limit", notOut: "no original open"},
+		{args: []string{"--tuner.journal=" + journal, "--drop-gpu=GPU-1", "--reason=thawed by hand"}, rc: 0, out: "dropped from"},
+		{args: []string{"--tuner.journal=" + journal}, rc: 0, out: "GPU-0/power_limit", notOut: "GPU-1"},
+		{args: []string{"--tuner.journal=" + journal, "--drop=GPU-0/power_limit", "--reason=GPU replaced"}, rc: 0, out: "700W"},
+		{args: []string{"--tuner.journal=" + journal}, rc: 0, out: "no original open"},
+		{args: []string{"--tuner.journal=" + journal + ".missing"}, rc: 0, out: "no journal at"},
+	}
+	for i, s := range steps {
+		var out, errb bytes.Buffer
+		if rc := runJournal(s.args, &out, &errb, now); rc != s.rc {
+			t.Fatalf("step %d %q: exit %d, want %d; stdout %q stderr %q", i, s.args, rc, s.rc, out.String(), errb.String())
+		}
+		if !strings.Contains(out.String(), s.out) || !strings.Contains(errb.String(), s.err) {
+			t.Errorf("step %d %q: stdout %q stderr %q, want %q and %q", i, s.args, out.String(), errb.String(), s.out, s.err)
+		}
+		if s.notOut != "" && strings.Contains(out.String(), s.notOut) {
+			t.Errorf("step %d %q: stdout %q has %q", i, s.args, out.String(), s.notOut)
+		}
+	}
+	b, err := os.ReadFile(journal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// (the first drop's record went with the compaction of the next open)
+	if !strings.Contains(string(b), `"reason":"dropped by hand, not restored by the tuner: GPU replaced"`) {
+		t.Errorf("the last drop is not in the journal:\n%s", b)
+	}
+}
