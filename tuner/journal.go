@@ -105,8 +105,9 @@ type JournalStats struct {
 }
 
 // Journal is the tuner's append-only record (see the format above), synced
-// to disk after every record: the original of every setting before the
-// first change to it, and every outcome. After a crash, the originals
+// to disk after every record (its directory too, before the first record
+// after an open, so that a file just created keeps its name): the original
+// of every setting before the first change to it, and every outcome. After a crash, the originals
 // without a later "restored" record are what the next start sets back.
 type Journal struct {
 	mu       sync.Mutex
@@ -122,6 +123,10 @@ type Journal struct {
 	// mounted read-only): the next write opens it for writing first. f is
 	// nil where the file did not exist.
 	ro error
+	// dirUnsynced: the file's name may not be durable yet (the file was
+	// opened for writing, perhaps created): the next write syncs its
+	// directory first.
+	dirUnsynced bool
 }
 
 // OpenJournal opens (creating) the journal at path, recovers what an
@@ -164,6 +169,7 @@ func OpenJournalSize(path string, maxBytes int64) (*Journal, error) {
 		}
 		return j, nil // the torn tail is cut, and the file compacted, once it can be written
 	}
+	j.dirUnsynced = true
 	if err := j.load(); err != nil {
 		f.Close()
 		return nil, err
@@ -469,11 +475,18 @@ func (j *Journal) Append(rec Record) error {
 	return nil
 }
 
-// write appends b and syncs; on failure the file is cut back to its last
+// write appends b and syncs, the journal's directory too where the file's
+// name may not be durable yet; on failure the file is cut back to its last
 // whole record.
 func (j *Journal) write(b []byte) error {
 	if err := j.writable(); err != nil {
 		return fmt.Errorf("tuner journal %s: %w", j.path, err)
+	}
+	if j.dirUnsynced {
+		if err := syncDir(filepath.Dir(j.path)); err != nil {
+			return fmt.Errorf("tuner journal %s: syncing its directory: %w", j.path, err)
+		}
+		j.dirUnsynced = false
 	}
 	_, err := j.f.Write(b)
 	if err == nil {
@@ -507,7 +520,7 @@ func (j *Journal) writable() error {
 	if j.f != nil {
 		j.f.Close()
 	}
-	j.f, j.ro = f, nil
+	j.f, j.ro, j.dirUnsynced = f, nil, true
 	return nil
 }
 
@@ -561,8 +574,9 @@ func (j *Journal) compactLocked() error {
 	return nil
 }
 
-// syncDir syncs a directory, so that a rename in it is durable.
-func syncDir(dir string) error {
+// syncDir syncs a directory, so that a file created or renamed in it is
+// durable (tests replace it).
+var syncDir = func(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -462,5 +463,68 @@ func TestJournalWithoutLocks(t *testing.T) {
 			t.Errorf("%v from flock: %v", e, err)
 		}
 		j.Close()
+	}
+}
+
+// dirSyncs records the directories the journal syncs (syncDir replaced
+// for the test); while err is set, a sync fails with it.
+type dirSyncs struct {
+	dirs []string
+	err  error
+}
+
+func recordDirSyncs(t *testing.T) *dirSyncs {
+	t.Helper()
+	s := &dirSyncs{}
+	real := syncDir
+	syncDir = func(dir string) error {
+		s.dirs = append(s.dirs, dir)
+		if s.err != nil {
+			return s.err
+		}
+		return real(dir)
+	}
+	t.Cleanup(func() { syncDir = real })
+	return s
+}
+
+// A journal file just created is durable with its first record: its
+// directory is synced before the record counts as written (a sync that
+// fails fails the record), so that a power loss does not take the file's
+// name, and every original in it, with it. So is the file that a journal
+// opened on a read-only file system creates at its first write.
+func TestJournalCreationSyncsDirectory(t *testing.T) {
+	syncs := recordDirSyncs(t)
+	dir := t.TempDir()
+	p := filepath.Join(dir, "journal")
+	j, err := OpenJournal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	syncs.err = syscall.EIO
+	if err := j.Append(originalRec("GPU-0", 700)); err == nil {
+		t.Error("a record written to a new journal whose directory could not be synced")
+	}
+	syncs.err = nil
+	if err := j.Append(originalRec("GPU-0", 700)); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Append(originalRec("GPU-1", 600)); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{dir, dir}; !slices.Equal(syncs.dirs, want) {
+		t.Errorf("directories synced %q, want %q (the failed sync, then once)", syncs.dirs, want)
+	}
+
+	syncs.dirs = nil
+	later := newJournal(nil, filepath.Join(dir, "later"), DefaultJournalMaxBytes)
+	later.ro = syscall.EROFS // opened read-only, the file missing
+	defer later.Close()
+	if err := later.Append(originalRec("GPU-0", 700)); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{dir}; !slices.Equal(syncs.dirs, want) {
+		t.Errorf("file created at the first write: directories synced %q, want %q", syncs.dirs, want)
 	}
 }
