@@ -535,7 +535,8 @@ func (j *Journal) Compact() error {
 // journal (locked as the journal is), syncs it, renames it over the
 // journal and syncs the directory; a crash at any point leaves either the
 // old journal or the new one. Once renamed, the new file is the journal,
-// whatever follows.
+// whatever follows; a directory sync that fails is tried again before the
+// next record.
 func (j *Journal) compactLocked() error {
 	var buf []byte
 	for _, o := range j.originalsLocked() {
@@ -568,9 +569,14 @@ func (j *Journal) compactLocked() error {
 	j.f, j.size, j.records, j.ro = f, int64(len(buf)), len(j.open), nil
 	j.stats.Size = j.size
 	j.stats.Compactions++
+	// Until the directory is synced the rename is not durable: a power
+	// loss would bring the old file back, without the records written
+	// after it. A sync that fails is tried again before the next record.
 	if err := syncDir(filepath.Dir(j.path)); err != nil {
-		return fmt.Errorf("tuner journal %s: compacting: %w", j.path, err)
+		j.dirUnsynced = true
+		return fmt.Errorf("tuner journal %s: compacting: syncing its directory: %w", j.path, err)
 	}
+	j.dirUnsynced = false
 	return nil
 }
 

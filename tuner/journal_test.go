@@ -528,3 +528,35 @@ func TestJournalCreationSyncsDirectory(t *testing.T) {
 		t.Errorf("file created at the first write: directories synced %q, want %q", syncs.dirs, want)
 	}
 }
+
+// A compaction whose directory sync fails has renamed its file over the
+// journal without making the rename durable: the next record syncs the
+// directory first, and fails while it cannot, or a power loss takes the
+// journal back to the file before the compaction and the originals
+// written since are lost.
+func TestJournalCompactionDirectorySyncRetried(t *testing.T) {
+	syncs := recordDirSyncs(t)
+	dir := t.TempDir()
+	j, err := OpenJournal(filepath.Join(dir, "journal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	if err := j.Append(originalRec("GPU-0", 700)); err != nil {
+		t.Fatal(err)
+	}
+	syncs.err = syscall.EIO
+	if err := j.Compact(); err == nil {
+		t.Fatal("a compaction whose directory sync failed succeeded")
+	}
+	if err := j.Append(originalRec("GPU-1", 600)); err == nil {
+		t.Error("a record written after the compaction while its directory could not be synced")
+	}
+	syncs.err, syncs.dirs = nil, nil
+	if err := j.Append(originalRec("GPU-1", 600)); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{dir}; !slices.Equal(syncs.dirs, want) {
+		t.Errorf("directories synced after the failed compaction %q, want %q", syncs.dirs, want)
+	}
+}
