@@ -91,9 +91,10 @@ type JournalStats struct {
 	// a full disk during the last write); 0 when the file ended whole.
 	TornBytes int64
 	// Dropped counts the records dropped at open, by reason: "torn" (the
-	// tail), "corrupt" (a bad length, checksum or JSON inside the file),
-	// "invalid" (a whole record with a value out of range or a field
-	// missing), "oversize" (a line over MaxRecordBytes).
+	// tail), "corrupt" (a bad length, checksum or JSON inside the file, or
+	// what a failed write left where it could not be cut back), "invalid"
+	// (a whole record with a value out of range or a field missing),
+	// "oversize" (a line over MaxRecordBytes).
 	Dropped map[string]int
 	// Compactions counts the rewrites of the journal to its open originals.
 	Compactions int
@@ -127,6 +128,9 @@ type Journal struct {
 	// opened for writing, perhaps created): the next write syncs its
 	// directory first.
 	dirUnsynced bool
+	// torn: a write failed and could not be cut back, so the file may end
+	// inside a line (see mend).
+	torn bool
 }
 
 // OpenJournal opens (creating) the journal at path, recovers what an
@@ -475,9 +479,16 @@ func (j *Journal) Append(rec Record) error {
 	return nil
 }
 
+// writeFile and truncateFile are the journal's writes and cut-backs
+// (tests replace them, to fail part way).
+var (
+	writeFile    = (*os.File).Write
+	truncateFile = (*os.File).Truncate
+)
+
 // write appends b and syncs, the journal's directory too where the file's
 // name may not be durable yet; on failure the file is cut back to its last
-// whole record.
+// whole record (or, where that fails, mended before the next record).
 func (j *Journal) write(b []byte) error {
 	if err := j.writable(); err != nil {
 		return fmt.Errorf("tuner journal %s: %w", j.path, err)
@@ -488,19 +499,52 @@ func (j *Journal) write(b []byte) error {
 		}
 		j.dirUnsynced = false
 	}
-	_, err := j.f.Write(b)
+	at, b, err := j.mend(b)
+	if err != nil {
+		return fmt.Errorf("tuner journal %s: %w", j.path, err)
+	}
+	_, err = writeFile(j.f, b)
 	if err == nil {
 		if err = j.f.Sync(); err != nil {
 			err = fmt.Errorf("sync: %w", err)
 		}
 	}
 	if err != nil {
-		_ = j.f.Truncate(j.size)
+		cerr := truncateFile(j.f, j.size)
+		if j.torn = cerr != nil; j.torn {
+			err = fmt.Errorf("%w (cutting it back: %v)", err, cerr)
+		}
 		return fmt.Errorf("tuner journal %s: %w", j.path, err)
 	}
-	j.size += int64(len(b))
+	j.size, j.torn = at+int64(len(b)), false
 	j.stats.Size = j.size
 	return nil
+}
+
+// mend readies the file for the record b where a failed write could not
+// be cut back (what it wrote may end inside a line, and b would join it
+// on one line, dropped as corrupt when read): it cuts the rest off now or,
+// where that fails again, starts b on a line of its own, so that only what
+// the failed write left is dropped. at is where b goes.
+func (j *Journal) mend(b []byte) (at int64, _ []byte, err error) {
+	if !j.torn {
+		return j.size, b, nil
+	}
+	if truncateFile(j.f, j.size) == nil {
+		j.torn = false
+		return j.size, b, nil
+	}
+	end, err := j.f.Seek(0, io.SeekEnd)
+	if err != nil {
+		return 0, nil, fmt.Errorf("finding the end of a write not cut back: %w", err)
+	}
+	var last [1]byte
+	if end > j.size {
+		if _, err := j.f.ReadAt(last[:], end-1); err != nil || last[0] != '\n' {
+			b = append([]byte{'\n'}, b...)
+		}
+	}
+	return end, b, nil
 }
 
 // writable opens a journal opened read-only for writing, its torn tail
@@ -566,7 +610,7 @@ func (j *Journal) compactLocked() error {
 	if j.f != nil {
 		j.f.Close()
 	}
-	j.f, j.size, j.records, j.ro = f, int64(len(buf)), len(j.open), nil
+	j.f, j.size, j.records, j.ro, j.torn = f, int64(len(buf)), len(j.open), nil, false
 	j.stats.Size = j.size
 	j.stats.Compactions++
 	// Until the directory is synced the rename is not durable: a power

@@ -560,3 +560,72 @@ func TestJournalCompactionDirectorySyncRetried(t *testing.T) {
 		t.Errorf("directories synced after the failed compaction %q, want %q", syncs.dirs, want)
 	}
 }
+
+// failWritesPartWay makes the journal's writes write half of each record
+// and fail, as a disk error part way does, until writeFile is set back.
+func failWritesPartWay(t *testing.T) {
+	t.Helper()
+	writeFile = func(f *os.File, b []byte) (int, error) {
+		n, _ := f.Write(b[:len(b)/2])
+		return n, syscall.EIO
+	}
+	t.Cleanup(func() { writeFile = (*os.File).Write })
+}
+
+// failCutBacks makes the journal's cut-backs fail, as a disk error does,
+// until truncateFile is set back.
+func failCutBacks(t *testing.T) {
+	t.Helper()
+	truncateFile = func(*os.File, int64) error { return syscall.EIO }
+	t.Cleanup(func() { truncateFile = (*os.File).Truncate })
+}
+
+// A write that fails part way and cannot be cut back (the disk error
+// fails the truncate too) leaves part of a record at the file's end. The
+// next record does not join it on one line, which the next start would
+// drop as corrupt, the original in it lost: the fragment is cut off once
+// the cut-back works, and while it does not the record starts on a line of
+// its own, so that only the fragment is dropped.
+func TestJournalFailedCutBack(t *testing.T) {
+	for _, cutLater := range []bool{true, false} {
+		t.Run(fmt.Sprintf("cut back later %v", cutLater), func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "journal")
+			j, err := OpenJournal(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := j.Append(originalRec("GPU-0", 700)); err != nil {
+				t.Fatal(err)
+			}
+			failWritesPartWay(t)
+			failCutBacks(t)
+			if err := j.Append(originalRec("GPU-1", 600)); err == nil {
+				t.Fatal("a write that failed part way succeeded")
+			}
+			writeFile = (*os.File).Write
+			if cutLater {
+				truncateFile = (*os.File).Truncate
+			}
+			if err := j.Append(originalRec("GPU-2", 500)); err != nil {
+				t.Fatal(err)
+			}
+			if err := j.Append(originalRec("GPU-3", 400)); err != nil {
+				t.Fatal(err)
+			}
+			j2 := reopen(t, j, p)
+			wantDropped := map[bool]int{true: 0, false: 1}[cutLater]
+			if want := []string{"GPU-0", "GPU-2", "GPU-3"}; !slices.Equal(originalGPUs(j2), want) || j2.Stats().Dropped["corrupt"] != wantDropped {
+				t.Errorf("reopened: originals %q, dropped %v; want %q and %d corrupt (the fragment)", originalGPUs(j2), j2.Stats().Dropped, want, wantDropped)
+			}
+		})
+	}
+}
+
+// originalGPUs are the GPUs of j's open originals, oldest first.
+func originalGPUs(j *Journal) []string {
+	var gpus []string
+	for _, o := range j.Originals() {
+		gpus = append(gpus, o.Target.GPU)
+	}
+	return gpus
+}
