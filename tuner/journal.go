@@ -128,8 +128,9 @@ type Journal struct {
 	// opened for writing, perhaps created): the next write syncs its
 	// directory first.
 	dirUnsynced bool
-	// torn: a write failed and could not be cut back, so the file may end
-	// inside a line (see mend).
+	// torn: the file may end past size, inside a line (a torn tail not
+	// cut off at open, a failed write not cut back): the next record cuts
+	// it off first (see mend).
 	torn bool
 }
 
@@ -171,7 +172,8 @@ func OpenJournalSize(path string, maxBytes int64) (*Journal, error) {
 				return nil, err
 			}
 		}
-		return j, nil // the torn tail is cut, and the file compacted, once it can be written
+		j.torn = j.stats.TornBytes > 0 // cut off once the file can be written
+		return j, nil
 	}
 	j.dirUnsynced = true
 	if err := j.load(); err != nil {
@@ -179,15 +181,15 @@ func OpenJournalSize(path string, maxBytes int64) (*Journal, error) {
 		return nil, err
 	}
 	if j.stats.TornBytes > 0 {
-		if err := f.Truncate(j.size); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("tuner journal %s: cutting the torn tail: %w", path, err)
-		}
+		// A tail that cannot be cut off does not stop the start: the
+		// compaction replaces it or, where that fails too, the next record
+		// cuts it off first (mend).
+		j.torn = truncateFile(f, j.size) != nil
 	}
 	if j.records > len(j.open) || j.dropped() > 0 {
 		if err := j.compactLocked(); err != nil {
-			// The file stays as it is (whole records only): acting
-			// waits for a write that succeeds.
+			// The file stays as it is: acting waits for a write that
+			// succeeds.
 			j.stats.WriteError = err.Error()
 		}
 	}
@@ -521,11 +523,11 @@ func (j *Journal) write(b []byte) error {
 	return nil
 }
 
-// mend readies the file for the record b where a failed write could not
-// be cut back (what it wrote may end inside a line, and b would join it
-// on one line, dropped as corrupt when read): it cuts the rest off now or,
-// where that fails again, starts b on a line of its own, so that only what
-// the failed write left is dropped. at is where b goes.
+// mend readies the file for the record b where it may end past the last
+// whole record (a failed write not cut back, a torn tail: b would join
+// what is there on one line, dropped as corrupt when read): it cuts that
+// off now or, where that fails again, starts b on a line of its own, so
+// that only what is there is dropped. at is where b goes.
 func (j *Journal) mend(b []byte) (at int64, _ []byte, err error) {
 	if !j.torn {
 		return j.size, b, nil
@@ -547,8 +549,8 @@ func (j *Journal) mend(b []byte) (at int64, _ []byte, err error) {
 	return end, b, nil
 }
 
-// writable opens a journal opened read-only for writing, its torn tail
-// cut off; an error while its file system stays read-only.
+// writable opens a journal opened read-only for writing (its torn tail is
+// cut off by mend); an error while its file system stays read-only.
 func (j *Journal) writable() error {
 	if j.ro == nil {
 		return nil
@@ -556,10 +558,6 @@ func (j *Journal) writable() error {
 	f, err := openRegular(j.path)
 	if err != nil {
 		return err
-	}
-	if err := f.Truncate(j.size); err != nil {
-		f.Close()
-		return fmt.Errorf("cutting the torn tail: %w", err)
 	}
 	if j.f != nil {
 		j.f.Close()

@@ -629,3 +629,30 @@ func originalGPUs(j *Journal) []string {
 	}
 	return gpus
 }
+
+// A torn tail that cannot be cut off at start (a disk error fails the
+// truncate) does not stop the start: the originals before it are there to
+// be restored, the compaction replaces the file and, where that fails too,
+// the next record is written past the tail on a line of its own.
+func TestJournalTornTailNotCut(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "journal")
+	tornJournal(t, p, "J1 0000")
+	if err := os.Mkdir(p+".tmp", 0o700); err != nil { // the compaction fails
+		t.Fatal(err)
+	}
+	failCutBacks(t)
+	j, err := OpenJournal(p)
+	if err != nil {
+		t.Fatalf("a torn tail that could not be cut off stopped the start: %v", err)
+	}
+	if gpus := originalGPUs(j); !slices.Equal(gpus, []string{"GPU-0"}) || j.Stats().Compactions != 0 {
+		t.Errorf("originals %q after %d compactions, want GPU-0's after none", gpus, j.Stats().Compactions)
+	}
+	if err := j.Append(originalRec("GPU-1", 600)); err != nil {
+		t.Fatal(err)
+	}
+	truncateFile = (*os.File).Truncate
+	if gpus := originalGPUs(reopen(t, j, p)); !slices.Equal(gpus, []string{"GPU-0", "GPU-1"}) {
+		t.Errorf("reopened: originals %q, want GPU-0's and GPU-1's", gpus)
+	}
+}
