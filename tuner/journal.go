@@ -452,8 +452,9 @@ func (j *Journal) HasOriginal(t Target) bool {
 
 // Append writes rec and syncs the file. A record that is not valid, or
 // that could not be written whole, is an error and changes nothing: a
-// partial write is cut off again. The journal is compacted once it grows
-// past its bound.
+// partial write is cut off again (where that fails, before the next
+// record, see mend). The journal is compacted once it grows past its
+// bound.
 func (j *Journal) Append(rec Record) error {
 	if err := validRecord(rec); err != nil {
 		return fmt.Errorf("tuner journal %s: %w", j.path, err)
@@ -538,7 +539,7 @@ func (j *Journal) mend(b []byte) (at int64, _ []byte, err error) {
 	}
 	end, err := j.f.Seek(0, io.SeekEnd)
 	if err != nil {
-		return 0, nil, fmt.Errorf("finding the end of a write not cut back: %w", err)
+		return 0, nil, fmt.Errorf("finding the file's end past its last whole record: %w", err)
 	}
 	var last [1]byte
 	if end > j.size {
