@@ -497,7 +497,7 @@ func (j *Journal) write(b []byte) error {
 		return fmt.Errorf("tuner journal %s: %w", j.path, err)
 	}
 	if j.dirUnsynced {
-		if err := syncDir(filepath.Dir(j.path)); err != nil {
+		if err := syncDirectory(j.path); err != nil {
 			return fmt.Errorf("tuner journal %s: syncing its directory: %w", j.path, err)
 		}
 		j.dirUnsynced = false
@@ -615,7 +615,7 @@ func (j *Journal) compactLocked() error {
 	// Until the directory is synced the rename is not durable: a power
 	// loss would bring the old file back, without the records written
 	// after it. A sync that fails is tried again before the next record.
-	if err := syncDir(filepath.Dir(j.path)); err != nil {
+	if err := syncDirectory(j.path); err != nil {
 		j.dirUnsynced = true
 		return fmt.Errorf("tuner journal %s: compacting: syncing its directory: %w", j.path, err)
 	}
@@ -632,6 +632,18 @@ var syncDir = func(dir string) error {
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// syncDirectory syncs the directory of the file at path. A file system
+// that cannot sync a directory at all (EINVAL, EOPNOTSUPP: some FUSE and
+// network file systems) has nothing to sync there, and is not taken as a
+// write that failed: it would keep the tuner from acting for good.
+func syncDirectory(path string) error {
+	err := syncDir(filepath.Dir(path))
+	if errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.EOPNOTSUPP) {
+		return nil
+	}
+	return err
 }
 
 // Close closes the file.

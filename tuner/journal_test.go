@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -502,6 +503,15 @@ func TestJournalCreationSyncsDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer j.Close()
+	for _, unsupported := range []error{syscall.EINVAL, syscall.EOPNOTSUPP} {
+		// a file system that cannot sync directories at all: no failure
+		syncs.err = &fs.PathError{Op: "sync", Path: dir, Err: unsupported}
+		if err := j.Append(originalRec("GPU-9", 700)); err != nil {
+			t.Errorf("a directory sync the file system does not support (%v) failed the write: %v", unsupported, err)
+		}
+		j.dirUnsynced = true
+	}
+	syncs.dirs = nil
 	syncs.err = syscall.EIO
 	if err := j.Append(originalRec("GPU-0", 700)); err == nil {
 		t.Error("a record written to a new journal whose directory could not be synced")
