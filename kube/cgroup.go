@@ -106,6 +106,26 @@ func SystemdService(path string) string {
 	return ""
 }
 
+// MachineScope is the part of a cgroup path up to the scope that
+// systemd-machined gives a virtual machine or a container it registers
+// ("/machine.slice/machine-qemu\x2d1\x2dtrain.scope" of
+// ".../machine-qemu\x2d1\x2dtrain.scope/libvirt/emulator", where libvirt
+// keeps QEMU's threads below it), or "".
+// The innermost such scope is the one: a machine that runs machines of its
+// own (a node in a systemd-nspawn container) is not taken for one of them.
+// A path relative to the reader's cgroup namespace ("/../../machine.slice/
+// ...") gives its scope the same way.
+func MachineScope(path string) string {
+	segs := strings.Split(path, "/")
+	for i := len(segs) - 2; i >= 1; i-- {
+		next := segs[i+1]
+		if segs[i] == "machine.slice" && strings.HasPrefix(next, "machine-") && len(next) > len("machine-.scope") && strings.HasSuffix(next, ".scope") {
+			return strings.Join(segs[:i+2], "/")
+		}
+	}
+	return ""
+}
+
 func isServiceName(seg string) bool {
 	return len(seg) > len(".service") && strings.HasSuffix(seg, ".service")
 }

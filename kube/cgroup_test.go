@@ -134,3 +134,24 @@ func TestSystemdService(t *testing.T) {
 		}
 	}
 }
+
+func TestMachineScope(t *testing.T) {
+	const vm = `/machine.slice/machine-qemu\x2d1\x2dtrain.scope`
+	for _, tc := range []struct{ path, want string }{
+		{vm + "/libvirt/emulator", vm},
+		{vm + "/libvirt/vcpu0", vm},
+		{vm, vm},
+		{"/../.." + vm + "/libvirt/emulator", "/../.." + vm},
+		{vm + `/payload/system.slice/machine.slice/machine-qemu\x2d9\x2dinner.scope/libvirt`, vm + `/payload/system.slice/machine.slice/machine-qemu\x2d9\x2dinner.scope`},
+		{"/machine.slice/machine-.scope", ""},
+		{"/machine.slice/libvirtd.service", ""},
+		{"/machine.slice", ""},
+		{"/user.slice/user-1000.slice/session-4.scope", ""},
+		{"/", ""},
+		{"", ""},
+	} {
+		if got := MachineScope(tc.path); got != tc.want {
+			t.Errorf("MachineScope(%q) = %q, want %q", tc.path, got, tc.want)
+		}
+	}
+}

@@ -294,7 +294,7 @@ func cgroupPaths(data []byte) (v2, v1 string) {
 
 // ownCgroup returns the directory to freeze for a process of cgroup path
 // under root: the path itself when it is a pod's or a container's, the
-// scope's when it is (under) a virtual machine's (machineScope), the
+// scope's when it is (under) a virtual machine's (kube.MachineScope), the
 // unit's when it is (under) a systemd service (a path relative to the
 // reader's cgroup namespace found under root: outsideNamespace); false for
 // anything else
@@ -308,7 +308,7 @@ func ownCgroup(root, path, control string) (string, bool) {
 	info := kube.ParseCgroupPath(path)
 	if info.PodUID != "" || info.ContainerID != "" {
 		// a pod's or a container's own, even inside a machine's scope
-	} else if scope := machineScope(path); scope != "" {
+	} else if scope := kube.MachineScope(path); scope != "" {
 		rel = scope // a VM's (or a registered container's) scope, as a whole
 	} else {
 		unit := kube.SystemdService(path)
@@ -338,24 +338,6 @@ func ownCgroup(root, path, control string) (string, bool) {
 func strictlyUnder(root, dir string) bool {
 	r, err := filepath.Rel(root, dir)
 	return err == nil && r != "." && r != ".." && !strings.HasPrefix(r, ".."+string(filepath.Separator))
-}
-
-// machineScope is the part of a cgroup path up to the scope that
-// systemd-machined gives a virtual machine or a container it registers
-// ("/machine.slice/machine-qemu\x2d1\x2dtrain.scope" of
-// ".../machine-qemu\x2d1\x2dtrain.scope/libvirt/emulator", where libvirt
-// keeps QEMU's threads below it), or "".
-// The innermost such scope is the one: a machine that runs machines of its
-// own (a node in a systemd-nspawn container) is not frozen for one of them.
-func machineScope(path string) string {
-	segs := strings.Split(path, "/")
-	for i := len(segs) - 2; i >= 1; i-- {
-		next := segs[i+1]
-		if segs[i] == "machine.slice" && strings.HasPrefix(next, "machine-") && len(next) > len("machine-.scope") && strings.HasSuffix(next, ".scope") {
-			return strings.Join(segs[:i+2], "/")
-		}
-	}
-	return ""
 }
 
 // maxNamespaceDepth is how deep under root outsideNamespace looks.
