@@ -70,8 +70,9 @@ var layers = map[string][]string{
 	// The host's pause actuator: the cgroup freezer of a process's pod,
 	// container or unit (kube parses the cgroup path), else signals.
 	"gpu/pause": {"gpu", "kube"},
-	// finds a VM's host process from its UUID
-	"gpu/vmproc": {"gpu"},
+	// finds a VM's host process from its UUID (kube tells a machine's
+	// scope from its cgroup path)
+	"gpu/vmproc": {"gpu", "kube"},
 	// The commands wire every layer; nothing imports a command.
 	"cmd/vgpu_exporter": {"collector", "tuner", "tuner/autotune", "tuner/policies", "tuner/rebalance", "tenant", "latency", "kube", "gpu", "gpu/nvml", "gpu/dcgmexp", "gpu/mps", "gpu/nvidiasmi", "gpu/rebalance", "gpu/kubeevict", "gpu/pause", "gpu/vmproc", "sim", "scenarios", "exposition", "procmetrics", "webui", "httplimit", "pipeline", "gcpace", "internal/flagvalue"},
 	"cmd/vgpusim":       {"tuner", "tuner/autotune", "tuner/baseline", "gpu", "sim", "sim/report", "simrun", "simrun/table", "oracle", "scenarios"},

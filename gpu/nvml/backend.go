@@ -33,14 +33,16 @@ type Options struct {
 	// Logger receives warnings and once-per-GPU notes; nil discards.
 	Logger log.Logger
 	// VMs finds the host process and the name of the VM a vGPU serves,
-	// from the VM's UUID (gpu/vmproc on a KVM host); nil: neither is
-	// known.
+	// from the VM's UUID and the vGPU's mediated device (gpu/vmproc on a
+	// KVM host); nil: neither is known.
 	VMs VMFinder
 }
 
-// VMFinder finds a VM's host process and name from its UUID.
+// VMFinder finds a VM's host process and name from its UUID and the UUID
+// of the mediated device of one of its vGPUs ("" when the driver gives
+// none).
 type VMFinder interface {
-	Find(vmUUID string) (pid uint32, name string, ok bool)
+	Find(vmUUID, mdevUUID string) (pid uint32, name string, ok bool)
 }
 
 // maxGPUs is the most GPUs New accepts from nvmlDeviceGetCount.

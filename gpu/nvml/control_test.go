@@ -175,10 +175,11 @@ func newTestVgpu(id uint32, vm, typ string) testVgpu {
 		GetFramebufferSizeFunc: func() (uint64, nvml.Return) { return 20 << 30, nvml.SUCCESS },
 	}
 	return testVgpu{id: id, VgpuInstance: &mock.VgpuInstance{
-		GetUUIDFunc:    func() (string, nvml.Return) { return "vgpu-" + vm, nvml.SUCCESS },
-		GetVmIDFunc:    func() (string, nvml.VgpuVmIdType, nvml.Return) { return vm, nvml.VGPU_VM_ID_UUID, nvml.SUCCESS },
-		GetTypeFunc:    func() (nvml.VgpuTypeId, nvml.Return) { return tid, nvml.SUCCESS },
-		GetFbUsageFunc: func() (uint64, nvml.Return) { return 3 << 30, nvml.SUCCESS },
+		GetUUIDFunc:     func() (string, nvml.Return) { return "vgpu-" + vm, nvml.SUCCESS },
+		GetVmIDFunc:     func() (string, nvml.VgpuVmIdType, nvml.Return) { return vm, nvml.VGPU_VM_ID_UUID, nvml.SUCCESS },
+		GetMdevUUIDFunc: func() (string, nvml.Return) { return "mdev-of-" + vm, nvml.SUCCESS },
+		GetTypeFunc:     func() (nvml.VgpuTypeId, nvml.Return) { return tid, nvml.SUCCESS },
+		GetFbUsageFunc:  func() (uint64, nvml.Return) { return 3 << 30, nvml.SUCCESS },
 	}}
 }
 
@@ -544,26 +545,30 @@ func TestVGPUSchedulerV2Only(t *testing.T) {
 	}
 }
 
-// fakeVMs is a VM finder with fixed answers, counting its lookups.
+// fakeVMs is a VM finder with fixed answers, recording its lookups (VM
+// and mediated device).
 type fakeVMs struct {
 	vms   map[string]uint32
 	asked []string
 }
 
-func (f *fakeVMs) Find(id string) (uint32, string, bool) {
-	f.asked = append(f.asked, id)
+func (f *fakeVMs) Find(id, mdev string) (uint32, string, bool) {
+	f.asked = append(f.asked, id+" "+mdev)
 	pid, ok := f.vms[id]
 	return pid, "name-of-" + id, ok
 }
 
 // A KVM host's VM (ID type UUID) gets its QEMU process and name from the
-// finder; a domain ID (Xen) is not looked up; a VM the finder does not
-// know has neither.
+// finder, asked with the vGPU's mediated device (none where the driver
+// does not say it); a domain ID (Xen) is not looked up; a VM the finder
+// does not know has neither.
 func TestVGPUHostProcess(t *testing.T) {
 	f := newFixture(t, dgxh100.New())
 	dom := newTestVgpu(13, "7", "H100-20C")
 	dom.GetVmIDFunc = func() (string, nvml.VgpuVmIdType, nvml.Return) { return "7", nvml.VGPU_VM_ID_DOMAIN_ID, nvml.SUCCESS }
-	vms := []nvml.VgpuInstance{newTestVgpu(11, "vm-a", "H100-20C"), newTestVgpu(12, "vm-b", "H100-20C"), dom}
+	noMdev := newTestVgpu(12, "vm-b", "H100-20C")
+	noMdev.GetMdevUUIDFunc = func() (string, nvml.Return) { return "", nvml.ERROR_NOT_SUPPORTED }
+	vms := []nvml.VgpuInstance{newTestVgpu(11, "vm-a", "H100-20C"), noMdev, dom}
 	vgpuHost(f, 0, &vms)
 	finder := &fakeVMs{vms: map[string]uint32{"vm-a": 4242}}
 	b, err := New(Options{Lib: f.srv, Clock: f.clock, VMs: finder})
@@ -584,7 +589,19 @@ func TestVGPUHostProcess(t *testing.T) {
 			t.Errorf("vGPU %d: host PID %d, VM name %q; want %d, %q", got[i].ID, got[i].HostPID, got[i].VMName, w.pid, w.name)
 		}
 	}
-	if !slices.Equal(finder.asked, []string{"vm-a", "vm-b"}) {
-		t.Errorf("finder asked for %q, want the two UUID-type VM IDs", finder.asked)
+	if !slices.Equal(finder.asked, []string{"vm-a mdev-of-vm-a", "vm-b "}) {
+		t.Errorf("finder asked for %q, want the two UUID-type VM IDs, vm-a's with its mediated device", finder.asked)
+	}
+	// a driver without nvmlVgpuInstanceGetMdevUUID: asked without it
+	f.setMissing(symVgpuMdevUUID)
+	finder.asked = nil
+	old, err := New(Options{Lib: f.srv, Clock: f.clock, VMs: finder})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = old.Close() })
+	sample(t, old)
+	if !slices.Equal(finder.asked, []string{"vm-a ", "vm-b "}) {
+		t.Errorf("without the symbol, finder asked for %q", finder.asked)
 	}
 }

@@ -33,6 +33,7 @@ const (
 	symGpmMigSampleGet     = "nvmlGpmMigSampleGet"
 	symVirtMode            = "nvmlDeviceGetVirtualizationMode"
 	symActiveVgpus         = "nvmlDeviceGetActiveVgpus"
+	symVgpuMdevUUID        = "nvmlVgpuInstanceGetMdevUUID"
 	symVgpuUtil            = "nvmlDeviceGetVgpuUtilization"
 	symVgpuProcUtil        = "nvmlDeviceGetVgpuProcessUtilization"
 	symSchedCaps           = "nvmlDeviceGetVgpuSchedulerCapabilities"
@@ -59,7 +60,7 @@ var allSymbols = []string{
 	symCudaDriverVersion, symProcessName, symClocksEventReasons, symThrottleReasons, symEnergy,
 	symMigMode, symMaxMigDeviceCount, symMigDeviceByIndex, symGpuInstanceByID, symGIProfileInfo,
 	symCreateGI, symAttributes, symAttributesV1, symMPSProcesses, symProcessUtil, symGpmSupport, symGpmAlloc,
-	symGpmFree, symGpmSampleGet, symGpmMetricsGet, symGpmMigSampleGet, symVirtMode, symActiveVgpus,
+	symGpmFree, symGpmSampleGet, symGpmMetricsGet, symGpmMigSampleGet, symVirtMode, symActiveVgpus, symVgpuMdevUUID,
 	symVgpuUtil, symVgpuProcUtil, symSchedCaps, symSchedState, symSchedStateV2, symSchedLogV2,
 	symSchedLog, symSetSchedState, symSetSchedStateV2, symSetGpuLocked, symResetGpuLocked,
 	symPowerDefault, symPowerConstraints, symEventSetCreate,

@@ -73,8 +73,16 @@ func (rd *devReader) readVGPU(d *gpu.Device, now time.Time) {
 				if vm, typ, r := v.GetVmID(); rd.ok("nvmlVgpuInstanceGetVmID", r) {
 					inst.VMID = vm
 					if typ == nvml.VGPU_VM_ID_UUID && b.vms != nil {
-						// KVM: the VM's QEMU process, by the UUID
-						if pid, name, ok := b.vms.Find(vm); ok {
+						// KVM: the VM's QEMU process, by the UUID, told
+						// from others that claim it by the vGPU's
+						// mediated device where the driver names one
+						mdev := ""
+						if b.has(symVgpuMdevUUID) {
+							if m, r := v.GetMdevUUID(); rd.ok("nvmlVgpuInstanceGetMdevUUID", r) {
+								mdev = m
+							}
+						}
+						if pid, name, ok := b.vms.Find(vm, mdev); ok {
 							inst.HostPID, inst.VMName = pid, name
 						}
 					}

@@ -5,12 +5,16 @@
 // a whole through that process: its vCPUs stop launching GPU work.
 //
 // QEMU is started with "-uuid UUID" (libvirt always passes it) and "-name
-// guest=NAME,..." or "-name NAME,..." (commas in a name doubled). The
-// finder scans procfs for such processes, keeps what it found, checks a
-// kept process's command line again on every lookup (a PID is reused once
-// its VM stops) and scans again for a VM it does not know at most once
-// every Rescan, without its lock: a lookup of a known VM never waits for a
-// scan. A UUID two processes claim is nobody's.
+// guest=NAME,..." or "-name NAME,..." (commas in a name doubled). Any user
+// may start a program under QEMU's name with a running VM's UUID, so a
+// command line alone proves little: where more than one process claims a
+// VM, or the one that does can be seen not to hold the vGPU, the finder
+// takes the one the evidence singles out (pick.go) and else none, and logs
+// why. The finder scans procfs for such processes, keeps what it found,
+// checks a kept process's command line again on every lookup (a PID is
+// reused once its VM stops) and scans again for a VM it does not know at
+// most once every Rescan, without its lock: a lookup of a known VM never
+// waits for a scan.
 package vmproc
 
 import (
@@ -22,8 +26,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-kit/log"
+
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/fileread"
+	"github.com/vgpu-exporter/vgpu_exporter/kube"
 )
 
 // DefaultRescan is how often, at most, procfs is scanned for a VM the
@@ -44,14 +51,40 @@ type VM struct {
 	UUID, Name string
 }
 
+// Options configure New.
+type Options struct {
+	// Proc is the procfs root ("/proc" when empty), Sys the sysfs root
+	// ("/sys" when empty), where a vGPU's mediated device is.
+	Proc, Sys string
+	// Clock times rescans; gpu.RealClock when nil.
+	Clock gpu.Clock
+	// Rescan is how often, at most, procfs is scanned for a VM the finder
+	// does not know; DefaultRescan when 0.
+	Rescan time.Duration
+	// Logger is told why a VM's process was chosen among several, or why
+	// none was; nil discards.
+	Logger log.Logger
+}
+
+// key is what a lookup asks: a VM, and the vGPU's mediated device ("" when
+// unknown), for a VM may run more than one vGPU.
+type key struct{ vm, mdev string }
+
 // Finder finds VMs' processes under a procfs root.
 type Finder struct {
-	proc   string
-	clock  gpu.Clock
-	rescan time.Duration
+	proc, sys string
+	clock     gpu.Clock
+	rescan    time.Duration
+	logger    log.Logger
 
-	mu       sync.Mutex
-	byUUID   map[string]VM
+	mu sync.Mutex
+	// claims are the QEMU processes of the last scan by VM UUID; found
+	// the lookups answered from them (each checked again at every
+	// lookup), refused those that found none; both emptied at a scan
+	claims   map[string][]claimant
+	found    map[key]VM
+	refused  map[key]bool
+	said     map[string]string // by VM UUID: what was last logged of it
 	scanned  bool
 	scanning bool // a scan runs (outside mu): another lookup does not wait for it
 	lastScan time.Time
@@ -59,109 +92,126 @@ type Finder struct {
 	scanHook func() // called as a scan starts (tests)
 }
 
-// New returns a Finder reading procRoot ("/proc" when empty), scanning at
-// most every rescan (DefaultRescan when 0) on clock (gpu.RealClock when
-// nil).
-func New(procRoot string, clock gpu.Clock, rescan time.Duration) *Finder {
-	if procRoot == "" {
-		procRoot = "/proc"
+// New returns a Finder on the options o.
+func New(o Options) *Finder {
+	if o.Proc == "" {
+		o.Proc = "/proc"
 	}
-	if clock == nil {
-		clock = gpu.RealClock{}
+	if o.Sys == "" {
+		o.Sys = "/sys"
 	}
-	if rescan <= 0 {
-		rescan = DefaultRescan
+	if o.Clock == nil {
+		o.Clock = gpu.RealClock{}
 	}
-	return &Finder{proc: procRoot, clock: clock, rescan: rescan, byUUID: map[string]VM{}}
+	if o.Rescan <= 0 {
+		o.Rescan = DefaultRescan
+	}
+	if o.Logger == nil {
+		o.Logger = log.NewNopLogger()
+	}
+	return &Finder{proc: o.Proc, sys: o.Sys, clock: o.Clock, rescan: o.Rescan, logger: o.Logger,
+		claims: map[string][]claimant{}, found: map[key]VM{}, refused: map[key]bool{}, said: map[string]string{}}
 }
 
 // Find returns the PID and name of the process that runs the VM of UUID
-// vmUUID (Lookup's, as gpu/nvml asks).
-func (f *Finder) Find(vmUUID string) (pid uint32, name string, ok bool) {
-	vm, ok := f.Lookup(vmUUID)
+// vmUUID with the vGPU of mediated device mdevUUID (Lookup's, as gpu/nvml
+// asks).
+func (f *Finder) Find(vmUUID, mdevUUID string) (pid uint32, name string, ok bool) {
+	vm, ok := f.Lookup(vmUUID, mdevUUID)
 	return vm.PID, vm.Name, ok
 }
 
-// Lookup returns the process that runs the VM of UUID vmUUID; false when
-// no QEMU process on the host has it.
-func (f *Finder) Lookup(vmUUID string) (VM, bool) {
-	id := strings.ToLower(strings.TrimSpace(vmUUID))
-	if id == "" {
+// Lookup returns the process that runs the VM of UUID vmUUID, whose vGPU
+// is the mediated device mdevUUID ("" when unknown: it is then not told by
+// the device); false when no QEMU process on the host has it, or no one
+// of those that claim it can be told to be its own.
+func (f *Finder) Lookup(vmUUID, mdevUUID string) (VM, bool) {
+	k := key{vm: strings.ToLower(strings.TrimSpace(vmUUID)), mdev: strings.ToLower(strings.TrimSpace(mdevUUID))}
+	if k.vm == "" {
 		return VM{}, false
+	}
+	if !validUUID(k.mdev) {
+		k.mdev = ""
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if vm, ok := f.byUUID[id]; ok {
+	if vm, ok := f.found[k]; ok {
 		if f.still(vm) {
 			return vm, true
 		}
-		delete(f.byUUID, id)
+		delete(f.found, k)
 	}
-	now := f.clock.Now()
-	if f.scanning || f.scanned && now.Sub(f.lastScan) < f.rescan {
-		return VM{}, false
+	if now := f.clock.Now(); !f.scanning && (!f.scanned || now.Sub(f.lastScan) >= f.rescan) {
+		// the scan reads every process's command line: without the
+		// lock, so that a lookup of a known VM (the sampler's, every
+		// sample) never waits for it
+		f.scanning, f.lastScan = true, now
+		f.mu.Unlock()
+		if f.scanHook != nil {
+			f.scanHook()
+		}
+		claims := f.scan()
+		f.mu.Lock()
+		f.claims, f.scanned, f.scanning = claims, true, false
+		f.found, f.refused = map[key]VM{}, map[key]bool{}
+		for id := range f.said {
+			if _, ok := claims[id]; !ok {
+				delete(f.said, id) // nobody claims it now: told again if it comes back
+			}
+		}
+	} else if f.refused[k] {
+		return VM{}, false // decided since the last scan
 	}
-	// the scan reads every process's command line: without the lock, so
-	// that a lookup of a known VM (the sampler's, every sample) never
-	// waits for it
-	f.scanning, f.lastScan = true, now
-	f.mu.Unlock()
-	if f.scanHook != nil {
-		f.scanHook()
+	vm, ok := f.pick(k)
+	if ok {
+		f.found[k] = vm
+	} else {
+		f.refused[k] = true
 	}
-	found := f.scan()
-	f.mu.Lock()
-	f.byUUID, f.scanned, f.scanning = found, true, false
-	vm, ok := f.byUUID[id]
 	return vm, ok
 }
 
 // still says whether vm's process runs vm still.
 func (f *Finder) still(vm VM) bool {
-	got, ok := f.read(vm.PID)
-	return ok && got.UUID == vm.UUID
+	c, ok := f.readArgs(vm.PID)
+	return ok && c.uuid == vm.UUID
 }
 
 // scan returns the QEMU processes under proc, by VM UUID (none where
 // procfs cannot be read).
-func (f *Finder) scan() map[string]VM {
+func (f *Finder) scan() map[string][]claimant {
 	ents, err := os.ReadDir(f.proc)
 	if err != nil {
-		return map[string]VM{}
+		return map[string][]claimant{}
 	}
-	found, dup := map[string]VM{}, map[string]bool{}
+	pr := kube.NewProcReader(f.proc)
+	found := map[string][]claimant{}
 	for _, e := range ents {
 		pid, err := strconv.ParseUint(e.Name(), 10, 32)
 		if err != nil || pid == 0 {
 			continue
 		}
-		if vm, ok := f.read(uint32(pid)); ok {
-			if _, seen := found[vm.UUID]; seen {
-				dup[vm.UUID] = true
-			}
-			found[vm.UUID] = vm
+		c, ok := f.readArgs(uint32(pid))
+		if !ok {
+			continue
 		}
-	}
-	for id := range dup {
-		// two processes claim one VM: neither is taken for it (a VM is
-		// paused through its process only where there is no doubt)
-		delete(found, id)
+		cl := claimant{VM: VM{PID: uint32(pid), UUID: c.uuid, Name: c.name}, mdevs: c.mdevs, uid: pr.UID(uint32(pid))}
+		if cg, err := pr.Cgroup(uint32(pid)); err == nil {
+			cl.cgroup, cl.scope = cg, kube.MachineScope(cg)
+		}
+		found[c.uuid] = append(found[c.uuid], cl)
 	}
 	return found
 }
 
-// read parses pid's command line; false when it is not a QEMU process
-// with a UUID.
-func (f *Finder) read(pid uint32) (VM, bool) {
+// readArgs parses pid's command line (parse's); false when it is not a
+// QEMU process with a UUID.
+func (f *Finder) readArgs(pid uint32) (qemuArgs, bool) {
 	buf, err := fileread.Regular(filepath.Join(f.proc, strconv.FormatUint(uint64(pid), 10), "cmdline"), maxCmdline)
 	if err != nil {
-		return VM{}, false
+		return qemuArgs{}, false
 	}
-	uuid, name, ok := ParseCmdline(buf)
-	if !ok {
-		return VM{}, false
-	}
-	return VM{PID: pid, UUID: uuid, Name: name}, true
+	return parse(buf)
 }
 
 // ParseCmdline reads a QEMU command line as /proc/PID/cmdline holds it
@@ -170,27 +220,67 @@ func (f *Finder) read(pid uint32) (VM, bool) {
 // "kvm", as Debian's and Proxmox's wrapper is named) or has no well-formed
 // UUID.
 func ParseCmdline(b []byte) (uuid, name string, ok bool) {
+	c, ok := parse(b)
+	return c.uuid, c.name, ok
+}
+
+// qemuArgs is what a QEMU command line says of its VM.
+type qemuArgs struct {
+	uuid, name string
+	// mdevs are the mediated devices it names by their sysfs path
+	// (lower case), as libvirt passes a vGPU ("sysfsdev=/sys/bus/mdev/
+	// devices/UUID", in a -device value or its JSON form)
+	mdevs []string
+}
+
+// mdevPath starts the sysfs path of a mediated device.
+const mdevPath = "/sys/bus/mdev/devices/"
+
+// parse reads a QEMU command line (ParseCmdline's).
+func parse(b []byte) (qemuArgs, bool) {
+	var c qemuArgs
 	args := strings.Split(string(bytes.TrimRight(b, "\x00")), "\x00")
 	if prog := filepath.Base(args[0]); !strings.Contains(prog, "qemu") && prog != "kvm" {
-		return "", "", false
+		return qemuArgs{}, false
 	}
-	for i := 1; i+1 < len(args); i++ {
+	for i := 1; i < len(args); i++ {
 		opt := args[i]
 		if strings.HasPrefix(opt, "--") {
 			opt = opt[1:] // QEMU takes "--opt value" as "-opt value"
 		}
-		switch opt {
-		case "-uuid":
+		switch {
+		case opt == "-uuid" && i+1 < len(args):
 			i++
 			if validUUID(args[i]) {
-				uuid = strings.ToLower(args[i])
+				c.uuid = strings.ToLower(args[i])
 			}
-		case "-name":
+		case opt == "-name" && i+1 < len(args):
 			i++
-			name = vmName(args[i])
+			c.name = vmName(args[i])
+		default:
+			c.mdevs = appendMdevs(c.mdevs, args[i])
 		}
 	}
-	return uuid, name, uuid != ""
+	if c.uuid == "" {
+		return qemuArgs{}, false
+	}
+	return c, true
+}
+
+// appendMdevs appends to mdevs the mediated devices arg names by their
+// sysfs path.
+func appendMdevs(mdevs []string, arg string) []string {
+	rest := strings.ToLower(arg)
+	for {
+		i := strings.Index(rest, mdevPath)
+		if i < 0 {
+			return mdevs
+		}
+		rest = rest[i+len(mdevPath):]
+		if len(rest) >= 36 && validUUID(rest[:36]) {
+			mdevs = append(mdevs, rest[:36])
+		}
+	}
 }
 
 // vmName is the name in a -name value: "guest=NAME,..." or "NAME,...",

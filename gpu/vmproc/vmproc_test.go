@@ -51,10 +51,17 @@ func FuzzParseCmdline(f *testing.F) {
 	f.Add(cmdline("qemu-system-x86_64", "-name", "guest=a,,b,debug-threads=on", "-uuid", vmA))
 	f.Add(cmdline("qemu-kvm", "--uuid", vmA, "--name"))
 	f.Add([]byte{})
+	f.Add(cmdline("qemu-kvm", "-uuid", vmA, "-device", "vfio-pci,sysfsdev=/sys/bus/mdev/devices/"+strings.ToUpper(vmA)+",x=/sys/bus/mdev/devices/"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		uuid, _, ok := ParseCmdline(b)
 		if ok != (uuid != "") || (ok && (!validUUID(uuid) || uuid != strings.ToLower(uuid))) {
 			t.Fatalf("ParseCmdline(%q): uuid %q, ok %v", b, uuid, ok)
+		}
+		c, _ := parse(b)
+		for _, m := range c.mdevs {
+			if !validUUID(m) || m != strings.ToLower(m) {
+				t.Fatalf("parse(%q): mediated device %q", b, m)
+			}
 		}
 	})
 }
@@ -92,11 +99,11 @@ func TestFinder(t *testing.T) {
 		300: cmdline("/usr/bin/qemu-system-x86_64", "-name", "guest=vm-chat", "-uuid", vmB),
 	})
 	clock := gpu.NewManualClock(time.Unix(1e9, 0))
-	f := New(root, clock, 10*time.Second)
-	if vm, ok := f.Lookup(strings.ToUpper(vmA)); !ok || vm != (VM{PID: 200, UUID: vmA, Name: "vm-train"}) {
+	f := New(Options{Proc: root, Clock: clock, Rescan: 10 * time.Second})
+	if vm, ok := f.Lookup(strings.ToUpper(vmA), ""); !ok || vm != (VM{PID: 200, UUID: vmA, Name: "vm-train"}) {
 		t.Fatalf("Find(A) = %+v, %v", vm, ok)
 	}
-	if vm, ok := f.Lookup(vmB); !ok || vm.PID != 300 || vm.Name != "vm-chat" {
+	if vm, ok := f.Lookup(vmB, ""); !ok || vm.PID != 300 || vm.Name != "vm-chat" {
 		t.Fatalf("Find(B) = %+v, %v", vm, ok)
 	}
 	// the VM stops and its PID goes to another program: not found, and a
@@ -104,37 +111,37 @@ func TestFinder(t *testing.T) {
 	write(t, root, 200, cmdline("/bin/bash"))
 	const vmC = "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
 	write(t, root, 400, cmdline("qemu-kvm", "-uuid", vmC))
-	if vm, ok := f.Lookup(vmA); ok {
+	if vm, ok := f.Lookup(vmA, ""); ok {
 		t.Fatalf("Find(A) after its process went = %+v", vm)
 	}
 	clock.Advance(10 * time.Second)
-	if vm, ok := f.Lookup(vmC); !ok || vm.PID != 400 {
+	if vm, ok := f.Lookup(vmC, ""); !ok || vm.PID != 400 {
 		t.Fatalf("Find(C) after the rescan interval = %+v, %v", vm, ok)
 	}
-	if _, ok := f.Lookup(vmC); !ok {
+	if _, ok := f.Lookup(vmC, ""); !ok {
 		t.Fatal("Find(C) again: lost")
 	}
-	if pid, name, ok := f.Find(vmB); !ok || pid != 300 || name != "vm-chat" {
+	if pid, name, ok := f.Find(vmB, ""); !ok || pid != 300 || name != "vm-chat" {
 		t.Fatalf("Find(B) = %d, %q, %v", pid, name, ok)
 	}
-	if _, ok := f.Lookup(""); ok {
+	if _, ok := f.Lookup("", ""); ok {
 		t.Fatal("Find(\"\") found a VM")
 	}
 	// a second process claims C: nobody's
 	write(t, root, 600, cmdline("qemu-kvm", "-uuid", vmC))
 	clock.Advance(10 * time.Second)
-	if vm, ok := f.Lookup(strings.ToUpper("aaaaaaaa-bbbb-cccc-dddd-ffffffffffff")); ok {
+	if vm, ok := f.Lookup(strings.ToUpper("aaaaaaaa-bbbb-cccc-dddd-ffffffffffff"), ""); ok {
 		t.Fatalf("found an unknown VM: %+v", vm)
 	}
-	if vm, ok := f.Lookup(vmC); ok && vm.PID == 600 {
+	if vm, ok := f.Lookup(vmC, ""); ok && vm.PID == 600 {
 		t.Fatalf("Lookup(C) with two claimants = %+v", vm)
 	}
 	clock.Advance(10 * time.Second)
-	if vm, ok := f.Lookup(vmC); ok {
+	if vm, ok := f.Lookup(vmC, ""); ok {
 		t.Fatalf("Lookup(C) with two claimants after a scan = %+v, want nobody's", vm)
 	}
 	// no procfs: nothing, no panic
-	if _, ok := New(filepath.Join(root, "missing"), clock, 0).Lookup(vmA); ok {
+	if _, ok := New(Options{Proc: filepath.Join(root, "missing"), Clock: clock}).Lookup(vmA, ""); ok {
 		t.Fatal("found a VM without procfs")
 	}
 }
@@ -142,17 +149,17 @@ func TestFinder(t *testing.T) {
 func TestFinderRescanLimited(t *testing.T) {
 	root := proc(t, map[int][]byte{})
 	clock := gpu.NewManualClock(time.Unix(1e9, 0))
-	f := New(root, clock, 10*time.Second)
-	if _, ok := f.Lookup(vmA); ok {
+	f := New(Options{Proc: root, Clock: clock, Rescan: 10 * time.Second})
+	if _, ok := f.Lookup(vmA, ""); ok {
 		t.Fatal("found a VM in an empty procfs")
 	}
 	write(t, root, 500, cmdline("qemu-kvm", "-uuid", vmA))
 	clock.Advance(9 * time.Second)
-	if _, ok := f.Lookup(vmA); ok {
+	if _, ok := f.Lookup(vmA, ""); ok {
 		t.Fatal("scanned again within the rescan interval")
 	}
 	clock.Advance(time.Second)
-	if vm, ok := f.Lookup(vmA); !ok || vm.PID != 500 {
+	if vm, ok := f.Lookup(vmA, ""); !ok || vm.PID != 500 {
 		t.Fatalf("Find after the interval = %+v, %v", vm, ok)
 	}
 }
@@ -176,7 +183,7 @@ func TestFinderRealProc(t *testing.T) {
 	var vm VM
 	ok := false
 	for deadline := time.Now().Add(5 * time.Second); !ok && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		vm, ok = New("", nil, 0).Lookup(strings.ToUpper(id)) // once the exec is done
+		vm, ok = New(Options{}).Lookup(strings.ToUpper(id), "") // once the exec is done
 	}
 	if !ok || int(vm.PID) != cmd.Process.Pid || vm.Name != "vm-e2e" {
 		t.Fatalf("Lookup = %+v, %v; want PID %d, vm-e2e", vm, ok, cmd.Process.Pid)
@@ -197,9 +204,9 @@ func BenchmarkLookup(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	f := New("", nil, 0)
+	f := New(Options{})
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if _, ok := New("", nil, 0).Lookup(id); ok {
+		if _, ok := New(Options{}).Lookup(id, ""); ok {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -207,16 +214,16 @@ func BenchmarkLookup(b *testing.B) {
 		}
 	}
 	b.Run("known", func(b *testing.B) {
-		if _, ok := f.Lookup(id); !ok {
+		if _, ok := f.Lookup(id, ""); !ok {
 			b.Fatal("not found")
 		}
 		for b.Loop() {
-			f.Lookup(id)
+			f.Lookup(id, "")
 		}
 	})
 	b.Run("scan", func(b *testing.B) {
 		for b.Loop() {
-			New("", nil, 0).Lookup(id)
+			New(Options{}).Lookup(id, "")
 		}
 	})
 }
@@ -228,8 +235,8 @@ func TestFinderScanDoesNotBlock(t *testing.T) {
 	const vmB = "11111111-2222-3333-4444-555555555555"
 	root := proc(t, map[int][]byte{200: cmdline("qemu-kvm", "-uuid", vmA)})
 	clock := gpu.NewManualClock(time.Unix(1e9, 0))
-	f := New(root, clock, 10*time.Second)
-	if _, ok := f.Lookup(vmA); !ok {
+	f := New(Options{Proc: root, Clock: clock, Rescan: 10 * time.Second})
+	if _, ok := f.Lookup(vmA, ""); !ok {
 		t.Fatal("A not found")
 	}
 	clock.Advance(10 * time.Second)
@@ -237,17 +244,17 @@ func TestFinderScanDoesNotBlock(t *testing.T) {
 	f.scanHook = func() { close(started); <-release }
 	done := make(chan bool)
 	go func() {
-		_, ok := f.Lookup(vmB) // unknown: scans
+		_, ok := f.Lookup(vmB, "") // unknown: scans
 		done <- ok
 	}()
 	<-started
 	answered := make(chan struct{})
 	go func() {
 		defer close(answered)
-		if vm, ok := f.Lookup(vmA); !ok || vm.PID != 200 {
+		if vm, ok := f.Lookup(vmA, ""); !ok || vm.PID != 200 {
 			t.Errorf("a known VM during a scan: %+v, %v", vm, ok)
 		}
-		if _, ok := f.Lookup("aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"); ok {
+		if _, ok := f.Lookup("aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee", ""); ok {
 			t.Error("an unknown VM found while another lookup scans")
 		}
 	}()

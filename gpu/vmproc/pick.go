@@ -1,0 +1,239 @@
+package vmproc
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/go-kit/log/level"
+)
+
+// claimant is a process whose command line claims a VM: QEMU's name and
+// the VM's "-uuid".
+type claimant struct {
+	VM
+	uid    int      // its real UID; -1 when unknown
+	cgroup string   // its cgroup path ("" when unknown)
+	scope  string   // the virtual machine's scope of systemd-machined it runs in, or ""
+	mdevs  []string // the mediated devices its command line names
+}
+
+// holding is what /proc/PID/fd says of a process and a vGPU's device.
+type holding int8
+
+const (
+	holdUnknown holding = iota // no device to look for, or the process's open files unreadable
+	holdsNot
+	holds
+)
+
+// How a VM's process is told from other processes that claim its UUID, the
+// strongest first:
+//
+//  1. It holds the vGPU's VFIO device open: the mediated device's group,
+//     /dev/vfio/N (N its IOMMU group in sysfs), or its VFIO cdev,
+//     /dev/vfio/devices/vfioM (iommufd), as /proc/PID/fd links them. The
+//     kernel lets one process at a time open a VFIO group: the holder is
+//     the process that runs the vGPU. One whose open files can be read and
+//     hold neither is not the VM's, even alone. Reading another user's
+//     open files needs CAP_SYS_PTRACE: where they cannot be read, this
+//     tells nothing, for or against.
+//  2. It runs in a virtual machine's scope of systemd-machined
+//     (machine.slice/machine-*.scope, where libvirt puts its QEMU): only
+//     the system's manager, for a privileged caller, puts a process there;
+//     a user's program runs in the user's session.
+//  3. Its command line names the vGPU's mediated device
+//     (sysfsdev=/sys/bus/mdev/devices/UUID, as libvirt passes it). Anyone
+//     may write that: it only tells apart claimants no stronger evidence
+//     does.
+//
+// A process no other claimant matches at the strongest level that any of
+// them reaches is the VM's; where two match (or none holds the device,
+// where that could be seen of every one), the VM is nobody's: pausing
+// another's process is worse than not pausing the VM. The owner of a
+// claimant is logged, not weighed: libvirt's QEMU runs as whatever user
+// its configuration names (qemu, libvirt-qemu or root).
+
+// pick returns the process of the VM k asks for, from the claimants of
+// the last scan that run still, and logs why where the choice was not
+// plain (more than one claimant, or none that can be the VM's).
+func (f *Finder) pick(k key) (VM, bool) {
+	var live []claimant
+	for _, c := range f.claims[k.vm] {
+		if f.still(c.VM) {
+			live = append(live, c)
+		}
+	}
+	if len(live) == 0 {
+		return VM{}, false
+	}
+	nodes := f.vgpuNodes(k.mdev)
+	held := make([]holding, len(live))
+	for i, c := range live {
+		held[i] = f.holding(c.PID, nodes)
+	}
+	i, why := choose(live, held, k.mdev, nodes)
+	f.report(k.vm, live, held, i, why)
+	if i < 0 {
+		return VM{}, false
+	}
+	return live[i].VM, true
+}
+
+// choose returns the index of the VM's process among cs (held: whether
+// each holds the vGPU's device nodes; mdev the vGPU's mediated device, ""
+// when unknown) and why it is the one; -1 and why when none is.
+func choose(cs []claimant, held []holding, mdev string, nodes []string) (int, string) {
+	var holders, rest []int
+	for i, h := range held {
+		switch h {
+		case holds:
+			holders = append(holders, i)
+			rest = append(rest, i)
+		case holdUnknown:
+			rest = append(rest, i)
+		}
+	}
+	dev := strings.Join(nodes, " or ")
+	switch {
+	case len(holders) == 1:
+		return holders[0], "it holds the vGPU's device " + dev
+	case len(holders) > 1:
+		return -1, fmt.Sprintf("%d of them hold the vGPU's device %s", len(holders), dev)
+	case len(rest) == 0:
+		return -1, "none of them holds the vGPU's device " + dev
+	case len(rest) == 1 && len(cs) > 1:
+		return rest[0], "the others do not hold the vGPU's device " + dev
+	case len(rest) == 1:
+		return rest[0], ""
+	}
+	rank := func(i int) int {
+		r := 0
+		if cs[i].scope != "" {
+			r += 2
+		}
+		if mdev != "" && slices.Contains(cs[i].mdevs, mdev) {
+			r++
+		}
+		return r
+	}
+	best, tops := -1, 0
+	for _, i := range rest {
+		switch r := rank(i); {
+		case best < 0 || r > rank(best):
+			best, tops = i, 1
+		case r == rank(best):
+			tops++
+		}
+	}
+	if tops > 1 {
+		return -1, fmt.Sprintf("%d of them are alike in all that tells a VM's process (a machine scope, the vGPU's device held or named)", tops)
+	}
+	if cs[best].scope != "" {
+		return best, "it alone runs in a virtual machine's scope, " + cs[best].scope
+	}
+	return best, "its command line alone names the vGPU's mediated device " + mdev
+}
+
+// vgpuNodes returns the device nodes through which a process holds the
+// vGPU of mediated device mdev: its VFIO group (/dev/vfio/N, N the
+// device's IOMMU group) and its VFIO cdev (/dev/vfio/devices/vfioM); none
+// where mdev is "" or sysfs has neither.
+func (f *Finder) vgpuNodes(mdev string) []string {
+	if mdev == "" {
+		return nil
+	}
+	dir := filepath.Join(f.sys, "bus", "mdev", "devices", mdev)
+	var nodes []string
+	if l, err := os.Readlink(filepath.Join(dir, "iommu_group")); err == nil {
+		if g := filepath.Base(l); g != "" && strings.Trim(g, "0123456789") == "" {
+			nodes = append(nodes, "/dev/vfio/"+g)
+		}
+	}
+	if ents, err := os.ReadDir(filepath.Join(dir, "vfio-dev")); err == nil {
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), "vfio") {
+				nodes = append(nodes, "/dev/vfio/devices/"+e.Name())
+			}
+		}
+	}
+	return nodes
+}
+
+// holding says whether process pid has one of nodes open, by the links in
+// /proc/PID/fd.
+func (f *Finder) holding(pid uint32, nodes []string) holding {
+	if len(nodes) == 0 {
+		return holdUnknown
+	}
+	dir := filepath.Join(f.proc, strconv.FormatUint(uint64(pid), 10), "fd")
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return holdUnknown // another user's (CAP_SYS_PTRACE), or gone
+	}
+	for _, e := range ents {
+		if l, err := os.Readlink(filepath.Join(dir, e.Name())); err == nil && slices.Contains(nodes, l) {
+			return holds
+		}
+	}
+	return holdsNot
+}
+
+// report logs the choice of a VM's process where it was not plain: the
+// VM's process chosen among several claimants, or none; a VM is told of
+// once for the same choice, and again when its process is found after
+// none was.
+func (f *Finder) report(vm string, cs []claimant, held []holding, chosen int, why string) {
+	descs := make([]string, len(cs))
+	for i, c := range cs {
+		descs[i] = describe(c, held[i])
+	}
+	said := f.said[vm]
+	switch {
+	case chosen >= 0 && len(cs) == 1 && why == "":
+		if said != "" {
+			level.Info(f.logger).Log("msg", "VM's process on the host found", "vm", vm, "pid", cs[chosen].PID)
+			delete(f.said, vm)
+		}
+	case chosen >= 0:
+		line := fmt.Sprintf("PID %d: %s", cs[chosen].PID, why)
+		if line != said {
+			others := slices.Delete(slices.Clone(descs), chosen, chosen+1)
+			level.Info(f.logger).Log("msg", "VM's process on the host chosen among the processes that claim its UUID",
+				"vm", vm, "pid", cs[chosen].PID, "why", why, "passed_over", strings.Join(others, "; "))
+			f.said[vm] = line
+		}
+	default:
+		line := why + ": " + strings.Join(descs, "; ")
+		if line != said {
+			level.Warn(f.logger).Log("msg", "VM's process on the host not known: the VM is not named nor paused",
+				"vm", vm, "why", why, "claimants", strings.Join(descs, "; "))
+			f.said[vm] = line
+		}
+	}
+}
+
+// describe names a claimant for the log: its PID, owner, cgroup and what
+// its open files say.
+func describe(c claimant, h holding) string {
+	var facts []string
+	if c.uid >= 0 {
+		facts = append(facts, "uid "+strconv.Itoa(c.uid))
+	}
+	if c.cgroup != "" {
+		facts = append(facts, "cgroup "+c.cgroup)
+	}
+	switch h {
+	case holds:
+		facts = append(facts, "holds the vGPU's device")
+	case holdsNot:
+		facts = append(facts, "does not hold the vGPU's device")
+	}
+	if len(facts) == 0 {
+		return fmt.Sprintf("PID %d", c.PID)
+	}
+	return fmt.Sprintf("PID %d (%s)", c.PID, strings.Join(facts, ", "))
+}
