@@ -65,8 +65,9 @@ type Snapshot struct {
 	// totals forward with AddEvents. Sorted by GPU, kind, code.
 	Events []EventCount
 	// VGPURunlists are cumulative vGPU scheduler figures by GPU and
-	// software runlist since the exporter started, carried forward from
-	// each sample's scheduler log by AddSchedulerLog.
+	// software runlist since the exporter first saw the runlist, carried
+	// forward from each sample's scheduler log by AddSchedulerLog (which
+	// drops a GPU's once it has no vGPU scheduler).
 	VGPURunlists []RunlistCount
 	// Attribution counts processes that could not be attributed cleanly.
 	Attribution AttributionStatus

@@ -47,24 +47,39 @@ type RunlistCount struct {
 // counting starts: what the totals held before is not the exporter's to
 // count, and a counter that appears at 0 lets increase() and rate() see
 // everything after.
+//
+// The runlists of a GPU that r reads up without a vGPU scheduler (MIG mode
+// on, where the scheduler is not per GPU, or no longer a vGPU host), or no
+// longer lists, are dropped: their series go, and a runlist that comes
+// back starts at 0 again, as a new one. A GPU that could not be read (down)
+// keeps its counts. A runlist is not dropped for its absence from the log
+// while its GPU has the scheduler: the log holds only the last slots, an
+// idle VM has none under best effort, and the driver's runlist IDs are a
+// small set the next VM takes again.
 func AddSchedulerLog(prev []RunlistCount, r *gpu.Readings) []RunlistCount {
 	if r == nil {
 		return prev
 	}
 	n := 0
+	scheduled := make(map[string]bool, len(r.Devices)) // GPUs whose runlists stay
 	for i := range r.Devices {
-		if s := r.Devices[i].Scheduler; s != nil {
-			n += len(s.Log)
+		d := &r.Devices[i]
+		if d.Scheduler != nil {
+			n += len(d.Scheduler.Log)
+		}
+		if d.Scheduler != nil || !d.Up {
+			scheduled[d.UUID] = true
 		}
 	}
-	if n == 0 {
+	gone := func(c RunlistCount) bool { return !scheduled[c.UUID] }
+	if n == 0 && !slices.ContainsFunc(prev, gone) {
 		return prev
 	}
 	type key struct {
 		uuid    string
 		runlist uint32
 	}
-	out := slices.Clone(prev)
+	out := slices.DeleteFunc(slices.Clone(prev), gone)
 	idx := make(map[key]int, len(out))
 	for i, c := range out {
 		idx[key{c.UUID, c.Runlist}] = i

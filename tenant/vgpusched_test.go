@@ -83,6 +83,23 @@ func TestAddSchedulerLog(t *testing.T) {
 			schedReadings(slot(13, 2, 100, 90000), slot(14, 2, 200, 90400)),
 			schedReadings(slot(15, 2, 300, 90500)),
 		}, []RunlistCount{count(0, 0, 0, 0), count(1, 0, 0, 0), count(2, 300, 100, 1)}},
+		{"a GPU read without a scheduler drops its runlists", seen, []*gpu.Readings{
+			// MIG mode on (no vGPU scheduler per GPU), or no longer a vGPU host
+			{Devices: []gpu.Device{{Index: 0, UUID: "GPU-a", Up: true}}},
+		}, nil},
+		{"a GPU no longer listed drops its runlists", seen, []*gpu.Readings{
+			{Devices: []gpu.Device{{Index: 1, UUID: "GPU-b", Up: true}}},
+		}, nil},
+		{"a GPU down keeps its counts", seen, []*gpu.Readings{
+			schedReadings(slot(13, 1, 1500, 8000)),
+			{Devices: []gpu.Device{{Index: 0, UUID: "GPU-a", Up: false}}},
+		}, []RunlistCount{count(0, 0, 0, 0), count(1, 1500, 1000, 1)}},
+		{"a runlist dropped comes back at 0", seen, []*gpu.Readings{
+			schedReadings(slot(13, 1, 1500, 8000)),
+			{Devices: []gpu.Device{{Index: 0, UUID: "GPU-a", Up: true}}},
+			schedReadings(slot(20, 1, 500, 9000)),
+			schedReadings(slot(21, 1, 400, 9100)),
+		}, []RunlistCount{count(1, 400, 100, 1)}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -114,9 +131,11 @@ func TestAddSchedulerLog(t *testing.T) {
 
 // schedSteps decodes fuzz input into samples of scheduler log entries on
 // two GPUs: per entry 27 bytes, a flags byte (bit 0: a new sample starts,
-// bit 1: the second GPU, bits 2-3: the runlist), a timestamp in ms (two
-// bytes) and the run time, run total and cumulative preemption (eight
-// bytes each, in ns, as NVML gives them up to the largest Duration).
+// bit 1: the second GPU, bits 2-3: the runlist, bit 4 where a sample
+// starts: the first GPU is read up without a scheduler in it, and its
+// entries are left out), a timestamp in ms (two bytes) and the run time,
+// run total and cumulative preemption (eight bytes each, in ns, as NVML
+// gives them up to the largest Duration).
 func schedSteps(data []byte) []*gpu.Readings {
 	var steps []*gpu.Readings
 	for ; len(data) >= 27; data = data[27:] {
@@ -125,9 +144,15 @@ func schedSteps(data []byte) []*gpu.Readings {
 				{Index: 0, UUID: "GPU-a", Scheduler: &gpu.VGPUScheduler{}},
 				{Index: 1, UUID: "GPU-b", Scheduler: &gpu.VGPUScheduler{}},
 			}})
+			if data[0]&16 != 0 {
+				steps[len(steps)-1].Devices[0] = gpu.Device{Index: 0, UUID: "GPU-a", Up: true}
+			}
 		}
 		ns := func(b []byte) time.Duration { return time.Duration(binary.BigEndian.Uint64(b) & math.MaxInt64) }
 		s := steps[len(steps)-1].Devices[data[0]>>1&1].Scheduler
+		if s == nil {
+			continue
+		}
 		s.Log = append(s.Log, gpu.VGPUSchedulerLogEntry{
 			Timestamp: time.UnixMilli(int64(binary.BigEndian.Uint16(data[1:3]))), Runlist: uint32(data[0] >> 2 & 3),
 			RunTime: ns(data[3:11]), RunTimeTotal: ns(data[11:19]), CumulativePreemp: ns(data[19:27]),
@@ -154,13 +179,18 @@ func schedEntryBytes(newSample bool, gpuB bool, rl uint8, ms uint16, run, total,
 }
 
 // Whatever the scheduler logs hold, the counts are counters: no runlist's
-// run time, preemption time or slices ever fall (nor go negative), prev is
-// never modified, and the counts stay sorted by GPU, UUID and runlist.
+// run time, preemption time or slices ever fall (nor go negative) while it
+// is counted, prev is never modified, the counts stay sorted by GPU, UUID
+// and runlist, and a GPU read without a scheduler has none.
 func FuzzAddSchedulerLog(f *testing.F) {
 	f.Add(slices.Concat(
 		schedEntryBytes(true, false, 0, 10, 900e3, 0, 5e6), schedEntryBytes(false, false, 1, 11, 800e3, 0, 7e6),
 		schedEntryBytes(true, false, 0, 14, 2e6, 0, 7.3e6), schedEntryBytes(false, true, 2, 3, 1e3, 50e3, 1e3),
 		schedEntryBytes(true, true, 2, 2, 1e3, 60e3, 2e3), schedEntryBytes(false, false, 1, 20, 1e3, 0, 1e3)))
+	f.Add(slices.Concat( // GPU-a loses its scheduler (MIG mode on), then has it again
+		schedEntryBytes(true, false, 0, 10, 900e3, 0, 5e6), schedEntryBytes(true, false, 0, 12, 900e3, 0, 6e6),
+		append([]byte{17}, schedEntryBytes(false, false, 0, 13, 1e3, 0, 7e6)[1:]...),
+		schedEntryBytes(true, false, 0, 14, 1e3, 0, 8e6), schedEntryBytes(true, false, 0, 15, 1e3, 0, 9e6)))
 	f.Add(slices.Concat( // a driver's garbage: totals near the largest Duration, then reset
 		schedEntryBytes(true, false, 0, 1, 0, 1, 1), schedEntryBytes(true, false, 0, 2, 0, math.MaxInt64, math.MaxInt64),
 		schedEntryBytes(true, false, 0, 3, 0, 5, 5), schedEntryBytes(true, false, 0, 4, 0, math.MaxInt64, math.MaxInt64)))
@@ -178,6 +208,9 @@ func FuzzAddSchedulerLog(f *testing.F) {
 				t.Fatalf("sample %d: counts out of order %+v", i, next)
 			}
 			for _, c := range next {
+				if c.UUID == "GPU-a" && r.Devices[0].Scheduler == nil {
+					t.Fatalf("sample %d: GPU-a without a scheduler kept %+v", i, c)
+				}
 				if c.RunTime < 0 || c.Preemption < 0 {
 					t.Fatalf("sample %d: negative count %+v", i, c)
 				}
