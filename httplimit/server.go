@@ -1,7 +1,9 @@
 // Package httplimit bounds what HTTP clients can hold of the exporter:
 // the server's timeouts and its connection limit (idle connections closed
-// first), no wait for a request body, its own error log rate-limited, and
-// the limit on requests in flight with its rate-limited log.
+// first), no wait for a request body (none past the header timeout where
+// a handler wrapped around the server's answers), its own error log
+// rate-limited, and the limit on requests in flight with its rate-limited
+// log.
 package httplimit
 
 import (
@@ -20,6 +22,9 @@ import (
 
 // Limits bounds what clients can hold of the HTTP server.
 type Limits struct {
+	// ReadHeaderTimeout bounds the time to read a request's headers, and
+	// the whole request too: a body the server waits for (see noBody) is
+	// not waited for past it.
 	ReadHeaderTimeout time.Duration
 	IdleTimeout       time.Duration
 	// MaxConnections bounds open connections; 0 means no limit.
@@ -41,10 +46,15 @@ func NewServer(h http.Handler, lim Limits, logger log.Logger) *http.Server {
 	srv := &http.Server{
 		Handler:           noBody(h),
 		ReadHeaderTimeout: lim.ReadHeaderTimeout,
-		IdleTimeout:       lim.IdleTimeout,
-		WriteTimeout:      writeTimeout,
-		MaxHeaderBytes:    maxHeaderBytes,
-		ErrorLog:          stdlog.New(newServerErrorLog(logger), "", 0),
+		// A handler wrapped around h (the web configuration's basic auth)
+		// may answer without calling it, so noBody does not see that
+		// request: net/http then reads its body before the response, and
+		// the whole request's deadline is what ends a body never sent.
+		ReadTimeout:    lim.ReadHeaderTimeout,
+		IdleTimeout:    lim.IdleTimeout,
+		WriteTimeout:   writeTimeout,
+		MaxHeaderBytes: maxHeaderBytes,
+		ErrorLog:       stdlog.New(newServerErrorLog(logger), "", 0),
 	}
 	if lim.MaxConnections > 0 {
 		srv.ConnState = newConnLimiter(lim.MaxConnections, logger).track

@@ -63,20 +63,7 @@ func TestUnsentBodyHoldsNothing(t *testing.T) {
 		_, _ = w.Write(make([]byte, 1<<20)) // beyond the server's buffers, as /metrics is
 	}))
 	srv := NewServer(h, Limits{ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute, MaxConnections: 2}, log.NewNopLogger())
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	defer srv.Close()
-
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second)) // a hang guard
-	fmt.Fprintf(c, "GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n")
+	addr, c := announceUnsentBody(t, srv, "GET")
 	br := bufio.NewReader(c)
 	if resp, err := http.ReadResponse(br, nil); err != nil {
 		t.Errorf("no response to a request whose body never came: %v", err)
@@ -88,7 +75,7 @@ func TestUnsentBodyHoldsNothing(t *testing.T) {
 
 	client := &http.Client{Timeout: 10 * time.Second}
 	for _, body := range []io.Reader{nil, strings.NewReader("sent in full")} {
-		resp, err := client.Post("http://"+ln.Addr().String()+"/metrics", "text/plain", body)
+		resp, err := client.Post("http://"+addr+"/metrics", "text/plain", body)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,4 +85,70 @@ func TestUnsentBodyHoldsNothing(t *testing.T) {
 			t.Errorf("the next request (body %v): %d, want 200", body != nil, resp.StatusCode)
 		}
 	}
+}
+
+// A request answered before it reaches the exporter's handler (the
+// web configuration's basic auth answers 401 in a handler wrapped
+// around the server's) and announcing a body it never sends is not
+// waited for past the header timeout either: net/http reads the body
+// before sending that response, with no deadline, so that each such
+// connection stayed busy for ever, beyond the connection limit's
+// reach, and a few of them, from a client that knows no password,
+// locked every scraper out.
+func TestUnsentBodyBeforeHandlerHoldsNothing(t *testing.T) {
+	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+	srv := NewServer(ok, Limits{ReadHeaderTimeout: 300 * time.Millisecond, IdleTimeout: time.Minute, MaxConnections: 1}, log.NewNopLogger())
+	inner := srv.Handler
+	srv.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { // as exporter-toolkit wraps it
+		if _, _, auth := r.BasicAuth(); !auth {
+			http.Error(w, "Unauthorized", http.StatusUnauthorized)
+			return
+		}
+		inner.ServeHTTP(w, r)
+	})
+	addr, c := announceUnsentBody(t, srv, "POST")
+	start := time.Now()
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("no response after %s to an unauthorized request whose body never came: %v", time.Since(start).Round(time.Millisecond), err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("status %d, want 401", resp.StatusCode)
+	}
+
+	// Its connection is closed, so the one connection allowed serves a
+	// scraper.
+	req, _ := http.NewRequest("GET", "http://"+addr+"/metrics", nil)
+	req.SetBasicAuth("u", "p")
+	resp, err = (&http.Client{Timeout: 5 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatalf("a scraper after it: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("a scraper after it: %d, want 200", resp.StatusCode)
+	}
+}
+
+// announceUnsentBody serves srv on a port of its own until the test ends,
+// and returns its address and a connection that sent a method request
+// for /metrics announcing a body of 100 bytes, and no body; reads on the
+// connection give up after 10 s (a hang guard).
+func announceUnsentBody(t *testing.T, srv *http.Server, method string) (string, net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(c, "%s /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n", method)
+	return ln.Addr().String(), c
 }
