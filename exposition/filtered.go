@@ -3,6 +3,7 @@ package exposition
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/go-kit/log"
@@ -20,11 +21,14 @@ import (
 // returns for its collect[] names, with the exporter's own metrics in self
 // (nil for none). A collector newCollector refuses (a bad name) is the
 // request's fault: HTTP 400, logged as a warning (see badRequestLog).
+// What the handlers of filtered requests log is rate-limited as a whole
+// (see promLogger).
 func Metrics(cached http.Handler, newCollector func(filters ...string) (prometheus.Collector, error), self prometheus.Gatherer, logger log.Logger) http.Handler {
 	if logger == nil {
 		logger = log.NewNopLogger()
 	}
 	bad := &badRequestLog{logger: logger, lines: ratelog.New(badRequestLogEvery, 1)}
+	errLog := &promLogger{logger: logger, lines: ratelog.New(badRequestLogEvery, 1)}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		filters := q["collect[]"]
@@ -36,7 +40,7 @@ func Metrics(cached http.Handler, newCollector func(filters ...string) (promethe
 		c, err := newCollector(filters...)
 		var h http.Handler
 		if err == nil {
-			h, err = Filtered(c, self, logger)
+			h, err = Filtered(c, self, errLog)
 		}
 		if err != nil {
 			bad.note(filters, err)
@@ -73,11 +77,9 @@ func (l *badRequestLog) note(filters []string, err error) {
 
 // Filtered returns a handler rendering c on every request (a scrape with
 // collect[] or name[] filters, which the cache does not serve), together
-// with the exporter's own metrics in self (nil for none).
-func Filtered(c prometheus.Collector, self prometheus.Gatherer, logger log.Logger) (http.Handler, error) {
-	if logger == nil {
-		logger = log.NewNopLogger()
-	}
+// with the exporter's own metrics in self (nil for none), logging its
+// errors through errLog (nil for none).
+func Filtered(c prometheus.Collector, self prometheus.Gatherer, errLog promhttp.Logger) (http.Handler, error) {
 	reg := prometheus.NewRegistry()
 	if err := reg.Register(c); err != nil {
 		return nil, fmt.Errorf("registering the collector: %w", err)
@@ -87,14 +89,27 @@ func Filtered(c prometheus.Collector, self prometheus.Gatherer, logger log.Logge
 		gatherers = append(prometheus.Gatherers{self}, reg)
 	}
 	return promhttp.HandlerFor(gatherers, promhttp.HandlerOpts{
-		ErrorLog:      promLogger{logger},
+		ErrorLog:      errLog,
 		ErrorHandling: promhttp.ContinueOnError,
 	}), nil
 }
 
-// promLogger lets promhttp log through go-kit.
-type promLogger struct{ logger log.Logger }
+// promLogger lets promhttp log through go-kit, at error level: the first
+// line at once, then at most one per badRequestLogEvery with the number
+// not logged since the previous line. What it logs a client can make it
+// log on every request: an Accept-Encoding that refuses every encoding
+// (identity;q=0) is logged as one promhttp does not know, and served
+// uncompressed.
+type promLogger struct {
+	logger log.Logger
+	lines  *ratelog.Log
+}
 
-func (l promLogger) Println(v ...any) {
-	level.Error(l.logger).Log("msg", fmt.Sprint(v...))
+// Println writes v as fmt.Println would, spaces between all operands.
+func (l *promLogger) Println(v ...any) {
+	held, ok := l.lines.Note()
+	if !ok {
+		return
+	}
+	level.Error(l.logger).Log("msg", strings.TrimSuffix(fmt.Sprintln(v...), "\n"), "not_logged", held)
 }

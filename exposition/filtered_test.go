@@ -101,3 +101,27 @@ func TestMetricsBadRequestLogBounded(t *testing.T) {
 		}
 	}
 }
+
+// What promhttp logs on a filtered scrape reads as it wrote it, and a
+// client repeating what makes it log (an Accept-Encoding that refuses
+// every encoding, identity;q=0) cannot flood the log: the first at once,
+// then a bounded number of lines.
+func TestFilteredErrorLogBounded(t *testing.T) {
+	var logged bytes.Buffer
+	newCollector := func(filters ...string) (prometheus.Collector, error) { return namedCollector(filters), nil }
+	h := Metrics(http.NotFoundHandler(), newCollector, nil, log.NewLogfmtLogger(&logged))
+	const requests = 100
+	for range requests {
+		req := httptest.NewRequest("GET", "/metrics?collect[]=gpu", nil)
+		req.Header.Set("Accept-Encoding", "identity;q=0")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `vgpu_fake_ratio{collector="gpu"} 1`) {
+			t.Fatalf("status %d: %s", rec.Code, rec.Body)
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(logged.String()), "\n")
+	if len(lines) > 2 || !strings.Contains(lines[0], "error getting writer content compression format not recognized") {
+		t.Errorf("%d log lines for %d requests, want the first, as promhttp wrote it, and at most one more; the first: %s", len(lines), requests, lines[0])
+	}
+}
