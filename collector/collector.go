@@ -109,6 +109,17 @@ func Collectors() []string {
 	return names
 }
 
+// UnknownError is NewExporter's error for a filter that names no
+// registered collector.
+type UnknownError struct {
+	Name  string
+	Known []string // the names there are, sorted
+}
+
+func (e *UnknownError) Error() string {
+	return fmt.Sprintf("collector: unknown collector %q (known: %v)", e.Name, e.Known)
+}
+
 // isEnabled says whether the command line (or the default) enables r.
 // Call with regMu held.
 func (r *registration) isEnabled() bool {
@@ -186,7 +197,7 @@ func NewExporter(snap func() *tenant.Snapshot, logger log.Logger, filters ...str
 			r, ok := registrations[f]
 			if !ok {
 				regMu.Unlock() // Collectors takes the lock
-				return nil, fmt.Errorf("collector: unknown collector %q (known: %v)", f, Collectors())
+				return nil, &UnknownError{Name: f, Known: Collectors()}
 			}
 			if !r.isEnabled() {
 				regMu.Unlock()

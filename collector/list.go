@@ -1,6 +1,9 @@
 package collector
 
 import (
+	"errors"
+	"slices"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
@@ -28,8 +31,20 @@ const TunerCollectorName = "tuner"
 
 // WithTuner returns the collector newCollector builds for filters and,
 // when status is set (the tuner runs), the tuner's collector beside it.
-// With collect[] filters, "tuner" selects the tuner's metrics.
+// With collect[] filters, "tuner" selects the tuner's metrics, and an
+// UnknownError names it among those there are.
 func WithTuner(newCollector func(filters ...string) (prometheus.Collector, error), status func() *tuner.Status, filters []string) (prometheus.Collector, error) {
+	c, err := withTuner(newCollector, status, filters)
+	var u *UnknownError
+	if status != nil && errors.As(err, &u) {
+		known := append(slices.Clone(u.Known), TunerCollectorName)
+		slices.Sort(known)
+		return nil, &UnknownError{Name: u.Name, Known: known}
+	}
+	return c, err
+}
+
+func withTuner(newCollector func(filters ...string) (prometheus.Collector, error), status func() *tuner.Status, filters []string) (prometheus.Collector, error) {
 	wantTuner := status != nil
 	rest := filters
 	if len(filters) > 0 {

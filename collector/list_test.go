@@ -2,10 +2,12 @@ package collector
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
 
@@ -56,5 +58,27 @@ func TestWithTuner(t *testing.T) {
 	}
 	if _, err := WithTuner(newC, status, []string{"tuner", "bad"}); err == nil {
 		t.Error("a bad filter beside tuner should fail")
+	}
+}
+
+// A collect[] name no collector has is answered with the names there are,
+// the tuner's among them while it runs (it is not one of the registered
+// collectors, so the list left it out), and only then.
+func TestWithTunerUnknownNamesTuner(t *testing.T) {
+	newC := func(filters ...string) (prometheus.Collector, error) {
+		return NewExporter(func() *tenant.Snapshot { return nil }, nil, filters...)
+	}
+	for _, tc := range []struct {
+		name   string
+		status func() *tuner.Status
+		want   string
+	}{
+		{"tuner on", func() *tuner.Status { return nil }, `unknown collector "nope" (known: [exporter gpu mig tenant tuner vgpu])`},
+		{"tuner off", nil, `unknown collector "nope" (known: [exporter gpu mig tenant vgpu])`},
+	} {
+		_, err := WithTuner(newC, tc.status, []string{"gpu", "nope"})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %s", tc.name, err, tc.want)
+		}
 	}
 }
