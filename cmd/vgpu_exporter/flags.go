@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/exporter-toolkit/web"
@@ -163,6 +165,10 @@ func (c *config) validate() error {
 	if !strings.HasPrefix(c.TelemetryPath, "/") {
 		errs = append(errs, fmt.Errorf("--web.telemetry-path must start with /, got %q", c.TelemetryPath))
 	}
+	if i := strings.IndexFunc(c.TelemetryPath, notInPath); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(c.TelemetryPath[i:])
+		errs = append(errs, fmt.Errorf("--web.telemetry-path %q holds %q: it must be a URL path without spaces, control characters, '?', '#', '{' or '}'", c.TelemetryPath, r))
+	}
 	if reserved(c.TelemetryPath) {
 		errs = append(errs, fmt.Errorf("--web.telemetry-path %q clashes with a built-in endpoint", c.TelemetryPath))
 	}
@@ -220,6 +226,14 @@ func (c *config) validate() error {
 }
 
 // reserved reports whether p is one of the paths the exporter serves itself.
+// notInPath reports whether r cannot stand in a --web.telemetry-path: the
+// path is a ServeMux pattern, in which a space or tab ends a method,
+// braces make a wildcard, and a '?' or '#' (or a control character) is
+// never in a request's path.
+func notInPath(r rune) bool {
+	return unicode.IsSpace(r) || unicode.IsControl(r) || strings.ContainsRune("?#{}", r)
+}
+
 func reserved(p string) bool {
 	switch p {
 	case "/", "/-/healthy", "/-/ready", "/-/reload", webui.TunerPagePath:

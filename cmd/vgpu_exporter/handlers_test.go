@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -163,6 +164,51 @@ func TestHandlerCustomTelemetryPath(t *testing.T) {
 		h.ServeHTTP(rec, httptest.NewRequest("GET", target, nil))
 		if rec.Code != want {
 			t.Errorf("GET %s: %d, want %d", target, rec.Code, want)
+		}
+	}
+}
+
+// A --web.telemetry-path that validates is served as the URL path it is:
+// metrics there (at what a client asks for a link to it), the landing page
+// at /, nothing at a path beside it. The path is a ServeMux pattern: a
+// space in it made the handler panic at start, wildcards in braces served
+// metrics at every path ("/{x}") or in place of the landing page ("/{$}"),
+// and a '?' or '#' left them where no request reaches.
+func TestTelemetryPathServedAsGiven(t *testing.T) {
+	for _, p := range []string{"/gpu-metrics", "/a/b", "/m%20x", "/metrics/", "/a b", "/a\tb", "/{x}", "/{$}", "/metrics?x", "/m#x"} {
+		c, err := parseArgs(t, "--web.telemetry-path="+p)
+		if err != nil {
+			continue // refused with a message
+		}
+		var h http.Handler
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Errorf("%q: validated, and the handler panicked: %v", p, r)
+				}
+			}()
+			h, err = newHandler(handlerOptions{TelemetryPath: c.TelemetryPath, NewCollector: newFakeCollector})
+		}()
+		if h == nil || err != nil {
+			continue
+		}
+		u, err := url.Parse(p)
+		if err != nil {
+			t.Errorf("%q: validated, and is no URL path: %v", p, err)
+			continue
+		}
+		for _, tc := range []struct {
+			u       *url.URL
+			code    int
+			content string
+		}{{u, 200, "text/plain; version=0.0.4"}, {&url.URL{Path: "/"}, 200, "text/html"}, {&url.URL{Path: "/elsewhere"}, 404, "text/plain"}} {
+			req := httptest.NewRequest("GET", "/", nil)
+			req.URL, req.RequestURI = tc.u, tc.u.RequestURI()
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if ct := rec.Header().Get("Content-Type"); rec.Code != tc.code || !strings.HasPrefix(ct, tc.content) {
+				t.Errorf("path %q, GET %s: %d %s, want %d %s", p, tc.u.RequestURI(), rec.Code, ct, tc.code, tc.content)
+			}
 		}
 	}
 }
