@@ -225,7 +225,6 @@ func (c *config) validate() error {
 	return errors.Join(errs...)
 }
 
-// reserved reports whether p is one of the paths the exporter serves itself.
 // notInPath reports whether r cannot stand in a --web.telemetry-path: the
 // path is a ServeMux pattern, in which a space or tab ends a method,
 // braces make a wildcard, and a '?' or '#' (or a control character) is
@@ -234,6 +233,7 @@ func notInPath(r rune) bool {
 	return unicode.IsSpace(r) || unicode.IsControl(r) || strings.ContainsRune("?#{}", r)
 }
 
+// reserved reports whether p is one of the paths the exporter serves itself.
 func reserved(p string) bool {
 	switch p {
 	case "/", "/-/healthy", "/-/ready", "/-/reload", webui.TunerPagePath:
