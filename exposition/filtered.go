@@ -3,6 +3,7 @@ package exposition
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -30,7 +31,15 @@ func Metrics(cached http.Handler, newCollector func(filters ...string) (promethe
 	bad := &badRequestLog{logger: logger, lines: ratelog.New(badRequestLogEvery, 1)}
 	errLog := &promLogger{logger: logger, lines: ratelog.New(badRequestLogEvery, 1)}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		q := r.URL.Query()
+		q, err := url.ParseQuery(r.URL.RawQuery)
+		if err != nil {
+			// what it asked for cannot be told: not the whole output as
+			// if it asked for no filter
+			err = fmt.Errorf("malformed query: %w", err)
+			bad.note(nil, err)
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
 		filters := q["collect[]"]
 		if len(filters) == 0 && len(q["name[]"]) == 0 {
 			cached.ServeHTTP(w, r)

@@ -50,6 +50,10 @@ func TestMetrics(t *testing.T) {
 		{"collect[] without the exporter's own", "/metrics?collect[]=gpu", nil, 200, []string{`vgpu_fake_ratio{collector="gpu"} 1`}, []string{"go_build_info"}},
 		{"name[] alone: rendered", "/metrics?name[]=vgpu_fake_ratio", nil, 200, nil, []string{"cached"}},
 		{"a bad collector", "/metrics?collect[]=bogus", self, 400, []string{`unknown collector "bogus"`}, nil},
+		// a query that cannot be read is refused, not served whole as if
+		// it asked for no filter
+		{"a semicolon", "/metrics?collect[]=gpu;collect[]=tenant", self, 400, []string{"malformed query", "semicolon"}, []string{"cached"}},
+		{"a bad escape", "/metrics?collect[]=%zz", self, 400, []string{"malformed query", "escape"}, []string{"cached"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := httptest.NewRecorder()
