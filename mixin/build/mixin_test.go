@@ -313,9 +313,10 @@ func TestMetricNames(t *testing.T) {
 
 var docRow = regexp.MustCompile("(?m)^\\| `(vgpu_[a-z0-9_]+)` \\|")
 
-// TestMetricsDocumented checks that every metric a rule or dashboard reads
-// is listed in docs/metrics.md (or is a recording rule of the mixin, or up).
-func TestMetricsDocumented(t *testing.T) {
+// knownSeries returns the names a query may read: the metrics
+// docs/metrics.md lists, the mixin's recording rules, and up.
+func knownSeries(t *testing.T, rules []rule) map[string]bool {
+	t.Helper()
 	doc, err := os.ReadFile(filepath.Join(root, "docs", "metrics.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -327,12 +328,19 @@ func TestMetricsDocumented(t *testing.T) {
 	if len(known) < 50 {
 		t.Fatalf("docs/metrics.md: only %d metrics found", len(known))
 	}
-	rules := allRules(t)
 	for _, r := range rules {
 		if r.Record != "" {
 			known[r.Record] = true
 		}
 	}
+	return known
+}
+
+// TestMetricsDocumented checks that every metric a rule or dashboard reads
+// is listed in docs/metrics.md (or is a recording rule of the mixin, or up).
+func TestMetricsDocumented(t *testing.T) {
+	rules := allRules(t)
+	known := knownSeries(t, rules)
 	check := func(where, expr string) {
 		for _, m := range metricNames(expr) {
 			if !known[m] {
@@ -347,6 +355,74 @@ func TestMetricsDocumented(t *testing.T) {
 	for _, name := range sortedNames(all) {
 		for _, e := range dashboardExprs(all[name]) {
 			check(name, e)
+		}
+	}
+}
+
+var (
+	codeBlock  = regexp.MustCompile("(?ms)^[ \t]*```[^\n]*\n(.*?)^[ \t]*```")
+	codeSpan   = regexp.MustCompile("`([^`]+)`")
+	seriesName = regexp.MustCompile(`\b(vgpu_[a-z0-9_]*[a-z0-9]|cluster[a-z_]*:[a-z0-9_:]*[a-z0-9])\b`)
+	nameRegex  = regexp.MustCompile(`__name__=~"([^"]+)"`)
+	// notSeries are words of a series' shape that the docs quote for
+	// something else: the program (its unit, user and directories) and a
+	// tuner knob.
+	notSeries = map[string]bool{"vgpu_exporter": true, "vgpu_scheduler": true}
+)
+
+// TestDocsQuoteKnownSeries checks what the operators' docs quote in code
+// (inline or in a block): every metric or recording rule they name is
+// listed in docs/metrics.md or recorded by the mixin (or is the build
+// info, which the exporter serves beside its collectors), and every
+// __name__ regular expression, as in a federation match[], selects at
+// least one recording rule of the mixin. A query copied from them then
+// names series that exist.
+func TestDocsQuoteKnownSeries(t *testing.T) {
+	rules := allRules(t)
+	known := knownSeries(t, rules)
+	known["vgpu_exporter_build_info"] = true
+	var records []string
+	for _, r := range rules {
+		if r.Record != "" {
+			records = append(records, r.Record)
+		}
+	}
+	for _, doc := range []string{"README.md", "docs/runbooks.md", "docs/deploy.md", "docs/mixin.md"} {
+		b, err := os.ReadFile(filepath.Join(root, doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := string(b)
+		// The code blocks, then the inline code of the text around them
+		// (the blocks blanked, so that their fences pair no backticks).
+		spans := codeBlock.FindAllStringSubmatchIndex(text, -1)
+		prose := []byte(text)
+		for _, at := range spans {
+			for i := at[0]; i < at[1]; i++ {
+				if prose[i] != '\n' {
+					prose[i] = ' '
+				}
+			}
+		}
+		spans = append(spans, codeSpan.FindAllSubmatchIndex(prose, -1)...)
+		for _, at := range spans {
+			span := text[at[2]:at[3]]
+			line := strings.Count(text[:at[0]], "\n") + 1
+			for _, n := range seriesName.FindAllString(span, -1) {
+				if !known[n] && !notSeries[n] {
+					t.Errorf("%s:%d quotes %s, which docs/metrics.md does not list and no rule records", doc, line, n)
+				}
+			}
+			for _, m := range nameRegex.FindAllStringSubmatch(span, -1) {
+				re, err := regexp.Compile("^(?:" + m[1] + ")$")
+				if err != nil {
+					t.Errorf("%s:%d: %s: %v", doc, line, m[0], err)
+					continue
+				}
+				if !slices.ContainsFunc(records, re.MatchString) {
+					t.Errorf("%s:%d: %s selects no recording rule of the mixin", doc, line, m[0])
+				}
+			}
 		}
 	}
 }
