@@ -230,17 +230,24 @@ func cardinalityTable(t *testing.T) []cardinalityTerm {
 	return out
 }
 
-// fleetRow is the series per host the Fleet scale table gives a scenario.
-var fleetRow = regexp.MustCompile("\\(`([a-z0-9-]+)`\\)")
+// fleetRow is the series per host the Fleet scale table gives a scenario;
+// fleetProse the raw series of the fleet of eight-GPU hosts its text adds up.
+var (
+	fleetRow   = regexp.MustCompile("\\(`([a-z0-9-]+)`\\)")
+	fleetProse = regexp.MustCompile(`never the ([0-9.]+)\s+million raw series`)
+)
 
 // TestCardinalityDoc serves built-in scenarios (the exporter's collectors,
 // the tuner's and the build info, as a scrape has them) and checks that
 // the terms of docs/metrics.md's cardinality table add up to what is
-// served, and that the Fleet scale table gives the served figures.
+// served, and that the Fleet scale table gives the served figures, 10,000
+// hosts of them, and its text the eight-GPU hosts' figure.
 func TestCardinalityDoc(t *testing.T) {
 	terms := cardinalityTable(t)
 	fleet := map[string][2]int{} // scenario: with and without the tuner
-	for _, line := range docSection(t, "Fleet scale") {
+	section := docSection(t, "Fleet scale")
+	eightGPUs := ""
+	for _, line := range section {
 		m := fleetRow.FindStringSubmatch(line)
 		if m == nil || !strings.HasPrefix(line, "|") {
 			continue
@@ -252,9 +259,21 @@ func TestCardinalityDoc(t *testing.T) {
 			t.Fatalf("docs/metrics.md: fleet row %q: series per host not numbers", line)
 		}
 		fleet[m[1]] = [2]int{with, without}
+		if want := fmt.Sprintf("%.1f M", float64(with)*10000/1e6); c[5] != want {
+			t.Errorf("docs/metrics.md fleet scale: %s on 10,000 hosts is %q, want %q", m[1], c[5], want)
+		}
+		if c[1] == "8" {
+			eightGPUs = c[5]
+		}
 	}
 	if len(fleet) == 0 {
 		t.Fatal("docs/metrics.md: no fleet rows naming a scenario")
+	}
+	switch p := fleetProse.FindStringSubmatch(strings.Join(section, "\n")); {
+	case p == nil:
+		t.Error("docs/metrics.md fleet scale: the text names no raw series of the fleet (never the N million raw series)")
+	case p[1]+" M" != eightGPUs:
+		t.Errorf("docs/metrics.md fleet scale: the text's 10,000 eight-GPU hosts serve %s million raw series, the table's %s", p[1], eightGPUs)
 	}
 	scenarios := []string{"h100-timeslice", "noisy-neighbour", "h200-mig", "vgpu-scheduler", "eight-gpu-hot"}
 	for name := range fleet {
