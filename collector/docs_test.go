@@ -2,18 +2,23 @@ package collector
 
 import (
 	"bufio"
+	"context"
 	"fmt"
+	"maps"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/vgpu-exporter/vgpu_exporter/internal/simtest"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
 )
 
@@ -180,5 +185,77 @@ func TestPromlint(t *testing.T) {
 	}
 	for _, p := range problems {
 		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
+}
+
+// lostGPUNote is the note of docs/metrics.md on a lost GPU, and docName a
+// metric it names.
+var (
+	lostGPUNote = regexp.MustCompile(`(?ms)^- \*\*A lost GPU\*\*.*?\n(?:- |\n)`)
+	docName     = regexp.MustCompile("`(vgpu_[a-z_]+)")
+)
+
+// TestLostGPUDoc loses the GPU of h100-timeslice (the simulator's gpu-lost
+// event) and checks that the series served for its uuid afterwards are
+// those docs/metrics.md's note on a lost GPU names, and that its counters
+// no longer rise.
+func TestLostGPUDoc(t *testing.T) {
+	b, err := os.ReadFile("../docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	note := lostGPUNote.FindString(string(b))
+	if note == "" {
+		t.Fatal("docs/metrics.md has no note on a lost GPU")
+	}
+	var want []string
+	for _, m := range docName.FindAllStringSubmatch(note, -1) {
+		if !slices.Contains(want, m[1]) {
+			want = append(want, m[1])
+		}
+	}
+	sort.Strings(want)
+
+	sc, err := os.ReadFile("../scenarios/h100-timeslice.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _, _ := strings.Cut(string(sc), "\nevents:")
+	path := filepath.Join(t.TempDir(), "lost.yaml")
+	if err := os.WriteFile(path, []byte(body+"\nevents:\n  - {at: 20s, action: gpu-lost, gpu: 0}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := simtest.New(t, path, "../scenarios/h100-timeslice.tenants.yaml")
+	ctx := context.Background()
+	var lost []map[string]float64 // the lost GPU's series after the loss, by sample
+	var got []string
+	for i := range 4 {
+		snap := h.Build(ctx, h.Sample(ctx, 15*time.Second))
+		d := snap.Readings.Devices[0]
+		if d.Up != (i < 1) {
+			t.Fatalf("sample %d: GPU up %v", i, d.Up)
+		}
+		if d.Up {
+			continue
+		}
+		series := map[string]float64{}
+		names := map[string]bool{}
+		for name, mf := range testutil.Gather(t, newExporter(t, snap, builtin...)) {
+			for _, m := range mf.GetMetric() {
+				if !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == "uuid" && l.GetValue() == d.UUID }) {
+					continue
+				}
+				names[name] = true
+				series[name+m.String()] = m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			}
+		}
+		got = slices.Sorted(maps.Keys(names))
+		lost = append(lost, series)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("a lost GPU serves %v; docs/metrics.md's note names %v", got, want)
+	}
+	if !maps.Equal(lost[0], lost[len(lost)-1]) {
+		t.Errorf("a lost GPU's series changed after it was lost:\n%v\n%v", lost[0], lost[len(lost)-1])
 	}
 }
