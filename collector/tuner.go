@@ -30,7 +30,7 @@ func NewTunerCollector(status func() *tuner.Status) *TunerCollector {
 	c.actuator = c.add("tuner_actuator_info", "The backend that drives a knob on this host (nvml, sim, mps, nvidia-smi, rebalance-hook, pause), as detected at start; always 1. A knob without a series has no actuator here: its changes are only recommended.", "knob", "backend")
 	c.mode = c.add("tuner_mode", "1 for the tuner's host-wide mode (off, recommend, enforce), 0 for the others.", "mode")
 	c.gpuMode = c.add("tuner_gpu_mode", "1 for the mode the tuner applies to the GPU (off, recommend, enforce: the host-wide mode or the GPU's own), 0 for the others; for each GPU of the latest round.", "gpu", "uuid", "mode")
-	c.killSwitch = c.add("tuner_kill_switch_engaged", "1 while the kill switch (file or flag) stops every change.")
+	c.killSwitch = c.add("tuner_kill_switch_engaged", "1 while the kill switch (its file exists) stops every change but reverts of the tuner's own.")
 	c.lastRun = c.add("tuner_last_run_timestamp_seconds", "When the tuner last ran (the tuner's clock).")
 	c.unrestored = c.add("tuner_originals_unrestored", "Settings the tuner changed whose originals (journaled) are not restored yet.")
 	c.mpsTarget = c.add("tuner_mps_active_threads_target_ratio", "MPS active-thread fraction the tuner last decided for the tenant's clients on the GPU (sum over its clients).", "gpu", "uuid", "tenant")

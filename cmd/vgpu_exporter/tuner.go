@@ -55,7 +55,7 @@ func addTunerFlags(app *kingpin.Application, c *tunerConfig) {
 	flagvalue.Duration(app, "tuner.interval", "How often the tuner decides.", tuner.DefaultInterval.String(), &c.Interval)
 	app.Flag("tuner.journal", "Journal file of the tuner (a regular file of checksummed JSON records, synced, compacted past 1 MiB; docs/tuning.md): every original setting before its first change and every outcome; originals are restored from it at exit and at the next start after a crash. Default: none (originals kept in memory only).").
 		PlaceHolder("FILE").StringVar(&c.Journal)
-	app.Flag("tuner.kill-switch-file", "While this file exists the tuner changes nothing (it still decides and exports).").
+	app.Flag("tuner.kill-switch-file", "While this file exists the tuner changes nothing but reverts of its own changes (it still decides and exports).").
 		PlaceHolder("FILE").StringVar(&c.KillSwitchFile)
 	app.Flag("tuner.gpu-mode", "Mode of one GPU, overriding --tuner.mode: GPU=MODE with GPU an index or a UUID, e.g. 0=enforce. Repeatable.").
 		PlaceHolder("GPU=MODE").StringsVar(&c.GPUModes)
