@@ -1,0 +1,106 @@
+package main
+
+import (
+	"maps"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+
+	"github.com/vgpu-exporter/vgpu_exporter/collector"
+)
+
+var (
+	// readmeFlag is a row of the README's flag tables: the flag, its default.
+	readmeFlag = regexp.MustCompile("^\\| `--([a-z0-9.-]+)(?:=[A-Z]+)?` \\|([^|]*)\\|")
+	// readmeCollectors is the row of the --collector.<name> flags.
+	readmeCollectors = regexp.MustCompile("(?m)^\\| `--collector.<name>` .*\\(((?:`[a-z]+`(?:, )?)+)\\)")
+	backticked       = regexp.MustCompile("`([^`]+)`")
+)
+
+// TestReadmeFlags keeps the README's flag tables equal to the command
+// line: every flag they list exists, every flag --help shows is listed,
+// and each default they give is the flag's. A default in backticks is the
+// flag's (durations compared as durations; a path may be named by its last
+// element, "the service account's `token`"); one without ("none", "off",
+// "system roots") stands for an empty or false default.
+func TestReadmeFlags(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(b)
+	t.Setenv("CUDA_MPS_PIPE_DIRECTORY", "")
+	app := kingpin.New("vgpu_exporter", "")
+	addFlags(app)
+	flags := map[string]*kingpin.FlagModel{}
+	for _, f := range app.Model().Flags {
+		if !f.Hidden && f.Name != "help" && f.Name != "help-long" && f.Name != "help-man" && f.Name != "version" {
+			flags[f.Name] = f
+		}
+	}
+	listed := map[string]bool{}
+	inTable := false
+	for _, line := range strings.Split(readme, "\n") {
+		// The flag tables are those headed | flag | default |.
+		if strings.HasPrefix(line, "| flag | default |") || line == "" {
+			inTable = line != ""
+			continue
+		}
+		m := readmeFlag.FindStringSubmatch(line)
+		if !inTable || m == nil {
+			continue
+		}
+		name, cell := m[1], strings.TrimSpace(m[2])
+		listed[name] = true
+		f, ok := flags[name]
+		if !ok {
+			t.Errorf("README lists --%s, which the exporter does not have", name)
+			continue
+		}
+		def := strings.Join(f.Default, ",")
+		vals := backticked.FindAllStringSubmatch(cell, -1)
+		if len(vals) == 0 {
+			if def != "" && def != "false" {
+				t.Errorf("README: --%s defaults to %q, the flag to %q", name, cell, def)
+			}
+			continue
+		}
+		if !slices.ContainsFunc(vals, func(v []string) bool { return sameDefault(v[1], def) }) {
+			t.Errorf("README: --%s defaults to %s, the flag to %q", name, cell, def)
+		}
+	}
+	if len(listed) < len(flags)/2 {
+		t.Fatalf("README: only %d rows found in its flag tables", len(listed))
+	}
+	for _, name := range slices.Sorted(maps.Keys(flags)) {
+		if !listed[name] && !strings.HasPrefix(name, "collector.") {
+			t.Errorf("--%s is not in the README's flag tables", name)
+		}
+	}
+	m := readmeCollectors.FindStringSubmatch(readme)
+	if m == nil {
+		t.Fatal("README has no --collector.<name> row naming the collectors")
+	}
+	var names []string
+	for _, v := range backticked.FindAllStringSubmatch(m[1], -1) {
+		names = append(names, v[1])
+	}
+	if want := collector.Collectors(); !slices.Equal(names, want) {
+		t.Errorf("README's --collector.<name> row names %v, the exporter has %v", names, want)
+	}
+}
+
+// sameDefault reports whether a default the README gives is the flag's.
+func sameDefault(readme, flag string) bool {
+	if readme == flag || strings.HasSuffix(flag, "/"+readme) {
+		return true
+	}
+	a, errA := time.ParseDuration(readme)
+	b, errB := time.ParseDuration(flag)
+	return errA == nil && errB == nil && a == b
+}
