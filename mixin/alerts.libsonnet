@@ -287,7 +287,7 @@
             |||, { sel: sel, key: std.format('%s, job, %s', [c.clusterLabel, c.hostLabel]) }),
             c.alertFor.tunerKillSwitch,
             'A host in enforce mode has its tuner stopped by the kill switch.',
-            'The tuner' + onHost + ' is in enforce mode but its kill switch has been engaged for %s: it changes nothing, and the settings stay as they are.' % c.alertFor.tunerKillSwitch,
+            'The tuner' + onHost + ' is in enforce mode but its kill switch has been engaged for %s: it makes no change but reverts of its own, and the settings stay as they are.' % c.alertFor.tunerKillSwitch,
           ),
         ],
       },
