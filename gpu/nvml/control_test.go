@@ -567,7 +567,9 @@ func TestVGPUHostProcess(t *testing.T) {
 	dom := newTestVgpu(13, "7", "H100-20C")
 	dom.GetVmIDFunc = func() (string, nvml.VgpuVmIdType, nvml.Return) { return "7", nvml.VGPU_VM_ID_DOMAIN_ID, nvml.SUCCESS }
 	noMdev := newTestVgpu(12, "vm-b", "H100-20C")
-	noMdev.GetMdevUUIDFunc = func() (string, nvml.Return) { return "", nvml.ERROR_NOT_SUPPORTED }
+	// (an error of this hint, of any class, is no sign the GPU stopped
+	// answering)
+	noMdev.GetMdevUUIDFunc = func() (string, nvml.Return) { return "", nvml.ERROR_UNKNOWN }
 	vms := []nvml.VgpuInstance{newTestVgpu(11, "vm-a", "H100-20C"), noMdev, dom}
 	vgpuHost(f, 0, &vms)
 	finder := &fakeVMs{vms: map[string]uint32{"vm-a": 4242}}
@@ -576,7 +578,11 @@ func TestVGPUHostProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = b.Close() })
-	got := sample(t, b).Devices[0].VGPUs
+	dev := sample(t, b).Devices[0]
+	if !dev.Up {
+		t.Fatalf("GPU read down after a vGPU's mediated device could not be read: %+v", dev)
+	}
+	got := dev.VGPUs
 	want := []struct {
 		pid  uint32
 		name string

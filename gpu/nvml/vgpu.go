@@ -78,8 +78,13 @@ func (rd *devReader) readVGPU(d *gpu.Device, now time.Time) {
 						// mediated device where the driver names one
 						mdev := ""
 						if b.has(symVgpuMdevUUID) {
-							if m, r := v.GetMdevUUID(); rd.ok("nvmlVgpuInstanceGetMdevUUID", r) {
+							// a hint: no error of it is taken for a GPU
+							// that stopped answering
+							if m, r := v.GetMdevUUID(); r == nvml.SUCCESS {
 								mdev = m
+							} else {
+								b.logOnce(rd.ds.uuid+"/nvmlVgpuInstanceGetMdevUUID", "msg", "vGPU's mediated device unknown; its VM's process is told from others without it",
+									"gpu", rd.ds.index, "uuid", rd.ds.uuid, "call", "nvmlVgpuInstanceGetMdevUUID", "reason", returnName(r))
 							}
 						}
 						if pid, name, ok := b.vms.Find(vm, mdev); ok {
