@@ -2,6 +2,7 @@ package vmproc
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -42,9 +43,10 @@ const (
 //     open files needs CAP_SYS_PTRACE: where they cannot be read, this
 //     tells nothing, for or against.
 //  2. It runs in a virtual machine's scope of systemd-machined
-//     (machine.slice/machine-*.scope, where libvirt puts its QEMU): only
-//     the system's manager, for a privileged caller, puts a process there;
-//     a user's program runs in the user's session.
+//     (machine.slice/machine-*.scope, where libvirt puts its QEMU) that
+//     the system's manager made, for a privileged caller: one under a
+//     user's slice or user manager, which the user may make there
+//     themselves, is no evidence (systemMachineScope).
 //  3. Its command line names the vGPU's mediated device
 //     (sysfsdev=/sys/bus/mdev/devices/UUID, as libvirt passes it). Anyone
 //     may write that: it only tells apart claimants no stronger evidence
@@ -58,9 +60,12 @@ const (
 // its configuration names (qemu, libvirt-qemu or root).
 
 // pick returns the process of the VM k asks for, from the claimants of
-// the last scan that run still, and logs why where the choice was not
-// plain (more than one claimant, or none that can be the VM's).
-func (f *Finder) pick(k key) (VM, bool) {
+// the last scan that run still, and whether something about it tells it
+// is the VM's (it holds the vGPU's device, runs in a machine scope or
+// names the vGPU's mediated device), not only that it alone claims the
+// VM; it logs why where the choice was not plain (more than one
+// claimant, or none that can be the VM's).
+func (f *Finder) pick(k key) (vm VM, ok, sure bool) {
 	var live []claimant
 	for _, c := range f.claims[k.vm] {
 		if f.still(c.VM) {
@@ -68,7 +73,7 @@ func (f *Finder) pick(k key) (VM, bool) {
 		}
 	}
 	if len(live) == 0 {
-		return VM{}, false
+		return VM{}, false, false
 	}
 	nodes := f.vgpuNodes(k.mdev)
 	held := make([]holding, len(live))
@@ -76,11 +81,13 @@ func (f *Finder) pick(k key) (VM, bool) {
 		held[i] = f.holding(c.PID, nodes)
 	}
 	i, why := choose(live, held, k.mdev, nodes)
-	f.report(k.vm, live, held, i, why)
+	f.report(k, live, held, i, why)
 	if i < 0 {
-		return VM{}, false
+		return VM{}, false, false
 	}
-	return live[i].VM, true
+	c := live[i]
+	sure = held[i] == holds || c.scope != "" || (k.mdev != "" && slices.Contains(c.mdevs, k.mdev))
+	return c.VM, true, sure
 }
 
 // choose returns the index of the VM's process among cs (held: whether
@@ -163,40 +170,57 @@ func (f *Finder) vgpuNodes(mdev string) []string {
 	return nodes
 }
 
+// maxOpenFiles is how many of a process's open files holding looks at:
+// a process that holds more (a user's own, with a high limit) costs a
+// bounded time under the finder's lock, and tells nothing. QEMU opens the
+// vGPU's device as it starts, among its first files.
+const maxOpenFiles = 16384
+
 // holding says whether process pid has one of nodes open, by the links in
-// /proc/PID/fd.
+// /proc/PID/fd (at most maxOpenFiles of them).
 func (f *Finder) holding(pid uint32, nodes []string) holding {
 	if len(nodes) == 0 {
 		return holdUnknown
 	}
 	dir := filepath.Join(f.proc, strconv.FormatUint(uint64(pid), 10), "fd")
-	ents, err := os.ReadDir(dir)
+	d, err := os.Open(dir)
 	if err != nil {
 		return holdUnknown // another user's (CAP_SYS_PTRACE), or gone
 	}
-	for _, e := range ents {
-		if l, err := os.Readlink(filepath.Join(dir, e.Name())); err == nil && slices.Contains(nodes, l) {
-			return holds
+	defer d.Close()
+	for seen := 0; seen < maxOpenFiles; {
+		names, err := d.Readdirnames(min(1024, maxOpenFiles-seen))
+		for _, n := range names {
+			if l, err := os.Readlink(filepath.Join(dir, n)); err == nil && slices.Contains(nodes, l) {
+				return holds
+			}
+		}
+		seen += len(names)
+		if err == io.EOF || (err == nil && len(names) == 0) {
+			return holdsNot
+		}
+		if err != nil {
+			return holdUnknown
 		}
 	}
-	return holdsNot
+	return holdUnknown // more open files than are looked at
 }
 
 // report logs the choice of a VM's process where it was not plain: the
 // VM's process chosen among several claimants, or none; a VM is told of
 // once for the same choice, and again when its process is found after
 // none was.
-func (f *Finder) report(vm string, cs []claimant, held []holding, chosen int, why string) {
+func (f *Finder) report(k key, cs []claimant, held []holding, chosen int, why string) {
 	descs := make([]string, len(cs))
 	for i, c := range cs {
 		descs[i] = describe(c, held[i])
 	}
-	said := f.said[vm]
+	vm, said := k.vm, f.said[k]
 	switch {
-	case chosen >= 0 && len(cs) == 1 && why == "":
+	case chosen >= 0 && len(cs) == 1:
 		if said != "" {
 			level.Info(f.logger).Log("msg", "VM's process on the host found", "vm", vm, "pid", cs[chosen].PID)
-			delete(f.said, vm)
+			delete(f.said, k)
 		}
 	case chosen >= 0:
 		line := fmt.Sprintf("PID %d: %s", cs[chosen].PID, why)
@@ -204,14 +228,14 @@ func (f *Finder) report(vm string, cs []claimant, held []holding, chosen int, wh
 			others := slices.Delete(slices.Clone(descs), chosen, chosen+1)
 			level.Info(f.logger).Log("msg", "VM's process on the host chosen among the processes that claim its UUID",
 				"vm", vm, "pid", cs[chosen].PID, "why", why, "passed_over", strings.Join(others, "; "))
-			f.said[vm] = line
+			f.said[k] = line
 		}
 	default:
 		line := why + ": " + strings.Join(descs, "; ")
 		if line != said {
 			level.Warn(f.logger).Log("msg", "VM's process on the host not known: the VM is not named nor paused",
 				"vm", vm, "why", why, "claimants", strings.Join(descs, "; "))
-			f.said[vm] = line
+			f.said[k] = line
 		}
 	}
 }

@@ -124,6 +124,17 @@ func TestFinderPicksTheVMsProcess(t *testing.T) {
 			200: {cmd: qemu(), cgroup: libvirt},
 			300: {cmd: qemu(), cgroup: `0::/machine.slice/machine-qemu\x2d2\x2dcopy.scope/libvirt/emulator`},
 		}, want: 0, log: "PID 200"},
+		// a machine scope a user made in the subtree delegated to them is
+		// no evidence: against a QEMU outside machine.slice (Proxmox's
+		// qemu.slice), two alike
+		{name: "a user's own machine scope", procs: map[int]fakeProc{
+			200: {cmd: qemu(), cgroup: "0::/qemu.slice/100.scope"},
+			300: {cmd: qemu(), cgroup: `0::/user.slice/user-1000.slice/user@1000.service/app.slice/machine.slice/machine-evil.scope`},
+		}, want: 0, log: "PID 300"},
+		{name: "a user's machine scope against libvirt's", procs: map[int]fakeProc{
+			150: {cmd: qemu(), cgroup: `0::/user.slice/user-1000.slice/user@1000.service/machine.slice/machine-qemu\x2d1\x2dtrain.scope`},
+			200: {cmd: qemu(), cgroup: libvirt},
+		}, want: 200, log: "PID 150"},
 		{name: "two in sessions, nothing else told", procs: map[int]fakeProc{
 			200: {cmd: qemu(), cgroup: session},
 			300: {cmd: qemu(), cgroup: session},
@@ -238,5 +249,101 @@ func TestFinderSaysWhyOnce(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), vmA); n != 2 {
 		t.Errorf("%d lines name the VM, want 2 (refused, then found):\n%s", n, logs.String())
+	}
+}
+
+// A process taken for a VM on no evidence (it alone claimed the VM, and
+// nothing about it tells) is looked at again at each rescan, so that the
+// VM's own process, once it runs, takes it over; one taken on evidence
+// is kept without a scan.
+func TestFinderRevisitsAChoiceWithoutEvidence(t *testing.T) {
+	root := proc(t, nil)
+	writeProcs(t, root, map[int]fakeProc{300: {cmd: qemu(), cgroup: session}})
+	clock := gpu.NewManualClock(time.Unix(1e9, 0))
+	f := newFinder(root, t.TempDir(), clock, log.NewNopLogger())
+	scans := 0
+	f.scanHook = func() { scans++ }
+	if vm, ok := lookup(f, vmA, ""); !ok || vm.PID != 300 {
+		t.Fatalf("Lookup = %+v, %v; want PID 300, alone", vm, ok)
+	}
+	writeProcs(t, root, map[int]fakeProc{200: {cmd: qemu(), cgroup: libvirt}})
+	clock.Advance(10 * time.Second)
+	if vm, ok := lookup(f, vmA, ""); !ok || vm.PID != 200 {
+		t.Fatalf("Lookup a rescan after libvirt's QEMU appeared = %+v, %v; want PID 200 (machine scope)", vm, ok)
+	}
+	before := scans
+	for range 3 {
+		clock.Advance(10 * time.Second)
+		if vm, ok := lookup(f, vmA, ""); !ok || vm.PID != 200 {
+			t.Fatalf("Lookup = %+v, %v; want PID 200", vm, ok)
+		}
+	}
+	if scans != before {
+		t.Errorf("%d scans for a VM found on evidence, want none", scans-before)
+	}
+}
+
+// A plain choice is not logged: one process, which holds the vGPU's
+// device; nor is a VM with two vGPUs logged again at every rescan for
+// each of them.
+func TestFinderQuietOnPlainChoices(t *testing.T) {
+	root := proc(t, nil)
+	const mdevB = "b1a2c3d4-0000-4000-8000-00000000000b"
+	writeProcs(t, root, map[int]fakeProc{
+		200: {cmd: qemu(), cgroup: libvirt, fds: []string{"/dev/vfio/12", "/dev/vfio/13"}},
+		300: {cmd: qemu(), cgroup: session, fds: []string{"/dev/null"}},
+	})
+	sys := fakeSys(t, mdevA, "12", "")
+	dirB := filepath.Join(sys, "bus", "mdev", "devices", mdevB)
+	if err := os.MkdirAll(dirB, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../../../kernel/iommu_groups/13", filepath.Join(dirB, "iommu_group")); err != nil {
+		t.Fatal(err)
+	}
+	clock := gpu.NewManualClock(time.Unix(1e9, 0))
+	logs := &testutil.SyncBuffer{}
+	f := newFinder(root, sys, clock, log.NewLogfmtLogger(logs))
+	for range 5 {
+		for _, m := range []string{mdevA, mdevB} {
+			if vm, ok := lookup(f, vmA, m); !ok || vm.PID != 200 {
+				t.Fatalf("Lookup(%s) = %+v, %v; want PID 200", m, vm, ok)
+			}
+		}
+		clock.Advance(10 * time.Second)
+		lookup(f, "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee", "") // unknown: scans again
+	}
+	if n := strings.Count(logs.String(), vmA); n > 2 {
+		t.Errorf("%d lines name the VM after 5 rescans, want at most 2 (one a vGPU):\n%s", n, logs.String())
+	}
+
+	alone := proc(t, nil)
+	writeProcs(t, alone, map[int]fakeProc{200: {cmd: qemu(), cgroup: libvirt, fds: []string{"/dev/vfio/12"}}})
+	logs2 := &testutil.SyncBuffer{}
+	g := newFinder(alone, fakeSys(t, mdevA, "12", ""), clock, log.NewLogfmtLogger(logs2))
+	if vm, ok := lookup(g, vmA, mdevA); !ok || vm.PID != 200 {
+		t.Fatalf("Lookup = %+v, %v; want PID 200", vm, ok)
+	}
+	if logs2.String() != "" {
+		t.Errorf("logged for the only claimant, which holds the device: %s", logs2.String())
+	}
+}
+
+// A claimant with more open files than the finder looks at tells nothing
+// by them (the device may be among those not looked at): not refused for
+// not holding the vGPU.
+func TestFinderBoundsOpenFiles(t *testing.T) {
+	root := proc(t, nil)
+	many := make([]string, maxOpenFiles+1)
+	for i := range many {
+		many[i] = "/dev/null"
+	}
+	writeProcs(t, root, map[int]fakeProc{300: {cmd: qemu(), cgroup: session, fds: many}})
+	f := newFinder(root, fakeSys(t, mdevA, "12", ""), gpu.NewManualClock(time.Unix(1e9, 0)), log.NewNopLogger())
+	if got := f.holding(300, []string{"/dev/vfio/12"}); got != holdUnknown {
+		t.Errorf("holding over %d open files = %d, want unknown (%d)", maxOpenFiles, got, holdUnknown)
+	}
+	if vm, ok := lookup(f, vmA, mdevA); !ok || vm.PID != 300 {
+		t.Errorf("Lookup = %+v, %v; want PID 300 (alone, its files telling nothing)", vm, ok)
 	}
 }

@@ -80,11 +80,14 @@ type Finder struct {
 	mu sync.Mutex
 	// claims are the QEMU processes of the last scan by VM UUID; found
 	// the lookups answered from them (each checked again at every
-	// lookup), refused those that found none; both emptied at a scan
+	// lookup), unsure those of found taken on no evidence (scanned again
+	// for once a rescan is due), refused those that found none; all
+	// emptied at a scan
 	claims   map[string][]claimant
 	found    map[key]VM
+	unsure   map[key]bool
 	refused  map[key]bool
-	said     map[string]string // by VM UUID: what was last logged of it
+	said     map[key]string // what was last logged of a lookup
 	scanned  bool
 	scanning bool // a scan runs (outside mu): another lookup does not wait for it
 	lastScan time.Time
@@ -110,7 +113,7 @@ func New(o Options) *Finder {
 		o.Logger = log.NewNopLogger()
 	}
 	return &Finder{proc: o.Proc, sys: o.Sys, clock: o.Clock, rescan: o.Rescan, logger: o.Logger,
-		claims: map[string][]claimant{}, found: map[key]VM{}, refused: map[key]bool{}, said: map[string]string{}}
+		claims: map[string][]claimant{}, found: map[key]VM{}, unsure: map[key]bool{}, refused: map[key]bool{}, said: map[key]string{}}
 }
 
 // Find returns the PID and name of the process that runs the VM of UUID
@@ -135,13 +138,17 @@ func (f *Finder) Lookup(vmUUID, mdevUUID string) (VM, bool) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	now := f.clock.Now()
+	due := !f.scanning && (!f.scanned || now.Sub(f.lastScan) >= f.rescan)
 	if vm, ok := f.found[k]; ok {
-		if f.still(vm) {
+		// one taken on no evidence is looked for again once a rescan is
+		// due: the VM's own process may run now
+		if f.still(vm) && !(f.unsure[k] && due) {
 			return vm, true
 		}
 		delete(f.found, k)
 	}
-	if now := f.clock.Now(); !f.scanning && (!f.scanned || now.Sub(f.lastScan) >= f.rescan) {
+	if due {
 		// the scan reads every process's command line: without the
 		// lock, so that a lookup of a known VM (the sampler's, every
 		// sample) never waits for it
@@ -153,18 +160,18 @@ func (f *Finder) Lookup(vmUUID, mdevUUID string) (VM, bool) {
 		claims := f.scan()
 		f.mu.Lock()
 		f.claims, f.scanned, f.scanning = claims, true, false
-		f.found, f.refused = map[key]VM{}, map[key]bool{}
-		for id := range f.said {
-			if _, ok := claims[id]; !ok {
-				delete(f.said, id) // nobody claims it now: told again if it comes back
+		f.found, f.unsure, f.refused = map[key]VM{}, map[key]bool{}, map[key]bool{}
+		for sk := range f.said {
+			if _, ok := claims[sk.vm]; !ok {
+				delete(f.said, sk) // nobody claims it now: told again if it comes back
 			}
 		}
 	} else if f.refused[k] {
 		return VM{}, false // decided since the last scan
 	}
-	vm, ok := f.pick(k)
+	vm, ok, sure := f.pick(k)
 	if ok {
-		f.found[k] = vm
+		f.found[k], f.unsure[k] = vm, !sure
 	} else {
 		f.refused[k] = true
 	}
@@ -197,11 +204,26 @@ func (f *Finder) scan() map[string][]claimant {
 		}
 		cl := claimant{VM: VM{PID: uint32(pid), UUID: c.uuid, Name: c.name}, mdevs: c.mdevs, uid: pr.UID(uint32(pid))}
 		if cg, err := pr.Cgroup(uint32(pid)); err == nil {
-			cl.cgroup, cl.scope = cg, kube.MachineScope(cg)
+			cl.cgroup, cl.scope = cg, systemMachineScope(cg)
 		}
 		found[c.uuid] = append(found[c.uuid], cl)
 	}
 	return found
+}
+
+// systemMachineScope is the virtual machine's scope of systemd-machined
+// that a cgroup path is in (kube.MachineScope), where the system's manager
+// made it: "" for one under a user's slice or user manager
+// (user.slice, user@UID.service), where the user may make machine.slice
+// and any scope in it themselves.
+func systemMachineScope(path string) string {
+	scope := kube.MachineScope(path)
+	for _, seg := range strings.Split(scope, "/") {
+		if seg == "user.slice" || (strings.HasPrefix(seg, "user@") && strings.HasSuffix(seg, ".service")) {
+			return ""
+		}
+	}
+	return scope
 }
 
 // readArgs parses pid's command line (parse's); false when it is not a
