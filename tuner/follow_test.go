@@ -201,9 +201,7 @@ func TestPauseFollowJournaledAndBackedOff(t *testing.T) {
 		return ds
 	}
 	round(7, 8)
-	good := j.f
-	bad, _ := os.Open(path) // read-only: every write fails
-	j.f = bad
+	failWrites(t)
 	rec.Calls = nil
 	if ds := round(9); len(ds) != 1 || ds[0].Applied || !strings.Contains(ds[0].Reason, "could not be journaled") {
 		t.Errorf("with the journal unwritable: decisions %+v, want the follow not made", ds)
@@ -211,8 +209,7 @@ func TestPauseFollowJournaledAndBackedOff(t *testing.T) {
 	if len(rec.Calls) != 0 {
 		t.Errorf("with the journal unwritable the tuner acted: %q", rec.Calls)
 	}
-	j.f = good
-	_ = bad.Close()
+	writeFile = (*os.File).Write
 	for clk.Now().Before(t0.Add(70 * time.Second)) {
 		round(9) // t0+10 s ... t0+65 s
 	}
@@ -298,17 +295,14 @@ func TestPauseFollowNeedsTheJournal(t *testing.T) {
 	if _, err := tu.RunOnce(ctx, trainSnap(t0, gpu.ClassBatch, 7, 8)); err != nil {
 		t.Fatal(err)
 	}
-	good := j.f
-	bad, _ := os.Open(path)
-	j.f = bad
+	failWrites(t)
 	rec.Calls = nil
 	clk.Advance(5 * time.Second)
 	_, _ = tu.RunOnce(ctx, trainSnap(clk.Now(), gpu.ClassBatch, 7))
 	if len(rec.Calls) != 0 {
 		t.Errorf("with the journal unwritable, followed: %q", rec.Calls)
 	}
-	j.f = good
-	_ = bad.Close()
+	writeFile = (*os.File).Write
 	for range 3 {
 		clk.Advance(15 * time.Second)
 		if _, err := tu.RunOnce(ctx, trainSnap(clk.Now(), gpu.ClassBatch)); err != nil { // unseen

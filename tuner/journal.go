@@ -491,7 +491,8 @@ var (
 
 // write appends b and syncs, the journal's directory too where the file's
 // name may not be durable yet; on failure the file is cut back to its last
-// whole record (or, where that fails, mended before the next record).
+// whole record (where that fails, rewritten from the originals held, and
+// where that fails too, mended before the next record).
 func (j *Journal) write(b []byte) error {
 	if err := j.writable(); err != nil {
 		return fmt.Errorf("tuner journal %s: %w", j.path, err)
@@ -513,9 +514,18 @@ func (j *Journal) write(b []byte) error {
 		}
 	}
 	if err != nil {
-		cerr := truncateFile(j.f, j.size)
-		if j.torn = cerr != nil; j.torn {
-			err = fmt.Errorf("%w (cutting it back: %v)", err, cerr)
+		if cerr := truncateFile(j.f, j.size); cerr != nil {
+			// What was written, whole or in part, stays at the end: a
+			// whole record would be read as written at the next start,
+			// though it was not. The file is rewritten from the originals
+			// held, which do not hold it; where that fails too, the next
+			// record mends the end first.
+			j.torn = true
+			if comp := j.compactLocked(); comp != nil {
+				err = fmt.Errorf("%w (cutting it back: %v; rewriting it: %v)", err, cerr, comp)
+			} else {
+				err = fmt.Errorf("%w (cutting it back: %v; rewritten from the originals held)", err, cerr)
+			}
 		}
 		return fmt.Errorf("tuner journal %s: %w", j.path, err)
 	}

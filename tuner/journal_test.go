@@ -332,9 +332,7 @@ func TestUnwritableJournalStopsActing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	good := j.f
-	bad, _ := os.Open(p) // read-only: every write fails
-	j.f = bad
+	failWrites(t)
 	d, _ := tu.RunOnce(context.Background(), emptySnap(t0))
 	if len(rec.Calls) != 0 || len(d) != 1 || d[0].Outcome != OutcomeRecommended || !strings.Contains(d[0].Reason, "journal cannot be written") {
 		t.Fatalf("with an unwritable journal: calls %q, decisions %+v", rec.Calls, d)
@@ -342,8 +340,7 @@ func TestUnwritableJournalStopsActing(t *testing.T) {
 	if s := tu.Status(); s.Journal == nil || s.Journal.WriteError == "" || s.Counts.JournalErrors == 0 {
 		t.Errorf("status does not say the journal failed: %+v", s.Journal)
 	}
-	j.f = good
-	bad.Close()
+	writeFile = (*os.File).Write
 	if d, _ := tu.RunOnce(context.Background(), emptySnap(t0)); len(d) != 1 || d[0].Outcome != OutcomeApplied {
 		t.Fatalf("journal writable again: decisions %+v", d)
 	}
@@ -582,6 +579,14 @@ func failWritesPartWay(t *testing.T) {
 	t.Cleanup(func() { writeFile = (*os.File).Write })
 }
 
+// failWrites makes the journal's writes fail, writing nothing, as a full
+// disk does, until writeFile is set back.
+func failWrites(t *testing.T) {
+	t.Helper()
+	writeFile = func(*os.File, []byte) (int, error) { return 0, syscall.ENOSPC }
+	t.Cleanup(func() { writeFile = (*os.File).Write })
+}
+
 // failCutBacks makes the journal's cut-backs fail, as a disk error does,
 // until truncateFile is set back.
 func failCutBacks(t *testing.T) {
@@ -590,15 +595,29 @@ func failCutBacks(t *testing.T) {
 	t.Cleanup(func() { truncateFile = (*os.File).Truncate })
 }
 
-// A write that fails part way and cannot be cut back (the disk error
-// fails the truncate too) leaves part of a record at the file's end. The
-// next record does not join it on one line, which the next start would
-// drop as corrupt, the original in it lost: the fragment is cut off once
-// the cut-back works, and while it does not the record starts on a line of
-// its own, so that only the fragment is dropped.
+// A write that fails, part way or whole (its sync failing), and cannot be
+// cut back (the disk error fails the truncate too) leaves what it wrote at
+// the file's end, where the next start would read a whole record as
+// written, though Append said it was not, or the next record joined to a
+// fragment on one line, dropped as corrupt, its original lost. The file is
+// rewritten from the originals held (a compaction) at once; where that
+// fails too, the fragment is cut off once the cut-back works, and until
+// then the next record starts on a line of its own, so that only the
+// fragment is dropped.
 func TestJournalFailedCutBack(t *testing.T) {
-	for _, cutLater := range []bool{true, false} {
-		t.Run(fmt.Sprintf("cut back later %v", cutLater), func(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		whole           bool // the record written whole, its sync failing
+		blockCompaction bool
+		cutLater        bool
+		corrupt         int
+	}{
+		{name: "rewritten at once", corrupt: 0},
+		{name: "whole, sync failed, rewritten at once", whole: true, corrupt: 0},
+		{name: "not rewritten, cut back later", blockCompaction: true, cutLater: true, corrupt: 0},
+		{name: "not rewritten nor cut back", blockCompaction: true, corrupt: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "journal")
 			j, err := OpenJournal(p)
 			if err != nil {
@@ -607,13 +626,24 @@ func TestJournalFailedCutBack(t *testing.T) {
 			if err := j.Append(originalRec("GPU-0", 700)); err != nil {
 				t.Fatal(err)
 			}
+			if tc.blockCompaction {
+				if err := os.Mkdir(p+".tmp", 0o700); err != nil {
+					t.Fatal(err)
+				}
+			}
 			failWritesPartWay(t)
+			if tc.whole {
+				writeFile = func(f *os.File, b []byte) (int, error) {
+					n, _ := f.Write(b)
+					return n, syscall.EIO
+				}
+			}
 			failCutBacks(t)
 			if err := j.Append(originalRec("GPU-1", 600)); err == nil {
-				t.Fatal("a write that failed part way succeeded")
+				t.Fatal("a write that failed succeeded")
 			}
 			writeFile = (*os.File).Write
-			if cutLater {
+			if tc.cutLater {
 				truncateFile = (*os.File).Truncate
 			}
 			if err := j.Append(originalRec("GPU-2", 500)); err != nil {
@@ -622,10 +652,10 @@ func TestJournalFailedCutBack(t *testing.T) {
 			if err := j.Append(originalRec("GPU-3", 400)); err != nil {
 				t.Fatal(err)
 			}
+			truncateFile = (*os.File).Truncate
 			j2 := reopen(t, j, p)
-			wantDropped := map[bool]int{true: 0, false: 1}[cutLater]
-			if want := []string{"GPU-0", "GPU-2", "GPU-3"}; !slices.Equal(originalGPUs(j2), want) || j2.Stats().Dropped["corrupt"] != wantDropped {
-				t.Errorf("reopened: originals %q, dropped %v; want %q and %d corrupt (the fragment)", originalGPUs(j2), j2.Stats().Dropped, want, wantDropped)
+			if want := []string{"GPU-0", "GPU-2", "GPU-3"}; !slices.Equal(originalGPUs(j2), want) || j2.Stats().Dropped["corrupt"] != tc.corrupt {
+				t.Errorf("reopened: originals %q, dropped %v; want %q and %d corrupt (the fragment)", originalGPUs(j2), j2.Stats().Dropped, want, tc.corrupt)
 			}
 		})
 	}
