@@ -72,6 +72,10 @@ type relayoutJob struct {
 	want  []string
 	pids  []uint32
 	since time.Time
+	// looked is when the layout was last tried while the instances
+	// drain: one look an instant, however many calls carry the job on
+	// then (a host's Progress, then its round, at the same time).
+	looked time.Time
 	// tenants are the processes' tenants, by PID, where known.
 	tenants map[uint32]string
 	// set: the layout step is over (set, failed or given up); stopped
@@ -100,6 +104,10 @@ const (
 // a drain fails, the processes are started again at once (and retried as
 // progressRelayout does).
 func (t *Tuner) startRelayout(ctx context.Context, st *State, a Action, l gpu.MIGLayoutPlan, now time.Time) error {
+	if _, ok := t.relayouts[l.UUID]; ok {
+		// the one under way keeps its drain, its timeout and its decision
+		return fmt.Errorf("a relayout of this GPU is under way: %w", gpu.ErrBusy)
+	}
 	job := &relayoutJob{a: a, uuid: l.UUID, want: l.Profiles, since: now, tenants: map[uint32]string{}}
 	for _, u := range st.Snapshot.Usage {
 		for _, pid := range u.PIDs {
@@ -229,6 +237,10 @@ func (t *Tuner) progressRelayout(ctx context.Context, job *relayoutJob, now time
 	if t.chain().Stopped() {
 		return t.giveUpRelayout(ctx, job, now)
 	}
+	if job.looked.Equal(now) {
+		return nil
+	}
+	job.looked = now
 	err := t.setLayout(ctx, job.uuid, job.want)
 	if errors.Is(err, gpu.ErrBusy) && now.Sub(job.since) < relayoutTimeout {
 		return nil // still draining

@@ -294,3 +294,53 @@ func TestRelayoutCarriedOnByRounds(t *testing.T) {
 		})
 	}
 }
+
+// The layout is tried once an instant, however many calls carry the
+// relayout on then: a host's Progress and its round at the same time
+// (TunerPolicy.Observe), or the round that starts it. A relayout asked
+// for on a GPU that has one under way is refused; the one under way goes
+// on.
+func TestRelayoutLookedAtOnceAnInstant(t *testing.T) {
+	ctx := context.Background()
+	for _, again := range []bool{false, true} {
+		t.Run(fmt.Sprintf("planned again %v", again), func(t *testing.T) {
+			host := &migHost{Busy: 100}
+			var pol Decider = relayoutOnce("GPU-m")
+			if again {
+				pol = fixed{relayoutOf("GPU-m")}
+			}
+			obs := EverySnapshot(pol, nil)
+			snap := snapshot(t0, []gpu.Device{migDev("GPU-m", 1)}, nil)
+			if err := obs.Init(ctx, ActuatorsOf(host), snap); err != nil {
+				t.Fatal(err)
+			}
+			if looks := 100 - host.Busy; looks != 1 {
+				t.Errorf("the round that started it: %d looks at the layout, want 1", looks)
+			}
+			var refused int
+			for i := range 4 {
+				s := *snap
+				s.Time = t0.Add(time.Duration(i+1) * 15 * time.Second)
+				before := host.Busy
+				ds, err := obs.Observe(ctx, ActuatorsOf(host), &s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if looks := before - host.Busy; looks != 1 {
+					t.Errorf("round %d: %d looks at the layout, want 1", i, looks)
+				}
+				for _, d := range ds {
+					if d.Knob == gpu.KnobMIGLayout && d.Outcome == OutcomeRefused && strings.Contains(d.Reason, "under way") {
+						refused++
+					}
+				}
+			}
+			if drains := strings.Count(strings.Join(host.Calls, " "), "drain"); drains != 1 {
+				t.Errorf("%d drains, want 1: %q", drains, host.Calls)
+			}
+			if again && refused == 0 {
+				t.Error("a relayout asked for again while one is under way was not refused")
+			}
+		})
+	}
+}
