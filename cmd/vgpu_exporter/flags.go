@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -169,7 +170,12 @@ func (c *config) validate() error {
 		r, _ := utf8.DecodeRuneInString(c.TelemetryPath[i:])
 		errs = append(errs, fmt.Errorf("--web.telemetry-path %q holds %q: it must be a URL path without spaces, control characters, '?', '#', '{' or '}'", c.TelemetryPath, r))
 	}
-	if reserved(c.TelemetryPath) {
+	if p := c.TelemetryPath; strings.HasPrefix(p, "/") && path.Clean(p) != strings.TrimSuffix(p, "/") && p != "/" {
+		// the server redirects such a path to its clean form, where
+		// nothing is served
+		errs = append(errs, fmt.Errorf("--web.telemetry-path %q is not a clean path (no empty, '.' or '..' segments): requests for it are redirected to %q", p, path.Clean(p)))
+	}
+	if reserved(c.TelemetryPath) || reserved(path.Clean(c.TelemetryPath)) {
 		errs = append(errs, fmt.Errorf("--web.telemetry-path %q clashes with a built-in endpoint", c.TelemetryPath))
 	}
 	if c.Backend != backendSim {

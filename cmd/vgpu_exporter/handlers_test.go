@@ -175,7 +175,7 @@ func TestHandlerCustomTelemetryPath(t *testing.T) {
 // metrics at every path ("/{x}") or in place of the landing page ("/{$}"),
 // and a '?' or '#' left them where no request reaches.
 func TestTelemetryPathServedAsGiven(t *testing.T) {
-	for _, p := range []string{"/gpu-metrics", "/a/b", "/m%20x", "/metrics/", "/a b", "/a\tb", "/{x}", "/{$}", "/metrics?x", "/m#x"} {
+	for _, p := range []string{"/gpu-metrics", "/a/b", "/m%20x", "/metrics/", "/a b", "/a\tb", "/{x}", "/{$}", "/metrics?x", "/m#x", "/a//b", "/a/./b", "/a/../b", "/metrics/."} {
 		c, err := parseArgs(t, "--web.telemetry-path="+p)
 		if err != nil {
 			continue // refused with a message
