@@ -25,12 +25,12 @@ const DroppedBy = "dropped by hand, not restored by the tuner"
 //
 // The journal is opened as an exporter opens it, its lock taken: while an
 // exporter runs on it (and holds the originals in memory) the drop is
-// refused. A journal that does not exist, a key or GPU that names no open
+// refused (on a file system without locks it cannot be told). A journal that does not exist, a key or GPU that names no open
 // original, or an empty why is an error, and then nothing is dropped.
 func DropJournalOriginals(path string, keys, gpus []string, why string, now time.Time) ([]Original, error) {
 	why = strings.TrimSpace(why)
 	if why == "" {
-		return nil, errors.New("a reason is needed: the journal keeps why an original was dropped")
+		return nil, errors.New("a reason is needed: the journal's record of the drop says why")
 	}
 	if len(keys) == 0 && len(gpus) == 0 {
 		return nil, errors.New("nothing named to drop")
