@@ -18,9 +18,10 @@ import (
 // and after a crash, and reaches the actuators through apply and the
 // mechanism table (Mechanisms). One action's way:
 //
-//	mode -> guard chain -> journal "planned" -> (recommend) -> journal the
-//	original -> apply -> on failure roll back what this round applied on
-//	the GPU -> journal, count, log and teach the guards the outcome.
+//	mode -> guard chain -> journal "planned" -> the knob available on
+//	the GPU? -> (recommend) -> journal the original -> apply -> on failure
+//	roll back what this round applied on the GPU -> journal, count, log
+//	and teach the guards the outcome.
 
 // handle guards and applies the actions, GPU by GPU: when one action of a
 // GPU fails, those applied before it on that GPU in this round are rolled
@@ -57,6 +58,11 @@ func (t *Tuner) execute(ctx context.Context, st *State, a Action, now time.Time,
 		d.Reason = joinReasons(a.Reason, "refused by "+guard+": "+why)
 		t.counts.Refusals[guard]++
 		return []Decision{t.finish(a, d, now, nil)}, false
+	}
+	if why, ok := t.unavailable(a); ok {
+		d.Outcome = OutcomeRefused
+		d.Reason = joinReasons(a.Reason, "refused, not tried: "+why)
+		return []Decision{t.finish(a, d, now, fmt.Errorf("%s: %w", why, gpu.ErrNotSupported))}, false
 	}
 	if mode == ModeRecommend || !t.canApply(a) || (jerr != nil && !a.Revert) {
 		d.Outcome = OutcomeRecommended

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 )
@@ -127,5 +129,107 @@ func TestPlanMovesEveryProcessOfAWorkload(t *testing.T) {
 				t.Errorf("moves %v, want %v", m.moves, tc.want)
 			}
 		})
+	}
+}
+
+// listing is recorder (every actuator) with the capability lists of a
+// backend: the knobs it can turn, by GPU.
+type listing struct {
+	recorder
+	caps map[string][]gpu.Knob
+}
+
+func (l *listing) Capabilities(uuid string) []gpu.Knob { return l.caps[uuid] }
+
+// A change of a knob the GPU's backends do not list is refused up front,
+// counted as refused, and never reaches the actuator; one they list does.
+func TestUnavailableKnobNotTried(t *testing.T) {
+	clocks := Action{Target: Target{GPU: uuid0, Knob: gpu.KnobLockedClocks}, Current: ClockRange{}, Want: ClockRange{MinMHz: 1980, MaxMHz: 1980}, Reason: "test"}
+	power := Action{Target: Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}, Current: Watts(700), Want: Watts(490), Reason: "test"}
+	for _, mode := range []Mode{ModeEnforce, ModeRecommend} {
+		t.Run(string(mode), func(t *testing.T) {
+			host := &listing{caps: map[string][]gpu.Knob{uuid0: {gpu.KnobPowerLimit}}}
+			tu, err := New(Options{Policy: fixed{clocks, power}, Actuators: ActuatorsOf(host), Clock: gpu.NewManualClock(t0), Mode: mode})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ds, err := tu.RunOnce(context.Background(), emptySnap(t0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ds) != 2 {
+				t.Fatalf("decisions %+v, want 2", ds)
+			}
+			if d := ds[0]; d.Outcome != OutcomeRefused || d.Applied || !strings.Contains(d.Reason, "not available on this GPU (its backends list power_limit)") {
+				t.Errorf("locked clocks: %s %q, want refused as not available", d.Outcome, d.Reason)
+			}
+			want, wantCalls := OutcomeApplied, []string{"SetPowerLimit(GPU-0,490)"}
+			if mode == ModeRecommend {
+				want, wantCalls = OutcomeRecommended, nil
+			}
+			if ds[1].Outcome != want {
+				t.Errorf("power limit: %s, want %s", ds[1].Outcome, want)
+			}
+			if !slices.Equal(host.Calls, wantCalls) {
+				t.Errorf("calls %q, want %q", host.Calls, wantCalls)
+			}
+			if n := tu.Status().Counts.Actions[ActionKey{Knob: gpu.KnobLockedClocks, Outcome: OutcomeRefused}]; n != 1 {
+				t.Errorf("%d locked_clocks actions counted refused, want 1", n)
+			}
+			if tu.Status().Unrestored != map[Mode]int{ModeEnforce: 1, ModeRecommend: 0}[mode] {
+				t.Errorf("%d originals kept, want one of the power limit alone in enforce", tu.Status().Unrestored)
+			}
+		})
+	}
+}
+
+// What the tuner changed it tries to set back whatever the backends list
+// now: a revert, a change of a setting whose original it keeps, and the
+// restore at exit all reach the actuator.
+func TestUnavailableKnobSetBack(t *testing.T) {
+	lock := Action{Target: Target{GPU: uuid0, Knob: gpu.KnobLockedClocks}, Current: ClockRange{}, Want: ClockRange{MinMHz: 1980, MaxMHz: 1980}, Reason: "test"}
+	host := &listing{caps: map[string][]gpu.Knob{uuid0: {gpu.KnobLockedClocks}}}
+	pol := &fixed{lock}
+	clk := gpu.NewManualClock(t0)
+	tu, err := New(Options{Policy: pol, Actuators: ActuatorsOf(host), Clock: clk, Mode: ModeEnforce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func() []Decision {
+		t.Helper()
+		clk.Advance(time.Minute)
+		ds, err := tu.RunOnce(context.Background(), emptySnap(clk.Now()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ds
+	}
+	if ds := run(); len(ds) != 1 || ds[0].Outcome != OutcomeApplied {
+		t.Fatalf("decisions %+v, want the lock applied", ds)
+	}
+	host.caps = nil // the backend no longer lists the clocks (a driver reloaded)
+	relock := lock
+	relock.Current, relock.Want = lock.Want, ClockRange{MinMHz: 1500, MaxMHz: 1500}
+	back := lock
+	back.Current, back.Want, back.Revert = lock.Want, lock.Current, true
+	other := Action{Target: Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}, Current: Watts(700), Want: Watts(490), Reason: "test"}
+	*pol = fixed{relock, other}
+	if ds := run(); len(ds) != 2 || ds[0].Outcome != OutcomeApplied || ds[1].Outcome != OutcomeRefused {
+		t.Errorf("decisions %+v, want the kept original's change applied, the new power limit refused", ds)
+	}
+	*pol = fixed{back}
+	if ds := run(); len(ds) != 1 || ds[0].Outcome != OutcomeApplied {
+		t.Errorf("decisions %+v, want the revert applied", ds)
+	}
+	*pol = fixed{relock}
+	if ds := run(); len(ds) != 1 || ds[0].Outcome != OutcomeApplied {
+		t.Errorf("decisions %+v, want the kept original's change applied", ds)
+	}
+	host.Calls = nil
+	if _, err := tu.Restore(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"LockClocks(GPU-0,0,0)"}; !slices.Equal(host.Calls, want) {
+		t.Errorf("restore at exit: calls %q, want %q", host.Calls, want)
 	}
 }

@@ -71,7 +71,7 @@ const (
 	RoundKillSwitch   RoundKind = "kill_switch"   // the kill switch is on
 	RoundRecommend    RoundKind = "recommend"     // the GPU's mode is recommend
 	RoundGuarded      RoundKind = "guarded"       // a guard refused the change
-	RoundFailed       RoundKind = "failed"        // the actuator refused or failed it
+	RoundFailed       RoundKind = "failed"        // the actuator refused or failed it, or its knob is not available there
 	RoundWaiting      RoundKind = "waiting"       // a change asked for already waits
 	RoundHeld         RoundKind = "held"          // the policy holds a change back (the knob's dwell)
 	RoundWithinBudget RoundKind = "within_budget" // every SLO on the GPU within budget
@@ -171,7 +171,7 @@ func (in roundInput) gpuRound(d *gpu.Device) (RoundKind, string, string) {
 		return RoundKillSwitch, "the kill switch is on: the tuner changes nothing (reverts excepted) until it is released", ""
 	case len(failed) > 0:
 		x := failed[len(failed)-1]
-		return RoundFailed, fmt.Sprintf("the actuator %s %s: %s", refusedOrFailed(x.Outcome), describeDecision(x), x.Reason), ""
+		return RoundFailed, fmt.Sprintf("%s %s: %s", refusedOrFailed(x.Outcome), describeDecision(x), x.Reason), ""
 	case len(guarded) > 0:
 		x := guarded[len(guarded)-1]
 		return RoundGuarded, fmt.Sprintf("the %s guard refused %s: %s", x.Guard, describeDecision(x), refusal(x)), x.Guard
@@ -253,9 +253,12 @@ func refusal(d Decision) string {
 	return d.Reason
 }
 
+// refusedOrFailed says who stopped a change: the actuator failed it, or it
+// was refused (by the actuator, or before it as not available on the GPU;
+// the reason says which).
 func refusedOrFailed(o Outcome) string {
 	if o == OutcomeRefused {
 		return "refused"
 	}
-	return "failed"
+	return "the actuator failed"
 }

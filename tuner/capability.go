@@ -1,0 +1,130 @@
+package tuner
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// KnobAvailability says whether the host's backends can turn one knob on
+// one GPU, as their capability lists (gpu.CapabilityLister) tell it.
+type KnobAvailability struct {
+	Knob gpu.Knob
+	// Driven: a backend of this host implements a mechanism of the knob
+	// (Actuators). A knob no backend drives is not available.
+	Driven bool
+	// Available: a backend of the knob's mechanisms lists it for the GPU,
+	// or one of them lists no capabilities at all (unknown is not "no").
+	Available bool
+	// Listed are the knobs the backends of the knob's mechanisms list for
+	// the GPU, where every one of them lists its capabilities; nil where
+	// one lists none.
+	Listed []gpu.Knob
+}
+
+// Why says why the knob is not available on the GPU ("" where it is).
+func (k KnobAvailability) Why() string {
+	switch {
+	case k.Available:
+		return ""
+	case !k.Driven:
+		return "no backend of this host drives " + string(k.Knob)
+	case len(k.Listed) == 0:
+		return "not available on this GPU (its backends list no knob there)"
+	}
+	names := make([]string, len(k.Listed))
+	for i, l := range k.Listed {
+		names[i] = string(l)
+	}
+	return "not available on this GPU (its backends list " + strings.Join(names, ", ") + ")"
+}
+
+// knobAvailability says whether the actuators ac can turn knob k on the
+// GPU uuid: not where no backend drives it, nor where every backend of
+// its mechanisms lists its capabilities (gpu.CapabilityLister) and none
+// lists k for that GPU; where one of them lists none, the knob counts as
+// available.
+func knobAvailability(ac Actuators, uuid string, k gpu.Knob) KnobAvailability {
+	out := KnobAvailability{Knob: k}
+	var listed []gpu.Knob
+	known := true
+	for _, m := range Mechanisms {
+		b, ok := ac.by[m.actuator]
+		if !ok || !slices.Contains(m.Knobs, k) {
+			continue
+		}
+		out.Driven = true
+		cl, ok := b.(gpu.CapabilityLister)
+		if !ok {
+			known = false
+			continue
+		}
+		listed = appendNew(listed, cl.Capabilities(uuid)...)
+	}
+	switch {
+	case !out.Driven:
+	case !known:
+		out.Available = true
+	default:
+		out.Listed = listed
+		out.Available = slices.Contains(listed, k)
+	}
+	return out
+}
+
+// knobsAvailable are the table's knobs (CountedKnobs) on the GPU uuid,
+// each with its availability through ac.
+func knobsAvailable(ac Actuators, uuid string) []KnobAvailability {
+	out := make([]KnobAvailability, len(CountedKnobs))
+	for i, k := range CountedKnobs {
+		out[i] = knobAvailability(ac, uuid, k)
+	}
+	return out
+}
+
+// unavailable says why the executor does not try the action at all: its
+// knob (each part's, for a plan) is not available on its GPU by the lists
+// of the backends that would make the change (knobAvailability), so the
+// change is refused up front, as the actuator would refuse it (not
+// supported), with no call. A revert, and a change of a setting whose
+// original the tuner keeps, are always tried: what the tuner changed, it
+// tries to set back. A knob no backend drives is left to apply, which
+// answers not supported (recommended only, in recommend mode).
+func (t *Tuner) unavailable(a Action) (string, bool) {
+	if a.Revert {
+		return "", false
+	}
+	if _, kept := t.originals[a.Target.String()]; kept {
+		return "", false
+	}
+	for _, p := range changedTargets(a) {
+		av := knobAvailability(t.o.Actuators, p.GPU, p.Knob)
+		if !av.Driven || av.Available {
+			continue
+		}
+		if p.GPU != a.GPU || p.Knob != a.Knob {
+			return string(p.Knob) + " of " + p.GPU + ": " + av.Why(), true
+		}
+		return av.Why(), true
+	}
+	return "", false
+}
+
+// changedTargets are the GPUs and knobs an action changes: its own target,
+// or for a plan, each move's GPU it leaves and each MIG layout's GPU.
+func changedTargets(a Action) []Target {
+	if a.Plan == nil {
+		return []Target{a.Target}
+	}
+	var out []Target
+	for _, m := range a.Plan.Moves {
+		if m.FromUUID != "" {
+			out = append(out, Target{GPU: m.FromUUID, Knob: gpu.KnobPlacement})
+		}
+	}
+	for _, l := range a.Plan.MIG {
+		out = append(out, Target{GPU: l.UUID, Knob: gpu.KnobMIGLayout})
+	}
+	return out
+}
