@@ -15,7 +15,7 @@ type TunerCollector struct {
 	status func() *tuner.Status
 	descSet
 	info, mode, gpuMode, killSwitch, lastRun, unrestored      *prometheus.Desc
-	actuator                                                  *prometheus.Desc
+	actuator, knobAvailable                                   *prometheus.Desc
 	mpsTarget, mpsEffective, powerTarget, clockTarget         *prometheus.Desc
 	timeSliceTarget, schedulerTarget, pauseTarget             *prometheus.Desc
 	actions, refusals, reverts, restores, restoreFailures, jw *prometheus.Desc
@@ -28,6 +28,7 @@ func NewTunerCollector(status func() *tuner.Status) *TunerCollector {
 	c := &TunerCollector{status: status}
 	c.info = c.add("tuner_info", "The tuner's policy; always 1.", "policy")
 	c.actuator = c.add("tuner_actuator_info", "The backend that drives a knob on this host (nvml, sim, mps, nvidia-smi, rebalance-hook, pause), as detected at start; always 1. A knob without a series has no actuator here: its changes are only recommended.", "knob", "backend")
+	c.knobAvailable = c.add("tuner_knob_available", "1 where the host's backends can turn the knob on the GPU, 0 where no backend drives it or every one lists its knobs and leaves it out there (the tuner then refuses its changes untried); for each GPU of the latest round and each knob.", "gpu", "uuid", "knob")
 	c.mode = c.add("tuner_mode", "1 for the tuner's host-wide mode (off, recommend, enforce), 0 for the others.", "mode")
 	c.gpuMode = c.add("tuner_gpu_mode", "1 for the mode the tuner applies to the GPU (off, recommend, enforce: the host-wide mode or the GPU's own), 0 for the others; for each GPU of the latest round.", "gpu", "uuid", "mode")
 	c.killSwitch = c.add("tuner_kill_switch_engaged", "1 while the kill switch (its file exists) stops every change but reverts of the tuner's own.")
@@ -78,6 +79,9 @@ func (c *TunerCollector) Collect(ch chan<- prometheus.Metric) {
 		gm := s.ModeOf(r.GPU, r.GPUIndex)
 		for _, m := range tuner.Modes {
 			e.gauge(c.gpuMode, boolValue(m == gm), strconv.Itoa(r.GPUIndex), r.GPU, string(m))
+		}
+		for _, k := range r.Knobs {
+			e.gauge(c.knobAvailable, boolValue(k.Available), strconv.Itoa(r.GPUIndex), r.GPU, string(k.Knob))
 		}
 	}
 	e.gauge(c.killSwitch, boolValue(s.KillSwitch))

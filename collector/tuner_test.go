@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
 
@@ -33,7 +35,8 @@ func richTunerStatus() *tuner.Status {
 		// GPU 1 is held in recommend by its own mode.
 		GPUModes: map[string]tuner.Mode{"GPU-1": tuner.ModeRecommend},
 		GPUs: []tuner.GPURound{
-			{GPU: u, GPUIndex: 0, Mode: tuner.ModeEnforce, Kind: tuner.RoundActing},
+			{GPU: u, GPUIndex: 0, Mode: tuner.ModeEnforce, Kind: tuner.RoundActing,
+				Knobs: []tuner.KnobAvailability{{Knob: gpu.KnobPowerLimit, Driven: true, Available: true}, {Knob: gpu.KnobVGPUScheduler, Driven: true}}},
 			{GPU: "GPU-1", GPUIndex: 1, Mode: tuner.ModeRecommend},
 		},
 		Settings: []tuner.Setting{
@@ -128,5 +131,62 @@ vgpu_tuner_journal_records_dropped_total{reason="torn"} 1
 	}
 	if n := testutil.CollectAndCount(NewTunerCollector(func() *tuner.Status { return nil })); n != 0 {
 		t.Errorf("no status: %d metrics", n)
+	}
+}
+
+// clockBackend drives clocks and power and lists the power limit alone,
+// on GPU-0 alone.
+type clockBackend struct{}
+
+func (clockBackend) LockClocks(context.Context, string, gpu.ClockLock) error { return nil }
+func (clockBackend) SetPowerLimit(context.Context, string, float64) error    { return nil }
+func (clockBackend) Capabilities(uuid string) []gpu.Knob {
+	if uuid == "GPU-0" {
+		return []gpu.Knob{gpu.KnobPowerLimit}
+	}
+	return nil
+}
+
+// idle is a policy that decides nothing.
+type idle struct{}
+
+func (idle) Name() string                       { return "idle" }
+func (idle) Decide(*tuner.State) []tuner.Action { return nil }
+
+// vgpu_tuner_knob_available says, for each GPU of the tuner's latest round
+// and each knob, whether the host's backends can turn it there.
+func TestTunerKnobAvailable(t *testing.T) {
+	clk := gpu.NewManualClock(time.Unix(1700000000, 0))
+	tu, err := tuner.New(tuner.Options{Policy: idle{}, Actuators: tuner.ActuatorsOf(clockBackend{}), Clock: clk, Mode: tuner.ModeRecommend})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := &tenant.Snapshot{Time: clk.Now(), Readings: &gpu.Readings{Time: clk.Now(), Devices: []gpu.Device{
+		{Index: 0, UUID: "GPU-0", Up: true, Mode: gpu.SharingTimeSlice}, {Index: 1, UUID: "GPU-1", Up: true, Mode: gpu.SharingTimeSlice}}}}
+	if _, err := tu.RunOnce(context.Background(), snap); err != nil {
+		t.Fatal(err)
+	}
+	want := `
+# HELP vgpu_tuner_knob_available 1 where the host's backends can turn the knob on the GPU, 0 where no backend drives it or every one lists its knobs and leaves it out there (the tuner then refuses its changes untried); for each GPU of the latest round and each knob.
+# TYPE vgpu_tuner_knob_available gauge
+vgpu_tuner_knob_available{gpu="0",knob="compute_timeslice",uuid="GPU-0"} 0
+vgpu_tuner_knob_available{gpu="0",knob="locked_clocks",uuid="GPU-0"} 0
+vgpu_tuner_knob_available{gpu="0",knob="mig_layout",uuid="GPU-0"} 0
+vgpu_tuner_knob_available{gpu="0",knob="mps_active_threads",uuid="GPU-0"} 0
+vgpu_tuner_knob_available{gpu="0",knob="pause_duty",uuid="GPU-0"} 0
+vgpu_tuner_knob_available{gpu="0",knob="placement",uuid="GPU-0"} 0
+vgpu_tuner_knob_available{gpu="0",knob="power_limit",uuid="GPU-0"} 1
+vgpu_tuner_knob_available{gpu="0",knob="vgpu_scheduler",uuid="GPU-0"} 0
+vgpu_tuner_knob_available{gpu="1",knob="compute_timeslice",uuid="GPU-1"} 0
+vgpu_tuner_knob_available{gpu="1",knob="locked_clocks",uuid="GPU-1"} 0
+vgpu_tuner_knob_available{gpu="1",knob="mig_layout",uuid="GPU-1"} 0
+vgpu_tuner_knob_available{gpu="1",knob="mps_active_threads",uuid="GPU-1"} 0
+vgpu_tuner_knob_available{gpu="1",knob="pause_duty",uuid="GPU-1"} 0
+vgpu_tuner_knob_available{gpu="1",knob="placement",uuid="GPU-1"} 0
+vgpu_tuner_knob_available{gpu="1",knob="power_limit",uuid="GPU-1"} 0
+vgpu_tuner_knob_available{gpu="1",knob="vgpu_scheduler",uuid="GPU-1"} 0
+`
+	if err := testutil.CollectAndCompare(NewTunerCollector(tu.Status), strings.NewReader(want), "vgpu_tuner_knob_available"); err != nil {
+		t.Error(err)
 	}
 }

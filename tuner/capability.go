@@ -4,7 +4,10 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/go-kit/log/level"
+
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
 // KnobAvailability says whether the host's backends can turn one knob on
@@ -127,4 +130,42 @@ func changedTargets(a Action) []Target {
 		out = append(out, Target{GPU: l.UUID, Knob: gpu.KnobMIGLayout})
 	}
 	return out
+}
+
+// noteKnobs puts into each GPU's line of the round the knobs the host's
+// backends can turn there, and logs a GPU's knobs at info level when it
+// is first read, and again when they change (not while it cannot be
+// read: its backends list nothing then).
+func (t *Tuner) noteKnobs(snap *tenant.Snapshot) {
+	up := map[string]bool{}
+	if snap != nil && snap.Readings != nil {
+		for _, d := range snap.Readings.Devices {
+			up[d.UUID] = d.Up
+		}
+	}
+	if t.knobsLogged == nil {
+		t.knobsLogged = map[string]string{}
+	}
+	for i := range t.rounds {
+		r := &t.rounds[i]
+		r.Knobs = knobsAvailable(t.o.Actuators, r.GPU)
+		var avail, unlisted, undriven []string
+		for _, k := range r.Knobs {
+			switch {
+			case k.Available:
+				avail = append(avail, string(k.Knob))
+			case k.Driven:
+				unlisted = append(unlisted, string(k.Knob))
+			default:
+				undriven = append(undriven, string(k.Knob))
+			}
+		}
+		a, n, d := strings.Join(avail, " "), strings.Join(unlisted, " "), strings.Join(undriven, " ")
+		line := a + "|" + n + "|" + d
+		if !up[r.GPU] || t.knobsLogged[r.GPU] == line {
+			continue
+		}
+		t.knobsLogged[r.GPU] = line
+		level.Info(t.o.Logger).Log("msg", "tuner knobs of GPU", "gpu", r.GPUIndex, "uuid", r.GPU, "available", a, "not_listed", n, "no_backend", d)
+	}
 }

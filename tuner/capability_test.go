@@ -3,7 +3,12 @@ package tuner
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 )
@@ -81,5 +86,64 @@ func TestKnobsAvailable(t *testing.T) {
 	}
 	if want := []gpu.Knob{gpu.KnobPowerLimit}; !slices.Equal(avail, want) {
 		t.Errorf("available %v, want %v", avail, want)
+	}
+}
+
+// The status says, for each GPU of the latest round, the knobs its
+// backends can turn there; the log says so at info level once per GPU,
+// and again when they change.
+func TestStatusKnobs(t *testing.T) {
+	var buf strings.Builder
+	logger := level.NewFilter(log.NewLogfmtLogger(log.NewSyncWriter(&buf)), level.AllowInfo())
+	host := &listing{caps: map[string][]gpu.Knob{uuid0: {gpu.KnobLockedClocks, gpu.KnobPowerLimit}}}
+	clk := gpu.NewManualClock(t0)
+	tu, err := New(Options{Policy: fixed{}, Actuators: ActuatorsOf(host), Clock: clk, Mode: ModeRecommend, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	round := func() (string, map[gpu.Knob]KnobAvailability) {
+		t.Helper()
+		buf.Reset()
+		clk.Advance(15 * time.Second)
+		if _, err := tu.RunOnce(context.Background(), emptySnap(clk.Now())); err != nil {
+			t.Fatal(err)
+		}
+		gs := tu.Status().GPUs
+		if len(gs) != 1 || gs[0].GPU != uuid0 {
+			t.Fatalf("GPUs %+v, want GPU-0", gs)
+		}
+		got := map[gpu.Knob]KnobAvailability{}
+		for _, k := range gs[0].Knobs {
+			got[k.Knob] = k
+		}
+		if len(got) != len(CountedKnobs) {
+			t.Errorf("%d knobs in the status, want every one of the table's %d", len(got), len(CountedKnobs))
+		}
+		return buf.String(), got
+	}
+	const first = `msg="tuner knobs of GPU" gpu=0 uuid=GPU-0 available="locked_clocks power_limit" not_listed="mps_active_threads compute_timeslice vgpu_scheduler" no_backend="pause_duty placement mig_layout"`
+	out, got := round()
+	if !strings.Contains(out, "level=info "+first) {
+		t.Errorf("first round's log lacks the GPU's knobs at info:\n%s", out)
+	}
+	if k := got[gpu.KnobPowerLimit]; !k.Available {
+		t.Errorf("power_limit %+v, want available", k)
+	}
+	if k := got[gpu.KnobVGPUScheduler]; k.Available || k.Why() != "not available on this GPU (its backends list locked_clocks, power_limit)" {
+		t.Errorf("vgpu_scheduler %+v (%q), want not available, its backends listing the clocks and power", k, k.Why())
+	}
+	if k := got[gpu.KnobPauseDuty]; k.Available || k.Driven {
+		t.Errorf("pause_duty %+v, want no backend", k)
+	}
+	if out, _ := round(); strings.Contains(out, "tuner knobs") {
+		t.Errorf("the same knobs logged again:\n%s", out)
+	}
+	host.caps[uuid0] = []gpu.Knob{gpu.KnobLockedClocks, gpu.KnobPowerLimit, gpu.KnobVGPUScheduler}
+	out, got = round()
+	if !strings.Contains(out, `available="vgpu_scheduler locked_clocks power_limit"`) {
+		t.Errorf("changed knobs not logged:\n%s", out)
+	}
+	if !got[gpu.KnobVGPUScheduler].Available {
+		t.Error("vgpu_scheduler not available once listed")
 	}
 }

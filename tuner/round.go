@@ -93,6 +93,10 @@ type GPURound struct {
 	// Guard is the guard that refused the round's last change (RoundGuarded;
 	// in recommend mode too).
 	Guard string
+	// Knobs are the knobs of the tuner (CountedKnobs, in order), each with
+	// whether the host's backends can turn it on this GPU as they listed it
+	// this round; the executor does not try a change of one not available.
+	Knobs []KnobAvailability
 }
 
 // Holding reports whether the round changed nothing on the GPU.

@@ -85,8 +85,8 @@ type Status struct {
 	// Burns are the latency tenants' SLO over the fast window in the
 	// latest round, by tenant.
 	Burns []TenantBurn
-	// GPUs say what the latest round did on each GPU, or why it held, by
-	// index.
+	// GPUs say what the latest round did on each GPU, or why it held, and
+	// the knobs the host's backends can turn there, by index.
 	GPUs []GPURound
 	// History are the latest rounds' burns and knob values, oldest first
 	// (at most HistoryPoints).
@@ -142,6 +142,7 @@ func (t *Tuner) noteRound(st *State, actions, held []Action, out []Decision, sta
 	}
 	t.burns = tenantBurns(st.Snapshot, st.Fast)
 	t.rounds = gpuRounds(roundInput{snap: st.Snapshot, burns: t.burns, modeOf: t.modeOf, killed: t.chain().Stopped(), stale: stale, actions: actions, held: held, out: out})
+	t.noteKnobs(st.Snapshot)
 	t.hist.add(roundPoint(st.Now, st.Snapshot, t.burns, t.settings()))
 }
 

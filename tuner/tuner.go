@@ -194,6 +194,8 @@ type Tuner struct {
 	burns  []TenantBurn
 	rounds []GPURound
 	hist   *roundRing
+	// knobsLogged is, by GPU UUID, the knobs last logged (noteKnobs).
+	knobsLogged map[string]string
 	// journalBroken is whether the last journal write failed.
 	journalBroken bool
 

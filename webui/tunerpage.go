@@ -99,7 +99,27 @@ type gpuView struct {
 	ClocksLocked    *bool           `json:"clocks_locked,omitempty"`
 	PowerLimitWatts *float64        `json:"power_limit_watts,omitempty"`
 	Round           *roundView      `json:"latest_round,omitempty"`
-	Knobs           []knobText      `json:"-"`
+	// TunerKnobs are the tuner's knobs and whether the host's backends
+	// can turn each on this GPU, as its latest round found them.
+	TunerKnobs []tunerKnobView `json:"tuner_knobs,omitempty"`
+	Knobs      []knobText      `json:"-"`
+	CanTurn    knobsText       `json:"-"`
+}
+
+// tunerKnobView is one of the tuner's knobs on a GPU: whether the host's
+// backends can turn it there, and why not.
+type tunerKnobView struct {
+	Knob      string `json:"knob"`
+	Available bool   `json:"available"`
+	Why       string `json:"why_not,omitempty"`
+}
+
+// knobsText is what the HTML shows of a GPU's tuner knobs: those its
+// backends can turn, those no backend drives, and each one its backends
+// leave out with why.
+type knobsText struct {
+	Available, NoBackend string
+	NotListed            []string
 }
 
 // mpsClientView is one MPS client's active-thread cap: in effect, and the
@@ -312,9 +332,30 @@ func newGPUView(d *gpu.Device, snap *tenant.Snapshot, st *tuner.Status) gpuView 
 		if i := slices.IndexFunc(st.GPUs, func(r tuner.GPURound) bool { return r.GPU == d.UUID }); i >= 0 {
 			r := st.GPUs[i]
 			g.Round = &roundView{Kind: string(r.Kind), Holding: r.Holding(), Why: r.Why, Guard: r.Guard}
+			g.TunerKnobs, g.CanTurn = tunerKnobs(r.Knobs)
 		}
 	}
 	return g
+}
+
+// tunerKnobs are a GPU's tuner knobs as JSON and as the HTML shows them.
+func tunerKnobs(ks []tuner.KnobAvailability) ([]tunerKnobView, knobsText) {
+	var out []tunerKnobView
+	var avail, undriven []string
+	var text knobsText
+	for _, k := range ks {
+		out = append(out, tunerKnobView{Knob: string(k.Knob), Available: k.Available, Why: k.Why()})
+		switch {
+		case k.Available:
+			avail = append(avail, string(k.Knob))
+		case k.Driven:
+			text.NotListed = append(text.NotListed, string(k.Knob)+": "+k.Why())
+		default:
+			undriven = append(undriven, string(k.Knob))
+		}
+	}
+	text.Available, text.NoBackend = strings.Join(avail, ", "), strings.Join(undriven, ", ")
+	return out, text
 }
 
 // mpsClients are an MPS GPU's clients: each process with a cap in effect

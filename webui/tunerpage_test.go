@@ -72,7 +72,9 @@ func pageStatus() *tuner.Status {
 			{Tenant: "search", Window: time.Minute, Requests: 60, Quantile: 0.95, Attainment: 0.85, Burn: 3, Known: true},
 		},
 		GPUs: []tuner.GPURound{
-			{GPU: "GPU-aaaa", Mode: tuner.ModeEnforce, Kind: tuner.RoundKillSwitch, Why: "the kill switch is on: the tuner changes nothing"},
+			{GPU: "GPU-aaaa", Mode: tuner.ModeEnforce, Kind: tuner.RoundKillSwitch, Why: "the kill switch is on: the tuner changes nothing",
+				Knobs: []tuner.KnobAvailability{{Knob: gpu.KnobMPSActiveThreads}, {Knob: gpu.KnobVGPUScheduler, Driven: true, Listed: []gpu.Knob{gpu.KnobLockedClocks, gpu.KnobPowerLimit}},
+					{Knob: gpu.KnobLockedClocks, Driven: true, Available: true}, {Knob: gpu.KnobPowerLimit, Driven: true, Available: true}}},
 			{GPU: "GPU-bbbb", GPUIndex: 1, Mode: tuner.ModeRecommend, Kind: tuner.RoundRecommend, Why: "the GPU is in recommend mode; it recommends short"},
 		},
 		History: []tuner.RoundPoint{
@@ -120,7 +122,9 @@ func TestTunerPageHTML(t *testing.T) {
 				// GPUs: mode per GPU, the knobs of the sharing mode, the round.
 				`<td>mps</td><td>enforce</td><td><ul class="knobs"><li class="knob warn">MPS cap, pid 42 (&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;): 40% (target 25%, not in effect yet)</li><li class="knob">clocks: free</li><li class="knob">power limit: 500W</li></ul></td>`,
 				`<td class="round warn"><b>holding</b> because the kill switch is on: the tuner changes nothing</td>`,
-				`<td>recommend</td><td><ul class="knobs"><li class="knob">clocks: unknown</li><li class="knob">power limit: unknown</li></ul></td><td class="round warn"><b>holding</b> because the GPU is in recommend mode; it recommends short</td>`,
+				// The knobs the backends can turn on each GPU, as the round found them.
+				`<td class="tuner-knobs"><span class="knobs-available">locked_clocks, power_limit</span><ul class="knobs muted small"><li class="knob-not-listed">vgpu_scheduler: not available on this GPU (its backends list locked_clocks, power_limit)</li></ul><br><span class="muted small knobs-no-backend">no backend on this host: mps_active_threads</span></td>`,
+				`<td>recommend</td><td><ul class="knobs"><li class="knob">clocks: unknown</li><li class="knob">power limit: unknown</li></ul></td><td class="tuner-knobs"></td><td class="round warn"><b>holding</b> because the GPU is in recommend mode; it recommends short</td>`,
 				// Tenants: the SLO window and the tuner's window, side by side.
 				`<td class="tenant-name">chat</td><td>latency</td><td class="num">10</td><td>30% – 100%</td><td>0</td><td>99% within 50ms</td><td class="num">99.50% over 5m</td><td class="num latency">p99 42ms</td><td class="num">1200</td>`,
 				`<td class="slo-state ok">met</td><td class="burn num ok">0.40x over 1m<br><span class="muted small">99.60% of 240 requests</span></td>`,
@@ -248,6 +252,11 @@ func TestTunerPageJSON(t *testing.T) {
 		{"MPS pending", raw.GPUs[0], "mps_clients.0.pending_active_threads_ratio", 0.25},
 		{"round", raw.GPUs[0], "latest_round.kind", "kill_switch"},
 		{"holding", raw.GPUs[0], "latest_round.holding", true},
+		{"knob no backend drives", raw.GPUs[0], "tuner_knobs.0.why_not", "no backend of this host drives mps_active_threads"},
+		{"knob not listed", raw.GPUs[0], "tuner_knobs.1.available", false},
+		{"why not listed", raw.GPUs[0], "tuner_knobs.1.why_not", "not available on this GPU (its backends list locked_clocks, power_limit)"},
+		{"knob available", raw.GPUs[0], "tuner_knobs.2.available", true},
+		{"its name", raw.GPUs[0], "tuner_knobs.2.knob", "locked_clocks"},
 		{"target", raw.Settings[0], "target.ratio", 0.25},
 		{"effective", raw.Settings[1], "effective.watts", 500.0},
 		{"burn history", raw.History.Tenants[1], "points.2.value", 3.0},
