@@ -69,10 +69,11 @@ func New(opts Options) (*Hook, error) {
 	return h, nil
 }
 
-// Capabilities lists the placement knob on every GPU: the hook moves
-// workloads. (A MIG layout in a plan is the hook's to apply or refuse.)
+// Capabilities lists the placement and MIG layout knobs on every GPU: the
+// hook is handed every plan, its moves and its MIG layouts, to apply or
+// refuse.
 func (h *Hook) Capabilities(string) []gpu.Knob {
-	return []gpu.Knob{gpu.KnobPlacement}
+	return []gpu.Knob{gpu.KnobPlacement, gpu.KnobMIGLayout}
 }
 
 // Rebalance checks the plan and runs the hook with it on stdin. The hook

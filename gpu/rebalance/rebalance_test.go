@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -258,4 +259,21 @@ func fakeProcRoot(t *testing.T, cgroups map[int]string) string {
 		}
 	}
 	return root
+}
+
+// The hook is handed every plan, moves and MIG layouts alike, so it lists
+// both knobs on every GPU: the tuner refuses up front a change of a knob
+// no backend lists, and a host whose MIG layouts go to the hook alone
+// would have had every relayout refused.
+func TestHookListsWhatItIsHanded(t *testing.T) {
+	h, err := New(Options{Command: "/bin/true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := h.Capabilities("GPU-0")
+	for _, k := range []gpu.Knob{gpu.KnobPlacement, gpu.KnobMIGLayout} {
+		if !slices.Contains(got, k) {
+			t.Errorf("capabilities %v lack %s", got, k)
+		}
+	}
 }
