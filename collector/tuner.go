@@ -27,7 +27,7 @@ type TunerCollector struct {
 func NewTunerCollector(status func() *tuner.Status) *TunerCollector {
 	c := &TunerCollector{status: status}
 	c.info = c.add("tuner_info", "The tuner's policy; always 1.", "policy")
-	c.actuator = c.add("tuner_actuator_info", "The backend that drives a knob on this host (nvml, sim, mps, nvidia-smi, rebalance-hook, pause), as detected at start; always 1. A knob without a series has no actuator here: its changes are only recommended.", "knob", "backend")
+	c.actuator = c.add("tuner_actuator_info", "The backend that drives a knob on this host (nvml, sim, mps, nvidia-smi, rebalance-hook, pause), as detected at start; always 1. A knob without a series has no actuator here: its changes are refused as not supported (in recommend mode, recommended).", "knob", "backend")
 	c.knobAvailable = c.add("tuner_knob_available", "1 where the host's backends can turn the knob on the GPU, 0 where no backend drives it or every one lists its knobs and leaves it out there (the tuner then refuses its changes untried); for each GPU of the latest round and each knob.", "gpu", "uuid", "knob")
 	c.mode = c.add("tuner_mode", "1 for the tuner's host-wide mode (off, recommend, enforce), 0 for the others.", "mode")
 	c.gpuMode = c.add("tuner_gpu_mode", "1 for the mode the tuner applies to the GPU (off, recommend, enforce: the host-wide mode or the GPU's own), 0 for the others; for each GPU of the latest round.", "gpu", "uuid", "mode")

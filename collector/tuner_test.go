@@ -84,7 +84,7 @@ vgpu_tuner_restore_failures_total 1
 # HELP vgpu_tuner_locked_clock_target_hertz Upper end of the SM clock lock the tuner last decided for the GPU; 0 for unlocked.
 # TYPE vgpu_tuner_locked_clock_target_hertz gauge
 vgpu_tuner_locked_clock_target_hertz{gpu="0",uuid="GPU-0"} 1.98e+09
-# HELP vgpu_tuner_actuator_info The backend that drives a knob on this host (nvml, sim, mps, nvidia-smi, rebalance-hook, pause), as detected at start; always 1. A knob without a series has no actuator here: its changes are only recommended.
+# HELP vgpu_tuner_actuator_info The backend that drives a knob on this host (nvml, sim, mps, nvidia-smi, rebalance-hook, pause), as detected at start; always 1. A knob without a series has no actuator here: its changes are refused as not supported (in recommend mode, recommended).
 # TYPE vgpu_tuner_actuator_info gauge
 vgpu_tuner_actuator_info{backend="mps",knob="mps_active_threads"} 1
 vgpu_tuner_actuator_info{backend="nvml",knob="power_limit"} 1
