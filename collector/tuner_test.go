@@ -154,7 +154,9 @@ func (idle) Name() string                       { return "idle" }
 func (idle) Decide(*tuner.State) []tuner.Action { return nil }
 
 // vgpu_tuner_knob_available says, for each GPU of the tuner's latest round
-// and each knob, whether the host's backends can turn it there.
+// and each knob, whether the host's backends can turn it there (GPU-1,
+// for which the backend lists nothing, as unknown: 1 where it drives the
+// knob).
 func TestTunerKnobAvailable(t *testing.T) {
 	clk := gpu.NewManualClock(time.Unix(1700000000, 0))
 	tu, err := tuner.New(tuner.Options{Policy: idle{}, Actuators: tuner.ActuatorsOf(clockBackend{}), Clock: clk, Mode: tuner.ModeRecommend})
@@ -178,12 +180,12 @@ vgpu_tuner_knob_available{gpu="0",knob="placement",uuid="GPU-0"} 0
 vgpu_tuner_knob_available{gpu="0",knob="power_limit",uuid="GPU-0"} 1
 vgpu_tuner_knob_available{gpu="0",knob="vgpu_scheduler",uuid="GPU-0"} 0
 vgpu_tuner_knob_available{gpu="1",knob="compute_timeslice",uuid="GPU-1"} 0
-vgpu_tuner_knob_available{gpu="1",knob="locked_clocks",uuid="GPU-1"} 0
+vgpu_tuner_knob_available{gpu="1",knob="locked_clocks",uuid="GPU-1"} 1
 vgpu_tuner_knob_available{gpu="1",knob="mig_layout",uuid="GPU-1"} 0
 vgpu_tuner_knob_available{gpu="1",knob="mps_active_threads",uuid="GPU-1"} 0
 vgpu_tuner_knob_available{gpu="1",knob="pause_duty",uuid="GPU-1"} 0
 vgpu_tuner_knob_available{gpu="1",knob="placement",uuid="GPU-1"} 0
-vgpu_tuner_knob_available{gpu="1",knob="power_limit",uuid="GPU-1"} 0
+vgpu_tuner_knob_available{gpu="1",knob="power_limit",uuid="GPU-1"} 1
 vgpu_tuner_knob_available{gpu="1",knob="vgpu_scheduler",uuid="GPU-1"} 0
 `
 	if err := testutil.CollectAndCompare(NewTunerCollector(tu.Status), strings.NewReader(want), "vgpu_tuner_knob_available"); err != nil {

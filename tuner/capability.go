@@ -1,6 +1,8 @@
 package tuner
 
 import (
+	"errors"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -44,15 +46,21 @@ func (k KnobAvailability) Why() string {
 }
 
 // knobAvailability says whether the actuators ac can turn knob k on the
-// GPU uuid: not where no backend drives it, nor where every backend of
-// its mechanisms lists its capabilities (gpu.CapabilityLister) and none
-// lists k for that GPU; where one of them lists none, the knob counts as
-// available.
-func knobAvailability(ac Actuators, uuid string, k gpu.Knob) KnobAvailability {
+// GPU uuid, by the lists of the backends of the mechanisms mechs (nil: all
+// of Mechanisms): not where no backend drives it, nor where every backend
+// of its mechanisms lists its capabilities (gpu.CapabilityLister) and none
+// lists k for that GPU. Where one of them lists none (it does not list
+// capabilities, or lists nothing for the GPU: a backend that cannot read
+// it now, a GPU down, answers so), the knob counts as available: unknown
+// is not "no". caps serves the lists (nil: asked of each backend).
+func knobAvailability(ac Actuators, uuid string, k gpu.Knob, mechs []Mechanism, caps capCache) KnobAvailability {
+	if mechs == nil {
+		mechs = Mechanisms
+	}
 	out := KnobAvailability{Knob: k}
 	var listed []gpu.Knob
 	known := true
-	for _, m := range Mechanisms {
+	for _, m := range mechs {
 		b, ok := ac.by[m.actuator]
 		if !ok || !slices.Contains(m.Knobs, k) {
 			continue
@@ -63,7 +71,12 @@ func knobAvailability(ac Actuators, uuid string, k gpu.Knob) KnobAvailability {
 			known = false
 			continue
 		}
-		listed = appendNew(listed, cl.Capabilities(uuid)...)
+		l := caps.list(cl, uuid)
+		if len(l) == 0 {
+			known = false
+			continue
+		}
+		listed = appendNew(listed, l...)
 	}
 	switch {
 	case !out.Driven:
@@ -76,12 +89,43 @@ func knobAvailability(ac Actuators, uuid string, k gpu.Knob) KnobAvailability {
 	return out
 }
 
+// capCache keeps what each backend listed for each GPU, for one round: a
+// backend's list may cost driver calls under its lock (gpu/nvml), and a
+// round looks at every knob of every GPU and at each action's.
+type capCache map[capKey][]gpu.Knob
+
+type capKey struct {
+	b    gpu.CapabilityLister
+	uuid string
+}
+
+// list returns cl's knobs on the GPU uuid, asking cl once a round (every
+// time where c is nil, or cl cannot be a map key).
+func (c capCache) list(cl gpu.CapabilityLister, uuid string) []gpu.Knob {
+	if c == nil || !reflect.TypeOf(cl).Comparable() {
+		return cl.Capabilities(uuid)
+	}
+	k := capKey{cl, uuid}
+	if l, ok := c[k]; ok {
+		return l
+	}
+	l := cl.Capabilities(uuid)
+	c[k] = l
+	return l
+}
+
+// errUnavailable is the error of a change refused up front, its knob not
+// available on its GPU: not gpu.ErrNotSupported, which tells the guards
+// that a knob can never be turned (Retry asks no more), where a list can
+// change (a GPU read again, MIG turned on).
+var errUnavailable = errors.New("not available on this GPU")
+
 // knobsAvailable are the table's knobs (CountedKnobs) on the GPU uuid,
 // each with its availability through ac.
-func knobsAvailable(ac Actuators, uuid string) []KnobAvailability {
+func knobsAvailable(ac Actuators, uuid string, caps capCache) []KnobAvailability {
 	out := make([]KnobAvailability, len(CountedKnobs))
 	for i, k := range CountedKnobs {
-		out[i] = knobAvailability(ac, uuid, k)
+		out[i] = knobAvailability(ac, uuid, k, nil, caps)
 	}
 	return out
 }
@@ -101,8 +145,14 @@ func (t *Tuner) unavailable(a Action) (string, bool) {
 	if _, kept := t.originals[a.Target.String()]; kept {
 		return "", false
 	}
+	var mechs []Mechanism
+	if a.Plan != nil && has[gpu.Rebalancer](t.o.Actuators) {
+		// the hook is handed the whole plan: its list is the one that
+		// tells
+		mechs = slices.DeleteFunc(slices.Clone(Mechanisms), func(m Mechanism) bool { return m.actuator != reflect.TypeFor[gpu.Rebalancer]() })
+	}
 	for _, p := range changedTargets(a) {
-		av := knobAvailability(t.o.Actuators, p.GPU, p.Knob)
+		av := knobAvailability(t.o.Actuators, p.GPU, p.Knob, mechs, t.caps)
 		if !av.Driven || av.Available {
 			continue
 		}
@@ -148,7 +198,7 @@ func (t *Tuner) noteKnobs(snap *tenant.Snapshot) {
 	}
 	for i := range t.rounds {
 		r := &t.rounds[i]
-		r.Knobs = knobsAvailable(t.o.Actuators, r.GPU)
+		r.Knobs = knobsAvailable(t.o.Actuators, r.GPU, t.caps)
 		var avail, unlisted, undriven []string
 		for _, k := range r.Knobs {
 			switch {

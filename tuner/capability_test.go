@@ -48,8 +48,9 @@ func TestKnobAvailability(t *testing.T) {
 		{"listed", []any{clocksOn0}, "GPU-0", gpu.KnobLockedClocks, true, true, ""},
 		{"not listed", []any{clocksOn0}, "GPU-0", gpu.KnobVGPUScheduler, true, false,
 			"not available on this GPU (its backends list locked_clocks, power_limit)"},
-		{"listed on another GPU only", []any{clocksOn0}, "GPU-1", gpu.KnobLockedClocks, true, false,
-			"not available on this GPU (its backends list no knob there)"},
+		// a backend that lists nothing for a GPU cannot read it now (a
+		// GPU down, a call failed): unknown, not "no"
+		{"nothing listed for the GPU", []any{clocksOn0}, "GPU-1", gpu.KnobLockedClocks, true, true, ""},
 		{"backend lists no capabilities", []any{&recorder{}}, "GPU-0", gpu.KnobLockedClocks, true, true, ""},
 		{"no backend drives it", []any{clocksOn0}, "GPU-0", gpu.KnobPauseDuty, false, false,
 			"no backend of this host drives pause_duty"},
@@ -63,7 +64,7 @@ func TestKnobAvailability(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := knobAvailability(ActuatorsOf(tc.backends...), tc.uuid, tc.knob)
+			got := knobAvailability(ActuatorsOf(tc.backends...), tc.uuid, tc.knob, nil, nil)
 			if got.Knob != tc.knob || got.Driven != tc.driven || got.Available != tc.available || got.Why() != tc.why {
 				t.Errorf("got %+v (%q), want driven %v, available %v (%q)", got, got.Why(), tc.driven, tc.available, tc.why)
 			}
@@ -73,7 +74,7 @@ func TestKnobAvailability(t *testing.T) {
 
 // A GPU's knobs are every knob of the table, in its order.
 func TestKnobsAvailable(t *testing.T) {
-	got := knobsAvailable(ActuatorsOf(&listing{caps: map[string][]gpu.Knob{"GPU-0": {gpu.KnobPowerLimit}}}), "GPU-0")
+	got := knobsAvailable(ActuatorsOf(&listing{caps: map[string][]gpu.Knob{"GPU-0": {gpu.KnobPowerLimit}}}), "GPU-0", nil)
 	var knobs, avail []gpu.Knob
 	for _, k := range got {
 		knobs = append(knobs, k.Knob)
@@ -145,5 +146,94 @@ func TestStatusKnobs(t *testing.T) {
 	}
 	if !got[gpu.KnobVGPUScheduler].Available {
 		t.Error("vgpu_scheduler not available once listed")
+	}
+}
+
+// A change refused because its knob was not listed is asked for again
+// once the Retry guard's wait is over, when the backend lists it again (a
+// GPU read again): the list can change, so it is no "not supported",
+// after which Retry never asks again.
+func TestUnavailableKnobAskedAgain(t *testing.T) {
+	power := Action{Target: Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}, Current: Watts(700), Want: Watts(490), Reason: "test"}
+	host := &listing{caps: map[string][]gpu.Knob{uuid0: {gpu.KnobLockedClocks}}}
+	clk := gpu.NewManualClock(t0)
+	tu, err := New(Options{Policy: fixed{power}, Guards: []Guard{&Retry{After: time.Minute}}, Actuators: ActuatorsOf(host), Clock: clk, Mode: ModeEnforce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ds, _ := tu.RunOnce(context.Background(), emptySnap(clk.Now())); len(ds) != 1 || ds[0].Outcome != OutcomeRefused {
+		t.Fatalf("decisions %+v, want the power limit refused, not listed", ds)
+	}
+	host.caps[uuid0] = []gpu.Knob{gpu.KnobPowerLimit}
+	for range 3 {
+		clk.Advance(10 * time.Minute)
+		if _, err := tu.RunOnce(context.Background(), emptySnap(clk.Now())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(host.Calls) == 0 || host.Calls[0] != "SetPowerLimit(GPU-0,490)" {
+		t.Errorf("calls %q once the backend lists the knob again, want the power limit set", host.Calls)
+	}
+}
+
+// countingHook is a rebalancing hook that lists placement alone (as one
+// that refuses MIG layouts does) and counts the plans it is handed.
+type countingHook struct {
+	listingHook
+	plans int
+}
+
+func (h *countingHook) Rebalance(context.Context, gpu.Plan) error { h.plans++; return nil }
+
+// listingMIG is a MIG backend that lists the MIG layout on every GPU.
+type listingMIG struct{ *migHost }
+
+func (listingMIG) Capabilities(string) []gpu.Knob { return []gpu.Knob{gpu.KnobMIGLayout} }
+
+// Where a host has a rebalancing hook, a plan goes to the hook alone: its
+// list is the one that tells, whatever another backend lists.
+func TestPlanCheckedAgainstTheHook(t *testing.T) {
+	h := &countingHook{}
+	mig := listingMIG{&migHost{}}
+	tu, err := New(Options{Policy: relayoutOnce(uuid0), Actuators: ActuatorsOf(h, mig), Clock: gpu.NewManualClock(t0), Mode: ModeEnforce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := tu.RunOnce(context.Background(), snapshot(t0, []gpu.Device{migDev(uuid0, 1)}, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ds) != 1 || ds[0].Outcome != OutcomeRefused || !strings.Contains(ds[0].Reason, "not available") || h.plans != 0 || len(mig.Calls) != 0 {
+		t.Errorf("decisions %+v, %d plans to the hook, MIG calls %q: want the plan refused up front, untried", ds, h.plans, mig.Calls)
+	}
+}
+
+// countingListing counts the lists it is asked for.
+type countingListing struct {
+	listing
+	asked int
+}
+
+func (c *countingListing) Capabilities(uuid string) []gpu.Knob {
+	c.asked++
+	return c.listing.Capabilities(uuid)
+}
+
+// A round asks each backend for a GPU's knobs once (a list may cost
+// driver calls under the backend's lock), however many knobs and actions
+// it looks at.
+func TestCapabilitiesAskedOnceARound(t *testing.T) {
+	power := Action{Target: Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}, Current: Watts(700), Want: Watts(490), Reason: "test"}
+	clocks := Action{Target: Target{GPU: uuid0, Knob: gpu.KnobLockedClocks}, Current: ClockRange{}, Want: ClockRange{MinMHz: 1980, MaxMHz: 1980}, Reason: "test"}
+	host := &countingListing{listing: listing{caps: map[string][]gpu.Knob{uuid0: {gpu.KnobPowerLimit}}}}
+	tu, err := New(Options{Policy: fixed{power, clocks}, Actuators: ActuatorsOf(host), Clock: gpu.NewManualClock(t0), Mode: ModeEnforce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tu.RunOnce(context.Background(), snapshot(t0, []gpu.Device{{UUID: uuid0, Up: true}}, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if host.asked != 1 {
+		t.Errorf("the backend asked for GPU-0's knobs %d times in a round, want once", host.asked)
 	}
 }

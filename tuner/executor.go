@@ -62,7 +62,7 @@ func (t *Tuner) execute(ctx context.Context, st *State, a Action, now time.Time,
 	if why, ok := t.unavailable(a); ok {
 		d.Outcome = OutcomeRefused
 		d.Reason = joinReasons(a.Reason, "refused, not tried: "+why)
-		return []Decision{t.finish(a, d, now, fmt.Errorf("%s: %w", why, gpu.ErrNotSupported))}, false
+		return []Decision{t.finish(a, d, now, fmt.Errorf("%s: %w", why, errUnavailable))}, false
 	}
 	if mode == ModeRecommend || !t.canApply(a) || (jerr != nil && !a.Revert) {
 		d.Outcome = OutcomeRecommended

@@ -207,7 +207,7 @@ func TestUnavailableKnobSetBack(t *testing.T) {
 	if ds := run(); len(ds) != 1 || ds[0].Outcome != OutcomeApplied {
 		t.Fatalf("decisions %+v, want the lock applied", ds)
 	}
-	host.caps = nil // the backend no longer lists the clocks (a driver reloaded)
+	host.caps = map[string][]gpu.Knob{uuid0: {gpu.KnobMPSActiveThreads}} // the backend no longer lists the clocks (a driver reloaded)
 	relock := lock
 	relock.Current, relock.Want = lock.Want, ClockRange{MinMHz: 1500, MaxMHz: 1500}
 	back := lock

@@ -196,6 +196,9 @@ type Tuner struct {
 	hist   *roundRing
 	// knobsLogged is, by GPU UUID, the knobs last logged (noteKnobs).
 	knobsLogged map[string]string
+	// caps are the backends' lists of each GPU's knobs, asked once a
+	// round (capCache).
+	caps capCache
 	// journalBroken is whether the last journal write failed.
 	journalBroken bool
 
@@ -283,6 +286,8 @@ func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 	now := t.o.Clock.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.caps = capCache{}
+	defer func() { t.caps = nil }()
 	var out []Decision
 	var errs []error
 	if snap == nil {
