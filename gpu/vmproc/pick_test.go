@@ -268,6 +268,17 @@ func TestFinderRevisitsAChoiceWithoutEvidence(t *testing.T) {
 	}
 	writeProcs(t, root, map[int]fakeProc{200: {cmd: qemu(), cgroup: libvirt}})
 	clock.Advance(10 * time.Second)
+	// the lookup that finds a rescan due does not wait for it (it may be
+	// the sampler's, under the backend's lock): the scan blocks until
+	// released, and the lookup answers as before
+	release := make(chan struct{})
+	f.scanHook = func() { scans++; <-release }
+	if vm, ok := lookup(f, vmA, ""); !ok || vm.PID != 300 {
+		t.Fatalf("Lookup as the rescan starts = %+v, %v; want PID 300, as before", vm, ok)
+	}
+	close(release)
+	f.bg.Wait()
+	f.scanHook = func() { scans++ }
 	if vm, ok := lookup(f, vmA, ""); !ok || vm.PID != 200 {
 		t.Fatalf("Lookup a rescan after libvirt's QEMU appeared = %+v, %v; want PID 200 (machine scope)", vm, ok)
 	}

@@ -92,7 +92,8 @@ type Finder struct {
 	scanning bool // a scan runs (outside mu): another lookup does not wait for it
 	lastScan time.Time
 
-	scanHook func() // called as a scan starts (tests)
+	scanHook func()         // called as a scan starts (tests)
+	bg       sync.WaitGroup // scans in the background (rescanLocked)
 }
 
 // New returns a Finder on the options o.
@@ -141,31 +142,20 @@ func (f *Finder) Lookup(vmUUID, mdevUUID string) (VM, bool) {
 	now := f.clock.Now()
 	due := !f.scanning && (!f.scanned || now.Sub(f.lastScan) >= f.rescan)
 	if vm, ok := f.found[k]; ok {
-		// one taken on no evidence is looked for again once a rescan is
-		// due: the VM's own process may run now
-		if f.still(vm) && !(f.unsure[k] && due) {
+		if f.still(vm) {
+			if f.unsure[k] && due {
+				// taken on no evidence: looked for again once a rescan
+				// is due (the VM's own process may run now), in the
+				// background, this lookup (the sampler's) answered as
+				// before
+				f.rescanLocked(now, false)
+			}
 			return vm, true
 		}
 		delete(f.found, k)
 	}
 	if due {
-		// the scan reads every process's command line: without the
-		// lock, so that a lookup of a known VM (the sampler's, every
-		// sample) never waits for it
-		f.scanning, f.lastScan = true, now
-		f.mu.Unlock()
-		if f.scanHook != nil {
-			f.scanHook()
-		}
-		claims := f.scan()
-		f.mu.Lock()
-		f.claims, f.scanned, f.scanning = claims, true, false
-		f.found, f.unsure, f.refused = map[key]VM{}, map[key]bool{}, map[key]bool{}
-		for sk := range f.said {
-			if _, ok := claims[sk.vm]; !ok {
-				delete(f.said, sk) // nobody claims it now: told again if it comes back
-			}
-		}
+		f.rescanLocked(now, true)
 	} else if f.refused[k] {
 		return VM{}, false // decided since the last scan
 	}
@@ -176,6 +166,48 @@ func (f *Finder) Lookup(vmUUID, mdevUUID string) (VM, bool) {
 		f.refused[k] = true
 	}
 	return vm, ok
+}
+
+// rescanLocked scans procfs again (the caller holds f.mu): the scan reads
+// every process's command line, so it runs without the lock, a lookup of
+// a known VM (the sampler's, every sample) never waiting for it. With
+// wait, the caller waits for it (the lock let go and taken again); else it
+// runs in the background, its claims put in when it ends.
+func (f *Finder) rescanLocked(now time.Time, wait bool) {
+	f.scanning, f.lastScan = true, now
+	if !wait {
+		f.bg.Add(1)
+		go func() {
+			defer f.bg.Done()
+			if f.scanHook != nil {
+				f.scanHook()
+			}
+			claims := f.scan()
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.putClaims(claims)
+		}()
+		return
+	}
+	f.mu.Unlock()
+	if f.scanHook != nil {
+		f.scanHook()
+	}
+	claims := f.scan()
+	f.mu.Lock()
+	f.putClaims(claims)
+}
+
+// putClaims makes claims, a scan's, the finder's: every lookup is decided
+// again from them.
+func (f *Finder) putClaims(claims map[string][]claimant) {
+	f.claims, f.scanned, f.scanning = claims, true, false
+	f.found, f.unsure, f.refused = map[key]VM{}, map[key]bool{}, map[key]bool{}
+	for sk := range f.said {
+		if _, ok := claims[sk.vm]; !ok {
+			delete(f.said, sk) // nobody claims it now: told again if it comes back
+		}
+	}
 }
 
 // still says whether vm's process runs vm still.
