@@ -210,17 +210,15 @@ func (t *Tuner) relayoutStarted(ctx context.Context, a Action, now time.Time) []
 		Reason: joinReasons(a.Reason, "draining every instance first (MIG changes only on an empty GPU)")}
 	t.journal(Record{Time: now, Event: string(OutcomeApplied), Target: Target{GPU: a.GPU, Knob: gpu.KnobMIGDrain}, Reason: dd.Reason})
 	level.Info(t.o.Logger).Log("msg", "tuner decision", "outcome", dd.Outcome, "gpu", a.GPU, "knob", dd.Knob, "to", dd.To, "reason", dd.Reason)
-	return append([]Decision{dd}, t.progressRelayouts(ctx, []string{a.Plan.MIG[0].UUID}, now)...)
+	return append([]Decision{dd}, t.progressRelayout(ctx, t.relayouts[a.Plan.MIG[0].UUID], now)...)
 }
 
-// progressRelayouts carries on the relayouts under way on the GPUs named
-// (UUIDs, in the order given); a name with none under way is passed over.
-func (t *Tuner) progressRelayouts(ctx context.Context, uuids []string, now time.Time) []Decision {
+// progressRelayouts carries on every relayout under way, GPU by GPU in
+// UUID order.
+func (t *Tuner) progressRelayouts(ctx context.Context, now time.Time) []Decision {
 	var out []Decision
-	for _, uuid := range uuids {
-		if job, ok := t.relayouts[uuid]; ok {
-			out = append(out, t.progressRelayout(ctx, job, now)...)
-		}
+	for _, uuid := range slices.Sorted(maps.Keys(t.relayouts)) {
+		out = append(out, t.progressRelayout(ctx, t.relayouts[uuid], now)...)
 	}
 	return out
 }
@@ -332,7 +330,7 @@ func (t *Tuner) Progress(ctx context.Context) []Decision {
 		return nil
 	}
 	now := t.o.Clock.Now()
-	out := t.progressRelayouts(ctx, slices.Sorted(maps.Keys(t.relayouts)), now)
+	out := t.progressRelayouts(ctx, now)
 	if len(out) > 0 {
 		t.remember(out)
 		t.publishLocked(now)

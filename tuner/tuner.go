@@ -326,7 +326,6 @@ func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 	}
 	t.chain().Begin(now)
 	t.noteKillSwitch()
-	underway := slices.Sorted(maps.Keys(t.relayouts)) // carried on once this round, below
 	var actions, held []Action
 	if age == 0 && (t.o.Mode != ModeOff || len(t.o.GPUModes) > 0) {
 		actions = append(t.dueReverts(st, now), t.o.Policy.Decide(st)...)
@@ -338,9 +337,9 @@ func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 		out = append(out, t.rebalance(ctx, st, now)...)
 	}
 	// a relayout under way goes on (or is given up at the kill switch)
-	// whatever the round decided, with or without a slow loop; one started
-	// this round has already had its first look
-	out = append(out, t.progressRelayouts(ctx, underway, now)...)
+	// whatever the round decided, with or without a slow loop (one started
+	// this round had its look as it started: one an instant)
+	out = append(out, t.progressRelayouts(ctx, now)...)
 	t.remember(out)
 	t.noteRound(st, actions, held, out, age)
 	t.publishLocked(now)
