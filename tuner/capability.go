@@ -199,18 +199,8 @@ func (t *Tuner) noteKnobs(snap *tenant.Snapshot) {
 	for i := range t.rounds {
 		r := &t.rounds[i]
 		r.Knobs = knobsAvailable(t.o.Actuators, r.GPU, t.caps)
-		var avail, unlisted, undriven []string
-		for _, k := range r.Knobs {
-			switch {
-			case k.Available:
-				avail = append(avail, string(k.Knob))
-			case k.Driven:
-				unlisted = append(unlisted, string(k.Knob))
-			default:
-				undriven = append(undriven, string(k.Knob))
-			}
-		}
-		a, n, d := strings.Join(avail, " "), strings.Join(unlisted, " "), strings.Join(undriven, " ")
+		avail, unlisted, undriven := SplitKnobs(r.Knobs)
+		a, n, d := JoinKnobs(avail, " "), JoinKnobs(unlisted, " "), JoinKnobs(undriven, " ")
 		line := a + "|" + n + "|" + d
 		if !up[r.GPU] || t.knobsLogged[r.GPU] == line {
 			continue
@@ -218,4 +208,30 @@ func (t *Tuner) noteKnobs(snap *tenant.Snapshot) {
 		t.knobsLogged[r.GPU] = line
 		level.Info(t.o.Logger).Log("msg", "tuner knobs of GPU", "gpu", r.GPUIndex, "uuid", r.GPU, "available", a, "not_listed", n, "no_backend", d)
 	}
+}
+
+// SplitKnobs parts ks, in order, into the knobs available, those a
+// backend drives but its list leaves out on the GPU, and those no backend
+// drives.
+func SplitKnobs(ks []KnobAvailability) (available, notListed, noBackend []KnobAvailability) {
+	for _, k := range ks {
+		switch {
+		case k.Available:
+			available = append(available, k)
+		case k.Driven:
+			notListed = append(notListed, k)
+		default:
+			noBackend = append(noBackend, k)
+		}
+	}
+	return available, notListed, noBackend
+}
+
+// JoinKnobs are the knobs' names joined by sep.
+func JoinKnobs(ks []KnobAvailability, sep string) string {
+	names := make([]string, len(ks))
+	for i, k := range ks {
+		names[i] = string(k.Knob)
+	}
+	return strings.Join(names, sep)
 }

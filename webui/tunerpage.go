@@ -341,20 +341,14 @@ func newGPUView(d *gpu.Device, snap *tenant.Snapshot, st *tuner.Status) gpuView 
 // tunerKnobs are a GPU's tuner knobs as JSON and as the HTML shows them.
 func tunerKnobs(ks []tuner.KnobAvailability) ([]tunerKnobView, knobsText) {
 	var out []tunerKnobView
-	var avail, undriven []string
-	var text knobsText
 	for _, k := range ks {
 		out = append(out, tunerKnobView{Knob: string(k.Knob), Available: k.Available, Why: k.Why()})
-		switch {
-		case k.Available:
-			avail = append(avail, string(k.Knob))
-		case k.Driven:
-			text.NotListed = append(text.NotListed, string(k.Knob)+": "+k.Why())
-		default:
-			undriven = append(undriven, string(k.Knob))
-		}
 	}
-	text.Available, text.NoBackend = strings.Join(avail, ", "), strings.Join(undriven, ", ")
+	avail, unlisted, undriven := tuner.SplitKnobs(ks)
+	text := knobsText{Available: tuner.JoinKnobs(avail, ", "), NoBackend: tuner.JoinKnobs(undriven, ", ")}
+	for _, k := range unlisted {
+		text.NotListed = append(text.NotListed, string(k.Knob)+": "+k.Why())
+	}
 	return out, text
 }
 
