@@ -106,6 +106,17 @@ func TestUnsentBodyBeforeHandlerHoldsNothing(t *testing.T) {
 		}
 		inner.ServeHTTP(w, r)
 	})
+	closed := make(chan struct{}, 1)
+	track := srv.ConnState
+	srv.ConnState = func(c net.Conn, st http.ConnState) {
+		track(c, st)
+		if st == http.StateClosed {
+			select {
+			case closed <- struct{}{}:
+			default:
+			}
+		}
+	}
 	addr, c := announceUnsentBody(t, srv, "POST")
 	start := time.Now()
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
@@ -117,8 +128,15 @@ func TestUnsentBodyBeforeHandlerHoldsNothing(t *testing.T) {
 		t.Errorf("status %d, want 401", resp.StatusCode)
 	}
 
-	// Its connection is closed, so the one connection allowed serves a
-	// scraper.
+	// Its connection is closed (the server says so just after the
+	// response's last byte, so a scraper connecting at once could still
+	// find the one connection allowed busy), and the one connection
+	// allowed then serves a scraper.
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the unauthorized request's connection is still open 10 s after its response")
+	}
 	req, _ := http.NewRequest("GET", "http://"+addr+"/metrics", nil)
 	req.SetBasicAuth("u", "p")
 	resp, err = (&http.Client{Timeout: 5 * time.Second}).Do(req)
