@@ -110,20 +110,47 @@ func SystemdService(path string) string {
 // systemd-machined gives a virtual machine or a container it registers
 // ("/machine.slice/machine-qemu\x2d1\x2dtrain.scope" of
 // ".../machine-qemu\x2d1\x2dtrain.scope/libvirt/emulator", where libvirt
-// keeps QEMU's threads below it), or "".
+// keeps QEMU's threads below it), or that Proxmox VE gives a VM's QEMU
+// ("/qemu.slice/VMID.scope", VMID its number), or "".
 // The innermost such scope is the one: a machine that runs machines of its
 // own (a node in a systemd-nspawn container) is not taken for one of them.
+// Proxmox VE's is taken only directly under the root's qemu.slice, where
+// the system's manager alone puts it: anyone may make a qemu.slice with
+// such a scope in a subtree of their own (their user manager's).
 // A path relative to the reader's cgroup namespace ("/../../machine.slice/
 // ...") gives its scope the same way.
 func MachineScope(path string) string {
 	segs := strings.Split(path, "/")
 	for i := len(segs) - 2; i >= 1; i-- {
 		next := segs[i+1]
-		if segs[i] == "machine.slice" && strings.HasPrefix(next, "machine-") && len(next) > len("machine-.scope") && strings.HasSuffix(next, ".scope") {
+		if segs[i] == "machine.slice" && strings.HasPrefix(next, "machine-") && len(next) > len("machine-.scope") && strings.HasSuffix(next, ".scope") ||
+			segs[i] == "qemu.slice" && atRoot(segs[1:i]) && isVMIDScope(next) {
 			return strings.Join(segs[:i+2], "/")
 		}
 	}
 	return ""
+}
+
+// atRoot says whether the segments above a cgroup reach no further than
+// the root: none, or only the ".." of a path relative to the reader's
+// cgroup namespace.
+func atRoot(above []string) bool {
+	for _, s := range above {
+		if s != ".." {
+			return false
+		}
+	}
+	return true
+}
+
+// isVMIDScope says whether seg is the scope Proxmox VE names by a VM's
+// number, "VMID.scope" (a VMID is 100 or more, no leading zero).
+func isVMIDScope(seg string) bool {
+	id, ok := strings.CutSuffix(seg, ".scope")
+	if !ok || id == "" || id[0] == '0' {
+		return false
+	}
+	return strings.Trim(id, "0123456789") == ""
 }
 
 func isServiceName(seg string) bool {

@@ -147,6 +147,24 @@ func TestMachineScope(t *testing.T) {
 		{"/machine.slice/libvirtd.service", ""},
 		{"/machine.slice", ""},
 		{"/user.slice/user-1000.slice/session-4.scope", ""},
+		// Proxmox VE's VM: the scope of its VMID in qemu.slice at the
+		// root, under cgroup v2 and each v1 controller alike
+		{"/qemu.slice/100.scope", "/qemu.slice/100.scope"},
+		{"/qemu.slice/999999999.scope", "/qemu.slice/999999999.scope"},
+		{"/../../qemu.slice/100.scope", "/../../qemu.slice/100.scope"},
+		{"/qemu.slice/100.scope/worker", "/qemu.slice/100.scope"},
+		// and nowhere else: a user's slice or manager, a nested slice, a
+		// scope not named by a VMID
+		{"/user.slice/user-1000.slice/user@1000.service/qemu.slice/100.scope", ""},
+		{"/user.slice/qemu.slice/100.scope", ""},
+		{"/system.slice/qemu.slice/100.scope", ""},
+		{"/../../user.slice/user-1000.slice/user@1000.service/qemu.slice/100.scope", ""},
+		{"/qemu.slice/qemu.slice/100.scope", ""},
+		{"/qemu.slice/0100.scope", ""},
+		{"/qemu.slice/vm100.scope", ""},
+		{"/qemu.slice/100.service", ""},
+		{"/qemu.slice/.scope", ""},
+		{"/qemu.slice", ""},
 		{"/", ""},
 		{"", ""},
 	} {

@@ -131,6 +131,9 @@ const (
 	// runs in
 	nodeScope = "/machine.slice/machine-node1.scope"
 	hostScope = "/machine.slice/machine-host.scope"
+	// Proxmox VE's QEMU of VM 100, and of VM 101 on a v1 freezer
+	pveScope   = "/qemu.slice/100.scope"
+	pveScopeV1 = "/qemu.slice/101.scope"
 )
 
 // Each process is paused by the group of its own: a pod's or a unit's
@@ -181,6 +184,15 @@ func TestResolve(t *testing.T) {
 	h.process(26, "/", "", 26)
 	must(t, os.Remove(filepath.Join(h.proc, "26", "cgroup")))
 	must(t, syscall.Mkfifo(filepath.Join(h.proc, "26", "cgroup"), 0o644))
+	// Proxmox VE's VMs: their scopes frozen, v2 and v1; one a user made
+	// under their own manager: not
+	h.cgroupV2Dir(pveScope)
+	h.process(27, pveScope, "", 27)
+	h.cgroupV1Dir(pveScopeV1)
+	h.process(28, "/", pveScopeV1, 28)
+	userPVE := "/user.slice/user-1000.slice/user@1000.service/qemu.slice/100.scope"
+	h.cgroupV2Dir(userPVE)
+	h.process(29, userPVE, "", 29)
 	p := h.pauser(t, gpu.NewManualClock(time.Unix(0, 0)), Options{})
 	for _, c := range []struct {
 		pid     uint32
@@ -204,6 +216,9 @@ func TestResolve(t *testing.T) {
 		{24, "pgid:24", false},
 		{25, "", true},
 		{26, "", true},
+		{27, filepath.Join(h.v2, pveScope), false},
+		{28, filepath.Join(h.v1, pveScopeV1), false},
+		{29, "pgid:29", false},
 		{99, "", true},
 	} {
 		g, err := p.r.resolve(c.pid)

@@ -42,9 +42,10 @@ const (
 //     hold neither is not the VM's, even alone. Reading another user's
 //     open files needs CAP_SYS_PTRACE: where they cannot be read, this
 //     tells nothing, for or against.
-//  2. It runs in a virtual machine's scope of systemd-machined
-//     (machine.slice/machine-*.scope, where libvirt puts its QEMU) that
-//     the system's manager made, for a privileged caller: one under a
+//  2. It runs in a virtual machine's scope that the system's manager made,
+//     for a privileged caller: systemd-machined's
+//     (machine.slice/machine-*.scope, where libvirt puts its QEMU) or
+//     Proxmox VE's (/qemu.slice/VMID.scope, at the root). One under a
 //     user's slice or user manager, which the user may make there
 //     themselves, is no evidence (systemMachineScope).
 //  3. Its command line names the vGPU's mediated device

@@ -75,6 +75,15 @@ const (
 	session = "0::/user.slice/user-1000.slice/session-4.scope"
 )
 
+// proxmoxScope is where Proxmox VE runs VM 100's QEMU.
+const proxmoxScope = "0::/qemu.slice/100.scope"
+
+// proxmox is Proxmox VE's QEMU command line for VM 100, vmA, with a vGPU.
+func proxmox() []byte {
+	return cmdline("/usr/bin/kvm", "-id", "100", "-name", "train,debug-threads=on", "-no-shutdown",
+		"-smbios", "type=1,uuid="+vmA, "-device", "vfio-pci,sysfsdev=/sys/bus/mdev/devices/00000000-0000-0000-0000-000000000100,id=hostpci0", "-uuid", vmA)
+}
+
 // qemu is a QEMU command line for VM vmA, with the extra arguments.
 func qemu(extra ...string) []byte {
 	return cmdline(append([]string{"/usr/bin/qemu-system-x86_64", "-name", "guest=vm-train", "-uuid", vmA}, extra...)...)
@@ -125,15 +134,28 @@ func TestFinderPicksTheVMsProcess(t *testing.T) {
 			300: {cmd: qemu(), cgroup: `0::/machine.slice/machine-qemu\x2d2\x2dcopy.scope/libvirt/emulator`},
 		}, want: 0, log: "PID 200"},
 		// a machine scope a user made in the subtree delegated to them is
-		// no evidence: against a QEMU outside machine.slice (Proxmox's
-		// qemu.slice), two alike
+		// no evidence: against a QEMU outside any machine scope, two alike
 		{name: "a user's own machine scope", procs: map[int]fakeProc{
-			200: {cmd: qemu(), cgroup: "0::/qemu.slice/100.scope"},
+			200: {cmd: qemu(), cgroup: "0::/system.slice/debug.service"},
 			300: {cmd: qemu(), cgroup: `0::/user.slice/user-1000.slice/user@1000.service/app.slice/machine.slice/machine-evil.scope`},
 		}, want: 0, log: "PID 300"},
 		{name: "a user's machine scope against libvirt's", procs: map[int]fakeProc{
 			150: {cmd: qemu(), cgroup: `0::/user.slice/user-1000.slice/user@1000.service/machine.slice/machine-qemu\x2d1\x2dtrain.scope`},
 			200: {cmd: qemu(), cgroup: libvirt},
+		}, want: 200, log: "PID 150"},
+		// Proxmox VE's VM: its QEMU (kvm -id VMID) in the scope of its
+		// VMID in the root's qemu.slice, cgroup v2 or v1
+		{name: "Proxmox's QEMU and a user's own", procs: map[int]fakeProc{
+			200: {cmd: proxmox(), cgroup: proxmoxScope},
+			300: {cmd: qemu(), cgroup: session},
+		}, want: 200, log: "/qemu.slice/100.scope"},
+		{name: "Proxmox's QEMU on a v1 host", procs: map[int]fakeProc{
+			150: {cmd: qemu(), cgroup: "4:memory:/user.slice\n1:name=systemd:/user.slice/user-0.slice/session-2.scope"},
+			200: {cmd: proxmox(), cgroup: "4:memory:/qemu.slice/100.scope\n1:name=systemd:/qemu.slice/100.scope"},
+		}, want: 200},
+		{name: "a user's qemu.slice against Proxmox's", procs: map[int]fakeProc{
+			150: {cmd: proxmox(), cgroup: "0::/user.slice/user-1000.slice/user@1000.service/qemu.slice/100.scope"},
+			200: {cmd: proxmox(), cgroup: proxmoxScope},
 		}, want: 200, log: "PID 150"},
 		{name: "two in sessions, nothing else told", procs: map[int]fakeProc{
 			200: {cmd: qemu(), cgroup: session},

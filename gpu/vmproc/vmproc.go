@@ -4,7 +4,8 @@
 // reads the VM's name from that process's command line. A VM is paused as
 // a whole through that process: its vCPUs stop launching GPU work.
 //
-// QEMU is started with "-uuid UUID" (libvirt always passes it) and "-name
+// QEMU is started with "-uuid UUID" (libvirt always passes it; Proxmox VE
+// does for a VM with an NVIDIA vGPU, its SMBIOS UUID where set) and "-name
 // guest=NAME,..." or "-name NAME,..." (commas in a name doubled). Any user
 // may start a program under QEMU's name with a running VM's UUID, so a
 // command line alone proves little: where more than one process claims a
@@ -243,11 +244,11 @@ func (f *Finder) scan() map[string][]claimant {
 	return found
 }
 
-// systemMachineScope is the virtual machine's scope of systemd-machined
-// that a cgroup path is in (kube.MachineScope), where the system's manager
-// made it: "" for one under a user's slice or user manager
-// (user.slice, user@UID.service), where the user may make machine.slice
-// and any scope in it themselves.
+// systemMachineScope is the virtual machine's scope that a cgroup path is
+// in (kube.MachineScope: systemd-machined's, or Proxmox VE's in the root's
+// qemu.slice), where the system's manager made it: "" for one under a
+// user's slice or user manager (user.slice, user@UID.service), where the
+// user may make machine.slice and any scope in it themselves.
 func systemMachineScope(path string) string {
 	scope := kube.MachineScope(path)
 	for _, seg := range strings.Split(scope, "/") {
