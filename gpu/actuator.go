@@ -3,6 +3,7 @@ package gpu
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -146,6 +147,12 @@ type MIGActuator interface {
 	// (for example ["3g.71gb", "4g.71gb"]); refused (ErrBusy) while any
 	// instance has processes.
 	ConfigureMIG(ctx context.Context, uuid string, profiles []string) error
+}
+
+// MIGModeOffHint tells the operator of a MIG layout refused on the GPU of
+// this index, whose MIG mode is off, how to turn it on.
+func MIGModeOffHint(index int) string {
+	return fmt.Sprintf("MIG mode is off; enable it with `nvidia-smi -i %d -mig 1` (needs an idle GPU, and a GPU reset where nvidia-smi reports the change pending)", index)
 }
 
 // PlacementActuator moves workloads between GPUs.

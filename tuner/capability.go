@@ -137,8 +137,10 @@ func knobsAvailable(ac Actuators, uuid string, caps capCache) []KnobAvailability
 // supported), with no call. A revert, and a change of a setting whose
 // original the tuner keeps, are always tried: what the tuner changed, it
 // tries to set back. A knob no backend drives is left to apply, which
-// answers not supported (recommended only, in recommend mode).
-func (t *Tuner) unavailable(a Action) (string, bool) {
+// answers not supported (recommended only, in recommend mode). A MIG
+// layout refused on a GPU whose reading in st says MIG mode is off says
+// how to turn it on (NVML lists the layout only with MIG on).
+func (t *Tuner) unavailable(st *State, a Action) (string, bool) {
 	if a.Revert {
 		return "", false
 	}
@@ -156,12 +158,27 @@ func (t *Tuner) unavailable(a Action) (string, bool) {
 		if !av.Driven || av.Available {
 			continue
 		}
+		why := av.Why() + migModeOff(st, p)
 		if p.GPU != a.GPU || p.Knob != a.Knob {
-			return string(p.Knob) + " of " + p.GPU + ": " + av.Why(), true
+			return string(p.Knob) + " of " + p.GPU + ": " + why, true
 		}
-		return av.Why(), true
+		return why, true
 	}
 	return "", false
+}
+
+// migModeOff is the hint to a refused MIG layout of target p where the
+// reading of its GPU in st says MIG mode is off; "" otherwise.
+func migModeOff(st *State, p Target) string {
+	if p.Knob != gpu.KnobMIGLayout {
+		return ""
+	}
+	for _, d := range st.UpDevices() {
+		if d.UUID == p.GPU && !d.MIGEnabled {
+			return ": " + gpu.MIGModeOffHint(d.Index)
+		}
+	}
+	return ""
 }
 
 // changedTargets are the GPUs and knobs an action changes: its own target,

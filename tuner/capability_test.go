@@ -237,3 +237,52 @@ func TestCapabilitiesAskedOnceARound(t *testing.T) {
 		t.Errorf("the backend asked for GPU-0's knobs %d times in a round, want once", host.asked)
 	}
 }
+
+// nvmlMIGOff is a MIG backend that lists what NVML lists on a GPU with
+// MIG mode off: the clocks and the power limit, not the MIG layout.
+type nvmlMIGOff struct{ *migHost }
+
+func (nvmlMIGOff) Capabilities(string) []gpu.Knob {
+	return []gpu.Knob{gpu.KnobLockedClocks, gpu.KnobPowerLimit}
+}
+
+// A MIG layout refused up front on a GPU whose reading says MIG mode is
+// off says how to turn it on (NVML's own refusal did, before the tuner
+// refused the change untried); one refused on a GPU in MIG mode does not.
+func TestMIGLayoutRefusedWithMIGOff(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		migOn  bool
+		hinted bool
+	}{
+		{"MIG mode off", false, true},
+		{"MIG mode on, the layout not listed", true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mig := nvmlMIGOff{&migHost{}}
+			tu, err := New(Options{Policy: relayoutOnce(uuid0), Actuators: ActuatorsOf(mig), Clock: gpu.NewManualClock(t0), Mode: ModeEnforce})
+			if err != nil {
+				t.Fatal(err)
+			}
+			dev := gpu.Device{Index: 2, UUID: uuid0, Up: true, Mode: gpu.SharingTimeSlice}
+			if tc.migOn {
+				dev = migDev(uuid0, 1)
+				dev.Index = 2
+			}
+			ds, err := tu.RunOnce(context.Background(), snapshot(t0, []gpu.Device{dev}, nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ds) != 1 || ds[0].Outcome != OutcomeRefused || len(mig.Calls) != 0 {
+				t.Fatalf("decisions %+v, MIG calls %q: want the layout refused up front, untried", ds, mig.Calls)
+			}
+			const hint = "power_limit): MIG mode is off; enable it with `nvidia-smi -i 2 -mig 1`"
+			if got := strings.Contains(ds[0].Reason, hint); got != tc.hinted {
+				t.Errorf("reason %q: hint %q there %v, want %v", ds[0].Reason, hint, got, tc.hinted)
+			}
+			if !strings.Contains(ds[0].Reason, "refused, not tried: not available on this GPU (its backends list locked_clocks, power_limit)") {
+				t.Errorf("reason %q lacks the backends' list", ds[0].Reason)
+			}
+		})
+	}
+}

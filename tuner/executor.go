@@ -59,7 +59,7 @@ func (t *Tuner) execute(ctx context.Context, st *State, a Action, now time.Time,
 		t.counts.Refusals[guard]++
 		return []Decision{t.finish(a, d, now, nil)}, false
 	}
-	if why, ok := t.unavailable(a); ok {
+	if why, ok := t.unavailable(st, a); ok {
 		d.Outcome = OutcomeRefused
 		d.Reason = joinReasons(a.Reason, "refused, not tried: "+why)
 		return []Decision{t.finish(a, d, now, fmt.Errorf("%s: %w", why, errUnavailable))}, false

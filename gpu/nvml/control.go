@@ -275,7 +275,7 @@ func (b *Backend) ConfigureMIG(ctx context.Context, uuid string, profiles []stri
 		return err
 	}
 	if cur != nvml.DEVICE_MIG_ENABLE {
-		return errBusyf("GPU %s: MIG mode is off; enable it with `nvidia-smi -i %d -mig 1` (needs an idle GPU and a reset)", uuid, ds.index)
+		return errBusyf("GPU %s: %s", uuid, gpu.MIGModeOffHint(ds.index))
 	}
 	// Resolve every profile before touching anything.
 	byName := map[string]nvml.GpuInstanceProfileInfo{}
