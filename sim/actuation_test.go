@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -196,6 +197,29 @@ func TestComputeTimeSliceRefusedOnMPS(t *testing.T) {
 	s := mustNew(t, sc, Options{})
 	if err := s.SetComputeTimeSlice(context.Background(), sc.GPUs[0].UUID, gpu.TimeSliceLong); !errors.Is(err, gpu.ErrNotSupported) {
 		t.Fatalf("time slice on an MPS GPU: %v, want ErrNotSupported", err)
+	}
+}
+
+// TestComputeTimeSliceListedWhereSet: a GPU lists the compute time slice
+// (Capabilities) where its actuator sets it, and only there: the tuner
+// refuses untried a change its GPU's list leaves out, so a level the
+// simulator would set must be listed.
+func TestComputeTimeSliceListedWhereSet(t *testing.T) {
+	sc := mustParse(t, `name: ts
+gpus:
+  - {model: H100-SXM5-80GB, sharing: exclusive}
+  - {model: H100-SXM5-80GB, sharing: time-slice}
+  - {model: H100-SXM5-80GB, sharing: mps}
+  - {model: H100-SXM5-80GB, sharing: mig, mig: [{profile: 7g.80gb}]}
+  - {model: H100-SXM5-80GB, sharing: vgpu}
+`)
+	s := mustNew(t, sc, Options{})
+	for _, g := range sc.GPUs {
+		listed := slices.Contains(s.Capabilities(g.UUID), gpu.KnobComputeTimeSlice)
+		err := s.SetComputeTimeSlice(context.Background(), g.UUID, gpu.TimeSliceLong)
+		if set := err == nil; set != listed {
+			t.Errorf("%s GPU: compute time slice listed %v, set: %v", g.Sharing, listed, err)
+		}
 	}
 }
 

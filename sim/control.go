@@ -68,9 +68,10 @@ func (s *Simulator) Capabilities(uuid string) []gpu.Knob {
 	if err != nil {
 		return nil
 	}
-	// only knobs that act: the time slice where contexts are time-sliced
-	// (not under MPS, not with one exclusive process), placement where
-	// there is somewhere else to go
+	// the knobs its actuators set: the time slice wherever MPS does not
+	// run the contexts (SetComputeTimeSlice; with one exclusive process
+	// too, as nvidia-smi sets it whatever the compute mode), placement
+	// where there is somewhere else to go
 	k := []gpu.Knob{}
 	switch g.mode {
 	case gpu.SharingMPS:
@@ -86,9 +87,7 @@ func (s *Simulator) Capabilities(uuid string) []gpu.Knob {
 			k = append(k, gpu.KnobMPSActiveThreads, gpu.KnobMPSPinnedMemory)
 		}
 		k = append(k, gpu.KnobMIGDrain)
-	case gpu.SharingExclusive:
-		k = append(k, gpu.KnobMIGLayout)
-	default:
+	default: // time-sliced, or exclusive
 		k = append(k, gpu.KnobComputeTimeSlice, gpu.KnobMIGLayout)
 	}
 	k = append(k, gpu.KnobLockedClocks, gpu.KnobPowerLimit)
@@ -256,7 +255,9 @@ func (s *Simulator) SetVGPUScheduler(ctx context.Context, uuid string, set gpu.V
 }
 
 // SetComputeTimeSlice sets the compute time-slice level (docs/calibration.md,
-// time-slicing); refused where no contexts are time-sliced (MPS).
+// time-slicing); refused where MPS runs the contexts, and on a vGPU host.
+// A GPU of one exclusive process takes it, as nvidia-smi compute-policy
+// does whatever the compute mode.
 func (s *Simulator) SetComputeTimeSlice(ctx context.Context, uuid string, level gpu.TimeSliceLevel) error {
 	g, err := s.lockGPU(ctx, uuid)
 	if err != nil {

@@ -473,6 +473,7 @@ gpus:
   - {model: H100-SXM5-80GB, sharing: mps}
   - {model: H100-SXM5-80GB, sharing: mig, mig: [{profile: 7g.80gb}]}
   - {model: H100-SXM5-80GB, sharing: vgpu}
+  - {model: H100-SXM5-80GB, sharing: exclusive}
 `)
 	s := mustNew(t, sc, Options{})
 	for i, want := range [][]gpu.Knob{
@@ -482,6 +483,8 @@ gpus:
 		{gpu.KnobMIGLayout, gpu.KnobComputeTimeSlice, gpu.KnobMIGDrain, gpu.KnobLockedClocks, gpu.KnobPowerLimit, gpu.KnobPlacement, gpu.KnobProcessLifecycle, gpu.KnobPauseDuty},
 		// a VM is paused through its process on the host
 		{gpu.KnobVGPUScheduler, gpu.KnobLockedClocks, gpu.KnobPowerLimit, gpu.KnobPauseDuty},
+		// nvidia-smi sets the time slice whatever the compute mode
+		{gpu.KnobComputeTimeSlice, gpu.KnobMIGLayout, gpu.KnobLockedClocks, gpu.KnobPowerLimit, gpu.KnobPlacement, gpu.KnobProcessLifecycle, gpu.KnobPauseDuty},
 	} {
 		if got := s.Capabilities(sc.GPUs[i].UUID); fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("GPU %d (%s): %v, want %v", i, sc.GPUs[i].Sharing, got, want)
