@@ -112,18 +112,7 @@ func (c *actuatorConfig) validate() []error {
 // src is the GPU backend; its own actuators (NVML: clocks, power, vGPU
 // scheduler, MIG; the simulator: all) come first.
 func detectActuators(ctx context.Context, cfg *config, src gpu.Source, logger log.Logger) []tuner.NamedActuator {
-	var out []tuner.NamedActuator
-	for src != nil {
-		if tuner.IsActuator(src) {
-			out = append(out, tuner.NamedActuator{Name: cfg.Backend, Impl: src})
-			break
-		}
-		w, ok := src.(interface{ Inner() gpu.Source })
-		if !ok {
-			break
-		}
-		src = w.Inner()
-	}
+	out := ownActuator(cfg, src)
 	if cfg.Backend == backendSim {
 		// The eviction first: every plan goes to it (the simulator still
 		// moves processes for it), and the knobs of plans are described so.
@@ -168,18 +157,10 @@ func detectActuators(ctx context.Context, cfg *config, src gpu.Source, logger lo
 		}
 	}
 	if a.PauseCgroupRoot != "" {
-		// The watchdog is this binary run again: it thaws what a pulse
-		// froze when this process dies mid-pulse.
-		var watchdog []string
-		if exe, err := os.Executable(); err == nil {
-			watchdog = []string{exe, pause.WatchdogArg}
-		}
-		p, err := pause.Detect(pause.Options{Period: a.PausePeriod, MaxPause: a.PauseMax, ProcRoot: cfg.ProcRoot,
-			Clock: gpu.RealClock{}, Logger: log.With(logger, "component", "pause"), Watchdog: watchdog}, a.PauseCgroupRoot)
-		if err != nil {
+		if p, err := pauser(cfg, logger); err != nil {
 			missing("pause", err)
 		} else {
-			out = append(out, tuner.NamedActuator{Name: "pause", Impl: p})
+			out = append(out, p)
 		}
 	}
 	names := make([]string, len(out))
@@ -192,6 +173,40 @@ func detectActuators(ctx context.Context, cfg *config, src gpu.Source, logger lo
 	}
 	level.Info(logger).Log(kv...)
 	return out
+}
+
+// ownActuator is the GPU backend's own actuator, src or a source it
+// wraps (none where neither changes anything).
+func ownActuator(cfg *config, src gpu.Source) []tuner.NamedActuator {
+	for src != nil {
+		if tuner.IsActuator(src) {
+			return []tuner.NamedActuator{{Name: cfg.Backend, Impl: src}}
+		}
+		w, ok := src.(interface{ Inner() gpu.Source })
+		if !ok {
+			break
+		}
+		src = w.Inner()
+	}
+	return nil
+}
+
+// pauser is the host's pause actuator: the cgroup freezer under
+// --pause.cgroup-root, else an error saying why there is none.
+func pauser(cfg *config, logger log.Logger) (tuner.NamedActuator, error) {
+	a := cfg.Actuators
+	// The watchdog is this binary run again: it thaws what a pulse
+	// froze when this process dies mid-pulse.
+	var watchdog []string
+	if exe, err := os.Executable(); err == nil {
+		watchdog = []string{exe, pause.WatchdogArg}
+	}
+	p, err := pause.Detect(pause.Options{Period: a.PausePeriod, MaxPause: a.PauseMax, ProcRoot: cfg.ProcRoot,
+		Clock: gpu.RealClock{}, Logger: log.With(logger, "component", "pause"), Watchdog: watchdog}, a.PauseCgroupRoot)
+	if err != nil {
+		return tuner.NamedActuator{}, err
+	}
+	return tuner.NamedActuator{Name: "pause", Impl: p}, nil
 }
 
 // rebalancer is the rebalancing hook a.RebalanceHook names: the built-in
