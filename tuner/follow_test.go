@@ -18,7 +18,14 @@ import (
 func crashedJournal(t *testing.T, recs ...Record) *Journal {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "journal")
-	j, err := OpenJournal(p)
+	return reopen(t, writeJournal(t, p, recs...), p)
+}
+
+// writeJournal returns the journal at path (opened, created) with recs
+// written to it.
+func writeJournal(t *testing.T, path string, recs ...Record) *Journal {
+	t.Helper()
+	j, err := OpenJournal(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +34,7 @@ func crashedJournal(t *testing.T, recs ...Record) *Journal {
 			t.Fatal(err)
 		}
 	}
-	return reopen(t, j, p)
+	return j
 }
 
 // reopen closes j, as a crash would leave it, and opens path again (closed

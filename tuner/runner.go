@@ -65,6 +65,19 @@ func (r *Runner) Status() *Status { return r.t.Status() }
 // and what the start does with the originals it holds: with enforce (a GPU
 // in enforce mode) restores them, else thaws the paused tenants alone.
 func LogJournalRecovery(logger log.Logger, path string, j *Journal, enforce bool) {
+	logJournalOpen(logger, path, j)
+	n := len(j.Originals())
+	switch {
+	case n > 0 && enforce:
+		level.Warn(logger).Log("msg", "the tuner journal holds settings an earlier run changed and did not restore (unclean exit); restoring them now", "journal", path, "originals", n)
+	case n > 0:
+		level.Warn(logger).Log("msg", "the tuner journal holds settings an earlier run changed and did not restore (unclean exit); the tuner acts only in enforce mode: paused tenants are thawed, the other settings stay as they are", "journal", path, "originals", n)
+	}
+}
+
+// logJournalOpen says what opening the journal at path found and did: a
+// torn tail cut off, records dropped, a journal that cannot be written.
+func logJournalOpen(logger log.Logger, path string, j *Journal) {
 	st := j.Stats()
 	if st.TornBytes > 0 {
 		level.Warn(logger).Log("msg", "tuner journal: cut off a torn last record (the previous run ended during a write)", "journal", path, "bytes", st.TornBytes)
@@ -77,36 +90,6 @@ func LogJournalRecovery(logger log.Logger, path string, j *Journal, enforce bool
 	if st.WriteError != "" {
 		level.Error(logger).Log("msg", "tuner journal cannot be written: the tuner makes no change until a write succeeds", "journal", path, "err", st.WriteError)
 	}
-	n := len(j.Originals())
-	switch {
-	case n > 0 && enforce:
-		level.Warn(logger).Log("msg", "the tuner journal holds settings an earlier run changed and did not restore (unclean exit); restoring them now", "journal", path, "originals", n)
-	case n > 0:
-		level.Warn(logger).Log("msg", "the tuner journal holds settings an earlier run changed and did not restore (unclean exit); the tuner acts only in enforce mode: paused tenants are thawed, the other settings stay as they are", "journal", path, "originals", n)
-	}
-}
-
-// LogJournalOff says, with the tuner off, what the journal at path holds
-// changed and not restored (an earlier run's unclean exit): it stays as it
-// is, a paused tenant too, until a start with a GPU in recommend (a pause)
-// or enforce (every setting) sets it back.
-func LogJournalOff(logger log.Logger, path string) {
-	origs, err := ReadJournalOriginals(path)
-	if err != nil {
-		level.Warn(logger).Log("msg", "the tuner is off; its journal, which may hold settings an earlier run changed, cannot be read", "journal", path, "err", err)
-		return
-	}
-	if len(origs) == 0 {
-		return
-	}
-	paused := 0
-	for _, o := range origs {
-		if o.Target.Knob == gpu.KnobPauseDuty {
-			paused++
-		}
-	}
-	level.Warn(logger).Log("msg", "the tuner is off, and its journal holds settings an earlier run changed and did not restore: they stay as they are, paused tenants paused, until a start with a GPU in enforce restores them (in recommend, the pauses alone)",
-		"journal", path, "originals", len(origs), "paused", paused)
 }
 
 // Run first restores what an earlier run left changed (as soon as the

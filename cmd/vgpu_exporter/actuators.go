@@ -209,6 +209,23 @@ func pauser(cfg *config, logger log.Logger) (tuner.NamedActuator, error) {
 	return tuner.NamedActuator{Name: "pause", Impl: p}, nil
 }
 
+// thawActuators are the actuators a start with the tuner off thaws a
+// paused tenant through (tuner.StartOff): the GPU backend's own (the
+// simulator's pauses its tenants) and, off the simulator, the host's
+// freezer. No outside program is asked: none pauses.
+func thawActuators(cfg *config, src gpu.Source, logger log.Logger) []tuner.NamedActuator {
+	out := ownActuator(cfg, src)
+	if cfg.Backend == backendSim || cfg.Actuators.PauseCgroupRoot == "" {
+		return out
+	}
+	p, err := pauser(cfg, logger)
+	if err != nil {
+		level.Warn(logger).Log("msg", "the tuner is off and no pause actuator is on this host to thaw the paused tenants its journal holds", "actuator", "pause", "reason", err)
+		return out
+	}
+	return append(out, p)
+}
+
 // rebalancer is the rebalancing hook a.RebalanceHook names: the built-in
 // Kubernetes eviction or a program.
 func rebalancer(a actuatorConfig, logger log.Logger) (gpu.Rebalancer, error) {

@@ -181,3 +181,57 @@ func TestDetectActuators(t *testing.T) {
 		})
 	}
 }
+
+// On a host, a start with the tuner off thaws a tenant the journal holds
+// paused through the cgroup freezer under --pause.cgroup-root (here a
+// pod's cgroup v2 left frozen), and closes its original; without a
+// freezer the tenant stays paused, the original open, and the log says why.
+func TestThawWithTunerOffOnAHost(t *testing.T) {
+	const pod = "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod0f2c1a2b_3c4d_5e6f_7a8b_9c0d1e2f3a4b.slice/cri-containerd-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef.scope"
+	for _, c := range []struct {
+		name    string
+		freezer bool
+		freeze  string // the pod's cgroup.freeze after the start
+		open    int
+		log     string
+	}{
+		{"a cgroup v2 freezer", true, "0", 0, "tuner restored an original setting"},
+		{"no freezer", false, "1", 1, "no pause actuator is on this host"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cgroups, proc := filepath.Join(dir, "cgroup"), filepath.Join(dir, "proc")
+			frozen := filepath.Join(cgroups, filepath.FromSlash(pod))
+			for _, d := range []string{frozen, filepath.Join(proc, "4711")} {
+				if err := os.MkdirAll(d, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			files := map[string]string{
+				filepath.Join(frozen, "cgroup.freeze"): "1", filepath.Join(frozen, "cgroup.events"): "populated 1\nfrozen 1\n",
+				filepath.Join(proc, "4711", "cgroup"): "0::" + pod + "\n",
+				filepath.Join(dir, "journal"):         `{"time":"2026-01-01T00:00:00Z","event":"original","target":{"gpu":"GPU-0","knob":"pause_duty","pid":4711},"tenant":"train","from":{"kind":"duty","num":0},"pids":[4711]}` + "\n",
+			}
+			if c.freezer {
+				files[filepath.Join(cgroups, "cgroup.controllers")] = ""
+			}
+			for p, s := range files {
+				if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cfg := testConfig(t, "--backend=nvml", "--tuner.journal="+filepath.Join(dir, "journal"), "--pause.cgroup-root="+cgroups, "--proc.root="+proc)
+			var logs strings.Builder
+			thawWithTunerOff(cfg, nil, gpu.RealClock{}, log.NewLogfmtLogger(&logs))
+			if b, _ := os.ReadFile(filepath.Join(frozen, "cgroup.freeze")); strings.TrimSpace(string(b)) != c.freeze {
+				t.Errorf("cgroup.freeze %q after the start, want %q", b, c.freeze)
+			}
+			if origs, err := tuner.ReadJournalOriginals(cfg.Tuner.Journal); err != nil || len(origs) != c.open {
+				t.Errorf("%d open originals (%v), want %d", len(origs), err, c.open)
+			}
+			if !strings.Contains(logs.String(), c.log) {
+				t.Errorf("no %q in the log:\n%s", c.log, logs.String())
+			}
+		})
+	}
+}

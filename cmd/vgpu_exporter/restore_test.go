@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -146,9 +148,9 @@ func TestStopShortlyAfterAChangeRestores(t *testing.T) {
 }
 
 // A start says what its journal holds changed and not restored, and what
-// it does with it: in enforce it restores it; in recommend it thaws the
-// paused tenants and leaves the rest; with the tuner off (no GPU's mode)
-// it warns, a paused tenant named apart. Nothing is said of an empty one.
+// it does with it: in enforce it restores it; in recommend, and with the
+// tuner off (no GPU's mode), it thaws the paused tenants, named, and
+// leaves the rest. Nothing is said of an empty one.
 func TestStartSaysWhatTheJournalHolds(t *testing.T) {
 	const (
 		power = `{"time":"2026-01-01T00:00:00Z","event":"original","target":{"gpu":"GPU-0","knob":"power_limit"},"from":{"kind":"watts","num":700}}` + "\n"
@@ -158,7 +160,7 @@ func TestStartSaysWhatTheJournalHolds(t *testing.T) {
 		name, mode, journal string
 		want                []string
 	}{
-		{"off, two originals, one a pause", "off", power + pause, []string{"level=warn", "the tuner is off", "originals=2", "paused=1"}},
+		{"off, two originals, one a pause", "off", power + pause, []string{"level=warn", "the tuner is off", "paused tenants are thawed now", "originals=2", "paused=1", "paused_tenants=train"}},
 		{"off, none", "off", "", nil},
 		{"recommend", "recommend", power + pause, []string{"level=warn", "paused tenants are thawed, the other settings stay as they are", "originals=2"}},
 		{"enforce", "enforce", power + pause, []string{"level=warn", "restoring them now", "originals=2"}},
@@ -179,6 +181,7 @@ func TestStartSaysWhatTheJournalHolds(t *testing.T) {
 			for l := range strings.Lines(buf.String()) {
 				if strings.Contains(l, "journal holds") {
 					line = l
+					break
 				}
 			}
 			for _, w := range c.want {
@@ -224,6 +227,84 @@ func TestTunerOffLeavesJournalAsIs(t *testing.T) {
 				t.Errorf("a journal made with the tuner off: %q, %v", got, err)
 			case c.exists && string(got) != c.journal:
 				t.Errorf("the journal changed with the tuner off:\n%q\nwant\n%q", got, c.journal)
+			}
+		})
+	}
+}
+
+// With the tuner off (no GPU's mode, the tuner not built) a start thaws
+// the tenants an earlier run left paused, as a start in recommend mode
+// does, and closes their originals in the journal; the other settings
+// stay open. A journal another exporter holds, a thaw that fails or a
+// journal that cannot be read is logged, and the start goes on.
+func TestTunerOffThawsJournaledPauses(t *testing.T) {
+	const uuid = "GPU-58df9232-29cc-550c-e4e0-c6a70f3f36eb" // noisy-neighbour's GPU
+	original := func(gpu, knob, rest string) string {
+		return `{"time":"2026-01-01T00:00:00Z","event":"original","target":{"gpu":"` + gpu + `","knob":"` + knob + `"` + rest + "\n"
+	}
+	power := original(uuid, "power_limit", `},"from":{"kind":"watts","num":700}}`)
+	pause := original(uuid, "pause_duty", `,"pid":61002},"tenant":"embed","from":{"kind":"duty","num":0},"pids":[61002]}`)
+	lost := original("GPU-0", "pause_duty", `,"pid":7},"tenant":"train","from":{"kind":"duty","num":0},"pids":[7]}`)
+	for _, c := range []struct {
+		name, journal string
+		held, dir     bool   // another exporter holds the journal; it is a directory
+		open          string // the knobs left open
+		thawed        bool   // the simulator thawed embed
+		log           string
+	}{
+		{name: "a pause and a power limit", journal: power + pause, open: "[power_limit]", thawed: true, log: "tuner restored an original setting"},
+		{name: "a pause alone", journal: pause, open: "[]", thawed: true, log: "paused_tenants=embed"},
+		{name: "no pause", journal: power, open: "[power_limit]", log: "the tuner is off"},
+		{name: "held by another exporter", journal: power + pause, held: true, open: "[pause_duty power_limit]", log: "in use by another process"},
+		{name: "the thaw fails", journal: lost, open: "[pause_duty]", log: "tuner could not restore an original setting"},
+		{name: "not a file", dir: true, open: "[]", log: "cannot be read"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			journal := filepath.Join(t.TempDir(), "journal")
+			if c.dir {
+				if err := os.Mkdir(journal, 0o700); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := os.WriteFile(journal, []byte(c.journal), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if c.held {
+				j, err := tuner.OpenJournal(journal)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer j.Close()
+			}
+			var buf strings.Builder
+			cfg := testConfig(t, "--backend=sim", "--sim.scenario=noisy-neighbour", "--tuner.journal="+journal, "--tuner.mode=off")
+			svc, err := buildOn(cfg, gpu.RealClock{}, log.NewLogfmtLogger(log.NewSyncWriter(&buf)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer svc.src.Close()
+			if !strings.Contains(buf.String(), c.log) {
+				t.Errorf("no %q in the log:\n%s", c.log, buf.String())
+			}
+			var open []string
+			if !c.dir {
+				origs, err := tuner.ReadJournalOriginals(journal)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, o := range origs {
+					open = append(open, string(o.Target.Knob))
+				}
+			}
+			slices.Sort(open)
+			if got := fmt.Sprint(open); got != c.open {
+				t.Errorf("open originals %s after the start, want %s", got, c.open)
+			}
+			thawed := false
+			for _, a := range svc.src.(*sim.Simulator).Actions() {
+				thawed = thawed || a.Kind == string(gpu.KnobPauseDuty) && a.Tenant == "embed" && a.Detail == "0.000"
+			}
+			if thawed != c.thawed {
+				t.Errorf("embed thawed: %v, want %v", thawed, c.thawed)
 			}
 		})
 	}

@@ -177,6 +177,25 @@ func newTunerRunner(cfg *config, src gpu.Source, clock gpu.Clock, snapshot func(
 	return r, nil
 }
 
+// thawWithTunerOff is a start with the tuner off and a journal: the
+// tenants an earlier run left paused in it are thawed (tuner.StartOff),
+// through the actuators that pause (thawActuators), built only when there
+// is a pause to thaw and closed after it, within tuner.RestoreTimeout.
+func thawWithTunerOff(cfg *config, src gpu.Source, clock gpu.Clock, logger log.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), tuner.RestoreTimeout)
+	defer cancel()
+	var backends []tuner.NamedActuator
+	_, _ = tuner.StartOff(ctx, cfg.Tuner.Journal, clock, func() tuner.Actuators {
+		backends = thawActuators(cfg, src, logger)
+		return tuner.ActuatorsOf(tuner.ImplsOf(backends)...)
+	}, logger)
+	for _, c := range closersAtExit(backends) {
+		if err := c.Close(); err != nil {
+			level.Error(logger).Log("msg", "closing an actuator after the thaw at start", "err", err)
+		}
+	}
+}
+
 // closersAtExit are the actuators among backends that the restore at exit
 // closes (Runner.CloseAtExit): those that hold something of their own. A
 // GPU source among them is the backend or one it wraps (the NVML backend

@@ -17,7 +17,6 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/latency"
 	"github.com/vgpu-exporter/vgpu_exporter/sim"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
-	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
 
 // build opens the backend and the tenants configuration named by cfg and
@@ -58,7 +57,7 @@ func buildOn(cfg *config, clock gpu.Clock, logger log.Logger) (*service, error) 
 	}
 	svc := newService(src, b, ts.Path, clock, cfg.SampleInterval, logger)
 	if !cfg.Tuner.active() && cfg.Tuner.Journal != "" {
-		tuner.LogJournalOff(log.With(logger, "component", "tuner"), cfg.Tuner.Journal)
+		thawWithTunerOff(cfg, src, clock, log.With(logger, "component", "tuner"))
 	}
 	if cfg.Tuner.active() {
 		if svc.tuner, err = newTunerRunner(cfg, src, clock, svc.Snapshot, svc.Sampler().Subscribe, log.With(logger, "component", "tuner")); err != nil {

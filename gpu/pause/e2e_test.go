@@ -402,34 +402,37 @@ func snap(pids ...uint32) *tenant.Snapshot {
 }
 
 // The pulse loop's owner killed with kill -9 while a tenant is paused
-// leaves it paused; the next start thaws it from the journal, in any mode.
+// leaves it paused; the next start thaws it from the journal, in any mode,
+// the tuner off too.
 func TestEndToEndCrashThaw(t *testing.T) {
 	if os.Getenv("PAUSE_E2E_HELPER") == "1" {
 		crashHelper()
 		return
 	}
 	for _, k := range kinds {
-		t.Run(k.name, func(t *testing.T) {
-			needRoot(t, k.dir())
-			tr := startTree(t, k.dir())
-			dir := t.TempDir()
-			journal, ready := filepath.Join(dir, "journal.jsonl"), filepath.Join(dir, "ready")
-			cmd := startHelper(t, tr, journal, ready)
-			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-				t.Fatal(err)
-			}
-			_ = cmd.Wait()
-			if !tr.still() {
-				t.Fatal("the tree runs after the helper's kill -9: nothing to thaw")
-			}
-			j := nextStart(t, journal)
-			if !tr.running() {
-				t.Fatal("the tree is still paused after the restart")
-			}
-			if n := len(j.Originals()); n != 0 {
-				t.Errorf("%d open originals after the thaw", n)
-			}
-		})
+		for _, mode := range []tuner.Mode{tuner.ModeRecommend, tuner.ModeOff} {
+			t.Run(k.name+", "+string(mode), func(t *testing.T) {
+				needRoot(t, k.dir())
+				tr := startTree(t, k.dir())
+				dir := t.TempDir()
+				journal, ready := filepath.Join(dir, "journal.jsonl"), filepath.Join(dir, "ready")
+				cmd := startHelper(t, tr, journal, ready)
+				if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+					t.Fatal(err)
+				}
+				_ = cmd.Wait()
+				if !tr.still() {
+					t.Fatal("the tree runs after the helper's kill -9: nothing to thaw")
+				}
+				open := nextStart(t, journal, mode)
+				if !tr.running() {
+					t.Fatal("the tree is still paused after the restart")
+				}
+				if open != 0 {
+					t.Errorf("%d open originals after the thaw", open)
+				}
+			})
+		}
 	}
 }
 
@@ -455,7 +458,7 @@ func TestEndToEndCrashThawFollowed(t *testing.T) {
 			if !cur.still() {
 				t.Fatal("the tenant's new tree runs after the helper's kill -9: the pause did not follow it")
 			}
-			nextStart(t, journal)
+			nextStart(t, journal, tuner.ModeRecommend)
 			if !cur.running() {
 				t.Fatal("the new tree is still paused after the restart")
 			}
@@ -463,28 +466,41 @@ func TestEndToEndCrashThawFollowed(t *testing.T) {
 	}
 }
 
-// nextStart is the next start after a crash, in recommend mode (the thaw
-// comes first anyway): one round of a tuner on the journal, which holds
-// the pause's original. It returns the journal, closed at the test's end.
-func nextStart(t *testing.T, journal string) *tuner.Journal {
+// nextStart is the next start after a crash in mode: the journal holds
+// the pause's original. In recommend (the thaw comes first anyway) one
+// round of a tuner on the journal; with the tuner off, the start that
+// builds no tuner (tuner.StartOff). It returns the originals left open.
+func nextStart(t *testing.T, journal string, mode tuner.Mode) int {
 	t.Helper()
+	if origs, err := tuner.ReadJournalOriginals(journal); err != nil || len(origs) != 1 {
+		t.Fatalf("%d open originals in the journal (%v), want the pause's", len(origs), err)
+	}
+	if mode == tuner.ModeOff {
+		ctx, cancel := context.WithTimeout(context.Background(), tuner.RestoreTimeout)
+		defer cancel()
+		if _, err := tuner.StartOff(ctx, journal, gpu.RealClock{}, func() tuner.Actuators { return tuner.ActuatorsOf(detect(t, 0, 0)) }, nil); err != nil {
+			t.Fatal(err)
+		}
+		origs, err := tuner.ReadJournalOriginals(journal)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(origs)
+	}
 	j, err := tuner.OpenJournal(journal)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = j.Close() })
-	if n := len(j.Originals()); n != 1 {
-		t.Fatalf("%d open originals in the journal, want the pause's", n)
-	}
 	tu, err := tuner.New(tuner.Options{Policy: once(nil), Actuators: tuner.ActuatorsOf(detect(t, 0, 0)), Journal: j,
-		Clock: gpu.RealClock{}, Mode: tuner.ModeRecommend})
+		Clock: gpu.RealClock{}, Mode: mode})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := tu.RunOnce(context.Background(), snap()); err != nil {
 		t.Fatal(err)
 	}
-	return j
+	return len(j.Originals())
 }
 
 // pidList is pids as "1,2".
