@@ -55,7 +55,7 @@ type Original struct {
 	PIDs []uint32
 }
 
-// The journal's format (docs/tuning.md, "The journal"): one record a
+// The journal's format (docs/journal.md): one record a
 // line,
 //
 //	J1 LLLLLLLL CCCCCCCC {json}\n

@@ -94,7 +94,7 @@ type Options struct {
 // names them. The pause duty is one: it is the knob that can hurt a batch
 // tenant most: on the built-in scenarios it takes batch work where
 // autotune without it does not, and it misses a seed autotune meets
-// without it (docs/tuning.md), so it waits for an operator to ask for it
+// without it (docs/pause.md), so it waits for an operator to ask for it
 // (--tuner.enable-knob, vgpusim --enable-knob).
 var OptInKnobs = []gpu.Knob{gpu.KnobPauseDuty}
 

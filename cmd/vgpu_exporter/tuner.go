@@ -53,7 +53,7 @@ func addTunerFlags(app *kingpin.Application, c *tunerConfig) {
 	app.Flag("tuner.policy", "The policy the tuner runs: "+strings.Join(policies.EngineNames(), ", ")+".").
 		Default(autotune.Name).StringVar(&c.Policy)
 	flagvalue.Duration(app, "tuner.interval", "How often the tuner decides.", tuner.DefaultInterval.String(), &c.Interval)
-	app.Flag("tuner.journal", "Journal file of the tuner (a regular file of checksummed JSON records, synced, compacted past 1 MiB; docs/tuning.md): every original setting before its first change and every outcome; originals are restored from it at exit and at the next start after a crash. Default: none (originals kept in memory only).").
+	app.Flag("tuner.journal", "Journal file of the tuner (a regular file of checksummed JSON records, synced, compacted past 1 MiB; docs/journal.md): every original setting before its first change and every outcome; originals are restored from it at exit and at the next start after a crash. Default: none (originals kept in memory only).").
 		PlaceHolder("FILE").StringVar(&c.Journal)
 	app.Flag("tuner.kill-switch-file", "While this file exists the tuner changes nothing but reverts of its own changes (it still decides and exports).").
 		PlaceHolder("FILE").StringVar(&c.KillSwitchFile)
@@ -68,7 +68,7 @@ func addTunerFlags(app *kingpin.Application, c *tunerConfig) {
 	flagvalue.Duration(app, "tuner.slow-loop.hold", "A tenant moved (or a GPU relayouted) is not moved again for this long.", d.Hold.String(), &c.SlowLoop.Hold)
 	app.Flag("tuner.autotune-param", "With --tuner.policy=autotune: one of its parameters, NAME=VALUE (repeatable), over its defaults: "+strings.Join(autotune.ParamNames(), ", ")+" (docs/tuning.md).").
 		PlaceHolder("NAME=VALUE").StringsVar(&c.AutotuneParams)
-	app.Flag("tuner.enable-knob", "An opt-in knob the tuner may change (repeatable): "+strings.Join(tuner.OptInNames(), ", ")+" (docs/tuning.md).").
+	app.Flag("tuner.enable-knob", "An opt-in knob the tuner may change (repeatable): "+strings.Join(tuner.OptInNames(), ", ")+" (docs/pause.md).").
 		PlaceHolder("KNOB").EnumsVar(&c.EnabledKnobs, tuner.OptInNames()...)
 }
 

@@ -76,7 +76,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, progress 
 	runCmd.Flag("policy", "Sharing policy: "+strings.Join(simrun.PolicyNames(), ", ")+" (searches replays for the best static setting per phase).").Default(baseline.UncappedName).StringVar(&cfg.Policy)
 	runCmd.Flag("disable-knob", "With --policy autotune: a knob the tuner never changes (repeatable): "+strings.Join(tuner.KnobNames(), ", ")+"; e.g. locked_clocks and power_limit for the same run without clock or power control.").
 		PlaceHolder("KNOB").EnumsVar(&cfg.DisabledKnobs, tuner.KnobNames()...)
-	runCmd.Flag("enable-knob", "With a tuner policy: an opt-in knob it may change (repeatable): "+strings.Join(tuner.OptInNames(), ", ")+" (docs/tuning.md).").
+	runCmd.Flag("enable-knob", "With a tuner policy: an opt-in knob it may change (repeatable): "+strings.Join(tuner.OptInNames(), ", ")+" (docs/pause.md).").
 		PlaceHolder("KNOB").EnumsVar(&cfg.EnabledKnobs, tuner.OptInNames()...)
 	runCmd.Flag("autotune.param", "With --policy autotune: one of its parameters, NAME=VALUE (repeatable), over its defaults: "+strings.Join(autotune.ParamNames(), ", ")+" (docs/tuning.md).").
 		PlaceHolder("NAME=VALUE").StringsVar(&cfg.AutotuneParams)
