@@ -199,11 +199,25 @@ func changedTargets(a Action) []Target {
 	return out
 }
 
+// gpuKnobs are, by GPU UUID, the knobs of each GPU of the snapshot
+// (knobsAvailable), as the round's policy decides on them (State.Knobs),
+// its status shows them and its executor refuses a change by them.
+func (t *Tuner) gpuKnobs(snap *tenant.Snapshot) map[string][]KnobAvailability {
+	out := map[string][]KnobAvailability{}
+	if snap == nil || snap.Readings == nil {
+		return out
+	}
+	for _, d := range snap.Readings.Devices {
+		out[d.UUID] = knobsAvailable(t.o.Actuators, d.UUID, t.caps)
+	}
+	return out
+}
+
 // noteKnobs puts into each GPU's line of the round the knobs the host's
-// backends can turn there, and logs a GPU's knobs at info level when it
-// is first read, and again when they change (not while it cannot be
-// read: its backends list nothing then).
-func (t *Tuner) noteKnobs(snap *tenant.Snapshot) {
+// backends can turn there (knobs, the round's State.Knobs), and logs a
+// GPU's knobs at info level when it is first read, and again when they
+// change (not while it cannot be read: its backends list nothing then).
+func (t *Tuner) noteKnobs(snap *tenant.Snapshot, knobs map[string][]KnobAvailability) {
 	up := map[string]bool{}
 	if snap != nil && snap.Readings != nil {
 		for _, d := range snap.Readings.Devices {
@@ -215,7 +229,7 @@ func (t *Tuner) noteKnobs(snap *tenant.Snapshot) {
 	}
 	for i := range t.rounds {
 		r := &t.rounds[i]
-		r.Knobs = knobsAvailable(t.o.Actuators, r.GPU, t.caps)
+		r.Knobs = knobs[r.GPU]
 		avail, unlisted, undriven := SplitKnobs(r.Knobs)
 		a, n, d := JoinKnobs(avail, " "), JoinKnobs(unlisted, " "), JoinKnobs(undriven, " ")
 		line := a + "|" + n + "|" + d

@@ -2,6 +2,7 @@ package tuner
 
 import (
 	"context"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -284,5 +285,57 @@ func TestMIGLayoutRefusedWithMIGOff(t *testing.T) {
 				t.Errorf("reason %q lacks the backends' list", ds[0].Reason)
 			}
 		})
+	}
+}
+
+// The policy decides on each GPU's knobs as the executor refuses a change
+// by them and the status shows them (State.Knobs): a knob listed is
+// available, one listed out is not, one no backend drives is not, and on
+// a GPU its backends list nothing for, every knob they drive is (unknown
+// is not "no"). The backends are asked once a GPU and round for all three.
+func TestStateKnobs(t *testing.T) {
+	const uuid1 = "GPU-1"
+	power := Action{Target: Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}, Current: Watts(700), Want: Watts(490), Reason: "test"}
+	clocks := Action{Target: Target{GPU: uuid0, Knob: gpu.KnobLockedClocks}, Current: ClockRange{}, Want: ClockRange{MinMHz: 1980, MaxMHz: 1980}, Reason: "test"}
+	var seen *State
+	spy := deciderFunc(func(s *State) []Action { seen = s; return []Action{power, clocks} })
+	host := &countingListing{listing: listing{caps: map[string][]gpu.Knob{uuid0: {gpu.KnobPowerLimit}}}}
+	clk := gpu.NewManualClock(t0)
+	tu, err := New(Options{Policy: spy, Actuators: ActuatorsOf(host), Clock: clk, Mode: ModeEnforce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	devs := []gpu.Device{{Index: 0, UUID: uuid0, Up: true}, {Index: 1, UUID: uuid1, Up: true}}
+	for round := 1; round <= 2; round++ {
+		clk.Advance(15 * time.Second)
+		if _, err := tu.RunOnce(context.Background(), snapshot(clk.Now(), devs, nil)); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			uuid string
+			knob gpu.Knob
+			want bool
+		}{
+			{uuid0, gpu.KnobPowerLimit, true},
+			{uuid0, gpu.KnobLockedClocks, false},
+			{uuid0, gpu.KnobPauseDuty, false},
+			{uuid1, gpu.KnobLockedClocks, true},
+			{uuid1, gpu.KnobPauseDuty, false},
+		} {
+			if got := seen.Available(c.uuid, c.knob); got != c.want {
+				t.Errorf("round %d: %s available on %s %v, want %v", round, c.knob, c.uuid, got, c.want)
+			}
+		}
+		if gs := tu.Status().GPUs; len(gs) != len(devs) {
+			t.Fatalf("round %d: the status has %d GPUs, want %d", round, len(gs), len(devs))
+		}
+		for _, g := range tu.Status().GPUs {
+			if len(g.Knobs) != len(CountedKnobs) || !reflect.DeepEqual(g.Knobs, seen.Knobs[g.GPU]) {
+				t.Errorf("round %d: %s's knobs in the status %+v, the policy's %+v", round, g.GPU, g.Knobs, seen.Knobs[g.GPU])
+			}
+		}
+		if want := 2 * round; host.asked != want {
+			t.Errorf("after round %d the backend was asked %d times, want %d (once a GPU and round)", round, host.asked, want)
+		}
 	}
 }

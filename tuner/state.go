@@ -50,11 +50,45 @@ type State struct {
 	// not disabled: a policy keeps to the others where a knob is missing
 	// (pause_duty needs a freezer).
 	Drives map[gpu.Knob]bool
+	// Knobs are, by GPU UUID, the knobs of the tuner (CountedKnobs, in
+	// order) with whether the host's backends can turn each one on that
+	// GPU this round: the lists the executor refuses a change by ("refused,
+	// not tried"), asked of the backends once a round. A policy proposes
+	// no change the executor would refuse so (Changeable), and turns to
+	// another remedy instead.
+	Knobs map[string][]KnobAvailability
 	// Waits are the GPU knobs (Target.DomainKey) whose change the guard
 	// chain refuses at Now, a revert excepted, as the round starts: the
 	// dwell after the last change (Pacer). A policy holds such a change
 	// (HoldWaiting) instead of proposing what would be refused.
 	Waits map[string]Wait
+}
+
+// Available says whether the host's backends can turn knob k on the GPU
+// uuid this round (Knobs): not where no backend drives it, nor where
+// every backend of its mechanisms lists its knobs there and none lists
+// it. Where the state holds no answer for the GPU or the knob, it is
+// available: not knowing is not "no".
+func (s *State) Available(uuid string, k gpu.Knob) bool {
+	for _, a := range s.Knobs[uuid] {
+		if a.Knob == k {
+			return a.Available
+		}
+	}
+	return true
+}
+
+// Changeable says whether a change of t that is not a revert can be made
+// this round: its knob is available on its GPU (Available; the executor
+// refuses untried a change its backends' lists leave out, and a knob no
+// backend drives is not supported), or the tuner keeps t's original,
+// which the executor lets through whatever the lists say (what the tuner
+// changed, it sets back).
+func (s *State) Changeable(t Target) bool {
+	if _, kept := s.Originals[t.String()]; kept {
+		return true
+	}
+	return s.Available(t.GPU, t.Knob)
 }
 
 // Wait is a knob's wait after its last change: the guard Guard refuses a

@@ -314,7 +314,7 @@ func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 	}
 	st := &State{Now: now, Snapshot: snap, Changes: t.changes, Pending: t.pending, Effective: t.syncMPS(),
 		Fast: fast, Originals: map[string]Value{}, History: t.history, Drives: t.drives(),
-		Waits: t.chain().Waits(now)}
+		Knobs: t.gpuKnobs(snap), Waits: t.chain().Waits(now)}
 	for k, o := range t.originals {
 		st.Originals[k] = o.Value
 		if o.Target.Knob == gpu.KnobPauseDuty && o.Tenant != "" {

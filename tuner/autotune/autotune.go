@@ -370,7 +370,7 @@ func (p *Autotune) mps(s *tuner.State, d *gpu.Device, ds domainSignals, held tim
 		}
 		step := math.Min(p.P.StepMax, math.Max(p.P.StepMin, p.P.Gain*w.burn))
 		next = math.Min(bound, math.Max(reserved, floor)+step)
-		if costly && !s.Drives[gpu.KnobPauseDuty] && chanceMiss(s, w) {
+		if costly && !canPause(s, d.UUID) && chanceMiss(s, w) {
 			// a miss chance explains (three standard deviations,
 			// Poisson), the SLO window inside its target: not worth a
 			// restart that costs the others minutes of work (with the
@@ -420,7 +420,7 @@ func (p *Autotune) mps(s *tuner.State, d *gpu.Device, ds domainSignals, held tim
 	default:
 		return nil
 	}
-	return p.capOthers(d, ds.others, next, reason)
+	return p.capOthers(s, d, ds.others, next, reason)
 }
 
 // restartCost is what restarting every client of ms costs in all.
@@ -436,7 +436,7 @@ func restartCost(ms []*member) time.Duration {
 // (priority+1, batch twice best-effort), within share.min and share.max,
 // and returns the actions that set their clients' caps. Each is restarted:
 // a cap reaches a client only through a new context.
-func (p *Autotune) capOthers(d *gpu.Device, others []*member, reserved float64, reason string) []tuner.Action {
+func (p *Autotune) capOthers(s *tuner.State, d *gpu.Device, others []*member, reserved float64, reason string) []tuner.Action {
 	total := 0.0
 	weight := func(m *member) float64 {
 		w := float64(m.priority + 1)
@@ -459,11 +459,12 @@ func (p *Autotune) capOthers(d *gpu.Device, others []*member, reserved float64, 
 		}
 		per := tuner.Fraction(math.Round(share/float64(len(m.pids))*1000) / 1000)
 		for i, pid := range m.pids {
-			if m.cur[i].Distance(per) < 1e-6 {
+			t := tuner.Target{GPU: d.UUID, Knob: gpu.KnobMPSActiveThreads, PID: pid}
+			if m.cur[i].Distance(per) < 1e-6 || !s.Changeable(t) {
 				continue
 			}
 			out = append(out, tuner.Action{
-				Target: tuner.Target{GPU: d.UUID, Knob: gpu.KnobMPSActiveThreads, PID: pid}, GPUIndex: d.Index,
+				Target: t, GPUIndex: d.Index,
 				Tenant: m.name, Class: m.class, Current: m.cur[i], Want: per, Restart: true, Relax: per > m.cur[i],
 				Reason: reason + "; restarting the client, since MPS applies a cap to new contexts only",
 			})
@@ -480,11 +481,12 @@ func (p *Autotune) capOthers(d *gpu.Device, others []*member, reserved float64, 
 // change while VMs run: the action stays a recommendation (refused, then
 // backing off) until the VMs are stopped. See docs/tuning.md.
 func (p *Autotune) vgpu(s *tuner.State, d *gpu.Device, ds domainSignals) []tuner.Action {
-	if len(ds.latency) == 0 || d.Scheduler == nil {
+	t := tuner.Target{GPU: d.UUID, Knob: gpu.KnobVGPUScheduler}
+	if len(ds.latency) == 0 || d.Scheduler == nil || !s.Changeable(t) {
 		return nil
 	}
 	cur := tuner.Scheduler(d.Scheduler.Policy)
-	a := tuner.Action{Target: tuner.Target{GPU: d.UUID, Knob: gpu.KnobVGPUScheduler}, GPUIndex: d.Index, Current: cur}
+	a := tuner.Action{Target: t, GPUIndex: d.Index, Current: cur}
 	ws := runlistWeights(d.Scheduler.Log)
 	switch {
 	case ds.anyViolating && cur != tuner.Scheduler(gpu.VGPUPolicyFixedShare) && weighted(ws):
@@ -524,6 +526,9 @@ func (p *Autotune) clocks(s *tuner.State, d *gpu.Device, ds domainSignals) []tun
 	}
 	clockDwell := quiet(s, d.UUID, gpu.KnobLockedClocks, p.P.SlackDwell)
 	lowered := p.lows.lowered(d, s.Now)
+	// a GPU whose clock cannot be locked is left to the other remedies
+	// (and to the power limit), as one that reports no maximum clock
+	lockable := maxHz > 0 && s.Changeable(clockT)
 	switch {
 	case ours != (tuner.ClockRange{}) && ds.anyViolating:
 		orig, _ := s.Originals[clockT.String()].(tuner.ClockRange)
@@ -538,12 +543,12 @@ func (p *Autotune) clocks(s *tuner.State, d *gpu.Device, ds domainSignals) []tun
 		}
 		return []tuner.Action{{Target: clockT, GPUIndex: d.Index, Current: ours, Want: want, HoldLeft: true,
 			Reason: "an SLO on this GPU has lost its slack at " + ours.String() + ": one step back (" + want.String() + "), and " + ours.String() + " is held"}}
-	case ds.anyViolating && !locked && d.SMClockHz != nil && maxHz > 0 && lowered && variance(ds.worst) > p.P.VarianceRatio:
+	case ds.anyViolating && !locked && d.SMClockHz != nil && lockable && lowered && variance(ds.worst) > p.P.VarianceRatio:
 		mhz := uint32(maxHz / 1e6)
 		return []tuner.Action{{Target: clockT, GPUIndex: d.Index, Current: tuner.ClockRange{}, Want: tuner.ClockRange{MinMHz: mhz, MaxMHz: mhz},
 			Reason: fmt.Sprintf("%s violates its SLO with p99/p50 %.2f while the SM clock runs below %.0f%% of its maximum between requests (%.0f%% now, lowered within the last %v): lock the clock so that requests stop paying for the ramp",
 				ds.worst.name, variance(ds.worst), 100*dvfsLow, 100**d.SMClockHz/maxHz, dvfsMemory)}}
-	case ds.allDeep && measured(ds.latency) && len(ds.others) == 0 && maxHz > 0 && (!locked || ours != (tuner.ClockRange{})) && clockDwell:
+	case ds.allDeep && measured(ds.latency) && len(ds.others) == 0 && lockable && (!locked || ours != (tuner.ClockRange{})) && clockDwell:
 		maxMHz := maxHz / 1e6
 		cur := maxMHz
 		if ours.MaxMHz > 0 {
@@ -558,7 +563,7 @@ func (p *Autotune) clocks(s *tuner.State, d *gpu.Device, ds domainSignals) []tun
 			Reason: fmt.Sprintf("every SLO on this GPU has deep slack (quantile latency under %.0f%% of target) and no batch work runs: lock the SM clock at %s (%.0f%% of its maximum) for energy",
 				100*p.P.DeepSlackRatio, want, 100*next/maxMHz)}}
 	}
-	if maxHz > 0 {
+	if lockable {
 		return nil
 	}
 	return p.power(s, d, ds)
@@ -602,7 +607,7 @@ func (p *Autotune) power(s *tuner.State, d *gpu.Device, ds domainSignals) []tune
 	case ds.anyViolating && changed && d.PowerLimitW != nil && tuner.Watts(*d.PowerLimitW) < orig:
 		return []tuner.Action{{Target: powT, GPUIndex: d.Index, Current: tuner.Watts(*d.PowerLimitW), Want: orig,
 			Reason: ds.worst.name + " violates its SLO: back to the original power limit"}}
-	case ds.allDeep && len(ds.others) == 0 && !changed && d.PowerLimitW != nil && *d.PowerLimitW > 0 &&
+	case ds.allDeep && len(ds.others) == 0 && !changed && d.PowerLimitW != nil && *d.PowerLimitW > 0 && s.Changeable(powT) &&
 		quiet(s, d.UUID, gpu.KnobLockedClocks, p.P.SlackDwell) && quiet(s, d.UUID, gpu.KnobPowerLimit, p.P.SlackDwell):
 		w := tuner.Watts(math.Round(*d.PowerLimitW * p.P.PowerFraction))
 		return []tuner.Action{{Target: powT, GPUIndex: d.Index, Current: tuner.Watts(*d.PowerLimitW), Want: w, Relax: true,

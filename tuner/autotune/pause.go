@@ -57,6 +57,9 @@ func (p *Autotune) pauses(s *tuner.State, d *gpu.Device, ds domainSignals) ([]tu
 		if held, ok := s.PauseTarget(d.UUID, m.name); ok {
 			t = held // the pause in place, whatever its process is now
 		}
+		if !s.Changeable(t) {
+			continue // the GPU cannot be paused: the slow knobs answer
+		}
 		cur := s.PauseDuty(t)
 		ps = append(ps, pauser{m: m, t: t, pids: pids, cur: cur, was: cur})
 	}
@@ -464,6 +467,12 @@ func (p *Autotune) chanceHeld(s *tuner.State, uuid string, ds domainSignals) boo
 		}
 	}
 	return true
+}
+
+// canPause says whether the fast loop can pause a tenant on the GPU uuid:
+// the host drives pause_duty, and it is available on the GPU.
+func canPause(s *tuner.State, uuid string) bool {
+	return s.Drives[gpu.KnobPauseDuty] && s.Available(uuid, gpu.KnobPauseDuty)
 }
 
 // pausedDuty is the least pause of the tenants ms on d: 0 where one is

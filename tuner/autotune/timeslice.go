@@ -41,11 +41,11 @@ const timeSliceNote = "plain time-slicing has no per-process weights (no driver 
 // timeSlice decides the compute time-slice level of a time-sliced GPU by
 // trial and judgement (see above).
 func (p *Autotune) timeSlice(s *tuner.State, d *gpu.Device, ds domainSignals) []tuner.Action {
-	if len(ds.latency) == 0 || len(ds.latency)+len(ds.others) < 2 || d.ComputeTimeSlice == "" {
+	t := tuner.Target{GPU: d.UUID, Knob: gpu.KnobComputeTimeSlice}
+	if len(ds.latency) == 0 || len(ds.latency)+len(ds.others) < 2 || d.ComputeTimeSlice == "" || !s.Changeable(t) {
 		return nil
 	}
 	cur := tuner.Level(d.ComputeTimeSlice)
-	t := tuner.Target{GPU: d.UUID, Knob: gpu.KnobComputeTimeSlice}
 	a := tuner.Action{Target: t, GPUIndex: d.Index, Current: cur}
 	var hist []tuner.Change
 	for _, c := range s.History[t.DomainKey()] {

@@ -49,6 +49,9 @@ const fractionEpsilon = 0.005
 //   - time-sliced GPUs: the default compute time slice (both).
 //   - MIG and exclusive GPUs, clocks and power: left alone.
 //
+// A knob the GPU does not have this round (tuner.State.Changeable) is
+// left alone there: its change would be refused untried.
+//
 // The engine runs it at every snapshot (withRetry) behind the Retry
 // guard alone: a change asked for is not asked for again before
 // RetryAfter, one refused as not supported never.
@@ -83,11 +86,11 @@ func (b Baseline) Decide(s *tuner.State) []tuner.Action {
 	for _, d := range s.UpDevices() {
 		switch d.Mode {
 		case gpu.SharingMPS:
-			out = append(out, b.mps(s.Snapshot, d)...)
+			out = append(out, b.mps(s, d)...)
 		case gpu.SharingVGPU:
-			out = append(out, b.vgpu(d)...)
+			out = append(out, b.vgpu(s, d)...)
 		case gpu.SharingTimeSlice:
-			out = append(out, b.timeSlice(d)...)
+			out = append(out, b.timeSlice(s, d)...)
 		}
 	}
 	return out
@@ -130,8 +133,8 @@ func mpsClients(snap *tenant.Snapshot, d *gpu.Device) (clients []client, perTena
 	return clients, perTenant
 }
 
-func (b Baseline) mps(snap *tenant.Snapshot, d *gpu.Device) []tuner.Action {
-	clients, perTenant := mpsClients(snap, d)
+func (b Baseline) mps(s *tuner.State, d *gpu.Device) []tuner.Action {
+	clients, perTenant := mpsClients(s.Snapshot, d)
 	var out []tuner.Action
 	for _, c := range clients {
 		target := 1.0
@@ -141,10 +144,11 @@ func (b Baseline) mps(snap *tenant.Snapshot, d *gpu.Device) []tuner.Action {
 			target = 1 / float64(n) / float64(perTenant[c.tenant])
 			reason = fmt.Sprintf("static-equal: %d tenants share the GPU, %d client(s) of this tenant", n, perTenant[c.tenant])
 		}
-		if c.current != nil && math.Abs(*c.current-target) < fractionEpsilon {
+		t := tuner.Target{GPU: d.UUID, Knob: gpu.KnobMPSActiveThreads, PID: c.pid}
+		if c.current != nil && math.Abs(*c.current-target) < fractionEpsilon || !s.Changeable(t) {
 			continue
 		}
-		a := tuner.Action{Target: tuner.Target{GPU: d.UUID, Knob: gpu.KnobMPSActiveThreads, PID: c.pid}, GPUIndex: d.Index, Tenant: c.tenant,
+		a := tuner.Action{Target: t, GPUIndex: d.Index, Tenant: c.tenant,
 			Want: tuner.Fraction(target), Restart: true, Reason: reason}
 		if c.current != nil {
 			a.Current = tuner.Fraction(*c.current)
@@ -154,14 +158,18 @@ func (b Baseline) mps(snap *tenant.Snapshot, d *gpu.Device) []tuner.Action {
 	return out
 }
 
-func (b Baseline) vgpu(d *gpu.Device) []tuner.Action {
+func (b Baseline) vgpu(s *tuner.State, d *gpu.Device) []tuner.Action {
+	t := tuner.Target{GPU: d.UUID, Knob: gpu.KnobVGPUScheduler}
+	if !s.Changeable(t) {
+		return nil
+	}
 	want := gpu.VGPUPolicyBestEffort
 	reason := "best-effort: vGPU scheduler default"
 	if b.equal {
 		want = gpu.VGPUPolicyEqualShare
 		reason = "static-equal: equal-share vGPU scheduler"
 	}
-	a := tuner.Action{Target: tuner.Target{GPU: d.UUID, Knob: gpu.KnobVGPUScheduler}, GPUIndex: d.Index, Want: tuner.Scheduler(want), Reason: reason}
+	a := tuner.Action{Target: t, GPUIndex: d.Index, Want: tuner.Scheduler(want), Reason: reason}
 	if d.Scheduler != nil {
 		if d.Scheduler.Policy == want && !d.Scheduler.ARREnabled {
 			return nil
@@ -171,11 +179,12 @@ func (b Baseline) vgpu(d *gpu.Device) []tuner.Action {
 	return []tuner.Action{a}
 }
 
-func (b Baseline) timeSlice(d *gpu.Device) []tuner.Action {
+func (b Baseline) timeSlice(s *tuner.State, d *gpu.Device) []tuner.Action {
 	const want = gpu.TimeSliceDefault
-	if d.ComputeTimeSlice == want {
+	t := tuner.Target{GPU: d.UUID, Knob: gpu.KnobComputeTimeSlice}
+	if d.ComputeTimeSlice == want || !s.Changeable(t) {
 		return nil
 	}
-	return []tuner.Action{{Target: tuner.Target{GPU: d.UUID, Knob: gpu.KnobComputeTimeSlice}, GPUIndex: d.Index,
+	return []tuner.Action{{Target: t, GPUIndex: d.Index,
 		Current: tuner.Level(d.ComputeTimeSlice), Want: tuner.Level(want), Reason: b.name + ": default compute time slice"}}
 }

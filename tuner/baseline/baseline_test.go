@@ -233,8 +233,9 @@ func TestInitDecisionsReported(t *testing.T) {
 	}
 }
 
-// A mechanism the host has no actuator for is refused as not supported:
-// the decision is reported, not applied, and never tried again.
+// A knob no backend of the host drives is not available on any GPU
+// (tuner.State.Changeable): the baseline asks for no change of it, at the
+// first round or later, and sets the knobs the host drives.
 func TestBaselineWithoutActuators(t *testing.T) {
 	devs := []gpu.Device{
 		{UUID: "GPU-a", Up: true, Mode: gpu.SharingMPS, Processes: []gpu.Process{mpsProc(1, gpu.Float(1)), mpsProc(2, gpu.Float(1))}},
@@ -251,11 +252,8 @@ func TestBaselineWithoutActuators(t *testing.T) {
 	var got []string
 	for _, d := range decs {
 		got = append(got, fmt.Sprintf("%s %s %v", d.GPU, d.Knob, d.Applied))
-		if !d.Applied && !strings.Contains(d.Reason, "not applied: no backend of this host drives "+string(d.Knob)) {
-			t.Errorf("%s %s: reason %q, want it to name the missing actuator", d.GPU, d.Knob, d.Reason)
-		}
 	}
-	want := "[GPU-a mps_active_threads false GPU-a mps_active_threads false GPU-v vgpu_scheduler true GPU-t compute_timeslice false]"
+	want := "[GPU-v vgpu_scheduler true]"
 	if fmt.Sprint(got) != want {
 		t.Errorf("decisions %v, want %s", got, want)
 	}
@@ -265,7 +263,32 @@ func TestBaselineWithoutActuators(t *testing.T) {
 	}
 	for _, d := range again {
 		if d.Knob != gpu.KnobVGPUScheduler {
-			t.Errorf("retried without an actuator: %v", d)
+			t.Errorf("asked for without an actuator: %v", d)
 		}
+	}
+}
+
+// A knob the GPU's backends list out (State.Knobs) is left alone there, on
+// that GPU only; a setting whose original the tuner keeps is still set.
+func TestBaselineUnavailableKnobs(t *testing.T) {
+	devs := []gpu.Device{
+		{UUID: "GPU-a", Up: true, Mode: gpu.SharingMPS, Processes: []gpu.Process{mpsProc(1, gpu.Float(1)), mpsProc(2, gpu.Float(1))}},
+		{UUID: "GPU-b", Up: true, Mode: gpu.SharingMPS, Processes: []gpu.Process{mpsProc(3, gpu.Float(1)), mpsProc(4, gpu.Float(1))}},
+		{UUID: "GPU-v", Up: true, Mode: gpu.SharingVGPU, Scheduler: &gpu.VGPUScheduler{Policy: gpu.VGPUPolicyBestEffort}},
+		{UUID: "GPU-t", Up: true, Mode: gpu.SharingTimeSlice, ComputeTimeSlice: gpu.TimeSliceLong},
+	}
+	off := func(k gpu.Knob) []tuner.KnobAvailability { return []tuner.KnobAvailability{{Knob: k, Driven: true}} }
+	s := &tuner.State{Now: t0, Snapshot: snapshot(t0, devs, nil), Originals: map[string]tuner.Value{
+		tuner.Target{GPU: "GPU-b", Knob: gpu.KnobMPSActiveThreads, PID: 4}.String(): tuner.Fraction(1),
+	}, Knobs: map[string][]tuner.KnobAvailability{
+		"GPU-a": off(gpu.KnobMPSActiveThreads), "GPU-b": off(gpu.KnobMPSActiveThreads),
+		"GPU-v": off(gpu.KnobVGPUScheduler), "GPU-t": off(gpu.KnobComputeTimeSlice),
+	}}
+	var got []string
+	for _, a := range (Baseline{name: StaticEqualName, equal: true}).Decide(s) {
+		got = append(got, a.Target.String()+"="+a.Want.String())
+	}
+	if want := []string{"GPU-b/mps_active_threads/pid4=50%"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("actions %v, want %v", got, want)
 	}
 }
