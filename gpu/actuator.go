@@ -104,7 +104,10 @@ type MPSActuator interface {
 
 // MPSSuccessors is an MPSActuator whose client restart may go on under
 // another PID (a restart hook that names the successor it started): what
-// was set on the client, and is to be set back, follows it there.
+// was set on the client, and is to be set back, follows it there. Where
+// the hook named none the tuner looks for the successor among the
+// client's tenant's new processes; an MPSActuator without it restarts a
+// client under its own PID (the simulator).
 type MPSSuccessors interface {
 	// Successor returns the PID the client with this PID on the GPU uuid
 	// runs under after its last restart, when another.

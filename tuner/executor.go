@@ -78,6 +78,9 @@ func (t *Tuner) execute(ctx context.Context, st *State, a Action, now time.Time,
 		err = t.widenHeld(a, now, false)
 	}
 	if err == nil {
+		err = t.journalRestart(a, now)
+	}
+	if err == nil {
 		if a.Plan != nil && t.selfRelayout(*a.Plan) {
 			if err = t.startRelayout(ctx, st, a, a.Plan.MIG[0], now); err == nil {
 				return t.relayoutStarted(ctx, a, now), true
@@ -432,56 +435,6 @@ func (t *Tuner) keepOriginal(a Action, now time.Time) error {
 	return nil
 }
 
-// followSuccessor moves the original of an MPS client that a's restart
-// started again under another PID (the actuator names its successor:
-// gpu.MPSSuccessors) to the successor, whose context has a's fraction:
-// journaled for the new PID before the old one's is closed, so that the
-// restore, at exit or after a crash, sets the successor back. Where the
-// journal cannot take it, the original stays on the old PID.
-func (t *Tuner) followSuccessor(a Action, now time.Time) {
-	if a.Knob != gpu.KnobMPSActiveThreads || !a.Restart {
-		return
-	}
-	mps, _ := actuator[gpu.MPSActuator](t.o.Actuators)
-	s, ok := mps.(gpu.MPSSuccessors)
-	if !ok {
-		return
-	}
-	pid, ok := s.Successor(a.GPU, a.PID)
-	if !ok || pid == a.PID {
-		return
-	}
-	old := a.Target.String()
-	nt := a.Target
-	nt.PID = pid
-	k := nt.String()
-	// the change and its pending judgement go on with the successor: a
-	// relaxed cap is judged there, and reverted there if it did harm (on
-	// the old PID, forgotten once it is gone, it would never be)
-	if c, ok := t.changes[old]; ok {
-		t.changes[k] = c
-	}
-	for i := range t.evals {
-		if t.evals[i].a.Target == a.Target {
-			t.evals[i].a.Target = nt
-		}
-	}
-	o, held := t.originals[old]
-	if !held {
-		return
-	}
-	if _, ok := t.originals[k]; !ok {
-		if err := t.journal(Record{Time: now, Event: EventOriginal, Target: nt, Tenant: o.Tenant, From: encodeValue(o.Value)}); err != nil {
-			level.Error(t.o.Logger).Log("msg", "tuner could not journal the original of an MPS client's successor; it stays with the old PID", "target", old, "successor", pid, "err", err)
-			return
-		}
-		t.originals[k] = Original{Target: nt, Tenant: o.Tenant, Value: o.Value, At: now}
-		t.trackProc(nt, now)
-		t.observeProc(nt, now)
-	}
-	t.closeOriginal(old, now, fmt.Sprintf("the client goes on as PID %d, which holds this original now", pid))
-}
-
 // dropOriginal forgets the original k, set back, and what the rounds
 // counted of it (a later original of the same target starts afresh).
 func (t *Tuner) dropOriginal(k string) {
@@ -490,6 +443,7 @@ func (t *Tuner) dropOriginal(k string) {
 	delete(t.unseen, k)
 	delete(t.followAt, k)
 	delete(t.ending, k)
+	delete(t.watches, k)
 }
 
 // journal appends rec when a journal is configured. A write failure is

@@ -92,23 +92,7 @@ func (t *Tuner) forgetGone(snap *tenant.Snapshot, now time.Time) {
 	if len(t.procs) == 0 || snap == nil || snap.Readings == nil {
 		return
 	}
-	up := map[string]bool{}
-	running := map[pidKey]bool{}
-	for i := range snap.Readings.Devices {
-		d := &snap.Readings.Devices[i]
-		if !d.Up {
-			continue
-		}
-		up[d.UUID] = true
-		for _, p := range d.Processes {
-			running[pidKey{d.UUID, p.PID}] = true
-		}
-	}
-	for _, u := range snap.Usage {
-		for _, pid := range u.PIDs {
-			running[pidKey{u.UUID, pid}] = true
-		}
-	}
+	up, running := runningProcs(snap)
 	var gone map[string]bool
 	for k, p := range t.procs {
 		switch {
@@ -116,6 +100,7 @@ func (t *Tuner) forgetGone(snap *tenant.Snapshot, now time.Time) {
 		case running[pidKey{p.tg.GPU, p.tg.PID}]:
 			p.seen, p.observed = now, true
 			t.procs[k] = p
+		case t.watches[k] != nil: // its successor is looked for (findSuccessors)
 		case now.Sub(p.seen) >= goneAfter:
 			if gone == nil {
 				gone = map[string]bool{}
@@ -139,6 +124,28 @@ func (t *Tuner) forgetGone(snap *tenant.Snapshot, now time.Time) {
 	}
 	t.evals = slices.DeleteFunc(t.evals, func(e evaluation) bool { return gone[e.a.Target.String()] })
 	t.chain().Forget(gone)
+}
+
+// runningProcs returns the GPUs the snapshot read (up) and the processes
+// running on them: their readings' processes and their usage's PIDs.
+func runningProcs(snap *tenant.Snapshot) (up map[string]bool, running map[pidKey]bool) {
+	up, running = map[string]bool{}, map[pidKey]bool{}
+	for i := range snap.Readings.Devices {
+		d := &snap.Readings.Devices[i]
+		if !d.Up {
+			continue
+		}
+		up[d.UUID] = true
+		for _, p := range d.Processes {
+			running[pidKey{d.UUID, p.PID}] = true
+		}
+	}
+	for _, u := range snap.Usage {
+		for _, pid := range u.PIDs {
+			running[pidKey{u.UUID, pid}] = true
+		}
+	}
+	return up, running
 }
 
 // Forget drops the back-offs of targets in gone.

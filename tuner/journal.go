@@ -27,6 +27,10 @@ const (
 	// EventProcesses: a paused tenant's processes, as last paused (an
 	// original's PIDs from then on)
 	EventProcesses = "processes"
+	// EventRestarted: an MPS client about to be restarted by an actuator
+	// whose restarts may go on under another PID, with what was on its
+	// GPU then (an original's Restart from then on)
+	EventRestarted = "restarted"
 )
 
 // Record is one record of the journal.
@@ -40,8 +44,11 @@ type Record struct {
 	Guard  string        `json:"guard,omitempty"`
 	Reason string        `json:"reason,omitempty"`
 	// PIDs are a paused tenant's processes (pause_duty's original and
-	// processes records): restored, every one of them is thawed.
-	PIDs []uint32 `json:"pids,omitempty"`
+	// processes records): restored, every one of them is thawed. In a
+	// restarted record, the tenant's processes on the GPU, Others the
+	// GPU's other processes (Restart).
+	PIDs   []uint32 `json:"pids,omitempty"`
+	Others []uint32 `json:"others,omitempty"`
 }
 
 // Original is a setting the tuner changed and must set back.
@@ -53,6 +60,9 @@ type Original struct {
 	// PIDs are a paused tenant's processes as last paused (pause_duty),
 	// nil for every other knob.
 	PIDs []uint32
+	// Restart is an MPS client's last restart whose successor the
+	// restart hook may not have named, as journaled; nil when none.
+	Restart *Restart
 }
 
 // The journal's format (docs/journal.md): one record a
@@ -404,6 +414,11 @@ func (j *Journal) apply(rec Record) {
 			o.PIDs = rec.PIDs
 			j.open[k] = o
 		}
+	case EventRestarted:
+		if o, ok := j.open[k]; ok {
+			o.Restart = &Restart{At: rec.Time, Kin: rec.PIDs, Others: rec.Others}
+			j.open[k] = o
+		}
 	case EventRestored:
 		delete(j.open, k)
 	}
@@ -593,11 +608,17 @@ func (j *Journal) Compact() error {
 func (j *Journal) compactLocked() error {
 	var buf []byte
 	for _, o := range j.originalsLocked() {
-		b, err := encodeRecord(Record{Time: o.At, Event: EventOriginal, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), PIDs: o.PIDs})
-		if err != nil {
-			return fmt.Errorf("tuner journal %s: compacting: %w", j.path, err)
+		recs := []Record{{Time: o.At, Event: EventOriginal, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), PIDs: o.PIDs}}
+		if r := o.Restart; r != nil {
+			recs = append(recs, Record{Time: r.At, Event: EventRestarted, Target: o.Target, Tenant: o.Tenant, PIDs: r.Kin, Others: r.Others})
 		}
-		buf = append(buf, b...)
+		for _, rec := range recs {
+			b, err := encodeRecord(rec)
+			if err != nil {
+				return fmt.Errorf("tuner journal %s: compacting: %w", j.path, err)
+			}
+			buf = append(buf, b...)
+		}
 	}
 	tmp := j.path + ".tmp"
 	f, err := openRegularFlag(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC|os.O_APPEND)

@@ -19,7 +19,7 @@ const (
 
 // journalEvents are the events a record may carry.
 var journalEvents = []string{
-	EventOriginal, EventRestored, EventRestoreFailed, EventProcesses,
+	EventOriginal, EventRestored, EventRestoreFailed, EventProcesses, EventRestarted,
 	string(OutcomePlanned), string(OutcomeGuarded), string(OutcomeRecommended), string(OutcomeApplied),
 	string(OutcomeRefused), string(OutcomeFailed), string(OutcomeRolledBack),
 }
@@ -35,11 +35,20 @@ func validRecord(r Record) error {
 	if r.Target.GPU == "" || len(r.Target.GPU) > maxJournalText || r.Target.Knob == "" || len(r.Target.Knob) > maxJournalText || len(r.Tenant) > maxJournalText {
 		return errors.New("target missing or too long")
 	}
-	if _, holds := holdOf(r.Target.Knob); len(r.PIDs) > 0 && !holds {
+	restarted := r.Event == EventRestarted
+	if restarted && (r.Target.Knob != gpu.KnobMPSActiveThreads || r.Target.PID == 0) {
+		return fmt.Errorf("restarted record of %s, not an MPS client", r.Target)
+	}
+	if _, holds := holdOf(r.Target.Knob); len(r.PIDs) > 0 && !holds && !restarted {
 		return fmt.Errorf("processes named for knob %q, whose settings stop no process", r.Target.Knob)
 	}
-	if len(r.PIDs) > maxJournalPIDs || slices.Contains(r.PIDs, 0) {
-		return fmt.Errorf("%d processes (at most %d, none 0)", len(r.PIDs), maxJournalPIDs)
+	if len(r.Others) > 0 && !restarted {
+		return errors.New("other processes named outside a restarted record")
+	}
+	for _, pids := range [][]uint32{r.PIDs, r.Others} {
+		if len(pids) > maxJournalPIDs || slices.Contains(pids, 0) {
+			return fmt.Errorf("%d processes (at most %d, none 0)", len(pids), maxJournalPIDs)
+		}
 	}
 	if r.Event == EventProcesses && len(r.PIDs) == 0 {
 		return errors.New("processes record without processes")

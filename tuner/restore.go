@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -38,8 +39,11 @@ func (t *Tuner) recoverLocked(ctx context.Context, now time.Time) ([]Decision, e
 		return nil, nil
 	}
 	t.recovered = true
-	return t.restoreLocked(ctx, now, "restored after an unclean exit (found in the journal at start)")
+	return t.restoreLocked(ctx, now, whyRecovered)
 }
+
+// whyRecovered is the reason of the restores at start.
+const whyRecovered = "restored after an unclean exit (found in the journal at start)"
 
 // Restore sets back every original the tuner (or an earlier run, per the
 // journal) changed, on the latest snapshot's GPUs (outside enforce mode,
@@ -76,7 +80,9 @@ func (t *Tuner) restoreLocked(ctx context.Context, now time.Time, why string) ([
 		level.Warn(t.o.Logger).Log("msg", "the tuner journal holds settings changed and not restored; the tuner acts only in enforce mode, so they stay as they are",
 			"originals", n)
 	}
+	keys = t.followAtRestore(keys, now)
 	sort.Strings(keys)
+	keys = slices.Compact(keys)
 	// A GPU lost (read down, or gone from the readings) comes last: its
 	// actuator may hang until the deadline, which the GPUs that answer
 	// would otherwise not be set back within.
@@ -123,11 +129,22 @@ func (t *Tuner) restoreOne(ctx context.Context, k string, now time.Time, why str
 	o := t.originals[k]
 	a := Action{Target: o.Target, Tenant: o.Tenant, PIDs: o.PIDs, Want: o.Value, Revert: true, Reason: why}
 	present, known := true, true
+	var left error // why the original is left for the next start
 	if o.Target.Knob == gpu.KnobMPSActiveThreads {
 		a.Restart = true
+		present, known = t.processPresent(o.Target)
+		// a restarted client whose successor is still looked for
+		// (followAtRestore did not find it)
+		if w, ok := t.awaitsSuccessor(k); ok {
+			if why == whyRecovered {
+				w.restore = why // set back on the successor once a round finds it
+				return nil, nil
+			}
+			left = fmt.Errorf("PID %d was restarted and the restart hook named no successor, which has not appeared yet: left for the next start, which looks for it until %s after the restart", o.Target.PID, successorWithin)
+		}
 		// a process the last sample missed, seen by this run within
 		// goneAfter, is taken as running
-		if present, known = t.processPresent(o.Target); !present && !t.seenLately(k, now) {
+		if left == nil && !present && !t.seenLately(k, now) {
 			t.dropGoneOriginal(k, now)
 			return nil, nil
 		}
@@ -137,6 +154,8 @@ func (t *Tuner) restoreOne(ctx context.Context, k string, now time.Time, why str
 	switch {
 	case o.Value == nil:
 		err = errors.New("the journal holds no value to restore")
+	case left != nil:
+		err = left
 	case !known:
 		err = fmt.Errorf("no snapshot says whether PID %d still runs (none yet, or its GPU read down or not listed), and a client restart by a PID from before could restart another process: left for the next start", o.Target.PID)
 	default:

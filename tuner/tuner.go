@@ -160,7 +160,10 @@ type Tuner struct {
 	targets   map[string]Setting  // last target decided, by Target.String
 	// procs are the process targets kept above, forgotten once their
 	// process is gone (forgetGone)
-	procs     map[string]procSeen
+	procs map[string]procSeen
+	// watches are the restarted MPS clients whose successor is looked
+	// for, by Target.String (successor.go)
+	watches   map[string]*successorWatch
 	evals     []evaluation
 	recovered bool
 	thawed    bool // the first round's thaw of journaled pauses is done
@@ -230,7 +233,7 @@ func New(o Options) (*Tuner, error) {
 	t := &Tuner{
 		o: o, fast: newFastTracker(o.FastWindow),
 		changes: map[string]Change{}, history: map[string][]Change{}, pending: map[string]Fraction{},
-		originals: map[string]Original{}, targets: map[string]Setting{},
+		originals: map[string]Original{}, targets: map[string]Setting{}, watches: map[string]*successorWatch{},
 		counts: newCounts(), hist: newRoundRing(HistoryPoints),
 	}
 	if o.Journal != nil {
@@ -238,6 +241,7 @@ func New(o Options) (*Tuner, error) {
 			t.originals[orig.Target.String()] = orig
 			t.trackProc(orig.Target, o.Clock.Now())
 		}
+		t.watchOriginals()
 	}
 	t.publish(time.Time{})
 	return t, nil
@@ -306,6 +310,12 @@ func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 	out = append(out, t.thawPauses(ctx, now, !t.thawed)...)
 	t.thawed = true
 	out = append(out, t.followPauses(ctx, now)...)
+	if d, err := t.findSuccessors(ctx, snap, now); err != nil || len(d) > 0 {
+		out = append(out, d...)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
 	t.forgetGone(snap, now)
 	t.syncPending(snap)
 	var fast map[string]FastSLO

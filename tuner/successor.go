@@ -1,0 +1,340 @@
+package tuner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/go-kit/log/level"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+)
+
+// An MPS cap reaches a client through a restart, and a restarted client
+// may go on under another PID. What the tuner keeps of the client (its
+// original, which the restore sets back, its change and the pending
+// judgement of a relaxed cap) goes on with the successor (follow). The
+// restart hook may name the successor (pid=N: gpu.MPSSuccessors); where
+// it names none, the tuner looks for it in the rounds after the restart,
+// by the tenants' attribution: the one process of the restarted tenant on
+// the client's GPU that was not there at the restart and came within
+// successorWithin of it, the client's own process gone and no other
+// process of the tenant there gone with it (a multi-process job restarted
+// as a whole leaves no telling which new process succeeds which). With
+// none within the bound, or several, the tuner keeps what it did before
+// (the client's original is closed once its process is gone, and the
+// successor keeps the cap it was started with) and says so once, naming
+// the candidates, so that the operator can have the hook print pid=N.
+// What the restart left on the GPU is journaled with the original before
+// the restart, so that a start after a crash goes on looking.
+
+// successorWithin is how long after an MPS client's restart a new process
+// of its tenant may appear and be taken for its successor. The simulator's
+// restart costs bound it: a restart without memory for a warm standby
+// drains the client (sim defaultDrainTimeout, 30 s, Kubernetes'
+// terminationGracePeriodSeconds) and starts the successor, which is on
+// the GPU's process list once its CUDA context is up (sim
+// defaultStartTime, 5 s, before its model loads); a switch-over to a
+// warmed standby takes far less (MPS restart_time, 100 us). 35 s, plus
+// one round of the tuner (DefaultInterval, 15 s) to see it, is within a
+// minute, which is also how long the tuner keeps a process missing from
+// the readings (goneAfter). A process that comes later is taken for a
+// new one, not the successor.
+const successorWithin = time.Minute
+
+// Restart is what was on an MPS client's GPU when the tuner restarted it
+// through an actuator whose restarts may go on under another PID: the
+// restarted tenant's processes there (Kin, the client's own included)
+// and the GPU's other processes. A process of the tenant in neither that
+// appears within successorWithin of At may be the client's successor.
+type Restart struct {
+	At          time.Time
+	Kin, Others []uint32
+}
+
+// successorWatch is a restarted MPS client whose successor is looked for.
+type successorWatch struct {
+	Restart
+	tg     Target
+	tenant string
+	// restore is, for a client whose original an earlier run left open,
+	// the reason it is set back on the successor once found ("": it is
+	// not, it stays the tuner's change).
+	restore string
+}
+
+// successors returns the MPS actuator when a's restart may go on under
+// another PID (it implements gpu.MPSSuccessors: the simulator's restart
+// keeps its PID).
+func (t *Tuner) successors(a Action) (gpu.MPSSuccessors, bool) {
+	if a.Knob != gpu.KnobMPSActiveThreads || !a.Restart || a.PID == 0 {
+		return nil, false
+	}
+	mps, _ := actuator[gpu.MPSActuator](t.o.Actuators)
+	s, ok := mps.(gpu.MPSSuccessors)
+	return s, ok
+}
+
+// restartOf is what the latest snapshot has on the GPU of the client a
+// restarts, at at.
+func (t *Tuner) restartOf(a Action, at time.Time) Restart {
+	r := Restart{At: at}
+	if t.last == nil {
+		return r
+	}
+	for _, u := range t.last.Usage {
+		if u.UUID != a.GPU {
+			continue
+		}
+		for _, pid := range u.PIDs {
+			if u.Tenant == a.Tenant {
+				r.Kin = append(r.Kin, pid)
+			} else {
+				r.Others = append(r.Others, pid)
+			}
+		}
+	}
+	if t.last.Readings != nil {
+		if d := t.last.Readings.DeviceByUUID(a.GPU); d != nil {
+			for _, p := range d.Processes {
+				r.Others = append(r.Others, p.PID)
+			}
+		}
+	}
+	if !slices.Contains(r.Kin, a.PID) {
+		r.Kin = append(r.Kin, a.PID)
+	}
+	slices.Sort(r.Kin)
+	r.Others = slices.DeleteFunc(slices.Compact(slices.Sorted(slices.Values(r.Others))), func(pid uint32) bool {
+		return slices.Contains(r.Kin, pid)
+	})
+	return r
+}
+
+// journalRestart journals, before an MPS client's restart that may go on
+// under another PID, what is on its GPU, with the client's original: a
+// crash during the restart or before the successor is found leaves the
+// next start what it needs to look for it. A restart that could not be
+// journaled is not made.
+func (t *Tuner) journalRestart(a Action, now time.Time) error {
+	if _, ok := t.successors(a); !ok || a.Tenant == "" || t.o.Journal == nil {
+		return nil
+	}
+	if _, held := t.originals[a.Target.String()]; !held {
+		return nil
+	}
+	r := t.restartOf(a, now)
+	if err := t.journal(Record{Time: now, Event: EventRestarted, Target: a.Target, Tenant: a.Tenant, PIDs: r.Kin, Others: r.Others}); err != nil {
+		return fmt.Errorf("not changed, the client's restart could not be journaled: %w", err)
+	}
+	return nil
+}
+
+// followSuccessor, after a's restart of an MPS client, follows the
+// successor the actuator names or, where it names none, starts looking
+// for it (findSuccessors).
+func (t *Tuner) followSuccessor(a Action, now time.Time) {
+	s, ok := t.successors(a)
+	if !ok {
+		return
+	}
+	if pid, ok := s.Successor(a.GPU, a.PID); ok {
+		if pid != a.PID {
+			t.follow(a.Target, pid, now)
+		}
+		return
+	}
+	if a.Tenant == "" {
+		return
+	}
+	// the bound counts from the hook's return: it may have run long
+	t.watches[a.Target.String()] = &successorWatch{Restart: t.restartOf(a, t.o.Clock.Now()), tg: a.Target, tenant: a.Tenant}
+}
+
+// follow moves what the tuner keeps of the MPS client old to its
+// successor, PID pid, whose context has the client's last fraction: the
+// change and its pending judgement (a relaxed cap is judged, and reverted
+// if it did harm, on the successor: on the old PID, forgotten once it is
+// gone, it would never be), and the original, journaled for the new PID
+// before the old one's is closed, so that the restore, at exit or after a
+// crash, sets the successor back. Where the journal cannot take it, the
+// original stays with the old PID (false).
+func (t *Tuner) follow(old Target, pid uint32, now time.Time) bool {
+	ko := old.String()
+	nt := old
+	nt.PID = pid
+	k := nt.String()
+	if c, held := t.changes[ko]; held {
+		t.changes[k] = c
+	}
+	for i := range t.evals {
+		if t.evals[i].a.Target == old {
+			t.evals[i].a.Target = nt
+		}
+	}
+	o, held := t.originals[ko]
+	if !held {
+		return true
+	}
+	if _, has := t.originals[k]; !has {
+		if err := t.journal(Record{Time: now, Event: EventOriginal, Target: nt, Tenant: o.Tenant, From: encodeValue(o.Value)}); err != nil {
+			level.Error(t.o.Logger).Log("msg", "tuner could not journal the original of an MPS client's successor; it stays with the old PID", "target", ko, "successor", pid, "err", err)
+			return false
+		}
+		t.originals[k] = Original{Target: nt, Tenant: o.Tenant, Value: o.Value, At: now}
+		t.trackProc(nt, now)
+		t.observeProc(nt, now)
+	}
+	t.closeOriginal(ko, now, fmt.Sprintf("the client goes on as PID %d, which holds this original now", pid))
+	return true
+}
+
+// watchOriginals starts looking for the successors of the MPS clients an
+// earlier run restarted and left open in the journal.
+func (t *Tuner) watchOriginals() {
+	for k, o := range t.originals {
+		if o.Restart == nil || o.Tenant == "" {
+			continue
+		}
+		t.watches[k] = &successorWatch{Restart: *o.Restart, tg: o.Target, tenant: o.Tenant}
+	}
+}
+
+// findSuccessors looks for the successor of each restarted MPS client in
+// snap, follows the one found (and sets back on it the original an
+// earlier run left open, in enforce mode), and gives up on those it
+// cannot tell.
+func (t *Tuner) findSuccessors(ctx context.Context, snap *tenant.Snapshot, now time.Time) ([]Decision, error) {
+	var out []Decision
+	var errs []error
+	for _, k := range slices.Sorted(maps.Keys(t.watches)) {
+		w := t.watches[k]
+		pid, found, waiting := t.successorOf(w, snap, now)
+		if waiting {
+			continue
+		}
+		delete(t.watches, k)
+		if !found || !t.follow(w.tg, pid, now) || w.restore == "" || !t.anyEnforce() {
+			continue
+		}
+		nt := w.tg
+		nt.PID = pid
+		if _, held := t.originals[nt.String()]; !held {
+			continue
+		}
+		d, err := t.restoreOne(ctx, nt.String(), now, w.restore, false)
+		if d != nil {
+			out = append(out, *d)
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// successorOf looks for w's successor in snap at now: found (its PID), or
+// waiting (the client's process still runs, or no new process of its
+// tenant yet, within successorWithin), or neither: given up, which is
+// logged where the successor may have been missed.
+func (t *Tuner) successorOf(w *successorWatch, snap *tenant.Snapshot, now time.Time) (pid uint32, found, waiting bool) {
+	late := now.Sub(w.At) > successorWithin
+	var up map[string]bool // nil: nothing read
+	var running map[pidKey]bool
+	var usage []tenant.Usage
+	if snap != nil && snap.Readings != nil {
+		up, running = runningProcs(snap)
+		usage = snap.Usage
+	}
+	var cands, kinGone []uint32
+	for _, u := range usage {
+		if u.UUID != w.tg.GPU || u.Tenant != w.tenant {
+			continue
+		}
+		for _, p := range u.PIDs {
+			if p != w.tg.PID && !slices.Contains(w.Kin, p) && !slices.Contains(w.Others, p) && !slices.Contains(cands, p) {
+				cands = append(cands, p)
+			}
+		}
+	}
+	slices.Sort(cands)
+	for _, p := range w.Kin {
+		if p != w.tg.PID && !running[pidKey{w.tg.GPU, p}] {
+			kinGone = append(kinGone, p)
+		}
+	}
+	var why string
+	switch {
+	case !up[w.tg.GPU]:
+		if !late {
+			return 0, false, true
+		}
+		why = "its GPU was not read within " + successorWithin.String() + " of the restart"
+	case running[pidKey{w.tg.GPU, w.tg.PID}]:
+		if !late {
+			return 0, false, true
+		}
+		if len(cands) == 0 {
+			return 0, false, false // the client went on under its own PID
+		}
+		why = "its process still runs"
+	case late:
+		why = "no single new process of its tenant appeared within " + successorWithin.String() + " of the restart"
+	case len(kinGone) > 0:
+		why = "other processes of its tenant on the GPU went too (" + pidsText(kinGone) + "): which new process succeeds which cannot be told"
+	case len(cands) > 1:
+		why = "several new processes of its tenant appeared"
+	case len(cands) == 1:
+		level.Info(t.o.Logger).Log("msg", "tuner found the successor of an MPS client it restarted: the only new process of its tenant on the GPU", "tenant", w.tenant, "gpu", w.tg.GPU, "pid", w.tg.PID, "successor", cands[0])
+		return cands[0], true, false
+	default:
+		return 0, false, true
+	}
+	level.Warn(t.o.Logger).Log("msg", "tuner cannot tell the successor of an MPS client it restarted, and the restart hook named none: the successor keeps the cap it was started with; a hook that prints pid=N as its last line of stdout names it",
+		"tenant", w.tenant, "gpu", w.tg.GPU, "pid", w.tg.PID, "candidates", pidsText(cands), "why", why)
+	return 0, false, false
+}
+
+// followAtRestore replaces, in the keys of the originals a restore sets
+// back, each restarted MPS client's whose process the latest snapshot has
+// no more by its successor's, where found (and followed). A client whose
+// successor is still looked for is left to restoreOne.
+func (t *Tuner) followAtRestore(keys []string, now time.Time) []string {
+	for i, k := range keys {
+		w := t.watches[k]
+		if w == nil {
+			continue
+		}
+		if present, known := t.processPresent(w.tg); present || !known {
+			continue
+		}
+		pid, found, waiting := t.successorOf(w, t.last, now)
+		if waiting {
+			continue
+		}
+		delete(t.watches, k)
+		if found && t.follow(w.tg, pid, now) {
+			nt := w.tg
+			nt.PID = pid
+			keys[i] = nt.String()
+		}
+	}
+	return keys
+}
+
+// awaitsSuccessor returns the watch of the original k, of a restarted MPS
+// client, where its restore waits for the successor: it is still looked
+// for, and the latest snapshot has the client's process no more or was
+// taken before the restart (it cannot tell).
+func (t *Tuner) awaitsSuccessor(k string) (*successorWatch, bool) {
+	w := t.watches[k]
+	if w == nil || t.last == nil {
+		return nil, false
+	}
+	present, known := t.processPresent(w.tg)
+	return w, known && (!present || !t.last.Time.After(w.At))
+}
