@@ -144,7 +144,8 @@ func atRoot(above []string) bool {
 }
 
 // isVMIDScope says whether seg is the scope Proxmox VE names by a VM's
-// number, "VMID.scope" (a VMID is 100 or more, no leading zero).
+// number, "VMID.scope": digits, no leading zero (Proxmox VE gives VMIDs from
+// 100; a smaller one is taken too).
 func isVMIDScope(seg string) bool {
 	id, ok := strings.CutSuffix(seg, ".scope")
 	if !ok || id == "" || id[0] == '0' {
