@@ -339,3 +339,41 @@ func TestStateKnobs(t *testing.T) {
 		}
 	}
 }
+
+// A knob the operator has switched off (State.Drives false) is not
+// available on any GPU, whatever its backends list: the policies turn to
+// another remedy as for a knob listed out. A setting of it whose original
+// the tuner keeps stays changeable, as for a knob listed out. A knob
+// Drives says nothing of is as the backends' lists say.
+func TestStateDisabledKnobs(t *testing.T) {
+	kept := Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}
+	s := &State{
+		Drives: map[gpu.Knob]bool{gpu.KnobLockedClocks: false, gpu.KnobPowerLimit: false, gpu.KnobPauseDuty: false, gpu.KnobComputeTimeSlice: true},
+		Knobs: map[string][]KnobAvailability{uuid0: {
+			{Knob: gpu.KnobLockedClocks, Driven: true, Available: true},
+			{Knob: gpu.KnobComputeTimeSlice, Driven: true, Available: true},
+			{Knob: gpu.KnobVGPUScheduler, Driven: true},
+		}},
+		Originals: map[string]Value{kept.String(): Watts(700)},
+	}
+	for _, c := range []struct {
+		uuid                  string
+		knob                  gpu.Knob
+		available, changeable bool
+	}{
+		{uuid0, gpu.KnobLockedClocks, false, false},   // disabled, listed
+		{"GPU-1", gpu.KnobLockedClocks, false, false}, // disabled, nothing known of the GPU
+		{uuid0, gpu.KnobPauseDuty, false, false},      // opt-in, not enabled
+		{uuid0, gpu.KnobPowerLimit, false, true},      // disabled, its original kept
+		{uuid0, gpu.KnobComputeTimeSlice, true, true}, // enabled, listed
+		{uuid0, gpu.KnobVGPUScheduler, false, false},  // listed out
+		{uuid0, gpu.KnobMPSActiveThreads, true, true}, // neither Drives nor the lists say
+	} {
+		if got := s.Available(c.uuid, c.knob); got != c.available {
+			t.Errorf("%s available on %s %v, want %v", c.knob, c.uuid, got, c.available)
+		}
+		if got := s.Changeable(Target{GPU: c.uuid, Knob: c.knob}); got != c.changeable {
+			t.Errorf("%s changeable on %s %v, want %v", c.knob, c.uuid, got, c.changeable)
+		}
+	}
+}

@@ -46,9 +46,11 @@ type State struct {
 	// policy's own trail, from which it measures the SLO error each
 	// setting had while it was in effect.
 	History map[string][]Change
-	// Drives are the knobs this host's actuators set and the operator has
-	// not disabled: a policy keeps to the others where a knob is missing
-	// (pause_duty needs a freezer).
+	// Drives are the knobs this host's actuators set, each true where the
+	// operator has not disabled it (--tuner.disable-knob, or an opt-in
+	// knob not enabled): a policy keeps to the others where a knob is
+	// missing (pause_duty needs a freezer), and a knob at false is not
+	// available on any GPU (Available).
 	Drives map[gpu.Knob]bool
 	// Knobs are, by GPU UUID, the knobs of the tuner (CountedKnobs, in
 	// order) with whether the host's backends can turn each one on that
@@ -64,12 +66,17 @@ type State struct {
 	Waits map[string]Wait
 }
 
-// Available says whether the host's backends can turn knob k on the GPU
-// uuid this round (Knobs): not where no backend drives it, nor where
-// every backend of its mechanisms lists its knobs there and none lists
-// it. Where the state holds no answer for the GPU or the knob, it is
-// available: not knowing is not "no".
+// Available says whether the tuner may turn knob k on the GPU uuid this
+// round: not where the operator has switched it off (Drives false; the
+// tuner drops every action on it), nor where the host's backends cannot
+// turn it there (Knobs): no backend drives it, or every backend of its
+// mechanisms lists its knobs there and none lists it. Where the state
+// holds no answer for the GPU or the knob, it is available: not knowing
+// is not "no".
 func (s *State) Available(uuid string, k gpu.Knob) bool {
+	if on, ok := s.Drives[k]; ok && !on {
+		return false
+	}
 	for _, a := range s.Knobs[uuid] {
 		if a.Knob == k {
 			return a.Available
@@ -79,11 +86,12 @@ func (s *State) Available(uuid string, k gpu.Knob) bool {
 }
 
 // Changeable says whether a change of t that is not a revert can be made
-// this round: its knob is available on its GPU (Available; the executor
-// refuses untried a change its backends' lists leave out, and a knob no
-// backend drives is not supported), or the tuner keeps t's original,
-// which the executor lets through whatever the lists say (what the tuner
-// changed, it sets back).
+// this round: its knob is available on its GPU (Available; the tuner
+// drops an action on a disabled knob, the executor refuses untried a
+// change its backends' lists leave out, and a knob no backend drives is
+// not supported), or the tuner keeps t's original, which the executor
+// lets through whatever the lists say (what the tuner changed, it sets
+// back; on a disabled knob the tuner drops that change too).
 func (s *State) Changeable(t Target) bool {
 	if _, kept := s.Originals[t.String()]; kept {
 		return true

@@ -75,7 +75,8 @@ type Options struct {
 	Rebalance RebalancePlanner
 	// Disabled knobs are never changed: the policy's actions on them are
 	// dropped before the guards (an operator who wants no clock or power
-	// control, or a comparison run without a knob).
+	// control, or a comparison run without a knob), and State.Available
+	// says no for them, so that a policy turns to another remedy.
 	Disabled []gpu.Knob
 	// Enabled are the knobs of OptInKnobs this tuner may change; the
 	// others of that list are disabled.

@@ -9,13 +9,16 @@ import (
 )
 
 // A rule whose knob the GPU does not have (State.Knobs: its backends list
-// it out) proposes no change of it, and the round goes on as if the rule
-// did not apply: a violation blamed on DVFS on a GPU whose clock cannot be
-// locked gets the cap or the pause alone, the energy saving turns to the
-// power limit, a time-sliced GPU whose level cannot be set is answered by
-// the pause. What the tuner set itself it gives back all the same (the
-// executor lets it through). A GPU the state says nothing of keeps every
-// knob.
+// it out) or the operator has switched off (State.Drives false: disabled,
+// or opt-in and not enabled) proposes no change of it, and the round goes
+// on as if the rule did not apply: a violation blamed on DVFS on a GPU
+// whose clock cannot be locked gets the cap or the pause alone, the
+// energy saving turns to the power limit, a time-sliced GPU whose level
+// cannot be set is answered by the pause. A knob switched off is missing
+// in the same way as one listed out: its change would be dropped by the
+// tuner, and the round would do nothing. What the tuner set itself it
+// gives back all the same (the executor lets it through). A GPU the state
+// says nothing of keeps every knob.
 func TestUnavailableKnobs(t *testing.T) {
 	violating := tuner.FastSLO{Over: time.Minute, Total: 100, Good: 97} // burn 3
 	fine := tuner.FastSLO{Over: time.Minute, Total: 100, Good: 100}
@@ -29,8 +32,8 @@ func TestUnavailableKnobs(t *testing.T) {
 	tests := []struct {
 		name   string
 		sc     scene
-		off    []gpu.Knob // listed out on the GPU
-		pause  bool       // the host drives pause_duty
+		off    []gpu.Knob // listed out on the GPU, or switched off
+		pause  bool       // pause_duty is enabled
 		sched  *gpu.VGPUScheduler
 		want   []string
 		reason string
@@ -61,20 +64,26 @@ func TestUnavailableKnobs(t *testing.T) {
 			[]gpu.Knob{gpu.KnobLockedClocks}, false, nil, []string{"GPU-0/locked_clocks=1584-1584MHz"}, "lost its slack"},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			s := tc.sc.state()
-			d := &s.Snapshot.Readings.Devices[0]
-			if d.SMClockMaxHz != nil && tc.sc.lock == nil {
-				d.SMClockHz = gpu.Float(345e6) // lowered between requests
-			}
-			d.Scheduler = tc.sched
-			s.Drives = map[gpu.Knob]bool{gpu.KnobPauseDuty: tc.pause}
-			var ks []tuner.KnobAvailability
-			for _, k := range tc.off {
-				ks = append(ks, tuner.KnobAvailability{Knob: k, Driven: true})
-			}
-			s.Knobs = map[string][]tuner.KnobAvailability{uuid0: ks}
-			checkActions(t, New().Decide(s), tc.want, tc.reason)
-		})
+		for _, how := range []string{"listed out", "switched off"} {
+			t.Run(tc.name+"/"+how, func(t *testing.T) {
+				s := tc.sc.state()
+				d := &s.Snapshot.Readings.Devices[0]
+				if d.SMClockMaxHz != nil && tc.sc.lock == nil {
+					d.SMClockHz = gpu.Float(345e6) // lowered between requests
+				}
+				d.Scheduler = tc.sched
+				s.Drives = map[gpu.Knob]bool{gpu.KnobPauseDuty: tc.pause}
+				var ks []tuner.KnobAvailability
+				for _, k := range tc.off {
+					if how == "switched off" {
+						s.Drives[k] = false
+					} else {
+						ks = append(ks, tuner.KnobAvailability{Knob: k, Driven: true})
+					}
+				}
+				s.Knobs = map[string][]tuner.KnobAvailability{uuid0: ks}
+				checkActions(t, New().Decide(s), tc.want, tc.reason)
+			})
+		}
 	}
 }

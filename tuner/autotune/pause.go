@@ -470,7 +470,8 @@ func (p *Autotune) chanceHeld(s *tuner.State, uuid string, ds domainSignals) boo
 }
 
 // canPause says whether the fast loop can pause a tenant on the GPU uuid:
-// the host drives pause_duty, and it is available on the GPU.
+// the host drives pause_duty (a state whose Drives has no entry for it
+// pauses nothing), and it is available on the GPU (enabled, and listed).
 func canPause(s *tuner.State, uuid string) bool {
 	return s.Drives[gpu.KnobPauseDuty] && s.Available(uuid, gpu.KnobPauseDuty)
 }
