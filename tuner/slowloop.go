@@ -2,6 +2,7 @@ package tuner
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
@@ -92,7 +93,7 @@ func (t *Tuner) rebalance(ctx context.Context, st *State, now time.Time) []Decis
 	}
 	m.lastRun = now
 	plan, ok := r.PlanRebalance(st, RebalanceInput{MissingSince: m.missing, LastPlan: m.lastPlan, Moved: m.moved, SqueezedSince: m.squeezed, Relayouts: m.relayouts})
-	if !ok {
+	if !ok || t.switchedOff(plan) {
 		return nil
 	}
 	m.lastPlan = now
@@ -135,4 +136,13 @@ func planAction(st *State, plan gpu.Plan) Action {
 	}
 	return Action{Target: Target{GPU: l.UUID, Knob: gpu.KnobMIGLayout}, GPUIndex: index(l.UUID),
 		Current: LayoutOf(cur), Want: LayoutOf(l.Profiles), Reason: plan.Reason, Plan: &plan}
+}
+
+// switchedOff says whether a plan changes a knob the operator switched off
+// (Options.Disabled): a move, placement; a relayout, mig_layout. The tuner
+// never changes such a knob, whichever planner asks (the built-in one
+// plans none: State.Available).
+func (t *Tuner) switchedOff(plan gpu.Plan) bool {
+	return len(plan.Moves) > 0 && slices.Contains(t.o.Disabled, gpu.KnobPlacement) ||
+		len(plan.MIG) > 0 && slices.Contains(t.o.Disabled, gpu.KnobMIGLayout)
 }

@@ -429,3 +429,92 @@ func TestTunerRebalanceRefused(t *testing.T) {
 		})
 	}
 }
+
+// The slow loop plans no move off a GPU whose placement knob the operator
+// switched off (--tuner.disable-knob) or its backends cannot turn, and no
+// relayout of a GPU whose MIG layout is off or not listed: the tuner drops
+// or refuses such a plan, and the planner must not offer it (a plan it
+// offers is applied as one action; a switched-off knob is one the tuner
+// never changes).
+func TestNoPlanOfAKnobOff(t *testing.T) {
+	now := t0.Add(time.Hour)
+	missing := tuner.RebalanceInput{MissingSince: map[string]time.Time{"chat": now.Add(-5 * time.Minute)}}
+	relayout := tuner.RebalanceInput{MissingSince: map[string]time.Time{"b": now.Add(-2 * time.Minute)}}
+	off := func(k gpu.Knob) map[gpu.Knob]bool { return map[gpu.Knob]bool{k: false} }
+	unlisted := func(uuid string, k gpu.Knob) map[string][]tuner.KnobAvailability {
+		return map[string][]tuner.KnobAvailability{uuid: {{Knob: k, Driven: true}}}
+	}
+	squeezed := func() *tuner.State {
+		st := rebalanceState(0.3, 0.2, 40*gib, 1)
+		st.Snapshot.Readings.Devices[0].Processes = []gpu.Process{mpsProc(10, gpu.Float(1)), mpsProc(20, gpu.Float(0.125)), mpsProc(21, gpu.Float(0.125)), mpsProc(30, gpu.Float(1))}
+		st.Snapshot.Tenants[1].RestartCost = 5 * time.Minute
+		return st
+	}
+	squeezedIn := tuner.RebalanceInput{SqueezedSince: map[string]time.Time{"train": now.Add(-5 * time.Minute)}}
+	tests := []struct {
+		name   string
+		st     func() *tuner.State
+		in     tuner.RebalanceInput
+		drives map[gpu.Knob]bool
+		knobs  map[string][]tuner.KnobAvailability
+		plan   bool
+	}{
+		{"a violator's move", func() *tuner.State { return rebalanceState(0.3, 0.2, 40*gib, 0.9) }, missing, nil, nil, true},
+		{"a violator's move, placement switched off", func() *tuner.State { return rebalanceState(0.3, 0.2, 40*gib, 0.9) }, missing, off(gpu.KnobPlacement), nil, false},
+		{"a violator's move, placement not listed there", func() *tuner.State { return rebalanceState(0.3, 0.2, 40*gib, 0.9) }, missing, nil, unlisted("GPU-a", gpu.KnobPlacement), false},
+		{"a violator's move, placement not listed elsewhere", func() *tuner.State { return rebalanceState(0.3, 0.2, 40*gib, 0.9) }, missing, nil, unlisted("GPU-b", gpu.KnobPlacement), true},
+		{"a squeezed tenant's move", squeezed, squeezedIn, nil, nil, true},
+		{"a squeezed tenant's move, placement switched off", squeezed, squeezedIn, off(gpu.KnobPlacement), nil, false},
+		{"a relayout", func() *tuner.State { return migState(0.09, 0.8, 6*gib, 1, 0.1) }, relayout, nil, nil, true},
+		{"a relayout, the MIG layout switched off", func() *tuner.State { return migState(0.09, 0.8, 6*gib, 1, 0.1) }, relayout, off(gpu.KnobMIGLayout), nil, false},
+		{"a relayout, the MIG layout not listed", func() *tuner.State { return migState(0.09, 0.8, 6*gib, 1, 0.1) }, relayout, nil, unlisted("GPU-m", gpu.KnobMIGLayout), false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st := tc.st()
+			st.Drives, st.Knobs = tc.drives, tc.knobs
+			p, ok := Default().PlanRebalance(st, tc.in)
+			if ok != tc.plan {
+				t.Fatalf("plan %+v (%v), want a plan: %v", p, ok, tc.plan)
+			}
+		})
+	}
+}
+
+// ignoresSwitches is a planner that plans as if no knob were switched off.
+type ignoresSwitches struct{ *Planner }
+
+func (p ignoresSwitches) PlanRebalance(s *tuner.State, in tuner.RebalanceInput) (gpu.Plan, bool) {
+	c := *s
+	c.Drives = nil
+	return p.Planner.PlanRebalance(&c, in)
+}
+
+// With placement switched off (--tuner.disable-knob=placement), the tuner
+// moves nobody, whether the planner leaves the knob alone (the built-in
+// one) or plans a move anyway: the tuner drops that plan, as it drops a
+// policy's actions on a switched-off knob.
+func TestTunerMovesNobodyWithPlacementOff(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		planner tuner.RebalancePlanner
+	}{{"built-in planner", Default()}, {"a planner ignoring the switch", ignoresSwitches{Default()}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := gpu.NewManualClock(t0)
+			pl := &recordingPlacement{}
+			tu, err := tuner.New(tuner.Options{Policy: noDecide{}, Clock: clock, Mode: tuner.ModeEnforce, Actuators: tuner.ActuatorsOf(pl), Rebalance: tc.planner,
+				Guards: tuner.DefaultGuards(nil, nil), Disabled: []gpu.Knob{gpu.KnobPlacement}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var plans []string
+			for i := range 20 {
+				plans = append(plans, placementRound(t, tu, clock, float64(600*(i+1)))...)
+				clock.Advance(time.Minute)
+			}
+			if len(plans) != 0 || len(pl.moves) != 0 {
+				t.Errorf("placement decisions %v, moves %v, want none", plans, pl.moves)
+			}
+		})
+	}
+}
