@@ -28,6 +28,7 @@ func (t *Tuner) Recover(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 	now := t.o.Clock.Now()
 	if snap != nil {
 		t.last = snap
+		t.noteRecent(snap, now)
 	}
 	d, err := t.recoverLocked(ctx, now)
 	t.publishLocked(now)
@@ -140,7 +141,7 @@ func (t *Tuner) restoreOne(ctx context.Context, k string, now time.Time, why str
 				w.restore = why // set back on the successor once a round finds it
 				return nil, nil
 			}
-			left = fmt.Errorf("PID %d was restarted and the restart hook named no successor, which has not appeared yet: left for the next start, which looks for it until %s after the restart", o.Target.PID, successorWithin)
+			left = fmt.Errorf("PID %d was restarted and the restart hook named no successor, which is told only once %s has passed since the restart: left for the next start, which goes on looking for it", o.Target.PID, successorWithin)
 		}
 		// a process the last sample missed, seen by this run within
 		// goneAfter, is taken as running

@@ -20,13 +20,23 @@ import (
 // judgement of a relaxed cap) goes on with the successor (follow). The
 // restart hook may name the successor (pid=N: gpu.MPSSuccessors); where
 // it names none, the tuner looks for it in the rounds after the restart,
-// by the tenants' attribution: the one process of the restarted tenant on
-// the client's GPU that was not there at the restart and came within
-// successorWithin of it, the client's own process gone and no other
-// process of the tenant there gone with it (a multi-process job restarted
-// as a whole leaves no telling which new process succeeds which). With
-// none within the bound, or several, the tuner keeps what it did before
-// (the client's original is closed once its process is gone, and the
+// by the tenants' attribution, and decides once successorWithin has
+// passed: the successor is the one process of the restarted tenant on
+// the client's GPU that was not there at the restart and appeared within
+// successorWithin of it, the client's own process gone and every other
+// process of the tenant there seen again since (a multi-process job
+// restarted as a whole leaves no telling which new process succeeds
+// which). "Not there at the restart" is not one sample's word: a sample
+// may miss a process (seenLately), so what was there is every process the
+// rounds saw on the GPU within goneAfter before the restart (noteRecent).
+// The decision waits out the bound: a new replica of the tenant scheduled
+// while the client drains may come before the successor, and the first
+// lone new process is not yet the only one. A new process counts as having
+// appeared even where it is gone again by the end: it may have been the
+// successor, failed and been replaced, or a replica that came and went,
+// and either way which one succeeds the client cannot be told. With none
+// within the bound, or several, the tuner keeps what it did before (the
+// client's original is closed once its process is gone, and the
 // successor keeps the cap it was started with) and says so once, naming
 // the candidates, so that the operator can have the hook print pid=N.
 // What the restart left on the GPU is journaled with the original before
@@ -43,20 +53,29 @@ import (
 // one round of the tuner (DefaultInterval, 15 s) to see it, is within a
 // minute, which is also how long the tuner keeps a process missing from
 // the readings (goneAfter). A process that comes later is taken for a
-// new one, not the successor.
+// new one, not the successor. The successor is told in the first round
+// past the bound.
 const successorWithin = time.Minute
+
+// clockSkew is how far after the tuner's clock a restart may be dated and
+// still be looked for: one dated later was journaled by a run whose clock
+// was ahead of this one's (the host's clock set back across a crash), and
+// its bound cannot be counted.
+const clockSkew = 5 * time.Second
 
 // Restart is what was on an MPS client's GPU when the tuner restarted it
 // through an actuator whose restarts may go on under another PID: the
 // restarted tenant's processes there (Kin, the client's own included)
-// and the GPU's other processes. A process of the tenant in neither that
-// appears within successorWithin of At may be the client's successor.
+// and the GPU's other processes, each seen there within goneAfter before
+// At. A process of the tenant in neither that appears within
+// successorWithin of At may be the client's successor.
 type Restart struct {
 	At          time.Time
 	Kin, Others []uint32
 }
 
-// successorWatch is a restarted MPS client whose successor is looked for.
+// successorWatch is a restarted MPS client whose successor is looked for,
+// and what the snapshots taken since the restart showed of its GPU.
 type successorWatch struct {
 	Restart
 	tg     Target
@@ -65,6 +84,14 @@ type successorWatch struct {
 	// the reason it is set back on the successor once found ("": it is
 	// not, it stays the tuner's change).
 	restore string
+	// read is whether a snapshot since the restart read the GPU, running
+	// whether the latest of them listed the client's own process; cands
+	// are the new processes of the tenant any of them listed within
+	// successorWithin of the restart, kinSeen the processes of Kin they
+	// listed.
+	read, running bool
+	cands         []uint32
+	kinSeen       map[uint32]bool
 }
 
 // successors returns the MPS actuator when a's restart may go on under
@@ -79,40 +106,63 @@ func (t *Tuner) successors(a Action) (gpu.MPSSuccessors, bool) {
 	return s, ok
 }
 
-// restartOf is what the latest snapshot has on the GPU of the client a
-// restarts, at at.
-func (t *Tuner) restartOf(a Action, at time.Time) Restart {
-	r := Restart{At: at}
-	if t.last == nil {
-		return r
-	}
-	for _, u := range t.last.Usage {
-		if u.UUID != a.GPU {
+// restartOf is what the rounds saw on the GPU of the client a restarts
+// within goneAfter before now, the round's time (a process one sample
+// missed was there all the same), as a restart at at.
+func (t *Tuner) restartOf(a Action, now, at time.Time) Restart {
+	r := Restart{At: at, Kin: []uint32{a.PID}}
+	for k, p := range t.onGPU {
+		if k.gpu != a.GPU || k.pid == a.PID || now.Sub(p.seen) >= goneAfter {
 			continue
 		}
-		for _, pid := range u.PIDs {
-			if u.Tenant == a.Tenant {
-				r.Kin = append(r.Kin, pid)
-			} else {
-				r.Others = append(r.Others, pid)
-			}
+		if p.tenant == a.Tenant {
+			r.Kin = append(r.Kin, k.pid)
+		} else {
+			r.Others = append(r.Others, k.pid)
 		}
-	}
-	if t.last.Readings != nil {
-		if d := t.last.Readings.DeviceByUUID(a.GPU); d != nil {
-			for _, p := range d.Processes {
-				r.Others = append(r.Others, p.PID)
-			}
-		}
-	}
-	if !slices.Contains(r.Kin, a.PID) {
-		r.Kin = append(r.Kin, a.PID)
 	}
 	slices.Sort(r.Kin)
-	r.Others = slices.DeleteFunc(slices.Compact(slices.Sorted(slices.Values(r.Others))), func(pid uint32) bool {
-		return slices.Contains(r.Kin, pid)
-	})
+	slices.Sort(r.Others)
 	return r
+}
+
+// recentProc is a process the rounds saw on a GPU: its tenant (the
+// latest the usage attributed it to, "" for none) and when last.
+type recentProc struct {
+	tenant string
+	seen   time.Time
+}
+
+// noteRecent notes the processes snap lists on the GPUs it reads
+// (readings and usage), at its time, and forgets those not listed for
+// goneAfter.
+func (t *Tuner) noteRecent(snap *tenant.Snapshot, now time.Time) {
+	if snap == nil || snap.Readings == nil {
+		return
+	}
+	at := snap.Time
+	if at.IsZero() {
+		at = now
+	}
+	if t.onGPU == nil {
+		t.onGPU = map[pidKey]recentProc{}
+	}
+	up, running := runningProcs(snap)
+	tenants := pidTenants(snap)
+	for k := range running {
+		if !up[k.gpu] {
+			continue
+		}
+		p := t.onGPU[k]
+		if tn := tenants[k]; tn != "" {
+			p.tenant = tn
+		}
+		if at.After(p.seen) {
+			p.seen = at
+		}
+		t.onGPU[k] = p
+	}
+	maps.DeleteFunc(t.onGPU, func(_ pidKey, p recentProc) bool { return at.Sub(p.seen) >= goneAfter })
 }
 
 // journalRestart journals, before an MPS client's restart that may go on
@@ -127,8 +177,10 @@ func (t *Tuner) journalRestart(a Action, now time.Time) error {
 	if _, held := t.originals[a.Target.String()]; !held {
 		return nil
 	}
-	r := t.restartOf(a, now)
-	if err := t.journal(Record{Time: now, Event: EventRestarted, Target: a.Target, Tenant: a.Tenant, PIDs: r.Kin, Others: r.Others}); err != nil {
+	// dated at the hook's start, which a next start counts the bound
+	// from (now is the round's: an earlier hook of it may have run long)
+	r := t.restartOf(a, now, t.o.Clock.Now())
+	if err := t.journal(Record{Time: r.At, Event: EventRestarted, Target: a.Target, Tenant: a.Tenant, PIDs: r.Kin, Others: r.Others}); err != nil {
 		return fmt.Errorf("not changed, the client's restart could not be journaled: %w", err)
 	}
 	return nil
@@ -152,7 +204,7 @@ func (t *Tuner) followSuccessor(a Action, now time.Time) {
 		return
 	}
 	// the bound counts from the hook's return: it may have run long
-	t.watches[a.Target.String()] = &successorWatch{Restart: t.restartOf(a, t.o.Clock.Now()), tg: a.Target, tenant: a.Tenant}
+	t.watches[a.Target.String()] = &successorWatch{Restart: t.restartOf(a, now, t.o.Clock.Now()), tg: a.Target, tenant: a.Tenant}
 }
 
 // follow moves what the tuner keeps of the MPS client old to its
@@ -218,6 +270,11 @@ func (t *Tuner) findSuccessors(ctx context.Context, snap *tenant.Snapshot, now t
 			continue
 		}
 		delete(t.watches, k)
+		if !found && !w.running {
+			// the relaxed cap it judged went with the process, and where
+			// its successor is cannot be told
+			t.evals = slices.DeleteFunc(t.evals, func(e evaluation) bool { return e.a.Target == w.tg })
+		}
 		if !found || !t.follow(w.tg, pid, now) || w.restore == "" || !t.anyEnforce() {
 			continue
 		}
@@ -237,65 +294,84 @@ func (t *Tuner) findSuccessors(ctx context.Context, snap *tenant.Snapshot, now t
 	return out, errors.Join(errs...)
 }
 
-// successorOf looks for w's successor in snap at now: found (its PID), or
-// waiting (the client's process still runs, or no new process of its
-// tenant yet, within successorWithin), or neither: given up, which is
-// logged where the successor may have been missed.
-func (t *Tuner) successorOf(w *successorWatch, snap *tenant.Snapshot, now time.Time) (pid uint32, found, waiting bool) {
-	late := now.Sub(w.At) > successorWithin
-	var up map[string]bool // nil: nothing read
-	var running map[pidKey]bool
-	var usage []tenant.Usage
-	if snap != nil && snap.Readings != nil {
-		up, running = runningProcs(snap)
-		usage = snap.Usage
+// observe takes into w what snap, taken after the restart, lists on its
+// GPU.
+func (w *successorWatch) observe(snap *tenant.Snapshot) {
+	if snap == nil || snap.Readings == nil || !snap.Time.After(w.At) {
+		return
 	}
-	var cands, kinGone []uint32
-	for _, u := range usage {
+	up, running := runningProcs(snap)
+	if !up[w.tg.GPU] {
+		return
+	}
+	w.read, w.running = true, running[pidKey{w.tg.GPU, w.tg.PID}]
+	for _, p := range w.Kin {
+		if p != w.tg.PID && running[pidKey{w.tg.GPU, p}] {
+			if w.kinSeen == nil {
+				w.kinSeen = map[uint32]bool{}
+			}
+			w.kinSeen[p] = true
+		}
+	}
+	if snap.Time.Sub(w.At) > successorWithin {
+		return // a process new now came too late to be the successor
+	}
+	for _, u := range snap.Usage {
 		if u.UUID != w.tg.GPU || u.Tenant != w.tenant {
 			continue
 		}
 		for _, p := range u.PIDs {
-			if p != w.tg.PID && !slices.Contains(w.Kin, p) && !slices.Contains(w.Others, p) && !slices.Contains(cands, p) {
-				cands = append(cands, p)
+			if p != w.tg.PID && !slices.Contains(w.Kin, p) && !slices.Contains(w.Others, p) && !slices.Contains(w.cands, p) {
+				w.cands = append(w.cands, p)
 			}
 		}
 	}
-	slices.Sort(cands)
+	slices.Sort(w.cands)
+}
+
+// successorOf takes snap into w and, once successorWithin has passed
+// since the restart, tells its successor: found (its PID), or not, which
+// is logged where the successor may have been missed. Until then it is
+// waiting. A restart dated after now (beyond clockSkew) is given up at
+// once, as one whose bound has passed with no successor told.
+func (t *Tuner) successorOf(w *successorWatch, snap *tenant.Snapshot, now time.Time) (pid uint32, found, waiting bool) {
+	var why string
+	if w.At.Sub(now) > clockSkew {
+		why = "the restart is dated " + w.At.Sub(now).Round(time.Second).String() + " after now (the clock was set back): its bound cannot be counted"
+	} else {
+		w.observe(snap)
+		if now.Sub(w.At) <= successorWithin {
+			return 0, false, true
+		}
+	}
+	var kinGone []uint32
 	for _, p := range w.Kin {
-		if p != w.tg.PID && !running[pidKey{w.tg.GPU, p}] {
+		if p != w.tg.PID && !w.kinSeen[p] {
 			kinGone = append(kinGone, p)
 		}
 	}
-	var why string
+	bound := successorWithin.String()
 	switch {
-	case !up[w.tg.GPU]:
-		if !late {
-			return 0, false, true
-		}
-		why = "its GPU was not read within " + successorWithin.String() + " of the restart"
-	case running[pidKey{w.tg.GPU, w.tg.PID}]:
-		if !late {
-			return 0, false, true
-		}
-		if len(cands) == 0 {
+	case why != "":
+	case !w.read:
+		why = "its GPU was not read within " + bound + " of the restart"
+	case w.running:
+		if len(w.cands) == 0 {
 			return 0, false, false // the client went on under its own PID
 		}
 		why = "its process still runs"
-	case late:
-		why = "no single new process of its tenant appeared within " + successorWithin.String() + " of the restart"
+	case len(w.cands) == 0:
+		why = "no new process of its tenant appeared within " + bound + " of the restart"
 	case len(kinGone) > 0:
-		why = "other processes of its tenant on the GPU went too (" + pidsText(kinGone) + "): which new process succeeds which cannot be told"
-	case len(cands) > 1:
-		why = "several new processes of its tenant appeared"
-	case len(cands) == 1:
-		level.Info(t.o.Logger).Log("msg", "tuner found the successor of an MPS client it restarted: the only new process of its tenant on the GPU", "tenant", w.tenant, "gpu", w.tg.GPU, "pid", w.tg.PID, "successor", cands[0])
-		return cands[0], true, false
+		why = "other processes of its tenant seen on the GPU within " + goneAfter.String() + " before the restart were not seen again (" + pidsText(kinGone) + "): gone with it, which new process succeeds which cannot be told"
+	case len(w.cands) > 1:
+		why = "several new processes of its tenant appeared within " + bound + " of the restart"
 	default:
-		return 0, false, true
+		level.Info(t.o.Logger).Log("msg", "tuner found the successor of an MPS client it restarted: the only new process of its tenant on the GPU within "+bound+" of the restart", "tenant", w.tenant, "gpu", w.tg.GPU, "pid", w.tg.PID, "successor", w.cands[0])
+		return w.cands[0], true, false
 	}
 	level.Warn(t.o.Logger).Log("msg", "tuner cannot tell the successor of an MPS client it restarted, and the restart hook named none: the successor keeps the cap it was started with; a hook that prints pid=N as its last line of stdout names it",
-		"tenant", w.tenant, "gpu", w.tg.GPU, "pid", w.tg.PID, "candidates", pidsText(cands), "why", why)
+		"tenant", w.tenant, "gpu", w.tg.GPU, "pid", w.tg.PID, "candidates", pidsText(w.cands), "why", why)
 	return 0, false, false
 }
 

@@ -164,7 +164,10 @@ type Tuner struct {
 	procs map[string]procSeen
 	// watches are the restarted MPS clients whose successor is looked
 	// for, by Target.String (successor.go)
-	watches   map[string]*successorWatch
+	watches map[string]*successorWatch
+	// onGPU are the processes the rounds saw on each GPU within
+	// goneAfter, what was there at an MPS client's restart (restartOf)
+	onGPU     map[pidKey]recentProc
 	evals     []evaluation
 	recovered bool
 	thawed    bool // the first round's thaw of journaled pauses is done
@@ -301,6 +304,7 @@ func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 	}
 	age := t.staleAge(t.last, snap, now)
 	t.last = snap
+	t.noteRecent(snap, now)
 	t.noteStale(age, snap)
 	if d, err := t.recoverLocked(ctx, now); err != nil || len(d) > 0 {
 		out = append(out, d...)
@@ -478,7 +482,8 @@ func (t *Tuner) syncMPS() map[string]Fraction {
 func (t *Tuner) dueReverts(st *State, now time.Time) []Action {
 	var out, keep = []Action{}, t.evals[:0]
 	for _, e := range t.evals {
-		if now.Before(e.due) {
+		// a restarted client's is judged on its successor, once told
+		if now.Before(e.due) || t.watches[e.a.Target.String()] != nil {
 			keep = append(keep, e)
 			continue
 		}
