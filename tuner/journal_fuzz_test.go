@@ -3,6 +3,7 @@ package tuner
 import (
 	"slices"
 	"testing"
+	"time"
 )
 
 // The journal's lines are read back after crashes, torn writes and
@@ -14,6 +15,7 @@ func FuzzParseRecord(f *testing.F) {
 		{Event: EventOriginal, Target: Target{GPU: "GPU-0", Knob: "pause_duty", PID: 7}, Tenant: "train", From: encodeValue(Duty(0)), PIDs: []uint32{7, 8}},
 		{Event: EventProcesses, Target: Target{GPU: "GPU-0", Knob: "pause_duty", PID: 7}, Tenant: "train", PIDs: []uint32{9}},
 		{Event: EventRestored, Target: Target{GPU: "GPU-0", Knob: "locked_clocks"}, From: encodeValue(ClockRange{MinMHz: 1980, MaxMHz: 1980})},
+		{Time: time.Date(2026, 1, 1, 0, 0, 40, 5, time.UTC), Event: EventRestarted, Target: Target{GPU: "GPU-0", Knob: "mps_active_threads", PID: 7}, Tenant: "embed", PIDs: []uint32{7, 12}, Others: []uint32{8}},
 	} {
 		b, err := encodeRecord(rec)
 		if err != nil {
@@ -40,7 +42,8 @@ func FuzzParseRecord(f *testing.F) {
 		if why != "" {
 			t.Fatalf("a valid record written back reads as %s: %q", why, b)
 		}
-		if again.Event != rec.Event || again.Target != rec.Target || again.Tenant != rec.Tenant || !slices.Equal(again.PIDs, rec.PIDs) {
+		if again.Event != rec.Event || again.Target != rec.Target || again.Tenant != rec.Tenant || !slices.Equal(again.PIDs, rec.PIDs) ||
+			!slices.Equal(again.Others, rec.Others) || !again.Time.Equal(rec.Time) {
 			t.Fatalf("read back %+v, want %+v", again, rec)
 		}
 	})
