@@ -598,16 +598,17 @@ func (p *Autotune) stepUpDue(s *tuner.State, d *gpu.Device, ds domainSignals) bo
 }
 
 // power lowers the power limit for energy on a GPU whose clock cannot be
-// set, while every SLO has deep slack and no batch work runs, and restores
-// it on a violation.
+// set, while every SLO has deep slack, measured (not an idle window), and
+// no batch work runs, and restores it on a violation: a revert, as the
+// clock's, which the guards let through and whose lower limit is held.
 func (p *Autotune) power(s *tuner.State, d *gpu.Device, ds domainSignals) []tuner.Action {
 	powT := tuner.Target{GPU: d.UUID, Knob: gpu.KnobPowerLimit}
 	orig, changed := s.Originals[powT.String()].(tuner.Watts)
 	switch {
 	case ds.anyViolating && changed && d.PowerLimitW != nil && tuner.Watts(*d.PowerLimitW) < orig:
-		return []tuner.Action{{Target: powT, GPUIndex: d.Index, Current: tuner.Watts(*d.PowerLimitW), Want: orig,
+		return []tuner.Action{{Target: powT, GPUIndex: d.Index, Current: tuner.Watts(*d.PowerLimitW), Want: orig, Revert: true, HoldLeft: true,
 			Reason: ds.worst.name + " violates its SLO: back to the original power limit"}}
-	case ds.allDeep && len(ds.others) == 0 && !changed && d.PowerLimitW != nil && *d.PowerLimitW > 0 && s.Changeable(powT) &&
+	case ds.allDeep && measured(ds.latency) && len(ds.others) == 0 && !changed && d.PowerLimitW != nil && *d.PowerLimitW > 0 && s.Changeable(powT) &&
 		quiet(s, d.UUID, gpu.KnobLockedClocks, p.P.SlackDwell) && quiet(s, d.UUID, gpu.KnobPowerLimit, p.P.SlackDwell):
 		w := tuner.Watts(math.Round(*d.PowerLimitW * p.P.PowerFraction))
 		return []tuner.Action{{Target: powT, GPUIndex: d.Index, Current: tuner.Watts(*d.PowerLimitW), Want: w, Relax: true,

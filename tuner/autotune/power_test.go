@@ -1,0 +1,52 @@
+package autotune
+
+import (
+	"testing"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner"
+)
+
+// On a GPU whose clock cannot be locked, the energy saving lowers the
+// power limit only on measured slack (requests in the fast window and the
+// SLO window), as the clock lock does: an idle window says nothing of
+// what the lower limit would cost. A violation under the lowered limit
+// gives it back as a revert, which the guards let through (the
+// hysteresis guard refuses a change reversing the last one within two
+// minutes, and the limit that costs the SLO would stay that long).
+func TestPowerLimitForEnergy(t *testing.T) {
+	fine := tuner.FastSLO{Over: time.Minute, Total: 100, Good: 100}
+	violating := tuner.FastSLO{Over: time.Minute, Total: 100, Good: 97}
+	powT := tuner.Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}
+	tests := []struct {
+		name    string
+		sc      scene
+		idle    bool // no request in the SLO window or the fast window
+		lowered bool // the tuner lowered the limit from 700 W
+		want    []string
+		revert  bool
+	}{
+		{"deep slack, measured: lowered", scene{mode: gpu.SharingMPS, fast: fine, p99: 0.3, power: 700}, false, false, []string{"GPU-0/power_limit=490W"}, false},
+		{"nothing measured yet: left", scene{mode: gpu.SharingMPS, fast: tuner.FastSLO{Over: time.Minute}, p99: 0.3, power: 700}, true, false, nil, false},
+		{"a violation under the lowered limit: given back as a revert", scene{mode: gpu.SharingMPS, fast: violating, p99: 2, power: 490}, false, true, []string{"GPU-0/power_limit=700W"}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := tc.sc.state()
+			s.Drives = map[gpu.Knob]bool{gpu.KnobLockedClocks: false}
+			if tc.idle {
+				s.Snapshot.SLOs[0].WindowRequests = 0
+			}
+			if tc.lowered {
+				s.Originals[powT.String()] = tuner.Watts(700)
+				s.Changes[powT.DomainKey()] = tuner.Change{At: s.Now.Add(-time.Minute), To: tuner.Watts(490)}
+			}
+			acts := New().Decide(s)
+			checkActions(t, acts, tc.want, "")
+			if len(acts) == 1 && acts[0].Revert != tc.revert {
+				t.Errorf("revert %v, want %v", acts[0].Revert, tc.revert)
+			}
+		})
+	}
+}
