@@ -98,11 +98,11 @@
         ],
       },
       {
-        // Metering (docs/tenants.md, "Metering"): per cluster and tenant,
+        // Metering (docs/metering.md): per cluster and tenant,
         // the rates of the apportioned counters; the energy rate is watts,
         // the GPU-seconds rates are GPUs, the memory rate is bytes held,
         // the cost rate the currency's base unit per second, by currency
-        // and component (docs/tenants.md, "Cost").
+        // and component (docs/metering.md, "Cost").
         name: 'vgpu-metering.rules',
         rules: [
           {

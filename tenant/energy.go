@@ -10,7 +10,7 @@ import (
 )
 
 // IdleEnergy says where the energy of a GPU that no tenant's activity
-// accounts for goes (docs/tenants.md, "Metering").
+// accounts for goes (docs/metering.md).
 type IdleEnergy string
 
 // Idle energy rules.
@@ -220,7 +220,7 @@ func activityShares(d *gpu.Device, usage []*Usage) []float64 {
 }
 
 // reservations are what each usage holds of the GPU, adding up to at
-// most 1 (docs/tenants.md, "Metering"):
+// most 1 (docs/metering.md):
 //   - on a MIG GPU its instance's part of the SMs, split equally among the
 //     tenants in the instance;
 //   - on a whole GPU, each usage with a Reservation (MPS active-thread

@@ -17,7 +17,7 @@ import (
 // base unit of Currency (USD: dollars, not cents). A nil price is not
 // charged: its cost series are not served. The tenants file's metering
 // section, when it has one, replaces the --metering.* flags' prices as a
-// whole (docs/tenants.md, "Cost").
+// whole (docs/metering.md, "Cost").
 type Prices struct {
 	// Currency is an ISO 4217 code (USD, EUR): the currency label.
 	Currency string `yaml:"currency"`
