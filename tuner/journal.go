@@ -154,9 +154,10 @@ func OpenJournal(path string) (*Journal, error) { return OpenJournalSize(path, D
 // run left is read record by record: a torn tail is cut off, a corrupt or
 // invalid record inside the file is dropped, and both are counted
 // (Stats). On a file system mounted read-only (a disk error remounts it
-// so) the journal is read and every write fails (Stats.WriteError) until
-// the file system is writable again; any other file that cannot be read or
-// written is an error.
+// so) the journal is read, locked all the same (one another process holds
+// is refused), and every write fails (Stats.WriteError) until the file
+// system is writable again; any other file that cannot be read or written
+// is an error.
 func OpenJournalSize(path string, maxBytes int64) (*Journal, error) {
 	if maxBytes <= 0 {
 		maxBytes = DefaultJournalMaxBytes
@@ -164,8 +165,8 @@ func OpenJournalSize(path string, maxBytes int64) (*Journal, error) {
 	f, err := openRegular(path)
 	var ro error
 	if errors.Is(err, syscall.EROFS) {
-		ro = err
-		if f, err = openRegularFlag(path, os.O_RDONLY); errors.Is(err, fs.ErrNotExist) {
+		ro = err // read, and locked as a writer's (see openReadOnly)
+		if f, err = openReadOnly(path); errors.Is(err, fs.ErrNotExist) {
 			f, err = nil, nil // nothing to read
 		}
 	}
@@ -241,15 +242,20 @@ func openRegular(path string) (*os.File, error) {
 // openRegularFlag opens path with flag without blocking, refuses
 // anything but a regular file and, opened for writing, locks it (flock,
 // exclusive): a journal has one writer, and a second one, which would
-// compact the file from under the first, is refused. A journal opened
-// read-only takes the lock when it is opened for writing.
+// compact the file from under the first, is refused. (A journal on a
+// read-only file system is locked too: openReadOnly.)
 func openRegularFlag(path string, flag int) (*os.File, error) {
+	return openRegularLock(path, flag, flag&(os.O_WRONLY|os.O_RDWR) != 0)
+}
+
+// openRegularLock is openRegularFlag, locking the file with lock.
+func openRegularLock(path string, flag int, lock bool) (*os.File, error) {
 	for range 3 { // a compaction may replace the file between the open and the lock
 		f, err := os.OpenFile(path, flag|syscall.O_NONBLOCK, 0o600)
 		if err != nil {
 			return nil, err
 		}
-		same, err := lockRegular(f, path, flag&(os.O_WRONLY|os.O_RDWR) != 0)
+		same, err := lockRegular(f, path, lock)
 		if err != nil {
 			f.Close()
 			return nil, err
@@ -573,23 +579,6 @@ func (j *Journal) mend(b []byte) (at int64, _ []byte, err error) {
 		}
 	}
 	return end, b, nil
-}
-
-// writable opens a journal opened read-only for writing (its torn tail is
-// cut off by mend); an error while its file system stays read-only.
-func (j *Journal) writable() error {
-	if j.ro == nil {
-		return nil
-	}
-	f, err := openRegular(j.path)
-	if err != nil {
-		return err
-	}
-	if j.f != nil {
-		j.f.Close()
-	}
-	j.f, j.ro, j.dirUnsynced = f, nil, true
-	return nil
 }
 
 // Compact rewrites the journal to its open originals.

@@ -3,6 +3,8 @@ package tuner
 import (
 	"cmp"
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/go-kit/log"
@@ -23,12 +25,17 @@ import (
 //
 // A journal that holds no pause is only read: no file is made, no lock
 // taken, nothing cut or compacted, and actuators is not called. One that
-// cannot be read, or opened for writing (another exporter's tuner holds
-// its lock), is logged at error level and thaws nothing; a thaw that
-// fails is logged, journaled and left open for the next start. The thaws
-// end by ctx's deadline. It returns the thaws' decisions and errors. A nil
-// logger logs nothing.
-func StartOff(ctx context.Context, path string, clock gpu.Clock, actuators func() Actuators, logger log.Logger) ([]Decision, error) {
+// cannot be read, or opened and locked (another exporter's tuner holds
+// its lock, on this mount or another), is logged at error level and thaws
+// nothing. Where the actuators drive no pause (actuators' error says why)
+// nothing is thawed either: one warning says so, and the originals stay
+// open. A thaw that fails is logged, journaled and left open for the next
+// start. A journal on a read-only file system is thawed from all the same
+// (a tenant left frozen is the worse harm), under its lock: its originals
+// cannot be closed there, and a warning says that the next start thaws
+// them again. The thaws end by ctx's deadline. It returns the thaws'
+// decisions and errors. A nil logger logs nothing.
+func StartOff(ctx context.Context, path string, clock gpu.Clock, actuators func() (Actuators, error), logger log.Logger) ([]Decision, error) {
 	if logger == nil {
 		logger = log.NewNopLogger()
 	}
@@ -38,25 +45,31 @@ func StartOff(ctx context.Context, path string, clock gpu.Clock, actuators func(
 		return nil, err
 	}
 	paused := pausedTenants(origs)
+	const held = "the tuner is off, and its journal holds settings an earlier run changed and did not restore"
 	switch {
 	case len(origs) == 0:
 		return nil, nil
 	case len(paused) == 0:
-		level.Warn(logger).Log("msg", "the tuner is off, and its journal holds settings an earlier run changed and did not restore: they stay as they are until a start with a GPU in enforce restores them",
+		level.Warn(logger).Log("msg", held+": they stay as they are until a start with a GPU in enforce restores them",
 			"journal", path, "originals", len(origs), "paused", 0)
 		return nil, nil
 	}
-	level.Warn(logger).Log("msg", "the tuner is off, and its journal holds settings an earlier run changed and did not restore: paused tenants are thawed now, the other settings stay as they are until a start with a GPU in enforce restores them",
-		"journal", path, "originals", len(origs), "paused", len(paused), "paused_tenants", strings.Join(paused, ","))
+	kv := []any{"journal", path, "originals", len(origs), "paused", len(paused), "paused_tenants", strings.Join(paused, ",")}
 	j, err := OpenJournal(path)
 	if err != nil {
-		level.Error(logger).Log("msg", "the tuner is off, and the paused tenants named in its journal are not thawed: the journal cannot be opened for writing (a tuner holding it thaws them itself); they stay paused until a start that opens it",
-			"journal", path, "paused_tenants", strings.Join(paused, ","), "err", err)
+		level.Error(logger).Log(append([]any{"msg", held + "; the paused tenants among them are not thawed: the journal cannot be opened and locked (a tuner holding it thaws them itself); they stay paused until a start that opens it", "err", err}, kv...)...)
 		return nil, err
 	}
 	defer j.Close()
 	logJournalOpen(logger, path, j)
-	t, err := New(Options{Policy: noDecisions{}, Actuators: actuators(), Journal: j, Clock: clock, Mode: ModeOff, Logger: logger})
+	acts, why := actuators()
+	if _, ok := actuator[gpu.PauseActuator](acts); !ok {
+		err := cmp.Or(why, errors.New("no actuator pauses on this host"))
+		level.Warn(logger).Log(append([]any{"msg", held + "; the paused tenants among them are not thawed: no pause actuator on this host; they stay paused until a start that has one thaws them, or a thaw by hand", "reason", err}, kv...)...)
+		return nil, fmt.Errorf("paused tenants not thawed: %w", err)
+	}
+	level.Warn(logger).Log(append([]any{"msg", held + ": thawing the paused tenants among them; the other settings stay as they are until a start with a GPU in enforce restores them"}, kv...)...)
+	t, err := New(Options{Policy: noDecisions{}, Actuators: acts, Journal: j, Clock: clock, Mode: ModeOff, Logger: logger})
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +77,20 @@ func StartOff(ctx context.Context, path string, clock gpu.Clock, actuators func(
 	if err != nil {
 		level.Error(logger).Log("msg", "the tuner is off, and the paused tenants named in its journal could not all be thawed; tried again at the next start", "journal", path, "err", err)
 	}
+	if werr := j.Stats().WriteError; werr != "" && thawedAny(d) {
+		level.Warn(logger).Log("msg", "the tuner is off, and the paused tenants thawed stay open in its journal, which cannot be written: the next start thaws them again", "journal", path, "err", werr)
+	}
 	return d, err
+}
+
+// thawedAny says whether a thaw among ds took.
+func thawedAny(ds []Decision) bool {
+	for _, d := range ds {
+		if d.Applied {
+			return true
+		}
+	}
+	return false
 }
 
 // pausedTenants are the tenants (their targets where unnamed) of the

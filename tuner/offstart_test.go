@@ -37,13 +37,15 @@ func TestStartOff(t *testing.T) {
 		err     string
 		log     string
 		asked   bool // for the actuators
+		noPause bool // the actuators drive no pause
 		touched bool // the journal file written
 	}{
 		{name: "a pause and a power limit", recs: []Record{power, pause}, calls: thaw, open: "[power_limit]", log: "paused_tenants=train", asked: true, touched: true},
 		{name: "a pause", recs: []Record{pause}, calls: thaw, open: "[]", log: "paused=1", asked: true, touched: true},
 		{name: "no pause", recs: []Record{power}, open: "[power_limit]", log: "paused=0"},
 		{name: "no journal", open: "[]"},
-		{name: "held by another tuner", recs: []Record{pause}, held: true, open: "[pause_duty]", err: "in use by another process", log: "cannot be opened for writing"},
+		{name: "held by another tuner", recs: []Record{pause}, held: true, open: "[pause_duty]", err: "in use by another process", log: "cannot be opened and locked"},
+		{name: "no pause actuator", recs: []Record{power, pause}, noPause: true, open: "[pause_duty power_limit]", err: "no freezer here", log: "not thawed: no pause actuator", asked: true},
 		{name: "the thaw fails", recs: []Record{power, pause}, fail: 1, calls: []string{"failed"}, open: "[pause_duty power_limit]", err: "thaw failed", log: "could not all be thawed", asked: true, touched: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -66,7 +68,13 @@ func TestStartOff(t *testing.T) {
 			var logs strings.Builder
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			_, err := StartOff(ctx, path, gpu.NewManualClock(t0.Add(time.Hour)), func() Actuators { asked = true; return ActuatorsOf(rec) }, log.NewLogfmtLogger(&logs))
+			_, err := StartOff(ctx, path, gpu.NewManualClock(t0.Add(time.Hour)), func() (Actuators, error) {
+				asked = true
+				if c.noPause {
+					return ActuatorsOf(), errors.New("no freezer here")
+				}
+				return ActuatorsOf(rec), nil
+			}, log.NewLogfmtLogger(&logs))
 			if c.err == "" && err != nil || c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
 				t.Errorf("error %v, want %q", err, c.err)
 			}

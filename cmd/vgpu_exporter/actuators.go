@@ -212,18 +212,21 @@ func pauser(cfg *config, logger log.Logger) (tuner.NamedActuator, error) {
 // thawActuators are the actuators a start with the tuner off thaws a
 // paused tenant through (tuner.StartOff): the GPU backend's own (the
 // simulator's pauses its tenants) and, off the simulator, the host's
-// freezer. No outside program is asked: none pauses.
-func thawActuators(cfg *config, src gpu.Source, logger log.Logger) []tuner.NamedActuator {
+// freezer; why says, where no freezer is there, why not (StartOff logs
+// it). No outside program is asked: none pauses.
+func thawActuators(cfg *config, src gpu.Source, logger log.Logger) (_ []tuner.NamedActuator, why error) {
 	out := ownActuator(cfg, src)
-	if cfg.Backend == backendSim || cfg.Actuators.PauseCgroupRoot == "" {
-		return out
+	switch {
+	case cfg.Backend == backendSim:
+		return out, nil
+	case cfg.Actuators.PauseCgroupRoot == "":
+		return out, errors.New("--pause.cgroup-root is empty: no cgroup freezer")
 	}
 	p, err := pauser(cfg, logger)
 	if err != nil {
-		level.Warn(logger).Log("msg", "the tuner is off and no pause actuator is on this host to thaw the paused tenants its journal holds", "actuator", "pause", "reason", err)
-		return out
+		return out, fmt.Errorf("--pause.cgroup-root=%s: %w", cfg.Actuators.PauseCgroupRoot, err)
 	}
-	return append(out, p)
+	return append(out, p), nil
 }
 
 // rebalancer is the rebalancing hook a.RebalanceHook names: the built-in

@@ -196,7 +196,7 @@ func TestThawWithTunerOffOnAHost(t *testing.T) {
 		log     string
 	}{
 		{"a cgroup v2 freezer", true, "0", 0, "tuner restored an original setting"},
-		{"no freezer", false, "1", 1, "no pause actuator is on this host"},
+		{"no freezer", false, "1", 1, "not thawed: no pause actuator on this host"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()

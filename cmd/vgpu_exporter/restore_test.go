@@ -160,7 +160,7 @@ func TestStartSaysWhatTheJournalHolds(t *testing.T) {
 		name, mode, journal string
 		want                []string
 	}{
-		{"off, two originals, one a pause", "off", power + pause, []string{"level=warn", "the tuner is off", "paused tenants are thawed now", "originals=2", "paused=1", "paused_tenants=train"}},
+		{"off, two originals, one a pause", "off", power + pause, []string{"level=warn", "the tuner is off", "thawing the paused tenants among them", "originals=2", "paused=1", "paused_tenants=train"}},
 		{"off, none", "off", "", nil},
 		{"recommend", "recommend", power + pause, []string{"level=warn", "paused tenants are thawed, the other settings stay as they are", "originals=2"}},
 		{"enforce", "enforce", power + pause, []string{"level=warn", "restoring them now", "originals=2"}},

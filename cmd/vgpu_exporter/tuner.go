@@ -185,9 +185,10 @@ func thawWithTunerOff(cfg *config, src gpu.Source, clock gpu.Clock, logger log.L
 	ctx, cancel := context.WithTimeout(context.Background(), tuner.RestoreTimeout)
 	defer cancel()
 	var backends []tuner.NamedActuator
-	_, _ = tuner.StartOff(ctx, cfg.Tuner.Journal, clock, func() tuner.Actuators {
-		backends = thawActuators(cfg, src, logger)
-		return tuner.ActuatorsOf(tuner.ImplsOf(backends)...)
+	_, _ = tuner.StartOff(ctx, cfg.Tuner.Journal, clock, func() (tuner.Actuators, error) {
+		var why error
+		backends, why = thawActuators(cfg, src, logger)
+		return tuner.ActuatorsOf(tuner.ImplsOf(backends)...), why
 	}, logger)
 	for _, c := range closersAtExit(backends) {
 		if err := c.Close(); err != nil {

@@ -478,7 +478,7 @@ func nextStart(t *testing.T, journal string, mode tuner.Mode) int {
 	if mode == tuner.ModeOff {
 		ctx, cancel := context.WithTimeout(context.Background(), tuner.RestoreTimeout)
 		defer cancel()
-		if _, err := tuner.StartOff(ctx, journal, gpu.RealClock{}, func() tuner.Actuators { return tuner.ActuatorsOf(detect(t, 0, 0)) }, nil); err != nil {
+		if _, err := tuner.StartOff(ctx, journal, gpu.RealClock{}, func() (tuner.Actuators, error) { return tuner.ActuatorsOf(detect(t, 0, 0)), nil }, nil); err != nil {
 			t.Fatal(err)
 		}
 		origs, err := tuner.ReadJournalOriginals(journal)

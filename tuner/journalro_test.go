@@ -1,0 +1,118 @@
+package tuner
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-kit/log"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// bindReadOnly mounts dir read-only at a directory of its own (the file
+// system of a journal mounted read-only, seen beside a writable mount of
+// it); skipped where it cannot (not root).
+func bindReadOnly(t *testing.T, dir string) string {
+	t.Helper()
+	ro := t.TempDir()
+	if os.Geteuid() != 0 || syscall.Mount(dir, ro, "", syscall.MS_BIND, "") != nil {
+		t.Skip("no bind mount (needs root)")
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(ro, syscall.MNT_DETACH) })
+	if err := syscall.Mount("", ro, "", syscall.MS_BIND|syscall.MS_REMOUNT|syscall.MS_RDONLY, ""); err != nil {
+		t.Fatal(err)
+	}
+	return ro
+}
+
+// A journal on a read-only file system is locked as a writable one is:
+// while another process's tuner holds it (through another mount of the
+// same file), a second open is refused, as on the writable mount; once
+// it is let go, the open succeeds, read-only, and holds the lock itself.
+func TestJournalReadOnlyIsLocked(t *testing.T) {
+	rw := t.TempDir()
+	if err := writeJournal(t, filepath.Join(rw, "journal"), originalRec("GPU-1", 600)).Close(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(bindReadOnly(t, rw), "journal")
+	holder, err := OpenJournal(filepath.Join(rw, "journal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j, err := OpenJournal(path); err == nil || !strings.Contains(err.Error(), "in use by another process") {
+		t.Errorf("a read-only open of a journal another tuner holds: %v, want refused as in use", err)
+		if j != nil {
+			j.Close()
+		}
+	}
+	holder.Close()
+	j, err := OpenJournal(path)
+	if err != nil {
+		t.Fatalf("a read-only open of a journal nobody holds: %v", err)
+	}
+	defer j.Close()
+	if st := j.Stats(); !strings.Contains(st.WriteError, "read-only") || len(j.Originals()) != 1 {
+		t.Errorf("write error %q, %d originals; want the read-only file system named and 1", st.WriteError, len(j.Originals()))
+	}
+	if other, err := OpenJournal(filepath.Join(rw, "journal")); err == nil {
+		other.Close()
+		t.Error("a writable open of a journal held read-only succeeded: a journal has one holder")
+	}
+}
+
+// A start with the tuner off on a journal it cannot write thaws the
+// paused tenants all the same (a tenant left frozen is the worse harm),
+// and warns that the originals stay open, for the next start to thaw
+// again; while another exporter's tuner holds the journal (through
+// another mount of the same file), it thaws nothing.
+func TestStartOffReadOnlyJournal(t *testing.T) {
+	pause := Record{Time: t0, Event: EventOriginal, Target: Target{GPU: uuid0, Knob: gpu.KnobPauseDuty, PID: 7},
+		Tenant: "train", From: encodeValue(Duty(0)), PIDs: []uint32{7, 8}}
+	for _, c := range []struct {
+		name  string
+		held  bool
+		calls []string
+		log   string
+	}{
+		{"nobody holds it", false, []string{"SetPauseDuty(GPU-0,train,[7 8],0)"}, "the next start thaws them again"},
+		{"another tuner holds it", true, nil, "cannot be opened and locked"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rw := t.TempDir()
+			if err := writeJournal(t, filepath.Join(rw, "journal"), pause).Close(); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(bindReadOnly(t, rw), "journal")
+			if c.held {
+				j, err := OpenJournal(filepath.Join(rw, "journal"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer j.Close()
+			}
+			rec := &pauseRecorder{}
+			var logs strings.Builder
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_, err := StartOff(ctx, path, gpu.NewManualClock(t0.Add(time.Hour)), func() (Actuators, error) { return ActuatorsOf(rec), nil }, log.NewLogfmtLogger(&logs))
+			if c.held != (err != nil) {
+				t.Errorf("error %v, want one: %v", err, c.held)
+			}
+			if !slices.Equal(rec.Calls, c.calls) {
+				t.Errorf("calls %q, want %q", rec.Calls, c.calls)
+			}
+			if !strings.Contains(logs.String(), c.log) {
+				t.Errorf("no %q in the log:\n%s", c.log, logs.String())
+			}
+			if origs, err := ReadJournalOriginals(path); err != nil || len(origs) != 1 {
+				t.Errorf("%d open originals (%v), want the pause's, open", len(origs), err)
+			}
+		})
+	}
+}
