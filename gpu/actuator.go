@@ -193,6 +193,19 @@ type PauseActuator interface {
 	SetPauseDuty(ctx context.Context, uuid, tenant string, pids []uint32, duty float64) error
 }
 
+// ProcessIdentifier is a PauseActuator that tells a process it pauses
+// from a later one of the same PID: a PID is taken again once its process
+// exits, and a reboot starts them over, so a PID kept for a thaw after a
+// crash may name another process by then (whose cgroup someone else may
+// have frozen).
+type ProcessIdentifier interface {
+	// ProcessStarts returns the host's boot ID (a UUID, new at every
+	// boot) and the start time of each of pids, in its order, in clock
+	// ticks after the boot (0 for one that does not run); an error where
+	// it cannot tell.
+	ProcessStarts(pids []uint32) (boot string, starts []uint64, err error)
+}
+
 // Plan is a rebalancing plan: tenant moves across GPUs and MIG layout
 // changes, applied together by a Rebalancer (on a real host, a hook command
 // that hands it to the orchestrator). Its JSON form is what a hook reads on

@@ -108,3 +108,15 @@ func StartTime(stat []byte) (string, bool) {
 	}
 	return s, true
 }
+
+// BootID returns the host's boot ID (/proc/sys/kernel/random/boot_id
+// under the root: a random UUID, new at every boot, the same in every
+// namespace): with a process's start time, which counts from the boot, it
+// names the process across reboots too.
+func (p ProcReader) BootID() (string, error) {
+	data, err := fileread.Regular(filepath.Join(p.root, "sys", "kernel", "random", "boot_id"), 64)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(data)), nil
+}

@@ -423,15 +423,17 @@ func (t *Tuner) keepOriginal(a Action, now time.Time) error {
 		return nil
 	}
 	var pids []uint32
+	var id Identity // the processes' (identity.go)
 	if h, ok := holdOf(a.Knob); ok {
 		pids = h.pids(a)
+		id = t.identityFor(Original{}, pids)
 	}
 	if t.o.Journal != nil {
-		if err := t.journal(Record{Time: now, Event: EventOriginal, Target: a.Target, Tenant: a.Tenant, From: encodeValue(a.Current), PIDs: pids}); err != nil {
+		if err := t.journal(Record{Time: now, Event: EventOriginal, Target: a.Target, Tenant: a.Tenant, From: encodeValue(a.Current), PIDs: pids, Identity: id}); err != nil {
 			return fmt.Errorf("not changed, the original could not be journaled: %w", err)
 		}
 	}
-	t.originals[k] = Original{Target: a.Target, Tenant: a.Tenant, Value: a.Current, At: now, PIDs: pids}
+	t.originals[k] = Original{Target: a.Target, Tenant: a.Tenant, Value: a.Current, At: now, PIDs: pids, Identity: id}
 	return nil
 }
 

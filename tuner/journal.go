@@ -49,6 +49,8 @@ type Record struct {
 	// GPU's other processes (Restart).
 	PIDs   []uint32 `json:"pids,omitempty"`
 	Others []uint32 `json:"others,omitempty"`
+	// Identity names the PIDs of a pause's original and processes records.
+	Identity
 }
 
 // Original is a setting the tuner changed and must set back.
@@ -60,6 +62,8 @@ type Original struct {
 	// PIDs are a paused tenant's processes as last paused (pause_duty),
 	// nil for every other knob.
 	PIDs []uint32
+	// Identity names PIDs, where journaled.
+	Identity
 	// Restart is an MPS client's last restart whose successor the
 	// restart hook may not have named, as journaled; nil when none.
 	Restart *Restart
@@ -414,10 +418,10 @@ func (j *Journal) apply(rec Record) {
 			return // the first original stays
 		}
 		v, _ := rec.From.decode() // validated
-		j.open[k] = Original{Target: rec.Target, Tenant: rec.Tenant, Value: v, At: rec.Time, PIDs: rec.PIDs}
+		j.open[k] = Original{Target: rec.Target, Tenant: rec.Tenant, Value: v, At: rec.Time, PIDs: rec.PIDs, Identity: rec.Identity}
 	case EventProcesses:
 		if o, ok := j.open[k]; ok {
-			o.PIDs = rec.PIDs
+			o.PIDs, o.Identity = rec.PIDs, rec.Identity
 			j.open[k] = o
 		}
 	case EventRestarted:
@@ -597,7 +601,7 @@ func (j *Journal) Compact() error {
 func (j *Journal) compactLocked() error {
 	var buf []byte
 	for _, o := range j.originalsLocked() {
-		recs := []Record{{Time: o.At, Event: EventOriginal, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), PIDs: o.PIDs}}
+		recs := []Record{{Time: o.At, Event: EventOriginal, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), PIDs: o.PIDs, Identity: o.Identity}}
 		if r := o.Restart; r != nil {
 			recs = append(recs, Record{Time: r.At, Event: EventRestarted, Target: o.Target, Tenant: o.Tenant, PIDs: r.Kin, Others: r.Others})
 		}

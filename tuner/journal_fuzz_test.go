@@ -2,6 +2,7 @@ package tuner
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -16,6 +17,10 @@ func FuzzParseRecord(f *testing.F) {
 		{Event: EventProcesses, Target: Target{GPU: "GPU-0", Knob: "pause_duty", PID: 7}, Tenant: "train", PIDs: []uint32{9}},
 		{Event: EventRestored, Target: Target{GPU: "GPU-0", Knob: "locked_clocks"}, From: encodeValue(ClockRange{MinMHz: 1980, MaxMHz: 1980})},
 		{Time: time.Date(2026, 1, 1, 0, 0, 40, 5, time.UTC), Event: EventRestarted, Target: Target{GPU: "GPU-0", Knob: "mps_active_threads", PID: 7}, Tenant: "embed", PIDs: []uint32{7, 12}, Others: []uint32{8}},
+		{Event: EventOriginal, Target: Target{GPU: "GPU-0", Knob: "pause_duty", PID: 7}, Tenant: "train", From: encodeValue(Duty(0)), PIDs: []uint32{7, 8},
+			Identity: Identity{Boot: testBoot, Starts: []uint64{4242, 0}}},
+		{Event: EventProcesses, Target: Target{GPU: "GPU-0", Knob: "pause_duty", PID: 7}, Tenant: "train", PIDs: []uint32{9},
+			Identity: Identity{Boot: testBoot, Starts: []uint64{maxJournalTicks}}},
 	} {
 		b, err := encodeRecord(rec)
 		if err != nil {
@@ -26,6 +31,12 @@ func FuzzParseRecord(f *testing.F) {
 	}
 	f.Add([]byte(`{"event":"original","target":{"gpu":"G","knob":"pause_duty"},"from":{"kind":"duty","num":0},"pids":[0]}` + "\n"))
 	f.Add([]byte("J1 zzzzzzzz 00000000 {}\n"))
+	pause := `{"event":"original","target":{"gpu":"G","knob":"pause_duty"},"from":{"kind":"duty","num":0},"pids":[7]`
+	for _, id := range []string{`"boot":"` + testBoot + `","starts":[1]`, `"boot":"` + strings.ToUpper(testBoot) + `","starts":[1]`,
+		`"boot":"x","starts":[1]`, `"starts":[1]`, `"boot":"` + testBoot + `","starts":[1,2]`, `"boot":"` + testBoot + `","starts":[-1]`,
+		`"boot":"` + testBoot + `","starts":[1e30]`, `"boot":"` + testBoot + `","starts":[281474976710657]`} {
+		f.Add([]byte(pause + "," + id + "}\n"))
+	}
 	f.Fuzz(func(t *testing.T, line []byte) {
 		rec, why := parseRecord(line)
 		if why != "" {
@@ -43,7 +54,8 @@ func FuzzParseRecord(f *testing.F) {
 			t.Fatalf("a valid record written back reads as %s: %q", why, b)
 		}
 		if again.Event != rec.Event || again.Target != rec.Target || again.Tenant != rec.Tenant || !slices.Equal(again.PIDs, rec.PIDs) ||
-			!slices.Equal(again.Others, rec.Others) || !again.Time.Equal(rec.Time) {
+			!slices.Equal(again.Others, rec.Others) || !again.Time.Equal(rec.Time) ||
+			again.Boot != rec.Boot || !slices.Equal(again.Starts, rec.Starts) {
 			t.Fatalf("read back %+v, want %+v", again, rec)
 		}
 	})

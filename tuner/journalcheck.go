@@ -50,6 +50,9 @@ func validRecord(r Record) error {
 			return fmt.Errorf("%d processes (at most %d, none 0)", len(pids), maxJournalPIDs)
 		}
 	}
+	if err := validIdentity(r); err != nil {
+		return err
+	}
 	if r.Event == EventProcesses && len(r.PIDs) == 0 {
 		return errors.New("processes record without processes")
 	}

@@ -54,6 +54,7 @@ func (t *Tuner) thawPauses(ctx context.Context, now time.Time, first bool) []Dec
 	for _, k := range keys {
 		o, why := t.originals[k], whys[k]
 		a := Action{Target: o.Target, Tenant: o.Tenant, PIDs: o.PIDs, Want: Duty(0), Revert: true, Reason: why}
+		a, why = t.samePaused(a, o, why) // (a PID another's by now passed over)
 		d := Decision{Time: now, GPU: o.Target.GPU, Tenant: o.Tenant, Knob: o.Target.Knob, To: Duty(0).String(), Reason: why}
 		if err := t.apply(ctx, a); err != nil {
 			d.Outcome, d.Reason = OutcomeFailed, joinReasons(why, "thaw failed: "+err.Error())
@@ -109,10 +110,11 @@ func (t *Tuner) widenHeld(a Action, now time.Time, always bool) error {
 		return nil
 	}
 	slices.Sort(wide)
-	if err := t.journal(Record{Time: now, Event: EventProcesses, Target: o.Target, Tenant: o.Tenant, PIDs: wide}); err != nil {
+	id := t.identityFor(o, wide)
+	if err := t.journal(Record{Time: now, Event: EventProcesses, Target: o.Target, Tenant: o.Tenant, PIDs: wide, Identity: id}); err != nil {
 		return fmt.Errorf("the processes to pause could not be journaled: %w", err)
 	}
-	o.PIDs = wide
+	o.PIDs, o.Identity = wide, id
 	t.originals[k] = o
 	return nil
 }
@@ -132,10 +134,11 @@ func (t *Tuner) noteHeld(a Action, now time.Time) {
 	if len(pids) == 0 || slices.Equal(o.PIDs, pids) {
 		return
 	}
-	if t.journal(Record{Time: now, Event: EventProcesses, Target: o.Target, Tenant: o.Tenant, PIDs: pids}) != nil {
+	id := t.identityFor(o, pids)
+	if t.journal(Record{Time: now, Event: EventProcesses, Target: o.Target, Tenant: o.Tenant, PIDs: pids, Identity: id}) != nil {
 		return
 	}
-	o.PIDs = slices.Clone(pids)
+	o.PIDs, o.Identity = slices.Clone(pids), id
 	t.originals[k] = o
 }
 

@@ -129,6 +129,9 @@ func (t *Tuner) restoreLocked(ctx context.Context, now time.Time, why string) ([
 func (t *Tuner) restoreOne(ctx context.Context, k string, now time.Time, why string, busy bool) (*Decision, error) {
 	o := t.originals[k]
 	a := Action{Target: o.Target, Tenant: o.Tenant, PIDs: o.PIDs, Want: o.Value, Revert: true, Reason: why}
+	if o.Target.Knob == gpu.KnobPauseDuty {
+		a, why = t.samePaused(a, o, why) // (a PID another's by now passed over)
+	}
 	present, known := true, true
 	var left error // why the original is left for the next start
 	if o.Target.Knob == gpu.KnobMPSActiveThreads {

@@ -14,6 +14,7 @@ import (
 	"github.com/go-kit/log"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/kube"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
 
@@ -138,18 +139,7 @@ func TestThawWithTunerOffReadOnlyJournal(t *testing.T) {
 				defer j.Close()
 			}
 			journal := filepath.Join(bindReadOnly(t, rw), "journal")
-			var logs strings.Builder
-			cfg := testConfig(t, "--backend=nvml", "--tuner.journal="+journal, "--pause.cgroup-root=/sys/fs/cgroup", "--proc.root=/proc")
-			thawWithTunerOff(cfg, nil, gpu.RealClock{}, log.NewLogfmtLogger(&logs))
-			if got := cgroupFrozen(t, cg); got != c.frozen {
-				t.Errorf("%s frozen after the start: %v, want %v; log:\n%s", cg, got, c.frozen, logs.String())
-			}
-			if !strings.Contains(logs.String(), c.log) {
-				t.Errorf("no %q in the log:\n%s", c.log, logs.String())
-			}
-			if origs, err := tuner.ReadJournalOriginals(journal); err != nil || len(origs) != 1 {
-				t.Errorf("%d open originals (%v), want the pause's", len(origs), err)
-			}
+			startOffOnHost(t, journal, cg, c.frozen, c.log, 1)
 		})
 	}
 }
@@ -175,5 +165,65 @@ func TestThawWithTunerOffNoFreezer(t *testing.T) {
 	}
 	if origs, err := tuner.ReadJournalOriginals(journal); err != nil || len(origs) != 1 {
 		t.Errorf("%d open originals (%v), want the pause's", len(origs), err)
+	}
+}
+
+// A start thaws a journaled pause only where the process that holds its
+// PID now is the one paused: journaled with this boot's ID and its start
+// time. A PID whose process started at another time (the PID taken again)
+// or on another boot names a process the tuner never paused, here in a
+// container someone else froze (`docker pause`): that cgroup is not
+// touched, and the pause's original is closed, its process gone. A pause
+// journaled without (by an earlier version) is thawed by PID, as before.
+func TestThawWithTunerOffPassesOverAnotherProcess(t *testing.T) {
+	const otherBoot = "7d2e9c41-8a5b-4f3e-a1c6-2b9d0e8f7a11"
+	procs := kube.NewProcReader("/proc")
+	boot, err := procs.BootID()
+	if err != nil {
+		t.Skip("no boot ID: ", err)
+	}
+	for _, c := range []struct {
+		name   string
+		id     func(start uint64) string
+		frozen bool
+		log    string
+	}{
+		{"another process of this boot", func(s uint64) string { return fmt.Sprintf(`,"boot":%q,"starts":[%d]`, boot, s+1) }, true, "process gone, not thawed"},
+		{"a process of another boot", func(s uint64) string { return fmt.Sprintf(`,"boot":%q,"starts":[%d]`, otherBoot, s) }, true, "paused before the host's last boot"},
+		{"the process paused", func(s uint64) string { return fmt.Sprintf(`,"boot":%q,"starts":[%d]`, boot, s) }, false, "tuner restored an original setting"},
+		{"journaled without (an earlier version)", func(uint64) string { return "" }, false, "tuner restored an original setting"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			pid, cg := frozenContainer(t)
+			s, err := procs.StartTime(uint32(pid))
+			if err != nil {
+				t.Fatal(err)
+			}
+			start, _ := strconv.ParseUint(s, 10, 64)
+			journal := filepath.Join(t.TempDir(), "journal")
+			if err := os.WriteFile(journal, []byte(pauseJournal(pid, c.id(start))), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			startOffOnHost(t, journal, cg, c.frozen, c.log, 0)
+		})
+	}
+}
+
+// startOffOnHost starts with the tuner off on journal, with this host's
+// freezer and /proc, and checks that the cgroup cg is frozen or not after
+// it, that the log says want, and that open originals stay open.
+func startOffOnHost(t *testing.T, journal, cg string, frozen bool, want string, open int) {
+	t.Helper()
+	var logs strings.Builder
+	cfg := testConfig(t, "--backend=nvml", "--tuner.journal="+journal, "--pause.cgroup-root=/sys/fs/cgroup", "--proc.root=/proc")
+	thawWithTunerOff(cfg, nil, gpu.RealClock{}, log.NewLogfmtLogger(&logs))
+	if got := cgroupFrozen(t, cg); got != frozen {
+		t.Errorf("%s frozen after the start: %v, want %v; log:\n%s", cg, got, frozen, logs.String())
+	}
+	if !strings.Contains(logs.String(), want) {
+		t.Errorf("no %q in the log:\n%s", want, logs.String())
+	}
+	if origs, err := tuner.ReadJournalOriginals(journal); err != nil || len(origs) != open {
+		t.Errorf("%d open originals (%v), want %d", len(origs), err, open)
 	}
 }

@@ -1,0 +1,40 @@
+package pause
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"strconv"
+	"syscall"
+
+	"github.com/vgpu-exporter/vgpu_exporter/kube"
+)
+
+// ProcessStarts implements gpu.ProcessIdentifier from the procfs root: the
+// host's boot ID and each process's start time (field 22 of
+// /proc/PID/stat), 0 for one that no longer runs. A PID, once its process
+// exits, is another's (and after a reboot, anyone's): the tuner journals
+// what this returns beside the PIDs it pauses, so that a thaw after a
+// crash passes over a PID that names another process by then, and the
+// group (cgroup or process group) found from it is never touched.
+func (p *Pauser) ProcessStarts(pids []uint32) (string, []uint64, error) {
+	r := kube.NewProcReader(p.o.ProcRoot)
+	boot, err := r.BootID()
+	if err != nil {
+		return "", nil, fmt.Errorf("pause: boot ID: %w", err)
+	}
+	starts := make([]uint64, len(pids))
+	for i, pid := range pids {
+		s, err := r.StartTime(pid)
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+			continue // not running: 0
+		}
+		if err == nil {
+			starts[i], err = strconv.ParseUint(s, 10, 64)
+		}
+		if err != nil {
+			return "", nil, fmt.Errorf("pause: start time of PID %d: %w", pid, err)
+		}
+	}
+	return boot, starts, nil
+}
