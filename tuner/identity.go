@@ -99,7 +99,9 @@ func (t *Tuner) identify(pids []uint32) Identity {
 		err = fmt.Errorf("boot ID %q and %d start times for %d processes", boot, len(starts), len(pids))
 	}
 	if err != nil {
-		level.Warn(t.o.Logger).Log("msg", "tuner cannot tell the processes it pauses from later ones of the same PIDs: a thaw after a crash lets go whatever holds those PIDs then", "pids", pidsText(pids), "err", err)
+		if held, ok := t.unidentified.NoteAt(t.o.Clock.Now()); ok {
+			level.Warn(t.o.Logger).Log("msg", "tuner cannot tell the processes it pauses from later ones of the same PIDs: a thaw after a crash lets go whatever holds those PIDs then (logged once an hour)", "pids", pidsText(pids), "err", err, "not_logged", held)
+		}
 		return Identity{}
 	}
 	return Identity{Boot: boot, Starts: starts}

@@ -1,6 +1,7 @@
 package tuner
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"slices"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-kit/log"
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 )
 
@@ -197,5 +199,31 @@ func TestJournalKeepsIdentity(t *testing.T) {
 	origs := reopen(t, j, path).Originals()
 	if len(origs) != 1 || !slices.Equal(origs[0].PIDs, []uint32{7, 9}) || origs[0].Boot != testBoot || !slices.Equal(origs[0].Starts, []uint64{100, 300}) {
 		t.Errorf("originals after a compaction %+v, want PIDs [7 9] started at [100 300] on %s", origs, testBoot)
+	}
+}
+
+// Where the pause actuator cannot tell processes apart now (the boot ID
+// unreadable), the warning is logged once an hour on the tuner's clock,
+// not at every pause and every follow, saying how many were not logged.
+func TestUnidentifiedWarnedOnceAnHour(t *testing.T) {
+	var buf bytes.Buffer
+	clock := gpu.NewManualClock(t0)
+	tu, err := New(Options{Policy: fixed{}, Actuators: ActuatorsOf(&idPause{err: errors.New("boot ID unreadable")}), Clock: clock, Mode: ModeEnforce,
+		Logger: log.NewLogfmtLogger(log.NewSyncWriter(&buf))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 30 { // a pause and a follow a minute for half an hour
+		tu.identify([]uint32{7})
+		tu.identify([]uint32{8})
+		clock.Advance(time.Minute)
+	}
+	if n := strings.Count(buf.String(), "cannot tell the processes it pauses"); n != 1 {
+		t.Fatalf("%d warnings in 30 minutes, want 1:\n%s", n, buf.String())
+	}
+	clock.Advance(31 * time.Minute)
+	tu.identify([]uint32{7})
+	if n := strings.Count(buf.String(), "cannot tell the processes it pauses"); n != 2 || !strings.Contains(buf.String(), "not_logged=59") {
+		t.Fatalf("%d warnings after an hour, want 2, the second saying 59 not logged:\n%s", n, buf.String())
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/go-kit/log/level"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/ratelog"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
@@ -196,6 +197,9 @@ type Tuner struct {
 	// last refusal logged per target (see logRefusal).
 	stopped, staleHeld bool
 	refused            map[string]string
+	// unidentified bounds the warning that the pause actuator cannot tell
+	// processes apart now (identify): one line an hour on the tuner's clock.
+	unidentified *ratelog.Log
 	// burns, rounds and hist are the latest round as the status tells it
 	// (see round.go, history.go).
 	burns  []TenantBurn
@@ -238,7 +242,7 @@ func New(o Options) (*Tuner, error) {
 		o: o, fast: newFastTracker(o.FastWindow),
 		changes: map[string]Change{}, history: map[string][]Change{}, pending: map[string]Fraction{},
 		originals: map[string]Original{}, targets: map[string]Setting{}, watches: map[string]*successorWatch{},
-		counts: newCounts(), hist: newRoundRing(HistoryPoints),
+		counts: newCounts(), hist: newRoundRing(HistoryPoints), unidentified: ratelog.New(time.Hour, 1),
 	}
 	if o.Journal != nil {
 		for _, orig := range o.Journal.Originals() {
