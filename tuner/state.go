@@ -85,6 +85,24 @@ func (s *State) Available(uuid string, k gpu.Knob) bool {
 	return true
 }
 
+// Plannable says whether the slow loop may plan a change of knob k on
+// the GPU uuid: not where the operator switched it off (Drives false), nor
+// where a backend drives it but does not list it for the GPU (the
+// executor would refuse it untried). One no backend drives is planned all
+// the same: with no rebalancing hook a plan is a recommendation, in
+// enforce too, and that is what the operator asked the slow loop for.
+func (s *State) Plannable(uuid string, k gpu.Knob) bool {
+	if on, ok := s.Drives[k]; ok && !on {
+		return false
+	}
+	for _, a := range s.Knobs[uuid] {
+		if a.Knob == k {
+			return !a.Driven || a.Available
+		}
+	}
+	return true
+}
+
 // Changeable says whether a change of t that is not a revert can be made
 // this round: its knob is available on its GPU (Available; the tuner
 // drops an action on a disabled knob, the executor refuses untried a

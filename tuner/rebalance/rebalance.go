@@ -160,8 +160,8 @@ func (r *Planner) PlanRebalance(s *tuner.State, in tuner.RebalanceInput) (gpu.Pl
 	// The violators, longest-missing first.
 	for _, v := range dwelled(s.Now, r.Dwell, order, byGPU, missing, in.MissingSince) {
 		from := v.u.UUID
-		if !s.Available(from, gpu.KnobPlacement) {
-			continue // switched off, or no backend moves a tenant off it
+		if !s.Plannable(from, gpu.KnobPlacement) {
+			continue // switched off, or its backend does not list it there
 		}
 		f := s.Fast[v.u.Tenant]
 		att, _ := f.Attainment()

@@ -462,6 +462,10 @@ func TestNoPlanOfAKnobOff(t *testing.T) {
 		{"a violator's move", func() *tuner.State { return rebalanceState(0.3, 0.2, 40*gib, 0.9) }, missing, nil, nil, true},
 		{"a violator's move, placement switched off", func() *tuner.State { return rebalanceState(0.3, 0.2, 40*gib, 0.9) }, missing, off(gpu.KnobPlacement), nil, false},
 		{"a violator's move, placement not listed there", func() *tuner.State { return rebalanceState(0.3, 0.2, 40*gib, 0.9) }, missing, nil, unlisted("GPU-a", gpu.KnobPlacement), false},
+		{"a violator's move, placement driven by nothing (no hook): planned, a recommendation", func() *tuner.State { return rebalanceState(0.3, 0.2, 40*gib, 0.9) }, missing, nil,
+			map[string][]tuner.KnobAvailability{"GPU-a": {{Knob: gpu.KnobPlacement}}}, true},
+		{"a relayout, the MIG layout driven by nothing (no hook): planned", func() *tuner.State { return migState(0.09, 0.8, 6*gib, 1, 0.1) }, relayout, nil,
+			map[string][]tuner.KnobAvailability{"GPU-m": {{Knob: gpu.KnobMIGLayout}}}, true},
 		{"a violator's move, placement not listed elsewhere", func() *tuner.State { return rebalanceState(0.3, 0.2, 40*gib, 0.9) }, missing, nil, unlisted("GPU-b", gpu.KnobPlacement), true},
 		{"a squeezed tenant's move", squeezed, squeezedIn, nil, nil, true},
 		{"a squeezed tenant's move, placement switched off", squeezed, squeezedIn, off(gpu.KnobPlacement), nil, false},
@@ -514,6 +518,31 @@ func TestTunerMovesNobodyWithPlacementOff(t *testing.T) {
 			}
 			if len(plans) != 0 || len(pl.moves) != 0 {
 				t.Errorf("placement decisions %v, moves %v, want none", plans, pl.moves)
+			}
+		})
+	}
+}
+
+// On a host without a rebalancing hook (placement driven by nothing), the
+// slow loop's plans are recommended all the same, in enforce too: what
+// the operator is told would help, and no change is made.
+func TestTunerRecommendsPlansWithoutAHook(t *testing.T) {
+	for _, mode := range []tuner.Mode{tuner.ModeEnforce, tuner.ModeRecommend} {
+		t.Run(string(mode), func(t *testing.T) {
+			clock := gpu.NewManualClock(t0)
+			tu, err := tuner.New(tuner.Options{Policy: noDecide{}, Clock: clock, Mode: mode, Actuators: tuner.ActuatorsOf(), Rebalance: Default(),
+				Guards: tuner.DefaultGuards(nil, nil)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var plans []string
+			for i := range 20 {
+				plans = append(plans, placementRound(t, tu, clock, float64(600*(i+1)))...)
+				clock.Advance(time.Minute)
+			}
+			want := fmt.Sprintf("[4m0s train %s 14m0s train %s]", tuner.OutcomeRecommended, tuner.OutcomeRecommended)
+			if fmt.Sprint(plans) != want {
+				t.Errorf("plans %v, want %s", plans, want)
 			}
 		})
 	}

@@ -41,7 +41,7 @@ func (r *Planner) planRelayout(s *tuner.State, in tuner.RebalanceInput, missing 
 		if !d.Up || d.Mode != gpu.SharingMIG || len(d.MIG) < 2 {
 			continue
 		}
-		if r.held(in.Relayouts, d.UUID, s.Now) || !s.Available(d.UUID, gpu.KnobMIGLayout) {
+		if r.held(in.Relayouts, d.UUID, s.Now) || !s.Plannable(d.UUID, gpu.KnobMIGLayout) {
 			continue
 		}
 		insts := make([]migInstance, len(d.MIG))

@@ -78,7 +78,7 @@ func pausedOn(s *tuner.State, uuid, tenant string) float64 {
 func (r *Planner) planSqueezed(s *tuner.State, in tuner.RebalanceInput, rooms map[string]*gpuRoom, order []string, byGPU map[string][]tenant.Usage, info map[string]tenant.Info) (gpu.Plan, bool) {
 	squeezed := r.Squeezed(s)
 	for _, c := range dwelled(s.Now, r.Dwell, order, byGPU, squeezed, in.SqueezedSince) {
-		if r.held(in.Moved, c.u.Tenant, s.Now) || !s.Available(c.u.UUID, gpu.KnobPlacement) {
+		if r.held(in.Moved, c.u.Tenant, s.Now) || !s.Plannable(c.u.UUID, gpu.KnobPlacement) {
 			continue
 		}
 		hi, capped := shareMax(info, c.u.Tenant), squeezed[c.u.Tenant]
