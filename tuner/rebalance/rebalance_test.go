@@ -100,6 +100,19 @@ func (r *recordingPlacement) MoveProcess(_ context.Context, pid uint32, to strin
 	return r.err
 }
 
+// placementRounds runs placementRound every minute for 20 minutes, chat's
+// counters growing by 600 requests a minute, and returns the placement
+// decisions of them all.
+func placementRounds(t *testing.T, tu *tuner.Tuner, clock *gpu.ManualClock) []string {
+	t.Helper()
+	var plans []string
+	for i := range 20 {
+		plans = append(plans, placementRound(t, tu, clock, float64(600*(i+1)))...)
+		clock.Advance(time.Minute)
+	}
+	return plans
+}
+
 // placementRound runs one round of tu on rebalanceState at the clock's
 // time, the chat tenant's counters at n requests, 90% of them good, and
 // returns the round's placement decisions as "<time since t0> <tenant>
@@ -135,11 +148,7 @@ func TestTunerRebalances(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var plans []string
-			for i := range 20 { // 20 minutes
-				plans = append(plans, placementRound(t, tu, clock, float64(600*(i+1)))...)
-				clock.Advance(time.Minute)
-			}
+			plans := placementRounds(t, tu, clock)
 			// Enforced, the training job is held after its move, so the
 			// next plan moves the other neighbour.
 			want := fmt.Sprintf("[4m0s train %s 14m0s embed %s]", tuner.OutcomeApplied, tuner.OutcomeApplied)
@@ -511,11 +520,7 @@ func TestTunerMovesNobodyWithPlacementOff(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var plans []string
-			for i := range 20 {
-				plans = append(plans, placementRound(t, tu, clock, float64(600*(i+1)))...)
-				clock.Advance(time.Minute)
-			}
+			plans := placementRounds(t, tu, clock)
 			if len(plans) != 0 || len(pl.moves) != 0 {
 				t.Errorf("placement decisions %v, moves %v, want none", plans, pl.moves)
 			}
@@ -535,11 +540,7 @@ func TestTunerRecommendsPlansWithoutAHook(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var plans []string
-			for i := range 20 {
-				plans = append(plans, placementRound(t, tu, clock, float64(600*(i+1)))...)
-				clock.Advance(time.Minute)
-			}
+			plans := placementRounds(t, tu, clock)
 			want := fmt.Sprintf("[4m0s train %s 14m0s train %s]", tuner.OutcomeRecommended, tuner.OutcomeRecommended)
 			if fmt.Sprint(plans) != want {
 				t.Errorf("plans %v, want %s", plans, want)
