@@ -290,6 +290,11 @@ func lockRegular(f *os.File, path string, lock bool) (same bool, err error) {
 		return true, nil
 	}
 	err = flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	if errors.Is(err, syscall.EBADF) {
+		// NFS: an exclusive lock needs a file opened for writing; a shared
+		// one on a file opened read-only still excludes a writer's
+		err = flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB)
+	}
 	switch {
 	case errors.Is(err, syscall.EWOULDBLOCK):
 		return false, fmt.Errorf("%s is in use by another process (the tuner of another exporter?): a journal has one writer", path)

@@ -7,7 +7,9 @@ import (
 
 // A journal on a file system mounted read-only (a disk error remounts it
 // so, or it is mounted so) is still one tuner's: it is locked as a
-// writable one is (flock locks a file opened read-only as well), so that a
+// writable one is (flock locks a file opened read-only as well; on NFS,
+// where an exclusive lock needs a file opened for writing, it takes a
+// shared one, which a writer's exclusive lock excludes all the same), so that a
 // start finding it there refuses it while another process holds it (that
 // process's tuner may be pausing a tenant right now, the same file seen
 // through another mount), and acts on it, its thaws included, only while

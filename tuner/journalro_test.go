@@ -35,35 +35,60 @@ func bindReadOnly(t *testing.T, dir string) string {
 // while another process's tuner holds it (through another mount of the
 // same file), a second open is refused, as on the writable mount; once
 // it is let go, the open succeeds, read-only, and holds the lock itself.
+// On NFS, whose flock is a byte-range lock, an exclusive lock needs a file
+// opened for writing (flock(2)): the read-only open takes a shared one,
+// which a writer's exclusive lock still excludes.
 func TestJournalReadOnlyIsLocked(t *testing.T) {
-	rw := t.TempDir()
-	if err := writeJournal(t, filepath.Join(rw, "journal"), originalRec("GPU-1", 600)).Close(); err != nil {
-		t.Fatal(err)
+	for _, fl := range []struct {
+		name  string
+		flock func(fd, how int) error
+	}{{"local", syscall.Flock}, {"NFS", nfsFlock}} {
+		t.Run(fl.name, func(t *testing.T) {
+			flock = fl.flock
+			defer func() { flock = syscall.Flock }()
+			rw := t.TempDir()
+			if err := writeJournal(t, filepath.Join(rw, "journal"), originalRec("GPU-1", 600)).Close(); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(bindReadOnly(t, rw), "journal")
+			holder, err := OpenJournal(filepath.Join(rw, "journal"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if j, err := OpenJournal(path); err == nil || !strings.Contains(err.Error(), "in use by another process") {
+				t.Errorf("a read-only open of a journal another tuner holds: %v, want refused as in use", err)
+				if j != nil {
+					j.Close()
+				}
+			}
+			holder.Close()
+			j, err := OpenJournal(path)
+			if err != nil {
+				t.Fatalf("a read-only open of a journal nobody holds: %v", err)
+			}
+			defer j.Close()
+			if st := j.Stats(); !strings.Contains(st.WriteError, "read-only") || len(j.Originals()) != 1 {
+				t.Errorf("write error %q, %d originals; want the read-only file system named and 1", st.WriteError, len(j.Originals()))
+			}
+			if other, err := OpenJournal(filepath.Join(rw, "journal")); err == nil {
+				other.Close()
+				t.Error("a writable open of a journal held read-only succeeded: a journal has one holder")
+			}
+		})
 	}
-	path := filepath.Join(bindReadOnly(t, rw), "journal")
-	holder, err := OpenJournal(filepath.Join(rw, "journal"))
-	if err != nil {
-		t.Fatal(err)
+}
+
+// nfsFlock is flock as NFS has it: an exclusive lock on a file opened
+// read-only fails with EBADF.
+func nfsFlock(fd, how int) error {
+	mode, _, errno := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_GETFL, 0)
+	if errno != 0 {
+		return errno
 	}
-	if j, err := OpenJournal(path); err == nil || !strings.Contains(err.Error(), "in use by another process") {
-		t.Errorf("a read-only open of a journal another tuner holds: %v, want refused as in use", err)
-		if j != nil {
-			j.Close()
-		}
+	if how&syscall.LOCK_EX != 0 && mode&syscall.O_ACCMODE == syscall.O_RDONLY {
+		return syscall.EBADF
 	}
-	holder.Close()
-	j, err := OpenJournal(path)
-	if err != nil {
-		t.Fatalf("a read-only open of a journal nobody holds: %v", err)
-	}
-	defer j.Close()
-	if st := j.Stats(); !strings.Contains(st.WriteError, "read-only") || len(j.Originals()) != 1 {
-		t.Errorf("write error %q, %d originals; want the read-only file system named and 1", st.WriteError, len(j.Originals()))
-	}
-	if other, err := OpenJournal(filepath.Join(rw, "journal")); err == nil {
-		other.Close()
-		t.Error("a writable open of a journal held read-only succeeded: a journal has one holder")
-	}
+	return syscall.Flock(fd, how)
 }
 
 // A start with the tuner off on a journal it cannot write thaws the
