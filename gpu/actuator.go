@@ -204,6 +204,39 @@ type ProcessIdentifier interface {
 	// ticks after the boot (0 for one that does not run); an error where
 	// it cannot tell.
 	ProcessStarts(pids []uint32) (boot string, starts []uint64, err error)
+	// Cgroups returns the cgroups a pause of pids freezes (each once; a
+	// process paused by its process group, or gone, adds none): a
+	// process killed while frozen leaves the rest of its cgroup (a pod's
+	// other processes, a unit's) frozen, which no PID names any more.
+	Cgroups(pids []uint32) ([]Cgroup, error)
+	// ThawCgroups thaws, for a pause of tenant an earlier run set (on
+	// this boot), those of cgs that are still the cgroups it froze: the
+	// same path with the same ID. One recreated under the path (another
+	// ID) or gone is passed over, and so is one a pause holds now (the
+	// tenant's on another GPU, another tenant's). It returns those it
+	// thawed.
+	ThawCgroups(ctx context.Context, tenant string, cgs []Cgroup) ([]Cgroup, error)
+}
+
+// Cgroup names a cgroup a PauseActuator freezes, for a thaw after a
+// crash: its path under its freezer hierarchy and its ID, the inode
+// number of its directory (kernfs gives each cgroup a new one, never
+// another's within a boot), which tells it from one created later under
+// the same path (a systemd unit restarted, a container of the same name).
+type Cgroup struct {
+	// V1 says the cgroup is the v1 freezer's; else cgroup v2's.
+	V1 bool `json:"v1,omitempty"`
+	// Path is the cgroup's path under the hierarchy's root ("/"
+	// separated, beginning "/").
+	Path string `json:"path"`
+	ID   uint64 `json:"id"`
+}
+
+func (c Cgroup) String() string {
+	if c.V1 {
+		return fmt.Sprintf("v1 %s (id %d)", c.Path, c.ID)
+	}
+	return fmt.Sprintf("%s (id %d)", c.Path, c.ID)
 }
 
 // Plan is a rebalancing plan: tenant moves across GPUs and MIG layout

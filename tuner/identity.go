@@ -22,8 +22,9 @@ import (
 // as the pause actuator reads them (gpu.ProcessIdentifier: the host's
 // freezer does), and a thaw passes over a PID whose process is not the
 // one paused (another boot, another start time, or none running): that
-// tenant's process is gone, nothing of it is left to thaw, and the group
-// the PID is in now is not touched. A record without them (an earlier
+// tenant's process is gone, and the group the PID is in now is not
+// touched (the cgroup the pause froze for it is thawed by its journaled
+// ID: cgroups.go). A record without them (an earlier
 // version wrote it, or an actuator that tells no processes apart) is
 // thawed by PID, as before.
 
@@ -34,6 +35,9 @@ import (
 type Identity struct {
 	Boot   string   `json:"boot,omitempty"`
 	Starts []uint64 `json:"starts,omitempty"`
+	// Cgroups are those the pause actuator froze for the PIDs, on Boot
+	// (cgroups.go).
+	Cgroups []gpu.Cgroup `json:"cgroups,omitempty"`
 }
 
 // maxJournalTicks bounds a start time the journal accepts: clock ticks
@@ -110,7 +114,8 @@ func (t *Tuner) identify(pids []uint32) Identity {
 // identityFor is the identity of pids, the processes a pause original o
 // holds from now on: those o names keep the start times journaled with
 // them (a process read again now may be another), the others are read
-// now. Empty where o's processes were journaled without theirs.
+// now, and so are the cgroups a pause of pids freezes. Empty where o's
+// processes were journaled without theirs.
 func (t *Tuner) identityFor(o Original, pids []uint32) Identity {
 	if len(pids) == 0 || o.Boot == "" && len(o.PIDs) > 0 {
 		return Identity{}
@@ -135,13 +140,14 @@ func (t *Tuner) identityFor(o Original, pids []uint32) Identity {
 			out.Starts[i], _ = o.start(o.PIDs, p)
 		} // else a process of an earlier boot: 0, gone
 	}
+	out.Cgroups = t.cgroupsOf(pids)
 	return out
 }
 
 // samePaused narrows a, the thaw of the pause original o, to those of
 // its processes that are still the ones o paused, where o names them
 // (Identity), and adds to why (a's reason, returned) those passed over:
-// gone, nothing of them left to thaw. The target's PID is then no
+// gone (what is left of their cgroups, thawCgroups thaws). The target's PID is then no
 // fallback (pausedPIDs): a thaw with none left thaws only what the
 // actuator holds of the tenant itself. Where the actuator cannot tell
 // now, a is left as it is.

@@ -26,6 +26,34 @@ type idPause struct {
 	boot   string
 	starts map[uint32]uint64
 	err    error
+	// cgroups are the cgroup each PID is frozen by; live are the cgroups
+	// there now (by path: their ID), thawed those ThawCgroups thawed.
+	cgroups map[uint32]gpu.Cgroup
+	live    map[string]uint64
+	thawed  []gpu.Cgroup
+}
+
+var _ gpu.ProcessIdentifier = (*idPause)(nil)
+
+func (p *idPause) Cgroups(pids []uint32) ([]gpu.Cgroup, error) {
+	var out []gpu.Cgroup
+	for _, pid := range pids {
+		if c, ok := p.cgroups[pid]; ok && !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+func (p *idPause) ThawCgroups(_ context.Context, _ string, cgs []gpu.Cgroup) ([]gpu.Cgroup, error) {
+	var out []gpu.Cgroup
+	for _, c := range cgs {
+		if id, ok := p.live[c.Path]; ok && id == c.ID {
+			out = append(out, c)
+		}
+	}
+	p.thawed = append(p.thawed, out...)
+	return out, nil
 }
 
 func (p *idPause) ProcessStarts(pids []uint32) (string, []uint64, error) {
@@ -44,9 +72,10 @@ func (p *idPause) ProcessStarts(pids []uint32) (string, []uint64, error) {
 // processes keeps the start times journaled of those it held (read again,
 // a PID may name another process by then) and reads the new ones'; a pause
 // journaled without them (an earlier version, an actuator that tells no
-// processes apart) stays without them.
+// processes apart) stays without them. The cgroups the actuator freezes
+// for the processes are journaled with them.
 func TestPauseJournalsItsProcesses(t *testing.T) {
-	p := &idPause{boot: testBoot, starts: map[uint32]uint64{7: 100, 8: 200}}
+	p := &idPause{boot: testBoot, starts: map[uint32]uint64{7: 100, 8: 200}, cgroups: map[uint32]gpu.Cgroup{7: podCgroup, 8: podCgroup}}
 	j := writeJournal(t, t.TempDir()+"/journal")
 	defer j.Close()
 	tu, err := New(Options{Policy: fixed{pauseAction("train", gpu.ClassBatch, 0, 0.5)}, Guards: []Guard{Bounds{}}, Enabled: pauseOn,
@@ -58,8 +87,8 @@ func TestPauseJournalsItsProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	origs := j.Originals()
-	if len(origs) != 1 || origs[0].Boot != testBoot || !slices.Equal(origs[0].Starts, []uint64{100, 200}) {
-		t.Fatalf("originals %+v, want the pause's with boot %s and start times [100 200]", origs, testBoot)
+	if len(origs) != 1 || origs[0].Boot != testBoot || !slices.Equal(origs[0].Starts, []uint64{100, 200}) || !slices.Equal(origs[0].Cgroups, []gpu.Cgroup{podCgroup}) {
+		t.Fatalf("originals %+v, want the pause's with boot %s, start times [100 200] and cgroup %v", origs, testBoot, podCgroup)
 	}
 	o := origs[0]
 	p.starts = map[uint32]uint64{7: 999, 9: 300} // 7 another's now, 8 gone, 9 new
@@ -107,14 +136,7 @@ func TestThawPassesOverAnotherProcess(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			j := crashedJournal(t, rec(c.id))
 			p := &idPause{boot: testBoot, starts: now, err: c.err}
-			tu, err := New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(p), Journal: j, Clock: gpu.NewManualClock(t0.Add(time.Hour)), Mode: ModeRecommend})
-			if err != nil {
-				t.Fatal(err)
-			}
-			d, err := tu.Recover(context.Background(), emptySnap(t0.Add(time.Hour)))
-			if err != nil {
-				t.Fatal(err)
-			}
+			d := recoverWith(t, j, p)
 			if want := []string{"SetPauseDuty(GPU-0,train," + c.call + ",0)"}; !slices.Equal(p.Calls, want) {
 				t.Errorf("calls %q, want %q", p.Calls, want)
 			}

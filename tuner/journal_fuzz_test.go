@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 )
 
 // The journal's lines are read back after crashes, torn writes and
@@ -21,6 +23,8 @@ func FuzzParseRecord(f *testing.F) {
 			Identity: Identity{Boot: testBoot, Starts: []uint64{4242, 0}}},
 		{Event: EventProcesses, Target: Target{GPU: "GPU-0", Knob: "pause_duty", PID: 7}, Tenant: "train", PIDs: []uint32{9},
 			Identity: Identity{Boot: testBoot, Starts: []uint64{maxJournalTicks}}},
+		{Event: EventOriginal, Target: Target{GPU: "GPU-0", Knob: "pause_duty", PID: 7}, Tenant: "train", From: encodeValue(Duty(0)), PIDs: []uint32{7, 8},
+			Identity: Identity{Boot: testBoot, Starts: []uint64{4242, 0}, Cgroups: []gpu.Cgroup{{Path: "/kubepods/pod1/cri-containerd-ab", ID: 5}, {V1: true, Path: "/system.slice/a.service", ID: 1 << 40}}}},
 	} {
 		b, err := encodeRecord(rec)
 		if err != nil {
@@ -34,7 +38,10 @@ func FuzzParseRecord(f *testing.F) {
 	pause := `{"event":"original","target":{"gpu":"G","knob":"pause_duty"},"from":{"kind":"duty","num":0},"pids":[7]`
 	for _, id := range []string{`"boot":"` + testBoot + `","starts":[1]`, `"boot":"` + strings.ToUpper(testBoot) + `","starts":[1]`,
 		`"boot":"x","starts":[1]`, `"starts":[1]`, `"boot":"` + testBoot + `","starts":[1,2]`, `"boot":"` + testBoot + `","starts":[-1]`,
-		`"boot":"` + testBoot + `","starts":[1e30]`, `"boot":"` + testBoot + `","starts":[281474976710657]`} {
+		`"boot":"` + testBoot + `","starts":[1e30]`, `"boot":"` + testBoot + `","starts":[281474976710657]`,
+		`"boot":"` + testBoot + `","starts":[1],"cgroups":[{"path":"/a/b","id":7}]`, `"starts":[1],"cgroups":[{"path":"/a","id":7}]`,
+		`"boot":"` + testBoot + `","starts":[1],"cgroups":[{"v1":true,"path":"/a/../b","id":7}]`, `"boot":"` + testBoot + `","starts":[1],"cgroups":[{"path":"/a","id":-1}]`,
+		`"boot":"` + testBoot + `","starts":[1],"cgroups":[{"path":"/","id":7}]`, `"boot":"` + testBoot + `","starts":[1],"cgroups":[{"path":"/a"}]`} {
 		f.Add([]byte(pause + "," + id + "}\n"))
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
@@ -55,7 +62,7 @@ func FuzzParseRecord(f *testing.F) {
 		}
 		if again.Event != rec.Event || again.Target != rec.Target || again.Tenant != rec.Tenant || !slices.Equal(again.PIDs, rec.PIDs) ||
 			!slices.Equal(again.Others, rec.Others) || !again.Time.Equal(rec.Time) ||
-			again.Boot != rec.Boot || !slices.Equal(again.Starts, rec.Starts) {
+			again.Boot != rec.Boot || !slices.Equal(again.Starts, rec.Starts) || !slices.Equal(again.Cgroups, rec.Cgroups) {
 			t.Fatalf("read back %+v, want %+v", again, rec)
 		}
 	})

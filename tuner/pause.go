@@ -2,6 +2,7 @@ package tuner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -55,8 +56,11 @@ func (t *Tuner) thawPauses(ctx context.Context, now time.Time, first bool) []Dec
 		o, why := t.originals[k], whys[k]
 		a := Action{Target: o.Target, Tenant: o.Tenant, PIDs: o.PIDs, Want: Duty(0), Revert: true, Reason: why}
 		a, why = t.samePaused(a, o, why) // (a PID another's by now passed over)
+		err := t.apply(ctx, a)
+		why, cerr := t.thawCgroups(ctx, a, o, why) // (a cgroup no PID names now thawed)
+		err = errors.Join(err, cerr)
 		d := Decision{Time: now, GPU: o.Target.GPU, Tenant: o.Tenant, Knob: o.Target.Knob, To: Duty(0).String(), Reason: why}
-		if err := t.apply(ctx, a); err != nil {
+		if err != nil {
 			d.Outcome, d.Reason = OutcomeFailed, joinReasons(why, "thaw failed: "+err.Error())
 			t.counts.RestoreFailures++
 			t.journal(Record{Time: now, Event: EventRestoreFailed, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), Reason: err.Error()})
@@ -111,6 +115,9 @@ func (t *Tuner) widenHeld(a Action, now time.Time, always bool) error {
 	}
 	slices.Sort(wide)
 	id := t.identityFor(o, wide)
+	if id.Boot != "" && id.Boot == o.Boot {
+		id.Cgroups = unionCgroups(o.Cgroups, id.Cgroups) // (those frozen now, until the change is made)
+	}
 	if err := t.journal(Record{Time: now, Event: EventProcesses, Target: o.Target, Tenant: o.Tenant, PIDs: wide, Identity: id}); err != nil {
 		return fmt.Errorf("the processes to pause could not be journaled: %w", err)
 	}

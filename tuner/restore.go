@@ -164,6 +164,11 @@ func (t *Tuner) restoreOne(ctx context.Context, k string, now time.Time, why str
 		err = fmt.Errorf("no snapshot says whether PID %d still runs (none yet, or its GPU read down or not listed), and a client restart by a PID from before could restart another process: left for the next start", o.Target.PID)
 	default:
 		err = t.apply(ctx, a)
+		if o.Target.Knob == gpu.KnobPauseDuty {
+			var cerr error
+			why, cerr = t.thawCgroups(ctx, a, o, why) // (a cgroup no PID names now thawed)
+			d.Reason, err = why, errors.Join(err, cerr)
+		}
 	}
 	if err != nil && busy && errors.Is(err, gpu.ErrBusy) {
 		return nil, err

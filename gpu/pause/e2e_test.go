@@ -436,6 +436,52 @@ func TestEndToEndCrashThaw(t *testing.T) {
 	}
 }
 
+// A tenant's process killed while its cgroup v2 is frozen (SIGKILL goes
+// through), with the pulse loop's owner killed too, leaves the cgroup's
+// other process frozen; the next start thaws that cgroup, journaled with
+// the pause, though no PID journaled names it any more.
+func TestEndToEndCrashThawKilledProcess(t *testing.T) {
+	for _, mode := range []tuner.Mode{tuner.ModeRecommend, tuner.ModeOff} {
+		t.Run(string(mode), func(t *testing.T) {
+			needRoot(t, v2Root())
+			tr := startTree(t, v2Root())
+			dir := t.TempDir()
+			journal, ready := filepath.Join(dir, "journal.jsonl"), filepath.Join(dir, "ready")
+			parent := tr.pids[0] // the tenant's process, the only one journaled
+			cmd := startHelper(t, tr, journal, ready, "PAUSE_E2E_PIDS="+pidList(tr.pids[:1]))
+			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			_ = cmd.Wait()
+			if err := syscall.Kill(int(parent), syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			_, _ = tr.cmd.Process.Wait()
+			child := func() int64 {
+				fi, _ := os.Stat(tr.files[1])
+				if fi == nil {
+					return 0
+				}
+				return fi.Size()
+			}
+			before := child()
+			time.Sleep(300 * time.Millisecond)
+			if child() != before {
+				t.Fatal("the cgroup's other process runs after the kill -9s: nothing to thaw")
+			}
+			open := nextStart(t, journal, mode)
+			before = child()
+			time.Sleep(300 * time.Millisecond)
+			if child() == before {
+				t.Error("the cgroup's other process is still frozen after the restart")
+			}
+			if open != 0 {
+				t.Errorf("%d open originals after the thaw", open)
+			}
+		})
+	}
+}
+
 // A tenant paused by the tuner whose processes change (a client
 // restarted in a new unit or process group) is paused by the new ones;
 // the pulse's owner killed with kill -9 then leaves the new ones paused,
