@@ -72,7 +72,9 @@ func (t *Tuner) cgroupsOf(pids []uint32) []gpu.Cgroup {
 	}
 	cgs, err := ider.Cgroups(pids)
 	if err != nil {
-		level.Warn(t.o.Logger).Log("msg", "tuner cannot name the cgroups it pauses: a process of theirs killed while they are frozen, and a crash, leave the others frozen", "pids", pidsText(pids), "err", err)
+		if held, ok := t.unnamedCgroups.NoteAt(t.o.Clock.Now()); ok {
+			level.Warn(t.o.Logger).Log("msg", "tuner cannot name the cgroups it pauses: a process of theirs killed while they are frozen, and a crash, leave the others frozen (logged once an hour)", "pids", pidsText(pids), "err", err, "not_logged", held)
+		}
 		return nil
 	}
 	return boundCgroups(cgs)

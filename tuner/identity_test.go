@@ -36,6 +36,9 @@ type idPause struct {
 var _ gpu.ProcessIdentifier = (*idPause)(nil)
 
 func (p *idPause) Cgroups(pids []uint32) ([]gpu.Cgroup, error) {
+	if p.err != nil {
+		return nil, p.err
+	}
 	var out []gpu.Cgroup
 	for _, pid := range pids {
 		if c, ok := p.cgroups[pid]; ok && !slices.Contains(out, c) {
@@ -225,27 +228,38 @@ func TestJournalKeepsIdentity(t *testing.T) {
 }
 
 // Where the pause actuator cannot tell processes apart now (the boot ID
-// unreadable), the warning is logged once an hour on the tuner's clock,
-// not at every pause and every follow, saying how many were not logged.
+// unreadable), or name the cgroups it freezes, the warning is logged once
+// an hour on the tuner's clock, not at every pause and every follow,
+// saying how many were not logged.
 func TestUnidentifiedWarnedOnceAnHour(t *testing.T) {
-	var buf bytes.Buffer
-	clock := gpu.NewManualClock(t0)
-	tu, err := New(Options{Policy: fixed{}, Actuators: ActuatorsOf(&idPause{err: errors.New("boot ID unreadable")}), Clock: clock, Mode: ModeEnforce,
-		Logger: log.NewLogfmtLogger(log.NewSyncWriter(&buf))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range 30 { // a pause and a follow a minute for half an hour
-		tu.identify([]uint32{7})
-		tu.identify([]uint32{8})
-		clock.Advance(time.Minute)
-	}
-	if n := strings.Count(buf.String(), "cannot tell the processes it pauses"); n != 1 {
-		t.Fatalf("%d warnings in 30 minutes, want 1:\n%s", n, buf.String())
-	}
-	clock.Advance(31 * time.Minute)
-	tu.identify([]uint32{7})
-	if n := strings.Count(buf.String(), "cannot tell the processes it pauses"); n != 2 || !strings.Contains(buf.String(), "not_logged=59") {
-		t.Fatalf("%d warnings after an hour, want 2, the second saying 59 not logged:\n%s", n, buf.String())
+	for _, c := range []struct {
+		name, msg string
+		read      func(*Tuner, []uint32)
+	}{
+		{"identity", "cannot tell the processes it pauses", func(tu *Tuner, pids []uint32) { tu.identify(pids) }},
+		{"cgroups", "cannot name the cgroups it pauses", func(tu *Tuner, pids []uint32) { tu.cgroupsOf(pids) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			clock := gpu.NewManualClock(t0)
+			tu, err := New(Options{Policy: fixed{}, Actuators: ActuatorsOf(&idPause{err: errors.New("unreadable")}), Clock: clock, Mode: ModeEnforce,
+				Logger: log.NewLogfmtLogger(log.NewSyncWriter(&buf))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 30 { // a pause and a follow a minute for half an hour
+				c.read(tu, []uint32{7})
+				c.read(tu, []uint32{8})
+				clock.Advance(time.Minute)
+			}
+			if n := strings.Count(buf.String(), c.msg); n != 1 {
+				t.Fatalf("%d warnings in 30 minutes, want 1:\n%s", n, buf.String())
+			}
+			clock.Advance(31 * time.Minute)
+			c.read(tu, []uint32{7})
+			if n := strings.Count(buf.String(), c.msg); n != 2 || !strings.Contains(buf.String(), "not_logged=59") {
+				t.Fatalf("%d warnings after an hour, want 2, the second saying 59 not logged:\n%s", n, buf.String())
+			}
+		})
 	}
 }
