@@ -140,7 +140,35 @@ func (t *Tuner) identityFor(o Original, pids []uint32) Identity {
 			out.Starts[i], _ = o.start(o.PIDs, p)
 		} // else a process of an earlier boot: 0, gone
 	}
-	out.Cgroups = t.cgroupsOf(pids)
+	out.Cgroups = t.cgroupsOf(t.confirmed(o, pids, fresh, out.Boot))
+	return out
+}
+
+// confirmed are those of pids whose processes are the ones the pause
+// record names, so that the cgroups looked up from them are the pause's:
+// those just read (fresh) and those o names whose start time, read again
+// now, is still the one journaled on this boot. A PID another process
+// holds by now would give its cgroup, which the pause never froze.
+func (t *Tuner) confirmed(o Original, pids, fresh []uint32, boot string) []uint32 {
+	out := slices.Clone(fresh)
+	var old []uint32
+	for _, p := range pids {
+		if !slices.Contains(fresh, p) {
+			old = append(old, p)
+		}
+	}
+	if len(old) == 0 || o.Boot != boot {
+		return out
+	}
+	now := t.identify(old)
+	if now.Boot != boot {
+		return out
+	}
+	for i, p := range old {
+		if was, ok := o.start(o.PIDs, p); ok && was != 0 && now.Starts[i] == was {
+			out = append(out, p)
+		}
+	}
 	return out
 }
 
