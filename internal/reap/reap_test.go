@@ -103,7 +103,10 @@ func TestOrphansReaped(t *testing.T) {
 	for range 5 {
 		orphaning(t, 0)
 	}
-	time.Sleep(300 * time.Millisecond)
+	// each orphan ends a moment after its parent (later on a loaded
+	// machine): wait for the five, a hang guard rather than a bound
+	until(func() bool { return zombies(t)-before >= 5 })
+	time.Sleep(100 * time.Millisecond) // none more comes
 	if got := zombies(t) - before; got != 5 {
 		t.Fatalf("without the reaper: %d zombies, want 5 (the test cannot tell the reaper's work)", got)
 	}
@@ -111,15 +114,23 @@ func TestOrphansReaped(t *testing.T) {
 	for range 5 {
 		orphaning(t, 0)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for zombies(t) > 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
+	// no zombie at one look is not the end: an orphan still running
+	// becomes one later; the reaper has done its work once it reported
+	// every orphan
+	until(func() bool { return reaped() >= 10+before })
+	if got := reaped(); got != 10+before {
+		t.Errorf("reaped %d orphans, want %d", got, 10+before)
 	}
 	if n := zombies(t); n != 0 {
 		t.Fatalf("with the reaper: %d zombies left", n)
 	}
-	if got := reaped(); got != 10+before {
-		t.Errorf("reaped %d orphans, want %d", got, 10+before)
+}
+
+// until polls cond every 20 ms until it holds or 10 s have passed (a
+// hang guard: the test then fails on what it checks next).
+func until(cond func() bool) {
+	for deadline := time.Now().Add(10 * time.Second); !cond() && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
