@@ -84,3 +84,26 @@ func TestThawCgroups(t *testing.T) {
 		})
 	}
 }
+
+// A journaled cgroup that a live pause holds now (the same tenant's on
+// another GPU, another tenant's) is left to that pause, which thaws it
+// when it ends: the thaw of a pause an earlier run set does not let go of
+// one running now.
+func TestThawCgroupsLeavesOneHeld(t *testing.T) {
+	h := newHost(t)
+	pod := h.cgroupV2Dir(podPath)
+	h.process(10, podPath, "", 10)
+	p := h.pauser(t, gpu.NewManualClock(time.Unix(0, 0)), Options{Period: 500 * time.Millisecond})
+	must(t, p.SetPauseDuty(context.Background(), "GPU-b", "other", []uint32{10}, 0.5))
+	defer func() { must(t, p.SetPauseDuty(context.Background(), "GPU-b", "other", []uint32{10}, 0)) }()
+	if got := read(t, pod+"/cgroup.freeze"); got != "1" {
+		t.Fatalf("the live pause: cgroup.freeze %s, want 1", got)
+	}
+	got, err := p.ThawCgroups(context.Background(), "train", []gpu.Cgroup{{Path: podPath, ID: inode(t, pod)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 0 || read(t, pod+"/cgroup.freeze") != "1" {
+		t.Errorf("thawed %v, cgroup.freeze %s: want the cgroup a live pause holds left frozen", got, read(t, pod+"/cgroup.freeze"))
+	}
+}
