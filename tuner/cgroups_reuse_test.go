@@ -21,30 +21,12 @@ import (
 // next start thaws pod A's and pod B's cgroups where they are still
 // there, never the unrelated one.
 func TestFollowJournalsNoCgroupOfAReusedPID(t *testing.T) {
-	ctx := context.Background()
-	other := gpu.Cgroup{Path: "/system.slice/backup.service", ID: 77}
-	podB := gpu.Cgroup{Path: "/kubepods/pod2/cri-containerd-cd", ID: 6}
 	path := filepath.Join(t.TempDir(), "journal")
 	j, err := OpenJournal(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &idPause{boot: testBoot, starts: map[uint32]uint64{7: 100, 8: 200}, cgroups: map[uint32]gpu.Cgroup{7: podCgroup, 8: podCgroup}}
-	clk := gpu.NewManualClock(t0)
-	tu, err := New(Options{Policy: pauseOnce(), Guards: []Guard{Bounds{}}, Enabled: pauseOn, Actuators: ActuatorsOf(p), Journal: j, Clock: clk, Mode: ModeEnforce})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tu.RunOnce(ctx, trainOn(t0, []uint32{7, 8})); err != nil {
-		t.Fatal(err)
-	}
-	// 7 and 8 exit; 7 is reused by an unrelated process; the tenant runs as 9
-	p.starts = map[uint32]uint64{7: 999, 9: 300}
-	p.cgroups = map[uint32]gpu.Cgroup{7: other, 9: podB}
-	p.fail = 1 // the follow's freeze fails (EBUSY, a timeout): noteHeld is not reached
-	if _, err := tu.RunOnce(ctx, trainOn(t0.Add(time.Second), []uint32{9})); err != nil {
-		t.Fatal(err)
-	}
+	pidTakenAfterFailedFollow(t, j)
 	j2 := reopen(t, j, path) // crash
 	if o := j2.Originals(); len(o) == 1 && slices.Contains(o[0].Cgroups, other) {
 		t.Errorf("journal names %v as a cgroup the pause froze; it is the cgroup of the process that took PID 7 (journaled: %v)", other, o[0].Cgroups)
@@ -60,29 +42,13 @@ func TestFollowJournalsNoCgroupOfAReusedPID(t *testing.T) {
 // kill switch) after the failed follow thaws no cgroup of a process that
 // took a paused PID.
 func TestPauseEndThawsNoCgroupOfAReusedPID(t *testing.T) {
-	ctx := context.Background()
-	other := gpu.Cgroup{Path: "/system.slice/backup.service", ID: 77}
-	podB := gpu.Cgroup{Path: "/kubepods/pod2/cri-containerd-cd", ID: 6}
 	j := writeJournal(t, filepath.Join(t.TempDir(), "journal"))
 	defer j.Close()
-	p := &idPause{boot: testBoot, starts: map[uint32]uint64{7: 100, 8: 200}, cgroups: map[uint32]gpu.Cgroup{7: podCgroup, 8: podCgroup}}
 	kill := &KillSwitch{}
-	tu, err := New(Options{Policy: pauseOnce(), Guards: []Guard{kill, Bounds{}}, Enabled: pauseOn, Actuators: ActuatorsOf(p), Journal: j, Clock: gpu.NewManualClock(t0), Mode: ModeEnforce})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tu.RunOnce(ctx, trainOn(t0, []uint32{7, 8})); err != nil {
-		t.Fatal(err)
-	}
-	p.starts = map[uint32]uint64{7: 999, 9: 300}
-	p.cgroups = map[uint32]gpu.Cgroup{7: other, 9: podB}
-	p.fail = 1
-	if _, err := tu.RunOnce(ctx, trainOn(t0.Add(time.Second), []uint32{9})); err != nil {
-		t.Fatal(err)
-	}
+	tu, p := pidTakenAfterFailedFollow(t, j, kill)
 	p.live = map[string]uint64{other.Path: other.ID, podB.Path: podB.ID}
 	kill.Engaged.Store(true)
-	if _, err := tu.RunOnce(ctx, trainOn(t0.Add(2*time.Second), []uint32{9})); err != nil {
+	if _, err := tu.RunOnce(context.Background(), trainOn(t0.Add(2*time.Second), []uint32{9})); err != nil {
 		t.Fatal(err)
 	}
 	if slices.Contains(p.thawed, other) {
@@ -148,4 +114,37 @@ func trainOn(at time.Time, pids []uint32) *tenant.Snapshot {
 	}
 	return snapshot(at, []gpu.Device{{UUID: uuid0, Up: true, Mode: gpu.SharingMPS, Processes: procs}},
 		[]tenant.Usage{{Tenant: "train", Class: gpu.ClassBatch, UUID: uuid0, PIDs: pids}})
+}
+
+// other is the cgroup of an unrelated process, podB the paused tenant's
+// new pod's (pidTakenAfterFailedFollow).
+var (
+	other = gpu.Cgroup{Path: "/system.slice/backup.service", ID: 77}
+	podB  = gpu.Cgroup{Path: "/kubepods/pod2/cri-containerd-cd", ID: 6}
+)
+
+// pidTakenAfterFailedFollow runs a tuner journaling to j, with guards
+// before Bounds, through a pause of train's PIDs 7 and 8 (pod A), then a
+// round in which 7 and 8 have exited, an unrelated process (in other)
+// holds PID 7 and train runs as 9 (in podB), whose follow's freeze fails
+// (EBUSY, a timeout: the widened record stands). It returns the tuner
+// and its pause actuator.
+func pidTakenAfterFailedFollow(t *testing.T, j *Journal, guards ...Guard) (*Tuner, *idPause) {
+	t.Helper()
+	ctx := context.Background()
+	p := &idPause{boot: testBoot, starts: map[uint32]uint64{7: 100, 8: 200}, cgroups: map[uint32]gpu.Cgroup{7: podCgroup, 8: podCgroup}}
+	tu, err := New(Options{Policy: pauseOnce(), Guards: append(guards, Bounds{}), Enabled: pauseOn, Actuators: ActuatorsOf(p), Journal: j, Clock: gpu.NewManualClock(t0), Mode: ModeEnforce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tu.RunOnce(ctx, trainOn(t0, []uint32{7, 8})); err != nil {
+		t.Fatal(err)
+	}
+	p.starts = map[uint32]uint64{7: 999, 9: 300}
+	p.cgroups = map[uint32]gpu.Cgroup{7: other, 9: podB}
+	p.fail = 1
+	if _, err := tu.RunOnce(ctx, trainOn(t0.Add(time.Second), []uint32{9})); err != nil {
+		t.Fatal(err)
+	}
+	return tu, p
 }

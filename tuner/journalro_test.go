@@ -2,7 +2,6 @@ package tuner
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -10,26 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
+
 	"github.com/go-kit/log"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 )
-
-// bindReadOnly mounts dir read-only at a directory of its own (the file
-// system of a journal mounted read-only, seen beside a writable mount of
-// it); skipped where it cannot (not root).
-func bindReadOnly(t *testing.T, dir string) string {
-	t.Helper()
-	ro := t.TempDir()
-	if os.Geteuid() != 0 || syscall.Mount(dir, ro, "", syscall.MS_BIND, "") != nil {
-		t.Skip("no bind mount (needs root)")
-	}
-	t.Cleanup(func() { _ = syscall.Unmount(ro, syscall.MNT_DETACH) })
-	if err := syscall.Mount("", ro, "", syscall.MS_BIND|syscall.MS_REMOUNT|syscall.MS_RDONLY, ""); err != nil {
-		t.Fatal(err)
-	}
-	return ro
-}
 
 // A journal on a read-only file system is locked as a writable one is:
 // while another process's tuner holds it (through another mount of the
@@ -50,7 +35,7 @@ func TestJournalReadOnlyIsLocked(t *testing.T) {
 			if err := writeJournal(t, filepath.Join(rw, "journal"), originalRec("GPU-1", 600)).Close(); err != nil {
 				t.Fatal(err)
 			}
-			path := filepath.Join(bindReadOnly(t, rw), "journal")
+			path := filepath.Join(testutil.BindReadOnly(t, rw), "journal")
 			holder, err := OpenJournal(filepath.Join(rw, "journal"))
 			if err != nil {
 				t.Fatal(err)
@@ -113,7 +98,7 @@ func TestStartOffReadOnlyJournal(t *testing.T) {
 			if err := writeJournal(t, filepath.Join(rw, "journal"), pause).Close(); err != nil {
 				t.Fatal(err)
 			}
-			path := filepath.Join(bindReadOnly(t, rw), "journal")
+			path := filepath.Join(testutil.BindReadOnly(t, rw), "journal")
 			if c.held {
 				j, err := OpenJournal(filepath.Join(rw, "journal"))
 				if err != nil {

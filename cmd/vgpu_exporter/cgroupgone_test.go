@@ -9,8 +9,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-
-	"github.com/vgpu-exporter/vgpu_exporter/kube"
 )
 
 // A pause froze a container's cgroup from its GPU process; that process
@@ -23,12 +21,7 @@ import (
 // journaled without its cgroups (an earlier version) is thawed by PID
 // alone, which finds nothing. Every original is closed.
 func TestThawWithTunerOffThawsTheCgroupOfAKilledProcess(t *testing.T) {
-	const otherBoot = "7d2e9c41-8a5b-4f3e-a1c6-2b9d0e8f7a11"
-	procs := kube.NewProcReader("/proc")
-	boot, err := procs.BootID()
-	if err != nil {
-		t.Skip("no boot ID: ", err)
-	}
+	procs, boot := hostBoot(t)
 	for _, c := range []struct {
 		name      string
 		recreated bool   // the cgroup removed and made again under its path before the freeze

@@ -7,9 +7,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
 
 	"github.com/go-kit/log"
 
@@ -94,21 +95,6 @@ func pauseJournal(pid int, extra string) string {
 	return fmt.Sprintf(`{"time":"2026-01-01T00:00:00Z","event":"original","target":{"gpu":"GPU-0","knob":"pause_duty","pid":%d},"tenant":"train","from":{"kind":"duty","num":0},"pids":[%d]%s}`+"\n", pid, pid, extra)
 }
 
-// bindReadOnly mounts dir read-only at a directory of its own (a file
-// system the journal is on remounted read-only, as a disk error does).
-func bindReadOnly(t *testing.T, dir string) string {
-	t.Helper()
-	ro := t.TempDir()
-	if err := syscall.Mount(dir, ro, "", syscall.MS_BIND, ""); err != nil {
-		t.Skip("bind mount: ", err)
-	}
-	t.Cleanup(func() { _ = syscall.Unmount(ro, syscall.MNT_DETACH) })
-	if err := syscall.Mount("", ro, "", syscall.MS_BIND|syscall.MS_REMOUNT|syscall.MS_RDONLY, ""); err != nil {
-		t.Fatal(err)
-	}
-	return ro
-}
-
 // A start with the tuner off on a journal on a read-only file system
 // thaws the tenant it holds paused (a tenant left frozen is the worse
 // harm) and warns that its original stays open, for the next start to
@@ -138,7 +124,7 @@ func TestThawWithTunerOffReadOnlyJournal(t *testing.T) {
 				}
 				defer j.Close()
 			}
-			journal := filepath.Join(bindReadOnly(t, rw), "journal")
+			journal := filepath.Join(testutil.BindReadOnly(t, rw), "journal")
 			startOffOnHost(t, journal, cg, c.frozen, c.log, 1)
 		})
 	}
@@ -176,12 +162,7 @@ func TestThawWithTunerOffNoFreezer(t *testing.T) {
 // touched, and the pause's original is closed, its process gone. A pause
 // journaled without (by an earlier version) is thawed by PID, as before.
 func TestThawWithTunerOffPassesOverAnotherProcess(t *testing.T) {
-	const otherBoot = "7d2e9c41-8a5b-4f3e-a1c6-2b9d0e8f7a11"
-	procs := kube.NewProcReader("/proc")
-	boot, err := procs.BootID()
-	if err != nil {
-		t.Skip("no boot ID: ", err)
-	}
+	procs, boot := hostBoot(t)
 	for _, c := range []struct {
 		name   string
 		id     func(start uint64) string
@@ -207,6 +188,21 @@ func TestThawWithTunerOffPassesOverAnotherProcess(t *testing.T) {
 			startOffOnHost(t, journal, cg, c.frozen, c.log, 0)
 		})
 	}
+}
+
+// otherBoot is the boot ID of another boot of this host.
+const otherBoot = "7d2e9c41-8a5b-4f3e-a1c6-2b9d0e8f7a11"
+
+// hostBoot is this host's procfs reader and its boot ID; it skips the
+// test where the boot ID cannot be read.
+func hostBoot(t *testing.T) (kube.ProcReader, string) {
+	t.Helper()
+	procs := kube.NewProcReader("/proc")
+	boot, err := procs.BootID()
+	if err != nil {
+		t.Skip("no boot ID: ", err)
+	}
+	return procs, boot
 }
 
 // startOffOnHost starts with the tuner off on journal, with this host's

@@ -16,6 +16,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -151,4 +152,21 @@ func LongReasonServer(t testing.TB, code, n int) string {
 		}
 	}()
 	return "http://" + ln.Addr().String()
+}
+
+// BindReadOnly mounts dir read-only at a directory of its own, unmounted
+// when the test ends (a file system remounted read-only, as a disk error
+// does, with the same files seen writable through dir); it skips the test
+// where it cannot mount (not root).
+func BindReadOnly(t *testing.T, dir string) string {
+	t.Helper()
+	ro := t.TempDir()
+	if err := syscall.Mount(dir, ro, "", syscall.MS_BIND, ""); err != nil {
+		t.Skip("no bind mount (needs root): ", err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(ro, syscall.MNT_DETACH) })
+	if err := syscall.Mount("", ro, "", syscall.MS_BIND|syscall.MS_REMOUNT|syscall.MS_RDONLY, ""); err != nil {
+		t.Fatal(err)
+	}
+	return ro
 }
