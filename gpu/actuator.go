@@ -193,11 +193,12 @@ type PauseActuator interface {
 	SetPauseDuty(ctx context.Context, uuid, tenant string, pids []uint32, duty float64) error
 }
 
-// ProcessIdentifier is a PauseActuator that tells a process it pauses
-// from a later one of the same PID: a PID is taken again once its process
-// exits, and a reboot starts them over, so a PID kept for a thaw after a
-// crash may name another process by then (whose cgroup someone else may
-// have frozen).
+// ProcessIdentifier is a PauseActuator that names what it pauses beyond
+// PIDs, for a thaw after a crash: the processes, told from later ones of
+// the same PID (a PID is taken again once its process exits, and a reboot
+// starts them over, so a PID kept may name another process by then, whose
+// cgroup someone else may have frozen), and the cgroups it freezes, which
+// it thaws again where they are still the same.
 type ProcessIdentifier interface {
 	// ProcessStarts returns the host's boot ID (a UUID, new at every
 	// boot) and the start time of each of pids, in its order, in clock

@@ -175,7 +175,7 @@ func (c *config) validate() error {
 		// nothing is served
 		errs = append(errs, fmt.Errorf("--web.telemetry-path %q is not a clean path (no empty, '.' or '..' segments): requests for it are redirected to %q", p, path.Clean(p)))
 	}
-	if reserved(c.TelemetryPath) || reserved(path.Clean(c.TelemetryPath)) {
+	if reserved(path.Clean(c.TelemetryPath)) { // (a reserved path is clean)
 		errs = append(errs, fmt.Errorf("--web.telemetry-path %q clashes with a built-in endpoint", c.TelemetryPath))
 	}
 	if c.Backend != backendSim {

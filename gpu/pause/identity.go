@@ -1,11 +1,8 @@
 package pause
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"strconv"
-	"syscall"
 
 	"github.com/vgpu-exporter/vgpu_exporter/kube"
 )
@@ -18,7 +15,7 @@ import (
 // crash passes over a PID that names another process by then, and the
 // group (cgroup or process group) found from it is never touched.
 func (p *Pauser) ProcessStarts(pids []uint32) (string, []uint64, error) {
-	r := kube.NewProcReader(p.o.ProcRoot)
+	r := kube.NewProcReader(p.r.proc)
 	boot, err := r.BootID()
 	if err != nil {
 		return "", nil, fmt.Errorf("pause: boot ID: %w", err)
@@ -26,7 +23,7 @@ func (p *Pauser) ProcessStarts(pids []uint32) (string, []uint64, error) {
 	starts := make([]uint64, len(pids))
 	for i, pid := range pids {
 		s, err := r.StartTime(pid)
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+		if gone(err) {
 			continue // not running: 0
 		}
 		if err == nil {
