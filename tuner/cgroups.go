@@ -46,11 +46,17 @@ func validCgroups(r Record) error {
 		return fmt.Errorf("%d cgroups, of %d bytes (at most %d, of %d)", len(r.Cgroups), cgroupBytes(r.Cgroups), maxJournalCgroups, maxJournalCgroupBytes)
 	}
 	for _, c := range r.Cgroups {
-		if c.ID == 0 || c.Path == "/" || !strings.HasPrefix(c.Path, "/") || path.Clean(c.Path) != c.Path || strings.ContainsRune(c.Path, 0) {
+		if !validCgroup(c) {
 			return fmt.Errorf("cgroup %q (id %d): not a cgroup below a hierarchy's root", c.Path, c.ID)
 		}
 	}
 	return nil
+}
+
+// validCgroup says whether c names a cgroup below a hierarchy's root: an
+// ID, and an absolute, clean path other than the root.
+func validCgroup(c gpu.Cgroup) bool {
+	return c.ID != 0 && c.Path != "/" && strings.HasPrefix(c.Path, "/") && path.Clean(c.Path) == c.Path && !strings.ContainsRune(c.Path, 0)
 }
 
 // cgroupBytes is the length of cgs's paths together.
@@ -85,8 +91,7 @@ func boundCgroups(cgs []gpu.Cgroup) []gpu.Cgroup {
 	var out []gpu.Cgroup
 	for _, c := range cgs {
 		next := append(out[:len(out):len(out)], c)
-		if len(next) > maxJournalCgroups || cgroupBytes(next) > maxJournalCgroupBytes ||
-			validCgroups(Record{Event: EventOriginal, Target: Target{Knob: gpu.KnobPauseDuty}, Identity: Identity{Boot: "b", Cgroups: []gpu.Cgroup{c}}}) != nil {
+		if len(next) > maxJournalCgroups || cgroupBytes(next) > maxJournalCgroupBytes || !validCgroup(c) {
 			continue
 		}
 		out = next

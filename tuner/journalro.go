@@ -16,7 +16,8 @@ import (
 // it holds the lock.
 
 // openReadOnly opens the journal at path read-only, without blocking, and
-// locks it (exclusive): an error where another process holds it.
+// locks it (exclusive; shared on NFS, which locks a file opened read-only
+// no other way: lockRegular): an error where another process holds it.
 func openReadOnly(path string) (*os.File, error) {
 	return openRegularLock(path, os.O_RDONLY, true)
 }

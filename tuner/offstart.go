@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/go-kit/log"
@@ -77,20 +78,10 @@ func StartOff(ctx context.Context, path string, clock gpu.Clock, actuators func(
 	if err != nil {
 		level.Error(logger).Log("msg", "the tuner is off, and the paused tenants named in its journal could not all be thawed; tried again at the next start", "journal", path, "err", err)
 	}
-	if werr := j.Stats().WriteError; werr != "" && thawedAny(d) {
+	if werr := j.Stats().WriteError; werr != "" && slices.ContainsFunc(d, func(d Decision) bool { return d.Applied }) {
 		level.Warn(logger).Log("msg", "the tuner is off, and the paused tenants thawed stay open in its journal, which cannot be written: the next start thaws them again", "journal", path, "err", werr)
 	}
 	return d, err
-}
-
-// thawedAny says whether a thaw among ds took.
-func thawedAny(ds []Decision) bool {
-	for _, d := range ds {
-		if d.Applied {
-			return true
-		}
-	}
-	return false
 }
 
 // pausedTenants are the tenants (their targets where unnamed) of the

@@ -383,7 +383,8 @@ func (s *State) PauseDuty(tg Target) Duty {
 	return 0
 }
 
-// drives lists the knobs the bound actuators set, less the disabled ones.
+// drives lists the knobs the bound actuators set, each true unless the
+// operator disabled it (Options.Disabled).
 func (t *Tuner) drives() map[gpu.Knob]bool {
 	out := map[gpu.Knob]bool{}
 	for _, k := range t.o.Actuators.Knobs() {

@@ -74,15 +74,23 @@ type State struct {
 // holds no answer for the GPU or the knob, it is available: not knowing
 // is not "no".
 func (s *State) Available(uuid string, k gpu.Knob) bool {
+	a, off, found := s.knob(uuid, k)
+	return !off && (!found || a.Available)
+}
+
+// knob is what the state says of knob k on the GPU uuid: whether the
+// operator switched it off (Drives false), and its availability there
+// where the state holds one (found).
+func (s *State) knob(uuid string, k gpu.Knob) (a KnobAvailability, off, found bool) {
 	if on, ok := s.Drives[k]; ok && !on {
-		return false
+		off = true
 	}
 	for _, a := range s.Knobs[uuid] {
 		if a.Knob == k {
-			return a.Available
+			return a, off, true
 		}
 	}
-	return true
+	return KnobAvailability{}, off, false
 }
 
 // Plannable says whether the slow loop may plan a change of knob k on
@@ -91,16 +99,11 @@ func (s *State) Available(uuid string, k gpu.Knob) bool {
 // executor would refuse it untried). One no backend drives is planned all
 // the same: with no rebalancing hook a plan is a recommendation, in
 // enforce too, and that is what the operator asked the slow loop for.
+// (Drives names only the knobs a backend drives: a plan of a switched-off
+// knob nothing drives is dropped by the tuner, Tuner.switchedOff.)
 func (s *State) Plannable(uuid string, k gpu.Knob) bool {
-	if on, ok := s.Drives[k]; ok && !on {
-		return false
-	}
-	for _, a := range s.Knobs[uuid] {
-		if a.Knob == k {
-			return !a.Driven || a.Available
-		}
-	}
-	return true
+	a, off, found := s.knob(uuid, k)
+	return !off && (!found || !a.Driven || a.Available)
 }
 
 // Changeable says whether a change of t that is not a revert can be made
