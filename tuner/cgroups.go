@@ -83,32 +83,51 @@ func (t *Tuner) cgroupsOf(pids []uint32) []gpu.Cgroup {
 		}
 		return nil
 	}
-	return boundCgroups(cgs)
+	out, left := boundCgroups(cgs)
+	t.noteCgroupsLeftOut(pids, out, left)
+	return out
 }
 
-// boundCgroups is cgs (valid ones) as far as a record holds them.
-func boundCgroups(cgs []gpu.Cgroup) []gpu.Cgroup {
-	var out []gpu.Cgroup
+// noteCgroupsLeftOut warns, once an hour, that the cgroups left (valid
+// ones a pause of pids freezes) are not journaled with those kept: a
+// record holds at most maxJournalCgroups, maxJournalCgroupBytes of paths.
+func (t *Tuner) noteCgroupsLeftOut(pids []uint32, kept, left []gpu.Cgroup) {
+	if len(left) == 0 {
+		return
+	}
+	if held, ok := t.cgroupsLeftOut.NoteAt(t.o.Clock.Now()); ok {
+		level.Warn(t.o.Logger).Log("msg", fmt.Sprintf("tuner journals %d of the %d cgroups it pauses (a record holds %d, of %d bytes of paths): should every process of one left out be killed while it is frozen, and the exporter crash, the next start leaves the rest of that cgroup frozen (logged once an hour)",
+			len(kept), len(kept)+len(left), maxJournalCgroups, maxJournalCgroupBytes), "pids", pidsText(pids), "first_left_out", left[0].String(), "not_logged", held)
+	}
+}
+
+// boundCgroups is cgs (valid ones) as far as a record holds them, and
+// the valid ones it left out.
+func boundCgroups(cgs []gpu.Cgroup) (out, left []gpu.Cgroup) {
 	for _, c := range cgs {
+		if !validCgroup(c) {
+			continue
+		}
 		next := append(out[:len(out):len(out)], c)
-		if len(next) > maxJournalCgroups || cgroupBytes(next) > maxJournalCgroupBytes || !validCgroup(c) {
+		if len(next) > maxJournalCgroups || cgroupBytes(next) > maxJournalCgroupBytes {
+			left = append(left, c)
 			continue
 		}
 		out = next
 	}
-	return out
+	return out, left
 }
 
 // unionCgroups is a's cgroups, then those of b it lacks, as far as a
-// record holds them.
-func unionCgroups(a, b []gpu.Cgroup) []gpu.Cgroup {
-	out := append([]gpu.Cgroup(nil), a...)
+// record holds them, and those it left out (boundCgroups).
+func unionCgroups(a, b []gpu.Cgroup) (out, left []gpu.Cgroup) {
+	all := append([]gpu.Cgroup(nil), a...)
 	for _, c := range b {
-		if !slices.Contains(out, c) {
-			out = append(out, c)
+		if !slices.Contains(all, c) {
+			all = append(all, c)
 		}
 	}
-	return boundCgroups(out)
+	return boundCgroups(all)
 }
 
 // thawCgroups thaws, once the thaw by PID (a) was applied, the cgroups

@@ -2,7 +2,6 @@ package tuner
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -63,9 +62,7 @@ func TestPauseEndThawsNoCgroupOfAReusedPID(t *testing.T) {
 // the ones the pause was freezing are thawed at the next start.
 func TestWidenedCgroupsKeepTheNewFirst(t *testing.T) {
 	ctx := context.Background()
-	cg := func(i uint32) gpu.Cgroup {
-		return gpu.Cgroup{Path: fmt.Sprintf("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod%032d.slice/cri-containerd-%064d.scope", i, i), ID: uint64(100 + i)}
-	}
+	cg := systemdContainer
 	p := &idPause{boot: testBoot, starts: map[uint32]uint64{}, cgroups: map[uint32]gpu.Cgroup{}}
 	var old, fresh []uint32
 	for pid := uint32(1); pid <= 30; pid++ {

@@ -2,9 +2,13 @@ package tuner
 
 import (
 	"context"
+	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-kit/log"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 )
@@ -95,4 +99,59 @@ func TestJournalValidCgroups(t *testing.T) {
 			t.Errorf("%s: validRecord = %v, want ok: %v", c.name, err, c.ok)
 		}
 	}
+}
+
+// A pause whose processes sit in more cgroups than a record holds
+// journals as many as it holds and warns, once an hour, how many it left
+// out; one whose cgroups fit warns nothing.
+func TestPauseWarnsOfCgroupsLeftOut(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		containers uint32
+		kept       int
+		warned     bool
+	}{
+		{"three containers", 3, 3, false},
+		{"twenty-one containers", 21, 21, false},
+		{"thirty containers", 30, 21, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := &idPause{boot: testBoot, starts: map[uint32]uint64{}, cgroups: map[uint32]gpu.Cgroup{}}
+			var pids []uint32
+			for pid := uint32(1); pid <= c.containers; pid++ {
+				p.starts[pid], p.cgroups[pid] = uint64(1000+pid), systemdContainer(pid)
+				pids = append(pids, pid)
+			}
+			j := writeJournal(t, filepath.Join(t.TempDir(), "journal"))
+			defer j.Close()
+			out := &strings.Builder{}
+			tu, err := New(Options{Policy: pauseOnce(), Guards: []Guard{Bounds{}}, Enabled: pauseOn, Actuators: ActuatorsOf(p), Journal: j, Clock: gpu.NewManualClock(t0),
+				Mode: ModeEnforce, Logger: log.NewLogfmtLogger(log.NewSyncWriter(out))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 3 { // the pause, then rounds that follow nothing new
+				if _, err := tu.RunOnce(context.Background(), trainOn(t0.Add(time.Duration(i)*time.Second), pids)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			o := j.Originals()
+			if len(o) != 1 || len(o[0].Cgroups) != c.kept {
+				t.Fatalf("originals %+v, want the pause's with %d cgroups", o, c.kept)
+			}
+			want := 0
+			if c.warned {
+				want = 1
+			}
+			if n := strings.Count(out.String(), fmt.Sprintf("journals %d of the %d cgroups it pauses", c.kept, c.containers)); n != want {
+				t.Errorf("%d warnings of the cgroups left out, want %d; log:\n%s", n, want, out)
+			}
+		})
+	}
+}
+
+// systemdContainer is the cgroup of container i of a pod under the
+// systemd cgroup driver (191 bytes: 21 fit in a record's 4 KiB).
+func systemdContainer(i uint32) gpu.Cgroup {
+	return gpu.Cgroup{Path: fmt.Sprintf("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod%032d.slice/cri-containerd-%064d.scope", i, i), ID: uint64(100 + i)}
 }

@@ -116,7 +116,9 @@ func (t *Tuner) widenHeld(a Action, now time.Time, always bool) error {
 	slices.Sort(wide)
 	id := t.identityFor(o, wide)
 	if id.Boot != "" && id.Boot == o.Boot {
-		id.Cgroups = unionCgroups(id.Cgroups, o.Cgroups) // (those about to be frozen first, then those frozen now, until the change is made)
+		var left []gpu.Cgroup
+		id.Cgroups, left = unionCgroups(id.Cgroups, o.Cgroups) // (those about to be frozen first, then those frozen now, until the change is made)
+		t.noteCgroupsLeftOut(wide, id.Cgroups, left)
 	}
 	if err := t.journal(Record{Time: now, Event: EventProcesses, Target: o.Target, Tenant: o.Tenant, PIDs: wide, Identity: id}); err != nil {
 		return fmt.Errorf("the processes to pause could not be journaled: %w", err)

@@ -197,11 +197,12 @@ type Tuner struct {
 	// last refusal logged per target (see logRefusal).
 	stopped, staleHeld bool
 	refused            map[string]string
-	// unidentified and unnamedCgroups bound the warnings that the pause
-	// actuator cannot tell processes apart now (identify), or name the
-	// cgroups it freezes (cgroupsOf): one line an hour each, on the
+	// unidentified, unnamedCgroups and cgroupsLeftOut bound the warnings
+	// that the pause actuator cannot tell processes apart now (identify),
+	// or name the cgroups it freezes (cgroupsOf), or that a record cannot
+	// hold them all (noteCgroupsLeftOut): one line an hour each, on the
 	// tuner's clock.
-	unidentified, unnamedCgroups *ratelog.Log
+	unidentified, unnamedCgroups, cgroupsLeftOut *ratelog.Log
 	// burns, rounds and hist are the latest round as the status tells it
 	// (see round.go, history.go).
 	burns  []TenantBurn
@@ -244,7 +245,7 @@ func New(o Options) (*Tuner, error) {
 		o: o, fast: newFastTracker(o.FastWindow),
 		changes: map[string]Change{}, history: map[string][]Change{}, pending: map[string]Fraction{},
 		originals: map[string]Original{}, targets: map[string]Setting{}, watches: map[string]*successorWatch{},
-		counts: newCounts(), hist: newRoundRing(HistoryPoints), unidentified: ratelog.New(time.Hour, 1), unnamedCgroups: ratelog.New(time.Hour, 1),
+		counts: newCounts(), hist: newRoundRing(HistoryPoints), unidentified: ratelog.New(time.Hour, 1), unnamedCgroups: ratelog.New(time.Hour, 1), cgroupsLeftOut: ratelog.New(time.Hour, 1),
 	}
 	if o.Journal != nil {
 		for _, orig := range o.Journal.Originals() {
