@@ -374,17 +374,9 @@ func sloAttainment(target time.Duration, good, ended int) *float64 {
 	return Attainment(good, ended)
 }
 
-// quantile32 is Quantile over ascending latencies in seconds.
-func quantile32(sorted []float32, q float64) *float64 {
-	if len(sorted) == 0 {
-		return nil
-	}
-	v := round6(float64(sorted[nearestRank(len(sorted), q)]))
-	return &v
-}
-
-// quantiles32 is quantile32 at 0.5 and 0.99 over latencies in any order,
-// which it leaves as they are.
+// quantiles32 returns the nearest-rank median and 99th percentile, in
+// seconds (6 significant digits), of latencies in any order, which it
+// leaves as they are; nil when there are none.
 func quantiles32(latencies []float32) (p50, p99 *float64) {
 	n := len(latencies)
 	if n == 0 {

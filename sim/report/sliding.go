@@ -39,8 +39,14 @@ func (r *Recorder) WindowQuantiles(tenant string, q float64, window time.Duratio
 	}
 	stride := (len(r.steps) + maxWindowPoints - 1) / maxWindowPoints
 	w := window.Seconds()
+	// each step's latencies sorted on their own: a window's order
+	// statistic is then taken by merging its steps (windowRank)
+	sorted := slices.Clone(a.latencies)
+	for _, sp := range a.spans {
+		slices.Sort(sorted[sp.start:sp.end])
+	}
 	var out []Point
-	var scratch []float32
+	var heap []run
 	lo := 0 // first span inside the window
 	for i, sp := range a.spans {
 		t := r.steps[sp.step].T
@@ -54,11 +60,83 @@ func (r *Recorder) WindowQuantiles(tenant string, q float64, window time.Duratio
 		if from == sp.end {
 			continue
 		}
-		scratch = append(scratch[:0], a.latencies[from:sp.end]...)
-		slices.Sort(scratch)
-		out = append(out, Point{T: t, V: *quantile32(scratch, q)})
+		var v float32
+		v, heap = windowRank(sorted, a.spans[lo:i+1], nearestRank(sp.end-from, q), heap)
+		out = append(out, Point{T: t, V: round6(float64(v))})
 	}
 	return out
+}
+
+// run is the part vals[lo:hi] of one step's sorted latencies that a
+// merge has not taken yet.
+type run struct{ lo, hi int }
+
+// windowRank returns the value at index k of the ascending order of the
+// latencies of spans, each span of vals sorted on its own and at least
+// one not empty. It merges the spans from the end of the order nearer k,
+// smallest or largest first, through a heap of their next values; heap
+// is scratch space, returned for reuse. Latencies are never NaN, so the
+// value is the one a sort of the whole window would put at k.
+func windowRank(vals []float32, spans []stepSpan, k int, heap []run) (float32, []run) {
+	heap = heap[:0]
+	n := 0
+	for _, sp := range spans {
+		if sp.end > sp.start {
+			heap = append(heap, run{sp.start, sp.end})
+			n += sp.end - sp.start
+		}
+	}
+	top := k > n-1-k // nearer the largest: take from the top
+	take := k + 1
+	if top {
+		take = n - k
+	}
+	// next is the value a run gives next
+	next := func(r run) float32 {
+		if top {
+			return vals[r.hi-1]
+		}
+		return vals[r.lo]
+	}
+	// first reports whether run x's next value comes out before run y's
+	first := func(x, y run) bool {
+		if top {
+			return next(x) > next(y)
+		}
+		return next(x) < next(y)
+	}
+	down := func(i int) {
+		for {
+			c := 2*i + 1
+			if c >= len(heap) {
+				return
+			}
+			if c+1 < len(heap) && first(heap[c+1], heap[c]) {
+				c++
+			}
+			if !first(heap[c], heap[i]) {
+				return
+			}
+			heap[i], heap[c] = heap[c], heap[i]
+			i = c
+		}
+	}
+	for i := len(heap)/2 - 1; i >= 0; i-- {
+		down(i)
+	}
+	for ; take > 1; take-- {
+		if top {
+			heap[0].hi--
+		} else {
+			heap[0].lo++
+		}
+		if heap[0].lo == heap[0].hi {
+			heap[0] = heap[len(heap)-1]
+			heap = heap[:len(heap)-1]
+		}
+		down(0)
+	}
+	return next(heap[0]), heap
 }
 
 // Change is a setting a policy applied during the run; the plots mark it.
