@@ -108,20 +108,23 @@ func timeAxis(steps []Step) (float64, string) {
 }
 
 // tenantGroups returns the tenants grouped by the GPU (UUID) they ended on,
-// the groups in GPU index order.
+// the groups in GPU index order: the tenants and GPUs of the Summary,
+// without its figures.
 func tenantGroups(r *Recorder) (titles, uuids []string, groups [][]string) {
-	sum := r.Summary()
 	index := map[string]int{}
-	for _, g := range sum.GPUs {
-		index[g.UUID] = g.Index
+	for _, uuid := range r.gorder {
+		index[uuid] = r.gpus[uuid].index
 	}
+	names := slices.Clone(r.order)
+	sort.Strings(names)
 	byGPU := map[string][]string{}
 	var gpus []string
-	for _, t := range sum.Tenants {
-		if _, ok := byGPU[t.GPU]; !ok {
-			gpus = append(gpus, t.GPU)
+	for _, name := range names {
+		g := r.tenants[name].gpu
+		if _, ok := byGPU[g]; !ok {
+			gpus = append(gpus, g)
 		}
-		byGPU[t.GPU] = append(byGPU[t.GPU], t.Tenant)
+		byGPU[g] = append(byGPU[g], name)
 	}
 	sort.SliceStable(gpus, func(i, j int) bool {
 		ii, iok := index[gpus[i]]
