@@ -67,76 +67,74 @@ func (r *Recorder) WindowQuantiles(tenant string, q float64, window time.Duratio
 	return out
 }
 
-// run is the part vals[lo:hi] of one step's sorted latencies that a
-// merge has not taken yet.
-type run struct{ lo, hi int }
+// run is one step's sorted latencies in a merge: next is the value it
+// gives next (negated when the merge takes the largest first, so that the
+// heap always puts the least key on top), at its index in vals and stop
+// the index past the last one it gives, going up or down.
+type run struct {
+	next     float32
+	at, stop int
+}
 
 // windowRank returns the value at index k of the ascending order of the
 // latencies of spans, each span of vals sorted on its own and at least
 // one not empty. It merges the spans from the end of the order nearer k,
 // smallest or largest first, through a heap of their next values; heap
 // is scratch space, returned for reuse. Latencies are never NaN, so the
-// value is the one a sort of the whole window would put at k.
+// value is the one a sort of the whole window would put at k (a negation
+// is exact and reverses the order).
 func windowRank(vals []float32, spans []stepSpan, k int, heap []run) (float32, []run) {
-	heap = heap[:0]
 	n := 0
 	for _, sp := range spans {
-		if sp.end > sp.start {
-			heap = append(heap, run{sp.start, sp.end})
-			n += sp.end - sp.start
-		}
+		n += sp.end - sp.start
 	}
 	top := k > n-1-k // nearer the largest: take from the top
-	take := k + 1
+	take, step, sign := k+1, 1, float32(1)
 	if top {
-		take = n - k
+		take, step, sign = n-k, -1, -1
 	}
-	// next is the value a run gives next
-	next := func(r run) float32 {
-		if top {
-			return vals[r.hi-1]
-		}
-		return vals[r.lo]
-	}
-	// first reports whether run x's next value comes out before run y's
-	first := func(x, y run) bool {
-		if top {
-			return next(x) > next(y)
-		}
-		return next(x) < next(y)
-	}
-	down := func(i int) {
-		for {
-			c := 2*i + 1
-			if c >= len(heap) {
-				return
-			}
-			if c+1 < len(heap) && first(heap[c+1], heap[c]) {
-				c++
-			}
-			if !first(heap[c], heap[i]) {
-				return
-			}
-			heap[i], heap[c] = heap[c], heap[i]
-			i = c
+	heap = heap[:0]
+	for _, sp := range spans {
+		switch {
+		case sp.end == sp.start:
+		case top:
+			heap = append(heap, run{-vals[sp.end-1], sp.end - 1, sp.start - 1})
+		default:
+			heap = append(heap, run{vals[sp.start], sp.start, sp.end})
 		}
 	}
 	for i := len(heap)/2 - 1; i >= 0; i-- {
-		down(i)
+		siftDown(heap, i)
 	}
 	for ; take > 1; take-- {
-		if top {
-			heap[0].hi--
-		} else {
-			heap[0].lo++
-		}
-		if heap[0].lo == heap[0].hi {
+		r := &heap[0]
+		if r.at += step; r.at == r.stop {
 			heap[0] = heap[len(heap)-1]
 			heap = heap[:len(heap)-1]
+		} else {
+			r.next = sign * vals[r.at]
 		}
-		down(0)
+		siftDown(heap, 0)
 	}
-	return next(heap[0]), heap
+	return sign * heap[0].next, heap
+}
+
+// siftDown moves heap[i] down to its place in the min-heap of next keys.
+func siftDown(heap []run, i int) {
+	for {
+		c := 2*i + 1
+		if c >= len(heap) {
+			return
+		}
+		if c+1 < len(heap) && heap[c+1].next < heap[c].next {
+			c++
+		}
+		if !(heap[c].next < heap[i].next) {
+			return
+		}
+		heap[i], heap[c] = heap[c], heap[i]
+		i = c
+	}
 }
 
 // Change is a setting a policy applied during the run; the plots mark it.
