@@ -245,10 +245,11 @@ func addLine(p *plot.Plot, xy plotter.XYs, c color.Color, dashed bool, legend st
 	if len(xy) == 0 {
 		return nil
 	}
-	l, err := plotter.NewLine(xy)
+	pl, err := plotter.NewLine(xy)
 	if err != nil {
 		return err
 	}
+	l := &line{Line: pl}
 	l.LineStyle.Color = c
 	l.LineStyle.Width = vg.Points(1.2)
 	if dashed {
@@ -259,6 +260,29 @@ func addLine(p *plot.Plot, xy plotter.XYs, c color.Color, dashed bool, legend st
 		p.Legend.Add(legend, l)
 	}
 	return nil
+}
+
+// line is a plotter.Line that works its glyph boxes (one per point, which
+// the layout pads the data area by) out once for the plot and axis ranges
+// it is asked for: laying out and drawing a panel asks for them several
+// times (plot.Align, Plot.Draw, Plot.DataCanvas), and they change with
+// nothing else of the plot the drawing may change (it may widen an empty
+// axis range).
+type line struct {
+	*plotter.Line
+	boxes []plot.GlyphBox
+	of    *plot.Plot
+	axes  [4]float64 // X.Min, X.Max, Y.Min, Y.Max of the boxes
+}
+
+// GlyphBoxes returns plotter.Line's glyph boxes for p. The slice is
+// shared: plot.Plot copies the boxes it keeps.
+func (l *line) GlyphBoxes(p *plot.Plot) []plot.GlyphBox {
+	axes := [4]float64{p.X.Min, p.X.Max, p.Y.Min, p.Y.Max}
+	if l.boxes == nil || l.of != p || l.axes != axes {
+		l.boxes, l.of, l.axes = l.Line.GlyphBoxes(p), p, axes
+	}
+	return l.boxes
 }
 
 // tenantPanels draws one panel per GPU with panel, given the GPU's title,
