@@ -262,12 +262,12 @@ func addLine(p *plot.Plot, xy plotter.XYs, c color.Color, dashed bool, legend st
 	return nil
 }
 
-// line is a plotter.Line that works its glyph boxes (one per point, which
-// the layout pads the data area by) out once for the plot and axis ranges
-// it is asked for: laying out and drawing a panel asks for them several
-// times (plot.Align, Plot.Draw, Plot.DataCanvas), and they change with
-// nothing else of the plot the drawing may change (it may widen an empty
-// axis range).
+// line is a plotter.Line whose glyph boxes (one per point: the layout
+// pads the data area so that none is clipped) are only those that can
+// decide the padding, worked out once for the plot and axis ranges they
+// are asked for: laying out and drawing a panel asks for them several
+// times (plot.Align, Plot.Draw, Plot.DataCanvas), and the drawing changes
+// nothing else they depend on (it may widen an empty axis range).
 type line struct {
 	*plotter.Line
 	boxes []plot.GlyphBox
@@ -275,15 +275,42 @@ type line struct {
 	axes  [4]float64 // X.Min, X.Max, Y.Min, Y.Max of the boxes
 }
 
-// GlyphBoxes returns plotter.Line's glyph boxes for p. The slice is
-// shared: plot.Plot copies the boxes it keeps.
+// GlyphBoxes returns plotter.Line's glyph boxes for p, in their order,
+// less those that cannot be the left-, right-, top- or bottom-most (and
+// those outside the axes, which the plot drops). Every box has the same
+// size, so a box more than glyphSlack (of the axis) inside all of the
+// line's extremes lies that fraction of the data area, far more than any
+// rounding, inside a box the layout compares it with: the layout, which
+// takes the first box at the extreme, takes the same one. The slice is
+// shared: the plot copies the boxes it keeps.
 func (l *line) GlyphBoxes(p *plot.Plot) []plot.GlyphBox {
 	axes := [4]float64{p.X.Min, p.X.Max, p.Y.Min, p.Y.Max}
-	if l.boxes == nil || l.of != p || l.axes != axes {
-		l.boxes, l.of, l.axes = l.Line.GlyphBoxes(p), p, axes
+	if l.boxes != nil && l.of == p && l.axes == axes {
+		return l.boxes
 	}
+	all := l.Line.GlyphBoxes(p)
+	in := func(b plot.GlyphBox) bool { return b.X >= 0 && b.X <= 1 && b.Y >= 0 && b.Y <= 1 }
+	minX, maxX, minY, maxY := math.Inf(1), math.Inf(-1), math.Inf(1), math.Inf(-1)
+	for _, b := range all {
+		if in(b) {
+			minX, maxX = min(minX, b.X), max(maxX, b.X)
+			minY, maxY = min(minY, b.Y), max(maxY, b.Y)
+		}
+	}
+	boxes := all[:0]
+	for _, b := range all {
+		if in(b) && (b.X <= minX+glyphSlack || b.X >= maxX-glyphSlack || b.Y <= minY+glyphSlack || b.Y >= maxY-glyphSlack) {
+			boxes = append(boxes, b)
+		}
+	}
+	l.boxes, l.of, l.axes = boxes, p, axes
 	return l.boxes
 }
+
+// glyphSlack is how far inside its line's extremes (as a fraction of the
+// axis) a glyph box is left out of the layout: a millionth of a panel is
+// a billion times the rounding of its coordinates.
+const glyphSlack = 1e-6
 
 // tenantPanels draws one panel per GPU with panel, given the GPU's title,
 // the time axis and the tenants that ended on it, marks the changes

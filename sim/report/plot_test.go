@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"image/png"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -13,6 +14,11 @@ import (
 	"time"
 
 	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 )
 
 func TestPlotsDeterministic(t *testing.T) {
@@ -194,4 +200,60 @@ func mustFloat(t *testing.T, s string) float64 {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// TestLineGlyphBoxes: a panel of lines that keep only the glyph boxes
+// that can decide the padding lays out its data area exactly as one of
+// plain plotter.Lines, flat lines, ties at the extremes and points
+// outside the axes included.
+func TestLineGlyphBoxes(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for trial := range 50 {
+		var lines []plotter.XYs
+		for range 1 + r.IntN(4) {
+			xy := make(plotter.XYs, 1+r.IntN(300))
+			for i := range xy {
+				xy[i].X = float64(i) / 60
+				switch trial % 3 {
+				case 0:
+					xy[i].Y = r.NormFloat64()
+				case 1:
+					xy[i].Y = float64(r.IntN(3)) // ties
+				default:
+					xy[i].Y = 0.25 // flat
+				}
+			}
+			lines = append(lines, xy)
+		}
+		panel := func(cached bool) *plot.Plot {
+			p := newPanel("t", "x", "y")
+			for i, xy := range lines {
+				if cached {
+					if err := addLine(p, xy, plotutil.Color(i), i%2 == 1, ""); err != nil {
+						t.Fatal(err)
+					}
+					continue
+				}
+				l, err := plotter.NewLine(xy)
+				if err != nil {
+					t.Fatal(err)
+				}
+				l.LineStyle.Width = vg.Points(1.2)
+				p.Add(l)
+			}
+			if trial%4 == 3 {
+				p.Y.Max = 0.5 // some points above the axis
+			}
+			return p
+		}
+		img := vgimg.New(6*vg.Inch, 3.5*vg.Inch)
+		c := draw.New(img)
+		want := panel(false).DataCanvas(c).Rectangle
+		p := panel(true)
+		for range 2 { // the second time from the kept boxes
+			if got := p.DataCanvas(c).Rectangle; got != want {
+				t.Fatalf("trial %d: data area %v, want %v", trial, got, want)
+			}
+		}
+	}
 }
