@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"gonum.org/v1/plot"
@@ -157,13 +158,15 @@ func shortUUID(u string) string {
 }
 
 // tenantXY collects one tenant's values over the steps; f returns false
-// for a step without a value.
+// for a step without a value. A step's tenants are in name order (Add
+// sorts them), so each step's are found by a binary search.
 func tenantXY(steps []Step, tenant string, div float64, f func(TenantStep) (float64, bool)) plotter.XYs {
 	var xy plotter.XYs
 	for _, st := range steps {
-		for _, t := range st.Tenants {
+		i, _ := slices.BinarySearchFunc(st.Tenants, tenant, func(t TenantStep, name string) int { return strings.Compare(t.Tenant, name) })
+		for _, t := range st.Tenants[i:] {
 			if t.Tenant != tenant {
-				continue
+				break
 			}
 			if v, ok := f(t); ok {
 				xy = append(xy, plotter.XY{X: st.T / div, Y: v})
