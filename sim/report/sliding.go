@@ -40,13 +40,12 @@ func (r *Recorder) WindowQuantiles(tenant string, q float64, window time.Duratio
 	stride := (len(r.steps) + maxWindowPoints - 1) / maxWindowPoints
 	w := window.Seconds()
 	// each step's latencies sorted on their own: a window's order
-	// statistic is then taken by merging its steps (windowRank)
-	sorted := slices.Clone(a.latencies)
+	// statistic is then taken by merging its steps (ranker)
+	rk := ranker{vals: slices.Clone(a.latencies)}
 	for _, sp := range a.spans {
-		slices.Sort(sorted[sp.start:sp.end])
+		slices.Sort(rk.vals[sp.start:sp.end])
 	}
 	var out []Point
-	var heap []run
 	lo := 0 // first span inside the window
 	for i, sp := range a.spans {
 		t := r.steps[sp.step].T
@@ -60,63 +59,136 @@ func (r *Recorder) WindowQuantiles(tenant string, q float64, window time.Duratio
 		if from == sp.end {
 			continue
 		}
-		var v float32
-		v, heap = windowRank(sorted, a.spans[lo:i+1], nearestRank(sp.end-from, q), heap)
+		v := rk.rank(a.spans[lo:i+1], nearestRank(sp.end-from, q))
 		out = append(out, Point{T: t, V: round6(float64(v))})
 	}
 	return out
 }
 
-// run is one step's sorted latencies in a merge: next is the value it
-// gives next (negated when the merge takes the largest first, so that the
-// heap always puts the least key on top), at its index in vals and stop
-// the index past the last one it gives, going up or down.
+// ranker finds order statistics of windows of latencies, each step's span
+// of vals sorted on its own. Latencies are never NaN, so a value it finds
+// is the one a sort of the whole window would put at its index.
+type ranker struct {
+	vals []float32
+	heap []run // scratch of merge
+	cuts []cut // scratch of rank
+	// last is the value found last (when found): the next window's is
+	// usually near it, so the next search starts there
+	last  float32
+	found bool
+}
+
+// run is a part of one step's sorted latencies in a merge: next is the
+// value it gives next (negated when the merge takes the largest first, so
+// that the heap always puts the least key on top), at its index in vals
+// and stop the index past the last one it gives, going up or down.
 type run struct {
 	next     float32
 	at, stop int
 }
 
-// windowRank returns the value at index k of the ascending order of the
-// latencies of spans, each span of vals sorted on its own and at least
-// one not empty. It merges the spans from the end of the order nearer k,
-// smallest or largest first, through a heap of their next values; heap
-// is scratch space, returned for reuse. Latencies are never NaN, so the
-// value is the one a sort of the whole window would put at k (a negation
-// is exact and reverses the order).
-func windowRank(vals []float32, spans []stepSpan, k int, heap []run) (float32, []run) {
-	n := 0
-	for _, sp := range spans {
-		n += sp.end - sp.start
-	}
-	top := k > n-1-k // nearer the largest: take from the top
-	take, step, sign := k+1, 1, float32(1)
-	if top {
-		take, step, sign = n-k, -1, -1
-	}
-	heap = heap[:0]
-	for _, sp := range spans {
+// cut is where a value falls in a span: vals[lo:hi] equal it, those
+// before lo are below it and those from hi on above.
+type cut struct{ lo, hi int }
+
+// rank returns the value at index k of the ascending order of the
+// latencies of spans, at least one of them not empty.
+func (r *ranker) rank(spans []stepSpan, k int) float32 {
+	r.heap = r.heap[:0]
+	var v float32
+	if !r.found {
+		// merge from the end of the order nearer k
+		n := 0
+		for _, sp := range spans {
+			n += sp.end - sp.start
+		}
+		up := k <= n-1-k
+		for _, sp := range spans {
+			r.push(sp.start, sp.end, up)
+		}
+		take := k + 1
+		if !up {
+			take = n - k
+		}
+		v = r.merge(take, up)
+	} else {
+		// the last value g cuts each span into the latencies below it,
+		// equal to it and above it; the value at k is g, or found by
+		// merging upwards from above g or downwards from below it
+		g := r.last
+		below, upto := 0, 0
+		r.cuts = r.cuts[:0]
+		for _, sp := range spans {
+			i, j := sp.start, sp.end // first index not below g
+			for i < j {
+				m := int(uint(i+j) >> 1)
+				if r.vals[m] < g {
+					i = m + 1
+				} else {
+					j = m
+				}
+			}
+			j = i // first index above g
+			for j < sp.end && r.vals[j] == g {
+				j++
+			}
+			below += i - sp.start
+			upto += j - sp.start
+			r.cuts = append(r.cuts, cut{i, j})
+		}
 		switch {
-		case sp.end == sp.start:
-		case top:
-			heap = append(heap, run{-vals[sp.end-1], sp.end - 1, sp.start - 1})
+		case k < below: // downwards from below g
+			for s, sp := range spans {
+				r.push(sp.start, r.cuts[s].lo, false)
+			}
+			v = r.merge(below-k, false)
+		case k >= upto: // upwards from above g
+			for s, sp := range spans {
+				r.push(r.cuts[s].hi, sp.end, true)
+			}
+			v = r.merge(k-upto+1, true)
 		default:
-			heap = append(heap, run{vals[sp.start], sp.start, sp.end})
+			v = g
 		}
 	}
+	r.last, r.found = v, true
+	return v
+}
+
+// push adds vals[from:to] to the merge, if not empty: from its smallest
+// (up) or its largest.
+func (r *ranker) push(from, to int, up bool) {
+	switch {
+	case from == to:
+	case up:
+		r.heap = append(r.heap, run{r.vals[from], from, to})
+	default:
+		r.heap = append(r.heap, run{-r.vals[to-1], to - 1, from - 1})
+	}
+}
+
+// merge returns the take-th value (from 1) of the runs in r.heap merged
+// upwards or downwards.
+func (r *ranker) merge(take int, up bool) float32 {
+	step, sign := 1, float32(1)
+	if !up {
+		step, sign = -1, -1
+	}
+	heap := r.heap
 	for i := len(heap)/2 - 1; i >= 0; i-- {
 		siftDown(heap, i)
 	}
 	for ; take > 1; take-- {
-		r := &heap[0]
-		if r.at += step; r.at == r.stop {
+		h := &heap[0]
+		if h.at += step; h.at == h.stop {
 			heap[0] = heap[len(heap)-1]
 			heap = heap[:len(heap)-1]
 		} else {
-			r.next = sign * vals[r.at]
+			h.next = sign * r.vals[h.at]
 		}
 		siftDown(heap, 0)
 	}
-	return sign * heap[0].next, heap
+	return sign * heap[0].next
 }
 
 // siftDown moves heap[i] down to its place in the min-heap of next keys.

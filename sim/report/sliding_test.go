@@ -6,15 +6,16 @@ import (
 	"testing"
 )
 
-// TestWindowRank checks every rank of windows of separately sorted spans,
-// some empty and some with repeated values, against a sort of the window.
-func TestWindowRank(t *testing.T) {
+// TestRanker checks ranks of windows of separately sorted spans, some
+// empty and some with repeated values, against a sort of the window: the
+// first search from an end of the window, the others from the value found
+// before, in another window or at another rank.
+func TestRanker(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	var heap []run
 	for trial := range 200 {
 		var vals []float32
 		var spans []stepSpan
-		for step := range 1 + r.IntN(8) {
+		for step := range 1 + r.IntN(12) {
 			from := len(vals)
 			for range r.IntN(6) {
 				v := r.Float32()
@@ -26,15 +27,19 @@ func TestWindowRank(t *testing.T) {
 			slices.Sort(vals[from:])
 			spans = append(spans, stepSpan{step: step, start: from, end: len(vals)})
 		}
-		if len(vals) == 0 {
-			continue
-		}
-		want := slices.Sorted(slices.Values(vals))
-		for k := range want {
-			var got float32
-			got, heap = windowRank(vals, spans, k, heap)
-			if got != want[k] {
-				t.Fatalf("trial %d: rank %d of %v in %v: got %v, want %v", trial, k, vals, spans, got, want[k])
+		rk := ranker{vals: vals}
+		for range 20 {
+			lo := r.IntN(len(spans))
+			hi := lo + 1 + r.IntN(len(spans)-lo)
+			window := spans[lo:hi]
+			n := window[len(window)-1].end - window[0].start
+			if n == 0 {
+				continue
+			}
+			want := slices.Sorted(slices.Values(vals[window[0].start:window[len(window)-1].end]))
+			k := r.IntN(n)
+			if got := rk.rank(window, k); got != want[k] {
+				t.Fatalf("trial %d: rank %d of %v in %v: got %v, want %v", trial, k, vals, window, got, want[k])
 			}
 		}
 	}
