@@ -1,6 +1,7 @@
 package report
 
 import (
+	"math"
 	"slices"
 	"time"
 
@@ -42,9 +43,7 @@ func (r *Recorder) WindowQuantiles(tenant string, q float64, window time.Duratio
 	// each step's latencies sorted on their own: a window's order
 	// statistic is then taken by merging its steps (ranker)
 	rk := ranker{vals: slices.Clone(a.latencies)}
-	for _, sp := range a.spans {
-		slices.Sort(rk.vals[sp.start:sp.end])
-	}
+	sortSpans(rk.vals, a.spans)
 	var out []Point
 	lo := 0 // first span inside the window
 	for i, sp := range a.spans {
@@ -63,6 +62,64 @@ func (r *Recorder) WindowQuantiles(tenant string, q float64, window time.Duratio
 		out = append(out, Point{T: t, V: round6(float64(v))})
 	}
 	return out
+}
+
+// sortSpans sorts each span of latencies (never NaN, nor -0: a
+// duration's seconds) on its own, as slices.Sort would: a long one by a
+// radix sort of the values' order keys (floatKey), byte by byte from the
+// lowest, skipping a byte all its keys share; a short one by slices.Sort.
+func sortSpans(vals []float32, spans []stepSpan) {
+	var keys, tmp []uint32
+	for _, sp := range spans {
+		a := vals[sp.start:sp.end]
+		if len(a) < radixSortMin {
+			slices.Sort(a)
+			continue
+		}
+		keys, tmp = slices.Grow(keys[:0], len(a)), slices.Grow(tmp[:0], len(a))[:len(a)]
+		var count [4][256]int
+		for _, v := range a {
+			k := floatKey(v)
+			keys = append(keys, k)
+			count[0][k&0xff]++
+			count[1][k>>8&0xff]++
+			count[2][k>>16&0xff]++
+			count[3][k>>24]++
+		}
+		src, dst := keys, tmp
+		for d := range 4 {
+			c, shift := &count[d], 8*d
+			if c[src[0]>>shift&0xff] == len(src) {
+				continue // every key has this byte
+			}
+			sum := 0
+			for i, n := range c {
+				c[i] = sum
+				sum += n
+			}
+			for _, k := range src {
+				b := k >> shift & 0xff
+				dst[c[b]] = k
+				c[b]++
+			}
+			src, dst = dst, src
+		}
+		for i, k := range src {
+			a[i] = keyFloat(k)
+		}
+	}
+}
+
+// radixSortMin is the shortest span sortSpans sorts by radix: below it
+// the four passes' counts cost more than a comparison sort.
+const radixSortMin = 48
+
+// keyFloat is the value of a floatKey (+0 for either zero).
+func keyFloat(k uint32) float32 {
+	if k>>31 == 1 {
+		return math.Float32frombits(k &^ (1 << 31))
+	}
+	return math.Float32frombits(^k)
 }
 
 // ranker finds order statistics of windows of latencies, each step's span

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -41,6 +42,42 @@ func TestRanker(t *testing.T) {
 			if got := rk.rank(window, k); got != want[k] {
 				t.Fatalf("trial %d: rank %d of %v in %v: got %v, want %v", trial, k, vals, window, got, want[k])
 			}
+		}
+	}
+}
+
+// TestSortSpans: spans sorted by sortSpans hold what slices.Sort puts
+// there, short and long, with ties and with bytes every key shares.
+func TestSortSpans(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	var vals []float32
+	var spans []stepSpan
+	for step := range 300 {
+		from := len(vals)
+		for range r.IntN(400) {
+			var v float32
+			switch step % 4 {
+			case 0:
+				v = float32(r.ExpFloat64() * 0.002)
+			case 1:
+				v = float32(r.IntN(5)) * 0.25 // ties, zeros
+			case 2:
+				v = 1 + float32(r.IntN(1000))/1024 // one exponent
+			default:
+				v = float32(r.NormFloat64() * 1e3) // negative too
+			}
+			vals = append(vals, v)
+		}
+		spans = append(spans, stepSpan{step: step, start: from, end: len(vals)})
+	}
+	want := slices.Clone(vals)
+	for _, sp := range spans {
+		slices.Sort(want[sp.start:sp.end])
+	}
+	sortSpans(vals, spans)
+	for i := range vals {
+		if math.Float32bits(vals[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("index %d: %v, want %v", i, vals[i], want[i])
 		}
 	}
 }
