@@ -17,6 +17,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/internal/parallel"
@@ -103,6 +104,12 @@ type Recorder struct {
 	gpuMinutes, heldMinutes int
 
 	changes []Change
+
+	// summary is the Summary of the first summaryOf steps, for the next
+	// call without an Add between (each Add records a step)
+	mu        sync.Mutex
+	summary   *Summary
+	summaryOf int
 }
 
 // GoodputWindow is the window a GPU's SLOs are judged in for goodput:
@@ -499,8 +506,23 @@ type Summary struct {
 	EnergyJ float64 `json:"energy_joules"`
 }
 
-// Summary computes the run's summary from everything recorded so far.
+// Summary computes the run's summary from everything recorded so far. A
+// call with no Add since the last returns the same figures (in slices of
+// its own) without working them out again.
 func (r *Recorder) Summary() Summary {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.summary == nil || r.summaryOf != len(r.steps) {
+		s := r.summarize()
+		r.summary, r.summaryOf = &s, len(r.steps)
+	}
+	s := *r.summary
+	s.Tenants, s.GPUs = slices.Clone(s.Tenants), slices.Clone(s.GPUs)
+	return s
+}
+
+// summarize is Summary, worked out.
+func (r *Recorder) summarize() Summary {
 	s := Summary{Meta: r.meta, Seconds: round6(r.elapsed), Steps: len(r.steps)}
 	names := slices.Clone(r.order)
 	sort.Strings(names)

@@ -556,3 +556,21 @@ func TestWindowQuantilesSampled(t *testing.T) {
 		t.Errorf("last point %v, want {%d %v}", last, n, float64(n)/1000)
 	}
 }
+
+// TestSummaryKept: a second Summary without an Add between is the first,
+// whatever its caller did to the first's slices; an Add makes a new one.
+func TestSummaryKept(t *testing.T) {
+	ws := windows()
+	r := record(ws[:len(ws)-1])
+	first := r.Summary()
+	want := record(ws[:len(ws)-1]).Summary()
+	first.Tenants[0].Requests = -1
+	first.GPUs[0].PowerW = -1
+	if got := r.Summary(); !reflect.DeepEqual(got, want) {
+		t.Errorf("second summary\n%+v\nwant\n%+v", got, want)
+	}
+	r.Add(ws[len(ws)-1])
+	if got, want := r.Summary(), record(ws).Summary(); !reflect.DeepEqual(got, want) {
+		t.Errorf("summary after Add\n%+v\nwant\n%+v", got, want)
+	}
+}
