@@ -248,10 +248,11 @@ func orNaN(p *float64) float64 {
 // when no sample has both.
 func linearFit(samples []fitSample, get func(*fitSample) (ctxVals, float64)) ctxVals {
 	var keys []ctxKey
+	var prev ctxVals
 	for i := range samples {
 		x, y := get(&samples[i])
 		if !math.IsNaN(y) {
-			keys = appendKeys(keys, x)
+			keys, prev = appendKeys(keys, x, prev), x
 		}
 	}
 	keys = uniqueKeys(keys)
@@ -264,7 +265,7 @@ func linearFit(samples []fitSample, get func(*fitSample) (ctxVals, float64)) ctx
 		if len(cur) >= maxFitContexts {
 			return nil
 		}
-		keys = appendKeys(keys[:0], cur)
+		keys = appendKeys(keys[:0], cur, nil)
 		pool = len(keys)
 		m = pool + 1
 	}
@@ -340,12 +341,13 @@ func (f *gpuFit) fitOccupancy() ctxVals {
 	keys, obs := f.keys[:0], f.obs[:0]
 	defer func() { f.keys, f.obs = keys, obs }()
 	sumSM, sumOcc := 0.0, 0.0
+	var prev ctxVals
 	for i := range f.samples {
 		s := &f.samples[i]
 		if math.IsNaN(s.sm) || math.IsNaN(s.occ) || s.sm <= 0 {
 			continue
 		}
-		keys = appendKeys(keys, s.busy)
+		keys, prev = appendKeys(keys, s.busy, prev), s.busy
 		sumSM += s.sm
 		sumOcc += s.occ
 		obs = append(obs, occObs{sm: s.sm, occ: s.occ})
@@ -503,10 +505,15 @@ func (x *occObs) setErr() {
 	x.e = d * d
 }
 
-// appendKeys appends the keys of x to keys (uniqueKeys then sorts them
-// and drops the repeats: one sort of all of them, where inserting each
-// into a sorted list would cost the square of the window's contexts).
-func appendKeys(keys []ctxKey, x ctxVals) []ctxKey {
+// appendKeys appends the keys of x to keys, none when x has the keys of
+// prev, a sample whose keys keys holds already (a window's samples mostly
+// share their contexts). uniqueKeys then sorts them and drops the
+// repeats: one sort of all of them, where inserting each into a sorted
+// list would cost the square of the window's contexts.
+func appendKeys(keys []ctxKey, x, prev ctxVals) []ctxKey {
+	if len(x) == len(prev) && slices.EqualFunc(x, prev, func(a, b ctxVal) bool { return a.key == b.key }) {
+		return keys
+	}
 	for _, e := range x {
 		keys = append(keys, e.key)
 	}
