@@ -283,11 +283,15 @@
             std.format(|||
               vgpu_tuner_kill_switch_engaged{%(sel)s} == 1
               and on (%(key)s)
-              vgpu_tuner_mode{%(sel)s, mode="enforce"} == 1
+              (
+                vgpu_tuner_mode{%(sel)s, mode="enforce"} == 1
+                or
+                max by (%(key)s) (vgpu_tuner_gpu_mode{%(sel)s, mode="enforce"}) == 1
+              )
             |||, { sel: sel, key: std.format('%s, job, %s', [c.clusterLabel, c.hostLabel]) }),
             c.alertFor.tunerKillSwitch,
-            'A host in enforce mode has its tuner stopped by the kill switch.',
-            'The tuner' + onHost + ' is in enforce mode but its kill switch has been engaged for %s: it makes no change but reverts of its own, and the settings stay as they are.' % c.alertFor.tunerKillSwitch,
+            'A tuner in enforce mode (the host, or some of its GPUs) is stopped by the kill switch.',
+            'The tuner' + onHost + ' is in enforce mode (the host, or some of its GPUs) but its kill switch has been engaged for %s: it makes no change but reverts of its own, and the settings stay as they are.' % c.alertFor.tunerKillSwitch,
           ),
         ],
       },
