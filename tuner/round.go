@@ -209,7 +209,7 @@ func (in roundInput) budget(d *gpu.Device) (RoundKind, string, string) {
 	}
 	switch {
 	case worst == nil && starting:
-		return RoundNoSignal, "no SLO signal yet: the tuner's window starts at its first reading of the latency counters (after a start or a source's restart), and a burn needs two", ""
+		return RoundNoSignal, "no SLO signal yet: the tuner's window starts at its first reading of the latency counters (after a start or a source's restart), and a burn needs two readings", ""
 	case worst == nil:
 		return RoundNoSignal, "no latency tenant on this GPU ended a request in the tuner's window: there is no SLO signal to act on", ""
 	case worst.Burn <= 1:
