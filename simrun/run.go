@@ -139,14 +139,28 @@ func PolicyNames() []string {
 	return append(policies.Names(), ps...)
 }
 
+// tunerPolicyNames are the policies that run on the tuner's engine, which
+// have knobs to enable and disable.
+func tunerPolicyNames() []string {
+	var out []string
+	for _, n := range policies.Names() {
+		if p, err := policies.New(n); err == nil {
+			if _, ok := p.(*tuner.TunerPolicy); ok {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}
+
 // knobsOnlyForTuner is the error of knob flags given to a policy that is
 // not a tuner policy.
 func (c Config) knobsOnlyForTuner() error {
 	switch {
 	case len(c.DisabledKnobs) > 0:
-		return fmt.Errorf("--disable-knob: only a tuner policy (%s) has knobs to disable, not %q", autotune.Name, c.Policy)
+		return fmt.Errorf("--disable-knob: only a tuner policy (%s) has knobs to disable, not %q", strings.Join(tunerPolicyNames(), ", "), c.Policy)
 	case len(c.EnabledKnobs) > 0:
-		return fmt.Errorf("--enable-knob: only a tuner policy (%s) has knobs to enable, not %q", autotune.Name, c.Policy)
+		return fmt.Errorf("--enable-knob: only a tuner policy (%s) has knobs to enable, not %q", strings.Join(tunerPolicyNames(), ", "), c.Policy)
 	case len(c.AutotuneParams) > 0:
 		return fmt.Errorf("--autotune.param: only the %s policy has parameters, not %q", autotune.Name, c.Policy)
 	}
