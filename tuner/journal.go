@@ -217,19 +217,27 @@ func OpenJournalSize(path string, maxBytes int64) (*Journal, error) {
 // while another may be writing it). A journal that does not exist holds
 // none.
 func ReadJournalOriginals(path string) ([]Original, error) {
+	open, _, err := ReadJournal(path)
+	return open, err
+}
+
+// ReadJournal is ReadJournalOriginals with what the read dropped
+// (JournalStats' TornBytes and Dropped): an original a dropped record
+// held is not among those returned.
+func ReadJournal(path string) ([]Original, JournalStats, error) {
 	f, err := openRegularFlag(path, os.O_RDONLY)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return nil, JournalStats{}, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("tuner journal: %w", err)
+		return nil, JournalStats{}, fmt.Errorf("tuner journal: %w", err)
 	}
 	defer f.Close()
 	j := newJournal(f, path, DefaultJournalMaxBytes)
 	if err := j.load(); err != nil {
-		return nil, err
+		return nil, JournalStats{}, err
 	}
-	return j.Originals(), nil
+	return j.Originals(), j.Stats(), nil
 }
 
 // newJournal is the journal of the open file f at path, nothing loaded.

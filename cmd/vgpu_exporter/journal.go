@@ -47,13 +47,13 @@ func runJournal(args []string, stdout, stderr io.Writer, now func() time.Time) i
 			fmt.Fprintf(stdout, "no journal at %s (none written yet, or another path): nothing for a start to restore\n", *path)
 			return 0
 		}
-		open, err := tuner.ReadJournalOriginals(*path)
+		open, st, err := tuner.ReadJournal(*path)
 		if err != nil {
 			fmt.Fprintf(stderr, "vgpu_exporter %s: %v\n", journalCommand, err)
 			return 1
 		}
 		writeOriginals(stdout, open)
-		return 0
+		return droppedRecords(stderr, *path, st)
 	}
 	dropped, err := tuner.DropJournalOriginals(*path, *keys, *gpus, *why, now())
 	if len(dropped) > 0 {
@@ -65,6 +65,28 @@ func runJournal(args []string, stdout, stderr io.Writer, now func() time.Time) i
 		return 1
 	}
 	return 0
+}
+
+// droppedRecords says what the read of the journal at path dropped, and
+// returns the exit status: 1 where a record inside the file could not be
+// trusted (an original it held is lost, and not listed), 0 where at most
+// a torn tail was cut (a write a crash cut short, whose change was not
+// made).
+func droppedRecords(w io.Writer, path string, st tuner.JournalStats) int {
+	var bad []string
+	for _, r := range tuner.JournalDropReasons {
+		if n := st.Dropped[r]; n > 0 && r != "torn" {
+			bad = append(bad, fmt.Sprintf("%d %s", n, r))
+		}
+	}
+	if st.TornBytes > 0 {
+		fmt.Fprintf(w, "vgpu_exporter %s: %s ends in a torn record of %d bytes (a write a crash or a full disk cut short), not read\n", journalCommand, path, st.TornBytes)
+	}
+	if len(bad) == 0 {
+		return 0
+	}
+	fmt.Fprintf(w, "vgpu_exporter %s: %s holds records that cannot be trusted (%s), not listed: an original one of them held is lost, and no start restores it: check the GPUs' settings by hand\n", journalCommand, path, strings.Join(bad, ", "))
+	return 1
 }
 
 // writeOriginals writes the originals as a table, or says there are none.

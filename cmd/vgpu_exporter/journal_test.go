@@ -60,3 +60,32 @@ func TestJournalCommand(t *testing.T) {
 		t.Errorf("the last drop is not in the journal:\n%s", b)
 	}
 }
+
+// The listing says what it could not read: records inside the file that
+// cannot be trusted (an original they held is not listed) end it with
+// exit status 1; a torn tail (a write a crash cut short) is said, exit 0.
+func TestJournalCommandDroppedRecords(t *testing.T) {
+	const power = `{"time":"2026-01-01T00:00:00Z","event":"original","target":{"gpu":"GPU-0","knob":"power_limit"},"from":{"kind":"watts","num":700}}` + "\n"
+	for _, c := range []struct {
+		name, text string
+		rc         int
+		err        string
+	}{
+		{"whole", power, 0, ""},
+		{"a corrupt record inside", "not a record\n" + power, 1, "cannot be trusted (1 corrupt)"},
+		{"not a journal", "hello\nworld\n", 1, "cannot be trusted (2 corrupt)"},
+		{"a torn tail", power + `{"time":"2026-01-01T00:00:01Z","ev`, 0, "ends in a torn record of"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			journal := filepath.Join(t.TempDir(), "journal")
+			if err := os.WriteFile(journal, []byte(c.text), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var out, errb bytes.Buffer
+			rc := runJournal([]string{"--tuner.journal=" + journal}, &out, &errb, time.Now)
+			if rc != c.rc || !strings.Contains(errb.String(), c.err) || c.err == "" && errb.Len() > 0 {
+				t.Errorf("exit %d, stderr %q; want exit %d and %q", rc, errb.String(), c.rc, c.err)
+			}
+		})
+	}
+}
