@@ -30,6 +30,9 @@ func ParseGPUModes(values []string) (map[string]Mode, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%q: %w", v, err)
 		}
+		if prev, ok := out[g]; ok {
+			return nil, fmt.Errorf("%q: GPU %s is given a mode twice (%s, then %s)", v, g, prev, mode)
+		}
 		out[g] = mode
 	}
 	return out, nil

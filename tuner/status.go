@@ -143,6 +143,7 @@ func (t *Tuner) noteRound(st *State, actions, held []Action, out []Decision, sta
 	t.burns = tenantBurns(st.Snapshot, st.Fast)
 	t.rounds = gpuRounds(roundInput{snap: st.Snapshot, burns: t.burns, modeOf: t.modeOf, killed: t.chain().Stopped(), stale: stale, actions: actions, held: held, out: out})
 	t.noteKnobs(st.Snapshot, st.Knobs)
+	t.noteUnmatchedModes(st.Snapshot)
 	t.hist.add(roundPoint(st.Now, st.Snapshot, t.burns, t.settings()))
 }
 

@@ -208,8 +208,11 @@ type Tuner struct {
 	burns  []TenantBurn
 	rounds []GPURound
 	hist   *roundRing
-	// knobsLogged is, by GPU UUID, the knobs last logged (noteKnobs).
-	knobsLogged map[string]string
+	// knobsLogged is, by GPU UUID, the knobs last logged (noteKnobs);
+	// modesUnmatched the per-GPU modes naming no GPU, as last logged
+	// (noteUnmatchedModes).
+	knobsLogged    map[string]string
+	modesUnmatched string
 	// caps are the backends' lists of each GPU's knobs, asked once a
 	// round (capCache).
 	caps capCache
