@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -148,6 +150,7 @@ func newTunerRunner(cfg *config, src gpu.Source, clock gpu.Clock, snapshot func(
 	var kill *tuner.KillSwitch
 	if c.KillSwitchFile != "" {
 		kill = &tuner.KillSwitch{File: c.KillSwitchFile}
+		warnKillSwitchDir(logger, c.KillSwitchFile)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -171,10 +174,21 @@ func newTunerRunner(cfg *config, src gpu.Source, clock gpu.Clock, snapshot func(
 		return nil, err
 	}
 	level.Info(logger).Log("msg", "tuner started", "mode", mode, "interval", c.Interval, "policy", pol.Name(), "journal", c.Journal,
-		"kill_switch_file", c.KillSwitchFile, "knobs", tuner.DescribeActuated(opts.Actuated), "autotune_params", strings.Join(c.AutotuneParams, " "))
+		"kill_switch_file", c.KillSwitchFile, "knobs", tuner.DescribeActuated(opts.Actuated), "disabled_knobs", strings.Join(c.DisabledKnobs, " "),
+		"enabled_knobs", strings.Join(c.EnabledKnobs, " "), "autotune_params", strings.Join(c.AutotuneParams, " "))
 	r := tuner.NewRunner(t, journal, clock, c.Interval, snapshot, logger)
 	r.CloseAtExit(closersAtExit(backends)...)
 	return r, nil
+}
+
+// warnKillSwitchDir warns where the kill-switch file's directory is not
+// there: the file an operator creates to stop the tuner could not be
+// created then, at the moment it is needed.
+func warnKillSwitchDir(logger log.Logger, file string) {
+	dir := filepath.Dir(file)
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		level.Warn(logger).Log("msg", "the directory of --tuner.kill-switch-file is not there: creating the file to stop the tuner fails until it is made", "dir", dir, "file", file)
+	}
 }
 
 // thawWithTunerOff is a start with the tuner off and a journal: the

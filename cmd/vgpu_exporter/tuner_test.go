@@ -349,3 +349,28 @@ func TestAutotuneParamFlag(t *testing.T) {
 		t.Errorf("params %+v, want %+v", a.P, want)
 	}
 }
+
+// A kill-switch file whose directory is not there is warned of at start
+// (the file could not be created when it is needed); one in a directory
+// that exists is not.
+func TestKillSwitchDirWarned(t *testing.T) {
+	dir := t.TempDir()
+	notDir := filepath.Join(dir, "file")
+	if err := os.WriteFile(notDir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		file   string
+		warned bool
+	}{
+		{filepath.Join(dir, "stop"), false},
+		{filepath.Join(dir, "missing", "stop"), true},
+		{filepath.Join(notDir, "stop"), true},
+	} {
+		var out strings.Builder
+		warnKillSwitchDir(log.NewLogfmtLogger(&out), c.file)
+		if got := strings.Contains(out.String(), "kill-switch-file is not there"); got != c.warned {
+			t.Errorf("%s: warned %v, want %v (log %q)", c.file, got, c.warned, out.String())
+		}
+	}
+}
