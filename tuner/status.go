@@ -80,6 +80,10 @@ type Status struct {
 	Recent []Decision
 	// Actuators says which backend drives each knob on this host.
 	Actuators []ActuatorInfo
+	// SwitchedOff are the knobs the tuner never changes, whatever a GPU
+	// has: those --tuner.disable-knob names and the opt-in ones
+	// --tuner.enable-knob does not (Options.Disabled), sorted.
+	SwitchedOff []gpu.Knob
 	// FastWindow is the span of the SLO signal the policies act on.
 	FastWindow time.Duration
 	// Burns are the latency tenants' SLO over the fast window in the
@@ -122,7 +126,7 @@ func (t *Tuner) publishLocked(now time.Time) {
 	s := &Status{
 		Policy: t.o.Policy.Name(), Mode: t.o.Mode, GPUModes: maps.Clone(t.o.GPUModes),
 		LastRun: now, Counts: t.counts.clone(), Unrestored: len(t.originals),
-		Recent: slices.Clone(t.recent), Actuators: slices.Clone(t.o.Actuated),
+		Recent: slices.Clone(t.recent), Actuators: slices.Clone(t.o.Actuated), SwitchedOff: slices.Sorted(slices.Values(t.o.Disabled)),
 		FastWindow: t.o.FastWindow, Burns: slices.Clone(t.burns), GPUs: slices.Clone(t.rounds), History: t.hist.points(),
 	}
 	s.KillSwitch = t.chain().Stopped()

@@ -112,14 +112,17 @@ type tunerKnobView struct {
 	Knob      string `json:"knob"`
 	Available bool   `json:"available"`
 	Why       string `json:"why_not,omitempty"`
+	// SwitchedOff: the operator switched the knob off, or did not opt in
+	// (the tuner never changes it, available or not).
+	SwitchedOff bool `json:"switched_off,omitempty"`
 }
 
 // knobsText is what the HTML shows of a GPU's tuner knobs: those its
 // backends can turn, those no backend drives, and each one its backends
 // leave out with why.
 type knobsText struct {
-	Available, NoBackend string
-	NotListed            []string
+	Available, NoBackend, Off string
+	NotListed                 []string
 }
 
 // mpsClientView is one MPS client's active-thread cap: in effect, and the
@@ -332,20 +335,27 @@ func newGPUView(d *gpu.Device, snap *tenant.Snapshot, st *tuner.Status) gpuView 
 		if i := slices.IndexFunc(st.GPUs, func(r tuner.GPURound) bool { return r.GPU == d.UUID }); i >= 0 {
 			r := st.GPUs[i]
 			g.Round = &roundView{Kind: string(r.Kind), Holding: r.Holding(), Why: r.Why, Guard: r.Guard}
-			g.TunerKnobs, g.CanTurn = tunerKnobs(r.Knobs)
+			g.TunerKnobs, g.CanTurn = tunerKnobs(r.Knobs, st.SwitchedOff)
 		}
 	}
 	return g
 }
 
 // tunerKnobs are a GPU's tuner knobs as JSON and as the HTML shows them.
-func tunerKnobs(ks []tuner.KnobAvailability) ([]tunerKnobView, knobsText) {
+func tunerKnobs(ks []tuner.KnobAvailability, off []gpu.Knob) ([]tunerKnobView, knobsText) {
 	var out []tunerKnobView
+	var on []tuner.KnobAvailability
+	var offNames []string
 	for _, k := range ks {
-		out = append(out, tunerKnobView{Knob: string(k.Knob), Available: k.Available, Why: k.Why()})
+		out = append(out, tunerKnobView{Knob: string(k.Knob), Available: k.Available, Why: k.Why(), SwitchedOff: slices.Contains(off, k.Knob)})
+		if slices.Contains(off, k.Knob) {
+			offNames = append(offNames, string(k.Knob))
+		} else {
+			on = append(on, k)
+		}
 	}
-	avail, unlisted, undriven := tuner.SplitKnobs(ks)
-	text := knobsText{Available: tuner.JoinKnobs(avail, ", "), NoBackend: tuner.JoinKnobs(undriven, ", ")}
+	avail, unlisted, undriven := tuner.SplitKnobs(on)
+	text := knobsText{Available: tuner.JoinKnobs(avail, ", "), NoBackend: tuner.JoinKnobs(undriven, ", "), Off: strings.Join(offNames, ", ")}
 	for _, k := range unlisted {
 		text.NotListed = append(text.NotListed, string(k.Knob)+": "+k.Why())
 	}

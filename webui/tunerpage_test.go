@@ -576,3 +576,26 @@ func TestTunerPagePause(t *testing.T) {
 		}
 	}
 }
+
+// A knob switched off (--tuner.disable-knob, or opt-in and not enabled)
+// is not among those the tuner can turn, though the GPU has it: the page
+// says it is switched off, the JSON marks it.
+func TestTunerPageSwitchedOffKnobs(t *testing.T) {
+	st := pageStatus()
+	st.SwitchedOff = []gpu.Knob{gpu.KnobPowerLimit, gpu.KnobPauseDuty}
+	_, body, _ := getPage(t, pageSnapshot(), st, "/tuner")
+	want := `<td class="tuner-knobs"><span class="knobs-available">locked_clocks</span><ul class="knobs muted small"><li class="knob-not-listed">vgpu_scheduler: not available on this GPU (its backends list locked_clocks, power_limit)</li></ul><br><span class="muted small knobs-no-backend">no backend on this host: mps_active_threads</span><br><span class="muted small knobs-off">switched off (<code>--tuner.disable-knob</code>, or opt-in without <code>--tuner.enable-knob</code>): power_limit</span></td>`
+	if !strings.Contains(body, want) {
+		t.Errorf("the page lacks\n%s\nin\n%s", want, body)
+	}
+	_, js, _ := getPage(t, pageSnapshot(), st, "/tuner?format=json")
+	for _, w := range []string{`"knob": "power_limit",
+          "available": true,
+          "switched_off": true`, `"knob": "locked_clocks",
+          "available": true
+        }`} {
+		if !strings.Contains(js, w) {
+			t.Errorf("the JSON lacks\n%s\nin\n%s", w, js)
+		}
+	}
+}
