@@ -51,7 +51,7 @@ func addActuatorFlags(app *kingpin.Application, c *actuatorConfig) {
 		pipe = mps.DefaultPipeDirectory
 	}
 	app.Flag("mps.control-binary", "MPS control daemon client used to change MPS active-thread percentages and pinned memory limits; empty disables the MPS actuator.").
-		Default(mps.DefaultControlBinary).PlaceHolder("PATH").StringVar(&c.MPSControlBinary)
+		Default(mps.DefaultControlBinary).StringVar(&c.MPSControlBinary)
 	app.Flag("mps.pipe-directory", "CUDA_MPS_PIPE_DIRECTORY of the MPS control daemon (the Kubernetes device plugin's daemon uses /run/nvidia/mps). Default: $CUDA_MPS_PIPE_DIRECTORY, else /tmp/nvidia-mps.").
 		Default(pipe).PlaceHolder("DIR").StringVar(&c.MPSPipeDirectory)
 	flagvalue.Duration(app, "mps.timeout", "Timeout of one MPS control daemon command.", mps.DefaultTimeout.String(), &c.MPSTimeout)
@@ -59,19 +59,19 @@ func addActuatorFlags(app *kingpin.Application, c *actuatorConfig) {
 		PlaceHolder("PATH").StringVar(&c.MPSRestartHook)
 	flagvalue.Duration(app, "mps.restart-hook.timeout", "Timeout of one run of --mps.restart-hook.", mps.DefaultRestartTimeout.String(), &c.MPSRestartTimeout)
 	app.Flag("nvidia-smi.path", "nvidia-smi used to set the compute time-slice level (nvidia-smi compute-policy); empty disables the time-slice actuator.").
-		Default(nvidiasmi.DefaultPath).PlaceHolder("PATH").StringVar(&c.NvidiaSMIPath)
+		Default(nvidiasmi.DefaultPath).StringVar(&c.NvidiaSMIPath)
 	flagvalue.Duration(app, "nvidia-smi.timeout", "Timeout of one nvidia-smi run.", nvidiasmi.DefaultTimeout.String(), &c.NvidiaSMITimeout)
 	app.Flag("tuner.rebalance-hook", "Program that applies a rebalancing plan (tenant moves, MIG layouts) read as JSON on stdin, e.g. deploy/hooks/kubernetes-evict.sh; or "+kubeevict.Name+": the exporter evicts each move's pod through the Kubernetes Eviction API itself (PodDisruptionBudgets hold), with the --tuner.rebalance-hook.kubernetes-* settings. Default: none, so plans are only recommended.").
 		PlaceHolder("PATH").StringVar(&c.RebalanceHook)
 	flagvalue.Duration(app, "tuner.rebalance-hook.timeout", "Timeout of one run of --tuner.rebalance-hook.", rebalance.DefaultTimeout.String(), &c.RebalanceTimeout)
 	app.Flag("tuner.rebalance-hook.kubernetes-api-server", "The Kubernetes API server ("+kubeevict.Name+"): https://HOST[:PORT].").
-		Default(kubeevict.DefaultAPIServer).PlaceHolder("URL").StringVar(&c.EvictAPIServer)
+		Default(kubeevict.DefaultAPIServer).StringVar(&c.EvictAPIServer)
 	app.Flag("tuner.rebalance-hook.kubernetes-token-file", "Bearer token of the evictions ("+kubeevict.Name+"), read again for each: the pod's service account token.").
-		Default(kubeevict.DefaultTokenFile).PlaceHolder("FILE").StringVar(&c.EvictTokenFile)
+		Default(kubeevict.DefaultTokenFile).StringVar(&c.EvictTokenFile)
 	app.Flag("tuner.rebalance-hook.kubernetes-ca-file", "CA certificates that verify the API server ("+kubeevict.Name+").").
-		Default(kubeevict.DefaultCAFile).PlaceHolder("FILE").StringVar(&c.EvictCAFile)
+		Default(kubeevict.DefaultCAFile).StringVar(&c.EvictCAFile)
 	app.Flag("pause.cgroup-root", "cgroup filesystem whose freezer pauses batch tenants (pause_duty; cgroup v2 there or under unified/, v1 under freezer/); mounted read-write from the host in a container. Empty disables the pause actuator.").
-		Default("/sys/fs/cgroup").PlaceHolder("DIR").StringVar(&c.PauseCgroupRoot)
+		Default("/sys/fs/cgroup").StringVar(&c.PauseCgroupRoot)
 	flagvalue.Duration(app, "pause.period", "Period of a paused tenant's pulse: paused for pause_duty of it, running for the rest.", pause.DefaultPeriod.String(), &c.PausePeriod)
 	flagvalue.Duration(app, "pause.max", "Longest a tenant stays paused at once (below its liveness probe's and clients' timeouts); 0: 0.9 of --pause.period.", "0s", &c.PauseMax)
 }
