@@ -160,7 +160,7 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 		level.Info(s.logger).Log("msg", "shutting down", "timeout", shutdownTimeout)
 	case err := <-serveErr:
 		if !errors.Is(err, http.ErrServerClosed) {
-			result = fmt.Errorf("HTTP server: %w", err)
+			result = fmt.Errorf("HTTP server (--web.listen-address=%s): %w", strings.Join(*cfg.Web.WebListenAddresses, ","), err)
 		}
 		serveErr <- err // for the shutdown below, which waits for it
 	}
