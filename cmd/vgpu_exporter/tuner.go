@@ -62,7 +62,7 @@ func addTunerFlags(app *kingpin.Application, c *tunerConfig) {
 	app.Flag("tuner.gpu-mode", "Mode of one GPU, overriding --tuner.mode: GPU=MODE with GPU an index or a UUID, e.g. 0=enforce. Repeatable.").
 		PlaceHolder("GPU=MODE").StringsVar(&c.GPUModes)
 	app.Flag("tuner.disable-knob", "A knob the tuner never changes (repeatable): "+strings.Join(tuner.KnobNames(), ", ")+"; e.g. locked_clocks and power_limit for no clock or power control.").
-		PlaceHolder("KNOB").EnumsVar(&c.DisabledKnobs, tuner.KnobNames()...)
+		PlaceHolder("KNOB").SetValue(flagvalue.EachOf("tuner.disable-knob", &c.DisabledKnobs, tuner.KnobNames()...))
 	d := slowloop.DefaultTimings()
 	flagvalue.Duration(app, "tuner.slow-loop.every", "How often the slow loop (tenant moves, MIG relayouts) considers a plan.", d.Every.String(), &c.SlowLoop.Every)
 	flagvalue.Duration(app, "tuner.slow-loop.dwell", "How long a latency tenant must miss its SLO without a break before the slow loop plans a move for it.", d.Dwell.String(), &c.SlowLoop.Dwell)
@@ -71,7 +71,7 @@ func addTunerFlags(app *kingpin.Application, c *tunerConfig) {
 	app.Flag("tuner.autotune-param", "With --tuner.policy=autotune: one of its parameters, NAME=VALUE (repeatable), over its defaults: "+strings.Join(autotune.ParamNames(), ", ")+" (docs/tuning.md).").
 		PlaceHolder("NAME=VALUE").StringsVar(&c.AutotuneParams)
 	app.Flag("tuner.enable-knob", "An opt-in knob the tuner may change (repeatable): "+strings.Join(tuner.OptInNames(), ", ")+" (docs/pause.md).").
-		PlaceHolder("KNOB").EnumsVar(&c.EnabledKnobs, tuner.OptInNames()...)
+		PlaceHolder("KNOB").SetValue(flagvalue.EachOf("tuner.enable-knob", &c.EnabledKnobs, tuner.OptInNames()...))
 }
 
 // gpuModes parses the --tuner.gpu-mode values.

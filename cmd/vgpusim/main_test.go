@@ -228,7 +228,7 @@ func TestErrors(t *testing.T) {
 		{"duration below a step", []string{"run", "--scenario", nn, "--duration", "500ms"}, "shorter than one step"},
 		{"zero step", []string{"run", "--scenario", nn, "--step", "0s"}, "--step 0s must be positive"},
 		{"bad step", []string{"run", "--scenario", nn, "--step", "1"}, `--step "1": want a duration`},
-		{"bad format", []string{"run", "--scenario", nn, "--format", "xml"}, "enum value must be one of csv,json"},
+		{"bad format", []string{"run", "--scenario", nn, "--format", "xml"}, `--format: "xml" is not one of csv, json`},
 		{"bad seed", []string{"run", "--scenario", nn, "--seed", "x"}, `--seed "x": want a non-zero integer`},
 		{"zero seed", []string{"run", "--scenario", nn, "--seed", "0"}, `--seed "0": want a non-zero integer`},
 		{"missing tenants file", []string{"run", "--scenario", nn, "--tenants", "/nonexistent/t.yaml"}, "/nonexistent/t.yaml"},

@@ -107,3 +107,34 @@ func Enum(app *kingpin.Application, name, help, def string, p *string, allowed .
 	f.SetValue(enumValue{name: name, p: p, allowed: allowed})
 	return f
 }
+
+// OneOf is a flag value, for SetValue, that takes one of allowed, naming
+// the flag (name, without its dashes) when it is given another.
+func OneOf(name string, p *string, allowed ...string) kingpin.Value {
+	return enumValue{name: name, p: p, allowed: allowed}
+}
+
+// EachOf is a repeatable flag value, for SetValue, each of whose values
+// is one of allowed, naming the flag when one is not.
+func EachOf(name string, p *[]string, allowed ...string) kingpin.Value {
+	return &enumsValue{name: name, p: p, allowed: allowed}
+}
+
+type enumsValue struct {
+	name    string
+	p       *[]string
+	allowed []string
+}
+
+func (v *enumsValue) Set(s string) error {
+	if !slices.Contains(v.allowed, s) {
+		return fmt.Errorf("--%s: %q is not one of %s", v.name, s, strings.Join(v.allowed, ", "))
+	}
+	*v.p = append(*v.p, s)
+	return nil
+}
+
+func (v *enumsValue) String() string { return strings.Join(*v.p, ",") }
+
+// IsCumulative makes the flag repeatable.
+func (v *enumsValue) IsCumulative() bool { return true }

@@ -50,3 +50,29 @@ func TestErrorsNameTheFlag(t *testing.T) {
 		t.Errorf("unset FloatPtr prints %q", s)
 	}
 }
+
+// TestEachOf: a repeatable flag of allowed values keeps each given, in
+// order, and names the flag and the value for one not allowed.
+func TestEachOf(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+		err  string
+	}{
+		{[]string{"--knob=a", "--knob=c"}, []string{"a", "c"}, ""},
+		{nil, nil, ""},
+		{[]string{"--knob=a", "--knob=b"}, nil, `--knob: "b" is not one of a, c`},
+	} {
+		var got []string
+		app := kingpin.New("t", "")
+		app.Terminate(nil)
+		app.Flag("knob", "").SetValue(EachOf("knob", &got, "a", "c"))
+		_, err := app.Parse(tc.args)
+		switch {
+		case tc.err == "" && (err != nil || strings.Join(got, " ") != strings.Join(tc.want, " ")):
+			t.Errorf("%v: got %q, %v; want %q", tc.args, got, err, tc.want)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%v: error %v, want %q", tc.args, err, tc.err)
+		}
+	}
+}
