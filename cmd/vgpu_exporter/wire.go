@@ -36,6 +36,9 @@ func buildOn(cfg *config, clock gpu.Clock, logger log.Logger) (*service, error) 
 		ts = tenant.ConfigSource{Path: cfg.TenantsConfig}
 	}
 	tcfg, err := ts.Load(cfg.TenantsAllowEmpty)
+	if err != nil && cfg.TenantsConfig != "" {
+		err = fmt.Errorf("--tenants.config: %w", err)
+	}
 	if s, ok := src.(*sim.Simulator); ok && err == nil {
 		err = s.Scenario().CheckSLOs(tcfg.File, tcfg.GivenSLO) // the tuner gets the SLOs the scenario judges
 	}
