@@ -243,6 +243,9 @@ func newTunerView(info TunerPageInfo, snap *tenant.Snapshot, st *tuner.Status, m
 	if st != nil {
 		v.Policy, v.Mode, v.KillSwitch, v.LastRun, v.RestoreAtExit = st.Policy, string(st.Mode), st.KillSwitch, st.LastRun, st.Unrestored
 		v.FastWindowSeconds, v.FastWindow, v.UpdatedAt = st.FastWindow.Seconds(), durationText(st.FastWindow), st.LastRun
+		if len(st.GPUs) == 0 {
+			v.LastRun = time.Time{} // published by the start's restore, before any round
+		}
 	}
 	gpuNames := map[string]string{} // UUID -> "index"
 	if snap != nil {

@@ -599,3 +599,18 @@ func TestTunerPageSwitchedOffKnobs(t *testing.T) {
 		}
 	}
 }
+
+// Before the first round (the status the start's restore published) the
+// page says no round ran, as its GPU rows do, and the JSON has no
+// last_round.
+func TestTunerPageNoRoundYet(t *testing.T) {
+	st := pageStatus()
+	st.GPUs = nil
+	_, body, _ := getPage(t, pageSnapshot(), st, "/tuner")
+	if !strings.Contains(body, "<dt>Last round</dt><dd>never</dd>") {
+		t.Errorf("the page gives a last round before any:\n%s", body)
+	}
+	if _, js, _ := getPage(t, pageSnapshot(), st, "/tuner?format=json"); strings.Contains(js, `"last_round"`) {
+		t.Errorf("the JSON gives a last round before any:\n%s", js)
+	}
+}
