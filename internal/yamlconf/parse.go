@@ -101,6 +101,14 @@ func syntaxProblem(msg string, lines [][]byte) Problem {
 			}
 		}
 	}
+	if strings.Contains(p.Msg, "did not find expected '-' indicator") || strings.Contains(p.Msg, "did not find expected key") {
+		// named at the block the parser was in (where it starts), not at
+		// the line that breaks it: the first line from there on indented
+		// less than the line before it, to a depth no line above it has
+		if n := misIndented(lines, p.Line); n > 0 {
+			p.Line, p.Msg = n, p.Msg+" (this line's indentation matches no block above it)"
+		}
+	}
 	if strings.Contains(p.Msg, "tab character") {
 		for i := max(p.Line-1, 0); i < len(lines); i++ {
 			if bytes.IndexByte(lines[i][:indent(lines[i])], '\t') >= 0 {
@@ -110,6 +118,35 @@ func syntaxProblem(msg string, lines [][]byte) Problem {
 		}
 	}
 	return p
+}
+
+// misIndented is the first line (1-based) from the line before from on
+// whose indentation is less than its predecessor's and none that the
+// lines from there on had (a key's, or an item's or its mapping's after
+// "- "); 0 where there is none. Blank lines and comments do not count.
+func misIndented(lines [][]byte, from int) int {
+	seen := map[int]bool{}
+	prev := -1
+	for i := max(from-2, 0); i < len(lines); i++ {
+		l := bytes.TrimRight(lines[i], " \t\r\n")
+		rest := bytes.TrimLeft(l, " ")
+		if len(rest) == 0 || rest[0] == '#' {
+			continue
+		}
+		d := len(l) - len(rest)
+		if prev >= 0 && d < prev && !seen[d] {
+			return i + 1
+		}
+		seen[d] = true
+		for bytes.HasPrefix(rest, []byte("- ")) { // an item: its mapping is indented after the dash
+			n := len(rest)
+			rest = bytes.TrimLeft(rest[1:], " ")
+			d += n - len(rest)
+			seen[d] = true
+		}
+		prev = d
+	}
+	return 0
 }
 
 // blank empties line n (1-based) of lines, or, when it is already empty,

@@ -214,6 +214,8 @@ func TestParse(t *testing.T) {
 		{"comment only", "# nothing\n", true, ""},
 		{"syntax", "a: [x\n", true, "f:1: did not find expected ',' or ']'"},
 		{"two documents", "a: 1\n---\nb: 2\n", true, "f:2: only one YAML document is allowed"},
+		{"an item's key indented wrong", "tenants:\n  - name: chat\n    selectors:\n      - executable: vllm\n   class: latency\n", false, "f:5: did not find expected '-' indicator (this line's indentation matches no block above it)"},
+		{"a key indented wrong", "a:\n  b: 1\n  c:\n    d: 2\n # note\n e: 3\n", false, "f:6: did not find expected key"},
 		{"aliases within budget", "a: &a [x]\nb: *a\n", false, ""},
 		{"alias bomb", bomb, false, "f:2: more than 10 alias references (*a)"},
 		{"alias cycle", "x: &a [*a]\n", false, ""},
