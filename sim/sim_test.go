@@ -137,8 +137,8 @@ func TestParseErrors(t *testing.T) {
 	cases := []struct {
 		name, src, want string
 	}{
-		{"unknown top key", "name: x\nbogus: 1\n" + "gpus:\n" + okGPU, "test.yaml:2: field bogus not found"},
-		{"unknown nested key", base("  - model: H100-SXM5-80GB\n    shareing: mps\n", okTenant), "test.yaml:4: field shareing not found"},
+		{"unknown top key", "name: x\nbogus: 1\n" + "gpus:\n" + okGPU, `test.yaml:2: unknown key "bogus"`},
+		{"unknown nested key", base("  - model: H100-SXM5-80GB\n    shareing: mps\n", okTenant), `test.yaml:4: unknown key "shareing"`},
 		{"bad model", base("  - model: A100\n", okTenant), "test.yaml:3: unknown GPU model"},
 		{"bad profile", base("  - model: H200-SXM5-141GB\n    sharing: mig\n    mig:\n      - profile: 3g.40gb\n", okTenant), "test.yaml:6: unknown MIG profile \"3g.40gb\""},
 		{"profiles do not fit", base("  - model: H200-SXM5-141GB\n    sharing: mig\n    mig:\n      - profile: 4g.71gb\n      - profile: 4g.71gb\n", okTenant), "test.yaml:5: MIG profile 4g.71gb fits at most 1"},

@@ -90,7 +90,9 @@ func (e *Errors) Add(err error) {
 		e.problems += list.problems - len(list.list)
 	case errors.As(err, &te):
 		for _, msg := range te.Errors {
-			e.add(splitLine(msg))
+			p := splitLine(msg)
+			p.Msg = plainTypeError(p.Msg)
+			e.add(p)
 		}
 	default:
 		e.add(splitLine(err.Error()))
@@ -156,4 +158,45 @@ func splitLine(msg string) Problem {
 	}
 	line, _ := strconv.Atoi(m[1])
 	return Problem{Line: line, Msg: m[2]}
+}
+
+var (
+	unknownFieldRE = regexp.MustCompile(`^field (\S+) not found in type \S+$`)
+	cannotDecodeRE = regexp.MustCompile("^cannot unmarshal !!(\\w+)(?: (`.*`|[^ ]+))? into (\\S+)$")
+)
+
+// plainTypeError says a yaml.v3 type error in the file's terms: a key the
+// type lacks is unknown, a value of the wrong kind is named with what the
+// key takes, never a Go type ("field x not found in type sim.spec").
+func plainTypeError(msg string) string {
+	if m := unknownFieldRE.FindStringSubmatch(msg); m != nil {
+		return fmt.Sprintf("unknown key %q", m[1])
+	}
+	m := cannotDecodeRE.FindStringSubmatch(msg)
+	if m == nil {
+		return msg
+	}
+	want := "another kind of value"
+	switch t := strings.TrimPrefix(m[3], "*"); {
+	case strings.HasPrefix(t, "float"):
+		want = "a number"
+	case strings.HasPrefix(t, "int") || strings.HasPrefix(t, "uint"):
+		want = "an integer"
+	case t == "bool":
+		want = "true or false"
+	case t == "string":
+		want = "a string"
+	case strings.HasPrefix(t, "[]"):
+		want = "a list"
+	case strings.HasPrefix(t, "map["), strings.Contains(t, "."):
+		want = "a mapping of keys"
+	}
+	kind := map[string]string{"str": "a string", "int": "an integer", "float": "a number", "bool": "true or false", "seq": "a list", "map": "a mapping", "null": "null"}[m[1]]
+	if kind == "" {
+		kind = "a " + m[1]
+	}
+	if m[2] == "" {
+		return fmt.Sprintf("%s here, where %s is wanted", kind, want)
+	}
+	return fmt.Sprintf("%s is %s, where %s is wanted", m[2], kind, want)
 }

@@ -99,7 +99,7 @@ func TestAddSplitsLines(t *testing.T) {
 		{errors.New("yaml: line 3: did not find expected key"), "x:3: did not find expected key"},
 		{errors.New("yaml: control characters are not allowed"), "x:1: control characters are not allowed"},
 		{&yaml.TypeError{Errors: []string{"line 2: field bogus not found in type t", "line 5: cannot unmarshal !!str `a` into int"}},
-			"x:2: field bogus not found in type t\nx:5: cannot unmarshal !!str `a` into int"},
+			"x:2: unknown key \"bogus\"\nx:5: `a` is a string, where an integer is wanted"},
 		{fmt.Errorf("open x: no such file"), "x:1: open x: no such file"},
 	}
 	for _, tc := range tests {
@@ -284,5 +284,24 @@ func TestDurationUnmarshalYAML(t *testing.T) {
 	if v.A.String() != "250ms" || v.B != Duration(24*time.Hour) || v.B.Seconds() != 86400 ||
 		want.Error() != "s:3: bad duration \"soon\" (use e.g. 250ms, 2s, 5m)\ns:4: want a duration" {
 		t.Errorf("a %v, b %v, err %v", v.A, v.B, want)
+	}
+}
+
+// TestPlainTypeError: yaml.v3's type errors in the file's terms, without
+// Go type names; other messages as they are.
+func TestPlainTypeError(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"field pidd not found in type sim.ProcessSpec", `unknown key "pidd"`},
+		{"cannot unmarshal !!str `lots` into float64", "`lots` is a string, where a number is wanted"},
+		{"cannot unmarshal !!str `x` into int64", "`x` is a string, where an integer is wanted"},
+		{"cannot unmarshal !!int `3` into []sim.GPUSpec", "`3` is an integer, where a list is wanted"},
+		{"cannot unmarshal !!seq into sim.fileScenario", "a list here, where a mapping of keys is wanted"},
+		{"cannot unmarshal !!str `y` into bool", "`y` is a string, where true or false is wanted"},
+		{"cannot unmarshal !!map into string", "a mapping here, where a string is wanted"},
+		{"something else", "something else"},
+	} {
+		if got := plainTypeError(tc.in); got != tc.want {
+			t.Errorf("%q: got %q, want %q", tc.in, got, tc.want)
+		}
 	}
 }
