@@ -75,7 +75,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, progress 
 	runCmd.Flag("scenario", "Scenario file, or the name of a built-in scenario (see 'vgpusim list').").Required().StringVar(&cfg.Scenario)
 	runCmd.Flag("tenants", "Tenants file for attribution; default: the scenario's <name>.tenants.yaml companion when it exists.").StringVar(&cfg.Tenants)
 	runCmd.Flag("policy", "Sharing policy: "+strings.Join(simrun.PolicyNames(), ", ")+" (searches replays for the best static setting per phase).").Default(baseline.UncappedName).StringVar(&cfg.Policy)
-	runCmd.Flag("disable-knob", "With --policy autotune: a knob the tuner never changes (repeatable): "+strings.Join(tuner.KnobNames(), ", ")+"; e.g. locked_clocks and power_limit for the same run without clock or power control.").
+	runCmd.Flag("disable-knob", "With a tuner policy (autotune, best-effort, static-equal): a knob the tuner never changes (repeatable): "+strings.Join(tuner.KnobNames(), ", ")+"; e.g. locked_clocks and power_limit for the same run without clock or power control.").
 		PlaceHolder("KNOB").SetValue(flagvalue.EachOf("disable-knob", &cfg.DisabledKnobs, tuner.KnobNames()...))
 	runCmd.Flag("enable-knob", "With a tuner policy: an opt-in knob it may change (repeatable): "+strings.Join(tuner.OptInNames(), ", ")+" (docs/pause.md).").
 		PlaceHolder("KNOB").SetValue(flagvalue.EachOf("enable-knob", &cfg.EnabledKnobs, tuner.OptInNames()...))
@@ -95,7 +95,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, progress 
 	tables := table.Options{Run: simrun.Config{Step: time.Second}}
 	var tableSeeds, tablePolicies, tableDuration string
 	tablesCmd.Flag("seeds", "Seeds of every run: a range (4-6), a seed or a list (1,5,9).").Default("1-3").StringVar(&tableSeeds)
-	tablesCmd.Flag("policies", "Policies, in row order; "+baseline.StaticEqualName+" and "+baseline.UncappedName+" are needed for the goodput columns.").
+	tablesCmd.Flag("policies", "Policies, in row order; the policy table needs "+baseline.StaticEqualName+" and "+baseline.UncappedName+" (its goodput columns), the slack table alone (--no-policy-table --slack) any.").
 		Default(strings.Join([]string{baseline.StaticEqualName, baseline.UncappedName, autotune.Name, oracle.Name}, ",")).StringVar(&tablePolicies)
 	tablesCmd.Flag("policy-table", "Print the policy table (--no-policy-table: only the slack table).").Default("true").BoolVar(&tables.Policy)
 	tablesCmd.Flag("slack", "Print the SLO slack table, on the first seed.").BoolVar(&tables.Slack)

@@ -55,6 +55,15 @@ func Write(ctx context.Context, w io.Writer, o Options) error {
 			return err
 		}
 	}
+	for _, p := range o.Policies {
+		if !slices.Contains(simrun.PolicyNames(), p) {
+			return fmt.Errorf("--policies: unknown policy %q (known: %s)", p, strings.Join(simrun.PolicyNames(), ", "))
+		}
+	}
+	if o.Policy && (!slices.Contains(o.Policies, baseline.UncappedName) || !slices.Contains(o.Policies, baseline.StaticEqualName)) {
+		return fmt.Errorf("--policies: the policy table needs the %s and %s runs (its goodput columns are over theirs); add them, or print the slack table alone (--no-policy-table --slack)",
+			baseline.UncappedName, baseline.StaticEqualName)
+	}
 	var rows, slack []string
 	for _, b := range bs {
 		if len(o.Scenarios) > 0 && !slices.Contains(o.Scenarios, b.Name) {
@@ -69,11 +78,13 @@ func Write(ctx context.Context, w io.Writer, o Options) error {
 		if o.Log != nil {
 			o.Log("%s: %d policies x %d seeds in %v", name, len(o.Policies), len(o.Seeds), time.Since(start).Round(time.Second))
 		}
-		r, err := tableRows(sr)
-		if err != nil {
-			return err
+		if o.Policy {
+			r, err := tableRows(sr)
+			if err != nil {
+				return err
+			}
+			rows = append(rows, r...)
 		}
-		rows = append(rows, r...)
 		slack = append(slack, slackRows(sr)...)
 	}
 	var out []string

@@ -210,3 +210,31 @@ func TestTableRowsFormat(t *testing.T) {
 		t.Errorf("header %q has not the rows' %d columns", got, len(cells(rows[0])))
 	}
 }
+
+// Write checks the policies before it runs anything: an unknown one, and
+// a policy table without both baselines, are refused naming --policies;
+// the slack table alone takes any policies.
+func TestWritePolicies(t *testing.T) {
+	base := simrun.Config{Duration: 30 * time.Second, Step: time.Second}
+	for _, c := range []struct {
+		name          string
+		policies      []string
+		policy, slack bool
+		err           string
+	}{
+		{"unknown", []string{"fast"}, true, false, `--policies: unknown policy "fast"`},
+		{"no baselines", []string{"autotune"}, true, false, "--policies: the policy table needs"},
+		{"slack alone", []string{"oracle"}, false, true, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var out strings.Builder
+			err := Write(context.Background(), &out, Options{Run: base, Policies: c.policies, Seeds: []int64{1}, Scenarios: []string{"h200-mig"}, Policy: c.policy, Slack: c.slack})
+			switch {
+			case c.err == "" && (err != nil || !strings.Contains(out.String(), "| `h200-mig` |")):
+				t.Errorf("err %v, output %q; want the slack table", err, out.String())
+			case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err) || out.Len() > 0):
+				t.Errorf("err %v (output %q), want %q before any run", err, out.String(), c.err)
+			}
+		})
+	}
+}
