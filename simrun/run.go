@@ -246,6 +246,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	tcfg := tenant.EmptyConfig()
 	if tenantsFile != "" {
 		if tcfg, err = tenant.LoadConfig(tenantsFile); err != nil {
+			if cfg.Tenants != "" {
+				err = fmt.Errorf("--tenants: %w", err)
+			}
 			return nil, err
 		}
 		if err := CheckTenants(sc, tcfg); err != nil {

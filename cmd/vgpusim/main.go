@@ -130,6 +130,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, progress 
 			app.Errorf("%v", err)
 			return 1
 		}
+		if cfg.Out != "" {
+			// made before the run, so that a directory that cannot be
+			// made does not cost the run first
+			if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
+				app.Errorf("--out: %v", err)
+				return 1
+			}
+		}
 		if seeds != "" {
 			n, list, err := simrun.ParseSeeds(seeds)
 			if err == nil {
