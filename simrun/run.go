@@ -128,6 +128,15 @@ var planners = map[string]Planner{}
 // name like a tuner policy. Call it from an init function.
 func RegisterPlanner(name string, p Planner) { planners[name] = p }
 
+// UnknownPolicy is the error of a policy name Config.Policy does not
+// take (nil for one it takes), listing those it takes.
+func UnknownPolicy(name string) error {
+	if _, ok := planners[name]; ok || slices.Contains(policies.Names(), name) {
+		return nil
+	}
+	return fmt.Errorf("unknown policy %q (known: %s)", name, strings.Join(PolicyNames(), ", "))
+}
+
 // PolicyNames are the names Config.Policy takes: the tuner policies, then
 // the planners, each sorted.
 func PolicyNames() []string {
@@ -175,8 +184,8 @@ func (c Config) policy() (tuner.Policy, Planner, error) {
 		}
 		return nil, pl, nil
 	}
-	if !slices.Contains(policies.Names(), c.Policy) {
-		return nil, nil, fmt.Errorf("--policy: unknown policy %q (known: %s)", c.Policy, strings.Join(PolicyNames(), ", "))
+	if err := UnknownPolicy(c.Policy); err != nil {
+		return nil, nil, fmt.Errorf("--policy: %w", err)
 	}
 	p, err := policies.New(c.Policy)
 	if err != nil {

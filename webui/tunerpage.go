@@ -350,8 +350,9 @@ func tunerKnobs(ks []tuner.KnobAvailability, off []gpu.Knob) ([]tunerKnobView, k
 	var on []tuner.KnobAvailability
 	var offNames []string
 	for _, k := range ks {
-		out = append(out, tunerKnobView{Knob: string(k.Knob), Available: k.Available, Why: k.Why(), SwitchedOff: slices.Contains(off, k.Knob)})
-		if slices.Contains(off, k.Knob) {
+		isOff := slices.Contains(off, k.Knob)
+		out = append(out, tunerKnobView{Knob: string(k.Knob), Available: k.Available, Why: k.Why(), SwitchedOff: isOff})
+		if isOff {
 			offNames = append(offNames, string(k.Knob))
 		} else {
 			on = append(on, k)

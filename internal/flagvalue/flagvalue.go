@@ -77,10 +77,18 @@ type enumValue struct {
 }
 
 func (v enumValue) Set(s string) error {
-	if !slices.Contains(v.allowed, s) {
-		return fmt.Errorf("--%s: %q is not one of %s", v.name, s, strings.Join(v.allowed, ", "))
+	if err := oneOf(v.name, s, v.allowed); err != nil {
+		return err
 	}
 	*v.p = s
+	return nil
+}
+
+// oneOf is the error of flag name given s where it takes one of allowed.
+func oneOf(name, s string, allowed []string) error {
+	if !slices.Contains(allowed, s) {
+		return fmt.Errorf("--%s: %q is not one of %s", name, s, strings.Join(allowed, ", "))
+	}
 	return nil
 }
 
@@ -104,7 +112,7 @@ func Int64(app *kingpin.Application, name, help, def string, p *int64) *kingpin.
 // allowed values when it is given another.
 func Enum(app *kingpin.Application, name, help, def string, p *string, allowed ...string) *kingpin.FlagClause {
 	f := app.Flag(name, help).Default(def).HintOptions(allowed...)
-	f.SetValue(enumValue{name: name, p: p, allowed: allowed})
+	f.SetValue(OneOf(name, p, allowed...))
 	return f
 }
 
@@ -127,8 +135,8 @@ type enumsValue struct {
 }
 
 func (v *enumsValue) Set(s string) error {
-	if !slices.Contains(v.allowed, s) {
-		return fmt.Errorf("--%s: %q is not one of %s", v.name, s, strings.Join(v.allowed, ", "))
+	if err := oneOf(v.name, s, v.allowed); err != nil {
+		return err
 	}
 	*v.p = append(*v.p, s)
 	return nil

@@ -56,8 +56,8 @@ func Write(ctx context.Context, w io.Writer, o Options) error {
 		}
 	}
 	for _, p := range o.Policies {
-		if !slices.Contains(simrun.PolicyNames(), p) {
-			return fmt.Errorf("--policies: unknown policy %q (known: %s)", p, strings.Join(simrun.PolicyNames(), ", "))
+		if err := simrun.UnknownPolicy(p); err != nil {
+			return fmt.Errorf("--policies: %w", err)
 		}
 	}
 	if o.Policy && (!slices.Contains(o.Policies, baseline.UncappedName) || !slices.Contains(o.Policies, baseline.StaticEqualName)) {
