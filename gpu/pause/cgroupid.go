@@ -82,11 +82,21 @@ func inodeOf(dir string) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
+	ino, ok := statIno(fi)
 	if !ok {
 		return 0, fmt.Errorf("%s: no inode number", dir)
 	}
-	return st.Ino, nil
+	return ino, nil
+}
+
+// statIno is the inode number fi was stated with, where the file system
+// gave one.
+func statIno(fi os.FileInfo) (uint64, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
+	}
+	return st.Ino, true
 }
 
 // ThawCgroups implements gpu.ProcessIdentifier: it thaws those of cgs,
@@ -155,7 +165,7 @@ func thawIfSame(dir string, id uint64, control, thaw string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || st.Ino != id {
+	if ino, ok := statIno(fi); !ok || ino != id {
 		return false, nil
 	}
 	fd, err := syscall.Openat(int(d.Fd()), control, syscall.O_WRONLY|syscall.O_CLOEXEC, 0)
