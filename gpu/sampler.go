@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,6 +36,16 @@ type Sampler struct {
 	mu    sync.Mutex
 	subs  []func(*Readings)
 	stats SamplerStats // stats.LastError is the previous sample's error, "" after a success
+	known map[string]identity
+}
+
+// identity is what a GPU's last good reading said of its sharing mode and
+// the source of its activity figures, which a lost GPU's reading cannot
+// say: it keeps them, so that vgpu_gpu_info keeps its labels (and its one
+// series) while the GPU is lost.
+type identity struct {
+	mode   SharingMode
+	source string
 }
 
 // NewSampler returns a Sampler. A nil clock means RealClock and a nil logger
@@ -110,6 +121,7 @@ func (s *Sampler) SampleOnce(ctx context.Context) error {
 	s.stats.LastError = ""
 	s.stats.LastSuccess = s.clock.Now()
 	subs := append([]func(*Readings){}, s.subs...)
+	r = s.keepIdentity(r)
 	s.mu.Unlock()
 
 	s.latest.Store(r)
@@ -135,4 +147,42 @@ func (s *Sampler) Run(ctx context.Context) {
 		case <-s.clock.After(UntilNext(s.clock, start, s.interval)):
 		}
 	}
+}
+
+// keepIdentity records the mode and activity source of each GPU read in
+// r, and gives a lost GPU of r (not Up) those of its last good reading
+// where r has none: in a copy of r, which the source may still hold.
+// GPUs r does not list are forgotten. Called with s.mu held.
+func (s *Sampler) keepIdentity(r *Readings) *Readings {
+	if r == nil {
+		return nil
+	}
+	known := make(map[string]identity, len(r.Devices))
+	out := r
+	for i := range r.Devices {
+		d := &r.Devices[i]
+		id, ok := s.known[d.UUID]
+		switch {
+		case d.Up:
+			id, ok = identity{d.Mode, d.Activity.Source}, true
+		case ok && (d.Mode == "" && id.mode != "" || d.Activity.Source == "" && id.source != ""):
+			if out == r {
+				c := *r
+				c.Devices = slices.Clone(r.Devices)
+				out = &c
+			}
+			o := &out.Devices[i]
+			if o.Mode == "" {
+				o.Mode = id.mode
+			}
+			if o.Activity.Source == "" {
+				o.Activity.Source = id.source
+			}
+		}
+		if ok {
+			known[d.UUID] = id
+		}
+	}
+	s.known = known
+	return out
 }

@@ -178,3 +178,63 @@ func TestSamplerIgnoresErrorsAfterCancel(t *testing.T) {
 type loggerFunc func(...any) error
 
 func (f loggerFunc) Log(kv ...any) error { return f(kv...) }
+
+// listSource returns its readings in order, the last one again once they
+// are used up.
+type listSource struct{ rs []*Readings }
+
+func (s *listSource) Name() string { return "list" }
+func (s *listSource) Close() error { return nil }
+func (s *listSource) Sample(context.Context) (*Readings, error) {
+	r := s.rs[0]
+	if len(s.rs) > 1 {
+		s.rs = s.rs[1:]
+	}
+	return r, nil
+}
+
+// A lost GPU's reading has no mode or activity source: the sampler gives
+// it those of the GPU's last good reading, so that vgpu_gpu_info keeps its
+// labels while the GPU is lost, without changing the source's readings;
+// a GPU never read up, or no longer listed, gets none.
+func TestSamplerKeepsLostGPUIdentity(t *testing.T) {
+	up := Device{UUID: "GPU-a", Up: true, Mode: SharingMPS, Activity: Activity{Source: "gpm"}}
+	other := Device{UUID: "GPU-b", Up: true, Mode: SharingTimeSlice}
+	lost := Device{UUID: "GPU-a", Err: "GPU is lost"}
+	neverUp := Device{UUID: "GPU-c", Err: "GPU is lost"}
+	lostReading := &Readings{Devices: []Device{lost, other, neverUp}}
+	src := &listSource{rs: []*Readings{
+		{Devices: []Device{up, other, neverUp}},
+		lostReading,
+		lostReading,
+		{Devices: []Device{other}},
+		{Devices: []Device{lost}},
+	}}
+	s := NewSampler(src, NewManualClock(time.Unix(0, 0)), time.Second, nil)
+	type ident struct {
+		mode   SharingMode
+		source string
+	}
+	want := [][]ident{
+		{{SharingMPS, "gpm"}, {SharingTimeSlice, ""}, {"", ""}},
+		{{SharingMPS, "gpm"}, {SharingTimeSlice, ""}, {"", ""}},
+		{{SharingMPS, "gpm"}, {SharingTimeSlice, ""}, {"", ""}},
+		{{SharingTimeSlice, ""}},
+		{{"", ""}}, // GPU-a was not listed in between: forgotten
+	}
+	for i, w := range want {
+		if err := s.SampleOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		var got []ident
+		for _, d := range s.Latest().Devices {
+			got = append(got, ident{d.Mode, d.Activity.Source})
+		}
+		if !slices.Equal(got, w) {
+			t.Errorf("sample %d: %v, want %v", i, got, w)
+		}
+	}
+	if d := lostReading.Devices[0]; d.Mode != "" || d.Activity.Source != "" {
+		t.Errorf("the source's readings were changed: %+v", d)
+	}
+}
