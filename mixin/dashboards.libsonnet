@@ -149,7 +149,7 @@ local g = import 'lib/dashboard.libsonnet';
       g.timeseries('GPUs used and held per tenant', [
         g.target(std.format('sum by (tenant) (rate(vgpu_tenant_gpu_used_seconds_total{%s}[$__rate_interval]))', ft), '{{tenant}} used'),
         g.target(std.format('sum by (tenant) (rate(vgpu_tenant_gpu_reserved_seconds_total{%s}[$__rate_interval]))', ft), '{{tenant}} held'),
-      ], description='In GPU-equivalents: used is the tenant\'s share of the GPUs\' activity, held what it reserves (its MIG instances\' SMs, an equal part of a shared GPU).') { w: 12 },
+      ], description='In GPU-equivalents: used is the tenant\'s share of the GPUs\' activity, held what it reserves (its MIG instances\' SMs, MPS active-thread caps or vGPU profiles, an equal part of what those leave of a shared GPU).') { w: 12 },
       g.timeseries('Device memory held per tenant', [
         g.target(std.format('sum by (tenant) (rate(vgpu_tenant_memory_byte_seconds_total{%s}[$__rate_interval]))', ft), '{{tenant}}'),
         g.target(std.format('sum(rate(vgpu_gpu_memory_used_byte_seconds_total{%(f)s}[$__rate_interval])) - sum(rate(vgpu_tenant_memory_byte_seconds_total{%(f)s}[$__rate_interval]))', { f: fh }), 'no tenant (driver reserve, unlisted processes)'),
