@@ -135,6 +135,8 @@ func richSnapshot() *tenant.Snapshot {
 			{Tenant: tenant.Unassigned, GPU: 1, UUID: "GPU-1111", Processes: 1, PIDs: []uint32{202},
 				Method: tenant.Apportioned, MemoryUsedBytes: 4 * gib, ContextSwitchesTotal: gpu.Float(14)},
 		},
+		// a tenant that left GPU 1 keeps its count
+		KeptContextSwitches: []tenant.KeptCount{{Tenant: "infer", Class: "best-effort", GPU: 1, UUID: "GPU-1111", Total: 7}},
 		Meters: []tenant.Meter{
 			// at 3.6 USD per GPU-hour and 36 USD per kWh
 			{GPU: 0, UUID: "GPU-0000", Tenant: "chat", EnergyJoules: 5000, GPUSecondsUsed: 40, GPUSecondsReserved: 60, MemoryByteSeconds: 3000 * gib,

@@ -127,3 +127,24 @@ func TestShareMinSumDuplicate(t *testing.T) {
 		t.Errorf("second copy served:\n%s", out)
 	}
 }
+
+// TestKeptContextSwitchesDuplicate: a kept context-switch count for a
+// tenant that has usage on the GPU in the same snapshot (or one listed
+// twice) is not served a second time, and fails only the tenant collector.
+func TestKeptContextSwitchesDuplicate(t *testing.T) {
+	s := richSnapshot()
+	s.KeptContextSwitches = append(s.KeptContextSwitches, tenant.KeptCount{Tenant: "train", Class: "batch", GPU: 1, UUID: "GPU-1111", Total: 99})
+	out := sampleLines(t, withoutDurations(t, newExporter(t, s)))
+	for _, want := range []string{
+		`vgpu_tenant_context_switches_total{class="batch",gpu="1",gpu_instance="",tenant="train",uuid="GPU-1111"} 28`,
+		`vgpu_tenant_context_switches_total{class="best-effort",gpu="1",gpu_instance="",tenant="infer",uuid="GPU-1111"} 7`,
+		`vgpu_scrape_collector_success{collector="tenant"} 0`,
+	} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("missing %s in\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "} 99\n") {
+		t.Errorf("second copy served:\n%s", out)
+	}
+}

@@ -43,7 +43,7 @@ func newTenantCollector(log.Logger) (Collector, error) {
 	c.dramActive = c.add("tenant_dram_active_ratio", "The tenant's share of peak device memory bandwidth of the GPU (or MIG instance) over the sample interval; the tenants of a GPU (or instance) add up to its DRAM active ratio.", l...)
 	c.kernelBusy = c.add("tenant_kernel_busy_ratio", "Fraction of the sample interval during which a kernel of the tenant ran on the GPU, however many SMs it filled (NVML process or vGPU utilization); tenants may add up to more than 1 under MPS.", l...)
 	c.memUsed = c.add("tenant_memory_used_bytes", "Device memory held by the tenant's processes on the GPU (or MIG instance).", l...)
-	c.ctxSwitches = c.add("tenant_context_switches_total", "Context switches of the GPU attributed to the tenant; the tenants of a GPU add up to its context switches since the exporter started.", l...)
+	c.ctxSwitches = c.add("tenant_context_switches_total", "Context switches of the GPU attributed to the tenant; the tenants of a GPU add up to its context switches since the exporter started (a tenant that left keeps its count). Not per MIG instance: absent on a MIG GPU.", l...)
 	c.processes = c.add("tenant_processes", "The tenant's processes with a context on the GPU (or MIG instance).", l...)
 	c.target = c.add("tenant_slo_target_seconds", "The tenant's latency objective: a fraction q of requests completes within this time.", "tenant", sloQuantileLabel)
 	c.latency = c.add("tenant_request_latency_seconds", "The q-quantile of the tenant's request latency over the SLO window; absent while the window holds no request.", "tenant", sloQuantileLabel)
@@ -97,6 +97,13 @@ func (c *tenantCollector) Update(snap *tenant.Snapshot, ch chan<- prometheus.Met
 			e.counter(c.ctxSwitches, *u.ContextSwitchesTotal, lv...)
 		}
 		e.gauge(c.processes, float64(u.Processes), lv...)
+	}
+	for _, k := range snap.KeptContextSwitches {
+		if !seen.add(key{k.Tenant, k.UUID, ""}) {
+			e.fail(fmt.Errorf("context switches of tenant %q on GPU %s reported twice; later copies skipped", k.Tenant, k.UUID))
+			continue
+		}
+		e.counter(c.ctxSwitches, k.Total, k.Tenant, string(k.Class), itoa(k.GPU), k.UUID, "")
 	}
 
 	seenSLO := make(firstSet[string], len(snap.SLOs))

@@ -277,6 +277,7 @@ func (b *Builder) Build(r *gpu.Readings, st gpu.SamplerStats) *Snapshot {
 	}
 	b.buildMu.Lock()
 	snap.Usage = b.usage(compiled, r, podMap)
+	snap.KeptContextSwitches = b.keptContextSwitches(compiled, r, snap.Usage)
 	snap.Tenants = append(snap.Tenants, podTenants(compiled, snap.Usage)...)
 	if b.podInfoOpts.On && b.pods != nil {
 		snap.PodInfo = b.podInfo(compiled, r, podMap, snap.Usage)

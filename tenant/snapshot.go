@@ -42,6 +42,11 @@ type Snapshot struct {
 	// Usage has one entry per tenant and GPU (and MIG GPU instance) that the
 	// tenant used during the sample, Unassigned included.
 	Usage []Usage
+	// KeptContextSwitches are the context-switch counts of the tenants
+	// without usage on a GPU that counts them (tenants that left it), by
+	// GPU UUID and tenant: with Usage's, the tenants of a GPU add up to
+	// its context switches since the exporter started.
+	KeptContextSwitches []KeptCount
 	// Meters are the cumulative energy, GPU time and memory time of every
 	// tenant on every GPU since the exporter started (tenants that left
 	// included), by GPU and tenant; GPUMeters what no tenant is charged for
