@@ -11,9 +11,7 @@ package tenant
 import (
 	"errors"
 	"fmt"
-	"math"
 	"net/url"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -541,85 +539,3 @@ func (l *LatencySource) UnmarshalYAML(n *yaml.Node) error {
 	}
 	return errs.Err()
 }
-
-// validate checks what needs the whole file: names, impossible SLOs,
-// selectors that provably overlap. The tenants' share.min values are not
-// summed here: a guarantee holds on the GPU (or MIG instance) the tenant
-// runs on, and which tenants share one is known only at attribution time,
-// where Build checks the sum per GPU and instance (see shares.go).
-func validate(errs *yamlconf.Errors, cfg *Config) {
-	names := map[string]int{}
-	decoded := errs.Lines() // problems found while decoding
-	for i := range cfg.Tenants {
-		t := &cfg.Tenants[i]
-		// A tenant with a problem of its own already listed may lack a
-		// field only because that field failed: what it lacks is not
-		// listed again.
-		end := math.MaxInt
-		if i+1 < len(cfg.Tenants) {
-			end = cfg.Tenants[i+1].Line
-		}
-		broken := slices.ContainsFunc(decoded, func(l int) bool { return l >= t.Line && l < end })
-		switch {
-		case t.Name == "":
-			errs.Addf(t.Line, "tenant has no name")
-		case t.Name == Unassigned:
-			errs.Addf(t.Line, "tenant name %q is reserved for usage that matches no tenant", Unassigned)
-		case len(t.Name) > maxNameLen:
-			errs.Addf(t.Line, "tenant name %.32q... is %d characters long; at most %d", t.Name, len(t.Name), maxNameLen)
-			t.Name = t.Name[:maxNameLen] // in the problems below
-		case !validName(t.Name):
-			errs.Addf(t.Line, "tenant name %q: use letters, digits, '_', '-', '.'", t.Name)
-		}
-		if first, dup := names[t.Name]; dup && t.Name != "" {
-			errs.Addf(t.Line, "duplicate tenant name %q (first defined at line %d)", t.Name, first)
-		} else {
-			names[t.Name] = t.Line
-		}
-		if len(t.Selectors) == 0 && !broken {
-			errs.Addf(t.Line, "tenant %q has no selectors; nothing could be attributed to it", t.Name)
-		}
-		if t.RestartCost < 0 || t.RestartCost > maxRestartCost {
-			errs.Addf(t.Line, "tenant %q: restart_cost %s is outside [0, %s]", t.Name, t.RestartCost, maxRestartCost)
-		}
-		if s := t.SLO; s != nil {
-			if s.Window == 0 {
-				s.Window = cfg.Defaults.SLOWindow
-			}
-			if t.LatencySource == nil && !broken {
-				errs.Addf(t.Line, "tenant %q has an slo but no latency_source to measure it", t.Name)
-			}
-			if s.Target >= s.Window {
-				errs.Addf(t.Line, "tenant %q: slo.target %s is not shorter than the SLO window %s; it cannot be observed", t.Name, s.Target, s.Window)
-			}
-			if s.Window < 2*cfg.Defaults.ScrapeInterval {
-				errs.Addf(t.Line, "tenant %q: SLO window %s holds fewer than two scrapes at scrape_interval %s", t.Name, s.Window, cfg.Defaults.ScrapeInterval)
-			}
-			if s.MinThroughput > 0 && s.Quantile > 0 && s.Quantile < 1 {
-				// With fewer than 1/(1-q) requests in a window, a single slow
-				// request breaks the objective: the quantile is not defined
-				// by the data. Such a floor makes the SLO unmeasurable.
-				need := 1 / (1 - s.Quantile)
-				if got := s.MinThroughput * s.Window.Seconds(); got < need {
-					errs.Addf(t.Line, "tenant %q: min_throughput %v req/s gives %.0f requests per %s window, fewer than the %.0f a %v quantile needs", t.Name, s.MinThroughput, got, s.Window, need, s.Quantile)
-				}
-			}
-		}
-		if t.LatencySource != nil && t.SLO != nil && t.LatencySource.Timeout >= cfg.Defaults.ScrapeInterval {
-			errs.Addf(t.Line, "tenant %q: latency_source.timeout %s must be shorter than scrape_interval %s", t.Name, t.LatencySource.Timeout, cfg.Defaults.ScrapeInterval)
-		}
-	}
-	checkOverlaps(errs, cfg)
-}
-
-// maxRestartCost bounds restart_cost: a day of lost work is already a
-// cost no change is worth.
-const maxRestartCost = 24 * time.Hour
-
-// maxNameLen bounds a tenant's name, as long as a Kubernetes object's: it
-// is a label of every series of the tenant.
-const maxNameLen = 253
-
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
-
-func validName(s string) bool { return nameRE.MatchString(s) }
