@@ -62,6 +62,8 @@ type Defaults struct {
 	// IdleEnergy is where a GPU's energy that no tenant's activity
 	// accounts for goes: "idle" (also when empty) or "reservation".
 	IdleEnergy IdleEnergy `yaml:"idle_energy"`
+
+	keys yamlconf.Keys // where the file sets them, for the tenants' problems
 }
 
 // Tenant is one configured tenant.
@@ -83,6 +85,8 @@ type Tenant struct {
 	RestartCost time.Duration `yaml:"restart_cost"`
 	// Line is where the tenant is defined in the file.
 	Line int `yaml:"-"`
+
+	keys yamlconf.Keys // where its keys are, for the whole-file checks
 }
 
 // Selector is one entry of a tenant's selectors. Empty fields are not
@@ -134,6 +138,8 @@ type SLO struct {
 	MinThroughput float64       `yaml:"min_throughput"` // requests per second floor; 0 = none
 	Window        time.Duration `yaml:"window"`         // defaults.slo_window unless set
 	Line          int           `yaml:"-"`              // where the slo is in the file
+
+	keys yamlconf.Keys // where its keys are, for the whole-file checks
 }
 
 // Share is the tuner's bounds for a tenant's share of the GPU (or MIG
@@ -153,6 +159,8 @@ type LatencySource struct {
 	MaxBytes int64
 	// FollowRedirects is same-host (the default), any or none.
 	FollowRedirects string
+
+	keys yamlconf.Keys // where its keys are, for the whole-file checks
 }
 
 // key identifies the source's configuration; a reload that leaves it
@@ -310,6 +318,7 @@ func (c *Config) UnmarshalYAML(n *yaml.Node) error {
 func (d *Defaults) UnmarshalYAML(n *yaml.Node) error {
 	var errs yamlconf.Errors
 	got := errs.Fields(n, "defaults", "defaults.", d)
+	d.keys = got.Keys()
 	for _, x := range []struct {
 		key string
 		d   time.Duration
@@ -332,6 +341,7 @@ func (t *Tenant) UnmarshalYAML(n *yaml.Node) error {
 	var errs yamlconf.Errors
 	*t = Tenant{Line: n.Line, Class: gpu.ClassBestEffort}
 	got := errs.Fields(n, "a tenant", "", t)
+	t.keys = got.Keys()
 	if f := got["class"]; f.OK {
 		switch t.Class {
 		case gpu.ClassLatency, gpu.ClassBatch, gpu.ClassBestEffort:
@@ -432,7 +442,7 @@ func (s *SLO) UnmarshalYAML(n *yaml.Node) error {
 	var errs yamlconf.Errors
 	*s = SLO{}
 	got := errs.Fields(n, "slo", "slo.", s)
-	s.Line = n.Line
+	s.Line, s.keys = n.Line, got.Keys()
 	if f := got["quantile"]; f.OK && (s.Quantile <= 0 || s.Quantile >= 1) {
 		errs.Addf(f.Line, "slo.quantile %v is outside (0,1)", s.Quantile)
 	}
@@ -459,16 +469,20 @@ func (s *Share) UnmarshalYAML(n *yaml.Node) error {
 	var errs yamlconf.Errors
 	*s = Share{Min: 0, Max: 1}
 	got := errs.Fields(n, "share", "share.", s)
+	inRange := true
 	for _, x := range []struct {
 		key string
 		v   float64
 	}{{"min", s.Min}, {"max", s.Max}} {
 		if f := got[x.key]; f.OK && (x.v < 0 || x.v > 1) {
 			errs.Addf(f.Line, "share.%s %v is outside [0,1]", x.key, x.v)
+			inRange = false
 		}
 	}
-	if s.Min > s.Max {
-		errs.Addf(n.Line, "share.min %v is greater than share.max %v", s.Min, s.Max)
+	// at the key the problem names first, wherever the mapping starts; a
+	// bound outside [0,1] has its problem listed, not this one besides
+	if s.Min > s.Max && inRange {
+		errs.Addf(got.Keys().Line("min", n.Line), "share.min %v is greater than share.max %v", s.Min, s.Max)
 	}
 	return errs.Err()
 }
@@ -487,7 +501,7 @@ func (l *LatencySource) UnmarshalYAML(n *yaml.Node) error {
 		Follow   string            `yaml:"follow_redirects"`
 	}{Timeout: DefaultSourceTimeout, MaxBytes: DefaultSourceMaxBytes, Follow: latency.RedirectsSameHost}
 	got := errs.Fields(n, "latency_source", "latency_source.", &f)
-	*l = LatencySource{URL: f.URL, Preset: f.Preset, Metric: f.Metric, Matchers: f.Matchers, Timeout: f.Timeout, MaxBytes: int64(f.MaxBytes), FollowRedirects: f.Follow}
+	*l = LatencySource{URL: f.URL, Preset: f.Preset, Metric: f.Metric, Matchers: f.Matchers, Timeout: f.Timeout, MaxBytes: int64(f.MaxBytes), FollowRedirects: f.Follow, keys: got.Keys()}
 	if v, given := got["url"]; given {
 		u, err := url.Parse(l.URL)
 		switch {
@@ -535,7 +549,7 @@ func (l *LatencySource) UnmarshalYAML(n *yaml.Node) error {
 		errs.Addf(n.Line, "latency_source needs a preset or a metric (histogram name)")
 	}
 	if l.Preset == latency.PresetTriton && l.Metric != "" {
-		errs.Addf(n.Line, "latency_source: preset triton reads fixed counters; drop metric or the preset")
+		errs.Addf(l.keys.Line("metric", n.Line), "latency_source.metric %q: preset triton reads fixed counters; drop metric or the preset", l.Metric)
 	}
 	return errs.Err()
 }

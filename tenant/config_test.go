@@ -75,6 +75,7 @@ func TestParseConfigEmpty(t *testing.T) {
 
 func TestParseConfigErrors(t *testing.T) {
 	const head = "tenants:\n  - name: a\n    selectors: [{executable: x}]\n"
+	const source = "    latency_source: {url: \"sim://a\", preset: tgi}\n"
 	tests := []struct {
 		name, in string
 		want     string // "file:line: ..." substring
@@ -113,9 +114,23 @@ func TestParseConfigErrors(t *testing.T) {
 		{"narrower selector overlaps", head + "  - name: b\n    selectors:\n      - {executable: x, uid: 7}\n", "t.yaml:6: selector of tenant \"b\" overlaps"},
 		{"glob covers literal", "tenants:\n  - name: a\n    selectors: [{kubernetes: {namespace: llm, pod: \"chat-*\"}}]\n  - name: b\n    selectors: [{kubernetes: {namespace: llm, pod: chat-0}}]\n", "t.yaml:5: selector of tenant \"b\" overlaps"},
 		{"same mig", "tenants:\n  - name: a\n    selectors: [{mig_uuid: MIG-1}]\n  - name: b\n    selectors: [{mig_uuid: MIG-1}]\n", "t.yaml:5: selector of tenant \"b\" overlaps"},
-		{"slo without source", head + "    slo: {quantile: 0.9, target: 1s}\n", "t.yaml:2: tenant \"a\" has an slo but no latency_source"},
-		{"target longer than window", head + "    slo: {quantile: 0.9, target: 10m}\n    latency_source: {url: \"sim://a\", preset: tgi}\n", "t.yaml:2: tenant \"a\": slo.target 10m0s is not shorter than the SLO window 5m0s"},
-		{"throughput too low for quantile", head + "    slo: {quantile: 0.999, target: 1s, min_throughput: 0.1}\n    latency_source: {url: \"sim://a\", preset: tgi}\n", "fewer than the 1000 a 0.999 quantile needs"},
+		// A problem of two values is at the line of the key it names first;
+		// a value the tenant does not set is named with where it is set.
+		{"slo without source", head + "    slo:\n      quantile: 0.9\n      target: 1s\n", "t.yaml:4: tenant \"a\" has an slo but no latency_source"},
+		{"target longer than window", head + "    slo:\n      quantile: 0.9\n      target: 10m\n" + source,
+			"t.yaml:6: tenant \"a\": slo.target 10m0s is not shorter than the SLO window 5m0s (the default); it cannot be observed"},
+		{"target longer than its window", head + "    slo:\n      quantile: 0.9\n      target: 1m\n      window: 30s\n" + source,
+			"t.yaml:6: tenant \"a\": slo.target 1m0s is not shorter than the SLO window 30s (slo.window)"},
+		{"target longer than the defaults' window", "defaults:\n  slo_window: 1m\n" + head + "    slo:\n      quantile: 0.9\n      target: 2m\n" + source,
+			"t.yaml:8: tenant \"a\": slo.target 2m0s is not shorter than the SLO window 1m0s (defaults.slo_window at line 2)"},
+		{"window below two scrapes", head + "    slo:\n      quantile: 0.9\n      target: 1s\n      window: 20s\n" + source,
+			"t.yaml:7: tenant \"a\": SLO window 20s (slo.window) holds fewer than two scrapes at scrape_interval 15s (the default)"},
+		{"defaults' window below two scrapes", "defaults:\n  scrape_interval: 15s\n  slo_window: 20s\n" + head + "    slo:\n      quantile: 0.9\n      target: 1s\n" + source,
+			"t.yaml:3: tenant \"a\": SLO window 20s (defaults.slo_window at line 3) holds fewer than two scrapes at scrape_interval 15s (defaults.scrape_interval at line 2)"},
+		{"default window below two scrapes", "defaults:\n  scrape_interval: 3m\n" + head + "    slo:\n      quantile: 0.9\n      target: 1s\n" + source,
+			"t.yaml:6: tenant \"a\": SLO window 5m0s (the default) holds fewer than two scrapes at scrape_interval 3m0s (defaults.scrape_interval at line 2)"},
+		{"throughput too low for quantile", head + "    slo:\n      quantile: 0.999\n      target: 1s\n      min_throughput: 0.1\n" + source,
+			"t.yaml:7: tenant \"a\": slo.min_throughput 0.1 req/s gives 30 requests per 5m0s window (the default), fewer than the 1000 a 0.999 quantile needs"},
 		{"min negative", head + "    share: {min: -0.1}\n", "t.yaml:4: share.min -0.1 is outside [0,1]"},
 		{"min not a number", head + "    share: {min: half}\n", "t.yaml:4: share.min must be a number, got \"half\""},
 		{"max above one", head + "    share: {max: 1.01}\n", "t.yaml:4: share.max 1.01 is outside [0,1]"},
@@ -128,7 +143,13 @@ func TestParseConfigErrors(t *testing.T) {
 		{"yaml syntax", "tenants:\n  - name: a\n   bad: [\n", "t.yaml:"},
 		{"tenants not list", "tenants: {a: 1}\n", "t.yaml:1: tenants must be a list"},
 		{"two documents", "tenants: []\n---\ntenants: []\n", "t.yaml:2: only one YAML document"},
-		{"timeout not below interval", head + "    slo: {quantile: 0.9, target: 1s}\n    latency_source: {url: \"sim://a\", preset: tgi, timeout: 20s}\n", "latency_source.timeout 20s must be shorter than scrape_interval 15s"},
+		{"timeout not below interval", head + "    slo: {quantile: 0.9, target: 1s}\n    latency_source:\n      url: \"sim://a\"\n      preset: tgi\n      timeout: 20s\n",
+			"t.yaml:8: tenant \"a\": latency_source.timeout 20s must be shorter than scrape_interval 15s (the default)"},
+		{"default timeout not below interval", "defaults:\n  scrape_interval: 2s\n" + head + "    slo: {quantile: 0.9, target: 1s, window: 1m}\n    latency_source:\n      url: \"sim://a\"\n      preset: tgi\n",
+			"t.yaml:7: tenant \"a\": latency_source.timeout 2s (the default) must be shorter than scrape_interval 2s (defaults.scrape_interval at line 2)"},
+		{"min > max, max first", head + "    share:\n      max: 0.2\n      min: 0.9\n", "t.yaml:6: share.min 0.9 is greater than share.max 0.2"},
+		{"triton with a metric", head + "    latency_source:\n      url: \"sim://a\"\n      preset: triton\n      metric: m_seconds\n",
+			"t.yaml:7: latency_source.metric \"m_seconds\": preset triton reads fixed counters; drop metric or the preset"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,6 +1,7 @@
 package tenant
 
 import (
+	"fmt"
 	"math"
 	"regexp"
 	"slices"
@@ -49,32 +50,7 @@ func validate(errs *yamlconf.Errors, cfg *Config) {
 		if t.RestartCost < 0 || t.RestartCost > maxRestartCost {
 			errs.Addf(t.Line, "tenant %q: restart_cost %s is outside [0, %s]", t.Name, t.RestartCost, maxRestartCost)
 		}
-		if s := t.SLO; s != nil {
-			if s.Window == 0 {
-				s.Window = cfg.Defaults.SLOWindow
-			}
-			if t.LatencySource == nil && !broken {
-				errs.Addf(t.Line, "tenant %q has an slo but no latency_source to measure it", t.Name)
-			}
-			if s.Target >= s.Window {
-				errs.Addf(t.Line, "tenant %q: slo.target %s is not shorter than the SLO window %s; it cannot be observed", t.Name, s.Target, s.Window)
-			}
-			if s.Window < 2*cfg.Defaults.ScrapeInterval {
-				errs.Addf(t.Line, "tenant %q: SLO window %s holds fewer than two scrapes at scrape_interval %s", t.Name, s.Window, cfg.Defaults.ScrapeInterval)
-			}
-			if s.MinThroughput > 0 && s.Quantile > 0 && s.Quantile < 1 {
-				// With fewer than 1/(1-q) requests in a window, a single slow
-				// request breaks the objective: the quantile is not defined
-				// by the data. Such a floor makes the SLO unmeasurable.
-				need := 1 / (1 - s.Quantile)
-				if got := s.MinThroughput * s.Window.Seconds(); got < need {
-					errs.Addf(t.Line, "tenant %q: min_throughput %v req/s gives %.0f requests per %s window, fewer than the %.0f a %v quantile needs", t.Name, s.MinThroughput, got, s.Window, need, s.Quantile)
-				}
-			}
-		}
-		if t.LatencySource != nil && t.SLO != nil && t.LatencySource.Timeout >= cfg.Defaults.ScrapeInterval {
-			errs.Addf(t.Line, "tenant %q: latency_source.timeout %s must be shorter than scrape_interval %s", t.Name, t.LatencySource.Timeout, cfg.Defaults.ScrapeInterval)
-		}
+		checkSLO(errs, t, &cfg.Defaults, broken)
 	}
 	checkOverlaps(errs, cfg)
 }
@@ -82,6 +58,68 @@ func validate(errs *yamlconf.Errors, cfg *Config) {
 // maxRestartCost bounds restart_cost: a day of lost work is already a
 // cost no change is worth.
 const maxRestartCost = 24 * time.Hour
+
+// checkSLO checks a tenant's SLO against its latency source and the
+// file's defaults. A problem of two values is put at the line of the key
+// its message names first, the value it asks to change; a value the
+// tenant does not set is named with where it comes from (the defaults
+// section's key and line, or the built-in default), and a problem about
+// one of those is put at that key, or, for a built-in default, at the
+// tenant's key that brings it in (slo, latency_source).
+func checkSLO(errs *yamlconf.Errors, t *Tenant, d *Defaults, broken bool) {
+	s := t.SLO
+	if s == nil {
+		return
+	}
+	sloLine := t.keys.Line("slo", t.Line)
+	if t.LatencySource == nil && !broken {
+		errs.Addf(sloLine, "tenant %q has an slo but no latency_source to measure it", t.Name)
+	}
+	window := setting{line: s.keys.Line("window", 0), from: "slo.window"}
+	if s.Window == 0 {
+		s.Window = d.SLOWindow
+		window = d.setting("slo_window", sloLine)
+	}
+	scrape := d.setting("scrape_interval", sloLine)
+	if s.Target >= s.Window {
+		errs.Addf(s.keys.Line("target", sloLine), "tenant %q: slo.target %s is not shorter than the SLO window %s (%s); it cannot be observed", t.Name, s.Target, s.Window, window.from)
+	}
+	if s.Window < 2*d.ScrapeInterval {
+		errs.Addf(window.line, "tenant %q: SLO window %s (%s) holds fewer than two scrapes at scrape_interval %s (%s)", t.Name, s.Window, window.from, d.ScrapeInterval, scrape.from)
+	}
+	if s.MinThroughput > 0 && s.Quantile > 0 && s.Quantile < 1 {
+		// With fewer than 1/(1-q) requests in a window, a single slow
+		// request breaks the objective: the quantile is not defined
+		// by the data. Such a floor makes the SLO unmeasurable.
+		need := 1 / (1 - s.Quantile)
+		if got := s.MinThroughput * s.Window.Seconds(); got < need {
+			errs.Addf(s.keys.Line("min_throughput", sloLine), "tenant %q: slo.min_throughput %v req/s gives %.0f requests per %s window (%s), fewer than the %.0f a %v quantile needs", t.Name, s.MinThroughput, got, s.Window, window.from, need, s.Quantile)
+		}
+	}
+	if l := t.LatencySource; l != nil && l.Timeout >= d.ScrapeInterval {
+		line, from := l.keys.Line("timeout", 0), ""
+		if line == 0 {
+			line, from = t.keys.Line("latency_source", t.Line), " (the default)"
+		}
+		errs.Addf(line, "tenant %q: latency_source.timeout %s%s must be shorter than scrape_interval %s (%s)", t.Name, l.Timeout, from, d.ScrapeInterval, scrape.from)
+	}
+}
+
+// setting is where a value a check reads is set: the line of its key, and
+// how a problem names it.
+type setting struct {
+	line int
+	from string
+}
+
+// setting is where the defaults section sets key; a key it does not give
+// is the built-in default, put at line def.
+func (d *Defaults) setting(key string, def int) setting {
+	if line := d.keys.Line(key, 0); line > 0 {
+		return setting{line, fmt.Sprintf("defaults.%s at line %d", key, line)}
+	}
+	return setting{def, "the default"}
+}
 
 // maxNameLen bounds a tenant's name, as long as a Kubernetes object's: it
 // is a label of every series of the tenant.
