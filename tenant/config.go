@@ -11,6 +11,7 @@ package tenant
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"slices"
 	"sort"
@@ -271,14 +272,33 @@ func ParseConfig(name string, data []byte) (*Config, error) {
 	cfg.File = name
 	// The whole-file checks run even when some field failed to decode, so
 	// that one pass lists every problem; a field that failed keeps its
-	// default, and a check that would only repeat its failure is skipped
-	// (a tenant's own problems).
-	errs.Decode(data, maxAliases, cfg)
-	validate(errs, cfg)
+	// default, and a check that would only repeat its failure is skipped.
+	root := yamlconf.Parse(errs, data, maxAliases)
+	// A line with a syntax error is read blanked (with its block), and an
+	// alias past the budget as null: what the tenant there lacks may be
+	// only unread. These problems are all listed before decoding starts.
+	unread := errs.Lines()
+	if root != nil {
+		errs.Add(cfg.UnmarshalYAML(root))
+	}
+	validate(errs, cfg, unread, tenantsEnd(root))
 	if err := errs.Err(); err != nil {
 		return nil, err
 	}
 	return cfg, nil
+}
+
+// tenantsEnd is the line of the key after tenants in the file's mapping,
+// where the last tenant ends; past the end of the file when none.
+func tenantsEnd(root *yaml.Node) int {
+	if root != nil && root.Kind == yaml.MappingNode {
+		for i := 0; i+2 < len(root.Content); i += 2 {
+			if root.Content[i].Value == "tenants" {
+				return root.Content[i+2].Line
+			}
+		}
+	}
+	return math.MaxInt
 }
 
 // Limits that keep a small file from costing much: YAML aliases can repeat

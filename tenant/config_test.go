@@ -368,3 +368,70 @@ func TestLatencySourceSLOMetric(t *testing.T) {
 		}
 	}
 }
+
+// TestParseConfigListsEveryProblem: one pass lists every problem of the
+// file, a tenant's whole-file ones beside those of its fields, and no
+// problem that only follows from one listed: a value that failed is not
+// also missing, nor read as its default.
+func TestParseConfigListsEveryProblem(t *testing.T) {
+	const source = "    latency_source: {url: \"sim://a\", preset: tgi}\n"
+	long := func(n int) string { return strings.Repeat("a", n) }
+	tests := []struct {
+		name, in string
+		want     []string // one problem a line, in order, each a prefix
+	}{
+		// a tenant's name repeated
+		{"a duplicate without selectors", "tenants:\n  - name: a\n    selectors: [{uid: 1}]\n  - name: a\n    clas: latency\n", []string{
+			`t.yaml:5: unknown key "clas" in a tenant`,
+			`t.yaml:4: duplicate tenant name "a" (first defined at line 2)`,
+			`t.yaml:4: tenant "a" has no selectors`}},
+		{"a duplicate with an slo but no source", "tenants:\n  - name: a\n    selectors: [{uid: 1}]\n  - name: a\n    selectors: [{uid: 2}]\n    priority: high\n    slo: {quantile: 0.9, target: 1s}\n", []string{
+			`t.yaml:6: priority must be an integer, got "high"`,
+			`t.yaml:4: duplicate tenant name "a" (first defined at line 2)`,
+			`t.yaml:7: tenant "a" has an slo but no latency_source`}},
+		{"long names that differ are no duplicates", "tenants:\n  - {name: " + long(254) + ", selectors: [{uid: 1}]}\n  - {name: " + long(255) + ", selectors: [{uid: 2}]}\n", []string{
+			`t.yaml:2: tenant name "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"... is 254 characters long`,
+			`t.yaml:3: tenant name "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"... is 255 characters long`}},
+		// a problem elsewhere in the file hides none of a tenant's
+		{"the last tenant before a bad default", "tenants:\n  - name: a\ndefaults:\n  slo_window: five\n", []string{
+			`t.yaml:4: defaults.slo_window: bad duration "five"`,
+			`t.yaml:2: tenant "a" has no selectors`}},
+		{"the last tenant before a syntax error", "tenants:\n  - name: a\ndefaults:\n  slo_window: [5m\n", []string{
+			`t.yaml:4: did not find expected ',' or ']'`,
+			`t.yaml:2: tenant "a" has no selectors`}},
+		// what only follows from a problem listed is not listed
+		{"selectors that failed are not missing", "tenants:\n  - name: a\n    selectors: {uid: 1}\n", []string{
+			`t.yaml:3: selectors must be a list`}},
+		{"selectors cut by a syntax error are not missing", "tenants:\n  - name: a\n    class: latency\n\t  selectors:\n      - executable: vllm\n", []string{
+			`t.yaml:4: found a tab character`}},
+		{"a name that failed is not missing", "tenants:\n  - name: [a]\n    selectors: [{uid: 1}]\n", []string{
+			`t.yaml:2: name must be a string`}},
+		{"no tenant at all", "tenants: [0]\n", []string{
+			`t.yaml:1: a tenant must be a mapping`}},
+		{"a window that failed is not the default", "tenants:\n  - name: a\n    selectors: [{uid: 1}]\n    slo: {quantile: 0.9, target: 10m, window: soon}\n" + source, []string{
+			`t.yaml:4: slo.window: bad duration "soon"`}},
+		{"a window that is not positive", "tenants:\n  - name: a\n    selectors: [{uid: 1}]\n    slo: {quantile: 0.9, target: 1s, window: -1m}\n" + source, []string{
+			`t.yaml:4: slo.window must be positive`}},
+		{"a scrape interval that failed", "defaults:\n  scrape_interval: soon\ntenants:\n  - name: a\n    selectors: [{uid: 1}]\n    slo: {quantile: 0.9, target: 1s}\n    latency_source: {url: \"sim://a\", preset: tgi, timeout: 20s}\n", []string{
+			`t.yaml:2: defaults.scrape_interval: bad duration "soon"`}},
+		{"a timeout that failed", "defaults:\n  scrape_interval: 1s\ntenants:\n  - name: a\n    selectors: [{uid: 1}]\n    slo: {quantile: 0.9, target: 1s}\n    latency_source: {url: \"sim://a\", preset: tgi, timeout: soon}\n", []string{
+			`t.yaml:7: latency_source.timeout: bad duration "soon"`}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseConfig("t.yaml", []byte(tc.in))
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			got := strings.Split(err.Error(), "\n")
+			if len(got) != len(tc.want) {
+				t.Fatalf("got\n%s\nwant\n%s", err, strings.Join(tc.want, "\n"))
+			}
+			for i := range got {
+				if !strings.HasPrefix(got[i], tc.want[i]) {
+					t.Errorf("problem %d: got %q, want %q", i+1, got[i], tc.want[i])
+				}
+			}
+		})
+	}
+}
