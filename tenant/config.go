@@ -288,6 +288,10 @@ func ParseConfig(name string, data []byte) (*Config, error) {
 	return cfg, nil
 }
 
+// maxRestartCost bounds restart_cost: a day of lost work is already a
+// cost no change is worth.
+const maxRestartCost = 24 * time.Hour
+
 // tenantsEnd is the line of the key after tenants in the file's mapping,
 // where the last tenant ends; past the end of the file when none.
 func tenantsEnd(root *yaml.Node) int {
@@ -362,6 +366,9 @@ func (t *Tenant) UnmarshalYAML(n *yaml.Node) error {
 	*t = Tenant{Line: n.Line, Class: gpu.ClassBestEffort}
 	got := errs.Fields(n, "a tenant", "", t)
 	t.keys = got.Keys()
+	if f := got["restart_cost"]; f.OK && (t.RestartCost < 0 || t.RestartCost > maxRestartCost) {
+		errs.Addf(f.Line, "restart_cost %s is outside [0, %s]", t.RestartCost, maxRestartCost)
+	}
 	if f := got["class"]; f.OK {
 		switch t.Class {
 		case gpu.ClassLatency, gpu.ClassBatch, gpu.ClassBestEffort:

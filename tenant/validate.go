@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
-	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/internal/yamlconf"
 )
@@ -38,9 +37,6 @@ func validate(errs *yamlconf.Errors, cfg *Config, unread []int, end int) {
 		if len(t.Selectors) == 0 && !t.keys.Failed("selectors") && !cut {
 			errs.Addf(t.Line, "tenant %q has no selectors; nothing could be attributed to it", t.Name)
 		}
-		if t.RestartCost < 0 || t.RestartCost > maxRestartCost {
-			errs.Addf(t.Line, "tenant %q: restart_cost %s is outside [0, %s]", t.Name, t.RestartCost, maxRestartCost)
-		}
 		checkSLO(errs, t, &cfg.Defaults, cut)
 	}
 	checkOverlaps(errs, cfg)
@@ -73,10 +69,6 @@ func checkName(errs *yamlconf.Errors, t *Tenant, names map[string]int, cut bool)
 	}
 	names[name] = t.Line
 }
-
-// maxRestartCost bounds restart_cost: a day of lost work is already a
-// cost no change is worth.
-const maxRestartCost = 24 * time.Hour
 
 // checkSLO checks a tenant's SLO against its latency source and the
 // file's defaults. A problem of two values is put at the line of the key
