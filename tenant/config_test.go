@@ -99,6 +99,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"empty kubernetes", "tenants:\n  - name: a\n    selectors:\n      - kubernetes: {}\n", "t.yaml:4: kubernetes selector has no keys"},
 		{"no selectors", "tenants:\n  - name: a\n", "t.yaml:2: tenant \"a\" has no selectors"},
 		{"no name", "tenants:\n  - selectors: [{uid: 1}]\n", "t.yaml:2: tenant has no name"},
+		{"name not the first key", "tenants:\n  - class: batch\n    name: \"bad name!\"\n    selectors: [{uid: 1}]\n", "t.yaml:3: tenant name \"bad name!\": use letters"},
+		{"duplicate name not the first key", head + "  - selectors: [{uid: 1}]\n    name: a\n", "t.yaml:5: duplicate tenant name \"a\" (first defined at line 2)"},
 		{"reserved name", "tenants:\n  - name: unassigned\n    selectors: [{uid: 1}]\n", "t.yaml:2: tenant name \"unassigned\" is reserved"},
 		// a class is read at each character it is tried on: one of 1 MiB
 		// cost 0.26 s per pod name and sample

@@ -43,10 +43,11 @@ func validate(errs *yamlconf.Errors, cfg *Config, unread []int, end int) {
 }
 
 // checkName checks a tenant's name and that no tenant before it has it;
-// names maps the names seen to where. A name that failed to decode, or
+// names maps the names seen to where. Its problems are at the name's key,
+// which need not be the tenant's first. A name that failed to decode, or
 // that may be on a line not read (cut), is not missing.
 func checkName(errs *yamlconf.Errors, t *Tenant, names map[string]int, cut bool) {
-	name := t.Name
+	name, line := t.Name, t.keys.Line("name", t.Line)
 	switch {
 	case name == "":
 		if !t.keys.Failed("name") && !cut {
@@ -54,20 +55,20 @@ func checkName(errs *yamlconf.Errors, t *Tenant, names map[string]int, cut bool)
 		}
 		return
 	case name == Unassigned:
-		errs.Addf(t.Line, "tenant name %q is reserved for usage that matches no tenant", Unassigned)
+		errs.Addf(line, "tenant name %q is reserved for usage that matches no tenant", Unassigned)
 	case len(name) > maxNameLen:
-		errs.Addf(t.Line, "tenant name %.32q... is %d characters long; at most %d", name, len(name), maxNameLen)
+		errs.Addf(line, "tenant name %.32q... is %d characters long; at most %d", name, len(name), maxNameLen)
 		// shortened in the problems below, which would otherwise quote it
 		// whole; two names are compared whole
 		t.Name = name[:maxNameLen]
 	case !validName(name):
-		errs.Addf(t.Line, "tenant name %q: use letters, digits, '_', '-', '.'", name)
+		errs.Addf(line, "tenant name %q: use letters, digits, '_', '-', '.'", name)
 	}
 	if first, dup := names[name]; dup {
-		errs.Addf(t.Line, "duplicate tenant name %q (first defined at line %d)", t.Name, first)
+		errs.Addf(line, "duplicate tenant name %q (first defined at line %d)", t.Name, first)
 		return
 	}
-	names[name] = t.Line
+	names[name] = line
 }
 
 // checkSLO checks a tenant's SLO against its latency source and the
