@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"math"
 	"net/url"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -64,6 +63,8 @@ type Defaults struct {
 	// IdleEnergy is where a GPU's energy that no tenant's activity
 	// accounts for goes: "idle" (also when empty) or "reservation".
 	IdleEnergy IdleEnergy `yaml:"idle_energy"`
+
+	keys yamlconf.Keys // where the file sets them, for the tenants' problems
 }
 
 // Tenant is one configured tenant.
@@ -85,6 +86,8 @@ type Tenant struct {
 	RestartCost time.Duration `yaml:"restart_cost"`
 	// Line is where the tenant is defined in the file.
 	Line int `yaml:"-"`
+
+	keys yamlconf.Keys // where its keys are, for the whole-file checks
 }
 
 // Selector is one entry of a tenant's selectors. Empty fields are not
@@ -136,6 +139,8 @@ type SLO struct {
 	MinThroughput float64       `yaml:"min_throughput"` // requests per second floor; 0 = none
 	Window        time.Duration `yaml:"window"`         // defaults.slo_window unless set
 	Line          int           `yaml:"-"`              // where the slo is in the file
+
+	keys yamlconf.Keys // where its keys are, for the whole-file checks
 }
 
 // Share is the tuner's bounds for a tenant's share of the GPU (or MIG
@@ -155,6 +160,8 @@ type LatencySource struct {
 	MaxBytes int64
 	// FollowRedirects is same-host (the default), any or none.
 	FollowRedirects string
+
+	keys yamlconf.Keys // where its keys are, for the whole-file checks
 }
 
 // key identifies the source's configuration; a reload that leaves it
@@ -265,14 +272,37 @@ func ParseConfig(name string, data []byte) (*Config, error) {
 	cfg.File = name
 	// The whole-file checks run even when some field failed to decode, so
 	// that one pass lists every problem; a field that failed keeps its
-	// default, and a check that would only repeat its failure is skipped
-	// (a tenant's own problems).
-	errs.Decode(data, maxAliases, cfg)
-	validate(errs, cfg)
+	// default, and a check that would only repeat its failure is skipped.
+	root := yamlconf.Parse(errs, data, maxAliases)
+	// A line with a syntax error is read blanked (with its block), and an
+	// alias past the budget as null: what the tenant there lacks may be
+	// only unread. These problems are all listed before decoding starts.
+	unread := errs.Lines()
+	if root != nil {
+		errs.Add(cfg.UnmarshalYAML(root))
+	}
+	validate(errs, cfg, unread, tenantsEnd(root))
 	if err := errs.Err(); err != nil {
 		return nil, err
 	}
 	return cfg, nil
+}
+
+// maxRestartCost bounds restart_cost: a day of lost work is already a
+// cost no change is worth.
+const maxRestartCost = 24 * time.Hour
+
+// tenantsEnd is the line of the key after tenants in the file's mapping,
+// where the last tenant ends; past the end of the file when none.
+func tenantsEnd(root *yaml.Node) int {
+	if root != nil && root.Kind == yaml.MappingNode {
+		for i := 0; i+2 < len(root.Content); i += 2 {
+			if root.Content[i].Value == "tenants" {
+				return root.Content[i+2].Line
+			}
+		}
+	}
+	return math.MaxInt
 }
 
 // Limits that keep a small file from costing much: YAML aliases can repeat
@@ -312,6 +342,7 @@ func (c *Config) UnmarshalYAML(n *yaml.Node) error {
 func (d *Defaults) UnmarshalYAML(n *yaml.Node) error {
 	var errs yamlconf.Errors
 	got := errs.Fields(n, "defaults", "defaults.", d)
+	d.keys = got.Keys()
 	for _, x := range []struct {
 		key string
 		d   time.Duration
@@ -334,6 +365,10 @@ func (t *Tenant) UnmarshalYAML(n *yaml.Node) error {
 	var errs yamlconf.Errors
 	*t = Tenant{Line: n.Line, Class: gpu.ClassBestEffort}
 	got := errs.Fields(n, "a tenant", "", t)
+	t.keys = got.Keys()
+	if f := got["restart_cost"]; f.OK && (t.RestartCost < 0 || t.RestartCost > maxRestartCost) {
+		errs.Addf(f.Line, "restart_cost %s is outside [0, %s]", t.RestartCost, maxRestartCost)
+	}
 	if f := got["class"]; f.OK {
 		switch t.Class {
 		case gpu.ClassLatency, gpu.ClassBatch, gpu.ClassBestEffort:
@@ -434,7 +469,7 @@ func (s *SLO) UnmarshalYAML(n *yaml.Node) error {
 	var errs yamlconf.Errors
 	*s = SLO{}
 	got := errs.Fields(n, "slo", "slo.", s)
-	s.Line = n.Line
+	s.Line, s.keys = n.Line, got.Keys()
 	if f := got["quantile"]; f.OK && (s.Quantile <= 0 || s.Quantile >= 1) {
 		errs.Addf(f.Line, "slo.quantile %v is outside (0,1)", s.Quantile)
 	}
@@ -461,16 +496,20 @@ func (s *Share) UnmarshalYAML(n *yaml.Node) error {
 	var errs yamlconf.Errors
 	*s = Share{Min: 0, Max: 1}
 	got := errs.Fields(n, "share", "share.", s)
+	inRange := true
 	for _, x := range []struct {
 		key string
 		v   float64
 	}{{"min", s.Min}, {"max", s.Max}} {
 		if f := got[x.key]; f.OK && (x.v < 0 || x.v > 1) {
 			errs.Addf(f.Line, "share.%s %v is outside [0,1]", x.key, x.v)
+			inRange = false
 		}
 	}
-	if s.Min > s.Max {
-		errs.Addf(n.Line, "share.min %v is greater than share.max %v", s.Min, s.Max)
+	// at the key the problem names first, wherever the mapping starts; a
+	// bound outside [0,1] has its problem listed, not this one besides
+	if s.Min > s.Max && inRange {
+		errs.Addf(got.Keys().Line("min", n.Line), "share.min %v is greater than share.max %v", s.Min, s.Max)
 	}
 	return errs.Err()
 }
@@ -489,7 +528,7 @@ func (l *LatencySource) UnmarshalYAML(n *yaml.Node) error {
 		Follow   string            `yaml:"follow_redirects"`
 	}{Timeout: DefaultSourceTimeout, MaxBytes: DefaultSourceMaxBytes, Follow: latency.RedirectsSameHost}
 	got := errs.Fields(n, "latency_source", "latency_source.", &f)
-	*l = LatencySource{URL: f.URL, Preset: f.Preset, Metric: f.Metric, Matchers: f.Matchers, Timeout: f.Timeout, MaxBytes: int64(f.MaxBytes), FollowRedirects: f.Follow}
+	*l = LatencySource{URL: f.URL, Preset: f.Preset, Metric: f.Metric, Matchers: f.Matchers, Timeout: f.Timeout, MaxBytes: int64(f.MaxBytes), FollowRedirects: f.Follow, keys: got.Keys()}
 	if v, given := got["url"]; given {
 		u, err := url.Parse(l.URL)
 		switch {
@@ -537,89 +576,7 @@ func (l *LatencySource) UnmarshalYAML(n *yaml.Node) error {
 		errs.Addf(n.Line, "latency_source needs a preset or a metric (histogram name)")
 	}
 	if l.Preset == latency.PresetTriton && l.Metric != "" {
-		errs.Addf(n.Line, "latency_source: preset triton reads fixed counters; drop metric or the preset")
+		errs.Addf(l.keys.Line("metric", n.Line), "latency_source.metric %q: preset triton reads fixed counters; drop metric or the preset", l.Metric)
 	}
 	return errs.Err()
 }
-
-// validate checks what needs the whole file: names, impossible SLOs,
-// selectors that provably overlap. The tenants' share.min values are not
-// summed here: a guarantee holds on the GPU (or MIG instance) the tenant
-// runs on, and which tenants share one is known only at attribution time,
-// where Build checks the sum per GPU and instance (see shares.go).
-func validate(errs *yamlconf.Errors, cfg *Config) {
-	names := map[string]int{}
-	decoded := errs.Lines() // problems found while decoding
-	for i := range cfg.Tenants {
-		t := &cfg.Tenants[i]
-		// A tenant with a problem of its own already listed may lack a
-		// field only because that field failed: what it lacks is not
-		// listed again.
-		end := math.MaxInt
-		if i+1 < len(cfg.Tenants) {
-			end = cfg.Tenants[i+1].Line
-		}
-		broken := slices.ContainsFunc(decoded, func(l int) bool { return l >= t.Line && l < end })
-		switch {
-		case t.Name == "":
-			errs.Addf(t.Line, "tenant has no name")
-		case t.Name == Unassigned:
-			errs.Addf(t.Line, "tenant name %q is reserved for usage that matches no tenant", Unassigned)
-		case len(t.Name) > maxNameLen:
-			errs.Addf(t.Line, "tenant name %.32q... is %d characters long; at most %d", t.Name, len(t.Name), maxNameLen)
-			t.Name = t.Name[:maxNameLen] // in the problems below
-		case !validName(t.Name):
-			errs.Addf(t.Line, "tenant name %q: use letters, digits, '_', '-', '.'", t.Name)
-		}
-		if first, dup := names[t.Name]; dup && t.Name != "" {
-			errs.Addf(t.Line, "duplicate tenant name %q (first defined at line %d)", t.Name, first)
-		} else {
-			names[t.Name] = t.Line
-		}
-		if len(t.Selectors) == 0 && !broken {
-			errs.Addf(t.Line, "tenant %q has no selectors; nothing could be attributed to it", t.Name)
-		}
-		if t.RestartCost < 0 || t.RestartCost > maxRestartCost {
-			errs.Addf(t.Line, "tenant %q: restart_cost %s is outside [0, %s]", t.Name, t.RestartCost, maxRestartCost)
-		}
-		if s := t.SLO; s != nil {
-			if s.Window == 0 {
-				s.Window = cfg.Defaults.SLOWindow
-			}
-			if t.LatencySource == nil && !broken {
-				errs.Addf(t.Line, "tenant %q has an slo but no latency_source to measure it", t.Name)
-			}
-			if s.Target >= s.Window {
-				errs.Addf(t.Line, "tenant %q: slo.target %s is not shorter than the SLO window %s; it cannot be observed", t.Name, s.Target, s.Window)
-			}
-			if s.Window < 2*cfg.Defaults.ScrapeInterval {
-				errs.Addf(t.Line, "tenant %q: SLO window %s holds fewer than two scrapes at scrape_interval %s", t.Name, s.Window, cfg.Defaults.ScrapeInterval)
-			}
-			if s.MinThroughput > 0 && s.Quantile > 0 && s.Quantile < 1 {
-				// With fewer than 1/(1-q) requests in a window, a single slow
-				// request breaks the objective: the quantile is not defined
-				// by the data. Such a floor makes the SLO unmeasurable.
-				need := 1 / (1 - s.Quantile)
-				if got := s.MinThroughput * s.Window.Seconds(); got < need {
-					errs.Addf(t.Line, "tenant %q: min_throughput %v req/s gives %.0f requests per %s window, fewer than the %.0f a %v quantile needs", t.Name, s.MinThroughput, got, s.Window, need, s.Quantile)
-				}
-			}
-		}
-		if t.LatencySource != nil && t.SLO != nil && t.LatencySource.Timeout >= cfg.Defaults.ScrapeInterval {
-			errs.Addf(t.Line, "tenant %q: latency_source.timeout %s must be shorter than scrape_interval %s", t.Name, t.LatencySource.Timeout, cfg.Defaults.ScrapeInterval)
-		}
-	}
-	checkOverlaps(errs, cfg)
-}
-
-// maxRestartCost bounds restart_cost: a day of lost work is already a
-// cost no change is worth.
-const maxRestartCost = 24 * time.Hour
-
-// maxNameLen bounds a tenant's name, as long as a Kubernetes object's: it
-// is a label of every series of the tenant.
-const maxNameLen = 253
-
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
-
-func validName(s string) bool { return nameRE.MatchString(s) }

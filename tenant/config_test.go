@@ -75,6 +75,7 @@ func TestParseConfigEmpty(t *testing.T) {
 
 func TestParseConfigErrors(t *testing.T) {
 	const head = "tenants:\n  - name: a\n    selectors: [{executable: x}]\n"
+	const source = "    latency_source: {url: \"sim://a\", preset: tgi}\n"
 	tests := []struct {
 		name, in string
 		want     string // "file:line: ..." substring
@@ -89,8 +90,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"target zero", head + "    slo: {quantile: 0.5, target: 0s}\n    latency_source: {url: \"sim://a\", preset: tgi}\n", "t.yaml:4: slo.target must be > 0"},
 		{"target negative", head + "    slo: {quantile: 0.5, target: -1s}\n    latency_source: {url: \"sim://a\", preset: tgi}\n", "t.yaml:4: slo.target must be > 0"},
 		{"min > max", head + "    share: {min: 0.9, max: 0.2}\n", "t.yaml:4: share.min 0.9 is greater than share.max 0.2"},
-		{"restart cost negative", head + "    restart_cost: -5m\n", "t.yaml:2: tenant \"a\": restart_cost -5m0s is outside [0, 24h0m0s]"},
-		{"restart cost absurd", head + "    restart_cost: 100h\n", "t.yaml:2: tenant \"a\": restart_cost 100h0m0s is outside"},
+		{"restart cost negative", head + "    restart_cost: -5m\n", "t.yaml:4: restart_cost -5m0s is outside [0, 24h0m0s]"},
+		{"restart cost absurd", head + "    class: batch\n    restart_cost: 100h\n", "t.yaml:5: restart_cost 100h0m0s is outside"},
 		{"restart cost bad", head + "    restart_cost: soon\n", "t.yaml:4: restart_cost: bad duration \"soon\""},
 		{"share outside", head + "    share: {min: 0.1, max: 1.5}\n", "t.yaml:4: share.max 1.5 is outside [0,1]"},
 		{"duplicate names", head + "  - name: a\n    selectors: [{executable: y}]\n", "t.yaml:4: duplicate tenant name \"a\" (first defined at line 2)"},
@@ -98,6 +99,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"empty kubernetes", "tenants:\n  - name: a\n    selectors:\n      - kubernetes: {}\n", "t.yaml:4: kubernetes selector has no keys"},
 		{"no selectors", "tenants:\n  - name: a\n", "t.yaml:2: tenant \"a\" has no selectors"},
 		{"no name", "tenants:\n  - selectors: [{uid: 1}]\n", "t.yaml:2: tenant has no name"},
+		{"name not the first key", "tenants:\n  - class: batch\n    name: \"bad name!\"\n    selectors: [{uid: 1}]\n", "t.yaml:3: tenant name \"bad name!\": use letters"},
+		{"duplicate name not the first key", head + "  - selectors: [{uid: 1}]\n    name: a\n", "t.yaml:5: duplicate tenant name \"a\" (first defined at line 2)"},
 		{"reserved name", "tenants:\n  - name: unassigned\n    selectors: [{uid: 1}]\n", "t.yaml:2: tenant name \"unassigned\" is reserved"},
 		// a class is read at each character it is tried on: one of 1 MiB
 		// cost 0.26 s per pod name and sample
@@ -113,9 +116,23 @@ func TestParseConfigErrors(t *testing.T) {
 		{"narrower selector overlaps", head + "  - name: b\n    selectors:\n      - {executable: x, uid: 7}\n", "t.yaml:6: selector of tenant \"b\" overlaps"},
 		{"glob covers literal", "tenants:\n  - name: a\n    selectors: [{kubernetes: {namespace: llm, pod: \"chat-*\"}}]\n  - name: b\n    selectors: [{kubernetes: {namespace: llm, pod: chat-0}}]\n", "t.yaml:5: selector of tenant \"b\" overlaps"},
 		{"same mig", "tenants:\n  - name: a\n    selectors: [{mig_uuid: MIG-1}]\n  - name: b\n    selectors: [{mig_uuid: MIG-1}]\n", "t.yaml:5: selector of tenant \"b\" overlaps"},
-		{"slo without source", head + "    slo: {quantile: 0.9, target: 1s}\n", "t.yaml:2: tenant \"a\" has an slo but no latency_source"},
-		{"target longer than window", head + "    slo: {quantile: 0.9, target: 10m}\n    latency_source: {url: \"sim://a\", preset: tgi}\n", "t.yaml:2: tenant \"a\": slo.target 10m0s is not shorter than the SLO window 5m0s"},
-		{"throughput too low for quantile", head + "    slo: {quantile: 0.999, target: 1s, min_throughput: 0.1}\n    latency_source: {url: \"sim://a\", preset: tgi}\n", "fewer than the 1000 a 0.999 quantile needs"},
+		// A problem of two values is at the line of the key it names first;
+		// a value the tenant does not set is named with where it is set.
+		{"slo without source", head + "    slo:\n      quantile: 0.9\n      target: 1s\n", "t.yaml:4: tenant \"a\" has an slo but no latency_source"},
+		{"target longer than window", head + "    slo:\n      quantile: 0.9\n      target: 10m\n" + source,
+			"t.yaml:6: tenant \"a\": slo.target 10m0s is not shorter than the SLO window 5m0s (the default); it cannot be observed"},
+		{"target longer than its window", head + "    slo:\n      quantile: 0.9\n      target: 1m\n      window: 30s\n" + source,
+			"t.yaml:6: tenant \"a\": slo.target 1m0s is not shorter than the SLO window 30s (slo.window)"},
+		{"target longer than the defaults' window", "defaults:\n  slo_window: 1m\n" + head + "    slo:\n      quantile: 0.9\n      target: 2m\n" + source,
+			"t.yaml:8: tenant \"a\": slo.target 2m0s is not shorter than the SLO window 1m0s (defaults.slo_window at line 2)"},
+		{"window below two scrapes", head + "    slo:\n      quantile: 0.9\n      target: 1s\n      window: 20s\n" + source,
+			"t.yaml:7: tenant \"a\": SLO window 20s (slo.window) holds fewer than two scrapes at scrape_interval 15s (the default)"},
+		{"defaults' window below two scrapes", "defaults:\n  scrape_interval: 15s\n  slo_window: 20s\n" + head + "    slo:\n      quantile: 0.9\n      target: 1s\n" + source,
+			"t.yaml:3: tenant \"a\": SLO window 20s (defaults.slo_window at line 3) holds fewer than two scrapes at scrape_interval 15s (defaults.scrape_interval at line 2)"},
+		{"default window below two scrapes", "defaults:\n  scrape_interval: 3m\n" + head + "    slo:\n      quantile: 0.9\n      target: 1s\n" + source,
+			"t.yaml:6: tenant \"a\": SLO window 5m0s (the default) holds fewer than two scrapes at scrape_interval 3m0s (defaults.scrape_interval at line 2)"},
+		{"throughput too low for quantile", head + "    slo:\n      quantile: 0.999\n      target: 1s\n      min_throughput: 0.1\n" + source,
+			"t.yaml:7: tenant \"a\": slo.min_throughput 0.1 req/s gives 30 requests per 5m0s window (the default), fewer than the 1000 a 0.999 quantile needs"},
 		{"min negative", head + "    share: {min: -0.1}\n", "t.yaml:4: share.min -0.1 is outside [0,1]"},
 		{"min not a number", head + "    share: {min: half}\n", "t.yaml:4: share.min must be a number, got \"half\""},
 		{"max above one", head + "    share: {max: 1.01}\n", "t.yaml:4: share.max 1.01 is outside [0,1]"},
@@ -128,7 +145,13 @@ func TestParseConfigErrors(t *testing.T) {
 		{"yaml syntax", "tenants:\n  - name: a\n   bad: [\n", "t.yaml:"},
 		{"tenants not list", "tenants: {a: 1}\n", "t.yaml:1: tenants must be a list"},
 		{"two documents", "tenants: []\n---\ntenants: []\n", "t.yaml:2: only one YAML document"},
-		{"timeout not below interval", head + "    slo: {quantile: 0.9, target: 1s}\n    latency_source: {url: \"sim://a\", preset: tgi, timeout: 20s}\n", "latency_source.timeout 20s must be shorter than scrape_interval 15s"},
+		{"timeout not below interval", head + "    slo: {quantile: 0.9, target: 1s}\n    latency_source:\n      url: \"sim://a\"\n      preset: tgi\n      timeout: 20s\n",
+			"t.yaml:8: tenant \"a\": latency_source.timeout 20s must be shorter than scrape_interval 15s (the default)"},
+		{"default timeout not below interval", "defaults:\n  scrape_interval: 2s\n" + head + "    slo: {quantile: 0.9, target: 1s, window: 1m}\n    latency_source:\n      url: \"sim://a\"\n      preset: tgi\n",
+			"t.yaml:7: tenant \"a\": latency_source.timeout 2s (the default) must be shorter than scrape_interval 2s (defaults.scrape_interval at line 2)"},
+		{"min > max, max first", head + "    share:\n      max: 0.2\n      min: 0.9\n", "t.yaml:6: share.min 0.9 is greater than share.max 0.2"},
+		{"triton with a metric", head + "    latency_source:\n      url: \"sim://a\"\n      preset: triton\n      metric: m_seconds\n",
+			"t.yaml:7: latency_source.metric \"m_seconds\": preset triton reads fixed counters; drop metric or the preset"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -345,5 +368,72 @@ func TestLatencySourceSLOMetric(t *testing.T) {
 		if got := sloStatus(&Tenant{Name: "chat", LatencySource: tc.src}, latency.Status{}); got.Metric != tc.want || got.Tenant != "chat" {
 			t.Errorf("%+v: SLO status %+v, want metric %q", tc.src, got, tc.want)
 		}
+	}
+}
+
+// TestParseConfigListsEveryProblem: one pass lists every problem of the
+// file, a tenant's whole-file ones beside those of its fields, and no
+// problem that only follows from one listed: a value that failed is not
+// also missing, nor read as its default.
+func TestParseConfigListsEveryProblem(t *testing.T) {
+	const source = "    latency_source: {url: \"sim://a\", preset: tgi}\n"
+	long := func(n int) string { return strings.Repeat("a", n) }
+	tests := []struct {
+		name, in string
+		want     []string // one problem a line, in order, each a prefix
+	}{
+		// a tenant's name repeated
+		{"a duplicate without selectors", "tenants:\n  - name: a\n    selectors: [{uid: 1}]\n  - name: a\n    clas: latency\n", []string{
+			`t.yaml:5: unknown key "clas" in a tenant`,
+			`t.yaml:4: duplicate tenant name "a" (first defined at line 2)`,
+			`t.yaml:4: tenant "a" has no selectors`}},
+		{"a duplicate with an slo but no source", "tenants:\n  - name: a\n    selectors: [{uid: 1}]\n  - name: a\n    selectors: [{uid: 2}]\n    priority: high\n    slo: {quantile: 0.9, target: 1s}\n", []string{
+			`t.yaml:6: priority must be an integer, got "high"`,
+			`t.yaml:4: duplicate tenant name "a" (first defined at line 2)`,
+			`t.yaml:7: tenant "a" has an slo but no latency_source`}},
+		{"long names that differ are no duplicates", "tenants:\n  - {name: " + long(254) + ", selectors: [{uid: 1}]}\n  - {name: " + long(255) + ", selectors: [{uid: 2}]}\n", []string{
+			`t.yaml:2: tenant name "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"... is 254 characters long`,
+			`t.yaml:3: tenant name "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"... is 255 characters long`}},
+		// a problem elsewhere in the file hides none of a tenant's
+		{"the last tenant before a bad default", "tenants:\n  - name: a\ndefaults:\n  slo_window: five\n", []string{
+			`t.yaml:4: defaults.slo_window: bad duration "five"`,
+			`t.yaml:2: tenant "a" has no selectors`}},
+		{"the last tenant before a syntax error", "tenants:\n  - name: a\ndefaults:\n  slo_window: [5m\n", []string{
+			`t.yaml:4: did not find expected ',' or ']'`,
+			`t.yaml:2: tenant "a" has no selectors`}},
+		// what only follows from a problem listed is not listed
+		{"selectors that failed are not missing", "tenants:\n  - name: a\n    selectors: {uid: 1}\n", []string{
+			`t.yaml:3: selectors must be a list`}},
+		{"selectors cut by a syntax error are not missing", "tenants:\n  - name: a\n    class: latency\n\t  selectors:\n      - executable: vllm\n", []string{
+			`t.yaml:4: found a tab character`}},
+		{"a name that failed is not missing", "tenants:\n  - name: [a]\n    selectors: [{uid: 1}]\n", []string{
+			`t.yaml:2: name must be a string`}},
+		{"no tenant at all", "tenants: [0]\n", []string{
+			`t.yaml:1: a tenant must be a mapping`}},
+		{"a window that failed is not the default", "tenants:\n  - name: a\n    selectors: [{uid: 1}]\n    slo: {quantile: 0.9, target: 10m, window: soon}\n" + source, []string{
+			`t.yaml:4: slo.window: bad duration "soon"`}},
+		{"a window that is not positive", "tenants:\n  - name: a\n    selectors: [{uid: 1}]\n    slo: {quantile: 0.9, target: 1s, window: -1m}\n" + source, []string{
+			`t.yaml:4: slo.window must be positive`}},
+		{"a scrape interval that failed", "defaults:\n  scrape_interval: soon\ntenants:\n  - name: a\n    selectors: [{uid: 1}]\n    slo: {quantile: 0.9, target: 1s}\n    latency_source: {url: \"sim://a\", preset: tgi, timeout: 20s}\n", []string{
+			`t.yaml:2: defaults.scrape_interval: bad duration "soon"`}},
+		{"a timeout that failed", "defaults:\n  scrape_interval: 1s\ntenants:\n  - name: a\n    selectors: [{uid: 1}]\n    slo: {quantile: 0.9, target: 1s}\n    latency_source: {url: \"sim://a\", preset: tgi, timeout: soon}\n", []string{
+			`t.yaml:7: latency_source.timeout: bad duration "soon"`}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseConfig("t.yaml", []byte(tc.in))
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			got := strings.Split(err.Error(), "\n")
+			if len(got) != len(tc.want) {
+				t.Fatalf("got\n%s\nwant\n%s", err, strings.Join(tc.want, "\n"))
+			}
+			for i := range got {
+				if !strings.HasPrefix(got[i], tc.want[i]) {
+					t.Errorf("problem %d: got %q, want %q", i+1, got[i], tc.want[i])
+				}
+			}
+		})
 	}
 }

@@ -133,7 +133,8 @@ func TestConfigCheckPrices(t *testing.T) {
 
 // TestConfigCheckListsEveryProblem: a file with one problem that stops its
 // reading (a syntax error or a value that does not parse) and three that
-// only the whole file shows gets all four listed, each on its own line.
+// only the whole file shows gets all four listed, each on its own line,
+// and any other problem of the tenant that stopped the reading besides.
 func TestConfigCheckListsEveryProblem(t *testing.T) {
 	// The three whole-file problems follow the broken tenant in each file.
 	const rest = `  - name: chat
@@ -152,17 +153,20 @@ func TestConfigCheckListsEveryProblem(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name, head string
-		first      string // the reading problem, with its line
-		restAt     int    // line of the rest's first tenant
+		first      string   // the reading problem, with its line
+		also       []string // the broken tenant's problems that do not follow from it
+		restAt     int      // line of the rest's first tenant
 	}{
+		// the tenant whose target fails has no latency_source either: a
+		// problem of its own, listed beside the target's
 		{"bad duration", "tenants:\n  - name: chat\n    selectors:\n      - executable: vllm\n    slo: {quantile: 0.99, target: 250xs}\n",
-			`:5: slo.target: bad duration "250xs"`, 6},
+			`:5: slo.target: bad duration "250xs"`, []string{`:5: tenant "chat" has an slo but no latency_source`}, 6},
 		{"tab in indentation", "tenants:\n  - name: chat\n    class: latency\n\t  selectors:\n      - executable: vllm\n",
-			":4: found a tab character that violates indentation", 6},
+			":4: found a tab character that violates indentation", nil, 6},
 		{"unclosed flow sequence", "tenants:\n  - name: chat\n    selectors: [{executable: vllm}\n",
-			":3: did not find expected ',' or ']'", 4},
+			":3: did not find expected ',' or ']'", nil, 4},
 		{"unknown class", "tenants:\n  - name: chat\n    class: latncy\n    selectors:\n      - executable: vllm\n",
-			`:3: class "latncy" is not one of latency, batch, best-effort`, 6},
+			`:3: class "latncy" is not one of latency, batch, best-effort`, nil, 6},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			file := filepath.Join(t.TempDir(), "tenants.yaml")
@@ -173,7 +177,7 @@ func TestConfigCheckListsEveryProblem(t *testing.T) {
 			if code := checkConfig(file, false, &meteringConfig{}, &stdout, &stderr); code != 1 {
 				t.Fatalf("exit %d, want 1; stderr %q", code, stderr.String())
 			}
-			want := append([]string{tc.first}, wholeFile(tc.restAt)...)
+			want := append(append([]string{tc.first}, tc.also...), wholeFile(tc.restAt)...)
 			var problems []string
 			for _, l := range strings.Split(strings.TrimSpace(stderr.String()), "\n") {
 				if !strings.HasSuffix(l, ": INVALID") {

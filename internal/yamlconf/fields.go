@@ -26,16 +26,58 @@ func IsNull(n *yaml.Node) bool {
 	return n != nil && n.Kind == yaml.ScalarNode && n.Tag == "!!null"
 }
 
-// Field is a key a mapping gave: its value node, and whether the value
-// was decoded (when not, its problem is already recorded).
+// Field is a key a mapping gave: its value node, the line of the key, and
+// whether the value was decoded (when not, its problem is already
+// recorded). The key's line differs from the value's (Line) where the
+// value is a block below it ("slo:" and its keys on the lines after).
 type Field struct {
 	*yaml.Node
-	OK bool
+	KeyLine int
+	OK      bool
 }
 
 // Given maps the keys a mapping gave to their fields; a key not given
 // reads as the zero Field.
 type Given map[string]Field
+
+// Key is where a mapping gave a key, and whether its value was decoded.
+type Key struct {
+	Line int // of the key
+	OK   bool
+}
+
+// Keys maps the keys a mapping gave to where they are, for the checks
+// made after decoding (of two fields together, or of the whole file) to
+// put a problem at the key it is about. Unlike Given it holds no node: a
+// decoded value keeps it without keeping the file's YAML tree alive.
+type Keys map[string]Key
+
+// Keys returns where each key given is; nil when g is (n was no mapping).
+func (g Given) Keys() Keys {
+	if g == nil {
+		return nil
+	}
+	out := make(Keys, len(g))
+	for k, f := range g {
+		out[k] = Key{Line: f.KeyLine, OK: f.OK}
+	}
+	return out
+}
+
+// Line returns the line of key, or def when it was not given.
+func (k Keys) Line(key string, def int) int {
+	if x, given := k[key]; given {
+		return x.Line
+	}
+	return def
+}
+
+// Failed reports whether key was given and its value did not decode (its
+// problem is listed already).
+func (k Keys) Failed(key string) bool {
+	x, given := k[key]
+	return given && !x.OK
+}
 
 // Fields decodes the mapping n into the struct dst points to, by the
 // fields' yaml tags, and returns the keys it set. Unknown, repeated and
@@ -77,7 +119,8 @@ func (e *Errors) Fields(n *yaml.Node, what, prefix string, dst any) Given {
 			e.Addf(k.Line, "key %q given twice in %s", key, what)
 			continue
 		}
-		given[key] = Field{Node: v, OK: e.value(v, prefix+key, sv.Field(f))}
+		// the key's line where it is written, not where an alias of it points
+		given[key] = Field{Node: v, KeyLine: n.Content[i].Line, OK: e.value(v, prefix+key, sv.Field(f))}
 	}
 	return given
 }

@@ -203,6 +203,32 @@ func TestFields(t *testing.T) {
 	}
 }
 
+// TestKeys: the checks made after decoding put a problem at the key it is
+// about: the line of the key, also where its value is a block below it,
+// and whether its value decoded.
+func TestKeys(t *testing.T) {
+	var n yaml.Node
+	if err := yaml.Unmarshal([]byte("x: 1\nsub:\n  a: z\nd: soon\n"), &n); err != nil {
+		t.Fatal(err)
+	}
+	var errs Errors
+	var p point
+	got := errs.Fields(n.Content[0], "a point", "", &p)
+	if got["sub"].KeyLine != 2 || got["sub"].Line != 3 {
+		t.Errorf("sub: key at line %d, value at %d; want 2 and 3", got["sub"].KeyLine, got["sub"].Line)
+	}
+	keys := got.Keys()
+	if keys.Line("sub", 9) != 2 || keys.Line("d", 9) != 4 || keys.Line("name", 9) != 9 {
+		t.Errorf("lines of sub, d, name: %d %d %d; want 2 4 9", keys.Line("sub", 9), keys.Line("d", 9), keys.Line("name", 9))
+	}
+	if !keys.Failed("d") || keys.Failed("x") || keys.Failed("name") {
+		t.Errorf("failed d %v x %v name %v; want true false false", keys.Failed("d"), keys.Failed("x"), keys.Failed("name"))
+	}
+	if Given(nil).Keys() != nil || (Given{}).Keys() == nil {
+		t.Error("Keys of no mapping is not nil, or that of an empty one is")
+	}
+}
+
 func TestParse(t *testing.T) {
 	bomb := "a: &a [x, x]\nb: &b [*a, *a, *a]\nc: [*b, *b, *b, *b]\n"
 	tests := []struct {
