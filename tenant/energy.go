@@ -80,10 +80,14 @@ type meterState struct {
 	last       time.Time          // time of the latest readings metered
 	tenants    map[meterKey]*Meter
 	gpus       map[string]*GPUMeter
+
+	// prevEnergyAt is when prevEnergy was read, by GPU UUID: the time the
+	// next increase spans, which the sample's interval may not cover.
+	prevEnergyAt map[string]time.Time
 }
 
 func newMeterState() meterState {
-	return meterState{prevEnergy: map[string]float64{}, tenants: map[meterKey]*Meter{}, gpus: map[string]*GPUMeter{}}
+	return meterState{prevEnergy: map[string]float64{}, prevEnergyAt: map[string]time.Time{}, tenants: map[meterKey]*Meter{}, gpus: map[string]*GPUMeter{}}
 }
 
 // meter adds one sample: usage is the sample's attribution. It returns the
@@ -99,7 +103,7 @@ func (m *meterState) meter(rule IdleEnergy, prices *Prices, r *gpu.Readings, usa
 		for i := range r.Devices {
 			d := &r.Devices[i]
 			if d.Up {
-				m.device(rule, prices, d, r.Interval.Seconds(), byGPU[d.UUID])
+				m.device(rule, prices, d, r.Time, r.Interval.Seconds(), byGPU[d.UUID])
 			}
 		}
 	}
@@ -122,9 +126,9 @@ func (m *meterState) meter(rule IdleEnergy, prices *Prices, r *gpu.Readings, usa
 	return tenants, gpus
 }
 
-// device meters one GPU over an interval of sec seconds, its costs at
-// prices (nil: none).
-func (m *meterState) device(rule IdleEnergy, prices *Prices, d *gpu.Device, sec float64, usage []*Usage) {
+// device meters one GPU read at at over an interval of sec seconds, its
+// costs at prices (nil: none).
+func (m *meterState) device(rule IdleEnergy, prices *Prices, d *gpu.Device, at time.Time, sec float64, usage []*Usage) {
 	g := m.gpus[d.UUID]
 	if g == nil {
 		g = &GPUMeter{GPU: d.Index, UUID: d.UUID}
@@ -133,7 +137,7 @@ func (m *meterState) device(rule IdleEnergy, prices *Prices, d *gpu.Device, sec 
 	g.GPU = d.Index
 	g.EnergyKnown = g.EnergyKnown || d.EnergyJoules != nil
 	used, reserved := activityShares(d, usage), reservations(d, usage)
-	energy := m.energyDelta(d)
+	energy, unsampled := m.energyDelta(d, at, sec)
 	var active, held float64
 	for _, s := range used {
 		active += s
@@ -142,12 +146,15 @@ func (m *meterState) device(rule IdleEnergy, prices *Prices, d *gpu.Device, sec 
 		held += s
 	}
 	rest := energy * (1 - active)
-	g.EnergyJoules += energy
+	g.EnergyJoules += energy + unsampled
 	g.MemoryByteSeconds += sec * float64(d.MemoryUsedBytes)
 	idle := rest
 	if rule == IdleByReservation {
 		idle = rest * (1 - held)
 	}
+	// The energy counted while no sample was taken is no tenant's: none was
+	// metered GPU time for it, so neither rule hands it out.
+	idle += unsampled
 	g.IdleEnergyJoules += idle
 	g.IdleCosts = addCost(g.IdleCosts, prices, sec*max(0, 1-held), idle)
 	for i, u := range usage {
@@ -175,23 +182,38 @@ func (m *meterState) tenant(d *gpu.Device, name string) *Meter {
 	return t
 }
 
-// energyDelta is the increase of the GPU's energy counter since the
-// previous sample: 0 on the first sample and without a counter; after a
-// counter reset (a driver reload), the new value.
-func (m *meterState) energyDelta(d *gpu.Device) float64 {
+// energyDelta is the increase of the GPU's energy counter since its
+// previous reading, read at at: 0 on the first reading and without a
+// counter; after a counter reset (a driver reload), the new value. Where
+// that reading is older than the sample's interval of sec seconds (the GPU
+// lost, or its counter not read, in the samples between), the increase is
+// split by time, at the GPU's average power over it: metered is the
+// interval's part, for the sample's shares; unsampled the rest, which no
+// sample's activity or reservation covers.
+func (m *meterState) energyDelta(d *gpu.Device, at time.Time, sec float64) (metered, unsampled float64) {
 	if d.EnergyJoules == nil {
-		return 0
+		return 0, 0
 	}
 	cur := *d.EnergyJoules
 	prev, ok := m.prevEnergy[d.UUID]
-	m.prevEnergy[d.UUID] = cur
+	prevAt := m.prevEnergyAt[d.UUID]
+	m.prevEnergy[d.UUID], m.prevEnergyAt[d.UUID] = cur, at
 	switch {
 	case !ok:
-		return 0
+		return 0, 0
 	case cur < prev:
-		return cur
+		metered = cur
+	default:
+		metered = cur - prev
 	}
-	return cur - prev
+	// A sample whose own interval spans the time (a stalled sampler) has
+	// activity figures over all of it, and is apportioned whole.
+	if span := at.Sub(prevAt).Seconds(); span > sec {
+		whole := metered
+		metered = whole * max(0, sec) / span
+		unsampled = whole - metered
+	}
+	return metered, unsampled
 }
 
 // activityShares are the usages' shares (0-1, adding up to at most 1) of

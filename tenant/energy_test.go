@@ -3,6 +3,7 @@ package tenant
 import (
 	"math"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -198,8 +199,9 @@ func TestMeterCounterEdges(t *testing.T) {
 		// a driver reload resets the counter: the new value is the increase
 		{"counter reset", []gpu.Readings{dev(gpu.Float(1000), true), dev(gpu.Float(30), true)}, busy, 16, 30},
 		{"no energy counter", []gpu.Readings{dev(nil, true), dev(nil, true)}, busy, 0, 0},
-		// a lost GPU is not metered; the next sample covers the outage
-		{"lost between", []gpu.Readings{dev(gpu.Float(0), true), dev(nil, false), dev(gpu.Float(300), true)}, busy, 160, 300},
+		// a lost GPU is not metered; the next sample's shares get the part
+		// of the increase in its own interval (half of 2 s), the rest is idle
+		{"lost between", []gpu.Readings{dev(gpu.Float(0), true), dev(nil, false), dev(gpu.Float(300), true)}, busy, 80, 300},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := newMeterState()
@@ -251,5 +253,73 @@ func TestMeterSameReadingsTwice(t *testing.T) {
 	twice, _ := m.meter(IdleToIdle, nil, r2, usage) // a rebuild of the same sample
 	if !reflect.DeepEqual(once[0], twice[0]) || once[0].GPUSecondsUsed != 0.5 || once[0].EnergyJoules != 5 {
 		t.Errorf("once %+v, twice %+v: want 0.5 GPU-seconds and 5 J, unchanged by the rebuild", once[0], twice[0])
+	}
+}
+
+// TestMeterEnergyAcrossGap: where the GPU's energy counter rose over more
+// time than the sample meters (the GPU lost, or its counter not read, in
+// the samples between), the tenants get, by the sample's shares, only the
+// part of the increase that falls in the sample's interval (the GPU's
+// average power over the whole time assumed); the rest, counted while no
+// sample was taken, goes to idle under both rules, as no tenant was metered
+// GPU time for it. Where a sample's interval itself spans the time (a
+// sampler that stalled, whose activity figures cover that time too), the
+// whole increase is apportioned as usual.
+func TestMeterEnergyAcrossGap(t *testing.T) {
+	// a's process is gone (no activity), b is at 0.25 of the SMs; the two
+	// split the time-sliced GPU equally. The counter rises by 2100 J over
+	// 21 s, of which the last sample covers 1 s: 100 J metered, 2000 J not.
+	usage := []Usage{
+		{Tenant: "a", UUID: "GPU-0", SMActive: gpu.Float(0)},
+		{Tenant: "b", UUID: "GPU-0", SMActive: gpu.Float(0.25)},
+	}
+	read := func(at int64, interval time.Duration, e *float64, up bool) *gpu.Readings {
+		return &gpu.Readings{Time: time.Unix(at, 0), Interval: interval, Devices: []gpu.Device{
+			{UUID: "GPU-0", Up: up, Mode: gpu.SharingTimeSlice, EnergyJoules: e}}}
+	}
+	lost := []*gpu.Readings{read(100, 0, gpu.Float(1000), true)}
+	for at := int64(101); at < 121; at++ {
+		lost = append(lost, read(at, time.Second, nil, false))
+	}
+	lost = append(lost, read(121, time.Second, gpu.Float(3100), true))
+	// the GPU up all along but its counter not read for 20 s
+	unread := slices.Clone(lost)
+	for i := 1; i < 21; i++ {
+		unread[i] = read(100+int64(i), time.Second, nil, true)
+	}
+	stalled := []*gpu.Readings{read(100, 0, gpu.Float(1000), true), read(121, 21*time.Second, gpu.Float(3100), true)}
+	for _, tc := range []struct {
+		name    string
+		samples []*gpu.Readings
+		rule    IdleEnergy
+		want    map[string]meterFig
+		idle    float64
+	}{
+		// b: 0.25 of 100 J; the 75 J left to idle with the 2000 J of the gap
+		{"lost, idle", lost, IdleToIdle, map[string]meterFig{"a": {0, 0, 0.5, 0}, "b": {25, 0.25, 0.5, 0}}, 2075},
+		// the 75 J left split by the 0.5 each holds of the second billed; the gap's to idle
+		{"lost, reservation", lost, IdleByReservation, map[string]meterFig{"a": {37.5, 0, 0.5, 0}, "b": {62.5, 0.25, 0.5, 0}}, 2000},
+		{"unread, reservation", unread, IdleByReservation, map[string]meterFig{"a": {37.5, 0, 10.5, 0}, "b": {62.5, 5.25, 10.5, 0}}, 2000},
+		// one interval of 21 s: all of it apportioned, as the GPU time is
+		{"stalled, reservation", stalled, IdleByReservation, map[string]meterFig{"a": {787.5, 0, 10.5, 0}, "b": {1312.5, 5.25, 10.5, 0}}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newMeterState()
+			var meters []Meter
+			var gpus []GPUMeter
+			for _, r := range tc.samples {
+				meters, gpus = m.meter(tc.rule, nil, r, usage)
+			}
+			for _, mt := range meters {
+				got := meterFig{mt.EnergyJoules, mt.GPUSecondsUsed, mt.GPUSecondsReserved, mt.MemoryByteSeconds}
+				if !closeFig(got, tc.want[mt.Tenant]) {
+					t.Errorf("%s: %+v, want %+v", mt.Tenant, got, tc.want[mt.Tenant])
+				}
+			}
+			if len(gpus) != 1 || math.Abs(gpus[0].IdleEnergyJoules-tc.idle) > 1e-9 || gpus[0].EnergyJoules != 2100 {
+				t.Errorf("gpus %+v: want %g J idle of 2100", gpus, tc.idle)
+			}
+			checkConserved(t, meters, gpus)
+		})
 	}
 }

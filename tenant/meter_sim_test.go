@@ -232,3 +232,47 @@ func loadBuiltin(t *testing.T, bi scenarios.Builtin) (*sim.Scenario, *tenant.Con
 	}
 	return sc, cfg
 }
+
+// TestMeterGPUOutageOnScenario: GPU 0 of the scenario is lost from 70 s to
+// 90 s, under idle_energy: reservation. At the first sample back, sampled
+// every second, the tenants get at most the part of the energy counter's
+// increase that falls in that sample's second; the 20 s of the outage go to
+// the GPU's idle energy, as no tenant was billed GPU time for them.
+func TestMeterGPUOutageOnScenario(t *testing.T) {
+	h := simtest.New(t, "testdata/ts-churn-outage.yaml", "testdata/ts-churn-outage.tenants.yaml")
+	ctx := context.Background()
+	type state struct {
+		at                  time.Time
+		counter, idle, tens float64
+	}
+	var before *state
+	checked := false
+	for step := 1; step <= 95 && !checked; step++ {
+		r := h.Sample(ctx, time.Second)
+		snap := h.Build(ctx, r)
+		d := r.Devices[0]
+		if !d.Up {
+			continue
+		}
+		now := state{at: r.Time, counter: *d.EnergyJoules, idle: snap.GPUMeters[0].IdleEnergyJoules}
+		for _, m := range snap.Meters {
+			if m.UUID == d.UUID {
+				now.tens += m.EnergyJoules
+			}
+		}
+		if before != nil && r.Time.Sub(before.at) > r.Interval {
+			span := r.Time.Sub(before.at).Seconds()
+			gpuJ, tenantsJ, idleJ := now.counter-before.counter, now.tens-before.tens, now.idle-before.idle
+			sampled := gpuJ * r.Interval.Seconds() / span
+			t.Logf("first sample back after %.0f s: GPU %.1f J, tenants %.1f J, idle %.1f J", span, gpuJ, tenantsJ, idleJ)
+			if tenantsJ > sampled+1e-6 || idleJ < gpuJ-sampled-1e-6 || math.Abs(tenantsJ+idleJ-gpuJ) > 1e-6*gpuJ {
+				t.Errorf("tenants got %.1f J and idle %.1f J of %.1f J: want the tenants at most the sample's %.1f J", tenantsJ, idleJ, gpuJ, sampled)
+			}
+			checked = true
+		}
+		before = &now
+	}
+	if !checked {
+		t.Fatal("no sample after an outage")
+	}
+}
