@@ -105,6 +105,7 @@ func (b *Builder) usage(compiled *compiledConfig, r *gpu.Readings, podMap *kube.
 	if r == nil {
 		return nil
 	}
+	b.attr.interval.begin(r.Time)
 	var out []Usage
 	seen := map[string]bool{}
 	defer b.attr.forgetFits(seen)
@@ -132,7 +133,15 @@ func (b *Builder) usage(compiled *compiledConfig, r *gpu.Readings, podMap *kube.
 	}
 	parallel.Each(len(fits), func(i int) {
 		for _, sd := range fits[i] {
-			sd.fit.fit(sd.ctxs, sd.d.Activity.SMActive, sd.d.Activity.SMOccupancy, sd.d.Activity.DRAMActive)
+			a := sd.d.Activity
+			if sd.departed {
+				// the interval's device figures hold the work of contexts
+				// that left, whose busy time no sample has: fitted, they
+				// would make the others' footprints too large. The sample
+				// is kept without them, which the fit passes over.
+				a = gpu.Activity{}
+			}
+			sd.fit.fit(sd.ctxs, a.SMActive, a.SMOccupancy, a.DRAMActive)
 		}
 	})
 	for di := range r.Devices {
@@ -195,12 +204,17 @@ func sortedPIDs(p []uint32) []uint32 {
 }
 
 // migUsage: each MIG instance is its own share domain, and its own
-// counters are its tenant's (Measured). An instance is owned by the tenant
-// its selectors (mig_uuid, gpu_instance, kubernetes via the pod holding the
-// MIG device) name, else by the tenant of its processes. When processes of
-// several tenants share one instance, the instance's activity is split by
-// their used memory, a rule and not a measurement (Apportioned). (NVML has
-// no per-process utilization on MIG GPUs.)
+// counters are its tenant's (Measured) when one tenant had it over the
+// sample's interval: the tenant of its processes at either end of the
+// interval, or, while it has none, the tenant its selectors (mig_uuid,
+// gpu_instance, kubernetes via the pod holding the MIG device) name, who
+// holds it idle or not. When several tenants had it in the interval
+// (processes of several sharing it, or one leaving while another stays or
+// comes), its activity is split by the used memory each held over the
+// interval, a rule and not a measurement (Apportioned). (NVML has no
+// per-process utilization on MIG GPUs.) An instance without processes at
+// either end that no selector names is nobody's: no usage, so its time
+// and energy stay idle.
 func (b *Builder) migUsage(compiled *compiledConfig, podMap *kube.Mapping, d *gpu.Device) []Usage {
 	var out []Usage
 	byGI := map[int][]*gpu.Process{}
@@ -213,6 +227,8 @@ func (b *Builder) migUsage(compiled *compiledConfig, podMap *kube.Mapping, d *gp
 			loose = append(loose, p)
 		}
 	}
+	prevT, curT := b.attr.interval.device(d)
+	curT.mig = make(map[string]map[string]migHeld, len(d.MIG))
 	for ii := range d.MIG {
 		inst := &d.MIG[ii]
 		gi := strconv.Itoa(inst.GPUInstanceID)
@@ -226,11 +242,33 @@ func (b *Builder) migUsage(compiled *compiledConfig, podMap *kube.Mapping, d *gp
 			sub := b.processSubject(compiled, podMap, d, p, inst)
 			perTenant.get(b.attribute(compiled, sub), gi).addProcess(p, sub)
 		}
-		if len(perTenant.byTenant) == 0 {
+		held := make(map[string]migHeld, len(perTenant.byTenant))
+		for _, a := range perTenant.byTenant {
+			held[a.tenant] = migHeld{a.memBytes, a.memBytesN > 0, a.procs}
+		}
+		// a tenant a selector gives the instance (a conflict between two
+		// selectors included: unassigned) holds it while it is idle
+		idleOwner := len(held) == 0 && (owner != Unassigned || len(compiled.matching(isub)) > 1)
+		if idleOwner {
+			held[owner] = migHeld{}
 			perTenant.get(owner, gi)
 		}
+		curT.mig[inst.UUID] = held
+		// the tenants that left during the interval ran in it
+		prevHeld, known := prevT.instance(inst.UUID)
+		for tn := range prevHeld {
+			perTenant.get(tn, gi)
+		}
+		if len(perTenant.byTenant) == 0 {
+			if !active(inst.Activity) {
+				continue // nobody's, and idle
+			}
+			// processes that came and went between two samples: no
+			// tenant is known to give their activity to
+			perTenant.get(Unassigned, gi)
+		}
 		accs := sortedAccs(perTenant)
-		w := shareBy(accs, func(a *tenantAcc) (float64, bool) { return float64(a.memBytes), a.memBytesN > 0 })
+		w := intervalWeights(accs, prevHeld, known)
 		method := Measured
 		if len(accs) > 1 {
 			method = Apportioned
@@ -240,7 +278,7 @@ func (b *Builder) migUsage(compiled *compiledConfig, podMap *kube.Mapping, d *gp
 			u := b.newUsage(compiled, d, a, method)
 			u.SMActive = fs.scaled(inst.Activity.SMActive, w[i])
 			u.DRAMActive = fs.scaled(inst.Activity.DRAMActive, w[i])
-			if len(accs) == 1 && a.memBytesN == 0 {
+			if len(accs) == 1 && a.memBytesN == 0 && (a.procs > 0 || idleOwner) {
 				u.MemoryUsedBytes = inst.MemoryUsedBytes
 			}
 			out = append(out, u)
@@ -272,6 +310,8 @@ type sharedDevice struct {
 	perTenant *devAcc
 	ctxs      []*ctxUtil
 	fit       *gpuFit
+	// departed: a context of the previous sample left during the interval
+	departed bool
 }
 
 // sharedContexts attributes a shared device's vGPUs and processes to
@@ -320,7 +360,12 @@ func (b *Builder) sharedContexts(compiled *compiledConfig, podMap *kube.Mapping,
 		}
 		ctxs = append(ctxs, newCtx(a.processCtx(p)))
 	}
-	return &sharedDevice{d: d, perTenant: perTenant, ctxs: ctxs, fit: b.attr.fitOf(d.UUID)}
+	prevT, curT := b.attr.interval.device(d)
+	curT.ctxs = make(map[uint64]bool, len(ctxs))
+	for _, c := range ctxs {
+		curT.ctxs[c.key.id] = true
+	}
+	return &sharedDevice{d: d, perTenant: perTenant, ctxs: ctxs, fit: b.attr.fitOf(d.UUID), departed: prevT.departed(ctxs)}
 }
 
 // sharedShares apportions a shared device's figures among its tenants,
@@ -342,6 +387,23 @@ func (b *Builder) sharedShares(compiled *compiledConfig, sd *sharedDevice) []Usa
 	accs := sortedAccs(perTenant)
 	smShare := shareBy(accs, func(a *tenantAcc) (float64, bool) { return a.smW, a.busyN > 0 })
 	memShare := shareBy(accs, func(a *tenantAcc) (float64, bool) { return a.memW, a.memBusyN > 0 })
+	if sd.departed {
+		// the departed contexts' part of the interval has no figure to
+		// say whose it was: those still here get no more than their own
+		// samples allow, and unassigned the rest
+		smX := boundShares(accs, smShare, d.Activity.SMActive, func(a *tenantAcc) (float64, bool) { return a.busy, a.busyN > 0 })
+		memX := boundShares(accs, memShare, d.Activity.DRAMActive, func(a *tenantAcc) (float64, bool) { return a.memBusy, a.memBusyN > 0 })
+		if smX > 0 || memX > 0 {
+			i := slices.IndexFunc(accs, func(a *tenantAcc) bool { return a.tenant == Unassigned })
+			if i < 0 {
+				i = len(accs)
+				accs = append(accs, perTenant.get(Unassigned, ""))
+				smShare, memShare = append(smShare, 0), append(memShare, 0)
+			}
+			smShare[i] += smX
+			memShare[i] += memX
+		}
+	}
 	out := make([]Usage, 0, len(accs))
 	// the usages' figures, at most five a tenant
 	fs := make(floats, 0, 5*len(accs))
@@ -366,8 +428,13 @@ func (b *Builder) sharedShares(compiled *compiledConfig, sd *sharedDevice) []Usa
 // deviceActive says whether d did anything in the sample: SM or DRAM
 // activity, or context switches.
 func deviceActive(d *gpu.Device, csDelta float64) bool {
+	return active(d.Activity) || csDelta > 0
+}
+
+// active says whether a device or MIG instance had SM or DRAM activity.
+func active(a gpu.Activity) bool {
 	pos := func(p *float64) bool { return p != nil && *p > 0 }
-	return pos(d.Activity.SMActive) || pos(d.Activity.DRAMActive) || csDelta > 0
+	return pos(a.SMActive) || pos(a.DRAMActive)
 }
 
 // contextSwitchDelta is the device's context switches since the previous

@@ -124,6 +124,8 @@ type attrState struct {
 	shareLogged map[string]bool
 	// footprint history, by device UUID
 	fits map[string]*gpuFit
+	// who ran on each device at the previous sample and this one
+	interval intervalState
 	// attributions already made of subjects without a vGPU or a mapped
 	// pod (whose selector inputs are all in the key), so that a steady host is not
 	// matched against every selector on every build; conflicts are not

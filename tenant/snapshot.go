@@ -19,12 +19,13 @@ type Method string
 // Methods.
 const (
 	// Measured: the share domain's own counters, those of a MIG instance
-	// that one tenant has.
+	// that one tenant had over the sample's interval.
 	Measured Method = "measured"
 	// Apportioned: a whole GPU's figure divided among its tenants by a
 	// documented rule (see docs/tenants.md), because the hardware does not
 	// split it, also when one tenant has the GPU; and a MIG instance's
-	// figure split among the several tenants sharing the instance.
+	// figure split among the several tenants that had the instance in the
+	// interval.
 	Apportioned Method = "apportioned"
 )
 
@@ -150,9 +151,9 @@ type Usage struct {
 
 	// Method says how SMActive, DRAMActive and ContextSwitchesTotal were
 	// obtained. On a whole GPU it is Apportioned, however many tenants
-	// share it; on a MIG instance it is Measured while one tenant has the
-	// instance and Apportioned while several share it (their split is by
-	// used memory).
+	// share it; on a MIG instance it is Measured when one tenant had the
+	// instance over the sample's interval and Apportioned when several had
+	// it in the interval (their split is by the memory each held over it).
 	Method Method
 	// SMActive is the tenant's share of the SM activity of the GPU (or MIG
 	// instance), 0-1 of it; nil if the device figure is unknown. The

@@ -1,0 +1,172 @@
+package tenant
+
+import (
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// A device's figures (SM and DRAM active, context switches) cover the
+// interval since the previous sample, while its processes are those of
+// the sample's instant. Who ran in the interval is who had processes at
+// either end, so each sample keeps, per device, what the next one needs
+// of it: the contexts of a shared device, the tenants of each MIG
+// instance and what they held (docs/tenants.md, "Tenants that come and
+// go").
+
+// devKey is a device by index and UUID: devices that share a UUID (a
+// backend's error) keep apart.
+type devKey struct {
+	index int
+	uuid  string
+}
+
+// migHeld is a tenant's hold on a MIG instance at one sample.
+type migHeld struct {
+	memBytes uint64
+	memKnown bool
+	procs    int
+}
+
+// devTenancy is one sample's tenancy of a device.
+type devTenancy struct {
+	// ctxs are the contexts (process PIDs, vGPU instances) of a shared
+	// device
+	ctxs map[uint64]bool
+	// mig are the tenants holding each MIG instance (by instance UUID):
+	// those with processes in it and a selector's tenant of an idle one
+	mig map[string]map[string]migHeld
+}
+
+// intervalState is the previous sample's tenancy and the current one's.
+type intervalState struct {
+	at        time.Time // the readings cur is of
+	prev, cur map[devKey]*devTenancy
+}
+
+// begin starts the tenancy of readings at t; a rebuild of the same
+// readings keeps the previous sample's, so that it gives the same figures.
+// A device missing from a sample (down, or gone) has no previous tenancy
+// in the next, whose figures are then judged by its own processes only.
+func (s *intervalState) begin(t time.Time) {
+	if s.cur == nil || !t.Equal(s.at) {
+		s.prev, s.at = s.cur, t
+	}
+	s.cur = map[devKey]*devTenancy{}
+}
+
+// device returns d's tenancy in the previous sample (nil when d was not
+// in it) and its tenancy in this one, to fill.
+func (s *intervalState) device(d *gpu.Device) (prev, cur *devTenancy) {
+	k := devKey{d.Index, d.UUID}
+	cur = &devTenancy{}
+	s.cur[k] = cur
+	return s.prev[k], cur
+}
+
+// departed says whether a context of prev is not in ctxs: a process (or
+// VM) left the device during the interval.
+func (prev *devTenancy) departed(ctxs []*ctxUtil) bool {
+	if prev == nil || len(prev.ctxs) == 0 {
+		return false
+	}
+	n := 0
+	for _, c := range ctxs {
+		if prev.ctxs[c.key.id] {
+			n++
+		}
+	}
+	return n < len(prev.ctxs)
+}
+
+// instance returns the tenants of MIG instance uuid in prev; known is
+// false when prev has no record of the device.
+func (prev *devTenancy) instance(uuid string) (held map[string]migHeld, known bool) {
+	if prev == nil {
+		return nil, false
+	}
+	return prev.mig[uuid], true
+}
+
+// boundShares caps, for an interval in which a context left the device,
+// each tenant's share of a device figure dev (fractions by index in
+// accs) at what its own samples allow: own(a) is the fraction of the
+// interval it had a kernel running (memory traffic), and it cannot have
+// had more of the device's activity than that. A tenant without a
+// sample allows nothing where others have one; where none has one the
+// shares are left as the fallback rule made them. It returns the
+// fractions taken off, the departed contexts' part, which the readings
+// do not say whose it was.
+func boundShares(accs []*tenantAcc, share []float64, dev *float64, own func(*tenantAcc) (float64, bool)) float64 {
+	if dev == nil || *dev <= 0 {
+		return 0
+	}
+	anySample := false
+	for _, a := range accs {
+		_, ok := own(a)
+		anySample = anySample || ok
+	}
+	if !anySample {
+		return 0
+	}
+	var taken float64
+	for i, a := range accs {
+		if a.tenant == Unassigned {
+			continue // it is given what is taken
+		}
+		v, _ := own(a) // 0 without a sample
+		// relative slack: rounding does not make a one-sample series
+		if lim := clamp01(v) / *dev; share[i] > lim*(1+1e-9)+1e-12 {
+			taken += share[i] - lim
+			share[i] = lim
+		}
+	}
+	return taken
+}
+
+// intervalWeights are the tenants' weights in a MIG instance shared over
+// an interval: the memory each held, the mean of the interval's two ends
+// (a tenant that left holds none at its end, one that came none at its
+// start), or where no memory is known the mean number of its processes;
+// prev is the previous sample's holds (known false: none, when the
+// interval's start is unknown and its end stands for it).
+func intervalWeights(accs []*tenantAcc, prev map[string]migHeld, known bool) []float64 {
+	mem, procs := make([]float64, len(accs)), make([]float64, len(accs))
+	memKnown := false
+	for i, a := range accs {
+		p, ok := prev[a.tenant]
+		if !known {
+			p, ok = migHeld{a.memBytes, a.memBytesN > 0, a.procs}, true
+		}
+		mem[i] = (float64(a.memBytes) + float64(p.memBytes)) / 2
+		procs[i] = float64(a.procs+p.procs) / 2
+		memKnown = memKnown || a.memBytesN > 0 || ok && p.memKnown
+	}
+	if w, ok := normalized(mem); ok && memKnown {
+		return w
+	}
+	if w, ok := normalized(procs); ok {
+		return w
+	}
+	w := make([]float64, len(accs))
+	for i := range w {
+		w[i] = 1 / float64(len(accs))
+	}
+	return w
+}
+
+// normalized returns v over its sum; false when the sum is not positive.
+func normalized(v []float64) ([]float64, bool) {
+	var sum float64
+	for _, x := range v {
+		sum += x
+	}
+	if sum <= 0 {
+		return nil, false
+	}
+	out := make([]float64, len(v))
+	for i, x := range v {
+		out[i] = x / sum
+	}
+	return out, true
+}
