@@ -19,14 +19,24 @@ const noiseSpreads = 4
 // values as neighbours (an LLM between its host and GPU phases) leave and
 // rejoin.
 func (j *job) noise(sigma float64) float64 {
-	for i := range noiseSpreads {
-		if j.sigma[i] == sigma {
+	for i, s := range j.sigma[:j.spreads] {
+		if s == sigma {
 			return j.mult[i]
 		}
 	}
+	return j.newNoise(sigma)
+}
+
+// newNoise is job.noise for a spread the job keeps no multiplier of. (A
+// new job keeps none: counting them saves marking every slot empty at
+// each job's start, and looking through empty ones.)
+func (j *job) newNoise(sigma float64) float64 {
 	i := j.evict
 	if j.evict = i + 1; j.evict == noiseSpreads {
 		j.evict = 0
+	}
+	if j.spreads < noiseSpreads {
+		j.spreads++
 	}
 	j.sigma[i] = sigma
 	j.mult[i] = math.Exp(sigma*j.z - sigma*sigma/2)

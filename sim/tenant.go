@@ -40,11 +40,11 @@ type job struct {
 	// (prefill); they are the last newSeqs entries of tenant.seqs.
 	newSeqs int
 	// service-time noise: the job's standard normal draw and its
-	// multipliers at the last noiseSpreads spreads (a spread of NaN has
-	// none; evict is the next to go; see job.noise)
-	z           float64
-	sigma, mult [noiseSpreads]float64
-	evict       int
+	// multipliers at the last noiseSpreads spreads (the first spreads of
+	// them hold one; evict is the next to go; see job.noise)
+	z              float64
+	sigma, mult    [noiseSpreads]float64
+	spreads, evict int
 }
 
 // begin makes j a new job of flops and bytes starting at now, its other
@@ -202,9 +202,6 @@ func (t *tenant) startJob(now int64) bool {
 	active := t.formJob(now)
 	t.job.floor = t.minJob
 	if t.job.active && t.noise != nil {
-		for i := range noiseSpreads {
-			t.job.sigma[i] = math.NaN() // (equal to no spread)
-		}
 		if t.dom.kind == schedMPS {
 			// an MPS client's spread moves with its neighbours' demand:
 			// job.noise works its multiplier out when the allocation asks
@@ -212,7 +209,7 @@ func (t *tenant) startJob(now int64) bool {
 		} else {
 			t.job.sigma[0] = *t.w.ServiceNoise
 			t.job.z, t.job.mult[0] = t.draws.next(t.noise, t.job.sigma[0])
-			t.job.evict = 1
+			t.job.spreads, t.job.evict = 1, 1
 		}
 	}
 	if t.job.active {

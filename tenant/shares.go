@@ -403,35 +403,6 @@ func (f *gpuFit) fitOccupancy() ctxVals {
 		obs[t].setErr()
 	}
 	lambda := footprintRidge * float64(n)
-	// cost is context p's cost at occupancy v, or some figure at least
-	// bound once the sum reaches bound: every term is a square, so the
-	// partial sums never decrease (nor do they when rounded), and a point
-	// whose sum reaches the best cost so far cannot beat it.
-	cost := func(p int, v, bound float64) float64 {
-		c := lambda * (v - mean) * (v - mean)
-		col := wc[p*n : (p+1)*n]
-		dv, dv2 := v-o[p], v*v-o[p]*o[p]
-		obs := obs[:len(col)] // so that the loop checks no index
-		for t, w := range col {
-			if c >= bound {
-				return c
-			}
-			x := &obs[t]
-			if w == 0 {
-				c += x.e
-				continue
-			}
-			a := x.s1 + w*dv
-			b := x.s2 + w*dv2
-			pred := 0.0
-			if a > 0 {
-				pred = x.sm * b / a
-			}
-			d := x.occ - pred
-			c += d * d
-		}
-		return c
-	}
 	const steps = 24
 	// quiet counts the contexts in a row whose search kept their
 	// occupancy: after m of them every figure is what each context's last
@@ -443,19 +414,19 @@ search:
 			if quiet >= m {
 				break search
 			}
-			col := wc[p*n : (p+1)*n]
-			// cost(p, o[p], +Inf): at v = o[p] every observation adds e
-			bestC := lambda * (o[p] - mean) * (o[p] - mean)
+			col, op := wc[p*n:(p+1)*n], o[p]
+			// the cost at v = o[p]: every observation adds e
+			bestC := lambda * (op - mean) * (op - mean)
 			for t := range obs {
 				if bestC >= math.Inf(1) {
 					break
 				}
 				bestC += obs[t].e
 			}
-			best := o[p]
+			best := op
 			for g := 0; g <= steps; g++ {
 				v := minOccupancy + (1-minOccupancy)*float64(g)/steps
-				if c := cost(p, v, bestC); c < bestC {
+				if c := occCost(col, obs, lambda*(v-mean)*(v-mean), v, op, bestC); c < bestC {
 					best, bestC = v, c
 				}
 			}
@@ -465,7 +436,7 @@ search:
 					if v < minOccupancy || v > 1 {
 						continue
 					}
-					if c := cost(p, v, bestC); c < bestC {
+					if c := occCost(col, obs, lambda*(v-mean)*(v-mean), v, op, bestC); c < bestC {
 						best, bestC = v, c
 					}
 				}
@@ -493,6 +464,37 @@ search:
 		f.out = append(f.out, ctxVal{k, k.threads * o[p]})
 	}
 	return f.out
+}
+
+// occCost is fitOccupancy's cost of a context at occupancy v, or some
+// figure at least bound once the sum reaches bound: every term is a
+// square, so the partial sums never decrease (nor do they when rounded),
+// and a point whose sum reaches the best cost so far cannot beat it. col
+// is the context's column of busy x threads, o its occupancy in the sums
+// of obs and c the ridge's term at v. (A function of its own: inside
+// fitOccupancy the loop kept its counter on the stack.)
+func occCost(col []float64, obs []occObs, c, v, o, bound float64) float64 {
+	dv, dv2 := v-o, v*v-o*o
+	obs = obs[:len(col)] // so that the loop checks no index
+	for t, w := range col {
+		if c >= bound {
+			return c
+		}
+		x := &obs[t]
+		if w == 0 {
+			c += x.e
+			continue
+		}
+		a := x.s1 + w*dv
+		b := x.s2 + w*dv2
+		pred := 0.0
+		if a > 0 {
+			pred = x.sm * b / a
+		}
+		d := x.occ - pred
+		c += d * d
+	}
+	return c
 }
 
 // setErr sets x's squared error from its sums.
