@@ -77,10 +77,14 @@ type TunerPolicy struct {
 	// initRound: Init runs a first round on its snapshot; its decisions
 	// are returned by the next Observe.
 	initRound bool
-	initial   []Decision
-	clock     snapClock
-	t         *Tuner
-	last      time.Time
+	// fixed: the policy decides fixed settings (EverySnapshot), behind its
+	// own chain alone in vgpusim and the bounds and budgets too on a host
+	// (ConfigureHost).
+	fixed   bool
+	initial []Decision
+	clock   snapClock
+	t       *Tuner
+	last    time.Time
 }
 
 // NewTunerPolicy returns the policy running d every DefaultInterval with
@@ -129,6 +133,24 @@ func (p *TunerPolicy) Configure(o Options, kill *KillSwitch) Options {
 	return o
 }
 
+// ConfigureHost is Configure for the exporter's tuner, which acts on a
+// host's GPUs: a policy of fixed settings (the baselines) runs there
+// behind the tenants' bounds and the change budgets (budgets: the
+// per-round cap and the rate) after its own chain, as every change on a
+// host does. The guards that damp a feedback loop (dead band, back-off,
+// dwell, hysteresis, the revert hold) are left out: a fixed setting is
+// asked for once and never tuned. vgpusim judges the baselines behind
+// their own chain alone, as they have always run. (On an 8-GPU host,
+// static-equal caps 32 MPS clients, one restart each: the budgets spread
+// them over minutes instead of one round.)
+func (p *TunerPolicy) ConfigureHost(o Options, kill *KillSwitch) Options {
+	o = p.Configure(o, kill)
+	if p.fixed {
+		o.Guards = append(append(o.Guards, Bounds{}), budgets()...)
+	}
+	return o
+}
+
 // Observe runs the tuner on snap once Interval has passed since its last
 // run, acting through act: the actuators of the call are the ones used
 // (a policy observed without Init is built on them).
@@ -161,7 +183,7 @@ func (p *TunerPolicy) Observe(ctx context.Context, act Actuators, snap *tenant.S
 // shape of a policy that decides fixed settings rather than tuning them
 // (the baselines, a schedule planned ahead).
 func EverySnapshot(d Decider, guards func() []Guard) *TunerPolicy {
-	return &TunerPolicy{Decider: d, initRound: true, configure: func(o Options, kill *KillSwitch) Options {
+	return &TunerPolicy{Decider: d, initRound: true, fixed: true, configure: func(o Options, kill *KillSwitch) Options {
 		o.Guards = []Guard{}
 		if kill != nil {
 			o.Guards = append(o.Guards, kill)

@@ -145,9 +145,12 @@ func DefaultGuards(kill *KillSwitch, hold *RevertHold) []Guard {
 		gs = append(gs, hold)
 	}
 	// Budgets last: a refused action does not spend them.
-	gs = append(gs, &Cap{Max: 8}, NewRate(10*time.Second, 6))
-	return gs
+	return append(gs, budgets()...)
 }
+
+// budgets are the guards that bound how many changes get through: 8 a
+// round, and a host-wide rate of one every 10 s with a burst of 6.
+func budgets() []Guard { return []Guard{&Cap{Max: 8}, NewRate(10*time.Second, 6)} }
 
 // Tuner is the observe -> decide -> guard -> act loop.
 type Tuner struct {

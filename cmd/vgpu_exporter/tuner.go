@@ -155,7 +155,7 @@ func newTunerRunner(cfg *config, src gpu.Source, clock gpu.Clock, snapshot func(
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	backends := detectActuators(ctx, cfg, src, logger)
-	opts := pol.Configure(tuner.Options{
+	opts := pol.ConfigureHost(tuner.Options{
 		Actuators: tuner.ActuatorsOf(tuner.ImplsOf(backends)...), Journal: journal,
 		Clock: clock, StaleAfter: tuner.StaleAfterFor(cfg.SampleInterval), Mode: mode, GPUModes: gm, Disabled: tuner.Knobs(c.DisabledKnobs), Enabled: tuner.Knobs(c.EnabledKnobs), Logger: logger, Actuated: tuner.DescribeActuators(backends),
 	}, kill)
