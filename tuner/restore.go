@@ -29,6 +29,7 @@ func (t *Tuner) Recover(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 	if snap != nil {
 		t.last = snap
 		t.noteRecent(snap, now)
+		t.noteConflictingModes(snap) // (before the restores it decides)
 	}
 	d, err := t.recoverLocked(ctx, now)
 	t.publishLocked(now)
