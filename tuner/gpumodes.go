@@ -69,3 +69,25 @@ func (t *Tuner) noteConflictingModes(snap *tenant.Snapshot) {
 		level.Error(t.o.Logger).Log("msg", "--tuner.gpu-mode gives a GPU two modes, by its UUID and by its index: the safer one applies (off, then recommend, then enforce); give each GPU one mode", "gpus", line)
 	}
 }
+
+// enforcedOn reports whether the GPU uuid is in enforce mode, for the
+// restores, which call an actuator on no other GPU. A GPU the latest
+// snapshot does not list (none yet, or fallen off the bus) has no index:
+// it is taken to be in enforce only where its UUID's mode, else the
+// host's, is enforce and no mode given by index, which could be its own,
+// is another one.
+func (t *Tuner) enforcedOn(uuid string) bool {
+	if i := t.indexOf(uuid); i >= 0 {
+		return t.modeOf(uuid, i) == ModeEnforce
+	}
+	m, ok := t.o.GPUModes[uuid]
+	if !ok {
+		m = t.o.Mode
+	}
+	for g, gm := range t.o.GPUModes {
+		if _, err := strconv.Atoi(g); err == nil && gm != ModeEnforce {
+			return false
+		}
+	}
+	return m == ModeEnforce
+}

@@ -311,9 +311,6 @@ func AnyEnforce(mode Mode, gpuModes map[string]Mode) bool {
 	return mode == ModeEnforce || slices.Contains(slices.Collect(maps.Values(gpuModes)), ModeEnforce)
 }
 
-// anyEnforce says whether the tuner acts on any GPU.
-func (t *Tuner) anyEnforce() bool { return AnyEnforce(t.o.Mode, t.o.GPUModes) }
-
 // RunOnce runs one observe -> decide -> guard -> act round on snap and
 // returns the decisions made, with their outcomes. The first round in
 // enforce mode first restores the originals an earlier run left in the
