@@ -22,7 +22,8 @@ import (
 // before the first round; RunOnce calls it when nobody did. Only a GPU in
 // enforce mode is acted on, whatever the other GPUs' modes, but for a
 // pause, thawed in any mode; a failed restore stays open, for the restore
-// at exit and the next start, and is counted and logged.
+// at exit and the next start, and is counted and logged. Its decisions are
+// kept for the status, as a round's are.
 func (t *Tuner) Recover(ctx context.Context, snap *tenant.Snapshot) ([]Decision, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -33,6 +34,7 @@ func (t *Tuner) Recover(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 		t.noteConflictingModes(snap) // (before the restores it decides)
 	}
 	d, err := t.recoverLocked(ctx, now)
+	t.remember(d)
 	t.publishLocked(now)
 	return d, err
 }
@@ -59,6 +61,7 @@ func (t *Tuner) Restore(ctx context.Context) ([]Decision, error) {
 	defer t.mu.Unlock()
 	now := t.o.Clock.Now()
 	d, err := t.restoreLocked(ctx, now, "restored at exit")
+	t.remember(d)
 	t.publishLocked(now)
 	return d, err
 }

@@ -2,6 +2,7 @@ package tuner
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -78,4 +79,40 @@ func TestRestoreOnlyOnGPUsInEnforce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The restores at start, applied or failed, are among the status's latest
+// decisions, as a round's are.
+func TestRestoresAtStartInStatus(t *testing.T) {
+	j := crashedJournal(t, originalRec("GPU-a", 700), originalRec("GPU-b", 700))
+	rec := &recorder{}
+	tu, err := New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(&failOnGPU{recorder: rec, gpu: "GPU-b"}), Journal: j, Clock: gpu.NewManualClock(t0), Mode: ModeEnforce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, _ := tu.Recover(context.Background(), snapshot(t0, twoGPUs(true), nil))
+	got := tu.Status().Recent
+	if len(ds) != 2 || !slices.EqualFunc(got, ds, func(a, b Decision) bool { return a.GPU == b.GPU && a.Outcome == b.Outcome && a.Reason == b.Reason }) {
+		t.Fatalf("status decisions %+v, want the restores %+v", got, ds)
+	}
+	outcomes := map[string]Outcome{}
+	for _, d := range got {
+		outcomes[d.GPU] = d.Outcome
+	}
+	if outcomes["GPU-a"] != OutcomeApplied || outcomes["GPU-b"] != OutcomeFailed {
+		t.Errorf("outcomes %v, want GPU-a applied, GPU-b failed", outcomes)
+	}
+}
+
+// failOnGPU fails every power limit set on one GPU.
+type failOnGPU struct {
+	*recorder
+	gpu string
+}
+
+func (f *failOnGPU) SetPowerLimit(ctx context.Context, uuid string, w float64) error {
+	if uuid == f.gpu {
+		return errors.New("insufficient permissions")
+	}
+	return f.recorder.SetPowerLimit(ctx, uuid, w)
 }
