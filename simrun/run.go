@@ -214,6 +214,9 @@ func (c Config) validate() error {
 	if c.Step <= 0 {
 		return fmt.Errorf("--step %v must be positive", c.Step)
 	}
+	if both := tuner.KnobsEnabledAndDisabled(c.EnabledKnobs, c.DisabledKnobs); len(both) > 0 {
+		return fmt.Errorf("--enable-knob and --disable-knob both name %s: give each knob one of them", strings.Join(both, ", "))
+	}
 	return nil
 }
 

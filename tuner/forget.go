@@ -86,8 +86,9 @@ func (t *Tuner) seenLately(k string, now time.Time) bool {
 // process has been missing from its GPU (its readings' processes and its
 // usage's PIDs) for goneAfter; a GPU the snapshot did not read tells
 // nothing. An MPS original is dropped as
-// the restore drops it (restoreOne): its context is gone, and the next
-// one starts with the default.
+// the restore drops it (restoreOne), on a GPU in enforce mode, the one
+// the restores touch: its context is gone, and the next one starts with
+// the default.
 func (t *Tuner) forgetGone(snap *tenant.Snapshot, now time.Time) {
 	if len(t.procs) == 0 || snap == nil || snap.Readings == nil {
 		return
@@ -111,14 +112,13 @@ func (t *Tuner) forgetGone(snap *tenant.Snapshot, now time.Time) {
 	if len(gone) == 0 {
 		return
 	}
-	enforce := t.anyEnforce()
 	for _, k := range slices.Sorted(maps.Keys(gone)) {
 		delete(t.procs, k)
 		delete(t.targets, k)
 		delete(t.changes, k)
 		delete(t.pending, k)
 		delete(t.refused, k)
-		if o, ok := t.originals[k]; ok && enforce && o.Target.Knob == gpu.KnobMPSActiveThreads {
+		if o, ok := t.originals[k]; ok && o.Target.Knob == gpu.KnobMPSActiveThreads && t.enforcedOn(o.Target.GPU) {
 			t.dropGoneOriginal(k, now)
 		}
 	}

@@ -1,6 +1,7 @@
 package tuner
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,4 +38,56 @@ func (t *Tuner) noteUnmatchedModes(snap *tenant.Snapshot) {
 	if line != "" {
 		level.Warn(t.o.Logger).Log("msg", "--tuner.gpu-mode names a GPU the samples do not list: its mode applies to no GPU (give a GPU's index or UUID as /metrics and /tuner show them)", "unmatched", line)
 	}
+}
+
+// noteConflictingModes logs, at error level, the GPUs of the snapshot
+// given a mode both by UUID and by index, two different ones: which of the
+// flags was meant cannot be told, so the safer mode applies (modeOf). The
+// index a GPU has is known only once it is read, so this cannot be refused
+// at start as the same GPU named twice alike is; it is logged at the first
+// snapshot and again whenever the set changes (a GPU gone, or its index
+// taken by another after a restart).
+func (t *Tuner) noteConflictingModes(snap *tenant.Snapshot) {
+	if len(t.o.GPUModes) < 2 || snap == nil || snap.Readings == nil {
+		return
+	}
+	var both []string
+	for _, d := range snap.Readings.Devices {
+		byUUID, u := t.o.GPUModes[d.UUID]
+		byIndex, i := t.o.GPUModes[strconv.Itoa(d.Index)]
+		if u && i && byUUID != byIndex {
+			both = append(both, fmt.Sprintf("--tuner.gpu-mode=%s=%s and --tuner.gpu-mode=%d=%s: %s", d.UUID, byUUID, d.Index, byIndex, saferMode(byUUID, byIndex)))
+		}
+	}
+	slices.Sort(both)
+	line := strings.Join(both, "; ")
+	if line == t.modesConflicting {
+		return
+	}
+	t.modesConflicting = line
+	if line != "" {
+		level.Error(t.o.Logger).Log("msg", "--tuner.gpu-mode gives a GPU two modes, by its UUID and by its index: the safer one applies (off, then recommend, then enforce); give each GPU one mode", "gpus", line)
+	}
+}
+
+// enforcedOn reports whether the GPU uuid is in enforce mode, for the
+// restores, which call an actuator on no other GPU. A GPU the latest
+// snapshot does not list (none yet, or fallen off the bus) has no index:
+// it is taken to be in enforce only where its UUID's mode, else the
+// host's, is enforce and no mode given by index, which could be its own,
+// is another one.
+func (t *Tuner) enforcedOn(uuid string) bool {
+	if i := t.indexOf(uuid); i >= 0 {
+		return t.modeOf(uuid, i) == ModeEnforce
+	}
+	m, ok := t.o.GPUModes[uuid]
+	if !ok {
+		m = t.o.Mode
+	}
+	for g, gm := range t.o.GPUModes {
+		if _, err := strconv.Atoi(g); err == nil && gm != ModeEnforce {
+			return false
+		}
+	}
+	return m == ModeEnforce
 }

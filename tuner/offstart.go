@@ -22,7 +22,7 @@ import (
 // tuner that decides nothing recovers them (Recover) through the
 // executor, over the actuators that actuators returns, and closes their
 // originals in the journal. The other settings stay as they are until a
-// start with a GPU in enforce restores them.
+// start with their GPU in enforce restores them.
 //
 // A journal that holds no pause is only read: no file is made, no lock
 // taken, nothing cut or compacted, and actuators is not called. One that
@@ -51,7 +51,7 @@ func StartOff(ctx context.Context, path string, clock gpu.Clock, actuators func(
 	case len(origs) == 0:
 		return nil, nil
 	case len(paused) == 0:
-		level.Warn(logger).Log("msg", held+": they stay as they are until a start with a GPU in enforce restores them",
+		level.Warn(logger).Log("msg", held+": they stay as they are until a start with their GPU in enforce restores them",
 			"journal", path, "originals", len(origs), "paused", 0)
 		return nil, nil
 	}
@@ -69,7 +69,7 @@ func StartOff(ctx context.Context, path string, clock gpu.Clock, actuators func(
 		level.Warn(logger).Log(append([]any{"msg", held + "; the paused tenants among them are not thawed: no pause actuator on this host; they stay paused until a start that has one thaws them, or a thaw by hand", "reason", err}, kv...)...)
 		return nil, fmt.Errorf("paused tenants not thawed: %w", err)
 	}
-	level.Warn(logger).Log(append([]any{"msg", held + ": thawing the paused tenants among them; the other settings stay as they are until a start with a GPU in enforce restores them"}, kv...)...)
+	level.Warn(logger).Log(append([]any{"msg", held + ": thawing the paused tenants among them; the other settings stay as they are until a start with their GPU in enforce restores them"}, kv...)...)
 	t, err := New(Options{Policy: noDecisions{}, Actuators: acts, Journal: j, Clock: clock, Mode: ModeOff, Logger: logger})
 	if err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package tuner
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
@@ -36,4 +37,18 @@ func ParseGPUModes(values []string) (map[string]Mode, error) {
 		out[g] = mode
 	}
 	return out, nil
+}
+
+// KnobsEnabledAndDisabled returns the knobs named both among enabled and
+// among disabled, in enabled's order: the flags contradict each other
+// there, and a start that took one of them would run a tuner other than
+// the one asked for.
+func KnobsEnabledAndDisabled(enabled, disabled []string) []string {
+	var both []string
+	for _, k := range enabled {
+		if slices.Contains(disabled, k) && !slices.Contains(both, k) {
+			both = append(both, k)
+		}
+	}
+	return both
 }

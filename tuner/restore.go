@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/go-kit/log/level"
@@ -18,10 +19,11 @@ import (
 // journal (it exited before restoring them), on snap's GPUs (snap may be
 // nil: an MPS original, whose process it cannot tell running, is then
 // left open). The exporter calls it at start,
-// before the first round; RunOnce calls it when nobody did. Only enforce
-// mode acts, but for a pause, thawed in any mode; a failed restore stays
-// open, for the restore at exit and the next start, and is counted and
-// logged.
+// before the first round; RunOnce calls it when nobody did. Only a GPU in
+// enforce mode is acted on, whatever the other GPUs' modes, but for a
+// pause, thawed in any mode; a failed restore stays open, for the restore
+// at exit and the next start, and is counted and logged. Its decisions are
+// kept for the status, as a round's are.
 func (t *Tuner) Recover(ctx context.Context, snap *tenant.Snapshot) ([]Decision, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -29,8 +31,10 @@ func (t *Tuner) Recover(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 	if snap != nil {
 		t.last = snap
 		t.noteRecent(snap, now)
+		t.noteConflictingModes(snap) // (before the restores it decides)
 	}
 	d, err := t.recoverLocked(ctx, now)
+	t.remember(d)
 	t.publishLocked(now)
 	return d, err
 }
@@ -47,17 +51,17 @@ func (t *Tuner) recoverLocked(ctx context.Context, now time.Time) ([]Decision, e
 const whyRecovered = "restored after an unclean exit (found in the journal at start)"
 
 // Restore sets back every original the tuner (or an earlier run, per the
-// journal) changed, on the latest snapshot's GPUs (outside enforce mode,
-// the pauses alone: a paused tenant is thawed in any mode). It is called
-// on exit; a
-// failed restore is returned (and journaled, logged and counted). A busy
-// actuator (gpu.ErrBusy: a client restart still in progress) is retried
-// until ctx's deadline.
+// journal) changed, on the latest snapshot's GPUs in enforce mode (on the
+// others, the pauses alone: a paused tenant is thawed in any mode). It is
+// called on exit; a failed restore is returned (and journaled, logged and
+// counted). A busy actuator (gpu.ErrBusy: a client restart still in
+// progress) is retried until ctx's deadline.
 func (t *Tuner) Restore(ctx context.Context) ([]Decision, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.o.Clock.Now()
 	d, err := t.restoreLocked(ctx, now, "restored at exit")
+	t.remember(d)
 	t.publishLocked(now)
 	return d, err
 }
@@ -70,16 +74,22 @@ const (
 )
 
 func (t *Tuner) restoreLocked(ctx context.Context, now time.Time, why string) ([]Decision, error) {
-	enforce := t.anyEnforce()
 	keys := make([]string, 0, len(t.originals))
+	var left []string
 	for k, o := range t.originals {
-		if enforce || o.Target.Knob == gpu.KnobPauseDuty { // a pause stops a tenant: thawed whatever the mode
+		// a pause stops a tenant: thawed whatever the mode; any other
+		// setting only on a GPU in enforce, the one mode that acts (a GPU
+		// in off or recommend is left as it is while another enforces)
+		if o.Target.Knob == gpu.KnobPauseDuty || t.enforcedOn(o.Target.GPU) {
 			keys = append(keys, k)
+		} else {
+			left = append(left, k)
 		}
 	}
-	if n := len(t.originals) - len(keys); n > 0 {
-		level.Warn(t.o.Logger).Log("msg", "the tuner journal holds settings changed and not restored; the tuner acts only in enforce mode, so they stay as they are",
-			"originals", n)
+	if len(left) > 0 {
+		slices.Sort(left)
+		level.Warn(t.o.Logger).Log("msg", "the tuner journal holds settings changed and not restored on GPUs not in enforce mode; the tuner acts only in enforce mode, so they stay as they are until a start with their GPU in enforce restores them",
+			"originals", len(left), "targets", strings.Join(left, " "))
 	}
 	keys = t.followAtRestore(keys, now)
 	sort.Strings(keys)

@@ -63,13 +63,14 @@ func (r *Runner) Status() *Status { return r.t.Status() }
 
 // LogJournalRecovery says what opening the journal at path found and did,
 // and what the start does with the originals it holds: with enforce (a GPU
-// in enforce mode) restores them, else thaws the paused tenants alone.
+// in enforce mode) restores those of the GPUs in enforce, else thaws the
+// paused tenants alone (which it does on every GPU).
 func LogJournalRecovery(logger log.Logger, path string, j *Journal, enforce bool) {
 	logJournalOpen(logger, path, j)
 	n := len(j.Originals())
 	switch {
 	case n > 0 && enforce:
-		level.Warn(logger).Log("msg", "the tuner journal holds settings an earlier run changed and did not restore (unclean exit); restoring them now", "journal", path, "originals", n)
+		level.Warn(logger).Log("msg", "the tuner journal holds settings an earlier run changed and did not restore (unclean exit); restoring them now on the GPUs in enforce mode (on the others, paused tenants alone are thawed)", "journal", path, "originals", n)
 	case n > 0:
 		level.Warn(logger).Log("msg", "the tuner journal holds settings an earlier run changed and did not restore (unclean exit); the tuner acts only in enforce mode: paused tenants are thawed, the other settings stay as they are", "journal", path, "originals", n)
 	}

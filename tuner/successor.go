@@ -275,7 +275,7 @@ func (t *Tuner) findSuccessors(ctx context.Context, snap *tenant.Snapshot, now t
 			// its successor is cannot be told
 			t.evals = slices.DeleteFunc(t.evals, func(e evaluation) bool { return e.a.Target == w.tg })
 		}
-		if !found || !t.follow(w.tg, pid, now) || w.restore == "" || !t.anyEnforce() {
+		if !found || !t.follow(w.tg, pid, now) || w.restore == "" || !t.enforcedOn(w.tg.GPU) {
 			continue
 		}
 		nt := w.tg

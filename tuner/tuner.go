@@ -212,10 +212,11 @@ type Tuner struct {
 	rounds []GPURound
 	hist   *roundRing
 	// knobsLogged is, by GPU UUID, the knobs last logged (noteKnobs);
-	// modesUnmatched the per-GPU modes naming no GPU, as last logged
-	// (noteUnmatchedModes).
-	knobsLogged    map[string]string
-	modesUnmatched string
+	// modesUnmatched the per-GPU modes naming no GPU, and modesConflicting
+	// the GPUs given two modes, as last logged (noteUnmatchedModes,
+	// noteConflictingModes).
+	knobsLogged                      map[string]string
+	modesUnmatched, modesConflicting string
 	// caps are the backends' lists of each GPU's knobs, asked once a
 	// round (capCache).
 	caps capCache
@@ -276,15 +277,35 @@ func (t *Tuner) modeOf(uuid string, index int) Mode {
 	return modeOf(t.o.Mode, t.o.GPUModes, uuid, index)
 }
 
-// modeOf is a GPU's mode: its own by UUID, then by index, then the host's.
+// modeOf is a GPU's mode: its own (by UUID or by index), else the host's.
+// A GPU given a mode both ways, two different ones, gets the safer of the
+// two (saferMode): which flag was meant cannot be told, and acting on a
+// GPU meant to be left alone is the worse mistake (noteConflictingModes
+// logs it).
 func modeOf(host Mode, gpus map[string]Mode, uuid string, index int) Mode {
-	if m, ok := gpus[uuid]; ok {
-		return m
+	byUUID, u := gpus[uuid]
+	byIndex, i := Mode(""), false
+	if index >= 0 {
+		byIndex, i = gpus[strconv.Itoa(index)]
 	}
-	if m, ok := gpus[strconv.Itoa(index)]; ok {
-		return m
+	switch {
+	case u && i:
+		return saferMode(byUUID, byIndex)
+	case u:
+		return byUUID
+	case i:
+		return byIndex
 	}
 	return host
+}
+
+// saferMode is the one of a and b that does less: off, then recommend,
+// then enforce (Modes' order).
+func saferMode(a, b Mode) Mode {
+	if slices.Index(Modes, b) < slices.Index(Modes, a) {
+		return b
+	}
+	return a
 }
 
 // AnyEnforce says whether a tuner with this mode and these per-GPU modes
@@ -292,9 +313,6 @@ func modeOf(host Mode, gpus map[string]Mode, uuid string, index int) Mode {
 func AnyEnforce(mode Mode, gpuModes map[string]Mode) bool {
 	return mode == ModeEnforce || slices.Contains(slices.Collect(maps.Values(gpuModes)), ModeEnforce)
 }
-
-// anyEnforce says whether the tuner acts on any GPU.
-func (t *Tuner) anyEnforce() bool { return AnyEnforce(t.o.Mode, t.o.GPUModes) }
 
 // RunOnce runs one observe -> decide -> guard -> act round on snap and
 // returns the decisions made, with their outcomes. The first round in
@@ -319,6 +337,7 @@ func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 	t.last = snap
 	t.noteRecent(snap, now)
 	t.noteStale(age, snap)
+	t.noteConflictingModes(snap)
 	if d, err := t.recoverLocked(ctx, now); err != nil || len(d) > 0 {
 		out = append(out, d...)
 		if err != nil {

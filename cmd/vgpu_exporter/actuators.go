@@ -91,7 +91,9 @@ func (c *actuatorConfig) validate() []error {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %s", d.name, d.v))
 		}
 	}
-	if c.PauseMax < 0 || c.PauseMax > c.PausePeriod {
+	// (a period that is not positive is its own error: every --pause.max
+	// would be out of range of it)
+	if c.PausePeriod > 0 && (c.PauseMax < 0 || c.PauseMax > c.PausePeriod) {
 		errs = append(errs, fmt.Errorf("--pause.max must be between 0 and --pause.period, got %s", c.PauseMax))
 	}
 	if c.MPSRestartHook != "" && c.MPSControlBinary == "" {

@@ -55,18 +55,20 @@ func TestActuatorFlags(t *testing.T) {
 		t.Errorf("pipe directory %q, want the environment's", c.Actuators.MPSPipeDirectory)
 	}
 	for _, tc := range []struct {
-		args []string
-		want string
+		args      []string
+		want, not string // not: a follow-on error, not told
 	}{
-		{[]string{"--mps.timeout=0s"}, "--mps.timeout must be positive"},
-		{[]string{"--tuner.rebalance-hook.timeout=-1s"}, "--tuner.rebalance-hook.timeout must be positive"},
-		{[]string{"--mps.control-binary=", "--mps.restart-hook=/bin/true"}, "--mps.restart-hook needs the MPS actuator"},
-		{[]string{"--nvidia-smi.timeout=soon"}, "--nvidia-smi.timeout"},
-		{[]string{"--pause.period=0s"}, "--pause.period must be positive"},
-		{[]string{"--pause.max=1s"}, "--pause.max must be between 0 and --pause.period"},
+		{[]string{"--mps.timeout=0s"}, "--mps.timeout must be positive", ""},
+		{[]string{"--tuner.rebalance-hook.timeout=-1s"}, "--tuner.rebalance-hook.timeout must be positive", ""},
+		{[]string{"--mps.control-binary=", "--mps.restart-hook=/bin/true"}, "--mps.restart-hook needs the MPS actuator", ""},
+		{[]string{"--nvidia-smi.timeout=soon"}, "--nvidia-smi.timeout", ""},
+		{[]string{"--pause.period=0s"}, "--pause.period must be positive", "--pause.max"},
+		{[]string{"--pause.period=-1s"}, "--pause.period must be positive", "--pause.max"},
+		{[]string{"--pause.max=1s"}, "--pause.max must be between 0 and --pause.period", ""},
+		{[]string{"--pause.max=-1s"}, "--pause.max must be between 0 and --pause.period", ""},
 	} {
-		if _, err := parseActuatorFlags(t, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%v: error %v, want %q", tc.args, err, tc.want)
+		if _, err := parseActuatorFlags(t, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) || tc.not != "" && strings.Contains(err.Error(), tc.not) {
+			t.Errorf("%v: error %v, want %q (and no %q)", tc.args, err, tc.want, tc.not)
 		}
 	}
 }

@@ -95,6 +95,9 @@ func (c *tunerConfig) validate() error {
 	if _, err := c.gpuModes(); err != nil {
 		errs = append(errs, err)
 	}
+	if both := tuner.KnobsEnabledAndDisabled(c.EnabledKnobs, c.DisabledKnobs); len(both) > 0 {
+		errs = append(errs, fmt.Errorf("--tuner.enable-knob and --tuner.disable-knob both name %s: give each knob one of them", strings.Join(both, ", ")))
+	}
 	if _, err := c.policy(); err != nil {
 		errs = append(errs, err)
 	}

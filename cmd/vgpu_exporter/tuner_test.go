@@ -92,6 +92,8 @@ func TestTunerFlags(t *testing.T) {
 		{[]string{"--tuner.interval=0s"}, "--tuner.interval must be positive"},
 		{[]string{"--tuner.gpu-mode=0"}, "want GPU=MODE"},
 		{[]string{"--tuner.gpu-mode=0=fast"}, "unknown tuner mode"},
+		{[]string{"--tuner.enable-knob=pause_duty", "--tuner.disable-knob=pause_duty"}, "--tuner.enable-knob and --tuner.disable-knob both name pause_duty"},
+		{[]string{"--tuner.enable-knob=pause_duty", "--tuner.disable-knob=locked_clocks"}, ""},
 		{[]string{"--tuner.policy=static-equal"}, ""},
 		{[]string{"--tuner.slow-loop.every=5s", "--tuner.slow-loop.dwell=30s", "--tuner.slow-loop.cool-down=2m", "--tuner.slow-loop.hold=1h"}, ""},
 		{[]string{"--tuner.slow-loop.every=0s"}, "--tuner.slow-loop.every must be positive"},

@@ -19,8 +19,8 @@ func TestSeedsReportsSpread(t *testing.T) {
 }
 
 // TestSeedsFromSeed: a --seeds count starts at --seed when it is given; a
-// --seeds list with --seed, and --disable-knob with the oracle, are
-// errors.
+// --seeds list with --seed, --disable-knob with the oracle, and a knob
+// both enabled and disabled, are errors.
 func TestSeedsFromSeed(t *testing.T) {
 	code, out, stderr := vgpusim(t, false, "run", "--scenario", "clock-stability", "--duration", "10s", "--seed", "4", "--seeds", "2")
 	if code != 0 {
@@ -35,6 +35,7 @@ func TestSeedsFromSeed(t *testing.T) {
 	}{
 		{[]string{"--seed", "4", "--seeds", "1,2"}, "--seed 4 and a --seeds list"},
 		{[]string{"--policy", "oracle", "--disable-knob", "locked_clocks"}, "--disable-knob: only a tuner policy"},
+		{[]string{"--enable-knob", "pause_duty", "--disable-knob", "pause_duty"}, "--enable-knob and --disable-knob both name pause_duty"},
 	} {
 		code, _, stderr := vgpusim(t, false, append([]string{"run", "--scenario", "clock-stability", "--duration", "10s"}, tc.args...)...)
 		if code != 1 || !strings.Contains(stderr, tc.want) {

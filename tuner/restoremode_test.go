@@ -1,0 +1,118 @@
+package tuner
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/go-kit/log"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// An original an earlier run left is restored, at start and at exit, only
+// on a GPU in enforce mode: a GPU in off or recommend is left as it is
+// while another GPU enforces (its original stays open for a start that
+// puts it in enforce, and the warning names it), but a pause is thawed on
+// every GPU. A GPU not listed, whose index is unknown, is taken to be in
+// enforce only where no mode by index could be its own.
+func TestRestoreOnlyOnGPUsInEnforce(t *testing.T) {
+	const (
+		powerA = "SetPowerLimit(GPU-a,700)"
+		powerB = "SetPowerLimit(GPU-b,700)"
+		thawB  = "SetPauseDuty(GPU-b,train,[7],0)"
+	)
+	for _, c := range []struct {
+		name  string
+		host  Mode
+		modes map[string]Mode
+		b     bool // GPU-b listed
+		calls []string
+		open  []string // targets left open after the exit
+	}{
+		{"host in enforce", ModeEnforce, nil, true, []string{powerA, powerB, thawB}, nil},
+		{"host in recommend, GPU 0 in enforce", ModeRecommend, map[string]Mode{"0": ModeEnforce}, true, []string{powerA, thawB}, []string{"GPU-b/power_limit"}},
+		{"host in enforce, GPU 1 off", ModeEnforce, map[string]Mode{"1": ModeOff}, true, []string{powerA, thawB}, []string{"GPU-b/power_limit"}},
+		{"host in enforce, GPU-b in recommend by UUID", ModeEnforce, map[string]Mode{"GPU-b": ModeRecommend}, true, []string{powerA, thawB}, []string{"GPU-b/power_limit"}},
+		{"host in recommend", ModeRecommend, nil, true, []string{thawB}, []string{"GPU-a/power_limit", "GPU-b/power_limit"}},
+		{"GPU-b not listed, host in enforce", ModeEnforce, nil, false, []string{powerA, thawB, powerB}, nil},
+		{"GPU-b not listed, GPU 1 in recommend", ModeEnforce, map[string]Mode{"1": ModeRecommend}, false, []string{powerA, thawB}, []string{"GPU-b/power_limit"}},
+		{"GPU-b not listed, host in recommend, GPU 0 in enforce", ModeRecommend, map[string]Mode{"0": ModeEnforce}, false, []string{powerA, thawB}, []string{"GPU-b/power_limit"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			j := crashedJournal(t, originalRec("GPU-a", 700), originalRec("GPU-b", 700),
+				Record{Time: t0, Event: EventOriginal, Target: Target{GPU: "GPU-b", Knob: gpu.KnobPauseDuty, PID: 7}, Tenant: "train", From: encodeValue(Duty(0)), PIDs: []uint32{7}})
+			var calls []string
+			rec, pause := &recorder{}, &pauseRecorder{}
+			out := &strings.Builder{}
+			tu, err := New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(rec, pause), Journal: j, Clock: gpu.NewManualClock(t0), Mode: c.host, GPUModes: c.modes,
+				Logger: log.NewLogfmtLogger(log.NewSyncWriter(out))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			_, _ = tu.Recover(ctx, snapshot(t0, twoGPUs(c.b), nil))
+			calls = append(append(calls, rec.Calls...), pause.Calls...)
+			rec.Calls, pause.Calls = nil, nil
+			_, _ = tu.Restore(ctx)
+			if exit := append(rec.Calls, pause.Calls...); len(exit) > 0 {
+				t.Errorf("calls at exit %q, want none (all done at start)", exit)
+			}
+			slices.Sort(calls)
+			want := slices.Sorted(slices.Values(c.calls))
+			if !slices.Equal(calls, want) {
+				t.Errorf("calls %q, want %q", calls, want)
+			}
+			var open []string
+			for _, o := range j.Originals() {
+				open = append(open, o.Target.String())
+			}
+			slices.Sort(open)
+			if !slices.Equal(open, c.open) {
+				t.Errorf("open originals %q, want %q", open, c.open)
+			}
+			if len(c.open) > 0 && !strings.Contains(out.String(), "targets="+strings.Join(c.open, " ")) &&
+				!strings.Contains(out.String(), `targets="`+strings.Join(c.open, " ")+`"`) {
+				t.Errorf("no warning names %q; log:\n%s", c.open, out)
+			}
+		})
+	}
+}
+
+// The restores at start, applied or failed, are among the status's latest
+// decisions, as a round's are.
+func TestRestoresAtStartInStatus(t *testing.T) {
+	j := crashedJournal(t, originalRec("GPU-a", 700), originalRec("GPU-b", 700))
+	rec := &recorder{}
+	tu, err := New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(&failOnGPU{recorder: rec, gpu: "GPU-b"}), Journal: j, Clock: gpu.NewManualClock(t0), Mode: ModeEnforce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, _ := tu.Recover(context.Background(), snapshot(t0, twoGPUs(true), nil))
+	got := tu.Status().Recent
+	if len(ds) != 2 || !slices.EqualFunc(got, ds, func(a, b Decision) bool { return a.GPU == b.GPU && a.Outcome == b.Outcome && a.Reason == b.Reason }) {
+		t.Fatalf("status decisions %+v, want the restores %+v", got, ds)
+	}
+	outcomes := map[string]Outcome{}
+	for _, d := range got {
+		outcomes[d.GPU] = d.Outcome
+	}
+	if outcomes["GPU-a"] != OutcomeApplied || outcomes["GPU-b"] != OutcomeFailed {
+		t.Errorf("outcomes %v, want GPU-a applied, GPU-b failed", outcomes)
+	}
+}
+
+// failOnGPU fails every power limit set on one GPU.
+type failOnGPU struct {
+	*recorder
+	gpu string
+}
+
+func (f *failOnGPU) SetPowerLimit(ctx context.Context, uuid string, w float64) error {
+	if uuid == f.gpu {
+		return errors.New("insufficient permissions")
+	}
+	return f.recorder.SetPowerLimit(ctx, uuid, w)
+}
