@@ -66,9 +66,16 @@ type tunerView struct {
 	LastRun    time.Time `json:"last_round,omitzero"`
 	// FastWindowSeconds is the span of the burn the tuner acts on.
 	FastWindowSeconds float64 `json:"tuner_window_seconds,omitempty"`
-	// RestoreAtExit is the number of settings the tuner changed: their
-	// originals are set back at exit.
-	RestoreAtExit int `json:"settings_restored_at_exit"`
+	// Changed is the number of settings the tuner changed and has not
+	// restored; the exit sets back RestoreAtExit of them, tries again
+	// RestoreFailed whose restore failed, and leaves KeptOpen as they are
+	// (no GPU in enforce mode), their originals open in the journal for a
+	// later start in enforce mode.
+	Changed       int        `json:"settings_changed"`
+	RestoreAtExit int        `json:"settings_restored_at_exit"`
+	RestoreFailed int        `json:"settings_restore_failed"`
+	KeptOpen      int        `json:"settings_kept_open"`
+	ExitText      []exitText `json:"-"`
 	// Sampled is false before the first snapshot.
 	Sampled     bool           `json:"sampled"`
 	SnapshotAt  time.Time      `json:"snapshot_time,omitzero"`
@@ -210,7 +217,9 @@ func newTunerView(info TunerPageInfo, snap *tenant.Snapshot, st *tuner.Status, m
 		GPUs: []gpuView{}, Tenants: []tenantView{}, Settings: []settingView{}, Decisions: []decisionView{},
 		History: historyView{Tenants: []seriesView{}, Knobs: []seriesView{}}}
 	if st != nil {
-		v.Policy, v.Mode, v.KillSwitch, v.LastRun, v.RestoreAtExit = st.Policy, string(st.Mode), st.KillSwitch, st.LastRun, st.Unrestored
+		v.Policy, v.Mode, v.KillSwitch, v.LastRun = st.Policy, string(st.Mode), st.KillSwitch, st.LastRun
+		v.Changed, v.RestoreAtExit, v.RestoreFailed, v.KeptOpen = st.Unrestored, st.Exit.AtExit, st.Exit.Failed, st.Exit.KeptOpen
+		v.ExitText = exitTexts(st.Exit)
 		v.FastWindowSeconds, v.FastWindow, v.UpdatedAt = st.FastWindow.Seconds(), durationText(st.FastWindow), st.LastRun
 		if len(st.GPUs) == 0 {
 			v.LastRun = time.Time{} // published by the start's restore, before any round

@@ -14,14 +14,16 @@ import (
 // The knobs of the tuner page: each GPU's knobs of its sharing mode, and
 // the tuner's settings, target and in effect.
 
-// mpsClientView is one MPS client's active-thread cap: in effect, and the
-// tuner's target while it differs (a guard refused it so far, or it waits
-// for the client's next context).
+// mpsClientView is one MPS client's active-thread cap: in effect, the
+// tuner's target while it differs (set, and waiting for the client's next
+// context), and the cap the tuner recommends and did not set (a
+// recommendation is never shown as in force or pending).
 type mpsClientView struct {
-	PID            uint32   `json:"pid"`
-	Tenant         string   `json:"tenant,omitempty"`
-	EffectiveRatio *float64 `json:"active_threads_ratio,omitempty"`
-	PendingRatio   *float64 `json:"pending_active_threads_ratio,omitempty"`
+	PID              uint32   `json:"pid"`
+	Tenant           string   `json:"tenant,omitempty"`
+	EffectiveRatio   *float64 `json:"active_threads_ratio,omitempty"`
+	PendingRatio     *float64 `json:"pending_active_threads_ratio,omitempty"`
+	RecommendedRatio *float64 `json:"recommended_active_threads_ratio,omitempty"`
 }
 
 // knobText is one knob of a GPU as the HTML shows it.
@@ -46,8 +48,9 @@ type settingView struct {
 }
 
 // mpsClients are an MPS GPU's clients: each process with a cap in effect
-// and each one the tuner set a cap for, with the pending cap while the
-// target differs from the one in effect.
+// and each one the tuner set or recommended a cap for, with the pending cap
+// while the target set differs from the one in effect, or the cap
+// recommended.
 func mpsClients(d *gpu.Device, snap *tenant.Snapshot, st *tuner.Status) []mpsClientView {
 	owner := map[uint32]string{}
 	for _, u := range snap.Usage {
@@ -78,7 +81,12 @@ func mpsClients(d *gpu.Device, snap *tenant.Snapshot, st *tuner.Status) []mpsCli
 			if f, ok := s.Effective.(tuner.Fraction); ok && out[i].EffectiveRatio == nil {
 				out[i].EffectiveRatio = ptr(float64(f))
 			}
-			if f, ok := s.Target.(tuner.Fraction); ok && (out[i].EffectiveRatio == nil || math.Abs(float64(f)-*out[i].EffectiveRatio) > 1e-6) {
+			f, ok := s.Target.(tuner.Fraction)
+			switch {
+			case !ok:
+			case s.Mode != tuner.ModeEnforce:
+				out[i].RecommendedRatio = ptr(float64(f))
+			case out[i].EffectiveRatio == nil || math.Abs(float64(f)-*out[i].EffectiveRatio) > 1e-6:
 				out[i].PendingRatio = ptr(float64(f))
 			}
 		}
@@ -87,23 +95,30 @@ func mpsClients(d *gpu.Device, snap *tenant.Snapshot, st *tuner.Status) []mpsCli
 	return out
 }
 
-// pauseTexts are the pause duties the tuner set on d's tenants; "none"
-// where the host can pause a tenant and no tenant is paused, nothing where
-// it cannot.
+// pauseTexts are the pause duties the tuner set on d's tenants, "none"
+// where the host can pause a tenant and the tuner paused none (nothing
+// where it cannot), then those it recommends and did not set: a
+// recommended pause stops nobody.
 func pauseTexts(d *gpu.Device, st *tuner.Status) []knobText {
 	if st == nil {
 		return nil
 	}
-	var out []knobText
+	var set, recommended []knobText
 	for _, s := range st.Settings {
-		if v, ok := s.Target.(tuner.Duty); ok && s.GPU == d.UUID && s.Knob == gpu.KnobPauseDuty && v > 0 {
-			out = append(out, knobText{Name: "pause (" + s.Tenant + ")", Value: v.String() + " of each period"})
+		v, ok := s.Target.(tuner.Duty)
+		if !ok || s.GPU != d.UUID || s.Knob != gpu.KnobPauseDuty || v <= 0 {
+			continue
+		}
+		if s.Mode == tuner.ModeEnforce {
+			set = append(set, knobText{Name: "pause (" + s.Tenant + ")", Value: v.String() + " of each period"})
+		} else {
+			recommended = append(recommended, knobText{Name: "pause (" + s.Tenant + ")", Value: "none (recommended: " + v.String() + " of each period, not set)"})
 		}
 	}
-	if len(out) == 0 && slices.ContainsFunc(st.Actuators, func(a tuner.ActuatorInfo) bool { return a.Knob == gpu.KnobPauseDuty }) {
-		out = append(out, knobText{Name: "pause", Value: "none"})
+	if len(set) == 0 && slices.ContainsFunc(st.Actuators, func(a tuner.ActuatorInfo) bool { return a.Knob == gpu.KnobPauseDuty }) {
+		set = append(set, knobText{Name: "pause", Value: "none"})
 	}
-	return out
+	return append(set, recommended...)
 }
 
 func mpsClientText(c mpsClientView) knobText {
@@ -118,13 +133,16 @@ func mpsClientText(c mpsClientView) knobText {
 		t.Value += " (target " + percentText(*c.PendingRatio) + ", not in effect yet)"
 		t.Pending = true
 	}
+	if c.RecommendedRatio != nil {
+		t.Value += " (recommended " + percentText(*c.RecommendedRatio) + ", not set)"
+	}
 	return t
 }
 
 // settingState says whether a target is in effect: "recommended" where
-// the tuner only recommends, "pending" while the value read differs (a
-// guard refused it so far, or an MPS cap that reaches only new contexts),
-// "unknown" when nothing is read.
+// the tuner only recommends it, "pending" while the value read differs (an
+// MPS cap that reaches only new contexts; a change a guard refused is no
+// target), "unknown" when nothing is read.
 func settingState(s tuner.Setting) string {
 	switch {
 	case s.Mode != tuner.ModeEnforce:
@@ -146,6 +164,8 @@ func valueJSON(v tuner.Value) map[string]any {
 		return nil
 	case tuner.Fraction:
 		return map[string]any{"ratio": float64(x)}
+	case tuner.Duty:
+		return map[string]any{"duty_ratio": float64(x)}
 	case tuner.Watts:
 		if x == 0 {
 			return map[string]any{"default": true}
@@ -168,4 +188,29 @@ func valueString(v tuner.Value) string {
 		return "unknown"
 	}
 	return v.String()
+}
+
+// exitText is one line of what the exit does with the settings the tuner
+// changed, as the HTML shows it.
+type exitText struct {
+	ID, Text string
+	Bad      bool
+}
+
+// exitTexts say what the exit really does with the settings the tuner
+// changed: a count is only "restored at exit" where the exit restores it.
+func exitTexts(e tuner.ExitRestores) []exitText {
+	var out []exitText
+	if e.AtExit > 0 {
+		out = append(out, exitText{ID: "restore-at-exit", Text: strconv.Itoa(e.AtExit) + " restored at exit"})
+	}
+	if e.Failed > 0 {
+		out = append(out, exitText{ID: "restore-failed", Bad: true,
+			Text: strconv.Itoa(e.Failed) + " whose restore failed: tried again at exit, then kept open in the journal for the next start"})
+	}
+	if e.KeptOpen > 0 {
+		out = append(out, exitText{ID: "kept-open", Text: strconv.Itoa(e.KeptOpen) +
+			" left as they are at exit (no GPU in enforce mode): kept open in the journal, restored by a later start in enforce mode"})
+	}
+	return out
 }
