@@ -62,7 +62,7 @@ vgpu_tuner_mps_active_threads_effective_ratio{gpu="0",tenant="embed",uuid="GPU-0
 # HELP vgpu_tuner_mps_active_threads_target_ratio MPS active-thread fraction the tuner last decided for the tenant's clients on the GPU (sum over its clients).
 # TYPE vgpu_tuner_mps_active_threads_target_ratio gauge
 vgpu_tuner_mps_active_threads_target_ratio{gpu="0",tenant="embed",uuid="GPU-0"} 0.4
-# HELP vgpu_tuner_pause_duty_target_ratio Fraction of every period the tuner last decided to pause the tenant's processes for (pause_duty); 0 once given back.
+# HELP vgpu_tuner_pause_duty_target_ratio Fraction of every period the tuner's target pauses the tenant's processes for (pause_duty): the duty last set, or recommended in recommend mode; 0 once thawed.
 # TYPE vgpu_tuner_pause_duty_target_ratio gauge
 vgpu_tuner_pause_duty_target_ratio{gpu="0",tenant="train",uuid="GPU-0"} 0.4
 # HELP vgpu_tuner_mode 1 for the tuner's host-wide mode (off, recommend, enforce), 0 for the others.

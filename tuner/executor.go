@@ -51,7 +51,11 @@ func (t *Tuner) execute(ctx context.Context, st *State, a Action, now time.Time,
 	}
 	jerr := t.journal(Record{Time: now, Event: string(OutcomePlanned), Target: a.Target, Tenant: a.Tenant,
 		From: encodeValue(a.Current), To: encodeValue(a.Want), Reason: a.Reason})
-	t.setTarget(a, mode)
+	// The target becomes the action's value only where it is set or
+	// recommended below: a change refused (by a guard or the actuator) or
+	// failed leaves the target the tuner holds, so that its gauges and page
+	// never show as decided a value nothing put in force.
+	t.trackProc(a.Target, now) // (whatever the outcome: the guards keep its refusals, failures)
 	d := Decision{Time: now, GPU: a.GPU, Tenant: a.Tenant, Knob: a.Knob, From: valueText(a.Current), To: a.Want.String(), Reason: a.Reason}
 	if !ok {
 		d.Outcome, d.Guard = OutcomeGuarded, guard
@@ -71,6 +75,7 @@ func (t *Tuner) execute(ctx context.Context, st *State, a Action, now time.Time,
 		} else if mode == ModeEnforce {
 			d.Reason = joinReasons(a.Reason, "recommended only: this host has no rebalancing hook (--tuner.rebalance-hook)")
 		}
+		t.setTarget(a, ModeRecommend) // (in enforce mode too: nothing is set)
 		return []Decision{t.finish(a, d, now, nil)}, false
 	}
 	err := t.keepOriginal(a, now)
@@ -83,6 +88,7 @@ func (t *Tuner) execute(ctx context.Context, st *State, a Action, now time.Time,
 	if err == nil {
 		if a.Plan != nil && t.selfRelayout(*a.Plan) {
 			if err = t.startRelayout(ctx, st, a, a.Plan.MIG[0], now); err == nil {
+				t.setTarget(a, ModeEnforce)
 				return t.relayoutStarted(ctx, a, now), true
 			}
 		} else {
@@ -108,6 +114,7 @@ func (t *Tuner) execute(ctx context.Context, st *State, a Action, now time.Time,
 		return out, false
 	}
 	d.Applied = true
+	t.setTarget(a, ModeEnforce)
 	appliedOn[a.GPU] = append(appliedOn[a.GPU], a)
 	t.noteApplied(st, a, now)
 	t.followSuccessor(a, now)
@@ -188,6 +195,7 @@ func (t *Tuner) rollback(ctx context.Context, done []Action, failed Action, now 
 			d.Reason = joinReasons(d.Reason, "failed: "+err.Error())
 		} else {
 			d.Outcome, d.Applied = OutcomeRolledBack, true
+			t.setTarget(back, ModeEnforce)
 			t.noteApplied(nil, back, now)
 			t.followSuccessor(back, now)
 		}

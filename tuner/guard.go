@@ -28,6 +28,10 @@ const (
 	OutcomeRefused     Outcome = "refused"     // the actuator refused it (not supported, busy)
 	OutcomeFailed      Outcome = "failed"      // the actuator failed
 	OutcomeRolledBack  Outcome = "rolled_back" // undone after a failure part way
+	// OutcomeRestored: an original set back (at exit, after a crash) or a
+	// pause thawed, not the policy's action: counted by Counts.Restores,
+	// never by Counts.Actions.
+	OutcomeRestored Outcome = "restored"
 )
 
 // Guard judges one action before it is acted on. Admit must not do I/O but

@@ -67,6 +67,9 @@ type Original struct {
 	// Restart is an MPS client's last restart whose successor the
 	// restart hook may not have named, as journaled; nil when none.
 	Restart *Restart
+	// RestoreFailed: this run's latest restore (or thaw) of it failed.
+	// Never journaled: the next start tries it again.
+	RestoreFailed bool
 }
 
 // The journal's format (docs/journal.md): one record a

@@ -59,23 +59,35 @@ func (t *Tuner) thawPauses(ctx context.Context, now time.Time, first bool) []Dec
 		err := t.apply(ctx, a)
 		why, cerr := t.thawCgroups(ctx, a, o, why) // (a cgroup no PID names now thawed)
 		err = errors.Join(err, cerr)
-		d := Decision{Time: now, GPU: o.Target.GPU, Tenant: o.Tenant, Knob: o.Target.Knob, To: Duty(0).String(), Reason: why}
+		d := Decision{Time: now, GPU: o.Target.GPU, Tenant: o.Tenant, Knob: o.Target.Knob, From: t.pausedAt(k), To: Duty(0).String(), Reason: why}
 		if err != nil {
 			d.Outcome, d.Reason = OutcomeFailed, joinReasons(why, "thaw failed: "+err.Error())
 			t.counts.RestoreFailures++
+			t.noteRestoreFailed(k)
 			t.journal(Record{Time: now, Event: EventRestoreFailed, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), Reason: err.Error()})
 			level.Error(t.o.Logger).Log("msg", "tuner could not thaw a paused tenant", "target", o.Target.String(), "tenant", o.Tenant, "err", err)
 		} else {
-			d.Outcome, d.Applied = OutcomeApplied, true
+			d.Outcome, d.Applied = OutcomeRestored, true
 			t.counts.Restores++
 			t.journal(Record{Time: now, Event: EventRestored, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), Reason: why})
 			level.Info(t.o.Logger).Log("msg", "tuner thawed a paused tenant", "target", o.Target.String(), "tenant", o.Tenant, "reason", why)
 			t.dropOriginal(k)
-			t.noteApplied(nil, Action{Target: o.Target, Tenant: o.Tenant, Want: Duty(0), Revert: true}, now)
+			thawed := Action{Target: o.Target, GPUIndex: t.indexOf(o.Target.GPU), Tenant: o.Tenant, Want: Duty(0), Revert: true}
+			t.noteApplied(nil, thawed, now)
+			t.setTarget(thawed, ModeEnforce) // (0: the gauge and the page show no pause)
 		}
 		out = append(out, d)
 	}
 	return out
+}
+
+// pausedAt is the duty the pause k was last set to, as text ("" where this
+// run set none: a pause found in the journal).
+func (t *Tuner) pausedAt(k string) string {
+	if d, ok := t.changes[k].To.(Duty); ok {
+		return d.String()
+	}
+	return ""
 }
 
 // latencyNow says whether snap classes tenant as a latency tenant.

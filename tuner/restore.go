@@ -187,11 +187,12 @@ func (t *Tuner) restoreOne(ctx context.Context, k string, now time.Time, why str
 		d.Outcome = OutcomeFailed
 		d.Reason = joinReasons(why, "restore failed: "+err.Error())
 		t.counts.RestoreFailures++
+		t.noteRestoreFailed(k)
 		t.journal(Record{Time: now, Event: EventRestoreFailed, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), Reason: err.Error()})
 		level.Error(t.o.Logger).Log("msg", "tuner could not restore an original setting", "target", o.Target.String(), "value", valueText(o.Value), "err", err)
 		return &d, fmt.Errorf("restore %s to %v: %w", o.Target, o.Value, err)
 	}
-	d.Outcome, d.Applied = OutcomeApplied, true
+	d.Outcome, d.Applied = OutcomeRestored, true
 	t.counts.Restores++
 	t.journal(Record{Time: now, Event: EventRestored, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), Reason: why})
 	level.Info(t.o.Logger).Log("msg", "tuner restored an original setting", "target", o.Target.String(), "value", o.Value.String(), "reason", why)

@@ -147,7 +147,7 @@ func (in roundInput) gpuRound(d *gpu.Device) (RoundKind, string, string) {
 			continue
 		}
 		switch x.Outcome {
-		case OutcomeApplied, OutcomeRolledBack:
+		case OutcomeApplied, OutcomeRolledBack, OutcomeRestored:
 			applied = append(applied, x)
 		case OutcomeGuarded:
 			guarded = append(guarded, x)

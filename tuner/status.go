@@ -47,16 +47,23 @@ func (c Counts) clone() Counts {
 	return c
 }
 
-// Setting is the latest target the tuner decided for one knob, and the
-// value in effect as last seen.
+// Setting is one knob's target, and the value in effect as last seen. The
+// target is the value the tuner last set (applied, rolled back to, or
+// thawed to: a thawed pause's target is 0), or, with Mode recommend, the
+// value it last recommended and did not set. A change a guard or the
+// actuator refused, or that failed, leaves the target as it was: it is a
+// decision, not a target.
 type Setting struct {
 	GPU      string // UUID
 	GPUIndex int
 	Tenant   string
 	Knob     gpu.Knob
 	PID      uint32
-	Mode     Mode
-	Target   Value
+	// Mode is enforce where the tuner set Target, recommend where it only
+	// recommends it (its GPU's mode is recommend, or, in enforce mode,
+	// nothing could set it: no rebalancing hook, the journal unwritable).
+	Mode   Mode
+	Target Value
 	// Effective is the value in effect as the latest snapshot shows it
 	// (nil when the snapshot does not say).
 	Effective Value
@@ -74,8 +81,10 @@ type Status struct {
 	LastRun    time.Time
 	Settings   []Setting // sorted by GPU, tenant, knob, PID
 	Counts     Counts
-	// Unrestored is the number of originals changed and not yet restored.
+	// Unrestored is the number of originals changed and not yet restored;
+	// Exit says what the exit does with them.
 	Unrestored int
+	Exit       ExitRestores
 	// Recent are the latest decisions, oldest first.
 	Recent []Decision
 	// Actuators says which backend drives each knob on this host.
@@ -135,6 +144,7 @@ func (t *Tuner) publishLocked(now time.Time) {
 		s.Journal = &js
 	}
 	s.Settings = t.settings()
+	s.Exit = t.exitRestores()
 	t.status.Store(s)
 }
 
@@ -165,7 +175,8 @@ func (t *Tuner) settings() []Setting {
 	return out
 }
 
-// setTarget remembers the latest target of a knob.
+// setTarget remembers the latest target of a knob: a.Want, set (mode
+// enforce) or recommended (mode recommend).
 func (t *Tuner) setTarget(a Action, mode Mode) {
 	now := t.o.Clock.Now()
 	t.targets[a.Target.String()] = Setting{GPU: a.GPU, GPUIndex: a.GPUIndex, Tenant: a.Tenant, Knob: a.Knob, PID: a.PID,

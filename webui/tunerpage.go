@@ -66,9 +66,16 @@ type tunerView struct {
 	LastRun    time.Time `json:"last_round,omitzero"`
 	// FastWindowSeconds is the span of the burn the tuner acts on.
 	FastWindowSeconds float64 `json:"tuner_window_seconds,omitempty"`
-	// RestoreAtExit is the number of settings the tuner changed: their
-	// originals are set back at exit.
-	RestoreAtExit int `json:"settings_restored_at_exit"`
+	// Changed is the number of settings the tuner changed and has not
+	// restored; the exit sets back RestoreAtExit of them, tries again
+	// RestoreFailed whose restore failed, and leaves KeptOpen as they are
+	// (no GPU in enforce mode), their originals open in the journal for a
+	// later start in enforce mode.
+	Changed       int        `json:"settings_changed"`
+	RestoreAtExit int        `json:"settings_restored_at_exit"`
+	RestoreFailed int        `json:"settings_restore_failed"`
+	KeptOpen      int        `json:"settings_kept_open"`
+	ExitText      []exitText `json:"-"`
 	// Sampled is false before the first snapshot.
 	Sampled     bool           `json:"sampled"`
 	SnapshotAt  time.Time      `json:"snapshot_time,omitzero"`
@@ -123,22 +130,6 @@ type tunerKnobView struct {
 type knobsText struct {
 	Available, NoBackend, Off string
 	NotListed                 []string
-}
-
-// mpsClientView is one MPS client's active-thread cap: in effect, and the
-// tuner's target while it differs (a guard refused it so far, or it waits
-// for the client's next context).
-type mpsClientView struct {
-	PID            uint32   `json:"pid"`
-	Tenant         string   `json:"tenant,omitempty"`
-	EffectiveRatio *float64 `json:"active_threads_ratio,omitempty"`
-	PendingRatio   *float64 `json:"pending_active_threads_ratio,omitempty"`
-}
-
-// knobText is one knob of a GPU as the HTML shows it.
-type knobText struct {
-	Name, Value string
-	Pending     bool
 }
 
 // roundView is what the tuner's latest round did on a GPU, or why it held.
@@ -203,21 +194,6 @@ type tenantText struct {
 	Spark                           *sparkline
 }
 
-// settingView is the latest target of one knob and the value in effect.
-type settingView struct {
-	GPU       string         `json:"gpu"`
-	GPUIndex  int            `json:"gpu_index"`
-	Tenant    string         `json:"tenant,omitempty"`
-	Knob      string         `json:"knob"`
-	PID       uint32         `json:"pid,omitempty"`
-	Mode      string         `json:"mode"`
-	Target    map[string]any `json:"target"`
-	Effective map[string]any `json:"effective,omitempty"`
-	State     string         `json:"state"`
-	At        time.Time      `json:"decided_at"`
-	Text      [2]string      `json:"-"` // target, effective
-}
-
 // decisionView is one decision of the tuner. From and To are the values as
 // the tuner recorded them, in text.
 type decisionView struct {
@@ -241,7 +217,9 @@ func newTunerView(info TunerPageInfo, snap *tenant.Snapshot, st *tuner.Status, m
 		GPUs: []gpuView{}, Tenants: []tenantView{}, Settings: []settingView{}, Decisions: []decisionView{},
 		History: historyView{Tenants: []seriesView{}, Knobs: []seriesView{}}}
 	if st != nil {
-		v.Policy, v.Mode, v.KillSwitch, v.LastRun, v.RestoreAtExit = st.Policy, string(st.Mode), st.KillSwitch, st.LastRun, st.Unrestored
+		v.Policy, v.Mode, v.KillSwitch, v.LastRun = st.Policy, string(st.Mode), st.KillSwitch, st.LastRun
+		v.Changed, v.RestoreAtExit, v.RestoreFailed, v.KeptOpen = st.Unrestored, st.Exit.AtExit, st.Exit.Failed, st.Exit.KeptOpen
+		v.ExitText = exitTexts(st.Exit)
 		v.FastWindowSeconds, v.FastWindow, v.UpdatedAt = st.FastWindow.Seconds(), durationText(st.FastWindow), st.LastRun
 		if len(st.GPUs) == 0 {
 			v.LastRun = time.Time{} // published by the start's restore, before any round
@@ -366,82 +344,6 @@ func tunerKnobs(ks []tuner.KnobAvailability, off []gpu.Knob) ([]tunerKnobView, k
 	return out, text
 }
 
-// mpsClients are an MPS GPU's clients: each process with a cap in effect
-// and each one the tuner set a cap for, with the pending cap while the
-// target differs from the one in effect.
-func mpsClients(d *gpu.Device, snap *tenant.Snapshot, st *tuner.Status) []mpsClientView {
-	owner := map[uint32]string{}
-	for _, u := range snap.Usage {
-		if u.UUID == d.UUID {
-			for _, pid := range u.PIDs {
-				owner[pid] = u.Tenant
-			}
-		}
-	}
-	var out []mpsClientView
-	at := map[uint32]int{}
-	for _, p := range d.Processes {
-		if p.MPSActiveThreads != nil {
-			at[p.PID] = len(out)
-			out = append(out, mpsClientView{PID: p.PID, Tenant: owner[p.PID], EffectiveRatio: p.MPSActiveThreads})
-		}
-	}
-	if st != nil {
-		for _, s := range st.Settings {
-			if s.GPU != d.UUID || s.Knob != gpu.KnobMPSActiveThreads {
-				continue
-			}
-			i, ok := at[s.PID]
-			if !ok {
-				i = len(out)
-				out = append(out, mpsClientView{PID: s.PID, Tenant: s.Tenant})
-			}
-			if f, ok := s.Effective.(tuner.Fraction); ok && out[i].EffectiveRatio == nil {
-				out[i].EffectiveRatio = ptr(float64(f))
-			}
-			if f, ok := s.Target.(tuner.Fraction); ok && (out[i].EffectiveRatio == nil || math.Abs(float64(f)-*out[i].EffectiveRatio) > 1e-6) {
-				out[i].PendingRatio = ptr(float64(f))
-			}
-		}
-	}
-	slices.SortFunc(out, func(a, b mpsClientView) int { return int(a.PID) - int(b.PID) })
-	return out
-}
-
-// pauseTexts are the pause duties the tuner set on d's tenants; "none"
-// where the host can pause a tenant and no tenant is paused, nothing where
-// it cannot.
-func pauseTexts(d *gpu.Device, st *tuner.Status) []knobText {
-	if st == nil {
-		return nil
-	}
-	var out []knobText
-	for _, s := range st.Settings {
-		if v, ok := s.Target.(tuner.Duty); ok && s.GPU == d.UUID && s.Knob == gpu.KnobPauseDuty && v > 0 {
-			out = append(out, knobText{Name: "pause (" + s.Tenant + ")", Value: v.String() + " of each period"})
-		}
-	}
-	if len(out) == 0 && slices.ContainsFunc(st.Actuators, func(a tuner.ActuatorInfo) bool { return a.Knob == gpu.KnobPauseDuty }) {
-		out = append(out, knobText{Name: "pause", Value: "none"})
-	}
-	return out
-}
-
-func mpsClientText(c mpsClientView) knobText {
-	t := knobText{Name: "MPS cap, pid " + strconv.FormatUint(uint64(c.PID), 10), Value: "unknown"}
-	if c.Tenant != "" {
-		t.Name += " (" + c.Tenant + ")"
-	}
-	if c.EffectiveRatio != nil {
-		t.Value = percentText(*c.EffectiveRatio)
-	}
-	if c.PendingRatio != nil {
-		t.Value += " (target " + percentText(*c.PendingRatio) + ", not in effect yet)"
-		t.Pending = true
-	}
-	return t
-}
-
 func ptr[T any](v T) *T { return &v }
 
 // tenantViews lists the configured tenants with where they ran, their SLO
@@ -542,55 +444,6 @@ func cmpOr(s, alt string) string {
 		return alt
 	}
 	return s
-}
-
-// settingState says whether a target is in effect: "recommended" where
-// the tuner only recommends, "pending" while the value read differs (a
-// guard refused it so far, or an MPS cap that reaches only new contexts),
-// "unknown" when nothing is read.
-func settingState(s tuner.Setting) string {
-	switch {
-	case s.Mode != tuner.ModeEnforce:
-		return "recommended"
-	case s.Effective == nil:
-		return "unknown"
-	case s.Target != nil && s.Target.String() == s.Effective.String():
-		return "in effect"
-	default:
-		return "pending"
-	}
-}
-
-// valueJSON is a knob's value for JSON, its unit in the field's name (nil
-// for no value).
-func valueJSON(v tuner.Value) map[string]any {
-	switch x := v.(type) {
-	case nil:
-		return nil
-	case tuner.Fraction:
-		return map[string]any{"ratio": float64(x)}
-	case tuner.Watts:
-		if x == 0 {
-			return map[string]any{"default": true}
-		}
-		return map[string]any{"watts": float64(x)}
-	case tuner.ClockRange:
-		return map[string]any{"min_mhz": x.MinMHz, "max_mhz": x.MaxMHz, "locked": x != tuner.ClockRange{}}
-	case tuner.Level:
-		return map[string]any{"level": string(x)}
-	case tuner.Scheduler:
-		return map[string]any{"policy": string(x)}
-	case tuner.Layout:
-		return map[string]any{"profiles": x.Profiles()}
-	}
-	return map[string]any{v.Kind(): v.String()}
-}
-
-func valueString(v tuner.Value) string {
-	if v == nil {
-		return "unknown"
-	}
-	return v.String()
 }
 
 func orUnknown(s string) string {

@@ -52,7 +52,7 @@ func pageSnapshot() *tenant.Snapshot {
 func pageStatus() *tuner.Status {
 	return &tuner.Status{
 		Policy: "autotune", Mode: tuner.ModeEnforce, GPUModes: map[string]tuner.Mode{"1": tuner.ModeRecommend},
-		KillSwitch: true, LastRun: pageTime, Unrestored: 2, FastWindow: time.Minute,
+		KillSwitch: true, LastRun: pageTime, Unrestored: 2, Exit: tuner.ExitRestores{AtExit: 2}, FastWindow: time.Minute,
 		Settings: []tuner.Setting{
 			{GPU: "GPU-aaaa", Tenant: evilTenant, Knob: gpu.KnobMPSActiveThreads, PID: 42, Mode: tuner.ModeEnforce,
 				Target: tuner.Fraction(0.25), Effective: tuner.Fraction(0.4), At: pageTime},
@@ -118,7 +118,7 @@ func TestTunerPageHTML(t *testing.T) {
 				`<meta http-equiv="refresh" content="15">`, `<span id="updated">updated 2026-03-01 12:00:00Z</span>, reloads every 15s`,
 				`id="simulated"`, `<dd id="backend">sim (simulated data)</dd>`,
 				`<dd id="mode">enforce</dd>`, `on: the tuner changes nothing`,
-				`<dt>Settings changed by the tuner, restored at exit</dt><dd id="restore-at-exit">2</dd>`,
+				`<dt>Settings changed by the tuner, not restored yet</dt><dd id="changed">2<br><span id="restore-at-exit">2 restored at exit</span></dd>`,
 				// GPUs: mode per GPU, the knobs of the sharing mode, the round.
 				`<td>mps</td><td>enforce</td><td><ul class="knobs"><li class="knob warn">MPS cap, pid 42 (&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;): 40% (target 25%, not in effect yet)</li><li class="knob">clocks: free</li><li class="knob">power limit: 500W</li></ul></td>`,
 				`<td class="round warn"><b>holding</b> because the kill switch is on: the tuner changes nothing</td>`,
@@ -206,7 +206,7 @@ func TestTunerPageJSON(t *testing.T) {
 		t.Errorf("tenant states %q, want %q", got, want)
 	}
 	if !v.TunerOn || v.Mode != "enforce" || !v.KillSwitch || len(v.GPUs) != 2 || v.GPUs[1].Mode != "recommend" ||
-		v.Backend != "sim" || !v.Simulated || v.RefreshSeconds != 15 || v.RestoreAtExit != 2 || v.FastWindowSeconds != 60 {
+		v.Backend != "sim" || !v.Simulated || v.RefreshSeconds != 15 || v.Changed != 2 || v.RestoreAtExit != 2 || v.FastWindowSeconds != 60 {
 		t.Errorf("summary: %+v", v)
 	}
 	if len(v.Decisions) != 3 || v.Decisions[0].Knob != "compute_timeslice" || v.Decisions[1].Guard != "kill_switch" {
@@ -567,9 +567,16 @@ func TestTunerPagePause(t *testing.T) {
 		{"no pause actuator", &tuner.Status{}, nil},
 		{"nobody paused", &tuner.Status{Actuators: pausing}, []string{"pause: none"}},
 		{"a tenant paused", &tuner.Status{Actuators: pausing, Settings: []tuner.Setting{
-			{GPU: "GPU-x", Tenant: "train", Knob: gpu.KnobPauseDuty, PID: 9, Target: tuner.Duty(0.4)},
-			{GPU: "GPU-y", Tenant: "other", Knob: gpu.KnobPauseDuty, PID: 10, Target: tuner.Duty(0.5)},
+			{GPU: "GPU-x", Tenant: "train", Knob: gpu.KnobPauseDuty, PID: 9, Mode: tuner.ModeEnforce, Target: tuner.Duty(0.4)},
+			{GPU: "GPU-y", Tenant: "other", Knob: gpu.KnobPauseDuty, PID: 10, Mode: tuner.ModeEnforce, Target: tuner.Duty(0.5)},
 		}}, []string{"pause (train): 40% of each period"}},
+		{"a tenant thawed", &tuner.Status{Actuators: pausing, Settings: []tuner.Setting{
+			{GPU: "GPU-x", Tenant: "train", Knob: gpu.KnobPauseDuty, PID: 9, Mode: tuner.ModeEnforce, Target: tuner.Duty(0)},
+		}}, []string{"pause: none"}},
+		// A recommendation pauses nobody: never shown as in force.
+		{"a pause recommended", &tuner.Status{Actuators: pausing, Settings: []tuner.Setting{
+			{GPU: "GPU-x", Tenant: "train", Knob: gpu.KnobPauseDuty, PID: 9, Mode: tuner.ModeRecommend, Target: tuner.Duty(0.2)},
+		}}, []string{"pause: none", "pause (train): none (recommended: 20% of each period, not set)"}},
 	} {
 		if got := texts(tc.st); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
@@ -612,5 +619,94 @@ func TestTunerPageNoRoundYet(t *testing.T) {
 	}
 	if _, js, _ := getPage(t, pageSnapshot(), st, "/tuner?format=json"); strings.Contains(js, `"last_round"`) {
 		t.Errorf("the JSON gives a last round before any:\n%s", js)
+	}
+}
+
+// An MPS cap the tuner recommends is shown as a recommendation, never as
+// pending: only a cap it set can be waiting to take effect.
+func TestTunerPageMPSRecommended(t *testing.T) {
+	eff := 1.0
+	d := gpu.Device{UUID: "GPU-x", Up: true, Mode: gpu.SharingMPS, Processes: []gpu.Process{{PID: 9, MPSActiveThreads: &eff}}}
+	snap := &tenant.Snapshot{Usage: []tenant.Usage{{UUID: "GPU-x", Tenant: "embed", PIDs: []uint32{9}}}}
+	for _, tc := range []struct {
+		name                 string
+		mode                 tuner.Mode
+		text                 string
+		pending, recommended *float64
+	}{
+		{"set, waiting for the client", tuner.ModeEnforce, "MPS cap, pid 9 (embed): 100% (target 50%, not in effect yet)", ptr(0.5), nil},
+		{"recommended", tuner.ModeRecommend, "MPS cap, pid 9 (embed): 100% (recommended 50%, not set)", nil, ptr(0.5)},
+	} {
+		st := &tuner.Status{Settings: []tuner.Setting{{GPU: "GPU-x", Tenant: "embed", Knob: gpu.KnobMPSActiveThreads, PID: 9, Mode: tc.mode, Target: tuner.Fraction(0.5)}}}
+		g := newGPUView(&d, snap, st)
+		if len(g.MPSClients) != 1 || len(g.Knobs) == 0 {
+			t.Fatalf("%s: clients %+v, knobs %+v", tc.name, g.MPSClients, g.Knobs)
+		}
+		c := g.MPSClients[0]
+		if got := g.Knobs[0].Name + ": " + g.Knobs[0].Value; got != tc.text {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.text)
+		}
+		if !equalPtr(c.PendingRatio, tc.pending) || !equalPtr(c.RecommendedRatio, tc.recommended) {
+			t.Errorf("%s: pending %v, recommended %v; want %v, %v", tc.name, c.PendingRatio, c.RecommendedRatio, tc.pending, tc.recommended)
+		}
+		if g.Knobs[0].Pending != (tc.pending != nil) {
+			t.Errorf("%s: marked pending %v", tc.name, g.Knobs[0].Pending)
+		}
+	}
+}
+
+func equalPtr(a, b *float64) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+
+// The summary says what the exit really does with the settings changed:
+// restored, tried again after a failed restore, or left as they are
+// outside enforce mode (their originals kept open in the journal).
+func TestTunerPageExitRestores(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		exit tuner.ExitRestores
+		want string
+	}{
+		{"none", tuner.ExitRestores{}, `<dd id="changed">0</dd>`},
+		{"enforce", tuner.ExitRestores{AtExit: 2}, `<dd id="changed">2<br><span id="restore-at-exit">2 restored at exit</span></dd>`},
+		{"recommend", tuner.ExitRestores{KeptOpen: 1},
+			`<dd id="changed">1<br><span id="kept-open">1 left as they are at exit (no GPU in enforce mode): kept open in the journal, restored by a later start in enforce mode</span></dd>`},
+		{"a restore failed", tuner.ExitRestores{AtExit: 1, Failed: 1},
+			`<dd id="changed">2<br><span id="restore-at-exit">1 restored at exit</span><br><span id="restore-failed" class="bad">1 whose restore failed: tried again at exit, then kept open in the journal for the next start</span></dd>`},
+	} {
+		st := pageStatus()
+		st.Exit, st.Unrestored = tc.exit, tc.exit.AtExit+tc.exit.Failed+tc.exit.KeptOpen
+		_, body, _ := getPage(t, pageSnapshot(), st, "/tuner")
+		if !strings.Contains(body, tc.want) {
+			t.Errorf("%s: the page lacks\n%s", tc.name, tc.want)
+		}
+		if strings.Contains(body, "restored at exit") != (tc.exit.AtExit > 0) {
+			t.Errorf("%s: says %q with %d restored at exit", tc.name, "restored at exit", tc.exit.AtExit)
+		}
+		_, js, _ := getPage(t, pageSnapshot(), st, "/tuner?format=json")
+		var v tunerView
+		if err := json.Unmarshal([]byte(js), &v); err != nil {
+			t.Fatal(err)
+		}
+		if v.Changed != st.Unrestored || v.RestoreAtExit != tc.exit.AtExit || v.RestoreFailed != tc.exit.Failed || v.KeptOpen != tc.exit.KeptOpen {
+			t.Errorf("%s: JSON %d changed, %d at exit, %d failed, %d kept open; want %d, %+v", tc.name, v.Changed, v.RestoreAtExit, v.RestoreFailed, v.KeptOpen, st.Unrestored, tc.exit)
+		}
+	}
+}
+
+// Every knob's value is a number in JSON, its unit in the field's name.
+func TestTunerPageValueJSON(t *testing.T) {
+	for _, tc := range []struct {
+		v    tuner.Value
+		want string
+	}{
+		{tuner.Fraction(0.25), `{"ratio":0.25}`},
+		{tuner.Duty(0.3), `{"duty_ratio":0.3}`},
+		{tuner.Duty(0), `{"duty_ratio":0}`},
+		{tuner.Watts(500), `{"watts":500}`},
+	} {
+		b, err := json.Marshal(valueJSON(tc.v))
+		if err != nil || string(b) != tc.want {
+			t.Errorf("%v: %s (%v), want %s", tc.v, b, err, tc.want)
+		}
 	}
 }

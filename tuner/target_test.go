@@ -1,0 +1,147 @@
+package tuner
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// A target is what the tuner set (or, in recommend mode, recommends): a
+// change a guard refused, or that failed, is a decision and leaves the
+// target as it was; a pause thawed has the target 0, and its thaw is a
+// restore (counted with the restores, not the policy's actions), from the
+// duty it was set to.
+func TestTargetIsWhatIsSet(t *testing.T) {
+	power := Action{Target: Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}, Current: Watts(700), Want: Watts(500), Reason: "test"}
+	for _, tc := range []struct {
+		name    string
+		mode    Mode
+		action  Action
+		killAt  int // the round (from 1) the kill switch is engaged at, 0 for never
+		failing bool
+		rounds  int
+		want    Value // the target, nil for none
+		wmode   Mode
+		counts  map[ActionKey]uint64
+		thawed  bool
+	}{
+		{name: "applied", mode: ModeEnforce, action: pauseAction("train", gpu.ClassBatch, 0, 0.5), rounds: 1, want: Duty(0.5), wmode: ModeEnforce,
+			counts: map[ActionKey]uint64{{gpu.KnobPauseDuty, OutcomeApplied}: 1}},
+		{name: "refused by a guard", mode: ModeEnforce, action: pauseAction("train", gpu.ClassBatch, 0, 0.5), killAt: 1, rounds: 1,
+			counts: map[ActionKey]uint64{{gpu.KnobPauseDuty, OutcomeGuarded}: 1}},
+		{name: "recommended", mode: ModeRecommend, action: pauseAction("train", gpu.ClassBatch, 0, 0.5), rounds: 1, want: Duty(0.5), wmode: ModeRecommend,
+			counts: map[ActionKey]uint64{{gpu.KnobPauseDuty, OutcomeRecommended}: 1}},
+		{name: "failed", mode: ModeEnforce, action: power, failing: true, rounds: 1,
+			counts: map[ActionKey]uint64{{gpu.KnobPowerLimit, OutcomeFailed}: 1}},
+		{name: "thawed at the kill switch, the next pause refused", mode: ModeEnforce, action: pauseAction("train", gpu.ClassBatch, 0, 0.5), killAt: 2, rounds: 2,
+			want: Duty(0), wmode: ModeEnforce, thawed: true,
+			counts: map[ActionKey]uint64{{gpu.KnobPauseDuty, OutcomeApplied}: 1, {gpu.KnobPauseDuty, OutcomeGuarded}: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &recorder{}
+			if tc.failing {
+				rec.Errs = map[string]error{"SetPowerLimit": errors.New("boom")}
+			}
+			kill := &KillSwitch{}
+			tu, err := New(Options{Policy: fixed{tc.action}, Guards: []Guard{kill, Bounds{}}, Enabled: pauseOn,
+				Actuators: ActuatorsOf(rec, &pauseRecorder{}), Clock: gpu.NewManualClock(t0), Mode: tc.mode})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var last []Decision
+			for r := 1; r <= tc.rounds; r++ {
+				kill.Engaged.Store(tc.killAt > 0 && r >= tc.killAt)
+				if last, err = tu.RunOnce(context.Background(), emptySnap(t0.Add(time.Duration(r)*time.Second))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s := tu.Status()
+			var got []Setting
+			for _, x := range s.Settings {
+				if x.Knob == tc.action.Knob {
+					got = append(got, x)
+				}
+			}
+			switch {
+			case tc.want == nil && len(got) > 0:
+				t.Errorf("target %v (%s), want none: nothing was set", got[0].Target, got[0].Mode)
+			case tc.want != nil && (len(got) != 1 || got[0].Target != tc.want || got[0].Mode != tc.wmode):
+				t.Errorf("targets %+v, want %v (%s)", got, tc.want, tc.wmode)
+			}
+			for k, n := range s.Counts.Actions {
+				if k.Knob == tc.action.Knob && n != tc.counts[k] {
+					t.Errorf("actions %s/%s: %d, want %d", k.Knob, k.Outcome, n, tc.counts[k])
+				}
+			}
+			var thaws []Decision
+			for _, d := range last {
+				if d.Outcome == OutcomeRestored {
+					thaws = append(thaws, d)
+				}
+			}
+			if tc.thawed {
+				if len(thaws) != 1 || thaws[0].From != "50%" || thaws[0].To != "0%" || !thaws[0].Applied {
+					t.Errorf("thaws %+v, want one restored 50%% -> 0%%", thaws)
+				}
+				if s.Counts.Restores != 1 {
+					t.Errorf("%d restores counted, want the thaw's", s.Counts.Restores)
+				}
+			} else if len(thaws) > 0 || s.Counts.Restores != 0 {
+				t.Errorf("thaws %+v, %d restores, want none", thaws, s.Counts.Restores)
+			}
+		})
+	}
+}
+
+// The status says what the exit does with each setting changed: restored
+// (in enforce mode, and a pause in any mode), tried again after a failed
+// restore, or left as it is outside enforce mode, its original open in the
+// journal.
+func TestExitRestores(t *testing.T) {
+	powerTarget := Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}
+	for _, tc := range []struct {
+		name    string
+		mode    Mode
+		journal bool // a power limit original an earlier run left open
+		policy  []Action
+		failing bool
+		want    ExitRestores
+	}{
+		{name: "nothing changed", mode: ModeEnforce, want: ExitRestores{}},
+		{name: "enforce, a pause set", mode: ModeEnforce, policy: []Action{pauseAction("train", gpu.ClassBatch, 0, 0.5)}, want: ExitRestores{AtExit: 1}},
+		{name: "recommend, an original from an earlier run", mode: ModeRecommend, journal: true, want: ExitRestores{KeptOpen: 1}},
+		{name: "enforce, its restore at start failed", mode: ModeEnforce, journal: true, failing: true, want: ExitRestores{Failed: 1}},
+		{name: "enforce, restored at start", mode: ModeEnforce, journal: true, want: ExitRestores{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j, err := OpenJournal(filepath.Join(t.TempDir(), "journal"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer j.Close()
+			if tc.journal {
+				if err := j.Append(Record{Time: t0, Event: EventOriginal, Target: powerTarget, From: encodeValue(Watts(700))}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rec := &recorder{}
+			if tc.failing {
+				rec.Errs = map[string]error{"SetPowerLimit": errors.New("no such GPU")}
+			}
+			tu, err := New(Options{Policy: fixed(tc.policy), Guards: []Guard{Bounds{}}, Enabled: pauseOn, Journal: j,
+				Actuators: ActuatorsOf(rec, &pauseRecorder{}), Clock: gpu.NewManualClock(t0), Mode: tc.mode})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = tu.RunOnce(context.Background(), emptySnap(t0.Add(time.Second))) // (a failed restore at start is returned)
+			s := tu.Status()
+			if s.Exit != tc.want || s.Unrestored != tc.want.AtExit+tc.want.Failed+tc.want.KeptOpen {
+				t.Errorf("exit %+v of %d unrestored, want %+v", s.Exit, s.Unrestored, tc.want)
+			}
+		})
+	}
+}

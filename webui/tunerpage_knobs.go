@@ -1,0 +1,216 @@
+package webui
+
+import (
+	"math"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner"
+)
+
+// The knobs of the tuner page: each GPU's knobs of its sharing mode, and
+// the tuner's settings, target and in effect.
+
+// mpsClientView is one MPS client's active-thread cap: in effect, the
+// tuner's target while it differs (set, and waiting for the client's next
+// context), and the cap the tuner recommends and did not set (a
+// recommendation is never shown as in force or pending).
+type mpsClientView struct {
+	PID              uint32   `json:"pid"`
+	Tenant           string   `json:"tenant,omitempty"`
+	EffectiveRatio   *float64 `json:"active_threads_ratio,omitempty"`
+	PendingRatio     *float64 `json:"pending_active_threads_ratio,omitempty"`
+	RecommendedRatio *float64 `json:"recommended_active_threads_ratio,omitempty"`
+}
+
+// knobText is one knob of a GPU as the HTML shows it.
+type knobText struct {
+	Name, Value string
+	Pending     bool
+}
+
+// settingView is the latest target of one knob and the value in effect.
+type settingView struct {
+	GPU       string         `json:"gpu"`
+	GPUIndex  int            `json:"gpu_index"`
+	Tenant    string         `json:"tenant,omitempty"`
+	Knob      string         `json:"knob"`
+	PID       uint32         `json:"pid,omitempty"`
+	Mode      string         `json:"mode"`
+	Target    map[string]any `json:"target"`
+	Effective map[string]any `json:"effective,omitempty"`
+	State     string         `json:"state"`
+	At        time.Time      `json:"decided_at"`
+	Text      [2]string      `json:"-"` // target, effective
+}
+
+// mpsClients are an MPS GPU's clients: each process with a cap in effect
+// and each one the tuner set or recommended a cap for, with the pending cap
+// while the target set differs from the one in effect, or the cap
+// recommended.
+func mpsClients(d *gpu.Device, snap *tenant.Snapshot, st *tuner.Status) []mpsClientView {
+	owner := map[uint32]string{}
+	for _, u := range snap.Usage {
+		if u.UUID == d.UUID {
+			for _, pid := range u.PIDs {
+				owner[pid] = u.Tenant
+			}
+		}
+	}
+	var out []mpsClientView
+	at := map[uint32]int{}
+	for _, p := range d.Processes {
+		if p.MPSActiveThreads != nil {
+			at[p.PID] = len(out)
+			out = append(out, mpsClientView{PID: p.PID, Tenant: owner[p.PID], EffectiveRatio: p.MPSActiveThreads})
+		}
+	}
+	if st != nil {
+		for _, s := range st.Settings {
+			if s.GPU != d.UUID || s.Knob != gpu.KnobMPSActiveThreads {
+				continue
+			}
+			i, ok := at[s.PID]
+			if !ok {
+				i = len(out)
+				out = append(out, mpsClientView{PID: s.PID, Tenant: s.Tenant})
+			}
+			if f, ok := s.Effective.(tuner.Fraction); ok && out[i].EffectiveRatio == nil {
+				out[i].EffectiveRatio = ptr(float64(f))
+			}
+			f, ok := s.Target.(tuner.Fraction)
+			switch {
+			case !ok:
+			case s.Mode != tuner.ModeEnforce:
+				out[i].RecommendedRatio = ptr(float64(f))
+			case out[i].EffectiveRatio == nil || math.Abs(float64(f)-*out[i].EffectiveRatio) > 1e-6:
+				out[i].PendingRatio = ptr(float64(f))
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b mpsClientView) int { return int(a.PID) - int(b.PID) })
+	return out
+}
+
+// pauseTexts are the pause duties the tuner set on d's tenants, "none"
+// where the host can pause a tenant and the tuner paused none (nothing
+// where it cannot), then those it recommends and did not set: a
+// recommended pause stops nobody.
+func pauseTexts(d *gpu.Device, st *tuner.Status) []knobText {
+	if st == nil {
+		return nil
+	}
+	var set, recommended []knobText
+	for _, s := range st.Settings {
+		v, ok := s.Target.(tuner.Duty)
+		if !ok || s.GPU != d.UUID || s.Knob != gpu.KnobPauseDuty || v <= 0 {
+			continue
+		}
+		if s.Mode == tuner.ModeEnforce {
+			set = append(set, knobText{Name: "pause (" + s.Tenant + ")", Value: v.String() + " of each period"})
+		} else {
+			recommended = append(recommended, knobText{Name: "pause (" + s.Tenant + ")", Value: "none (recommended: " + v.String() + " of each period, not set)"})
+		}
+	}
+	if len(set) == 0 && slices.ContainsFunc(st.Actuators, func(a tuner.ActuatorInfo) bool { return a.Knob == gpu.KnobPauseDuty }) {
+		set = append(set, knobText{Name: "pause", Value: "none"})
+	}
+	return append(set, recommended...)
+}
+
+func mpsClientText(c mpsClientView) knobText {
+	t := knobText{Name: "MPS cap, pid " + strconv.FormatUint(uint64(c.PID), 10), Value: "unknown"}
+	if c.Tenant != "" {
+		t.Name += " (" + c.Tenant + ")"
+	}
+	if c.EffectiveRatio != nil {
+		t.Value = percentText(*c.EffectiveRatio)
+	}
+	if c.PendingRatio != nil {
+		t.Value += " (target " + percentText(*c.PendingRatio) + ", not in effect yet)"
+		t.Pending = true
+	}
+	if c.RecommendedRatio != nil {
+		t.Value += " (recommended " + percentText(*c.RecommendedRatio) + ", not set)"
+	}
+	return t
+}
+
+// settingState says whether a target is in effect: "recommended" where
+// the tuner only recommends it, "pending" while the value read differs (an
+// MPS cap that reaches only new contexts; a change a guard refused is no
+// target), "unknown" when nothing is read.
+func settingState(s tuner.Setting) string {
+	switch {
+	case s.Mode != tuner.ModeEnforce:
+		return "recommended"
+	case s.Effective == nil:
+		return "unknown"
+	case s.Target != nil && s.Target.String() == s.Effective.String():
+		return "in effect"
+	default:
+		return "pending"
+	}
+}
+
+// valueJSON is a knob's value for JSON, its unit in the field's name (nil
+// for no value).
+func valueJSON(v tuner.Value) map[string]any {
+	switch x := v.(type) {
+	case nil:
+		return nil
+	case tuner.Fraction:
+		return map[string]any{"ratio": float64(x)}
+	case tuner.Duty:
+		return map[string]any{"duty_ratio": float64(x)}
+	case tuner.Watts:
+		if x == 0 {
+			return map[string]any{"default": true}
+		}
+		return map[string]any{"watts": float64(x)}
+	case tuner.ClockRange:
+		return map[string]any{"min_mhz": x.MinMHz, "max_mhz": x.MaxMHz, "locked": x != tuner.ClockRange{}}
+	case tuner.Level:
+		return map[string]any{"level": string(x)}
+	case tuner.Scheduler:
+		return map[string]any{"policy": string(x)}
+	case tuner.Layout:
+		return map[string]any{"profiles": x.Profiles()}
+	}
+	return map[string]any{v.Kind(): v.String()}
+}
+
+func valueString(v tuner.Value) string {
+	if v == nil {
+		return "unknown"
+	}
+	return v.String()
+}
+
+// exitText is one line of what the exit does with the settings the tuner
+// changed, as the HTML shows it.
+type exitText struct {
+	ID, Text string
+	Bad      bool
+}
+
+// exitTexts say what the exit really does with the settings the tuner
+// changed: a count is only "restored at exit" where the exit restores it.
+func exitTexts(e tuner.ExitRestores) []exitText {
+	var out []exitText
+	if e.AtExit > 0 {
+		out = append(out, exitText{ID: "restore-at-exit", Text: strconv.Itoa(e.AtExit) + " restored at exit"})
+	}
+	if e.Failed > 0 {
+		out = append(out, exitText{ID: "restore-failed", Bad: true,
+			Text: strconv.Itoa(e.Failed) + " whose restore failed: tried again at exit, then kept open in the journal for the next start"})
+	}
+	if e.KeptOpen > 0 {
+		out = append(out, exitText{ID: "kept-open", Text: strconv.Itoa(e.KeptOpen) +
+			" left as they are at exit (no GPU in enforce mode): kept open in the journal, restored by a later start in enforce mode"})
+	}
+	return out
+}
