@@ -168,11 +168,11 @@ const (
 	maxLatencyRate = maxRequestRate * 1000
 )
 
-// plausibleDelta is cur - prev (cur alone after a reset) when checkMove
-// accepts it.
+// plausibleDelta is cur - prev, series by series (seriesDelta), when
+// checkMove accepts it.
 func plausibleDelta(prev, cur histo, elapsed time.Duration) (histo, error) {
-	d := delta(prev, cur)
-	return d, checkMove(d, cur.count < prev.count, elapsed)
+	d, reset := seriesDelta(prev, cur)
+	return d, checkMove(d, reset, elapsed)
 }
 
 // checkMove refuses a delta (cur since prev, or cur alone after a reset)
