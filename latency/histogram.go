@@ -30,6 +30,13 @@ type histo struct {
 	// own window (a summary), in seconds; not windowed here, never
 	// subtracted or summed.
 	serverQuantiles map[float64]float64
+	// series are the summed series one by one, by label set, so that a
+	// delta is taken series by series (see seriesDelta): a series that
+	// restarts or goes away must not make the others' history look new.
+	// reqSeries are Triton's request counters the same way. nil in a
+	// delta or a window.
+	series    map[string]histo
+	reqSeries map[string]requestCounts
 }
 
 // requestCounts are cumulative request counters: how many and their total
@@ -91,7 +98,7 @@ const maxBounds = 1024
 // mergeSeries sums several series' histograms on the union of their
 // bounds; a series without a given bound contributes its count at its
 // nearest lower bound.
-func mergeSeries(series [][]bucket, counts, sums []float64) (histo, error) {
+func mergeSeries(keys []string, series [][]bucket, counts, sums []float64) (histo, error) {
 	set := map[float64]bool{}
 	for _, s := range series {
 		for _, b := range s {
@@ -118,9 +125,19 @@ func mergeSeries(series [][]bucket, counts, sums []float64) (histo, error) {
 			h.cum[i] += cur
 		}
 		h.count += counts[si]
-		if !math.IsNaN(sums[si]) && !math.IsInf(sums[si], 0) {
-			h.sum += sums[si]
+		sum := sums[si]
+		if math.IsNaN(sum) || math.IsInf(sum, 0) {
+			sum = 0
 		}
+		h.sum += sum
+		one := histo{count: counts[si], sum: sum, bounds: make([]float64, len(s)), cum: make([]float64, len(s))}
+		for i, b := range s {
+			one.bounds[i], one.cum[i] = b.le, b.cum
+		}
+		if h.series == nil {
+			h.series = make(map[string]histo, len(series))
+		}
+		h.series[uniqueKey(h.series, keys[si])] = one
 	}
 	return h, nil
 }
@@ -146,6 +163,7 @@ func histogramFromFamily(mf *dto.MetricFamily, matchers map[string]string) (hist
 	if t := mf.GetType(); t != dto.MetricType_HISTOGRAM && t != dto.MetricType_GAUGE_HISTOGRAM {
 		return histo{}, fmt.Errorf("%s is a %s, not a histogram", mf.GetName(), t)
 	}
+	var keys []string
 	var series [][]bucket
 	var counts, sums []float64
 	for _, m := range mf.GetMetric() {
@@ -175,18 +193,19 @@ func histogramFromFamily(mf *dto.MetricFamily, matchers map[string]string) (hist
 		if err != nil {
 			return histo{}, fmt.Errorf("%s%s: %w", mf.GetName(), labelString(m), err)
 		}
+		keys = append(keys, seriesKey(m))
 		series = append(series, sb)
 		counts = append(counts, count)
 		sums = append(sums, hg.GetSampleSum())
 	}
-	return finishHistogram(mf.GetName(), matchers, series, counts, sums)
+	return finishHistogram(mf.GetName(), matchers, keys, series, counts, sums)
 }
 
-func finishHistogram(name string, matchers map[string]string, series [][]bucket, counts, sums []float64) (histo, error) {
+func finishHistogram(name string, matchers map[string]string, keys []string, series [][]bucket, counts, sums []float64) (histo, error) {
 	if len(series) == 0 {
 		return histo{}, fmt.Errorf("%s has no series matching %v", name, matchers)
 	}
-	h, err := mergeSeries(series, counts, sums)
+	h, err := mergeSeries(keys, series, counts, sums)
 	if err != nil {
 		return histo{}, fmt.Errorf("%s: %w", name, err)
 	}
@@ -206,16 +225,7 @@ func histogramFromUntyped(buckets, counts, sums *dto.MetricFamily, matchers map[
 	}
 	groups := map[string]*grp{}
 	var order []string
-	key := func(m *dto.Metric) string {
-		var b bytes.Buffer
-		for _, lp := range m.GetLabel() {
-			if lp.GetName() == "le" {
-				continue
-			}
-			fmt.Fprintf(&b, "%s=%q,", lp.GetName(), lp.GetValue())
-		}
-		return b.String()
-	}
+	key := seriesKey
 	get := func(k string) *grp {
 		g, ok := groups[k]
 		if !ok {
@@ -266,6 +276,7 @@ func histogramFromUntyped(buckets, counts, sums *dto.MetricFamily, matchers map[
 	}
 	var series [][]bucket
 	var cs, ss []float64
+	var keys []string
 	for _, k := range order {
 		g := groups[k]
 		if !g.hasCount {
@@ -280,12 +291,41 @@ func histogramFromUntyped(buckets, counts, sums *dto.MetricFamily, matchers map[
 		if err != nil {
 			return histo{}, fmt.Errorf("%s{%s}: %w", buckets.GetName(), clip.Text(k, maxQuoted), err)
 		}
+		keys = append(keys, k)
 		series = append(series, sb)
 		cs = append(cs, g.count)
 		ss = append(ss, g.sum)
 	}
-	return finishHistogram(buckets.GetName(), matchers, series, cs, ss)
+	return finishHistogram(buckets.GetName(), matchers, keys, series, cs, ss)
 }
+
+// seriesKey identifies a series by its labels other than "le", in full
+// (labelString clips, and two long label sets must not share a key).
+func seriesKey(m *dto.Metric) string {
+	var b bytes.Buffer
+	for _, lp := range m.GetLabel() {
+		if lp.GetName() == "le" {
+			continue
+		}
+		fmt.Fprintf(&b, "%s=%q,", lp.GetName(), lp.GetValue())
+	}
+	return b.String()
+}
+
+// uniqueKey is k, or k with a suffix when an exposition repeats a label
+// set: each repeat stays a series of its own, in the order given.
+func uniqueKey[V any](seen map[string]V, k string) string {
+	if _, dup := seen[k]; !dup {
+		return k
+	}
+	for i := 1; ; i++ {
+		if kk := fmt.Sprintf("%s#%d", k, i); !hasKey(seen, kk) {
+			return kk
+		}
+	}
+}
+
+func hasKey[V any](m map[string]V, k string) bool { _, ok := m[k]; return ok }
 
 // cumAt is the cumulative count at bound le of h (whose bounds include le).
 func (h *histo) cumAt(le float64) (float64, bool) {

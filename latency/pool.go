@@ -72,11 +72,13 @@ func (p *Pool) Set(specs []Spec, scrapeInterval time.Duration) {
 	keep := map[string]bool{}
 	for _, sp := range specs {
 		keep[sp.Name] = true
-		if _, ok := p.trackers[sp.Name]; ok && p.trackerKey[sp.Name] == sp.Key {
+		if tr, ok := p.trackers[sp.Name]; ok && p.trackerKey[sp.Name] == sp.Key {
+			tr.setInterval(scrapeInterval)
 			continue
 		}
 		p.stopLocked(sp.Name)
 		tr := newSLOTracker(sp)
+		tr.setInterval(scrapeInterval)
 		p.trackers[sp.Name] = tr
 		p.trackerKey[sp.Name] = sp.Key
 		p.startTrackerLocked(sp.Name, tr)

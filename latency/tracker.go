@@ -42,6 +42,9 @@ type sloTracker struct {
 	lastErr    string
 	status     Status
 	lastScrape time.Time
+	// interval is how often the source is scraped (0: unknown), against
+	// which a delta tells that it covers a gap (see windowPieces).
+	interval time.Duration
 
 	logs logState // the Pool's rate-limited log lines about the source
 }
@@ -68,13 +71,14 @@ func (s *sloTracker) observe(now time.Time, h histo) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var d histo
+	from := s.lastScrape // when what d counts began
 	if s.prev != nil {
 		var err error
 		d, err = plausibleDelta(*s.prev, h, now.Sub(s.lastScrape))
 		if err != nil && s.refused != nil {
 			// a jump that held: the refused answer is the new base
 			if d2, err2 := plausibleDelta(*s.refused, h, now.Sub(s.refusedAt)); err2 == nil {
-				d, err = d2, nil
+				d, err, from = d2, nil, s.refusedAt
 			}
 		}
 		if err != nil {
@@ -99,25 +103,88 @@ func (s *sloTracker) observe(now time.Time, h histo) error {
 		n := len(s.deltas)
 		if n > 0 && (!sameBounds(s.deltas[n-1].h.bounds, d.bounds) || s.deltas[n-1].h.mean != d.mean) {
 			s.deltas = s.deltas[:0] // bucket layout changed: restart the window
-			n = 0
 		}
-		if n > 0 && now.Sub(s.deltas[n-1].t) < s.window/maxWindowEntries {
-			// Scrapes closer together than window/maxWindowEntries share
-			// one entry, stamped with the first scrape's time.
-			s.deltas[n-1].h.add(d)
-		} else {
-			// d may share its slices with h (after a counter reset); the
-			// entry gets its own so that merging into it leaves h intact.
-			d.bounds = append([]float64(nil), d.bounds...)
-			d.cum = append([]float64(nil), d.cum...)
-			d.serverQuantiles = nil // read from prev alone
-			s.deltas = append(s.deltas, timedDelta{t: now, h: d})
+		for _, p := range s.windowPieces(from, now, d) {
+			s.addToWindow(p.t, p.h)
 		}
 	}
 	hc := h
 	s.prev = &hc
 	s.status = s.computeLocked(now)
 	return nil
+}
+
+// addToWindow appends d, counted up to time t, to the window.
+func (s *sloTracker) addToWindow(t time.Time, d histo) {
+	n := len(s.deltas)
+	if n > 0 && t.Sub(s.deltas[n-1].t) < s.window/maxWindowEntries {
+		// Scrapes closer together than window/maxWindowEntries share
+		// one entry, stamped with the first scrape's time.
+		s.deltas[n-1].h.add(d)
+		return
+	}
+	// d may share its slices with h (after a counter reset); the
+	// entry gets its own so that merging into it leaves h intact.
+	d.bounds = append([]float64(nil), d.bounds...)
+	d.cum = append([]float64(nil), d.cum...)
+	d.serverQuantiles = nil // read from prev alone
+	s.deltas = append(s.deltas, timedDelta{t: t, h: d})
+}
+
+// setInterval records how often the source is scraped.
+func (s *sloTracker) setInterval(d time.Duration) {
+	s.mu.Lock()
+	s.interval = d
+	s.mu.Unlock()
+}
+
+// gapPieces bounds the window entries one delta over a gap is spread into.
+const gapPieces = 32
+
+// windowPieces is what of d, the requests counted from from to now, goes
+// into the window, and when. A delta of one scrape interval is d itself
+// at now. A delta over a gap (the source unreachable or failing for more
+// than one interval, then back: it counted all the while) covers time
+// that is partly or wholly before the window; stamped at now it would put
+// every request of the gap in the window at once, and keep them there for
+// a whole window, which is not the rate of the window. It is spread
+// instead as if its requests had come at a steady rate over the gap (the
+// counters cannot tell more): the part inside the window, as up to
+// gapPieces entries across it, so that it also leaves the window as time
+// passes; the part before the window is in the counters only.
+func (s *sloTracker) windowPieces(from, now time.Time, d histo) []timedDelta {
+	gap := now.Sub(from)
+	// Up to two intervals: a late scrape, not a gap (and one interval's
+	// requests are as precise as the window gets).
+	if s.interval <= 0 || gap <= 2*s.interval || from.IsZero() {
+		return []timedDelta{{t: now, h: d}}
+	}
+	start := from
+	if cut := now.Add(-s.window); cut.After(start) {
+		start = cut
+	}
+	span := now.Sub(start)
+	width := max(s.interval, s.window/gapPieces)
+	k := int((span + width - 1) / width)
+	k = max(1, min(k, gapPieces))
+	share := span.Seconds() / gap.Seconds() / float64(k)
+	out := make([]timedDelta, k)
+	for i := range out {
+		out[i] = timedDelta{t: start.Add(span * time.Duration(i+1) / time.Duration(k)), h: scaled(d, share)}
+	}
+	return out
+}
+
+// scaled is d with every count and sum times f.
+func scaled(d histo, f float64) histo {
+	o := histo{bounds: d.bounds, count: d.count * f, sum: d.sum * f, mean: d.mean, cum: make([]float64, len(d.cum))}
+	for i, c := range d.cum {
+		o.cum[i] = c * f
+	}
+	if d.req.set {
+		o.req = requestCounts{count: d.req.count * f, sum: d.req.sum * f, set: true}
+	}
+	return o
 }
 
 // reportedQuantiles is the part of a source's own quantiles that a Status
@@ -168,11 +235,11 @@ const (
 	maxLatencyRate = maxRequestRate * 1000
 )
 
-// plausibleDelta is cur - prev (cur alone after a reset) when checkMove
-// accepts it.
+// plausibleDelta is cur - prev, series by series (seriesDelta), when
+// checkMove accepts it.
 func plausibleDelta(prev, cur histo, elapsed time.Duration) (histo, error) {
-	d := delta(prev, cur)
-	return d, checkMove(d, cur.count < prev.count, elapsed)
+	d, reset := seriesDelta(prev, cur)
+	return d, checkMove(d, reset, elapsed)
 }
 
 // checkMove refuses a delta (cur since prev, or cur alone after a reset)

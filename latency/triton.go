@@ -22,9 +22,12 @@ const (
 	tritonSummaryMetric   = "nv_inference_request_summary_us"
 )
 
-// tritonCounterSum sums the matching series of a Triton counter. A missing
-// family is an error unless optional, when it counts as 0.
-func tritonCounterSum(fams map[string]*dto.MetricFamily, name string, matchers map[string]string, optional bool) (float64, error) {
+// tritonCounterSum sums the matching series of a Triton counter, and adds
+// each series' value to bySeries under its label set (Triton restarts a
+// model's counters when it reloads the model: deltas are taken series by
+// series). A missing family is an error unless optional, when it counts
+// as 0.
+func tritonCounterSum(fams map[string]*dto.MetricFamily, name string, matchers map[string]string, optional bool, bySeries map[string]float64) (float64, error) {
 	mf, ok := fams[name]
 	if !ok {
 		if optional {
@@ -52,6 +55,7 @@ func tritonCounterSum(fams map[string]*dto.MetricFamily, name string, matchers m
 			return 0, fmt.Errorf("%s%s: bad value %v", name, labelString(m), v)
 		}
 		total += v
+		bySeries[seriesKey(m)] += v
 		n++
 	}
 	if n == 0 && !optional {
@@ -69,19 +73,30 @@ func tritonCounterSum(fams map[string]*dto.MetricFamily, name string, matchers m
 // Requests and the mean always come from the request counters; the
 // histogram, when present, wins over the summary.
 func extractTriton(fams map[string]*dto.MetricFamily, matchers map[string]string) (histo, error) {
-	ok, err := tritonCounterSum(fams, tritonSuccessMetric, matchers, false)
+	count, durs := map[string]float64{}, map[string]float64{}
+	ok, err := tritonCounterSum(fams, tritonSuccessMetric, matchers, false, count)
 	if err != nil {
 		return histo{}, err
 	}
-	failed, err := tritonCounterSum(fams, tritonFailureMetric, matchers, true)
+	failed, err := tritonCounterSum(fams, tritonFailureMetric, matchers, true, count)
 	if err != nil {
 		return histo{}, err
 	}
-	dur, err := tritonCounterSum(fams, tritonDurationMetric, matchers, false)
+	dur, err := tritonCounterSum(fams, tritonDurationMetric, matchers, false, durs)
 	if err != nil {
 		return histo{}, err
 	}
 	reqs, reqSum := ok+failed, dur/1e6
+	// a model's counters by its labels (model, version)
+	reqSeries := make(map[string]requestCounts, len(count))
+	for k, c := range count {
+		reqSeries[k] = requestCounts{count: c, sum: durs[k] / 1e6, set: true}
+	}
+	for k, d := range durs {
+		if _, seen := count[k]; !seen {
+			reqSeries[k] = requestCounts{sum: d / 1e6, set: true}
+		}
+	}
 	if _, has := fams[tritonHistogramMetric]; has || fams[tritonHistogramMetric+"_bucket"] != nil {
 		h, _, err := extractHistogram(fams, []string{tritonHistogramMetric}, matchers)
 		if err != nil {
@@ -92,10 +107,19 @@ func extractTriton(fams map[string]*dto.MetricFamily, matchers map[string]string
 			h.bounds[i] /= 1e3
 		}
 		h.sum /= 1e3
+		for k, s := range h.series {
+			// the per-series bounds are copies, not h.bounds
+			for i := range s.bounds {
+				s.bounds[i] /= 1e3
+			}
+			s.sum /= 1e3
+			h.series[k] = s
+		}
 		h.req = requestCounts{count: reqs, sum: reqSum, set: true}
+		h.reqSeries = reqSeries
 		return h, nil
 	}
-	h := histo{count: reqs, sum: reqSum, mean: true}
+	h := histo{count: reqs, sum: reqSum, mean: true, reqSeries: reqSeries}
 	if mf, has := fams[tritonSummaryMetric]; has {
 		q, err := summaryQuantiles(mf, matchers, 1e-6)
 		if err != nil {
