@@ -371,6 +371,21 @@ func TestLatencySourceSLOMetric(t *testing.T) {
 	}
 }
 
+// The snapshot's SLO status carries the SLO's min_throughput, and is below
+// that floor with requests slower than it over the window (not when idle).
+func TestSLOStatusFloor(t *testing.T) {
+	tn := &Tenant{Name: "web", SLO: &SLO{Quantile: 0.9, Target: 50 * time.Millisecond, MinThroughput: 5}, LatencySource: &LatencySource{Preset: "vllm-e2e"}}
+	for _, tc := range []struct {
+		requests float64
+		below    bool
+	}{{0, false}, {30, true}, {149, true}, {150, false}} {
+		s := sloStatus(tn, latency.Status{Window: 30 * time.Second, WindowRequests: tc.requests})
+		if s.MinThroughput != 5 || s.BelowFloor() != tc.below {
+			t.Errorf("%v requests in 30s: min_throughput %v, below %v, want 5, %v", tc.requests, s.MinThroughput, s.BelowFloor(), tc.below)
+		}
+	}
+}
+
 // TestParseConfigListsEveryProblem: one pass lists every problem of the
 // file, a tenant's whole-file ones beside those of its fields, and no
 // problem that only follows from one listed: a value that failed is not

@@ -194,7 +194,18 @@ type SLOStatus struct {
 	// Metric is what the SLO bounds: "ttft", "itl" or "" for end-to-end
 	// request latency (LatencySource.SLOMetric).
 	Metric string
+	// MinThroughput is the SLO's min_throughput in requests per second
+	// (0: none), the floor under which the window holds too few requests
+	// to judge the SLO by (BelowFloor).
+	MinThroughput float64
 	latency.Status
+}
+
+// BelowFloor reports whether the window's requests came slower than the
+// SLO's min_throughput: some, but too few for its quantile to say whether
+// the SLO holds. A window without requests is idle, not below the floor.
+func (s *SLOStatus) BelowFloor() bool {
+	return s.MinThroughput > 0 && s.Window > 0 && s.WindowRequests > 0 && s.WindowRequests/s.Window.Seconds() < s.MinThroughput
 }
 
 // AttributionStatus counts attribution problems.

@@ -105,5 +105,9 @@ func latencySpec(t *Tenant, d Defaults) latency.Spec {
 
 // sloStatus is tenant t's SLOStatus from its source's status.
 func sloStatus(t *Tenant, st latency.Status) SLOStatus {
-	return SLOStatus{Tenant: t.Name, Metric: t.LatencySource.SLOMetric(), Status: st}
+	s := SLOStatus{Tenant: t.Name, Metric: t.LatencySource.SLOMetric(), Status: st}
+	if t.SLO != nil {
+		s.MinThroughput = t.SLO.MinThroughput
+	}
+	return s
 }

@@ -76,7 +76,7 @@ const (
 	RoundHeld         RoundKind = "held"          // the policy holds a change back (the knob's dwell)
 	RoundWithinBudget RoundKind = "within_budget" // every SLO on the GPU within budget
 	RoundNoChange     RoundKind = "no_change"     // an SLO over budget, no change proposed
-	RoundNoSignal     RoundKind = "no_signal"     // no latency tenant with requests
+	RoundNoSignal     RoundKind = "no_signal"     // no latency tenant with requests, or one whose SLO cannot be judged
 	RoundDown         RoundKind = "down"          // the GPU could not be read
 	RoundStale        RoundKind = "stale"         // no new sample: the tuner holds
 )
@@ -192,10 +192,25 @@ func (in roundInput) gpuRound(d *gpu.Device) (RoundKind, string, string) {
 
 // budget says whether the GPU's latency tenants needed a change.
 func (in roundInput) budget(d *gpu.Device) (RoundKind, string, string) {
-	on := map[string]bool{}
+	on, latency := map[string]bool{}, map[string]bool{}
 	for _, u := range in.snap.Usage {
 		if u.UUID == d.UUID {
 			on[u.Tenant] = true
+			latency[u.Tenant] = latency[u.Tenant] || u.Class == gpu.ClassLatency
+		}
+	}
+	// A latency tenant whose SLO cannot be judged holds the GPU (the
+	// policy neither gives back nor raises on it): that is the reason,
+	// not the burn its dead source's last minute still shows.
+	for i := range in.snap.SLOs {
+		s := &in.snap.SLOs[i]
+		switch {
+		case !latency[s.Tenant]:
+		case !s.SourceUp:
+			return RoundNoSignal, s.Tenant + "'s latency source is down: holding (its SLO cannot be judged, so nothing is given back, lowered or raised on it)", ""
+		case s.BelowFloor():
+			return RoundNoSignal, fmt.Sprintf("%s's requests come below its SLO's min_throughput (%.2g/s over its %v window, floor %g/s): holding (too few to judge its SLO by)",
+				s.Tenant, s.WindowRequests/s.Window.Seconds(), s.Window, s.MinThroughput), ""
 		}
 	}
 	var worst *TenantBurn

@@ -124,6 +124,40 @@ func TestGPURounds(t *testing.T) {
 	}
 }
 
+// A latency tenant whose SLO the policy cannot judge (its source down, its
+// requests below min_throughput) is why the GPU holds, whatever burn its
+// source's last minute still shows.
+func TestGPURoundUnjudged(t *testing.T) {
+	burns := []TenantBurn{{Tenant: "chat", Window: time.Minute, Requests: 1050, Quantile: 0.99, Burn: 3.33, Known: true}}
+	for _, tc := range []struct {
+		name  string
+		class gpu.TenantClass
+		st    latency.Status
+		floor float64
+		kind  RoundKind
+		why   string
+	}{
+		{"source down", gpu.ClassLatency, latency.Status{Quantile: 0.99, GoodKnown: true}, 0, RoundNoSignal,
+			"chat's latency source is down: holding"},
+		{"below min_throughput", gpu.ClassLatency, latency.Status{SourceUp: true, Quantile: 0.99, GoodKnown: true, Window: 30 * time.Second, WindowRequests: 30}, 5, RoundNoSignal,
+			"chat's requests come below its SLO's min_throughput (1/s over its 30s window, floor 5/s): holding"},
+		{"at min_throughput: the burn", gpu.ClassLatency, latency.Status{SourceUp: true, Quantile: 0.99, GoodKnown: true, Window: 30 * time.Second, WindowRequests: 150}, 5, RoundNoChange,
+			"chat burns its error budget 3.33x"},
+		{"not a latency tenant: the burn", gpu.ClassBatch, latency.Status{Quantile: 0.99, GoodKnown: true}, 0, RoundNoChange,
+			"chat burns its error budget 3.33x"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			snap := roundSnap()
+			snap.Usage[0].Class = tc.class
+			snap.SLOs[0].Status, snap.SLOs[0].MinThroughput = tc.st, tc.floor
+			r := gpuRounds(roundInput{snap: snap, burns: burns, modeOf: func(string, int) Mode { return ModeEnforce }})[0]
+			if r.Kind != tc.kind || !strings.Contains(r.Why, tc.why) {
+				t.Errorf("%+v, want kind %s, why containing %q", r, tc.kind, tc.why)
+			}
+		})
+	}
+}
+
 // A GPU that could not be read says so.
 func TestGPURoundDown(t *testing.T) {
 	s := snapshot(t0, []gpu.Device{{UUID: uuid0, Err: "lost"}}, nil)

@@ -156,6 +156,10 @@ type member struct {
 	hasBurn, hasRatio bool
 	violating, slack  bool
 	deepSlack         bool
+	// unknown: its latency source is down or its requests come below the
+	// SLO's min_throughput; it neither violates nor has slack, so the
+	// GPU's settings hold (the round says why: tuner.roundInput.budget)
+	unknown bool
 }
 
 func (m *member) latency() bool { return m.class == gpu.ClassLatency && m.slo != nil }
@@ -272,6 +276,13 @@ func (p *Autotune) members(s *tuner.State, d *gpu.Device) []*member {
 // signals computes a latency tenant's error and slack.
 func (p *Autotune) signals(s *tuner.State, m *member) {
 	if !m.latency() {
+		return
+	}
+	// A dead source's window empties as its deltas age out, and would
+	// read as idle (slack); a window below min_throughput holds too few
+	// requests for its quantile. Neither says how the tenant is served:
+	// nothing is given back, lowered or raised on it.
+	if m.unknown = !m.slo.SourceUp || m.slo.BelowFloor(); m.unknown {
 		return
 	}
 	q := m.slo.Quantile

@@ -29,6 +29,11 @@ type scene struct {
 	lock     *tuner.ClockRange
 	ours     bool
 	clockAgo time.Duration
+	// down: chat's latency source is down; idle: its SLO window holds no
+	// request; floor: its SLO's min_throughput (its window then 5 minutes
+	// of 100 requests, 0.33/s)
+	down, idle bool
+	floor      float64
 }
 
 func (sc scene) state() *tuner.State {
@@ -59,8 +64,14 @@ func (sc scene) state() *tuner.State {
 	s := &tuner.State{Now: now, Snapshot: snapshot(now, []gpu.Device{d}, usage), Changes: map[string]tuner.Change{}, Pending: map[string]tuner.Fraction{},
 		Originals: map[string]tuner.Value{}, Fast: map[string]tuner.FastSLO{"chat": sc.fast}}
 	s.Snapshot.Tenants = []tenant.Info{{Name: "chat", Class: gpu.ClassLatency, Priority: 10, ShareMin: 0.3, ShareMax: 1}, {Name: "embed", Class: gpu.ClassBatch, Priority: 1, ShareMin: 0.1, ShareMax: 1, RestartCost: sc.restart}}
-	s.Snapshot.SLOs = []tenant.SLOStatus{{Tenant: "chat", Status: latency.Status{Quantile: 0.99, TargetSeconds: 1, GoodKnown: true, WindowRequests: 100,
+	s.Snapshot.SLOs = []tenant.SLOStatus{{Tenant: "chat", Status: latency.Status{SourceUp: !sc.down, Quantile: 0.99, TargetSeconds: 1, GoodKnown: true, WindowRequests: 100,
 		Quantiles: map[float64]float64{0.5: sc.p99 / 3, 0.9: sc.p99 / 2, 0.99: sc.p99}}}}
+	if sc.idle {
+		s.Snapshot.SLOs[0].WindowRequests, s.Snapshot.SLOs[0].Quantiles = 0, nil
+	}
+	if sc.floor > 0 {
+		s.Snapshot.SLOs[0].MinThroughput, s.Snapshot.SLOs[0].Window = sc.floor, 5*time.Minute
+	}
 	if sc.changed > 0 {
 		s.Changes[tuner.Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads}.DomainKey()] = tuner.Change{At: now.Add(-sc.changed)}
 	}
@@ -168,7 +179,7 @@ func sliceState(cur gpu.TimeSliceLevel, fast tuner.FastSLO, now map[string]tuner
 	})
 	snap.Tenants = []tenant.Info{{Name: "vision", Class: gpu.ClassLatency}, {Name: "train", Class: gpu.ClassBatch}}
 	c := now["vision"]
-	snap.SLOs = []tenant.SLOStatus{{Tenant: "vision", Status: latency.Status{Quantile: 0.9, TargetSeconds: 0.06, GoodKnown: true, WindowRequests: 300,
+	snap.SLOs = []tenant.SLOStatus{{Tenant: "vision", Status: latency.Status{SourceUp: true, Quantile: 0.9, TargetSeconds: 0.06, GoodKnown: true, WindowRequests: 300,
 		RequestsTotal: c.Total, GoodRequestsTotal: c.Good, Quantiles: map[float64]float64{0.5: p90 / 2, 0.9: p90, 0.99: 2 * p90}}}}
 	key := tuner.Target{GPU: uuid0, Knob: gpu.KnobComputeTimeSlice}.DomainKey()
 	s := &tuner.State{Now: at, Snapshot: snap, Changes: map[string]tuner.Change{}, Originals: map[string]tuner.Value{}, Fast: map[string]tuner.FastSLO{"vision": fast},
@@ -286,7 +297,7 @@ func TestAutotuneVGPUScheduler(t *testing.T) {
 				{Tenant: "chat", Class: gpu.ClassLatency, UUID: uuid0},
 				{Tenant: "train", Class: gpu.ClassBatch, UUID: uuid0},
 			})
-			snap.SLOs = []tenant.SLOStatus{{Tenant: "chat", Status: latency.Status{Quantile: 0.99, TargetSeconds: 9, GoodKnown: true, WindowRequests: 300,
+			snap.SLOs = []tenant.SLOStatus{{Tenant: "chat", Status: latency.Status{SourceUp: true, Quantile: 0.99, TargetSeconds: 9, GoodKnown: true, WindowRequests: 300,
 				Quantiles: map[float64]float64{0.99: 2}}}}
 			st := &tuner.State{Now: t0, Snapshot: snap, Fast: map[string]tuner.FastSLO{"chat": tc.fast}}
 			var want tuner.Value

@@ -41,10 +41,14 @@ func (h *heldSince) observe(uuid string, now time.Time, held bool) time.Time {
 	return t
 }
 
-// sloHeld says whether m's SLO holds: idle, or its SLO window's quantile
-// within the target and no miss over the fast window beyond what chance
-// gives (three standard deviations, Poisson, as the fast loop's verdict).
+// sloHeld says whether m's SLO holds (never while unknown): idle, or its
+// SLO window's quantile within the target and no miss over the fast
+// window beyond what chance gives (three standard deviations, Poisson, as
+// the fast loop's verdict).
 func (p *Autotune) sloHeld(s *tuner.State, m *member) bool {
+	if m.unknown {
+		return false // not known to hold: the release's horizon starts over
+	}
 	if m.slo.WindowRequests == 0 {
 		return true
 	}

@@ -309,6 +309,9 @@ func (p *Autotune) pauseDecide(s *tuner.State, d *gpu.Device, ds domainSignals, 
 // (measured on h100-timeslice, noisy-neighbour and timeslice-levels).
 func (p *Autotune) verdict(s *tuner.State, uuid string, ds domainSignals) (w *member, burn float64, unknown, noise bool) {
 	for _, m := range ds.latency {
+		if m.unknown {
+			continue // its requests, if any, are too few to raise the pause on
+		}
 		b, n, ok := p.recentBurn(s, uuid, m)
 		switch {
 		case !ok:
@@ -419,7 +422,7 @@ func (p *Autotune) burnSincePause(s *tuner.State, uuid string, w *member) (burn,
 }
 
 // pauseSlack says whether every latency tenant of the domain has slack
-// for the fast loop: idle, or its burn over the last interval (recentBurn)
+// for the fast loop (none unknown): idle, or its burn over the last interval (recentBurn)
 // at most half ViolateBurn and over the fast window at most SlackBurn,
 // give or take one standard deviation (Poisson) of the late requests
 // SlackBurn allows (pauses asks it only when none violates over the fast
@@ -431,6 +434,9 @@ func (p *Autotune) burnSincePause(s *tuner.State, uuid string, w *member) (burn,
 // cost.
 func (p *Autotune) pauseSlack(s *tuner.State, uuid string, ds domainSignals) bool {
 	for _, m := range ds.latency {
+		if m.unknown {
+			return false // a tenant that cannot be judged keeps the pause
+		}
 		if m.slo.WindowRequests == 0 {
 			continue
 		}
