@@ -4,8 +4,8 @@ import "github.com/vgpu-exporter/vgpu_exporter/gpu"
 
 // ExitRestores says what the exit does with the settings the tuner (or an
 // earlier run, per the journal) changed and has not restored, in three
-// disjoint counts: the restore at exit acts only with a GPU in enforce
-// mode, but for a pause, thawed in any mode (restoreLocked).
+// disjoint counts: the restore at exit acts only on a GPU in enforce mode,
+// but for a pause, thawed in any mode (restoreLocked).
 type ExitRestores struct {
 	// AtExit are set back at exit.
 	AtExit int
@@ -13,18 +13,18 @@ type ExitRestores struct {
 	// (or thaw) of each failed (a GPU gone, an actuator error): the exit
 	// tries again, and what still fails stays open for the next start.
 	Failed int
-	// KeptOpen are left as they are at exit (no GPU is in enforce mode):
-	// the journal keeps their originals for a later start in enforce mode.
+	// KeptOpen are left as they are at exit (their GPU is not in enforce
+	// mode): the journal keeps their originals for a later start with it in
+	// enforce mode.
 	KeptOpen int
 }
 
 // exitRestores counts the open originals by what the exit does with them.
 func (t *Tuner) exitRestores() ExitRestores {
 	var e ExitRestores
-	enforce := t.anyEnforce()
 	for _, o := range t.originals {
 		switch {
-		case !enforce && o.Target.Knob != gpu.KnobPauseDuty:
+		case o.Target.Knob != gpu.KnobPauseDuty && !t.enforcedOn(o.Target.GPU):
 			e.KeptOpen++
 		case o.RestoreFailed:
 			e.Failed++

@@ -99,8 +99,8 @@ func TestRestoresAtStartInStatus(t *testing.T) {
 	for _, d := range got {
 		outcomes[d.GPU] = d.Outcome
 	}
-	if outcomes["GPU-a"] != OutcomeApplied || outcomes["GPU-b"] != OutcomeFailed {
-		t.Errorf("outcomes %v, want GPU-a applied, GPU-b failed", outcomes)
+	if outcomes["GPU-a"] != OutcomeRestored || outcomes["GPU-b"] != OutcomeFailed {
+		t.Errorf("outcomes %v, want GPU-a restored, GPU-b failed", outcomes)
 	}
 }
 

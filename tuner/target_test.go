@@ -106,6 +106,7 @@ func TestExitRestores(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		mode    Mode
+		gpuMode map[string]Mode
 		journal bool // a power limit original an earlier run left open
 		policy  []Action
 		failing bool
@@ -116,6 +117,9 @@ func TestExitRestores(t *testing.T) {
 		{name: "recommend, an original from an earlier run", mode: ModeRecommend, journal: true, want: ExitRestores{KeptOpen: 1}},
 		{name: "enforce, its restore at start failed", mode: ModeEnforce, journal: true, failing: true, want: ExitRestores{Failed: 1}},
 		{name: "enforce, restored at start", mode: ModeEnforce, journal: true, want: ExitRestores{}},
+		// another GPU in enforce does not make the exit restore this one's
+		{name: "its GPU in recommend, another in enforce", mode: ModeRecommend, gpuMode: map[string]Mode{"GPU-other": ModeEnforce}, journal: true, want: ExitRestores{KeptOpen: 1}},
+		{name: "its GPU in recommend, the host in enforce", mode: ModeEnforce, gpuMode: map[string]Mode{uuid0: ModeRecommend}, journal: true, want: ExitRestores{KeptOpen: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			j, err := OpenJournal(filepath.Join(t.TempDir(), "journal"))
@@ -133,7 +137,7 @@ func TestExitRestores(t *testing.T) {
 				rec.Errs = map[string]error{"SetPowerLimit": errors.New("no such GPU")}
 			}
 			tu, err := New(Options{Policy: fixed(tc.policy), Guards: []Guard{Bounds{}}, Enabled: pauseOn, Journal: j,
-				Actuators: ActuatorsOf(rec, &pauseRecorder{}), Clock: gpu.NewManualClock(t0), Mode: tc.mode})
+				Actuators: ActuatorsOf(rec, &pauseRecorder{}), Clock: gpu.NewManualClock(t0), Mode: tc.mode, GPUModes: tc.gpuMode})
 			if err != nil {
 				t.Fatal(err)
 			}
