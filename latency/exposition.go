@@ -330,7 +330,8 @@ func (f *textFilter) Read(p []byte) (int, error) {
 		case err == nil || errors.Is(err, bufio.ErrBufferFull):
 		case errors.Is(err, io.EOF):
 			if f.inLine && f.keep { // the last line, without its newline
-				f.pending = append(f.pending[:len(f.pending):len(f.pending)], '\n')
+				last := bytes.TrimSuffix(f.pending, []byte("\r")) // as a line scanner would read it
+				f.pending = append(last[:len(last):len(last)], '\n')
 			}
 			f.inLine, f.err = false, io.EOF
 		default:
