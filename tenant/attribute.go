@@ -228,7 +228,9 @@ func (b *Builder) migUsage(compiled *compiledConfig, podMap *kube.Mapping, d *gp
 		}
 	}
 	prevT, curT := b.attr.interval.device(d)
-	curT.mig = make(map[string]map[string]migHeld, len(d.MIG))
+	if curT.mig == nil {
+		curT.mig = make(map[string]map[string]migHeld, len(d.MIG))
+	}
 	for ii := range d.MIG {
 		inst := &d.MIG[ii]
 		gi := strconv.Itoa(inst.GPUInstanceID)
@@ -361,7 +363,9 @@ func (b *Builder) sharedContexts(compiled *compiledConfig, podMap *kube.Mapping,
 		ctxs = append(ctxs, newCtx(a.processCtx(p)))
 	}
 	prevT, curT := b.attr.interval.device(d)
-	curT.ctxs = make(map[uint64]bool, len(ctxs))
+	if curT.ctxs == nil {
+		curT.ctxs = make(map[uint64]bool, len(ctxs))
+	}
 	for _, c := range ctxs {
 		curT.ctxs[c.key.id] = true
 	}

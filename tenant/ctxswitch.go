@@ -27,6 +27,17 @@ func (b *Builder) keptContextSwitches(compiled *compiledConfig, r *gpu.Readings,
 	if r == nil || len(b.attr.csAcc) == 0 {
 		return nil
 	}
+	// mostly every tenant with a count has usage: nothing kept, nothing
+	// allocated (this runs at every sample)
+	n := 0
+	for _, u := range usage {
+		if _, ok := b.attr.csAcc[csKey{u.UUID, u.Tenant}]; ok && u.GPUInstance == "" {
+			n++ // (a whole GPU's usage: one a tenant)
+		}
+	}
+	if n == len(b.attr.csAcc) {
+		return nil
+	}
 	counting := map[string]int{} // UUID: index
 	for i := range r.Devices {
 		if d := &r.Devices[i]; d.Up && d.ContextSwitchesTotal != nil {

@@ -39,9 +39,14 @@ type devTenancy struct {
 }
 
 // intervalState is the previous sample's tenancy and the current one's.
+// Each device has two tenancies that the samples fill in turn (pool, gen),
+// their maps cleared and kept: a sample allocates nothing for a device
+// it has seen before.
 type intervalState struct {
 	at        time.Time // the readings cur is of
 	prev, cur map[devKey]*devTenancy
+	pool      map[devKey]*[2]devTenancy
+	gen       int // the one of each device's two tenancies cur fills
 }
 
 // begin starts the tenancy of readings at t; a rebuild of the same
@@ -50,16 +55,31 @@ type intervalState struct {
 // in the next, whose figures are then judged by its own processes only.
 func (s *intervalState) begin(t time.Time) {
 	if s.cur == nil || !t.Equal(s.at) {
-		s.prev, s.at = s.cur, t
+		s.prev, s.cur, s.at = s.cur, s.prev, t
+		s.gen ^= 1 // the other tenancy of each device: prev holds this one
 	}
-	s.cur = map[devKey]*devTenancy{}
+	if s.cur == nil {
+		s.cur = map[devKey]*devTenancy{}
+	}
+	clear(s.cur)
 }
 
 // device returns d's tenancy in the previous sample (nil when d was not
-// in it) and its tenancy in this one, to fill.
+// in it) and its tenancy in this one, to fill (its maps empty; nil until
+// first made).
 func (s *intervalState) device(d *gpu.Device) (prev, cur *devTenancy) {
 	k := devKey{d.Index, d.UUID}
-	cur = &devTenancy{}
+	if s.pool == nil {
+		s.pool = map[devKey]*[2]devTenancy{}
+	}
+	p := s.pool[k]
+	if p == nil {
+		p = new([2]devTenancy)
+		s.pool[k] = p
+	}
+	cur = &p[s.gen]
+	clear(cur.ctxs)
+	clear(cur.mig)
 	s.cur[k] = cur
 	return s.prev[k], cur
 }
