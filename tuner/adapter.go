@@ -178,18 +178,22 @@ func (p *TunerPolicy) Observe(ctx context.Context, act Actuators, snap *tenant.S
 }
 
 // EverySnapshot runs d at every snapshot, starting with Init's, in
-// enforce mode, behind the guards guards returns (after the kill switch
+// enforce mode, behind the guards guards returns (then the kill switch
 // where there is one; none when guards is nil) and with no slow loop: the
 // shape of a policy that decides fixed settings rather than tuning them
-// (the baselines, a schedule planned ahead).
+// (the baselines, a schedule planned ahead). Such a policy asks for its
+// settings again at every snapshot: its own guards (the baselines' Retry)
+// come first, so that while the kill switch is engaged it counts a
+// change once, when asked for, not once a round for as long as the switch
+// stays (the switch shows what the tuner would have done, not how often).
 func EverySnapshot(d Decider, guards func() []Guard) *TunerPolicy {
 	return &TunerPolicy{Decider: d, initRound: true, fixed: true, configure: func(o Options, kill *KillSwitch) Options {
 		o.Guards = []Guard{}
-		if kill != nil {
-			o.Guards = append(o.Guards, kill)
-		}
 		if guards != nil {
 			o.Guards = append(o.Guards, guards()...)
+		}
+		if kill != nil {
+			o.Guards = append(o.Guards, kill)
 		}
 		return o
 	}}

@@ -617,10 +617,13 @@ func (r *Retry) Admit(_ *State, a Action, now time.Time) (bool, string) {
 	return true, ""
 }
 
-// Record remembers an action the actuator was asked for.
+// Record remembers an action the actuator was asked for, or a guard after
+// Retry refused (the kill switch, a budget): asked for again after After,
+// not at every snapshot, so that a refusal is counted once a wait and not
+// once a round.
 func (r *Retry) Record(a Action, o Outcome, err error, now time.Time) {
 	switch o {
-	case OutcomeApplied, OutcomeRefused, OutcomeFailed:
+	case OutcomeApplied, OutcomeRefused, OutcomeFailed, OutcomeGuarded:
 	default:
 		return
 	}

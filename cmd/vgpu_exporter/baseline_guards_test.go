@@ -64,3 +64,29 @@ func TestBaselineBehindHostGuards(t *testing.T) {
 		})
 	}
 }
+
+// With the kill switch engaged, a baseline that asks for its settings at
+// every round has each change refused (and counted) once while its retry
+// wait lasts, not once a round: noisy-neighbour's two caps over three
+// rounds 15 s apart are two refusals, not six.
+func TestBaselineKillSwitchCountsAChangeOnce(t *testing.T) {
+	stop := filepath.Join(t.TempDir(), "stop")
+	if err := os.WriteFile(stop, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	clock := gpu.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	cfg := testConfig(t, "--backend=sim", "--sim.scenario=noisy-neighbour", "--tuner.mode=enforce", "--tuner.policy=static-equal", "--tuner.kill-switch-file="+stop)
+	svc, err := buildOn(cfg, clock, log.NewNopLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.src.Close()
+	simRounds(t, svc, clock, 3)
+	st := svc.tuner.Status()
+	if got := st.Counts.Refusals[tuner.GuardKillSwitch]; got != 2 {
+		t.Errorf("%d kill-switch refusals over 3 rounds, want 2 (one a change)", got)
+	}
+	if got := st.Counts.Actions[tuner.ActionKey{Knob: gpu.KnobMPSActiveThreads, Outcome: tuner.OutcomeApplied}]; got != 0 {
+		t.Errorf("%d caps applied with the kill switch engaged", got)
+	}
+}
