@@ -413,9 +413,16 @@ func fillSLO(tv *tenantView, s *tenant.SLOStatus) {
 		if *s.Attainment < s.Quantile {
 			tv.State = "violated"
 		}
+		if s.BelowFloor() {
+			// the tuner does not judge it either (tuning.md's rules)
+			tv.State = "unknown"
+			tv.Note = fmt.Sprintf("requests come at %.3g/s over the SLO window, below its min_throughput of %g/s: not judged",
+				s.WindowRequests/s.Window.Seconds(), s.MinThroughput)
+		}
 	}
 	if !s.SourceUp {
-		tv.Note = "latency source down"
+		// what the window still holds is from before: the tuner holds
+		tv.State, tv.Note = "unknown", "latency source down"
 		if s.LastError != "" {
 			tv.Note += ": " + s.LastError
 		}
