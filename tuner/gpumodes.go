@@ -30,13 +30,8 @@ func (t *Tuner) noteUnmatchedModes(snap *tenant.Snapshot) {
 		}
 	}
 	slices.Sort(none)
-	line := strings.Join(none, " ")
-	if line == t.modesUnmatched {
-		return
-	}
-	t.modesUnmatched = line
-	if line != "" {
-		level.Warn(t.o.Logger).Log("msg", "--tuner.gpu-mode names a GPU the samples do not list: its mode applies to no GPU (give a GPU's index or UUID as /metrics and /tuner show them)", "unmatched", line)
+	if changedTo(&t.modesUnmatched, strings.Join(none, " ")) {
+		level.Warn(t.o.Logger).Log("msg", "--tuner.gpu-mode names a GPU the samples do not list: its mode applies to no GPU (give a GPU's index or UUID as /metrics and /tuner show them)", "unmatched", t.modesUnmatched)
 	}
 }
 
@@ -60,14 +55,19 @@ func (t *Tuner) noteConflictingModes(snap *tenant.Snapshot) {
 		}
 	}
 	slices.Sort(both)
-	line := strings.Join(both, "; ")
-	if line == t.modesConflicting {
-		return
+	if changedTo(&t.modesConflicting, strings.Join(both, "; ")) {
+		level.Error(t.o.Logger).Log("msg", "--tuner.gpu-mode gives a GPU two modes, by its UUID and by its index: the safer one applies (off, then recommend, then enforce); give each GPU one mode", "gpus", t.modesConflicting)
 	}
-	t.modesConflicting = line
-	if line != "" {
-		level.Error(t.o.Logger).Log("msg", "--tuner.gpu-mode gives a GPU two modes, by its UUID and by its index: the safer one applies (off, then recommend, then enforce); give each GPU one mode", "gpus", line)
+}
+
+// changedTo sets *last to line and reports whether line is new and not
+// empty: a set of GPUs logged once, and again only when it changes.
+func changedTo(last *string, line string) bool {
+	if line == *last {
+		return false
 	}
+	*last = line
+	return line != ""
 }
 
 // enforcedOn reports whether the GPU uuid is in enforce mode, for the
