@@ -100,6 +100,7 @@ type gpuView struct {
 	Mode    string `json:"tuner_mode"`
 	// The knobs, each only where it applies (tuner.KnobsFor).
 	MPSClients      []mpsClientView `json:"mps_clients,omitempty"`
+	Pauses          []pauseView     `json:"pauses,omitempty"`
 	TimeSlice       string          `json:"compute_timeslice,omitempty"`
 	Scheduler       string          `json:"vgpu_scheduler,omitempty"`
 	MIGLayout       []string        `json:"mig_layout,omitempty"`
@@ -283,7 +284,8 @@ func newGPUView(d *gpu.Device, snap *tenant.Snapshot, st *tuner.Status) gpuView 
 				g.Knobs = append(g.Knobs, mpsClientText(c))
 			}
 		case gpu.KnobPauseDuty:
-			g.Knobs = append(g.Knobs, pauseTexts(d, st)...)
+			g.Pauses = pauses(d, st)
+			g.Knobs = append(g.Knobs, pauseTexts(g.Pauses, st)...)
 		case gpu.KnobComputeTimeSlice:
 			g.TimeSlice = string(d.ComputeTimeSlice)
 			g.Knobs = append(g.Knobs, knobText{Name: "time slice", Value: orUnknown(g.TimeSlice)})

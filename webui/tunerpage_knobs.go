@@ -95,30 +95,58 @@ func mpsClients(d *gpu.Device, snap *tenant.Snapshot, st *tuner.Status) []mpsCli
 	return out
 }
 
-// pauseTexts are the pause duties the tuner set on d's tenants, "none"
-// where the host can pause a tenant and the tuner paused none (nothing
-// where it cannot), then those it recommends and did not set: a
-// recommended pause stops nobody.
-func pauseTexts(d *gpu.Device, st *tuner.Status) []knobText {
+// pauseView is a tenant's pause on a GPU: the fraction of each period
+// the tuner pauses it, or the one it recommends and did not set (a
+// recommended pause stops nobody).
+type pauseView struct {
+	Tenant               string   `json:"tenant"`
+	DutyRatio            *float64 `json:"duty_ratio,omitempty"`
+	RecommendedDutyRatio *float64 `json:"recommended_duty_ratio,omitempty"`
+}
+
+// pauses are the pause duties the tuner set on d's tenants, then those it
+// recommends and did not set; a tenant the tuner does not pause (a target
+// of 0: thawed, or never paused) is not listed.
+func pauses(d *gpu.Device, st *tuner.Status) []pauseView {
 	if st == nil {
 		return nil
 	}
-	var set, recommended []knobText
+	var set, recommended []pauseView
 	for _, s := range st.Settings {
 		v, ok := s.Target.(tuner.Duty)
 		if !ok || s.GPU != d.UUID || s.Knob != gpu.KnobPauseDuty || v <= 0 {
 			continue
 		}
 		if s.Mode == tuner.ModeEnforce {
-			set = append(set, knobText{Name: "pause (" + s.Tenant + ")", Value: v.String() + " of each period"})
+			set = append(set, pauseView{Tenant: s.Tenant, DutyRatio: ptr(float64(v))})
 		} else {
-			recommended = append(recommended, knobText{Name: "pause (" + s.Tenant + ")", Value: "none (recommended: " + v.String() + " of each period, not set)"})
+			recommended = append(recommended, pauseView{Tenant: s.Tenant, RecommendedDutyRatio: ptr(float64(v))})
 		}
 	}
-	if len(set) == 0 && slices.ContainsFunc(st.Actuators, func(a tuner.ActuatorInfo) bool { return a.Knob == gpu.KnobPauseDuty }) {
-		set = append(set, knobText{Name: "pause", Value: "none"})
-	}
 	return append(set, recommended...)
+}
+
+// pauseTexts are ps as the HTML shows them, with "none" where the host can
+// pause a tenant and the tuner paused none (nothing where it cannot).
+func pauseTexts(ps []pauseView, st *tuner.Status) []knobText {
+	if st == nil {
+		return nil
+	}
+	var out []knobText
+	if !slices.ContainsFunc(ps, func(p pauseView) bool { return p.DutyRatio != nil }) &&
+		slices.ContainsFunc(st.Actuators, func(a tuner.ActuatorInfo) bool { return a.Knob == gpu.KnobPauseDuty }) {
+		out = append(out, knobText{Name: "pause", Value: "none"})
+	}
+	for _, p := range ps {
+		t := knobText{Name: "pause (" + p.Tenant + ")"}
+		if p.DutyRatio != nil {
+			t.Value = tuner.Duty(*p.DutyRatio).String() + " of each period"
+		} else {
+			t.Value = "none (recommended: " + tuner.Duty(*p.RecommendedDutyRatio).String() + " of each period, not set)"
+		}
+		out = append(out, t)
+	}
+	return out
 }
 
 func mpsClientText(c mpsClientView) knobText {

@@ -546,12 +546,13 @@ func TestTunerPageBadRequests(t *testing.T) {
 }
 
 // A tenant's pause shows beside its GPU's other knobs; a host that can
-// pause shows "none" when nobody is; one that cannot shows nothing.
+// pause shows "none" when nobody is; one that cannot shows nothing. The
+// JSON lists the same pauses on the GPU, set or recommended.
 func TestTunerPagePause(t *testing.T) {
 	d := gpu.Device{UUID: "GPU-x", Up: true, Mode: gpu.SharingTimeSlice, ComputeTimeSlice: gpu.TimeSliceDefault}
-	texts := func(st *tuner.Status) []string {
+	texts := func(g gpuView) []string {
 		var out []string
-		for _, k := range newGPUView(&d, &tenant.Snapshot{}, st).Knobs {
+		for _, k := range g.Knobs {
 			if strings.HasPrefix(k.Name, "pause") {
 				out = append(out, k.Name+": "+k.Value)
 			}
@@ -563,23 +564,34 @@ func TestTunerPagePause(t *testing.T) {
 		name string
 		st   *tuner.Status
 		want []string
+		json string
 	}{
-		{"no pause actuator", &tuner.Status{}, nil},
-		{"nobody paused", &tuner.Status{Actuators: pausing}, []string{"pause: none"}},
+		{"no pause actuator", &tuner.Status{}, nil, `null`},
+		{"nobody paused", &tuner.Status{Actuators: pausing}, []string{"pause: none"}, `null`},
 		{"a tenant paused", &tuner.Status{Actuators: pausing, Settings: []tuner.Setting{
 			{GPU: "GPU-x", Tenant: "train", Knob: gpu.KnobPauseDuty, PID: 9, Mode: tuner.ModeEnforce, Target: tuner.Duty(0.4)},
 			{GPU: "GPU-y", Tenant: "other", Knob: gpu.KnobPauseDuty, PID: 10, Mode: tuner.ModeEnforce, Target: tuner.Duty(0.5)},
-		}}, []string{"pause (train): 40% of each period"}},
+		}}, []string{"pause (train): 40% of each period"}, `[{"tenant":"train","duty_ratio":0.4}]`},
 		{"a tenant thawed", &tuner.Status{Actuators: pausing, Settings: []tuner.Setting{
 			{GPU: "GPU-x", Tenant: "train", Knob: gpu.KnobPauseDuty, PID: 9, Mode: tuner.ModeEnforce, Target: tuner.Duty(0)},
-		}}, []string{"pause: none"}},
+		}}, []string{"pause: none"}, `null`},
 		// A recommendation pauses nobody: never shown as in force.
 		{"a pause recommended", &tuner.Status{Actuators: pausing, Settings: []tuner.Setting{
 			{GPU: "GPU-x", Tenant: "train", Knob: gpu.KnobPauseDuty, PID: 9, Mode: tuner.ModeRecommend, Target: tuner.Duty(0.2)},
-		}}, []string{"pause: none", "pause (train): none (recommended: 20% of each period, not set)"}},
+		}}, []string{"pause: none", "pause (train): none (recommended: 20% of each period, not set)"},
+			`[{"tenant":"train","recommended_duty_ratio":0.2}]`},
+		{"one set, one recommended", &tuner.Status{Actuators: pausing, Settings: []tuner.Setting{
+			{GPU: "GPU-x", Tenant: "embed", Knob: gpu.KnobPauseDuty, PID: 11, Mode: tuner.ModeRecommend, Target: tuner.Duty(0.1)},
+			{GPU: "GPU-x", Tenant: "train", Knob: gpu.KnobPauseDuty, PID: 9, Mode: tuner.ModeEnforce, Target: tuner.Duty(0.25)},
+		}}, []string{"pause (train): 25% of each period", "pause (embed): none (recommended: 10% of each period, not set)"},
+			`[{"tenant":"train","duty_ratio":0.25},{"tenant":"embed","recommended_duty_ratio":0.1}]`},
 	} {
-		if got := texts(tc.st); !slices.Equal(got, tc.want) {
+		g := newGPUView(&d, &tenant.Snapshot{}, tc.st)
+		if got := texts(g); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+		if js, err := json.Marshal(g.Pauses); err != nil || string(js) != tc.json {
+			t.Errorf("%s: JSON pauses %s (%v), want %s", tc.name, js, err, tc.json)
 		}
 	}
 }
