@@ -59,7 +59,7 @@ func (t *Tuner) thawPauses(ctx context.Context, now time.Time, first bool) []Dec
 		err := t.apply(ctx, a)
 		why, cerr := t.thawCgroups(ctx, a, o, why) // (a cgroup no PID names now thawed)
 		err = errors.Join(err, cerr)
-		d := Decision{Time: now, GPU: o.Target.GPU, Tenant: o.Tenant, Knob: o.Target.Knob, From: t.pausedAt(k), To: Duty(0).String(), Reason: why}
+		d := Decision{Time: now, GPU: o.Target.GPU, Tenant: o.Tenant, Knob: o.Target.Knob, From: t.lastSet(k), To: Duty(0).String(), Reason: why}
 		if err != nil {
 			d.Outcome, d.Reason = OutcomeFailed, joinReasons(why, "thaw failed: "+err.Error())
 			t.counts.RestoreFailures++
@@ -81,14 +81,10 @@ func (t *Tuner) thawPauses(ctx context.Context, now time.Time, first bool) []Dec
 	return out
 }
 
-// pausedAt is the duty the pause k was last set to, as text ("" where this
-// run set none: a pause found in the journal).
-func (t *Tuner) pausedAt(k string) string {
-	if d, ok := t.changes[k].To.(Duty); ok {
-		return d.String()
-	}
-	return ""
-}
+// lastSet is the value this run last set k to, as text: what a restore
+// sets back from ("" where this run set none: an original found in the
+// journal, a pause a crashed run left).
+func (t *Tuner) lastSet(k string) string { return valueText(t.changes[k].To) }
 
 // latencyNow says whether snap classes tenant as a latency tenant.
 func latencyNow(snap *tenant.Snapshot, name string) bool {

@@ -163,7 +163,7 @@ func (t *Tuner) restoreOne(ctx context.Context, k string, now time.Time, why str
 			return nil, nil
 		}
 	}
-	d := Decision{Time: now, GPU: o.Target.GPU, Tenant: o.Tenant, Knob: o.Target.Knob, To: valueText(o.Value), Reason: why}
+	d := Decision{Time: now, GPU: o.Target.GPU, Tenant: o.Tenant, Knob: o.Target.Knob, From: t.lastSet(k), To: valueText(o.Value), Reason: why}
 	var err error
 	switch {
 	case o.Value == nil:

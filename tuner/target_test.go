@@ -149,3 +149,57 @@ func TestExitRestores(t *testing.T) {
 		})
 	}
 }
+
+// A restore says what it sets back from: the value this run set, or
+// nothing where this run set none (an original an earlier run left in the
+// journal, restored at start).
+func TestRestoreFrom(t *testing.T) {
+	powerTarget := Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}
+	for _, tc := range []struct {
+		name     string
+		journal  bool // a power limit original an earlier run left open
+		policy   []Action
+		pause    bool
+		from, to string
+	}{
+		{name: "set by this run, restored at exit", policy: []Action{{Target: powerTarget, Current: Watts(700), Want: Watts(500), Reason: "test"}}, from: "500W", to: "700W"},
+		{name: "paused by this run, thawed at exit", policy: []Action{pauseAction("train", gpu.ClassBatch, 0, 0.4)}, pause: true, from: "40%", to: "0%"},
+		{name: "left by an earlier run, restored at start", journal: true, from: "", to: "700W"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j, err := OpenJournal(filepath.Join(t.TempDir(), "journal"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer j.Close()
+			if tc.journal {
+				if err := j.Append(Record{Time: t0, Event: EventOriginal, Target: powerTarget, From: encodeValue(Watts(700))}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			tu, err := New(Options{Policy: fixed(tc.policy), Guards: []Guard{Bounds{}}, Enabled: pauseOn, Journal: j,
+				Actuators: ActuatorsOf(&recorder{}, &pauseRecorder{}), Clock: gpu.NewManualClock(t0), Mode: ModeEnforce})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ds, err := tu.RunOnce(context.Background(), emptySnap(t0.Add(time.Second)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.journal {
+				if ds, err = tu.Restore(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var got []Decision
+			for _, d := range ds {
+				if d.Outcome == OutcomeRestored {
+					got = append(got, d)
+				}
+			}
+			if len(got) != 1 || got[0].From != tc.from || got[0].To != tc.to {
+				t.Errorf("restores %+v, want one from %q to %q", got, tc.from, tc.to)
+			}
+		})
+	}
+}
