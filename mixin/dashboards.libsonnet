@@ -198,7 +198,7 @@ local g = import 'lib/dashboard.libsonnet';
       g.timeseries('Kill switch per host', [g.target(std.format('vgpu_tuner_kill_switch_engaged{%s}', fh), '{{%s}}' % host)]) { w: 8 },
       g.timeseries('Time since the last run', [g.target(std.format('time() - vgpu_tuner_last_run_timestamp_seconds{%s}', fh), '{{%s}}' % host)], 's') { w: 8 },
       g.row('Target and effective settings'),
-      g.timeseries('MPS active threads per tenant', mpsTargetEffective(fg + ', tenant=~"$tenant"', '{{tenant}} ' + gpuLegend), 'percentunit', description='Target: what the tuner last decided (in recommend mode too). Effective: what the clients\' contexts were created with.'),
+      g.timeseries('MPS active threads per tenant', mpsTargetEffective(fg + ', tenant=~"$tenant"', '{{tenant}} ' + gpuLegend), 'percentunit', description='Target: what the tuner set (on a GPU in recommend mode, what it recommends and did not set); a change a guard refused, or that failed, leaves it as it was. Effective: what the clients\' contexts were created with; while it differs from the target, the clients wait for a restart.'),
       g.timeseries('Power limit', [
         g.target(std.format('vgpu_tuner_power_limit_target_watts{%s}', fg), gpuLegend + ' target'),
         g.target(std.format('vgpu_gpu_power_limit_watts{%s}', fg), gpuLegend + ' effective'),
