@@ -6,10 +6,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	"helm.sh/helm/v3/pkg/chartutil"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -397,6 +399,52 @@ func checkMonitoring(t *testing.T, m *manifests, v chartutil.Values) {
 	}
 	if ep.Port != m.services[0].Spec.Ports[0].Name {
 		t.Errorf("ServiceMonitor scrapes port %q; the Service's is %q", ep.Port, m.services[0].Spec.Ports[0].Name)
+	}
+	checkJob(t, m, ep.RelabelConfigs)
+}
+
+// jobSelector is a job matcher in a rule's or a panel's PromQL.
+var jobSelector = regexp.MustCompile(`job\s*=~?\s*\\?"([^"\\]*)\\?"`)
+
+// checkJob: the job label the ServiceMonitor's relabelings leave on the
+// series (the Prometheus Operator's own is the Service's name) is the one
+// every rule and dashboard of the chart selects.
+func checkJob(t *testing.T, m *manifests, relabel []monitoringv1.RelabelConfig) {
+	t.Helper()
+	job := "" // the Operator's, unless a relabeling sets it
+	for _, r := range relabel {
+		if r.TargetLabel == "job" && len(r.SourceLabels) == 0 && r.Replacement != nil {
+			job = *r.Replacement
+		}
+	}
+	var docs []string
+	for _, r := range m.rules {
+		for _, g := range r.Spec.Groups {
+			for _, rule := range g.Rules {
+				docs = append(docs, rule.Expr.String())
+			}
+		}
+	}
+	for _, cm := range m.configMaps {
+		for _, d := range cm.Data {
+			docs = append(docs, d)
+		}
+	}
+	selected := 0
+	for _, d := range docs {
+		for _, sel := range jobSelector.FindAllStringSubmatch(d, -1) {
+			if strings.HasPrefix(sel[1], "$") {
+				continue // a dashboard's variable, itself read with the job matcher
+			}
+			selected++
+			if sel[1] != job {
+				t.Errorf("a rule or dashboard selects job=%q; the ServiceMonitor's series have job=%q (a relabeling of its own, or the Service's name): %.120s", sel[1], job, d)
+				return
+			}
+		}
+	}
+	if len(m.rules) > 0 && selected == 0 {
+		t.Error("no rule selects the exporter's job: checkJob found nothing to check")
 	}
 }
 
