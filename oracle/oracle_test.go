@@ -214,11 +214,10 @@ func TestOracleRelayoutJudgedOverTheRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a search over 10 virtual minutes")
 	}
-	sc, _, cleanup, err := simrun.LoadScenario("mig-relayout")
+	sc, _, err := simrun.LoadScenario("mig-relayout")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cleanup()
 	p, err := Find(context.Background(), sc, 2, sc.Duration, nil)
 	if err != nil {
 		t.Fatal(err)

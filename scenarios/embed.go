@@ -1,15 +1,15 @@
 // Package scenarios holds the simulator's built-in scenarios (sim package
 // format, docs/simulator.md), embedded so that the exporter can ship them,
-// and finds them by name for both commands (List, Find, Builtin.Materialize).
+// and finds them by name for both commands (List, Find). A built-in
+// scenario is loaded straight from its library (Builtin's FS and Path), the
+// files it names resolved there: nothing is written to disk.
 package scenarios
 
 import (
 	"embed"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
-	"path/filepath"
 	"sort"
 	"strings"
 )
@@ -136,37 +136,22 @@ func Find(name string, libs ...Library) (Builtin, error) {
 	return Builtin{}, &UnknownError{Name: name, Known: names(bs)}
 }
 
-// Copy is a built-in scenario's library copied to disk, so that the
-// scenario finds its companion tenants file and the files it names (a
-// trace) as a scenario file would.
-type Copy struct {
-	Dir      string // the temporary directory holding the copy
-	Scenario string // the scenario file in Dir
-	builtin  Builtin
+// Tenants returns the scenario's companion tenants file as it is named in
+// its library (TenantsPath) and its content; "" and nil when it has none.
+func (b Builtin) Tenants() (name string, data []byte, err error) {
+	name = b.TenantsPath()
+	if name == "" {
+		return "", nil, nil
+	}
+	if data, err = fs.ReadFile(b.FS, name); err != nil {
+		return "", nil, b.Explain(err)
+	}
+	return name, data, nil
 }
 
-// Materialize copies the library of b into a new temporary directory.
-// The caller removes it with Remove.
-func (b Builtin) Materialize() (*Copy, error) {
-	dir, err := os.MkdirTemp("", "vgpu-scenario-")
-	if err != nil {
-		return nil, fmt.Errorf("built-in scenario %s: %w", b.Name, err)
-	}
-	if err := os.CopyFS(dir, b.FS); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("built-in scenario %s: %w", b.Name, err)
-	}
-	return &Copy{Dir: dir, Scenario: filepath.Join(dir, filepath.FromSlash(b.Path)), builtin: b}, nil
-}
-
-// Remove deletes the copy.
-func (c *Copy) Remove() { os.RemoveAll(c.Dir) }
-
-// Explain returns err, an error about the copy such as a failure to load
-// it, naming the built-in scenario and the files as they are in its
-// library rather than their temporary copies.
-func (c *Copy) Explain(err error) error {
-	msg := strings.ReplaceAll(err.Error(), c.Scenario, c.builtin.Path)
-	msg = strings.ReplaceAll(msg, c.Dir+string(filepath.Separator), "")
-	return fmt.Errorf("built-in scenario %s: %s", c.builtin.Name, msg)
+// Explain returns err, an error about the scenario such as a failure to
+// load it from its library (whose messages name the files as they are
+// there), naming the built-in scenario.
+func (b Builtin) Explain(err error) error {
+	return fmt.Errorf("built-in scenario %s: %w", b.Name, err)
 }

@@ -1,11 +1,9 @@
 package scenarios
 
 import (
-	"bytes"
 	"errors"
 	"io/fs"
-	"os"
-	"path/filepath"
+	"path"
 	"regexp"
 	"slices"
 	"strings"
@@ -16,9 +14,9 @@ import (
 // traceFile matches the files a scenario names (arrival traces).
 var traceFile = regexp.MustCompile(`\bfile:\s*([^,}\s]+)`)
 
-// Every built-in scenario is found by name and copied to disk with its
-// companion tenants file and the traces it names beside it.
-func TestBuiltinsMaterialize(t *testing.T) {
+// Every built-in scenario is found by name, and has its companion tenants
+// file and the traces it names beside it in its library.
+func TestBuiltins(t *testing.T) {
 	names, err := Names()
 	if err != nil {
 		t.Fatal(err)
@@ -45,35 +43,16 @@ func TestBuiltinsMaterialize(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c, err := b.Materialize()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Remove()
-			if got, err := os.ReadFile(c.Scenario); err != nil || !bytes.Equal(got, embedded) {
-				t.Fatalf("copy %s: %v (or content differs)", c.Scenario, err)
-			}
-			if !strings.HasPrefix(c.Scenario, c.Dir+string(filepath.Separator)) {
-				t.Errorf("scenario %s outside the copy %s", c.Scenario, c.Dir)
-			}
-			tp := b.TenantsPath()
-			if tp == "" {
-				t.Fatalf("%s has no companion tenants file", b.Path)
-			}
-			companion := strings.TrimSuffix(c.Scenario, ".yaml") + TenantsSuffix
-			if _, err := os.Stat(companion); err != nil {
-				t.Errorf("companion %s not copied: %v", tp, err)
+			tp, data, err := b.Tenants()
+			if err != nil || tp != b.TenantsPath() || len(data) == 0 {
+				t.Fatalf("%s: companion tenants file %q (%d bytes): %v", b.Path, tp, len(data), err)
 			}
 			for _, m := range traceFile.FindAllSubmatch(embedded, -1) {
-				trace := filepath.Join(filepath.Dir(c.Scenario), filepath.FromSlash(string(m[1])))
-				if fi, err := os.Stat(trace); err != nil || fi.Size() == 0 {
-					t.Errorf("trace %s not copied: %v", m[1], err)
+				trace := path.Join(path.Dir(b.Path), string(m[1]))
+				if fi, err := fs.Stat(b.FS, trace); err != nil || fi.Size() == 0 {
+					t.Errorf("trace %s not in the library: %v", m[1], err)
 				}
 				traces++
-			}
-			c.Remove()
-			if _, err := os.Stat(c.Dir); !errors.Is(err, fs.ErrNotExist) {
-				t.Errorf("Remove left %s: %v", c.Dir, err)
 			}
 		})
 	}
@@ -172,25 +151,31 @@ func TestListDefault(t *testing.T) {
 	}
 }
 
-// Explain names the built-in files, not their temporary copies.
-func TestExplain(t *testing.T) {
+// Tenants reads a scenario's companion from its library, naming it as it
+// is there, and Explain names the built-in scenario.
+func TestTenantsAndExplain(t *testing.T) {
 	lib := fstest.MapFS{
-		"replay/r.yaml": {Data: []byte("name: r\n")},
-		"replay/r.csv":  {Data: []byte("t\n")},
+		"replay/r.yaml":         {Data: []byte("name: r\n")},
+		"replay/r.tenants.yaml": {Data: []byte("tenants: []\n")},
+		"replay/alone.yaml":     {Data: []byte("name: alone\n")},
 	}
-	b, err := Find("r", Library{FS: lib, Dir: "replay"})
+	r, err := Find("r", Library{FS: lib, Dir: "replay"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := b.Materialize()
+	if name, data, err := r.Tenants(); err != nil || name != "replay/r.tenants.yaml" || string(data) != "tenants: []\n" {
+		t.Errorf("Tenants: %q %q %v", name, data, err)
+	}
+	alone, err := Find("alone", Library{FS: lib, Dir: "replay"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Remove()
-	trace := filepath.Join(c.Dir, "replay", "r.csv")
-	got := c.Explain(errors.New(c.Scenario + ":3: arrival: trace " + trace + ": bad row")).Error()
-	want := "built-in scenario r: replay/r.yaml:3: arrival: trace replay/r.csv: bad row"
-	if got != want {
-		t.Errorf("Explain:\n got %q\nwant %q", got, want)
+	if name, data, err := alone.Tenants(); err != nil || name != "" || data != nil {
+		t.Errorf("Tenants of a scenario without one: %q %q %v", name, data, err)
+	}
+	inner := errors.New("replay/r.yaml:3: arrival: trace replay/r.csv: bad row")
+	got := r.Explain(inner)
+	if want := "built-in scenario r: replay/r.yaml:3: arrival: trace replay/r.csv: bad row"; got.Error() != want || !errors.Is(got, inner) {
+		t.Errorf("Explain:\n got %q\nwant %q (wrapping the error)", got, want)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/fstest"
 	"time"
 )
 
@@ -162,5 +163,57 @@ tenants:
 				s.Close()
 			}
 		})
+	}
+}
+
+// TestLoadScenarioFS: a scenario of a file system (an embedded library)
+// reads the traces it names there, relative to its own directory, and
+// nothing from the operating system's files; errors and the scenario's
+// File name the files as they are in the file system.
+func TestLoadScenarioFS(t *testing.T) {
+	trace, err := os.ReadFile("testdata/azure-llm-2023-conv-300.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	scenario := func(file string) *fstest.MapFile {
+		return &fstest.MapFile{Data: []byte(`name: s
+gpus: [{model: H200-SXM5-141GB}]
+tenants:
+  - name: a
+    workload: {type: llm, params: 1e9, arrival: {process: trace, file: ` + file + `}}
+`)}
+	}
+	// a trace on disk at an absolute path, which the scenario must not read
+	abs := filepath.Join(t.TempDir(), "t.csv")
+	if err := os.WriteFile(abs, trace, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lib := fstest.MapFS{
+		"lib/s.yaml":       scenario("t.csv"),
+		"lib/t.csv":        {Data: trace},
+		"t.csv":            {Data: []byte("not a trace\n")}, // beside the top, not the scenario
+		"lib/escape.yaml":  scenario("../../t.csv"),
+		"lib/abs.yaml":     scenario(abs),
+		"lib/dir.yaml":     scenario("sub"),
+		"lib/sub/x.csv":    {Data: trace},
+		"lib/missing.yaml": scenario("gone.csv"),
+	}
+	sc, err := LoadScenarioFS(lib, "lib/s.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc.File != "lib/s.yaml" || sc.Tenants[0].trace == nil || len(sc.Tenants[0].trace.offsets) != 300 {
+		t.Errorf("scenario file %q, trace %+v", sc.File, sc.Tenants[0].trace)
+	}
+	for name, want := range map[string]string{
+		"lib/escape.yaml":  "lib/escape.yaml:5: open ../t.csv:",
+		"lib/abs.yaml":     "lib/abs.yaml:5: open " + abs + ":",
+		"lib/dir.yaml":     "lib/dir.yaml:5: lib/sub is a directory",
+		"lib/missing.yaml": "lib/missing.yaml:5: open lib/gone.csv: file does not exist",
+		"lib/absent.yaml":  "open lib/absent.yaml: file does not exist",
+	} {
+		if _, err := LoadScenarioFS(lib, name); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want %q", name, err, want)
+		}
 	}
 }

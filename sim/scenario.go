@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io/fs"
 	"math"
 	"path/filepath"
 	"regexp"
@@ -297,15 +298,20 @@ type fileScenario struct {
 // A file that is not a regular file, or is over MaxScenarioBytes, is
 // refused before it is read.
 func LoadScenario(path string) (*Scenario, error) {
-	data, err := fileread.Regular(path, MaxScenarioBytes)
+	return LoadScenarioFS(nil, path)
+}
+
+// LoadScenarioFS is LoadScenario for the scenario file name of fsys (an
+// embedded library of scenarios): the traces it names are read from fsys
+// too, relative to name's directory, and nothing else is read. Errors and
+// the scenario's File name the files as they are in fsys. A nil fsys is
+// the operating system's files (LoadScenario).
+func LoadScenarioFS(fsys fs.FS, name string) (*Scenario, error) {
+	data, err := fileread.RegularFS(fsys, name, MaxScenarioBytes)
 	if err != nil {
 		return nil, err
 	}
-	sc, err := parseScenario(path, data, path)
-	if err != nil {
-		return nil, err
-	}
-	return sc, nil
+	return parseScenario(name, data, name, fsys)
 }
 
 // MaxScenarioBytes bounds the size of a scenario file (traces are read
@@ -316,7 +322,7 @@ const MaxScenarioBytes = 4 << 20
 // (and as the scenario name when the file has none). Relative trace paths
 // are resolved against the current directory.
 func ParseScenario(name string, data []byte) (*Scenario, error) {
-	return parseScenario(name, data, "")
+	return parseScenario(name, data, "", nil)
 }
 
 // yamlError names the file in yaml.v3's errors: one "file:line: problem"
@@ -327,10 +333,12 @@ func yamlError(file string, err error) error {
 	return errs.Err()
 }
 
-// parser carries the YAML tree for locating errors.
+// parser carries the YAML tree for locating errors, and the file system
+// the scenario's traces are read from (nil: the operating system's).
 type parser struct {
 	file string
 	root *yaml.Node
+	fsys fs.FS
 }
 
 // errAt returns "file:line: msg" for the node at path (keys and indexes);
@@ -340,7 +348,7 @@ func (p *parser) errAt(path []any, format string, args ...any) error {
 	return fmt.Errorf("%s:%d: %s", p.file, line, fmt.Sprintf(format, args...))
 }
 
-func parseScenario(file string, data []byte, path string) (*Scenario, error) {
+func parseScenario(file string, data []byte, path string, fsys fs.FS) (*Scenario, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		return nil, yamlError(file, err)
@@ -348,16 +356,16 @@ func parseScenario(file string, data []byte, path string) (*Scenario, error) {
 	if root.Kind == 0 {
 		return nil, fmt.Errorf("%s:1: empty scenario", file)
 	}
-	var fs fileScenario
+	var doc fileScenario
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
-	if err := dec.Decode(&fs); err != nil {
+	if err := dec.Decode(&doc); err != nil {
 		return nil, yamlError(file, err)
 	}
-	p := &parser{file: file, root: &root}
+	p := &parser{file: file, root: &root, fsys: fsys}
 	sc := &Scenario{
-		Name: fs.Name, Description: fs.Description, Seed: fs.Seed, Duration: time.Duration(fs.Duration),
-		File: path, GPUs: fs.GPUs, Tenants: fs.Tenants, Events: fs.Events, Control: fs.Control,
+		Name: doc.Name, Description: doc.Description, Seed: doc.Seed, Duration: time.Duration(doc.Duration),
+		File: path, GPUs: doc.GPUs, Tenants: doc.Tenants, Events: doc.Events, Control: doc.Control,
 	}
 	if sc.Name == "" {
 		base := filepath.Base(file)

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -585,15 +584,11 @@ func (p *parser) validateWorkload(sc *Scenario, i int, traces map[string]*trace,
 		if a.Speedup < 0 {
 			return p.errAt(at("arrival", "speedup"), "speedup must be positive")
 		}
-		path := a.File
-		if !filepath.IsAbs(path) && sc.File != "" {
-			path = filepath.Join(filepath.Dir(sc.File), path)
-		}
-		path = filepath.Clean(path)
+		path := tracePath(p.fsys, sc.File, a.File)
 		tr := traces[path]
 		if tr == nil {
 			var err error
-			if tr, err = loadTrace(path, maxTraceRows-*rows); err != nil {
+			if tr, err = loadTrace(p.fsys, path, maxTraceRows-*rows); err != nil {
 				return p.errAt(at("arrival", "file"), "%v", err)
 			}
 			traces[path] = tr

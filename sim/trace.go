@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"path"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -46,11 +49,29 @@ const maxTraceRate = 1e6
 
 const traceTimeLayout = "2006-01-02 15:04:05.9999999"
 
+// tracePath is the trace file a scenario file names as file: relative to
+// the scenario file's directory (the current directory for a scenario
+// parsed without a file), in fsys when the scenario came from one
+// (slash-separated, where an absolute or escaping name is refused when it
+// is opened), else on the operating system's files.
+func tracePath(fsys fs.FS, scenarioFile, file string) string {
+	if fsys != nil {
+		if path.IsAbs(file) {
+			return file
+		}
+		return path.Join(path.Dir(scenarioFile), file)
+	}
+	if !filepath.IsAbs(file) && scenarioFile != "" {
+		file = filepath.Join(filepath.Dir(scenarioFile), file)
+	}
+	return filepath.Clean(file)
+}
+
 // loadTrace reads a CSV with a header naming TIMESTAMP, ContextTokens and
-// GeneratedTokens (other columns are ignored), of at most maxRows requests.
-// Errors name file:line.
-func loadTrace(path string, maxRows int) (*trace, error) {
-	f, err := fileread.Open(path, maxTraceBytes)
+// GeneratedTokens (other columns are ignored), of at most maxRows requests,
+// from fsys (nil: the operating system's files). Errors name file:line.
+func loadTrace(fsys fs.FS, path string, maxRows int) (*trace, error) {
+	f, err := fileread.OpenFS(fsys, path, maxTraceBytes)
 	if err != nil {
 		return nil, err
 	}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/sim"
 	"github.com/vgpu-exporter/vgpu_exporter/simrun"
-	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
 // itlScenario is the built-in scenario whose LLM tenant has an
@@ -101,14 +100,12 @@ func TestITLJudgedPerToken(t *testing.T) {
 // simulator judges; the end-to-end histogram read at the same target
 // gives another figure, and the scenario refuses it.
 func TestITLSLOReachesTheTuner(t *testing.T) {
-	sc, _, cleanup, err := simrun.LoadScenario(itlScenario)
+	sc, cfg, err := simrun.LoadScenario(itlScenario)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cleanup()
-	cfg, err := tenant.LoadConfig(simrun.Companion(itlScenario))
-	if err != nil {
-		t.Fatal(err)
+	if cfg == nil {
+		t.Fatalf("%s has no companion tenants file", itlScenario)
 	}
 	if _, _, metric, _, _ := cfg.GivenSLO("assistant"); metric != sim.SLOMetricITL {
 		t.Fatalf("the tenants file gives the tuner a %q SLO", metric)

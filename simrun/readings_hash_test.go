@@ -122,9 +122,9 @@ func hashesAt(t *testing.T, procs int) []string {
 	return got
 }
 
-// deterministic is snap less what differs from one run to the next: the
-// wall time a sample took, the temporary directory the built-in
-// scenario's files were copied into and when they were loaded.
+// deterministic is snap less what differs from one run to the next, or
+// with where the scenario was read from: the wall time a sample took, the
+// name of the tenants file and when it was loaded.
 func deterministic(snap *tenant.Snapshot) tenant.Snapshot {
 	s := *snap
 	s.Sampler.LastDuration = 0

@@ -231,11 +231,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	sc, scPath, cleanup, err := LoadScenario(cfg.Scenario)
+	sc, companion, err := LoadScenario(cfg.Scenario)
 	if err != nil {
 		return nil, err
 	}
-	defer cleanup()
 	seed := sc.Seed
 	if cfg.SeedSet {
 		seed = cfg.Seed
@@ -251,21 +250,17 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	tenantsFile := cfg.Tenants
-	if tenantsFile == "" && scPath != "" {
-		tenantsFile = Companion(scPath)
-	}
 	tcfg := tenant.EmptyConfig()
-	if tenantsFile != "" {
-		if tcfg, err = tenant.LoadConfig(tenantsFile); err != nil {
-			if cfg.Tenants != "" {
-				err = fmt.Errorf("--tenants: %w", err)
-			}
-			return nil, err
+	switch {
+	case cfg.Tenants != "":
+		if tcfg, err = tenant.LoadConfig(cfg.Tenants); err != nil {
+			return nil, fmt.Errorf("--tenants: %w", err)
 		}
 		if err := CheckTenants(sc, tcfg); err != nil {
 			return nil, err
 		}
+	case companion != nil:
+		tcfg = companion // checked against the scenario as it was loaded
 	}
 
 	res := &Result{}

@@ -13,58 +13,59 @@ import (
 )
 
 // LoadScenario loads a scenario file, or else the built-in scenario of
-// that name. A built-in is copied with the other embedded files into a
-// temporary directory first, so that it finds its companion tenants file
-// and any trace it names as a file would. It returns the scenario, the
-// path it was loaded from and a cleanup function. A scenario whose
-// companion tenants file gives a tenant another SLO than the scenario
-// judges is refused (CheckTenants).
-func LoadScenario(arg string) (*sim.Scenario, string, func(), error) {
-	nop := func() {}
+// that name, straight from its library (the traces it names and its
+// companion tenants file read there too, nothing written to disk), with
+// its companion tenants configuration (NAME.tenants.yaml beside it; nil
+// when it has none). A scenario whose companion gives a tenant another SLO
+// than the scenario judges is refused (CheckTenants).
+func LoadScenario(arg string) (*sim.Scenario, *tenant.Config, error) {
 	if st, err := os.Stat(arg); err == nil && !st.IsDir() {
 		sc, err := sim.LoadScenario(arg)
-		if err == nil {
-			err = checkCompanion(sc, arg)
-		}
 		if err != nil {
-			return nil, "", nop, err
+			return nil, nil, err
 		}
-		return sc, arg, nop, nil
+		var cfg *tenant.Config
+		if p := Companion(arg); p != "" {
+			if cfg, err = tenant.LoadConfig(p); err != nil {
+				return nil, nil, err
+			}
+		}
+		return checked(sc, cfg)
 	}
 	b, err := scenarios.Find(arg)
 	if u, ok := errors.AsType[*scenarios.UnknownError](err); ok {
-		return nil, "", nop, fmt.Errorf("scenario %q: no such file and no built-in scenario of that name (built-in: %s)", arg, strings.Join(u.Known, ", "))
+		return nil, nil, fmt.Errorf("scenario %q: no such file and no built-in scenario of that name (built-in: %s)", arg, strings.Join(u.Known, ", "))
 	}
 	if err != nil {
-		return nil, "", nop, err
+		return nil, nil, err
 	}
-	c, err := b.Materialize()
+	sc, err := sim.LoadScenarioFS(b.FS, b.Path)
 	if err != nil {
-		return nil, "", nop, err
+		return nil, nil, b.Explain(err)
 	}
-	sc, err := sim.LoadScenario(c.Scenario)
+	name, data, err := b.Tenants()
+	if err != nil || name == "" {
+		return sc, nil, err
+	}
+	cfg, err := tenant.ParseConfig(name, data)
 	if err == nil {
-		err = checkCompanion(sc, c.Scenario)
+		sc, cfg, err = checked(sc, cfg)
 	}
 	if err != nil {
-		c.Remove()
-		return nil, "", nop, c.Explain(err)
+		return nil, nil, b.Explain(err)
 	}
-	return sc, c.Scenario, c.Remove, nil
+	return sc, cfg, nil
 }
 
-// checkCompanion checks sc's SLOs against its companion tenants file,
-// when it has one.
-func checkCompanion(sc *sim.Scenario, scenarioPath string) error {
-	p := Companion(scenarioPath)
-	if p == "" {
-		return nil
+// checked returns sc and its companion tenants configuration cfg (nil:
+// none), or an error when they disagree (CheckTenants).
+func checked(sc *sim.Scenario, cfg *tenant.Config) (*sim.Scenario, *tenant.Config, error) {
+	if cfg != nil {
+		if err := CheckTenants(sc, cfg); err != nil {
+			return nil, nil, err
+		}
 	}
-	cfg, err := tenant.LoadConfig(p)
-	if err != nil {
-		return err
-	}
-	return CheckTenants(sc, cfg)
+	return sc, cfg, nil
 }
 
 // CheckTenants returns an error when the tenants configuration cfg gives a

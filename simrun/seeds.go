@@ -21,11 +21,10 @@ func Seeds(cfg Config, count int, list []int64) ([]int64, error) {
 	}
 	base := cfg.Seed
 	if !cfg.SeedSet {
-		sc, _, cleanup, err := LoadScenario(cfg.Scenario)
+		sc, _, err := LoadScenario(cfg.Scenario)
 		if err != nil {
 			return nil, err
 		}
-		cleanup()
 		base = sc.Seed
 	}
 	for i := range count {

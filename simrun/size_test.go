@@ -16,11 +16,10 @@ import (
 // 10 s was 10^10 steps, out of memory in 40 s; --duration 2562047h at 1s
 // overflowed the count of steps).
 func TestRunSizeBounded(t *testing.T) {
-	sc, _, cleanup, err := LoadScenario("../scenarios/h100-timeslice.yaml")
+	sc, _, err := LoadScenario("../scenarios/h100-timeslice.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cleanup()
 	for _, c := range []struct {
 		dur, step time.Duration
 		steps     int64

@@ -2,6 +2,7 @@ package simrun_test
 
 import (
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -11,7 +12,6 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/scenarios"
 	"github.com/vgpu-exporter/vgpu_exporter/sim"
 	"github.com/vgpu-exporter/vgpu_exporter/simrun"
-	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
 // builtins lists every built-in scenario (replays included).
@@ -33,18 +33,12 @@ func builtins(t *testing.T) []scenarios.Builtin {
 func TestBuiltinSLOsAgree(t *testing.T) {
 	for _, b := range builtins(t) {
 		t.Run(b.Name, func(t *testing.T) {
-			sc, path, cleanup, err := simrun.LoadScenario(b.Name)
+			sc, cfg, err := simrun.LoadScenario(b.Name)
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer cleanup()
-			p := simrun.Companion(path)
-			if p == "" {
+			if cfg == nil {
 				t.Fatalf("%s has no companion tenants file", b.Name)
-			}
-			cfg, err := tenant.LoadConfig(p)
-			if err != nil {
-				t.Fatal(err)
 			}
 			judged := 0
 			for _, ts := range sc.Tenants {
@@ -67,19 +61,19 @@ func TestBuiltinSLOsAgree(t *testing.T) {
 // sloTarget is the target of a tenants file's slo line.
 var sloTarget = regexp.MustCompile(`(slo: \{quantile: [0-9.]+, target: )([0-9a-z.]+)\}`)
 
-// TestMismatchedCopyRefused: a copy of each built-in scenario whose
-// tenants file gives one tenant another SLO target is refused, by name
-// and line of both files, whether the tenants file is the companion or
-// given to Run.
+// TestMismatchedCopyRefused: a copy on disk of each built-in scenario
+// whose tenants file gives one tenant another SLO target is refused, by
+// name and line of both files, whether the tenants file is the companion
+// or given to Run.
 func TestMismatchedCopyRefused(t *testing.T) {
 	for _, b := range builtins(t) {
 		t.Run(b.Name, func(t *testing.T) {
-			c, err := b.Materialize()
-			if err != nil {
+			dir := t.TempDir()
+			if err := os.CopyFS(dir, b.FS); err != nil {
 				t.Fatal(err)
 			}
-			defer c.Remove()
-			tp := simrun.Companion(c.Scenario)
+			scenario := filepath.Join(dir, filepath.FromSlash(b.Path))
+			tp := simrun.Companion(scenario)
 			data, err := os.ReadFile(tp)
 			if err != nil {
 				t.Fatal(err)
@@ -93,12 +87,11 @@ func TestMismatchedCopyRefused(t *testing.T) {
 				t.Fatal(err)
 			}
 			line := strings.Count(string(data[:m[0]]), "\n") + 1
-			_, _, cleanup, err := simrun.LoadScenario(c.Scenario)
+			_, _, err = simrun.LoadScenario(scenario)
 			if err == nil {
-				cleanup()
 				t.Fatal("a tenants file that disagrees with its scenario was accepted")
 			}
-			for _, want := range []string{c.Scenario + ":", tp + ":" + itoa(line) + " gives the tuner", "1.234s"} {
+			for _, want := range []string{scenario + ":", tp + ":" + itoa(line) + " gives the tuner", "1.234s"} {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("error lacks %q:\n%v", want, err)
 				}

@@ -102,14 +102,12 @@ func TestTTFTJudged(t *testing.T) {
 // is the one the simulator judges, where the end-to-end histogram would
 // read a very different one.
 func TestTTFTSLOReachesTheTuner(t *testing.T) {
-	sc, _, cleanup, err := simrun.LoadScenario(ttftScenario)
+	sc, cfg, err := simrun.LoadScenario(ttftScenario)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cleanup()
-	cfg, err := tenant.LoadConfig(simrun.Companion(ttftScenario))
-	if err != nil {
-		t.Fatal(err)
+	if cfg == nil {
+		t.Fatalf("%s has no companion tenants file", ttftScenario)
 	}
 	if _, _, metric, _, _ := cfg.GivenSLO("assistant"); metric != sim.SLOMetricTTFT {
 		t.Fatalf("the tenants file gives the tuner a %q SLO", metric)

@@ -5,7 +5,6 @@ import (
 	"maps"
 	"math"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -215,19 +214,18 @@ func instancesSMSeconds(d *gpu.Device, sec float64) float64 {
 // has none).
 func loadBuiltin(t *testing.T, bi scenarios.Builtin) (*sim.Scenario, *tenant.Config) {
 	t.Helper()
-	cp, err := bi.Materialize()
+	sc, err := sim.LoadScenarioFS(bi.FS, bi.Path)
+	if err != nil {
+		t.Fatal(bi.Explain(err))
+	}
+	name, data, err := bi.Tenants()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cp.Remove()
-	sc, err := sim.LoadScenario(cp.Scenario)
-	if err != nil {
-		t.Fatal(cp.Explain(err))
-	}
 	var cfg *tenant.Config
-	if p := strings.TrimSuffix(cp.Scenario, ".yaml") + scenarios.TenantsSuffix; fileExists(p) {
-		if cfg, err = tenant.LoadConfig(p); err != nil {
-			t.Fatal(cp.Explain(err))
+	if name != "" {
+		if cfg, err = tenant.ParseConfig(name, data); err != nil {
+			t.Fatal(bi.Explain(err))
 		}
 	}
 	return sc, cfg

@@ -38,14 +38,9 @@ func TestPodTenantsConserve(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cp, err := bi.Materialize()
+	sc, err := sim.LoadScenarioFS(bi.FS, bi.Path)
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer cp.Remove()
-	sc, err := sim.LoadScenario(cp.Scenario)
-	if err != nil {
-		t.Fatal(cp.Explain(err))
+		t.Fatal(bi.Explain(err))
 	}
 	s, err := sim.New(sc, sim.Options{})
 	if err != nil {

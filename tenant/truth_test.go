@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"math"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -268,9 +267,4 @@ func stat(m map[usageKey]*errStat, k usageKey) *errStat {
 		m[k] = e
 	}
 	return e
-}
-
-func fileExists(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && !fi.IsDir()
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -70,26 +69,15 @@ func resolveScenario(arg string, libs ...scenarios.Library) (*sim.Scenario, tena
 	if err != nil {
 		return nil, tenant.ConfigSource{}, fmt.Errorf("--sim.scenario=%s: %w", arg, err)
 	}
-	// The scenario is loaded from a copy on disk so that it finds the
-	// files it names (traces) as a scenario file would; they are read
-	// while loading, and the copy is removed when it returns.
-	c, err := b.Materialize()
+	sc, err := sim.LoadScenarioFS(b.FS, b.Path)
 	if err != nil {
-		return nil, tenant.ConfigSource{}, err
+		return nil, tenant.ConfigSource{}, b.Explain(err)
 	}
-	defer c.Remove()
-	sc, err := sim.LoadScenario(c.Scenario)
-	if err != nil {
-		return nil, tenant.ConfigSource{}, c.Explain(err)
-	}
-	sc.File = b.Path // the copy is gone; messages name the built-in's file
 	var ts tenant.ConfigSource
-	if p := b.TenantsPath(); p != "" {
-		td, err := fs.ReadFile(b.FS, p)
-		if err != nil {
-			return nil, tenant.ConfigSource{}, fmt.Errorf("built-in scenario %s: %w", b.Name, err)
-		}
-		ts = tenant.ConfigSource{Name: b.Name + scenarios.TenantsSuffix, Data: td}
+	if name, data, err := b.Tenants(); err != nil {
+		return nil, tenant.ConfigSource{}, err
+	} else if name != "" {
+		ts = tenant.ConfigSource{Name: name, Data: data}
 	}
 	return sc, ts, nil
 }

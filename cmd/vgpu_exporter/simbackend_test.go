@@ -61,10 +61,17 @@ func TestResolveScenario(t *testing.T) {
 	}
 
 	// A second library, like the trace-replay scenarios: its own
-	// directory and companion.
+	// directory, companion and a trace its scenario names beside it.
+	traced := func(file string) []byte {
+		return []byte("name: traced\ngpus: [{model: H100-SXM5-80GB}]\ntenants:\n" +
+			"  - {name: a, workload: {type: llm, params: 1e9, arrival: {process: trace, file: " + file + "}}}\n")
+	}
 	second := fstest.MapFS{
 		"replay/other.yaml":         {Data: scenario},
 		"replay/other.tenants.yaml": {Data: tenants},
+		"replay/traced.yaml":        {Data: traced("t.csv")},
+		"replay/t.csv":              {Data: []byte("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46,374,44\n2023-11-16 18:15:47,396,109\n")},
+		"replay/lost.yaml":          {Data: traced("gone.csv")},
 	}
 	libs := []scenarios.Library{{FS: builtin, Dir: "."}, {FS: second, Dir: "replay"}}
 
@@ -77,10 +84,12 @@ func TestResolveScenario(t *testing.T) {
 		{arg: "tiny", wantBuiltin: "tiny.tenants.yaml"},
 		{arg: "tiny.yaml", wantBuiltin: "tiny.tenants.yaml"},
 		{arg: "bare"},
-		{arg: "other", wantBuiltin: "other.tenants.yaml"},
+		{arg: "other", wantBuiltin: "replay/other.tenants.yaml"},
+		{arg: "traced"},
+		{arg: "lost", wantErr: []string{"built-in scenario lost: replay/lost.yaml:4: open replay/gone.csv: file does not exist"}},
 		{arg: withCompanion, wantPath: filepath.Join(dir, "mine.tenants.yaml")},
 		{arg: alone},
-		{arg: "nope", wantErr: []string{"--sim.scenario=nope", "not a built-in scenario", "bad, bare, other, tiny"}},
+		{arg: "nope", wantErr: []string{"--sim.scenario=nope", "not a built-in scenario", "bad, bare, lost, other, tiny, traced"}},
 		{arg: "../tiny", wantErr: []string{"not a built-in scenario"}},
 		{arg: "tiny.tenants", wantErr: []string{"not a built-in scenario"}},
 		{arg: "bad", wantErr: []string{"built-in scenario bad: bad.yaml:2"}},
@@ -122,8 +131,11 @@ func TestResolveScenario(t *testing.T) {
 }
 
 // Every built-in scenario loads, runs and has a valid companion tenants
-// file whose tenants all appear in the snapshot.
+// file whose tenants all appear in the snapshot. It is read from the
+// binary: the start needs no file on disk, not even a temporary directory
+// (TMPDIR names none).
 func TestBuiltinScenariosBuild(t *testing.T) {
+	t.Setenv("TMPDIR", filepath.Join(t.TempDir(), "absent"))
 	// Names fails when two built-in scenarios share a name.
 	names, err := scenarios.Names()
 	if err != nil {

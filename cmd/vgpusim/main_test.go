@@ -273,7 +273,8 @@ func TestHelpAndList(t *testing.T) {
 
 // Every scenario of the library on disk, trace replays included, is a
 // built-in of the same name, and a built-in replay finds its trace and its
-// companion tenants file wherever vgpusim runs.
+// companion tenants file wherever vgpusim runs, with nothing written to
+// disk: not even a temporary directory is needed (TMPDIR names none).
 func TestBuiltinsMatchLibrary(t *testing.T) {
 	var want []string
 	for _, f := range libraryScenarios(t) {
@@ -288,13 +289,13 @@ func TestBuiltinsMatchLibrary(t *testing.T) {
 		t.Errorf("built-in scenarios %q, library files %q", got, want)
 	}
 	t.Chdir(t.TempDir())
-	sc, path, cleanup, err := simrun.LoadScenario("diurnal-shift")
+	t.Setenv("TMPDIR", filepath.Join(t.TempDir(), "absent"))
+	sc, cfg, err := simrun.LoadScenario("diurnal-shift")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cleanup()
-	if sc.Name != "diurnal-shift" || simrun.Companion(path) == "" {
-		t.Errorf("built-in diurnal-shift: name %q, companion of %s missing", sc.Name, path)
+	if sc.Name != "diurnal-shift" || cfg == nil || cfg.TenantByName("chat-east") == nil {
+		t.Errorf("built-in diurnal-shift: name %q, companion tenants %v", sc.Name, cfg)
 	}
 	code, stdout, stderr := vgpusim(t, false, "run", "--scenario", "diurnal-shift", "--duration", "10s")
 	if code != 0 || !strings.Contains(stdout, "\nchat-east ") {

@@ -27,7 +27,8 @@ func TestLintExamples(t *testing.T) {
 
 // TestSimBackend: backend sim runs the simulator's scenario on any node: no
 // GPU node selection, no SYS_ADMIN (even with profilingCapability), a
-// writable /tmp where the built-in scenario is unpacked, the flag given
+// read-only root with no writable /tmp (the built-in scenario is read from
+// the binary), the flag given
 // once, a seed as the integer the exporter parses; with the tuner, none of
 // the node's MPS pipes or cgroups (only the journal's directory).
 func TestSimBackend(t *testing.T) {
@@ -77,8 +78,8 @@ func TestSimBackend(t *testing.T) {
 			for _, vm := range exp.VolumeMounts {
 				tmp = tmp || vm.MountPath == "/tmp" && !vm.ReadOnly
 			}
-			if !tmp || exp.SecurityContext.ReadOnlyRootFilesystem == nil || !*exp.SecurityContext.ReadOnlyRootFilesystem {
-				t.Errorf("mounts %+v, root filesystem read-only %v; want a writable /tmp on a read-only root", exp.VolumeMounts, exp.SecurityContext.ReadOnlyRootFilesystem)
+			if tmp || exp.SecurityContext.ReadOnlyRootFilesystem == nil || !*exp.SecurityContext.ReadOnlyRootFilesystem {
+				t.Errorf("mounts %+v, root filesystem read-only %v; want a read-only root and no writable /tmp", exp.VolumeMounts, exp.SecurityContext.ReadOnlyRootFilesystem)
 			}
 			for _, v := range pod.Volumes {
 				if v.HostPath != nil && !slices.Contains([]string{"/proc", "/var/lib/kubelet/pod-resources", "/var/lib/vgpu-exporter"}, v.HostPath.Path) {

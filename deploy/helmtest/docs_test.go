@@ -53,7 +53,7 @@ var (
 // commands install it, on a cluster without the Prometheus Operator, and
 // checks what the section says: the DaemonSet and Service the other two
 // commands name, every node (no nodeSelector), no added capability, a
-// writable /tmp on a read-only root, notes that repeat the two checks; then
+// read-only root with no writable /tmp, notes that repeat the two checks; then
 // runs the exporter with the rendered arguments and reads the metrics the
 // section names.
 func TestTryItOnAnyCluster(t *testing.T) {
@@ -113,8 +113,9 @@ func TestTryItOnAnyCluster(t *testing.T) {
 		}
 	}
 
-	// The exporter with the DaemonSet's arguments (on a free port, its
-	// temporary directory a fresh one as the pod's emptyDir /tmp is).
+	// The exporter with the DaemonSet's arguments (on a free port, and no
+	// temporary directory: TMPDIR names none, as the pod has no writable
+	// /tmp).
 	addr := repo.FreeAddr(t)
 	args := slices.Clone(exp.Args)
 	for i, a := range args {
@@ -125,7 +126,7 @@ func TestTryItOnAnyCluster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, repo.Exporter(t), args...)
-	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
+	cmd.Env = append(os.Environ(), "TMPDIR="+filepath.Join(t.TempDir(), "absent"))
 	out := &strings.Builder{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {

@@ -4,7 +4,8 @@
 // blocking, so that a FIFO, a device or a socket is refused before a byte
 // is read; and no more than the limit and one byte is ever read, so that a
 // source over the limit is refused having cost at most its limit. Errors
-// name the file or URL.
+// name the file or URL. A file may also come from an fs.FS (OpenFS,
+// RegularFS), such as the files embedded in the binary.
 package fileread
 
 import (
@@ -34,12 +35,7 @@ func Check(path string, limit int64) error {
 // so a FIFO swapped in after the first check is refused too, and at most
 // limit+1 bytes are ever read, whatever the file grows to meanwhile.
 func Regular(path string, limit int64) ([]byte, error) {
-	f, err := Open(path, limit)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return All(f, limit, path)
+	return RegularFS(nil, path, limit)
 }
 
 // Open opens path for a streaming read when it is a regular file of at
@@ -62,6 +58,45 @@ func Open(path string, limit int64) (io.ReadCloser, error) {
 		return nil, err
 	}
 	return limitedFile{Reader: Limit(f, limit, path), Closer: f}, nil
+}
+
+// OpenFS is Open for the file name of fsys (an embedded library, say):
+// the file must be a regular file of at most limit bytes, checked before
+// it is opened and again once open. A nil fsys is the operating system's
+// files, name a path as Open takes it.
+func OpenFS(fsys fs.FS, name string, limit int64) (io.ReadCloser, error) {
+	if fsys == nil {
+		return Open(name, limit)
+	}
+	fi, err := fs.Stat(fsys, name)
+	if err != nil {
+		return nil, err // names the file
+	}
+	if err := checkInfo(name, fi, limit); err != nil {
+		return nil, err
+	}
+	f, err := fsys.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err = f.Stat(); err == nil {
+		err = checkInfo(name, fi, limit)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return limitedFile{Reader: Limit(f, limit, name), Closer: f}, nil
+}
+
+// RegularFS is Regular for the file name of fsys (OpenFS).
+func RegularFS(fsys fs.FS, name string, limit int64) ([]byte, error) {
+	f, err := OpenFS(fsys, name, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return All(f, limit, name)
 }
 
 type limitedFile struct {

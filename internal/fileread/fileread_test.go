@@ -3,11 +3,13 @@ package fileread
 import (
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"testing/fstest"
 )
 
 func TestRegular(t *testing.T) {
@@ -56,6 +58,43 @@ func TestRegular(t *testing.T) {
 	}
 	if data, err := Regular(small, 100); err != nil || string(data) != "a: 1\n" {
 		t.Errorf("Regular(small) = %q, %v", data, err)
+	}
+}
+
+// RegularFS reads a file of an fs.FS as Regular reads one on disk: within
+// the limit, a regular file only, errors naming it; a nil fs.FS is the
+// operating system's files.
+func TestRegularFS(t *testing.T) {
+	lib := fstest.MapFS{
+		"lib/small.yaml": {Data: []byte("a: 1\n")},
+		"lib/big.yaml":   {Data: make([]byte, 101)},
+		"lib/fifo":       {Mode: fs.ModeNamedPipe},
+	}
+	for _, tc := range []struct {
+		name string
+		want string // "" = reads
+	}{
+		{"lib/small.yaml", ""},
+		{"lib/big.yaml", "larger than the limit of 100 bytes"},
+		{"lib/fifo", "not a regular file (a named pipe)"},
+		{"lib", "is a directory"},
+		{"lib/missing", "file does not exist"},
+		{"../lib/small.yaml", "file does not exist"},
+	} {
+		data, err := RegularFS(lib, tc.name, 100)
+		switch {
+		case tc.want == "" && (err != nil || string(data) != "a: 1\n"):
+			t.Errorf("RegularFS(%s) = %q, %v", tc.name, data, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), tc.name)):
+			t.Errorf("RegularFS(%s): %v, want an error naming the file with %q", tc.name, err, tc.want)
+		}
+	}
+	small := filepath.Join(t.TempDir(), "small.yaml")
+	if err := os.WriteFile(small, []byte("a: 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if data, err := RegularFS(nil, small, 100); err != nil || string(data) != "a: 1\n" {
+		t.Errorf("RegularFS(nil, %s) = %q, %v", small, data, err)
 	}
 }
 
