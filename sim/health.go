@@ -62,6 +62,25 @@ func (r *rising) at(now int64) float64 {
 
 func (r *rising) count(now int64) *uint64 { return gpu.Uint(uint64(r.at(now))) }
 
+// uncorrectedECC is GPU g's volatile count of uncorrectable ECC errors at
+// now (ns since start): one for each error a health event says happened
+// (a row remapped after an uncorrectable error, a page retired after a
+// double-bit error), as the driver counts each such error before it
+// remaps or retires. An xid event counts nothing: it is a message, whose
+// error a scenario states with the health event.
+func (s *Simulator) uncorrectedECC(g *gpuState, now int64) uint64 {
+	var n uint64
+	for _, e := range s.sc.health {
+		if int64(e.At) > now {
+			break
+		}
+		if *e.GPU == g.idx && (e.Action == actionRowRemapPending || e.Action == actionPageRetired) {
+			n++
+		}
+	}
+	return n
+}
+
 // health returns GPU g's health readings at now (ns since start): its
 // model's healthy readings changed by the health events on g due by then;
 // fig holds the healthy figures.

@@ -74,13 +74,15 @@ func TestHealthEventParsing(t *testing.T) {
 }
 
 // TestHealthReadings: the counters rise at their events' rates, the flags
-// hold from their events on, on the GPU named only.
+// hold from their events on, on the GPU named only; each row remapped and
+// page retired counts one uncorrectable ECC error.
 func TestHealthReadings(t *testing.T) {
 	s := mustNew(t, mustParse(t, withHealth(healthEvents)), Options{})
 	type want struct {
 		crc, replay, pcie, remapped uint64
 		pending, failure            bool
 		retired                     *uint64 // nil: not served
+		uncorrected                 uint64  // the ECC errors counted
 	}
 	u, start := gpu.Uint, s.Now()
 	for _, tc := range []struct {
@@ -90,8 +92,8 @@ func TestHealthReadings(t *testing.T) {
 		{5 * time.Second, want{}},
 		{12 * time.Second, want{crc: 4}},
 		{18 * time.Second, want{crc: 16, pcie: 12}},
-		{26 * time.Second, want{crc: 32, replay: 3, pcie: 44, remapped: 1, pending: true}},
-		{45 * time.Second, want{crc: 40, replay: 12, pcie: 120, remapped: 1, pending: true, failure: true, retired: u(2)}},
+		{26 * time.Second, want{crc: 32, replay: 3, pcie: 44, remapped: 1, pending: true, uncorrected: 1}},
+		{45 * time.Second, want{crc: 40, replay: 12, pcie: 120, remapped: 1, pending: true, failure: true, retired: u(2), uncorrected: 3}},
 	} {
 		s.AdvanceTo(start.Add(tc.at))
 		r, err := s.Sample(context.Background())
@@ -100,15 +102,15 @@ func TestHealthReadings(t *testing.T) {
 		}
 		h := r.Devices[1].Health
 		got := want{*h.NVLinkCRCFlitErrors, *h.NVLinkReplayErrors, *h.PCIeReplays, *h.RemappedRowsUncorrectable,
-			*h.RowRemapPending, *h.RowRemapFailure, h.RetiredPagesDoubleBit}
+			*h.RowRemapPending, *h.RowRemapFailure, h.RetiredPagesDoubleBit, *r.Devices[1].ECCUncorrectedTotal}
 		if h.RetiredPagesDoubleBit != nil && (*h.RetiredPagesSingleBit != 0 || !*h.RetiredPagesPending) {
 			t.Errorf("at %s: retired pages single-bit %d, pending %v; want 0, true", tc.at, *h.RetiredPagesSingleBit, *h.RetiredPagesPending)
 		}
 		if !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("at %s: GPU 1 health %+v, want %+v", tc.at, got, tc.want)
 		}
-		if h0 := r.Devices[0].Health; !reflect.DeepEqual(h0, s.gpus[0].m.health(&figures{})) {
-			t.Errorf("at %s: GPU 0 health %+v, want the healthy model's", tc.at, h0)
+		if h0 := r.Devices[0].Health; !reflect.DeepEqual(h0, s.gpus[0].m.health(&figures{})) || *r.Devices[0].ECCUncorrectedTotal != 0 {
+			t.Errorf("at %s: GPU 0 health %+v, %d uncorrected ECC errors, want the healthy model's", tc.at, h0, *r.Devices[0].ECCUncorrectedTotal)
 		}
 	}
 }

@@ -135,7 +135,7 @@ func (s *Simulator) device(g *gpuState, interval time.Duration) gpu.Device {
 		ComputeMode:            "Default",
 		ECCEnabled:             fig.bool(true),
 		ECCCorrectedTotal:      fig.uint(0),
-		ECCUncorrectedTotal:    fig.uint(0),
+		ECCUncorrectedTotal:    fig.uint(s.uncorrectedECC(g, s.now)),
 		ContextSwitchesTotal:   fig.uint(g.ctxSwitches),
 		// time spent switching, in cycles of the maximum SM clock
 		ContextSwitchCyclesTotal: fig.uint(uint64(g.switchNs * m.MaxClockMHz / 1e3)),
