@@ -49,15 +49,29 @@
           alert(
             'VGPUTenantStarved',
             'warning',
+            // No series tells a tenant whose work waits from one with
+            // nothing to run. A time-sliced GPU tells part of it: it
+            // switches contexts only while more than one wants to run, so
+            // one that switched none in the window has no tenant waiting
+            // (an idle neighbour of a busy tenant). Elsewhere (MIG, MPS,
+            // GPUs without the counter) an idle process fires it too.
             std.format(|||
               (
-                vgpu_tenant_sm_active_ratio{%(sel)s, class=~"batch|best-effort"} < %(share)s
-                and on (%(key)s, tenant, gpu_instance)
-                vgpu_tenant_processes{%(sel)s} > 0
+                (
+                  vgpu_tenant_sm_active_ratio{%(sel)s, class=~"batch|best-effort"} < %(share)s
+                  and on (%(key)s, tenant, gpu_instance)
+                  vgpu_tenant_processes{%(sel)s} > 0
+                )
+                and on (%(key)s)
+                vgpu_gpu_sm_active_ratio{%(sel)s} > %(busy)s
               )
-              and on (%(key)s)
-              vgpu_gpu_sm_active_ratio{%(sel)s} > %(busy)s
-            |||, { sel: sel, key: gpuKey, share: c.starvedShareThreshold, busy: c.starvedBusyThreshold }),
+              unless on (%(key)s)
+              (
+                rate(vgpu_gpu_context_switches_total{%(sel)s}[%(window)s]) == 0
+                and on (%(key)s)
+                vgpu_gpu_info{%(sel)s, mode="time-slice"}
+              )
+            |||, { sel: sel, key: gpuKey, share: c.starvedShareThreshold, busy: c.starvedBusyThreshold, window: c.starvedWindow }),
             c.starvedFor,
             'A tenant with processes on a busy GPU gets almost none of it.',
             'Tenant {{ $labels.tenant }} ({{ $labels.class }}) has processes on' + onGPU + ' but an SM share of {{ $value | humanizePercentage }} while the GPU is busy with other tenants.',
