@@ -55,15 +55,17 @@
             // one that switched none in the window has no tenant waiting
             // (an idle neighbour of a busy tenant). Elsewhere (MIG, MPS,
             // GPUs without the counter) an idle process fires it too.
+            // The ratios are averaged over the window: one reading (the
+            // exporter samples every second) does not restart the for.
             std.format(|||
               (
                 (
-                  vgpu_tenant_sm_active_ratio{%(sel)s, class=~"batch|best-effort"} < %(share)s
+                  avg_over_time(vgpu_tenant_sm_active_ratio{%(sel)s, class=~"batch|best-effort"}[%(window)s]) < %(share)s
                   and on (%(key)s, tenant, gpu_instance)
-                  vgpu_tenant_processes{%(sel)s} > 0
+                  max_over_time(vgpu_tenant_processes{%(sel)s}[%(window)s]) > 0
                 )
                 and on (%(key)s)
-                vgpu_gpu_sm_active_ratio{%(sel)s} > %(busy)s
+                avg_over_time(vgpu_gpu_sm_active_ratio{%(sel)s}[%(window)s]) > %(busy)s
               )
               unless on (%(key)s)
               (

@@ -16,8 +16,9 @@
     starvedShareThreshold: 0.01,  // a tenant below this SM share is starved ...
     starvedBusyThreshold: 0.5,  // ... while the GPU is at least this busy
     starvedFor: '30m',
-    // ... over this window: a time-sliced GPU that switched no context in
-    // it has no second tenant waiting.
+    // ... both averaged over this window (a brief dip does not restart
+    // starvedFor); a time-sliced GPU that switched no context in it has no
+    // second tenant waiting.
     starvedWindow: '5m',
     throttleFraction: 0.5,  // throttled more than this fraction of throttleWindow
     throttleWindow: '15m',
