@@ -148,6 +148,14 @@
             'GPU {{ $labels.gpu }} ({{ $labels.uuid }})' + onHost + ' remapped a memory row that takes effect only after a GPU reset; it has waited %s.' % c.alertFor.rowRemapPending,
           ),
           alert(
+            'VGPURetiredPagesPending',
+            'warning',
+            std.format('vgpu_gpu_retired_pages_pending{%s} == 1', sel),
+            c.alertFor.retiredPagesPending,
+            'A GPU has a retired memory page that waits for a reset or reboot.',
+            'GPU {{ $labels.gpu }} ({{ $labels.uuid }})' + onHost + ' retired a device memory page (ECC errors) that is taken out of use only after a GPU reset or reboot; it has waited %s.' % c.alertFor.retiredPagesPending,
+          ),
+          alert(
             'VGPURowRemapFailure',
             'critical',
             std.format('vgpu_gpu_row_remap_failure{%s} == 1', sel),

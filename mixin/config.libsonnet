@@ -81,6 +81,9 @@
       // A row remap pending a reset for longer than this (a reset after a
       // drain usually follows within minutes).
       rowRemapPending: '15m',
+      // The same for a page retirement (GPUs before Ampere retire pages
+      // instead of remapping rows).
+      retiredPagesPending: '15m',
     },
 
     // Runbook links: %s is the alert name in lower case.
