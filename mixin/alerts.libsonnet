@@ -84,7 +84,7 @@
             std.format('vgpu_tenant_share_min_sum_ratio{%s} > 1', sel),
             c.alertFor.overcommitted,
             'The share guarantees of the tenants on a GPU add up to more than the GPU.',
-            'The share.min guarantees of the tenants using' + onGPU + ' (MIG instance "{{ $labels.gpu_instance }}") add up to {{ $value | humanizePercentage }}: they cannot all be met.',
+            'The share.min guarantees of the tenants using' + onGPU + '{{ if $labels.gpu_instance }} (MIG instance {{ $labels.gpu_instance }}){{ end }} add up to {{ $value | humanizePercentage }}: they cannot all be met.',
           ),
           alert(
             'VGPUTenantAttributionConflict',
@@ -129,7 +129,9 @@
             newEvents(std.format('vgpu_gpu_events_total{%s, kind="xid", code!~"%s|%s"}', [sel, c.xidHardwareCodes, c.xidApplicationCodes]), c.xidWindow),
             '',
             'A GPU reported an XID error of no known class.',
-            'GPU {{ $labels.gpu }} ({{ $labels.uuid }})' + onHost + ' reported XID {{ $labels.code }} in the last %s.' % c.xidWindow,
+            // code="other" counts every XID outside the exporter's list of
+            // well-known ones: no series carries its number, the logs do.
+            'GPU {{ $labels.gpu }} ({{ $labels.uuid }})' + onHost + ' reported {{ if eq $labels.code "other" }}an XID outside the exporter\'s list of well-known XIDs (its number is in the exporter\'s log, msg="XID event", and in the host\'s kernel log){{ else }}XID {{ $labels.code }}{{ end }} in the last %s.' % c.xidWindow,
           ),
           alert(
             'VGPUEccUncorrectedErrors',
