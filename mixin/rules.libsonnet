@@ -34,15 +34,20 @@
           local r = c.sloWindowRanges[w];
           [
             {
-              // Request-weighted fraction of requests that missed the target.
+              // Request-weighted fraction of requests that missed the target;
+              // no series (rather than NaN) for a tenant without requests in
+              // the window, such as one whose latency source was never read
+              // (its counters are served at 0).
               record: 'cluster_tenant:vgpu_tenant_slo_errors:ratio_rate' + w,
               expr: std.format(|||
                 sum by (%(by)s) (
                   rate(vgpu_tenant_requests_total{%(sel)s}[%(r)s]) - rate(vgpu_tenant_slo_good_requests_total{%(sel)s}[%(r)s])
                 )
                 /
-                sum by (%(by)s) (
-                  rate(vgpu_tenant_requests_total{%(sel)s}[%(r)s]) and rate(vgpu_tenant_slo_good_requests_total{%(sel)s}[%(r)s])
+                (
+                  sum by (%(by)s) (
+                    rate(vgpu_tenant_requests_total{%(sel)s}[%(r)s]) and rate(vgpu_tenant_slo_good_requests_total{%(sel)s}[%(r)s])
+                  ) > 0
                 )
               |||, { by: by, sel: sel, r: r }),
             },
@@ -64,9 +69,13 @@
           },
           {
             // Tenants spending their error budget faster than it accrues
-            // over the last hour.
+            // over the last hour; 0 where no tenant with an SLO had requests.
             record: 'cluster:vgpu_tenants_out_of_slo:count',
-            expr: std.format('sum by (%s) (cluster_tenant:vgpu_tenant_slo_burn_rate:ratio_rate1h > bool 1)', c.clusterLabel),
+            expr: std.format(|||
+              sum by (%(cluster)s) (cluster_tenant:vgpu_tenant_slo_burn_rate:ratio_rate1h > bool 1)
+              or
+              0 * cluster:vgpu_tenants_with_slo:count
+            |||, { cluster: c.clusterLabel }),
           },
         ],
       },
