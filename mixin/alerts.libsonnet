@@ -49,15 +49,31 @@
           alert(
             'VGPUTenantStarved',
             'warning',
+            // No series tells a tenant whose work waits from one with
+            // nothing to run. A time-sliced GPU tells part of it: it
+            // switches contexts only while more than one wants to run, so
+            // one that switched none in the window has no tenant waiting
+            // (an idle neighbour of a busy tenant). Elsewhere (MIG, MPS,
+            // GPUs without the counter) an idle process fires it too.
+            // The ratios are averaged over the window: one reading (the
+            // exporter samples every second) does not restart the for.
             std.format(|||
               (
-                vgpu_tenant_sm_active_ratio{%(sel)s, class=~"batch|best-effort"} < %(share)s
-                and on (%(key)s, tenant, gpu_instance)
-                vgpu_tenant_processes{%(sel)s} > 0
+                (
+                  avg_over_time(vgpu_tenant_sm_active_ratio{%(sel)s, class=~"batch|best-effort"}[%(window)s]) < %(share)s
+                  and on (%(key)s, tenant, gpu_instance)
+                  max_over_time(vgpu_tenant_processes{%(sel)s}[%(window)s]) > 0
+                )
+                and on (%(key)s)
+                avg_over_time(vgpu_gpu_sm_active_ratio{%(sel)s}[%(window)s]) > %(busy)s
               )
-              and on (%(key)s)
-              vgpu_gpu_sm_active_ratio{%(sel)s} > %(busy)s
-            |||, { sel: sel, key: gpuKey, share: c.starvedShareThreshold, busy: c.starvedBusyThreshold }),
+              unless on (%(key)s)
+              (
+                rate(vgpu_gpu_context_switches_total{%(sel)s}[%(window)s]) == 0
+                and on (%(key)s)
+                vgpu_gpu_info{%(sel)s, mode="time-slice"}
+              )
+            |||, { sel: sel, key: gpuKey, share: c.starvedShareThreshold, busy: c.starvedBusyThreshold, window: c.starvedWindow }),
             c.starvedFor,
             'A tenant with processes on a busy GPU gets almost none of it.',
             'Tenant {{ $labels.tenant }} ({{ $labels.class }}) has processes on' + onGPU + ' but an SM share of {{ $value | humanizePercentage }} while the GPU is busy with other tenants.',
@@ -68,7 +84,7 @@
             std.format('vgpu_tenant_share_min_sum_ratio{%s} > 1', sel),
             c.alertFor.overcommitted,
             'The share guarantees of the tenants on a GPU add up to more than the GPU.',
-            'The share.min guarantees of the tenants using' + onGPU + ' (MIG instance "{{ $labels.gpu_instance }}") add up to {{ $value | humanizePercentage }}: they cannot all be met.',
+            'The share.min guarantees of the tenants using' + onGPU + '{{ if $labels.gpu_instance }} (MIG instance {{ $labels.gpu_instance }}){{ end }} add up to {{ $value | humanizePercentage }}: they cannot all be met.',
           ),
           alert(
             'VGPUTenantAttributionConflict',
@@ -113,7 +129,9 @@
             newEvents(std.format('vgpu_gpu_events_total{%s, kind="xid", code!~"%s|%s"}', [sel, c.xidHardwareCodes, c.xidApplicationCodes]), c.xidWindow),
             '',
             'A GPU reported an XID error of no known class.',
-            'GPU {{ $labels.gpu }} ({{ $labels.uuid }})' + onHost + ' reported XID {{ $labels.code }} in the last %s.' % c.xidWindow,
+            // code="other" counts every XID outside the exporter's list of
+            // well-known ones: no series carries its number, the logs do.
+            'GPU {{ $labels.gpu }} ({{ $labels.uuid }})' + onHost + ' reported {{ if eq $labels.code "other" }}an XID outside the exporter\'s list of well-known XIDs (its number is in the exporter\'s log, msg="XID event", and in the host\'s kernel log){{ else }}XID {{ $labels.code }}{{ end }} in the last %s.' % c.xidWindow,
           ),
           alert(
             'VGPUEccUncorrectedErrors',
@@ -130,6 +148,14 @@
             c.alertFor.rowRemapPending,
             'A GPU has a memory row remapping that waits for a reset.',
             'GPU {{ $labels.gpu }} ({{ $labels.uuid }})' + onHost + ' remapped a memory row that takes effect only after a GPU reset; it has waited %s.' % c.alertFor.rowRemapPending,
+          ),
+          alert(
+            'VGPURetiredPagesPending',
+            'warning',
+            std.format('vgpu_gpu_retired_pages_pending{%s} == 1', sel),
+            c.alertFor.retiredPagesPending,
+            'A GPU has a retired memory page that waits for a reset or reboot.',
+            'GPU {{ $labels.gpu }} ({{ $labels.uuid }})' + onHost + ' retired a device memory page (ECC errors) that is taken out of use only after a GPU reset or reboot; it has waited %s.' % c.alertFor.retiredPagesPending,
           ),
           alert(
             'VGPURowRemapFailure',

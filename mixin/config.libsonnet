@@ -16,6 +16,10 @@
     starvedShareThreshold: 0.01,  // a tenant below this SM share is starved ...
     starvedBusyThreshold: 0.5,  // ... while the GPU is at least this busy
     starvedFor: '30m',
+    // ... both averaged over this window (a brief dip does not restart
+    // starvedFor); a time-sliced GPU that switched no context in it has no
+    // second tenant waiting.
+    starvedWindow: '5m',
     throttleFraction: 0.5,  // throttled more than this fraction of throttleWindow
     throttleWindow: '15m',
     xidWindow: '10m',
@@ -77,6 +81,9 @@
       // A row remap pending a reset for longer than this (a reset after a
       // drain usually follows within minutes).
       rowRemapPending: '15m',
+      // The same for a page retirement (GPUs before Ampere retire pages
+      // instead of remapping rows).
+      retiredPagesPending: '15m',
     },
 
     // Runbook links: %s is the alert name in lower case.

@@ -34,15 +34,20 @@
           local r = c.sloWindowRanges[w];
           [
             {
-              // Request-weighted fraction of requests that missed the target.
+              // Request-weighted fraction of requests that missed the target;
+              // no series (rather than NaN) for a tenant without requests in
+              // the window, such as one whose latency source was never read
+              // (its counters are served at 0).
               record: 'cluster_tenant:vgpu_tenant_slo_errors:ratio_rate' + w,
               expr: std.format(|||
                 sum by (%(by)s) (
                   rate(vgpu_tenant_requests_total{%(sel)s}[%(r)s]) - rate(vgpu_tenant_slo_good_requests_total{%(sel)s}[%(r)s])
                 )
                 /
-                sum by (%(by)s) (
-                  rate(vgpu_tenant_requests_total{%(sel)s}[%(r)s]) and rate(vgpu_tenant_slo_good_requests_total{%(sel)s}[%(r)s])
+                (
+                  sum by (%(by)s) (
+                    rate(vgpu_tenant_requests_total{%(sel)s}[%(r)s]) and rate(vgpu_tenant_slo_good_requests_total{%(sel)s}[%(r)s])
+                  ) > 0
                 )
               |||, { by: by, sel: sel, r: r }),
             },
@@ -64,9 +69,13 @@
           },
           {
             // Tenants spending their error budget faster than it accrues
-            // over the last hour.
+            // over the last hour; 0 where no tenant with an SLO had requests.
             record: 'cluster:vgpu_tenants_out_of_slo:count',
-            expr: std.format('sum by (%s) (cluster_tenant:vgpu_tenant_slo_burn_rate:ratio_rate1h > bool 1)', c.clusterLabel),
+            expr: std.format(|||
+              sum by (%(cluster)s) (cluster_tenant:vgpu_tenant_slo_burn_rate:ratio_rate1h > bool 1)
+              or
+              0 * cluster:vgpu_tenants_with_slo:count
+            |||, { cluster: c.clusterLabel }),
           },
         ],
       },
@@ -75,12 +84,46 @@
         rules: [
           {
             // In GPU-equivalents: a tenant at 0.5 on each of four GPUs is 2.
+            // On a MIG instance the tenant's ratio is a fraction of the
+            // instance, so it counts for the instance's part of the GPU's
+            // SMs: the tenants of a GPU add up to its own SM active ratio.
             record: 'cluster_tenant:vgpu_tenant_sm_active:sum',
-            expr: std.format('sum by (%s, class) (vgpu_tenant_sm_active_ratio{%s})', [by, sel]),
+            expr: std.format(|||
+              sum by (%(by)s, class) (
+                vgpu_tenant_sm_active_ratio{%(sel)s, gpu_instance=""}
+                or
+                vgpu_tenant_sm_active_ratio{%(sel)s, gpu_instance!=""}
+                * on (%(key)s, gpu_instance) group_left ()
+                (
+                  vgpu_mig_streaming_multiprocessors{%(sel)s}
+                  / on (%(key)s) group_left ()
+                  vgpu_gpu_streaming_multiprocessors{%(sel)s}
+                )
+              )
+            |||, { by: by, sel: sel, key: gpuKey }),
           },
           {
+            // In GPU-equivalents of peak HBM bandwidth. A MIG instance has
+            // the bandwidth of its memory slices (of the GPU's 8), which the
+            // exporter does not serve: its memory size over the GPU's,
+            // rounded to eighths, gives them (the driver's reserve makes
+            // the plain ratio a few percent off).
             record: 'cluster_tenant:vgpu_tenant_dram_active:sum',
-            expr: std.format('sum by (%s, class) (vgpu_tenant_dram_active_ratio{%s})', [by, sel]),
+            expr: std.format(|||
+              sum by (%(by)s, class) (
+                vgpu_tenant_dram_active_ratio{%(sel)s, gpu_instance=""}
+                or
+                vgpu_tenant_dram_active_ratio{%(sel)s, gpu_instance!=""}
+                * on (%(key)s, gpu_instance) group_left ()
+                (
+                  round(
+                    8 * vgpu_mig_memory_total_bytes{%(sel)s}
+                    / on (%(key)s) group_left ()
+                    vgpu_gpu_memory_total_bytes{%(sel)s}
+                  ) / 8
+                )
+              )
+            |||, { by: by, sel: sel, key: gpuKey }),
           },
           {
             record: 'cluster_tenant:vgpu_tenant_memory_used_bytes:sum',
