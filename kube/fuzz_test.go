@@ -13,6 +13,9 @@ func FuzzParseProcCgroup(f *testing.F) {
 	f.Add([]byte("12:memory:/kubepods/burstable/pod" + puid + "/" + cid + "\n1:name=systemd:/\n"))
 	f.Add([]byte("3:cpu:/docker/" + cid + "\n"))
 	f.Add([]byte("0::/system.slice/llm-a.service\n"))
+	f.Add([]byte("0::/../../../burstable/pod" + puid + "/" + cid + "\n"))
+	f.Add([]byte("0::/../../pod" + puid + "/crio-" + cid + "\n"))
+	f.Add([]byte("0::/../../../../user.slice/user-1000.slice/user@1000.service/pod" + puid + "/" + cid + "\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := ParseProcCgroup(data)
 		if err != nil {
@@ -21,6 +24,11 @@ func FuzzParseProcCgroup(f *testing.F) {
 		info := ParseCgroupPath(p)
 		if info.Path != p || (info.PodUID != "" && !strings.Contains(strings.ToLower(strings.ReplaceAll(p, "_", "-")), info.PodUID)) {
 			t.Fatalf("%q -> %+v", p, info)
+		}
+		// a pod is found under kubepods, or in a path relative to the
+		// reader's cgroup namespace, where kubepods lies above it
+		if info.PodUID != "" && !strings.Contains(p, "kubepods") && !strings.HasPrefix(p, "/../") {
+			t.Fatalf("%q -> pod %q outside kubepods", p, info.PodUID)
 		}
 		if info.ContainerID != "" && !strings.Contains(strings.ToLower(p), info.ContainerID) {
 			t.Fatalf("%q -> %+v", p, info)
