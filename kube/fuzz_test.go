@@ -68,6 +68,7 @@ func FuzzNewMapping(f *testing.F) {
 		manyPods(3),
 		{PodResources: []*podresourcesv1.PodResources{{Name: "a", Namespace: "n", Containers: []*podresourcesv1.ContainerResources{
 			{Name: "c", Devices: []*podresourcesv1.ContainerDevices{{DeviceIds: []string{"GPU-a::1", "GPU-a::2", "MIG-b"}}}},
+			{Name: "n", Devices: []*podresourcesv1.ContainerDevices{{ResourceName: "intel.com/sriov_netdevice", DeviceIds: []string{"0000:3b:00.1"}}}},
 			{Name: "d", DynamicResources: []*podresourcesv1.DynamicResource{{ClaimResources: []*podresourcesv1.ClaimResource{
 				{DeviceName: "gpu-0", CdiDevices: []*podresourcesv1.CDIDevice{{Name: "nvidia.com/gpu=GPU-a"}}}}}}},
 		}}, nil}},
@@ -88,15 +89,23 @@ func FuzzNewMapping(f *testing.F) {
 			t.Fatalf("%d pods of an answer of %d", m.Pods(), len(resp.GetPodResources()))
 		}
 		seen := map[deviceRef]bool{}
+		pods := map[string]bool{}
 		for _, a := range m.Allocations() {
 			k := deviceRef{a.Device, keyOf(a.Pod)}
 			if a.Device == "" || strings.Contains(a.Device, "::") || seen[k] {
 				t.Fatalf("allocation %+v (a device without its replica, once)", a)
 			}
 			seen[k] = true
+			if !isDeviceUUID(a.Device) {
+				t.Fatalf("allocation %+v of a device that is no GPU", a)
+			}
+			pods[a.Pod.Namespace+"/"+a.Pod.Name] = true
 			if on := m.PodsOn(a.Device, a.Device); len(on) != len(m.PodsOn(a.Device)) {
 				t.Fatalf("PodsOn(%q) twice: %d containers, once: %d", a.Device, len(on), len(m.PodsOn(a.Device)))
 			}
+		}
+		if m.Pods() != len(pods) {
+			t.Fatalf("%d pods mapped, %d holding a GPU", m.Pods(), len(pods))
 		}
 	})
 }

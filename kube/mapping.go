@@ -51,9 +51,21 @@ func deviceBase(id string) string {
 	return id
 }
 
+// gpuDevice is the device ID under which the mapping holds a device that
+// a device plugin gave, its replica suffix removed: a GPU or MIG UUID; ""
+// for any other (a NIC's, an FPGA's).
+func gpuDevice(id string) string {
+	if base := deviceBase(id); isDeviceUUID(base) {
+		return base
+	}
+	return ""
+}
+
 // NewMapping builds the device map from a pod-resources List answer:
-// devices of device plugins, and devices of dynamic resource allocation
-// named by their UUID (see draDeviceIDs).
+// devices of device plugins that are GPUs or MIG devices (see gpuDevice),
+// and devices of dynamic resource allocation named by their UUID (see
+// draDeviceIDs). Only pods holding one of those count in Pods: a pod
+// holding only a NIC, say, holds no GPU.
 func NewMapping(resp *podresourcesv1.ListPodResourcesResponse) *Mapping {
 	m := &Mapping{byDevice: map[string][]PodRef{}}
 	pods := map[string]bool{}
@@ -68,14 +80,14 @@ func NewMapping(resp *podresourcesv1.ListPodResourcesResponse) *Mapping {
 			}
 			var ids []string
 			for _, d := range c.GetDevices() {
-				ids = append(ids, d.GetDeviceIds()...)
+				for _, id := range d.GetDeviceIds() {
+					if base := gpuDevice(id); base != "" {
+						ids = append(ids, base)
+					}
+				}
 			}
 			ids = append(ids, draDeviceIDs(c.GetDynamicResources())...)
-			for _, id := range ids {
-				base := deviceBase(id)
-				if base == "" {
-					continue
-				}
+			for _, base := range ids {
 				ref := PodRef{Namespace: pr.GetNamespace(), Name: pr.GetName(), Container: c.GetName()}
 				if k := (deviceRef{base, keyOf(ref)}); !seen[k] {
 					seen[k] = true
@@ -207,7 +219,7 @@ func (m *Mapping) ResolvePod(cg CgroupInfo, deviceIDs ...string) *PodRef {
 	return nil
 }
 
-// Pods is the number of pods that hold a device.
+// Pods is the number of pods that hold a GPU or MIG device of the mapping.
 func (m *Mapping) Pods() int {
 	if m == nil {
 		return 0
