@@ -69,6 +69,7 @@ func FuzzNewMapping(f *testing.F) {
 		{PodResources: []*podresourcesv1.PodResources{{Name: "a", Namespace: "n", Containers: []*podresourcesv1.ContainerResources{
 			{Name: "c", Devices: []*podresourcesv1.ContainerDevices{{DeviceIds: []string{"GPU-a::1", "GPU-a::2", "MIG-b"}}}},
 			{Name: "n", Devices: []*podresourcesv1.ContainerDevices{{ResourceName: "intel.com/sriov_netdevice", DeviceIds: []string{"0000:3b:00.1"}}}},
+			{Name: "i", Devices: []*podresourcesv1.ContainerDevices{{ResourceName: "nvidia.com/gpu", DeviceIds: []string{"0", "1::2", "0:1"}}}},
 			{Name: "d", DynamicResources: []*podresourcesv1.DynamicResource{{ClaimResources: []*podresourcesv1.ClaimResource{
 				{DeviceName: "gpu-0", CdiDevices: []*podresourcesv1.CDIDevice{{Name: "nvidia.com/gpu=GPU-a"}}}}}}},
 		}}, nil}},
@@ -96,7 +97,7 @@ func FuzzNewMapping(f *testing.F) {
 				t.Fatalf("allocation %+v (a device without its replica, once)", a)
 			}
 			seen[k] = true
-			if !isDeviceUUID(a.Device) {
+			if !isDeviceUUID(a.Device) && !isIndexID(a.Device) {
 				t.Fatalf("allocation %+v of a device that is no GPU", a)
 			}
 			pods[a.Pod.Namespace+"/"+a.Pod.Name] = true
@@ -106,6 +107,11 @@ func FuzzNewMapping(f *testing.F) {
 		}
 		if m.Pods() != len(pods) {
 			t.Fatalf("%d pods mapped, %d holding a GPU", m.Pods(), len(pods))
+		}
+		for _, u := range m.Unmapped() {
+			if !nvidiaResource(u.Resource) || len(u.IDs) == 0 || len(u.IDs) > maxUnmappedIDs {
+				t.Fatalf("unmapped %+v", u)
+			}
 		}
 	})
 }

@@ -31,6 +31,17 @@ func TestMappingGPUDevices(t *testing.T) {
 			pod("llm", "a", "c", "nvidia.com/gpu", "GPU-a::0"),
 			pod("fpga", "f", "c", "xilinx.com/fpga", "0"),
 		}, []string{"GPU-a"}, "[llm/a/c]", 1},
+		// NVIDIA's device plugin under deviceIDStrategy=index: a GPU by
+		// its index, its replicas "<index>::<n>"; its MIG devices
+		// "<GPU index>:<MIG index>" are not tied to a GPU
+		{"GPU by index", []*podresourcesv1.PodResources{pod("llm", "a", "c", "nvidia.com/gpu", "0")}, []string{kube.GPUIndexID(0)}, "[llm/a/c]", 1},
+		{"replicas by index", []*podresourcesv1.PodResources{pod("llm", "a", "c", "nvidia.com/gpu.shared", "3::0", "3::7")}, []string{kube.GPUIndexID(3)}, "[llm/a/c]", 1},
+		{"replicas by index and by UUID of one GPU", []*podresourcesv1.PodResources{
+			pod("llm", "a", "c", "nvidia.com/gpu.shared", "3::0"),
+			pod("llm", "b", "c", "nvidia.com/gpu.shared", "GPU-d::1"),
+		}, []string{"GPU-d", kube.GPUIndexID(3)}, "[llm/a/c llm/b/c]", 2},
+		{"MIG device by index", []*podresourcesv1.PodResources{pod("llm", "a", "c", "nvidia.com/mig-1g.10gb", "0:1")}, []string{"0:1", kube.GPUIndexID(0)}, "[]", 0},
+		{"index spelt otherwise", []*podresourcesv1.PodResources{pod("llm", "a", "c", "nvidia.com/gpu", "01", "+1", "-1", " 1")}, []string{kube.GPUIndexID(1)}, "[]", 0},
 		{"a pod of a GPU and a NIC", []*podresourcesv1.PodResources{{Namespace: "llm", Name: "a", Containers: []*podresourcesv1.ContainerResources{
 			{Name: "c", Devices: []*podresourcesv1.ContainerDevices{
 				{ResourceName: "intel.com/sriov_netdevice", DeviceIds: []string{"0000:3b:00.1"}},
@@ -68,5 +79,24 @@ func TestMapperCountsGPUPods(t *testing.T) {
 	m.Refresh(context.Background())
 	if st := m.Status(); !st.Up || st.PodsMapped != 1 {
 		t.Errorf("status %+v, want up with 1 pod mapped", st)
+	}
+}
+
+// The devices of NVIDIA's resources that the mapping cannot tie to a GPU
+// are listed by resource, a few IDs each, for the log; other vendors'
+// devices are not.
+func TestMappingUnmapped(t *testing.T) {
+	m := kube.NewMapping(&podresourcesv1.ListPodResourcesResponse{PodResources: []*podresourcesv1.PodResources{
+		pod("llm", "a", "c", "nvidia.com/mig-1g.10gb", "0:1", "0:2"),
+		pod("llm", "b", "c", "nvidia.com/mig-1g.10gb", "0:2", "1:0", "1:1", "1:2"),
+		pod("llm", "c", "c", "nvidia.com/gpu", "0", "GPU-a"),
+		pod("llm", "d", "c", "nvidia.com/mig-3g.40gb", "2:0::1"),
+		pod("net", "r", "c", "intel.com/sriov_netdevice", "0000:3b:00.1"),
+	}})
+	if got, want := fmt.Sprint(m.Unmapped()), "[{nvidia.com/mig-1g.10gb [0:1 0:2 1:0 1:1]} {nvidia.com/mig-3g.40gb [2:0::1]}]"; got != want {
+		t.Errorf("unmapped %s, want %s", got, want)
+	}
+	if (*kube.Mapping)(nil).Unmapped() != nil {
+		t.Error("a nil mapping has unmapped devices")
 	}
 }

@@ -290,7 +290,7 @@ func (b *Builder) processSubject(compiled *compiledConfig, podMap *kube.Mapping,
 			sub.cgroup = cg
 		}
 	}
-	ids := []string{d.UUID}
+	ids := gpuDeviceIDs(d)
 	if inst != nil {
 		sub.migUUID, sub.gi = inst.UUID, inst.GPUInstanceID
 		ids = migDeviceIDs(d, inst) // the pod holds the MIG device, not the GPU
@@ -308,6 +308,12 @@ func (b *Builder) processSubject(compiled *compiledConfig, podMap *kube.Mapping,
 		sub.podOfCgroup = podMap == nil
 	}
 	return sub
+}
+
+// gpuDeviceIDs are the device IDs a device plugin may give a whole GPU:
+// its UUID, or its index (NVIDIA's under deviceIDStrategy=index).
+func gpuDeviceIDs(d *gpu.Device) []string {
+	return []string{d.UUID, kube.GPUIndexID(d.Index)}
 }
 
 // migDeviceIDs are the device IDs a device plugin may give a MIG device:
