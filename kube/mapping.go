@@ -252,8 +252,12 @@ func (m *Mapping) podsOn(ids ...string) []PodRef {
 // ResolvePod finds the pod of a process (or device) from its cgroup facts
 // and the devices it runs on (m may be nil: no mapping yet):
 //  1. the pod UID from the cgroup, with pod metadata when the provider knows it;
-//  2. otherwise the single container that holds the device(s), if only one does;
+//  2. otherwise the single container that holds the device(s), if only one
+//     does, or the single pod whose containers hold them (which of them is
+//     not known: no container);
 //  3. otherwise a pod known only by its UID.
+//
+// Where it names no container, Holders lists those it may be in.
 func (m *Mapping) ResolvePod(cg CgroupInfo, deviceIDs ...string) *PodRef {
 	cands := m.podsOn(deviceIDs...)
 	if cg.PodUID != "" && m != nil {
@@ -277,8 +281,11 @@ func (m *Mapping) ResolvePod(cg CgroupInfo, deviceIDs ...string) *PodRef {
 			return ref
 		}
 	}
-	if len(cands) == 1 {
+	if onePod(cands) {
 		ref := cands[0]
+		if len(cands) > 1 {
+			ref.Container = ""
+		}
 		ref.UID = cg.PodUID
 		ref = m.withMeta(ref)
 		return &ref
@@ -287,6 +294,48 @@ func (m *Mapping) ResolvePod(cg CgroupInfo, deviceIDs ...string) *PodRef {
 		return &PodRef{UID: cg.PodUID}
 	}
 	return nil
+}
+
+// onePod says whether refs are containers of one pod (at least one).
+func onePod(refs []PodRef) bool {
+	for _, r := range refs {
+		if r.Namespace != refs[0].Namespace || r.Name != refs[0].Name {
+			return false
+		}
+	}
+	return len(refs) > 0
+}
+
+// Holders are the containers holding the device(s) that a process (or
+// device) of cgroup facts cg, which ResolvePod placed at ref, may be in,
+// where ref does not name its container: the containers of ref's pod,
+// where ref names a pod; else every holder whose pod is not known (from
+// pod metadata) by a UID other than cg's. Each is given as ResolvePod
+// would give it, with its pod's labels and UID (cg's pod UID where the
+// metadata does not know it). None where ref names its container, and
+// none where more than max are left: a caller trying each would take too
+// long, and no GPU is shared that many ways.
+func (m *Mapping) Holders(cg CgroupInfo, ref *PodRef, max int, ids ...string) []PodRef {
+	if m == nil || ref != nil && ref.Container != "" {
+		return nil
+	}
+	var out []PodRef
+	for _, c := range m.podsOn(ids...) {
+		if ref != nil && ref.Name != "" && (c.Namespace != ref.Namespace || c.Name != ref.Name) {
+			continue
+		}
+		c = m.withMeta(c)
+		if c.UID == "" {
+			c.UID = cg.PodUID
+		} else if cg.PodUID != "" && c.UID != cg.PodUID {
+			continue // another pod's
+		}
+		if len(out) == max {
+			return nil
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 // Pods is the number of pods that hold a GPU or MIG device of the mapping.

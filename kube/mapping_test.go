@@ -100,3 +100,63 @@ func TestMappingUnmapped(t *testing.T) {
 		t.Error("a nil mapping has unmapped devices")
 	}
 }
+
+// ResolvePod places a process on a GPU that the containers of one pod
+// share in that pod, its container unknown; Holders lists the containers
+// it may be in, where its container is unknown: those of its pod, or any
+// holder whose pod the metadata does not know by another UID.
+func TestResolvePodHolders(t *testing.T) {
+	const uidA, uidB, uidC = "0c8d2f6e-71b5-4a9d-8e3f-2a6b9c4d1e57", "e5b3c8a1-9f2d-4e6b-8c7a-3d1f5b0e9c42", "9a1b2c3d-4e5f-4a6b-8c7d-0e1f2a3b4c5d"
+	two := func(ns, name, c1, c2 string) *podresourcesv1.PodResources {
+		return &podresourcesv1.PodResources{Namespace: ns, Name: name, Containers: []*podresourcesv1.ContainerResources{
+			{Name: c1, Devices: []*podresourcesv1.ContainerDevices{{ResourceName: "nvidia.com/gpu", DeviceIds: []string{"GPU-a::0"}}}},
+			{Name: c2, Devices: []*podresourcesv1.ContainerDevices{{ResourceName: "nvidia.com/gpu", DeviceIds: []string{"GPU-a::1"}}}}}}
+	}
+	meta := `{"items":[{"metadata":{"name":"a","namespace":"llm","uid":"` + uidA + `"}},{"metadata":{"name":"b","namespace":"llm","uid":"` + uidB + `"}}]}`
+	name := func(r *kube.PodRef) string {
+		if r == nil {
+			return "<nil>"
+		}
+		return r.Namespace + "/" + r.Name + "/" + r.Container + " " + r.UID
+	}
+	for _, tc := range []struct {
+		name    string
+		pods    []*podresourcesv1.PodResources
+		meta    bool
+		uid     string // the process's cgroup pod UID
+		max     int
+		pod     string
+		holders string
+	}{
+		{"one container", []*podresourcesv1.PodResources{pod("llm", "a", "c1", "nvidia.com/gpu", "GPU-a")}, false, "", 8, "llm/a/c1 ", "[]"},
+		{"two containers of one pod", []*podresourcesv1.PodResources{two("llm", "a", "c1", "c2")}, false, "", 8, "llm/a/ ", "[llm/a/c1  llm/a/c2 ]"},
+		{"two containers of one pod, a cgroup UID", []*podresourcesv1.PodResources{two("llm", "a", "c1", "c2")}, false, uidC, 8, "llm/a/ " + uidC, "[llm/a/c1 " + uidC + " llm/a/c2 " + uidC + "]"},
+		{"two pods", []*podresourcesv1.PodResources{pod("llm", "a", "c", "nvidia.com/gpu", "GPU-a::0"), pod("llm", "b", "c", "nvidia.com/gpu", "GPU-a::1")}, false, "", 8, "<nil>", "[llm/a/c  llm/b/c ]"},
+		{"two pods, more than max", []*podresourcesv1.PodResources{pod("llm", "a", "c", "nvidia.com/gpu", "GPU-a::0"), pod("llm", "b", "c", "nvidia.com/gpu", "GPU-a::1")}, false, "", 1, "<nil>", "[]"},
+		{"two pods, metadata knows the process's", []*podresourcesv1.PodResources{two("llm", "a", "c1", "c2"), pod("llm", "b", "c", "nvidia.com/gpu", "GPU-a::2")}, true, uidA, 8, "llm/a/ " + uidA, "[llm/a/c1 " + uidA + " llm/a/c2 " + uidA + "]"},
+		{"two pods, metadata knows neither as the process's", []*podresourcesv1.PodResources{pod("llm", "a", "c", "nvidia.com/gpu", "GPU-a::0"), pod("llm", "b", "c", "nvidia.com/gpu", "GPU-a::1")}, true, uidC, 8, "// " + uidC, "[]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := &podresourcesv1.ListPodResourcesResponse{PodResources: tc.pods}
+			m := kube.NewMapping(resp)
+			if tc.meta {
+				var err error
+				if m, err = kube.NewMappingWithMetadata(resp, "pods.json", []byte(meta)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cg := kube.CgroupInfo{PodUID: tc.uid}
+			ref := m.ResolvePod(cg, "GPU-a")
+			if got := name(ref); got != tc.pod {
+				t.Errorf("pod %q, want %q", got, tc.pod)
+			}
+			var hs []string
+			for _, h := range m.Holders(cg, ref, tc.max, "GPU-a") {
+				hs = append(hs, name(&h))
+			}
+			if got := fmt.Sprint(hs); got != tc.holders {
+				t.Errorf("holders %s, want %s", got, tc.holders)
+			}
+		})
+	}
+}
