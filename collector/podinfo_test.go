@@ -62,14 +62,15 @@ vgpu_tenant_pod_info{container="trainer",gpu="1",gpu_instance="3",namespace="res
 	}
 }
 
-// podsOf is a tenant.PodMapper whose mapping the test sets.
+// podsOf is a tenant.PodMapper whose mapping the test sets; its status
+// counts the mapping's pods, as kube.Mapper's does.
 type podsOf struct{ m *kube.Mapping }
 
 func (p *podsOf) Start(context.Context)   {}
 func (p *podsOf) Wait()                   {}
 func (p *podsOf) Refresh(context.Context) {}
 func (p *podsOf) Mapping() *kube.Mapping  { return p.m }
-func (p *podsOf) Status() kube.Status     { return kube.Status{Up: true} }
+func (p *podsOf) Status() kube.Status     { return kube.Status{Up: true, PodsMapped: p.m.Pods()} }
 
 // TestPodInfoFollowsPods builds snapshots from a changing pod-resources
 // answer (--kubernetes.pod-info, at most two series) and scrapes them: a

@@ -36,21 +36,29 @@ var (
 // systemd ("/kubepods.slice/kubepods-burstable.slice/
 // kubepods-burstable-pod<uid_with_underscores>.slice/cri-containerd-<id>.scope"),
 // CRI-O ("crio-<id>.scope", or "crio-<id>" under cgroupfs), docker
-// ("/docker/<id>", "docker-<id>.scope").
+// ("/docker/<id>", "docker-<id>.scope"). A path relative to the reader's
+// cgroup namespace (a reader in a pod of its own) gives them the same way:
+// under systemd by its slice and scope names, under cgroupfs, where the
+// kubepods segment lies above the namespace, by its shape
+// ("/../../../burstable/pod<uid>/<id>", see namespacedPodAt).
 func ParseCgroupPath(path string) CgroupInfo {
 	info := CgroupInfo{Path: path}
 	segs := strings.Split(path, "/")
+	podAt := namespacedPodAt(segs)
 	inKube, inDocker := false, false
-	for _, s := range segs {
+	for i, s := range segs {
 		if s == "" {
 			continue
 		}
 		if strings.HasPrefix(s, "kubepods") {
 			inKube = true
 		}
+		if i == podAt {
+			inKube = true // the kubepods segment is above the namespace
+		}
 		// (each expression runs only where its match is possible: they
 		// are slow, and a process's path is parsed at every sample)
-		if m := podUIDSubmatch(s); m != nil && (inKube || strings.HasPrefix(s, "pod")) {
+		if m := podUIDSubmatch(s); m != nil && inKube {
 			info.PodUID = normalizeUID(m[1])
 			continue
 		}
@@ -79,6 +87,41 @@ func ParseCgroupPath(path string) CgroupInfo {
 		}
 	}
 	return info
+}
+
+// namespacedPodAt is the index in segs (a path split at "/") of the pod
+// segment of a cgroupfs pod's path relative to the reader's cgroup
+// namespace, -1 where there is none. Read from inside a pod, another pod's
+// path climbs to their common ancestor, kubepods or its QoS class, and
+// comes down to the pod: "/../../../burstable/pod<uid>/<id>",
+// "/../../pod<uid>/<id>". Only that shape is taken: ".." segments from
+// the root, at most a QoS class, then the pod segment, "pod" and the UID
+// (with dashes or underscores) alone. A cgroup made anywhere else with a
+// pod's name (in a user manager's subtree, a container's own, a
+// service's) has the slices or units it lies in before its pod segment,
+// and is no pod's.
+func namespacedPodAt(segs []string) int {
+	if len(segs) < 3 || segs[0] != "" || segs[1] != ".." {
+		return -1
+	}
+	i := 2
+	for i < len(segs) && segs[i] == ".." {
+		i++
+	}
+	if i < len(segs) && (segs[i] == "burstable" || segs[i] == "besteffort") {
+		i++
+	}
+	if i < len(segs) && isPodSegment(segs[i]) {
+		return i
+	}
+	return -1
+}
+
+// isPodSegment says whether seg is a cgroupfs pod segment: "pod" and the
+// pod's UID, nothing else.
+func isPodSegment(seg string) bool {
+	m := podUIDSubmatch(seg)
+	return m != nil && len(seg) == len("pod")+len(m[1])
 }
 
 // SystemdService is the system manager's service unit a process of cgroup

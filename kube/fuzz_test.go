@@ -13,6 +13,9 @@ func FuzzParseProcCgroup(f *testing.F) {
 	f.Add([]byte("12:memory:/kubepods/burstable/pod" + puid + "/" + cid + "\n1:name=systemd:/\n"))
 	f.Add([]byte("3:cpu:/docker/" + cid + "\n"))
 	f.Add([]byte("0::/system.slice/llm-a.service\n"))
+	f.Add([]byte("0::/../../../burstable/pod" + puid + "/" + cid + "\n"))
+	f.Add([]byte("0::/../../pod" + puid + "/crio-" + cid + "\n"))
+	f.Add([]byte("0::/../../../../user.slice/user-1000.slice/user@1000.service/pod" + puid + "/" + cid + "\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := ParseProcCgroup(data)
 		if err != nil {
@@ -21,6 +24,11 @@ func FuzzParseProcCgroup(f *testing.F) {
 		info := ParseCgroupPath(p)
 		if info.Path != p || (info.PodUID != "" && !strings.Contains(strings.ToLower(strings.ReplaceAll(p, "_", "-")), info.PodUID)) {
 			t.Fatalf("%q -> %+v", p, info)
+		}
+		// a pod is found under kubepods, or in a path relative to the
+		// reader's cgroup namespace, where kubepods lies above it
+		if info.PodUID != "" && !strings.Contains(p, "kubepods") && !strings.HasPrefix(p, "/../") {
+			t.Fatalf("%q -> pod %q outside kubepods", p, info.PodUID)
 		}
 		if info.ContainerID != "" && !strings.Contains(strings.ToLower(p), info.ContainerID) {
 			t.Fatalf("%q -> %+v", p, info)
@@ -60,6 +68,8 @@ func FuzzNewMapping(f *testing.F) {
 		manyPods(3),
 		{PodResources: []*podresourcesv1.PodResources{{Name: "a", Namespace: "n", Containers: []*podresourcesv1.ContainerResources{
 			{Name: "c", Devices: []*podresourcesv1.ContainerDevices{{DeviceIds: []string{"GPU-a::1", "GPU-a::2", "MIG-b"}}}},
+			{Name: "n", Devices: []*podresourcesv1.ContainerDevices{{ResourceName: "intel.com/sriov_netdevice", DeviceIds: []string{"0000:3b:00.1"}}}},
+			{Name: "i", Devices: []*podresourcesv1.ContainerDevices{{ResourceName: "nvidia.com/gpu", DeviceIds: []string{"0", "1::2", "0:1"}}}},
 			{Name: "d", DynamicResources: []*podresourcesv1.DynamicResource{{ClaimResources: []*podresourcesv1.ClaimResource{
 				{DeviceName: "gpu-0", CdiDevices: []*podresourcesv1.CDIDevice{{Name: "nvidia.com/gpu=GPU-a"}}}}}}},
 		}}, nil}},
@@ -80,14 +90,27 @@ func FuzzNewMapping(f *testing.F) {
 			t.Fatalf("%d pods of an answer of %d", m.Pods(), len(resp.GetPodResources()))
 		}
 		seen := map[deviceRef]bool{}
+		pods := map[string]bool{}
 		for _, a := range m.Allocations() {
 			k := deviceRef{a.Device, keyOf(a.Pod)}
 			if a.Device == "" || strings.Contains(a.Device, "::") || seen[k] {
 				t.Fatalf("allocation %+v (a device without its replica, once)", a)
 			}
 			seen[k] = true
+			if !isDeviceUUID(a.Device) && !isIndexID(a.Device) {
+				t.Fatalf("allocation %+v of a device that is no GPU", a)
+			}
+			pods[a.Pod.Namespace+"/"+a.Pod.Name] = true
 			if on := m.PodsOn(a.Device, a.Device); len(on) != len(m.PodsOn(a.Device)) {
 				t.Fatalf("PodsOn(%q) twice: %d containers, once: %d", a.Device, len(on), len(m.PodsOn(a.Device)))
+			}
+		}
+		if m.Pods() != len(pods) {
+			t.Fatalf("%d pods mapped, %d holding a GPU", m.Pods(), len(pods))
+		}
+		for _, u := range m.Unmapped() {
+			if !nvidiaResource(u.Resource) || len(u.IDs) == 0 || len(u.IDs) > maxUnmappedIDs {
+				t.Fatalf("unmapped %+v", u)
 			}
 		}
 	})

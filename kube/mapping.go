@@ -3,6 +3,7 @@ package kube
 import (
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -21,7 +22,8 @@ type PodRef struct {
 // Mapping is one consistent view of which pods hold which devices.
 type Mapping struct {
 	// byDevice maps a device ID with any "::<replica>" suffix removed (GPU
-	// UUID or MIG UUID) to the containers holding it.
+	// UUID, MIG UUID, or a GPU's index, GPUIndexID) to the containers
+	// holding it.
 	byDevice map[string][]PodRef
 	// meta is pod metadata by UID, from the optional metadata provider.
 	meta map[string]*podMeta
@@ -30,6 +32,8 @@ type Mapping struct {
 	// containerByID maps a container ID to the container name.
 	containerByID map[string]string
 	pods          int
+	// unmapped are NVIDIA's resources whose device IDs name no GPU
+	unmapped []UnmappedDevices
 
 	// allocs is Allocations' answer, made at its first call: the mapping
 	// does not change once built.
@@ -51,13 +55,59 @@ func deviceBase(id string) string {
 	return id
 }
 
+// nvidiaResource says whether a device plugin resource is NVIDIA's
+// (nvidia.com/gpu, nvidia.com/gpu.shared, nvidia.com/mig-1g.10gb, ...).
+func nvidiaResource(name string) bool {
+	return strings.HasPrefix(name, "nvidia.com/")
+}
+
+// GPUIndexID is the device ID NVIDIA's device plugin gives the GPU of
+// NVML index i under deviceIDStrategy=index ("0"; its time-slicing and
+// MPS replicas "0::1"): the mapping holds such devices under it.
+func GPUIndexID(i int) string { return strconv.Itoa(i) }
+
+// isIndexID says whether id is a GPU's index as GPUIndexID writes it.
+func isIndexID(id string) bool {
+	i, err := strconv.Atoi(id)
+	return err == nil && i >= 0 && i < 1<<16 && GPUIndexID(i) == id
+}
+
+// gpuDevice is the device ID under which the mapping holds a device that
+// a device plugin's resource gave, its replica suffix removed: a GPU or
+// MIG UUID of any resource, a GPU's index of NVIDIA's; "" for any other
+// (a NIC's, an FPGA's, a MIG device NVIDIA's plugin names by index,
+// "0:1").
+func gpuDevice(resource, id string) string {
+	base := deviceBase(id)
+	if isDeviceUUID(base) || nvidiaResource(resource) && isIndexID(base) {
+		return base
+	}
+	return ""
+}
+
+// UnmappedDevices are devices of one of NVIDIA's device plugin resources
+// that the mapping cannot tie to a GPU: neither a GPU or MIG UUID nor a
+// GPU's index (the plugin's MIG devices under deviceIDStrategy=index,
+// "<GPU index>:<MIG index>"). Their containers are not mapped.
+type UnmappedDevices struct {
+	Resource string
+	// IDs are the first few such IDs, as the kubelet gave them.
+	IDs []string
+}
+
+// maxUnmappedIDs bounds UnmappedDevices.IDs: they are for a log line.
+const maxUnmappedIDs = 4
+
 // NewMapping builds the device map from a pod-resources List answer:
-// devices of device plugins, and devices of dynamic resource allocation
-// named by their UUID (see draDeviceIDs).
+// devices of device plugins that are GPUs or MIG devices (see gpuDevice),
+// and devices of dynamic resource allocation named by their UUID (see
+// draDeviceIDs). Only pods holding one of those count in Pods: a pod
+// holding only a NIC, say, holds no GPU.
 func NewMapping(resp *podresourcesv1.ListPodResourcesResponse) *Mapping {
 	m := &Mapping{byDevice: map[string][]PodRef{}}
 	pods := map[string]bool{}
 	seen := map[deviceRef]bool{} // (a set: an answer may hold many pods)
+	unmapped := map[string]*UnmappedDevices{}
 	for _, pr := range resp.GetPodResources() {
 		if pr == nil || pr.GetName() == "" {
 			continue
@@ -68,14 +118,23 @@ func NewMapping(resp *podresourcesv1.ListPodResourcesResponse) *Mapping {
 			}
 			var ids []string
 			for _, d := range c.GetDevices() {
-				ids = append(ids, d.GetDeviceIds()...)
+				for _, id := range d.GetDeviceIds() {
+					if base := gpuDevice(d.GetResourceName(), id); base != "" {
+						ids = append(ids, base)
+					} else if nvidiaResource(d.GetResourceName()) && id != "" {
+						u := unmapped[d.GetResourceName()]
+						if u == nil {
+							u = &UnmappedDevices{Resource: d.GetResourceName()}
+							unmapped[u.Resource] = u
+						}
+						if len(u.IDs) < maxUnmappedIDs && !slices.Contains(u.IDs, id) {
+							u.IDs = append(u.IDs, id)
+						}
+					}
+				}
 			}
 			ids = append(ids, draDeviceIDs(c.GetDynamicResources())...)
-			for _, id := range ids {
-				base := deviceBase(id)
-				if base == "" {
-					continue
-				}
+			for _, base := range ids {
 				ref := PodRef{Namespace: pr.GetNamespace(), Name: pr.GetName(), Container: c.GetName()}
 				if k := (deviceRef{base, keyOf(ref)}); !seen[k] {
 					seen[k] = true
@@ -90,7 +149,20 @@ func NewMapping(resp *podresourcesv1.ListPodResourcesResponse) *Mapping {
 		sort.Slice(refs, func(i, j int) bool { return refLess(refs[i], refs[j]) })
 	}
 	m.pods = len(pods)
+	for _, u := range unmapped {
+		m.unmapped = append(m.unmapped, *u)
+	}
+	slices.SortFunc(m.unmapped, func(a, b UnmappedDevices) int { return strings.Compare(a.Resource, b.Resource) })
 	return m
+}
+
+// Unmapped are the resources of NVIDIA's whose devices the mapping could
+// not tie to a GPU, by name; nil for none (m may be nil). Read only.
+func (m *Mapping) Unmapped() []UnmappedDevices {
+	if m == nil {
+		return nil
+	}
+	return m.unmapped
 }
 
 // draDeviceIDs are the GPU and MIG UUIDs among the devices that dynamic
@@ -145,14 +217,23 @@ func (m *Mapping) PodsOn(ids ...string) []PodRef {
 	return slices.Clone(m.podsOn(ids...))
 }
 
-// podsOn is PodsOn, the mapping's own slice where one device is asked for
-// (read only: ResolvePod, per process, copies nothing).
+// podsOn is PodsOn, the mapping's own slice where only one of the
+// devices asked for is held (read only: ResolvePod, per process, copies
+// nothing).
 func (m *Mapping) podsOn(ids ...string) []PodRef {
 	if m == nil {
 		return nil
 	}
-	if len(ids) == 1 {
-		return m.byDevice[ids[0]] // distinct already ("" holds none)
+	var held []PodRef
+	n := 0
+	for _, id := range ids {
+		if refs := m.byDevice[id]; len(refs) > 0 {
+			held = refs // distinct already
+			n++
+		}
+	}
+	if n <= 1 {
+		return held
 	}
 	var out []PodRef
 	seen := map[refKey]bool{}
@@ -164,14 +245,19 @@ func (m *Mapping) podsOn(ids ...string) []PodRef {
 			}
 		}
 	}
+	sort.Slice(out, func(i, j int) bool { return refLess(out[i], out[j]) })
 	return out
 }
 
 // ResolvePod finds the pod of a process (or device) from its cgroup facts
 // and the devices it runs on (m may be nil: no mapping yet):
 //  1. the pod UID from the cgroup, with pod metadata when the provider knows it;
-//  2. otherwise the single container that holds the device(s), if only one does;
+//  2. otherwise the single container that holds the device(s), if only one
+//     does, or the single pod whose containers hold them (which of them is
+//     not known: no container);
 //  3. otherwise a pod known only by its UID.
+//
+// Where it names no container, Holders lists those it may be in.
 func (m *Mapping) ResolvePod(cg CgroupInfo, deviceIDs ...string) *PodRef {
 	cands := m.podsOn(deviceIDs...)
 	if cg.PodUID != "" && m != nil {
@@ -195,8 +281,11 @@ func (m *Mapping) ResolvePod(cg CgroupInfo, deviceIDs ...string) *PodRef {
 			return ref
 		}
 	}
-	if len(cands) == 1 {
+	if onePod(cands) {
 		ref := cands[0]
+		if len(cands) > 1 {
+			ref.Container = ""
+		}
 		ref.UID = cg.PodUID
 		ref = m.withMeta(ref)
 		return &ref
@@ -207,7 +296,49 @@ func (m *Mapping) ResolvePod(cg CgroupInfo, deviceIDs ...string) *PodRef {
 	return nil
 }
 
-// Pods is the number of pods that hold a device.
+// onePod says whether refs are containers of one pod (at least one).
+func onePod(refs []PodRef) bool {
+	for _, r := range refs {
+		if r.Namespace != refs[0].Namespace || r.Name != refs[0].Name {
+			return false
+		}
+	}
+	return len(refs) > 0
+}
+
+// Holders are the containers holding the device(s) that a process (or
+// device) of cgroup facts cg, which ResolvePod placed at ref, may be in,
+// where ref does not name its container: the containers of ref's pod,
+// where ref names a pod; else every holder whose pod is not known (from
+// pod metadata) by a UID other than cg's. Each is given as ResolvePod
+// would give it, with its pod's labels and UID (cg's pod UID where the
+// metadata does not know it). None where ref names its container, and
+// none where more than max are left: a caller trying each would take too
+// long, and no GPU is shared that many ways.
+func (m *Mapping) Holders(cg CgroupInfo, ref *PodRef, max int, ids ...string) []PodRef {
+	if m == nil || ref != nil && ref.Container != "" {
+		return nil
+	}
+	var out []PodRef
+	for _, c := range m.podsOn(ids...) {
+		if ref != nil && ref.Name != "" && (c.Namespace != ref.Namespace || c.Name != ref.Name) {
+			continue
+		}
+		c = m.withMeta(c)
+		if c.UID == "" {
+			c.UID = cg.PodUID
+		} else if cg.PodUID != "" && c.UID != cg.PodUID {
+			continue // another pod's
+		}
+		if len(out) == max {
+			return nil
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// Pods is the number of pods that hold a GPU or MIG device of the mapping.
 func (m *Mapping) Pods() int {
 	if m == nil {
 		return 0
@@ -217,8 +348,9 @@ func (m *Mapping) Pods() int {
 
 // Allocation is one container's hold on one device, as the pod-resources
 // answer gives it: the device ID with any "::<replica>" suffix removed (a
-// GPU or MIG UUID, the older "MIG-<GPU UUID>/<GI>/<CI>" form, or a UUID
-// that dynamic resource allocation named), and the pod with its container
+// GPU or MIG UUID, the older "MIG-<GPU UUID>/<GI>/<CI>" form, a GPU's
+// index (GPUIndexID), or a UUID that dynamic resource allocation named),
+// and the pod with its container
 // (its UID and labels from the pod metadata, when known).
 type Allocation struct {
 	Device string

@@ -73,6 +73,9 @@ type Builder struct {
 
 	podInfoOpts  PodInfoOptions
 	podInfoState podInfoState // guarded by buildMu
+	// unmappedLogged: the resources whose unmapped devices were logged
+	// (guarded by buildMu)
+	unmappedLogged map[string]bool
 }
 
 // compiledConfig is a Config with what Build derives from it.
@@ -276,6 +279,7 @@ func (b *Builder) Build(r *gpu.Readings, st gpu.SamplerStats) *Snapshot {
 		snap.Kubelet = &ks
 	}
 	b.buildMu.Lock()
+	b.logUnmapped(podMap)
 	snap.Usage = b.usage(compiled, r, podMap)
 	snap.KeptContextSwitches = b.keptContextSwitches(compiled, r, snap.Usage)
 	snap.Tenants = append(snap.Tenants, podTenants(compiled, snap.Usage)...)
@@ -306,6 +310,23 @@ func (b *Builder) Build(r *gpu.Readings, st gpu.SamplerStats) *Snapshot {
 		}
 	}
 	return snap
+}
+
+// logUnmapped logs, once per resource, the devices of NVIDIA's resources
+// that the pod mapping cannot tie to a GPU: their containers' processes
+// cannot be placed in their pods.
+func (b *Builder) logUnmapped(podMap *kube.Mapping) {
+	for _, u := range podMap.Unmapped() {
+		if b.unmappedLogged[u.Resource] {
+			continue
+		}
+		if b.unmappedLogged == nil {
+			b.unmappedLogged = map[string]bool{}
+		}
+		b.unmappedLogged[u.Resource] = true
+		level.Warn(b.logger).Log("msg", "kubelet pod-resources: devices of an NVIDIA resource named neither by a GPU or MIG UUID nor by a GPU's index (MIG devices under the device plugin's deviceIDStrategy=index) are not mapped to their pods; set deviceIDStrategy=uuid",
+			"resource", u.Resource, "device_ids", strings.Join(u.IDs, ","))
+	}
 }
 
 // logEvents logs each XID of r: the counters keep only well-known codes

@@ -30,6 +30,22 @@ type subject struct {
 	// podOfCgroup is true when pod, if any, was read from the cgroup path
 	// alone (no pod mapping): it is then a function of cgroup
 	podOfCgroup bool
+	// holders are the containers holding its device that it may be in,
+	// where pod does not name its container (kube.Mapping.Holders)
+	holders []kube.PodRef
+}
+
+// maxHolders bounds the containers of one device that a subject is
+// matched in, each in turn (kube.Mapping.Holders).
+const maxHolders = 256
+
+// placeInPod places sub, of cgroup facts cg on the devices ids, in its
+// pod as podMap (nil: none) tells it: the pod, and where that does not
+// name its container, the containers it may be in.
+func placeInPod(sub *subject, podMap *kube.Mapping, cg kube.CgroupInfo, ids []string) {
+	sub.pod = podMap.ResolvePod(cg, ids...)
+	sub.podOfCgroup = podMap == nil
+	sub.holders = podMap.Holders(cg, sub.pod, maxHolders, ids...)
 }
 
 // workload is what runs the subject's process, if anything is known: the
@@ -196,8 +212,21 @@ func (a *attrState) status() AttributionStatus {
 // attribute returns the tenant sub belongs to: the single tenant with a
 // matching selector; with none, the pod tenancy's tenant of its pod (see
 // PodTenancy), else Unassigned; with a conflict between two or more
-// tenants (logged once and counted), Unassigned.
+// tenants (logged once and counted), Unassigned. Where its container is
+// not known, the tenant that all the containers it may be in give it
+// (holdersTenant); where they give different ones, the one tenant whose
+// selector matches what is known of it, else Unassigned.
 func (b *Builder) attribute(compiled *compiledConfig, sub *subject) string {
+	if len(sub.holders) > 0 {
+		if t, ok := compiled.holdersTenant(sub); ok {
+			return t
+		}
+		// they differ: by what is known, and no pod tenancy, which
+		// would give the pod's tenant to a container the file gives
+		// another
+		t, _ := b.match(compiled, sub)
+		return t
+	}
 	memo := (sub.pod == nil || sub.podOfCgroup) && sub.vgpu == nil
 	var key memoKey
 	if memo {
@@ -241,6 +270,38 @@ func (b *Builder) match(compiled *compiledConfig, sub *subject) (tenant string, 
 		level.Error(b.logger).Log("msg", "matches more than one tenant; attributed to "+Unassigned, "subject", desc, "tenants", strings.Join(hits, ","))
 	}
 	return Unassigned, true
+}
+
+// holdersTenant is the tenant that each of sub's holders would give it,
+// were it in that container (its one matching tenant, else the pod
+// tenancy's), when they all give the same one; false when it has no
+// holders, or they give different tenants or a conflict. The process of
+// a GPU that several containers share by replicas, and that neither its
+// cgroup nor the pod metadata places in one, is then that tenant's all
+// the same: two containers of one pod, pods of one namespace.
+func (c *compiledConfig) holdersTenant(sub *subject) (string, bool) {
+	if len(sub.holders) == 0 {
+		return "", false
+	}
+	var t string
+	in := *sub
+	for i := range sub.holders {
+		in.pod = &sub.holders[i]
+		var ti string
+		switch hits := c.matching(&in); len(hits) {
+		case 0:
+			ti = c.pods.tenantOf(in.pod)
+		case 1:
+			ti = hits[0]
+		default:
+			return "", false
+		}
+		if i > 0 && ti != t {
+			return "", false
+		}
+		t = ti
+	}
+	return t, true
 }
 
 // matching are the tenants with a selector that matches sub, in the
@@ -290,7 +351,7 @@ func (b *Builder) processSubject(compiled *compiledConfig, podMap *kube.Mapping,
 			sub.cgroup = cg
 		}
 	}
-	ids := []string{d.UUID}
+	ids := gpuDeviceIDs(d)
 	if inst != nil {
 		sub.migUUID, sub.gi = inst.UUID, inst.GPUInstanceID
 		ids = migDeviceIDs(d, inst) // the pod holds the MIG device, not the GPU
@@ -303,11 +364,15 @@ func (b *Builder) processSubject(compiled *compiledConfig, podMap *kube.Mapping,
 		}
 	}
 	if compiled.needCgroup && (podMap != nil || sub.cgroup != "") {
-		cg := b.attr.parseCgroup(sub.cgroup)
-		sub.pod = podMap.ResolvePod(cg, ids...)
-		sub.podOfCgroup = podMap == nil
+		placeInPod(sub, podMap, b.attr.parseCgroup(sub.cgroup), ids)
 	}
 	return sub
+}
+
+// gpuDeviceIDs are the device IDs a device plugin may give a whole GPU:
+// its UUID, or its index (NVIDIA's under deviceIDStrategy=index).
+func gpuDeviceIDs(d *gpu.Device) []string {
+	return []string{d.UUID, kube.GPUIndexID(d.Index)}
 }
 
 // migDeviceIDs are the device IDs a device plugin may give a MIG device:

@@ -79,7 +79,7 @@ type deviceAt struct {
 }
 
 // devicePlaces indexes the up devices of r by the IDs a pod mapping names
-// them by: GPU UUIDs, MIG UUIDs and the older MIG device IDs.
+// them by: GPU UUIDs and indexes, MIG UUIDs and the older MIG device IDs.
 func devicePlaces(r *gpu.Readings) map[string]deviceAt {
 	out := map[string]deviceAt{}
 	if r == nil {
@@ -90,7 +90,9 @@ func devicePlaces(r *gpu.Readings) map[string]deviceAt {
 		if !d.Up {
 			continue
 		}
-		out[d.UUID] = deviceAt{devicePlace: devicePlace{d.Index, d.UUID, ""}}
+		for _, id := range gpuDeviceIDs(d) {
+			out[id] = deviceAt{devicePlace: devicePlace{d.Index, d.UUID, ""}}
+		}
 		for j := range d.MIG {
 			inst := &d.MIG[j]
 			for _, id := range migDeviceIDs(d, inst) {
