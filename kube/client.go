@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
@@ -96,7 +97,7 @@ func ClientWithCA(caFile string) (*http.Client, error) {
 	return &http.Client{Transport: tr}, nil
 }
 
-func newKubeClient(socket, metaSrc string, httpc *http.Client, timeout time.Duration) (*kubeClient, error) {
+func newKubeClient(socket, metaSrc string, httpc *http.Client, refresh, timeout time.Duration) (*kubeClient, error) {
 	target := socket
 	switch {
 	case strings.HasPrefix(target, "unix:"):
@@ -107,6 +108,7 @@ func newKubeClient(socket, metaSrc string, httpc *http.Client, timeout time.Dura
 	}
 	conn, err := grpc.NewClient(target,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithConnectParams(connectParams(refresh, timeout)),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(16<<20)))
 	if err != nil {
 		return nil, fmt.Errorf("pod-resources socket %s: %w", socket, err)
@@ -115,6 +117,20 @@ func newKubeClient(socket, metaSrc string, httpc *http.Client, timeout time.Dura
 		socket: socket, conn: conn, client: podresourcesv1.NewPodResourcesListerClient(conn),
 		timeout: timeout, metaSrc: metaSrc, httpc: httpc, maxBytes: 64 << 20,
 	}, nil
+}
+
+// connectParams are the pod-resources connection's: after a failed
+// connection gRPC tries again after a backoff that grows to at most the
+// refresh interval, jitter included (gRPC's default grows to two minutes,
+// so a kubelet socket back after a long outage stayed unused that long).
+// A socket that comes back is then connected to within a refresh interval
+// and used by the refresh after. A connection attempt is given the
+// refresh's timeout.
+func connectParams(refresh, timeout time.Duration) grpc.ConnectParams {
+	b := backoff.DefaultConfig
+	b.MaxDelay = time.Duration(float64(refresh) / (1 + b.Jitter))
+	b.BaseDelay = min(b.BaseDelay, b.MaxDelay) // the first retry's delay is not capped
+	return grpc.ConnectParams{Backoff: b, MinConnectTimeout: timeout}
 }
 
 func (k *kubeClient) close() error { return k.conn.Close() }

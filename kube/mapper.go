@@ -104,7 +104,7 @@ func NewMapper(opts Options) (*Mapper, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 5 * time.Second
 	}
-	k, err := newKubeClient(opts.PodResourcesSocket, opts.PodMetadata, opts.HTTPClient, opts.Timeout)
+	k, err := newKubeClient(opts.PodResourcesSocket, opts.PodMetadata, opts.HTTPClient, opts.Refresh, opts.Timeout)
 	if err == nil {
 		k.tokenFile = opts.BearerTokenFile
 	}
