@@ -45,7 +45,7 @@ const maxTokenBytes = 64 << 10
 func (k *kubeClient) bearerToken() (string, error) {
 	tok, err := ReadBearerToken(k.tokenFile)
 	if err != nil {
-		return "", fmt.Errorf("pod metadata %w", err)
+		return "", fmt.Errorf("pod metadata %s: %w", k.metaSrc, err)
 	}
 	return tok, nil
 }
@@ -135,39 +135,68 @@ func connectParams(refresh, timeout time.Duration) grpc.ConnectParams {
 
 func (k *kubeClient) close() error { return k.conn.Close() }
 
-// fetch asks the kubelet for the current mapping.
-func (k *kubeClient) fetch(ctx context.Context) (*Mapping, error) {
+// list asks the kubelet which containers hold which devices.
+func (k *kubeClient) list(ctx context.Context) (*podresourcesv1.ListPodResourcesResponse, error) {
 	cctx, cancel := context.WithTimeout(ctx, k.timeout)
 	defer cancel()
 	resp, err := k.client.List(cctx, &podresourcesv1.ListPodResourcesRequest{})
 	if err != nil {
 		return nil, fmt.Errorf("kubelet pod-resources socket %s: List: %w", k.socket, err)
 	}
-	if k.metaSrc == "" {
-		return NewMapping(resp), nil
-	}
+	return resp, nil
+}
+
+// metadata reads the pod metadata source and parses it; its errors name
+// the source.
+func (k *kubeClient) metadata(ctx context.Context) (*podMetadata, error) {
 	data, err := k.fetchMeta(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return NewMappingWithMetadata(resp, k.metaSrc, data)
+	return newPodMetadata(k.metaSrc, data)
+}
+
+// podMetadata is parsed pod metadata: pods by UID and by
+// "namespace/name", and container names by container ID. It is not
+// changed once made, so mappings share it.
+type podMetadata struct {
+	byUID, byName map[string]*podMeta
+	containerByID map[string]string
+}
+
+// newPodMetadata parses podList, a PodList in JSON as the kubelet's /pods
+// serves it; src names it in errors.
+func newPodMetadata(src string, podList []byte) (*podMetadata, error) {
+	metas, cids, err := parsePodList(src, podList)
+	if err != nil {
+		return nil, err
+	}
+	md := &podMetadata{byUID: map[string]*podMeta{}, byName: map[string]*podMeta{}, containerByID: cids}
+	for _, p := range metas {
+		md.byUID[p.UID] = p
+		md.byName[p.Namespace+"/"+p.Name] = p
+	}
+	return md, nil
+}
+
+// newMapping is NewMapping with the pod metadata md (nil: none).
+func newMapping(resp *podresourcesv1.ListPodResourcesResponse, md *podMetadata) *Mapping {
+	m := NewMapping(resp)
+	if md != nil {
+		m.meta, m.metaByName, m.containerByID = md.byUID, md.byName, md.containerByID
+	}
+	return m
 }
 
 // NewMappingWithMetadata is NewMapping with pod metadata (UIDs, labels,
 // container IDs) from podList, a PodList in JSON as the kubelet's /pods
 // serves it; src names it in errors.
 func NewMappingWithMetadata(resp *podresourcesv1.ListPodResourcesResponse, src string, podList []byte) (*Mapping, error) {
-	metas, cids, err := parsePodList(src, podList)
+	md, err := newPodMetadata(src, podList)
 	if err != nil {
 		return nil, err
 	}
-	m := NewMapping(resp)
-	m.meta, m.metaByName, m.containerByID = map[string]*podMeta{}, map[string]*podMeta{}, cids
-	for _, md := range metas {
-		m.meta[md.UID] = md
-		m.metaByName[md.Namespace+"/"+md.Name] = md
-	}
-	return m, nil
+	return newMapping(resp, md), nil
 }
 
 // podList is the part of a Kubernetes PodList (as served by the kubelet's
