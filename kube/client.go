@@ -5,9 +5,13 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -283,4 +287,84 @@ func (k *kubeClient) fetchMeta(ctx context.Context) ([]byte, error) {
 		}
 	}
 	return data, nil
+}
+
+// KubeletPods, as Options.PodMetadata, reads pod metadata from the
+// kubelet's /pods at Options.KubeletAddress (a file of that name is
+// ./kubelet).
+const KubeletPods = "kubelet"
+
+// kubeletPort is the port of the kubelet's https API.
+const kubeletPort = "10250"
+
+// KubeletPodsURL is the URL of the kubelet's /pods at addr: a host, that
+// is an IP address (an IPv6 one bare or in brackets) or a DNS name, with
+// an optional port, 10250 by default. A bare IP address is always a host
+// whole, so an IPv6 address with a port needs its brackets
+// ([fd00::5]:10250).
+func KubeletPodsURL(addr string) (string, error) {
+	host, port := addr, kubeletPort
+	switch {
+	case addr == "":
+		return "", errors.New("no kubelet address")
+	case net.ParseIP(addr) != nil:
+	case strings.HasPrefix(addr, "[") && strings.HasSuffix(addr, "]"):
+		host = addr[1 : len(addr)-1]
+		if ip := net.ParseIP(host); ip == nil || ip.To4() != nil {
+			return "", fmt.Errorf("kubelet address %q: only an IPv6 address goes in brackets", addr)
+		}
+	case strings.Contains(addr, ":"):
+		var err error
+		if host, port, err = net.SplitHostPort(addr); err != nil {
+			return "", fmt.Errorf("kubelet address %q: %w (an IPv6 address with a port goes in brackets: [fd00::5]:10250)", addr, err)
+		}
+		if port == "" {
+			return "", fmt.Errorf("kubelet address %q: empty port", addr)
+		}
+	}
+	u := "https://" + net.JoinHostPort(host, port) + "/pods"
+	if err := CheckPodMetadataURL(u); err != nil {
+		return "", fmt.Errorf("kubelet address %q: %w", addr, err)
+	}
+	if p, _ := url.Parse(u); p.Hostname() != host || p.Port() != port || p.Path != "/pods" || p.User != nil {
+		return "", fmt.Errorf("kubelet address %q: not a host name or IP address with an optional port", addr)
+	}
+	return u, nil
+}
+
+// authority is the part of a URL between its scheme and its path.
+func authority(src string) string {
+	_, rest, _ := strings.Cut(src, "://")
+	a, _, _ := strings.Cut(rest, "/")
+	return a
+}
+
+// CheckPodMetadataURL refuses an http(s) pod metadata URL that no request
+// could be made to: one that does not parse (an IPv6 address without
+// brackets has an "invalid port"), without a host, or with a port that is
+// not a number from 1 to 65535.
+func CheckPodMetadataURL(src string) error {
+	u, err := url.Parse(src)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		if a := authority(src); strings.Count(a, ":") > 1 && !strings.HasPrefix(a, "[") {
+			return fmt.Errorf("pod metadata URL %q: %w (an IPv6 address goes in brackets: https://[fd00::5]:10250/pods)", src, err)
+		}
+		return fmt.Errorf("pod metadata URL %q: %w", src, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("pod metadata URL %q: the scheme must be http or https", src)
+	}
+	if u.Hostname() == "" {
+		return fmt.Errorf("pod metadata URL %q: no host", src)
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("pod metadata URL %q: port %s is not from 1 to 65535", src, p)
+		}
+	}
+	return nil
 }

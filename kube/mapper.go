@@ -23,9 +23,12 @@ type Options struct {
 	PodResourcesSocket string
 	// PodMetadata is an optional source of pod metadata (UIDs, labels,
 	// container IDs): a file path or an http(s) URL serving a PodList in
-	// JSON, such as the kubelet's /pods endpoint. Needed for `labels`
-	// selectors and to tell apart pods that share one GPU.
+	// JSON, such as the kubelet's /pods endpoint, or KubeletPods. Needed
+	// for `labels` selectors and to tell apart pods that share one GPU.
 	PodMetadata string
+	// KubeletAddress is the kubelet whose /pods a PodMetadata of
+	// KubeletPods reads: see KubeletPodsURL.
+	KubeletAddress string
 	// Refresh is how often the mapping is refreshed; default 10s.
 	Refresh time.Duration
 	// Timeout bounds one refresh; default 5s.
@@ -88,13 +91,28 @@ type Mapper struct {
 
 // NewMapper returns a Mapper for the socket in opts. It reads only
 // Options.CAFile, so that a bad one fails at start (the gRPC connection is
-// made, and the token read, at the first refresh).
+// made, and the token read, at the first refresh), and refuses a pod
+// metadata URL that no request could be made to (CheckPodMetadataURL).
 func NewMapper(opts Options) (*Mapper, error) {
 	if opts.PodMetadata != "" && opts.PodResourcesSocket == "" {
 		return nil, fmt.Errorf("pod metadata %s is read only with a kubelet pod-resources socket; set both or neither", opts.PodMetadata)
 	}
 	if opts.PodResourcesSocket == "" {
 		return nil, fmt.Errorf("no kubelet pod-resources socket to read the pod mapping from")
+	}
+	switch {
+	case opts.PodMetadata == KubeletPods:
+		u, err := KubeletPodsURL(opts.KubeletAddress)
+		if err != nil {
+			return nil, fmt.Errorf("pod metadata from the kubelet: %w", err)
+		}
+		opts.PodMetadata = u
+	case opts.KubeletAddress != "":
+		return nil, fmt.Errorf("kubelet address %q is used only for pod metadata from the kubelet, not %q", opts.KubeletAddress, opts.PodMetadata)
+	case strings.HasPrefix(opts.PodMetadata, "http://") || strings.HasPrefix(opts.PodMetadata, "https://"):
+		if err := CheckPodMetadataURL(opts.PodMetadata); err != nil {
+			return nil, err
+		}
 	}
 	if (opts.BearerTokenFile != "" || opts.CAFile != "") && !strings.HasPrefix(opts.PodMetadata, "https://") {
 		return nil, fmt.Errorf("a bearer token file or CA file is used only for a pod metadata https:// URL, not %q", opts.PodMetadata)
