@@ -18,6 +18,7 @@ type exporterCollector struct {
 	sampleDuration, samples, sampleErrors, consecutiveErrors, lastSample, backend *prometheus.Desc
 	reloadOK, reloadTime, reloads, reloadFailures                                 *prometheus.Desc
 	kubeletUp, kubeletErrors, kubeletLastSuccess, podsMapped                      *prometheus.Desc
+	metadataUp, metadataErrors, metadataLastSuccess                               *prometheus.Desc
 	dcgmUp, dcgmErrors                                                            *prometheus.Desc
 }
 
@@ -37,6 +38,9 @@ func newExporterCollector(log.Logger) (Collector, error) {
 	c.kubeletErrors = c.add("kubelet_pod_resources_errors_total", "Failed queries of the kubelet pod-resources API.")
 	c.kubeletLastSuccess = c.add("kubelet_pod_resources_last_success_timestamp_seconds", "When the pod mapping in use was fetched from the kubelet.")
 	c.podsMapped = c.add("kubelet_pods_mapped", "Pods with GPUs in the mapping from the kubelet.")
+	c.metadataUp = c.add("kubelet_pod_metadata_up", "1 if the last read of the pod metadata (--kubernetes.pod-metadata) succeeded, 0 if not (the last good metadata stays in use).")
+	c.metadataErrors = c.add("kubelet_pod_metadata_errors_total", "Failed reads of the pod metadata (--kubernetes.pod-metadata).")
+	c.metadataLastSuccess = c.add("kubelet_pod_metadata_last_success_timestamp_seconds", "When the pod metadata in use was read.")
 	c.dcgmUp = c.add("dcgm_exporter_up", "1 if the last scrape of dcgm-exporter (--backend.dcgm-exporter.url) succeeded, 0 if not.")
 	c.dcgmErrors = c.add("dcgm_exporter_scrape_errors_total", "Failed scrapes of dcgm-exporter since the exporter started.")
 	return c, nil
@@ -80,6 +84,13 @@ func (c *exporterCollector) Update(snap *tenant.Snapshot, ch chan<- prometheus.M
 			e.gauge(c.kubeletLastSuccess, unixSeconds(k.LastSuccess))
 		}
 		e.gauge(c.podsMapped, float64(k.PodsMapped))
+		if md := k.Metadata; md.Source != "" {
+			e.gauge(c.metadataUp, boolValue(md.Up))
+			e.counter(c.metadataErrors, float64(md.ErrorsTotal))
+			if !md.LastSuccess.IsZero() {
+				e.gauge(c.metadataLastSuccess, unixSeconds(md.LastSuccess))
+			}
+		}
 	}
 	return e.err()
 }

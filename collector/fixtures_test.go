@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/kube"
 	"github.com/vgpu-exporter/vgpu_exporter/latency"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
@@ -169,7 +170,8 @@ func richSnapshot() *tenant.Snapshot {
 			}},
 		Config: tenant.ConfigStatus{File: "/etc/vgpu/tenants.yml", LastReloadSuccessful: true,
 			LastReloadSuccessTime: t0.Add(-time.Hour), ReloadsTotal: 3, ReloadFailuresTotal: 1},
-		Kubelet: &tenant.KubeletStatus{Up: true, LastSuccess: t0.Add(-10 * time.Second), ErrorsTotal: 2, PodsMapped: 5},
+		Kubelet: &tenant.KubeletStatus{Up: true, LastSuccess: t0.Add(-10 * time.Second), ErrorsTotal: 2, PodsMapped: 5,
+			Metadata: kube.MetadataStatus{Source: "https://10.0.0.5:10250/pods", LastSuccess: t0.Add(-70 * time.Second), ErrorsTotal: 6}},
 		PodInfo: &tenant.PodInfo{MaxSeries: 512, DroppedTotal: 1, Allocations: []tenant.PodAllocation{
 			{Tenant: "chat", GPU: 0, UUID: "GPU-0000", GPUInstance: "1", Namespace: "llm", Pod: "chat-0", Container: "server"},
 			{Tenant: "train", GPU: 1, UUID: "GPU-1111", Namespace: "research", Pod: "train-0", Container: "trainer"},

@@ -28,7 +28,8 @@ func TestCountersFromZero(t *testing.T) {
 	}
 	clock := gpu.NewManualClock(time.Unix(1000, 0))
 	// The mapper does no I/O until its first refresh, which this test never runs.
-	pods, err := kube.NewMapper(kube.Options{PodResourcesSocket: filepath.Join(t.TempDir(), "kubelet.sock"), Clock: clock})
+	dir := t.TempDir()
+	pods, err := kube.NewMapper(kube.Options{PodResourcesSocket: filepath.Join(dir, "kubelet.sock"), PodMetadata: filepath.Join(dir, "pods.json"), Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,6 +53,7 @@ func TestCountersFromZero(t *testing.T) {
 		`vgpu_config_reload_failures_total 0`,
 		`vgpu_sample_errors_total 0`,
 		`vgpu_kubelet_pod_resources_errors_total 0`,
+		`vgpu_kubelet_pod_metadata_errors_total 0`,
 		`vgpu_tenant_latency_source_scrape_errors_total{tenant="chat"} 0`,
 		`vgpu_tenant_requests_total{tenant="chat"} 0`,
 		`vgpu_tenant_slo_good_requests_total{tenant="chat"} 0`,

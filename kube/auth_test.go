@@ -55,8 +55,8 @@ func writeFile(t *testing.T, dir, name, data string) string {
 
 // TestPodMetadataTokenAndCA reads the pod list from a TLS server that
 // demands a bearer token, verifying it with a CA file, and follows a token
-// rotation; a wrong or missing token or CA is a failed refresh that keeps
-// the last good mapping.
+// rotation; a wrong or missing token or CA is a failed read of the pod
+// metadata, not of the pod-resources API.
 func TestPodMetadataTokenAndCA(t *testing.T) {
 	fk := &fakeKubelet{}
 	fk.set(pod("llm", "search-0", "triton", "nvidia.com/gpu", "GPU-b"))
@@ -81,8 +81,8 @@ func TestPodMetadataTokenAndCA(t *testing.T) {
 		token, ca    string
 		tokens       []string // tokens the server wants, one per refresh
 		rotateTo     []string // token file content before each refresh ("" keeps it)
-		wantUp       []bool
-		wantErrors   uint64
+		wantMetaUp   []bool   // the metadata read succeeded, refresh by refresh
+		wantErrors   uint64   // failed metadata reads
 		wantTenant   string
 		wantAuthLast string
 	}{
@@ -105,13 +105,13 @@ func TestPodMetadataTokenAndCA(t *testing.T) {
 					writeFile(t, dir, "token", c)
 				}
 				b.Refresh(context.Background())
-				if up := m.Status().Up; up != tc.wantUp[i] {
-					t.Errorf("refresh %d: up %v, want %v", i+1, up, tc.wantUp[i])
+				if st := m.Status(); !st.Up || st.Metadata.Up != tc.wantMetaUp[i] {
+					t.Errorf("refresh %d: pod-resources up %v, metadata up %v; want true, %v", i+1, st.Up, st.Metadata.Up, tc.wantMetaUp[i])
 				}
 			}
 			st := m.Status()
-			if st.ErrorsTotal != tc.wantErrors {
-				t.Errorf("errors %d, want %d", st.ErrorsTotal, tc.wantErrors)
+			if st.ErrorsTotal != 0 || st.Metadata.ErrorsTotal != tc.wantErrors {
+				t.Errorf("errors: pod-resources %d, metadata %d; want 0, %d", st.ErrorsTotal, st.Metadata.ErrorsTotal, tc.wantErrors)
 			}
 			if got := tenantsByKey(b.Build(r, gpu.SamplerStats{})); got["GPU-b"] != tc.wantTenant {
 				t.Errorf("GPU-b -> %q, want %q (labels selector through the pod list)", got["GPU-b"], tc.wantTenant)
@@ -151,7 +151,7 @@ func TestPodMetadataAuthOptions(t *testing.T) {
 			}
 		})
 	}
-	// An empty token file fails the refresh, naming the file.
+	// An empty token file fails the metadata read.
 	fk := &fakeKubelet{}
 	socket, _ := serveKubelet(t, fk)
 	m, err := kube.NewMapper(kube.Options{PodResourcesSocket: socket, PodMetadata: "https://127.0.0.1:1/pods", BearerTokenFile: empty})
@@ -159,7 +159,7 @@ func TestPodMetadataAuthOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.Refresh(context.Background())
-	if st := m.Status(); st.Up || st.ErrorsTotal != 1 {
-		t.Errorf("empty token: status %+v, want a failed refresh", st)
+	if st := m.Status(); !st.Up || st.Metadata.Up || st.Metadata.ErrorsTotal != 1 {
+		t.Errorf("empty token: status %+v, want a failed metadata read", st)
 	}
 }

@@ -5,13 +5,18 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
@@ -44,7 +49,7 @@ const maxTokenBytes = 64 << 10
 func (k *kubeClient) bearerToken() (string, error) {
 	tok, err := ReadBearerToken(k.tokenFile)
 	if err != nil {
-		return "", fmt.Errorf("pod metadata %w", err)
+		return "", fmt.Errorf("pod metadata %s: %w", k.metaSrc, err)
 	}
 	return tok, nil
 }
@@ -96,7 +101,7 @@ func ClientWithCA(caFile string) (*http.Client, error) {
 	return &http.Client{Transport: tr}, nil
 }
 
-func newKubeClient(socket, metaSrc string, httpc *http.Client, timeout time.Duration) (*kubeClient, error) {
+func newKubeClient(socket, metaSrc string, httpc *http.Client, refresh, timeout time.Duration) (*kubeClient, error) {
 	target := socket
 	switch {
 	case strings.HasPrefix(target, "unix:"):
@@ -107,6 +112,7 @@ func newKubeClient(socket, metaSrc string, httpc *http.Client, timeout time.Dura
 	}
 	conn, err := grpc.NewClient(target,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithConnectParams(connectParams(refresh, timeout)),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(16<<20)))
 	if err != nil {
 		return nil, fmt.Errorf("pod-resources socket %s: %w", socket, err)
@@ -117,41 +123,84 @@ func newKubeClient(socket, metaSrc string, httpc *http.Client, timeout time.Dura
 	}, nil
 }
 
+// connectParams are the pod-resources connection's: after a failed
+// connection gRPC tries again after a backoff that grows to at most the
+// refresh interval, jitter included (gRPC's default grows to two minutes,
+// so a kubelet socket back after a long outage stayed unused that long).
+// A socket that comes back is then connected to within a refresh interval
+// and used by the refresh after. A connection attempt is given the
+// refresh's timeout.
+func connectParams(refresh, timeout time.Duration) grpc.ConnectParams {
+	b := backoff.DefaultConfig
+	b.MaxDelay = time.Duration(float64(refresh) / (1 + b.Jitter))
+	b.BaseDelay = min(b.BaseDelay, b.MaxDelay) // the first retry's delay is not capped
+	return grpc.ConnectParams{Backoff: b, MinConnectTimeout: timeout}
+}
+
 func (k *kubeClient) close() error { return k.conn.Close() }
 
-// fetch asks the kubelet for the current mapping.
-func (k *kubeClient) fetch(ctx context.Context) (*Mapping, error) {
+// list asks the kubelet which containers hold which devices.
+func (k *kubeClient) list(ctx context.Context) (*podresourcesv1.ListPodResourcesResponse, error) {
 	cctx, cancel := context.WithTimeout(ctx, k.timeout)
 	defer cancel()
 	resp, err := k.client.List(cctx, &podresourcesv1.ListPodResourcesRequest{})
 	if err != nil {
 		return nil, fmt.Errorf("kubelet pod-resources socket %s: List: %w", k.socket, err)
 	}
-	if k.metaSrc == "" {
-		return NewMapping(resp), nil
-	}
+	return resp, nil
+}
+
+// metadata reads the pod metadata source and parses it; its errors name
+// the source.
+func (k *kubeClient) metadata(ctx context.Context) (*podMetadata, error) {
 	data, err := k.fetchMeta(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return NewMappingWithMetadata(resp, k.metaSrc, data)
+	return newPodMetadata(k.metaSrc, data)
+}
+
+// podMetadata is parsed pod metadata: pods by UID and by
+// "namespace/name", and container names by container ID. It is not
+// changed once made, so mappings share it.
+type podMetadata struct {
+	byUID, byName map[string]*podMeta
+	containerByID map[string]string
+}
+
+// newPodMetadata parses podList, a PodList in JSON as the kubelet's /pods
+// serves it; src names it in errors.
+func newPodMetadata(src string, podList []byte) (*podMetadata, error) {
+	metas, cids, err := parsePodList(src, podList)
+	if err != nil {
+		return nil, err
+	}
+	md := &podMetadata{byUID: map[string]*podMeta{}, byName: map[string]*podMeta{}, containerByID: cids}
+	for _, p := range metas {
+		md.byUID[p.UID] = p
+		md.byName[p.Namespace+"/"+p.Name] = p
+	}
+	return md, nil
+}
+
+// newMapping is NewMapping with the pod metadata md (nil: none).
+func newMapping(resp *podresourcesv1.ListPodResourcesResponse, md *podMetadata) *Mapping {
+	m := NewMapping(resp)
+	if md != nil {
+		m.meta, m.metaByName, m.containerByID = md.byUID, md.byName, md.containerByID
+	}
+	return m
 }
 
 // NewMappingWithMetadata is NewMapping with pod metadata (UIDs, labels,
 // container IDs) from podList, a PodList in JSON as the kubelet's /pods
 // serves it; src names it in errors.
 func NewMappingWithMetadata(resp *podresourcesv1.ListPodResourcesResponse, src string, podList []byte) (*Mapping, error) {
-	metas, cids, err := parsePodList(src, podList)
+	md, err := newPodMetadata(src, podList)
 	if err != nil {
 		return nil, err
 	}
-	m := NewMapping(resp)
-	m.meta, m.metaByName, m.containerByID = map[string]*podMeta{}, map[string]*podMeta{}, cids
-	for _, md := range metas {
-		m.meta[md.UID] = md
-		m.metaByName[md.Namespace+"/"+md.Name] = md
-	}
-	return m, nil
+	return newMapping(resp, md), nil
 }
 
 // podList is the part of a Kubernetes PodList (as served by the kubelet's
@@ -238,4 +287,84 @@ func (k *kubeClient) fetchMeta(ctx context.Context) ([]byte, error) {
 		}
 	}
 	return data, nil
+}
+
+// KubeletPods, as Options.PodMetadata, reads pod metadata from the
+// kubelet's /pods at Options.KubeletAddress (a file of that name is
+// ./kubelet).
+const KubeletPods = "kubelet"
+
+// kubeletPort is the port of the kubelet's https API.
+const kubeletPort = "10250"
+
+// KubeletPodsURL is the URL of the kubelet's /pods at addr: a host, that
+// is an IP address (an IPv6 one bare or in brackets) or a DNS name, with
+// an optional port, 10250 by default. A bare IP address is always a host
+// whole, so an IPv6 address with a port needs its brackets
+// ([fd00::5]:10250).
+func KubeletPodsURL(addr string) (string, error) {
+	host, port := addr, kubeletPort
+	switch {
+	case addr == "":
+		return "", errors.New("no kubelet address")
+	case net.ParseIP(addr) != nil:
+	case strings.HasPrefix(addr, "[") && strings.HasSuffix(addr, "]"):
+		host = addr[1 : len(addr)-1]
+		if ip := net.ParseIP(host); ip == nil || ip.To4() != nil {
+			return "", fmt.Errorf("kubelet address %q: only an IPv6 address goes in brackets", addr)
+		}
+	case strings.Contains(addr, ":"):
+		var err error
+		if host, port, err = net.SplitHostPort(addr); err != nil {
+			return "", fmt.Errorf("kubelet address %q: %w (an IPv6 address with a port goes in brackets: [fd00::5]:10250)", addr, err)
+		}
+		if port == "" {
+			return "", fmt.Errorf("kubelet address %q: empty port", addr)
+		}
+	}
+	u := "https://" + net.JoinHostPort(host, port) + "/pods"
+	if err := CheckPodMetadataURL(u); err != nil {
+		return "", fmt.Errorf("kubelet address %q: %w", addr, err)
+	}
+	if p, _ := url.Parse(u); p.Hostname() != host || p.Port() != port || p.Path != "/pods" || p.User != nil {
+		return "", fmt.Errorf("kubelet address %q: not a host name or IP address with an optional port", addr)
+	}
+	return u, nil
+}
+
+// authority is the part of a URL between its scheme and its path.
+func authority(src string) string {
+	_, rest, _ := strings.Cut(src, "://")
+	a, _, _ := strings.Cut(rest, "/")
+	return a
+}
+
+// CheckPodMetadataURL refuses an http(s) pod metadata URL that no request
+// could be made to: one that does not parse (an IPv6 address without
+// brackets has an "invalid port"), without a host, or with a port that is
+// not a number from 1 to 65535.
+func CheckPodMetadataURL(src string) error {
+	u, err := url.Parse(src)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		if a := authority(src); strings.Count(a, ":") > 1 && !strings.HasPrefix(a, "[") {
+			return fmt.Errorf("pod metadata URL %q: %w (an IPv6 address goes in brackets: https://[fd00::5]:10250/pods)", src, err)
+		}
+		return fmt.Errorf("pod metadata URL %q: %w", src, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("pod metadata URL %q: the scheme must be http or https", src)
+	}
+	if u.Hostname() == "" {
+		return fmt.Errorf("pod metadata URL %q: no host", src)
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("pod metadata URL %q: port %s is not from 1 to 65535", src, p)
+		}
+	}
+	return nil
 }

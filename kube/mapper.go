@@ -23,9 +23,12 @@ type Options struct {
 	PodResourcesSocket string
 	// PodMetadata is an optional source of pod metadata (UIDs, labels,
 	// container IDs): a file path or an http(s) URL serving a PodList in
-	// JSON, such as the kubelet's /pods endpoint. Needed for `labels`
-	// selectors and to tell apart pods that share one GPU.
+	// JSON, such as the kubelet's /pods endpoint, or KubeletPods. Needed
+	// for `labels` selectors and to tell apart pods that share one GPU.
 	PodMetadata string
+	// KubeletAddress is the kubelet whose /pods a PodMetadata of
+	// KubeletPods reads: see KubeletPodsURL.
+	KubeletAddress string
 	// Refresh is how often the mapping is refreshed; default 10s.
 	Refresh time.Duration
 	// Timeout bounds one refresh; default 5s.
@@ -50,10 +53,22 @@ type Options struct {
 
 // Status is the state of the pod-resources mapping.
 type Status struct {
-	Up          bool      // the last refresh succeeded
+	Up          bool      // the last pod-resources query succeeded
 	LastSuccess time.Time // when the mapping in use was fetched
-	ErrorsTotal uint64
+	ErrorsTotal uint64    // failed pod-resources queries
 	PodsMapped  int
+	// Metadata is the state of the pod metadata, when there is a source.
+	Metadata MetadataStatus
+}
+
+// MetadataStatus is the state of the pod metadata. It is read after each
+// successful pod-resources query; when that read fails, the fresh
+// pod-resources answer is used with the last good metadata.
+type MetadataStatus struct {
+	Source      string    // the file or URL; "" when there is none
+	Up          bool      // the last read succeeded
+	LastSuccess time.Time // when the metadata in use was read
+	ErrorsTotal uint64    // failed reads
 }
 
 // Mapper keeps the latest good pod-resources mapping: refreshed every
@@ -66,6 +81,8 @@ type Mapper struct {
 	kube   *kubeClient
 
 	mapping atomic.Pointer[Mapping]
+	// meta is the last good pod metadata; nil before the first.
+	meta    atomic.Pointer[podMetadata]
 	mu      sync.Mutex // guards status and started
 	status  Status
 	started bool
@@ -74,13 +91,28 @@ type Mapper struct {
 
 // NewMapper returns a Mapper for the socket in opts. It reads only
 // Options.CAFile, so that a bad one fails at start (the gRPC connection is
-// made, and the token read, at the first refresh).
+// made, and the token read, at the first refresh), and refuses a pod
+// metadata URL that no request could be made to (CheckPodMetadataURL).
 func NewMapper(opts Options) (*Mapper, error) {
 	if opts.PodMetadata != "" && opts.PodResourcesSocket == "" {
 		return nil, fmt.Errorf("pod metadata %s is read only with a kubelet pod-resources socket; set both or neither", opts.PodMetadata)
 	}
 	if opts.PodResourcesSocket == "" {
 		return nil, fmt.Errorf("no kubelet pod-resources socket to read the pod mapping from")
+	}
+	switch {
+	case opts.PodMetadata == KubeletPods:
+		u, err := KubeletPodsURL(opts.KubeletAddress)
+		if err != nil {
+			return nil, fmt.Errorf("pod metadata from the kubelet: %w", err)
+		}
+		opts.PodMetadata = u
+	case opts.KubeletAddress != "":
+		return nil, fmt.Errorf("kubelet address %q is used only for pod metadata from the kubelet, not %q", opts.KubeletAddress, opts.PodMetadata)
+	case strings.HasPrefix(opts.PodMetadata, "http://") || strings.HasPrefix(opts.PodMetadata, "https://"):
+		if err := CheckPodMetadataURL(opts.PodMetadata); err != nil {
+			return nil, err
+		}
 	}
 	if (opts.BearerTokenFile != "" || opts.CAFile != "") && !strings.HasPrefix(opts.PodMetadata, "https://") {
 		return nil, fmt.Errorf("a bearer token file or CA file is used only for a pod metadata https:// URL, not %q", opts.PodMetadata)
@@ -104,14 +136,14 @@ func NewMapper(opts Options) (*Mapper, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 5 * time.Second
 	}
-	k, err := newKubeClient(opts.PodResourcesSocket, opts.PodMetadata, opts.HTTPClient, opts.Timeout)
-	if err == nil {
-		k.tokenFile = opts.BearerTokenFile
-	}
+	k, err := newKubeClient(opts.PodResourcesSocket, opts.PodMetadata, opts.HTTPClient, opts.Refresh, opts.Timeout)
 	if err != nil {
 		return nil, err
 	}
-	return &Mapper{opts: opts, logger: opts.Logger, clock: opts.Clock, kube: k}, nil
+	k.tokenFile = opts.BearerTokenFile
+	m := &Mapper{opts: opts, logger: opts.Logger, clock: opts.Clock, kube: k}
+	m.status.Metadata.Source = opts.PodMetadata
+	return m, nil
 }
 
 // Mapping returns the latest good mapping; nil before the first success.
@@ -159,16 +191,29 @@ func (m *Mapper) loop(ctx context.Context) {
 }
 
 // Refresh fetches the pod-resources mapping now, in the caller's
-// goroutine; on failure the last good mapping stays in use.
+// goroutine, and then the pod metadata; when the pod-resources query
+// fails the last good mapping stays in use, and when only the metadata
+// read fails the fresh mapping is used with the last good metadata.
 func (m *Mapper) Refresh(ctx context.Context) {
-	fresh, err := m.kube.fetch(ctx)
+	resp, err := m.kube.list(ctx)
+	var metaErr error
+	if err == nil && m.kube.metaSrc != "" {
+		var md *podMetadata
+		if md, metaErr = m.kube.metadata(ctx); metaErr == nil {
+			m.meta.Store(md)
+		}
+	}
+	if (err != nil || metaErr != nil) && ctx.Err() != nil {
+		return // stopped: not a failure of the kubelet's
+	}
+	var fresh *Mapping
+	if err == nil {
+		fresh = newMapping(resp, m.meta.Load())
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	st := &m.status
 	if err != nil {
-		if ctx.Err() != nil {
-			return
-		}
 		st.ErrorsTotal++
 		if st.Up || st.ErrorsTotal == 1 {
 			level.Warn(m.logger).Log("msg", "kubelet pod-resources refresh failed; keeping the last good mapping", "err", err)
@@ -183,4 +228,26 @@ func (m *Mapper) Refresh(ctx context.Context) {
 	st.Up = true
 	st.LastSuccess = m.clock.Now()
 	st.PodsMapped = fresh.pods
+	if m.kube.metaSrc != "" {
+		m.noteMetadata(metaErr)
+	}
+}
+
+// noteMetadata records the outcome of a pod metadata read, logging a
+// failure after a success (or the first) and a recovery; m.mu is held.
+func (m *Mapper) noteMetadata(err error) {
+	md := &m.status.Metadata
+	if err != nil {
+		md.ErrorsTotal++
+		if md.Up || md.ErrorsTotal == 1 {
+			level.Warn(m.logger).Log("msg", "pod metadata read failed; pods new since the last good read have no labels or container IDs", "err", err)
+		}
+		md.Up = false
+		return
+	}
+	if !md.Up && md.ErrorsTotal > 0 {
+		level.Info(m.logger).Log("msg", "pod metadata read recovered", "source", md.Source)
+	}
+	md.Up = true
+	md.LastSuccess = m.clock.Now()
 }

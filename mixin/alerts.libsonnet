@@ -251,6 +251,14 @@
             'vgpu_exporter' + onHost + ' has failed to query the kubelet pod-resources API for %s; tenant attribution uses an old pod mapping.' % c.alertFor.kubeletUnreachable,
           ),
           alert(
+            'VGPUExporterPodMetadataFailing',
+            'warning',
+            std.format('vgpu_kubelet_pod_metadata_up{%s} == 0', sel),
+            c.alertFor.podMetadataFailing,
+            'vgpu_exporter cannot read its pod metadata.',
+            'vgpu_exporter' + onHost + ' has failed to read its pod metadata for %s; pods new since its last good read have no labels, so labels selectors miss them and processes of pods sharing a GPU stay unassigned.' % c.alertFor.podMetadataFailing,
+          ),
+          alert(
             'VGPUExporterDcgmUnreachable',
             'warning',
             std.format('vgpu_dcgm_exporter_up{%s} == 0', sel),

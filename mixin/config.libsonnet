@@ -73,6 +73,7 @@
       sampleStale: '5m',
       latencySourceDown: '10m',
       kubeletUnreachable: '10m',
+      podMetadataFailing: '10m',
       configReloadFailed: '5m',
       attributionConflict: '15m',
       dcgmExporterUnreachable: '10m',

@@ -17,6 +17,7 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/httplimit"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/flagvalue"
+	"github.com/vgpu-exporter/vgpu_exporter/kube"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 	"github.com/vgpu-exporter/vgpu_exporter/webui"
 )
@@ -56,6 +57,7 @@ type config struct {
 	PodMetadata        string
 	PodMetadataToken   string
 	PodMetadataCA      string
+	KubeletAddress     string
 	PodTenancy         tenant.PodTenancy
 	PodInfo            bool
 	PodInfoMaxSeries   int64
@@ -105,8 +107,10 @@ func addFlags(app *kingpin.Application) *config {
 	flagvalue.Duration(app, "backend.dcgm-exporter.timeout", "Timeout of one dcgm-exporter scrape.", "2s", &c.DCGMTimeout)
 	app.Flag("kubernetes.pod-resources-socket", "Kubelet pod-resources socket used to map GPUs to pods, e.g. /var/lib/kubelet/pod-resources/kubelet.sock. Default: no pod mapping.").
 		PlaceHolder("PATH").StringVar(&c.PodResourcesSocket)
-	app.Flag("kubernetes.pod-metadata", "Pod metadata (labels, UIDs, container IDs) for labels selectors: a file or an http(s) URL serving a PodList in JSON, such as the kubelet's /pods. Default: none.").
-		PlaceHolder("FILE|URL").StringVar(&c.PodMetadata)
+	app.Flag("kubernetes.pod-metadata", "Pod metadata (labels, UIDs, container IDs) for labels selectors: a file or an http(s) URL serving a PodList in JSON (the kubelet's /pods, or the API server's pods of the node); or "+kube.KubeletPods+": the kubelet's https://ADDRESS/pods at --kubernetes.pod-metadata.kubelet-address. Default: none.").
+		PlaceHolder("FILE|URL|" + kube.KubeletPods).StringVar(&c.PodMetadata)
+	app.Flag("kubernetes.pod-metadata.kubelet-address", "With --kubernetes.pod-metadata="+kube.KubeletPods+", the kubelet's address: an IP address (IPv4, or IPv6 bare or in brackets) or a host name, with an optional port (an IPv6 address's in brackets: [fd00::5]:10250). Default port: 10250. In a pod, the node's status.hostIP.").
+		PlaceHolder("HOST[:PORT]").StringVar(&c.KubeletAddress)
 	app.Flag("kubernetes.pod-metadata.bearer-token-file", "File holding the bearer token sent to an https --kubernetes.pod-metadata URL (the kubelet's /pods needs one: a service account token, /var/run/secrets/kubernetes.io/serviceaccount/token in a pod); read again on every request, so a rotated token is used at once. Default: none.").
 		PlaceHolder("FILE").StringVar(&c.PodMetadataToken)
 	app.Flag("kubernetes.pod-metadata.ca-file", "PEM file of the CA certificates that verify an https --kubernetes.pod-metadata server (the kubelet's serving certificate). Default: the system roots.").
@@ -210,7 +214,19 @@ func (c *config) validate() error {
 	if c.PodMetadata != "" && c.PodResourcesSocket == "" {
 		errs = append(errs, errors.New("--kubernetes.pod-metadata needs --kubernetes.pod-resources-socket (pods are found through the kubelet's GPU assignments)"))
 	}
-	if (c.PodMetadataToken != "" || c.PodMetadataCA != "") && !strings.HasPrefix(c.PodMetadata, "https://") {
+	switch {
+	case c.PodMetadata == kube.KubeletPods:
+		if _, err := kube.KubeletPodsURL(c.KubeletAddress); err != nil {
+			errs = append(errs, fmt.Errorf("--kubernetes.pod-metadata=%s needs a --kubernetes.pod-metadata.kubelet-address: %w", kube.KubeletPods, err))
+		}
+	case c.KubeletAddress != "":
+		errs = append(errs, fmt.Errorf("--kubernetes.pod-metadata.kubelet-address is used only with --kubernetes.pod-metadata=%s, not %q", kube.KubeletPods, c.PodMetadata))
+	case strings.HasPrefix(c.PodMetadata, "http://") || strings.HasPrefix(c.PodMetadata, "https://"):
+		if err := kube.CheckPodMetadataURL(c.PodMetadata); err != nil {
+			errs = append(errs, fmt.Errorf("--kubernetes.pod-metadata: %w", err))
+		}
+	}
+	if (c.PodMetadataToken != "" || c.PodMetadataCA != "") && !strings.HasPrefix(c.PodMetadata, "https://") && c.PodMetadata != kube.KubeletPods {
 		errs = append(errs, fmt.Errorf("--kubernetes.pod-metadata.bearer-token-file and --kubernetes.pod-metadata.ca-file need an https:// --kubernetes.pod-metadata URL, got %q", c.PodMetadata))
 	}
 	if c.PodTenancy.Label != "" && c.PodResourcesSocket != "" && c.PodMetadata == "" {

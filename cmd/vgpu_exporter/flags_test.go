@@ -62,6 +62,21 @@ func TestFlagValidation(t *testing.T) {
 		{[]string{"--kubernetes.pod-metadata=http://127.0.0.1:10255/pods", "--kubernetes.pod-resources-socket=/var/lib/kubelet/pod-resources/kubelet.sock",
 			"--kubernetes.pod-metadata.bearer-token-file=/tmp/token"}, "need an https:// --kubernetes.pod-metadata URL"},
 		{[]string{"--kubernetes.pod-metadata.ca-file=/tmp/ca.crt"}, "need an https:// --kubernetes.pod-metadata URL"},
+		// A URL no request could be made to is refused at start, not at
+		// every refresh: an IPv6 node IP without brackets, as
+		// https://$(NODE_IP):10250/pods renders on an IPv6 node.
+		{[]string{"--kubernetes.pod-metadata=https://fd00:10:244::5:10250/pods", "--kubernetes.pod-resources-socket=/k.sock"}, `--kubernetes.pod-metadata: pod metadata URL "https://fd00:10:244::5:10250/pods": invalid port ":10:244::5:10250" after host (an IPv6 address goes in brackets`},
+		{[]string{"--kubernetes.pod-metadata=https://[fd00:10:244::5]:10250/pods", "--kubernetes.pod-resources-socket=/k.sock"}, ""},
+		{[]string{"--kubernetes.pod-metadata=https:///pods", "--kubernetes.pod-resources-socket=/k.sock"}, "--kubernetes.pod-metadata: pod metadata URL \"https:///pods\": no host"},
+		{[]string{"--kubernetes.pod-metadata=http://node:99999/pods", "--kubernetes.pod-resources-socket=/k.sock"}, "port 99999 is not from 1 to 65535"},
+		// kubelet: the kubelet's /pods at an address of any family.
+		{[]string{"--kubernetes.pod-metadata=kubelet", "--kubernetes.pod-metadata.kubelet-address=10.0.0.5", "--kubernetes.pod-resources-socket=/k.sock",
+			"--kubernetes.pod-metadata.bearer-token-file=/var/run/secrets/kubernetes.io/serviceaccount/token",
+			"--kubernetes.pod-metadata.ca-file=/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"}, ""},
+		{[]string{"--kubernetes.pod-metadata=kubelet", "--kubernetes.pod-metadata.kubelet-address=fd00:10:244::5", "--kubernetes.pod-resources-socket=/k.sock"}, ""},
+		{[]string{"--kubernetes.pod-metadata=kubelet", "--kubernetes.pod-resources-socket=/k.sock"}, "--kubernetes.pod-metadata=kubelet needs a --kubernetes.pod-metadata.kubelet-address: no kubelet address"},
+		{[]string{"--kubernetes.pod-metadata=kubelet", "--kubernetes.pod-metadata.kubelet-address=fd00::5:10250:10250", "--kubernetes.pod-resources-socket=/k.sock"}, "an IPv6 address with a port goes in brackets"},
+		{[]string{"--kubernetes.pod-metadata=/pods.json", "--kubernetes.pod-metadata.kubelet-address=10.0.0.5", "--kubernetes.pod-resources-socket=/k.sock"}, `--kubernetes.pod-metadata.kubelet-address is used only with --kubernetes.pod-metadata=kubelet, not "/pods.json"`},
 		{[]string{"--tenants.kubernetes-default=off"}, ""},
 		{[]string{"--kubernetes.pod-info"}, "--kubernetes.pod-info needs --kubernetes.pod-resources-socket"},
 		{[]string{"--kubernetes.pod-info", "--kubernetes.pod-resources-socket=/k.sock"}, ""},

@@ -89,7 +89,7 @@ func builderIO(cfg *config, src gpu.Source, clock gpu.Clock, logger log.Logger) 
 	}
 	opts.Prices, _ = cfg.Metering.prices() // checked by validate
 	if cfg.PodResourcesSocket != "" || cfg.PodMetadata != "" {
-		m, err := kube.NewMapper(kube.Options{PodResourcesSocket: cfg.PodResourcesSocket, PodMetadata: cfg.PodMetadata,
+		m, err := kube.NewMapper(kube.Options{PodResourcesSocket: cfg.PodResourcesSocket, PodMetadata: cfg.PodMetadata, KubeletAddress: cfg.KubeletAddress,
 			BearerTokenFile: cfg.PodMetadataToken, CAFile: cfg.PodMetadataCA, Clock: clock, Logger: logger})
 		if err != nil {
 			return opts, err

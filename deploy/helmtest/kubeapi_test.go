@@ -1,11 +1,18 @@
 package helmtest
 
 import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+
+	"github.com/vgpu-exporter/vgpu_exporter/deploy/internal/repo"
 )
 
 // TestPodMetadataURL: the exporter reads pod metadata from the address of
@@ -31,7 +38,7 @@ func TestPodMetadataURL(t *testing.T) {
 		{"default", meta(map[string]any{}, ""), "https://kubernetes.default.svc" + pods},
 		{"API server address", meta(map[string]any{}, "https://10.0.0.1:6443"), "https://10.0.0.1:6443" + pods},
 		{"trailing slash", meta(map[string]any{}, "https://api.example:6443/"), "https://api.example:6443" + pods},
-		{"kubelet", meta(map[string]any{"source": "kubelet"}, "https://10.0.0.1:6443"), "https://$(NODE_IP):10250/pods"},
+		{"kubelet", meta(map[string]any{"source": "kubelet"}, "https://10.0.0.1:6443"), "kubelet"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := mustRender(t, c, tc.vals)
@@ -49,6 +56,64 @@ func TestPodMetadataURL(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "apiServer") {
 			t.Errorf("apiServer %q: error %v, want a schema error naming apiServer", bad, err)
 		}
+	}
+}
+
+// TestKubeletAddressEveryFamily: with kubernetes.podMetadata.source
+// kubelet, the exporter is given the node's IP (status.hostIP) apart from
+// the URL, and starts with it on an IPv4 node and on an IPv6 one, where
+// "https://$(NODE_IP):10250/pods" would be no URL.
+func TestKubeletAddressEveryFamily(t *testing.T) {
+	m := mustRender(t, loadChart(t), map[string]any{"kubernetes": map[string]any{"podMetadata": map[string]any{"enabled": true, "source": "kubelet"}}})
+	exp := container(t, m.daemonSets[0].Spec.Template.Spec.Containers, "exporter")
+	for _, want := range []string{"--kubernetes.pod-metadata=kubelet", "--kubernetes.pod-metadata.kubelet-address=$(NODE_IP)"} {
+		if !slices.Contains(exp.Args, want) {
+			t.Errorf("args %q lack %s", exp.Args, want)
+		}
+	}
+	var fromHostIP bool
+	for _, e := range exp.Env {
+		fromHostIP = fromHostIP || e.Name == "NODE_IP" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "status.hostIP"
+	}
+	if !fromHostIP {
+		t.Errorf("env %+v: no NODE_IP from status.hostIP", exp.Env)
+	}
+	for _, nodeIP := range []string{"10.0.0.5", "fd00:10:244::5"} {
+		t.Run(nodeIP, func(t *testing.T) {
+			// The pod metadata arguments, $(NODE_IP) expanded as the kubelet
+			// does, the files the pod mounts left out.
+			dir := t.TempDir()
+			addr := repo.FreeAddr(t)
+			args := []string{"--backend=sim", "--web.listen-address=" + addr, "--kubernetes.pod-resources-socket=" + filepath.Join(dir, "kubelet.sock")}
+			for _, a := range exp.Args {
+				if strings.HasPrefix(a, "--kubernetes.pod-metadata") && !strings.Contains(a, "-file=") {
+					args = append(args, strings.ReplaceAll(a, "$(NODE_IP)", nodeIP))
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, repo.Exporter(t), args...)
+			cmd.Env = append(os.Environ(), "TMPDIR="+dir)
+			out := &strings.Builder{}
+			cmd.Stdout, cmd.Stderr = out, out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			ready := make(chan error, 1)
+			go func() { ready <- repo.WaitReady(ctx, "http://"+addr+"/-/ready") }()
+			select {
+			case err := <-exited:
+				t.Fatalf("the exporter with %q exited: %v\n%s", args, err, out)
+			case err := <-ready:
+				if err != nil {
+					t.Fatalf("%v\n%s", err, out)
+				}
+			}
+			cmd.Process.Kill()
+			<-exited
+		})
 	}
 }
 

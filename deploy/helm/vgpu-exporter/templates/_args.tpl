@@ -72,7 +72,11 @@ kubeletCA, saDir, hasTenants, web, mps, pause, pauseHost).
 {{- end }}
 {{- if $meta.enabled }}
 {{- if eq $meta.source "kubelet" }}
-- --kubernetes.pod-metadata=https://$(NODE_IP):10250/pods
+{{- /* The exporter joins the node's IP (IPv4 or IPv6) and port 10250
+     into the URL: "https://$(NODE_IP):10250/pods" is no URL on an IPv6
+     node, and brackets are no IPv4 address. */}}
+- --kubernetes.pod-metadata=kubelet
+- --kubernetes.pod-metadata.kubelet-address=$(NODE_IP)
 {{- if $kubeletCA }}
 - --kubernetes.pod-metadata.ca-file=/etc/vgpu_exporter/kubelet-ca/{{ $meta.kubeletCA.key }}
 {{- else }}

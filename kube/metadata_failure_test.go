@@ -1,0 +1,188 @@
+package kube_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-kit/log"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/kube"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+)
+
+// podsServer serves a pod list at /pods, or fails with a status code.
+type podsServer struct {
+	mu     sync.Mutex
+	status int
+	body   string
+}
+
+func (p *podsServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.status != http.StatusOK {
+		http.Error(w, http.StatusText(p.status), p.status)
+		return
+	}
+	_, _ = w.Write([]byte(p.body))
+}
+
+func (p *podsServer) set(status int, body string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.status, p.body = status, body
+}
+
+// When the pod metadata cannot be read, the pod-resources API is not
+// reported down: the fresh pod-resources answer is used with the last good
+// metadata, and the failure is counted, and logged naming the file or URL,
+// as the metadata's own. Pods of the last good metadata keep their labels;
+// a pod new since then is known by namespace, name and container only.
+func TestPodMetadataFailureKeepsPodResources(t *testing.T) {
+	uidNew := "55555555-5555-4555-8555-555555555555"
+	uidNewSearch := "66666666-6666-4666-8666-666666666666"
+	// The pod list after the new pods came: the exporter does not get to
+	// read it while the metadata fails.
+	withNew := strings.TrimSuffix(podListJSON, "]}") +
+		`,{"metadata":{"name":"chat-1","namespace":"llm","uid":"` + uidNew + `"}}` +
+		`,{"metadata":{"name":"search-2","namespace":"llm","uid":"` + uidNewSearch + `","labels":{"app":"search"}}}]}`
+	dir := t.TempDir()
+	metaFile := filepath.Join(dir, "pods.json")
+	srv := &podsServer{}
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+
+	for _, tc := range []struct {
+		name string
+		src  string
+		good func(body string) // serves body as the pod metadata
+		fail func()
+		want string // in the failure's log line
+	}{
+		{"file not JSON", metaFile,
+			func(b string) { writeFile(t, dir, "pods.json", b) },
+			func() { writeFile(t, dir, "pods.json", "{not json") }, metaFile},
+		{"file gone", metaFile,
+			func(b string) { writeFile(t, dir, "pods.json", b) },
+			func() { os.Remove(metaFile) }, metaFile},
+		{"HTTP 401", hs.URL + "/pods",
+			func(b string) { srv.set(http.StatusOK, b) },
+			func() { srv.set(http.StatusUnauthorized, "") }, hs.URL + "/pods: HTTP 401"},
+		{"not a pod list over HTTP", hs.URL + "/pods",
+			func(b string) { srv.set(http.StatusOK, b) },
+			func() { srv.set(http.StatusOK, "<html>") }, hs.URL + "/pods"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fk := &fakeKubelet{}
+			fk.set(
+				pod("llm", "search-0", "triton", "nvidia.com/gpu", "GPU-b"),
+				pod("research", "train-0", "trainer", "nvidia.com/gpu", "GPU-c"),
+			)
+			socket, _ := serveKubelet(t, fk)
+			cfg, err := tenant.ParseConfig("k.yaml", []byte(kubeTenants))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var logs bytes.Buffer
+			clk := gpu.NewManualClock(time.Unix(100, 0))
+			b, m := newBuilder(t, cfg, "", kube.Options{PodResourcesSocket: socket, PodMetadata: tc.src, Clock: clk,
+				Logger: log.NewLogfmtLogger(log.NewSyncWriter(&logs))})
+			proc := func(pid uint32, uid string) gpu.Process {
+				return gpu.Process{PID: pid, GPUInstanceID: -1, ComputeInstanceID: -1, UID: -1, Cgroup: podCgroup(uid)}
+			}
+			r := &gpu.Readings{Devices: []gpu.Device{
+				{Index: 1, UUID: "GPU-b", Up: true, Processes: []gpu.Process{proc(11, uidSearch0)}},
+				{Index: 2, UUID: "GPU-c", Up: true, Processes: []gpu.Process{proc(12, uidTrain)}},
+				{Index: 3, UUID: "GPU-d", Up: true, Processes: []gpu.Process{proc(13, uidNew)}},
+				{Index: 4, UUID: "GPU-e", Up: true, Processes: []gpu.Process{proc(14, uidNewSearch)}},
+			}}
+
+			tc.good(podListJSON)
+			b.Refresh(context.Background())
+			firstRead := clk.Now()
+			if st := m.Status(); !st.Up || !st.Metadata.Up || st.Metadata.Source != tc.src || !st.Metadata.LastSuccess.Equal(firstRead) {
+				t.Fatalf("first refresh: %+v", st)
+			}
+
+			// New pods come, and the metadata breaks.
+			fk.set(
+				pod("llm", "search-0", "triton", "nvidia.com/gpu", "GPU-b"),
+				pod("research", "train-0", "trainer", "nvidia.com/gpu", "GPU-c"),
+				pod("llm", "chat-1", "server", "nvidia.com/gpu", "GPU-d"),
+				pod("llm", "search-2", "triton", "nvidia.com/gpu", "GPU-e"),
+			)
+			tc.fail()
+			clk.Advance(10 * time.Second)
+			b.Refresh(context.Background())
+			st := m.Status()
+			if !st.Up || st.ErrorsTotal != 0 || !st.LastSuccess.Equal(clk.Now()) || st.PodsMapped != 4 {
+				t.Errorf("a metadata failure changed the pod-resources status: %+v", st)
+			}
+			if md := st.Metadata; md.Up || md.ErrorsTotal != 1 || !md.LastSuccess.Equal(firstRead) {
+				t.Errorf("metadata status %+v, want down, 1 error, last success at the first refresh", md)
+			}
+			if refs := m.Mapping().PodsOn("GPU-d"); len(refs) != 1 || refs[0].Name != "chat-1" || refs[0].Labels != nil {
+				t.Errorf("GPU-d held by %+v, want the new pod chat-1, without labels", refs)
+			}
+			got := tenantsByKey(b.Build(r, gpu.SamplerStats{}))
+			want := map[string]string{
+				"GPU-b": "search",          // labels from the last good metadata
+				"GPU-c": "train",           // namespace selector
+				"GPU-d": "chat",            // new: namespace, pod and container from pod-resources
+				"GPU-e": tenant.Unassigned, // new: its labels are not known yet
+			}
+			for k, v := range want {
+				if got[k] != v {
+					t.Errorf("%s -> %q, want %q (all %v)", k, got[k], v, got)
+				}
+			}
+			l := logs.String()
+			if !strings.Contains(l, "pod metadata read failed") || !strings.Contains(l, tc.want) {
+				t.Errorf("the failure is not logged naming %q:\n%s", tc.want, l)
+			}
+			if strings.Contains(l, "pod-resources refresh failed") {
+				t.Errorf("a metadata failure logged as the pod-resources API's:\n%s", l)
+			}
+
+			// It reads again: the new pods' labels are known.
+			tc.good(withNew)
+			clk.Advance(10 * time.Second)
+			b.Refresh(context.Background())
+			if md := m.Status().Metadata; !md.Up || md.ErrorsTotal != 1 || !md.LastSuccess.Equal(clk.Now()) {
+				t.Errorf("after the metadata recovered: %+v", md)
+			}
+			if got := tenantsByKey(b.Build(r, gpu.SamplerStats{})); got["GPU-e"] != "search" {
+				t.Errorf("GPU-e -> %q after the metadata recovered, want search", got["GPU-e"])
+			}
+			if !strings.Contains(logs.String(), "pod metadata read recovered") {
+				t.Errorf("the recovery is not logged:\n%s", logs.String())
+			}
+		})
+	}
+}
+
+// Before the first good read of the pod metadata, the pod-resources
+// mapping is used without metadata.
+func TestPodMetadataNeverRead(t *testing.T) {
+	fk := &fakeKubelet{}
+	fk.set(pod("llm", "chat-0", "server", "nvidia.com/gpu", "GPU-a"))
+	socket, _ := serveKubelet(t, fk)
+	b, m := newBuilder(t, nil, "", kube.Options{PodResourcesSocket: socket, PodMetadata: filepath.Join(t.TempDir(), "none.json")})
+	b.Refresh(context.Background())
+	st := m.Status()
+	if !st.Up || st.PodsMapped != 1 || st.Metadata.Up || st.Metadata.ErrorsTotal != 1 || !st.Metadata.LastSuccess.IsZero() {
+		t.Errorf("status %+v", st)
+	}
+	if refs := m.Mapping().PodsOn("GPU-a"); len(refs) != 1 || refs[0].Name != "chat-0" {
+		t.Errorf("GPU-a held by %+v, want chat-0", refs)
+	}
+}
