@@ -232,8 +232,8 @@ func TestSourceMerges(t *testing.T) {
 	if val(c.MIG[1].Activity.SMActive) != 0.25 || c.MIG[1].MemoryTotalBytes != 71<<30 {
 		t.Errorf("MIG 2 %+v", c.MIG[1])
 	}
-	if c.Activity.Source != "" {
-		t.Errorf("MIG GPU got whole-device activity from instance series")
+	if c.Activity.Source != ActivityDCGM || c.Activity.SMActive != nil || c.Activity.DRAMActive != nil {
+		t.Errorf("MIG GPU activity %+v: want no whole-GPU ratios from instance series, Source naming the instances'", c.Activity)
 	}
 	if d := rd.Devices[3]; d.Up || d.Activity.Source != "" {
 		t.Errorf("down GPU changed")
