@@ -82,11 +82,11 @@ func TestParse(t *testing.T) {
 				t.Errorf("MIG series attributed to the whole GPU")
 			}
 		}},
-		{"malformed-labels.prom", "", 4, func(t *testing.T, f Fields) {
+		{"malformed-labels.prom", "", 5, func(t *testing.T, f Fields) {
 			if len(f) != 1 {
 				t.Errorf("kept %d keys, want 1", len(f))
 			}
-			// a ratio above 1 is clamped
+			// a ratio above 1 by rounding is clamped, one of 7 skipped
 			if v := f[Key{UUID: "GPU-99999999-0000-0000-0000-000000000000", GI: -1}]; v == nil || val(v.SMActive) != 1 {
 				t.Errorf("clamped value %+v", v)
 			}

@@ -55,6 +55,53 @@ DCGM_FI_DEV_FB_FREE{UUID="GPU-1"} 0
 	}
 }
 
+// A ratio above 1 by rounding is clamped to 1; one further above is a
+// broken field: skipped, with a warning naming the field, the GPU and the
+// URL, never served as a saturated 1.
+func TestRatioAboveOne(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		want float64 // -1: skipped
+	}{
+		{`DCGM_FI_PROF_DRAM_ACTIVE{UUID="` + uuidA + `"} 1.0000001`, 1},
+		{`DCGM_FI_PROF_DRAM_ACTIVE{UUID="` + uuidA + `"} 1.05`, 1},
+		{`DCGM_FI_PROF_DRAM_ACTIVE{UUID="` + uuidA + `"} 1.2`, -1},
+		{`DCGM_FI_PROF_DRAM_ACTIVE{UUID="` + uuidA + `"} 5.0`, -1},
+		{`DCGM_FI_PROF_DRAM_ACTIVE{UUID="` + uuidA + `"} 9.99`, -1},
+		{`DCGM_FI_DEV_GPU_UTIL{UUID="` + uuidA + `"} 100.4`, 1},
+		{`DCGM_FI_DEV_GPU_UTIL{UUID="` + uuidA + `"} 500`, -1},
+	} {
+		t.Run(tc.line, func(t *testing.T) {
+			srv := serve(t, []byte(tc.line+"\n"), nil)
+			var logs bytes.Buffer
+			s, err := New(&fakeSource{rd: innerReadings()}, Options{URL: srv.URL + "/metrics", Logger: log.NewLogfmtLogger(&logs)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rd, err := s.Sample(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := rd.Devices[0]
+			got := val(a.Activity.DRAMActive)
+			if strings.HasPrefix(tc.line, "DCGM_FI_DEV_GPU_UTIL") {
+				got = val(a.GPUUtil)
+			}
+			if got != tc.want {
+				t.Errorf("reading %v, want %v", got, tc.want)
+			}
+			field := tc.line[:strings.IndexByte(tc.line, '{')]
+			warned := strings.Contains(logs.String(), "series skipped")
+			if warned != (tc.want < 0) {
+				t.Errorf("warned %v, want %v; log:\n%s", warned, tc.want < 0, logs.String())
+			}
+			if warned && (!strings.Contains(logs.String(), field) || !strings.Contains(logs.String(), uuidA) || !strings.Contains(logs.String(), "url="+srv.URL)) {
+				t.Errorf("warning does not name %s, the GPU and the URL:\n%s", field, logs.String())
+			}
+		})
+	}
+}
+
 // A failure whose message differs on every scrape warns once, then at most
 // once a minute; the recovery is always logged.
 func TestFailureWarningRateLimited(t *testing.T) {
