@@ -3,6 +3,7 @@ package dcgmexp
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -52,6 +53,41 @@ DCGM_FI_DEV_FB_FREE{UUID="GPU-1"} 0
 `))
 	if v := f[Key{UUID: "GPU-1", GI: -1}]; err != nil || len(warnings) != 0 || v == nil || *v.SMClockHz != 3e9 || *v.FBUsedBytes != 200000<<20 {
 		t.Errorf("plausible values: %+v %q %v", f, warnings, err)
+	}
+}
+
+// A failed scrape's error names the URL once, however it failed.
+func TestScrapeErrorNamesURLOnce(t *testing.T) {
+	refused := httptest.NewServer(http.NotFoundHandler())
+	refused.Close()
+	for _, tc := range []struct {
+		name, url string
+		handler   http.HandlerFunc // nil: url
+		want      string
+	}{
+		{"connection refused", refused.URL + "/metrics", nil, "connect"},
+		{"timeout", "", func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }, "deadline"},
+		{"status", "", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "", 503) }, "HTTP 503"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := tc.url
+			if tc.handler != nil {
+				srv := httptest.NewServer(tc.handler)
+				defer srv.Close()
+				u = srv.URL + "/metrics"
+			}
+			s, err := New(&fakeSource{rd: innerReadings()}, Options{URL: u, Timeout: 50 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = s.scrape(context.Background())
+			if err == nil || strings.Count(err.Error(), u) != 1 || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v: want %q and the URL once", err, tc.want)
+			}
+			if tc.name == "timeout" && !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("timeout %v is not context.DeadlineExceeded", err)
+			}
+		})
 	}
 }
 
