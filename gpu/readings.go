@@ -175,7 +175,8 @@ type Activity struct {
 	// Source says where the figures came from: "gpm", "dcgm", "sim";
 	// "dcgm-gr-engine" when SMActive is DCGM's graphics engine activity
 	// (DCGM_FI_PROF_GR_ENGINE_ACTIVE) standing in for a missing SM
-	// activity; empty if none.
+	// activity; empty if none. On a MIG GPU whose ratios are only per
+	// instance, the device's Source (without ratios) names the instances'.
 	Source string
 }
 

@@ -82,11 +82,11 @@ func TestParse(t *testing.T) {
 				t.Errorf("MIG series attributed to the whole GPU")
 			}
 		}},
-		{"malformed-labels.prom", "", 4, func(t *testing.T, f Fields) {
+		{"malformed-labels.prom", "", 5, func(t *testing.T, f Fields) {
 			if len(f) != 1 {
 				t.Errorf("kept %d keys, want 1", len(f))
 			}
-			// a ratio above 1 is clamped
+			// a ratio above 1 by rounding is clamped, one of 7 skipped
 			if v := f[Key{UUID: "GPU-99999999-0000-0000-0000-000000000000", GI: -1}]; v == nil || val(v.SMActive) != 1 {
 				t.Errorf("clamped value %+v", v)
 			}
@@ -232,8 +232,8 @@ func TestSourceMerges(t *testing.T) {
 	if val(c.MIG[1].Activity.SMActive) != 0.25 || c.MIG[1].MemoryTotalBytes != 71<<30 {
 		t.Errorf("MIG 2 %+v", c.MIG[1])
 	}
-	if c.Activity.Source != "" {
-		t.Errorf("MIG GPU got whole-device activity from instance series")
+	if c.Activity.Source != ActivityDCGM || c.Activity.SMActive != nil || c.Activity.DRAMActive != nil {
+		t.Errorf("MIG GPU activity %+v: want no whole-GPU ratios from instance series, Source naming the instances'", c.Activity)
 	}
 	if d := rd.Devices[3]; d.Up || d.Activity.Source != "" {
 		t.Errorf("down GPU changed")

@@ -3,6 +3,7 @@ package dcgmexp
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -52,6 +53,88 @@ DCGM_FI_DEV_FB_FREE{UUID="GPU-1"} 0
 `))
 	if v := f[Key{UUID: "GPU-1", GI: -1}]; err != nil || len(warnings) != 0 || v == nil || *v.SMClockHz != 3e9 || *v.FBUsedBytes != 200000<<20 {
 		t.Errorf("plausible values: %+v %q %v", f, warnings, err)
+	}
+}
+
+// A failed scrape's error names the URL once, however it failed.
+func TestScrapeErrorNamesURLOnce(t *testing.T) {
+	refused := httptest.NewServer(http.NotFoundHandler())
+	refused.Close()
+	for _, tc := range []struct {
+		name, url string
+		handler   http.HandlerFunc // nil: url
+		want      string
+	}{
+		{"connection refused", refused.URL + "/metrics", nil, "connect"},
+		{"timeout", "", func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }, "deadline"},
+		{"status", "", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "", 503) }, "HTTP 503"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := tc.url
+			if tc.handler != nil {
+				srv := httptest.NewServer(tc.handler)
+				defer srv.Close()
+				u = srv.URL + "/metrics"
+			}
+			s, err := New(&fakeSource{rd: innerReadings()}, Options{URL: u, Timeout: 50 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = s.scrape(context.Background())
+			if err == nil || strings.Count(err.Error(), u) != 1 || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v: want %q and the URL once", err, tc.want)
+			}
+			if tc.name == "timeout" && !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("timeout %v is not context.DeadlineExceeded", err)
+			}
+		})
+	}
+}
+
+// A ratio above 1 by rounding is clamped to 1; one further above is a
+// broken field: skipped, with a warning naming the field, the GPU and the
+// URL, never served as a saturated 1.
+func TestRatioAboveOne(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		want float64 // -1: skipped
+	}{
+		{`DCGM_FI_PROF_DRAM_ACTIVE{UUID="` + uuidA + `"} 1.0000001`, 1},
+		{`DCGM_FI_PROF_DRAM_ACTIVE{UUID="` + uuidA + `"} 1.05`, 1},
+		{`DCGM_FI_PROF_DRAM_ACTIVE{UUID="` + uuidA + `"} 1.2`, -1},
+		{`DCGM_FI_PROF_DRAM_ACTIVE{UUID="` + uuidA + `"} 5.0`, -1},
+		{`DCGM_FI_PROF_DRAM_ACTIVE{UUID="` + uuidA + `"} 9.99`, -1},
+		{`DCGM_FI_DEV_GPU_UTIL{UUID="` + uuidA + `"} 100.4`, 1},
+		{`DCGM_FI_DEV_GPU_UTIL{UUID="` + uuidA + `"} 500`, -1},
+	} {
+		t.Run(tc.line, func(t *testing.T) {
+			srv := serve(t, []byte(tc.line+"\n"), nil)
+			var logs bytes.Buffer
+			s, err := New(&fakeSource{rd: innerReadings()}, Options{URL: srv.URL + "/metrics", Logger: log.NewLogfmtLogger(&logs)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rd, err := s.Sample(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := rd.Devices[0]
+			got := val(a.Activity.DRAMActive)
+			if strings.HasPrefix(tc.line, "DCGM_FI_DEV_GPU_UTIL") {
+				got = val(a.GPUUtil)
+			}
+			if got != tc.want {
+				t.Errorf("reading %v, want %v", got, tc.want)
+			}
+			field := tc.line[:strings.IndexByte(tc.line, '{')]
+			warned := strings.Contains(logs.String(), "series skipped")
+			if warned != (tc.want < 0) {
+				t.Errorf("warned %v, want %v; log:\n%s", warned, tc.want < 0, logs.String())
+			}
+			if warned && (!strings.Contains(logs.String(), field) || !strings.Contains(logs.String(), uuidA) || !strings.Contains(logs.String(), "url="+srv.URL)) {
+				t.Errorf("warning does not name %s, the GPU and the URL:\n%s", field, logs.String())
+			}
+		})
 	}
 }
 

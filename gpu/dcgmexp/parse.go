@@ -49,7 +49,7 @@ type Fields map[Key]*Values
 
 // field says how one DCGM metric maps onto Values: the exposition's value
 // must lie in [0, max] (its own unit), is then multiplied by scale, and a
-// ratio above 1 is clamped to 1.
+// ratio above 1 (by rounding: at most ratioSlack) is clamped to 1.
 type field struct {
 	name  string // the metric name, set by init
 	set   func(v *Values) **float64
@@ -58,16 +58,23 @@ type field struct {
 	max   float64
 }
 
-// The ranges are what a GPU can report, with room to spare; a value
-// outside is a broken exporter or field, not a reading.
+// ratioSlack is the most a ratio may read above 1 by rounding (105 for
+// the utilizations in %); a reading beyond it is a broken field, not a
+// saturated one, and is skipped rather than clamped to a figure it never
+// measured.
+const ratioSlack = 1.05
+
+// The ranges are what a GPU can report, with room to spare (for ratios,
+// rounding only); a value outside is a broken exporter or field, not a
+// reading.
 var fields = map[string]field{
-	"DCGM_FI_PROF_SM_ACTIVE":               {"", func(v *Values) **float64 { return &v.SMActive }, 1, true, 10},
-	"DCGM_FI_PROF_SM_OCCUPANCY":            {"", func(v *Values) **float64 { return &v.SMOccupancy }, 1, true, 10},
-	"DCGM_FI_PROF_DRAM_ACTIVE":             {"", func(v *Values) **float64 { return &v.DRAMActive }, 1, true, 10},
-	"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE":      {"", func(v *Values) **float64 { return &v.TensorActive }, 1, true, 10},
-	"DCGM_FI_PROF_GR_ENGINE_ACTIVE":        {"", func(v *Values) **float64 { return &v.GREngineActive }, 1, true, 10},
-	"DCGM_FI_DEV_GPU_UTIL":                 {"", func(v *Values) **float64 { return &v.GPUUtil }, 0.01, true, 1000},
-	"DCGM_FI_DEV_MEM_COPY_UTIL":            {"", func(v *Values) **float64 { return &v.MemCopyUtil }, 0.01, true, 1000},
+	"DCGM_FI_PROF_SM_ACTIVE":               {"", func(v *Values) **float64 { return &v.SMActive }, 1, true, ratioSlack},
+	"DCGM_FI_PROF_SM_OCCUPANCY":            {"", func(v *Values) **float64 { return &v.SMOccupancy }, 1, true, ratioSlack},
+	"DCGM_FI_PROF_DRAM_ACTIVE":             {"", func(v *Values) **float64 { return &v.DRAMActive }, 1, true, ratioSlack},
+	"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE":      {"", func(v *Values) **float64 { return &v.TensorActive }, 1, true, ratioSlack},
+	"DCGM_FI_PROF_GR_ENGINE_ACTIVE":        {"", func(v *Values) **float64 { return &v.GREngineActive }, 1, true, ratioSlack},
+	"DCGM_FI_DEV_GPU_UTIL":                 {"", func(v *Values) **float64 { return &v.GPUUtil }, 0.01, true, 105},
+	"DCGM_FI_DEV_MEM_COPY_UTIL":            {"", func(v *Values) **float64 { return &v.MemCopyUtil }, 0.01, true, 105},
 	"DCGM_FI_DEV_SM_CLOCK":                 {"", func(v *Values) **float64 { return &v.SMClockHz }, 1e6, false, 100_000},
 	"DCGM_FI_DEV_MEM_CLOCK":                {"", func(v *Values) **float64 { return &v.MemClockHz }, 1e6, false, 100_000},
 	"DCGM_FI_DEV_POWER_USAGE":              {"", func(v *Values) **float64 { return &v.PowerWatts }, 1, false, 100_000},

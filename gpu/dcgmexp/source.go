@@ -77,9 +77,10 @@ type Source struct {
 	inFlight   bool   // a scrape off the path runs
 	ready      Fields // what the last scrape off the path read, until taken
 	lastErr    string
-	failLimit  *rate.Limiter // warnings of a failure that differs from the last
-	suppressed int           // failure warnings held back since the last one
-	skipLimit  *rate.Limiter // warnings of skipped series
+	failLimit  *rate.Limiter        // warnings of a failure that differs from the last
+	suppressed int                  // failure warnings held back since the last one
+	skipLimit  *rate.Limiter        // warnings of skipped series
+	mismatched map[mismatchKey]bool // device-level fields whose disagreement was logged
 }
 
 // warnEvery is the least time between two warnings of one kind.
@@ -189,7 +190,8 @@ func (s *Source) Sample(ctx context.Context) (*gpu.Readings, error) {
 		}
 		s.succeeded()
 	}
-	out := merge(rd, f, s.Name())
+	out, odd := merge(rd, f, s.Name())
+	s.warnMismatches(odd)
 	out.DCGMExporter = s.health()
 	return out, nil
 }
@@ -280,6 +282,10 @@ func (s *Source) scrape(ctx context.Context) (Fields, error) {
 	req.Header.Set("Accept", "text/plain;version=0.0.4")
 	resp, err := s.client.Do(req)
 	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // without the method and URL it repeats
+		}
 		return nil, fmt.Errorf("GET %s: %w", s.url, err)
 	}
 	defer resp.Body.Close()
@@ -308,20 +314,28 @@ func (s *Source) scrape(ctx context.Context) (Fields, error) {
 
 // merge returns a copy of rd with the DCGM fields filled in where rd has
 // none: Activity (Source "dcgm") per GPU and MIG instance, and the device
-// readings the inner source left nil. rd itself is not modified.
-func merge(rd *gpu.Readings, f Fields, backend string) *gpu.Readings {
+// readings the inner source left nil, taken from the GPU's instance series
+// where the page has none for the whole GPU (MIG mode). A MIG GPU without
+// activity of its own whose instances' activity comes from DCGM gets that
+// Source, with no ratios. It also returns the device-level fields whose
+// copies on the instance series disagree. rd itself is not modified.
+func merge(rd *gpu.Readings, f Fields, backend string) (*gpu.Readings, []mismatch) {
 	out := *rd
 	if backend != "" {
 		out.Backend = backend
 	}
 	out.Devices = make([]gpu.Device, len(rd.Devices))
 	copy(out.Devices, rd.Devices)
+	gis := instances(f)
+	var odd []mismatch
 	for i := range out.Devices {
 		d := &out.Devices[i]
 		if !d.Up {
 			continue
 		}
-		if v := f[Key{UUID: d.UUID, GI: -1}]; v != nil {
+		v, o := wholeGPU(f, d.UUID, gis[d.UUID])
+		odd = append(odd, o...)
+		if v != nil {
 			fillActivity(&d.Activity, v)
 			fill(&d.GPUUtil, v.GPUUtil)
 			fill(&d.MemUtil, v.MemCopyUtil)
@@ -339,6 +353,7 @@ func merge(rd *gpu.Readings, f Fields, backend string) *gpu.Readings {
 			continue
 		}
 		d.MIG = append([]gpu.MIGInstance(nil), d.MIG...)
+		migSource := ""
 		for j := range d.MIG {
 			m := &d.MIG[j]
 			if m.GPUInstanceID < 0 {
@@ -348,14 +363,19 @@ func merge(rd *gpu.Readings, f Fields, backend string) *gpu.Readings {
 			if v == nil {
 				continue
 			}
-			fillActivity(&m.Activity, v)
+			if fillActivity(&m.Activity, v) && migSource != ActivityDCGMGREngine {
+				migSource = m.Activity.Source // the weaker figure wins
+			}
 			if m.MemoryTotalBytes == 0 && v.FBUsedBytes != nil && v.FBFreeBytes != nil {
 				m.MemoryUsedBytes = uint64(*v.FBUsedBytes)
 				m.MemoryTotalBytes = uint64(*v.FBUsedBytes + *v.FBFreeBytes)
 			}
 		}
+		if a := &d.Activity; a.Source == "" && a.SMActive == nil && a.SMOccupancy == nil && a.DRAMActive == nil && a.TensorActive == nil {
+			a.Source = migSource
+		}
 	}
-	return &out
+	return &out, odd
 }
 
 // Activity sources the dcgm-exporter source sets.
@@ -366,22 +386,23 @@ const (
 	ActivityDCGMGREngine = "dcgm-gr-engine"
 )
 
-// fillActivity sets the profiling ratios when the inner source has none.
-// Without DCGM_FI_PROF_SM_ACTIVE, the graphics engine activity stands in
-// for SM activity, and the Source says so.
-func fillActivity(a *gpu.Activity, v *Values) {
+// fillActivity sets the profiling ratios when the inner source has none,
+// and says whether it did. Without DCGM_FI_PROF_SM_ACTIVE, the graphics
+// engine activity stands in for SM activity, and the Source says so.
+func fillActivity(a *gpu.Activity, v *Values) bool {
 	if a.Source != "" || a.SMActive != nil || a.SMOccupancy != nil || a.DRAMActive != nil || a.TensorActive != nil {
-		return
+		return false
 	}
 	sm, src := v.SMActive, ActivityDCGM
 	if sm == nil && v.GREngineActive != nil {
 		sm, src = v.GREngineActive, ActivityDCGMGREngine
 	}
 	if sm == nil && v.SMOccupancy == nil && v.DRAMActive == nil && v.TensorActive == nil {
-		return
+		return false
 	}
 	*a = gpu.Activity{SMActive: cp(sm), SMOccupancy: cp(v.SMOccupancy), DRAMActive: cp(v.DRAMActive),
 		TensorActive: cp(v.TensorActive), Source: src}
+	return true
 }
 
 func fill(dst **float64, v *float64) {
