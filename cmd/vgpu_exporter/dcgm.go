@@ -16,6 +16,7 @@ func wrapDCGM(cfg *config, inner gpu.Source, logger log.Logger) (gpu.Source, err
 	s, err := dcgmexp.New(inner, dcgmexp.Options{
 		URL:     cfg.DCGMExporterURL,
 		Timeout: cfg.DCGMTimeout,
+		MaxAge:  cfg.DCGMMaxAge,
 		Logger:  log.With(logger, "component", "dcgm-exporter"),
 	})
 	if err != nil {

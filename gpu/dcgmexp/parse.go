@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/internal/clip"
 )
@@ -42,6 +43,10 @@ type Values struct {
 	EnergyJoules *float64 // DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION (mJ)
 	FBUsedBytes  *float64 // DCGM_FI_DEV_FB_USED (MiB)
 	FBFreeBytes  *float64 // DCGM_FI_DEV_FB_FREE (MiB)
+
+	// Time is the oldest timestamp of the lines whose values were kept;
+	// zero when none carried one (dcgm-exporter's own pages carry none).
+	Time time.Time
 }
 
 // Fields are the parsed DCGM fields by GPU and MIG instance.
@@ -176,7 +181,7 @@ func (p *parser) line(b []byte) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
-	v, err := s.value()
+	v, ts, err := s.value()
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
@@ -234,6 +239,9 @@ func (p *parser) line(b []byte) error {
 			x = 1
 		}
 		*dst = &x
+		if !ts.IsZero() && (vals.Time.IsZero() || ts.Before(vals.Time)) {
+			vals.Time = ts
+		}
 	}
 	return nil
 }
@@ -343,10 +351,11 @@ func (s *sample) quoted() ([]byte, error) {
 	return nil, errors.New("unterminated label value")
 }
 
-// value reads the sample value and an optional integer timestamp.
-func (s *sample) value() (float64, error) {
+// value reads the sample value and its optional timestamp: integer
+// milliseconds since the epoch; zero when absent.
+func (s *sample) value() (float64, time.Time, error) {
 	if len(s.b) == 0 || (s.b[0] != ' ' && s.b[0] != '\t') {
-		return 0, errors.New("want a space before the value")
+		return 0, time.Time{}, errors.New("want a space before the value")
 	}
 	rest := bytes.TrimSpace(s.b)
 	tok, ts := rest, []byte(nil)
@@ -354,16 +363,21 @@ func (s *sample) value() (float64, error) {
 		tok, ts = rest[:i], bytes.TrimSpace(rest[i:])
 	}
 	if len(tok) == 0 || bytes.ContainsAny(ts, " \t") {
-		return 0, fmt.Errorf("want a value and an optional timestamp, got %s", clip.Bytes(s.b, maxQuoted))
+		return 0, time.Time{}, fmt.Errorf("want a value and an optional timestamp, got %s", clip.Bytes(s.b, maxQuoted))
 	}
 	v, err := strconv.ParseFloat(string(tok), 64)
 	if err != nil {
-		return 0, fmt.Errorf("invalid value %s", clip.Bytes(tok, maxQuoted))
+		return 0, time.Time{}, fmt.Errorf("invalid value %s", clip.Bytes(tok, maxQuoted))
 	}
-	if len(ts) > 0 {
-		if _, err := strconv.ParseInt(string(ts), 10, 64); err != nil {
-			return 0, fmt.Errorf("invalid timestamp %s", clip.Bytes(ts, maxQuoted))
-		}
+	if len(ts) == 0 {
+		return v, time.Time{}, nil
 	}
-	return v, nil
+	ms, err := strconv.ParseInt(string(ts), 10, 64)
+	if err != nil {
+		return 0, time.Time{}, fmt.Errorf("invalid timestamp %s", clip.Bytes(ts, maxQuoted))
+	}
+	if ms < 0 {
+		ms = 0 // before 1970 is as stale as 1970; the zero time means none
+	}
+	return v, time.UnixMilli(ms), nil
 }

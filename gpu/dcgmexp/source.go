@@ -31,6 +31,7 @@ import (
 const (
 	DefaultTimeout  = 2 * time.Second
 	DefaultMaxBytes = 16 << 20
+	DefaultMaxAge   = time.Minute
 )
 
 // Options configure New.
@@ -45,9 +46,15 @@ type Options struct {
 	// at most one a minute) and skipped series (at most one warning a
 	// minute); nil discards.
 	Logger log.Logger
+	// MaxAge bounds the age of a series whose line carries a timestamp:
+	// one older at the sample is stale, left out of the readings (and
+	// logged at most once a minute); 0 means DefaultMaxAge. Lines without
+	// a timestamp (dcgm-exporter's own) are taken as current.
+	MaxAge time.Duration
 	// Client is the HTTP client; nil means a plain http.Client.
 	Client *http.Client
-	// Clock paces the failure warnings; nil means gpu.RealClock{}.
+	// Clock paces the warnings and ages the timestamps; nil means
+	// gpu.RealClock{}.
 	Clock gpu.Clock
 }
 
@@ -57,6 +64,7 @@ type Source struct {
 	url      string
 	timeout  time.Duration
 	maxBytes int64
+	maxAge   time.Duration
 	logger   log.Logger
 	client   *http.Client
 
@@ -80,6 +88,7 @@ type Source struct {
 	failLimit  *rate.Limiter // warnings of a failure that differs from the last
 	suppressed int           // failure warnings held back since the last one
 	skipLimit  *rate.Limiter // warnings of skipped series
+	staleLimit *rate.Limiter // warnings of stale series
 }
 
 // warnEvery is the least time between two warnings of one kind.
@@ -99,12 +108,13 @@ func New(inner gpu.Source, opts Options) (*Source, error) {
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("dcgm-exporter URL %q: want http(s)://host:port/metrics", opts.URL)
 	}
-	if opts.Timeout < 0 || opts.MaxBytes < 0 {
-		return nil, fmt.Errorf("dcgm-exporter source: negative timeout or size limit")
+	if opts.Timeout < 0 || opts.MaxBytes < 0 || opts.MaxAge < 0 {
+		return nil, fmt.Errorf("dcgm-exporter source: negative timeout, size limit or age")
 	}
-	s := &Source{inner: inner, url: u.String(), timeout: opts.Timeout, maxBytes: opts.MaxBytes,
+	s := &Source{inner: inner, url: u.String(), timeout: opts.Timeout, maxBytes: opts.MaxBytes, maxAge: opts.MaxAge,
 		logger: opts.Logger, client: opts.Client, clock: opts.Clock,
-		failLimit: rate.NewLimiter(rate.Every(warnEvery), 1), skipLimit: rate.NewLimiter(rate.Every(warnEvery), 1)}
+		failLimit: rate.NewLimiter(rate.Every(warnEvery), 1), skipLimit: rate.NewLimiter(rate.Every(warnEvery), 1),
+		staleLimit: rate.NewLimiter(rate.Every(warnEvery), 1)}
 	if s.clock == nil {
 		s.clock = gpu.RealClock{}
 	}
@@ -113,6 +123,9 @@ func New(inner gpu.Source, opts Options) (*Source, error) {
 	}
 	if s.maxBytes == 0 {
 		s.maxBytes = DefaultMaxBytes
+	}
+	if s.maxAge == 0 {
+		s.maxAge = DefaultMaxAge
 	}
 	if s.logger == nil {
 		s.logger = log.NewNopLogger()
@@ -189,9 +202,47 @@ func (s *Source) Sample(ctx context.Context) (*gpu.Readings, error) {
 		}
 		s.succeeded()
 	}
+	f, age := s.fresh(f)
 	out := merge(rd, f, s.Name())
 	out.DCGMExporter = s.health()
+	out.DCGMExporter.PageAgeSeconds = age
 	return out, nil
+}
+
+// fresh drops from f the series whose timestamp is older than the maximum
+// age now (logged at most once a minute) and returns the page's age: that
+// of its oldest timestamp, nil when no line carried one.
+func (s *Source) fresh(f Fields) (Fields, *float64) {
+	now := s.clock.Now()
+	var oldest time.Time
+	stale := 0
+	for k, v := range f {
+		if v.Time.IsZero() {
+			continue
+		}
+		if oldest.IsZero() || v.Time.Before(oldest) {
+			oldest = v.Time
+		}
+		if now.Sub(v.Time) > s.maxAge {
+			delete(f, k)
+			stale++
+		}
+	}
+	if oldest.IsZero() {
+		return f, nil
+	}
+	age := max(now.Sub(oldest), 0)
+	if stale > 0 {
+		s.mu.Lock()
+		ok := s.staleLimit.AllowN(now, 1)
+		s.mu.Unlock()
+		if ok {
+			level.Warn(s.logger).Log("msg", "dcgm-exporter series older than the maximum age left out (logged at most once a minute)",
+				"url", s.url, "gpus_and_instances", stale, "oldest", oldest.UTC().Format(time.RFC3339Nano), "max_age", s.maxAge)
+		}
+	}
+	secs := age.Seconds()
+	return f, &secs
 }
 
 // scrapeOffPath is one scrape off the sampling path: a success is kept
