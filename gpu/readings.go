@@ -43,6 +43,9 @@ type ScrapeHealth struct {
 	// merged into these readings was; nil when its lines carry no
 	// timestamps, or none was merged.
 	PageAgeSeconds *float64
+	// GPUsMatched is how many of the GPUs up in these readings the page
+	// merged had a current series for; 0 when none was merged.
+	GPUsMatched int
 }
 
 // SharingMode is how a GPU is shared between tenants.

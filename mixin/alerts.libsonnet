@@ -259,6 +259,16 @@
             'vgpu_exporter' + onHost + ' has failed to scrape dcgm-exporter for %s; its readings lack the DCGM fields (pre-Hopper GPUs lose their profiling ratios).' % c.alertFor.dcgmExporterUnreachable,
           ),
           alert(
+            'VGPUExporterDcgmNoFigures',
+            'warning',
+            // GPUs up that the page had no current series for: another
+            // host's dcgm-exporter, or a page without the fields read
+            std.format('count without (gpu, uuid) (vgpu_gpu_up{%(sel)s} == 1) > vgpu_dcgm_exporter_gpus_matched{%(sel)s} and vgpu_dcgm_exporter_up{%(sel)s} == 1', { sel: sel }),
+            c.alertFor.dcgmExporterNoFigures,
+            'dcgm-exporter answers without figures for some GPUs of this host.',
+            'vgpu_exporter' + onHost + ' has scraped dcgm-exporter for %s but the page lacks current DCGM fields for some of its {{ $value }} GPUs up (vgpu_dcgm_exporter_gpus_matched counts those it has); their readings lack the DCGM fields.' % c.alertFor.dcgmExporterNoFigures,
+          ),
+          alert(
             'VGPUExporterConfigReloadFailed',
             'warning',
             std.format('vgpu_config_last_reload_successful{%s} == 0', sel),

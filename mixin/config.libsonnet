@@ -76,6 +76,7 @@
       configReloadFailed: '5m',
       attributionConflict: '15m',
       dcgmExporterUnreachable: '10m',
+      dcgmExporterNoFigures: '10m',
       tunerKillSwitch: '1h',
       tunerJournalErrors: '5m',
       // A row remap pending a reset for longer than this (a reset after a

@@ -13,8 +13,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -89,6 +92,7 @@ type Source struct {
 	suppressed int           // failure warnings held back since the last one
 	skipLimit  *rate.Limiter // warnings of skipped series
 	staleLimit *rate.Limiter // warnings of stale series
+	matchLimit *rate.Limiter // warnings of host GPUs the page lacks
 }
 
 // warnEvery is the least time between two warnings of one kind.
@@ -114,7 +118,7 @@ func New(inner gpu.Source, opts Options) (*Source, error) {
 	s := &Source{inner: inner, url: u.String(), timeout: opts.Timeout, maxBytes: opts.MaxBytes, maxAge: opts.MaxAge,
 		logger: opts.Logger, client: opts.Client, clock: opts.Clock,
 		failLimit: rate.NewLimiter(rate.Every(warnEvery), 1), skipLimit: rate.NewLimiter(rate.Every(warnEvery), 1),
-		staleLimit: rate.NewLimiter(rate.Every(warnEvery), 1)}
+		staleLimit: rate.NewLimiter(rate.Every(warnEvery), 1), matchLimit: rate.NewLimiter(rate.Every(warnEvery), 1)}
 	if s.clock == nil {
 		s.clock = gpu.RealClock{}
 	}
@@ -206,7 +210,58 @@ func (s *Source) Sample(ctx context.Context) (*gpu.Readings, error) {
 	out := merge(rd, f, s.Name())
 	out.DCGMExporter = s.health()
 	out.DCGMExporter.PageAgeSeconds = age
+	out.DCGMExporter.GPUsMatched = s.matched(rd, f)
 	return out, nil
+}
+
+// matched returns how many of rd's GPUs that are up the page f has a
+// series for (of the whole GPU or of one of its MIG instances), and warns
+// (at most once a minute) when it lacks some: a page of another host's
+// dcgm-exporter (a Kubernetes Service routing to another node), or one
+// without the fields read, is scraped without error and fills nothing.
+func (s *Source) matched(rd *gpu.Readings, f Fields) int {
+	pageUUIDs := map[string]bool{}
+	for k := range f {
+		pageUUIDs[k.UUID] = true
+	}
+	host := map[string]bool{}
+	n := 0
+	var missing []string
+	for _, d := range rd.Devices {
+		if !d.Up || host[d.UUID] {
+			continue
+		}
+		host[d.UUID] = true
+		if pageUUIDs[d.UUID] {
+			n++
+		} else {
+			missing = append(missing, d.UUID)
+		}
+	}
+	if len(missing) == 0 {
+		return n
+	}
+	s.mu.Lock()
+	ok := s.matchLimit.AllowN(s.clock.Now(), 1)
+	s.mu.Unlock()
+	if ok {
+		seen := slices.Sorted(maps.Keys(pageUUIDs))
+		level.Warn(s.logger).Log("msg", "dcgm-exporter page has no current DCGM fields for some GPUs of this host (logged at most once a minute)",
+			"url", s.url, "gpus_up", len(host), "gpus_matched", n, "missing", strings.Join(firstN(missing, maxListed), ","),
+			"page_gpus", len(seen), "page_uuids", strings.Join(firstN(seen, maxListed), ","))
+	}
+	return n
+}
+
+// maxListed is how many UUIDs a warning lists.
+const maxListed = 8
+
+// firstN returns the first n of l, with "..." after them when l is longer.
+func firstN(l []string, n int) []string {
+	if len(l) <= n {
+		return l
+	}
+	return append(l[:n:n], "...")
 }
 
 // fresh drops from f the series whose timestamp is older than the maximum
