@@ -253,10 +253,12 @@
           alert(
             'VGPUExporterDcgmUnreachable',
             'warning',
-            std.format('vgpu_dcgm_exporter_up{%s} == 0', sel),
+            // on the errors, not on up: a source that fails every other
+            // scrape toggles up and would restart a for: on up == 0
+            std.format('increase(vgpu_dcgm_exporter_scrape_errors_total{%s}[%s]) > 0', [sel, c.dcgmErrorWindow]),
             c.alertFor.dcgmExporterUnreachable,
             'vgpu_exporter cannot scrape dcgm-exporter.',
-            'vgpu_exporter' + onHost + ' has failed to scrape dcgm-exporter for %s; its readings lack the DCGM fields (pre-Hopper GPUs lose their profiling ratios).' % c.alertFor.dcgmExporterUnreachable,
+            'vgpu_exporter' + onHost + ' has failed to scrape dcgm-exporter, all the time or on and off, for %s ({{ $value | humanize }} failed scrapes in the last %s); its readings lack the DCGM fields while it fails (pre-Hopper GPUs lose their profiling ratios).' % [c.alertFor.dcgmExporterUnreachable, c.dcgmErrorWindow],
           ),
           alert(
             'VGPUExporterDcgmNoFigures',

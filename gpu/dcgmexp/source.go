@@ -45,9 +45,9 @@ type Options struct {
 	Timeout time.Duration
 	// MaxBytes bounds the size of the page; 0 means DefaultMaxBytes.
 	MaxBytes int64
-	// Logger receives scrape failures (the first of a run of failures, then
-	// at most one a minute) and skipped series (at most one warning a
-	// minute); nil discards.
+	// Logger receives scrape failures (at most one warning a minute, the
+	// first at once) and skipped series (at most one warning a minute);
+	// nil discards.
 	Logger log.Logger
 	// MaxAge bounds the age of a series whose line carries a timestamp:
 	// one older at the sample is stale, left out of the readings (and
@@ -90,6 +90,7 @@ type Source struct {
 	lastErr    string
 	failLimit  *rate.Limiter // warnings of a failure that differs from the last
 	suppressed int           // failure warnings held back since the last one
+	failLogged bool          // the failures since the last success were logged
 	skipLimit  *rate.Limiter // warnings of skipped series
 	staleLimit *rate.Limiter // warnings of stale series
 	matchLimit *rate.Limiter // warnings of host GPUs the page lacks
@@ -346,28 +347,31 @@ func (s *Source) health() *gpu.ScrapeHealth {
 	return &gpu.ScrapeHealth{Up: s.up.Load(), ScrapeErrorsTotal: s.scrapeErrors.Load()}
 }
 
-// logChange logs a failure that differs from the last one and a recovery.
-// The first failure after a success is always logged; a failure whose
-// message changes on every scrape (a port, a time in it) is logged at most
-// once a minute, with the count of those held back.
+// logChange logs a failure that differs from the last one and a recovery,
+// at most one failure warning a minute: a failure message that changes on
+// every scrape (a port, a time in it), and a source that flaps between
+// failing and answering, are logged once a minute with the count of the
+// failures not logged since. A recovery is logged when the failure before it
+// was.
 func (s *Source) logChange(msg string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if msg == s.lastErr {
 		return
 	}
-	now := s.clock.Now()
 	switch {
 	case msg == "":
-		level.Info(s.logger).Log("msg", "dcgm-exporter reachable again", "url", s.url)
-		s.suppressed = 0
-	case s.lastErr == "":
-		s.failLimit.AllowN(now, 1) // the first failure spends the token, so the next waits
-		level.Warn(s.logger).Log("msg", "scraping dcgm-exporter failed; readings without DCGM fields", "url", s.url, "err", msg)
-	case s.failLimit.AllowN(now, 1):
-		level.Warn(s.logger).Log("msg", "scraping dcgm-exporter failed; readings without DCGM fields", "url", s.url, "err", msg,
-			"other_failures_not_logged", s.suppressed)
-		s.suppressed = 0
+		if s.failLogged {
+			level.Info(s.logger).Log("msg", "dcgm-exporter reachable again", "url", s.url)
+		}
+		s.failLogged = false
+	case s.failLimit.AllowN(s.clock.Now(), 1):
+		kv := []any{"msg", "scraping dcgm-exporter failed; readings without DCGM fields", "url", s.url, "err", msg}
+		if s.suppressed > 0 {
+			kv = append(kv, "other_failures_not_logged", s.suppressed)
+		}
+		level.Warn(s.logger).Log(kv...)
+		s.suppressed, s.failLogged = 0, true
 	default:
 		s.suppressed++
 	}
