@@ -103,7 +103,7 @@ func addFlags(app *kingpin.Application) *config {
 	flagvalue.Duration(app, "sample.interval", "How often the GPUs are sampled.", "1s", &c.SampleInterval)
 	app.Flag("backend.dcgm-exporter.url", "URL of a running dcgm-exporter's /metrics whose DCGM profiling fields complement NVML readings (nvml backend only).").
 		PlaceHolder("URL").StringVar(&c.DCGMExporterURL)
-	flagvalue.Duration(app, "backend.dcgm-exporter.timeout", "Timeout of one dcgm-exporter scrape.", "2s", &c.DCGMTimeout)
+	flagvalue.Duration(app, "backend.dcgm-exporter.timeout", "Timeout of one dcgm-exporter scrape; keep it below --sample.interval, which a slow answer within it delays.", "500ms", &c.DCGMTimeout)
 	flagvalue.Duration(app, "backend.dcgm-exporter.max-age", "Oldest a dcgm-exporter series whose line carries a timestamp may be; older ones are left out of the readings.", "1m", &c.DCGMMaxAge)
 	app.Flag("kubernetes.pod-resources-socket", "Kubelet pod-resources socket used to map GPUs to pods, e.g. /var/lib/kubelet/pod-resources/kubelet.sock. Default: no pod mapping.").
 		PlaceHolder("PATH").StringVar(&c.PodResourcesSocket)

@@ -32,7 +32,7 @@ import (
 
 // Defaults for Options.
 const (
-	DefaultTimeout  = 2 * time.Second
+	DefaultTimeout  = 500 * time.Millisecond // below the default sample interval
 	DefaultMaxBytes = 16 << 20
 	DefaultMaxAge   = time.Minute
 )
@@ -402,6 +402,10 @@ func (s *Source) scrape(ctx context.Context) (Fields, error) {
 	switch {
 	case errors.Is(err, fileread.ErrTooLarge):
 		return nil, fmt.Errorf("GET %s: page larger than %d bytes", s.url, s.maxBytes)
+	case err != nil && ctx.Err() != nil:
+		// the timeout cut the page, perhaps within a line: that is
+		// the error, not the line it left unfinished
+		return nil, fmt.Errorf("GET %s: reading the page: %w", s.url, context.Cause(ctx))
 	case err != nil:
 		return nil, fmt.Errorf("GET %s: %w", s.url, err)
 	}
