@@ -398,7 +398,7 @@ func (s *Source) scrape(ctx context.Context) (Fields, error) {
 		// The status code only: the reason phrase is the server's text.
 		return nil, fmt.Errorf("GET %s: HTTP %d %s", s.url, resp.StatusCode, http.StatusText(resp.StatusCode))
 	}
-	f, warnings, err := ParseContext(ctx, fileread.Limit(resp.Body, s.maxBytes, "page"))
+	f, warnings, err := ParseFormat(ctx, fileread.Limit(resp.Body, s.maxBytes, "page"), FormatOf(resp.Header.Get("Content-Type")))
 	switch {
 	case errors.Is(err, fileread.ErrTooLarge):
 		return nil, fmt.Errorf("GET %s: page larger than %d bytes", s.url, s.maxBytes)
