@@ -19,7 +19,7 @@ type exporterCollector struct {
 	reloadOK, reloadTime, reloads, reloadFailures                                 *prometheus.Desc
 	kubeletUp, kubeletErrors, kubeletLastSuccess, podsMapped                      *prometheus.Desc
 	metadataUp, metadataErrors, metadataLastSuccess                               *prometheus.Desc
-	dcgmUp, dcgmErrors                                                            *prometheus.Desc
+	dcgmUp, dcgmErrors, dcgmPageAge, dcgmMatched                                  *prometheus.Desc
 }
 
 func newExporterCollector(log.Logger) (Collector, error) {
@@ -43,6 +43,8 @@ func newExporterCollector(log.Logger) (Collector, error) {
 	c.metadataLastSuccess = c.add("kubelet_pod_metadata_last_success_timestamp_seconds", "When the pod metadata in use was read.")
 	c.dcgmUp = c.add("dcgm_exporter_up", "1 if the last scrape of dcgm-exporter (--backend.dcgm-exporter.url) succeeded, 0 if not.")
 	c.dcgmErrors = c.add("dcgm_exporter_scrape_errors_total", "Failed scrapes of dcgm-exporter since the exporter started.")
+	c.dcgmMatched = c.add("dcgm_exporter_gpus_matched", "GPUs of this host, up, that the last dcgm-exporter page merged had a current series for; 0 when the scrape failed. Below the GPUs up: the page is another host's, or lacks the fields read.")
+	c.dcgmPageAge = c.add("dcgm_exporter_page_age_seconds", "Age at the last sample of the oldest timestamped series of the dcgm-exporter page merged; absent when its lines carry no timestamps (dcgm-exporter's own carry none).")
 	return c, nil
 }
 
@@ -63,6 +65,10 @@ func (c *exporterCollector) Update(snap *tenant.Snapshot, ch chan<- prometheus.M
 	if r := snap.Readings; r != nil && r.DCGMExporter != nil {
 		e.gauge(c.dcgmUp, boolValue(r.DCGMExporter.Up))
 		e.counter(c.dcgmErrors, float64(r.DCGMExporter.ScrapeErrorsTotal))
+		e.gauge(c.dcgmMatched, float64(r.DCGMExporter.GPUsMatched))
+		if a := r.DCGMExporter.PageAgeSeconds; a != nil {
+			e.gauge(c.dcgmPageAge, *a)
+		}
 	}
 
 	cfg := snap.Config

@@ -112,7 +112,7 @@ func readings(devs ...gpu.Device) *gpu.Readings {
 // richSnapshot sets every field the collectors render.
 func richSnapshot() *tenant.Snapshot {
 	r := readings(migDevice(), timeSlicedDevice(), vgpuDevice(), downDevice(), bareDevice())
-	r.DCGMExporter = &gpu.ScrapeHealth{Up: true, ScrapeErrorsTotal: 3}
+	r.DCGMExporter = &gpu.ScrapeHealth{Up: true, ScrapeErrorsTotal: 3, PageAgeSeconds: gpu.Float(12.5), GPUsMatched: 2}
 	return &tenant.Snapshot{
 		Time:     t0,
 		Readings: r,

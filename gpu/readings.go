@@ -39,6 +39,13 @@ type Readings struct {
 type ScrapeHealth struct {
 	Up                bool   // the last scrape succeeded
 	ScrapeErrorsTotal uint64 // failed scrapes since the Source was made
+	// PageAgeSeconds is how old the oldest timestamped series of the page
+	// merged into these readings was; nil when its lines carry no
+	// timestamps, or none was merged.
+	PageAgeSeconds *float64
+	// GPUsMatched is how many of the GPUs up in these readings the page
+	// merged had a current series for; 0 when none was merged.
+	GPUsMatched int
 }
 
 // SharingMode is how a GPU is shared between tenants.

@@ -261,10 +261,22 @@
           alert(
             'VGPUExporterDcgmUnreachable',
             'warning',
-            std.format('vgpu_dcgm_exporter_up{%s} == 0', sel),
+            // on the errors, not on up: a source that fails every other
+            // scrape toggles up and would restart a for: on up == 0
+            std.format('increase(vgpu_dcgm_exporter_scrape_errors_total{%s}[%s]) > 0', [sel, c.dcgmErrorWindow]),
             c.alertFor.dcgmExporterUnreachable,
             'vgpu_exporter cannot scrape dcgm-exporter.',
-            'vgpu_exporter' + onHost + ' has failed to scrape dcgm-exporter for %s; its readings lack the DCGM fields (pre-Hopper GPUs lose their profiling ratios).' % c.alertFor.dcgmExporterUnreachable,
+            'vgpu_exporter' + onHost + ' has failed to scrape dcgm-exporter, all the time or on and off, for %s ({{ $value | humanize }} failed scrapes in the last %s); its readings lack the DCGM fields while it fails (pre-Hopper GPUs lose their profiling ratios).' % [c.alertFor.dcgmExporterUnreachable, c.dcgmErrorWindow],
+          ),
+          alert(
+            'VGPUExporterDcgmNoFigures',
+            'warning',
+            // GPUs up that the page had no current series for: another
+            // host's dcgm-exporter, or a page without the fields read
+            std.format('count without (gpu, uuid) (vgpu_gpu_up{%(sel)s} == 1) > vgpu_dcgm_exporter_gpus_matched{%(sel)s} and vgpu_dcgm_exporter_up{%(sel)s} == 1', { sel: sel }),
+            c.alertFor.dcgmExporterNoFigures,
+            'dcgm-exporter answers without figures for some GPUs of this host.',
+            'vgpu_exporter' + onHost + ' has scraped dcgm-exporter for %s but the page lacks current DCGM fields for some of its {{ $value }} GPUs up (vgpu_dcgm_exporter_gpus_matched counts those it has); their readings lack the DCGM fields.' % c.alertFor.dcgmExporterNoFigures,
           ),
           alert(
             'VGPUExporterConfigReloadFailed',

@@ -41,6 +41,10 @@
     xidApplicationCodes: '13|31|43|45|69|109',
     // The tuner: failed actions and reverts counted over tunerWindow.
     tunerWindow: '1h',
+    // VGPUExporterDcgmUnreachable: failed dcgm-exporter scrapes in every
+    // window of this length for its for:, whether it is down or flapping
+    // (a flapping source's up reads 1 half the time).
+    dcgmErrorWindow: '5m',
     tunerFailedActionsThreshold: 3,  // failed actions of one knob in tunerWindow
     tunerRevertsThreshold: 3,  // reverts in tunerWindow
     // --sample.interval of the exporters, in seconds.
@@ -77,6 +81,7 @@
       configReloadFailed: '5m',
       attributionConflict: '15m',
       dcgmExporterUnreachable: '10m',
+      dcgmExporterNoFigures: '10m',
       tunerKillSwitch: '1h',
       tunerJournalErrors: '5m',
       // A row remap pending a reset for longer than this (a reset after a

@@ -53,6 +53,7 @@ type config struct {
 	SampleInterval     time.Duration
 	DCGMExporterURL    string
 	DCGMTimeout        time.Duration
+	DCGMMaxAge         time.Duration
 	PodResourcesSocket string
 	PodMetadata        string
 	PodMetadataToken   string
@@ -104,7 +105,8 @@ func addFlags(app *kingpin.Application) *config {
 	flagvalue.Duration(app, "sample.interval", "How often the GPUs are sampled.", "1s", &c.SampleInterval)
 	app.Flag("backend.dcgm-exporter.url", "URL of a running dcgm-exporter's /metrics whose DCGM profiling fields complement NVML readings (nvml backend only).").
 		PlaceHolder("URL").StringVar(&c.DCGMExporterURL)
-	flagvalue.Duration(app, "backend.dcgm-exporter.timeout", "Timeout of one dcgm-exporter scrape.", "2s", &c.DCGMTimeout)
+	flagvalue.Duration(app, "backend.dcgm-exporter.timeout", "Timeout of one dcgm-exporter scrape; keep it below --sample.interval, which a slow answer within it delays.", "500ms", &c.DCGMTimeout)
+	flagvalue.Duration(app, "backend.dcgm-exporter.max-age", "Oldest a dcgm-exporter series whose line carries a timestamp may be; older ones are left out of the readings.", "1m", &c.DCGMMaxAge)
 	app.Flag("kubernetes.pod-resources-socket", "Kubelet pod-resources socket used to map GPUs to pods, e.g. /var/lib/kubelet/pod-resources/kubelet.sock. Default: no pod mapping.").
 		PlaceHolder("PATH").StringVar(&c.PodResourcesSocket)
 	app.Flag("kubernetes.pod-metadata", "Pod metadata (labels, UIDs, container IDs) for labels selectors: a file or an http(s) URL serving a PodList in JSON (the kubelet's /pods, or the API server's pods of the node); or "+kube.KubeletPods+": the kubelet's https://ADDRESS/pods at --kubernetes.pod-metadata.kubelet-address. Default: none.").
@@ -209,6 +211,9 @@ func (c *config) validate() error {
 		}
 		if c.DCGMTimeout <= 0 {
 			errs = append(errs, fmt.Errorf("--backend.dcgm-exporter.timeout must be positive, got %s", c.DCGMTimeout))
+		}
+		if c.DCGMMaxAge <= 0 {
+			errs = append(errs, fmt.Errorf("--backend.dcgm-exporter.max-age must be positive, got %s", c.DCGMMaxAge))
 		}
 	}
 	if c.PodMetadata != "" && c.PodResourcesSocket == "" {

@@ -53,6 +53,7 @@ func TestFlagValidation(t *testing.T) {
 		{[]string{"--backend.dcgm-exporter.url=ftp://x/metrics"}, "scheme must be http or https"},
 		{[]string{"--backend.dcgm-exporter.url=http:///metrics"}, "no host"},
 		{[]string{"--backend.dcgm-exporter.url=http://x:9400/", "--backend.dcgm-exporter.timeout=0s"}, "timeout must be positive"},
+		{[]string{"--backend.dcgm-exporter.url=http://x:9400/", "--backend.dcgm-exporter.max-age=0s"}, "max-age must be positive"},
 		{[]string{"--proc.root="}, "--proc.root must not be empty"},
 		{[]string{"--kubernetes.pod-metadata=/tmp/pods.json"}, "needs --kubernetes.pod-resources-socket"},
 		{[]string{"--kubernetes.pod-metadata=http://127.0.0.1:10255/pods", "--kubernetes.pod-resources-socket=/var/lib/kubelet/pod-resources/kubelet.sock"}, ""},

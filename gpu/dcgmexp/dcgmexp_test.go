@@ -122,25 +122,30 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fields, _, err := Parse(bytes.NewReader(data))
-		if err != nil {
-			return
-		}
-		for k, v := range fields {
-			if k.UUID == "" || k.GI < -1 {
-				t.Fatalf("bad key %+v", k)
-			}
-			for _, p := range []*float64{v.SMActive, v.SMOccupancy, v.DRAMActive, v.TensorActive, v.GPUUtil, v.MemCopyUtil} {
-				if p != nil && (*p < 0 || *p > 1) {
-					t.Fatalf("ratio out of range: %v", *p)
-				}
-			}
-			for _, p := range []*float64{v.SMClockHz, v.MemClockHz, v.PowerWatts, v.TemperatureC, v.EnergyJoules, v.FBUsedBytes, v.FBFreeBytes} {
-				if p != nil && (*p < 0 || math.IsNaN(*p) || math.IsInf(*p, 0)) {
-					t.Fatalf("unusable value kept: %v", *p)
-				}
-			}
+		if err == nil {
+			checkFields(t, fields)
 		}
 	})
+}
+
+// checkFields fails t when fields hold a bad key or an unusable value.
+func checkFields(t *testing.T, fields Fields) {
+	t.Helper()
+	for k, v := range fields {
+		if k.UUID == "" || k.GI < -1 {
+			t.Fatalf("bad key %+v", k)
+		}
+		for _, p := range []*float64{v.SMActive, v.SMOccupancy, v.DRAMActive, v.TensorActive, v.GPUUtil, v.MemCopyUtil} {
+			if p != nil && (*p < 0 || *p > 1) {
+				t.Fatalf("ratio out of range: %v", *p)
+			}
+		}
+		for _, p := range []*float64{v.SMClockHz, v.MemClockHz, v.PowerWatts, v.TemperatureC, v.EnergyJoules, v.FBUsedBytes, v.FBFreeBytes} {
+			if p != nil && (*p < 0 || math.IsNaN(*p) || math.IsInf(*p, 0)) {
+				t.Fatalf("unusable value kept: %v", *p)
+			}
+		}
+	}
 }
 
 // fakeSource is an inner gpu.Source with fixed readings.

@@ -152,3 +152,30 @@ func hangingSource(t *testing.T, release chan struct{}, inner gpu.Source, timeou
 	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
+
+// A page the timeout cuts within a line (a dcgm-exporter answering slowly)
+// fails as a timeout, not as a malformed line, and so puts the scrapes off
+// the sampling path.
+func TestTimeoutWithinALine(t *testing.T) {
+	release := make(chan struct{})
+	timeout := 100 * time.Millisecond
+	s := hangingSource(t, release, &fakeSource{rd: innerReadings()}, timeout, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte("DCGM_FI_DEV_GPU_UTIL{UUID=\"GPU-1\",DCGM_FI_DRIV"))
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	_, err := s.scrape(context.Background())
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want the timeout", err)
+	}
+	_, _ = s.Sample(context.Background())
+	s.mu.Lock()
+	off := s.offPath
+	s.mu.Unlock()
+	if !off {
+		t.Errorf("a scrape cut within a line by the timeout left the scrapes on the sampling path")
+	}
+}

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"mime"
 	"strconv"
+	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/internal/clip"
 )
@@ -42,6 +44,10 @@ type Values struct {
 	EnergyJoules *float64 // DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION (mJ)
 	FBUsedBytes  *float64 // DCGM_FI_DEV_FB_USED (MiB)
 	FBFreeBytes  *float64 // DCGM_FI_DEV_FB_FREE (MiB)
+
+	// Time is the oldest timestamp of the lines whose values were kept;
+	// zero when none carried one (dcgm-exporter's own pages carry none).
+	Time time.Time
 }
 
 // Fields are the parsed DCGM fields by GPU and MIG instance.
@@ -110,7 +116,35 @@ func Parse(r io.Reader) (Fields, []string, error) {
 	return ParseContext(context.Background(), r)
 }
 
-// ParseContext reads the page as a stream, line by line, keeping only the
+// Format is the exposition format of a page, which says the unit of its
+// timestamps.
+type Format int
+
+const (
+	// FormatText is the Prometheus text format (text/plain;
+	// version=0.0.4): timestamps are integer milliseconds.
+	FormatText Format = iota
+	// FormatOpenMetrics is OpenMetrics (application/openmetrics-text):
+	// timestamps are seconds, possibly fractional, and a sample may end
+	// with an exemplar ("# {...} value"), which is ignored.
+	FormatOpenMetrics
+)
+
+// FormatOf returns the format a Content-Type names: OpenMetrics for
+// application/openmetrics-text, the text format otherwise.
+func FormatOf(contentType string) Format {
+	if t, _, err := mime.ParseMediaType(contentType); err == nil && t == "application/openmetrics-text" {
+		return FormatOpenMetrics
+	}
+	return FormatText
+}
+
+// ParseContext reads a page in the text format; see ParseFormat.
+func ParseContext(ctx context.Context, r io.Reader) (Fields, []string, error) {
+	return ParseFormat(ctx, r, FormatText)
+}
+
+// ParseFormat reads the page as a stream, line by line, keeping only the
 // series of the DCGM fields it knows: the lines of other families are
 // skipped unread beyond their name, so memory does not grow with the page.
 // Series without a UUID label, with an unparsable GPU_I_ID, with a value
@@ -120,10 +154,10 @@ func Parse(r io.Reader) (Fields, []string, error) {
 // known field, a line over 64 KiB, or ctx ending is an error (naming the
 // line). When several series describe the same GPU (dcgm-exporter repeats
 // a GPU's fields per pod in Kubernetes mode) the first one wins.
-func ParseContext(ctx context.Context, r io.Reader) (Fields, []string, error) {
+func ParseFormat(ctx context.Context, r io.Reader, format Format) (Fields, []string, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
-	p := parser{out: Fields{}, uuids: map[string]string{}}
+	p := parser{out: Fields{}, uuids: map[string]string{}, format: format}
 	n := 0
 	for sc.Scan() {
 		if n++; n%4096 == 0 && ctx.Err() != nil {
@@ -146,6 +180,7 @@ func ParseContext(ctx context.Context, r io.Reader) (Fields, []string, error) {
 }
 
 type parser struct {
+	format   Format
 	out      Fields
 	uuids    map[string]string // interned UUIDs
 	warnings []string
@@ -183,7 +218,7 @@ func (p *parser) line(b []byte) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
-	v, err := s.value()
+	v, ts, err := s.value(p.format)
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
@@ -241,6 +276,9 @@ func (p *parser) line(b []byte) error {
 			x = 1
 		}
 		*dst = &x
+		if !ts.IsZero() && (vals.Time.IsZero() || ts.Before(vals.Time)) {
+			vals.Time = ts
+		}
 	}
 	return nil
 }
@@ -350,27 +388,53 @@ func (s *sample) quoted() ([]byte, error) {
 	return nil, errors.New("unterminated label value")
 }
 
-// value reads the sample value and an optional integer timestamp.
-func (s *sample) value() (float64, error) {
+// value reads the sample value and its optional timestamp (zero when
+// absent): integer milliseconds since the epoch in the text format,
+// seconds in OpenMetrics.
+func (s *sample) value(format Format) (float64, time.Time, error) {
 	if len(s.b) == 0 || (s.b[0] != ' ' && s.b[0] != '\t') {
-		return 0, errors.New("want a space before the value")
+		return 0, time.Time{}, errors.New("want a space before the value")
 	}
 	rest := bytes.TrimSpace(s.b)
+	if i := bytes.Index(rest, []byte(" # ")); i >= 0 && format == FormatOpenMetrics {
+		rest = bytes.TrimSpace(rest[:i]) // an exemplar
+	}
 	tok, ts := rest, []byte(nil)
 	if i := bytes.IndexAny(rest, " \t"); i >= 0 {
 		tok, ts = rest[:i], bytes.TrimSpace(rest[i:])
 	}
 	if len(tok) == 0 || bytes.ContainsAny(ts, " \t") {
-		return 0, fmt.Errorf("want a value and an optional timestamp, got %s", clip.Bytes(s.b, maxQuoted))
+		return 0, time.Time{}, fmt.Errorf("want a value and an optional timestamp, got %s", clip.Bytes(s.b, maxQuoted))
 	}
 	v, err := strconv.ParseFloat(string(tok), 64)
 	if err != nil {
-		return 0, fmt.Errorf("invalid value %s", clip.Bytes(tok, maxQuoted))
+		return 0, time.Time{}, fmt.Errorf("invalid value %s", clip.Bytes(tok, maxQuoted))
 	}
-	if len(ts) > 0 {
-		if _, err := strconv.ParseInt(string(ts), 10, 64); err != nil {
-			return 0, fmt.Errorf("invalid timestamp %s", clip.Bytes(ts, maxQuoted))
-		}
+	if len(ts) == 0 {
+		return v, time.Time{}, nil
 	}
-	return v, nil
+	ms, err := timestamp(ts, format)
+	if err != nil {
+		return 0, time.Time{}, fmt.Errorf("invalid timestamp %s", clip.Bytes(ts, maxQuoted))
+	}
+	if ms < 0 {
+		ms = 0 // before 1970 is as stale as 1970; the zero time means none
+	}
+	return v, time.UnixMilli(ms), nil
+}
+
+// maxSeconds bounds an OpenMetrics timestamp, so that it fits in int64
+// milliseconds (year 33658).
+const maxSeconds = 1e15
+
+// timestamp returns a timestamp in milliseconds since the epoch.
+func timestamp(b []byte, format Format) (int64, error) {
+	if format != FormatOpenMetrics {
+		return strconv.ParseInt(string(b), 10, 64)
+	}
+	sec, err := strconv.ParseFloat(string(b), 64)
+	if err != nil || math.IsNaN(sec) || math.Abs(sec) > maxSeconds {
+		return 0, errors.New("not a timestamp")
+	}
+	return int64(math.Round(sec * 1e3)), nil
 }

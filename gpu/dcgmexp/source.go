@@ -13,8 +13,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,8 +32,9 @@ import (
 
 // Defaults for Options.
 const (
-	DefaultTimeout  = 2 * time.Second
+	DefaultTimeout  = 500 * time.Millisecond // below the default sample interval
 	DefaultMaxBytes = 16 << 20
+	DefaultMaxAge   = time.Minute
 )
 
 // Options configure New.
@@ -41,13 +45,19 @@ type Options struct {
 	Timeout time.Duration
 	// MaxBytes bounds the size of the page; 0 means DefaultMaxBytes.
 	MaxBytes int64
-	// Logger receives scrape failures (the first of a run of failures, then
-	// at most one a minute) and skipped series (at most one warning a
-	// minute); nil discards.
+	// Logger receives scrape failures (at most one warning a minute, the
+	// first at once) and skipped series (at most one warning a minute);
+	// nil discards.
 	Logger log.Logger
+	// MaxAge bounds the age of a series whose line carries a timestamp:
+	// one older at the sample is stale, left out of the readings (and
+	// logged at most once a minute); 0 means DefaultMaxAge. Lines without
+	// a timestamp (dcgm-exporter's own) are taken as current.
+	MaxAge time.Duration
 	// Client is the HTTP client; nil means a plain http.Client.
 	Client *http.Client
-	// Clock paces the failure warnings; nil means gpu.RealClock{}.
+	// Clock paces the warnings and ages the timestamps; nil means
+	// gpu.RealClock{}.
 	Clock gpu.Clock
 }
 
@@ -57,6 +67,7 @@ type Source struct {
 	url      string
 	timeout  time.Duration
 	maxBytes int64
+	maxAge   time.Duration
 	logger   log.Logger
 	client   *http.Client
 
@@ -79,7 +90,10 @@ type Source struct {
 	lastErr    string
 	failLimit  *rate.Limiter        // warnings of a failure that differs from the last
 	suppressed int                  // failure warnings held back since the last one
+	failLogged bool                 // the failures since the last success were logged
 	skipLimit  *rate.Limiter        // warnings of skipped series
+	staleLimit *rate.Limiter        // warnings of stale series
+	matchLimit *rate.Limiter        // warnings of host GPUs the page lacks
 	mismatched map[mismatchKey]bool // device-level fields whose disagreement was logged
 }
 
@@ -100,12 +114,13 @@ func New(inner gpu.Source, opts Options) (*Source, error) {
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("dcgm-exporter URL %q: want http(s)://host:port/metrics", opts.URL)
 	}
-	if opts.Timeout < 0 || opts.MaxBytes < 0 {
-		return nil, fmt.Errorf("dcgm-exporter source: negative timeout or size limit")
+	if opts.Timeout < 0 || opts.MaxBytes < 0 || opts.MaxAge < 0 {
+		return nil, fmt.Errorf("dcgm-exporter source: negative timeout, size limit or age")
 	}
-	s := &Source{inner: inner, url: u.String(), timeout: opts.Timeout, maxBytes: opts.MaxBytes,
+	s := &Source{inner: inner, url: u.String(), timeout: opts.Timeout, maxBytes: opts.MaxBytes, maxAge: opts.MaxAge,
 		logger: opts.Logger, client: opts.Client, clock: opts.Clock,
-		failLimit: rate.NewLimiter(rate.Every(warnEvery), 1), skipLimit: rate.NewLimiter(rate.Every(warnEvery), 1)}
+		failLimit: rate.NewLimiter(rate.Every(warnEvery), 1), skipLimit: rate.NewLimiter(rate.Every(warnEvery), 1),
+		staleLimit: rate.NewLimiter(rate.Every(warnEvery), 1), matchLimit: rate.NewLimiter(rate.Every(warnEvery), 1)}
 	if s.clock == nil {
 		s.clock = gpu.RealClock{}
 	}
@@ -114,6 +129,9 @@ func New(inner gpu.Source, opts Options) (*Source, error) {
 	}
 	if s.maxBytes == 0 {
 		s.maxBytes = DefaultMaxBytes
+	}
+	if s.maxAge == 0 {
+		s.maxAge = DefaultMaxAge
 	}
 	if s.logger == nil {
 		s.logger = log.NewNopLogger()
@@ -190,10 +208,99 @@ func (s *Source) Sample(ctx context.Context) (*gpu.Readings, error) {
 		}
 		s.succeeded()
 	}
+	f, age := s.fresh(f)
 	out, odd := merge(rd, f, s.Name())
 	s.warnMismatches(odd)
 	out.DCGMExporter = s.health()
+	out.DCGMExporter.PageAgeSeconds = age
+	out.DCGMExporter.GPUsMatched = s.matched(rd, f)
 	return out, nil
+}
+
+// matched returns how many of rd's GPUs that are up the page f has a
+// series for (of the whole GPU or of one of its MIG instances), and warns
+// (at most once a minute) when it lacks some: a page of another host's
+// dcgm-exporter (a Kubernetes Service routing to another node), or one
+// without the fields read, is scraped without error and fills nothing.
+func (s *Source) matched(rd *gpu.Readings, f Fields) int {
+	pageUUIDs := map[string]bool{}
+	for k := range f {
+		pageUUIDs[k.UUID] = true
+	}
+	host := map[string]bool{}
+	n := 0
+	var missing []string
+	for _, d := range rd.Devices {
+		if !d.Up || host[d.UUID] {
+			continue
+		}
+		host[d.UUID] = true
+		if pageUUIDs[d.UUID] {
+			n++
+		} else {
+			missing = append(missing, d.UUID)
+		}
+	}
+	if len(missing) == 0 {
+		return n
+	}
+	s.mu.Lock()
+	ok := s.matchLimit.AllowN(s.clock.Now(), 1)
+	s.mu.Unlock()
+	if ok {
+		seen := slices.Sorted(maps.Keys(pageUUIDs))
+		level.Warn(s.logger).Log("msg", "dcgm-exporter page has no current DCGM fields for some GPUs of this host (logged at most once a minute)",
+			"url", s.url, "gpus_up", len(host), "gpus_matched", n, "missing", strings.Join(firstN(missing, maxListed), ","),
+			"page_gpus", len(seen), "page_uuids", strings.Join(firstN(seen, maxListed), ","))
+	}
+	return n
+}
+
+// maxListed is how many UUIDs a warning lists.
+const maxListed = 8
+
+// firstN returns the first n of l, with "..." after them when l is longer.
+func firstN(l []string, n int) []string {
+	if len(l) <= n {
+		return l
+	}
+	return append(l[:n:n], "...")
+}
+
+// fresh drops from f the series whose timestamp is older than the maximum
+// age now (logged at most once a minute) and returns the page's age: that
+// of its oldest timestamp, nil when no line carried one.
+func (s *Source) fresh(f Fields) (Fields, *float64) {
+	now := s.clock.Now()
+	var oldest time.Time
+	stale := 0
+	for k, v := range f {
+		if v.Time.IsZero() {
+			continue
+		}
+		if oldest.IsZero() || v.Time.Before(oldest) {
+			oldest = v.Time
+		}
+		if now.Sub(v.Time) > s.maxAge {
+			delete(f, k)
+			stale++
+		}
+	}
+	if oldest.IsZero() {
+		return f, nil
+	}
+	age := max(now.Sub(oldest), 0)
+	if stale > 0 {
+		s.mu.Lock()
+		ok := s.staleLimit.AllowN(now, 1)
+		s.mu.Unlock()
+		if ok {
+			level.Warn(s.logger).Log("msg", "dcgm-exporter series older than the maximum age left out (logged at most once a minute)",
+				"url", s.url, "gpus_and_instances", stale, "oldest", oldest.UTC().Format(time.RFC3339Nano), "max_age", s.maxAge)
+		}
+	}
+	secs := age.Seconds()
+	return f, &secs
 }
 
 // scrapeOffPath is one scrape off the sampling path: a success is kept
@@ -242,28 +349,31 @@ func (s *Source) health() *gpu.ScrapeHealth {
 	return &gpu.ScrapeHealth{Up: s.up.Load(), ScrapeErrorsTotal: s.scrapeErrors.Load()}
 }
 
-// logChange logs a failure that differs from the last one and a recovery.
-// The first failure after a success is always logged; a failure whose
-// message changes on every scrape (a port, a time in it) is logged at most
-// once a minute, with the count of those held back.
+// logChange logs a failure that differs from the last one and a recovery,
+// at most one failure warning a minute: a failure message that changes on
+// every scrape (a port, a time in it), and a source that flaps between
+// failing and answering, are logged once a minute with the count of the
+// failures not logged since. A recovery is logged when the failure before it
+// was.
 func (s *Source) logChange(msg string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if msg == s.lastErr {
 		return
 	}
-	now := s.clock.Now()
 	switch {
 	case msg == "":
-		level.Info(s.logger).Log("msg", "dcgm-exporter reachable again", "url", s.url)
-		s.suppressed = 0
-	case s.lastErr == "":
-		s.failLimit.AllowN(now, 1) // the first failure spends the token, so the next waits
-		level.Warn(s.logger).Log("msg", "scraping dcgm-exporter failed; readings without DCGM fields", "url", s.url, "err", msg)
-	case s.failLimit.AllowN(now, 1):
-		level.Warn(s.logger).Log("msg", "scraping dcgm-exporter failed; readings without DCGM fields", "url", s.url, "err", msg,
-			"other_failures_not_logged", s.suppressed)
-		s.suppressed = 0
+		if s.failLogged {
+			level.Info(s.logger).Log("msg", "dcgm-exporter reachable again", "url", s.url)
+		}
+		s.failLogged = false
+	case s.failLimit.AllowN(s.clock.Now(), 1):
+		kv := []any{"msg", "scraping dcgm-exporter failed; readings without DCGM fields", "url", s.url, "err", msg}
+		if s.suppressed > 0 {
+			kv = append(kv, "other_failures_not_logged", s.suppressed)
+		}
+		level.Warn(s.logger).Log(kv...)
+		s.suppressed, s.failLogged = 0, true
 	default:
 		s.suppressed++
 	}
@@ -294,10 +404,14 @@ func (s *Source) scrape(ctx context.Context) (Fields, error) {
 		// The status code only: the reason phrase is the server's text.
 		return nil, fmt.Errorf("GET %s: HTTP %d %s", s.url, resp.StatusCode, http.StatusText(resp.StatusCode))
 	}
-	f, warnings, err := ParseContext(ctx, fileread.Limit(resp.Body, s.maxBytes, "page"))
+	f, warnings, err := ParseFormat(ctx, fileread.Limit(resp.Body, s.maxBytes, "page"), FormatOf(resp.Header.Get("Content-Type")))
 	switch {
 	case errors.Is(err, fileread.ErrTooLarge):
 		return nil, fmt.Errorf("GET %s: page larger than %d bytes", s.url, s.maxBytes)
+	case err != nil && ctx.Err() != nil:
+		// the timeout cut the page, perhaps within a line: that is
+		// the error, not the line it left unfinished
+		return nil, fmt.Errorf("GET %s: reading the page: %w", s.url, context.Cause(ctx))
 	case err != nil:
 		return nil, fmt.Errorf("GET %s: %w", s.url, err)
 	}
