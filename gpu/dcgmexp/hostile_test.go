@@ -67,7 +67,7 @@ func TestScrapeErrorNamesURLOnce(t *testing.T) {
 	}{
 		{"connection refused", refused.URL + "/metrics", nil, "connect"},
 		{"timeout", "", func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }, "deadline"},
-		{"status", "", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "", 503) }, "HTTP 503"},
+		{"status", "", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "", http.StatusServiceUnavailable) }, "HTTP 503"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			u := tc.url
