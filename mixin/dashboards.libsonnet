@@ -140,7 +140,7 @@ local g = import 'lib/dashboard.libsonnet';
         g.target(std.format('vgpu_gpu_retired_pages_total{%s}', fg)),
       ], description='Rows remapped by cause, a remap pending a reset or failed (Ampere and later), pages retired (older GPUs).'),
     ]),
-    'vgpu-chargeback.json': g.dashboard(c, 'vgpu-chargeback.json', 'vGPU / Energy and chargeback', "Each tenant's apportioned energy, GPU time used and held, and device memory held, with totals and cost per day and per 30 days; the cost is the exporters' own vgpu_tenant_cost_total, at the prices they are given (docs/tenants.md, Cost). Tables export as CSV from the panel menu (Inspect, Data).", [clusterVar, jobVar, hostVar, tenantVar(true)], [
+    'vgpu-chargeback.json': g.dashboard(c, 'vgpu-chargeback.json', 'vGPU / Energy and chargeback', "Each tenant's apportioned energy, GPU time used and held, and device memory held, with totals and cost per day and per 30 days; the cost is the exporters' own vgpu_tenant_cost_total, at the prices they are given (docs/metering.md, Cost). Tables export as CSV from the panel menu (Inspect, Data).", [clusterVar, jobVar, hostVar, tenantVar(true)], [
       g.row('Energy and use'),
       g.timeseries('Power per tenant', [
         g.target(std.format('sum by (tenant) (rate(vgpu_tenant_energy_joules_total{%s}[$__rate_interval]))', ft), '{{tenant}}'),

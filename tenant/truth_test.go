@@ -16,7 +16,7 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
-var shareTable = flag.Bool("share-table", false, "print the share error table of docs/tenants.md (TestSharesConserveAndTrack)")
+var shareTable = flag.Bool("share-table", false, "print the share error table of docs/share-accuracy.md (TestSharesConserveAndTrack)")
 
 // raceEnabled is set when the tests run with -race: then each scenario
 // runs for its first raceRun only and the error bounds are not checked;
@@ -35,7 +35,7 @@ const conserveTol = 1e-9
 
 // smErrMax and hbmErrMax bound the mean absolute error of a tenant's
 // apportioned SM and HBM shares against the simulator's ground truth over
-// a run, a little above the worst that docs/tenants.md reports: a rule (or
+// a run, a little above the worst that docs/share-accuracy.md reports: a rule (or
 // a simulator change) that makes any tenant's figure worse fails here.
 const (
 	smErrMax  = 0.19
@@ -75,7 +75,7 @@ func (e *errStat) mean() float64 { return e.sum / float64(max(1, e.n)) }
 // SM active, DRAM active and context-switch increase. It compares the
 // apportioned SM and HBM shares with the simulator's ground truth (the
 // tenants' true shares over the same interval) and bounds their mean error;
-// with -share-table it prints the error table of docs/tenants.md (run
+// with -share-table it prints the error table of docs/share-accuracy.md (run
 // without -race: under it the runs are cut short):
 //
 //	go test ./tenant -run TestSharesConserveAndTrack -share-table
