@@ -387,7 +387,7 @@ func TestDocsQuoteKnownSeries(t *testing.T) {
 			records = append(records, r.Record)
 		}
 	}
-	for _, doc := range []string{"README.md", "docs/runbooks.md", "docs/deploy.md", "docs/mixin.md", "docs/tuning.md", "docs/pause.md", "docs/journal.md", "docs/actuators.md", "docs/metering.md", "docs/slo.md"} {
+	for _, doc := range []string{"README.md", "docs/runbooks.md", "docs/deploy.md", "docs/mixin.md", "docs/tuning.md", "docs/pause.md", "docs/journal.md", "docs/actuators.md", "docs/metering.md", "docs/slo.md", "docs/tuner-page.md", "docs/share-accuracy.md"} {
 		b, err := os.ReadFile(filepath.Join(root, doc))
 		if err != nil {
 			t.Fatal(err)
