@@ -78,6 +78,7 @@ func (t *Tuner) execute(ctx context.Context, st *State, a Action, now time.Time,
 		t.setTarget(a, ModeRecommend) // (in enforce mode too: nothing is set)
 		return []Decision{t.finish(a, d, now, nil)}, false
 	}
+	_, hadOriginal := t.originals[a.Target.String()]
 	err := t.keepOriginal(a, now)
 	if err == nil {
 		err = t.widenHeld(a, now, false)
@@ -106,6 +107,14 @@ func (t *Tuner) execute(ctx context.Context, st *State, a Action, now time.Time,
 	}
 	if err != nil {
 		d.Reason = joinReasons(a.Reason, string(d.Outcome)+", not applied: "+err.Error())
+		if d.Outcome == OutcomeRefused && !hadOriginal && oneCall(a.Knob) {
+			// refused whole: nothing was changed, so nothing is left to
+			// restore (kept, the exit and every start would try to set
+			// back a value in force, as refused as the change was)
+			if _, kept := t.originals[a.Target.String()]; kept {
+				t.closeOriginal(a.Target.String(), now, "not changed: the change was refused")
+			}
+		}
 		out := []Decision{t.finish(a, d, now, err)}
 		if d.Outcome == OutcomeFailed {
 			out = append(out, t.rollback(ctx, appliedOn[a.GPU], a, now)...)
@@ -205,6 +214,17 @@ func (t *Tuner) rollback(ctx context.Context, done []Action, failed Action, now 
 		t.chain().Record(a, OutcomeFailed, nil, now)
 	}
 	return out
+}
+
+// oneCall says whether a change of knob is one call that a refusal
+// leaves undone whole (a device setting), unlike a pause, an MPS cap and
+// its client's restart, or a plan, whose refusal may come after a part.
+func oneCall(knob gpu.Knob) bool {
+	switch knob {
+	case gpu.KnobVGPUScheduler, gpu.KnobComputeTimeSlice, gpu.KnobLockedClocks, gpu.KnobPowerLimit:
+		return true
+	}
+	return false
 }
 
 func outcomeOf(err error) Outcome {

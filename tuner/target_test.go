@@ -3,6 +3,7 @@ package tuner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -199,6 +200,72 @@ func TestRestoreFrom(t *testing.T) {
 			}
 			if len(got) != 1 || got[0].From != tc.from || got[0].To != tc.to {
 				t.Errorf("restores %+v, want one from %q to %q", got, tc.from, tc.to)
+			}
+		})
+	}
+}
+
+// A device setting whose change the GPU refused (busy, or not supported)
+// was not changed: its original is closed at once, so neither the exit nor
+// the next start tries to set back a value in force (a vGPU scheduler
+// refused while VMs run would be refused again, and each restore would wait
+// out its deadline). An original kept from an earlier change, or a change
+// that failed, still is restored.
+func TestRefusedChangeLeavesNothingToRestore(t *testing.T) {
+	power := func(cur, want Watts) Action {
+		return Action{Target: Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}, Current: cur, Want: want, Reason: "test"}
+	}
+	for _, tc := range []struct {
+		name       string
+		rounds     []Action // one per round
+		errs       []error  // SetPowerLimit's error in each round
+		unrestored int      // after the rounds, and at the next start
+	}{
+		{name: "refused", rounds: []Action{power(700, 500)}, errs: []error{fmt.Errorf("VMs run: %w", gpu.ErrBusy)}},
+		{name: "not supported", rounds: []Action{power(700, 500)}, errs: []error{gpu.ErrNotSupported}},
+		{name: "failed", rounds: []Action{power(700, 500)}, errs: []error{errors.New("boom")}, unrestored: 1},
+		{name: "applied, then the next change refused", rounds: []Action{power(700, 500), power(500, 400)},
+			errs: []error{nil, fmt.Errorf("VMs run: %w", gpu.ErrBusy)}, unrestored: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "journal")
+			j, err := OpenJournal(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := &recorder{}
+			round := 0
+			tu, err := New(Options{Policy: deciderFunc(func(*State) []Action { return []Action{tc.rounds[round]} }), Guards: []Guard{Bounds{}}, Journal: j,
+				Actuators: ActuatorsOf(rec), Clock: gpu.NewManualClock(t0), Mode: ModeEnforce})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for round = range tc.rounds {
+				rec.Errs = map[string]error{"SetPowerLimit": tc.errs[round]}
+				if tc.errs[round] == nil {
+					rec.Errs = nil
+				}
+				_, _ = tu.RunOnce(context.Background(), emptySnap(t0.Add(time.Duration(round+1)*time.Minute)))
+			}
+			if got := tu.Status().Unrestored; got != tc.unrestored {
+				t.Errorf("%d settings left to restore, want %d", got, tc.unrestored)
+			}
+			j.Close()
+			// the next start, the GPU still refusing
+			j, err = OpenJournal(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer j.Close()
+			rec2 := &recorder{}
+			rec2.Errs = map[string]error{"SetPowerLimit": fmt.Errorf("VMs run: %w", gpu.ErrBusy)}
+			next, err := New(Options{Policy: fixed(nil), Guards: []Guard{Bounds{}}, Journal: j,
+				Actuators: ActuatorsOf(rec2), Clock: gpu.NewManualClock(t0.Add(time.Hour)), Mode: ModeEnforce})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := next.Status().Unrestored; got != tc.unrestored {
+				t.Errorf("the next start finds %d settings to restore, want %d", got, tc.unrestored)
 			}
 		})
 	}
