@@ -103,7 +103,6 @@ func TestTargetIsWhatIsSet(t *testing.T) {
 // restore, or left as it is outside enforce mode, its original open in the
 // journal.
 func TestExitRestores(t *testing.T) {
-	powerTarget := Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}
 	for _, tc := range []struct {
 		name    string
 		mode    Mode
@@ -123,16 +122,8 @@ func TestExitRestores(t *testing.T) {
 		{name: "its GPU in recommend, the host in enforce", mode: ModeEnforce, gpuMode: map[string]Mode{uuid0: ModeRecommend}, journal: true, want: ExitRestores{KeptOpen: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			j, err := OpenJournal(filepath.Join(t.TempDir(), "journal"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			j := journalWithPowerOriginal(t, tc.journal)
 			defer j.Close()
-			if tc.journal {
-				if err := j.Append(Record{Time: t0, Event: EventOriginal, Target: powerTarget, From: encodeValue(Watts(700))}); err != nil {
-					t.Fatal(err)
-				}
-			}
 			rec := &recorder{}
 			if tc.failing {
 				rec.Errs = map[string]error{"SetPowerLimit": errors.New("no such GPU")}
@@ -160,24 +151,15 @@ func TestRestoreFrom(t *testing.T) {
 		name     string
 		journal  bool // a power limit original an earlier run left open
 		policy   []Action
-		pause    bool
 		from, to string
 	}{
 		{name: "set by this run, restored at exit", policy: []Action{{Target: powerTarget, Current: Watts(700), Want: Watts(500), Reason: "test"}}, from: "500W", to: "700W"},
-		{name: "paused by this run, thawed at exit", policy: []Action{pauseAction("train", gpu.ClassBatch, 0, 0.4)}, pause: true, from: "40%", to: "0%"},
+		{name: "paused by this run, thawed at exit", policy: []Action{pauseAction("train", gpu.ClassBatch, 0, 0.4)}, from: "40%", to: "0%"},
 		{name: "left by an earlier run, restored at start", journal: true, from: "", to: "700W"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			j, err := OpenJournal(filepath.Join(t.TempDir(), "journal"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			j := journalWithPowerOriginal(t, tc.journal)
 			defer j.Close()
-			if tc.journal {
-				if err := j.Append(Record{Time: t0, Event: EventOriginal, Target: powerTarget, From: encodeValue(Watts(700))}); err != nil {
-					t.Fatal(err)
-				}
-			}
 			tu, err := New(Options{Policy: fixed(tc.policy), Guards: []Guard{Bounds{}}, Enabled: pauseOn, Journal: j,
 				Actuators: ActuatorsOf(&recorder{}, &pauseRecorder{}), Clock: gpu.NewManualClock(t0), Mode: ModeEnforce})
 			if err != nil {
@@ -269,4 +251,20 @@ func TestRefusedChangeLeavesNothingToRestore(t *testing.T) {
 			}
 		})
 	}
+}
+
+// journalWithPowerOriginal opens a new journal holding, with left, the
+// power limit original (700 W) an earlier run left open.
+func journalWithPowerOriginal(t *testing.T, left bool) *Journal {
+	t.Helper()
+	j, err := OpenJournal(filepath.Join(t.TempDir(), "journal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left {
+		if err := j.Append(Record{Time: t0, Event: EventOriginal, Target: Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}, From: encodeValue(Watts(700))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return j
 }
