@@ -139,6 +139,10 @@ var cardinalityTerms = map[string]func(*tenant.Snapshot, *tuner.Status) int{
 	"tenant with a pause decision on a GPU": func(_ *tenant.Snapshot, st *tuner.Status) int {
 		return countOf(st.Settings, func(set tuner.Setting) bool { _, ok := set.Target.(tuner.Duty); return ok })
 	},
+	"pause decision whose value in effect is reported": func(_ *tenant.Snapshot, st *tuner.Status) int {
+		return countOf(st.Settings, func(set tuner.Setting) bool { _, ok := set.Effective.(tuner.Duty); return ok })
+	},
+	"tenant whose pause failed to freeze": func(_ *tenant.Snapshot, st *tuner.Status) int { return len(st.PauseFreezeFailures) },
 	"GPU-level tuner target decided": func(_ *tenant.Snapshot, st *tuner.Status) int {
 		return countOf(st.Settings, func(set tuner.Setting) bool {
 			switch set.Target.(type) {

@@ -18,6 +18,7 @@ type TunerCollector struct {
 	actuator, knobAvailable                                   *prometheus.Desc
 	mpsTarget, mpsEffective, powerTarget, clockTarget         *prometheus.Desc
 	timeSliceTarget, schedulerTarget, pauseTarget             *prometheus.Desc
+	pauseEffective, pauseFailures                             *prometheus.Desc
 	actions, refusals, reverts, restores, restoreFailures, jw *prometheus.Desc
 	jWritable, jDropped, jCompactions, jSize                  *prometheus.Desc
 }
@@ -40,6 +41,8 @@ func NewTunerCollector(status func() *tuner.Status) *TunerCollector {
 	c.clockTarget = c.add("tuner_locked_clock_target_hertz", "Upper end of the SM clock lock the tuner last decided for the GPU; 0 for unlocked.", "gpu", "uuid")
 	c.timeSliceTarget = c.add("tuner_timeslice_target_info", "Compute time-slice level the tuner last decided for the GPU; always 1.", "gpu", "uuid", "level")
 	c.pauseTarget = c.add("tuner_pause_duty_target_ratio", "Fraction of every period the tuner's target pauses the tenant's processes for (pause_duty): the duty last set, or recommended in recommend mode; 0 once thawed.", "gpu", "uuid", "tenant")
+	c.pauseEffective = c.add("tuner_pause_duty_effective_ratio", "Fraction of every period the tenant's processes are paused for now, as the pause actuator runs it: the largest duty any of the tenant's GPUs asks for, the longest pause capped (--pause.max); 0 where the latest period's freeze failed or the tenant is not paused.", "gpu", "uuid", "tenant")
+	c.pauseFailures = c.add("tuner_pause_freeze_failures_total", "Pause periods whose freeze failed, by tenant: the tenant ran through them while its pause was targeted.", "tenant")
 	c.schedulerTarget = c.add("tuner_vgpu_scheduler_target_info", "vGPU scheduler policy the tuner last decided for the GPU; always 1.", "gpu", "uuid", "policy")
 	c.actions = c.add("tuner_actions_total", "Actions the tuner's policy planned, by knob and outcome (guarded, recommended, applied, refused, failed, rolled_back).", "knob", "outcome")
 	c.refusals = c.add("tuner_guard_refusals_total", "Actions refused by each guard.", "guard")
@@ -116,6 +119,9 @@ func (c *TunerCollector) Collect(ch chan<- prometheus.Metric) {
 			e.gauge(c.schedulerTarget, 1, g, st.GPU, string(v))
 		case tuner.Duty:
 			e.gauge(c.pauseTarget, float64(v), g, st.GPU, st.Tenant)
+			if eff, ok := st.Effective.(tuner.Duty); ok {
+				e.gauge(c.pauseEffective, float64(eff), g, st.GPU, st.Tenant)
+			}
 		}
 	}
 	for _, k := range order {
@@ -123,6 +129,9 @@ func (c *TunerCollector) Collect(ch chan<- prometheus.Metric) {
 		if v := eff[k]; v >= 0 {
 			e.gauge(c.mpsEffective, v, k.gpu, k.uuid, k.tenant)
 		}
+	}
+	for tenant, n := range s.PauseFreezeFailures {
+		e.counter(c.pauseFailures, float64(n), tenant)
 	}
 	for k, n := range s.Counts.Actions {
 		e.counter(c.actions, float64(n), string(k.Knob), string(k.Outcome))

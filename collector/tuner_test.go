@@ -46,11 +46,14 @@ func richTunerStatus() *tuner.Status {
 			{GPU: u, Knob: gpu.KnobLockedClocks, Target: tuner.ClockRange{MinMHz: 1980, MaxMHz: 1980}},
 			{GPU: u, Knob: gpu.KnobComputeTimeSlice, Target: tuner.Level("short")},
 			{GPU: u, Knob: gpu.KnobVGPUScheduler, Target: tuner.Scheduler("equal-share")},
-			{GPU: u, Tenant: "train", Knob: gpu.KnobPauseDuty, PID: 4, Target: tuner.Duty(0.4)},
+			{GPU: u, Tenant: "train", Knob: gpu.KnobPauseDuty, PID: 4, Target: tuner.Duty(0.4), Effective: tuner.Duty(0)},
+			{GPU: u, Tenant: "etl", Knob: gpu.KnobPauseDuty, PID: 5, Target: tuner.Duty(0.2)},
 		},
 		Counts:    tuner.Counts{Actions: acts, Refusals: ref, Reverts: 1, Restores: 3, RestoreFailures: 1, JournalErrors: 1},
 		Actuators: []tuner.ActuatorInfo{{Knob: gpu.KnobMPSActiveThreads, Backend: "mps"}, {Knob: gpu.KnobPowerLimit, Backend: "nvml"}},
 		Journal:   &tuner.JournalStats{Dropped: map[string]int{"torn": 1}, Compactions: 2, WriteError: "no space left on device", Size: 420},
+		// the freezes failed: train ran through 7 of its periods
+		PauseFreezeFailures: map[string]uint64{"train": 7},
 	}
 }
 
@@ -64,7 +67,14 @@ vgpu_tuner_mps_active_threads_effective_ratio{gpu="0",tenant="embed",uuid="GPU-0
 vgpu_tuner_mps_active_threads_target_ratio{gpu="0",tenant="embed",uuid="GPU-0"} 0.4
 # HELP vgpu_tuner_pause_duty_target_ratio Fraction of every period the tuner's target pauses the tenant's processes for (pause_duty): the duty last set, or recommended in recommend mode; 0 once thawed.
 # TYPE vgpu_tuner_pause_duty_target_ratio gauge
+vgpu_tuner_pause_duty_target_ratio{gpu="0",tenant="etl",uuid="GPU-0"} 0.2
 vgpu_tuner_pause_duty_target_ratio{gpu="0",tenant="train",uuid="GPU-0"} 0.4
+# HELP vgpu_tuner_pause_duty_effective_ratio Fraction of every period the tenant's processes are paused for now, as the pause actuator runs it: the largest duty any of the tenant's GPUs asks for, the longest pause capped (--pause.max); 0 where the latest period's freeze failed or the tenant is not paused.
+# TYPE vgpu_tuner_pause_duty_effective_ratio gauge
+vgpu_tuner_pause_duty_effective_ratio{gpu="0",tenant="train",uuid="GPU-0"} 0
+# HELP vgpu_tuner_pause_freeze_failures_total Pause periods whose freeze failed, by tenant: the tenant ran through them while its pause was targeted.
+# TYPE vgpu_tuner_pause_freeze_failures_total counter
+vgpu_tuner_pause_freeze_failures_total{tenant="train"} 7
 # HELP vgpu_tuner_mode 1 for the tuner's host-wide mode (off, recommend, enforce), 0 for the others.
 # TYPE vgpu_tuner_mode gauge
 vgpu_tuner_mode{mode="enforce"} 1
@@ -102,7 +112,7 @@ vgpu_tuner_journal_records_dropped_total{reason="torn"} 1
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want),
 		"vgpu_tuner_mps_active_threads_effective_ratio", "vgpu_tuner_mps_active_threads_target_ratio", "vgpu_tuner_mode", "vgpu_tuner_gpu_mode",
 		"vgpu_tuner_restore_failures_total", "vgpu_tuner_locked_clock_target_hertz", "vgpu_tuner_actuator_info",
-		"vgpu_tuner_pause_duty_target_ratio", "vgpu_tuner_journal_writable", "vgpu_tuner_journal_records_dropped_total"); err != nil {
+		"vgpu_tuner_pause_duty_target_ratio", "vgpu_tuner_pause_duty_effective_ratio", "vgpu_tuner_pause_freeze_failures_total", "vgpu_tuner_journal_writable", "vgpu_tuner_journal_records_dropped_total"); err != nil {
 		t.Error(err)
 	}
 	reg := prometheus.NewPedanticRegistry()

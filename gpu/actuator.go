@@ -193,6 +193,28 @@ type PauseActuator interface {
 	SetPauseDuty(ctx context.Context, uuid, tenant string, pids []uint32, duty float64) error
 }
 
+// PauseReporter is a PauseActuator that tells what is in force: the
+// duty a tenant is paused for can differ from the one a GPU asked for (a
+// tenant on several GPUs is paused by the largest, the longest pause is
+// capped), and a period whose freeze failed leaves the tenant running.
+type PauseReporter interface {
+	// PausesInForce returns, for each tenant paused and each GPU it is
+	// paused for, the fraction of each period it is paused for now.
+	PausesInForce() []PauseInForce
+	// PauseFreezeFailures returns, per tenant, the periods whose freeze
+	// failed since start (the tenant ran through them).
+	PauseFreezeFailures() map[string]uint64
+}
+
+// PauseInForce is one tenant's pause on one GPU as it runs: Duty is the
+// fraction of each period it is paused for, 0 where the latest period's
+// freeze failed (FreezeFailed).
+type PauseInForce struct {
+	UUID, Tenant string
+	Duty         float64
+	FreezeFailed bool
+}
+
 // ProcessIdentifier is a PauseActuator that names what it pauses beyond
 // PIDs, for a thaw after a crash: the processes, told from later ones of
 // the same PID (a PID is taken again once its process exits, and a reboot

@@ -1,9 +1,11 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 
@@ -20,7 +22,10 @@ import (
 // is charged (no restart, no lost state), and its neighbours get the GPU
 // time it leaves.
 
-var _ gpu.PauseActuator = (*Simulator)(nil)
+var (
+	_ gpu.PauseActuator = (*Simulator)(nil)
+	_ gpu.PauseReporter = (*Simulator)(nil)
+)
 
 // PausePeriod is the simulated pulse period (the host's default).
 const PausePeriod = 500 * time.Millisecond
@@ -47,7 +52,7 @@ func (s *Simulator) SetPauseDuty(ctx context.Context, uuid, name string, pids []
 		return fmt.Errorf("sim: tenant %s: no processes to pause", name)
 	}
 	for _, t := range ts {
-		t.duty, t.pulseBase = duty, s.now
+		t.duty, t.pulseBase, t.pausedAs, t.pausedFor = duty, s.now, name, uuid
 	}
 	s.action(string(gpu.KnobPauseDuty), uuid, ts[0], strconv.FormatFloat(duty, 'f', 3, 64))
 	return nil
@@ -85,3 +90,24 @@ func (t *tenant) frozenTill(now int64) int64 {
 	}
 	return 0
 }
+
+// PausesInForce implements gpu.PauseReporter: each pause as set (the
+// simulator's freeze never fails), by tenant name and GPU.
+func (s *Simulator) PausesInForce() []gpu.PauseInForce {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []gpu.PauseInForce
+	for _, t := range s.tenants {
+		in := gpu.PauseInForce{UUID: t.pausedFor, Tenant: t.pausedAs, Duty: t.duty}
+		if t.duty > 0 && !slices.Contains(out, in) {
+			out = append(out, in)
+		}
+	}
+	slices.SortFunc(out, func(a, b gpu.PauseInForce) int {
+		return cmp.Or(cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.UUID, b.UUID))
+	})
+	return out
+}
+
+// PauseFreezeFailures implements gpu.PauseReporter: none.
+func (s *Simulator) PauseFreezeFailures() map[string]uint64 { return nil }

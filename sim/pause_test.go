@@ -2,9 +2,12 @@ package sim
 
 import (
 	"context"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 )
 
 const pauseScenario = `name: pause
@@ -89,6 +92,13 @@ func testPauseShiftsWork(t *testing.T, sharing string) {
 			if err := s.SetPauseDuty(context.Background(), sc.GPUs[0].UUID, "a", []uint32{pidA}, duty); err != nil {
 				t.Fatal(err)
 			}
+		}
+		want := []gpu.PauseInForce{{UUID: sc.GPUs[0].UUID, Tenant: "a", Duty: duty}}
+		if duty == 0 {
+			want = nil
+		}
+		if got := s.PausesInForce(); !reflect.DeepEqual(got, want) {
+			t.Errorf("pauses in force %+v, want %+v", got, want)
 		}
 		s.AdvanceTo(s.Now().Add(20 * time.Second))
 		w := s.Window()

@@ -104,6 +104,10 @@ type Status struct {
 	// History are the latest rounds' burns and knob values, oldest first
 	// (at most HistoryPoints).
 	History []RoundPoint
+	// PauseFreezeFailures are, per tenant, the pause periods whose
+	// freeze failed since start (the tenant ran through them); nil
+	// where the pause actuator does not report them.
+	PauseFreezeFailures map[string]uint64
 	// Journal is what the journal's recovery, compaction and writes did;
 	// nil without a journal. While its WriteError is set the tuner makes
 	// no change.
@@ -143,7 +147,9 @@ func (t *Tuner) publishLocked(now time.Time) {
 		js := t.o.Journal.Stats()
 		s.Journal = &js
 	}
+	t.syncPauses()
 	s.Settings = t.settings()
+	s.PauseFreezeFailures = t.pauseFailures
 	s.Exit = t.exitRestores()
 	t.status.Store(s)
 }
@@ -157,6 +163,7 @@ func (t *Tuner) noteRound(st *State, actions, held []Action, out []Decision, sta
 	t.burns = tenantBurns(st.Snapshot, st.Fast)
 	t.rounds = gpuRounds(roundInput{snap: st.Snapshot, burns: t.burns, modeOf: t.modeOf, killed: t.chain().Stopped(), stale: stale, actions: actions, held: held, out: out})
 	t.noteKnobs(st.Snapshot, st.Knobs)
+	t.syncPauses()
 	t.noteUnmatchedModes(st.Snapshot)
 	t.hist.add(roundPoint(st.Now, st.Snapshot, t.burns, t.settings()))
 }
@@ -184,8 +191,12 @@ func (t *Tuner) setTarget(a Action, mode Mode) {
 	t.trackProc(a.Target, now)
 }
 
-// effective reads a setting's value in effect from the latest snapshot.
+// effective reads a setting's value in effect from the latest snapshot,
+// a pause's from the pause actuator.
 func (t *Tuner) effective(st Setting) Value {
+	if st.Knob == gpu.KnobPauseDuty && t.pausesInForce != nil {
+		return t.pausesInForce[PauseKey(st.GPU, st.Tenant)] // 0: not paused
+	}
 	if t.last == nil || t.last.Readings == nil {
 		return nil
 	}
@@ -230,4 +241,17 @@ func currentValue(d *gpu.Device, k gpu.Knob, pid uint32) Value {
 		}
 	}
 	return nil
+}
+
+// syncPauses takes the pauses in force and the failed freezes from the
+// pause actuator, when it reports them.
+func (t *Tuner) syncPauses() {
+	if t.o.Pauses == nil {
+		return
+	}
+	t.pausesInForce = map[string]Duty{}
+	for _, p := range t.o.Pauses.PausesInForce() {
+		t.pausesInForce[PauseKey(p.UUID, p.Tenant)] = Duty(p.Duty)
+	}
+	t.pauseFailures = t.o.Pauses.PauseFreezeFailures()
 }

@@ -70,6 +70,9 @@ type Options struct {
 	// effective fractions each round (a real host's MPS controller; the
 	// simulator's readings report effective fractions themselves).
 	MPSStates MPSStateSource
+	// Pauses, when set, reports the pause actuator's pauses in force, for
+	// the status (the value of pause_duty in effect, the failed freezes).
+	Pauses gpu.PauseReporter
 	// Actuated says which backend drives each knob, for the status.
 	Actuated []ActuatorInfo
 	// Rebalance is the slow loop's planner; nil: no rebalancing.
@@ -191,6 +194,11 @@ type Tuner struct {
 	recent []Decision
 	// effectiveMPS are the MPS actuator's effective fractions, last seen.
 	effectiveMPS map[string]Fraction
+	// pausesInForce are the pause duties in force by PauseKey, last seen
+	// (nil without Options.Pauses); pauseFailures the freezes failed, by
+	// tenant.
+	pausesInForce map[string]Duty
+	pauseFailures map[string]uint64
 	// reb is the slow loop's memory (see Options.Rebalance); relayouts the MIG
 	// relayouts under way, by GPU UUID.
 	reb       rebalanceMemory

@@ -102,6 +102,10 @@ type pauseView struct {
 	Tenant               string   `json:"tenant"`
 	DutyRatio            *float64 `json:"duty_ratio,omitempty"`
 	RecommendedDutyRatio *float64 `json:"recommended_duty_ratio,omitempty"`
+	// EffectiveDutyRatio is the duty in force as the pause actuator runs
+	// it (nil where it does not report it): the largest of the tenant's
+	// GPUs', capped; 0 where the latest freeze failed
+	EffectiveDutyRatio *float64 `json:"effective_duty_ratio,omitempty"`
 }
 
 // pauses are the pause duties the tuner set on d's tenants, then those it
@@ -118,7 +122,11 @@ func pauses(d *gpu.Device, st *tuner.Status) []pauseView {
 			continue
 		}
 		if s.Mode == tuner.ModeEnforce {
-			set = append(set, pauseView{Tenant: s.Tenant, DutyRatio: ptr(float64(v))})
+			p := pauseView{Tenant: s.Tenant, DutyRatio: ptr(float64(v))}
+			if e, ok := s.Effective.(tuner.Duty); ok {
+				p.EffectiveDutyRatio = ptr(float64(e))
+			}
+			set = append(set, p)
 		} else {
 			recommended = append(recommended, pauseView{Tenant: s.Tenant, RecommendedDutyRatio: ptr(float64(v))})
 		}
@@ -140,13 +148,28 @@ func pauseTexts(ps []pauseView, st *tuner.Status) []knobText {
 	for _, p := range ps {
 		t := knobText{Name: "pause (" + p.Tenant + ")"}
 		if p.DutyRatio != nil {
-			t.Value = tuner.Duty(*p.DutyRatio).String() + " of each period"
+			t.Value = tuner.Duty(*p.DutyRatio).String() + " of each period" + pauseInForceText(*p.DutyRatio, p.EffectiveDutyRatio)
 		} else {
 			t.Value = "none (recommended: " + tuner.Duty(*p.RecommendedDutyRatio).String() + " of each period, not set)"
 		}
 		out = append(out, t)
 	}
 	return out
+}
+
+// pauseInForceText says how the pause in force differs from the duty set
+// (nothing where it does not, or is not reported).
+func pauseInForceText(set float64, eff *float64) string {
+	switch {
+	case eff == nil || tuner.Duty(*eff).String() == tuner.Duty(set).String():
+		return ""
+	case *eff == 0:
+		return " (not in effect: its latest freeze failed, or its pause ended; the exporter's log says why)"
+	case *eff > set:
+		return " (in effect: " + tuner.Duty(*eff).String() + ", another of its GPUs asks for more)"
+	default:
+		return " (in effect: " + tuner.Duty(*eff).String() + ", capped by --pause.max)"
+	}
 }
 
 func mpsClientText(c mpsClientView) knobText {

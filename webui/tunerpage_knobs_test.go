@@ -100,6 +100,19 @@ func TestTunerPagePause(t *testing.T) {
 			{GPU: "GPU-x", Tenant: "train", Knob: gpu.KnobPauseDuty, PID: 9, Mode: tuner.ModeEnforce, Target: tuner.Duty(0.4)},
 			{GPU: "GPU-y", Tenant: "other", Knob: gpu.KnobPauseDuty, PID: 10, Mode: tuner.ModeEnforce, Target: tuner.Duty(0.5)},
 		}}, []string{"pause (train): 40% of each period"}, `[{"tenant":"train","duty_ratio":0.4}]`},
+		{"in effect as set", &tuner.Status{Actuators: pausing, Settings: []tuner.Setting{
+			{GPU: "GPU-x", Tenant: "train", Knob: gpu.KnobPauseDuty, PID: 9, Mode: tuner.ModeEnforce, Target: tuner.Duty(0.4), Effective: tuner.Duty(0.4)},
+		}}, []string{"pause (train): 40% of each period"}, `[{"tenant":"train","duty_ratio":0.4,"effective_duty_ratio":0.4}]`},
+		{"in effect: another GPU's", &tuner.Status{Actuators: pausing, Settings: []tuner.Setting{
+			{GPU: "GPU-x", Tenant: "train", Knob: gpu.KnobPauseDuty, PID: 9, Mode: tuner.ModeEnforce, Target: tuner.Duty(0.4), Effective: tuner.Duty(0.6)},
+		}}, []string{"pause (train): 40% of each period (in effect: 60%, another of its GPUs asks for more)"}, `[{"tenant":"train","duty_ratio":0.4,"effective_duty_ratio":0.6}]`},
+		{"in effect: capped", &tuner.Status{Actuators: pausing, Settings: []tuner.Setting{
+			{GPU: "GPU-x", Tenant: "train", Knob: gpu.KnobPauseDuty, PID: 9, Mode: tuner.ModeEnforce, Target: tuner.Duty(0.8), Effective: tuner.Duty(0.5)},
+		}}, []string{"pause (train): 80% of each period (in effect: 50%, capped by --pause.max)"}, `[{"tenant":"train","duty_ratio":0.8,"effective_duty_ratio":0.5}]`},
+		{"in effect: the freeze failed", &tuner.Status{Actuators: pausing, Settings: []tuner.Setting{
+			{GPU: "GPU-x", Tenant: "train", Knob: gpu.KnobPauseDuty, PID: 9, Mode: tuner.ModeEnforce, Target: tuner.Duty(0.4), Effective: tuner.Duty(0)},
+		}}, []string{"pause (train): 40% of each period (not in effect: its latest freeze failed, or its pause ended; the exporter's log says why)"},
+			`[{"tenant":"train","duty_ratio":0.4,"effective_duty_ratio":0}]`},
 		{"a tenant thawed", &tuner.Status{Actuators: pausing, Settings: []tuner.Setting{
 			{GPU: "GPU-x", Tenant: "train", Knob: gpu.KnobPauseDuty, PID: 9, Mode: tuner.ModeEnforce, Target: tuner.Duty(0)},
 		}}, []string{"pause: none"}, `null`},

@@ -168,6 +168,9 @@ func newTunerRunner(cfg *config, src gpu.Source, clock gpu.Clock, snapshot func(
 			opts.MPSStates = m
 			subscribe(m.ObserveReadings)
 		}
+		if p, ok := b.Impl.(gpu.PauseReporter); ok && opts.Pauses == nil {
+			opts.Pauses = p
+		}
 	}
 	for _, a := range opts.Actuated {
 		level.Debug(logger).Log("msg", "tuner actuator", "knob", a.Knob, "backend", a.Backend)

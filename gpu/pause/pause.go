@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -93,6 +94,9 @@ type Pauser struct {
 	// groups stay frozen too
 	leftMu   sync.Mutex
 	leftover map[string][]group
+
+	failMu   sync.Mutex
+	failures map[string]uint64 // per tenant, periods whose freeze failed
 }
 
 // pulse is one paused tenant: its duty and its groups per GPU, and its
@@ -114,6 +118,10 @@ type pulse struct {
 	act                 sync.Mutex
 	frozen              bool
 	onUntil, leaseUntil time.Time
+
+	// failed says the latest period's freeze failed: the tenant runs
+	// through it
+	failed atomic.Bool
 
 	stop chan struct{}
 	done chan struct{}
@@ -462,7 +470,9 @@ func (p *Pauser) run(tenant string, pl *pulse, on time.Duration, stop <-chan str
 		err := p.freeze(tenant, pl.snapshot(), on)
 		if err != nil {
 			level.Warn(p.o.Logger).Log("msg", "pause: freeze failed; the tenant runs this period", "tenant", tenant, "err", err)
+			p.countFailure(tenant)
 		}
+		pl.failed.Store(err != nil)
 		pl.frozen, pl.onUntil, pl.leaseUntil = err == nil, now.Add(on), now.Add(p.lease(on))
 		pl.act.Unlock()
 	}

@@ -1,0 +1,83 @@
+package pause
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// What is in force is reported: the largest duty of a tenant's GPUs on
+// each of them, the longest pause capped, and a period whose freeze
+// failed as no pause (counted), until a freeze succeeds again.
+func TestPausesInForce(t *testing.T) {
+	h := newHost(t)
+	dir := h.cgroupV2Dir(podPath)
+	h.process(10, podPath, "", 10)
+	clock := gpu.NewManualClock(time.Unix(0, 0))
+	const period, on = 500 * time.Millisecond, 150 * time.Millisecond
+	p := h.pauser(t, clock, Options{Period: period, MaxPause: on})
+	if got := p.PausesInForce(); len(got) != 0 {
+		t.Fatalf("before any pause: %v", got)
+	}
+	ctx := context.Background()
+	must(t, p.SetPauseDuty(ctx, "GPU-a", "trainer", []uint32{10}, 0.2))
+	must(t, p.SetPauseDuty(ctx, "GPU-b", "trainer", []uint32{10}, 0.25))
+	want := []gpu.PauseInForce{{UUID: "GPU-a", Tenant: "trainer", Duty: 0.25}, {UUID: "GPU-b", Tenant: "trainer", Duty: 0.25}}
+	if got := p.PausesInForce(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("two GPUs: %+v, want %+v (the larger duty on both)", got, want)
+	}
+	must(t, p.SetPauseDuty(ctx, "GPU-b", "trainer", []uint32{10}, 0.6))
+	want = []gpu.PauseInForce{{UUID: "GPU-a", Tenant: "trainer", Duty: 0.3}, {UUID: "GPU-b", Tenant: "trainer", Duty: 0.3}}
+	if got := p.PausesInForce(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("capped: %+v, want %+v (MaxPause 150ms of 500ms)", got, want)
+	}
+	must(t, p.SetPauseDuty(ctx, "GPU-b", "trainer", []uint32{10}, 0))
+	want = []gpu.PauseInForce{{UUID: "GPU-a", Tenant: "trainer", Duty: 0.2}}
+	if got := p.PausesInForce(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("one GPU thawed: %+v, want %+v", got, want)
+	}
+
+	// the next period's freeze fails: the tenant runs through it
+	freeze := filepath.Join(dir, "cgroup.freeze")
+	waitBlocked(t, clock, 1)
+	clock.Advance(100 * time.Millisecond) // thaw
+	waitBlocked(t, clock, 1)
+	must(t, os.Remove(freeze))
+	must(t, os.Mkdir(freeze, 0o755)) // unwritable
+	clock.Advance(period - 100*time.Millisecond)
+	waitBlocked(t, clock, 1)
+	want = []gpu.PauseInForce{{UUID: "GPU-a", Tenant: "trainer", FreezeFailed: true}}
+	if got := p.PausesInForce(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("freeze failed: %+v, want %+v", got, want)
+	}
+	if got := p.PauseFreezeFailures(); !reflect.DeepEqual(got, map[string]uint64{"trainer": 1}) {
+		t.Fatalf("failures %v, want trainer 1", got)
+	}
+
+	// it freezes again
+	must(t, os.Remove(freeze))
+	must(t, os.WriteFile(freeze, []byte("0"), 0o644))
+	clock.Advance(100 * time.Millisecond) // thaw
+	waitBlocked(t, clock, 1)
+	clock.Advance(period - 100*time.Millisecond)
+	waitBlocked(t, clock, 1)
+	if got := read(t, freeze); got != "1" {
+		t.Fatalf("cgroup.freeze %s, want 1", got)
+	}
+	want = []gpu.PauseInForce{{UUID: "GPU-a", Tenant: "trainer", Duty: 0.2}}
+	if got := p.PausesInForce(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("frozen again: %+v, want %+v", got, want)
+	}
+	must(t, p.SetPauseDuty(ctx, "GPU-a", "trainer", []uint32{10}, 0))
+	if got := p.PausesInForce(); len(got) != 0 {
+		t.Fatalf("after the thaw: %v", got)
+	}
+	if got := p.PauseFreezeFailures(); !reflect.DeepEqual(got, map[string]uint64{"trainer": 1}) {
+		t.Fatalf("failures %v after the thaw, want trainer 1 (a counter)", got)
+	}
+}

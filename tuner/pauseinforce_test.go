@@ -1,0 +1,78 @@
+package tuner
+
+import (
+	"context"
+	"maps"
+	"testing"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// reportingPause is a pause actuator that reports what it is told to say
+// is in force.
+type reportingPause struct {
+	pauseRecorder
+	inForce  []gpu.PauseInForce
+	failures map[string]uint64
+}
+
+func (p *reportingPause) PausesInForce() []gpu.PauseInForce      { return p.inForce }
+func (p *reportingPause) PauseFreezeFailures() map[string]uint64 { return p.failures }
+
+// The status gives a pause's value in effect as the pause actuator
+// reports it (the duty in force, 0 where its freeze failed), and its
+// failed freezes; unknown where the actuator does not report them.
+func TestPauseInForceInStatus(t *testing.T) {
+	ctx := context.Background()
+	pause := func(s *Status) Setting {
+		t.Helper()
+		for _, st := range s.Settings {
+			if st.Knob == gpu.KnobPauseDuty {
+				return st
+			}
+		}
+		t.Fatalf("no pause setting in %+v", s.Settings)
+		return Setting{}
+	}
+	for _, c := range []struct {
+		name     string
+		inForce  []gpu.PauseInForce
+		failures map[string]uint64
+		report   bool
+		want     Value
+	}{
+		{"in force", []gpu.PauseInForce{{UUID: uuid0, Tenant: "train", Duty: 0.5}}, nil, true, Duty(0.5)},
+		{"larger, another GPU's", []gpu.PauseInForce{{UUID: uuid0, Tenant: "train", Duty: 0.7}, {UUID: "GPU-1", Tenant: "train", Duty: 0.7}}, nil, true, Duty(0.7)},
+		{"freeze failed", []gpu.PauseInForce{{UUID: uuid0, Tenant: "train", FreezeFailed: true}}, map[string]uint64{"train": 3}, true, Duty(0)},
+		{"not paused any more", nil, map[string]uint64{"train": 1}, true, Duty(0)},
+		{"not reported", nil, nil, false, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rec := &reportingPause{inForce: c.inForce, failures: c.failures}
+			o := Options{Policy: pauseOnce(), Guards: []Guard{Bounds{}}, Enabled: pauseOn,
+				Actuators: ActuatorsOf(rec), Clock: gpu.NewManualClock(t0), Mode: ModeEnforce}
+			if c.report {
+				o.Pauses = rec
+			}
+			tu, err := New(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tu.RunOnce(ctx, emptySnap(t0)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tu.RunOnce(ctx, emptySnap(t0.Add(time.Second))); err != nil {
+				t.Fatal(err)
+			}
+			s := tu.Status()
+			st := pause(s)
+			if st.Target != Duty(0.5) || st.Effective != c.want {
+				t.Errorf("target %v, in effect %v; want 0.5, %v", st.Target, st.Effective, c.want)
+			}
+			if !maps.Equal(s.PauseFreezeFailures, c.failures) {
+				t.Errorf("failed freezes %v, want %v", s.PauseFreezeFailures, c.failures)
+			}
+		})
+	}
+}
