@@ -199,6 +199,11 @@ local g = import 'lib/dashboard.libsonnet';
       g.timeseries('Time since the last run', [g.target(std.format('time() - vgpu_tuner_last_run_timestamp_seconds{%s}', fh), '{{%s}}' % host)], 's') { w: 8 },
       g.row('Target and effective settings'),
       g.timeseries('MPS active threads per tenant', mpsTargetEffective(fg + ', tenant=~"$tenant"', '{{tenant}} ' + gpuLegend), 'percentunit', description='Target: what the tuner set (on a GPU in recommend mode, what it recommends and did not set); a change a guard refused, or that failed, leaves it as it was. Effective: what the clients\' contexts were created with; while it differs from the target, the clients wait for a restart.'),
+      g.timeseries('Pause duty per tenant', [
+        g.target(std.format('vgpu_tuner_pause_duty_target_ratio{%s, tenant=~"$tenant"}', fg), '{{tenant}} ' + gpuLegend + ' target'),
+        g.target(std.format('vgpu_tuner_pause_duty_effective_ratio{%s, tenant=~"$tenant"}', fg), '{{tenant}} ' + gpuLegend + ' in force'),
+      ], 'percentunit', description='Fraction of every period the tuner pauses a batch or best-effort tenant for (pause_duty; on a GPU in recommend mode, what it recommends and did not set). In force: as the pause actuator runs it, the largest duty of the tenant\'s GPUs, capped by --pause.max; 0 where the latest period\'s freeze failed.'),
+      g.events('Pause periods not paused', [g.target(std.format('sum by (%s, tenant) (increase(vgpu_tuner_pause_freeze_failures_total{%s, tenant=~"$tenant"}[$__rate_interval])) > 0', [host, fh]), '{{tenant}} {{%s}}' % host)], description='Pause periods whose freeze failed, by tenant: it ran through them; the exporter\'s log says why.'),
       g.timeseries('Power limit', [
         g.target(std.format('vgpu_tuner_power_limit_target_watts{%s}', fg), gpuLegend + ' target'),
         g.target(std.format('vgpu_gpu_power_limit_watts{%s}', fg), gpuLegend + ' effective'),

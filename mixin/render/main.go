@@ -40,9 +40,15 @@ func main() {
 	currency := flag.String("metering.currency", "USD", "--metering.currency of the exporter")
 	perGPUHour := flag.String("metering.price-per-gpu-hour", "2.5", "--metering.price-per-gpu-hour of the exporter")
 	perKWh := flag.String("metering.price-per-kwh", "0.15", "--metering.price-per-kwh of the exporter")
+	// The opt-in pause knob, so that the tuner dashboard's pause panels
+	// are filled.
+	knob := flag.String("tuner.enable-knob", "pause_duty", "--tuner.enable-knob of the exporter (\"\": none)")
 	flag.Parse()
-	prices := []string{"--metering.currency=" + *currency, "--metering.price-per-gpu-hour=" + *perGPUHour, "--metering.price-per-kwh=" + *perKWh}
-	if err := run(*exporter, *prometheus, *scenario, *tunerMode, *duration, *dashboardsDir, *rulesDir, *out, prices); err != nil {
+	extra := []string{"--metering.currency=" + *currency, "--metering.price-per-gpu-hour=" + *perGPUHour, "--metering.price-per-kwh=" + *perKWh}
+	if *knob != "" {
+		extra = append(extra, "--tuner.enable-knob="+*knob)
+	}
+	if err := run(*exporter, *prometheus, *scenario, *tunerMode, *duration, *dashboardsDir, *rulesDir, *out, extra); err != nil {
 		fmt.Fprintln(os.Stderr, "render:", err)
 		os.Exit(1)
 	}
@@ -56,7 +62,9 @@ const (
 	step         = 4 * time.Second
 )
 
-func run(exporter, prometheus, scenario, tunerMode string, duration time.Duration, dashboardsDir, rulesDir, out string, prices []string) error {
+// run renders the dashboards of dashboardsDir into out; extra are more
+// arguments of the exporter.
+func run(exporter, prometheus, scenario, tunerMode string, duration time.Duration, dashboardsDir, rulesDir, out string, extra []string) error {
 	boards, err := loadDashboards(dashboardsDir)
 	if err != nil {
 		return err
@@ -81,7 +89,7 @@ func run(exporter, prometheus, scenario, tunerMode string, duration time.Duratio
 		"--tuner.mode=" + tunerMode,
 		"--tuner.journal=" + filepath.Join(tmp, "tuner.journal"),
 		"--web.listen-address=" + exporterAddr,
-	}, prices...)...)
+	}, extra...)...)
 	if err != nil {
 		return err
 	}
