@@ -53,10 +53,13 @@
             // nothing to run. A time-sliced GPU tells part of it: it
             // switches contexts only while more than one wants to run, so
             // one that switched none in the window has no tenant waiting
-            // (an idle neighbour of a busy tenant). Elsewhere (MIG, MPS,
-            // GPUs without the counter) an idle process fires it too.
-            // The ratios are averaged over the window: one reading (the
-            // exporter samples every second) does not restart the for.
+            // (an idle neighbour of a busy tenant). On MIG only the
+            // tenants of its own instance can take a tenant's SMs, so the
+            // instance must be busy (its tenants' SM activity), not the
+            // GPU. Elsewhere (MPS, vGPU, GPUs without the counter) an idle
+            // process fires it too. The ratios are averaged over the
+            // window: one reading (the exporter samples every second)
+            // does not restart the for.
             std.format(|||
               (
                 (
@@ -64,8 +67,12 @@
                   and on (%(key)s, tenant, gpu_instance)
                   max_over_time(vgpu_tenant_processes{%(sel)s}[%(window)s]) > 0
                 )
-                and on (%(key)s)
-                avg_over_time(vgpu_gpu_sm_active_ratio{%(sel)s}[%(window)s]) > %(busy)s
+                and on (%(key)s, gpu_instance)
+                (
+                  avg_over_time(vgpu_gpu_sm_active_ratio{%(sel)s}[%(window)s]) > %(busy)s
+                  or
+                  sum by (%(key)s, gpu_instance) (avg_over_time(vgpu_tenant_sm_active_ratio{%(sel)s, gpu_instance!=""}[%(window)s])) > %(busy)s
+                )
               )
               unless on (%(key)s)
               (
@@ -76,7 +83,7 @@
             |||, { sel: sel, key: gpuKey, share: c.starvedShareThreshold, busy: c.starvedBusyThreshold, window: c.starvedWindow }),
             c.starvedFor,
             'A tenant with processes on a busy GPU gets almost none of it.',
-            'Tenant {{ $labels.tenant }} ({{ $labels.class }}) has processes on' + onGPU + ' but an SM share of {{ $value | humanizePercentage }} while the GPU is busy with other tenants.',
+            'Tenant {{ $labels.tenant }} ({{ $labels.class }}) has processes on' + onGPU + '{{ if $labels.gpu_instance }} (MIG instance {{ $labels.gpu_instance }}){{ end }} but an SM share of {{ $value | humanizePercentage }} while the {{ if $labels.gpu_instance }}instance{{ else }}GPU{{ end }} is busy with other tenants.',
           ),
           alert(
             'VGPUTenantShareOvercommitted',
