@@ -105,6 +105,7 @@ type devState struct {
 	gpmPrev      nvml.GpmSample
 	gpmPrevAt    time.Time
 	migGPMPrev   map[int]gpmPrev
+	giProfiles   map[uint32]string // GPU instance profile names by profile ID; nil until read
 	ctxSwitches  float64
 	ctxCycles    float64
 	ctxKnown     bool
@@ -246,6 +247,7 @@ func (b *Backend) markDown(ds *devState, err error) {
 	// Handles of a lost GPU are not reused: re-acquire on recovery.
 	if e, ok := err.(*Error); ok && (e.Return == nvml.ERROR_GPU_IS_LOST || e.Return == nvml.ERROR_RESET_REQUIRED) {
 		ds.handle = nil
+		ds.giProfiles = nil
 		b.dropGPM(ds)
 	}
 }
