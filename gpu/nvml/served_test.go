@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -140,5 +141,44 @@ func TestMIGMemoryWithoutPrivilegesServed(t *testing.T) {
 	other := ofGPU(s.scrape(time.Second), f.devs[4].UUID)
 	if k := `vgpu_gpu_memory_used_byte_seconds_total{gpu="4",uuid="` + f.devs[4].UUID + `"}`; other[k] == 0 {
 		t.Errorf("%s absent or 0 on a GPU whose memory is read", k)
+	}
+}
+
+// GPUs whose handles NVML does not give at start are served down, each
+// under its index: with two of them (no UUID yet, both "") the GPU
+// collector failed the scrape on a device "reported twice" and served only
+// the first, so the second was not even down. Once they answer, they are
+// served up under their UUIDs.
+func TestGPUsMissingAtStartServed(t *testing.T) {
+	f := newFixture(t, dgxh100.New())
+	byIndex := f.srv.DeviceGetHandleByIndexFunc
+	missing := true
+	f.srv.DeviceGetHandleByIndexFunc = func(i int) (nvml.Device, nvml.Return) {
+		if missing && (i == 2 || i == 6) {
+			return nil, nvml.ERROR_GPU_IS_LOST
+		}
+		return byIndex(i)
+	}
+	s := newServed(t, f)
+	got := s.scrape(time.Second)
+	if v := got[`vgpu_scrape_collector_success{collector="gpu"}`]; v != 1 {
+		t.Errorf("gpu collector success %g, want 1", v)
+	}
+	for i := range f.devs {
+		up := `vgpu_gpu_up{gpu="` + strconv.Itoa(i) + `",uuid="` + f.devs[i].UUID + `"}`
+		want := 1.0
+		if i == 2 || i == 6 {
+			up, want = `vgpu_gpu_up{gpu="`+strconv.Itoa(i)+`",uuid=""}`, 0
+		}
+		if v, ok := got[up]; !ok || v != want {
+			t.Errorf("%s = %g (served %v), want %g", up, v, ok, want)
+		}
+	}
+	missing = false
+	got = s.scrape(backoffBase)
+	for _, i := range []int{2, 6} {
+		if up := `vgpu_gpu_up{gpu="` + strconv.Itoa(i) + `",uuid="` + f.devs[i].UUID + `"}`; got[up] != 1 {
+			t.Errorf("%s = %g after it answered, want 1", up, got[up])
+		}
 	}
 }
