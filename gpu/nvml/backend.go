@@ -355,12 +355,7 @@ func (b *Backend) dropGPM(ds *devState) {
 		_ = ds.gpmPrev.Free()
 		ds.gpmPrev = nil
 	}
-	for gi, p := range ds.migGPMPrev {
-		if p.sample != nil {
-			_ = p.sample.Free()
-		}
-		delete(ds.migGPMPrev, gi)
-	}
+	ds.dropMIGSamples(nil)
 }
 
 // device returns the state of the GPU with this UUID.

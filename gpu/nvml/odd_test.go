@@ -226,3 +226,38 @@ func TestVGPUSchedulerLogTimestampsGoBack(t *testing.T) {
 		t.Errorf("no scheduler log entry in 3 samples after one stamped 2^62 ns")
 	}
 }
+
+// A GPU whose MIG mode is turned off (instances destroyed, the GPU reset
+// while the exporter runs) frees the GPM samples it kept per GPU instance
+// at the next sample: they were held until the GPU was lost or the
+// exporter stopped.
+func TestMIGOffFreesInstanceSamples(t *testing.T) {
+	f := newFixture(t, dgxh100.New())
+	f.enableMIG(0, nvml.GPU_INSTANCE_PROFILE_3_SLICE, nvml.GPU_INSTANCE_PROFILE_2_SLICE)
+	b := f.backend()
+	sample(t, b)
+	f.clock.Advance(time.Second)
+	sample(t, b)
+	held := func() int {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.alloced - f.freed
+	}
+	before := held()
+	d := f.devs[0]
+	for _, gi := range sortedGIs(d) {
+		for ci := range gi.ComputeInstances {
+			ci.Destroy()
+		}
+		gi.Destroy()
+	}
+	d.SetMigMode(nvml.DEVICE_MIG_DISABLE)
+	f.clock.Advance(time.Second)
+	if rd := sample(t, b); rd.Devices[0].MIGEnabled {
+		t.Fatal("MIG still on")
+	}
+	if after := held(); after != before-2 {
+		t.Errorf("%d GPM samples held after MIG was turned off, want %d (the two instances' freed)", after, before-2)
+	}
+	f.closeWithoutLeaks(b)
+}
