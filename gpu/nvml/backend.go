@@ -144,7 +144,7 @@ func New(opts Options) (b *Backend, err error) {
 			if initialized {
 				shutdownQuietly(lib)
 			}
-			b, err = nil, fmt.Errorf("NVML initialization failed: %v", r)
+			b, err = nil, fmt.Errorf("NVML initialization failed: %w", panicErr("the library", r))
 		}
 	}()
 	if r := lib.Init(); r != nvml.SUCCESS {
@@ -297,7 +297,7 @@ func (b *Backend) sampleDevice(ds *devState, now time.Time) (d gpu.Device) {
 	defer func() {
 		// A wrapper or driver fault on one GPU must not take down the others.
 		if r := recover(); r != nil {
-			b.markDown(ds, fmt.Errorf("reading GPU panicked: %v", r))
+			b.markDown(ds, panicErr("reading GPU", r))
 			d = gpu.Device{Index: ds.index, UUID: ds.uuid, Name: ds.name, PCIBusID: ds.pciBus,
 				Err: ds.lastErr}
 		}
