@@ -261,3 +261,24 @@ func TestMIGOffFreesInstanceSamples(t *testing.T) {
 	}
 	f.closeWithoutLeaks(b)
 }
+
+// A VM that stops between NVML's list of active vGPUs and the reads of its
+// instance (NOT_FOUND: no longer an active instance) is not reported: it
+// was, for that sample, a vGPU with no UUID, type or VM, a VM of no tenant.
+func TestVGPUGoneBetweenListAndRead(t *testing.T) {
+	f := newFixture(t, dgxh100.New())
+	a, gone := newTestVgpu(11, "vm-a", "H100-20C"), newTestVgpu(12, "vm-b", "H100-20C")
+	vms := []nvml.VgpuInstance{a, gone}
+	vgpuHost(f, 0, &vms)
+	b := f.backend()
+	sample(t, b)
+	gone.GetUUIDFunc = func() (string, nvml.Return) { return "", nvml.ERROR_NOT_FOUND }
+	gone.GetVmIDFunc = func() (string, nvml.VgpuVmIdType, nvml.Return) { return "", 0, nvml.ERROR_NOT_FOUND }
+	gone.GetTypeFunc = func() (nvml.VgpuTypeId, nvml.Return) { return nil, nvml.ERROR_NOT_FOUND }
+	gone.GetFbUsageFunc = func() (uint64, nvml.Return) { return 0, nvml.ERROR_NOT_FOUND }
+	f.clock.Advance(time.Second)
+	d := sample(t, b).Devices[0]
+	if !d.Up || len(d.VGPUs) != 1 || d.VGPUs[0].ID != 11 || d.VGPUs[0].VMID != "vm-a" {
+		t.Errorf("vGPUs %+v (up %v), want only instance 11 of vm-a", d.VGPUs, d.Up)
+	}
+}
