@@ -64,6 +64,14 @@ func (rd *devReader) readMIG(d *gpu.Device) {
 		if gi, r := m.GetGpuInstanceId(); rd.ok("nvmlDeviceGetGpuInstanceId", r) {
 			inst.GPUInstanceID = gi
 		}
+		if rd.fatal != nil {
+			return
+		}
+		if inst.UUID == "" && inst.GPUInstanceID < 0 {
+			// Neither its UUID nor its GPU instance: its compute instance
+			// was destroyed since the slot was read (the handle is void).
+			continue
+		}
 		if ci, r := m.GetComputeInstanceId(); rd.ok("nvmlDeviceGetComputeInstanceId", r) {
 			inst.ComputeInstanceID = ci
 		}

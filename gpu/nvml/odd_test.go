@@ -282,3 +282,32 @@ func TestVGPUGoneBetweenListAndRead(t *testing.T) {
 		t.Errorf("vGPUs %+v (up %v), want only instance 11 of vm-a", d.VGPUs, d.Up)
 	}
 }
+
+// A MIG device destroyed between the read of its slot and the reads of the
+// device (its handle void: neither its UUID nor its GPU instance answers)
+// is left out: it was served for that sample as an instance with no UUID,
+// GPU instance (-1) or profile.
+func TestMIGDeviceGoneBetweenSlotAndRead(t *testing.T) {
+	f := newFixture(t, dgxh100.New())
+	f.enableMIG(5, nvml.GPU_INSTANCE_PROFILE_3_SLICE, nvml.GPU_INSTANCE_PROFILE_2_SLICE)
+	d := f.devs[5]
+	byIndex := d.GetMigDeviceHandleByIndexFunc
+	d.GetMigDeviceHandleByIndexFunc = func(i int) (nvml.Device, nvml.Return) {
+		h, r := byIndex(i)
+		if m, ok := h.(*mock.Device); ok && i == 1 {
+			void := nvml.ERROR_INVALID_ARGUMENT
+			m.GetUUIDFunc = func() (string, nvml.Return) { return "", void }
+			m.GetGpuInstanceIdFunc = func() (int, nvml.Return) { return 0, void }
+			m.GetComputeInstanceIdFunc = func() (int, nvml.Return) { return 0, void }
+			m.GetMemoryInfo_v2Func = func() (nvml.Memory_v2, nvml.Return) { return nvml.Memory_v2{}, void }
+			m.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) { return nvml.Memory{}, void }
+			m.GetAttributesFunc = func() (nvml.DeviceAttributes, nvml.Return) { return nvml.DeviceAttributes{}, void }
+		}
+		return h, r
+	}
+	b := f.backend()
+	got := sample(t, b).Devices[5]
+	if !got.Up || len(got.MIG) != 1 || got.MIG[0].UUID != "MIG-5-0" || got.MIG[0].Profile != "3g.40gb" {
+		t.Errorf("MIG instances %+v (up %v), want only the 3g.40gb one", got.MIG, got.Up)
+	}
+}
