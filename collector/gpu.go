@@ -92,10 +92,10 @@ func (c *gpuCollector) Update(snap *tenant.Snapshot, ch chan<- prometheus.Metric
 	e := c.emit(ch)
 	defer e.close()
 	if r := snap.Readings; r != nil {
-		seen := make(firstSet[string], len(r.Devices))
+		seen := make(firstSet[deviceKey], len(r.Devices))
 		for i := range r.Devices {
 			d := &r.Devices[i]
-			if !seen.add(d.UUID) {
+			if !seen.add(keyOf(d)) {
 				e.fail(fmt.Errorf("device %s (index %d) reported twice; later copies skipped", d.UUID, d.Index))
 				continue
 			}
@@ -117,6 +117,20 @@ func (c *gpuCollector) Update(snap *tenant.Snapshot, ch chan<- prometheus.Metric
 		e.counter(c.events, float64(ev.Total), itoa(ev.GPU), ev.UUID, string(ev.Kind), eventCode(ev.Kind, ev.Code))
 	}
 	return e.err()
+}
+
+// deviceKey tells devices apart: by UUID, and those without one (a GPU
+// whose handle NVML did not give at start, never identified) by index.
+type deviceKey struct {
+	uuid  string
+	index int
+}
+
+func keyOf(d *gpu.Device) deviceKey {
+	if d.UUID != "" {
+		return deviceKey{uuid: d.UUID}
+	}
+	return deviceKey{index: d.Index}
 }
 
 func (c *gpuCollector) device(e *emitter, r *gpu.Readings, d *gpu.Device) {

@@ -46,6 +46,18 @@ func (e *emitter) costs(d *prometheus.Desc, costs []tenant.Cost, energyKnown boo
 func (c *tenantCollector) updateMeters(e *emitter, snap *tenant.Snapshot) {
 	m := &c.meters
 	energyKnown := map[string]bool{}
+	// GPUs read in this sample without their memory (NVML refuses the
+	// whole GPU's in MIG mode without privileges): their memory integral
+	// is not known, as their vgpu_gpu_memory_used_bytes is not; a lost
+	// GPU keeps it.
+	memoryUnread := map[string]bool{}
+	if snap.Readings != nil {
+		for _, d := range snap.Readings.Devices {
+			if d.Up && d.MemoryTotalBytes == 0 {
+				memoryUnread[d.UUID] = true
+			}
+		}
+	}
 	seenGPU := make(firstSet[string], len(snap.GPUMeters))
 	for _, g := range snap.GPUMeters {
 		if !seenGPU.add(g.UUID) {
@@ -56,7 +68,9 @@ func (c *tenantCollector) updateMeters(e *emitter, snap *tenant.Snapshot) {
 			energyKnown[g.UUID] = true
 			e.counter(m.idleEnergy, g.IdleEnergyJoules, itoa(g.GPU), g.UUID)
 		}
-		e.counter(m.gpuMemorySeconds, g.MemoryByteSeconds, itoa(g.GPU), g.UUID)
+		if !memoryUnread[g.UUID] {
+			e.counter(m.gpuMemorySeconds, g.MemoryByteSeconds, itoa(g.GPU), g.UUID)
+		}
 		e.costs(m.idleCost, g.IdleCosts, g.EnergyKnown, itoa(g.GPU), g.UUID)
 	}
 	type key struct{ tenant, uuid string }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
@@ -48,6 +49,33 @@ vgpu_gpu_memory_used_byte_seconds_total{gpu="1",uuid="GPU-1"} 1024
 `
 	if err := testutil.CollectAndCompare(newExporter(t, snap, "tenant"), strings.NewReader(want),
 		"vgpu_tenant_cost_total", "vgpu_tenant_idle_cost_total", "vgpu_gpu_memory_used_byte_seconds_total"); err != nil {
+		t.Error(err)
+	}
+}
+
+// A GPU read without its memory (NVML's NO_PERMISSION for a MIG GPU's
+// whole memory, without privileges) has no memory byte-seconds, as it has
+// no vgpu_gpu_memory_used_bytes; a lost GPU keeps its counter.
+func TestGPUMemorySecondsNeedMemory(t *testing.T) {
+	snap := &tenant.Snapshot{
+		Readings: &gpu.Readings{Devices: []gpu.Device{
+			{Index: 0, UUID: "GPU-0", Up: true},
+			{Index: 1, UUID: "GPU-1"},
+			{Index: 2, UUID: "GPU-2", Up: true, MemoryTotalBytes: 4096, MemoryUsedBytes: 1024},
+		}},
+		GPUMeters: []tenant.GPUMeter{
+			{GPU: 0, UUID: "GPU-0"},
+			{GPU: 1, UUID: "GPU-1", MemoryByteSeconds: 512},
+			{GPU: 2, UUID: "GPU-2", MemoryByteSeconds: 1024},
+		},
+	}
+	want := `
+# HELP vgpu_gpu_memory_used_byte_seconds_total The GPU's used memory integrated over the samples metered since the exporter started; what the tenants' vgpu_tenant_memory_byte_seconds_total leave of it is memory no tenant's process holds (the driver's reserve, where the backend counts it as used).
+# TYPE vgpu_gpu_memory_used_byte_seconds_total counter
+vgpu_gpu_memory_used_byte_seconds_total{gpu="1",uuid="GPU-1"} 512
+vgpu_gpu_memory_used_byte_seconds_total{gpu="2",uuid="GPU-2"} 1024
+`
+	if err := testutil.CollectAndCompare(newExporter(t, snap, "tenant"), strings.NewReader(want), "vgpu_gpu_memory_used_byte_seconds_total"); err != nil {
 		t.Error(err)
 	}
 }

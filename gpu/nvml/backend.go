@@ -105,6 +105,7 @@ type devState struct {
 	gpmPrev      nvml.GpmSample
 	gpmPrevAt    time.Time
 	migGPMPrev   map[int]gpmPrev
+	giProfiles   map[uint32]string // GPU instance profile names by profile ID; nil until read
 	ctxSwitches  float64
 	ctxCycles    float64
 	ctxKnown     bool
@@ -143,7 +144,7 @@ func New(opts Options) (b *Backend, err error) {
 			if initialized {
 				shutdownQuietly(lib)
 			}
-			b, err = nil, fmt.Errorf("NVML initialization failed: %v", r)
+			b, err = nil, fmt.Errorf("NVML initialization failed: %w", panicErr("the library", r))
 		}
 	}()
 	if r := lib.Init(); r != nvml.SUCCESS {
@@ -246,6 +247,7 @@ func (b *Backend) markDown(ds *devState, err error) {
 	// Handles of a lost GPU are not reused: re-acquire on recovery.
 	if e, ok := err.(*Error); ok && (e.Return == nvml.ERROR_GPU_IS_LOST || e.Return == nvml.ERROR_RESET_REQUIRED) {
 		ds.handle = nil
+		ds.giProfiles = nil
 		b.dropGPM(ds)
 	}
 }
@@ -295,7 +297,7 @@ func (b *Backend) sampleDevice(ds *devState, now time.Time) (d gpu.Device) {
 	defer func() {
 		// A wrapper or driver fault on one GPU must not take down the others.
 		if r := recover(); r != nil {
-			b.markDown(ds, fmt.Errorf("reading GPU panicked: %v", r))
+			b.markDown(ds, panicErr("reading GPU", r))
 			d = gpu.Device{Index: ds.index, UUID: ds.uuid, Name: ds.name, PCIBusID: ds.pciBus,
 				Err: ds.lastErr}
 		}
@@ -353,12 +355,7 @@ func (b *Backend) dropGPM(ds *devState) {
 		_ = ds.gpmPrev.Free()
 		ds.gpmPrev = nil
 	}
-	for gi, p := range ds.migGPMPrev {
-		if p.sample != nil {
-			_ = p.sample.Free()
-		}
-		delete(ds.migGPMPrev, gi)
-	}
+	ds.dropMIGSamples(nil)
 }
 
 // device returns the state of the GPU with this UUID.

@@ -240,20 +240,23 @@ func TestSampleCancelled(t *testing.T) {
 
 func TestProfileNames(t *testing.T) {
 	for _, tc := range []struct {
-		p    nvml.GpuInstanceProfileInfo
-		want string
+		index int
+		p     nvml.GpuInstanceProfileInfo
+		want  string
 	}{
-		{dgxh100.MIGProfiles.GpuInstanceProfiles[nvml.GPU_INSTANCE_PROFILE_1_SLICE], "1g.10gb"},
-		{dgxh100.MIGProfiles.GpuInstanceProfiles[nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1], "1g.10gb+me"},
-		{dgxh100.MIGProfiles.GpuInstanceProfiles[nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV2], "1g.20gb"},
-		{dgxh100.MIGProfiles.GpuInstanceProfiles[nvml.GPU_INSTANCE_PROFILE_7_SLICE], "7g.80gb"},
-		{dgxh200.MIGProfiles.GpuInstanceProfiles[nvml.GPU_INSTANCE_PROFILE_1_SLICE], "1g.18gb"},
-		{dgxh200.MIGProfiles.GpuInstanceProfiles[nvml.GPU_INSTANCE_PROFILE_4_SLICE], "4g.71gb"},
-		{dgxh200.MIGProfiles.GpuInstanceProfiles[nvml.GPU_INSTANCE_PROFILE_7_SLICE], "7g.141gb"},
+		{nvml.GPU_INSTANCE_PROFILE_1_SLICE, dgxh100.MIGProfiles.GpuInstanceProfiles[nvml.GPU_INSTANCE_PROFILE_1_SLICE], "1g.10gb"},
+		{nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1, dgxh100.MIGProfiles.GpuInstanceProfiles[nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1], "1g.10gb+me"},
+		{nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV2, dgxh100.MIGProfiles.GpuInstanceProfiles[nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV2], "1g.20gb"},
+		{nvml.GPU_INSTANCE_PROFILE_7_SLICE, dgxh100.MIGProfiles.GpuInstanceProfiles[nvml.GPU_INSTANCE_PROFILE_7_SLICE], "7g.80gb"},
+		{nvml.GPU_INSTANCE_PROFILE_1_SLICE, dgxh200.MIGProfiles.GpuInstanceProfiles[nvml.GPU_INSTANCE_PROFILE_1_SLICE], "1g.18gb"},
+		{nvml.GPU_INSTANCE_PROFILE_4_SLICE, dgxh200.MIGProfiles.GpuInstanceProfiles[nvml.GPU_INSTANCE_PROFILE_4_SLICE], "4g.71gb"},
+		{nvml.GPU_INSTANCE_PROFILE_7_SLICE, dgxh200.MIGProfiles.GpuInstanceProfiles[nvml.GPU_INSTANCE_PROFILE_7_SLICE], "7g.141gb"},
 		// real H100 sizes are a little under the marketing figure
-		{nvml.GpuInstanceProfileInfo{SliceCount: 3, MemorySizeMB: 40192}, "3g.40gb"},
+		{nvml.GPU_INSTANCE_PROFILE_3_SLICE, nvml.GpuInstanceProfileInfo{Id: 9, SliceCount: 3, MemorySizeMB: 40192}, "3g.40gb"},
+		// the media-extension variant by its index, whatever its ID
+		{nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1, nvml.GpuInstanceProfileInfo{Id: 20, SliceCount: 1, MemorySizeMB: 9984}, "1g.10gb+me"},
 	} {
-		if got := profileName(tc.p); got != tc.want {
+		if got := profileName(tc.index, tc.p); got != tc.want {
 			t.Errorf("profileName(%d slices, %d MB) = %q, want %q", tc.p.SliceCount, tc.p.MemorySizeMB, got, tc.want)
 		}
 	}

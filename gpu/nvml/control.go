@@ -287,7 +287,7 @@ func (b *Backend) ConfigureMIG(ctx context.Context, uuid string, profiles []stri
 			continue
 		}
 		all = append(all, p)
-		name := profileName(p)
+		name := profileName(id, p)
 		if _, dup := byName[name]; !dup {
 			byName[name] = p
 			known = append(known, name)

@@ -3,6 +3,8 @@ package nvml
 import (
 	"errors"
 	"fmt"
+	"runtime"
+	"strings"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -193,3 +195,32 @@ func controlErr(uuid, call string, r nvml.Return) error {
 }
 
 var errClosed = errors.New("nvml backend is closed")
+
+// nvmlPackage is the import path prefix of the library wrapper (go-nvml).
+const nvmlPackage = "github.com/NVIDIA/go-nvml/"
+
+// panicCall names the library call a panic being recovered came from
+// ("nvml.nvmlDevice.GetProcessUtilization"), or "" when none is on the
+// stack. Called from the deferred function that recovers.
+func panicCall() string {
+	pcs := make([]uintptr, 64)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs)])
+	for {
+		fr, more := frames.Next()
+		if strings.HasPrefix(fr.Function, nvmlPackage) {
+			return fr.Function[strings.LastIndex(fr.Function, "/")+1:]
+		}
+		if !more {
+			return ""
+		}
+	}
+}
+
+// panicErr is the error of a recovered panic p, naming the library call it
+// came from.
+func panicErr(what string, p any) error {
+	if call := panicCall(); call != "" {
+		return fmt.Errorf("%s panicked in %s: %v", what, call, p)
+	}
+	return fmt.Errorf("%s panicked: %v", what, p)
+}

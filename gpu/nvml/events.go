@@ -135,7 +135,7 @@ func (w *eventWatcher) safeDeliver(b *Backend, data nvml.EventData) (ours bool) 
 	defer func() {
 		if p := recover(); p != nil {
 			ours = false
-			b.logOnce("events/panic", "msg", "identifying the GPU of an NVML event failed; event dropped", "err", fmt.Sprint(p))
+			b.logOnce("events/panic", "msg", "identifying the GPU of an NVML event failed; event dropped", "err", panicErr("the library", p))
 		}
 	}()
 	return w.deliver(b, data)

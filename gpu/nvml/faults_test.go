@@ -267,13 +267,23 @@ func TestInitPanicBecomesError(t *testing.T) {
 func TestPanicInOneGPUIsContained(t *testing.T) {
 	f := newFixture(t, dgxh100.New())
 	f.devs[5].GetTemperatureFunc = nil // the mock panics
+	f.devs[6].GetPowerUsageFunc = func() (uint32, nvml.Return) {
+		var samples []uint32
+		return samples[len(f.devs)], nvml.SUCCESS // a wrapper's slice out of range
+	}
 	b := f.backend()
 	rd := sample(t, b)
-	if rd.Devices[5].Up || !strings.Contains(rd.Devices[5].Err, "panicked") {
-		t.Errorf("GPU 5 = up %v err %q", rd.Devices[5].Up, rd.Devices[5].Err)
+	// The error names the library call that panicked.
+	for gpu, want := range map[int]string{
+		5: "panicked in mock.(*Device).GetTemperature: ",
+		6: "panicked in mock.(*Device).GetPowerUsage: runtime error: index out of range",
+	} {
+		if d := rd.Devices[gpu]; d.Up || !strings.Contains(d.Err, want) {
+			t.Errorf("GPU %d = up %v err %q, want an error with %q", gpu, d.Up, d.Err, want)
+		}
 	}
 	for i, d := range rd.Devices {
-		if i != 5 && !d.Up {
+		if i != 5 && i != 6 && !d.Up {
 			t.Errorf("GPU %d down", i)
 		}
 	}

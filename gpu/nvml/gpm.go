@@ -101,7 +101,11 @@ func (rd *devReader) readGPM(d *gpu.Device, now time.Time) {
 			ds.ctxKnown = true
 		}
 	}
-	if rd.fatal != nil || !d.MIGEnabled {
+	if rd.fatal != nil {
+		return
+	}
+	if !d.MIGEnabled {
+		ds.dropMIGSamples(nil) // MIG turned off: no instance is left
 		return
 	}
 	if !rd.b.has(symGpmMigSampleGet) {
@@ -135,8 +139,14 @@ func (rd *devReader) readGPM(d *gpu.Device, now time.Time) {
 			return
 		}
 	}
+	ds.dropMIGSamples(seen)
+}
+
+// dropMIGSamples frees the kept samples of the GPU instances not in keep
+// (nil: of every one).
+func (ds *devState) dropMIGSamples(keep map[int]bool) {
 	for gi, p := range ds.migGPMPrev {
-		if !seen[gi] {
+		if !keep[gi] {
 			if p.sample != nil {
 				_ = p.sample.Free()
 			}

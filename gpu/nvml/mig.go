@@ -64,6 +64,14 @@ func (rd *devReader) readMIG(d *gpu.Device) {
 		if gi, r := m.GetGpuInstanceId(); rd.ok("nvmlDeviceGetGpuInstanceId", r) {
 			inst.GPUInstanceID = gi
 		}
+		if rd.fatal != nil {
+			return
+		}
+		if inst.UUID == "" && inst.GPUInstanceID < 0 {
+			// Neither its UUID nor its GPU instance: its compute instance
+			// was destroyed since the slot was read (the handle is void).
+			continue
+		}
 		if ci, r := m.GetComputeInstanceId(); rd.ok("nvmlDeviceGetComputeInstanceId", r) {
 			inst.ComputeInstanceID = ci
 		}
@@ -110,8 +118,8 @@ func (rd *devReader) migProfile(gi int, attrs *nvml.DeviceAttributes) string {
 	if gi >= 0 && b.has(symGpuInstanceByID, symGIProfileInfo) {
 		if g, r := h.GetGpuInstanceById(gi); rd.ok("nvmlDeviceGetGpuInstanceById", r) {
 			if info, r := g.GetInfo(); rd.ok("nvmlGpuInstanceGetInfo", r) {
-				if p, r := h.GetGpuInstanceProfileInfo(int(info.ProfileId)); rd.ok("nvmlDeviceGetGpuInstanceProfileInfo", r) {
-					return profileName(p)
+				if name, ok := rd.profileNames()[info.ProfileId]; ok {
+					return name
 				}
 			}
 		}
@@ -122,12 +130,42 @@ func (rd *devReader) migProfile(gi int, attrs *nvml.DeviceAttributes) string {
 	return ""
 }
 
-// profileName builds the nvidia-smi name of a GPU instance profile: slices
-// and memory in GB rounded up ("1g.10gb", "3g.71gb"), "+me" for the
-// media-extension variants.
-func profileName(p nvml.GpuInstanceProfileInfo) string {
+// profileNames are the names of the GPU's GPU instance profiles by profile
+// ID, read once per handle. A GPU instance's info gives its profile's ID
+// (nvidia-smi mig -lgip's, 9 for an H100's 3g.40gb), which is not the
+// index (NVML_GPU_INSTANCE_PROFILE_*) nvmlDeviceGetGpuInstanceProfileInfo
+// takes: the index of each ID is found by asking for every index.
+func (rd *devReader) profileNames() map[uint32]string {
+	ds := rd.ds
+	if ds.giProfiles != nil {
+		return ds.giProfiles
+	}
+	names := map[uint32]string{}
+	for i := 0; i < nvml.GPU_INSTANCE_PROFILE_COUNT; i++ {
+		p, r := ds.handle.GetGpuInstanceProfileInfo(i)
+		if r != nvml.SUCCESS {
+			if classify(r) == outcomeFatal {
+				rd.ok("nvmlDeviceGetGpuInstanceProfileInfo", r)
+				return nil
+			}
+			continue // an index this GPU has no profile at
+		}
+		if _, dup := names[p.Id]; !dup {
+			names[p.Id] = profileName(i, p)
+		}
+	}
+	if len(names) > 0 { // none (not in MIG mode yet?): ask again next time
+		ds.giProfiles = names
+	}
+	return names
+}
+
+// profileName builds the nvidia-smi name of the GPU instance profile at
+// index (NVML_GPU_INSTANCE_PROFILE_*): slices and memory in GB rounded up
+// ("1g.10gb", "3g.71gb"), "+me" for the media-extension variants.
+func profileName(index int, p nvml.GpuInstanceProfileInfo) string {
 	name := fmt.Sprintf("%dg.%dgb", p.SliceCount, memGB(p.MemorySizeMB))
-	switch p.Id {
+	switch index {
 	case nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1, nvml.GPU_INSTANCE_PROFILE_2_SLICE_REV1:
 		name += "+me"
 	}

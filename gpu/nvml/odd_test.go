@@ -226,3 +226,88 @@ func TestVGPUSchedulerLogTimestampsGoBack(t *testing.T) {
 		t.Errorf("no scheduler log entry in 3 samples after one stamped 2^62 ns")
 	}
 }
+
+// A GPU whose MIG mode is turned off (instances destroyed, the GPU reset
+// while the exporter runs) frees the GPM samples it kept per GPU instance
+// at the next sample: they were held until the GPU was lost or the
+// exporter stopped.
+func TestMIGOffFreesInstanceSamples(t *testing.T) {
+	f := newFixture(t, dgxh100.New())
+	f.enableMIG(0, nvml.GPU_INSTANCE_PROFILE_3_SLICE, nvml.GPU_INSTANCE_PROFILE_2_SLICE)
+	b := f.backend()
+	sample(t, b)
+	f.clock.Advance(time.Second)
+	sample(t, b)
+	held := func() int {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.alloced - f.freed
+	}
+	before := held()
+	d := f.devs[0]
+	for _, gi := range sortedGIs(d) {
+		for ci := range gi.ComputeInstances {
+			ci.Destroy()
+		}
+		gi.Destroy()
+	}
+	d.SetMigMode(nvml.DEVICE_MIG_DISABLE)
+	f.clock.Advance(time.Second)
+	if rd := sample(t, b); rd.Devices[0].MIGEnabled {
+		t.Fatal("MIG still on")
+	}
+	if after := held(); after != before-2 {
+		t.Errorf("%d GPM samples held after MIG was turned off, want %d (the two instances' freed)", after, before-2)
+	}
+	f.closeWithoutLeaks(b)
+}
+
+// A VM that stops between NVML's list of active vGPUs and the reads of its
+// instance (NOT_FOUND: no longer an active instance) is not reported: it
+// was, for that sample, a vGPU with no UUID, type or VM, a VM of no tenant.
+func TestVGPUGoneBetweenListAndRead(t *testing.T) {
+	f := newFixture(t, dgxh100.New())
+	a, gone := newTestVgpu(11, "vm-a", "H100-20C"), newTestVgpu(12, "vm-b", "H100-20C")
+	vms := []nvml.VgpuInstance{a, gone}
+	vgpuHost(f, 0, &vms)
+	b := f.backend()
+	sample(t, b)
+	gone.GetUUIDFunc = func() (string, nvml.Return) { return "", nvml.ERROR_NOT_FOUND }
+	gone.GetVmIDFunc = func() (string, nvml.VgpuVmIdType, nvml.Return) { return "", 0, nvml.ERROR_NOT_FOUND }
+	gone.GetTypeFunc = func() (nvml.VgpuTypeId, nvml.Return) { return nil, nvml.ERROR_NOT_FOUND }
+	gone.GetFbUsageFunc = func() (uint64, nvml.Return) { return 0, nvml.ERROR_NOT_FOUND }
+	f.clock.Advance(time.Second)
+	d := sample(t, b).Devices[0]
+	if !d.Up || len(d.VGPUs) != 1 || d.VGPUs[0].ID != 11 || d.VGPUs[0].VMID != "vm-a" {
+		t.Errorf("vGPUs %+v (up %v), want only instance 11 of vm-a", d.VGPUs, d.Up)
+	}
+}
+
+// A MIG device destroyed between the read of its slot and the reads of the
+// device (its handle void: neither its UUID nor its GPU instance answers)
+// is left out: it was served for that sample as an instance with no UUID,
+// GPU instance (-1) or profile.
+func TestMIGDeviceGoneBetweenSlotAndRead(t *testing.T) {
+	f := newFixture(t, dgxh100.New())
+	f.enableMIG(5, nvml.GPU_INSTANCE_PROFILE_3_SLICE, nvml.GPU_INSTANCE_PROFILE_2_SLICE)
+	d := f.devs[5]
+	byIndex := d.GetMigDeviceHandleByIndexFunc
+	d.GetMigDeviceHandleByIndexFunc = func(i int) (nvml.Device, nvml.Return) {
+		h, r := byIndex(i)
+		if m, ok := h.(*mock.Device); ok && i == 1 {
+			void := nvml.ERROR_INVALID_ARGUMENT
+			m.GetUUIDFunc = func() (string, nvml.Return) { return "", void }
+			m.GetGpuInstanceIdFunc = func() (int, nvml.Return) { return 0, void }
+			m.GetComputeInstanceIdFunc = func() (int, nvml.Return) { return 0, void }
+			m.GetMemoryInfo_v2Func = func() (nvml.Memory_v2, nvml.Return) { return nvml.Memory_v2{}, void }
+			m.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) { return nvml.Memory{}, void }
+			m.GetAttributesFunc = func() (nvml.DeviceAttributes, nvml.Return) { return nvml.DeviceAttributes{}, void }
+		}
+		return h, r
+	}
+	b := f.backend()
+	got := sample(t, b).Devices[5]
+	if !got.Up || len(got.MIG) != 1 || got.MIG[0].UUID != "MIG-5-0" || got.MIG[0].Profile != "3g.40gb" {
+		t.Errorf("MIG instances %+v (up %v), want only the 3g.40gb one", got.MIG, got.Up)
+	}
+}

@@ -67,10 +67,18 @@ func (rd *devReader) readVGPU(d *gpu.Device, now time.Time) {
 					continue // listed twice: one instance
 				}
 				inst := gpu.VGPUInstance{ID: id}
-				if u, r := v.GetUUID(); rd.ok("nvmlVgpuInstanceGetUUID", r) {
+				u, r := v.GetUUID()
+				if r == nvml.ERROR_NOT_FOUND {
+					continue // its VM stopped since the list: no longer an active instance
+				}
+				if rd.ok("nvmlVgpuInstanceGetUUID", r) {
 					inst.UUID = u
 				}
-				if vm, typ, r := v.GetVmID(); rd.ok("nvmlVgpuInstanceGetVmID", r) {
+				vm, typ, r := v.GetVmID()
+				if r == nvml.ERROR_NOT_FOUND {
+					continue
+				}
+				if rd.ok("nvmlVgpuInstanceGetVmID", r) {
 					inst.VMID = vm
 					if typ == nvml.VGPU_VM_ID_UUID && b.vms != nil {
 						// KVM: the VM's QEMU process, by the UUID, told

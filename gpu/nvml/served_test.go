@@ -1,0 +1,184 @@
+package nvml
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh100"
+	"github.com/go-kit/log"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/vgpu-exporter/vgpu_exporter/collector"
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+)
+
+// served drives the backend the way the exporter serves it: each scrape
+// takes a sample (gpu.Sampler), attributes it (tenant.Builder, no tenants file) and
+// gathers the collectors over it through a pedantic registry.
+type served struct {
+	t       *testing.T
+	f       *fixture
+	b       *Backend
+	sampler *gpu.Sampler
+	builder *tenant.Builder
+	reg     *prometheus.Registry
+	snap    *tenant.Snapshot
+	// counters are the counters' values of the previous scrape, by series.
+	counters map[string]float64
+}
+
+func newServed(t *testing.T, f *fixture) *served {
+	t.Helper()
+	s := &served{t: t, f: f, b: f.backend(), counters: map[string]float64{}}
+	s.sampler = gpu.NewSampler(s.b, f.clock, time.Second, nil)
+	var err error
+	s.builder, err = tenant.NewBuilder(nil, tenant.BuilderOptions{Clock: f.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := collector.NewExporter(func() *tenant.Snapshot { return s.snap }, log.NewNopLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.reg = prometheus.NewPedanticRegistry()
+	if err := s.reg.Register(e); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// scrape advances the clock by d, samples, builds and gathers; it returns
+// the value of every series by "name{labels}". A counter that went down
+// since the previous scrape fails the test.
+func (s *served) scrape(d time.Duration) map[string]float64 {
+	s.t.Helper()
+	s.f.clock.Advance(d)
+	if err := s.sampler.SampleOnce(context.Background()); err != nil {
+		s.t.Fatalf("sample: %v", err)
+	}
+	s.snap = s.builder.Build(s.sampler.Latest(), s.sampler.Stats())
+	mfs, err := s.reg.Gather()
+	if err != nil {
+		s.t.Fatalf("gather: %v", err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() == "vgpu_scrape_collector_duration_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			key := mf.GetName() + labelString(m)
+			var v float64
+			switch mf.GetType() {
+			case dto.MetricType_COUNTER:
+				v = m.GetCounter().GetValue()
+				if prev, ok := s.counters[key]; ok && v < prev {
+					s.t.Errorf("counter %s went down: %g -> %g", key, prev, v)
+				}
+				s.counters[key] = v
+			case dto.MetricType_GAUGE:
+				v = m.GetGauge().GetValue()
+			default:
+				continue
+			}
+			out[key] = v
+		}
+	}
+	return out
+}
+
+func labelString(m *dto.Metric) string {
+	var ls []string
+	for _, l := range m.GetLabel() {
+		ls = append(ls, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+	}
+	sort.Strings(ls)
+	return "{" + strings.Join(ls, ",") + "}"
+}
+
+// ofGPU keeps the series of one GPU (by its uuid label).
+func ofGPU(series map[string]float64, uuid string) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range series {
+		if strings.Contains(k, `uuid="`+uuid+`"`) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// In MIG mode NVML gives the whole GPU's memory only to a privileged
+// caller (NO_PERMISSION otherwise; each MIG device answers). Without it the
+// GPU's memory series are absent, and so is its memory integral: it was
+// served as 0 byte-seconds growing by nothing, below the tenants' own
+// memory byte-seconds on the same GPU (a negative unattributed memory).
+func TestMIGMemoryWithoutPrivilegesServed(t *testing.T) {
+	f := newFixture(t, dgxh100.New())
+	f.enableMIG(5, nvml.GPU_INSTANCE_PROFILE_3_SLICE)
+	f.migProcs[[2]int{5, 0}] = []nvml.ProcessInfo{{Pid: 55, UsedGpuMemory: 1 << 30, GpuInstanceId: 0, ComputeInstanceId: 0}}
+	f.fail(5, "GetMemoryInfo", nvml.ERROR_NO_PERMISSION)
+	f.fail(5, "GetComputeRunningProcesses", nvml.ERROR_NO_PERMISSION)
+	s := newServed(t, f)
+	s.scrape(time.Second)
+	got := ofGPU(s.scrape(time.Second), f.devs[5].UUID)
+	for k, v := range got {
+		if strings.HasPrefix(k, "vgpu_gpu_memory_used_byte_seconds_total{") || strings.HasPrefix(k, "vgpu_gpu_memory_total_bytes{") {
+			t.Errorf("%s %g served for a GPU whose memory NVML refused", k, v)
+		}
+	}
+	want := `vgpu_tenant_memory_byte_seconds_total{gpu="5",tenant="unassigned",uuid="` + f.devs[5].UUID + `"}`
+	if got[want] != 1<<30 {
+		t.Errorf("%s = %g, want the MIG process's 1 GiB for 1 s", want, got[want])
+	}
+	other := ofGPU(s.scrape(time.Second), f.devs[4].UUID)
+	if k := `vgpu_gpu_memory_used_byte_seconds_total{gpu="4",uuid="` + f.devs[4].UUID + `"}`; other[k] == 0 {
+		t.Errorf("%s absent or 0 on a GPU whose memory is read", k)
+	}
+}
+
+// GPUs whose handles NVML does not give at start are served down, each
+// under its index: with two of them (no UUID yet, both "") the GPU
+// collector failed the scrape on a device "reported twice" and served only
+// the first, so the second was not even down. Once they answer, they are
+// served up under their UUIDs.
+func TestGPUsMissingAtStartServed(t *testing.T) {
+	f := newFixture(t, dgxh100.New())
+	byIndex := f.srv.DeviceGetHandleByIndexFunc
+	missing := true
+	f.srv.DeviceGetHandleByIndexFunc = func(i int) (nvml.Device, nvml.Return) {
+		if missing && (i == 2 || i == 6) {
+			return nil, nvml.ERROR_GPU_IS_LOST
+		}
+		return byIndex(i)
+	}
+	s := newServed(t, f)
+	got := s.scrape(time.Second)
+	if v := got[`vgpu_scrape_collector_success{collector="gpu"}`]; v != 1 {
+		t.Errorf("gpu collector success %g, want 1", v)
+	}
+	for i := range f.devs {
+		up := `vgpu_gpu_up{gpu="` + strconv.Itoa(i) + `",uuid="` + f.devs[i].UUID + `"}`
+		want := 1.0
+		if i == 2 || i == 6 {
+			up, want = `vgpu_gpu_up{gpu="`+strconv.Itoa(i)+`",uuid=""}`, 0
+		}
+		if v, ok := got[up]; !ok || v != want {
+			t.Errorf("%s = %g (served %v), want %g", up, v, ok, want)
+		}
+	}
+	missing = false
+	got = s.scrape(backoffBase)
+	for _, i := range []int{2, 6} {
+		if up := `vgpu_gpu_up{gpu="` + strconv.Itoa(i) + `",uuid="` + f.devs[i].UUID + `"}`; got[up] != 1 {
+			t.Errorf("%s = %g after it answered, want 1", up, got[up])
+		}
+	}
+}
