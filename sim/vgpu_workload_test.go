@@ -112,22 +112,40 @@ tenants:
 	}
 }
 
+// A VM's framebuffer is its type's size (default: the smallest C-series
+// type that holds its memory); a VM over it is out of memory. A type
+// that names no size reads no framebuffer size, as NVML reports none for
+// a type whose size it cannot read: not the memory the VM uses, which the
+// exporter would meter as the VM's profile share.
 func TestVGPUFramebuffer(t *testing.T) {
-	sc := mustParse(t, `name: fb
-gpus: [{model: H100-SXM5-80GB, sharing: vgpu}]
-tenants:
+	for _, tc := range []struct {
+		name, tenants string
+		typ           string
+		fb, used      uint64
+		oom           bool
+	}{
+		{"default and sized types", `
   - {name: a, memory: 15GB, workload: {type: training, flops: 1e12}}
   - {name: b, memory: 30GB, vm: {type: H100-20C}, workload: {type: training, flops: 1e12}}
-`)
-	s := mustNew(t, sc, Options{})
-	s.AdvanceTo(s.Now().Add(time.Second))
-	r, _ := s.Sample(context.Background())
-	d := r.Devices[0]
-	if len(d.VGPUs) != 1 || d.VGPUs[0].Type != "H100-20C" || d.VGPUs[0].FramebufferBytes != 20e9 || d.VGPUs[0].FramebufferUsed != 15e9 {
-		t.Fatalf("vGPUs %+v", d.VGPUs)
-	}
-	if len(d.Events) != 1 || d.Events[0].Kind != gpu.EventOOM || !strings.Contains(d.Events[0].Message, "framebuffer") {
-		t.Fatalf("events %+v, want an OOM for the VM over its framebuffer", d.Events)
+`, "H100-20C", 20e9, 15e9, true},
+		{"type of unknown size", `
+  - {name: a, memory: 30GB, vm: {type: H100-custom}, workload: {type: training, flops: 1e12}}
+`, "H100-custom", 0, 30e9, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc := mustParse(t, "name: fb\ngpus: [{model: H100-SXM5-80GB, sharing: vgpu}]\ntenants:"+tc.tenants)
+			s := mustNew(t, sc, Options{})
+			s.AdvanceTo(s.Now().Add(time.Second))
+			r, _ := s.Sample(context.Background())
+			d := r.Devices[0]
+			if len(d.VGPUs) != 1 || d.VGPUs[0].Type != tc.typ || d.VGPUs[0].FramebufferBytes != tc.fb || d.VGPUs[0].FramebufferUsed != tc.used {
+				t.Fatalf("vGPUs %+v, want one %s with a framebuffer of %d bytes, %d used", d.VGPUs, tc.typ, tc.fb, tc.used)
+			}
+			oom := len(d.Events) == 1 && d.Events[0].Kind == gpu.EventOOM && strings.Contains(d.Events[0].Message, "framebuffer")
+			if oom != tc.oom || (!oom && len(d.Events) != 0) {
+				t.Fatalf("events %+v, want an OOM for the VM over its framebuffer: %v", d.Events, tc.oom)
+			}
+		})
 	}
 }
 

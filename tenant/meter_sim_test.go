@@ -274,3 +274,41 @@ func TestMeterGPUOutageOnScenario(t *testing.T) {
 		t.Fatal("no sample after an outage")
 	}
 }
+
+// TestMeterVGPUUnknownProfile: on a vGPU host, a VM whose profile's
+// framebuffer is unknown holds an equal part of what the VMs with a
+// profile leave (docs/metering.md): beside an H100-20C (a quarter of the
+// GPU), the rest, 0.75, not the 30 GB it uses over the GPU's memory.
+func TestMeterVGPUUnknownProfile(t *testing.T) {
+	sc, err := sim.ParseScenario("vgpu-unknown.yaml", []byte(`name: vgpu-unknown
+gpus: [{model: H100-SXM5-80GB, sharing: vgpu}]
+tenants:
+  - {name: known, memory: 10GB, vm: {name: vm-known, type: H100-20C}, workload: {type: training, flops: 1e12}}
+  - {name: custom, memory: 30GB, vm: {name: vm-custom, type: H100-custom}, workload: {type: training, flops: 1e12}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := tenant.ParseConfig("vgpu-unknown.tenants.yaml", []byte(`tenants:
+  - {name: known, class: batch, selectors: [{vgpu: {vm_name: vm-known}}]}
+  - {name: custom, class: batch, selectors: [{vgpu: {vm_name: vm-custom}}]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := simtest.Start(t, sc, cfg)
+	ctx := context.Background()
+	var snap *tenant.Snapshot
+	for range 10 {
+		snap = h.Build(ctx, h.Sample(ctx, time.Second))
+	}
+	held := map[string]float64{}
+	for _, m := range snap.Meters {
+		held[m.Tenant] = m.GPUSecondsReserved
+	}
+	// the first sample has no interval: 9 s metered
+	want := map[string]float64{"known": 0.25 * 9, "custom": 0.75 * 9}
+	if !maps.EqualFunc(held, want, func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }) {
+		t.Errorf("reserved GPU-seconds %v, want %v", held, want)
+	}
+}
