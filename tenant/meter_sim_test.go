@@ -312,3 +312,34 @@ tenants:
 		t.Errorf("reserved GPU-seconds %v, want %v", held, want)
 	}
 }
+
+// TestMeterSharedMIGInstance: in a MIG instance two tenants share (x's
+// training job and an unmatched inference server, unassigned, 10 GiB
+// each), NVML has no figure per process and the instance's activity is
+// split by memory: both get the same SM share, energy and GPU-seconds,
+// apportioned, however busy each one's kernels are (docs/metering.md).
+func TestMeterSharedMIGInstance(t *testing.T) {
+	h := simtest.New(t, "testdata/churn/mig-two.yaml", "testdata/churn/mig-two.tenants.yaml")
+	ctx := context.Background()
+	var snap *tenant.Snapshot
+	for range 20 { // the unmatched server stops at 25 s
+		snap = h.Build(ctx, h.Sample(ctx, time.Second))
+	}
+	sm := map[string]float64{}
+	for _, u := range snap.Usage {
+		if u.GPUInstance == "1" && u.SMActive != nil && u.Method == tenant.Apportioned {
+			sm[u.Tenant] = *u.SMActive
+		}
+	}
+	meters := map[string]tenant.Meter{}
+	for _, m := range snap.Meters {
+		meters[m.Tenant] = m
+	}
+	x, un := meters["x"], meters[tenant.Unassigned]
+	if len(sm) != 2 || sm["x"] != sm[tenant.Unassigned] || sm["x"] < 0.4 {
+		t.Errorf("instance 1's apportioned SM shares %v, want x and unassigned alike", sm)
+	}
+	if x.EnergyJoules <= 0 || x.EnergyJoules != un.EnergyJoules || x.GPUSecondsUsed != un.GPUSecondsUsed {
+		t.Errorf("x %.1f J, %.2f GPU-s used; unassigned %.1f J, %.2f: want them alike", x.EnergyJoules, x.GPUSecondsUsed, un.EnergyJoules, un.GPUSecondsUsed)
+	}
+}
