@@ -343,3 +343,35 @@ func TestMeterSharedMIGInstance(t *testing.T) {
 		t.Errorf("x %.1f J, %.2f GPU-s used; unassigned %.1f J, %.2f: want them alike", x.EnergyJoules, x.GPUSecondsUsed, un.EnergyJoules, un.GPUSecondsUsed)
 	}
 }
+
+// TestMeterMIGSMsOutsideInstances: a MIG instance holds its part of the
+// GPU's SMs, and a layout's instances hold fewer SMs than the GPU has
+// (h200-mig's 3g.71gb and 4g.71gb, both in use: 60 + 64 of 132), so the
+// rest, 8/132 of the GPU, is held by nobody: its GPU time goes to the idle
+// cost (docs/metering.md).
+func TestMeterMIGSMsOutsideInstances(t *testing.T) {
+	bi, err := scenarios.Find("h200-mig")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, cfg := loadBuiltin(t, bi)
+	perHour := 3600.0 // 1 a GPU-second
+	cfg.Metering = &tenant.Prices{Currency: "USD", PerGPUHour: &perHour}
+	h := simtest.Start(t, sc, cfg)
+	ctx := context.Background()
+	var snap *tenant.Snapshot
+	for range 11 { // the first sample has no interval: 10 s metered
+		snap = h.Build(ctx, h.Sample(ctx, time.Second))
+	}
+	held := map[string]float64{}
+	for _, m := range snap.Meters {
+		held[m.Tenant] = m.GPUSecondsReserved
+	}
+	want := map[string]float64{"chat": 10 * 60.0 / 132, "vision": 10 * 64.0 / 132}
+	if !maps.EqualFunc(held, want, func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }) {
+		t.Errorf("reserved GPU-seconds %v, want %v", held, want)
+	}
+	if got := snap.GPUMeters[0].IdleCosts[0].GPUTime; math.Abs(got-10*8.0/132) > 1e-9 {
+		t.Errorf("idle GPU-time cost %.4f, want %.4f: the 8 SMs of no instance for 10 s", got, 10*8.0/132)
+	}
+}
