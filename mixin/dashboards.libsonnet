@@ -20,6 +20,14 @@ local g = import 'lib/dashboard.libsonnet';
   local fh = std.format('%s, job=~"$job", %s=~"$host"', [fc, host]),
   local fg = fh + ', gpu=~"$gpu"',
   local ft = fh + ', tenant=~"$tenant"',
+  // A chargeback table's row of what no tenant is charged for: q, the
+  // idle series' sum, labelled as a tenant.
+  local idleRow(q) = std.format('label_replace(%s, "tenant", "idle (no tenant)", "", "")', q),
+  // The cost of each tenant (of the component sel selects, '' for all)
+  // over range, with the idle cost's row.
+  local costWithIdle(sel, range) =
+    local c = if sel == '' then '' else ', ' + sel;
+    std.format('sum by (tenant, currency) (increase(vgpu_tenant_cost_total{%s%s}[%s])) or %s', [ft, c, range, idleRow(std.format('sum by (currency) (increase(vgpu_tenant_idle_cost_total{%s%s}[%s]))', [fh, c, range]))]),
   local gpuLegend = '{{' + host + '}} GPU {{gpu}}',
   local hostKey = std.format('%s, job, %s', [cl, host]),
   // Tuner actions by knob and outcome on the hosts of the filter f.
@@ -158,11 +166,11 @@ local g = import 'lib/dashboard.libsonnet';
     ] + std.flattenArrays([
       [
         g.table('Per tenant, last %s' % p.name, [
-          g.target(std.format('sum by (tenant) (increase(vgpu_tenant_energy_joules_total{%s}[%s])) / 3.6e6', [ft, p.range])),
+          g.target(std.format('sum by (tenant) (increase(vgpu_tenant_energy_joules_total{%s}[%s])) / 3.6e6 or %s', [ft, p.range, idleRow(std.format('sum(increase(vgpu_tenant_idle_energy_joules_total{%s}[%s])) / 3.6e6', [fh, p.range]))])),
           g.target(std.format('sum by (tenant) (increase(vgpu_tenant_gpu_used_seconds_total{%s}[%s])) / 3600', [ft, p.range])),
           g.target(std.format('sum by (tenant) (increase(vgpu_tenant_gpu_reserved_seconds_total{%s}[%s])) / 3600', [ft, p.range])),
           g.target(std.format('sum by (tenant) (increase(vgpu_tenant_memory_byte_seconds_total{%s}[%s])) / (3600 * 2^30)', [ft, p.range])),
-        ], description='Energy in kWh, GPU-hours used and held, memory in GiB-hours, over the last %s. Export: panel menu, Inspect, Data, Download CSV.' % p.name) {
+        ], description='Energy in kWh, GPU-hours used and held, memory in GiB-hours, over the last %s; the row idle (no tenant) is the energy no tenant is charged for (vgpu_tenant_idle_energy_joules_total), so that the energy column adds up to the GPUs\' own. Export: panel menu, Inspect, Data, Download CSV.' % p.name) {
           w: 14,
           transformations+: [{ id: 'organize', options: { renameByName: {
             'Value #A': 'Energy (kWh)',
@@ -172,10 +180,10 @@ local g = import 'lib/dashboard.libsonnet';
           } } }],
         },
         g.table('Cost per tenant, last %s' % p.name, [
-          g.target(std.format('sum by (tenant, currency) (increase(vgpu_tenant_cost_total{%s, component="gpu_time"}[%s]))', [ft, p.range])),
-          g.target(std.format('sum by (tenant, currency) (increase(vgpu_tenant_cost_total{%s, component="energy"}[%s]))', [ft, p.range])),
-          g.target(std.format('sum by (tenant, currency) (increase(vgpu_tenant_cost_total{%s}[%s]))', [ft, p.range])),
-        ], description="The exporters' vgpu_tenant_cost_total over the last %s, in each currency's base unit: GPU time held at the price per GPU-hour, apportioned energy at the price per kWh, and their sum. Empty where no exporter is given prices (--metering.* flags or the tenants file's metering section). Export: panel menu, Inspect, Data, Download CSV." % p.name) {
+          g.target(costWithIdle('component="gpu_time"', p.range)),
+          g.target(costWithIdle('component="energy"', p.range)),
+          g.target(costWithIdle('', p.range)),
+        ], description="The exporters' vgpu_tenant_cost_total over the last %s, in each currency's base unit: GPU time held at the price per GPU-hour, apportioned energy at the price per kWh, and their sum; the row idle (no tenant) is vgpu_tenant_idle_cost_total, the GPU time no tenant held and the idle energy, so that the rows add up to the GPUs' time and energy at the prices. Empty where no exporter is given prices (--metering.* flags or the tenants file's metering section). Export: panel menu, Inspect, Data, Download CSV." % p.name) {
           w: 10,
           transformations+: [{ id: 'organize', options: { renameByName: {
             currency: 'Currency',
