@@ -55,8 +55,10 @@
             // one that switched none in the window has no tenant waiting
             // (an idle neighbour of a busy tenant). On MIG only the
             // tenants of its own instance can take a tenant's SMs, so the
-            // instance must be busy (its tenants' SM activity), not the
-            // GPU. Elsewhere (MPS, vGPU, GPUs without the counter) an idle
+            // instance must be busy (its own SM activity, averaged over
+            // the window like the GPU's: its tenants' averages would count
+            // a neighbour there for a minute of it as busy all of it), not
+            // the GPU. Elsewhere (MPS, vGPU, GPUs without the counter) an idle
             // process fires it too. The ratios are averaged over the
             // window: one reading (the exporter samples every second)
             // does not restart the for.
@@ -71,7 +73,7 @@
                 (
                   avg_over_time(vgpu_gpu_sm_active_ratio{%(sel)s}[%(window)s]) > %(busy)s
                   or
-                  sum by (%(key)s, gpu_instance) (avg_over_time(vgpu_tenant_sm_active_ratio{%(sel)s, gpu_instance!=""}[%(window)s])) > %(busy)s
+                  avg_over_time(vgpu_mig_sm_active_ratio{%(sel)s}[%(window)s]) > %(busy)s
                 )
               )
               unless on (%(key)s)

@@ -1,9 +1,9 @@
 package sim
 
 import (
-	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -51,9 +51,7 @@ func (s *Simulator) SetPauseDuty(ctx context.Context, uuid, name string, pids []
 	if len(ts) == 0 {
 		return fmt.Errorf("sim: tenant %s: no processes to pause", name)
 	}
-	for _, t := range ts {
-		t.duty, t.pulseBase, t.pausedAs, t.pausedFor = duty, s.now, name, uuid
-	}
+	s.setPause(name, uuid, ts, duty)
 	s.action(string(gpu.KnobPauseDuty), uuid, ts[0], strconv.FormatFloat(duty, 'f', 3, 64))
 	return nil
 }
@@ -91,21 +89,71 @@ func (t *tenant) frozenTill(now int64) int64 {
 	return 0
 }
 
-// PausesInForce implements gpu.PauseReporter: each pause as set (the
-// simulator's freeze never fails), by tenant name and GPU.
+// pausedTenant is a tenant name's pause, as the host's pause actuator
+// holds it: the duty each GPU asks for and the processes it named.
+type pausedTenant struct {
+	duties map[string]float64   // by GPU UUID, above 0
+	procs  map[string][]*tenant // by GPU UUID
+}
+
+// setPause sets the duty uuid asks for of the tenant name, whose
+// processes are ts. As on a host, a tenant is paused as a whole: every
+// process any of its GPUs named runs the largest duty they ask for, and
+// one no GPU names any more (a duty of 0 names it) is thawed.
+func (s *Simulator) setPause(name, uuid string, ts []*tenant, duty float64) {
+	p := s.pauses[name]
+	if p == nil {
+		p = &pausedTenant{duties: map[string]float64{}, procs: map[string][]*tenant{}}
+	}
+	touched := slices.Clone(ts)
+	for _, pts := range p.procs {
+		touched = append(touched, pts...)
+	}
+	if duty == 0 {
+		delete(p.duties, uuid)
+		delete(p.procs, uuid)
+	} else {
+		p.duties[uuid], p.procs[uuid] = duty, ts
+	}
+	d := 0.0
+	for _, v := range p.duties {
+		d = max(d, v)
+	}
+	for _, t := range touched {
+		td := 0.0
+		for _, pts := range p.procs {
+			if slices.Contains(pts, t) {
+				td = d
+			}
+		}
+		t.duty, t.pulseBase = td, s.now
+	}
+	if s.pauses == nil {
+		s.pauses = map[string]*pausedTenant{}
+	}
+	s.pauses[name] = p
+	if len(p.duties) == 0 {
+		delete(s.pauses, name)
+	}
+}
+
+// PausesInForce implements gpu.PauseReporter: each tenant name paused,
+// for each GPU that asks for its pause, at the largest duty its GPUs ask
+// for (the simulator's freeze never fails). Sorted by tenant and GPU.
 func (s *Simulator) PausesInForce() []gpu.PauseInForce {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []gpu.PauseInForce
-	for _, t := range s.tenants {
-		in := gpu.PauseInForce{UUID: t.pausedFor, Tenant: t.pausedAs, Duty: t.duty}
-		if t.duty > 0 && !slices.Contains(out, in) {
-			out = append(out, in)
+	for _, name := range slices.Sorted(maps.Keys(s.pauses)) {
+		p := s.pauses[name]
+		d := 0.0
+		for _, v := range p.duties {
+			d = max(d, v)
+		}
+		for _, uuid := range slices.Sorted(maps.Keys(p.duties)) {
+			out = append(out, gpu.PauseInForce{UUID: uuid, Tenant: name, Duty: d})
 		}
 	}
-	slices.SortFunc(out, func(a, b gpu.PauseInForce) int {
-		return cmp.Or(cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.UUID, b.UUID))
-	})
 	return out
 }
 

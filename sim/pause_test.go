@@ -162,3 +162,49 @@ tenants:
 		}
 	}
 }
+
+// A tenant on two GPUs is paused as a whole, as the host's pause
+// actuator pauses it: each GPU's call names all its processes, the duty
+// in force is the largest any of its GPUs asks for, on each of them, and
+// one GPU's thaw leaves the other's pause in force.
+func TestPauseTenantOnTwoGPUs(t *testing.T) {
+	sc := mustParse(t, `name: pause-two
+gpus: [{model: H100-SXM5-80GB, sharing: time-slice}, {model: H100-SXM5-80GB, sharing: time-slice}]
+tenants:
+  - {name: a, gpu: 0, process: {pid: 1}, memory: 8GB, workload: {type: training, flops: 5e13, checkpoint_interval: 1h}}
+  - {name: b, gpu: 1, process: {pid: 2}, memory: 8GB, workload: {type: training, flops: 5e13, checkpoint_interval: 1h}}
+`)
+	s := mustNew(t, sc, Options{})
+	ctx := context.Background()
+	u0, u1 := sc.GPUs[0].UUID, sc.GPUs[1].UUID
+	set := func(uuid string, duty float64) {
+		t.Helper()
+		if err := s.SetPauseDuty(ctx, uuid, "trainer", []uint32{1, 2}, duty); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(what string, want []gpu.PauseInForce, duties ...float64) {
+		t.Helper()
+		if got := s.PausesInForce(); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: pauses in force %+v, want %+v", what, got, want)
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for i, d := range duties {
+			if s.tenants[i].duty != d {
+				t.Errorf("%s: the trainer's process on GPU %d is paused %v of each period, want %v", what, i, s.tenants[i].duty, d)
+			}
+		}
+	}
+	set(u0, 0.3)
+	set(u1, 0.2)
+	want := []gpu.PauseInForce{{UUID: u0, Tenant: "trainer", Duty: 0.3}, {UUID: u1, Tenant: "trainer", Duty: 0.3}}
+	if u1 < u0 {
+		want[0], want[1] = want[1], want[0]
+	}
+	check("both GPUs", want, 0.3, 0.3)
+	set(u0, 0)
+	check("GPU 0 thawed", []gpu.PauseInForce{{UUID: u1, Tenant: "trainer", Duty: 0.2}}, 0.2, 0.2)
+	set(u1, 0)
+	check("both thawed", nil, 0, 0)
+}

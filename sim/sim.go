@@ -64,6 +64,8 @@ type Simulator struct {
 	actions []Action
 	actBase int
 	ctl     *rand.Rand // actuator call failures (restarts.go), made at the first draw
+	// pauses are the pauses set, by tenant name (pause.go)
+	pauses map[string]*pausedTenant
 }
 
 // New builds a simulator for sc, which must come from LoadScenario or

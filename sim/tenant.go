@@ -93,11 +93,8 @@ type tenant struct {
 	// first duty of each PausePeriod since pulseBase.
 	duty      float64
 	pulseBase int64
-	// pausedAs and pausedFor are the tenant name and GPU the latest
-	// pause duty was set for (PausesInForce)
-	pausedAs, pausedFor string
-	gpu, inst           int
-	dom                 *domain
+	gpu, inst int
+	dom       *domain
 
 	// control actions in progress (actuation.go)
 	refusing  bool  // stopped by a control call: arrivals fail

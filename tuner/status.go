@@ -250,8 +250,23 @@ func (t *Tuner) syncPauses() {
 		return
 	}
 	t.pausesInForce = map[string]Duty{}
+	if t.pausedTenants == nil {
+		t.pausedTenants = map[string]bool{}
+	}
 	for _, p := range t.o.Pauses.PausesInForce() {
 		t.pausesInForce[PauseKey(p.UUID, p.Tenant)] = Duty(p.Duty)
+		t.pausedTenants[p.Tenant] = true
 	}
-	t.pauseFailures = t.o.Pauses.PauseFreezeFailures()
+	// served from 0 from a tenant's first pause, so that increase()
+	// counts its first failed freeze
+	failures := maps.Clone(t.o.Pauses.PauseFreezeFailures())
+	for name := range t.pausedTenants {
+		if _, ok := failures[name]; !ok {
+			if failures == nil {
+				failures = map[string]uint64{}
+			}
+			failures[name] = 0
+		}
+	}
+	t.pauseFailures = failures
 }

@@ -196,9 +196,11 @@ type Tuner struct {
 	effectiveMPS map[string]Fraction
 	// pausesInForce are the pause duties in force by PauseKey, last seen
 	// (nil without Options.Pauses); pauseFailures the freezes failed, by
-	// tenant.
+	// tenant, 0 for each tenant that has had a pause in force
+	// (pausedTenants) and none failed.
 	pausesInForce map[string]Duty
 	pauseFailures map[string]uint64
+	pausedTenants map[string]bool
 	// reb is the slow loop's memory (see Options.Rebalance); relayouts the MIG
 	// relayouts under way, by GPU UUID.
 	reb       rebalanceMemory

@@ -468,11 +468,17 @@ func (p *Pauser) run(tenant string, pl *pulse, on time.Duration, stop <-chan str
 		on = p.onTime(pl)
 		now := p.o.Clock.Now()
 		err := p.freeze(tenant, pl.snapshot(), on)
-		if err != nil {
+		// none of its processes left (they exited; the tuner ends the
+		// pause once it sees them gone) is no failure: nothing runs
+		failed := err != nil && !errors.Is(err, errNoneLeft)
+		switch {
+		case failed:
 			level.Warn(p.o.Logger).Log("msg", "pause: freeze failed; the tenant runs this period", "tenant", tenant, "err", err)
 			p.countFailure(tenant)
+		case err != nil:
+			level.Debug(p.o.Logger).Log("msg", "pause: none of the tenant's processes is left to freeze", "tenant", tenant)
 		}
-		pl.failed.Store(err != nil)
+		pl.failed.Store(failed)
 		pl.frozen, pl.onUntil, pl.leaseUntil = err == nil, now.Add(on), now.Add(p.lease(on))
 		pl.act.Unlock()
 	}

@@ -81,3 +81,35 @@ func TestPausesInForce(t *testing.T) {
 		t.Fatalf("failures %v after the thaw, want trainer 1 (a counter)", got)
 	}
 }
+
+// A period that finds none of the tenant's processes left (they exited
+// before the tuner's next round ends the pause) is no failed freeze:
+// nothing ran through it, it is not counted, and the pause asked for is
+// still reported.
+func TestPausesInForceProcessesGone(t *testing.T) {
+	h := newHost(t)
+	h.process(12, "/user.slice/user-0.slice/session-1.scope", "/", 120)
+	clock := gpu.NewManualClock(time.Unix(0, 0))
+	const period = 500 * time.Millisecond
+	p := h.pauser(t, clock, Options{Period: period})
+	must(t, p.SetPauseDuty(context.Background(), "GPU-a", "trainer", []uint32{12}, 0.2))
+	waitBlocked(t, clock, 1)
+	clock.Advance(100 * time.Millisecond) // thaw
+	waitBlocked(t, clock, 1)
+	h.mu.Lock()
+	h.exited[120] = true
+	h.mu.Unlock()
+	for range 3 {
+		clock.Advance(period - 100*time.Millisecond) // a freeze: none left
+		waitBlocked(t, clock, 1)
+		clock.Advance(100 * time.Millisecond)
+		waitBlocked(t, clock, 1)
+	}
+	if got := p.PauseFreezeFailures(); len(got) != 0 {
+		t.Errorf("failures %v, want none (no process left to run)", got)
+	}
+	want := []gpu.PauseInForce{{UUID: "GPU-a", Tenant: "trainer", Duty: 0.2}}
+	if got := p.PausesInForce(); !reflect.DeepEqual(got, want) {
+		t.Errorf("pauses in force %+v, want %+v", got, want)
+	}
+}
