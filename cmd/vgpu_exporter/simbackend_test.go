@@ -415,3 +415,23 @@ func serviceHandler(tb testing.TB, svc *service, self *exposition.Self) http.Han
 	}
 	return h
 }
+
+// A tenants file whose sim:// latency source the simulator could never
+// answer is refused at start, by its line, instead of serving a tenant
+// whose latency is never read.
+func TestSimSourceOfNoTenantRefused(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "tenants.yaml")
+	const file = "tenants:\n  - name: watcher\n    selectors:\n      - executable: vllm\n    latency_source: {url: \"sim://chta\", preset: vllm-e2e}\n"
+	if err := os.WriteFile(p, []byte(file), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	clock := gpu.NewManualClock(time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC))
+	svc, err := buildOn(testConfig(t, "--backend=sim", "--tenants.config="+p), clock, log.NewNopLogger())
+	if err == nil {
+		svc.src.Close()
+		t.Fatal("a sim:// source of no simulated application was accepted")
+	}
+	if want := p + `:5: tenant "watcher": latency_source sim://chta: sim: no tenant named "chta"`; !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %v, want one containing %q", err, want)
+	}
+}

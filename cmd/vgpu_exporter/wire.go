@@ -41,6 +41,9 @@ func buildOn(cfg *config, clock gpu.Clock, logger log.Logger) (*service, error) 
 	}
 	if s, ok := src.(*sim.Simulator); ok && err == nil {
 		err = s.Scenario().CheckSLOs(tcfg.File, tcfg.GivenSLO) // the tuner gets the SLOs the scenario judges
+		if err == nil {
+			err = tcfg.CheckSimSources(s) // and reads every sim:// source it is given
+		}
 	}
 	if err != nil {
 		src.Close()
