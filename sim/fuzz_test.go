@@ -29,6 +29,9 @@ func FuzzParseScenario(f *testing.F) {
 	}
 	f.Add([]byte(saturating("mps", 2, "")))
 	f.Add([]byte(withHealth(healthEvents)))
+	for _, arrival := range []string{"{process: poisson, rate: 5, burst_rate: 50}", "{process: bursty, rate: 5, burst_rate: 50, burst_mean: 1s, calm_mean: 5s, no_loop: true}", "{rate: 5}"} {
+		f.Add([]byte("gpus: [{model: H100-SXM5-80GB}]\ntenants:\n  - {name: a, workload: {type: dnn, flops: 1e9, arrival: " + arrival + "}}\n  - {name: t, workload: {type: training, flops: 1e12, arrival: " + arrival + "}}\n"))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		sc, err := ParseScenario("fuzz.yaml", data)
 		if err != nil {
@@ -36,6 +39,11 @@ func FuzzParseScenario(f *testing.F) {
 				t.Fatalf("error does not name the file: %v", err)
 			}
 			return
+		}
+		for _, ts := range sc.Tenants {
+			if key, _ := unreadArrival(&ts.Workload.Arrival); key != "" {
+				t.Fatalf("tenant %s: arrival.%s loaded, which process %q does not read", ts.Name, key, ts.Workload.Arrival.Process)
+			}
 		}
 		s, err := New(sc, Options{})
 		if err != nil {

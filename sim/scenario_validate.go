@@ -560,7 +560,7 @@ func (p *parser) validateWorkload(sc *Scenario, i int, traces map[string]*trace,
 		if w.FLOPs <= 0 && w.Bytes <= 0 {
 			return p.errAt(at(), "training needs flops and/or bytes per step")
 		}
-		return nil
+		return p.unreadArrivalKey(a, at)
 	}
 	switch a.Process {
 	case "poisson":
@@ -606,6 +606,9 @@ func (p *parser) validateWorkload(sc *Scenario, i int, traces map[string]*trace,
 		return p.errAt(at("arrival"), "arrival needs a process (poisson, bursty, trace)")
 	default:
 		return p.errAt(at("arrival", "process"), "unknown arrival process %q (poisson, bursty, trace)", a.Process)
+	}
+	if err := p.unreadArrivalKey(a, at); err != nil {
+		return err
 	}
 	switch w.Type {
 	case "dnn":
