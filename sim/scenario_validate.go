@@ -397,6 +397,22 @@ func (p *parser) validate(sc *Scenario) error {
 			return p.errAt(at("action"), "unknown event action %q (rate, start, stop, xid, gpu-lost, gpu-restored, %s, %s, %s, %s, %s, %s)", e.Action,
 				actionNVLinkCRCErrors, actionNVLinkReplays, actionPCIeReplays, actionRowRemapPending, actionRowRemapFailure, actionPageRetired)
 		}
+		switch e.Action {
+		case "rate", "start", "stop":
+			if e.Code != 0 {
+				return p.errAt(at("code"), "an event of action %s has no code", e.Action)
+			}
+		}
+		switch e.Action {
+		case "start", "stop", "xid", "gpu-lost", "gpu-restored":
+			if e.Rate != 0 {
+				return p.errAt(at("rate"), "an event of action %s has no rate", e.Action)
+			}
+		case "rate":
+			if !yamlconf.Has(p.root, at("rate")...) {
+				return p.errAt(at(), "a rate event needs rate: the tenant's requests a second from then on (0 stops its arrivals); or an action (start, stop, ...)")
+			}
+		}
 		if e.Action == "rate" {
 			if !(e.Rate >= 0 && e.Rate <= 1e6) {
 				return p.errAt(at("rate"), "rate must be in [0, 1e6]")

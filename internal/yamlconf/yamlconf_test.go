@@ -281,6 +281,25 @@ func TestLine(t *testing.T) {
 	}
 }
 
+func TestHas(t *testing.T) {
+	var root yaml.Node
+	_ = yaml.Unmarshal([]byte("a: 0\nb:\n  - x\n  - c:\n    d: 3\n"), &root)
+	for _, tc := range []struct {
+		path []any
+		want bool
+	}{
+		{nil, true}, {[]any{"a"}, true}, {[]any{"b", 1, "c"}, true}, {[]any{"b", 1, "d"}, true},
+		{[]any{"b", 1, "e"}, false}, {[]any{"b", 7}, false}, {[]any{"z"}, false}, {[]any{"a", "x"}, false},
+	} {
+		if got := Has(&root, tc.path...); got != tc.want {
+			t.Errorf("Has(%v) = %v, want %v", tc.path, got, tc.want)
+		}
+	}
+	if Has(nil, "a") {
+		t.Error("Has on no document")
+	}
+}
+
 func TestSizeUnmarshalYAML(t *testing.T) {
 	var v struct {
 		A Size `yaml:"a"`
