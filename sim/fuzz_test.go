@@ -35,6 +35,9 @@ func FuzzParseScenario(f *testing.F) {
 	for _, event := range []string{"{at: 1s, tenant: a}", "{at: 1s, tenant: a, rate: 0}", "{at: 1s, tenant: a, action: stop, rate: 5}", "{at: 1s, action: xid, gpu: 0, code: 13, rate: 1}"} {
 		f.Add([]byte("gpus: [{model: H100-SXM5-80GB}]\ntenants:\n  - {name: a, workload: {type: dnn, flops: 1e9, arrival: {process: poisson, rate: 5}}}\nevents:\n  - " + event + "\n"))
 	}
+	for _, g := range []string{"{model: H100-SXM5-80GB, sharing: mps, timeslice: long}", "{model: H100-SXM5-80GB, vgpu: {policy: fixed-share}}", "{model: H100-SXM5-80GB, sharing: vgpu, timeslice: short, vgpu: {policy: equal-share}}"} {
+		f.Add([]byte("gpus: [" + g + "]\ntenants:\n  - {name: a, workload: {type: training, flops: 1e12}}\n"))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		sc, err := ParseScenario("fuzz.yaml", data)
 		if err != nil {

@@ -67,7 +67,7 @@ func TestScenarioLimits(t *testing.T) {
 		{"burst_rate", scenario("", oneGPU, tenant("", "type: dnn, flops: 1e9, arrival: {process: bursty, rate: 0, burst_rate: 1e-9, burst_mean: 1ms, calm_mean: 1ms}")),
 			"x.yaml:5: bursty arrivals need burst_rate of at least 0.001"},
 		{"mig_drain_time", scenario("", "  - {model: H100-SXM5-80GB, mig_drain_time: 8d}\n", tenant("", dnn)), "x.yaml:3: mig_drain_time must be in"},
-		{"mps restart_time", scenario("", "  - {model: H100-SXM5-80GB, mps: {restart_time: 8d}}\n", tenant("", dnn)), "x.yaml:3: restart_time must be in"},
+		{"mps restart_time", scenario("", "  - {model: H100-SXM5-80GB, sharing: mps, mps: {restart_time: 8d}}\n", tenant("", dnn)), "x.yaml:3: restart_time must be in"},
 		{"migration_time", scenario("control: {migration_time: 8d}\n", oneGPU, tenant("", dnn)), "x.yaml:2: migration_time must be in"},
 		{"drain_timeout", scenario("control: {drain_timeout: 8d}\n", oneGPU, tenant("", dnn)), "x.yaml:2: drain_timeout must be in"},
 		{"load_bandwidth", scenario("control: {load_bandwidth: 1}\n", oneGPU, tenant("", dnn)), "x.yaml:2: load_bandwidth must be at least 1e+06 bytes a second"},

@@ -118,6 +118,9 @@ func (p *parser) validate(sc *Scenario) error {
 		if _, ok := timeSliceLevels[g.TimeSlice]; !ok {
 			return p.errAt(at("timeslice"), "unknown time-slice level %q (default, short, medium, long)", g.TimeSlice)
 		}
+		if err := p.unreadGPUKey(g, at); err != nil {
+			return err
+		}
 		if g.Sharing == string(gpu.SharingMIG) {
 			if len(g.MIG) == 0 {
 				return p.errAt(at("sharing"), "sharing: mig needs a mig: list of instance profiles")
