@@ -435,3 +435,26 @@ func TestSimSourceOfNoTenantRefused(t *testing.T) {
 		t.Fatalf("error %v, want one containing %q", err, want)
 	}
 }
+
+// The start's warning names the seed the simulator runs: the scenario's
+// own without --sim.seed (it said seed=0), else the flag's.
+func TestSimLogsSeedRun(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "seed=1"},
+		{[]string{"--sim.seed=42"}, "seed=42"},
+	} {
+		var buf strings.Builder
+		svc, err := buildOn(testConfig(t, append([]string{"--backend=sim", "--sim.scenario=h100-timeslice"}, tc.args...)...), gpu.NewManualClock(time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC)), log.NewLogfmtLogger(log.NewSyncWriter(&buf)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc.src.Close()
+		line := grepLines(buf.String(), "serving SIMULATED")
+		if !strings.Contains(line, tc.want) {
+			t.Errorf("%v: %q lacks %s", tc.args, line, tc.want)
+		}
+	}
+}
