@@ -71,6 +71,7 @@ func FuzzParseTrace(f *testing.F) {
 	f.Add([]byte("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,374,44\n2023-11-16 18:15:50.9951690,396,109\n"))
 	f.Add([]byte("ContextTokens,TIMESTAMP,GeneratedTokens,extra\n12,2023-11-16 18:15:46,3,x\n"))
 	f.Add([]byte("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:50,1,1\n2023-11-16 18:15:46,1,1\n"))
+	f.Add([]byte("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:50,10000000,1\n2023-11-16 18:15:51,9223372036854775807,10000001\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		tr, err := parseTrace("t.csv", bytes.NewReader(data), maxTraceRows)
 		if err != nil {
@@ -91,6 +92,11 @@ func FuzzParseTrace(f *testing.F) {
 		for i := 1; i < len(tr.offsets); i++ {
 			if tr.offsets[i] < tr.offsets[i-1] {
 				t.Fatal("offsets go backwards")
+			}
+		}
+		for i := range tr.context {
+			if tr.context[i] > maxTokens || tr.generated[i] > maxTokens {
+				t.Fatalf("request %d of %d, %d tokens", i, tr.context[i], tr.generated[i])
 			}
 		}
 	})

@@ -20,9 +20,13 @@ func TestScenarioLimits(t *testing.T) {
 	sameInstant := filepath.Join(dir, "same.csv")
 	// two requests 100ns apart: at speedup 1e4 their loop takes 0.02ns
 	fast := filepath.Join(dir, "fast.csv")
+	// a request of 1e11 prompt tokens: its reads ran the tenant's
+	// bandwidth share to 3608x the GPU's (9e18 overflowed the KV sums)
+	tokens := filepath.Join(dir, "tokens.csv")
 	for path, rows := range map[string]string{
 		sameInstant: "2023-11-16 18:15:46.6805900,100,10\n2023-11-16 18:15:46.6805900,100,10\n",
 		fast:        "2023-11-16 18:15:46.6805900,100,10\n2023-11-16 18:15:46.6805901,100,10\n",
+		tokens:      "2023-11-16 18:15:46,10000000,10000000\n2023-11-16 18:15:47,99999999999,10\n",
 	} {
 		if err := os.WriteFile(path, []byte("TIMESTAMP,ContextTokens,GeneratedTokens\n"+rows), 0o644); err != nil {
 			t.Fatal(err)
@@ -76,6 +80,8 @@ func TestScenarioLimits(t *testing.T) {
 			"x.yaml:5: trace " + sameInstant + " replays 2 requests in 0s: +Inf a second at speedup 1, over the limit of 1e+06"},
 		{"trace sped up", scenario("", oneGPU, tenant("", "type: llm, params: 8e9, arrival: {process: trace, file: "+fast+", speedup: 1e4}")),
 			"x.yaml:5: trace " + fast + " replays 2 requests in 200ns: 1e+11 a second at speedup 10000, over the limit of 1e+06"},
+		{"trace token counts", scenario("", oneGPU, tenant("", "type: llm, params: 8e9, arrival: {process: trace, file: "+tokens+"}")),
+			"x.yaml:5: " + tokens + ":3: token counts 99999999999, 10: at most 10000000 each"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := ParseScenario("x.yaml", []byte(c.src))

@@ -59,6 +59,9 @@ const (
 	minBandwidth = 1e6
 	// minBurstRate is the least burst_rate of a bursty arrival process.
 	minBurstRate = 1e-3
+	// maxTokens bounds a request's prompt and output tokens: an LLM
+	// workload's context_tokens and generated_tokens, and a trace row's.
+	maxTokens = 10_000_000
 )
 
 // checkDurations refuses a negative duration, or one over maxDuration, of
@@ -490,8 +493,8 @@ func (p *parser) validateWorkload(sc *Scenario, i int, traces map[string]*trace,
 		{at("flops"), w.FLOPs, 1e18},
 		{at("bytes"), w.Bytes, 1e15},
 		{at("params"), w.Params, 1e13},
-		{at("context_tokens"), float64(w.ContextTokens), 1e7},
-		{at("generated_tokens"), float64(w.GeneratedTokens), 1e7},
+		{at("context_tokens"), float64(w.ContextTokens), maxTokens},
+		{at("generated_tokens"), float64(w.GeneratedTokens), maxTokens},
 		{at("max_batch"), float64(w.MaxBatch), 1e5},
 		{at("max_queue"), float64(w.MaxQueue), 1e7},
 		{at("arrival", "rate"), a.Rate, 1e6},
