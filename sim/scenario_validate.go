@@ -325,7 +325,11 @@ func (p *parser) validate(sc *Scenario) error {
 		}
 		if t.Memory == 0 {
 			if m := defaultMemoryFloat(&t.Workload); !(m <= maxMemoryBytes) {
-				return p.errAt(at("memory"), "tenant %s's default memory (weights and a KV cache for max_batch sequences of context_tokens + generated_tokens) is %.3g bytes, over %g: give memory", t.Name, m, float64(maxMemoryBytes))
+				of := "weights_bytes, bytes and 1 GiB of context"
+				if t.Workload.Type == "llm" {
+					of = "weights and a KV cache for max_batch sequences of context_tokens + generated_tokens"
+				}
+				return p.errAt(at("memory"), "tenant %s's default memory (%s) is %.7g bytes, over %g: give memory", t.Name, of, m, float64(maxMemoryBytes))
 			}
 			t.Memory = defaultMemory(&t.Workload)
 		}
