@@ -294,9 +294,10 @@ func grepLines(s, substr string) string {
 	return strings.Join(out, "\n")
 }
 
-// A reload of a bad tenants file keeps the last good configuration in use
-// and is reported by vgpu_config_last_reload_successful; fixing the file
-// and reloading again takes the new tenants.
+// A reload of a bad tenants file (one the simulator's scenario refuses
+// too) keeps the last good configuration in use and is reported by
+// vgpu_config_last_reload_successful; fixing the file and reloading again
+// takes the new tenants.
 func TestReloadKeepsLastGoodConfig(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "tenants.yaml")
 	write := func(content string) {
@@ -335,6 +336,12 @@ func TestReloadKeepsLastGoodConfig(t *testing.T) {
 	step("good file", "Reloaded", 200, "vgpu_config_last_reload_successful 1", `tenant="solo"`)
 	write("tenants:\n  - nmae: duo\n")
 	step("bad file", p+":2", 500, "vgpu_config_last_reload_successful 0", `tenant="solo"`, "vgpu_config_reload_failures_total 1")
+	// A reload is held to what a start on the simulator is: the SLOs the
+	// scenario judges, sim:// sources it serves (both were installed).
+	write("tenants:\n  - name: watcher\n    selectors:\n      - executable: vllm\n    latency_source: {url: \"sim://chta\", preset: vllm-e2e}\n")
+	step("a sim:// source of no application", p+`:5: tenant "watcher": latency_source sim://chta`, 500, "vgpu_config_last_reload_successful 0", `tenant="solo"`, "vgpu_config_reload_failures_total 2")
+	write("tenants:\n  - name: chat\n    class: latency\n    selectors:\n      - executable: vllm\n    slo: {quantile: 0.99, target: 2s}\n    latency_source: {url: \"sim://chat\", preset: vllm-e2e}\n")
+	step("an SLO the scenario does not judge", p+":6 gives the tuner e2e quantile 0.99 <= 2s", 500, "vgpu_config_last_reload_successful 0", `tenant="solo"`, "vgpu_config_reload_failures_total 3")
 	write("tenants:\n  - name: duo\n    class: batch\n    selectors:\n      - executable: vllm\n")
 	step("fixed file", "Reloaded", 200, "vgpu_config_last_reload_successful 1", `tenant="duo"`)
 }
