@@ -198,10 +198,8 @@ func (p *parser) validate(sc *Scenario) error {
 		if msg := checkARR(&g.VGPU); msg != "" {
 			return p.errAt(at("vgpu"), "%s", msg)
 		}
-		if g.Clocks.Max != 0 || g.Clocks.Min != 0 {
-			if g.Clocks.Min > g.Clocks.Max || float64(g.Clocks.Max) > g.model.MaxClockMHz || float64(g.Clocks.Min) < g.model.IdleClockMHz {
-				return p.errAt(at("locked_clocks"), "locked clocks [%d, %d] MHz outside [%g, %g]", g.Clocks.Min, g.Clocks.Max, g.model.IdleClockMHz, g.model.MaxClockMHz)
-			}
+		if msg := g.model.lockProblem(g.Clocks.Min, g.Clocks.Max); msg != "" {
+			return p.errAt(at("locked_clocks"), "%s", msg)
 		}
 		if g.PowerLimW != 0 && !(g.PowerLimW >= 0.3*g.model.TDPW && g.PowerLimW <= g.model.TDPW) {
 			return p.errAt(at("power_limit"), "power limit %g W outside [%g, %g]", g.PowerLimW, 0.3*g.model.TDPW, g.model.TDPW)
