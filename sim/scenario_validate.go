@@ -349,6 +349,11 @@ func (p *parser) validate(sc *Scenario) error {
 		if m := vgpuTypeRE.FindStringSubmatch(t.VM.Type); m != nil {
 			n, _ := strconv.ParseUint(m[1], 10, 32)
 			t.VM.fb = n * gb
+			// a type that names its size is one of the GPU's (a type that
+			// names none is of unknown size, as NVML reads it)
+			if g.Sharing == string(gpu.SharingVGPU) && !(strings.HasPrefix(t.VM.Type, g.model.VGPUTypes+"-") && t.VM.fb > 0 && t.VM.fb <= g.model.MemBytes) {
+				return p.errAt(at("vm", "type"), "vm.type %q is no vGPU type of an %s: %s-<N>C, N GB of framebuffer, N from 1 to %d", t.VM.Type, g.Model, g.model.VGPUTypes, g.model.MemBytes/gb)
+			}
 		}
 	}
 	// the VMs' host processes where the scenario does not name them
