@@ -165,6 +165,26 @@ func effectivePort(u *url.URL) string {
 	return "80"
 }
 
+// CheckSim reads a sim:// source once from app and picks its histogram
+// (Triton: its counters) out of what the application serves, as every
+// scrape of it will. The error says why the source could never give a
+// reading: an application the simulator does not run, a histogram it does
+// not serve, matchers that no series meets. nil for another scheme.
+func CheckSim(src *Source, app gpu.AppMetricsSource) error {
+	if SimApp(src.URL) == "" {
+		return nil
+	}
+	sc := scraper{app: app}
+	fams, err := sc.fetch(context.Background(), src)
+	if err != nil {
+		return err
+	}
+	if _, err := extract(src, fams); err != nil {
+		return fmt.Errorf("%s: %w", src.URL, err)
+	}
+	return nil
+}
+
 // scrapeOnce scrapes the tracker's source once and records the result.
 func (sc *scraper) scrapeOnce(ctx context.Context, t *sloTracker, now time.Time) error {
 	fams, err := sc.fetch(ctx, t.src)

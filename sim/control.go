@@ -297,8 +297,8 @@ func (s *Simulator) LockClocks(ctx context.Context, uuid string, l gpu.ClockLock
 		s.action(string(gpu.KnobLockedClocks), uuid, nil, "reset")
 		return nil
 	}
-	if l.MinMHz > l.MaxMHz || float64(l.MaxMHz) > g.m.MaxClockMHz || float64(l.MinMHz) < g.m.IdleClockMHz {
-		return fmt.Errorf("sim: locked clocks [%d, %d] MHz outside [%g, %g]", l.MinMHz, l.MaxMHz, g.m.IdleClockMHz, g.m.MaxClockMHz)
+	if msg := g.m.lockProblem(l.MinMHz, l.MaxMHz); msg != "" {
+		return fmt.Errorf("sim: %s", msg)
 	}
 	if err := s.call(viaNVML); err != nil {
 		return err

@@ -29,6 +29,15 @@ func FuzzParseScenario(f *testing.F) {
 	}
 	f.Add([]byte(saturating("mps", 2, "")))
 	f.Add([]byte(withHealth(healthEvents)))
+	for _, arrival := range []string{"{process: poisson, rate: 5, burst_rate: 50}", "{process: bursty, rate: 5, burst_rate: 50, burst_mean: 1s, calm_mean: 5s, no_loop: true}", "{rate: 5}"} {
+		f.Add([]byte("gpus: [{model: H100-SXM5-80GB}]\ntenants:\n  - {name: a, workload: {type: dnn, flops: 1e9, arrival: " + arrival + "}}\n  - {name: t, workload: {type: training, flops: 1e12, arrival: " + arrival + "}}\n"))
+	}
+	for _, event := range []string{"{at: 1s, tenant: a}", "{at: 1s, tenant: a, rate: 0}", "{at: 1s, tenant: a, action: stop, rate: 5}", "{at: 1s, action: xid, gpu: 0, code: 13, rate: 1}"} {
+		f.Add([]byte("gpus: [{model: H100-SXM5-80GB}]\ntenants:\n  - {name: a, workload: {type: dnn, flops: 1e9, arrival: {process: poisson, rate: 5}}}\nevents:\n  - " + event + "\n"))
+	}
+	for _, g := range []string{"{model: H100-SXM5-80GB, sharing: mps, timeslice: long}", "{model: H100-SXM5-80GB, vgpu: {policy: fixed-share}}", "{model: H100-SXM5-80GB, sharing: vgpu, timeslice: short, vgpu: {policy: equal-share}}"} {
+		f.Add([]byte("gpus: [" + g + "]\ntenants:\n  - {name: a, workload: {type: training, flops: 1e12}}\n"))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		sc, err := ParseScenario("fuzz.yaml", data)
 		if err != nil {
@@ -36,6 +45,11 @@ func FuzzParseScenario(f *testing.F) {
 				t.Fatalf("error does not name the file: %v", err)
 			}
 			return
+		}
+		for _, ts := range sc.Tenants {
+			if key, _ := unreadArrival(&ts.Workload.Arrival); key != "" {
+				t.Fatalf("tenant %s: arrival.%s loaded, which process %q does not read", ts.Name, key, ts.Workload.Arrival.Process)
+			}
 		}
 		s, err := New(sc, Options{})
 		if err != nil {
@@ -57,6 +71,7 @@ func FuzzParseTrace(f *testing.F) {
 	f.Add([]byte("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,374,44\n2023-11-16 18:15:50.9951690,396,109\n"))
 	f.Add([]byte("ContextTokens,TIMESTAMP,GeneratedTokens,extra\n12,2023-11-16 18:15:46,3,x\n"))
 	f.Add([]byte("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:50,1,1\n2023-11-16 18:15:46,1,1\n"))
+	f.Add([]byte("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:50,10000000,1\n2023-11-16 18:15:51,9223372036854775807,10000001\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		tr, err := parseTrace("t.csv", bytes.NewReader(data), maxTraceRows)
 		if err != nil {
@@ -77,6 +92,11 @@ func FuzzParseTrace(f *testing.F) {
 		for i := 1; i < len(tr.offsets); i++ {
 			if tr.offsets[i] < tr.offsets[i-1] {
 				t.Fatal("offsets go backwards")
+			}
+		}
+		for i := range tr.context {
+			if tr.context[i] > maxTokens || tr.generated[i] > maxTokens {
+				t.Fatalf("request %d of %d, %d tokens", i, tr.context[i], tr.generated[i])
 			}
 		}
 	})

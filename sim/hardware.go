@@ -96,6 +96,22 @@ var models = []*gpuModel{
 	},
 }
 
+// lockProblem says what is wrong with locking the SM clock of a GPU of
+// model m to [lo, hi] MHz, "" when nothing (both 0 resets the lock).
+func (m *gpuModel) lockProblem(lo, hi uint32) string {
+	switch {
+	case lo == 0 && hi == 0:
+		return ""
+	case lo == 0 || hi == 0:
+		return fmt.Sprintf("locked clocks [%d, %d] MHz: give both min and max (min = max locks one value)", lo, hi)
+	case lo > hi:
+		return fmt.Sprintf("locked clocks [%d, %d] MHz: min is above max", lo, hi)
+	case float64(hi) > m.MaxClockMHz || float64(lo) < m.IdleClockMHz:
+		return fmt.Sprintf("locked clocks [%d, %d] MHz outside [%g, %g]", lo, hi, m.IdleClockMHz, m.MaxClockMHz)
+	}
+	return ""
+}
+
 func modelByName(name string) *gpuModel {
 	for _, m := range models {
 		if m.Name == name {

@@ -20,9 +20,13 @@ func TestScenarioLimits(t *testing.T) {
 	sameInstant := filepath.Join(dir, "same.csv")
 	// two requests 100ns apart: at speedup 1e4 their loop takes 0.02ns
 	fast := filepath.Join(dir, "fast.csv")
+	// a request of 1e11 prompt tokens: its reads ran the tenant's
+	// bandwidth share to 3608x the GPU's (9e18 overflowed the KV sums)
+	tokens := filepath.Join(dir, "tokens.csv")
 	for path, rows := range map[string]string{
 		sameInstant: "2023-11-16 18:15:46.6805900,100,10\n2023-11-16 18:15:46.6805900,100,10\n",
 		fast:        "2023-11-16 18:15:46.6805900,100,10\n2023-11-16 18:15:46.6805901,100,10\n",
+		tokens:      "2023-11-16 18:15:46,10000000,10000000\n2023-11-16 18:15:47,99999999999,10\n",
 	} {
 		if err := os.WriteFile(path, []byte("TIMESTAMP,ContextTokens,GeneratedTokens\n"+rows), 0o644); err != nil {
 			t.Fatal(err)
@@ -53,7 +57,9 @@ func TestScenarioLimits(t *testing.T) {
 			"x.yaml:6: the tenants' max_queue add up to 12000000 by tenant b, over the 10485760 waiting requests a scenario may hold (the default is 10000 a tenant)"},
 		{"memory", scenario("", oneGPU, tenant("memory: 2000TB, ", dnn)), "x.yaml:5: memory must be at most 1e+15 bytes"},
 		{"default memory", scenario("", oneGPU, tenant("", "type: llm, params: 8e9, kv_bytes_per_token: 1GB, context_tokens: 10000000, max_batch: 4096, arrival: {process: poisson, rate: 1}")),
-			"x.yaml:5: tenant a's default memory (weights and a KV cache for max_batch sequences of context_tokens + generated_tokens) is 4.1e+19 bytes, over 1e+15: give memory"},
+			"x.yaml:5: tenant a's default memory (weights and a KV cache for max_batch sequences of context_tokens + generated_tokens) is 4.096052e+19 bytes, over 1e+15: give memory"},
+		{"default memory of training", scenario("", oneGPU, tenant("", "type: training, flops: 1e9, bytes: 1e15")),
+			"x.yaml:5: tenant a's default memory (weights_bytes, bytes and 1 GiB of context) is 1.000001e+15 bytes, over 1e+15: give memory"},
 		{"weights_bytes", scenario("", oneGPU, tenant("", dnn+", weights_bytes: 2000000000000000")), "x.yaml:5: weights_bytes must be in [0, 1e+15]"},
 		{"kv_bytes_per_token", scenario("", oneGPU, tenant("", "type: llm, params: 8e9, kv_bytes_per_token: 9000000000000000000, arrival: {process: poisson, rate: 1}")),
 			"x.yaml:5: kv_bytes_per_token must be in [0, 1e+09]"},
@@ -67,7 +73,7 @@ func TestScenarioLimits(t *testing.T) {
 		{"burst_rate", scenario("", oneGPU, tenant("", "type: dnn, flops: 1e9, arrival: {process: bursty, rate: 0, burst_rate: 1e-9, burst_mean: 1ms, calm_mean: 1ms}")),
 			"x.yaml:5: bursty arrivals need burst_rate of at least 0.001"},
 		{"mig_drain_time", scenario("", "  - {model: H100-SXM5-80GB, mig_drain_time: 8d}\n", tenant("", dnn)), "x.yaml:3: mig_drain_time must be in"},
-		{"mps restart_time", scenario("", "  - {model: H100-SXM5-80GB, mps: {restart_time: 8d}}\n", tenant("", dnn)), "x.yaml:3: restart_time must be in"},
+		{"mps restart_time", scenario("", "  - {model: H100-SXM5-80GB, sharing: mps, mps: {restart_time: 8d}}\n", tenant("", dnn)), "x.yaml:3: restart_time must be in"},
 		{"migration_time", scenario("control: {migration_time: 8d}\n", oneGPU, tenant("", dnn)), "x.yaml:2: migration_time must be in"},
 		{"drain_timeout", scenario("control: {drain_timeout: 8d}\n", oneGPU, tenant("", dnn)), "x.yaml:2: drain_timeout must be in"},
 		{"load_bandwidth", scenario("control: {load_bandwidth: 1}\n", oneGPU, tenant("", dnn)), "x.yaml:2: load_bandwidth must be at least 1e+06 bytes a second"},
@@ -76,6 +82,8 @@ func TestScenarioLimits(t *testing.T) {
 			"x.yaml:5: trace " + sameInstant + " replays 2 requests in 0s: +Inf a second at speedup 1, over the limit of 1e+06"},
 		{"trace sped up", scenario("", oneGPU, tenant("", "type: llm, params: 8e9, arrival: {process: trace, file: "+fast+", speedup: 1e4}")),
 			"x.yaml:5: trace " + fast + " replays 2 requests in 200ns: 1e+11 a second at speedup 10000, over the limit of 1e+06"},
+		{"trace token counts", scenario("", oneGPU, tenant("", "type: llm, params: 8e9, arrival: {process: trace, file: "+tokens+"}")),
+			"x.yaml:5: " + tokens + ":3: token counts 99999999999, 10: at most 10000000 each"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := ParseScenario("x.yaml", []byte(c.src))

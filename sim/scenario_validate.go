@@ -59,6 +59,9 @@ const (
 	minBandwidth = 1e6
 	// minBurstRate is the least burst_rate of a bursty arrival process.
 	minBurstRate = 1e-3
+	// maxTokens bounds a request's prompt and output tokens: an LLM
+	// workload's context_tokens and generated_tokens, and a trace row's.
+	maxTokens = 10_000_000
 )
 
 // checkDurations refuses a negative duration, or one over maxDuration, of
@@ -117,6 +120,9 @@ func (p *parser) validate(sc *Scenario) error {
 		}
 		if _, ok := timeSliceLevels[g.TimeSlice]; !ok {
 			return p.errAt(at("timeslice"), "unknown time-slice level %q (default, short, medium, long)", g.TimeSlice)
+		}
+		if err := p.unreadGPUKey(g, at); err != nil {
+			return err
 		}
 		if g.Sharing == string(gpu.SharingMIG) {
 			if len(g.MIG) == 0 {
@@ -192,10 +198,8 @@ func (p *parser) validate(sc *Scenario) error {
 		if msg := checkARR(&g.VGPU); msg != "" {
 			return p.errAt(at("vgpu"), "%s", msg)
 		}
-		if g.Clocks.Max != 0 || g.Clocks.Min != 0 {
-			if g.Clocks.Min > g.Clocks.Max || float64(g.Clocks.Max) > g.model.MaxClockMHz || float64(g.Clocks.Min) < g.model.IdleClockMHz {
-				return p.errAt(at("locked_clocks"), "locked clocks [%d, %d] MHz outside [%g, %g]", g.Clocks.Min, g.Clocks.Max, g.model.IdleClockMHz, g.model.MaxClockMHz)
-			}
+		if msg := g.model.lockProblem(g.Clocks.Min, g.Clocks.Max); msg != "" {
+			return p.errAt(at("locked_clocks"), "%s", msg)
 		}
 		if g.PowerLimW != 0 && !(g.PowerLimW >= 0.3*g.model.TDPW && g.PowerLimW <= g.model.TDPW) {
 			return p.errAt(at("power_limit"), "power limit %g W outside [%g, %g]", g.PowerLimW, 0.3*g.model.TDPW, g.model.TDPW)
@@ -319,7 +323,11 @@ func (p *parser) validate(sc *Scenario) error {
 		}
 		if t.Memory == 0 {
 			if m := defaultMemoryFloat(&t.Workload); !(m <= maxMemoryBytes) {
-				return p.errAt(at("memory"), "tenant %s's default memory (weights and a KV cache for max_batch sequences of context_tokens + generated_tokens) is %.3g bytes, over %g: give memory", t.Name, m, float64(maxMemoryBytes))
+				of := "weights_bytes, bytes and 1 GiB of context"
+				if t.Workload.Type == "llm" {
+					of = "weights and a KV cache for max_batch sequences of context_tokens + generated_tokens"
+				}
+				return p.errAt(at("memory"), "tenant %s's default memory (%s) is %.7g bytes, over %g: give memory", t.Name, of, m, float64(maxMemoryBytes))
 			}
 			t.Memory = defaultMemory(&t.Workload)
 		}
@@ -341,6 +349,11 @@ func (p *parser) validate(sc *Scenario) error {
 		if m := vgpuTypeRE.FindStringSubmatch(t.VM.Type); m != nil {
 			n, _ := strconv.ParseUint(m[1], 10, 32)
 			t.VM.fb = n * gb
+			// a type that names its size is one of the GPU's (a type that
+			// names none is of unknown size, as NVML reads it)
+			if g.Sharing == string(gpu.SharingVGPU) && !(strings.HasPrefix(t.VM.Type, g.model.VGPUTypes+"-") && t.VM.fb > 0 && t.VM.fb <= g.model.MemBytes) {
+				return p.errAt(at("vm", "type"), "vm.type %q is no vGPU type of an %s: %s-<N>C, N GB of framebuffer, N from 1 to %d", t.VM.Type, g.Model, g.model.VGPUTypes, g.model.MemBytes/gb)
+			}
 		}
 	}
 	// the VMs' host processes where the scenario does not name them
@@ -396,6 +409,22 @@ func (p *parser) validate(sc *Scenario) error {
 		default:
 			return p.errAt(at("action"), "unknown event action %q (rate, start, stop, xid, gpu-lost, gpu-restored, %s, %s, %s, %s, %s, %s)", e.Action,
 				actionNVLinkCRCErrors, actionNVLinkReplays, actionPCIeReplays, actionRowRemapPending, actionRowRemapFailure, actionPageRetired)
+		}
+		switch e.Action {
+		case "rate", "start", "stop":
+			if e.Code != 0 {
+				return p.errAt(at("code"), "an event of action %s has no code", e.Action)
+			}
+		}
+		switch e.Action {
+		case "start", "stop", "xid", "gpu-lost", "gpu-restored":
+			if e.Rate != 0 {
+				return p.errAt(at("rate"), "an event of action %s has no rate", e.Action)
+			}
+		case "rate":
+			if !yamlconf.Has(p.root, at("rate")...) {
+				return p.errAt(at(), "a rate event needs rate: the tenant's requests a second from then on (0 stops its arrivals); or an action (start, stop, ...)")
+			}
 		}
 		if e.Action == "rate" {
 			if !(e.Rate >= 0 && e.Rate <= 1e6) {
@@ -471,8 +500,8 @@ func (p *parser) validateWorkload(sc *Scenario, i int, traces map[string]*trace,
 		{at("flops"), w.FLOPs, 1e18},
 		{at("bytes"), w.Bytes, 1e15},
 		{at("params"), w.Params, 1e13},
-		{at("context_tokens"), float64(w.ContextTokens), 1e7},
-		{at("generated_tokens"), float64(w.GeneratedTokens), 1e7},
+		{at("context_tokens"), float64(w.ContextTokens), maxTokens},
+		{at("generated_tokens"), float64(w.GeneratedTokens), maxTokens},
 		{at("max_batch"), float64(w.MaxBatch), 1e5},
 		{at("max_queue"), float64(w.MaxQueue), 1e7},
 		{at("arrival", "rate"), a.Rate, 1e6},
@@ -560,7 +589,7 @@ func (p *parser) validateWorkload(sc *Scenario, i int, traces map[string]*trace,
 		if w.FLOPs <= 0 && w.Bytes <= 0 {
 			return p.errAt(at(), "training needs flops and/or bytes per step")
 		}
-		return nil
+		return p.unreadArrivalKey(a, at)
 	}
 	switch a.Process {
 	case "poisson":
@@ -606,6 +635,9 @@ func (p *parser) validateWorkload(sc *Scenario, i int, traces map[string]*trace,
 		return p.errAt(at("arrival"), "arrival needs a process (poisson, bursty, trace)")
 	default:
 		return p.errAt(at("arrival", "process"), "unknown arrival process %q (poisson, bursty, trace)", a.Process)
+	}
+	if err := p.unreadArrivalKey(a, at); err != nil {
+		return err
 	}
 	switch w.Type {
 	case "dnn":

@@ -188,6 +188,9 @@ func (s *Simulator) Close() error { return nil }
 // Scenario returns the scenario being run.
 func (s *Simulator) Scenario() *Scenario { return s.sc }
 
+// Seed is the seed the simulator runs: Options.Seed, else the scenario's.
+func (s *Simulator) Seed() int64 { return s.seed }
+
 // Now returns the simulator's virtual time.
 func (s *Simulator) Now() time.Time {
 	s.mu.Lock()

@@ -124,6 +124,9 @@ func parseTrace(path string, r io.Reader, maxRows int) (*trace, error) {
 		if err1 != nil || err2 != nil || c < 0 || g < 0 {
 			return nil, fmt.Errorf("%s:%d: bad token counts %q, %q", path, line, rec[ci], rec[gi])
 		}
+		if c > maxTokens || g > maxTokens {
+			return nil, fmt.Errorf("%s:%d: token counts %d, %d: at most %d each (as context_tokens and generated_tokens)", path, line, c, g, maxTokens)
+		}
 		if len(tr.offsets) == 0 {
 			first = ts
 		}

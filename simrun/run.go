@@ -298,7 +298,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sample at start: %w", err)
 	}
-	s.Window() // discard anything before the first step (the policy's calls at init take time: they count)
+	// Discard anything before the first step (the policy's calls at init
+	// take time: they count), but for the contexts that failed to start:
+	// a tenant whose memory does not fit fails at the scenario's start, and
+	// the first step's window counts that OOM (else its row is all zeros,
+	// with no word of why).
+	startOOMs := s.Window().Tenants
 	if err := pol.Init(ctx, act, snap); err != nil {
 		return nil, fmt.Errorf("policy %s: init: %w", pol.Name(), err)
 	}
@@ -328,8 +333,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		// the recorder takes the window's latencies unsorted
 		w := s.WindowUnsorted()
-		for _, tw := range w.Tenants {
+		for j, tw := range w.Tenants {
 			latLeft -= int64(len(tw.Latencies))
+			if i == 1 {
+				w.Tenants[j].OOMs += startOOMs[j].OOMs
+			}
 		}
 		s.SetWindowLatencies(windowLatencies(latLeft, len(sc.Tenants)))
 		if cfg.observe != nil {

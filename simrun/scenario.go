@@ -71,9 +71,18 @@ func checked(sc *sim.Scenario, cfg *tenant.Config) (*sim.Scenario, *tenant.Confi
 // CheckTenants returns an error when the tenants configuration cfg gives a
 // tenant of sc another SLO than the one the scenario judges it by
 // (sim.Scenario.CheckSLOs): a run must score the tuner against the
-// objective it was given.
+// objective it was given; or when one of its sim:// latency sources could
+// never be read from the scenario's simulator (tenant.Config.CheckSimSources):
+// the tuner would not see that tenant's latency.
 func CheckTenants(sc *sim.Scenario, cfg *tenant.Config) error {
-	return sc.CheckSLOs(cfg.File, cfg.GivenSLO)
+	if err := sc.CheckSLOs(cfg.File, cfg.GivenSLO); err != nil {
+		return err
+	}
+	s, err := sim.New(sc, sim.Options{})
+	if err != nil {
+		return err
+	}
+	return cfg.CheckSimSources(s)
 }
 
 // Companion returns the tenants file beside a scenario file when there is

@@ -3,6 +3,8 @@ package simrun
 import (
 	"context"
 	"fmt"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -27,8 +29,16 @@ func Seeds(cfg Config, count int, list []int64) ([]int64, error) {
 		}
 		base = sc.Seed
 	}
-	for i := range count {
-		list = append(list, base+int64(i))
+	for s := base; len(list) < count; s++ {
+		// 0 is no seed to run (sim.Options.Seed 0 keeps the scenario's):
+		// a count from below it passes over it, unless the scenario's own
+		// seed is 0.
+		if s != 0 || base == 0 {
+			list = append(list, s)
+		}
+		if s == math.MaxInt64 && len(list) < count {
+			return nil, fmt.Errorf("--seeds %d from seed %d: past the largest seed", count, base)
+		}
 	}
 	return list, nil
 }
@@ -78,6 +88,9 @@ func ParseSeeds(v string) (count int, list []int64, err error) {
 		if err != nil || n < 1 {
 			return 0, nil, fmt.Errorf("--seeds %q: want a count (3) or a list of non-zero seeds (1,2,3)", v)
 		}
+		if n > maxSeeds {
+			return 0, nil, fmt.Errorf("--seeds %q: %d seeds, more than the %d a run takes", v, n, maxSeeds)
+		}
 		return n, nil, nil
 	}
 	for _, f := range strings.Split(v, ",") {
@@ -85,13 +98,19 @@ func ParseSeeds(v string) (count int, list []int64, err error) {
 		if err != nil || s == 0 {
 			return 0, nil, fmt.Errorf("--seeds %q: %q is not a non-zero integer", v, f)
 		}
+		if slices.Contains(list, s) {
+			return 0, nil, fmt.Errorf("--seeds %q: seed %d twice (its run would count twice in the mean and deviation)", v, s)
+		}
+		if len(list) == maxSeeds {
+			return 0, nil, fmt.Errorf("--seeds %q: more than the %d seeds a run takes", v, maxSeeds)
+		}
 		list = append(list, s)
 	}
 	return len(list), list, nil
 }
 
-// maxSeeds bounds a range of seeds: a typo must not start a table
-// that would never end.
+// maxSeeds bounds the seeds of a run or a table: a typo must not start
+// runs that would never end.
 const maxSeeds = 1000
 
 // ParseSeedRange parses the seeds of `vgpusim tables`: a range A-B, a

@@ -1,6 +1,9 @@
 package simrun_test
 
 import (
+	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -35,6 +38,11 @@ func TestParseSeeds(t *testing.T) {
 		{"x", 0, nil, true},
 		{"1,0", 0, nil, true},
 		{"1,,2", 0, nil, true},
+		{"1000", 1000, nil, false},
+		{"1001", 0, nil, true}, // ran a million runs for 1000000
+		{"1,1", 0, nil, true},  // counted seed 1 twice in the mean
+		{"5,-5,5", 0, nil, true},
+		{"5,-5", 2, []int64{5, -5}, false},
 	}
 	for _, tc := range tests {
 		n, l, err := simrun.ParseSeeds(tc.in)
@@ -59,6 +67,7 @@ func TestParseSeedRange(t *testing.T) {
 		{"0", nil, true},
 		{"a-b", nil, true},
 		{"", nil, true},
+		{"3,3", nil, true},
 	}
 	for _, tc := range tests {
 		got, err := simrun.ParseSeedRange(tc.in)
@@ -68,20 +77,53 @@ func TestParseSeedRange(t *testing.T) {
 	}
 }
 
+// TestSeedsCount: a count of seeds runs the seeds from the base on, and
+// passes over 0, which is no seed (sim.Options.Seed 0 keeps the
+// scenario's): --seed=-2 --seeds 3 ran the scenario's own seed and named
+// it "seed 0". A scenario whose own seed is 0 runs it first.
+func TestSeedsCount(t *testing.T) {
+	for _, tc := range []struct {
+		base  int64
+		count int
+		want  []int64
+		err   bool
+	}{
+		{1, 3, []int64{1, 2, 3}, false},
+		{-2, 3, []int64{-2, -1, 1}, false},
+		{-1, 2, []int64{-1, 1}, false},
+		{0, 2, []int64{0, 1}, false},
+		{math.MaxInt64 - 1, 2, []int64{math.MaxInt64 - 1, math.MaxInt64}, false},
+		{math.MaxInt64, 2, nil, true},
+	} {
+		cfg := simrun.Config{Seed: tc.base, SeedSet: true}
+		if tc.base == 0 {
+			p := filepath.Join(t.TempDir(), "seedless.yaml")
+			if err := os.WriteFile(p, []byte("gpus: [{model: H100-SXM5-80GB}]\ntenants: [{name: a, workload: {type: training, flops: 1e12}}]\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cfg = simrun.Config{Scenario: p}
+		}
+		got, err := simrun.Seeds(cfg, tc.count, nil)
+		if (err != nil) != tc.err || !slices.Equal(got, tc.want) {
+			t.Errorf("Seeds from %d, %d of them = %v, %v; want %v", tc.base, tc.count, got, err, tc.want)
+		}
+	}
+}
+
 // FuzzParseSeeds: no input makes the seed parsers panic, and what they
 // accept has only non-zero seeds (a range only positive ones, in order).
 func FuzzParseSeeds(f *testing.F) {
-	for _, s := range []string{"3", "1,2,3", "4-6", "0", "-1", "1,,2", "9-1", " 5 ,6", "9223372036854775807-9223372036854775807"} {
+	for _, s := range []string{"3", "1,2,3", "4-6", "0", "-1", "1,,2", "9-1", " 5 ,6", "9223372036854775807-9223372036854775807", "1001", "2,2"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, v string) {
 		if n, list, err := simrun.ParseSeeds(v); err == nil {
-			if n < 1 || (list != nil && len(list) != n) {
+			if n < 1 || n > 1000 || (list != nil && len(list) != n) {
 				t.Fatalf("ParseSeeds(%q) = %d, %v", v, n, list)
 			}
-			for _, s := range list {
-				if s == 0 {
-					t.Fatalf("ParseSeeds(%q) accepted seed 0", v)
+			for i, s := range list {
+				if s == 0 || slices.Contains(list[:i], s) {
+					t.Fatalf("ParseSeeds(%q) accepted seed %d (0, or twice)", v, s)
 				}
 			}
 		}

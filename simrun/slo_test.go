@@ -68,16 +68,7 @@ var sloTarget = regexp.MustCompile(`(slo: \{quantile: [0-9.]+, target: )([0-9a-z
 func TestMismatchedCopyRefused(t *testing.T) {
 	for _, b := range builtins(t) {
 		t.Run(b.Name, func(t *testing.T) {
-			dir := t.TempDir()
-			if err := os.CopyFS(dir, b.FS); err != nil {
-				t.Fatal(err)
-			}
-			scenario := filepath.Join(dir, filepath.FromSlash(b.Path))
-			tp := simrun.Companion(scenario)
-			data, err := os.ReadFile(tp)
-			if err != nil {
-				t.Fatal(err)
-			}
+			scenario, tp, data := copyBuiltin(t, b)
 			m := sloTarget.FindSubmatchIndex(data)
 			if m == nil {
 				t.Fatalf("%s: no slo line", tp)
@@ -87,7 +78,7 @@ func TestMismatchedCopyRefused(t *testing.T) {
 				t.Fatal(err)
 			}
 			line := strings.Count(string(data[:m[0]]), "\n") + 1
-			_, _, err = simrun.LoadScenario(scenario)
+			_, _, err := simrun.LoadScenario(scenario)
 			if err == nil {
 				t.Fatal("a tenants file that disagrees with its scenario was accepted")
 			}
@@ -98,6 +89,24 @@ func TestMismatchedCopyRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// copyBuiltin copies built-in scenario b, with its tenants file and
+// trace, to a temporary directory: it returns the copy's scenario path,
+// its companion tenants file and that file's text.
+func copyBuiltin(t *testing.T, b scenarios.Builtin) (scenario, tenants string, data []byte) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, b.FS); err != nil {
+		t.Fatal(err)
+	}
+	scenario = filepath.Join(dir, filepath.FromSlash(b.Path))
+	tenants = simrun.Companion(scenario)
+	data, err := os.ReadFile(tenants)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return scenario, tenants, data
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

@@ -34,6 +34,11 @@ type BuilderOptions struct {
 	// AllowEmpty makes Reload accept a tenants file with no tenants; by
 	// default one is refused (see NotEmpty).
 	AllowEmpty bool
+	// Check, when set, is a rule a reloaded file must meet besides its
+	// own, as the file loaded at start met it (the simulator's: the SLOs
+	// its scenario judges, the sim:// sources it serves); its error
+	// refuses the reload.
+	Check func(*Config) error
 	// PodTenancy gives the pods that no tenant of the tenants file matches
 	// a tenant of their own (their namespace, or a label's value); the zero
 	// value leaves them Unassigned. It needs Pods.
@@ -57,6 +62,7 @@ type Builder struct {
 	pods    PodMapper      // nil: none
 	// allowEmpty: a reload may install a file with no tenants.
 	allowEmpty bool
+	check      func(*Config) error // BuilderOptions.Check; nil: none
 	podTenancy PodTenancy
 	prices     *Prices // the flags' (BuilderOptions.Prices)
 
@@ -144,6 +150,7 @@ func NewBuilder(cfg *Config, opts BuilderOptions) (*Builder, error) {
 		meters:  newMeterState(),
 
 		allowEmpty: opts.AllowEmpty,
+		check:      opts.Check,
 		podTenancy: opts.PodTenancy,
 		prices:     opts.Prices,
 
@@ -191,6 +198,9 @@ func (b *Builder) Reload(path string) error {
 		cfg, err = LoadConfig(path)
 		if err == nil && !b.allowEmpty {
 			err = NotEmpty(cfg)
+		}
+		if err == nil && b.check != nil {
+			err = b.check(cfg)
 		}
 	}
 	b.mu.Lock()

@@ -13,10 +13,11 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
 )
 
-// TestReloadRefusesHostileFiles: a reload of a file with no tenants, or
-// through a symlink to a device, a FIFO or an oversized file, fails with an
-// error naming the file, is counted, and leaves the last good tenants in
-// use; with AllowEmpty an empty file is installed.
+// TestReloadRefusesHostileFiles: a reload of a file with no tenants, one
+// the caller's Check refuses, or through a symlink to a device, a FIFO or
+// an oversized file, fails with an error naming the file, is counted, and
+// leaves the last good tenants in use; with AllowEmpty an empty file is
+// installed.
 func TestReloadRefusesHostileFiles(t *testing.T) {
 	dir := t.TempDir()
 	good := "tenants:\n  - name: a\n    selectors: [{uid: 1}]\n"
@@ -33,7 +34,8 @@ func TestReloadRefusesHostileFiles(t *testing.T) {
 		content    string // written to the file, or
 		target     string // the file becomes a symlink to this
 		allowEmpty bool
-		want       string // "" : the reload succeeds
+		check      func(*Config) error // BuilderOptions.Check
+		want       string              // "" : the reload succeeds
 	}{
 		{name: "zero bytes", content: "", want: "defines no tenants"},
 		{name: "no tenants", content: "tenants: []\n", want: "defines no tenants"},
@@ -42,6 +44,13 @@ func TestReloadRefusesHostileFiles(t *testing.T) {
 		{name: "symlink to /dev/zero", target: "/dev/zero", want: "not a regular file (a character device)"},
 		{name: "symlink to a FIFO", target: fifo, want: "not a regular file (a named pipe)"},
 		{name: "symlink to a large file", target: big, want: fmt.Sprintf("larger than the limit of %d bytes", MaxConfigBytes)},
+		{name: "refused by the caller's check", content: "tenants:\n  - name: b\n    selectors: [{uid: 2}]\n", want: "tenant b is not in the scenario",
+			check: func(c *Config) error {
+				if c.TenantByName("b") != nil {
+					return fmt.Errorf("%s: tenant b is not in the scenario", c.File)
+				}
+				return nil
+			}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -53,7 +62,7 @@ func TestReloadRefusesHostileFiles(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, err := NewBuilder(cfg, BuilderOptions{AllowEmpty: tc.allowEmpty})
+			b, err := NewBuilder(cfg, BuilderOptions{AllowEmpty: tc.allowEmpty, Check: tc.check})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/yamlconf"
 	"github.com/vgpu-exporter/vgpu_exporter/kube"
 	"github.com/vgpu-exporter/vgpu_exporter/latency"
 )
@@ -101,6 +103,25 @@ func latencySpec(t *Tenant, d Defaults) latency.Spec {
 		}
 	}
 	return sp
+}
+
+// CheckSimSources returns an error, a "file:line: problem" line for each,
+// when a sim:// latency source of c could never give a reading from app
+// (latency.CheckSim): an application the simulated scenario does not run,
+// a histogram the simulator does not serve, matchers no series meets. The
+// tuner would otherwise run blind to that tenant's latency without a word.
+func (c *Config) CheckSimSources(app gpu.AppMetricsSource) error {
+	errs := &yamlconf.Errors{File: c.File, Max: maxErrors}
+	for i := range c.Tenants {
+		t := &c.Tenants[i]
+		if t.LatencySource == nil {
+			continue
+		}
+		if err := latency.CheckSim(latencySpec(t, c.Defaults).Source, app); err != nil {
+			errs.Addf(t.LatencySource.keys.Line("url", t.Line), "tenant %q: latency_source %v", t.Name, err)
+		}
+	}
+	return errs.Err()
 }
 
 // sloStatus is tenant t's SLOStatus from its source's status.

@@ -32,7 +32,7 @@ func openSim(cfg *config, clock gpu.Clock, logger log.Logger) (gpu.Source, tenan
 	if err != nil {
 		return nil, tenant.ConfigSource{}, fmt.Errorf("--sim.scenario=%s: %w", cfg.SimScenario, err)
 	}
-	level.Warn(logger).Log("msg", "serving SIMULATED GPU data", "scenario", cfg.SimScenario, "seed", cfg.SimSeed)
+	level.Warn(logger).Log("msg", "serving SIMULATED GPU data", "scenario", cfg.SimScenario, "seed", s.Seed())
 	if cfg.SimSettingsFile != "" {
 		p, err := sim.Persist(s, cfg.SimSettingsFile)
 		if err != nil {

@@ -294,9 +294,10 @@ func grepLines(s, substr string) string {
 	return strings.Join(out, "\n")
 }
 
-// A reload of a bad tenants file keeps the last good configuration in use
-// and is reported by vgpu_config_last_reload_successful; fixing the file
-// and reloading again takes the new tenants.
+// A reload of a bad tenants file (one the simulator's scenario refuses
+// too) keeps the last good configuration in use and is reported by
+// vgpu_config_last_reload_successful; fixing the file and reloading again
+// takes the new tenants.
 func TestReloadKeepsLastGoodConfig(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "tenants.yaml")
 	write := func(content string) {
@@ -335,6 +336,12 @@ func TestReloadKeepsLastGoodConfig(t *testing.T) {
 	step("good file", "Reloaded", 200, "vgpu_config_last_reload_successful 1", `tenant="solo"`)
 	write("tenants:\n  - nmae: duo\n")
 	step("bad file", p+":2", 500, "vgpu_config_last_reload_successful 0", `tenant="solo"`, "vgpu_config_reload_failures_total 1")
+	// A reload is held to what a start on the simulator is: the SLOs the
+	// scenario judges, sim:// sources it serves (both were installed).
+	write("tenants:\n  - name: watcher\n    selectors:\n      - executable: vllm\n    latency_source: {url: \"sim://chta\", preset: vllm-e2e}\n")
+	step("a sim:// source of no application", p+`:5: tenant "watcher": latency_source sim://chta`, 500, "vgpu_config_last_reload_successful 0", `tenant="solo"`, "vgpu_config_reload_failures_total 2")
+	write("tenants:\n  - name: chat\n    class: latency\n    selectors:\n      - executable: vllm\n    slo: {quantile: 0.99, target: 2s}\n    latency_source: {url: \"sim://chat\", preset: vllm-e2e}\n")
+	step("an SLO the scenario does not judge", p+":6 gives the tuner e2e quantile 0.99 <= 2s", 500, "vgpu_config_last_reload_successful 0", `tenant="solo"`, "vgpu_config_reload_failures_total 3")
 	write("tenants:\n  - name: duo\n    class: batch\n    selectors:\n      - executable: vllm\n")
 	step("fixed file", "Reloaded", 200, "vgpu_config_last_reload_successful 1", `tenant="duo"`)
 }
@@ -414,4 +421,47 @@ func serviceHandler(tb testing.TB, svc *service, self *exposition.Self) http.Han
 		tb.Fatal(err)
 	}
 	return h
+}
+
+// A tenants file whose sim:// latency source the simulator could never
+// answer is refused at start, by its line, instead of serving a tenant
+// whose latency is never read.
+func TestSimSourceOfNoTenantRefused(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "tenants.yaml")
+	const file = "tenants:\n  - name: watcher\n    selectors:\n      - executable: vllm\n    latency_source: {url: \"sim://chta\", preset: vllm-e2e}\n"
+	if err := os.WriteFile(p, []byte(file), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	clock := gpu.NewManualClock(time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC))
+	svc, err := buildOn(testConfig(t, "--backend=sim", "--tenants.config="+p), clock, log.NewNopLogger())
+	if err == nil {
+		svc.src.Close()
+		t.Fatal("a sim:// source of no simulated application was accepted")
+	}
+	if want := p + `:5: tenant "watcher": latency_source sim://chta: sim: no tenant named "chta"`; !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %v, want one containing %q", err, want)
+	}
+}
+
+// The start's warning names the seed the simulator runs: the scenario's
+// own without --sim.seed (it said seed=0), else the flag's.
+func TestSimLogsSeedRun(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "seed=1"},
+		{[]string{"--sim.seed=42"}, "seed=42"},
+	} {
+		var buf strings.Builder
+		svc, err := buildOn(testConfig(t, append([]string{"--backend=sim", "--sim.scenario=h100-timeslice"}, tc.args...)...), gpu.NewManualClock(time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC)), log.NewLogfmtLogger(log.NewSyncWriter(&buf)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc.src.Close()
+		line := grepLines(buf.String(), "serving SIMULATED")
+		if !strings.Contains(line, tc.want) {
+			t.Errorf("%v: %q lacks %s", tc.args, line, tc.want)
+		}
+	}
 }

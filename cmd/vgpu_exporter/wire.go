@@ -39,8 +39,12 @@ func buildOn(cfg *config, clock gpu.Clock, logger log.Logger) (*service, error) 
 	if err != nil && cfg.TenantsConfig != "" {
 		err = fmt.Errorf("--tenants.config: %w", err)
 	}
-	if s, ok := src.(*sim.Simulator); ok && err == nil {
-		err = s.Scenario().CheckSLOs(tcfg.File, tcfg.GivenSLO) // the tuner gets the SLOs the scenario judges
+	var check func(*tenant.Config) error
+	if s, ok := src.(*sim.Simulator); ok {
+		check = simTenantsCheck(s)
+	}
+	if check != nil && err == nil {
+		err = check(tcfg)
 	}
 	if err != nil {
 		src.Close()
@@ -53,6 +57,7 @@ func buildOn(cfg *config, clock gpu.Clock, logger log.Logger) (*service, error) 
 		src.Close()
 		return nil, err
 	}
+	opts.Check = check // a reload is held to what the start was
 	b, err := tenant.NewBuilder(tcfg, opts)
 	if err != nil {
 		src.Close()
@@ -69,6 +74,19 @@ func buildOn(cfg *config, clock gpu.Clock, logger log.Logger) (*service, error) 
 		}
 	}
 	return svc, nil
+}
+
+// simTenantsCheck is what a tenants file must meet on the simulator s, at
+// start and at each reload: the tuner gets the SLOs the scenario judges
+// (sim.Scenario.CheckSLOs) and reads every sim:// source it is given
+// (tenant.Config.CheckSimSources).
+func simTenantsCheck(s *sim.Simulator) func(*tenant.Config) error {
+	return func(c *tenant.Config) error {
+		if err := s.Scenario().CheckSLOs(c.File, c.GivenSLO); err != nil {
+			return err
+		}
+		return c.CheckSimSources(s)
+	}
 }
 
 // builderIO wires the builder's outside world: latency sources (sim:// ones

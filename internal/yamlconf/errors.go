@@ -198,5 +198,22 @@ func plainTypeError(msg string) string {
 	if m[2] == "" {
 		return fmt.Sprintf("%s here, where %s is wanted", kind, want)
 	}
+	if m[1] == "int" && want == "an integer" {
+		// An integer where one is wanted: yaml.v3 refuses it for the
+		// type's range (a negative for an unsigned key, too many digits).
+		return fmt.Sprintf("%s is out of range, where an integer from %s is wanted", m[2], intRange(strings.TrimPrefix(m[3], "*")))
+	}
 	return fmt.Sprintf("%s is %s, where %s is wanted", m[2], kind, want)
+}
+
+// intRange says the values Go integer type t holds ("0 to 255" for uint8).
+func intRange(t string) string {
+	bits := 64
+	if n, err := strconv.Atoi(strings.TrimLeft(t, "uint")); err == nil {
+		bits = n
+	}
+	if strings.HasPrefix(t, "uint") {
+		return fmt.Sprintf("0 to %d", uint64(1)<<bits-1)
+	}
+	return fmt.Sprintf("%d to %d", -int64(1)<<(bits-1), int64(1)<<(bits-1)-1)
 }

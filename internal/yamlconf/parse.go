@@ -234,14 +234,28 @@ func (e *Errors) Decode(data []byte, maxAliases int, v yaml.Unmarshaler) bool {
 // (string) and list indexes (int). Where the path leaves the tree it gives
 // the line of the deepest node found.
 func Line(root *yaml.Node, path ...any) int {
+	line, _ := find(root, path)
+	return line
+}
+
+// Has reports whether the file holds the node at path below root (Line's
+// path): a key given, even with an empty or zero value.
+func Has(root *yaml.Node, path ...any) bool {
+	_, found := find(root, path)
+	return found
+}
+
+// find walks path below root: the line of the deepest node found, and
+// whether the whole path was.
+func find(root *yaml.Node, path []any) (line int, found bool) {
 	n := root
 	if n == nil {
-		return 1
+		return 1, false
 	}
 	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
 		n = n.Content[0]
 	}
-	line := n.Line
+	line = n.Line
 	for _, step := range path {
 		var next *yaml.Node
 		switch s := step.(type) {
@@ -262,9 +276,9 @@ func Line(root *yaml.Node, path ...any) int {
 			}
 		}
 		if next == nil {
-			return line
+			return line, false
 		}
 		n = next
 	}
-	return line
+	return line, true
 }

@@ -281,6 +281,25 @@ func TestLine(t *testing.T) {
 	}
 }
 
+func TestHas(t *testing.T) {
+	var root yaml.Node
+	_ = yaml.Unmarshal([]byte("a: 0\nb:\n  - x\n  - c:\n    d: 3\n"), &root)
+	for _, tc := range []struct {
+		path []any
+		want bool
+	}{
+		{nil, true}, {[]any{"a"}, true}, {[]any{"b", 1, "c"}, true}, {[]any{"b", 1, "d"}, true},
+		{[]any{"b", 1, "e"}, false}, {[]any{"b", 7}, false}, {[]any{"z"}, false}, {[]any{"a", "x"}, false},
+	} {
+		if got := Has(&root, tc.path...); got != tc.want {
+			t.Errorf("Has(%v) = %v, want %v", tc.path, got, tc.want)
+		}
+	}
+	if Has(nil, "a") {
+		t.Error("Has on no document")
+	}
+}
+
 func TestSizeUnmarshalYAML(t *testing.T) {
 	var v struct {
 		A Size `yaml:"a"`
@@ -324,6 +343,12 @@ func TestPlainTypeError(t *testing.T) {
 		{"cannot unmarshal !!seq into sim.fileScenario", "a list here, where a mapping of keys is wanted"},
 		{"cannot unmarshal !!str `y` into bool", "`y` is a string, where true or false is wanted"},
 		{"cannot unmarshal !!map into string", "a mapping here, where a string is wanted"},
+		{"cannot unmarshal !!int `-5` into uint32", "`-5` is out of range, where an integer from 0 to 4294967295 is wanted"},
+		{"cannot unmarshal !!int `-1` into uint64", "`-1` is out of range, where an integer from 0 to 18446744073709551615 is wanted"},
+		{"cannot unmarshal !!int `300` into uint8", "`300` is out of range, where an integer from 0 to 255 is wanted"},
+		{"cannot unmarshal !!int `99999999999` into int32", "`99999999999` is out of range, where an integer from -2147483648 to 2147483647 is wanted"},
+		{"cannot unmarshal !!int `99999999999999999999` into int", "`99999999999999999999` is out of range, where an integer from -9223372036854775808 to 9223372036854775807 is wanted"},
+		{"cannot unmarshal !!int `-5` into *uint16", "`-5` is out of range, where an integer from 0 to 65535 is wanted"},
 		{"something else", "something else"},
 	} {
 		if got := plainTypeError(tc.in); got != tc.want {

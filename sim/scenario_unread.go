@@ -1,0 +1,79 @@
+package sim
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/yamlconf"
+)
+
+// unreadArrivalKey refuses a key of arrival that its process does not read
+// (burst_rate with poisson, rate with trace, any with training's closed
+// loop): the run would go on as if it were not there.
+func (p *parser) unreadArrivalKey(a *ArrivalSpec, at func(...any) []any) error {
+	key, readBy := unreadArrival(a)
+	switch {
+	case key == "":
+		return nil
+	case a.Process == "closed":
+		return p.errAt(at("arrival", key), "arrival.%s is for process %s; training runs closed-loop and reads no arrival", key, readBy)
+	}
+	return p.errAt(at("arrival", key), "arrival.%s is for process %s; process %s does not read it", key, readBy, a.Process)
+}
+
+// unreadArrival returns the first key given to a that its process does
+// not read, with the processes that read it; "" when there is none.
+func unreadArrival(a *ArrivalSpec) (key, readBy string) {
+	for _, k := range []struct {
+		key    string
+		given  bool
+		readBy []string
+	}{
+		{"rate", a.Rate != 0, []string{"poisson", "bursty"}},
+		{"burst_rate", a.BurstRate != 0, []string{"bursty"}},
+		{"burst_mean", a.BurstMean != 0, []string{"bursty"}},
+		{"calm_mean", a.CalmMean != 0, []string{"bursty"}},
+		{"file", a.File != "", []string{"trace"}},
+		{"speedup", a.Speedup != 0, []string{"trace"}},
+		{"no_loop", a.NoLoop, []string{"trace"}},
+	} {
+		if k.given && !slices.Contains(k.readBy, a.Process) {
+			return k.key, strings.Join(k.readBy, " or ")
+		}
+	}
+	return "", ""
+}
+
+// gpuKeyReaders are the sharing modes that read each GPU key a sharing mode
+// may leave unread: an MPS GPU's clients run concurrently (no time slice),
+// a vGPU host slices by its vgpu: scheduler, and neither becomes a MIG GPU
+// (ConfigureMIG refuses them) or another mode. mps: is read by an MPS GPU
+// and by the MPS instances of a MIG layout (ConfigureMIG's instances are
+// time-sliced: a time-sliced GPU never has one).
+var gpuKeyReaders = []struct {
+	key     string
+	readers []gpu.SharingMode
+}{
+	{"timeslice", []gpu.SharingMode{gpu.SharingTimeSlice, gpu.SharingExclusive, gpu.SharingMIG}},
+	{"mig_drain_time", []gpu.SharingMode{gpu.SharingTimeSlice, gpu.SharingExclusive, gpu.SharingMIG}},
+	{"mps", []gpu.SharingMode{gpu.SharingMPS, gpu.SharingMIG}},
+	{"vgpu", []gpu.SharingMode{gpu.SharingVGPU}},
+}
+
+// unreadGPUKey refuses a key given to GPU i that its sharing mode never
+// reads (timeslice on an MPS GPU, vgpu: on a time-sliced one): the run
+// would go on as if it were not there.
+func (p *parser) unreadGPUKey(g *GPUSpec, at func(...any) []any) error {
+	for _, k := range gpuKeyReaders {
+		if slices.Contains(k.readers, gpu.SharingMode(g.Sharing)) || !yamlconf.Has(p.root, at(k.key)...) {
+			continue
+		}
+		names := make([]string, len(k.readers))
+		for j, r := range k.readers {
+			names[j] = string(r)
+		}
+		return p.errAt(at(k.key), "%s is for sharing %s; a GPU with sharing: %s does not read it", k.key, strings.Join(names, ", "), g.Sharing)
+	}
+	return nil
+}
