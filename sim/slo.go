@@ -40,6 +40,27 @@ func (sc *Scenario) CheckSLOs(tenantsFile string, given func(tenant string) (q f
 		sc.Name, strings.Join(diffs, "\n  "))
 }
 
+// CheckJudgedDefined returns an error when the scenario judges an SLO of
+// a tenant the tenants file (tenantsFile; defined says whether it defines
+// a tenant) leaves out: that tenant's processes are unassigned, the
+// tuner is given no SLO of it, and a report would score the tuner
+// against it all the same. vgpusim's runs need it; the exporter on the
+// simulator, which judges nothing, does not.
+func (sc *Scenario) CheckJudgedDefined(tenantsFile string, defined func(tenant string) bool) error {
+	var missing []string
+	for _, t := range sc.Tenants {
+		if t.SLO != nil && !defined(t.Name) {
+			missing = append(missing, fmt.Sprintf("tenant %s: %s judges %s, but %s defines no tenant %s (its processes are unassigned: the tuner is given no SLO of it)",
+				t.Name, fileLine(sc.File, t.SLO.Line), describeSLO(t.SLO.Quantile, time.Duration(t.SLO.Target), t.SLO.metric()), tenantsFile, t.Name))
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return fmt.Errorf("scenario %s judges tenants its tenants file leaves out; the tenants file must define every tenant the scenario judges an SLO of:\n  %s",
+		sc.Name, strings.Join(missing, "\n  "))
+}
+
 // The metrics an SLO may bound (SLOSpec.Metric).
 const (
 	SLOMetricE2E  = "e2e"  // a request's end-to-end latency

@@ -70,12 +70,19 @@ func checked(sc *sim.Scenario, cfg *tenant.Config) (*sim.Scenario, *tenant.Confi
 
 // CheckTenants returns an error when the tenants configuration cfg gives a
 // tenant of sc another SLO than the one the scenario judges it by
-// (sim.Scenario.CheckSLOs): a run must score the tuner against the
-// objective it was given; or when one of its sim:// latency sources could
+// (sim.Scenario.CheckSLOs), or leaves out a tenant the scenario judges an
+// SLO of (sim.Scenario.CheckJudgedDefined): a run must score the tuner
+// against the objective it was given; or when one of its sim:// latency sources could
 // never be read from the scenario's simulator (tenant.Config.CheckSimSources):
 // the tuner would not see that tenant's latency.
 func CheckTenants(sc *sim.Scenario, cfg *tenant.Config) error {
 	if err := sc.CheckSLOs(cfg.File, cfg.GivenSLO); err != nil {
+		return err
+	}
+	if err := sc.CheckJudgedDefined(cfg.File, func(name string) bool {
+		_, _, _, _, found := cfg.GivenSLO(name)
+		return found
+	}); err != nil {
 		return err
 	}
 	s, err := sim.New(sc, sim.Options{})

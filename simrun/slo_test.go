@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -110,6 +111,33 @@ func copyBuiltin(t *testing.T, b scenarios.Builtin) (scenario, tenants string, d
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// A tenant the scenario judges an SLO of and the tenants file leaves out
+// is refused (vgpusim would score the tuner against an SLO it was never
+// given); one the scenario judges no SLO of may be left out.
+func TestCheckJudgedDefined(t *testing.T) {
+	slo := &sim.SLOSpec{Quantile: 0.99, Target: sim.Duration(3500 * time.Microsecond), Line: 7}
+	sc := &sim.Scenario{Name: "s", File: "s.yaml", Tenants: []sim.TenantSpec{{Name: "a", SLO: slo}, {Name: "b"}}}
+	for _, tc := range []struct {
+		name    string
+		defined []string
+		want    string // "" when none is missing
+	}{
+		{"both defined", []string{"a", "b"}, ""},
+		{"the one without an SLO left out", []string{"a"}, ""},
+		{"the judged one left out", []string{"b"}, "tenant a: s.yaml:7 judges e2e quantile 0.99 <= 3.5ms, but t.yaml defines no tenant a (its processes are unassigned: the tuner is given no SLO of it)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := sc.CheckJudgedDefined("t.yaml", func(name string) bool { return slices.Contains(tc.defined, name) })
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
 
 // TestCheckSLOs covers each way a tenants file can disagree with its
 // scenario, and the tenants it leaves alone.
