@@ -54,20 +54,24 @@ func Write(ctx context.Context, w io.Writer, o Options) error {
 	if err != nil {
 		return err
 	}
-	var files []string
-	for _, name := range o.Scenarios {
-		// loaded now, so that an unknown name or a bad file is refused
-		// before any run
-		if _, _, err := simrun.LoadScenario(name); err != nil {
-			return err
-		}
-		if simrun.IsFile(name) {
-			files = append(files, name)
-		}
-	}
 	for _, p := range o.Policies {
 		if err := simrun.UnknownPolicy(p); err != nil {
 			return fmt.Errorf("--policies: %w", err)
+		}
+	}
+	var files []string
+	for _, name := range o.Scenarios {
+		// checked now, so that an unknown name, a bad file or a policy a
+		// file cannot be run under is refused before any run
+		for _, p := range o.Policies {
+			cfg := o.Run
+			cfg.Scenario, cfg.Policy = name, p
+			if err := cfg.Check(); err != nil {
+				return err
+			}
+		}
+		if simrun.IsFile(name) {
+			files = append(files, name)
 		}
 	}
 	if o.Policy && (!slices.Contains(o.Policies, baseline.UncappedName) || !slices.Contains(o.Policies, baseline.StaticEqualName)) {

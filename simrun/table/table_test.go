@@ -268,6 +268,20 @@ func TestWriteScenarioFile(t *testing.T) {
 		t.Errorf("slack table\n%s\nwant the rows of h200-mig, then of %s", out.String(), file)
 	}
 
+	// no companion: the oracle runs it, autotune is refused before any run
+	if err := os.Remove(filepath.Join(dir, "mine.tenants.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := Write(context.Background(), &out, Options{Run: base, Policies: []string{oracle.Name}, Seeds: []int64{1}, Scenarios: []string{file}, Slack: true}); err != nil || !strings.Contains(out.String(), "| `"+filepath.Join(dir, "mine")+"` | chat |") {
+		t.Errorf("oracle with no tenants file: err %v, output %q", err, out.String())
+	}
+	out.Reset()
+	err = Write(context.Background(), &out, Options{Run: base, Policies: []string{oracle.Name, "autotune"}, Seeds: []int64{1}, Scenarios: []string{"h200-mig", file}, Slack: true})
+	if err == nil || !strings.Contains(err.Error(), "write "+filepath.Join(dir, "mine.tenants.yaml")) || out.Len() > 0 {
+		t.Errorf("autotune with no tenants file: err %v, output %q; want it refused before any run", err, out.String())
+	}
+
 	// a companion that leaves out a tenant the scenario judges
 	if err := os.WriteFile(filepath.Join(dir, "mine.tenants.yaml"), []byte("tenants: []\n"), 0o644); err != nil {
 		t.Fatal(err)
