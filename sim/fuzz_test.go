@@ -32,7 +32,7 @@ func FuzzParseScenario(f *testing.F) {
 	for _, arrival := range []string{"{process: poisson, rate: 5, burst_rate: 50}", "{process: bursty, rate: 5, burst_rate: 50, burst_mean: 1s, calm_mean: 5s, no_loop: true}", "{rate: 5}"} {
 		f.Add([]byte("gpus: [{model: H100-SXM5-80GB}]\ntenants:\n  - {name: a, workload: {type: dnn, flops: 1e9, arrival: " + arrival + "}}\n  - {name: t, workload: {type: training, flops: 1e12, arrival: " + arrival + "}}\n"))
 	}
-	for _, event := range []string{"{at: 1s, tenant: a}", "{at: 1s, tenant: a, rate: 0}", "{at: 1s, tenant: a, action: stop, rate: 5}", "{at: 1s, action: xid, gpu: 0, code: 13, rate: 1}"} {
+	for _, event := range []string{"{at: 1s, tenant: a}", "{at: 1s, tenant: a, rate: 0}", "{at: 1s, tenant: a, action: stop, rate: 5}", "{at: 1s, action: xid, gpu: 0, code: 13, rate: 1}", "{at: 1s, action: xid, gpu: 0, code: 1.5}", "{at: 1s, action: xid, gpu: 0, code: 13.0}"} {
 		f.Add([]byte("gpus: [{model: H100-SXM5-80GB}]\ntenants:\n  - {name: a, workload: {type: dnn, flops: 1e9, arrival: {process: poisson, rate: 5}}}\nevents:\n  - " + event + "\n"))
 	}
 	for _, g := range []string{"{model: H100-SXM5-80GB, sharing: mps, timeslice: long}", "{model: H100-SXM5-80GB, vgpu: {policy: fixed-share}}", "{model: H100-SXM5-80GB, sharing: vgpu, timeslice: short, vgpu: {policy: equal-share}}"} {

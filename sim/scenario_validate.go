@@ -83,7 +83,7 @@ type durationAt struct {
 
 func (p *parser) validate(sc *Scenario) error {
 	if len(sc.GPUs) == 0 {
-		return p.errAt(nil, "a scenario needs at least one GPU under gpus")
+		return p.errAt([]any{"gpus"}, "a scenario needs at least one GPU under gpus")
 	}
 	if len(sc.GPUs) > maxGPUs {
 		return p.errAt([]any{"gpus", maxGPUs}, "a scenario has at most %d GPUs (one host), this one %d", maxGPUs, len(sc.GPUs))
