@@ -29,13 +29,16 @@ func FuzzParseScenario(f *testing.F) {
 	}
 	f.Add([]byte(saturating("mps", 2, "")))
 	f.Add([]byte(withHealth(healthEvents)))
-	for _, arrival := range []string{"{process: poisson, rate: 5, burst_rate: 50}", "{process: bursty, rate: 5, burst_rate: 50, burst_mean: 1s, calm_mean: 5s, no_loop: true}", "{rate: 5}"} {
+	for _, arrival := range []string{"{process: poisson, rate: 5, burst_rate: 50}", "{process: bursty, rate: 5, burst_rate: 50, burst_mean: 1s, calm_mean: 5s, no_loop: true}", "{rate: 5}", "{process: poisson, rate: 5, speedup: 0}"} {
 		f.Add([]byte("gpus: [{model: H100-SXM5-80GB}]\ntenants:\n  - {name: a, workload: {type: dnn, flops: 1e9, arrival: " + arrival + "}}\n  - {name: t, workload: {type: training, flops: 1e12, arrival: " + arrival + "}}\n"))
 	}
-	for _, event := range []string{"{at: 1s, tenant: a}", "{at: 1s, tenant: a, rate: 0}", "{at: 1s, tenant: a, action: stop, rate: 5}", "{at: 1s, action: xid, gpu: 0, code: 13, rate: 1}"} {
+	for _, w := range []string{"max_queue: 0", "timeout: 0s", "max_queue: 5, timeout: 1s"} {
+		f.Add([]byte("gpus: [{model: H100-SXM5-80GB}]\ntenants:\n  - {name: a, workload: {type: dnn, flops: 1e9, " + w + ", arrival: {process: poisson, rate: 5}}}\n"))
+	}
+	for _, event := range []string{"{at: 1s, tenant: a}", "{at: 1s, tenant: a, rate: 0}", "{at: 1s, tenant: a, action: stop, rate: 5}", "{at: 1s, action: xid, gpu: 0, code: 13, rate: 1}", "{at: 1s, action: xid, gpu: 0, code: 1.5}", "{at: 1s, action: xid, gpu: 0, code: 13.0}"} {
 		f.Add([]byte("gpus: [{model: H100-SXM5-80GB}]\ntenants:\n  - {name: a, workload: {type: dnn, flops: 1e9, arrival: {process: poisson, rate: 5}}}\nevents:\n  - " + event + "\n"))
 	}
-	for _, g := range []string{"{model: H100-SXM5-80GB, sharing: mps, timeslice: long}", "{model: H100-SXM5-80GB, vgpu: {policy: fixed-share}}", "{model: H100-SXM5-80GB, sharing: vgpu, timeslice: short, vgpu: {policy: equal-share}}"} {
+	for _, g := range []string{"{model: H100-SXM5-80GB, sharing: mps, timeslice: long}", "{model: H100-SXM5-80GB, vgpu: {policy: fixed-share}}", "{model: H100-SXM5-80GB, sharing: vgpu, timeslice: short, vgpu: {policy: equal-share}}", "{model: H100-SXM5-80GB, sharing: mps, mps: {default_active_threads: 0}}"} {
 		f.Add([]byte("gpus: [" + g + "]\ntenants:\n  - {name: a, workload: {type: training, flops: 1e12}}\n"))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

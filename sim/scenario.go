@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"math"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"time"
@@ -361,6 +362,13 @@ func parseScenario(file string, data []byte, path string, fsys fs.FS) (*Scenario
 	dec.KnownFields(true)
 	if err := dec.Decode(&doc); err != nil {
 		return nil, yamlError(file, err)
+	}
+	// yaml.v3 truncates a number with a fraction given to an integer key
+	// (code: 1.5 reads as 1)
+	fracs := &yamlconf.Errors{File: file}
+	fracs.Fractional(&root, reflect.TypeFor[fileScenario]())
+	if err := fracs.Err(); err != nil {
+		return nil, err
 	}
 	p := &parser{file: file, root: &root, fsys: fsys}
 	sc := &Scenario{

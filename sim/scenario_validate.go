@@ -83,7 +83,7 @@ type durationAt struct {
 
 func (p *parser) validate(sc *Scenario) error {
 	if len(sc.GPUs) == 0 {
-		return p.errAt(nil, "a scenario needs at least one GPU under gpus")
+		return p.errAt([]any{"gpus"}, "a scenario needs at least one GPU under gpus")
 	}
 	if len(sc.GPUs) > maxGPUs {
 		return p.errAt([]any{"gpus", maxGPUs}, "a scenario has at most %d GPUs (one host), this one %d", maxGPUs, len(sc.GPUs))
@@ -155,11 +155,11 @@ func (p *parser) validate(sc *Scenario) error {
 		} else if len(g.MIG) > 0 {
 			return p.errAt(at("mig"), "mig: instances need sharing: mig")
 		}
-		if g.MPS.DefaultActiveThreads == 0 {
+		if g.MPS.DefaultActiveThreads == 0 && !yamlconf.Has(p.root, at("mps", "default_active_threads")...) {
 			g.MPS.DefaultActiveThreads = 1
 		}
 		if !(g.MPS.DefaultActiveThreads > 0 && g.MPS.DefaultActiveThreads <= 1) {
-			return p.errAt(at("mps", "default_active_threads"), "default_active_threads must be in (0,1]")
+			return p.errAt(at("mps", "default_active_threads"), "default_active_threads must be in (0,1], got %g (leave it out for the default, 1)", g.MPS.DefaultActiveThreads)
 		}
 		if g.MPS.RestartTime == 0 {
 			// See docs/calibration.md, actuation: GSLICE switches to a
@@ -529,11 +529,11 @@ func (p *parser) validateWorkload(sc *Scenario, i int, traces map[string]*trace,
 	if w.MinJobTime < 0 {
 		return p.errAt(at("min_job_time"), "min_job_time must not be negative")
 	}
-	if w.MaxQueue == 0 {
+	if w.MaxQueue == 0 && !yamlconf.Has(p.root, at("max_queue")...) {
 		w.MaxQueue = defaultMaxQueue
 	}
-	if w.MaxQueue < 0 {
-		return p.errAt(at("max_queue"), "max_queue must be positive")
+	if w.MaxQueue <= 0 {
+		return p.errAt(at("max_queue"), "max_queue must be positive, got %d (leave it out for the default, %d)", w.MaxQueue, defaultMaxQueue)
 	}
 	if w.MaxBatch < 0 {
 		return p.errAt(at("max_batch"), "max_batch must be positive")
@@ -563,6 +563,9 @@ func (p *parser) validateWorkload(sc *Scenario, i int, traces map[string]*trace,
 		return err
 	}
 	if w.Type != "training" && w.Timeout == 0 {
+		if yamlconf.Has(p.root, at("timeout")...) {
+			return p.errAt(at("timeout"), "timeout must be positive, got 0 (leave it out for the default, %v; a client that never gives up is not modelled)", defaultTimeout)
+		}
 		w.Timeout = Duration(defaultTimeout)
 	}
 	if w.Switchover != "" && (w.Type != "llm" || (w.Switchover != SwitchoverDrop && w.Switchover != SwitchoverDrain)) {
@@ -607,11 +610,11 @@ func (p *parser) validateWorkload(sc *Scenario, i int, traces map[string]*trace,
 		if a.File == "" {
 			return p.errAt(at("arrival"), "trace arrivals need a file")
 		}
-		if a.Speedup == 0 {
+		if a.Speedup == 0 && !yamlconf.Has(p.root, at("arrival", "speedup")...) {
 			a.Speedup = 1
 		}
-		if a.Speedup < 0 {
-			return p.errAt(at("arrival", "speedup"), "speedup must be positive")
+		if a.Speedup <= 0 {
+			return p.errAt(at("arrival", "speedup"), "speedup must be positive, got %g (leave it out for the default, 1)", a.Speedup)
 		}
 		path := tracePath(p.fsys, sc.File, a.File)
 		tr := traces[path]

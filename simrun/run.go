@@ -220,48 +220,80 @@ func (c Config) validate() error {
 	return nil
 }
 
+// prepared is what a run needs before its first step, its configuration
+// checked.
+type prepared struct {
+	pol     tuner.Policy
+	planner Planner
+	sc      *sim.Scenario
+	tcfg    *tenant.Config
+	seed    int64
+	dur     time.Duration
+	steps   int64
+}
+
+// prepare checks cfg and loads what its run needs: the policy, the
+// scenario and its tenants configuration.
+func (c Config) prepare() (*prepared, error) {
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	pol, planner, err := c.policy()
+	if err != nil {
+		return nil, err
+	}
+	sc, companion, err := LoadScenario(c.Scenario)
+	if err != nil {
+		return nil, err
+	}
+	p := &prepared{pol: pol, planner: planner, sc: sc, seed: sc.Seed, dur: c.Duration}
+	if c.SeedSet {
+		p.seed = c.Seed
+	}
+	if p.dur == 0 {
+		p.dur = sc.Duration
+	}
+	if p.dur < c.Step {
+		return nil, fmt.Errorf("--duration %v is shorter than one step (%v)", p.dur, c.Step)
+	}
+	if p.steps, err = runSteps(sc, p.dur, c.Step); err != nil {
+		return nil, err
+	}
+	p.tcfg = tenant.EmptyConfig()
+	switch {
+	case c.Tenants != "":
+		if p.tcfg, err = tenant.LoadConfig(c.Tenants); err != nil {
+			return nil, fmt.Errorf("--tenants: %w", err)
+		}
+		if err := CheckTenants(sc, p.tcfg); err != nil {
+			return nil, err
+		}
+	case companion != nil:
+		p.tcfg = companion // checked against the scenario as it was loaded
+	default:
+		if err := untold(c.Scenario, sc, pol); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// Check returns the error Run would return before its first step: a bad
+// flag, policy, scenario or tenants file.
+func (c Config) Check() error {
+	_, err := c.prepare()
+	return err
+}
+
 // Run runs the scenario in virtual time: every step it advances the
 // simulator, samples it, builds a snapshot, lets the policy act and
 // records the window's ground truth.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
-	if err := cfg.validate(); err != nil {
-		return nil, err
-	}
-	pol, planner, err := cfg.policy()
+	p, err := cfg.prepare()
 	if err != nil {
 		return nil, err
 	}
-	sc, companion, err := LoadScenario(cfg.Scenario)
-	if err != nil {
-		return nil, err
-	}
-	seed := sc.Seed
-	if cfg.SeedSet {
-		seed = cfg.Seed
-	}
-	dur := cfg.Duration
-	if dur == 0 {
-		dur = sc.Duration
-	}
-	if dur < cfg.Step {
-		return nil, fmt.Errorf("--duration %v is shorter than one step (%v)", dur, cfg.Step)
-	}
-	steps, err := runSteps(sc, dur, cfg.Step)
-	if err != nil {
-		return nil, err
-	}
-	tcfg := tenant.EmptyConfig()
-	switch {
-	case cfg.Tenants != "":
-		if tcfg, err = tenant.LoadConfig(cfg.Tenants); err != nil {
-			return nil, fmt.Errorf("--tenants: %w", err)
-		}
-		if err := CheckTenants(sc, tcfg); err != nil {
-			return nil, err
-		}
-	case companion != nil:
-		tcfg = companion // checked against the scenario as it was loaded
-	}
+	pol, planner, sc, tcfg, seed, dur, steps := p.pol, p.planner, p.sc, p.tcfg, p.seed, p.dur, p.steps
 
 	res := &Result{}
 	if planner != nil {

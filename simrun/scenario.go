@@ -19,7 +19,7 @@ import (
 // when it has none). A scenario whose companion gives a tenant another SLO
 // than the scenario judges is refused (CheckTenants).
 func LoadScenario(arg string) (*sim.Scenario, *tenant.Config, error) {
-	if st, err := os.Stat(arg); err == nil && !st.IsDir() {
+	if IsFile(arg) {
 		sc, err := sim.LoadScenario(arg)
 		if err != nil {
 			return nil, nil, err
@@ -90,6 +90,13 @@ func CheckTenants(sc *sim.Scenario, cfg *tenant.Config) error {
 		return err
 	}
 	return cfg.CheckSimSources(s)
+}
+
+// IsFile reports whether LoadScenario reads arg as a scenario file (a
+// file of that path exists) rather than as the name of a built-in one.
+func IsFile(arg string) bool {
+	st, err := os.Stat(arg)
+	return err == nil && !st.IsDir()
 }
 
 // Companion returns the tenants file beside a scenario file when there is

@@ -177,3 +177,45 @@ func TestCheckSLOs(t *testing.T) {
 		})
 	}
 }
+
+// A scenario file that judges SLOs, run with no tenants file, is refused
+// to the tuner policy that tunes to the tenants' SLOs (autotune, which
+// would be scored against objectives it was never given), naming the
+// companion to write; the policies of fixed settings run it (the oracle
+// too: cmd/vgpusim's TestUntoldOracle), and so does autotune with the
+// tenants file given by --tenants.
+func TestUntoldRefused(t *testing.T) {
+	b, err := scenarios.Find("h200-mig")
+	if err != nil {
+		t.Fatal(err)
+	}
+	scenario, tp, _ := copyBuiltin(t, b)
+	given := filepath.Join(t.TempDir(), "given.tenants.yaml")
+	if err := os.Rename(tp, given); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		policy, tenants string
+		want            string // "" when it runs
+	}{
+		{"autotune", "", "scenario h200-mig judges the SLOs of chat, vision and has no tenants file: the autotune policy, given only the SLOs a tenants file states, would be scored against objectives it was never given; write " + tp},
+		{"autotune", given, ""},
+		{"best-effort", "", ""},
+		{"static-equal", "", ""},
+		{"none", "", ""},
+	} {
+		t.Run(tc.policy+"/"+filepath.Base(tc.tenants), func(t *testing.T) {
+			cfg := simrun.Config{Scenario: scenario, Tenants: tc.tenants, Policy: tc.policy, Duration: 10 * time.Second, Step: time.Second}
+			_, err := simrun.Run(t.Context(), cfg)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+			if cerr := cfg.Check(); (cerr == nil) != (err == nil) {
+				t.Errorf("Check: %v, Run: %v", cerr, err)
+			}
+		})
+	}
+}

@@ -141,6 +141,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"no preset nor metric", head + "    latency_source: {url: \"http://x/metrics\"}\n", "t.yaml:4: latency_source needs a preset or a metric"},
 		{"bad size", head + "    latency_source: {url: \"http://x/metrics\", preset: tgi, max_bytes: lots}\n", "t.yaml:4: latency_source.max_bytes: bad size \"lots\""},
 		{"bad uid", "tenants:\n  - name: a\n    selectors: [{uid: root}]\n", "t.yaml:3: uid must be an integer"},
+		{"priority out of range", head + "    priority: 99999999999\n", "t.yaml:4: priority: 99999999999 is out of range, where an integer from -2147483648 to 2147483647 is wanted"},
 		{"gpu_instance half", "tenants:\n  - name: a\n    selectors: [{gpu_instance: {gpu: 0}}]\n", "t.yaml:3: gpu_instance needs both gpu and id"},
 		{"yaml syntax", "tenants:\n  - name: a\n   bad: [\n", "t.yaml:"},
 		{"tenants not list", "tenants: {a: 1}\n", "t.yaml:1: tenants must be a list"},

@@ -19,6 +19,7 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte("x: &a [*a]\n"))
 	f.Add([]byte("tenants: [{name: a, selectors: [{uid: 1}]}]\nmetering: {currency: USD, price_per_gpu_hour: 2.5, price_per_kwh: 0.12}\n"))
 	f.Add([]byte("metering: {currency: usd, price_per_kwh: -1}\n"))
+	f.Add([]byte("tenants: [{name: a, priority: 99999999999, selectors: [{uid: 1}]}]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := ParseConfig("f.yaml", data)
 		if err != nil {

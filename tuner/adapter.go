@@ -133,6 +133,11 @@ func (p *TunerPolicy) Configure(o Options, kill *KillSwitch) Options {
 	return o
 }
 
+// Fixed reports whether the policy decides fixed settings (EverySnapshot:
+// the baselines, a schedule planned ahead) rather than tuning them to the
+// tenants' objectives.
+func (p *TunerPolicy) Fixed() bool { return p.fixed }
+
 // ConfigureHost is Configure for the exporter's tuner, which acts on a
 // host's GPUs: a policy of fixed settings (the baselines) runs there
 // behind the tenants' bounds and the change budgets (budgets: the

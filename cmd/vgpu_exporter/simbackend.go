@@ -43,6 +43,19 @@ func openSim(cfg *config, clock gpu.Clock, logger log.Logger) (gpu.Source, tenan
 	return s, companion, nil
 }
 
+// simulatorOf returns the simulator src is, or keeps its settings for in
+// a file (--sim.settings-file: a sim.Persistent); nil when src is no
+// simulator.
+func simulatorOf(src gpu.Source) *sim.Simulator {
+	switch s := src.(type) {
+	case *sim.Simulator:
+		return s
+	case *sim.Persistent:
+		return s.Simulator
+	}
+	return nil
+}
+
 // resolveScenario loads a scenario given as a file path or as the name of
 // a built-in scenario (of libs, by default the built-in libraries), and
 // finds its companion tenants file (<name>.tenants.yaml next to it).

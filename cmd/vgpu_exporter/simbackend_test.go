@@ -425,21 +425,32 @@ func serviceHandler(tb testing.TB, svc *service, self *exposition.Self) http.Han
 
 // A tenants file whose sim:// latency source the simulator could never
 // answer is refused at start, by its line, instead of serving a tenant
-// whose latency is never read.
+// whose latency is never read; with the simulated settings kept in a file
+// (--sim.settings-file) too.
 func TestSimSourceOfNoTenantRefused(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "tenants.yaml")
 	const file = "tenants:\n  - name: watcher\n    selectors:\n      - executable: vllm\n    latency_source: {url: \"sim://chta\", preset: vllm-e2e}\n"
 	if err := os.WriteFile(p, []byte(file), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	clock := gpu.NewManualClock(time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC))
-	svc, err := buildOn(testConfig(t, "--backend=sim", "--tenants.config="+p), clock, log.NewNopLogger())
-	if err == nil {
-		svc.src.Close()
-		t.Fatal("a sim:// source of no simulated application was accepted")
-	}
-	if want := p + `:5: tenant "watcher": latency_source sim://chta: sim: no tenant named "chta"`; !strings.Contains(err.Error(), want) {
-		t.Fatalf("error %v, want one containing %q", err, want)
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"settings in memory", nil},
+		{"settings in a file", []string{"--sim.settings-file=" + filepath.Join(t.TempDir(), "settings.json")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := gpu.NewManualClock(time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC))
+			svc, err := buildOn(testConfig(t, append([]string{"--backend=sim", "--tenants.config=" + p}, tc.args...)...), clock, log.NewNopLogger())
+			if err == nil {
+				svc.src.Close()
+				t.Fatal("a sim:// source of no simulated application was accepted")
+			}
+			if want := p + `:5: tenant "watcher": latency_source sim://chta: sim: no tenant named "chta"`; !strings.Contains(err.Error(), want) {
+				t.Fatalf("error %v, want one containing %q", err, want)
+			}
+		})
 	}
 }
 

@@ -40,7 +40,7 @@ func buildOn(cfg *config, clock gpu.Clock, logger log.Logger) (*service, error) 
 		err = fmt.Errorf("--tenants.config: %w", err)
 	}
 	var check func(*tenant.Config) error
-	if s, ok := src.(*sim.Simulator); ok {
+	if s := simulatorOf(src); s != nil {
 		check = simTenantsCheck(s)
 	}
 	if check != nil && err == nil {

@@ -99,7 +99,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, progress 
 		Default(strings.Join([]string{baseline.StaticEqualName, baseline.UncappedName, autotune.Name, oracle.Name}, ",")).StringVar(&tablePolicies)
 	tablesCmd.Flag("policy-table", "Print the policy table (--no-policy-table: only the slack table).").Default("true").BoolVar(&tables.Policy)
 	tablesCmd.Flag("slack", "Print the SLO slack table, on the first seed.").BoolVar(&tables.Slack)
-	tablesCmd.Flag("scenario", "A built-in scenario to run (repeatable); default: every one.").StringsVar(&tables.Scenarios)
+	tablesCmd.Flag("scenario", "A scenario file (with its <name>.tenants.yaml companion, as run reads it) or the name of a built-in scenario to run (repeatable); default: every built-in one.").StringsVar(&tables.Scenarios)
 	tablesCmd.Flag("duration", "Virtual time of every run; default: each scenario's duration.").StringVar(&tableDuration)
 
 	cmd, err := app.Parse(args)

@@ -155,6 +155,10 @@ func lineOf(n *yaml.Node) int {
 	return n.Line
 }
 
+// intBits is the size of an integer field (of any Go integer type) that
+// Fields decodes: an integer out of int32's range is refused as such.
+const intBits = 32
+
 var (
 	durationType = reflect.TypeFor[time.Duration]()
 	sizeType     = reflect.TypeFor[Size]()
@@ -201,7 +205,11 @@ func (e *Errors) value(v *yaml.Node, name string, out reflect.Value) bool {
 		}
 		out.SetString(v.Value)
 	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Int64:
-		x, err := strconv.ParseInt(v.Value, 0, 32)
+		x, err := strconv.ParseInt(v.Value, 0, intBits)
+		if scalar && errors.Is(err, strconv.ErrRange) {
+			e.Addf(v.Line, "%s: %s is out of range, where an integer from %d to %d is wanted", name, v.Value, math.MinInt32, math.MaxInt32)
+			return false
+		}
 		if !scalar || err != nil {
 			e.Addf(v.Line, "%s must be an integer, got %q", name, v.Value)
 			return false

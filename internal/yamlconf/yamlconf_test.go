@@ -162,7 +162,9 @@ func TestFields(t *testing.T) {
 		{"map values", "tags: {a: [1], b: c, b: d}\n", []string{`t:1: tags: value of "a" must be a string`, `t:1: key "b" given twice in tags`}},
 		{"nested problems keep their lines", "sub:\n  b: 1\nlist: [1, x]\n", []string{`t:2: unknown key "b" in sub (known: a)`, `t:2: sub needs a`, `t:3: list must be an integer, got "x"`}},
 		{"not a mapping", "[1]\n", []string{"t:1: a point must be a mapping"}},
-		{"integer out of range", "x: 4294967296\n", []string{`t:1: x must be an integer, got "4294967296"`}},
+		{"integer out of range", "x: 4294967296\n", []string{`t:1: x: 4294967296 is out of range, where an integer from -2147483648 to 2147483647 is wanted`}},
+		{"negative integer out of range", "x: -99999999999\n", []string{`t:1: x: -99999999999 is out of range, where an integer from -2147483648 to 2147483647 is wanted`}},
+		{"integer in range", "x: -2147483648\n", nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,7 +36,10 @@ type Options struct {
 	// Seeds are the seeds each scenario runs on under each policy; the
 	// slack table reads the first.
 	Seeds []int64
-	// Scenarios are the built-in scenarios to run; none: every one.
+	// Scenarios are the scenarios to run, each a scenario file (with its
+	// companion tenants file, as simrun.LoadScenario reads it) or the name
+	// of a built-in one; none: every built-in one. The built-in ones run
+	// in the library's order, then the files in the order given.
 	Scenarios []string
 	// Policy and Slack choose the tables: the policy table, the slack
 	// table or both (the policy table first).
@@ -50,28 +54,45 @@ func Write(ctx context.Context, w io.Writer, o Options) error {
 	if err != nil {
 		return err
 	}
-	for _, name := range o.Scenarios {
-		if _, err := scenarios.Find(name); err != nil {
-			return err
-		}
-	}
 	for _, p := range o.Policies {
 		if err := simrun.UnknownPolicy(p); err != nil {
 			return fmt.Errorf("--policies: %w", err)
+		}
+	}
+	var files []string
+	for _, name := range o.Scenarios {
+		// checked now, so that an unknown name, a bad file or a policy a
+		// file cannot be run under is refused before any run
+		for _, p := range o.Policies {
+			cfg := o.Run
+			cfg.Scenario, cfg.Policy = name, p
+			if err := cfg.Check(); err != nil {
+				return err
+			}
+		}
+		if simrun.IsFile(name) {
+			files = append(files, name)
 		}
 	}
 	if o.Policy && (!slices.Contains(o.Policies, baseline.UncappedName) || !slices.Contains(o.Policies, baseline.StaticEqualName)) {
 		return fmt.Errorf("--policies: the policy table needs the %s and %s runs (its goodput columns are over theirs); add them, or print the slack table alone (--no-policy-table --slack)",
 			baseline.UncappedName, baseline.StaticEqualName)
 	}
-	var rows, slack []string
+	// each run's scenario argument, and its name in the tables
+	var args, names []string
 	for _, b := range bs {
-		if len(o.Scenarios) > 0 && !slices.Contains(o.Scenarios, b.Name) {
-			continue
+		if (len(o.Scenarios) == 0 || slices.Contains(o.Scenarios, b.Name)) && !slices.Contains(files, b.Name) {
+			args, names = append(args, b.Name), append(names, strings.TrimSuffix(b.Path, ".yaml"))
 		}
-		name := strings.TrimSuffix(b.Path, ".yaml")
+	}
+	for _, f := range files {
+		args, names = append(args, f), append(names, strings.TrimSuffix(f, filepath.Ext(f)))
+	}
+	var rows, slack []string
+	for i, arg := range args {
+		name := names[i]
 		start := time.Now()
-		sr, err := runPolicies(ctx, o.Run, b.Name, name, o.Policies, o.Seeds)
+		sr, err := runPolicies(ctx, o.Run, arg, name, o.Policies, o.Seeds)
 		if err != nil {
 			return err
 		}

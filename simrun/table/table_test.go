@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -236,5 +238,57 @@ func TestWritePolicies(t *testing.T) {
 				t.Errorf("err %v (output %q), want %q before any run", err, out.String(), c.err)
 			}
 		})
+	}
+}
+
+// Write takes a scenario file, as `vgpusim run --scenario FILE` does, with
+// its companion tenants file beside it, and names its rows by its path;
+// the built-in scenarios named beside it run first. A file whose
+// companion disagrees with it is refused before any run.
+func TestWriteScenarioFile(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"h200-mig.yaml", "h200-mig.tenants.yaml"} {
+		b, err := os.ReadFile(filepath.Join("..", "..", "scenarios", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, strings.Replace(f, "h200-mig", "mine", 1)), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	file := filepath.Join(dir, "mine.yaml")
+	base := simrun.Config{Duration: 30 * time.Second, Step: time.Second}
+	var out strings.Builder
+	err := Write(context.Background(), &out, Options{Run: base, Policies: []string{oracle.Name}, Seeds: []int64{1}, Scenarios: []string{file, "h200-mig"}, Slack: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine, builtin := strings.Index(out.String(), "| `"+filepath.Join(dir, "mine")+"` | chat |"), strings.Index(out.String(), "| `h200-mig` | chat |")
+	if mine < 0 || builtin < 0 || builtin > mine {
+		t.Errorf("slack table\n%s\nwant the rows of h200-mig, then of %s", out.String(), file)
+	}
+
+	// no companion: the oracle runs it, autotune is refused before any run
+	if err := os.Remove(filepath.Join(dir, "mine.tenants.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := Write(context.Background(), &out, Options{Run: base, Policies: []string{oracle.Name}, Seeds: []int64{1}, Scenarios: []string{file}, Slack: true}); err != nil || !strings.Contains(out.String(), "| `"+filepath.Join(dir, "mine")+"` | chat |") {
+		t.Errorf("oracle with no tenants file: err %v, output %q", err, out.String())
+	}
+	out.Reset()
+	err = Write(context.Background(), &out, Options{Run: base, Policies: []string{oracle.Name, "autotune"}, Seeds: []int64{1}, Scenarios: []string{"h200-mig", file}, Slack: true})
+	if err == nil || !strings.Contains(err.Error(), "write "+filepath.Join(dir, "mine.tenants.yaml")) || out.Len() > 0 {
+		t.Errorf("autotune with no tenants file: err %v, output %q; want it refused before any run", err, out.String())
+	}
+
+	// a companion that leaves out a tenant the scenario judges
+	if err := os.WriteFile(filepath.Join(dir, "mine.tenants.yaml"), []byte("tenants: []\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	err = Write(context.Background(), &out, Options{Run: base, Policies: []string{oracle.Name}, Seeds: []int64{1}, Scenarios: []string{"h200-mig", file}, Slack: true})
+	if err == nil || !strings.Contains(err.Error(), "mine.tenants.yaml") || out.Len() > 0 {
+		t.Errorf("err %v, output %q; want the companion refused before any run", err, out.String())
 	}
 }
