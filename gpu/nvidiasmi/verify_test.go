@@ -46,7 +46,7 @@ esac`, nil},
 esac`, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, _ := newSMI(t, tc.body, time.Second)
+			s, _ := newSMI(t, tc.body, 30*time.Second)
 			err := s.SetComputeTimeSlice(ctx, "GPU-0", gpu.TimeSliceLong)
 			if tc.want == nil {
 				if err != nil {
