@@ -44,9 +44,11 @@ type TenantWindow struct {
 	// while waiting or running, or completed too late.
 	TimedOut int
 	// Overdue counts the requests still waiting or running at the window's
-	// end that are already older than the SLO target (under an ITL SLO:
-	// the running requests whose next token is already later than the
-	// target): whenever they end, they will not be good. They are not in
+	// end that are already older than the SLO target (under a TTFT SLO,
+	// those without a first token and the running ones whose first token
+	// came later than the target; under an ITL SLO, the running requests
+	// whose next token is already later than the target): whenever they
+	// end, they will not be good. They are not in
 	// Completed or Dropped (a later window counts them when they end); a
 	// report of the whole run adds the last window's Overdue to the
 	// requests that missed.
@@ -146,7 +148,7 @@ func (s *Simulator) WindowUnsorted() WindowStats {
 		}
 		if t.spec.SLO != nil {
 			tw.SLOQuantile, tw.SLOTarget, tw.SLOMetric = t.spec.SLO.Quantile, time.Duration(t.spec.SLO.Target), t.spec.SLO.Metric
-			tw.Overdue = t.overdue(s.now - int64(t.spec.SLO.Target))
+			tw.Overdue = t.overdue(s.now)
 		}
 		if secs > 0 && t.dom != nil {
 			tw.SMShare = t.acc[1].sm / (secs * 1e9)
