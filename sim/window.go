@@ -34,6 +34,11 @@ type TenantWindow struct {
 	SMShare, BWShare float64
 	// Work is useful work: FLOPs for inference, completed steps for training.
 	Work float64
+	// Redo (training) is the steps lost to restarts, counted in Work when
+	// first done, that are still to be redone at the window's end: the
+	// steps the job redoes are not work, so a report of the whole run
+	// takes the last window's Redo from its work.
+	Redo int
 	OOMs int
 	// Dropped counts requests rejected because the tenant's queue was full
 	// (max_queue), lost when its process stopped, failed, moved or was
@@ -142,6 +147,7 @@ func (s *Simulator) WindowUnsorted() WindowStats {
 			Tenant: t.spec.Name, GPU: s.gpus[t.gpu].uuid,
 			Completed: t.completed, Latencies: t.lat, Good: t.good, Tokens: t.itlTokens,
 			Work: t.work, OOMs: t.ooms, Dropped: t.dropped, TimedOut: t.timedOut,
+			Redo: t.redo,
 		}
 		if tw.Latencies == nil {
 			tw.Latencies = []time.Duration{}
