@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"math"
 	"slices"
 	"testing"
@@ -127,5 +128,46 @@ func TestJudgeRecomputed(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestFailedRestartFailsRequests: a latency service whose restart fails
+// (out of memory) is down, not gone: its clients' requests go on coming
+// and fail, and count against its SLO, as while it is stopped. Before,
+// they stopped coming, and the run judged it on what it served before.
+func TestFailedRestartFailsRequests(t *testing.T) {
+	sc, err := LoadScenario("../scenarios/noisy-neighbour.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(sc, Options{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := s.Now()
+	var chat *tenant
+	for _, tn := range s.tenants {
+		if tn.spec.Name == "chat" {
+			chat = tn
+		}
+	}
+	s.AdvanceTo(start.Add(time.Minute))
+	s.Window()
+	uuid, pid := s.gpus[chat.gpu].uuid, chat.spec.Process.PID
+	if err := s.SetMPSPinnedMemoryLimit(context.Background(), uuid, pid, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RestartClient(context.Background(), uuid, pid, ""); err == nil {
+		t.Fatal("a restart over the pinned memory limit succeeded")
+	}
+	s.AdvanceTo(start.Add(10 * time.Minute))
+	for _, tw := range s.Window().Tenants {
+		if tw.Tenant != "chat" {
+			continue
+		}
+		// about 6 requests a second for 9 minutes
+		if tw.OOMs != 1 || tw.Completed != 0 || tw.Dropped < 2000 {
+			t.Errorf("chat after a failed restart: %d OOMs, %d completed, %d dropped; want 1, 0 and its clients' requests", tw.OOMs, tw.Completed, tw.Dropped)
+		}
 	}
 }

@@ -42,7 +42,8 @@ type TenantWindow struct {
 	OOMs int
 	// Dropped counts requests rejected because the tenant's queue was full
 	// (max_queue), lost when its process stopped, failed, moved or was
-	// drained past the drain timeout, refused while it was stopped, or
+	// drained past the drain timeout, refused while it was stopped or
+	// down after a failed restart, or
 	// timed out (TimedOut of them).
 	Dropped int
 	// TimedOut counts requests older than the client's timeout: given up
