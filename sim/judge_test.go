@@ -171,3 +171,30 @@ func TestFailedRestartFailsRequests(t *testing.T) {
 		}
 	}
 }
+
+// TestLostGPUFailsRequests: while a GPU is lost, the services on it are
+// down: their clients' requests go on coming and fail, and count against
+// their SLOs. Before, they stopped coming until the GPU was back.
+func TestLostGPUFailsRequests(t *testing.T) {
+	sc := mustParse(t, `name: fault
+gpus: [{model: H100-SXM5-80GB}]
+tenants:
+  - {name: a, gpu: 0, process: {pid: 10}, memory: 8GiB, slo: {quantile: 0.9, target: 1s}, workload: {type: dnn, flops: 1e11, arrival: {process: poisson, rate: 50}}}
+events:
+  - {at: 10s, action: gpu-lost, gpu: 0}
+  - {at: 20s, action: gpu-restored, gpu: 0}
+`)
+	s := mustNew(t, sc, Options{})
+	start := s.Now()
+	s.AdvanceTo(start.Add(10 * time.Second))
+	s.Window()
+	s.AdvanceTo(start.Add(20 * time.Second))
+	// about 50 requests a second for 10 s
+	if w := s.Window().Tenants[0]; w.Completed != 0 || w.Dropped < 400 {
+		t.Errorf("a while its GPU is lost: %d completed, %d dropped; want 0 and its clients' requests", w.Completed, w.Dropped)
+	}
+	s.AdvanceTo(start.Add(30 * time.Second))
+	if w := s.Window().Tenants[0]; w.Completed < 400 || w.Dropped != 0 {
+		t.Errorf("a after its GPU is back: %d completed, %d dropped; want its requests served", w.Completed, w.Dropped)
+	}
+}

@@ -416,7 +416,12 @@ func (s *Simulator) applyEvents() {
 			s.event(g, gpu.Event{Time: s.at(s.now), Kind: gpu.EventXID, Code: 79, Message: "Xid 79, GPU has fallen off the bus"})
 			for _, x := range s.tenants {
 				if x.gpu == g.idx && x.alive {
-					s.stopTenant(x)
+					// its processes die; their clients' requests go on
+					// coming and fail until the GPU is back
+					x.alive = false
+					x.drop()
+					s.endAction(x)
+					x.refusing = true
 				}
 			}
 		case "gpu-restored":
