@@ -340,12 +340,22 @@ func (s *Simulator) memCheck(t *tenant) string {
 	return ""
 }
 
+// oom fails t's context creation at now. A service that was serving (or
+// stopped, its clients' requests failing) when it failed to start again
+// is down: its clients keep sending, and their requests fail (Dropped)
+// until it starts, as while stopped; one that never served (its memory
+// does not fit at the scenario's start) has no clients yet.
 func (s *Simulator) oom(t *tenant, now int64, msg string) {
+	serving := t.alive || t.refusing
 	t.ooms++
 	t.alive = false
 	t.drop()
 	s.endAction(t)
-	t.nextArr = never
+	if serving {
+		t.refusing = true
+	} else {
+		t.nextArr = never
+	}
 	g := t.dom.g
 	s.event(g, gpu.Event{Time: s.at(now), Kind: gpu.EventOOM, PID: t.spec.Process.PID,
 		Message: fmt.Sprintf("%s (%s): %s", t.spec.Process.Executable, t.spec.Name, msg)})
@@ -406,7 +416,12 @@ func (s *Simulator) applyEvents() {
 			s.event(g, gpu.Event{Time: s.at(s.now), Kind: gpu.EventXID, Code: 79, Message: "Xid 79, GPU has fallen off the bus"})
 			for _, x := range s.tenants {
 				if x.gpu == g.idx && x.alive {
-					s.stopTenant(x)
+					// its processes die; their clients' requests go on
+					// coming and fail until the GPU is back
+					x.alive = false
+					x.drop()
+					s.endAction(x)
+					x.refusing = true
 				}
 			}
 		case "gpu-restored":

@@ -435,11 +435,15 @@ func (t *tenant) judged(r *request, now int64) int64 {
 	return now - r.arrival
 }
 
-// overdue counts the requests waiting or running that arrived before
-// cutoff; under a TTFT SLO, those still without their first token; under
-// an ITL SLO, the running requests with a first token when the last token
-// came before cutoff.
-func (t *tenant) overdue(cutoff int64) int {
+// overdue counts the requests waiting or running at now that are older
+// than the SLO target; under a TTFT SLO, those still without their first
+// token and the running ones whose first token came later than the
+// target (their judged latency is known: they will not be good); under
+// an ITL SLO, the running requests with a first token when the last
+// token came more than the target before now.
+func (t *tenant) overdue(now int64) int {
+	target := int64(t.spec.SLO.Target)
+	cutoff := now - target
 	n := 0
 	for _, r := range t.queue[t.qhead:] {
 		if r.arrival < cutoff {
@@ -461,7 +465,12 @@ func (t *tenant) overdue(cutoff int64) int {
 	}
 	ttft := t.spec.SLO != nil && t.spec.SLO.Metric == SLOMetricTTFT
 	for _, r := range t.seqs {
-		if r.arrival < cutoff && (!ttft || r.first < 0) {
+		switch {
+		case ttft && r.first >= 0:
+			if r.first-r.arrival > target {
+				n++
+			}
+		case r.arrival < cutoff:
 			n++
 		}
 	}

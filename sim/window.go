@@ -34,19 +34,27 @@ type TenantWindow struct {
 	SMShare, BWShare float64
 	// Work is useful work: FLOPs for inference, completed steps for training.
 	Work float64
+	// Redo (training) is the steps lost to restarts, counted in Work when
+	// first done, that are still to be redone at the window's end: the
+	// steps the job redoes are not work, so a report of the whole run
+	// takes the last window's Redo from its work.
+	Redo int
 	OOMs int
 	// Dropped counts requests rejected because the tenant's queue was full
 	// (max_queue), lost when its process stopped, failed, moved or was
-	// drained past the drain timeout, refused while it was stopped, or
+	// drained past the drain timeout, refused while it was stopped or
+	// down after a failed restart, or
 	// timed out (TimedOut of them).
 	Dropped int
 	// TimedOut counts requests older than the client's timeout: given up
 	// while waiting or running, or completed too late.
 	TimedOut int
 	// Overdue counts the requests still waiting or running at the window's
-	// end that are already older than the SLO target (under an ITL SLO:
-	// the running requests whose next token is already later than the
-	// target): whenever they end, they will not be good. They are not in
+	// end that are already older than the SLO target (under a TTFT SLO,
+	// those without a first token and the running ones whose first token
+	// came later than the target; under an ITL SLO, the running requests
+	// whose next token is already later than the target): whenever they
+	// end, they will not be good. They are not in
 	// Completed or Dropped (a later window counts them when they end); a
 	// report of the whole run adds the last window's Overdue to the
 	// requests that missed.
@@ -140,13 +148,14 @@ func (s *Simulator) WindowUnsorted() WindowStats {
 			Tenant: t.spec.Name, GPU: s.gpus[t.gpu].uuid,
 			Completed: t.completed, Latencies: t.lat, Good: t.good, Tokens: t.itlTokens,
 			Work: t.work, OOMs: t.ooms, Dropped: t.dropped, TimedOut: t.timedOut,
+			Redo: t.redo,
 		}
 		if tw.Latencies == nil {
 			tw.Latencies = []time.Duration{}
 		}
 		if t.spec.SLO != nil {
 			tw.SLOQuantile, tw.SLOTarget, tw.SLOMetric = t.spec.SLO.Quantile, time.Duration(t.spec.SLO.Target), t.spec.SLO.Metric
-			tw.Overdue = t.overdue(s.now - int64(t.spec.SLO.Target))
+			tw.Overdue = t.overdue(s.now)
 		}
 		if secs > 0 && t.dom != nil {
 			tw.SMShare = t.acc[1].sm / (secs * 1e9)

@@ -142,6 +142,7 @@ type tenantAcc struct {
 	ooms        int
 	dropped     int
 	overdue     int     // at the end of the last window
+	redo        int     // steps lost and not yet redone, at the end of the last window
 	goodWork    float64 // work in goodput windows whose SLOs held
 	sloQuantile float64
 	sloTarget   time.Duration
@@ -157,6 +158,9 @@ type tenantAcc struct {
 type minuteSpan struct {
 	ended      int
 	start, end int
+	// work is the tenant's work in the window, good that of it on GPUs
+	// whose SLOs held (filled when the window closes)
+	work, good float64
 }
 
 // BusyFraction picks a tenant's busy stretch: the goodput windows in which
@@ -212,6 +216,7 @@ func (r *Recorder) Add(w WindowStats) {
 		a.spans = append(a.spans, stepSpan{step: len(r.steps), start: from, end: len(a.latencies)})
 		mn := &a.minutes[r.minuteN]
 		mn.ended += tw.Judged() + tw.Dropped
+		mn.work += tw.Work
 		mn.end = len(a.latencies)
 		a.completed += tw.Completed
 		a.judged += tw.Judged()
@@ -223,6 +228,7 @@ func (r *Recorder) Add(w WindowStats) {
 		a.ooms += tw.OOMs
 		a.dropped += tw.Dropped
 		a.overdue = tw.Overdue
+		a.redo = tw.Redo
 		a.sloQuantile, a.sloTarget, a.sloMetric = tw.SLOQuantile, tw.SLOTarget, tw.SLOMetric
 		r.addMinute(tw)
 
@@ -343,7 +349,9 @@ func (r *Recorder) flushMinute(minute map[string]*minuteAcc) {
 	r.gpuMinutes += g
 	r.heldMinutes += h
 	for name, w := range minuteGoodWork(minute) {
-		r.tenants[name].goodWork += w
+		a := r.tenants[name]
+		a.goodWork += w
+		a.minutes[r.minuteN].good += w
 	}
 }
 
@@ -559,8 +567,12 @@ func (r *Recorder) summarize() Summary {
 		}
 		if r.elapsed > 0 {
 			ts.Throughput = round6(float64(a.completed) / r.elapsed)
-			ts.WorkRate = round6(a.work / r.elapsed)
-			ts.Goodput = round6((a.goodWork + partial[name]) / r.elapsed)
+			// steps a restart threw away that the job has not redone
+			// by the end were counted when first done: they are not
+			// work, nor good work where they counted as good
+			lost, lostGood := a.unredone(partial[name])
+			ts.WorkRate = round6(max(0, a.work-lost) / r.elapsed)
+			ts.Goodput = round6(max(0, a.goodWork+partial[name]-lostGood) / r.elapsed)
 		}
 		if a.seconds > 0 {
 			ts.SMShare = round6(a.smShareSec / a.seconds)
@@ -602,6 +614,32 @@ func (r *Recorder) summarize() Summary {
 	sort.Slice(s.GPUs, func(i, j int) bool { return s.GPUs[i].Index < s.GPUs[j].Index })
 	s.EnergyJ = round6(s.EnergyJ)
 	return s
+}
+
+// unredone returns a's steps lost to restarts and not redone by the end
+// of the run (the last window's Redo), and how much of them counted as
+// good work; partial is a's good work in the goodput window being
+// filled. A training job redoes its lost steps before any new one, and
+// only new steps count as work, so the steps never redone are the last
+// ones it counted: they are taken from its goodput windows from the last
+// back, as good work in the share of each window's work that was good.
+func (a *tenantAcc) unredone(partial float64) (lost, lostGood float64) {
+	left := float64(a.redo)
+	for i := len(a.minutes) - 1; i >= 0 && left > 0; i-- {
+		m := a.minutes[i]
+		if m.work <= 0 {
+			continue
+		}
+		good := m.good
+		if i == len(a.minutes)-1 {
+			good = partial // the window being filled
+		}
+		take := min(left, m.work)
+		left -= take
+		lost += take
+		lostGood += take * min(1, good/m.work)
+	}
+	return lost, lostGood
 }
 
 // busyLatency is the latency at a's SLO quantile over the requests that

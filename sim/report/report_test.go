@@ -440,6 +440,44 @@ func TestGoodputCountsOnlyHeldMinutes(t *testing.T) {
 	}
 }
 
+// TestWorkLessStepsNotRedone: a training job's steps a restart threw
+// away and it has not redone by the end (the last window's Redo) are
+// taken from its work, and from its goodput where they counted: they are
+// its last counted steps, from the last minute back.
+func TestWorkLessStepsNotRedone(t *testing.T) {
+	// chat's SLO on the GPU breaks in the first minute, holds in the
+	// second and third; train does 1 step a second
+	r := NewRecorder(Meta{Start: start})
+	at := start
+	for m := 0; m < 3; m++ {
+		for s := 0; s < 60; s++ {
+			w := WindowStats{Start: at, End: at.Add(time.Second)}
+			chat := TenantWindow{Tenant: "chat", GPU: "a", SLOQuantile: 0.9, SLOTarget: time.Second}
+			if s == 59 && m == 0 {
+				chat.Completed = 10 // none good
+			}
+			train := TenantWindow{Tenant: "train", GPU: "a", Work: 1}
+			if m == 2 && s == 59 {
+				train.Redo = 150 // the last 150 steps were lost
+			}
+			w.Tenants = []TenantWindow{chat, train}
+			r.Add(w)
+			at = w.End
+		}
+	}
+	s := r.Summary()
+	for _, ts := range s.Tenants {
+		if ts.Tenant != "train" {
+			continue
+		}
+		// 180 steps less 150: 30 steps in 180 s; the 150 are the third
+		// and second minutes' (good) and 30 of the first's (not good)
+		if ts.WorkRate != round6(30.0/180) || ts.Goodput != 0 {
+			t.Errorf("train: work/s %v, goodput/s %v; want %v and 0", ts.WorkRate, ts.Goodput, round6(30.0/180))
+		}
+	}
+}
+
 // TestSlackFromBusyStretch: busy latency is the SLO quantile over the
 // requests that ended in the minutes in which at least BusyFraction of the
 // busiest minute's requests ended, a dropped request counting as later than
