@@ -309,6 +309,14 @@
             '{{ $value | humanize }} changes of {{ $labels.knob }} by the tuner' + onHost + ' failed in the last %s.' % c.tunerWindow,
           ),
           alert(
+            'VGPUTunerPauseNotInForce',
+            'warning',
+            std.format('increase(vgpu_tuner_pause_freeze_failures_total{%s}[%s]) >= %s', [sel, c.tunerPauseWindow, c.tunerPauseFailuresThreshold]),
+            c.alertFor.tunerPauseNotInForce,
+            'A tenant the tuner pauses keeps running: its freezes fail.',
+            '{{ $value | humanize }} pause periods of tenant {{ $labels.tenant }} failed to freeze in the last %s' % c.tunerPauseWindow + onHost + ': it ran through them, and the latency tenants beside it lack the time the tuner meant to give them.',
+          ),
+          alert(
             'VGPUTunerRevertingOften',
             'warning',
             std.format('increase(vgpu_tuner_reverts_total{%s}[%s]) >= %s', [sel, c.tunerWindow, c.tunerRevertsThreshold]),

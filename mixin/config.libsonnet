@@ -47,6 +47,11 @@
     dcgmErrorWindow: '5m',
     tunerFailedActionsThreshold: 3,  // failed actions of one knob in tunerWindow
     tunerRevertsThreshold: 3,  // reverts in tunerWindow
+    // VGPUTunerPauseNotInForce: pause periods of one tenant whose freeze
+    // failed within tunerPauseWindow (30 of 600 at the default 500 ms
+    // period: a twentieth of the pulses), sustained for its for:.
+    tunerPauseWindow: '5m',
+    tunerPauseFailuresThreshold: 30,
     // --sample.interval of the exporters, in seconds.
     sampleIntervalSeconds: 1,
     // The served snapshot is stale when older than this, in seconds.
@@ -84,6 +89,7 @@
       dcgmExporterNoFigures: '10m',
       tunerKillSwitch: '1h',
       tunerJournalErrors: '5m',
+      tunerPauseNotInForce: '10m',
       // A row remap pending a reset for longer than this (a reset after a
       // drain usually follows within minutes).
       rowRemapPending: '15m',
