@@ -34,9 +34,13 @@ type TenantBurn struct {
 	Requests float64
 	Quantile float64
 	// Attainment and Burn are known (Known) when a request ended in the
-	// window.
+	// window and the tenant's latency source is up.
 	Attainment, Burn float64
 	Known            bool
+	// SourceDown says the tenant's latency source is down: what the
+	// window holds is from before it went, and is not a burn now (the
+	// tuner holds on the tenant's GPU).
+	SourceDown bool
 }
 
 // tenantBurns returns the fast-window figures of the snapshot's latency
@@ -51,8 +55,8 @@ func tenantBurns(snap *tenant.Snapshot, fast map[string]FastSLO) []TenantBurn {
 		if !ok {
 			continue
 		}
-		b := TenantBurn{Tenant: s.Tenant, Window: f.Over, Requests: f.Total, Quantile: s.Quantile}
-		if att, ok := f.Attainment(); ok {
+		b := TenantBurn{Tenant: s.Tenant, Window: f.Over, Requests: f.Total, Quantile: s.Quantile, SourceDown: !s.SourceUp}
+		if att, ok := f.Attainment(); ok && s.SourceUp {
 			b.Attainment, b.Burn, b.Known = att, Burn(att, s.Quantile), true
 		}
 		out = append(out, b)

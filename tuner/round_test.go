@@ -34,7 +34,7 @@ func TestBurn(t *testing.T) {
 func roundSnap() *tenant.Snapshot {
 	s := snapshot(t0, []gpu.Device{{UUID: uuid0, Index: 0, Up: true, Mode: gpu.SharingMPS}, {UUID: "GPU-1", Index: 1, Up: true, Mode: gpu.SharingTimeSlice}},
 		[]tenant.Usage{{Tenant: "chat", UUID: uuid0}})
-	s.SLOs = []tenant.SLOStatus{{Tenant: "chat", Status: latency.Status{Quantile: 0.99, GoodKnown: true}}}
+	s.SLOs = []tenant.SLOStatus{{Tenant: "chat", Status: latency.Status{SourceUp: true, Quantile: 0.99, GoodKnown: true}}}
 	return s
 }
 
@@ -168,14 +168,18 @@ func TestGPURoundDown(t *testing.T) {
 }
 
 // The fast window's figures: burn from attainment and quantile, unknown
-// without requests.
+// without requests, and none while the latency source is down (what the
+// window holds is from before it went).
 func TestTenantBurns(t *testing.T) {
 	s := roundSnap()
-	s.SLOs = append(s.SLOs, tenant.SLOStatus{Tenant: "api", Status: latency.Status{Quantile: 0.9, GoodKnown: true}},
-		tenant.SLOStatus{Tenant: "nobuckets", Status: latency.Status{Quantile: 0.9}})
-	got := tenantBurns(s, map[string]FastSLO{"chat": {Over: time.Minute, Total: 200, Good: 190}, "api": {Over: 30 * time.Second}})
-	if len(got) != 2 || got[0].Tenant != "api" || got[0].Known || got[0].Window != 30*time.Second ||
-		got[1].Tenant != "chat" || !got[1].Known || math.Abs(got[1].Burn-5) > 1e-9 || got[1].Attainment != 0.95 || got[1].Requests != 200 {
+	s.SLOs = append(s.SLOs, tenant.SLOStatus{Tenant: "api", Status: latency.Status{SourceUp: true, Quantile: 0.9, GoodKnown: true}},
+		tenant.SLOStatus{Tenant: "nobuckets", Status: latency.Status{SourceUp: true, Quantile: 0.9}},
+		tenant.SLOStatus{Tenant: "gone", Status: latency.Status{Quantile: 0.99, GoodKnown: true}})
+	got := tenantBurns(s, map[string]FastSLO{"chat": {Over: time.Minute, Total: 200, Good: 190}, "api": {Over: 30 * time.Second},
+		"gone": {Over: time.Minute, Total: 100, Good: 50}})
+	if len(got) != 3 || got[0].Tenant != "api" || got[0].Known || got[0].SourceDown || got[0].Window != 30*time.Second ||
+		got[1].Tenant != "chat" || !got[1].Known || got[1].SourceDown || math.Abs(got[1].Burn-5) > 1e-9 || got[1].Attainment != 0.95 || got[1].Requests != 200 ||
+		got[2].Tenant != "gone" || got[2].Known || !got[2].SourceDown || got[2].Burn != 0 {
 		t.Errorf("%+v", got)
 	}
 }
@@ -243,7 +247,7 @@ func TestStatusHistory(t *testing.T) {
 		s := snapshot(clk.Now(), []gpu.Device{{UUID: uuid0, Up: true, Mode: gpu.SharingMPS, PowerLimitW: &limit,
 			ComputeTimeSlice: gpu.TimeSliceDefault, Processes: []gpu.Process{mpsProc(7, &frac)}}},
 			[]tenant.Usage{{Tenant: "chat", UUID: uuid0}, {Tenant: "batch", UUID: uuid0, PIDs: []uint32{7}}})
-		s.SLOs = []tenant.SLOStatus{{Tenant: "chat", Status: latency.Status{Quantile: 0.9, GoodKnown: true,
+		s.SLOs = []tenant.SLOStatus{{Tenant: "chat", Status: latency.Status{SourceUp: true, Quantile: 0.9, GoodKnown: true,
 			RequestsTotal: float64(100 * (i + 1)), GoodRequestsTotal: good}}}
 		if _, err := tu.RunOnce(context.Background(), s); err != nil {
 			t.Fatal(err)

@@ -183,6 +183,8 @@ type fastView struct {
 	Requests        float64  `json:"requests"`
 	AttainmentRatio *float64 `json:"attainment_ratio,omitempty"`
 	BurnRate        *float64 `json:"burn_rate,omitempty"`
+	// SourceDown: the latency source is down, so there is no burn now
+	SourceDown bool `json:"source_down,omitempty"`
 }
 
 // tenantText is a tenant row as the HTML shows it.
@@ -433,8 +435,12 @@ func fillSLO(tv *tenantView, s *tenant.SLOStatus) {
 
 // fillBurn sets a tenant's columns of the tuner's window.
 func fillBurn(tv *tenantView, b tuner.TenantBurn) {
-	f := &fastView{WindowSeconds: b.Window.Seconds(), Requests: b.Requests}
+	f := &fastView{WindowSeconds: b.Window.Seconds(), Requests: b.Requests, SourceDown: b.SourceDown}
 	tv.Tuner = f
+	if b.SourceDown {
+		tv.Text.Burn = "latency source down: no burn"
+		return
+	}
 	if !b.Known {
 		tv.Text.Burn = "no requests in " + durationText(b.Window)
 		return

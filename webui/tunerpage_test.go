@@ -314,6 +314,8 @@ func TestTunerPageBurn(t *testing.T) {
 			state: "met", text: "1.00x over 45s", class: "ok", attainment: 0.99, burnRate: 1, hasAttainment: true, hasBurn: true},
 		{name: "no requests in the window", burn: tuner.TenantBurn{Tenant: "chat", Window: 30 * time.Second, Quantile: 0.99},
 			state: "met", text: "no requests in 30s"},
+		{name: "latency source down", burn: tuner.TenantBurn{Tenant: "chat", Window: time.Minute, Requests: 100, Quantile: 0.99, SourceDown: true},
+			state: "met", text: "latency source down: no burn"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			snap := pageSnapshot()
