@@ -96,6 +96,15 @@ type pausedTenant struct {
 	procs  map[string][]*tenant // by GPU UUID
 }
 
+// duty is the largest duty p's GPUs ask for: the one its processes run.
+func (p *pausedTenant) duty() float64 {
+	d := 0.0
+	for _, v := range p.duties {
+		d = max(d, v)
+	}
+	return d
+}
+
 // setPause sets the duty uuid asks for of the tenant name, whose
 // processes are ts. As on a host, a tenant is paused as a whole: every
 // process any of its GPUs named runs the largest duty they ask for, and
@@ -115,10 +124,7 @@ func (s *Simulator) setPause(name, uuid string, ts []*tenant, duty float64) {
 	} else {
 		p.duties[uuid], p.procs[uuid] = duty, ts
 	}
-	d := 0.0
-	for _, v := range p.duties {
-		d = max(d, v)
-	}
+	d := p.duty()
 	for _, t := range touched {
 		td := 0.0
 		for _, pts := range p.procs {
@@ -146,10 +152,7 @@ func (s *Simulator) PausesInForce() []gpu.PauseInForce {
 	var out []gpu.PauseInForce
 	for _, name := range slices.Sorted(maps.Keys(s.pauses)) {
 		p := s.pauses[name]
-		d := 0.0
-		for _, v := range p.duties {
-			d = max(d, v)
-		}
+		d := p.duty()
 		for _, uuid := range slices.Sorted(maps.Keys(p.duties)) {
 			out = append(out, gpu.PauseInForce{UUID: uuid, Tenant: name, Duty: d})
 		}

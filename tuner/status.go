@@ -259,14 +259,13 @@ func (t *Tuner) syncPauses() {
 	}
 	// served from 0 from a tenant's first pause, so that increase()
 	// counts its first failed freeze
-	failures := maps.Clone(t.o.Pauses.PauseFreezeFailures())
+	failures := make(map[string]uint64, len(t.pausedTenants))
 	for name := range t.pausedTenants {
-		if _, ok := failures[name]; !ok {
-			if failures == nil {
-				failures = map[string]uint64{}
-			}
-			failures[name] = 0
-		}
+		failures[name] = 0
+	}
+	maps.Copy(failures, t.o.Pauses.PauseFreezeFailures())
+	if len(failures) == 0 {
+		failures = nil // none paused, none failed: no series
 	}
 	t.pauseFailures = failures
 }

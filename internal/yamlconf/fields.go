@@ -207,7 +207,7 @@ func (e *Errors) value(v *yaml.Node, name string, out reflect.Value) bool {
 	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Int64:
 		x, err := strconv.ParseInt(v.Value, 0, intBits)
 		if scalar && errors.Is(err, strconv.ErrRange) {
-			e.Addf(v.Line, "%s: %s is out of range, where an integer from %d to %d is wanted", name, v.Value, math.MinInt32, math.MaxInt32)
+			e.Addf(v.Line, "%s: %s is out of range, where an integer from %s is wanted", name, v.Value, intRange(fmt.Sprintf("int%d", intBits)))
 			return false
 		}
 		if !scalar || err != nil {
