@@ -15,13 +15,13 @@ import (
 // judgeRecount is a tenant's figures over a run, counted from its
 // windows as they came.
 type judgeRecount struct {
-	lat                                    []time.Duration
-	completed, judged, good, dropped, over int
-	work                                   float64
-	steps                                  []stepWork
-	quantile                               float64
-	target                                 time.Duration
-	metric                                 string
+	lat                                   []time.Duration
+	completed, judged, good, missed, over int
+	work                                  float64
+	steps                                 []stepWork
+	quantile                              float64
+	target                                time.Duration
+	metric                                string
 }
 
 // stepWork is a tenant's work in one step, on the GPU it was on.
@@ -82,7 +82,7 @@ func TestSummaryRecomputed(t *testing.T) {
 						a.completed += tw.Completed
 						a.judged += tw.Judged()
 						a.good += tw.Good
-						a.dropped += tw.Dropped
+						a.missed += missedBy(tw)
 						a.over = tw.Overdue
 						a.work += tw.Work
 						a.steps = append(a.steps, stepWork{m, tw.GPU, tw.Work})
@@ -94,7 +94,7 @@ func TestSummaryRecomputed(t *testing.T) {
 						}
 						x.gpu = tw.GPU
 						x.work[tw.GPU] += tw.Work
-						x.ended += tw.Judged() + tw.Dropped
+						x.ended += tw.Judged() + missedBy(tw)
 						// good counted from the latencies, not tw.Good
 						if tw.SLOTarget > 0 {
 							for _, l := range tw.Latencies {
@@ -196,10 +196,10 @@ func TestSummaryRecomputed(t *testing.T) {
 					continue
 				}
 				good, _ := slices.BinarySearch(lat, a.target+1)
-				den := len(lat) + a.dropped + a.over
+				den := len(lat) + a.missed + a.over
 				att := float64(good) / float64(den)
 				t.Logf("%s: attainment summary %.6f met %v, recounted %d/(%d+%d+%d) = %.6f; P50 %g P99 %g; work/s %g goodput/s %g",
-					ts.Tenant, *ts.Attainment, *ts.SLOMet, good, len(lat), a.dropped, a.over, att, *ts.P50, *ts.P99, ts.WorkRate, ts.Goodput)
+					ts.Tenant, *ts.Attainment, *ts.SLOMet, good, len(lat), a.missed, a.over, att, *ts.P50, *ts.P99, ts.WorkRate, ts.Goodput)
 				if !near(att, *ts.Attainment) || (att >= a.quantile) != *ts.SLOMet || a.judged != len(lat) {
 					t.Errorf("%s: attainment summary %.6f (met %v), recounted %.6f", ts.Tenant, *ts.Attainment, *ts.SLOMet, att)
 				}
@@ -207,4 +207,13 @@ func TestSummaryRecomputed(t *testing.T) {
 			t.Logf("held %d/%d GPU-minutes, energy %.6g J (summary %.6g)", held, gpuMinutes, energy, s.EnergyJ)
 		})
 	}
+}
+
+// missedBy is the observations tw's dropped requests missed: one each,
+// under an ITL SLO every token each will never produce.
+func missedBy(tw sim.TenantWindow) int {
+	if tw.SLOMetric == sim.SLOMetricITL {
+		return tw.DroppedTokens
+	}
+	return tw.Dropped
 }

@@ -35,7 +35,7 @@ func (r *Recorder) addMinute(tw TenantWindow) {
 	}
 	m.gpu = tw.GPU
 	m.good += tw.Good
-	m.ended += tw.Judged() + tw.Dropped
+	m.ended += tw.Ended()
 	m.sloQuantile, m.slo = tw.SLOQuantile, tw.SLOTarget > 0
 	m.work[tw.GPU] += tw.Work
 }
@@ -61,8 +61,9 @@ func heldGPUs(minute map[string]*minuteAcc) map[string]bool {
 }
 
 // WindowHeld says whether an SLO held over a goodput window in which good
-// of ended requests (completed or dropped; not those still in flight) met
-// its target: every window in which none ended holds.
+// of ended requests (completed or dropped, TenantWindow.Ended; not those
+// still in flight) met its target: every window in which none ended
+// holds.
 func WindowHeld(good, ended int, quantile float64) bool {
 	return ended <= 0 || float64(good)/float64(ended) >= quantile
 }

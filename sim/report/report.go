@@ -6,9 +6,10 @@
 // the same bytes: percentiles are nearest-rank over the exact request
 // latencies; SLO attainment is good requests over completed plus dropped
 // ones (a request the server rejected or lost did not meet its
-// objective), and over the whole run also those still waiting at its end
-// that are already past the target; shares and utilization are
-// time-weighted means.
+// objective; under an ITL SLO, good tokens over those served and those
+// the dropped requests will never produce: TenantWindow.Ended), and over
+// the whole run also those still waiting at its end that are already
+// past the target; shares and utilization are time-weighted means.
 package report
 
 import (
@@ -119,7 +120,7 @@ type tenantAcc struct {
 	// memory of a time.Duration.
 	latencies   []float32
 	completed   int
-	judged      int // what the SLO judged (TenantWindow.Judged)
+	ended       int // what ended, good or not (TenantWindow.Ended)
 	good        int
 	work        float64
 	smShareSec  float64 // share x seconds
@@ -201,11 +202,11 @@ func (r *Recorder) Add(w WindowStats) {
 		}
 		a.spans = append(a.spans, stepSpan{step: len(r.steps), start: from, end: len(a.latencies)})
 		mn := &a.minutes[r.minuteN]
-		mn.ended += tw.Judged() + tw.Dropped
+		mn.ended += tw.Ended()
 		mn.work += tw.Work
 		mn.end = len(a.latencies)
 		a.completed += tw.Completed
-		a.judged += tw.Judged()
+		a.ended += tw.Ended()
 		a.good += tw.Good
 		a.work += tw.Work
 		a.smShareSec += tw.SMShare * secs
@@ -220,7 +221,7 @@ func (r *Recorder) Add(w WindowStats) {
 
 		ts := TenantStep{
 			Tenant: tw.Tenant, GPU: tw.GPU, Completed: tw.Completed, Good: tw.Good,
-			Attainment:  sloAttainment(tw.SLOTarget, tw.Good, tw.Judged()+tw.Dropped),
+			Attainment:  sloAttainment(tw.SLOTarget, tw.Good, tw.Ended()),
 			P50:         secondsInto(&pct, p50, ok),
 			P99:         secondsInto(&pct, p99, ok),
 			SLOQuantile: tw.SLOQuantile, SLOTarget: round6(tw.SLOTarget.Seconds()),
@@ -461,7 +462,7 @@ func (r *Recorder) summarize() Summary {
 		p50, p99 := st[i].p50, st[i].p99
 		ts := TenantSummary{
 			Tenant: name, GPU: a.gpu, Requests: a.completed, Good: a.good,
-			Attainment:  sloAttainment(a.sloTarget, a.good, a.judged+a.dropped+a.overdue),
+			Attainment:  sloAttainment(a.sloTarget, a.good, a.ended+a.overdue),
 			SLOQuantile: a.sloQuantile, SLOTarget: round6(a.sloTarget.Seconds()), SLOMetric: a.sloMetric,
 			P50: p50, P99: p99,
 			OOMs: a.ooms, Dropped: a.dropped, Overdue: a.overdue,
@@ -491,7 +492,7 @@ func (r *Recorder) summarize() Summary {
 			}
 		}
 		if a.sloTarget > 0 && ts.Attainment != nil {
-			met := float64(a.good)/float64(a.judged+a.dropped+a.overdue) >= a.sloQuantile
+			met := float64(a.good)/float64(a.ended+a.overdue) >= a.sloQuantile
 			ts.SLOMet = &met
 			s.SLOsHeld++
 			if met {
