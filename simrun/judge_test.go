@@ -36,7 +36,8 @@ type stepWork struct {
 // the run recorded: attainment and MET from the judged latencies (not
 // the windows' Good), percentiles by nearest rank over every latency,
 // work per second, energy from the GPUs' power, and goodput and the
-// GPU-minutes held from each minute's ended requests on each GPU.
+// GPU-minutes held from each minute's ended requests on each GPU and
+// those overdue at its end.
 func TestSummaryRecomputed(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs scenarios")
@@ -53,11 +54,12 @@ func TestSummaryRecomputed(t *testing.T) {
 			acc := map[string]*judgeRecount{}
 			var energy float64
 			// per minute and tenant: its work by GPU, its ended and
-			// good requests, the GPU it was on at the minute's end
+			// good requests, the GPU it was on and its overdue
+			// requests at the minute's end
 			type tm struct {
-				good, ended int
-				gpu         string
-				work        map[string]float64
+				good, ended, over int
+				gpu               string
+				work              map[string]float64
 			}
 			minutes := map[int]map[string]*tm{}
 			step := 0
@@ -95,6 +97,7 @@ func TestSummaryRecomputed(t *testing.T) {
 						x.gpu = tw.GPU
 						x.work[tw.GPU] += tw.Work
 						x.ended += tw.Judged() + missedBy(tw)
+						x.over = tw.Overdue
 						// good counted from the latencies, not tw.Good
 						if tw.SLOTarget > 0 {
 							for _, l := range tw.Latencies {
@@ -113,7 +116,8 @@ func TestSummaryRecomputed(t *testing.T) {
 			elapsed := s.Seconds
 			// goodput, independently: a GPU holds in a minute unless a
 			// tenant on it at the minute's end with an SLO ended requests
-			// and fewer than its quantile were good
+			// or had some overdue at the minute's end, and fewer than its
+			// quantile of those were good
 			gpuMinutes, held := 0, 0
 			brokenAt := map[int]map[string]bool{}
 			for m := 0; m < len(minutes); m++ {
@@ -124,7 +128,7 @@ func TestSummaryRecomputed(t *testing.T) {
 					for g := range x.work {
 						gpus[g] = true
 					}
-					if a := acc[name]; a.target > 0 && x.ended > 0 && float64(x.good)/float64(x.ended) < a.quantile {
+					if a := acc[name]; a.target > 0 && x.ended+x.over > 0 && float64(x.good)/float64(x.ended+x.over) < a.quantile {
 						broken[x.gpu] = true
 					}
 				}

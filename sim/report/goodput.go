@@ -14,6 +14,7 @@ const GoodputWindow = time.Minute
 type minuteAcc struct {
 	gpu         string // at the last step of the window
 	good, ended int
+	overdue     int // at the last step of the window
 	sloQuantile float64
 	slo         bool
 	work        map[string]float64 // by the GPU the work was done on
@@ -36,13 +37,15 @@ func (r *Recorder) addMinute(tw TenantWindow) {
 	m.gpu = tw.GPU
 	m.good += tw.Good
 	m.ended += tw.Ended()
+	m.overdue = tw.Overdue
 	m.sloQuantile, m.slo = tw.SLOQuantile, tw.SLOTarget > 0
 	m.work[tw.GPU] += tw.Work
 }
 
 // heldGPUs returns the GPUs on which every SLO held over a goodput window:
-// each tenant with an SLO and requests that ended in the window reached
-// its quantile there. A window with no ended request holds.
+// each tenant with an SLO reached its quantile over the requests that
+// ended in the window and those overdue at its end (WindowHeld). A window
+// in which none ended and none was overdue holds.
 func heldGPUs(minute map[string]*minuteAcc) map[string]bool {
 	held := map[string]bool{}
 	for _, m := range minute {
@@ -53,7 +56,7 @@ func heldGPUs(minute map[string]*minuteAcc) map[string]bool {
 		}
 	}
 	for _, m := range minute {
-		if m.slo && !WindowHeld(m.good, m.ended, m.sloQuantile) {
+		if m.slo && !WindowHeld(m.good, m.ended+m.overdue, m.sloQuantile) {
 			held[m.gpu] = false
 		}
 	}
@@ -61,11 +64,21 @@ func heldGPUs(minute map[string]*minuteAcc) map[string]bool {
 }
 
 // WindowHeld says whether an SLO held over a goodput window in which good
-// of ended requests (completed or dropped, TenantWindow.Ended; not those
-// still in flight) met its target: every window in which none ended
-// holds.
+// of ended requests met its target. ended is every request that ended
+// (completed or dropped; TenantWindow.Ended) and every one overdue at the
+// window's end (still waiting or running, already past the target: it
+// will not be good when it ends, and a window that served nothing while
+// it waited did not hold its SLO). A window in which none ended and none
+// was overdue holds: the tenant had no request to judge there.
 func WindowHeld(good, ended int, quantile float64) bool {
 	return ended <= 0 || float64(good)/float64(ended) >= quantile
+}
+
+// Held says whether tw's SLO held over the window, judged as a goodput
+// window is: good over what ended and what was overdue at the end
+// (WindowHeld). A tenant without an SLO always holds.
+func Held(tw TenantWindow) bool {
+	return tw.SLOTarget <= 0 || WindowHeld(tw.Good, tw.Ended()+tw.Overdue, tw.SLOQuantile)
 }
 
 // minuteGoodWork is each tenant's work in the window on GPUs whose SLOs held.
