@@ -102,8 +102,9 @@ tenants:
 
 // TestPhaseRunsHeldWork: a tenant's work counts only in the minutes in
 // which every SLO on its GPU held, judged as the run report judges them
-// (requests that ended, completed or dropped, not those still in flight);
-// a minute in which no SLO request ended holds; a minute split by a phase
+// (requests that ended, completed or dropped, and those overdue at the
+// minute's end, not those in flight within the target); a minute in which
+// no SLO request ended nor was overdue holds; a minute split by a phase
 // boundary is judged whole and its work goes to each phase's part.
 func TestPhaseRunsHeldWork(t *testing.T) {
 	w := func(good, completed, dropped, overdue int, train, other float64) *sim.WindowStats {
@@ -114,18 +115,19 @@ func TestPhaseRunsHeldWork(t *testing.T) {
 		}}
 	}
 	frags := []fragment{
-		{minute: 0, phase: 0, w: w(10, 10, 0, 5, 2, 5)}, // held: in-flight requests are not judged
+		{minute: 0, phase: 0, w: w(10, 10, 0, 1, 2, 5)}, // held: 10 of 10 ended and 1 overdue
 		{minute: 1, phase: 0, w: w(8, 9, 1, 0, 3, 7)},   // a broken: 8 of 10 ended
-		{minute: 2, phase: 0, w: w(0, 0, 0, 0, 4, 1)},   // nothing ended: held
+		{minute: 2, phase: 0, w: w(0, 0, 0, 0, 4, 1)},   // nothing ended nor overdue: held
 		// minute 3 split by the phase boundary: 9 of 10 over the minute
 		// holds, though its first part alone (5 of 6) would not
 		{minute: 3, phase: 0, w: w(5, 6, 0, 0, 1, 1)},
 		{minute: 3, phase: 1, w: w(4, 4, 0, 0, 2, 2)},
+		{minute: 4, phase: 1, w: w(0, 0, 0, 3, 5, 1)}, // a broken: nothing ended, 3 overdue
 	}
 	runs := phaseRuns(frags, 2)
 	want := []map[string]float64{
 		{"chat": 3, "train": 7, "other": 14},
-		{"chat": 1, "train": 2, "other": 2},
+		{"chat": 1, "train": 2, "other": 3},
 	}
 	for pi, r := range runs {
 		if !maps.Equal(r.heldWork, want[pi]) {

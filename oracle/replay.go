@@ -186,7 +186,7 @@ func phaseRuns(frags []fragment, phases int) []*phaseRun {
 func brokenGPUs(w *sim.WindowStats) map[string]bool {
 	out := map[string]bool{}
 	for _, tw := range w.Tenants {
-		if tw.SLOTarget > 0 && !report.WindowHeld(tw.Good, tw.Judged()+tw.Dropped, tw.SLOQuantile) {
+		if !report.Held(tw) {
 			out[tw.GPU] = true
 		}
 	}

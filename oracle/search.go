@@ -158,6 +158,7 @@ func merged(phases []*sim.WindowStats) *sim.WindowStats {
 			m.Tokens += tw.Tokens
 			m.Good += tw.Good
 			m.Dropped += tw.Dropped
+			m.DroppedTokens += tw.DroppedTokens
 			m.Work += tw.Work
 			m.Overdue = tw.Overdue
 		}
@@ -229,7 +230,7 @@ func (o *oracleSearch) totalMemory(g int) uint64 {
 }
 
 func sloMet(tw sim.TenantWindow) bool {
-	return report.WindowHeld(tw.Good, tw.Judged()+tw.Dropped+tw.Overdue, tw.SLOQuantile)
+	return report.Held(tw)
 }
 
 // scoreAll scores the tenants keep selects in each run; goodput (work) is
@@ -273,7 +274,7 @@ func scoreAll(ws []*phaseRun, keep func(sim.TenantWindow) bool) []score {
 			if sloMet(tw) {
 				out[k].met++
 			}
-			if ended := tw.Judged() + tw.Dropped + tw.Overdue; ended > 0 {
+			if ended := tw.Ended() + tw.Overdue; ended > 0 {
 				out[k].attainment += float64(tw.Good) / float64(ended)
 			}
 		}

@@ -205,7 +205,7 @@ func (s *Simulator) switchOver(t *tenant, now int64) {
 			return
 		}
 		lost := len(t.seqs)
-		t.dropped += lost
+		t.loseSeqs()
 		t.seqs = t.seqs[:0]
 		t.job = job{}
 		if a := s.actionOf(t.act); a != nil {
@@ -242,13 +242,14 @@ func (s *Simulator) checkDrain(t *tenant, now int64) {
 		return
 	}
 	lost := len(t.seqs)
+	t.loseSeqs()
 	if t.w.Type == "dnn" && t.job.active {
 		lost = t.job.n
 		t.qhead += t.job.n // the batch was the head of the queue
+		t.dropped += lost
 	}
 	t.seqs = t.seqs[:0]
 	t.job = job{}
-	t.dropped += lost
 	t.draining = false
 	if a := s.actionOf(t.act); a != nil {
 		a.Lost += lost

@@ -63,8 +63,8 @@ func TestJudgeRecomputed(t *testing.T) {
 			}
 			defer s.Close()
 			type acc struct {
-				lat                         []time.Duration
-				good, judged, dropped, over int
+				lat                        []time.Duration
+				good, judged, missed, over int // missed: by dropped requests
 			}
 			accs := map[string]*acc{}
 			var powerJ float64
@@ -81,7 +81,7 @@ func TestJudgeRecomputed(t *testing.T) {
 					a.lat = append(a.lat, tw.Latencies...)
 					a.good += tw.Good
 					a.judged += tw.Judged()
-					a.dropped += tw.Dropped
+					a.missed += tw.Ended() - tw.Judged()
 					a.over = tw.Overdue
 				}
 				for _, g := range w.GPUs {
@@ -105,10 +105,10 @@ func TestJudgeRecomputed(t *testing.T) {
 				slices.Sort(a.lat)
 				good, _ := slices.BinarySearch(a.lat, target+1)
 				late := endState(s, tn)
-				judge := float64(a.good) / float64(a.judged+a.dropped+a.over)
-				mine := float64(good) / float64(len(a.lat)+a.dropped+late)
+				judge := float64(a.good) / float64(a.judged+a.missed+a.over)
+				mine := float64(good) / float64(len(a.lat)+a.missed+late)
 				t.Logf("%s: judge %d/(%d+%d+%d)=%.6f, recomputed %d/(%d+%d+%d)=%.6f",
-					tn.spec.Name, a.good, a.judged, a.dropped, a.over, judge, good, len(a.lat), a.dropped, late, mine)
+					tn.spec.Name, a.good, a.judged, a.missed, a.over, judge, good, len(a.lat), a.missed, late, mine)
 				if tn.spec.SLO.Metric == SLOMetricITL {
 					// the tokens vLLM's histogram observed, and those
 					// in the buckets up to the target (one of its bounds)

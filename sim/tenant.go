@@ -159,10 +159,13 @@ type tenant struct {
 	completed int
 	good      int
 	itlTokens int // tokens judged by an ITL SLO
-	work      float64
-	ooms      int
-	dropped   int
-	timedOut  int
+	// ITL SLO: the tokens after their first the dropped requests had not
+	// produced (see lose)
+	droppedTokens int
+	work          float64
+	ooms          int
+	dropped       int
+	timedOut      int
 
 	// cumulative histograms and counters (AppMetrics)
 	e2e          hist
@@ -340,7 +343,10 @@ func (t *tenant) finishJob(s *Simulator, now int64) {
 		for i := range t.seqs {
 			r := &t.seqs[i]
 			if t.w.Timeout > 0 && r.arrival < cutoff {
-				t.timeOut() // the client gave up: the engine aborts it
+				// the client gave up: the engine aborts it, this
+				// iteration's token of it judged (decode) or not its
+				// first (prefill)
+				t.timeOut(r.gen, r.done+1)
 				continue
 			}
 			r.done++
@@ -373,7 +379,7 @@ func (t *tenant) finishJob(s *Simulator, now int64) {
 func (t *tenant) record(s *Simulator, ns, judged int64) {
 	d := time.Duration(ns)
 	if t.w.Timeout > 0 && d > time.Duration(t.w.Timeout) {
-		t.timeOut() // done too late: the client had given up
+		t.timeOut(0, 0) // done too late: the client had given up
 		return
 	}
 	t.completed++
@@ -482,32 +488,11 @@ func (t *tenant) overdue(now int64) int {
 func (t *tenant) expire(now int64) {
 	cutoff := now - int64(t.w.Timeout)
 	for t.queued() > 0 && t.queue[t.qhead].arrival < cutoff {
+		r := &t.queue[t.qhead]
 		t.qhead++
-		t.timeOut()
+		t.timeOut(r.gen, r.done)
 	}
 	t.compactQueue()
-}
-
-// timeOut counts a request whose client gave up: a failure.
-func (t *tenant) timeOut() {
-	t.timedOut++
-	t.dropped++
-}
-
-// failQueued fails every queued request (the service is stopped).
-func (t *tenant) failQueued() {
-	t.dropped += t.queued()
-	t.queue = t.queue[:0]
-	t.qhead = 0
-}
-
-// drop loses all queued and in-flight work (the process exited).
-func (t *tenant) drop() {
-	t.dropped += t.queued() + len(t.seqs)
-	t.queue = t.queue[:0]
-	t.qhead = 0
-	t.seqs = t.seqs[:0]
-	t.job = job{}
 }
 
 // --- arrivals ---
@@ -612,7 +597,7 @@ func (t *tenant) arrive(now int64) {
 			gen = 1
 		}
 		if t.queued() >= t.w.MaxQueue {
-			t.dropped++ // the server rejects what it cannot queue
+			t.lose(gen, 0) // the server rejects what it cannot queue
 			continue
 		}
 		// filled in place (a composite literal is built aside and

@@ -46,6 +46,12 @@ type TenantWindow struct {
 	// down after a failed restart, or
 	// timed out (TimedOut of them).
 	Dropped int
+	// DroppedTokens (ITL SLO) counts the tokens the dropped requests will
+	// never produce, each after its request's first: all but one of a
+	// request dropped before its first token, the rest of one dropped
+	// mid-stream; at least one a request. Each is an inter-token
+	// observation missed (Ended).
+	DroppedTokens int
 	// TimedOut counts requests older than the client's timeout: given up
 	// while waiting or running, or completed too late.
 	TimedOut int
@@ -69,13 +75,26 @@ type GPUWindow struct {
 }
 
 // Judged is the number of observations the window's SLO judged: its
-// completed requests, or under an ITL SLO its tokens. Attainment is Good
-// over Judged plus Dropped (a dropped request one missed observation).
+// completed requests, or under an ITL SLO its tokens.
 func (tw *TenantWindow) Judged() int {
 	if tw.SLOMetric == SLOMetricITL {
 		return tw.Tokens
 	}
 	return tw.Completed
+}
+
+// Ended is the number of observations that ended in the window, good or
+// not: Judged, and those of its dropped requests, which are missed. A
+// dropped request is one missed observation; under an ITL SLO it misses
+// every token it will never produce, at least one (DroppedTokens), as
+// many as serving it late could have judged late: dropping a stream
+// never looks better than serving it slowly. Attainment is Good over Ended (plus Overdue
+// at the end of a run).
+func (tw *TenantWindow) Ended() int {
+	if tw.SLOMetric == SLOMetricITL {
+		return tw.Tokens + tw.DroppedTokens
+	}
+	return tw.Completed + tw.Dropped
 }
 
 // Window returns ground truth since the previous Window call (or the
@@ -147,8 +166,8 @@ func (s *Simulator) WindowUnsorted() WindowStats {
 		tw := TenantWindow{
 			Tenant: t.spec.Name, GPU: s.gpus[t.gpu].uuid,
 			Completed: t.completed, Latencies: t.lat, Good: t.good, Tokens: t.itlTokens,
-			Work: t.work, OOMs: t.ooms, Dropped: t.dropped, TimedOut: t.timedOut,
-			Redo: t.redo,
+			Work: t.work, OOMs: t.ooms, Dropped: t.dropped, DroppedTokens: t.droppedTokens,
+			TimedOut: t.timedOut, Redo: t.redo,
 		}
 		if tw.Latencies == nil {
 			tw.Latencies = []time.Duration{}
@@ -165,7 +184,7 @@ func (s *Simulator) WindowUnsorted() WindowStats {
 		// the window's slice now belongs to the caller; the next one is
 		// sized like this one
 		t.lat = s.latencySlice(i, len(tw.Latencies))
-		t.completed, t.good, t.work, t.ooms, t.dropped, t.timedOut, t.itlTokens = 0, 0, 0, 0, 0, 0, 0
+		t.completed, t.good, t.work, t.ooms, t.dropped, t.timedOut, t.itlTokens, t.droppedTokens = 0, 0, 0, 0, 0, 0, 0, 0
 		t.acc[1] = tenantTotals{}
 	}
 	for _, g := range s.gpus {

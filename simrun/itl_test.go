@@ -1,8 +1,11 @@
 package simrun_test
 
 import (
+	"context"
+	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -124,5 +127,58 @@ func TestITLSLOReachesTheTuner(t *testing.T) {
 	}
 	if _, e2e := attainments(t, sc, cfg); e2e > judged-0.3 {
 		t.Errorf("end-to-end attainment %.3f at the ITL target, ITL %.3f: the test cannot tell them apart", e2e, judged)
+	}
+}
+
+// TestITLSheddingJudgedNoBetter: the assistant of the built-in ITL
+// scenario under bursts it cannot serve in time, served late (a queue of
+// 1000) or shed (a queue of 16, which rejects a third of its requests):
+// the shedding run must not judge better. Before, a rejected request was
+// one missed token where serving it would have judged its 191 (attainment
+// 93.5% shedding against 91.9% serving late on seed 1); each now misses
+// the tokens it never produced.
+func TestITLSheddingJudgedNoBetter(t *testing.T) {
+	data, err := os.ReadFile(itlScenario)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenants, err := os.ReadFile(strings.TrimSuffix(itlScenario, ".yaml") + ".tenants.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(maxQueue int) (attainment float64, dropped int) {
+		text := strings.Replace(string(data), "burst_rate: 6,", "burst_rate: 20,", 1)
+		text = strings.Replace(text, "max_queue: 1000", fmt.Sprintf("max_queue: %d", maxQueue), 1)
+		if !strings.Contains(text, "burst_rate: 20,") || !strings.Contains(text, fmt.Sprintf("max_queue: %d\n", maxQueue)) {
+			t.Fatal("the scenario's arrivals or queue are not where the test expects them")
+		}
+		dir := t.TempDir()
+		file := filepath.Join(dir, "itl-shed.yaml")
+		if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "itl-shed.tenants.yaml"), tenants, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		res, err := simrun.Run(context.Background(), simrun.Config{Scenario: file, Policy: "best-effort", Seed: 1, SeedSet: true, Step: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ts := range res.Recorder.Summary().Tenants {
+			if ts.Tenant == "assistant" && ts.Attainment != nil {
+				return *ts.Attainment, ts.Dropped
+			}
+		}
+		t.Fatal("no attainment of the assistant")
+		return 0, 0
+	}
+	served, servedDrops := run(1000)
+	shed, shedDrops := run(16)
+	t.Logf("served late: attainment %.4f, %d dropped; shed: %.4f, %d dropped", served, servedDrops, shed, shedDrops)
+	if shedDrops < 300 || shedDrops < 10*servedDrops {
+		t.Fatalf("%d requests dropped shedding, %d serving late: the test needs a queue that sheds", shedDrops, servedDrops)
+	}
+	if shed >= served {
+		t.Errorf("shedding %d requests judged %.4f, serving them late %.4f: shedding must not judge better", shedDrops, shed, served)
 	}
 }

@@ -15,13 +15,13 @@ import (
 // judgeRecount is a tenant's figures over a run, counted from its
 // windows as they came.
 type judgeRecount struct {
-	lat                                    []time.Duration
-	completed, judged, good, dropped, over int
-	work                                   float64
-	steps                                  []stepWork
-	quantile                               float64
-	target                                 time.Duration
-	metric                                 string
+	lat                                   []time.Duration
+	completed, judged, good, missed, over int
+	work                                  float64
+	steps                                 []stepWork
+	quantile                              float64
+	target                                time.Duration
+	metric                                string
 }
 
 // stepWork is a tenant's work in one step, on the GPU it was on.
@@ -36,7 +36,8 @@ type stepWork struct {
 // the run recorded: attainment and MET from the judged latencies (not
 // the windows' Good), percentiles by nearest rank over every latency,
 // work per second, energy from the GPUs' power, and goodput and the
-// GPU-minutes held from each minute's ended requests on each GPU.
+// GPU-minutes held from each minute's ended requests on each GPU and
+// those overdue at its end.
 func TestSummaryRecomputed(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs scenarios")
@@ -53,11 +54,12 @@ func TestSummaryRecomputed(t *testing.T) {
 			acc := map[string]*judgeRecount{}
 			var energy float64
 			// per minute and tenant: its work by GPU, its ended and
-			// good requests, the GPU it was on at the minute's end
+			// good requests, the GPU it was on and its overdue
+			// requests at the minute's end
 			type tm struct {
-				good, ended int
-				gpu         string
-				work        map[string]float64
+				good, ended, over int
+				gpu               string
+				work              map[string]float64
 			}
 			minutes := map[int]map[string]*tm{}
 			step := 0
@@ -82,7 +84,7 @@ func TestSummaryRecomputed(t *testing.T) {
 						a.completed += tw.Completed
 						a.judged += tw.Judged()
 						a.good += tw.Good
-						a.dropped += tw.Dropped
+						a.missed += missedBy(tw)
 						a.over = tw.Overdue
 						a.work += tw.Work
 						a.steps = append(a.steps, stepWork{m, tw.GPU, tw.Work})
@@ -94,7 +96,8 @@ func TestSummaryRecomputed(t *testing.T) {
 						}
 						x.gpu = tw.GPU
 						x.work[tw.GPU] += tw.Work
-						x.ended += tw.Judged() + tw.Dropped
+						x.ended += tw.Judged() + missedBy(tw)
+						x.over = tw.Overdue
 						// good counted from the latencies, not tw.Good
 						if tw.SLOTarget > 0 {
 							for _, l := range tw.Latencies {
@@ -113,7 +116,8 @@ func TestSummaryRecomputed(t *testing.T) {
 			elapsed := s.Seconds
 			// goodput, independently: a GPU holds in a minute unless a
 			// tenant on it at the minute's end with an SLO ended requests
-			// and fewer than its quantile were good
+			// or had some overdue at the minute's end, and fewer than its
+			// quantile of those were good
 			gpuMinutes, held := 0, 0
 			brokenAt := map[int]map[string]bool{}
 			for m := 0; m < len(minutes); m++ {
@@ -124,7 +128,7 @@ func TestSummaryRecomputed(t *testing.T) {
 					for g := range x.work {
 						gpus[g] = true
 					}
-					if a := acc[name]; a.target > 0 && x.ended > 0 && float64(x.good)/float64(x.ended) < a.quantile {
+					if a := acc[name]; a.target > 0 && x.ended+x.over > 0 && float64(x.good)/float64(x.ended+x.over) < a.quantile {
 						broken[x.gpu] = true
 					}
 				}
@@ -196,10 +200,10 @@ func TestSummaryRecomputed(t *testing.T) {
 					continue
 				}
 				good, _ := slices.BinarySearch(lat, a.target+1)
-				den := len(lat) + a.dropped + a.over
+				den := len(lat) + a.missed + a.over
 				att := float64(good) / float64(den)
 				t.Logf("%s: attainment summary %.6f met %v, recounted %d/(%d+%d+%d) = %.6f; P50 %g P99 %g; work/s %g goodput/s %g",
-					ts.Tenant, *ts.Attainment, *ts.SLOMet, good, len(lat), a.dropped, a.over, att, *ts.P50, *ts.P99, ts.WorkRate, ts.Goodput)
+					ts.Tenant, *ts.Attainment, *ts.SLOMet, good, len(lat), a.missed, a.over, att, *ts.P50, *ts.P99, ts.WorkRate, ts.Goodput)
 				if !near(att, *ts.Attainment) || (att >= a.quantile) != *ts.SLOMet || a.judged != len(lat) {
 					t.Errorf("%s: attainment summary %.6f (met %v), recounted %.6f", ts.Tenant, *ts.Attainment, *ts.SLOMet, att)
 				}
@@ -207,4 +211,13 @@ func TestSummaryRecomputed(t *testing.T) {
 			t.Logf("held %d/%d GPU-minutes, energy %.6g J (summary %.6g)", held, gpuMinutes, energy, s.EnergyJ)
 		})
 	}
+}
+
+// missedBy is the observations tw's dropped requests missed: one each,
+// under an ITL SLO every token each will never produce.
+func missedBy(tw sim.TenantWindow) int {
+	if tw.SLOMetric == sim.SLOMetricITL {
+		return tw.DroppedTokens
+	}
+	return tw.Dropped
 }

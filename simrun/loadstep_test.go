@@ -26,7 +26,8 @@ const (
 
 // judgement is the SLO judged at T seconds over the requests that ended in
 // the goodput window before it, as the run report judges a window
-// (report.WindowHeld).
+// (report.WindowHeld), less the requests overdue at the window's end (the
+// steps do not carry them).
 type judgement struct {
 	T          float64
 	Good, Ends int

@@ -147,7 +147,7 @@ func attainments(t *testing.T, sc *sim.Scenario, cfg *tenant.Config) (judged, re
 		snap = h.Build(ctx, h.Sample(ctx, 10*time.Second))
 		for _, tw := range h.Sim.Window().Tenants {
 			if tw.Tenant == "assistant" {
-				good, ended = good+tw.Good, ended+tw.Judged()+tw.Dropped
+				good, ended = good+tw.Good, ended+tw.Ended()
 			}
 		}
 	}

@@ -6,9 +6,10 @@
 // the same bytes: percentiles are nearest-rank over the exact request
 // latencies; SLO attainment is good requests over completed plus dropped
 // ones (a request the server rejected or lost did not meet its
-// objective), and over the whole run also those still waiting at its end
-// that are already past the target; shares and utilization are
-// time-weighted means.
+// objective; under an ITL SLO, good tokens over those served and those
+// the dropped requests will never produce: TenantWindow.Ended), and over
+// the whole run also those still waiting at its end that are already
+// past the target; shares and utilization are time-weighted means.
 package report
 
 import (
@@ -112,20 +113,6 @@ type Recorder struct {
 	summaryOf int
 }
 
-// GoodputWindow is the window a GPU's SLOs are judged in for goodput:
-// a tenant's work counts towards its goodput only in the windows in which
-// every SLO on its GPU held.
-const GoodputWindow = time.Minute
-
-// minuteAcc is one tenant's figures in the goodput window being filled.
-type minuteAcc struct {
-	gpu         string // at the last step of the window
-	good, ended int
-	sloQuantile float64
-	slo         bool
-	work        map[string]float64 // by the GPU the work was done on
-}
-
 type tenantAcc struct {
 	gpu string
 	// latencies of every completed request, in seconds; float32 keeps
@@ -133,7 +120,7 @@ type tenantAcc struct {
 	// memory of a time.Duration.
 	latencies   []float32
 	completed   int
-	judged      int // what the SLO judged (TenantWindow.Judged)
+	ended       int // what ended, good or not (TenantWindow.Ended)
 	good        int
 	work        float64
 	smShareSec  float64 // share x seconds
@@ -215,11 +202,11 @@ func (r *Recorder) Add(w WindowStats) {
 		}
 		a.spans = append(a.spans, stepSpan{step: len(r.steps), start: from, end: len(a.latencies)})
 		mn := &a.minutes[r.minuteN]
-		mn.ended += tw.Judged() + tw.Dropped
+		mn.ended += tw.Ended()
 		mn.work += tw.Work
 		mn.end = len(a.latencies)
 		a.completed += tw.Completed
-		a.judged += tw.Judged()
+		a.ended += tw.Ended()
 		a.good += tw.Good
 		a.work += tw.Work
 		a.smShareSec += tw.SMShare * secs
@@ -234,7 +221,7 @@ func (r *Recorder) Add(w WindowStats) {
 
 		ts := TenantStep{
 			Tenant: tw.Tenant, GPU: tw.GPU, Completed: tw.Completed, Good: tw.Good,
-			Attainment:  sloAttainment(tw.SLOTarget, tw.Good, tw.Judged()+tw.Dropped),
+			Attainment:  sloAttainment(tw.SLOTarget, tw.Good, tw.Ended()),
 			P50:         secondsInto(&pct, p50, ok),
 			P99:         secondsInto(&pct, p99, ok),
 			SLOQuantile: tw.SLOQuantile, SLOTarget: round6(tw.SLOTarget.Seconds()),
@@ -268,91 +255,6 @@ func (r *Recorder) Add(w WindowStats) {
 	slices.SortFunc(st.Tenants, func(a, b TenantStep) int { return strings.Compare(a.Tenant, b.Tenant) })
 	slices.SortFunc(st.GPUs, func(a, b GPUStep) int { return cmp.Compare(a.Index, b.Index) })
 	r.steps = append(r.steps, st)
-}
-
-// minuteIndex is the goodput window the step ending now belongs to.
-func (r *Recorder) minuteIndex() int {
-	return max(0, int(math.Ceil(r.elapsed/GoodputWindow.Seconds()-1e-9))-1)
-}
-
-func (r *Recorder) addMinute(tw TenantWindow) {
-	if r.minute == nil {
-		r.minute = map[string]*minuteAcc{}
-	}
-	m := r.minute[tw.Tenant]
-	if m == nil {
-		m = &minuteAcc{work: map[string]float64{}}
-		r.minute[tw.Tenant] = m
-	}
-	m.gpu = tw.GPU
-	m.good += tw.Good
-	m.ended += tw.Judged() + tw.Dropped
-	m.sloQuantile, m.slo = tw.SLOQuantile, tw.SLOTarget > 0
-	m.work[tw.GPU] += tw.Work
-}
-
-// heldGPUs returns the GPUs on which every SLO held over a goodput window:
-// each tenant with an SLO and requests that ended in the window reached
-// its quantile there. A window with no ended request holds.
-func heldGPUs(minute map[string]*minuteAcc) map[string]bool {
-	held := map[string]bool{}
-	for _, m := range minute {
-		for g := range m.work {
-			if _, seen := held[g]; !seen {
-				held[g] = true
-			}
-		}
-	}
-	for _, m := range minute {
-		if m.slo && !WindowHeld(m.good, m.ended, m.sloQuantile) {
-			held[m.gpu] = false
-		}
-	}
-	return held
-}
-
-// WindowHeld says whether an SLO held over a goodput window in which good
-// of ended requests (completed or dropped; not those still in flight) met
-// its target: every window in which none ended holds.
-func WindowHeld(good, ended int, quantile float64) bool {
-	return ended <= 0 || float64(good)/float64(ended) >= quantile
-}
-
-// minuteGoodWork is each tenant's work in the window on GPUs whose SLOs held.
-func minuteGoodWork(minute map[string]*minuteAcc) map[string]float64 {
-	held := heldGPUs(minute)
-	out := map[string]float64{}
-	for name, m := range minute {
-		for g, w := range m.work {
-			if held[g] {
-				out[name] += w
-			}
-		}
-	}
-	return out
-}
-
-// countHeld returns how many GPUs a goodput window has and on how many of
-// them every SLO held.
-func countHeld(minute map[string]*minuteAcc) (gpus, held int) {
-	for _, ok := range heldGPUs(minute) {
-		gpus++
-		if ok {
-			held++
-		}
-	}
-	return gpus, held
-}
-
-func (r *Recorder) flushMinute(minute map[string]*minuteAcc) {
-	g, h := countHeld(minute)
-	r.gpuMinutes += g
-	r.heldMinutes += h
-	for name, w := range minuteGoodWork(minute) {
-		a := r.tenants[name]
-		a.goodWork += w
-		a.minutes[r.minuteN].good += w
-	}
 }
 
 // Steps returns the recorded steps in time order. The slice is shared.
@@ -560,7 +462,7 @@ func (r *Recorder) summarize() Summary {
 		p50, p99 := st[i].p50, st[i].p99
 		ts := TenantSummary{
 			Tenant: name, GPU: a.gpu, Requests: a.completed, Good: a.good,
-			Attainment:  sloAttainment(a.sloTarget, a.good, a.judged+a.dropped+a.overdue),
+			Attainment:  sloAttainment(a.sloTarget, a.good, a.ended+a.overdue),
 			SLOQuantile: a.sloQuantile, SLOTarget: round6(a.sloTarget.Seconds()), SLOMetric: a.sloMetric,
 			P50: p50, P99: p99,
 			OOMs: a.ooms, Dropped: a.dropped, Overdue: a.overdue,
@@ -590,7 +492,7 @@ func (r *Recorder) summarize() Summary {
 			}
 		}
 		if a.sloTarget > 0 && ts.Attainment != nil {
-			met := float64(a.good)/float64(a.judged+a.dropped+a.overdue) >= a.sloQuantile
+			met := float64(a.good)/float64(a.ended+a.overdue) >= a.sloQuantile
 			ts.SLOMet = &met
 			s.SLOsHeld++
 			if met {

@@ -234,9 +234,9 @@ func TestSummaryOverdueAtEnd(t *testing.T) {
 }
 
 // Under an inter-token latency SLO the report judges tokens: attainment
-// is good tokens over the tokens judged, plus the dropped requests (one
-// missed observation each) and the overdue streams at the end; requests
-// stay requests.
+// is good tokens over the tokens judged, plus those the dropped requests
+// will never produce (each a missed observation) and the overdue streams
+// at the end; requests stay requests.
 func TestSummaryJudgesTokensUnderITL(t *testing.T) {
 	ws := windows()
 	for i, tokens := range []int{400, 0, 600} {
@@ -244,17 +244,25 @@ func TestSummaryJudgesTokensUnderITL(t *testing.T) {
 		c.SLOMetric, c.Tokens = sim.SLOMetricITL, tokens
 	}
 	// window 0: 4 requests, 380 of 400 tokens good; window 2: 6
-	// requests, 590 of 600; window 1: 2 dropped; 5 streams overdue
+	// requests, 590 of 600; window 1: 2 dropped with 60 and 40 tokens
+	// left to produce; 5 streams overdue
 	ws[0].Tenants[1].Good, ws[2].Tenants[1].Good = 380, 590
+	ws[1].Tenants[1].DroppedTokens = 100
 	ws[2].Tenants[1].Overdue = 5
 	r := record(ws)
 	chat := r.Summary().Tenants[0]
-	want := 970.0 / 1007
+	// counting the dropped streams as one missed token each, 970/1007 =
+	// 0.963 met the p90 the served tokens alone meet: dropping them
+	// would have judged better than serving them late
+	want := 970.0 / (1000 + 100 + 5)
 	if chat.Requests != 10 || chat.Good != 970 || chat.Attainment == nil || math.Abs(*chat.Attainment-want) > 1e-5 || chat.SLOMetric != sim.SLOMetricITL {
 		t.Errorf("summary %+v: want 10 requests, 970 good tokens, attainment %.4f", chat, want)
 	}
-	if chat.SLOMet == nil || !*chat.SLOMet {
-		t.Errorf("summary %+v: %.4f of the tokens at p90 meets it", chat, want)
+	if chat.SLOMet == nil || *chat.SLOMet || chat.Dropped != 2 {
+		t.Errorf("summary %+v: %.4f of the tokens at p90 misses it; 2 requests dropped", chat, want)
+	}
+	if a := r.Steps()[1].Tenants[0].Attainment; a == nil || *a != 0 {
+		t.Errorf("second step attainment %v, want 0 of 100 missed tokens", a)
 	}
 	if a := r.Steps()[0].Tenants[0].Attainment; a == nil || *a != 0.95 {
 		t.Errorf("first step attainment %v, want 380/400", a)
