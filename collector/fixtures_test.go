@@ -147,7 +147,7 @@ func richSnapshot() *tenant.Snapshot {
 				Costs: []tenant.Cost{{Currency: "USD", GPUTime: 0.1, GPUTimePriced: true, EnergyPriced: true}}},
 		},
 		GPUMeters: []tenant.GPUMeter{
-			{GPU: 0, UUID: "GPU-0000", EnergyJoules: 7000, IdleEnergyJoules: 2000, EnergyKnown: true, MemoryByteSeconds: 3500 * gib,
+			{GPU: 0, UUID: "GPU-0000", EnergyJoules: 7000, IdleEnergyJoules: 2000, UnsampledEnergyJoules: 450, EnergyKnown: true, MemoryByteSeconds: 3500 * gib,
 				IdleCosts: []tenant.Cost{{Currency: "USD", GPUTime: 0.04, Energy: 0.02, GPUTimePriced: true, EnergyPriced: true}}},
 			{GPU: 1, UUID: "GPU-1111", MemoryByteSeconds: 1700 * gib,
 				IdleCosts: []tenant.Cost{{Currency: "USD", GPUTimePriced: true, EnergyPriced: true}}},

@@ -10,9 +10,10 @@ import (
 
 // unreadArrivalKey refuses a key of arrival that its process does not read
 // (burst_rate with poisson, rate with trace, any with training's closed
-// loop): the run would go on as if it were not there.
+// loop): the run would go on as if it were not there. A key written in
+// the file counts whatever its value (speedup: 0 with poisson too).
 func (p *parser) unreadArrivalKey(a *ArrivalSpec, at func(...any) []any) error {
-	key, readBy := unreadArrival(a)
+	key, readBy := unreadArrival(a, func(key string) bool { return yamlconf.Has(p.root, at("arrival", key)...) })
 	switch {
 	case key == "":
 		return nil
@@ -22,9 +23,10 @@ func (p *parser) unreadArrivalKey(a *ArrivalSpec, at func(...any) []any) error {
 	return p.errAt(at("arrival", key), "arrival.%s is for process %s; process %s does not read it", key, readBy, a.Process)
 }
 
-// unreadArrival returns the first key given to a that its process does
-// not read, with the processes that read it; "" when there is none.
-func unreadArrival(a *ArrivalSpec) (key, readBy string) {
+// unreadArrival returns the first key given to a (set to other than its
+// zero, or written, as written says) that its process does not read, with
+// the processes that read it; "" when there is none.
+func unreadArrival(a *ArrivalSpec, written func(key string) bool) (key, readBy string) {
 	for _, k := range []struct {
 		key    string
 		given  bool
@@ -38,7 +40,7 @@ func unreadArrival(a *ArrivalSpec) (key, readBy string) {
 		{"speedup", a.Speedup != 0, []string{"trace"}},
 		{"no_loop", a.NoLoop, []string{"trace"}},
 	} {
-		if k.given && !slices.Contains(k.readBy, a.Process) {
+		if (k.given || written(k.key)) && !slices.Contains(k.readBy, a.Process) {
 			return k.key, strings.Join(k.readBy, " or ")
 		}
 	}

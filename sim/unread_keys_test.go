@@ -52,6 +52,10 @@ func TestArrivalKeysRead(t *testing.T) {
 			"x.yaml:6: arrival.rate is for process poisson or bursty; process trace does not read it"},
 		{"no_loop with poisson", "{type: dnn, flops: 1e9, arrival: {process: poisson, rate: 5, no_loop: true}}",
 			"x.yaml:6: arrival.no_loop is for process trace; process poisson does not read it"},
+		{"speedup 0 with poisson", "{type: dnn, flops: 1e9, arrival: {process: poisson, rate: 5, speedup: 0}}",
+			"x.yaml:6: arrival.speedup is for process trace; process poisson does not read it"},
+		{"no_loop false with bursty", "{type: dnn, flops: 1e9, arrival: {process: bursty, rate: 5, burst_rate: 50, burst_mean: 1s, calm_mean: 5s, no_loop: false}}",
+			"x.yaml:6: arrival.no_loop is for process trace; process bursty does not read it"},
 		{"a rate for training", "{type: training, flops: 1e12, arrival: {rate: 5}}",
 			"x.yaml:6: arrival.rate is for process poisson or bursty; training runs closed-loop and reads no arrival"},
 	})

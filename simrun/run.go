@@ -262,7 +262,7 @@ func (c Config) prepare() (*prepared, error) {
 	p.tcfg = tenant.EmptyConfig()
 	switch {
 	case c.Tenants != "":
-		if p.tcfg, err = tenant.LoadConfig(c.Tenants); err != nil {
+		if p.tcfg, err = loadTenants(c.Tenants); err != nil {
 			return nil, fmt.Errorf("--tenants: %w", err)
 		}
 		if err := CheckTenants(sc, p.tcfg); err != nil {

@@ -12,6 +12,17 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
+// loadTenants loads a tenants file for a run: one that defines no
+// tenants is refused, as the exporter refuses it by default (everything
+// would be unassigned, and no policy could act for a tenant).
+func loadTenants(path string) (*tenant.Config, error) {
+	cfg, err := tenant.LoadConfig(path)
+	if err == nil {
+		err = tenant.NotEmpty(cfg)
+	}
+	return cfg, err
+}
+
 // LoadScenario loads a scenario file, or else the built-in scenario of
 // that name, straight from its library (the traces it names and its
 // companion tenants file read there too, nothing written to disk), with
@@ -26,7 +37,7 @@ func LoadScenario(arg string) (*sim.Scenario, *tenant.Config, error) {
 		}
 		var cfg *tenant.Config
 		if p := Companion(arg); p != "" {
-			if cfg, err = tenant.LoadConfig(p); err != nil {
+			if cfg, err = loadTenants(p); err != nil {
 				return nil, nil, err
 			}
 		}

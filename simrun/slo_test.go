@@ -219,3 +219,32 @@ func TestUntoldRefused(t *testing.T) {
 		})
 	}
 }
+
+// A tenants file that defines no tenant is refused, given with --tenants
+// or beside the scenario, as the exporter refuses it: everything would be
+// unassigned and no policy could act for a tenant.
+func TestEmptyTenantsFileRefused(t *testing.T) {
+	dir := t.TempDir()
+	scenario := filepath.Join(dir, "x.yaml")
+	empty := filepath.Join(dir, "empty.yaml")
+	for path, data := range map[string]string{
+		scenario: "gpus: [{model: H100-SXM5-80GB}]\ntenants:\n  - {name: a, workload: {type: training, flops: 1e12}}\n",
+		empty:    "tenants: []\n",
+	} {
+		if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const want = "empty.yaml defines no tenants; refusing an empty tenants file"
+	err := simrun.Config{Scenario: scenario, Tenants: empty, Policy: "static-equal", Step: time.Second, Duration: time.Minute}.Check()
+	if err == nil || !strings.Contains(err.Error(), "--tenants: "+dir) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("--tenants: error %v, want one naming the file and containing %q", err, want)
+	}
+	if err := os.Rename(empty, filepath.Join(dir, "x.tenants.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = simrun.LoadScenario(scenario)
+	if err == nil || !strings.Contains(err.Error(), "x.tenants.yaml defines no tenants") {
+		t.Fatalf("companion: error %v, want one naming x.tenants.yaml", err)
+	}
+}

@@ -64,6 +64,11 @@ type GPUMeter struct {
 	// samples metered; what the tenants' MemoryByteSeconds leave of it is
 	// memory no tenant's process holds.
 	MemoryByteSeconds float64
+	// UnsampledEnergyJoules is the part of IdleEnergyJoules the GPU
+	// counted while no sample metered it (it was lost, or its counter
+	// unread, in the samples between): no tenant's activity or
+	// reservation was known over that time.
+	UnsampledEnergyJoules float64
 	// IdleCosts are the GPU time no tenant held and the idle energy at the
 	// prices in force: with the tenants' Costs they add up to the time
 	// metered (the sum of the samples' intervals) and EnergyJoules at those
@@ -156,6 +161,7 @@ func (m *meterState) device(rule IdleEnergy, prices *Prices, d *gpu.Device, at t
 	// metered GPU time for it, so neither rule hands it out.
 	idle += unsampled
 	g.IdleEnergyJoules += idle
+	g.UnsampledEnergyJoules += unsampled
 	g.IdleCosts = addCost(g.IdleCosts, prices, sec*max(0, 1-held), idle)
 	for i, u := range usage {
 		t := m.tenant(d, u.Tenant)

@@ -240,8 +240,8 @@ func TestMeterGPUOutageOnScenario(t *testing.T) {
 	h := simtest.New(t, "testdata/ts-churn-outage.yaml", "testdata/ts-churn-outage.tenants.yaml")
 	ctx := context.Background()
 	type state struct {
-		at                  time.Time
-		counter, idle, tens float64
+		at                             time.Time
+		counter, idle, tens, unsampled float64
 	}
 	var before *state
 	checked := false
@@ -252,7 +252,10 @@ func TestMeterGPUOutageOnScenario(t *testing.T) {
 		if !d.Up {
 			continue
 		}
-		now := state{at: r.Time, counter: *d.EnergyJoules, idle: snap.GPUMeters[0].IdleEnergyJoules}
+		now := state{at: r.Time, counter: *d.EnergyJoules, idle: snap.GPUMeters[0].IdleEnergyJoules, unsampled: snap.GPUMeters[0].UnsampledEnergyJoules}
+		if before != nil && r.Time.Sub(before.at) <= r.Interval && now.unsampled != before.unsampled {
+			t.Errorf("at %v, no gap: unsampled energy went from %.1f J to %.1f J", r.Time, before.unsampled, now.unsampled)
+		}
 		for _, m := range snap.Meters {
 			if m.UUID == d.UUID {
 				now.tens += m.EnergyJoules
@@ -265,6 +268,10 @@ func TestMeterGPUOutageOnScenario(t *testing.T) {
 			t.Logf("first sample back after %.0f s: GPU %.1f J, tenants %.1f J, idle %.1f J", span, gpuJ, tenantsJ, idleJ)
 			if tenantsJ > sampled+1e-6 || idleJ < gpuJ-sampled-1e-6 || math.Abs(tenantsJ+idleJ-gpuJ) > 1e-6*gpuJ {
 				t.Errorf("tenants got %.1f J and idle %.1f J of %.1f J: want the tenants at most the sample's %.1f J", tenantsJ, idleJ, gpuJ, sampled)
+			}
+			// the idle energy's part of the gap, shown apart
+			if gap := gpuJ - sampled; math.Abs(now.unsampled-before.unsampled-gap) > 1e-6*gpuJ || gap <= 0 {
+				t.Errorf("unsampled energy grew by %.1f J over the gap, want %.1f J (the GPU's %.1f J less the sample's %.1f J)", now.unsampled-before.unsampled, gap, gpuJ, sampled)
 			}
 			checked = true
 		}
