@@ -46,12 +46,17 @@ func (o *oracleSearch) replayAll(ctx context.Context, p *Plan) ([]*phaseRun, err
 	return o.run(ctx, p, len(p.Phases)-1)
 }
 
-// phaseRun is one phase of a replay: its window, and each tenant's work in
-// the goodput windows (report.GoodputWindow, on the run's minute grid) in
-// which every SLO on its GPU held, judged as the run report judges them.
+// phaseRun is one phase of a replay: its window, and each tenant's work
+// over the phase and its work in the goodput windows (report.GoodputWindow,
+// on the run's minute grid) in which every SLO on its GPU held, judged as
+// the run report judges them. Both are the report's figures: the steps a
+// training job lost to a restart and has not redone by the phase's end
+// are not work (report.Unredone), and steps lost before the phase that it
+// redoes in the phase are (the job's progress, which the report counts at
+// the run's end): the phases' figures sum to the run's.
 type phaseRun struct {
 	sim.WindowStats
-	heldWork map[string]float64
+	work, heldWork map[string]float64
 	// sofar is the run up to the end of this phase, its phases summed;
 	// nil where the window is the whole run.
 	sofar *sim.WindowStats
@@ -147,36 +152,58 @@ func cutFragment(s *sim.Simulator, minute, phase int) fragment {
 	return fragment{minute: minute, phase: phase, w: &w}
 }
 
-// phaseRuns sums the fragments into phases, each tenant's held work judged
-// over the whole of each minute.
+// phaseRuns sums the fragments (in time order) into phases, each tenant's
+// held work judged over the whole of each minute, and its work and held
+// work less the steps it has to redo at the phase's end, plus those it
+// had to redo at the previous phase's end.
 func phaseRuns(frags []fragment, phases int) []*phaseRun {
 	byMinute := map[int][]*sim.WindowStats{}
+	byPhase := make([][]fragment, phases)
 	for _, f := range frags {
 		byMinute[f.minute] = append(byMinute[f.minute], f.w)
+		byPhase[f.phase] = append(byPhase[f.phase], f)
 	}
 	broken := map[int]map[string]bool{}
 	for m, ws := range byMinute {
 		broken[m] = brokenGPUs(merged(ws))
 	}
+	// each tenant's work by goodput window so far, and what was not yet
+	// redone at the previous phase's end
+	minutes := map[string][]report.MinuteWork{}
+	type loss struct{ work, good float64 }
+	before := map[string]loss{}
 	out := make([]*phaseRun, phases)
 	for pi := range out {
-		var ws []*sim.WindowStats
-		held := map[string]float64{}
-		for _, f := range frags {
-			if f.phase != pi {
-				continue
-			}
+		ws := []*sim.WindowStats{}
+		work, held := map[string]float64{}, map[string]float64{}
+		for _, f := range byPhase[pi] {
 			ws = append(ws, f.w)
 			for _, tw := range f.w.Tenants {
+				m := minutes[tw.Tenant]
+				for len(m) <= f.minute {
+					m = append(m, report.MinuteWork{})
+				}
+				m[f.minute].Work += tw.Work
+				work[tw.Tenant] += tw.Work
 				if !broken[f.minute][tw.GPU] {
+					m[f.minute].Good += tw.Work
 					held[tw.Tenant] += tw.Work
 				}
+				minutes[tw.Tenant] = m
 			}
 		}
 		if len(ws) == 0 {
 			ws = []*sim.WindowStats{{}}
 		}
-		out[pi] = &phaseRun{WindowStats: *merged(ws), heldWork: held}
+		w := merged(ws)
+		for _, tw := range w.Tenants {
+			lost, lostGood := report.Unredone(tw.Redo, minutes[tw.Tenant])
+			b := before[tw.Tenant]
+			work[tw.Tenant] += b.work - lost
+			held[tw.Tenant] += b.good - lostGood
+			before[tw.Tenant] = loss{lost, lostGood}
+		}
+		out[pi] = &phaseRun{WindowStats: *w, work: work, heldWork: held}
 	}
 	return out
 }
