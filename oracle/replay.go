@@ -70,11 +70,16 @@ type fragment struct {
 	w             *sim.WindowStats
 }
 
+// runStep is the step of the run a replay mirrors (vgpusim's default, the
+// tables'): the run's policy observes at the end of each, on a grid from
+// the start.
+const runStep = time.Second
+
 // run replays the plan up to the end of phase last as the run does: the
 // plan's schedule on the tuner's engine (policy), which decides each
 // phase's settings at its start and whose executor applies them, and,
 // while a MIG relayout waits for its instances to drain, one observation
-// a second.
+// a step.
 func (o *oracleSearch) run(ctx context.Context, p *Plan, last int) ([]*phaseRun, error) {
 	h, err := simrun.NewHost(placed(o.sc, p), nil, o.seed)
 	if err != nil {
@@ -83,21 +88,29 @@ func (o *oracleSearch) run(ctx context.Context, p *Plan, last int) ([]*phaseRun,
 	defer h.Close()
 	s := h.Sim
 	act := o.actuators(s)
-	snaps := simrun.NewSnapshots(h, time.Second)
+	snaps := simrun.NewSnapshots(h, runStep)
 	pol := policy(p)
+	var frags []fragment
+	// observe lets the policy act now. Its actions take virtual time,
+	// which the run's step ending now takes in: the report counts that
+	// step in the goodput window of its end, after them, and so does the
+	// replay with the fragment that ends now (cut one step long, upTo).
 	observe := func() error {
+		at := s.Now()
 		snap, err := snaps.Take(ctx)
 		if err == nil {
 			_, err = pol.Observe(ctx, act, snap)
 		}
+		if n := len(frags); n > 0 && s.Now().After(at) && frags[n-1].w.End.Equal(at) {
+			frags[n-1].minute = minuteAt(s.Now())
+		}
 		return err
 	}
-	var frags []fragment
 	// advance runs the replay to `to`, cutting a fragment at every minute
 	// of the grid, and at `to` when cut is set (a phase's end).
 	advance := func(to time.Time, pi int, cut bool) {
 		for s.Now().Before(to) {
-			minute := int(s.Now().Sub(simrun.Start) / report.GoodputWindow)
+			minute := minuteAt(s.Now())
 			next := simrun.Start.Add(time.Duration(minute+1) * report.GoodputWindow)
 			onGrid := !next.After(to)
 			if !onGrid {
@@ -108,6 +121,12 @@ func (o *oracleSearch) run(ctx context.Context, p *Plan, last int) ([]*phaseRun,
 				frags = append(frags, cutFragment(s, minute, pi))
 			}
 		}
+	}
+	// upTo runs the replay to `to`, where the policy observes next, the
+	// run's step that ends there cut on its own.
+	upTo := func(to time.Time, pi int) {
+		advance(to.Add(-runStep), pi, true)
+		advance(to, pi, true)
 	}
 	for pi := 0; pi <= last; pi++ {
 		if err := ctx.Err(); err != nil {
@@ -129,14 +148,30 @@ func (o *oracleSearch) run(ctx context.Context, p *Plan, last int) ([]*phaseRun,
 		for pol.Tuner().Underway() && s.Now().Before(end) {
 			// Step as the run does until the drained instances are
 			// empty and the relayout done.
-			advance(s.Now().Add(time.Second), pi, false)
+			upTo(nextStep(s.Now(), end), pi)
 			if err := observe(); err != nil {
 				return nil, err
 			}
 		}
+		if pi < last {
+			upTo(end, pi)
+		}
 		advance(end, pi, true)
 	}
 	return phaseRuns(frags, last+1), nil
+}
+
+// minuteAt is the goodput window of the run's minute grid that t is in.
+func minuteAt(t time.Time) int { return int(t.Sub(simrun.Start) / report.GoodputWindow) }
+
+// nextStep is the end of the run's step that t is in (or starts), end at
+// the latest.
+func nextStep(t, end time.Time) time.Time {
+	next := simrun.Start.Add((t.Sub(simrun.Start)/runStep + 1) * runStep)
+	if next.After(end) {
+		return end
+	}
+	return next
 }
 
 // cutFragment ends the simulator's window as the fragment of the minute
