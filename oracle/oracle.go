@@ -90,7 +90,9 @@ type Plan struct {
 // minutes in which every SLO on their GPU held, as the run report counts
 // it; each relative to the best any candidate gave it), then the SLO
 // tenants' attainment, then the same tenants' work in every minute (which
-// tells candidates apart where no minute holds).
+// tells candidates apart where no minute holds). Work is the report's:
+// a training job's steps that a restart threw away and that it has not
+// redone by the phase's end are not work (phaseRun).
 type score struct {
 	runMet     int
 	met        int

@@ -274,3 +274,81 @@ func TestScoreRunMetFirst(t *testing.T) {
 		})
 	}
 }
+
+// TestPhaseRunsWorkLessRedo: a phase's work and held work are the run
+// report's (report.Unredone): a training job's steps that a restart threw
+// away and that it has not redone by the phase's end are not work, taken
+// from its last minutes back, as good as each minute's work was; the steps
+// it redoes in the next phase are that phase's; the phases sum to the run.
+func TestPhaseRunsWorkLessRedo(t *testing.T) {
+	w := func(good int, train float64, redo int) *sim.WindowStats {
+		return &sim.WindowStats{Tenants: []sim.TenantWindow{
+			{Tenant: "chat", GPU: "a", SLOQuantile: 0.9, SLOTarget: time.Second, Good: good, Completed: 10, Work: 1},
+			{Tenant: "train", GPU: "a", Work: train, Redo: redo},
+		}}
+	}
+	tests := []struct {
+		name       string
+		frags      []fragment
+		work, held []float64 // train's, by phase
+	}{
+		{"steps to redo at the end are no work",
+			[]fragment{{0, 0, w(10, 100, 30)}}, []float64{70}, []float64{70}},
+		{"redone in the next phase: that phase's",
+			[]fragment{{0, 0, w(10, 100, 30)}, {1, 1, w(10, 50, 0)}}, []float64{70, 80}, []float64{70, 80}},
+		{"not redone in the next phase either",
+			[]fragment{{0, 0, w(10, 100, 30)}, {1, 1, w(10, 0, 20)}}, []float64{70, 10}, []float64{70, 10}},
+		{"a restart in the phase takes steps of the one before",
+			[]fragment{{0, 0, w(10, 100, 0)}, {1, 1, w(10, 0, 40)}}, []float64{100, -40}, []float64{100, -40}},
+		// minute 0 broken (5 of 10 good), minute 1 held: of the 50 steps
+		// to redo, 40 are minute 1's (all good), 10 minute 0's (none)
+		{"taken from the last minutes back, good as each minute was",
+			[]fragment{{0, 0, w(5, 100, 0)}, {1, 0, w(10, 40, 50)}}, []float64{90}, []float64{0}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			runs := phaseRuns(tc.frags, len(tc.work))
+			for pi, r := range runs {
+				if r.work["train"] != tc.work[pi] || r.heldWork["train"] != tc.held[pi] {
+					t.Errorf("phase %d: train's work %v, held %v; want %v, %v", pi, r.work["train"], r.heldWork["train"], tc.work[pi], tc.held[pi])
+				}
+			}
+			all := mergedRun(runs)
+			var work float64
+			for _, f := range tc.frags {
+				work += f.w.Tenants[1].Work
+			}
+			if want := work - float64(tc.frags[len(tc.frags)-1].w.Tenants[1].Redo); all.work["train"] != want {
+				t.Errorf("the run's work %v, want %v (its steps less those to redo at the end)", all.work["train"], want)
+			}
+		})
+	}
+}
+
+// TestScoreWorkLessRedo: candidates rank by the work the run report
+// counts, not by the steps a restart threw away.
+func TestScoreWorkLessRedo(t *testing.T) {
+	run := func(before float64, train float64, redo int) *phaseRun {
+		w := func(train float64, redo int) *sim.WindowStats {
+			return &sim.WindowStats{Tenants: []sim.TenantWindow{{Tenant: "train", GPU: "a", Work: train, Redo: redo}}}
+		}
+		return phaseRuns([]fragment{{0, 0, w(before, 0)}, {1, 1, w(train, redo)}}, 2)[1]
+	}
+	tests := []struct {
+		name string
+		a, b *phaseRun // a ranks above b
+	}{
+		// 100 steps counted against 80 ranked the second first
+		{"80 steps kept above 100 of which 60 are to redo", run(1000, 80, 0), run(1000, 100, 60)},
+		// the phase spent redoing a restart's steps: both counted none
+		{"less left to redo at the phase's end", run(3000, 0, 622), run(3000, 0, 1364)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := scoreAll([]*phaseRun{tc.a, tc.b}, func(sim.TenantWindow) bool { return true })
+			if !s[0].better(s[1]) || s[1].better(s[0]) {
+				t.Errorf("scores %+v, %+v: want the first above the second", s[0], s[1])
+			}
+		})
+	}
+}

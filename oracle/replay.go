@@ -46,12 +46,17 @@ func (o *oracleSearch) replayAll(ctx context.Context, p *Plan) ([]*phaseRun, err
 	return o.run(ctx, p, len(p.Phases)-1)
 }
 
-// phaseRun is one phase of a replay: its window, and each tenant's work in
-// the goodput windows (report.GoodputWindow, on the run's minute grid) in
-// which every SLO on its GPU held, judged as the run report judges them.
+// phaseRun is one phase of a replay: its window, and each tenant's work
+// over the phase and its work in the goodput windows (report.GoodputWindow,
+// on the run's minute grid) in which every SLO on its GPU held, judged as
+// the run report judges them. Both are the report's figures: the steps a
+// training job lost to a restart and has not redone by the phase's end
+// are not work (report.Unredone), and steps lost before the phase that it
+// redoes in the phase are (the job's progress, which the report counts at
+// the run's end): the phases' figures sum to the run's.
 type phaseRun struct {
 	sim.WindowStats
-	heldWork map[string]float64
+	work, heldWork map[string]float64
 	// sofar is the run up to the end of this phase, its phases summed;
 	// nil where the window is the whole run.
 	sofar *sim.WindowStats
@@ -65,11 +70,16 @@ type fragment struct {
 	w             *sim.WindowStats
 }
 
+// runStep is the step of the run a replay mirrors (vgpusim's default, the
+// tables'): the run's policy observes at the end of each, on a grid from
+// the start.
+const runStep = time.Second
+
 // run replays the plan up to the end of phase last as the run does: the
 // plan's schedule on the tuner's engine (policy), which decides each
 // phase's settings at its start and whose executor applies them, and,
 // while a MIG relayout waits for its instances to drain, one observation
-// a second.
+// a step.
 func (o *oracleSearch) run(ctx context.Context, p *Plan, last int) ([]*phaseRun, error) {
 	h, err := simrun.NewHost(placed(o.sc, p), nil, o.seed)
 	if err != nil {
@@ -78,21 +88,29 @@ func (o *oracleSearch) run(ctx context.Context, p *Plan, last int) ([]*phaseRun,
 	defer h.Close()
 	s := h.Sim
 	act := o.actuators(s)
-	snaps := simrun.NewSnapshots(h, time.Second)
+	snaps := simrun.NewSnapshots(h, runStep)
 	pol := policy(p)
+	var frags []fragment
+	// observe lets the policy act now. Its actions take virtual time,
+	// which the run's step ending now takes in: the report counts that
+	// step in the goodput window of its end, after them, and so does the
+	// replay with the fragment that ends now (cut one step long, upTo).
 	observe := func() error {
+		at := s.Now()
 		snap, err := snaps.Take(ctx)
 		if err == nil {
 			_, err = pol.Observe(ctx, act, snap)
 		}
+		if n := len(frags); n > 0 && s.Now().After(at) && frags[n-1].w.End.Equal(at) {
+			frags[n-1].minute = minuteAt(s.Now())
+		}
 		return err
 	}
-	var frags []fragment
 	// advance runs the replay to `to`, cutting a fragment at every minute
 	// of the grid, and at `to` when cut is set (a phase's end).
 	advance := func(to time.Time, pi int, cut bool) {
 		for s.Now().Before(to) {
-			minute := int(s.Now().Sub(simrun.Start) / report.GoodputWindow)
+			minute := minuteAt(s.Now())
 			next := simrun.Start.Add(time.Duration(minute+1) * report.GoodputWindow)
 			onGrid := !next.After(to)
 			if !onGrid {
@@ -103,6 +121,12 @@ func (o *oracleSearch) run(ctx context.Context, p *Plan, last int) ([]*phaseRun,
 				frags = append(frags, cutFragment(s, minute, pi))
 			}
 		}
+	}
+	// upTo runs the replay to `to`, where the policy observes next, the
+	// run's step that ends there cut on its own.
+	upTo := func(to time.Time, pi int) {
+		advance(to.Add(-runStep), pi, true)
+		advance(to, pi, true)
 	}
 	for pi := 0; pi <= last; pi++ {
 		if err := ctx.Err(); err != nil {
@@ -124,14 +148,30 @@ func (o *oracleSearch) run(ctx context.Context, p *Plan, last int) ([]*phaseRun,
 		for pol.Tuner().Underway() && s.Now().Before(end) {
 			// Step as the run does until the drained instances are
 			// empty and the relayout done.
-			advance(s.Now().Add(time.Second), pi, false)
+			upTo(nextStep(s.Now(), end), pi)
 			if err := observe(); err != nil {
 				return nil, err
 			}
 		}
+		if pi < last {
+			upTo(end, pi)
+		}
 		advance(end, pi, true)
 	}
 	return phaseRuns(frags, last+1), nil
+}
+
+// minuteAt is the goodput window of the run's minute grid that t is in.
+func minuteAt(t time.Time) int { return int(t.Sub(simrun.Start) / report.GoodputWindow) }
+
+// nextStep is the end of the run's step that t is in (or starts), end at
+// the latest.
+func nextStep(t, end time.Time) time.Time {
+	next := simrun.Start.Add((t.Sub(simrun.Start)/runStep + 1) * runStep)
+	if next.After(end) {
+		return end
+	}
+	return next
 }
 
 // cutFragment ends the simulator's window as the fragment of the minute
@@ -147,36 +187,58 @@ func cutFragment(s *sim.Simulator, minute, phase int) fragment {
 	return fragment{minute: minute, phase: phase, w: &w}
 }
 
-// phaseRuns sums the fragments into phases, each tenant's held work judged
-// over the whole of each minute.
+// phaseRuns sums the fragments (in time order) into phases, each tenant's
+// held work judged over the whole of each minute, and its work and held
+// work less the steps it has to redo at the phase's end, plus those it
+// had to redo at the previous phase's end.
 func phaseRuns(frags []fragment, phases int) []*phaseRun {
 	byMinute := map[int][]*sim.WindowStats{}
+	byPhase := make([][]fragment, phases)
 	for _, f := range frags {
 		byMinute[f.minute] = append(byMinute[f.minute], f.w)
+		byPhase[f.phase] = append(byPhase[f.phase], f)
 	}
 	broken := map[int]map[string]bool{}
 	for m, ws := range byMinute {
 		broken[m] = brokenGPUs(merged(ws))
 	}
+	// each tenant's work by goodput window so far, and what was not yet
+	// redone at the previous phase's end
+	minutes := map[string][]report.MinuteWork{}
+	type loss struct{ work, good float64 }
+	before := map[string]loss{}
 	out := make([]*phaseRun, phases)
 	for pi := range out {
-		var ws []*sim.WindowStats
-		held := map[string]float64{}
-		for _, f := range frags {
-			if f.phase != pi {
-				continue
-			}
+		ws := []*sim.WindowStats{}
+		work, held := map[string]float64{}, map[string]float64{}
+		for _, f := range byPhase[pi] {
 			ws = append(ws, f.w)
 			for _, tw := range f.w.Tenants {
+				m := minutes[tw.Tenant]
+				for len(m) <= f.minute {
+					m = append(m, report.MinuteWork{})
+				}
+				m[f.minute].Work += tw.Work
+				work[tw.Tenant] += tw.Work
 				if !broken[f.minute][tw.GPU] {
+					m[f.minute].Good += tw.Work
 					held[tw.Tenant] += tw.Work
 				}
+				minutes[tw.Tenant] = m
 			}
 		}
 		if len(ws) == 0 {
 			ws = []*sim.WindowStats{{}}
 		}
-		out[pi] = &phaseRun{WindowStats: *merged(ws), heldWork: held}
+		w := merged(ws)
+		for _, tw := range w.Tenants {
+			lost, lostGood := report.Unredone(tw.Redo, minutes[tw.Tenant])
+			b := before[tw.Tenant]
+			work[tw.Tenant] += b.work - lost
+			held[tw.Tenant] += b.good - lostGood
+			before[tw.Tenant] = loss{lost, lostGood}
+		}
+		out[pi] = &phaseRun{WindowStats: *w, work: work, heldWork: held}
 	}
 	return out
 }

@@ -3,6 +3,7 @@ package oracle
 import (
 	"context"
 	"errors"
+	"math"
 	"runtime"
 	"slices"
 	"strings"
@@ -128,19 +129,22 @@ func (o *oracleSearch) searchMoves(ctx context.Context, p *Plan) error {
 // mergedRun sums a run's phases into one.
 func mergedRun(phases []*phaseRun) *phaseRun {
 	ws := make([]*sim.WindowStats, len(phases))
-	held := map[string]float64{}
+	work, held := map[string]float64{}, map[string]float64{}
 	for i, ph := range phases {
 		ws[i] = &ph.WindowStats
+		for t, v := range ph.work {
+			work[t] += v
+		}
 		for t, v := range ph.heldWork {
 			held[t] += v
 		}
 	}
-	return &phaseRun{WindowStats: *merged(ws), heldWork: held}
+	return &phaseRun{WindowStats: *merged(ws), work: work, heldWork: held}
 }
 
 // merged sums windows' request counts and work into one per tenant (its
-// GPU and overdue requests at the end of the last; the GPU figures of the
-// first), what the oracle's scores read.
+// GPU, overdue requests and steps to redo at the end of the last; the GPU
+// figures of the first), what the oracle's scores read.
 func merged(phases []*sim.WindowStats) *sim.WindowStats {
 	out := &sim.WindowStats{GPUs: phases[0].GPUs}
 	at := map[string]int{}
@@ -161,6 +165,7 @@ func merged(phases []*sim.WindowStats) *sim.WindowStats {
 			m.DroppedTokens += tw.DroppedTokens
 			m.Work += tw.Work
 			m.Overdue = tw.Overdue
+			m.Redo = tw.Redo
 		}
 	}
 	return out
@@ -234,16 +239,17 @@ func sloMet(tw sim.TenantWindow) bool {
 }
 
 // scoreAll scores the tenants keep selects in each run; goodput (work) is
-// each tenant's held (all) work relative to the most any run gave it.
-// The SLOs met over the run so far are judged on sofar, the rest on the
-// phase's window.
+// each tenant's held (all) work, as the run report counts it (phaseRun),
+// relative to the largest any run gave it (in size: a restart can leave a
+// phase's work below nothing). The SLOs met over the run so far are
+// judged on sofar, the rest on the phase's window.
 func scoreAll(ws []*phaseRun, keep func(sim.TenantWindow) bool) []score {
 	mostHeld, most := map[string]float64{}, map[string]float64{}
 	for _, w := range ws {
 		for _, tw := range w.Tenants {
 			if keep(tw) && tw.SLOTarget == 0 {
-				mostHeld[tw.Tenant] = max(mostHeld[tw.Tenant], w.heldWork[tw.Tenant])
-				most[tw.Tenant] = max(most[tw.Tenant], tw.Work)
+				mostHeld[tw.Tenant] = max(mostHeld[tw.Tenant], math.Abs(w.heldWork[tw.Tenant]))
+				most[tw.Tenant] = max(most[tw.Tenant], math.Abs(w.work[tw.Tenant]))
 			}
 		}
 	}
@@ -267,7 +273,7 @@ func scoreAll(ws []*phaseRun, keep func(sim.TenantWindow) bool) []score {
 					out[k].goodput += w.heldWork[tw.Tenant] / m
 				}
 				if m := most[tw.Tenant]; m > 0 {
-					out[k].work += tw.Work / m
+					out[k].work += w.work[tw.Tenant] / m
 				}
 				continue
 			}

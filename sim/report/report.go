@@ -520,26 +520,43 @@ func (r *Recorder) summarize() Summary {
 
 // unredone returns a's steps lost to restarts and not redone by the end
 // of the run (the last window's Redo), and how much of them counted as
-// good work; partial is a's good work in the goodput window being
-// filled. A training job redoes its lost steps before any new one, and
-// only new steps count as work, so the steps never redone are the last
-// ones it counted: they are taken from its goodput windows from the last
-// back, as good work in the share of each window's work that was good.
+// good work (Unredone); partial is a's good work in the goodput window
+// being filled.
 func (a *tenantAcc) unredone(partial float64) (lost, lostGood float64) {
-	left := float64(a.redo)
-	for i := len(a.minutes) - 1; i >= 0 && left > 0; i-- {
-		m := a.minutes[i]
-		if m.work <= 0 {
+	ms := make([]MinuteWork, len(a.minutes))
+	for i, m := range a.minutes {
+		ms[i] = MinuteWork{Work: m.work, Good: m.good}
+	}
+	if n := len(ms); n > 0 {
+		ms[n-1].Good = partial // the window being filled
+	}
+	return Unredone(a.redo, ms)
+}
+
+// MinuteWork is a tenant's work in one goodput window and, of it, the
+// good work: that done on a GPU whose SLOs held over the window.
+type MinuteWork struct{ Work, Good float64 }
+
+// Unredone is how a run's figures leave out the redo steps a training job
+// lost to restarts and has not redone by the end (TenantWindow.Redo of
+// the last window), given its work in each goodput window (minutes, in
+// time order): it returns how much work they are and how much of it
+// counted as good. A training job redoes its lost steps before any new
+// one, and only new steps count as work, so the steps never redone are
+// the last ones it counted: they are taken from its goodput windows from
+// the last back, as good work in the share of each window's work that was
+// good.
+func Unredone(redo int, minutes []MinuteWork) (lost, lostGood float64) {
+	left := float64(redo)
+	for i := len(minutes) - 1; i >= 0 && left > 0; i-- {
+		m := minutes[i]
+		if m.Work <= 0 {
 			continue
 		}
-		good := m.good
-		if i == len(a.minutes)-1 {
-			good = partial // the window being filled
-		}
-		take := min(left, m.work)
+		take := min(left, m.Work)
 		left -= take
 		lost += take
-		lostGood += take * min(1, good/m.work)
+		lostGood += take * min(1, m.Good/m.Work)
 	}
 	return lost, lostGood
 }
