@@ -244,7 +244,7 @@ func phaseRuns(frags []fragment, phases int) []*phaseRun {
 }
 
 // brokenGPUs are the GPUs on which an SLO did not hold over a goodput
-// window, judged as the run report judges it (report.WindowHeld).
+// window, judged as the run report judges it (report.Held).
 func brokenGPUs(w *sim.WindowStats) map[string]bool {
 	out := map[string]bool{}
 	for _, tw := range w.Tenants {
