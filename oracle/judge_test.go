@@ -98,7 +98,7 @@ events:
 				if tw.SLOTarget == 0 {
 					continue
 				}
-				att := float64(tw.Good) / float64(tw.Judged()+tw.Dropped+tw.Overdue)
+				att := float64(tw.Good) / float64(tw.Ended()+tw.Overdue)
 				if ts.Attainment == nil || !near(att, *ts.Attainment) || ts.SLOMet == nil || sloMet(tw) != *ts.SLOMet ||
 					tw.Dropped != ts.Dropped || tw.Overdue != ts.Overdue {
 					t.Errorf("%s: attainment %v, met %v, dropped %d, overdue %d; the report's %v, %v, %d, %d",
