@@ -179,10 +179,13 @@ func (b Baseline) vgpu(s *tuner.State, d *gpu.Device) []tuner.Action {
 	return []tuner.Action{a}
 }
 
+// timeSlice asks for the default level where the GPU's level is read: from
+// a level not read (NVML reads none) a change would keep an original no
+// restore can set back, at every round, as nothing reads the level set.
 func (b Baseline) timeSlice(s *tuner.State, d *gpu.Device) []tuner.Action {
 	const want = gpu.TimeSliceDefault
 	t := tuner.Target{GPU: d.UUID, Knob: gpu.KnobComputeTimeSlice}
-	if d.ComputeTimeSlice == want || !s.Changeable(t) {
+	if d.ComputeTimeSlice == "" || d.ComputeTimeSlice == want || !s.Changeable(t) {
 		return nil
 	}
 	return []tuner.Action{{Target: t, GPUIndex: d.Index,

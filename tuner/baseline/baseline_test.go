@@ -115,6 +115,19 @@ func TestBaselines(t *testing.T) {
 			wantDec:   []string{" compute_timeslice long->default false"},
 		},
 		{
+			// NVML reads no time-slice level: a change from an unknown
+			// level would journal an original no restore can set back
+			// (and that the journal refuses, stopping every change).
+			name:   "time slice not read: left alone",
+			policy: StaticEqualName,
+			devs:   []gpu.Device{{UUID: "GPU-t", Up: true, Mode: gpu.SharingTimeSlice}},
+		},
+		{
+			name:   "time slice not read: left alone by best-effort",
+			policy: UncappedName,
+			devs:   []gpu.Device{{UUID: "GPU-t", Up: true, Mode: gpu.SharingTimeSlice}},
+		},
+		{
 			name:   "mig, exclusive and down GPUs are left alone",
 			policy: StaticEqualName,
 			devs: []gpu.Device{
