@@ -155,6 +155,9 @@ func (t *Tuner) restoreOne(ctx context.Context, k string, now time.Time, why str
 				return nil, nil
 			}
 			left = fmt.Errorf("PID %d was restarted and the restart hook named no successor, which is told only once %s has passed since the restart: left for the next start, which goes on looking for it", o.Target.PID, successorWithin)
+			if w.old != 0 {
+				left = fmt.Errorf("the restart hook named PID %d the successor of PID %d, and no snapshot has listed it on the GPU yet: left for the next start", o.Target.PID, w.old)
+			}
 		}
 		// a process the last sample missed, seen by this run within
 		// goneAfter, is taken as running

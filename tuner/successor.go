@@ -80,6 +80,11 @@ type successorWatch struct {
 	Restart
 	tg     Target
 	tenant string
+	// old is the restarted client's PID, where the hook named tg.PID its
+	// successor (0: the watch is the client's own, tg.PID is old): the
+	// watch ends once a snapshot lists tg.PID (listed).
+	old    uint32
+	listed bool
 	// restore is, for a client whose original an earlier run left open,
 	// the reason it is set back on the successor once found ("": it is
 	// not, it stays the tuner's change).
@@ -188,23 +193,28 @@ func (t *Tuner) journalRestart(a Action, now time.Time) error {
 
 // followSuccessor, after a's restart of an MPS client, follows the
 // successor the actuator names or, where it names none, starts looking
-// for it (findSuccessors).
+// for it (findSuccessors). A named successor is checked: one no snapshot
+// lists on the GPU within successorWithin (the hook printed a wrapper's
+// PID, or another host's) is said, and the successor looked for as if the
+// hook had named none.
 func (t *Tuner) followSuccessor(a Action, now time.Time) {
 	s, ok := t.successors(a)
 	if !ok {
 		return
 	}
-	if pid, ok := s.Successor(a.GPU, a.PID); ok {
-		if pid != a.PID {
-			t.follow(a.Target, pid, now)
-		}
+	named, ok := s.Successor(a.GPU, a.PID)
+	if ok && named == a.PID || ok && !t.follow(a.Target, named, now) || a.Tenant == "" {
 		return
 	}
-	if a.Tenant == "" {
-		return
+	tg, old := a.Target, uint32(0)
+	if ok {
+		tg.PID, old = named, a.PID
+	}
+	if w := t.watches[tg.String()]; w != nil && old != 0 {
+		return // the same PID named again: checked from its first naming
 	}
 	// the bound counts from the hook's return: it may have run long
-	t.watches[a.Target.String()] = &successorWatch{Restart: t.restartOf(a, now, t.o.Clock.Now()), tg: a.Target, tenant: a.Tenant}
+	t.watches[tg.String()] = &successorWatch{Restart: t.restartOf(a, now, t.o.Clock.Now()), tg: tg, tenant: a.Tenant, old: old}
 }
 
 // follow moves what the tuner keeps of the MPS client old to its
@@ -305,8 +315,9 @@ func (w *successorWatch) observe(snap *tenant.Snapshot) {
 		return
 	}
 	w.read, w.running = true, running[pidKey{w.tg.GPU, w.tg.PID}]
+	w.listed = w.listed || w.old != 0 && w.running
 	for _, p := range w.Kin {
-		if p != w.tg.PID && running[pidKey{w.tg.GPU, p}] {
+		if p != w.tg.PID && p != w.old && running[pidKey{w.tg.GPU, p}] {
 			if w.kinSeen == nil {
 				w.kinSeen = map[uint32]bool{}
 			}
@@ -340,13 +351,16 @@ func (t *Tuner) successorOf(w *successorWatch, snap *tenant.Snapshot, now time.T
 		why = "the restart is dated " + w.At.Sub(now).Round(time.Second).String() + " after now (the clock was set back): its bound cannot be counted"
 	} else {
 		w.observe(snap)
+		if w.listed {
+			return 0, false, false // the named successor is there
+		}
 		if now.Sub(w.At) <= successorWithin {
 			return 0, false, true
 		}
 	}
 	var kinGone []uint32
 	for _, p := range w.Kin {
-		if p != w.tg.PID && !w.kinSeen[p] {
+		if p != w.tg.PID && p != w.old && !w.kinSeen[p] {
 			kinGone = append(kinGone, p)
 		}
 	}
@@ -367,8 +381,18 @@ func (t *Tuner) successorOf(w *successorWatch, snap *tenant.Snapshot, now time.T
 	case len(w.cands) > 1:
 		why = "several new processes of its tenant appeared within " + bound + " of the restart"
 	default:
-		level.Info(t.o.Logger).Log("msg", "tuner found the successor of an MPS client it restarted: the only new process of its tenant on the GPU within "+bound+" of the restart", "tenant", w.tenant, "gpu", w.tg.GPU, "pid", w.tg.PID, "successor", w.cands[0])
+		if w.old != 0 {
+			level.Warn(t.o.Logger).Log("msg", "the restart hook named a successor of an MPS client that no snapshot listed on its GPU within "+bound+" of the restart; the tuner took the only new process of its tenant there: the hook's pid=N must be the PID of the CUDA process (not of a wrapper), and a successor must have its CUDA context within that bound",
+				"tenant", w.tenant, "gpu", w.tg.GPU, "pid", w.old, "named", w.tg.PID, "successor", w.cands[0])
+		} else {
+			level.Info(t.o.Logger).Log("msg", "tuner found the successor of an MPS client it restarted: the only new process of its tenant on the GPU within "+bound+" of the restart", "tenant", w.tenant, "gpu", w.tg.GPU, "pid", w.tg.PID, "successor", w.cands[0])
+		}
 		return w.cands[0], true, false
+	}
+	if w.old != 0 {
+		level.Warn(t.o.Logger).Log("msg", "the restart hook named a successor of an MPS client that no snapshot listed on its GPU within "+bound+" of the restart, and the tuner cannot tell the successor: it keeps the cap it was started with, and the original is dropped once the named PID is taken for gone; the hook's pid=N must be the PID of the CUDA process (not of a wrapper), and a successor must have its CUDA context within that bound",
+			"tenant", w.tenant, "gpu", w.tg.GPU, "pid", w.old, "named", w.tg.PID, "candidates", pidsText(w.cands), "why", why)
+		return 0, false, false
 	}
 	level.Warn(t.o.Logger).Log("msg", "tuner cannot tell the successor of an MPS client it restarted, and the restart hook named none: the successor keeps the cap it was started with; a hook that prints pid=N as its last line of stdout names it",
 		"tenant", w.tenant, "gpu", w.tg.GPU, "pid", w.tg.PID, "candidates", pidsText(w.cands), "why", why)

@@ -87,6 +87,22 @@ func (r *unnamedRun) round(t *testing.T, procs ...proc) []Decision {
 	return d
 }
 
+// exit checks that the journal holds 100% on PID open alone (0: nothing),
+// and that the restore at exit makes calls.
+func (r *unnamedRun) exit(t *testing.T, open uint32, calls []string) {
+	t.Helper()
+	o := r.j.Originals()
+	if open == 0 && len(o) != 0 || open != 0 && (len(o) != 1 || o[0].Target.PID != open || o[0].Value != Fraction(1)) {
+		t.Errorf("journaled originals %+v, want 100%% on PID %d (0: none)", o, open)
+	}
+	if _, err := r.tu.Restore(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(r.host.Calls, calls) {
+		t.Errorf("restore at exit: calls %q, want %q", r.host.Calls, calls)
+	}
+}
+
 // unnamedLog is what the tuner logs when it cannot tell the successor.
 const unnamedLog = "cannot tell the successor of an MPS client"
 
@@ -159,16 +175,7 @@ func TestUnnamedSuccessor(t *testing.T) {
 					early = true
 				}
 			}
-			o := r.j.Originals()
-			if c.open == 0 && len(o) != 0 || c.open != 0 && (len(o) != 1 || o[0].Target.PID != c.open || o[0].Value != Fraction(1)) {
-				t.Errorf("journaled originals %+v, want 100%% on PID %d (0: none)", o, c.open)
-			}
-			if _, err := r.tu.Restore(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			if !slices.Equal(r.host.Calls, c.calls) {
-				t.Errorf("restore at exit: calls %q, want %q", r.host.Calls, c.calls)
-			}
+			r.exit(t, c.open, c.calls)
 			out := r.log.String()
 			if n := strings.Count(out, unnamedLog); n != min(len(c.logged), 1) {
 				t.Fatalf("%d lines saying the successor cannot be told, want %d:\n%s", n, min(len(c.logged), 1), out)

@@ -213,17 +213,7 @@ type sourceOnly struct{ gpu.Source }
 func TestTunerDrivesOutsideActuators(t *testing.T) {
 	for _, mode := range []string{"enforce", "recommend"} {
 		t.Run(mode, func(t *testing.T) {
-			f := commandtest.New(t)
-			pipe := filepath.Join(f.Dir, "pipe")
-			if err := os.Mkdir(pipe, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			// One MPS server (PID 100) with the scenario's two clients.
-			f.Script(t, "nvidia-cuda-mps-control", `case "$(cat "$STDIN")" in
-get_server_list*) echo 100 ;;
-get_client_list*) printf '61001\n61002\n' ;;
-*) echo 100.0 ;;
-esac`)
+			f, pipe := fakeMPSDaemon(t)
 			f.Script(t, "nvidia-smi", `echo "--set-timeslice"`)
 			f.Script(t, "restart-hook", `exit 0`)
 			f.Script(t, "rebalance-hook", `exit 0`)
@@ -296,6 +286,24 @@ esac`)
 			}
 		})
 	}
+}
+
+// fakeMPSDaemon writes a fake MPS control daemon's client into a new fake
+// directory, with its pipe directory: one server (PID 100) with
+// noisy-neighbour's two clients, every percentage 100.
+func fakeMPSDaemon(t *testing.T) (*commandtest.Fake, string) {
+	t.Helper()
+	f := commandtest.New(t)
+	pipe := filepath.Join(f.Dir, "pipe")
+	if err := os.Mkdir(pipe, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f.Script(t, "nvidia-cuda-mps-control", `case "$(cat "$STDIN")" in
+get_server_list*) echo 100 ;;
+get_client_list*) printf '61001\n61002\n' ;;
+*) echo 100.0 ;;
+esac`)
+	return f, pipe
 }
 
 // closeCounter is an actuator that holds something of its own.

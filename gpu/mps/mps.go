@@ -161,7 +161,8 @@ func New(opts Options) *Controller {
 // Detect returns a Controller when this host runs an MPS control daemon on
 // opts.PipeDirectory: the control binary exists, the pipe directory exists,
 // and the daemon answers get_default_active_thread_percentage. The error
-// says which of these failed and what to do.
+// says which of these failed and what to do. A restart hook that is not
+// found or not executable is logged as a warning.
 func Detect(ctx context.Context, opts Options) (*Controller, error) {
 	c := New(opts)
 	if _, err := exec.LookPath(c.opts.ControlBinary); err != nil {
@@ -175,6 +176,13 @@ func Detect(ctx context.Context, opts Options) (*Controller, error) {
 	defer c.opMu.Unlock()
 	if _, err := c.defaultPercentage(ctx); err != nil {
 		return nil, fmt.Errorf("MPS control daemon on %s not answering: %w", c.opts.PipeDirectory, err)
+	}
+	// A hook that cannot be run fails every restart: said at start, not at
+	// the first cap. It is still tried (it may be installed later).
+	if h := c.opts.RestartHook; h != "" {
+		if _, err := exec.LookPath(h); err != nil {
+			level.Warn(c.logger).Log("msg", "MPS restart hook not found or not executable (--mps.restart-hook): every client restart will fail until it is", "hook", h, "err", err)
+		}
 	}
 	return c, nil
 }

@@ -1,6 +1,7 @@
 package mps
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-kit/log"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/command/commandtest"
@@ -121,6 +124,43 @@ func TestDetect(t *testing.T) {
 			c, err := Detect(ctx, rr.c.opts)
 			if err == nil || c != nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Detect = %v, %v; want an error containing %q", c, err, tc.want)
+			}
+		})
+	}
+}
+
+// A restart hook that cannot be run is said at detection, with the flag
+// to fix, not first at a cap's failed restart; the MPS actuator is kept.
+func TestDetectWarnsOfAnUnusableHook(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mod  func(hook string) string // the hook path given
+		warn bool
+	}{
+		{"runs", func(h string) string { return h }, false},
+		{"missing", func(h string) string { return h + ".absent" }, true},
+		{"not on PATH", func(string) string { return "no-such-restart-hook" }, true},
+		{"not executable", func(h string) string {
+			if err := os.Chmod(h, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return h
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			r := newRig(t, daemon, "exit 0", nil)
+			opts := r.c.opts
+			opts.RestartHook = tc.mod(opts.RestartHook)
+			opts.Logger = log.NewLogfmtLogger(&buf)
+			c, err := Detect(context.Background(), opts)
+			if err != nil || c == nil {
+				t.Fatalf("Detect = %v, %v", c, err)
+			}
+			warned := strings.Contains(buf.String(), "level=warn") && strings.Contains(buf.String(), "--mps.restart-hook") &&
+				strings.Contains(buf.String(), opts.RestartHook)
+			if warned != tc.warn {
+				t.Errorf("warned %v, want %v: %s", warned, tc.warn, buf.String())
 			}
 		})
 	}

@@ -120,7 +120,9 @@ func (s *SMI) SetComputeTimeSlice(ctx context.Context, uuid string, l gpu.TimeSl
 	}
 	list, err := s.run(ctx, uuid, "compute-policy", "-i", uuid, "--list")
 	if err != nil {
-		return fmt.Errorf("GPU %s: %s exited 0 setting the compute time slice to %s, but reading it back failed: %w", uuid, s.opts.Path, l, err)
+		// Not gpu.ErrNotSupported even where the listing is (exit 3): a
+		// refusal says nothing was changed, and the set may have been.
+		return fmt.Errorf("GPU %s: %s exited 0 setting the compute time slice to %s, but reading it back failed: %v", uuid, s.opts.Path, l, err)
 	}
 	switch got, ok := parseTimeSlice(list); {
 	case ok && got != l:

@@ -2,6 +2,7 @@ package nvidiasmi
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -63,5 +64,22 @@ esac`, nil},
 				}
 			}
 		})
+	}
+}
+
+// A set that exited 0 whose read-back is not supported (exit 3) failed; it
+// is no refusal, which tells the tuner that nothing was changed (it then
+// drops the original it keeps, and the level set, if it was, stays).
+func TestReadBackNotSupportedIsNoRefusal(t *testing.T) {
+	s, _ := newSMI(t, `case "$*" in
+*--list) echo "Not Supported"; exit 3 ;;
+*) echo "Set timeslice for GPU 0" ;;
+esac`, 30*time.Second)
+	err := s.SetComputeTimeSlice(context.Background(), "GPU-0", gpu.TimeSliceLong)
+	if err == nil || !strings.Contains(err.Error(), "reading it back failed") || !strings.Contains(err.Error(), "exit status 3") {
+		t.Fatalf("error %v, want the read-back's failure", err)
+	}
+	if errors.Is(err, gpu.ErrNotSupported) {
+		t.Errorf("error %v is gpu.ErrNotSupported: a refusal, though the set exited 0", err)
 	}
 }

@@ -145,15 +145,12 @@ func (b Baseline) mps(s *tuner.State, d *gpu.Device) []tuner.Action {
 			reason = fmt.Sprintf("static-equal: %d tenants share the GPU, %d client(s) of this tenant", n, perTenant[c.tenant])
 		}
 		t := tuner.Target{GPU: d.UUID, Knob: gpu.KnobMPSActiveThreads, PID: c.pid}
-		if c.current != nil && math.Abs(*c.current-target) < fractionEpsilon || !s.Changeable(t) {
+		cur := currentFraction(s, t, c.current)
+		if math.Abs(float64(cur)-target) < fractionEpsilon || !s.Changeable(t) {
 			continue
 		}
-		a := tuner.Action{Target: t, GPUIndex: d.Index, Tenant: c.tenant,
-			Want: tuner.Fraction(target), Restart: true, Reason: reason}
-		if c.current != nil {
-			a.Current = tuner.Fraction(*c.current)
-		}
-		out = append(out, a)
+		out = append(out, tuner.Action{Target: t, GPUIndex: d.Index, Tenant: c.tenant,
+			Current: cur, Want: tuner.Fraction(target), Restart: true, Reason: reason})
 	}
 	return out
 }
@@ -179,10 +176,33 @@ func (b Baseline) vgpu(s *tuner.State, d *gpu.Device) []tuner.Action {
 	return []tuner.Action{a}
 }
 
+// currentFraction is an MPS client's fraction as the tuner knows it, as
+// autotune takes it: its reading, else what the MPS actuator says is in
+// effect, a fraction set and pending over either; else MPS's own default
+// for a client nobody capped, all the SMs. Where the readings say nothing
+// (NVML reads no fraction), a change is thus asked for once, its original
+// journaled and set back at exit; taken as unknown, it was asked for again
+// at every retry, restarting the client each time, and never set back.
+func currentFraction(s *tuner.State, t tuner.Target, read *float64) tuner.Fraction {
+	if f, ok := s.Pending[t.String()]; ok {
+		return f
+	}
+	if read != nil {
+		return tuner.Fraction(*read)
+	}
+	if f, ok := s.Effective[t.String()]; ok {
+		return f
+	}
+	return 1
+}
+
+// timeSlice asks for the default level where the GPU's level is read: from
+// a level not read (NVML reads none) a change would keep an original no
+// restore can set back, at every round, as nothing reads the level set.
 func (b Baseline) timeSlice(s *tuner.State, d *gpu.Device) []tuner.Action {
 	const want = gpu.TimeSliceDefault
 	t := tuner.Target{GPU: d.UUID, Knob: gpu.KnobComputeTimeSlice}
-	if d.ComputeTimeSlice == want || !s.Changeable(t) {
+	if d.ComputeTimeSlice == "" || d.ComputeTimeSlice == want || !s.Changeable(t) {
 		return nil
 	}
 	return []tuner.Action{{Target: t, GPUIndex: d.Index,

@@ -48,7 +48,7 @@ func TestBaselines(t *testing.T) {
 				"SetMPSActiveThreads(GPU-a,13,0.2500)", "RestartClient(GPU-a,13)",
 			},
 			wantDec: []string{
-				"pid 10 mps_active_threads ->25% true", "pid 11 mps_active_threads 100%->25% true",
+				"pid 10 mps_active_threads 100%->25% true", "pid 11 mps_active_threads 100%->25% true",
 				"pid 12 mps_active_threads 100%->25% true", "pid 13 mps_active_threads 100%->25% true",
 			},
 		},
@@ -67,6 +67,14 @@ func TestBaselines(t *testing.T) {
 				"chat mps_active_threads 100%->33.3% true", "train mps_active_threads 100%->16.7% true",
 				"pid 30 mps_active_threads 100%->33.3% true",
 			},
+		},
+		{
+			// A fraction not read is MPS's default, all the SMs: nothing
+			// for best-effort to do (it restarted every client at every
+			// retry, from a fraction unknown to 100%).
+			name:   "best-effort leaves clients whose fraction is not read",
+			policy: UncappedName,
+			devs:   []gpu.Device{mpsDev(mpsProc(10, nil), mpsProc(11, nil))},
 		},
 		{
 			name:    "mps already equal: nothing to do",
@@ -113,6 +121,19 @@ func TestBaselines(t *testing.T) {
 			errs:      map[string]error{"SetComputeTimeSlice": unsupported},
 			wantCalls: []string{"SetComputeTimeSlice(GPU-t,default)"},
 			wantDec:   []string{" compute_timeslice long->default false"},
+		},
+		{
+			// NVML reads no time-slice level: a change from an unknown
+			// level would journal an original no restore can set back
+			// (and that the journal refuses, stopping every change).
+			name:   "time slice not read: left alone",
+			policy: StaticEqualName,
+			devs:   []gpu.Device{{UUID: "GPU-t", Up: true, Mode: gpu.SharingTimeSlice}},
+		},
+		{
+			name:   "time slice not read: left alone by best-effort",
+			policy: UncappedName,
+			devs:   []gpu.Device{{UUID: "GPU-t", Up: true, Mode: gpu.SharingTimeSlice}},
 		},
 		{
 			name:   "mig, exclusive and down GPUs are left alone",

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-kit/log"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+)
+
+// unreadMPS is a copy of r without the MPS fractions, as NVML reads them:
+// not at all.
+func unreadMPS(r *gpu.Readings) *gpu.Readings {
+	if r == nil {
+		return nil
+	}
+	c := *r
+	c.Devices = append([]gpu.Device(nil), r.Devices...)
+	for i := range c.Devices {
+		ps := append([]gpu.Process(nil), c.Devices[i].Processes...)
+		for j := range ps {
+			ps[j].MPSActiveThreads = nil
+		}
+		c.Devices[i].Processes = ps
+	}
+	return &c
+}
+
+// On a host whose readings give no MPS fraction (NVML), the baselines cap
+// each client once through the daemon and the restart hook, journal its
+// original and set it back at exit; best-effort restarts nobody. Before,
+// static-equal restarted every client again at every retry (a minute),
+// best-effort too (to 100%), and nothing was journaled or set back.
+func TestBaselinesOnUnreadMPSFractions(t *testing.T) {
+	for _, tc := range []struct {
+		policy           string
+		restarts, resets int
+	}{
+		{"static-equal", 2, 2},
+		{"best-effort", 0, 0},
+	} {
+		t.Run(tc.policy, func(t *testing.T) {
+			f, pipe := fakeMPSDaemon(t)
+			f.Script(t, "restart-hook", `exit 0`)
+			f.OnPath(t)
+			journal := filepath.Join(f.Dir, "tuner.jsonl")
+			clock := gpu.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+			cfg := testConfig(t, "--backend=sim", "--sim.scenario=noisy-neighbour", "--mps.pipe-directory="+pipe,
+				"--mps.restart-hook="+filepath.Join(f.Dir, "restart-hook"), "--nvidia-smi.path=")
+			svc, err := buildOn(cfg, clock, log.NewNopLogger())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer svc.src.Close()
+			host := *cfg
+			host.Backend, host.Tuner.Mode, host.Tuner.Policy, host.Tuner.Journal = backendNVML, "enforce", tc.policy, journal
+			host.Actuators.PauseCgroupRoot = ""
+			snapshot := func() *tenant.Snapshot {
+				s := *svc.Snapshot()
+				s.Readings = unreadMPS(s.Readings)
+				return &s
+			}
+			subscribe := func(f func(*gpu.Readings)) {
+				svc.Sampler().Subscribe(func(r *gpu.Readings) { f(unreadMPS(r)) })
+			}
+			r, err := newTunerRunner(&host, sourceOnly{svc.src}, clock, snapshot, subscribe, log.NewNopLogger())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 20 { // 5 minutes
+				clock.Advance(15 * time.Second)
+				if err := svc.Sampler().SampleOnce(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := r.Tuner().RunOnce(context.Background(), snapshot()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n := len(f.Calls(t, "restart-hook")); n != tc.restarts {
+				t.Errorf("%d client restarts in 5 minutes, want %d: %q", n, tc.restarts, f.Calls(t, "restart-hook"))
+			}
+			data, err := os.ReadFile(journal)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := strings.Count(string(data), `"event":"original"`); n != tc.resets {
+				t.Errorf("%d originals journaled, want %d", n, tc.resets)
+			}
+			before := len(f.Calls(t, "restart-hook"))
+			if err := r.Restore(); err != nil {
+				t.Fatal(err)
+			}
+			if n := len(f.Calls(t, "restart-hook")) - before; n != tc.resets {
+				t.Errorf("%d clients restarted by the restore at exit, want %d", n, tc.resets)
+			}
+			if got := r.Status().Unrestored; got != 0 {
+				t.Errorf("%d originals left unrestored", got)
+			}
+		})
+	}
+}

@@ -1,0 +1,62 @@
+package tuner
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A successor the restart hook names (pid=N) is checked against the
+// snapshots: named and listed on the GPU, it holds the original and is set
+// back at exit, and nothing is said. Named and never listed there within
+// the bound (the hook printed its wrapper's PID: systemctl's MainPID, a
+// shell's $!), it is said at warning level, naming both PIDs, and the
+// successor is looked for as if the hook had named none: the one new
+// process of the tenant holds the original and is set back at exit; with
+// none, the original is dropped once the named PID is taken for gone.
+// (Before, the original went to the named PID and was dropped a minute
+// later as "process gone", the real successor keeping the tuner's cap, and
+// nothing above info level said so.)
+func TestNamedSuccessorChecked(t *testing.T) {
+	embed := func(pid uint32) proc { return proc{pid, "embed"} }
+	batch := func(pid uint32) proc { return proc{pid, "batch"} }
+	for _, c := range []struct {
+		name   string
+		named  uint32
+		rounds []proc // every 15 s after the restart, six times
+		open   uint32 // the PID holding the original after the rounds, 0 for none
+		calls  []string
+		warn   string // what the warning names, "" for none
+	}{
+		{"named and listed", 9, []proc{batch(8), embed(9)}, 9, restoredOn9, ""},
+		{"a wrapper's PID named, one new process", 99, []proc{batch(8), embed(9)}, 9, restoredOn9, "named=99 successor=9"},
+		{"a wrapper's PID named, no new process", 99, []proc{batch(8)}, 0, nil, "named=99 candidates="},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newUnnamedRun(t, filepath.Join(t.TempDir(), "journal"))
+			r.host.next = map[uint32]uint32{7: c.named}
+			r.restart(t, embed(7), batch(8))
+			for range 6 {
+				r.round(t, c.rounds...)
+			}
+			// a minute more: a named PID not listed is then taken for gone
+			for range 4 {
+				r.round(t, c.rounds...)
+			}
+			r.exit(t, c.open, c.calls)
+			out := r.log.String()
+			warned := strings.Contains(out, "restart hook named a successor")
+			if warned != (c.warn != "") {
+				t.Fatalf("warned %v, want %v:\n%s", warned, c.warn != "", out)
+			}
+			for _, w := range strings.Fields(c.warn) {
+				if !strings.Contains(out, w) || !strings.Contains(out, "level=warn") || !strings.Contains(out, "pid=7") {
+					t.Errorf("log lacks %q (or the warning, or pid=7):\n%s", w, out)
+				}
+			}
+			if strings.Contains(out, unnamedLog) {
+				t.Errorf("a named successor logged as none named:\n%s", out)
+			}
+		})
+	}
+}
