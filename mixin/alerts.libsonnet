@@ -356,6 +356,20 @@
             'A tuner in enforce mode (the host, or some of its GPUs) is stopped by the kill switch.',
             'The tuner' + onHost + ' is in enforce mode (the host, or some of its GPUs) but its kill switch has been engaged for %s: it makes no change but reverts of its own, and the settings stay as they are.' % c.alertFor.tunerKillSwitch,
           ),
+          alert(
+            'VGPUTunerRoundsStalled',
+            'warning',
+            // The tuner's series are served only while it runs, and it
+            // runs its rounds in every mode and with the kill switch
+            // engaged: a last round that grows old is a round that has not
+            // ended (the timestamp is the start of the latest round that
+            // ended). Each round resets it, so a long --tuner.interval
+            // crosses the threshold but does not hold it for the for:.
+            std.format('time() - vgpu_tuner_last_run_timestamp_seconds{%s} > %s', [sel, c.tunerRoundStaleSeconds]),
+            c.alertFor.tunerRoundsStalled,
+            'The tuner\'s rounds are stalled: it makes no decision.',
+            'The latest round of the tuner' + onHost + ' that ended started {{ $value | humanizeDuration }} ago: a round is under way that waits, most likely for a hook (an MPS client restart, a rebalancing plan), and until it ends the tuner decides nothing, raises or thaws no pause, reverts nothing and does not act on its kill switch.',
+          ),
         ],
       },
     ],

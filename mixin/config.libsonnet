@@ -56,6 +56,14 @@
     sampleIntervalSeconds: 1,
     // The served snapshot is stale when older than this, in seconds.
     sampleStaleSeconds: 60,
+    // VGPUTunerRoundsStalled: the tuner's latest round started more than
+    // this long ago, in seconds, for alertFor.tunerRoundsStalled. A round
+    // waits for the hooks it runs (an MPS client restart, up to 2 m each at
+    // the default --mps.restart-hook.timeout; a rebalancing plan, up to 5 m
+    // at --tuner.rebalance-hook.timeout). With the for: it fires once no
+    // round has ended for about 7 minutes (longer than one hook at its
+    // timeout), and never with a --tuner.interval up to 6 minutes.
+    tunerRoundStaleSeconds: 120,
 
     // Latency SLO. The objective of a tenant is the q label of
     // vgpu_tenant_slo_target_seconds; PromQL cannot turn a label into a
@@ -90,6 +98,7 @@
       tunerKillSwitch: '1h',
       tunerJournalErrors: '5m',
       tunerPauseNotInForce: '10m',
+      tunerRoundsStalled: '5m',
       // A row remap pending a reset for longer than this (a reset after a
       // drain usually follows within minutes).
       rowRemapPending: '15m',
