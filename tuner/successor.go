@@ -193,16 +193,22 @@ func (t *Tuner) journalRestart(a Action, now time.Time) error {
 
 // followSuccessor, after a's restart of an MPS client, follows the
 // successor the actuator names or, where it names none, starts looking
-// for it (findSuccessors). A named successor is checked: one no snapshot
-// lists on the GPU within successorWithin (the hook printed a wrapper's
-// PID, or another host's) is said, and the successor looked for as if the
-// hook had named none.
+// for it (findSuccessors). A named successor is checked: one the rounds
+// saw on the GPU before the restart (another tenant's process, or one of
+// the tenant's already running: the hook printed the wrong PID) is
+// refused at once, and one no snapshot lists on the GPU within
+// successorWithin (the hook printed a wrapper's PID, or another host's)
+// once that bound has passed; either is said, and the successor looked
+// for as if the hook had named none.
 func (t *Tuner) followSuccessor(a Action, now time.Time) {
 	s, ok := t.successors(a)
 	if !ok {
 		return
 	}
 	named, ok := s.Successor(a.GPU, a.PID)
+	if ok && named != a.PID && t.namedWasThere(a, named, now) {
+		ok = false
+	}
 	if ok && named == a.PID || ok && !t.follow(a.Target, named, now) || a.Tenant == "" {
 		return
 	}
@@ -215,6 +221,29 @@ func (t *Tuner) followSuccessor(a Action, now time.Time) {
 	}
 	// the bound counts from the hook's return: it may have run long
 	t.watches[tg.String()] = &successorWatch{Restart: t.restartOf(a, now, t.o.Clock.Now()), tg: tg, tenant: a.Tenant, old: old}
+}
+
+// namedWasThere reports whether the successor the restart hook named for
+// a's client, PID named, is a process the rounds saw on its GPU within
+// goneAfter before now (as restartOf counts what was there at the
+// restart), and warns that it is not taken: the successor is a process the
+// restart started, and taking another tenant's (or one of the tenant's
+// that ran already) would move the client's original, and its restore at
+// exit, onto that process.
+func (t *Tuner) namedWasThere(a Action, named uint32, now time.Time) bool {
+	p, seen := t.onGPU[pidKey{a.GPU, named}]
+	if !seen || now.Sub(p.seen) >= goneAfter {
+		return false
+	}
+	what := "another tenant's process"
+	if p.tenant == a.Tenant {
+		what = "a process of its own tenant that was running already"
+	} else if p.tenant == "" {
+		what = "a process no tenant is attributed to"
+	}
+	level.Warn(t.o.Logger).Log("msg", "the restart hook named as the successor of an MPS client "+what+", on its GPU before the restart: not taken; the successor is looked for as if the hook had named none (the hook's pid=N must be the PID of the CUDA process the restart started)",
+		"tenant", a.Tenant, "gpu", a.GPU, "pid", a.PID, "named", named, "named_tenant", p.tenant, "named_last_seen", p.seen.UTC().Format(time.RFC3339))
+	return true
 }
 
 // follow moves what the tuner keeps of the MPS client old to its
