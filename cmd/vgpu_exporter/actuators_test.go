@@ -237,3 +237,46 @@ func TestThawWithTunerOffOnAHost(t *testing.T) {
 		})
 	}
 }
+
+// An outside program killed at its timeout says how long that was and the
+// flag that sets it, through the options the flags make: nvidia-smi, the
+// MPS control daemon's client, the MPS restart hook and the rebalancing
+// hook. (Before, each said only "killed after its timeout".)
+func TestTimeoutsNameTheirFlags(t *testing.T) {
+	ctx := context.Background()
+	f := commandtest.New(t)
+	hang := f.Script(t, "hang", "sleep 30")
+	answer := f.Script(t, "mps-control", "echo 100.0")
+	c, err := parseActuatorFlags(t, "--nvidia-smi.path="+hang, "--nvidia-smi.timeout=200ms",
+		"--mps.control-binary="+hang, "--mps.pipe-directory="+t.TempDir(), "--mps.timeout=210ms",
+		"--mps.restart-hook="+hang, "--mps.restart-hook.timeout=220ms",
+		"--tuner.rebalance-hook="+hang, "--tuner.rebalance-hook.timeout=230ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := c.Actuators
+	logger := log.NewNopLogger()
+	_, smiErr := nvidiasmi.Detect(ctx, smiOptions(a, logger))
+	_, mpsErr := mps.Detect(ctx, mpsOptions(a, logger))
+	withDaemon := a
+	withDaemon.MPSControlBinary = answer
+	hookErr := mps.New(mpsOptions(withDaemon, logger)).RestartClient(ctx, "GPU-0", 7, "embed")
+	r, err := rebalancer(a, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	planErr := r.Rebalance(ctx, gpu.Plan{Moves: []gpu.Move{{Tenant: "embed", PID: 7, ToUUID: "GPU-1"}}})
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{smiErr, "killed after its timeout of 200ms (--nvidia-smi.timeout)"},
+		{mpsErr, "killed after its timeout of 210ms (--mps.timeout)"},
+		{hookErr, "killed after its timeout of 220ms (--mps.restart-hook.timeout)"},
+		{planErr, "killed after its timeout of 230ms (--tuner.rebalance-hook.timeout)"},
+	} {
+		if tc.err == nil || !strings.Contains(tc.err.Error(), tc.want) {
+			t.Errorf("error %v, want %q", tc.err, tc.want)
+		}
+	}
+}

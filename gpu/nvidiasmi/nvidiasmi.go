@@ -49,7 +49,10 @@ var levels = []gpu.TimeSliceLevel{gpu.TimeSliceDefault, gpu.TimeSliceShort, gpu.
 type Options struct {
 	Path    string        // nvidia-smi: a path or a name on PATH; default DefaultPath
 	Timeout time.Duration // one nvidia-smi run; default DefaultTimeout
-	Logger  log.Logger
+	// TimeoutName is what sets Timeout (the command line's flag), named in
+	// the error of a run it kills; "" names none.
+	TimeoutName string
+	Logger      log.Logger
 }
 
 // SMI drives nvidia-smi. It is safe for concurrent use.
@@ -86,7 +89,7 @@ func Detect(ctx context.Context, opts Options) (*SMI, error) {
 	if _, err := exec.LookPath(s.opts.Path); err != nil {
 		return nil, fmt.Errorf("nvidia-smi %q not found (set --nvidia-smi.path): %w", s.opts.Path, err)
 	}
-	res, err := command.Run(ctx, command.Spec{Path: s.opts.Path, Args: []string{"compute-policy", "--help"}, Timeout: s.opts.Timeout})
+	res, err := command.Run(ctx, command.Spec{Path: s.opts.Path, Args: []string{"compute-policy", "--help"}, Timeout: s.opts.Timeout, TimeoutName: s.opts.TimeoutName})
 	if err != nil {
 		return nil, fmt.Errorf("nvidia-smi compute-policy not usable: %w", err)
 	}
@@ -140,7 +143,7 @@ func (s *SMI) SetComputeTimeSlice(ctx context.Context, uuid string, l gpu.TimeSl
 // caller can test (gpu.ErrNotSupported) or act on (permissions).
 // On success it returns stdout and stderr together, as printed.
 func (s *SMI) run(ctx context.Context, uuid string, args ...string) ([]byte, error) {
-	res, err := command.Run(ctx, command.Spec{Path: s.opts.Path, Args: args, Timeout: s.opts.Timeout})
+	res, err := command.Run(ctx, command.Spec{Path: s.opts.Path, Args: args, Timeout: s.opts.Timeout, TimeoutName: s.opts.TimeoutName})
 	if err == nil {
 		return append(res.Stdout, res.Stderr...), nil
 	}
