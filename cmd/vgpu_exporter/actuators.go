@@ -271,7 +271,7 @@ func rebalanceOptions(a actuatorConfig, logger log.Logger) rebalance.Options {
 // evictOptions are the built-in Kubernetes eviction's options the flags set.
 func evictOptions(a actuatorConfig, logger log.Logger) kubeevict.Options {
 	return kubeevict.Options{APIServer: a.EvictAPIServer, TokenFile: a.EvictTokenFile, CAFile: a.EvictCAFile,
-		Timeout: a.RebalanceTimeout, Logger: logger}
+		Timeout: a.RebalanceTimeout, TimeoutName: "--" + flagRebalanceTimeout, Logger: logger}
 }
 
 // simPlans says where plans go on the simulator without a hook: the
