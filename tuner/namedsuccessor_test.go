@@ -60,3 +60,95 @@ func TestNamedSuccessorChecked(t *testing.T) {
 		})
 	}
 }
+
+// A successor the restart hook names that the rounds saw on the GPU before
+// the restart (another tenant's process, or one of the client's tenant
+// that was running already: the hook printed the wrong PID) is refused at
+// the restart, at warning level naming both PIDs and both tenants, and the
+// successor is looked for as if the hook had named none: the one new
+// process of the tenant holds the original and is set back at exit; with
+// none, the original is dropped once the client's process is gone. The
+// named process is never set back. (Before, a named PID listed on the GPU
+// was taken at once: the original went to another tenant's process, and
+// the restore at exit set that process's cap and restarted it.)
+func TestNamedSuccessorThereBefore(t *testing.T) {
+	embed := func(pid uint32) proc { return proc{pid, "embed"} }
+	batch := func(pid uint32) proc { return proc{pid, "batch"} }
+	for _, c := range []struct {
+		name   string
+		named  uint32
+		before []proc // at the restart, with embed(7)
+		rounds []proc // every 15 s after the restart, ten times
+		open   uint32
+		calls  []string
+		warn   string
+	}{
+		{"another tenant's process, one new process", 8, []proc{batch(8)}, []proc{batch(8), embed(9)}, 9, restoredOn9,
+			`pid=7 named=8 named_tenant=batch tenant=embed`},
+		{"another tenant's process, no new process", 8, []proc{batch(8)}, []proc{batch(8)}, 0, nil,
+			`pid=7 named=8 named_tenant=batch`},
+		{"the tenant's process already running", 5, []proc{embed(5), batch(8)}, []proc{embed(5), batch(8), embed(9)}, 9, restoredOn9,
+			`pid=7 named=5 named_tenant=embed`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newUnnamedRun(t, filepath.Join(t.TempDir(), "journal"))
+			r.host.next = map[uint32]uint32{7: c.named}
+			r.restart(t, append([]proc{embed(7)}, c.before...)...)
+			out := r.log.String()
+			if !strings.Contains(out, "level=warn") || !strings.Contains(out, "on its GPU before the restart: not taken") {
+				t.Fatalf("no warning at the restart:\n%s", out)
+			}
+			for _, w := range strings.Fields(c.warn) {
+				if !strings.Contains(out, w) {
+					t.Errorf("warning lacks %q:\n%s", w, out)
+				}
+			}
+			for _, o := range r.j.Originals() {
+				if o.Target.PID == c.named {
+					t.Fatalf("the original went to the named PID %d: %+v", c.named, o)
+				}
+			}
+			for range 10 {
+				r.round(t, c.rounds...)
+			}
+			r.exit(t, c.open, c.calls)
+		})
+	}
+}
+
+// A named successor that first appears after the restart, attributed to
+// another tenant (a new process of that tenant: the hook printed the wrong
+// PID), is refused once a snapshot lists it so, at warning level naming
+// both PIDs and tenants: what the tuner keeps goes back to the client's
+// PID, and the successor is looked for as if the hook had named none.
+// (Before, the first snapshot that listed it ended the check: the other
+// tenant's process held the client's original and was set back at exit.)
+func TestNamedSuccessorOfAnotherTenant(t *testing.T) {
+	embed := func(pid uint32) proc { return proc{pid, "embed"} }
+	batch := func(pid uint32) proc { return proc{pid, "batch"} }
+	for _, c := range []struct {
+		name   string
+		rounds []proc
+		open   uint32
+		calls  []string
+	}{
+		{"one new process of the tenant", []proc{batch(8), batch(10), embed(9)}, 9, restoredOn9},
+		{"no new process of the tenant", []proc{batch(8), batch(10)}, 0, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newUnnamedRun(t, filepath.Join(t.TempDir(), "journal"))
+			r.host.next = map[uint32]uint32{7: 10}
+			r.restart(t, embed(7), batch(8))
+			for range 10 {
+				r.round(t, c.rounds...)
+			}
+			out := r.log.String()
+			for _, w := range []string{"level=warn", "listed on its GPU after the restart: not taken", "pid=7", "named=10", "named_tenant=batch", "tenant=embed"} {
+				if !strings.Contains(out, w) {
+					t.Errorf("log lacks %q:\n%s", w, out)
+				}
+			}
+			r.exit(t, c.open, c.calls)
+		})
+	}
+}

@@ -85,6 +85,9 @@ type successorWatch struct {
 	// watch ends once a snapshot lists tg.PID (listed).
 	old    uint32
 	listed bool
+	// foreign is the tenant a snapshot attributes the named PID to where
+	// that is not the client's tenant (unname)
+	foreign string
 	// restore is, for a client whose original an earlier run left open,
 	// the reason it is set back on the successor once found ("": it is
 	// not, it stays the tuner's change).
@@ -193,16 +196,23 @@ func (t *Tuner) journalRestart(a Action, now time.Time) error {
 
 // followSuccessor, after a's restart of an MPS client, follows the
 // successor the actuator names or, where it names none, starts looking
-// for it (findSuccessors). A named successor is checked: one no snapshot
-// lists on the GPU within successorWithin (the hook printed a wrapper's
-// PID, or another host's) is said, and the successor looked for as if the
-// hook had named none.
+// for it (findSuccessors). A named successor is checked: one the rounds
+// saw on the GPU before the restart (another tenant's process, or one of
+// the tenant's already running: the hook printed the wrong PID) is
+// refused at once, one a later snapshot attributes to another tenant
+// when it lists it (unname), and one no snapshot lists on the GPU within
+// successorWithin (the hook printed a wrapper's PID, or another host's)
+// once that bound has passed; either is said, and the successor looked
+// for as if the hook had named none.
 func (t *Tuner) followSuccessor(a Action, now time.Time) {
 	s, ok := t.successors(a)
 	if !ok {
 		return
 	}
 	named, ok := s.Successor(a.GPU, a.PID)
+	if ok && named != a.PID && t.namedWasThere(a, named, now) {
+		ok = false
+	}
 	if ok && named == a.PID || ok && !t.follow(a.Target, named, now) || a.Tenant == "" {
 		return
 	}
@@ -215,6 +225,29 @@ func (t *Tuner) followSuccessor(a Action, now time.Time) {
 	}
 	// the bound counts from the hook's return: it may have run long
 	t.watches[tg.String()] = &successorWatch{Restart: t.restartOf(a, now, t.o.Clock.Now()), tg: tg, tenant: a.Tenant, old: old}
+}
+
+// namedWasThere reports whether the successor the restart hook named for
+// a's client, PID named, is a process the rounds saw on its GPU within
+// goneAfter before now (as restartOf counts what was there at the
+// restart), and warns that it is not taken: the successor is a process the
+// restart started, and taking another tenant's (or one of the tenant's
+// that ran already) would move the client's original, and its restore at
+// exit, onto that process.
+func (t *Tuner) namedWasThere(a Action, named uint32, now time.Time) bool {
+	p, seen := t.onGPU[pidKey{a.GPU, named}]
+	if !seen || now.Sub(p.seen) >= goneAfter {
+		return false
+	}
+	what := "another tenant's process"
+	if p.tenant == a.Tenant {
+		what = "a process of its own tenant that was running already"
+	} else if p.tenant == "" {
+		what = "a process no tenant is attributed to"
+	}
+	level.Warn(t.o.Logger).Log("msg", "the restart hook named as the successor of an MPS client "+what+", on its GPU before the restart: not taken; the successor is looked for as if the hook had named none (the hook's pid=N must be the PID of the CUDA process the restart started)",
+		"tenant", a.Tenant, "gpu", a.GPU, "pid", a.PID, "named", named, "named_tenant", p.tenant, "named_last_seen", p.seen.UTC().Format(time.RFC3339))
+	return true
 }
 
 // follow moves what the tuner keeps of the MPS client old to its
@@ -279,7 +312,7 @@ func (t *Tuner) findSuccessors(ctx context.Context, snap *tenant.Snapshot, now t
 		if waiting {
 			continue
 		}
-		delete(t.watches, k)
+		delete(t.watches, w.tg.String()) // (unname may have moved it from k)
 		if !found && !w.running {
 			// the relaxed cap it judged went with the process, and where
 			// its successor is cannot be told
@@ -304,6 +337,25 @@ func (t *Tuner) findSuccessors(ctx context.Context, snap *tenant.Snapshot, now t
 	return out, errors.Join(errs...)
 }
 
+// unname turns the watch of a named successor a snapshot attributes to
+// another tenant (a new process of that tenant: the hook printed the wrong
+// PID) into one that looks for the successor as if the hook had named
+// none, and says so: what the tuner keeps of the client goes back to its
+// old PID (follow), and the watch with it. Where the journal cannot take
+// that, it stays as it is (false).
+func (t *Tuner) unname(w *successorWatch, now time.Time) bool {
+	level.Warn(t.o.Logger).Log("msg", "the restart hook named as the successor of an MPS client another tenant's process, listed on its GPU after the restart: not taken; the successor is looked for as if the hook had named none (the hook's pid=N must be the PID of the CUDA process the restart started)",
+		"tenant", w.tenant, "gpu", w.tg.GPU, "pid", w.old, "named", w.tg.PID, "named_tenant", w.foreign)
+	named := w.tg
+	if !t.follow(named, w.old, now) {
+		return false
+	}
+	delete(t.watches, named.String())
+	w.tg.PID, w.old, w.foreign, w.listed = w.old, 0, "", false
+	t.watches[w.tg.String()] = w
+	return true
+}
+
 // observe takes into w what snap, taken after the restart, lists on its
 // GPU.
 func (w *successorWatch) observe(snap *tenant.Snapshot) {
@@ -315,7 +367,10 @@ func (w *successorWatch) observe(snap *tenant.Snapshot) {
 		return
 	}
 	w.read, w.running = true, running[pidKey{w.tg.GPU, w.tg.PID}]
-	w.listed = w.listed || w.old != 0 && w.running
+	if tn := pidTenants(snap)[pidKey{w.tg.GPU, w.tg.PID}]; w.old != 0 && w.running && tn != "" && tn != w.tenant {
+		w.foreign = tn
+	}
+	w.listed = w.listed || w.old != 0 && w.running && w.foreign == ""
 	for _, p := range w.Kin {
 		if p != w.tg.PID && p != w.old && running[pidKey{w.tg.GPU, p}] {
 			if w.kinSeen == nil {
@@ -351,6 +406,9 @@ func (t *Tuner) successorOf(w *successorWatch, snap *tenant.Snapshot, now time.T
 		why = "the restart is dated " + w.At.Sub(now).Round(time.Second).String() + " after now (the clock was set back): its bound cannot be counted"
 	} else {
 		w.observe(snap)
+		if w.foreign != "" && t.unname(w, now) {
+			w.observe(snap) // what it shows of the client's own PID
+		}
 		if w.listed {
 			return 0, false, false // the named successor is there
 		}
@@ -416,7 +474,7 @@ func (t *Tuner) followAtRestore(keys []string, now time.Time) []string {
 		if waiting {
 			continue
 		}
-		delete(t.watches, k)
+		delete(t.watches, w.tg.String()) // (unname may have moved it from k)
 		if found && t.follow(w.tg, pid, now) {
 			nt := w.tg
 			nt.PID = pid

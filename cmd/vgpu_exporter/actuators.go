@@ -44,6 +44,15 @@ type actuatorConfig struct {
 	EvictCAFile    string
 }
 
+// The flags of the outside programs' timeouts, which the error of a run
+// killed by its timeout names.
+const (
+	flagMPSTimeout        = "mps.timeout"
+	flagMPSRestartTimeout = "mps.restart-hook.timeout"
+	flagSMITimeout        = "nvidia-smi.timeout"
+	flagRebalanceTimeout  = "tuner.rebalance-hook.timeout"
+)
+
 // addActuatorFlags declares the actuator flags on app into c.
 func addActuatorFlags(app *kingpin.Application, c *actuatorConfig) {
 	pipe := os.Getenv("CUDA_MPS_PIPE_DIRECTORY")
@@ -54,16 +63,16 @@ func addActuatorFlags(app *kingpin.Application, c *actuatorConfig) {
 		Default(mps.DefaultControlBinary).StringVar(&c.MPSControlBinary)
 	app.Flag("mps.pipe-directory", "CUDA_MPS_PIPE_DIRECTORY of the MPS control daemon (the Kubernetes device plugin's daemon uses /run/nvidia/mps). Default: $CUDA_MPS_PIPE_DIRECTORY, else /tmp/nvidia-mps.").
 		Default(pipe).PlaceHolder("DIR").StringVar(&c.MPSPipeDirectory)
-	flagvalue.Duration(app, "mps.timeout", "Timeout of one MPS control daemon command.", mps.DefaultTimeout.String(), &c.MPSTimeout)
+	flagvalue.Duration(app, flagMPSTimeout, "Timeout of one MPS control daemon command.", mps.DefaultTimeout.String(), &c.MPSTimeout)
 	app.Flag("mps.restart-hook", "Program run to restart an MPS client (or switch over to a standby) so that a new active-thread percentage takes effect; called as HOOK TENANT PID GPU_UUID FRACTION (docs/backends.md). Default: none, so changes wait for the client's own restart.").
 		PlaceHolder("PATH").StringVar(&c.MPSRestartHook)
-	flagvalue.Duration(app, "mps.restart-hook.timeout", "Timeout of one run of --mps.restart-hook.", mps.DefaultRestartTimeout.String(), &c.MPSRestartTimeout)
+	flagvalue.Duration(app, flagMPSRestartTimeout, "Timeout of one run of --mps.restart-hook.", mps.DefaultRestartTimeout.String(), &c.MPSRestartTimeout)
 	app.Flag("nvidia-smi.path", "nvidia-smi used to set the compute time-slice level (nvidia-smi compute-policy); empty disables the time-slice actuator.").
 		Default(nvidiasmi.DefaultPath).StringVar(&c.NvidiaSMIPath)
-	flagvalue.Duration(app, "nvidia-smi.timeout", "Timeout of one nvidia-smi run.", nvidiasmi.DefaultTimeout.String(), &c.NvidiaSMITimeout)
+	flagvalue.Duration(app, flagSMITimeout, "Timeout of one nvidia-smi run.", nvidiasmi.DefaultTimeout.String(), &c.NvidiaSMITimeout)
 	app.Flag("tuner.rebalance-hook", "Program that applies a rebalancing plan (tenant moves, MIG layouts) read as JSON on stdin, e.g. deploy/hooks/kubernetes-evict.sh; or "+kubeevict.Name+": the exporter evicts each move's pod through the Kubernetes Eviction API itself (PodDisruptionBudgets hold), with the --tuner.rebalance-hook.kubernetes-* settings. Default: none, so plans are only recommended.").
 		PlaceHolder("PATH").StringVar(&c.RebalanceHook)
-	flagvalue.Duration(app, "tuner.rebalance-hook.timeout", "Timeout of one run of --tuner.rebalance-hook.", rebalance.DefaultTimeout.String(), &c.RebalanceTimeout)
+	flagvalue.Duration(app, flagRebalanceTimeout, "Timeout of one run of --tuner.rebalance-hook.", rebalance.DefaultTimeout.String(), &c.RebalanceTimeout)
 	app.Flag("tuner.rebalance-hook.kubernetes-api-server", "The Kubernetes API server ("+kubeevict.Name+"): https://HOST[:PORT].").
 		Default(kubeevict.DefaultAPIServer).StringVar(&c.EvictAPIServer)
 	app.Flag("tuner.rebalance-hook.kubernetes-token-file", "Bearer token of the evictions ("+kubeevict.Name+"), read again for each: the pod's service account token.").
@@ -83,8 +92,8 @@ func (c *actuatorConfig) validate() []error {
 		name string
 		v    time.Duration
 	}{
-		{"--mps.timeout", c.MPSTimeout}, {"--mps.restart-hook.timeout", c.MPSRestartTimeout},
-		{"--nvidia-smi.timeout", c.NvidiaSMITimeout}, {"--tuner.rebalance-hook.timeout", c.RebalanceTimeout},
+		{"--" + flagMPSTimeout, c.MPSTimeout}, {"--" + flagMPSRestartTimeout, c.MPSRestartTimeout},
+		{"--" + flagSMITimeout, c.NvidiaSMITimeout}, {"--" + flagRebalanceTimeout, c.RebalanceTimeout},
 		{"--pause.period", c.PausePeriod},
 	} {
 		if d.v <= 0 {
@@ -127,14 +136,7 @@ func detectActuators(ctx context.Context, cfg *config, src gpu.Source, logger lo
 		unavailable = append(unavailable, name+": "+err.Error())
 	}
 	if a.MPSControlBinary != "" {
-		c, err := mps.Detect(ctx, mps.Options{
-			ControlBinary:  a.MPSControlBinary,
-			PipeDirectory:  a.MPSPipeDirectory,
-			Timeout:        a.MPSTimeout,
-			RestartHook:    a.MPSRestartHook,
-			RestartTimeout: a.MPSRestartTimeout,
-			Logger:         log.With(logger, "component", "mps"),
-		})
+		c, err := mps.Detect(ctx, mpsOptions(a, logger))
 		if err != nil {
 			missing("mps", err)
 		} else {
@@ -142,7 +144,7 @@ func detectActuators(ctx context.Context, cfg *config, src gpu.Source, logger lo
 		}
 	}
 	if a.NvidiaSMIPath != "" {
-		s, err := nvidiasmi.Detect(ctx, nvidiasmi.Options{Path: a.NvidiaSMIPath, Timeout: a.NvidiaSMITimeout, Logger: log.With(logger, "component", "nvidia-smi")})
+		s, err := nvidiasmi.Detect(ctx, smiOptions(a, logger))
 		if err != nil {
 			missing("nvidia-smi", err)
 		} else {
@@ -238,13 +240,38 @@ func rebalancer(a actuatorConfig, logger log.Logger) (gpu.Rebalancer, error) {
 	if a.RebalanceHook == kubeevict.Name {
 		return kubeevict.New(evictOptions(a, logger))
 	}
-	return rebalance.New(rebalance.Options{Command: a.RebalanceHook, Timeout: a.RebalanceTimeout, Logger: logger})
+	return rebalance.New(rebalanceOptions(a, logger))
+}
+
+// mpsOptions are the MPS actuator's options the flags set.
+func mpsOptions(a actuatorConfig, logger log.Logger) mps.Options {
+	return mps.Options{
+		ControlBinary:      a.MPSControlBinary,
+		PipeDirectory:      a.MPSPipeDirectory,
+		Timeout:            a.MPSTimeout,
+		TimeoutName:        "--" + flagMPSTimeout,
+		RestartHook:        a.MPSRestartHook,
+		RestartTimeout:     a.MPSRestartTimeout,
+		RestartTimeoutName: "--" + flagMPSRestartTimeout,
+		Logger:             log.With(logger, "component", "mps"),
+	}
+}
+
+// smiOptions are the time-slice actuator's options the flags set.
+func smiOptions(a actuatorConfig, logger log.Logger) nvidiasmi.Options {
+	return nvidiasmi.Options{Path: a.NvidiaSMIPath, Timeout: a.NvidiaSMITimeout, TimeoutName: "--" + flagSMITimeout,
+		Logger: log.With(logger, "component", "nvidia-smi")}
+}
+
+// rebalanceOptions are the rebalancing hook's options the flags set.
+func rebalanceOptions(a actuatorConfig, logger log.Logger) rebalance.Options {
+	return rebalance.Options{Command: a.RebalanceHook, Timeout: a.RebalanceTimeout, TimeoutName: "--" + flagRebalanceTimeout, Logger: logger}
 }
 
 // evictOptions are the built-in Kubernetes eviction's options the flags set.
 func evictOptions(a actuatorConfig, logger log.Logger) kubeevict.Options {
 	return kubeevict.Options{APIServer: a.EvictAPIServer, TokenFile: a.EvictTokenFile, CAFile: a.EvictCAFile,
-		Timeout: a.RebalanceTimeout, Logger: logger}
+		Timeout: a.RebalanceTimeout, TimeoutName: "--" + flagRebalanceTimeout, Logger: logger}
 }
 
 // simPlans says where plans go on the simulator without a hook: the

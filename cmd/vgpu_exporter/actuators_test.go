@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -235,5 +236,70 @@ func TestThawWithTunerOffOnAHost(t *testing.T) {
 				t.Errorf("no %q in the log:\n%s", c.log, logs.String())
 			}
 		})
+	}
+}
+
+// An outside program killed at its timeout says how long that was and the
+// flag that sets it, through the options the flags make: nvidia-smi, the
+// MPS control daemon's client, the MPS restart hook and the rebalancing
+// hook; and the built-in Kubernetes eviction, under the rebalancing hook's
+// timeout. (Before, each said only "killed after its timeout", and the
+// eviction "context deadline exceeded".)
+func TestTimeoutsNameTheirFlags(t *testing.T) {
+	ctx := context.Background()
+	f := commandtest.New(t)
+	hang := f.Script(t, "hang", "sleep 30")
+	answer := f.Script(t, "mps-control", "echo 100.0")
+	c, err := parseActuatorFlags(t, "--nvidia-smi.path="+hang, "--nvidia-smi.timeout=200ms",
+		"--mps.control-binary="+hang, "--mps.pipe-directory="+t.TempDir(), "--mps.timeout=210ms",
+		"--mps.restart-hook="+hang, "--mps.restart-hook.timeout=220ms",
+		"--tuner.rebalance-hook="+hang, "--tuner.rebalance-hook.timeout=230ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := c.Actuators
+	logger := log.NewNopLogger()
+	_, smiErr := nvidiasmi.Detect(ctx, smiOptions(a, logger))
+	_, mpsErr := mps.Detect(ctx, mpsOptions(a, logger))
+	withDaemon := a
+	withDaemon.MPSControlBinary = answer
+	hookErr := mps.New(mpsOptions(withDaemon, logger)).RestartClient(ctx, "GPU-0", 7, "embed")
+	r, err := rebalancer(a, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	planErr := r.Rebalance(ctx, gpu.Plan{Moves: []gpu.Move{{Tenant: "embed", PID: 7, ToUUID: "GPU-1"}}})
+	// the built-in eviction, whose API server does not answer in time
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body) // (then the server sees the client go)
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	ca, token := filepath.Join(f.Dir, "ca.crt"), filepath.Join(f.Dir, "token")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(token, []byte("tok\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a.RebalanceHook, a.EvictAPIServer, a.EvictTokenFile, a.EvictCAFile = kubeevict.Name, srv.URL, token, ca
+	e, err := rebalancer(a, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evictErr := e.Rebalance(ctx, gpu.Plan{Moves: []gpu.Move{{Tenant: "embed", Pod: &gpu.Pod{Namespace: "x", Name: "embed-0"}, ToUUID: "GPU-1"}}})
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{smiErr, "killed after its timeout of 200ms (--nvidia-smi.timeout)"},
+		{mpsErr, "killed after its timeout of 210ms (--mps.timeout)"},
+		{hookErr, "killed after its timeout of 220ms (--mps.restart-hook.timeout)"},
+		{planErr, "killed after its timeout of 230ms (--tuner.rebalance-hook.timeout)"},
+		{evictErr, "stopped at its timeout of 230ms (--tuner.rebalance-hook.timeout)"},
+	} {
+		if tc.err == nil || !strings.Contains(tc.err.Error(), tc.want) {
+			t.Errorf("error %v, want %q", tc.err, tc.want)
+		}
 	}
 }

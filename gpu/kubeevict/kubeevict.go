@@ -60,7 +60,10 @@ type Options struct {
 	HTTPClient *http.Client
 	// Timeout bounds one plan; default rebalance.DefaultTimeout.
 	Timeout time.Duration
-	Logger  log.Logger
+	// TimeoutName is what sets Timeout (the command line's flag), named in
+	// the error of a plan it stops; "" names none.
+	TimeoutName string
+	Logger      log.Logger
 }
 
 // Evictor evicts the pods of a plan's moves. It is safe for concurrent use.
@@ -134,6 +137,7 @@ func (e *Evictor) Rebalance(ctx context.Context, p gpu.Plan) error {
 			return fmt.Errorf("kubernetes eviction: move %d (tenant %q) names no pod", i+1, m.Tenant)
 		}
 	}
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, e.opts.Timeout)
 	defer cancel()
 	var errs []error
@@ -154,6 +158,9 @@ func (e *Evictor) Rebalance(ctx context.Context, p gpu.Plan) error {
 		return nil
 	}
 	err := fmt.Errorf("kubernetes eviction (%d moves, dry run %v): %w", len(p.Moves), p.DryRun, errors.Join(errs...))
+	if ctx.Err() != nil && parent.Err() == nil {
+		err = fmt.Errorf("%w; stopped at its timeout of %s%s", err, e.opts.Timeout, named(e.opts.TimeoutName))
+	}
 	switch {
 	case budgets == len(p.Moves):
 		// Nothing was evicted: a budget refused every eviction, so the
@@ -165,6 +172,14 @@ func (e *Evictor) Rebalance(ctx context.Context, p gpu.Plan) error {
 		return &rebalance.PartialError{Applied: evicted, Err: err}
 	}
 	return err
+}
+
+// named is a setting's name in parentheses, after a space; "" for none.
+func named(name string) string {
+	if name == "" {
+		return ""
+	}
+	return " (" + name + ")"
 }
 
 // refused is the error of a plan whose every eviction a budget refused:

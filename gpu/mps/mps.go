@@ -55,11 +55,16 @@ type Options struct {
 	PipeDirectory string
 	// Timeout bounds one daemon command. Default DefaultTimeout.
 	Timeout time.Duration
+	// TimeoutName is what sets Timeout (the command line's flag), named in
+	// the error of a command it kills; "" names none.
+	TimeoutName string
 	// RestartHook is the program RestartClient runs (see RestartClient for
 	// its arguments and environment); empty: restarts are not supported.
 	RestartHook string
 	// RestartTimeout bounds one run of the hook. Default DefaultRestartTimeout.
 	RestartTimeout time.Duration
+	// RestartTimeoutName is what sets RestartTimeout, as TimeoutName.
+	RestartTimeoutName string
 	// DeviceIndex maps a GPU UUID to the device ordinal the daemon uses in
 	// pinned memory limits (CUDA's enumeration as the daemon sees it); nil,
 	// or false for a GPU: pinned memory limits are not supported there.
@@ -321,10 +326,11 @@ func (c *Controller) RestartClient(ctx context.Context, uuid string, pid uint32,
 		}
 	}
 	res, err := command.Run(ctx, command.Spec{
-		Path:    c.opts.RestartHook,
-		Args:    []string{tenant, strconv.FormatUint(uint64(pid), 10), uuid, fs},
-		Env:     env,
-		Timeout: c.opts.RestartTimeout,
+		Path:        c.opts.RestartHook,
+		Args:        []string{tenant, strconv.FormatUint(uint64(pid), 10), uuid, fs},
+		Env:         env,
+		Timeout:     c.opts.RestartTimeout,
+		TimeoutName: c.opts.RestartTimeoutName,
 	})
 	if err != nil {
 		return fmt.Errorf("restart hook for MPS client %d (tenant %q) on GPU %s: %w", pid, tenant, uuid, err)
@@ -588,10 +594,11 @@ func (c *Controller) serverPercentage(ctx context.Context, pid uint32) (float64,
 // the command failed is an error even when the program exits with 0.
 func (c *Controller) send(ctx context.Context, cmd string) (string, error) {
 	res, err := command.Run(ctx, command.Spec{
-		Path:    c.opts.ControlBinary,
-		Env:     []string{"CUDA_MPS_PIPE_DIRECTORY=" + c.opts.PipeDirectory},
-		Stdin:   []byte(cmd + "\n"),
-		Timeout: c.opts.Timeout,
+		Path:        c.opts.ControlBinary,
+		Env:         []string{"CUDA_MPS_PIPE_DIRECTORY=" + c.opts.PipeDirectory},
+		Stdin:       []byte(cmd + "\n"),
+		Timeout:     c.opts.Timeout,
+		TimeoutName: c.opts.TimeoutName,
 	})
 	if err != nil {
 		return "", fmt.Errorf("MPS command %q: %w", cmd, err)

@@ -4,10 +4,12 @@
 // driver reload.
 //
 // Every set is verified: nvidia-smi may exit 0 having failed, so the level
-// is read back from `nvidia-smi compute-policy --list` (parsed strictly)
-// and a different one is an error naming the program, the GPU and what it
-// printed. Where the listing does not say the level, a set whose output
-// reports no failure is accepted.
+// is read back from `nvidia-smi compute-policy --list` (parsed strictly,
+// listing.go) and a different one is an error naming the program, the GPU
+// and what it printed. Only the level listed for the GPU set counts: a
+// listing of other GPUs only, or of levels that cannot be told apart by
+// GPU, is an error too. Where the listing does not say the level, a set
+// whose output reports no failure is accepted.
 //
 // SMI implements gpu.TimeSliceActuator and gpu.CapabilityLister.
 package nvidiasmi
@@ -49,7 +51,10 @@ var levels = []gpu.TimeSliceLevel{gpu.TimeSliceDefault, gpu.TimeSliceShort, gpu.
 type Options struct {
 	Path    string        // nvidia-smi: a path or a name on PATH; default DefaultPath
 	Timeout time.Duration // one nvidia-smi run; default DefaultTimeout
-	Logger  log.Logger
+	// TimeoutName is what sets Timeout (the command line's flag), named in
+	// the error of a run it kills; "" names none.
+	TimeoutName string
+	Logger      log.Logger
 }
 
 // SMI drives nvidia-smi. It is safe for concurrent use.
@@ -86,7 +91,7 @@ func Detect(ctx context.Context, opts Options) (*SMI, error) {
 	if _, err := exec.LookPath(s.opts.Path); err != nil {
 		return nil, fmt.Errorf("nvidia-smi %q not found (set --nvidia-smi.path): %w", s.opts.Path, err)
 	}
-	res, err := command.Run(ctx, command.Spec{Path: s.opts.Path, Args: []string{"compute-policy", "--help"}, Timeout: s.opts.Timeout})
+	res, err := command.Run(ctx, command.Spec{Path: s.opts.Path, Args: []string{"compute-policy", "--help"}, Timeout: s.opts.Timeout, TimeoutName: s.opts.TimeoutName})
 	if err != nil {
 		return nil, fmt.Errorf("nvidia-smi compute-policy not usable: %w", err)
 	}
@@ -118,29 +123,93 @@ func (s *SMI) SetComputeTimeSlice(ctx context.Context, uuid string, l gpu.TimeSl
 	if err != nil {
 		return err
 	}
-	list, err := s.run(ctx, uuid, "compute-policy", "-i", uuid, "--list")
+	listArgs := []string{"compute-policy", "-i", uuid, "--list"}
+	list, err := s.run(ctx, uuid, listArgs...)
 	if err != nil {
 		// Not gpu.ErrNotSupported even where the listing is (exit 3): a
 		// refusal says nothing was changed, and the set may have been.
 		return fmt.Errorf("GPU %s: %s exited 0 setting the compute time slice to %s, but reading it back failed: %v", uuid, s.opts.Path, l, err)
 	}
-	switch got, ok := parseTimeSlice(list); {
-	case ok && got != l:
-		return fmt.Errorf("GPU %s: %s exited 0 setting the compute time slice to %s, but compute-policy --list reads %s; it printed: %s",
-			uuid, s.opts.Path, l, got, printed(set))
-	case !ok && failed(set):
-		return fmt.Errorf("GPU %s: %s exited 0 setting the compute time slice to %s, but printed a failure (and its listing does not say the level): %s",
-			uuid, s.opts.Path, l, printed(set))
+	entries, ok := parseListing(list)
+	if !ok {
+		if failed(set) {
+			return fmt.Errorf("GPU %s: %s exited 0 setting the compute time slice to %s, but printed a failure (and its listing does not say the level): %s",
+				uuid, s.opts.Path, l, printed(set))
+		}
+		level.Info(s.logger).Log("msg", "compute time-slice level set; the listing does not say it", "uuid", uuid, "level", l)
+		return nil
+	}
+	got, err := s.levelOf(ctx, uuid, entries)
+	if err != nil {
+		return fmt.Errorf("GPU %s: %s exited 0 setting the compute time slice to %s, but its read-back (%s) %v; it printed: %s",
+			uuid, s.opts.Path, l, command.Describe(s.opts.Path, listArgs), err, printed(list))
+	}
+	if got != l {
+		return fmt.Errorf("GPU %s: %s exited 0 setting the compute time slice to %s, but its read-back (%s) reads %s; the set printed: %s; it printed: %s",
+			uuid, s.opts.Path, l, command.Describe(s.opts.Path, listArgs), got, printed(set), printed(list))
 	}
 	level.Info(s.logger).Log("msg", "compute time-slice level set", "uuid", uuid, "level", l)
 	return nil
+}
+
+// levelOf returns the level the listing's entries give the GPU uuid.
+// Where they name no GPU (the listing of -i UUID alone), they must agree.
+// Where they name GPUs (nvidia-smi may list every GPU, or -i another), the
+// entries of uuid count, and must agree: named by UUID, or by bus ID or
+// index, which nvidia-smi is asked for (identityArgs). A listing that
+// gives uuid no level, or gives levels both for GPUs it names and for
+// none, is an error saying what it lists.
+func (s *SMI) levelOf(ctx context.Context, uuid string, entries []entry) (gpu.TimeSliceLevel, error) {
+	var id *identity
+	var mine []gpu.TimeSliceLevel
+	var others []string
+	unnamed := 0
+	for _, e := range entries {
+		switch {
+		case e.gpu.kind == 0:
+			unnamed++
+			mine = append(mine, e.level)
+			continue
+		case e.gpu.kind != refUUID && id == nil:
+			out, err := s.run(ctx, uuid, identityArgs(uuid)...)
+			if err != nil {
+				return "", fmt.Errorf("names GPUs by bus ID or index, and asking which is %s failed: %v", uuid, err)
+			}
+			got, err := parseIdentity(out, uuid)
+			if err != nil {
+				return "", fmt.Errorf("names GPUs by bus ID or index, and asking which is %s (%s) failed: %v; it answered: %s",
+					uuid, command.Describe(s.opts.Path, identityArgs(uuid)), err, printed(out))
+			}
+			id = &got
+		}
+		if e.gpu.kind == refUUID && e.gpu.id == strings.ToLower(uuid) || e.gpu.kind != refUUID && id.is(e.gpu) {
+			mine = append(mine, e.level)
+		} else if !slices.Contains(others, e.gpu.String()) {
+			others = append(others, e.gpu.String())
+		}
+	}
+	switch {
+	case unnamed > 0 && unnamed < len(entries):
+		return "", fmt.Errorf("gives levels both for GPUs it names and for none named: which is %s's cannot be told", uuid)
+	case len(mine) == 0:
+		return "", fmt.Errorf("lists %s, not GPU %s", strings.Join(others, ", "), uuid)
+	}
+	for _, m := range mine[1:] {
+		if m != mine[0] {
+			if unnamed > 0 {
+				return "", fmt.Errorf("gives different levels (%s, %s) without naming the GPUs: which is %s's cannot be told", mine[0], m, uuid)
+			}
+			return "", fmt.Errorf("gives GPU %s different levels (%s, %s)", uuid, mine[0], m)
+		}
+	}
+	return mine[0], nil
 }
 
 // run runs nvidia-smi and maps its documented exit statuses to errors a
 // caller can test (gpu.ErrNotSupported) or act on (permissions).
 // On success it returns stdout and stderr together, as printed.
 func (s *SMI) run(ctx context.Context, uuid string, args ...string) ([]byte, error) {
-	res, err := command.Run(ctx, command.Spec{Path: s.opts.Path, Args: args, Timeout: s.opts.Timeout})
+	res, err := command.Run(ctx, command.Spec{Path: s.opts.Path, Args: args, Timeout: s.opts.Timeout, TimeoutName: s.opts.TimeoutName})
 	if err == nil {
 		return append(res.Stdout, res.Stderr...), nil
 	}
@@ -184,47 +253,4 @@ func printed(out []byte) string {
 		return "(nothing)"
 	}
 	return command.Excerpt(out, 512)
-}
-
-// parseTimeSlice finds the time-slice level in compute-policy's listing,
-// strictly: on each line that names the time slice ("Timeslice", "Time
-// Slice"), exactly one level word (default, short, medium, long) after
-// that name. It reports false when no line does, when a line names none or
-// several, when lines disagree, or when the output reports a failure (an
-// error message that mentions a level is not a reading).
-func parseTimeSlice(out []byte) (gpu.TimeSliceLevel, bool) {
-	if failed(out) {
-		return "", false
-	}
-	var found gpu.TimeSliceLevel
-	for line := range strings.SplitSeq(strings.ToLower(string(out)), "\n") {
-		words := strings.FieldsFunc(line, func(r rune) bool { return !(r >= 'a' && r <= 'z') })
-		at := -1
-		for i, w := range words {
-			if w == "timeslice" || (w == "slice" && i > 0 && words[i-1] == "time") {
-				at = i
-				break
-			}
-		}
-		if at < 0 {
-			if strings.Contains(strings.ReplaceAll(line, " ", ""), "timeslice") {
-				return "", false // the name inside another word: not a field
-			}
-			continue
-		}
-		var l gpu.TimeSliceLevel
-		for _, w := range words[at+1:] {
-			if slices.Contains(levels, gpu.TimeSliceLevel(w)) {
-				if l != "" {
-					return "", false
-				}
-				l = gpu.TimeSliceLevel(w)
-			}
-		}
-		if l == "" || (found != "" && found != l) {
-			return "", false
-		}
-		found = l
-	}
-	return found, found != ""
 }

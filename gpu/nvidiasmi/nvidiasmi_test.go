@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 const smi = `case "$*" in
 "compute-policy --help") echo "    [--set-timeslice]: Set timeslice config for a GPU: 0=DEFAULT, 1=SHORT, 2=MEDIUM, 3=LONG" ;;
 "compute-policy -i GPU-0 --list") l=$(cat "$D/level" 2>/dev/null || echo Default); printf 'GPU 0: compute policies\n    Timeslice : %s\n' "$l" ;;
+"-i GPU-0 --query-gpu=index,pci.bus_id,uuid --format=csv,noheader") echo "0, 00000000:3B:00.0, GPU-0" ;;
 "compute-policy -i GPU-0 --set-timeslice="*) n=${4#--set-timeslice=}; case $n in 0) echo Default;; 1) echo Short;; 2) echo Medium;; 3) echo Long;; esac > "$D/level"; echo "Set timeslice for GPU 0" ;;
 *) echo "No devices were found" >&2; exit 6 ;;
 esac`
@@ -37,12 +39,16 @@ func TestSet(t *testing.T) {
 		}
 		calls := f.Calls(t, "nvidia-smi")
 		want := []string{"compute-policy", "-i", "GPU-0", fmt.Sprintf("--set-timeslice=%d", map[gpu.TimeSliceLevel]int{"default": 0, "short": 1, "medium": 2, "long": 3}[l])}
-		// The set, then its read-back.
-		if got := calls[len(calls)-2]; fmt.Sprint(got) != fmt.Sprint(want) {
+		// The set, then its read-back, which names the GPU by index: which
+		// GPU that is is asked.
+		if got := calls[len(calls)-3]; fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("step %d: nvidia-smi %q, want %q", i, got, want)
 		}
-		if got := calls[len(calls)-1]; fmt.Sprint(got) != "[compute-policy -i GPU-0 --list]" {
+		if got := calls[len(calls)-2]; fmt.Sprint(got) != "[compute-policy -i GPU-0 --list]" {
 			t.Errorf("step %d: nvidia-smi %q, want the read-back", i, got)
+		}
+		if got := calls[len(calls)-1]; fmt.Sprint(got) != fmt.Sprint(identityArgs("GPU-0")) {
+			t.Errorf("step %d: nvidia-smi %q, want the GPU's identity asked", i, got)
 		}
 	}
 }
@@ -117,38 +123,73 @@ func TestDetect(t *testing.T) {
 	}
 }
 
-func TestParseTimeSlice(t *testing.T) {
+func TestParseListing(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
-		want gpu.TimeSliceLevel
+		want string // each entry's GPU and level
 		ok   bool
 	}{
-		{"    Timeslice : Long\n", gpu.TimeSliceLong, true},
-		{"| 0  Time Slice   MEDIUM |", gpu.TimeSliceMedium, true},
-		{"GPU 0: Timeslice=short\nGPU 0: Timeslice=short", gpu.TimeSliceShort, true},
-		{"Timeslice: Long\nTimeslice: Short", "", false},
+		{"    Timeslice : Long\n", "[(none named) long]", true},
+		{"| 0  Time Slice   MEDIUM |", "[(none named) medium]", true},
+		{"GPU 0: Timeslice=short\nGPU 0: Timeslice=short", "[GPU 0 short GPU 0 short]", true},
+		{"GPU  0: Timeslice: Default\nGPU  1: Timeslice: Long\n", "[GPU 0 default GPU 1 long]", true},
+		{"GPU 00000000:3B:00.0\n    Timeslice : Long\nGPU 0000:3c:00.0\n    Timeslice : Short", "[00000000:3b:00.0 long 00000000:3c:00.0 short]", true},
+		{"GPU-5c2d1e7a-0b1c-4d2e-9f30-aa11bb22cc33: Timeslice: Medium", "[gpu-5c2d1e7a-0b1c-4d2e-9f30-aa11bb22cc33 medium]", true},
+		{"Timeslice: Long\nTimeslice: Short", "[(none named) long (none named) short]", true},
+		{"GPU 0 GPU 1: Timeslice: Long", "", false},
+		{"Timeslice: Long Short", "", false},
 		{"Default", "", false},
 		{"Timeslice: 2", "", false},
+		{"Timeslices: Long", "", false},
 		{"", "", false},
 	} {
-		l, ok := parseTimeSlice([]byte(tc.in))
-		if l != tc.want || ok != tc.ok {
-			t.Errorf("parseTimeSlice(%q) = %q %v, want %q %v", tc.in, l, ok, tc.want, tc.ok)
+		e, ok := parseListing([]byte(tc.in))
+		var got []string
+		for _, x := range e {
+			got = append(got, x.gpu.String(), string(x.level))
+		}
+		if ok != tc.ok || ok && fmt.Sprint(got) != tc.want {
+			t.Errorf("parseListing(%q) = %v %v, want %s %v", tc.in, got, ok, tc.want, tc.ok)
 		}
 	}
 }
 
-func FuzzParseTimeSlice(f *testing.F) {
-	for _, s := range []string{"Timeslice : Long", "time slice default\ntimeslice long", "\xff\x00", ""} {
+func FuzzParseListing(f *testing.F) {
+	for _, s := range []string{"Timeslice : Long", "time slice default\ntimeslice long", "GPU 0: Timeslice: Short\nGPU 00000000:3B:00.0\nTimeslice: long",
+		"GPU-0 timeslice medium", "\xff\x00", ""} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		l, ok := parseTimeSlice(b)
-		if ok != (l != "") {
-			t.Fatalf("parseTimeSlice(%q) = %q %v", b, l, ok)
+		entries, ok := parseListing(b)
+		if ok != (len(entries) > 0) {
+			t.Fatalf("parseListing(%q) = %v %v", b, entries, ok)
 		}
-		if ok && !strings.Contains(strings.ToLower(string(b)), string(l)) {
-			t.Fatalf("parseTimeSlice(%q) = %q, not in the input", b, l)
+		low := strings.ToLower(string(b))
+		for _, e := range entries {
+			if !slices.Contains(levels, e.level) || !strings.Contains(low, string(e.level)) {
+				t.Fatalf("parseListing(%q): level %q, not in the input", b, e.level)
+			}
+			if e.gpu.kind == refUUID && !strings.Contains(low, e.gpu.id) || e.gpu.kind == refIndex && !strings.Contains(low, e.gpu.id) {
+				t.Fatalf("parseListing(%q): GPU %v, not in the input", b, e.gpu)
+			}
+		}
+	})
+}
+
+func FuzzParseIdentity(f *testing.F) {
+	for _, s := range []string{"0, 00000000:3B:00.0, GPU-0", "1, 0000:3b:00.0, gpu-0\n", "0,00000000:3B:00.0,GPU-0\n1, 00000000:3C:00.0, GPU-1", "x, y, GPU-0", ""} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		id, err := parseIdentity(b, "GPU-0")
+		if err != nil {
+			return
+		}
+		if id.uuid != "gpu-0" || busID(id.bus) != id.bus || id.index == "" || strings.Trim(id.index, "0123456789") != "" {
+			t.Fatalf("parseIdentity(%q) = %+v", b, id)
+		}
+		if !id.is(gpuRef{refUUID, "gpu-0"}) || !id.is(gpuRef{refBus, id.bus}) || !id.is(gpuRef{refIndex, id.index}) || id.is(gpuRef{}) {
+			t.Fatalf("parseIdentity(%q) = %+v, which does not name itself", b, id)
 		}
 	})
 }

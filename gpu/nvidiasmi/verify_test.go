@@ -10,6 +10,9 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 )
 
+// identityAnswer answers nvidia-smi's question which GPU GPU-0 is: index 0.
+const identityAnswer = `"-i GPU-0 --query-gpu=index,pci.bus_id,uuid --format=csv,noheader") echo "0, 00000000:3B:00.0, GPU-0" ;;`
+
 // nvidia-smi that exits 0 yet did not change the level is caught by the
 // read-back (or, where the listing does not say, by what it printed), and
 // the error names the program, the GPU and what it printed. Where the
@@ -17,7 +20,8 @@ import (
 // accepted.
 func TestSetVerified(t *testing.T) {
 	ctx := context.Background()
-	const list = `"compute-policy -i GPU-0 --list") printf 'GPU 0: compute policies\n    Timeslice : Short\n' ;;`
+	const list = `"compute-policy -i GPU-0 --list") printf 'GPU 0: compute policies\n    Timeslice : Short\n' ;;
+` + identityAnswer
 	for _, tc := range []struct {
 		name, body string
 		want       []string // in the error; nil: success
@@ -81,5 +85,61 @@ esac`, 30*time.Second)
 	}
 	if errors.Is(err, gpu.ErrNotSupported) {
 		t.Errorf("error %v is gpu.ErrNotSupported: a refusal, though the set exited 0", err)
+	}
+}
+
+// The read-back confirms the set only for the GPU that was set: a listing
+// that gives a level for another GPU only (by index, UUID or bus ID), that
+// gives different levels without naming the GPUs, or that gives the GPU set
+// two levels, is an error naming the command, the GPU and what it printed.
+// A listing of every GPU counts the one set, named by UUID, bus ID or
+// index (nvidia-smi is asked which GPU that is). (Before, any listing that
+// gave one level, for whichever GPU, was taken as confirming the set, and
+// one that gave several was taken as silent.)
+func TestReadBackChecksTheGPU(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name, listing string
+		want          string // in the error; "": success
+	}{
+		{"another GPU's index", `GPU 1: Timeslice: Long`, "lists GPU 1, not GPU GPU-0"},
+		{"another GPU's UUID", `GPU-1: Timeslice: Long`, "lists gpu-1, not GPU GPU-0"},
+		{"another GPU's bus ID", `GPU 00000000:3C:00.0\n    Timeslice : Long`, "lists 00000000:3c:00.0, not GPU GPU-0"},
+		{"two levels, no GPU named", `Timeslice: Long\nTimeslice: Short`, "different levels (long, short) without naming the GPUs"},
+		{"named and not", `Timeslice: Long\nGPU 1: Timeslice: Long`, "both for GPUs it names and for none named"},
+		{"the GPU set given two levels", `GPU 0: Timeslice: Long\nGPU-0: Timeslice: Short`, "gives GPU GPU-0 different levels (long, short)"},
+		{"every GPU, this one not set", `GPU  0: Timeslice: Short\nGPU  1: Timeslice: Long`, "reads short"},
+		{"every GPU, this one set", `GPU  0: Timeslice: Long\nGPU  1: Timeslice: Short`, ""},
+		{"by UUID", `GPU-0: Timeslice: Long`, ""},
+		{"by bus ID", `GPU 0000:3b:00.0\n    Timeslice : Long\nGPU 0000:3c:00.0\n    Timeslice : Default`, ""},
+		{"which GPU cannot be asked", `GPU 7: Timeslice: Long`, "asking which is GPU-0 failed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ask := identityAnswer
+			if tc.name == "which GPU cannot be asked" {
+				ask = ""
+			}
+			s, _ := newSMI(t, `case "$*" in
+"compute-policy -i GPU-0 --list") printf '`+tc.listing+`\n' ;;
+`+ask+`
+"compute-policy -i GPU-0 --set-timeslice=3") echo "Set timeslice for GPU 0" ;;
+*) echo "No devices were found"; exit 6 ;;
+esac`, 30*time.Second)
+			err := s.SetComputeTimeSlice(ctx, "GPU-0", gpu.TimeSliceLong)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("error %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("no error: the listing does not confirm GPU-0's level")
+			}
+			for _, w := range []string{tc.want, "GPU GPU-0:", "nvidia-smi compute-policy -i GPU-0 --list", "it printed: " + strings.ReplaceAll(tc.listing, `\n`, "; ")} {
+				if !strings.Contains(strings.ReplaceAll(err.Error(), "    ", ""), strings.ReplaceAll(w, "    ", "")) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
 	}
 }

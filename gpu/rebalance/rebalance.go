@@ -35,7 +35,10 @@ const DefaultTimeout = 5 * time.Minute
 type Options struct {
 	Command string        // the hook program: a path or a name on PATH
 	Timeout time.Duration // one run; default DefaultTimeout
-	Logger  log.Logger
+	// TimeoutName is what sets Timeout (the command line's flag), named in
+	// the error of a run it kills; "" names none.
+	TimeoutName string
+	Logger      log.Logger
 }
 
 // Hook runs the rebalancing hook. It is safe for concurrent use; each plan
@@ -84,7 +87,7 @@ func (h *Hook) Rebalance(ctx context.Context, p gpu.Plan) error {
 	if err != nil {
 		return err
 	}
-	res, err := command.Run(ctx, command.Spec{Path: h.opts.Command, Stdin: data, Timeout: h.opts.Timeout})
+	res, err := command.Run(ctx, command.Spec{Path: h.opts.Command, Stdin: data, Timeout: h.opts.Timeout, TimeoutName: h.opts.TimeoutName})
 	if err != nil {
 		return fmt.Errorf("rebalancing hook (%d moves, %d MIG layouts, dry run %v): %w", len(p.Moves), len(p.MIG), p.DryRun, err)
 	}

@@ -50,6 +50,10 @@ type Spec struct {
 	Env     []string      // KEY=VALUE pairs added to the exporter's environment
 	Stdin   []byte        // written to the program's stdin (none: empty stdin)
 	Timeout time.Duration // 0: only the context bounds the run
+	// TimeoutName is what sets Timeout (a command-line flag such as
+	// --nvidia-smi.timeout), named in the error of a run it kills; "" names
+	// none.
+	TimeoutName string
 	// MaxOutput bounds the bytes kept of stdout and of stderr each; the rest
 	// is read and dropped. 0 means DefaultMaxOutput.
 	MaxOutput int
@@ -65,17 +69,26 @@ type Result struct {
 type Error struct {
 	Command  string // the program and its arguments, quoted where needed
 	ExitCode int    // -1 when the program did not exit by itself
-	TimedOut bool   // killed by the timeout (or the context's deadline)
-	Stderr   string // trimmed and shortened stderr (stdout when stderr is empty)
-	Err      error  // the underlying error
+	TimedOut bool   // killed by the timeout (or the context's end)
+	// Timeout and TimeoutName are the Spec's, where the run was killed by
+	// its own timeout (not by its context's end): the error names them.
+	Timeout     time.Duration
+	TimeoutName string
+	Stderr      string // trimmed and shortened stderr (stdout when stderr is empty)
+	Err         error  // the underlying error
 }
 
 func (e *Error) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: ", e.Command)
 	switch {
+	case e.TimedOut && e.Timeout > 0:
+		fmt.Fprintf(&b, "killed after its timeout of %s", e.Timeout)
+		if e.TimeoutName != "" {
+			fmt.Fprintf(&b, " (%s)", e.TimeoutName)
+		}
 	case e.TimedOut:
-		b.WriteString("killed after its timeout")
+		fmt.Fprintf(&b, "killed when its caller gave up: %v", e.Err)
 	case e.ExitCode >= 0:
 		fmt.Fprintf(&b, "exit status %d", e.ExitCode)
 	default:
@@ -93,6 +106,7 @@ func (e *Error) Unwrap() error { return e.Err }
 // program that cannot be started and a run past the timeout return an
 // *Error (with the output read so far in the Result).
 func Run(ctx context.Context, s Spec) (Result, error) {
+	parent := ctx
 	if s.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.Timeout)
@@ -135,6 +149,9 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 	if ctx.Err() != nil {
 		e.TimedOut, e.ExitCode = true, -1
 		e.Err = fmt.Errorf("%w (%w)", ctx.Err(), err)
+		if parent.Err() == nil {
+			e.Timeout, e.TimeoutName = s.Timeout, s.TimeoutName
+		}
 	}
 	msg := res.Stderr
 	if len(bytes.TrimSpace(msg)) == 0 {

@@ -26,7 +26,8 @@ func TestRun(t *testing.T) {
 		{name: "env", body: `echo "$VGPU_X"`, spec: Spec{Env: []string{"VGPU_X=y"}}, stdout: "y\n"},
 		{name: "exit status and stderr", body: `echo partial; echo "it broke" >&2; exit 4`, stdout: "partial\n", err: `exit status 4: it broke`, exit: 4},
 		{name: "stdout when stderr is empty", body: `echo "Insufficient Permissions"; exit 4`, stdout: "Insufficient Permissions\n", err: "exit status 4: Insufficient Permissions", exit: 4},
-		{name: "hang killed with its children", body: `sleep 30; echo late`, spec: Spec{Timeout: 200 * time.Millisecond}, err: "killed after its timeout", timedOut: true, exit: -1},
+		{name: "hang killed with its children", body: `sleep 30; echo late`, spec: Spec{Timeout: 200 * time.Millisecond, TimeoutName: "--prog.timeout"}, err: "killed after its timeout of 200ms (--prog.timeout)", timedOut: true, exit: -1},
+		{name: "hang killed, its timeout unnamed", body: `sleep 30`, spec: Spec{Timeout: 200 * time.Millisecond}, err: "killed after its timeout of 200ms", timedOut: true, exit: -1},
 		{name: "output capped", body: `i=0; while [ $i -lt 100 ]; do echo 0123456789; i=$((i+1)); done`, spec: Spec{MaxOutput: 15}, stdout: "0123456789\n0123"},
 	}
 	for _, tc := range tests {
@@ -58,6 +59,20 @@ func TestRun(t *testing.T) {
 				t.Errorf("timed out %v exit %d, want %v %d", e.TimedOut, e.ExitCode, tc.timedOut, tc.exit)
 			}
 		})
+	}
+}
+
+// A run its caller's context ends is not said to be killed by its own
+// timeout, nor named by that timeout's setting.
+func TestRunCallerDeadline(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	f := commandtest.New(t)
+	_, err := Run(ctx, Spec{Path: f.Script(t, "prog", "sleep 30"), Timeout: time.Minute, TimeoutName: "--prog.timeout"})
+	var e *Error
+	if !errors.As(err, &e) || !e.TimedOut || !strings.Contains(err.Error(), "killed when its caller gave up: context deadline exceeded") ||
+		strings.Contains(err.Error(), "--prog.timeout") {
+		t.Fatalf("error %v, want the caller's deadline, not the timeout", err)
 	}
 }
 
