@@ -51,10 +51,8 @@ func (t *tenant) failQueued() {
 
 // drop loses all queued and in-flight work (the process exited).
 func (t *tenant) drop() {
-	t.loseQueued()
+	t.failQueued()
 	t.loseSeqs()
-	t.queue = t.queue[:0]
-	t.qhead = 0
 	t.seqs = t.seqs[:0]
 	t.job = job{}
 }

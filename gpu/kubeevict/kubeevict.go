@@ -34,6 +34,7 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/gpu/rebalance"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/clip"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/command"
 	"github.com/vgpu-exporter/vgpu_exporter/kube"
 )
 
@@ -159,7 +160,7 @@ func (e *Evictor) Rebalance(ctx context.Context, p gpu.Plan) error {
 	}
 	err := fmt.Errorf("kubernetes eviction (%d moves, dry run %v): %w", len(p.Moves), p.DryRun, errors.Join(errs...))
 	if ctx.Err() != nil && parent.Err() == nil {
-		err = fmt.Errorf("%w; stopped at its timeout of %s%s", err, e.opts.Timeout, named(e.opts.TimeoutName))
+		err = fmt.Errorf("%w; stopped at %s", err, command.TimeoutText(e.opts.Timeout, e.opts.TimeoutName))
 	}
 	switch {
 	case budgets == len(p.Moves):
@@ -172,14 +173,6 @@ func (e *Evictor) Rebalance(ctx context.Context, p gpu.Plan) error {
 		return &rebalance.PartialError{Applied: evicted, Err: err}
 	}
 	return err
-}
-
-// named is a setting's name in parentheses, after a space; "" for none.
-func named(name string) string {
-	if name == "" {
-		return ""
-	}
-	return " (" + name + ")"
 }
 
 // refused is the error of a plan whose every eviction a budget refused:

@@ -78,15 +78,21 @@ type Error struct {
 	Err         error  // the underlying error
 }
 
+// TimeoutText names a timeout of d and what sets it (a flag; "" for
+// none): "its timeout of 5s (--mps.timeout)".
+func TimeoutText(d time.Duration, name string) string {
+	if name == "" {
+		return fmt.Sprintf("its timeout of %s", d)
+	}
+	return fmt.Sprintf("its timeout of %s (%s)", d, name)
+}
+
 func (e *Error) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: ", e.Command)
 	switch {
 	case e.TimedOut && e.Timeout > 0:
-		fmt.Fprintf(&b, "killed after its timeout of %s", e.Timeout)
-		if e.TimeoutName != "" {
-			fmt.Fprintf(&b, " (%s)", e.TimeoutName)
-		}
+		b.WriteString("killed after " + TimeoutText(e.Timeout, e.TimeoutName))
 	case e.TimedOut:
 		fmt.Fprintf(&b, "killed when its caller gave up: %v", e.Err)
 	case e.ExitCode >= 0:
