@@ -70,10 +70,9 @@ type fragment struct {
 	w             *sim.WindowStats
 }
 
-// runStep is the step of the run a replay mirrors (vgpusim's default, the
-// tables'): the run's policy observes at the end of each, on a grid from
-// the start.
-const runStep = time.Second
+// runStep is the step of the run a replay mirrors: the run's policy
+// observes at the end of each, on a grid from the start.
+const runStep = simrun.DefaultStep
 
 // run replays the plan up to the end of phase last as the run does: the
 // plan's schedule on the tuner's engine (policy), which decides each

@@ -33,6 +33,10 @@ func (c Config) settings() []string {
 	return out
 }
 
+// DefaultStep is the step of vgpusim's runs unless told: the tables' and
+// the one the oracle's replay mirrors.
+const DefaultStep = time.Second
+
 // Config is one run: a scenario under a policy in virtual time.
 type Config struct {
 	// Scenario is a scenario file or the name of a built-in scenario.
@@ -55,7 +59,8 @@ type Config struct {
 	// Seed, when SeedSet, replaces the scenario's seed.
 	Seed    int64
 	SeedSet bool
-	// Step is the sample, policy and report step.
+	// Step is the sample, policy and report step (vgpusim's DefaultStep
+	// unless told).
 	Step time.Duration
 	// Actuators wraps the simulator into the actuators a policy gets (the
 	// oracle's replays included); nil gives tuner.ActuatorsOf(simulator).

@@ -227,6 +227,9 @@ func (t *Tuner) followSuccessor(a Action, now time.Time) {
 	t.watches[tg.String()] = &successorWatch{Restart: t.restartOf(a, now, t.o.Clock.Now()), tg: tg, tenant: a.Tenant, old: old}
 }
 
+// namedNotTaken ends the warning of a named successor refused.
+const namedNotTaken = ": not taken; the successor is looked for as if the hook had named none (the hook's pid=N must be the PID of the CUDA process the restart started)"
+
 // namedWasThere reports whether the successor the restart hook named for
 // a's client, PID named, is a process the rounds saw on its GPU within
 // goneAfter before now (as restartOf counts what was there at the
@@ -245,7 +248,7 @@ func (t *Tuner) namedWasThere(a Action, named uint32, now time.Time) bool {
 	} else if p.tenant == "" {
 		what = "a process no tenant is attributed to"
 	}
-	level.Warn(t.o.Logger).Log("msg", "the restart hook named as the successor of an MPS client "+what+", on its GPU before the restart: not taken; the successor is looked for as if the hook had named none (the hook's pid=N must be the PID of the CUDA process the restart started)",
+	level.Warn(t.o.Logger).Log("msg", "the restart hook named as the successor of an MPS client "+what+", on its GPU before the restart"+namedNotTaken,
 		"tenant", a.Tenant, "gpu", a.GPU, "pid", a.PID, "named", named, "named_tenant", p.tenant, "named_last_seen", p.seen.UTC().Format(time.RFC3339))
 	return true
 }
@@ -344,7 +347,7 @@ func (t *Tuner) findSuccessors(ctx context.Context, snap *tenant.Snapshot, now t
 // old PID (follow), and the watch with it. Where the journal cannot take
 // that, it stays as it is (false).
 func (t *Tuner) unname(w *successorWatch, now time.Time) bool {
-	level.Warn(t.o.Logger).Log("msg", "the restart hook named as the successor of an MPS client another tenant's process, listed on its GPU after the restart: not taken; the successor is looked for as if the hook had named none (the hook's pid=N must be the PID of the CUDA process the restart started)",
+	level.Warn(t.o.Logger).Log("msg", "the restart hook named as the successor of an MPS client another tenant's process, listed on its GPU after the restart"+namedNotTaken,
 		"tenant", w.tenant, "gpu", w.tg.GPU, "pid", w.old, "named", w.tg.PID, "named_tenant", w.foreign)
 	named := w.tg
 	if !t.follow(named, w.old, now) {

@@ -85,14 +85,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, progress 
 	runCmd.Flag("duration", "Virtual time to simulate, e.g. 90s or 1h; default: the scenario's duration.").StringVar(&duration)
 	runCmd.Flag("seed", "Random seed (non-zero); default: the scenario's seed.").IsSetByUser(&seedSet).StringVar(&seed)
 	runCmd.Flag("seeds", "Run once per seed and report each figure's mean and spread: a count N (--seed, else the scenario's seed, and the N-1 after it) or a list (1,2,3).").StringVar(&seeds)
-	runCmd.Flag("step", "Sample, policy and report step in virtual time.").Default("1s").StringVar(&step)
+	runCmd.Flag("step", "Sample, policy and report step in virtual time.").Default(simrun.DefaultStep.String()).StringVar(&step)
 	runCmd.Flag("out", "Directory to write the summary, time series and plots into; nothing is written when empty.").StringVar(&cfg.Out)
 	runCmd.Flag("format", "Time series format in --out: csv or json.").Default(report.FormatCSV).SetValue(flagvalue.OneOf("format", &cfg.Format, report.FormatCSV, report.FormatJSON))
 
 	listCmd := app.Command("list", "List the built-in scenarios.")
 
 	tablesCmd := app.Command("tables", "Run every built-in scenario under each policy on each seed and print the scenario tables of scenarios/README.md and docs/tuning.md.")
-	tables := table.Options{Run: simrun.Config{Step: time.Second}}
+	tables := table.Options{Run: simrun.Config{Step: simrun.DefaultStep}}
 	var tableSeeds, tablePolicies, tableDuration string
 	tablesCmd.Flag("seeds", "Seeds of every run: a range (4-6), a seed or a list (1,5,9).").Default("1-3").StringVar(&tableSeeds)
 	tablesCmd.Flag("policies", "Policies, in row order; the policy table needs "+baseline.StaticEqualName+" and "+baseline.UncappedName+" (its goodput columns), the slack table alone (--no-policy-table --slack) any.").
