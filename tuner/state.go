@@ -287,3 +287,23 @@ func (s *State) UpDevices() []*gpu.Device {
 	}
 	return up
 }
+
+// MPSFraction is the active-thread fraction of the MPS client t as the
+// tuner knows it: a fraction set and pending; else read, its reading (nil:
+// none); else what the MPS actuator says is in effect; else MPS's own
+// default for a client nobody capped, all the SMs. Where the readings say
+// nothing (NVML reads no fraction), a policy thus asks for a change once,
+// its original journaled and set back at exit, instead of at every retry
+// as from an unknown fraction, restarting the client each time.
+func (s *State) MPSFraction(t Target, read *float64) Fraction {
+	if f, ok := s.Pending[t.String()]; ok {
+		return f
+	}
+	if read != nil {
+		return Fraction(*read)
+	}
+	if f, ok := s.Effective[t.String()]; ok {
+		return f
+	}
+	return 1
+}

@@ -253,17 +253,11 @@ func (p *Autotune) members(s *tuner.State, d *gpu.Device) []*member {
 				continue
 			}
 			m.pids = append(m.pids, pid)
-			cur := tuner.Fraction(1)
-			key := tuner.Target{GPU: d.UUID, Knob: gpu.KnobMPSActiveThreads, PID: pid}.String()
-			if pr != nil && pr.MPSActiveThreads != nil {
-				cur = tuner.Fraction(*pr.MPSActiveThreads)
-			} else if f, ok := s.Effective[key]; ok {
-				cur = f
+			var read *float64
+			if pr != nil {
+				read = pr.MPSActiveThreads
 			}
-			if f, ok := s.Pending[key]; ok {
-				cur = f
-			}
-			m.cur = append(m.cur, cur)
+			m.cur = append(m.cur, s.MPSFraction(tuner.Target{GPU: d.UUID, Knob: gpu.KnobMPSActiveThreads, PID: pid}, read))
 		}
 		m.slo = slos[u.Tenant]
 		p.signals(s, m)

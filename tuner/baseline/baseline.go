@@ -145,7 +145,7 @@ func (b Baseline) mps(s *tuner.State, d *gpu.Device) []tuner.Action {
 			reason = fmt.Sprintf("static-equal: %d tenants share the GPU, %d client(s) of this tenant", n, perTenant[c.tenant])
 		}
 		t := tuner.Target{GPU: d.UUID, Knob: gpu.KnobMPSActiveThreads, PID: c.pid}
-		cur := currentFraction(s, t, c.current)
+		cur := s.MPSFraction(t, c.current)
 		if math.Abs(float64(cur)-target) < fractionEpsilon || !s.Changeable(t) {
 			continue
 		}
@@ -174,26 +174,6 @@ func (b Baseline) vgpu(s *tuner.State, d *gpu.Device) []tuner.Action {
 		a.Current = tuner.Scheduler(d.Scheduler.Policy)
 	}
 	return []tuner.Action{a}
-}
-
-// currentFraction is an MPS client's fraction as the tuner knows it, as
-// autotune takes it: its reading, else what the MPS actuator says is in
-// effect, a fraction set and pending over either; else MPS's own default
-// for a client nobody capped, all the SMs. Where the readings say nothing
-// (NVML reads no fraction), a change is thus asked for once, its original
-// journaled and set back at exit; taken as unknown, it was asked for again
-// at every retry, restarting the client each time, and never set back.
-func currentFraction(s *tuner.State, t tuner.Target, read *float64) tuner.Fraction {
-	if f, ok := s.Pending[t.String()]; ok {
-		return f
-	}
-	if read != nil {
-		return tuner.Fraction(*read)
-	}
-	if f, ok := s.Effective[t.String()]; ok {
-		return f
-	}
-	return 1
 }
 
 // timeSlice asks for the default level where the GPU's level is read: from
