@@ -15,7 +15,8 @@ import (
 const squeezeMargin = 0.25
 
 // Squeezed returns the batch and best-effort tenants of MPS GPUs whose
-// share of the SMs, their caps (pending, else effective) added up and
+// share of the SMs, their caps (State.MPSFraction: pending, else read,
+// else in effect per the MPS actuator, else 1) added up and
 // less the part of each period they are paused (pause_duty), is less than
 // their share.max by squeezeMargin or more, with that share: tenants held
 // back to protect a latency tenant beside them. The fast loop cannot give
@@ -32,14 +33,7 @@ func (r *Planner) Squeezed(s *tuner.State) map[string]float64 {
 		}
 		caps := map[uint32]float64{}
 		for _, p := range d.Processes {
-			c := 1.0
-			if p.MPSActiveThreads != nil {
-				c = *p.MPSActiveThreads
-			}
-			if f, ok := s.Pending[tuner.Target{GPU: d.UUID, Knob: gpu.KnobMPSActiveThreads, PID: p.PID}.String()]; ok {
-				c = float64(f)
-			}
-			caps[p.PID] = c
+			caps[p.PID] = float64(s.MPSFraction(tuner.Target{GPU: d.UUID, Knob: gpu.KnobMPSActiveThreads, PID: p.PID}, p.MPSActiveThreads))
 		}
 		for _, u := range s.Snapshot.Usage {
 			if u.UUID != d.UUID || u.GPUInstance != "" || u.Class == gpu.ClassLatency || u.Tenant == tenant.Unassigned || len(u.PIDs) == 0 {

@@ -27,22 +27,38 @@ func TestPlanSqueezedMove(t *testing.T) {
 		moved    time.Duration // train was moved this long ago (0: never)
 		want     string        // moves, or "" for no plan
 		paused   tuner.Duty    // train's pause (pause_duty)
+		// effective, when set, is the cap the MPS actuator has in
+		// effect for train's processes, whose readings give none (NVML)
+		effective *tuner.Fraction
 	}{
-		{"squeezed for 5m: moved to the idlest GPU", 0.125, nil, 5 * time.Minute, 5 * time.Minute, 0.3, 0.2, 0, "20->GPU-c 21->GPU-c", 0},
-		{"a pending cap counts", 0.45, ptr(tuner.Fraction(0.1)), 5 * time.Minute, 0, 0.3, 0.2, 0, "20->GPU-c 21->GPU-c", 0},
-		{"not long enough", 0.125, nil, time.Minute, 0, 0.3, 0.2, 0, "", 0},
-		{"not squeezed (caps near share.max)", 0.45, nil, 5 * time.Minute, 0, 0.3, 0.2, 0, "", 0},
-		{"squeeze worth less than the move", 0.35, nil, 5 * time.Minute, 10 * time.Minute, 0.3, 0.2, 0, "", 0},
-		{"no GPU with room", 0.125, nil, 5 * time.Minute, 0, 0.9, 0.8, 0, "", 0},
-		{"moved recently: held", 0.125, nil, 5 * time.Minute, 5 * time.Minute, 0.3, 0.2, 10 * time.Minute, "", 0},
-		{"caps near share.max, paused 60% of every period: squeezed, moved", 0.45, nil, 5 * time.Minute, 0, 0.3, 0.2, 0, "20->GPU-c 21->GPU-c", 0.6},
-		{"caps near share.max, paused 10%: not squeezed", 0.45, nil, 5 * time.Minute, 0, 0.3, 0.2, 0, "", 0.1},
+		{"squeezed for 5m: moved to the idlest GPU", 0.125, nil, 5 * time.Minute, 5 * time.Minute, 0.3, 0.2, 0, "20->GPU-c 21->GPU-c", 0, nil},
+		{"a pending cap counts", 0.45, ptr(tuner.Fraction(0.1)), 5 * time.Minute, 0, 0.3, 0.2, 0, "20->GPU-c 21->GPU-c", 0, nil},
+		{"not long enough", 0.125, nil, time.Minute, 0, 0.3, 0.2, 0, "", 0, nil},
+		{"not squeezed (caps near share.max)", 0.45, nil, 5 * time.Minute, 0, 0.3, 0.2, 0, "", 0, nil},
+		{"squeeze worth less than the move", 0.35, nil, 5 * time.Minute, 10 * time.Minute, 0.3, 0.2, 0, "", 0, nil},
+		{"no GPU with room", 0.125, nil, 5 * time.Minute, 0, 0.9, 0.8, 0, "", 0, nil},
+		{"moved recently: held", 0.125, nil, 5 * time.Minute, 5 * time.Minute, 0.3, 0.2, 10 * time.Minute, "", 0, nil},
+		{"caps near share.max, paused 60% of every period: squeezed, moved", 0.45, nil, 5 * time.Minute, 0, 0.3, 0.2, 0, "20->GPU-c 21->GPU-c", 0.6, nil},
+		{"caps near share.max, paused 10%: not squeezed", 0.45, nil, 5 * time.Minute, 0, 0.3, 0.2, 0, "", 0.1, nil},
+		// (before, a cap not read counted as 1: an NVML host's squeeze went unseen)
+		{"caps not read, in effect per the actuator: squeezed, moved", 0, nil, 5 * time.Minute, 0, 0.3, 0.2, 0, "20->GPU-c 21->GPU-c", 0, ptr(tuner.Fraction(0.125))},
+		{"caps not read, none in effect: uncapped", 0, nil, 5 * time.Minute, 0, 0.3, 0.2, 0, "", 0, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			st := rebalanceState(tc.busyB, tc.busyC, 40*gib, 1) // chat meets its SLO
 			d := &st.Snapshot.Readings.Devices[0]
-			d.Processes = []gpu.Process{mpsProc(10, gpu.Float(1)), mpsProc(20, gpu.Float(tc.trainCap)), mpsProc(21, gpu.Float(tc.trainCap)), mpsProc(30, gpu.Float(1))}
+			trainCap := gpu.Float(tc.trainCap)
+			if tc.trainCap == 0 {
+				trainCap = nil // not read
+			}
+			d.Processes = []gpu.Process{mpsProc(10, gpu.Float(1)), mpsProc(20, trainCap), mpsProc(21, trainCap), mpsProc(30, gpu.Float(1))}
+			if tc.effective != nil {
+				st.Effective = map[string]tuner.Fraction{}
+				for _, pid := range []uint32{20, 21} {
+					st.Effective[tuner.Target{GPU: "GPU-a", Knob: gpu.KnobMPSActiveThreads, PID: pid}.String()] = *tc.effective
+				}
+			}
 			st.Snapshot.Tenants[1].RestartCost = tc.restart
 			st.Pending = map[string]tuner.Fraction{}
 			if tc.paused > 0 {
