@@ -102,6 +102,19 @@ type MPSActuator interface {
 	RestartClient(ctx context.Context, uuid string, pid uint32, tenant string) error
 }
 
+// Hooked is an actuator whose slow calls (an MPS client's restart, a
+// rebalancing plan or a move) run an outside program or wait on another
+// system, for as long as that takes (minutes, up to its timeout): the
+// tuner starts them off its round and collects their outcome at a later
+// one, so that its other decisions do not wait for them. An actuator
+// without it answers at once (the simulator's hooks, whose cost plays out
+// in the simulated world).
+type Hooked interface {
+	// RunsHooks reports whether the actuator's slow calls run a hook on
+	// this host (an MPS controller without a restart hook runs none).
+	RunsHooks() bool
+}
+
 // MPSSuccessors is an MPSActuator whose client restart may go on under
 // another PID (a restart hook that names the successor it started): what
 // was set on the client, and is to be set back, follows it there. Where

@@ -111,6 +111,10 @@ func New(opts Options) (*Evictor, error) {
 	return &Evictor{base: u, opts: opts, httpc: httpc, logger: logger}, nil
 }
 
+// RunsHooks implements gpu.Hooked: a plan's evictions wait on the API
+// server, up to the timeout.
+func (e *Evictor) RunsHooks() bool { return true }
+
 // Capabilities lists the placement knob on every GPU: evictions move pods.
 func (e *Evictor) Capabilities(string) []gpu.Knob { return []gpu.Knob{gpu.KnobPlacement} }
 

@@ -280,6 +280,10 @@ func (c *Controller) SetMPSPinnedMemoryLimit(ctx context.Context, uuid string, p
 	return nil
 }
 
+// RunsHooks implements gpu.Hooked: a client's restart runs the restart
+// hook, where one is configured.
+func (c *Controller) RunsHooks() bool { return c.opts.RestartHook != "" }
+
 // RestartClient runs the restart hook for the MPS client with this PID, so
 // that a serving stack starts a successor (or switches over to a standby)
 // with the pending setting, and stops the old one. The hook is run as
@@ -301,9 +305,11 @@ func (c *Controller) RestartClient(ctx context.Context, uuid string, pid uint32,
 	if c.opts.RestartHook == "" {
 		return fmt.Errorf("restart of MPS client %d on GPU %s: no restart hook configured (--mps.restart-hook): %w", pid, uuid, gpu.ErrNotSupported)
 	}
+	// The hook runs outside the daemon's command lock: a restart may take
+	// minutes, and the other clients' settings do not wait for it.
 	c.opMu.Lock()
-	defer c.opMu.Unlock()
 	st, _ := c.State(uuid, pid)
+	c.opMu.Unlock()
 	frac := st.Pending
 	if frac == nil {
 		frac = st.Effective
@@ -342,10 +348,19 @@ func (c *Controller) RestartClient(ctx context.Context, uuid string, pid uint32,
 	if s == nil {
 		s = &ClientState{UUID: uuid, PID: pid, Role: RoleClient}
 	}
-	if s.Pending != nil {
-		s.Effective, s.Pending = s.Pending, nil
+	// what the successor started with becomes effective; a value set
+	// for the client while the hook ran stays pending, for its next
+	// restart
+	if frac != nil {
+		f := *frac
+		s.Effective = &f
 	}
-	s.PendingPinnedBytes = nil
+	if s.Pending != nil && st.Pending != nil && *s.Pending == *st.Pending {
+		s.Pending = nil
+	}
+	if s.PendingPinnedBytes != nil && st.PendingPinnedBytes != nil && *s.PendingPinnedBytes == *st.PendingPinnedBytes {
+		s.PendingPinnedBytes = nil
+	}
 	s.Changed = c.clock.Now()
 	if hasNew && newPID != pid {
 		delete(c.states, key{uuid, pid})

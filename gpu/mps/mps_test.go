@@ -546,3 +546,51 @@ func FuzzParseReplies(f *testing.F) {
 		_ = refused(s)
 	})
 }
+
+// A restart hook runs outside the daemon's command lock: while it runs
+// (minutes, on a host), the other clients' settings are made at once, and
+// a value set for the restarted client meanwhile stays pending for its
+// next restart, the successor having started with the one before it.
+// (Before, every daemon command waited for the hook.)
+func TestRestartHookOutsideCommandLock(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(t, daemon, `touch "$D/started"; i=0; while [ ! -f "$D/release" ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; echo done`,
+		func(o *Options) { o.RestartTimeout, o.Timeout = time.Minute, 20*time.Second })
+	if err := r.c.SetMPSActiveThreads(ctx, uuid, 201, 0.3); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.c.RestartClient(ctx, uuid, 201, "tenant-201") }()
+	for i := 0; ; i++ {
+		if _, err := os.Stat(filepath.Join(r.fake.Dir, "started")); err == nil {
+			break
+		}
+		if i > 2000 {
+			t.Fatal("the hook did not start")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := r.c.SetMPSActiveThreads(ctx, uuid, 101, 0.4); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.c.SetMPSActiveThreads(ctx, uuid, 201, 0.2); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the hook ended (%v) before the other settings were made: they waited for it", err)
+	default:
+	}
+	if err := os.WriteFile(filepath.Join(r.fake.Dir, "release"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := r.c.State(uuid, 201); fstr(s.Pending) != "0.2" || fstr(s.Effective) != "0.3" {
+		t.Errorf("client 201 after its restart: %+v, want 0.2 pending (set while the hook ran), 0.3 effective", s)
+	}
+	if s, _ := r.c.State(uuid, 101); fstr(s.Pending) != "0.4" {
+		t.Errorf("client 101: %+v, want 0.4 pending", s)
+	}
+}

@@ -72,6 +72,9 @@ func New(opts Options) (*Hook, error) {
 	return h, nil
 }
 
+// RunsHooks implements gpu.Hooked: every plan and move runs the hook.
+func (h *Hook) RunsHooks() bool { return true }
+
 // Capabilities lists the placement and MIG layout knobs on every GPU: the
 // hook is handed every plan, its moves and its MIG layouts, to apply or
 // refuse.
