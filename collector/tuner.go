@@ -21,6 +21,7 @@ type TunerCollector struct {
 	pauseEffective, pauseFailures                             *prometheus.Desc
 	actions, refusals, reverts, restores, restoreFailures, jw *prometheus.Desc
 	jWritable, jDropped, jCompactions, jSize                  *prometheus.Desc
+	hooksRunning, hookOldest                                  *prometheus.Desc
 }
 
 // NewTunerCollector returns the collector over status (nil: nothing is
@@ -34,6 +35,8 @@ func NewTunerCollector(status func() *tuner.Status) *TunerCollector {
 	c.gpuMode = c.add("tuner_gpu_mode", "1 for the mode the tuner applies to the GPU (off, recommend, enforce: the host-wide mode or the GPU's own), 0 for the others; for each GPU of the latest round.", "gpu", "uuid", "mode")
 	c.killSwitch = c.add("tuner_kill_switch_engaged", "1 while the kill switch (its file exists) stops every change but reverts of the tuner's own.")
 	c.lastRun = c.add("tuner_last_run_timestamp_seconds", "When the tuner last ran (the tuner's clock).")
+	c.hooksRunning = c.add("tuner_hooks_running", "Actuator calls that run a hook (an MPS client's restart, a rebalancing plan) which the tuner started off its round and has not settled yet, at its latest round.")
+	c.hookOldest = c.add("tuner_hook_oldest_running_seconds", "How long the oldest of those calls had run at the tuner's latest round; 0 when none runs.")
 	c.unrestored = c.add("tuner_originals_unrestored", "Settings the tuner changed whose originals (journaled) are not restored yet.")
 	c.mpsTarget = c.add("tuner_mps_active_threads_target_ratio", "MPS active-thread fraction the tuner last decided for the tenant's clients on the GPU (sum over its clients).", "gpu", "uuid", "tenant")
 	c.mpsEffective = c.add("tuner_mps_active_threads_effective_ratio", "MPS active-thread fraction in effect for the tenant's clients on the GPU (sum over the contexts as created).", "gpu", "uuid", "tenant")
@@ -92,6 +95,12 @@ func (c *TunerCollector) Collect(ch chan<- prometheus.Metric) {
 		e.gauge(c.lastRun, unixSeconds(s.LastRun))
 	}
 	e.gauge(c.unrestored, float64(s.Unrestored))
+	e.gauge(c.hooksRunning, float64(len(s.Hooks)))
+	oldest := 0.0
+	if len(s.Hooks) > 0 && !s.LastRun.IsZero() {
+		oldest = max(0, s.LastRun.Sub(s.Hooks[0].Since).Seconds())
+	}
+	e.gauge(c.hookOldest, oldest)
 	type tk struct{ gpu, uuid, tenant string }
 	target, eff := map[tk]float64{}, map[tk]float64{}
 	var order []tk

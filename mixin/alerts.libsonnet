@@ -368,7 +368,7 @@
             std.format('time() - vgpu_tuner_last_run_timestamp_seconds{%s} > %s', [sel, c.tunerRoundStaleSeconds]),
             c.alertFor.tunerRoundsStalled,
             'The tuner\'s rounds are stalled: it makes no decision.',
-            'The latest round of the tuner' + onHost + ' that ended started {{ $value | humanizeDuration }} ago: a round is under way that waits, most likely for a hook (an MPS client restart, a rebalancing plan), and until it ends the tuner decides nothing, raises or thaws no pause, reverts nothing and does not act on its kill switch.',
+            'The latest round of the tuner' + onHost + ' that ended started {{ $value | humanizeDuration }} ago: a round is under way that waits for a call made in it (an NVML call, the MPS daemon, nvidia-smi, a freezer write, the restart hook of a restore; hooks the tuner starts run off the round), and until it ends the tuner decides nothing, raises or thaws no pause, reverts nothing and does not act on its kill switch.',
           ),
         ],
       },

@@ -58,11 +58,11 @@
     sampleStaleSeconds: 60,
     // VGPUTunerRoundsStalled: the tuner's latest round started more than
     // this long ago, in seconds, for alertFor.tunerRoundsStalled. A round
-    // waits for the hooks it runs (an MPS client restart, up to 2 m each at
-    // the default --mps.restart-hook.timeout; a rebalancing plan, up to 5 m
-    // at --tuner.rebalance-hook.timeout). With the for: it fires once no
-    // round has ended for about 7 minutes (longer than one hook at its
-    // timeout), and never with a --tuner.interval up to 6 minutes.
+    // does not wait for the hooks it starts (they run off the round); it
+    // waits for the calls it makes (NVML, the MPS daemon, nvidia-smi, each
+    // with its timeout, and a restore's restart hook). With the for: it
+    // fires once no round has ended for about 7 minutes, and never with a
+    // --tuner.interval up to 6 minutes.
     tunerRoundStaleSeconds: 120,
 
     // Latency SLO. The objective of a tenant is the q label of

@@ -42,8 +42,8 @@ func (t *Tuner) handle(ctx context.Context, st *State, actions []Action, now tim
 // whether the action took (or, for a MIG relayout, started).
 func (t *Tuner) execute(ctx context.Context, st *State, a Action, now time.Time, appliedOn map[string][]Action) ([]Decision, bool) {
 	mode := t.modeOf(a.GPU, a.GPUIndex)
-	if mode == ModeOff {
-		return nil, false
+	if mode == ModeOff || t.inFlight(a) {
+		return nil, false // (in flight: its hook's outcome comes at a later round, hooks.go)
 	}
 	ok, guard, why, quiet := t.chain().Admit(st, a, now)
 	if quiet {
@@ -92,10 +92,22 @@ func (t *Tuner) execute(ctx context.Context, st *State, a Action, now time.Time,
 				t.setTarget(a, ModeEnforce)
 				return t.relayoutStarted(ctx, a, now), true
 			}
+		} else if mode == ModeEnforce && t.hooked(a) {
+			t.startHook(st, a, d, hadOriginal, now)
+			return nil, true
 		} else {
 			err = t.apply(ctx, a)
 		}
 	}
+	return t.settle(ctx, st, a, d, err, hadOriginal, now, appliedOn, nil)
+}
+
+// settle ends an action the actuator was called for, err its outcome:
+// journaled, counted and taught to the guards as every decision, and, on
+// success, the target set and followed; on failure, what the round
+// applied on the GPU before it (appliedOn) is rolled back. h is the call
+// off the round it ended, nil for one in the round.
+func (t *Tuner) settle(ctx context.Context, st *State, a Action, d Decision, err error, hadOriginal bool, now time.Time, appliedOn map[string][]Action, h *hookCall) ([]Decision, bool) {
 	if errors.Is(err, errRestartPending) {
 		// Set, and waiting for the client's own next context.
 		a.Restart, err = false, nil
@@ -126,7 +138,13 @@ func (t *Tuner) execute(ctx context.Context, st *State, a Action, now time.Time,
 	t.setTarget(a, ModeEnforce)
 	appliedOn[a.GPU] = append(appliedOn[a.GPU], a)
 	t.noteApplied(st, a, now)
-	t.followSuccessor(a, now)
+	if h != nil {
+		r := h.restart
+		r.At = h.ended // the bound counts from the hook's return
+		t.followRestart(a, now, r, h.seen, h.started)
+	} else {
+		t.followSuccessor(a, now)
+	}
 	t.noteHeld(a, now)
 	return []Decision{t.finish(a, d, now, nil)}, true
 }
@@ -240,18 +258,22 @@ func outcomeOf(err error) Outcome {
 
 // apply sets the action's value through the mechanism of its knob, or
 // applies the rebalancing plan it carries.
-func (t *Tuner) apply(ctx context.Context, a Action) error {
+func (t *Tuner) apply(ctx context.Context, a Action) error { return applyOn(ctx, t.o.Actuators, a) }
+
+// applyOn is apply through the actuators ac (a call off the round keeps
+// those bound at its start).
+func applyOn(ctx context.Context, ac Actuators, a Action) error {
 	if a.Plan != nil {
-		return t.applyPlan(ctx, *a.Plan)
+		return applyPlan(ctx, ac, *a.Plan)
 	}
 	if a.Knob == gpu.KnobProcessLifecycle {
-		return t.startProcess(ctx, a.PID) // the restore of a process a relayout stopped
+		return startProcess(ctx, ac, a.PID) // the restore of a process a relayout stopped
 	}
 	m, ok := mechanismOf(a.Knob)
 	if !ok {
 		return fmt.Errorf("tuner: no mechanism sets %s", a.Knob)
 	}
-	return m.apply(ctx, t.o.Actuators, a)
+	return m.apply(ctx, ac, a)
 }
 
 // Mechanisms is the mechanism table, the one list of the knobs the tuner
@@ -371,8 +393,7 @@ func (t *Tuner) selfRelayout(p gpu.Plan) bool {
 // applies it step by step: each move through Placement (by its PIDs), then each
 // MIG layout through MIG, stopping at the first step that fails. A dry run
 // changes nothing.
-func (t *Tuner) applyPlan(ctx context.Context, plan gpu.Plan) error {
-	ac := t.o.Actuators
+func applyPlan(ctx context.Context, ac Actuators, plan gpu.Plan) error {
 	if hook, ok := actuator[gpu.Rebalancer](ac); ok {
 		return hook.Rebalance(ctx, plan)
 	}
@@ -391,7 +412,7 @@ func (t *Tuner) applyPlan(ctx context.Context, plan gpu.Plan) error {
 		}
 	}
 	for _, l := range plan.MIG {
-		if err := t.setLayout(ctx, l.UUID, l.Profiles); err != nil {
+		if err := setLayout(ctx, ac, l.UUID, l.Profiles); err != nil {
 			return fmt.Errorf("MIG layout of %s: %w", l.UUID, err)
 		}
 	}
@@ -415,7 +436,11 @@ func (t *Tuner) drainAll(ctx context.Context, d gpu.Device) error {
 
 // startProcess starts a process a relayout stopped.
 func (t *Tuner) startProcess(ctx context.Context, pid uint32) error {
-	lc, ok := actuator[gpu.TenantLifecycleActuator](t.o.Actuators)
+	return startProcess(ctx, t.o.Actuators, pid)
+}
+
+func startProcess(ctx context.Context, ac Actuators, pid uint32) error {
+	lc, ok := actuator[gpu.TenantLifecycleActuator](ac)
 	if !ok {
 		return notSupported(gpu.KnobProcessLifecycle)
 	}
@@ -424,7 +449,11 @@ func (t *Tuner) startProcess(ctx context.Context, pid uint32) error {
 
 // setLayout sets a GPU's MIG layout.
 func (t *Tuner) setLayout(ctx context.Context, uuid string, profiles []string) error {
-	mig, ok := actuator[gpu.MIGActuator](t.o.Actuators)
+	return setLayout(ctx, t.o.Actuators, uuid, profiles)
+}
+
+func setLayout(ctx context.Context, ac Actuators, uuid string, profiles []string) error {
+	mig, ok := actuator[gpu.MIGActuator](ac)
 	if !ok {
 		return notSupported(gpu.KnobMIGLayout)
 	}

@@ -122,7 +122,7 @@ func TestPlanMovesEveryProcessOfAWorkload(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := tu.applyPlan(context.Background(), gpu.Plan{Moves: []gpu.Move{tc.mv}}); err != nil {
+			if err := applyPlan(context.Background(), tu.o.Actuators, gpu.Plan{Moves: []gpu.Move{tc.mv}}); err != nil {
 				t.Fatal(err)
 			}
 			if !slices.Equal(m.moves, tc.want) {

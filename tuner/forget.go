@@ -102,6 +102,7 @@ func (t *Tuner) forgetGone(snap *tenant.Snapshot, now time.Time) {
 			p.seen, p.observed = now, true
 			t.procs[k] = p
 		case t.watches[k] != nil: // its successor is looked for (findSuccessors)
+		case t.hooks[k] != nil: // a hook runs on it (hooks.go): gone while it restarts the client
 		case now.Sub(p.seen) >= goneAfter:
 			if gone == nil {
 				gone = map[string]bool{}

@@ -60,7 +60,12 @@ func (t *Tuner) Restore(ctx context.Context) ([]Decision, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.o.Clock.Now()
-	d, err := t.restoreLocked(ctx, now, "restored at exit")
+	// the hooks still running are cancelled and settled first: what
+	// they changed is then restored with the rest
+	d, herr := t.stopHooks(ctx, now)
+	r, err := t.restoreLocked(ctx, now, "restored at exit")
+	d = append(d, r...)
+	err = errors.Join(herr, err)
 	t.remember(d)
 	t.publishLocked(now)
 	return d, err

@@ -77,6 +77,7 @@ const (
 	RoundGuarded      RoundKind = "guarded"       // a guard refused the change
 	RoundFailed       RoundKind = "failed"        // the actuator refused or failed it, or its knob is not available there
 	RoundWaiting      RoundKind = "waiting"       // a change asked for already waits
+	RoundHook         RoundKind = "hook_running"  // a hook the tuner started runs off the round
 	RoundHeld         RoundKind = "held"          // the policy holds a change back (the knob's dwell)
 	RoundWithinBudget RoundKind = "within_budget" // every SLO on the GPU within budget
 	RoundNoChange     RoundKind = "no_change"     // an SLO over budget, no change proposed
@@ -116,6 +117,8 @@ type roundInput struct {
 	actions []Action      // what the policy (and the reverts) asked for
 	held    []Action      // what the policy held back (Action.Held)
 	out     []Decision    // what became of them
+	hooks   []HookRun     // the hooks running off the round
+	now     time.Time
 }
 
 // gpuRounds says, per GPU of the snapshot, what the round did or why it
@@ -177,6 +180,8 @@ func (in roundInput) gpuRound(d *gpu.Device) (RoundKind, string, string) {
 		return RoundStale, staleWhy(in.stale, in.snap.Time), ""
 	case in.killed:
 		return RoundKillSwitch, "the kill switch is on: the tuner changes nothing (reverts excepted) until it is released", ""
+	case hookWhy(in.hooks, d.UUID, in.now) != "" && len(failed)+len(guarded) == 0:
+		return RoundHook, hookWhy(in.hooks, d.UUID, in.now), ""
 	case len(failed) > 0:
 		x := failed[len(failed)-1]
 		return RoundFailed, fmt.Sprintf("%s %s: %s", refusedOrFailed(x.Outcome), describeDecision(x), x.Reason), ""

@@ -85,8 +85,8 @@ func (t *Tuner) rebalance(ctx context.Context, st *State, now time.Time) []Decis
 		m.squeezed = map[string]time.Time{}
 	}
 	track(m.squeezed, r.Squeezed(st), now)
-	if len(t.relayouts) > 0 {
-		return nil // one change of the slow loop at a time (RunOnce carries it on)
+	if len(t.relayouts) > 0 || t.planInFlight() {
+		return nil // one change of the slow loop at a time (RunOnce carries it on, or its hook runs)
 	}
 	if !m.lastRun.IsZero() && now.Sub(m.lastRun) < r.Period() {
 		return nil

@@ -108,6 +108,9 @@ type Status struct {
 	// freeze failed since start (the tenant ran through them); nil
 	// where the pause actuator does not report them.
 	PauseFreezeFailures map[string]uint64
+	// Hooks are the actuator calls running a hook that the tuner started
+	// off its round and has not settled, oldest first.
+	Hooks []HookRun
 	// Journal is what the journal's recovery, compaction and writes did;
 	// nil without a journal. While its WriteError is set the tuner makes
 	// no change.
@@ -151,6 +154,7 @@ func (t *Tuner) publishLocked(now time.Time) {
 	s.Settings = t.settings()
 	s.PauseFreezeFailures = t.pauseFailures
 	s.Exit = t.exitRestores()
+	s.Hooks = t.hookRuns()
 	t.status.Store(s)
 }
 
@@ -161,7 +165,8 @@ func (t *Tuner) noteRound(st *State, actions, held []Action, out []Decision, sta
 		return
 	}
 	t.burns = tenantBurns(st.Snapshot, st.Fast)
-	t.rounds = gpuRounds(roundInput{snap: st.Snapshot, burns: t.burns, modeOf: t.modeOf, killed: t.chain().Stopped(), stale: stale, actions: actions, held: held, out: out})
+	t.rounds = gpuRounds(roundInput{snap: st.Snapshot, burns: t.burns, modeOf: t.modeOf, killed: t.chain().Stopped(), stale: stale, actions: actions, held: held, out: out,
+		hooks: t.hookRuns(), now: st.Now})
 	t.noteKnobs(st.Snapshot, st.Knobs)
 	t.syncPauses()
 	t.noteUnmatchedModes(st.Snapshot)

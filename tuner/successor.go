@@ -205,12 +205,23 @@ func (t *Tuner) journalRestart(a Action, now time.Time) error {
 // once that bound has passed; either is said, and the successor looked
 // for as if the hook had named none.
 func (t *Tuner) followSuccessor(a Action, now time.Time) {
+	if _, ok := t.successors(a); ok {
+		// the bound counts from the hook's return: it may have run long
+		t.followRestart(a, now, t.restartOf(a, now, t.o.Clock.Now()), t.onGPU, now)
+	}
+}
+
+// followRestart is followSuccessor with what was on the GPU at the
+// restart, r, dated at the hook's return, and the processes the rounds had
+// seen there by the round at began (a restart run off the round is
+// settled after rounds that saw its successor start).
+func (t *Tuner) followRestart(a Action, now time.Time, r Restart, seen map[pidKey]recentProc, began time.Time) {
 	s, ok := t.successors(a)
 	if !ok {
 		return
 	}
 	named, ok := s.Successor(a.GPU, a.PID)
-	if ok && named != a.PID && t.namedWasThere(a, named, now) {
+	if ok && named != a.PID && t.namedWasThere(a, named, began, seen) {
 		ok = false
 	}
 	if ok && named == a.PID || ok && !t.follow(a.Target, named, now) || a.Tenant == "" {
@@ -223,23 +234,22 @@ func (t *Tuner) followSuccessor(a Action, now time.Time) {
 	if w := t.watches[tg.String()]; w != nil && old != 0 {
 		return // the same PID named again: checked from its first naming
 	}
-	// the bound counts from the hook's return: it may have run long
-	t.watches[tg.String()] = &successorWatch{Restart: t.restartOf(a, now, t.o.Clock.Now()), tg: tg, tenant: a.Tenant, old: old}
+	t.watches[tg.String()] = &successorWatch{Restart: r, tg: tg, tenant: a.Tenant, old: old}
 }
 
 // namedNotTaken ends the warning of a named successor refused.
 const namedNotTaken = ": not taken; the successor is looked for as if the hook had named none (the hook's pid=N must be the PID of the CUDA process the restart started)"
 
 // namedWasThere reports whether the successor the restart hook named for
-// a's client, PID named, is a process the rounds saw on its GPU within
-// goneAfter before now (as restartOf counts what was there at the
-// restart), and warns that it is not taken: the successor is a process the
+// a's client, PID named, is a process the rounds saw on its GPU (onGPU)
+// within goneAfter before the restart began, at (as restartOf counts what
+// was there at the restart), and warns that it is not taken: the successor is a process the
 // restart started, and taking another tenant's (or one of the tenant's
 // that ran already) would move the client's original, and its restore at
 // exit, onto that process.
-func (t *Tuner) namedWasThere(a Action, named uint32, now time.Time) bool {
-	p, seen := t.onGPU[pidKey{a.GPU, named}]
-	if !seen || now.Sub(p.seen) >= goneAfter {
+func (t *Tuner) namedWasThere(a Action, named uint32, at time.Time, onGPU map[pidKey]recentProc) bool {
+	p, seen := onGPU[pidKey{a.GPU, named}]
+	if !seen || at.Sub(p.seen) >= goneAfter {
 		return false
 	}
 	what := "another tenant's process"

@@ -232,6 +232,12 @@ type Tuner struct {
 	caps capCache
 	// journalBroken is whether the last journal write failed.
 	journalBroken bool
+	// hooks are the actuator calls running off the round, by
+	// Target.String (hooks.go); hookCtx is their parent, cancelled by
+	// hookStop at the exit's restore.
+	hooks    map[string]*hookCall
+	hookCtx  context.Context
+	hookStop context.CancelFunc
 
 	status atomic.Pointer[Status]
 }
@@ -354,6 +360,7 @@ func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 			errs = append(errs, err)
 		}
 	}
+	out = append(out, t.collectHooks(ctx, now)...)
 	out = append(out, t.thawPauses(ctx, now, !t.thawed)...)
 	t.thawed = true
 	out = append(out, t.followPauses(ctx, now)...)

@@ -1,0 +1,223 @@
+package tuner
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/go-kit/log/level"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// Hooks off the round. On a host, an MPS client's restart and a
+// rebalancing plan run an outside program (gpu.Hooked) for as long as it
+// takes, up to its timeout (minutes). Run inside the round, every other
+// decision would wait for it: another tenant's pause, a revert, the kill
+// switch's thaw. So the executor starts such a call on its own goroutine,
+// once the action has passed the guards and is journaled (planned, the
+// original, the restart: a crash while it runs leaves what a crash in the
+// round left), and the round goes on; the rounds after it skip that
+// target alone, and the first round to find the call ended settles it as
+// the round would have (outcome, journal, guards, the successor of a
+// restarted client). A failure found then rolls back nothing else: the
+// actions applied beside it were judged in their own round. The exit's
+// restore cancels the calls still running and settles them first.
+
+// hookCall is a call of an action's actuator running off the round.
+type hookCall struct {
+	a Action
+	d Decision
+	// st is the round's state at the start, what the change is judged
+	// against (its objective before, its request counters).
+	st          *State
+	hadOriginal bool
+	started     time.Time
+	// restart is what was on the GPU at an MPS client's restart, and
+	// seen the processes the rounds had seen there then: what the
+	// successor is told from, not what the rounds saw while the hook ran
+	// (the successor itself, started by the hook).
+	restart Restart
+	seen    map[pidKey]recentProc
+	cancel  context.CancelFunc
+	done    chan struct{}
+	// err and ended are the call's, set before done is closed.
+	err   error
+	ended time.Time
+}
+
+// HookRun is a call of a hook the tuner started and has not settled: an
+// MPS client's restart or a rebalancing plan, running off the round.
+type HookRun struct {
+	GPU      string
+	GPUIndex int
+	Tenant   string
+	Knob     gpu.Knob
+	PID      uint32
+	From, To string
+	Since    time.Time
+}
+
+// hooked reports whether a's actuator call runs a hook on this host: an
+// MPS cap with its client's restart through a restart hook, or a plan
+// handed to a hook or an eviction (not a relayout the tuner carries out
+// itself, which is its own job over the rounds).
+func (t *Tuner) hooked(a Action) bool {
+	ac := t.o.Actuators
+	switch {
+	case a.Plan != nil:
+		if t.selfRelayout(*a.Plan) {
+			return false
+		}
+		if r, ok := actuator[gpu.Rebalancer](ac); ok {
+			return runsHooks(r)
+		}
+		p, _ := actuator[gpu.PlacementActuator](ac)
+		return runsHooks(p)
+	case a.Knob == gpu.KnobMPSActiveThreads && a.Restart:
+		m, _ := actuator[gpu.MPSActuator](ac)
+		return runsHooks(m)
+	}
+	return false
+}
+
+// runsHooks reports whether the actuator x runs hooks.
+func runsHooks(x any) bool {
+	h, ok := x.(gpu.Hooked)
+	return ok && h.RunsHooks()
+}
+
+// inFlight reports whether a call of a hook runs on a's target, or, for
+// a plan, any plan's: a second one waits for it to end.
+func (t *Tuner) inFlight(a Action) bool {
+	if _, ok := t.hooks[a.Target.String()]; ok {
+		return true
+	}
+	return a.Plan != nil && t.planInFlight()
+}
+
+// planInFlight reports whether a rebalancing plan's hook runs.
+func (t *Tuner) planInFlight() bool {
+	for _, h := range t.hooks {
+		if h.a.Plan != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// startHook starts a's actuator call off the round, with a context the
+// tuner owns (cancelled by stopHooks), through the actuators bound now.
+func (t *Tuner) startHook(st *State, a Action, d Decision, hadOriginal bool, now time.Time) {
+	if t.hookCtx == nil {
+		t.hookCtx, t.hookStop = context.WithCancel(context.Background())
+	}
+	ctx, cancel := context.WithCancel(t.hookCtx)
+	h := &hookCall{a: a, d: d, hadOriginal: hadOriginal, started: now, cancel: cancel, done: make(chan struct{}),
+		st: &State{Now: st.Now, Snapshot: st.Snapshot, Fast: st.Fast}}
+	if _, ok := t.successors(a); ok {
+		h.restart = t.restartOf(a, now, now)
+		h.seen = maps.Clone(t.onGPU)
+		maps.DeleteFunc(h.seen, func(k pidKey, _ recentProc) bool { return k.gpu != a.GPU })
+	}
+	if t.hooks == nil {
+		t.hooks = map[string]*hookCall{}
+	}
+	t.hooks[a.Target.String()] = h
+	ac, clock := t.o.Actuators, t.o.Clock
+	go func() {
+		defer close(h.done)
+		defer cancel()
+		h.err = applyOn(ctx, ac, a)
+		h.ended = clock.Now()
+	}()
+	level.Info(t.o.Logger).Log("msg", "tuner hook started off the round; its outcome is settled at the first round after it ends",
+		"gpu", a.GPU, "knob", a.Knob, "tenant", a.Tenant, "from", d.From, "to", d.To)
+}
+
+// collectHooks settles the calls that have ended, oldest first.
+func (t *Tuner) collectHooks(ctx context.Context, now time.Time) []Decision {
+	var out []Decision
+	for _, h := range t.hooksByAge() {
+		select {
+		case <-h.done:
+		default:
+			continue
+		}
+		delete(t.hooks, h.a.Target.String())
+		d := h.d
+		d.Time = now
+		ds, _ := t.settle(ctx, h.st, h.a, d, h.err, h.hadOriginal, now, map[string][]Action{}, h)
+		out = append(out, ds...)
+	}
+	return out
+}
+
+// hooksByAge are the calls running or not yet settled, oldest first.
+func (t *Tuner) hooksByAge() []*hookCall {
+	hs := slices.Collect(maps.Values(t.hooks))
+	slices.SortFunc(hs, func(a, b *hookCall) int {
+		return cmp.Or(a.started.Compare(b.started), cmp.Compare(a.a.Target.String(), b.a.Target.String()))
+	})
+	return hs
+}
+
+// stopHooks cancels the calls still running, waits for them (until ctx
+// is done) and settles those that ended; it returns an error naming the
+// calls that did not end.
+func (t *Tuner) stopHooks(ctx context.Context, now time.Time) ([]Decision, error) {
+	if len(t.hooks) == 0 {
+		return nil, nil
+	}
+	if t.hookStop != nil {
+		t.hookStop()
+		t.hookCtx, t.hookStop = nil, nil // a later hook gets a new parent
+	}
+	for _, h := range t.hooksByAge() {
+		select {
+		case <-h.done:
+		case <-ctx.Done():
+		}
+	}
+	out := t.collectHooks(ctx, now)
+	var errs []error
+	for _, h := range t.hooksByAge() {
+		errs = append(errs, fmt.Errorf("%s of %s: its hook, started %v before, did not end when cancelled", h.a.Knob, h.a.Target, now.Sub(h.started).Round(time.Second)))
+	}
+	return out, errors.Join(errs...)
+}
+
+// hookRuns are the calls running, for the status, oldest first.
+func (t *Tuner) hookRuns() []HookRun {
+	var out []HookRun
+	for _, h := range t.hooksByAge() {
+		a := h.a
+		out = append(out, HookRun{GPU: a.GPU, GPUIndex: a.GPUIndex, Tenant: a.Tenant, Knob: a.Knob, PID: a.PID, From: h.d.From, To: h.d.To, Since: h.started})
+	}
+	return out
+}
+
+// hookWhy says what hook runs on a GPU, for its round's line ("" for
+// none): the oldest, and how many more.
+func hookWhy(runs []HookRun, uuid string, now time.Time) string {
+	var on []HookRun
+	for _, r := range runs {
+		if r.GPU == uuid {
+			on = append(on, r)
+		}
+	}
+	if len(on) == 0 {
+		return ""
+	}
+	r := on[0]
+	s := fmt.Sprintf("a hook runs for %s, started %v ago (the round's other decisions do not wait for it; its outcome comes at the first round after it ends)",
+		describeDecision(Decision{Knob: r.Knob, Tenant: r.Tenant, From: r.From, To: r.To}), now.Sub(r.Since).Round(time.Second))
+	if n := len(on) - 1; n > 0 {
+		s += fmt.Sprintf(" (and %d more)", n)
+	}
+	return s
+}

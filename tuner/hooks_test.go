@@ -1,0 +1,284 @@
+package tuner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// hookHost is a host whose MPS client restarts run a hook (gpu.Hooked):
+// the first blocks until the test releases it (or its context is done),
+// the later ones answer at once; its power limit answers at once. Safe
+// for the hook's goroutine.
+type hookHost struct {
+	mu       sync.Mutex
+	calls    []string
+	restarts int
+	release  chan error    // what the blocked hook returns
+	started  chan struct{} // told when a hook starts
+}
+
+func newHookHost() *hookHost {
+	return &hookHost{release: make(chan error, 1), started: make(chan struct{}, 4)}
+}
+
+func (h *hookHost) RunsHooks() bool { return true }
+
+func (h *hookHost) note(c string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.calls = append(h.calls, c)
+}
+
+func (h *hookHost) Calls() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.calls)
+}
+
+func (h *hookHost) SetMPSActiveThreads(_ context.Context, uuid string, pid uint32, f float64) error {
+	h.note(fmt.Sprintf("SetMPSActiveThreads(%s,%d,%.2f)", uuid, pid, f))
+	return nil
+}
+
+func (h *hookHost) RestartClient(ctx context.Context, uuid string, pid uint32, _ string) error {
+	h.note(fmt.Sprintf("RestartClient(%s,%d)", uuid, pid))
+	h.mu.Lock()
+	h.restarts++
+	first := h.restarts == 1
+	h.mu.Unlock()
+	if !first {
+		return nil
+	}
+	h.started <- struct{}{}
+	select {
+	case err := <-h.release:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("hook killed: %w", ctx.Err())
+	}
+}
+
+func (h *hookHost) LockClocks(context.Context, string, gpu.ClockLock) error { return nil }
+
+func (h *hookHost) SetPowerLimit(_ context.Context, uuid string, w float64) error {
+	h.note(fmt.Sprintf("SetPowerLimit(%s,%g)", uuid, w))
+	return nil
+}
+
+// waitStarted waits for the host's hook to start.
+func (h *hookHost) waitStarted(t *testing.T) {
+	t.Helper()
+	select {
+	case <-h.started:
+	case <-time.After(time.Minute):
+		t.Fatal("the hook did not start")
+	}
+}
+
+// hookRun is a tuner in enforce mode over a hookHost, journaling, whose
+// policy the test sets round by round.
+type hookRun struct {
+	tu   *Tuner
+	host *hookHost
+	clk  *gpu.ManualClock
+	j    *Journal
+}
+
+func newHookRun(t *testing.T) *hookRun {
+	t.Helper()
+	j, err := OpenJournal(filepath.Join(t.TempDir(), "journal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Close() })
+	r := &hookRun{host: newHookHost(), clk: gpu.NewManualClock(t0), j: j}
+	r.tu, err = New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(r.host), Journal: j, Clock: r.clk, Mode: ModeEnforce, Guards: budgets()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// round runs a round 15 s after the last with the policy asking for
+// actions, and returns its decisions; it fails the test if the round does
+// not return (it waits for the hook).
+func (r *hookRun) round(t *testing.T, actions ...Action) []Decision {
+	t.Helper()
+	r.clk.Advance(15 * time.Second)
+	r.tu.o.Policy = fixed(actions)
+	type result struct {
+		d   []Decision
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		d, err := r.tu.RunOnce(context.Background(), tenantSnap(r.clk.Now(), proc{7, "embed"}, proc{8, "batch"}))
+		res <- result{d, err}
+	}()
+	select {
+	case x := <-res:
+		if x.err != nil {
+			t.Fatal(x.err)
+		}
+		return x.d
+	case <-time.After(time.Minute):
+		t.Fatal("the round waited for the hook")
+	}
+	return nil
+}
+
+var (
+	capBatch = Action{Target: Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads, PID: 8}, Tenant: "batch", Current: Fraction(1), Want: Fraction(0.5), Restart: true, Reason: "test"}
+	power    = Action{Target: Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}, Current: Watts(700), Want: Watts(600), Reason: "test"}
+)
+
+// outcomes are the decisions' knobs and outcomes.
+func outcomes(ds []Decision) []string {
+	var out []string
+	for _, d := range ds {
+		out = append(out, string(d.Knob)+" "+string(d.Outcome))
+	}
+	return out
+}
+
+// An MPS client's restart through a hook runs off the round: the round
+// that starts it returns at once (journaled planned, original and
+// restarted as before), the next rounds decide the rest (another knob of
+// the same GPU is set while the hook runs; the same target asked for
+// again is no decision), the status and the GPU's round line say the hook
+// runs, and the first round after it ends settles it as the round would
+// have: applied, the target set, the guards taught. (Before, the round ran
+// the hook to its end: the power limit waited for it.)
+func TestHookRunsOffTheRound(t *testing.T) {
+	r := newHookRun(t)
+	if d := r.round(t, capBatch); len(d) != 0 {
+		t.Fatalf("round starting the hook decided %v, want nothing yet", outcomes(d))
+	}
+	r.host.waitStarted(t)
+	st := r.tu.Status()
+	if len(st.Hooks) != 1 || st.Hooks[0].PID != 8 || st.Hooks[0].To != "50%" {
+		t.Fatalf("status hooks %+v, want the restart of PID 8 to 50%%", st.Hooks)
+	}
+	if len(st.GPUs) != 1 || st.GPUs[0].Kind != RoundHook {
+		t.Fatalf("GPU round %+v, want %s", st.GPUs, RoundHook)
+	}
+	if o := r.j.Originals(); len(o) != 1 || o[0].Target != capBatch.Target {
+		t.Fatalf("journaled originals %+v, want PID 8's before its hook ends", o)
+	}
+	d := r.round(t, capBatch, power)
+	if got, want := outcomes(d), []string{"power_limit applied"}; !slices.Equal(got, want) {
+		t.Fatalf("round while the hook runs: %v, want %v", got, want)
+	}
+	if got := r.tu.Status().GPUs[0].Kind; got != RoundActing {
+		t.Errorf("GPU round kind %s while it set the power limit, want %s", got, RoundActing)
+	}
+	r.host.release <- nil
+	waitHookEnded(t, r.tu)
+	d = r.round(t)
+	if got, want := outcomes(d), []string{"mps_active_threads applied"}; !slices.Equal(got, want) {
+		t.Fatalf("round after the hook ended: %v, want %v", got, want)
+	}
+	if !d[0].Time.Equal(r.clk.Now()) || d[0].From != "100%" || d[0].To != "50%" {
+		t.Errorf("settled decision %+v, want dated at the settling round, 100%% -> 50%%", d[0])
+	}
+	st = r.tu.Status()
+	if len(st.Hooks) != 0 {
+		t.Errorf("status hooks %+v after settling, want none", st.Hooks)
+	}
+	if i := slices.IndexFunc(st.Settings, func(s Setting) bool { return s.Knob == gpu.KnobMPSActiveThreads && s.PID == 8 }); i < 0 || st.Settings[i].Target != Fraction(0.5) {
+		t.Errorf("settings %+v, want PID 8 targeted at 50%%", st.Settings)
+	}
+	want := []string{"SetMPSActiveThreads(GPU-0,8,0.50)", "RestartClient(GPU-0,8)", "SetPowerLimit(GPU-0,600)"}
+	if got := r.host.Calls(); !slices.Equal(got, want) {
+		t.Errorf("calls %q, want %q", got, want)
+	}
+}
+
+// waitHookEnded waits until every hook the tuner started has returned.
+func waitHookEnded(t *testing.T, tu *Tuner) {
+	t.Helper()
+	tu.mu.Lock()
+	hs := tu.hooksByAge()
+	tu.mu.Unlock()
+	for _, h := range hs {
+		select {
+		case <-h.done:
+		case <-time.After(time.Minute):
+			t.Fatal("the hook did not return")
+		}
+	}
+}
+
+// A hook that fails is settled as failed at the round after it: the
+// previous fraction is set back (as applyMPS does in the round) and the
+// target is not set; a failure collected later rolls back nothing else
+// (the power limit set beside it stays).
+func TestHookFailureSettledLater(t *testing.T) {
+	r := newHookRun(t)
+	r.round(t, capBatch, power)
+	r.host.waitStarted(t)
+	r.host.release <- errors.New("exit status 3")
+	waitHookEnded(t, r.tu)
+	d := r.round(t)
+	if got, want := outcomes(d), []string{"mps_active_threads failed"}; !slices.Equal(got, want) {
+		t.Fatalf("round after the failed hook: %v, want %v", got, want)
+	}
+	want := []string{"SetMPSActiveThreads(GPU-0,8,0.50)", "SetPowerLimit(GPU-0,600)", "RestartClient(GPU-0,8)", "SetMPSActiveThreads(GPU-0,8,1.00)"}
+	got := r.host.Calls()
+	// the power limit may be set before or after the hook's first call:
+	// the order of the other three is the hook's own
+	if len(got) != len(want) || !slices.Equal(slices.DeleteFunc(slices.Clone(got), isPower), slices.DeleteFunc(slices.Clone(want), isPower)) || !slices.ContainsFunc(got, isPower) {
+		t.Errorf("calls %q, want %q (power in any place)", got, want)
+	}
+	if i := slices.IndexFunc(r.tu.Status().Settings, func(s Setting) bool { return s.Knob == gpu.KnobMPSActiveThreads }); i >= 0 {
+		t.Errorf("settings %+v: a failed cap targeted", r.tu.Status().Settings)
+	}
+}
+
+func isPower(c string) bool { return len(c) > 13 && c[:13] == "SetPowerLimit" }
+
+// The restore at exit cancels a hook still running, settles it, and sets
+// the original back (through the hook again, which now answers): nothing
+// the tuner changed is left behind, and the journal holds nothing open.
+func TestRestoreCancelsRunningHook(t *testing.T) {
+	r := newHookRun(t)
+	r.round(t, capBatch)
+	r.host.waitStarted(t)
+	type result struct {
+		d   []Decision
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		d, err := r.tu.Restore(ctx)
+		res <- result{d, err}
+	}()
+	var x result
+	select {
+	case x = <-res:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the restore did not return")
+	}
+	if x.err != nil {
+		t.Fatal(x.err)
+	}
+	if got, want := outcomes(x.d), []string{"mps_active_threads failed", "mps_active_threads restored"}; !slices.Equal(got, want) {
+		t.Errorf("restore: %v, want the hook settled (failed when cancelled), then the original restored", got)
+	}
+	if o := r.j.Originals(); len(o) != 0 {
+		t.Errorf("journaled originals %+v after the restore, want none", o)
+	}
+	if got := r.host.Calls(); got[len(got)-2] != "SetMPSActiveThreads(GPU-0,8,1.00)" || got[len(got)-1] != "RestartClient(GPU-0,8)" {
+		t.Errorf("calls %q, want the restore's 100%% and restart last", got)
+	}
+}
