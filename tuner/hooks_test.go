@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
 // hookHost is a host whose MPS client restarts run a hook (gpu.Hooked):
@@ -281,4 +282,127 @@ func TestRestoreCancelsRunningHook(t *testing.T) {
 	if got := r.host.Calls(); got[len(got)-2] != "SetMPSActiveThreads(GPU-0,8,1.00)" || got[len(got)-1] != "RestartClient(GPU-0,8)" {
 		t.Errorf("calls %q, want the restore's 100%% and restart last", got)
 	}
+}
+
+// clockHook is a host whose MPS client restart runs a hook taking took of
+// the clock's time, and whose power limit notes when it was set.
+type clockHook struct {
+	clk      *gpu.ManualClock
+	took     time.Duration
+	mu       sync.Mutex
+	powerAt  []time.Time
+	hookDone []time.Time
+}
+
+func (h *clockHook) RunsHooks() bool { return true }
+func (h *clockHook) SetMPSActiveThreads(context.Context, string, uint32, float64) error {
+	return nil
+}
+func (h *clockHook) RestartClient(ctx context.Context, _ string, _ uint32, _ string) error {
+	select {
+	case <-h.clk.After(h.took):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	h.mu.Lock()
+	h.hookDone = append(h.hookDone, h.clk.Now())
+	h.mu.Unlock()
+	return nil
+}
+func (h *clockHook) LockClocks(context.Context, string, gpu.ClockLock) error { return nil }
+func (h *clockHook) SetPowerLimit(context.Context, string, float64) error {
+	h.mu.Lock()
+	h.powerAt = append(h.powerAt, h.clk.Now())
+	h.mu.Unlock()
+	return nil
+}
+
+// burstPolicy asks for the batch client's capped restart from the first
+// round on, and from burst on for a power limit too (standing for any
+// other decision a burst calls for: another tenant's pause, a revert).
+type burstPolicy struct {
+	clk   *gpu.ManualClock
+	burst time.Time
+}
+
+func (burstPolicy) Name() string { return "burst" }
+func (p burstPolicy) Decide(*State) []Action {
+	if p.clk.Now().Before(p.burst) {
+		return []Action{capBatch}
+	}
+	return []Action{capBatch, power}
+}
+
+// quiet waits until the goroutines driven by clk are parked on it: its
+// waiters the same, and at least one, over a few polls.
+func quiet(t *testing.T, clk *gpu.ManualClock) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	last, same := -1, 0
+	for same < 4 {
+		if time.Now().After(deadline) {
+			t.Fatal("nothing parked on the clock for a minute")
+		}
+		time.Sleep(2 * time.Millisecond)
+		n := clk.Waiters()
+		if n > 0 && n == last {
+			same++
+		} else {
+			same = 0
+		}
+		last = n
+	}
+}
+
+// The real Runner on an injected clock, a restart hook that takes 2
+// minutes (the default --mps.restart-hook.timeout) started at the first
+// round, and a burst 1 s after it: the burst's decision is made at the
+// next round, within one interval, while the hook still runs; the restart
+// is settled at the first round after the hook returns. (Before, the
+// round waited for the hook: the burst's decision came 2 m 14 s after it.)
+func TestRunnerDecidesWhileHookRuns(t *testing.T) {
+	clk := gpu.NewManualClock(t0)
+	host := &clockHook{clk: clk, took: 2 * time.Minute}
+	const interval = 15 * time.Second
+	burst := t0.Add(interval + time.Second)
+	tu, err := New(Options{Policy: burstPolicy{clk: clk, burst: burst}, Actuators: ActuatorsOf(host), Clock: clk, Mode: ModeEnforce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := func() *tenant.Snapshot { return tenantSnap(clk.Now(), proc{7, "embed"}, proc{8, "batch"}) }
+	r := NewRunner(tu, nil, clk, interval, snap, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Run(ctx); close(done) }()
+	for clk.Now().Before(t0.Add(3 * time.Minute)) {
+		quiet(t, clk)
+		clk.Advance(time.Second)
+	}
+	quiet(t, clk)
+	cancel()
+	<-done
+	host.mu.Lock()
+	powerAt, hookDone := slices.Clone(host.powerAt), slices.Clone(host.hookDone)
+	host.mu.Unlock()
+	t.Logf("burst at +%v; its decision at %v; the hook returned at %v", burst.Sub(t0), offsets(powerAt[:min(1, len(powerAt))]), offsets(hookDone))
+	if len(powerAt) == 0 || powerAt[0].Sub(burst) > interval {
+		t.Fatalf("the burst's decision at %v (burst at +%v), want within one interval (%v) of it", offsets(powerAt), burst.Sub(t0), interval)
+	}
+	if len(hookDone) != 1 || !powerAt[0].Before(hookDone[0]) {
+		t.Errorf("hook returned at %v, want once, after the burst's decision at %v", offsets(hookDone), offsets(powerAt))
+	}
+	st := tu.Status()
+	i := slices.IndexFunc(st.Recent, func(d Decision) bool { return d.Knob == gpu.KnobMPSActiveThreads })
+	if i < 0 || st.Recent[i].Outcome != OutcomeApplied || st.Recent[i].Time.Sub(hookDone[0]) > interval || st.Recent[i].Time.Before(hookDone[0]) {
+		t.Errorf("recent decisions %+v: want the restart applied at the first round after the hook returned (+%v)", st.Recent, hookDone[0].Sub(t0))
+	}
+}
+
+// offsets are the times from t0.
+func offsets(ts []time.Time) []time.Duration {
+	var out []time.Duration
+	for _, x := range ts {
+		out = append(out, x.Sub(t0))
+	}
+	return out
 }
