@@ -152,7 +152,10 @@ func (t *Tuner) collectHooks(ctx context.Context, now time.Time) []Decision {
 		delete(t.hooks, h.a.Target.String())
 		d := h.d
 		d.Time = now
-		ds, _ := t.settle(ctx, h.st, h.a, d, h.err, h.hadOriginal, now, map[string][]Action{}, h)
+		ds, applied := t.settle(ctx, h.st, h.a, d, h.err, h.hadOriginal, now, map[string][]Action{}, h)
+		if applied && h.a.Plan != nil {
+			t.notePlanApplied(*h.a.Plan, now)
+		}
 		out = append(out, ds...)
 	}
 	return out

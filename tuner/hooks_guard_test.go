@@ -1,6 +1,9 @@
 package tuner
 
 import (
+	"context"
+	"errors"
+	"maps"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -75,5 +78,80 @@ func TestHookKeepsItsKnobInItsDwell(t *testing.T) {
 	waitHookEnded(t, r.tu)
 	if d = r.round(t); len(d) != 1 || d[0].Tenant != "embed" || d[0].Outcome != OutcomeApplied {
 		t.Fatalf("rounds past the dwell: %v, want embed's cap applied", outcomes(d))
+	}
+}
+
+// failingPlanHook is a rebalancing hook (gpu.Hooked) whose plans run
+// until the test releases them, with what it returns.
+type failingPlanHook struct {
+	started chan struct{}
+	release chan error
+}
+
+func (failingPlanHook) RunsHooks() bool { return true }
+func (h failingPlanHook) Rebalance(ctx context.Context, _ gpu.Plan) error {
+	h.started <- struct{}{}
+	select {
+	case err := <-h.release:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// movePlanner plans a move of batch at every period, and keeps what it
+// was told of the tenants moved.
+type movePlanner struct{ moved *[]map[string]time.Time }
+
+func (movePlanner) Period() time.Duration              { return 15 * time.Second }
+func (movePlanner) Missing(*State) map[string]bool     { return nil }
+func (movePlanner) Squeezed(*State) map[string]float64 { return nil }
+func (p movePlanner) PlanRebalance(_ *State, in RebalanceInput) (gpu.Plan, bool) {
+	*p.moved = append(*p.moved, maps.Clone(in.Moved))
+	return gpu.Plan{Reason: "test", Moves: []gpu.Move{{Tenant: "batch", PID: 8, FromUUID: uuid0, ToUUID: "GPU-1"}}}, true
+}
+
+// A rebalancing plan whose hook fails is no move: the slow loop's memory
+// of the tenants moved (which the planner holds a tenant moved by, 30
+// minutes by default) is not told of it; one that succeeds is, at its
+// outcome. (Before, a plan started off the round counted as a move as it
+// started: a failed one held the tenant as if it had moved.)
+func TestFailedPlanHookIsNoMove(t *testing.T) {
+	for _, fail := range []bool{true, false} {
+		clk := gpu.NewManualClock(t0)
+		h := failingPlanHook{started: make(chan struct{}, 1), release: make(chan error, 1)}
+		var moved []map[string]time.Time
+		tu, err := New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(h), Clock: clk, Mode: ModeEnforce, Rebalance: movePlanner{moved: &moved}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		round := func() []Decision {
+			t.Helper()
+			clk.Advance(15 * time.Second)
+			d, err := tu.RunOnce(context.Background(), tenantSnap(clk.Now(), proc{7, "embed"}, proc{8, "batch"}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return d
+		}
+		round()
+		<-h.started
+		var res error
+		if fail {
+			res = errors.New("exit status 1")
+		}
+		h.release <- res
+		waitHookEnded(t, tu)
+		d := round() // settles the plan, and plans again
+		if len(d) != 1 || d[0].Knob != gpu.KnobPlacement || d[0].Applied == fail {
+			t.Fatalf("fail=%v: round settling the plan: %+v", fail, d)
+		}
+		if len(moved) != 2 {
+			t.Fatalf("fail=%v: planned %d times, want 2", fail, len(moved))
+		}
+		if _, held := moved[1]["batch"]; held == fail {
+			t.Errorf("fail=%v: moved told to the planner after the plan's outcome: %v", fail, moved[1])
+		}
+		tu.Restore(context.Background())
 	}
 }
