@@ -172,7 +172,9 @@ func (t *Tuner) hooksByAge() []*hookCall {
 
 // stopHooks cancels the calls still running, waits for them (until ctx
 // is done) and settles those that ended; it returns an error naming the
-// calls that did not end.
+// calls that did not end, whose originals the restore leaves open for the
+// next start (a second call beside the running one, a client restarted
+// twice at once, could end before it and be undone by it).
 func (t *Tuner) stopHooks(ctx context.Context, now time.Time) ([]Decision, error) {
 	if len(t.hooks) == 0 {
 		return nil, nil
@@ -190,7 +192,7 @@ func (t *Tuner) stopHooks(ctx context.Context, now time.Time) ([]Decision, error
 	out := t.collectHooks(ctx, now)
 	var errs []error
 	for _, h := range t.hooksByAge() {
-		errs = append(errs, fmt.Errorf("%s of %s: its hook, started %v before, did not end when cancelled", h.a.Knob, h.a.Target, now.Sub(h.started).Round(time.Second)))
+		errs = append(errs, fmt.Errorf("%s of %s: its hook, started %v before, did not end when cancelled; left for the next start", h.a.Knob, h.a.Target, now.Sub(h.started).Round(time.Second)))
 	}
 	return out, errors.Join(errs...)
 }

@@ -155,3 +155,50 @@ func TestFailedPlanHookIsNoMove(t *testing.T) {
 		tu.Restore(context.Background())
 	}
 }
+
+// deafHost is a hookHost whose first restart hook does not end when
+// cancelled (it waits for the test alone).
+type deafHost struct{ *hookHost }
+
+func (h deafHost) RestartClient(_ context.Context, uuid string, pid uint32, tenant string) error {
+	return h.hookHost.RestartClient(context.Background(), uuid, pid, tenant)
+}
+
+// The restore at exit leaves alone a target whose hook did not end when
+// cancelled: its original stays open in the journal, for the next start,
+// and the client is not restarted a second time while the first restart
+// still runs. (Before, the original was set back through a second restart
+// beside the running one and closed as restored, though the running one
+// could still start the client's successor with the new cap.)
+func TestRestoreLeavesAHookThatDidNotEnd(t *testing.T) {
+	j, err := OpenJournal(filepath.Join(t.TempDir(), "journal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Close() })
+	host := deafHost{newHookHost()}
+	r := &hookRun{host: host.hookHost, clk: gpu.NewManualClock(t0), j: j}
+	r.tu, err = New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(host), Journal: j, Clock: r.clk, Mode: ModeEnforce, Guards: budgets()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.round(t, capBatch)
+	r.host.waitStarted(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	d, err := r.tu.Restore(ctx)
+	if err == nil {
+		t.Error("the restore says nothing of the hook that did not end")
+	}
+	if n := len(r.host.Calls()); n != 2 {
+		t.Errorf("calls %q, want only the running hook's (no second restart of PID 8)", r.host.Calls())
+	}
+	if len(d) != 0 {
+		t.Errorf("restore decided %v, want nothing for PID 8", outcomes(d))
+	}
+	if o := r.j.Originals(); len(o) != 1 || o[0].Target != capBatch.Target {
+		t.Errorf("journaled originals %+v, want PID 8's left open", o)
+	}
+	r.host.release <- nil
+	waitHookEnded(t, r.tu)
+}
