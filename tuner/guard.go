@@ -122,7 +122,7 @@ func (c Chain) Waits(now time.Time) map[string]Wait {
 			continue
 		}
 		for k, w := range p.Waits(now) {
-			if o, ok := out[k]; !ok || w.Until.After(o.Until) {
+			if o, ok := out[k]; !ok || w.Running || !o.Running && w.Until.After(o.Until) {
 				out[k] = w
 			}
 		}
@@ -248,9 +248,10 @@ type history struct {
 }
 
 type applied struct {
-	at   time.Time
-	knob gpu.Knob
-	sign float64 // direction of the change: +1 up, -1 down, 0 unknown
+	at     time.Time
+	knob   gpu.Knob
+	sign   float64 // direction of the change: +1 up, -1 down, 0 unknown
+	domain string  // Target.DomainKey (of a change still running)
 }
 
 func (h *history) get(k string) (applied, bool) {
@@ -309,6 +310,9 @@ type Dwell struct {
 	// milliseconds and without a restart; 0: For.
 	Fast time.Duration
 	history
+	// running are the changes started off the round whose outcome is
+	// not recorded yet (Started, hooks.go), by Target.String; under mu
+	running map[string]applied
 }
 
 // fastKnob reports whether a knob is set in milliseconds with nothing
@@ -332,6 +336,9 @@ func (d *Dwell) dwell(k gpu.Knob) time.Duration { return knobWait(k, d.For, d.Fa
 // Admit refuses during the dwell.
 func (d *Dwell) Admit(_ *State, a Action, now time.Time) (bool, string) {
 	dwell := d.dwell(a.Knob)
+	if r, ok := d.runningOn(a.DomainKey()); ok && !a.Revert {
+		return false, fmt.Sprintf("changed %v ago and its hook still runs; dwell %v from its outcome", now.Sub(r.at).Round(time.Second), dwell)
+	}
 	if l, ok := d.get(a.DomainKey()); ok && now.Sub(l.at) < dwell && !a.Revert {
 		return false, fmt.Sprintf("changed %v ago; dwell %v", now.Sub(l.at).Round(time.Second), dwell)
 	}
@@ -348,6 +355,9 @@ func (d *Dwell) Waits(now time.Time) map[string]Wait {
 		if until := l.at.Add(d.dwell(l.knob)); now.Before(until) {
 			out[k] = Wait{Guard: GuardDwell, Knob: l.knob, Since: l.at, Until: until}
 		}
+	}
+	for _, r := range d.running {
+		out[r.domain] = Wait{Guard: GuardDwell, Knob: r.knob, Since: r.at, Running: true}
 	}
 	return out
 }

@@ -128,6 +128,7 @@ func (t *Tuner) startHook(st *State, a Action, d Decision, hadOriginal bool, now
 		t.hooks = map[string]*hookCall{}
 	}
 	t.hooks[a.Target.String()] = h
+	t.chain().Started(a, now)
 	ac, clock := t.o.Actuators, t.o.Clock
 	go func() {
 		defer close(h.done)
@@ -151,7 +152,10 @@ func (t *Tuner) collectHooks(ctx context.Context, now time.Time) []Decision {
 		delete(t.hooks, h.a.Target.String())
 		d := h.d
 		d.Time = now
-		ds, _ := t.settle(ctx, h.st, h.a, d, h.err, h.hadOriginal, now, map[string][]Action{}, h)
+		ds, applied := t.settle(ctx, h.st, h.a, d, h.err, h.hadOriginal, now, map[string][]Action{}, h)
+		if applied && h.a.Plan != nil {
+			t.notePlanApplied(*h.a.Plan, now)
+		}
 		out = append(out, ds...)
 	}
 	return out
@@ -168,7 +172,9 @@ func (t *Tuner) hooksByAge() []*hookCall {
 
 // stopHooks cancels the calls still running, waits for them (until ctx
 // is done) and settles those that ended; it returns an error naming the
-// calls that did not end.
+// calls that did not end, whose originals the restore leaves open for the
+// next start (a second call beside the running one, a client restarted
+// twice at once, could end before it and be undone by it).
 func (t *Tuner) stopHooks(ctx context.Context, now time.Time) ([]Decision, error) {
 	if len(t.hooks) == 0 {
 		return nil, nil
@@ -186,7 +192,7 @@ func (t *Tuner) stopHooks(ctx context.Context, now time.Time) ([]Decision, error
 	out := t.collectHooks(ctx, now)
 	var errs []error
 	for _, h := range t.hooksByAge() {
-		errs = append(errs, fmt.Errorf("%s of %s: its hook, started %v before, did not end when cancelled", h.a.Knob, h.a.Target, now.Sub(h.started).Round(time.Second)))
+		errs = append(errs, fmt.Errorf("%s of %s: its hook, started %v before, did not end when cancelled; left for the next start", h.a.Knob, h.a.Target, now.Sub(h.started).Round(time.Second)))
 	}
 	return out, errors.Join(errs...)
 }
@@ -220,4 +226,54 @@ func hookWhy(runs []HookRun, uuid string, now time.Time) string {
 		s += fmt.Sprintf(" (and %d more)", n)
 	}
 	return s
+}
+
+// Starter is a guard that learns of a change started off the round, whose
+// outcome Record teaches at a later round.
+type Starter interface {
+	Started(a Action, now time.Time)
+}
+
+// Started tells every Starter of the chain that a's change has started.
+func (c Chain) Started(a Action, now time.Time) {
+	for _, g := range c {
+		if s, ok := g.(Starter); ok {
+			s.Started(a, now)
+		}
+	}
+}
+
+// Started notes a's change under way (Starter): until its outcome is
+// recorded, the dwell refuses every other change of its GPU's knob (a
+// revert excepted), as it would have from the change in the round, and
+// it counts For from that outcome. (Without it, a second client of the
+// GPU was restarted in the same round as the first, or in the next,
+// while the first one's hook ran.)
+func (d *Dwell) Started(a Action, now time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.running == nil {
+		d.running = map[string]applied{}
+	}
+	d.running[a.Target.String()] = applied{at: now, knob: a.Knob, sign: Direction(a), domain: a.DomainKey()}
+}
+
+// Record ends a change started off the round, and remembers one applied.
+func (d *Dwell) Record(a Action, o Outcome, err error, now time.Time) {
+	d.mu.Lock()
+	delete(d.running, a.Target.String())
+	d.mu.Unlock()
+	d.history.Record(a, o, err, now)
+}
+
+// runningOn returns a change of the GPU knob domain still running.
+func (d *Dwell) runningOn(domain string) (applied, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, r := range d.running {
+		if r.domain == domain {
+			return r, true
+		}
+	}
+	return applied{}, false
 }

@@ -82,6 +82,9 @@ func (t *Tuner) restoreLocked(ctx context.Context, now time.Time, why string) ([
 	keys := make([]string, 0, len(t.originals))
 	var left []string
 	for k, o := range t.originals {
+		if _, running := t.hooks[k]; running {
+			continue // its hook did not end when cancelled (stopHooks): left open, for the next start
+		}
 		// a pause stops a tenant: thawed whatever the mode; any other
 		// setting only on a GPU in enforce, the one mode that acts (a GPU
 		// in off or recommend is left as it is while another enforces)

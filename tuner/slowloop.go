@@ -97,15 +97,28 @@ func (t *Tuner) rebalance(ctx context.Context, st *State, now time.Time) []Decis
 		return nil
 	}
 	m.lastPlan = now
-	out, applied := t.execute(ctx, st, planAction(st, plan), now, map[string][]Action{})
-	if applied {
-		if len(plan.MIG) > 0 {
-			m.relayouts[plan.MIG[0].UUID] = now
-		} else {
-			m.moved[plan.Moves[0].Tenant] = now
-		}
+	a := planAction(st, plan)
+	out, applied := t.execute(ctx, st, a, now, map[string][]Action{})
+	if _, started := t.hooks[a.Target.String()]; applied && !started {
+		t.notePlanApplied(plan, now)
 	}
 	return out
+}
+
+// notePlanApplied remembers the tenant a plan moved, or the GPU it
+// relaid out, for the planner (RebalanceInput): a plan whose hook runs
+// off the round is remembered at its outcome, once applied (collectHooks).
+func (t *Tuner) notePlanApplied(plan gpu.Plan, now time.Time) {
+	m := &t.reb
+	if m.moved == nil {
+		m.moved, m.relayouts = map[string]time.Time{}, map[string]time.Time{}
+	}
+	switch {
+	case len(plan.MIG) > 0:
+		m.relayouts[plan.MIG[0].UUID] = now
+	case len(plan.Moves) > 0:
+		m.moved[plan.Moves[0].Tenant] = now
+	}
 }
 
 // planAction is the action that carries a plan through the executor and

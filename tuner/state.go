@@ -127,11 +127,18 @@ type Wait struct {
 	Knob  gpu.Knob
 	// Since is when the knob last changed.
 	Since, Until time.Time
+	// Running is a change whose hook still runs (hooks.go): the wait
+	// lasts until its outcome, whatever Until.
+	Running bool
 }
 
 // Reason is the holding reason at now: "dwell: mps_active_threads changed
 // 15s ago, next change allowed in 5s".
 func (w Wait) Reason(now time.Time) string {
+	if w.Running {
+		return fmt.Sprintf("%s: %s changed %v ago and its hook still runs, next change allowed after its outcome", w.Guard, w.Knob,
+			now.Sub(w.Since).Round(time.Second))
+	}
 	return fmt.Sprintf("%s: %s changed %v ago, next change allowed in %v", w.Guard, w.Knob,
 		now.Sub(w.Since).Round(time.Second), w.Until.Sub(now).Round(time.Second))
 }
@@ -142,7 +149,7 @@ func (w Wait) Reason(now time.Time) string {
 func (s *State) HoldWaiting(actions []Action) []Action {
 	for i := range actions {
 		a := &actions[i]
-		if w, ok := s.Waits[a.DomainKey()]; ok && !a.Revert && a.Held == "" && s.Now.Before(w.Until) {
+		if w, ok := s.Waits[a.DomainKey()]; ok && !a.Revert && a.Held == "" && (w.Running || s.Now.Before(w.Until)) {
 			a.Held = w.Reason(s.Now)
 		}
 	}
