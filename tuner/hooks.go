@@ -91,13 +91,30 @@ func runsHooks(x any) bool {
 	return ok && h.RunsHooks()
 }
 
-// inFlight reports whether a call of a hook runs on a's target, or, for
-// a plan, any plan's: a second one waits for it to end.
+// inFlight reports whether a's change waits for a call of a hook still
+// running: one on its target; for a plan, any plan's, or a restart of a
+// tenant the plan moves; for a pause raised (not a thaw, not a revert),
+// a restart or plan of the same tenant on the GPU (freezing a client the
+// hook is stopping, or the successor it is starting, would hold the hook
+// up: before hooks ran off the round, the pause came after it).
 func (t *Tuner) inFlight(a Action) bool {
 	if _, ok := t.hooks[a.Target.String()]; ok {
 		return true
 	}
-	return a.Plan != nil && t.planInFlight()
+	for _, h := range t.hooks {
+		switch {
+		case a.Plan != nil && (h.a.Plan != nil || h.a.Tenant != "" && moves(*a.Plan, h.a.Tenant)):
+			return true
+		case a.Knob == gpu.KnobPauseDuty && !thaws(a) && !a.Revert && a.Tenant != "" && h.a.Tenant == a.Tenant && h.a.GPU == a.GPU:
+			return true
+		}
+	}
+	return false
+}
+
+// moves reports whether plan moves a process of tenant.
+func moves(plan gpu.Plan, tenant string) bool {
+	return slices.ContainsFunc(plan.Moves, func(m gpu.Move) bool { return m.Tenant == tenant })
 }
 
 // planInFlight reports whether a rebalancing plan's hook runs.

@@ -101,7 +101,7 @@ func newHookRun(t *testing.T) *hookRun {
 	}
 	t.Cleanup(func() { j.Close() })
 	r := &hookRun{host: newHookHost(), clk: gpu.NewManualClock(t0), j: j}
-	r.tu, err = New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(r.host), Journal: j, Clock: r.clk, Mode: ModeEnforce, Guards: budgets()})
+	r.tu, err = New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(r.host), Journal: j, Clock: r.clk, Mode: ModeEnforce, Guards: budgets(), Enabled: []gpu.Knob{gpu.KnobPauseDuty}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -405,4 +405,96 @@ func offsets(ts []time.Time) []time.Duration {
 		out = append(out, x.Sub(t0))
 	}
 	return out
+}
+
+func (h *hookHost) SetPauseDuty(_ context.Context, uuid, tenant string, _ []uint32, duty float64) error {
+	h.note(fmt.Sprintf("SetPauseDuty(%s,%s,%g)", uuid, tenant, duty))
+	return nil
+}
+
+// pauseOf is a pause of tenant's process pid on GPU-0 to duty.
+func pauseOf(tenant string, pid uint32, duty Duty) Action {
+	return Action{Target: Target{GPU: uuid0, Knob: gpu.KnobPauseDuty, PID: pid}, Tenant: tenant, Class: gpu.ClassBatch,
+		PIDs: []uint32{pid}, Current: Duty(0), Want: duty, Reason: "test"}
+}
+
+// While a tenant's client restarts through a hook off the round, a pause
+// of that tenant on the GPU waits for the hook (freezing the client the
+// hook stops, or the successor it starts, would hold the hook up), where
+// another tenant's pause is set at once; the waiting pause is set at the
+// first round after the hook is settled. (Before, it was set while the
+// hook ran.)
+func TestHookHoldsItsTenantsPause(t *testing.T) {
+	r := newHookRun(t)
+	r.round(t, capBatch)
+	r.host.waitStarted(t)
+	d := r.round(t, capBatch, pauseOf("batch", 8, 0.5), pauseOf("other", 9, 0.5))
+	if got, want := outcomes(d), []string{"pause_duty applied"}; !slices.Equal(got, want) || d[0].Tenant != "other" {
+		t.Fatalf("round while batch's hook runs: %v (%+v), want other's pause alone", got, d)
+	}
+	r.host.release <- nil
+	waitHookEnded(t, r.tu)
+	d = r.round(t, pauseOf("batch", 8, 0.5))
+	if got, want := outcomes(d), []string{"mps_active_threads applied", "pause_duty applied"}; !slices.Equal(got, want) || d[1].Tenant != "batch" {
+		t.Fatalf("round after the hook: %v, want the restart settled, then batch's pause", got)
+	}
+}
+
+// A change's pending judgement (a relaxed value reverted if it did harm)
+// waits while a hook still changes its target, as it waits for a
+// restarted client's successor: reverting it then would be skipped as in
+// flight and its value held as bad, never reverted. (Before, the
+// judgement was dropped and its value held.)
+func TestRevertWaitsForTheHook(t *testing.T) {
+	r := newHookRun(t)
+	r.round(t, capBatch)
+	r.host.waitStarted(t)
+	e := evaluation{a: capBatch, before: -1, due: r.clk.Now()}
+	r.tu.mu.Lock()
+	r.tu.evals = append(r.tu.evals, e)
+	got := r.tu.dueReverts(&State{Now: r.clk.Now()}, r.clk.Now())
+	kept := len(r.tu.evals)
+	r.tu.mu.Unlock()
+	if len(got) != 0 || kept != 1 {
+		t.Errorf("due reverts %v, %d judgements kept; want none due while the hook runs, the judgement kept", got, kept)
+	}
+	r.host.release <- nil
+	waitHookEnded(t, r.tu)
+}
+
+// What waits for a hook still running, and what does not (table).
+func TestInFlight(t *testing.T) {
+	restart := &hookCall{a: capBatch}
+	plan := Action{Target: Target{GPU: uuid0, Knob: gpu.KnobPlacement, PID: 9}, Tenant: "other", Plan: &gpu.Plan{Moves: []gpu.Move{{Tenant: "other", PID: 9, ToUUID: "GPU-1"}}}}
+	planOf := func(tenant string) Action {
+		return Action{Target: Target{GPU: uuid0, Knob: gpu.KnobPlacement, PID: 10}, Tenant: tenant, Plan: &gpu.Plan{Moves: []gpu.Move{{Tenant: tenant, PID: 10, ToUUID: "GPU-1"}}}}
+	}
+	thaw := pauseOf("batch", 8, 0)
+	revert := pauseOf("batch", 8, 0.2)
+	revert.Revert = true
+	onGPU1 := pauseOf("batch", 8, 0.5)
+	onGPU1.GPU = "GPU-1"
+	for _, c := range []struct {
+		name    string
+		running *hookCall
+		a       Action
+		want    bool
+	}{
+		{"its own target", restart, capBatch, true},
+		{"another client's cap", restart, mpsAction(7, 1, 0.5), false},
+		{"a pause of its tenant on its GPU", restart, pauseOf("batch", 8, 0.5), true},
+		{"a thaw of its tenant", restart, thaw, false},
+		{"a revert of its tenant's pause", restart, revert, false},
+		{"a pause of its tenant on another GPU", restart, onGPU1, false},
+		{"another tenant's pause", restart, pauseOf("other", 9, 0.5), false},
+		{"a plan moving its tenant", restart, planOf("batch"), true},
+		{"a plan moving another tenant", restart, planOf("embed"), false},
+		{"a second plan", &hookCall{a: plan}, planOf("embed"), true},
+		{"a pause beside a plan of another tenant", &hookCall{a: plan}, pauseOf("batch", 8, 0.5), false},
+	} {
+		tu := &Tuner{hooks: map[string]*hookCall{c.running.a.Target.String(): c.running}}
+		if got := tu.inFlight(c.a); got != c.want {
+			t.Errorf("%s: in flight %v, want %v", c.name, got, c.want)
+		}
+	}
 }

@@ -531,8 +531,9 @@ func (t *Tuner) syncMPS() map[string]Fraction {
 func (t *Tuner) dueReverts(st *State, now time.Time) []Action {
 	var out, keep = []Action{}, t.evals[:0]
 	for _, e := range t.evals {
-		// a restarted client's is judged on its successor, once told
-		if now.Before(e.due) || t.watches[e.a.Target.String()] != nil {
+		// a restarted client's is judged on its successor, once told;
+		// one whose target a hook still changes, once it is settled
+		if now.Before(e.due) || t.watches[e.a.Target.String()] != nil || t.hooks[e.a.Target.String()] != nil {
 			keep = append(keep, e)
 			continue
 		}
