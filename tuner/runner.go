@@ -32,8 +32,10 @@ type Runner struct {
 }
 
 // RestoreTimeout bounds the restore at exit (and the one at start): its
-// own deadline, apart from the rest of the shutdown, long enough for a
-// client restart still in progress to end.
+// own deadline, apart from the rest of the shutdown (Kubernetes' default
+// grace period). A hook still running off the round is cancelled first;
+// a restore whose own restart hook takes longer is cut, and what it did
+// not set back stays open in the journal for the next start.
 const RestoreTimeout = 30 * time.Second
 
 // firstSnapshotPoll is how often the start's restore looks for the first
