@@ -1,6 +1,7 @@
 package kubeevict
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/gpu/rebalance"
@@ -238,4 +241,30 @@ func TestStatusMessage(t *testing.T) {
 			t.Errorf("%.40q: %q, want %q", c.body, got, c.want)
 		}
 	}
+}
+
+// An API server's answer, whatever it holds, gives a message that is
+// valid UTF-8, has no control character (an escape sequence would reach
+// the log and the terminal reading it) and stays within maxMessage and its
+// cut's note.
+func FuzzStatusMessage(f *testing.F) {
+	for _, s := range []string{
+		`{"kind":"Status","message":"Cannot evict pod as it would violate the pod's disruption budget."}`,
+		`{"message":"line one\nline two\u001b[31m"}`,
+		"  plain text  ", "\xff\xfe{", `{"message":` + strings.Repeat(`"é`, 300) + `"}`, "",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		got := statusMessage(bytes.NewReader(body))
+		if !utf8.ValidString(got) {
+			t.Fatalf("%q: not valid UTF-8", got)
+		}
+		if i := strings.IndexFunc(got, unicode.IsControl); i >= 0 {
+			t.Fatalf("%q: a control character at %d", got, i)
+		}
+		if len(got) > maxMessage+64 {
+			t.Fatalf("%d bytes, over %d and the cut's note", len(got), maxMessage)
+		}
+	})
 }
