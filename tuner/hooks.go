@@ -21,10 +21,12 @@ import (
 // switch's thaw. So the executor starts such a call on its own goroutine,
 // once the action has passed the guards and is journaled (planned, the
 // original, the restart: a crash while it runs leaves what a crash in the
-// round left), and the round goes on; the rounds after it skip that
-// target alone, and the first round to find the call ended settles it as
-// the round would have (outcome, journal, guards, the successor of a
-// restarted client). A failure found then rolls back nothing else: the
+// round left), and the round goes on; the rounds after it skip what its
+// outcome bears on (inFlight: its target, a second plan or one moving its
+// tenant, a pause raised on its tenant there; the dwell holds its knob on
+// its GPU, Dwell.Started), and the first round to find the call ended
+// settles it as the round would have (outcome, journal, guards, the
+// successor of a restarted client). A failure found then rolls back nothing else: the
 // actions applied beside it were judged in their own round. The exit's
 // restore cancels the calls still running and settles them first.
 
@@ -43,7 +45,6 @@ type hookCall struct {
 	// (the successor itself, started by the hook).
 	restart Restart
 	seen    map[pidKey]recentProc
-	cancel  context.CancelFunc
 	done    chan struct{}
 	// err and ended are the call's, set before done is closed.
 	err   error
@@ -134,7 +135,7 @@ func (t *Tuner) startHook(st *State, a Action, d Decision, hadOriginal bool, now
 		t.hookCtx, t.hookStop = context.WithCancel(context.Background())
 	}
 	ctx, cancel := context.WithCancel(t.hookCtx)
-	h := &hookCall{a: a, d: d, hadOriginal: hadOriginal, started: now, cancel: cancel, done: make(chan struct{}),
+	h := &hookCall{a: a, d: d, hadOriginal: hadOriginal, started: now, done: make(chan struct{}),
 		st: &State{Now: st.Now, Snapshot: st.Snapshot, Fast: st.Fast}}
 	if _, ok := t.successors(a); ok {
 		h.restart = t.restartOf(a, now, now)
