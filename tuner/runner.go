@@ -27,16 +27,21 @@ type Runner struct {
 	logger   log.Logger
 	failed   bool // a restore failed: the exit status says so
 	closers  []io.Closer
+	// restoreTimeout bounds the restore at start and at exit
+	// (DefaultRestoreTimeout unless SetRestoreTimeout).
+	restoreTimeout time.Duration
 	// done is closed when Run returns: the tuner is idle, for the restore.
 	done chan struct{}
 }
 
-// RestoreTimeout bounds the restore at exit (and the one at start): its
-// own deadline, apart from the rest of the shutdown (Kubernetes' default
-// grace period). A hook still running off the round is cancelled first;
-// a restore whose own restart hook takes longer is cut, and what it did
-// not set back stays open in the journal for the next start.
-const RestoreTimeout = 30 * time.Second
+// DefaultRestoreTimeout bounds the restore at exit (and the one at
+// start) unless SetRestoreTimeout (--tuner.restore-timeout) says
+// otherwise: its own deadline, apart from the rest of the shutdown
+// (Kubernetes' default grace period). A hook still running off the round
+// is cancelled first; a restore whose own restart hook takes longer is
+// cut, and what it did not set back stays open in the journal for the
+// next start.
+const DefaultRestoreTimeout = 30 * time.Second
 
 // firstSnapshotPoll is how often the start's restore looks for the first
 // snapshot (the GPUs' processes, to tell a client gone from one running).
@@ -49,7 +54,19 @@ func NewRunner(t *Tuner, journal *Journal, clock gpu.Clock, interval time.Durati
 	if logger == nil {
 		logger = log.NewNopLogger()
 	}
-	return &Runner{t: t, journal: journal, clock: clock, interval: interval, snapshot: snapshot, logger: logger, done: make(chan struct{})}
+	return &Runner{t: t, journal: journal, clock: clock, interval: interval, snapshot: snapshot, logger: logger, done: make(chan struct{}),
+		restoreTimeout: DefaultRestoreTimeout}
+}
+
+// RestoreTimeout is what bounds the restores at start and at exit.
+func (r *Runner) RestoreTimeout() time.Duration { return r.restoreTimeout }
+
+// SetRestoreTimeout bounds the restores at start and at exit by d (> 0):
+// long enough for the restart hook a restore runs, where one is given.
+func (r *Runner) SetRestoreTimeout(d time.Duration) {
+	if d > 0 {
+		r.restoreTimeout = d
+	}
 }
 
 // CloseAtExit has the restore at exit close cs after setting the
@@ -111,7 +128,7 @@ func (r *Runner) Run(ctx context.Context) {
 		}
 		snap = r.snapshot()
 	}
-	rctx, cancel := context.WithTimeout(ctx, RestoreTimeout)
+	rctx, cancel := context.WithTimeout(ctx, r.restoreTimeout)
 	_, err := r.t.Recover(rctx, snap)
 	cancel()
 	if err != nil && ctx.Err() == nil { // cut short by a stop: the restore at exit goes on
@@ -138,11 +155,11 @@ func (r *Runner) Run(ctx context.Context) {
 }
 
 // RestoreAtExit waits for Run to return (its context is done) and sets
-// the originals back, all within RestoreTimeout whatever else is stuck;
+// the originals back, all within its restore timeout whatever else is stuck;
 // the error is what makes the exit status non-zero. What is not restored
 // stays open in the journal, for the next start.
 func (r *Runner) RestoreAtExit() error {
-	ctx, cancel := context.WithTimeout(context.Background(), RestoreTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), r.restoreTimeout)
 	defer cancel()
 	res := make(chan error, 1)
 	go func() {
@@ -158,16 +175,16 @@ func (r *Runner) RestoreAtExit() error {
 	select {
 	case err = <-res:
 	case <-ctx.Done():
-		err = fmt.Errorf("not finished in %v", RestoreTimeout)
+		err = fmt.Errorf("not finished in %v (--tuner.restore-timeout)", r.restoreTimeout)
 	}
 	return r.restoreResult(err)
 }
 
-// Restore sets the originals back (within RestoreTimeout) and closes the
+// Restore sets the originals back (within its restore timeout) and closes the
 // journal, with Run not running; the error is what makes the exit status
 // non-zero.
 func (r *Runner) Restore() error {
-	ctx, cancel := context.WithTimeout(context.Background(), RestoreTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), r.restoreTimeout)
 	defer cancel()
 	return r.restoreResult(r.restoreWithin(ctx))
 }

@@ -127,3 +127,59 @@ func TestRunnerKeepsItsCadence(t *testing.T) {
 		}
 	}
 }
+
+// slowRestart is a host whose client restarts take took of real time
+// (a restart hook that has to start the successor).
+type slowRestart struct {
+	fakeControl
+	took time.Duration
+}
+
+func (s *slowRestart) RestartClient(ctx context.Context, uuid string, pid uint32, tenant string) error {
+	select {
+	case <-time.After(s.took):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return s.fakeControl.RestartClient(ctx, uuid, pid, tenant)
+}
+
+// The restore at exit runs within the Runner's restore timeout
+// (--tuner.restore-timeout): a restore whose client restart takes longer
+// is cut, and its original left open for the next start; with a timeout
+// above the restart's, it sets the original back. (Before, the 30 s were
+// fixed whatever the restart hook's timeout.)
+func TestRestoreWithinItsTimeout(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		timeout time.Duration
+		open    int
+	}{
+		{"shorter than the restart: cut, left open", 20 * time.Millisecond, 1},
+		{"longer than the restart: set back", 10 * time.Second, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			host := &slowRestart{took: 200 * time.Millisecond}
+			tu, err := New(Options{Policy: fixed{mpsAction(7, 1, 0.4)}, Actuators: ActuatorsOf(host), Clock: gpu.NewManualClock(t0), Mode: ModeEnforce})
+			if err != nil {
+				t.Fatal(err)
+			}
+			snap := emptySnap(t0)
+			if _, err := tu.RunOnce(context.Background(), snap); err != nil {
+				t.Fatal(err)
+			}
+			r := NewRunner(tu, nil, gpu.NewManualClock(t0), 0, func() *tenant.Snapshot { return snap }, nil)
+			r.SetRestoreTimeout(c.timeout)
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			r.Run(ctx)
+			err = r.RestoreAtExit()
+			if (err != nil) != (c.open > 0) {
+				t.Errorf("RestoreAtExit: %v, want an error %v", err, c.open > 0)
+			}
+			if got := tu.Status().Unrestored; got != c.open {
+				t.Errorf("%d originals open after the restore, want %d", got, c.open)
+			}
+		})
+	}
+}

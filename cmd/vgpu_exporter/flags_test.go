@@ -45,6 +45,8 @@ func TestFlagValidation(t *testing.T) {
 		{[]string{"--sample.interval=0s"}, "--sample.interval must be positive"},
 		{[]string{"--sample.interval=-1s"}, "--sample.interval must be positive"},
 		{[]string{"--sample.interval=fast"}, "sample.interval"},
+		{[]string{"--tuner.restore-timeout=0s"}, "--tuner.restore-timeout must be positive"},
+		{[]string{"--tuner.restore-timeout=150s"}, ""},
 		{[]string{"--web.max-requests=-1"}, "--web.max-requests"},
 		{[]string{"--web.telemetry-path=metrics"}, "must start with /"},
 		{[]string{"--web.telemetry-path=/-/ready"}, "clashes with a built-in endpoint"},

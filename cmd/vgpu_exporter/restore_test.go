@@ -95,7 +95,7 @@ func TestShutdownRestoresFirstWhateverIsStuck(t *testing.T) {
 	if n := leftovers(t, settings); len(n) != 0 {
 		t.Errorf("settings left changed after the shutdown: %+v", n)
 	}
-	if took := time.Since(start); took > shutdownTimeout+tuner.RestoreTimeout {
+	if took := time.Since(start); took > shutdownTimeout+tuner.DefaultRestoreTimeout {
 		t.Errorf("shutdown took %v", took)
 	}
 	b, _ := os.ReadFile(journal)

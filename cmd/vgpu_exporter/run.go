@@ -56,7 +56,7 @@ type collectorFunc func(snap func() *tenant.Snapshot, logger log.Logger, filters
 // in flight, the sampler, the builder's background work, a reload in
 // progress and closing the backend. What has not finished by then is
 // abandoned and the process exits. The tuner's restore, which comes first,
-// has its own deadline (tuner.RestoreTimeout).
+// has its own deadline (--tuner.restore-timeout).
 const shutdownTimeout = 10 * time.Second
 
 // httpShutdownTimeout is the part of shutdownTimeout given to requests in
@@ -108,7 +108,7 @@ func (s *service) logServing(cfg *config) {
 // serve runs the sampler and the HTTP server until ctx is done or the
 // server fails, then stops both and closes the source. hup delivers reload
 // requests (SIGHUP). Once ctx is done, it restores the tuner's originals
-// (within tuner.RestoreTimeout) and returns within shutdownTimeout of ctx's end,
+// (within --tuner.restore-timeout) and returns within shutdownTimeout of ctx's end,
 // or as soon as the restore ends when that is later, whatever the backend,
 // the builder or a reload is doing.
 func (s *service) serve(ctx context.Context, cfg *config, newCollector collectorFunc, hup <-chan os.Signal) error {
@@ -165,7 +165,7 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 		serveErr <- err // for the shutdown below, which waits for it
 	}
 	cancel()
-	// The restore comes first, on its own deadline (tuner.RestoreTimeout): what
+	// The restore comes first, on its own deadline (--tuner.restore-timeout): what
 	// else is stuck (a request, a background read, the builder) cannot
 	// keep the originals from being set back.
 	var restoreErr error // written before restored closes

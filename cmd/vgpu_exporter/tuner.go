@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -31,6 +32,7 @@ type tunerConfig struct {
 	Policy         string
 	Mode           string
 	Interval       time.Duration
+	RestoreTimeout time.Duration
 	Journal        string
 	KillSwitchFile string
 	GPUModes       []string
@@ -55,6 +57,7 @@ func addTunerFlags(app *kingpin.Application, c *tunerConfig) {
 	app.Flag("tuner.policy", "The policy the tuner runs: "+strings.Join(policies.EngineNames(), ", ")+".").
 		Default(autotune.Name).StringVar(&c.Policy)
 	flagvalue.Duration(app, "tuner.interval", "How often the tuner decides.", tuner.DefaultInterval.String(), &c.Interval)
+	flagvalue.Duration(app, "tuner.restore-timeout", "How long the restore at exit (and the one at start after an unclean exit) may take to set back what the tuner changed: longer than --mps.restart-hook.timeout where a restore restarts MPS clients, and shorter than the time the service manager gives a stop (Kubernetes' terminationGracePeriodSeconds, systemd's TimeoutStopSec). What is not set back by then stays in the journal for the next start.", tuner.DefaultRestoreTimeout.String(), &c.RestoreTimeout)
 	app.Flag("tuner.journal", "Journal file of the tuner (a regular file of checksummed JSON records, synced, compacted past 1 MiB; docs/journal.md): every original setting before its first change and every outcome; originals are restored from it at exit and at the next start after a crash. Default: none (originals kept in memory only).").
 		PlaceHolder("FILE").StringVar(&c.Journal)
 	app.Flag("tuner.kill-switch-file", "While this file exists the tuner changes nothing but reverts of its own changes (it still decides and exports).").
@@ -88,6 +91,9 @@ func (c *tunerConfig) validate() error {
 	var errs []error
 	if c.Interval <= 0 {
 		errs = append(errs, fmt.Errorf("--tuner.interval must be positive, got %s", c.Interval))
+	}
+	if c.RestoreTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--tuner.restore-timeout must be positive, got %s", c.RestoreTimeout))
 	}
 	for _, err := range c.SlowLoop.Validate() {
 		errs = append(errs, fmt.Errorf("--tuner.slow-loop.%w", err))
@@ -183,6 +189,7 @@ func newTunerRunner(cfg *config, src gpu.Source, clock gpu.Clock, snapshot func(
 		"kill_switch_file", c.KillSwitchFile, "knobs", tuner.DescribeActuated(opts.Actuated), "disabled_knobs", strings.Join(c.DisabledKnobs, " "),
 		"enabled_knobs", strings.Join(c.EnabledKnobs, " "), "autotune_params", strings.Join(c.AutotuneParams, " "))
 	r := tuner.NewRunner(t, journal, clock, c.Interval, snapshot, logger)
+	r.SetRestoreTimeout(c.RestoreTimeout)
 	r.CloseAtExit(closersAtExit(backends)...)
 	return r, nil
 }
@@ -200,9 +207,9 @@ func warnKillSwitchDir(logger log.Logger, file string) {
 // thawWithTunerOff is a start with the tuner off and a journal: the
 // tenants an earlier run left paused in it are thawed (tuner.StartOff),
 // through the actuators that pause (thawActuators), built only when there
-// is a pause to thaw and closed after it, within tuner.RestoreTimeout.
+// is a pause to thaw and closed after it, within --tuner.restore-timeout.
 func thawWithTunerOff(cfg *config, src gpu.Source, clock gpu.Clock, logger log.Logger) {
-	ctx, cancel := context.WithTimeout(context.Background(), tuner.RestoreTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), cmp.Or(cfg.Tuner.RestoreTimeout, tuner.DefaultRestoreTimeout))
 	defer cancel()
 	var backends []tuner.NamedActuator
 	_, _ = tuner.StartOff(ctx, cfg.Tuner.Journal, clock, func() (tuner.Actuators, error) {

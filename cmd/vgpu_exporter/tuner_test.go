@@ -384,3 +384,29 @@ func TestKillSwitchDirWarned(t *testing.T) {
 		}
 	}
 }
+
+// --tuner.restore-timeout reaches the tuner's runner (30 s without it).
+func TestRestoreTimeoutFlag(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want time.Duration
+	}{
+		{nil, 30 * time.Second},
+		{[]string{"--tuner.restore-timeout=150s"}, 150 * time.Second},
+	} {
+		clock := gpu.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		cfg := testConfig(t, append([]string{"--backend=sim", "--sim.scenario=noisy-neighbour", "--tuner.mode=recommend"}, c.args...)...)
+		svc, err := buildOn(cfg, clock, log.NewNopLogger())
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := newTunerRunner(cfg, sourceOnly{svc.src}, clock, svc.Snapshot, svc.Sampler().Subscribe, log.NewNopLogger())
+		svc.src.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.RestoreTimeout(); got != c.want {
+			t.Errorf("%v: restore timeout %v, want %v", c.args, got, c.want)
+		}
+	}
+}

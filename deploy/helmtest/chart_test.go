@@ -509,6 +509,7 @@ func TestRejectsBadCombinations(t *testing.T) {
 		{map[string]any{"sampleInterval": "50ms"}, "sampleInterval=50ms: the exporter samples at most every 100ms"},
 		{map[string]any{"sampleInterval": "0s"}, "sampleInterval=0s"},
 		{map[string]any{"tuner": map[string]any{"mode": "recommend", "interval": "0m0s"}}, "the release: tuner.interval=0m0s: the exporter needs a positive"},
+		{map[string]any{"tuner": map[string]any{"mode": "enforce", "restoreTimeout": "0s"}}, "the release: tuner.restoreTimeout=0s: the exporter needs a positive --tuner.restore-timeout"},
 		{map[string]any{"nodePools": []any{map[string]any{"name": "a", "tuner": map[string]any{"mode": "recommend",
 			"pause": map[string]any{"enabled": true, "period": "0ms"}}}}}, "nodePools a: tuner.pause.period=0ms: the exporter needs a positive"},
 		{map[string]any{"tuner": map[string]any{"mode": "recommend", "pause": map[string]any{"enabled": true, "max": "1s"}}},

@@ -12,6 +12,8 @@ func TestDurationBounds(t *testing.T) {
 		{"sampleInterval": "1m"},
 		{"tuner": map[string]any{"interval": "0s"}}, // the tuner off: not given
 		{"tuner": map[string]any{"mode": "recommend", "interval": "1ms"}},
+		{"tuner": map[string]any{"mode": "recommend", "restoreTimeout": "1ms"}},
+		{"tuner": map[string]any{"restoreTimeout": "0s"}}, // the tuner off: not given
 		{"tuner": map[string]any{"mode": "recommend", "pause": map[string]any{"enabled": true, "period": "1s", "max": "1000ms"}}},
 		{"tuner": map[string]any{"mode": "recommend", "pause": map[string]any{"enabled": true, "period": "1m", "max": "59s999ms"}}},
 		{"tuner": map[string]any{"mode": "recommend", "pause": map[string]any{"period": "0s", "max": "1h"}}}, // the pause off

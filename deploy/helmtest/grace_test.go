@@ -1,26 +1,30 @@
 package helmtest
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/deploy/internal/repo"
 )
 
-// restoreTimeout reads the tuner's restore deadline at exit
-// (tuner.RestoreTimeout) from its source, in seconds.
+// restoreTimeout reads the tuner's default restore deadline at exit
+// (tuner.DefaultRestoreTimeout) from its source, in seconds.
 func restoreTimeout(t *testing.T) int64 {
 	t.Helper()
 	src, err := os.ReadFile(filepath.Join(repo.Root(), "tuner", "runner.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile(`const RestoreTimeout = (\d+) \* time\.Second`).FindSubmatch(src)
+	m := regexp.MustCompile(`const DefaultRestoreTimeout = (\d+) \* time\.Second`).FindSubmatch(src)
 	if m == nil {
-		t.Fatal("no RestoreTimeout in seconds in tuner/runner.go")
+		t.Fatal("no DefaultRestoreTimeout in seconds in tuner/runner.go")
 	}
 	n, _ := strconv.ParseInt(string(m[1]), 10, 64)
 	return n
@@ -36,16 +40,31 @@ func TestGraceOutlastsRestore(t *testing.T) {
 	c := loadChart(t)
 	restore := restoreTimeout(t)
 	for _, tc := range []struct {
-		tuner map[string]any
-		on    bool
+		tuner   map[string]any
+		on      bool
+		restore int64 // tuner.restoreTimeout, s; 0: the default's
 	}{
-		{map[string]any{"mode": "off"}, false},
-		{map[string]any{"mode": "recommend"}, true},
-		{map[string]any{"mode": "enforce"}, true},
-		{map[string]any{"mode": "off", "gpuModes": []any{"0=enforce"}}, true},
+		{map[string]any{"mode": "off"}, false, 0},
+		{map[string]any{"mode": "recommend"}, true, 0},
+		{map[string]any{"mode": "enforce"}, true, 0},
+		{map[string]any{"mode": "off", "gpuModes": []any{"0=enforce"}}, true, 0},
+		// a restart hook of 2 minutes, and the restore given room for it
+		{map[string]any{"mode": "enforce", "restoreTimeout": "150s"}, true, 150},
+		{map[string]any{"mode": "enforce", "restoreTimeout": "2m30s500ms"}, true, 151},
 	} {
+		restore := restore
+		if tc.restore > 0 {
+			restore = tc.restore
+		}
 		m := mustRender(t, c, map[string]any{"tuner": tc.tuner})
 		for _, ds := range m.daemonSets {
+			if args := container(t, ds.Spec.Template.Spec.Containers, "exporter").Args; tc.on && !slices.ContainsFunc(args, func(a string) bool {
+				v, ok := strings.CutPrefix(a, "--tuner.restore-timeout=")
+				d, err := time.ParseDuration(v)
+				return ok && err == nil && int64(math.Ceil(d.Seconds())) == restore
+			}) {
+				t.Errorf("tuner %v: args %q, want --tuner.restore-timeout of %d s", tc.tuner, args, restore)
+			}
 			g := ds.Spec.Template.Spec.TerminationGracePeriodSeconds
 			switch {
 			case !tc.on && g != nil:

@@ -522,7 +522,7 @@ func nextStart(t *testing.T, journal string, mode tuner.Mode) int {
 		t.Fatalf("%d open originals in the journal (%v), want the pause's", len(origs), err)
 	}
 	if mode == tuner.ModeOff {
-		ctx, cancel := context.WithTimeout(context.Background(), tuner.RestoreTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), tuner.DefaultRestoreTimeout)
 		defer cancel()
 		if _, err := tuner.StartOff(ctx, journal, gpu.RealClock{}, func() (tuner.Actuators, error) { return tuner.ActuatorsOf(detect(t, 0, 0)), nil }, nil); err != nil {
 			t.Fatal(err)

@@ -97,6 +97,7 @@ kubeletCA, saDir, hasTenants, web, mps, pause, pauseHost).
 {{- if $t.active }}
 - --tuner.mode={{ $t.mode }}
 - --tuner.interval={{ $t.interval }}
+- --tuner.restore-timeout={{ $t.restoreTimeout }}
 {{- range $t.gpuModes }}
 - --tuner.gpu-mode={{ . }}
 {{- end }}
