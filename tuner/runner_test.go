@@ -25,6 +25,21 @@ func (c *closer) Close() error {
 	return c.err
 }
 
+// cappedRunner is a Runner of a tuner in enforce that capped MPS client 7
+// to 40% through host in one round.
+func cappedRunner(t *testing.T, host any) (*Tuner, *Runner) {
+	t.Helper()
+	tu, err := New(Options{Policy: fixed{mpsAction(7, 1, 0.4)}, Actuators: ActuatorsOf(host), Clock: gpu.NewManualClock(t0), Mode: ModeEnforce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := emptySnap(t0)
+	if _, err := tu.RunOnce(context.Background(), snap); err != nil {
+		t.Fatal(err)
+	}
+	return tu, NewRunner(tu, nil, gpu.NewManualClock(t0), 0, func() *tenant.Snapshot { return snap }, nil)
+}
+
 // The restore at exit closes what CloseAtExit names, once each, after
 // the originals are set back, and a close that fails makes it fail.
 func TestRestoreAtExitCloses(t *testing.T) {
@@ -40,15 +55,7 @@ func TestRestoreAtExitCloses(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := &fakeControl{}
-			tu, err := New(Options{Policy: fixed{mpsAction(7, 1, 0.4)}, Actuators: ActuatorsOf(rec), Clock: gpu.NewManualClock(t0), Mode: ModeEnforce})
-			if err != nil {
-				t.Fatal(err)
-			}
-			snap := emptySnap(t0)
-			if _, err := tu.RunOnce(context.Background(), snap); err != nil {
-				t.Fatal(err)
-			}
-			r := NewRunner(tu, nil, gpu.NewManualClock(t0), 0, func() *tenant.Snapshot { return snap }, nil)
+			_, r := cappedRunner(t, rec)
 			var cs []*closer
 			for _, e := range tc.errs {
 				c := &closer{calls: rec, err: e}
@@ -58,7 +65,7 @@ func TestRestoreAtExitCloses(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()
 			r.Run(ctx) // returns at once: its context is done
-			err = r.RestoreAtExit()
+			err := r.RestoreAtExit()
 			if (err != nil) != (tc.wantErr != "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
 				t.Fatalf("RestoreAtExit: %v, want an error containing %q", err, tc.wantErr)
 			}
@@ -159,21 +166,12 @@ func TestRestoreWithinItsTimeout(t *testing.T) {
 		{"longer than the restart: set back", 10 * time.Second, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			host := &slowRestart{took: 200 * time.Millisecond}
-			tu, err := New(Options{Policy: fixed{mpsAction(7, 1, 0.4)}, Actuators: ActuatorsOf(host), Clock: gpu.NewManualClock(t0), Mode: ModeEnforce})
-			if err != nil {
-				t.Fatal(err)
-			}
-			snap := emptySnap(t0)
-			if _, err := tu.RunOnce(context.Background(), snap); err != nil {
-				t.Fatal(err)
-			}
-			r := NewRunner(tu, nil, gpu.NewManualClock(t0), 0, func() *tenant.Snapshot { return snap }, nil)
+			tu, r := cappedRunner(t, &slowRestart{took: 200 * time.Millisecond})
 			r.SetRestoreTimeout(c.timeout)
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()
 			r.Run(ctx)
-			err = r.RestoreAtExit()
+			err := r.RestoreAtExit()
 			if (err != nil) != (c.open > 0) {
 				t.Errorf("RestoreAtExit: %v, want an error %v", err, c.open > 0)
 			}
