@@ -23,7 +23,7 @@ import (
 // original, the restart: a crash while it runs leaves what a crash in the
 // round left), and the round goes on; the rounds after it skip what its
 // outcome bears on (inFlight: its target, a second plan or one moving its
-// tenant, a pause raised on its tenant; the dwell holds its knob on
+// tenant, a restart of a tenant its plan moves, a pause raised on its tenant; the dwell holds its knob on
 // its GPU, Dwell.Started), and the first round to find the call ended
 // settles it as the round would have (outcome, journal, guards, the
 // successor of a restarted client). A failure found then rolls back nothing else: the
@@ -94,7 +94,9 @@ func runsHooks(x any) bool {
 
 // inFlight reports whether a's change waits for a call of a hook still
 // running: one on its target; for a plan, any plan's, or a restart of a
-// tenant the plan moves; for a pause raised (not a thaw, not a revert),
+// tenant the plan moves; for an MPS client's restart (not a revert's), a
+// plan that moves its tenant (the hook would restart a client the
+// eviction is stopping); for a pause raised (not a thaw, not a revert),
 // a restart of the same tenant or a plan that moves it, on whatever GPU
 // (a tenant is paused as a whole, every process of it on every GPU at
 // the largest duty any asks for: freezing a client the hook is stopping,
@@ -109,6 +111,8 @@ func (t *Tuner) inFlight(a Action) bool {
 		case a.Plan != nil && (h.a.Plan != nil || h.a.Tenant != "" && moves(*a.Plan, h.a.Tenant)):
 			return true
 		case a.Knob == gpu.KnobPauseDuty && !thaws(a) && !a.Revert && h.changes(a.Tenant):
+			return true
+		case a.Knob == gpu.KnobMPSActiveThreads && a.Restart && !a.Revert && h.a.Plan != nil && h.changes(a.Tenant):
 			return true
 		}
 	}

@@ -478,6 +478,8 @@ func TestInFlight(t *testing.T) {
 	otherOnGPU1.GPU = "GPU-1"
 	// a plan whose first move (the one its action names) is other's, and
 	// whose second moves batch
+	revertCap := capBatch
+	revertCap.Current, revertCap.Want, revertCap.Revert = capBatch.Want, capBatch.Current, true
 	planOf2 := plan
 	planOf2.Plan = &gpu.Plan{Moves: []gpu.Move{plan.Plan.Moves[0], {Tenant: "batch", PID: 8, ToUUID: "GPU-1"}}}
 	for _, c := range []struct {
@@ -504,6 +506,11 @@ func TestInFlight(t *testing.T) {
 		{"a pause of a tenant a plan moves second", &hookCall{a: planOf2}, pauseOf("batch", 8, 0.5), true},
 		{"a pause of the tenant a plan moves, on the GPU it goes to", &hookCall{a: plan}, otherOnGPU1, true},
 		{"a thaw of the tenant a plan moves", &hookCall{a: plan}, pauseOf("other", 9, 0), false},
+		// the eviction stops the client the restart hook would restart
+		{"a restart of a tenant a plan moves", &hookCall{a: planOf("batch")}, capBatch, true},
+		{"a restart of a tenant a plan moves second", &hookCall{a: planOf2}, capBatch, true},
+		{"a revert's restart of a tenant a plan moves", &hookCall{a: planOf("batch")}, revertCap, false},
+		{"a restart of another tenant beside a plan", &hookCall{a: planOf("batch")}, mpsAction(7, 1, 0.5), false},
 	} {
 		tu := &Tuner{hooks: map[string]*hookCall{c.running.a.Target.String(): c.running}}
 		if got := tu.inFlight(c.a); got != c.want {
