@@ -23,7 +23,7 @@ import (
 // original, the restart: a crash while it runs leaves what a crash in the
 // round left), and the round goes on; the rounds after it skip what its
 // outcome bears on (inFlight: its target, a second plan or one moving its
-// tenant, a pause raised on its tenant there; the dwell holds its knob on
+// tenant, a restart of a tenant its plan moves, a pause raised on its tenant; the dwell holds its knob on
 // its GPU, Dwell.Started), and the first round to find the call ended
 // settles it as the round would have (outcome, journal, guards, the
 // successor of a restarted client). A failure found then rolls back nothing else: the
@@ -94,10 +94,14 @@ func runsHooks(x any) bool {
 
 // inFlight reports whether a's change waits for a call of a hook still
 // running: one on its target; for a plan, any plan's, or a restart of a
-// tenant the plan moves; for a pause raised (not a thaw, not a revert),
-// a restart or plan of the same tenant on the GPU (freezing a client the
-// hook is stopping, or the successor it is starting, would hold the hook
-// up: before hooks ran off the round, the pause came after it).
+// tenant the plan moves; for an MPS client's restart (not a revert's), a
+// plan that moves its tenant (the hook would restart a client the
+// eviction is stopping); for a pause raised (not a thaw, not a revert),
+// a restart of the same tenant or a plan that moves it, on whatever GPU
+// (a tenant is paused as a whole, every process of it on every GPU at
+// the largest duty any asks for: freezing a client the hook is stopping,
+// or the successor it is starting, would hold the hook up; before hooks
+// ran off the round, the pause came after it).
 func (t *Tuner) inFlight(a Action) bool {
 	if _, ok := t.hooks[a.Target.String()]; ok {
 		return true
@@ -106,11 +110,26 @@ func (t *Tuner) inFlight(a Action) bool {
 		switch {
 		case a.Plan != nil && (h.a.Plan != nil || h.a.Tenant != "" && moves(*a.Plan, h.a.Tenant)):
 			return true
-		case a.Knob == gpu.KnobPauseDuty && !thaws(a) && !a.Revert && a.Tenant != "" && h.a.Tenant == a.Tenant && h.a.GPU == a.GPU:
+		case a.Knob == gpu.KnobPauseDuty && !thaws(a) && !a.Revert && h.changes(a.Tenant):
+			return true
+		case a.Knob == gpu.KnobMPSActiveThreads && a.Restart && !a.Revert && h.a.Plan != nil && h.changes(a.Tenant):
 			return true
 		}
 	}
 	return false
+}
+
+// changes reports whether the call changes processes of tenant: the
+// restart of its client, or a plan that moves it (any of the plan's
+// moves, not only the first, which the plan's action names).
+func (h *hookCall) changes(tenant string) bool {
+	switch {
+	case tenant == "":
+		return false
+	case h.a.Plan != nil:
+		return moves(*h.a.Plan, tenant)
+	}
+	return h.a.Tenant == tenant
 }
 
 // moves reports whether plan moves a process of tenant.

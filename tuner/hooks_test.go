@@ -474,6 +474,14 @@ func TestInFlight(t *testing.T) {
 	revert.Revert = true
 	onGPU1 := pauseOf("batch", 8, 0.5)
 	onGPU1.GPU = "GPU-1"
+	otherOnGPU1 := pauseOf("other", 11, 0.5)
+	otherOnGPU1.GPU = "GPU-1"
+	// a plan whose first move (the one its action names) is other's, and
+	// whose second moves batch
+	revertCap := capBatch
+	revertCap.Current, revertCap.Want, revertCap.Revert = capBatch.Want, capBatch.Current, true
+	planOf2 := plan
+	planOf2.Plan = &gpu.Plan{Moves: []gpu.Move{plan.Plan.Moves[0], {Tenant: "batch", PID: 8, ToUUID: "GPU-1"}}}
 	for _, c := range []struct {
 		name    string
 		running *hookCall
@@ -485,12 +493,24 @@ func TestInFlight(t *testing.T) {
 		{"a pause of its tenant on its GPU", restart, pauseOf("batch", 8, 0.5), true},
 		{"a thaw of its tenant", restart, thaw, false},
 		{"a revert of its tenant's pause", restart, revert, false},
-		{"a pause of its tenant on another GPU", restart, onGPU1, false},
+		// a tenant is paused as a whole (its processes on every GPU, at the
+		// largest duty any asks for): a pause raised on another GPU of it
+		// freezes the client the hook restarts
+		{"a pause of its tenant on another GPU", restart, onGPU1, true},
 		{"another tenant's pause", restart, pauseOf("other", 9, 0.5), false},
 		{"a plan moving its tenant", restart, planOf("batch"), true},
 		{"a plan moving another tenant", restart, planOf("embed"), false},
 		{"a second plan", &hookCall{a: plan}, planOf("embed"), true},
 		{"a pause beside a plan of another tenant", &hookCall{a: plan}, pauseOf("batch", 8, 0.5), false},
+		{"a pause of the tenant a plan moves", &hookCall{a: plan}, pauseOf("other", 9, 0.5), true},
+		{"a pause of a tenant a plan moves second", &hookCall{a: planOf2}, pauseOf("batch", 8, 0.5), true},
+		{"a pause of the tenant a plan moves, on the GPU it goes to", &hookCall{a: plan}, otherOnGPU1, true},
+		{"a thaw of the tenant a plan moves", &hookCall{a: plan}, pauseOf("other", 9, 0), false},
+		// the eviction stops the client the restart hook would restart
+		{"a restart of a tenant a plan moves", &hookCall{a: planOf("batch")}, capBatch, true},
+		{"a restart of a tenant a plan moves second", &hookCall{a: planOf2}, capBatch, true},
+		{"a revert's restart of a tenant a plan moves", &hookCall{a: planOf("batch")}, revertCap, false},
+		{"a restart of another tenant beside a plan", &hookCall{a: planOf("batch")}, mpsAction(7, 1, 0.5), false},
 	} {
 		tu := &Tuner{hooks: map[string]*hookCall{c.running.a.Target.String(): c.running}}
 		if got := tu.inFlight(c.a); got != c.want {

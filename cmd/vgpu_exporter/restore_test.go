@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -307,5 +309,90 @@ func TestTunerOffThawsJournaledPauses(t *testing.T) {
 				t.Errorf("embed thawed: %v, want %v", thawed, c.thawed)
 			}
 		})
+	}
+}
+
+// syncBuffer is a log written from several goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// closeTimed is a backend whose Close takes a moment and is noted.
+type closeTimed struct {
+	gpu.Source
+	closed chan struct{}
+}
+
+func (s closeTimed) Close() error {
+	err := s.Source.Close()
+	time.Sleep(50 * time.Millisecond)
+	close(s.closed)
+	return err
+}
+
+// closerFunc is an actuator closed at exit (Runner.CloseAtExit).
+type closerFunc func() error
+
+func (f closerFunc) Close() error { return f() }
+
+// A restore that runs past the shutdown's own deadline is waited for,
+// and the backend, whose close waits for the restore, is still closed
+// before serve returns. (Before, serve returned as soon as the restore
+// ended, the deadline being past: the backend was not closed and a
+// shutdown "not finished in time" was logged.)
+func TestBackendClosedAfterALongRestore(t *testing.T) {
+	defer func(d time.Duration) { shutdownTimeout = d }(shutdownTimeout)
+	shutdownTimeout = 100 * time.Millisecond
+	cfg := testConfig(t, "--web.listen-address="+freeAddr(t), "--backend=sim", "--sim.scenario=noisy-neighbour", "--sample.interval=100ms",
+		"--tuner.mode=recommend", "--tuner.interval=100ms")
+	var logs syncBuffer
+	svc, err := buildOn(cfg, gpu.RealClock{}, log.NewLogfmtLogger(&logs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := closeTimed{Source: svc.src, closed: make(chan struct{})}
+	svc.src = src
+	var restored atomic.Bool
+	svc.tuner.CloseAtExit(closerFunc(func() error { // the restore's last step, past the deadline
+		time.Sleep(4 * shutdownTimeout)
+		restored.Store(true)
+		return nil
+	}))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.serve(ctx, cfg, newCollector, make(chan os.Signal)) }()
+	waitUntil(t, "the first snapshot", func() bool { return svc.Published() != nil })
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("serve did not return")
+	}
+	if !restored.Load() {
+		t.Error("serve returned before the restore ended")
+	}
+	select {
+	case <-src.closed:
+	default:
+		t.Error("serve returned with the backend not closed")
+	}
+	if s := logs.String(); strings.Contains(s, "did not finish in time") {
+		t.Errorf("a shutdown not finished logged: %s", s)
 	}
 }

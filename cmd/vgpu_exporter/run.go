@@ -57,11 +57,17 @@ type collectorFunc func(snap func() *tenant.Snapshot, logger log.Logger, filters
 // progress and closing the backend. What has not finished by then is
 // abandoned and the process exits. The tuner's restore, which comes first,
 // has its own deadline (--tuner.restore-timeout).
-const shutdownTimeout = 10 * time.Second
+var shutdownTimeout = 10 * time.Second // (a variable for the tests)
 
 // httpShutdownTimeout is the part of shutdownTimeout given to requests in
 // flight.
 const httpShutdownTimeout = 5 * time.Second
+
+// closeAfterRestore is what the shutdown is given after a restore that
+// ended past shutdownTimeout: the backend's close waits for the restore
+// (the originals are set back through it), and would otherwise be
+// abandoned. Within the chart's grace period, 15 s past the restore's.
+const closeAfterRestore = 5 * time.Second
 
 // about is what the landing page shows, now.
 func (s *service) about(cfg *config) webui.About {
@@ -109,8 +115,8 @@ func (s *service) logServing(cfg *config) {
 // server fails, then stops both and closes the source. hup delivers reload
 // requests (SIGHUP). Once ctx is done, it restores the tuner's originals
 // (within --tuner.restore-timeout) and returns within shutdownTimeout of ctx's end,
-// or as soon as the restore ends when that is later, whatever the backend,
-// the builder or a reload is doing.
+// or within closeAfterRestore of the restore's end when that is later, whatever
+// the backend, the builder or a reload is doing.
 func (s *service) serve(ctx context.Context, cfg *config, newCollector collectorFunc, hup <-chan os.Signal) error {
 	slogger := newSlogLogger(log.With(s.logger, "component", "web"), slogLevel(cfg.LogLevel))
 	var self *exposition.Self
@@ -198,6 +204,9 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 	}()
 	<-restored
 	result = errors.Join(result, restoreErr)
+	if late := time.Now().Add(closeAfterRestore); late.After(deadline) {
+		deadline = late // the backend's close waited for the restore
+	}
 	select {
 	case <-stopped:
 	case <-time.After(time.Until(deadline)):
