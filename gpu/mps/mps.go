@@ -298,9 +298,9 @@ func (c *Controller) RunsHooks() bool { return c.opts.RestartHook != "" }
 // CUDA_MPS_ACTIVE_THREAD_PERCENTAGE and CUDA_MPS_PINNED_DEVICE_MEM_LIMIT
 // (as DEV=NM). Exit status 0 is success; the hook may name the
 // successor with a last line of stdout "pid=1234" (see successorPID). On
-// success the pending values become effective (under the successor's PID
-// when printed); on failure they stay pending and the error carries the
-// hook's exit status and stderr.
+// success what the successor started with becomes effective (under its
+// PID when printed), a value set while the hook ran staying pending; on
+// failure the values stay pending, the error has the hook's exit and stderr.
 func (c *Controller) RestartClient(ctx context.Context, uuid string, pid uint32, tenant string) error {
 	if c.opts.RestartHook == "" {
 		return fmt.Errorf("restart of MPS client %d on GPU %s: no restart hook configured (--mps.restart-hook): %w", pid, uuid, gpu.ErrNotSupported)
@@ -348,9 +348,7 @@ func (c *Controller) RestartClient(ctx context.Context, uuid string, pid uint32,
 	if s == nil {
 		s = &ClientState{UUID: uuid, PID: pid, Role: RoleClient}
 	}
-	// what the successor started with becomes effective; a value set
-	// for the client while the hook ran stays pending, for its next
-	// restart
+	// a value set while the hook ran stays pending, for the next restart
 	if frac != nil {
 		f := *frac
 		s.Effective = &f
