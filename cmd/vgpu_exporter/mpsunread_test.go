@@ -11,6 +11,7 @@ import (
 	"github.com/go-kit/log"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/command/commandtest"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
@@ -47,33 +48,7 @@ func TestBaselinesOnUnreadMPSFractions(t *testing.T) {
 		{"best-effort", 0, 0},
 	} {
 		t.Run(tc.policy, func(t *testing.T) {
-			f, pipe := fakeMPSDaemon(t)
-			f.Script(t, "restart-hook", `exit 0`)
-			f.OnPath(t)
-			journal := filepath.Join(f.Dir, "tuner.jsonl")
-			clock := gpu.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-			cfg := testConfig(t, "--backend=sim", "--sim.scenario=noisy-neighbour", "--mps.pipe-directory="+pipe,
-				"--mps.restart-hook="+filepath.Join(f.Dir, "restart-hook"), "--nvidia-smi.path=")
-			svc, err := buildOn(cfg, clock, log.NewNopLogger())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer svc.src.Close()
-			host := *cfg
-			host.Backend, host.Tuner.Mode, host.Tuner.Policy, host.Tuner.Journal = backendNVML, "enforce", tc.policy, journal
-			host.Actuators.PauseCgroupRoot = ""
-			snapshot := func() *tenant.Snapshot {
-				s := *svc.Snapshot()
-				s.Readings = unreadMPS(s.Readings)
-				return &s
-			}
-			subscribe := func(f func(*gpu.Readings)) {
-				svc.Sampler().Subscribe(func(r *gpu.Readings) { f(unreadMPS(r)) })
-			}
-			r, err := newTunerRunner(&host, sourceOnly{svc.src}, clock, snapshot, subscribe, log.NewNopLogger())
-			if err != nil {
-				t.Fatal(err)
-			}
+			f, _, journal, clock, svc, snapshot, r := nvmlHostRun(t, tc.policy, `exit 0`)
 			for range 20 { // 5 minutes
 				clock.Advance(15 * time.Second)
 				if err := svc.Sampler().SampleOnce(context.Background()); err != nil {
@@ -105,6 +80,89 @@ func TestBaselinesOnUnreadMPSFractions(t *testing.T) {
 				t.Errorf("%d originals left unrestored", got)
 			}
 		})
+	}
+}
+
+// nvmlHostRun is the exporter's tuner wired as on an NVML host (the MPS
+// fractions unread) with policy, over the simulator's noisy-neighbour,
+// through a fake MPS daemon and the restart hook hook (a shell body),
+// journaling: the fake programs, the journal's path, the clock, the
+// simulator's service, the snapshots the tuner reads and its runner.
+func nvmlHostRun(t *testing.T, policy, hook string) (*commandtest.Fake, string, string, *gpu.ManualClock, *service, func() *tenant.Snapshot, *tuner.Runner) {
+	t.Helper()
+	f, pipe := fakeMPSDaemon(t)
+	f.Script(t, "restart-hook", hook)
+	f.OnPath(t)
+	journal := filepath.Join(f.Dir, "tuner.jsonl")
+	clock := gpu.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	cfg := testConfig(t, "--backend=sim", "--sim.scenario=noisy-neighbour", "--mps.pipe-directory="+pipe,
+		"--mps.restart-hook="+filepath.Join(f.Dir, "restart-hook"), "--nvidia-smi.path=")
+	svc, err := buildOn(cfg, clock, log.NewNopLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { svc.src.Close() })
+	host := *cfg
+	host.Backend, host.Tuner.Mode, host.Tuner.Policy, host.Tuner.Journal = backendNVML, "enforce", policy, journal
+	host.Actuators.PauseCgroupRoot = ""
+	snapshot := func() *tenant.Snapshot {
+		s := *svc.Snapshot()
+		s.Readings = unreadMPS(s.Readings)
+		return &s
+	}
+	subscribe := func(f func(*gpu.Readings)) {
+		svc.Sampler().Subscribe(func(r *gpu.Readings) { f(unreadMPS(r)) })
+	}
+	r, err := newTunerRunner(&host, sourceOnly{svc.src}, clock, snapshot, subscribe, log.NewNopLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, pipe, journal, clock, svc, snapshot, r
+}
+
+// In the exporter's wiring, the MPS controller's restart hook runs off
+// the tuner's round: with a hook that waits until the test releases it,
+// the rounds that start it and the one after return, the status lists the
+// hooks running, and once released they are settled as applied. (Before,
+// the round that started a hook returned when the hook did.)
+func TestRestartHookOffTheRoundWired(t *testing.T) {
+	f, _, _, clock, svc, snapshot, r := nvmlHostRun(t, "static-equal",
+		`i=0; while [ ! -f "$D/release" ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done`)
+	round := func() {
+		t.Helper()
+		clock.Advance(15 * time.Second)
+		if err := svc.Sampler().SampleOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { _, err := r.Tuner().RunOnce(context.Background(), snapshot()); done <- err }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("the round waited for the restart hook")
+		}
+	}
+	round()
+	round()
+	hooks := r.Status().Hooks
+	if len(hooks) != 2 || hooks[0].Knob != gpu.KnobMPSActiveThreads {
+		t.Fatalf("hooks running %+v, want the two clients' restarts", hooks)
+	}
+	if err := os.WriteFile(filepath.Join(f.Dir, "release"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	settleHooks(t, r.Tuner(), snapshot)
+	applied := 0
+	for _, d := range r.Status().Recent {
+		if d.Knob == gpu.KnobMPSActiveThreads && d.Outcome == tuner.OutcomeApplied {
+			applied++
+		}
+	}
+	if n := len(f.Calls(t, "restart-hook")); n != 2 || applied != 2 {
+		t.Errorf("%d hook runs, %d restarts applied; want 2 and 2", n, applied)
 	}
 }
 
