@@ -390,6 +390,7 @@ func TestTunerPageRound(t *testing.T) {
 		{tuner.RoundRecommend, `<td class="round warn"><b>holding</b> because why</td>`},
 		{tuner.RoundKillSwitch, `<td class="round warn"><b>holding</b> because why</td>`},
 		{tuner.RoundNoChange, `<td class="round warn"><b>holding</b> because why</td>`},
+		{tuner.RoundHook, `<td class="round warn"><b>holding</b> because why</td>`},
 	} {
 		st := &tuner.Status{Mode: tuner.ModeEnforce, GPUs: []tuner.GPURound{{GPU: "GPU-aaaa", Kind: tc.kind, Why: "why"}}}
 		_, body, _ := getPage(t, pageSnapshot(), st, "/tuner")
