@@ -141,7 +141,7 @@ func (t *Tuner) settle(ctx context.Context, st *State, a Action, d Decision, err
 	if h != nil {
 		r := h.restart
 		r.At = h.ended // the bound counts from the hook's return
-		t.followRestart(a, now, r, h.seen, h.started)
+		t.followRestart(a, now, r, h.seen, h.started, h.named)
 	} else {
 		t.followSuccessor(a, now)
 	}

@@ -46,9 +46,19 @@ type hookCall struct {
 	restart Restart
 	seen    map[pidKey]recentProc
 	done    chan struct{}
-	// err and ended are the call's, set before done is closed.
+	// err and ended are the call's, set before done is closed; named is
+	// the successor the restart hook named, asked at its return (as the
+	// round asked it when it ran the hook: the controller forgets it
+	// after a while, and the settling round may come later than that).
 	err   error
 	ended time.Time
+	named *namedSuccessor
+}
+
+// namedSuccessor is what gpu.MPSSuccessors said of a restarted client.
+type namedSuccessor struct {
+	pid uint32
+	ok  bool
 }
 
 // HookRun is a call of a hook the tuner started and has not settled: an
@@ -156,7 +166,8 @@ func (t *Tuner) startHook(st *State, a Action, d Decision, hadOriginal bool, now
 	ctx, cancel := context.WithCancel(t.hookCtx)
 	h := &hookCall{a: a, d: d, hadOriginal: hadOriginal, started: now, done: make(chan struct{}),
 		st: &State{Now: st.Now, Snapshot: st.Snapshot, Fast: st.Fast}}
-	if _, ok := t.successors(a); ok {
+	succ, hasSucc := t.successors(a)
+	if hasSucc {
 		h.restart = t.restartOf(a, now, now)
 		h.seen = maps.Clone(t.onGPU)
 		maps.DeleteFunc(h.seen, func(k pidKey, _ recentProc) bool { return k.gpu != a.GPU })
@@ -172,6 +183,10 @@ func (t *Tuner) startHook(st *State, a Action, d Decision, hadOriginal bool, now
 		defer cancel()
 		h.err = applyOn(ctx, ac, a)
 		h.ended = clock.Now()
+		if hasSucc && h.err == nil {
+			pid, ok := succ.Successor(a.GPU, a.PID)
+			h.named = &namedSuccessor{pid: pid, ok: ok}
+		}
 	}()
 	level.Info(t.o.Logger).Log("msg", "tuner hook started off the round; its outcome is settled at the first round after it ends",
 		"gpu", a.GPU, "knob", a.Knob, "tenant", a.Tenant, "from", d.From, "to", d.To)

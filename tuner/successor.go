@@ -207,20 +207,26 @@ func (t *Tuner) journalRestart(a Action, now time.Time) error {
 func (t *Tuner) followSuccessor(a Action, now time.Time) {
 	if _, ok := t.successors(a); ok {
 		// the bound counts from the hook's return: it may have run long
-		t.followRestart(a, now, t.restartOf(a, now, t.o.Clock.Now()), t.onGPU, now)
+		t.followRestart(a, now, t.restartOf(a, now, t.o.Clock.Now()), t.onGPU, now, nil)
 	}
 }
 
 // followRestart is followSuccessor with what was on the GPU at the
 // restart, r, dated at the hook's return, and the processes the rounds had
 // seen there by the round at began (a restart run off the round is
-// settled after rounds that saw its successor start).
-func (t *Tuner) followRestart(a Action, now time.Time, r Restart, seen map[pidKey]recentProc, began time.Time) {
+// settled after rounds that saw its successor start); asked is what the
+// actuator said of the successor at the hook's return, nil to ask now.
+func (t *Tuner) followRestart(a Action, now time.Time, r Restart, seen map[pidKey]recentProc, began time.Time, asked *namedSuccessor) {
 	s, ok := t.successors(a)
 	if !ok {
 		return
 	}
-	named, ok := s.Successor(a.GPU, a.PID)
+	var named uint32
+	if asked != nil {
+		named, ok = asked.pid, asked.ok
+	} else {
+		named, ok = s.Successor(a.GPU, a.PID)
+	}
 	if ok && named != a.PID && t.namedWasThere(a, named, began, seen) {
 		ok = false
 	}
