@@ -19,7 +19,6 @@ package mps
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -109,7 +108,7 @@ type Controller struct {
 	logger log.Logger
 	clock  gpu.Clock
 
-	opMu sync.Mutex // serializes operations (daemon commands and hook runs)
+	opMu sync.Mutex // serializes the daemon commands (not the restart hooks)
 
 	mu     sync.Mutex // guards the fields below
 	states map[key]*ClientState
@@ -117,8 +116,10 @@ type Controller struct {
 	// succ are the successors the restart hook named, by the client it
 	// restarted, kept for forgetAfter (Successor)
 	succ map[key]succession
-	// index is each GPU's ordinal, by UUID, as the readings last said.
-	index map[string]int
+	// index is each GPU's ordinal, by UUID, as the readings last said;
+	// restarting are the clients whose restart hook runs (never forgotten).
+	index      map[string]int
+	restarting map[key]int
 }
 
 type key struct {
@@ -153,7 +154,7 @@ func New(opts Options) *Controller {
 	if opts.RestartTimeout <= 0 {
 		opts.RestartTimeout = DefaultRestartTimeout
 	}
-	c := &Controller{opts: opts, logger: opts.Logger, clock: opts.Clock, states: map[key]*ClientState{}, seen: map[key]time.Time{}}
+	c := &Controller{opts: opts, logger: opts.Logger, clock: opts.Clock, states: map[key]*ClientState{}, seen: map[key]time.Time{}, restarting: map[key]int{}}
 	if c.logger == nil {
 		c.logger = log.NewNopLogger()
 	}
@@ -306,10 +307,20 @@ func (c *Controller) RestartClient(ctx context.Context, uuid string, pid uint32,
 		return fmt.Errorf("restart of MPS client %d on GPU %s: no restart hook configured (--mps.restart-hook): %w", pid, uuid, gpu.ErrNotSupported)
 	}
 	// The hook runs outside the daemon's command lock: a restart may take
-	// minutes, and the other clients' settings do not wait for it.
-	c.opMu.Lock()
+	// minutes, and the other clients' settings do not wait for it; the
+	// client is not forgotten meanwhile (ObserveReadings), though the
+	// hook may stop it long before it ends.
 	st, _ := c.State(uuid, pid)
-	c.opMu.Unlock()
+	c.mu.Lock()
+	c.restarting[key{uuid, pid}]++
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.restarting[key{uuid, pid}]--; c.restarting[key{uuid, pid}] <= 0 {
+			delete(c.restarting, key{uuid, pid})
+		}
+	}()
 	frac := st.Pending
 	if frac == nil {
 		frac = st.Effective
@@ -480,6 +491,7 @@ func (c *Controller) ObserveReadings(r *gpu.Readings) {
 		case s.Role != RoleClient || !read[k.uuid]:
 		case running[k]:
 			c.seen[k] = now
+		case c.restarting[k] > 0:
 		case now.Sub(c.lastSeen(k, s)) >= forgetAfter:
 			delete(c.states, k)
 			delete(c.seen, k)
@@ -621,79 +633,4 @@ func (c *Controller) send(ctx context.Context, cmd string) (string, error) {
 		return "", fmt.Errorf("MPS command %q refused by the daemon: %s", cmd, command.Excerpt(res.Stdout, 256))
 	}
 	return out, nil
-}
-
-// percentage turns a fraction (0-1] into the whole percentage sent to the
-// daemon (at least 1).
-func percentage(f float64) (int, error) {
-	if !(f > 0 && f <= 1) {
-		return 0, fmt.Errorf("MPS active-thread fraction %v outside (0, 1]", f)
-	}
-	return max(1, int(math.Round(f*100))), nil
-}
-
-// errReply is a daemon reply that is not what the command answers.
-var errReply = errors.New("unexpected reply")
-
-// parsePIDs parses a list of PIDs, one or more per line (the reply of
-// get_server_list and get_client_list); an empty reply is an empty list.
-func parsePIDs(out string) ([]uint32, error) {
-	var pids []uint32
-	for _, f := range strings.Fields(out) {
-		n, err := strconv.ParseUint(f, 10, 32)
-		if err != nil || n == 0 {
-			return nil, fmt.Errorf("%w %q: want PIDs", errReply, command.Excerpt([]byte(out), 128))
-		}
-		pids = append(pids, uint32(n))
-	}
-	return pids, nil
-}
-
-// parsePercentage parses a percentage reply such as "100.0" (0, 100].
-func parsePercentage(out string) (float64, error) {
-	f := strings.Fields(out)
-	if len(f) != 1 {
-		return 0, fmt.Errorf("%w %q: want one percentage", errReply, command.Excerpt([]byte(out), 128))
-	}
-	p, err := strconv.ParseFloat(strings.TrimSuffix(f[0], "%"), 64)
-	if err != nil || !(p > 0 && p <= 100) {
-		return 0, fmt.Errorf("%w %q: want a percentage in (0, 100]", errReply, command.Excerpt([]byte(out), 128))
-	}
-	return p, nil
-}
-
-// refused reports whether a daemon reply is an error message rather than
-// an answer.
-func refused(out string) bool {
-	l := strings.ToLower(out)
-	for _, w := range []string{"error", "invalid", "fail", "unknown", "not found", "cannot", "unable", "usage"} {
-		if strings.Contains(l, w) {
-			return true
-		}
-	}
-	return false
-}
-
-// maxPID is the largest PID Linux gives (pid_max's ceiling, 2^22).
-const maxPID = 1 << 22
-
-// successorPID reads the restart hook's answer: its last non-empty line of
-// stdout, exactly "pid=N" (N decimal, 1 to 2^22), names the successor. Any
-// other last line (a bare number, as curl's HTTP status would be) names
-// none, and so does output that filled the size limit, whose last line may
-// have been cut.
-func successorPID(out []byte) (uint32, bool) {
-	if len(out) >= command.DefaultMaxOutput {
-		return 0, false
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	digits, ok := strings.CutPrefix(strings.TrimSpace(lines[len(lines)-1]), "pid=")
-	if !ok || digits == "" || strings.TrimLeft(digits, "0123456789") != "" {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(digits, 10, 32)
-	if err != nil || n == 0 || n > maxPID {
-		return 0, false
-	}
-	return uint32(n), true
 }

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -547,6 +548,27 @@ func FuzzParseReplies(f *testing.F) {
 	})
 }
 
+// heldHook is a restart hook's body that notes its start and waits for
+// the test's release (20 s at most).
+const heldHook = `touch "$D/started"; i=0; while [ ! -f "$D/release" ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done`
+
+// heldRestart restarts the client pid through heldHook in the background
+// once the hook has started, and returns the restart's outcome to come.
+func (r *rig) heldRestart(t *testing.T, pid uint32) <-chan error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- r.c.RestartClient(context.Background(), uuid, pid, "tenant-"+strconv.Itoa(int(pid))) }()
+	for i := 0; ; i++ {
+		if _, err := os.Stat(filepath.Join(r.fake.Dir, "started")); err == nil {
+			return done
+		}
+		if i > 2000 {
+			t.Fatal("the hook did not start")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // A restart hook runs outside the daemon's command lock: while it runs
 // (minutes, on a host), the other clients' settings are made at once, and
 // a value set for the restarted client meanwhile stays pending for its
@@ -554,22 +576,12 @@ func FuzzParseReplies(f *testing.F) {
 // (Before, every daemon command waited for the hook.)
 func TestRestartHookOutsideCommandLock(t *testing.T) {
 	ctx := context.Background()
-	r := newRig(t, daemon, `touch "$D/started"; i=0; while [ ! -f "$D/release" ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; echo done`,
+	r := newRig(t, daemon, heldHook+`; echo done`,
 		func(o *Options) { o.RestartTimeout, o.Timeout = time.Minute, 20*time.Second })
 	if err := r.c.SetMPSActiveThreads(ctx, uuid, 201, 0.3); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- r.c.RestartClient(ctx, uuid, 201, "tenant-201") }()
-	for i := 0; ; i++ {
-		if _, err := os.Stat(filepath.Join(r.fake.Dir, "started")); err == nil {
-			break
-		}
-		if i > 2000 {
-			t.Fatal("the hook did not start")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	done := r.heldRestart(t, 201)
 	if err := r.c.SetMPSActiveThreads(ctx, uuid, 101, 0.4); err != nil {
 		t.Fatal(err)
 	}
@@ -592,5 +604,36 @@ func TestRestartHookOutsideCommandLock(t *testing.T) {
 	}
 	if s, _ := r.c.State(uuid, 101); fstr(s.Pending) != "0.4" {
 		t.Errorf("client 101: %+v, want 0.4 pending", s)
+	}
+}
+
+// A client whose restart hook runs is not forgotten, however long the
+// hook keeps it off the readings: a hook that stops the old process at
+// once and fails after more than forgetAfter leaves its pending value, as
+// a quick one does. (Before, the readings' sweep dropped the client's
+// state while the hook ran, and the failed restart lost the value.)
+func TestClientKeptWhileItsHookRuns(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(t, daemon, heldHook+`; exit 3`,
+		func(o *Options) { o.RestartTimeout = time.Minute })
+	if err := r.c.SetMPSActiveThreads(ctx, uuid, 201, 0.3); err != nil {
+		t.Fatal(err)
+	}
+	done := r.heldRestart(t, 201)
+	clk := r.c.opts.Clock.(*gpu.ManualClock)
+	clk.Advance(2 * forgetAfter) // the GPU read, the client gone from it
+	r.c.ObserveReadings(&gpu.Readings{Devices: []gpu.Device{{UUID: uuid, Up: true}}})
+	if err := os.WriteFile(filepath.Join(r.fake.Dir, "release"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err == nil {
+		t.Fatal("the hook's exit 3 was not a failure")
+	}
+	if s, ok := r.c.State(uuid, 201); !ok || fstr(s.Pending) != "0.3" {
+		t.Errorf("client 201 after its failed restart: %v %+v, want 0.3 still pending", ok, s)
+	}
+	r.c.ObserveReadings(&gpu.Readings{Devices: []gpu.Device{{UUID: uuid, Up: true}}})
+	if _, ok := r.c.State(uuid, 201); ok {
+		t.Error("client 201 still kept once its hook ended and it stayed gone")
 	}
 }
