@@ -138,13 +138,7 @@ func (t *Tuner) settle(ctx context.Context, st *State, a Action, d Decision, err
 	t.setTarget(a, ModeEnforce)
 	appliedOn[a.GPU] = append(appliedOn[a.GPU], a)
 	t.noteApplied(st, a, now)
-	if h != nil {
-		r := h.restart
-		r.At = h.ended // the bound counts from the hook's return
-		t.followRestart(a, now, r, h.seen, h.started, h.named)
-	} else {
-		t.followSuccessor(a, now)
-	}
+	t.followSuccessor(a, now, h)
 	t.noteHeld(a, now)
 	return []Decision{t.finish(a, d, now, nil)}, true
 }
@@ -224,7 +218,7 @@ func (t *Tuner) rollback(ctx context.Context, done []Action, failed Action, now 
 			d.Outcome, d.Applied = OutcomeRolledBack, true
 			t.setTarget(back, ModeEnforce)
 			t.noteApplied(nil, back, now)
-			t.followSuccessor(back, now)
+			t.followSuccessor(back, now, nil)
 		}
 		out = append(out, t.finish(back, d, now, err))
 	}

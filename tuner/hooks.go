@@ -23,12 +23,13 @@ import (
 // original, the restart: a crash while it runs leaves what a crash in the
 // round left), and the round goes on; the rounds after it skip what its
 // outcome bears on (inFlight: its target, a second plan or one moving its
-// tenant, a restart of a tenant its plan moves, a pause raised on its tenant; the dwell holds its knob on
-// its GPU, Dwell.Started), and the first round to find the call ended
-// settles it as the round would have (outcome, journal, guards, the
-// successor of a restarted client). A failure found then rolls back nothing else: the
-// actions applied beside it were judged in their own round. The exit's
-// restore cancels the calls still running and settles them first.
+// tenant, a restart of a tenant its plan moves, a pause raised on its
+// tenant; the dwell holds its knob on its GPU, Dwell.Started), and the
+// first round to find the call ended settles it as the round would have
+// (outcome, journal, guards, the successor of a restarted client). A
+// failure found then rolls back nothing else: the actions applied beside
+// it were judged in their own round. The exit's restore cancels the calls
+// still running and settles them first.
 
 // hookCall is a call of an action's actuator running off the round.
 type hookCall struct {
@@ -46,19 +47,13 @@ type hookCall struct {
 	restart Restart
 	seen    map[pidKey]recentProc
 	done    chan struct{}
-	// err and ended are the call's, set before done is closed; named is
-	// the successor the restart hook named, asked at its return (as the
-	// round asked it when it ran the hook: the controller forgets it
-	// after a while, and the settling round may come later than that).
-	err   error
-	ended time.Time
-	named *namedSuccessor
-}
-
-// namedSuccessor is what gpu.MPSSuccessors said of a restarted client.
-type namedSuccessor struct {
-	pid uint32
-	ok  bool
+	// err and ended are the call's, set before done is closed; named
+	// (where namedOK) is the successor the restart hook named, asked at
+	// its return (followSuccessor).
+	err     error
+	ended   time.Time
+	named   uint32
+	namedOK bool
 }
 
 // HookRun is a call of a hook the tuner started and has not settled: an
@@ -184,8 +179,7 @@ func (t *Tuner) startHook(st *State, a Action, d Decision, hadOriginal bool, now
 		h.err = applyOn(ctx, ac, a)
 		h.ended = clock.Now()
 		if hasSucc && h.err == nil {
-			pid, ok := succ.Successor(a.GPU, a.PID)
-			h.named = &namedSuccessor{pid: pid, ok: ok}
+			h.named, h.namedOK = succ.Successor(a.GPU, a.PID)
 		}
 	}()
 	level.Info(t.o.Logger).Log("msg", "tuner hook started off the round; its outcome is settled at the first round after it ends",

@@ -165,6 +165,7 @@ func (in roundInput) gpuRound(d *gpu.Device) (RoundKind, string, string) {
 		}
 	}
 	asked := slices.ContainsFunc(in.actions, func(a Action) bool { return a.GPU == d.UUID })
+	hook := hookWhy(in.hooks, d.UUID, in.now)
 	var held *Action // the last action held back on the GPU
 	for i := range in.held {
 		if in.held[i].GPU == d.UUID {
@@ -180,8 +181,8 @@ func (in roundInput) gpuRound(d *gpu.Device) (RoundKind, string, string) {
 		return RoundStale, staleWhy(in.stale, in.snap.Time), ""
 	case in.killed:
 		return RoundKillSwitch, "the kill switch is on: the tuner changes nothing (reverts excepted) until it is released", ""
-	case hookWhy(in.hooks, d.UUID, in.now) != "" && len(failed)+len(guarded) == 0:
-		return RoundHook, hookWhy(in.hooks, d.UUID, in.now), ""
+	case hook != "" && len(failed)+len(guarded) == 0:
+		return RoundHook, hook, ""
 	case len(failed) > 0:
 		x := failed[len(failed)-1]
 		return RoundFailed, fmt.Sprintf("%s %s: %s", refusedOrFailed(x.Outcome), describeDecision(x), x.Reason), ""

@@ -203,29 +203,28 @@ func (t *Tuner) journalRestart(a Action, now time.Time) error {
 // when it lists it (unname), and one no snapshot lists on the GPU within
 // successorWithin (the hook printed a wrapper's PID, or another host's)
 // once that bound has passed; either is said, and the successor looked
-// for as if the hook had named none.
-func (t *Tuner) followSuccessor(a Action, now time.Time) {
-	if _, ok := t.successors(a); ok {
-		// the bound counts from the hook's return: it may have run long
-		t.followRestart(a, now, t.restartOf(a, now, t.o.Clock.Now()), t.onGPU, now, nil)
-	}
-}
-
-// followRestart is followSuccessor with what was on the GPU at the
-// restart, r, dated at the hook's return, and the processes the rounds had
-// seen there by the round at began (a restart run off the round is
-// settled after rounds that saw its successor start); asked is what the
-// actuator said of the successor at the hook's return, nil to ask now.
-func (t *Tuner) followRestart(a Action, now time.Time, r Restart, seen map[pidKey]recentProc, began time.Time, asked *namedSuccessor) {
+// for as if the hook had named none. h is the call off the round the
+// restart ran in (hooks.go), nil for one in the round: its restart is
+// told from what the rounds had seen on the GPU when it began (they have
+// since seen the successor it started), dated at the hook's return, and
+// from the successor the actuator named then (it forgets it after a
+// while, and the settling round may come later).
+func (t *Tuner) followSuccessor(a Action, now time.Time, h *hookCall) {
 	s, ok := t.successors(a)
 	if !ok {
 		return
 	}
 	var named uint32
-	if asked != nil {
-		named, ok = asked.pid, asked.ok
-	} else {
+	var r Restart
+	seen, began := t.onGPU, now
+	if h == nil {
+		// the bound counts from the hook's return: it may have run long
+		r = t.restartOf(a, now, t.o.Clock.Now())
 		named, ok = s.Successor(a.GPU, a.PID)
+	} else {
+		r, seen, began = h.restart, h.seen, h.started
+		r.At = h.ended
+		named, ok = h.named, h.namedOK
 	}
 	if ok && named != a.PID && t.namedWasThere(a, named, began, seen) {
 		ok = false

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/go-kit/log"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
 	"github.com/vgpu-exporter/vgpu_exporter/pipeline"
 	"github.com/vgpu-exporter/vgpu_exporter/sim"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
@@ -312,24 +312,6 @@ func TestTunerOffThawsJournaledPauses(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log written from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // closeTimed is a backend whose Close takes a moment and is noted.
 type closeTimed struct {
 	gpu.Source
@@ -358,7 +340,7 @@ func TestBackendClosedAfterALongRestore(t *testing.T) {
 	shutdownTimeout = 100 * time.Millisecond
 	cfg := testConfig(t, "--web.listen-address="+freeAddr(t), "--backend=sim", "--sim.scenario=noisy-neighbour", "--sample.interval=100ms",
 		"--tuner.mode=recommend", "--tuner.interval=100ms")
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	svc, err := buildOn(cfg, gpu.RealClock{}, log.NewLogfmtLogger(&logs))
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -209,7 +208,7 @@ func warnKillSwitchDir(logger log.Logger, file string) {
 // through the actuators that pause (thawActuators), built only when there
 // is a pause to thaw and closed after it, within --tuner.restore-timeout.
 func thawWithTunerOff(cfg *config, src gpu.Source, clock gpu.Clock, logger log.Logger) {
-	ctx, cancel := context.WithTimeout(context.Background(), cmp.Or(cfg.Tuner.RestoreTimeout, tuner.DefaultRestoreTimeout))
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Tuner.RestoreTimeout)
 	defer cancel()
 	var backends []tuner.NamedActuator
 	_, _ = tuner.StartOff(ctx, cfg.Tuner.Journal, clock, func() (tuner.Actuators, error) {
