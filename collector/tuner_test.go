@@ -202,3 +202,42 @@ vgpu_tuner_knob_available{gpu="1",knob="vgpu_scheduler",uuid="GPU-1"} 0
 		t.Error(err)
 	}
 }
+
+// TestTunerHookGauges checks the values of the hook gauges: how many
+// hooks run, and the oldest one's age at the latest round (never below 0,
+// and 0 before any round).
+func TestTunerHookGauges(t *testing.T) {
+	last := time.Unix(1700000000, 0)
+	run := func(ago time.Duration) tuner.HookRun {
+		return tuner.HookRun{GPU: "GPU-0", Tenant: "train", Knob: gpu.KnobMPSActiveThreads, PID: 7, From: "100%", To: "50%", Since: last.Add(-ago)}
+	}
+	for _, tc := range []struct {
+		name            string
+		lastRun         time.Time
+		hooks           []tuner.HookRun
+		running, oldest string
+	}{
+		{"none", last, nil, "0", "0"},
+		{"one", last, []tuner.HookRun{run(90 * time.Second)}, "1", "90"},
+		// the status lists them oldest first: the gauge is the first one's age
+		{"two", last, []tuner.HookRun{run(125 * time.Second), run(10 * time.Second)}, "2", "125"},
+		// a hook whose start the clock puts after the round (a clock set back)
+		{"started after the round", last, []tuner.HookRun{run(-5 * time.Second)}, "1", "0"},
+		{"no round yet", time.Time{}, []tuner.HookRun{run(30 * time.Second)}, "1", "0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &tuner.Status{Policy: "autotune", Mode: tuner.ModeEnforce, LastRun: tc.lastRun, Hooks: tc.hooks}
+			want := `# HELP vgpu_tuner_hooks_running Actuator calls that run a hook (an MPS client's restart, a rebalancing plan) which the tuner started off its round and has not settled yet, at its latest round.
+# TYPE vgpu_tuner_hooks_running gauge
+vgpu_tuner_hooks_running ` + tc.running + `
+# HELP vgpu_tuner_hook_oldest_running_seconds How long the oldest of those calls had run at the tuner's latest round; 0 when none runs.
+# TYPE vgpu_tuner_hook_oldest_running_seconds gauge
+vgpu_tuner_hook_oldest_running_seconds ` + tc.oldest + `
+`
+			c := NewTunerCollector(func() *tuner.Status { return s })
+			if err := testutil.CollectAndCompare(c, strings.NewReader(want), "vgpu_tuner_hooks_running", "vgpu_tuner_hook_oldest_running_seconds"); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
