@@ -156,13 +156,27 @@ them, maps one level deep).
 {{- end -}}
 {{- end -}}
 
-{{/* A duration of the form the schema takes (1m30s, 500ms: ms, s, m, h) in milliseconds. */}}
+{{/* A duration of the form the schema takes (1m30s, 500ms: ms, s, m, h) in
+milliseconds, given as (list NAME VALUE); one longer than a Go duration
+holds (2562047h47m16.854s, what the exporter and Prometheus parse) fails
+naming NAME, before its milliseconds could overflow. */}}
 {{- define "vgpu-exporter.ms" -}}
+{{- $name := index . 0 -}}
+{{- $v := toString (index . 1) -}}
 {{- $units := dict "ms" 1 "s" 1000 "m" 60000 "h" 3600000 -}}
+{{- $most := 9223372036854 -}}
 {{- $ms := 0 -}}
-{{- range regexFindAll "[0-9]+(ms|s|m|h)" (toString .) -1 -}}
+{{- range regexFindAll "[0-9]+(ms|s|m|h)" $v -1 -}}
 {{- $n := regexFind "^[0-9]+" . -}}
-{{- $ms = add $ms (mul (atoi $n) (get $units (trimPrefix $n .))) -}}
+{{- $unit := get $units (trimPrefix $n .) -}}
+{{- if or (gt (len $n) 13) (gt (atoi $n) (div $most $unit)) -}}
+{{- $ms = add $most 1 -}}
+{{- else -}}
+{{- $ms = add $ms (mul (atoi $n) $unit) -}}
+{{- end -}}
+{{- if gt $ms $most -}}
+{{- fail (printf "%s=%s is longer than a duration can be (at most 2562047h47m16.854s): the exporter and Prometheus refuse it" $name $v) -}}
+{{- end -}}
 {{- end -}}
 {{- $ms -}}
 {{- end -}}
