@@ -172,6 +172,9 @@ func newTunerRunner(cfg *config, src gpu.Source, clock gpu.Clock, snapshot func(
 		if m, ok := b.Impl.(*mps.Controller); ok {
 			opts.MPSStates = m
 			subscribe(m.ObserveReadings)
+			if enforce && m.RunsHooks() {
+				warnRestoreTimeout(logger, c.RestoreTimeout, cfg.Actuators.MPSRestartTimeout)
+			}
 		}
 		if p, ok := b.Impl.(gpu.PauseReporter); ok && opts.Pauses == nil {
 			opts.Pauses = p
@@ -200,6 +203,18 @@ func warnKillSwitchDir(logger log.Logger, file string) {
 	dir := filepath.Dir(file)
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		level.Warn(logger).Log("msg", "the directory of --tuner.kill-switch-file is not there: creating the file to stop the tuner fails until it is made", "dir", dir, "file", file)
+	}
+}
+
+// warnRestoreTimeout warns where the restore at exit (and at start) is
+// given less time than one run of the MPS restart hook may take: a restore
+// that sets an MPS client's cap back restarts the client through the hook,
+// and would be cut short by its deadline, what it had not set back left in
+// the journal for the next start.
+func warnRestoreTimeout(logger log.Logger, restore, hook time.Duration) {
+	if restore < hook {
+		level.Warn(logger).Log("msg", "--tuner.restore-timeout is shorter than --"+flagMPSRestartTimeout+": a restore that sets back an MPS client's cap runs the restart hook and may be cut short, leaving the rest to the next start; give the restore longer than the hook takes for every client it may restart (and the service manager's stop longer than that)",
+			"restore_timeout", restore, "restart_hook_timeout", hook)
 	}
 }
 

@@ -230,9 +230,14 @@ func TestTunerDrivesOutsideActuators(t *testing.T) {
 			host.Backend, host.Tuner.Mode = backendNVML, mode
 			host.Actuators.PauseCgroupRoot = "" // whatever freezer this machine has
 			snapshot := violating(svc.Snapshot, clock)
-			r, err := newTunerRunner(&host, sourceOnly{svc.src}, clock, snapshot, svc.Sampler().Subscribe, log.NewNopLogger())
+			var logged strings.Builder
+			r, err := newTunerRunner(&host, sourceOnly{svc.src}, clock, snapshot, svc.Sampler().Subscribe, log.NewLogfmtLogger(&logged))
 			if err != nil {
 				t.Fatal(err)
+			}
+			// the defaults: a 30 s restore, a 2-minute restart hook
+			if warned := strings.Contains(logged.String(), "restore-timeout is shorter than"); warned != (mode == "enforce") {
+				t.Errorf("the short restore deadline warned %v in %s (log %q)", warned, mode, logged.String())
 			}
 			got := map[string]string{}
 			for _, a := range r.Status().Actuators {
@@ -407,6 +412,26 @@ func TestRestoreTimeoutFlag(t *testing.T) {
 		}
 		if got := r.RestoreTimeout(); got != c.want {
 			t.Errorf("%v: restore timeout %v, want %v", c.args, got, c.want)
+		}
+	}
+}
+
+// A restore deadline shorter than one run of the MPS restart hook is
+// warned of at start; one at least as long is not.
+func TestRestoreTimeoutBelowRestartHookWarned(t *testing.T) {
+	for _, c := range []struct {
+		restore, hook time.Duration
+		warned        bool
+	}{
+		{30 * time.Second, 2 * time.Minute, true},
+		{2 * time.Minute, 2 * time.Minute, false},
+		{5 * time.Minute, 2 * time.Minute, false},
+		{30 * time.Second, 10 * time.Second, false},
+	} {
+		var out strings.Builder
+		warnRestoreTimeout(log.NewLogfmtLogger(&out), c.restore, c.hook)
+		if got := strings.Contains(out.String(), "restore-timeout is shorter than --mps.restart-hook.timeout"); got != c.warned {
+			t.Errorf("restore %v, hook %v: warned %v, want %v (log %q)", c.restore, c.hook, got, c.warned, out.String())
 		}
 	}
 }
