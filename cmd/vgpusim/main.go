@@ -102,7 +102,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, progress 
 	tablesCmd.Flag("scenario", "A scenario file (with its <name>.tenants.yaml companion, as run reads it) or the name of a built-in scenario to run (repeatable); default: every built-in one.").StringsVar(&tables.Scenarios)
 	tablesCmd.Flag("duration", "Virtual time of every run; default: each scenario's duration.").StringVar(&tableDuration)
 
-	cmd, err := app.Parse(args)
+	cmd, err := app.Parse(joinNegativeValues(app, args))
 	if err != nil {
 		app.Errorf("%v, try --help", err)
 		return 1
@@ -169,6 +169,9 @@ func parseRunFlags(cfg *runConfig, duration, seed, step string, seedSet bool) er
 		if cfg.Duration, err = time.ParseDuration(duration); err != nil {
 			return fmt.Errorf("--duration %q: want a duration such as 90s, 10m or 1h", duration)
 		}
+		if cfg.Duration == 0 {
+			return errZeroDuration(duration)
+		}
 	}
 	if cfg.Step, err = time.ParseDuration(step); err != nil {
 		return fmt.Errorf("--step %q: want a duration such as 1s or 500ms", step)
@@ -180,6 +183,12 @@ func parseRunFlags(cfg *runConfig, duration, seed, step string, seedSet bool) er
 		cfg.SeedSet = true
 	}
 	return nil
+}
+
+// errZeroDuration refuses a --duration of 0, which would otherwise run
+// the scenario's own duration: leaving the flag out says that.
+func errZeroDuration(duration string) error {
+	return fmt.Errorf("--duration %q: want a positive duration (leave the flag out for the scenario's own duration)", duration)
 }
 
 // newBar returns a progress callback drawing a bar on w.
