@@ -375,6 +375,9 @@ func parseScenario(file string, data []byte, path string, fsys fs.FS) (*Scenario
 		Name: doc.Name, Description: doc.Description, Seed: doc.Seed, Duration: time.Duration(doc.Duration),
 		File: path, GPUs: doc.GPUs, Tenants: doc.Tenants, Events: doc.Events, Control: doc.Control,
 	}
+	if err := p.checkGivenZeros(sc); err != nil {
+		return nil, err
+	}
 	if sc.Name == "" {
 		base := filepath.Base(file)
 		sc.Name = strings.TrimSuffix(base, filepath.Ext(base))
