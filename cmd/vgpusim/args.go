@@ -11,9 +11,11 @@ import (
 // "--duration -5m"), written "--flag=-N": kingpin reads any argument
 // that starts with '-' as a flag, and would answer "expected argument
 // for flag '--seed'" for a value that was given, where the flag's own
-// check names what is wrong with it. No flag of vgpusim is a '-' and a
-// digit, so nothing else is read differently. Arguments after "--" are
-// left alone.
+// check names what is wrong with it. A lone "-" is joined too: kingpin
+// gave the flag "" for it, so that "--tenants -" ran with the scenario's
+// companion as if the flag were not there. No flag of vgpusim is a '-'
+// and a digit, or a lone '-', so nothing else is read differently.
+// Arguments after "--" are left alone.
 func joinNegativeValues(app *kingpin.Application, args []string) []string {
 	takesValue := map[string]bool{}
 	m := app.Model()
@@ -50,7 +52,7 @@ func joinNegativeValues(app *kingpin.Application, args []string) []string {
 }
 
 // looksNegative reports whether s is a '-' followed by a digit or a
-// point: a negative number or duration, never a flag.
+// point (a negative number or duration), or a lone '-': never a flag.
 func looksNegative(s string) bool {
-	return len(s) >= 2 && s[0] == '-' && strings.ContainsRune("0123456789.", rune(s[1]))
+	return s == "-" || len(s) >= 2 && s[0] == '-' && strings.ContainsRune("0123456789.", rune(s[1]))
 }

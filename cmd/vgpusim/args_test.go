@@ -7,8 +7,8 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 )
 
-// joinNegativeValues joins a negative number or duration to the flag
-// before it when that flag takes a value, and nothing else.
+// joinNegativeValues joins a negative number or duration, or a lone '-',
+// to the flag before it when that flag takes a value, and nothing else.
 func TestJoinNegativeValues(t *testing.T) {
 	app := kingpin.New("t", "")
 	run := app.Command("run", "")
@@ -19,7 +19,8 @@ func TestJoinNegativeValues(t *testing.T) {
 		{[]string{"run", "--seed", "-.5"}, []string{"run", "--seed=-.5"}},
 		{[]string{"run", "--seed=-3"}, []string{"run", "--seed=-3"}},
 		{[]string{"run", "--seed", "-x"}, []string{"run", "--seed", "-x"}},
-		{[]string{"run", "--seed", "-"}, []string{"run", "--seed", "-"}},
+		{[]string{"run", "--seed", "-"}, []string{"run", "--seed=-"}},
+		{[]string{"run", "--slack", "-"}, []string{"run", "--slack", "-"}},
 		{[]string{"run", "--slack", "-3"}, []string{"run", "--slack", "-3"}},
 		{[]string{"run", "--seed"}, []string{"run", "--seed"}},
 		{[]string{"run", "--", "--seed", "-3"}, []string{"run", "--", "--seed", "-3"}},

@@ -102,6 +102,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, progress 
 	tablesCmd.Flag("scenario", "A scenario file (with its <name>.tenants.yaml companion, as run reads it) or the name of a built-in scenario to run (repeatable); default: every built-in one.").StringsVar(&tables.Scenarios)
 	tablesCmd.Flag("duration", "Virtual time of every run; default: each scenario's duration.").StringVar(&tableDuration)
 
+	if len(args) == 0 {
+		// kingpin would print the usage and exit 0: a script whose
+		// command word came out empty would pass
+		app.Errorf("no command given (run, list or tables), try --help")
+		return 1
+	}
 	cmd, err := app.Parse(joinNegativeValues(app, args))
 	if err != nil {
 		app.Errorf("%v, try --help", err)
