@@ -34,3 +34,28 @@ func TestEventAndUIDChecked(t *testing.T) {
 		})
 	}
 }
+
+// TestOneDocument: a scenario file holds one YAML document; a second one
+// (two scenarios in a file, a stray ---) was ignored whatever it held, an
+// unknown key or a syntax error included. A leading --- and a closing ...
+// are one document.
+func TestOneDocument(t *testing.T) {
+	const sc = "name: x\ngpus:\n  - {model: H100-SXM5-80GB}\ntenants:\n  - {name: a, workload: {type: dnn, flops: 1e9, arrival: {process: poisson, rate: 1}}}\n"
+	for _, c := range []struct{ name, src, want string }{
+		{"second scenario", sc + "---\nname: y\nfoo: 1\n", "x.yaml:6: only one YAML document is allowed (a second starts here)"},
+		{"stray separator", sc + "---\n", "x.yaml:6: only one YAML document is allowed"},
+		{"bad second document", sc + "---\nfoo: [\n", "x.yaml:7: did not find expected node content"},
+		{"leading separator", "---\n" + sc, ""},
+		{"closing marker", sc + "...\n", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ParseScenario("x.yaml", []byte(c.src))
+			switch {
+			case c.want == "" && err != nil:
+				t.Errorf("%v, want it to load", err)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+				t.Errorf("%v, want %q", err, c.want)
+			}
+		})
+	}
+}
