@@ -136,6 +136,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, progress 
 			app.Errorf("%v", err)
 			return 1
 		}
+		if cfg.Out == "-" {
+			app.Errorf("--out -: want a directory for the run's files (the summary goes to standard output already)")
+			return 1
+		}
 		if cfg.Out != "" {
 			// made before the run, so that a directory that cannot be
 			// made does not cost the run first
