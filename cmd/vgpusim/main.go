@@ -87,7 +87,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, progress 
 	runCmd.Flag("seeds", "Run once per seed and report each figure's mean and spread: a count N (--seed, else the scenario's seed, and the N-1 after it) or a list (1,2,3).").StringVar(&seeds)
 	runCmd.Flag("step", "Sample, policy and report step in virtual time.").Default(simrun.DefaultStep.String()).StringVar(&step)
 	runCmd.Flag("out", "Directory to write the summary, time series and plots into; nothing is written when empty.").StringVar(&cfg.Out)
-	runCmd.Flag("format", "Time series format in --out: csv or json.").Default(report.FormatCSV).SetValue(flagvalue.OneOf("format", &cfg.Format, report.FormatCSV, report.FormatJSON))
+	var formatSet bool
+	runCmd.Flag("format", "Time series format in --out: csv or json.").Default(report.FormatCSV).IsSetByUser(&formatSet).SetValue(flagvalue.OneOf("format", &cfg.Format, report.FormatCSV, report.FormatJSON))
 
 	listCmd := app.Command("list", "List the built-in scenarios.")
 
@@ -134,6 +135,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, progress 
 	case runCmd.FullCommand():
 		if err := parseRunFlags(&cfg, duration, seed, step, seedSet); err != nil {
 			app.Errorf("%v", err)
+			return 1
+		}
+		if formatSet && cfg.Out == "" {
+			// the summary on standard output is text whatever the format
+			app.Errorf("--format %s: only the files of --out have a format; give --out DIR", cfg.Format)
 			return 1
 		}
 		if cfg.Out == "-" {

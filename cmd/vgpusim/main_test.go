@@ -236,6 +236,7 @@ func TestErrors(t *testing.T) {
 		{"negative value of a bool flag", []string{"tables", "--slack", "-3"}, "-3"},
 		{"tenants -", []string{"run", "--scenario", nn, "--tenants", "-"}, "--tenants: stat -: no such file"},
 		{"scenario -", []string{"run", "--scenario", "-"}, `scenario "-": no such file`},
+		{"format without out", []string{"run", "--scenario", nn, "--duration", "2s", "--format", "json"}, "--format json: only the files of --out have a format; give --out DIR"},
 		{"out -", []string{"run", "--scenario", nn, "--duration", "2s", "--out", "-"}, "--out -: want a directory"},
 		{"no command", []string{}, "no command given (run, list or tables), try --help"},
 		{"duration below a step", []string{"run", "--scenario", nn, "--duration", "500ms"}, "shorter than one step"},
