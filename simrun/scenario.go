@@ -34,6 +34,11 @@ func LoadScenario(arg string) (*sim.Scenario, *tenant.Config, error) {
 	if IsFile(arg) {
 		sc, err := sim.LoadScenario(arg)
 		if err != nil {
+			if strings.HasSuffix(arg, scenarios.TenantsSuffix) {
+				// its keys are all unknown to a scenario: say why
+				err = fmt.Errorf("%w\n%s is named as a tenants file: give it with --tenants, and the scenario (%s) with --scenario",
+					err, arg, strings.TrimSuffix(arg, scenarios.TenantsSuffix)+".yaml")
+			}
 			return nil, nil, err
 		}
 		var cfg *tenant.Config

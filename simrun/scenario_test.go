@@ -28,3 +28,13 @@ func TestLoadScenarioNotAFile(t *testing.T) {
 		}
 	}
 }
+
+// A tenants file given as the scenario is refused with its problems and
+// a line that says what it is and where it goes.
+func TestLoadScenarioTenantsFile(t *testing.T) {
+	_, _, err := LoadScenario("../scenarios/noisy-neighbour.tenants.yaml")
+	want := "../scenarios/noisy-neighbour.tenants.yaml is named as a tenants file: give it with --tenants, and the scenario (../scenarios/noisy-neighbour.yaml) with --scenario"
+	if err == nil || !strings.Contains(err.Error(), `unknown key "class"`) || !strings.HasSuffix(err.Error(), want) {
+		t.Errorf("%v, want its problems, then %q", err, want)
+	}
+}
