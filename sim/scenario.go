@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math"
 	"path/filepath"
@@ -363,6 +365,14 @@ func parseScenario(file string, data []byte, path string, fsys fs.FS) (*Scenario
 	if err := dec.Decode(&doc); err != nil {
 		return nil, yamlError(file, err)
 	}
+	// a second document would be ignored, whatever it holds (two
+	// scenarios in one file, a stray ---), as the tenants file's is not
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		return nil, fmt.Errorf("%s:%d: only one YAML document is allowed (a second starts here)", file, max(extra.Line, 1))
+	} else if !errors.Is(err, io.EOF) {
+		return nil, yamlError(file, err)
+	}
 	// yaml.v3 truncates a number with a fraction given to an integer key
 	// (code: 1.5 reads as 1)
 	fracs := &yamlconf.Errors{File: file}
@@ -374,6 +384,9 @@ func parseScenario(file string, data []byte, path string, fsys fs.FS) (*Scenario
 	sc := &Scenario{
 		Name: doc.Name, Description: doc.Description, Seed: doc.Seed, Duration: time.Duration(doc.Duration),
 		File: path, GPUs: doc.GPUs, Tenants: doc.Tenants, Events: doc.Events, Control: doc.Control,
+	}
+	if err := p.checkGivenZeros(sc); err != nil {
+		return nil, err
 	}
 	if sc.Name == "" {
 		base := filepath.Base(file)

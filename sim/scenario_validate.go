@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
 	"strconv"
@@ -260,6 +261,8 @@ func (p *parser) validate(sc *Scenario) error {
 		if t.Process.UID == nil {
 			uid := 1000
 			t.Process.UID = &uid
+		} else if u := int64(*t.Process.UID); u < 0 || u >= math.MaxUint32 {
+			return p.errAt(at("process", "uid"), "uid must be a user ID in [0, %d], got %d", uint32(math.MaxUint32-1), u)
 		}
 		if t.Process.Executable == "" {
 			t.Process.Executable = map[string]string{"llm": "vllm", "training": "python3"}[t.Workload.Type]
@@ -371,6 +374,9 @@ func (p *parser) validate(sc *Scenario) error {
 	for i := range sc.Events {
 		e := &sc.Events[i]
 		at := func(k ...any) []any { return append([]any{"events", i}, k...) }
+		if !yamlconf.Has(p.root, at("at")...) {
+			return p.errAt(at(), "an event needs at: its time from the start (0s for the start itself)")
+		}
 		if e.At < 0 {
 			return p.errAt(at("at"), "event time must not be negative")
 		}

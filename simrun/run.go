@@ -222,6 +222,24 @@ func (c Config) validate() error {
 	if both := tuner.KnobsEnabledAndDisabled(c.EnabledKnobs, c.DisabledKnobs); len(both) > 0 {
 		return fmt.Errorf("--enable-knob and --disable-knob both name %s: give each knob one of them", strings.Join(both, ", "))
 	}
+	// a name given twice: the run's settings line would list both, and
+	// only the last of two parameter values would hold
+	var params []string
+	for _, p := range c.AutotuneParams {
+		if name, _, ok := strings.Cut(p, "="); ok {
+			params = append(params, strings.TrimSpace(name))
+		}
+	}
+	for _, f := range []struct {
+		flag  string
+		names []string
+	}{{"--disable-knob", c.DisabledKnobs}, {"--enable-knob", c.EnabledKnobs}, {"--autotune.param", params}} {
+		for i, n := range f.names {
+			if slices.Contains(f.names[:i], n) {
+				return fmt.Errorf("%s: %s given twice: give it once", f.flag, n)
+			}
+		}
+	}
 	return nil
 }
 

@@ -3,6 +3,7 @@ package simrun
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,6 +34,11 @@ func LoadScenario(arg string) (*sim.Scenario, *tenant.Config, error) {
 	if IsFile(arg) {
 		sc, err := sim.LoadScenario(arg)
 		if err != nil {
+			if strings.HasSuffix(arg, scenarios.TenantsSuffix) {
+				// its keys are all unknown to a scenario: say why
+				err = fmt.Errorf("%w\n%s is named as a tenants file: give it with --tenants, and the scenario (%s) with --scenario",
+					err, arg, strings.TrimSuffix(arg, scenarios.TenantsSuffix)+".yaml")
+			}
 			return nil, nil, err
 		}
 		var cfg *tenant.Config
@@ -45,7 +51,14 @@ func LoadScenario(arg string) (*sim.Scenario, *tenant.Config, error) {
 	}
 	b, err := scenarios.Find(arg)
 	if u, ok := errors.AsType[*scenarios.UnknownError](err); ok {
-		return nil, nil, fmt.Errorf("scenario %q: no such file and no built-in scenario of that name (built-in: %s)", arg, strings.Join(u.Known, ", "))
+		known := strings.Join(u.Known, ", ")
+		// a path that is there but is no file to read says what it is
+		if st, serr := os.Stat(arg); serr == nil && st.IsDir() {
+			return nil, nil, fmt.Errorf("scenario %q is a directory, not a scenario file, and no built-in scenario has that name (built-in: %s)", arg, known)
+		} else if serr != nil && !errors.Is(serr, fs.ErrNotExist) {
+			return nil, nil, fmt.Errorf("scenario %q: %v, and no built-in scenario has that name (built-in: %s)", arg, serr, known)
+		}
+		return nil, nil, fmt.Errorf("scenario %q: no such file and no built-in scenario of that name (built-in: %s)", arg, known)
 	}
 	if err != nil {
 		return nil, nil, err

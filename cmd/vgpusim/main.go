@@ -87,7 +87,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, progress 
 	runCmd.Flag("seeds", "Run once per seed and report each figure's mean and spread: a count N (--seed, else the scenario's seed, and the N-1 after it) or a list (1,2,3).").StringVar(&seeds)
 	runCmd.Flag("step", "Sample, policy and report step in virtual time.").Default(simrun.DefaultStep.String()).StringVar(&step)
 	runCmd.Flag("out", "Directory to write the summary, time series and plots into; nothing is written when empty.").StringVar(&cfg.Out)
-	runCmd.Flag("format", "Time series format in --out: csv or json.").Default(report.FormatCSV).SetValue(flagvalue.OneOf("format", &cfg.Format, report.FormatCSV, report.FormatJSON))
+	var formatSet bool
+	runCmd.Flag("format", "Time series format in --out: csv or json.").Default(report.FormatCSV).IsSetByUser(&formatSet).SetValue(flagvalue.OneOf("format", &cfg.Format, report.FormatCSV, report.FormatJSON))
 
 	listCmd := app.Command("list", "List the built-in scenarios.")
 
@@ -102,7 +103,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, progress 
 	tablesCmd.Flag("scenario", "A scenario file (with its <name>.tenants.yaml companion, as run reads it) or the name of a built-in scenario to run (repeatable); default: every built-in one.").StringsVar(&tables.Scenarios)
 	tablesCmd.Flag("duration", "Virtual time of every run; default: each scenario's duration.").StringVar(&tableDuration)
 
-	cmd, err := app.Parse(args)
+	if len(args) == 0 {
+		// kingpin would print the usage and exit 0: a script whose
+		// command word came out empty would pass
+		app.Errorf("no command given (run, list or tables), try --help")
+		return 1
+	}
+	cmd, err := app.Parse(joinNegativeValues(app, args))
 	if err != nil {
 		app.Errorf("%v, try --help", err)
 		return 1
@@ -128,6 +135,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, progress 
 	case runCmd.FullCommand():
 		if err := parseRunFlags(&cfg, duration, seed, step, seedSet); err != nil {
 			app.Errorf("%v", err)
+			return 1
+		}
+		if formatSet && cfg.Out == "" {
+			// the summary on standard output is text whatever the format
+			app.Errorf("--format %s: only the files of --out have a format; give --out DIR", cfg.Format)
+			return 1
+		}
+		if cfg.Out == "-" {
+			app.Errorf("--out -: want a directory for the run's files (the summary goes to standard output already)")
 			return 1
 		}
 		if cfg.Out != "" {
@@ -169,6 +185,9 @@ func parseRunFlags(cfg *runConfig, duration, seed, step string, seedSet bool) er
 		if cfg.Duration, err = time.ParseDuration(duration); err != nil {
 			return fmt.Errorf("--duration %q: want a duration such as 90s, 10m or 1h", duration)
 		}
+		if cfg.Duration == 0 {
+			return errZeroDuration(duration)
+		}
 	}
 	if cfg.Step, err = time.ParseDuration(step); err != nil {
 		return fmt.Errorf("--step %q: want a duration such as 1s or 500ms", step)
@@ -180,6 +199,12 @@ func parseRunFlags(cfg *runConfig, duration, seed, step string, seedSet bool) er
 		cfg.SeedSet = true
 	}
 	return nil
+}
+
+// errZeroDuration refuses a --duration of 0, which would otherwise run
+// the scenario's own duration: leaving the flag out says that.
+func errZeroDuration(duration string) error {
+	return fmt.Errorf("--duration %q: want a positive duration (leave the flag out for the scenario's own duration)", duration)
 }
 
 // newBar returns a progress callback drawing a bar on w.

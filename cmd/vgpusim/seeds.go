@@ -25,6 +25,9 @@ func parseTableFlags(o *table.Options, seeds, policies, duration string) error {
 		if o.Run.Duration, err = time.ParseDuration(duration); err != nil || o.Run.Duration < 0 {
 			return fmt.Errorf("--duration %q: want a duration such as 90s, 10m or 1h", duration)
 		}
+		if o.Run.Duration == 0 {
+			return errZeroDuration(duration)
+		}
 	}
 	return nil
 }

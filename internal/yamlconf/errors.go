@@ -203,6 +203,15 @@ func plainTypeError(msg string) string {
 		// type's range (a negative for an unsigned key, too many digits).
 		return fmt.Sprintf("%s is out of range, where an integer from %s is wanted", m[2], intRange(strings.TrimPrefix(m[3], "*")))
 	}
+	if m[1] == "float" && want == "an integer" {
+		// yaml.v3 truncates a fraction (Fractional reports it): it refuses
+		// a float for an integer only past the type's range (1e30, or an
+		// integer of more digits than 64 bits hold), or NaN
+		if strings.Contains(strings.ToLower(m[2]), "nan") {
+			return fmt.Sprintf("%s is not a number, where an integer is wanted", m[2])
+		}
+		return fmt.Sprintf("%s is out of range, where an integer from %s is wanted", m[2], intRange(strings.TrimPrefix(m[3], "*")))
+	}
 	return fmt.Sprintf("%s is %s, where %s is wanted", m[2], kind, want)
 }
 

@@ -1,6 +1,7 @@
 package yamlconf
 
 import (
+	"errors"
 	"math"
 	"reflect"
 	"strconv"
@@ -12,8 +13,12 @@ import (
 // Fractional adds a problem to e for each number with a fraction (1.5)
 // that root gives to an integer field of the value of type t it decodes
 // into, at its line: yaml.v3's decoder truncates it (code: 1.5 decodes
-// as 1) where an integer is wanted. Fields are matched by their yaml
-// tags; a type with its own UnmarshalYAML is its own judge.
+// as 1) where an integer is wanted. It does the same for a number written
+// as a float (-1e30, or an integer of more digits than 64 bits hold) that
+// is out of the field's range: yaml.v3 refuses one above the range but
+// decodes one below it as the type's least value (seed: -1e30 decoded as
+// -9223372036854775808). Fields are matched by their yaml tags; a type
+// with its own UnmarshalYAML is its own judge.
 func (e *Errors) Fractional(root *yaml.Node, t reflect.Type) {
 	if root != nil && root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
 		root = root.Content[0]
@@ -40,8 +45,13 @@ func (e *Errors) fractional(n *yaml.Node, name string, t reflect.Type, depth int
 		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!float" {
 			return
 		}
-		if x, err := strconv.ParseFloat(strings.ReplaceAll(n.Value, "_", ""), 64); err == nil && x != math.Trunc(x) {
+		x, err := strconv.ParseFloat(strings.ReplaceAll(n.Value, "_", ""), 64)
+		switch {
+		case err != nil && !errors.Is(err, strconv.ErrRange):
+		case !outOfRange(x, t) && x != math.Trunc(x):
 			e.Addf(n.Line, "%s: `%s` has a fraction, where an integer is wanted", name, n.Value)
+		case outOfRange(x, t):
+			e.Addf(n.Line, "%s: `%s` is out of range, where an integer from %s is wanted", name, n.Value, intRange(t.Kind().String()))
 		}
 	case t.Kind() == reflect.Slice && n.Kind == yaml.SequenceNode:
 		for _, c := range n.Content {
@@ -56,4 +66,14 @@ func (e *Errors) fractional(n *yaml.Node, name string, t reflect.Type, depth int
 			}
 		}
 	}
+}
+
+// outOfRange reports whether x is outside the values of integer type t
+// (NaN and the infinities are).
+func outOfRange(x float64, t reflect.Type) bool {
+	bits := t.Bits()
+	if t.Kind() >= reflect.Uint {
+		return !(x >= 0 && x < math.Ldexp(1, bits))
+	}
+	return !(x >= -math.Ldexp(1, bits-1) && x < math.Ldexp(1, bits-1))
 }

@@ -351,6 +351,10 @@ func TestPlainTypeError(t *testing.T) {
 		{"cannot unmarshal !!int `99999999999` into int32", "`99999999999` is out of range, where an integer from -2147483648 to 2147483647 is wanted"},
 		{"cannot unmarshal !!int `99999999999999999999` into int", "`99999999999999999999` is out of range, where an integer from -9223372036854775808 to 9223372036854775807 is wanted"},
 		{"cannot unmarshal !!int `-5` into *uint16", "`-5` is out of range, where an integer from 0 to 65535 is wanted"},
+		{"cannot unmarshal !!float `1e30` into int64", "`1e30` is out of range, where an integer from -9223372036854775808 to 9223372036854775807 is wanted"},
+		{"cannot unmarshal !!float `9999999...` into int", "`9999999...` is out of range, where an integer from -9223372036854775808 to 9223372036854775807 is wanted"},
+		{"cannot unmarshal !!float `.inf` into uint32", "`.inf` is out of range, where an integer from 0 to 4294967295 is wanted"},
+		{"cannot unmarshal !!float `.nan` into int64", "`.nan` is not a number, where an integer is wanted"},
 		{"something else", "something else"},
 	} {
 		if got := plainTypeError(tc.in); got != tc.want {

@@ -10,6 +10,7 @@ package table
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -54,13 +55,28 @@ func Write(ctx context.Context, w io.Writer, o Options) error {
 	if err != nil {
 		return err
 	}
-	for _, p := range o.Policies {
+	if !o.Policy && !o.Slack {
+		return errors.New("--no-policy-table without --slack leaves no table to print")
+	}
+	for i, p := range o.Policies {
 		if err := simrun.UnknownPolicy(p); err != nil {
 			return fmt.Errorf("--policies: %w", err)
 		}
+		if slices.Contains(o.Policies[:i], p) {
+			return fmt.Errorf("--policies: %s twice (its rows would be the same runs twice)", p)
+		}
 	}
 	var files []string
+	seen := map[string]bool{}
 	for _, name := range o.Scenarios {
+		key := strings.TrimSuffix(name, ".yaml")
+		if simrun.IsFile(name) {
+			key = "file " + filepath.Clean(name)
+		}
+		if seen[key] {
+			return fmt.Errorf("--scenario %s given twice (its rows would be the same runs twice)", name)
+		}
+		seen[key] = true
 		// checked now, so that an unknown name, a bad file or a policy a
 		// file cannot be run under is refused before any run
 		for _, p := range o.Policies {

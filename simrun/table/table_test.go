@@ -227,6 +227,8 @@ func TestWritePolicies(t *testing.T) {
 		{"unknown", []string{"fast"}, true, false, `--policies: unknown policy "fast"`},
 		{"no baselines", []string{"autotune"}, true, false, "--policies: the policy table needs"},
 		{"slack alone", []string{"oracle"}, false, true, ""},
+		{"twice", []string{"static-equal", "best-effort", "static-equal"}, true, false, "--policies: static-equal twice"},
+		{"no table", []string{"static-equal", "best-effort"}, false, false, "--no-policy-table without --slack leaves no table to print"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var out strings.Builder
@@ -290,5 +292,38 @@ func TestWriteScenarioFile(t *testing.T) {
 	err = Write(context.Background(), &out, Options{Run: base, Policies: []string{oracle.Name}, Seeds: []int64{1}, Scenarios: []string{"h200-mig", file}, Slack: true})
 	if err == nil || !strings.Contains(err.Error(), "mine.tenants.yaml") || out.Len() > 0 {
 		t.Errorf("err %v, output %q; want the companion refused before any run", err, out.String())
+	}
+}
+
+// A scenario named twice, as a built-in or as the same file however its
+// path is written, is refused before any run: its rows would be the same
+// runs twice.
+func TestWriteScenarioTwice(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"h200-mig.yaml", "h200-mig.tenants.yaml"} {
+		b, err := os.ReadFile(filepath.Join("..", "..", "scenarios", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, strings.Replace(f, "h200-mig", "mine", 1)), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	file := filepath.Join(dir, "mine.yaml")
+	base := simrun.Config{Duration: 30 * time.Second, Step: time.Second}
+	for _, c := range []struct {
+		name      string
+		scenarios []string
+	}{
+		{"built-in", []string{"h200-mig", "h200-mig.yaml"}},
+		{"file", []string{file, filepath.Join(dir, ".", "mine.yaml")}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var out strings.Builder
+			err := Write(context.Background(), &out, Options{Run: base, Policies: []string{oracle.Name}, Seeds: []int64{1}, Scenarios: c.scenarios, Slack: true})
+			if err == nil || !strings.Contains(err.Error(), "given twice") || out.Len() > 0 {
+				t.Errorf("err %v, output %q; want the scenario refused before any run", err, out.String())
+			}
+		})
 	}
 }

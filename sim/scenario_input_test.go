@@ -1,0 +1,61 @@
+package sim
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestEventAndUIDChecked: an event without at (which ran at the start)
+// and a uid that is no user ID (-1 ran as a process of user -1) are
+// refused at their line; the same scenarios with at: 0s and a valid uid
+// load.
+func TestEventAndUIDChecked(t *testing.T) {
+	const head = "name: x\ngpus:\n  - {model: H100-SXM5-80GB}\ntenants:\n"
+	const dnn = "workload: {type: dnn, flops: 1e9, arrival: {process: poisson, rate: 1}}"
+	for _, c := range []struct {
+		name, src, want string
+	}{
+		{"event without at", head + "  - {name: a, " + dnn + "}\nevents:\n  - {tenant: a, rate: 5}\n", "x.yaml:7: an event needs at: its time from the start"},
+		{"action without at", head + "  - {name: a, " + dnn + "}\nevents:\n  - {at: 1s, tenant: a, action: stop}\n  - {tenant: a, action: start}\n", "x.yaml:8: an event needs at"},
+		{"event at 0s", head + "  - {name: a, " + dnn + "}\nevents:\n  - {at: 0s, tenant: a, rate: 5}\n", ""},
+		{"negative uid", head + "  - {name: a, process: {uid: -1}, " + dnn + "}\n", "x.yaml:5: uid must be a user ID in [0, 4294967294], got -1"},
+		{"uid past uid_t", head + "  - {name: a, process: {uid: 4294967295}, " + dnn + "}\n", "x.yaml:5: uid must be a user ID"},
+		{"uid 0", head + "  - {name: a, process: {uid: 0}, " + dnn + "}\n", ""},
+		{"largest uid", head + "  - {name: a, process: {uid: 4294967294}, " + dnn + "}\n", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ParseScenario("x.yaml", []byte(c.src))
+			switch {
+			case c.want == "" && err != nil:
+				t.Errorf("%s\n%v, want it to load", c.src, err)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+				t.Errorf("%s\n%v, want %q", c.src, err, c.want)
+			}
+		})
+	}
+}
+
+// TestOneDocument: a scenario file holds one YAML document; a second one
+// (two scenarios in a file, a stray ---) was ignored whatever it held, an
+// unknown key or a syntax error included. A leading --- and a closing ...
+// are one document.
+func TestOneDocument(t *testing.T) {
+	const sc = "name: x\ngpus:\n  - {model: H100-SXM5-80GB}\ntenants:\n  - {name: a, workload: {type: dnn, flops: 1e9, arrival: {process: poisson, rate: 1}}}\n"
+	for _, c := range []struct{ name, src, want string }{
+		{"second scenario", sc + "---\nname: y\nfoo: 1\n", "x.yaml:6: only one YAML document is allowed (a second starts here)"},
+		{"stray separator", sc + "---\n", "x.yaml:6: only one YAML document is allowed"},
+		{"bad second document", sc + "---\nfoo: [\n", "x.yaml:7: did not find expected node content"},
+		{"leading separator", "---\n" + sc, ""},
+		{"closing marker", sc + "...\n", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ParseScenario("x.yaml", []byte(c.src))
+			switch {
+			case c.want == "" && err != nil:
+				t.Errorf("%v, want it to load", err)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+				t.Errorf("%v, want %q", err, c.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,40 @@
+package simrun
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A scenario argument that is neither a file nor a built-in name says
+// what it is: missing, a directory, or a path that cannot be looked at;
+// each lists the built-in names.
+func TestLoadScenarioNotAFile(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f.yaml")
+	if err := os.WriteFile(file, []byte("name: f\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ arg, want string }{
+		{filepath.Join(dir, "none.yaml"), "no such file and no built-in scenario of that name"},
+		{dir, "is a directory, not a scenario file, and no built-in scenario has that name"},
+		{dir + "/", "is a directory, not a scenario file"},
+		{filepath.Join(file, "x.yaml"), "not a directory, and no built-in scenario has that name"},
+	} {
+		_, _, err := LoadScenario(c.arg)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "(built-in: ") || !strings.Contains(err.Error(), c.arg) {
+			t.Errorf("%s: %v, want %q naming it and the built-in scenarios", c.arg, err, c.want)
+		}
+	}
+}
+
+// A tenants file given as the scenario is refused with its problems and
+// a line that says what it is and where it goes.
+func TestLoadScenarioTenantsFile(t *testing.T) {
+	_, _, err := LoadScenario("../scenarios/noisy-neighbour.tenants.yaml")
+	want := "../scenarios/noisy-neighbour.tenants.yaml is named as a tenants file: give it with --tenants, and the scenario (../scenarios/noisy-neighbour.yaml) with --scenario"
+	if err == nil || !strings.Contains(err.Error(), `unknown key "class"`) || !strings.HasSuffix(err.Error(), want) {
+		t.Errorf("%v, want its problems, then %q", err, want)
+	}
+}
