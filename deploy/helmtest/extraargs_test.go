@@ -32,11 +32,18 @@ func TestExtraArgs(t *testing.T) {
 	if !slices.Contains(repeatable, "tuner.gpu-mode") {
 		t.Fatalf("no repeatable flag found in --help (%q)", repeatable)
 	}
+	// The tuner's mode, a GPU's and the opt-in knob are the chart's values,
+	// whatever extraArgs say: the pod's mounts, privileges and checks
+	// follow from them.
+	byValue := []string{"tuner.mode", "tuner.gpu-mode", "tuner.enable-knob"}
 	// The tuner in enforce with the pause: the chart gives every
 	// repeatable flag it can (gpu-mode, autotune-param, enable-knob).
 	tuner := map[string]any{"mode": "enforce", "gpuModes": []any{"1=recommend"}, "pause": map[string]any{"enabled": true},
 		"autotuneParams": map[string]any{"pause_gain": 0.2}}
 	for _, f := range repeatable {
+		if slices.Contains(byValue, f) {
+			continue // refused below
+		}
 		extra := []any{"--" + f + "=a", "--" + f + "=b"}
 		m := mustRender(t, c, map[string]any{"tuner": tuner, "extraArgs": extra})
 		args := container(t, m.daemonSets[0].Spec.Template.Spec.Containers, "exporter").Args
@@ -56,6 +63,17 @@ func TestExtraArgs(t *testing.T) {
 			"extraArgs --web.max-requests=20: the exporter already gets --web.max-requests=10"},
 		{map[string]any{"nodePools": []any{map[string]any{"name": "a", "tuner": map[string]any{"mode": "recommend"}}},
 			"extraArgs": []any{"--tuner.interval=5s"}}, "nodePools a: extraArgs --tuner.interval=5s"},
+		// The tuner switched on, or to enforce, behind the chart's values:
+		// no journal, kill switch, grace period or privilege checks.
+		{map[string]any{"extraArgs": []any{"--tuner.mode=enforce"}}, "the release: extraArgs --tuner.mode=enforce: set tuner.mode instead"},
+		{map[string]any{"extraArgs": []any{"--tuner.gpu-mode=0=enforce"}}, "extraArgs --tuner.gpu-mode=0=enforce: set tuner.gpuModes instead"},
+		{map[string]any{"tuner": map[string]any{"mode": "recommend"}, "extraArgs": []any{"--tuner.gpu-mode=0=enforce"}},
+			"extraArgs --tuner.gpu-mode=0=enforce: set tuner.gpuModes instead"},
+		{map[string]any{"tuner": map[string]any{"mode": "enforce"}, "extraArgs": []any{"--tuner.enable-knob=pause_duty"}},
+			"extraArgs --tuner.enable-knob=pause_duty: set tuner.pause.enabled instead"},
+		// The exporter refuses a knob both enabled and disabled.
+		{map[string]any{"nodePools": []any{map[string]any{"name": "a", "tuner": map[string]any{"mode": "recommend", "pause": map[string]any{"enabled": true}}}},
+			"extraArgs": []any{"--tuner.disable-knob=pause_duty"}}, "nodePools a: extraArgs --tuner.disable-knob=pause_duty: tuner.pause.enabled"},
 		// The journal and the kill switch the chart does not give: on no volume.
 		{map[string]any{"tuner": map[string]any{"mode": "recommend", "journal": map[string]any{"hostPath": ""}},
 			"extraArgs": []any{"--tuner.journal=/var/lib/j/journal.jsonl"}}, `"/var/lib/j/journal.jsonl" is on no volume of extraVolumeMounts`},
@@ -75,6 +93,7 @@ func TestExtraArgs(t *testing.T) {
 	// on volumes of extraVolumeMounts (or with the tuner off, unused).
 	for _, vals := range []map[string]any{
 		{"extraArgs": []any{"--web.max-requests=80", "--tuner.interval=5s", "--tuner.journal=/j.jsonl"}},
+		{"tuner": map[string]any{"mode": "enforce"}, "extraArgs": []any{"--web.max-requests=80", "--tuner.disable-knob=pause_duty", "--tuner.disable-knob=locked_clocks"}},
 		{"tuner": map[string]any{"mode": "recommend", "journal": map[string]any{"hostPath": ""}, "killSwitch": map[string]any{"source": "none"}},
 			"extraVolumeMounts": []any{map[string]any{"name": "j", "mountPath": "/var/lib/j/"}, map[string]any{"name": "k", "mountPath": "/etc/k", "readOnly": true}},
 			"extraArgs":         []any{"--web.max-requests=80", "--tuner.journal=/var/lib/j/journal.jsonl", "--tuner.kill-switch-file=/etc/k/off"}},

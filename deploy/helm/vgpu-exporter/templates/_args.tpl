@@ -2,7 +2,9 @@
 The exporter's arguments, as a YAML list: those the values set, then
 extraArgs. The exporter refuses a flag given twice unless it is repeatable,
 so an extraArgs flag the chart already gives (log.level, ...), or that
-extraArgs repeat, fails the rendering. . is a dict: Values, and the
+extraArgs repeat, fails the rendering; so do --tuner.mode, --tuner.gpu-mode
+and --tuner.enable-knob, which values set (the pod follows from them), and
+a --tuner.disable-knob=pause_duty against tuner.pause. . is a dict: Values, and the
 daemonset template's variables of the pool (where, t, sim, meta,
 kubeletCA, saDir, hasTenants, web, mps, pause, pauseHost).
 */}}
@@ -10,8 +12,16 @@ kubeletCA, saDir, hasTenants, web, mps, pause, pauseHost).
 {{- $args := include "vgpu-exporter.chartArgs" . | fromYamlArray }}
 {{- /* The exporter's repeatable flags (--help marks them with "..."). */}}
 {{- $repeatable := list "web.listen-address" "tuner.gpu-mode" "tuner.disable-knob" "tuner.autotune-param" "tuner.enable-knob" }}
+{{- /* The flags whose values decide the pod's mounts, privileges and checks: the chart's values only. */}}
+{{- $byValue := dict "tuner.mode" "tuner.mode" "tuner.gpu-mode" "tuner.gpuModes" "tuner.enable-knob" "tuner.pause.enabled" }}
 {{- range $a := .Values.extraArgs }}
 {{- $name := regexReplaceAll "^--(no-)?([^=]*).*$" $a "${2}" }}
+{{- with get $byValue $name }}
+{{- fail (printf "%s: extraArgs %s: set %s instead: the chart gives the pod the journal, kill switch, grace period, mounts and privileges the tuner's modes and knobs need from its values, which an extraArgs flag would bypass" $.where $a .) }}
+{{- end }}
+{{- if and $.pause (eq $name "tuner.disable-knob") (eq (regexReplaceAll "^[^=]*=?" $a "") "pause_duty") }}
+{{- fail (printf "%s: extraArgs %s: tuner.pause.enabled gives --tuner.enable-knob=pause_duty, and the exporter refuses a knob both enabled and disabled: set tuner.pause.enabled to false instead" $.where $a) }}
+{{- end }}
 {{- if not (has $name $repeatable) }}
 {{- range $args }}
 {{- if eq $name (regexReplaceAll "^--(no-)?([^=]*).*$" . "${2}") }}
