@@ -104,3 +104,33 @@ func TestExtraArgs(t *testing.T) {
 		}
 	}
 }
+
+// TestTelemetryPath: the ServiceMonitor scrapes, and the install notes
+// read, the path the exporter serves its metrics on: /metrics, or the
+// --web.telemetry-path of extraArgs.
+func TestTelemetryPath(t *testing.T) {
+	c := loadChart(t)
+	for _, tc := range []struct {
+		extra []any
+		want  string
+	}{
+		{[]any{}, "/metrics"},
+		{[]any{"--web.max-requests=80", "--web.telemetry-path=/vgpu/metrics"}, "/vgpu/metrics"},
+	} {
+		vals := map[string]any{"extraArgs": tc.extra}
+		rendered, err := render(c, vals)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := decode(rendered)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := m.serviceMonitors[0].Spec.Endpoints[0].Path; got != tc.want {
+			t.Errorf("extraArgs %q: the ServiceMonitor scrapes %s, the exporter serves %s", tc.extra, got, tc.want)
+		}
+		if notes := rendered["vgpu-exporter/templates/NOTES.txt"]; !strings.Contains(notes, ":metrics/proxy"+tc.want+"\n") {
+			t.Errorf("extraArgs %q: the install notes do not read %s:\n%s", tc.extra, tc.want, notes)
+		}
+	}
+}
