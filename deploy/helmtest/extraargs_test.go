@@ -71,6 +71,12 @@ func TestExtraArgs(t *testing.T) {
 			"extraArgs --tuner.gpu-mode=0=enforce: set tuner.gpuModes instead"},
 		{map[string]any{"tuner": map[string]any{"mode": "enforce"}, "extraArgs": []any{"--tuner.enable-knob=pause_duty"}},
 			"extraArgs --tuner.enable-knob=pause_duty: set tuner.pause.enabled instead"},
+		// A second listener on the chart's port: the exporter exits, the
+		// address in use.
+		{map[string]any{"extraArgs": []any{"--web.listen-address=127.0.0.1:9949"}},
+			"extraArgs --web.listen-address=127.0.0.1:9949: the exporter already listens on port 9949"},
+		{map[string]any{"port": 9100, "extraArgs": []any{"--web.listen-address=[::1]:9100"}},
+			"extraArgs --web.listen-address=[::1]:9100: the exporter already listens on port 9100"},
 		// The exporter refuses a knob both enabled and disabled.
 		{map[string]any{"nodePools": []any{map[string]any{"name": "a", "tuner": map[string]any{"mode": "recommend", "pause": map[string]any{"enabled": true}}}},
 			"extraArgs": []any{"--tuner.disable-knob=pause_duty"}}, "nodePools a: extraArgs --tuner.disable-knob=pause_duty: tuner.pause.enabled"},
@@ -94,6 +100,7 @@ func TestExtraArgs(t *testing.T) {
 	for _, vals := range []map[string]any{
 		{"extraArgs": []any{"--web.max-requests=80", "--tuner.interval=5s", "--tuner.journal=/j.jsonl"}},
 		{"tuner": map[string]any{"mode": "enforce"}, "extraArgs": []any{"--web.max-requests=80", "--tuner.disable-knob=pause_duty", "--tuner.disable-knob=locked_clocks"}},
+		{"extraArgs": []any{"--web.max-requests=80", "--web.listen-address=127.0.0.1:9100", "--web.listen-address=vsock://:9949"}},
 		{"tuner": map[string]any{"mode": "recommend", "journal": map[string]any{"hostPath": ""}, "killSwitch": map[string]any{"source": "none"}},
 			"extraVolumeMounts": []any{map[string]any{"name": "j", "mountPath": "/var/lib/j/"}, map[string]any{"name": "k", "mountPath": "/etc/k", "readOnly": true}},
 			"extraArgs":         []any{"--web.max-requests=80", "--tuner.journal=/var/lib/j/journal.jsonl", "--tuner.kill-switch-file=/etc/k/off"}},

@@ -4,7 +4,8 @@ extraArgs. The exporter refuses a flag given twice unless it is repeatable,
 so an extraArgs flag the chart already gives (log.level, ...), or that
 extraArgs repeat, fails the rendering; so do --tuner.mode, --tuner.gpu-mode
 and --tuner.enable-knob, which values set (the pod follows from them), and
-a --tuner.disable-knob=pause_duty against tuner.pause. . is a dict: Values, and the
+a --tuner.disable-knob=pause_duty against tuner.pause, and a second
+--web.listen-address on the chart's port. . is a dict: Values, and the
 daemonset template's variables of the pool (where, t, sim, meta,
 kubeletCA, saDir, hasTenants, web, mps, pause, pauseHost).
 */}}
@@ -18,6 +19,11 @@ kubeletCA, saDir, hasTenants, web, mps, pause, pauseHost).
 {{- $name := regexReplaceAll "^--(no-)?([^=]*).*$" $a "${2}" }}
 {{- with get $byValue $name }}
 {{- fail (printf "%s: extraArgs %s: set %s instead: the chart gives the pod the journal, kill switch, grace period, mounts and privileges the tuner's modes and knobs need from its values, which an extraArgs flag would bypass" $.where $a .) }}
+{{- end }}
+{{- /* Another TCP listener on the chart's port: the exporter would exit, the address in use. */}}
+{{- $addr := regexReplaceAll "^[^=]*=?" $a "" }}
+{{- if and (eq $name "web.listen-address") (not (hasPrefix "vsock://" $addr)) (eq (regexReplaceAll "^.*:" $addr "") (toString (int $.Values.port))) }}
+{{- fail (printf "%s: extraArgs %s: the exporter already listens on port %d (--web.listen-address=:%d, from the value port), and would exit with the address in use: give another port, or set port" $.where $a (int $.Values.port) (int $.Values.port)) }}
 {{- end }}
 {{- if and $.pause (eq $name "tuner.disable-knob") (eq (regexReplaceAll "^[^=]*=?" $a "") "pause_duty") }}
 {{- fail (printf "%s: extraArgs %s: tuner.pause.enabled gives --tuner.enable-knob=pause_duty, and the exporter refuses a knob both enabled and disabled: set tuner.pause.enabled to false instead" $.where $a) }}
