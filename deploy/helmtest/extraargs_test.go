@@ -71,6 +71,10 @@ func TestExtraArgs(t *testing.T) {
 			"extraArgs --tuner.gpu-mode=0=enforce: set tuner.gpuModes instead"},
 		{map[string]any{"tuner": map[string]any{"mode": "enforce"}, "extraArgs": []any{"--tuner.enable-knob=pause_duty"}},
 			"extraArgs --tuner.enable-knob=pause_duty: set tuner.pause.enabled instead"},
+		// TLS or basic auth the probes do not know of: 401, or a TLS
+		// handshake they do not make, and the pod restarted for ever.
+		{map[string]any{"extraArgs": []any{"--web.config.file=/etc/web/web.yml"}},
+			"extraArgs --web.config.file=/etc/web/web.yml: set web.config.existingSecret instead"},
 		// A second listener on the chart's port: the exporter exits, the
 		// address in use.
 		{map[string]any{"extraArgs": []any{"--web.listen-address=127.0.0.1:9949"}},

@@ -2,10 +2,11 @@
 The exporter's arguments, as a YAML list: those the values set, then
 extraArgs. The exporter refuses a flag given twice unless it is repeatable,
 so an extraArgs flag the chart already gives (log.level, ...), or that
-extraArgs repeat, fails the rendering; so do --tuner.mode, --tuner.gpu-mode
-and --tuner.enable-knob, which values set (the pod follows from them), and
-a --tuner.disable-knob=pause_duty against tuner.pause, and a second
---web.listen-address on the chart's port. . is a dict: Values, and the
+extraArgs repeat, fails the rendering; so do --tuner.mode, --tuner.gpu-mode,
+--tuner.enable-knob and --web.config.file, which values set (the pod
+follows from them), a --tuner.disable-knob=pause_duty against tuner.pause,
+and a second --web.listen-address on the chart's port. . is a dict:
+Values, and the
 daemonset template's variables of the pool (where, t, sim, meta,
 kubeletCA, saDir, hasTenants, web, mps, pause, pauseHost).
 */}}
@@ -13,12 +14,14 @@ kubeletCA, saDir, hasTenants, web, mps, pause, pauseHost).
 {{- $args := include "vgpu-exporter.chartArgs" . | fromYamlArray }}
 {{- /* The exporter's repeatable flags (--help marks them with "..."). */}}
 {{- $repeatable := list "web.listen-address" "tuner.gpu-mode" "tuner.disable-knob" "tuner.autotune-param" "tuner.enable-knob" }}
-{{- /* The flags whose values decide the pod's mounts, privileges and checks: the chart's values only. */}}
-{{- $byValue := dict "tuner.mode" "tuner.mode" "tuner.gpu-mode" "tuner.gpuModes" "tuner.enable-knob" "tuner.pause.enabled" }}
+{{- /* The flags whose values decide the pod's mounts, privileges, probes and checks: the chart's values only. */}}
+{{- $tunerWhy := "the chart gives the pod the journal, kill switch, grace period, mounts and privileges the tuner's modes and knobs need from its values, which an extraArgs flag would bypass" }}
+{{- $byValue := dict "tuner.mode" (list "tuner.mode" $tunerWhy) "tuner.gpu-mode" (list "tuner.gpuModes" $tunerWhy) "tuner.enable-knob" (list "tuner.pause.enabled" $tunerWhy)
+      "web.config.file" (list "web.config.existingSecret" "with it the chart mounts the Secret and probes the port alone; the probes' plain HTTP requests would fail TLS or basic auth, and the kubelet restart the exporter for ever") }}
 {{- range $a := .Values.extraArgs }}
 {{- $name := regexReplaceAll "^--(no-)?([^=]*).*$" $a "${2}" }}
 {{- with get $byValue $name }}
-{{- fail (printf "%s: extraArgs %s: set %s instead: the chart gives the pod the journal, kill switch, grace period, mounts and privileges the tuner's modes and knobs need from its values, which an extraArgs flag would bypass" $.where $a .) }}
+{{- fail (printf "%s: extraArgs %s: set %s instead: %s" $.where $a (index . 0) (index . 1)) }}
 {{- end }}
 {{- /* Another TCP listener on the chart's port: the exporter would exit, the address in use. */}}
 {{- $addr := regexReplaceAll "^[^=]*=?" $a "" }}
