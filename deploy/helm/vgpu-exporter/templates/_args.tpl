@@ -120,6 +120,11 @@ kubeletCA, saDir, hasTenants, web, mps, pause, pauseHost).
 {{- range $t.gpuModes }}
 - --tuner.gpu-mode={{ . }}
 {{- end }}
+{{- if and $t.enforce (not $t.tuneClocksAndPower) }}
+{{- /* Whatever else gives SYS_ADMIN (profilingCapability): the knobs off, not left to fail. */}}
+- --tuner.disable-knob=locked_clocks
+- --tuner.disable-knob=power_limit
+{{- end }}
 {{- if $t.journal.hostPath }}
 - --tuner.journal=/var/lib/vgpu_exporter/tuner-journal.jsonl
 {{- end }}
