@@ -6,9 +6,8 @@ extraArgs repeat, fails the rendering; so do --tuner.mode, --tuner.gpu-mode,
 --tuner.enable-knob and --web.config.file, which values set (the pod
 follows from them), a --tuner.disable-knob=pause_duty against tuner.pause,
 and a second --web.listen-address on the chart's port. . is a dict:
-Values, and the
-daemonset template's variables of the pool (where, t, sim, meta,
-kubeletCA, saDir, hasTenants, web, mps, pause, pauseHost).
+Values, and the daemonset template's variables of the pool (where, t, sim,
+meta, kubeletCA, saDir, hasTenants, web, mps, pause, pauseHost).
 */}}
 {{- define "vgpu-exporter.args" -}}
 {{- $args := include "vgpu-exporter.chartArgs" . | fromYamlArray }}
@@ -23,12 +22,12 @@ kubeletCA, saDir, hasTenants, web, mps, pause, pauseHost).
 {{- with get $byValue $name }}
 {{- fail (printf "%s: extraArgs %s: set %s instead: %s" $.where $a (index . 0) (index . 1)) }}
 {{- end }}
+{{- $value := regexReplaceAll "^[^=]*=?" $a "" }}
 {{- /* Another TCP listener on the chart's port: the exporter would exit, the address in use. */}}
-{{- $addr := regexReplaceAll "^[^=]*=?" $a "" }}
-{{- if and (eq $name "web.listen-address") (not (hasPrefix "vsock://" $addr)) (eq (regexReplaceAll "^.*:" $addr "") (toString (int $.Values.port))) }}
+{{- if and (eq $name "web.listen-address") (not (hasPrefix "vsock://" $value)) (eq (regexReplaceAll "^.*:" $value "") (toString (int $.Values.port))) }}
 {{- fail (printf "%s: extraArgs %s: the exporter already listens on port %d (--web.listen-address=:%d, from the value port), and would exit with the address in use: give another port, or set port" $.where $a (int $.Values.port) (int $.Values.port)) }}
 {{- end }}
-{{- if and $.pause (eq $name "tuner.disable-knob") (eq (regexReplaceAll "^[^=]*=?" $a "") "pause_duty") }}
+{{- if and $.pause (eq $name "tuner.disable-knob") (eq $value "pause_duty") }}
 {{- fail (printf "%s: extraArgs %s: tuner.pause.enabled gives --tuner.enable-knob=pause_duty, and the exporter refuses a knob both enabled and disabled: set tuner.pause.enabled to false instead" $.where $a) }}
 {{- end }}
 {{- if not (has $name $repeatable) }}
