@@ -61,7 +61,7 @@ func addActuatorFlags(app *kingpin.Application, c *actuatorConfig) {
 	}
 	app.Flag("mps.control-binary", "MPS control daemon client used to change MPS active-thread percentages and pinned memory limits; empty disables the MPS actuator.").
 		Default(mps.DefaultControlBinary).StringVar(&c.MPSControlBinary)
-	app.Flag("mps.pipe-directory", "CUDA_MPS_PIPE_DIRECTORY of the MPS control daemon (the Kubernetes device plugin's daemon uses /run/nvidia/mps). Default: $CUDA_MPS_PIPE_DIRECTORY, else /tmp/nvidia-mps.").
+	app.Flag("mps.pipe-directory", "CUDA_MPS_PIPE_DIRECTORY of the MPS control daemon (the Kubernetes device plugin's daemon of a resource uses /run/nvidia/mps/RESOURCE/pipe, e.g. /run/nvidia/mps/nvidia.com/gpu/pipe). Default: $CUDA_MPS_PIPE_DIRECTORY, else /tmp/nvidia-mps.").
 		Default(pipe).PlaceHolder("DIR").StringVar(&c.MPSPipeDirectory)
 	flagvalue.Duration(app, flagMPSTimeout, "Timeout of one MPS control daemon command.", mps.DefaultTimeout.String(), &c.MPSTimeout)
 	app.Flag("mps.restart-hook", "Program run to restart an MPS client (or switch over to a standby) so that a new active-thread percentage takes effect; called as HOOK TENANT PID GPU_UUID FRACTION (docs/backends.md). Default: none, so changes wait for the client's own restart.").

@@ -578,7 +578,7 @@ func TestTunerPools(t *testing.T) {
 		pod := ds.Spec.Template.Spec
 		exp := container(t, pod.Containers, "exporter")
 		args := strings.Join(exp.Args, " ")
-		if !strings.Contains(args, "--tuner.mode="+w.mode) || strings.Contains(args, "--mps.pipe-directory=/run/nvidia/mps") != w.mps {
+		if !strings.Contains(args, "--tuner.mode="+w.mode) || strings.Contains(args, "--mps.pipe-directory="+devicePluginPipe) != w.mps {
 			t.Errorf("%s: args %q, want --tuner.mode=%s, the MPS pipe directory %v", ds.Name, args, w.mode, w.mps)
 		}
 		if got := exp.SecurityContext.Capabilities.Add; !slices.Equal(got, w.caps) {

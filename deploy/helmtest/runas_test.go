@@ -58,7 +58,8 @@ func TestRunAsRoot(t *testing.T) {
 }
 
 // TestCapabilitiesAdded: capabilities securityContext adds are kept, the
-// chart's own (SYS_ADMIN, KILL) added after them, each once.
+// chart's own (SYS_ADMIN, KILL, NET_BIND_SERVICE) added after them, each
+// once.
 func TestCapabilitiesAdded(t *testing.T) {
 	c := loadChart(t)
 	sc := func(add ...any) map[string]any {
@@ -74,6 +75,11 @@ func TestCapabilitiesAdded(t *testing.T) {
 		{"the user's only", map[string]any{"profilingCapability": false, "securityContext": sc("SYS_PTRACE")}, []corev1.Capability{"SYS_PTRACE"}},
 		{"the chart's too", map[string]any{"securityContext": sc("SYS_PTRACE", "SYS_ADMIN"),
 			"tuner": map[string]any{"mode": "enforce", "pause": map[string]any{"enabled": true}}}, []corev1.Capability{"SYS_PTRACE", "SYS_ADMIN", "KILL"}},
+		// A port below 1024: with every capability dropped, even uid 0
+		// may not bind it where unprivileged ports start at 1024.
+		{"a privileged port", map[string]any{"port": 443}, []corev1.Capability{"SYS_ADMIN", "NET_BIND_SERVICE"}},
+		{"a privileged port, no profiling", map[string]any{"port": 80, "profilingCapability": false}, []corev1.Capability{"NET_BIND_SERVICE"}},
+		{"port 1024", map[string]any{"port": 1024, "profilingCapability": false}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := mustRender(t, c, tc.vals)

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -68,6 +69,22 @@ func TestHardening(t *testing.T) {
 	} {
 		if got := s[tc.key]; len(got) != 1 || got[0] != tc.want {
 			t.Errorf("%s=%q, want %q", tc.key, got, tc.want)
+		}
+	}
+}
+
+// TestDeviceAllow: the unit lets the exporter open the GPUs' device nodes
+// under the name the loaded driver gives their major number in
+// /proc/devices, which DeviceAllow=char-NAME matches: "nvidia" (and
+// "nvidiactl") since the driver registers them as character devices of
+// their own, "nvidia-frontend" before; the MIG capability nodes read-only.
+// A name no line of /proc/devices has allows nothing, so NVML could not
+// open /dev/nvidiactl.
+func TestDeviceAllow(t *testing.T) {
+	got := settings(t, "vgpu_exporter.service")["DeviceAllow"]
+	for _, want := range []string{"char-nvidia rw", "char-nvidiactl rw", "char-nvidia-frontend rw", "char-nvidia-caps r"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("DeviceAllow=%q: no %q", got, want)
 		}
 	}
 }

@@ -39,7 +39,7 @@ import (
 // Defaults.
 const (
 	DefaultControlBinary  = "nvidia-cuda-mps-control"
-	DefaultPipeDirectory  = "/tmp/nvidia-mps" // the daemon's own default; the Kubernetes device plugin uses /run/nvidia/mps
+	DefaultPipeDirectory  = "/tmp/nvidia-mps" // the daemon's own default; the Kubernetes device plugin's is /run/nvidia/mps/RESOURCE/pipe
 	DefaultTimeout        = 5 * time.Second
 	DefaultRestartTimeout = 2 * time.Minute
 )
@@ -176,7 +176,7 @@ func Detect(ctx context.Context, opts Options) (*Controller, error) {
 	}
 	st, err := os.Stat(c.opts.PipeDirectory)
 	if err != nil || !st.IsDir() {
-		return nil, fmt.Errorf("MPS pipe directory %s missing, so no MPS control daemon uses it (start `nvidia-cuda-mps-control -d` with CUDA_MPS_PIPE_DIRECTORY=%[1]s; on Kubernetes mount the device plugin's /run/nvidia/mps and set --mps.pipe-directory)", c.opts.PipeDirectory)
+		return nil, fmt.Errorf("MPS pipe directory %s missing, so no MPS control daemon uses it (start `nvidia-cuda-mps-control -d` with CUDA_MPS_PIPE_DIRECTORY=%[1]s; on Kubernetes mount the device plugin's /run/nvidia/mps/RESOURCE/pipe, e.g. /run/nvidia/mps/nvidia.com/gpu/pipe, and set --mps.pipe-directory to it)", c.opts.PipeDirectory)
 	}
 	c.opMu.Lock()
 	defer c.opMu.Unlock()

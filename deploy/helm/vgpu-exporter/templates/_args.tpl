@@ -2,16 +2,34 @@
 The exporter's arguments, as a YAML list: those the values set, then
 extraArgs. The exporter refuses a flag given twice unless it is repeatable,
 so an extraArgs flag the chart already gives (log.level, ...), or that
-extraArgs repeat, fails the rendering. . is a dict: Values, and the
-daemonset template's variables of the pool (where, t, sim, meta,
-kubeletCA, saDir, hasTenants, web, mps, pause, pauseHost).
+extraArgs repeat, fails the rendering; so do --tuner.mode, --tuner.gpu-mode,
+--tuner.enable-knob and --web.config.file, which values set (the pod
+follows from them), a --tuner.disable-knob=pause_duty against tuner.pause,
+and a second --web.listen-address on the chart's port. . is a dict:
+Values, and the daemonset template's variables of the pool (where, t, sim,
+meta, kubeletCA, saDir, hasTenants, web, mps, pause, pauseHost).
 */}}
 {{- define "vgpu-exporter.args" -}}
 {{- $args := include "vgpu-exporter.chartArgs" . | fromYamlArray }}
 {{- /* The exporter's repeatable flags (--help marks them with "..."). */}}
 {{- $repeatable := list "web.listen-address" "tuner.gpu-mode" "tuner.disable-knob" "tuner.autotune-param" "tuner.enable-knob" }}
+{{- /* The flags whose values decide the pod's mounts, privileges, probes and checks: the chart's values only. */}}
+{{- $tunerWhy := "the chart gives the pod the journal, kill switch, grace period, mounts and privileges the tuner's modes and knobs need from its values, which an extraArgs flag would bypass" }}
+{{- $byValue := dict "tuner.mode" (list "tuner.mode" $tunerWhy) "tuner.gpu-mode" (list "tuner.gpuModes" $tunerWhy) "tuner.enable-knob" (list "tuner.pause.enabled" $tunerWhy)
+      "web.config.file" (list "web.config.existingSecret" "with it the chart mounts the Secret and probes the port alone; the probes' plain HTTP requests would fail TLS or basic auth, and the kubelet restart the exporter for ever") }}
 {{- range $a := .Values.extraArgs }}
 {{- $name := regexReplaceAll "^--(no-)?([^=]*).*$" $a "${2}" }}
+{{- with get $byValue $name }}
+{{- fail (printf "%s: extraArgs %s: set %s instead: %s" $.where $a (index . 0) (index . 1)) }}
+{{- end }}
+{{- $value := regexReplaceAll "^[^=]*=?" $a "" }}
+{{- /* Another TCP listener on the chart's port: the exporter would exit, the address in use. */}}
+{{- if and (eq $name "web.listen-address") (not (hasPrefix "vsock://" $value)) (eq (regexReplaceAll "^.*:" $value "") (toString (int $.Values.port))) }}
+{{- fail (printf "%s: extraArgs %s: the exporter already listens on port %d (--web.listen-address=:%d, from the value port), and would exit with the address in use: give another port, or set port" $.where $a (int $.Values.port) (int $.Values.port)) }}
+{{- end }}
+{{- if and $.pause (eq $name "tuner.disable-knob") (eq $value "pause_duty") }}
+{{- fail (printf "%s: extraArgs %s: tuner.pause.enabled gives --tuner.enable-knob=pause_duty, and the exporter refuses a knob both enabled and disabled: set tuner.pause.enabled to false instead" $.where $a) }}
+{{- end }}
 {{- if not (has $name $repeatable) }}
 {{- range $args }}
 {{- if eq $name (regexReplaceAll "^--(no-)?([^=]*).*$" . "${2}") }}
@@ -100,6 +118,11 @@ kubeletCA, saDir, hasTenants, web, mps, pause, pauseHost).
 - --tuner.restore-timeout={{ $t.restoreTimeout }}
 {{- range $t.gpuModes }}
 - --tuner.gpu-mode={{ . }}
+{{- end }}
+{{- if and $t.enforce (not $t.tuneClocksAndPower) }}
+{{- /* Whatever else gives SYS_ADMIN (profilingCapability): the knobs off, not left to fail. */}}
+- --tuner.disable-knob=locked_clocks
+- --tuner.disable-knob=power_limit
 {{- end }}
 {{- if $t.journal.hostPath }}
 - --tuner.journal=/var/lib/vgpu_exporter/tuner-journal.jsonl

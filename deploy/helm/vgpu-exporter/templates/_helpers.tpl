@@ -180,3 +180,14 @@ naming NAME, before its milliseconds could overflow. */}}
 {{- end -}}
 {{- $ms -}}
 {{- end -}}
+
+{{/* The path the exporter serves its metrics on: /metrics, or the
+--web.telemetry-path of extraArgs (given once: a second one fails the
+rendering). */}}
+{{- define "vgpu-exporter.telemetryPath" -}}
+{{- $path := "/metrics" -}}
+{{- range .Values.extraArgs -}}
+{{- if hasPrefix "--web.telemetry-path=" . -}}{{- $path = trimPrefix "--web.telemetry-path=" . -}}{{- end -}}
+{{- end -}}
+{{- $path -}}
+{{- end -}}
