@@ -225,3 +225,17 @@ tenants:
 		}
 	}
 }
+
+// A trace file with nothing in it (or blank lines only) says it is empty,
+// not "reading header: EOF"; a header without the columns names them.
+func TestTraceEmptyOrHeaderless(t *testing.T) {
+	for _, c := range []struct{ data, want string }{
+		{"", "t.csv: empty: a trace begins with a header naming TIMESTAMP"},
+		{"\n\n", "t.csv: empty: a trace begins with a header naming TIMESTAMP"},
+		{"a,b\n1,2\n", "t.csv:1: header must name TIMESTAMP, ContextTokens and GeneratedTokens"},
+	} {
+		if _, err := parseTrace("t.csv", strings.NewReader(c.data), 4); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: error %v, want one saying %q", c.data, err, c.want)
+		}
+	}
+}

@@ -89,6 +89,9 @@ func parseTrace(path string, r io.Reader, maxRows int) (*trace, error) {
 	cr := csv.NewReader(r)
 	cr.ReuseRecord = true
 	head, err := cr.Read()
+	if errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%s: empty: a trace begins with a header naming TIMESTAMP, ContextTokens and GeneratedTokens", path)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s:1: reading header: %v", path, err)
 	}
