@@ -327,8 +327,11 @@ func (j *Journal) dropped() int {
 	return n
 }
 
-// load reads the records, in bounded memory, and applies the whole ones.
+// load reads the records of a journal (notJournal), in bounded memory, and applies the whole ones.
 func (j *Journal) load() error {
+	if err := notJournal(j.f, j.path); err != nil {
+		return err
+	}
 	br := bufio.NewReaderSize(j.f, recordHeader+MaxRecordBytes+1)
 	var off int64
 	var bad []string // reasons of the bad lines since the last good record
