@@ -164,11 +164,9 @@ func OpenJournal(path string) (*Journal, error) { return OpenJournalSize(path, D
 // so) the journal is read, locked all the same (one another process holds
 // is refused), and every write fails (Stats.WriteError) until the file
 // system is writable again; any other file that cannot be read or written
-// is an error.
+// is an error. A symbolic link is followed to its file (journalTarget).
 func OpenJournalSize(path string, maxBytes int64) (*Journal, error) {
-	if maxBytes <= 0 {
-		maxBytes = DefaultJournalMaxBytes
-	}
+	path, maxBytes = journalTarget(path), cmp.Or(max(maxBytes, 0), DefaultJournalMaxBytes)
 	f, err := openRegular(path)
 	var ro error
 	if errors.Is(err, syscall.EROFS) {
@@ -327,8 +325,11 @@ func (j *Journal) dropped() int {
 	return n
 }
 
-// load reads the records, in bounded memory, and applies the whole ones.
+// load reads the records of a journal (notJournal), in bounded memory, and applies the whole ones.
 func (j *Journal) load() error {
+	if err := notJournal(j.f, j.path); err != nil {
+		return err
+	}
 	br := bufio.NewReaderSize(j.f, recordHeader+MaxRecordBytes+1)
 	var off int64
 	var bad []string // reasons of the bad lines since the last good record

@@ -24,7 +24,8 @@ import (
 // names it), while the kill switch is engaged, and on a GPU whose mode is
 // not enforce; and wherever the reason is gone: a pause set on a GPU the
 // tenant has left (moved to another GPU) would follow it there, since a
-// tenant is paused as a whole.
+// tenant is paused as a whole; a tenant whose processes a reload gave to
+// another tenant has nothing left to pause for.
 
 // thawPauses sets back to 0 the pause duties the tuner (or an earlier run,
 // per the journal) set and may not keep now; first is the first round.
@@ -44,6 +45,8 @@ func (t *Tuner) thawPauses(ctx context.Context, now time.Time, first bool) []Dec
 			whys[k] = "thawed: the tuner no longer acts on this GPU"
 		case latencyNow(t.last, o.Tenant):
 			whys[k] = "thawed: " + o.Tenant + " is a latency tenant now, which is never paused"
+		case reattributed(t.last, o) != "":
+			whys[k] = fmt.Sprintf("thawed: the processes paused for %s are %s's now (the tenants configuration changed), and %s has none on any GPU", o.Tenant, reattributed(t.last, o), o.Tenant)
 		case t.left(k, o):
 			whys[k] = "thawed: " + o.Tenant + " no longer runs on this GPU (it runs on another), where the pause would follow it"
 		case t.unseenFor(k, o, now) >= unseenThaw:
@@ -327,6 +330,30 @@ func (t *Tuner) unseenFor(k string, o Original, now time.Time) time.Duration {
 		t.unseen[k], since = now, now
 	}
 	return now.Sub(since)
+}
+
+// reattributed is the tenant snap gives a process paused for o's tenant
+// where that tenant has no process on any GPU: a reload of the tenants
+// file removed or renamed it, or moved its processes to another tenant
+// (unassigned among them), and the pause, which the policy set for it,
+// no longer has a tenant to hold. "" otherwise: a tenant still running
+// keeps its pause even where one of its PIDs was taken by another's process.
+func reattributed(snap *tenant.Snapshot, o Original) string {
+	if snap == nil || o.Tenant == "" || len(PausePIDs(snap, o.Tenant)) > 0 {
+		return ""
+	}
+	for _, u := range snap.Usage {
+		pids := u.PIDs
+		if onVGPUHost(snap, u.UUID) {
+			pids = u.VMPIDs
+		}
+		for _, pid := range pids {
+			if slices.Contains(o.PIDs, pid) {
+				return u.Tenant
+			}
+		}
+	}
+	return ""
 }
 
 // unseenThaw is how long a paused tenant may have no process on any GPU

@@ -190,7 +190,9 @@ func nowhere(n int) [][]tenant.Usage { return make([][]tenant.Usage, n) }
 // moved it since the pause was set, after two rounds in a row otherwise;
 // a tenant still on the GPU, missing from it for one round only (a client
 // restarting), or seen on none for less than two minutes (between a stop
-// and a start) keeps it; seen on none for two minutes, it is thawed.
+// and a start) keeps it; seen on none for two minutes, it is thawed; its
+// processes another tenant's (a reload took it out of the tenants file),
+// it is thawed at the next round, not two minutes later.
 func TestPauseThawedWhenTenantLeft(t *testing.T) {
 	on := func(uuid string) []tenant.Usage {
 		return []tenant.Usage{{Tenant: "train", Class: gpu.ClassBatch, UUID: uuid, PIDs: []uint32{7, 8}}}
@@ -200,6 +202,9 @@ func TestPauseThawedWhenTenantLeft(t *testing.T) {
 			{UUID: uuid0, Up: true, Mode: gpu.SharingMPS, Processes: []gpu.Process{mpsProc(7, nil), mpsProc(8, nil)}},
 			{UUID: "GPU-1", Index: 1, Up: true, Mode: gpu.SharingMPS},
 		}, usage)
+	}
+	as := func(uuid, name string, pids ...uint32) []tenant.Usage {
+		return []tenant.Usage{{Tenant: name, Class: gpu.ClassBatch, UUID: uuid, PIDs: pids}}
 	}
 	for _, c := range []struct {
 		name   string
@@ -216,6 +221,10 @@ func TestPauseThawedWhenTenantLeft(t *testing.T) {
 		{"seen on no GPU for a minute: kept", nowhere(5), false, nil, 0, ""},
 		{"seen on no GPU for a minute twice, back between: kept", append(append(nowhere(5), on(uuid0)), nowhere(5)...), false, nil, 0, ""},
 		{"seen on no GPU for two minutes: thawed", nowhere(9), false, []string{"SetPauseDuty(GPU-0,train,[7 8],0)"}, 9, "no process of train to pause"},
+		{"its processes another tenant's (a reload took train out of the file): thawed at the next round",
+			[][]tenant.Usage{as(uuid0, "unassigned", 7, 8)}, false, []string{"SetPauseDuty(GPU-0,train,[7 8],0)"}, 1, "are unassigned's now"},
+		{"one of its PIDs another tenant's, train still running: kept (on its process left)",
+			[][]tenant.Usage{append(as(uuid0, "train", 7), as(uuid0, "web", 8)...)}, false, []string{"SetPauseDuty(GPU-0,train,[7],0.5)"}, 1, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rec := &pauseRecorder{}

@@ -63,7 +63,7 @@ func TestJournalCommand(t *testing.T) {
 
 // The listing says what it could not read: records inside the file that
 // cannot be trusted (an original they held is not listed) end it with
-// exit status 1; a torn tail (a write a crash cut short) is said, exit 0.
+// exit status 1, and so does a file that is not a journal; a torn tail (a write a crash cut short) is said, exit 0.
 func TestJournalCommandDroppedRecords(t *testing.T) {
 	const power = `{"time":"2026-01-01T00:00:00Z","event":"original","target":{"gpu":"GPU-0","knob":"power_limit"},"from":{"kind":"watts","num":700}}` + "\n"
 	for _, c := range []struct {
@@ -73,7 +73,7 @@ func TestJournalCommandDroppedRecords(t *testing.T) {
 	}{
 		{"whole", power, 0, ""},
 		{"a corrupt record inside", "not a record\n" + power, 1, "cannot be trusted (1 corrupt)"},
-		{"not a journal", "hello\nworld\n", 1, "cannot be trusted (2 corrupt)"},
+		{"not a journal", "hello\nworld\n", 1, "not a tuner journal, left as it is"},
 		{"a torn tail", power + `{"time":"2026-01-01T00:00:01Z","ev`, 0, "ends in a torn record of"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

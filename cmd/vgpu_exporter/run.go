@@ -118,7 +118,13 @@ func (s *service) logServing(cfg *config) {
 // or within closeAfterRestore of the restore's end when that is later, whatever
 // the backend, the builder or a reload is doing.
 func (s *service) serve(ctx context.Context, cfg *config, newCollector collectorFunc, hup <-chan os.Signal) error {
-	slogger := newSlogLogger(log.With(s.logger, "component", "web"), slogLevel(cfg.LogLevel))
+	wlog := log.With(s.logger, "component", "web")
+	if f := *cfg.Web.WebConfigFile; f != "" {
+		// exporter-toolkit reads the file again for every request and TLS
+		// handshake; its errors name the line, this the file.
+		wlog = log.With(wlog, "web_config_file", f)
+	}
+	slogger := newSlogLogger(wlog, slogLevel(cfg.LogLevel))
 	var self *exposition.Self
 	if !cfg.DisableExporterMetrics {
 		self = selfRegistry()

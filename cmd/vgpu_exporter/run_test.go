@@ -22,6 +22,7 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	gpunvml "github.com/vgpu-exporter/vgpu_exporter/gpu/nvml"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
@@ -373,31 +374,56 @@ func TestNoDriverMessages(t *testing.T) {
 	}
 }
 
-// --web.config.file reaches exporter-toolkit: basic auth guards every path.
-func TestServiceWebConfigBasicAuth(t *testing.T) {
+// serveWebConfig serves a fake service with --web.config.file holding
+// basic auth of user prom, password s3cret; it returns the file, the
+// base URL and the service's log.
+func serveWebConfig(t *testing.T) (webCfg, base string, logs *testutil.SyncBuffer) {
+	t.Helper()
 	hash, err := bcrypt.GenerateFromPassword([]byte("s3cret"), bcrypt.MinCost)
 	if err != nil {
 		t.Fatal(err)
 	}
-	webCfg := filepath.Join(t.TempDir(), "web.yml")
+	webCfg = filepath.Join(t.TempDir(), "web.yml")
 	if err := os.WriteFile(webCfg, []byte("basic_auth_users:\n  prom: "+string(hash)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	addr := freeAddr(t)
 	cfg := testConfig(t, "--web.listen-address="+addr, "--web.config.file="+webCfg)
-	svc := newService(&fakeSource{}, &fakeBuilder{}, "", gpu.NewManualClock(time.Unix(1e9, 0)), time.Hour, log.NewNopLogger())
+	logs = &testutil.SyncBuffer{}
+	svc := newService(&fakeSource{}, &fakeBuilder{}, "", gpu.NewManualClock(time.Unix(1e9, 0)), time.Hour, log.NewLogfmtLogger(logs))
 	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel) // a failing test still stops the server
 	done := make(chan error, 1)
 	go func() { done <- svc.serve(ctx, cfg, newFakeCollectorFor, nil) }()
-	defer func() {
+	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Error(err)
 		}
-	}()
-	base := "http://" + addr
+	})
+	base = "http://" + addr
 	waitUntil(t, "the server to answer", func() bool { c, _ := httpGet(base + "/-/healthy"); return c != 0 })
+	return webCfg, base, logs
+}
+
+// getAs is the status of a GET of url with basic auth user and pass
+// (none where user is empty).
+func getAs(t *testing.T, url, user, pass string) int {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	if user != "" {
+		req.SetBasicAuth(user, pass)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// --web.config.file reaches exporter-toolkit: basic auth guards every path.
+func TestServiceWebConfigBasicAuth(t *testing.T) {
+	_, base, _ := serveWebConfig(t)
 	for _, tc := range []struct {
 		user, pass string
 		code       int
@@ -406,18 +432,42 @@ func TestServiceWebConfigBasicAuth(t *testing.T) {
 		{"prom", "wrong", http.StatusUnauthorized},
 		{"prom", "s3cret", http.StatusOK},
 	} {
-		req, _ := http.NewRequest("GET", base+"/metrics", nil)
-		if tc.user != "" {
-			req.SetBasicAuth(tc.user, tc.pass)
+		if code := getAs(t, base+"/metrics", tc.user, tc.pass); code != tc.code {
+			t.Errorf("user %q pass %q: %d, want %d", tc.user, tc.pass, code, tc.code)
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
+	}
+}
+
+// exporter-toolkit reads --web.config.file again for every request: one
+// broken while the exporter runs answers every request 500 until it is
+// mended (docs/deploy.md), and its error names the file and the line, not
+// only the line ("Unable to parse configuration" err="yaml: line 2: ...").
+func TestServiceWebConfigBrokenWhileServing(t *testing.T) {
+	webCfg, base, logs := serveWebConfig(t)
+	good, err := os.ReadFile(webCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(webCfg, []byte("basic_auth_users:\n  prom: [\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code := getAs(t, base+"/metrics", "prom", "s3cret"); code != http.StatusInternalServerError {
+		t.Errorf("a request while the file is broken: %d, want 500", code)
+	}
+	line := ""
+	for l := range strings.Lines(logs.String()) {
+		if strings.Contains(l, "Unable to parse configuration") {
+			line = l
 		}
-		resp.Body.Close()
-		if resp.StatusCode != tc.code {
-			t.Errorf("user %q pass %q: %d, want %d", tc.user, tc.pass, resp.StatusCode, tc.code)
-		}
+	}
+	if !strings.Contains(line, webCfg) || !strings.Contains(line, "line 2") {
+		t.Errorf("the error logged is %q, want one naming %s and its line 2", line, webCfg)
+	}
+	if err := os.WriteFile(webCfg, good, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code := getAs(t, base+"/metrics", "prom", "s3cret"); code != http.StatusOK {
+		t.Errorf("a request once the file is mended: %d, want 200", code)
 	}
 }
 
