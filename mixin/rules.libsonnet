@@ -5,8 +5,12 @@
   local c = self._config,
   local by = std.format('%s, tenant', c.clusterLabel),
   local sel = c.vgpuExporterSelector,
-  // The labels that identify one GPU of one exporter.
-  local gpuKey = std.format('%s, job, %s, uuid', [c.clusterLabel, c.hostLabel]),
+  // The labels that identify one GPU of one exporter: its UUID, and its
+  // index, since GPUs NVML gave no handle for at start are served down
+  // with uuid="" (docs/backends.md): two of them on one host would
+  // otherwise be one match group, and a join on vgpu_gpu_info would fail
+  // as many-to-many for the whole fleet.
+  local gpuKey = std.format('%s, job, %s, gpu, uuid', [c.clusterLabel, c.hostLabel]),
 
   // Every window named by the burn-rate alerts, in order of length.
   local windows = std.uniq(std.sort(
