@@ -327,7 +327,14 @@
           alert(
             'VGPUTunerRestoreFailed',
             'critical',
-            std.format('vgpu_tuner_restore_failures_total{%s} > 0', sel),
+            // A failed restore keeps its original open; the counter stays
+            // up until the exporter restarts, also once a thaw that failed
+            // succeeded at a later round and nothing the tuner made is left.
+            std.format(|||
+              vgpu_tuner_restore_failures_total{%(sel)s} > 0
+              and on (%(key)s)
+              vgpu_tuner_originals_unrestored{%(sel)s} > 0
+            |||, { sel: sel, key: std.format('%s, job, %s', [c.clusterLabel, c.hostLabel]) }),
             '',
             'The tuner could not restore original GPU settings from its journal.',
             'The tuner' + onHost + ' could not restore the original of some settings it changed ({{ $value | humanize }} since the exporter started): the GPUs keep settings the tuner made.',
