@@ -174,12 +174,18 @@
           {
             // Device memory in use that no tenant's process holds: the
             // driver's reserve where the backend counts it, processes NVML
-            // does not list.
+            // does not list. A cluster whose GPUs had no tenant's process
+            // since their exporters started has no tenant meter series:
+            // all of its used memory is no tenant's.
             record: 'cluster:vgpu_gpu_memory_unattributed_byte_seconds:rate5m',
             expr: std.format(|||
               sum by (%(cluster)s) (rate(vgpu_gpu_memory_used_byte_seconds_total{%(sel)s}[5m]))
               -
-              sum by (%(cluster)s) (rate(vgpu_tenant_memory_byte_seconds_total{%(sel)s}[5m]))
+              (
+                sum by (%(cluster)s) (rate(vgpu_tenant_memory_byte_seconds_total{%(sel)s}[5m]))
+                or
+                0 * sum by (%(cluster)s) (rate(vgpu_gpu_memory_used_byte_seconds_total{%(sel)s}[5m]))
+              )
             |||, { cluster: c.clusterLabel, sel: sel }),
           },
         ],
