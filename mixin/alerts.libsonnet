@@ -201,7 +201,19 @@
           alert(
             'VGPUPowerThrottling',
             'warning',
-            std.format('max without (reason) (avg_over_time(vgpu_gpu_clock_event_reason_active{%s, reason=~"hw_slowdown|hw_power_brake_slowdown"}[%s])) > %s', [sel, c.throttleWindow, c.throttleFraction]),
+            // NVML sets hw_slowdown for an over-temperature too: while a
+            // thermal slowdown holds the GPU (VGPUThermalThrottling), its
+            // hw_slowdown is that, not the power; the power brake is always.
+            local r(reasons) = std.format('max without (reason) (avg_over_time(vgpu_gpu_clock_event_reason_active{%s, reason=~"%s"}[%s])) > %s', [sel, reasons, c.throttleWindow, c.throttleFraction]);
+            std.format(|||
+              %(brake)s
+              or
+              (
+                %(slowdown)s
+                unless on (%(key)s)
+                %(thermal)s
+              )
+            |||, { brake: r('hw_power_brake_slowdown'), slowdown: r('hw_slowdown'), thermal: r('sw_thermal_slowdown|hw_thermal_slowdown'), key: gpuKey }),
             '',
             'A GPU is slowed down by a hardware power limit.',
             'Hardware slowdown or the power brake held the clocks of' + onGPU + ' down {{ $value | humanizePercentage }} of the last %s.' % c.throttleWindow,
@@ -327,7 +339,14 @@
           alert(
             'VGPUTunerRestoreFailed',
             'critical',
-            std.format('vgpu_tuner_restore_failures_total{%s} > 0', sel),
+            // A failed restore keeps its original open; the counter stays
+            // up until the exporter restarts, also once a thaw that failed
+            // succeeded at a later round and nothing the tuner made is left.
+            std.format(|||
+              vgpu_tuner_restore_failures_total{%(sel)s} > 0
+              and on (%(key)s)
+              vgpu_tuner_originals_unrestored{%(sel)s} > 0
+            |||, { sel: sel, key: std.format('%s, job, %s', [c.clusterLabel, c.hostLabel]) }),
             '',
             'The tuner could not restore original GPU settings from its journal.',
             'The tuner' + onHost + ' could not restore the original of some settings it changed ({{ $value | humanize }} since the exporter started): the GPUs keep settings the tuner made.',

@@ -5,8 +5,12 @@
   local c = self._config,
   local by = std.format('%s, tenant', c.clusterLabel),
   local sel = c.vgpuExporterSelector,
-  // The labels that identify one GPU of one exporter.
-  local gpuKey = std.format('%s, job, %s, uuid', [c.clusterLabel, c.hostLabel]),
+  // The labels that identify one GPU of one exporter: its UUID, and its
+  // index, since GPUs NVML gave no handle for at start are served down
+  // with uuid="" (docs/backends.md): two of them on one host would
+  // otherwise be one match group, and a join on vgpu_gpu_info would fail
+  // as many-to-many for the whole fleet.
+  local gpuKey = std.format('%s, job, %s, gpu, uuid', [c.clusterLabel, c.hostLabel]),
 
   // Every window named by the burn-rate alerts, in order of length.
   local windows = std.uniq(std.sort(
@@ -170,12 +174,18 @@
           {
             // Device memory in use that no tenant's process holds: the
             // driver's reserve where the backend counts it, processes NVML
-            // does not list.
+            // does not list. A cluster whose GPUs had no tenant's process
+            // since their exporters started has no tenant meter series:
+            // all of its used memory is no tenant's.
             record: 'cluster:vgpu_gpu_memory_unattributed_byte_seconds:rate5m',
             expr: std.format(|||
               sum by (%(cluster)s) (rate(vgpu_gpu_memory_used_byte_seconds_total{%(sel)s}[5m]))
               -
-              sum by (%(cluster)s) (rate(vgpu_tenant_memory_byte_seconds_total{%(sel)s}[5m]))
+              (
+                sum by (%(cluster)s) (rate(vgpu_tenant_memory_byte_seconds_total{%(sel)s}[5m]))
+                or
+                0 * sum by (%(cluster)s) (rate(vgpu_gpu_memory_used_byte_seconds_total{%(sel)s}[5m]))
+              )
             |||, { cluster: c.clusterLabel, sel: sel }),
           },
         ],
