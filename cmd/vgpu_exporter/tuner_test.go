@@ -17,6 +17,7 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/command/commandtest"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
 	"github.com/vgpu-exporter/vgpu_exporter/latency"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
@@ -230,7 +231,7 @@ func TestTunerDrivesOutsideActuators(t *testing.T) {
 			host.Backend, host.Tuner.Mode = backendNVML, mode
 			host.Actuators.PauseCgroupRoot = "" // whatever freezer this machine has
 			snapshot := violating(svc.Snapshot, clock)
-			var logged strings.Builder
+			var logged testutil.SyncBuffer // the hooks log from their own goroutines
 			r, err := newTunerRunner(&host, sourceOnly{svc.src}, clock, snapshot, svc.Sampler().Subscribe, log.NewLogfmtLogger(&logged))
 			if err != nil {
 				t.Fatal(err)
