@@ -248,17 +248,7 @@ func TestWritePolicies(t *testing.T) {
 // the built-in scenarios named beside it run first. A file whose
 // companion disagrees with it is refused before any run.
 func TestWriteScenarioFile(t *testing.T) {
-	dir := t.TempDir()
-	for _, f := range []string{"h200-mig.yaml", "h200-mig.tenants.yaml"} {
-		b, err := os.ReadFile(filepath.Join("..", "..", "scenarios", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, strings.Replace(f, "h200-mig", "mine", 1)), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	file := filepath.Join(dir, "mine.yaml")
+	dir, file := mineScenario(t)
 	base := simrun.Config{Duration: 30 * time.Second, Step: time.Second}
 	var out strings.Builder
 	err := Write(context.Background(), &out, Options{Run: base, Policies: []string{oracle.Name}, Seeds: []int64{1}, Scenarios: []string{file, "h200-mig"}, Slack: true})
@@ -299,17 +289,7 @@ func TestWriteScenarioFile(t *testing.T) {
 // path is written, is refused before any run: its rows would be the same
 // runs twice.
 func TestWriteScenarioTwice(t *testing.T) {
-	dir := t.TempDir()
-	for _, f := range []string{"h200-mig.yaml", "h200-mig.tenants.yaml"} {
-		b, err := os.ReadFile(filepath.Join("..", "..", "scenarios", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, strings.Replace(f, "h200-mig", "mine", 1)), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	file := filepath.Join(dir, "mine.yaml")
+	dir, file := mineScenario(t)
 	base := simrun.Config{Duration: 30 * time.Second, Step: time.Second}
 	for _, c := range []struct {
 		name      string
@@ -326,4 +306,22 @@ func TestWriteScenarioTwice(t *testing.T) {
 			}
 		})
 	}
+}
+
+// mineScenario copies the built-in h200-mig and its tenants file into a
+// new directory as mine.yaml and mine.tenants.yaml, and returns the
+// directory and mine.yaml's path.
+func mineScenario(t *testing.T) (dir, file string) {
+	t.Helper()
+	dir = t.TempDir()
+	for _, f := range []string{"h200-mig.yaml", "h200-mig.tenants.yaml"} {
+		b, err := os.ReadFile(filepath.Join("..", "..", "scenarios", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, strings.Replace(f, "h200-mig", "mine", 1)), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir, filepath.Join(dir, "mine.yaml")
 }
