@@ -98,6 +98,15 @@ func TestParseConfigErrors(t *testing.T) {
 		{"empty selector", "tenants:\n  - name: a\n    selectors:\n      - {}\n", "t.yaml:4: a selector has no keys"},
 		{"empty kubernetes", "tenants:\n  - name: a\n    selectors:\n      - kubernetes: {}\n", "t.yaml:4: kubernetes selector has no keys"},
 		{"no selectors", "tenants:\n  - name: a\n", "t.yaml:2: tenant \"a\" has no selectors"},
+		// a key given empty would match any namespace, pod or container
+		{"empty namespace", "tenants:\n  - name: a\n    selectors:\n      - kubernetes:\n          namespace: \"\"\n          pod: chat-0\n", "t.yaml:5: kubernetes.namespace is empty"},
+		{"empty container", "tenants:\n  - name: a\n    selectors: [{kubernetes: {namespace: llm, container: \"\"}}]\n", "t.yaml:3: kubernetes.container is empty"},
+		{"empty pod_uid", "tenants:\n  - name: a\n    selectors: [{kubernetes: {pod_uid: \"\"}}]\n", "t.yaml:3: kubernetes.pod_uid is empty"},
+		{"empty label key", "tenants:\n  - name: a\n    selectors: [{kubernetes: {labels: {\"\": x}}}]\n", "t.yaml:3: kubernetes.labels: a label key is empty"},
+		// the executable is matched by its name alone, never by its path
+		{"executable path", "tenants:\n  - name: a\n    selectors:\n      - executable: /usr/bin/python3\n", "t.yaml:4: executable \"/usr/bin/python3\" holds a '/': it is matched against the executable's name without its directory (\"python3\")"},
+		{"executable glob path", "tenants:\n  - name: a\n    selectors: [{executable: \"*/vllm\"}]\n", "t.yaml:3: executable \"*/vllm\" holds a '/'"},
+		{"mig_uuid of a GPU", "tenants:\n  - name: a\n    selectors: [{mig_uuid: GPU-1}]\n", "t.yaml:3: mig_uuid \"GPU-1\" is not a MIG instance's UUID"},
 		{"no name", "tenants:\n  - selectors: [{uid: 1}]\n", "t.yaml:2: tenant has no name"},
 		{"name not the first key", "tenants:\n  - class: batch\n    name: \"bad name!\"\n    selectors: [{uid: 1}]\n", "t.yaml:3: tenant name \"bad name!\": use letters"},
 		{"duplicate name not the first key", head + "  - selectors: [{uid: 1}]\n    name: a\n", "t.yaml:5: duplicate tenant name \"a\" (first defined at line 2)"},
@@ -172,6 +181,15 @@ func TestParseConfigErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestParseConfigEmptyKubernetesKey says that a key is empty, not also
+// that the selector has no keys.
+func TestParseConfigEmptyKubernetesKey(t *testing.T) {
+	_, err := ParseConfig("t.yaml", []byte("tenants:\n  - name: a\n    selectors: [{kubernetes: {namespace: \"\"}}]\n"))
+	if err == nil || !strings.Contains(err.Error(), "kubernetes.namespace is empty") || strings.Contains(err.Error(), "no keys") {
+		t.Fatalf("got %v; want only that kubernetes.namespace is empty", err)
 	}
 }
 
