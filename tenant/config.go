@@ -14,6 +14,7 @@ import (
 	"math"
 	"net/url"
 	"path"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -421,6 +422,14 @@ func (s *Selector) UnmarshalYAML(n *yaml.Node) error {
 	return errs.Err()
 }
 
+// namespaceRE is a Kubernetes namespace (an RFC 1123 label); podUIDRE a
+// pod UID as the API and a cgroup path give it (with dashes), or a
+// static pod's 32 hex digits.
+var (
+	namespaceRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+	podUIDRE    = regexp.MustCompile(`^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}|[0-9a-fA-F]{32})$`)
+)
+
 // UnmarshalYAML decodes a kubernetes selector and compiles its globs.
 func (k *KubernetesSelector) UnmarshalYAML(n *yaml.Node) error {
 	var errs yamlconf.Errors
@@ -436,6 +445,13 @@ func (k *KubernetesSelector) UnmarshalYAML(n *yaml.Node) error {
 			errs.Addf(f.Line, "kubernetes.%s is empty", x.key)
 			emptyKey = true
 		}
+	}
+	// values no pod can have would never match
+	if f := got["namespace"]; f.OK && k.Namespace != "" && !namespaceRE.MatchString(k.Namespace) {
+		errs.Addf(f.Line, "kubernetes.namespace %q is not a Kubernetes namespace (lower-case letters, digits and '-', at most 63); it would never match", k.Namespace)
+	}
+	if f := got["pod_uid"]; f.OK && k.PodUID != "" && !podUIDRE.MatchString(k.PodUID) {
+		errs.Addf(f.Line, "kubernetes.pod_uid %q is not a pod UID (8-4-4-4-12 hex digits, or 32 of a static pod); it would never match", k.PodUID)
 	}
 	if f := got["labels"]; f.OK {
 		if _, ok := k.Labels[""]; ok {

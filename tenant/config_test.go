@@ -102,6 +102,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"empty namespace", "tenants:\n  - name: a\n    selectors:\n      - kubernetes:\n          namespace: \"\"\n          pod: chat-0\n", "t.yaml:5: kubernetes.namespace is empty"},
 		{"empty container", "tenants:\n  - name: a\n    selectors: [{kubernetes: {namespace: llm, container: \"\"}}]\n", "t.yaml:3: kubernetes.container is empty"},
 		{"empty pod_uid", "tenants:\n  - name: a\n    selectors: [{kubernetes: {pod_uid: \"\"}}]\n", "t.yaml:3: kubernetes.pod_uid is empty"},
+		{"namespace of capitals", "tenants:\n  - name: a\n    selectors: [{kubernetes: {namespace: LLM}}]\n", "t.yaml:3: kubernetes.namespace \"LLM\" is not a Kubernetes namespace"},
+		{"pod_uid not a uid", "tenants:\n  - name: a\n    selectors: [{kubernetes: {pod_uid: chat-0}}]\n", "t.yaml:3: kubernetes.pod_uid \"chat-0\" is not a pod UID"},
 		{"empty label key", "tenants:\n  - name: a\n    selectors: [{kubernetes: {labels: {\"\": x}}}]\n", "t.yaml:3: kubernetes.labels: a label key is empty"},
 		// the executable is matched by its name alone, never by its path
 		{"executable path", "tenants:\n  - name: a\n    selectors:\n      - executable: /usr/bin/python3\n", "t.yaml:4: executable \"/usr/bin/python3\" holds a '/': it is matched against the executable's name without its directory (\"python3\")"},
