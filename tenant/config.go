@@ -453,6 +453,9 @@ func (k *KubernetesSelector) UnmarshalYAML(n *yaml.Node) error {
 	if f := got["pod_uid"]; f.OK && k.PodUID != "" && !podUIDRE.MatchString(k.PodUID) {
 		errs.Addf(f.Line, "kubernetes.pod_uid %q is not a pod UID (8-4-4-4-12 hex digits, or 32 of a static pod); it would never match", k.PodUID)
 	}
+	// a UID matches in any case: so that two tenants' UIDs that differ in
+	// case alone are seen to overlap, it is kept in the API's (lower) case
+	k.PodUID = strings.ToLower(k.PodUID)
 	if f := got["labels"]; f.OK {
 		if _, ok := k.Labels[""]; ok {
 			errs.Addf(f.Line, "kubernetes.labels: a label key is empty; no pod has such a label")

@@ -126,6 +126,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"identical selectors", head + "  - name: b\n    selectors: [{executable: x}]\n", "t.yaml:5: selector of tenant \"b\" overlaps the selector of tenant \"a\" at line 3"},
 		{"narrower selector overlaps", head + "  - name: b\n    selectors:\n      - {executable: x, uid: 7}\n", "t.yaml:6: selector of tenant \"b\" overlaps"},
 		{"glob covers literal", "tenants:\n  - name: a\n    selectors: [{kubernetes: {namespace: llm, pod: \"chat-*\"}}]\n  - name: b\n    selectors: [{kubernetes: {namespace: llm, pod: chat-0}}]\n", "t.yaml:5: selector of tenant \"b\" overlaps"},
+		{"same pod_uid in two cases", "tenants:\n  - name: a\n    selectors: [{kubernetes: {pod_uid: 0C8D2F6E-71B5-4A9D-8E3F-2A6B9C4D1E57}}]\n  - name: b\n    selectors: [{kubernetes: {pod_uid: 0c8d2f6e-71b5-4a9d-8e3f-2a6b9c4d1e57}}]\n", "t.yaml:5: selector of tenant \"b\" overlaps"},
 		{"same mig", "tenants:\n  - name: a\n    selectors: [{mig_uuid: MIG-1}]\n  - name: b\n    selectors: [{mig_uuid: MIG-1}]\n", "t.yaml:5: selector of tenant \"b\" overlaps"},
 		// A problem of two values is at the line of the key it names first;
 		// a value the tenant does not set is named with where it is set.
