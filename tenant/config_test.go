@@ -238,6 +238,10 @@ func TestParseConfigNoFalseOverlap(t *testing.T) {
     selectors: [{executable: python}, {uid: 1001}, {kubernetes: {namespace: llm, pod: "chat-*"}}]
   - name: c
     selectors: [{kubernetes: {namespace: llm, pod: "search-*"}}, {mig_uuid: MIG-2}, {gpu_instance: {gpu: 0, id: 1}}]
+  - name: d
+    selectors: [{kubernetes: {labels: {gpu: ""}}}]
+  - name: e
+    selectors: [{kubernetes: {labels: {team: x}}}]
 `
 	if _, err := ParseConfig("t.yaml", []byte(in)); err != nil {
 		t.Fatal(err)
