@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -214,12 +215,19 @@ type podList struct {
 			Labels    map[string]string `json:"labels"`
 		} `json:"metadata"`
 		Status struct {
-			ContainerStatuses []struct {
-				Name        string `json:"name"`
-				ContainerID string `json:"containerID"`
-			} `json:"containerStatuses"`
+			// every container of the pod may run on its GPUs: init
+			// containers (sidecars among them) and ephemeral ones too
+			ContainerStatuses          []containerStatus `json:"containerStatuses"`
+			InitContainerStatuses      []containerStatus `json:"initContainerStatuses"`
+			EphemeralContainerStatuses []containerStatus `json:"ephemeralContainerStatuses"`
 		} `json:"status"`
 	} `json:"items"`
+}
+
+// containerStatus is the part of a container's status that names it.
+type containerStatus struct {
+	Name        string `json:"name"`
+	ContainerID string `json:"containerID"`
 }
 
 // parsePodList decodes pod metadata: by UID, and container ID -> name.
@@ -236,7 +244,8 @@ func parsePodList(src string, data []byte) ([]*podMeta, map[string]string, error
 			continue
 		}
 		out = append(out, &podMeta{Namespace: md.Namespace, Name: md.Name, UID: strings.ToLower(md.UID), Labels: md.Labels})
-		for _, cs := range it.Status.ContainerStatuses {
+		st := it.Status
+		for _, cs := range slices.Concat(st.ContainerStatuses, st.InitContainerStatuses, st.EphemeralContainerStatuses) {
 			id := cs.ContainerID
 			if i := strings.LastIndex(id, "://"); i >= 0 {
 				id = id[i+3:]

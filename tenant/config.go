@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"math"
 	"net/url"
+	"path"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -403,16 +405,63 @@ func (s *Selector) UnmarshalYAML(n *yaml.Node) error {
 	if f := got["uid"]; f.OK && *s.UID < 0 {
 		errs.Addf(f.Line, "uid must not be negative")
 	}
+	// the executable is matched against the process's name without its
+	// directory (the base of the backend's name, or /proc/PID/comm): a
+	// glob with a '/' would never match
+	if f := got["executable"]; f.OK && strings.Contains(s.Executable, "/") {
+		errs.Addf(f.Line, "executable %q holds a '/': it is matched against the executable's name without its directory (%q); use a cgroup selector to tell apart processes by where they run", s.Executable, path.Base(s.Executable))
+	}
+	// a MIG instance's UUID starts with "MIG-" (MIG-<uuid>, or
+	// MIG-GPU-<uuid>/<gi>/<ci> of older drivers); a GPU's UUID names no
+	// MIG instance and would never match
+	if f := got["mig_uuid"]; f.OK && s.MIGUUID != "" && !strings.HasPrefix(s.MIGUUID, "MIG-") {
+		errs.Addf(f.Line, "mig_uuid %q is not a MIG instance's UUID (MIG-...); to select a MIG instance by its GPU, use gpu_instance", s.MIGUUID)
+	}
 	s.cgroupRE, s.exeRE = compileGlob(s.Cgroup), compileGlob(s.Executable)
 	addClassProblems(&errs, got, "cgroup", s.cgroupRE, "executable", s.exeRE)
 	return errs.Err()
 }
 
+// namespaceRE is a Kubernetes namespace (an RFC 1123 label); podUIDRE a
+// pod UID as the API and a cgroup path give it (with dashes), or a
+// static pod's 32 hex digits.
+var (
+	namespaceRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+	podUIDRE    = regexp.MustCompile(`^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}|[0-9a-fA-F]{32})$`)
+)
+
 // UnmarshalYAML decodes a kubernetes selector and compiles its globs.
 func (k *KubernetesSelector) UnmarshalYAML(n *yaml.Node) error {
 	var errs yamlconf.Errors
 	got := errs.Fields(n, "kubernetes selector", "kubernetes.", k)
-	if k.Namespace == "" && k.Pod == "" && k.PodUID == "" && k.Container == "" && len(k.Labels) == 0 {
+	// a key given empty is refused, not read as "any": a value left empty
+	// (by a template, say) would otherwise widen the selector to every
+	// namespace, pod or container
+	emptyKey := false
+	for _, x := range []struct{ key, val string }{
+		{"namespace", k.Namespace}, {"pod", k.Pod}, {"pod_uid", k.PodUID}, {"container", k.Container},
+	} {
+		if f, given := got[x.key]; given && f.OK && x.val == "" {
+			errs.Addf(f.Line, "kubernetes.%s is empty", x.key)
+			emptyKey = true
+		}
+	}
+	// values no pod can have would never match
+	if f := got["namespace"]; f.OK && k.Namespace != "" && !namespaceRE.MatchString(k.Namespace) {
+		errs.Addf(f.Line, "kubernetes.namespace %q is not a Kubernetes namespace (lower-case letters, digits and '-', at most 63); it would never match", k.Namespace)
+	}
+	if f := got["pod_uid"]; f.OK && k.PodUID != "" && !podUIDRE.MatchString(k.PodUID) {
+		errs.Addf(f.Line, "kubernetes.pod_uid %q is not a pod UID (8-4-4-4-12 hex digits, or 32 of a static pod); it would never match", k.PodUID)
+	}
+	// a UID matches in any case: so that two tenants' UIDs that differ in
+	// case alone are seen to overlap, it is kept in the API's (lower) case
+	k.PodUID = strings.ToLower(k.PodUID)
+	if f := got["labels"]; f.OK {
+		if _, ok := k.Labels[""]; ok {
+			errs.Addf(f.Line, "kubernetes.labels: a label key is empty; no pod has such a label")
+		}
+	}
+	if !emptyKey && k.Namespace == "" && k.Pod == "" && k.PodUID == "" && k.Container == "" && len(k.Labels) == 0 {
 		errs.Addf(n.Line, "kubernetes selector has no keys (namespace, pod, pod_uid, container, labels)")
 	}
 	k.podRE, k.containerRE = compileGlob(k.Pod), compileGlob(k.Container)

@@ -98,6 +98,17 @@ func TestParseConfigErrors(t *testing.T) {
 		{"empty selector", "tenants:\n  - name: a\n    selectors:\n      - {}\n", "t.yaml:4: a selector has no keys"},
 		{"empty kubernetes", "tenants:\n  - name: a\n    selectors:\n      - kubernetes: {}\n", "t.yaml:4: kubernetes selector has no keys"},
 		{"no selectors", "tenants:\n  - name: a\n", "t.yaml:2: tenant \"a\" has no selectors"},
+		// a key given empty would match any namespace, pod or container
+		{"empty namespace", "tenants:\n  - name: a\n    selectors:\n      - kubernetes:\n          namespace: \"\"\n          pod: chat-0\n", "t.yaml:5: kubernetes.namespace is empty"},
+		{"empty container", "tenants:\n  - name: a\n    selectors: [{kubernetes: {namespace: llm, container: \"\"}}]\n", "t.yaml:3: kubernetes.container is empty"},
+		{"empty pod_uid", "tenants:\n  - name: a\n    selectors: [{kubernetes: {pod_uid: \"\"}}]\n", "t.yaml:3: kubernetes.pod_uid is empty"},
+		{"namespace of capitals", "tenants:\n  - name: a\n    selectors: [{kubernetes: {namespace: LLM}}]\n", "t.yaml:3: kubernetes.namespace \"LLM\" is not a Kubernetes namespace"},
+		{"pod_uid not a uid", "tenants:\n  - name: a\n    selectors: [{kubernetes: {pod_uid: chat-0}}]\n", "t.yaml:3: kubernetes.pod_uid \"chat-0\" is not a pod UID"},
+		{"empty label key", "tenants:\n  - name: a\n    selectors: [{kubernetes: {labels: {\"\": x}}}]\n", "t.yaml:3: kubernetes.labels: a label key is empty"},
+		// the executable is matched by its name alone, never by its path
+		{"executable path", "tenants:\n  - name: a\n    selectors:\n      - executable: /usr/bin/python3\n", "t.yaml:4: executable \"/usr/bin/python3\" holds a '/': it is matched against the executable's name without its directory (\"python3\")"},
+		{"executable glob path", "tenants:\n  - name: a\n    selectors: [{executable: \"*/vllm\"}]\n", "t.yaml:3: executable \"*/vllm\" holds a '/'"},
+		{"mig_uuid of a GPU", "tenants:\n  - name: a\n    selectors: [{mig_uuid: GPU-1}]\n", "t.yaml:3: mig_uuid \"GPU-1\" is not a MIG instance's UUID"},
 		{"no name", "tenants:\n  - selectors: [{uid: 1}]\n", "t.yaml:2: tenant has no name"},
 		{"name not the first key", "tenants:\n  - class: batch\n    name: \"bad name!\"\n    selectors: [{uid: 1}]\n", "t.yaml:3: tenant name \"bad name!\": use letters"},
 		{"duplicate name not the first key", head + "  - selectors: [{uid: 1}]\n    name: a\n", "t.yaml:5: duplicate tenant name \"a\" (first defined at line 2)"},
@@ -115,6 +126,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"identical selectors", head + "  - name: b\n    selectors: [{executable: x}]\n", "t.yaml:5: selector of tenant \"b\" overlaps the selector of tenant \"a\" at line 3"},
 		{"narrower selector overlaps", head + "  - name: b\n    selectors:\n      - {executable: x, uid: 7}\n", "t.yaml:6: selector of tenant \"b\" overlaps"},
 		{"glob covers literal", "tenants:\n  - name: a\n    selectors: [{kubernetes: {namespace: llm, pod: \"chat-*\"}}]\n  - name: b\n    selectors: [{kubernetes: {namespace: llm, pod: chat-0}}]\n", "t.yaml:5: selector of tenant \"b\" overlaps"},
+		{"same pod_uid in two cases", "tenants:\n  - name: a\n    selectors: [{kubernetes: {pod_uid: 0C8D2F6E-71B5-4A9D-8E3F-2A6B9C4D1E57}}]\n  - name: b\n    selectors: [{kubernetes: {pod_uid: 0c8d2f6e-71b5-4a9d-8e3f-2a6b9c4d1e57}}]\n", "t.yaml:5: selector of tenant \"b\" overlaps"},
 		{"same mig", "tenants:\n  - name: a\n    selectors: [{mig_uuid: MIG-1}]\n  - name: b\n    selectors: [{mig_uuid: MIG-1}]\n", "t.yaml:5: selector of tenant \"b\" overlaps"},
 		// A problem of two values is at the line of the key it names first;
 		// a value the tenant does not set is named with where it is set.
@@ -175,6 +187,15 @@ func TestParseConfigErrors(t *testing.T) {
 	}
 }
 
+// TestParseConfigEmptyKubernetesKey says that a key is empty, not also
+// that the selector has no keys.
+func TestParseConfigEmptyKubernetesKey(t *testing.T) {
+	_, err := ParseConfig("t.yaml", []byte("tenants:\n  - name: a\n    selectors: [{kubernetes: {namespace: \"\"}}]\n"))
+	if err == nil || !strings.Contains(err.Error(), "kubernetes.namespace is empty") || strings.Contains(err.Error(), "no keys") {
+		t.Fatalf("got %v; want only that kubernetes.namespace is empty", err)
+	}
+}
+
 // TestParseConfigPresets accepts every preset the latency package knows.
 func TestParseConfigPresets(t *testing.T) {
 	for _, preset := range latency.Presets {
@@ -217,6 +238,10 @@ func TestParseConfigNoFalseOverlap(t *testing.T) {
     selectors: [{executable: python}, {uid: 1001}, {kubernetes: {namespace: llm, pod: "chat-*"}}]
   - name: c
     selectors: [{kubernetes: {namespace: llm, pod: "search-*"}}, {mig_uuid: MIG-2}, {gpu_instance: {gpu: 0, id: 1}}]
+  - name: d
+    selectors: [{kubernetes: {labels: {gpu: ""}}}]
+  - name: e
+    selectors: [{kubernetes: {labels: {team: x}}}]
 `
 	if _, err := ParseConfig("t.yaml", []byte(in)); err != nil {
 		t.Fatal(err)

@@ -101,7 +101,10 @@ func covers(a, b *Selector, budget *int) bool {
 			return false
 		}
 		for k, v := range ak.Labels {
-			if bk.Labels[k] != v {
+			// a label a requires is b's too, with a's value (a label
+			// given "" is one present with an empty value, which a pod
+			// without the label does not have)
+			if bv, ok := bk.Labels[k]; !ok || bv != v {
 				return false
 			}
 		}
