@@ -50,7 +50,7 @@ func NewTunerCollector(status func() *tuner.Status) *TunerCollector {
 	c.actions = c.add("tuner_actions_total", "Actions the tuner's policy planned, by knob and outcome (guarded, recommended, applied, refused, failed, rolled_back).", "knob", "outcome")
 	c.refusals = c.add("tuner_guard_refusals_total", "Actions refused by each guard.", "guard")
 	c.reverts = c.add("tuner_reverts_total", "Changes reverted because they made the SLO error worse, or rolled back after a failure.")
-	c.restores = c.add("tuner_restores_total", "Original settings restored (at exit, or at start after an unclean exit) and paused tenants thawed.")
+	c.restores = c.add("tuner_restores_total", "Original settings restored (at exit, or at start: what an earlier run left open in the journal) and paused tenants thawed.")
 	c.restoreFailures = c.add("tuner_restore_failures_total", "Original settings that could not be restored.")
 	c.jw = c.add("tuner_journal_errors_total", "Writes to the tuner journal that failed.")
 	c.jWritable = c.add("tuner_journal_writable", "1 while the last write to the tuner journal succeeded; 0 after a failed one, when the tuner makes no change (restores go on) until a write succeeds.")

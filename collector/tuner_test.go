@@ -241,3 +241,17 @@ vgpu_tuner_hook_oldest_running_seconds ` + tc.oldest + `
 		})
 	}
 }
+
+// vgpu_tuner_restores_total's help does not say every restore at start
+// follows an unclean exit: a clean exit keeps open what it leaves on a GPU
+// out of enforce mode, which the next start restores.
+func TestTunerRestoresHelp(t *testing.T) {
+	s := &tuner.Status{Policy: "autotune", Mode: tuner.ModeEnforce, Counts: tuner.Counts{Restores: 2}}
+	want := `# HELP vgpu_tuner_restores_total Original settings restored (at exit, or at start: what an earlier run left open in the journal) and paused tenants thawed.
+# TYPE vgpu_tuner_restores_total counter
+vgpu_tuner_restores_total 2
+`
+	if err := testutil.CollectAndCompare(NewTunerCollector(func() *tuner.Status { return s }), strings.NewReader(want), "vgpu_tuner_restores_total"); err != nil {
+		t.Error(err)
+	}
+}
