@@ -113,9 +113,10 @@ func (c *TunerCollector) Collect(ch chan<- prometheus.Metric) {
 				order = append(order, k)
 			}
 			target[k] += float64(v)
-			if f, ok := st.Effective.(tuner.Fraction); ok {
+			// the sum in effect is known only where every client's is
+			if f, ok := st.Effective.(tuner.Fraction); ok && eff[k] >= 0 {
 				eff[k] += float64(f)
-			} else if _, ok := eff[k]; !ok {
+			} else {
 				eff[k] = -1
 			}
 		case tuner.Watts:
