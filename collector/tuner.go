@@ -34,7 +34,7 @@ func NewTunerCollector(status func() *tuner.Status) *TunerCollector {
 	c.mode = c.add("tuner_mode", "1 for the tuner's host-wide mode (off, recommend, enforce), 0 for the others.", "mode")
 	c.gpuMode = c.add("tuner_gpu_mode", "1 for the mode the tuner applies to the GPU (off, recommend, enforce: the host-wide mode or the GPU's own), 0 for the others; for each GPU of the latest round.", "gpu", "uuid", "mode")
 	c.killSwitch = c.add("tuner_kill_switch_engaged", "1 while the kill switch (its file exists) stops every change but reverts of the tuner's own.")
-	c.lastRun = c.add("tuner_last_run_timestamp_seconds", "When the tuner last ran (the tuner's clock).")
+	c.lastRun = c.add("tuner_last_run_timestamp_seconds", "When the tuner last ran (the tuner's clock): a round, or the restore at start or at exit, which run no round (/tuner's 'Last round' counts rounds only); served from the restore at start on, so that a first round that never ends shows.")
 	c.hooksRunning = c.add("tuner_hooks_running", "Actuator calls that run a hook (an MPS client's restart, a rebalancing plan) which the tuner started off its round and has not settled yet, at its latest round.")
 	c.hookOldest = c.add("tuner_hook_oldest_running_seconds", "How long the oldest of those calls had run at the tuner's latest round; 0 when none runs.")
 	c.unrestored = c.add("tuner_originals_unrestored", "Settings the tuner changed whose originals (journaled) are not restored yet.")
@@ -50,7 +50,7 @@ func NewTunerCollector(status func() *tuner.Status) *TunerCollector {
 	c.actions = c.add("tuner_actions_total", "Actions the tuner's policy planned, by knob and outcome (guarded, recommended, applied, refused, failed, rolled_back).", "knob", "outcome")
 	c.refusals = c.add("tuner_guard_refusals_total", "Actions refused by each guard.", "guard")
 	c.reverts = c.add("tuner_reverts_total", "Changes reverted because they made the SLO error worse, or rolled back after a failure.")
-	c.restores = c.add("tuner_restores_total", "Original settings restored (at exit, or at start after an unclean exit) and paused tenants thawed.")
+	c.restores = c.add("tuner_restores_total", "Original settings restored (at exit, or at start: what an earlier run left open in the journal) and paused tenants thawed.")
 	c.restoreFailures = c.add("tuner_restore_failures_total", "Original settings that could not be restored.")
 	c.jw = c.add("tuner_journal_errors_total", "Writes to the tuner journal that failed.")
 	c.jWritable = c.add("tuner_journal_writable", "1 while the last write to the tuner journal succeeded; 0 after a failed one, when the tuner makes no change (restores go on) until a write succeeds.")
@@ -113,9 +113,10 @@ func (c *TunerCollector) Collect(ch chan<- prometheus.Metric) {
 				order = append(order, k)
 			}
 			target[k] += float64(v)
-			if f, ok := st.Effective.(tuner.Fraction); ok {
+			// the sum in effect is known only where every client's is
+			if f, ok := st.Effective.(tuner.Fraction); ok && eff[k] >= 0 {
 				eff[k] += float64(f)
-			} else if _, ok := eff[k]; !ok {
+			} else {
 				eff[k] = -1
 			}
 		case tuner.Watts:

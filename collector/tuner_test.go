@@ -241,3 +241,52 @@ vgpu_tuner_hook_oldest_running_seconds ` + tc.oldest + `
 		})
 	}
 }
+
+// vgpu_tuner_restores_total's help does not say every restore at start
+// follows an unclean exit: a clean exit keeps open what it leaves on a GPU
+// out of enforce mode, which the next start restores.
+func TestTunerRestoresHelp(t *testing.T) {
+	s := &tuner.Status{Policy: "autotune", Mode: tuner.ModeEnforce, Counts: tuner.Counts{Restores: 2}}
+	want := `# HELP vgpu_tuner_restores_total Original settings restored (at exit, or at start: what an earlier run left open in the journal) and paused tenants thawed.
+# TYPE vgpu_tuner_restores_total counter
+vgpu_tuner_restores_total 2
+`
+	if err := testutil.CollectAndCompare(NewTunerCollector(func() *tuner.Status { return s }), strings.NewReader(want), "vgpu_tuner_restores_total"); err != nil {
+		t.Error(err)
+	}
+}
+
+// vgpu_tuner_mps_active_threads_effective_ratio sums the tenant's clients'
+// fractions in effect, and is absent while any of them is not known: a
+// partial sum (or an unknown client counted as -1) is no value in effect.
+func TestTunerMPSEffectiveSum(t *testing.T) {
+	mps := func(pid uint32, target float64, eff tuner.Value) tuner.Setting {
+		return tuner.Setting{GPU: "GPU-0", Tenant: "batch", Knob: gpu.KnobMPSActiveThreads, PID: pid, Mode: tuner.ModeEnforce,
+			Target: tuner.Fraction(target), Effective: eff}
+	}
+	const head = `# HELP vgpu_tuner_mps_active_threads_effective_ratio MPS active-thread fraction in effect for the tenant's clients on the GPU (sum over the contexts as created).
+# TYPE vgpu_tuner_mps_active_threads_effective_ratio gauge
+`
+	for _, tc := range []struct {
+		name     string
+		settings []tuner.Setting
+		want     string // the gauge's value; "" for no series
+	}{
+		{"both known", []tuner.Setting{mps(7, 0.25, tuner.Fraction(0.5)), mps(8, 0.25, tuner.Fraction(0.5))}, "1"},
+		{"first unknown", []tuner.Setting{mps(7, 0.25, nil), mps(8, 0.25, tuner.Fraction(1))}, ""},
+		{"second unknown", []tuner.Setting{mps(7, 0.25, tuner.Fraction(0.5)), mps(8, 0.25, nil)}, ""},
+		{"none known", []tuner.Setting{mps(7, 0.25, nil), mps(8, 0.25, nil)}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &tuner.Status{Policy: "autotune", Mode: tuner.ModeEnforce, Settings: tc.settings}
+			want := ""
+			if tc.want != "" {
+				want = head + `vgpu_tuner_mps_active_threads_effective_ratio{gpu="0",tenant="batch",uuid="GPU-0"} ` + tc.want + "\n"
+			}
+			c := NewTunerCollector(func() *tuner.Status { return s })
+			if err := testutil.CollectAndCompare(c, strings.NewReader(want), "vgpu_tuner_mps_active_threads_effective_ratio"); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}

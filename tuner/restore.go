@@ -47,8 +47,10 @@ func (t *Tuner) recoverLocked(ctx context.Context, now time.Time) ([]Decision, e
 	return t.restoreLocked(ctx, now, whyRecovered)
 }
 
-// whyRecovered is the reason of the restores at start.
-const whyRecovered = "restored after an unclean exit (found in the journal at start)"
+// whyRecovered is the reason of the restores at start. What an earlier run
+// left open in the journal is not always a crash's: its exit keeps open
+// what it could not set back and what it left on a GPU out of enforce.
+const whyRecovered = "restored at start (left open in the journal by an earlier run: an unclean exit, a failed restore, or its GPU not in enforce mode at exit)"
 
 // Restore sets back every original the tuner (or an earlier run, per the
 // journal) changed, on the latest snapshot's GPUs in enforce mode (on the

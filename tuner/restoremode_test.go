@@ -3,6 +3,7 @@ package tuner
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -115,4 +116,53 @@ func (f *failOnGPU) SetPowerLimit(ctx context.Context, uuid string, w float64) e
 		return errors.New("insufficient permissions")
 	}
 	return f.recorder.SetPowerLimit(ctx, uuid, w)
+}
+
+// What a start finds open in the journal is not always a crash's: a clean
+// exit keeps open what it leaves on a GPU out of enforce mode. The start's
+// warning and the reason of its restores (on /tuner, in the log) name the
+// causes it cannot tell apart rather than an unclean exit that may not have
+// happened.
+func TestStartRestoreDoesNotClaimACrash(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		exit func(t *testing.T, j *Journal) // the earlier run
+	}{
+		{"killed", func(*testing.T, *Journal) {}},
+		{"exited cleanly with GPU 1 in recommend", func(t *testing.T, j *Journal) {
+			tu, err := New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(&recorder{}), Journal: j, Clock: gpu.NewManualClock(t0),
+				Mode: ModeEnforce, GPUModes: map[string]Mode{"1": ModeRecommend}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			_, _ = tu.Recover(ctx, snapshot(t0, twoGPUs(true), nil))
+			if _, err := tu.Restore(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "journal")
+			j := reopen(t, writeJournal(t, p, originalRec("GPU-b", 700)), p)
+			c.exit(t, j)
+			j = reopen(t, j, p)
+			logged := &strings.Builder{}
+			LogJournalRecovery(log.NewLogfmtLogger(logged), p, j, true)
+			tu, err := New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(&recorder{}), Journal: j, Clock: gpu.NewManualClock(t0), Mode: ModeEnforce})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := tu.Recover(context.Background(), snapshot(t0, twoGPUs(true), nil))
+			if err != nil || len(d) != 1 || d[0].Outcome != OutcomeRestored {
+				t.Fatalf("start's restore: %+v, %v; want GPU-b's power limit restored", d, err)
+			}
+			for what, text := range map[string]string{"reason": d[0].Reason, "warning": logged.String()} {
+				if strings.Contains(text, "after an unclean exit") || strings.Contains(text, "(unclean exit)") ||
+					!strings.Contains(text, "not in enforce mode at") {
+					t.Errorf("the start's %s asserts a crash, or leaves out a GPU not in enforce: %s", what, text)
+				}
+			}
+		})
+	}
 }

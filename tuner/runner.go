@@ -89,9 +89,9 @@ func LogJournalRecovery(logger log.Logger, path string, j *Journal, enforce bool
 	n := len(j.Originals())
 	switch {
 	case n > 0 && enforce:
-		level.Warn(logger).Log("msg", "the tuner journal holds settings an earlier run changed and did not restore (unclean exit); restoring them now on the GPUs in enforce mode (on the others, paused tenants alone are thawed)", "journal", path, "originals", n)
+		level.Warn(logger).Log("msg", "the tuner journal holds settings an earlier run changed and did not restore (an unclean exit, a failed restore, or their GPU not in enforce mode at its exit); restoring them now on the GPUs in enforce mode (on the others, paused tenants alone are thawed)", "journal", path, "originals", n)
 	case n > 0:
-		level.Warn(logger).Log("msg", "the tuner journal holds settings an earlier run changed and did not restore (unclean exit); the tuner acts only in enforce mode: paused tenants are thawed, the other settings stay as they are", "journal", path, "originals", n)
+		level.Warn(logger).Log("msg", "the tuner journal holds settings an earlier run changed and did not restore (an unclean exit, a failed restore, or their GPU not in enforce mode at its exit); the tuner acts only in enforce mode: paused tenants are thawed, the other settings stay as they are", "journal", path, "originals", n)
 	}
 }
 

@@ -174,11 +174,18 @@ func (t *Tuner) noteRound(st *State, actions, held []Action, out []Decision, sta
 }
 
 // settings are the latest targets with the values in effect, sorted by
-// GPU, tenant, knob and PID.
+// GPU, tenant, knob and PID. An MPS client's setting names the tenant the
+// latest snapshot gives its process (a reload may have given it to
+// another), as the client's row on /tuner and the tenant metrics do.
 func (t *Tuner) settings() []Setting {
 	var out []Setting
 	for _, st := range t.targets {
 		st.Effective = t.effective(st)
+		if st.Knob == gpu.KnobMPSActiveThreads {
+			if owner := t.ownerNow(st.GPU, st.PID); owner != "" {
+				st.Tenant = owner
+			}
+		}
 		out = append(out, st)
 	}
 	slices.SortFunc(out, func(a, b Setting) int {
@@ -273,4 +280,18 @@ func (t *Tuner) syncPauses() {
 		failures = nil // none paused, none failed: no series
 	}
 	t.pauseFailures = failures
+}
+
+// ownerNow is the tenant the latest snapshot gives process pid on the
+// GPU ("" when it lists none).
+func (t *Tuner) ownerNow(uuid string, pid uint32) string {
+	if t.last == nil {
+		return ""
+	}
+	for _, u := range t.last.Usage {
+		if u.UUID == uuid && slices.Contains(u.PIDs, pid) {
+			return u.Tenant
+		}
+	}
+	return ""
 }

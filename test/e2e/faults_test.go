@@ -161,7 +161,7 @@ func (r *faultRun) run() bool {
 // logSigns are what the runs' logs are searched for, to show which faults
 // took effect.
 var logSigns = map[string]string{
-	"restored at start":          "restored after an unclean exit",
+	"restored at start":          "restored at start (left open in the journal",
 	"torn tail cut":              "cut off a torn last record",
 	"journal write failed":       "tuner journal write failed",
 	"restored at exit":           `reason="restored at exit"`,
