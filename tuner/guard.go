@@ -383,7 +383,7 @@ func (h *Hysteresis) Admit(_ *State, a Action, now time.Time) (bool, string) {
 	}
 	wait := knobWait(a.Knob, h.For, h.Fast)
 	if d := Direction(a); d != 0 && l.sign != 0 && d != l.sign && now.Sub(l.at) < wait {
-		return false, fmt.Sprintf("reverses the change of %v ago; wait %v", now.Sub(l.at).Round(time.Second), wait)
+		return false, fmt.Sprintf("reverses the change of %v ago, within the hysteresis of %v (%v left)", now.Sub(l.at).Round(time.Second), wait, (wait - now.Sub(l.at)).Round(time.Second))
 	}
 	return true, ""
 }
@@ -410,7 +410,7 @@ func (b *Backoff) Admit(_ *State, a Action, now time.Time) (bool, string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if s, ok := b.state[a.Target.String()]; ok && now.Before(s.until) {
-		return false, fmt.Sprintf("backing off after a refusal or failure until %v", s.until.Sub(now).Round(time.Second))
+		return false, fmt.Sprintf("backing off after a refusal or failure: %v left", s.until.Sub(now).Round(time.Second))
 	}
 	return true, ""
 }

@@ -222,3 +222,20 @@ func TestKillSwitchUncheckableIsEngaged(t *testing.T) {
 		}
 	}
 }
+
+// The hysteresis and the back-off say how long is left of their wait, and
+// the hysteresis its whole length: "until 39s" read as a deadline, and
+// "wait 2m0s" as a wait still to come in full, where 30 s were left.
+func TestGuardWaitsLeft(t *testing.T) {
+	up, down := mpsAction(7, 0.4, 0.6), mpsAction(7, 0.6, 0.4)
+	h := &Hysteresis{For: 2 * time.Minute}
+	h.Record(up, OutcomeApplied, nil, t0)
+	if ok, why := h.Admit(&State{}, down, t0.Add(90*time.Second)); ok || why != "reverses the change of 1m30s ago, within the hysteresis of 2m0s (30s left)" {
+		t.Errorf("hysteresis: admitted %v (%q)", ok, why)
+	}
+	b := &Backoff{Base: time.Minute, Max: time.Hour}
+	b.Record(up, OutcomeFailed, nil, t0)
+	if ok, why := b.Admit(&State{}, up, t0.Add(21*time.Second)); ok || why != "backing off after a refusal or failure: 39s left" {
+		t.Errorf("backoff: admitted %v (%q)", ok, why)
+	}
+}
