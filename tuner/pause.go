@@ -36,6 +36,7 @@ func (t *Tuner) thawPauses(ctx context.Context, now time.Time, first bool) []Dec
 		if o.Target.Knob != gpu.KnobPauseDuty {
 			continue
 		}
+		moved := reattributed(t.last, o)
 		switch {
 		case first:
 			whys[k] = "thawed at start (a pause found in the journal)"
@@ -45,8 +46,8 @@ func (t *Tuner) thawPauses(ctx context.Context, now time.Time, first bool) []Dec
 			whys[k] = "thawed: the tuner no longer acts on this GPU"
 		case latencyNow(t.last, o.Tenant):
 			whys[k] = "thawed: " + o.Tenant + " is a latency tenant now, which is never paused"
-		case reattributed(t.last, o) != "":
-			whys[k] = fmt.Sprintf("thawed: the processes paused for %s are %s's now (the tenants configuration changed), and %s has none on any GPU", o.Tenant, reattributed(t.last, o), o.Tenant)
+		case moved != "":
+			whys[k] = fmt.Sprintf("thawed: the processes paused for %s are %s's now (the tenants configuration changed), and %s has none on any GPU", o.Tenant, moved, o.Tenant)
 		case t.left(k, o):
 			whys[k] = "thawed: " + o.Tenant + " no longer runs on this GPU (it runs on another), where the pause would follow it"
 		case t.unseenFor(k, o, now) >= unseenThaw:
@@ -269,11 +270,7 @@ func PausePIDs(snap *tenant.Snapshot, name string) []uint32 {
 		if u.Tenant != name {
 			continue
 		}
-		pids := u.PIDs
-		if onVGPUHost(snap, u.UUID) {
-			pids = u.VMPIDs
-		}
-		for _, pid := range pids {
+		for _, pid := range pausable(snap, u) {
 			if !slices.Contains(out, pid) {
 				out = append(out, pid)
 			}
@@ -281,6 +278,15 @@ func PausePIDs(snap *tenant.Snapshot, name string) []uint32 {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// pausable are the processes of u that a pause freezes: its GPU
+// processes, or on a vGPU host its VM's process on the host.
+func pausable(snap *tenant.Snapshot, u tenant.Usage) []uint32 {
+	if onVGPUHost(snap, u.UUID) {
+		return u.VMPIDs
+	}
+	return u.PIDs
 }
 
 // onVGPUHost says whether the GPU of UUID uuid is a vGPU host's.
@@ -343,14 +349,8 @@ func reattributed(snap *tenant.Snapshot, o Original) string {
 		return ""
 	}
 	for _, u := range snap.Usage {
-		pids := u.PIDs
-		if onVGPUHost(snap, u.UUID) {
-			pids = u.VMPIDs
-		}
-		for _, pid := range pids {
-			if slices.Contains(o.PIDs, pid) {
-				return u.Tenant
-			}
+		if slices.ContainsFunc(pausable(snap, u), func(pid uint32) bool { return slices.Contains(o.PIDs, pid) }) {
+			return u.Tenant
 		}
 	}
 	return ""
