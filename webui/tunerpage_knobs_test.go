@@ -2,6 +2,7 @@ package webui
 
 import (
 	"encoding/json"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -194,3 +195,25 @@ func TestTunerPageMPSRecommended(t *testing.T) {
 }
 
 func equalPtr(a, b *float64) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+
+// TestValueJSONKeysDocumented: every key a setting's target or effective
+// value has in /tuner?format=json is named in docs/tuner-page.md, so that a
+// script reading the JSON knows each knob's.
+func TestValueJSONKeysDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../docs/tuner-page.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []tuner.Value{
+		tuner.Fraction(0.5), tuner.Duty(0.2), tuner.Watts(0), tuner.Watts(300),
+		tuner.ClockRange{MinMHz: 1000, MaxMHz: 1500}, tuner.Level("long"),
+		tuner.Scheduler("fixed-share"), tuner.Layout("3g.71gb,3g.71gb"),
+		tuner.Placement("GPU-1"), tuner.Running{},
+	} {
+		for k := range valueJSON(v) {
+			if !strings.Contains(string(doc), "`"+k+"`") {
+				t.Errorf("docs/tuner-page.md does not name %q, the JSON key of a %s value", k, v.Kind())
+			}
+		}
+	}
+}

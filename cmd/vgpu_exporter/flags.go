@@ -237,8 +237,11 @@ func (c *config) validate() error {
 	if c.PodTenancy.Label != "" && c.PodResourcesSocket != "" && c.PodMetadata == "" {
 		errs = append(errs, fmt.Errorf("--tenants.kubernetes-default=%s needs --kubernetes.pod-metadata (pod labels are not in the pod-resources API)", c.PodTenancy))
 	}
-	if c.PodInfo && (c.PodResourcesSocket == "" || c.PodInfoMaxSeries < 1) {
-		errs = append(errs, fmt.Errorf("--kubernetes.pod-info needs --kubernetes.pod-resources-socket and a --kubernetes.pod-info.max-series of 1 or more, got %d", c.PodInfoMaxSeries))
+	if c.PodInfo && c.PodResourcesSocket == "" {
+		errs = append(errs, errors.New("--kubernetes.pod-info needs --kubernetes.pod-resources-socket (the containers and their GPUs come from the kubelet's pod-resources API)"))
+	}
+	if c.PodInfo && c.PodInfoMaxSeries < 1 {
+		errs = append(errs, fmt.Errorf("--kubernetes.pod-info needs a --kubernetes.pod-info.max-series of 1 or more, got %d", c.PodInfoMaxSeries))
 	}
 	if c.ProcRoot == "" {
 		errs = append(errs, errors.New("--proc.root must not be empty"))

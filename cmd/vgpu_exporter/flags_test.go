@@ -116,3 +116,23 @@ func TestFlagValidation(t *testing.T) {
 		}
 	}
 }
+
+// TestFlagErrorsNameTheProblem: where a flag needs two things, its error
+// names the one missing, not a value given right.
+func TestFlagErrorsNameTheProblem(t *testing.T) {
+	for _, tc := range []struct {
+		args      []string
+		want, not string
+	}{
+		{[]string{"--kubernetes.pod-info"}, "--kubernetes.pod-info needs --kubernetes.pod-resources-socket", "max-series"},
+		{[]string{"--kubernetes.pod-info", "--kubernetes.pod-resources-socket=/k.sock", "--kubernetes.pod-info.max-series=0"}, "max-series of 1 or more, got 0", "pod-resources-socket"},
+	} {
+		_, err := parseArgs(t, tc.args...)
+		switch {
+		case err == nil || !strings.Contains(err.Error(), tc.want):
+			t.Errorf("%v: error %v, want one containing %q", tc.args, err, tc.want)
+		case strings.Contains(err.Error(), tc.not):
+			t.Errorf("%v: error %q names %q, which is not what is wrong", tc.args, err, tc.not)
+		}
+	}
+}
