@@ -82,6 +82,7 @@ type config struct {
 
 	// Whether --sim.scenario and --sim.seed were given.
 	simScenarioSet, simSeedSet bool
+	podTenancySet              bool
 }
 
 // addFlags declares the exporter's flags on app and returns the config they
@@ -118,7 +119,7 @@ func addFlags(app *kingpin.Application) *config {
 	app.Flag("kubernetes.pod-metadata.ca-file", "PEM file of the CA certificates that verify an https --kubernetes.pod-metadata server (the kubelet's serving certificate). Default: the system roots.").
 		PlaceHolder("FILE").StringVar(&c.PodMetadataCA)
 	app.Flag("tenants.kubernetes-default", "With --kubernetes.pod-resources-socket, the tenant of a pod that no tenant of the tenants file matches (with no file, of every pod): namespace (its namespace), label:KEY (the value of its label KEY; needs --kubernetes.pod-metadata) or off (unassigned).").
-		Default(tenant.PodTenancyNamespace).PlaceHolder("namespace|label:KEY|off").SetValue(podTenancyValue{&c.PodTenancy})
+		Default(tenant.PodTenancyNamespace).PlaceHolder("namespace|label:KEY|off").IsSetByUser(&c.podTenancySet).SetValue(podTenancyValue{&c.PodTenancy})
 	app.Flag("kubernetes.pod-info", "Serve vgpu_tenant_pod_info: each container the kubelet's pod-resources API assigns a GPU (or MIG instance), with its pod's tenant, namespace, pod and container, to join tenant series on (needs --kubernetes.pod-resources-socket; a series per pod, so new series with every rollout). Default: off.").
 		BoolVar(&c.PodInfo)
 	flagvalue.Int64(app, "kubernetes.pod-info.max-series", "With --kubernetes.pod-info, at most this many vgpu_tenant_pod_info series; allocations beyond are left out, counted in vgpu_tenant_pod_info_dropped_total and logged.", strconv.Itoa(tenant.DefaultPodInfoMaxSeries), &c.PodInfoMaxSeries)
@@ -215,6 +216,9 @@ func (c *config) validate() error {
 		if c.DCGMMaxAge <= 0 {
 			errs = append(errs, fmt.Errorf("--backend.dcgm-exporter.max-age must be positive, got %s", c.DCGMMaxAge))
 		}
+	}
+	if c.podTenancySet && c.PodResourcesSocket == "" {
+		errs = append(errs, fmt.Errorf("--tenants.kubernetes-default=%s needs --kubernetes.pod-resources-socket (it names the tenant of a pod the kubelet assigns a GPU; without the socket no usage is a pod's)", c.PodTenancy))
 	}
 	if c.PodMetadata != "" && c.PodResourcesSocket == "" {
 		errs = append(errs, errors.New("--kubernetes.pod-metadata needs --kubernetes.pod-resources-socket (pods are found through the kubelet's GPU assignments)"))
