@@ -96,7 +96,7 @@ func addFlags(app *kingpin.Application) *config {
 	flagvalue.Int64(app, "sim.seed", "Random seed of the simulator (--backend=sim only); the same seed gives the same run. 0 keeps the scenario's own seed.", "0", &c.SimSeed).
 		IsSetByUser(&c.simSeedSet)
 	app.Flag("sim.settings-file", "File in which the simulated GPUs keep the settings changed through them, so that they outlive the process as a real GPU's do (--backend=sim only; crash tests of the tuner's restore). Default: none.").
-		Hidden().PlaceHolder("FILE").StringVar(&c.SimSettingsFile)
+		PlaceHolder("FILE").StringVar(&c.SimSettingsFile)
 	app.Flag("tenants.config", "Tenants file (YAML). Default: none, so all usage is reported as unassigned; with --backend=sim, the scenario's <name>.tenants.yaml companion.").
 		PlaceHolder("FILE").StringVar(&c.TenantsConfig)
 	app.Flag("tenants.allow-empty", "Accept a tenants file that defines no tenants, at start and on reload. Without it such a file is refused: on reload the previous configuration stays in use.").
