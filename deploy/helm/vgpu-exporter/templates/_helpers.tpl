@@ -17,6 +17,15 @@
 {{- end -}}
 {{- end -}}
 
+{{/* Name of the chart's cluster-scoped objects (ClusterRole,
+ClusterRoleBinding) and of what it puts in a namespace other than the
+release's: the release's namespace, a dot, the full name. A namespace has
+no dot, so two releases (of one name in two namespaces, or of two names)
+never share one; at most 63+1+63 characters, a valid DNS subdomain. */}}
+{{- define "vgpu-exporter.clusterName" -}}
+{{- printf "%s.%s" .Release.Namespace (include "vgpu-exporter.fullname" .) -}}
+{{- end -}}
+
 {{- define "vgpu-exporter.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "vgpu-exporter.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}

@@ -1,0 +1,74 @@
+package helmtest
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// release is a release's name and namespace.
+type release struct{ name, ns string }
+
+// renderAs renders vals as the release r, decoded.
+func renderAs(t *testing.T, vals map[string]any, r release) *manifests {
+	t.Helper()
+	rendered, err := renderRelease(loadChart(t), vals, capabilities(true), r.name, r.ns)
+	if err != nil {
+		t.Fatalf("release %s in %s: %v", r.name, r.ns, err)
+	}
+	m, err := decode(rendered)
+	if err != nil {
+		t.Fatalf("release %s in %s: %v", r.name, r.ns, err)
+	}
+	return m
+}
+
+// TestReleasesApart: two releases in one cluster (of one name in two
+// namespaces, of the longest names Helm and Kubernetes take, of names
+// whose dash-joined namespace and name would read alike) name their
+// cluster-scoped objects apart, each a valid name, and each binding grants
+// its own role to its own release's service account; before, the
+// ClusterRole and its binding were named after the release alone, and a
+// second release of that name in another namespace failed to install on
+// them (or took them over).
+func TestReleasesApart(t *testing.T) {
+	vals := map[string]any{"kubernetes": map[string]any{"podMetadata": map[string]any{"enabled": true}}}
+	long := strings.Repeat("r", 53) // Helm's longest release name
+	for _, pair := range [][2]release{
+		{{"vgpu-exporter", "team-a"}, {"vgpu-exporter", "team-b"}},
+		{{"gpu", "monitoring"}, {"gpu", "monitoring-2"}},
+		{{"vgpu-exporter", "a-b"}, {"vgpu-exporter-a", "b"}},
+		{{long, strings.Repeat("n", 63)}, {long, strings.Repeat("n", 62) + "m"}},
+		{{long[:52] + "a", "x"}, {long[:52] + "b", "x"}},
+	} {
+		seen := map[string]release{}
+		for _, r := range pair {
+			m := renderAs(t, vals, r)
+			if len(m.clusterRoles) != 1 || len(m.bindings) != 1 || len(m.serviceAccounts) != 1 {
+				t.Fatalf("release %s in %s: %d ClusterRoles, %d bindings, %d service accounts, want one each",
+					r.name, r.ns, len(m.clusterRoles), len(m.bindings), len(m.serviceAccounts))
+			}
+			role, b, sa := m.clusterRoles[0], m.bindings[0], m.serviceAccounts[0]
+			for kind, name := range map[string]string{"ClusterRole": role.Name, "ClusterRoleBinding": b.Name} {
+				if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+					t.Errorf("release %s in %s: %s %q: %v", r.name, r.ns, kind, name, errs)
+				}
+				if other, ok := seen[kind+"/"+name]; ok {
+					t.Errorf("%s %q of release %s in %s is also release %s in %s's", kind, name, r.name, r.ns, other.name, other.ns)
+				}
+				seen[kind+"/"+name] = r
+			}
+			if b.RoleRef.Kind != "ClusterRole" || b.RoleRef.Name != role.Name {
+				t.Errorf("release %s in %s: binding's roleRef %+v, want ClusterRole %s", r.name, r.ns, b.RoleRef, role.Name)
+			}
+			if len(b.Subjects) != 1 || b.Subjects[0].Kind != "ServiceAccount" || b.Subjects[0].Name != sa.Name ||
+				b.Subjects[0].Namespace != r.ns || sa.Namespace != r.ns {
+				t.Errorf("release %s in %s: binding's subjects %+v, want the service account %s/%s", r.name, r.ns, b.Subjects, sa.Namespace, sa.Name)
+			}
+			if got := m.daemonSets[0].Spec.Template.Spec.ServiceAccountName; got != sa.Name {
+				t.Errorf("release %s in %s: pods run as %s, the binding grants %s", r.name, r.ns, got, sa.Name)
+			}
+		}
+	}
+}
