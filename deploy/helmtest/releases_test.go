@@ -72,3 +72,47 @@ func TestReleasesApart(t *testing.T) {
 		}
 	}
 }
+
+// TestDashboardNamesApart: the dashboards' ConfigMaps are named apart from
+// one another under the longest release names, and from another release's
+// in a dashboards.namespace they share; before, a release name of 50
+// characters cut every name to the same 63, and two releases of one name
+// in two namespaces wrote the same ConfigMaps into dashboards.namespace.
+func TestDashboardNamesApart(t *testing.T) {
+	long := strings.Repeat("r", 50)
+	for _, tc := range []struct {
+		dashNS   string
+		releases []release
+	}{
+		{"", []release{{long, "monitoring"}}},
+		{"", []release{{long + "xyz", "monitoring"}}},
+		{"grafana", []release{{"vgpu-exporter", "team-a"}, {"vgpu-exporter", "team-b"}}},
+		{"grafana", []release{{long + "xyz", strings.Repeat("n", 63)}, {long + "xyz", strings.Repeat("n", 62) + "m"}}},
+	} {
+		vals := map[string]any{"dashboards": map[string]any{"namespace": tc.dashNS}}
+		seen := map[string]release{}
+		for _, r := range tc.releases {
+			m := renderAs(t, vals, r)
+			if len(m.configMaps) == 0 {
+				t.Fatalf("release %s in %s: no dashboard ConfigMap", r.name, r.ns)
+			}
+			for _, cm := range m.configMaps {
+				want := tc.dashNS
+				if want == "" {
+					want = r.ns
+				}
+				if cm.Namespace != want {
+					t.Errorf("release %s in %s: ConfigMap %s in namespace %q, want %q", r.name, r.ns, cm.Name, cm.Namespace, want)
+				}
+				if errs := validation.IsDNS1123Subdomain(cm.Name); len(errs) > 0 {
+					t.Errorf("release %s in %s: ConfigMap %q: %v", r.name, r.ns, cm.Name, errs)
+				}
+				key := cm.Namespace + "/" + cm.Name
+				if other, ok := seen[key]; ok {
+					t.Errorf("ConfigMap %s of release %s in %s is also release %s in %s's", key, r.name, r.ns, other.name, other.ns)
+				}
+				seen[key] = r
+			}
+		}
+	}
+}
