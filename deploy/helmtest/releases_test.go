@@ -116,3 +116,34 @@ func TestDashboardNamesApart(t *testing.T) {
 		}
 	}
 }
+
+// TestOneJournalPerNode: the tuners of any two releases keep their journal
+// in the same directory of the node, whose lock lets one of them run on a
+// node (docs/deploy.md, "Two releases in one cluster"): a directory per
+// release would let two tuners enforce on the same GPUs.
+func TestOneJournalPerNode(t *testing.T) {
+	vals := map[string]any{"tuner": map[string]any{"mode": "enforce"}}
+	type journal struct{ hostPath, flag string }
+	var first *journal
+	for _, r := range []release{{"vgpu-exporter", "monitoring"}, {"gpu-team-b", "team-b"}, {strings.Repeat("r", 53), strings.Repeat("n", 63)}} {
+		m := renderAs(t, vals, r)
+		pod := m.daemonSets[0].Spec.Template.Spec
+		var got journal
+		for _, v := range pod.Volumes {
+			if v.Name == "tuner-journal" && v.HostPath != nil {
+				got.hostPath = v.HostPath.Path
+			}
+		}
+		if flags := argsWithPrefix(pod.Containers[0].Args, "--tuner.journal="); len(flags) == 1 {
+			got.flag = flags[0]
+		}
+		if got.hostPath == "" || got.flag == "" {
+			t.Fatalf("release %s in %s: journal %+v, want a hostPath and a --tuner.journal", r.name, r.ns, got)
+		}
+		if first == nil {
+			first = &got
+		} else if got != *first {
+			t.Errorf("release %s in %s: journal %+v, another release's %+v: two tuners on a node would not exclude each other", r.name, r.ns, got, *first)
+		}
+	}
+}
