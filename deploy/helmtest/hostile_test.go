@@ -40,3 +40,59 @@ func TestRefusedBeforeTheAPIServer(t *testing.T) {
 		}
 	}
 }
+
+// TestPodAnnotationsAndLabels: podAnnotations and podLabels reach every
+// pool's pods (a mesh's opt-out, a team's label), beside the chart's
+// tenants checksum and out of the DaemonSet's selector; a key the chart
+// sets itself is refused, since replacing a selected label would leave the
+// DaemonSet's selector matching no pod of its template. Before, the chart
+// had neither value and the schema refused them.
+func TestPodAnnotationsAndLabels(t *testing.T) {
+	c := loadChart(t)
+	base := func() map[string]any {
+		return map[string]any{
+			"podAnnotations": map[string]any{"sidecar.istio.io/inject": "false"},
+			"podLabels":      map[string]any{"team": "gpu-platform"},
+			"tenants":        map[string]any{"config": map[string]any{"tenants": []any{}}},
+			"nodePools": []any{
+				map[string]any{"name": "a", "nodeSelector": map[string]any{"pool": "a"}},
+				map[string]any{"name": "b", "nodeSelector": map[string]any{"pool": "b"}}},
+		}
+	}
+	m := mustRender(t, c, base())
+	if len(m.daemonSets) != 2 {
+		t.Fatalf("%d DaemonSets, want 2", len(m.daemonSets))
+	}
+	for _, ds := range m.daemonSets {
+		meta := ds.Spec.Template.ObjectMeta
+		if meta.Annotations["sidecar.istio.io/inject"] != "false" || meta.Annotations["checksum/tenants"] == "" {
+			t.Errorf("DaemonSet %s: pod annotations %v, want podAnnotations' and the tenants checksum", ds.Name, meta.Annotations)
+		}
+		if meta.Labels["team"] != "gpu-platform" {
+			t.Errorf("DaemonSet %s: pod labels %v, want podLabels'", ds.Name, meta.Labels)
+		}
+		if _, ok := ds.Spec.Selector.MatchLabels["team"]; ok {
+			t.Errorf("DaemonSet %s: selector %v selects by a podLabels key", ds.Name, ds.Spec.Selector.MatchLabels)
+		}
+		for k, v := range ds.Spec.Selector.MatchLabels {
+			if meta.Labels[k] != v {
+				t.Errorf("DaemonSet %s: selector %s=%s, pod label %q", ds.Name, k, v, meta.Labels[k])
+			}
+		}
+	}
+	for key, want := range map[string]string{
+		"app.kubernetes.io/instance": "podLabels.app.kubernetes.io/instance: the chart sets this label",
+		"vgpu-exporter/node-pool":    "podLabels.vgpu-exporter/node-pool: the chart sets this label",
+	} {
+		vals := base()
+		vals["podLabels"] = map[string]any{key: "x"}
+		if _, err := render(c, vals); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("podLabels %s: error %v, want one saying %q", key, err, want)
+		}
+	}
+	vals := base()
+	vals["podAnnotations"] = map[string]any{"checksum/tenants": "x"}
+	if _, err := render(c, vals); err == nil || !strings.Contains(err.Error(), "podAnnotations.checksum/tenants: the chart sets this annotation") {
+		t.Errorf("podAnnotations checksum/tenants: error %v", err)
+	}
+}
