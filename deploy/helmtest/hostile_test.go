@@ -96,3 +96,40 @@ func TestPodAnnotationsAndLabels(t *testing.T) {
 		t.Errorf("podAnnotations checksum/tenants: error %v", err)
 	}
 }
+
+// TestNoSecondValueOfOwnLabels: a label of service.labels or the
+// ServiceMonitor's and PrometheusRule's additionalLabels that the chart
+// sets itself is refused; before, the manifest held the key twice, which a
+// strict decoder refuses and Kubernetes' reads as the last, and on the
+// Service a replaced app.kubernetes.io/name kept the ServiceMonitor, which
+// selects the Service by it, from scraping anything.
+func TestNoSecondValueOfOwnLabels(t *testing.T) {
+	c := loadChart(t)
+	for _, tc := range []struct {
+		vals map[string]any
+		want string
+	}{
+		{map[string]any{"service": map[string]any{"labels": map[string]any{"app.kubernetes.io/name": "gpu"}}},
+			"service.labels.app.kubernetes.io/name: the chart sets this label itself"},
+		{map[string]any{"serviceMonitor": map[string]any{"additionalLabels": map[string]any{"release": "kps", "app.kubernetes.io/instance": "x"}}},
+			"serviceMonitor.additionalLabels.app.kubernetes.io/instance: the chart sets this label itself"},
+		{map[string]any{"prometheusRule": map[string]any{"additionalLabels": map[string]any{"helm.sh/chart": "x"}}},
+			"prometheusRule.additionalLabels.helm.sh/chart: the chart sets this label itself"},
+		{map[string]any{"service": map[string]any{"labels": map[string]any{"team": "gpu"}},
+			"serviceMonitor": map[string]any{"additionalLabels": map[string]any{"release": "kps"}},
+			"prometheusRule": map[string]any{"additionalLabels": map[string]any{"release": "kps"}}}, ""},
+	} {
+		rendered, err := render(c, tc.vals)
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("values %v: %v", tc.vals, err)
+			} else if _, err := decode(rendered); err != nil {
+				t.Errorf("values %v: %v", tc.vals, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("values %v: error %v, want one saying %q", tc.vals, err, tc.want)
+		}
+	}
+}

@@ -26,6 +26,19 @@ never share one; at most 63+1+63 characters, a valid DNS subdomain. */}}
 {{- printf "%s.%s" .Release.Namespace (include "vgpu-exporter.fullname" .) -}}
 {{- end -}}
 
+{{/* Fails on a key of the labels given as (list ROOT NAME LABELS) that
+the chart sets itself: a second value of one key in the manifest, which a
+strict decoder refuses and another reads as the last; on the Service, a
+selector label replaced would keep the ServiceMonitor from finding it. */}}
+{{- define "vgpu-exporter.noOwnLabels" -}}
+{{- $own := include "vgpu-exporter.labels" (index . 0) | fromYaml -}}
+{{- range $k, $_ := index . 2 -}}
+{{- if hasKey $own $k -}}
+{{- fail (printf "%s.%s: the chart sets this label itself (and selects by the app.kubernetes.io/ ones): choose another key" (index $ 1) $k) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "vgpu-exporter.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "vgpu-exporter.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
