@@ -133,3 +133,43 @@ func TestNoSecondValueOfOwnLabels(t *testing.T) {
 		}
 	}
 }
+
+// TestWrittenHostDirsOwn: a directory of the node that the pod writes as
+// root (the tuner's journal, the MPS pipe directory) is refused where it
+// is the node's root, a system directory or climbs with "..": before, the
+// chart mounted "/var/lib" (the kubelet's and the runtime's state
+// included) or "/" writable into the exporter.
+func TestWrittenHostDirsOwn(t *testing.T) {
+	c := loadChart(t)
+	journal := func(mode, path string) map[string]any {
+		return map[string]any{"tuner": map[string]any{"mode": mode, "journal": map[string]any{"hostPath": path}}}
+	}
+	for _, tc := range []struct {
+		vals map[string]any
+		want string
+	}{
+		{journal("enforce", "/"), "the release: tuner.journal.hostPath=/: the pod writes this directory of the node as root"},
+		{journal("recommend", "/var/lib"), "tuner.journal.hostPath=/var/lib:"},
+		{journal("enforce", "/var/lib/"), "tuner.journal.hostPath=/var/lib/:"},
+		{journal("enforce", "/etc"), "tuner.journal.hostPath=/etc:"},
+		{journal("enforce", "/var/lib/kubelet"), "tuner.journal.hostPath=/var/lib/kubelet:"},
+		{journal("enforce", "/var/lib/vgpu-exporter/../../../etc"), "a path that climbs with '..'"},
+		{map[string]any{"tuner": map[string]any{"mode": "enforce", "mps": map[string]any{"pipeDirectory": "/run"}}}, "tuner.mps.pipeDirectory=/run:"},
+		{map[string]any{"nodePools": []any{map[string]any{"name": "a", "tuner": map[string]any{"mode": "enforce",
+			"mps": map[string]any{"pipeDirectory": "/run/nvidia"}}}}}, "nodePools a: tuner.mps.pipeDirectory=/run/nvidia:"},
+		{journal("enforce", "/var/lib/vgpu-exporter-b"), ""},
+		{journal("off", "/"), ""}, // no tuner: nothing mounted
+		{map[string]any{"tuner": map[string]any{"mode": "enforce", "mps": map[string]any{"pipeDirectory": "/run/nvidia/mps/nvidia.com/gpu.shared/pipe"}}}, ""},
+	} {
+		_, err := render(c, tc.vals)
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("values %v: %v", tc.vals, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("values %v: error %v, want one saying %q", tc.vals, err, tc.want)
+		}
+	}
+}

@@ -39,6 +39,18 @@ selector label replaced would keep the ServiceMonitor from finding it. */}}
 {{- end -}}
 {{- end -}}
 
+{{/* Fails where a directory of the node the pod would write, given as
+(list NAME PATH), is the node's root or a system directory, or climbs
+with "..": the pod, root, could write the whole of it. */}}
+{{- define "vgpu-exporter.ownDir" -}}
+{{- $name := index . 0 -}}
+{{- $path := index . 1 -}}
+{{- $system := list "/" "/bin" "/boot" "/dev" "/etc" "/home" "/lib" "/lib64" "/opt" "/proc" "/root" "/run" "/sbin" "/srv" "/sys" "/tmp" "/usr" "/var" "/var/lib" "/var/lib/kubelet" "/var/lib/containerd" "/var/lib/docker" "/var/log" "/var/run" "/run/nvidia" -}}
+{{- if or (has (clean $path) $system) (has ".." (splitList "/" $path)) -}}
+{{- fail (printf "%s=%s: the pod writes this directory of the node as root: give it a directory of its own (as the default is), not the node's root, a system directory or a path that climbs with '..'" $name $path) -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "vgpu-exporter.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "vgpu-exporter.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
