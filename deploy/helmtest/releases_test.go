@@ -147,3 +147,36 @@ func TestOneJournalPerNode(t *testing.T) {
 		}
 	}
 }
+
+// TestNotesSayOneTunerPerNode: with a tuner on (a pool's included), the
+// install notes say that one tuner runs per node and what the pod of a
+// second one logs; before, a second release's tuner restarting on the
+// journal's lock was explained nowhere the installer looks.
+func TestNotesSayOneTunerPerNode(t *testing.T) {
+	c := loadChart(t)
+	for _, tc := range []struct {
+		vals map[string]any
+		want string // empty: no such note
+	}{
+		{map[string]any{}, ""},
+		{map[string]any{"tuner": map[string]any{"mode": "recommend"}}, "locks its journal in /var/lib/vgpu-exporter\non the node"},
+		{map[string]any{"nodePools": []any{
+			map[string]any{"name": "a", "nodeSelector": map[string]any{"pool": "a"}},
+			map[string]any{"name": "b", "nodeSelector": map[string]any{"pool": "b"},
+				"tuner": map[string]any{"mode": "enforce", "journal": map[string]any{"hostPath": "/var/lib/vgpu-b"}}}}},
+			"locks its journal in /var/lib/vgpu-b\non the node"},
+	} {
+		rendered, err := render(c, tc.vals)
+		if err != nil {
+			t.Fatal(err)
+		}
+		notes := rendered["vgpu-exporter/templates/NOTES.txt"]
+		if tc.want == "" {
+			if strings.Contains(notes, "One tuner per node") {
+				t.Errorf("values %v: notes speak of the tuner, which is off:\n%s", tc.vals, notes)
+			}
+		} else if !strings.Contains(notes, tc.want) || !strings.Contains(notes, `"--tuner.journal: ... is in use by another`) {
+			t.Errorf("values %v: notes\n%s\nwant %q and the lock's message", tc.vals, notes, tc.want)
+		}
+	}
+}
