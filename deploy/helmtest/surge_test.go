@@ -14,11 +14,16 @@ import (
 // start the new pod beside the old one: two tuners on one node's GPUs, the
 // new one failing on the journal's lock, never ready, and the rollout
 // never done; before, the chart rendered any maxSurge. Without the tuner a
-// surge is the operator's choice.
+// surge is the operator's choice. No surge with none unavailable, which
+// the API server refuses partway through an install, is refused too,
+// saying to make maxUnavailable 1 or more.
 func TestNoSurgeWithTheTuner(t *testing.T) {
 	c := loadChart(t)
 	surge := func(v any) map[string]any {
 		return map[string]any{"type": "RollingUpdate", "rollingUpdate": map[string]any{"maxSurge": v, "maxUnavailable": 0}}
+	}
+	noSurge := func(v any) map[string]any {
+		return map[string]any{"type": "RollingUpdate", "rollingUpdate": map[string]any{"maxSurge": v, "maxUnavailable": 1}}
 	}
 	for _, tc := range []struct {
 		vals map[string]any
@@ -35,10 +40,16 @@ func TestNoSurgeWithTheTuner(t *testing.T) {
 			map[string]any{"name": "a", "nodeSelector": map[string]any{"pool": "a"}},
 			map[string]any{"name": "b", "nodeSelector": map[string]any{"pool": "b"}, "tuner": map[string]any{"mode": "enforce"}}}},
 			"nodePools b: updateStrategy.rollingUpdate.maxSurge=1"},
-		{map[string]any{"tuner": map[string]any{"mode": "enforce"}, "updateStrategy": surge(0)}, ""},
-		{map[string]any{"tuner": map[string]any{"mode": "enforce"}, "updateStrategy": surge("0%")}, ""},
+		{map[string]any{"tuner": map[string]any{"mode": "enforce"}, "updateStrategy": noSurge(0)}, ""},
+		{map[string]any{"tuner": map[string]any{"mode": "enforce"}, "updateStrategy": noSurge("0%")}, ""},
 		{map[string]any{"tuner": map[string]any{"mode": "enforce"}, "updateStrategy": map[string]any{"type": "OnDelete", "rollingUpdate": nil}}, ""},
 		{map[string]any{"updateStrategy": surge(1)}, ""},
+		// No surge and none unavailable: the API server refuses it.
+		{map[string]any{"tuner": map[string]any{"mode": "enforce"}, "updateStrategy": surge(0)},
+			"updateStrategy.rollingUpdate: maxUnavailable=0 with maxSurge=0 would replace no pod, and the API server refuses it: set maxUnavailable to 1 or more (with the tuner on, a surge is refused"},
+		{map[string]any{"updateStrategy": map[string]any{"rollingUpdate": map[string]any{"maxUnavailable": "0%"}}},
+			"maxUnavailable=0% with maxSurge=0 would replace no pod"},
+		{map[string]any{"updateStrategy": map[string]any{"rollingUpdate": map[string]any{"maxUnavailable": "100%"}}, "tuner": map[string]any{"mode": "enforce"}}, ""},
 	} {
 		rendered, err := render(c, tc.vals)
 		if tc.want != "" {
