@@ -16,7 +16,8 @@ import (
 // never done; before, the chart rendered any maxSurge. Without the tuner a
 // surge is the operator's choice. No surge with none unavailable, which
 // the API server refuses partway through an install, is refused too,
-// saying to make maxUnavailable 1 or more.
+// saying to make maxUnavailable 1 or more, and so is a surge with some
+// unavailable, which the API server refuses for a DaemonSet.
 func TestNoSurgeWithTheTuner(t *testing.T) {
 	c := loadChart(t)
 	surge := func(v any) map[string]any {
@@ -50,6 +51,10 @@ func TestNoSurgeWithTheTuner(t *testing.T) {
 		{map[string]any{"updateStrategy": map[string]any{"rollingUpdate": map[string]any{"maxUnavailable": "0%"}}},
 			"maxUnavailable=0% with maxSurge=0 would replace no pod"},
 		{map[string]any{"updateStrategy": map[string]any{"rollingUpdate": map[string]any{"maxUnavailable": "100%"}}, "tuner": map[string]any{"mode": "enforce"}}, ""},
+		// A surge and some unavailable: the API server refuses it for a
+		// DaemonSet, and the chart's default maxUnavailable is 1.
+		{map[string]any{"updateStrategy": map[string]any{"rollingUpdate": map[string]any{"maxSurge": 1}}},
+			"updateStrategy.rollingUpdate: maxSurge=1 with maxUnavailable=1 (the chart's default is 1), and the API server refuses a DaemonSet with both: with a surge set maxUnavailable to 0"},
 	} {
 		rendered, err := render(c, tc.vals)
 		if tc.want != "" {
