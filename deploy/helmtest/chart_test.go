@@ -88,8 +88,13 @@ func capabilities(monitoring bool) *chartutil.Capabilities {
 
 // renderOn is render on a cluster with caps.
 func renderOn(c *chart.Chart, vals map[string]any, caps *chartutil.Capabilities) (map[string]string, error) {
+	return renderRelease(c, vals, caps, "vgpu-exporter", namespace)
+}
+
+// renderRelease is renderOn for the release name in namespace ns.
+func renderRelease(c *chart.Chart, vals map[string]any, caps *chartutil.Capabilities, name, ns string) (map[string]string, error) {
 	rv, err := chartutil.ToRenderValues(c, vals, chartutil.ReleaseOptions{
-		Name: "vgpu-exporter", Namespace: namespace, Revision: 1, IsInstall: true,
+		Name: name, Namespace: ns, Revision: 1, IsInstall: true,
 	}, caps)
 	if err != nil {
 		return nil, err

@@ -240,7 +240,7 @@ func (c *cluster) checkMetadataSource(ctx context.Context) {
 			t.Fatalf("exporter args %s: no %s", args, want)
 		}
 	}
-	role, err := c.client.RbacV1().ClusterRoles().Get(ctx, release, metav1.GetOptions{})
+	role, err := c.client.RbacV1().ClusterRoles().Get(ctx, releaseNS+"."+release, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +249,7 @@ func (c *cluster) checkMetadataSource(ctx context.Context) {
 		rules = append(rules, strings.Join(r.Resources, ",")+":"+strings.Join(r.Verbs, ","))
 	}
 	if !slices.Contains(rules, "pods:list") || slices.Contains(rules, "nodes/proxy:get") {
-		t.Fatalf("ClusterRole %s rules %v: want pods:list, no nodes/proxy:get", release, rules)
+		t.Fatalf("ClusterRole %s.%s rules %v: want pods:list, no nodes/proxy:get", releaseNS, release, rules)
 	}
 }
 

@@ -17,6 +17,40 @@
 {{- end -}}
 {{- end -}}
 
+{{/* Name of the chart's cluster-scoped objects (ClusterRole,
+ClusterRoleBinding) and of what it puts in a namespace other than the
+release's: the release's namespace, a dot, the full name. A namespace has
+no dot, so two releases (of one name in two namespaces, or of two names)
+never share one; at most 63+1+63 characters, a valid DNS subdomain. */}}
+{{- define "vgpu-exporter.clusterName" -}}
+{{- printf "%s.%s" .Release.Namespace (include "vgpu-exporter.fullname" .) -}}
+{{- end -}}
+
+{{/* Fails on a key of the labels given as (list ROOT NAME LABELS) that
+the chart sets itself: a second value of one key in the manifest, which a
+strict decoder refuses and another reads as the last; on the Service, a
+selector label replaced would keep the ServiceMonitor from finding it. */}}
+{{- define "vgpu-exporter.noOwnLabels" -}}
+{{- $own := include "vgpu-exporter.labels" (index . 0) | fromYaml -}}
+{{- range $k, $_ := index . 2 -}}
+{{- if hasKey $own $k -}}
+{{- fail (printf "%s.%s: the chart sets this label itself (and selects by the app.kubernetes.io/ ones): choose another key" (index $ 1) $k) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Fails where a directory of the node the pod would write, given as
+(list NAME PATH), is the node's root or a system directory, or climbs
+with "..": the pod, root, could write the whole of it. */}}
+{{- define "vgpu-exporter.ownDir" -}}
+{{- $name := index . 0 -}}
+{{- $path := index . 1 -}}
+{{- $system := list "/" "/bin" "/boot" "/dev" "/etc" "/home" "/lib" "/lib64" "/opt" "/proc" "/root" "/run" "/sbin" "/srv" "/sys" "/tmp" "/usr" "/var" "/var/lib" "/var/lib/kubelet" "/var/lib/containerd" "/var/lib/docker" "/var/log" "/var/run" "/run/nvidia" -}}
+{{- if or (has (clean $path) $system) (has ".." (splitList "/" $path)) -}}
+{{- fail (printf "%s=%s: the pod writes this directory of the node as root: give it a directory of its own (as the default is), not the node's root, a system directory or a path that climbs with '..'" $name $path) -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "vgpu-exporter.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "vgpu-exporter.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}

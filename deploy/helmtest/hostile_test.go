@@ -1,0 +1,175 @@
+package helmtest
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestRefusedBeforeTheAPIServer: values and release names the API server
+// would refuse partway through an install (after some of the release's
+// objects were created) fail the rendering with a message that says what
+// to change; before, the rendering passed: a release named with a dot or
+// beginning with a digit gave its Service a name that is not a DNS label,
+// and imagePullSecrets given as names, not {name: NAME}, a pod spec that
+// does not decode.
+func TestRefusedBeforeTheAPIServer(t *testing.T) {
+	c := loadChart(t)
+	for _, tc := range []struct {
+		r    release
+		vals map[string]any
+		want string // empty: rendered
+	}{
+		{release{"gpu.prod", "monitoring"}, nil, `the full name "gpu.prod-vgpu-exporter" (the release's name "gpu.prod"`},
+		{release{"1gpu", "monitoring"}, nil, "beginning with a letter"},
+		{release{"1gpu", "monitoring"}, map[string]any{"fullnameOverride": "gpu"}, ""},
+		{release{"gpu", "monitoring"}, map[string]any{"fullnameOverride": "GPU"}, `the full name "GPU"`},
+		{release{"gpu", "monitoring"}, map[string]any{"imagePullSecrets": []any{"regcred"}}, "imagePullSecrets"},
+		{release{"gpu", "monitoring"}, map[string]any{"imagePullSecrets": []any{map[string]any{"name": "regcred"}}}, ""},
+	} {
+		rendered, err := renderRelease(c, tc.vals, capabilities(true), tc.r.name, tc.r.ns)
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("release %s, values %v: %v", tc.r.name, tc.vals, err)
+			} else if _, err := decode(rendered); err != nil {
+				t.Errorf("release %s, values %v: %v", tc.r.name, tc.vals, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("release %s, values %v: error %v, want one saying %q", tc.r.name, tc.vals, err, tc.want)
+		}
+	}
+}
+
+// TestPodAnnotationsAndLabels: podAnnotations and podLabels reach every
+// pool's pods (a mesh's opt-out, a team's label), beside the chart's
+// tenants checksum and out of the DaemonSet's selector; a key the chart
+// sets itself is refused, since replacing a selected label would leave the
+// DaemonSet's selector matching no pod of its template. Before, the chart
+// had neither value and the schema refused them.
+func TestPodAnnotationsAndLabels(t *testing.T) {
+	c := loadChart(t)
+	base := func() map[string]any {
+		return map[string]any{
+			"podAnnotations": map[string]any{"sidecar.istio.io/inject": "false"},
+			"podLabels":      map[string]any{"team": "gpu-platform"},
+			"tenants":        map[string]any{"config": map[string]any{"tenants": []any{}}},
+			"nodePools": []any{
+				map[string]any{"name": "a", "nodeSelector": map[string]any{"pool": "a"}},
+				map[string]any{"name": "b", "nodeSelector": map[string]any{"pool": "b"}}},
+		}
+	}
+	m := mustRender(t, c, base())
+	if len(m.daemonSets) != 2 {
+		t.Fatalf("%d DaemonSets, want 2", len(m.daemonSets))
+	}
+	for _, ds := range m.daemonSets {
+		meta := ds.Spec.Template.ObjectMeta
+		if meta.Annotations["sidecar.istio.io/inject"] != "false" || meta.Annotations["checksum/tenants"] == "" {
+			t.Errorf("DaemonSet %s: pod annotations %v, want podAnnotations' and the tenants checksum", ds.Name, meta.Annotations)
+		}
+		if meta.Labels["team"] != "gpu-platform" {
+			t.Errorf("DaemonSet %s: pod labels %v, want podLabels'", ds.Name, meta.Labels)
+		}
+		if _, ok := ds.Spec.Selector.MatchLabels["team"]; ok {
+			t.Errorf("DaemonSet %s: selector %v selects by a podLabels key", ds.Name, ds.Spec.Selector.MatchLabels)
+		}
+		for k, v := range ds.Spec.Selector.MatchLabels {
+			if meta.Labels[k] != v {
+				t.Errorf("DaemonSet %s: selector %s=%s, pod label %q", ds.Name, k, v, meta.Labels[k])
+			}
+		}
+	}
+	for key, want := range map[string]string{
+		"app.kubernetes.io/instance": "podLabels.app.kubernetes.io/instance: the chart sets this label",
+		"vgpu-exporter/node-pool":    "podLabels.vgpu-exporter/node-pool: the chart sets this label",
+	} {
+		vals := base()
+		vals["podLabels"] = map[string]any{key: "x"}
+		if _, err := render(c, vals); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("podLabels %s: error %v, want one saying %q", key, err, want)
+		}
+	}
+	vals := base()
+	vals["podAnnotations"] = map[string]any{"checksum/tenants": "x"}
+	if _, err := render(c, vals); err == nil || !strings.Contains(err.Error(), "podAnnotations.checksum/tenants: the chart sets this annotation") {
+		t.Errorf("podAnnotations checksum/tenants: error %v", err)
+	}
+}
+
+// TestNoSecondValueOfOwnLabels: a label of service.labels or the
+// ServiceMonitor's and PrometheusRule's additionalLabels that the chart
+// sets itself is refused; before, the manifest held the key twice, which a
+// strict decoder refuses and Kubernetes' reads as the last, and on the
+// Service a replaced app.kubernetes.io/name kept the ServiceMonitor, which
+// selects the Service by it, from scraping anything.
+func TestNoSecondValueOfOwnLabels(t *testing.T) {
+	c := loadChart(t)
+	for _, tc := range []struct {
+		vals map[string]any
+		want string
+	}{
+		{map[string]any{"service": map[string]any{"labels": map[string]any{"app.kubernetes.io/name": "gpu"}}},
+			"service.labels.app.kubernetes.io/name: the chart sets this label itself"},
+		{map[string]any{"serviceMonitor": map[string]any{"additionalLabels": map[string]any{"release": "kps", "app.kubernetes.io/instance": "x"}}},
+			"serviceMonitor.additionalLabels.app.kubernetes.io/instance: the chart sets this label itself"},
+		{map[string]any{"prometheusRule": map[string]any{"additionalLabels": map[string]any{"helm.sh/chart": "x"}}},
+			"prometheusRule.additionalLabels.helm.sh/chart: the chart sets this label itself"},
+		{map[string]any{"service": map[string]any{"labels": map[string]any{"team": "gpu"}},
+			"serviceMonitor": map[string]any{"additionalLabels": map[string]any{"release": "kps"}},
+			"prometheusRule": map[string]any{"additionalLabels": map[string]any{"release": "kps"}}}, ""},
+	} {
+		rendered, err := render(c, tc.vals)
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("values %v: %v", tc.vals, err)
+			} else if _, err := decode(rendered); err != nil {
+				t.Errorf("values %v: %v", tc.vals, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("values %v: error %v, want one saying %q", tc.vals, err, tc.want)
+		}
+	}
+}
+
+// TestWrittenHostDirsOwn: a directory of the node that the pod writes as
+// root (the tuner's journal, the MPS pipe directory) is refused where it
+// is the node's root, a system directory or climbs with "..": before, the
+// chart mounted "/var/lib" (the kubelet's and the runtime's state
+// included) or "/" writable into the exporter.
+func TestWrittenHostDirsOwn(t *testing.T) {
+	c := loadChart(t)
+	journal := func(mode, path string) map[string]any {
+		return map[string]any{"tuner": map[string]any{"mode": mode, "journal": map[string]any{"hostPath": path}}}
+	}
+	for _, tc := range []struct {
+		vals map[string]any
+		want string
+	}{
+		{journal("enforce", "/"), "the release: tuner.journal.hostPath=/: the pod writes this directory of the node as root"},
+		{journal("recommend", "/var/lib"), "tuner.journal.hostPath=/var/lib:"},
+		{journal("enforce", "/var/lib/"), "tuner.journal.hostPath=/var/lib/:"},
+		{journal("enforce", "/etc"), "tuner.journal.hostPath=/etc:"},
+		{journal("enforce", "/var/lib/kubelet"), "tuner.journal.hostPath=/var/lib/kubelet:"},
+		{journal("enforce", "/var/lib/vgpu-exporter/../../../etc"), "a path that climbs with '..'"},
+		{map[string]any{"tuner": map[string]any{"mode": "enforce", "mps": map[string]any{"pipeDirectory": "/run"}}}, "tuner.mps.pipeDirectory=/run:"},
+		{map[string]any{"nodePools": []any{map[string]any{"name": "a", "tuner": map[string]any{"mode": "enforce",
+			"mps": map[string]any{"pipeDirectory": "/run/nvidia"}}}}}, "nodePools a: tuner.mps.pipeDirectory=/run/nvidia:"},
+		{journal("enforce", "/var/lib/vgpu-exporter-b"), ""},
+		{journal("off", "/"), ""}, // no tuner: nothing mounted
+		{map[string]any{"tuner": map[string]any{"mode": "enforce", "mps": map[string]any{"pipeDirectory": "/run/nvidia/mps/nvidia.com/gpu.shared/pipe"}}}, ""},
+	} {
+		_, err := render(c, tc.vals)
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("values %v: %v", tc.vals, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("values %v: error %v, want one saying %q", tc.vals, err, tc.want)
+		}
+	}
+}
