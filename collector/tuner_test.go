@@ -91,7 +91,7 @@ vgpu_tuner_gpu_mode{gpu="1",mode="recommend",uuid="GPU-1"} 1
 # HELP vgpu_tuner_restore_failures_total Original settings that could not be restored.
 # TYPE vgpu_tuner_restore_failures_total counter
 vgpu_tuner_restore_failures_total 1
-# HELP vgpu_tuner_locked_clock_target_hertz Upper end of the SM clock lock the tuner last decided for the GPU; 0 for unlocked.
+# HELP vgpu_tuner_locked_clock_target_hertz Upper end of the SM clock lock the tuner last decided for the GPU; 0 for unlocked. The range in force is not read back (NVML has no call that returns it): vgpu_gpu_clocks_locked says whether the clocks are locked.
 # TYPE vgpu_tuner_locked_clock_target_hertz gauge
 vgpu_tuner_locked_clock_target_hertz{gpu="0",uuid="GPU-0"} 1.98e+09
 # HELP vgpu_tuner_actuator_info The backend that drives a knob on this host (nvml, sim, mps, nvidia-smi, rebalance-hook, pause), as detected at start; always 1. A knob without a series has no actuator here: its changes are refused as not supported (in recommend mode, recommended).

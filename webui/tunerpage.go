@@ -253,9 +253,7 @@ func newTunerView(info TunerPageInfo, snap *tenant.Snapshot, st *tuner.Status, m
 		return uuid
 	}
 	for _, s := range st.Settings {
-		v.Settings = append(v.Settings, settingView{GPU: s.GPU, GPUIndex: s.GPUIndex, Tenant: s.Tenant, Knob: string(s.Knob),
-			PID: s.PID, Mode: string(s.Mode), Target: valueJSON(s.Target), Effective: valueJSON(s.Effective),
-			State: settingState(s), At: s.At, Text: [2]string{valueString(s.Target), valueString(s.Effective)}})
+		v.Settings = append(v.Settings, newSettingView(s, snap))
 	}
 	for i := len(st.Recent) - 1; i >= 0 && len(v.Decisions) < maxDecisions; i-- {
 		d := st.Recent[i]

@@ -194,3 +194,40 @@ func TestTunerPageMPSRecommended(t *testing.T) {
 }
 
 func equalPtr(a, b *float64) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+
+// A clock lock's range is never read back (NVML has no call for it): the
+// setting of a lock the readings say is locked is "locked, range not
+// read", never "unknown" nor "in effect"; one the readings say is free is
+// pending; an unlock read free is in effect.
+func TestTunerPageClockLockState(t *testing.T) {
+	lock := tuner.ClockRange{MinMHz: 1980, MaxMHz: 1980}
+	for _, c := range []struct {
+		name      string
+		target    tuner.Value
+		locked    *bool
+		effective tuner.Value // as the tuner reads it
+		state     string
+		text      string
+		json      string
+	}{
+		{"lock, read locked", lock, ptr(true), nil, "locked, range not read", "locked (range not read)", `{"locked":true}`},
+		{"lock, read free", lock, ptr(false), tuner.ClockRange{}, "pending", "unlocked", `{"locked":false,"max_mhz":0,"min_mhz":0}`},
+		{"lock, not read", lock, nil, nil, "unknown", "unknown", `null`},
+		{"unlock, read free", tuner.ClockRange{}, ptr(false), tuner.ClockRange{}, "in effect", "unlocked", `{"locked":false,"max_mhz":0,"min_mhz":0}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			snap := &tenant.Snapshot{Readings: &gpu.Readings{Devices: []gpu.Device{{UUID: "GPU-x", Up: true, ClocksLocked: c.locked}}}}
+			st := &tuner.Status{Mode: tuner.ModeEnforce, Settings: []tuner.Setting{
+				{GPU: "GPU-x", Knob: gpu.KnobLockedClocks, Target: c.target, Effective: c.effective, Mode: tuner.ModeEnforce}}}
+			v := newTunerView(simInfo, snap, st, 50)
+			if len(v.Settings) != 1 {
+				t.Fatalf("settings %+v", v.Settings)
+			}
+			s := v.Settings[0]
+			eff, _ := json.Marshal(s.Effective)
+			if s.State != c.state || s.Text[1] != c.text || string(eff) != c.json {
+				t.Errorf("state %q, in effect %q, JSON %s; want %q, %q, %s", s.State, s.Text[1], eff, c.state, c.text, c.json)
+			}
+		})
+	}
+}
