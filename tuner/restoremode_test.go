@@ -1,8 +1,10 @@
 package tuner
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -197,11 +199,17 @@ func TestStartRestoreFromJournaledValue(t *testing.T) {
 				p := j.Path()
 				j = reopen(t, j, p)
 			}
-			tu, err := New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(&recorder{}), Journal: j, Clock: gpu.NewManualClock(t0), Mode: ModeEnforce})
+			logged := &strings.Builder{}
+			tu, err := New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(&recorder{}), Journal: j, Clock: gpu.NewManualClock(t0), Mode: ModeEnforce,
+				Logger: log.NewLogfmtLogger(logged)})
 			if err != nil {
 				t.Fatal(err)
 			}
 			d, err := tu.Recover(context.Background(), snapshot(t0, twoGPUs(false), nil))
+			// the log says it as the page does
+			if from := cmp.Or(c.from, "unknown"); !strings.Contains(logged.String(), fmt.Sprintf("from=%q", from)) && !strings.Contains(logged.String(), "from="+from+" ") {
+				t.Errorf("the restore's log line does not say from %q:\n%s", from, logged)
+			}
 			if err != nil || len(d) != 1 || d[0].Outcome != OutcomeRestored {
 				t.Fatalf("start's restore: %+v, %v", d, err)
 			}
