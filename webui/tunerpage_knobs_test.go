@@ -1,6 +1,7 @@
 package webui
 
 import (
+	"bytes"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -227,6 +228,42 @@ func TestTunerPageClockLockState(t *testing.T) {
 			eff, _ := json.Marshal(s.Effective)
 			if s.State != c.state || s.Text[1] != c.text || string(eff) != c.json {
 				t.Errorf("state %q, in effect %q, JSON %s; want %q, %q, %s", s.State, s.Text[1], eff, c.state, c.text, c.json)
+			}
+		})
+	}
+}
+
+// The summary says whether the journal can be written, as
+// vgpu_tuner_journal_writable does: an SRE reading /tuner during a full
+// disk sees why the tuner makes no change, not only a decision's reason.
+func TestTunerPageJournal(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		journal *tuner.JournalStats
+		html    string
+		json    string
+	}{
+		{"writable", &tuner.JournalStats{}, `<dd id="journal">writable</dd>`, `{"writable":true}`},
+		{"full disk", &tuner.JournalStats{WriteError: "tuner journal /j: no space left on device"},
+			`<dd id="journal" class="bad">cannot be written: the tuner makes no change until it can (probed each round; restores go on): tuner journal /j: no space left on device</dd>`,
+			`{"writable":false,"error":"tuner journal /j: no space left on device"}`},
+		{"none", nil, `<dd id="journal">none (<code>--tuner.journal</code>)`, `null`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st := &tuner.Status{Mode: tuner.ModeEnforce, Journal: c.journal}
+			_, body, _ := getPageWith(t, simInfo, nil, st, "/tuner")
+			if !strings.Contains(body, c.html) {
+				t.Errorf("page has no %s", c.html)
+			}
+			_, js, _ := getPageWith(t, simInfo, nil, st, "/tuner?format=json")
+			var raw map[string]json.RawMessage
+			if err := json.Unmarshal([]byte(js), &raw); err != nil {
+				t.Fatal(err)
+			}
+			var compact bytes.Buffer
+			_ = json.Compact(&compact, raw["journal"])
+			if got := compact.String(); got != c.json && !(c.json == "null" && got == "") {
+				t.Errorf("JSON journal %s, want %s", got, c.json)
 			}
 		})
 	}
