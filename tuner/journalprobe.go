@@ -70,12 +70,23 @@ func probeWrite(path string) error {
 // after a write that succeeds (noteJournal), and its status serves it
 // writable.
 func (t *Tuner) probeJournal() {
-	if t.o.Journal == nil {
+	if t.o.Journal == nil || !t.o.Journal.writeFailed() {
 		return
 	}
 	if err := t.o.Journal.Probe(); err != nil {
 		level.Debug(t.o.Logger).Log("msg", "tuner journal still cannot be written", "err", err)
 		return
 	}
+	// (one opened unwritable, on a read-only file system, has had no
+	// write fail yet: it is said writable again all the same)
+	t.journalBroken = true
 	t.noteJournal(nil)
+}
+
+// writeFailed reports whether the journal's last write failed, or it was
+// opened unwritable (Stats.WriteError set).
+func (j *Journal) writeFailed() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.stats.WriteError != ""
 }

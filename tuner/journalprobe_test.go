@@ -68,3 +68,27 @@ func TestJournalProbedEachRoundWhileUnwritable(t *testing.T) {
 		t.Errorf("the probe's file left behind: %v", err)
 	}
 }
+
+// A journal opened unwritable (on a read-only file system) that the probe
+// then finds writable is said so in the log, as after a failed write, and
+// served writable; the probe runs only while a write failed.
+func TestJournalOpenedUnwritableProbed(t *testing.T) {
+	j, err := OpenJournal(filepath.Join(t.TempDir(), "journal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	out := &strings.Builder{}
+	tu, err := New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(&recorder{}), Journal: j, Clock: gpu.NewManualClock(t0), Mode: ModeEnforce,
+		Logger: log.NewLogfmtLogger(log.NewSyncWriter(out))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.stats.WriteError = "tuner journal: read-only file system" // (as OpenJournal leaves it there)
+	if _, err := tu.RunOnce(context.Background(), emptySnap(t0)); err != nil {
+		t.Fatal(err)
+	}
+	if s := tu.Status(); s.Journal == nil || s.Journal.WriteError != "" || !strings.Contains(out.String(), "tuner journal writable again") {
+		t.Errorf("journal %+v after a probe that succeeded; log:\n%s", s.Journal, out)
+	}
+}
