@@ -91,14 +91,14 @@ vgpu_tuner_gpu_mode{gpu="1",mode="recommend",uuid="GPU-1"} 1
 # HELP vgpu_tuner_restore_failures_total Original settings that could not be restored.
 # TYPE vgpu_tuner_restore_failures_total counter
 vgpu_tuner_restore_failures_total 1
-# HELP vgpu_tuner_locked_clock_target_hertz Upper end of the SM clock lock the tuner last decided for the GPU; 0 for unlocked.
+# HELP vgpu_tuner_locked_clock_target_hertz Upper end of the SM clock lock the tuner last decided for the GPU; 0 for unlocked. The range in force is not read back (NVML has no call that returns it): vgpu_gpu_clocks_locked says whether the clocks are locked.
 # TYPE vgpu_tuner_locked_clock_target_hertz gauge
 vgpu_tuner_locked_clock_target_hertz{gpu="0",uuid="GPU-0"} 1.98e+09
 # HELP vgpu_tuner_actuator_info The backend that drives a knob on this host (nvml, sim, mps, nvidia-smi, rebalance-hook, pause), as detected at start; always 1. A knob without a series has no actuator here: its changes are refused as not supported (in recommend mode, recommended).
 # TYPE vgpu_tuner_actuator_info gauge
 vgpu_tuner_actuator_info{backend="mps",knob="mps_active_threads"} 1
 vgpu_tuner_actuator_info{backend="nvml",knob="power_limit"} 1
-# HELP vgpu_tuner_journal_writable 1 while the last write to the tuner journal succeeded; 0 after a failed one, when the tuner makes no change (restores go on) until a write succeeds.
+# HELP vgpu_tuner_journal_writable 1 while the tuner journal can be written: its last write succeeded or, after a failed one, a probe since did (each round probes it while its last write failed); 0 while it cannot, when the tuner makes no change (restores go on).
 # TYPE vgpu_tuner_journal_writable gauge
 vgpu_tuner_journal_writable 0
 # HELP vgpu_tuner_journal_records_dropped_total Journal records dropped when the journal was opened, by reason: torn (the tail a crash or a full disk left), corrupt, invalid, oversize.

@@ -354,10 +354,17 @@
           alert(
             'VGPUTunerJournalErrors',
             'warning',
-            std.format('increase(vgpu_tuner_journal_errors_total{%s}[%s]) > 0', [sel, c.alertFor.tunerJournalErrors]),
+            // held while the journal stays unwritable (the gauge is
+            // probed each round after a failed write), not only while
+            // failed writes, made only as the tuner decides, are counted
+            std.format(|||
+              vgpu_tuner_journal_writable{%(sel)s} == 0
+              or
+              increase(vgpu_tuner_journal_errors_total{%(sel)s}[%(for)s]) > 0
+            |||, { sel: sel, 'for': c.alertFor.tunerJournalErrors }),
             '',
             'The tuner cannot write its journal.',
-            '{{ $value | humanize }} writes to the journal of the tuner' + onHost + ' failed in the last %s; changes whose originals cannot be journaled are not made.' % c.alertFor.tunerJournalErrors,
+            'The journal of the tuner' + onHost + ' cannot be written (vgpu_tuner_journal_writable 0, probed each round), or a write to it failed in the last %s; changes whose originals cannot be journaled are not made.' % c.alertFor.tunerJournalErrors,
           ),
           alert(
             'VGPUTunerKillSwitchEngaged',

@@ -197,14 +197,21 @@ func (p *Pipeline) ReloadOnSignal(ctx context.Context, hup <-chan os.Signal, log
 		case <-ctx.Done():
 			return
 		case <-hup:
-			switch err := p.Reload(); {
-			case errors.Is(err, ErrNothingToReload):
-				level.Info(logger).Log("msg", "SIGHUP ignored", "reason", err)
-			case err != nil:
-				level.Error(logger).Log("msg", "reload failed, the previous configuration stays in use", "source", "SIGHUP", "err", err)
-			default:
-				level.Info(logger).Log("msg", "reloaded the tenants configuration", "source", "SIGHUP")
-			}
+			LogReload(logger, "SIGHUP", p.Reload())
 		}
+	}
+}
+
+// LogReload logs the outcome err of a reload asked for by source (SIGHUP,
+// http): one line, the same for every source but its name, after the
+// builder's own lines (one per problem, each naming file:line).
+func LogReload(logger log.Logger, source string, err error) {
+	switch {
+	case errors.Is(err, ErrNothingToReload):
+		level.Info(logger).Log("msg", "reload ignored", "source", source, "reason", err)
+	case err != nil:
+		level.Error(logger).Log("msg", "reload failed, the previous configuration stays in use", "source", source, "err", err)
+	default:
+		level.Info(logger).Log("msg", "reloaded the tenants configuration", "source", source)
 	}
 }

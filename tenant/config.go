@@ -86,10 +86,14 @@ type Tenant struct {
 	// weighs every change that restarts a client against it. 0: the
 	// tuner's default.
 	RestartCost time.Duration `yaml:"restart_cost"`
-	// Line is where the tenant is defined in the file.
+	// Line is where the tenant is defined in the file: for a tenant
+	// repeated through a YAML alias (*name), the alias's line.
 	Line int `yaml:"-"`
 
 	keys yamlconf.Keys // where its keys are, for the whole-file checks
+	// alias: the tenant is an alias's repeat of one defined before; its
+	// keys' lines are the anchor's, its problems of the file are at Line
+	alias bool
 }
 
 // Selector is one entry of a tenant's selectors. Empty fields are not
@@ -323,6 +327,18 @@ func (c *Config) UnmarshalYAML(n *yaml.Node) error {
 	got := errs.Fields(n, "the tenants file", "", c)
 	// counted whether or not every tenant decoded: a long list of broken
 	// tenants costs as much to check as one of good ones
+	// a tenant or selector repeated through an alias is where the alias
+	// is, not where its anchor is (the nodes decoded are the anchor's)
+	if f := got["tenants"]; f.Node != nil && f.Kind == yaml.SequenceNode && len(f.Content) == len(c.Tenants) {
+		for i, item := range f.Content {
+			if item.Kind == yaml.AliasNode {
+				c.Tenants[i].Line, c.Tenants[i].alias = item.Line, true
+				for k := range c.Tenants[i].Selectors {
+					c.Tenants[i].Selectors[k].Line = item.Line
+				}
+			}
+		}
+	}
 	if f := got["tenants"]; f.Node != nil && len(c.Tenants) > maxTenants {
 		errs.Addf(f.Line, "%d tenants; at most %d are supported", len(c.Tenants), maxTenants)
 		c.Tenants = nil
@@ -368,6 +384,13 @@ func (t *Tenant) UnmarshalYAML(n *yaml.Node) error {
 	*t = Tenant{Line: n.Line, Class: gpu.ClassBestEffort}
 	got := errs.Fields(n, "a tenant", "", t)
 	t.keys = got.Keys()
+	if f := got["selectors"]; f.Node != nil && f.Kind == yaml.SequenceNode && len(f.Content) == len(t.Selectors) {
+		for i, item := range f.Content {
+			if item.Kind == yaml.AliasNode {
+				t.Selectors[i].Line = item.Line
+			}
+		}
+	}
 	if f := got["restart_cost"]; f.OK && (t.RestartCost < 0 || t.RestartCost > maxRestartCost) {
 		errs.Addf(f.Line, "restart_cost %s is outside [0, %s]", t.RestartCost, maxRestartCost)
 	}

@@ -432,6 +432,13 @@ func TestParseConfigListsEveryProblem(t *testing.T) {
 			`t.yaml:6: priority must be an integer, got "high"`,
 			`t.yaml:4: duplicate tenant name "a" (first defined at line 2)`,
 			`t.yaml:7: tenant "a" has an slo but no latency_source`}},
+		// a tenant or a selector repeated through a YAML alias: at the alias
+		{"a tenant repeated through an alias", "tenants:\n  - &a\n    name: a\n    selectors: [{uid: 1}]\n  - {name: b, clas: x, selectors: [{uid: 2}]}\n  - *a\n", []string{
+			`t.yaml:5: unknown key "clas" in a tenant`,
+			`t.yaml:6: duplicate tenant name "a" (first defined at line 3)`,
+			`t.yaml:6: selector of tenant "a" overlaps the selector of tenant "a" at line 4`}},
+		{"a selector repeated through an alias", "tenants:\n  - name: a\n    selectors:\n      - &s {uid: 1}\n  - name: b\n    selectors:\n      - {uid: 2}\n      - *s\n", []string{
+			`t.yaml:8: selector of tenant "b" overlaps the selector of tenant "a" at line 4`}},
 		{"long names that differ are no duplicates", "tenants:\n  - {name: " + long(254) + ", selectors: [{uid: 1}]}\n  - {name: " + long(255) + ", selectors: [{uid: 2}]}\n", []string{
 			`t.yaml:2: tenant name "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"... is 254 characters long`,
 			`t.yaml:3: tenant name "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"... is 255 characters long`}},

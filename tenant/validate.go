@@ -48,6 +48,9 @@ func validate(errs *yamlconf.Errors, cfg *Config, unread []int, end int) {
 // that may be on a line not read (cut), is not missing.
 func checkName(errs *yamlconf.Errors, t *Tenant, names map[string]int, cut bool) {
 	name, line := t.Name, t.keys.Line("name", t.Line)
+	if t.alias {
+		line = t.Line // (its name's key is the anchor's)
+	}
 	switch {
 	case name == "":
 		if !t.keys.Failed("name") && !cut {

@@ -11,7 +11,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -67,6 +66,10 @@ type Original struct {
 	// Restart is an MPS client's last restart whose successor the
 	// restart hook may not have named, as journaled; nil when none.
 	Restart *Restart
+	// Set is the value last journaled as set (the To of its latest
+	// applied or rolled_back record, at SetAt); nil when none.
+	Set   Value
+	SetAt time.Time
 	// RestoreFailed: this run's latest restore (or thaw) of it failed.
 	// Never journaled: the next start tries it again.
 	RestoreFailed bool
@@ -446,6 +449,12 @@ func (j *Journal) apply(rec Record) {
 			o.Restart = &Restart{At: rec.Time, Kin: rec.PIDs, Others: rec.Others}
 			j.open[k] = o
 		}
+	case string(OutcomeApplied), string(OutcomeRolledBack):
+		if o, ok := j.open[k]; ok && rec.To != nil {
+			o.Set, _ = rec.To.decode() // validated
+			o.SetAt = rec.Time
+			j.open[k] = o
+		}
 	case EventRestored:
 		delete(j.open, k)
 	}
@@ -619,6 +628,9 @@ func (j *Journal) compactLocked() error {
 	var buf []byte
 	for _, o := range j.originalsLocked() {
 		recs := []Record{{Time: o.At, Event: EventOriginal, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), PIDs: o.PIDs, Identity: o.Identity}}
+		if o.Set != nil {
+			recs = append(recs, Record{Time: o.SetAt, Event: string(OutcomeApplied), Target: o.Target, Tenant: o.Tenant, To: encodeValue(o.Set)})
+		}
 		if r := o.Restart; r != nil {
 			recs = append(recs, Record{Time: r.At, Event: EventRestarted, Target: o.Target, Tenant: o.Tenant, PIDs: r.Kin, Others: r.Others})
 		}
@@ -662,29 +674,6 @@ func (j *Journal) compactLocked() error {
 	}
 	j.dirUnsynced = false
 	return nil
-}
-
-// syncDir syncs a directory, so that a file created or renamed in it is
-// durable (tests replace it).
-var syncDir = func(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
-
-// syncDirectory syncs the directory of the file at path. A file system
-// that cannot sync a directory at all (EINVAL, EOPNOTSUPP: some FUSE and
-// network file systems) has nothing to sync there, and is not taken as a
-// write that failed: it would keep the tuner from acting for good.
-func syncDirectory(path string) error {
-	err := syncDir(filepath.Dir(path))
-	if errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.EOPNOTSUPP) {
-		return nil
-	}
-	return err
 }
 
 // Close closes the file.

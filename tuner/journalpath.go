@@ -1,9 +1,11 @@
 package tuner
 
 import (
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 )
 
 // journalTarget is the file that path names through its symbolic links
@@ -28,4 +30,27 @@ func journalTarget(path string) string {
 		path = to
 	}
 	return path
+}
+
+// syncDir syncs a directory, so that a file created or renamed in it is
+// durable (tests replace it).
+var syncDir = func(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// syncDirectory syncs the directory of the file at path. A file system
+// that cannot sync a directory at all (EINVAL, EOPNOTSUPP: some FUSE and
+// network file systems) has nothing to sync there, and is not taken as a
+// write that failed: it would keep the tuner from acting for good.
+func syncDirectory(path string) error {
+	err := syncDir(filepath.Dir(path))
+	if errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.EOPNOTSUPP) {
+		return nil
+	}
+	return err
 }

@@ -69,12 +69,12 @@ func (t *Tuner) thawPauses(ctx context.Context, now time.Time, first bool) []Dec
 			t.counts.RestoreFailures++
 			t.noteRestoreFailed(k)
 			t.journal(Record{Time: now, Event: EventRestoreFailed, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), Reason: err.Error()})
-			level.Error(t.o.Logger).Log("msg", "tuner could not thaw a paused tenant", "target", o.Target.String(), "tenant", o.Tenant, "err", err)
+			level.Error(t.o.Logger).Log("msg", "tuner could not thaw a paused tenant", "target", o.Target.String(), "tenant", o.Tenant, "from", orUnknown(d.From), "err", err)
 		} else {
 			d.Outcome, d.Applied = OutcomeRestored, true
 			t.counts.Restores++
 			t.journal(Record{Time: now, Event: EventRestored, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), Reason: why})
-			level.Info(t.o.Logger).Log("msg", "tuner thawed a paused tenant", "target", o.Target.String(), "tenant", o.Tenant, "reason", why)
+			level.Info(t.o.Logger).Log("msg", "tuner thawed a paused tenant", "target", o.Target.String(), "tenant", o.Tenant, "from", orUnknown(d.From), "reason", why)
 			t.dropOriginal(k)
 			thawed := Action{Target: o.Target, GPUIndex: t.indexOf(o.Target.GPU), Tenant: o.Tenant, Want: Duty(0), Revert: true}
 			t.noteApplied(nil, thawed, now)
@@ -86,9 +86,19 @@ func (t *Tuner) thawPauses(ctx context.Context, now time.Time, first bool) []Dec
 }
 
 // lastSet is the value this run last set k to, as text: what a restore
-// sets back from ("" where this run set none: an original found in the
-// journal, a pause a crashed run left).
-func (t *Tuner) lastSet(k string) string { return valueText(t.changes[k].To) }
+// sets back from. Where this run set none (an original found in the
+// journal, a pause a crashed run left), it is the value the journal holds
+// as last set, said to be the journaled one (not a reading); "" where the
+// journal holds none either.
+func (t *Tuner) lastSet(k string) string {
+	if v := t.changes[k].To; v != nil {
+		return v.String()
+	}
+	if o := t.originals[k]; o.Set != nil {
+		return o.Set.String() + " (last set, as journaled)"
+	}
+	return ""
+}
 
 // latencyNow says whether snap classes tenant as a latency tenant.
 func latencyNow(snap *tenant.Snapshot, name string) bool {

@@ -202,13 +202,13 @@ func (t *Tuner) restoreOne(ctx context.Context, k string, now time.Time, why str
 		t.counts.RestoreFailures++
 		t.noteRestoreFailed(k)
 		t.journal(Record{Time: now, Event: EventRestoreFailed, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), Reason: err.Error()})
-		level.Error(t.o.Logger).Log("msg", "tuner could not restore an original setting", "target", o.Target.String(), "value", valueText(o.Value), "err", err)
+		level.Error(t.o.Logger).Log("msg", "tuner could not restore an original setting", "target", o.Target.String(), "from", orUnknown(d.From), "value", valueText(o.Value), "err", err)
 		return &d, fmt.Errorf("restore %s to %v: %w", o.Target, o.Value, err)
 	}
 	d.Outcome, d.Applied = OutcomeRestored, true
 	t.counts.Restores++
 	t.journal(Record{Time: now, Event: EventRestored, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), Reason: why})
-	level.Info(t.o.Logger).Log("msg", "tuner restored an original setting", "target", o.Target.String(), "value", o.Value.String(), "reason", why)
+	level.Info(t.o.Logger).Log("msg", "tuner restored an original setting", "target", o.Target.String(), "from", orUnknown(d.From), "value", o.Value.String(), "reason", why)
 	t.dropOriginal(k)
 	delete(t.pending, k)
 	return &d, nil
@@ -277,4 +277,13 @@ func (t *Tuner) noteJournal(err error) {
 		t.journalBroken = false
 		level.Info(t.o.Logger).Log("msg", "tuner journal writable again: the tuner acts again")
 	}
+}
+
+// orUnknown is a decision's from value as the log says it: "unknown"
+// where the tuner holds none, as /tuner says it.
+func orUnknown(from string) string {
+	if from == "" {
+		return "unknown"
+	}
+	return from
 }

@@ -1,8 +1,10 @@
 package tuner
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -162,6 +164,57 @@ func TestStartRestoreDoesNotClaimACrash(t *testing.T) {
 					!strings.Contains(text, "not in enforce mode at") {
 					t.Errorf("the start's %s asserts a crash, or leaves out a GPU not in enforce: %s", what, text)
 				}
+			}
+		})
+	}
+}
+
+// A restore at start says what it sets back from: the value the journal
+// holds as last set (an applied or rolled-back record, kept through a
+// compaction), marked as the journaled one, not a reading; nothing where
+// the journal holds no value set.
+func TestStartRestoreFromJournaledValue(t *testing.T) {
+	pw := Target{GPU: "GPU-a", Knob: gpu.KnobPowerLimit}
+	set := func(ev Outcome, w float64) Record {
+		return Record{Time: t0, Event: string(ev), Target: pw, From: encodeValue(Watts(700)), To: encodeValue(Watts(w))}
+	}
+	for _, c := range []struct {
+		name    string
+		recs    []Record
+		compact bool
+		from    string
+	}{
+		{"applied", []Record{originalRec("GPU-a", 700), set(OutcomeApplied, 490)}, false, "490W (last set, as journaled)"},
+		{"applied, then a refusal", []Record{originalRec("GPU-a", 700), set(OutcomeApplied, 490), set(OutcomeRefused, 400)}, false, "490W (last set, as journaled)"},
+		{"rolled back", []Record{originalRec("GPU-a", 700), set(OutcomeApplied, 490), set(OutcomeRolledBack, 600)}, false, "600W (last set, as journaled)"},
+		{"applied, compacted", []Record{originalRec("GPU-a", 700), set(OutcomeApplied, 490)}, true, "490W (last set, as journaled)"},
+		{"none set", []Record{originalRec("GPU-a", 700), set(OutcomePlanned, 490)}, false, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			j := crashedJournal(t, c.recs...)
+			if c.compact {
+				if err := j.Compact(); err != nil {
+					t.Fatal(err)
+				}
+				p := j.Path()
+				j = reopen(t, j, p)
+			}
+			logged := &strings.Builder{}
+			tu, err := New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(&recorder{}), Journal: j, Clock: gpu.NewManualClock(t0), Mode: ModeEnforce,
+				Logger: log.NewLogfmtLogger(logged)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := tu.Recover(context.Background(), snapshot(t0, twoGPUs(false), nil))
+			// the log says it as the page does
+			if from := cmp.Or(c.from, "unknown"); !strings.Contains(logged.String(), fmt.Sprintf("from=%q", from)) && !strings.Contains(logged.String(), "from="+from+" ") {
+				t.Errorf("the restore's log line does not say from %q:\n%s", from, logged)
+			}
+			if err != nil || len(d) != 1 || d[0].Outcome != OutcomeRestored {
+				t.Fatalf("start's restore: %+v, %v", d, err)
+			}
+			if d[0].From != c.from || d[0].To != "700W" {
+				t.Errorf("restored from %q to %q, want from %q to 700W", d[0].From, d[0].To, c.from)
 			}
 		})
 	}

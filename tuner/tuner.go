@@ -345,6 +345,7 @@ func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 	defer func() { t.caps = nil }()
 	var out []Decision
 	var errs []error
+	t.probeJournal() // (while its last write failed)
 	if snap == nil {
 		t.publishLocked(now)
 		return nil, nil

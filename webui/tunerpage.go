@@ -59,11 +59,14 @@ type tunerView struct {
 	UpdatedAt      time.Time `json:"updated_at,omitzero"` // the latest sample or round
 	// TunerOn is false when --tuner.mode is off on every GPU; the page
 	// then shows the tenants and their SLO state only.
-	TunerOn    bool      `json:"tuner_on"`
-	Policy     string    `json:"policy,omitempty"`
-	Mode       string    `json:"mode"`
-	KillSwitch bool      `json:"kill_switch"`
-	LastRun    time.Time `json:"last_round,omitzero"`
+	TunerOn    bool   `json:"tuner_on"`
+	Policy     string `json:"policy,omitempty"`
+	Mode       string `json:"mode"`
+	KillSwitch bool   `json:"kill_switch"`
+	// Journal is whether --tuner.journal can be written (nil without
+	// one): the tuner makes no change while it cannot.
+	Journal *journalView `json:"journal,omitempty"`
+	LastRun time.Time    `json:"last_round,omitzero"`
 	// FastWindowSeconds is the span of the burn the tuner acts on.
 	FastWindowSeconds float64 `json:"tuner_window_seconds,omitempty"`
 	// Changed is the number of settings the tuner changed and has not
@@ -86,6 +89,14 @@ type tunerView struct {
 	History     historyView    `json:"history"`
 	DecisionCap int            `json:"-"`
 	FastWindow  string         `json:"-"`
+}
+
+// journalView is whether the tuner's journal can be written: its last
+// write, or the probe of each round since a failed one, succeeded; Error
+// is the last failed write's.
+type journalView struct {
+	Writable bool   `json:"writable"`
+	Error    string `json:"error,omitempty"`
 }
 
 // gpuView is one GPU: its tuner mode, the knobs that apply to its sharing
@@ -223,6 +234,9 @@ func newTunerView(info TunerPageInfo, snap *tenant.Snapshot, st *tuner.Status, m
 		v.Policy, v.Mode, v.KillSwitch, v.LastRun = st.Policy, string(st.Mode), st.KillSwitch, st.LastRun
 		v.Changed, v.RestoreAtExit, v.RestoreFailed, v.KeptOpen = st.Unrestored, st.Exit.AtExit, st.Exit.Failed, st.Exit.KeptOpen
 		v.ExitText = exitTexts(st.Exit)
+		if j := st.Journal; j != nil {
+			v.Journal = &journalView{Writable: j.WriteError == "", Error: j.WriteError}
+		}
 		v.FastWindowSeconds, v.FastWindow, v.UpdatedAt = st.FastWindow.Seconds(), durationText(st.FastWindow), st.LastRun
 		if len(st.GPUs) == 0 {
 			v.LastRun = time.Time{} // published by the start's restore, before any round
@@ -253,9 +267,7 @@ func newTunerView(info TunerPageInfo, snap *tenant.Snapshot, st *tuner.Status, m
 		return uuid
 	}
 	for _, s := range st.Settings {
-		v.Settings = append(v.Settings, settingView{GPU: s.GPU, GPUIndex: s.GPUIndex, Tenant: s.Tenant, Knob: string(s.Knob),
-			PID: s.PID, Mode: string(s.Mode), Target: valueJSON(s.Target), Effective: valueJSON(s.Effective),
-			State: settingState(s), At: s.At, Text: [2]string{valueString(s.Target), valueString(s.Effective)}})
+		v.Settings = append(v.Settings, newSettingView(s, snap))
 	}
 	for i := len(st.Recent) - 1; i >= 0 && len(v.Decisions) < maxDecisions; i-- {
 		d := st.Recent[i]

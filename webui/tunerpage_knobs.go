@@ -190,6 +190,25 @@ func mpsClientText(c mpsClientView) knobText {
 	return t
 }
 
+// newSettingView is the row of one setting. A clock lock's range is never
+// read back (NVML has no call that returns it, and the simulator reads as
+// NVML does): where the readings say the clocks are locked, as the target
+// asks, its state is "locked, range not read", not "in effect", and its
+// value in effect "locked" with no range.
+func newSettingView(s tuner.Setting, snap *tenant.Snapshot) settingView {
+	v := settingView{GPU: s.GPU, GPUIndex: s.GPUIndex, Tenant: s.Tenant, Knob: string(s.Knob),
+		PID: s.PID, Mode: string(s.Mode), Target: valueJSON(s.Target), Effective: valueJSON(s.Effective),
+		State: settingState(s), At: s.At, Text: [2]string{valueString(s.Target), valueString(s.Effective)}}
+	if lock, ok := s.Target.(tuner.ClockRange); ok && lock != (tuner.ClockRange{}) && s.Effective == nil && s.Mode == tuner.ModeEnforce &&
+		snap != nil && snap.Readings != nil {
+		if d := snap.Readings.DeviceByUUID(s.GPU); d != nil && d.Up && d.ClocksLocked != nil && *d.ClocksLocked {
+			v.Effective, v.State = map[string]any{"locked": true}, "locked, range not read"
+			v.Text[1] = "locked (range not read)"
+		}
+	}
+	return v
+}
+
 // settingState says whether a target is in effect: "recommended" where
 // the tuner only recommends it, "pending" while the value read differs (an
 // MPS cap that reaches only new contexts; a change a guard refused is no

@@ -1,6 +1,7 @@
 package webui
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"slices"
@@ -215,5 +216,78 @@ func TestValueJSONKeysDocumented(t *testing.T) {
 				t.Errorf("docs/tuner-page.md does not name %q, the JSON key of a %s value", k, v.Kind())
 			}
 		}
+	}
+}
+
+// A clock lock's range is never read back (NVML has no call for it): the
+// setting of a lock the readings say is locked is "locked, range not
+// read", never "unknown" nor "in effect"; one the readings say is free is
+// pending; an unlock read free is in effect.
+func TestTunerPageClockLockState(t *testing.T) {
+	lock := tuner.ClockRange{MinMHz: 1980, MaxMHz: 1980}
+	for _, c := range []struct {
+		name      string
+		target    tuner.Value
+		locked    *bool
+		effective tuner.Value // as the tuner reads it
+		state     string
+		text      string
+		json      string
+	}{
+		{"lock, read locked", lock, ptr(true), nil, "locked, range not read", "locked (range not read)", `{"locked":true}`},
+		{"lock, read free", lock, ptr(false), tuner.ClockRange{}, "pending", "unlocked", `{"locked":false,"max_mhz":0,"min_mhz":0}`},
+		{"lock, not read", lock, nil, nil, "unknown", "unknown", `null`},
+		{"unlock, read free", tuner.ClockRange{}, ptr(false), tuner.ClockRange{}, "in effect", "unlocked", `{"locked":false,"max_mhz":0,"min_mhz":0}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			snap := &tenant.Snapshot{Readings: &gpu.Readings{Devices: []gpu.Device{{UUID: "GPU-x", Up: true, ClocksLocked: c.locked}}}}
+			st := &tuner.Status{Mode: tuner.ModeEnforce, Settings: []tuner.Setting{
+				{GPU: "GPU-x", Knob: gpu.KnobLockedClocks, Target: c.target, Effective: c.effective, Mode: tuner.ModeEnforce}}}
+			v := newTunerView(simInfo, snap, st, 50)
+			if len(v.Settings) != 1 {
+				t.Fatalf("settings %+v", v.Settings)
+			}
+			s := v.Settings[0]
+			eff, _ := json.Marshal(s.Effective)
+			if s.State != c.state || s.Text[1] != c.text || string(eff) != c.json {
+				t.Errorf("state %q, in effect %q, JSON %s; want %q, %q, %s", s.State, s.Text[1], eff, c.state, c.text, c.json)
+			}
+		})
+	}
+}
+
+// The summary says whether the journal can be written, as
+// vgpu_tuner_journal_writable does: an SRE reading /tuner during a full
+// disk sees why the tuner makes no change, not only a decision's reason.
+func TestTunerPageJournal(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		journal *tuner.JournalStats
+		html    string
+		json    string
+	}{
+		{"writable", &tuner.JournalStats{}, `<dd id="journal">writable</dd>`, `{"writable":true}`},
+		{"full disk", &tuner.JournalStats{WriteError: "tuner journal /j: no space left on device"},
+			`<dd id="journal" class="bad">cannot be written: the tuner makes no change until it can (probed each round; restores go on): tuner journal /j: no space left on device</dd>`,
+			`{"writable":false,"error":"tuner journal /j: no space left on device"}`},
+		{"none", nil, `<dd id="journal">none (<code>--tuner.journal</code>)`, `null`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st := &tuner.Status{Mode: tuner.ModeEnforce, Journal: c.journal}
+			_, body, _ := getPageWith(t, simInfo, nil, st, "/tuner")
+			if !strings.Contains(body, c.html) {
+				t.Errorf("page has no %s", c.html)
+			}
+			_, js, _ := getPageWith(t, simInfo, nil, st, "/tuner?format=json")
+			var raw map[string]json.RawMessage
+			if err := json.Unmarshal([]byte(js), &raw); err != nil {
+				t.Fatal(err)
+			}
+			var compact bytes.Buffer
+			_ = json.Compact(&compact, raw["journal"])
+			if got := compact.String(); got != c.json && !(c.json == "null" && got == "") {
+				t.Errorf("JSON journal %s, want %s", got, c.json)
+			}
+		})
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"regexp"
 
 	"github.com/go-kit/log"
-	"github.com/go-kit/log/level"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
@@ -141,16 +140,15 @@ func newHandler(o handlerOptions) (http.Handler, error) {
 			return
 		}
 		err := o.Reload()
+		pipeline.LogReload(o.Logger, "http", err) // (as a SIGHUP's)
 		if errors.Is(err, pipeline.ErrNothingToReload) {
 			fmt.Fprintf(w, "Nothing reloaded: %v.\n", err)
 			return
 		}
 		if err != nil {
-			level.Error(o.Logger).Log("msg", "reload failed", "source", "http", "err", err)
 			http.Error(w, "Reload failed, the previous configuration stays in use: "+err.Error(), http.StatusInternalServerError)
 			return
 		}
-		level.Info(o.Logger).Log("msg", "reloaded the tenants configuration", "source", "http")
 		fmt.Fprintln(w, "Reloaded.")
 	})
 	return mux, nil

@@ -96,7 +96,7 @@ func writeOriginals(w io.Writer, open []tuner.Original) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "TARGET\tTENANT\tORIGINAL\tSINCE\tPIDS")
+	fmt.Fprintln(tw, "TARGET\tTENANT\tORIGINAL\tLAST SET\tSINCE\tPIDS")
 	for _, o := range open {
 		var pids []string
 		for _, p := range o.PIDs {
@@ -106,7 +106,11 @@ func writeOriginals(w io.Writer, open []tuner.Original) {
 		if o.Value != nil {
 			v = o.Value.String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", o.Target, dash(o.Tenant), dash(v), o.At.UTC().Format(time.RFC3339), dash(strings.Join(pids, ",")))
+		set := "" // the value the tuner last set, as journaled
+		if o.Set != nil {
+			set = o.Set.String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", o.Target, dash(o.Tenant), dash(v), dash(set), o.At.UTC().Format(time.RFC3339), dash(strings.Join(pids, ",")))
 	}
 	tw.Flush()
 }

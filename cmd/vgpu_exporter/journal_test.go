@@ -15,9 +15,11 @@ func TestJournalCommand(t *testing.T) {
 	const (
 		power = `{"time":"2026-01-01T00:00:00Z","event":"original","target":{"gpu":"GPU-0","knob":"power_limit"},"from":{"kind":"watts","num":700}}` + "\n"
 		pause = `{"time":"2026-01-01T00:00:00Z","event":"original","target":{"gpu":"GPU-1","knob":"pause_duty","pid":7},"tenant":"train","from":{"kind":"duty","num":0},"pids":[7,8]}` + "\n"
+		// the value the tuner last set, listed beside the original
+		set = `{"time":"2026-01-01T00:00:01Z","event":"applied","target":{"gpu":"GPU-0","knob":"power_limit"},"from":{"kind":"watts","num":700},"to":{"kind":"watts","num":490}}` + "\n"
 	)
 	journal := filepath.Join(t.TempDir(), "journal")
-	if err := os.WriteFile(journal, []byte(power+pause), 0o600); err != nil {
+	if err := os.WriteFile(journal, []byte(power+pause+set), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	now := func() time.Time { return time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC) }
@@ -29,7 +31,8 @@ func TestJournalCommand(t *testing.T) {
 	}{
 		{args: nil, rc: 2, err: "--tuner.journal"},
 		{args: []string{"--help"}, rc: 0, out: "--drop-gpu"},
-		{args: []string{"--tuner.journal=" + journal}, rc: 0, out: "GPU-1/pause_duty/pid7  train   0%"},
+		{args: []string{"--tuner.journal=" + journal}, rc: 0, out: "GPU-1/pause_duty/pid7  train   0%        -"},
+		{args: []string{"--tuner.journal=" + journal}, rc: 0, out: "GPU-0/power_limit      -       700W      490W"},
 		{args: []string{"--tuner.journal=" + journal, "--drop-gpu=GPU-1"}, rc: 1, err: "a reason is needed"},
 		{args: []string{"--tuner.journal=" + journal, "--drop-gpu=GPU-9", "--drop=GPU-0/power_limit", "--reason=x"}, rc: 1, err: `GPU "GPU-9" has no open original`},
 		{args: []string{"--tuner.journal=" + journal}, rc: 0, out: "GPU-0/power_limit", notOut: "no original open"},

@@ -1,0 +1,92 @@
+package tuner
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+
+	"github.com/go-kit/log/level"
+)
+
+// A journal's writes happen only as the tuner decides or restores: after
+// a failed one (a full disk), nothing but the next decision would find
+// out that the disk was freed, and a tuner with nothing to decide would go
+// on saying that it cannot write (vgpu_tuner_journal_writable 0) long
+// after the repair, or a counter of failed writes would stop growing while
+// the disk is still full. Each round probes it instead while its last
+// write failed.
+
+// probeBytes is the size of a probe's write: one file system block.
+const probeBytes = 4096
+
+// Probe tests, while the journal's last write failed (Stats.WriteError
+// set), whether it can be written now, as a record's write would find
+// out: the file is opened for writing where it was opened read-only, and
+// a block is written to FILE.probe beside it, synced and removed (the
+// journal's own records are not touched; the next record mends what a
+// failed write left). It clears WriteError when that succeeds and returns
+// nil at once where the last write did not fail; on failure WriteError
+// stays the last write's.
+func (j *Journal) Probe() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.stats.WriteError == "" {
+		return nil
+	}
+	err := j.writable()
+	if err == nil {
+		err = probeWrite(j.path + ".probe")
+	}
+	if err != nil {
+		return fmt.Errorf("tuner journal %s: probing whether it can be written: %w", j.path, err)
+	}
+	j.stats.WriteError = ""
+	return nil
+}
+
+// probeWrite writes a block to the file at path (created, or truncated:
+// a probe's own, left by a crash), syncs it and removes it.
+func probeWrite(path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(path)
+	b := make([]byte, probeBytes)
+	for i := range b {
+		b[i] = 'p' // (a block of zeros may take no space where the file system compresses)
+	}
+	if fi, serr := f.Stat(); serr != nil || !fi.Mode().IsRegular() {
+		err = errors.Join(serr, fmt.Errorf("%s is not a regular file", path))
+	} else if _, err = writeFile(f, b); err == nil {
+		err = f.Sync()
+	}
+	return errors.Join(err, f.Close())
+}
+
+// probeJournal probes the journal once a round while its last write
+// failed (Journal.Probe): once it can be written, the tuner says so as
+// after a write that succeeds (noteJournal), and its status serves it
+// writable.
+func (t *Tuner) probeJournal() {
+	if t.o.Journal == nil || !t.o.Journal.writeFailed() {
+		return
+	}
+	if err := t.o.Journal.Probe(); err != nil {
+		level.Debug(t.o.Logger).Log("msg", "tuner journal still cannot be written", "err", err)
+		return
+	}
+	// (one opened unwritable, on a read-only file system, has had no
+	// write fail yet: it is said writable again all the same)
+	t.journalBroken = true
+	t.noteJournal(nil)
+}
+
+// writeFailed reports whether the journal's last write failed, or it was
+// opened unwritable (Stats.WriteError set).
+func (j *Journal) writeFailed() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.stats.WriteError != ""
+}

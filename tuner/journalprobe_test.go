@@ -1,0 +1,94 @@
+package tuner
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/go-kit/log"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// After a failed write (a full disk) the journal is probed every round,
+// whether or not the tuner decides anything: it stays unwritable in the
+// status while the disk is full, and is writable again, logged so, at the
+// first round after the repair, though the tuner wrote nothing since
+// (before, it stayed unwritable until the policy next wanted a change).
+// The probe leaves no file behind and the journal's records as they were.
+func TestJournalProbedEachRoundWhileUnwritable(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "journal")
+	j, err := OpenJournal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	out := &strings.Builder{}
+	clk := gpu.NewManualClock(t0)
+	tu, err := New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(&recorder{}), Journal: j, Clock: clk, Mode: ModeEnforce,
+		Logger: log.NewLogfmtLogger(log.NewSyncWriter(out))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tu.journal(originalRec("GPU-0", 700)); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(p)
+	failWrites(t)
+	if tu.journal(Record{Time: t0, Event: string(OutcomePlanned), Target: Target{GPU: "GPU-0", Knob: gpu.KnobPowerLimit}}) == nil {
+		t.Fatal("a write succeeded on a full disk")
+	}
+	writable := func() bool { s := tu.Status(); return s.Journal != nil && s.Journal.WriteError == "" }
+	for range 3 { // nothing to decide: the disk still full
+		if _, err := tu.RunOnce(context.Background(), emptySnap(clk.Now())); err != nil {
+			t.Fatal(err)
+		}
+		if writable() {
+			t.Fatal("the journal served writable while every write fails")
+		}
+	}
+	writeFile = (*os.File).Write // the disk freed
+	if _, err := tu.RunOnce(context.Background(), emptySnap(clk.Now())); err != nil {
+		t.Fatal(err)
+	}
+	if !writable() {
+		t.Errorf("the journal still served unwritable at the first round after the repair: %+v", tu.Status().Journal)
+	}
+	if !strings.Contains(out.String(), "tuner journal writable again") {
+		t.Errorf("no line says the journal is writable again:\n%s", out)
+	}
+	after, _ := os.ReadFile(p)
+	if string(after) != string(before) {
+		t.Errorf("the probe changed the journal:\n%s\nwas\n%s", after, before)
+	}
+	if _, err := os.Stat(p + ".probe"); !os.IsNotExist(err) {
+		t.Errorf("the probe's file left behind: %v", err)
+	}
+}
+
+// A journal opened unwritable (on a read-only file system) that the probe
+// then finds writable is said so in the log, as after a failed write, and
+// served writable; the probe runs only while a write failed.
+func TestJournalOpenedUnwritableProbed(t *testing.T) {
+	j, err := OpenJournal(filepath.Join(t.TempDir(), "journal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	out := &strings.Builder{}
+	tu, err := New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(&recorder{}), Journal: j, Clock: gpu.NewManualClock(t0), Mode: ModeEnforce,
+		Logger: log.NewLogfmtLogger(log.NewSyncWriter(out))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.stats.WriteError = "tuner journal: read-only file system" // (as OpenJournal leaves it there)
+	if _, err := tu.RunOnce(context.Background(), emptySnap(t0)); err != nil {
+		t.Fatal(err)
+	}
+	if s := tu.Status(); s.Journal == nil || s.Journal.WriteError != "" || !strings.Contains(out.String(), "tuner journal writable again") {
+		t.Errorf("journal %+v after a probe that succeeded; log:\n%s", s.Journal, out)
+	}
+}
