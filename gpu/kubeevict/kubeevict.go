@@ -238,13 +238,16 @@ func (e *Evictor) evict(ctx context.Context, pod gpu.Pod, dryRun bool) error {
 	}
 	defer resp.Body.Close()
 	msg := statusMessage(resp.Body)
+	// The status code only: the reason phrase is the server's own text,
+	// unbounded but by the client's header limit.
+	status := fmt.Sprintf("%d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
 	switch {
 	case resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusCreated:
 		return nil
 	case resp.StatusCode == http.StatusTooManyRequests:
-		return fmt.Errorf("%w (HTTP %s: %s)", ErrBudget, resp.Status, msg)
+		return fmt.Errorf("%w (HTTP %s: %s)", ErrBudget, status, msg)
 	default:
-		return fmt.Errorf("HTTP %s: %s", resp.Status, msg)
+		return fmt.Errorf("HTTP %s: %s", status, msg)
 	}
 }
 
