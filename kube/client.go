@@ -22,6 +22,7 @@ import (
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/vgpu-exporter/vgpu_exporter/internal/fileread"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/redirect"
 )
 
 // UserAgent names the exporter in its requests to the kubelet and the API server.
@@ -277,7 +278,7 @@ func (k *kubeClient) fetchMeta(ctx context.Context) ([]byte, error) {
 			}
 			req.Header.Set("Authorization", "Bearer "+tok)
 		}
-		resp, err := k.httpc.Do(req)
+		resp, err := redirect.Client(k.httpc).Do(req)
 		if err != nil {
 			return nil, fmt.Errorf("pod metadata %s: %w", k.metaSrc, err)
 		}

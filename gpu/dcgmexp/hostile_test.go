@@ -60,6 +60,11 @@ DCGM_FI_DEV_FB_FREE{UUID="GPU-1"} 0
 func TestScrapeErrorNamesURLOnce(t *testing.T) {
 	refused := httptest.NewServer(http.NotFoundHandler())
 	refused.Close()
+	// another host's dcgm-exporter, on another port of this one
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, `DCGM_FI_PROF_SM_ACTIVE{gpu="0",UUID="GPU-other"} 0.5`)
+	}))
+	defer other.Close()
 	for _, tc := range []struct {
 		name, url string
 		handler   http.HandlerFunc // nil: url
@@ -68,6 +73,12 @@ func TestScrapeErrorNamesURLOnce(t *testing.T) {
 		{"connection refused", refused.URL + "/metrics", nil, "connect"},
 		{"timeout", "", func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }, "deadline"},
 		{"status", "", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "", http.StatusServiceUnavailable) }, "HTTP 503"},
+		// a redirect is followed to the same scheme, host and port only,
+		// five times at most
+		{"redirect elsewhere", "", func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, other.URL+"/metrics", http.StatusFound)
+		}, "refused a redirect to another scheme, host or port (" + other.URL + ")"},
+		{"redirect loop", "", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, r.URL.Path, http.StatusFound) }, "stopped after 5 redirects"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			u := tc.url

@@ -35,6 +35,7 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/gpu/rebalance"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/clip"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/command"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/redirect"
 	"github.com/vgpu-exporter/vgpu_exporter/kube"
 )
 
@@ -108,7 +109,7 @@ func New(opts Options) (*Evictor, error) {
 	if logger == nil {
 		logger = log.NewNopLogger()
 	}
-	return &Evictor{base: u, opts: opts, httpc: httpc, logger: logger}, nil
+	return &Evictor{base: u, opts: opts, httpc: redirect.Client(httpc), logger: logger}, nil
 }
 
 // RunsHooks implements gpu.Hooked: a plan's evictions wait on the API
