@@ -2,6 +2,7 @@ package dcgmexp
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -65,6 +66,10 @@ func TestScrapeErrorNamesURLOnce(t *testing.T) {
 		fmt.Fprintln(w, `DCGM_FI_PROF_SM_ACTIVE{gpu="0",UUID="GPU-other"} 0.5`)
 	}))
 	defer other.Close()
+	var bomb bytes.Buffer // 64 MiB of comment lines in about 64 KiB
+	zw, _ := gzip.NewWriterLevel(&bomb, gzip.BestCompression)
+	_, _ = zw.Write(bytes.Repeat([]byte("#\n"), 32<<20))
+	_ = zw.Close()
 	for _, tc := range []struct {
 		name, url string
 		handler   http.HandlerFunc // nil: url
@@ -78,6 +83,17 @@ func TestScrapeErrorNamesURLOnce(t *testing.T) {
 		{"redirect elsewhere", "", func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, other.URL+"/metrics", http.StatusFound)
 		}, "refused a redirect to another scheme, host or port (" + other.URL + ")"},
+		{"gzip bomb", "", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Encoding", "gzip")
+			_, _ = w.Write(bomb.Bytes())
+		}, "page larger than 16777216 bytes"},
+		{"closed mid-body", "", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", "1000")
+			_, _ = w.Write([]byte(`DCGM_FI_PROF_SM_ACTIVE{gpu="0",UUID="GPU-1"} 0.5` + "\n"))
+		}, "unexpected EOF"},
+		{"1 MB label", "", func(w http.ResponseWriter, r *http.Request) {
+			_, _ = w.Write([]byte(`DCGM_FI_DEV_GPU_TEMP{UUID="GPU-1",pod="` + strings.Repeat("p", 1<<20) + `"} 50` + "\n"))
+		}, "line 1: longer than 65536 bytes"},
 		{"redirect loop", "", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, r.URL.Path, http.StatusFound) }, "stopped after 5 redirects"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -87,7 +103,11 @@ func TestScrapeErrorNamesURLOnce(t *testing.T) {
 				defer srv.Close()
 				u = srv.URL + "/metrics"
 			}
-			s, err := New(&fakeSource{rd: innerReadings()}, Options{URL: u, Timeout: 50 * time.Millisecond})
+			timeout := 50 * time.Millisecond
+			if tc.name == "gzip bomb" { // 16 MiB decompressed and parsed first
+				timeout = 10 * time.Second
+			}
+			s, err := New(&fakeSource{rd: innerReadings()}, Options{URL: u, Timeout: timeout})
 			if err != nil {
 				t.Fatal(err)
 			}
