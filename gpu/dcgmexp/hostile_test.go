@@ -93,7 +93,7 @@ func TestScrapeErrorNamesURLOnce(t *testing.T) {
 		}, "unexpected EOF"},
 		{"1 MB label", "", func(w http.ResponseWriter, r *http.Request) {
 			_, _ = w.Write([]byte(`DCGM_FI_DEV_GPU_TEMP{UUID="GPU-1",pod="` + strings.Repeat("p", 1<<20) + `"} 50` + "\n"))
-		}, "line 1: longer than 65536 bytes"},
+		}, "line 1: DCGM_FI_DEV_GPU_TEMP: longer than 65536 bytes"},
 		{"redirect loop", "", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, r.URL.Path, http.StatusFound) }, "stopped after 5 redirects"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -285,5 +285,25 @@ func TestParseManyGPUsBounded(t *testing.T) {
 	t.Logf("%d MiB page: %d MiB allocated", len(page)>>20, alloc>>20)
 	if alloc > 64<<20 {
 		t.Errorf("allocated %d MiB parsing a %d MiB page", alloc>>20, len(page)>>20)
+	}
+}
+
+// A line over 64 KiB of another family (a pod label of 1 MB) or a
+// comment is skipped, and the page's fields are read: it made the whole
+// page invalid, every GPU without DCGM fields. One of a field the parser
+// reads is still an error naming the line and the field.
+func TestLongLineOfAnotherFamilySkipped(t *testing.T) {
+	long := strings.Repeat("p", 1<<20)
+	page := "# HELP DCGM_FI_DEV_GPU_TEMP " + long + "\n" +
+		`DCGM_FI_DEV_XID_ERRORS{UUID="GPU-1",pod="` + long + `"} 0` + "\r\n" +
+		`DCGM_FI_DEV_GPU_TEMP{UUID="GPU-1"} 50` + "\r\n" +
+		"other_family " + long
+	f, warnings, err := Parse(strings.NewReader(page))
+	if v := f[Key{UUID: "GPU-1", GI: -1}]; err != nil || len(warnings) != 0 || v == nil || v.TemperatureC == nil || *v.TemperatureC != 50 {
+		t.Fatalf("fields %+v, warnings %q, error %v; want the temperature read", f, warnings, err)
+	}
+	_, _, err = Parse(strings.NewReader("# ok\n" + `DCGM_FI_DEV_GPU_TEMP{UUID="GPU-1",pod="` + long + `"} 50` + "\n"))
+	if err == nil || !strings.Contains(err.Error(), "line 2: DCGM_FI_DEV_GPU_TEMP: longer than 65536 bytes") {
+		t.Errorf("error %v, want one naming line 2 and its field", err)
 	}
 }
