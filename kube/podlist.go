@@ -66,26 +66,19 @@ func (b *entryBudget) take() error {
 type podItems struct{ list []podItem }
 
 func (p *podItems) UnmarshalJSON(data []byte) error {
-	if string(data) == "null" {
-		return nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := openDelim(dec, '[', "items"); err != nil {
-		return err
-	}
 	b := &entryBudget{left: maxPodListEntries}
-	for dec.More() {
+	return members(data, '[', "items", func(_, val []byte) error {
 		var it podItem
 		it.Metadata.Labels.budget = b
 		it.Status.ContainerStatuses.budget = b
 		it.Status.InitContainerStatuses.budget = b
 		it.Status.EphemeralContainerStatuses.budget = b
-		if err := dec.Decode(&it); err != nil {
+		if err := json.Unmarshal(val, &it); err != nil {
 			return fmt.Errorf("pod %d: %w", len(p.list)+1, err)
 		}
 		p.list = append(p.list, it)
-	}
-	return nil
+		return nil
+	})
 }
 
 // labelMap is a pod's labels, each taken from the budget as it is read.
@@ -95,29 +88,23 @@ type labelMap struct {
 }
 
 func (l *labelMap) UnmarshalJSON(data []byte) error {
-	if string(data) == "null" {
-		return nil
+	if string(bytes.TrimSpace(data)) != "null" {
+		l.m = map[string]string{}
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := openDelim(dec, '{', "labels"); err != nil {
-		return err
-	}
-	l.m = map[string]string{}
-	for dec.More() {
+	return members(data, '{', "labels", func(key, val []byte) error {
 		if err := l.budget.take(); err != nil {
 			return err
 		}
-		k, err := dec.Token()
-		if err != nil {
+		var k, v string
+		if err := json.Unmarshal(key, &k); err != nil {
 			return err
 		}
-		var v string
-		if err := dec.Decode(&v); err != nil {
+		if err := json.Unmarshal(val, &v); err != nil {
 			return fmt.Errorf("label %q: %w", k, err)
 		}
-		l.m[k.(string)] = v // a valid object's keys are strings
-	}
-	return nil
+		l.m[k] = v
+		return nil
+	})
 }
 
 // statusList is a pod's container statuses of one kind, each taken from
@@ -128,40 +115,72 @@ type statusList struct {
 }
 
 func (s *statusList) UnmarshalJSON(data []byte) error {
-	if string(data) == "null" {
-		return nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := openDelim(dec, '[', "container statuses"); err != nil {
-		return err
-	}
-	for dec.More() {
+	return members(data, '[', "container statuses", func(_, val []byte) error {
 		if err := s.budget.take(); err != nil {
 			return err
 		}
 		var cs containerStatus
-		if err := dec.Decode(&cs); err != nil {
+		if err := json.Unmarshal(val, &cs); err != nil {
 			return err
 		}
 		s.list = append(s.list, cs)
-	}
-	return nil
+		return nil
+	})
 }
 
-// openDelim reads the token that opens what (an array or object).
-func openDelim(dec *json.Decoder, want json.Delim, what string) error {
-	tok, err := dec.Token()
-	if err != nil {
-		return err
+// members calls f with each member of data, a JSON array (open '[') or
+// object ('{') that json.Unmarshal hands an Unmarshaler, so valid JSON:
+// for an object its key and value, for an array nil and the element, each
+// a slice of data, nothing copied. JSON null has no members; another value
+// is an error naming what.
+func members(data []byte, open byte, what string, f func(key, val []byte) error) error {
+	data = bytes.TrimSpace(data)
+	if string(data) == "null" {
+		return nil
 	}
-	if d, ok := tok.(json.Delim); !ok || d != want {
+	if len(data) < 2 || data[0] != open {
 		kind := "an array"
-		if want == '{' {
+		if open == '{' {
 			kind = "an object"
 		}
 		return fmt.Errorf("%s: not %s", what, kind)
 	}
-	return nil
+	body := data[1 : len(data)-1]
+	start, colon := 0, -1
+	emit := func(end int) error {
+		if len(bytes.TrimSpace(body[start:end])) == 0 {
+			return nil // an empty array or object
+		}
+		if open == '{' {
+			return f(bytes.TrimSpace(body[start:colon]), bytes.TrimSpace(body[colon+1:end]))
+		}
+		return f(nil, bytes.TrimSpace(body[start:end]))
+	}
+	depth, inString, escaped := 0, false, false
+	for i, c := range body {
+		switch {
+		case escaped:
+			escaped = false
+		case inString && c == '\\':
+			escaped = true
+		case inString:
+			inString = c != '"'
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			depth++
+		case c == ']' || c == '}':
+			depth--
+		case c == ':' && depth == 0 && colon < start:
+			colon = i
+		case c == ',' && depth == 0:
+			if err := emit(i); err != nil {
+				return err
+			}
+			start = i + 1
+		}
+	}
+	return emit(len(body))
 }
 
 // parsePodList decodes pod metadata: by UID, and container ID -> name.
