@@ -4,14 +4,12 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/url"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -22,6 +20,7 @@ import (
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/vgpu-exporter/vgpu_exporter/internal/fileread"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/redirect"
 )
 
 // UserAgent names the exporter in its requests to the kubelet and the API server.
@@ -204,60 +203,6 @@ func NewMappingWithMetadata(resp *podresourcesv1.ListPodResourcesResponse, src s
 	return newMapping(resp, md), nil
 }
 
-// podList is the part of a Kubernetes PodList (as served by the kubelet's
-// /pods endpoint or `kubectl get pods -o json`) that attribution needs.
-type podList struct {
-	Items []struct {
-		Metadata struct {
-			Name      string            `json:"name"`
-			Namespace string            `json:"namespace"`
-			UID       string            `json:"uid"`
-			Labels    map[string]string `json:"labels"`
-		} `json:"metadata"`
-		Status struct {
-			// every container of the pod may run on its GPUs: init
-			// containers (sidecars among them) and ephemeral ones too
-			ContainerStatuses          []containerStatus `json:"containerStatuses"`
-			InitContainerStatuses      []containerStatus `json:"initContainerStatuses"`
-			EphemeralContainerStatuses []containerStatus `json:"ephemeralContainerStatuses"`
-		} `json:"status"`
-	} `json:"items"`
-}
-
-// containerStatus is the part of a container's status that names it.
-type containerStatus struct {
-	Name        string `json:"name"`
-	ContainerID string `json:"containerID"`
-}
-
-// parsePodList decodes pod metadata: by UID, and container ID -> name.
-func parsePodList(src string, data []byte) ([]*podMeta, map[string]string, error) {
-	var pl podList
-	if err := json.Unmarshal(data, &pl); err != nil {
-		return nil, nil, fmt.Errorf("pod metadata %s: %w", src, err)
-	}
-	var out []*podMeta
-	cids := map[string]string{}
-	for _, it := range pl.Items {
-		md := it.Metadata
-		if md.UID == "" || md.Name == "" {
-			continue
-		}
-		out = append(out, &podMeta{Namespace: md.Namespace, Name: md.Name, UID: strings.ToLower(md.UID), Labels: md.Labels})
-		st := it.Status
-		for _, cs := range slices.Concat(st.ContainerStatuses, st.InitContainerStatuses, st.EphemeralContainerStatuses) {
-			id := cs.ContainerID
-			if i := strings.LastIndex(id, "://"); i >= 0 {
-				id = id[i+3:]
-			}
-			if id != "" {
-				cids[strings.ToLower(id)] = cs.Name
-			}
-		}
-	}
-	return out, cids, nil
-}
-
 // fetchMeta reads the pod metadata source whole.
 func (k *kubeClient) fetchMeta(ctx context.Context) ([]byte, error) {
 	var data []byte
@@ -277,7 +222,7 @@ func (k *kubeClient) fetchMeta(ctx context.Context) ([]byte, error) {
 			}
 			req.Header.Set("Authorization", "Bearer "+tok)
 		}
-		resp, err := k.httpc.Do(req)
+		resp, err := redirect.Client(k.httpc).Do(req)
 		if err != nil {
 			return nil, fmt.Errorf("pod metadata %s: %w", k.metaSrc, err)
 		}

@@ -8,6 +8,8 @@ import (
 	"sync"
 
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
+
+	"github.com/vgpu-exporter/vgpu_exporter/internal/clip"
 )
 
 // PodRef is a pod (and container) that a process or device belongs to.
@@ -34,6 +36,10 @@ type Mapping struct {
 	pods          int
 	// unmapped are NVIDIA's resources whose device IDs name no GPU
 	unmapped []UnmappedDevices
+	// oversized counts the containers and device IDs left out for names
+	// longer than Kubernetes allows; oversizedFirst names the first.
+	oversized      int
+	oversizedFirst string
 
 	// allocs is Allocations' answer, made at its first call: the mapping
 	// does not change once built.
@@ -98,6 +104,36 @@ type UnmappedDevices struct {
 // maxUnmappedIDs bounds UnmappedDevices.IDs: they are for a log line.
 const maxUnmappedIDs = 4
 
+// The longest names Kubernetes allows: a namespace and a container name
+// are DNS labels, a pod name a DNS subdomain. A device ID is a GPU or MIG
+// UUID, an index, or a DRA device's name, well under maxDeviceIDLen. A
+// pod-resources answer naming one longer (only a broken kubelet can) has
+// it left out: every name is a label of a pod info series, and a log line.
+const (
+	maxNamespaceLen = 63
+	maxPodNameLen   = 253
+	maxContainerLen = 63
+	maxDeviceIDLen  = 256
+)
+
+// oversize notes a container or device ID left out, what names it being
+// clipped for a log line.
+func (m *Mapping) oversize(what string) {
+	if m.oversized++; m.oversized == 1 {
+		m.oversizedFirst = clip.Text(what, 120)
+	}
+}
+
+// Oversized is how many containers and device IDs the answer named with a
+// name longer than Kubernetes allows, left out of the mapping, and the
+// first of them (clipped); 0 and "" for none (m may be nil).
+func (m *Mapping) Oversized() (int, string) {
+	if m == nil {
+		return 0, ""
+	}
+	return m.oversized, m.oversizedFirst
+}
+
 // NewMapping builds the device map from a pod-resources List answer:
 // devices of device plugins that are GPUs or MIG devices (see gpuDevice),
 // and devices of dynamic resource allocation named by their UUID (see
@@ -116,9 +152,17 @@ func NewMapping(resp *podresourcesv1.ListPodResourcesResponse) *Mapping {
 			if c == nil {
 				continue
 			}
+			if len(pr.GetNamespace()) > maxNamespaceLen || len(pr.GetName()) > maxPodNameLen || len(c.GetName()) > maxContainerLen {
+				m.oversize("container " + pr.GetNamespace() + "/" + pr.GetName() + "/" + c.GetName())
+				continue
+			}
 			var ids []string
 			for _, d := range c.GetDevices() {
 				for _, id := range d.GetDeviceIds() {
+					if len(id) > maxDeviceIDLen {
+						m.oversize("device ID " + id)
+						continue
+					}
 					if base := gpuDevice(d.GetResourceName(), id); base != "" {
 						ids = append(ids, base)
 					} else if nvidiaResource(d.GetResourceName()) && id != "" {
@@ -133,7 +177,13 @@ func NewMapping(resp *podresourcesv1.ListPodResourcesResponse) *Mapping {
 					}
 				}
 			}
-			ids = append(ids, draDeviceIDs(c.GetDynamicResources())...)
+			for _, id := range draDeviceIDs(c.GetDynamicResources()) {
+				if len(id) > maxDeviceIDLen {
+					m.oversize("device ID " + id)
+					continue
+				}
+				ids = append(ids, id)
+			}
 			for _, base := range ids {
 				ref := PodRef{Namespace: pr.GetNamespace(), Name: pr.GetName(), Container: c.GetName()}
 				if k := (deviceRef{base, keyOf(ref)}); !seen[k] {

@@ -3,6 +3,8 @@ package kube_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
@@ -158,5 +160,36 @@ func TestResolvePodHolders(t *testing.T) {
 				t.Errorf("holders %s, want %s", got, tc.holders)
 			}
 		})
+	}
+}
+
+// A pod-resources answer naming a namespace, pod, container or device ID
+// longer than Kubernetes allows (only a broken kubelet can) has that
+// container or device left out, counted and the first named, clipped: each
+// name went whole into a pod info series' labels and log lines (1 MB each
+// here, 16 MiB an answer).
+func TestMappingOversizedNamesLeftOut(t *testing.T) {
+	long := strings.Repeat("x", 1<<20)
+	gpuDev := func(ids ...string) []*podresourcesv1.ContainerDevices {
+		return []*podresourcesv1.ContainerDevices{{ResourceName: "nvidia.com/gpu", DeviceIds: ids}}
+	}
+	resp := &podresourcesv1.ListPodResourcesResponse{PodResources: []*podresourcesv1.PodResources{
+		{Namespace: "ok", Name: "p", Containers: []*podresourcesv1.ContainerResources{{Name: "c", Devices: gpuDev("GPU-a", "GPU-"+long)}}},
+		{Namespace: long, Name: "p", Containers: []*podresourcesv1.ContainerResources{{Name: "c", Devices: gpuDev("GPU-b")}}},
+		{Namespace: "ok", Name: long, Containers: []*podresourcesv1.ContainerResources{{Name: "c", Devices: gpuDev("GPU-b")}}},
+		{Namespace: "ok", Name: "q", Containers: []*podresourcesv1.ContainerResources{{Name: long, Devices: gpuDev("GPU-b")}}},
+		{Namespace: strings.Repeat("n", 63), Name: strings.Repeat("p", 253), Containers: []*podresourcesv1.ContainerResources{{Name: strings.Repeat("c", 63), Devices: gpuDev("GPU-c")}}},
+	}}
+	m := kube.NewMapping(resp)
+	var got []string
+	for _, a := range m.Allocations() {
+		got = append(got, a.Device+" "+a.Pod.Namespace[:min(len(a.Pod.Namespace), 3)])
+	}
+	if want := []string{"GPU-a ok", "GPU-c nnn"}; !slices.Equal(got, want) {
+		t.Errorf("allocations %q, want %q", got, want)
+	}
+	n, first := m.Oversized()
+	if n != 4 || !strings.HasPrefix(first, "device ID GPU-xxx") || len(first) > 200 {
+		t.Errorf("oversized %d, first %.200q (%d bytes); want 4, the device ID clipped", n, first, len(first))
 	}
 }

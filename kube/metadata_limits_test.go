@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -108,5 +109,34 @@ func TestPodMetadataStatusReasonNotQuoted(t *testing.T) {
 	_, err := k.fetchMeta(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "HTTP 503") || len(err.Error()) > 512 {
 		t.Errorf("error of %d bytes: %.200v, want one naming HTTP 503, without the reason phrase", len(fmt.Sprint(err)), err)
+	}
+}
+
+// A pod metadata server that redirects to plain http (or another port) of
+// the same host is refused, and the bearer token never goes there: Go's
+// client keeps an Authorization header on a redirect to the same host
+// name whatever the scheme, so the token went out in plain text.
+func TestPodMetadataRedirectKeepsToken(t *testing.T) {
+	var leaked atomic.Value
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		leaked.Store(r.Header.Get("Authorization"))
+		_, _ = w.Write([]byte(`{"items":[]}`))
+	}))
+	defer plain.Close()
+	tlsSrv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, plain.URL+"/pods", http.StatusFound)
+	}))
+	defer tlsSrv.Close()
+	tok := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tok, []byte("secret-token"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	k := &kubeClient{metaSrc: tlsSrv.URL + "/pods", maxBytes: 1 << 20, timeout: 20 * time.Second, httpc: tlsSrv.Client(), tokenFile: tok}
+	_, err := k.fetchMeta(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "refused a redirect to another scheme, host or port ("+plain.URL+")") || !strings.Contains(err.Error(), tlsSrv.URL) {
+		t.Errorf("error %v, want the redirect refused, naming the source", err)
+	}
+	if v, _ := leaked.Load().(string); v != "" {
+		t.Errorf("the plain http server was sent %q", v)
 	}
 }

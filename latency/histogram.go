@@ -114,6 +114,7 @@ func mergeSeries(keys []string, series [][]bucket, counts, sums []float64) (hist
 	}
 	sort.Float64s(h.bounds)
 	h.cum = make([]float64, len(h.bounds))
+	repeats := make(map[string]int, len(series))
 	for si, s := range series {
 		j := 0
 		cur := 0.0
@@ -137,7 +138,7 @@ func mergeSeries(keys []string, series [][]bucket, counts, sums []float64) (hist
 		if h.series == nil {
 			h.series = make(map[string]histo, len(series))
 		}
-		h.series[uniqueKey(h.series, keys[si])] = one
+		h.series[uniqueKey(repeats, keys[si])] = one
 	}
 	return h, nil
 }
@@ -313,19 +314,19 @@ func seriesKey(m *dto.Metric) string {
 }
 
 // uniqueKey is k, or k with a suffix when an exposition repeats a label
-// set: each repeat stays a series of its own, in the order given.
-func uniqueKey[V any](seen map[string]V, k string) string {
-	if _, dup := seen[k]; !dup {
+// set: each repeat stays a series of its own, in the order given (the
+// n-th repeat is k#n). repeats counts the keys given so far. A suffixed
+// key never equals a label set's own (empty, or ending in a comma), so
+// none is looked for: trying suffixes from 1 up for each repeat cost the
+// square of their number.
+func uniqueKey(repeats map[string]int, k string) string {
+	n := repeats[k]
+	repeats[k] = n + 1
+	if n == 0 {
 		return k
 	}
-	for i := 1; ; i++ {
-		if kk := fmt.Sprintf("%s#%d", k, i); !hasKey(seen, kk) {
-			return kk
-		}
-	}
+	return k + "#" + strconv.Itoa(n)
 }
-
-func hasKey[V any](m map[string]V, k string) bool { _, ok := m[k]; return ok }
 
 // cumAt is the cumulative count at bound le of h (whose bounds include le).
 func (h *histo) cumAt(le float64) (float64, bool) {

@@ -112,6 +112,43 @@ func hostileServer(t *testing.T) *httptest.Server {
 		http.Redirect(w, r, "/count-ok", http.StatusFound)
 	})
 	mux.HandleFunc("/count-ok", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte(vllmText("5"))) })
+	mux.HandleFunc("/drip", func(w http.ResponseWriter, r *http.Request) {
+		// a byte at a time, each well within any read timeout
+		for _, c := range []byte(strings.Repeat("# a slow comment\n", 1000)) {
+			if _, err := w.Write([]byte{c}); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	})
+	mux.HandleFunc("/closes-mid-body", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "1000")
+		_, _ = w.Write([]byte(vllmText("5")[:60]))
+	})
+	mux.HandleFunc("/429", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "3600")
+		w.WriteHeader(http.StatusTooManyRequests)
+	})
+	mux.HandleFunc("/redirect-loop", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/redirect-loop", http.StatusFound)
+	})
+	mux.HandleFunc("/bucket-decreases", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(`# TYPE vllm:e2e_request_latency_seconds histogram
+vllm:e2e_request_latency_seconds_bucket{le="0.1"} 5
+vllm:e2e_request_latency_seconds_bucket{le="1"} 3
+vllm:e2e_request_latency_seconds_bucket{le="+Inf"} 5
+vllm:e2e_request_latency_seconds_sum 1
+vllm:e2e_request_latency_seconds_count 5
+`))
+	})
+	mux.HandleFunc("/invalid-utf8", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte("vllm:e2e_request_latency_seconds_count{model=\"\xff\xfe\"} 5\n"))
+	})
 	mux.HandleFunc("/raw-garbage", func(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte("vllm:e2e_request_latency_seconds_count \x1b[31m" + strings.Repeat("SECRET", 1000) + "\n"))
 	})
@@ -135,7 +172,8 @@ func hostileServer(t *testing.T) *httptest.Server {
 }
 
 // TestHostileSources: every hostile answer gets a clear error that names
-// the source, marks it down, carries none of the body's bytes raw, and
+// the source, marks it down, carries none of the body's bytes raw, ends
+// within the source's timeout (a body dripped a byte at a time too), and
 // costs no more memory than max_bytes allows.
 func TestHostileSources(t *testing.T) {
 	srv := hostileServer(t)
@@ -161,14 +199,24 @@ func TestHostileSources(t *testing.T) {
 		{"/redirect-same", RedirectsNone, "follow_redirects is none"},
 		{"/raw-garbage", "", "parse"},
 		{"/reason", "", "HTTP 503 Service Unavailable"},
+		{"/drip", "", "deadline exceeded"},
+		{"/closes-mid-body", "", "unexpected EOF"},
+		{"/429", "", "HTTP 429 Too Many Requests"},
+		{"/redirect-loop", "", "stopped after 5 redirects"},
+		{"/bucket-decreases", "", "bucket counts decrease at le=1"},
+		{"/invalid-utf8", "", "parse"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.path+tc.redirects, func(t *testing.T) {
 			src := &Source{URL: srv.URL + tc.path, Preset: PresetVLLME2E, Timeout: 300 * time.Millisecond, MaxBytes: 64 << 10, FollowRedirects: tc.redirects}
 			tr := newSLOTracker(Spec{Name: "x", Source: src, Window: time.Minute})
+			start := time.Now()
 			err := (&scraper{httpc: srv.Client()}).scrapeOnce(context.Background(), tr, time.Unix(0, 0))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+			if d := time.Since(start); d > src.Timeout+2*time.Second {
+				t.Errorf("the scrape took %v, past its timeout of %v", d, src.Timeout)
 			}
 			st := tr.Status()
 			if st.SourceUp || st.ScrapeErrorsTotal != 1 || !strings.HasPrefix(st.LastError, src.URL+": ") {

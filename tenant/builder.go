@@ -82,6 +82,9 @@ type Builder struct {
 	// unmappedLogged: the resources whose unmapped devices were logged
 	// (guarded by buildMu)
 	unmappedLogged map[string]bool
+	// oversizedLogged: a pod mapping's oversized names were logged
+	// (guarded by buildMu)
+	oversizedLogged bool
 }
 
 // compiledConfig is a Config with what Build derives from it.
@@ -336,6 +339,11 @@ func (b *Builder) logUnmapped(podMap *kube.Mapping) {
 		b.unmappedLogged[u.Resource] = true
 		level.Warn(b.logger).Log("msg", "kubelet pod-resources: devices of an NVIDIA resource named neither by a GPU or MIG UUID nor by a GPU's index (MIG devices under the device plugin's deviceIDStrategy=index) are not mapped to their pods; set deviceIDStrategy=uuid",
 			"resource", u.Resource, "device_ids", strings.Join(u.IDs, ","))
+	}
+	if n, first := podMap.Oversized(); n > 0 && !b.oversizedLogged {
+		b.oversizedLogged = true
+		level.Warn(b.logger).Log("msg", "kubelet pod-resources: containers or device IDs named longer than Kubernetes allows left out of the pod mapping (logged once)",
+			"left_out", n, "first", first)
 	}
 }
 

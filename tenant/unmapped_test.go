@@ -42,3 +42,25 @@ func TestUnmappedDevicesLogged(t *testing.T) {
 		t.Errorf("want one warning per resource naming its IDs and the fix, got:\n%s", logs.String())
 	}
 }
+
+// Containers and device IDs the kubelet names longer than Kubernetes
+// allows are left out of the mapping and logged once, the first named,
+// clipped.
+func TestOversizedPodNamesLogged(t *testing.T) {
+	long := strings.Repeat("x", 1<<20)
+	m := kube.NewMapping(&podresourcesv1.ListPodResourcesResponse{PodResources: []*podresourcesv1.PodResources{{Namespace: "llm", Name: long,
+		Containers: []*podresourcesv1.ContainerResources{{Name: "c", Devices: []*podresourcesv1.ContainerDevices{{ResourceName: "nvidia.com/gpu", DeviceIds: []string{"GPU-a"}}}}}}}})
+	var logs bytes.Buffer
+	b, err := NewBuilder(nil, BuilderOptions{Pods: &fixedPods{m: m}, Logger: log.NewLogfmtLogger(&logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &gpu.Readings{Devices: []gpu.Device{{Index: 0, UUID: "GPU-a", Up: true}}}
+	b.Build(r, gpu.SamplerStats{})
+	b.Build(r, gpu.SamplerStats{})
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], "longer than Kubernetes allows") || !strings.Contains(lines[0], "left_out=1") ||
+		!strings.Contains(lines[0], "container llm/xxx") || len(lines[0]) > 1024 {
+		t.Errorf("want one short warning naming the container, got %d lines: %.300s", len(lines), logs.String())
+	}
+}

@@ -83,6 +83,7 @@ var layers = map[string][]string{
 	"internal/clip":     nil,
 	"internal/ratelog":  nil,
 	"internal/reap":     nil,
+	"internal/redirect": nil,
 	// Test builders, imported only by test files (see testOnly).
 	"internal/testutil": {"gpu"},
 	"internal/simtest":  {"gpu", "sim", "simrun", "tenant"},
@@ -105,8 +106,9 @@ var layers = map[string][]string{
 // every package may import: the YAML syntax shared by the tenants and
 // scenario files, the runner of outside programs the actuators drive, and
 // the clip of outside text for messages, the rate limit of repeating
-// log lines and the registry of the children the process waits for.
-var leaves = []string{"internal/yamlconf", "internal/fileread", "internal/command", "internal/parallel", "internal/clip", "internal/ratelog", "internal/reap"}
+// log lines, the registry of the children the process waits for and the
+// redirect policy of the clients that read a peer.
+var leaves = []string{"internal/yamlconf", "internal/fileread", "internal/command", "internal/parallel", "internal/clip", "internal/ratelog", "internal/reap", "internal/redirect"}
 
 // testOnly are packages for test files: no other package's non-test files
 // may import them, so no test builder ends up in a binary.

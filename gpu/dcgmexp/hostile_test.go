@@ -2,6 +2,7 @@ package dcgmexp
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -60,6 +61,15 @@ DCGM_FI_DEV_FB_FREE{UUID="GPU-1"} 0
 func TestScrapeErrorNamesURLOnce(t *testing.T) {
 	refused := httptest.NewServer(http.NotFoundHandler())
 	refused.Close()
+	// another host's dcgm-exporter, on another port of this one
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, `DCGM_FI_PROF_SM_ACTIVE{gpu="0",UUID="GPU-other"} 0.5`)
+	}))
+	defer other.Close()
+	var bomb bytes.Buffer // 64 MiB of comment lines in about 64 KiB
+	zw, _ := gzip.NewWriterLevel(&bomb, gzip.BestCompression)
+	_, _ = zw.Write(bytes.Repeat([]byte("#\n"), 32<<20))
+	_ = zw.Close()
 	for _, tc := range []struct {
 		name, url string
 		handler   http.HandlerFunc // nil: url
@@ -68,6 +78,23 @@ func TestScrapeErrorNamesURLOnce(t *testing.T) {
 		{"connection refused", refused.URL + "/metrics", nil, "connect"},
 		{"timeout", "", func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }, "deadline"},
 		{"status", "", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "", http.StatusServiceUnavailable) }, "HTTP 503"},
+		// a redirect is followed to the same scheme, host and port only,
+		// five times at most
+		{"redirect elsewhere", "", func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, other.URL+"/metrics", http.StatusFound)
+		}, "refused a redirect to another scheme, host or port (" + other.URL + ")"},
+		{"gzip bomb", "", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Encoding", "gzip")
+			_, _ = w.Write(bomb.Bytes())
+		}, "page larger than 16777216 bytes"},
+		{"closed mid-body", "", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", "1000")
+			_, _ = w.Write([]byte(`DCGM_FI_PROF_SM_ACTIVE{gpu="0",UUID="GPU-1"} 0.5` + "\n"))
+		}, "unexpected EOF"},
+		{"1 MB label", "", func(w http.ResponseWriter, r *http.Request) {
+			_, _ = w.Write([]byte(`DCGM_FI_DEV_GPU_TEMP{UUID="GPU-1",pod="` + strings.Repeat("p", 1<<20) + `"} 50` + "\n"))
+		}, "line 1: DCGM_FI_DEV_GPU_TEMP: longer than 65536 bytes"},
+		{"redirect loop", "", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, r.URL.Path, http.StatusFound) }, "stopped after 5 redirects"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			u := tc.url
@@ -76,7 +103,11 @@ func TestScrapeErrorNamesURLOnce(t *testing.T) {
 				defer srv.Close()
 				u = srv.URL + "/metrics"
 			}
-			s, err := New(&fakeSource{rd: innerReadings()}, Options{URL: u, Timeout: 50 * time.Millisecond})
+			timeout := 50 * time.Millisecond
+			if tc.name == "gzip bomb" { // 16 MiB decompressed and parsed first
+				timeout = 10 * time.Second
+			}
+			s, err := New(&fakeSource{rd: innerReadings()}, Options{URL: u, Timeout: timeout})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -254,5 +285,25 @@ func TestParseManyGPUsBounded(t *testing.T) {
 	t.Logf("%d MiB page: %d MiB allocated", len(page)>>20, alloc>>20)
 	if alloc > 64<<20 {
 		t.Errorf("allocated %d MiB parsing a %d MiB page", alloc>>20, len(page)>>20)
+	}
+}
+
+// A line over 64 KiB of another family (a pod label of 1 MB) or a
+// comment is skipped, and the page's fields are read: it made the whole
+// page invalid, every GPU without DCGM fields. One of a field the parser
+// reads is still an error naming the line and the field.
+func TestLongLineOfAnotherFamilySkipped(t *testing.T) {
+	long := strings.Repeat("p", 1<<20)
+	page := "# HELP DCGM_FI_DEV_GPU_TEMP " + long + "\n" +
+		`DCGM_FI_DEV_XID_ERRORS{UUID="GPU-1",pod="` + long + `"} 0` + "\r\n" +
+		`DCGM_FI_DEV_GPU_TEMP{UUID="GPU-1"} 50` + "\r\n" +
+		"other_family " + long
+	f, warnings, err := Parse(strings.NewReader(page))
+	if v := f[Key{UUID: "GPU-1", GI: -1}]; err != nil || len(warnings) != 0 || v == nil || v.TemperatureC == nil || *v.TemperatureC != 50 {
+		t.Fatalf("fields %+v, warnings %q, error %v; want the temperature read", f, warnings, err)
+	}
+	_, _, err = Parse(strings.NewReader("# ok\n" + `DCGM_FI_DEV_GPU_TEMP{UUID="GPU-1",pod="` + long + `"} 50` + "\n"))
+	if err == nil || !strings.Contains(err.Error(), "line 2: DCGM_FI_DEV_GPU_TEMP: longer than 65536 bytes") {
+		t.Errorf("error %v, want one naming line 2 and its field", err)
 	}
 }

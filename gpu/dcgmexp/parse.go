@@ -151,27 +151,41 @@ func ParseContext(ctx context.Context, r io.Reader) (Fields, []string, error) {
 // that is not finite or outside its field's range, or of a GPU or MIG
 // instance past the first maxKeys are skipped and reported in the
 // returned warnings, each naming the field; a malformed line of a
-// known field, a line over 64 KiB, or ctx ending is an error (naming the
-// line). When several series describe the same GPU (dcgm-exporter repeats
+// known field, one over 64 KiB, or ctx ending is an error (naming the
+// line). A line over 64 KiB of anything else is skipped unread. When several series describe the same GPU (dcgm-exporter repeats
 // a GPU's fields per pod in Kubernetes mode) the first one wins.
 func ParseFormat(ctx context.Context, r io.Reader, format Format) (Fields, []string, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
+	br := bufio.NewReaderSize(r, maxLine)
 	p := parser{out: Fields{}, uuids: map[string]string{}, format: format}
-	n := 0
-	for sc.Scan() {
-		if n++; n%4096 == 0 && ctx.Err() != nil {
+	for n := 1; ; n++ {
+		if n%4096 == 0 && ctx.Err() != nil {
 			return nil, nil, fmt.Errorf("parsing dcgm-exporter metrics: stopped at line %d: %w", n, context.Cause(ctx))
 		}
-		if err := p.line(sc.Bytes()); err != nil {
+		b, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			// A line over maxLine: one of a known field is an error,
+			// another (a comment, another family's long labels) is
+			// skipped unread.
+			if p.known(b) {
+				return nil, nil, fmt.Errorf("parsing dcgm-exporter metrics: line %d: %s: longer than %d bytes", n, p.name(b), maxLine)
+			}
+			for errors.Is(err, bufio.ErrBufferFull) {
+				_, err = br.ReadSlice('\n')
+			}
+			b = nil
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
 			return nil, nil, fmt.Errorf("parsing dcgm-exporter metrics: line %d: %w", n, err)
 		}
-	}
-	if err := sc.Err(); err != nil {
-		if errors.Is(err, bufio.ErrTooLong) {
-			err = fmt.Errorf("longer than %d bytes", maxLine)
+		if len(b) > 0 {
+			b = bytes.TrimSuffix(bytes.TrimSuffix(b, []byte("\n")), []byte("\r")) // as a line scanner reads it
+			if err := p.line(b); err != nil {
+				return nil, nil, fmt.Errorf("parsing dcgm-exporter metrics: line %d: %w", n, err)
+			}
 		}
-		return nil, nil, fmt.Errorf("parsing dcgm-exporter metrics: line %d: %w", n+1, err)
+		if err != nil { // io.EOF
+			break
+		}
 	}
 	if p.dropped > 0 {
 		p.warnings = append(p.warnings, fmt.Sprintf("and %d more series skipped", p.dropped))
@@ -195,6 +209,27 @@ func (p *parser) warn(msg func() string) {
 		return
 	}
 	p.warnings = append(p.warnings, msg())
+}
+
+// name is the metric name a sample line b begins with ("" for a comment
+// or an empty line), as far as b holds it.
+func (p *parser) name(b []byte) string {
+	b = bytes.TrimLeft(b, " \t")
+	if len(b) == 0 || b[0] == '#' {
+		return ""
+	}
+	end := bytes.IndexAny(b, "{ \t\r\n")
+	if end < 0 {
+		end = len(b)
+	}
+	return string(b[:end])
+}
+
+// known says whether the line that begins with b is a sample of a field
+// the parser reads.
+func (p *parser) known(b []byte) bool {
+	_, ok := fields[p.name(b)]
+	return ok
 }
 
 // line reads one line: a sample of a known field is stored, anything else

@@ -28,6 +28,7 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/fileread"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/redirect"
 )
 
 // Defaults for Options.
@@ -136,9 +137,7 @@ func New(inner gpu.Source, opts Options) (*Source, error) {
 	if s.logger == nil {
 		s.logger = log.NewNopLogger()
 	}
-	if s.client == nil {
-		s.client = &http.Client{}
-	}
+	s.client = redirect.Client(s.client)
 	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
 	return s, nil
 }

@@ -35,6 +35,7 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/gpu/rebalance"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/clip"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/command"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/redirect"
 	"github.com/vgpu-exporter/vgpu_exporter/kube"
 )
 
@@ -108,7 +109,7 @@ func New(opts Options) (*Evictor, error) {
 	if logger == nil {
 		logger = log.NewNopLogger()
 	}
-	return &Evictor{base: u, opts: opts, httpc: httpc, logger: logger}, nil
+	return &Evictor{base: u, opts: opts, httpc: redirect.Client(httpc), logger: logger}, nil
 }
 
 // RunsHooks implements gpu.Hooked: a plan's evictions wait on the API
@@ -238,13 +239,16 @@ func (e *Evictor) evict(ctx context.Context, pod gpu.Pod, dryRun bool) error {
 	}
 	defer resp.Body.Close()
 	msg := statusMessage(resp.Body)
+	// The status code only: the reason phrase is the server's own text,
+	// unbounded but by the client's header limit.
+	status := fmt.Sprintf("%d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
 	switch {
 	case resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusCreated:
 		return nil
 	case resp.StatusCode == http.StatusTooManyRequests:
-		return fmt.Errorf("%w (HTTP %s: %s)", ErrBudget, resp.Status, msg)
+		return fmt.Errorf("%w (HTTP %s: %s)", ErrBudget, status, msg)
 	default:
-		return fmt.Errorf("HTTP %s: %s", resp.Status, msg)
+		return fmt.Errorf("HTTP %s: %s", status, msg)
 	}
 }
 

@@ -28,6 +28,8 @@ func TestRun(t *testing.T) {
 		{name: "stdout when stderr is empty", body: `echo "Insufficient Permissions"; exit 4`, stdout: "Insufficient Permissions\n", err: "exit status 4: Insufficient Permissions", exit: 4},
 		{name: "hang killed with its children", body: `sleep 30; echo late`, spec: Spec{Timeout: 200 * time.Millisecond, TimeoutName: "--prog.timeout"}, err: "killed after its timeout of 200ms (--prog.timeout)", timedOut: true, exit: -1},
 		{name: "hang killed, its timeout unnamed", body: `sleep 30`, spec: Spec{Timeout: 200 * time.Millisecond}, err: "killed after its timeout of 200ms", timedOut: true, exit: -1},
+		{name: "SIGTERM ignored, killed all the same", body: `trap '' TERM; sleep 30 & wait; echo late`, spec: Spec{Timeout: 200 * time.Millisecond}, err: "killed after its timeout of 200ms", timedOut: true, exit: -1},
+		{name: "64 MB printed, 1 MiB kept", body: `head -c 67108864 /dev/zero | tr '\0' x; exit 3`, stdout: strings.Repeat("x", DefaultMaxOutput), err: "exit status 3: " + strings.Repeat("x", 512) + "... (", exit: 3},
 		{name: "output capped", body: `i=0; while [ $i -lt 100 ]; do echo 0123456789; i=$((i+1)); done`, spec: Spec{MaxOutput: 15}, stdout: "0123456789\n0123"},
 	}
 	for _, tc := range tests {
