@@ -16,10 +16,18 @@ func FuzzParseProcCgroup(f *testing.F) {
 	f.Add([]byte("0::/../../../burstable/pod" + puid + "/" + cid + "\n"))
 	f.Add([]byte("0::/../../pod" + puid + "/crio-" + cid + "\n"))
 	f.Add([]byte("0::/../../../../user.slice/user-1000.slice/user@1000.service/pod" + puid + "/" + cid + "\n"))
+	f.Add([]byte("4:memory:/kubepods/burstable/pod" + puid + "/" + cid + "\n1:name=systemd:/\n0::/system.slice/containerd.service\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := ParseProcCgroup(data)
 		if err != nil {
 			return
+		}
+		// a line that names a pod is never passed over for one that
+		// names none (a hybrid host's unified line at "/")
+		for _, l := range strings.Split(string(data), "\n") {
+			if f := strings.SplitN(strings.TrimSpace(l), ":", 3); len(f) == 3 && ParseCgroupPath(f[2]).PodUID != "" && ParseCgroupPath(p).PodUID == "" {
+				t.Fatalf("%q -> %q, no pod's", data, p)
+			}
 		}
 		info := ParseCgroupPath(p)
 		if info.Path != p || (info.PodUID != "" && !strings.Contains(strings.ToLower(strings.ReplaceAll(p, "_", "-")), info.PodUID)) {
