@@ -3,6 +3,7 @@ package tenant
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
@@ -50,5 +51,26 @@ func FuzzParseConfig(f *testing.F) {
 			t.Fatal(err)
 		}
 		_ = b.Build(sharedReadings(gpu.SharingTimeSlice, 1), gpu.SamplerStats{})
+	})
+}
+
+// Two namespace or label values never share a tenant (unless both are
+// Unassigned's), and a valid name that begins as no spelt-out one is
+// taken as it is.
+func FuzzPodTenantName(f *testing.F) {
+	for _, s := range [][2]string{{Unassigned, "unassigned_"}, {"a/b", "a_2fb"}, {"a_2fb/", "a/b/"}, {"team-a", "é"}, {"\x00x", "_00x"}, {"_00a_2fb", "a/b"}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		na, nb := PodTenantName(a), PodTenantName(b)
+		if na != Unassigned && !validName(na) {
+			t.Fatalf("%q -> %q, no valid name", a, na)
+		}
+		if a != b && na == nb && na != Unassigned {
+			t.Fatalf("%q and %q -> %q", a, b, na)
+		}
+		if a != Unassigned && validName(a) && !strings.HasPrefix(a, spelt) && na != a {
+			t.Fatalf("%q -> %q", a, na)
+		}
 	})
 }

@@ -77,27 +77,28 @@ func (p PodTenancy) tenantOf(pod *kube.PodRef) string {
 	return PodTenantName(v)
 }
 
-// PodTenantName is the tenant name of a namespace or label value: the value
-// itself when it is a valid tenant name, as every Kubernetes namespace and
-// label value is. Otherwise each byte outside [A-Za-z0-9_.-] becomes "_"
-// and two hex digits ("a/b" -> "a_2fb"). "" is Unassigned; a value spelt
-// "unassigned" gets a trailing "_", so that its pods are told apart from
-// usage that no tenant claims. A value whose name would be longer than a
-// tenant's name may be (which no Kubernetes namespace or label value is)
-// is Unassigned too: the name is a label of every series of the tenant.
+// PodTenantName is the tenant name of a namespace or label value, one of
+// its own for each value, so that no two tenants' series become one: the
+// value itself when it is a valid tenant name, as every Kubernetes
+// namespace and label value is, unless it is "unassigned" or begins with
+// spelt ("_00", which no Kubernetes value does: they begin with a letter
+// or digit). Any other value is spelt out: spelt, then the value with
+// each byte outside [A-Za-z0-9.-], "_" included, as "_" and two hex
+// digits ("a/b" -> "_00a_2fb", "unassigned" -> "_00unassigned"). "" is
+// Unassigned; so is a value whose name would be longer than a tenant's
+// name may be (which no Kubernetes namespace or label value is): the name
+// is a label of every series of the tenant.
 func PodTenantName(v string) string {
 	switch {
 	case v == "" || len(v) > maxNameLen:
 		return Unassigned
-	case v == Unassigned:
-		return v + "_"
-	case validName(v):
+	case v != Unassigned && validName(v) && !strings.HasPrefix(v, spelt):
 		return v
 	}
 	var b strings.Builder
-	for i := 0; i < len(v); i++ {
-		c := v[i]
-		if nameByte(c) {
+	b.WriteString(spelt)
+	for i := 0; i < len(v) && b.Len() <= maxNameLen; i++ {
+		if c := v[i]; nameByte(c) && c != '_' {
 			b.WriteByte(c)
 		} else {
 			fmt.Fprintf(&b, "_%02x", c)
@@ -108,6 +109,11 @@ func PodTenantName(v string) string {
 	}
 	return b.String()
 }
+
+// spelt begins a spelt-out tenant name: the escape of a NUL byte, so that
+// a value taken as it is that begins so was a NUL and its value spelt out
+// before (which no longer shares its name).
+const spelt = "_00"
 
 // labelKeyRE is a Kubernetes label key: an optional DNS prefix and a name.
 var labelKeyRE = regexp.MustCompile(`^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
