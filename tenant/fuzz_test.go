@@ -1,6 +1,7 @@
 package tenant
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -71,6 +72,29 @@ func FuzzPodTenantName(f *testing.F) {
 		}
 		if a != Unassigned && validName(a) && !strings.HasPrefix(a, spelt) && na != a {
 			t.Fatalf("%q -> %q", a, na)
+		}
+	})
+}
+
+// The value of --tenants.kubernetes-default reads back as it was given, and
+// a label key it takes is a Kubernetes label key.
+func FuzzParsePodTenancy(f *testing.F) {
+	for _, s := range []string{"namespace", "off", "label:team", "label:app.kubernetes.io/part-of", "label:", "label:a b", "label:/x", "label:-a", "pod", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		p, err := ParsePodTenancy(s)
+		if err != nil {
+			if p != (PodTenancy{}) || !strings.Contains(err.Error(), fmt.Sprintf("%q", s)) {
+				t.Fatalf("%q: %+v, %v (the error names the value)", s, p, err)
+			}
+			return
+		}
+		if p.String() != s || (p.Label != "" && (len(p.Label) > 316 || strings.ContainsAny(p.Label, " \t\n:"))) {
+			t.Fatalf("%q -> %+v (%q)", s, p, p.String())
+		}
+		if q, err := ParsePodTenancy(p.String()); err != nil || q != p {
+			t.Fatalf("%q -> %+v -> %+v, %v", s, p, q, err)
 		}
 	})
 }

@@ -39,7 +39,7 @@ func ParsePodTenancy(s string) (PodTenancy, error) {
 		return PodTenancy{ByNamespace: true}, nil
 	case strings.HasPrefix(s, podTenancyLabel):
 		key := strings.TrimPrefix(s, podTenancyLabel)
-		if !labelKeyRE.MatchString(key) {
+		if !labelKey(key) {
 			return PodTenancy{}, fmt.Errorf("%q: %q is not a pod label key (e.g. app.kubernetes.io/part-of)", s, key)
 		}
 		return PodTenancy{Label: key}, nil
@@ -115,7 +115,18 @@ func PodTenantName(v string) string {
 // before (which no longer shares its name).
 const spelt = "_00"
 
-// labelKeyRE is a Kubernetes label key: an optional DNS prefix and a name.
+// labelKey says whether key is a Kubernetes label key: an optional DNS
+// prefix of at most 253 bytes and a name of at most 63.
+func labelKey(key string) bool {
+	prefix, name, ok := strings.Cut(key, "/")
+	if !ok {
+		prefix, name = "", key
+	}
+	return len(prefix) <= 253 && len(name) <= 63 && labelKeyRE.MatchString(key)
+}
+
+// labelKeyRE is a Kubernetes label key's form: an optional DNS prefix and a
+// name.
 var labelKeyRE = regexp.MustCompile(`^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
 
 // nameByte says whether c may appear in a tenant name.

@@ -27,6 +27,10 @@ func TestParsePodTenancy(t *testing.T) {
 		{"label:", PodTenancy{}, "not a pod label key"},
 		{"label:a b", PodTenancy{}, "not a pod label key"},
 		{"label:/x", PodTenancy{}, "not a pod label key"},
+		// the longest prefix and name a label key may have, and one byte more
+		{"label:" + strings.Repeat("a", 253) + "/" + strings.Repeat("b", 63), PodTenancy{Label: strings.Repeat("a", 253) + "/" + strings.Repeat("b", 63)}, ""},
+		{"label:" + strings.Repeat("b", 64), PodTenancy{}, "not a pod label key"},
+		{"label:" + strings.Repeat("a", 254) + "/b", PodTenancy{}, "not a pod label key"},
 		{"pod", PodTenancy{}, "not one of namespace, label:KEY, off"},
 		{"", PodTenancy{}, "not one of"},
 	} {
