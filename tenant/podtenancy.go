@@ -110,9 +110,9 @@ func PodTenantName(v string) string {
 	return b.String()
 }
 
-// spelt begins a spelt-out tenant name: the escape of a NUL byte, so that
-// a value taken as it is that begins so was a NUL and its value spelt out
-// before (which no longer shares its name).
+// spelt begins a spelt-out tenant name: "_" and the hex digits of a NUL
+// byte. A valid name that begins so is spelt out too, so that no value
+// taken as it is reads as another's spelt-out name.
 const spelt = "_00"
 
 // labelKey says whether key is a Kubernetes label key: an optional DNS

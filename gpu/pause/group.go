@@ -253,9 +253,10 @@ func (r resolver) resolve(pid uint32) (group, error) {
 	v2path, v1path := cgroupPaths(data)
 	// On a hybrid host a runtime that manages the v1 controllers may leave
 	// a container's process in its own unified cgroup, its service's
-	// ("/system.slice/containerd.service", which holds every container
-	// there): where the v1 freezer's path names the pod or container and
-	// the unified one does not, the v1 freezer's is the process's own.
+	// ("/system.slice/k3s-agent.service", which holds the kubelet, the
+	// runtime and every container there): where the v1 freezer's path
+	// names the pod or container and the unified one does not, the v1
+	// freezer's is the process's own.
 	v1Own := namesWorkload(v1path) && !namesWorkload(v2path)
 	if dir, ok := ownCgroup(r.v2, v2path, "cgroup.freeze"); ok && !v1Own && !holds(dir, r.selfV2) {
 		return cgroupV2{dir: dir, clock: r.clock, timeout: r.timeout}, nil
