@@ -278,6 +278,11 @@ func ParseProcCgroup(data []byte) (string, error) {
 		if _, err := strconv.Atoi(parts[0]); err != nil {
 			return "", fmt.Errorf("line %d: bad hierarchy ID %q", line, parts[0])
 		}
+		if parts[0] == "0" && parts[1] == "" {
+			// the kernel marks the unified cgroup of a process that outlived
+			// it (a zombie's) " (deleted)": still the path of its pod
+			parts[2] = strings.TrimSuffix(parts[2], " (deleted)")
+		}
 		entries = append(entries, entry{parts[0], parts[1], parts[2]})
 	}
 	if err := sc.Err(); err != nil {

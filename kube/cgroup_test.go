@@ -86,6 +86,7 @@ func TestParseProcCgroup(t *testing.T) {
 	}{
 		{"v2, systemd driver", "0::" + sdPath + "\n", sdPath, false},
 		{"v2, cgroupfs driver", "0::" + fsPath + "\n", fsPath, false},
+		{"v2, a cgroup removed under a zombie", "0::" + sdPath + " (deleted)\n", sdPath, false},
 		{"v2, no pod", "0::/kubepods.slice/kubepods-burstable.slice/x.scope\n", "/kubepods.slice/kubepods-burstable.slice/x.scope", false},
 		{"v1, cgroupfs driver", v1Lines(fsPath, fsPath), fsPath, false},
 		{"v1, systemd driver", v1Lines(sdPath, sdPath), sdPath, false},

@@ -20,6 +20,7 @@ func FuzzParseProcCgroup(f *testing.F) {
 	f.Add([]byte("0::/../../../../user.slice/user-1000.slice/user@1000.service/pod" + puid + "/" + cid + "\n"))
 	f.Add([]byte("4:memory:/machine.slice\n1:name=systemd:/machine.slice/machine-qemu\\x2d1\\x2dtrain.scope\n0::/machine.slice/machine-qemu\\x2d1\\x2dtrain.scope/libvirt\n"))
 	f.Add([]byte("0::/qemu.slice/100.scope\n"))
+	f.Add([]byte("0::/kubepods/burstable/pod" + puid + "/" + cid + " (deleted)\n"))
 	f.Add([]byte("4:memory:/kubepods/burstable/pod" + puid + "/" + cid + "\n1:name=systemd:/\n0::/system.slice/containerd.service\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := ParseProcCgroup(data)
