@@ -250,10 +250,15 @@ func normalizeUID(u string) string {
 	return u
 }
 
-// ParseProcCgroup reads the contents of /proc/PID/cgroup (cgroup v1 or v2)
-// and returns the path that best identifies the process: the unified (v2)
-// hierarchy when present, else the v1 hierarchy whose path names a pod or
-// container (memory, cpu, pids preferred), else name=systemd, else the first.
+// ParseProcCgroup reads the contents of /proc/PID/cgroup (cgroup v1, v2,
+// or both on a hybrid host) and returns the path that best identifies the
+// process: the one that names its pod, else its container, else any; among
+// equals the unified (v2) hierarchy's, then the v1 hierarchy of memory,
+// cpu or pids, then name=systemd, then the first. On a hybrid host the
+// unified line need not name the pod its v1 lines name: a runtime that
+// manages v1 controllers may leave the process in its own unified cgroup
+// ("0::/system.slice/containerd.service", "0::/") or name it there in a
+// form of its own ("...slice:cri-containerd:<id>").
 func ParseProcCgroup(data []byte) (string, error) {
 	type entry struct{ id, ctrl, path string }
 	var entries []entry
@@ -273,6 +278,11 @@ func ParseProcCgroup(data []byte) (string, error) {
 		if _, err := strconv.Atoi(parts[0]); err != nil {
 			return "", fmt.Errorf("line %d: bad hierarchy ID %q", line, parts[0])
 		}
+		if parts[0] == "0" && parts[1] == "" {
+			// the kernel marks the unified cgroup of a process that outlived
+			// it (a zombie's) " (deleted)": still the path of its pod
+			parts[2] = strings.TrimSuffix(parts[2], " (deleted)")
+		}
 		entries = append(entries, entry{parts[0], parts[1], parts[2]})
 	}
 	if err := sc.Err(); err != nil {
@@ -281,27 +291,29 @@ func ParseProcCgroup(data []byte) (string, error) {
 	if len(entries) == 0 {
 		return "", fmt.Errorf("no cgroup entries")
 	}
-	for _, e := range entries {
-		if e.id == "0" && e.ctrl == "" {
-			return e.path, nil // cgroup v2 unified hierarchy
-		}
-	}
 	best, bestScore := entries[0].path, -1
 	for _, e := range entries {
 		score := 0
 		info := ParseCgroupPath(e.path)
-		if info.PodUID != "" || info.ContainerID != "" {
-			score += 10
+		switch {
+		case info.PodUID != "":
+			score += 200
+		case info.ContainerID != "":
+			score += 100
 		}
+		if e.id == "0" && e.ctrl == "" {
+			score += 50 // cgroup v2 unified hierarchy
+		}
+		ctrl := 0
 		for _, c := range strings.Split(e.ctrl, ",") {
 			switch c {
 			case "memory", "cpu", "pids":
-				score += 3
+				ctrl = 3
 			case "name=systemd":
-				score++
+				ctrl = max(ctrl, 1)
 			}
 		}
-		if score > bestScore {
+		if score += ctrl; score > bestScore {
 			best, bestScore = e.path, score
 		}
 	}

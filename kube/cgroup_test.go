@@ -67,17 +67,44 @@ func TestParseCgroupPath(t *testing.T) {
 	}
 }
 
+// v1 lines as runc writes them for a container: every controller's
+// hierarchy (cpu,cpuacct and net_cls,net_prio co-mounted) at path, and
+// name=systemd at sd.
+func v1Lines(path, sd string) string {
+	return "12:pids:" + path + "\n11:hugetlb:" + path + "\n10:net_cls,net_prio:" + path + "\n9:perf_event:" + path +
+		"\n8:devices:" + path + "\n7:freezer:" + path + "\n6:blkio:" + path + "\n5:cpuset:" + path +
+		"\n4:memory:" + path + "\n3:cpu,cpuacct:" + path + "\n2:rdma:/\n1:name=systemd:" + sd + "\n"
+}
+
 func TestParseProcCgroup(t *testing.T) {
-	podPath := "/kubepods/burstable/pod" + puid + "/" + cid
+	fsPath := "/kubepods/burstable/pod" + puid + "/" + cid
+	sdPath := "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0f2c3d4e_5a6b_4c7d_8e9f_a0b1c2d3e4f5.slice/cri-containerd-" + cid + ".scope"
+	otherPod := "/kubepods/besteffort/pod6c2e6b2d0d3f4a1b8c9d0e1f2a3b4c5d/" + cid
 	tests := []struct {
 		name, in, want string
 		wantErr        bool
 	}{
-		{"v2", "0::/kubepods.slice/kubepods-burstable.slice/x.scope\n", "/kubepods.slice/kubepods-burstable.slice/x.scope", false},
-		{"v1", "12:pids:" + podPath + "\n11:memory:" + podPath + "\n4:cpu,cpuacct:" + podPath + "\n1:name=systemd:/system.slice/containerd.service\n", podPath, false},
-		{"v1 prefers the hierarchy naming the pod", "3:name=systemd:/user.slice\n2:memory:" + podPath + "\n", podPath, false},
-		{"hybrid v1+v2 uses unified", "5:memory:/a\n0::/kubepods/pod" + puid + "/" + cid + "\n", "/kubepods/pod" + puid + "/" + cid, false},
+		{"v2, systemd driver", "0::" + sdPath + "\n", sdPath, false},
+		{"v2, cgroupfs driver", "0::" + fsPath + "\n", fsPath, false},
+		{"v2, a cgroup removed under a zombie", "0::" + sdPath + " (deleted)\n", sdPath, false},
+		{"v2, no pod", "0::/kubepods.slice/kubepods-burstable.slice/x.scope\n", "/kubepods.slice/kubepods-burstable.slice/x.scope", false},
+		{"v1, cgroupfs driver", v1Lines(fsPath, fsPath), fsPath, false},
+		{"v1, systemd driver", v1Lines(sdPath, sdPath), sdPath, false},
+		{"v1, name=systemd left in the runtime's service", v1Lines(fsPath, "/system.slice/containerd.service"), fsPath, false},
+		{"v1 prefers the hierarchy naming the pod", "3:name=systemd:/user.slice\n2:memory:" + fsPath + "\n", fsPath, false},
 		{"v1 no pod picks memory", "7:freezer:/\n2:memory:/user.slice\n", "/user.slice", false},
+		// hybrid: v1 controllers and a unified hierarchy with none
+		{"hybrid, systemd driver: the pod in both", v1Lines(sdPath, sdPath) + "0::" + sdPath + "\n", sdPath, false},
+		{"hybrid, cgroupfs driver: the pod in both", v1Lines(fsPath, fsPath) + "0::" + fsPath + "\n", fsPath, false},
+		{"hybrid, cgroupfs driver: unified left in the runtime's service", v1Lines(fsPath, fsPath) + "0::/system.slice/containerd.service\n", fsPath, false},
+		{"hybrid: unified at the root", v1Lines(fsPath, fsPath) + "0::/\n", fsPath, false},
+		{"hybrid, systemd driver: unified in the runtime's own form", v1Lines(sdPath, sdPath) +
+			"0::/system.slice/containerd.service/kubepods-burstable-pod0f2c3d4e_5a6b_4c7d_8e9f_a0b1c2d3e4f5.slice:cri-containerd:" + cid + "\n", sdPath, false},
+		{"hybrid: the pod in memory only", "7:freezer:/\n4:memory:" + fsPath + "\n1:name=systemd:/\n0::/\n", fsPath, false},
+		{"hybrid: unified names a pod, v1 another: unified", v1Lines(otherPod, otherPod) + "0::" + fsPath + "\n", fsPath, false},
+		{"hybrid: a pod over a container alone", "4:memory:" + fsPath + "\n0::/docker/" + cid + "\n", fsPath, false},
+		{"hybrid, no pod: unified", "4:memory:/user.slice\n1:name=systemd:/system.slice/llm-a.service\n0::/system.slice/llm-a.service\n", "/system.slice/llm-a.service", false},
+		{"hybrid, a VM: unified", "4:memory:/machine.slice\n1:name=systemd:/machine.slice/machine-qemu\\x2d1\\x2dtrain.scope\n0::/machine.slice/machine-qemu\\x2d1\\x2dtrain.scope/libvirt\n", "/machine.slice/machine-qemu\\x2d1\\x2dtrain.scope/libvirt", false},
 		{"garbage", "not a cgroup file\n", "", true},
 		{"bad id", "x::/a\n", "", true},
 		{"empty", "", "", true},

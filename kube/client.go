@@ -62,12 +62,24 @@ func ReadBearerToken(file string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("bearer token: %w", err)
 	}
+	return parseBearerToken(file, b)
+}
+
+// parseBearerToken is the token that file's contents b hold: one line of
+// visible ASCII (a token's bytes: a JWT's base64url and dots), with
+// white space around it.
+func parseBearerToken(file string, b []byte) (string, error) {
 	tok := strings.TrimSpace(string(b))
 	if tok == "" {
 		return "", fmt.Errorf("bearer token %s: empty", file)
 	}
 	if strings.ContainsAny(tok, "\r\n") {
 		return "", fmt.Errorf("bearer token %s: more than one line", file)
+	}
+	for i := 0; i < len(tok); i++ {
+		if c := tok[i]; c <= ' ' || c > '~' {
+			return "", fmt.Errorf("bearer token %s: byte %d is %#02x, which no token holds (visible ASCII only)", file, i+1, c)
+		}
 	}
 	return tok, nil
 }

@@ -31,7 +31,8 @@ type Options struct {
 	KubeletAddress string
 	// Refresh is how often the mapping is refreshed; default 10s.
 	Refresh time.Duration
-	// Timeout bounds one refresh; default 5s.
+	// Timeout bounds each call of a refresh (the pod-resources List, the
+	// pod metadata read), body included; default 5s.
 	Timeout time.Duration
 	// BearerTokenFile holds the token sent as "Authorization: Bearer" to a
 	// PodMetadata https URL (a service account token, as the kubelet's

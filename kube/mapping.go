@@ -304,12 +304,20 @@ func (m *Mapping) podsOn(ids ...string) []PodRef {
 //  1. the pod UID from the cgroup, with pod metadata when the provider knows it;
 //  2. otherwise the single container that holds the device(s), if only one
 //     does, or the single pod whose containers hold them (which of them is
-//     not known: no container);
+//     not known: no container), leaving out the pods that pod metadata
+//     knows by a UID other than the cgroup's (the process is in none of
+//     them: a pod that holds no GPU of its own, the metadata not yet read);
 //  3. otherwise a pod known only by its UID.
 //
 // Where it names no container, Holders lists those it may be in.
 func (m *Mapping) ResolvePod(cg CgroupInfo, deviceIDs ...string) *PodRef {
 	cands := m.podsOn(deviceIDs...)
+	if cg.PodUID != "" && m != nil && len(m.metaByName) > 0 {
+		cands = slices.DeleteFunc(slices.Clone(cands), func(c PodRef) bool {
+			md := m.metaByName[c.Namespace+"/"+c.Name]
+			return md != nil && md.UID != cg.PodUID
+		})
+	}
 	if cg.PodUID != "" && m != nil {
 		if md := m.meta[cg.PodUID]; md != nil {
 			ref := &PodRef{Namespace: md.Namespace, Name: md.Name, UID: md.UID, Labels: md.Labels}

@@ -136,6 +136,13 @@ func TestResolvePodHolders(t *testing.T) {
 		{"two pods", []*podresourcesv1.PodResources{pod("llm", "a", "c", "nvidia.com/gpu", "GPU-a::0"), pod("llm", "b", "c", "nvidia.com/gpu", "GPU-a::1")}, false, "", 8, "<nil>", "[llm/a/c  llm/b/c ]"},
 		{"two pods, more than max", []*podresourcesv1.PodResources{pod("llm", "a", "c", "nvidia.com/gpu", "GPU-a::0"), pod("llm", "b", "c", "nvidia.com/gpu", "GPU-a::1")}, false, "", 1, "<nil>", "[]"},
 		{"two pods, metadata knows the process's", []*podresourcesv1.PodResources{two("llm", "a", "c1", "c2"), pod("llm", "b", "c", "nvidia.com/gpu", "GPU-a::2")}, true, uidA, 8, "llm/a/ " + uidA, "[llm/a/c1 " + uidA + " llm/a/c2 " + uidA + "]"},
+		// a process in a pod the metadata does not know, on a GPU of a pod
+		// it knows by another UID: in none of that pod's containers
+		{"one container, metadata knows its pod by another UID", []*podresourcesv1.PodResources{pod("llm", "a", "c1", "nvidia.com/gpu", "GPU-a")}, true, uidC, 8, "// " + uidC, "[]"},
+		{"two containers of one pod, metadata knows it by another UID", []*podresourcesv1.PodResources{two("llm", "a", "c1", "c2")}, true, uidC, 8, "// " + uidC, "[]"},
+		{"one container of a pod the metadata does not know", []*podresourcesv1.PodResources{pod("llm", "x", "c", "nvidia.com/gpu", "GPU-a")}, true, uidC, 8, "llm/x/c " + uidC, "[]"},
+		{"one container, metadata knows the process's", []*podresourcesv1.PodResources{pod("llm", "a", "c1", "nvidia.com/gpu", "GPU-a")}, true, uidA, 8, "llm/a/c1 " + uidA, "[]"},
+		{"two pods, one the metadata knows by another UID", []*podresourcesv1.PodResources{pod("llm", "a", "c", "nvidia.com/gpu", "GPU-a::0"), pod("llm", "x", "c", "nvidia.com/gpu", "GPU-a::1")}, true, uidC, 8, "llm/x/c " + uidC, "[]"},
 		{"two pods, metadata knows neither as the process's", []*podresourcesv1.PodResources{pod("llm", "a", "c", "nvidia.com/gpu", "GPU-a::0"), pod("llm", "b", "c", "nvidia.com/gpu", "GPU-a::1")}, true, uidC, 8, "// " + uidC, "[]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

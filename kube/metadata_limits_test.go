@@ -140,3 +140,38 @@ func TestPodMetadataRedirectKeepsToken(t *testing.T) {
 		t.Errorf("the plain http server was sent %q", v)
 	}
 }
+
+// A pod metadata server that sends its answer a byte at a time, never
+// ending it, fails the read at the timeout: the deadline covers the body.
+func TestPodMetadataSlowBodyTimesOut(t *testing.T) {
+	stop := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"items":[`))
+		for {
+			w.(http.Flusher).Flush()
+			select {
+			case <-stop:
+				return
+			case <-r.Context().Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			if _, err := w.Write([]byte(" ")); err != nil {
+				return
+			}
+		}
+	}))
+	defer srv.Close()
+	defer close(stop)
+	const timeout = 300 * time.Millisecond
+	k := &kubeClient{metaSrc: srv.URL, maxBytes: 1 << 20, timeout: timeout, httpc: srv.Client()}
+	start := time.Now()
+	_, err := k.fetchMeta(context.Background())
+	if took := time.Since(start); err == nil || took > timeout+2*time.Second {
+		t.Fatalf("a body that never ends: %v after %v (timeout %v)", err, took, timeout)
+	}
+	if !strings.Contains(err.Error(), srv.URL) {
+		t.Errorf("error %v does not name the URL", err)
+	}
+}

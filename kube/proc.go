@@ -46,13 +46,16 @@ func (p ProcReader) CgroupFile(pid uint32) ([]byte, error) {
 	return p.read(pid, "cgroup")
 }
 
-// Comm returns the command name from /proc/PID/comm, or "".
+// Comm returns the command name from /proc/PID/comm, or "": the name as
+// the process set it (the kernel cuts it to 15 bytes and ends the file
+// with a newline), spaces and all, so that " vllm" is not taken for
+// "vllm".
 func (p ProcReader) Comm(pid uint32) string {
 	data, err := p.read(pid, "comm")
 	if err != nil {
 		return ""
 	}
-	return strings.TrimSpace(string(data))
+	return strings.TrimSuffix(string(data), "\n")
 }
 
 // UID returns the real UID from /proc/PID/status, or -1.
@@ -61,15 +64,27 @@ func (p ProcReader) UID(pid uint32) int {
 	if err != nil {
 		return -1
 	}
-	for _, l := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(l, "Uid:"); ok {
-			f := strings.Fields(rest)
-			if len(f) > 0 {
-				if u, err := strconv.Atoi(f[0]); err == nil {
-					return u
-				}
-			}
+	return StatusUID(data)
+}
+
+// StatusUID is the real UID (the first field of its "Uid:" line) of the
+// contents of /proc/PID/status: a number from 0 to 2^32-2 (2^32-1 is no
+// UID), or -1 where there is none.
+func StatusUID(status []byte) int {
+	for l := range strings.SplitSeq(string(status), "\n") {
+		rest, ok := strings.CutPrefix(l, "Uid:")
+		if !ok {
+			continue
 		}
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			return -1
+		}
+		u, err := strconv.ParseUint(f[0], 10, 32)
+		if err != nil || u == 1<<32-1 {
+			return -1
+		}
+		return int(u)
 	}
 	return -1
 }

@@ -648,3 +648,32 @@ func fmtF(f *float64) string {
 	}
 	return strconv.FormatFloat(*f, 'g', -1, 64)
 }
+
+// A process that exited between the GPU's listing and the read of its
+// /proc entry is logged once, and does not keep a /proc entry that cannot
+// be read (here a cgroup that is no regular file) from being logged.
+func TestAttributionCgroupErrorsLogged(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "61", "cgroup"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const yaml = `tenants:
+  - name: docker
+    selectors: [{cgroup: "/system.slice/docker-*"}]
+`
+	var buf bytes.Buffer
+	b := mustBuilder(t, yaml, BuilderOptions{Proc: kube.NewProcReader(root), Logger: log.NewLogfmtLogger(log.NewSyncWriter(&buf))})
+	r := &gpu.Readings{Devices: []gpu.Device{{Index: 0, UUID: "GPU-0", Up: true, Processes: []gpu.Process{
+		testutil.MIGProc(60, "", -1), // gone
+		testutil.MIGProc(61, "", -1), // cgroup unreadable
+		testutil.MIGProc(62, "", -1), // gone
+	}}}}
+	s := b.Build(r, gpu.SamplerStats{})
+	if s.Attribution.CgroupErrorsTotal != 3 {
+		t.Errorf("cgroup errors %d, want 3", s.Attribution.CgroupErrorsTotal)
+	}
+	out := buf.String()
+	if strings.Count(out, "level=warn") != 2 || strings.Count(out, "/proc entry is gone") != 1 || strings.Count(out, "cannot read a GPU process's cgroup") != 1 || !strings.Contains(out, "pid=61") {
+		t.Errorf("log (a gone process and an unreadable cgroup, each once):\n%s", out)
+	}
+}

@@ -1,10 +1,13 @@
 package tenant
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"strings"
 
+	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
@@ -129,7 +132,11 @@ type attrState struct {
 	conflicts      int
 	conflictsTotal uint64
 	cgroupErrs     uint64
-	cgroupLogged   bool
+	// cgroupLogged: whether a read of a process that is gone, and one
+	// that failed otherwise, were logged; each is logged once, so that a
+	// process that exited since the GPU listed it does not hide a /proc
+	// that cannot be read
+	cgroupLogged [2]bool
 	// previous device context-switch counter, by device UUID
 	prevCS map[string]uint64
 	// accumulated context switches, by device and tenant
@@ -173,6 +180,26 @@ const memoLimit = 10000
 
 func newAttrState() attrState {
 	return attrState{seen: map[string]bool{}, shareLogged: map[string]bool{}, prevCS: map[string]uint64{}, csAcc: map[csKey]float64{}, memo: map[memoKey]string{}, fits: map[string]*gpuFit{}, cgroups: map[string]kube.CgroupInfo{}}
+}
+
+// logCgroupErr logs the first failed cgroup read of a process that is
+// gone (its /proc entry missing: it exited, or the host's /proc is not
+// the one read), and the first that failed otherwise.
+func (a *attrState) logCgroupErr(logger log.Logger, pid uint32, err error) {
+	gone := errors.Is(err, fs.ErrNotExist)
+	k := 0
+	if gone {
+		k = 1
+	}
+	if a.cgroupLogged[k] {
+		return
+	}
+	a.cgroupLogged[k] = true
+	msg := "cannot read a GPU process's cgroup; cgroup and kubernetes selectors will not match it"
+	if gone {
+		msg = "a GPU process's /proc entry is gone (it exited since the GPU listed it, or the host's /proc is not visible); cgroup and kubernetes selectors will not match it"
+	}
+	level.Warn(logger).Log("msg", msg, "pid", pid, "err", err)
 }
 
 // parseCgroup is kube.ParseCgroupPath, cached.
@@ -343,10 +370,7 @@ func (b *Builder) processSubject(compiled *compiledConfig, podMap *kube.Mapping,
 		cg, err := b.proc.Cgroup(p.PID)
 		if err != nil {
 			b.attr.cgroupErrs++
-			if !b.attr.cgroupLogged {
-				b.attr.cgroupLogged = true
-				level.Warn(b.logger).Log("msg", "cannot read a GPU process's cgroup; cgroup and kubernetes selectors will not match it (is the host's /proc visible?)", "pid", p.PID, "err", err)
-			}
+			b.attr.logCgroupErr(b.logger, p.PID, err)
 		} else {
 			sub.cgroup = cg
 		}

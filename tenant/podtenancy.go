@@ -39,7 +39,7 @@ func ParsePodTenancy(s string) (PodTenancy, error) {
 		return PodTenancy{ByNamespace: true}, nil
 	case strings.HasPrefix(s, podTenancyLabel):
 		key := strings.TrimPrefix(s, podTenancyLabel)
-		if !labelKeyRE.MatchString(key) {
+		if !labelKey(key) {
 			return PodTenancy{}, fmt.Errorf("%q: %q is not a pod label key (e.g. app.kubernetes.io/part-of)", s, key)
 		}
 		return PodTenancy{Label: key}, nil
@@ -77,27 +77,28 @@ func (p PodTenancy) tenantOf(pod *kube.PodRef) string {
 	return PodTenantName(v)
 }
 
-// PodTenantName is the tenant name of a namespace or label value: the value
-// itself when it is a valid tenant name, as every Kubernetes namespace and
-// label value is. Otherwise each byte outside [A-Za-z0-9_.-] becomes "_"
-// and two hex digits ("a/b" -> "a_2fb"). "" is Unassigned; a value spelt
-// "unassigned" gets a trailing "_", so that its pods are told apart from
-// usage that no tenant claims. A value whose name would be longer than a
-// tenant's name may be (which no Kubernetes namespace or label value is)
-// is Unassigned too: the name is a label of every series of the tenant.
+// PodTenantName is the tenant name of a namespace or label value, one of
+// its own for each value, so that no two tenants' series become one: the
+// value itself when it is a valid tenant name, as every Kubernetes
+// namespace and label value is, unless it is "unassigned" or begins with
+// spelt ("_00", which no Kubernetes value does: they begin with a letter
+// or digit). Any other value is spelt out: spelt, then the value with
+// each byte outside [A-Za-z0-9.-], "_" included, as "_" and two hex
+// digits ("a/b" -> "_00a_2fb", "unassigned" -> "_00unassigned"). "" is
+// Unassigned; so is a value whose name would be longer than a tenant's
+// name may be (which no Kubernetes namespace or label value is): the name
+// is a label of every series of the tenant.
 func PodTenantName(v string) string {
 	switch {
 	case v == "" || len(v) > maxNameLen:
 		return Unassigned
-	case v == Unassigned:
-		return v + "_"
-	case validName(v):
+	case v != Unassigned && validName(v) && !strings.HasPrefix(v, spelt):
 		return v
 	}
 	var b strings.Builder
-	for i := 0; i < len(v); i++ {
-		c := v[i]
-		if nameByte(c) {
+	b.WriteString(spelt)
+	for i := 0; i < len(v) && b.Len() <= maxNameLen; i++ {
+		if c := v[i]; nameByte(c) && c != '_' {
 			b.WriteByte(c)
 		} else {
 			fmt.Fprintf(&b, "_%02x", c)
@@ -109,7 +110,23 @@ func PodTenantName(v string) string {
 	return b.String()
 }
 
-// labelKeyRE is a Kubernetes label key: an optional DNS prefix and a name.
+// spelt begins a spelt-out tenant name: "_" and the hex digits of a NUL
+// byte. A valid name that begins so is spelt out too, so that no value
+// taken as it is reads as another's spelt-out name.
+const spelt = "_00"
+
+// labelKey says whether key is a Kubernetes label key: an optional DNS
+// prefix of at most 253 bytes and a name of at most 63.
+func labelKey(key string) bool {
+	prefix, name, ok := strings.Cut(key, "/")
+	if !ok {
+		prefix, name = "", key
+	}
+	return len(prefix) <= 253 && len(name) <= 63 && labelKeyRE.MatchString(key)
+}
+
+// labelKeyRE is a Kubernetes label key's form: an optional DNS prefix and a
+// name.
 var labelKeyRE = regexp.MustCompile(`^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
 
 // nameByte says whether c may appear in a tenant name.

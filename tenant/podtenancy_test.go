@@ -27,6 +27,10 @@ func TestParsePodTenancy(t *testing.T) {
 		{"label:", PodTenancy{}, "not a pod label key"},
 		{"label:a b", PodTenancy{}, "not a pod label key"},
 		{"label:/x", PodTenancy{}, "not a pod label key"},
+		// the longest prefix and name a label key may have, and one byte more
+		{"label:" + strings.Repeat("a", 253) + "/" + strings.Repeat("b", 63), PodTenancy{Label: strings.Repeat("a", 253) + "/" + strings.Repeat("b", 63)}, ""},
+		{"label:" + strings.Repeat("b", 64), PodTenancy{}, "not a pod label key"},
+		{"label:" + strings.Repeat("a", 254) + "/b", PodTenancy{}, "not a pod label key"},
 		{"pod", PodTenancy{}, "not one of namespace, label:KEY, off"},
 		{"", PodTenancy{}, "not one of"},
 	} {
@@ -51,18 +55,24 @@ func TestPodTenantName(t *testing.T) {
 		{"team-a", "team-a"},
 		{"kube-system", "kube-system"},
 		{"My_App.v2", "My_App.v2"}, // a label value
+		{"llama_7b", "llama_7b"},   // reads like the escape of "{", a label value all the same
+		{"unassigned_", "unassigned_"},
+		{"_x", "_x"},
 		{"", Unassigned},
-		{Unassigned, "unassigned_"},
-		{"a/b", "a_2fb"},
-		{"a b:c", "a_20b_3ac"},
-		{"é", "_c3_a9"},
+		{Unassigned, "_00unassigned"},
+		{"a/b", "_00a_2fb"},
+		{"a b:c", "_00a_20b_3ac"},
+		{"é", "_00_c3_a9"},
+		{"a_b/c", "_00a_5fb_2fc"},
+		{"_00x", "_00_5f00x"}, // a valid name that begins as a spelt-out one
 		// longer than a tenant's name may be (no Kubernetes value is; a pod
 		// metadata file may say anything): the name of every series
 		{strings.Repeat("a", maxNameLen), strings.Repeat("a", maxNameLen)},
 		{strings.Repeat("a", maxNameLen+1), Unassigned},
 		{strings.Repeat("a", 1<<20), Unassigned},
-		{strings.Repeat("/", maxNameLen/3), strings.Repeat("_2f", maxNameLen/3)},
-		{strings.Repeat("/", maxNameLen/3+1), Unassigned},
+		{strings.Repeat("/", maxNameLen/3-1), "_00" + strings.Repeat("_2f", maxNameLen/3-1)},
+		{strings.Repeat("/", maxNameLen/3), Unassigned},
+		{strings.Repeat("/", maxNameLen), Unassigned},
 	} {
 		got := PodTenantName(tc.in)
 		if got != tc.want {
@@ -70,6 +80,22 @@ func TestPodTenantName(t *testing.T) {
 		}
 		if got != Unassigned && !validName(got) {
 			t.Errorf("PodTenantName(%q) = %q is not a valid tenant name", tc.in, got)
+		}
+	}
+}
+
+// Two values never share a tenant, unless both are Unassigned's.
+func TestPodTenantNameDistinct(t *testing.T) {
+	for _, pair := range [][2]string{
+		{Unassigned, "unassigned_"},
+		{"a/b", "a_2fb"},
+		{"a_2fb/", "a/b/"},
+		{"a b", "a_20b"},
+		{"\x00x", "_00x"},
+		{"_00a_2fb", "a/b"},
+	} {
+		if a, b := PodTenantName(pair[0]), PodTenantName(pair[1]); a == b {
+			t.Errorf("%q and %q are both tenant %q", pair[0], pair[1], a)
 		}
 	}
 }

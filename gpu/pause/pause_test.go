@@ -193,12 +193,24 @@ func TestResolve(t *testing.T) {
 	userPVE := "/user.slice/user-1000.slice/user@1000.service/qemu.slice/100.scope"
 	h.cgroupV2Dir(userPVE)
 	h.process(29, userPVE, "", 29)
+	// a hybrid host, the kubelet's cgroupfs driver (k3s's agent, its
+	// containerd in its own service): the container's process left in the
+	// agent's unified cgroup (which holds the kubelet, containerd and
+	// every container), the v1 freezer's naming its pod: the pod's, never
+	// the agent's service
+	fsPod := "/kubepods/burstable/pod0f2c1a2b-3c4d-5e6f-7a8b-9c0d1e2f3a4b/" + hex64
+	h.cgroupV2Dir("/system.slice/k3s-agent.service")
+	h.cgroupV1Dir(fsPod)
+	h.process(30, "/system.slice/k3s-agent.service", fsPod, 30)
+	h.process(31, "/system.slice/k3s-agent.service", "/", 31) // a process of the agent's own
 	p := h.pauser(t, gpu.NewManualClock(time.Unix(0, 0)), Options{})
 	for _, c := range []struct {
 		pid     uint32
 		want    string
 		wantErr bool
 	}{
+		{30, filepath.Join(h.v1, fsPod), false},
+		{31, filepath.Join(h.v2, "/system.slice/k3s-agent.service"), false},
 		{10, filepath.Join(h.v2, podPath), false},
 		{11, filepath.Join(h.v2, unitPath), false},
 		{12, filepath.Join(h.v1, "docker", hex64), false},

@@ -1,0 +1,117 @@
+package kube_test
+
+import (
+	"context"
+	"net"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
+
+	"github.com/vgpu-exporter/vgpu_exporter/kube"
+)
+
+// switchKubelet answers as its mode says: 0 a good answer, 1 never (until
+// the caller gives up), 2 an answer over the exporter's bound.
+type switchKubelet struct {
+	fakeKubelet
+	mode atomic.Int32
+}
+
+func (s *switchKubelet) List(ctx context.Context, r *podresourcesv1.ListPodResourcesRequest) (*podresourcesv1.ListPodResourcesResponse, error) {
+	switch s.mode.Load() {
+	case 1:
+		<-ctx.Done()
+		return nil, ctx.Err()
+	case 2:
+		// 17 MiB of device IDs: 17 Ki IDs of 1 KiB
+		ids := make([]string, 17<<10)
+		for i := range ids {
+			ids[i] = "GPU-" + strings.Repeat("f", 1020)
+		}
+		return &podresourcesv1.ListPodResourcesResponse{PodResources: []*podresourcesv1.PodResources{pod("x", "huge", "c", "nvidia.com/gpu", ids...)}}, nil
+	}
+	return s.fakeKubelet.List(ctx, r)
+}
+
+// A kubelet that answers too late or too much fails the refresh within the
+// timeout, and the last good mapping is kept.
+func TestKubeletHostileAnswers(t *testing.T) {
+	sk := &switchKubelet{}
+	sk.set(pod("llm", "chat-0", "server", "nvidia.com/gpu", "GPU-a"))
+	sock, _ := serveKubelet(t, sk)
+	const timeout = 300 * time.Millisecond
+	m, err := kube.NewMapper(kube.Options{PodResourcesSocket: sock, Timeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Refresh(context.Background())
+	if st := m.Status(); !st.Up || st.PodsMapped != 1 {
+		t.Fatalf("first refresh: %+v", st)
+	}
+	for i, tc := range []struct {
+		name string
+		mode int32
+		want string
+	}{
+		{"never answers", 1, "DeadlineExceeded"},
+		{"answers 17 MiB", 2, "ResourceExhausted"},
+	} {
+		sk.mode.Store(tc.mode)
+		start := time.Now()
+		m.Refresh(context.Background())
+		took := time.Since(start)
+		st := m.Status()
+		if st.Up || st.ErrorsTotal != uint64(i+1) || st.PodsMapped != 1 || m.Mapping() == nil || m.Mapping().Pods() != 1 {
+			t.Errorf("%s: %+v (the last good mapping of 1 pod kept)", tc.name, st)
+		}
+		if took > timeout+2*time.Second {
+			t.Errorf("%s: the refresh took %v, past its timeout of %v", tc.name, took, timeout)
+		}
+	}
+}
+
+// A socket that speaks no gRPC (it answers garbage) fails the refresh
+// within the timeout.
+func TestKubeletGarbageSocket(t *testing.T) {
+	socket := filepath.Join(t.TempDir(), "kubelet.sock")
+	lis, err := net.Listen("unix", socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	go func() {
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_, _ = c.Write([]byte("HTTP/1.1 200 OK\r\n\r\n" + strings.Repeat("\xff", 1<<16)))
+				buf := make([]byte, 4096)
+				for {
+					if _, err := c.Read(buf); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	const timeout = 300 * time.Millisecond
+	m, err := kube.NewMapper(kube.Options{PodResourcesSocket: socket, Timeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	m.Refresh(context.Background())
+	if took := time.Since(start); took > timeout+2*time.Second {
+		t.Errorf("the refresh took %v, past its timeout of %v", took, timeout)
+	}
+	if st := m.Status(); st.Up || st.ErrorsTotal != 1 || m.Mapping() != nil {
+		t.Errorf("%+v", st)
+	}
+}
