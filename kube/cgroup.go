@@ -250,13 +250,20 @@ func normalizeUID(u string) string {
 	return u
 }
 
-// ParseProcCgroup reads the contents of /proc/PID/cgroup (cgroup v1 or v2)
-// and returns the path that best identifies the process: the unified (v2)
-// hierarchy when present, else the v1 hierarchy whose path names a pod or
-// container (memory, cpu, pids preferred), else name=systemd, else the first.
-func ParseProcCgroup(data []byte) (string, error) {
-	type entry struct{ id, ctrl, path string }
-	var entries []entry
+// ProcCgroupLine is one line of /proc/PID/cgroup: a hierarchy's ID, its
+// controllers ("" for the unified v2 hierarchy) and the process's path in it.
+type ProcCgroupLine struct{ ID, Controllers, Path string }
+
+// ProcCgroupLines splits the contents of /proc/PID/cgroup into its lines.
+// It refuses a file that lists a hierarchy or a controller twice, which no
+// kernel writes: the kernel does not escape a cgroup's name, so a process
+// in a cgroup it named "x\n0::/other" (a delegated subtree lets a tenant
+// name its cgroups) would otherwise read as a process of cgroup "/other".
+// Blank lines are skipped; any other line not hierarchy-ID:controllers:path
+// is an error.
+func ProcCgroupLines(data []byte) ([]ProcCgroupLine, error) {
+	var out []ProcCgroupLine
+	ids, ctrls := map[string]int{}, map[string]int{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 0, 4096), 1<<20)
 	line := 0
@@ -268,15 +275,45 @@ func ParseProcCgroup(data []byte) (string, error) {
 		}
 		parts := strings.SplitN(l, ":", 3)
 		if len(parts) != 3 {
-			return "", fmt.Errorf("line %d: want hierarchy-ID:controllers:path, got %q", line, l)
+			return nil, fmt.Errorf("line %d: want hierarchy-ID:controllers:path, got %q", line, l)
 		}
 		if _, err := strconv.Atoi(parts[0]); err != nil {
-			return "", fmt.Errorf("line %d: bad hierarchy ID %q", line, parts[0])
+			return nil, fmt.Errorf("line %d: bad hierarchy ID %q", line, parts[0])
 		}
-		entries = append(entries, entry{parts[0], parts[1], parts[2]})
+		if at, ok := ids[parts[0]]; ok {
+			return nil, fmt.Errorf("line %d: hierarchy %s listed again (first at line %d): a cgroup name with a line break in it", line, parts[0], at)
+		}
+		ids[parts[0]] = line
+		if parts[1] != "" {
+			for _, c := range strings.Split(parts[1], ",") {
+				if at, ok := ctrls[c]; ok {
+					return nil, fmt.Errorf("line %d: controller %q listed again (first at line %d): a cgroup name with a line break in it", line, c, at)
+				}
+				ctrls[c] = line
+			}
+		}
+		out = append(out, ProcCgroupLine{parts[0], parts[1], parts[2]})
 	}
 	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ParseProcCgroup reads the contents of /proc/PID/cgroup (cgroup v1 or v2)
+// and returns the path that best identifies the process: the unified (v2)
+// hierarchy when present, else the v1 hierarchy whose path names a pod or
+// container (memory, cpu, pids preferred), else name=systemd, else the first.
+// A file ProcCgroupLines refuses is an error.
+func ParseProcCgroup(data []byte) (string, error) {
+	lines, err := ProcCgroupLines(data)
+	if err != nil {
 		return "", err
+	}
+	type entry struct{ id, ctrl, path string }
+	entries := make([]entry, len(lines))
+	for i, l := range lines {
+		entries[i] = entry{l.ID, l.Controllers, l.Path}
 	}
 	if len(entries) == 0 {
 		return "", fmt.Errorf("no cgroup entries")

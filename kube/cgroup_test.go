@@ -68,6 +68,7 @@ func TestParseCgroupPath(t *testing.T) {
 }
 
 func TestParseProcCgroup(t *testing.T) {
+	const otherUID = "11111111-2222-3333-4444-555555555555"
 	podPath := "/kubepods/burstable/pod" + puid + "/" + cid
 	tests := []struct {
 		name, in, want string
@@ -81,6 +82,13 @@ func TestParseProcCgroup(t *testing.T) {
 		{"garbage", "not a cgroup file\n", "", true},
 		{"bad id", "x::/a\n", "", true},
 		{"empty", "", "", true},
+		// A tenant that names a cgroup of its delegated subtree with a
+		// line break in it forges a line after its own: the file is
+		// refused, never read as another pod's process.
+		{"v2 forged unified line", "0::/kubepods/pod" + puid + "/x\n0::/kubepods/pod" + otherUID + "/" + cid + "\n", "", true},
+		{"v1 forged line naming another pod", "4:memory:/user.slice/x\n9:memory,cpu,pids:/kubepods/pod" + otherUID + "/" + cid + "\n1:name=systemd:/user.slice\n", "", true},
+		{"v1 forged hierarchy ID", "4:memory:/a\n4:pids:/kubepods/pod" + otherUID + "\n", "", true},
+		{"forged line without a hierarchy ID", "0::/a/x\nevil\n", "", true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
