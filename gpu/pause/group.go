@@ -1,7 +1,6 @@
 package pause
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/kube"
@@ -272,20 +272,22 @@ func (r resolver) resolve(pid uint32) (group, error) {
 }
 
 // cgroupPaths returns a process's cgroup v2 path and its v1 freezer path
-// from /proc/PID/cgroup ("" where absent).
+// from /proc/PID/cgroup ("" where absent). A file that kube.ProcCgroupLines
+// refuses (a hierarchy or a controller listed twice: a line forged by a
+// cgroup name with a line break in it) gives neither: the process is then
+// paused by its process group, never by the cgroup a forged line names.
 func cgroupPaths(data []byte) (v2, v1 string) {
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		parts := strings.SplitN(strings.TrimSpace(sc.Text()), ":", 3)
-		if len(parts) != 3 {
-			continue
+	lines, err := kube.ProcCgroupLines(data)
+	if err != nil {
+		return "", ""
+	}
+	for _, l := range lines {
+		if l.ID == "0" && l.Controllers == "" {
+			v2 = l.Path
 		}
-		if parts[0] == "0" && parts[1] == "" {
-			v2 = parts[2]
-		}
-		for _, c := range strings.Split(parts[1], ",") {
+		for _, c := range strings.Split(l.Controllers, ",") {
 			if c == "freezer" {
-				v1 = parts[2]
+				v1 = l.Path
 			}
 		}
 	}
@@ -327,6 +329,11 @@ func ownCgroup(root, path, control string) (string, bool) {
 	}
 	if !strictlyUnder(root, dir) {
 		return "", false // a path that climbs out (".."), which no kernel gives
+	}
+	if strings.ContainsFunc(dir, unicode.IsControl) {
+		// a directory (found under root by outsideNamespace) whose name
+		// holds a line break would be a line of its own to the watchdog
+		return "", false
 	}
 	if _, err := os.Stat(filepath.Join(dir, control)); err != nil {
 		return "", false
