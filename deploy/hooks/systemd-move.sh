@@ -27,10 +27,17 @@ plan=$(cat)
 # innermost *.service of its cgroup, itself or the parent of a plain
 # subgroup), nothing when there is none: a container's or a pod's process
 # (its runtime's service is not its own: restarting that would restart
-# every container), a session scope, a user manager's unit.
+# every container), a session scope, a user manager's unit, a cgroup file
+# that lists a hierarchy or a controller twice.
 unit_of_pid() {
 	f="$PROC_ROOT/$1/cgroup"
 	[ -r "$f" ] || return 0
+	# a hierarchy or a controller listed twice: a line forged by a cgroup
+	# name with a line break in it (the kernel writes names unescaped)
+	if [ -n "$(cut -d: -f1 "$f" | sort | uniq -d)" ] ||
+		[ -n "$(cut -d: -f2 "$f" | tr ',' '\n' | grep -v '^$' | sort | uniq -d)" ]; then
+		return 0
+	fi
 	if grep -Eq 'kubepods|docker|libpod|crio|containerd|\.scope|/user@' "$f"; then
 		return 0
 	fi
