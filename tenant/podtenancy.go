@@ -85,19 +85,22 @@ func (p PodTenancy) tenantOf(pod *kube.PodRef) string {
 // usage that no tenant claims. A value whose name would be longer than a
 // tenant's name may be (which no Kubernetes namespace or label value is)
 // is Unassigned too: the name is a label of every series of the tenant.
+// A leading "-" (which no namespace or label value has) is escaped as well
+// ("-x" -> "_2dx"): the tenant's name is an argument of the hooks the
+// tuner runs (the MPS restart hook's first), never to be read as a flag.
 func PodTenantName(v string) string {
 	switch {
 	case v == "" || len(v) > maxNameLen:
 		return Unassigned
 	case v == Unassigned:
 		return v + "_"
-	case validName(v):
+	case validName(v) && v[0] != '-':
 		return v
 	}
 	var b strings.Builder
 	for i := 0; i < len(v); i++ {
 		c := v[i]
-		if nameByte(c) {
+		if nameByte(c) && (i > 0 || c != '-') {
 			b.WriteByte(c)
 		} else {
 			fmt.Fprintf(&b, "_%02x", c)

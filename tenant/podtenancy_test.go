@@ -56,6 +56,10 @@ func TestPodTenantName(t *testing.T) {
 		{"a/b", "a_2fb"},
 		{"a b:c", "a_20b_3ac"},
 		{"é", "_c3_a9"},
+		// never read as a flag by a hook the tenant's name is handed to
+		{"-rf", "_2drf"},
+		{"--help", "_2d-help"},
+		{"a-", "a-"},
 		// longer than a tenant's name may be (no Kubernetes value is; a pod
 		// metadata file may say anything): the name of every series
 		{strings.Repeat("a", maxNameLen), strings.Repeat("a", maxNameLen)},
