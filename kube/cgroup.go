@@ -46,7 +46,14 @@ func ParseCgroupPath(path string) CgroupInfo {
 	segs := strings.Split(path, "/")
 	podAt := namespacedPodAt(segs)
 	inKube, inDocker := false, false
+	// sealed: the pod's container was found; what lies below it is the
+	// container's own, which may name its cgroups as it likes (a pod's
+	// name, another container's ID among them) and names no pod
+	sealed := false
 	for i, s := range segs {
+		if sealed {
+			break
+		}
 		if s == "" {
 			continue
 		}
@@ -59,12 +66,19 @@ func ParseCgroupPath(path string) CgroupInfo {
 		// (each expression runs only where its match is possible: they
 		// are slow, and a process's path is parsed at every sample)
 		if m := podUIDSubmatch(s); m != nil && inKube {
+			if info.PodUID != "" {
+				break // a pod's name within a pod's cgroup: the pod's own
+			}
+			// the outermost pod, the kubelet's: a container above it is
+			// the node's (a node in a container)
 			info.PodUID = normalizeUID(m[1])
+			info.ContainerID, info.Runtime = "", ""
 			continue
 		}
 		if m := scopeSubmatch(s); m != nil {
 			info.ContainerID = strings.ToLower(m[2])
 			info.Runtime = runtimeName(m[1])
+			sealed = info.PodUID != ""
 			continue
 		}
 		if strings.HasPrefix(s, "crio-conmon-") {
@@ -73,6 +87,7 @@ func ParseCgroupPath(path string) CgroupInfo {
 		if id, ok := strings.CutPrefix(s, "crio-"); ok && inKube && len(id) == 64 && hexIDRE.MatchString(id) {
 			// CRI-O's container under the cgroupfs driver: crio-<id>, no scope
 			info.ContainerID, info.Runtime = strings.ToLower(id), "crio"
+			sealed = info.PodUID != ""
 			continue
 		}
 		if s == "docker" {
@@ -84,6 +99,7 @@ func ParseCgroupPath(path string) CgroupInfo {
 			if inDocker && info.Runtime == "" {
 				info.Runtime = "docker"
 			}
+			sealed = info.PodUID != ""
 		}
 	}
 	return info

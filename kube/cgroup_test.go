@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -13,6 +14,7 @@ const (
 )
 
 func TestParseCgroupPath(t *testing.T) {
+	otherCID := strings.Repeat("ab", 32)
 	tests := []struct {
 		name, path      string
 		pod, ctr, rtime string
@@ -56,6 +58,15 @@ func TestParseCgroupPath(t *testing.T) {
 		{"root", "/", "", "", ""},
 		{"empty", "", "", "", ""},
 		{"hex outside containers ignored", "/system.slice/" + cid, "", "", ""},
+		// A container that may make cgroups of its own (nested containers,
+		// a delegated subtree) names them as it likes: a pod's name or
+		// another container's ID below its own scope is its own, never the
+		// pod it names. The outermost pod and its container are the kubelet's.
+		{"another pod's name inside a container, systemd", "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod0f2c3d4e_5a6b_4c7d_8e9f_a0b1c2d3e4f5.slice/cri-containerd-" + cid + ".scope/kubepods-pod11111111_2222_3333_4444_555555555555.slice/cri-containerd-" + otherCID + ".scope", puid, cid, "containerd"},
+		{"another pod's name inside a container, cgroupfs", "/kubepods/besteffort/pod" + puid + "/" + cid + "/kubepods/pod11111111-2222-3333-4444-555555555555/" + otherCID, puid, cid, ""},
+		{"another container's ID inside a container", "/kubepods/pod" + puid + "/" + cid + "/docker-" + otherCID + ".scope", puid, cid, ""},
+		{"another pod's name between the pod and its container", "/kubepods/pod" + puid + "/pod11111111-2222-3333-4444-555555555555/" + cid, puid, "", ""},
+		{"a node in a container: the pod's container, not the node's", "/docker/" + otherCID + "/kubepods/burstable/pod" + puid + "/" + cid, puid, cid, "docker"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
