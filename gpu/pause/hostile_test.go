@@ -1,6 +1,7 @@
 package pause
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -48,5 +49,23 @@ func TestResolveForgedCgroupLines(t *testing.T) {
 				t.Errorf("%q: group %q, want %s", c.cgroup, g.Key(), want)
 			}
 		})
+	}
+}
+
+// A freeze or thaw writes a freezer's control file only where it is: a
+// directory that is no cgroup (one a line to the watchdog named, a cgroup
+// removed since) gets no file made by root.
+func TestControlFilesNeverMade(t *testing.T) {
+	for _, g := range []group{cgroupV2{dir: t.TempDir()}, cgroupV1{dir: t.TempDir()}} {
+		dir := g.Key()
+		if err := g.Thaw(); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: thaw: %v, want a missing file", g.Spec(), err)
+		}
+		if err := g.Freeze(); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: freeze: %v, want a missing file", g.Spec(), err)
+		}
+		if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+			t.Errorf("%s: files made: %v", g.Spec(), ents)
+		}
 	}
 }
