@@ -150,19 +150,35 @@ func SystemdService(path string) string {
 	if containerMarked(path) || strings.Contains(path, "/user@") {
 		return ""
 	}
-	leaf := path[strings.LastIndexByte(path, '/')+1:]
+	segs := strings.Split(path, "/")
+	leaf := segs[len(segs)-1]
 	if isServiceName(leaf) {
-		return leaf
-	}
-	if leaf == "" || strings.ContainsAny(leaf, ".@:") || hexIDRE.MatchString(leaf) {
+		if inSlice(segs[:len(segs)-1]) {
+			return leaf
+		}
 		return ""
 	}
-	parent := strings.TrimSuffix(path, "/"+leaf)
-	parent = parent[strings.LastIndexByte(parent, '/')+1:]
-	if isServiceName(parent) {
+	if leaf == "" || strings.ContainsAny(leaf, ".@:") || hexIDRE.MatchString(leaf) || len(segs) < 3 {
+		return ""
+	}
+	if parent := segs[len(segs)-2]; isServiceName(parent) && inSlice(segs[:len(segs)-2]) {
 		return parent
 	}
 	return ""
+}
+
+// inSlice says whether the segments above a unit are a slice's (or the
+// root, or a path relative to the reader's cgroup namespace): where the
+// system's manager puts a service. A cgroup named like a service inside
+// another service's (a subtree delegated to it, as Delegate=yes gives) is
+// that service's own, and names no unit of the system's: a tenant that
+// made ".../tenant.service/sshd.service" is not sshd.
+func inSlice(above []string) bool {
+	if len(above) == 0 {
+		return false
+	}
+	p := above[len(above)-1]
+	return p == "" || p == ".." || strings.HasSuffix(p, ".slice")
 }
 
 // MachineScope is the part of a cgroup path up to the scope that

@@ -164,6 +164,15 @@ func TestSystemdService(t *testing.T) {
 		{"/system.slice/docker-" + cid + ".scope", ""},
 		{"/system.slice/runner.service/" + cid, ""},
 		{"/system.slice/.service", ""},
+		// a service's own cgroups, named like units of the system's (a
+		// subtree delegated to it): no unit
+		{"/system.slice/tenant.service/sshd.service", ""},
+		{"/system.slice/tenant.service/sshd.service/worker", ""},
+		{"/system.slice/tenant.service/a/sshd.service", ""},
+		{"/../../tenant.service/sshd.service", ""},
+		// at the root, and relative to the reader's cgroup namespace
+		{"/trainer.service", "trainer.service"},
+		{"/../../trainer.service/worker", "trainer.service"},
 		{"/", ""},
 		{"", ""},
 	} {

@@ -43,11 +43,21 @@ unit_of_pid() {
 	fi
 	path=$(sed -n 's/^0:://p' "$f" | head -n 1)
 	[ -n "$path" ] || path=$(sed -n 's/^[0-9]*:name=systemd://p' "$f" | head -n 1)
+	above=${path%/*}
 	leaf=${path##*/}
-	case "$leaf" in ?*.service) printf '%s\n' "$leaf"; return 0 ;; '' | *[!A-Za-z0-9_-]*) return 0 ;; esac
-	parent=${path%/*}
-	parent=${parent##*/}
-	case "$parent" in ?*.service) printf '%s\n' "$parent" ;; esac
+	case "$leaf" in
+	?*.service) unit=$leaf ;;
+	'' | *[!A-Za-z0-9_-]*) return 0 ;;
+	*)
+		unit=${above##*/}
+		above=${above%/*}
+		case "$unit" in ?*.service) ;; *) return 0 ;; esac
+		;;
+	esac
+	# the system's manager puts a service in a slice (or at the root): a
+	# cgroup named like a service inside another service's (a subtree
+	# delegated to it) is that service's own, and no unit to restart
+	case "${above##*/}" in '' | .. | *.slice) printf '%s\n' "$unit" ;; esac
 }
 
 if ! printf '%s' "$plan" | jq -e 'type == "object"' >/dev/null 2>&1; then

@@ -22,6 +22,7 @@ func TestResolveForgedCgroupLines(t *testing.T) {
 	h.cgroupV2Dir(podPath)
 	h.cgroupV2Dir(victimPod)
 	h.cgroupV2Dir("/system.slice/kubelet.service")
+	h.cgroupV2Dir("/system.slice/tenant.service/sshd.service")
 	h.cgroupV1Dir("/docker/" + hex64)
 	// a directory whose name holds a line break, found by a path relative
 	// to a private cgroup namespace
@@ -36,6 +37,10 @@ func TestResolveForgedCgroupLines(t *testing.T) {
 		{"another pod", 41, "0::" + podPath + "/x\n0::" + victimPod + "\n"},
 		{"a v1 freezer cgroup", 42, "6:freezer:/user.slice/x\n7:freezer:/docker/" + hex64 + "\n0::/\n"},
 		{"a line break found under the root", 43, "0::/../../evil.service\n"},
+		// a service's own cgroup (Delegate=yes) named like a unit of the
+		// system's is no unit (kube.SystemdService): its process is
+		// paused by its process group
+		{"a service's own cgroup named like a unit", 44, "0::/system.slice/tenant.service/sshd.service\n"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h.process(c.pid, "/", "", c.pid)

@@ -206,6 +206,8 @@ func TestSystemdMoveHook(t *testing.T) {
 		{name: "a user manager's unit is not the system's", plan: gpu.Plan{Reason: "r", Moves: []gpu.Move{{Tenant: "x", PID: 32, ToUUID: "GPU-1"}}}, err: "needs a .service unit", calls: "[]"},
 		{name: "a forged cgroup line names no service", plan: gpu.Plan{Reason: "r", Moves: []gpu.Move{{Tenant: "x", PID: 33, ToUUID: "GPU-1"}}}, err: "needs a .service unit", calls: "[]"},
 		{name: "a forged named hierarchy names no service", plan: gpu.Plan{Reason: "r", Moves: []gpu.Move{{Tenant: "x", PID: 34, ToUUID: "GPU-1"}}}, err: "needs a .service unit", calls: "[]"},
+		{name: "a service's own cgroup named like another service", plan: gpu.Plan{Reason: "r", Moves: []gpu.Move{{Tenant: "x", PID: 35, ToUUID: "GPU-1"}}}, err: "needs a .service unit", calls: "[]"},
+		{name: "a subgroup of a service's own cgroup named like another service", plan: gpu.Plan{Reason: "r", Moves: []gpu.Move{{Tenant: "x", PID: 36, ToUUID: "GPU-1"}}}, err: "needs a .service unit", calls: "[]"},
 		{name: "one service to two GPUs", plan: gpu.Plan{Reason: "r", Moves: []gpu.Move{{Tenant: "llm-a", PID: 10, ToUUID: "GPU-1"}, {Tenant: "llm-a", Unit: "llm-a.service", ToUUID: "GPU-2"}}}, err: "moves llm-a.service to more than one GPU", calls: "[]"},
 		{name: "a move without a GPU", plan: gpu.Plan{Reason: "r", Moves: []gpu.Move{{Tenant: "x", Unit: "x.service"}}}, err: "needs a .service unit and a GPU UUID", calls: "[]"},
 	} {
@@ -226,6 +228,9 @@ func TestSystemdMoveHook(t *testing.T) {
 				// another service's line (hybrid: v1 name=systemd, then v2;
 				// v1 only: a named hierarchy listed first)
 				33: "1:name=systemd:/system.slice/tenant.service/x\n0::/system.slice/victim.service\n0::/system.slice/tenant.service\n",
+				// a service's own cgroup named like another service
+				35: "0::/system.slice/tenant.service/sshd.service\n",
+				36: "0::/system.slice/tenant.service/sshd.service/worker\n",
 				34: "4:memory:/system.slice/tenant.service/x\n9:name=systemd:/system.slice/victim.service\n1:name=systemd:/system.slice/tenant.service\n",
 			}))
 			h := newHook(t, hookPath(t, "systemd-move.sh"), 10*time.Second)
