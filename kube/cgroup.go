@@ -46,7 +46,14 @@ func ParseCgroupPath(path string) CgroupInfo {
 	segs := strings.Split(path, "/")
 	podAt := namespacedPodAt(segs)
 	inKube, inDocker := false, false
+	// sealed: the pod's container was found; what lies below it is the
+	// container's own, which may name its cgroups as it likes (a pod's
+	// name, another container's ID among them) and names no pod
+	sealed := false
 	for i, s := range segs {
+		if sealed {
+			break
+		}
 		if s == "" {
 			continue
 		}
@@ -59,12 +66,19 @@ func ParseCgroupPath(path string) CgroupInfo {
 		// (each expression runs only where its match is possible: they
 		// are slow, and a process's path is parsed at every sample)
 		if m := podUIDSubmatch(s); m != nil && inKube {
+			if info.PodUID != "" {
+				break // a pod's name within a pod's cgroup: the pod's own
+			}
+			// the outermost pod, the kubelet's: a container above it is
+			// the node's (a node in a container)
 			info.PodUID = normalizeUID(m[1])
+			info.ContainerID, info.Runtime = "", ""
 			continue
 		}
 		if m := scopeSubmatch(s); m != nil {
 			info.ContainerID = strings.ToLower(m[2])
 			info.Runtime = runtimeName(m[1])
+			sealed = info.PodUID != ""
 			continue
 		}
 		if strings.HasPrefix(s, "crio-conmon-") {
@@ -73,6 +87,7 @@ func ParseCgroupPath(path string) CgroupInfo {
 		if id, ok := strings.CutPrefix(s, "crio-"); ok && inKube && len(id) == 64 && hexIDRE.MatchString(id) {
 			// CRI-O's container under the cgroupfs driver: crio-<id>, no scope
 			info.ContainerID, info.Runtime = strings.ToLower(id), "crio"
+			sealed = info.PodUID != ""
 			continue
 		}
 		if s == "docker" {
@@ -84,6 +99,7 @@ func ParseCgroupPath(path string) CgroupInfo {
 			if inDocker && info.Runtime == "" {
 				info.Runtime = "docker"
 			}
+			sealed = info.PodUID != ""
 		}
 	}
 	return info
@@ -134,19 +150,35 @@ func SystemdService(path string) string {
 	if containerMarked(path) || strings.Contains(path, "/user@") {
 		return ""
 	}
-	leaf := path[strings.LastIndexByte(path, '/')+1:]
+	segs := strings.Split(path, "/")
+	leaf := segs[len(segs)-1]
 	if isServiceName(leaf) {
-		return leaf
-	}
-	if leaf == "" || strings.ContainsAny(leaf, ".@:") || hexIDRE.MatchString(leaf) {
+		if inSlice(segs[:len(segs)-1]) {
+			return leaf
+		}
 		return ""
 	}
-	parent := strings.TrimSuffix(path, "/"+leaf)
-	parent = parent[strings.LastIndexByte(parent, '/')+1:]
-	if isServiceName(parent) {
+	if leaf == "" || strings.ContainsAny(leaf, ".@:") || hexIDRE.MatchString(leaf) || len(segs) < 3 {
+		return ""
+	}
+	if parent := segs[len(segs)-2]; isServiceName(parent) && inSlice(segs[:len(segs)-2]) {
 		return parent
 	}
 	return ""
+}
+
+// inSlice says whether the segments above a unit are a slice's (or the
+// root, or a path relative to the reader's cgroup namespace): where the
+// system's manager puts a service. A cgroup named like a service inside
+// another service's (a subtree delegated to it, as Delegate=yes gives) is
+// that service's own, and names no unit of the system's: a tenant that
+// made ".../tenant.service/sshd.service" is not sshd.
+func inSlice(above []string) bool {
+	if len(above) == 0 {
+		return false
+	}
+	p := above[len(above)-1]
+	return p == "" || p == ".." || strings.HasSuffix(p, ".slice")
 }
 
 // MachineScope is the part of a cgroup path up to the scope that
@@ -250,18 +282,20 @@ func normalizeUID(u string) string {
 	return u
 }
 
-// ParseProcCgroup reads the contents of /proc/PID/cgroup (cgroup v1, v2,
-// or both on a hybrid host) and returns the path that best identifies the
-// process: the one that names its pod, else its container, else any; among
-// equals the unified (v2) hierarchy's, then the v1 hierarchy of memory,
-// cpu or pids, then name=systemd, then the first. On a hybrid host the
-// unified line need not name the pod its v1 lines name: a runtime that
-// manages v1 controllers may leave the process in its own unified cgroup
-// ("0::/system.slice/containerd.service", "0::/") or name it there in a
-// form of its own ("...slice:cri-containerd:<id>").
-func ParseProcCgroup(data []byte) (string, error) {
-	type entry struct{ id, ctrl, path string }
-	var entries []entry
+// ProcCgroupLine is one line of /proc/PID/cgroup: a hierarchy's ID, its
+// controllers ("" for the unified v2 hierarchy) and the process's path in it.
+type ProcCgroupLine struct{ ID, Controllers, Path string }
+
+// ProcCgroupLines splits the contents of /proc/PID/cgroup into its lines.
+// It refuses a file that lists a hierarchy or a controller twice, which no
+// kernel writes: the kernel does not escape a cgroup's name, so a process
+// in a cgroup it named "x\n0::/other" (a delegated subtree lets a tenant
+// name its cgroups) would otherwise read as a process of cgroup "/other".
+// Blank lines are skipped; any other line not hierarchy-ID:controllers:path
+// is an error.
+func ProcCgroupLines(data []byte) ([]ProcCgroupLine, error) {
+	var out []ProcCgroupLine
+	ids, ctrls := map[string]int{}, map[string]int{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 0, 4096), 1<<20)
 	line := 0
@@ -273,20 +307,55 @@ func ParseProcCgroup(data []byte) (string, error) {
 		}
 		parts := strings.SplitN(l, ":", 3)
 		if len(parts) != 3 {
-			return "", fmt.Errorf("line %d: want hierarchy-ID:controllers:path, got %q", line, l)
+			return nil, fmt.Errorf("line %d: want hierarchy-ID:controllers:path, got %q", line, l)
 		}
 		if _, err := strconv.Atoi(parts[0]); err != nil {
-			return "", fmt.Errorf("line %d: bad hierarchy ID %q", line, parts[0])
+			return nil, fmt.Errorf("line %d: bad hierarchy ID %q", line, parts[0])
 		}
 		if parts[0] == "0" && parts[1] == "" {
 			// the kernel marks the unified cgroup of a process that outlived
 			// it (a zombie's) " (deleted)": still the path of its pod
 			parts[2] = strings.TrimSuffix(parts[2], " (deleted)")
 		}
-		entries = append(entries, entry{parts[0], parts[1], parts[2]})
+		if at, ok := ids[parts[0]]; ok {
+			return nil, fmt.Errorf("line %d: hierarchy %s listed again (first at line %d): a cgroup name with a line break in it", line, parts[0], at)
+		}
+		ids[parts[0]] = line
+		if parts[1] != "" {
+			for _, c := range strings.Split(parts[1], ",") {
+				if at, ok := ctrls[c]; ok {
+					return nil, fmt.Errorf("line %d: controller %q listed again (first at line %d): a cgroup name with a line break in it", line, c, at)
+				}
+				ctrls[c] = line
+			}
+		}
+		out = append(out, ProcCgroupLine{parts[0], parts[1], parts[2]})
 	}
 	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ParseProcCgroup reads the contents of /proc/PID/cgroup (cgroup v1, v2,
+// or both on a hybrid host) and returns the path that best identifies the
+// process: the one that names its pod, else its container, else any; among
+// equals the unified (v2) hierarchy's, then the v1 hierarchy of memory,
+// cpu or pids, then name=systemd, then the first. On a hybrid host the
+// unified line need not name the pod its v1 lines name: a runtime that
+// manages v1 controllers may leave the process in its own unified cgroup
+// ("0::/system.slice/containerd.service", "0::/") or name it there in a
+// form of its own ("...slice:cri-containerd:<id>"). A file
+// ProcCgroupLines refuses is an error.
+func ParseProcCgroup(data []byte) (string, error) {
+	lines, err := ProcCgroupLines(data)
+	if err != nil {
 		return "", err
+	}
+	type entry struct{ id, ctrl, path string }
+	entries := make([]entry, len(lines))
+	for i, l := range lines {
+		entries[i] = entry{l.ID, l.Controllers, l.Path}
 	}
 	if len(entries) == 0 {
 		return "", fmt.Errorf("no cgroup entries")

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -13,6 +14,7 @@ const (
 )
 
 func TestParseCgroupPath(t *testing.T) {
+	otherCID := strings.Repeat("ab", 32)
 	tests := []struct {
 		name, path      string
 		pod, ctr, rtime string
@@ -56,6 +58,15 @@ func TestParseCgroupPath(t *testing.T) {
 		{"root", "/", "", "", ""},
 		{"empty", "", "", "", ""},
 		{"hex outside containers ignored", "/system.slice/" + cid, "", "", ""},
+		// A container that may make cgroups of its own (nested containers,
+		// a delegated subtree) names them as it likes: a pod's name or
+		// another container's ID below its own scope is its own, never the
+		// pod it names. The outermost pod and its container are the kubelet's.
+		{"another pod's name inside a container, systemd", "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod0f2c3d4e_5a6b_4c7d_8e9f_a0b1c2d3e4f5.slice/cri-containerd-" + cid + ".scope/kubepods-pod11111111_2222_3333_4444_555555555555.slice/cri-containerd-" + otherCID + ".scope", puid, cid, "containerd"},
+		{"another pod's name inside a container, cgroupfs", "/kubepods/besteffort/pod" + puid + "/" + cid + "/kubepods/pod11111111-2222-3333-4444-555555555555/" + otherCID, puid, cid, ""},
+		{"another container's ID inside a container", "/kubepods/pod" + puid + "/" + cid + "/docker-" + otherCID + ".scope", puid, cid, ""},
+		{"another pod's name between the pod and its container", "/kubepods/pod" + puid + "/pod11111111-2222-3333-4444-555555555555/" + cid, puid, "", ""},
+		{"a node in a container: the pod's container, not the node's", "/docker/" + otherCID + "/kubepods/burstable/pod" + puid + "/" + cid, puid, cid, "docker"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -77,6 +88,7 @@ func v1Lines(path, sd string) string {
 }
 
 func TestParseProcCgroup(t *testing.T) {
+	const otherUID = "11111111-2222-3333-4444-555555555555"
 	fsPath := "/kubepods/burstable/pod" + puid + "/" + cid
 	sdPath := "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0f2c3d4e_5a6b_4c7d_8e9f_a0b1c2d3e4f5.slice/cri-containerd-" + cid + ".scope"
 	otherPod := "/kubepods/besteffort/pod6c2e6b2d0d3f4a1b8c9d0e1f2a3b4c5d/" + cid
@@ -108,6 +120,14 @@ func TestParseProcCgroup(t *testing.T) {
 		{"garbage", "not a cgroup file\n", "", true},
 		{"bad id", "x::/a\n", "", true},
 		{"empty", "", "", true},
+		// A tenant that names a cgroup of its delegated subtree with a
+		// line break in it forges a line after its own: the file is
+		// refused, never read as another pod's process.
+		{"v2 forged unified line", "0::/kubepods/pod" + puid + "/x\n0::/kubepods/pod" + otherUID + "/" + cid + "\n", "", true},
+		{"v1 forged line naming another pod", "4:memory:/user.slice/x\n9:memory,cpu,pids:/kubepods/pod" + otherUID + "/" + cid + "\n1:name=systemd:/user.slice\n", "", true},
+		{"v1 forged hierarchy ID", "4:memory:/a\n4:pids:/kubepods/pod" + otherUID + "\n", "", true},
+		{"hybrid, a forged v1 line naming another pod", "4:memory:/user.slice/x\n4:memory:/kubepods/pod" + otherUID + "/" + cid + "\n0::/user.slice/x\n", "", true},
+		{"forged line without a hierarchy ID", "0::/a/x\nevil\n", "", true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -172,6 +192,15 @@ func TestSystemdService(t *testing.T) {
 		{"/system.slice/docker-" + cid + ".scope", ""},
 		{"/system.slice/runner.service/" + cid, ""},
 		{"/system.slice/.service", ""},
+		// a service's own cgroups, named like units of the system's (a
+		// subtree delegated to it): no unit
+		{"/system.slice/tenant.service/sshd.service", ""},
+		{"/system.slice/tenant.service/sshd.service/worker", ""},
+		{"/system.slice/tenant.service/a/sshd.service", ""},
+		{"/../../tenant.service/sshd.service", ""},
+		// at the root, and relative to the reader's cgroup namespace
+		{"/trainer.service", "trainer.service"},
+		{"/../../trainer.service/worker", "trainer.service"},
 		{"/", ""},
 		{"", ""},
 	} {

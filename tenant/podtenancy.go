@@ -87,12 +87,15 @@ func (p PodTenancy) tenantOf(pod *kube.PodRef) string {
 // digits ("a/b" -> "_00a_2fb", "unassigned" -> "_00unassigned"). "" is
 // Unassigned; so is a value whose name would be longer than a tenant's
 // name may be (which no Kubernetes namespace or label value is): the name
-// is a label of every series of the tenant.
+// is a label of every series of the tenant. A value beginning with "-"
+// (which no namespace or label value does) is spelt out too ("-rf" ->
+// "_00-rf"): the tenant's name is an argument of the hooks the tuner runs
+// (the MPS restart hook's first), never to be read as a flag.
 func PodTenantName(v string) string {
 	switch {
 	case v == "" || len(v) > maxNameLen:
 		return Unassigned
-	case v != Unassigned && validName(v) && !strings.HasPrefix(v, spelt):
+	case v != Unassigned && validName(v) && v[0] != '-' && !strings.HasPrefix(v, spelt):
 		return v
 	}
 	var b strings.Builder

@@ -65,6 +65,10 @@ func TestPodTenantName(t *testing.T) {
 		{"é", "_00_c3_a9"},
 		{"a_b/c", "_00a_5fb_2fc"},
 		{"_00x", "_00_5f00x"}, // a valid name that begins as a spelt-out one
+		// never read as a flag by a hook the tenant's name is handed to
+		{"-rf", "_00-rf"},
+		{"--help", "_00--help"},
+		{"a-", "a-"},
 		// longer than a tenant's name may be (no Kubernetes value is; a pod
 		// metadata file may say anything): the name of every series
 		{strings.Repeat("a", maxNameLen), strings.Repeat("a", maxNameLen)},

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -144,5 +145,35 @@ func TestSlogOneTimestamp(t *testing.T) {
 	}
 	if !strings.Contains(line, "tls=false") || !strings.Contains(line, "caller=") {
 		t.Errorf("line %q: want tls=false and the caller", line)
+	}
+}
+
+// Text a tenant shapes (a pod's or a cgroup's name, a process's comm, its
+// /metrics body quoted in an error) never forges a log line nor reaches the
+// terminal as an escape sequence: whatever it holds, one record is one line
+// with no C0 control character (line breaks and ESC are escaped), in either
+// format, as a value or inside an error.
+func TestLogLinesHostileText(t *testing.T) {
+	hostile := []string{
+		"a\nts=2026-01-01T00:00:00Z level=error msg=\"forged\"",
+		"a\r\nlevel=error",
+		"\x1b[2J\x1b[31mred\x1b[0m",
+		"\x07\x08\x00",
+		`" msg="forged`,
+		"\xff\xfe invalid UTF-8",
+	}
+	for _, format := range logFormats {
+		for _, h := range hostile {
+			var b bytes.Buffer
+			l, err := newLogger(&b, format, "info")
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.Log("level", "warn", "msg", "scrape of "+h, "tenant", h, "err", errors.New("GET http://x/metrics: "+h))
+			s := b.String()
+			if strings.Count(s, "\n") != 1 || !strings.HasSuffix(s, "\n") || strings.IndexFunc(strings.TrimSuffix(s, "\n"), func(r rune) bool { return r < 0x20 }) >= 0 {
+				t.Errorf("%s, %q: not one line free of control characters: %q", format, h, s)
+			}
+		}
 	}
 }

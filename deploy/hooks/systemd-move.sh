@@ -27,20 +27,37 @@ plan=$(cat)
 # innermost *.service of its cgroup, itself or the parent of a plain
 # subgroup), nothing when there is none: a container's or a pod's process
 # (its runtime's service is not its own: restarting that would restart
-# every container), a session scope, a user manager's unit.
+# every container), a session scope, a user manager's unit, a cgroup file
+# that lists a hierarchy or a controller twice.
 unit_of_pid() {
 	f="$PROC_ROOT/$1/cgroup"
 	[ -r "$f" ] || return 0
+	# a hierarchy or a controller listed twice: a line forged by a cgroup
+	# name with a line break in it (the kernel writes names unescaped)
+	if [ -n "$(cut -d: -f1 "$f" | sort | uniq -d)" ] ||
+		[ -n "$(cut -d: -f2 "$f" | tr ',' '\n' | grep -v '^$' | sort | uniq -d)" ]; then
+		return 0
+	fi
 	if grep -Eq 'kubepods|docker|libpod|crio|containerd|\.scope|/user@' "$f"; then
 		return 0
 	fi
 	path=$(sed -n 's/^0:://p' "$f" | head -n 1)
 	[ -n "$path" ] || path=$(sed -n 's/^[0-9]*:name=systemd://p' "$f" | head -n 1)
+	above=${path%/*}
 	leaf=${path##*/}
-	case "$leaf" in ?*.service) printf '%s\n' "$leaf"; return 0 ;; '' | *[!A-Za-z0-9_-]*) return 0 ;; esac
-	parent=${path%/*}
-	parent=${parent##*/}
-	case "$parent" in ?*.service) printf '%s\n' "$parent" ;; esac
+	case "$leaf" in
+	?*.service) unit=$leaf ;;
+	'' | *[!A-Za-z0-9_-]*) return 0 ;;
+	*)
+		unit=${above##*/}
+		above=${above%/*}
+		case "$unit" in ?*.service) ;; *) return 0 ;; esac
+		;;
+	esac
+	# the system's manager puts a service in a slice (or at the root): a
+	# cgroup named like a service inside another service's (a subtree
+	# delegated to it) is that service's own, and no unit to restart
+	case "${above##*/}" in '' | .. | *.slice) printf '%s\n' "$unit" ;; esac
 }
 
 if ! printf '%s' "$plan" | jq -e 'type == "object"' >/dev/null 2>&1; then

@@ -1,7 +1,6 @@
 package pause
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/kube"
@@ -44,7 +44,7 @@ func (g cgroupV2) Key() string { return g.dir }
 func (g cgroupV2) Spec() string { return "v2 " + g.dir }
 
 func (g cgroupV2) Freeze() error {
-	if err := os.WriteFile(filepath.Join(g.dir, "cgroup.freeze"), []byte("1"), 0); err != nil {
+	if err := writeControl(filepath.Join(g.dir, "cgroup.freeze"), "1"); err != nil {
 		return err
 	}
 	return waitFor(g.clock, g.timeout, func() (bool, error) {
@@ -64,7 +64,7 @@ func (g cgroupV2) Check() error {
 }
 
 func (g cgroupV2) Thaw() error {
-	return os.WriteFile(filepath.Join(g.dir, "cgroup.freeze"), []byte("0"), 0)
+	return writeControl(filepath.Join(g.dir, "cgroup.freeze"), "0")
 }
 
 // cgroupV1 freezes a cgroup v1 freezer directory: freezer.state FROZEN
@@ -81,7 +81,7 @@ func (g cgroupV1) Spec() string { return "v1 " + g.dir }
 
 func (g cgroupV1) Freeze() error {
 	state := filepath.Join(g.dir, "freezer.state")
-	if err := os.WriteFile(state, []byte("FROZEN"), 0); err != nil {
+	if err := writeControl(state, "FROZEN"); err != nil {
 		return err
 	}
 	return waitFor(g.clock, g.timeout, func() (bool, error) {
@@ -94,14 +94,14 @@ func (g cgroupV1) Freeze() error {
 		}
 		// A task forked while the freeze went on can miss it and keep
 		// the cgroup FREEZING: writing FROZEN again freezes it.
-		return false, os.WriteFile(state, []byte("FROZEN"), 0)
+		return false, writeControl(state, "FROZEN")
 	}, g.dir)
 }
 
 func (g cgroupV1) Check() error { return writableFile(filepath.Join(g.dir, "freezer.state")) }
 
 func (g cgroupV1) Thaw() error {
-	return os.WriteFile(filepath.Join(g.dir, "freezer.state"), []byte("THAWED"), 0)
+	return writeControl(filepath.Join(g.dir, "freezer.state"), "THAWED")
 }
 
 // procGroup stops and continues a process group with signals. A group
@@ -150,6 +150,21 @@ func (g procGroup) Check() error {
 		return fmt.Errorf("process group %d: process %d, which it was found from, is in group %d now", g.pgid, g.member, pgid)
 	}
 	return nil
+}
+
+// writeControl writes s to the control file path, which must be there: a
+// freezer's file is never made (a directory that is no cgroup, named to the
+// watchdog or left by a cgroup removed, gets no file of root's).
+func writeControl(path, s string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(s)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // writableFile opens path for writing, and writes nothing: an error where
@@ -285,20 +300,22 @@ func namesWorkload(path string) bool {
 }
 
 // cgroupPaths returns a process's cgroup v2 path and its v1 freezer path
-// from /proc/PID/cgroup ("" where absent).
+// from /proc/PID/cgroup ("" where absent). A file that kube.ProcCgroupLines
+// refuses (a hierarchy or a controller listed twice: a line forged by a
+// cgroup name with a line break in it) gives neither: the process is then
+// paused by its process group, never by the cgroup a forged line names.
 func cgroupPaths(data []byte) (v2, v1 string) {
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		parts := strings.SplitN(strings.TrimSpace(sc.Text()), ":", 3)
-		if len(parts) != 3 {
-			continue
+	lines, err := kube.ProcCgroupLines(data)
+	if err != nil {
+		return "", ""
+	}
+	for _, l := range lines {
+		if l.ID == "0" && l.Controllers == "" {
+			v2 = l.Path
 		}
-		if parts[0] == "0" && parts[1] == "" {
-			v2 = parts[2]
-		}
-		for _, c := range strings.Split(parts[1], ",") {
+		for _, c := range strings.Split(l.Controllers, ",") {
 			if c == "freezer" {
-				v1 = parts[2]
+				v1 = l.Path
 			}
 		}
 	}
@@ -340,6 +357,11 @@ func ownCgroup(root, path, control string) (string, bool) {
 	}
 	if !strictlyUnder(root, dir) {
 		return "", false // a path that climbs out (".."), which no kernel gives
+	}
+	if strings.ContainsFunc(dir, unicode.IsControl) {
+		// a directory (found under root by outsideNamespace) whose name
+		// holds a line break would be a line of its own to the watchdog
+		return "", false
 	}
 	if _, err := os.Stat(filepath.Join(dir, control)); err != nil {
 		return "", false

@@ -204,6 +204,10 @@ func TestSystemdMoveHook(t *testing.T) {
 		{name: "a PID outside a service", plan: gpu.Plan{Reason: "r", Moves: []gpu.Move{{Tenant: "x", PID: 30, ToUUID: "GPU-1"}}}, err: "needs a .service unit", calls: "[]"},
 		{name: "a container's PID is not its runtime's service", plan: gpu.Plan{Reason: "r", Moves: []gpu.Move{{Tenant: "x", PID: 31, ToUUID: "GPU-1"}}}, err: "needs a .service unit", calls: "[]"},
 		{name: "a user manager's unit is not the system's", plan: gpu.Plan{Reason: "r", Moves: []gpu.Move{{Tenant: "x", PID: 32, ToUUID: "GPU-1"}}}, err: "needs a .service unit", calls: "[]"},
+		{name: "a forged cgroup line names no service", plan: gpu.Plan{Reason: "r", Moves: []gpu.Move{{Tenant: "x", PID: 33, ToUUID: "GPU-1"}}}, err: "needs a .service unit", calls: "[]"},
+		{name: "a forged named hierarchy names no service", plan: gpu.Plan{Reason: "r", Moves: []gpu.Move{{Tenant: "x", PID: 34, ToUUID: "GPU-1"}}}, err: "needs a .service unit", calls: "[]"},
+		{name: "a service's own cgroup named like another service", plan: gpu.Plan{Reason: "r", Moves: []gpu.Move{{Tenant: "x", PID: 35, ToUUID: "GPU-1"}}}, err: "needs a .service unit", calls: "[]"},
+		{name: "a subgroup of a service's own cgroup named like another service", plan: gpu.Plan{Reason: "r", Moves: []gpu.Move{{Tenant: "x", PID: 36, ToUUID: "GPU-1"}}}, err: "needs a .service unit", calls: "[]"},
 		{name: "one service to two GPUs", plan: gpu.Plan{Reason: "r", Moves: []gpu.Move{{Tenant: "llm-a", PID: 10, ToUUID: "GPU-1"}, {Tenant: "llm-a", Unit: "llm-a.service", ToUUID: "GPU-2"}}}, err: "moves llm-a.service to more than one GPU", calls: "[]"},
 		{name: "a move without a GPU", plan: gpu.Plan{Reason: "r", Moves: []gpu.Move{{Tenant: "x", Unit: "x.service"}}}, err: "needs a .service unit and a GPU UUID", calls: "[]"},
 	} {
@@ -220,6 +224,14 @@ func TestSystemdMoveHook(t *testing.T) {
 				30: "0::/user.slice/user-1000.slice/user@1000.service/app.slice/app-x.scope\n",
 				31: "12:memory:/kubepods/burstable/pod" + "0f2c3d4e-5a6b-4c7d-8e9f-a0b1c2d3e4f5/" + strings.Repeat("ab", 32) + "\n1:name=systemd:/system.slice/containerd.service\n",
 				32: "0::/user.slice/user-1000.slice/user@1000.service/app.slice/trainer.service\n",
+				// a tenant's delegated cgroup named with a line break, forging
+				// another service's line (hybrid: v1 name=systemd, then v2;
+				// v1 only: a named hierarchy listed first)
+				33: "1:name=systemd:/system.slice/tenant.service/x\n0::/system.slice/victim.service\n0::/system.slice/tenant.service\n",
+				// a service's own cgroup named like another service
+				35: "0::/system.slice/tenant.service/sshd.service\n",
+				36: "0::/system.slice/tenant.service/sshd.service/worker\n",
+				34: "4:memory:/system.slice/tenant.service/x\n9:name=systemd:/system.slice/victim.service\n1:name=systemd:/system.slice/tenant.service\n",
 			}))
 			h := newHook(t, hookPath(t, "systemd-move.sh"), 10*time.Second)
 			err := h.Rebalance(ctx, tc.plan)

@@ -26,6 +26,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-kit/log"
 
@@ -366,7 +367,28 @@ func vmName(v string) string {
 			name = n // guest= names it, the last one given
 		}
 	}
-	return name
+	return labelValue(name)
+}
+
+// maxVMName bounds a VM's name, as long as a tenant's or a Kubernetes
+// object's: it is the vm_name label of the vGPU's info series, and whoever
+// names the VM (a user of the host's virtualization, a cloud's API) may
+// give a name as long as a command line holds.
+const maxVMName = 253
+
+// labelValue is name made fit for a label value: bytes that are not UTF-8
+// replaced (a label value that is not would drop the series), cut to
+// maxVMName bytes at a character's start.
+func labelValue(name string) string {
+	name = strings.ToValidUTF8(name, "\uFFFD")
+	if len(name) <= maxVMName {
+		return name
+	}
+	i := maxVMName
+	for i > 0 && !utf8.RuneStart(name[i]) {
+		i--
+	}
+	return name[:i]
 }
 
 // validUUID says whether s is a UUID in its 8-4-4-4-12 hexadecimal form.

@@ -38,6 +38,11 @@ func TestParseCmdline(t *testing.T) {
 		{"no trailing NUL", []byte("qemu-kvm\x00-uuid\x00" + vmA), vmA, "", true},
 		{"Debian's and Proxmox's kvm", cmdline("/usr/bin/kvm", "-id", "100", "-name", "vm100,debug-threads=on", "-uuid", vmA), vmA, "vm100", true},
 		{"guest= over the legacy form, the last one", cmdline("qemu-kvm", "-uuid", vmA, "-name", "a,guest=b,guest=c"), vmA, "c", true},
+		// a name is a label value: valid UTF-8, at most 253 bytes, cut at a
+		// character's start
+		{"a name of a megabyte", cmdline("qemu-kvm", "-uuid", vmA, "-name", "guest="+strings.Repeat("a", 1<<20)), vmA, strings.Repeat("a", 253), true},
+		{"a long name cut between characters", cmdline("qemu-kvm", "-uuid", vmA, "-name", "a"+strings.Repeat("é", 200)), vmA, "a" + strings.Repeat("é", 126), true},
+		{"a name not UTF-8", cmdline("qemu-kvm", "-uuid", vmA, "-name", "guest=vm\xff\xfe1"), vmA, "vm\uFFFD1", true},
 		{"past a page", cmdline(append(append([]string{"qemu-system-x86_64"}, strings.Split(strings.Repeat("-device,x,", 900), ",")...), "-uuid", vmA)...), vmA, "", true},
 	} {
 		uuid, name, ok := ParseCmdline(tc.in)
