@@ -186,17 +186,19 @@ func TestMappingOversizedNamesLeftOut(t *testing.T) {
 		{Namespace: "ok", Name: long, Containers: []*podresourcesv1.ContainerResources{{Name: "c", Devices: gpuDev("GPU-b")}}},
 		{Namespace: "ok", Name: "q", Containers: []*podresourcesv1.ContainerResources{{Name: long, Devices: gpuDev("GPU-b")}}},
 		{Namespace: strings.Repeat("n", 63), Name: strings.Repeat("p", 253), Containers: []*podresourcesv1.ContainerResources{{Name: strings.Repeat("c", 63), Devices: gpuDev("GPU-c")}}},
+		// device IDs at the limit (256 bytes) and one past it
+		{Namespace: "at", Name: "p", Containers: []*podresourcesv1.ContainerResources{{Name: "c", Devices: gpuDev("GPU-"+strings.Repeat("d", 252), "GPU-"+strings.Repeat("e", 253))}}},
 	}}
 	m := kube.NewMapping(resp)
 	var got []string
 	for _, a := range m.Allocations() {
 		got = append(got, a.Device+" "+a.Pod.Namespace[:min(len(a.Pod.Namespace), 3)])
 	}
-	if want := []string{"GPU-a ok", "GPU-c nnn"}; !slices.Equal(got, want) {
+	if want := []string{"GPU-a ok", "GPU-c nnn", "GPU-" + strings.Repeat("d", 252) + " at"}; !slices.Equal(got, want) {
 		t.Errorf("allocations %q, want %q", got, want)
 	}
 	n, first := m.Oversized()
-	if n != 4 || !strings.HasPrefix(first, "device ID GPU-xxx") || len(first) > 200 {
-		t.Errorf("oversized %d, first %.200q (%d bytes); want 4, the device ID clipped", n, first, len(first))
+	if n != 5 || !strings.HasPrefix(first, "device ID GPU-xxx") || len(first) > 200 {
+		t.Errorf("oversized %d, first %.200q (%d bytes); want 5, the device ID clipped", n, first, len(first))
 	}
 }

@@ -62,11 +62,21 @@ func (b *entryBudget) take() error {
 	return nil
 }
 
-// podItems decodes the pods one at a time, sharing one entryBudget.
-type podItems struct{ list []podItem }
+// podItems decodes the pods one at a time, sharing one entryBudget. As
+// encoding/json does, a repeated "items" replaces the pods before it (or
+// null drops them), but its entries count with theirs: the budget is the
+// whole list's, not each "items"'s.
+type podItems struct {
+	list   []podItem
+	budget *entryBudget
+}
 
 func (p *podItems) UnmarshalJSON(data []byte) error {
-	b := &entryBudget{left: maxPodListEntries}
+	if p.budget == nil {
+		p.budget = &entryBudget{left: maxPodListEntries}
+	}
+	b := p.budget
+	p.list = nil
 	return members(data, '[', "items", func(_, val []byte) error {
 		var it podItem
 		it.Metadata.Labels.budget = b
@@ -82,13 +92,19 @@ func (p *podItems) UnmarshalJSON(data []byte) error {
 }
 
 // labelMap is a pod's labels, each taken from the budget as it is read.
+// As encoding/json does with a map, a repeated "labels" adds to the labels
+// before it, and null drops them.
 type labelMap struct {
 	m      map[string]string
 	budget *entryBudget
 }
 
 func (l *labelMap) UnmarshalJSON(data []byte) error {
-	if string(bytes.TrimSpace(data)) != "null" {
+	if string(bytes.TrimSpace(data)) == "null" {
+		l.m = nil
+		return nil
+	}
+	if l.m == nil {
 		l.m = map[string]string{}
 	}
 	return members(data, '{', "labels", func(key, val []byte) error {
@@ -108,13 +124,15 @@ func (l *labelMap) UnmarshalJSON(data []byte) error {
 }
 
 // statusList is a pod's container statuses of one kind, each taken from
-// the budget as it is read.
+// the budget as it is read. As encoding/json does with a slice, a repeated
+// key replaces the statuses before it.
 type statusList struct {
 	list   []containerStatus
 	budget *entryBudget
 }
 
 func (s *statusList) UnmarshalJSON(data []byte) error {
+	s.list = nil
 	return members(data, '[', "container statuses", func(_, val []byte) error {
 		if err := s.budget.take(); err != nil {
 			return err

@@ -69,6 +69,7 @@ func TestPodListEntriesBounded(t *testing.T) {
 		{"one pod of a million labels", big, "more than 100000 labels and container statuses"},
 		{"700 pods of 100 labels and 51 containers", `{"items":[` + strings.Join(many, ",") + `]}`, "more than 100000 labels and container statuses"},
 		{"at the limit", atLimit, ""},
+		{"items repeated, each under the limit", `{"items":[` + pod("p", labels(60_000), "") + `],"items":[` + pod("q", labels(60_000), "") + `]}`, "more than 100000 labels and container statuses"},
 		{"labels not an object", `{"items":[{"metadata":{"labels":[1]}}]}`, "labels: not an object"},
 		{"a label not a string", `{"items":[{"metadata":{"labels":{"a":1}}}]}`, `label "a"`},
 	} {

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"syscall"
+	"path/filepath"
 
 	"github.com/go-kit/log/level"
 )
@@ -23,11 +23,11 @@ const probeBytes = 4096
 // Probe tests, while the journal's last write failed (Stats.WriteError
 // set), whether it can be written now, as a record's write would find
 // out: the file is opened for writing where it was opened read-only, and
-// a block is written to FILE.probe beside it, synced and removed (the
-// journal's own records are not touched; the next record mends what a
-// failed write left). It clears WriteError when that succeeds and returns
-// nil at once where the last write did not fail; on failure WriteError
-// stays the last write's.
+// a block is written to a new file beside it (FILE.probe-RANDOM, never
+// one that exists), synced and removed (the journal's own records are not
+// touched; the next record mends what a failed write left). It clears
+// WriteError when that succeeds and returns nil at once where the last
+// write did not fail; on failure WriteError stays the last write's.
 func (j *Journal) Probe() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -36,7 +36,7 @@ func (j *Journal) Probe() error {
 	}
 	err := j.writable()
 	if err == nil {
-		err = probeWrite(j.path + ".probe")
+		err = probeWrite(j.path)
 	}
 	if err != nil {
 		return fmt.Errorf("tuner journal %s: probing whether it can be written: %w", j.path, err)
@@ -45,21 +45,21 @@ func (j *Journal) Probe() error {
 	return nil
 }
 
-// probeWrite writes a block to the file at path (created, or truncated:
-// a probe's own, left by a crash), syncs it and removes it.
+// probeWrite writes a block to a file it creates beside the journal at
+// path, syncs it and removes it. The file is a new one (O_EXCL, a random
+// name): a fixed name would be opened, truncated and removed were it
+// another's file, or a hard link to one.
 func probeWrite(path string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".probe-*")
 	if err != nil {
 		return err
 	}
-	defer os.Remove(path)
+	defer os.Remove(f.Name())
 	b := make([]byte, probeBytes)
 	for i := range b {
 		b[i] = 'p' // (a block of zeros may take no space where the file system compresses)
 	}
-	if fi, serr := f.Stat(); serr != nil || !fi.Mode().IsRegular() {
-		err = errors.Join(serr, fmt.Errorf("%s is not a regular file", path))
-	} else if _, err = writeFile(f, b); err == nil {
+	if _, err = writeFile(f, b); err == nil {
 		err = f.Sync()
 	}
 	return errors.Join(err, f.Close())

@@ -64,8 +64,62 @@ func TestJournalProbedEachRoundWhileUnwritable(t *testing.T) {
 	if string(after) != string(before) {
 		t.Errorf("the probe changed the journal:\n%s\nwas\n%s", after, before)
 	}
-	if _, err := os.Stat(p + ".probe"); !os.IsNotExist(err) {
-		t.Errorf("the probe's file left behind: %v", err)
+	if left := dirNames(t, dir); left != "journal journal.lock" && left != "journal" {
+		t.Errorf("the directory holds %s after the probes", left)
+	}
+}
+
+// dirNames lists the names in dir, space-separated.
+func dirNames(t *testing.T, dir string) string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return strings.Join(names, " ")
+}
+
+// The probe writes only a file of its own: one beside the journal named
+// as a fixed probe name would be (JOURNAL.probe, another's file or a hard
+// link to one) is left whole, where it was truncated, written over and
+// removed at every round while the journal could not be written.
+func TestJournalProbeLeavesOthersFiles(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "journal")
+	kept := filepath.Join(dir, "kept")
+	if err := os.WriteFile(kept, []byte("someone's data\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(kept, p+".probe"); err != nil {
+		t.Fatal(err)
+	}
+	j, err := OpenJournal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	failWrites(t)
+	if j.Append(originalRec("GPU-0", 700)) == nil {
+		t.Fatal("a write succeeded on a full disk")
+	}
+	before := dirNames(t, dir)
+	for _, full := range []bool{true, false} {
+		if !full {
+			writeFile = (*os.File).Write // the disk freed
+		}
+		if err := j.Probe(); (err == nil) == full {
+			t.Fatalf("probe with the disk full %v: %v", full, err)
+		}
+		if b, err := os.ReadFile(kept); err != nil || string(b) != "someone's data\n" {
+			t.Fatalf("the file beside the journal holds %q (%v) after a probe", b, err)
+		}
+		if after := dirNames(t, dir); after != before {
+			t.Errorf("the directory holds %s after a probe, %s before", after, before)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package webui
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"os"
 	"slices"
@@ -233,16 +234,22 @@ func TestTunerPageClockLockState(t *testing.T) {
 		state     string
 		text      string
 		json      string
+		mode      tuner.Mode // "": enforce
 	}{
-		{"lock, read locked", lock, ptr(true), nil, "locked, range not read", "locked (range not read)", `{"locked":true}`},
-		{"lock, read free", lock, ptr(false), tuner.ClockRange{}, "pending", "unlocked", `{"locked":false,"max_mhz":0,"min_mhz":0}`},
-		{"lock, not read", lock, nil, nil, "unknown", "unknown", `null`},
-		{"unlock, read free", tuner.ClockRange{}, ptr(false), tuner.ClockRange{}, "in effect", "unlocked", `{"locked":false,"max_mhz":0,"min_mhz":0}`},
+		{"lock, read locked", lock, ptr(true), nil, "locked, range not read", "locked (range not read)", `{"locked":true}`, ""},
+		{"lock, read free", lock, ptr(false), tuner.ClockRange{}, "pending", "unlocked", `{"locked":false,"max_mhz":0,"min_mhz":0}`, ""},
+		{"lock, not read", lock, nil, nil, "unknown", "unknown", `null`, ""},
+		{"unlock, read free", tuner.ClockRange{}, ptr(false), tuner.ClockRange{}, "in effect", "unlocked", `{"locked":false,"max_mhz":0,"min_mhz":0}`, ""},
+		// the readings say free, the tuner read nothing back: not locked
+		{"lock, read free, none read back", lock, ptr(false), nil, "unknown", "unknown", `null`, ""},
+		// only recommended: the lock in force is not the tuner's
+		{"lock recommended, read locked", lock, ptr(true), nil, "recommended", "unknown", `null`, tuner.ModeRecommend},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			mode := cmp.Or(c.mode, tuner.ModeEnforce)
 			snap := &tenant.Snapshot{Readings: &gpu.Readings{Devices: []gpu.Device{{UUID: "GPU-x", Up: true, ClocksLocked: c.locked}}}}
-			st := &tuner.Status{Mode: tuner.ModeEnforce, Settings: []tuner.Setting{
-				{GPU: "GPU-x", Knob: gpu.KnobLockedClocks, Target: c.target, Effective: c.effective, Mode: tuner.ModeEnforce}}}
+			st := &tuner.Status{Mode: mode, Settings: []tuner.Setting{
+				{GPU: "GPU-x", Knob: gpu.KnobLockedClocks, Target: c.target, Effective: c.effective, Mode: mode}}}
 			v := newTunerView(simInfo, snap, st, 50)
 			if len(v.Settings) != 1 {
 				t.Fatalf("settings %+v", v.Settings)

@@ -157,7 +157,17 @@ func TestWrittenHostDirsOwn(t *testing.T) {
 		{map[string]any{"tuner": map[string]any{"mode": "enforce", "mps": map[string]any{"pipeDirectory": "/run"}}}, "tuner.mps.pipeDirectory=/run:"},
 		{map[string]any{"nodePools": []any{map[string]any{"name": "a", "tuner": map[string]any{"mode": "enforce",
 			"mps": map[string]any{"pipeDirectory": "/run/nvidia"}}}}}, "nodePools a: tuner.mps.pipeDirectory=/run/nvidia:"},
+		// in a tree of the system's programs, kernel or node agents
+		{journal("enforce", "/usr/bin"), "tuner.journal.hostPath=/usr/bin:"},
+		{journal("enforce", "/usr/local/sbin/"), "tuner.journal.hostPath=/usr/local/sbin/:"},
+		{journal("enforce", "/etc/kubernetes/manifests"), "tuner.journal.hostPath=/etc/kubernetes/manifests:"},
+		{journal("enforce", "/var/lib/kubelet/pods"), "tuner.journal.hostPath=/var/lib/kubelet/pods:"},
+		{journal("enforce", "/var/lib/etcd"), "tuner.journal.hostPath=/var/lib/etcd:"},
+		{journal("enforce", "/proc/sys/kernel"), "tuner.journal.hostPath=/proc/sys/kernel:"},
+		{map[string]any{"tuner": map[string]any{"mode": "enforce", "mps": map[string]any{"pipeDirectory": "/sys/fs/cgroup"}}}, "tuner.mps.pipeDirectory=/sys/fs/cgroup:"},
 		{journal("enforce", "/var/lib/vgpu-exporter-b"), ""},
+		{journal("enforce", "/etc/vgpu-exporter/journal"), ""},
+		{journal("enforce", "/usrdata/vgpu"), ""},
 		{journal("off", "/"), ""}, // no tuner: nothing mounted
 		{map[string]any{"tuner": map[string]any{"mode": "enforce", "mps": map[string]any{"pipeDirectory": "/run/nvidia/mps/nvidia.com/gpu.shared/pipe"}}}, ""},
 	} {

@@ -6,11 +6,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/go-kit/log"
@@ -305,5 +307,41 @@ func TestLongLineOfAnotherFamilySkipped(t *testing.T) {
 	_, _, err = Parse(strings.NewReader("# ok\n" + `DCGM_FI_DEV_GPU_TEMP{UUID="GPU-1",pod="` + long + `"} 50` + "\n"))
 	if err == nil || !strings.Contains(err.Error(), "line 2: DCGM_FI_DEV_GPU_TEMP: longer than 65536 bytes") {
 		t.Errorf("error %v, want one naming line 2 and its field", err)
+	}
+}
+
+// A line of exactly 64 KiB, ended by a newline or a carriage return and
+// one, is read; one byte more is over the limit. A line of 64 KiB was
+// refused as "longer than 65536 bytes", and one of 64 KiB less a byte
+// read ended by "\n" but refused ended by "\r\n".
+func TestLineAtTheLimit(t *testing.T) {
+	line := func(n int) string {
+		pre, suf := `DCGM_FI_DEV_GPU_TEMP{UUID="GPU-1",pod="`, `"} 50`
+		return pre + strings.Repeat("p", n-len(pre)-len(suf)) + suf
+	}
+	for _, tc := range []struct {
+		n   int
+		end string
+		ok  bool
+	}{
+		{maxLine - 1, "\n", true}, {maxLine - 1, "\r\n", true},
+		{maxLine, "\n", true}, {maxLine, "\r\n", true}, {maxLine, "", true},
+		{maxLine + 1, "\n", false}, {maxLine + 1, "\r\n", false}, {maxLine + 1, "", false},
+		{maxLine + 2, "", false},
+	} {
+		page := line(tc.n) + tc.end
+		if tc.end != "" {
+			page += `DCGM_FI_DEV_POWER_USAGE{UUID="GPU-1"} 7` + "\n"
+		}
+		for _, r := range []io.Reader{strings.NewReader(page), iotest.OneByteReader(strings.NewReader(page))} {
+			f, _, err := Parse(r)
+			v := f[Key{UUID: "GPU-1", GI: -1}]
+			switch {
+			case tc.ok && (err != nil || v == nil || v.TemperatureC == nil || (tc.end != "" && v.PowerWatts == nil)):
+				t.Errorf("a line of %d bytes ended by %q: fields %+v, error %v; want it read", tc.n, tc.end, v, err)
+			case !tc.ok && (err == nil || !strings.Contains(err.Error(), "line 1: DCGM_FI_DEV_GPU_TEMP: longer than 65536 bytes")):
+				t.Errorf("a line of %d bytes ended by %q: error %v; want it over the limit", tc.n, tc.end, err)
+			}
+		}
 	}
 }

@@ -155,17 +155,22 @@ func ParseContext(ctx context.Context, r io.Reader) (Fields, []string, error) {
 // line). A line over 64 KiB of anything else is skipped unread. When several series describe the same GPU (dcgm-exporter repeats
 // a GPU's fields per pod in Kubernetes mode) the first one wins.
 func ParseFormat(ctx context.Context, r io.Reader, format Format) (Fields, []string, error) {
-	br := bufio.NewReaderSize(r, maxLine)
+	br := bufio.NewReaderSize(r, maxLine+len("\r\n"))
 	p := parser{out: Fields{}, uuids: map[string]string{}, format: format}
 	for n := 1; ; n++ {
 		if n%4096 == 0 && ctx.Err() != nil {
 			return nil, nil, fmt.Errorf("parsing dcgm-exporter metrics: stopped at line %d: %w", n, context.Cause(ctx))
 		}
 		b, err := br.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			// A line over maxLine: one of a known field is an error,
-			// another (a comment, another family's long labels) is
-			// skipped unread.
+		long := errors.Is(err, bufio.ErrBufferFull)
+		if !long {
+			b = bytes.TrimSuffix(bytes.TrimSuffix(b, []byte("\n")), []byte("\r")) // as a line scanner reads it
+			long = len(b) > maxLine
+		}
+		if long {
+			// A line over maxLine (its end not counted): one of a known
+			// field is an error, another (a comment, another family's
+			// long labels) is skipped unread.
 			if p.known(b) {
 				return nil, nil, fmt.Errorf("parsing dcgm-exporter metrics: line %d: %s: longer than %d bytes", n, p.name(b), maxLine)
 			}
@@ -178,7 +183,6 @@ func ParseFormat(ctx context.Context, r io.Reader, format Format) (Fields, []str
 			return nil, nil, fmt.Errorf("parsing dcgm-exporter metrics: line %d: %w", n, err)
 		}
 		if len(b) > 0 {
-			b = bytes.TrimSuffix(bytes.TrimSuffix(b, []byte("\n")), []byte("\r")) // as a line scanner reads it
 			if err := p.line(b); err != nil {
 				return nil, nil, fmt.Errorf("parsing dcgm-exporter metrics: line %d: %w", n, err)
 			}

@@ -50,3 +50,38 @@ func TestSameOrigin(t *testing.T) {
 		t.Error("Client must set the policy on a copy")
 	}
 }
+
+// Ports are compared as the client dials them: a default port given or
+// left out is the same origin, the other scheme's default is not; hosts
+// compare without case, IPv6 ones too.
+func TestSameOriginURLs(t *testing.T) {
+	for _, tc := range []struct {
+		from, to string
+		ok       bool
+	}{
+		{"https://api.example:443/x", "https://api.example/y", true},
+		{"https://api.example/x", "https://api.example:443/y", true},
+		{"http://node:80/pods", "http://node/pods", true},
+		{"https://API.Example/x", "https://api.example/y", true},
+		{"HTTPS://api.example/x", "https://api.example/y", true},
+		{"https://[fd00::1]/x", "https://[FD00::1]:443/y", true},
+		{"https://api.example/x", "https://api.example:80/y", false},
+		{"https://api.example/x", "http://api.example:443/y", false},
+		{"http://node/x", "http://node:443/y", false},
+		{"https://[fd00::1]:6443/x", "https://[fd00::1]/y", false},
+		{"https://[fd00::1]/x", "https://[fd00::2]/y", false},
+		{"https://api.example/x", "https://api.example.evil/y", false},
+	} {
+		mk := func(s string) *http.Request {
+			r, err := http.NewRequest(http.MethodGet, s, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+		err := SameOrigin(mk(tc.to), []*http.Request{mk(tc.from)})
+		if (err == nil) != tc.ok {
+			t.Errorf("%s -> %s: error %v, want followed %v", tc.from, tc.to, err, tc.ok)
+		}
+	}
+}

@@ -40,14 +40,23 @@ selector label replaced would keep the ServiceMonitor from finding it. */}}
 {{- end -}}
 
 {{/* Fails where a directory of the node the pod would write, given as
-(list NAME PATH), is the node's root or a system directory, or climbs
-with "..": the pod, root, could write the whole of it. */}}
+(list NAME PATH), is the node's root or a system directory, lies in a
+tree of the system's programs, kernel or node agents (/usr/bin,
+/etc/kubernetes, /var/lib/kubelet/pods), or climbs with "..": the pod,
+root, could write the whole of it. */}}
 {{- define "vgpu-exporter.ownDir" -}}
 {{- $name := index . 0 -}}
 {{- $path := index . 1 -}}
 {{- $system := list "/" "/bin" "/boot" "/dev" "/etc" "/home" "/lib" "/lib64" "/opt" "/proc" "/root" "/run" "/sbin" "/srv" "/sys" "/tmp" "/usr" "/var" "/var/lib" "/var/lib/kubelet" "/var/lib/containerd" "/var/lib/docker" "/var/log" "/var/run" "/run/nvidia" -}}
-{{- if or (has (clean $path) $system) (has ".." (splitList "/" $path)) -}}
-{{- fail (printf "%s=%s: the pod writes this directory of the node as root: give it a directory of its own (as the default is), not the node's root, a system directory or a path that climbs with '..'" $name $path) -}}
+{{- $trees := list "/bin" "/boot" "/dev" "/lib" "/lib64" "/proc" "/sbin" "/sys" "/usr" "/etc/kubernetes" "/var/lib/containerd" "/var/lib/docker" "/var/lib/etcd" "/var/lib/kubelet" -}}
+{{- $inTree := false -}}
+{{- range $trees -}}
+{{- if or (eq (clean $path) .) (hasPrefix (printf "%s/" .) (clean $path)) -}}
+{{- $inTree = true -}}
+{{- end -}}
+{{- end -}}
+{{- if or (has (clean $path) $system) $inTree (has ".." (splitList "/" $path)) -}}
+{{- fail (printf "%s=%s: the pod writes this directory of the node as root: give it a directory of its own (as the default is), not the node's root, a system directory, one under /usr, /etc/kubernetes, /var/lib/kubelet and the like, or a path that climbs with '..'" $name $path) -}}
 {{- end -}}
 {{- end -}}
 
