@@ -112,6 +112,23 @@ func TestDashboardNamesApart(t *testing.T) {
 					t.Errorf("ConfigMap %s of release %s in %s is also release %s in %s's", key, r.name, r.ns, other.name, other.ns)
 				}
 				seen[key] = r
+				// the sidecar writes each key as a file of one folder, and
+				// removes a deleted ConfigMap's keys' files: in a shared
+				// namespace no two releases' keys are one; in the release's
+				// own the file keeps the dashboard's name
+				for file := range cm.Data {
+					if tc.dashNS == "" && !strings.HasPrefix(file, "vgpu-") {
+						t.Errorf("release %s in %s: ConfigMap %s's file %q, want the dashboard's name", r.name, r.ns, cm.Name, file)
+					}
+					if errs := validation.IsConfigMapKey(file); len(errs) > 0 {
+						t.Errorf("release %s in %s: file %q: %v", r.name, r.ns, file, errs)
+					}
+					fk := cm.Namespace + "/file/" + file
+					if other, ok := seen[fk]; ok {
+						t.Errorf("file %s of release %s in %s is also release %s in %s's", fk, r.name, r.ns, other.name, other.ns)
+					}
+					seen[fk] = r
+				}
 			}
 		}
 	}
