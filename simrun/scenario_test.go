@@ -38,3 +38,37 @@ func TestLoadScenarioTenantsFile(t *testing.T) {
 		t.Errorf("%v, want its problems, then %q", err, want)
 	}
 }
+
+// Anything of a scenario file's companion name is read as its tenants
+// file: a directory or a link to nothing there is refused naming it, not
+// taken as no tenants file (every process unassigned).
+func TestLoadScenarioCompanionNotAFile(t *testing.T) {
+	data, err := os.ReadFile("../scenarios/noisy-neighbour.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		make func(path string) error
+		want string
+	}{
+		{"directory", func(p string) error { return os.Mkdir(p, 0o755) }, "is a directory"},
+		{"link to nothing", func(p string) error { return os.Symlink(p+".none", p) }, "no such file"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			scenario := filepath.Join(dir, "nn.yaml")
+			if err := os.WriteFile(scenario, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			companion := filepath.Join(dir, "nn.tenants.yaml")
+			if err := c.make(companion); err != nil {
+				t.Fatal(err)
+			}
+			_, cfg, err := LoadScenario(scenario)
+			if err == nil || !strings.Contains(err.Error(), companion) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("tenants %v, error %v; want %q naming %s", cfg, err, c.want, companion)
+			}
+		})
+	}
+}
