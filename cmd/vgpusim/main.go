@@ -146,29 +146,29 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, progress 
 			app.Errorf("--out -: want a directory for the run's files (the summary goes to standard output already)")
 			return 1
 		}
+		undo := func() {}
 		if cfg.Out != "" {
-			// made before the run, so that a directory that cannot be
-			// made does not cost the run first
-			if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
+			var err error
+			if undo, err = makeOut(cfg.Out); err != nil {
 				app.Errorf("--out: %v", err)
 				return 1
 			}
 		}
+		var err error
 		if seeds != "" {
-			n, list, err := simrun.ParseSeeds(seeds)
-			if err == nil {
+			var n int
+			var list []int64
+			if n, list, err = simrun.ParseSeeds(seeds); err == nil {
 				err = runSeeds(ctx, cfg, n, list, stdout)
 			}
-			if err != nil {
-				app.Errorf("%v", err)
-				return 1
+		} else {
+			if progress {
+				cfg.Progress = newBar(stderr)
 			}
-			return 0
+			err = runScenario(ctx, cfg, stdout)
 		}
-		if progress {
-			cfg.Progress = newBar(stderr)
-		}
-		if err := runScenario(ctx, cfg, stdout); err != nil {
+		if err != nil {
+			undo()
 			app.Errorf("%v", err)
 			return 1
 		}

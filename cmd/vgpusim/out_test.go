@@ -1,0 +1,50 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// A run that fails before it starts (a misspelt scenario, a bad tenants
+// file, a policy it refuses) leaves none of the directories --out named
+// behind, and one that was there already stays; a run that succeeds
+// makes them.
+func TestOutNotLeftByFailedRun(t *testing.T) {
+	nn := "../../scenarios/noisy-neighbour.yaml"
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"misspelt scenario", []string{"run", "--scenario", "noisy-neighbor"}},
+		{"missing tenants file", []string{"run", "--scenario", nn, "--tenants", "/nonexistent/t.yaml"}},
+		{"seeds of a misspelt scenario", []string{"run", "--scenario", "noisy-neighbor", "--seeds", "2"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			base := t.TempDir()
+			kept := filepath.Join(base, "kept")
+			if err := os.Mkdir(kept, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for _, out := range []string{filepath.Join(base, "a", "b", "c"), filepath.Join(kept, "d")} {
+				if code, _, stderr := vgpusim(t, false, append(c.args, "--out", out)...); code != 1 {
+					t.Fatalf("exit %d, want 1: %s", code, stderr)
+				}
+			}
+			ents, _ := os.ReadDir(base)
+			if len(ents) != 1 || ents[0].Name() != "kept" {
+				t.Errorf("%s holds %v, want only kept", base, ents)
+			}
+			if ents, err := os.ReadDir(kept); err != nil || len(ents) != 0 {
+				t.Errorf("kept: %v %v, want it there and empty", ents, err)
+			}
+		})
+	}
+	out := filepath.Join(t.TempDir(), "a", "b")
+	if code, _, stderr := vgpusim(t, false, "run", "--scenario", nn, "--duration", "2s", "--out", out); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(out, "summary.txt")); err != nil {
+		t.Error(err)
+	}
+}
