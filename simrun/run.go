@@ -289,7 +289,7 @@ func (c Config) prepare() (*prepared, error) {
 			return nil, fmt.Errorf("--tenants: %w", err)
 		}
 		if err := CheckTenants(sc, p.tcfg); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("--tenants: %w", err)
 		}
 	case companion != nil:
 		p.tcfg = companion // checked against the scenario as it was loaded

@@ -72,3 +72,28 @@ func TestLoadScenarioCompanionNotAFile(t *testing.T) {
 		})
 	}
 }
+
+// A --tenants file that loads but disagrees with the scenario (a sim://
+// source it does not serve, another SLO) is refused naming the flag, as
+// one that does not load is.
+func TestTenantsFlagDisagreementNamesFlag(t *testing.T) {
+	data, err := os.ReadFile("../scenarios/noisy-neighbour.tenants.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, from, to, want string }{
+		{"sim source", "sim://chat", "sim://nosuch", `latency_source sim://nosuch: sim: no tenant named "nosuch"`},
+		{"slo", "target: 8s", "target: 9s", "disagree on SLOs"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "t.yaml")
+			if err := os.WriteFile(path, []byte(strings.Replace(string(data), c.from, c.to, 1)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			err := Config{Scenario: "noisy-neighbour", Tenants: path, Policy: "best-effort", Step: DefaultStep}.Check()
+			if err == nil || !strings.HasPrefix(err.Error(), "--tenants: ") || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%v, want --tenants: ... %q", err, c.want)
+			}
+		})
+	}
+}
