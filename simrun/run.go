@@ -102,12 +102,13 @@ func (r *Result) Applied() int {
 	return n
 }
 
-// Setup is what a planner is given: the run's scenario, seed and
-// duration, and the actuators its own replays give their policies.
+// Setup is what a planner is given: the run's scenario, seed, duration
+// and step, and the actuators its own replays give their policies.
 type Setup struct {
 	Scenario  *sim.Scenario
 	Seed      int64
 	Duration  time.Duration
+	Step      time.Duration
 	Actuators func(*sim.Simulator) tuner.Actuators
 }
 
@@ -320,7 +321,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	res := &Result{}
 	if planner != nil {
-		res.Plan, err = planner(ctx, Setup{Scenario: sc, Seed: seed, Duration: dur, Actuators: cfg.Actuators})
+		res.Plan, err = planner(ctx, Setup{Scenario: sc, Seed: seed, Duration: dur, Step: cfg.Step, Actuators: cfg.Actuators})
 		if err != nil {
 			return nil, fmt.Errorf("%s on %s: %w", cfg.Policy, cfg.Scenario, err)
 		}

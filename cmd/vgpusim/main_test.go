@@ -250,6 +250,7 @@ func TestErrors(t *testing.T) {
 		{"autotune parameter for a planner", []string{"run", "--scenario", nn, "--policy", "oracle", "--autotune.param", "pause_max=0.5"}, `--autotune.param: only the autotune policy has parameters, not "oracle"`},
 		{"bad autotune parameter", []string{"run", "--scenario", nn, "--policy", "autotune", "--autotune.param", "pause_max=2"}, `--autotune.param: pause_max is a share, between 0 and 1, not "2"`},
 		{"unknown autotune parameter", []string{"run", "--scenario", nn, "--policy", "autotune", "--autotune.param", "pause=1"}, `--autotune.param: unknown parameter "pause" (names: `},
+		{"oracle at another step", []string{"run", "--scenario", nn, "--policy", "oracle", "--step", "500ms"}, "--step 500ms: the oracle policy searches by replays that step as a run at the default step of 1s does; leave --step out"},
 		{"out is a file", []string{"run", "--scenario", nn, "--duration", "2s", "--out", bad}, "bad.yaml"},
 	}
 	for _, tc := range tests {
