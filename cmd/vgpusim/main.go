@@ -56,7 +56,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, progress 
 	app := kingpin.New("vgpusim", "Run a GPU-sharing scenario offline in virtual time with a sharing policy, and report what each tenant got.")
 	app.Version(version.Print("vgpusim"))
 	app.HelpFlag.Short('h')
-	app.UsageWriter(stdout)
+	// kingpin panics on a help text it fails to write (standard output
+	// full or closed), and passes over a version it fails to write: the
+	// writer keeps the error, and the command ends with it
+	usage := &keptErrWriter{w: stdout}
+	app.UsageWriter(usage)
 	app.ErrorWriter(stderr)
 	app.Terminate(func(c int) { panic(errExit{c}) })
 	defer func() {
@@ -66,6 +70,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, progress 
 				panic(r)
 			}
 			code = e.code
+		}
+		if usage.err != nil && code == 0 {
+			fmt.Fprintf(stderr, "vgpusim: error: %v\n", usage.err)
+			code = 1
 		}
 	}()
 
@@ -228,6 +236,20 @@ func newBar(w io.Writer) func(done, total int64) {
 			_ = bar.Finish()
 		}
 	}
+}
+
+// keptErrWriter writes to w until a write fails, and then nothing; it
+// keeps that error and reports none.
+type keptErrWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (k *keptErrWriter) Write(p []byte) (int, error) {
+	if k.err == nil {
+		_, k.err = k.w.Write(p)
+	}
+	return len(p), nil
 }
 
 // runConfig is what `vgpusim run` was asked to do: a run, and where and

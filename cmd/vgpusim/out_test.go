@@ -1,8 +1,12 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -46,5 +50,25 @@ func TestOutNotLeftByFailedRun(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(out, "summary.txt")); err != nil {
 		t.Error(err)
+	}
+}
+
+// failWriter fails every write, as standard output on a full disk does.
+type failWriter struct{}
+
+func (failWriter) Write([]byte) (int, error) { return 0, errors.New("no space left on device") }
+
+// The help and the version that cannot be written to standard output end
+// with the error and exit status 1 (--help panicked, --version passed
+// with exit status 0), as a summary that cannot be written does.
+func TestUsageNotWritten(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"help", "run"}, {"run", "--help"}, {"--version"}, {"list"}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			var stderr bytes.Buffer
+			code := run(context.Background(), args, failWriter{}, &stderr, false)
+			if code != 1 || !strings.HasPrefix(stderr.String(), "vgpusim: error: ") || !strings.Contains(stderr.String(), "no space left on device") {
+				t.Errorf("exit %d, stderr %q; want 1 and the write's error", code, stderr.String())
+			}
+		})
 	}
 }
