@@ -136,7 +136,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, progress 
 			err = table.Write(ctx, stdout, tables)
 		}
 		if err != nil {
-			app.Errorf("%v", err)
+			app.Errorf("%v", interrupted(ctx, err))
 			return 1
 		}
 		return 0
@@ -177,12 +177,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, progress 
 		}
 		if err != nil {
 			undo()
-			app.Errorf("%v", err)
+			app.Errorf("%v", interrupted(ctx, err))
 			return 1
 		}
 		return 0
 	}
 	return 1
+}
+
+// interrupted says so of the error of a run that ctx ended (an
+// interrupt): the step it stopped reads "context canceled", as if the
+// policy or the sampler had failed.
+func interrupted(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("interrupted: %w", err)
+	}
+	return err
 }
 
 // parseRunFlags parses the flags whose errors kingpin would not attribute

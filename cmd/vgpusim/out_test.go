@@ -72,3 +72,24 @@ func TestUsageNotWritten(t *testing.T) {
 		})
 	}
 }
+
+// A run or a table that an interrupt (the context's end) stops says it
+// was interrupted, not only the "context canceled" of the step it stopped
+// (which read as the policy's or the sampler's failure).
+func TestInterruptedSaysSo(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, args := range [][]string{
+		{"run", "--scenario", "noisy-neighbour", "--duration", "5s"},
+		{"run", "--scenario", "noisy-neighbour", "--duration", "5s", "--seeds", "2"},
+		{"tables", "--scenario", "noisy-neighbour", "--duration", "5s", "--seeds", "1"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(ctx, args, &stdout, &stderr, false)
+			if code != 1 || !strings.HasPrefix(stderr.String(), "vgpusim: error: interrupted: ") {
+				t.Errorf("exit %d, stderr %q; want 1 and vgpusim: error: interrupted: ...", code, stderr.String())
+			}
+		})
+	}
+}
