@@ -217,6 +217,11 @@ func (c Config) validate() error {
 	if c.Duration < 0 {
 		return fmt.Errorf("--duration %v must not be negative", c.Duration)
 	}
+	if c.Duration > sim.MaxDuration {
+		// a long step kept the series small while the run went on for
+		// centuries of virtual time
+		return fmt.Errorf("--duration %v: at most %v, as a scenario's duration", c.Duration, sim.MaxDuration)
+	}
 	if c.Step <= 0 {
 		return fmt.Errorf("--step %v must be positive", c.Step)
 	}

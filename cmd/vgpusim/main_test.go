@@ -251,6 +251,9 @@ func TestErrors(t *testing.T) {
 		{"bad autotune parameter", []string{"run", "--scenario", nn, "--policy", "autotune", "--autotune.param", "pause_max=2"}, `--autotune.param: pause_max is a share, between 0 and 1, not "2"`},
 		{"unknown autotune parameter", []string{"run", "--scenario", nn, "--policy", "autotune", "--autotune.param", "pause=1"}, `--autotune.param: unknown parameter "pause" (names: `},
 		{"oracle at another step", []string{"run", "--scenario", nn, "--policy", "oracle", "--step", "500ms"}, "--step 500ms: the oracle policy searches by replays that step as a run at the default step of 1s does; leave --step out"},
+		{"duration over a week", []string{"run", "--scenario", nn, "--duration", "168h1s", "--step", "1h"}, "--duration 168h0m1s: at most 168h0m0s, as a scenario's duration"},
+		{"centuries in a step", []string{"run", "--scenario", nn, "--duration", "2562047h", "--step", "2562047h"}, "--duration 2562047h0m0s: at most 168h0m0s"},
+		{"tables duration over a week", []string{"tables", "--scenario", nn, "--duration", "169h"}, "--duration 169h0m0s: at most 168h0m0s"},
 		{"out is a file", []string{"run", "--scenario", nn, "--duration", "2s", "--out", bad}, "bad.yaml"},
 	}
 	for _, tc := range tests {
