@@ -62,6 +62,9 @@ type Config struct {
 	// Step is the sample, policy and report step (vgpusim's DefaultStep
 	// unless told).
 	Step time.Duration
+	// StepFixed says the step is no flag of the command (vgpusim
+	// tables): an error advises only --duration.
+	StepFixed bool
 	// Actuators wraps the simulator into the actuators a policy gets (the
 	// oracle's replays included); nil gives tuner.ActuatorsOf(simulator).
 	Actuators func(*sim.Simulator) tuner.Actuators
@@ -285,7 +288,7 @@ func (c Config) prepare() (*prepared, error) {
 	if p.dur < c.Step {
 		return nil, fmt.Errorf("--duration %v is shorter than one step (%v)", p.dur, c.Step)
 	}
-	if p.steps, err = runSteps(sc, p.dur, c.Step); err != nil {
+	if p.steps, err = runSteps(sc, p.dur, c.Step, c.StepFixed); err != nil {
 		return nil, err
 	}
 	p.tcfg = tenant.EmptyConfig()
@@ -435,16 +438,21 @@ const (
 )
 
 // runSteps is the number of steps of a run of dur at step on sc; an error
-// when the run's series would be over maxSeriesRows.
-func runSteps(sc *sim.Scenario, dur, step time.Duration) (int64, error) {
+// when the run's series would be over maxSeriesRows, naming --step where
+// it is a flag (not fixed).
+func runSteps(sc *sim.Scenario, dur, step time.Duration, fixed bool) (int64, error) {
 	steps := int64(dur / step)
 	if dur%step != 0 {
 		steps++
 	}
 	per := int64(len(sc.Tenants) + len(sc.GPUs))
 	if steps > maxSeriesRows/per {
-		return 0, fmt.Errorf("--duration %v at --step %v is %d steps of %d tenants and %d GPUs: a run's series holds at most %d rows (steps x (tenants + GPUs)), this one %d steps at the most; shorten --duration (default: the scenario's duration) or lengthen --step",
-			dur, step, steps, len(sc.Tenants), len(sc.GPUs), maxSeriesRows, maxSeriesRows/per)
+		at, advice := "at --step", "shorten --duration (default: the scenario's duration) or lengthen --step"
+		if fixed {
+			at, advice = "at the step of", "shorten --duration (default: the scenario's duration)"
+		}
+		return 0, fmt.Errorf("--duration %v %s %v is %d steps of %d tenants and %d GPUs: a run's series holds at most %d rows (steps x (tenants + GPUs)), this one %d steps at the most; %s",
+			dur, at, step, steps, len(sc.Tenants), len(sc.GPUs), maxSeriesRows, maxSeriesRows/per, advice)
 	}
 	return steps, nil
 }

@@ -101,7 +101,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, progress 
 	listCmd := app.Command("list", "List the built-in scenarios.")
 
 	tablesCmd := app.Command("tables", "Run every built-in scenario under each policy on each seed and print the scenario tables of scenarios/README.md and docs/tuning.md.")
-	tables := table.Options{Run: simrun.Config{Step: simrun.DefaultStep}}
+	tables := table.Options{Run: simrun.Config{Step: simrun.DefaultStep, StepFixed: true}}
 	var tableSeeds, tablePolicies, tableDuration string
 	tablesCmd.Flag("seeds", "Seeds of every run: a range (4-6), a seed or a list (1,5,9).").Default("1-3").StringVar(&tableSeeds)
 	tablesCmd.Flag("policies", "Policies, in row order; the policy table needs "+baseline.StaticEqualName+" and "+baseline.UncappedName+" (its goodput columns), the slack table alone (--no-policy-table --slack) any.").
