@@ -79,9 +79,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, progress 
 
 	runCmd := app.Command("run", "Run a scenario and report.")
 	var cfg runConfig
-	var seedSet bool
+	var seedSet, tenantsSet, outSet bool
 	runCmd.Flag("scenario", "Scenario file, or the name of a built-in scenario (see 'vgpusim list').").Required().StringVar(&cfg.Scenario)
-	runCmd.Flag("tenants", "Tenants file for attribution; default: the scenario's <name>.tenants.yaml companion when it exists.").StringVar(&cfg.Tenants)
+	runCmd.Flag("tenants", "Tenants file for attribution; default: the scenario's <name>.tenants.yaml companion when it exists.").IsSetByUser(&tenantsSet).StringVar(&cfg.Tenants)
 	runCmd.Flag("policy", "Sharing policy: "+strings.Join(simrun.PolicyNames(), ", ")+" (searches replays for the best static setting per phase).").Default(baseline.UncappedName).StringVar(&cfg.Policy)
 	runCmd.Flag("disable-knob", "With a tuner policy (autotune, best-effort, static-equal): a knob the tuner never changes (repeatable): "+strings.Join(tuner.KnobNames(), ", ")+"; e.g. locked_clocks and power_limit for the same run without clock or power control.").
 		PlaceHolder("KNOB").SetValue(flagvalue.EachOf("disable-knob", &cfg.DisabledKnobs, tuner.KnobNames()...))
@@ -94,7 +94,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, progress 
 	runCmd.Flag("seed", "Random seed (non-zero); default: the scenario's seed.").IsSetByUser(&seedSet).StringVar(&seed)
 	runCmd.Flag("seeds", "Run once per seed and report each figure's mean and spread: a count N (--seed, else the scenario's seed, and the N-1 after it) or a list (1,2,3).").StringVar(&seeds)
 	runCmd.Flag("step", "Sample, policy and report step in virtual time.").Default(simrun.DefaultStep.String()).StringVar(&step)
-	runCmd.Flag("out", "Directory to write the summary, time series and plots into; nothing is written when empty.").StringVar(&cfg.Out)
+	runCmd.Flag("out", "Directory to write the summary, time series and plots into; nothing is written without it.").IsSetByUser(&outSet).StringVar(&cfg.Out)
 	var formatSet bool
 	runCmd.Flag("format", "Time series format in --out: csv or json.").Default(report.FormatCSV).IsSetByUser(&formatSet).SetValue(flagvalue.OneOf("format", &cfg.Format, report.FormatCSV, report.FormatJSON))
 
@@ -148,6 +148,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, progress 
 		if formatSet && cfg.Out == "" {
 			// the summary on standard output is text whatever the format
 			app.Errorf("--format %s: only the files of --out have a format; give --out DIR", cfg.Format)
+			return 1
+		}
+		// an empty value (a script's unset variable) would run as if the
+		// flag were not there: with the companion, writing nothing
+		if tenantsSet && cfg.Tenants == "" {
+			app.Errorf("--tenants \"\": want a tenants file (leave the flag out for the scenario's companion)")
+			return 1
+		}
+		if outSet && cfg.Out == "" {
+			app.Errorf("--out \"\": want a directory (leave the flag out to write nothing)")
 			return 1
 		}
 		if cfg.Out == "-" {

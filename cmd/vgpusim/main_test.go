@@ -256,6 +256,9 @@ func TestErrors(t *testing.T) {
 		{"tables duration over a week", []string{"tables", "--scenario", nn, "--duration", "169h"}, "--duration 169h0m0s: at most 168h0m0s"},
 		{"tables too many rows", []string{"tables", "--scenario", "eight-gpu-hot", "--duration", "30h"}, "--duration 30h0m0s at the step of 1s is 108000 steps of 32 tenants and 8 GPUs: a run's series holds at most 4194304 rows (steps x (tenants + GPUs)), this one 104857 steps at the most; shorten --duration (default: the scenario's duration)\n"},
 		{"run too many rows", []string{"run", "--scenario", "eight-gpu-hot", "--duration", "30h"}, "--duration 30h0m0s at --step 1s is 108000 steps of 32 tenants and 8 GPUs"},
+		{"tenants empty", []string{"run", "--scenario", nn, "--duration", "2s", "--tenants", ""}, `--tenants "": want a tenants file (leave the flag out for the scenario's companion)`},
+		{"tenants= empty", []string{"run", "--scenario", nn, "--duration", "2s", "--tenants="}, `--tenants "": want a tenants file`},
+		{"out empty", []string{"run", "--scenario", nn, "--duration", "2s", "--out", ""}, `--out "": want a directory (leave the flag out to write nothing)`},
 		{"out is a file", []string{"run", "--scenario", nn, "--duration", "2s", "--out", bad}, "bad.yaml"},
 	}
 	for _, tc := range tests {
