@@ -28,7 +28,10 @@ func (c Config) settings() []string {
 		out = append(out, "disable-knob "+k)
 	}
 	for _, p := range c.AutotuneParams {
-		out = append(out, "autotune.param "+p)
+		// as the parameter reads it, the spaces around its name and
+		// value trimmed (" pause_max = 0.5" named "pause_max=0.5")
+		name, value, _ := strings.Cut(p, "=")
+		out = append(out, "autotune.param "+strings.TrimSpace(name)+"="+strings.TrimSpace(value))
 	}
 	return out
 }

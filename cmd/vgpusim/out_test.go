@@ -93,3 +93,13 @@ func TestInterruptedSaysSo(t *testing.T) {
 		})
 	}
 }
+
+// The summary's settings line names an --autotune.param as the policy
+// reads it, the spaces around its name and value trimmed (the text as
+// given, spaces and all, went into the line and series.json).
+func TestSettingsLineTrimsParam(t *testing.T) {
+	code, stdout, stderr := vgpusim(t, false, "run", "--scenario", "noisy-neighbour", "--policy", "autotune", "--duration", "2s", "--autotune.param", " pause_max = 0.5 ")
+	if code != 0 || !strings.Contains(stdout, "settings: autotune.param pause_max=0.5\n") {
+		t.Errorf("exit %d %s\n%s, want settings: autotune.param pause_max=0.5", code, stderr, stdout)
+	}
+}
