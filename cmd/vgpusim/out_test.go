@@ -103,3 +103,24 @@ func TestSettingsLineTrimsParam(t *testing.T) {
 		t.Errorf("exit %d %s\n%s, want settings: autotune.param pause_max=0.5", code, stderr, stdout)
 	}
 }
+
+// A scenario of GPUs alone, no tenants, runs with --out: its files but the
+// tenants' plots, which have nothing to draw (the run failed on
+// latency.png, "no steps recorded", with half its files written).
+func TestOutNoTenants(t *testing.T) {
+	dir := t.TempDir()
+	scenario := filepath.Join(dir, "idle.yaml")
+	if err := os.WriteFile(scenario, []byte("name: idle\ngpus:\n  - {model: H100-SXM5-80GB}\ntenants: []\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	code, stdout, stderr := vgpusim(t, false, "run", "--scenario", scenario, "--duration", "3s", "--out", out)
+	if code != 0 || !strings.Contains(stdout, "wrote 5 files into "+out) {
+		t.Fatalf("exit %d %s\n%s, want 5 files written", code, stderr, stdout)
+	}
+	for _, f := range []string{"summary.txt", "tenants.csv", "gpus.csv", "decisions.csv", "gpus.png"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Error(err)
+		}
+	}
+}
