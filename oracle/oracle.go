@@ -18,6 +18,7 @@ package oracle
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"slices"
 	"time"
@@ -213,6 +214,11 @@ func init() { simrun.RegisterPlanner(Name, plan) }
 // scenario, seed and duration, and runs its placements with its schedule
 // on the tuner's engine, which applies its settings phase by phase.
 func plan(ctx context.Context, s simrun.Setup) (*simrun.Plan, error) {
+	if s.Step != runStep {
+		// its replays step as a run at runStep does: the plan would be
+		// scored at another step than it was searched at
+		return nil, fmt.Errorf("--step %v: the %s policy searches by replays that step as a run at the default step of %v does; leave --step out", s.Step, Name, runStep)
+	}
 	p, err := Find(ctx, s.Scenario, s.Seed, s.Duration, s.Actuators)
 	if err != nil {
 		return nil, err

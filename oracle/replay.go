@@ -108,7 +108,9 @@ func (o *oracleSearch) run(ctx context.Context, p *Plan, last int) ([]*phaseRun,
 	// advance runs the replay to `to`, cutting a fragment at every minute
 	// of the grid, and at `to` when cut is set (a phase's end).
 	advance := func(to time.Time, pi int, cut bool) {
-		for s.Now().Before(to) {
+		// an interrupt ends the replay within a minute of virtual time,
+		// not at its phase's end (the run returns the context's error)
+		for s.Now().Before(to) && ctx.Err() == nil {
 			minute := minuteAt(s.Now())
 			next := simrun.Start.Add(time.Duration(minute+1) * report.GoodputWindow)
 			onGrid := !next.After(to)
@@ -156,6 +158,9 @@ func (o *oracleSearch) run(ctx context.Context, p *Plan, last int) ([]*phaseRun,
 			upTo(end, pi)
 		}
 		advance(end, pi, true)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err // its fragments cut short
 	}
 	return phaseRuns(frags, last+1), nil
 }

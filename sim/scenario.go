@@ -321,6 +321,10 @@ func LoadScenarioFS(fsys fs.FS, name string) (*Scenario, error) {
 // separately, as streams).
 const MaxScenarioBytes = 4 << 20
 
+// MaxDuration is the longest a scenario's duration may be (docs/simulator.md,
+// Limits), and a run's that replaces it: the run's time grows with it.
+const MaxDuration = maxDuration
+
 // ParseScenario parses a scenario from data; name is used in error messages
 // (and as the scenario name when the file has none). Relative trace paths
 // are resolved against the current directory.

@@ -59,3 +59,38 @@ func TestOneDocument(t *testing.T) {
 		})
 	}
 }
+
+// TestPodUIDChecked: a process's pod_uid is a pod UID as a tenants file's
+// kubernetes.pod_uid takes it (8-4-4-4-12 hex digits, or 32), or it is
+// refused at its line (any text went into the cgroup path, and a pod_uid
+// selector could never match it); one in upper case is read in the
+// kubelet's lower case.
+func TestPodUIDChecked(t *testing.T) {
+	const head = "name: x\ngpus:\n  - {model: H100-SXM5-80GB}\ntenants:\n"
+	const dnn = "workload: {type: dnn, flops: 1e9, arrival: {process: poisson, rate: 1}}"
+	for _, c := range []struct {
+		name, uid, want, cgroup string
+	}{
+		{"uuid", "5b1e7c42-0a9d-4c3e-9f16-2d8b4a7e6c01", "", "pod5b1e7c42_0a9d_4c3e_9f16_2d8b4a7e6c01.slice"},
+		{"upper case", "5B1E7C42-0A9D-4C3E-9F16-2D8B4A7E6C01", "", "pod5b1e7c42_0a9d_4c3e_9f16_2d8b4a7e6c01.slice"},
+		{"static pod", "0123456789abcdef0123456789ABCDEF", "", "pod0123456789abcdef0123456789abcdef.slice"},
+		{"text", "my-pod", `x.yaml:5: pod_uid "my-pod" is not a pod UID (8-4-4-4-12 hex digits, or 32 of a static pod)`, ""},
+		{"path", "../../etc", `x.yaml:5: pod_uid "../../etc" is not a pod UID`, ""},
+		{"underscores", "5b1e7c42_0a9d_4c3e_9f16_2d8b4a7e6c01", "is not a pod UID", ""},
+		{"too long", "5b1e7c42-0a9d-4c3e-9f16-2d8b4a7e6c010", "is not a pod UID", ""},
+		{"not hex", "5b1e7c42-0a9d-4c3e-9f16-2d8b4a7e6cxx", "is not a pod UID", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			src := head + "  - {name: a, process: {pod_uid: \"" + c.uid + "\"}, " + dnn + "}\n"
+			sc, err := ParseScenario("x.yaml", []byte(src))
+			switch {
+			case c.want == "" && err != nil:
+				t.Errorf("%v, want it to load", err)
+			case c.want == "" && !strings.Contains(sc.Tenants[0].Process.Cgroup, "-"+c.cgroup+"/"):
+				t.Errorf("cgroup %s, want its pod segment %s", sc.Tenants[0].Process.Cgroup, c.cgroup)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+				t.Errorf("%v, want %q", err, c.want)
+			}
+		})
+	}
+}

@@ -28,6 +28,10 @@ var timeSliceLevels = map[gpu.TimeSliceLevel]time.Duration{
 
 var hexRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
+// podUIDRE is a pod UID as a tenants file's kubernetes.pod_uid takes it
+// (tenant.KubernetesSelector), any case: 8-4-4-4-12 hex digits or 32.
+var podUIDRE = regexp.MustCompile(`^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}|[0-9a-fA-F]{32})$`)
+
 // Limits on the size of a scenario (docs/simulator.md, Limits). A scenario
 // is one host; the simulator's memory and time grow with each of these, so
 // that a file over them would take the machine's memory or run for hours:
@@ -270,6 +274,10 @@ func (p *parser) validate(sc *Scenario) error {
 				t.Process.Executable = "tritonserver"
 			}
 		}
+		if u := t.Process.PodUID; u != "" && !podUIDRE.MatchString(u) {
+			return p.errAt(at("process", "pod_uid"), "pod_uid %q is not a pod UID (8-4-4-4-12 hex digits, or 32 of a static pod)", u)
+		}
+		t.Process.PodUID = strings.ToLower(t.Process.PodUID) // the kubelet's case
 		if t.Process.Cgroup == "" {
 			if t.Process.PodUID == "" {
 				t.Process.PodUID = podUID(t.Name)

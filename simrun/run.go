@@ -28,7 +28,10 @@ func (c Config) settings() []string {
 		out = append(out, "disable-knob "+k)
 	}
 	for _, p := range c.AutotuneParams {
-		out = append(out, "autotune.param "+p)
+		// as the parameter reads it, the spaces around its name and
+		// value trimmed (" pause_max = 0.5" named "pause_max=0.5")
+		name, value, _ := strings.Cut(p, "=")
+		out = append(out, "autotune.param "+strings.TrimSpace(name)+"="+strings.TrimSpace(value))
 	}
 	return out
 }
@@ -62,6 +65,9 @@ type Config struct {
 	// Step is the sample, policy and report step (vgpusim's DefaultStep
 	// unless told).
 	Step time.Duration
+	// StepFixed says the step is no flag of the command (vgpusim
+	// tables): an error advises only --duration.
+	StepFixed bool
 	// Actuators wraps the simulator into the actuators a policy gets (the
 	// oracle's replays included); nil gives tuner.ActuatorsOf(simulator).
 	Actuators func(*sim.Simulator) tuner.Actuators
@@ -102,12 +108,13 @@ func (r *Result) Applied() int {
 	return n
 }
 
-// Setup is what a planner is given: the run's scenario, seed and
-// duration, and the actuators its own replays give their policies.
+// Setup is what a planner is given: the run's scenario, seed, duration
+// and step, and the actuators its own replays give their policies.
 type Setup struct {
 	Scenario  *sim.Scenario
 	Seed      int64
 	Duration  time.Duration
+	Step      time.Duration
 	Actuators func(*sim.Simulator) tuner.Actuators
 }
 
@@ -216,6 +223,11 @@ func (c Config) validate() error {
 	if c.Duration < 0 {
 		return fmt.Errorf("--duration %v must not be negative", c.Duration)
 	}
+	if c.Duration > sim.MaxDuration {
+		// a long step kept the series small while the run went on for
+		// centuries of virtual time
+		return fmt.Errorf("--duration %v: at most %v, as a scenario's duration", c.Duration, sim.MaxDuration)
+	}
 	if c.Step <= 0 {
 		return fmt.Errorf("--step %v must be positive", c.Step)
 	}
@@ -279,7 +291,7 @@ func (c Config) prepare() (*prepared, error) {
 	if p.dur < c.Step {
 		return nil, fmt.Errorf("--duration %v is shorter than one step (%v)", p.dur, c.Step)
 	}
-	if p.steps, err = runSteps(sc, p.dur, c.Step); err != nil {
+	if p.steps, err = runSteps(sc, p.dur, c.Step, c.StepFixed); err != nil {
 		return nil, err
 	}
 	p.tcfg = tenant.EmptyConfig()
@@ -289,7 +301,7 @@ func (c Config) prepare() (*prepared, error) {
 			return nil, fmt.Errorf("--tenants: %w", err)
 		}
 		if err := CheckTenants(sc, p.tcfg); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("--tenants: %w", err)
 		}
 	case companion != nil:
 		p.tcfg = companion // checked against the scenario as it was loaded
@@ -320,7 +332,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	res := &Result{}
 	if planner != nil {
-		res.Plan, err = planner(ctx, Setup{Scenario: sc, Seed: seed, Duration: dur, Actuators: cfg.Actuators})
+		res.Plan, err = planner(ctx, Setup{Scenario: sc, Seed: seed, Duration: dur, Step: cfg.Step, Actuators: cfg.Actuators})
 		if err != nil {
 			return nil, fmt.Errorf("%s on %s: %w", cfg.Policy, cfg.Scenario, err)
 		}
@@ -429,16 +441,21 @@ const (
 )
 
 // runSteps is the number of steps of a run of dur at step on sc; an error
-// when the run's series would be over maxSeriesRows.
-func runSteps(sc *sim.Scenario, dur, step time.Duration) (int64, error) {
+// when the run's series would be over maxSeriesRows, naming --step where
+// it is a flag (not fixed).
+func runSteps(sc *sim.Scenario, dur, step time.Duration, fixed bool) (int64, error) {
 	steps := int64(dur / step)
 	if dur%step != 0 {
 		steps++
 	}
 	per := int64(len(sc.Tenants) + len(sc.GPUs))
 	if steps > maxSeriesRows/per {
-		return 0, fmt.Errorf("--duration %v at --step %v is %d steps of %d tenants and %d GPUs: a run's series holds at most %d rows (steps x (tenants + GPUs)), this one %d steps at the most; shorten --duration (default: the scenario's duration) or lengthen --step",
-			dur, step, steps, len(sc.Tenants), len(sc.GPUs), maxSeriesRows, maxSeriesRows/per)
+		at, advice := "at --step", "shorten --duration (default: the scenario's duration) or lengthen --step"
+		if fixed {
+			at, advice = "at the step of", "shorten --duration (default: the scenario's duration)"
+		}
+		return 0, fmt.Errorf("--duration %v %s %v is %d steps of %d tenants and %d GPUs: a run's series holds at most %d rows (steps x (tenants + GPUs)), this one %d steps at the most; %s",
+			dur, at, step, steps, len(sc.Tenants), len(sc.GPUs), maxSeriesRows, maxSeriesRows/per, advice)
 	}
 	return steps, nil
 }

@@ -90,7 +90,7 @@ func TestRunPlanner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if setup.Scenario == nil || setup.Scenario.Name != "noisy-neighbour" || setup.Seed != 5 || setup.Duration != 10*time.Second || setup.Actuators == nil {
+	if setup.Scenario == nil || setup.Scenario.Name != "noisy-neighbour" || setup.Seed != 5 || setup.Duration != 10*time.Second || setup.Step != 2*time.Second || setup.Actuators == nil {
 		t.Errorf("planner setup %+v", setup)
 	}
 	if m := res.Recorder.Meta(); m.Scenario != "planned" || m.Policy != "recorder" || m.Seed != 5 {

@@ -125,10 +125,14 @@ func IsFile(arg string) bool {
 
 // Companion returns the tenants file beside a scenario file when there is
 // one, else "": dir/NAME.yaml (or .yml) -> dir/NAME.tenants.yaml, as the
-// exporter's --backend=sim and the built-in library name it.
+// exporter's --backend=sim and the built-in library name it. Anything of
+// that name is the companion, to be read as a tenants file: a directory,
+// a link to nothing or another file that is not a regular one is then
+// refused naming it (loadTenants), not taken as no tenants file, which
+// would run the scenario with every process unassigned.
 func Companion(scenarioPath string) string {
 	p := strings.TrimSuffix(scenarioPath, filepath.Ext(scenarioPath)) + scenarios.TenantsSuffix
-	if st, err := os.Stat(p); err != nil || st.IsDir() {
+	if _, err := os.Lstat(p); err != nil {
 		return ""
 	}
 	return p

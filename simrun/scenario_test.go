@@ -38,3 +38,62 @@ func TestLoadScenarioTenantsFile(t *testing.T) {
 		t.Errorf("%v, want its problems, then %q", err, want)
 	}
 }
+
+// Anything of a scenario file's companion name is read as its tenants
+// file: a directory or a link to nothing there is refused naming it, not
+// taken as no tenants file (every process unassigned).
+func TestLoadScenarioCompanionNotAFile(t *testing.T) {
+	data, err := os.ReadFile("../scenarios/noisy-neighbour.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		make func(path string) error
+		want string
+	}{
+		{"directory", func(p string) error { return os.Mkdir(p, 0o755) }, "is a directory"},
+		{"link to nothing", func(p string) error { return os.Symlink(p+".none", p) }, "no such file"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			scenario := filepath.Join(dir, "nn.yaml")
+			if err := os.WriteFile(scenario, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			companion := filepath.Join(dir, "nn.tenants.yaml")
+			if err := c.make(companion); err != nil {
+				t.Fatal(err)
+			}
+			_, cfg, err := LoadScenario(scenario)
+			if err == nil || !strings.Contains(err.Error(), companion) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("tenants %v, error %v; want %q naming %s", cfg, err, c.want, companion)
+			}
+		})
+	}
+}
+
+// A --tenants file that loads but disagrees with the scenario (a sim://
+// source it does not serve, another SLO) is refused naming the flag, as
+// one that does not load is.
+func TestTenantsFlagDisagreementNamesFlag(t *testing.T) {
+	data, err := os.ReadFile("../scenarios/noisy-neighbour.tenants.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, from, to, want string }{
+		{"sim source", "sim://chat", "sim://nosuch", `latency_source sim://nosuch: sim: no tenant named "nosuch"`},
+		{"slo", "target: 8s", "target: 9s", "disagree on SLOs"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "t.yaml")
+			if err := os.WriteFile(path, []byte(strings.Replace(string(data), c.from, c.to, 1)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			err := Config{Scenario: "noisy-neighbour", Tenants: path, Policy: "best-effort", Step: DefaultStep}.Check()
+			if err == nil || !strings.HasPrefix(err.Error(), "--tenants: ") || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%v, want --tenants: ... %q", err, c.want)
+			}
+		})
+	}
+}

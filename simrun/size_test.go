@@ -31,7 +31,7 @@ func TestRunSizeBounded(t *testing.T) {
 		{10 * time.Second, time.Nanosecond, 0, "--duration 10s at --step 1ns is 10000000000 steps of 3 tenants and 1 GPUs: a run's series holds at most 4194304 rows"},
 		{2562047 * time.Hour, time.Second, 0, "is 9223369200 steps"},
 	} {
-		steps, err := runSteps(sc, c.dur, c.step)
+		steps, err := runSteps(sc, c.dur, c.step, false)
 		if c.err != "" {
 			if err == nil || !strings.Contains(err.Error(), c.err) {
 				t.Errorf("%v at %v: %v, want %q", c.dur, c.step, err, c.err)

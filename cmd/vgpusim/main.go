@@ -56,7 +56,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, progress 
 	app := kingpin.New("vgpusim", "Run a GPU-sharing scenario offline in virtual time with a sharing policy, and report what each tenant got.")
 	app.Version(version.Print("vgpusim"))
 	app.HelpFlag.Short('h')
-	app.UsageWriter(stdout)
+	// kingpin panics on a help text it fails to write (standard output
+	// full or closed), and passes over a version it fails to write: the
+	// writer keeps the error, and the command ends with it
+	usage := &keptErrWriter{w: stdout}
+	app.UsageWriter(usage)
 	app.ErrorWriter(stderr)
 	app.Terminate(func(c int) { panic(errExit{c}) })
 	defer func() {
@@ -67,13 +71,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, progress 
 			}
 			code = e.code
 		}
+		if usage.err != nil && code == 0 {
+			fmt.Fprintf(stderr, "vgpusim: error: %v\n", usage.err)
+			code = 1
+		}
 	}()
 
 	runCmd := app.Command("run", "Run a scenario and report.")
 	var cfg runConfig
-	var seedSet bool
+	var seedSet, tenantsSet, outSet bool
 	runCmd.Flag("scenario", "Scenario file, or the name of a built-in scenario (see 'vgpusim list').").Required().StringVar(&cfg.Scenario)
-	runCmd.Flag("tenants", "Tenants file for attribution; default: the scenario's <name>.tenants.yaml companion when it exists.").StringVar(&cfg.Tenants)
+	runCmd.Flag("tenants", "Tenants file for attribution; default: the scenario's <name>.tenants.yaml companion when it exists.").IsSetByUser(&tenantsSet).StringVar(&cfg.Tenants)
 	runCmd.Flag("policy", "Sharing policy: "+strings.Join(simrun.PolicyNames(), ", ")+" (searches replays for the best static setting per phase).").Default(baseline.UncappedName).StringVar(&cfg.Policy)
 	runCmd.Flag("disable-knob", "With a tuner policy (autotune, best-effort, static-equal): a knob the tuner never changes (repeatable): "+strings.Join(tuner.KnobNames(), ", ")+"; e.g. locked_clocks and power_limit for the same run without clock or power control.").
 		PlaceHolder("KNOB").SetValue(flagvalue.EachOf("disable-knob", &cfg.DisabledKnobs, tuner.KnobNames()...))
@@ -86,14 +94,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, progress 
 	runCmd.Flag("seed", "Random seed (non-zero); default: the scenario's seed.").IsSetByUser(&seedSet).StringVar(&seed)
 	runCmd.Flag("seeds", "Run once per seed and report each figure's mean and spread: a count N (--seed, else the scenario's seed, and the N-1 after it) or a list (1,2,3).").StringVar(&seeds)
 	runCmd.Flag("step", "Sample, policy and report step in virtual time.").Default(simrun.DefaultStep.String()).StringVar(&step)
-	runCmd.Flag("out", "Directory to write the summary, time series and plots into; nothing is written when empty.").StringVar(&cfg.Out)
+	runCmd.Flag("out", "Directory to write the summary, time series and plots into; nothing is written without it.").IsSetByUser(&outSet).StringVar(&cfg.Out)
 	var formatSet bool
 	runCmd.Flag("format", "Time series format in --out: csv or json.").Default(report.FormatCSV).IsSetByUser(&formatSet).SetValue(flagvalue.OneOf("format", &cfg.Format, report.FormatCSV, report.FormatJSON))
 
 	listCmd := app.Command("list", "List the built-in scenarios.")
 
 	tablesCmd := app.Command("tables", "Run every built-in scenario under each policy on each seed and print the scenario tables of scenarios/README.md and docs/tuning.md.")
-	tables := table.Options{Run: simrun.Config{Step: simrun.DefaultStep}}
+	tables := table.Options{Run: simrun.Config{Step: simrun.DefaultStep, StepFixed: true}}
 	var tableSeeds, tablePolicies, tableDuration string
 	tablesCmd.Flag("seeds", "Seeds of every run: a range (4-6), a seed or a list (1,5,9).").Default("1-3").StringVar(&tableSeeds)
 	tablesCmd.Flag("policies", "Policies, in row order; the policy table needs "+baseline.StaticEqualName+" and "+baseline.UncappedName+" (its goodput columns), the slack table alone (--no-policy-table --slack) any.").
@@ -128,7 +136,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, progress 
 			err = table.Write(ctx, stdout, tables)
 		}
 		if err != nil {
-			app.Errorf("%v", err)
+			app.Errorf("%v", interrupted(ctx, err))
 			return 1
 		}
 		return 0
@@ -142,39 +150,59 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, progress 
 			app.Errorf("--format %s: only the files of --out have a format; give --out DIR", cfg.Format)
 			return 1
 		}
+		// an empty value (a script's unset variable) would run as if the
+		// flag were not there: with the companion, writing nothing
+		if tenantsSet && cfg.Tenants == "" {
+			app.Errorf("--tenants \"\": want a tenants file (leave the flag out for the scenario's companion)")
+			return 1
+		}
+		if outSet && cfg.Out == "" {
+			app.Errorf("--out \"\": want a directory (leave the flag out to write nothing)")
+			return 1
+		}
 		if cfg.Out == "-" {
 			app.Errorf("--out -: want a directory for the run's files (the summary goes to standard output already)")
 			return 1
 		}
+		undo := func() {}
 		if cfg.Out != "" {
-			// made before the run, so that a directory that cannot be
-			// made does not cost the run first
-			if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
+			var err error
+			if undo, err = makeOut(cfg.Out); err != nil {
 				app.Errorf("--out: %v", err)
 				return 1
 			}
 		}
+		var err error
 		if seeds != "" {
-			n, list, err := simrun.ParseSeeds(seeds)
-			if err == nil {
+			var n int
+			var list []int64
+			if n, list, err = simrun.ParseSeeds(seeds); err == nil {
 				err = runSeeds(ctx, cfg, n, list, stdout)
 			}
-			if err != nil {
-				app.Errorf("%v", err)
-				return 1
+		} else {
+			if progress {
+				cfg.Progress = newBar(stderr)
 			}
-			return 0
+			err = runScenario(ctx, cfg, stdout)
 		}
-		if progress {
-			cfg.Progress = newBar(stderr)
-		}
-		if err := runScenario(ctx, cfg, stdout); err != nil {
-			app.Errorf("%v", err)
+		if err != nil {
+			undo()
+			app.Errorf("%v", interrupted(ctx, err))
 			return 1
 		}
 		return 0
 	}
 	return 1
+}
+
+// interrupted says so of the error of a run that ctx ended (an
+// interrupt): the step it stopped reads "context canceled", as if the
+// policy or the sampler had failed.
+func interrupted(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("interrupted: %w", err)
+	}
+	return err
 }
 
 // parseRunFlags parses the flags whose errors kingpin would not attribute
@@ -228,6 +256,20 @@ func newBar(w io.Writer) func(done, total int64) {
 			_ = bar.Finish()
 		}
 	}
+}
+
+// keptErrWriter writes to w until a write fails, and then nothing; it
+// keeps that error and reports none.
+type keptErrWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (k *keptErrWriter) Write(p []byte) (int, error) {
+	if k.err == nil {
+		_, k.err = k.w.Write(p)
+	}
+	return len(p), nil
 }
 
 // runConfig is what `vgpusim run` was asked to do: a run, and where and

@@ -250,6 +250,15 @@ func TestErrors(t *testing.T) {
 		{"autotune parameter for a planner", []string{"run", "--scenario", nn, "--policy", "oracle", "--autotune.param", "pause_max=0.5"}, `--autotune.param: only the autotune policy has parameters, not "oracle"`},
 		{"bad autotune parameter", []string{"run", "--scenario", nn, "--policy", "autotune", "--autotune.param", "pause_max=2"}, `--autotune.param: pause_max is a share, between 0 and 1, not "2"`},
 		{"unknown autotune parameter", []string{"run", "--scenario", nn, "--policy", "autotune", "--autotune.param", "pause=1"}, `--autotune.param: unknown parameter "pause" (names: `},
+		{"oracle at another step", []string{"run", "--scenario", nn, "--policy", "oracle", "--step", "500ms"}, "--step 500ms: the oracle policy searches by replays that step as a run at the default step of 1s does; leave --step out"},
+		{"duration over a week", []string{"run", "--scenario", nn, "--duration", "168h1s", "--step", "1h"}, "--duration 168h0m1s: at most 168h0m0s, as a scenario's duration"},
+		{"centuries in a step", []string{"run", "--scenario", nn, "--duration", "2562047h", "--step", "2562047h"}, "--duration 2562047h0m0s: at most 168h0m0s"},
+		{"tables duration over a week", []string{"tables", "--scenario", nn, "--duration", "169h"}, "--duration 169h0m0s: at most 168h0m0s"},
+		{"tables too many rows", []string{"tables", "--scenario", "eight-gpu-hot", "--duration", "30h"}, "--duration 30h0m0s at the step of 1s is 108000 steps of 32 tenants and 8 GPUs: a run's series holds at most 4194304 rows (steps x (tenants + GPUs)), this one 104857 steps at the most; shorten --duration (default: the scenario's duration)\n"},
+		{"run too many rows", []string{"run", "--scenario", "eight-gpu-hot", "--duration", "30h"}, "--duration 30h0m0s at --step 1s is 108000 steps of 32 tenants and 8 GPUs"},
+		{"tenants empty", []string{"run", "--scenario", nn, "--duration", "2s", "--tenants", ""}, `--tenants "": want a tenants file (leave the flag out for the scenario's companion)`},
+		{"tenants= empty", []string{"run", "--scenario", nn, "--duration", "2s", "--tenants="}, `--tenants "": want a tenants file`},
+		{"out empty", []string{"run", "--scenario", nn, "--duration", "2s", "--out", ""}, `--out "": want a directory (leave the flag out to write nothing)`},
 		{"out is a file", []string{"run", "--scenario", nn, "--duration", "2s", "--out", bad}, "bad.yaml"},
 	}
 	for _, tc := range tests {

@@ -335,7 +335,7 @@ func tenantPanels(r *Recorder, panel func(title, xlabel string, steps []Step, di
 		panels = append(panels, p)
 	}
 	if len(panels) == 0 {
-		return Plot{}, errNoData
+		return Plot{}, errNoTenants
 	}
 	return grid(panels), nil
 }

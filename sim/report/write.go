@@ -185,6 +185,9 @@ func WriteFiles(dir string, r *Recorder, format string) ([]string, error) {
 	}{{FileLatencyPlot, LatencyPlot}, {FileSharesPlot, SharesPlot}, {FileGPUPlot, GPUPlot}}
 	for _, p := range plots {
 		pl, err := p.f(r)
+		if errors.Is(err, errNoTenants) {
+			continue // a scenario of no tenants: nothing to draw
+		}
 		if err != nil {
 			return written, fmt.Errorf("%s: %w", p.name, err)
 		}
@@ -230,6 +233,9 @@ func (e *errWriter) Write(p []byte) (int, error) {
 }
 
 var errNoData = errors.New("no steps recorded")
+
+// errNoTenants is the error of a tenant plot of a run with no tenants.
+var errNoTenants = errors.New("no tenants")
 
 func num(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 
