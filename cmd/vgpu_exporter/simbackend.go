@@ -69,7 +69,11 @@ func resolveScenario(arg string, libs ...scenarios.Library) (*sim.Scenario, tena
 			return nil, tenant.ConfigSource{}, fmt.Errorf("--sim.scenario=%s: %w", arg, err)
 		}
 		var ts tenant.ConfigSource
-		if p := companionPath(arg); fileExists(p) {
+		if p := companionPath(arg); lexists(p) {
+			// anything of that name is the companion: one that is no
+			// regular file (a directory, a link to nothing) is refused
+			// where it is read, not taken as no tenants file, which would
+			// leave every process unassigned
 			ts.Path = p
 		}
 		return sc, ts, nil
@@ -102,7 +106,8 @@ func companionPath(scenario string) string {
 	return strings.TrimSuffix(scenario, ext) + scenarios.TenantsSuffix
 }
 
-func fileExists(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && !fi.IsDir()
+// lexists says whether anything, a link to nothing too, is at p.
+func lexists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
 }

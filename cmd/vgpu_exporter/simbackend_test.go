@@ -75,6 +75,22 @@ func TestResolveScenario(t *testing.T) {
 	}
 	libs := []scenarios.Library{{FS: builtin, Dir: "."}, {FS: second, Dir: "replay"}}
 
+	// A companion that is no regular file (a directory, a link to nothing)
+	// is still the companion, refused where it is read, not taken as no
+	// tenants file (every process unassigned).
+	dirCompanion, linkCompanion := filepath.Join(dir, "d.yaml"), filepath.Join(dir, "l.yaml")
+	for _, p := range []string{dirCompanion, linkCompanion} {
+		if err := os.WriteFile(p, scenario, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dir, "d.tenants.yaml"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(dir, "gone.yaml"), filepath.Join(dir, "l.tenants.yaml")); err != nil {
+		t.Fatal(err)
+	}
+
 	for _, tc := range []struct {
 		arg         string
 		wantPath    string // companion file
@@ -94,6 +110,8 @@ func TestResolveScenario(t *testing.T) {
 		{arg: "tiny.tenants", wantErr: []string{"not a built-in scenario"}},
 		{arg: "bad", wantErr: []string{"built-in scenario bad: bad.yaml:2"}},
 		{arg: broken, wantErr: []string{"broken.yaml"}},
+		{arg: dirCompanion, wantPath: filepath.Join(dir, "d.tenants.yaml")},
+		{arg: linkCompanion, wantPath: filepath.Join(dir, "l.tenants.yaml")},
 	} {
 		sc, ts, err := resolveScenario(tc.arg, libs...)
 		if len(tc.wantErr) > 0 {
