@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/go-kit/log"
@@ -156,18 +157,30 @@ func (t *Tuner) settle(ctx context.Context, st *State, a Action, d Decision, err
 // journal did not take it (in enforce mode; a revert is made all the same).
 const journalHeld = "recommended only: the tuner journal cannot be written, so no change is made until a write succeeds"
 
+// heldByJournal reports whether d is a change recommended only because the
+// journal did not take it.
+func heldByJournal(d Decision) bool {
+	return d.Outcome == OutcomeRecommended && strings.Contains(d.Reason, journalHeld)
+}
+
+// journalRefusal stands for the journal among the guards whose repeated
+// refusals are logged at debug (refusalLevel); forgotten when it is
+// writable again (noteJournal), so that the next outage is logged.
+const journalRefusal = "(journal)"
+
 // chain is the tuner's guard chain.
 func (t *Tuner) chain() Chain { return Chain(t.o.Guards) }
 
-// refusalLevel is the level a guard's refusal is logged at: info the
-// first time a target's change is refused by that guard, debug while the
-// same refusal repeats round after round (a held-back change would
-// otherwise log the same line every interval).
-func (t *Tuner) refusalLevel(a Action, d Decision) func(log.Logger) log.Logger {
+// refusalLevel is the level a refusal is logged at: info the first time
+// a target's change is refused by a guard, or recommended only because the
+// journal cannot be written, debug while the same refusal repeats round
+// after round (a held-back change would otherwise log the same line every
+// interval). by is the guard, or journalRefusal.
+func (t *Tuner) refusalLevel(a Action, d Decision, by string) func(log.Logger) log.Logger {
 	if t.refused == nil {
 		t.refused = map[string]string{}
 	}
-	k, v := a.Target.String(), d.Guard+" "+d.To
+	k, v := a.Target.String(), by+" "+d.To
 	if t.refused[k] == v {
 		return level.Debug
 	}
@@ -188,14 +201,17 @@ func (t *Tuner) finish(a Action, d Decision, now time.Time, err error) Decision 
 		t.o.Hold.Block(a.Target, a.Current, now)
 	}
 	t.chain().Record(a, d.Outcome, err, now)
-	if d.Outcome != OutcomeGuarded {
+	unjournaled := heldByJournal(d)
+	if d.Outcome != OutcomeGuarded && !unjournaled {
 		delete(t.refused, a.Target.String())
 	}
 	lv := level.Info
-	switch d.Outcome {
-	case OutcomeGuarded:
-		lv = t.refusalLevel(a, d)
-	case OutcomeFailed, OutcomeRolledBack:
+	switch {
+	case d.Outcome == OutcomeGuarded:
+		lv = t.refusalLevel(a, d, d.Guard)
+	case unjournaled:
+		lv = t.refusalLevel(a, d, journalRefusal)
+	case d.Outcome == OutcomeFailed, d.Outcome == OutcomeRolledBack:
 		lv = level.Warn
 	}
 	kv := []any{"msg", "tuner decision", "outcome", d.Outcome, "gpu", a.GPU, "knob", a.Knob, "from", d.From, "to", d.To, "reason", d.Reason}

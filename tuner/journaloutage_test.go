@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-kit/log"
+
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 )
 
@@ -72,5 +74,71 @@ func TestJournalOutageSpendsNoBudget(t *testing.T) {
 				t.Fatalf("the first round after the repair: %+v, %v; want the change applied", ds, err)
 			}
 		})
+	}
+}
+
+// A change recommended only because the journal cannot be written is
+// logged at info once, when the outage starts, and again when the change
+// decided differs, at debug while it repeats; "writable again" at info at
+// the repair, and a later outage is logged again. (Before, it was logged
+// at info every round: once a second at --tuner.interval=1s.)
+func TestJournalOutageLoggedOnce(t *testing.T) {
+	j, err := OpenJournal(filepath.Join(t.TempDir(), "journal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	out := &strings.Builder{}
+	clk := gpu.NewManualClock(t0)
+	power := func(w Watts) fixed {
+		return fixed{{Target: Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}, Current: Watts(700), Want: w, Reason: "test"}}
+	}
+	tu, err := New(Options{Policy: power(490), Actuators: ActuatorsOf(&recorder{}), Journal: j, Clock: clk, Mode: ModeEnforce,
+		Logger: log.NewLogfmtLogger(log.NewSyncWriter(out))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	infos := func() (n int) {
+		for _, l := range strings.Split(out.String(), "\n") {
+			if strings.Contains(l, "level=info") && strings.Contains(l, `msg="tuner decision"`) && strings.Contains(l, "outcome=recommended") {
+				n++
+			}
+		}
+		return n
+	}
+	round := func(p fixed) {
+		t.Helper()
+		tu.o.Policy = p
+		if _, err := tu.RunOnce(context.Background(), emptySnap(clk.Now())); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Second)
+	}
+	failWrites(t)
+	for _, c := range []struct {
+		name string
+		p    fixed
+		want int // info lines of recommended decisions so far
+	}{
+		{"the outage starts", power(490), 1},
+		{"it repeats", power(490), 1},
+		{"it repeats again", power(490), 1},
+		{"the change differs", power(480), 2},
+		{"which repeats", power(480), 2},
+	} {
+		round(c.p)
+		if n := infos(); n != c.want {
+			t.Fatalf("%s: %d recommended decisions logged at info, want %d:\n%s", c.name, n, c.want, out)
+		}
+	}
+	writeFile = (*os.File).Write
+	round(fixed(nil))
+	if !strings.Contains(out.String(), `level=info msg="tuner journal writable again`) {
+		t.Errorf("the repair is not logged at info:\n%s", out)
+	}
+	failWrites(t)
+	round(power(480))
+	if n := infos(); n != 3 {
+		t.Errorf("a second outage with the same change: %d recommended decisions logged at info, want 3:\n%s", n, out)
 	}
 }

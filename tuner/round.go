@@ -191,7 +191,7 @@ func (in roundInput) gpuRound(d *gpu.Device) (RoundKind, string, string) {
 		return RoundGuarded, fmt.Sprintf("the %s guard refused %s: %s", x.Guard, describeDecision(x), refusal(x)), x.Guard
 	case len(recommended) > 0:
 		why := "it recommends " + describeDecisions(recommended)
-		if strings.Contains(recommended[len(recommended)-1].Reason, journalHeld) {
+		if heldByJournal(recommended[len(recommended)-1]) {
 			why += " (" + journalHeld + ")" // not a guard's refusal: said so
 		}
 		return RoundRecommend, why, ""
