@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/go-kit/log"
@@ -18,10 +19,12 @@ import (
 // and after a crash, and reaches the actuators through apply and the
 // mechanism table (Mechanisms). One action's way:
 //
-//	mode -> guard chain -> journal "planned" -> the knob available on
-//	the GPU? -> (recommend) -> journal the original -> apply -> on failure
-//	roll back what this round applied on the GPU -> journal, count, log
-//	and teach the guards the outcome.
+//	mode -> guard chain but the budgets -> journal "planned" -> the
+//	budgets (rate, cap), unless the journal did not take it -> the knob
+//	available on the GPU? -> (recommend, or the journal did not take it)
+//	-> journal the original -> apply -> on failure roll back what this
+//	round applied on the GPU -> journal, count, log and teach the guards
+//	the outcome.
 
 // handle guards and applies the actions, GPU by GPU: when one action of a
 // GPU fails, those applied before it on that GPU in this round are rolled
@@ -45,12 +48,19 @@ func (t *Tuner) execute(ctx context.Context, st *State, a Action, now time.Time,
 	if mode == ModeOff || t.inFlight(a) {
 		return nil, false // (in flight: its hook's outcome comes at a later round, hooks.go)
 	}
-	ok, guard, why, quiet := t.chain().Admit(st, a, now)
+	ok, guard, why, quiet := t.chain().Judge(st, a, now)
 	if quiet {
 		return nil, false // asked for already, and waiting: not a new decision
 	}
 	jerr := t.journal(Record{Time: now, Event: string(OutcomePlanned), Target: a.Target, Tenant: a.Tenant,
 		From: encodeValue(a.Current), To: encodeValue(a.Want), Reason: a.Reason})
+	// A change the journal did not take is not made (below): it spends
+	// no budget, so that an outage neither shows as the rate's refusals
+	// nor leaves the first change after the repair waiting for tokens.
+	unjournaled := mode == ModeEnforce && jerr != nil && !a.Revert
+	if ok && !unjournaled {
+		ok, guard, why, _ = t.chain().Spend(st, a, now)
+	}
 	// The target becomes the action's value only where it is set or
 	// recommended below: a change refused (by a guard or the actuator) or
 	// failed leaves the target the tuner holds, so that its gauges and page
@@ -68,10 +78,10 @@ func (t *Tuner) execute(ctx context.Context, st *State, a Action, now time.Time,
 		d.Reason = joinReasons(a.Reason, "refused, not tried: "+why)
 		return []Decision{t.finish(a, d, now, fmt.Errorf("%s: %w", why, errUnavailable))}, false
 	}
-	if mode == ModeRecommend || !t.canApply(a) || (jerr != nil && !a.Revert) {
+	if mode == ModeRecommend || !t.canApply(a) || unjournaled {
 		d.Outcome = OutcomeRecommended
-		if mode == ModeEnforce && jerr != nil {
-			d.Reason = joinReasons(a.Reason, "recommended only: the tuner journal cannot be written, so no change is made until a write succeeds: "+jerr.Error())
+		if unjournaled {
+			d.Reason = joinReasons(a.Reason, journalHeld+": "+jerr.Error())
 		} else if mode == ModeEnforce {
 			d.Reason = joinReasons(a.Reason, "recommended only: this host has no rebalancing hook (--tuner.rebalance-hook)")
 		}
@@ -143,18 +153,34 @@ func (t *Tuner) settle(ctx context.Context, st *State, a Action, d Decision, err
 	return []Decision{t.finish(a, d, now, nil)}, true
 }
 
+// journalHeld begins the reason of a change recommended only because the
+// journal did not take it (in enforce mode; a revert is made all the same).
+const journalHeld = "recommended only: the tuner journal cannot be written, so no change is made until a write succeeds"
+
+// heldByJournal reports whether d is a change recommended only because the
+// journal did not take it.
+func heldByJournal(d Decision) bool {
+	return d.Outcome == OutcomeRecommended && strings.Contains(d.Reason, journalHeld)
+}
+
+// journalRefusal stands for the journal among the guards whose repeated
+// refusals are logged at debug (refusalLevel); forgotten when it is
+// writable again (noteJournal), so that the next outage is logged.
+const journalRefusal = "(journal)"
+
 // chain is the tuner's guard chain.
 func (t *Tuner) chain() Chain { return Chain(t.o.Guards) }
 
-// refusalLevel is the level a guard's refusal is logged at: info the
-// first time a target's change is refused by that guard, debug while the
-// same refusal repeats round after round (a held-back change would
-// otherwise log the same line every interval).
-func (t *Tuner) refusalLevel(a Action, d Decision) func(log.Logger) log.Logger {
+// refusalLevel is the level a refusal is logged at: info the first time
+// a target's change is refused by a guard, or recommended only because the
+// journal cannot be written, debug while the same refusal repeats round
+// after round (a held-back change would otherwise log the same line every
+// interval). by is the guard, or journalRefusal.
+func (t *Tuner) refusalLevel(a Action, d Decision, by string) func(log.Logger) log.Logger {
 	if t.refused == nil {
 		t.refused = map[string]string{}
 	}
-	k, v := a.Target.String(), d.Guard+" "+d.To
+	k, v := a.Target.String(), by+" "+d.To
 	if t.refused[k] == v {
 		return level.Debug
 	}
@@ -175,14 +201,17 @@ func (t *Tuner) finish(a Action, d Decision, now time.Time, err error) Decision 
 		t.o.Hold.Block(a.Target, a.Current, now)
 	}
 	t.chain().Record(a, d.Outcome, err, now)
-	if d.Outcome != OutcomeGuarded {
+	unjournaled := heldByJournal(d)
+	if d.Outcome != OutcomeGuarded && !unjournaled {
 		delete(t.refused, a.Target.String())
 	}
 	lv := level.Info
-	switch d.Outcome {
-	case OutcomeGuarded:
-		lv = t.refusalLevel(a, d)
-	case OutcomeFailed, OutcomeRolledBack:
+	switch {
+	case d.Outcome == OutcomeGuarded:
+		lv = t.refusalLevel(a, d, d.Guard)
+	case unjournaled:
+		lv = t.refusalLevel(a, d, journalRefusal)
+	case d.Outcome == OutcomeFailed, d.Outcome == OutcomeRolledBack:
 		lv = level.Warn
 	}
 	kv := []any{"msg", "tuner decision", "outcome", d.Outcome, "gpu", a.GPU, "knob", a.Knob, "from", d.From, "to", d.To, "reason", d.Reason}

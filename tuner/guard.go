@@ -75,10 +75,20 @@ type Pacer interface {
 	Waits(now time.Time) map[string]Wait
 }
 
+// Budget is a guard that spends a budget of changes as it admits one
+// (Rate, Cap): the executor asks the budgets after every other guard, and
+// only for an action the journal has taken (Chain.Judge, Chain.Spend), so
+// that a change not made because the journal cannot be written spends
+// none.
+type Budget interface {
+	Budget()
+}
+
 // Chain is the guard chain every action passes, whatever made it: a
 // policy, a revert, a rebalancing plan or a MIG relayout. It offers the
 // hooks the guards take: Begin starts an interval for every Interval,
-// Admit asks each guard in order, Record teaches every Learner an outcome.
+// Admit asks each guard in order (the budgets after all others: Judge,
+// then Spend), Record teaches every Learner an outcome.
 type Chain []Guard
 
 // Begin starts an interval.
@@ -90,10 +100,33 @@ func (c Chain) Begin(now time.Time) {
 	}
 }
 
-// Admit runs the guards in order; on a refusal it names the guard, says
-// why and whether the refusal is quiet.
+// Admit runs the guards in order, the budgets last (Judge, then Spend);
+// on a refusal it names the guard, says why and whether the refusal is
+// quiet.
 func (c Chain) Admit(s *State, a Action, now time.Time) (ok bool, guard, why string, quiet bool) {
+	if ok, guard, why, quiet = c.Judge(s, a, now); !ok {
+		return ok, guard, why, quiet
+	}
+	return c.Spend(s, a, now)
+}
+
+// Judge runs every guard but the budgets, in order (Admit).
+func (c Chain) Judge(s *State, a Action, now time.Time) (ok bool, guard, why string, quiet bool) {
+	return c.admit(s, a, now, false)
+}
+
+// Spend runs the budgets alone, in order (Admit): each admitted action
+// spends them.
+func (c Chain) Spend(s *State, a Action, now time.Time) (ok bool, guard, why string, quiet bool) {
+	return c.admit(s, a, now, true)
+}
+
+// admit runs the budgets (budgets) or every other guard, in order.
+func (c Chain) admit(s *State, a Action, now time.Time, budgets bool) (ok bool, guard, why string, quiet bool) {
 	for _, g := range c {
+		if _, b := g.(Budget); b != budgets {
+			continue
+		}
 		if ok, why := g.Admit(s, a, now); !ok {
 			_, quiet := g.(Quiet)
 			return false, g.Name(), why, quiet
@@ -450,6 +483,9 @@ func NewRate(every time.Duration, burst int) *Rate {
 // Name returns "rate".
 func (*Rate) Name() string { return GuardRate }
 
+// Budget marks the rate as a budget.
+func (*Rate) Budget() {}
+
 // Admit takes a token, or refuses.
 func (r *Rate) Admit(_ *State, a Action, now time.Time) (bool, string) {
 	if !a.Budgeted() {
@@ -470,6 +506,9 @@ type Cap struct {
 
 // Name returns "cap_per_interval".
 func (*Cap) Name() string { return GuardCap }
+
+// Budget marks the cap as a budget.
+func (*Cap) Budget() {}
 
 // Begin starts a new interval.
 func (c *Cap) Begin(time.Time) { c.used.Store(0) }

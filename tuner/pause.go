@@ -91,13 +91,23 @@ func (t *Tuner) thawPauses(ctx context.Context, now time.Time, first bool) []Dec
 // as last set, said to be the journaled one (not a reading); "" where the
 // journal holds none either.
 func (t *Tuner) lastSet(k string) string {
+	v, journaled := t.lastSetValue(k)
+	switch {
+	case v == nil:
+		return ""
+	case journaled:
+		return v.String() + " (last set, as journaled)"
+	}
+	return v.String()
+}
+
+// lastSetValue is the value this run last set k to or, where it set none,
+// the one the journal holds as last set (journaled); nil where neither.
+func (t *Tuner) lastSetValue(k string) (v Value, journaled bool) {
 	if v := t.changes[k].To; v != nil {
-		return v.String()
+		return v, false
 	}
-	if o := t.originals[k]; o.Set != nil {
-		return o.Set.String() + " (last set, as journaled)"
-	}
-	return ""
+	return t.originals[k].Set, true
 }
 
 // latencyNow says whether snap classes tenant as a latency tenant.

@@ -275,6 +275,11 @@ func (t *Tuner) noteJournal(err error) {
 		lv(t.o.Logger).Log("msg", "tuner journal write failed: the tuner makes no change until a write succeeds (restores go on)", "err", err)
 	case t.journalBroken:
 		t.journalBroken = false
+		for k, v := range t.refused {
+			if strings.HasPrefix(v, journalRefusal+" ") {
+				delete(t.refused, k)
+			}
+		}
 		level.Info(t.o.Logger).Log("msg", "tuner journal writable again: the tuner acts again")
 	}
 }

@@ -190,7 +190,11 @@ func (in roundInput) gpuRound(d *gpu.Device) (RoundKind, string, string) {
 		x := guarded[len(guarded)-1]
 		return RoundGuarded, fmt.Sprintf("the %s guard refused %s: %s", x.Guard, describeDecision(x), refusal(x)), x.Guard
 	case len(recommended) > 0:
-		return RoundRecommend, "it recommends " + describeDecisions(recommended), ""
+		why := "it recommends " + describeDecisions(recommended)
+		if heldByJournal(recommended[len(recommended)-1]) {
+			why += " (" + journalHeld + ")" // not a guard's refusal: said so
+		}
+		return RoundRecommend, why, ""
 	case held != nil:
 		a := held
 		return RoundHeld, fmt.Sprintf("%s (held back: %s)", a.Held, describeDecision(Decision{Knob: a.Knob, Tenant: a.Tenant, From: valueText(a.Current), To: a.Want.String()})), ""

@@ -273,7 +273,7 @@ func (t *Tuner) namedWasThere(a Action, named uint32, at time.Time, onGPU map[pi
 // change and its pending judgement (a relaxed cap is judged, and reverted
 // if it did harm, on the successor: on the old PID, forgotten once it is
 // gone, it would never be), and the original, journaled for the new PID
-// before the old one's is closed, so that the restore, at exit or after a
+// (with the value last set) before the old one's is closed, so that the restore, at exit or after a
 // crash, sets the successor back. Where the journal cannot take it, the
 // original stays with the old PID (false).
 func (t *Tuner) follow(old Target, pid uint32, now time.Time) bool {
@@ -298,7 +298,16 @@ func (t *Tuner) follow(old Target, pid uint32, now time.Time) bool {
 			level.Error(t.o.Logger).Log("msg", "tuner could not journal the original of an MPS client's successor; it stays with the old PID", "target", ko, "successor", pid, "err", err)
 			return false
 		}
-		t.originals[k] = Original{Target: nt, Tenant: o.Tenant, Value: o.Value, At: now}
+		// the value last set goes with it, as an applied record (what a
+		// compaction writes): a restore after a crash says it set the
+		// successor back from that, not from an unknown value (where this
+		// write fails, only that is lost)
+		set, _ := t.lastSetValue(ko)
+		if set != nil {
+			t.journal(Record{Time: now, Event: string(OutcomeApplied), Target: nt, Tenant: o.Tenant, From: encodeValue(o.Value), To: encodeValue(set),
+				Reason: fmt.Sprintf("the client goes on as PID %d, with the value last set on PID %d", pid, old.PID)})
+		}
+		t.originals[k] = Original{Target: nt, Tenant: o.Tenant, Value: o.Value, At: now, Set: set, SetAt: now}
 		t.trackProc(nt, now)
 		t.observeProc(nt, now)
 	}
