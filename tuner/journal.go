@@ -121,6 +121,9 @@ type JournalStats struct {
 	// WriteError is the last write's error ("" once a write succeeded
 	// again): while it is set the tuner does not act.
 	WriteError string
+	// CompactError is the last compaction's error ("" once one
+	// succeeded): the records are written, the file grows meanwhile.
+	CompactError string
 	// Size is the file's size in bytes.
 	Size int64
 }
@@ -209,7 +212,7 @@ func OpenJournalSize(path string, maxBytes int64) (*Journal, error) {
 		if err := j.compactLocked(); err != nil {
 			// The file stays as it is: acting waits for a write that
 			// succeeds.
-			j.stats.WriteError = err.Error()
+			j.stats.WriteError, j.stats.CompactError = err.Error(), err.Error()
 		}
 	}
 	return j, nil
@@ -525,9 +528,10 @@ func (j *Journal) Append(rec Record) error {
 	j.stats.WriteError = ""
 	if j.size > j.maxBytes && j.records > len(j.open) {
 		if err := j.compactLocked(); err != nil {
-			// The record is written; the file stays long until a later
-			// compaction succeeds.
-			j.stats.WriteError = err.Error()
+			// The record is written (the journal can be written: the
+			// next write says otherwise where it cannot); the file stays
+			// long until a later compaction succeeds.
+			j.stats.CompactError = err.Error()
 		}
 	}
 	return nil
@@ -672,7 +676,7 @@ func (j *Journal) compactLocked() error {
 		j.dirUnsynced = true
 		return fmt.Errorf("tuner journal %s: compacting: syncing its directory: %w", j.path, err)
 	}
-	j.dirUnsynced = false
+	j.dirUnsynced, j.stats.CompactError = false, ""
 	return nil
 }
 

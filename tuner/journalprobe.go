@@ -70,7 +70,11 @@ func probeWrite(path string) error {
 // after a write that succeeds (noteJournal), and its status serves it
 // writable.
 func (t *Tuner) probeJournal() {
-	if t.o.Journal == nil || !t.o.Journal.writeFailed() {
+	if t.o.Journal == nil {
+		return
+	}
+	t.noteCompaction()
+	if !t.o.Journal.writeFailed() {
 		return
 	}
 	if err := t.o.Journal.Probe(); err != nil {
@@ -89,4 +93,27 @@ func (j *Journal) writeFailed() bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.stats.WriteError != ""
+}
+
+// noteCompaction logs a compaction of the journal that failed once, until
+// one succeeds: the records are still written (a write that fails says so
+// as every write does), the tuner acts, and the file grows meanwhile.
+func (t *Tuner) noteCompaction() {
+	e := t.o.Journal.compactError()
+	switch {
+	case e == t.compactErr:
+		return
+	case e != "":
+		level.Warn(t.o.Logger).Log("msg", "tuner journal compaction failed: records are still written, the file grows until a compaction succeeds", "err", e)
+	default:
+		level.Info(t.o.Logger).Log("msg", "tuner journal compacted again")
+	}
+	t.compactErr = e
+}
+
+// compactError is the last compaction's error, "" once one succeeded.
+func (j *Journal) compactError() string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.stats.CompactError
 }

@@ -146,3 +146,60 @@ func TestJournalOpenedUnwritableProbed(t *testing.T) {
 		t.Errorf("journal %+v after a probe that succeeded; log:\n%s", s.Journal, out)
 	}
 }
+
+// A compaction that fails after a record was written leaves the journal
+// writable (the record is there; the tuner acts on it): it is logged once
+// as a compaction that failed, and once again when one succeeds. Before,
+// it set the write error: the status served the journal unwritable while
+// the tuner acted, and the next round's probe logged "writable again".
+func TestJournalCompactionFailureNotAWriteFailure(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "journal")
+	j, err := OpenJournalSize(p, 1) // compacts once a record is not an open original
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	out := &strings.Builder{}
+	clk := gpu.NewManualClock(t0)
+	tu, err := New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(&recorder{}), Journal: j, Clock: clk, Mode: ModeEnforce,
+		Logger: log.NewLogfmtLogger(log.NewSyncWriter(out))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tu.journal(originalRec("GPU-0", 700)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(p+".tmp", 0o700); err != nil { // the compaction fails
+		t.Fatal(err)
+	}
+	planned := Record{Time: t0, Event: string(OutcomePlanned), Target: Target{GPU: "GPU-0", Knob: gpu.KnobPowerLimit}}
+	if err := tu.journal(planned); err != nil {
+		t.Fatalf("a record written whose compaction failed: %v", err)
+	}
+	if st := j.Stats(); st.WriteError != "" || st.CompactError == "" {
+		t.Errorf("stats %+v: want no write error and the compaction's", st)
+	}
+	for range 2 {
+		if _, err := tu.RunOnce(context.Background(), emptySnap(clk.Now())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := tu.Status(); s.Journal == nil || s.Journal.WriteError != "" {
+		t.Errorf("the journal served unwritable after a compaction failed: %+v", s.Journal)
+	}
+	if n := strings.Count(out.String(), "tuner journal compaction failed"); n != 1 || strings.Contains(out.String(), "writable again") {
+		t.Errorf("%d lines of the failed compaction (want 1), or a recovery from no write failure:\n%s", n, out)
+	}
+	if err := os.Remove(p + ".tmp"); err != nil && !os.IsNotExist(err) { // (a failed compaction may remove it)
+		t.Fatal(err)
+	}
+	if err := tu.journal(planned); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tu.RunOnce(context.Background(), emptySnap(clk.Now())); err != nil {
+		t.Fatal(err)
+	}
+	if st := j.Stats(); st.CompactError != "" || !strings.Contains(out.String(), "tuner journal compacted again") {
+		t.Errorf("stats %+v after a compaction succeeded; log:\n%s", st, out)
+	}
+}

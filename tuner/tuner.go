@@ -232,6 +232,8 @@ type Tuner struct {
 	caps capCache
 	// journalBroken is whether the last journal write failed.
 	journalBroken bool
+	// compactErr is the journal's compaction error last logged.
+	compactErr string
 	// hooks are the actuator calls running off the round, by
 	// Target.String (hooks.go); hookCtx is their parent, cancelled by
 	// hookStop at the exit's restore.
