@@ -156,3 +156,26 @@ func TestNodeLockHostileNote(t *testing.T) {
 		t.Errorf("error %q", s)
 	}
 }
+
+// TestNodeLockNotInherited: a child the exporter runs (the pause
+// watchdog, a hook) does not inherit the lock's file, so it cannot hold
+// the lock past the exporter: once the holder closes it, it is free while
+// the child still runs.
+func TestNodeLockNotInherited(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tuner.lock")
+	l, err := AcquireNodeLock(path, NodeLockHolder{Mode: "enforce", Started: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := exec.Command("sleep", "30")
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { child.Process.Kill(); child.Wait() }()
+	l.Close()
+	again, err := AcquireNodeLock(path, NodeLockHolder{Mode: "enforce", Started: t0})
+	if err != nil {
+		t.Fatalf("with the holder's child running: %v", err)
+	}
+	again.Close()
+}

@@ -48,10 +48,11 @@ func TestNodeLockKeepsASecondTunerOut(t *testing.T) {
 	}
 	runtime.GC() // the runner keeps the lock's file: no finalizer closes it
 	for _, args := range [][]string{
-		{"--tuner.mode=enforce"},
-		{"--tuner.mode=recommend", "--tuner.gpu-mode=0=enforce"},
+		{"--tuner.mode=enforce", "--tuner.journal=" + journalB},
+		{"--tuner.mode=recommend", "--tuner.gpu-mode=0=enforce", "--tuner.journal=" + journalB},
+		{"--tuner.mode=enforce"}, // no journal at all: no journal's lock either
 	} {
-		_, err := startTuner(t, append(args, "--tuner.journal="+journalB, "--tuner.node-lock="+lock)...)
+		_, err := startTuner(t, append(args, "--tuner.node-lock="+lock)...)
 		if err == nil {
 			t.Fatalf("%v: a second tuner in enforce started beside the first", args)
 		}
