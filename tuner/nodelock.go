@@ -52,12 +52,8 @@ func (h NodeLockHolder) note() string {
 	host, _ := os.Hostname()
 	pidns, _ := os.Readlink("/proc/self/ns/pid")
 	cg := ""
-	if b, err := os.ReadFile("/proc/self/cgroup"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if p, ok := strings.CutPrefix(l, "0::"); ok {
-				cg = p // the unified hierarchy's
-			}
-		}
+	if b, err := readBounded("/proc/self/cgroup", 64<<10); err == nil {
+		cg = unifiedCgroup(b)
 	}
 	return fmt.Sprintf("pid=%d pid_namespace=%s host=%s cgroup=%s started=%s mode=%s journal=%s\n",
 		os.Getpid(), strconv.Quote(pidns), strconv.Quote(host), strconv.Quote(cg),
@@ -110,7 +106,7 @@ func lockNode(f *os.File, path string) (*NodeLock, error) {
 	err = flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 	switch {
 	case errors.Is(err, syscall.EWOULDBLOCK):
-		return nil, fmt.Errorf("%s is held by the tuner of another exporter acting on this node's GPUs (%s): one tuner acts per node; stop that one, or run this one with --tuner.mode=recommend or off", path, holderOf(f))
+		return nil, fmt.Errorf("%s is held by the tuner of another exporter acting on this node's GPUs (%s%s): one tuner acts per node; stop that one, or run this one with --tuner.mode=recommend or off", path, holderOf(f), kernelHolder(f))
 	case errors.Is(err, syscall.ENOLCK), errors.Is(err, syscall.EOPNOTSUPP):
 		return nil, fmt.Errorf("%s is on a file system without locks (%v), where it would keep no other tuner out: give a path on a local file system (/run)", path, err)
 	case err != nil:
@@ -142,7 +138,7 @@ func holderOf(f *os.File) string {
 	note, ok := bytes.CutPrefix(b, []byte(nodeLockHeader))
 	note = bytes.TrimSpace(note)
 	if !ok || len(note) == 0 {
-		return "no note of its holder: it is starting, or not a tuner; /proc/locks names the PID of each lock by the file's inode"
+		return "no note of its holder: it is starting, or not a tuner"
 	}
 	if i := bytes.IndexByte(note, '\n'); i >= 0 {
 		note = note[:i]

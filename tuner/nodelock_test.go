@@ -77,8 +77,8 @@ func TestNodeLockFreedByDeath(t *testing.T) {
 		t.Fatalf("holder: %q", line)
 	}
 	_, err = AcquireNodeLock(path, NodeLockHolder{Mode: "enforce", Started: t0})
-	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("pid=%d ", cmd.Process.Pid)) {
-		t.Fatalf("while the holder lives: %v, want refused naming pid %d", err, cmd.Process.Pid)
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("pid=%d ", cmd.Process.Pid)) || !strings.Contains(err.Error(), fmt.Sprintf("/proc/locks: pid %d here, its cgroup ", cmd.Process.Pid)) {
+		t.Fatalf("while the holder lives: %v, want refused naming pid %d, as it wrote and as /proc/locks says", err, cmd.Process.Pid)
 	}
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
