@@ -104,6 +104,7 @@ func nvmlHostRun(t *testing.T, policy, hook string) (*commandtest.Fake, string, 
 	t.Cleanup(func() { svc.src.Close() })
 	host := *cfg
 	host.Backend, host.Tuner.Mode, host.Tuner.Policy, host.Tuner.Journal = backendNVML, "enforce", policy, journal
+	host.Tuner.NodeLock = filepath.Join(t.TempDir(), "tuner.lock") // not the node's
 	host.Actuators.PauseCgroupRoot = ""
 	snapshot := func() *tenant.Snapshot {
 		s := *svc.Snapshot()

@@ -33,6 +33,10 @@ type tunerConfig struct {
 	Interval       time.Duration
 	RestoreTimeout time.Duration
 	Journal        string
+	// NodeLock is the node-wide lock of a tuner in enforce; nodeLockSet
+	// whether --tuner.node-lock was given.
+	NodeLock       string
+	nodeLockSet    bool
 	KillSwitchFile string
 	GPUModes       []string
 	DisabledKnobs  []string
@@ -59,6 +63,8 @@ func addTunerFlags(app *kingpin.Application, c *tunerConfig) {
 	flagvalue.Duration(app, "tuner.restore-timeout", "How long the restore at exit (and the one at start after an unclean exit) may take to set back what the tuner changed: longer than the restart hook takes for every MPS client a restore restarts (one after another), and shorter than the time the service manager gives a stop (Kubernetes' terminationGracePeriodSeconds, systemd's TimeoutStopSec). What is not set back by then stays in the journal for the next start.", tuner.DefaultRestoreTimeout.String(), &c.RestoreTimeout)
 	app.Flag("tuner.journal", "Journal file of the tuner (a regular file of checksummed JSON records, synced, compacted past 1 MiB; docs/journal.md): every original setting before its first change and every outcome; originals are restored from it at exit and at the next start after a crash. Default: none (originals kept in memory only).").
 		PlaceHolder("FILE").StringVar(&c.Journal)
+	app.Flag("tuner.node-lock", "Lock file that keeps a second tuner in enforce off this node's GPUs, whatever its journal (docs/journal.md, \"One tuner per node\"): the same path for every install on the node; a tuner that finds it held exits with an error naming its holder. Empty: no lock. With --backend=sim, taken only when given.").
+		Default(tuner.DefaultNodeLock).PlaceHolder("FILE").IsSetByUser(&c.nodeLockSet).StringVar(&c.NodeLock)
 	app.Flag("tuner.kill-switch-file", "While this file exists the tuner changes nothing but reverts of its own changes (it still decides and exports).").
 		PlaceHolder("FILE").StringVar(&c.KillSwitchFile)
 	app.Flag("tuner.gpu-mode", "Mode of one GPU, overriding --tuner.mode: GPU=MODE with GPU an index or a UUID, e.g. 0=enforce. Repeatable.").
@@ -99,6 +105,9 @@ func (c *tunerConfig) validate() error {
 	}
 	if _, err := c.gpuModes(); err != nil {
 		errs = append(errs, err)
+	}
+	if c.NodeLock != "" && !filepath.IsAbs(c.NodeLock) {
+		errs = append(errs, fmt.Errorf("--tuner.node-lock %q is not an absolute path: every install on a node must name the same file", c.NodeLock))
 	}
 	if both := tuner.KnobsEnabledAndDisabled(c.EnabledKnobs, c.DisabledKnobs); len(both) > 0 {
 		errs = append(errs, fmt.Errorf("--tuner.enable-knob and --tuner.disable-knob both name %s: give each knob one of them", strings.Join(both, ", ")))
@@ -146,6 +155,17 @@ func newTunerRunner(cfg *config, src gpu.Source, clock gpu.Clock, snapshot func(
 		return nil, err
 	}
 	enforce := tuner.AnyEnforce(mode, gm)
+	// The node's lock before anything acts (the restore at start included).
+	lock, err := takeNodeLock(cfg, enforce, clock, logger)
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok && lock != nil {
+			lock.Close()
+		}
+	}()
 	var journal *tuner.Journal
 	if c.Journal != "" {
 		if journal, err = tuner.OpenJournal(c.Journal); err != nil {
@@ -193,7 +213,31 @@ func newTunerRunner(cfg *config, src gpu.Source, clock gpu.Clock, snapshot func(
 	r := tuner.NewRunner(t, journal, clock, c.Interval, snapshot, logger)
 	r.SetRestoreTimeout(c.RestoreTimeout)
 	r.CloseAtExit(closersAtExit(backends)...)
+	if lock != nil {
+		r.CloseAtExit(lock) // last, after the restore at exit: held by the runner until then
+	}
+	ok = true
 	return r, nil
+}
+
+// takeNodeLock takes --tuner.node-lock for a tuner in enforce (none in
+// recommend, which changes nothing, nor on the simulator's own GPUs unless
+// the flag is given); nil where none is taken.
+func takeNodeLock(cfg *config, enforce bool, clock gpu.Clock, logger log.Logger) (*tuner.NodeLock, error) {
+	c := &cfg.Tuner
+	switch {
+	case !enforce, cfg.Backend == backendSim && !c.nodeLockSet:
+		return nil, nil
+	case c.NodeLock == "":
+		level.Warn(logger).Log("msg", "tuner in enforce without --tuner.node-lock: nothing keeps another exporter's tuner (another journal) off this node's GPUs")
+		return nil, nil
+	}
+	lock, err := tuner.AcquireNodeLock(c.NodeLock, tuner.NodeLockHolder{Journal: c.Journal, Mode: c.Mode, Started: clock.Now()})
+	if err != nil {
+		return nil, fmt.Errorf("--tuner.node-lock: %w", err)
+	}
+	level.Info(logger).Log("msg", "tuner holds the node lock: no other tuner in enforce starts on this node", "node_lock", c.NodeLock)
+	return lock, nil
 }
 
 // warnKillSwitchDir warns where the kill-switch file's directory is not

@@ -229,7 +229,8 @@ func TestTunerDrivesOutsideActuators(t *testing.T) {
 			defer svc.src.Close()
 			host := *cfg
 			host.Backend, host.Tuner.Mode = backendNVML, mode
-			host.Actuators.PauseCgroupRoot = "" // whatever freezer this machine has
+			host.Tuner.NodeLock = filepath.Join(t.TempDir(), "tuner.lock") // not the node's
+			host.Actuators.PauseCgroupRoot = ""                            // whatever freezer this machine has
 			snapshot := violating(svc.Snapshot, clock)
 			var logged testutil.SyncBuffer // the hooks log from their own goroutines
 			r, err := newTunerRunner(&host, sourceOnly{svc.src}, clock, snapshot, svc.Sampler().Subscribe, log.NewLogfmtLogger(&logged))

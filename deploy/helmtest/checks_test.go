@@ -47,10 +47,10 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, v chartutil.Values, p po
 	if exp.Resources.Requests.Memory().IsZero() || exp.Resources.Limits.Memory().IsZero() {
 		t.Errorf("exporter resources %v: want memory requests and limits", exp.Resources)
 	}
-	// The tuner's journal and the MPS daemon's pipes are written; nothing
-	// else, the simulator's built-in scenarios included (read from the
-	// binary).
-	writable := map[string]bool{"tuner-journal": true, "mps-pipe": true}
+	// The tuner's journal, its node lock and the MPS daemon's pipes are
+	// written; nothing else, the simulator's built-in scenarios included
+	// (read from the binary).
+	writable := map[string]bool{"tuner-journal": true, "tuner-node-lock": true, "mps-pipe": true}
 	mounts := map[string]corev1.VolumeMount{}
 	for _, c := range pod.Containers {
 		for _, vm := range c.VolumeMounts {
@@ -103,6 +103,16 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, v chartutil.Values, p po
 		t.Errorf("exporter arg %q is not a flag of vgpu_exporter", a)
 	}
 	checkTuner(t, ds, exp, p.tuner, mounted, hostMount)
+	if l := argsWithPrefix(exp.Args, "--tuner.node-lock="); p.tuner.enforce() && !sim {
+		hp, _ := p.tuner.sub("nodeLock")["hostPath"].(string)
+		if len(l) != 1 {
+			t.Errorf("DaemonSet %s: enforce without --tuner.node-lock", ds.Name)
+		} else {
+			hostMount(filepath.Dir(strings.TrimPrefix(l[0], "--tuner.node-lock=")), hp)
+		}
+	} else if len(l) > 0 || volumes["tuner-node-lock"].Name != "" {
+		t.Errorf("DaemonSet %s: a node lock %q, yet nothing acts on the node's GPUs", ds.Name, l)
+	}
 	// Every capability dropped; the exporter gets SYS_ADMIN back only for
 	// the profiling counters and for clocks and power in enforce.
 	profiling, _ := v.PathValue("profilingCapability")
@@ -328,7 +338,7 @@ func checkTuner(t *testing.T, ds *appsv1.DaemonSet, exp corev1.Container, tv tun
 				t.Errorf("DaemonSet %s: tuner off, yet the arg %q", ds.Name, a)
 			}
 		}
-		for _, n := range []string{"tuner-journal", "kill-switch", "mps-pipe"} {
+		for _, n := range []string{"tuner-journal", "tuner-node-lock", "kill-switch", "mps-pipe"} {
 			if vols[n] {
 				t.Errorf("DaemonSet %s: tuner off, yet the volume %s", ds.Name, n)
 			}

@@ -1,6 +1,7 @@
 package helmtest
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -168,7 +169,8 @@ func TestOneJournalPerNode(t *testing.T) {
 // TestNotesSayOneTunerPerNode: with a tuner on (a pool's included), the
 // install notes say that one tuner runs per node and what the pod of a
 // second one logs; before, a second release's tuner restarting on the
-// journal's lock was explained nowhere the installer looks.
+// journal's lock was explained nowhere the installer looks. In enforce
+// they say the node lock's path and the message of a pod it keeps out.
 func TestNotesSayOneTunerPerNode(t *testing.T) {
 	c := loadChart(t)
 	for _, tc := range []struct {
@@ -194,6 +196,10 @@ func TestNotesSayOneTunerPerNode(t *testing.T) {
 			}
 		} else if !strings.Contains(notes, tc.want) || !strings.Contains(notes, `"--tuner.journal: ... is in use by another`) {
 			t.Errorf("values %v: notes\n%s\nwant %q and the lock's message", tc.vals, notes, tc.want)
+		}
+		enforce := strings.Contains(fmt.Sprint(tc.vals), "enforce")
+		if got := strings.Contains(notes, "locks tuner.lock in /run/vgpu-exporter on the node") && strings.Contains(notes, `"--tuner.node-lock: ... is held by"`); got != enforce {
+			t.Errorf("values %v: notes\n%s\nspeak of the node lock: %v, want %v", tc.vals, notes, got, enforce)
 		}
 	}
 }

@@ -234,3 +234,39 @@ func TestSocketActivation(t *testing.T) {
 		t.Fatalf("exporter on the activated socket: %v\n%s", err, logs.String())
 	}
 }
+
+// TestTunerEnforceNodeLock: the unit's tuner in enforce locks the file the
+// Helm chart's pods lock (--tuner.node-lock's default, under the chart's
+// tuner.nodeLock.hostPath), in a runtime directory kept when the unit
+// stops (removed, the next holder would lock a new file beside one still
+// held), and nothing in the environment file moves it. Before, the unit's
+// tuner and the chart's, with their journals in two directories, both
+// enforced on one host's GPUs.
+func TestTunerEnforceNodeLock(t *testing.T) {
+	enforce := settings(t, "vgpu_exporter.service.d/tuner-enforce.conf")
+	for key, want := range map[string]string{"RuntimeDirectory": "vgpu-exporter", "RuntimeDirectoryPreserve": "yes", "RuntimeDirectoryMode": "0755"} {
+		if got := enforce[key]; len(got) != 1 || got[0] != want {
+			t.Errorf("tuner-enforce.conf: %s=%q, want %q", key, got, want)
+		}
+	}
+	find := func(file, re string) string {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(repo.Root(), file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(re).FindSubmatch(b)
+		if m == nil {
+			t.Fatalf("%s: nothing matches %s", file, re)
+		}
+		return string(m[1])
+	}
+	def := find("tuner/nodelock.go", `(?m)^const DefaultNodeLock = "([^"]+)"$`)
+	chart := find("deploy/helm/vgpu-exporter/values.yaml", `(?m)^  nodeLock:\n    hostPath: (\S+)$`)
+	if unit := "/run/" + strings.Join(enforce["RuntimeDirectory"], " ") + "/tuner.lock"; def != unit || chart+"/tuner.lock" != unit {
+		t.Errorf("node lock: the unit's runtime directory gives %s, the exporter's default is %s, the chart's %s/tuner.lock: all must be one file", unit, def, chart)
+	}
+	if env, _ := os.ReadFile("vgpu_exporter.default"); strings.Contains(string(env), "--tuner.node-lock") {
+		t.Error("vgpu_exporter.default gives --tuner.node-lock: the unit's tuner would lock another file than the chart's")
+	}
+}

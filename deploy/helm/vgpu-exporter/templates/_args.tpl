@@ -15,7 +15,7 @@ meta, kubeletCA, saDir, hasTenants, web, mps, pause, pauseHost).
 {{- $repeatable := list "web.listen-address" "tuner.gpu-mode" "tuner.disable-knob" "tuner.autotune-param" "tuner.enable-knob" }}
 {{- /* The flags whose values decide the pod's mounts, privileges, probes and checks: the chart's values only. */}}
 {{- $tunerWhy := "the chart gives the pod the journal, kill switch, grace period, mounts and privileges the tuner's modes and knobs need from its values, which an extraArgs flag would bypass" }}
-{{- $byValue := dict "tuner.mode" (list "tuner.mode" $tunerWhy) "tuner.gpu-mode" (list "tuner.gpuModes" $tunerWhy) "tuner.enable-knob" (list "tuner.pause.enabled" $tunerWhy)
+{{- $byValue := dict "tuner.mode" (list "tuner.mode" $tunerWhy) "tuner.gpu-mode" (list "tuner.gpuModes" $tunerWhy) "tuner.enable-knob" (list "tuner.pause.enabled" $tunerWhy) "tuner.node-lock" (list "tuner.nodeLock.hostPath" "every tuner in enforce on a node must lock the same file, which the chart mounts from the node")
       "web.config.file" (list "web.config.existingSecret" "with it the chart mounts the Secret and probes the port alone; the probes' plain HTTP requests would fail TLS or basic auth, and the kubelet restart the exporter for ever") }}
 {{- range $a := .Values.extraArgs }}
 {{- $name := regexReplaceAll "^--(no-)?([^=]*).*$" $a "${2}" }}
@@ -126,6 +126,9 @@ meta, kubeletCA, saDir, hasTenants, web, mps, pause, pauseHost).
 {{- end }}
 {{- if $t.journal.hostPath }}
 - --tuner.journal=/var/lib/vgpu_exporter/tuner-journal.jsonl
+{{- end }}
+{{- if and $t.enforce (not $sim) }}
+- --tuner.node-lock=/run/vgpu-exporter/tuner.lock
 {{- end }}
 {{- if ne $t.killSwitch.source "none" }}
 - --tuner.kill-switch-file=/etc/vgpu_exporter/kill-switch/{{ $t.killSwitch.file }}

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-kit/log"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner"
+)
+
+// startTuner builds the exporter of args on the simulator, its tuner
+// started, as the exporter's start does.
+func startTuner(t *testing.T, args ...string) (*tuner.Runner, error) {
+	t.Helper()
+	clock := gpu.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	cfg := testConfig(t, append([]string{"--backend=sim", "--sim.scenario=noisy-neighbour"}, args...)...)
+	svc, err := buildOn(cfg, clock, log.NewNopLogger())
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() { svc.src.Close() })
+	return svc.tuner, nil
+}
+
+// TestNodeLockKeepsASecondTunerOut: two exporters whose journals are in
+// different directories (two releases' hostPaths, the systemd unit's
+// /var/lib/vgpu_exporter beside the chart's /var/lib/vgpu-exporter) share
+// --tuner.node-lock: the second in enforce (by mode or by one GPU's mode)
+// does not start, its error naming the lock and the first's journal; one
+// in recommend, which changes nothing, starts; the first's restore at exit
+// frees the lock, and the second starts then. Before, both enforced on
+// the same GPUs.
+func TestNodeLockKeepsASecondTunerOut(t *testing.T) {
+	dir := t.TempDir()
+	lock := filepath.Join(dir, "run", "tuner.lock")
+	journalA, journalB := filepath.Join(dir, "vgpu-exporter", "j.jsonl"), filepath.Join(dir, "vgpu_exporter", "j.jsonl")
+	os.MkdirAll(filepath.Dir(journalA), 0o700)
+	os.MkdirAll(filepath.Dir(journalB), 0o700)
+	first, err := startTuner(t, "--tuner.mode=enforce", "--tuner.journal="+journalA, "--tuner.node-lock="+lock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC() // the runner keeps the lock's file: no finalizer closes it
+	for _, args := range [][]string{
+		{"--tuner.mode=enforce", "--tuner.journal=" + journalB},
+		{"--tuner.mode=recommend", "--tuner.gpu-mode=0=enforce", "--tuner.journal=" + journalB},
+		{"--tuner.mode=enforce"}, // no journal at all: no journal's lock either
+	} {
+		_, err := startTuner(t, append(args, "--tuner.node-lock="+lock)...)
+		if err == nil {
+			t.Fatalf("%v: a second tuner in enforce started beside the first", args)
+		}
+		for _, want := range []string{"--tuner.node-lock: " + lock + " is held by", `journal="` + journalA + `"`, "--tuner.mode=recommend or off"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%v: error %q lacks %q", args, err, want)
+			}
+		}
+	}
+	rec, err := startTuner(t, "--tuner.mode=recommend", "--tuner.journal="+journalB, "--tuner.node-lock="+lock)
+	if err != nil {
+		t.Fatalf("a tuner in recommend beside one in enforce: %v", err)
+	}
+	rec.Restore() // its journal's lock
+	if err := first.Restore(); err != nil {
+		t.Fatal(err)
+	}
+	second, err := startTuner(t, "--tuner.mode=enforce", "--tuner.journal="+journalB, "--tuner.node-lock="+lock)
+	if err != nil {
+		t.Fatalf("after the first's exit: %v", err)
+	}
+	second.Restore()
+}
+
+// TestNodeLockPathRefused: a node lock that cannot be created stops the
+// start with an error naming the flag and the path; a relative one is
+// refused at parse (installs would not share it).
+func TestNodeLockPathRefused(t *testing.T) {
+	notDir := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(notDir, nil, 0o600)
+	lock := filepath.Join(notDir, "tuner.lock")
+	_, err := startTuner(t, "--tuner.mode=enforce", "--tuner.node-lock="+lock)
+	if err == nil || !strings.Contains(err.Error(), "--tuner.node-lock: creating the directory of "+lock) {
+		t.Errorf("error %v", err)
+	}
+	if _, err := parseArgs(t, "--tuner.mode=enforce", "--tuner.node-lock=run/tuner.lock"); err == nil || !strings.Contains(err.Error(), `--tuner.node-lock "run/tuner.lock" is not an absolute path`) {
+		t.Errorf("relative path: %v", err)
+	}
+}

@@ -1,0 +1,169 @@
+package tuner
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// DefaultNodeLock is the node lock every install shares, whatever its
+// journal's directory: the Helm chart mounts /run/vgpu-exporter from the
+// node, the systemd unit's tuner-enforce.conf makes it its runtime
+// directory (kept at stop). /run is cleared at boot, as a lock should be.
+const DefaultNodeLock = "/run/vgpu-exporter/tuner.lock"
+
+// nodeLockHeader is the first line of a node lock file: a file that is
+// not empty and does not begin with it is not one, and is never written.
+const nodeLockHeader = "vgpu_exporter tuner node lock\n"
+
+// nodeLockMax is the most of a lock file read (the holder's note).
+const nodeLockMax = 4096
+
+// NodeLock is the node-wide lock of the tuner that acts on a node's GPUs
+// (docs/journal.md, "One tuner per node"): an exclusive flock on a file
+// every install names alike, released by the kernel when the process
+// dies, however it dies. Keep it reachable until the process exits (the
+// *os.File's finalizer would close it, releasing the lock).
+type NodeLock struct {
+	f    *os.File
+	path string
+}
+
+// NodeLockHolder is what the holder writes in the lock file, for the
+// error of the tuner it keeps out: PID alone is meaningless outside the
+// holder's PID namespace (a pod's), so its namespace, host name (a pod's
+// name), cgroup (a systemd unit's or a pod's, where not namespaced) and
+// journal go with it.
+type NodeLockHolder struct {
+	Journal string
+	Mode    string
+	Started time.Time
+}
+
+// note is the holder's line written in the lock file.
+func (h NodeLockHolder) note() string {
+	host, _ := os.Hostname()
+	pidns, _ := os.Readlink("/proc/self/ns/pid")
+	cg := ""
+	if b, err := readBounded("/proc/self/cgroup", 64<<10); err == nil {
+		cg = unifiedCgroup(b)
+	}
+	return fmt.Sprintf("pid=%d pid_namespace=%s host=%s cgroup=%s started=%s mode=%s journal=%s\n",
+		os.Getpid(), strconv.Quote(pidns), strconv.Quote(host), strconv.Quote(cg),
+		h.Started.UTC().Format(time.RFC3339), strconv.Quote(h.Mode), strconv.Quote(cmpJournal(h.Journal)))
+}
+
+func cmpJournal(j string) string {
+	if j == "" {
+		return "none"
+	}
+	return j
+}
+
+// AcquireNodeLock takes the node lock at path without waiting, creating
+// the file (and its directory) when missing, and writes holder's note in
+// it. Refused: a lock another process holds (the error quotes its note),
+// a file that is not a regular one or not a node lock (it is never
+// written), a file system without locks (a lock there would exclude
+// nothing) and a path that cannot be created.
+func AcquireNodeLock(path string, holder NodeLockHolder) (*NodeLock, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("creating the directory of %s: %w", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NONBLOCK, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", path, err)
+	}
+	l, err := lockNode(f, path)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if err := l.write(holder.note()); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// lockNode locks f, opened from path, after checking it is a regular
+// file, and checks that what it holds is a node lock's.
+func lockNode(f *os.File, path string) (*NodeLock, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file (%s): give the node lock a file of its own", path, fi.Mode().Type())
+	}
+	err = flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	switch {
+	case errors.Is(err, syscall.EWOULDBLOCK):
+		return nil, fmt.Errorf("%s is held by the tuner of another exporter acting on this node's GPUs (%s%s): one tuner acts per node; stop that one, or run this one with --tuner.mode=recommend or off", path, holderOf(f), kernelHolder(f))
+	case errors.Is(err, syscall.ENOLCK), errors.Is(err, syscall.EOPNOTSUPP):
+		return nil, fmt.Errorf("%s is on a file system without locks (%v), where it would keep no other tuner out: give a path on a local file system (/run)", path, err)
+	case err != nil:
+		return nil, fmt.Errorf("locking %s: %w", path, err)
+	}
+	b, err := readNodeLock(f)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	if len(b) > 0 && !bytes.HasPrefix(b, []byte(nodeLockHeader)) {
+		return nil, fmt.Errorf("%s holds something other than a node lock (%d bytes not written by a tuner), left as it is: give the node lock a file of its own", path, len(b))
+	}
+	return &NodeLock{f: f, path: path}, nil
+}
+
+// readNodeLock reads at most nodeLockMax bytes of f from its start.
+func readNodeLock(f *os.File) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(io.NewSectionReader(f, 0, nodeLockMax+1), nodeLockMax+1))
+	if len(b) > nodeLockMax {
+		b = b[:nodeLockMax]
+	}
+	return b, err
+}
+
+// holderOf is the note the holder of the lock file f wrote, printable,
+// or says there is none.
+func holderOf(f *os.File) string {
+	b, _ := readNodeLock(f)
+	note, ok := bytes.CutPrefix(b, []byte(nodeLockHeader))
+	note = bytes.TrimSpace(note)
+	if !ok || len(note) == 0 {
+		return "no note of its holder: it is starting, or not a tuner"
+	}
+	if i := bytes.IndexByte(note, '\n'); i >= 0 {
+		note = note[:i]
+	}
+	return "its holder wrote: " + strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f || r == 0xfffd {
+			return '?'
+		}
+		return r
+	}, string(note))
+}
+
+// write replaces the lock file's content with the header and note.
+func (l *NodeLock) write(note string) error {
+	if err := l.f.Truncate(0); err != nil {
+		return fmt.Errorf("writing %s: %w", l.path, err)
+	}
+	if _, err := l.f.WriteAt([]byte(nodeLockHeader+note), 0); err != nil {
+		return fmt.Errorf("writing %s: %w", l.path, err)
+	}
+	return nil
+}
+
+// Path is the lock file's path.
+func (l *NodeLock) Path() string { return l.path }
+
+// Close releases the lock (the note stays: the next holder replaces it).
+func (l *NodeLock) Close() error { return l.f.Close() }

@@ -1,0 +1,82 @@
+package tuner
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// statInfo is a FileInfo of the device and inode given.
+type statInfo struct {
+	fs.FileInfo
+	st syscall.Stat_t
+}
+
+func (s statInfo) Sys() any { return &s.st }
+
+// TestLockHolderPID: the holder of a flock on the file is read from
+// /proc/locks by the file's device and inode; a waiter's line, a POSIX
+// lock, another file's, a holder listed as 0 (not visible from this PID
+// namespace) and lines cut short name none.
+func TestLockHolderPID(t *testing.T) {
+	fi := statInfo{st: syscall.Stat_t{Dev: 0xfe00, Ino: 9978365}} // fe:00
+	for _, tc := range []struct {
+		name, locks string
+		want        int
+	}{
+		{"holder", "1: FLOCK  ADVISORY  WRITE 17046 fe:00:9978365 0 EOF\n", 17046},
+		{"among others", "1: POSIX  ADVISORY  WRITE 11 fe:00:9978365 0 EOF\n2: FLOCK  ADVISORY  WRITE 12 fe:00:42 0 EOF\n3: FLOCK  ADVISORY  WRITE 13 fe:00:9978365 0 EOF\n", 13},
+		{"a waiter", "1: -> FLOCK  ADVISORY  WRITE 14 fe:00:9978365 0 EOF\n", 0},
+		{"not visible", "1: FLOCK  ADVISORY  WRITE 0 fe:00:9978365 0 EOF\n", 0},
+		{"another device", "1: FLOCK  ADVISORY  WRITE 15 08:01:9978365 0 EOF\n", 0},
+		{"cut short", "1: FLOCK  ADVISORY  WRITE 16\n", 0},
+		{"empty", "", 0},
+	} {
+		if got := lockHolderPID(strings.NewReader(tc.locks), fi); got != tc.want {
+			t.Errorf("%s: pid %d, want %d", tc.name, got, tc.want)
+		}
+	}
+	// a large device number (major 259, minor 300: NVMe partitions)
+	big := statInfo{st: syscall.Stat_t{Dev: 259<<8 | (300 & 0xff) | (300&^0xff)<<12, Ino: 7}}
+	if got := lockHolderPID(strings.NewReader("1: FLOCK  ADVISORY  WRITE 21 103:12c:7 0 EOF\n"), big); got != 21 {
+		t.Errorf("major 259, minor 300: pid %d, want 21", got)
+	}
+}
+
+// TestNodeLockKernelHolder: the refused start's error names the holder as
+// /proc/locks gives it, with its cgroup, beside the note it wrote (which
+// a holder that has not written it yet, or a stale one, lacks).
+func TestNodeLockKernelHolder(t *testing.T) {
+	path := t.TempDir() + "/tuner.lock"
+	l, err := AcquireNodeLock(path, NodeLockHolder{Mode: "enforce", Started: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := l.write(""); err != nil { // as a holder that has just locked it
+		t.Fatal(err)
+	}
+	_, err = AcquireNodeLock(path, NodeLockHolder{Mode: "enforce", Started: t0.Add(time.Minute)})
+	cg, _ := readBounded("/proc/self/cgroup", 1<<16)
+	want := fmt.Sprintf("/proc/locks: pid %d here", os.Getpid()) + ", its cgroup \"" + unifiedCgroup(cg) + "\""
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "no note of its holder") {
+		t.Errorf("error %v, want %q and no note", err, want)
+	}
+}
+
+// FuzzLockHolderPID: any table of locks is read without a panic, and a
+// PID found is positive.
+func FuzzLockHolderPID(f *testing.F) {
+	f.Add("1: FLOCK  ADVISORY  WRITE 17046 fe:00:9978365 0 EOF\n")
+	f.Add("1: -> FLOCK ADVISORY WRITE x fe:00:9978365\n")
+	fi := statInfo{st: syscall.Stat_t{Dev: 0xfe00, Ino: 9978365}}
+	f.Fuzz(func(t *testing.T, s string) {
+		if pid := lockHolderPID(strings.NewReader(s), fi); pid < 0 {
+			t.Fatalf("pid %d", pid)
+		}
+	})
+}
