@@ -77,7 +77,13 @@ func AcquireNodeLock(path string, holder NodeLockHolder) (*NodeLock, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("creating the directory of %s: %w", path, err)
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NONBLOCK, 0o644)
+	// Not through a symbolic link (one planted there would have this
+	// process create or write the file it names), and the owner's alone:
+	// a file others may open, they may flock, and keep every tuner out.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0o600)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, fmt.Errorf("%s is a symbolic link, not followed: give the node lock a file of its own", path)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("opening %s: %w", path, err)
 	}
@@ -103,6 +109,9 @@ func lockNode(f *os.File, path string) (*NodeLock, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s is not a regular file (%s): give the node lock a file of its own", path, fi.Mode().Type())
 	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+		return nil, fmt.Errorf("%s is owned by uid %d, not by this process's (uid %d), and that user could hold it and keep every tuner out: remove it, or give the node lock a file of its own", path, st.Uid, os.Geteuid())
+	}
 	err = flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 	switch {
 	case errors.Is(err, syscall.EWOULDBLOCK):
@@ -118,6 +127,13 @@ func lockNode(f *os.File, path string) (*NodeLock, error) {
 	}
 	if len(b) > 0 && !bytes.HasPrefix(b, []byte(nodeLockHeader)) {
 		return nil, fmt.Errorf("%s holds something other than a node lock (%d bytes not written by a tuner), left as it is: give the node lock a file of its own", path, len(b))
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		// a node lock others may open (another umask made it): its
+		// owner's alone now
+		if err := f.Chmod(0o600); err != nil {
+			return nil, fmt.Errorf("%s: making it its owner's alone: %w", path, err)
+		}
 	}
 	return &NodeLock{f: f, path: path}, nil
 }

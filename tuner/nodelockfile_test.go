@@ -1,0 +1,98 @@
+package tuner
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestNodeLockFileOwnersAlone: the lock's path is never followed through a
+// symbolic link (one planted there would have a tuner running as root
+// create, or write its note in, the file it names), a lock file another
+// user owns is refused (that user could hold it), and the lock file is
+// its owner's alone, whatever the umask or the mode an earlier start left
+// (a file others may open they may flock, keeping every tuner out).
+func TestNodeLockFileOwnersAlone(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T, dir, path string) (check func(t *testing.T))
+		want  string // the error, "" for taken
+	}{
+		{"new file", func(*testing.T, string, string) func(*testing.T) { return nil }, ""},
+		{"left readable by others", func(t *testing.T, _, path string) func(*testing.T) {
+			if err := os.WriteFile(path, []byte(nodeLockHeader+"pid=1\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(path, 0o666); err != nil {
+				t.Fatal(err)
+			}
+			return nil
+		}, ""},
+		{"symbolic link to a missing file", func(t *testing.T, dir, path string) func(*testing.T) {
+			target := filepath.Join(dir, "cron.d-entry")
+			if err := os.Symlink(target, path); err != nil {
+				t.Fatal(err)
+			}
+			return func(t *testing.T) {
+				if _, err := os.Lstat(target); err == nil {
+					t.Errorf("the link's target %s was created", target)
+				}
+			}
+		}, "is a symbolic link, not followed"},
+		{"symbolic link to an empty file", func(t *testing.T, dir, path string) func(*testing.T) {
+			target := filepath.Join(dir, "empty")
+			if err := os.WriteFile(target, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(target, path); err != nil {
+				t.Fatal(err)
+			}
+			return func(t *testing.T) {
+				if fi, err := os.Stat(target); err != nil || fi.Size() != 0 || fi.Mode().Perm() != 0o644 {
+					t.Errorf("the link's target was written or changed: %v, %v", fi, err)
+				}
+			}
+		}, "is a symbolic link, not followed"},
+		{"another user's", func(t *testing.T, _, path string) func(*testing.T) {
+			if os.Geteuid() != 0 {
+				t.Skip("chown needs root")
+			}
+			if err := os.WriteFile(path, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chown(path, 4242, 4242); err != nil {
+				t.Fatal(err)
+			}
+			return nil
+		}, "is owned by uid 4242"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "tuner.lock")
+			check := tc.setup(t, dir, path)
+			l, err := AcquireNodeLock(path, NodeLockHolder{Mode: "enforce", Started: t0})
+			if check != nil {
+				check(t)
+			}
+			if tc.want != "" {
+				if err == nil {
+					l.Close()
+					t.Fatalf("taken, want an error with %q", tc.want)
+				}
+				if !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("error %q, want %q", err, tc.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			fi, err := os.Stat(path)
+			if err != nil || fi.Mode().Perm() != 0o600 {
+				t.Errorf("lock file %v (%v), want mode 0600", fi, err)
+			}
+		})
+	}
+}
