@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -74,8 +75,8 @@ func cmpJournal(j string) string {
 // written), a file system without locks (a lock there would exclude
 // nothing) and a path that cannot be created.
 func AcquireNodeLock(path string, holder NodeLockHolder) (*NodeLock, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("creating the directory of %s: %w", path, err)
+	if err := mkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("creating the directory of %s: %w%s", path, err, notWritable(err))
 	}
 	// Not through a symbolic link (one planted there would have this
 	// process create or write the file it names), and the owner's alone:
@@ -85,7 +86,7 @@ func AcquireNodeLock(path string, holder NodeLockHolder) (*NodeLock, error) {
 		return nil, fmt.Errorf("%s is a symbolic link, not followed: give the node lock a file of its own", path)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("opening %s: %w", path, err)
+		return nil, fmt.Errorf("opening %s: %w%s", path, err, notWritable(err))
 	}
 	l, err := lockNode(f, path)
 	if err != nil {
@@ -136,6 +137,20 @@ func lockNode(f *os.File, path string) (*NodeLock, error) {
 		}
 	}
 	return &NodeLock{f: f, path: path}, nil
+}
+
+// mkdirAll creates the lock's directory (tests replace it).
+var mkdirAll = os.MkdirAll
+
+// notWritable says, after an error creating the lock, where the directory
+// a tuner in enforce needs comes from: an install upgraded from a version
+// without the lock whose unit file or chart was kept meets a read-only /run
+// (systemd's ProtectSystem=strict) or a root-owned one.
+func notWritable(err error) string {
+	if !errors.Is(err, syscall.EROFS) && !errors.Is(err, fs.ErrPermission) {
+		return ""
+	}
+	return " (a tuner in enforce needs its directory writable: a systemd unit gets it from tuner-enforce.conf's RuntimeDirectory=vgpu-exporter, a pod from the chart's tuner.nodeLock.hostPath mounted there; an empty --tuner.node-lock runs without the lock)"
 }
 
 // readNodeLock reads at most nodeLockMax bytes of f from its start.

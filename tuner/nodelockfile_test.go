@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -92,6 +93,39 @@ func TestNodeLockFileOwnersAlone(t *testing.T) {
 			fi, err := os.Stat(path)
 			if err != nil || fi.Mode().Perm() != 0o600 {
 				t.Errorf("lock file %v (%v), want mode 0600", fi, err)
+			}
+		})
+	}
+}
+
+// TestNodeLockDirectoryNotWritable: an install upgraded from a version
+// without the lock, its unit file kept (systemd's ProtectSystem=strict
+// leaves /run read-only but for the unit's RuntimeDirectory), is refused
+// with an error saying where the directory comes from; other errors are
+// not given that line.
+func TestNodeLockDirectoryNotWritable(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		hint bool
+	}{
+		{"read-only /run", &os.PathError{Op: "mkdir", Path: "/run/vgpu-exporter", Err: syscall.EROFS}, true},
+		{"not root's", &os.PathError{Op: "mkdir", Path: "/run/vgpu-exporter", Err: syscall.EACCES}, true},
+		{"no space", &os.PathError{Op: "mkdir", Path: "/run/vgpu-exporter", Err: syscall.ENOSPC}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mkdirAll = func(string, os.FileMode) error { return tc.err }
+			defer func() { mkdirAll = os.MkdirAll }()
+			path := filepath.Join(t.TempDir(), "run", "tuner.lock")
+			l, err := AcquireNodeLock(path, NodeLockHolder{Mode: "enforce", Started: t0})
+			if err == nil {
+				l.Close()
+				t.Fatal("taken")
+			}
+			s := err.Error()
+			if !strings.Contains(s, "creating the directory of "+path+": "+tc.err.Error()) ||
+				strings.Contains(s, "tuner-enforce.conf's RuntimeDirectory=vgpu-exporter") != tc.hint {
+				t.Errorf("error %q, the line on the directory's source: %v", s, tc.hint)
 			}
 		})
 	}
