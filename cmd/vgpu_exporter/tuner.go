@@ -214,7 +214,7 @@ func newTunerRunner(cfg *config, src gpu.Source, clock gpu.Clock, snapshot func(
 	r.SetRestoreTimeout(c.RestoreTimeout)
 	r.CloseAtExit(closersAtExit(backends)...)
 	if lock != nil {
-		r.CloseAtExit(lock) // last, after the restore at exit: held by the runner until then
+		r.ReleaseAtExit(lock) // after the restore at exit and the journal's close: held by the runner until then
 	}
 	ok = true
 	return r, nil
