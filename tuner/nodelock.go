@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // DefaultNodeLock is the node lock every install shares, whatever its
@@ -175,8 +177,8 @@ func holderOf(f *os.File) string {
 		note = note[:i]
 	}
 	return "its holder wrote: " + strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f || r == 0xfffd {
-			return '?'
+		if !unicode.IsPrint(r) || r == utf8.RuneError {
+			return '?' // (C0 and C1 controls, bidirectional overrides, bytes not UTF-8)
 		}
 		return r
 	}, string(note))
