@@ -80,6 +80,14 @@ func AcquireNodeLock(path string, holder NodeLockHolder) (*NodeLock, error) {
 	if err := mkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("creating the directory of %s: %w%s", path, err, notWritable(err))
 	}
+	// Not opened where it is no regular file: opening a device can act
+	// (a watchdog's arms it), and a FIFO's wakes its reader.
+	if fi, err := os.Lstat(path); err == nil && !fi.Mode().IsRegular() {
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			return nil, fmt.Errorf("%s is a symbolic link, not followed: give the node lock a file of its own", path)
+		}
+		return nil, fmt.Errorf("%s is not a regular file (%s), not opened: give the node lock a file of its own", path, fi.Mode().Type())
+	}
 	// Not through a symbolic link (one planted there would have this
 	// process create or write the file it names), and the owner's alone:
 	// a file others may open, they may flock, and keep every tuner out.

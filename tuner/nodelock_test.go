@@ -109,7 +109,7 @@ func TestNodeLockRefusals(t *testing.T) {
 		flock            error
 	}{
 		{"parent is a file", filepath.Join(file, "tuner.lock"), "creating the directory of " + filepath.Join(file, "tuner.lock"), nil},
-		{"a directory", dir, "opening " + dir, nil},
+		{"a directory", dir, dir + " is not a regular file (d---------), not opened", nil},
 		{"a FIFO", fifo, fifo + " is not a regular file", nil},
 		{"another file", file, file + " holds something other than a node lock", nil},
 		{"no locks (NFS)", filepath.Join(dir, "nfs.lock"), "file system without locks", syscall.ENOLCK},

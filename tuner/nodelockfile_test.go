@@ -6,6 +6,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestNodeLockFileOwnersAlone: the lock's path is never followed through a
@@ -129,4 +130,35 @@ func TestNodeLockDirectoryNotWritable(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestNodeLockFIFONotOpened: a path that is no regular file is refused
+// before it is opened (opening a device can act: a watchdog's arms it); a
+// FIFO's reader, waiting for a writer, is not woken.
+func TestNodeLockFIFONotOpened(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	woken := make(chan struct{})
+	go func() {
+		if f, err := os.Open(fifo); err == nil { // blocks until a writer opens it
+			f.Close()
+		}
+		close(woken)
+	}()
+	time.Sleep(50 * time.Millisecond) // the reader waits
+	_, err := AcquireNodeLock(fifo, NodeLockHolder{Mode: "enforce", Started: t0})
+	if err == nil || !strings.Contains(err.Error(), "is not a regular file") {
+		t.Errorf("error %v", err)
+	}
+	select {
+	case <-woken:
+		t.Error("the FIFO was opened")
+	case <-time.After(200 * time.Millisecond):
+	}
+	if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil { // the reader goes (ENXIO where it went)
+		w.Close()
+	}
+	<-woken
 }
