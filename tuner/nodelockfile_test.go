@@ -162,3 +162,41 @@ func TestNodeLockFIFONotOpened(t *testing.T) {
 	}
 	<-woken
 }
+
+// TestNodeLockSameInstant: tuners starting at once, the file not there
+// yet, create one file between them, and one alone takes it; the others
+// are refused as by a holder (none writes its note over the holder's).
+func TestNodeLockSameInstant(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "run", "tuner.lock")
+	const n = 8
+	start := make(chan struct{})
+	type result struct {
+		l   *NodeLock
+		err error
+	}
+	out := make(chan result, n)
+	for range n {
+		go func() {
+			<-start
+			l, err := AcquireNodeLock(path, NodeLockHolder{Mode: "enforce", Started: t0})
+			out <- result{l, err}
+		}()
+	}
+	close(start)
+	var held []*NodeLock
+	for range n {
+		r := <-out
+		switch {
+		case r.err == nil:
+			held = append(held, r.l)
+		case !strings.Contains(r.err.Error(), "is held by the tuner of another exporter"):
+			t.Errorf("refused otherwise: %v", r.err)
+		}
+	}
+	if len(held) != 1 {
+		t.Errorf("%d tuners took the lock, want 1", len(held))
+	}
+	for _, l := range held {
+		l.Close()
+	}
+}
