@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // DefaultNodeLock is the node lock every install shares, whatever its
@@ -74,12 +77,26 @@ func cmpJournal(j string) string {
 // written), a file system without locks (a lock there would exclude
 // nothing) and a path that cannot be created.
 func AcquireNodeLock(path string, holder NodeLockHolder) (*NodeLock, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("creating the directory of %s: %w", path, err)
+	if err := mkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("creating the directory of %s: %w%s", path, err, notWritable(err))
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NONBLOCK, 0o644)
+	// Not opened where it is no regular file: opening a device can act
+	// (a watchdog's arms it), and a FIFO's wakes its reader.
+	if fi, err := os.Lstat(path); err == nil && !fi.Mode().IsRegular() {
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			return nil, fmt.Errorf("%s is a symbolic link, not followed: give the node lock a file of its own", path)
+		}
+		return nil, fmt.Errorf("%s is not a regular file (%s), not opened: give the node lock a file of its own", path, fi.Mode().Type())
+	}
+	// Not through a symbolic link (one planted there would have this
+	// process create or write the file it names), and the owner's alone:
+	// a file others may open, they may flock, and keep every tuner out.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0o600)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, fmt.Errorf("%s is a symbolic link, not followed: give the node lock a file of its own", path)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("opening %s: %w", path, err)
+		return nil, fmt.Errorf("opening %s: %w%s", path, err, notWritable(err))
 	}
 	l, err := lockNode(f, path)
 	if err != nil {
@@ -103,6 +120,9 @@ func lockNode(f *os.File, path string) (*NodeLock, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s is not a regular file (%s): give the node lock a file of its own", path, fi.Mode().Type())
 	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+		return nil, fmt.Errorf("%s is owned by uid %d, not by this process's (uid %d), and that user could hold it and keep every tuner out: remove it, or give the node lock a file of its own", path, st.Uid, os.Geteuid())
+	}
 	err = flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 	switch {
 	case errors.Is(err, syscall.EWOULDBLOCK):
@@ -119,7 +139,28 @@ func lockNode(f *os.File, path string) (*NodeLock, error) {
 	if len(b) > 0 && !bytes.HasPrefix(b, []byte(nodeLockHeader)) {
 		return nil, fmt.Errorf("%s holds something other than a node lock (%d bytes not written by a tuner), left as it is: give the node lock a file of its own", path, len(b))
 	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		// a node lock others may open (another umask made it): its
+		// owner's alone now
+		if err := f.Chmod(0o600); err != nil {
+			return nil, fmt.Errorf("%s: making it its owner's alone: %w", path, err)
+		}
+	}
 	return &NodeLock{f: f, path: path}, nil
+}
+
+// mkdirAll creates the lock's directory (tests replace it).
+var mkdirAll = os.MkdirAll
+
+// notWritable says, after an error creating the lock, where the directory
+// a tuner in enforce needs comes from: an install upgraded from a version
+// without the lock whose unit file or chart was kept meets a read-only /run
+// (systemd's ProtectSystem=strict) or a root-owned one.
+func notWritable(err error) string {
+	if !errors.Is(err, syscall.EROFS) && !errors.Is(err, fs.ErrPermission) {
+		return ""
+	}
+	return " (a tuner in enforce needs its directory writable: a systemd unit gets it from tuner-enforce.conf's RuntimeDirectory=vgpu-exporter, a pod from the chart's tuner.nodeLock.hostPath mounted there; an empty --tuner.node-lock runs without the lock)"
 }
 
 // readNodeLock reads at most nodeLockMax bytes of f from its start.
@@ -144,8 +185,8 @@ func holderOf(f *os.File) string {
 		note = note[:i]
 	}
 	return "its holder wrote: " + strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f || r == 0xfffd {
-			return '?'
+		if !unicode.IsPrint(r) || r == utf8.RuneError {
+			return '?' // (C0 and C1 controls, bidirectional overrides, bytes not UTF-8)
 		}
 		return r
 	}, string(note))

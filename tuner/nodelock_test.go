@@ -109,7 +109,7 @@ func TestNodeLockRefusals(t *testing.T) {
 		flock            error
 	}{
 		{"parent is a file", filepath.Join(file, "tuner.lock"), "creating the directory of " + filepath.Join(file, "tuner.lock"), nil},
-		{"a directory", dir, "opening " + dir, nil},
+		{"a directory", dir, dir + " is not a regular file (d---------), not opened", nil},
 		{"a FIFO", fifo, fifo + " is not a regular file", nil},
 		{"another file", file, file + " holds something other than a node lock", nil},
 		{"no locks (NFS)", filepath.Join(dir, "nfs.lock"), "file system without locks", syscall.ENOLCK},
@@ -135,9 +135,10 @@ func TestNodeLockRefusals(t *testing.T) {
 	}
 }
 
-// TestNodeLockHostileNote: a note with terminal escapes and line breaks
-// (a lock file written by another hand) reaches the error as printable
-// text, its first line only.
+// TestNodeLockHostileNote: a note with terminal escapes (C0 and C1), a
+// bidirectional override, bytes not UTF-8 and line breaks (a lock file
+// written by another hand) reaches the error as printable text, its first
+// line only.
 func TestNodeLockHostileNote(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tuner.lock")
 	first, err := AcquireNodeLock(path, NodeLockHolder{Mode: "enforce", Started: t0})
@@ -145,14 +146,14 @@ func TestNodeLockHostileNote(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer first.Close()
-	if err := first.write("pid=1 \x1b[2Jhost=x\rforged\nlevel=error msg=forged\n"); err != nil {
+	if err := first.write("pid=1 \x1b[2Jhost=x\rforged\u009b2J\u202egol\xff\nlevel=error msg=forged\n"); err != nil {
 		t.Fatal(err)
 	}
 	_, err = AcquireNodeLock(path, NodeLockHolder{Mode: "enforce", Started: t0})
 	if err == nil {
 		t.Fatal("taken")
 	}
-	if s := err.Error(); strings.ContainsAny(s, "\x1b\r\n") || strings.Contains(s, "level=error") || !strings.Contains(s, "pid=1 ?[2Jhost=x?forged") {
+	if s := err.Error(); strings.ContainsAny(s, "\x1b\r\n\u009b\u202e") || strings.Contains(s, "level=error") || !strings.Contains(s, "pid=1 ?[2Jhost=x?forged?2J?gol?") {
 		t.Errorf("error %q", s)
 	}
 }

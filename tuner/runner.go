@@ -27,6 +27,7 @@ type Runner struct {
 	logger   log.Logger
 	failed   bool // a restore failed: the exit status says so
 	closers  []io.Closer
+	released []io.Closer
 	// restoreTimeout bounds the restore at start and at exit
 	// (DefaultRestoreTimeout unless SetRestoreTimeout).
 	restoreTimeout time.Duration
@@ -73,6 +74,10 @@ func (r *Runner) SetRestoreTimeout(d time.Duration) {
 // originals back: the actuators that hold something of their own (the
 // pause's pulses and watchdog, which thaw every tenant on close).
 func (r *Runner) CloseAtExit(cs ...io.Closer) { r.closers = append(r.closers, cs...) }
+
+// ReleaseAtExit has the restore at exit close cs last, after the journal:
+// the node lock, so that a tuner that takes it finds the journal free.
+func (r *Runner) ReleaseAtExit(cs ...io.Closer) { r.released = append(r.released, cs...) }
 
 // Tuner returns the tuner r runs.
 func (r *Runner) Tuner() *Tuner { return r.t }
@@ -199,7 +204,8 @@ func (r *Runner) restoreResult(err error) error {
 }
 
 // restoreWithin sets the originals back, closes the actuators
-// CloseAtExit names and the journal.
+// CloseAtExit names and the journal, and then releases what ReleaseAtExit
+// names.
 func (r *Runner) restoreWithin(ctx context.Context) error {
 	_, err := r.t.Restore(ctx)
 	for _, c := range r.closers {
@@ -210,6 +216,11 @@ func (r *Runner) restoreWithin(ctx context.Context) error {
 	if r.journal != nil {
 		if cerr := r.journal.Close(); cerr != nil && err == nil {
 			err = cerr
+		}
+	}
+	for _, c := range r.released {
+		if cerr := c.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("releasing a lock: %w", cerr))
 		}
 	}
 	if err == nil && r.failed {

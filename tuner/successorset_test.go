@@ -14,7 +14,8 @@ import (
 // crash says it sets the successor back from that value, whether the
 // original moved in the run that set it or in the next start, which found
 // it in the journal. (Before, the new PID had no value last set in the
-// journal, and the restore said it set it back from "unknown".)
+// journal, and the restore said it set it back from "unknown".) The run
+// that moved it says so too, at its restore at exit.
 func TestSuccessorKeepsLastSet(t *testing.T) {
 	half := Fraction(0.5)
 	mps := func(pid uint32) Target { return Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads, PID: pid} }
@@ -47,6 +48,9 @@ func TestSuccessorKeepsLastSet(t *testing.T) {
 			}
 			if !tu.follow(mps(7), 9, t0.Add(time.Minute)) {
 				t.Fatal("not followed")
+			}
+			if v := tu.lastSet(mps(9).String()); v != half.String()+" (last set, as journaled)" {
+				t.Errorf("PID 9 last set to %q in this run, the restore at exit's from; want 50%% as journaled", v)
 			}
 			return j
 		}},

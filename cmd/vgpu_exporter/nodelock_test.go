@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -79,7 +80,8 @@ func TestNodeLockKeepsASecondTunerOut(t *testing.T) {
 
 // TestNodeLockPathRefused: a node lock that cannot be created stops the
 // start with an error naming the flag and the path; a relative one is
-// refused at parse (installs would not share it).
+// refused at parse (installs would not share it), as is one that is the
+// journal or the kill-switch file.
 func TestNodeLockPathRefused(t *testing.T) {
 	notDir := filepath.Join(t.TempDir(), "file")
 	os.WriteFile(notDir, nil, 0o600)
@@ -90,5 +92,16 @@ func TestNodeLockPathRefused(t *testing.T) {
 	}
 	if _, err := parseArgs(t, "--tuner.mode=enforce", "--tuner.node-lock=run/tuner.lock"); err == nil || !strings.Contains(err.Error(), `--tuner.node-lock "run/tuner.lock" is not an absolute path`) {
 		t.Errorf("relative path: %v", err)
+	}
+	x := t.TempDir()
+	same := filepath.Join(x, "j")
+	for _, other := range []string{"--tuner.journal=" + filepath.Join(x, "..", filepath.Base(x), "j"), "--tuner.kill-switch-file=" + same} {
+		flag := other[:strings.Index(other, "=")]
+		if _, err := parseArgs(t, "--tuner.mode=enforce", "--tuner.node-lock="+same, other); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("--tuner.node-lock %q is %s's file", same, flag)) {
+			t.Errorf("the lock at %s: %v", other, err)
+		}
+	}
+	if _, err := parseArgs(t, "--tuner.mode=enforce", "--tuner.node-lock="+same, "--tuner.journal="+filepath.Join(x, "k")); err != nil {
+		t.Errorf("a lock beside the journal: %v", err)
 	}
 }

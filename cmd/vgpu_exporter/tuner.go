@@ -109,6 +109,11 @@ func (c *tunerConfig) validate() error {
 	if c.NodeLock != "" && !filepath.IsAbs(c.NodeLock) {
 		errs = append(errs, fmt.Errorf("--tuner.node-lock %q is not an absolute path: every install on a node must name the same file", c.NodeLock))
 	}
+	for _, o := range []struct{ flag, path string }{{"--tuner.journal", c.Journal}, {"--tuner.kill-switch-file", c.KillSwitchFile}} {
+		if c.NodeLock != "" && o.path != "" && samePath(c.NodeLock, o.path) {
+			errs = append(errs, fmt.Errorf("--tuner.node-lock %q is %s's file: the lock would write its note there (or, created, engage the kill switch); give it a file of its own", c.NodeLock, o.flag))
+		}
+	}
 	if both := tuner.KnobsEnabledAndDisabled(c.EnabledKnobs, c.DisabledKnobs); len(both) > 0 {
 		errs = append(errs, fmt.Errorf("--tuner.enable-knob and --tuner.disable-knob both name %s: give each knob one of them", strings.Join(both, ", ")))
 	}
@@ -116,6 +121,13 @@ func (c *tunerConfig) validate() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// samePath says whether a and b name one path once made absolute.
+func samePath(a, b string) bool {
+	a, errA := filepath.Abs(a)
+	b, errB := filepath.Abs(b)
+	return errA == nil && errB == nil && a == b
 }
 
 // policy makes the policy --tuner.policy names, with the parameters of
@@ -214,7 +226,7 @@ func newTunerRunner(cfg *config, src gpu.Source, clock gpu.Clock, snapshot func(
 	r.SetRestoreTimeout(c.RestoreTimeout)
 	r.CloseAtExit(closersAtExit(backends)...)
 	if lock != nil {
-		r.CloseAtExit(lock) // last, after the restore at exit: held by the runner until then
+		r.ReleaseAtExit(lock) // after the restore at exit and the journal's close: held by the runner until then
 	}
 	ok = true
 	return r, nil
