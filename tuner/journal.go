@@ -269,6 +269,11 @@ func openRegularFlag(path string, flag int) (*os.File, error) {
 
 // openRegularLock is openRegularFlag, locking the file with lock.
 func openRegularLock(path string, flag int, lock bool) (*os.File, error) {
+	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
+		// refused before it is opened: opening a device can act (a
+		// watchdog's arms it), a FIFO's open wakes its reader
+		return nil, fmt.Errorf("%s is not a regular file (%s)", path, fi.Mode().Type())
+	}
 	for range 3 { // a compaction may replace the file between the open and the lock
 		f, err := os.OpenFile(path, flag|syscall.O_NONBLOCK, 0o600)
 		if err != nil {

@@ -198,6 +198,19 @@ func TestJournalRefusesNonRegularFiles(t *testing.T) {
 	}
 }
 
+// A journal path that is no regular file is refused before it is opened,
+// as the node lock's is: opening a device can act (a watchdog's arms it),
+// and a FIFO's open wakes its reader.
+func TestJournalFIFONotOpened(t *testing.T) {
+	fifoNotOpened(t, func(fifo string) error {
+		j, err := OpenJournal(fifo)
+		if err == nil {
+			j.Close()
+		}
+		return err
+	})
+}
+
 // A line over the record bound is dropped (counted) in bounded memory, and
 // a record over it is refused when written.
 func TestJournalBoundedRecords(t *testing.T) {

@@ -136,6 +136,16 @@ func TestNodeLockDirectoryNotWritable(t *testing.T) {
 // before it is opened (opening a device can act: a watchdog's arms it); a
 // FIFO's reader, waiting for a writer, is not woken.
 func TestNodeLockFIFONotOpened(t *testing.T) {
+	fifoNotOpened(t, func(fifo string) error {
+		_, err := AcquireNodeLock(fifo, NodeLockHolder{Mode: "enforce", Started: t0})
+		return err
+	})
+}
+
+// fifoNotOpened checks that open refuses a FIFO, "is not a regular file",
+// without opening it: a reader waiting on it is not woken.
+func fifoNotOpened(t *testing.T, open func(path string) error) {
+	t.Helper()
 	fifo := filepath.Join(t.TempDir(), "fifo")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
@@ -148,8 +158,7 @@ func TestNodeLockFIFONotOpened(t *testing.T) {
 		close(woken)
 	}()
 	time.Sleep(50 * time.Millisecond) // the reader waits
-	_, err := AcquireNodeLock(fifo, NodeLockHolder{Mode: "enforce", Started: t0})
-	if err == nil || !strings.Contains(err.Error(), "is not a regular file") {
+	if err := open(fifo); err == nil || !strings.Contains(err.Error(), "is not a regular file") {
 		t.Errorf("error %v", err)
 	}
 	select {
