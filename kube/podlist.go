@@ -213,21 +213,28 @@ func parsePodList(src string, data []byte) ([]*podMeta, map[string]string, error
 	var out []*podMeta
 	cids := map[string]string{}
 	for _, it := range pl.Items.list {
-		md := it.Metadata
-		if md.UID == "" || md.Name == "" {
-			continue
-		}
-		out = append(out, &podMeta{Namespace: md.Namespace, Name: md.Name, UID: strings.ToLower(md.UID), Labels: md.Labels.m})
-		st := it.Status
-		for _, cs := range slices.Concat(st.ContainerStatuses.list, st.InitContainerStatuses.list, st.EphemeralContainerStatuses.list) {
-			id := cs.ContainerID
-			if i := strings.LastIndex(id, "://"); i >= 0 {
-				id = id[i+3:]
-			}
-			if id != "" {
-				cids[strings.ToLower(id)] = cs.Name
-			}
-		}
+		md, st := it.Metadata, it.Status
+		out = addPod(out, cids, md.Namespace, md.Name, md.UID, md.Labels.m,
+			slices.Concat(st.ContainerStatuses.list, st.InitContainerStatuses.list, st.EphemeralContainerStatuses.list))
 	}
 	return out, cids, nil
+}
+
+// addPod adds a decoded pod to out, and its containers' IDs (without the
+// runtime's "scheme://") to cids; a pod without a UID or name is left out.
+func addPod(out []*podMeta, cids map[string]string, ns, name, uid string, labels map[string]string, statuses []containerStatus) []*podMeta {
+	if uid == "" || name == "" {
+		return out
+	}
+	out = append(out, &podMeta{Namespace: ns, Name: name, UID: strings.ToLower(uid), Labels: labels})
+	for _, cs := range statuses {
+		id := cs.ContainerID
+		if i := strings.LastIndex(id, "://"); i >= 0 {
+			id = id[i+3:]
+		}
+		if id != "" {
+			cids[strings.ToLower(id)] = cs.Name
+		}
+	}
+	return out
 }

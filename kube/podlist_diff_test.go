@@ -5,7 +5,6 @@ import (
 	"errors"
 	"reflect"
 	"slices"
-	"strings"
 	"testing"
 )
 
@@ -56,19 +55,7 @@ func plainParsePodList(data []byte) ([]*podMeta, map[string]string, error) {
 			}
 			statuses = append(statuses, cs)
 		}
-		if md.UID == "" || md.Name == "" {
-			continue
-		}
-		out = append(out, &podMeta{Namespace: md.Namespace, Name: md.Name, UID: strings.ToLower(md.UID), Labels: md.Labels})
-		for _, cs := range statuses {
-			id := cs.ContainerID
-			if i := strings.LastIndex(id, "://"); i >= 0 {
-				id = id[i+3:]
-			}
-			if id != "" {
-				cids[strings.ToLower(id)] = cs.Name
-			}
-		}
+		out = addPod(out, cids, md.Namespace, md.Name, md.UID, md.Labels, statuses)
 	}
 	return out, cids, nil
 }

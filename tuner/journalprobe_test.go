@@ -26,16 +26,7 @@ func TestJournalProbedEachRoundWhileUnwritable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	out := &strings.Builder{}
-	clk := gpu.NewManualClock(t0)
-	tu, err := New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(&recorder{}), Journal: j, Clock: clk, Mode: ModeEnforce,
-		Logger: log.NewLogfmtLogger(log.NewSyncWriter(out))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tu.journal(originalRec("GPU-0", 700)); err != nil {
-		t.Fatal(err)
-	}
+	tu, clk, out := journalTuner(t, j)
 	before, _ := os.ReadFile(p)
 	failWrites(t)
 	if tu.journal(Record{Time: t0, Event: string(OutcomePlanned), Target: Target{GPU: "GPU-0", Knob: gpu.KnobPowerLimit}}) == nil {
@@ -159,16 +150,7 @@ func TestJournalCompactionFailureNotAWriteFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	out := &strings.Builder{}
-	clk := gpu.NewManualClock(t0)
-	tu, err := New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(&recorder{}), Journal: j, Clock: clk, Mode: ModeEnforce,
-		Logger: log.NewLogfmtLogger(log.NewSyncWriter(out))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tu.journal(originalRec("GPU-0", 700)); err != nil {
-		t.Fatal(err)
-	}
+	tu, clk, out := journalTuner(t, j)
 	if err := os.Mkdir(p+".tmp", 0o700); err != nil { // the compaction fails
 		t.Fatal(err)
 	}
@@ -202,4 +184,21 @@ func TestJournalCompactionFailureNotAWriteFailure(t *testing.T) {
 	if st := j.Stats(); st.CompactError != "" || !strings.Contains(out.String(), "tuner journal compacted again") {
 		t.Errorf("stats %+v after a compaction succeeded; log:\n%s", st, out)
 	}
+}
+
+// journalTuner is a tuner in enforce on j that decides nothing, logging
+// into out, with GPU-0's power limit journaled as an original.
+func journalTuner(t *testing.T, j *Journal) (*Tuner, *gpu.ManualClock, *strings.Builder) {
+	t.Helper()
+	out := &strings.Builder{}
+	clk := gpu.NewManualClock(t0)
+	tu, err := New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(&recorder{}), Journal: j, Clock: clk, Mode: ModeEnforce,
+		Logger: log.NewLogfmtLogger(log.NewSyncWriter(out))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tu.journal(originalRec("GPU-0", 700)); err != nil {
+		t.Fatal(err)
+	}
+	return tu, clk, out
 }
