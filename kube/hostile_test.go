@@ -83,24 +83,7 @@ func TestKubeletGarbageSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lis.Close()
-	go func() {
-		for {
-			c, err := lis.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				_, _ = c.Write([]byte("HTTP/1.1 200 OK\r\n\r\n" + strings.Repeat("\xff", 1<<16)))
-				buf := make([]byte, 4096)
-				for {
-					if _, err := c.Read(buf); err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
+	kube.ServeGarbage(lis, []byte("HTTP/1.1 200 OK\r\n\r\n"+strings.Repeat("\xff", 1<<16)))
 	const timeout = 300 * time.Millisecond
 	m, err := kube.NewMapper(kube.Options{PodResourcesSocket: socket, Timeout: timeout})
 	if err != nil {

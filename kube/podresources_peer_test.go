@@ -55,19 +55,7 @@ func TestPodResourcesHostileSocket(t *testing.T) {
 				defer srv.Stop()
 			} else {
 				defer lis.Close()
-				go func() {
-					for {
-						c, err := lis.Accept()
-						if err != nil {
-							return
-						}
-						go func() {
-							defer c.Close()
-							_, _ = c.Write([]byte("HTTP/1.1 200 OK\r\n\r\n\x00\xff garbage"))
-							time.Sleep(5 * time.Second)
-						}()
-					}
-				}()
+				ServeGarbage(lis, []byte("HTTP/1.1 200 OK\r\n\r\n\x00\xff garbage"))
 			}
 			k, err := newKubeClient(socket, "", nil, time.Second, 500*time.Millisecond)
 			if err != nil {
@@ -84,4 +72,28 @@ func TestPodResourcesHostileSocket(t *testing.T) {
 			}
 		})
 	}
+}
+
+// ServeGarbage answers every connection to lis with payload, then reads
+// until the peer goes: a socket that speaks no gRPC (exported for the
+// tests of package kube_test).
+func ServeGarbage(lis net.Listener, payload []byte) {
+	go func() {
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_, _ = c.Write(payload)
+				buf := make([]byte, 4096)
+				for {
+					if _, err := c.Read(buf); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
 }
