@@ -39,10 +39,22 @@ func main() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(gcPercent)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx := interruptible()
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, isTerminal(os.Stderr))
-	stop()
 	os.Exit(code)
+}
+
+// interruptible is a context that the first interrupt (Ctrl-C) cancels,
+// for the run to stop and say so; a second one ends the process at once,
+// as the default handler does, where stopping takes longer than the user
+// will wait.
+func interruptible() context.Context {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
+	return ctx
 }
 
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
