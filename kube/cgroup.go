@@ -352,29 +352,24 @@ func ParseProcCgroup(data []byte) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	type entry struct{ id, ctrl, path string }
-	entries := make([]entry, len(lines))
-	for i, l := range lines {
-		entries[i] = entry{l.ID, l.Controllers, l.Path}
-	}
-	if len(entries) == 0 {
+	if len(lines) == 0 {
 		return "", fmt.Errorf("no cgroup entries")
 	}
-	best, bestScore := entries[0].path, -1
-	for _, e := range entries {
+	best, bestScore := lines[0].Path, -1
+	for _, e := range lines {
 		score := 0
-		info := ParseCgroupPath(e.path)
+		info := ParseCgroupPath(e.Path)
 		switch {
 		case info.PodUID != "":
 			score += 200
 		case info.ContainerID != "":
 			score += 100
 		}
-		if e.id == "0" && e.ctrl == "" {
+		if e.ID == "0" && e.Controllers == "" {
 			score += 50 // cgroup v2 unified hierarchy
 		}
 		ctrl := 0
-		for _, c := range strings.Split(e.ctrl, ",") {
+		for _, c := range strings.Split(e.Controllers, ",") {
 			switch c {
 			case "memory", "cpu", "pids":
 				ctrl = 3
@@ -383,7 +378,7 @@ func ParseProcCgroup(data []byte) (string, error) {
 			}
 		}
 		if score += ctrl; score > bestScore {
-			best, bestScore = e.path, score
+			best, bestScore = e.Path, score
 		}
 	}
 	return best, nil

@@ -118,6 +118,16 @@ const (
 
 // oversize notes a container or device ID left out, what names it being
 // clipped for a log line.
+// idFits says whether a device ID is within maxDeviceIDLen; one that is
+// not is counted (oversize) and left out.
+func (m *Mapping) idFits(id string) bool {
+	if len(id) > maxDeviceIDLen {
+		m.oversize("device ID " + id)
+		return false
+	}
+	return true
+}
+
 func (m *Mapping) oversize(what string) {
 	if m.oversized++; m.oversized == 1 {
 		m.oversizedFirst = clip.Text(what, 120)
@@ -159,8 +169,7 @@ func NewMapping(resp *podresourcesv1.ListPodResourcesResponse) *Mapping {
 			var ids []string
 			for _, d := range c.GetDevices() {
 				for _, id := range d.GetDeviceIds() {
-					if len(id) > maxDeviceIDLen {
-						m.oversize("device ID " + id)
+					if !m.idFits(id) {
 						continue
 					}
 					if base := gpuDevice(d.GetResourceName(), id); base != "" {
@@ -178,11 +187,9 @@ func NewMapping(resp *podresourcesv1.ListPodResourcesResponse) *Mapping {
 				}
 			}
 			for _, id := range draDeviceIDs(c.GetDynamicResources()) {
-				if len(id) > maxDeviceIDLen {
-					m.oversize("device ID " + id)
-					continue
+				if m.idFits(id) {
+					ids = append(ids, id)
 				}
-				ids = append(ids, id)
 			}
 			for _, base := range ids {
 				ref := PodRef{Namespace: pr.GetNamespace(), Name: pr.GetName(), Container: c.GetName()}

@@ -67,14 +67,15 @@ func probeWrite(path string) error {
 
 // probeJournal probes the journal once a round while its last write
 // failed (Journal.Probe): once it can be written, the tuner says so as
-// after a write that succeeds (noteJournal), and its status serves it
-// writable.
+// after a write that succeeds, and its status serves it writable. It also
+// logs a compaction that failed (noteCompaction).
 func (t *Tuner) probeJournal() {
 	if t.o.Journal == nil {
 		return
 	}
-	t.noteCompaction()
-	if !t.o.Journal.writeFailed() {
+	st := t.o.Journal.Stats()
+	t.noteCompaction(st.CompactError)
+	if st.WriteError == "" {
 		return
 	}
 	if err := t.o.Journal.Probe(); err != nil {
@@ -83,23 +84,14 @@ func (t *Tuner) probeJournal() {
 	}
 	// (one opened unwritable, on a read-only file system, has had no
 	// write fail yet: it is said writable again all the same)
-	t.journalBroken = true
-	t.noteJournal(nil)
-}
-
-// writeFailed reports whether the journal's last write failed, or it was
-// opened unwritable (Stats.WriteError set).
-func (j *Journal) writeFailed() bool {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	return j.stats.WriteError != ""
+	t.journalWritableAgain()
 }
 
 // noteCompaction logs a compaction of the journal that failed once, until
-// one succeeds: the records are still written (a write that fails says so
-// as every write does), the tuner acts, and the file grows meanwhile.
-func (t *Tuner) noteCompaction() {
-	e := t.o.Journal.compactError()
+// one succeeds (e, the journal's CompactError, ""): the records are still
+// written (a write that fails says so as every write does), the tuner
+// acts, and the file grows meanwhile.
+func (t *Tuner) noteCompaction(e string) {
 	switch {
 	case e == t.compactErr:
 		return
@@ -109,11 +101,4 @@ func (t *Tuner) noteCompaction() {
 		level.Info(t.o.Logger).Log("msg", "tuner journal compacted again")
 	}
 	t.compactErr = e
-}
-
-// compactError is the last compaction's error, "" once one succeeded.
-func (j *Journal) compactError() string {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	return j.stats.CompactError
 }

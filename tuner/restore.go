@@ -274,14 +274,21 @@ func (t *Tuner) noteJournal(err error) {
 		t.journalBroken = true
 		lv(t.o.Logger).Log("msg", "tuner journal write failed: the tuner makes no change until a write succeeds (restores go on)", "err", err)
 	case t.journalBroken:
-		t.journalBroken = false
-		for k, v := range t.refused {
-			if strings.HasPrefix(v, journalRefusal+" ") {
-				delete(t.refused, k)
-			}
-		}
-		level.Info(t.o.Logger).Log("msg", "tuner journal writable again: the tuner acts again")
+		t.journalWritableAgain()
 	}
+}
+
+// journalWritableAgain says that the journal can be written again after a
+// write failed (or it was opened unwritable): the tuner acts again, and
+// the next decision the journal holds back is logged anew.
+func (t *Tuner) journalWritableAgain() {
+	t.journalBroken = false
+	for k, v := range t.refused {
+		if strings.HasPrefix(v, journalRefusal+" ") {
+			delete(t.refused, k)
+		}
+	}
+	level.Info(t.o.Logger).Log("msg", "tuner journal writable again: the tuner acts again")
 }
 
 // orUnknown is a decision's from value as the log says it: "unknown"

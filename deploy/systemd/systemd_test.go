@@ -266,7 +266,11 @@ func TestTunerEnforceNodeLock(t *testing.T) {
 	if unit := "/run/" + strings.Join(enforce["RuntimeDirectory"], " ") + "/tuner.lock"; def != unit || chart+"/tuner.lock" != unit {
 		t.Errorf("node lock: the unit's runtime directory gives %s, the exporter's default is %s, the chart's %s/tuner.lock: all must be one file", unit, def, chart)
 	}
-	if env, _ := os.ReadFile("vgpu_exporter.default"); strings.Contains(string(env), "--tuner.node-lock") {
+	env, err := os.ReadFile("vgpu_exporter.default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(env), "--tuner.node-lock") {
 		t.Error("vgpu_exporter.default gives --tuner.node-lock: the unit's tuner would lock another file than the chart's")
 	}
 }
