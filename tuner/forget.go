@@ -142,8 +142,8 @@ func (t *Tuner) forget(gone map[string]bool, now time.Time) {
 // tenant ever paused, served as its pause series, for good. A pause in
 // force is never dropped so (thawPauses ends it first); a GPU the
 // snapshot did not read tells nothing. Its tenant's failed-freeze count,
-// served from 0 from its first pause, goes with its last pause setting
-// (the pause actuator's own counts are served as it reports them).
+// served from 0 from its first pause, goes with its last pause setting,
+// the pause actuator's too where it can drop it.
 func (t *Tuner) forgetEndedPauses(snap *tenant.Snapshot, now time.Time) {
 	if snap == nil || snap.Readings == nil {
 		return
@@ -184,8 +184,12 @@ func (t *Tuner) forgetEndedPauses(snap *tenant.Snapshot, now time.Time) {
 			delete(tenants, st.Tenant)
 		}
 	}
+	forgetter, _ := t.o.Pauses.(gpu.PauseFailuresForgetter)
 	for name := range tenants {
 		delete(t.pausedTenants, name)
+		if forgetter != nil {
+			forgetter.ForgetPauseFailures(name)
+		}
 	}
 }
 

@@ -10,6 +10,12 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
+// forgettingPause is a reportingPause that drops a tenant's failed
+// freezes when told.
+type forgettingPause struct{ reportingPause }
+
+func (p *forgettingPause) ForgetPauseFailures(tenant string) { delete(p.failures, tenant) }
+
 // pauseEach pauses, once, every batch tenant of the snapshot on the GPU
 // it runs on, by its first process.
 func pauseEach() Decider {
@@ -42,7 +48,7 @@ func TestEndedPausesOfGoneTenantsForgotten(t *testing.T) {
 	back := &Backoff{Base: time.Second, Max: time.Hour}
 	hold := &RevertHold{Hold: time.Hour}
 	retry := &Retry{After: time.Hour}
-	rec := &reportingPause{}
+	rec := &forgettingPause{reportingPause{failures: map[string]uint64{}}}
 	tu, err := New(Options{Policy: pauseEach(), Guards: []Guard{Bounds{}, back, hold, retry}, Enabled: pauseOn,
 		Actuators: ActuatorsOf(rec), Pauses: rec, Clock: clk, Mode: ModeEnforce})
 	if err != nil {
@@ -60,6 +66,9 @@ func TestEndedPausesOfGoneTenantsForgotten(t *testing.T) {
 			usage = append(usage, tenant.Usage{Tenant: name, Class: gpu.ClassBatch, UUID: uuid0, PIDs: []uint32{pid + uint32(j)}})
 			procs = append(procs, mpsProc(pid+uint32(j), nil))
 			rec.inForce = append(rec.inForce, gpu.PauseInForce{UUID: uuid0, Tenant: name, Duty: 0.5})
+			if j == i { // its first freeze failed
+				rec.failures[name]++
+			}
 			hold.Block(Target{GPU: uuid0, Knob: gpu.KnobPauseDuty, PID: pid + uint32(j)}, Duty(0.9), clk.Now())
 		}
 		snap := snapshot(clk.Now(), []gpu.Device{{UUID: uuid0, Up: true, Mode: gpu.SharingMPS, Processes: procs}}, usage)
@@ -88,6 +97,6 @@ func TestEndedPausesOfGoneTenantsForgotten(t *testing.T) {
 		{"targets", len(tu.targets)}, {"changes", len(tu.changes)}, {"originals", len(tu.originals)},
 		{"refusals logged", len(tu.refused)}, {"status settings", len(s.Settings)}, {"history values", len(last.Values)},
 		{"backoff", len(back.state)}, {"revert hold", len(hold.bad)}, {"retry", len(retry.asked)},
-		{"failed-freeze counts", len(s.PauseFreezeFailures)},
+		{"failed-freeze counts", len(s.PauseFreezeFailures)}, {"the actuator's failed-freeze counts", len(rec.failures)},
 	})
 }
