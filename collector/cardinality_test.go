@@ -142,7 +142,7 @@ var cardinalityTerms = map[string]func(*tenant.Snapshot, *tuner.Status) int{
 	"pause decision whose value in effect is reported": func(_ *tenant.Snapshot, st *tuner.Status) int {
 		return countOf(st.Settings, func(set tuner.Setting) bool { _, ok := set.Effective.(tuner.Duty); return ok })
 	},
-	"tenant paused since start, or whose pause failed to freeze": func(_ *tenant.Snapshot, st *tuner.Status) int { return len(st.PauseFreezeFailures) },
+	"tenant paused since start and not gone since, or whose pause failed to freeze": func(_ *tenant.Snapshot, st *tuner.Status) int { return len(st.PauseFreezeFailures) },
 	"GPU-level tuner target decided": func(_ *tenant.Snapshot, st *tuner.Status) int {
 		return countOf(st.Settings, func(set tuner.Setting) bool {
 			switch set.Target.(type) {

@@ -65,7 +65,7 @@ vgpu_tuner_mps_active_threads_effective_ratio{gpu="0",tenant="embed",uuid="GPU-0
 # HELP vgpu_tuner_mps_active_threads_target_ratio MPS active-thread fraction the tuner last decided for the tenant's clients on the GPU (sum over its clients).
 # TYPE vgpu_tuner_mps_active_threads_target_ratio gauge
 vgpu_tuner_mps_active_threads_target_ratio{gpu="0",tenant="embed",uuid="GPU-0"} 0.4
-# HELP vgpu_tuner_pause_duty_target_ratio Fraction of every period the tuner's target pauses the tenant's processes for (pause_duty): the duty last set, or recommended in recommend mode; 0 once thawed.
+# HELP vgpu_tuner_pause_duty_target_ratio Fraction of every period the tuner's target pauses the tenant's processes for (pause_duty): the duty last set, or recommended in recommend mode; 0 once thawed; gone once the tenant has run on no GPU for a minute since.
 # TYPE vgpu_tuner_pause_duty_target_ratio gauge
 vgpu_tuner_pause_duty_target_ratio{gpu="0",tenant="etl",uuid="GPU-0"} 0.2
 vgpu_tuner_pause_duty_target_ratio{gpu="0",tenant="train",uuid="GPU-0"} 0.4

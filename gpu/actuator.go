@@ -219,6 +219,15 @@ type PauseReporter interface {
 	PauseFreezeFailures() map[string]uint64
 }
 
+// PauseFailuresForgetter is a PauseReporter that drops, when told, the
+// failed-freeze count of a tenant gone for good (its pauses ended, no
+// process of it left), so that a host whose tenants come and go does not
+// keep one for every tenant it ever paused.
+type PauseFailuresForgetter interface {
+	// ForgetPauseFailures drops tenant's count, unless it is paused now.
+	ForgetPauseFailures(tenant string)
+}
+
 // PauseInForce is one tenant's pause on one GPU as it runs: Duty is the
 // fraction of each period it is paused for, 0 where the latest period's
 // freeze failed (FreezeFailed).

@@ -110,6 +110,11 @@ func (t *Tuner) forgetGone(snap *tenant.Snapshot, now time.Time) {
 			gone[k] = true
 		}
 	}
+	t.forget(gone, now)
+}
+
+// forget drops what the tuner keeps of the targets in gone.
+func (t *Tuner) forget(gone map[string]bool, now time.Time) {
 	if len(gone) == 0 {
 		return
 	}
@@ -119,12 +124,73 @@ func (t *Tuner) forgetGone(snap *tenant.Snapshot, now time.Time) {
 		delete(t.changes, k)
 		delete(t.pending, k)
 		delete(t.refused, k)
+		delete(t.endedUnseen, k)
 		if o, ok := t.originals[k]; ok && o.Target.Knob == gpu.KnobMPSActiveThreads && t.enforcedOn(o.Target.GPU) {
 			t.dropGoneOriginal(k, now)
 		}
 	}
 	t.evals = slices.DeleteFunc(t.evals, func(e evaluation) bool { return gone[e.a.Target.String()] })
 	t.chain().Forget(gone)
+}
+
+// forgetEndedPauses drops what the tuner keeps of a pause that has ended
+// (no original open: thawed, or only recommended) once its tenant has had
+// no process on any GPU for goneAfter, as forgetGone does of a process:
+// a pause names its tenant, and a host whose batch jobs come and go as
+// tenants of their own (a namespace or a pod label's value each) would
+// otherwise keep a setting, a last change and the guards' state of every
+// tenant ever paused, served as its pause series, for good. A pause in
+// force is never dropped so (thawPauses ends it first); a GPU the
+// snapshot did not read tells nothing. Its tenant's failed-freeze count,
+// served from 0 from its first pause, goes with its last pause setting,
+// the pause actuator's too where it can drop it.
+func (t *Tuner) forgetEndedPauses(snap *tenant.Snapshot, now time.Time) {
+	if snap == nil || snap.Readings == nil {
+		return
+	}
+	up, _ := runningProcs(snap)
+	var gone map[string]bool
+	for k, st := range t.targets {
+		if st.Knob != gpu.KnobPauseDuty || !up[st.GPU] {
+			continue
+		}
+		if _, open := t.originals[k]; open || len(PausePIDs(snap, st.Tenant)) > 0 {
+			delete(t.endedUnseen, k)
+			continue
+		}
+		if t.endedUnseen == nil {
+			t.endedUnseen = map[string]time.Time{}
+		}
+		since, ok := t.endedUnseen[k]
+		if !ok {
+			t.endedUnseen[k], since = now, now
+		}
+		if now.Sub(since) >= goneAfter {
+			if gone == nil {
+				gone = map[string]bool{}
+			}
+			gone[k] = true
+		}
+	}
+	tenants := map[string]bool{}
+	for k := range gone {
+		tenants[t.targets[k].Tenant] = true
+	}
+	t.forget(gone, now)
+	// a tenant none of whose pauses is left is served no failed-freeze
+	// count from 0 any more (syncPauses)
+	for _, st := range t.targets {
+		if st.Knob == gpu.KnobPauseDuty {
+			delete(tenants, st.Tenant)
+		}
+	}
+	forgetter, _ := t.o.Pauses.(gpu.PauseFailuresForgetter)
+	for name := range tenants {
+		delete(t.pausedTenants, name)
+		if forgetter != nil {
+			forgetter.ForgetPauseFailures(name)
+		}
+	}
 }
 
 // runningProcs returns the GPUs the snapshot read (up) and the processes

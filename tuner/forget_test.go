@@ -79,20 +79,29 @@ func TestProcessKnobsForgotten(t *testing.T) {
 			bound := perRound * (int(goneAfter/(15*time.Second)) + 1)
 			s := tu.Status()
 			last := s.History[len(s.History)-1]
-			for _, x := range []struct {
-				what string
-				n    int
-			}{
+			atMost(t, bound+1, fmt.Sprintf("after %d rounds of %d new clients", rounds, perRound), []kept{
 				{"targets", len(tu.targets)}, {"changes", len(tu.changes)}, {"pending", len(tu.pending)},
 				{"originals", len(tu.originals)}, {"journal originals", len(j.Originals())}, {"tracked processes", len(tu.procs)},
 				{"refusals logged", len(tu.refused)}, {"status settings", len(s.Settings)}, {"history values", len(last.Values)},
 				{"unrestored", s.Unrestored}, {"backoff", len(back.state)}, {"revert hold", len(hold.bad)}, {"retry", len(retry.asked)},
-			} {
-				if x.n > bound+1 {
-					t.Errorf("%s: %d after %d rounds of %d new clients, want at most %d", x.what, x.n, rounds, perRound, bound+1)
-				}
-			}
+			})
 		})
+	}
+}
+
+// kept is how many of something the tuner keeps.
+type kept struct {
+	what string
+	n    int
+}
+
+// atMost fails t for each of ks over bound.
+func atMost(t *testing.T, bound int, after string, ks []kept) {
+	t.Helper()
+	for _, k := range ks {
+		if k.n > bound {
+			t.Errorf("%s: %d %s, want at most %d", k.what, k.n, after, bound)
+		}
 	}
 }
 

@@ -189,6 +189,10 @@ type Tuner struct {
 	// ending holds the pauses whose thaw the policy asked for and the
 	// actuator refused: not followed (the actuator may have ended them)
 	ending map[string]bool
+	// endedUnseen is, per pause setting with no original open, since
+	// when its tenant has had no process on any GPU (forgetEndedPauses)
+	endedUnseen map[string]time.Time
+
 	last   *tenant.Snapshot
 	counts Counts
 	recent []Decision
@@ -374,6 +378,7 @@ func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 		}
 	}
 	t.forgetGone(snap, now)
+	t.forgetEndedPauses(snap, now)
 	t.syncPending(snap)
 	var fast map[string]FastSLO
 	if age == 0 { // a stale snapshot's counters are not new points

@@ -7,7 +7,10 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 )
 
-var _ gpu.PauseReporter = (*Pauser)(nil)
+var (
+	_ gpu.PauseReporter          = (*Pauser)(nil)
+	_ gpu.PauseFailuresForgetter = (*Pauser)(nil)
+)
 
 // PausesInForce implements gpu.PauseReporter: each paused tenant, for each
 // GPU that asks for a pause of it, at the duty its pulse runs (the largest
@@ -52,4 +55,18 @@ func (p *Pauser) countFailure(tenant string) {
 		p.failures = map[string]uint64{}
 	}
 	p.failures[tenant]++
+}
+
+// ForgetPauseFailures implements gpu.PauseFailuresForgetter: the count of
+// a tenant that no pulse pauses now is dropped.
+func (p *Pauser) ForgetPauseFailures(tenant string) {
+	p.mu.Lock()
+	_, paused := p.tenants[tenant]
+	p.mu.Unlock()
+	if paused {
+		return
+	}
+	p.failMu.Lock()
+	defer p.failMu.Unlock()
+	delete(p.failures, tenant)
 }

@@ -80,6 +80,28 @@ func TestPausesInForce(t *testing.T) {
 	if got := p.PauseFreezeFailures(); !reflect.DeepEqual(got, map[string]uint64{"trainer": 1}) {
 		t.Fatalf("failures %v after the thaw, want trainer 1 (a counter)", got)
 	}
+	// the tuner tells it the tenant is gone for good: its count goes
+	p.ForgetPauseFailures("trainer")
+	if got := p.PauseFreezeFailures(); len(got) != 0 {
+		t.Fatalf("failures %v after the tenant was forgotten, want none", got)
+	}
+}
+
+// A failed-freeze count is dropped when the tuner says its tenant is gone
+// for good, not while a pulse still pauses the tenant.
+func TestForgetPauseFailuresKeepsPaused(t *testing.T) {
+	h := newHost(t)
+	h.cgroupV2Dir(podPath)
+	h.process(10, podPath, "", 10)
+	p := h.pauser(t, gpu.NewManualClock(time.Unix(0, 0)), Options{Period: 500 * time.Millisecond})
+	must(t, p.SetPauseDuty(context.Background(), "GPU-a", "trainer", []uint32{10}, 0.2))
+	p.countFailure("trainer")
+	p.countFailure("gone")
+	p.ForgetPauseFailures("trainer")
+	p.ForgetPauseFailures("gone")
+	if got := p.PauseFreezeFailures(); !reflect.DeepEqual(got, map[string]uint64{"trainer": 1}) {
+		t.Errorf("failures %v, want trainer's kept (paused) and gone's dropped", got)
+	}
 }
 
 // A period that finds none of the tenant's processes left (they exited
