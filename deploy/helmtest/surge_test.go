@@ -16,8 +16,10 @@ import (
 // never done; before, the chart rendered any maxSurge. Without the tuner a
 // surge is the operator's choice. No surge with none unavailable, which
 // the API server refuses partway through an install, is refused too,
-// saying to make maxUnavailable 1 or more, and so is a surge with some
-// unavailable, which the API server refuses for a DaemonSet.
+// saying to make maxUnavailable 1 or more (and, where any pool runs the
+// tuner, that a surge is refused: before, only where the first pool did),
+// and so is a surge with some unavailable, which the API server refuses
+// for a DaemonSet.
 func TestNoSurgeWithTheTuner(t *testing.T) {
 	c := loadChart(t)
 	surge := func(v any) map[string]any {
@@ -48,6 +50,10 @@ func TestNoSurgeWithTheTuner(t *testing.T) {
 		// No surge and none unavailable: the API server refuses it.
 		{map[string]any{"tuner": map[string]any{"mode": "enforce"}, "updateStrategy": surge(0)},
 			"updateStrategy.rollingUpdate: maxUnavailable=0 with maxSurge=0 would replace no pod, and the API server refuses it: set maxUnavailable to 1 or more (with the tuner on, a surge is refused"},
+		{map[string]any{"updateStrategy": surge(0), "nodePools": []any{
+			map[string]any{"name": "a", "nodeSelector": map[string]any{"pool": "a"}},
+			map[string]any{"name": "b", "nodeSelector": map[string]any{"pool": "b"}, "tuner": map[string]any{"mode": "recommend"}}}},
+			"set maxUnavailable to 1 or more (with the tuner on, a surge is refused"},
 		{map[string]any{"updateStrategy": map[string]any{"rollingUpdate": map[string]any{"maxUnavailable": "0%"}}},
 			"maxUnavailable=0% with maxSurge=0 would replace no pod"},
 		{map[string]any{"updateStrategy": map[string]any{"rollingUpdate": map[string]any{"maxUnavailable": "100%"}}, "tuner": map[string]any{"mode": "enforce"}}, ""},

@@ -26,12 +26,17 @@ never share one; at most 63+1+63 characters, a valid DNS subdomain. */}}
 {{- printf "%s.%s" .Release.Namespace (include "vgpu-exporter.fullname" .) -}}
 {{- end -}}
 
-{{/* Fails on a key of the labels given as (list ROOT NAME LABELS) that
-the chart sets itself: a second value of one key in the manifest, which a
-strict decoder refuses and another reads as the last; on the Service, a
-selector label replaced would keep the ServiceMonitor from finding it. */}}
+{{/* Fails on a key of the labels given as (list ROOT NAME LABELS KEY...)
+that the chart sets itself (its labels, and each KEY it sets there too): a
+second value of one key in the manifest, which a strict decoder refuses
+and another reads as the last; on the Service, a selector label replaced
+would keep the ServiceMonitor from finding it, on the pods the
+DaemonSet's selector from matching its own template. */}}
 {{- define "vgpu-exporter.noOwnLabels" -}}
 {{- $own := include "vgpu-exporter.labels" (index . 0) | fromYaml -}}
+{{- range slice . 3 -}}
+{{- $_ := set $own . "" -}}
+{{- end -}}
 {{- range $k, $_ := index . 2 -}}
 {{- if hasKey $own $k -}}
 {{- fail (printf "%s.%s: the chart sets this label itself (and selects by the app.kubernetes.io/ ones): choose another key" (index $ 1) $k) -}}
@@ -115,12 +120,12 @@ tenants.yaml: |
 
 {{/*
 The DaemonSets to render, as a YAML list: one per node pool (or one for the
-whole release when nodePools is empty), each with its name, its nodeSelector
+whole release when nodePools is empty), each with its name, where (as
+its errors name it: "nodePools NAME" or "the release"), its nodeSelector
 (the release's, or with backend nvml and none given, GPU feature
 discovery's nvidia.com/gpu.present=true, with the pool's keys set, null ones
-removed), tolerations,
-affinity and tuner settings (the release's with the pool's keys replacing
-them, maps one level deep).
+removed), tolerations, affinity and tuner settings (the release's with
+the pool's keys replacing them, maps one level deep).
 */}}
 {{- define "vgpu-exporter.pools" -}}
 {{- $pools := list -}}
@@ -162,6 +167,7 @@ them, maps one level deep).
 {{- $_ := set $t "enforce" $enforce -}}
 {{- $pools = append $pools (dict
       "name" $p.name
+      "where" (ternary (printf "nodePools %s" $p.name) "the release" (ne $p.name ""))
       "nodeSelector" $sel
       "tolerations" (ternary (get $p "tolerations") $.Values.tolerations (hasKey $p "tolerations"))
       "affinity" (ternary (get $p "affinity") $.Values.affinity (hasKey $p "affinity"))
@@ -190,6 +196,13 @@ them, maps one level deep).
 {{/* The kill-switch ConfigMap's name. */}}
 {{- define "vgpu-exporter.killSwitchConfigMap" -}}
 {{- default (printf "%s-kill-switch" (include "vgpu-exporter.fullname" .root)) .tuner.killSwitch.configMap -}}
+{{- end -}}
+
+{{/* "true" when the pool's tuner locks the node lock, given as a dict
+(Values, t: the pool's tuner settings): in enforce, where it acts on the
+node's GPUs (the simulator's are the pod's own). */}}
+{{- define "vgpu-exporter.nodeLock" -}}
+{{- if and .t.enforce (ne .Values.backend "sim") -}}true{{- end -}}
 {{- end -}}
 
 {{/* "true" when a pool in enforce runs a rebalancing hook that evicts pods. */}}
