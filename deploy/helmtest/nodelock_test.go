@@ -1,9 +1,7 @@
 package helmtest
 
 import (
-	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -11,21 +9,6 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/deploy/internal/repo"
 )
-
-// defaultNodeLock is the exporter's --tuner.node-lock default
-// (tuner.DefaultNodeLock), which the systemd unit's tuner uses.
-func defaultNodeLock(t *testing.T) string {
-	t.Helper()
-	src, err := os.ReadFile(filepath.Join(repo.Root(), "tuner", "nodelock.go"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile(`(?m)^const DefaultNodeLock = "([^"]+)"$`).FindSubmatch(src)
-	if m == nil {
-		t.Fatal("tuner/nodelock.go: no DefaultNodeLock")
-	}
-	return string(m[1])
-}
 
 // nodeLockOf is the pod's node lock: the hostPath of its tuner-node-lock
 // volume, where it is mounted, and its --tuner.node-lock flags.
@@ -54,7 +37,7 @@ func nodeLockOf(pod corev1.PodSpec) (hostPath, mount string, flags []string) {
 // none. Before, two releases with different tuner.journal.hostPaths both
 // enforced on one node's GPUs.
 func TestNodeLockShared(t *testing.T) {
-	def := defaultNodeLock(t)
+	def := repo.DefaultNodeLock(t)
 	dir, file := filepath.Dir(def), filepath.Base(def)
 	for _, r := range []release{{"vgpu-exporter", "monitoring"}, {"gpu-team-b", "team-b"}, {strings.Repeat("r", 53), strings.Repeat("n", 63)}} {
 		for _, vals := range []map[string]any{
