@@ -13,31 +13,20 @@ import (
 // and imagePullSecrets given as names, not {name: NAME}, a pod spec that
 // does not decode.
 func TestRefusedBeforeTheAPIServer(t *testing.T) {
-	c := loadChart(t)
 	for _, tc := range []struct {
-		r    release
-		vals map[string]any
-		want string // empty: rendered
+		r     release
+		cases []valuesCase
 	}{
-		{release{"gpu.prod", "monitoring"}, nil, `the full name "gpu.prod-vgpu-exporter" (the release's name "gpu.prod"`},
-		{release{"1gpu", "monitoring"}, nil, "beginning with a letter"},
-		{release{"1gpu", "monitoring"}, map[string]any{"fullnameOverride": "gpu"}, ""},
-		{release{"gpu", "monitoring"}, map[string]any{"fullnameOverride": "GPU"}, `the full name "GPU"`},
-		{release{"gpu", "monitoring"}, map[string]any{"imagePullSecrets": []any{"regcred"}}, "imagePullSecrets"},
-		{release{"gpu", "monitoring"}, map[string]any{"imagePullSecrets": []any{map[string]any{"name": "regcred"}}}, ""},
+		{release{"gpu.prod", "monitoring"}, []valuesCase{{nil, `the full name "gpu.prod-vgpu-exporter" (the release's name "gpu.prod"`}}},
+		{release{"1gpu", "monitoring"}, []valuesCase{
+			{nil, "beginning with a letter"},
+			{map[string]any{"fullnameOverride": "gpu"}, ""}}},
+		{release{"gpu", "monitoring"}, []valuesCase{
+			{map[string]any{"fullnameOverride": "GPU"}, `the full name "GPU"`},
+			{map[string]any{"imagePullSecrets": []any{"regcred"}}, "imagePullSecrets"},
+			{map[string]any{"imagePullSecrets": []any{map[string]any{"name": "regcred"}}}, ""}}},
 	} {
-		rendered, err := renderRelease(c, tc.vals, capabilities(true), tc.r.name, tc.r.ns)
-		if tc.want == "" {
-			if err != nil {
-				t.Errorf("release %s, values %v: %v", tc.r.name, tc.vals, err)
-			} else if _, err := decode(rendered); err != nil {
-				t.Errorf("release %s, values %v: %v", tc.r.name, tc.vals, err)
-			}
-			continue
-		}
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("release %s, values %v: error %v, want one saying %q", tc.r.name, tc.vals, err, tc.want)
-		}
+		checkCasesAs(t, tc.r, tc.cases, nil)
 	}
 }
 
@@ -104,11 +93,7 @@ func TestPodAnnotationsAndLabels(t *testing.T) {
 // Service a replaced app.kubernetes.io/name kept the ServiceMonitor, which
 // selects the Service by it, from scraping anything.
 func TestNoSecondValueOfOwnLabels(t *testing.T) {
-	c := loadChart(t)
-	for _, tc := range []struct {
-		vals map[string]any
-		want string
-	}{
+	checkCases(t, []valuesCase{
 		{map[string]any{"service": map[string]any{"labels": map[string]any{"app.kubernetes.io/name": "gpu"}}},
 			"service.labels.app.kubernetes.io/name: the chart sets this label itself"},
 		{map[string]any{"serviceMonitor": map[string]any{"additionalLabels": map[string]any{"release": "kps", "app.kubernetes.io/instance": "x"}}},
@@ -118,20 +103,7 @@ func TestNoSecondValueOfOwnLabels(t *testing.T) {
 		{map[string]any{"service": map[string]any{"labels": map[string]any{"team": "gpu"}},
 			"serviceMonitor": map[string]any{"additionalLabels": map[string]any{"release": "kps"}},
 			"prometheusRule": map[string]any{"additionalLabels": map[string]any{"release": "kps"}}}, ""},
-	} {
-		rendered, err := render(c, tc.vals)
-		if tc.want == "" {
-			if err != nil {
-				t.Errorf("values %v: %v", tc.vals, err)
-			} else if _, err := decode(rendered); err != nil {
-				t.Errorf("values %v: %v", tc.vals, err)
-			}
-			continue
-		}
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("values %v: error %v, want one saying %q", tc.vals, err, tc.want)
-		}
-	}
+	}, nil)
 }
 
 // TestWrittenHostDirsOwn: a directory of the node that the pod writes as
@@ -140,14 +112,10 @@ func TestNoSecondValueOfOwnLabels(t *testing.T) {
 // chart mounted "/var/lib" (the kubelet's and the runtime's state
 // included) or "/" writable into the exporter.
 func TestWrittenHostDirsOwn(t *testing.T) {
-	c := loadChart(t)
 	journal := func(mode, path string) map[string]any {
 		return map[string]any{"tuner": map[string]any{"mode": mode, "journal": map[string]any{"hostPath": path}}}
 	}
-	for _, tc := range []struct {
-		vals map[string]any
-		want string
-	}{
+	checkCases(t, []valuesCase{
 		{journal("enforce", "/"), "the release: tuner.journal.hostPath=/: the pod writes this directory of the node as root"},
 		{journal("recommend", "/var/lib"), "tuner.journal.hostPath=/var/lib:"},
 		{journal("enforce", "/var/lib/"), "tuner.journal.hostPath=/var/lib/:"},
@@ -170,16 +138,5 @@ func TestWrittenHostDirsOwn(t *testing.T) {
 		{journal("enforce", "/usrdata/vgpu"), ""},
 		{journal("off", "/"), ""}, // no tuner: nothing mounted
 		{map[string]any{"tuner": map[string]any{"mode": "enforce", "mps": map[string]any{"pipeDirectory": "/run/nvidia/mps/nvidia.com/gpu.shared/pipe"}}}, ""},
-	} {
-		_, err := render(c, tc.vals)
-		if tc.want == "" {
-			if err != nil {
-				t.Errorf("values %v: %v", tc.vals, err)
-			}
-			continue
-		}
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("values %v: error %v, want one saying %q", tc.vals, err, tc.want)
-		}
-	}
+	}, nil)
 }

@@ -1,7 +1,6 @@
 package helmtest
 
 import (
-	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -21,17 +20,13 @@ import (
 // and so is a surge with some unavailable, which the API server refuses
 // for a DaemonSet.
 func TestNoSurgeWithTheTuner(t *testing.T) {
-	c := loadChart(t)
 	surge := func(v any) map[string]any {
 		return map[string]any{"type": "RollingUpdate", "rollingUpdate": map[string]any{"maxSurge": v, "maxUnavailable": 0}}
 	}
 	noSurge := func(v any) map[string]any {
 		return map[string]any{"type": "RollingUpdate", "rollingUpdate": map[string]any{"maxSurge": v, "maxUnavailable": 1}}
 	}
-	for _, tc := range []struct {
-		vals map[string]any
-		want string // the refusal; empty: rendered
-	}{
+	checkCases(t, []valuesCase{
 		{map[string]any{"tuner": map[string]any{"mode": "enforce"}}, ""},
 		{map[string]any{"tuner": map[string]any{"mode": "enforce"}, "updateStrategy": surge(1)},
 			"the release: updateStrategy.rollingUpdate.maxSurge=1 starts each node's new pod beside the old one"},
@@ -61,22 +56,7 @@ func TestNoSurgeWithTheTuner(t *testing.T) {
 		// DaemonSet, and the chart's default maxUnavailable is 1.
 		{map[string]any{"updateStrategy": map[string]any{"rollingUpdate": map[string]any{"maxSurge": 1}}},
 			"updateStrategy.rollingUpdate: maxSurge=1 with maxUnavailable=1 (the chart's default is 1), and the API server refuses a DaemonSet with both: with a surge set maxUnavailable to 0"},
-	} {
-		rendered, err := render(c, tc.vals)
-		if tc.want != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("values %v: error %v, want one saying %q", tc.vals, err, tc.want)
-			}
-			continue
-		}
-		if err != nil {
-			t.Errorf("values %v: %v", tc.vals, err)
-			continue
-		}
-		m, err := decode(rendered)
-		if err != nil {
-			t.Fatal(err)
-		}
+	}, func(tc valuesCase, m *manifests) {
 		for _, ds := range m.daemonSets {
 			s := ds.Spec.UpdateStrategy
 			if s.Type == appsv1.OnDeleteDaemonSetStrategyType || len(argsWithPrefix(ds.Spec.Template.Spec.Containers[0].Args, "--tuner.mode=")) == 0 {
@@ -86,5 +66,5 @@ func TestNoSurgeWithTheTuner(t *testing.T) {
 				t.Errorf("values %v: DaemonSet %s with the tuner on surges (maxSurge %s)", tc.vals, ds.Name, s.RollingUpdate.MaxSurge)
 			}
 		}
-	}
+	})
 }
