@@ -140,3 +140,41 @@ func TestWrittenHostDirsOwn(t *testing.T) {
 		{map[string]any{"tuner": map[string]any{"mode": "enforce", "mps": map[string]any{"pipeDirectory": "/run/nvidia/mps/nvidia.com/gpu.shared/pipe"}}}, ""},
 	}, nil)
 }
+
+// TestRefusedNamesAndLabels: a label, annotation or object name the API
+// server would refuse (a number or boolean where a string must be, as
+// --set gives one; a key with a space; a value of 64 characters; a name
+// with capitals), or a key no file of a ConfigMap can have, fails the
+// rendering naming the value; before, the chart rendered it, and the
+// install failed partway at the API server. What it takes still renders.
+func TestRefusedNamesAndLabels(t *testing.T) {
+	long := strings.Repeat("v", 64)
+	checkCases(t, []valuesCase{
+		{map[string]any{"service": map[string]any{"labels": map[string]any{"version": 2}}}, "at '/service/labels/version': got number, want string"},
+		{map[string]any{"service": map[string]any{"annotations": map[string]any{"a": 1}}}, "at '/service/annotations/a': got number, want string"},
+		{map[string]any{"serviceAccount": map[string]any{"annotations": map[string]any{"a": true}}}, "at '/serviceAccount/annotations/a': got boolean"},
+		{map[string]any{"serviceMonitor": map[string]any{"additionalLabels": map[string]any{"release": 1}}}, "at '/serviceMonitor/additionalLabels/release'"},
+		{map[string]any{"prometheusRule": map[string]any{"additionalLabels": map[string]any{"release": 1}}}, "at '/prometheusRule/additionalLabels/release'"},
+		{map[string]any{"podLabels": map[string]any{"bad key": "x"}}, "at '/podLabels': additional properties 'bad key' not allowed"},
+		{map[string]any{"podLabels": map[string]any{"k": long}}, "at '/podLabels/k': maxLength"},
+		{map[string]any{"podAnnotations": map[string]any{"a/b/c": "x"}}, "at '/podAnnotations': additional properties 'a/b/c'"},
+		{map[string]any{"nodeSelector": map[string]any{"pool": "a b"}}, "at '/nodeSelector/pool'"},
+		{map[string]any{"nodePools": []any{map[string]any{"name": "a", "nodeSelector": map[string]any{"-a": "x"}}}}, "at '/nodePools/0/nodeSelector': additional properties '-a'"},
+		{map[string]any{"serviceAccount": map[string]any{"name": "My SA"}}, "at '/serviceAccount/name': 'My SA' does not match"},
+		{map[string]any{"priorityClassName": "Bad Name"}, "at '/priorityClassName'"},
+		{map[string]any{"runtimeClassName": "nvidia_rt"}, "at '/runtimeClassName'"},
+		{map[string]any{"tenants": map[string]any{"existingConfigMap": "Tenants"}}, "at '/tenants/existingConfigMap'"},
+		{map[string]any{"tenants": map[string]any{"existingConfigMap": "t", "existingConfigMapKey": "a/b"}}, "at '/tenants/existingConfigMapKey': 'a/b'"},
+		{map[string]any{"web": map[string]any{"config": map[string]any{"existingSecret": "Web"}}}, "at '/web/config/existingSecret'"},
+		{map[string]any{"tuner": map[string]any{"mode": "recommend", "killSwitch": map[string]any{"configMap": "Off"}}}, "at '/tuner/killSwitch/configMap'"},
+		{map[string]any{"dashboards": map[string]any{"label": "grafana dashboard"}}, "at '/dashboards/label'"},
+		{map[string]any{"dashboards": map[string]any{"labelValue": "a b"}}, "at '/dashboards/labelValue'"},
+		{map[string]any{"dashboards": map[string]any{"namespace": "Grafana"}}, "at '/dashboards/namespace'"},
+		// What the API server takes.
+		{map[string]any{"podLabels": map[string]any{"example.com/team": "gpu_a.b", "empty": ""}, "podAnnotations": map[string]any{"Example.COM/x": "any thing"},
+			"service": map[string]any{"labels": map[string]any{"version": "2"}}, "nodeSelector": map[string]any{"kubernetes.io/arch": "amd64"},
+			"priorityClassName": "system-node-critical", "serviceAccount": map[string]any{"name": "gpu.exporter"},
+			"tenants": map[string]any{"existingConfigMap": "t", "existingConfigMapKey": "tenants_v2.yaml"}, "dashboards": map[string]any{"labelValue": ""}}, ""},
+		{map[string]any{"nodePools": []any{map[string]any{"name": "a", "nodeSelector": map[string]any{"nvidia.com/gpu.present": nil, "pool": "a"}}}}, ""},
+	}, nil)
+}

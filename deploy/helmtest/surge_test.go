@@ -32,8 +32,13 @@ func TestNoSurgeWithTheTuner(t *testing.T) {
 			"the release: updateStrategy.rollingUpdate.maxSurge=1 starts each node's new pod beside the old one"},
 		{map[string]any{"tuner": map[string]any{"mode": "recommend"}, "updateStrategy": surge("25%")},
 			"the release: updateStrategy.rollingUpdate.maxSurge=25%"},
-		{map[string]any{"tuner": map[string]any{"gpuModes": []any{"0=enforce"}}, "updateStrategy": surge("1")},
+		{map[string]any{"tuner": map[string]any{"gpuModes": []any{"0=enforce"}}, "updateStrategy": surge(1)},
 			"updateStrategy.rollingUpdate.maxSurge=1"},
+		// A number as a string, which the API server refuses (only a
+		// percentage may be one), is refused by the schema.
+		{map[string]any{"updateStrategy": surge("1")}, "'/updateStrategy/rollingUpdate/maxSurge': '1' does not match"},
+		{map[string]any{"updateStrategy": map[string]any{"rollingUpdate": map[string]any{"maxUnavailable": -1}}}, "'/updateStrategy/rollingUpdate/maxUnavailable': minimum"},
+		{map[string]any{"updateStrategy": map[string]any{"type": "Recreate"}}, "'/updateStrategy/type': value must be one of"},
 		{map[string]any{"updateStrategy": surge(1), "nodePools": []any{
 			map[string]any{"name": "a", "nodeSelector": map[string]any{"pool": "a"}},
 			map[string]any{"name": "b", "nodeSelector": map[string]any{"pool": "b"}, "tuner": map[string]any{"mode": "enforce"}}}},
