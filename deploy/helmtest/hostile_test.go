@@ -178,3 +178,26 @@ func TestRefusedNamesAndLabels(t *testing.T) {
 		{map[string]any{"nodePools": []any{map[string]any{"name": "a", "nodeSelector": map[string]any{"nvidia.com/gpu.present": nil, "pool": "a"}}}}, ""},
 	}, nil)
 }
+
+// TestRequestsWithinLimits: a limit given alone below the request
+// values.yaml keeps (--set resources.limits.memory=32Mi), which the API
+// server refuses, fails the rendering naming both; before, the chart
+// rendered it and the install failed at the DaemonSet. Equal amounts in
+// other units, and requests set to null, render.
+func TestRequestsWithinLimits(t *testing.T) {
+	res := func(r map[string]any) map[string]any { return map[string]any{"resources": r} }
+	checkCases(t, []valuesCase{
+		{res(map[string]any{"limits": map[string]any{"memory": "32Mi"}}),
+			"resources.requests.memory=64Mi is more than resources.limits.memory=32Mi, which the API server refuses"},
+		{res(map[string]any{"limits": map[string]any{"cpu": "0.01"}}), "resources.requests.cpu=50m is more than resources.limits.cpu=0.01"},
+		{res(map[string]any{"requests": map[string]any{"cpu": 2}, "limits": map[string]any{"cpu": "1500m"}}), "resources.requests.cpu=2 is more than"},
+		{map[string]any{"tenants": map[string]any{"config": map[string]any{"tenants": []any{}}, "reload": "sidecar",
+			"reloader": map[string]any{"resources": map[string]any{"limits": map[string]any{"memory": "8Mi"}}}}},
+			"tenants.reloader.resources.requests.memory=16Mi is more than tenants.reloader.resources.limits.memory=8Mi"},
+		{res(map[string]any{"limits": map[string]any{"cpu": "abc"}}), "at '/resources/limits/cpu': 'abc' does not match"},
+		{res(map[string]any{"limits": map[string]any{"cpu": -1}}), "at '/resources/limits/cpu': minimum"},
+		{res(map[string]any{"requests": map[string]any{"cpu": "1.1", "memory": "1Gi"}, "limits": map[string]any{"cpu": "1100m", "memory": "1024Mi"}}), ""},
+		{res(map[string]any{"requests": nil, "limits": map[string]any{"memory": "32Mi"}}), ""},
+		{res(map[string]any{"limits": map[string]any{"memory": "1Gi", "nvidia.com/gpu": 1}}), ""},
+	}, nil)
+}

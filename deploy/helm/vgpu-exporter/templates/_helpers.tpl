@@ -237,6 +237,38 @@ naming NAME, before its milliseconds could overflow. */}}
 {{- $ms -}}
 {{- end -}}
 
+{{/* A resource quantity (64Mi, 0.5, 100m), as a number of its units, to
+compare two by; empty for one of the exponent form (1e3), left to the API
+server. */}}
+{{- define "vgpu-exporter.quantity" -}}
+{{- $q := toString . -}}
+{{- $n := regexFind "^[+]?([0-9]+([.][0-9]*)?|[.][0-9]+)" $q -}}
+{{- $units := dict "" 1 "m" 0.001 "k" 1e3 "M" 1e6 "G" 1e9 "T" 1e12 "P" 1e15 "E" 1e18 "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776 "Pi" 1125899906842624 "Ei" 1152921504606846976 -}}
+{{- $unit := trimPrefix $n $q -}}
+{{- if and $n (hasKey $units $unit) -}}
+{{- mulf (float64 (trimPrefix "+" $n)) (get $units $unit) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Fails where the resources given as (list NAME RESOURCES) request more
+of one than they limit it to, which the API server refuses: values.yaml's
+requests stay unless set, so a limit given alone below one of them does. */}}
+{{- define "vgpu-exporter.requestsWithinLimits" -}}
+{{- $name := index . 0 -}}
+{{- $r := default dict (index . 1) -}}
+{{- $requests := default dict (get $r "requests") -}}
+{{- range $k, $limit := default dict (get $r "limits") -}}
+{{- if hasKey $requests $k -}}
+{{- $req := include "vgpu-exporter.quantity" (get $requests $k) -}}
+{{- $lim := include "vgpu-exporter.quantity" $limit -}}
+{{- /* Above by more than rounding (1.1 and 1100m). */ -}}
+{{- if and $req $lim (gt (float64 $req) (mulf (float64 $lim) 1.000000001)) -}}
+{{- fail (printf "%s.requests.%s=%v is more than %s.limits.%s=%v, which the API server refuses (values.yaml's requests stay unless set): set %s.requests.%s too, at most the limit, or to null" $name $k (get $requests $k) $name $k $limit $name $k) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{/* The path the exporter serves its metrics on: /metrics, or the
 --web.telemetry-path of extraArgs (given once: a second one fails the
 rendering). */}}
