@@ -201,3 +201,30 @@ func TestRequestsWithinLimits(t *testing.T) {
 		{res(map[string]any{"limits": map[string]any{"memory": "1Gi", "nvidia.com/gpu": 1}}), ""},
 	}, nil)
 }
+
+// TestNoClashWithTheChart: an extra volume named as one of the chart's,
+// an extra mount (or the MPS pipe directory) where the exporter mounts one
+// of its own, a nameOverride that is no label value, or a dashboards.label
+// the chart sets itself fails the rendering naming the value; before, the
+// chart rendered a pod with two volumes of a name or two mounts at a path
+// (the API server refuses both), an app.kubernetes.io/name label it
+// refuses, or a dashboard ConfigMap with one label key twice.
+func TestNoClashWithTheChart(t *testing.T) {
+	extra := func(path string) map[string]any {
+		return map[string]any{"extraVolumes": []any{map[string]any{"name": "x", "emptyDir": map[string]any{}}},
+			"extraVolumeMounts": []any{map[string]any{"name": "x", "mountPath": path}}}
+	}
+	checkCases(t, []valuesCase{
+		{map[string]any{"extraVolumes": []any{map[string]any{"name": "proc", "emptyDir": map[string]any{}}}}, "extraVolumes: a volume named proc: the chart names one of its own so"},
+		{extra("/host/proc"), "extraVolumeMounts: mountPath /host/proc: the chart mounts a volume of its own there"},
+		{extra("/var/lib/vgpu_exporter/"), "extraVolumeMounts: mountPath /var/lib/vgpu_exporter/:"},
+		{map[string]any{"tuner": map[string]any{"mode": "enforce", "mps": map[string]any{"pipeDirectory": "/run/vgpu-exporter"}}},
+			"the release: tuner.mps.pipeDirectory=/run/vgpu-exporter: the exporter has a volume of its own there"},
+		{map[string]any{"fullnameOverride": "gpu", "nameOverride": "my gpu"}, `nameOverride="my gpu" gives the label app.kubernetes.io/name="my gpu", which the API server refuses`},
+		{map[string]any{"nameOverride": "-x-"}, `nameOverride="-x-" gives the label app.kubernetes.io/name="-x"`},
+		{map[string]any{"dashboards": map[string]any{"label": "app.kubernetes.io/name"}}, "dashboards.label.app.kubernetes.io/name: the chart sets this label itself"},
+		{extra("/host/proc/x"), ""},
+		{map[string]any{"fullnameOverride": "gpu", "nameOverride": "Gpu_X"}, ""},
+		{map[string]any{"dashboards": map[string]any{"label": "example.com/dashboard"}}, ""},
+	}, nil)
+}

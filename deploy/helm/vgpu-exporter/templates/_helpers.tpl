@@ -1,6 +1,11 @@
-{{/* Name of the chart, or nameOverride. */}}
+{{/* Name of the chart, or nameOverride: the value of the label
+app.kubernetes.io/name, which the pods are selected by. */}}
 {{- define "vgpu-exporter.name" -}}
-{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- $name := default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- if not (regexMatch "^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$" $name) -}}
+{{- fail (printf "nameOverride=%q gives the label app.kubernetes.io/name=%q, which the API server refuses: letters, digits, '-', '_' and '.', beginning and ending with a letter or digit" .Values.nameOverride $name) -}}
+{{- end -}}
+{{- $name -}}
 {{- end -}}
 
 {{/* Full name: release and chart name, or fullnameOverride. */}}
