@@ -144,9 +144,11 @@ func TestWrittenHostDirsOwn(t *testing.T) {
 // TestRefusedNamesAndLabels: a label, annotation or object name the API
 // server would refuse (a number or boolean where a string must be, as
 // --set gives one; a key with a space; a value of 64 characters; a name
-// with capitals), or a key no file of a ConfigMap can have, fails the
-// rendering naming the value; before, the chart rendered it, and the
-// install failed partway at the API server. What it takes still renders.
+// with capitals), a key no file of a ConfigMap can have, or the
+// reloader's image without a tag ("repository:") fails the rendering
+// naming the value; before, the chart rendered it, and the install failed
+// partway at the API server (or the pod never pulled its image). What it
+// takes still renders.
 func TestRefusedNamesAndLabels(t *testing.T) {
 	long := strings.Repeat("v", 64)
 	checkCases(t, []valuesCase{
@@ -165,6 +167,8 @@ func TestRefusedNamesAndLabels(t *testing.T) {
 		{map[string]any{"runtimeClassName": "nvidia_rt"}, "at '/runtimeClassName'"},
 		{map[string]any{"tenants": map[string]any{"existingConfigMap": "Tenants"}}, "at '/tenants/existingConfigMap'"},
 		{map[string]any{"tenants": map[string]any{"existingConfigMap": "t", "existingConfigMapKey": "a/b"}}, "at '/tenants/existingConfigMapKey': 'a/b'"},
+		{map[string]any{"tenants": map[string]any{"existingConfigMap": "t", "existingConfigMapKey": ".."}}, "at '/tenants/existingConfigMapKey'"},
+		{map[string]any{"tenants": map[string]any{"reloader": map[string]any{"image": map[string]any{"tag": ""}}}}, "at '/tenants/reloader/image/tag': minLength"},
 		{map[string]any{"web": map[string]any{"config": map[string]any{"existingSecret": "Web"}}}, "at '/web/config/existingSecret'"},
 		{map[string]any{"tuner": map[string]any{"mode": "recommend", "killSwitch": map[string]any{"configMap": "Off"}}}, "at '/tuner/killSwitch/configMap'"},
 		{map[string]any{"dashboards": map[string]any{"label": "grafana dashboard"}}, "at '/dashboards/label'"},
