@@ -51,10 +51,7 @@ func TestExtraArgs(t *testing.T) {
 			t.Errorf("extraArgs %q: args end with %q", extra, got)
 		}
 	}
-	for _, tc := range []struct {
-		vals map[string]any
-		want string
-	}{
+	checkCases(t, []valuesCase{
 		// What values.yaml once gave as its example.
 		{map[string]any{"extraArgs": []any{"--log.level=debug"}}, "the release: extraArgs --log.level=debug: the exporter already gets --log.level=info"},
 		{map[string]any{"kubernetes": map[string]any{"podInfo": map[string]any{"enabled": true}}, "extraArgs": []any{"--no-kubernetes.pod-info"}},
@@ -93,27 +90,20 @@ func TestExtraArgs(t *testing.T) {
 		{map[string]any{"tuner": map[string]any{"mode": "recommend", "killSwitch": map[string]any{"source": "none"}},
 			"extraVolumeMounts": []any{map[string]any{"name": "k", "mountPath": "/etc/k"}},
 			"extraArgs":         []any{"--tuner.kill-switch-file=/etc/kill"}}, `"/etc/kill" is on no volume`},
-	} {
-		_, err := render(c, tc.vals)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("values %v: error %v, want one saying %q", tc.vals, err, tc.want)
-		}
-	}
-	// A flag the chart does not give, once; the journal and the kill switch
-	// on volumes of extraVolumeMounts (or with the tuner off, unused).
-	for _, vals := range []map[string]any{
-		{"extraArgs": []any{"--web.max-requests=80", "--tuner.interval=5s", "--tuner.journal=/j.jsonl"}},
-		{"tuner": map[string]any{"mode": "enforce"}, "extraArgs": []any{"--web.max-requests=80", "--tuner.disable-knob=pause_duty", "--tuner.disable-knob=locked_clocks"}},
-		{"extraArgs": []any{"--web.max-requests=80", "--web.listen-address=127.0.0.1:9100", "--web.listen-address=vsock://:9949"}},
-		{"tuner": map[string]any{"mode": "recommend", "journal": map[string]any{"hostPath": ""}, "killSwitch": map[string]any{"source": "none"}},
+		// A flag the chart does not give, once; the journal and the kill
+		// switch on volumes of extraVolumeMounts (or with the tuner off,
+		// unused).
+		{map[string]any{"extraArgs": []any{"--web.max-requests=80", "--tuner.interval=5s", "--tuner.journal=/j.jsonl"}}, ""},
+		{map[string]any{"tuner": map[string]any{"mode": "enforce"}, "extraArgs": []any{"--web.max-requests=80", "--tuner.disable-knob=pause_duty", "--tuner.disable-knob=locked_clocks"}}, ""},
+		{map[string]any{"extraArgs": []any{"--web.max-requests=80", "--web.listen-address=127.0.0.1:9100", "--web.listen-address=vsock://:9949"}}, ""},
+		{map[string]any{"tuner": map[string]any{"mode": "recommend", "journal": map[string]any{"hostPath": ""}, "killSwitch": map[string]any{"source": "none"}},
 			"extraVolumeMounts": []any{map[string]any{"name": "j", "mountPath": "/var/lib/j/"}, map[string]any{"name": "k", "mountPath": "/etc/k", "readOnly": true}},
-			"extraArgs":         []any{"--web.max-requests=80", "--tuner.journal=/var/lib/j/journal.jsonl", "--tuner.kill-switch-file=/etc/k/off"}},
-	} {
-		m := mustRender(t, c, vals)
+			"extraArgs":         []any{"--web.max-requests=80", "--tuner.journal=/var/lib/j/journal.jsonl", "--tuner.kill-switch-file=/etc/k/off"}}, ""},
+	}, func(tc valuesCase, m *manifests) {
 		if args := container(t, m.daemonSets[0].Spec.Template.Spec.Containers, "exporter").Args; !slices.Contains(args, "--web.max-requests=80") {
-			t.Errorf("args %q lack extraArgs' --web.max-requests=80", args)
+			t.Errorf("values %v: args %q lack extraArgs' --web.max-requests=80", tc.vals, args)
 		}
-	}
+	})
 }
 
 // TestTelemetryPath: the ServiceMonitor scrapes, and the install notes

@@ -13,31 +13,20 @@ import (
 // and imagePullSecrets given as names, not {name: NAME}, a pod spec that
 // does not decode.
 func TestRefusedBeforeTheAPIServer(t *testing.T) {
-	c := loadChart(t)
 	for _, tc := range []struct {
-		r    release
-		vals map[string]any
-		want string // empty: rendered
+		r     release
+		cases []valuesCase
 	}{
-		{release{"gpu.prod", "monitoring"}, nil, `the full name "gpu.prod-vgpu-exporter" (the release's name "gpu.prod"`},
-		{release{"1gpu", "monitoring"}, nil, "beginning with a letter"},
-		{release{"1gpu", "monitoring"}, map[string]any{"fullnameOverride": "gpu"}, ""},
-		{release{"gpu", "monitoring"}, map[string]any{"fullnameOverride": "GPU"}, `the full name "GPU"`},
-		{release{"gpu", "monitoring"}, map[string]any{"imagePullSecrets": []any{"regcred"}}, "imagePullSecrets"},
-		{release{"gpu", "monitoring"}, map[string]any{"imagePullSecrets": []any{map[string]any{"name": "regcred"}}}, ""},
+		{release{"gpu.prod", "monitoring"}, []valuesCase{{nil, `the full name "gpu.prod-vgpu-exporter" (the release's name "gpu.prod"`}}},
+		{release{"1gpu", "monitoring"}, []valuesCase{
+			{nil, "beginning with a letter"},
+			{map[string]any{"fullnameOverride": "gpu"}, ""}}},
+		{release{"gpu", "monitoring"}, []valuesCase{
+			{map[string]any{"fullnameOverride": "GPU"}, `the full name "GPU"`},
+			{map[string]any{"imagePullSecrets": []any{"regcred"}}, "imagePullSecrets"},
+			{map[string]any{"imagePullSecrets": []any{map[string]any{"name": "regcred"}}}, ""}}},
 	} {
-		rendered, err := renderRelease(c, tc.vals, capabilities(true), tc.r.name, tc.r.ns)
-		if tc.want == "" {
-			if err != nil {
-				t.Errorf("release %s, values %v: %v", tc.r.name, tc.vals, err)
-			} else if _, err := decode(rendered); err != nil {
-				t.Errorf("release %s, values %v: %v", tc.r.name, tc.vals, err)
-			}
-			continue
-		}
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("release %s, values %v: error %v, want one saying %q", tc.r.name, tc.vals, err, tc.want)
-		}
+		checkCasesAs(t, tc.r, tc.cases, nil)
 	}
 }
 
@@ -104,11 +93,7 @@ func TestPodAnnotationsAndLabels(t *testing.T) {
 // Service a replaced app.kubernetes.io/name kept the ServiceMonitor, which
 // selects the Service by it, from scraping anything.
 func TestNoSecondValueOfOwnLabels(t *testing.T) {
-	c := loadChart(t)
-	for _, tc := range []struct {
-		vals map[string]any
-		want string
-	}{
+	checkCases(t, []valuesCase{
 		{map[string]any{"service": map[string]any{"labels": map[string]any{"app.kubernetes.io/name": "gpu"}}},
 			"service.labels.app.kubernetes.io/name: the chart sets this label itself"},
 		{map[string]any{"serviceMonitor": map[string]any{"additionalLabels": map[string]any{"release": "kps", "app.kubernetes.io/instance": "x"}}},
@@ -118,20 +103,7 @@ func TestNoSecondValueOfOwnLabels(t *testing.T) {
 		{map[string]any{"service": map[string]any{"labels": map[string]any{"team": "gpu"}},
 			"serviceMonitor": map[string]any{"additionalLabels": map[string]any{"release": "kps"}},
 			"prometheusRule": map[string]any{"additionalLabels": map[string]any{"release": "kps"}}}, ""},
-	} {
-		rendered, err := render(c, tc.vals)
-		if tc.want == "" {
-			if err != nil {
-				t.Errorf("values %v: %v", tc.vals, err)
-			} else if _, err := decode(rendered); err != nil {
-				t.Errorf("values %v: %v", tc.vals, err)
-			}
-			continue
-		}
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("values %v: error %v, want one saying %q", tc.vals, err, tc.want)
-		}
-	}
+	}, nil)
 }
 
 // TestWrittenHostDirsOwn: a directory of the node that the pod writes as
@@ -140,14 +112,10 @@ func TestNoSecondValueOfOwnLabels(t *testing.T) {
 // chart mounted "/var/lib" (the kubelet's and the runtime's state
 // included) or "/" writable into the exporter.
 func TestWrittenHostDirsOwn(t *testing.T) {
-	c := loadChart(t)
 	journal := func(mode, path string) map[string]any {
 		return map[string]any{"tuner": map[string]any{"mode": mode, "journal": map[string]any{"hostPath": path}}}
 	}
-	for _, tc := range []struct {
-		vals map[string]any
-		want string
-	}{
+	checkCases(t, []valuesCase{
 		{journal("enforce", "/"), "the release: tuner.journal.hostPath=/: the pod writes this directory of the node as root"},
 		{journal("recommend", "/var/lib"), "tuner.journal.hostPath=/var/lib:"},
 		{journal("enforce", "/var/lib/"), "tuner.journal.hostPath=/var/lib/:"},
@@ -170,16 +138,97 @@ func TestWrittenHostDirsOwn(t *testing.T) {
 		{journal("enforce", "/usrdata/vgpu"), ""},
 		{journal("off", "/"), ""}, // no tuner: nothing mounted
 		{map[string]any{"tuner": map[string]any{"mode": "enforce", "mps": map[string]any{"pipeDirectory": "/run/nvidia/mps/nvidia.com/gpu.shared/pipe"}}}, ""},
-	} {
-		_, err := render(c, tc.vals)
-		if tc.want == "" {
-			if err != nil {
-				t.Errorf("values %v: %v", tc.vals, err)
-			}
-			continue
-		}
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("values %v: error %v, want one saying %q", tc.vals, err, tc.want)
-		}
+	}, nil)
+}
+
+// TestRefusedNamesAndLabels: a label, annotation or object name the API
+// server would refuse (a number or boolean where a string must be, as
+// --set gives one; a key with a space; a value of 64 characters; a name
+// with capitals), a key no file of a ConfigMap can have, or the
+// reloader's image without a tag ("repository:") fails the rendering
+// naming the value; before, the chart rendered it, and the install failed
+// partway at the API server (or the pod never pulled its image). What it
+// takes still renders.
+func TestRefusedNamesAndLabels(t *testing.T) {
+	long := strings.Repeat("v", 64)
+	checkCases(t, []valuesCase{
+		{map[string]any{"service": map[string]any{"labels": map[string]any{"version": 2}}}, "at '/service/labels/version': got number, want string"},
+		{map[string]any{"service": map[string]any{"annotations": map[string]any{"a": 1}}}, "at '/service/annotations/a': got number, want string"},
+		{map[string]any{"serviceAccount": map[string]any{"annotations": map[string]any{"a": true}}}, "at '/serviceAccount/annotations/a': got boolean"},
+		{map[string]any{"serviceMonitor": map[string]any{"additionalLabels": map[string]any{"release": 1}}}, "at '/serviceMonitor/additionalLabels/release'"},
+		{map[string]any{"prometheusRule": map[string]any{"additionalLabels": map[string]any{"release": 1}}}, "at '/prometheusRule/additionalLabels/release'"},
+		{map[string]any{"podLabels": map[string]any{"bad key": "x"}}, "at '/podLabels': additional properties 'bad key' not allowed"},
+		{map[string]any{"podLabels": map[string]any{"k": long}}, "at '/podLabels/k': maxLength"},
+		{map[string]any{"podAnnotations": map[string]any{"a/b/c": "x"}}, "at '/podAnnotations': additional properties 'a/b/c'"},
+		{map[string]any{"nodeSelector": map[string]any{"pool": "a b"}}, "at '/nodeSelector/pool'"},
+		{map[string]any{"nodePools": []any{map[string]any{"name": "a", "nodeSelector": map[string]any{"-a": "x"}}}}, "at '/nodePools/0/nodeSelector': additional properties '-a'"},
+		{map[string]any{"serviceAccount": map[string]any{"name": "My SA"}}, "at '/serviceAccount/name': 'My SA' does not match"},
+		{map[string]any{"priorityClassName": "Bad Name"}, "at '/priorityClassName'"},
+		{map[string]any{"runtimeClassName": "nvidia_rt"}, "at '/runtimeClassName'"},
+		{map[string]any{"tenants": map[string]any{"existingConfigMap": "Tenants"}}, "at '/tenants/existingConfigMap'"},
+		{map[string]any{"tenants": map[string]any{"existingConfigMap": "t", "existingConfigMapKey": "a/b"}}, "at '/tenants/existingConfigMapKey': 'a/b'"},
+		{map[string]any{"tenants": map[string]any{"existingConfigMap": "t", "existingConfigMapKey": ".."}}, "at '/tenants/existingConfigMapKey'"},
+		{map[string]any{"tenants": map[string]any{"reloader": map[string]any{"image": map[string]any{"tag": ""}}}}, "at '/tenants/reloader/image/tag': minLength"},
+		{map[string]any{"web": map[string]any{"config": map[string]any{"existingSecret": "Web"}}}, "at '/web/config/existingSecret'"},
+		{map[string]any{"tuner": map[string]any{"mode": "recommend", "killSwitch": map[string]any{"configMap": "Off"}}}, "at '/tuner/killSwitch/configMap'"},
+		{map[string]any{"dashboards": map[string]any{"label": "grafana dashboard"}}, "at '/dashboards/label'"},
+		{map[string]any{"dashboards": map[string]any{"labelValue": "a b"}}, "at '/dashboards/labelValue'"},
+		{map[string]any{"dashboards": map[string]any{"namespace": "Grafana"}}, "at '/dashboards/namespace'"},
+		// What the API server takes.
+		{map[string]any{"podLabels": map[string]any{"example.com/team": "gpu_a.b", "empty": ""}, "podAnnotations": map[string]any{"Example.COM/x": "any thing"},
+			"service": map[string]any{"labels": map[string]any{"version": "2"}}, "nodeSelector": map[string]any{"kubernetes.io/arch": "amd64"},
+			"priorityClassName": "system-node-critical", "serviceAccount": map[string]any{"name": "gpu.exporter"},
+			"tenants": map[string]any{"existingConfigMap": "t", "existingConfigMapKey": "tenants_v2.yaml"}, "dashboards": map[string]any{"labelValue": ""}}, ""},
+		{map[string]any{"nodePools": []any{map[string]any{"name": "a", "nodeSelector": map[string]any{"nvidia.com/gpu.present": nil, "pool": "a"}}}}, ""},
+	}, nil)
+}
+
+// TestRequestsWithinLimits: a limit given alone below the request
+// values.yaml keeps (--set resources.limits.memory=32Mi), which the API
+// server refuses, fails the rendering naming both; before, the chart
+// rendered it and the install failed at the DaemonSet. Equal amounts in
+// other units, and requests set to null, render.
+func TestRequestsWithinLimits(t *testing.T) {
+	res := func(r map[string]any) map[string]any { return map[string]any{"resources": r} }
+	checkCases(t, []valuesCase{
+		{res(map[string]any{"limits": map[string]any{"memory": "32Mi"}}),
+			"resources.requests.memory=64Mi is more than resources.limits.memory=32Mi, which the API server refuses"},
+		{res(map[string]any{"limits": map[string]any{"cpu": "0.01"}}), "resources.requests.cpu=50m is more than resources.limits.cpu=0.01"},
+		{res(map[string]any{"requests": map[string]any{"cpu": 2}, "limits": map[string]any{"cpu": "1500m"}}), "resources.requests.cpu=2 is more than"},
+		{map[string]any{"tenants": map[string]any{"config": map[string]any{"tenants": []any{}}, "reload": "sidecar",
+			"reloader": map[string]any{"resources": map[string]any{"limits": map[string]any{"memory": "8Mi"}}}}},
+			"tenants.reloader.resources.requests.memory=16Mi is more than tenants.reloader.resources.limits.memory=8Mi"},
+		{res(map[string]any{"limits": map[string]any{"cpu": "abc"}}), "at '/resources/limits/cpu': 'abc' does not match"},
+		{res(map[string]any{"limits": map[string]any{"cpu": -1}}), "at '/resources/limits/cpu': minimum"},
+		{res(map[string]any{"requests": map[string]any{"cpu": "1.1", "memory": "1Gi"}, "limits": map[string]any{"cpu": "1100m", "memory": "1024Mi"}}), ""},
+		{res(map[string]any{"requests": nil, "limits": map[string]any{"memory": "32Mi"}}), ""},
+		{res(map[string]any{"limits": map[string]any{"memory": "1Gi", "nvidia.com/gpu": 1}}), ""},
+	}, nil)
+}
+
+// TestNoClashWithTheChart: an extra volume named as one of the chart's,
+// an extra mount (or the MPS pipe directory) where the exporter mounts one
+// of its own, a nameOverride that is no label value, or a dashboards.label
+// the chart sets itself fails the rendering naming the value; before, the
+// chart rendered a pod with two volumes of a name or two mounts at a path
+// (the API server refuses both), an app.kubernetes.io/name label it
+// refuses, or a dashboard ConfigMap with one label key twice.
+func TestNoClashWithTheChart(t *testing.T) {
+	extra := func(path string) map[string]any {
+		return map[string]any{"extraVolumes": []any{map[string]any{"name": "x", "emptyDir": map[string]any{}}},
+			"extraVolumeMounts": []any{map[string]any{"name": "x", "mountPath": path}}}
 	}
+	checkCases(t, []valuesCase{
+		{map[string]any{"extraVolumes": []any{map[string]any{"name": "proc", "emptyDir": map[string]any{}}}}, "extraVolumes: a volume named proc: the chart names one of its own so"},
+		{extra("/host/proc"), "extraVolumeMounts: mountPath /host/proc: the chart mounts a volume of its own there"},
+		{extra("/var/lib/vgpu_exporter/"), "extraVolumeMounts: mountPath /var/lib/vgpu_exporter/:"},
+		{map[string]any{"tuner": map[string]any{"mode": "enforce", "mps": map[string]any{"pipeDirectory": "/run/vgpu-exporter"}}},
+			"the release: tuner.mps.pipeDirectory=/run/vgpu-exporter: the exporter has a volume of its own there"},
+		{map[string]any{"fullnameOverride": "gpu", "nameOverride": "my gpu"}, `nameOverride="my gpu" gives the label app.kubernetes.io/name="my gpu", which the API server refuses`},
+		{map[string]any{"nameOverride": "-x-"}, `nameOverride="-x-" gives the label app.kubernetes.io/name="-x"`},
+		{map[string]any{"dashboards": map[string]any{"label": "app.kubernetes.io/name"}}, "dashboards.label.app.kubernetes.io/name: the chart sets this label itself"},
+		{extra("/host/proc/x"), ""},
+		{map[string]any{"fullnameOverride": "gpu", "nameOverride": "Gpu_X"}, ""},
+		{map[string]any{"dashboards": map[string]any{"label": "example.com/dashboard"}}, ""},
+	}, nil)
 }

@@ -1,9 +1,7 @@
 package helmtest
 
 import (
-	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -11,21 +9,6 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/deploy/internal/repo"
 )
-
-// defaultNodeLock is the exporter's --tuner.node-lock default
-// (tuner.DefaultNodeLock), which the systemd unit's tuner uses.
-func defaultNodeLock(t *testing.T) string {
-	t.Helper()
-	src, err := os.ReadFile(filepath.Join(repo.Root(), "tuner", "nodelock.go"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile(`(?m)^const DefaultNodeLock = "([^"]+)"$`).FindSubmatch(src)
-	if m == nil {
-		t.Fatal("tuner/nodelock.go: no DefaultNodeLock")
-	}
-	return string(m[1])
-}
 
 // nodeLockOf is the pod's node lock: the hostPath of its tuner-node-lock
 // volume, where it is mounted, and its --tuner.node-lock flags.
@@ -54,7 +37,7 @@ func nodeLockOf(pod corev1.PodSpec) (hostPath, mount string, flags []string) {
 // none. Before, two releases with different tuner.journal.hostPaths both
 // enforced on one node's GPUs.
 func TestNodeLockShared(t *testing.T) {
-	def := defaultNodeLock(t)
+	def := repo.DefaultNodeLock(t)
 	dir, file := filepath.Dir(def), filepath.Base(def)
 	for _, r := range []release{{"vgpu-exporter", "monitoring"}, {"gpu-team-b", "team-b"}, {strings.Repeat("r", 53), strings.Repeat("n", 63)}} {
 		for _, vals := range []map[string]any{
@@ -85,18 +68,9 @@ func TestNodeLockShared(t *testing.T) {
 // other installs (an extraArgs flag), a system directory of the node, or
 // none at all fails the rendering.
 func TestNodeLockRefusedValues(t *testing.T) {
-	c := loadChart(t)
-	for _, tc := range []struct {
-		vals map[string]any
-		want string
-	}{
+	checkCases(t, []valuesCase{
 		{map[string]any{"tuner": map[string]any{"mode": "enforce"}, "extraArgs": []any{"--tuner.node-lock=/tmp/lock"}}, "set tuner.nodeLock.hostPath instead"},
 		{map[string]any{"tuner": map[string]any{"mode": "enforce", "nodeLock": map[string]any{"hostPath": "/run"}}}, "tuner.nodeLock.hostPath=/run: the pod writes this directory"},
 		{map[string]any{"tuner": map[string]any{"mode": "enforce", "nodeLock": map[string]any{"hostPath": ""}}}, "/tuner/nodeLock/hostPath"},
-	} {
-		_, err := render(c, tc.vals)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%v: %v, want an error with %q", tc.vals, err, tc.want)
-		}
-	}
+	}, nil)
 }

@@ -249,20 +249,8 @@ func TestTunerEnforceNodeLock(t *testing.T) {
 			t.Errorf("tuner-enforce.conf: %s=%q, want %q", key, got, want)
 		}
 	}
-	find := func(file, re string) string {
-		t.Helper()
-		b, err := os.ReadFile(filepath.Join(repo.Root(), file))
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := regexp.MustCompile(re).FindSubmatch(b)
-		if m == nil {
-			t.Fatalf("%s: nothing matches %s", file, re)
-		}
-		return string(m[1])
-	}
-	def := find("tuner/nodelock.go", `(?m)^const DefaultNodeLock = "([^"]+)"$`)
-	chart := find("deploy/helm/vgpu-exporter/values.yaml", `(?m)^  nodeLock:\n    hostPath: (\S+)$`)
+	def := repo.DefaultNodeLock(t)
+	chart := repo.Match(t, "deploy/helm/vgpu-exporter/values.yaml", `(?m)^  nodeLock:\n    hostPath: (\S+)$`)
 	if unit := "/run/" + strings.Join(enforce["RuntimeDirectory"], " ") + "/tuner.lock"; def != unit || chart+"/tuner.lock" != unit {
 		t.Errorf("node lock: the unit's runtime directory gives %s, the exporter's default is %s, the chart's %s/tuner.lock: all must be one file", unit, def, chart)
 	}

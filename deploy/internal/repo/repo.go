@@ -24,6 +24,29 @@ func Root() string {
 	return filepath.Join(filepath.Dir(here), "..", "..", "..")
 }
 
+// Match is the first submatch of re in the repository's file (a path from
+// Root); no such file, or no match, fails tb naming both.
+func Match(tb testing.TB, file, re string) string {
+	tb.Helper()
+	b, err := os.ReadFile(filepath.Join(Root(), file))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	m := regexp.MustCompile(re).FindSubmatch(b)
+	if m == nil {
+		tb.Fatalf("%s: nothing matches %s", file, re)
+	}
+	return string(m[1])
+}
+
+// DefaultNodeLock is the exporter's --tuner.node-lock default
+// (tuner.DefaultNodeLock), which the systemd unit's tuner and the chart's
+// pods in enforce lock.
+func DefaultNodeLock(tb testing.TB) string {
+	tb.Helper()
+	return Match(tb, "tuner/nodelock.go", `(?m)^const DefaultNodeLock = "([^"]+)"$`)
+}
+
 // BuildExporter builds vgpu_exporter (cgo on, as `make build`) into bin.
 func BuildExporter(bin string) error {
 	cmd := exec.Command("go", "build", "-o", bin, "./cmd/vgpu_exporter")

@@ -127,7 +127,7 @@ meta, kubeletCA, saDir, hasTenants, web, mps, pause, pauseHost).
 {{- if $t.journal.hostPath }}
 - --tuner.journal=/var/lib/vgpu_exporter/tuner-journal.jsonl
 {{- end }}
-{{- if and $t.enforce (not $sim) }}
+{{- if include "vgpu-exporter.nodeLock" $ }}
 - --tuner.node-lock=/run/vgpu-exporter/tuner.lock
 {{- end }}
 {{- if ne $t.killSwitch.source "none" }}

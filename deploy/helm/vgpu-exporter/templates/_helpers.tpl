@@ -1,6 +1,11 @@
-{{/* Name of the chart, or nameOverride. */}}
+{{/* Name of the chart, or nameOverride: the value of the label
+app.kubernetes.io/name, which the pods are selected by. */}}
 {{- define "vgpu-exporter.name" -}}
-{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- $name := default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- if not (regexMatch "^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$" $name) -}}
+{{- fail (printf "nameOverride=%q gives the label app.kubernetes.io/name=%q, which the API server refuses: letters, digits, '-', '_' and '.', beginning and ending with a letter or digit" .Values.nameOverride $name) -}}
+{{- end -}}
+{{- $name -}}
 {{- end -}}
 
 {{/* Full name: release and chart name, or fullnameOverride. */}}
@@ -26,12 +31,17 @@ never share one; at most 63+1+63 characters, a valid DNS subdomain. */}}
 {{- printf "%s.%s" .Release.Namespace (include "vgpu-exporter.fullname" .) -}}
 {{- end -}}
 
-{{/* Fails on a key of the labels given as (list ROOT NAME LABELS) that
-the chart sets itself: a second value of one key in the manifest, which a
-strict decoder refuses and another reads as the last; on the Service, a
-selector label replaced would keep the ServiceMonitor from finding it. */}}
+{{/* Fails on a key of the labels given as (list ROOT NAME LABELS KEY...)
+that the chart sets itself (its labels, and each KEY it sets there too): a
+second value of one key in the manifest, which a strict decoder refuses
+and another reads as the last; on the Service, a selector label replaced
+would keep the ServiceMonitor from finding it, on the pods the
+DaemonSet's selector from matching its own template. */}}
 {{- define "vgpu-exporter.noOwnLabels" -}}
 {{- $own := include "vgpu-exporter.labels" (index . 0) | fromYaml -}}
+{{- range slice . 3 -}}
+{{- $_ := set $own . "" -}}
+{{- end -}}
 {{- range $k, $_ := index . 2 -}}
 {{- if hasKey $own $k -}}
 {{- fail (printf "%s.%s: the chart sets this label itself (and selects by the app.kubernetes.io/ ones): choose another key" (index $ 1) $k) -}}
@@ -115,12 +125,12 @@ tenants.yaml: |
 
 {{/*
 The DaemonSets to render, as a YAML list: one per node pool (or one for the
-whole release when nodePools is empty), each with its name, its nodeSelector
+whole release when nodePools is empty), each with its name, where (as
+its errors name it: "nodePools NAME" or "the release"), its nodeSelector
 (the release's, or with backend nvml and none given, GPU feature
 discovery's nvidia.com/gpu.present=true, with the pool's keys set, null ones
-removed), tolerations,
-affinity and tuner settings (the release's with the pool's keys replacing
-them, maps one level deep).
+removed), tolerations, affinity and tuner settings (the release's with
+the pool's keys replacing them, maps one level deep).
 */}}
 {{- define "vgpu-exporter.pools" -}}
 {{- $pools := list -}}
@@ -162,6 +172,7 @@ them, maps one level deep).
 {{- $_ := set $t "enforce" $enforce -}}
 {{- $pools = append $pools (dict
       "name" $p.name
+      "where" (ternary (printf "nodePools %s" $p.name) "the release" (ne $p.name ""))
       "nodeSelector" $sel
       "tolerations" (ternary (get $p "tolerations") $.Values.tolerations (hasKey $p "tolerations"))
       "affinity" (ternary (get $p "affinity") $.Values.affinity (hasKey $p "affinity"))
@@ -190,6 +201,13 @@ them, maps one level deep).
 {{/* The kill-switch ConfigMap's name. */}}
 {{- define "vgpu-exporter.killSwitchConfigMap" -}}
 {{- default (printf "%s-kill-switch" (include "vgpu-exporter.fullname" .root)) .tuner.killSwitch.configMap -}}
+{{- end -}}
+
+{{/* "true" when the pool's tuner locks the node lock, given as a dict
+(Values, t: the pool's tuner settings): in enforce, where it acts on the
+node's GPUs (the simulator's are the pod's own). */}}
+{{- define "vgpu-exporter.nodeLock" -}}
+{{- if and .t.enforce (ne .Values.backend "sim") -}}true{{- end -}}
 {{- end -}}
 
 {{/* "true" when a pool in enforce runs a rebalancing hook that evicts pods. */}}
@@ -222,6 +240,38 @@ naming NAME, before its milliseconds could overflow. */}}
 {{- end -}}
 {{- end -}}
 {{- $ms -}}
+{{- end -}}
+
+{{/* A resource quantity (64Mi, 0.5, 100m), as a number of its units, to
+compare two by; empty for one of the exponent form (1e3), left to the API
+server. */}}
+{{- define "vgpu-exporter.quantity" -}}
+{{- $q := toString . -}}
+{{- $n := regexFind "^[+]?([0-9]+([.][0-9]*)?|[.][0-9]+)" $q -}}
+{{- $units := dict "" 1 "m" 0.001 "k" 1e3 "M" 1e6 "G" 1e9 "T" 1e12 "P" 1e15 "E" 1e18 "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776 "Pi" 1125899906842624 "Ei" 1152921504606846976 -}}
+{{- $unit := trimPrefix $n $q -}}
+{{- if and $n (hasKey $units $unit) -}}
+{{- mulf (float64 (trimPrefix "+" $n)) (get $units $unit) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Fails where the resources given as (list NAME RESOURCES) request more
+of one than they limit it to, which the API server refuses: values.yaml's
+requests stay unless set, so a limit given alone below one of them does. */}}
+{{- define "vgpu-exporter.requestsWithinLimits" -}}
+{{- $name := index . 0 -}}
+{{- $r := default dict (index . 1) -}}
+{{- $requests := default dict (get $r "requests") -}}
+{{- range $k, $limit := default dict (get $r "limits") -}}
+{{- if hasKey $requests $k -}}
+{{- $req := include "vgpu-exporter.quantity" (get $requests $k) -}}
+{{- $lim := include "vgpu-exporter.quantity" $limit -}}
+{{- /* Above by more than rounding (1.1 and 1100m). */ -}}
+{{- if and $req $lim (gt (float64 $req) (mulf (float64 $lim) 1.000000001)) -}}
+{{- fail (printf "%s.requests.%s=%v is more than %s.limits.%s=%v, which the API server refuses (values.yaml's requests stay unless set): set %s.requests.%s too, at most the limit, or to null" $name $k (get $requests $k) $name $k $limit $name $k) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{/* The path the exporter serves its metrics on: /metrics, or the
