@@ -24,6 +24,7 @@ import (
 	gpunvml "github.com/vgpu-exporter/vgpu_exporter/gpu/nvml"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+	"github.com/vgpu-exporter/vgpu_exporter/webconf"
 )
 
 // fakeSource returns one device per sample and records Close.
@@ -376,8 +377,8 @@ func TestNoDriverMessages(t *testing.T) {
 
 // serveWebConfig serves a fake service with --web.config.file holding
 // basic auth of user prom, password s3cret; it returns the file, the
-// base URL and the service's log.
-func serveWebConfig(t *testing.T) (webCfg, base string, logs *testutil.SyncBuffer) {
+// base URL, the service's log and its SIGHUP channel.
+func serveWebConfig(t *testing.T) (webCfg, base string, logs *testutil.SyncBuffer, hup chan os.Signal) {
 	t.Helper()
 	hash, err := bcrypt.GenerateFromPassword([]byte("s3cret"), bcrypt.MinCost)
 	if err != nil {
@@ -391,9 +392,13 @@ func serveWebConfig(t *testing.T) (webCfg, base string, logs *testutil.SyncBuffe
 	cfg := testConfig(t, "--web.listen-address="+addr, "--web.config.file="+webCfg)
 	logs = &testutil.SyncBuffer{}
 	svc := newService(&fakeSource{}, &fakeBuilder{}, "", gpu.NewManualClock(time.Unix(1e9, 0)), time.Hour, log.NewLogfmtLogger(logs))
+	if svc.web, err = webconf.Open(webCfg, maxWebConfigBytes); err != nil { // as start does
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- svc.serve(ctx, cfg, newFakeCollectorFor, nil) }()
+	hup = make(chan os.Signal, 1)
+	go func() { done <- svc.serve(ctx, cfg, newFakeCollectorFor, hup) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -402,7 +407,7 @@ func serveWebConfig(t *testing.T) (webCfg, base string, logs *testutil.SyncBuffe
 	})
 	base = "http://" + addr
 	waitUntil(t, "the server to answer", func() bool { c, _ := httpGet(base + "/-/healthy"); return c != 0 })
-	return webCfg, base, logs
+	return webCfg, base, logs, hup
 }
 
 // getAs is the status of a GET of url with basic auth user and pass
@@ -423,7 +428,7 @@ func getAs(t *testing.T, url, user, pass string) int {
 
 // --web.config.file reaches exporter-toolkit: basic auth guards every path.
 func TestServiceWebConfigBasicAuth(t *testing.T) {
-	_, base, _ := serveWebConfig(t)
+	_, base, _, _ := serveWebConfig(t)
 	for _, tc := range []struct {
 		user, pass string
 		code       int
@@ -438,36 +443,56 @@ func TestServiceWebConfigBasicAuth(t *testing.T) {
 	}
 }
 
-// exporter-toolkit reads --web.config.file again for every request: one
-// broken while the exporter runs answers every request 500 until it is
-// mended (docs/deploy.md), and its error names the file and the line, not
-// only the line ("Unable to parse configuration" err="yaml: line 2: ...").
-func TestServiceWebConfigBrokenWhileServing(t *testing.T) {
-	webCfg, base, logs := serveWebConfig(t)
-	good, err := os.ReadFile(webCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+// A --web.config.file edited into something invalid while the exporter
+// runs keeps the last good one serving: scrapes still pass with the old
+// credentials (before, each was answered 500 until the file was mended),
+// and a reload, by SIGHUP or POST /-/reload, fails naming the file and
+// its line. A good edit takes effect at the next reload.
+func TestServiceWebConfigKeptLastGood(t *testing.T) {
+	webCfg, base, logs, hup := serveWebConfig(t)
 	if err := os.WriteFile(webCfg, []byte("basic_auth_users:\n  prom: [\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if code := getAs(t, base+"/metrics", "prom", "s3cret"); code != http.StatusInternalServerError {
-		t.Errorf("a request while the file is broken: %d, want 500", code)
+	if code := getAs(t, base+"/metrics", "prom", "s3cret"); code != http.StatusOK {
+		t.Errorf("a scrape while the file is broken: %d, want 200 (the last good configuration)", code)
 	}
-	line := ""
+	hup <- syscall.SIGHUP
+	failed := `msg="web configuration reload failed; keeping the last good configuration"`
+	waitUntil(t, "the SIGHUP's reload", func() bool { return strings.Contains(logs.String(), failed) })
 	for l := range strings.Lines(logs.String()) {
-		if strings.Contains(l, "Unable to parse configuration") {
-			line = l
+		if strings.Contains(l, failed) && (!strings.Contains(l, webCfg) || !strings.Contains(l, "line 2")) {
+			t.Errorf("the failure logged is %q, want one naming %s and its line 2", l, webCfg)
 		}
 	}
-	if !strings.Contains(line, webCfg) || !strings.Contains(line, "line 2") {
-		t.Errorf("the error logged is %q, want one naming %s and its line 2", line, webCfg)
-	}
-	if err := os.WriteFile(webCfg, good, 0o600); err != nil {
+	req, _ := http.NewRequest("POST", base+"/-/reload", nil)
+	req.SetBasicAuth("prom", "s3cret")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
 		t.Fatal(err)
 	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusInternalServerError || !strings.Contains(string(body), webCfg) {
+		t.Errorf("POST /-/reload of the broken file: %d %q, want 500 naming %s", resp.StatusCode, body, webCfg)
+	}
 	if code := getAs(t, base+"/metrics", "prom", "s3cret"); code != http.StatusOK {
-		t.Errorf("a request once the file is mended: %d, want 200", code)
+		t.Errorf("a scrape after the failed reloads: %d, want 200", code)
+	}
+
+	hash, err := bcrypt.GenerateFromPassword([]byte("n3w"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(webCfg, []byte("basic_auth_users:\n  prom: "+string(hash)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code := getAs(t, base+"/metrics", "prom", "n3w"); code != http.StatusUnauthorized {
+		t.Errorf("the new password before a reload: %d, want 401", code)
+	}
+	hup <- syscall.SIGHUP
+	waitUntil(t, "the new password to pass", func() bool { return getAs(t, base+"/metrics", "prom", "n3w") == http.StatusOK })
+	if code := getAs(t, base+"/metrics", "prom", "s3cret"); code != http.StatusUnauthorized {
+		t.Errorf("the old password after the reload: %d, want 401", code)
 	}
 }
 

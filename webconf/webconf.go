@@ -1,0 +1,214 @@
+// Package webconf keeps the web configuration (exporter-toolkit's
+// --web.config.file: TLS, basic auth, headers) last known good.
+// exporter-toolkit reads the file it is given again for every request and
+// TLS handshake, so a file edited into something invalid while the
+// exporter runs would refuse every scrape. It is given instead a private
+// copy, held in memory (a memfd read through /proc/self/fd: no writable
+// directory is needed, nothing is left on disk), that is replaced only by
+// a version of the file that validates, when a reload asks for it. The
+// certificate and key files the configuration names are not copied:
+// exporter-toolkit still reads them at each handshake, so a renewed
+// certificate is served without a reload; they are checked at each reload.
+package webconf
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+
+	config_util "github.com/prometheus/common/config"
+	"github.com/prometheus/exporter-toolkit/web"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/vgpu-exporter/vgpu_exporter/internal/fileread"
+)
+
+// Kept is the web configuration in use: a copy of the file as it was at
+// the start or the last reload that validated.
+type Kept struct {
+	file  string // the user's file, as given
+	limit int64
+	mu    sync.Mutex // serializes reloads
+	copy  *memCopy   // nil where there is no memfd: exporter-toolkit reads file
+	tls   bool       // whether the configuration in use sets up TLS
+}
+
+// Open reads and validates file (at most limit bytes) and keeps it. Its
+// errors are exporter-toolkit's or the read's; the caller names the file.
+func Open(file string, limit int64) (*Kept, error) {
+	k := &Kept{file: file, limit: limit}
+	c, tls, err := k.load()
+	if err != nil {
+		return nil, err
+	}
+	k.copy, k.tls = c, tls
+	return k, nil
+}
+
+// File is the user's file.
+func (k *Kept) File() string { return k.file }
+
+// Path is the file to hand exporter-toolkit: the private copy.
+func (k *Kept) Path() string {
+	if k.copy == nil {
+		return k.file
+	}
+	return k.copy.path()
+}
+
+// Reload reads and validates the user's file again and, when it is
+// valid, puts it in use; otherwise the configuration in use stays and
+// the error, which names the file, says why.
+func (k *Kept) Reload() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if err := k.reload(); err != nil {
+		return fmt.Errorf("%s: %w", k.file, err)
+	}
+	return nil
+}
+
+func (k *Kept) reload() error {
+	next, tls, err := k.load()
+	if err != nil {
+		return err
+	}
+	if tls != k.tls {
+		// exporter-toolkit decides at start whether the port speaks TLS:
+		// a copy without it would fail every handshake, one with it would
+		// still be served over plain HTTP.
+		next.close()
+		return fmt.Errorf("it turns TLS %s (tls_server_config): that takes a restart", onOff(tls))
+	}
+	if next == nil {
+		return nil
+	}
+	return k.copy.replace(next)
+}
+
+// load reads the file and validates what would be served from it: a new
+// copy, or the file itself where there is no memfd (next is then nil).
+// The file is validated first, for errors whose lines are the file's; the
+// copy is validated too, being what is served. A FIFO, a device or a file
+// over the limit is refused before exporter-toolkit reads it.
+func (k *Kept) load() (next *memCopy, tls bool, err error) {
+	if err := fileread.Check(k.file, k.limit); err != nil {
+		return nil, false, err
+	}
+	if err := web.Validate(k.file); err != nil {
+		return nil, false, err
+	}
+	data, tls, err := k.read()
+	if err != nil {
+		return nil, false, err
+	}
+	next, err = newMemCopy(data)
+	if errors.Is(err, errNoMemCopy) {
+		// Outside Linux: exporter-toolkit reads the file itself, as it
+		// would without this package; a reload only validates it.
+		return nil, tls, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if err := web.Validate(next.path()); err != nil {
+		next.close()
+		return nil, false, err
+	}
+	return next, tls, nil
+}
+
+// Close releases the copy; exporter-toolkit must be done with it.
+func (k *Kept) Close() error {
+	if k.copy == nil {
+		return nil
+	}
+	return k.copy.close()
+}
+
+// read returns the file's content with its certificate, key and client CA
+// paths made absolute (the copy lives elsewhere; exporter-toolkit takes a
+// relative one from the file's directory), and whether it sets up TLS.
+func (k *Kept) read() ([]byte, bool, error) {
+	data, err := fileread.Regular(k.file, k.limit)
+	if err != nil {
+		return nil, false, err
+	}
+	abs, err := filepath.Abs(k.file)
+	if err != nil {
+		return nil, false, err
+	}
+	return resolve(data, filepath.Dir(abs))
+}
+
+// errNoMemCopy is newMemCopy's error where there is no memfd.
+var errNoMemCopy = errors.New("no memfd on this system")
+
+// pathKeys are the keys of tls_server_config that name files.
+var pathKeys = map[string]bool{"cert_file": true, "key_file": true, "client_ca_file": true}
+
+// resolve joins dir to the relative file paths of data's
+// tls_server_config, and says whether that section sets up TLS. data is
+// returned as it is when no path is relative; a document that does not
+// parse is returned as it is too, for exporter-toolkit to name its error.
+func resolve(data []byte, dir string) ([]byte, bool, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) == 0 {
+		return data, false, nil
+	}
+	tlsNode := mapValue(doc.Content[0], "tls_server_config")
+	if tlsNode == nil {
+		return data, false, nil
+	}
+	var tc web.TLSConfig
+	if err := tlsNode.Decode(&tc); err != nil {
+		return data, false, nil
+	}
+	changed := false
+	if tlsNode.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(tlsNode.Content); i += 2 {
+			key, val := tlsNode.Content[i], tlsNode.Content[i+1]
+			if !pathKeys[key.Value] || val.Kind != yaml.ScalarNode {
+				continue
+			}
+			if joined := config_util.JoinDir(dir, val.Value); joined != val.Value {
+				val.Value, val.Tag, val.Style = joined, "!!str", 0
+				changed = true
+			}
+		}
+	}
+	if !changed {
+		return data, tc.IsEnabled(), nil
+	}
+	var out bytes.Buffer
+	enc := yaml.NewEncoder(&out)
+	if err := enc.Encode(&doc); err != nil {
+		return nil, false, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, false, err
+	}
+	return out.Bytes(), tc.IsEnabled(), nil
+}
+
+// mapValue is the value of key in the mapping node m (nil when absent).
+func mapValue(m *yaml.Node, key string) *yaml.Node {
+	if m.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	return nil
+}
+
+func onOff(on bool) string {
+	if on {
+		return "on"
+	}
+	return "off"
+}
