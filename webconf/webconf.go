@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	config_util "github.com/prometheus/common/config"
 	"github.com/prometheus/exporter-toolkit/web"
@@ -33,6 +34,10 @@ type Kept struct {
 	mu    sync.Mutex // serializes reloads
 	copy  *memCopy   // nil where there is no memfd: exporter-toolkit reads file
 	tls   bool       // whether the configuration in use sets up TLS
+	// The reloads and their outcome, read by the collector while a
+	// reload runs.
+	reloads, failures atomic.Uint64
+	lastFailed        atomic.Bool
 }
 
 // Open reads and validates file (at most limit bytes) and keeps it. Its
@@ -64,7 +69,11 @@ func (k *Kept) Path() string {
 func (k *Kept) Reload() error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if err := k.reload(); err != nil {
+	err := k.reload()
+	k.reloads.Add(1)
+	k.lastFailed.Store(err != nil)
+	if err != nil {
+		k.failures.Add(1)
 		return fmt.Errorf("%s: %w", k.file, err)
 	}
 	return nil

@@ -155,6 +155,9 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 	var self *exposition.Self
 	if !cfg.DisableExporterMetrics {
 		self = selfRegistry()
+		if s.web != nil {
+			self.MustRegister(s.web.Collector())
+		}
 	}
 	clog := log.With(s.logger, "component", "collector")
 	h, err := newHandler(handlerOptions{

@@ -447,7 +447,8 @@ func TestServiceWebConfigBasicAuth(t *testing.T) {
 // runs keeps the last good one serving: scrapes still pass with the old
 // credentials (before, each was answered 500 until the file was mended),
 // and a reload, by SIGHUP or POST /-/reload, fails naming the file and
-// its line. A good edit takes effect at the next reload.
+// its line, counted by vgpu_web_config_reload_failures_total. A good edit
+// takes effect at the next reload.
 func TestServiceWebConfigKeptLastGood(t *testing.T) {
 	webCfg, base, logs, hup := serveWebConfig(t)
 	if err := os.WriteFile(webCfg, []byte("basic_auth_users:\n  prom: [\n"), 0o600); err != nil {
@@ -475,8 +476,20 @@ func TestServiceWebConfigKeptLastGood(t *testing.T) {
 	if resp.StatusCode != http.StatusInternalServerError || !strings.Contains(string(body), webCfg) {
 		t.Errorf("POST /-/reload of the broken file: %d %q, want 500 naming %s", resp.StatusCode, body, webCfg)
 	}
-	if code := getAs(t, base+"/metrics", "prom", "s3cret"); code != http.StatusOK {
-		t.Errorf("a scrape after the failed reloads: %d, want 200", code)
+	req, _ = http.NewRequest("GET", base+"/metrics", nil)
+	req.SetBasicAuth("prom", "s3cret")
+	if resp, err = http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("a scrape after the failed reloads: %d, want 200", resp.StatusCode)
+	}
+	for _, want := range []string{"vgpu_web_config_last_reload_successful 0\n", "vgpu_web_config_reload_failures_total 2\n"} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("the scrape after the failed reloads lacks %q", want)
+		}
 	}
 
 	hash, err := bcrypt.GenerateFromPassword([]byte("n3w"), bcrypt.MinCost)
