@@ -8,8 +8,9 @@ import (
 )
 
 // memCopy is a sealed memfd, read by path through /proc/self/fd: only
-// this process (and root) can open it, it is not inherited by children
-// (close-on-exec), and it is gone when the process ends.
+// those who may trace this process (its user, root) can open it, nobody
+// can write it, it is not inherited by children (close-on-exec), and it
+// is gone when the process ends.
 type memCopy struct{ fd int }
 
 // newMemCopy returns a copy holding data, sealed against any change.

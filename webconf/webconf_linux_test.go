@@ -171,7 +171,7 @@ func TestRelativePathsResolved(t *testing.T) {
 }
 
 // The copy is not inherited by the programs the exporter runs, before or
-// after a reload, and is gone once closed.
+// after a reload, cannot be written, and is gone once closed.
 func TestCopyPrivate(t *testing.T) {
 	f := filepath.Join(t.TempDir(), "web.yml")
 	write(t, f, "basic_auth_users: {}\n")
@@ -189,6 +189,13 @@ func TestCopyPrivate(t *testing.T) {
 		}
 	}
 	path := k.Path()
+	if f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0); err == nil {
+		_, werr := f.WriteString("basic_auth_users: {x: y}\n")
+		f.Close()
+		if werr == nil {
+			t.Error("the copy in use could be written")
+		}
+	}
 	if err := k.Close(); err != nil {
 		t.Fatal(err)
 	}
