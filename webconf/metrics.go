@@ -6,7 +6,7 @@ var (
 	lastOKDesc = prometheus.NewDesc("vgpu_web_config_last_reload_successful",
 		"1 if the last reload of --web.config.file succeeded (or none was tried since start), 0 if it failed (the last good web configuration stays in use).", nil, nil)
 	reloadsDesc = prometheus.NewDesc("vgpu_web_config_reloads_total",
-		"Reloads of --web.config.file since the exporter started, failed ones included.", nil, nil)
+		"Reloads of --web.config.file since the exporter started (SIGHUP, POST /-/reload, or a change found by its check every 5 s), failed ones included.", nil, nil)
 	failuresDesc = prometheus.NewDesc("vgpu_web_config_reload_failures_total",
 		"Reloads of --web.config.file that failed since the exporter started.", nil, nil)
 )

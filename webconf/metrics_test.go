@@ -27,7 +27,7 @@ vgpu_web_config_last_reload_successful ` + ok + `
 # HELP vgpu_web_config_reload_failures_total Reloads of --web.config.file that failed since the exporter started.
 # TYPE vgpu_web_config_reload_failures_total counter
 vgpu_web_config_reload_failures_total ` + failures + `
-# HELP vgpu_web_config_reloads_total Reloads of --web.config.file since the exporter started, failed ones included.
+# HELP vgpu_web_config_reloads_total Reloads of --web.config.file since the exporter started (SIGHUP, POST /-/reload, or a change found by its check every 5 s), failed ones included.
 # TYPE vgpu_web_config_reloads_total counter
 vgpu_web_config_reloads_total ` + reloads + `
 `

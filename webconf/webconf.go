@@ -5,19 +5,24 @@
 // exporter runs would refuse every scrape. It is given instead a private
 // copy, held in memory (a memfd read through /proc/self/fd: no writable
 // directory is needed, nothing is left on disk), that is replaced only by
-// a version of the file that validates, when a reload asks for it. The
-// certificate and key files the configuration names are not copied:
-// exporter-toolkit still reads them at each handshake, so a renewed
-// certificate is served without a reload; they are checked at each reload.
+// a version of the file that validates, when a reload asks for it or a
+// periodic check (Watch) finds the file changed. The certificate and key
+// files the configuration names are not copied: exporter-toolkit still
+// reads them at each handshake, so a renewed certificate is served without
+// a reload; they are checked at each reload, and a change of theirs is
+// found by the check too.
 package webconf
 
 import (
 	"bytes"
+	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	config_util "github.com/prometheus/common/config"
 	"github.com/prometheus/exporter-toolkit/web"
@@ -34,6 +39,10 @@ type Kept struct {
 	mu    sync.Mutex // serializes reloads
 	copy  *memCopy   // nil where there is no memfd: exporter-toolkit reads file
 	tls   bool       // whether the configuration in use sets up TLS
+	// seen is the digest of the files as the last reload or check found
+	// them, whatever its outcome: a check reloads only when it differs.
+	seen   [sha256.Size]byte
+	closed bool
 	// The reloads and their outcome, read by the collector while a
 	// reload runs.
 	reloads, failures atomic.Uint64
@@ -44,6 +53,7 @@ type Kept struct {
 // errors are exporter-toolkit's or the read's; the caller names the file.
 func Open(file string, limit int64) (*Kept, error) {
 	k := &Kept{file: file, limit: limit}
+	k.seen = k.digest() // before the read: an edit in between is found by the next check
 	c, tls, err := k.load()
 	if err != nil {
 		return nil, err
@@ -69,6 +79,41 @@ func (k *Kept) Path() string {
 func (k *Kept) Reload() error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	return k.reloadSeen(k.digest())
+}
+
+// Check reloads the file, as Reload does, when it or a certificate, key
+// or client CA file it names differs from what the last reload or check
+// found (changed); a file that stays as it was, good or bad, is not read
+// again as a reload, so its failure is reported once.
+func (k *Kept) Check() (changed bool, err error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	d := k.digest()
+	if d == k.seen {
+		return false, nil
+	}
+	return true, k.reloadSeen(d)
+}
+
+// Watch calls Check at each tick until ctx is done, and report with its
+// error each time it found a change (nil: the change is in use).
+func (k *Kept) Watch(ctx context.Context, ticks <-chan time.Time, report func(error)) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticks:
+			if changed, err := k.Check(); changed {
+				report(err)
+			}
+		}
+	}
+}
+
+// reloadSeen reloads the file, whose digest, taken before, is seen.
+func (k *Kept) reloadSeen(seen [sha256.Size]byte) error {
+	k.seen = seen
 	err := k.reload()
 	k.reloads.Add(1)
 	k.lastFailed.Store(err != nil)
@@ -80,6 +125,9 @@ func (k *Kept) Reload() error {
 }
 
 func (k *Kept) reload() error {
+	if k.closed {
+		return errClosed
+	}
 	next, tls, err := k.load()
 	if err != nil {
 		return err
@@ -129,11 +177,15 @@ func (k *Kept) load() (next *memCopy, tls bool, err error) {
 	return next, tls, nil
 }
 
-// Close releases the copy; exporter-toolkit must be done with it.
+// Close releases the copy; exporter-toolkit must be done with it. A
+// reload or check that comes after fails, one under way finishes first.
 func (k *Kept) Close() error {
-	if k.copy == nil {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.closed {
 		return nil
 	}
+	k.closed = true
 	return k.copy.close()
 }
 
@@ -151,6 +203,55 @@ func (k *Kept) read() ([]byte, bool, error) {
 	}
 	return resolve(data, filepath.Dir(abs))
 }
+
+// digest sums the file's content and that of the certificate, key and
+// client CA files it names, each as the limit allows it to be read, or
+// the error that read met (a missing file is a state as any other).
+func (k *Kept) digest() [sha256.Size]byte {
+	h := sha256.New()
+	add := func(path string) []byte {
+		data, err := fileread.Regular(path, k.limit)
+		if err != nil {
+			data = []byte("error: " + err.Error())
+		}
+		fmt.Fprintf(h, "%q %d\n", path, len(data))
+		h.Write(data)
+		return data
+	}
+	data := add(k.file)
+	if abs, err := filepath.Abs(k.file); err == nil {
+		for _, p := range tlsFiles(data, filepath.Dir(abs)) {
+			add(p)
+		}
+	}
+	var d [sha256.Size]byte
+	h.Sum(d[:0])
+	return d
+}
+
+// tlsFiles are the files named by data's tls_server_config, relative
+// ones joined to dir; none when data does not parse.
+func tlsFiles(data []byte, dir string) []string {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) == 0 {
+		return nil
+	}
+	tlsNode := mapValue(doc.Content[0], "tls_server_config")
+	if tlsNode == nil || tlsNode.Kind != yaml.MappingNode {
+		return nil
+	}
+	var files []string
+	for i := 0; i+1 < len(tlsNode.Content); i += 2 {
+		key, val := tlsNode.Content[i], tlsNode.Content[i+1]
+		if pathKeys[key.Value] && val.Kind == yaml.ScalarNode && val.Value != "" {
+			files = append(files, config_util.JoinDir(dir, val.Value))
+		}
+	}
+	return files
+}
+
+// errClosed is the error of a reload after Close.
+var errClosed = errors.New("the exporter is shutting down")
 
 // errNoMemCopy is newMemCopy's error where there is no memfd.
 var errNoMemCopy = errors.New("no memfd on this system")

@@ -44,7 +44,15 @@ type service struct {
 	collectorErrs *collector.Errors
 	// web is --web.config.file kept last good; nil without one.
 	web *webconf.Kept
+	// webChecks ticks the checks of web for a change; nil: every
+	// webConfigCheckInterval of the wall clock.
+	webChecks <-chan time.Time
 }
+
+// webConfigCheckInterval is how often --web.config.file (and the
+// certificate, key and client CA files it names) is checked for a change,
+// put in use within it when valid (docs/web-config.md).
+const webConfigCheckInterval = 5 * time.Second
 
 // newService connects src to builder through a sampler on clock.
 func newService(src gpu.Source, b pipeline.Builder, tenantsFile string, clock gpu.Clock, interval time.Duration, logger log.Logger) *service {
@@ -120,7 +128,7 @@ func (s *service) logServing(cfg *config) {
 func (s *service) reload() error {
 	var webErr error
 	if s.web != nil {
-		wlog := log.With(s.logger, "component", "web", "web_config_file", s.web.File())
+		wlog := s.webLog()
 		if webErr = s.web.Reload(); webErr != nil {
 			level.Error(wlog).Log("msg", "web configuration reload failed; keeping the last good configuration", "err", webErr)
 		} else {
@@ -132,6 +140,25 @@ func (s *service) reload() error {
 		err = nil // the web configuration was reread
 	}
 	return errors.Join(webErr, err)
+}
+
+// webLog is the logger of the web configuration's reloads and checks.
+func (s *service) webLog() log.Logger {
+	return log.With(s.logger, "component", "web", "web_config_file", s.web.File())
+}
+
+// watchWeb checks the web configuration for a change at each tick of
+// ticks until ctx is done, logging each change found once: the file (or a
+// file it names) that stays as it was, good or bad, is not logged again.
+func (s *service) watchWeb(ctx context.Context, ticks <-chan time.Time) {
+	wlog := s.webLog()
+	s.web.Watch(ctx, ticks, func(err error) {
+		if err != nil {
+			level.Error(wlog).Log("msg", "web configuration changed but is invalid; keeping the last good configuration", "err", err)
+			return
+		}
+		level.Info(wlog).Log("msg", "web configuration changed; now in use")
+	})
 }
 
 // serve runs the sampler and the HTTP server until ctx is done or the
@@ -190,6 +217,15 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 		wg.Go(func() { s.tuner.Run(ctx) })
 	}
 	wg.Go(func() { pipeline.ReloadOnSignal(ctx, hup, s.reload, s.logger) })
+	if s.web != nil {
+		ticks := s.webChecks
+		if ticks == nil {
+			ticker := time.NewTicker(webConfigCheckInterval)
+			defer ticker.Stop()
+			ticks = ticker.C
+		}
+		wg.Go(func() { s.watchWeb(ctx, ticks) })
+	}
 
 	server := httplimit.NewServer(h, httplimit.FitOpenFiles(cfg.httpLimits(), s.logger), log.With(s.logger, "component", "web"))
 	s.logServing(cfg)
