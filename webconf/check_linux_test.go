@@ -77,6 +77,12 @@ func TestCheck(t *testing.T) {
 			t.Errorf("%d %s: serving\n%s\nwant the hash %s", i, step.name, got, step.serving)
 		}
 	}
+	// Once closed (the exporter shutting down), a change is not reloaded.
+	k.Close()
+	write(t, f, edit)
+	if changed, err := k.Check(); changed || err != nil {
+		t.Errorf("a check after Close: changed %v, %v; want nothing done", changed, err)
+	}
 }
 
 // Watch checks at each tick, and reports only the changes it found.

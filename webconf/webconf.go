@@ -85,10 +85,14 @@ func (k *Kept) Reload() error {
 // Check reloads the file, as Reload does, when it or a certificate, key
 // or client CA file it names differs from what the last reload or check
 // found (changed); a file that stays as it was, good or bad, is not read
-// again as a reload, so its failure is reported once.
+// again as a reload, so its failure is reported once. After Close it
+// does nothing.
 func (k *Kept) Check() (changed bool, err error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if k.closed {
+		return false, nil
+	}
 	d := k.digest()
 	if d == k.seen {
 		return false, nil
