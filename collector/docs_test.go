@@ -20,6 +20,7 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/internal/simtest"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
+	"github.com/vgpu-exporter/vgpu_exporter/webconf"
 )
 
 // docRow is one metric row of docs/metrics.md.
@@ -87,6 +88,21 @@ func parseMetricsDoc(t *testing.T) map[string]docRow {
 	return rows
 }
 
+// webConfig is the collector of a --web.config.file's reloads.
+func webConfig(t *testing.T) prometheus.Collector {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "web.yml")
+	if err := os.WriteFile(f, []byte("basic_auth_users: {}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	k, err := webconf.Open(f, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { k.Close() })
+	return k.Collector()
+}
+
 // served gathers what the given collectors serve for the rich snapshot.
 func served(t *testing.T, filters ...string) []*dto.MetricFamily {
 	t.Helper()
@@ -121,8 +137,9 @@ func TestDocsListEveryMetric(t *testing.T) {
 	if len(doc) == 0 {
 		t.Fatal("no metric rows found in docs/metrics.md")
 	}
-	// Everything a scrape serves, the scrape durations included.
-	got := testutil.Gather(t, newExporter(t, richSnapshot(), builtin...), NewTunerCollector(richTunerStatus))
+	// Everything a scrape serves, the scrape durations included, and the
+	// web configuration's reloads served beside it.
+	got := testutil.Gather(t, newExporter(t, richSnapshot(), builtin...), NewTunerCollector(richTunerStatus), webConfig(t))
 
 	var undocumented, unserved []string
 	for n := range got {

@@ -302,10 +302,10 @@
           alert(
             'VGPUExporterConfigReloadFailed',
             'warning',
-            std.format('vgpu_config_last_reload_successful{%s} == 0', sel),
+            std.format('vgpu_config_last_reload_successful{%(sel)s} == 0 or vgpu_web_config_last_reload_successful{%(sel)s} == 0', { sel: sel }),
             c.alertFor.configReloadFailed,
-            'vgpu_exporter failed to reload its tenants file.',
-            'The last reload of the tenants file of vgpu_exporter' + onHost + ' failed; the previous configuration stays in use.',
+            'vgpu_exporter failed to reload its configuration.',
+            'The last reload of the tenants file or the web configuration of vgpu_exporter' + onHost + ' failed; the previous configuration stays in use.',
           ),
         ],
       },

@@ -189,22 +189,23 @@ func (p *Pipeline) Start(ctx context.Context) (wait func()) {
 	}
 }
 
-// ReloadOnSignal rereads the tenants file on each SIGHUP from hup until
-// ctx is done, logging the outcome through logger.
-func (p *Pipeline) ReloadOnSignal(ctx context.Context, hup <-chan os.Signal, logger log.Logger) {
+// ReloadOnSignal calls reload (Reload, or a caller's that rereads more
+// files) on each SIGHUP from hup until ctx is done, logging the outcome
+// through logger.
+func ReloadOnSignal(ctx context.Context, hup <-chan os.Signal, reload func() error, logger log.Logger) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-hup:
-			LogReload(logger, "SIGHUP", p.Reload())
+			LogReload(logger, "SIGHUP", reload())
 		}
 	}
 }
 
 // LogReload logs the outcome err of a reload asked for by source (SIGHUP,
 // http): one line, the same for every source but its name, after the
-// builder's own lines (one per problem, each naming file:line).
+// lines of each file reread (one per problem, each naming the file).
 func LogReload(logger log.Logger, source string, err error) {
 	switch {
 	case errors.Is(err, ErrNothingToReload):
@@ -212,6 +213,6 @@ func LogReload(logger log.Logger, source string, err error) {
 	case err != nil:
 		level.Error(logger).Log("msg", "reload failed, the previous configuration stays in use", "source", source, "err", err)
 	default:
-		level.Info(logger).Log("msg", "reloaded the tenants configuration", "source", source)
+		level.Info(logger).Log("msg", "reloaded the configuration", "source", source)
 	}
 }

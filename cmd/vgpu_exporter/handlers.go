@@ -38,8 +38,8 @@ type handlerOptions struct {
 	Logger      log.Logger
 	// Ready reports whether a first snapshot has been published.
 	Ready func() bool
-	// Reload rereads the tenants file; pipeline.ErrNothingToReload when there is
-	// none.
+	// Reload rereads the web configuration and the tenants file;
+	// pipeline.ErrNothingToReload when there is neither.
 	Reload func() error
 	// Version returns a comparable value that changes whenever the
 	// collector's output may change (the snapshot it renders); the

@@ -59,6 +59,8 @@ var layers = map[string][]string{
 	"httplimit": nil,
 	// The garbage collector's pace for the exporter's bursts of allocation.
 	"gcpace": nil,
+	// The web configuration (exporter-toolkit's) kept last good.
+	"webconf": nil,
 
 	// Actuators that drive outside programs (through internal/command).
 	"gpu/mps":       {"gpu"},
@@ -74,7 +76,7 @@ var layers = map[string][]string{
 	// scope from its cgroup path)
 	"gpu/vmproc": {"gpu", "kube"},
 	// The commands wire every layer; nothing imports a command.
-	"cmd/vgpu_exporter": {"collector", "tuner", "tuner/autotune", "tuner/policies", "tuner/rebalance", "tenant", "latency", "kube", "gpu", "gpu/nvml", "gpu/dcgmexp", "gpu/mps", "gpu/nvidiasmi", "gpu/rebalance", "gpu/kubeevict", "gpu/pause", "gpu/vmproc", "sim", "scenarios", "exposition", "procmetrics", "webui", "httplimit", "pipeline", "gcpace", "internal/flagvalue"},
+	"cmd/vgpu_exporter": {"collector", "tuner", "tuner/autotune", "tuner/policies", "tuner/rebalance", "tenant", "latency", "kube", "gpu", "gpu/nvml", "gpu/dcgmexp", "gpu/mps", "gpu/nvidiasmi", "gpu/rebalance", "gpu/kubeevict", "gpu/pause", "gpu/vmproc", "sim", "scenarios", "exposition", "procmetrics", "webui", "httplimit", "pipeline", "gcpace", "webconf", "internal/flagvalue"},
 	"cmd/vgpusim":       {"tuner", "tuner/autotune", "tuner/baseline", "gpu", "sim", "sim/report", "simrun", "simrun/table", "oracle", "scenarios", "internal/flagvalue"},
 	// Leaves below every layer; any package may import them (see leaves).
 	"internal/yamlconf": nil,

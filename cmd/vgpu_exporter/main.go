@@ -16,11 +16,10 @@ import (
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
 	"github.com/prometheus/common/version"
-	"github.com/prometheus/exporter-toolkit/web"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu/pause"
-	"github.com/vgpu-exporter/vgpu_exporter/internal/fileread"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/reap"
+	"github.com/vgpu-exporter/vgpu_exporter/webconf"
 )
 
 // A SIGHUP before run installs its handlers must not end the process (the
@@ -101,20 +100,26 @@ func run(ctx context.Context, app *kingpin.Application, args []string, stdout, s
 // maxWebConfigBytes bounds the size of --web.config.file.
 const maxWebConfigBytes = 1 << 20
 
-// start checks the web configuration and builds the service.
+// start reads the web configuration and builds the service.
 func start(cfg *config, logger log.Logger) (*service, error) {
-	// exporter-toolkit reads --web.config.file only once serving; a bad
-	// file should stop the start before the backend opens, naming the flag.
+	// A bad --web.config.file stops the start before the backend opens,
+	// naming the flag; a good one is kept for exporter-toolkit (webconf).
+	var kept *webconf.Kept
 	if f := *cfg.Web.WebConfigFile; f != "" {
-		err := fileread.Check(f, maxWebConfigBytes)
-		if err == nil {
-			err = web.Validate(f)
-		}
-		if err != nil {
+		var err error
+		if kept, err = webconf.Open(f, maxWebConfigBytes); err != nil {
 			return nil, fmt.Errorf("--web.config.file=%s: %w", f, err)
 		}
 	}
-	return build(cfg, logger)
+	svc, err := build(cfg, logger)
+	if err != nil {
+		if kept != nil {
+			kept.Close()
+		}
+		return nil, err
+	}
+	svc.web = kept
+	return svc, nil
 }
 
 // interruptible returns f's result, or ctx's error as soon as ctx is done

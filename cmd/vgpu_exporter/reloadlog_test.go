@@ -46,7 +46,7 @@ func TestReloadLoggedAlikeForHTTPAndSIGHUP(t *testing.T) {
 		want       string // in the SIGHUP's line
 	}{
 		{"failed", "/etc/tenants.yaml", true, `level=error msg="reload failed, the previous configuration stays in use" source=SIGHUP err="/etc/tenants.yaml:1: bad"`},
-		{"reloaded", "/etc/tenants.yaml", false, `level=info msg="reloaded the tenants configuration" source=SIGHUP`},
+		{"reloaded", "/etc/tenants.yaml", false, `level=info msg="reloaded the configuration" source=SIGHUP`},
 		{"no tenants file", "", false, `level=info msg="reload ignored" source=SIGHUP`},
 	} {
 		t.Run(c.name, func(t *testing.T) {

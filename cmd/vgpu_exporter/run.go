@@ -27,6 +27,7 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/pipeline"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
+	"github.com/vgpu-exporter/vgpu_exporter/webconf"
 	"github.com/vgpu-exporter/vgpu_exporter/webui"
 )
 
@@ -41,7 +42,17 @@ type service struct {
 	// collectorErrs are the collectors' errors logged, shared by the
 	// collector of each collect[] scrape and the one rendered per snapshot.
 	collectorErrs *collector.Errors
+	// web is --web.config.file kept last good; nil without one.
+	web *webconf.Kept
+	// webChecks ticks the checks of web for a change; nil: every
+	// webConfigCheckInterval of the wall clock.
+	webChecks <-chan time.Time
 }
+
+// webConfigCheckInterval is how often --web.config.file (and the
+// certificate, key and client CA files it names) is checked for a change,
+// put in use within it when valid (docs/web-config.md).
+const webConfigCheckInterval = 5 * time.Second
 
 // newService connects src to builder through a sampler on clock.
 func newService(src gpu.Source, b pipeline.Builder, tenantsFile string, clock gpu.Clock, interval time.Duration, logger log.Logger) *service {
@@ -111,6 +122,45 @@ func (s *service) logServing(cfg *config) {
 	level.Info(s.logger).Log(kv...)
 }
 
+// reload rereads the web configuration (when there is one) and the
+// tenants file (when there is one); each file found bad is logged naming
+// it, and the one in use stays.
+func (s *service) reload() error {
+	var webErr error
+	if s.web != nil {
+		wlog := s.webLog()
+		if webErr = s.web.Reload(); webErr != nil {
+			level.Error(wlog).Log("msg", "web configuration reload failed; keeping the last good configuration", "err", webErr)
+		} else {
+			level.Info(wlog).Log("msg", "web configuration reloaded")
+		}
+	}
+	err := s.Reload()
+	if s.web != nil && errors.Is(err, pipeline.ErrNothingToReload) {
+		err = nil // the web configuration was reread
+	}
+	return errors.Join(webErr, err)
+}
+
+// webLog is the logger of the web configuration's reloads and checks.
+func (s *service) webLog() log.Logger {
+	return log.With(s.logger, "component", "web", "web_config_file", s.web.File())
+}
+
+// watchWeb checks the web configuration for a change at each tick of
+// ticks until ctx is done, logging each change found once: the file (or a
+// file it names) that stays as it was, good or bad, is not logged again.
+func (s *service) watchWeb(ctx context.Context, ticks <-chan time.Time) {
+	wlog := s.webLog()
+	s.web.Watch(ctx, ticks, func(err error) {
+		if err != nil {
+			level.Error(wlog).Log("msg", "web configuration changed but is invalid; keeping the last good configuration", "err", err)
+			return
+		}
+		level.Info(wlog).Log("msg", "web configuration changed; now in use")
+	})
+}
+
 // serve runs the sampler and the HTTP server until ctx is done or the
 // server fails, then stops both and closes the source. hup delivers reload
 // requests (SIGHUP). Once ctx is done, it restores the tuner's originals
@@ -119,15 +169,22 @@ func (s *service) logServing(cfg *config) {
 // the backend, the builder or a reload is doing.
 func (s *service) serve(ctx context.Context, cfg *config, newCollector collectorFunc, hup <-chan os.Signal) error {
 	wlog := log.With(s.logger, "component", "web")
-	if f := *cfg.Web.WebConfigFile; f != "" {
-		// exporter-toolkit reads the file again for every request and TLS
-		// handshake; its errors name the line, this the file.
-		wlog = log.With(wlog, "web_config_file", f)
+	flags := *cfg.Web
+	if s.web != nil {
+		// exporter-toolkit reads the file it is given again for every
+		// request and TLS handshake: it is given the copy kept last good,
+		// which a reload replaces. Its errors name the line, this the file.
+		wlog = log.With(wlog, "web_config_file", s.web.File())
+		kept := s.web.Path()
+		flags.WebConfigFile = &kept
 	}
 	slogger := newSlogLogger(wlog, slogLevel(cfg.LogLevel))
 	var self *exposition.Self
 	if !cfg.DisableExporterMetrics {
 		self = selfRegistry()
+		if s.web != nil {
+			self.MustRegister(s.web.Collector())
+		}
 	}
 	clog := log.With(s.logger, "component", "collector")
 	h, err := newHandler(handlerOptions{
@@ -139,7 +196,7 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 		MaxRequests: cfg.MaxRequests,
 		Logger:      s.logger,
 		Ready:       s.Ready,
-		Reload:      s.Reload,
+		Reload:      s.reload,
 		Version:     s.Version,
 		Subscribe:   s.Subscribe,
 		TunerPage:   webui.NewTunerPage(s.Snapshot, s.tunerStatus, tunerPageInfoOf(cfg), log.With(s.logger, "component", "web")),
@@ -159,12 +216,21 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 	if s.tuner != nil {
 		wg.Go(func() { s.tuner.Run(ctx) })
 	}
-	wg.Go(func() { s.ReloadOnSignal(ctx, hup, s.logger) })
+	wg.Go(func() { pipeline.ReloadOnSignal(ctx, hup, s.reload, s.logger) })
+	if s.web != nil {
+		ticks := s.webChecks
+		if ticks == nil {
+			ticker := time.NewTicker(webConfigCheckInterval)
+			defer ticker.Stop()
+			ticks = ticker.C
+		}
+		wg.Go(func() { s.watchWeb(ctx, ticks) })
+	}
 
 	server := httplimit.NewServer(h, httplimit.FitOpenFiles(cfg.httpLimits(), s.logger), log.With(s.logger, "component", "web"))
 	s.logServing(cfg)
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- web.ListenAndServe(server, cfg.Web, slogger) }()
+	go func() { serveErr <- web.ListenAndServe(server, &flags, slogger) }()
 
 	var result error
 	select {
@@ -198,6 +264,9 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 		}
 		scancel()
 		<-serveErr
+		if s.web != nil {
+			s.web.Close() // exporter-toolkit is done with it
+		}
 		wg.Wait()
 		// The builder's loops (latency scrapes of sim:// sources, the
 		// kubelet mapping) may still be using the source; they end soon

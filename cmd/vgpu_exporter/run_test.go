@@ -24,6 +24,7 @@ import (
 	gpunvml "github.com/vgpu-exporter/vgpu_exporter/gpu/nvml"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+	"github.com/vgpu-exporter/vgpu_exporter/webconf"
 )
 
 // fakeSource returns one device per sample and records Close.
@@ -376,8 +377,10 @@ func TestNoDriverMessages(t *testing.T) {
 
 // serveWebConfig serves a fake service with --web.config.file holding
 // basic auth of user prom, password s3cret; it returns the file, the
-// base URL and the service's log.
-func serveWebConfig(t *testing.T) (webCfg, base string, logs *testutil.SyncBuffer) {
+// base URL, the service's log, its SIGHUP channel and the ticks of its
+// checks of the file for a change (a send returns once the check before
+// it is done).
+func serveWebConfig(t *testing.T) (webCfg, base string, logs *testutil.SyncBuffer, hup chan os.Signal, checks chan time.Time) {
 	t.Helper()
 	hash, err := bcrypt.GenerateFromPassword([]byte("s3cret"), bcrypt.MinCost)
 	if err != nil {
@@ -391,9 +394,15 @@ func serveWebConfig(t *testing.T) (webCfg, base string, logs *testutil.SyncBuffe
 	cfg := testConfig(t, "--web.listen-address="+addr, "--web.config.file="+webCfg)
 	logs = &testutil.SyncBuffer{}
 	svc := newService(&fakeSource{}, &fakeBuilder{}, "", gpu.NewManualClock(time.Unix(1e9, 0)), time.Hour, log.NewLogfmtLogger(logs))
+	if svc.web, err = webconf.Open(webCfg, maxWebConfigBytes); err != nil { // as start does
+		t.Fatal(err)
+	}
+	checks = make(chan time.Time)
+	svc.webChecks = checks
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- svc.serve(ctx, cfg, newFakeCollectorFor, nil) }()
+	hup = make(chan os.Signal, 1)
+	go func() { done <- svc.serve(ctx, cfg, newFakeCollectorFor, hup) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -402,12 +411,19 @@ func serveWebConfig(t *testing.T) (webCfg, base string, logs *testutil.SyncBuffe
 	})
 	base = "http://" + addr
 	waitUntil(t, "the server to answer", func() bool { c, _ := httpGet(base + "/-/healthy"); return c != 0 })
-	return webCfg, base, logs
+	return webCfg, base, logs, hup, checks
 }
 
 // getAs is the status of a GET of url with basic auth user and pass
 // (none where user is empty).
 func getAs(t *testing.T, url, user, pass string) int {
+	t.Helper()
+	code, _ := getBody(t, url, user, pass)
+	return code
+}
+
+// getBody is getAs with the body answered.
+func getBody(t *testing.T, url, user, pass string) (int, string) {
 	t.Helper()
 	req, _ := http.NewRequest("GET", url, nil)
 	if user != "" {
@@ -417,13 +433,14 @@ func getAs(t *testing.T, url, user, pass string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
-	return resp.StatusCode
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
 }
 
 // --web.config.file reaches exporter-toolkit: basic auth guards every path.
 func TestServiceWebConfigBasicAuth(t *testing.T) {
-	_, base, _ := serveWebConfig(t)
+	_, base, _, _, _ := serveWebConfig(t)
 	for _, tc := range []struct {
 		user, pass string
 		code       int
@@ -438,36 +455,69 @@ func TestServiceWebConfigBasicAuth(t *testing.T) {
 	}
 }
 
-// exporter-toolkit reads --web.config.file again for every request: one
-// broken while the exporter runs answers every request 500 until it is
-// mended (docs/deploy.md), and its error names the file and the line, not
-// only the line ("Unable to parse configuration" err="yaml: line 2: ...").
-func TestServiceWebConfigBrokenWhileServing(t *testing.T) {
-	webCfg, base, logs := serveWebConfig(t)
-	good, err := os.ReadFile(webCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+// A --web.config.file edited into something invalid while the exporter
+// runs keeps the last good one serving: scrapes still pass with the old
+// credentials (before, each was answered 500 until the file was mended),
+// and a reload, by SIGHUP or POST /-/reload, fails naming the file and
+// its line, counted by vgpu_web_config_reload_failures_total. A good edit
+// takes effect at the next reload.
+func TestServiceWebConfigKeptLastGood(t *testing.T) {
+	webCfg, base, logs, hup, _ := serveWebConfig(t)
 	if err := os.WriteFile(webCfg, []byte("basic_auth_users:\n  prom: [\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if code := getAs(t, base+"/metrics", "prom", "s3cret"); code != http.StatusInternalServerError {
-		t.Errorf("a request while the file is broken: %d, want 500", code)
+	if code := getAs(t, base+"/metrics", "prom", "s3cret"); code != http.StatusOK {
+		t.Errorf("a scrape while the file is broken: %d, want 200 (the last good configuration)", code)
 	}
-	line := ""
+	hup <- syscall.SIGHUP
+	failed := `msg="web configuration reload failed; keeping the last good configuration"`
+	waitUntil(t, "the SIGHUP's reload", func() bool { return strings.Contains(logs.String(), failed) })
 	for l := range strings.Lines(logs.String()) {
-		if strings.Contains(l, "Unable to parse configuration") {
-			line = l
+		if strings.Contains(l, failed) && (!strings.Contains(l, webCfg) || !strings.Contains(l, "line 2")) {
+			t.Errorf("the failure logged is %q, want one naming %s and its line 2", l, webCfg)
 		}
 	}
-	if !strings.Contains(line, webCfg) || !strings.Contains(line, "line 2") {
-		t.Errorf("the error logged is %q, want one naming %s and its line 2", line, webCfg)
-	}
-	if err := os.WriteFile(webCfg, good, 0o600); err != nil {
+	req, _ := http.NewRequest("POST", base+"/-/reload", nil)
+	req.SetBasicAuth("prom", "s3cret")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if code := getAs(t, base+"/metrics", "prom", "s3cret"); code != http.StatusOK {
-		t.Errorf("a request once the file is mended: %d, want 200", code)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusInternalServerError || !strings.Contains(string(body), webCfg) {
+		t.Errorf("POST /-/reload of the broken file: %d %q, want 500 naming %s", resp.StatusCode, body, webCfg)
+	}
+	req, _ = http.NewRequest("GET", base+"/metrics", nil)
+	req.SetBasicAuth("prom", "s3cret")
+	if resp, err = http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("a scrape after the failed reloads: %d, want 200", resp.StatusCode)
+	}
+	for _, want := range []string{"vgpu_web_config_last_reload_successful 0\n", "vgpu_web_config_reload_failures_total 2\n"} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("the scrape after the failed reloads lacks %q", want)
+		}
+	}
+
+	hash, err := bcrypt.GenerateFromPassword([]byte("n3w"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(webCfg, []byte("basic_auth_users:\n  prom: "+string(hash)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code := getAs(t, base+"/metrics", "prom", "n3w"); code != http.StatusUnauthorized {
+		t.Errorf("the new password before a reload: %d, want 401", code)
+	}
+	hup <- syscall.SIGHUP
+	waitUntil(t, "the new password to pass", func() bool { return getAs(t, base+"/metrics", "prom", "n3w") == http.StatusOK })
+	if code := getAs(t, base+"/metrics", "prom", "s3cret"); code != http.StatusUnauthorized {
+		t.Errorf("the old password after the reload: %d, want 401", code)
 	}
 }
 
@@ -478,4 +528,78 @@ func TestSIGHUPBeforeRunIsCaught(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(50 * time.Millisecond) // delivery is asynchronous; had it killed us, nothing below would run
+}
+
+// An edit of --web.config.file is put in use by the periodic check,
+// without a reload (before, only SIGHUP or POST /-/reload did, which the
+// chart's reload sidecar cannot send through basic auth): a good one at
+// the next check, a bad one logged once however many checks find it, the
+// last good credentials still passing, and a good one after it adopted.
+func TestServiceWebConfigCheckedForChanges(t *testing.T) {
+	webCfg, base, logs, _, checks := serveWebConfig(t)
+	check := func(n int) {
+		t.Helper()
+		for range n + 1 { // the last send returns once the n-th check is done
+			select {
+			case checks <- time.Time{}:
+			case <-time.After(10 * time.Second):
+				t.Fatal("nothing checks --web.config.file for a change")
+			}
+		}
+	}
+	setPassword := func(pass string) {
+		t.Helper()
+		hash, err := bcrypt.GenerateFromPassword([]byte(pass), bcrypt.MinCost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(webCfg, []byte("basic_auth_users:\n  prom: "+string(hash)+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func(msg string) int {
+		n := 0
+		for l := range strings.Lines(logs.String()) {
+			if strings.Contains(l, msg) && strings.Contains(l, webCfg) {
+				n++
+			}
+		}
+		return n
+	}
+	const adopted, refused = `msg="web configuration changed; now in use"`, `msg="web configuration changed but is invalid; keeping the last good configuration"`
+
+	check(3)
+	setPassword("n3w")
+	check(1)
+	if code := getAs(t, base+"/metrics", "prom", "n3w"); code != http.StatusOK {
+		t.Errorf("the new password a check after the edit, without a reload: %d, want 200", code)
+	}
+	if code := getAs(t, base+"/metrics", "prom", "s3cret"); code != http.StatusUnauthorized {
+		t.Errorf("the old password after the edit was adopted: %d, want 401", code)
+	}
+
+	if err := os.WriteFile(webCfg, []byte("basic_auth_users:\n  prom: [\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	check(20)
+	if code := getAs(t, base+"/metrics", "prom", "n3w"); code != http.StatusOK {
+		t.Errorf("the last good password while the file is bad: %d, want 200", code)
+	}
+	if n := count(refused); n != 1 {
+		t.Errorf("the bad edit was logged %d times over 20 checks, want once:\n%s", n, logs)
+	}
+	setPassword("thr33")
+	check(1)
+	if code := getAs(t, base+"/metrics", "prom", "thr33"); code != http.StatusOK {
+		t.Errorf("the password of the good edit after the bad one: %d, want 200", code)
+	}
+	if n := count(adopted); n != 2 {
+		t.Errorf("%d edits logged as in use, want 2:\n%s", n, logs)
+	}
+	_, body := getBody(t, base+"/metrics", "prom", "thr33")
+	for _, want := range []string{"vgpu_web_config_reloads_total 3\n", "vgpu_web_config_reload_failures_total 1\n", "vgpu_web_config_last_reload_successful 1\n"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the scrape lacks %q", want)
+		}
+	}
 }

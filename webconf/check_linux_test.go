@@ -1,0 +1,133 @@
+package webconf
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// A check reloads only what changed since the last reload or check: a
+// good edit is put in use, a bad one (or a missing file) is reported once
+// however many checks find it still so, the copy in use staying; a
+// changed certificate is checked as a pair with its key.
+func TestCheck(t *testing.T) {
+	dir := t.TempDir()
+	writeCert(t, dir)
+	f := filepath.Join(dir, "web.yml")
+	tlsPart := "tls_server_config:\n  cert_file: tls.crt\n  key_file: tls.key\n"
+	oldHash, newHash := hash(t, "s3cret"), hash(t, "n3w")
+	good := tlsPart + "basic_auth_users:\n  prom: " + oldHash + "\n"
+	edit := tlsPart + "basic_auth_users:\n  prom: " + newHash + "\n"
+	key, err := os.ReadFile(filepath.Join(dir, "tls.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, f, good)
+	k, err := Open(f, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	for i, step := range []struct {
+		name    string
+		do      func()
+		changed bool
+		errHas  string // "" when the check must succeed
+		serving string // the hash the copy in use holds
+	}{
+		{"unchanged", func() {}, false, "", oldHash},
+		{"bad edit", func() { write(t, f, "basic_auth_users:\n  prom: [\n") }, true, "line 2", oldHash},
+		{"still bad", func() {}, false, "", oldHash},
+		{"still bad, rewritten the same", func() { write(t, f, "basic_auth_users:\n  prom: [\n") }, false, "", oldHash},
+		{"another bad edit", func() { write(t, f, tlsPart+"basic_auth_users:\n  prom: nohash\n") }, true, "hash", oldHash},
+		{"good edit", func() { write(t, f, edit) }, true, "", newHash},
+		{"unchanged after the edit", func() {}, false, "", newHash},
+		{"missing file", func() { os.Remove(f) }, true, "no such file", newHash},
+		{"still missing", func() {}, false, "", newHash},
+		{"back", func() { write(t, f, edit) }, true, "", newHash},
+		{"certificate renewed", func() { writeCert(t, dir) }, true, "", newHash},
+		{"key not matching the certificate", func() { write(t, filepath.Join(dir, "tls.key"), string(key)) }, true, "private key does not match", newHash},
+		{"still not matching", func() {}, false, "", newHash},
+		{"bad edit mended by a reload", func() {
+			write(t, f, "basic_auth_users:\n  prom: [\n")
+			k.Reload()
+			writeCert(t, dir)
+			write(t, f, good)
+			if err := k.Reload(); err != nil {
+				t.Fatal(err)
+			}
+		}, false, "", oldHash},
+	} {
+		step.do()
+		changed, err := k.Check()
+		if changed != step.changed {
+			t.Errorf("%d %s: changed %v, want %v", i, step.name, changed, step.changed)
+		}
+		switch {
+		case step.errHas == "" && err != nil:
+			t.Errorf("%d %s: %v", i, step.name, err)
+		case step.errHas != "" && (err == nil || !strings.Contains(err.Error(), step.errHas) || !strings.Contains(err.Error(), f)):
+			t.Errorf("%d %s: %v, want an error naming %s and %q", i, step.name, err, f, step.errHas)
+		}
+		if got := served(t, k); !strings.Contains(got, step.serving) {
+			t.Errorf("%d %s: serving\n%s\nwant the hash %s", i, step.name, got, step.serving)
+		}
+	}
+	// Once closed (the exporter shutting down), a change is not reloaded.
+	k.Close()
+	write(t, f, edit)
+	if changed, err := k.Check(); changed || err != nil {
+		t.Errorf("a check after Close: changed %v, %v; want nothing done", changed, err)
+	}
+}
+
+// Watch checks at each tick, and reports only the changes it found.
+func TestWatchReportsChangesOnce(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "web.yml")
+	write(t, f, "basic_auth_users: {}\n")
+	k, err := Open(f, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	var mu sync.Mutex
+	var reports []string
+	ticks := make(chan time.Time) // a send returns once the previous check is done
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		k.Watch(ctx, ticks, func(err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			reports = append(reports, strings.Replace(errString(err), f, "FILE", 1))
+		})
+	}()
+	tick := func(n int) {
+		for range n {
+			ticks <- time.Time{}
+		}
+	}
+	tick(3)
+	write(t, f, "basic_auth_users: [\n")
+	tick(10)
+	write(t, f, "basic_auth_users: {prom: "+hash(t, "n3w")+"}\n")
+	tick(10)
+	cancel()
+	<-done
+	want := []string{"FILE: yaml: line 1: did not find expected node content", "ok"}
+	if strings.Join(reports, "|") != strings.Join(want, "|") {
+		t.Errorf("reports %q, want %q", reports, want)
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	return err.Error()
+}

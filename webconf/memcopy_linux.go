@@ -1,0 +1,60 @@
+package webconf
+
+import (
+	"fmt"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// memCopy is a sealed memfd, read by path through /proc/self/fd: only
+// those who may trace this process (its user, root) can open it, nobody
+// can write it, it is not inherited by children (close-on-exec), and it
+// is gone when the process ends.
+type memCopy struct{ fd int }
+
+// newMemCopy returns a copy holding data, sealed against any change.
+func newMemCopy(data []byte) (*memCopy, error) {
+	fd, err := unix.MemfdCreate("vgpu_exporter-web-config", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return nil, fmt.Errorf("memfd_create: %w", err)
+	}
+	c := &memCopy{fd: fd}
+	for rest := data; len(rest) > 0; {
+		n, err := unix.Write(fd, rest)
+		if err != nil {
+			c.close()
+			return nil, fmt.Errorf("writing the copy: %w", err)
+		}
+		rest = rest[n:]
+	}
+	seals := unix.F_SEAL_SEAL | unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, seals); err != nil {
+		c.close()
+		return nil, fmt.Errorf("sealing the copy: %w", err)
+	}
+	return c, nil
+}
+
+// path is where the copy is read: a request that opened it before a
+// replace reads it whole, one that opens it after reads the new one.
+func (c *memCopy) path() string { return "/proc/self/fd/" + strconv.Itoa(c.fd) }
+
+// replace puts next's content at c's path in one step (dup3) and
+// releases next.
+func (c *memCopy) replace(next *memCopy) error {
+	err := unix.Dup3(next.fd, c.fd, unix.O_CLOEXEC)
+	next.close()
+	if err != nil {
+		return fmt.Errorf("replacing the copy: %w", err)
+	}
+	return nil
+}
+
+// close releases the copy; nil does nothing.
+func (c *memCopy) close() error {
+	if c == nil {
+		return nil
+	}
+	return unix.Close(c.fd)
+}

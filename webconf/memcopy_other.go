@@ -1,0 +1,14 @@
+//go:build !linux
+
+package webconf
+
+// memCopy exists only on Linux; elsewhere exporter-toolkit reads the file.
+type memCopy struct{}
+
+func newMemCopy([]byte) (*memCopy, error) { return nil, errNoMemCopy }
+
+func (c *memCopy) path() string { return "" }
+
+func (c *memCopy) replace(*memCopy) error { return errNoMemCopy }
+
+func (c *memCopy) close() error { return nil }

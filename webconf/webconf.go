@@ -1,0 +1,328 @@
+// Package webconf keeps the web configuration (exporter-toolkit's
+// --web.config.file: TLS, basic auth, headers) last known good.
+// exporter-toolkit reads the file it is given again for every request and
+// TLS handshake, so a file edited into something invalid while the
+// exporter runs would refuse every scrape. It is given instead a private
+// copy, held in memory (a memfd read through /proc/self/fd: no writable
+// directory is needed, nothing is left on disk), that is replaced only by
+// a version of the file that validates, when a reload asks for it or a
+// periodic check (Watch) finds the file changed. The certificate and key
+// files the configuration names are not copied: exporter-toolkit still
+// reads them at each handshake, so a renewed certificate is served without
+// a reload; they are checked at each reload, and a change of theirs is
+// found by the check too.
+package webconf
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	config_util "github.com/prometheus/common/config"
+	"github.com/prometheus/exporter-toolkit/web"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/vgpu-exporter/vgpu_exporter/internal/fileread"
+)
+
+// Kept is the web configuration in use: a copy of the file as it was at
+// the start or the last reload that validated.
+type Kept struct {
+	file  string // the user's file, as given
+	limit int64
+	mu    sync.Mutex // serializes reloads
+	copy  *memCopy   // nil where there is no memfd: exporter-toolkit reads file
+	tls   bool       // whether the configuration in use sets up TLS
+	// seen is the digest of the files as the last reload or check found
+	// them, whatever its outcome: a check reloads only when it differs.
+	seen   [sha256.Size]byte
+	closed bool
+	// The reloads and their outcome, read by the collector while a
+	// reload runs.
+	reloads, failures atomic.Uint64
+	lastFailed        atomic.Bool
+}
+
+// Open reads and validates file (at most limit bytes) and keeps it. Its
+// errors are exporter-toolkit's or the read's; the caller names the file.
+func Open(file string, limit int64) (*Kept, error) {
+	k := &Kept{file: file, limit: limit}
+	k.seen = k.digest() // before the read: an edit in between is found by the next check
+	c, tls, err := k.load()
+	if err != nil {
+		return nil, err
+	}
+	k.copy, k.tls = c, tls
+	return k, nil
+}
+
+// File is the user's file.
+func (k *Kept) File() string { return k.file }
+
+// Path is the file to hand exporter-toolkit: the private copy.
+func (k *Kept) Path() string {
+	if k.copy == nil {
+		return k.file
+	}
+	return k.copy.path()
+}
+
+// Reload reads and validates the user's file again and, when it is
+// valid, puts it in use; otherwise the configuration in use stays and
+// the error, which names the file, says why.
+func (k *Kept) Reload() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.reloadSeen(k.digest())
+}
+
+// Check reloads the file, as Reload does, when it or a certificate, key
+// or client CA file it names differs from what the last reload or check
+// found (changed); a file that stays as it was, good or bad, is not read
+// again as a reload, so its failure is reported once. After Close it
+// does nothing.
+func (k *Kept) Check() (changed bool, err error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.closed {
+		return false, nil
+	}
+	d := k.digest()
+	if d == k.seen {
+		return false, nil
+	}
+	return true, k.reloadSeen(d)
+}
+
+// Watch calls Check at each tick until ctx is done, and report with its
+// error each time it found a change (nil: the change is in use).
+func (k *Kept) Watch(ctx context.Context, ticks <-chan time.Time, report func(error)) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticks:
+			if changed, err := k.Check(); changed {
+				report(err)
+			}
+		}
+	}
+}
+
+// reloadSeen reloads the file, whose digest, taken before, is seen.
+func (k *Kept) reloadSeen(seen [sha256.Size]byte) error {
+	k.seen = seen
+	err := k.reload()
+	k.reloads.Add(1)
+	k.lastFailed.Store(err != nil)
+	if err != nil {
+		k.failures.Add(1)
+		return fmt.Errorf("%s: %w", k.file, err)
+	}
+	return nil
+}
+
+func (k *Kept) reload() error {
+	if k.closed {
+		return errClosed
+	}
+	next, tls, err := k.load()
+	if err != nil {
+		return err
+	}
+	if tls != k.tls {
+		// exporter-toolkit decides at start whether the port speaks TLS:
+		// a copy without it would fail every handshake, one with it would
+		// still be served over plain HTTP.
+		next.close()
+		return fmt.Errorf("it turns TLS %s (tls_server_config): that takes a restart", onOff(tls))
+	}
+	if next == nil {
+		return nil
+	}
+	return k.copy.replace(next)
+}
+
+// load reads the file and validates what would be served from it: a new
+// copy, or the file itself where there is no memfd (next is then nil).
+// The file is validated first, for errors whose lines are the file's; the
+// copy is validated too, being what is served. A FIFO, a device or a file
+// over the limit is refused before exporter-toolkit reads it.
+func (k *Kept) load() (next *memCopy, tls bool, err error) {
+	if err := fileread.Check(k.file, k.limit); err != nil {
+		return nil, false, err
+	}
+	if err := web.Validate(k.file); err != nil {
+		return nil, false, err
+	}
+	data, tls, err := k.read()
+	if err != nil {
+		return nil, false, err
+	}
+	next, err = newMemCopy(data)
+	if errors.Is(err, errNoMemCopy) {
+		// Outside Linux: exporter-toolkit reads the file itself, as it
+		// would without this package; a reload only validates it.
+		return nil, tls, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if err := web.Validate(next.path()); err != nil {
+		next.close()
+		return nil, false, err
+	}
+	return next, tls, nil
+}
+
+// Close releases the copy; exporter-toolkit must be done with it. A
+// reload or check that comes after fails, one under way finishes first.
+func (k *Kept) Close() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.closed {
+		return nil
+	}
+	k.closed = true
+	return k.copy.close()
+}
+
+// read returns the file's content with its certificate, key and client CA
+// paths made absolute (the copy lives elsewhere; exporter-toolkit takes a
+// relative one from the file's directory), and whether it sets up TLS.
+func (k *Kept) read() ([]byte, bool, error) {
+	data, err := fileread.Regular(k.file, k.limit)
+	if err != nil {
+		return nil, false, err
+	}
+	abs, err := filepath.Abs(k.file)
+	if err != nil {
+		return nil, false, err
+	}
+	return resolve(data, filepath.Dir(abs))
+}
+
+// digest sums the file's content and that of the certificate, key and
+// client CA files it names, each as the limit allows it to be read, or
+// the error that read met (a missing file is a state as any other).
+func (k *Kept) digest() [sha256.Size]byte {
+	h := sha256.New()
+	add := func(path string) []byte {
+		data, err := fileread.Regular(path, k.limit)
+		if err != nil {
+			data = []byte("error: " + err.Error())
+		}
+		fmt.Fprintf(h, "%q %d\n", path, len(data))
+		h.Write(data)
+		return data
+	}
+	data := add(k.file)
+	if abs, err := filepath.Abs(k.file); err == nil {
+		for _, p := range tlsFiles(data, filepath.Dir(abs)) {
+			add(p)
+		}
+	}
+	var d [sha256.Size]byte
+	h.Sum(d[:0])
+	return d
+}
+
+// tlsFiles are the files named by data's tls_server_config, relative
+// ones joined to dir; none when data does not parse.
+func tlsFiles(data []byte, dir string) []string {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) == 0 {
+		return nil
+	}
+	tlsNode := mapValue(doc.Content[0], "tls_server_config")
+	if tlsNode == nil || tlsNode.Kind != yaml.MappingNode {
+		return nil
+	}
+	var files []string
+	for i := 0; i+1 < len(tlsNode.Content); i += 2 {
+		key, val := tlsNode.Content[i], tlsNode.Content[i+1]
+		if pathKeys[key.Value] && val.Kind == yaml.ScalarNode && val.Value != "" {
+			files = append(files, config_util.JoinDir(dir, val.Value))
+		}
+	}
+	return files
+}
+
+// errClosed is the error of a reload after Close.
+var errClosed = errors.New("the exporter is shutting down")
+
+// errNoMemCopy is newMemCopy's error where there is no memfd.
+var errNoMemCopy = errors.New("no memfd on this system")
+
+// pathKeys are the keys of tls_server_config that name files.
+var pathKeys = map[string]bool{"cert_file": true, "key_file": true, "client_ca_file": true}
+
+// resolve joins dir to the relative file paths of data's
+// tls_server_config, and says whether that section sets up TLS. data is
+// returned as it is when no path is relative; a document that does not
+// parse is returned as it is too, for exporter-toolkit to name its error.
+func resolve(data []byte, dir string) ([]byte, bool, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) == 0 {
+		return data, false, nil
+	}
+	tlsNode := mapValue(doc.Content[0], "tls_server_config")
+	if tlsNode == nil {
+		return data, false, nil
+	}
+	var tc web.TLSConfig
+	if err := tlsNode.Decode(&tc); err != nil {
+		return data, false, nil
+	}
+	changed := false
+	if tlsNode.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(tlsNode.Content); i += 2 {
+			key, val := tlsNode.Content[i], tlsNode.Content[i+1]
+			if !pathKeys[key.Value] || val.Kind != yaml.ScalarNode {
+				continue
+			}
+			if joined := config_util.JoinDir(dir, val.Value); joined != val.Value {
+				val.Value, val.Tag, val.Style = joined, "!!str", 0
+				changed = true
+			}
+		}
+	}
+	if !changed {
+		return data, tc.IsEnabled(), nil
+	}
+	var out bytes.Buffer
+	enc := yaml.NewEncoder(&out)
+	if err := enc.Encode(&doc); err != nil {
+		return nil, false, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, false, err
+	}
+	return out.Bytes(), tc.IsEnabled(), nil
+}
+
+// mapValue is the value of key in the mapping node m (nil when absent).
+func mapValue(m *yaml.Node, key string) *yaml.Node {
+	if m.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	return nil
+}
+
+func onOff(on bool) string {
+	if on {
+		return "on"
+	}
+	return "off"
+}

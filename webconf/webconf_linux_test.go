@@ -1,0 +1,205 @@
+package webconf
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/exporter-toolkit/web"
+	"golang.org/x/crypto/bcrypt"
+	"golang.org/x/sys/unix"
+)
+
+const limit = 1 << 20
+
+// writeCert writes a self-signed certificate and its key as tls.crt and
+// tls.key in dir.
+func writeCert(t *testing.T, dir string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "localhost"},
+		DNSNames: []string{"localhost"}, NotBefore: time.Unix(0, 0), NotAfter: time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(dir, "tls.crt"), string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
+	write(t, filepath.Join(dir, "tls.key"), string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})))
+}
+
+func write(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func hash(t *testing.T, pass string) string {
+	t.Helper()
+	h, err := bcrypt.GenerateFromPassword([]byte(pass), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(h)
+}
+
+func served(t *testing.T, k *Kept) string {
+	t.Helper()
+	b, err := os.ReadFile(k.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// A reload of a file edited into something invalid keeps the copy in use
+// as it was, still valid, and names the file and the problem.
+func TestReloadKeepsLastGood(t *testing.T) {
+	dir := t.TempDir()
+	writeCert(t, dir)
+	write(t, filepath.Join(dir, "garbage.crt"), "not a certificate\n")
+	tlsPart := "tls_server_config:\n  cert_file: tls.crt\n  key_file: tls.key\n"
+	good := tlsPart + "basic_auth_users:\n  prom: " + hash(t, "s3cret") + "\n"
+	for _, tc := range []struct{ name, edit, want string }{
+		{"bad YAML", "basic_auth_users:\n  prom: [\n", "line 2"},
+		{"bad bcrypt hash", tlsPart + "basic_auth_users:\n  prom: nohash\n", "hash"},
+		{"missing cert file", strings.Replace(good, "tls.crt", "missing.crt", 1), "missing.crt"},
+		{"cert file that is no certificate", strings.Replace(good, "tls.crt", "garbage.crt", 1), "X509KeyPair"},
+		{"TLS turned off", "basic_auth_users:\n  prom: " + hash(t, "s3cret") + "\n", "TLS off"},
+		{"unknown key", good + "no_such_key: 1\n", "no_such_key"},
+		{"missing file", "", "no such file"},
+		{"named pipe", "fifo", "named pipe"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := filepath.Join(dir, "web.yml")
+			write(t, f, good)
+			k, err := Open(f, limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer k.Close()
+			before := served(t, k)
+			switch tc.edit {
+			case "", "fifo":
+				os.Remove(f)
+				if tc.edit == "fifo" {
+					if err := unix.Mkfifo(f, 0o600); err != nil {
+						t.Fatal(err)
+					}
+				}
+			default:
+				write(t, f, tc.edit)
+			}
+			err = k.Reload()
+			if err == nil || !strings.Contains(err.Error(), f) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("reload: %v, want an error naming %s and %q", err, f, tc.want)
+			}
+			if got := served(t, k); got != before {
+				t.Errorf("the copy in use changed to\n%s", got)
+			}
+			if err := web.Validate(k.Path()); err != nil {
+				t.Errorf("the copy in use no longer validates: %v", err)
+			}
+		})
+	}
+}
+
+// A valid edit takes effect at the reload, not before.
+func TestReloadTakesGoodEdit(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "web.yml")
+	write(t, f, "basic_auth_users:\n  prom: "+hash(t, "s3cret")+"\n")
+	k, err := Open(f, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	path := k.Path()
+	edit := "basic_auth_users:\n  prom: " + hash(t, "n3w") + "\n"
+	write(t, f, edit)
+	if served(t, k) == edit {
+		t.Error("the edit is in use before a reload")
+	}
+	if err := k.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if got := served(t, k); got != edit {
+		t.Errorf("after the reload the copy is\n%s\nwant\n%s", got, edit)
+	}
+	if k.Path() != path {
+		t.Errorf("the path changed from %s to %s: exporter-toolkit holds the first", path, k.Path())
+	}
+}
+
+// The copy lives elsewhere: the certificate and key paths relative to the
+// file's directory (as exporter-toolkit takes them) are made absolute,
+// also for a file given relative to the working directory.
+func TestRelativePathsResolved(t *testing.T) {
+	dir := t.TempDir()
+	writeCert(t, dir)
+	write(t, filepath.Join(dir, "web.yml"), "tls_server_config:\n  cert_file: tls.crt\n  key_file: 'tls.key'\n  client_auth_type: NoClientCert\n")
+	t.Chdir(dir)
+	k, err := Open("web.yml", limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	got := served(t, k)
+	for _, p := range []string{filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")} {
+		if !strings.Contains(got, p) {
+			t.Errorf("the copy lacks %s:\n%s", p, got)
+		}
+	}
+	if !strings.Contains(got, "NoClientCert") {
+		t.Errorf("the copy lost the other keys:\n%s", got)
+	}
+}
+
+// The copy is not inherited by the programs the exporter runs, before or
+// after a reload, cannot be written, and is gone once closed.
+func TestCopyPrivate(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "web.yml")
+	write(t, f, "basic_auth_users: {}\n")
+	k, err := Open(f, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		flags, err := unix.FcntlInt(uintptr(k.copy.fd), unix.F_GETFD, 0)
+		if err != nil || flags&unix.FD_CLOEXEC == 0 {
+			t.Errorf("reload %d: the copy's descriptor flags %#x (%v) lack close-on-exec", i, flags, err)
+		}
+		if err := k.Reload(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := k.Path()
+	if f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0); err == nil {
+		_, werr := f.WriteString("basic_auth_users: {x: y}\n")
+		f.Close()
+		if werr == nil {
+			t.Error("the copy in use could be written")
+		}
+	}
+	if err := k.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.ReadFile(path); err == nil {
+		t.Errorf("%s is still readable once closed", path)
+	}
+}
