@@ -9,11 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
-	"unicode"
-	"unicode/utf8"
+
+	"github.com/vgpu-exporter/vgpu_exporter/internal/clip"
 )
 
 // DefaultNodeLock is the node lock every install shares, whatever its
@@ -184,12 +183,9 @@ func holderOf(f *os.File) string {
 	if i := bytes.IndexByte(note, '\n'); i >= 0 {
 		note = note[:i]
 	}
-	return "its holder wrote: " + strings.Map(func(r rune) rune {
-		if !unicode.IsPrint(r) || r == utf8.RuneError {
-			return '?' // (C0 and C1 controls, bidirectional overrides, bytes not UTF-8)
-		}
-		return r
-	}, string(note))
+	// C0 and C1 controls, bidirectional overrides and bytes not UTF-8
+	// escaped, as other outside text in an error is
+	return "its holder wrote: " + clip.Bytes(note, nodeLockMax)
 }
 
 // write replaces the lock file's content with the header and note.
