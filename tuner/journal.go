@@ -544,6 +544,16 @@ func (j *Journal) mend(b []byte) (at int64, _ []byte, err error) {
 	return end, b, nil
 }
 
+// setRecord is the applied record of the value last set on o's target,
+// at SetAt, which a compaction writes and an MPS client's successor's
+// original begins with; false where none is known.
+func (o Original) setRecord() (Record, bool) {
+	if o.Set == nil {
+		return Record{}, false
+	}
+	return Record{Time: o.SetAt, Event: string(OutcomeApplied), Target: o.Target, Tenant: o.Tenant, To: encodeValue(o.Set)}, true
+}
+
 // Compact rewrites the journal to its open originals.
 func (j *Journal) Compact() error {
 	j.mu.Lock()
@@ -561,8 +571,8 @@ func (j *Journal) compactLocked() error {
 	var buf []byte
 	for _, o := range j.originalsLocked() {
 		recs := []Record{{Time: o.At, Event: EventOriginal, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), PIDs: o.PIDs, Identity: o.Identity}}
-		if o.Set != nil {
-			recs = append(recs, Record{Time: o.SetAt, Event: string(OutcomeApplied), Target: o.Target, Tenant: o.Tenant, To: encodeValue(o.Set)})
+		if rec, ok := o.setRecord(); ok {
+			recs = append(recs, rec)
 		}
 		if r := o.Restart; r != nil {
 			recs = append(recs, Record{Time: r.At, Event: EventRestarted, Target: o.Target, Tenant: o.Tenant, PIDs: r.Kin, Others: r.Others})
