@@ -168,11 +168,7 @@ func notWritable(err error) string {
 
 // readNodeLock reads at most nodeLockMax bytes of f from its start.
 func readNodeLock(f *os.File) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(io.NewSectionReader(f, 0, nodeLockMax+1), nodeLockMax+1))
-	if len(b) > nodeLockMax {
-		b = b[:nodeLockMax]
-	}
-	return b, err
+	return io.ReadAll(io.NewSectionReader(f, 0, nodeLockMax))
 }
 
 // holderOf is the note the holder of the lock file f wrote, printable,
