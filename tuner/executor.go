@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/go-kit/log"
@@ -80,6 +79,7 @@ func (t *Tuner) execute(ctx context.Context, st *State, a Action, now time.Time,
 	}
 	if mode == ModeRecommend || !t.canApply(a) || unjournaled {
 		d.Outcome = OutcomeRecommended
+		t.noteJournalHeld(a.GPU, unjournaled)
 		if unjournaled {
 			d.Reason = joinReasons(a.Reason, journalHeld+": "+jerr.Error())
 		} else if mode == ModeEnforce {
@@ -153,14 +153,20 @@ func (t *Tuner) settle(ctx context.Context, st *State, a Action, d Decision, err
 	return []Decision{t.finish(a, d, now, nil)}, true
 }
 
-// journalHeld begins the reason of a change recommended only because the
-// journal did not take it (in enforce mode; a revert is made all the same).
+// journalHeld is what the reason of a change recommended only because the
+// journal did not take it says after the action's own (in enforce mode; a
+// revert is made all the same); noteJournalHeld marks one.
 const journalHeld = "recommended only: the tuner journal cannot be written, so no change is made until a write succeeds"
 
-// heldByJournal reports whether d is a change recommended only because the
-// journal did not take it.
-func heldByJournal(d Decision) bool {
-	return d.Outcome == OutcomeRecommended && strings.Contains(d.Reason, journalHeld)
+// noteJournalHeld keeps whether the change the round recommends on GPU
+// uuid, its latest there, was held back by the journal (held): its log
+// line (finish) and the GPU's round say so by this mark, not by its
+// reason's words.
+func (t *Tuner) noteJournalHeld(uuid string, held bool) {
+	if t.journalHeldOn == nil {
+		t.journalHeldOn = map[string]bool{}
+	}
+	t.journalHeldOn[uuid] = held
 }
 
 // journalRefusal stands for the journal among the guards whose repeated
@@ -201,7 +207,7 @@ func (t *Tuner) finish(a Action, d Decision, now time.Time, err error) Decision 
 		t.o.Hold.Block(a.Target, a.Current, now)
 	}
 	t.chain().Record(a, d.Outcome, err, now)
-	unjournaled := heldByJournal(d)
+	unjournaled := d.Outcome == OutcomeRecommended && t.journalHeldOn[a.GPU]
 	if d.Outcome != OutcomeGuarded && !unjournaled {
 		delete(t.refused, a.Target.String())
 	}

@@ -87,8 +87,9 @@ type Budget interface {
 // Chain is the guard chain every action passes, whatever made it: a
 // policy, a revert, a rebalancing plan or a MIG relayout. It offers the
 // hooks the guards take: Begin starts an interval for every Interval,
-// Admit asks each guard in order (the budgets after all others: Judge,
-// then Spend), Record teaches every Learner an outcome.
+// Judge asks each guard but the budgets in order and Spend the budgets
+// (after the journal took the action: the executor), Record teaches
+// every Learner an outcome.
 type Chain []Guard
 
 // Begin starts an interval.
@@ -100,23 +101,14 @@ func (c Chain) Begin(now time.Time) {
 	}
 }
 
-// Admit runs the guards in order, the budgets last (Judge, then Spend);
-// on a refusal it names the guard, says why and whether the refusal is
-// quiet.
-func (c Chain) Admit(s *State, a Action, now time.Time) (ok bool, guard, why string, quiet bool) {
-	if ok, guard, why, quiet = c.Judge(s, a, now); !ok {
-		return ok, guard, why, quiet
-	}
-	return c.Spend(s, a, now)
-}
-
-// Judge runs every guard but the budgets, in order (Admit).
+// Judge runs every guard but the budgets, in order; on a refusal it
+// names the guard, says why and whether the refusal is quiet.
 func (c Chain) Judge(s *State, a Action, now time.Time) (ok bool, guard, why string, quiet bool) {
 	return c.admit(s, a, now, false)
 }
 
-// Spend runs the budgets alone, in order (Admit): each admitted action
-// spends them.
+// Spend runs the budgets alone, in order, as Judge the others: each
+// admitted action spends them.
 func (c Chain) Spend(s *State, a Action, now time.Time) (ok bool, guard, why string, quiet bool) {
 	return c.admit(s, a, now, true)
 }

@@ -174,14 +174,14 @@ func TestChain(t *testing.T) {
 	back := &Backoff{Base: time.Minute, Max: time.Hour}
 	retry := &Retry{After: time.Minute}
 	c := Chain{back, retry}
-	if ok, _, _, _ := c.Admit(nil, plain, now); !ok {
+	if ok, _, _, _ := c.Judge(nil, plain, now); !ok {
 		t.Fatal("a fresh chain refused")
 	}
 	c.Record(plain, OutcomeRefused, fmt.Errorf("x: %w", gpu.ErrBusy), now)
-	if ok, guard, _, quiet := c.Admit(nil, plain, now.Add(time.Second)); ok || guard != GuardBackoff || quiet {
+	if ok, guard, _, quiet := c.Judge(nil, plain, now.Add(time.Second)); ok || guard != GuardBackoff || quiet {
 		t.Errorf("after a refusal: ok %v by %q quiet %v, want the back-off, aloud", ok, guard, quiet)
 	}
-	if ok, guard, _, quiet := (Chain{retry}).Admit(nil, plain, now.Add(time.Second)); ok || guard != GuardRetry || !quiet {
+	if ok, guard, _, quiet := (Chain{retry}).Judge(nil, plain, now.Add(time.Second)); ok || guard != GuardRetry || !quiet {
 		t.Errorf("retry: ok %v by %q quiet %v, want a quiet refusal", ok, guard, quiet)
 	}
 	if ok, _ := retry.Admit(nil, plain, now.Add(time.Minute)); !ok {

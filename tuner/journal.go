@@ -252,82 +252,6 @@ func newJournal(f *os.File, path string, maxBytes int64) *Journal {
 	return &Journal{f: f, path: path, maxBytes: maxBytes, open: map[string]Original{}, stats: JournalStats{Dropped: map[string]int{}}}
 }
 
-// openRegular opens path for appending without blocking and refuses
-// anything but a regular file.
-func openRegular(path string) (*os.File, error) {
-	return openRegularFlag(path, os.O_RDWR|os.O_CREATE|os.O_APPEND)
-}
-
-// openRegularFlag opens path with flag without blocking, refuses
-// anything but a regular file and, opened for writing, locks it (flock,
-// exclusive): a journal has one writer, and a second one, which would
-// compact the file from under the first, is refused. (A journal on a
-// read-only file system is locked too: openReadOnly.)
-func openRegularFlag(path string, flag int) (*os.File, error) {
-	return openRegularLock(path, flag, flag&(os.O_WRONLY|os.O_RDWR) != 0)
-}
-
-// openRegularLock is openRegularFlag, locking the file with lock.
-func openRegularLock(path string, flag int, lock bool) (*os.File, error) {
-	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
-		// refused before it is opened: opening a device can act (a
-		// watchdog's arms it), a FIFO's open wakes its reader
-		return nil, fmt.Errorf("%s is not a regular file (%s)", path, fi.Mode().Type())
-	}
-	for range 3 { // a compaction may replace the file between the open and the lock
-		f, err := os.OpenFile(path, flag|syscall.O_NONBLOCK, 0o600)
-		if err != nil {
-			return nil, err
-		}
-		same, err := lockRegular(f, path, lock)
-		if err != nil {
-			f.Close()
-			return nil, err
-		}
-		if same {
-			return f, nil
-		}
-		f.Close()
-	}
-	return nil, fmt.Errorf("%s is replaced as it is opened (another process compacts it)", path)
-}
-
-// flock is syscall.Flock (tests replace it).
-var flock = syscall.Flock
-
-// lockRegular checks that f, opened from path, is a regular file and,
-// with lock, locks it; same is whether path still names f once it is
-// locked.
-func lockRegular(f *os.File, path string, lock bool) (same bool, err error) {
-	fi, err := f.Stat()
-	if err != nil {
-		return false, err
-	}
-	if !fi.Mode().IsRegular() {
-		return false, fmt.Errorf("%s is not a regular file (%s)", path, fi.Mode().Type())
-	}
-	if !lock {
-		return true, nil
-	}
-	err = flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-	if errors.Is(err, syscall.EBADF) {
-		// NFS: an exclusive lock needs a file opened for writing; a shared
-		// one on a file opened read-only still excludes a writer's
-		err = flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB)
-	}
-	switch {
-	case errors.Is(err, syscall.EWOULDBLOCK):
-		return false, fmt.Errorf("%s is in use by another process (the tuner of another exporter?): a journal has one writer", path)
-	case errors.Is(err, syscall.ENOLCK), errors.Is(err, syscall.EOPNOTSUPP):
-		// a file system without locks (NFS without its lock service):
-		// the journal is used unlocked
-	case err != nil:
-		return false, fmt.Errorf("locking %s: %w", path, err)
-	}
-	now, err := os.Stat(path)
-	return err == nil && os.SameFile(fi, now), nil
-}
-
 func (j *Journal) dropped() int {
 	n := 0
 	for _, c := range j.stats.Dropped {
@@ -620,6 +544,16 @@ func (j *Journal) mend(b []byte) (at int64, _ []byte, err error) {
 	return end, b, nil
 }
 
+// setRecord is the applied record of the value last set on o's target,
+// at SetAt, which a compaction writes and an MPS client's successor's
+// original begins with; false where none is known.
+func (o Original) setRecord() (Record, bool) {
+	if o.Set == nil {
+		return Record{}, false
+	}
+	return Record{Time: o.SetAt, Event: string(OutcomeApplied), Target: o.Target, Tenant: o.Tenant, To: encodeValue(o.Set)}, true
+}
+
 // Compact rewrites the journal to its open originals.
 func (j *Journal) Compact() error {
 	j.mu.Lock()
@@ -637,8 +571,8 @@ func (j *Journal) compactLocked() error {
 	var buf []byte
 	for _, o := range j.originalsLocked() {
 		recs := []Record{{Time: o.At, Event: EventOriginal, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), PIDs: o.PIDs, Identity: o.Identity}}
-		if o.Set != nil {
-			recs = append(recs, Record{Time: o.SetAt, Event: string(OutcomeApplied), Target: o.Target, Tenant: o.Tenant, To: encodeValue(o.Set)})
+		if rec, ok := o.setRecord(); ok {
+			recs = append(recs, rec)
 		}
 		if r := o.Restart; r != nil {
 			recs = append(recs, Record{Time: r.At, Event: EventRestarted, Target: o.Target, Tenant: o.Tenant, PIDs: r.Kin, Others: r.Others})

@@ -9,11 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
-	"unicode"
-	"unicode/utf8"
+
+	"github.com/vgpu-exporter/vgpu_exporter/internal/clip"
 )
 
 // DefaultNodeLock is the node lock every install shares, whatever its
@@ -80,20 +79,18 @@ func AcquireNodeLock(path string, holder NodeLockHolder) (*NodeLock, error) {
 	if err := mkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("creating the directory of %s: %w%s", path, err, notWritable(err))
 	}
-	// Not opened where it is no regular file: opening a device can act
-	// (a watchdog's arms it), and a FIFO's wakes its reader.
-	if fi, err := os.Lstat(path); err == nil && !fi.Mode().IsRegular() {
-		if fi.Mode()&fs.ModeSymlink != 0 {
-			return nil, fmt.Errorf("%s is a symbolic link, not followed: give the node lock a file of its own", path)
+	if m, ok := irregular(path, os.Lstat); ok {
+		if m&fs.ModeSymlink != 0 {
+			return nil, symlinkRefused(path)
 		}
-		return nil, fmt.Errorf("%s is not a regular file (%s), not opened: give the node lock a file of its own", path, fi.Mode().Type())
+		return nil, fmt.Errorf("%w, not opened: give the node lock a file of its own", notRegular(path, m))
 	}
 	// Not through a symbolic link (one planted there would have this
 	// process create or write the file it names), and the owner's alone:
 	// a file others may open, they may flock, and keep every tuner out.
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0o600)
 	if errors.Is(err, syscall.ELOOP) {
-		return nil, fmt.Errorf("%s is a symbolic link, not followed: give the node lock a file of its own", path)
+		return nil, symlinkRefused(path)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("opening %s: %w%s", path, err, notWritable(err))
@@ -110,6 +107,12 @@ func AcquireNodeLock(path string, holder NodeLockHolder) (*NodeLock, error) {
 	return l, nil
 }
 
+// symlinkRefused is the refusal of a node lock path that is a symbolic
+// link.
+func symlinkRefused(path string) error {
+	return fmt.Errorf("%s is a symbolic link, not followed: give the node lock a file of its own", path)
+}
+
 // lockNode locks f, opened from path, after checking it is a regular
 // file, and checks that what it holds is a node lock's.
 func lockNode(f *os.File, path string) (*NodeLock, error) {
@@ -118,7 +121,7 @@ func lockNode(f *os.File, path string) (*NodeLock, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file (%s): give the node lock a file of its own", path, fi.Mode().Type())
+		return nil, fmt.Errorf("%w: give the node lock a file of its own", notRegular(path, fi.Mode().Type()))
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
 		return nil, fmt.Errorf("%s is owned by uid %d, not by this process's (uid %d), and that user could hold it and keep every tuner out: remove it, or give the node lock a file of its own", path, st.Uid, os.Geteuid())
@@ -165,11 +168,7 @@ func notWritable(err error) string {
 
 // readNodeLock reads at most nodeLockMax bytes of f from its start.
 func readNodeLock(f *os.File) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(io.NewSectionReader(f, 0, nodeLockMax+1), nodeLockMax+1))
-	if len(b) > nodeLockMax {
-		b = b[:nodeLockMax]
-	}
-	return b, err
+	return io.ReadAll(io.NewSectionReader(f, 0, nodeLockMax))
 }
 
 // holderOf is the note the holder of the lock file f wrote, printable,
@@ -184,12 +183,9 @@ func holderOf(f *os.File) string {
 	if i := bytes.IndexByte(note, '\n'); i >= 0 {
 		note = note[:i]
 	}
-	return "its holder wrote: " + strings.Map(func(r rune) rune {
-		if !unicode.IsPrint(r) || r == utf8.RuneError {
-			return '?' // (C0 and C1 controls, bidirectional overrides, bytes not UTF-8)
-		}
-		return r
-	}, string(note))
+	// C0 and C1 controls, bidirectional overrides and bytes not UTF-8
+	// escaped, as other outside text in an error is
+	return "its holder wrote: " + clip.Bytes(note, nodeLockMax)
 }
 
 // write replaces the lock file's content with the header and note.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -68,15 +69,29 @@ func TestNodeLockKernelHolder(t *testing.T) {
 	}
 }
 
-// FuzzLockHolderPID: any table of locks is read without a panic, and a
-// PID found is positive.
+// FuzzLockHolderPID: any table of locks is read without a panic; a PID
+// found is the positive number of a line of it that lists a flock on the
+// file (not a waiter's, not another file's); a holder's line put first is
+// the one found, whatever follows.
 func FuzzLockHolderPID(f *testing.F) {
 	f.Add("1: FLOCK  ADVISORY  WRITE 17046 fe:00:9978365 0 EOF\n")
 	f.Add("1: -> FLOCK ADVISORY WRITE x fe:00:9978365\n")
+	f.Add("1: FLOCK  ADVISORY  WRITE 12 fe:00:42 0 EOF\n2: FLOCK  ADVISORY  WRITE +013 fe:00:9978365 0 EOF\n")
 	fi := statInfo{st: syscall.Stat_t{Dev: 0xfe00, Ino: 9978365}}
 	f.Fuzz(func(t *testing.T, s string) {
-		if pid := lockHolderPID(strings.NewReader(s), fi); pid < 0 {
-			t.Fatalf("pid %d", pid)
+		pid := lockHolderPID(strings.NewReader(s), fi)
+		listed := pid == 0
+		for l := range strings.SplitSeq(s, "\n") {
+			if f := strings.Fields(l); !listed && len(f) >= 6 && f[1] == "FLOCK" && f[5] == "fe:00:9978365" {
+				n, err := strconv.Atoi(f[4])
+				listed = err == nil && n == pid
+			}
+		}
+		if pid < 0 || !listed {
+			t.Fatalf("pid %d, listed by no holder's line of the file in %q", pid, s)
+		}
+		if got := lockHolderPID(strings.NewReader("1: FLOCK  ADVISORY  WRITE 42 fe:00:9978365 0 EOF\n"+s), fi); got != 42 {
+			t.Fatalf("the holder listed first: pid %d, want 42, with %q after it", got, s)
 		}
 	})
 }

@@ -118,7 +118,10 @@ type roundInput struct {
 	held    []Action      // what the policy held back (Action.Held)
 	out     []Decision    // what became of them
 	hooks   []HookRun     // the hooks running off the round
-	now     time.Time
+	// journalHeld, by GPU UUID: the latest change recommended there was
+	// held back by the journal (Tuner.noteJournalHeld)
+	journalHeld map[string]bool
+	now         time.Time
 }
 
 // gpuRounds says, per GPU of the snapshot, what the round did or why it
@@ -191,7 +194,7 @@ func (in roundInput) gpuRound(d *gpu.Device) (RoundKind, string, string) {
 		return RoundGuarded, fmt.Sprintf("the %s guard refused %s: %s", x.Guard, describeDecision(x), refusal(x)), x.Guard
 	case len(recommended) > 0:
 		why := "it recommends " + describeDecisions(recommended)
-		if heldByJournal(recommended[len(recommended)-1]) {
+		if in.journalHeld[d.UUID] {
 			why += " (" + journalHeld + ")" // not a guard's refusal: said so
 		}
 		return RoundRecommend, why, ""

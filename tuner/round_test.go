@@ -158,6 +158,31 @@ func TestGPURoundUnjudged(t *testing.T) {
 	}
 }
 
+// A GPU's round says the journal holds its change back by the executor's
+// mark (Tuner.noteJournalHeld), not by a phrase of the decision's reason:
+// a reason worded otherwise still says so, and a policy's reason quoting
+// the phrase does not.
+func TestGPURoundHeldByJournal(t *testing.T) {
+	held := Decision{GPU: uuid0, Tenant: "embed", Knob: gpu.KnobMPSActiveThreads, From: "100%", To: "50%", Outcome: OutcomeRecommended,
+		Reason: "chat violates its SLO; no change while the journal is down"}
+	quoting := held
+	quoting.Reason = "a policy says: " + journalHeld
+	for _, tc := range []struct {
+		name string
+		d    Decision
+		mark bool
+	}{
+		{"held, reworded", held, true},
+		{"a reason quoting the phrase", quoting, false},
+	} {
+		r := gpuRounds(roundInput{snap: roundSnap(), modeOf: func(string, int) Mode { return ModeEnforce }, actions: []Action{mpsAction(7, 1, 0.5)}, out: []Decision{tc.d},
+			journalHeld: map[string]bool{uuid0: tc.mark}})[0]
+		if r.Kind != RoundRecommend || strings.HasSuffix(r.Why, " ("+journalHeld+")") != tc.mark {
+			t.Errorf("%s: %+v, want the journal named %v", tc.name, r, tc.mark)
+		}
+	}
+}
+
 // A GPU that could not be read says so.
 func TestGPURoundDown(t *testing.T) {
 	s := snapshot(t0, []gpu.Device{{UUID: uuid0, Err: "lost"}}, nil)

@@ -51,3 +51,35 @@ func TestSettingNamesTheProcessTenantNow(t *testing.T) {
 		})
 	}
 }
+
+// An MPS client listed for two tenants on its GPU (a process with a
+// context in each of two MIG instances a selector gives different
+// tenants) is named alike by its setting and by the history's point of
+// the same round: the tenant the last usage lists it under.
+func TestSettingTenantAsTheHistory(t *testing.T) {
+	tu, clk := newTestTuner(t, ModeEnforce, &recorder{}, []Action{mpsAction(7, 1, 0.4)}, nil)
+	half := 0.5
+	devs := []gpu.Device{{UUID: uuid0, Up: true, Mode: gpu.SharingMPS, Processes: []gpu.Process{mpsProc(7, &half)}}}
+	usage := []tenant.Usage{{Tenant: "embed", UUID: uuid0, GPUInstance: "1", PIDs: []uint32{7}}, {Tenant: "embed2", UUID: uuid0, GPUInstance: "2", PIDs: []uint32{7}}}
+	if _, err := tu.RunOnce(context.Background(), snapshot(clk.Now(), devs, usage)); err != nil {
+		t.Fatal(err)
+	}
+	s := tu.Status()
+	var setting []string
+	for _, st := range s.Settings {
+		if st.Knob == gpu.KnobMPSActiveThreads && st.PID == 7 {
+			setting = append(setting, st.Tenant)
+		}
+	}
+	var point []string
+	if len(s.History) > 0 {
+		for k := range s.History[len(s.History)-1].Values {
+			if k.Knob == gpu.KnobMPSActiveThreads && k.PID == 7 {
+				point = append(point, k.Tenant)
+			}
+		}
+	}
+	if len(setting) != 1 || len(point) != 1 || setting[0] != point[0] || setting[0] != "embed2" {
+		t.Errorf("PID 7's setting names %q, the history's point %q; want both embed2", setting, point)
+	}
+}

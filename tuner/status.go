@@ -166,7 +166,7 @@ func (t *Tuner) noteRound(st *State, actions, held []Action, out []Decision, sta
 	}
 	t.burns = tenantBurns(st.Snapshot, st.Fast)
 	t.rounds = gpuRounds(roundInput{snap: st.Snapshot, burns: t.burns, modeOf: t.modeOf, killed: t.chain().Stopped(), stale: stale, actions: actions, held: held, out: out,
-		hooks: t.hookRuns(), now: st.Now})
+		hooks: t.hookRuns(), journalHeld: t.journalHeldOn, now: st.Now})
 	t.noteKnobs(st.Snapshot, st.Knobs)
 	t.syncPauses()
 	t.noteUnmatchedModes(st.Snapshot)
@@ -176,13 +176,18 @@ func (t *Tuner) noteRound(st *State, actions, held []Action, out []Decision, sta
 // settings are the latest targets with the values in effect, sorted by
 // GPU, tenant, knob and PID. An MPS client's setting names the tenant the
 // latest snapshot gives its process (a reload may have given it to
-// another), as the client's row on /tuner and the tenant metrics do.
+// another), as the client's row on /tuner and the tenant metrics do, and
+// as the history's point names it (pidTenants).
 func (t *Tuner) settings() []Setting {
 	var out []Setting
+	var owners map[pidKey]string // of the latest snapshot, made once
 	for _, st := range t.targets {
 		st.Effective = t.effective(st)
-		if st.Knob == gpu.KnobMPSActiveThreads {
-			if owner := t.ownerNow(st.GPU, st.PID); owner != "" {
+		if st.Knob == gpu.KnobMPSActiveThreads && t.last != nil {
+			if owners == nil {
+				owners = pidTenants(t.last)
+			}
+			if owner := owners[pidKey{st.GPU, st.PID}]; owner != "" {
 				st.Tenant = owner
 			}
 		}
@@ -280,18 +285,4 @@ func (t *Tuner) syncPauses() {
 		failures = nil // none paused, none failed: no series
 	}
 	t.pauseFailures = failures
-}
-
-// ownerNow is the tenant the latest snapshot gives process pid on the
-// GPU ("" when it lists none).
-func (t *Tuner) ownerNow(uuid string, pid uint32) string {
-	if t.last == nil {
-		return ""
-	}
-	for _, u := range t.last.Usage {
-		if u.UUID == uuid && slices.Contains(u.PIDs, pid) {
-			return u.Tenant
-		}
-	}
-	return ""
 }

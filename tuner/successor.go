@@ -302,12 +302,15 @@ func (t *Tuner) follow(old Target, pid uint32, now time.Time) bool {
 		// compaction writes): a restore after a crash says it set the
 		// successor back from that, not from an unknown value (where this
 		// write fails, only that is lost)
-		set, _ := t.lastSetValue(ko)
-		if set != nil {
-			t.journal(Record{Time: now, Event: string(OutcomeApplied), Target: nt, Tenant: o.Tenant, From: encodeValue(o.Value), To: encodeValue(set),
-				Reason: fmt.Sprintf("the client goes on as PID %d, with the value last set on PID %d", pid, old.PID)})
+		no := Original{Target: nt, Tenant: o.Tenant, Value: o.Value, At: now}
+		if set, _ := t.lastSetValue(ko); set != nil {
+			no.Set, no.SetAt = set, now
 		}
-		t.originals[k] = Original{Target: nt, Tenant: o.Tenant, Value: o.Value, At: now, Set: set, SetAt: now}
+		if rec, ok := no.setRecord(); ok {
+			rec.From, rec.Reason = encodeValue(o.Value), fmt.Sprintf("the client goes on as PID %d, with the value last set on PID %d", pid, old.PID)
+			t.journal(rec)
+		}
+		t.originals[k] = no
 		t.trackProc(nt, now)
 		t.observeProc(nt, now)
 	}

@@ -234,8 +234,11 @@ type Tuner struct {
 	// caps are the backends' lists of each GPU's knobs, asked once a
 	// round (capCache).
 	caps capCache
-	// journalBroken is whether the last journal write failed.
+	// journalBroken is whether the last journal write failed;
+	// journalHeldOn, by GPU UUID, whether the round's latest change
+	// recommended there was held back by the journal (noteJournalHeld).
 	journalBroken bool
+	journalHeldOn map[string]bool
 	// compactErr is the journal's compaction error last logged.
 	compactErr string
 	// hooks are the actuator calls running off the round, by
@@ -349,6 +352,7 @@ func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 	defer t.mu.Unlock()
 	t.caps = capCache{}
 	defer func() { t.caps = nil }()
+	clear(t.journalHeldOn)
 	var out []Decision
 	var errs []error
 	t.probeJournal() // (while its last write failed)

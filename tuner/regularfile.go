@@ -1,0 +1,105 @@
+package tuner
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"syscall"
+)
+
+// The journal's file, as the node lock's, is a regular file of its own:
+// what is not one is refused before it is opened (irregular) and, where
+// it was put there in between, once opened (notRegular).
+
+// irregular is the type of what path names where it is there and no
+// regular file, found by stat (os.Stat follows a symbolic link, os.Lstat
+// does not) before path is opened: opening a device can act (a
+// watchdog's arms it), a FIFO's open wakes its reader. false where it is
+// a regular file or cannot be stat'ed (its open says why).
+func irregular(path string, stat func(string) (fs.FileInfo, error)) (fs.FileMode, bool) {
+	fi, err := stat(path)
+	if err != nil || fi.Mode().IsRegular() {
+		return 0, false
+	}
+	return fi.Mode().Type(), true
+}
+
+// notRegular is the refusal of path, a file of type m.
+func notRegular(path string, m fs.FileMode) error {
+	return fmt.Errorf("%s is not a regular file (%s)", path, m)
+}
+
+// openRegular opens path for appending without blocking and refuses
+// anything but a regular file.
+func openRegular(path string) (*os.File, error) {
+	return openRegularFlag(path, os.O_RDWR|os.O_CREATE|os.O_APPEND)
+}
+
+// openRegularFlag opens path with flag without blocking, refuses
+// anything but a regular file and, opened for writing, locks it (flock,
+// exclusive): a journal has one writer, and a second one, which would
+// compact the file from under the first, is refused. (A journal on a
+// read-only file system is locked too: openReadOnly.)
+func openRegularFlag(path string, flag int) (*os.File, error) {
+	return openRegularLock(path, flag, flag&(os.O_WRONLY|os.O_RDWR) != 0)
+}
+
+// openRegularLock is openRegularFlag, locking the file with lock.
+func openRegularLock(path string, flag int, lock bool) (*os.File, error) {
+	if m, ok := irregular(path, os.Stat); ok {
+		return nil, notRegular(path, m)
+	}
+	for range 3 { // a compaction may replace the file between the open and the lock
+		f, err := os.OpenFile(path, flag|syscall.O_NONBLOCK, 0o600)
+		if err != nil {
+			return nil, err
+		}
+		same, err := lockRegular(f, path, lock)
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		if same {
+			return f, nil
+		}
+		f.Close()
+	}
+	return nil, fmt.Errorf("%s is replaced as it is opened (another process compacts it)", path)
+}
+
+// flock is syscall.Flock (tests replace it).
+var flock = syscall.Flock
+
+// lockRegular checks that f, opened from path, is a regular file and,
+// with lock, locks it; same is whether path still names f once it is
+// locked.
+func lockRegular(f *os.File, path string, lock bool) (same bool, err error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return false, err
+	}
+	if !fi.Mode().IsRegular() {
+		return false, notRegular(path, fi.Mode().Type())
+	}
+	if !lock {
+		return true, nil
+	}
+	err = flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	if errors.Is(err, syscall.EBADF) {
+		// NFS: an exclusive lock needs a file opened for writing; a shared
+		// one on a file opened read-only still excludes a writer's
+		err = flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB)
+	}
+	switch {
+	case errors.Is(err, syscall.EWOULDBLOCK):
+		return false, fmt.Errorf("%s is in use by another process (the tuner of another exporter?): a journal has one writer", path)
+	case errors.Is(err, syscall.ENOLCK), errors.Is(err, syscall.EOPNOTSUPP):
+		// a file system without locks (NFS without its lock service):
+		// the journal is used unlocked
+	case err != nil:
+		return false, fmt.Errorf("locking %s: %w", path, err)
+	}
+	now, err := os.Stat(path)
+	return err == nil && os.SameFile(fi, now), nil
+}
