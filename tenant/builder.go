@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
@@ -49,6 +50,11 @@ type BuilderOptions struct {
 	Prices *Prices
 	// PodInfo turns on Snapshot.PodInfo, with Pods.
 	PodInfo PodInfoOptions
+	// DepartedRetention is how long the meters and context-switch count
+	// of a tenant without usage on a GPU are kept (at most
+	// MaxDepartedPerGPU such tenants a GPU); 0 keeps them for good. A
+	// tenant back after they were forgotten starts them again at 0.
+	DepartedRetention time.Duration
 }
 
 // Builder attributes readings to tenants and reports, in each Snapshot, the
@@ -76,6 +82,8 @@ type Builder struct {
 	attr    attrState
 	meters  meterState     // guarded by buildMu
 	sched   []RunlistCount // guarded by buildMu
+	// departed forgets the meters of tenants that left (guarded by buildMu)
+	departed departures
 
 	podInfoOpts  PodInfoOptions
 	podInfoState podInfoState // guarded by buildMu
@@ -152,6 +160,7 @@ func NewBuilder(cfg *Config, opts BuilderOptions) (*Builder, error) {
 		attr:    newAttrState(),
 		meters:  newMeterState(),
 
+		departed:   newDepartures(opts.DepartedRetention),
 		allowEmpty: opts.AllowEmpty,
 		check:      opts.Check,
 		podTenancy: opts.PodTenancy,
@@ -294,6 +303,7 @@ func (b *Builder) Build(r *gpu.Readings, st gpu.SamplerStats) *Snapshot {
 	b.buildMu.Lock()
 	b.logUnmapped(podMap)
 	snap.Usage = b.usage(compiled, r, podMap)
+	b.forgetDeparted(r, snap.Usage)
 	snap.KeptContextSwitches = b.keptContextSwitches(compiled, r, snap.Usage)
 	snap.Tenants = append(snap.Tenants, podTenants(compiled, snap.Usage)...)
 	if b.podInfoOpts.On && b.pods != nil {

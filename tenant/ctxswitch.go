@@ -11,7 +11,8 @@ import (
 // where it has no usage in the sample (its processes left; it may come
 // back): served with the usage series' labels, so that the tenants of a
 // GPU still add up to the GPU's context switches since the exporter
-// started, and a tenant's counter does not vanish while it is away.
+// started, and a tenant's counter does not vanish while it is away, for
+// BuilderOptions.DepartedRetention.
 type KeptCount struct {
 	Tenant string
 	Class  gpu.TenantClass

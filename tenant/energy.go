@@ -27,7 +27,9 @@ const (
 func (e IdleEnergy) valid() bool { return e == IdleToIdle || e == IdleByReservation }
 
 // Meter is one tenant's cumulative metering on one GPU since the exporter
-// started: counters that never decrease, kept while the tenant is away.
+// started: counters that never decrease, kept while the tenant is away
+// for BuilderOptions.DepartedRetention (then forgotten: back, it starts
+// at 0).
 // Every figure is apportioned from the GPU's own (see docs/tenants.md).
 type Meter struct {
 	GPU    int

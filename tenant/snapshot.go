@@ -44,15 +44,18 @@ type Snapshot struct {
 	// tenant used during the sample, Unassigned included.
 	Usage []Usage
 	// KeptContextSwitches are the context-switch counts of the tenants
-	// without usage on a GPU that counts them (tenants that left it), by
-	// GPU UUID and tenant: with Usage's, the tenants of a GPU add up to
-	// its context switches since the exporter started.
+	// without usage on a GPU that counts them (tenants that left it, for
+	// BuilderOptions.DepartedRetention), by GPU UUID and tenant: with
+	// Usage's, the tenants of a GPU add up to its context switches since
+	// the exporter started, less those of the tenants forgotten.
 	KeptContextSwitches []KeptCount
 	// Meters are the cumulative energy, GPU time and memory time of every
 	// tenant on every GPU since the exporter started (tenants that left
-	// included), by GPU and tenant; GPUMeters what no tenant is charged for
-	// on each GPU. Per GPU, the tenants' energy and the idle energy add up
-	// to the GPU's energy counter's increase.
+	// included, for BuilderOptions.DepartedRetention), by GPU and tenant;
+	// GPUMeters what no tenant is charged for on each GPU. Per GPU, the
+	// tenants' energy and the idle energy add up to the GPU's energy
+	// counter's increase over any time in which no forgotten tenant had
+	// usage on it.
 	Meters    []Meter
 	GPUMeters []GPUMeter
 	// SLOs has one entry per tenant with a latency source.

@@ -63,6 +63,7 @@ type config struct {
 	PodInfo            bool
 	PodInfoMaxSeries   int64
 	ProcRoot           string
+	DepartedRetention  time.Duration
 
 	Actuators actuatorConfig
 	Metering  meteringConfig
@@ -101,6 +102,8 @@ func addFlags(app *kingpin.Application) *config {
 		PlaceHolder("FILE").StringVar(&c.TenantsConfig)
 	app.Flag("tenants.allow-empty", "Accept a tenants file that defines no tenants, at start and on reload. Without it such a file is refused: on reload the previous configuration stays in use.").
 		BoolVar(&c.TenantsAllowEmpty)
+	flagvalue.Duration(app, "tenants.departed-retention", fmt.Sprintf("How long the meters (energy, GPU time, memory time, cost) and context-switch count of a tenant without usage on a GPU are kept: then forgotten, and a tenant back after that starts them at 0 (a counter reset). At most %d such tenants a GPU are kept, the longest gone forgotten first. 0 keeps them for good (every tenant ever seen: with a tenant a batch job, series without end).", tenant.MaxDepartedPerGPU),
+		"1h", &c.DepartedRetention)
 	app.Flag("config.check", "Validate this tenants file (and the --metering.* flags), print every error, or the prices in use, and exit (0 when valid, 1 otherwise).").
 		PlaceHolder("FILE").StringVar(&c.ConfigCheck)
 	flagvalue.Duration(app, "sample.interval", "How often the GPUs are sampled.", "1s", &c.SampleInterval)
@@ -246,6 +249,9 @@ func (c *config) validate() error {
 	}
 	if c.PodInfo && c.PodInfoMaxSeries < 1 {
 		errs = append(errs, fmt.Errorf("--kubernetes.pod-info needs a --kubernetes.pod-info.max-series of 1 or more, got %d", c.PodInfoMaxSeries))
+	}
+	if c.DepartedRetention < 0 {
+		errs = append(errs, fmt.Errorf("--tenants.departed-retention must be 0 (keep for good) or positive, got %s", c.DepartedRetention))
 	}
 	if c.ProcRoot == "" {
 		errs = append(errs, errors.New("--proc.root must not be empty"))

@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
+	"github.com/go-kit/log"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 )
 
 func parseArgs(t testing.TB, args ...string) (*config, error) {
@@ -26,7 +29,8 @@ func TestFlagDefaults(t *testing.T) {
 	}
 	if c.Backend != "auto" || c.SimScenario != "h100-timeslice" || c.SampleInterval != time.Second ||
 		c.TelemetryPath != "/metrics" || c.MaxRequests != 40 || c.LogLevel != "info" || c.LogFormat != "logfmt" ||
-		c.ProcRoot != "/proc" || c.TenantsConfig != "" || c.DisableExporterMetrics || !c.PodTenancy.ByNamespace {
+		c.ProcRoot != "/proc" || c.TenantsConfig != "" || c.DisableExporterMetrics || !c.PodTenancy.ByNamespace ||
+		c.DepartedRetention != time.Hour {
 		t.Fatalf("unexpected defaults: %+v", c)
 	}
 	if got := *c.Web.WebListenAddresses; len(got) != 1 || got[0] != ":9949" {
@@ -57,6 +61,9 @@ func TestFlagValidation(t *testing.T) {
 		{[]string{"--backend.dcgm-exporter.url=http://x:9400/", "--backend.dcgm-exporter.timeout=0s"}, "timeout must be positive"},
 		{[]string{"--backend.dcgm-exporter.url=http://x:9400/", "--backend.dcgm-exporter.max-age=0s"}, "max-age must be positive"},
 		{[]string{"--proc.root="}, "--proc.root must not be empty"},
+		{[]string{"--tenants.departed-retention=-1m"}, "--tenants.departed-retention must be 0 (keep for good) or positive, got -1m0s"},
+		{[]string{"--tenants.departed-retention=0s"}, ""},
+		{[]string{"--tenants.departed-retention=forever"}, "tenants.departed-retention"},
 		{[]string{"--kubernetes.pod-metadata=/tmp/pods.json"}, "needs --kubernetes.pod-resources-socket"},
 		{[]string{"--kubernetes.pod-metadata=http://127.0.0.1:10255/pods", "--kubernetes.pod-resources-socket=/var/lib/kubelet/pod-resources/kubelet.sock"}, ""},
 		{[]string{"--kubernetes.pod-metadata=https://127.0.0.1:10250/pods", "--kubernetes.pod-resources-socket=/var/lib/kubelet/pod-resources/kubelet.sock",
@@ -135,6 +142,31 @@ func TestFlagErrorsNameTheProblem(t *testing.T) {
 			t.Errorf("%v: error %v, want one containing %q", tc.args, err, tc.want)
 		case strings.Contains(err.Error(), tc.not):
 			t.Errorf("%v: error %q names %q, which is not what is wrong", tc.args, err, tc.not)
+		}
+	}
+}
+
+// The builder keeps the meters of a tenant that left a GPU for
+// --tenants.departed-retention.
+func TestDepartedRetentionWired(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want time.Duration
+	}{
+		{nil, time.Hour},
+		{[]string{"--tenants.departed-retention=0s"}, 0},
+		{[]string{"--tenants.departed-retention=15m"}, 15 * time.Minute},
+	} {
+		c, err := parseArgs(t, tc.args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts, err := builderIO(c, nil, gpu.NewManualClock(time.Unix(0, 0)), log.NewNopLogger())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if opts.DepartedRetention != tc.want {
+			t.Errorf("%v: the builder keeps departed tenants %s, want %s", tc.args, opts.DepartedRetention, tc.want)
 		}
 	}
 }

@@ -103,7 +103,8 @@ func builderIO(cfg *config, src gpu.Source, clock gpu.Clock, logger log.Logger) 
 		Latency: latency.NewPool(lopts),
 		Proc:    kube.NewProcReader(cfg.ProcRoot),
 
-		AllowEmpty: cfg.TenantsAllowEmpty,
+		AllowEmpty:        cfg.TenantsAllowEmpty,
+		DepartedRetention: cfg.DepartedRetention,
 	}
 	opts.Prices, _ = cfg.Metering.prices() // checked by validate
 	if cfg.PodResourcesSocket != "" || cfg.PodMetadata != "" {
