@@ -5,12 +5,11 @@
 package kube
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
 	"regexp"
-	"strconv"
 	"strings"
+
+	"github.com/vgpu-exporter/vgpu_exporter/internal/cgroupfile"
 )
 
 // CgroupInfo is what a process's cgroup path says about where it runs.
@@ -282,61 +281,6 @@ func normalizeUID(u string) string {
 	return u
 }
 
-// ProcCgroupLine is one line of /proc/PID/cgroup: a hierarchy's ID, its
-// controllers ("" for the unified v2 hierarchy) and the process's path in it.
-type ProcCgroupLine struct{ ID, Controllers, Path string }
-
-// ProcCgroupLines splits the contents of /proc/PID/cgroup into its lines.
-// It refuses a file that lists a hierarchy or a controller twice, which no
-// kernel writes: the kernel does not escape a cgroup's name, so a process
-// in a cgroup it named "x\n0::/other" (a delegated subtree lets a tenant
-// name its cgroups) would otherwise read as a process of cgroup "/other".
-// Blank lines are skipped; any other line not hierarchy-ID:controllers:path
-// is an error.
-func ProcCgroupLines(data []byte) ([]ProcCgroupLine, error) {
-	var out []ProcCgroupLine
-	ids, ctrls := map[string]int{}, map[string]int{}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 0, 4096), 1<<20)
-	line := 0
-	for sc.Scan() {
-		line++
-		l := strings.TrimSpace(sc.Text())
-		if l == "" {
-			continue
-		}
-		parts := strings.SplitN(l, ":", 3)
-		if len(parts) != 3 {
-			return nil, fmt.Errorf("line %d: want hierarchy-ID:controllers:path, got %q", line, l)
-		}
-		if _, err := strconv.Atoi(parts[0]); err != nil {
-			return nil, fmt.Errorf("line %d: bad hierarchy ID %q", line, parts[0])
-		}
-		if parts[0] == "0" && parts[1] == "" {
-			// the kernel marks the unified cgroup of a process that outlived
-			// it (a zombie's) " (deleted)": still the path of its pod
-			parts[2] = strings.TrimSuffix(parts[2], " (deleted)")
-		}
-		if at, ok := ids[parts[0]]; ok {
-			return nil, fmt.Errorf("line %d: hierarchy %s listed again (first at line %d): a cgroup name with a line break in it", line, parts[0], at)
-		}
-		ids[parts[0]] = line
-		if parts[1] != "" {
-			for _, c := range strings.Split(parts[1], ",") {
-				if at, ok := ctrls[c]; ok {
-					return nil, fmt.Errorf("line %d: controller %q listed again (first at line %d): a cgroup name with a line break in it", line, c, at)
-				}
-				ctrls[c] = line
-			}
-		}
-		out = append(out, ProcCgroupLine{parts[0], parts[1], parts[2]})
-	}
-	if err := sc.Err(); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
 // ParseProcCgroup reads the contents of /proc/PID/cgroup (cgroup v1, v2,
 // or both on a hybrid host) and returns the path that best identifies the
 // process: the one that names its pod, else its container, else any; among
@@ -346,9 +290,10 @@ func ProcCgroupLines(data []byte) ([]ProcCgroupLine, error) {
 // manages v1 controllers may leave the process in its own unified cgroup
 // ("0::/system.slice/containerd.service", "0::/") or name it there in a
 // form of its own ("...slice:cri-containerd:<id>"). A file
-// ProcCgroupLines refuses is an error.
+// cgroupfile.Lines refuses (a line forged by a cgroup name with a line
+// break in it) is an error.
 func ParseProcCgroup(data []byte) (string, error) {
-	lines, err := ProcCgroupLines(data)
+	lines, err := cgroupfile.Lines(data)
 	if err != nil {
 		return "", err
 	}
@@ -365,7 +310,7 @@ func ParseProcCgroup(data []byte) (string, error) {
 		case info.ContainerID != "":
 			score += 100
 		}
-		if e.ID == "0" && e.Controllers == "" {
+		if e.Unified() {
 			score += 50 // cgroup v2 unified hierarchy
 		}
 		ctrl := 0

@@ -13,6 +13,7 @@ import (
 	"unicode"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/cgroupfile"
 	"github.com/vgpu-exporter/vgpu_exporter/kube"
 )
 
@@ -300,17 +301,17 @@ func namesWorkload(path string) bool {
 }
 
 // cgroupPaths returns a process's cgroup v2 path and its v1 freezer path
-// from /proc/PID/cgroup ("" where absent). A file that kube.ProcCgroupLines
+// from /proc/PID/cgroup ("" where absent). A file that cgroupfile.Lines
 // refuses (a hierarchy or a controller listed twice: a line forged by a
 // cgroup name with a line break in it) gives neither: the process is then
 // paused by its process group, never by the cgroup a forged line names.
 func cgroupPaths(data []byte) (v2, v1 string) {
-	lines, err := kube.ProcCgroupLines(data)
+	lines, err := cgroupfile.Lines(data)
 	if err != nil {
 		return "", ""
 	}
 	for _, l := range lines {
-		if l.ID == "0" && l.Controllers == "" {
+		if l.Unified() {
 			v2 = l.Path
 		}
 		for _, c := range strings.Split(l.Controllers, ",") {
