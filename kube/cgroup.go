@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/vgpu-exporter/vgpu_exporter/internal/cgroupfile"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/poduid"
 )
 
 // CgroupInfo is what a process's cgroup path says about where it runs.
@@ -21,10 +22,6 @@ type CgroupInfo struct {
 }
 
 var (
-	// pod<uid> in cgroupfs paths ("pod0f2c...-...") and systemd slices
-	// ("kubepods-burstable-pod0f2c..._..._....slice"); static pods have a
-	// 32-hex UID.
-	podUIDRE = regexp.MustCompile(`pod([0-9a-fA-F]{8}[-_][0-9a-fA-F]{4}[-_][0-9a-fA-F]{4}[-_][0-9a-fA-F]{4}[-_][0-9a-fA-F]{12}|[0-9a-fA-F]{32})(?:\.slice)?$`)
 	// <runtime>-<id>.scope for systemd-managed containers.
 	scopeRE = regexp.MustCompile(`^(cri-containerd|containerd|crio|cri-o|docker|libpod)-([0-9a-fA-F]{12,64})\.scope$`)
 	hexIDRE = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
@@ -64,13 +61,13 @@ func ParseCgroupPath(path string) CgroupInfo {
 		}
 		// (each expression runs only where its match is possible: they
 		// are slow, and a process's path is parsed at every sample)
-		if m := podUIDSubmatch(s); m != nil && inKube {
+		if uid := poduid.InCgroup(s); uid != "" && inKube {
 			if info.PodUID != "" {
 				break // a pod's name within a pod's cgroup: the pod's own
 			}
 			// the outermost pod, the kubelet's: a container above it is
 			// the node's (a node in a container)
-			info.PodUID = normalizeUID(m[1])
+			info.PodUID = normalizeUID(uid)
 			info.ContainerID, info.Runtime = "", ""
 			continue
 		}
@@ -135,8 +132,8 @@ func namespacedPodAt(segs []string) int {
 // isPodSegment says whether seg is a cgroupfs pod segment: "pod" and the
 // pod's UID, nothing else.
 func isPodSegment(seg string) bool {
-	m := podUIDSubmatch(seg)
-	return m != nil && len(seg) == len("pod")+len(m[1])
+	uid := poduid.InCgroup(seg)
+	return uid != "" && len(seg) == len("pod")+len(uid)
 }
 
 // SystemdService is the system manager's service unit a process of cgroup
@@ -241,15 +238,6 @@ func containerMarked(path string) bool {
 		}
 	}
 	return false
-}
-
-// podUIDSubmatch is podUIDRE's submatches in s: a 32-hex UID needs 35
-// bytes with "pod".
-func podUIDSubmatch(s string) []string {
-	if len(s) < 35 || !strings.Contains(s, "pod") {
-		return nil
-	}
-	return podUIDRE.FindStringSubmatch(s)
 }
 
 // scopeSubmatch is scopeRE's submatches in s.

@@ -25,6 +25,7 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/fileread"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/poduid"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/yamlconf"
 	"github.com/vgpu-exporter/vgpu_exporter/latency"
 )
@@ -445,13 +446,8 @@ func (s *Selector) UnmarshalYAML(n *yaml.Node) error {
 	return errs.Err()
 }
 
-// namespaceRE is a Kubernetes namespace (an RFC 1123 label); podUIDRE a
-// pod UID as the API and a cgroup path give it (with dashes), or a
-// static pod's 32 hex digits.
-var (
-	namespaceRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
-	podUIDRE    = regexp.MustCompile(`^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}|[0-9a-fA-F]{32})$`)
-)
+// namespaceRE is a Kubernetes namespace (an RFC 1123 label).
+var namespaceRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 
 // UnmarshalYAML decodes a kubernetes selector and compiles its globs.
 func (k *KubernetesSelector) UnmarshalYAML(n *yaml.Node) error {
@@ -473,7 +469,7 @@ func (k *KubernetesSelector) UnmarshalYAML(n *yaml.Node) error {
 	if f := got["namespace"]; f.OK && k.Namespace != "" && !namespaceRE.MatchString(k.Namespace) {
 		errs.Addf(f.Line, "kubernetes.namespace %q is not a Kubernetes namespace (lower-case letters, digits and '-', at most 63); it would never match", k.Namespace)
 	}
-	if f := got["pod_uid"]; f.OK && k.PodUID != "" && !podUIDRE.MatchString(k.PodUID) {
+	if f := got["pod_uid"]; f.OK && k.PodUID != "" && !poduid.Valid(k.PodUID) {
 		errs.Addf(f.Line, "kubernetes.pod_uid %q is not a pod UID (8-4-4-4-12 hex digits, or 32 of a static pod); it would never match", k.PodUID)
 	}
 	// a UID matches in any case: so that two tenants' UIDs that differ in

@@ -85,6 +85,7 @@ var layers = map[string][]string{
 	"internal/reap":       nil,
 	"internal/redirect":   nil,
 	"internal/cgroupfile": nil,
+	"internal/poduid":     nil,
 	// Test builders, imported only by test files (see testOnly).
 	"internal/testutil": {"gpu"},
 	"internal/simtest":  {"gpu", "sim", "simrun", "tenant"},
@@ -108,9 +109,9 @@ var layers = map[string][]string{
 // scenario files, the runner of outside programs the actuators drive, and
 // the clip of outside text for messages, the rate limit of repeating
 // log lines, the registry of the children the process waits for, the
-// redirect policy of the clients that read a peer and the checked lines
-// of /proc/PID/cgroup.
-var leaves = []string{"internal/yamlconf", "internal/fileread", "internal/command", "internal/parallel", "internal/clip", "internal/ratelog", "internal/reap", "internal/redirect", "internal/cgroupfile"}
+// redirect policy of the clients that read a peer, the checked lines of
+// /proc/PID/cgroup and a pod's UID.
+var leaves = []string{"internal/yamlconf", "internal/fileread", "internal/command", "internal/parallel", "internal/clip", "internal/ratelog", "internal/reap", "internal/redirect", "internal/cgroupfile", "internal/poduid"}
 
 // testOnly are packages for test files: no other package's non-test files
 // may import them, so no test builder ends up in a binary.
