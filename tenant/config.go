@@ -326,20 +326,14 @@ const (
 func (c *Config) UnmarshalYAML(n *yaml.Node) error {
 	var errs yamlconf.Errors
 	got := errs.Fields(n, "the tenants file", "", c)
+	aliasedItems(got["tenants"], len(c.Tenants), func(i, line int) {
+		c.Tenants[i].Line, c.Tenants[i].alias = line, true
+		for k := range c.Tenants[i].Selectors {
+			c.Tenants[i].Selectors[k].Line = line
+		}
+	})
 	// counted whether or not every tenant decoded: a long list of broken
 	// tenants costs as much to check as one of good ones
-	// a tenant or selector repeated through an alias is where the alias
-	// is, not where its anchor is (the nodes decoded are the anchor's)
-	if f := got["tenants"]; f.Node != nil && f.Kind == yaml.SequenceNode && len(f.Content) == len(c.Tenants) {
-		for i, item := range f.Content {
-			if item.Kind == yaml.AliasNode {
-				c.Tenants[i].Line, c.Tenants[i].alias = item.Line, true
-				for k := range c.Tenants[i].Selectors {
-					c.Tenants[i].Selectors[k].Line = item.Line
-				}
-			}
-		}
-	}
 	if f := got["tenants"]; f.Node != nil && len(c.Tenants) > maxTenants {
 		errs.Addf(f.Line, "%d tenants; at most %d are supported", len(c.Tenants), maxTenants)
 		c.Tenants = nil
@@ -355,6 +349,21 @@ func (c *Config) UnmarshalYAML(n *yaml.Node) error {
 		selectors += len(t.Selectors)
 	}
 	return errs.Err()
+}
+
+// aliasedItems calls at(i, line) for each item of sequence field f (of
+// n items decoded) that repeats another through an alias (*name), line
+// the alias's: a tenant or selector so repeated is where the alias is,
+// not where its anchor is (the nodes decoded are the anchor's).
+func aliasedItems(f yamlconf.Field, n int, at func(i, line int)) {
+	if f.Node == nil || f.Kind != yaml.SequenceNode || len(f.Content) != n {
+		return
+	}
+	for i, item := range f.Content {
+		if item.Kind == yaml.AliasNode {
+			at(i, item.Line)
+		}
+	}
 }
 
 // UnmarshalYAML decodes the defaults over the values d holds.
@@ -385,13 +394,7 @@ func (t *Tenant) UnmarshalYAML(n *yaml.Node) error {
 	*t = Tenant{Line: n.Line, Class: gpu.ClassBestEffort}
 	got := errs.Fields(n, "a tenant", "", t)
 	t.keys = got.Keys()
-	if f := got["selectors"]; f.Node != nil && f.Kind == yaml.SequenceNode && len(f.Content) == len(t.Selectors) {
-		for i, item := range f.Content {
-			if item.Kind == yaml.AliasNode {
-				t.Selectors[i].Line = item.Line
-			}
-		}
-	}
+	aliasedItems(got["selectors"], len(t.Selectors), func(i, line int) { t.Selectors[i].Line = line })
 	if f := got["restart_cost"]; f.OK && (t.RestartCost < 0 || t.RestartCost > maxRestartCost) {
 		errs.Addf(f.Line, "restart_cost %s is outside [0, %s]", t.RestartCost, maxRestartCost)
 	}
