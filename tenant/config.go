@@ -123,6 +123,7 @@ type KubernetesSelector struct {
 
 	podRE       *glob
 	containerRE *glob
+	labelsLine  int // where labels are given, for the whole-file checks
 }
 
 // GPUInstanceRef names a MIG GPU instance by device index and GPU instance ID.
@@ -479,6 +480,7 @@ func (k *KubernetesSelector) UnmarshalYAML(n *yaml.Node) error {
 	// case alone are seen to overlap, it is kept in the API's (lower) case
 	k.PodUID = strings.ToLower(k.PodUID)
 	if f := got["labels"]; f.OK {
+		k.labelsLine = f.Line
 		if _, ok := k.Labels[""]; ok {
 			errs.Addf(f.Line, "kubernetes.labels: a label key is empty; no pod has such a label")
 		}
