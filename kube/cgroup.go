@@ -42,12 +42,12 @@ func ParseCgroupPath(path string) CgroupInfo {
 	segs := strings.Split(path, "/")
 	podAt := namespacedPodAt(segs)
 	inKube, inDocker := false, false
-	// sealed: the pod's container was found; what lies below it is the
-	// container's own, which may name its cgroups as it likes (a pod's
-	// name, another container's ID among them) and names no pod
-	sealed := false
 	for i, s := range segs {
-		if sealed {
+		if info.PodUID != "" && info.ContainerID != "" {
+			// the pod's container was found (a container found above the
+			// pod is dropped there): what lies below it is the container's
+			// own, which may name its cgroups as it likes (a pod's name,
+			// another container's ID among them) and names no pod
 			break
 		}
 		if s == "" {
@@ -74,7 +74,6 @@ func ParseCgroupPath(path string) CgroupInfo {
 		if m := scopeSubmatch(s); m != nil {
 			info.ContainerID = strings.ToLower(m[2])
 			info.Runtime = runtimeName(m[1])
-			sealed = info.PodUID != ""
 			continue
 		}
 		if strings.HasPrefix(s, "crio-conmon-") {
@@ -83,7 +82,6 @@ func ParseCgroupPath(path string) CgroupInfo {
 		if id, ok := strings.CutPrefix(s, "crio-"); ok && inKube && len(id) == 64 && hexIDRE.MatchString(id) {
 			// CRI-O's container under the cgroupfs driver: crio-<id>, no scope
 			info.ContainerID, info.Runtime = strings.ToLower(id), "crio"
-			sealed = info.PodUID != ""
 			continue
 		}
 		if s == "docker" {
@@ -95,7 +93,6 @@ func ParseCgroupPath(path string) CgroupInfo {
 			if inDocker && info.Runtime == "" {
 				info.Runtime = "docker"
 			}
-			sealed = info.PodUID != ""
 		}
 	}
 	return info
