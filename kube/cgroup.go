@@ -27,6 +27,21 @@ var (
 	hexIDRE = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
 )
 
+// Rank is how well the path names a process's workload: 2 where it names
+// a pod, 1 a container alone, 0 neither. Of a process's cgroup paths (a
+// hybrid host's unified and v1 lines), the higher rank is the process's
+// own: a runtime that manages v1 controllers may leave the process in its
+// own unified cgroup, its service's, or name only the container there.
+func (c CgroupInfo) Rank() int {
+	switch {
+	case c.PodUID != "":
+		return 2
+	case c.ContainerID != "":
+		return 1
+	}
+	return 0
+}
+
 // ParseCgroupPath extracts the pod UID and container ID from a cgroup path of
 // any of the usual forms: cgroupfs ("/kubepods/burstable/pod<uid>/<id>"),
 // systemd ("/kubepods.slice/kubepods-burstable.slice/
@@ -287,14 +302,7 @@ func ParseProcCgroup(data []byte) (string, error) {
 	}
 	best, bestScore := lines[0].Path, -1
 	for _, e := range lines {
-		score := 0
-		info := ParseCgroupPath(e.Path)
-		switch {
-		case info.PodUID != "":
-			score += 200
-		case info.ContainerID != "":
-			score += 100
-		}
+		score := 100 * ParseCgroupPath(e.Path).Rank()
 		if e.Unified() {
 			score += 50 // cgroup v2 unified hierarchy
 		}
