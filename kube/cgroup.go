@@ -5,12 +5,12 @@
 package kube
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
 	"regexp"
-	"strconv"
 	"strings"
+
+	"github.com/vgpu-exporter/vgpu_exporter/internal/cgroupfile"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/poduid"
 )
 
 // CgroupInfo is what a process's cgroup path says about where it runs.
@@ -22,14 +22,25 @@ type CgroupInfo struct {
 }
 
 var (
-	// pod<uid> in cgroupfs paths ("pod0f2c...-...") and systemd slices
-	// ("kubepods-burstable-pod0f2c..._..._....slice"); static pods have a
-	// 32-hex UID.
-	podUIDRE = regexp.MustCompile(`pod([0-9a-fA-F]{8}[-_][0-9a-fA-F]{4}[-_][0-9a-fA-F]{4}[-_][0-9a-fA-F]{4}[-_][0-9a-fA-F]{12}|[0-9a-fA-F]{32})(?:\.slice)?$`)
 	// <runtime>-<id>.scope for systemd-managed containers.
 	scopeRE = regexp.MustCompile(`^(cri-containerd|containerd|crio|cri-o|docker|libpod)-([0-9a-fA-F]{12,64})\.scope$`)
 	hexIDRE = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
 )
+
+// Rank is how well the path names a process's workload: 2 where it names
+// a pod, 1 a container alone, 0 neither. Of a process's cgroup paths (a
+// hybrid host's unified and v1 lines), the higher rank is the process's
+// own: a runtime that manages v1 controllers may leave the process in its
+// own unified cgroup, its service's, or name only the container there.
+func (c CgroupInfo) Rank() int {
+	switch {
+	case c.PodUID != "":
+		return 2
+	case c.ContainerID != "":
+		return 1
+	}
+	return 0
+}
 
 // ParseCgroupPath extracts the pod UID and container ID from a cgroup path of
 // any of the usual forms: cgroupfs ("/kubepods/burstable/pod<uid>/<id>"),
@@ -46,12 +57,12 @@ func ParseCgroupPath(path string) CgroupInfo {
 	segs := strings.Split(path, "/")
 	podAt := namespacedPodAt(segs)
 	inKube, inDocker := false, false
-	// sealed: the pod's container was found; what lies below it is the
-	// container's own, which may name its cgroups as it likes (a pod's
-	// name, another container's ID among them) and names no pod
-	sealed := false
 	for i, s := range segs {
-		if sealed {
+		if info.PodUID != "" && info.ContainerID != "" {
+			// the pod's container was found (a container found above the
+			// pod is dropped there): what lies below it is the container's
+			// own, which may name its cgroups as it likes (a pod's name,
+			// another container's ID among them) and names no pod
 			break
 		}
 		if s == "" {
@@ -65,20 +76,19 @@ func ParseCgroupPath(path string) CgroupInfo {
 		}
 		// (each expression runs only where its match is possible: they
 		// are slow, and a process's path is parsed at every sample)
-		if m := podUIDSubmatch(s); m != nil && inKube {
+		if uid := poduid.InCgroup(s); uid != "" && inKube {
 			if info.PodUID != "" {
 				break // a pod's name within a pod's cgroup: the pod's own
 			}
 			// the outermost pod, the kubelet's: a container above it is
 			// the node's (a node in a container)
-			info.PodUID = normalizeUID(m[1])
+			info.PodUID = normalizeUID(uid)
 			info.ContainerID, info.Runtime = "", ""
 			continue
 		}
 		if m := scopeSubmatch(s); m != nil {
 			info.ContainerID = strings.ToLower(m[2])
 			info.Runtime = runtimeName(m[1])
-			sealed = info.PodUID != ""
 			continue
 		}
 		if strings.HasPrefix(s, "crio-conmon-") {
@@ -87,7 +97,6 @@ func ParseCgroupPath(path string) CgroupInfo {
 		if id, ok := strings.CutPrefix(s, "crio-"); ok && inKube && len(id) == 64 && hexIDRE.MatchString(id) {
 			// CRI-O's container under the cgroupfs driver: crio-<id>, no scope
 			info.ContainerID, info.Runtime = strings.ToLower(id), "crio"
-			sealed = info.PodUID != ""
 			continue
 		}
 		if s == "docker" {
@@ -99,7 +108,6 @@ func ParseCgroupPath(path string) CgroupInfo {
 			if inDocker && info.Runtime == "" {
 				info.Runtime = "docker"
 			}
-			sealed = info.PodUID != ""
 		}
 	}
 	return info
@@ -136,8 +144,8 @@ func namespacedPodAt(segs []string) int {
 // isPodSegment says whether seg is a cgroupfs pod segment: "pod" and the
 // pod's UID, nothing else.
 func isPodSegment(seg string) bool {
-	m := podUIDSubmatch(seg)
-	return m != nil && len(seg) == len("pod")+len(m[1])
+	uid := poduid.InCgroup(seg)
+	return uid != "" && len(seg) == len("pod")+len(uid)
 }
 
 // SystemdService is the system manager's service unit a process of cgroup
@@ -244,15 +252,6 @@ func containerMarked(path string) bool {
 	return false
 }
 
-// podUIDSubmatch is podUIDRE's submatches in s: a 32-hex UID needs 35
-// bytes with "pod".
-func podUIDSubmatch(s string) []string {
-	if len(s) < 35 || !strings.Contains(s, "pod") {
-		return nil
-	}
-	return podUIDRE.FindStringSubmatch(s)
-}
-
 // scopeSubmatch is scopeRE's submatches in s.
 func scopeSubmatch(s string) []string {
 	if !strings.HasSuffix(s, ".scope") {
@@ -282,61 +281,6 @@ func normalizeUID(u string) string {
 	return u
 }
 
-// ProcCgroupLine is one line of /proc/PID/cgroup: a hierarchy's ID, its
-// controllers ("" for the unified v2 hierarchy) and the process's path in it.
-type ProcCgroupLine struct{ ID, Controllers, Path string }
-
-// ProcCgroupLines splits the contents of /proc/PID/cgroup into its lines.
-// It refuses a file that lists a hierarchy or a controller twice, which no
-// kernel writes: the kernel does not escape a cgroup's name, so a process
-// in a cgroup it named "x\n0::/other" (a delegated subtree lets a tenant
-// name its cgroups) would otherwise read as a process of cgroup "/other".
-// Blank lines are skipped; any other line not hierarchy-ID:controllers:path
-// is an error.
-func ProcCgroupLines(data []byte) ([]ProcCgroupLine, error) {
-	var out []ProcCgroupLine
-	ids, ctrls := map[string]int{}, map[string]int{}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 0, 4096), 1<<20)
-	line := 0
-	for sc.Scan() {
-		line++
-		l := strings.TrimSpace(sc.Text())
-		if l == "" {
-			continue
-		}
-		parts := strings.SplitN(l, ":", 3)
-		if len(parts) != 3 {
-			return nil, fmt.Errorf("line %d: want hierarchy-ID:controllers:path, got %q", line, l)
-		}
-		if _, err := strconv.Atoi(parts[0]); err != nil {
-			return nil, fmt.Errorf("line %d: bad hierarchy ID %q", line, parts[0])
-		}
-		if parts[0] == "0" && parts[1] == "" {
-			// the kernel marks the unified cgroup of a process that outlived
-			// it (a zombie's) " (deleted)": still the path of its pod
-			parts[2] = strings.TrimSuffix(parts[2], " (deleted)")
-		}
-		if at, ok := ids[parts[0]]; ok {
-			return nil, fmt.Errorf("line %d: hierarchy %s listed again (first at line %d): a cgroup name with a line break in it", line, parts[0], at)
-		}
-		ids[parts[0]] = line
-		if parts[1] != "" {
-			for _, c := range strings.Split(parts[1], ",") {
-				if at, ok := ctrls[c]; ok {
-					return nil, fmt.Errorf("line %d: controller %q listed again (first at line %d): a cgroup name with a line break in it", line, c, at)
-				}
-				ctrls[c] = line
-			}
-		}
-		out = append(out, ProcCgroupLine{parts[0], parts[1], parts[2]})
-	}
-	if err := sc.Err(); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
 // ParseProcCgroup reads the contents of /proc/PID/cgroup (cgroup v1, v2,
 // or both on a hybrid host) and returns the path that best identifies the
 // process: the one that names its pod, else its container, else any; among
@@ -346,9 +290,10 @@ func ProcCgroupLines(data []byte) ([]ProcCgroupLine, error) {
 // manages v1 controllers may leave the process in its own unified cgroup
 // ("0::/system.slice/containerd.service", "0::/") or name it there in a
 // form of its own ("...slice:cri-containerd:<id>"). A file
-// ProcCgroupLines refuses is an error.
+// cgroupfile.Lines refuses (a line forged by a cgroup name with a line
+// break in it) is an error.
 func ParseProcCgroup(data []byte) (string, error) {
-	lines, err := ProcCgroupLines(data)
+	lines, err := cgroupfile.Lines(data)
 	if err != nil {
 		return "", err
 	}
@@ -357,15 +302,8 @@ func ParseProcCgroup(data []byte) (string, error) {
 	}
 	best, bestScore := lines[0].Path, -1
 	for _, e := range lines {
-		score := 0
-		info := ParseCgroupPath(e.Path)
-		switch {
-		case info.PodUID != "":
-			score += 200
-		case info.ContainerID != "":
-			score += 100
-		}
-		if e.ID == "0" && e.Controllers == "" {
+		score := 100 * ParseCgroupPath(e.Path).Rank()
+		if e.Unified() {
 			score += 50 // cgroup v2 unified hierarchy
 		}
 		ctrl := 0

@@ -34,7 +34,7 @@ type kubeClient struct {
 	client   podresourcesv1.PodResourcesListerClient
 	timeout  time.Duration
 	metaSrc  string
-	httpc    *http.Client
+	httpc    *http.Client // its redirects follow redirect.SameOrigin
 	maxBytes int64
 	// tokenFile, when set, holds the bearer token of metadata requests.
 	tokenFile string
@@ -131,7 +131,7 @@ func newKubeClient(socket, metaSrc string, httpc *http.Client, refresh, timeout 
 	}
 	return &kubeClient{
 		socket: socket, conn: conn, client: podresourcesv1.NewPodResourcesListerClient(conn),
-		timeout: timeout, metaSrc: metaSrc, httpc: httpc, maxBytes: 64 << 20,
+		timeout: timeout, metaSrc: metaSrc, httpc: redirect.Client(httpc), maxBytes: 64 << 20,
 	}, nil
 }
 
@@ -234,7 +234,7 @@ func (k *kubeClient) fetchMeta(ctx context.Context) ([]byte, error) {
 			}
 			req.Header.Set("Authorization", "Bearer "+tok)
 		}
-		resp, err := redirect.Client(k.httpc).Do(req)
+		resp, err := k.httpc.Do(req)
 		if err != nil {
 			return nil, fmt.Errorf("pod metadata %s: %w", k.metaSrc, err)
 		}

@@ -131,8 +131,14 @@ func TestPodMetadataRedirectKeepsToken(t *testing.T) {
 	if err := os.WriteFile(tok, []byte("secret-token"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	k := &kubeClient{metaSrc: tlsSrv.URL + "/pods", maxBytes: 1 << 20, timeout: 20 * time.Second, httpc: tlsSrv.Client(), tokenFile: tok}
-	_, err := k.fetchMeta(context.Background())
+	// the client as the mapper makes it (the socket is not dialled)
+	k, err := newKubeClient(filepath.Join(t.TempDir(), "kubelet.sock"), tlsSrv.URL+"/pods", tlsSrv.Client(), time.Second, 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.close()
+	k.tokenFile = tok
+	_, err = k.fetchMeta(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "refused a redirect to another scheme, host or port ("+plain.URL+")") || !strings.Contains(err.Error(), tlsSrv.URL) {
 		t.Errorf("error %v, want the redirect refused, naming the source", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/poduid"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/yamlconf"
 )
 
@@ -27,10 +28,6 @@ var timeSliceLevels = map[gpu.TimeSliceLevel]time.Duration{
 }
 
 var hexRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
-
-// podUIDRE is a pod UID as a tenants file's kubernetes.pod_uid takes it
-// (tenant.KubernetesSelector), any case: 8-4-4-4-12 hex digits or 32.
-var podUIDRE = regexp.MustCompile(`^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}|[0-9a-fA-F]{32})$`)
 
 // Limits on the size of a scenario (docs/simulator.md, Limits). A scenario
 // is one host; the simulator's memory and time grow with each of these, so
@@ -274,7 +271,8 @@ func (p *parser) validate(sc *Scenario) error {
 				t.Process.Executable = "tritonserver"
 			}
 		}
-		if u := t.Process.PodUID; u != "" && !podUIDRE.MatchString(u) {
+		// a pod UID as a tenants file's kubernetes.pod_uid takes it
+		if u := t.Process.PodUID; u != "" && !poduid.Valid(u) {
 			return p.errAt(at("process", "pod_uid"), "pod_uid %q is not a pod UID (8-4-4-4-12 hex digits, or 32 of a static pod)", u)
 		}
 		t.Process.PodUID = strings.ToLower(t.Process.PodUID) // the kubelet's case

@@ -25,6 +25,7 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/fileread"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/poduid"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/yamlconf"
 	"github.com/vgpu-exporter/vgpu_exporter/latency"
 )
@@ -122,6 +123,7 @@ type KubernetesSelector struct {
 
 	podRE       *glob
 	containerRE *glob
+	labelsLine  int // where labels are given, for the whole-file checks
 }
 
 // GPUInstanceRef names a MIG GPU instance by device index and GPU instance ID.
@@ -325,20 +327,14 @@ const (
 func (c *Config) UnmarshalYAML(n *yaml.Node) error {
 	var errs yamlconf.Errors
 	got := errs.Fields(n, "the tenants file", "", c)
+	aliasedItems(got["tenants"], len(c.Tenants), func(i, line int) {
+		c.Tenants[i].Line, c.Tenants[i].alias = line, true
+		for k := range c.Tenants[i].Selectors {
+			c.Tenants[i].Selectors[k].Line = line
+		}
+	})
 	// counted whether or not every tenant decoded: a long list of broken
 	// tenants costs as much to check as one of good ones
-	// a tenant or selector repeated through an alias is where the alias
-	// is, not where its anchor is (the nodes decoded are the anchor's)
-	if f := got["tenants"]; f.Node != nil && f.Kind == yaml.SequenceNode && len(f.Content) == len(c.Tenants) {
-		for i, item := range f.Content {
-			if item.Kind == yaml.AliasNode {
-				c.Tenants[i].Line, c.Tenants[i].alias = item.Line, true
-				for k := range c.Tenants[i].Selectors {
-					c.Tenants[i].Selectors[k].Line = item.Line
-				}
-			}
-		}
-	}
 	if f := got["tenants"]; f.Node != nil && len(c.Tenants) > maxTenants {
 		errs.Addf(f.Line, "%d tenants; at most %d are supported", len(c.Tenants), maxTenants)
 		c.Tenants = nil
@@ -354,6 +350,21 @@ func (c *Config) UnmarshalYAML(n *yaml.Node) error {
 		selectors += len(t.Selectors)
 	}
 	return errs.Err()
+}
+
+// aliasedItems calls at(i, line) for each item of sequence field f (of
+// n items decoded) that repeats another through an alias (*name), line
+// the alias's: a tenant or selector so repeated is where the alias is,
+// not where its anchor is (the nodes decoded are the anchor's).
+func aliasedItems(f yamlconf.Field, n int, at func(i, line int)) {
+	if f.Node == nil || f.Kind != yaml.SequenceNode || len(f.Content) != n {
+		return
+	}
+	for i, item := range f.Content {
+		if item.Kind == yaml.AliasNode {
+			at(i, item.Line)
+		}
+	}
 }
 
 // UnmarshalYAML decodes the defaults over the values d holds.
@@ -384,13 +395,7 @@ func (t *Tenant) UnmarshalYAML(n *yaml.Node) error {
 	*t = Tenant{Line: n.Line, Class: gpu.ClassBestEffort}
 	got := errs.Fields(n, "a tenant", "", t)
 	t.keys = got.Keys()
-	if f := got["selectors"]; f.Node != nil && f.Kind == yaml.SequenceNode && len(f.Content) == len(t.Selectors) {
-		for i, item := range f.Content {
-			if item.Kind == yaml.AliasNode {
-				t.Selectors[i].Line = item.Line
-			}
-		}
-	}
+	aliasedItems(got["selectors"], len(t.Selectors), func(i, line int) { t.Selectors[i].Line = line })
 	if f := got["restart_cost"]; f.OK && (t.RestartCost < 0 || t.RestartCost > maxRestartCost) {
 		errs.Addf(f.Line, "restart_cost %s is outside [0, %s]", t.RestartCost, maxRestartCost)
 	}
@@ -445,13 +450,8 @@ func (s *Selector) UnmarshalYAML(n *yaml.Node) error {
 	return errs.Err()
 }
 
-// namespaceRE is a Kubernetes namespace (an RFC 1123 label); podUIDRE a
-// pod UID as the API and a cgroup path give it (with dashes), or a
-// static pod's 32 hex digits.
-var (
-	namespaceRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
-	podUIDRE    = regexp.MustCompile(`^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}|[0-9a-fA-F]{32})$`)
-)
+// namespaceRE is a Kubernetes namespace (an RFC 1123 label).
+var namespaceRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 
 // UnmarshalYAML decodes a kubernetes selector and compiles its globs.
 func (k *KubernetesSelector) UnmarshalYAML(n *yaml.Node) error {
@@ -473,13 +473,14 @@ func (k *KubernetesSelector) UnmarshalYAML(n *yaml.Node) error {
 	if f := got["namespace"]; f.OK && k.Namespace != "" && !namespaceRE.MatchString(k.Namespace) {
 		errs.Addf(f.Line, "kubernetes.namespace %q is not a Kubernetes namespace (lower-case letters, digits and '-', at most 63); it would never match", k.Namespace)
 	}
-	if f := got["pod_uid"]; f.OK && k.PodUID != "" && !podUIDRE.MatchString(k.PodUID) {
+	if f := got["pod_uid"]; f.OK && k.PodUID != "" && !poduid.Valid(k.PodUID) {
 		errs.Addf(f.Line, "kubernetes.pod_uid %q is not a pod UID (8-4-4-4-12 hex digits, or 32 of a static pod); it would never match", k.PodUID)
 	}
 	// a UID matches in any case: so that two tenants' UIDs that differ in
 	// case alone are seen to overlap, it is kept in the API's (lower) case
 	k.PodUID = strings.ToLower(k.PodUID)
 	if f := got["labels"]; f.OK {
+		k.labelsLine = f.Line
 		if _, ok := k.Labels[""]; ok {
 			errs.Addf(f.Line, "kubernetes.labels: a label key is empty; no pod has such a label")
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -483,5 +484,52 @@ func TestParseConfigListsEveryProblem(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestLabelKeyChecked: a kubernetes selector's label key is checked as
+// --tenants.kubernetes-default's is: a name of at most 63 characters,
+// after an optional DNS prefix of at most 253; a key no pod can have is
+// refused, the problem naming the file, the line and the tenant (an
+// alias's repeat at the alias).
+func TestLabelKeyChecked(t *testing.T) {
+	file := func(key string) string {
+		return "tenants:\n  - name: a\n    selectors:\n      - kubernetes:\n          labels: {" + strconv.Quote(key) + ": x}\n"
+	}
+	name63, prefix253 := strings.Repeat("n", 63), strings.Repeat("p", 253)
+	for _, tc := range []struct {
+		name, in string
+		want     []string // the problems' starts, one a line; none: accepted
+	}{
+		{"a name", file("app"), nil},
+		{"a prefix and a name", file("app.kubernetes.io/part-of"), nil},
+		{"a name of 63", file(name63), nil},
+		{"a prefix of 253", file(prefix253 + "/" + name63), nil},
+		{"a name of 64", file(name63 + "n"), []string{`t.yaml:5: tenant "a": kubernetes.labels key "` + name63 + `n" (64 bytes)`}},
+		{"a prefix of 254", file(prefix253 + "p/app"), []string{`t.yaml:5: tenant "a": kubernetes.labels key "` + prefix253[:64] + `"... (258 bytes)`}},
+		{"a space", file("my app"), []string{`t.yaml:5: tenant "a": kubernetes.labels key "my app" (6 bytes) is not a Kubernetes label key`}},
+		{"two slashes", file("a/b/c"), []string{`t.yaml:5: tenant "a": kubernetes.labels key "a/b/c"`}},
+		{"an upper-case prefix", file("Example.com/app"), []string{`t.yaml:5: tenant "a": kubernetes.labels key "Example.com/app"`}},
+		{"a name that begins with '-'", file("-app"), []string{`t.yaml:5: tenant "a": kubernetes.labels key "-app"`}},
+		{"a selector repeated through an alias", "tenants:\n  - name: a\n    selectors:\n      - &s {kubernetes: {labels: {" + name63 + "nn: x}}}\n  - name: b\n    selectors:\n      - *s\n", []string{`t.yaml:4: tenant "a": kubernetes.labels key`, `t.yaml:7: tenant "b": kubernetes.labels key`, `t.yaml:7: selector of tenant "b" overlaps the selector of tenant "a" at line 4`}},
+	} {
+		_, err := ParseConfig("t.yaml", []byte(tc.in))
+		if (err != nil) != (len(tc.want) > 0) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+			continue
+		}
+		if err == nil {
+			continue
+		}
+		got := strings.Split(err.Error(), "\n")
+		if len(got) != len(tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+			continue
+		}
+		for i := range got {
+			if !strings.HasPrefix(got[i], tc.want[i]) {
+				t.Errorf("%s: problem %d %q, want %q", tc.name, i+1, got[i], tc.want[i])
+			}
+		}
 	}
 }

@@ -2,8 +2,10 @@ package tenant
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
+	"unicode/utf8"
 
 	"github.com/vgpu-exporter/vgpu_exporter/internal/yamlconf"
 )
@@ -38,6 +40,7 @@ func validate(errs *yamlconf.Errors, cfg *Config, unread []int, end int) {
 			errs.Addf(t.Line, "tenant %q has no selectors; nothing could be attributed to it", t.Name)
 		}
 		checkSLO(errs, t, &cfg.Defaults, cut)
+		checkLabelKeys(errs, t)
 	}
 	checkOverlaps(errs, cfg)
 }
@@ -72,6 +75,32 @@ func checkName(errs *yamlconf.Errors, t *Tenant, names map[string]int, cut bool)
 		return
 	}
 	names[name] = line
+}
+
+// checkLabelKeys checks the label keys of a tenant's kubernetes
+// selectors as --tenants.kubernetes-default's label key is checked
+// (labelKey): a name of at most 63 characters, after an optional DNS
+// prefix of at most 253 and '/'. A pod cannot have a label of another
+// key, and the selector would never match. An empty key is listed where
+// the selector is decoded. A selector repeated through a YAML alias has
+// its problem at the alias.
+func checkLabelKeys(errs *yamlconf.Errors, t *Tenant) {
+	for _, s := range t.Selectors {
+		k := s.Kubernetes
+		if k == nil {
+			continue
+		}
+		line := max(k.labelsLine, s.Line) // (an alias's is after its anchor)
+		for _, key := range slices.Sorted(maps.Keys(k.Labels)) {
+			if key != "" && !labelKey(key) {
+				shown := fmt.Sprintf("%.64q", key)
+				if utf8.RuneCountInString(key) > 64 {
+					shown += "..."
+				}
+				errs.Addf(line, "tenant %q: kubernetes.labels key %s (%d bytes) is not a Kubernetes label key (a name of at most 63 characters, letters, digits, '-', '_', '.', after an optional DNS prefix of at most 253 and '/'); no pod has such a label", t.Name, shown, len(key))
+			}
+		}
+	}
 }
 
 // checkSLO checks a tenant's SLO against its latency source and the

@@ -53,12 +53,12 @@ type NodeLockHolder struct {
 func (h NodeLockHolder) note() string {
 	host, _ := os.Hostname()
 	pidns, _ := os.Readlink("/proc/self/ns/pid")
-	cg := ""
+	cg := `""`
 	if b, err := readBounded("/proc/self/cgroup", 64<<10); err == nil {
 		cg = unifiedCgroup(b)
 	}
 	return fmt.Sprintf("pid=%d pid_namespace=%s host=%s cgroup=%s started=%s mode=%s journal=%s\n",
-		os.Getpid(), strconv.Quote(pidns), strconv.Quote(host), strconv.Quote(cg),
+		os.Getpid(), strconv.Quote(pidns), strconv.Quote(host), cg,
 		h.Started.UTC().Format(time.RFC3339), strconv.Quote(h.Mode), strconv.Quote(cmpJournal(h.Journal)))
 }
 

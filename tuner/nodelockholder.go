@@ -2,13 +2,14 @@ package tuner
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"io"
 	"os"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/vgpu-exporter/vgpu_exporter/internal/cgroupfile"
 )
 
 // procLocks is the kernel's table of locks (tests replace it).
@@ -61,21 +62,23 @@ func kernelHolder(f *os.File) string {
 	}
 	cg := "?"
 	if b, err := readBounded(fmt.Sprintf("/proc/%d/cgroup", pid), 64<<10); err == nil {
-		cg = strconv.Quote(unifiedCgroup(b))
+		cg = unifiedCgroup(b)
 	}
 	return fmt.Sprintf("; %s: pid %d here, its cgroup %s", procLocks, pid, cg)
 }
 
-// unifiedCgroup is the path of the unified hierarchy's line ("0::") of a
-// /proc/PID/cgroup file, "" without one.
+// unifiedCgroup is, for a message, the path of the unified hierarchy's
+// line ("0::") of a /proc/PID/cgroup file, quoted ("" without one). A
+// file cgroupfile.Lines refuses (a hierarchy listed twice: a line forged
+// by a cgroup name with a line break in it, which the holder may have
+// named its own cgroup) shows no path, only that it was refused: the
+// holder cannot pass for another pod's process or unit.
 func unifiedCgroup(b []byte) string {
-	cg := ""
-	for l := range bytes.SplitSeq(b, []byte("\n")) {
-		if p, ok := bytes.CutPrefix(l, []byte("0::")); ok {
-			cg = string(p)
-		}
+	cg, err := cgroupfile.Unified(b)
+	if err != nil {
+		return fmt.Sprintf("unknown (its cgroup file refused: %v)", err)
 	}
-	return cg
+	return strconv.Quote(cg)
 }
 
 // readBounded reads at most max bytes of the file at path.

@@ -63,9 +63,33 @@ func TestNodeLockKernelHolder(t *testing.T) {
 	}
 	_, err = AcquireNodeLock(path, NodeLockHolder{Mode: "enforce", Started: t0.Add(time.Minute)})
 	cg, _ := readBounded("/proc/self/cgroup", 1<<16)
-	want := fmt.Sprintf("/proc/locks: pid %d here", os.Getpid()) + ", its cgroup \"" + unifiedCgroup(cg) + "\""
+	want := fmt.Sprintf("/proc/locks: pid %d here", os.Getpid()) + ", its cgroup " + unifiedCgroup(cg)
 	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "no note of its holder") {
 		t.Errorf("error %v, want %q and no note", err, want)
+	}
+}
+
+// TestUnifiedCgroupForged: the holder's cgroup in the refused start's
+// error is the unified line's path, quoted; a file with a line forged by
+// a cgroup name with a line break in it (a holder in a delegated subtree
+// may name its cgroup "x\n0::/kubepods/pod<another's UID>/...") shows no
+// path at all, neither the forged one nor its own.
+func TestUnifiedCgroupForged(t *testing.T) {
+	const other = "/kubepods/pod0f2c3d4e-5a6b-4c7d-8e9f-a0b1c2d3e4f5/c"
+	for _, tc := range []struct {
+		name, file, want, not string
+	}{
+		{"v2", "0::/system.slice/tuner.service\n", `"/system.slice/tuner.service"`, ""},
+		{"hybrid", "4:memory:/user.slice\n0::/system.slice/tuner.service\n", `"/system.slice/tuner.service"`, ""},
+		{"v1 only", "4:memory:/user.slice\n", `""`, ""},
+		{"a forged unified line", "0::/user.slice/x\n0::" + other + "\n", "refused", "/kubepods"},
+		{"a forged line after v1 ones", "4:memory:/user.slice/x\n0::" + other + "\n4:memory:/y\n", "refused", "/kubepods"},
+		{"a forged line with no hierarchy", "0::/user.slice/x\nits cgroup /kubepods\n", "refused", "/user.slice"},
+	} {
+		got := unifiedCgroup([]byte(tc.file))
+		if !strings.Contains(got, tc.want) || tc.not != "" && strings.Contains(got, tc.not) {
+			t.Errorf("%s: %s, want %s and not %q", tc.name, got, tc.want, tc.not)
+		}
 	}
 }
 

@@ -79,13 +79,15 @@ var layers = map[string][]string{
 	"cmd/vgpu_exporter": {"collector", "tuner", "tuner/autotune", "tuner/policies", "tuner/rebalance", "tenant", "latency", "kube", "gpu", "gpu/nvml", "gpu/dcgmexp", "gpu/mps", "gpu/nvidiasmi", "gpu/rebalance", "gpu/kubeevict", "gpu/pause", "gpu/vmproc", "sim", "scenarios", "exposition", "procmetrics", "webui", "httplimit", "pipeline", "gcpace", "webconf", "internal/flagvalue"},
 	"cmd/vgpusim":       {"tuner", "tuner/autotune", "tuner/baseline", "gpu", "sim", "sim/report", "simrun", "simrun/table", "oracle", "scenarios", "internal/flagvalue"},
 	// Leaves below every layer; any package may import them (see leaves).
-	"internal/yamlconf": nil,
-	"internal/fileread": nil,
-	"internal/parallel": nil,
-	"internal/clip":     nil,
-	"internal/ratelog":  nil,
-	"internal/reap":     nil,
-	"internal/redirect": nil,
+	"internal/yamlconf":   nil,
+	"internal/fileread":   nil,
+	"internal/parallel":   nil,
+	"internal/clip":       nil,
+	"internal/ratelog":    nil,
+	"internal/reap":       nil,
+	"internal/redirect":   nil,
+	"internal/cgroupfile": nil,
+	"internal/poduid":     nil,
 	// Test builders, imported only by test files (see testOnly).
 	"internal/testutil": {"gpu"},
 	"internal/simtest":  {"gpu", "sim", "simrun", "tenant"},
@@ -108,9 +110,10 @@ var layers = map[string][]string{
 // every package may import: the YAML syntax shared by the tenants and
 // scenario files, the runner of outside programs the actuators drive, and
 // the clip of outside text for messages, the rate limit of repeating
-// log lines, the registry of the children the process waits for and the
-// redirect policy of the clients that read a peer.
-var leaves = []string{"internal/yamlconf", "internal/fileread", "internal/command", "internal/parallel", "internal/clip", "internal/ratelog", "internal/reap", "internal/redirect"}
+// log lines, the registry of the children the process waits for, the
+// redirect policy of the clients that read a peer, the checked lines of
+// /proc/PID/cgroup and a pod's UID.
+var leaves = []string{"internal/yamlconf", "internal/fileread", "internal/command", "internal/parallel", "internal/clip", "internal/ratelog", "internal/reap", "internal/redirect", "internal/cgroupfile", "internal/poduid"}
 
 // testOnly are packages for test files: no other package's non-test files
 // may import them, so no test builder ends up in a binary.

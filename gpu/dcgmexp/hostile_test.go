@@ -310,6 +310,21 @@ func TestLongLineOfAnotherFamilySkipped(t *testing.T) {
 	}
 }
 
+// A metric name followed by a carriage return is another metric's, which
+// the parser does not read, on a line of any length: one over 64 KiB was
+// refused as a line of the field too long, failing the page, where the
+// same line short was skipped.
+func TestCarriageReturnAfterNameSkipped(t *testing.T) {
+	long := strings.Repeat("p", 1<<17)
+	for _, l := range []string{"DCGM_FI_DEV_GPU_TEMP\r{UUID=\"GPU-1\"} 7", "DCGM_FI_DEV_GPU_TEMP\r{UUID=\"GPU-1\",pod=\"" + long + "\"} 7"} {
+		page := l + "\n" + `DCGM_FI_DEV_GPU_TEMP{UUID="GPU-1"} 50` + "\n"
+		f, _, err := Parse(strings.NewReader(page))
+		if v := f[Key{UUID: "GPU-1", GI: -1}]; err != nil || v == nil || v.TemperatureC == nil || *v.TemperatureC != 50 {
+			t.Errorf("a line of %d bytes: fields %+v, error %v; want it skipped and the temperature read", len(l), v, err)
+		}
+	}
+}
+
 // A line of exactly 64 KiB, ended by a newline or a carriage return and
 // one, is read; one byte more is over the limit. A line of 64 KiB was
 // refused as "longer than 65536 bytes", and one of 64 KiB less a byte

@@ -171,8 +171,9 @@ func ParseFormat(ctx context.Context, r io.Reader, format Format) (Fields, []str
 			// A line over maxLine (its end not counted): one of a known
 			// field is an error, another (a comment, another family's
 			// long labels) is skipped unread.
-			if p.known(b) {
-				return nil, nil, fmt.Errorf("parsing dcgm-exporter metrics: line %d: %s: longer than %d bytes", n, p.name(b), maxLine)
+			name, _ := metricName(b)
+			if _, ok := fields[string(name)]; ok {
+				return nil, nil, fmt.Errorf("parsing dcgm-exporter metrics: line %d: %s: longer than %d bytes", n, name, maxLine)
 			}
 			for errors.Is(err, bufio.ErrBufferFull) {
 				_, err = br.ReadSlice('\n')
@@ -215,44 +216,33 @@ func (p *parser) warn(msg func() string) {
 	p.warnings = append(p.warnings, msg())
 }
 
-// name is the metric name a sample line b begins with ("" for a comment
-// or an empty line), as far as b holds it.
-func (p *parser) name(b []byte) string {
+// metricName splits a sample line b (as far as b holds it) at the end of
+// its metric name: the name and the rest (labels and value); a nil name
+// for a comment or an empty line. The name ends at '{', a space or a tab
+// only: a name with another byte after it ("DCGM_FI_DEV_GPU_TEMP\r...")
+// is another, which the parser does not read, however long its line.
+func metricName(b []byte) (name, rest []byte) {
 	b = bytes.TrimLeft(b, " \t")
 	if len(b) == 0 || b[0] == '#' {
-		return ""
-	}
-	end := bytes.IndexAny(b, "{ \t\r\n")
-	if end < 0 {
-		end = len(b)
-	}
-	return string(b[:end])
-}
-
-// known says whether the line that begins with b is a sample of a field
-// the parser reads.
-func (p *parser) known(b []byte) bool {
-	_, ok := fields[p.name(b)]
-	return ok
-}
-
-// line reads one line: a sample of a known field is stored, anything else
-// (comments, HELP and TYPE, other families) is skipped.
-func (p *parser) line(b []byte) error {
-	b = bytes.TrimLeft(b, " \t")
-	if len(b) == 0 || b[0] == '#' {
-		return nil
+		return nil, nil
 	}
 	end := bytes.IndexAny(b, "{ \t")
 	if end < 0 {
 		end = len(b)
 	}
-	f, ok := fields[string(b[:end])]
+	return b[:end], b[end:]
+}
+
+// line reads one line: a sample of a known field is stored, anything else
+// (comments, HELP and TYPE, other families) is skipped.
+func (p *parser) line(b []byte) error {
+	metric, rest := metricName(b)
+	f, ok := fields[string(metric)]
 	if !ok {
 		return nil
 	}
 	name := f.name
-	s := sample{b: b[end:]}
+	s := sample{b: rest}
 	uuid, lowerUUID, gi, err := s.labels()
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)

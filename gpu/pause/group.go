@@ -13,6 +13,7 @@ import (
 	"unicode"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/cgroupfile"
 	"github.com/vgpu-exporter/vgpu_exporter/kube"
 )
 
@@ -269,10 +270,11 @@ func (r resolver) resolve(pid uint32) (group, error) {
 	// On a hybrid host a runtime that manages the v1 controllers may leave
 	// a container's process in its own unified cgroup, its service's
 	// ("/system.slice/k3s-agent.service", which holds the kubelet, the
-	// runtime and every container there): where the v1 freezer's path
-	// names the pod or container and the unified one does not, the v1
-	// freezer's is the process's own.
-	v1Own := namesWorkload(v1path) && !namesWorkload(v2path)
+	// runtime and every container there), or name only the container
+	// there: where the v1 freezer's path names the workload better (its
+	// pod, or a container where the unified one names none), as kube
+	// ranks them (CgroupInfo.Rank), the v1 freezer's is the process's own.
+	v1Own := kube.ParseCgroupPath(v1path).Rank() > kube.ParseCgroupPath(v2path).Rank()
 	if dir, ok := ownCgroup(r.v2, v2path, "cgroup.freeze"); ok && !v1Own && !holds(dir, r.selfV2) {
 		return cgroupV2{dir: dir, clock: r.clock, timeout: r.timeout}, nil
 	}
@@ -293,24 +295,18 @@ func (r resolver) resolve(pid uint32) (group, error) {
 	return procGroup{pgid: pgid, kill: r.kill, member: pid, start: start, proc: r.proc, getpgid: r.getpgid}, nil
 }
 
-// namesWorkload says whether cgroup path names a pod or a container.
-func namesWorkload(path string) bool {
-	info := kube.ParseCgroupPath(path)
-	return info.PodUID != "" || info.ContainerID != ""
-}
-
 // cgroupPaths returns a process's cgroup v2 path and its v1 freezer path
-// from /proc/PID/cgroup ("" where absent). A file that kube.ProcCgroupLines
+// from /proc/PID/cgroup ("" where absent). A file that cgroupfile.Lines
 // refuses (a hierarchy or a controller listed twice: a line forged by a
 // cgroup name with a line break in it) gives neither: the process is then
 // paused by its process group, never by the cgroup a forged line names.
 func cgroupPaths(data []byte) (v2, v1 string) {
-	lines, err := kube.ProcCgroupLines(data)
+	lines, err := cgroupfile.Lines(data)
 	if err != nil {
 		return "", ""
 	}
 	for _, l := range lines {
-		if l.ID == "0" && l.Controllers == "" {
+		if l.Unified() {
 			v2 = l.Path
 		}
 		for _, c := range strings.Split(l.Controllers, ",") {

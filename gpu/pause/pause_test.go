@@ -203,6 +203,14 @@ func TestResolve(t *testing.T) {
 	h.cgroupV1Dir(fsPod)
 	h.process(30, "/system.slice/k3s-agent.service", fsPod, 30)
 	h.process(31, "/system.slice/k3s-agent.service", "/", 31) // a process of the agent's own
+	// the unified line naming the container alone (docker's "/docker/<id>"),
+	// the v1 freezer's its pod: the pod's, as kube ranks them
+	h.cgroupV2Dir("/docker/" + hex64)
+	h.process(32, "/docker/"+hex64, fsPod, 32)
+	// the unified line naming a pod, the v1 freezer's a container alone:
+	// the unified one's
+	h.cgroupV2Dir(fsPod)
+	h.process(33, fsPod, "/docker/"+hex64, 33)
 	p := h.pauser(t, gpu.NewManualClock(time.Unix(0, 0)), Options{})
 	for _, c := range []struct {
 		pid     uint32
@@ -211,6 +219,8 @@ func TestResolve(t *testing.T) {
 	}{
 		{30, filepath.Join(h.v1, fsPod), false},
 		{31, filepath.Join(h.v2, "/system.slice/k3s-agent.service"), false},
+		{32, filepath.Join(h.v1, fsPod), false},
+		{33, filepath.Join(h.v2, fsPod), false},
 		{10, filepath.Join(h.v2, podPath), false},
 		{11, filepath.Join(h.v2, unitPath), false},
 		{12, filepath.Join(h.v1, "docker", hex64), false},

@@ -1,0 +1,84 @@
+// Package cgroupfile reads the lines of /proc/PID/cgroup, checked: the
+// kernel does not escape a cgroup's name, so a cgroup named with a line
+// break in it (a delegated subtree lets a tenant name its cgroups) would
+// otherwise forge a line of its own.
+package cgroupfile
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Line is one line of /proc/PID/cgroup: a hierarchy's ID, its controllers
+// ("" for the unified v2 hierarchy) and the process's path in it.
+type Line struct{ ID, Controllers, Path string }
+
+// Unified says whether l is the unified (v2) hierarchy's line ("0::").
+func (l Line) Unified() bool { return l.ID == "0" && l.Controllers == "" }
+
+// Lines splits the contents of /proc/PID/cgroup into its lines. It
+// refuses a file that lists a hierarchy or a controller twice, which no
+// kernel writes: a process in a cgroup it named "x\n0::/other" would
+// otherwise read as a process of cgroup "/other". Blank lines are
+// skipped; any other line not hierarchy-ID:controllers:path is an error.
+func Lines(data []byte) ([]Line, error) {
+	var out []Line
+	ids, ctrls := map[string]int{}, map[string]int{}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 0, 4096), 1<<20)
+	line := 0
+	for sc.Scan() {
+		line++
+		l := strings.TrimSpace(sc.Text())
+		if l == "" {
+			continue
+		}
+		parts := strings.SplitN(l, ":", 3)
+		if len(parts) != 3 {
+			return nil, fmt.Errorf("line %d: want hierarchy-ID:controllers:path, got %q", line, l)
+		}
+		if _, err := strconv.Atoi(parts[0]); err != nil {
+			return nil, fmt.Errorf("line %d: bad hierarchy ID %q", line, parts[0])
+		}
+		if parts[0] == "0" && parts[1] == "" {
+			// the kernel marks the unified cgroup of a process that outlived
+			// it (a zombie's) " (deleted)": still the path of its pod
+			parts[2] = strings.TrimSuffix(parts[2], " (deleted)")
+		}
+		if at, ok := ids[parts[0]]; ok {
+			return nil, fmt.Errorf("line %d: hierarchy %s listed again (first at line %d): a cgroup name with a line break in it", line, parts[0], at)
+		}
+		ids[parts[0]] = line
+		if parts[1] != "" {
+			for _, c := range strings.Split(parts[1], ",") {
+				if at, ok := ctrls[c]; ok {
+					return nil, fmt.Errorf("line %d: controller %q listed again (first at line %d): a cgroup name with a line break in it", line, c, at)
+				}
+				ctrls[c] = line
+			}
+		}
+		out = append(out, Line{parts[0], parts[1], parts[2]})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Unified is the path of the unified hierarchy's line of the contents of
+// /proc/PID/cgroup, "" without one; an error where Lines refuses them.
+func Unified(data []byte) (string, error) {
+	lines, err := Lines(data)
+	if err != nil {
+		return "", err
+	}
+	for _, l := range lines {
+		if l.Unified() {
+			return l.Path, nil
+		}
+	}
+	return "", nil
+}

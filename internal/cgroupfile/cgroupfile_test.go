@@ -1,0 +1,77 @@
+package cgroupfile
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestLines: v1, v2 and hybrid files read line by line; a hierarchy or a
+// controller listed twice (a line forged by a cgroup name with a line
+// break in it) and a line of another shape are refused, naming the line.
+func TestLines(t *testing.T) {
+	for _, tc := range []struct {
+		name, file string
+		want       []Line
+		err        string
+	}{
+		{"v2", "0::/system.slice/a.service\n", []Line{{"0", "", "/system.slice/a.service"}}, ""},
+		{"a zombie's", "0::/a (deleted)\n", []Line{{"0", "", "/a"}}, ""},
+		{"hybrid", "4:memory,cpu:/k\n\n1:name=systemd:/s\n0::/\n", []Line{{"4", "memory,cpu", "/k"}, {"1", "name=systemd", "/s"}, {"0", "", "/"}}, ""},
+		{"a colon in the path", "0::/a:b\n", []Line{{"0", "", "/a:b"}}, ""},
+		{"empty", "", nil, ""},
+		{"a forged unified line", "0::/x\n0::/kubepods/pod1\n", nil, "line 2: hierarchy 0 listed again (first at line 1)"},
+		{"a forged controller", "4:memory:/x\n9:cpu,memory:/k\n", nil, `line 2: controller "memory" listed again (first at line 1)`},
+		{"no hierarchy ID", "0::/x\nevil\n", nil, "line 2: want hierarchy-ID:controllers:path"},
+		{"a bad hierarchy ID", "x::/a\n", nil, `line 1: bad hierarchy ID "x"`},
+	} {
+		got, err := Lines([]byte(tc.file))
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: %v, %v; want error %q", tc.name, got, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || len(got) != len(tc.want) {
+			t.Errorf("%s: %v, %v; want %v", tc.name, got, err, tc.want)
+			continue
+		}
+		for i := range got {
+			if got[i] != tc.want[i] {
+				t.Errorf("%s: line %d %v, want %v", tc.name, i, got[i], tc.want[i])
+			}
+		}
+	}
+}
+
+// TestUnified: the unified line's path, "" without one, an error for a
+// refused file.
+func TestUnified(t *testing.T) {
+	for file, want := range map[string]string{"4:memory:/k\n0::/u\n": "/u", "4:memory:/k\n": ""} {
+		if got, err := Unified([]byte(file)); err != nil || got != want {
+			t.Errorf("Unified(%q) = %q, %v; want %q", file, got, err, want)
+		}
+	}
+	if got, err := Unified([]byte("0::/u\n0::/forged\n")); err == nil {
+		t.Errorf("a forged line: %q, want an error", got)
+	}
+}
+
+// FuzzLines: any file is read without a panic; what is accepted lists no
+// hierarchy twice and no path with a line break.
+func FuzzLines(f *testing.F) {
+	f.Add("4:memory,cpu:/k\n0::/u\n")
+	f.Add("0::/x\n0::/y\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		lines, err := Lines([]byte(s))
+		if err != nil {
+			return
+		}
+		ids := map[string]bool{}
+		for _, l := range lines {
+			if ids[l.ID] || strings.ContainsAny(l.Path, "\n") {
+				t.Fatalf("%q: %v", s, lines)
+			}
+			ids[l.ID] = true
+		}
+	})
+}
