@@ -55,18 +55,7 @@ func TestReloadRefusesHostileFiles(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			file := filepath.Join(t.TempDir(), "tenants.yaml")
-			if err := os.WriteFile(file, []byte(good), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			cfg, err := LoadConfig(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := NewBuilder(cfg, BuilderOptions{AllowEmpty: tc.allowEmpty, Check: tc.check})
-			if err != nil {
-				t.Fatal(err)
-			}
+			b, file := fileBuilder(t, good, BuilderOptions{AllowEmpty: tc.allowEmpty, Check: tc.check})
 			if tc.target != "" {
 				if err := os.Remove(file); err != nil {
 					t.Fatal(err)
@@ -77,7 +66,7 @@ func TestReloadRefusesHostileFiles(t *testing.T) {
 			} else if err := os.WriteFile(file, []byte(tc.content), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			err = b.Reload(file)
+			err := b.Reload(file)
 			s := b.Build(nil, gpu.SamplerStats{})
 			if tc.want == "" {
 				if err != nil || len(b.Config().Tenants) != 0 || !s.Config.LastReloadSuccessful {
@@ -201,19 +190,8 @@ func (p *reloadingPods) Mapping() *kube.Mapping {
 // every snapshot kept that tenant's context switches: a series of a tenant
 // the file no longer has, until the next reload.
 func TestReloadDuringBuild(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "tenants.yaml")
-	if err := os.WriteFile(file, []byte(sharedTenants), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := LoadConfig(file)
-	if err != nil {
-		t.Fatal(err)
-	}
 	pods := &reloadingPods{}
-	b, err := NewBuilder(cfg, BuilderOptions{Clock: gpu.NewManualClock(time.Unix(0, 0)), Pods: pods})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, file := fileBuilder(t, sharedTenants, BuilderOptions{Clock: gpu.NewManualClock(time.Unix(0, 0)), Pods: pods})
 	b.Build(sharedReadings(gpu.SharingTimeSlice, 1000), gpu.SamplerStats{})
 	b.Build(sharedReadings(gpu.SharingTimeSlice, 1600), gpu.SamplerStats{})
 
