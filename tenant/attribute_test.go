@@ -532,18 +532,7 @@ defaults: {scrape_interval: 15s}
 // counters of tenants that stay and drops those of tenants that are gone,
 // so that renaming tenants again and again does not grow memory.
 func TestReloadDropsRemovedTenantsCounters(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "t.yaml")
-	if err := os.WriteFile(file, []byte(sharedTenants), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := LoadConfig(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := NewBuilder(cfg, BuilderOptions{Clock: gpu.NewManualClock(time.Unix(0, 0))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, file := fileBuilder(t, sharedTenants, BuilderOptions{Clock: gpu.NewManualClock(time.Unix(0, 0))})
 	b.Build(sharedReadings(gpu.SharingTimeSlice, 1000), gpu.SamplerStats{})
 	s := b.Build(sharedReadings(gpu.SharingTimeSlice, 1600), gpu.SamplerStats{})
 	chatCS := *usageOf(t, s, "chat", "").ContextSwitchesTotal

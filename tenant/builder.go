@@ -286,8 +286,7 @@ func (b *Builder) Refresh(ctx context.Context) {
 // selectors need them and the readings do not carry them. r may be nil (no
 // sample yet).
 func (b *Builder) Build(r *gpu.Readings, st gpu.SamplerStats) *Snapshot {
-	compiled := b.cfg.Load()
-	snap := &Snapshot{Readings: r, Sampler: st, Tenants: append([]Info(nil), compiled.info...)}
+	snap := &Snapshot{Readings: r, Sampler: st}
 	if r != nil {
 		snap.Time = r.Time
 	} else {
@@ -301,6 +300,12 @@ func (b *Builder) Build(r *gpu.Readings, st gpu.SamplerStats) *Snapshot {
 		snap.Kubelet = &ks
 	}
 	b.buildMu.Lock()
+	// The configuration is read under buildMu, which a reload takes to
+	// reset the attribution state once the new one is in place: a sample
+	// attributed by the one it replaced would put back the state of the
+	// tenants it removed (their context switches kept until the next one).
+	compiled := b.cfg.Load()
+	snap.Tenants = append([]Info(nil), compiled.info...)
 	b.logUnmapped(podMap)
 	snap.Usage = b.usage(compiled, r, podMap)
 	b.forgetDeparted(r, snap.Usage)

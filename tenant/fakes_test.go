@@ -82,3 +82,22 @@ func (p fixedPods) Wait()                   {}
 func (p fixedPods) Refresh(context.Context) {}
 func (p fixedPods) Mapping() *kube.Mapping  { return p.m }
 func (p fixedPods) Status() kube.Status     { return kube.Status{Up: true} }
+
+// fileBuilder writes yaml to a tenants file in a temporary directory and
+// returns a Builder loaded from it, and the file, for reloads.
+func fileBuilder(t testing.TB, yaml string, opts BuilderOptions) (*Builder, string) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "tenants.yaml")
+	if err := os.WriteFile(file, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := LoadConfig(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewBuilder(cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, file
+}

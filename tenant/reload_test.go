@@ -11,6 +11,7 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
+	"github.com/vgpu-exporter/vgpu_exporter/kube"
 )
 
 // TestReloadRefusesHostileFiles: a reload of a file with no tenants, one
@@ -54,18 +55,7 @@ func TestReloadRefusesHostileFiles(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			file := filepath.Join(t.TempDir(), "tenants.yaml")
-			if err := os.WriteFile(file, []byte(good), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			cfg, err := LoadConfig(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := NewBuilder(cfg, BuilderOptions{AllowEmpty: tc.allowEmpty, Check: tc.check})
-			if err != nil {
-				t.Fatal(err)
-			}
+			b, file := fileBuilder(t, good, BuilderOptions{AllowEmpty: tc.allowEmpty, Check: tc.check})
 			if tc.target != "" {
 				if err := os.Remove(file); err != nil {
 					t.Fatal(err)
@@ -76,7 +66,7 @@ func TestReloadRefusesHostileFiles(t *testing.T) {
 			} else if err := os.WriteFile(file, []byte(tc.content), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			err = b.Reload(file)
+			err := b.Reload(file)
 			s := b.Build(nil, gpu.SamplerStats{})
 			if tc.want == "" {
 				if err != nil || len(b.Config().Tenants) != 0 || !s.Config.LastReloadSuccessful {
@@ -174,5 +164,61 @@ func TestReloadDoesNotHoldSamples(t *testing.T) {
 	}
 	if c := b.Build(nil, gpu.SamplerStats{}).Config; c.ReloadsTotal != 1 || c.ReloadFailuresTotal != 1 || b.Config().Tenants[0].Selectors[0].UID == nil {
 		t.Errorf("after the reload: %+v, tenants %+v", c, b.Config().Tenants)
+	}
+}
+
+// reloadingPods is a PodMapper without pods whose Mapping, which Build asks
+// before it attributes a sample, runs reload once: a reload that lands
+// while a sample is being built.
+type reloadingPods struct {
+	fixedPods
+	reload func()
+}
+
+func (p *reloadingPods) Mapping() *kube.Mapping {
+	if f := p.reload; f != nil {
+		p.reload = nil
+		f()
+	}
+	return nil
+}
+
+// TestReloadDuringBuild: a sample being built when a reload removes a
+// tenant is attributed by one configuration, the new one. Attributed by
+// the one it read before the reload, it put back the attribution state of
+// the removed tenant after the reload had dropped it, and from then on
+// every snapshot kept that tenant's context switches: a series of a tenant
+// the file no longer has, until the next reload.
+func TestReloadDuringBuild(t *testing.T) {
+	pods := &reloadingPods{}
+	b, file := fileBuilder(t, sharedTenants, BuilderOptions{Clock: gpu.NewManualClock(time.Unix(0, 0)), Pods: pods})
+	b.Build(sharedReadings(gpu.SharingTimeSlice, 1000), gpu.SamplerStats{})
+	b.Build(sharedReadings(gpu.SharingTimeSlice, 1600), gpu.SamplerStats{})
+
+	chatOnly := strings.Replace(sharedTenants, "  - name: train\n    class: batch\n    selectors: [{uid: 1002}]\n", "", 1)
+	pods.reload = func() {
+		if err := os.WriteFile(file, []byte(chatOnly), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Reload(""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := b.Build(sharedReadings(gpu.SharingTimeSlice, 2000), gpu.SamplerStats{})
+	if pods.reload != nil {
+		t.Fatal("the reload did not run during the sample")
+	}
+	for _, ti := range s.Tenants {
+		if ti.Name == "train" {
+			t.Errorf("the sample built during the reload lists the removed tenant train: %+v", s.Tenants)
+		}
+	}
+	for i := range 2 {
+		s = b.Build(sharedReadings(gpu.SharingTimeSlice, 2400+uint64(i)*400), gpu.SamplerStats{})
+		for _, k := range s.KeptContextSwitches {
+			if k.Tenant == "train" {
+				t.Errorf("sample %d after the reload keeps the removed tenant's context switches: %+v", i+1, s.KeptContextSwitches)
+			}
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"html"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/go-kit/log"
@@ -73,7 +74,9 @@ func (l landing) page() (http.Handler, error) {
 		Version:     version.Info(),
 		// No /debug/pprof handlers are served, so no links to them.
 		Profiling: "false",
-		Links:     l.o.Links,
+		// A copy for each page: the toolkit rewrites the links it is
+		// given, and requests render at once.
+		Links:     slices.Clone(l.o.Links),
 		ExtraHTML: aboutHTML(a),
 		ExtraCSS:  "table.about td { padding: 0.15em 0.8em 0.15em 0; } .simulated { background: #fff4d6; padding: 0.4em 0.7em; border: 1px solid #e0c060; display: inline-block; }",
 	})

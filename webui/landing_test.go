@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/prometheus/exporter-toolkit/web"
@@ -79,5 +80,37 @@ func TestLandingIsLive(t *testing.T) {
 	tenants = []string{"a", "b"}
 	if !strings.Contains(get(), "2: <code>a</code>, <code>b</code>") {
 		t.Error("the page did not follow the new tenants")
+	}
+}
+
+// Requests render the page at once, each from the links it was given:
+// the toolkit's page builder rewrites the links it is passed (their
+// leading '/'), which, on the one slice every request shared, was a data
+// race between two visitors of the landing page, and changed the caller's
+// links.
+func TestLandingConcurrentRequests(t *testing.T) {
+	links := []web.LandingLinks{{Address: "/metrics", Text: "Metrics"}, {Address: "/tuner", Text: "Tuner"}}
+	h, err := NewLanding(LandingOptions{Links: links, About: func() About {
+		return About{Backend: "sim", Simulated: true, TunerMode: "enforce", Sampled: true}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 20 {
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+				if rec.Code != 200 || !strings.Contains(rec.Body.String(), `href="/metrics"`) {
+					t.Errorf("status %d, page %.200q", rec.Code, rec.Body.String())
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if links[0].Address != "/metrics" || links[1].Address != "/tuner" {
+		t.Errorf("the caller's links were changed: %+v", links)
 	}
 }
