@@ -25,6 +25,7 @@ type tenantCollector struct {
 	smActive, dramActive, memUsed, ctxSwitches, processes *prometheus.Desc
 	kernelBusy                                            *prometheus.Desc
 	target, latency, requests, good, attainment, window   *prometheus.Desc
+	objective                                             *prometheus.Desc
 	sourceUp, sourceErrors                                *prometheus.Desc
 	mean, windowRequests                                  *prometheus.Desc
 	conflicting, conflicts, cgroupErrors                  *prometheus.Desc
@@ -46,6 +47,7 @@ func newTenantCollector(log.Logger) (Collector, error) {
 	c.ctxSwitches = c.add("tenant_context_switches_total", "Context switches of the GPU attributed to the tenant; the tenants of a GPU add up to its context switches since the exporter started (a tenant that left keeps its count). Not per MIG instance: absent on a MIG GPU.", l...)
 	c.processes = c.add("tenant_processes", "The tenant's processes with a context on the GPU (or MIG instance).", l...)
 	c.target = c.add("tenant_slo_target_seconds", "The tenant's latency objective: a fraction q of requests completes within this time.", "tenant", sloQuantileLabel)
+	c.objective = c.add("tenant_slo_objective_ratio", "The tenant's latency objective q as a value: the fraction of requests that must complete within vgpu_tenant_slo_target_seconds; 1 - q is the error budget.", "tenant")
 	c.latency = c.add("tenant_request_latency_seconds", "The q-quantile of the tenant's request latency over the SLO window; absent while the window holds no request.", "tenant", sloQuantileLabel)
 	c.requests = c.add("tenant_requests_total", "Requests the tenant's latency source reported since the exporter started.", "tenant")
 	c.good = c.add("tenant_slo_good_requests_total", "Requests that completed within the SLO target since the exporter started.", "tenant")
@@ -116,6 +118,9 @@ func (c *tenantCollector) Update(snap *tenant.Snapshot, ch chan<- prometheus.Met
 		}
 		if s.TargetSeconds > 0 {
 			e.gauge(c.target, s.TargetSeconds, s.Tenant, formatQuantile(s.Quantile))
+			// PromQL cannot turn the q label into a number: burn rates
+			// read the objective from this series.
+			e.gauge(c.objective, s.Quantile, s.Tenant)
 		}
 		qs = qs[:0]
 		for q := range s.Quantiles {

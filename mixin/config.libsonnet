@@ -66,11 +66,9 @@
     // --tuner.interval up to 6 minutes.
     tunerRoundStaleSeconds: 120,
 
-    // Latency SLO. The objective of a tenant is the q label of
-    // vgpu_tenant_slo_target_seconds; PromQL cannot turn a label into a
-    // value, so the objectives in use are listed here (a tenant whose
-    // objective is not listed gets no burn rate).
-    sloObjectives: ['0.9', '0.95', '0.98', '0.99', '0.995', '0.999', '0.9995', '0.9999'],
+    // Latency SLO: the objective of a tenant, whatever it is, comes from
+    // vgpu_tenant_slo_objective_ratio (the q label of
+    // vgpu_tenant_slo_target_seconds as a value).
     // Multiwindow, multi-burn-rate alerts (SRE workbook, chapter 5). The
     // window names are part of the recording rules' names; sloWindowRanges
     // gives the range each one covers (scaled down in tests).

@@ -27,12 +27,11 @@
         name: 'vgpu-slo.rules',
         rules: [
           {
-            // The objective (q) of each tenant's latency SLO as a value.
+            // The objective (q) of each tenant's latency SLO, any value:
+            // the exporter serves the q label of the target as a number.
+            // The strictest where the tenant's hosts disagree.
             record: 'cluster_tenant:vgpu_tenant_slo_objective:ratio',
-            expr: std.format('max by (%s) (\n  %s\n)', [by, std.join('\n  or\n  ', [
-              std.format('0 * vgpu_tenant_slo_target_seconds{%s, q="%s"} + %s', [sel, q, q])
-              for q in c.sloObjectives
-            ])]),
+            expr: std.format('max by (%s) (vgpu_tenant_slo_objective_ratio{%s})', [by, sel]),
           },
         ] + std.flattenArrays([
           local r = c.sloWindowRanges[w];
