@@ -157,6 +157,24 @@ type ClockPowerActuator interface {
 	SetPowerLimit(ctx context.Context, uuid string, watts float64) error
 }
 
+// PowerLimitReader is a ClockPowerActuator that reads back the power
+// limit in force, which a set that succeeded may not have left as asked:
+// the driver holds a limit within the board's constraints, and another
+// agent (an operator, a DCGM policy, a vGPU host's administrator) may
+// set another one later. No backend reads a locked clock range back
+// (NVML has no call that returns it).
+type PowerLimitReader interface {
+	// PowerLimitInForce returns the power limit the GPU with this UUID
+	// enforces now and its default limit.
+	PowerLimitInForce(ctx context.Context, uuid string) (PowerLimit, error)
+}
+
+// PowerLimit is a GPU's power limit as read back, in watts.
+type PowerLimit struct {
+	InForceW float64 // the limit the GPU enforces
+	DefaultW float64 // its default limit; 0 where not known
+}
+
 // MIGActuator changes a GPU's MIG layout.
 type MIGActuator interface {
 	// ConfigureMIG replaces the GPU's MIG instances with the given profiles

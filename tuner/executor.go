@@ -145,12 +145,14 @@ func (t *Tuner) settle(ctx context.Context, st *State, a Action, d Decision, err
 		return out, false
 	}
 	d.Applied = true
+	asked := a
+	a, d = t.readBack(ctx, a, d)
 	t.setTarget(a, ModeEnforce)
 	appliedOn[a.GPU] = append(appliedOn[a.GPU], a)
 	t.noteApplied(st, a, now)
 	t.followSuccessor(a, now, h)
 	t.noteHeld(a, now)
-	return []Decision{t.finish(a, d, now, nil)}, true
+	return []Decision{t.finishAsked(a, asked, d, now, nil)}, true
 }
 
 // journalHeld is what the reason of a change recommended only because the
@@ -197,6 +199,14 @@ func (t *Tuner) refusalLevel(a Action, d Decision, by string) func(log.Logger) l
 // finish journals, counts, logs and teaches the guards one outcome (err:
 // the actuator's error, if any).
 func (t *Tuner) finish(a Action, d Decision, now time.Time, err error) Decision {
+	return t.finishAsked(a, a, d, now, err)
+}
+
+// finishAsked is finish of a change whose value in force, a's, was read
+// back other than the one asked, asked's: the guards learn what was asked
+// (the baselines' retry does not ask it again at once), the journal and
+// the log what is in force.
+func (t *Tuner) finishAsked(a, asked Action, d Decision, now time.Time, err error) Decision {
 	t.journal(Record{Time: now, Event: string(d.Outcome), Target: a.Target, Tenant: a.Tenant,
 		From: encodeValue(a.Current), To: encodeValue(a.Want), Guard: d.Guard, Reason: d.Reason})
 	t.counts.Actions[ActionKey{Knob: a.Knob, Outcome: d.Outcome}]++
@@ -206,7 +216,7 @@ func (t *Tuner) finish(a Action, d Decision, now time.Time, err error) Decision 
 	if a.HoldLeft && d.Applied && t.o.Hold != nil && a.Current != nil {
 		t.o.Hold.Block(a.Target, a.Current, now)
 	}
-	t.chain().Record(a, d.Outcome, err, now)
+	t.chain().Record(asked, d.Outcome, err, now)
 	unjournaled := d.Outcome == OutcomeRecommended && t.journalHeldOn[a.GPU]
 	if d.Outcome != OutcomeGuarded && !unjournaled {
 		delete(t.refused, a.Target.String())
@@ -245,17 +255,19 @@ func (t *Tuner) rollback(ctx context.Context, done []Action, failed Action, now 
 		back.Current, back.Want, back.Revert = a.Want, a.Current, true
 		back.Reason = "rollback: " + failed.Target.String() + " failed in the same plan"
 		d := Decision{Time: now, GPU: a.GPU, Tenant: a.Tenant, Knob: a.Knob, From: back.Current.String(), To: back.Want.String(), Reason: back.Reason}
+		asked := back
 		err := t.apply(ctx, back)
 		if err != nil {
 			d.Outcome = OutcomeFailed
 			d.Reason = joinReasons(d.Reason, "failed: "+err.Error())
 		} else {
 			d.Outcome, d.Applied = OutcomeRolledBack, true
+			back, d = t.readBack(ctx, back, d)
 			t.setTarget(back, ModeEnforce)
 			t.noteApplied(nil, back, now)
 			t.followSuccessor(back, now, nil)
 		}
-		out = append(out, t.finish(back, d, now, err))
+		out = append(out, t.finishAsked(back, asked, d, now, err))
 	}
 	for _, a := range done {
 		t.chain().Record(a, OutcomeFailed, nil, now)

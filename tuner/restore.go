@@ -191,6 +191,9 @@ func (t *Tuner) restoreOne(ctx context.Context, k string, now time.Time, why str
 			var cerr error
 			why, cerr = t.thawCgroups(ctx, a, o, why) // (a cgroup no PID names now thawed)
 			d.Reason, err = why, errors.Join(err, cerr)
+		} else if err == nil {
+			_, d = t.readBack(ctx, a, d) // (a restore the GPU holds otherwise says so)
+			why = d.Reason
 		}
 	}
 	if err != nil && busy && errors.Is(err, gpu.ErrBusy) {

@@ -214,6 +214,9 @@ type Tuner struct {
 	// last refusal logged per target (see logRefusal).
 	stopped, staleHeld bool
 	refused            map[string]string
+	// readBackLogged is, by target, the mismatch or read-back error
+	// last logged (readBack).
+	readBackLogged map[string]string
 	// unidentified, unnamedCgroups and cgroupsLeftOut bound the warnings
 	// that the pause actuator cannot tell processes apart now (identify),
 	// or name the cgroups it freezes (cgroupsOf), or that a record cannot

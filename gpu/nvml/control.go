@@ -144,6 +144,35 @@ func (b *Backend) SetPowerLimit(ctx context.Context, uuid string, watts float64)
 	return nil
 }
 
+// PowerLimitInForce reads back the power limit the GPU enforces, every
+// limiter counted (nvmlDeviceGetEnforcedPowerLimit; where that call fails,
+// the limit set, nvmlDeviceGetPowerManagementLimit), and its default
+// limit. Both are whole milliwatts, as SetPowerLimit sets them.
+func (b *Backend) PowerLimitInForce(ctx context.Context, uuid string) (gpu.PowerLimit, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ds, err := b.lockedDevice(ctx, uuid)
+	if err != nil {
+		return gpu.PowerLimit{}, err
+	}
+	mw, r := ds.handle.GetEnforcedPowerLimit()
+	if r != nvml.SUCCESS {
+		set, r2 := ds.handle.GetPowerManagementLimit()
+		if r2 != nvml.SUCCESS {
+			return gpu.PowerLimit{}, fmt.Errorf("%w; %w", controlErr(uuid, "nvmlDeviceGetEnforcedPowerLimit", r),
+				retErr("nvmlDeviceGetPowerManagementLimit", r2))
+		}
+		mw = set
+	}
+	pl := gpu.PowerLimit{InForceW: float64(mw) / 1000}
+	if b.has(symPowerDefault) {
+		if def, r := ds.handle.GetPowerManagementDefaultLimit(); r == nvml.SUCCESS {
+			pl.DefaultW = float64(def) / 1000
+		}
+	}
+	return pl, nil
+}
+
 // SetVGPUScheduler changes the vGPU scheduler. It is refused (gpu.ErrBusy)
 // while vGPU VMs run or MIG is on (docs/calibration.md, vGPU), and
 // checked against the GPU's capabilities first.

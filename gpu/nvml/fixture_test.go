@@ -378,6 +378,7 @@ func (f *fixture) wireDevice(i int, d *server.Device) {
 		return 200000, 700000, nvml.SUCCESS
 	}
 	d.GetPowerManagementDefaultLimitFunc = func() (uint32, nvml.Return) { return 700000, nvml.SUCCESS }
+	d.GetPowerManagementLimitFunc = func() (uint32, nvml.Return) { return 700000, f.inject(i, "GetPowerManagementLimit") }
 	d.SetPowerManagementLimitFunc = func(uint32) nvml.Return { return f.inject(i, "SetPowerManagementLimit") }
 	d.SetGpuLockedClocksFunc = func(uint32, uint32) nvml.Return { return f.inject(i, "SetGpuLockedClocks") }
 	d.ResetGpuLockedClocksFunc = func() nvml.Return { return f.inject(i, "ResetGpuLockedClocks") }

@@ -1,0 +1,101 @@
+package nvml
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh100"
+	"github.com/go-kit/log"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner/tunertest"
+)
+
+// onePolicy proposes the same actions every round.
+type onePolicy []tuner.Action
+
+func (onePolicy) Name() string                         { return "one" }
+func (p onePolicy) Decide(*tuner.State) []tuner.Action { return p }
+
+// The tuner reads a power limit back after NVML set it. A driver that
+// holds the limit at 200 W whatever its constraints say (150 W asked):
+// the decision, the journal's value last set and the target say 200 W,
+// and a warning names the GPU, the knob, 150 W and 200 W. A read-back
+// that fails (both NVML calls; the enforced limit alone falls back on the
+// limit set) is no failed change: applied, 150 W,
+// "set, not read back" with the calls that failed.
+func TestPowerLimitReadBackThroughTheTuner(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		readFails   []string // the read-back calls that fail
+		to, reason  string
+		set         tuner.Watts
+		log, noWarn string
+	}{
+		{"clamped", nil, "200W", "asked 150W, the GPU holds 200W (read back)", 200,
+			`msg="the GPU holds another value than the tuner set" gpu=GPU-`, ""},
+		{"enforced limit not read: the limit set", []string{"GetEnforcedPowerLimit"}, "200W", "asked 150W, the GPU holds 200W (read back)", 200,
+			`msg="the GPU holds another value than the tuner set" gpu=GPU-`, ""},
+		{"read fails", []string{"GetEnforcedPowerLimit", "GetPowerManagementLimit"}, "150W", "set, not read back: GPU ", 150,
+			"nvmlDeviceGetEnforcedPowerLimit: ERROR_UNKNOWN; nvmlDeviceGetPowerManagementLimit: ERROR_UNKNOWN", "the GPU holds another value"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, dgxh100.New())
+			d := f.devs[0]
+			var held atomic.Uint32
+			held.Store(700000)
+			// constraints that allow 150 W, and a driver that holds 200 W at least
+			d.GetPowerManagementLimitConstraintsFunc = func() (uint32, uint32, nvml.Return) { return 100000, 700000, nvml.SUCCESS }
+			d.SetPowerManagementLimitFunc = func(mw uint32) nvml.Return { held.Store(max(mw, 200000)); return nvml.SUCCESS }
+			d.GetEnforcedPowerLimitFunc = func() (uint32, nvml.Return) { return held.Load(), f.inject(0, "GetEnforcedPowerLimit") }
+			d.GetPowerManagementLimitFunc = func() (uint32, nvml.Return) { return held.Load(), f.inject(0, "GetPowerManagementLimit") }
+			for _, call := range tc.readFails {
+				f.fail(0, call, nvml.ERROR_UNKNOWN)
+			}
+			b := f.backend()
+			path := filepath.Join(t.TempDir(), "journal")
+			j, err := tuner.OpenJournal(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer j.Close()
+			var logs strings.Builder
+			act := tuner.Action{Target: tuner.Target{GPU: d.UUID, Knob: gpu.KnobPowerLimit}, Current: tuner.Watts(700), Want: tuner.Watts(150), Reason: "test"}
+			tu, err := tuner.New(tuner.Options{Policy: onePolicy{act}, Actuators: tuner.ActuatorsOf(b), Journal: j, Clock: f.clock,
+				Mode: tuner.ModeEnforce, Logger: log.NewLogfmtLogger(log.NewSyncWriter(&logs))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			snap := tunertest.Snapshot(t0, []gpu.Device{{UUID: d.UUID, Up: true, Mode: gpu.SharingExclusive}}, nil)
+			ds, err := tu.RunOnce(context.Background(), snap)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ds) != 1 || ds[0].Outcome != tuner.OutcomeApplied || ds[0].To != tc.to || !strings.Contains(ds[0].Reason, tc.reason) {
+				t.Fatalf("decisions %+v, want one applied to %s, %q", ds, tc.to, tc.reason)
+			}
+			if got := held.Load(); got != 200000 {
+				t.Errorf("the GPU holds %d mW, want 200000", got)
+			}
+			origs, _, err := tuner.ReadJournal(path)
+			if err != nil || len(origs) != 1 || origs[0].Value != tuner.Watts(700) || origs[0].Set != tc.set {
+				t.Errorf("journal: %+v, %v; want the original 700W, last set %v", origs, err, tc.set)
+			}
+			if st := tu.Status(); len(st.Settings) != 1 || st.Settings[0].Target != tc.set {
+				t.Errorf("settings %+v, want the target %v", st.Settings, tc.set)
+			}
+			out := logs.String()
+			if !strings.Contains(out, tc.log) || (tc.noWarn != "" && strings.Contains(out, tc.noWarn)) {
+				t.Errorf("log lacks %q (or has %q):\n%s", tc.log, tc.noWarn, out)
+			}
+			if tc.set == 200 && !strings.Contains(out, "knob=power_limit asked=150W got=200W") {
+				t.Errorf("log does not name 150W and 200W:\n%s", out)
+			}
+		})
+	}
+}

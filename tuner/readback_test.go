@@ -1,0 +1,168 @@
+package tuner
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-kit/log"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// clampingGPU is recorder with a power limit read back: the GPU holds a
+// limit set at no less than minW (0 restores defW), and a read fails with
+// readErr.
+type clampingGPU struct {
+	recorder
+	minW, defW, limitW float64
+	readErr            error
+}
+
+func (c *clampingGPU) SetPowerLimit(ctx context.Context, uuid string, w float64) error {
+	if err := c.recorder.SetPowerLimit(ctx, uuid, w); err != nil {
+		return err
+	}
+	switch {
+	case w == 0:
+		c.limitW = c.defW
+	default:
+		c.limitW = max(w, c.minW)
+	}
+	return nil
+}
+
+func (c *clampingGPU) PowerLimitInForce(context.Context, string) (gpu.PowerLimit, error) {
+	return gpu.PowerLimit{InForceW: c.limitW, DefaultW: c.defW}, c.readErr
+}
+
+// A power limit is read back after it is set: one the GPU holds otherwise
+// is the value the decision, the journal (the restore's "last set") and
+// the target hold, the reason and a warning (once per distinct mismatch)
+// name what was asked and what the GPU has; a read-back that fails leaves
+// the change applied, "set, not read back". The original set back at
+// exit is the one before the change either way.
+func TestPowerLimitReadBack(t *testing.T) {
+	const mismatch = "the GPU holds another value than the tuner set"
+	for _, tc := range []struct {
+		name       string
+		want       Watts
+		readErr    error
+		to, reason string // the decision's To, and what its reason says
+		set        Watts  // the journal's value last set, after the third round
+		warn       string // the first warning's words, "" for none
+		warns      int    // the warnings after three rounds
+	}{
+		{"clamped", 150, nil, "200W", "asked 150W, the GPU holds 200W (read back)", 250,
+			mismatch + " gpu=GPU-0 knob=power_limit asked=150W got=200W", 2},
+		{"as asked", 450, nil, "450W", "", 450, "", 0},
+		{"default as asked", 0, nil, "default", "", 0, "", 0},
+		{"read fails", 150, errors.New("nvmlDeviceGetEnforcedPowerLimit: ERROR_UNKNOWN"), "150W",
+			"set, not read back: nvmlDeviceGetEnforcedPowerLimit: ERROR_UNKNOWN", 150,
+			"tuner set a value it could not read back gpu=GPU-0 knob=power_limit asked=150W", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs strings.Builder
+			host := &clampingGPU{minW: 200, defW: 700, limitW: 700, readErr: tc.readErr}
+			path := filepath.Join(t.TempDir(), "journal")
+			j, err := OpenJournal(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer j.Close()
+			act := Action{Target: Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}, Current: Watts(700), Want: tc.want, Reason: "test"}
+			clk := gpu.NewManualClock(t0)
+			tu, err := New(Options{Policy: fixed{act}, Actuators: ActuatorsOf(host), Journal: j, Clock: clk, Mode: ModeEnforce,
+				Logger: log.NewLogfmtLogger(log.NewSyncWriter(&logs))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for round := range 2 { // the same mismatch a second time: no second warning
+				clk.Advance(time.Minute)
+				ds, err := tu.RunOnce(context.Background(), emptySnap(clk.Now()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(ds) != 1 || ds[0].Outcome != OutcomeApplied || ds[0].To != tc.to {
+					t.Fatalf("round %d: decisions %+v, want one applied to %s", round, ds, tc.to)
+				}
+				if tc.reason != "" && !strings.Contains(ds[0].Reason, tc.reason) {
+					t.Errorf("round %d: reason %q lacks %q", round, ds[0].Reason, tc.reason)
+				}
+				if tc.reason == "" && ds[0].Reason != "test" {
+					t.Errorf("round %d: reason %q, want the action's alone", round, ds[0].Reason)
+				}
+			}
+			if tc.warn != "" && !strings.Contains(strings.ReplaceAll(logs.String(), `"`, ""), "msg="+tc.warn) {
+				t.Errorf("log lacks %q:\n%s", tc.warn, logs.String())
+			}
+			host.minW = 250 // another mismatch (clamped): warned too
+			clk.Advance(time.Minute)
+			if _, err := tu.RunOnce(context.Background(), emptySnap(clk.Now())); err != nil {
+				t.Fatal(err)
+			}
+			if n := strings.Count(logs.String(), "level=warn"); n != tc.warns {
+				t.Errorf("%d warnings, want %d:\n%s", n, tc.warns, logs.String())
+			}
+			origs, _, err := ReadJournal(path)
+			if err != nil || len(origs) != 1 {
+				t.Fatalf("journal: %v, %v", origs, err)
+			}
+			if origs[0].Value != Watts(700) || origs[0].Set != tc.set {
+				t.Errorf("journal: original %v, last set %v; want 700W, %v", origs[0].Value, origs[0].Set, tc.set)
+			}
+			st := tu.Status()
+			if len(st.Settings) != 1 || st.Settings[0].Target != tc.set {
+				t.Errorf("settings %+v, want the target %v", st.Settings, tc.set)
+			}
+			host.Calls = nil
+			ds, err := tu.Restore(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(host.Calls) != 1 || host.Calls[0] != "SetPowerLimit(GPU-0,700)" || len(ds) != 1 || !strings.HasPrefix(ds[0].From, tc.set.String()) {
+				t.Errorf("restore: calls %q, decisions %+v; want 700W set back from %v", host.Calls, ds, tc.set)
+			}
+		})
+	}
+}
+
+// A restore is read back too: an original the GPU no longer takes (100 W,
+// below what it holds now) is set back and closed, the decision and the
+// journal's reason saying what the GPU holds.
+func TestRestoreReadBack(t *testing.T) {
+	host := &clampingGPU{minW: 200, defW: 700, limitW: 100}
+	path := filepath.Join(t.TempDir(), "journal")
+	j, err := OpenJournal(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	act := Action{Target: Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}, Current: Watts(100), Want: Watts(300), Reason: "test"}
+	tu, err := New(Options{Policy: fixed{act}, Actuators: ActuatorsOf(host), Journal: j, Clock: gpu.NewManualClock(t0), Mode: ModeEnforce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ds, err := tu.RunOnce(context.Background(), emptySnap(t0)); err != nil || len(ds) != 1 || ds[0].To != "300W" {
+		t.Fatalf("round: %+v, %v", ds, err)
+	}
+	ds, err := tu.Restore(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const why = "asked 100W, the GPU holds 200W (read back)"
+	if len(ds) != 1 || ds[0].Outcome != OutcomeRestored || ds[0].To != "200W" || !strings.Contains(ds[0].Reason, why) {
+		t.Errorf("restore decisions %+v, want restored to 200W, %q", ds, why)
+	}
+	if n := len(j.Originals()); n != 0 {
+		t.Errorf("%d originals open after the restore", n)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil || !strings.Contains(string(data), why) {
+		t.Errorf("journal lacks %q: %v\n%s", why, err, data)
+	}
+}
