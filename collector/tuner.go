@@ -40,7 +40,7 @@ func NewTunerCollector(status func() *tuner.Status) *TunerCollector {
 	c.unrestored = c.add("tuner_originals_unrestored", "Settings the tuner changed whose originals (journaled) are not restored yet.")
 	c.mpsTarget = c.add("tuner_mps_active_threads_target_ratio", "MPS active-thread fraction the tuner last decided for the tenant's clients on the GPU (sum over its clients).", "gpu", "uuid", "tenant")
 	c.mpsEffective = c.add("tuner_mps_active_threads_effective_ratio", "MPS active-thread fraction in effect for the tenant's clients on the GPU (sum over the contexts as created).", "gpu", "uuid", "tenant")
-	c.powerTarget = c.add("tuner_power_limit_target_watts", "Power limit the tuner last decided for the GPU.", "gpu", "uuid")
+	c.powerTarget = c.add("tuner_power_limit_target_watts", "Power limit the tuner targets for the GPU; once set, the limit the GPU holds as read back where that differs.", "gpu", "uuid")
 	c.clockTarget = c.add("tuner_locked_clock_target_hertz", "Upper end of the SM clock lock the tuner last decided for the GPU; 0 for unlocked. The range in force is not read back (NVML has no call that returns it): vgpu_gpu_clocks_locked says whether the clocks are locked.", "gpu", "uuid")
 	c.timeSliceTarget = c.add("tuner_timeslice_target_info", "Compute time-slice level the tuner last decided for the GPU; always 1.", "gpu", "uuid", "level")
 	c.pauseTarget = c.add("tuner_pause_duty_target_ratio", "Fraction of every period the tuner's target pauses the tenant's processes for (pause_duty): the duty last set, or recommended in recommend mode; 0 once thawed; gone once the tenant has run on no GPU for a minute since.", "gpu", "uuid", "tenant")
