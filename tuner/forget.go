@@ -16,14 +16,15 @@ import (
 // it. A long-running host sees client after client come and go (the tuner
 // itself restarts an MPS client to give it a new cap, under a new PID), so
 // what is kept of a process is dropped once it has been gone from its GPU
-// for goneAfter: otherwise every round's status, history point and
+// for GoneAfter: otherwise every round's status, history point and
 // per-round scan would grow with every process the tuner ever acted on.
 
-// goneAfter is how long a process may be missing from the readings of its
+// GoneAfter is how long a process may be missing from the readings of its
 // GPU before the tuner forgets its process knobs: several rounds, so that a
 // process a sample misses is kept (as the MPS controller keeps its
-// clients, gpu/mps forgetAfter).
-const goneAfter = time.Minute
+// clients, gpu/mps forgetAfter); the policies and the slow loop forget
+// what they keep of a tenant gone from every GPU after it too.
+const GoneAfter = time.Minute
 
 // procSeen is a process target the tuner keeps something of, and when its
 // process was last seen on its GPU (or first kept); observed is whether
@@ -76,15 +77,15 @@ func (t *Tuner) observeProc(tg Target, now time.Time) {
 }
 
 // seenLately reports whether this run saw the process target k running
-// within goneAfter of now: a snapshot without it may have missed it.
+// within GoneAfter of now: a snapshot without it may have missed it.
 func (t *Tuner) seenLately(k string, now time.Time) bool {
 	p, ok := t.procs[k]
-	return ok && p.observed && now.Sub(p.seen) < goneAfter
+	return ok && p.observed && now.Sub(p.seen) < GoneAfter
 }
 
 // forgetGone drops what the tuner keeps of the process targets whose
 // process has been missing from its GPU (its readings' processes and its
-// usage's PIDs) for goneAfter; a GPU the snapshot did not read tells
+// usage's PIDs) for GoneAfter; a GPU the snapshot did not read tells
 // nothing. An MPS original is dropped as
 // the restore drops it (restoreOne), on a GPU in enforce mode, the one
 // the restores touch: its context is gone, and the next one starts with
@@ -103,7 +104,7 @@ func (t *Tuner) forgetGone(snap *tenant.Snapshot, now time.Time) {
 			t.procs[k] = p
 		case t.watches[k] != nil: // its successor is looked for (findSuccessors)
 		case t.hooks[k] != nil: // a hook runs on it (hooks.go): gone while it restarts the client
-		case now.Sub(p.seen) >= goneAfter:
+		case now.Sub(p.seen) >= GoneAfter:
 			if gone == nil {
 				gone = map[string]bool{}
 			}
@@ -135,7 +136,7 @@ func (t *Tuner) forget(gone map[string]bool, now time.Time) {
 
 // forgetEndedPauses drops what the tuner keeps of a pause that has ended
 // (no original open: thawed, or only recommended) once its tenant has had
-// no process on any GPU for goneAfter, as forgetGone does of a process:
+// no process on any GPU for GoneAfter, as forgetGone does of a process:
 // a pause names its tenant, and a host whose batch jobs come and go as
 // tenants of their own (a namespace or a pod label's value each) would
 // otherwise keep a setting, a last change and the guards' state of every
@@ -165,7 +166,7 @@ func (t *Tuner) forgetEndedPauses(snap *tenant.Snapshot, now time.Time) {
 		if !ok {
 			t.endedUnseen[k], since = now, now
 		}
-		if now.Sub(since) >= goneAfter {
+		if now.Sub(since) >= GoneAfter {
 			if gone == nil {
 				gone = map[string]bool{}
 			}

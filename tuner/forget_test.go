@@ -74,9 +74,9 @@ func TestProcessKnobsForgotten(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			// a process is kept for goneAfter (four rounds of 15 s) after
+			// a process is kept for GoneAfter (four rounds of 15 s) after
 			// its last round, plus the round it is in
-			bound := perRound * (int(goneAfter/(15*time.Second)) + 1)
+			bound := perRound * (int(GoneAfter/(15*time.Second)) + 1)
 			s := tu.Status()
 			last := s.History[len(s.History)-1]
 			atMost(t, bound+1, fmt.Sprintf("after %d rounds of %d new clients", rounds, perRound), []kept{
@@ -105,9 +105,9 @@ func atMost(t *testing.T, bound int, after string, ks []kept) {
 	}
 }
 
-// A client missing from fewer than goneAfter of readings, or from a GPU
+// A client missing from fewer than GoneAfter of readings, or from a GPU
 // the readings did not read, keeps its original and setting; once gone
-// for goneAfter its original is closed in the journal as a restore would
+// for GoneAfter its original is closed in the journal as a restore would
 // (process gone, nothing to restore). A pause, which names its tenant by
 // a PID that may be gone, is never forgotten so.
 func TestProcessKnobsKeptWhileBrieflyMissing(t *testing.T) {
@@ -140,17 +140,17 @@ func TestProcessKnobsKeptWhileBrieflyMissing(t *testing.T) {
 		without(false)
 	}
 	if _, ok := tu.originals[k]; !ok {
-		t.Fatalf("original of %s dropped while missing for less than %v", k, goneAfter)
+		t.Fatalf("original of %s dropped while missing for less than %v", k, GoneAfter)
 	}
 	if _, ok := tu.targets[k]; !ok {
-		t.Fatalf("setting of %s dropped while missing for less than %v", k, goneAfter)
+		t.Fatalf("setting of %s dropped while missing for less than %v", k, GoneAfter)
 	}
 	without(true) // the fourth round missing: a minute
 	if _, ok := tu.originals[k]; ok {
-		t.Errorf("original of %s kept after its process was gone for %v", k, goneAfter)
+		t.Errorf("original of %s kept after its process was gone for %v", k, GoneAfter)
 	}
 	if _, ok := tu.targets[k]; ok {
-		t.Errorf("setting of %s kept after its process was gone for %v", k, goneAfter)
+		t.Errorf("setting of %s kept after its process was gone for %v", k, GoneAfter)
 	}
 	for _, o := range j.Originals() {
 		if o.Target.String() == k {

@@ -104,6 +104,7 @@ func (h failingPlanHook) Rebalance(ctx context.Context, _ gpu.Plan) error {
 type movePlanner struct{ moved *[]map[string]time.Time }
 
 func (movePlanner) Period() time.Duration              { return 15 * time.Second }
+func (movePlanner) MoveHold() time.Duration            { return time.Hour }
 func (movePlanner) Missing(*State) map[string]bool     { return nil }
 func (movePlanner) Squeezed(*State) map[string]float64 { return nil }
 func (p movePlanner) PlanRebalance(_ *State, in RebalanceInput) (gpu.Plan, bool) {

@@ -37,7 +37,7 @@ func pauseEach() Decider {
 // A host whose batch jobs come and go as tenants of their own (a
 // namespace or a pod label's value each, under pod tenancy) keeps what
 // the tuner holds of their pauses bounded once each pause has been thawed
-// and its tenant has run nowhere for goneAfter: the settings (and the
+// and its tenant has run nowhere for GoneAfter: the settings (and the
 // pause target and effective series they give, the status's rows, each
 // history point), the last changes, the guards' per-target state and the
 // tenant's failed-freeze count served from 0. A
@@ -78,7 +78,7 @@ func TestEndedPausesOfGoneTenantsForgotten(t *testing.T) {
 		}
 	}
 	// a job's pause is held for unseenThaw after it left, then thawed, and
-	// its setting kept for goneAfter after that: at the last round (399)
+	// its setting kept for GoneAfter after that: at the last round (399)
 	// job-392, gone for 90 s, is still paused, job-387, thawed at round
 	// 397, kept at 0, and job-385, thawed at round 395, forgotten
 	for _, c := range []struct {
@@ -90,7 +90,7 @@ func TestEndedPausesOfGoneTenantsForgotten(t *testing.T) {
 			t.Errorf("job-%d's setting: %v (kept %v), want %v", c.job, got, ok, c.want)
 		}
 	}
-	bound := lives + int((unseenThaw+goneAfter)/(15*time.Second)) + 2
+	bound := lives + int((unseenThaw+GoneAfter)/(15*time.Second)) + 2
 	s := tu.Status()
 	last := s.History[len(s.History)-1]
 	atMost(t, bound, fmt.Sprintf("after %d rounds of a new job each", rounds), []kept{

@@ -170,7 +170,7 @@ func (t *Tuner) restoreOne(ctx context.Context, k string, now time.Time, why str
 			}
 		}
 		// a process the last sample missed, seen by this run within
-		// goneAfter, is taken as running
+		// GoneAfter, is taken as running
 		if left == nil && !present && !t.seenLately(k, now) {
 			t.dropGoneOriginal(k, now)
 			return nil, nil

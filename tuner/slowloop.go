@@ -2,6 +2,7 @@ package tuner
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"time"
 
@@ -19,6 +20,10 @@ import (
 type RebalancePlanner interface {
 	// Period is how often it plans.
 	Period() time.Duration
+	// MoveHold is how long after a move PlanRebalance heeds it
+	// (RebalanceInput.Moved): a tenant moved longer ago and gone from
+	// every GPU is left out of Moved.
+	MoveHold() time.Duration
 	// Missing returns the latency tenants missing their SLO now.
 	Missing(s *State) map[string]bool
 	// Squeezed returns the batch and best-effort tenants squeezed now.
@@ -34,7 +39,8 @@ type RebalanceInput struct {
 	MissingSince map[string]time.Time
 	// LastPlan is when the last plan was made (zero: never).
 	LastPlan time.Time
-	// Moved is when each tenant was last moved.
+	// Moved is when each tenant was last moved (within MoveHold, or
+	// still on a GPU: forgetMoved).
 	Moved map[string]time.Time
 	// SqueezedSince is when each batch or best-effort tenant began to be
 	// squeezed (Squeezed) without a break.
@@ -85,6 +91,7 @@ func (t *Tuner) rebalance(ctx context.Context, st *State, now time.Time) []Decis
 		m.squeezed = map[string]time.Time{}
 	}
 	track(m.squeezed, r.Squeezed(st), now)
+	t.forgetMoved(st, now, r.MoveHold())
 	if len(t.relayouts) > 0 || t.planInFlight() {
 		return nil // one change of the slow loop at a time (RunOnce carries it on, or its hook runs)
 	}
@@ -103,6 +110,32 @@ func (t *Tuner) rebalance(ctx context.Context, st *State, now time.Time) []Decis
 		t.notePlanApplied(plan, now)
 	}
 	return out
+}
+
+// forgetMoved drops when a tenant was moved (reb.moved) once it can
+// change no decision, so that a host whose batch jobs come and go as
+// tenants of their own keeps no move of every tenant the slow loop ever
+// moved: the move is hold or more old, the tenant has no usage on any GPU
+// the snapshot lists, and no pause original names it. The planner heeds
+// a move only within hold of it (MoveHold), an age that only grows; left
+// reads it only for a pause original of its tenant, set before the move
+// (a pause set after, as every pause set from now on is, reads the same
+// with the move or without it).
+func (t *Tuner) forgetMoved(st *State, now time.Time, hold time.Duration) {
+	m := &t.reb
+	if len(m.moved) == 0 || st.Snapshot == nil {
+		return
+	}
+	used := map[string]bool{}
+	for _, u := range st.Snapshot.Usage {
+		used[u.Tenant] = true
+	}
+	for _, o := range t.originals {
+		if o.Target.Knob == gpu.KnobPauseDuty {
+			used[o.Tenant] = true
+		}
+	}
+	maps.DeleteFunc(m.moved, func(name string, at time.Time) bool { return !used[name] && now.Sub(at) >= hold })
 }
 
 // notePlanApplied remembers the tenant a plan moved, or the GPU it

@@ -120,6 +120,7 @@ func TestStaleAgeOff(t *testing.T) {
 type noPlan struct{}
 
 func (noPlan) Period() time.Duration              { return time.Hour }
+func (noPlan) MoveHold() time.Duration            { return time.Hour }
 func (noPlan) Missing(*State) map[string]bool     { return nil }
 func (noPlan) Squeezed(*State) map[string]float64 { return nil }
 func (noPlan) PlanRebalance(*State, RebalanceInput) (gpu.Plan, bool) {

@@ -28,7 +28,7 @@ import (
 // restarted as a whole leaves no telling which new process succeeds
 // which). "Not there at the restart" is not one sample's word: a sample
 // may miss a process (seenLately), so what was there is every process the
-// rounds saw on the GPU within goneAfter before the restart (noteRecent).
+// rounds saw on the GPU within GoneAfter before the restart (noteRecent).
 // The decision waits out the bound: a new replica of the tenant scheduled
 // while the client drains may come before the successor, and the first
 // lone new process is not yet the only one. A new process counts as having
@@ -52,7 +52,7 @@ import (
 // warmed standby takes far less (MPS restart_time, 100 us). 35 s, plus
 // one round of the tuner (DefaultInterval, 15 s) to see it, is within a
 // minute, which is also how long the tuner keeps a process missing from
-// the readings (goneAfter). A process that comes later is taken for a
+// the readings (GoneAfter). A process that comes later is taken for a
 // new one, not the successor. The successor is told in the first round
 // past the bound.
 const successorWithin = time.Minute
@@ -66,7 +66,7 @@ const clockSkew = 5 * time.Second
 // Restart is what was on an MPS client's GPU when the tuner restarted it
 // through an actuator whose restarts may go on under another PID: the
 // restarted tenant's processes there (Kin, the client's own included)
-// and the GPU's other processes, each seen there within goneAfter before
+// and the GPU's other processes, each seen there within GoneAfter before
 // At. A process of the tenant in neither that appears within
 // successorWithin of At may be the client's successor.
 type Restart struct {
@@ -115,12 +115,12 @@ func (t *Tuner) successors(a Action) (gpu.MPSSuccessors, bool) {
 }
 
 // restartOf is what the rounds saw on the GPU of the client a restarts
-// within goneAfter before now, the round's time (a process one sample
+// within GoneAfter before now, the round's time (a process one sample
 // missed was there all the same), as a restart at at.
 func (t *Tuner) restartOf(a Action, now, at time.Time) Restart {
 	r := Restart{At: at, Kin: []uint32{a.PID}}
 	for k, p := range t.onGPU {
-		if k.gpu != a.GPU || k.pid == a.PID || now.Sub(p.seen) >= goneAfter {
+		if k.gpu != a.GPU || k.pid == a.PID || now.Sub(p.seen) >= GoneAfter {
 			continue
 		}
 		if p.tenant == a.Tenant {
@@ -143,7 +143,7 @@ type recentProc struct {
 
 // noteRecent notes the processes snap lists on the GPUs it reads
 // (readings and usage), at its time, and forgets those not listed for
-// goneAfter.
+// GoneAfter.
 func (t *Tuner) noteRecent(snap *tenant.Snapshot, now time.Time) {
 	if snap == nil || snap.Readings == nil {
 		return
@@ -170,7 +170,7 @@ func (t *Tuner) noteRecent(snap *tenant.Snapshot, now time.Time) {
 		}
 		t.onGPU[k] = p
 	}
-	maps.DeleteFunc(t.onGPU, func(_ pidKey, p recentProc) bool { return at.Sub(p.seen) >= goneAfter })
+	maps.DeleteFunc(t.onGPU, func(_ pidKey, p recentProc) bool { return at.Sub(p.seen) >= GoneAfter })
 }
 
 // journalRestart journals, before an MPS client's restart that may go on
@@ -247,14 +247,14 @@ const namedNotTaken = ": not taken; the successor is looked for as if the hook h
 
 // namedWasThere reports whether the successor the restart hook named for
 // a's client, PID named, is a process the rounds saw on its GPU (onGPU)
-// within goneAfter before the restart began, at (as restartOf counts what
+// within GoneAfter before the restart began, at (as restartOf counts what
 // was there at the restart), and warns that it is not taken: the successor is a process the
 // restart started, and taking another tenant's (or one of the tenant's
 // that ran already) would move the client's original, and its restore at
 // exit, onto that process.
 func (t *Tuner) namedWasThere(a Action, named uint32, at time.Time, onGPU map[pidKey]recentProc) bool {
 	p, seen := onGPU[pidKey{a.GPU, named}]
-	if !seen || at.Sub(p.seen) >= goneAfter {
+	if !seen || at.Sub(p.seen) >= GoneAfter {
 		return false
 	}
 	what := "another tenant's process"
@@ -465,7 +465,7 @@ func (t *Tuner) successorOf(w *successorWatch, snap *tenant.Snapshot, now time.T
 	case len(w.cands) == 0:
 		why = "no new process of its tenant appeared within " + bound + " of the restart"
 	case len(kinGone) > 0:
-		why = "other processes of its tenant seen on the GPU within " + goneAfter.String() + " before the restart were not seen again (" + pidsText(kinGone) + "): gone with it, which new process succeeds which cannot be told"
+		why = "other processes of its tenant seen on the GPU within " + GoneAfter.String() + " before the restart were not seen again (" + pidsText(kinGone) + "): gone with it, which new process succeeds which cannot be told"
 	case len(w.cands) > 1:
 		why = "several new processes of its tenant appeared within " + bound + " of the restart"
 	default:

@@ -173,7 +173,7 @@ type Tuner struct {
 	// for, by Target.String (successor.go)
 	watches map[string]*successorWatch
 	// onGPU are the processes the rounds saw on each GPU within
-	// goneAfter, what was there at an MPS client's restart (restartOf)
+	// GoneAfter, what was there at an MPS client's restart (restartOf)
 	onGPU     map[pidKey]recentProc
 	evals     []evaluation
 	recovered bool

@@ -180,6 +180,7 @@ func (m *member) share() float64 {
 
 // Decide computes the actions for every GPU of the snapshot.
 func (p *Autotune) Decide(s *tuner.State) []tuner.Action {
+	p.trail.forget(s, p.P.PauseWindow)
 	var out []tuner.Action
 	for _, d := range s.UpDevices() {
 		ds := summarize(p.members(s, d))

@@ -2,6 +2,7 @@ package autotune
 
 import (
 	"math"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,6 +44,97 @@ type requestTrail struct {
 	// asked is, per GPU and tenant, when a hand-over was last asked for
 	// (handOverAsked); kept until its cap's share is.
 	asked map[string]time.Time
+	// unseen is, per GPU and tenant kept in caps or asked, since when the
+	// tenant has had neither a process to pause nor a pause in force
+	// there (forget).
+	unseen map[string]time.Time
+}
+
+// forget drops what the trail keeps of tenants gone, as the engine
+// forgets a process or an ended pause (tuner.GoneAfter), so that a host
+// whose batch jobs (or namespaces) come and go as tenants of their own
+// keeps no share, hand-over or request point of every tenant it ever saw.
+// window is PauseWindow. Each is dropped only where it can no longer
+// change a decision:
+//
+//   - A tenant's MPS share and hand-over asked on a GPU (caps, asked) are
+//     read by handOver alone, for a tenant with a process to pause on that
+//     GPU, and change its decision only while the tenant's pause there is
+//     in force (an original held: State.Paused); otherwise handOver keeps
+//     its share anew and drops the hand-over asked. They are dropped once
+//     the tenant has had, for tuner.GoneAfter on a GPU the snapshots read,
+//     no process to pause on any GPU and no pause in force on that one
+//     (none is set on a tenant without processes): a tenant that comes
+//     back starts unpaused, and the first round handOver looks at it keeps
+//     its share anew before any pause of its can be handed over. (Kept,
+//     the share would be read only where a pause came back before
+//     handOver looked at the tenant, on a GPU whose restarts were cheap
+//     then, and it would be the share of processes that exited, not the
+//     last round's that handOver takes it for.)
+//   - A tenant's request points (pts) are read for a latency tenant (one
+//     with an SLO status) on a GPU, after observe added the round's points
+//     and trimmed those older than trailKeep, and by aheadGone for the
+//     tenant of a raise ahead, over the last 2*window. They are dropped
+//     where the tenant has no SLO status (a reload removed it, its
+//     namespace or pod is gone) and its newest point is older than both:
+//     no window reaches them, and its next observe would drop them all.
+//     (Kept, rise alone would read them, for a tenant back with an SLO
+//     status but no good-request counts, which a latency source either
+//     has from its first sample or never.)
+func (tr *requestTrail) forget(s *tuner.State, window time.Duration) {
+	if tr == nil || s == nil || s.Snapshot == nil {
+		return
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	withSLO := map[string]bool{}
+	for _, st := range s.Snapshot.SLOs {
+		withSLO[st.Tenant] = true
+	}
+	keep := max(trailKeep, 2*window)
+	for name, ps := range tr.pts {
+		if !withSLO[name] && (len(ps) == 0 || s.Now.Sub(ps[len(ps)-1].at) > keep) {
+			delete(tr.pts, name)
+		}
+	}
+	up := map[string]bool{}
+	for _, d := range s.UpDevices() {
+		up[d.UUID] = true
+	}
+	running := map[string]bool{} // by tenant, whether it has a process to pause
+	check := func(k string) {
+		uuid, name, _ := strings.Cut(k, "/")
+		if !up[uuid] {
+			return // a GPU the snapshot did not read tells nothing
+		}
+		has, ok := running[name]
+		if !ok {
+			has = len(tuner.PausePIDs(s.Snapshot, name)) > 0
+			running[name] = has
+		}
+		if _, paused := s.PauseTarget(uuid, name); has || paused {
+			delete(tr.unseen, k)
+			return
+		}
+		if tr.unseen == nil {
+			tr.unseen = map[string]time.Time{}
+		}
+		since, ok := tr.unseen[k]
+		if !ok {
+			tr.unseen[k], since = s.Now, s.Now
+		}
+		if s.Now.Sub(since) >= tuner.GoneAfter {
+			delete(tr.caps, k)
+			delete(tr.asked, k)
+			delete(tr.unseen, k)
+		}
+	}
+	for k := range tr.caps {
+		check(k)
+	}
+	for k := range tr.asked {
+		check(k)
+	}
 }
 
 // capSeen returns tenant's MPS share on uuid as capKeep last kept it

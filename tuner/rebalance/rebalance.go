@@ -77,6 +77,10 @@ func Default() *Planner {
 // Period returns Every (RebalancePlanner).
 func (r *Planner) Period() time.Duration { return r.Every }
 
+// MoveHold returns Hold (RebalancePlanner): a move older than Hold holds
+// its tenant no more (held).
+func (r *Planner) MoveHold() time.Duration { return r.Hold }
+
 // Missing returns the latency tenants missing their SLO now (fast burn
 // above 1 over enough requests), for RebalanceInput.MissingSince.
 func (r *Planner) Missing(s *tuner.State) map[string]bool {
