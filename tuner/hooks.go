@@ -106,7 +106,9 @@ func runsHooks(x any) bool {
 // running: one on its target; for a plan, any plan's, or a restart of a
 // tenant the plan moves; for an MPS client's restart (not a revert's), a
 // plan that moves its tenant (the hook would restart a client the
-// eviction is stopping); for a pause raised (not a thaw, not a revert),
+// eviction is stopping) or the restart of another client of its tenant,
+// on whatever GPU (the restart hook is told the tenant: two at once would
+// restart its serving stack twice over, together); for a pause raised (not a thaw, not a revert),
 // a restart of the same tenant or a plan that moves it, on whatever GPU
 // (a tenant is paused as a whole, every process of it on every GPU at
 // the largest duty any asks for: freezing a client the hook is stopping,
@@ -122,7 +124,7 @@ func (t *Tuner) inFlight(a Action) bool {
 			return true
 		case a.Knob == gpu.KnobPauseDuty && !thaws(a) && !a.Revert && h.changes(a.Tenant):
 			return true
-		case a.Knob == gpu.KnobMPSActiveThreads && a.Restart && !a.Revert && h.a.Plan != nil && h.changes(a.Tenant):
+		case a.Knob == gpu.KnobMPSActiveThreads && a.Restart && !a.Revert && h.changes(a.Tenant):
 			return true
 		}
 	}
