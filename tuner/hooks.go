@@ -219,7 +219,7 @@ func (t *Tuner) collectHooks(ctx context.Context, now time.Time) []Decision {
 }
 
 // cutHooks cancels, while the kill switch is engaged, the calls still
-// running: each hook's process group is killed (the command's context
+// running but reverts (which the switch lets through): each hook's process group is killed (the command's context
 // ends), and the first round to find it ended settles it as failed, its
 // reason saying what was cut. A hook killed half way may leave its target
 // in a state nobody knows (a client stopped and no successor started, a
@@ -236,8 +236,8 @@ func (t *Tuner) cutHooks(now time.Time) {
 			continue // ended by itself: settled as it returned
 		default:
 		}
-		if h.cut != "" {
-			continue
+		if h.cut != "" || h.a.Revert {
+			continue // (a revert goes on: the kill switch lets reverts through)
 		}
 		ran := now.Sub(h.started).Round(time.Second)
 		h.cut = fmt.Sprintf("cut by the kill switch after %v: its hook's processes were killed half way, so what it had done is not known (%s); the original stays in the journal, set back at exit or at the next start", ran, cutLeaves(h.a))

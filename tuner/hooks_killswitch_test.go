@@ -155,3 +155,31 @@ func TestKillSwitchCutsHookUnderWay(t *testing.T) {
 		t.Errorf("journaled originals %+v after the restore, want none", o)
 	}
 }
+
+// A revert's hook is not cut: the kill switch lets reverts through, and
+// one started while it is engaged runs to its end and is settled.
+func TestKillSwitchLetsRevertHookRun(t *testing.T) {
+	r := newHookRun(t)
+	kill := &KillSwitch{}
+	kill.Engaged.Store(true)
+	r.tu.o.Guards = append([]Guard{kill}, r.tu.o.Guards...)
+	back := capBatch
+	back.Current, back.Want, back.Revert = Fraction(0.5), Fraction(1), true
+	r.round(t, back)
+	r.host.waitStarted(t)
+	r.round(t)
+	r.tu.mu.Lock()
+	hs := r.tu.hooksByAge()
+	r.tu.mu.Unlock()
+	if len(hs) != 1 {
+		t.Fatalf("hooks running %d, want the revert's", len(hs))
+	}
+	if hs[0].cut != "" {
+		t.Fatalf("revert's hook cut after a round with the kill switch engaged: %q", hs[0].cut)
+	}
+	r.host.release <- nil
+	waitHookEnded(t, r.tu)
+	if got, want := outcomes(r.round(t)), []string{"mps_active_threads applied"}; !slices.Equal(got, want) {
+		t.Errorf("round after the revert's hook ended: %v, want %v", got, want)
+	}
+}
