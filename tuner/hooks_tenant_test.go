@@ -46,6 +46,9 @@ func TestHookOneTenantAtATime(t *testing.T) {
 	if got, want := restarts(), []string{"RestartClient(GPU-0,8)"}; !slices.Equal(got, want) {
 		t.Fatalf("restarts while the first hook runs %q, want only %q", got, want)
 	}
+	if g := r.tu.Status().GPUs; len(g) != 2 || g[1].Kind != RoundWaiting || !strings.Contains(g[1].Why, "waits for the hook under way for batch on GPU 0, started 15s ago") {
+		t.Errorf("GPU 1's round %+v, want it to say its restart waits for batch's hook on GPU 0", g)
+	}
 	r.host.release <- nil
 	waitHookEnded(t, r.tu)
 	d := round()
