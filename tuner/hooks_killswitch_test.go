@@ -13,14 +13,13 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/command"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/command/commandtest"
 )
 
-// scriptHost is an MPS host whose client restart runs a program from a
-// temporary directory (as --mps.restart-hook does): the program writes
-// its PID and its child's, then waits for the child, a long sleep (a run
-// after the first answers at once).
+// scriptHost is an MPS host whose client restart runs the program hook
+// (as --mps.restart-hook does).
 type scriptHost struct {
-	dir  string
+	hook string
 	sets []float64
 }
 
@@ -32,7 +31,7 @@ func (h *scriptHost) SetMPSActiveThreads(_ context.Context, _ string, _ uint32, 
 }
 
 func (h *scriptHost) RestartClient(ctx context.Context, _ string, _ uint32, _ string) error {
-	_, err := command.Run(ctx, command.Spec{Path: filepath.Join(h.dir, "restart-hook")})
+	_, err := command.Run(ctx, command.Spec{Path: h.hook})
 	return err
 }
 
@@ -54,20 +53,6 @@ func pidIn(t *testing.T, file string) int {
 	return 0
 }
 
-// alive reports whether pid runs (a zombie does not).
-func alive(pid int) bool {
-	if syscall.Kill(pid, 0) != nil {
-		return false
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
-}
-
 // Engaging the kill switch kills a restart hook under way, and what it
 // started: the round that finds the switch engaged cancels it (before, the
 // hook ran on to its timeout, minutes, whatever the operator wanted), and
@@ -75,18 +60,21 @@ func alive(pid int) bool {
 // was cut and what it may have left; its original stays in the journal, and
 // the restore at exit sets it back.
 func TestKillSwitchCutsHookUnderWay(t *testing.T) {
-	dir := t.TempDir()
-	// the first run hangs; a later one (the restore's) answers at once
-	hook := "#!/bin/sh\n[ -e " + dir + "/hook.pid ] && exit 0\necho $$ > " + dir + "/hook.pid\nsleep 600 &\necho $! > " + dir + "/child.pid\nwait\n"
-	if err := os.WriteFile(filepath.Join(dir, "restart-hook"), []byte(hook), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	// the hook's first run writes its PID and its child's, then waits for
+	// the child, a long sleep; a later run (the restore's) answers at once
+	fake := commandtest.New(t)
+	dir := fake.Dir
+	hook := fake.Script(t, "restart-hook", `[ -e "$D/hook.pid" ] && exit 0
+echo $$ > "$D/hook.pid"
+sleep 600 &
+echo $! > "$D/child.pid"
+wait`)
 	j, err := OpenJournal(filepath.Join(dir, "journal"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	host := &scriptHost{dir: dir}
+	host := &scriptHost{hook: hook}
 	clk := gpu.NewManualClock(t0)
 	kill := &KillSwitch{}
 	tu, err := New(Options{Policy: fixed([]Action{capBatch}), Actuators: ActuatorsOf(host), Journal: j, Clock: clk, Mode: ModeEnforce,
@@ -94,15 +82,7 @@ func TestKillSwitchCutsHookUnderWay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	round := func() []Decision {
-		t.Helper()
-		clk.Advance(15 * time.Second)
-		d, err := tu.RunOnce(context.Background(), tenantSnap(clk.Now(), proc{7, "embed"}, proc{8, "batch"}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d
-	}
+	round := func() []Decision { t.Helper(); return tenantRound(t, tu, clk) }
 	round()
 	hookPID, childPID := pidIn(t, filepath.Join(dir, "hook.pid")), pidIn(t, filepath.Join(dir, "child.pid"))
 	t.Cleanup(func() { _ = syscall.Kill(-hookPID, syscall.SIGKILL) })
@@ -121,10 +101,10 @@ func TestKillSwitchCutsHookUnderWay(t *testing.T) {
 		t.Fatal("the hook still runs 20 s after a round found the kill switch engaged")
 	}
 	for _, pid := range []int{hookPID, childPID} {
-		for end := time.Now().Add(10 * time.Second); alive(pid) && time.Now().Before(end); {
+		for end := time.Now().Add(10 * time.Second); commandtest.Alive(pid) && time.Now().Before(end); {
 			time.Sleep(10 * time.Millisecond)
 		}
-		if alive(pid) {
+		if commandtest.Alive(pid) {
 			t.Errorf("process %d the hook started still runs", pid)
 		}
 	}
@@ -182,4 +162,16 @@ func TestKillSwitchLetsRevertHookRun(t *testing.T) {
 	if got, want := outcomes(r.round(t)), []string{"mps_active_threads applied"}; !slices.Equal(got, want) {
 		t.Errorf("round after the revert's hook ended: %v, want %v", got, want)
 	}
+}
+
+// tenantRound runs tu's round 15 s after the last, on GPU-0 running
+// embed's client 7 and batch's 8, and returns its decisions.
+func tenantRound(t *testing.T, tu *Tuner, clk *gpu.ManualClock) []Decision {
+	t.Helper()
+	clk.Advance(15 * time.Second)
+	d, err := tu.RunOnce(context.Background(), tenantSnap(clk.Now(), proc{7, "embed"}, proc{8, "batch"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
