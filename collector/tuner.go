@@ -34,7 +34,7 @@ func NewTunerCollector(status func() *tuner.Status) *TunerCollector {
 	c.mode = c.add("tuner_mode", "1 for the tuner's host-wide mode (off, recommend, enforce), 0 for the others.", "mode")
 	c.gpuMode = c.add("tuner_gpu_mode", "1 for the mode the tuner applies to the GPU (off, recommend, enforce: the host-wide mode or the GPU's own), 0 for the others; for each GPU of the latest round.", "gpu", "uuid", "mode")
 	c.killSwitch = c.add("tuner_kill_switch_engaged", "1 while the kill switch (its file exists) stops every change but reverts of the tuner's own.")
-	c.lastRun = c.add("tuner_last_run_timestamp_seconds", "When the tuner last ran (the tuner's clock): a round, or the restore at start or at exit, which run no round (/tuner's 'Last round' counts rounds only); served from the restore at start on, so that a first round that never ends shows.")
+	c.lastRun = c.add("tuner_last_run_timestamp_seconds", "When the tuner last ran (the tuner's clock): a round, or the restore at start or at exit, which run no round (/tuner's 'Last round' counts rounds only); served from the start of the restore at start on, so that a restore at start or a first round that never ends shows.")
 	c.hooksRunning = c.add("tuner_hooks_running", "Actuator calls that run a hook (an MPS client's restart, a rebalancing plan) which the tuner started off its round and has not settled yet, at its latest round.")
 	c.hookOldest = c.add("tuner_hook_oldest_running_seconds", "How long the oldest of those calls had run at the tuner's latest round; 0 when none runs.")
 	c.unrestored = c.add("tuner_originals_unrestored", "Settings the tuner changed whose originals (journaled) are not restored yet.")

@@ -29,7 +29,8 @@ import (
 // (outcome, journal, guards, the successor of a restarted client). A
 // failure found then rolls back nothing else: the actions applied beside
 // it were judged in their own round. The exit's restore cancels the calls
-// still running and settles them first.
+// still running and settles them first; the kill switch, engaged, cuts
+// them (cutHooks), and they are settled as failed at the next round.
 
 // hookCall is a call of an action's actuator running off the round.
 type hookCall struct {
@@ -47,6 +48,10 @@ type hookCall struct {
 	restart Restart
 	seen    map[pidKey]recentProc
 	done    chan struct{}
+	// cancel ends the call (its hook's process group is killed); cut
+	// says why it was cut short, "" while it was not (cutHooks).
+	cancel context.CancelFunc
+	cut    string
 	// err and ended are the call's, set before done is closed; named
 	// (where namedOK) is the successor the restart hook named, asked at
 	// its return (followSuccessor).
@@ -101,7 +106,9 @@ func runsHooks(x any) bool {
 // running: one on its target; for a plan, any plan's, or a restart of a
 // tenant the plan moves; for an MPS client's restart (not a revert's), a
 // plan that moves its tenant (the hook would restart a client the
-// eviction is stopping); for a pause raised (not a thaw, not a revert),
+// eviction is stopping) or the restart of another client of its tenant,
+// on whatever GPU (the restart hook is told the tenant: two at once would
+// restart its serving stack twice over, together); for a pause raised (not a thaw, not a revert),
 // a restart of the same tenant or a plan that moves it, on whatever GPU
 // (a tenant is paused as a whole, every process of it on every GPU at
 // the largest duty any asks for: freezing a client the hook is stopping,
@@ -117,7 +124,7 @@ func (t *Tuner) inFlight(a Action) bool {
 			return true
 		case a.Knob == gpu.KnobPauseDuty && !thaws(a) && !a.Revert && h.changes(a.Tenant):
 			return true
-		case a.Knob == gpu.KnobMPSActiveThreads && a.Restart && !a.Revert && h.a.Plan != nil && h.changes(a.Tenant):
+		case a.Knob == gpu.KnobMPSActiveThreads && a.Restart && !a.Revert && h.changes(a.Tenant):
 			return true
 		}
 	}
@@ -159,7 +166,7 @@ func (t *Tuner) startHook(st *State, a Action, d Decision, hadOriginal bool, now
 		t.hookCtx, t.hookStop = context.WithCancel(context.Background())
 	}
 	ctx, cancel := context.WithCancel(t.hookCtx)
-	h := &hookCall{a: a, d: d, hadOriginal: hadOriginal, started: now, done: make(chan struct{}),
+	h := &hookCall{a: a, d: d, hadOriginal: hadOriginal, started: now, done: make(chan struct{}), cancel: cancel,
 		st: &State{Now: st.Now, Snapshot: st.Snapshot, Fast: st.Fast}}
 	succ, hasSucc := t.successors(a)
 	if hasSucc {
@@ -198,13 +205,54 @@ func (t *Tuner) collectHooks(ctx context.Context, now time.Time) []Decision {
 		delete(t.hooks, h.a.Target.String())
 		d := h.d
 		d.Time = now
-		ds, applied := t.settle(ctx, h.st, h.a, d, h.err, h.hadOriginal, now, map[string][]Action{}, h)
+		a := h.a
+		if h.cut != "" && h.err != nil {
+			a.Reason = joinReasons(a.Reason, h.cut)
+		}
+		ds, applied := t.settle(ctx, h.st, a, d, h.err, h.hadOriginal, now, map[string][]Action{}, h)
 		if applied && h.a.Plan != nil {
 			t.notePlanApplied(*h.a.Plan, now)
 		}
 		out = append(out, ds...)
 	}
 	return out
+}
+
+// cutHooks cancels, while the kill switch is engaged, the calls still
+// running but reverts (which the switch lets through): each hook's process group is killed (the command's context
+// ends), and the first round to find it ended settles it as failed, its
+// reason saying what was cut. A hook killed half way may leave its target
+// in a state nobody knows (a client stopped and no successor started, a
+// plan's moves partly made): its original stays open in the journal, so
+// the restore at exit, or at the next start, sets it back; the kill switch
+// itself sets back nothing but a pause (thawed) and lets reverts through.
+func (t *Tuner) cutHooks(now time.Time) {
+	if len(t.hooks) == 0 || !t.chain().Stopped() {
+		return
+	}
+	for _, h := range t.hooksByAge() {
+		select {
+		case <-h.done:
+			continue // ended by itself: settled as it returned
+		default:
+		}
+		if h.cut != "" || h.a.Revert {
+			continue // (a revert goes on: the kill switch lets reverts through)
+		}
+		ran := now.Sub(h.started).Round(time.Second)
+		h.cut = fmt.Sprintf("cut by the kill switch after %v: its hook's processes were killed half way, so what it had done is not known (%s); the original stays in the journal, set back at exit or at the next start", ran, cutLeaves(h.a))
+		h.cancel()
+		level.Warn(t.o.Logger).Log("msg", "tuner kill switch engaged: killing a hook under way; what it had done is not known, its original stays in the journal for the restore at exit or at the next start",
+			"gpu", h.a.GPU, "knob", h.a.Knob, "tenant", h.a.Tenant, "pid", h.a.PID, "from", h.d.From, "to", h.d.To, "ran", ran)
+	}
+}
+
+// cutLeaves says what a hook cut half way may have left.
+func cutLeaves(a Action) string {
+	if a.Plan != nil {
+		return "some of the plan's moves may be made, others not"
+	}
+	return fmt.Sprintf("client %d may be stopped, its successor started or not", a.PID)
 }
 
 // hooksByAge are the calls running or not yet settled, oldest first.

@@ -126,15 +126,7 @@ func TestFailedPlanHookIsNoMove(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		round := func() []Decision {
-			t.Helper()
-			clk.Advance(15 * time.Second)
-			d, err := tu.RunOnce(context.Background(), tenantSnap(clk.Now(), proc{7, "embed"}, proc{8, "batch"}))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return d
-		}
+		round := func() []Decision { t.Helper(); return tenantRound(t, tu, clk) }
 		round()
 		<-h.started
 		var res error

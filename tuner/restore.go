@@ -33,6 +33,10 @@ func (t *Tuner) Recover(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 		t.noteRecent(snap, now)
 		t.noteConflictingModes(snap) // (before the restores it decides)
 	}
+	// published before the restore: an actuator call that hangs in it,
+	// past its deadline, leaves the last run at this start, aging, so that
+	// a stalled start shows (VGPUTunerRoundsStalled) as a stalled round does
+	t.publishLocked(now)
 	d, err := t.recoverLocked(ctx, now)
 	t.remember(d)
 	t.publishLocked(now)

@@ -201,6 +201,8 @@ func (in roundInput) gpuRound(d *gpu.Device) (RoundKind, string, string) {
 	case held != nil:
 		a := held
 		return RoundHeld, fmt.Sprintf("%s (held back: %s)", a.Held, describeDecision(Decision{Knob: a.Knob, Tenant: a.Tenant, From: valueText(a.Current), To: a.Want.String()})), ""
+	case asked && in.tenantHookWait(d.UUID) != "":
+		return RoundWaiting, in.tenantHookWait(d.UUID), ""
 	case asked:
 		return RoundWaiting, "the change the policy asks for was asked for already and is waiting to take effect (an MPS cap reaches a client's next context)", ""
 	}
@@ -297,4 +299,22 @@ func refusedOrFailed(o Outcome) string {
 		return "refused"
 	}
 	return "the actuator failed"
+}
+
+// tenantHookWait says why an MPS client restart the round was asked for
+// on GPU uuid waits ("" for none): a hook under way on another GPU for
+// its tenant (inFlight: one restart hook a tenant at a time).
+func (in roundInput) tenantHookWait(uuid string) string {
+	for _, a := range in.actions {
+		if a.GPU != uuid || a.Knob != gpu.KnobMPSActiveThreads || !a.Restart || a.Revert || a.Tenant == "" {
+			continue
+		}
+		for _, r := range in.hooks {
+			if r.Tenant == a.Tenant && r.GPU != uuid {
+				return fmt.Sprintf("the restart of %s's client %d waits for the hook under way for %s on GPU %d, started %v ago (one hook a tenant at a time)",
+					a.Tenant, a.PID, r.Tenant, r.GPUIndex, in.now.Sub(r.Since).Round(time.Second))
+			}
+		}
+	}
+	return ""
 }

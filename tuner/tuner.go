@@ -374,6 +374,7 @@ func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 			errs = append(errs, err)
 		}
 	}
+	t.cutHooks(now)
 	out = append(out, t.collectHooks(ctx, now)...)
 	out = append(out, t.thawPauses(ctx, now, !t.thawed)...)
 	t.thawed = true

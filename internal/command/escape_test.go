@@ -58,33 +58,21 @@ func TestRunLeftovers(t *testing.T) {
 				t.Fatalf("no descendant PID recorded: %q", data)
 			}
 			if !tc.timedOut {
-				if !alive(pid) {
+				if !commandtest.Alive(pid) {
 					t.Errorf("descendant %d of a program that exited 0 was killed", pid)
 				}
 				_ = killPID(pid)
 				return
 			}
-			for deadline := time.Now().Add(2 * time.Second); alive(pid) && time.Now().Before(deadline); {
+			for deadline := time.Now().Add(2 * time.Second); commandtest.Alive(pid) && time.Now().Before(deadline); {
 				time.Sleep(10 * time.Millisecond)
 			}
-			if alive(pid) {
+			if commandtest.Alive(pid) {
 				t.Errorf("descendant %d still running after the timeout", pid)
 				_ = killPID(pid)
 			}
 		})
 	}
-}
-
-// alive reports whether pid runs (a zombie, dead but not yet reaped by an
-// init that does not reap, counts as gone).
-func alive(pid int) bool {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(data)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
 
 func killPID(pid int) error {

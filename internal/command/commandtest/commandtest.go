@@ -7,6 +7,7 @@ package commandtest
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -73,4 +74,16 @@ func (f *Fake) Stdin(t testing.TB, name string) string {
 // OnPath puts the fake directory first on PATH for the rest of the test.
 func (f *Fake) OnPath(t *testing.T) {
 	t.Setenv("PATH", f.Dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+}
+
+// Alive reports whether process pid runs (a zombie, dead but not yet
+// reaped by an init that does not reap, counts as gone).
+func Alive(pid int) bool {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
