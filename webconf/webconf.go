@@ -19,6 +19,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -158,6 +159,9 @@ func (k *Kept) load() (next *memCopy, tls bool, err error) {
 	if err := fileread.Check(k.file, k.limit); err != nil {
 		return nil, false, err
 	}
+	if err := k.checkTLSFiles(); err != nil {
+		return nil, false, err
+	}
 	if err := web.Validate(k.file); err != nil {
 		return nil, false, err
 	}
@@ -179,6 +183,29 @@ func (k *Kept) load() (next *memCopy, tls bool, err error) {
 		return nil, false, err
 	}
 	return next, tls, nil
+}
+
+// checkTLSFiles refuses a certificate, key or client CA file that is not
+// a regular file of at most the limit (after symlinks), as the file itself
+// is refused: exporter-toolkit reads them whole, and its read of a FIFO
+// would wait for a writer, holding the reload (and every later one, and
+// the shutdown) for good. A missing one is left to exporter-toolkit's
+// error.
+func (k *Kept) checkTLSFiles() error {
+	data, err := fileread.Regular(k.file, k.limit)
+	if err != nil {
+		return err
+	}
+	abs, err := filepath.Abs(k.file)
+	if err != nil {
+		return err
+	}
+	for _, p := range tlsFiles(data, filepath.Dir(abs)) {
+		if err := fileread.Check(p, k.limit); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
 }
 
 // Close releases the copy; exporter-toolkit must be done with it. A

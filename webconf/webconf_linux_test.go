@@ -203,3 +203,51 @@ func TestCopyPrivate(t *testing.T) {
 		t.Errorf("%s is still readable once closed", path)
 	}
 }
+
+// A certificate, key or client CA file that is no regular file is
+// refused, naming it, at the start and at a reload or check: exporter-
+// toolkit reads these files whole, and a read of a FIFO waits for a
+// writer, which held the start, or the reload, every later one and the
+// shutdown, for good.
+func TestTLSFileNotRegular(t *testing.T) {
+	for _, key := range []string{"cert_file", "key_file", "client_ca_file"} {
+		t.Run(key, func(t *testing.T) {
+			dir := t.TempDir()
+			writeCert(t, dir)
+			if err := unix.Mkfifo(filepath.Join(dir, "fifo"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			good := "tls_server_config:\n  cert_file: tls.crt\n  key_file: tls.key\n"
+			bad := map[string]string{
+				"cert_file":      "tls_server_config:\n  cert_file: fifo\n  key_file: tls.key\n",
+				"key_file":       "tls_server_config:\n  cert_file: tls.crt\n  key_file: fifo\n",
+				"client_ca_file": good + "  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: fifo\n",
+			}[key]
+			f := filepath.Join(dir, "web.yml")
+			within := func(what string, call func() error) {
+				t.Helper()
+				done := make(chan error, 1)
+				go func() { done <- call() }()
+				select {
+				case err := <-done:
+					if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "fifo")) || !strings.Contains(err.Error(), "named pipe") {
+						t.Errorf("%s: %v, want an error naming %s a named pipe", what, err, filepath.Join(dir, "fifo"))
+					}
+				case <-time.After(5 * time.Second):
+					t.Fatalf("%s: still blocked after 5 s", what)
+				}
+			}
+			write(t, f, bad)
+			within("open", func() error { _, err := Open(f, limit); return err })
+			write(t, f, good)
+			k, err := Open(f, limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer k.Close()
+			write(t, f, bad)
+			within("check", func() error { _, err := k.Check(); return err })
+			within("reload", k.Reload)
+		})
+	}
+}
