@@ -251,3 +251,21 @@ func TestTLSFileNotRegular(t *testing.T) {
 		})
 	}
 }
+
+// Without /proc the copy cannot be read by its path: the start fails
+// saying so, not only that a /proc/self/fd path does not exist.
+func TestNoProc(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "web.yml")
+	write(t, f, "basic_auth_users: {}\n")
+	old := fdDir
+	fdDir = filepath.Join(t.TempDir(), "no-proc") + "/"
+	defer func() { fdDir = old }()
+	k, err := Open(f, limit)
+	if err == nil {
+		k.Close()
+		t.Fatal("opened without /proc")
+	}
+	if !strings.Contains(err.Error(), "is /proc mounted?") {
+		t.Errorf("%v, want it to say /proc is needed", err)
+	}
+}
