@@ -189,11 +189,15 @@ func TestCopyPrivate(t *testing.T) {
 		}
 	}
 	path := k.Path()
-	if f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0); err == nil {
-		_, werr := f.WriteString("basic_auth_users: {x: y}\n")
-		f.Close()
-		if werr == nil {
-			t.Error("the copy in use could be written")
+	// Neither appended to (the file's size sealed) nor overwritten in
+	// place (its content sealed), by one who can open it for writing.
+	for _, flag := range []int{os.O_APPEND, 0} {
+		if f, err := os.OpenFile(path, os.O_WRONLY|flag, 0); err == nil {
+			_, werr := f.WriteString("#") // a byte: growing is a seal of its own
+			f.Close()
+			if werr == nil {
+				t.Errorf("the copy in use could be written (open flags %#x)", os.O_WRONLY|flag)
+			}
 		}
 	}
 	if err := k.Close(); err != nil {
