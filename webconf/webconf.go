@@ -196,11 +196,7 @@ func (k *Kept) checkTLSFiles() error {
 	if err != nil {
 		return err
 	}
-	abs, err := filepath.Abs(k.file)
-	if err != nil {
-		return err
-	}
-	for _, p := range tlsFiles(data, filepath.Dir(abs)) {
+	for _, p := range k.tlsFiles(data) {
 		if err := fileread.Check(p, k.limit); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
@@ -249,15 +245,21 @@ func (k *Kept) digest() [sha256.Size]byte {
 		h.Write(data)
 		return data
 	}
-	data := add(k.file)
-	if abs, err := filepath.Abs(k.file); err == nil {
-		for _, p := range tlsFiles(data, filepath.Dir(abs)) {
-			add(p)
-		}
+	for _, p := range k.tlsFiles(add(k.file)) {
+		add(p)
 	}
 	var d [sha256.Size]byte
 	h.Sum(d[:0])
 	return d
+}
+
+// tlsFiles are the files named by data, the file's content (tlsFiles).
+func (k *Kept) tlsFiles(data []byte) []string {
+	abs, err := filepath.Abs(k.file)
+	if err != nil {
+		return nil
+	}
+	return tlsFiles(data, filepath.Dir(abs))
 }
 
 // tlsFiles are the files named by data's tls_server_config, relative
