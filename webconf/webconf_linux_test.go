@@ -170,6 +170,43 @@ func TestRelativePathsResolved(t *testing.T) {
 	}
 }
 
+// A file exporter-toolkit accepts is accepted, its relative paths
+// resolved wherever YAML puts them (a merge key, an alias) and a null one
+// left out, as exporter-toolkit reads them; and a certificate so named is
+// watched for a change. Before, the paths of a merge key stayed relative
+// (the start failed reading /proc/self/fd/tls.crt), and a null
+// client_ca_file became the file "null".
+func TestYAMLFormsAccepted(t *testing.T) {
+	for _, tc := range []struct{ name, tls string }{
+		{"merge key", "  <<: {cert_file: tls.crt, key_file: tls.key}\n"},
+		{"merge key of a list", "  <<: [{cert_file: tls.crt}, {key_file: tls.key}]\n"},
+		{"alias", "  cert_file: &c tls.crt\n  key_file: tls.key\n  client_auth_type: VerifyClientCertIfGiven\n  client_ca_file: *c\n"},
+		{"null client CA", "  cert_file: tls.crt\n  key_file: tls.key\n  client_ca_file: null\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeCert(t, dir)
+			write(t, filepath.Join(dir, "web.yml"), "tls_server_config:\n"+tc.tls)
+			t.Chdir(dir)
+			if err := web.Validate("web.yml"); err != nil {
+				t.Fatalf("exporter-toolkit refuses the file: %v", err)
+			}
+			k, err := Open("web.yml", limit)
+			if err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+			defer k.Close()
+			if got := served(t, k); !strings.Contains(got, filepath.Join(dir, "tls.crt")) {
+				t.Errorf("the copy lacks %s:\n%s", filepath.Join(dir, "tls.crt"), got)
+			}
+			writeCert(t, dir)
+			if changed, err := k.Check(); !changed || err != nil {
+				t.Errorf("a renewed certificate: changed %v, %v; want a change in use", changed, err)
+			}
+		})
+	}
+}
+
 // The copy is not inherited by the programs the exporter runs, before or
 // after a reload, cannot be written, and is gone once closed.
 func TestCopyPrivate(t *testing.T) {
