@@ -553,9 +553,7 @@ func TestServiceWebConfigCheckedForChanges(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(webCfg, []byte("basic_auth_users:\n  prom: "+string(hash)+"\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		testutil.ReplaceFile(t, webCfg, []byte("basic_auth_users:\n  prom: "+string(hash)+"\n"))
 	}
 	count := func(msg string) int {
 		n := 0
@@ -566,6 +564,8 @@ func TestServiceWebConfigCheckedForChanges(t *testing.T) {
 		}
 		return n
 	}
+	// Edits are renamed over the file (docs/web-config.md): a check may be
+	// under way while one is written.
 	const adopted, refused = `msg="web configuration changed; now in use"`, `msg="web configuration changed but is invalid; keeping the last good configuration"`
 
 	check(3)
@@ -578,9 +578,7 @@ func TestServiceWebConfigCheckedForChanges(t *testing.T) {
 		t.Errorf("the old password after the edit was adopted: %d, want 401", code)
 	}
 
-	if err := os.WriteFile(webCfg, []byte("basic_auth_users:\n  prom: [\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	testutil.ReplaceFile(t, webCfg, []byte("basic_auth_users:\n  prom: [\n"))
 	check(20)
 	if code := getAs(t, base+"/metrics", "prom", "n3w"); code != http.StatusOK {
 		t.Errorf("the last good password while the file is bad: %d, want 200", code)
