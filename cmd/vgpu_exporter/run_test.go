@@ -485,8 +485,12 @@ func TestServiceWebConfigKeptLastGood(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusInternalServerError || !strings.Contains(string(body), webCfg) {
-		t.Errorf("POST /-/reload of the broken file: %d %q, want 500 naming %s", resp.StatusCode, body, webCfg)
+	// Only the file named keeps its previous configuration (before, the
+	// answer said the previous configuration stays, as if the tenants
+	// file's had too).
+	if resp.StatusCode != http.StatusInternalServerError || !strings.Contains(string(body), webCfg) ||
+		!strings.Contains(string(body), "the files named keep their previous configuration (any other was reloaded)") {
+		t.Errorf("POST /-/reload of the broken file: %d %q, want 500 naming %s as keeping its previous configuration", resp.StatusCode, body, webCfg)
 	}
 	req, _ = http.NewRequest("GET", base+"/metrics", nil)
 	req.SetBasicAuth("prom", "s3cret")
