@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
 )
 
 // A check reloads only what changed since the last reload or check: a
@@ -112,10 +114,13 @@ func TestWatchReportsChangesOnce(t *testing.T) {
 			ticks <- time.Time{}
 		}
 	}
+	// The edits are renamed over the file, as docs/web-config.md says to:
+	// the last tick's check may be under way, and one that found the file
+	// cut short by a rewrite in place would take what validates of it.
 	tick(3)
-	write(t, f, "basic_auth_users: [\n")
+	testutil.ReplaceFile(t, f, []byte("basic_auth_users: [\n"))
 	tick(10)
-	write(t, f, "basic_auth_users: {prom: "+hash(t, "n3w")+"}\n")
+	testutil.ReplaceFile(t, f, []byte("basic_auth_users: {prom: "+hash(t, "n3w")+"}\n"))
 	tick(10)
 	cancel()
 	<-done

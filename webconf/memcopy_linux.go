@@ -33,12 +33,21 @@ func newMemCopy(data []byte) (*memCopy, error) {
 		c.close()
 		return nil, fmt.Errorf("sealing the copy: %w", err)
 	}
+	// exporter-toolkit opens the copy by its path: without /proc it
+	// would say only that a /proc/self/fd path does not exist.
+	if err := unix.Access(c.path(), unix.R_OK); err != nil {
+		c.close()
+		return nil, fmt.Errorf("the private copy cannot be read at %s (is /proc mounted?): %w", c.path(), err)
+	}
 	return c, nil
 }
 
+// fdDir is where a process's descriptors are opened by path.
+var fdDir = "/proc/self/fd/"
+
 // path is where the copy is read: a request that opened it before a
 // replace reads it whole, one that opens it after reads the new one.
-func (c *memCopy) path() string { return "/proc/self/fd/" + strconv.Itoa(c.fd) }
+func (c *memCopy) path() string { return fdDir + strconv.Itoa(c.fd) }
 
 // replace puts next's content at c's path in one step (dup3) and
 // releases next.

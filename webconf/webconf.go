@@ -19,6 +19,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -158,6 +159,9 @@ func (k *Kept) load() (next *memCopy, tls bool, err error) {
 	if err := fileread.Check(k.file, k.limit); err != nil {
 		return nil, false, err
 	}
+	if err := k.checkTLSFiles(); err != nil {
+		return nil, false, err
+	}
 	if err := web.Validate(k.file); err != nil {
 		return nil, false, err
 	}
@@ -179,6 +183,25 @@ func (k *Kept) load() (next *memCopy, tls bool, err error) {
 		return nil, false, err
 	}
 	return next, tls, nil
+}
+
+// checkTLSFiles refuses a certificate, key or client CA file that is not
+// a regular file of at most the limit (after symlinks), as the file itself
+// is refused: exporter-toolkit reads them whole, and its read of a FIFO
+// would wait for a writer, holding the reload (and every later one, and
+// the shutdown) for good. A missing one is left to exporter-toolkit's
+// error.
+func (k *Kept) checkTLSFiles() error {
+	data, err := fileread.Regular(k.file, k.limit)
+	if err != nil {
+		return err
+	}
+	for _, p := range k.tlsFiles(data) {
+		if err := fileread.Check(p, k.limit); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
 }
 
 // Close releases the copy; exporter-toolkit must be done with it. A
@@ -222,15 +245,21 @@ func (k *Kept) digest() [sha256.Size]byte {
 		h.Write(data)
 		return data
 	}
-	data := add(k.file)
-	if abs, err := filepath.Abs(k.file); err == nil {
-		for _, p := range tlsFiles(data, filepath.Dir(abs)) {
-			add(p)
-		}
+	for _, p := range k.tlsFiles(add(k.file)) {
+		add(p)
 	}
 	var d [sha256.Size]byte
 	h.Sum(d[:0])
 	return d
+}
+
+// tlsFiles are the files named by data, the file's content (tlsFiles).
+func (k *Kept) tlsFiles(data []byte) []string {
+	abs, err := filepath.Abs(k.file)
+	if err != nil {
+		return nil
+	}
+	return tlsFiles(data, filepath.Dir(abs))
 }
 
 // tlsFiles are the files named by data's tls_server_config, relative
@@ -240,18 +269,60 @@ func tlsFiles(data []byte, dir string) []string {
 	if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) == 0 {
 		return nil
 	}
-	tlsNode := mapValue(doc.Content[0], "tls_server_config")
-	if tlsNode == nil || tlsNode.Kind != yaml.MappingNode {
-		return nil
-	}
 	var files []string
-	for i := 0; i+1 < len(tlsNode.Content); i += 2 {
-		key, val := tlsNode.Content[i], tlsNode.Content[i+1]
-		if pathKeys[key.Value] && val.Kind == yaml.ScalarNode && val.Value != "" {
-			files = append(files, config_util.JoinDir(dir, val.Value))
-		}
+	for _, val := range pathValues(mapValue(doc.Content[0], "tls_server_config")) {
+		files = append(files, config_util.JoinDir(dir, val.Value))
 	}
 	return files
+}
+
+// pathValues are the scalar nodes of the file paths (pathKeys) that the
+// tls_server_config mapping m sets, with those of the mappings it merges
+// (<<, as exporter-toolkit's YAML reads them), each mapping walked once
+// however many aliases name it; a null one is left out, as it sets
+// nothing. An alias as a path is replaced in m by a copy of its scalar,
+// so that joining a directory to it changes nothing else that shares its
+// anchor.
+func pathValues(m *yaml.Node) []*yaml.Node {
+	var vals []*yaml.Node
+	seen := map[*yaml.Node]bool{}
+	var walk func(m *yaml.Node)
+	walk = func(m *yaml.Node) {
+		if m != nil && m.Kind == yaml.AliasNode {
+			m = m.Alias
+		}
+		if m == nil || m.Kind != yaml.MappingNode || seen[m] {
+			return
+		}
+		seen[m] = true
+		for i := 0; i+1 < len(m.Content); i += 2 {
+			key, val := m.Content[i], m.Content[i+1]
+			if key.ShortTag() == "!!merge" {
+				if val.Kind == yaml.SequenceNode {
+					for _, mm := range val.Content {
+						walk(mm)
+					}
+				} else {
+					walk(val)
+				}
+				continue
+			}
+			if !pathKeys[key.Value] {
+				continue
+			}
+			if val.Kind == yaml.AliasNode && val.Alias != nil && val.Alias.Kind == yaml.ScalarNode {
+				c := *val.Alias
+				c.Anchor = ""
+				val = &c
+				m.Content[i+1] = val
+			}
+			if val.Kind == yaml.ScalarNode && val.Value != "" && val.ShortTag() != "!!null" {
+				vals = append(vals, val)
+			}
+		}
+	}
+	walk(m)
+	return vals
 }
 
 // errClosed is the error of a reload after Close.
@@ -281,16 +352,10 @@ func resolve(data []byte, dir string) ([]byte, bool, error) {
 		return data, false, nil
 	}
 	changed := false
-	if tlsNode.Kind == yaml.MappingNode {
-		for i := 0; i+1 < len(tlsNode.Content); i += 2 {
-			key, val := tlsNode.Content[i], tlsNode.Content[i+1]
-			if !pathKeys[key.Value] || val.Kind != yaml.ScalarNode {
-				continue
-			}
-			if joined := config_util.JoinDir(dir, val.Value); joined != val.Value {
-				val.Value, val.Tag, val.Style = joined, "!!str", 0
-				changed = true
-			}
+	for _, val := range pathValues(tlsNode) {
+		if joined := config_util.JoinDir(dir, val.Value); joined != val.Value {
+			val.Value, val.Tag, val.Style = joined, "!!str", 0
+			changed = true
 		}
 	}
 	if !changed {

@@ -170,6 +170,43 @@ func TestRelativePathsResolved(t *testing.T) {
 	}
 }
 
+// A file exporter-toolkit accepts is accepted, its relative paths
+// resolved wherever YAML puts them (a merge key, an alias) and a null one
+// left out, as exporter-toolkit reads them; and a certificate so named is
+// watched for a change. Before, the paths of a merge key stayed relative
+// (the start failed reading /proc/self/fd/tls.crt), and a null
+// client_ca_file became the file "null".
+func TestYAMLFormsAccepted(t *testing.T) {
+	for _, tc := range []struct{ name, tls string }{
+		{"merge key", "  <<: {cert_file: tls.crt, key_file: tls.key}\n"},
+		{"merge key of a list", "  <<: [{cert_file: tls.crt}, {key_file: tls.key}]\n"},
+		{"alias", "  cert_file: &c tls.crt\n  key_file: tls.key\n  client_auth_type: VerifyClientCertIfGiven\n  client_ca_file: *c\n"},
+		{"null client CA", "  cert_file: tls.crt\n  key_file: tls.key\n  client_ca_file: null\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeCert(t, dir)
+			write(t, filepath.Join(dir, "web.yml"), "tls_server_config:\n"+tc.tls)
+			t.Chdir(dir)
+			if err := web.Validate("web.yml"); err != nil {
+				t.Fatalf("exporter-toolkit refuses the file: %v", err)
+			}
+			k, err := Open("web.yml", limit)
+			if err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+			defer k.Close()
+			if got := served(t, k); !strings.Contains(got, filepath.Join(dir, "tls.crt")) {
+				t.Errorf("the copy lacks %s:\n%s", filepath.Join(dir, "tls.crt"), got)
+			}
+			writeCert(t, dir)
+			if changed, err := k.Check(); !changed || err != nil {
+				t.Errorf("a renewed certificate: changed %v, %v; want a change in use", changed, err)
+			}
+		})
+	}
+}
+
 // The copy is not inherited by the programs the exporter runs, before or
 // after a reload, cannot be written, and is gone once closed.
 func TestCopyPrivate(t *testing.T) {
@@ -189,11 +226,15 @@ func TestCopyPrivate(t *testing.T) {
 		}
 	}
 	path := k.Path()
-	if f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0); err == nil {
-		_, werr := f.WriteString("basic_auth_users: {x: y}\n")
-		f.Close()
-		if werr == nil {
-			t.Error("the copy in use could be written")
+	// Neither appended to (the file's size sealed) nor overwritten in
+	// place (its content sealed), by one who can open it for writing.
+	for _, flag := range []int{os.O_APPEND, 0} {
+		if f, err := os.OpenFile(path, os.O_WRONLY|flag, 0); err == nil {
+			_, werr := f.WriteString("#") // a byte: growing is a seal of its own
+			f.Close()
+			if werr == nil {
+				t.Errorf("the copy in use could be written (open flags %#x)", os.O_WRONLY|flag)
+			}
 		}
 	}
 	if err := k.Close(); err != nil {
@@ -201,5 +242,71 @@ func TestCopyPrivate(t *testing.T) {
 	}
 	if _, err := os.ReadFile(path); err == nil {
 		t.Errorf("%s is still readable once closed", path)
+	}
+}
+
+// A certificate, key or client CA file that is no regular file is
+// refused, naming it, at the start and at a reload or check: exporter-
+// toolkit reads these files whole, and a read of a FIFO waits for a
+// writer, which held the start, or the reload, every later one and the
+// shutdown, for good.
+func TestTLSFileNotRegular(t *testing.T) {
+	for _, key := range []string{"cert_file", "key_file", "client_ca_file"} {
+		t.Run(key, func(t *testing.T) {
+			dir := t.TempDir()
+			writeCert(t, dir)
+			if err := unix.Mkfifo(filepath.Join(dir, "fifo"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			good := "tls_server_config:\n  cert_file: tls.crt\n  key_file: tls.key\n"
+			bad := map[string]string{
+				"cert_file":      "tls_server_config:\n  cert_file: fifo\n  key_file: tls.key\n",
+				"key_file":       "tls_server_config:\n  cert_file: tls.crt\n  key_file: fifo\n",
+				"client_ca_file": good + "  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: fifo\n",
+			}[key]
+			f := filepath.Join(dir, "web.yml")
+			within := func(what string, call func() error) {
+				t.Helper()
+				done := make(chan error, 1)
+				go func() { done <- call() }()
+				select {
+				case err := <-done:
+					if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "fifo")) || !strings.Contains(err.Error(), "named pipe") {
+						t.Errorf("%s: %v, want an error naming %s a named pipe", what, err, filepath.Join(dir, "fifo"))
+					}
+				case <-time.After(5 * time.Second):
+					t.Fatalf("%s: still blocked after 5 s", what)
+				}
+			}
+			write(t, f, bad)
+			within("open", func() error { _, err := Open(f, limit); return err })
+			write(t, f, good)
+			k, err := Open(f, limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer k.Close()
+			write(t, f, bad)
+			within("check", func() error { _, err := k.Check(); return err })
+			within("reload", k.Reload)
+		})
+	}
+}
+
+// Without /proc the copy cannot be read by its path: the start fails
+// saying so, not only that a /proc/self/fd path does not exist.
+func TestNoProc(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "web.yml")
+	write(t, f, "basic_auth_users: {}\n")
+	old := fdDir
+	fdDir = filepath.Join(t.TempDir(), "no-proc") + "/"
+	defer func() { fdDir = old }()
+	k, err := Open(f, limit)
+	if err == nil {
+		k.Close()
+		t.Fatal("opened without /proc")
+	}
+	if !strings.Contains(err.Error(), "is /proc mounted?") {
+		t.Errorf("%v, want it to say /proc is needed", err)
 	}
 }

@@ -45,7 +45,7 @@ func TestReloadLoggedAlikeForHTTPAndSIGHUP(t *testing.T) {
 		bad        bool
 		want       string // in the SIGHUP's line
 	}{
-		{"failed", "/etc/tenants.yaml", true, `level=error msg="reload failed, the previous configuration stays in use" source=SIGHUP err="/etc/tenants.yaml:1: bad"`},
+		{"failed", "/etc/tenants.yaml", true, `level=error msg="reload failed, the files named keep their previous configuration" source=SIGHUP err="/etc/tenants.yaml:1: bad"`},
 		{"reloaded", "/etc/tenants.yaml", false, `level=info msg="reloaded the configuration" source=SIGHUP`},
 		{"no tenants file", "", false, `level=info msg="reload ignored" source=SIGHUP`},
 	} {

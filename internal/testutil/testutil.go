@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -169,4 +170,18 @@ func BindReadOnly(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	return ro
+}
+
+// ReplaceFile puts data at path as an operator should while a program
+// watches it: written beside it, then renamed over it, so that a reader
+// finds the old content or the new one, never a file cut short.
+func ReplaceFile(t testing.TB, path string, data []byte) {
+	t.Helper()
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
 }
