@@ -64,7 +64,16 @@ func TestCheck(t *testing.T) {
 			}
 		}, false, "", oldHash},
 	} {
+		before := served(t, k)
 		step.do()
+		// A change settles for one check: the first finds it and keeps
+		// what is in use.
+		if changed, err := k.Check(); changed || err != nil {
+			t.Errorf("%d %s: the first check after it: changed %v, %v; want it left for the next", i, step.name, changed, err)
+		}
+		if got := served(t, k); got != before && !strings.Contains(got, step.serving) {
+			t.Errorf("%d %s: the first check put in use\n%s", i, step.name, got)
+		}
 		changed, err := k.Check()
 		if changed != step.changed {
 			t.Errorf("%d %s: changed %v, want %v", i, step.name, changed, step.changed)
@@ -84,6 +93,44 @@ func TestCheck(t *testing.T) {
 	write(t, f, edit)
 	if changed, err := k.Check(); changed || err != nil {
 		t.Errorf("a check after Close: changed %v, %v; want nothing done", changed, err)
+	}
+}
+
+// A file a check finds half written (emptied before it is written again:
+// an empty web configuration validates and asks no password) is not put
+// in use: a change is reloaded only once two checks in a row find it.
+func TestCheckSettles(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "web.yml")
+	oldHash, newHash := hash(t, "s3cret"), hash(t, "n3w")
+	write(t, f, "basic_auth_users:\n  prom: "+oldHash+"\n")
+	k, err := Open(f, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	write(t, f, "") // caught between the truncation and the write
+	if changed, err := k.Check(); changed || err != nil {
+		t.Errorf("a check finding the file emptied: changed %v, %v; want nothing done yet", changed, err)
+	}
+	if got := served(t, k); !strings.Contains(got, oldHash) {
+		t.Fatalf("a file caught half written is in use:\n%q", got)
+	}
+	write(t, f, "basic_auth_users:\n  prom: "+newHash+"\n")
+	if changed, err := k.Check(); changed || err != nil {
+		t.Errorf("the written file's first check: changed %v, %v; want it left to settle", changed, err)
+	}
+	if changed, err := k.Check(); !changed || err != nil {
+		t.Errorf("the written file's second check: changed %v, %v; want it in use", changed, err)
+	}
+	if got := served(t, k); !strings.Contains(got, newHash) {
+		t.Errorf("serving\n%q\nwant the hash of the written file", got)
+	}
+	// Put back as it was before it settled: nothing to do.
+	write(t, f, "basic_auth_users:\n  prom: "+oldHash+"\n")
+	k.Check()
+	write(t, f, "basic_auth_users:\n  prom: "+newHash+"\n")
+	if changed, err := k.Check(); changed || err != nil {
+		t.Errorf("a file back as in use: changed %v, %v; want nothing done", changed, err)
 	}
 }
 

@@ -42,8 +42,14 @@ type Kept struct {
 	tls   bool       // whether the configuration in use sets up TLS
 	// seen is the digest of the files as the last reload or check found
 	// them, whatever its outcome: a check reloads only when it differs.
-	seen   [sha256.Size]byte
-	closed bool
+	seen [sha256.Size]byte
+	// pending is what a check found differing from seen: a change is
+	// reloaded only when the next check finds the same files again, so a
+	// file caught half written (emptied, then written: an empty one
+	// validates, and asks no password) is never put in use.
+	pending    [sha256.Size]byte
+	hasPending bool
+	closed     bool
 	// The reloads and their outcome, read by the collector while a
 	// reload runs.
 	reloads, failures atomic.Uint64
@@ -84,8 +90,9 @@ func (k *Kept) Reload() error {
 }
 
 // Check reloads the file, as Reload does, when it or a certificate, key
-// or client CA file it names differs from what the last reload or check
-// found (changed); a file that stays as it was, good or bad, is not read
+// or client CA file it names differs from what the last reload found and
+// the check before found it the same (changed): a change settles for one
+// check first. A file that stays as it was, good or bad, is not read
 // again as a reload, so its failure is reported once. After Close it
 // does nothing.
 func (k *Kept) Check() (changed bool, err error) {
@@ -95,7 +102,12 @@ func (k *Kept) Check() (changed bool, err error) {
 		return false, nil
 	}
 	d := k.digest()
-	if d == k.seen {
+	switch {
+	case d == k.seen:
+		k.hasPending = false
+		return false, nil
+	case !k.hasPending || d != k.pending:
+		k.pending, k.hasPending = d, true
 		return false, nil
 	}
 	return true, k.reloadSeen(d)
@@ -118,7 +130,7 @@ func (k *Kept) Watch(ctx context.Context, ticks <-chan time.Time, report func(er
 
 // reloadSeen reloads the file, whose digest, taken before, is seen.
 func (k *Kept) reloadSeen(seen [sha256.Size]byte) error {
-	k.seen = seen
+	k.seen, k.hasPending = seen, false
 	err := k.reload()
 	k.reloads.Add(1)
 	k.lastFailed.Store(err != nil)
