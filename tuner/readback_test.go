@@ -166,3 +166,34 @@ func TestRestoreReadBack(t *testing.T) {
 		t.Errorf("journal lacks %q: %v\n%s", why, err, data)
 	}
 }
+
+// The guards learn the value asked, not the one read back: the baselines'
+// retry, having asked for 150 W that the GPU holds at 200 W, does not ask
+// for 150 W again before its wait, where taught 200 W it would ask for
+// 150 W every round.
+func TestReadBackGuardsLearnAsked(t *testing.T) {
+	host := &clampingGPU{minW: 200, defW: 700, limitW: 700}
+	act := Action{Target: Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}, Current: Watts(700), Want: Watts(150), Reason: "test"}
+	clk := gpu.NewManualClock(t0)
+	tu, err := New(Options{Policy: fixed{act}, Guards: []Guard{&Retry{After: time.Hour}}, Actuators: ActuatorsOf(host),
+		Clock: clk, Mode: ModeEnforce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 3 {
+		clk.Advance(time.Minute)
+		ds, err := tu.RunOnce(context.Background(), emptySnap(clk.Now()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if round == 0 && (len(ds) != 1 || ds[0].To != "200W") {
+			t.Fatalf("first round: decisions %+v, want one applied, read back as 200W", ds)
+		}
+		if round > 0 && len(ds) != 0 {
+			t.Errorf("round %d: decisions %+v, want none (retry: 150W asked already)", round, ds)
+		}
+	}
+	if len(host.Calls) != 1 {
+		t.Errorf("actuator calls %q, want the one set of 150W", host.Calls)
+	}
+}
