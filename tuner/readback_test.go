@@ -15,8 +15,8 @@ import (
 )
 
 // clampingGPU is recorder with a power limit read back: the GPU holds a
-// limit set at no less than minW (0 restores defW), and a read fails with
-// readErr.
+// limit set at no less than minW (0 restores defW, where known), and a
+// read fails with readErr.
 type clampingGPU struct {
 	recorder
 	minW, defW, limitW float64
@@ -28,8 +28,9 @@ func (c *clampingGPU) SetPowerLimit(ctx context.Context, uuid string, w float64)
 		return err
 	}
 	switch {
-	case w == 0:
+	case w == 0 && c.defW > 0:
 		c.limitW = c.defW
+	case w == 0: // (a default not known: the limit held stays)
 	default:
 		c.limitW = max(w, c.minW)
 	}
@@ -195,5 +196,44 @@ func TestReadBackGuardsLearnAsked(t *testing.T) {
 	}
 	if len(host.Calls) != 1 {
 		t.Errorf("actuator calls %q, want the one set of 150W", host.Calls)
+	}
+}
+
+// A mismatch is warned of again once the GPU held a limit as asked in
+// between (150 W held at 200 W, 450 W as asked, 150 W at 200 W again:
+// two warnings); a default limit asked of a GPU whose default is not
+// known is "set, not read back", not a limit held other than asked.
+func TestReadBackWarnings(t *testing.T) {
+	var logs strings.Builder
+	host := &clampingGPU{minW: 200, defW: 700, limitW: 700}
+	asks := []Watts{150, 450, 150, 0}
+	round := 0
+	policy := deciderFunc(func(*State) []Action {
+		return []Action{{Target: Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}, Current: Watts(700), Want: asks[round], Reason: "test"}}
+	})
+	clk := gpu.NewManualClock(t0)
+	tu, err := New(Options{Policy: policy, Actuators: ActuatorsOf(host), Clock: clk, Mode: ModeEnforce,
+		Logger: log.NewLogfmtLogger(log.NewSyncWriter(&logs))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last Decision
+	for round = range asks {
+		if asks[round] == 0 {
+			host.defW = 0 // (set: the GPU keeps the limit it holds; read: no default)
+		}
+		clk.Advance(time.Minute)
+		ds, err := tu.RunOnce(context.Background(), emptySnap(clk.Now()))
+		if err != nil || len(ds) != 1 {
+			t.Fatalf("round %d: %+v, %v", round, ds, err)
+		}
+		last = ds[0]
+	}
+	if n := strings.Count(logs.String(), "the GPU holds another value than the tuner set"); n != 2 {
+		t.Errorf("%d mismatch warnings, want 2:\n%s", n, logs.String())
+	}
+	const unread = "set, not read back: the GPU's default power limit is not known"
+	if last.To != "default" || !strings.Contains(last.Reason, unread) {
+		t.Errorf("default asked, its value unknown: decision %+v, want to default, %q", last, unread)
 	}
 }
