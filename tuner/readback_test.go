@@ -237,3 +237,25 @@ func TestReadBackWarnings(t *testing.T) {
 		t.Errorf("default asked, its value unknown: decision %+v, want to default, %q", last, unread)
 	}
 }
+
+// A rollback's limit is read back too: 100 W set back after the clock
+// lock of the same plan failed, the GPU holding 200 W, is rolled back to
+// 200 W, its reason saying what was asked.
+func TestRollbackReadBack(t *testing.T) {
+	host := &clampingGPU{minW: 200, defW: 700, limitW: 100}
+	host.Errs = map[string]error{"LockClocks": errors.New("nvmlDeviceSetGpuLockedClocks: ERROR_UNKNOWN")}
+	pow := Action{Target: Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}, Current: Watts(100), Want: Watts(300), Reason: "test"}
+	clk := Action{Target: Target{GPU: uuid0, Knob: gpu.KnobLockedClocks}, Current: ClockRange{}, Want: ClockRange{MinMHz: 1000, MaxMHz: 1500}, Reason: "test"}
+	tu, err := New(Options{Policy: fixed{pow, clk}, Actuators: ActuatorsOf(host), Clock: gpu.NewManualClock(t0), Mode: ModeEnforce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := tu.RunOnce(context.Background(), emptySnap(t0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const why = "asked 100W, the GPU holds 200W (read back)"
+	if len(ds) != 3 || ds[2].Outcome != OutcomeRolledBack || ds[2].To != "200W" || !strings.Contains(ds[2].Reason, why) {
+		t.Errorf("decisions %+v, want the power limit rolled back to 200W, %q", ds, why)
+	}
+}
