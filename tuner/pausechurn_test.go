@@ -2,7 +2,9 @@ package tuner
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -99,4 +101,76 @@ func TestEndedPausesOfGoneTenantsForgotten(t *testing.T) {
 		{"backoff", len(back.state)}, {"revert hold", len(hold.bad)}, {"retry", len(retry.asked)},
 		{"failed-freeze counts", len(s.PauseFreezeFailures)}, {"the actuator's failed-freeze counts", len(rec.failures)},
 	})
+}
+
+// thawRefusingPause is a forgettingPause whose thaws fail while refuse is
+// set, and which notes the tenants it is told to forget.
+type thawRefusingPause struct {
+	forgettingPause
+	refuse bool
+	forgot []string
+}
+
+func (p *thawRefusingPause) SetPauseDuty(ctx context.Context, uuid, tenant string, pids []uint32, duty float64) error {
+	if duty == 0 && p.refuse {
+		return errors.New("thaw: cgroup.freeze: device or resource busy")
+	}
+	return p.forgettingPause.SetPauseDuty(ctx, uuid, tenant, pids, duty)
+}
+
+func (p *thawRefusingPause) ForgetPauseFailures(tenant string) {
+	p.forgot = append(p.forgot, tenant)
+	p.forgettingPause.ForgetPauseFailures(tenant)
+}
+
+// A pause whose thaw fails is never forgotten, however long its tenant
+// is gone: its original stays open (the thaw is tried again each round),
+// its setting, and its failed-freeze count with the actuator's; once a
+// thaw takes, it is forgotten GoneAfter later.
+func TestPauseNotForgottenWhileThawFails(t *testing.T) {
+	clk := gpu.NewManualClock(t0)
+	rec := &thawRefusingPause{forgettingPause: forgettingPause{reportingPause{failures: map[string]uint64{"job": 1}}}, refuse: true}
+	tu, err := New(Options{Policy: pauseEach(), Guards: []Guard{Bounds{}}, Enabled: pauseOn,
+		Actuators: ActuatorsOf(rec), Pauses: rec, Clock: clk, Mode: ModeEnforce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := Target{GPU: uuid0, Knob: gpu.KnobPauseDuty, PID: 100}.String()
+	round := func(running bool) {
+		t.Helper()
+		clk.Advance(15 * time.Second)
+		var usage []tenant.Usage
+		var procs []gpu.Process
+		if running {
+			usage = []tenant.Usage{{Tenant: "job", Class: gpu.ClassBatch, UUID: uuid0, PIDs: []uint32{100}}}
+			procs = []gpu.Process{mpsProc(100, nil)}
+		}
+		snap := snapshot(clk.Now(), []gpu.Device{{UUID: uuid0, Up: true, Mode: gpu.SharingMPS, Processes: procs}}, usage)
+		snap.Tenants = nil
+		tu.RunOnce(context.Background(), snap) // (a failed thaw is an error)
+	}
+	round(true)
+	if _, ok := tu.originals[k]; !ok {
+		t.Fatalf("not paused: originals %v", tu.originals)
+	}
+	for range int((unseenThaw + 4*GoneAfter) / (15 * time.Second)) {
+		round(false)
+	}
+	if _, ok := tu.originals[k]; !ok {
+		t.Errorf("the pause whose thaw fails was closed")
+	}
+	if _, ok := tu.targets[k]; !ok || len(rec.forgot) != 0 || tu.Status().PauseFreezeFailures["job"] != 1 {
+		t.Errorf("the pause whose thaw fails was forgotten: setting kept %v, told to forget %q, failures %v", ok, rec.forgot, tu.Status().PauseFreezeFailures)
+	}
+	rec.refuse = false
+	round(false) // thawed
+	if _, ok := tu.originals[k]; ok {
+		t.Fatalf("not thawed")
+	}
+	for range int(GoneAfter/(15*time.Second)) + 1 {
+		round(false)
+	}
+	if _, ok := tu.targets[k]; ok || !slices.Equal(rec.forgot, []string{"job"}) {
+		t.Errorf("thawed and gone for GoneAfter: setting kept %v, told to forget %q; want forgotten", ok, rec.forgot)
+	}
 }

@@ -15,8 +15,8 @@ import (
 )
 
 // clampingGPU is recorder with a power limit read back: the GPU holds a
-// limit set at no less than minW (0 restores defW), and a read fails with
-// readErr.
+// limit set at no less than minW (0 restores defW, where known), and a
+// read fails with readErr.
 type clampingGPU struct {
 	recorder
 	minW, defW, limitW float64
@@ -28,8 +28,9 @@ func (c *clampingGPU) SetPowerLimit(ctx context.Context, uuid string, w float64)
 		return err
 	}
 	switch {
-	case w == 0:
+	case w == 0 && c.defW > 0:
 		c.limitW = c.defW
+	case w == 0: // (a default not known: the limit held stays)
 	default:
 		c.limitW = max(w, c.minW)
 	}
@@ -164,5 +165,97 @@ func TestRestoreReadBack(t *testing.T) {
 	data, err := os.ReadFile(path)
 	if err != nil || !strings.Contains(string(data), why) {
 		t.Errorf("journal lacks %q: %v\n%s", why, err, data)
+	}
+}
+
+// The guards learn the value asked, not the one read back: the baselines'
+// retry, having asked for 150 W that the GPU holds at 200 W, does not ask
+// for 150 W again before its wait, where taught 200 W it would ask for
+// 150 W every round.
+func TestReadBackGuardsLearnAsked(t *testing.T) {
+	host := &clampingGPU{minW: 200, defW: 700, limitW: 700}
+	act := Action{Target: Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}, Current: Watts(700), Want: Watts(150), Reason: "test"}
+	clk := gpu.NewManualClock(t0)
+	tu, err := New(Options{Policy: fixed{act}, Guards: []Guard{&Retry{After: time.Hour}}, Actuators: ActuatorsOf(host),
+		Clock: clk, Mode: ModeEnforce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 3 {
+		clk.Advance(time.Minute)
+		ds, err := tu.RunOnce(context.Background(), emptySnap(clk.Now()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if round == 0 && (len(ds) != 1 || ds[0].To != "200W") {
+			t.Fatalf("first round: decisions %+v, want one applied, read back as 200W", ds)
+		}
+		if round > 0 && len(ds) != 0 {
+			t.Errorf("round %d: decisions %+v, want none (retry: 150W asked already)", round, ds)
+		}
+	}
+	if len(host.Calls) != 1 {
+		t.Errorf("actuator calls %q, want the one set of 150W", host.Calls)
+	}
+}
+
+// A mismatch is warned of again once the GPU held a limit as asked in
+// between (150 W held at 200 W, 450 W as asked, 150 W at 200 W again:
+// two warnings); a default limit asked of a GPU whose default is not
+// known is "set, not read back", not a limit held other than asked.
+func TestReadBackWarnings(t *testing.T) {
+	var logs strings.Builder
+	host := &clampingGPU{minW: 200, defW: 700, limitW: 700}
+	asks := []Watts{150, 450, 150, 0}
+	round := 0
+	policy := deciderFunc(func(*State) []Action {
+		return []Action{{Target: Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}, Current: Watts(700), Want: asks[round], Reason: "test"}}
+	})
+	clk := gpu.NewManualClock(t0)
+	tu, err := New(Options{Policy: policy, Actuators: ActuatorsOf(host), Clock: clk, Mode: ModeEnforce,
+		Logger: log.NewLogfmtLogger(log.NewSyncWriter(&logs))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last Decision
+	for round = range asks {
+		if asks[round] == 0 {
+			host.defW = 0 // (set: the GPU keeps the limit it holds; read: no default)
+		}
+		clk.Advance(time.Minute)
+		ds, err := tu.RunOnce(context.Background(), emptySnap(clk.Now()))
+		if err != nil || len(ds) != 1 {
+			t.Fatalf("round %d: %+v, %v", round, ds, err)
+		}
+		last = ds[0]
+	}
+	if n := strings.Count(logs.String(), "the GPU holds another value than the tuner set"); n != 2 {
+		t.Errorf("%d mismatch warnings, want 2:\n%s", n, logs.String())
+	}
+	const unread = "set, not read back: the GPU's default power limit is not known"
+	if last.To != "default" || !strings.Contains(last.Reason, unread) {
+		t.Errorf("default asked, its value unknown: decision %+v, want to default, %q", last, unread)
+	}
+}
+
+// A rollback's limit is read back too: 100 W set back after the clock
+// lock of the same plan failed, the GPU holding 200 W, is rolled back to
+// 200 W, its reason saying what was asked.
+func TestRollbackReadBack(t *testing.T) {
+	host := &clampingGPU{minW: 200, defW: 700, limitW: 100}
+	host.Errs = map[string]error{"LockClocks": errors.New("nvmlDeviceSetGpuLockedClocks: ERROR_UNKNOWN")}
+	pow := Action{Target: Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}, Current: Watts(100), Want: Watts(300), Reason: "test"}
+	clk := Action{Target: Target{GPU: uuid0, Knob: gpu.KnobLockedClocks}, Current: ClockRange{}, Want: ClockRange{MinMHz: 1000, MaxMHz: 1500}, Reason: "test"}
+	tu, err := New(Options{Policy: fixed{pow, clk}, Actuators: ActuatorsOf(host), Clock: gpu.NewManualClock(t0), Mode: ModeEnforce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := tu.RunOnce(context.Background(), emptySnap(t0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const why = "asked 100W, the GPU holds 200W (read back)"
+	if len(ds) != 3 || ds[2].Outcome != OutcomeRolledBack || ds[2].To != "200W" || !strings.Contains(ds[2].Reason, why) {
+		t.Errorf("decisions %+v, want the power limit rolled back to 200W, %q", ds, why)
 	}
 }

@@ -99,3 +99,38 @@ func TestPowerLimitReadBackThroughTheTuner(t *testing.T) {
 		})
 	}
 }
+
+// PowerLimitInForce reads the enforced limit (else the limit set) and the
+// default limit, in watts; a default that cannot be read is 0 (not
+// known), which the tuner does not take for a default held.
+func TestPowerLimitInForce(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fails []string
+		want  gpu.PowerLimit
+		err   string
+	}{
+		{"both read", nil, gpu.PowerLimit{InForceW: 250.5, DefaultW: 700}, ""},
+		{"enforced not read: the limit set", []string{"GetEnforcedPowerLimit"}, gpu.PowerLimit{InForceW: 300, DefaultW: 700}, ""},
+		{"default not read", []string{"GetPowerManagementDefaultLimit"}, gpu.PowerLimit{InForceW: 250.5}, ""},
+		{"neither limit read", []string{"GetEnforcedPowerLimit", "GetPowerManagementLimit"}, gpu.PowerLimit{},
+			"nvmlDeviceGetEnforcedPowerLimit: ERROR_UNKNOWN; nvmlDeviceGetPowerManagementLimit: ERROR_UNKNOWN"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, dgxh100.New())
+			d := f.devs[0]
+			d.GetEnforcedPowerLimitFunc = func() (uint32, nvml.Return) { return 250500, f.inject(0, "GetEnforcedPowerLimit") }
+			d.GetPowerManagementLimitFunc = func() (uint32, nvml.Return) { return 300000, f.inject(0, "GetPowerManagementLimit") }
+			d.GetPowerManagementDefaultLimitFunc = func() (uint32, nvml.Return) {
+				return 700000, f.inject(0, "GetPowerManagementDefaultLimit")
+			}
+			for _, call := range tc.fails {
+				f.fail(0, call, nvml.ERROR_UNKNOWN)
+			}
+			got, err := f.backend().PowerLimitInForce(context.Background(), d.UUID)
+			if got != tc.want || (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%+v, %v; want %+v, %q", got, err, tc.want, tc.err)
+			}
+		})
+	}
+}

@@ -61,6 +61,11 @@ func TestTrailForgetsGoneTenants(t *testing.T) {
 	if n := len(p.trail.pts); n > 12 || n == 0 {
 		t.Errorf("%d latency tenants' points kept after 300 of them, want the last few (1..12)", n)
 	}
+	// the latency tenant a reload replaced 75 s ago keeps its points: a
+	// raise ahead of its load rise is judged on them (aheadGone)
+	if _, ok := p.trail.pts["chat-298"]; !ok {
+		t.Errorf("the points of chat-298, replaced 75 s ago, were forgotten within %v", trailKeep)
+	}
 	// a job gone with its pause in force: its share stays for its return
 	p.Decide(churnRound(now, "chat", "held", 7, 100, ""))
 	for r := range 20 {
@@ -72,6 +77,9 @@ func TestTrailForgetsGoneTenants(t *testing.T) {
 	}
 	now = now.Add(15 * time.Second)
 	p.Decide(churnRound(now, "chat", "", 0, 5000, ""))
+	if _, ok := p.trail.capSeen(uuid0, "held"); !ok {
+		t.Errorf("the share of a job was forgotten as its pause ended, before it was gone %v", tuner.GoneAfter)
+	}
 	now = now.Add(tuner.GoneAfter)
 	p.Decide(churnRound(now, "chat", "", 0, 6000, ""))
 	if _, ok := p.trail.capSeen(uuid0, "held"); ok {
