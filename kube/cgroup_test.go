@@ -128,6 +128,11 @@ func TestParseProcCgroup(t *testing.T) {
 		{"v1 forged hierarchy ID", "4:memory:/a\n4:pids:/kubepods/pod" + otherUID + "\n", "", true},
 		{"hybrid, a forged v1 line naming another pod", "4:memory:/user.slice/x\n4:memory:/kubepods/pod" + otherUID + "/" + cid + "\n0::/user.slice/x\n", "", true},
 		{"forged line without a hierarchy ID", "0::/a/x\nevil\n", "", true},
+		// on a host with the unified hierarchy alone, a line of another
+		// (one the host has not) after it, naming another pod
+		{"v2 forged line of a hierarchy without controllers", "0::/system.slice/t.service/x\n5::/kubepods/pod" + otherUID + "/" + cid + "\n", "", true},
+		{"v2 forged line of a v1 hierarchy", "0::/system.slice/t.service/x\n5:freezer:/kubepods/pod" + otherUID + "/" + cid + "\n", "", true},
+		{"v1 forged hierarchy ID written otherwise", "4:memory:/a\n04:pids:/kubepods/pod" + otherUID + "\n", "", true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

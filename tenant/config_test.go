@@ -510,6 +510,8 @@ func TestLabelKeyChecked(t *testing.T) {
 		{"a space", file("my app"), []string{`t.yaml:5: tenant "a": kubernetes.labels key "my app" (6 bytes) is not a Kubernetes label key`}},
 		{"two slashes", file("a/b/c"), []string{`t.yaml:5: tenant "a": kubernetes.labels key "a/b/c"`}},
 		{"an upper-case prefix", file("Example.com/app"), []string{`t.yaml:5: tenant "a": kubernetes.labels key "Example.com/app"`}},
+		{"two dots in the prefix", file("example..com/app"), []string{`t.yaml:5: tenant "a": kubernetes.labels key "example..com/app"`}},
+		{"a prefix's label that ends with '-'", file("example-.com/app"), []string{`t.yaml:5: tenant "a": kubernetes.labels key "example-.com/app"`}},
 		{"a name that begins with '-'", file("-app"), []string{`t.yaml:5: tenant "a": kubernetes.labels key "-app"`}},
 		{"a selector repeated through an alias", "tenants:\n  - name: a\n    selectors:\n      - &s {kubernetes: {labels: {" + name63 + "nn: x}}}\n  - name: b\n    selectors:\n      - *s\n", []string{`t.yaml:4: tenant "a": kubernetes.labels key`, `t.yaml:7: tenant "b": kubernetes.labels key`, `t.yaml:7: selector of tenant "b" overlaps the selector of tenant "a" at line 4`}},
 	} {

@@ -128,9 +128,10 @@ func labelKey(key string) bool {
 	return len(prefix) <= 253 && len(name) <= 63 && labelKeyRE.MatchString(key)
 }
 
-// labelKeyRE is a Kubernetes label key's form: an optional DNS prefix and a
-// name.
-var labelKeyRE = regexp.MustCompile(`^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
+// labelKeyRE is a Kubernetes label key's form: an optional DNS prefix (a
+// subdomain: dot-separated labels that begin and end with a letter or
+// digit) and a name.
+var labelKeyRE = regexp.MustCompile(`^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
 
 // nameByte says whether c may appear in a tenant name.
 func nameByte(c byte) bool {

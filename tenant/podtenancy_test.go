@@ -27,6 +27,8 @@ func TestParsePodTenancy(t *testing.T) {
 		{"label:", PodTenancy{}, "not a pod label key"},
 		{"label:a b", PodTenancy{}, "not a pod label key"},
 		{"label:/x", PodTenancy{}, "not a pod label key"},
+		{"label:example..com/x", PodTenancy{}, "not a pod label key"},
+		{"label:example.-com/x", PodTenancy{}, "not a pod label key"},
 		// the longest prefix and name a label key may have, and one byte more
 		{"label:" + strings.Repeat("a", 253) + "/" + strings.Repeat("b", 63), PodTenancy{Label: strings.Repeat("a", 253) + "/" + strings.Repeat("b", 63)}, ""},
 		{"label:" + strings.Repeat("b", 64), PodTenancy{}, "not a pod label key"},

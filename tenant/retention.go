@@ -22,6 +22,7 @@ const MaxDepartedPerGPU = 256
 type departures struct {
 	keep time.Duration // 0: nothing is forgotten
 	last map[meterKey]time.Time
+	prev time.Time // the latest sample's time
 }
 
 func newDepartures(keep time.Duration) departures {
@@ -32,13 +33,21 @@ func newDepartures(keep time.Duration) departures {
 // GPUs' tenants to forget: those without usage on a GPU for the retention
 // or more, as of r's time, and on a GPU with more than MaxDepartedPerGPU
 // tenants without usage, the oldest of them beyond it. The time a GPU is
-// listed but not read (lost) does not count: its tenants are not known to
-// have left.
+// listed but not read (lost: the interval since the previous sample) does
+// not count: its tenants are not known to have left. The time before it
+// does: their latest usage moves on by the lost interval alone.
 func (d *departures) expire(r *gpu.Readings, usage []Usage) []meterKey {
 	if d.keep <= 0 || r == nil {
 		return nil
 	}
 	at := r.Time
+	var lost time.Duration
+	if !d.prev.IsZero() && at.After(d.prev) {
+		lost = at.Sub(d.prev)
+	}
+	if at.After(d.prev) {
+		d.prev = at
+	}
 	for _, u := range usage {
 		if k := (meterKey{u.UUID, u.Tenant}); at.After(d.last[k]) {
 			d.last[k] = at
@@ -59,7 +68,7 @@ func (d *departures) expire(r *gpu.Readings, usage []Usage) []meterKey {
 		switch {
 		case !at.After(t): // usage in this sample
 		case down[k.uuid]:
-			d.last[k] = at
+			d.last[k] = t.Add(lost)
 		case at.Sub(t) >= d.keep:
 			gone = append(gone, k)
 		default:

@@ -111,6 +111,9 @@ func TestDepartedMetersForgotten(t *testing.T) {
 	}{
 		{"gone an hour after it left", 2, [2]int{}, 8, 10},
 		{"the time the GPU is lost does not count", 2, [2]int{3, 20}, 25, 26},
+		// lost once, 40 minutes after it left: those 40 minutes count
+		{"the time before the GPU is lost counts", 2, [2]int{6, 7}, 9, 10},
+		{"lost for one sample, 20 minutes after it left", 2, [2]int{4, 5}, 9, 10},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pods := &churnPods{}

@@ -20,16 +20,20 @@ type Line struct{ ID, Controllers, Path string }
 func (l Line) Unified() bool { return l.ID == "0" && l.Controllers == "" }
 
 // Lines splits the contents of /proc/PID/cgroup into its lines. It
-// refuses a file that lists a hierarchy or a controller twice, which no
-// kernel writes: a process in a cgroup it named "x\n0::/other" would
-// otherwise read as a process of cgroup "/other". Blank lines are
-// skipped; any other line not hierarchy-ID:controllers:path is an error.
+// refuses what no kernel writes: a hierarchy or a controller listed
+// twice, a line after the unified hierarchy's (the kernel lists it
+// last), a hierarchy other than the unified one (0) without controllers
+// or the unified one with some, an ID not written in plain decimal. A
+// process in a cgroup it named "x\n0::/other", or on a host with the
+// unified hierarchy alone "x\n5::/other", would otherwise read as a
+// process of cgroup "/other". Blank lines are skipped; any other line not
+// hierarchy-ID:controllers:path is an error.
 func Lines(data []byte) ([]Line, error) {
 	var out []Line
 	ids, ctrls := map[string]int{}, map[string]int{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 0, 4096), 1<<20)
-	line := 0
+	line, unifiedAt := 0, 0
 	for sc.Scan() {
 		line++
 		l := strings.TrimSpace(sc.Text())
@@ -40,10 +44,13 @@ func Lines(data []byte) ([]Line, error) {
 		if len(parts) != 3 {
 			return nil, fmt.Errorf("line %d: want hierarchy-ID:controllers:path, got %q", line, l)
 		}
-		if _, err := strconv.Atoi(parts[0]); err != nil {
+		if id, err := strconv.Atoi(parts[0]); err != nil || id < 0 || strconv.Itoa(id) != parts[0] {
 			return nil, fmt.Errorf("line %d: bad hierarchy ID %q", line, parts[0])
 		}
-		if parts[0] == "0" && parts[1] == "" {
+		if (parts[0] == "0") != (parts[1] == "") {
+			return nil, fmt.Errorf("line %d: hierarchy %s with controllers %q: only the unified hierarchy, 0, has none: a cgroup name with a line break in it", line, parts[0], parts[1])
+		}
+		if parts[0] == "0" {
 			// the kernel marks the unified cgroup of a process that outlived
 			// it (a zombie's) " (deleted)": still the path of its pod
 			parts[2] = strings.TrimSuffix(parts[2], " (deleted)")
@@ -51,7 +58,13 @@ func Lines(data []byte) ([]Line, error) {
 		if at, ok := ids[parts[0]]; ok {
 			return nil, fmt.Errorf("line %d: hierarchy %s listed again (first at line %d): a cgroup name with a line break in it", line, parts[0], at)
 		}
+		if unifiedAt > 0 {
+			return nil, fmt.Errorf("line %d: a line after the unified hierarchy's (line %d), which the kernel lists last: a cgroup name with a line break in it", line, unifiedAt)
+		}
 		ids[parts[0]] = line
+		if parts[0] == "0" {
+			unifiedAt = line
+		}
 		if parts[1] != "" {
 			for _, c := range strings.Split(parts[1], ",") {
 				if at, ok := ctrls[c]; ok {

@@ -23,6 +23,12 @@ func TestLines(t *testing.T) {
 		{"a forged controller", "4:memory:/x\n9:cpu,memory:/k\n", nil, `line 2: controller "memory" listed again (first at line 1)`},
 		{"no hierarchy ID", "0::/x\nevil\n", nil, "line 2: want hierarchy-ID:controllers:path"},
 		{"a bad hierarchy ID", "x::/a\n", nil, `line 1: bad hierarchy ID "x"`},
+		{"a hierarchy ID written otherwise", "4:memory:/a\n04:pids:/k\n", nil, `line 2: bad hierarchy ID "04"`},
+		{"a negative hierarchy ID", "-1:pids:/k\n", nil, `line 1: bad hierarchy ID "-1"`},
+		// a host with the unified hierarchy alone: no other line is the kernel's
+		{"a forged line of a hierarchy without controllers", "0::/x\n5::/kubepods/pod1\n", nil, `line 2: hierarchy 5 with controllers "": only the unified hierarchy, 0, has none`},
+		{"a forged line after the unified one", "0::/x\n5:freezer:/kubepods/pod1\n", nil, "line 2: a line after the unified hierarchy's (line 1), which the kernel lists last"},
+		{"the unified hierarchy with controllers", "0:memory:/x\n", nil, `line 1: hierarchy 0 with controllers "memory"`},
 	} {
 		got, err := Lines([]byte(tc.file))
 		if tc.err != "" {
@@ -57,18 +63,20 @@ func TestUnified(t *testing.T) {
 }
 
 // FuzzLines: any file is read without a panic; what is accepted lists no
-// hierarchy twice and no path with a line break.
+// hierarchy twice, no path with a line break, no line after the unified
+// hierarchy's, and controllers on every other hierarchy alone.
 func FuzzLines(f *testing.F) {
 	f.Add("4:memory,cpu:/k\n0::/u\n")
 	f.Add("0::/x\n0::/y\n")
+	f.Add("0::/x\n5::/y\n")
 	f.Fuzz(func(t *testing.T, s string) {
 		lines, err := Lines([]byte(s))
 		if err != nil {
 			return
 		}
 		ids := map[string]bool{}
-		for _, l := range lines {
-			if ids[l.ID] || strings.ContainsAny(l.Path, "\n") {
+		for i, l := range lines {
+			if ids[l.ID] || strings.ContainsAny(l.Path, "\n") || (l.ID == "0") != l.Unified() || l.ID != "0" && l.Controllers == "" || l.Unified() && i != len(lines)-1 {
 				t.Fatalf("%q: %v", s, lines)
 			}
 			ids[l.ID] = true

@@ -248,7 +248,7 @@ server. */}}
 {{- define "vgpu-exporter.quantity" -}}
 {{- $q := toString . -}}
 {{- $n := regexFind "^[+]?([0-9]+([.][0-9]*)?|[.][0-9]+)" $q -}}
-{{- $units := dict "" 1 "m" 0.001 "k" 1e3 "M" 1e6 "G" 1e9 "T" 1e12 "P" 1e15 "E" 1e18 "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776 "Pi" 1125899906842624 "Ei" 1152921504606846976 -}}
+{{- $units := dict "" 1 "n" 1e-9 "u" 1e-6 "m" 0.001 "k" 1e3 "M" 1e6 "G" 1e9 "T" 1e12 "P" 1e15 "E" 1e18 "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776 "Pi" 1125899906842624 "Ei" 1152921504606846976 -}}
 {{- $unit := trimPrefix $n $q -}}
 {{- if and $n (hasKey $units $unit) -}}
 {{- mulf (float64 (trimPrefix "+" $n)) (get $units $unit) -}}
