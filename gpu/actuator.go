@@ -165,13 +165,17 @@ type ClockPowerActuator interface {
 // (NVML has no call that returns it).
 type PowerLimitReader interface {
 	// PowerLimitInForce returns the power limit the GPU with this UUID
-	// enforces now and its default limit.
+	// enforces now, the limit set and its default limit.
 	PowerLimitInForce(ctx context.Context, uuid string) (PowerLimit, error)
 }
 
-// PowerLimit is a GPU's power limit as read back, in watts.
+// PowerLimit is a GPU's power limit as read back, in watts. The limit
+// set (what SetPowerLimit changes) and the limit enforced differ where
+// another limiter holds the GPU lower (a BMC's out-of-band cap, a DCGM
+// policy, a thermal or board limit).
 type PowerLimit struct {
-	InForceW float64 // the limit the GPU enforces
+	InForceW float64 // the limit the GPU enforces, every limiter counted
+	SetW     float64 // the limit set (NVML's management limit); 0 where not read
 	DefaultW float64 // its default limit; 0 where not known
 }
 

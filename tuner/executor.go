@@ -89,7 +89,7 @@ func (t *Tuner) execute(ctx context.Context, st *State, a Action, now time.Time,
 		return []Decision{t.finish(a, d, now, nil)}, false
 	}
 	_, hadOriginal := t.originals[a.Target.String()]
-	err := t.keepOriginal(a, now)
+	err := t.keepOriginal(ctx, a, now)
 	if err == nil {
 		err = t.widenHeld(a, now, false)
 	}
@@ -511,8 +511,9 @@ func valueText(v Value) string {
 // keepOriginal journals the setting before the first change to it; a
 // change whose original could not be written down is not made. Only the
 // mechanisms whose settings are restored keep originals (a tenant moved
-// or a MIG layout changed is not undone).
-func (t *Tuner) keepOriginal(a Action, now time.Time) error {
+// or a MIG layout changed is not undone). A power limit's original is the
+// limit set, where the actuator reads it (powerOriginal).
+func (t *Tuner) keepOriginal(ctx context.Context, a Action, now time.Time) error {
 	k := a.Target.String()
 	if _, ok := mechanismOf(a.Knob); !ok || a.Plan != nil {
 		return nil
@@ -526,12 +527,16 @@ func (t *Tuner) keepOriginal(a Action, now time.Time) error {
 		pids = h.pids(a)
 		id = t.identityFor(Original{}, pids)
 	}
+	v := a.Current
+	if a.Knob == gpu.KnobPowerLimit {
+		v = t.powerOriginal(ctx, a)
+	}
 	if t.o.Journal != nil {
-		if err := t.journal(Record{Time: now, Event: EventOriginal, Target: a.Target, Tenant: a.Tenant, From: encodeValue(a.Current), PIDs: pids, Identity: id}); err != nil {
+		if err := t.journal(Record{Time: now, Event: EventOriginal, Target: a.Target, Tenant: a.Tenant, From: encodeValue(v), PIDs: pids, Identity: id}); err != nil {
 			return fmt.Errorf("not changed, the original could not be journaled: %w", err)
 		}
 	}
-	t.originals[k] = Original{Target: a.Target, Tenant: a.Tenant, Value: a.Current, At: now, PIDs: pids, Identity: id}
+	t.originals[k] = Original{Target: a.Target, Tenant: a.Tenant, Value: v, At: now, PIDs: pids, Identity: id}
 	return nil
 }
 

@@ -14,8 +14,12 @@ import (
 // where the host's actuator of its knob reads one back: the power limit
 // through gpu.PowerLimitReader (NVML). No backend reads a locked clock
 // range back (NVML has no call that returns it): a lock stays as asked,
-// and /tuner says "locked, range not read". A value in force other than
-// the one asked (the driver holds a power limit within the board's
+// and /tuner says "locked, range not read". The power limit compared is
+// the limit set (NVML's management limit, what a set changes), else the
+// limit enforced: a set the limit set holds while another limiter (a
+// BMC's cap, a DCGM policy, a thermal or board limit) enforces less is
+// held as asked, and d's reason names the limit enforced. A value other
+// than the one asked (the driver holds a power limit within the board's
 // constraints; another agent may hold another) becomes a's Want, d's To
 // and a note of d's reason, so that the journal, the target and the
 // restore's "last set" hold what the GPU has; it is logged once per
@@ -26,18 +30,21 @@ func (t *Tuner) readBack(ctx context.Context, a Action, d Decision) (Action, Dec
 	if !ok || a.Knob != gpu.KnobPowerLimit {
 		return a, d
 	}
-	cp, _ := actuator[gpu.ClockPowerActuator](t.o.Actuators)
-	r, ok := cp.(gpu.PowerLimitReader)
+	r, ok := t.powerReader()
 	if !ok {
 		return a, d // (the simulator: its limit is the one asked)
 	}
 	k := a.Target.String()
 	pl, err := r.PowerLimitInForce(ctx, a.GPU)
-	if err == nil && (pl.InForceW <= 0 || math.IsNaN(pl.InForceW) || math.IsInf(pl.InForceW, 0)) {
-		err = fmt.Errorf("the GPU reports a power limit of %v W", pl.InForceW)
+	held := pl.SetW
+	if !validWatts(held) {
+		held = pl.InForceW
+	}
+	if err == nil && !validWatts(held) {
+		err = fmt.Errorf("the GPU reports a power limit of %v W", held)
 	}
 	if err == nil && asked == 0 && pl.DefaultW <= 0 {
-		err = fmt.Errorf("the GPU's default power limit is not known (%v W in force)", pl.InForceW)
+		err = fmt.Errorf("the GPU's default power limit is not known (%v W in force)", held)
 	}
 	if err != nil {
 		d.Reason = joinReasons(d.Reason, "set, not read back: "+err.Error())
@@ -45,15 +52,18 @@ func (t *Tuner) readBack(ctx context.Context, a Action, d Decision) (Action, Dec
 			"gpu", a.GPU, "knob", a.Knob, "asked", asked, "err", err)
 		return a, d
 	}
-	got := Watts(pl.InForceW)
+	got := Watts(held)
 	switch {
-	case asked == 0 && sameMilliwatts(pl.InForceW, pl.DefaultW):
+	case asked == 0 && sameMilliwatts(held, pl.DefaultW):
 		got = 0
-	case asked != 0 && sameMilliwatts(pl.InForceW, float64(asked)):
+	case asked != 0 && sameMilliwatts(held, float64(asked)):
 		got = asked
 	}
 	if got == asked {
 		delete(t.readBackLogged, k)
+		if validWatts(pl.SetW) && validWatts(pl.InForceW) && math.Round(pl.InForceW*1000) < math.Round(pl.SetW*1000) {
+			d.Reason = joinReasons(d.Reason, fmt.Sprintf("held as set; another limiter (a BMC's or DCGM's cap, a thermal or board limit) enforces %s", Watts(pl.InForceW)))
+		}
 		return a, d
 	}
 	d.To = got.String()
@@ -64,6 +74,47 @@ func (t *Tuner) readBack(ctx context.Context, a Action, d Decision) (Action, Dec
 	a.Want = got
 	return a, d
 }
+
+// powerReader is the host's power-limit actuator where it reads the limit
+// back (NVML; not the simulator).
+func (t *Tuner) powerReader() (gpu.PowerLimitReader, bool) {
+	cp, _ := actuator[gpu.ClockPowerActuator](t.o.Actuators)
+	r, ok := cp.(gpu.PowerLimitReader)
+	return r, ok
+}
+
+// powerOriginal is the original of a's power limit, before the tuner's
+// first change to it: the limit set (NVML's management limit, what a
+// restore sets back) where the actuator reads it, not the limit the
+// readings carry (a.Current: the limit enforced, which another limiter may
+// hold lower, so that a restore to it would leave the GPU lower than it
+// was). Where the actuator reads no limit back, or the read fails, it is
+// a.Current (a failed read is logged).
+func (t *Tuner) powerOriginal(ctx context.Context, a Action) Value {
+	r, ok := t.powerReader()
+	if !ok {
+		return a.Current
+	}
+	pl, err := r.PowerLimitInForce(ctx, a.GPU)
+	if err == nil && !validWatts(pl.SetW) {
+		err = fmt.Errorf("the GPU reports a power limit set of %v W", pl.SetW)
+	}
+	if err != nil {
+		level.Warn(t.o.Logger).Log("msg", "tuner keeps the power limit read as the original: the limit set could not be read",
+			"gpu", a.GPU, "knob", a.Knob, "original", valueText(a.Current), "err", err)
+		return a.Current
+	}
+	set := Watts(math.Round(pl.SetW*1000) / 1000)
+	if cur, ok := a.Current.(Watts); !ok || !sameMilliwatts(float64(cur), pl.SetW) {
+		level.Info(t.o.Logger).Log("msg", "tuner keeps the power limit set as the original, not the limit read",
+			"gpu", a.GPU, "knob", a.Knob, "original", set, "read", valueText(a.Current),
+			"hint", "the limit enforced is below the limit set where another limiter (a BMC's or DCGM's cap, a thermal or board limit) holds the GPU lower")
+	}
+	return set
+}
+
+// validWatts reports whether w is a power limit a GPU may report.
+func validWatts(w float64) bool { return w > 0 && !math.IsNaN(w) && !math.IsInf(w, 0) }
 
 // sameMilliwatts reports whether two limits in watts are the same whole
 // milliwatts, NVML's unit.

@@ -15,12 +15,13 @@ import (
 )
 
 // clampingGPU is recorder with a power limit read back: the GPU holds a
-// limit set at no less than minW (0 restores defW, where known), and a
-// read fails with readErr.
+// limit set at no less than minW (0 restores defW, where known), another
+// limiter enforces no more than capW (where not 0), and a read fails with
+// readErr.
 type clampingGPU struct {
 	recorder
-	minW, defW, limitW float64
-	readErr            error
+	minW, defW, limitW, capW float64
+	readErr                  error
 }
 
 func (c *clampingGPU) SetPowerLimit(ctx context.Context, uuid string, w float64) error {
@@ -38,14 +39,19 @@ func (c *clampingGPU) SetPowerLimit(ctx context.Context, uuid string, w float64)
 }
 
 func (c *clampingGPU) PowerLimitInForce(context.Context, string) (gpu.PowerLimit, error) {
-	return gpu.PowerLimit{InForceW: c.limitW, DefaultW: c.defW}, c.readErr
+	enforced := c.limitW
+	if c.capW > 0 {
+		enforced = min(enforced, c.capW)
+	}
+	return gpu.PowerLimit{InForceW: enforced, SetW: c.limitW, DefaultW: c.defW}, c.readErr
 }
 
 // A power limit is read back after it is set: one the GPU holds otherwise
 // is the value the decision, the journal (the restore's "last set") and
 // the target hold, the reason and a warning (once per distinct mismatch)
 // name what was asked and what the GPU has; a read-back that fails leaves
-// the change applied, "set, not read back". The original set back at
+// the change applied, "set, not read back" (and the original, not read
+// either, is the reading's, with a warning). The original set back at
 // exit is the one before the change either way.
 func TestPowerLimitReadBack(t *testing.T) {
 	const mismatch = "the GPU holds another value than the tuner set"
@@ -64,7 +70,7 @@ func TestPowerLimitReadBack(t *testing.T) {
 		{"default as asked", 0, nil, "default", "", 0, "", 0},
 		{"read fails", 150, errors.New("nvmlDeviceGetEnforcedPowerLimit: ERROR_UNKNOWN"), "150W",
 			"set, not read back: nvmlDeviceGetEnforcedPowerLimit: ERROR_UNKNOWN", 150,
-			"tuner set a value it could not read back gpu=GPU-0 knob=power_limit asked=150W", 1},
+			"tuner set a value it could not read back gpu=GPU-0 knob=power_limit asked=150W", 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var logs strings.Builder

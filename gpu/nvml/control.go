@@ -146,8 +146,9 @@ func (b *Backend) SetPowerLimit(ctx context.Context, uuid string, watts float64)
 
 // PowerLimitInForce reads back the power limit the GPU enforces, every
 // limiter counted (nvmlDeviceGetEnforcedPowerLimit; where that call fails,
-// the limit set, nvmlDeviceGetPowerManagementLimit), and its default
-// limit. Both are whole milliwatts, as SetPowerLimit sets them.
+// the limit set), the limit set (nvmlDeviceGetPowerManagementLimit, what
+// SetPowerLimit changes; 0 where that call fails) and its default limit.
+// All are whole milliwatts, as SetPowerLimit sets them.
 func (b *Backend) PowerLimitInForce(ctx context.Context, uuid string) (gpu.PowerLimit, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -155,16 +156,21 @@ func (b *Backend) PowerLimitInForce(ctx context.Context, uuid string) (gpu.Power
 	if err != nil {
 		return gpu.PowerLimit{}, err
 	}
-	mw, r := ds.handle.GetEnforcedPowerLimit()
-	if r != nvml.SUCCESS {
-		set, r2 := ds.handle.GetPowerManagementLimit()
-		if r2 != nvml.SUCCESS {
-			return gpu.PowerLimit{}, fmt.Errorf("%w; %w", controlErr(uuid, "nvmlDeviceGetEnforcedPowerLimit", r),
-				retErr("nvmlDeviceGetPowerManagementLimit", r2))
-		}
-		mw = set
+	var pl gpu.PowerLimit
+	set, r2 := ds.handle.GetPowerManagementLimit()
+	if r2 == nvml.SUCCESS {
+		pl.SetW = float64(set) / 1000
 	}
-	pl := gpu.PowerLimit{InForceW: float64(mw) / 1000}
+	mw, r := ds.handle.GetEnforcedPowerLimit()
+	switch {
+	case r == nvml.SUCCESS:
+		pl.InForceW = float64(mw) / 1000
+	case r2 == nvml.SUCCESS:
+		pl.InForceW = pl.SetW
+	default:
+		return gpu.PowerLimit{}, fmt.Errorf("%w; %w", controlErr(uuid, "nvmlDeviceGetEnforcedPowerLimit", r),
+			retErr("nvmlDeviceGetPowerManagementLimit", r2))
+	}
 	if b.has(symPowerDefault) {
 		if def, r := ds.handle.GetPowerManagementDefaultLimit(); r == nvml.SUCCESS {
 			pl.DefaultW = float64(def) / 1000

@@ -22,6 +22,25 @@ type onePolicy []tuner.Action
 func (onePolicy) Name() string                         { return "one" }
 func (p onePolicy) Decide(*tuner.State) []tuner.Action { return p }
 
+// powerTuner is an enforcing tuner on f's backend that proposes act every
+// round, with a journal at path and its log in logs.
+func powerTuner(t *testing.T, f *fixture, act tuner.Action) (tu *tuner.Tuner, path string, logs *strings.Builder) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "journal")
+	j, err := tuner.OpenJournal(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Close() })
+	logs = &strings.Builder{}
+	tu, err = tuner.New(tuner.Options{Policy: onePolicy{act}, Actuators: tuner.ActuatorsOf(f.backend()), Journal: j, Clock: f.clock,
+		Mode: tuner.ModeEnforce, Logger: log.NewLogfmtLogger(log.NewSyncWriter(logs))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tu, path, logs
+}
+
 // The tuner reads a power limit back after NVML set it. A driver that
 // holds the limit at 200 W whatever its constraints say (150 W asked):
 // the decision, the journal's value last set and the target say 200 W,
@@ -57,20 +76,8 @@ func TestPowerLimitReadBackThroughTheTuner(t *testing.T) {
 			for _, call := range tc.readFails {
 				f.fail(0, call, nvml.ERROR_UNKNOWN)
 			}
-			b := f.backend()
-			path := filepath.Join(t.TempDir(), "journal")
-			j, err := tuner.OpenJournal(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer j.Close()
-			var logs strings.Builder
 			act := tuner.Action{Target: tuner.Target{GPU: d.UUID, Knob: gpu.KnobPowerLimit}, Current: tuner.Watts(700), Want: tuner.Watts(150), Reason: "test"}
-			tu, err := tuner.New(tuner.Options{Policy: onePolicy{act}, Actuators: tuner.ActuatorsOf(b), Journal: j, Clock: f.clock,
-				Mode: tuner.ModeEnforce, Logger: log.NewLogfmtLogger(log.NewSyncWriter(&logs))})
-			if err != nil {
-				t.Fatal(err)
-			}
+			tu, path, logs := powerTuner(t, f, act)
 			snap := tunertest.Snapshot(t0, []gpu.Device{{UUID: d.UUID, Up: true, Mode: gpu.SharingExclusive}}, nil)
 			ds, err := tu.RunOnce(context.Background(), snap)
 			if err != nil {
@@ -100,9 +107,49 @@ func TestPowerLimitReadBackThroughTheTuner(t *testing.T) {
 	}
 }
 
-// PowerLimitInForce reads the enforced limit (else the limit set) and the
-// default limit, in watts; a default that cannot be read is 0 (not
-// known), which the tuner does not take for a default held.
+// A GPU whose limit set (management limit) is 700 W while another
+// limiter (a BMC's cap) enforces 500 W, the readings' 500 W: the tuner's
+// original is 700 W and the restore sets 700 W back; 600 W set, which the
+// limit set holds while 500 W is enforced, is held as asked (no
+// mismatch), its reason naming the 500 W enforced.
+func TestPowerOriginalThroughTheTuner(t *testing.T) {
+	f := newFixture(t, dgxh100.New())
+	d := f.devs[0]
+	var set atomic.Uint32
+	set.Store(700000)
+	var sets []uint32
+	d.GetPowerManagementLimitConstraintsFunc = func() (uint32, uint32, nvml.Return) { return 100000, 700000, nvml.SUCCESS }
+	d.SetPowerManagementLimitFunc = func(mw uint32) nvml.Return { sets = append(sets, mw); set.Store(mw); return nvml.SUCCESS }
+	d.GetPowerManagementLimitFunc = func() (uint32, nvml.Return) { return set.Load(), nvml.SUCCESS }
+	d.GetEnforcedPowerLimitFunc = func() (uint32, nvml.Return) { return min(set.Load(), 500000), nvml.SUCCESS }
+	act := tuner.Action{Target: tuner.Target{GPU: d.UUID, Knob: gpu.KnobPowerLimit}, Current: tuner.Watts(500), Want: tuner.Watts(600), Reason: "test"}
+	tu, path, logs := powerTuner(t, f, act)
+	snap := tunertest.Snapshot(t0, []gpu.Device{{UUID: d.UUID, Up: true, Mode: gpu.SharingExclusive}}, nil)
+	ds, err := tu.RunOnce(context.Background(), snap)
+	const held = "held as set; another limiter (a BMC's or DCGM's cap, a thermal or board limit) enforces 500W"
+	if err != nil || len(ds) != 1 || ds[0].Outcome != tuner.OutcomeApplied || ds[0].To != "600W" || !strings.Contains(ds[0].Reason, held) {
+		t.Fatalf("decisions %+v, %v; want one applied to 600W, %q", ds, err, held)
+	}
+	if strings.Contains(logs.String(), "the GPU holds another value") {
+		t.Errorf("a set held as asked warned of as a mismatch:\n%s", logs.String())
+	}
+	origs, _, err := tuner.ReadJournal(path)
+	if err != nil || len(origs) != 1 || origs[0].Value != tuner.Watts(700) || origs[0].Set != tuner.Watts(600) {
+		t.Fatalf("journal: %+v, %v; want the original 700W, last set 600W", origs, err)
+	}
+	sets = nil
+	if _, err := tu.Restore(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(sets) != 1 || sets[0] != 700000 {
+		t.Errorf("restore set %v mW, want 700000", sets)
+	}
+}
+
+// PowerLimitInForce reads the enforced limit (else the limit set), the
+// limit set (0 where not read) and the default limit, in watts; a default
+// that cannot be read is 0 (not known), which the tuner does not take for
+// a default held.
 func TestPowerLimitInForce(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -110,9 +157,10 @@ func TestPowerLimitInForce(t *testing.T) {
 		want  gpu.PowerLimit
 		err   string
 	}{
-		{"both read", nil, gpu.PowerLimit{InForceW: 250.5, DefaultW: 700}, ""},
-		{"enforced not read: the limit set", []string{"GetEnforcedPowerLimit"}, gpu.PowerLimit{InForceW: 300, DefaultW: 700}, ""},
-		{"default not read", []string{"GetPowerManagementDefaultLimit"}, gpu.PowerLimit{InForceW: 250.5}, ""},
+		{"all read", nil, gpu.PowerLimit{InForceW: 250.5, SetW: 300, DefaultW: 700}, ""},
+		{"enforced not read: the limit set", []string{"GetEnforcedPowerLimit"}, gpu.PowerLimit{InForceW: 300, SetW: 300, DefaultW: 700}, ""},
+		{"limit set not read", []string{"GetPowerManagementLimit"}, gpu.PowerLimit{InForceW: 250.5, DefaultW: 700}, ""},
+		{"default not read", []string{"GetPowerManagementDefaultLimit"}, gpu.PowerLimit{InForceW: 250.5, SetW: 300}, ""},
 		{"neither limit read", []string{"GetEnforcedPowerLimit", "GetPowerManagementLimit"}, gpu.PowerLimit{},
 			"nvmlDeviceGetEnforcedPowerLimit: ERROR_UNKNOWN; nvmlDeviceGetPowerManagementLimit: ERROR_UNKNOWN"},
 	} {

@@ -607,11 +607,16 @@ func (p *Autotune) stepUpDue(s *tuner.State, d *gpu.Device, ds domainSignals) bo
 // set, while every SLO has deep slack, measured (not an idle window), and
 // no batch work runs, and restores it on a violation: a revert, as the
 // clock's, which the guards let through and whose lower limit is held.
+// A limit given back already is not given back again where the readings'
+// limit (the limit enforced) stays below it: another limiter (a BMC's or
+// DCGM's cap) holds the GPU there, not the tuner.
 func (p *Autotune) power(s *tuner.State, d *gpu.Device, ds domainSignals) []tuner.Action {
 	powT := tuner.Target{GPU: d.UUID, Knob: gpu.KnobPowerLimit}
 	orig, changed := s.Originals[powT.String()].(tuner.Watts)
+	last, _ := s.LastChange(powT)
+	givenBack := last.Revert && last.To == tuner.Value(orig)
 	switch {
-	case ds.anyViolating && changed && d.PowerLimitW != nil && tuner.Watts(*d.PowerLimitW) < orig:
+	case ds.anyViolating && changed && !givenBack && d.PowerLimitW != nil && tuner.Watts(*d.PowerLimitW) < orig:
 		return []tuner.Action{{Target: powT, GPUIndex: d.Index, Current: tuner.Watts(*d.PowerLimitW), Want: orig, Revert: true, HoldLeft: true,
 			Reason: ds.worst.name + " violates its SLO: back to the original power limit"}}
 	case ds.allDeep && measured(ds.latency) && len(ds.others) == 0 && !changed && d.PowerLimitW != nil && *d.PowerLimitW > 0 && s.Changeable(powT) &&

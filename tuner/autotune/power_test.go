@@ -14,7 +14,9 @@ import (
 // what the lower limit would cost. A violation under the lowered limit
 // gives it back as a revert, which the guards let through (the
 // hysteresis guard refuses a change reversing the last one within two
-// minutes, and the limit that costs the SLO would stay that long).
+// minutes, and the limit that costs the SLO would stay that long), once:
+// a limit enforced below the one given back is another limiter's (a BMC's
+// cap), which a revert each round would not lift.
 func TestPowerLimitForEnergy(t *testing.T) {
 	fine := tuner.FastSLO{Over: time.Minute, Total: 100, Good: 100}
 	violating := tuner.FastSLO{Over: time.Minute, Total: 100, Good: 97}
@@ -24,12 +26,14 @@ func TestPowerLimitForEnergy(t *testing.T) {
 		sc      scene
 		idle    bool // no request in the SLO window or the fast window
 		lowered bool // the tuner lowered the limit from 700 W
+		back    bool // and gave 700 W back, a cap enforcing less
 		want    []string
 		revert  bool
 	}{
-		{"deep slack, measured: lowered", scene{mode: gpu.SharingMPS, fast: fine, p99: 0.3, power: 700}, false, false, []string{"GPU-0/power_limit=490W"}, false},
-		{"nothing measured yet: left", scene{mode: gpu.SharingMPS, fast: tuner.FastSLO{Over: time.Minute}, p99: 0.3, power: 700}, true, false, nil, false},
-		{"a violation under the lowered limit: given back as a revert", scene{mode: gpu.SharingMPS, fast: violating, p99: 2, power: 490}, false, true, []string{"GPU-0/power_limit=700W"}, true},
+		{"deep slack, measured: lowered", scene{mode: gpu.SharingMPS, fast: fine, p99: 0.3, power: 700}, false, false, false, []string{"GPU-0/power_limit=490W"}, false},
+		{"nothing measured yet: left", scene{mode: gpu.SharingMPS, fast: tuner.FastSLO{Over: time.Minute}, p99: 0.3, power: 700}, true, false, false, nil, false},
+		{"a violation under the lowered limit: given back as a revert", scene{mode: gpu.SharingMPS, fast: violating, p99: 2, power: 490}, false, true, false, []string{"GPU-0/power_limit=700W"}, true},
+		{"given back, a cap enforcing 500 W: not given back again", scene{mode: gpu.SharingMPS, fast: violating, p99: 2, power: 500}, false, true, true, nil, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -41,6 +45,9 @@ func TestPowerLimitForEnergy(t *testing.T) {
 			if tc.lowered {
 				s.Originals[powT.String()] = tuner.Watts(700)
 				s.Changes[powT.DomainKey()] = tuner.Change{At: s.Now.Add(-time.Minute), To: tuner.Watts(490)}
+			}
+			if tc.back {
+				s.Changes[powT.DomainKey()] = tuner.Change{At: s.Now.Add(-time.Minute), From: tuner.Watts(490), To: tuner.Watts(700), Revert: true}
 			}
 			acts := New().Decide(s)
 			checkActions(t, acts, tc.want, "")
