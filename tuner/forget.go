@@ -26,6 +26,26 @@ import (
 // what they keep of a tenant gone from every GPU after it too.
 const GoneAfter = time.Minute
 
+// Absent keeps, per key, since when something has been missing: For
+// starts the count at the first call after Seen (or ever) and says how
+// long it has run; Seen ends it. A nil Absent is empty.
+type Absent map[string]time.Time
+
+// For is how long k has been missing as of now.
+func (a *Absent) For(k string, now time.Time) time.Duration {
+	if *a == nil {
+		*a = Absent{}
+	}
+	since, ok := (*a)[k]
+	if !ok {
+		(*a)[k], since = now, now
+	}
+	return now.Sub(since)
+}
+
+// Seen ends k's count.
+func (a Absent) Seen(k string) { delete(a, k) }
+
 // procSeen is a process target the tuner keeps something of, and when its
 // process was last seen on its GPU (or first kept); observed is whether
 // this run has seen it running (acted on it, or found it in a snapshot),
@@ -125,7 +145,7 @@ func (t *Tuner) forget(gone map[string]bool, now time.Time) {
 		delete(t.changes, k)
 		delete(t.pending, k)
 		delete(t.refused, k)
-		delete(t.endedUnseen, k)
+		t.endedUnseen.Seen(k)
 		if o, ok := t.originals[k]; ok && o.Target.Knob == gpu.KnobMPSActiveThreads && t.enforcedOn(o.Target.GPU) {
 			t.dropGoneOriginal(k, now)
 		}
@@ -156,17 +176,10 @@ func (t *Tuner) forgetEndedPauses(snap *tenant.Snapshot, now time.Time) {
 			continue
 		}
 		if _, open := t.originals[k]; open || len(PausePIDs(snap, st.Tenant)) > 0 {
-			delete(t.endedUnseen, k)
+			t.endedUnseen.Seen(k)
 			continue
 		}
-		if t.endedUnseen == nil {
-			t.endedUnseen = map[string]time.Time{}
-		}
-		since, ok := t.endedUnseen[k]
-		if !ok {
-			t.endedUnseen[k], since = now, now
-		}
-		if now.Sub(since) >= GoneAfter {
+		if t.endedUnseen.For(k, now) >= GoneAfter {
 			if gone == nil {
 				gone = map[string]bool{}
 			}

@@ -345,17 +345,10 @@ func (t *Tuner) left(k string, o Original) bool {
 // had no process on any GPU, as of now (0 while it has one).
 func (t *Tuner) unseenFor(k string, o Original, now time.Time) time.Duration {
 	if t.last == nil || o.Tenant == "" || len(PausePIDs(t.last, o.Tenant)) > 0 {
-		delete(t.unseen, k)
+		t.unseen.Seen(k)
 		return 0
 	}
-	if t.unseen == nil {
-		t.unseen = map[string]time.Time{}
-	}
-	since, ok := t.unseen[k]
-	if !ok {
-		t.unseen[k], since = now, now
-	}
-	return now.Sub(since)
+	return t.unseen.For(k, now)
 }
 
 // reattributed is the tenant snap gives a process paused for o's tenant

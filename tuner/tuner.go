@@ -184,14 +184,14 @@ type Tuner struct {
 	// unseen is, per pause original, since when its tenant has had no
 	// process on any GPU; followAt, when a failed follow of it is tried
 	// again
-	unseen   map[string]time.Time
+	unseen   Absent
 	followAt map[string]followRetry
 	// ending holds the pauses whose thaw the policy asked for and the
 	// actuator refused: not followed (the actuator may have ended them)
 	ending map[string]bool
 	// endedUnseen is, per pause setting with no original open, since
 	// when its tenant has had no process on any GPU (forgetEndedPauses)
-	endedUnseen map[string]time.Time
+	endedUnseen Absent
 
 	last   *tenant.Snapshot
 	counts Counts

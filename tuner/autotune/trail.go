@@ -47,7 +47,7 @@ type requestTrail struct {
 	// unseen is, per GPU and tenant kept in caps or asked, since when the
 	// tenant has had neither a process to pause nor a pause in force
 	// there (forget).
-	unseen map[string]time.Time
+	unseen tuner.Absent
 }
 
 // forget drops what the trail keeps of tenants gone, as the engine
@@ -113,20 +113,13 @@ func (tr *requestTrail) forget(s *tuner.State, window time.Duration) {
 			running[name] = has
 		}
 		if _, paused := s.PauseTarget(uuid, name); has || paused {
-			delete(tr.unseen, k)
+			tr.unseen.Seen(k)
 			return
 		}
-		if tr.unseen == nil {
-			tr.unseen = map[string]time.Time{}
-		}
-		since, ok := tr.unseen[k]
-		if !ok {
-			tr.unseen[k], since = s.Now, s.Now
-		}
-		if s.Now.Sub(since) >= tuner.GoneAfter {
+		if tr.unseen.For(k, s.Now) >= tuner.GoneAfter {
 			delete(tr.caps, k)
 			delete(tr.asked, k)
-			delete(tr.unseen, k)
+			tr.unseen.Seen(k)
 		}
 	}
 	for k := range tr.caps {
