@@ -6,7 +6,6 @@ import (
 	"os"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -14,25 +13,8 @@ import (
 	"github.com/go-kit/log"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
 )
-
-// lockedBuffer is a log destination safe for the server's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // A reload asked for by POST /-/reload logs what one asked for by SIGHUP
 // logs, line for line and field for field, but for its source: the
@@ -53,7 +35,7 @@ func TestReloadLoggedAlikeForHTTPAndSIGHUP(t *testing.T) {
 			addr := freeAddr(t)
 			cfg := testConfig(t, "--web.listen-address="+addr, "--sample.interval=1h")
 			b := &fakeBuilder{bad: c.bad}
-			out := &lockedBuffer{}
+			out := &testutil.SyncBuffer{}
 			logger := log.NewLogfmtLogger(out)
 			svc := newService(&fakeSource{}, b, c.file, gpu.NewManualClock(time.Unix(1e9, 0)), time.Hour, logger)
 			hup := make(chan os.Signal, 1)
