@@ -113,6 +113,12 @@ func (k *Kept) Check() (changed bool, err error) {
 	return true, k.reloadSeen(d)
 }
 
+// CheckInterval is how often the exporter checks the file (and the
+// certificate, key and client CA files it names) for a change, with
+// Watch: a valid change is in use within twice it, settled for one check
+// (docs/web-config.md).
+const CheckInterval = 5 * time.Second
+
 // Watch calls Check at each tick until ctx is done, and report with its
 // error each time it found a change (nil: the change is in use).
 func (k *Kept) Watch(ctx context.Context, ticks <-chan time.Time, report func(error)) {
@@ -171,13 +177,22 @@ func (k *Kept) load() (next *memCopy, tls bool, err error) {
 	if err := fileread.Check(k.file, k.limit); err != nil {
 		return nil, false, err
 	}
-	if err := k.checkTLSFiles(); err != nil {
+	// One read: the copy is made of the content whose files were checked.
+	data, err := fileread.Regular(k.file, k.limit)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := k.checkTLSFiles(data); err != nil {
 		return nil, false, err
 	}
 	if err := web.Validate(k.file); err != nil {
 		return nil, false, err
 	}
-	data, tls, err := k.read()
+	dir, err := k.dir()
+	if err != nil {
+		return nil, false, err
+	}
+	data, tls, err = resolve(data, dir)
 	if err != nil {
 		return nil, false, err
 	}
@@ -197,17 +212,13 @@ func (k *Kept) load() (next *memCopy, tls bool, err error) {
 	return next, tls, nil
 }
 
-// checkTLSFiles refuses a certificate, key or client CA file that is not
-// a regular file of at most the limit (after symlinks), as the file itself
-// is refused: exporter-toolkit reads them whole, and its read of a FIFO
+// checkTLSFiles refuses a certificate, key or client CA file data (the
+// file's content) names that is not a regular file of at most the limit
+// (after symlinks), as the file itself is refused: exporter-toolkit reads them whole, and its read of a FIFO
 // would wait for a writer, holding the reload (and every later one, and
 // the shutdown) for good. A missing one is left to exporter-toolkit's
 // error.
-func (k *Kept) checkTLSFiles() error {
-	data, err := fileread.Regular(k.file, k.limit)
-	if err != nil {
-		return err
-	}
+func (k *Kept) checkTLSFiles(data []byte) error {
 	for _, p := range k.tlsFiles(data) {
 		if err := fileread.Check(p, k.limit); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
@@ -228,19 +239,12 @@ func (k *Kept) Close() error {
 	return k.copy.close()
 }
 
-// read returns the file's content with its certificate, key and client CA
-// paths made absolute (the copy lives elsewhere; exporter-toolkit takes a
-// relative one from the file's directory), and whether it sets up TLS.
-func (k *Kept) read() ([]byte, bool, error) {
-	data, err := fileread.Regular(k.file, k.limit)
-	if err != nil {
-		return nil, false, err
-	}
+// dir is the directory the file's relative certificate, key and client
+// CA paths are joined to (the copy lives elsewhere; exporter-toolkit takes
+// a relative one from the file's directory).
+func (k *Kept) dir() (string, error) {
 	abs, err := filepath.Abs(k.file)
-	if err != nil {
-		return nil, false, err
-	}
-	return resolve(data, filepath.Dir(abs))
+	return filepath.Dir(abs), err
 }
 
 // digest sums the file's content and that of the certificate, key and
@@ -267,11 +271,11 @@ func (k *Kept) digest() [sha256.Size]byte {
 
 // tlsFiles are the files named by data, the file's content (tlsFiles).
 func (k *Kept) tlsFiles(data []byte) []string {
-	abs, err := filepath.Abs(k.file)
+	dir, err := k.dir()
 	if err != nil {
 		return nil
 	}
-	return tlsFiles(data, filepath.Dir(abs))
+	return tlsFiles(data, dir)
 }
 
 // tlsFiles are the files named by data's tls_server_config, relative
