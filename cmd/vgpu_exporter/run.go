@@ -45,14 +45,9 @@ type service struct {
 	// web is --web.config.file kept last good; nil without one.
 	web *webconf.Kept
 	// webChecks ticks the checks of web for a change; nil: every
-	// webConfigCheckInterval of the wall clock.
+	// webconf.CheckInterval of the wall clock.
 	webChecks <-chan time.Time
 }
-
-// webConfigCheckInterval is how often --web.config.file (and the
-// certificate, key and client CA files it names) is checked for a change,
-// put in use within it when valid (docs/web-config.md).
-const webConfigCheckInterval = 5 * time.Second
 
 // newService connects src to builder through a sampler on clock.
 func newService(src gpu.Source, b pipeline.Builder, tenantsFile string, clock gpu.Clock, interval time.Duration, logger log.Logger) *service {
@@ -174,7 +169,7 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 		// exporter-toolkit reads the file it is given again for every
 		// request and TLS handshake: it is given the copy kept last good,
 		// which a reload replaces. Its errors name the line, this the file.
-		wlog = log.With(wlog, "web_config_file", s.web.File())
+		wlog = s.webLog()
 		kept := s.web.Path()
 		flags.WebConfigFile = &kept
 	}
@@ -220,7 +215,7 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 	if s.web != nil {
 		ticks := s.webChecks
 		if ticks == nil {
-			ticker := time.NewTicker(webConfigCheckInterval)
+			ticker := time.NewTicker(webconf.CheckInterval)
 			defer ticker.Stop()
 			ticks = ticker.C
 		}
