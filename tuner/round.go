@@ -201,9 +201,10 @@ func (in roundInput) gpuRound(d *gpu.Device) (RoundKind, string, string) {
 	case held != nil:
 		a := held
 		return RoundHeld, fmt.Sprintf("%s (held back: %s)", a.Held, describeDecision(Decision{Knob: a.Knob, Tenant: a.Tenant, From: valueText(a.Current), To: a.Want.String()})), ""
-	case asked && in.tenantHookWait(d.UUID) != "":
-		return RoundWaiting, in.tenantHookWait(d.UUID), ""
 	case asked:
+		if wait := in.tenantHookWait(d.UUID); wait != "" {
+			return RoundWaiting, wait, ""
+		}
 		return RoundWaiting, "the change the policy asks for was asked for already and is waiting to take effect (an MPS cap reaches a client's next context)", ""
 	}
 	return in.budget(d)

@@ -130,10 +130,8 @@ func (t *Tuner) forgetMoved(st *State, now time.Time, hold time.Duration) {
 	for _, u := range st.Snapshot.Usage {
 		used[u.Tenant] = true
 	}
-	for _, o := range t.originals {
-		if o.Target.Knob == gpu.KnobPauseDuty {
-			used[o.Tenant] = true
-		}
+	for _, name := range pausedTenants(slices.Collect(maps.Values(t.originals))) {
+		used[name] = true
 	}
 	maps.DeleteFunc(m.moved, func(name string, at time.Time) bool { return !used[name] && now.Sub(at) >= hold })
 }
