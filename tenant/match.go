@@ -215,7 +215,8 @@ func (a *attrState) parseCgroup(path string) kube.CgroupInfo {
 	return cg
 }
 
-type csKey struct{ uuid, tenant string }
+// csKey is a GPU's tenant, as the meters' key is.
+type csKey = meterKey
 
 // reconfigured starts conflict logging over and drops the context-switch
 // counters of tenants that compiled no longer has, so that reloads that rename

@@ -135,18 +135,7 @@ func TestLoadConfigMemoryBounded(t *testing.T) {
 // slow file (here one that exhausts the overlap check's budget, about a
 // second) is checked, and sees the reload only once it is done.
 func TestReloadDoesNotHoldSamples(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "tenants.yaml")
-	if err := os.WriteFile(file, []byte("tenants:\n  - name: a\n    selectors: [{uid: 1}]\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := LoadConfig(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := NewBuilder(cfg, BuilderOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, file := fileBuilder(t, "tenants:\n  - name: a\n    selectors: [{uid: 1}]\n", BuilderOptions{})
 	long := strings.Repeat("a", 1<<14)
 	slow := fmt.Sprintf("tenants:\n  - {name: a, selectors: [{executable: %q}]}\n  - {name: b, selectors: [{executable: %q}]}\n", "*"+long+"?b*", long+long)
 	if err := os.WriteFile(file, []byte(slow), 0o644); err != nil {

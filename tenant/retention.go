@@ -99,6 +99,6 @@ func (d *departures) expire(r *gpu.Readings, usage []Usage) []meterKey {
 func (b *Builder) forgetDeparted(r *gpu.Readings, usage []Usage) {
 	for _, k := range b.departed.expire(r, usage) {
 		delete(b.meters.tenants, k)
-		delete(b.attr.csAcc, csKey(k))
+		delete(b.attr.csAcc, k)
 	}
 }

@@ -33,7 +33,7 @@ func Lines(data []byte) ([]Line, error) {
 	ids, ctrls := map[string]int{}, map[string]int{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 0, 4096), 1<<20)
-	line, unifiedAt := 0, 0
+	line := 0
 	for sc.Scan() {
 		line++
 		l := strings.TrimSpace(sc.Text())
@@ -58,13 +58,10 @@ func Lines(data []byte) ([]Line, error) {
 		if at, ok := ids[parts[0]]; ok {
 			return nil, fmt.Errorf("line %d: hierarchy %s listed again (first at line %d): a cgroup name with a line break in it", line, parts[0], at)
 		}
-		if unifiedAt > 0 {
-			return nil, fmt.Errorf("line %d: a line after the unified hierarchy's (line %d), which the kernel lists last: a cgroup name with a line break in it", line, unifiedAt)
+		if at, ok := ids["0"]; ok {
+			return nil, fmt.Errorf("line %d: a line after the unified hierarchy's (line %d), which the kernel lists last: a cgroup name with a line break in it", line, at)
 		}
 		ids[parts[0]] = line
-		if parts[0] == "0" {
-			unifiedAt = line
-		}
 		if parts[1] != "" {
 			for _, c := range strings.Split(parts[1], ",") {
 				if at, ok := ctrls[c]; ok {
