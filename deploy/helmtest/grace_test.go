@@ -2,9 +2,6 @@ package helmtest
 
 import (
 	"math"
-	"os"
-	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,15 +15,7 @@ import (
 // (tuner.DefaultRestoreTimeout) from its source, in seconds.
 func restoreTimeout(t *testing.T) int64 {
 	t.Helper()
-	src, err := os.ReadFile(filepath.Join(repo.Root(), "tuner", "runner.go"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile(`const DefaultRestoreTimeout = (\d+) \* time\.Second`).FindSubmatch(src)
-	if m == nil {
-		t.Fatal("no DefaultRestoreTimeout in seconds in tuner/runner.go")
-	}
-	n, _ := strconv.ParseInt(string(m[1]), 10, 64)
+	n, _ := strconv.ParseInt(repo.Match(t, "tuner/runner.go", `const DefaultRestoreTimeout = (\d+) \* time\.Second`), 10, 64)
 	return n
 }
 
