@@ -121,7 +121,9 @@ func (tr *requestTrail) forget(s *tuner.State, window time.Duration) {
 		check(k)
 	}
 	for k := range tr.asked {
-		check(k)
+		if _, checked := tr.caps[k]; !checked { // (one kept in caps too was checked above)
+			check(k)
+		}
 	}
 }
 
