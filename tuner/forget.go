@@ -170,12 +170,13 @@ func (t *Tuner) forgetEndedPauses(snap *tenant.Snapshot, now time.Time) {
 		return
 	}
 	up, _ := runningProcs(snap)
+	hasProc := PausableTenants(snap)
 	var gone map[string]bool
 	for k, st := range t.targets {
 		if st.Knob != gpu.KnobPauseDuty || !up[st.GPU] {
 			continue
 		}
-		if _, open := t.originals[k]; open || len(PausePIDs(snap, st.Tenant)) > 0 {
+		if _, open := t.originals[k]; open || hasProc[st.Tenant] {
 			t.endedUnseen.Seen(k)
 			continue
 		}

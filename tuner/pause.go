@@ -300,6 +300,18 @@ func PausePIDs(snap *tenant.Snapshot, name string) []uint32 {
 	return out
 }
 
+// PausableTenants are the tenants with a process to pause (those whose
+// PausePIDs are some), the same for every GPU.
+func PausableTenants(snap *tenant.Snapshot) map[string]bool {
+	out := map[string]bool{}
+	for _, u := range snap.Usage {
+		if len(pausable(snap, u)) > 0 {
+			out[u.Tenant] = true
+		}
+	}
+	return out
+}
+
 // pausable are the processes of u that a pause freezes: its GPU
 // processes, or on a vGPU host its VM's process on the host.
 func pausable(snap *tenant.Snapshot, u tenant.Usage) []uint32 {

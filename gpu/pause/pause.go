@@ -95,6 +95,7 @@ type Pauser struct {
 	leftMu   sync.Mutex
 	leftover map[string][]group
 
+	// failMu is taken alone or under mu, never the other way round
 	failMu   sync.Mutex
 	failures map[string]uint64 // per tenant, periods whose freeze failed
 }

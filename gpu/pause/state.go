@@ -58,12 +58,13 @@ func (p *Pauser) countFailure(tenant string) {
 }
 
 // ForgetPauseFailures implements gpu.PauseFailuresForgetter: the count of
-// a tenant that no pulse pauses now is dropped.
+// a tenant that no pulse pauses now is dropped. The check and the drop are
+// one critical section under p.mu: a pause of the tenant that starts
+// between them (and its failed freezes) cannot lose its count.
 func (p *Pauser) ForgetPauseFailures(tenant string) {
 	p.mu.Lock()
-	_, paused := p.tenants[tenant]
-	p.mu.Unlock()
-	if paused {
+	defer p.mu.Unlock()
+	if _, paused := p.tenants[tenant]; paused {
 		return
 	}
 	p.failMu.Lock()

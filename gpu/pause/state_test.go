@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -134,4 +136,67 @@ func TestPausesInForceProcessesGone(t *testing.T) {
 	if got := p.PausesInForce(); !reflect.DeepEqual(got, want) {
 		t.Errorf("pauses in force %+v, want %+v", got, want)
 	}
+}
+
+// A pause of the tenant that starts while its count is being forgotten,
+// and fails a freeze, keeps its count: the check that the tenant is not
+// paused and the drop are one critical section. The test holds the
+// count's lock, so the forgetting stops before its drop; the pause
+// starts then if it can, and its failed freeze is counted (the test
+// makes the count, as it holds the lock).
+func TestForgetPauseFailuresPauseStartingBetween(t *testing.T) {
+	h := newHost(t)
+	h.cgroupV2Dir(podPath)
+	h.process(10, podPath, "", 10)
+	p := h.pauser(t, gpu.NewManualClock(time.Unix(0, 0)), Options{Period: 500 * time.Millisecond})
+	ctx := context.Background()
+
+	p.failMu.Lock()
+	forgot := make(chan struct{})
+	go func() {
+		defer close(forgot)
+		p.ForgetPauseFailures("trainer")
+	}()
+	waitLockWait(t, "ForgetPauseFailures")
+	if p.mu.TryLock() { // the forgetting let go of the tenants: a pause can start
+		p.mu.Unlock()
+		if err := p.SetPauseDuty(ctx, "GPU-a", "trainer", []uint32{10}, 0.2); err != nil {
+			p.failMu.Unlock()
+			t.Fatal(err)
+		}
+		if p.failures == nil {
+			p.failures = map[string]uint64{}
+		}
+		p.failures["trainer"]++
+	}
+	p.failMu.Unlock()
+	<-forgot
+	if len(p.PausesInForce()) > 0 {
+		if got := p.PauseFreezeFailures(); !reflect.DeepEqual(got, map[string]uint64{"trainer": 1}) {
+			t.Fatalf("failures %v, want trainer 1: a pause that started while its count was forgotten lost it", got)
+		}
+	}
+
+	// after the forgetting, the pause and its failure are kept
+	must(t, p.SetPauseDuty(ctx, "GPU-a", "trainer", []uint32{10}, 0.2))
+	p.countFailure("trainer")
+	p.ForgetPauseFailures("trainer")
+	if got := p.PauseFreezeFailures(); !reflect.DeepEqual(got, map[string]uint64{"trainer": 1}) {
+		t.Errorf("failures %v, want trainer 1 (paused)", got)
+	}
+}
+
+// waitLockWait waits until a goroutine in the Pauser's method fn waits
+// for a sync.Mutex.
+func waitLockWait(t *testing.T, fn string) {
+	t.Helper()
+	buf := make([]byte, 1<<20)
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+			if strings.Contains(g, "[sync.Mutex.Lock") && strings.Contains(g, "(*Pauser)."+fn+"(") {
+				return
+			}
+		}
+	}
+	t.Fatalf("no goroutine of (*Pauser).%s waits for a lock after 10s", fn)
 }

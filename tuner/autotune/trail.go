@@ -101,18 +101,13 @@ func (tr *requestTrail) forget(s *tuner.State, window time.Duration) {
 	for _, d := range s.UpDevices() {
 		up[d.UUID] = true
 	}
-	running := map[string]bool{} // by tenant, whether it has a process to pause
+	hasProc := tuner.PausableTenants(s.Snapshot)
 	check := func(k string) {
 		uuid, name, _ := strings.Cut(k, "/")
 		if !up[uuid] {
 			return // a GPU the snapshot did not read tells nothing
 		}
-		has, ok := running[name]
-		if !ok {
-			has = len(tuner.PausePIDs(s.Snapshot, name)) > 0
-			running[name] = has
-		}
-		if _, paused := s.PauseTarget(uuid, name); has || paused {
+		if _, paused := s.PauseTarget(uuid, name); hasProc[name] || paused {
 			tr.unseen.Seen(k)
 			return
 		}
@@ -126,7 +121,9 @@ func (tr *requestTrail) forget(s *tuner.State, window time.Duration) {
 		check(k)
 	}
 	for k := range tr.asked {
-		check(k)
+		if _, checked := tr.caps[k]; !checked { // (one kept in caps too was checked above)
+			check(k)
+		}
 	}
 }
 
