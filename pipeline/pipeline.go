@@ -2,7 +2,7 @@
 // backend, a builder turning each sample into a tenant snapshot, and the
 // store the snapshot is published to, with subscriptions to publications,
 // live sampler figures on the published snapshot and serialized reloads of
-// the tenants file.
+// the tenants file and of other files (the web configuration).
 package pipeline
 
 import (
@@ -43,7 +43,8 @@ var (
 )
 
 // ErrNothingToReload is what a reload returns when the tenants
-// configuration is built in or absent: nothing failed, nothing was read.
+// configuration is built in or absent and no other file is reread
+// (AlsoReload): nothing failed, nothing was read.
 var ErrNothingToReload = errors.New("nothing to reload: the tenants configuration is not read from a file (see --tenants.config)")
 
 // Pipeline is sampler -> builder -> store.
@@ -53,9 +54,12 @@ type Pipeline struct {
 	// tenantsFile is the file a reload rereads; "" when the tenants
 	// configuration is built in (or absent) and a reload has nothing to read.
 	tenantsFile string
-	store       tenant.Store
-	ready       atomic.Bool
-	reloadMu    sync.Mutex
+	// also are the files each reload rereads before the tenants file.
+	also     []alsoReload
+	logger   log.Logger
+	store    tenant.Store
+	ready    atomic.Bool
+	reloadMu sync.Mutex
 	// reloadsStarted counts the reloads begun (read without reloadMu by
 	// a caller arriving); reloadsDone and reloadErr, under reloadMu, the
 	// reloads finished and the last one's outcome.
@@ -77,7 +81,7 @@ type patchedSnapshot struct{ base, snap *tenant.Snapshot }
 // New connects src to b through a sampler on clock every interval;
 // tenantsFile is what a reload rereads ("" for nothing).
 func New(src gpu.Source, b Builder, tenantsFile string, clock gpu.Clock, interval time.Duration, logger log.Logger) *Pipeline {
-	p := &Pipeline{builder: b, tenantsFile: tenantsFile}
+	p := &Pipeline{builder: b, tenantsFile: tenantsFile, logger: logger}
 	p.sampler = gpu.NewSampler(src, clock, interval, log.With(logger, "component", "sampler"))
 	p.sampler.Subscribe(func(r *gpu.Readings) {
 		p.store.Store(p.builder.Build(r, p.sampler.Stats()))
@@ -147,13 +151,37 @@ func (p *Pipeline) Snapshot() *tenant.Snapshot {
 	return &c
 }
 
-// Reload rereads the tenants file (ErrNothingToReload without one).
-// Reloads are serialized, and those asked for while one waits share it:
-// a caller gets the outcome of a reload that began after it asked (one
-// begun before may have read the file before it changed), and a burst of
-// requests costs two reads of the file, not one each.
+// Reloader is a file a reload rereads besides the tenants file (the web
+// configuration, webconf.Kept): Reload puts it in use when it is valid,
+// and otherwise keeps the one in use and says why, naming the file.
+type Reloader interface {
+	Reload() error
+}
+
+type alsoReload struct {
+	name   string
+	r      Reloader
+	logger log.Logger
+}
+
+// AlsoReload has every reload reread r, before the tenants file, and log
+// through logger, when it succeeds, that name was reloaded; a failure is
+// the reload's error, logged once with the others (LogReload). Only before
+// Start and any reload.
+func (p *Pipeline) AlsoReload(name string, r Reloader, logger log.Logger) {
+	p.also = append(p.also, alsoReload{name, r, logger})
+}
+
+// Reload rereads the files added by AlsoReload, then the tenants file;
+// ErrNothingToReload when there is none. The error joins those of the
+// files that failed, each naming its file, which keeps its previous
+// configuration; the others are in use. Reloads are serialized, and those
+// asked for while one waits share it: a caller gets the outcome of a
+// reload that began after it asked (one begun before may have read a file
+// before it changed), and a burst of requests costs two reads of the
+// files, not one each.
 func (p *Pipeline) Reload() error {
-	if p.tenantsFile == "" {
+	if p.tenantsFile == "" && len(p.also) == 0 {
 		return ErrNothingToReload
 	}
 	asked := p.reloadsStarted.Load()
@@ -163,11 +191,27 @@ func (p *Pipeline) Reload() error {
 		return p.reloadErr // began after this call asked, and is done
 	}
 	p.reloadsStarted.Add(1)
-	// The builder refuses (and counts) a FIFO, a device or a huge file
-	// swapped in for the tenants file, and one that defines no tenants.
-	p.reloadErr = p.builder.Reload(p.tenantsFile)
+	p.reloadErr = p.reloadFiles()
 	p.reloadsDone = p.reloadsStarted.Load()
 	return p.reloadErr
+}
+
+// reloadFiles rereads each file once; called with reloadMu held.
+func (p *Pipeline) reloadFiles() error {
+	var errs []error
+	for _, a := range p.also {
+		if err := a.r.Reload(); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		level.Info(a.logger).Log("msg", a.name+" reloaded")
+	}
+	if p.tenantsFile != "" {
+		// The builder refuses (and counts) a FIFO, a device or a huge file
+		// swapped in for the tenants file, and one that defines no tenants.
+		errs = append(errs, p.builder.Reload(p.tenantsFile))
+	}
+	return errors.Join(errs...)
 }
 
 // Start launches the builder's background work (when it has some) and the
@@ -189,23 +233,22 @@ func (p *Pipeline) Start(ctx context.Context) (wait func()) {
 	}
 }
 
-// ReloadOnSignal calls reload (Reload, or a caller's that rereads more
-// files) on each SIGHUP from hup until ctx is done, logging the outcome
-// through logger.
-func ReloadOnSignal(ctx context.Context, hup <-chan os.Signal, reload func() error, logger log.Logger) {
+// ReloadOnSignal reloads (Reload) on each SIGHUP from hup until ctx is
+// done, logging the outcome (LogReload).
+func (p *Pipeline) ReloadOnSignal(ctx context.Context, hup <-chan os.Signal) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-hup:
-			LogReload(logger, "SIGHUP", reload())
+			LogReload(p.logger, "SIGHUP", p.Reload())
 		}
 	}
 }
 
 // LogReload logs the outcome err of a reload asked for by source (SIGHUP,
-// http): one line, the same for every source but its name, after the
-// lines of each file reread (one per problem, each naming the file).
+// http): one line, the same for every source but its name, holding the
+// problem of each file that failed, each naming the file.
 func LogReload(logger log.Logger, source string, err error) {
 	switch {
 	case errors.Is(err, ErrNothingToReload):

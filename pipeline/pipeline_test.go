@@ -1,10 +1,14 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -181,5 +185,82 @@ func TestReloadsCoalesce(t *testing.T) {
 	close(b.entered)
 	if n := b.n.Load(); n > 3 {
 		t.Errorf("%d reads of the file for 1 + %d reloads asked together, want 2 (3 with a late asker)", n, burst)
+	}
+}
+
+// reloader is a file added by AlsoReload whose reloads return err.
+type reloader struct {
+	err error
+	n   int
+}
+
+func (r *reloader) Reload() error { r.n++; return r.err }
+
+// tenantsReloads is a builder whose reloads of the tenants file return err.
+type tenantsReloads struct {
+	snapshots
+	err error
+}
+
+func (b tenantsReloads) Reload(string) error { return b.err }
+
+// A reload, by SIGHUP too, rereads the files added by AlsoReload before
+// the tenants file, without one too: its error joins those of the files
+// that failed, each once, and a file that succeeded is logged as reloaded.
+func TestAlsoReload(t *testing.T) {
+	webErr, tenantsErr := errors.New("web.yml: yaml: line 2: bad"), errors.New("t.yaml:3: bad")
+	for _, tc := range []struct {
+		name            string
+		tenantsFile     string
+		web, tenants    error
+		want            []error // nil: the reload succeeds
+		wantWebReloaded bool
+	}{
+		{"web only, good", "", nil, nil, nil, true},
+		{"web only, bad", "", webErr, nil, []error{webErr}, false},
+		{"both good", "t.yaml", nil, nil, nil, true},
+		{"web bad", "t.yaml", webErr, nil, []error{webErr}, false},
+		{"tenants bad", "t.yaml", nil, tenantsErr, []error{tenantsErr}, true},
+		{"both bad", "t.yaml", webErr, tenantsErr, []error{webErr, tenantsErr}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			logger := log.NewLogfmtLogger(&buf)
+			p := New(&failingSource{}, tenantsReloads{err: tc.tenants}, tc.tenantsFile, gpu.NewManualClock(time.Unix(1e9, 0)), time.Hour, logger)
+			web := &reloader{err: tc.web}
+			p.AlsoReload("web configuration", web, log.With(logger, "component", "web"))
+			hup := make(chan os.Signal)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); p.ReloadOnSignal(ctx, hup) }()
+			hup <- syscall.SIGHUP
+			hup <- syscall.SIGHUP // taken once the first reload is done
+			cancel()
+			<-done // after the second reload
+			logs := buf.String()
+			if n := strings.Count(logs, `component=web msg="web configuration reloaded"`); tc.wantWebReloaded != (n == 2) || n%2 != 0 {
+				t.Errorf("the web configuration logged as reloaded %d times by 2 SIGHUPs, want it %v:\n%s", n, tc.wantWebReloaded, logs)
+			}
+			if n := strings.Count(logs, "source=SIGHUP"); n != 2 {
+				t.Errorf("2 SIGHUPs' outcomes logged %d times:\n%s", n, logs)
+			}
+			for _, w := range tc.want {
+				if n := strings.Count(logs, w.Error()); n != 2 {
+					t.Errorf("%q logged %d times by 2 SIGHUPs, want once each:\n%s", w, n, logs)
+				}
+			}
+			err := p.Reload()
+			if web.n != 3 {
+				t.Errorf("%d reloads of the web configuration for 3 reloads", web.n)
+			}
+			if (err == nil) != (tc.want == nil) {
+				t.Fatalf("reload: %v, want %v", err, tc.want)
+			}
+			for _, w := range tc.want {
+				if !errors.Is(err, w) || strings.Count(err.Error(), w.Error()) != 1 {
+					t.Errorf("reload: %q, want %q in it once", err, w)
+				}
+			}
+		})
 	}
 }

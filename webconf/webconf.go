@@ -30,6 +30,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/vgpu-exporter/vgpu_exporter/internal/fileread"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/yamlconf"
 )
 
 // Kept is the web configuration in use: a copy of the file as it was at
@@ -304,9 +305,7 @@ func pathValues(m *yaml.Node) []*yaml.Node {
 	seen := map[*yaml.Node]bool{}
 	var walk func(m *yaml.Node)
 	walk = func(m *yaml.Node) {
-		if m != nil && m.Kind == yaml.AliasNode {
-			m = m.Alias
-		}
+		m = yamlconf.Resolve(m)
 		if m == nil || m.Kind != yaml.MappingNode || seen[m] {
 			return
 		}
@@ -326,13 +325,13 @@ func pathValues(m *yaml.Node) []*yaml.Node {
 			if !pathKeys[key.Value] {
 				continue
 			}
-			if val.Kind == yaml.AliasNode && val.Alias != nil && val.Alias.Kind == yaml.ScalarNode {
-				c := *val.Alias
+			if r := yamlconf.Resolve(val); r != val && r != nil && r.Kind == yaml.ScalarNode {
+				c := *r
 				c.Anchor = ""
 				val = &c
 				m.Content[i+1] = val
 			}
-			if val.Kind == yaml.ScalarNode && val.Value != "" && val.ShortTag() != "!!null" {
+			if val.Kind == yaml.ScalarNode && val.Value != "" && !yamlconf.IsNull(val) {
 				vals = append(vals, val)
 			}
 		}

@@ -75,3 +75,41 @@ func TestReloadLoggedAlikeForHTTPAndSIGHUP(t *testing.T) {
 		})
 	}
 }
+
+// A --web.config.file found bad by a reload, by SIGHUP or POST
+// /-/reload, is logged once per reload: in the reload's outcome, naming
+// the file and its line (before, a line of its own said it too, so each
+// reload logged the problem twice).
+func TestBadWebConfigReloadLoggedOnce(t *testing.T) {
+	webCfg, base, logs, hup, _ := serveWebConfig(t)
+	if err := os.WriteFile(webCfg, []byte("basic_auth_users:\n  prom: [\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	count := func(substrs ...string) int {
+		n := 0
+		for l := range strings.Lines(logs.String()) {
+			all := true
+			for _, s := range substrs {
+				all = all && strings.Contains(l, s)
+			}
+			if all {
+				n++
+			}
+		}
+		return n
+	}
+	const failed = `msg="reload failed, the files named keep their previous configuration"`
+	hup <- syscall.SIGHUP
+	waitUntil(t, "the SIGHUP's reload", func() bool { return count(failed) == 1 })
+	req, _ := http.NewRequest("POST", base+"/-/reload", nil)
+	req.SetBasicAuth("prom", "s3cret")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	waitUntil(t, "the POST's reload", func() bool { return count(failed) == 2 })
+	if n, named := count("line 2"), count(failed, webCfg, "line 2"); n != 2 || named != 2 {
+		t.Errorf("the bad file's problem logged %d times over 2 reloads (%d in the reloads' outcomes naming %s), want once each:\n%s", n, named, webCfg, logs)
+	}
+}

@@ -117,26 +117,6 @@ func (s *service) logServing(cfg *config) {
 	level.Info(s.logger).Log(kv...)
 }
 
-// reload rereads the web configuration (when there is one) and the
-// tenants file (when there is one); each file found bad is logged naming
-// it, and the one in use stays.
-func (s *service) reload() error {
-	var webErr error
-	if s.web != nil {
-		wlog := s.webLog()
-		if webErr = s.web.Reload(); webErr != nil {
-			level.Error(wlog).Log("msg", "web configuration reload failed; keeping the last good configuration", "err", webErr)
-		} else {
-			level.Info(wlog).Log("msg", "web configuration reloaded")
-		}
-	}
-	err := s.Reload()
-	if s.web != nil && errors.Is(err, pipeline.ErrNothingToReload) {
-		err = nil // the web configuration was reread
-	}
-	return errors.Join(webErr, err)
-}
-
 // webLog is the logger of the web configuration's reloads and checks.
 func (s *service) webLog() log.Logger {
 	return log.With(s.logger, "component", "web", "web_config_file", s.web.File())
@@ -172,6 +152,8 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 		wlog = s.webLog()
 		kept := s.web.Path()
 		flags.WebConfigFile = &kept
+		// SIGHUP and POST /-/reload reread it before the tenants file.
+		s.AlsoReload("web configuration", s.web, wlog)
 	}
 	slogger := newSlogLogger(wlog, slogLevel(cfg.LogLevel))
 	var self *exposition.Self
@@ -191,7 +173,7 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 		MaxRequests: cfg.MaxRequests,
 		Logger:      s.logger,
 		Ready:       s.Ready,
-		Reload:      s.reload,
+		Reload:      s.Reload,
 		Version:     s.Version,
 		Subscribe:   s.Subscribe,
 		TunerPage:   webui.NewTunerPage(s.Snapshot, s.tunerStatus, tunerPageInfoOf(cfg), log.With(s.logger, "component", "web")),
@@ -211,7 +193,7 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 	if s.tuner != nil {
 		wg.Go(func() { s.tuner.Run(ctx) })
 	}
-	wg.Go(func() { pipeline.ReloadOnSignal(ctx, hup, s.reload, s.logger) })
+	wg.Go(func() { s.ReloadOnSignal(ctx, hup) })
 	if s.web != nil {
 		ticks := s.webChecks
 		if ticks == nil {

@@ -470,7 +470,7 @@ func TestServiceWebConfigKeptLastGood(t *testing.T) {
 		t.Errorf("a scrape while the file is broken: %d, want 200 (the last good configuration)", code)
 	}
 	hup <- syscall.SIGHUP
-	failed := `msg="web configuration reload failed; keeping the last good configuration"`
+	failed := `msg="reload failed, the files named keep their previous configuration"`
 	waitUntil(t, "the SIGHUP's reload", func() bool { return strings.Contains(logs.String(), failed) })
 	for l := range strings.Lines(logs.String()) {
 		if strings.Contains(l, failed) && (!strings.Contains(l, webCfg) || !strings.Contains(l, "line 2")) {

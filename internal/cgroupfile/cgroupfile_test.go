@@ -63,20 +63,35 @@ func TestUnified(t *testing.T) {
 }
 
 // FuzzLines: any file is read without a panic; what is accepted lists no
-// hierarchy twice, no path with a line break, no line after the unified
-// hierarchy's, and controllers on every other hierarchy alone.
+// hierarchy twice, no line after the unified hierarchy's, controllers on
+// every other hierarchy alone, and each line of the file but the blank
+// ones, in order, as written (the unified one's path may have lost its
+// " (deleted)"): nothing dropped, added or carried into another line.
 func FuzzLines(f *testing.F) {
 	f.Add("4:memory,cpu:/k\n0::/u\n")
 	f.Add("0::/x\n0::/y\n")
 	f.Add("0::/x\n5::/y\n")
+	f.Add(" 4:memory:/k (deleted) \r\n\n0::/a:b (deleted)\n")
 	f.Fuzz(func(t *testing.T, s string) {
 		lines, err := Lines([]byte(s))
 		if err != nil {
 			return
 		}
+		var written []string
+		for _, w := range strings.Split(s, "\n") {
+			if w = strings.TrimSpace(w); w != "" {
+				written = append(written, w)
+			}
+		}
+		if len(lines) != len(written) {
+			t.Fatalf("%q: %d lines read, %d written: %v", s, len(lines), len(written), lines)
+		}
 		ids := map[string]bool{}
 		for i, l := range lines {
-			if ids[l.ID] || strings.ContainsAny(l.Path, "\n") || (l.ID == "0") != l.Unified() || l.ID != "0" && l.Controllers == "" || l.Unified() && i != len(lines)-1 {
+			if w := l.ID + ":" + l.Controllers + ":" + l.Path; written[i] != w && (!l.Unified() || written[i] != w+" (deleted)") {
+				t.Fatalf("%q: line %d read as %v, written %q", s, i+1, l, written[i])
+			}
+			if ids[l.ID] || (l.ID == "0") != l.Unified() || l.ID != "0" && l.Controllers == "" || l.Unified() && i != len(lines)-1 {
 				t.Fatalf("%q: %v", s, lines)
 			}
 			ids[l.ID] = true
