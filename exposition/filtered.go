@@ -1,6 +1,7 @@
 package exposition
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -23,13 +24,14 @@ import (
 // (nil for none). A collector newCollector refuses (a bad name) is the
 // request's fault: HTTP 400, logged as a warning (see badRequestLog).
 // What the handlers of filtered requests log is rate-limited as a whole
-// (see promLogger).
+// (see promLogger); an error writing to a client that hung up mid-scrape
+// is its own, not the exporter's, and logged at debug level (requestLog).
 func Metrics(cached http.Handler, newCollector func(filters ...string) (prometheus.Collector, error), self prometheus.Gatherer, logger log.Logger) http.Handler {
 	if logger == nil {
 		logger = log.NewNopLogger()
 	}
 	bad := &badRequestLog{logger: logger, lines: ratelog.New(badRequestLogEvery, 1)}
-	errLog := &promLogger{logger: logger, lines: ratelog.New(badRequestLogEvery, 1)}
+	errLog := &promLogger{logger: logger, lines: ratelog.New(badRequestLogEvery, 1), gone: ratelog.New(badRequestLogEvery, 1)}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q, err := url.ParseQuery(r.URL.RawQuery)
 		if err != nil {
@@ -48,15 +50,16 @@ func Metrics(cached http.Handler, newCollector func(filters ...string) (promethe
 		// Filtered requests are rendered on demand.
 		c, err := newCollector(filters...)
 		var h http.Handler
+		cw := &clientWriter{ResponseWriter: w}
 		if err == nil {
-			h, err = Filtered(c, self, errLog)
+			h, err = Filtered(c, self, requestLog{errLog, cw})
 		}
 		if err != nil {
 			bad.note(filters, err)
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		h.ServeHTTP(w, r)
+		h.ServeHTTP(cw, r)
 	})
 }
 
@@ -112,6 +115,7 @@ func Filtered(c prometheus.Collector, self prometheus.Gatherer, errLog promhttp.
 type promLogger struct {
 	logger log.Logger
 	lines  *ratelog.Log
+	gone   *ratelog.Log // the debug lines of clients gone (requestLog)
 }
 
 // Println writes v as fmt.Println would, spaces between all operands.
@@ -121,4 +125,53 @@ func (l *promLogger) Println(v ...any) {
 		return
 	}
 	level.Error(l.logger).Log("msg", strings.TrimSuffix(fmt.Sprintln(v...), "\n"), "not_logged", held)
+}
+
+// clientWriter is a request's ResponseWriter that keeps the first error a
+// write to it returned: the client's connection failing (it hung up: a
+// broken pipe, a reset; it stopped reading past the write timeout).
+type clientWriter struct {
+	http.ResponseWriter
+	err error
+}
+
+func (w *clientWriter) Write(p []byte) (int, error) {
+	n, err := w.ResponseWriter.Write(p)
+	if err != nil && w.err == nil {
+		w.err = err
+	}
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *clientWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// requestLog is promLogger for one request written to w: what promhttp
+// logs with the error a write to the client returned (a client that hung
+// up mid-scrape) is no error of the exporter's, and is logged at debug
+// level, rate-limited apart, so that hang-ups do not hold back the lines
+// of real errors, which stay at error level.
+type requestLog struct {
+	*promLogger
+	w *clientWriter
+}
+
+// Println writes v as promLogger does, at debug level where an operand is
+// the error that a write to the client returned.
+func (l requestLog) Println(v ...any) {
+	gone := false
+	for _, x := range v {
+		if err, ok := x.(error); ok && l.w.err != nil && errors.Is(err, l.w.err) {
+			gone = true
+		}
+	}
+	if !gone {
+		l.promLogger.Println(v...)
+		return
+	}
+	held, ok := l.gone.Note()
+	if !ok {
+		return
+	}
+	level.Debug(l.logger).Log("msg", "client gone mid-scrape: "+strings.TrimSuffix(fmt.Sprintln(v...), "\n"), "not_logged", held)
 }

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/go-kit/log"
@@ -127,5 +130,112 @@ func TestFilteredErrorLogBounded(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(logged.String()), "\n")
 	if len(lines) > 2 || !strings.Contains(lines[0], "error getting writer content compression format not recognized") {
 		t.Errorf("%d log lines for %d requests, want the first, as promhttp wrote it, and at most one more; the first: %s", len(lines), requests, lines[0])
+	}
+}
+
+// hungUp is a ResponseWriter whose client hung up: every write fails as
+// a write to a closed socket does.
+type hungUp struct{ *httptest.ResponseRecorder }
+
+func (hungUp) Write([]byte) (int, error) {
+	return 0, &net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("write", syscall.EPIPE)}
+}
+
+// failing serves its metric, and then one that cannot be collected.
+type failing struct{ namedCollector }
+
+func (c failing) Collect(ch chan<- prometheus.Metric) {
+	c.namedCollector.Collect(ch)
+	ch <- prometheus.NewInvalidMetric(fakeDesc, errors.New("the backend failed"))
+}
+
+// TestFilteredClientGone: a client that hangs up mid-scrape (a broken
+// pipe) is its own doing, not the exporter's: logged at debug level, not
+// error, with or without compression; a collector's error stays an error,
+// a client gone or not.
+func TestFilteredClientGone(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		hungUp      bool
+		gzip        bool
+		collector   prometheus.Collector
+		debug, errs []string // what lines at each level hold; nil: no line
+	}{
+		{"hung up", true, false, namedCollector{"gpu"}, []string{"broken pipe"}, nil},
+		{"hung up, gzip", true, true, namedCollector{"gpu"}, []string{"broken pipe"}, nil},
+		{"a collector's error", false, false, failing{namedCollector{"gpu"}}, nil, []string{"the backend failed"}},
+		{"a collector's error, hung up", true, true, failing{namedCollector{"gpu"}}, []string{"broken pipe"}, []string{"the backend failed"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logged bytes.Buffer
+			newCollector := func(...string) (prometheus.Collector, error) { return tc.collector, nil }
+			h := Metrics(http.NotFoundHandler(), newCollector, nil, log.NewLogfmtLogger(&logged))
+			req := httptest.NewRequest("GET", "/metrics?collect[]=gpu", nil)
+			if tc.gzip {
+				req.Header.Set("Accept-Encoding", "gzip")
+			}
+			var w http.ResponseWriter = httptest.NewRecorder()
+			if tc.hungUp {
+				w = hungUp{httptest.NewRecorder()}
+			}
+			h.ServeHTTP(w, req)
+			got := map[string][]string{}
+			for _, l := range strings.Split(strings.TrimSpace(logged.String()), "\n") {
+				for _, lv := range []string{"debug", "error"} {
+					if strings.Contains(l, "level="+lv) {
+						got[lv] = append(got[lv], l)
+					}
+				}
+			}
+			for lv, want := range map[string][]string{"debug": tc.debug, "error": tc.errs} {
+				if len(got[lv]) != len(want) {
+					t.Errorf("%d lines at %s level, want %d:\n%s", len(got[lv]), lv, len(want), logged.String())
+					continue
+				}
+				for i, w := range want {
+					if !strings.Contains(got[lv][i], w) {
+						t.Errorf("%s line %q lacks %q", lv, got[lv][i], w)
+					}
+				}
+			}
+		})
+	}
+}
+
+// gated serves its metrics once open is closed, having closed started.
+type gated struct {
+	namedCollector
+	started, open chan struct{}
+}
+
+func (c gated) Collect(ch chan<- prometheus.Metric) {
+	close(c.started)
+	<-c.open
+	c.namedCollector.Collect(ch)
+}
+
+// TestFilteredClientGoneOverTCP: a scraper that hangs up (a reset, as a
+// scrape timeout gives) while the exporter gathers a large filtered
+// answer is logged at debug level, not error, over a real connection.
+func TestFilteredClientGoneOverTCP(t *testing.T) {
+	var logged bytes.Buffer
+	c := gated{make(namedCollector, 20000), make(chan struct{}), make(chan struct{})}
+	for i := range c.namedCollector {
+		c.namedCollector[i] = fmt.Sprintf("collector-%d", i)
+	}
+	newCollector := func(...string) (prometheus.Collector, error) { return c, nil }
+	srv := httptest.NewServer(Metrics(http.NotFoundHandler(), newCollector, nil, log.NewLogfmtLogger(log.NewSyncWriter(&logged))))
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(conn, "GET /metrics?collect[]=gpu HTTP/1.1\r\nHost: x\r\n\r\n")
+	<-c.started
+	conn.(*net.TCPConn).SetLinger(0)
+	conn.Close()
+	close(c.open)
+	srv.Close() // waits for the handler
+	if s := logged.String(); strings.Contains(s, "level=error") || !strings.Contains(s, "level=debug") {
+		t.Errorf("want one debug line and no error:\n%s", s)
 	}
 }

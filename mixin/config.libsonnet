@@ -1,6 +1,10 @@
 // Settings of the vgpu_exporter mixin. Override any of them:
 //   (import 'vgpu-mixin/mixin.libsonnet') + { _config+:: { vgpuExporterSelector: 'job="gpu"' } }
 {
+  // Settings that are gone fail the build rather than be ignored.
+  assert !std.objectHasAll(self._config, 'sloObjectives') :
+         '_config.sloObjectives is no longer read: each tenant\'s SLO objective comes from the exporter\'s vgpu_tenant_slo_objective_ratio, whatever it is; remove sloObjectives from your _config (docs/mixin.md, "Changing the configuration")',
+
   _config+:: {
     // Selects the exporter's series in every rule and dashboard.
     vgpuExporterSelector: 'job="vgpu"',

@@ -53,7 +53,9 @@ type BuilderOptions struct {
 	// DepartedRetention is how long the meters and context-switch count
 	// of a tenant without usage on a GPU are kept (at most
 	// MaxDepartedPerGPU such tenants a GPU); 0 keeps them for good. A
-	// tenant back after they were forgotten starts them again at 0.
+	// tenant back after they were forgotten starts them again at 0. The
+	// time a GPU is not read does not count, nor, for a tenant of pods,
+	// the time Pods' source fails (departures.expire).
 	DepartedRetention time.Duration
 }
 
@@ -102,15 +104,17 @@ type compiledConfig struct {
 	class      map[string]gpu.TenantClass
 	minShare   map[string]float64 // share.min of the tenants that set one above 0
 	needCgroup bool               // some selector (or the pod tenancy) needs the cgroup path or the pod
-	pods       PodTenancy
-	needExe    bool
-	needUID    bool
+	// kubeSelected: the tenants with a kubernetes selector
+	kubeSelected map[string]bool
+	pods         PodTenancy
+	needExe      bool
+	needUID      bool
 	// prices are the file's metering section, else the flags' (nil: none).
 	prices *Prices
 }
 
 func compile(cfg *Config, pods PodTenancy) *compiledConfig {
-	c := &compiledConfig{Config: cfg, class: map[string]gpu.TenantClass{}, minShare: map[string]float64{}, pods: pods, needCgroup: pods.On()}
+	c := &compiledConfig{Config: cfg, class: map[string]gpu.TenantClass{}, minShare: map[string]float64{}, kubeSelected: map[string]bool{}, pods: pods, needCgroup: pods.On()}
 	for _, t := range cfg.Tenants {
 		info := Info{Name: t.Name, Class: t.Class, Priority: t.Priority, ShareMax: 1, RestartCost: t.RestartCost}
 		if t.Share != nil {
@@ -124,6 +128,9 @@ func compile(cfg *Config, pods PodTenancy) *compiledConfig {
 		for _, s := range t.Selectors {
 			if s.Cgroup != "" || s.Kubernetes != nil {
 				c.needCgroup = true
+			}
+			if s.Kubernetes != nil {
+				c.kubeSelected[t.Name] = true
 			}
 			if s.Executable != "" {
 				c.needExe = true
@@ -308,7 +315,7 @@ func (b *Builder) Build(r *gpu.Readings, st gpu.SamplerStats) *Snapshot {
 	snap.Tenants = append([]Info(nil), compiled.info...)
 	b.logUnmapped(podMap)
 	snap.Usage = b.usage(compiled, r, podMap)
-	b.forgetDeparted(r, snap.Usage)
+	b.forgetDeparted(compiled, r, snap.Usage, snap.Kubelet)
 	snap.KeptContextSwitches = b.keptContextSwitches(compiled, r, snap.Usage)
 	snap.Tenants = append(snap.Tenants, podTenants(compiled, snap.Usage)...)
 	if b.podInfoOpts.On && b.pods != nil {

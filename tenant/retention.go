@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/kube"
 )
 
 // MaxDepartedPerGPU bounds the tenants without usage on one GPU whose
@@ -34,9 +35,13 @@ func newDepartures(keep time.Duration) departures {
 // or more, as of r's time, and on a GPU with more than MaxDepartedPerGPU
 // tenants without usage, the oldest of them beyond it. The time a GPU is
 // listed but not read (lost: the interval since the previous sample) does
-// not count: its tenants are not known to have left. The time before it
-// does: their latest usage moves on by the lost interval alone.
-func (d *departures) expire(r *gpu.Readings, usage []Usage) []meterKey {
+// not count: its tenants are not known to have left. Nor does, for a
+// tenant blind says is (nil: none), the interval of a sample whose
+// attribution cannot see it (its pods' source failing: its usage went to
+// Unassigned, not away), though such a tenant counts toward the cap. The
+// time before either does: their latest usage moves on by the lost
+// interval alone.
+func (d *departures) expire(r *gpu.Readings, usage []Usage, blind func(tenant string) bool) []meterKey {
 	if d.keep <= 0 || r == nil {
 		return nil
 	}
@@ -69,13 +74,16 @@ func (d *departures) expire(r *gpu.Readings, usage []Usage) []meterKey {
 		case !at.After(t): // usage in this sample
 		case down[k.uuid]:
 			d.last[k] = t.Add(lost)
-		case at.Sub(t) >= d.keep:
-			gone = append(gone, k)
-		default:
+		case blind != nil && blind(k.tenant):
+			d.last[k] = t.Add(lost)
+			fallthrough // within the cap all the same
+		case at.Sub(t) < d.keep:
 			if away == nil {
 				away = map[string][]meterKey{}
 			}
 			away[k.uuid] = append(away[k.uuid], k)
+		default:
+			gone = append(gone, k)
 		}
 	}
 	for _, ks := range away {
@@ -94,11 +102,34 @@ func (d *departures) expire(r *gpu.Readings, usage []Usage) []meterKey {
 }
 
 // forgetDeparted forgets the meters and context-switch counts of the
-// tenants that left a GPU for the retention (departures.expire) as of r.
-// Called with buildMu held.
-func (b *Builder) forgetDeparted(r *gpu.Readings, usage []Usage) {
-	for _, k := range b.departed.expire(r, usage) {
+// tenants that left a GPU for the retention (departures.expire) as of r;
+// while the pod mapping fails (ks, nil: no mapping), the tenants c gives
+// pods are not known to have left. Called with buildMu held.
+func (b *Builder) forgetDeparted(c *compiledConfig, r *gpu.Readings, usage []Usage, ks *kube.Status) {
+	var blind func(string) bool
+	if podSourceFailing(ks) {
+		blind = c.ofPods
+	}
+	for _, k := range b.departed.expire(r, usage, blind) {
 		delete(b.meters.tenants, k)
 		delete(b.attr.csAcc, k)
 	}
+}
+
+// podSourceFailing says whether the pod mapping's source failed its latest
+// query (ks nil: no mapping): the pod-resources API, or the pod metadata
+// where there is one (pods new since its last good read have no labels).
+// The last good mapping is still used, but pods started since are not in
+// it, and their processes' usage goes to Unassigned.
+func podSourceFailing(ks *kube.Status) bool {
+	return ks != nil && (!ks.Up || ks.Metadata.Source != "" && !ks.Metadata.Up)
+}
+
+// ofPods says whether tenant's usage rests on the pod mapping: a tenant of
+// the pod tenancy, or one of the file's with a kubernetes selector.
+func (c *compiledConfig) ofPods(tenant string) bool {
+	if _, file := c.class[tenant]; file {
+		return c.kubeSelected[tenant]
+	}
+	return tenant != Unassigned
 }

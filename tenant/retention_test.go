@@ -12,14 +12,21 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/kube"
 )
 
-// churnPods is a PodMapper whose mapping the test swaps between samples.
-type churnPods struct{ m atomic.Pointer[kube.Mapping] }
+// churnPods is a PodMapper whose mapping, and whether its latest query of
+// the pod-resources API (down) or the pod metadata (metaDown) failed, the
+// test sets between samples.
+type churnPods struct {
+	m              atomic.Pointer[kube.Mapping]
+	down, metaDown atomic.Bool
+}
 
 func (p *churnPods) Start(context.Context)   {}
 func (p *churnPods) Wait()                   {}
 func (p *churnPods) Refresh(context.Context) {}
 func (p *churnPods) Mapping() *kube.Mapping  { return p.m.Load() }
-func (p *churnPods) Status() kube.Status     { return kube.Status{Up: true} }
+func (p *churnPods) Status() kube.Status {
+	return kube.Status{Up: !p.down.Load(), Metadata: kube.MetadataStatus{Source: "pods.json", Up: !p.metaDown.Load()}}
+}
 
 // churnReadings is sample i, every step, of GPU-0 (time-sliced, with an
 // energy and a context-switch counter) running the pods named.
@@ -47,16 +54,20 @@ func TestDepartedTenantsBounded(t *testing.T) {
 		step      time.Duration
 		steps     int
 		retention time.Duration
+		failing   bool // the kubelet's pod-resources API fails all along
 		// at the end: meters, context-switch counts kept for jobs that left,
 		// context-switch counts in all (the first sample counts none)
 		wantMeters, wantKept, wantCS int
 	}{
-		{"kept forever (retention 0)", time.Minute, 200, 0, 201, 198, 200},
-		{"a job a minute, 1h retention", time.Minute, 600, time.Hour, 61, 59, 61},
-		{"a job a second, 1h retention: the cap", time.Second, 600, time.Hour, 2 + MaxDepartedPerGPU, MaxDepartedPerGPU, 2 + MaxDepartedPerGPU},
+		{"kept forever (retention 0)", time.Minute, 200, 0, false, 201, 198, 200},
+		{"a job a minute, 1h retention", time.Minute, 600, time.Hour, false, 61, 59, 61},
+		{"a job a second, 1h retention: the cap", time.Second, 600, time.Hour, false, 2 + MaxDepartedPerGPU, MaxDepartedPerGPU, 2 + MaxDepartedPerGPU},
+		// the jobs are not known to have left, but the cap holds
+		{"a job a minute, the kubelet failing: the cap", time.Minute, 600, time.Hour, true, 2 + MaxDepartedPerGPU, MaxDepartedPerGPU, 2 + MaxDepartedPerGPU},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pods := &churnPods{}
+			pods.down.Store(tc.failing)
 			b := mustBuilder(t, "", BuilderOptions{Pods: pods, PodTenancy: PodTenancy{ByNamespace: true}, DepartedRetention: tc.retention})
 			var s *Snapshot
 			for i := range tc.steps {
@@ -160,6 +171,92 @@ func TestDepartedMetersForgotten(t *testing.T) {
 						t.Errorf("back: meter %+v, want it started again at 0: one sample's energy and half the GPU time of %+v", job, first)
 					}
 					checkF(t, "back: context switches", usageOf(t, s, "batch", "").ContextSwitchesTotal, firstCS)
+				}
+			}
+		})
+	}
+}
+
+// TestDepartedWhilePodSourceFails: with a 1h retention and a sample every
+// 10 minutes, the time in which the pod mapping's source fails (the
+// kubelet's pod-resources API, or the pod metadata that labels come from)
+// does not count toward a tenant's departure when its usage rests on that
+// mapping: its job's pod, started again meanwhile, is in no mapping and
+// its usage goes to Unassigned, but it has not left. Back in the mapping,
+// its meters count on from where they were; the time before and after the
+// failure counts. A tenant matched by its executable is forgotten on time.
+func TestDepartedWhilePodSourceFails(t *testing.T) {
+	const step = 10 * time.Minute
+	const file = `tenants:
+- name: jobs
+  selectors: [{kubernetes: {namespace: batch}}]
+- name: render
+  selectors: [{executable: render}]
+`
+	type fail int
+	const (
+		kubelet fail = iota
+		metadata
+	)
+	for _, tc := range []struct {
+		name    string
+		yaml    string
+		tenancy PodTenancy
+		tenant  string // the tenant whose meter is followed
+		source  fail
+		left    int    // the job's last sample with usage in the mapping
+		fails   [2]int // samples in which the source fails: [from, to)
+		runs    bool   // the job runs, in no mapping, while the source fails
+		gone    int    // the first sample without its meter; 0: none
+		back    int    // the job is back in the mapping
+	}{
+		{"a pod tenant, the kubelet failing for 2h", "", PodTenancy{ByNamespace: true}, "batch", kubelet, 2, [2]int{3, 15}, true, 0, 15},
+		{"a pod tenant, the metadata failing for 2h", "", PodTenancy{Label: "team"}, "batch-team", metadata, 2, [2]int{3, 15}, true, 0, 15},
+		{"a file tenant of pods, the kubelet failing for 2h", file, PodTenancy{}, "jobs", kubelet, 2, [2]int{3, 15}, true, 0, 15},
+		// 20 minutes of failure: gone 80 minutes after it left
+		{"the time before and after the failure counts", "", PodTenancy{ByNamespace: true}, "batch", kubelet, 2, [2]int{4, 6}, false, 10, 12},
+		{"a tenant not of pods is forgotten on time", file, PodTenancy{}, "render", kubelet, 2, [2]int{3, 15}, false, 8, 15},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pods := &churnPods{}
+			b := mustBuilder(t, tc.yaml, BuilderOptions{Pods: pods, PodTenancy: tc.tenancy, DepartedRetention: time.Hour})
+			var kept float64 // the followed tenant's energy when it left
+			for i := 0; i <= tc.back; i++ {
+				failing := i >= tc.fails[0] && i < tc.fails[1]
+				pods.down.Store(failing && tc.source == kubelet)
+				pods.metaDown.Store(failing && tc.source == metadata)
+				mapped := i <= tc.left || i >= tc.back
+				names := []string{"web"}
+				if mapped || failing && tc.runs {
+					names = append(names, "job")
+				}
+				if mapped {
+					pods.m.Store(podsOn(t, "svc/web=GPU-0::1", "batch/job=GPU-0::2"))
+				} else {
+					pods.m.Store(podsOn(t, "svc/web=GPU-0::1"))
+				}
+				r := churnReadings(i, step, names...)
+				if mapped {
+					p := testutil.MIGProc(300, "render", -1)
+					p.SMUtil, p.UsedMemoryBytes = gpu.Float(0.1), gpu.Uint(gib)
+					r.Devices[0].Processes = append(r.Devices[0].Processes, p)
+				}
+				s := b.Build(r, gpu.SamplerStats{})
+				m := meterOf(s, tc.tenant)
+				switch {
+				case i == tc.left:
+					if m == nil {
+						t.Fatalf("sample %d: no meter for %s", i, tc.tenant)
+					}
+					kept = m.EnergyJoules
+				case i > tc.left && i < tc.back:
+					if want := tc.gone == 0 || i < tc.gone; (m != nil) != want {
+						t.Errorf("sample %d (source failing: %v): meter %+v, want kept: %v", i, failing, m, want)
+					}
+				case i == tc.back && tc.gone == 0:
+					if m == nil || m.EnergyJoules <= kept {
+						t.Errorf("back: meter %+v, want it counting on from %v joules", m, kept)
+					}
 				}
 			}
 		})
