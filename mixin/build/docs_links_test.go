@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -169,4 +170,123 @@ func runbookSections(runbooks string) []string {
 		}
 	}
 	return out
+}
+
+// proseDocs returns the docs a reader follows, relative to root:
+// README.md, scenarios/README.md and every docs/*.md.
+func proseDocs(t *testing.T) []string {
+	t.Helper()
+	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil || len(docs) < 20 {
+		t.Fatalf("docs/*.md: %d files, %v", len(docs), err)
+	}
+	for i, d := range docs {
+		docs[i] = filepath.ToSlash(strings.TrimPrefix(d, root+"/"))
+	}
+	return append([]string{"README.md", "scenarios/README.md"}, docs...)
+}
+
+var (
+	goTestFunc = regexp.MustCompile(`(?m)^func ((?:Test|Fuzz|Benchmark)[A-Z0-9_]\w*)\(`)
+	docTest    = regexp.MustCompile(`\b(?:Test|Fuzz|Benchmark)[A-Z0-9_]\w*`)
+	// runPattern is the pattern of a go test -run or -bench in the docs.
+	runPattern = regexp.MustCompile(`(?:^|[\s` + "`" + `])-(?:run|bench)[ =]'?([^'\s` + "`" + `]+)`)
+	// notOurs are paths the docs name in other projects' trees.
+	notOurs = map[string]bool{"docs/references/production_metrics.md": true}
+)
+
+// missingTests returns the tests, fuzz targets and benchmarks a doc (name,
+// text) names that are not defined (defined holds their names): a name
+// alone must be one, a -run or -bench pattern must select one.
+func missingTests(name, text string, defined []string) []string {
+	var out []string
+	for i, line := range strings.Split(text, "\n") {
+		for _, m := range runPattern.FindAllStringSubmatch(line, -1) {
+			re, err := regexp.Compile(m[1])
+			if m[1] == "^$" {
+				continue
+			}
+			if err != nil || !slices.ContainsFunc(defined, re.MatchString) {
+				out = append(out, fmt.Sprintf("%s:%d: %s selects no test", name, i+1, strings.Trim(m[0], " \t`")))
+			}
+		}
+		for _, n := range docTest.FindAllString(runPattern.ReplaceAllString(line, ""), -1) {
+			if !slices.Contains(defined, n) {
+				out = append(out, fmt.Sprintf("%s:%d: %s is no test, fuzz target or benchmark", name, i+1, n))
+			}
+		}
+	}
+	return out
+}
+
+// TestDocsNameExistingTests: every test, fuzz target or benchmark the
+// docs name (as the proof of a claim, or in a command to run) is one of
+// the repository's, so that a renamed or removed test is not left cited.
+func TestDocsNameExistingTests(t *testing.T) {
+	out, err := exec.Command("git", "-C", root, "ls-files", "*_test.go").Output()
+	if err != nil {
+		t.Skipf("git ls-files: %v", err)
+	}
+	var defined []string
+	for _, f := range strings.Fields(string(out)) {
+		b, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range goTestFunc.FindAllStringSubmatch(string(b), -1) {
+			defined = append(defined, m[1])
+		}
+	}
+	if len(defined) < 500 {
+		t.Fatalf("only %d tests found in the repository", len(defined))
+	}
+	for _, doc := range proseDocs(t) {
+		b, err := os.ReadFile(filepath.Join(root, doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range missingTests(doc, string(b), defined) {
+			t.Error(p)
+		}
+	}
+	doc := "`TestA` and `FuzzB` hold it; `go test -run 'TestC' ./x`, `-bench D -run '^$'`; TestGone, BenchmarkNone, `-run Nothing`, a long-run Test\n"
+	got := missingTests("x.md", doc, []string{"TestA", "FuzzB", "TestCalib", "BenchmarkDx"})
+	want := []string{"x.md:1: -run Nothing selects no test", "x.md:1: TestGone is no test, fuzz target or benchmark", "x.md:1: BenchmarkNone is no test, fuzz target or benchmark"}
+	if !slices.Equal(got, want) {
+		t.Errorf("missingTests = %q, want %q", got, want)
+	}
+}
+
+// TestDocsPathsExist: every path the docs name from the repository's
+// root (`collector/docs_test.go`, deploy/systemd/) exists, so that a
+// moved file is not left cited.
+func TestDocsPathsExist(t *testing.T) {
+	out, err := exec.Command("git", "-C", root, "ls-files").Output()
+	if err != nil {
+		t.Skipf("git ls-files: %v", err)
+	}
+	tops := map[string]bool{}
+	for _, f := range strings.Fields(string(out)) {
+		if top, _, ok := strings.Cut(f, "/"); ok {
+			tops[regexp.QuoteMeta(top)] = true
+		}
+	}
+	if len(tops) < 10 {
+		t.Fatalf("only %d top-level directories: %v", len(tops), tops)
+	}
+	path := regexp.MustCompile("(?:^|[\\s`(\\[\"])((?:" + strings.Join(slices.Sorted(maps.Keys(tops)), "|") + `)/[\w./-]*[\w/])`)
+	for _, doc := range proseDocs(t) {
+		b, err := os.ReadFile(filepath.Join(root, doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			for _, m := range path.FindAllStringSubmatch(line, -1) {
+				p := strings.TrimRight(m[1], ".")
+				if _, err := os.Stat(filepath.Join(root, p)); err != nil && !notOurs[p] {
+					t.Errorf("%s:%d names %s, which the repository does not have", doc, i+1, p)
+				}
+			}
+		}
+	}
 }

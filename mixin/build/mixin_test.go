@@ -388,14 +388,7 @@ func TestDocsQuoteKnownSeries(t *testing.T) {
 			records = append(records, r.Record)
 		}
 	}
-	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
-	if err != nil || len(docs) < 20 {
-		t.Fatalf("docs/*.md: %d files, %v", len(docs), err)
-	}
-	for i, d := range docs {
-		docs[i] = filepath.ToSlash(strings.TrimPrefix(d, root+"/"))
-	}
-	for _, doc := range append([]string{"README.md", "scenarios/README.md"}, docs...) {
+	for _, doc := range proseDocs(t) {
 		b, err := os.ReadFile(filepath.Join(root, doc))
 		if err != nil {
 			t.Fatal(err)
