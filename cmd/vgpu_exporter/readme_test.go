@@ -170,3 +170,36 @@ func TestDocsNameExporterFlags(t *testing.T) {
 		t.Errorf("unknownFlags = %q, want %q", got, want)
 	}
 }
+
+// TestArchitectureListsFiles: docs/architecture.md's table of the
+// exporter process ("The exporter process") has a row for each file of
+// this command but main.go, and no row for a file it lacks.
+func TestArchitectureListsFiles(t *testing.T) {
+	b, err := os.ReadFile("../../docs/architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "\n## The exporter process\n")
+	if !ok {
+		t.Fatal(`docs/architecture.md has no "## The exporter process"`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	var rows []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z0-9_]+\\.go)` \\|").FindAllStringSubmatch(section, -1) {
+		rows = append(rows, m[1])
+	}
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, f := range files {
+		if f != "main.go" && !strings.HasSuffix(f, "_test.go") {
+			want = append(want, f)
+		}
+	}
+	slices.Sort(rows)
+	if !slices.Equal(rows, want) {
+		t.Errorf("docs/architecture.md's table of the exporter process lists %v, the command has %v (main.go aside)", rows, want)
+	}
+}
