@@ -290,3 +290,48 @@ func TestDocsPathsExist(t *testing.T) {
 		}
 	}
 }
+
+// alertWord is a word of an alert's shape (VGPUTunerRestoreFailed).
+var alertWord = regexp.MustCompile(`\bVGPU[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*\b`)
+
+// TestDocsNameAlerts: every alert the docs name is an alert of the mixin,
+// so that a renamed alert is not left in the runbooks of other pages.
+// Package gpu's identifiers of that shape (gpu.VGPUSchedulerActuator,
+// VGPUInstance) are not alerts.
+func TestDocsNameAlerts(t *testing.T) {
+	alerts := map[string]bool{}
+	for _, r := range allRules(t) {
+		if r.Alert != "" {
+			alerts[r.Alert] = true
+		}
+	}
+	goFiles, err := filepath.Glob(filepath.Join(root, "gpu", "*.go"))
+	if err != nil || len(goFiles) == 0 {
+		t.Fatalf("gpu/*.go: %v", err)
+	}
+	var gpuSource strings.Builder
+	for _, f := range goFiles {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gpuSource.Write(b)
+	}
+	identifier := map[string]bool{}
+	for _, w := range alertWord.FindAllString(gpuSource.String(), -1) {
+		identifier[w] = true
+	}
+	for _, doc := range proseDocs(t) {
+		b, err := os.ReadFile(filepath.Join(root, doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			for _, w := range alertWord.FindAllString(line, -1) {
+				if !alerts[w] && !identifier[w] {
+					t.Errorf("%s:%d names %s, which is no alert of the mixin", doc, i+1, w)
+				}
+			}
+		}
+	}
+}
