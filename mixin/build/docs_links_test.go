@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
@@ -333,5 +334,71 @@ func TestDocsNameAlerts(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+var (
+	promqlBlock = regexp.MustCompile("(?ms)^[ \t]*```promql\n(.*?)^[ \t]*```")
+	// labelSet is the docs' notation of a series' labels, name{a,b}: no
+	// query.
+	labelSet = regexp.MustCompile(`\{[a-z_]+(?:, ?[a-z_]+)*\}`)
+	// queryShape is what makes a span naming a series a query: a call, a
+	// selector, a range or an operator.
+	queryShape = regexp.MustCompile(`[(\[]|\{[^}]*=|\s(?:[<>=!]=?|[-+*/]|and|or|unless)\s`)
+)
+
+// docQueries returns the PromQL queries of a doc: its promql blocks and
+// the inline code naming a series (not the program, notSeries) in a
+// query's shape (not a URL, not the label notation name{a,b}).
+func docQueries(text string) []string {
+	var out []string
+	for _, m := range promqlBlock.FindAllStringSubmatch(text, -1) {
+		out = append(out, strings.TrimSpace(m[1]))
+	}
+	prose := mdFence.ReplaceAllString(text, "")
+	for _, m := range codeSpan.FindAllStringSubmatch(prose, -1) {
+		s := m[1]
+		named := slices.ContainsFunc(seriesName.FindAllString(s, -1), func(n string) bool { return !notSeries[n] })
+		if named && queryShape.MatchString(s) && !labelSet.MatchString(s) && !strings.HasPrefix(s, "/") {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// TestDocsQueriesParse has promtool parse, as recording rules, every
+// query README.md, scenarios/README.md and docs/*.md quote, so that one
+// copied from them runs.
+func TestDocsQueriesParse(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("groups:\n")
+	n := 0
+	for _, doc := range proseDocs(t) {
+		text, err := os.ReadFile(filepath.Join(root, doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		qs := docQueries(string(text))
+		if len(qs) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "  - name: %q\n    rules:\n", doc)
+		for _, q := range qs {
+			e, _ := json.Marshal(q)
+			fmt.Fprintf(&b, "      - record: doc:check\n        expr: %s\n", e)
+			n++
+		}
+	}
+	if n < 30 {
+		t.Errorf("only %d queries found in the docs", n)
+	}
+	p := filepath.Join(t.TempDir(), "docs.rules.yaml")
+	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runPromtool(t, ".", "check", "rules", p)
+	got := docQueries("`vgpu_a{b,c}`, `/metrics?name[]=vgpu_a`, `pgrep -x vgpu_exporter (x)`, `vgpu_a`, `rate(vgpu_a[5m])`, `vgpu_a > 0`\n```promql\nsum(vgpu_b)\n```\n")
+	if want := []string{"sum(vgpu_b)", "rate(vgpu_a[5m])", "vgpu_a > 0"}; !slices.Equal(got, want) {
+		t.Errorf("docQueries = %q, want %q", got, want)
 	}
 }
