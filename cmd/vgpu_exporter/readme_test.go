@@ -1,8 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -103,4 +105,101 @@ func sameDefault(readme, flag string) bool {
 	a, errA := time.ParseDuration(readme)
 	b, errB := time.ParseDuration(flag)
 	return errA == nil && errB == nil && a == b
+}
+
+var (
+	// dottedFlag is a flag of the exporter's shape in a doc: --group.name,
+	// or a family of them (--metering.*, --collector.<name>).
+	dottedFlag = regexp.MustCompile(`--(?:no-)?([a-z][a-z0-9-]*(?:\.[a-z0-9<>*-]+)+)`)
+	// otherFlags are dotted flags the docs name of other programs: vgpusim's
+	// (cmd/vgpusim checks docs/vgpusim.md), test/device/compare's and
+	// Prometheus's.
+	otherFlags = regexp.MustCompile(`^(autotune\.param|tol\.[a-z-]+|web\.enable-lifecycle)$`)
+)
+
+// unknownFlags returns the dotted flags a doc (name, text) names that the
+// exporter does not have (flags holds its flags' names): a family
+// (--metering.*, --collector.<name>) must name at least one.
+func unknownFlags(name, text string, flags []string) []string {
+	var out []string
+	for i, line := range strings.Split(text, "\n") {
+		for _, m := range dottedFlag.FindAllStringSubmatch(line, -1) {
+			f := strings.TrimRight(m[1], ".-")
+			if otherFlags.MatchString(f) || slices.Contains(flags, f) {
+				continue
+			}
+			if at := strings.IndexAny(f, "*<"); at > 0 && slices.ContainsFunc(flags, func(g string) bool { return strings.HasPrefix(g, f[:at]) }) {
+				continue
+			}
+			out = append(out, fmt.Sprintf("%s:%d: %s is no flag of the exporter", name, i+1, m[0]))
+		}
+	}
+	return out
+}
+
+// TestDocsNameExporterFlags: every flag of the exporter's dotted shape
+// that README.md, scenarios/README.md or a docs/*.md names is one of its
+// flags, so that a renamed flag is not left in the prose (TestReadmeFlags
+// checks the README's tables, with their defaults).
+func TestDocsNameExporterFlags(t *testing.T) {
+	app := kingpin.New("vgpu_exporter", "")
+	addFlags(app)
+	var flags []string
+	// The collector package declares its --collector.* flags on
+	// kingpin.CommandLine, as main uses it.
+	for _, f := range append(app.Model().Flags, kingpin.CommandLine.Model().Flags...) {
+		flags = append(flags, f.Name)
+	}
+	docs, err := filepath.Glob("../../docs/*.md")
+	if err != nil || len(docs) < 20 {
+		t.Fatalf("docs/*.md: %d files, %v", len(docs), err)
+	}
+	for _, doc := range append([]string{"../../README.md", "../../scenarios/README.md"}, docs...) {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range unknownFlags(strings.TrimPrefix(doc, "../../"), string(b), flags) {
+			t.Error(p)
+		}
+	}
+	doc := "`--a.b=1`, --a.c, `--no-a.b`, `--d.*` and `--d.<name>` (`--tol.x`); `--a.bb`, --e.*\n"
+	got := unknownFlags("x.md", doc, []string{"a.b", "a.c", "d.e"})
+	want := []string{"x.md:1: --a.bb is no flag of the exporter", "x.md:1: --e.* is no flag of the exporter"}
+	if !slices.Equal(got, want) {
+		t.Errorf("unknownFlags = %q, want %q", got, want)
+	}
+}
+
+// TestArchitectureListsFiles: docs/architecture.md's table of the
+// exporter process ("The exporter process") has a row for each file of
+// this command but main.go, and no row for a file it lacks.
+func TestArchitectureListsFiles(t *testing.T) {
+	b, err := os.ReadFile("../../docs/architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "\n## The exporter process\n")
+	if !ok {
+		t.Fatal(`docs/architecture.md has no "## The exporter process"`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	var rows []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z0-9_]+\\.go)` \\|").FindAllStringSubmatch(section, -1) {
+		rows = append(rows, m[1])
+	}
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, f := range files {
+		if f != "main.go" && !strings.HasSuffix(f, "_test.go") {
+			want = append(want, f)
+		}
+	}
+	slices.Sort(rows)
+	if !slices.Equal(rows, want) {
+		t.Errorf("docs/architecture.md's table of the exporter process lists %v, the command has %v (main.go aside)", rows, want)
+	}
 }

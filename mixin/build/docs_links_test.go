@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -169,4 +171,234 @@ func runbookSections(runbooks string) []string {
 		}
 	}
 	return out
+}
+
+// proseDocs returns the docs a reader follows, relative to root:
+// README.md, scenarios/README.md and every docs/*.md.
+func proseDocs(t *testing.T) []string {
+	t.Helper()
+	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil || len(docs) < 20 {
+		t.Fatalf("docs/*.md: %d files, %v", len(docs), err)
+	}
+	for i, d := range docs {
+		docs[i] = filepath.ToSlash(strings.TrimPrefix(d, root+"/"))
+	}
+	return append([]string{"README.md", "scenarios/README.md"}, docs...)
+}
+
+var (
+	goTestFunc = regexp.MustCompile(`(?m)^func ((?:Test|Fuzz|Benchmark)[A-Z0-9_]\w*)\(`)
+	docTest    = regexp.MustCompile(`\b(?:Test|Fuzz|Benchmark)[A-Z0-9_]\w*`)
+	// runPattern is the pattern of a go test -run or -bench in the docs.
+	runPattern = regexp.MustCompile(`(?:^|[\s` + "`" + `])-(?:run|bench)[ =]'?([^'\s` + "`" + `]+)`)
+	// notOurs are paths the docs name in other projects' trees.
+	notOurs = map[string]bool{"docs/references/production_metrics.md": true}
+)
+
+// missingTests returns the tests, fuzz targets and benchmarks a doc (name,
+// text) names that are not defined (defined holds their names): a name
+// alone must be one, a -run or -bench pattern must select one.
+func missingTests(name, text string, defined []string) []string {
+	var out []string
+	for i, line := range strings.Split(text, "\n") {
+		for _, m := range runPattern.FindAllStringSubmatch(line, -1) {
+			re, err := regexp.Compile(m[1])
+			if m[1] == "^$" {
+				continue
+			}
+			if err != nil || !slices.ContainsFunc(defined, re.MatchString) {
+				out = append(out, fmt.Sprintf("%s:%d: %s selects no test", name, i+1, strings.Trim(m[0], " \t`")))
+			}
+		}
+		for _, n := range docTest.FindAllString(runPattern.ReplaceAllString(line, ""), -1) {
+			if !slices.Contains(defined, n) {
+				out = append(out, fmt.Sprintf("%s:%d: %s is no test, fuzz target or benchmark", name, i+1, n))
+			}
+		}
+	}
+	return out
+}
+
+// TestDocsNameExistingTests: every test, fuzz target or benchmark the
+// docs name (as the proof of a claim, or in a command to run) is one of
+// the repository's, so that a renamed or removed test is not left cited.
+func TestDocsNameExistingTests(t *testing.T) {
+	out, err := exec.Command("git", "-C", root, "ls-files", "*_test.go").Output()
+	if err != nil {
+		t.Skipf("git ls-files: %v", err)
+	}
+	var defined []string
+	for _, f := range strings.Fields(string(out)) {
+		b, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range goTestFunc.FindAllStringSubmatch(string(b), -1) {
+			defined = append(defined, m[1])
+		}
+	}
+	if len(defined) < 500 {
+		t.Fatalf("only %d tests found in the repository", len(defined))
+	}
+	for _, doc := range proseDocs(t) {
+		b, err := os.ReadFile(filepath.Join(root, doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range missingTests(doc, string(b), defined) {
+			t.Error(p)
+		}
+	}
+	doc := "`TestA` and `FuzzB` hold it; `go test -run 'TestC' ./x`, `-bench D -run '^$'`; TestGone, BenchmarkNone, `-run Nothing`, a long-run Test\n"
+	got := missingTests("x.md", doc, []string{"TestA", "FuzzB", "TestCalib", "BenchmarkDx"})
+	want := []string{"x.md:1: -run Nothing selects no test", "x.md:1: TestGone is no test, fuzz target or benchmark", "x.md:1: BenchmarkNone is no test, fuzz target or benchmark"}
+	if !slices.Equal(got, want) {
+		t.Errorf("missingTests = %q, want %q", got, want)
+	}
+}
+
+// TestDocsPathsExist: every path the docs name from the repository's
+// root (`collector/docs_test.go`, deploy/systemd/) exists, so that a
+// moved file is not left cited.
+func TestDocsPathsExist(t *testing.T) {
+	out, err := exec.Command("git", "-C", root, "ls-files").Output()
+	if err != nil {
+		t.Skipf("git ls-files: %v", err)
+	}
+	tops := map[string]bool{}
+	for _, f := range strings.Fields(string(out)) {
+		if top, _, ok := strings.Cut(f, "/"); ok {
+			tops[regexp.QuoteMeta(top)] = true
+		}
+	}
+	if len(tops) < 10 {
+		t.Fatalf("only %d top-level directories: %v", len(tops), tops)
+	}
+	path := regexp.MustCompile("(?:^|[\\s`(\\[\"])((?:" + strings.Join(slices.Sorted(maps.Keys(tops)), "|") + `)/[\w./-]*[\w/])`)
+	for _, doc := range proseDocs(t) {
+		b, err := os.ReadFile(filepath.Join(root, doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			for _, m := range path.FindAllStringSubmatch(line, -1) {
+				p := strings.TrimRight(m[1], ".")
+				if _, err := os.Stat(filepath.Join(root, p)); err != nil && !notOurs[p] {
+					t.Errorf("%s:%d names %s, which the repository does not have", doc, i+1, p)
+				}
+			}
+		}
+	}
+}
+
+// alertWord is a word of an alert's shape (VGPUTunerRestoreFailed).
+var alertWord = regexp.MustCompile(`\bVGPU[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*\b`)
+
+// TestDocsNameAlerts: every alert the docs name is an alert of the mixin,
+// so that a renamed alert is not left in the runbooks of other pages.
+// Package gpu's identifiers of that shape (gpu.VGPUSchedulerActuator,
+// VGPUInstance) are not alerts.
+func TestDocsNameAlerts(t *testing.T) {
+	alerts := map[string]bool{}
+	for _, r := range allRules(t) {
+		if r.Alert != "" {
+			alerts[r.Alert] = true
+		}
+	}
+	goFiles, err := filepath.Glob(filepath.Join(root, "gpu", "*.go"))
+	if err != nil || len(goFiles) == 0 {
+		t.Fatalf("gpu/*.go: %v", err)
+	}
+	var gpuSource strings.Builder
+	for _, f := range goFiles {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gpuSource.Write(b)
+	}
+	identifier := map[string]bool{}
+	for _, w := range alertWord.FindAllString(gpuSource.String(), -1) {
+		identifier[w] = true
+	}
+	for _, doc := range proseDocs(t) {
+		b, err := os.ReadFile(filepath.Join(root, doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			for _, w := range alertWord.FindAllString(line, -1) {
+				if !alerts[w] && !identifier[w] {
+					t.Errorf("%s:%d names %s, which is no alert of the mixin", doc, i+1, w)
+				}
+			}
+		}
+	}
+}
+
+var (
+	promqlBlock = regexp.MustCompile("(?ms)^[ \t]*```promql\n(.*?)^[ \t]*```")
+	// labelSet is the docs' notation of a series' labels, name{a,b}: no
+	// query.
+	labelSet = regexp.MustCompile(`\{[a-z_]+(?:, ?[a-z_]+)*\}`)
+	// queryShape is what makes a span naming a series a query: a call, a
+	// selector, a range or an operator.
+	queryShape = regexp.MustCompile(`[(\[]|\{[^}]*=|\s(?:[<>=!]=?|[-+*/]|and|or|unless)\s`)
+)
+
+// docQueries returns the PromQL queries of a doc: its promql blocks and
+// the inline code naming a series (not the program, notSeries) in a
+// query's shape (not a URL, not the label notation name{a,b}).
+func docQueries(text string) []string {
+	var out []string
+	for _, m := range promqlBlock.FindAllStringSubmatch(text, -1) {
+		out = append(out, strings.TrimSpace(m[1]))
+	}
+	prose := mdFence.ReplaceAllString(text, "")
+	for _, m := range codeSpan.FindAllStringSubmatch(prose, -1) {
+		s := m[1]
+		named := slices.ContainsFunc(seriesName.FindAllString(s, -1), func(n string) bool { return !notSeries[n] })
+		if named && queryShape.MatchString(s) && !labelSet.MatchString(s) && !strings.HasPrefix(s, "/") {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// TestDocsQueriesParse has promtool parse, as recording rules, every
+// query README.md, scenarios/README.md and docs/*.md quote, so that one
+// copied from them runs.
+func TestDocsQueriesParse(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("groups:\n")
+	n := 0
+	for _, doc := range proseDocs(t) {
+		text, err := os.ReadFile(filepath.Join(root, doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		qs := docQueries(string(text))
+		if len(qs) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "  - name: %q\n    rules:\n", doc)
+		for _, q := range qs {
+			e, _ := json.Marshal(q)
+			fmt.Fprintf(&b, "      - record: doc:check\n        expr: %s\n", e)
+			n++
+		}
+	}
+	if n < 30 {
+		t.Errorf("only %d queries found in the docs", n)
+	}
+	p := filepath.Join(t.TempDir(), "docs.rules.yaml")
+	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runPromtool(t, ".", "check", "rules", p)
+	got := docQueries("`vgpu_a{b,c}`, `/metrics?name[]=vgpu_a`, `pgrep -x vgpu_exporter (x)`, `vgpu_a`, `rate(vgpu_a[5m])`, `vgpu_a > 0`\n```promql\nsum(vgpu_b)\n```\n")
+	if want := []string{"sum(vgpu_b)", "rate(vgpu_a[5m])", "vgpu_a > 0"}; !slices.Equal(got, want) {
+		t.Errorf("docQueries = %q, want %q", got, want)
+	}
 }

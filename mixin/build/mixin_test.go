@@ -365,12 +365,13 @@ var (
 	seriesName = regexp.MustCompile(`\b(vgpu_[a-z0-9_]*[a-z0-9]|cluster[a-z_]*:[a-z0-9_:]*[a-z0-9])\b`)
 	nameRegex  = regexp.MustCompile(`__name__=~"([^"]+)"`)
 	// notSeries are words of a series' shape that the docs quote for
-	// something else: the program (its unit, user and directories) and a
-	// tuner knob.
-	notSeries = map[string]bool{"vgpu_exporter": true, "vgpu_scheduler": true}
+	// something else: the program (its unit, user and directories), a
+	// tuner knob and the vGPU collector's labels.
+	notSeries = map[string]bool{"vgpu_exporter": true, "vgpu_scheduler": true, "vgpu_instance": true, "vgpu_uuid": true}
 )
 
-// TestDocsQuoteKnownSeries checks what the operators' docs quote in code
+// TestDocsQuoteKnownSeries checks what the docs (README.md,
+// scenarios/README.md and every docs/*.md) quote in code
 // (inline or in a block): every metric or recording rule they name is
 // listed in docs/metrics.md or recorded by the mixin (or is the build
 // info, which the exporter serves beside its collectors), and every
@@ -387,7 +388,7 @@ func TestDocsQuoteKnownSeries(t *testing.T) {
 			records = append(records, r.Record)
 		}
 	}
-	for _, doc := range []string{"README.md", "docs/runbooks.md", "docs/deploy.md", "docs/mixin.md", "docs/tuning.md", "docs/pause.md", "docs/journal.md", "docs/actuators.md", "docs/metering.md", "docs/slo.md", "docs/tuner-page.md", "docs/share-accuracy.md"} {
+	for _, doc := range proseDocs(t) {
 		b, err := os.ReadFile(filepath.Join(root, doc))
 		if err != nil {
 			t.Fatal(err)
