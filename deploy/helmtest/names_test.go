@@ -139,3 +139,21 @@ func TestNamesAsTheAPIServer(t *testing.T) {
 	checkNames(t, configMapKeys, []string{"a", "A_b-c.d", ".a", "a.", "a..", "a..b", strings.Repeat("k", 253), strings.Repeat("k", 254),
 		"", ".", "..", "..a", "...", "a/b", "a b", "ä"})
 }
+
+// TestEnvNamesAsTheAPIServer: an extraEnv entry is taken where the API
+// server takes its name (any printable ASCII but '=') and its value (a
+// string) and refused where it refuses them; before, any list rendered: a
+// name with '=' or a control character, an entry without a name, or a
+// number as its value (as --set gives one) failed at the API server.
+func TestEnvNamesAsTheAPIServer(t *testing.T) {
+	env := func(e map[string]any) map[string]any { return map[string]any{"extraEnv": []any{e}} }
+	checkNames(t, []nameField{{"extraEnv[].name", func(s string) map[string]any { return env(map[string]any{"name": s, "value": "v"}) },
+		validation.IsRelaxedEnvVarName}},
+		[]string{"A", "a_b", "my.env-name", "1A", "..", ".", "A B", " ", "~", "a=b", "=", "", "a\n", "a\t", "\x7f", "ä", "NODE_NAME2"})
+	checkCases(t, []valuesCase{
+		{env(map[string]any{"value": "v"}), "at '/extraEnv/0': missing property 'name'"},
+		{env(map[string]any{"name": "A", "value": 1}), "at '/extraEnv/0/value': got number, want string"},
+		{map[string]any{"extraEnv": []any{"A=1"}}, "at '/extraEnv/0': got string, want object"},
+		{env(map[string]any{"name": "A", "valueFrom": map[string]any{"fieldRef": map[string]any{"fieldPath": "spec.nodeName"}}}), ""},
+	}, nil)
+}
