@@ -8,8 +8,8 @@ import (
 )
 
 // nameField is a value of the chart that the API server checks as a name
-// or key: vals sets it to s, api is the API server's verdict on s (no
-// error: it takes it).
+// or key (or the kubelet as an image): vals sets it to s, api is their
+// verdict on s (no error: they take it).
 type nameField struct {
 	name string
 	vals func(s string) map[string]any
@@ -26,7 +26,7 @@ func checkNames(t *testing.T, fields []nameField, names []string) {
 			apiErrs := f.api(s)
 			_, err := render(c, f.vals(s))
 			if (err == nil) != (len(apiErrs) == 0) {
-				t.Errorf("%s %q (%d bytes): rendering error %v; the API server: %v", f.name, s, len(s), err, apiErrs)
+				t.Errorf("%s %q (%d bytes): rendering error %v; the API server's (the kubelet's) verdict: %v", f.name, s, len(s), err, apiErrs)
 			}
 		}
 	}
