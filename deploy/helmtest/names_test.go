@@ -157,3 +157,22 @@ func TestEnvNamesAsTheAPIServer(t *testing.T) {
 		{env(map[string]any{"name": "A", "valueFrom": map[string]any{"fieldRef": map[string]any{"fieldPath": "spec.nodeName"}}}), ""},
 	}, nil)
 }
+
+// TestVolumeNamesAsTheAPIServer: an extraVolumes or extraVolumeMounts
+// entry is taken where the API server takes its volume's name (a DNS
+// label) and refused where it refuses it, as is one without a name (or a
+// mount without its path); before, any list rendered and failed at the
+// API server.
+func TestVolumeNamesAsTheAPIServer(t *testing.T) {
+	volume := func(s string) map[string]any {
+		return map[string]any{"extraVolumes": []any{map[string]any{"name": s, "emptyDir": map[string]any{}}},
+			"extraVolumeMounts": []any{map[string]any{"name": s, "mountPath": "/extra"}}}
+	}
+	checkNames(t, []nameField{{"extraVolumes[].name", volume, validation.IsDNS1123Label}}, []string{"a", "1", "a-b", strings.Repeat("v", 63),
+		strings.Repeat("v", 64), "", "A", "a_b", "a.b", "-a", "a-", "a b", "ä"})
+	checkCases(t, []valuesCase{
+		{map[string]any{"extraVolumes": []any{map[string]any{"emptyDir": map[string]any{}}}}, "at '/extraVolumes/0': missing property 'name'"},
+		{map[string]any{"extraVolumeMounts": []any{map[string]any{"name": "x"}}}, "at '/extraVolumeMounts/0': missing property 'mountPath'"},
+		{map[string]any{"extraVolumeMounts": []any{map[string]any{"name": "x", "mountPath": ""}}}, "at '/extraVolumeMounts/0/mountPath'"},
+	}, nil)
+}
