@@ -141,6 +141,29 @@ func TestWrittenHostDirsOwn(t *testing.T) {
 	}, nil)
 }
 
+// TestPodResourcesNotTheRoot: kubernetes.podResources.hostPath, mounted
+// into the pod, is refused naming the value where it is the node's root
+// (however spelt), climbs with "..", or is not absolute; before, "/"
+// rendered, and the pod mounted the node's whole filesystem (its
+// secrets, the kubelet's and other pods' files), read-only.
+func TestPodResourcesNotTheRoot(t *testing.T) {
+	path := func(p string, enabled bool) map[string]any {
+		return map[string]any{"kubernetes": map[string]any{"podResources": map[string]any{"hostPath": p, "enabled": enabled}}}
+	}
+	checkCases(t, []valuesCase{
+		{path("/", true), "kubernetes.podResources.hostPath=/: the pod mounts this directory of the node"},
+		{path("//", true), "kubernetes.podResources.hostPath=//:"},
+		{path("/var/..", true), "kubernetes.podResources.hostPath=/var/..:"},
+		{path("/var/lib/kubelet/../../../etc", true), "kubernetes.podResources.hostPath=/var/lib/kubelet/../../../etc:"},
+		{path("var/lib/kubelet/pod-resources", true), "at '/kubernetes/podResources/hostPath'"},
+		{path("", true), "at '/kubernetes/podResources/hostPath'"},
+		{path("/var/lib/kubelet/pod-resources/", true), ""},
+		{path("/data/kubelet/pod-resources", true), ""},
+		{map[string]any{"kubernetes": map[string]any{"podResources": map[string]any{"hostPath": "/", "enabled": false},
+			"podMetadata": map[string]any{"enabled": false}, "podInfo": map[string]any{"enabled": false}}}, ""}, // not mounted
+	}, nil)
+}
+
 // TestRefusedNamesAndLabels: a label, annotation or object name the API
 // server would refuse (a number or boolean where a string must be, as
 // --set gives one; a key with a space; a value of 64 characters; a name

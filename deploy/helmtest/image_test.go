@@ -1,0 +1,93 @@
+package helmtest
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/distribution/reference"
+)
+
+// TestImageDigest: image.digest pulls the exporter's image by digest,
+// repository@digest in place of the tag, and a digest of another form
+// (no algorithm, short, capitals) fails the rendering naming the value;
+// before, the chart had no such value (the schema refused it), and an
+// image could be pinned only by a tag, which a registry may move.
+func TestImageDigest(t *testing.T) {
+	c := loadChart(t)
+	sha := "sha256:" + strings.Repeat("0123456789abcdef", 4)
+	for _, tc := range []struct {
+		image map[string]any
+		want  string
+	}{
+		{map[string]any{}, "ghcr.io/vgpu-exporter/vgpu_exporter:" + c.Metadata.AppVersion},
+		{map[string]any{"tag": "v2"}, "ghcr.io/vgpu-exporter/vgpu_exporter:v2"},
+		{map[string]any{"digest": sha}, "ghcr.io/vgpu-exporter/vgpu_exporter@" + sha},
+		{map[string]any{"repository": "registry.example:5000/gpu/exporter", "tag": "v2", "digest": sha}, "registry.example:5000/gpu/exporter@" + sha},
+		{map[string]any{"digest": "sha512:" + strings.Repeat("ab", 64)}, "ghcr.io/vgpu-exporter/vgpu_exporter@sha512:" + strings.Repeat("ab", 64)},
+	} {
+		m := mustRender(t, c, map[string]any{"image": tc.image})
+		if got := container(t, m.daemonSets[0].Spec.Template.Spec.Containers, "exporter").Image; got != tc.want {
+			t.Errorf("image %v: %q, want %q", tc.image, got, tc.want)
+		}
+	}
+	var cases []valuesCase
+	for _, d := range []string{strings.TrimPrefix(sha, "sha256:"), "sha256:abc", strings.ToUpper(sha), sha + "0", "@" + sha, "latest", "sha1:" + strings.Repeat("a", 40)} {
+		cases = append(cases, valuesCase{map[string]any{"image": map[string]any{"digest": d}}, "at '/image/digest'"})
+	}
+	checkCases(t, cases, nil)
+}
+
+// kubelet is the kubelet's verdict on an image's reference (it parses it
+// as distribution/reference does): no error, it pulls it.
+func kubelet(image string) []string {
+	if _, err := reference.ParseNormalizedNamed(image); err != nil {
+		return []string{err.Error()}
+	}
+	return nil
+}
+
+// TestImageAsTheKubelet: the exporter's and the reloader's image
+// (repository, tag, digest) render where the kubelet parses the image
+// they give and are refused where it does not; before, the schema took
+// any repository and tag (a tag in the repository, capitals, a space),
+// and the pod never started (InvalidImageName), or the API server
+// refused it (a space at an end).
+func TestImageAsTheKubelet(t *testing.T) {
+	sha := "sha256:" + strings.Repeat("0123456789abcdef", 4)
+	image := func(k, s string) map[string]any { return map[string]any{"image": map[string]any{k: s}} }
+	reloader := func(k, s string) map[string]any {
+		return map[string]any{"tenants": map[string]any{"config": map[string]any{"tenants": []any{}}, "reload": "sidecar",
+			"reloader": map[string]any{"image": map[string]any{k: s}}}}
+	}
+	long := func(n int) string { return strings.Repeat("r", n) }
+	appVersion := loadChart(t).Metadata.AppVersion
+	checkNames(t, []nameField{
+		{"image.repository", func(s string) map[string]any { return image("repository", s) }, func(s string) []string { return kubelet(s + ":v1") }},
+		{"tenants.reloader.image.repository", func(s string) map[string]any { return reloader("repository", s) }, func(s string) []string { return kubelet(s + ":v1") }},
+	}, []string{"ghcr.io/vgpu-exporter/vgpu_exporter", "busybox", "library/busybox", "a/b/c/d", "a_b/c", "a__b/c", "a--b/c", "a.b/c", "A.b/c",
+		"Registry.Example/x", "localhost/x", "localhost:5000/x", "registry:5000/x", "[::1]:5000/x", "10.0.0.1:5000/gpu/exporter",
+		"ghcr.io/Vgpu/x", "ghcr.io/x:v1", "ghcr.io/x@" + sha, " ghcr.io/x", "ghcr.io/x ", "gh cr.io/x", "-a/b", "a-/b", "a._b/c", "a.b_c/d",
+		"a___b/c", "Foo/bar", "foo/Bar", "docker.io/library/x", "ghcr.io/", "/x", "ghcr.io//x", "ghcr.io:/x", "ghcr.io:port/x", "", long(247), long(248), "a/" + long(253), "a/" + long(254),
+		"ghcr.io/" + long(247), "ghcr.io/x/ä"})
+	checkNames(t, []nameField{
+		{"image.tag", func(s string) map[string]any { return image("tag", s) }, func(s string) []string {
+			if s == "" {
+				s = appVersion // the chart's default
+			}
+			return kubelet("ghcr.io/x:" + s)
+		}},
+		{"tenants.reloader.image.tag", func(s string) map[string]any { return reloader("tag", s) }, func(s string) []string {
+			if s == "" {
+				return []string{"the reloader's tag is required"}
+			}
+			return kubelet("ghcr.io/x:" + s)
+		}},
+	}, []string{"", "v1", "V1.2_3-rc.4", "_x", ".x", "-x", "x y", " x", "x:y", "x@y", "x/y", long(128), long(129), "ä"})
+	checkNames(t, []nameField{{"image.digest", func(s string) map[string]any { return image("digest", s) }, func(s string) []string {
+		if s == "" {
+			return nil
+		}
+		return kubelet("ghcr.io/x@" + s)
+	}}}, []string{"", sha, "sha384:" + strings.Repeat("ab", 48), "sha512:" + strings.Repeat("ab", 64), strings.ToUpper(sha),
+		"sha256:" + strings.Repeat("ab", 31), "sha512:" + strings.Repeat("ab", 32), "sha1:" + strings.Repeat("ab", 20), "md5:" + strings.Repeat("ab", 16)})
+}
