@@ -260,7 +260,7 @@
             'warning',
             std.format('vgpu_tenant_latency_source_up{%s} == 0', sel),
             c.alertFor.latencySourceDown,
-            'vgpu_exporter cannot read a tenant\'s latency source.',
+            "vgpu_exporter cannot read a tenant's latency source.",
             'The latency source of tenant {{ $labels.tenant }} has not been readable' + onHost + ' for %s; its latency and SLO series are missing or old.' % c.alertFor.latencySourceDown,
           ),
           alert(
@@ -393,7 +393,7 @@
             // crosses the threshold but does not hold it for the for:.
             std.format('time() - vgpu_tuner_last_run_timestamp_seconds{%s} > %s', [sel, c.tunerRoundStaleSeconds]),
             c.alertFor.tunerRoundsStalled,
-            'The tuner\'s rounds are stalled: it makes no decision.',
+            "The tuner's rounds are stalled: it makes no decision.",
             'The latest round of the tuner' + onHost + ' that ended started {{ $value | humanizeDuration }} ago: a round is under way that waits for a call made in it (an NVML call, the MPS daemon, nvidia-smi, a freezer write, the restart hook of a restore; hooks the tuner starts run off the round), and until it ends the tuner decides nothing, raises or thaws no pause, reverts nothing and does not act on its kill switch.',
           ),
         ],

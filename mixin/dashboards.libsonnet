@@ -66,7 +66,7 @@ local g = import 'lib/dashboard.libsonnet';
       g.timeseries('Device memory', [g.target(std.format('vgpu_tenant_memory_used_bytes{%s}', ft), '{{tenant}} ' + gpuLegend + ' {{gpu_instance}}')], 'bytes') { w: 8 },
       g.timeseries('Processes', [g.target(std.format('vgpu_tenant_processes{%s}', ft), '{{tenant}} ' + gpuLegend + ' {{gpu_instance}}')]) { w: 8 },
       g.timeseries('Context switches', [g.target(std.format('rate(vgpu_tenant_context_switches_total{%s}[$__rate_interval])', ft), '{{tenant}} ' + gpuLegend)], 'ops') { w: 8 },
-      g.table('How each figure is obtained', [g.target(std.format('vgpu_tenant_figure_info{%s}', ft))], description='measured: the hardware counted the tenant\'s own use (the counters of a MIG instance it has alone); apportioned: a GPU\'s (or a shared MIG instance\'s) figure split among its tenants by the rule in docs/tenants.md. Served apart, so the series above never change labels.') { w: 24 },
+      g.table('How each figure is obtained', [g.target(std.format('vgpu_tenant_figure_info{%s}', ft))], description="measured: the hardware counted the tenant's own use (the counters of a MIG instance it has alone); apportioned: a GPU's (or a shared MIG instance's) figure split among its tenants by the rule in docs/tenants.md. Served apart, so the series above never change labels.") { w: 24 },
       g.row('Latency SLO'),
       g.timeseries('Latency quantiles and target', [
         g.target(std.format('vgpu_tenant_request_latency_seconds{%s}', ft), '{{tenant}} p{{q}}'),
@@ -80,8 +80,8 @@ local g = import 'lib/dashboard.libsonnet';
       ], description='Per window; the fast-burn page fires when the 1h and 5m rates are both above %sx.' % c.sloBurnRateAlerts[0].factor) { w: 8 },
       g.timeseries('Latency source up', [g.target(std.format('vgpu_tenant_latency_source_up{%s}', ft), '{{tenant}} {{%s}}' % host)]) { w: 8 },
       g.row('Tuner'),
-      g.timeseries('MPS active threads: target and effective', mpsTargetEffective(ft, '{{tenant}} ' + gpuLegend), 'percentunit', description='What the tuner decided for the tenant\'s MPS clients and what their contexts run with; they differ until the clients restart.'),
-      g.events('Tuner actions on the tenant\'s hosts', [
+      g.timeseries('MPS active threads: target and effective', mpsTargetEffective(ft, '{{tenant}} ' + gpuLegend), 'percentunit', description="What the tuner decided for the tenant's MPS clients and what their contexts run with; they differ until the clients restart."),
+      g.events("Tuner actions on the tenant's hosts", [
         g.target(std.format('sum by (%s, knob, outcome) (increase(vgpu_tuner_actions_total{%s, outcome!="guarded"}[$__rate_interval]) and on (%s) vgpu_tenant_info{%s}) > 0', [host, fh, hostKey, ft]), '{{%s}} {{knob}} {{outcome}}' % host),
         g.target(std.format('sum by (%s) (increase(vgpu_tuner_reverts_total{%s}[$__rate_interval]) and on (%s) vgpu_tenant_info{%s}) > 0', [host, fh, hostKey, ft]), '{{%s}} reverts' % host),
       ], description='Actions planned by the tuner (guarded ones left out) and its reverts, on the hosts the tenant runs on: one bar per interval in which any happened, by knob and outcome; empty while the tuner holds.'),
@@ -107,7 +107,7 @@ local g = import 'lib/dashboard.libsonnet';
       g.timeseries('MIG SM active', [g.target(std.format('vgpu_mig_sm_active_ratio{%s, gpu_instance=~"$gpu_instance"}', fg), gpuLegend + ' GI {{gpu_instance}}')], 'percentunit'),
       g.timeseries('MIG device memory used', [g.target(std.format('vgpu_mig_memory_used_bytes{%s, gpu_instance=~"$gpu_instance"}', fg), gpuLegend + ' GI {{gpu_instance}}')], 'bytes'),
       g.row('vGPU instances'),
-      g.timeseries('vGPU SM utilization per VM', [g.target(std.format('vgpu_vgpu_sm_utilization_ratio{%(f)s} * on (%(key)s, vgpu_instance) group_left (vm_name, type) vgpu_vgpu_instance_info{%(f)s}', { f: fg, key: hostKey + ', uuid' }), gpuLegend + ' {{vm_name}} ({{type}})')], 'percentunit', description='Fraction of the interval the VM\'s work ran on the SMs (vGPU hosts only).') { w: 8 },
+      g.timeseries('vGPU SM utilization per VM', [g.target(std.format('vgpu_vgpu_sm_utilization_ratio{%(f)s} * on (%(key)s, vgpu_instance) group_left (vm_name, type) vgpu_vgpu_instance_info{%(f)s}', { f: fg, key: hostKey + ', uuid' }), gpuLegend + ' {{vm_name}} ({{type}})')], 'percentunit', description="Fraction of the interval the VM's work ran on the SMs (vGPU hosts only).") { w: 8 },
       g.timeseries('vGPU framebuffer per VM', [
         g.target(std.format('vgpu_vgpu_framebuffer_used_bytes{%(f)s} * on (%(key)s, vgpu_instance) group_left (vm_name) vgpu_vgpu_instance_info{%(f)s}', { f: fg, key: hostKey + ', uuid' }), gpuLegend + ' {{vm_name}} used'),
         g.target(std.format('vgpu_vgpu_framebuffer_total_bytes{%(f)s} * on (%(key)s, vgpu_instance) group_left (vm_name) vgpu_vgpu_instance_info{%(f)s}', { f: fg, key: hostKey + ', uuid' }), gpuLegend + ' {{vm_name}} size'),
@@ -153,15 +153,15 @@ local g = import 'lib/dashboard.libsonnet';
       g.timeseries('Power per tenant', [
         g.target(std.format('sum by (tenant) (rate(vgpu_tenant_energy_joules_total{%s}[$__rate_interval]))', ft), '{{tenant}}'),
         g.target(std.format('sum(rate(vgpu_tenant_idle_energy_joules_total{%s}[$__rate_interval]))', fh), 'idle (no tenant)'),
-      ], 'watt', description='Energy apportioned to each tenant per second, and the energy no tenant is charged for; stacked, they add up to the GPUs\' power.', stack=true),
+      ], 'watt', description="Energy apportioned to each tenant per second, and the energy no tenant is charged for; stacked, they add up to the GPUs' power.", stack=true),
       g.timeseries('GPUs used and held per tenant', [
         g.target(std.format('sum by (tenant) (rate(vgpu_tenant_gpu_used_seconds_total{%s}[$__rate_interval]))', ft), '{{tenant}} used'),
         g.target(std.format('sum by (tenant) (rate(vgpu_tenant_gpu_reserved_seconds_total{%s}[$__rate_interval]))', ft), '{{tenant}} held'),
-      ], description='In GPU-equivalents: used is the tenant\'s share of the GPUs\' activity, held what it reserves (its MIG instances\' SMs, MPS active-thread caps or vGPU profiles, an equal part of what those leave of a shared GPU).') { w: 12 },
+      ], description="In GPU-equivalents: used is the tenant's share of the GPUs' activity, held what it reserves (its MIG instances' SMs, MPS active-thread caps or vGPU profiles, an equal part of what those leave of a shared GPU).") { w: 12 },
       g.timeseries('Device memory held per tenant', [
         g.target(std.format('sum by (tenant) (rate(vgpu_tenant_memory_byte_seconds_total{%s}[$__rate_interval]))', ft), '{{tenant}}'),
         g.target(std.format('sum(rate(vgpu_gpu_memory_used_byte_seconds_total{%(f)s}[$__rate_interval])) - (sum(rate(vgpu_tenant_memory_byte_seconds_total{%(f)s}[$__rate_interval])) or vector(0))', { f: fh }), 'no tenant (driver reserve, unlisted processes)'),
-      ], 'bytes', description='Memory each tenant held on average, and the GPUs\' used memory that no tenant\'s process holds; stacked, they add up to the GPUs\' used memory.', stack=true) { w: 12 },
+      ], 'bytes', description="Memory each tenant held on average, and the GPUs' used memory that no tenant's process holds; stacked, they add up to the GPUs' used memory.", stack=true) { w: 12 },
       g.row('Chargeback'),
     ] + std.flattenArrays([
       [
@@ -170,7 +170,7 @@ local g = import 'lib/dashboard.libsonnet';
           g.target(std.format('sum by (tenant) (increase(vgpu_tenant_gpu_used_seconds_total{%s}[%s])) / 3600', [ft, p.range])),
           g.target(std.format('sum by (tenant) (increase(vgpu_tenant_gpu_reserved_seconds_total{%s}[%s])) / 3600', [ft, p.range])),
           g.target(std.format('sum by (tenant) (increase(vgpu_tenant_memory_byte_seconds_total{%s}[%s])) / (3600 * 2^30)', [ft, p.range])),
-        ], description='Energy in kWh, GPU-hours used and held, memory in GiB-hours, over the last %s; the row idle (no tenant) is the energy no tenant is charged for (vgpu_tenant_idle_energy_joules_total), so that the energy column adds up to the GPUs\' own. Export: panel menu, Inspect, Data, Download CSV.' % p.name) {
+        ], description="Energy in kWh, GPU-hours used and held, memory in GiB-hours, over the last %s; the row idle (no tenant) is the energy no tenant is charged for (vgpu_tenant_idle_energy_joules_total), so that the energy column adds up to the GPUs' own. Export: panel menu, Inspect, Data, Download CSV." % p.name) {
           w: 14,
           transformations+: [{ id: 'organize', options: { renameByName: {
             'Value #A': 'Energy (kWh)',
@@ -202,17 +202,17 @@ local g = import 'lib/dashboard.libsonnet';
       g.stat('Originals not restored', [g.target(std.format('sum(vgpu_tuner_originals_unrestored{%s})', fh))], description='Settings the tuner changed whose journaled originals are still open; restored at exit.') { w: 6, h: 4 },
       g.stat('Restore failures', [g.target(std.format('sum(vgpu_tuner_restore_failures_total{%s})', fh))], thresholds=[{ color: 'green', value: null }, { color: 'red', value: 1 }]) { w: 6, h: 4 },
       g.timeseries('Mode per host', [g.target(std.format('max by (%s, mode) (vgpu_tuner_mode{%s}) == 1', [host, fh]), '{{%s}} {{mode}}' % host)], description='One line per host at 1, labelled with its mode.') { w: 8 },
-      g.timeseries('Mode per GPU', [g.target(std.format('vgpu_tuner_gpu_mode{%s} == 1', fg), gpuLegend + ' {{mode}}')], description='The mode the tuner applies to each GPU: the host-wide one or the GPU\'s own (--tuner.gpu-mode); one line per GPU at 1, labelled with its mode.') { w: 8 },
+      g.timeseries('Mode per GPU', [g.target(std.format('vgpu_tuner_gpu_mode{%s} == 1', fg), gpuLegend + ' {{mode}}')], description="The mode the tuner applies to each GPU: the host-wide one or the GPU's own (--tuner.gpu-mode); one line per GPU at 1, labelled with its mode.") { w: 8 },
       g.timeseries('Kill switch per host', [g.target(std.format('vgpu_tuner_kill_switch_engaged{%s}', fh), '{{%s}}' % host)]) { w: 8 },
       g.timeseries('Time since the last run', [g.target(std.format('time() - vgpu_tuner_last_run_timestamp_seconds{%s}', fh), '{{%s}}' % host)], 's') { w: 8 },
-      g.timeseries('Oldest hook running', [g.target(std.format('vgpu_tuner_hook_oldest_running_seconds{%s}', fh), '{{%s}}' % host)], 's', description='How long the oldest MPS client restart or rebalancing plan that the tuner started off its round had run at its latest round (vgpu_tuner_hooks_running counts them); 0 when none runs. The rounds go on deciding meanwhile; it stays below the hook\'s timeout.') { w: 8 },
+      g.timeseries('Oldest hook running', [g.target(std.format('vgpu_tuner_hook_oldest_running_seconds{%s}', fh), '{{%s}}' % host)], 's', description="How long the oldest MPS client restart or rebalancing plan that the tuner started off its round had run at its latest round (vgpu_tuner_hooks_running counts them); 0 when none runs. The rounds go on deciding meanwhile; it stays below the hook's timeout.") { w: 8 },
       g.row('Target and effective settings'),
-      g.timeseries('MPS active threads per tenant', mpsTargetEffective(fg + ', tenant=~"$tenant"', '{{tenant}} ' + gpuLegend), 'percentunit', description='Target: what the tuner set (on a GPU in recommend mode, what it recommends and did not set); a change a guard refused, or that failed, leaves it as it was. Effective: what the clients\' contexts were created with; while it differs from the target, the clients wait for a restart.'),
+      g.timeseries('MPS active threads per tenant', mpsTargetEffective(fg + ', tenant=~"$tenant"', '{{tenant}} ' + gpuLegend), 'percentunit', description="Target: what the tuner set (on a GPU in recommend mode, what it recommends and did not set); a change a guard refused, or that failed, leaves it as it was. Effective: what the clients' contexts were created with; while it differs from the target, the clients wait for a restart."),
       g.timeseries('Pause duty per tenant', [
         g.target(std.format('vgpu_tuner_pause_duty_target_ratio{%s, tenant=~"$tenant"}', fg), '{{tenant}} ' + gpuLegend + ' target'),
         g.target(std.format('vgpu_tuner_pause_duty_effective_ratio{%s, tenant=~"$tenant"}', fg), '{{tenant}} ' + gpuLegend + ' in force'),
-      ], 'percentunit', description='Fraction of every period the tuner pauses a batch or best-effort tenant for (pause_duty; on a GPU in recommend mode, what it recommends and did not set). In force: as the pause actuator runs it, the largest duty of the tenant\'s GPUs, capped by --pause.max; 0 where the latest period\'s freeze failed.'),
-      g.events('Pause periods not paused', [g.target(std.format('sum by (%s, tenant) (increase(vgpu_tuner_pause_freeze_failures_total{%s, tenant=~"$tenant"}[$__rate_interval])) > 0', [host, fh]), '{{tenant}} {{%s}}' % host)], description='Pause periods whose freeze failed, by tenant: it ran through them; the exporter\'s log says why.'),
+      ], 'percentunit', description="Fraction of every period the tuner pauses a batch or best-effort tenant for (pause_duty; on a GPU in recommend mode, what it recommends and did not set). In force: as the pause actuator runs it, the largest duty of the tenant's GPUs, capped by --pause.max; 0 where the latest period's freeze failed."),
+      g.events('Pause periods not paused', [g.target(std.format('sum by (%s, tenant) (increase(vgpu_tuner_pause_freeze_failures_total{%s, tenant=~"$tenant"}[$__rate_interval])) > 0', [host, fh]), '{{tenant}} {{%s}}' % host)], description="Pause periods whose freeze failed, by tenant: it ran through them; the exporter's log says why."),
       g.timeseries('Power limit', [
         g.target(std.format('vgpu_tuner_power_limit_target_watts{%s}', fg), gpuLegend + ' target'),
         g.target(std.format('vgpu_gpu_power_limit_watts{%s}', fg), gpuLegend + ' effective'),
