@@ -47,6 +47,10 @@ type hookCall struct {
 	// (the successor itself, started by the hook).
 	restart Restart
 	seen    map[pidKey]recentProc
+	succ    gpu.MPSSuccessors // (nil: none to ask)
+	// restore is the original the call sets back (restoreSuccessor), nil for
+	// a change: settled as a restore, not as a change
+	restore *Original
 	done    chan struct{}
 	// cancel ends the call (its hook's process group is killed); cut
 	// says why it was cut short, "" while it was not (cutHooks).
@@ -162,40 +166,48 @@ func (t *Tuner) planInFlight() bool {
 // startHook starts a's actuator call off the round, with a context the
 // tuner owns (cancelled by stopHooks), through the actuators bound now.
 func (t *Tuner) startHook(st *State, a Action, d Decision, hadOriginal bool, now time.Time) {
-	if t.hookCtx == nil {
-		t.hookCtx, t.hookStop = context.WithCancel(context.Background())
-	}
-	ctx, cancel := context.WithCancel(t.hookCtx)
-	h := &hookCall{a: a, d: d, hadOriginal: hadOriginal, started: now, done: make(chan struct{}), cancel: cancel,
-		st: &State{Now: st.Now, Snapshot: st.Snapshot, Fast: st.Fast}}
-	succ, hasSucc := t.successors(a)
-	if hasSucc {
+	h := &hookCall{a: a, d: d, hadOriginal: hadOriginal, st: &State{Now: st.Now, Snapshot: st.Snapshot, Fast: st.Fast}}
+	if succ, ok := t.successors(a); ok {
+		h.succ = succ
 		h.restart = t.restartOf(a, now, now)
 		h.seen = maps.Clone(t.onGPU)
 		maps.DeleteFunc(h.seen, func(k pidKey, _ recentProc) bool { return k.gpu != a.GPU })
 	}
+	t.runHook(h, now)
+}
+
+// runHook runs h's actuator call on its own goroutine, from now.
+func (t *Tuner) runHook(h *hookCall, now time.Time) {
+	if t.hookCtx == nil {
+		t.hookCtx, t.hookStop = context.WithCancel(context.Background())
+	}
+	ctx, cancel := context.WithCancel(t.hookCtx)
+	h.started, h.done, h.cancel = now, make(chan struct{}), cancel
+	a := h.a
 	if t.hooks == nil {
 		t.hooks = map[string]*hookCall{}
 	}
 	t.hooks[a.Target.String()] = h
 	t.chain().Started(a, now)
-	ac, clock := t.o.Actuators, t.o.Clock
+	ac, clock, succ := t.o.Actuators, t.o.Clock, h.succ
 	go func() {
 		defer close(h.done)
 		defer cancel()
 		h.err = applyOn(ctx, ac, a)
 		h.ended = clock.Now()
-		if hasSucc && h.err == nil {
+		if succ != nil && h.err == nil {
 			h.named, h.namedOK = succ.Successor(a.GPU, a.PID)
 		}
 	}()
 	level.Info(t.o.Logger).Log("msg", "tuner hook started off the round; its outcome is settled at the first round after it ends",
-		"gpu", a.GPU, "knob", a.Knob, "tenant", a.Tenant, "from", d.From, "to", d.To)
+		"gpu", a.GPU, "knob", a.Knob, "tenant", a.Tenant, "from", h.d.From, "to", h.d.To)
 }
 
-// collectHooks settles the calls that have ended, oldest first.
-func (t *Tuner) collectHooks(ctx context.Context, now time.Time) []Decision {
+// collectHooks settles the calls that have ended, oldest first; the error
+// joins the restores that failed (restoreSettled).
+func (t *Tuner) collectHooks(ctx context.Context, now time.Time) ([]Decision, error) {
 	var out []Decision
+	var errs []error
 	for _, h := range t.hooksByAge() {
 		select {
 		case <-h.done:
@@ -206,6 +218,13 @@ func (t *Tuner) collectHooks(ctx context.Context, now time.Time) []Decision {
 		d := h.d
 		d.Time = now
 		a := h.a
+		if h.restore != nil {
+			rd, err := t.restoreSettled(ctx, *h.restore, a, d, h.err, now)
+			t.chain().Record(a, rd.Outcome, h.err, now)
+			out = append(out, *rd)
+			errs = append(errs, err)
+			continue
+		}
 		if h.cut != "" && h.err != nil {
 			a.Reason = joinReasons(a.Reason, h.cut)
 		}
@@ -215,7 +234,7 @@ func (t *Tuner) collectHooks(ctx context.Context, now time.Time) []Decision {
 		}
 		out = append(out, ds...)
 	}
-	return out
+	return out, errors.Join(errs...)
 }
 
 // cutHooks cancels, while the kill switch is engaged, the calls still
@@ -283,7 +302,9 @@ func (t *Tuner) stopHooks(ctx context.Context, now time.Time) ([]Decision, error
 		case <-ctx.Done():
 		}
 	}
-	out := t.collectHooks(ctx, now)
+	// (a restore settled as failed stays open: the restore at exit sets
+	// it back again, and its outcome is the one that counts)
+	out, _ := t.collectHooks(ctx, now)
 	var errs []error
 	for _, h := range t.hooksByAge() {
 		errs = append(errs, fmt.Errorf("%s of %s: its hook, started %v before, did not end when cancelled; left for the next start", h.a.Knob, h.a.Target, now.Sub(h.started).Round(time.Second)))

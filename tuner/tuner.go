@@ -172,6 +172,10 @@ type Tuner struct {
 	// watches are the restarted MPS clients whose successor is looked
 	// for, by Target.String (successor.go)
 	watches map[string]*successorWatch
+	// restoreWaits are the restores deferred to a successor found whose
+	// restart hook waits for another (restorehook.go): why, by
+	// Target.String
+	restoreWaits map[string]string
 	// onGPU are the processes the rounds saw on each GPU within
 	// GoneAfter, what was there at an MPS client's restart (restartOf)
 	onGPU     map[pidKey]recentProc
@@ -375,7 +379,12 @@ func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 		}
 	}
 	t.cutHooks(now)
-	out = append(out, t.collectHooks(ctx, now)...)
+	if d, err := t.collectHooks(ctx, now); err != nil || len(d) > 0 {
+		out = append(out, d...)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
 	out = append(out, t.thawPauses(ctx, now, !t.thawed)...)
 	t.thawed = true
 	out = append(out, t.followPauses(ctx, now)...)
