@@ -23,8 +23,8 @@ import (
 // original, the restart: a crash while it runs leaves what a crash in the
 // round left), and the round goes on; the rounds after it skip what its
 // outcome bears on (inFlight: its target, a second plan or one moving its
-// tenant, a restart of a tenant its plan moves, a pause raised on its
-// tenant; the dwell holds its knob on its GPU, Dwell.Started), and the
+// tenant, a restart of a tenant its plan moves, another restart of its
+// tenant, a revert's too, a pause raised on its tenant; the dwell holds its knob on its GPU, Dwell.Started), and the
 // first round to find the call ended settles it as the round would have
 // (outcome, journal, guards, the successor of a restarted client). A
 // failure found then rolls back nothing else: the actions applied beside
@@ -108,11 +108,12 @@ func runsHooks(x any) bool {
 
 // inFlight reports whether a's change waits for a call of a hook still
 // running: one on its target; for a plan, any plan's, or a restart of a
-// tenant the plan moves; for an MPS client's restart (not a revert's), a
+// tenant the plan moves; for an MPS client's restart, the restart of
+// another client of its tenant, on whatever GPU (the restart hook is told
+// the tenant: two at once would restart its serving stack twice over,
+// together), a revert's and a restore's too, and, not for a revert's, a
 // plan that moves its tenant (the hook would restart a client the
-// eviction is stopping) or the restart of another client of its tenant,
-// on whatever GPU (the restart hook is told the tenant: two at once would
-// restart its serving stack twice over, together); for a pause raised (not a thaw, not a revert),
+// eviction is stopping); for a pause raised (not a thaw, not a revert),
 // a restart of the same tenant or a plan that moves it, on whatever GPU
 // (a tenant is paused as a whole, every process of it on every GPU at
 // the largest duty any asks for: freezing a client the hook is stopping,
@@ -128,7 +129,7 @@ func (t *Tuner) inFlight(a Action) bool {
 			return true
 		case a.Knob == gpu.KnobPauseDuty && !thaws(a) && !a.Revert && h.changes(a.Tenant):
 			return true
-		case a.Knob == gpu.KnobMPSActiveThreads && a.Restart && !a.Revert && h.changes(a.Tenant):
+		case a.Knob == gpu.KnobMPSActiveThreads && a.Restart && h.changes(a.Tenant) && (!a.Revert || h.a.Plan == nil):
 			return true
 		}
 	}

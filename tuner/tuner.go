@@ -556,9 +556,12 @@ func (t *Tuner) syncMPS() map[string]Fraction {
 func (t *Tuner) dueReverts(st *State, now time.Time) []Action {
 	var out, keep = []Action{}, t.evals[:0]
 	for _, e := range t.evals {
+		back := e.a
+		back.Current, back.Want, back.Revert = e.a.Want, e.a.Current, true
 		// a restarted client's is judged on its successor, once told;
-		// one whose target a hook still changes, once it is settled
-		if now.Before(e.due) || t.watches[e.a.Target.String()] != nil || t.hooks[e.a.Target.String()] != nil {
+		// one whose revert waits for a hook (its target's, or another
+		// restart hook of its tenant: inFlight), once that is settled
+		if now.Before(e.due) || t.watches[e.a.Target.String()] != nil || t.inFlight(back) {
 			keep = append(keep, e)
 			continue
 		}
@@ -566,8 +569,6 @@ func (t *Tuner) dueReverts(st *State, now time.Time) []Action {
 		if after <= e.before+RevertMargin {
 			continue
 		}
-		back := e.a
-		back.Current, back.Want, back.Revert = e.a.Want, e.a.Current, true
 		back.Reason = fmt.Sprintf("revert: the SLO error on this GPU rose from %.2f to %.2f after %v", e.before, after, e.a.Want)
 		out = append(out, back)
 		if t.o.Hold != nil {
