@@ -549,6 +549,7 @@ func (t *Tuner) dropOriginal(k string) {
 	delete(t.followAt, k)
 	delete(t.ending, k)
 	delete(t.watches, k)
+	delete(t.restoreWaits, k)
 }
 
 // journal appends rec when a journal is configured. A write failure is

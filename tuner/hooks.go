@@ -23,8 +23,8 @@ import (
 // original, the restart: a crash while it runs leaves what a crash in the
 // round left), and the round goes on; the rounds after it skip what its
 // outcome bears on (inFlight: its target, a second plan or one moving its
-// tenant, a restart of a tenant its plan moves, a pause raised on its
-// tenant; the dwell holds its knob on its GPU, Dwell.Started), and the
+// tenant, a restart of a tenant its plan moves, another restart of its
+// tenant, a revert's too, a pause raised on its tenant; the dwell holds its knob on its GPU, Dwell.Started), and the
 // first round to find the call ended settles it as the round would have
 // (outcome, journal, guards, the successor of a restarted client). A
 // failure found then rolls back nothing else: the actions applied beside
@@ -47,6 +47,10 @@ type hookCall struct {
 	// (the successor itself, started by the hook).
 	restart Restart
 	seen    map[pidKey]recentProc
+	succ    gpu.MPSSuccessors // (nil: none to ask)
+	// restore is the original the call sets back (restoreSuccessor), nil for
+	// a change: settled as a restore, not as a change
+	restore *Original
 	done    chan struct{}
 	// cancel ends the call (its hook's process group is killed); cut
 	// says why it was cut short, "" while it was not (cutHooks).
@@ -104,11 +108,12 @@ func runsHooks(x any) bool {
 
 // inFlight reports whether a's change waits for a call of a hook still
 // running: one on its target; for a plan, any plan's, or a restart of a
-// tenant the plan moves; for an MPS client's restart (not a revert's), a
+// tenant the plan moves; for an MPS client's restart, the restart of
+// another client of its tenant, on whatever GPU (the restart hook is told
+// the tenant: two at once would restart its serving stack twice over,
+// together), a revert's and a restore's too, and, not for a revert's, a
 // plan that moves its tenant (the hook would restart a client the
-// eviction is stopping) or the restart of another client of its tenant,
-// on whatever GPU (the restart hook is told the tenant: two at once would
-// restart its serving stack twice over, together); for a pause raised (not a thaw, not a revert),
+// eviction is stopping); for a pause raised (not a thaw, not a revert),
 // a restart of the same tenant or a plan that moves it, on whatever GPU
 // (a tenant is paused as a whole, every process of it on every GPU at
 // the largest duty any asks for: freezing a client the hook is stopping,
@@ -124,7 +129,7 @@ func (t *Tuner) inFlight(a Action) bool {
 			return true
 		case a.Knob == gpu.KnobPauseDuty && !thaws(a) && !a.Revert && h.changes(a.Tenant):
 			return true
-		case a.Knob == gpu.KnobMPSActiveThreads && a.Restart && !a.Revert && h.changes(a.Tenant):
+		case a.Knob == gpu.KnobMPSActiveThreads && a.Restart && h.changes(a.Tenant) && (!a.Revert || h.a.Plan == nil):
 			return true
 		}
 	}
@@ -162,40 +167,48 @@ func (t *Tuner) planInFlight() bool {
 // startHook starts a's actuator call off the round, with a context the
 // tuner owns (cancelled by stopHooks), through the actuators bound now.
 func (t *Tuner) startHook(st *State, a Action, d Decision, hadOriginal bool, now time.Time) {
-	if t.hookCtx == nil {
-		t.hookCtx, t.hookStop = context.WithCancel(context.Background())
-	}
-	ctx, cancel := context.WithCancel(t.hookCtx)
-	h := &hookCall{a: a, d: d, hadOriginal: hadOriginal, started: now, done: make(chan struct{}), cancel: cancel,
-		st: &State{Now: st.Now, Snapshot: st.Snapshot, Fast: st.Fast}}
-	succ, hasSucc := t.successors(a)
-	if hasSucc {
+	h := &hookCall{a: a, d: d, hadOriginal: hadOriginal, st: &State{Now: st.Now, Snapshot: st.Snapshot, Fast: st.Fast}}
+	if succ, ok := t.successors(a); ok {
+		h.succ = succ
 		h.restart = t.restartOf(a, now, now)
 		h.seen = maps.Clone(t.onGPU)
 		maps.DeleteFunc(h.seen, func(k pidKey, _ recentProc) bool { return k.gpu != a.GPU })
 	}
+	t.runHook(h, now)
+}
+
+// runHook runs h's actuator call on its own goroutine, from now.
+func (t *Tuner) runHook(h *hookCall, now time.Time) {
+	if t.hookCtx == nil {
+		t.hookCtx, t.hookStop = context.WithCancel(context.Background())
+	}
+	ctx, cancel := context.WithCancel(t.hookCtx)
+	h.started, h.done, h.cancel = now, make(chan struct{}), cancel
+	a := h.a
 	if t.hooks == nil {
 		t.hooks = map[string]*hookCall{}
 	}
 	t.hooks[a.Target.String()] = h
 	t.chain().Started(a, now)
-	ac, clock := t.o.Actuators, t.o.Clock
+	ac, clock, succ := t.o.Actuators, t.o.Clock, h.succ
 	go func() {
 		defer close(h.done)
 		defer cancel()
 		h.err = applyOn(ctx, ac, a)
 		h.ended = clock.Now()
-		if hasSucc && h.err == nil {
+		if succ != nil && h.err == nil {
 			h.named, h.namedOK = succ.Successor(a.GPU, a.PID)
 		}
 	}()
 	level.Info(t.o.Logger).Log("msg", "tuner hook started off the round; its outcome is settled at the first round after it ends",
-		"gpu", a.GPU, "knob", a.Knob, "tenant", a.Tenant, "from", d.From, "to", d.To)
+		"gpu", a.GPU, "knob", a.Knob, "tenant", a.Tenant, "from", h.d.From, "to", h.d.To)
 }
 
-// collectHooks settles the calls that have ended, oldest first.
-func (t *Tuner) collectHooks(ctx context.Context, now time.Time) []Decision {
+// collectHooks settles the calls that have ended, oldest first; the error
+// joins the restores that failed (restoreSettled).
+func (t *Tuner) collectHooks(ctx context.Context, now time.Time) ([]Decision, error) {
 	var out []Decision
+	var errs []error
 	for _, h := range t.hooksByAge() {
 		select {
 		case <-h.done:
@@ -206,6 +219,13 @@ func (t *Tuner) collectHooks(ctx context.Context, now time.Time) []Decision {
 		d := h.d
 		d.Time = now
 		a := h.a
+		if h.restore != nil {
+			rd, err := t.restoreSettled(ctx, *h.restore, a, d, h.err, now)
+			t.chain().Record(a, rd.Outcome, h.err, now)
+			out = append(out, *rd)
+			errs = append(errs, err)
+			continue
+		}
 		if h.cut != "" && h.err != nil {
 			a.Reason = joinReasons(a.Reason, h.cut)
 		}
@@ -215,7 +235,7 @@ func (t *Tuner) collectHooks(ctx context.Context, now time.Time) []Decision {
 		}
 		out = append(out, ds...)
 	}
-	return out
+	return out, errors.Join(errs...)
 }
 
 // cutHooks cancels, while the kill switch is engaged, the calls still
@@ -283,7 +303,9 @@ func (t *Tuner) stopHooks(ctx context.Context, now time.Time) ([]Decision, error
 		case <-ctx.Done():
 		}
 	}
-	out := t.collectHooks(ctx, now)
+	// (a restore settled as failed stays open: the restore at exit sets
+	// it back again, and its outcome is the one that counts)
+	out, _ := t.collectHooks(ctx, now)
 	var errs []error
 	for _, h := range t.hooksByAge() {
 		errs = append(errs, fmt.Errorf("%s of %s: its hook, started %v before, did not end when cancelled; left for the next start", h.a.Knob, h.a.Target, now.Sub(h.started).Round(time.Second)))

@@ -480,6 +480,10 @@ func TestInFlight(t *testing.T) {
 	// whose second moves batch
 	revertCap := capBatch
 	revertCap.Current, revertCap.Want, revertCap.Revert = capBatch.Want, capBatch.Current, true
+	batchOnGPU1 := capBatch
+	batchOnGPU1.Target.GPU = "GPU-1"
+	revertOnGPU1 := batchOnGPU1
+	revertOnGPU1.Revert = true
 	planOf2 := plan
 	planOf2.Plan = &gpu.Plan{Moves: []gpu.Move{plan.Plan.Moves[0], {Tenant: "batch", PID: 8, ToUUID: "GPU-1"}}}
 	for _, c := range []struct {
@@ -510,6 +514,10 @@ func TestInFlight(t *testing.T) {
 		{"a restart of a tenant a plan moves", &hookCall{a: planOf("batch")}, capBatch, true},
 		{"a restart of a tenant a plan moves second", &hookCall{a: planOf2}, capBatch, true},
 		{"a revert's restart of a tenant a plan moves", &hookCall{a: planOf("batch")}, revertCap, false},
+		// the restart hook is told the tenant: one at a time, reverts too
+		{"a revert's restart beside its tenant's restart on another GPU", &hookCall{a: batchOnGPU1}, revertCap, true},
+		{"a restart beside its tenant's revert on another GPU", &hookCall{a: revertOnGPU1}, capBatch, true},
+		{"a revert's restart beside another tenant's restart", &hookCall{a: mpsAction(7, 1, 0.5)}, revertCap, false},
 		{"a restart of another tenant beside a plan", &hookCall{a: planOf("batch")}, mpsAction(7, 1, 0.5), false},
 	} {
 		tu := &Tuner{hooks: map[string]*hookCall{c.running.a.Target.String(): c.running}}

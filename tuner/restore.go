@@ -151,13 +151,24 @@ func (t *Tuner) restoreLocked(ctx context.Context, now time.Time, why string) ([
 // returned alone, to be tried again; otherwise a failure is decided,
 // journaled, counted and logged.
 func (t *Tuner) restoreOne(ctx context.Context, k string, now time.Time, why string, busy bool) (*Decision, error) {
+	a, d, left, skip := t.restoreAction(k, now, why)
+	if skip {
+		return nil, nil
+	}
+	return t.restoreApply(ctx, k, a, d, left, busy, now)
+}
+
+// restoreAction is the action that sets the original k back, with why,
+// and its decision; left, why it is not tried (left for the next start);
+// skip, that there is nothing to decide (the successor of its restarted
+// client is still looked for, or its process is gone: dropped).
+func (t *Tuner) restoreAction(k string, now time.Time, why string) (a Action, d Decision, left error, skip bool) {
 	o := t.originals[k]
-	a := Action{Target: o.Target, Tenant: o.Tenant, PIDs: o.PIDs, Want: o.Value, Revert: true, Reason: why}
+	a = Action{Target: o.Target, Tenant: o.Tenant, PIDs: o.PIDs, Want: o.Value, Revert: true, Reason: why}
 	if o.Target.Knob == gpu.KnobPauseDuty {
 		a, why = t.samePaused(a, o, why) // (a PID another's by now passed over)
 	}
 	present, known := true, true
-	var left error // why the original is left for the next start
 	if o.Target.Knob == gpu.KnobMPSActiveThreads {
 		a.Restart = true
 		present, known = t.processPresent(o.Target)
@@ -166,7 +177,7 @@ func (t *Tuner) restoreOne(ctx context.Context, k string, now time.Time, why str
 		if w, ok := t.awaitsSuccessor(k); ok {
 			if why == whyRecovered {
 				w.restore = why // set back on the successor once a round finds it
-				return nil, nil
+				return a, d, nil, true
 			}
 			left = fmt.Errorf("PID %d was restarted and the restart hook named no successor, which is told only once %s has passed since the restart: left for the next start, which goes on looking for it", o.Target.PID, successorWithin)
 			if w.old != 0 {
@@ -177,31 +188,48 @@ func (t *Tuner) restoreOne(ctx context.Context, k string, now time.Time, why str
 		// GoneAfter, is taken as running
 		if left == nil && !present && !t.seenLately(k, now) {
 			t.dropGoneOriginal(k, now)
-			return nil, nil
+			return a, d, nil, true
 		}
 	}
-	d := Decision{Time: now, GPU: o.Target.GPU, Tenant: o.Tenant, Knob: o.Target.Knob, From: t.lastSet(k), To: valueText(o.Value), Reason: why}
-	var err error
+	d = Decision{Time: now, GPU: o.Target.GPU, Tenant: o.Tenant, Knob: o.Target.Knob, From: t.lastSet(k), To: valueText(o.Value), Reason: why}
 	switch {
 	case o.Value == nil:
-		err = errors.New("the journal holds no value to restore")
+		left = errors.New("the journal holds no value to restore")
 	case left != nil:
-		err = left
 	case !known:
-		err = fmt.Errorf("no snapshot says whether PID %d still runs (none yet, or its GPU read down or not listed), and a client restart by a PID from before could restart another process: left for the next start", o.Target.PID)
-	default:
+		left = fmt.Errorf("no snapshot says whether PID %d still runs (none yet, or its GPU read down or not listed), and a client restart by a PID from before could restart another process: left for the next start", o.Target.PID)
+	}
+	return a, d, left, false
+}
+
+// restoreApply sets the original k back through a (restoreAction), unless
+// left says why not, and settles the outcome (restoreSettled).
+func (t *Tuner) restoreApply(ctx context.Context, k string, a Action, d Decision, left error, busy bool, now time.Time) (*Decision, error) {
+	o := t.originals[k]
+	err := left
+	if err == nil {
 		err = t.apply(ctx, a)
 		if o.Target.Knob == gpu.KnobPauseDuty {
-			var cerr error
-			why, cerr = t.thawCgroups(ctx, a, o, why) // (a cgroup no PID names now thawed)
+			why, cerr := t.thawCgroups(ctx, a, o, d.Reason) // (a cgroup no PID names now thawed)
 			d.Reason, err = why, errors.Join(err, cerr)
-		} else if err == nil {
-			_, d = t.readBack(ctx, a, d) // (a restore the GPU holds otherwise says so)
-			why = d.Reason
 		}
 	}
 	if err != nil && busy && errors.Is(err, gpu.ErrBusy) {
 		return nil, err
+	}
+	return t.restoreSettled(ctx, o, a, d, err, now)
+}
+
+// restoreSettled ends the restore of the original o through a, err its
+// outcome: a failure is decided, journaled, counted and logged, and the
+// original stays open; a success is read back, journaled, counted and
+// logged, and the original dropped.
+func (t *Tuner) restoreSettled(ctx context.Context, o Original, a Action, d Decision, err error, now time.Time) (*Decision, error) {
+	k := o.Target.String()
+	why := d.Reason
+	if err == nil && o.Target.Knob != gpu.KnobPauseDuty {
+		_, d = t.readBack(ctx, a, d) // (a restore the GPU holds otherwise says so)
+		why = d.Reason
 	}
 	if err != nil {
 		d.Outcome = OutcomeFailed

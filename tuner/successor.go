@@ -331,11 +331,10 @@ func (t *Tuner) watchOriginals() {
 
 // findSuccessors looks for the successor of each restarted MPS client in
 // snap, follows the one found (and sets back on it the original an
-// earlier run left open, in enforce mode), and gives up on those it
-// cannot tell.
+// earlier run left open, in enforce mode: restoreSuccessor, off the round
+// where its restart runs a hook), and gives up on those it cannot tell.
 func (t *Tuner) findSuccessors(ctx context.Context, snap *tenant.Snapshot, now time.Time) ([]Decision, error) {
-	var out []Decision
-	var errs []error
+	out, errs := t.retryRestores(ctx, now)
 	for _, k := range slices.Sorted(maps.Keys(t.watches)) {
 		w := t.watches[k]
 		pid, found, waiting := t.successorOf(w, snap, now)
@@ -356,7 +355,7 @@ func (t *Tuner) findSuccessors(ctx context.Context, snap *tenant.Snapshot, now t
 		if _, held := t.originals[nt.String()]; !held {
 			continue
 		}
-		d, err := t.restoreOne(ctx, nt.String(), now, w.restore, false)
+		d, err := t.restoreSuccessor(ctx, nt.String(), w.restore, now)
 		if d != nil {
 			out = append(out, *d)
 		}

@@ -172,6 +172,10 @@ type Tuner struct {
 	// watches are the restarted MPS clients whose successor is looked
 	// for, by Target.String (successor.go)
 	watches map[string]*successorWatch
+	// restoreWaits are the restores deferred to a successor found whose
+	// restart hook waits for another (restorehook.go): why, by
+	// Target.String
+	restoreWaits map[string]string
 	// onGPU are the processes the rounds saw on each GPU within
 	// GoneAfter, what was there at an MPS client's restart (restartOf)
 	onGPU     map[pidKey]recentProc
@@ -375,7 +379,12 @@ func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 		}
 	}
 	t.cutHooks(now)
-	out = append(out, t.collectHooks(ctx, now)...)
+	if d, err := t.collectHooks(ctx, now); err != nil || len(d) > 0 {
+		out = append(out, d...)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
 	out = append(out, t.thawPauses(ctx, now, !t.thawed)...)
 	t.thawed = true
 	out = append(out, t.followPauses(ctx, now)...)
@@ -547,9 +556,12 @@ func (t *Tuner) syncMPS() map[string]Fraction {
 func (t *Tuner) dueReverts(st *State, now time.Time) []Action {
 	var out, keep = []Action{}, t.evals[:0]
 	for _, e := range t.evals {
+		back := e.a
+		back.Current, back.Want, back.Revert = e.a.Want, e.a.Current, true
 		// a restarted client's is judged on its successor, once told;
-		// one whose target a hook still changes, once it is settled
-		if now.Before(e.due) || t.watches[e.a.Target.String()] != nil || t.hooks[e.a.Target.String()] != nil {
+		// one whose revert waits for a hook (its target's, or another
+		// restart hook of its tenant: inFlight), once that is settled
+		if now.Before(e.due) || t.watches[e.a.Target.String()] != nil || t.inFlight(back) {
 			keep = append(keep, e)
 			continue
 		}
@@ -557,8 +569,6 @@ func (t *Tuner) dueReverts(st *State, now time.Time) []Action {
 		if after <= e.before+RevertMargin {
 			continue
 		}
-		back := e.a
-		back.Current, back.Want, back.Revert = e.a.Want, e.a.Current, true
 		back.Reason = fmt.Sprintf("revert: the SLO error on this GPU rose from %.2f to %.2f after %v", e.before, after, e.a.Want)
 		out = append(out, back)
 		if t.o.Hold != nil {

@@ -1,0 +1,186 @@
+package tuner
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// A restore at start deferred to a restarted client's successor (an
+// earlier run restarted embed's client 7 and crashed before its successor
+// came) runs through the restart hook off the round, as every other hook:
+// the round that finds the successor (9) starts the restore's hook and
+// goes on (another tenant's pause is set in that round while the hook
+// runs), the status says the hook runs, and the first round after it
+// ends settles it: restored, counted, its original closed in the journal.
+// (Before, that round ran the hook to its end: every GPU's round waited
+// for it, up to --mps.restart-hook.timeout.)
+func TestSuccessorRestoreHookOffTheRound(t *testing.T) {
+	r, after := successorRestoreStarted(t)
+	r.host.release <- nil
+	waitHookEnded(t, r.tu)
+	d := r.roundOn(t, after)
+	if got, want := outcomes(d), []string{"mps_active_threads restored"}; !slices.Equal(got, want) || d[0].Reason != whyRecovered {
+		t.Fatalf("round after the restore's hook ended: %v (%+v), want %v, %q", got, d, want, whyRecovered)
+	}
+	if o := mpsOriginals(r.j); len(o) != 0 {
+		t.Errorf("journaled MPS originals %+v after the restore, want none", o)
+	}
+	st := r.tu.Status()
+	if len(st.Hooks) != 0 || st.Unrestored != 1 || st.Counts.Restores != 1 || st.Counts.RestoreFailures != 0 {
+		t.Errorf("status hooks %+v, %d unrestored, %d restores, %d failed after the restore; want none, batch's pause alone, 1, 0",
+			st.Hooks, st.Unrestored, st.Counts.Restores, st.Counts.RestoreFailures)
+	}
+	want := []string{"SetPauseDuty(GPU-0,batch,0.5)", "SetMPSActiveThreads(GPU-0,9,1.00)", "RestartClient(GPU-0,9)"}
+	if got := r.host.Calls(); len(got) != len(want) || !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want))) || !slices.Equal(slices.DeleteFunc(slices.Clone(got), isPause), want[1:]) {
+		t.Errorf("calls %q, want %q (the pause in any place)", got, want)
+	}
+}
+
+// mpsOriginals are the MPS originals open in j.
+func mpsOriginals(j *Journal) []Original {
+	return slices.DeleteFunc(j.Originals(), func(o Original) bool { return o.Target.Knob != gpu.KnobMPSActiveThreads })
+}
+
+func isPause(c string) bool { return len(c) > 12 && c[:12] == "SetPauseDuty" }
+
+// successorRestoreStarted runs a start whose restore at start waits for
+// the successor of embed's client 7, which an earlier run restarted and
+// crashed; the successor, 9, comes at once, and is told once the bound has
+// passed, in a round that also pauses batch. It returns the run, the
+// restore's hook blocked, and the processes on the GPU.
+func successorRestoreStarted(t *testing.T) (*hookRun, []proc) {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "journal")
+	first := newUnnamedRun(t, p)
+	restartAt := first.clk.Now()
+	first.restart(t, proc{7, "embed"}, proc{8, "batch"})
+	if err := first.j.Close(); err != nil { // a crash: nothing restored
+		t.Fatal(err)
+	}
+	r := newHookRunAt(t, p)
+	r.clk.Set(restartAt.Add(5 * time.Second))
+	if _, err := r.tu.Recover(context.Background(), tenantSnap(r.clk.Now(), proc{8, "batch"})); err != nil {
+		t.Fatal(err)
+	}
+	after := []proc{{8, "batch"}, {9, "embed"}}
+	for r.clk.Now().Sub(restartAt) <= successorWithin-15*time.Second {
+		r.roundOn(t, after)
+	}
+	if c := r.host.Calls(); len(c) != 0 {
+		t.Fatalf("calls %q before the successor is told, want none", c)
+	}
+	d := r.roundOn(t, after, pauseOf("batch", 8, 0.5))
+	if got, want := outcomes(d), []string{"pause_duty applied"}; !slices.Equal(got, want) {
+		t.Fatalf("round that finds the successor: %v, want batch's pause set while the restore's hook runs", got)
+	}
+	r.host.waitStarted(t)
+	if h := r.tu.Status().Hooks; len(h) != 1 || h[0].PID != 9 || h[0].To != "100%" {
+		t.Fatalf("status hooks %+v, want the restore of PID 9 to 100%%", h)
+	}
+	if o := mpsOriginals(r.j); len(o) != 1 || o[0].Target.PID != 9 {
+		t.Fatalf("journaled MPS originals %+v while the restore's hook runs, want PID 9's open", o)
+	}
+	return r, after
+}
+
+// The restore at exit cancels a successor's restore whose hook still
+// runs, settles it as failed, and sets the original back again (the hook
+// now answers): nothing is left open, and the exit reports no failure.
+func TestSuccessorRestoreHookAtExit(t *testing.T) {
+	r, _ := successorRestoreStarted(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	d, err := r.tu.Restore(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := outcomes(d), []string{"mps_active_threads failed", "mps_active_threads restored", "pause_duty restored"}; !slices.Equal(got, want) {
+		t.Errorf("restore at exit: %v, want the restore's hook settled (failed when cancelled), then PID 9 and batch's pause restored", got)
+	}
+	if o := r.j.Originals(); len(o) != 0 {
+		t.Errorf("journaled originals %+v after the restore at exit, want none", o)
+	}
+	if got := r.host.Calls(); len(got) < 3 || got[len(got)-3] != "SetMPSActiveThreads(GPU-0,9,1.00)" || got[len(got)-2] != "RestartClient(GPU-0,9)" {
+		t.Errorf("calls %q, want the exit's 100%% and restart of PID 9 before the thaw", got)
+	}
+}
+
+// newHookRunAt is newHookRun over the journal at path.
+func newHookRunAt(t *testing.T, path string) *hookRun {
+	t.Helper()
+	j, err := OpenJournal(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Close() })
+	r := &hookRun{host: newHookHost(), clk: gpu.NewManualClock(t0), j: j}
+	r.tu, err = New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(r.host), Journal: j, Clock: r.clk, Mode: ModeEnforce, Guards: budgets(), Enabled: []gpu.Knob{gpu.KnobPauseDuty}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// roundOn is round on the snapshot of procs; it fails the test if the
+// round does not return within 10 s (it waits for the hook), after
+// letting the hook go so that the round ends.
+func (r *hookRun) roundOn(t *testing.T, procs []proc, actions ...Action) []Decision {
+	t.Helper()
+	r.clk.Advance(15 * time.Second)
+	r.tu.o.Policy = fixed(actions)
+	type result struct {
+		d   []Decision
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		d, err := r.tu.RunOnce(context.Background(), tenantSnap(r.clk.Now(), procs...))
+		res <- result{d, err}
+	}()
+	select {
+	case x := <-res:
+		if x.err != nil {
+			t.Fatal(x.err)
+		}
+		return x.d
+	case <-time.After(10 * time.Second):
+		r.host.release <- nil
+		<-res
+		t.Fatal("the round waited for the hook")
+	}
+	return nil
+}
+
+// A successor's restore whose hook fails is settled as a failed restore
+// at the round after it: decided failed, counted, the round's error (the
+// exit status says a restore failed while running), its original left
+// open, which the restore at exit sets back.
+func TestSuccessorRestoreHookFails(t *testing.T) {
+	r, after := successorRestoreStarted(t)
+	r.host.release <- errors.New("exit status 3")
+	waitHookEnded(t, r.tu)
+	r.clk.Advance(15 * time.Second)
+	r.tu.o.Policy = fixed(nil)
+	d, err := r.tu.RunOnce(context.Background(), tenantSnap(r.clk.Now(), after...))
+	if got, want := outcomes(d), []string{"mps_active_threads failed"}; !slices.Equal(got, want) || err == nil {
+		t.Fatalf("round after the restore's hook failed: %v, error %v; want %v and an error", got, err, want)
+	}
+	if o := mpsOriginals(r.j); len(o) != 1 || o[0].Target.PID != 9 {
+		t.Errorf("journaled MPS originals %+v after the failed restore, want PID 9's open", o)
+	}
+	if c := r.tu.Status().Counts; c.RestoreFailures != 1 || c.Restores != 0 {
+		t.Errorf("restores %d, failed %d; want 0, 1", c.Restores, c.RestoreFailures)
+	}
+	if _, err := r.tu.Restore(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if o := r.j.Originals(); len(o) != 0 {
+		t.Errorf("journaled originals %+v after the restore at exit, want none", o)
+	}
+}

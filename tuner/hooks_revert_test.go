@@ -1,0 +1,169 @@
+package tuner
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+)
+
+// restartCalls are the host's client restarts.
+func restartCalls(h *hookHost) []string {
+	return slices.DeleteFunc(h.Calls(), func(c string) bool { return !strings.HasPrefix(c, "RestartClient") })
+}
+
+// waitHookOn waits until the hook running on tg, if any, has returned.
+func waitHookOn(t *testing.T, tu *Tuner, tg Target) {
+	t.Helper()
+	tu.mu.Lock()
+	h := tu.hooks[tg.String()]
+	tu.mu.Unlock()
+	if h == nil {
+		return
+	}
+	select {
+	case <-h.done:
+	case <-time.After(time.Minute):
+		t.Fatalf("the hook on %s did not return", tg)
+	}
+}
+
+// twoGPUSnap is a snapshot at at of GPU-0 and GPU-1 running procs0 and
+// procs1, attributed to their tenants.
+func twoGPUSnap(at time.Time, procs0, procs1 []proc) *tenant.Snapshot {
+	var devs []gpu.Device
+	var usage []tenant.Usage
+	for i, procs := range [][]proc{procs0, procs1} {
+		uuid := []string{uuid0, "GPU-1"}[i]
+		d := gpu.Device{Index: i, UUID: uuid, Up: true, Mode: gpu.SharingMPS}
+		for _, p := range procs {
+			d.Processes = append(d.Processes, mpsProc(p.pid, nil))
+			usage = append(usage, tenant.Usage{Tenant: p.tenant, UUID: uuid, PIDs: []uint32{p.pid}})
+		}
+		devs = append(devs, d)
+	}
+	return snapshot(at, devs, usage)
+}
+
+// A revert's client restart waits, as any restart of the tenant does,
+// for another restart hook of its tenant still running on another GPU
+// (the hook is told the tenant: two at once restart its serving stack
+// twice over, together), its judgement kept until then; it is made at
+// the first round after that hook is settled. (Before, the revert's hook
+// ran beside the other.)
+func TestRevertHookOneTenantAtATime(t *testing.T) {
+	r := newHookRun(t)
+	snap := func() *tenant.Snapshot {
+		return twoGPUSnap(r.clk.Now(), []proc{{8, "batch"}}, []proc{{9, "batch"}})
+	}
+	other := capBatch
+	other.GPUIndex = 1
+	other.Target = Target{GPU: "GPU-1", Knob: gpu.KnobMPSActiveThreads, PID: 9}
+	round := func(actions ...Action) []Decision {
+		t.Helper()
+		r.clk.Advance(15 * time.Second)
+		r.tu.o.Policy = fixed(actions)
+		d, err := r.tu.RunOnce(context.Background(), snap())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	round(other)
+	r.host.waitStarted(t)
+	// batch's cap on GPU-0 relaxed to 100% made things worse: its revert is due
+	relaxed := capBatch
+	relaxed.Current, relaxed.Want, relaxed.Relax = Fraction(0.5), Fraction(1), true
+	r.tu.mu.Lock()
+	r.tu.evals = append(r.tu.evals, evaluation{a: relaxed, before: -1, due: r.clk.Now()})
+	r.tu.mu.Unlock()
+	round()
+	waitHookOn(t, r.tu, capBatch.Target) // (a revert's hook answers at once)
+	if got, want := restartCalls(r.host), []string{"RestartClient(GPU-1,9)"}; !slices.Equal(got, want) {
+		r.host.release <- nil
+		waitHookEnded(t, r.tu)
+		t.Fatalf("restarts while batch's hook on GPU-1 runs %q, want only %q (the revert waiting)", got, want)
+	}
+	r.tu.mu.Lock()
+	kept := len(r.tu.evals)
+	r.tu.mu.Unlock()
+	if kept != 1 {
+		t.Errorf("%d judgements kept while the revert waits, want 1", kept)
+	}
+	r.host.release <- nil
+	waitHookEnded(t, r.tu)
+	d := round()
+	if got, want := outcomes(d), []string{"mps_active_threads applied"}; !slices.Equal(got, want) || d[0].GPU != "GPU-1" {
+		t.Fatalf("round after the first hook ended: %v, want it settled (the revert started)", got)
+	}
+	waitHookEnded(t, r.tu) // (the revert's hook answers at once)
+	if got, want := restartCalls(r.host), []string{"RestartClient(GPU-1,9)", "RestartClient(GPU-0,8)"}; !slices.Equal(got, want) {
+		t.Errorf("restarts %q, want %q (the revert's once the first is settled)", got, want)
+	}
+	if d := round(); len(d) != 1 || d[0].GPU != uuid0 || d[0].Outcome != OutcomeApplied || d[0].To != "50%" || r.tu.Status().Counts.Reverts != 1 {
+		t.Errorf("next round: %+v, %d reverts; want the revert of PID 8 to 50%% applied, counted", d, r.tu.Status().Counts.Reverts)
+	}
+}
+
+// A restore at start deferred to a restarted client's successor waits,
+// as a revert's restart does, for another restart hook of its tenant
+// still running on another GPU, and starts at the first round after that
+// hook is settled. (Before, its hook ran beside the other.)
+func TestSuccessorRestoreWaitsForTenantHook(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "journal")
+	first := newUnnamedRun(t, p)
+	restartAt := first.clk.Now()
+	first.restart(t, proc{7, "embed"}, proc{8, "batch"})
+	if err := first.j.Close(); err != nil { // a crash: nothing restored
+		t.Fatal(err)
+	}
+	r := newHookRunAt(t, p)
+	r.clk.Set(restartAt.Add(5 * time.Second))
+	gpu1 := []proc{{20, "embed"}}
+	if _, err := r.tu.Recover(context.Background(), twoGPUSnap(r.clk.Now(), []proc{{8, "batch"}}, gpu1)); err != nil {
+		t.Fatal(err)
+	}
+	after := []proc{{8, "batch"}, {9, "embed"}}
+	round := func(actions ...Action) []Decision {
+		t.Helper()
+		r.clk.Advance(15 * time.Second)
+		r.tu.o.Policy = fixed(actions)
+		d, err := r.tu.RunOnce(context.Background(), twoGPUSnap(r.clk.Now(), after, gpu1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	embed20 := Action{Target: Target{GPU: "GPU-1", Knob: gpu.KnobMPSActiveThreads, PID: 20}, GPUIndex: 1, Tenant: "embed", Current: Fraction(1), Want: Fraction(0.5), Restart: true, Reason: "test"}
+	round(embed20) // embed's client on GPU-1 restarted: its hook runs on
+	r.host.waitStarted(t)
+	for r.clk.Now().Sub(restartAt) <= successorWithin {
+		round()
+	}
+	waitHookOn(t, r.tu, Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads, PID: 9}) // (a restore's hook answers at once)
+	if got, want := restartCalls(r.host), []string{"RestartClient(GPU-1,20)"}; !slices.Equal(got, want) {
+		r.host.release <- nil
+		waitHookEnded(t, r.tu)
+		t.Fatalf("restarts once the successor is told, embed's hook on GPU-1 running: %q, want only %q (the restore waiting)", got, want)
+	}
+	if o := mpsOriginals(r.j); !slices.ContainsFunc(o, func(o Original) bool { return o.Target.GPU == uuid0 && o.Target.PID == 9 }) {
+		t.Fatalf("journaled MPS originals %+v, want PID 9's open (followed, its restore waiting)", o)
+	}
+	r.host.release <- nil
+	waitHookEnded(t, r.tu)
+	if got, want := outcomes(round()), []string{"mps_active_threads applied"}; !slices.Equal(got, want) {
+		t.Fatalf("round after embed's hook ended: %v, want it settled (the restore started)", got)
+	}
+	waitHookEnded(t, r.tu)
+	if d := round(); len(d) != 1 || d[0].Outcome != OutcomeRestored || d[0].GPU != uuid0 {
+		t.Fatalf("next round: %+v, want PID 9 restored", d)
+	}
+	if got, want := restartCalls(r.host), []string{"RestartClient(GPU-1,20)", "RestartClient(GPU-0,9)"}; !slices.Equal(got, want) {
+		t.Errorf("restarts %q, want %q", got, want)
+	}
+}
