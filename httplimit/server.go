@@ -2,8 +2,8 @@
 // the server's timeouts and its connection limit (idle connections closed
 // first), no wait for a request body (none past the header timeout where
 // a handler wrapped around the server's answers), its own error log
-// rate-limited, and the limit on requests in flight with its rate-limited
-// log.
+// rate-limited (a client's failed TLS handshake at debug level), and the
+// limit on requests in flight with its rate-limited log.
 package httplimit
 
 import (
@@ -41,7 +41,8 @@ const maxHeaderBytes = 64 << 10
 
 // NewServer returns the exporter's HTTP server: h behind the header,
 // idle and write timeouts and the connection limit of lim, logging its own
-// errors (accept errors, TLS handshakes) through logger, rate-limited.
+// errors (accept errors, TLS handshakes) through logger, rate-limited; a
+// TLS handshake the client failed is logged at debug level (serverErrorLog).
 func NewServer(h http.Handler, lim Limits, logger log.Logger) *http.Server {
 	srv := &http.Server{
 		Handler:           noBody(h),
@@ -81,10 +82,16 @@ func noBody(h http.Handler) http.Handler {
 
 // serverErrorLog writes net/http's log lines as error records of the
 // project's logger, at most a burst of serverLogBurst then one per
-// serverLogEvery; the suppressed lines are counted in the next one.
+// serverLogEvery; the suppressed lines are counted in the next one. A TLS
+// handshake the client failed (clientHandshakeFailure: a port scanner, a
+// load balancer's TCP check) is no error of the exporter's: it is logged
+// at debug level, bounded apart, so that such clients do not hold back the
+// lines of the server's own failures (a certificate that cannot be
+// loaded), which stay at error level.
 type serverErrorLog struct {
 	logger log.Logger
 	lines  *ratelog.Log
+	client *ratelog.Log // the debug lines of clients' failed handshakes
 }
 
 const (
@@ -93,20 +100,60 @@ const (
 )
 
 func newServerErrorLog(logger log.Logger) *serverErrorLog {
-	return &serverErrorLog{logger: logger, lines: ratelog.New(serverLogEvery, serverLogBurst)}
+	return &serverErrorLog{logger: logger, lines: ratelog.New(serverLogEvery, serverLogBurst), client: ratelog.New(serverLogEvery, serverLogBurst)}
 }
 
 func (l *serverErrorLog) Write(p []byte) (int, error) {
-	n, ok := l.lines.Note()
+	line := strings.TrimSpace(string(p))
+	lines, lvl := l.lines, level.Error
+	if clientHandshakeFailure(line) {
+		lines, lvl = l.client, level.Debug
+	}
+	n, ok := lines.Note()
 	if !ok {
 		return len(p), nil
 	}
-	kv := []any{"msg", strings.TrimSpace(string(p))}
+	kv := []any{"msg", line}
 	if n > 0 {
 		kv = append(kv, "suppressed", n)
 	}
-	level.Error(l.logger).Log(kv...)
+	lvl(l.logger).Log(kv...)
 	return len(p), nil
+}
+
+// handshakeError begins net/http's line for a failed TLS handshake; the
+// remote address and the reason follow.
+const handshakeError = "http: TLS handshake error from "
+
+// clientHandshakeFailure reports whether line is net/http's for a TLS
+// handshake the client failed: it hung up or reset the connection before
+// or during the handshake (EOF, a reset: a port scanner, a load balancer's
+// TCP health check), sent nothing in time, or spoke no TLS (plain HTTP
+// among them). A handshake failing for any other reason, the server's (a
+// certificate or key that cannot be loaded) or a client's refusal of the
+// server's certificate, is not one.
+func clientHandshakeFailure(line string) bool {
+	rest, ok := strings.CutPrefix(line, handshakeError)
+	if !ok {
+		return false
+	}
+	// The address holds colons ([::1]:80), the reason ": " only after it.
+	_, reason, ok := strings.Cut(rest, ": ")
+	if !ok {
+		return false
+	}
+	switch reason {
+	case "EOF", "unexpected EOF",
+		"client sent an HTTP request to an HTTPS server",
+		"tls: first record does not look like a TLS handshake":
+		return true
+	}
+	for _, s := range []string{": connection reset by peer", ": broken pipe", ": i/o timeout"} {
+		if strings.HasSuffix(reason, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // connLimiter keeps at most max connections open. A connection beyond the

@@ -201,8 +201,9 @@ func (b *Builder) installLocked(cfg *Config) {
 
 // Reload reads the tenants file at path ("" = the current file) and, if it
 // is valid, makes it current. On error the last good configuration stays in
-// use; the failure is counted, logged as "file:line: problem" lines, and
-// reported in Snapshot.Config.
+// use; the failure is counted and reported in Snapshot.Config, and the error,
+// its problems as "file:line: problem" lines, is for the caller to log (the
+// pipeline logs it once, in the reload's outcome): Reload logs only a success.
 func (b *Builder) Reload(path string) error {
 	if path == "" {
 		path = b.Config().File
@@ -228,16 +229,11 @@ func (b *Builder) Reload(path string) error {
 	if path == "" {
 		b.cfgStatus.ReloadFailuresTotal++
 		b.cfgStatus.LastReloadSuccessful = false
-		err := fmt.Errorf("no tenants file to reload")
-		level.Error(b.logger).Log("msg", "tenants file reload failed", "err", err)
-		return err
+		return fmt.Errorf("no tenants file to reload")
 	}
 	if err != nil {
 		b.cfgStatus.ReloadFailuresTotal++
 		b.cfgStatus.LastReloadSuccessful = false
-		for _, line := range strings.Split(err.Error(), "\n") {
-			level.Error(b.logger).Log("msg", "tenants file reload failed; keeping the last good configuration", "err", line)
-		}
 		return err
 	}
 	b.installLocked(cfg)

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-kit/log"
+
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
 	"github.com/vgpu-exporter/vgpu_exporter/kube"
@@ -17,8 +19,9 @@ import (
 // TestReloadRefusesHostileFiles: a reload of a file with no tenants, one
 // the caller's Check refuses, or through a symlink to a device, a FIFO or
 // an oversized file, fails with an error naming the file, is counted, and
-// leaves the last good tenants in use; with AllowEmpty an empty file is
-// installed.
+// leaves the last good tenants in use, logging nothing: the caller logs
+// the error once (the pipeline, in the reload's outcome); with AllowEmpty
+// an empty file is installed, which is logged.
 func TestReloadRefusesHostileFiles(t *testing.T) {
 	dir := t.TempDir()
 	good := "tenants:\n  - name: a\n    selectors: [{uid: 1}]\n"
@@ -55,7 +58,8 @@ func TestReloadRefusesHostileFiles(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			b, file := fileBuilder(t, good, BuilderOptions{AllowEmpty: tc.allowEmpty, Check: tc.check})
+			logs := &testutil.SyncBuffer{}
+			b, file := fileBuilder(t, good, BuilderOptions{AllowEmpty: tc.allowEmpty, Check: tc.check, Logger: log.NewLogfmtLogger(logs)})
 			if tc.target != "" {
 				if err := os.Remove(file); err != nil {
 					t.Fatal(err)
@@ -72,7 +76,13 @@ func TestReloadRefusesHostileFiles(t *testing.T) {
 				if err != nil || len(b.Config().Tenants) != 0 || !s.Config.LastReloadSuccessful {
 					t.Fatalf("reload: %v, %d tenants, status %+v", err, len(b.Config().Tenants), s.Config)
 				}
+				if !strings.Contains(logs.String(), `level=info msg="tenants file reloaded"`) {
+					t.Errorf("log %q, want the reload logged", logs)
+				}
 				return
+			}
+			if logs.String() != "" {
+				t.Errorf("the failed reload logged, where its caller logs the error it returns:\n%s", logs)
 			}
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), file) {
 				t.Fatalf("reload: %v, want an error naming %s with %q", err, file, tc.want)

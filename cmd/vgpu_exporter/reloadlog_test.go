@@ -4,12 +4,14 @@ import (
 	"context"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/alecthomas/kingpin/v2"
 	"github.com/go-kit/log"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
@@ -85,22 +87,9 @@ func TestBadWebConfigReloadLoggedOnce(t *testing.T) {
 	if err := os.WriteFile(webCfg, []byte("basic_auth_users:\n  prom: [\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	count := func(substrs ...string) int {
-		n := 0
-		for l := range strings.Lines(logs.String()) {
-			all := true
-			for _, s := range substrs {
-				all = all && strings.Contains(l, s)
-			}
-			if all {
-				n++
-			}
-		}
-		return n
-	}
-	const failed = `msg="reload failed, the files named keep their previous configuration"`
+	count := func(substrs ...string) int { return countLines(logs.String(), substrs...) }
 	hup <- syscall.SIGHUP
-	waitUntil(t, "the SIGHUP's reload", func() bool { return count(failed) == 1 })
+	waitUntil(t, "the SIGHUP's reload", func() bool { return count(reloadFailed) == 1 })
 	req, _ := http.NewRequest("POST", base+"/-/reload", nil)
 	req.SetBasicAuth("prom", "s3cret")
 	resp, err := http.DefaultClient.Do(req)
@@ -108,8 +97,101 @@ func TestBadWebConfigReloadLoggedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	waitUntil(t, "the POST's reload", func() bool { return count(failed) == 2 })
-	if n, named := count("line 2"), count(failed, webCfg, "line 2"); n != 2 || named != 2 {
+	waitUntil(t, "the POST's reload", func() bool { return count(reloadFailed) == 2 })
+	if n, named := count("line 2"), count(reloadFailed, webCfg, "line 2"); n != 2 || named != 2 {
 		t.Errorf("the bad file's problem logged %d times over 2 reloads (%d in the reloads' outcomes naming %s), want once each:\n%s", n, named, webCfg, logs)
+	}
+}
+
+// reloadFailed is the outcome line of a failed reload (pipeline.LogReload).
+const reloadFailed = `msg="reload failed, the files named keep their previous configuration"`
+
+// countLines is the number of lines of logs holding every one of substrs.
+func countLines(logs string, substrs ...string) int {
+	n := 0
+	for l := range strings.Lines(logs) {
+		all := true
+		for _, s := range substrs {
+			all = all && strings.Contains(l, s)
+		}
+		if all {
+			n++
+		}
+	}
+	return n
+}
+
+// A --tenants.config found bad by a reload, by SIGHUP or POST /-/reload,
+// is logged once per reload: in the reload's outcome, at error level,
+// naming the file and its line (before, the builder logged each problem
+// on a line of its own too, so each reload logged it twice); the reload
+// is still counted as failed.
+func TestBadTenantsFileReloadLoggedOnce(t *testing.T) {
+	tenants := filepath.Join(t.TempDir(), "tenants.yaml")
+	if err := os.WriteFile(tenants, []byte("tenants:\n  - name: a\n    selectors: [{uid: 1000}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	cfg := testConfig(t, "--backend=sim", "--web.listen-address="+addr, "--tenants.config="+tenants)
+	logs := &testutil.SyncBuffer{}
+	svc, err := buildOn(cfg, gpu.RealClock{}, log.NewLogfmtLogger(logs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	hup := make(chan os.Signal, 1)
+	go func() { done <- svc.serve(ctx, cfg, newCollector, hup) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	base := "http://" + addr
+	waitUntil(t, "the server to answer", func() bool { c, _ := httpGet(base + "/-/healthy"); return c == 200 })
+	if err := os.WriteFile(tenants, []byte("tenants:\n  - name: a\n    selectors: [{uid: x}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const problem = `:3: uid must be an integer`
+	count := func(substrs ...string) int { return countLines(logs.String(), substrs...) }
+	hup <- syscall.SIGHUP
+	waitUntil(t, "the SIGHUP's reload", func() bool { return count(reloadFailed) == 1 })
+	resp, err := http.Post(base+"/-/reload", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusInternalServerError {
+		t.Errorf("POST /-/reload of a bad tenants file: %d, want 500", resp.StatusCode)
+	}
+	waitUntil(t, "the POST's reload", func() bool { return count(reloadFailed) == 2 })
+	if n, named := count(problem), count("level=error", reloadFailed, tenants+problem); n != 2 || named != 2 {
+		t.Errorf("the bad file's problem logged %d times over 2 reloads (%d at error level in the reloads' outcomes naming %s), want once each:\n%s", n, named, tenants, logs)
+	}
+	waitUntil(t, "the failed reloads counted", func() bool {
+		_, body := httpGet(base + "/metrics")
+		return strings.Contains(body, "vgpu_config_reload_failures_total 2\n") && strings.Contains(body, "vgpu_config_last_reload_successful 0\n")
+	})
+}
+
+// A --tenants.config found bad at start fails the start with one line at
+// error level, naming the flag and each problem with the file's line once.
+func TestBadTenantsFileStartLoggedOnce(t *testing.T) {
+	tenants := filepath.Join(t.TempDir(), "tenants.yaml")
+	if err := os.WriteFile(tenants, []byte("tenants:\n  - name: a\n    selectors: [{uid: x}]\n    bogus: 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	app := kingpin.New("vgpu_exporter", "")
+	app.Terminate(nil)
+	var stdout, stderr strings.Builder
+	code := run(ctx, app, []string{"--backend=sim", "--web.listen-address=127.0.0.1:0", "--tenants.config=" + tenants}, &stdout, &stderr)
+	logs := stderr.String()
+	if code != 1 || countLines(logs, "level=error") != 1 ||
+		countLines(logs, "level=error", `msg="cannot start"`, "--tenants.config: "+tenants+":3: uid must be an integer", tenants+":4: unknown key") != 1 ||
+		strings.Count(logs, "uid must be an integer") != 1 || strings.Count(logs, "unknown key") != 1 {
+		t.Errorf("exit %d, log:\n%s\nwant exit 1 and one error line naming --tenants.config and each problem once", code, logs)
 	}
 }
