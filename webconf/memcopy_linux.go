@@ -13,9 +13,14 @@ import (
 // is gone when the process ends.
 type memCopy struct{ fd int }
 
-// newMemCopy returns a copy holding data, sealed against any change.
-func newMemCopy(data []byte) (*memCopy, error) {
-	fd, err := unix.MemfdCreate("vgpu_exporter-web-config", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+// haveMemCopy says whether newMemCopy can make a copy on this system.
+const haveMemCopy = true
+
+// newMemCopy returns a copy holding data, sealed against any change;
+// name (the file it copies, shown as memfd:vgpu_exporter-NAME in
+// /proc/PID/fd) is for a person reading that.
+func newMemCopy(name string, data []byte) (*memCopy, error) {
+	fd, err := unix.MemfdCreate("vgpu_exporter-"+name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
 		return nil, fmt.Errorf("memfd_create: %w", err)
 	}

@@ -5,7 +5,10 @@ package webconf
 // memCopy exists only on Linux; elsewhere exporter-toolkit reads the file.
 type memCopy struct{}
 
-func newMemCopy([]byte) (*memCopy, error) { return nil, errNoMemCopy }
+// haveMemCopy says whether newMemCopy can make a copy on this system.
+const haveMemCopy = false
+
+func newMemCopy(string, []byte) (*memCopy, error) { return nil, errNoMemCopy }
 
 func (c *memCopy) path() string { return "" }
 

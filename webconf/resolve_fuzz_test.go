@@ -30,7 +30,7 @@ func FuzzResolve(f *testing.F) {
 		if len(data) > 4096 {
 			return
 		}
-		out, _, err := resolve(data, "/conf")
+		out, _, err := resolve(data, "/conf", nil)
 		dec := yaml.NewDecoder(bytes.NewReader(data))
 		dec.KnownFields(true)
 		if err != nil || dec.Decode(&web.Config{}) != nil {

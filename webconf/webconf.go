@@ -6,11 +6,11 @@
 // copy, held in memory (a memfd read through /proc/self/fd: no writable
 // directory is needed, nothing is left on disk), that is replaced only by
 // a version of the file that validates, when a reload asks for it or a
-// periodic check (Watch) finds the file changed. The certificate and key
-// files the configuration names are not copied: exporter-toolkit still
-// reads them at each handshake, so a renewed certificate is served without
-// a reload; they are checked at each reload, and a change of theirs is
-// found by the check too.
+// periodic check (Watch) finds the file changed. The certificate, key and
+// client CA files the configuration names, which exporter-toolkit reads at
+// each TLS handshake, are kept so too (tlsCopies): the copy names private
+// copies of them, replaced with the configuration's, and the check finds a
+// change of theirs as one of the file's.
 package webconf
 
 import (
@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,6 +42,11 @@ type Kept struct {
 	mu    sync.Mutex // serializes reloads
 	copy  *memCopy   // nil where there is no memfd: exporter-toolkit reads file
 	tls   bool       // whether the configuration in use sets up TLS
+	// files are the copies of the certificate, key and client CA files
+	// that copy names (nil: none); previous are those it named before the
+	// last change of them, left open for a handshake under way that read
+	// the copy before, and closed at the next change.
+	files, previous *tlsCopies
 	// seen is the digest of the files as the last reload or check found
 	// them, whatever its outcome: a check reloads only when it differs.
 	seen [sha256.Size]byte
@@ -62,11 +68,11 @@ type Kept struct {
 func Open(file string, limit int64) (*Kept, error) {
 	k := &Kept{file: file, limit: limit}
 	k.seen = k.digest() // before the read: an edit in between is found by the next check
-	c, tls, err := k.load()
+	l, err := k.load()
 	if err != nil {
 		return nil, err
 	}
-	k.copy, k.tls = c, tls
+	k.copy, k.files, k.tls = l.cfg, l.files, l.tls
 	return k, nil
 }
 
@@ -152,65 +158,102 @@ func (k *Kept) reload() error {
 	if k.closed {
 		return errClosed
 	}
-	next, tls, err := k.load()
+	next, err := k.load()
 	if err != nil {
 		return err
 	}
-	if tls != k.tls {
+	if next.tls != k.tls {
 		// exporter-toolkit decides at start whether the port speaks TLS:
 		// a copy without it would fail every handshake, one with it would
 		// still be served over plain HTTP.
-		next.close()
-		return fmt.Errorf("it turns TLS %s (tls_server_config): that takes a restart", onOff(tls))
+		k.discard(next)
+		return fmt.Errorf("it turns TLS %s (tls_server_config): that takes a restart", onOff(next.tls))
 	}
-	if next == nil {
+	if next.cfg == nil {
 		return nil
 	}
-	return k.copy.replace(next)
+	if err := k.copy.replace(next.cfg); err != nil { // next.cfg released either way
+		next.cfg = nil
+		k.discard(next)
+		return err
+	}
+	if next.files != k.files {
+		// A handshake reads the copy, then the files it names, and may
+		// read them again after a round trip with the client: the ones
+		// the copy named until now stay open until the next change.
+		k.previous.close()
+		k.previous, k.files = k.files, next.files
+	}
+	return nil
+}
+
+// loaded is what load made of the file: the copy to serve, the copies of
+// the files it names, whether it sets up TLS.
+type loaded struct {
+	cfg   *memCopy   // nil where there is no memfd
+	files *tlsCopies // nil when it names none; k.files when those hold them
+	tls   bool
+}
+
+// discard releases what load made for l and is not in use.
+func (k *Kept) discard(l loaded) {
+	l.cfg.close()
+	if l.files != k.files {
+		l.files.close()
+	}
 }
 
 // load reads the file and validates what would be served from it: a new
-// copy, or the file itself where there is no memfd (next is then nil).
-// The file is validated first, for errors whose lines are the file's; the
-// copy is validated too, being what is served. A FIFO, a device or a file
-// over the limit is refused before exporter-toolkit reads it.
-func (k *Kept) load() (next *memCopy, tls bool, err error) {
+// copy naming copies of the certificate, key and client CA files, or the
+// file itself where there is no memfd (cfg is then nil). Those files are
+// validated first, as read for their copies, for errors naming them; then
+// the file, for errors whose lines are the file's; then the copy, being
+// what is served. A FIFO, a device or a file over the limit is refused
+// before exporter-toolkit reads it.
+func (k *Kept) load() (loaded, error) {
 	if err := fileread.Check(k.file, k.limit); err != nil {
-		return nil, false, err
+		return loaded{}, err
 	}
 	// One read: the copy is made of the content whose files were checked.
 	data, err := fileread.Regular(k.file, k.limit)
 	if err != nil {
-		return nil, false, err
+		return loaded{}, err
 	}
 	if err := k.checkTLSFiles(data); err != nil {
-		return nil, false, err
-	}
-	if err := web.Validate(k.file); err != nil {
-		return nil, false, err
+		return loaded{}, err
 	}
 	dir, err := k.dir()
 	if err != nil {
-		return nil, false, err
+		return loaded{}, err
 	}
-	data, tls, err = resolve(data, dir)
-	if err != nil {
-		return nil, false, err
+	var l loaded
+	if tc := tlsSection(data, dir); tc != nil && haveMemCopy {
+		if l.files, err = copyTLSFiles(tc, k.limit, k.files); err != nil {
+			return loaded{}, err
+		}
 	}
-	next, err = newMemCopy(data)
-	if errors.Is(err, errNoMemCopy) {
+	if err := web.Validate(k.file); err != nil {
+		k.discard(l)
+		return loaded{}, err
+	}
+	if data, l.tls, err = resolve(data, dir, l.files.pathMap()); err != nil {
+		k.discard(l)
+		return loaded{}, err
+	}
+	if !haveMemCopy {
 		// Outside Linux: exporter-toolkit reads the file itself, as it
 		// would without this package; a reload only validates it.
-		return nil, tls, nil
+		return l, nil
 	}
-	if err != nil {
-		return nil, false, err
+	if l.cfg, err = newMemCopy("web-config", data); err != nil {
+		k.discard(l)
+		return loaded{}, err
 	}
-	if err := web.Validate(next.path()); err != nil {
-		next.close()
-		return nil, false, err
+	if err := web.Validate(l.cfg.path()); err != nil {
+		k.discard(l)
+		return loaded{}, err
 	}
-	return next, tls, nil
+	return l, nil
 }
 
 // checkTLSFiles refuses a certificate, key or client CA file data (the
@@ -228,7 +271,7 @@ func (k *Kept) checkTLSFiles(data []byte) error {
 	return nil
 }
 
-// Close releases the copy; exporter-toolkit must be done with it. A
+// Close releases the copies; exporter-toolkit must be done with them. A
 // reload or check that comes after fails, one under way finishes first.
 func (k *Kept) Close() error {
 	k.mu.Lock()
@@ -237,6 +280,8 @@ func (k *Kept) Close() error {
 		return nil
 	}
 	k.closed = true
+	k.files.close()
+	k.previous.close()
 	return k.copy.close()
 }
 
@@ -287,21 +332,47 @@ func tlsFiles(data []byte, dir string) []string {
 		return nil
 	}
 	var files []string
-	for _, val := range pathValues(mapValue(doc.Content[0], "tls_server_config")) {
-		files = append(files, config_util.JoinDir(dir, val.Value))
+	for _, p := range pathValues(mapValue(doc.Content[0], "tls_server_config")) {
+		files = append(files, config_util.JoinDir(dir, p.val.Value))
 	}
 	return files
 }
 
-// pathValues are the scalar nodes of the file paths (pathKeys) that the
+// tlsSection is data's tls_server_config, its paths joined to dir, when
+// it names a file; nil when it names none or does not decode (for
+// exporter-toolkit to name the problem).
+func tlsSection(data []byte, dir string) *web.TLSConfig {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) == 0 {
+		return nil
+	}
+	n := mapValue(doc.Content[0], "tls_server_config")
+	var tc web.TLSConfig
+	if n == nil || n.Decode(&tc) != nil {
+		return nil
+	}
+	tc.SetDirectory(dir)
+	if tc.TLSCertPath == "" && tc.TLSKeyPath == "" && tc.ClientCAs == "" {
+		return nil
+	}
+	return &tc
+}
+
+// pathValue is a scalar node of a file path and the key it is set by.
+type pathValue struct {
+	key string
+	val *yaml.Node
+}
+
+// pathValues are the scalar nodes of the file paths (tlsFileKeys) that the
 // tls_server_config mapping m sets, with those of the mappings it merges
 // (<<, as exporter-toolkit's YAML reads them), each mapping walked once
 // however many aliases name it; a null one is left out, as it sets
 // nothing. An alias as a path is replaced in m by a copy of its scalar,
 // so that joining a directory to it changes nothing else that shares its
 // anchor.
-func pathValues(m *yaml.Node) []*yaml.Node {
-	var vals []*yaml.Node
+func pathValues(m *yaml.Node) []pathValue {
+	var vals []pathValue
 	seen := map[*yaml.Node]bool{}
 	var walk func(m *yaml.Node)
 	walk = func(m *yaml.Node) {
@@ -322,7 +393,7 @@ func pathValues(m *yaml.Node) []*yaml.Node {
 				}
 				continue
 			}
-			if !pathKeys[key.Value] {
+			if !slices.Contains(tlsFileKeys, key.Value) {
 				continue
 			}
 			if r := yamlconf.Resolve(val); r != val && r != nil && r.Kind == yaml.ScalarNode {
@@ -332,7 +403,7 @@ func pathValues(m *yaml.Node) []*yaml.Node {
 				m.Content[i+1] = val
 			}
 			if val.Kind == yaml.ScalarNode && val.Value != "" && !yamlconf.IsNull(val) {
-				vals = append(vals, val)
+				vals = append(vals, pathValue{key.Value, val})
 			}
 		}
 	}
@@ -346,14 +417,12 @@ var errClosed = errors.New("the exporter is shutting down")
 // errNoMemCopy is newMemCopy's error where there is no memfd.
 var errNoMemCopy = errors.New("no memfd on this system")
 
-// pathKeys are the keys of tls_server_config that name files.
-var pathKeys = map[string]bool{"cert_file": true, "key_file": true, "client_ca_file": true}
-
-// resolve joins dir to the relative file paths of data's
-// tls_server_config, and says whether that section sets up TLS. data is
-// returned as it is when no path is relative; a document that does not
-// parse is returned as it is too, for exporter-toolkit to name its error.
-func resolve(data []byte, dir string) ([]byte, bool, error) {
+// resolve sets the file paths of data's tls_server_config to their
+// copies (copies, by key) or else joins dir to the relative ones, and
+// says whether that section sets up TLS. data is returned as it is when
+// no path changes; a document that does not parse is returned as it is
+// too, for exporter-toolkit to name its error.
+func resolve(data []byte, dir string, copies map[string]string) ([]byte, bool, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) == 0 {
 		return data, false, nil
@@ -367,9 +436,13 @@ func resolve(data []byte, dir string) ([]byte, bool, error) {
 		return data, false, nil
 	}
 	changed := false
-	for _, val := range pathValues(tlsNode) {
-		if joined := config_util.JoinDir(dir, val.Value); joined != val.Value {
-			val.Value, val.Tag, val.Style = joined, "!!str", 0
+	for _, p := range pathValues(tlsNode) {
+		path, ok := copies[p.key]
+		if !ok {
+			path = config_util.JoinDir(dir, p.val.Value)
+		}
+		if path != p.val.Value {
+			p.val.Value, p.val.Tag, p.val.Style = path, "!!str", 0
 			changed = true
 		}
 	}

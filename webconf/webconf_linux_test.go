@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/prometheus/exporter-toolkit/web"
+	"go.yaml.in/yaml/v3"
 	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/sys/unix"
 )
@@ -22,14 +23,18 @@ import (
 const limit = 1 << 20
 
 // writeCert writes a self-signed certificate and its key as tls.crt and
-// tls.key in dir.
-func writeCert(t *testing.T, dir string) {
+// tls.key in dir, and returns the certificate (DER).
+func writeCert(t *testing.T, dir string) []byte {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "localhost"},
+	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: "localhost"},
 		DNSNames: []string{"localhost"}, NotBefore: time.Unix(0, 0), NotAfter: time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
@@ -41,6 +46,7 @@ func writeCert(t *testing.T, dir string) {
 	}
 	write(t, filepath.Join(dir, "tls.crt"), string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
 	write(t, filepath.Join(dir, "tls.key"), string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})))
+	return der
 }
 
 func write(t *testing.T, path, content string) {
@@ -80,7 +86,7 @@ func TestReloadKeepsLastGood(t *testing.T) {
 		{"bad YAML", "basic_auth_users:\n  prom: [\n", "line 2"},
 		{"bad bcrypt hash", tlsPart + "basic_auth_users:\n  prom: nohash\n", "hash"},
 		{"missing cert file", strings.Replace(good, "tls.crt", "missing.crt", 1), "missing.crt"},
-		{"cert file that is no certificate", strings.Replace(good, "tls.crt", "garbage.crt", 1), "X509KeyPair"},
+		{"cert file that is no certificate", strings.Replace(good, "tls.crt", "garbage.crt", 1), "cert_file " + filepath.Join(dir, "garbage.crt")},
 		{"TLS turned off", "basic_auth_users:\n  prom: " + hash(t, "s3cret") + "\n", "TLS off"},
 		{"unknown key", good + "no_such_key: 1\n", "no_such_key"},
 		{"missing file", "", "no such file"},
@@ -146,9 +152,37 @@ func TestReloadTakesGoodEdit(t *testing.T) {
 	}
 }
 
+// copiesOf checks that the copy in use names, for each key of files, a
+// private copy of that file (a memfd holding its content), not the file.
+func copiesOf(t *testing.T, k *Kept, files map[string]string) {
+	t.Helper()
+	var c struct {
+		TLS web.TLSConfig `yaml:"tls_server_config"`
+	}
+	got := served(t, k)
+	if err := yaml.Unmarshal([]byte(got), &c); err != nil {
+		t.Fatal(err)
+	}
+	named := map[string]string{"cert_file": c.TLS.TLSCertPath, "key_file": c.TLS.TLSKeyPath, "client_ca_file": c.TLS.ClientCAs}
+	for key, file := range files {
+		want, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(named[key], fdDir) {
+			t.Errorf("the copy names %s %q, not a private copy of %s:\n%s", key, named[key], file, got)
+			continue
+		}
+		if b, err := os.ReadFile(named[key]); err != nil || string(b) != string(want) {
+			t.Errorf("%s %s holds %d bytes (%v), not those of %s", key, named[key], len(b), err, file)
+		}
+	}
+}
+
 // The copy lives elsewhere: the certificate and key paths relative to the
-// file's directory (as exporter-toolkit takes them) are made absolute,
-// also for a file given relative to the working directory.
+// file's directory (as exporter-toolkit takes them) name the files whose
+// copies it names, also for a file given relative to the working
+// directory.
 func TestRelativePathsResolved(t *testing.T) {
 	dir := t.TempDir()
 	writeCert(t, dir)
@@ -159,13 +193,8 @@ func TestRelativePathsResolved(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer k.Close()
-	got := served(t, k)
-	for _, p := range []string{filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")} {
-		if !strings.Contains(got, p) {
-			t.Errorf("the copy lacks %s:\n%s", p, got)
-		}
-	}
-	if !strings.Contains(got, "NoClientCert") {
+	copiesOf(t, k, map[string]string{"cert_file": filepath.Join(dir, "tls.crt"), "key_file": filepath.Join(dir, "tls.key")})
+	if got := served(t, k); !strings.Contains(got, "NoClientCert") {
 		t.Errorf("the copy lost the other keys:\n%s", got)
 	}
 }
@@ -196,9 +225,11 @@ func TestYAMLFormsAccepted(t *testing.T) {
 				t.Fatalf("refused: %v", err)
 			}
 			defer k.Close()
-			if got := served(t, k); !strings.Contains(got, filepath.Join(dir, "tls.crt")) {
-				t.Errorf("the copy lacks %s:\n%s", filepath.Join(dir, "tls.crt"), got)
+			files := map[string]string{"cert_file": filepath.Join(dir, "tls.crt"), "key_file": filepath.Join(dir, "tls.key")}
+			if strings.Contains(tc.tls, "client_ca_file: *c") {
+				files["client_ca_file"] = files["cert_file"]
 			}
+			copiesOf(t, k, files)
 			writeCert(t, dir)
 			k.Check() // a change settles for one check
 			if changed, err := k.Check(); !changed || err != nil {
