@@ -92,8 +92,7 @@ func (sc *scraper) fetch(ctx context.Context, src *Source) (map[string]*dto.Metr
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		// The status code only: the reason phrase is the source's text.
-		return nil, fmt.Errorf("%s: HTTP %d %s", src.URL, resp.StatusCode, http.StatusText(resp.StatusCode))
+		return nil, newStatusError(src.URL, resp)
 	}
 	// The body (after any gzip decoding the transport does) is decoded as
 	// it is read, up to max_bytes and one byte more, never further.
@@ -185,20 +184,23 @@ func CheckSim(src *Source, app gpu.AppMetricsSource) error {
 	return nil
 }
 
-// scrapeOnce scrapes the tracker's source once and records the result.
+// scrapeOnce scrapes the tracker's source once and records the result: a
+// 429 or 503 with a Retry-After also when the source may be scraped again.
 func (sc *scraper) scrapeOnce(ctx context.Context, t *sloTracker, now time.Time) error {
 	fams, err := sc.fetch(ctx, t.src)
-	if err == nil {
-		var h histo
-		h, err = extract(t.src, fams)
-		if err == nil {
-			err = t.observe(now, h)
-		}
-		if err == nil {
-			return nil
-		}
-		err = fmt.Errorf("%s: %w", t.src.URL, err)
+	if err != nil {
+		until, err := backoff(err, now)
+		t.failUntil(now, err, until)
+		return err
 	}
+	h, err := extract(t.src, fams)
+	if err == nil {
+		err = t.observe(now, h)
+	}
+	if err == nil {
+		return nil
+	}
+	err = fmt.Errorf("%s: %w", t.src.URL, err)
 	t.fail(now, err)
 	return err
 }
