@@ -4,8 +4,12 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/prometheus/common/expfmt"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -108,6 +112,39 @@ func FuzzLatencyProtobuf(f *testing.F) {
 			if st := tr.Status(); st.RequestsTotal != 0 {
 				t.Fatalf("the same histogram twice counted %v requests", st.RequestsTotal)
 			}
+		}
+	})
+}
+
+// FuzzRetryAfter: whatever a source's Retry-After holds, the wait is
+// between 0 and maxRetryAfter, a value that is not delta-seconds or an
+// HTTP date is an error and no wait, and the scrape's error stays short,
+// printable and says what was made of the header.
+func FuzzRetryAfter(f *testing.F) {
+	for _, v := range []string{"120", "0", "", "-5", "1e12", "1000000000000", "99999999999999999999999999",
+		"Sun, 06 Dec 2026 09:01:00 GMT", "Sunday, 06-Dec-26 09:01:30 GMT", "Sun Dec  6 09:01:00 2026",
+		"Fri, 01 Jan 2100 00:00:00 GMT", "Mon, 01 Jan 0001 00:00:00 GMT", " 5", "5\x00", "\xff\xfe"} {
+		f.Add(v)
+	}
+	now := time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, v string) {
+		wait, capped, err := retryAfterWait(v, now)
+		if wait < 0 || wait > maxRetryAfter || (capped && wait != maxRetryAfter) || (err != nil && (wait != 0 || capped)) {
+			t.Fatalf("Retry-After %q: wait %v capped %v err %v", v, wait, capped, err)
+		}
+		if n, err := strconv.ParseUint(v, 10, 64); err == nil && n <= 600 && !strings.HasPrefix(v, "+") && wait != time.Duration(n)*time.Second {
+			t.Fatalf("Retry-After %q: wait %v, want %d s", v, wait, n)
+		}
+		until, serr := backoff(&statusError{url: "http://x", code: 429, retryAfter: v}, now)
+		msg := serr.Error()
+		if !until.IsZero() && (until.Sub(now) != wait || wait == 0) {
+			t.Fatalf("Retry-After %q: until %v, wait %v", v, until, wait)
+		}
+		if len(msg) > 2*maxQuoted+200 || !utf8.ValidString(msg) || strings.ContainsFunc(msg, unicode.IsControl) {
+			t.Fatalf("Retry-After %q: error %q", v, msg)
+		}
+		if v != "" && (err != nil) != strings.HasSuffix(msg, ": ignored") {
+			t.Fatalf("Retry-After %q: error %q, parse error %v", v, msg, err)
 		}
 	})
 }

@@ -162,12 +162,16 @@ func (p *Pool) Refresh(ctx context.Context) {
 // failures; what happens meanwhile is counted and summed up in the next.
 const logEvery = time.Minute
 
-// scrape reads tr's source once and logs when it fails after working (or
-// at its first failure), at most once per logEvery per source, and when it
-// recovers from a failure that was logged. A panic while scraping is
+// scrape reads tr's source once, unless its Retry-After holds it off, and
+// logs when it fails after working (or at its first failure), at most once
+// per logEvery per source, and when it recovers from a failure that was
+// logged. A panic while scraping is
 // recovered here and recorded as the scrape's error, so that no source can
 // end the process.
 func (p *Pool) scrape(ctx context.Context, tr *sloTracker, now time.Time) {
+	if tr.holdOff(now) {
+		return
+	}
 	tr.mu.Lock()
 	wasUp := tr.up || tr.errsTotal == 0
 	tr.mu.Unlock()

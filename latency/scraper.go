@@ -14,6 +14,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/version"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/clip"
@@ -23,7 +24,13 @@ import (
 // acceptHeader asks for delimited protobuf first, then the text format.
 const acceptHeader = `application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.7,text/plain;version=0.0.4;q=0.3,*/*;q=0.1`
 
-const userAgent = "vgpu_exporter"
+// userAgent names the exporter and, when the build set it, its version.
+func userAgent() string {
+	if version.Version == "" {
+		return "vgpu_exporter"
+	}
+	return "vgpu_exporter/" + version.Version
+}
 
 // FamilySource is a gpu.AppMetricsSource that also hands over an
 // application's metrics already decoded, as the text parser would read
@@ -73,7 +80,7 @@ func (sc *scraper) fetch(ctx context.Context, src *Source) (map[string]*dto.Metr
 		return nil, fmt.Errorf("%s: %w", src.URL, err)
 	}
 	req.Header.Set("Accept", acceptHeader)
-	req.Header.Set("User-Agent", userAgent)
+	req.Header.Set("User-Agent", userAgent())
 	req.Header.Set("X-Prometheus-Scrape-Timeout-Seconds", strconv.FormatFloat(src.Timeout.Seconds(), 'f', -1, 64))
 	httpc := http.Client{}
 	if sc.httpc != nil {
@@ -92,8 +99,7 @@ func (sc *scraper) fetch(ctx context.Context, src *Source) (map[string]*dto.Metr
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		// The status code only: the reason phrase is the source's text.
-		return nil, fmt.Errorf("%s: HTTP %d %s", src.URL, resp.StatusCode, http.StatusText(resp.StatusCode))
+		return nil, newStatusError(src.URL, resp)
 	}
 	// The body (after any gzip decoding the transport does) is decoded as
 	// it is read, up to max_bytes and one byte more, never further.
@@ -185,20 +191,23 @@ func CheckSim(src *Source, app gpu.AppMetricsSource) error {
 	return nil
 }
 
-// scrapeOnce scrapes the tracker's source once and records the result.
+// scrapeOnce scrapes the tracker's source once and records the result: a
+// 429 or 503 with a Retry-After also when the source may be scraped again.
 func (sc *scraper) scrapeOnce(ctx context.Context, t *sloTracker, now time.Time) error {
 	fams, err := sc.fetch(ctx, t.src)
-	if err == nil {
-		var h histo
-		h, err = extract(t.src, fams)
-		if err == nil {
-			err = t.observe(now, h)
-		}
-		if err == nil {
-			return nil
-		}
-		err = fmt.Errorf("%s: %w", t.src.URL, err)
+	if err != nil {
+		until, err := backoff(err, now)
+		t.failUntil(now, err, until)
+		return err
 	}
+	h, err := extract(t.src, fams)
+	if err == nil {
+		err = t.observe(now, h)
+	}
+	if err == nil {
+		return nil
+	}
+	err = fmt.Errorf("%s: %w", t.src.URL, err)
 	t.fail(now, err)
 	return err
 }

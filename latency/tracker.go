@@ -42,6 +42,7 @@ type sloTracker struct {
 	lastErr    string
 	status     Status
 	lastScrape time.Time
+	retryAt    time.Time // no scrape before it: the source's Retry-After
 	// interval is how often the source is scraped (0: unknown), against
 	// which a delta tells that it covers a gap (see windowPieces).
 	interval time.Duration
@@ -261,9 +262,14 @@ func checkMove(d histo, reset bool, elapsed time.Duration) error {
 }
 
 // fail records a failed scrape at time now.
-func (s *sloTracker) fail(now time.Time, err error) {
+func (s *sloTracker) fail(now time.Time, err error) { s.failUntil(now, err, time.Time{}) }
+
+// failUntil records a failed scrape after which the source is not to be
+// scraped before until (zero: at the next interval).
+func (s *sloTracker) failUntil(now time.Time, err error, until time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.retryAt = until
 	s.up = false
 	s.errsTotal++
 	s.lastErr = clip.Text(err.Error(), maxErrLen)
