@@ -290,6 +290,7 @@ func newTunerView(info TunerPageInfo, snap *tenant.Snapshot, st *tuner.Status, m
 			From: orUnknown(d.From), To: d.To, Outcome: string(d.Outcome), Guard: d.Guard, Reason: d.Reason})
 	}
 	v.History = newHistoryView(st)
+	markClockLocks(&v.History, snap, st)
 	for i := range v.Tenants {
 		if s, ok := v.History.tenant(v.Tenants[i].Name); ok {
 			v.Tenants[i].Text.Spark = s.Spark
