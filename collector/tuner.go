@@ -21,7 +21,7 @@ type TunerCollector struct {
 	pauseEffective, pauseFailures                             *prometheus.Desc
 	actions, refusals, reverts, restores, restoreFailures, jw *prometheus.Desc
 	jWritable, jDropped, jCompactions, jSize                  *prometheus.Desc
-	hooksRunning, hookOldest                                  *prometheus.Desc
+	hooksRunning, hookOldest, nodeLock                        *prometheus.Desc
 }
 
 // NewTunerCollector returns the collector over status (nil: nothing is
@@ -33,6 +33,7 @@ func NewTunerCollector(status func() *tuner.Status) *TunerCollector {
 	c.knobAvailable = c.add("tuner_knob_available", "1 where the host's backends can turn the knob on the GPU, 0 where no backend drives it or every one lists its knobs and leaves it out there (the tuner then refuses its changes untried); for each GPU of the latest round and each knob.", "gpu", "uuid", "knob")
 	c.mode = c.add("tuner_mode", "1 for the tuner's host-wide mode (off, recommend, enforce), 0 for the others.", "mode")
 	c.gpuMode = c.add("tuner_gpu_mode", "1 for the mode the tuner applies to the GPU (off, recommend, enforce: the host-wide mode or the GPU's own), 0 for the others; for each GPU of the latest round.", "gpu", "uuid", "mode")
+	c.nodeLock = c.add("tuner_node_lock_held", "1 while this exporter's tuner holds the node lock (--tuner.node-lock: one tuner in enforce per node; a second exits at start, naming the holder), 0 where it takes none (no GPU in enforce mode, an empty --tuner.node-lock, the simulator without the flag).")
 	c.killSwitch = c.add("tuner_kill_switch_engaged", "1 while the kill switch (its file exists) stops every change but reverts of the tuner's own.")
 	c.lastRun = c.add("tuner_last_run_timestamp_seconds", "When the tuner last ran (the tuner's clock): a round, or the restore at start or at exit, which run no round (/tuner's 'Last round' counts rounds only); served from the start of the restore at start on, so that a restore at start or a first round that never ends shows.")
 	c.hooksRunning = c.add("tuner_hooks_running", "Actuator calls that run a hook (an MPS client's restart, a rebalancing plan) which the tuner started off its round and has not settled yet, at its latest round.")
@@ -91,6 +92,7 @@ func (c *TunerCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	e.gauge(c.killSwitch, boolValue(s.KillSwitch))
+	e.gauge(c.nodeLock, boolValue(s.NodeLock.Path != ""))
 	if !s.LastRun.IsZero() {
 		e.gauge(c.lastRun, unixSeconds(s.LastRun))
 	}

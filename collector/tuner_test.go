@@ -290,3 +290,28 @@ func TestTunerMPSEffectiveSum(t *testing.T) {
 		})
 	}
 }
+
+// The node lock held or not, from the tuner's status: which of two
+// installs on a node tunes shows in Prometheus, not only in a log line.
+func TestTunerNodeLockHeld(t *testing.T) {
+	const help = `
+# HELP vgpu_tuner_node_lock_held 1 while this exporter's tuner holds the node lock (--tuner.node-lock: one tuner in enforce per node; a second exits at start, naming the holder), 0 where it takes none (no GPU in enforce mode, an empty --tuner.node-lock, the simulator without the flag).
+# TYPE vgpu_tuner_node_lock_held gauge
+`
+	for _, c := range []struct {
+		name string
+		lock tuner.NodeLockState
+		want string
+	}{
+		{"held", tuner.NodeLockState{Path: "/run/vgpu-exporter/tuner.lock"}, "vgpu_tuner_node_lock_held 1\n"},
+		{"recommend", tuner.NodeLockState{NotTaken: tuner.NodeLockNotEnforcing}, "vgpu_tuner_node_lock_held 0\n"},
+		{"no lock file", tuner.NodeLockState{NotTaken: tuner.NodeLockNoFile}, "vgpu_tuner_node_lock_held 0\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := &tuner.Status{Mode: tuner.ModeEnforce, NodeLock: c.lock}
+			if err := testutil.CollectAndCompare(NewTunerCollector(func() *tuner.Status { return s }), strings.NewReader(help+c.want), "vgpu_tuner_node_lock_held"); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}

@@ -204,3 +204,28 @@ func (l *NodeLock) Path() string { return l.path }
 
 // Close releases the lock (the note stays: the next holder replaces it).
 func (l *NodeLock) Close() error { return l.f.Close() }
+
+// NodeLockState is what the tuner's status says of the node lock: the file
+// this tuner holds, or why it holds none. A tuner refused the lock never
+// runs (its exporter exits at start, naming the holder), so none waits.
+type NodeLockState struct {
+	// Path is the lock file held; "" where none is.
+	Path string
+	// NotTaken says why none is held (Path "").
+	NotTaken NodeLockSkip
+}
+
+// NodeLockSkip is why a tuner holds no node lock.
+type NodeLockSkip string
+
+const (
+	// NodeLockNotEnforcing: no GPU in enforce mode; a tuner that changes
+	// nothing takes none.
+	NodeLockNotEnforcing NodeLockSkip = "not_enforcing"
+	// NodeLockNoFile: --tuner.node-lock is empty; nothing keeps another
+	// exporter's tuner off the node's GPUs.
+	NodeLockNoFile NodeLockSkip = "no_lock_file"
+	// NodeLockSimulated: the simulator's GPUs are the process's own, and
+	// --tuner.node-lock was not given.
+	NodeLockSimulated NodeLockSkip = "simulated"
+)

@@ -115,6 +115,8 @@ type Status struct {
 	// nil without a journal. While its WriteError is set the tuner makes
 	// no change.
 	Journal *JournalStats
+	// NodeLock is the node lock this tuner holds, or why it holds none.
+	NodeLock NodeLockState
 }
 
 // ModeOf is the mode the tuner applies to one GPU (by UUID, then index,
@@ -144,6 +146,7 @@ func (t *Tuner) publishLocked(now time.Time) {
 		LastRun: now, Counts: t.counts.clone(), Unrestored: len(t.originals),
 		Recent: slices.Clone(t.recent), Actuators: slices.Clone(t.o.Actuated), SwitchedOff: slices.Sorted(slices.Values(t.o.Disabled)),
 		FastWindow: t.o.FastWindow, Burns: slices.Clone(t.burns), GPUs: slices.Clone(t.rounds), History: t.hist.points(),
+		NodeLock: t.o.NodeLock,
 	}
 	s.KillSwitch = t.chain().Stopped()
 	if t.o.Journal != nil {

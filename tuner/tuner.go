@@ -75,6 +75,8 @@ type Options struct {
 	Pauses gpu.PauseReporter
 	// Actuated says which backend drives each knob, for the status.
 	Actuated []ActuatorInfo
+	// NodeLock says whether the node lock is held, for the status.
+	NodeLock NodeLockState
 	// Rebalance is the slow loop's planner; nil: no rebalancing.
 	Rebalance RebalancePlanner
 	// Disabled knobs are never changed: the policy's actions on them are

@@ -66,7 +66,10 @@ type tunerView struct {
 	// Journal is whether --tuner.journal can be written (nil without
 	// one): the tuner makes no change while it cannot.
 	Journal *journalView `json:"journal,omitempty"`
-	LastRun time.Time    `json:"last_round,omitzero"`
+	// NodeLock is whether the tuner holds the node lock (nil with the
+	// tuner off).
+	NodeLock *nodeLockView `json:"node_lock,omitempty"`
+	LastRun  time.Time     `json:"last_round,omitzero"`
 	// FastWindowSeconds is the span of the burn the tuner acts on.
 	FastWindowSeconds float64 `json:"tuner_window_seconds,omitempty"`
 	// Changed is the number of settings the tuner changed and has not
@@ -222,6 +225,15 @@ type decisionView struct {
 	Reason  string    `json:"reason"`
 }
 
+// nodeLockView is whether the tuner holds the node lock (its file), or why
+// it takes none (tuner.NodeLockSkip). A tuner refused the lock does not
+// run: its exporter exits at start, serving no page.
+type nodeLockView struct {
+	Held     bool   `json:"held"`
+	Path     string `json:"path,omitempty"`
+	NotTaken string `json:"not_taken,omitempty"`
+}
+
 // newTunerView joins the latest snapshot (nil before the first sample)
 // and tuner status (nil when the tuner is off) into the page's view, with
 // at most maxDecisions decisions.
@@ -236,6 +248,9 @@ func newTunerView(info TunerPageInfo, snap *tenant.Snapshot, st *tuner.Status, m
 		v.ExitText = exitTexts(st.Exit)
 		if j := st.Journal; j != nil {
 			v.Journal = &journalView{Writable: j.WriteError == "", Error: j.WriteError}
+		}
+		if l := st.NodeLock; l != (tuner.NodeLockState{}) {
+			v.NodeLock = &nodeLockView{Held: l.Path != "", Path: l.Path, NotTaken: string(l.NotTaken)}
 		}
 		v.FastWindowSeconds, v.FastWindow, v.UpdatedAt = st.FastWindow.Seconds(), durationText(st.FastWindow), st.LastRun
 		if len(st.GPUs) == 0 {
@@ -275,6 +290,7 @@ func newTunerView(info TunerPageInfo, snap *tenant.Snapshot, st *tuner.Status, m
 			From: orUnknown(d.From), To: d.To, Outcome: string(d.Outcome), Guard: d.Guard, Reason: d.Reason})
 	}
 	v.History = newHistoryView(st)
+	markClockLocks(&v.History, snap, st)
 	for i := range v.Tenants {
 		if s, ok := v.History.tenant(v.Tenants[i].Name); ok {
 			v.Tenants[i].Text.Spark = s.Spark

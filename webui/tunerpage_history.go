@@ -38,6 +38,7 @@ type seriesView struct {
 	Spark    *sparkline  `json:"-"`
 	Now      string      `json:"-"` // the latest value, as text
 	Range    string      `json:"-"` // lowest – highest, as text
+	Unread   string      `json:"unread,omitempty"` // the latest value not read: a clock lock's (markClockLocks)
 }
 
 type pointView struct {

@@ -105,3 +105,32 @@ func TestNodeLockPathRefused(t *testing.T) {
 		t.Errorf("a lock beside the journal: %v", err)
 	}
 }
+
+// TestNodeLockInStatus: the tuner's status says whether it holds the node
+// lock (its file), or why it takes none, for vgpu_tuner_node_lock_held and
+// /tuner: before, only a log line at start said so.
+func TestNodeLockInStatus(t *testing.T) {
+	lock := filepath.Join(t.TempDir(), "tuner.lock")
+	for _, c := range []struct {
+		name string
+		args []string
+		want tuner.NodeLockState
+	}{
+		{"enforce", []string{"--tuner.mode=enforce", "--tuner.node-lock=" + lock}, tuner.NodeLockState{Path: lock}},
+		{"one GPU in enforce", []string{"--tuner.mode=recommend", "--tuner.gpu-mode=0=enforce", "--tuner.node-lock=" + lock}, tuner.NodeLockState{Path: lock}},
+		{"recommend", []string{"--tuner.mode=recommend", "--tuner.node-lock=" + lock}, tuner.NodeLockState{NotTaken: tuner.NodeLockNotEnforcing}},
+		{"empty flag", []string{"--tuner.mode=enforce", "--tuner.node-lock="}, tuner.NodeLockState{NotTaken: tuner.NodeLockNoFile}},
+		{"simulator, not given", []string{"--tuner.mode=enforce"}, tuner.NodeLockState{NotTaken: tuner.NodeLockSimulated}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r, err := startTuner(t, c.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Restore()
+			if got := r.Status().NodeLock; got != c.want {
+				t.Errorf("node lock %+v, want %+v", got, c.want)
+			}
+		})
+	}
+}

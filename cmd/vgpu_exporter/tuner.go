@@ -168,7 +168,7 @@ func newTunerRunner(cfg *config, src gpu.Source, clock gpu.Clock, snapshot func(
 	}
 	enforce := tuner.AnyEnforce(mode, gm)
 	// The node's lock before anything acts (the restore at start included).
-	lock, err := takeNodeLock(cfg, enforce, clock, logger)
+	lock, lockState, err := takeNodeLock(cfg, enforce, clock, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -198,6 +198,7 @@ func newTunerRunner(cfg *config, src gpu.Source, clock gpu.Clock, snapshot func(
 	opts := pol.ConfigureHost(tuner.Options{
 		Actuators: tuner.ActuatorsOf(tuner.ImplsOf(backends)...), Journal: journal,
 		Clock: clock, StaleAfter: tuner.StaleAfterFor(cfg.SampleInterval), Mode: mode, GPUModes: gm, Disabled: tuner.Knobs(c.DisabledKnobs), Enabled: tuner.Knobs(c.EnabledKnobs), Logger: logger, Actuated: tuner.DescribeActuators(backends),
+		NodeLock: lockState,
 	}, kill)
 	c.SlowLoop.Apply(opts.Rebalance)
 	for _, b := range backends {
@@ -234,22 +235,24 @@ func newTunerRunner(cfg *config, src gpu.Source, clock gpu.Clock, snapshot func(
 
 // takeNodeLock takes --tuner.node-lock for a tuner in enforce (none in
 // recommend, which changes nothing, nor on the simulator's own GPUs unless
-// the flag is given); nil where none is taken.
-func takeNodeLock(cfg *config, enforce bool, clock gpu.Clock, logger log.Logger) (*tuner.NodeLock, error) {
+// the flag is given); nil where none is taken, with why for the status.
+func takeNodeLock(cfg *config, enforce bool, clock gpu.Clock, logger log.Logger) (*tuner.NodeLock, tuner.NodeLockState, error) {
 	c := &cfg.Tuner
 	switch {
-	case !enforce, cfg.Backend == backendSim && !c.nodeLockSet:
-		return nil, nil
+	case !enforce:
+		return nil, tuner.NodeLockState{NotTaken: tuner.NodeLockNotEnforcing}, nil
+	case cfg.Backend == backendSim && !c.nodeLockSet:
+		return nil, tuner.NodeLockState{NotTaken: tuner.NodeLockSimulated}, nil
 	case c.NodeLock == "":
 		level.Warn(logger).Log("msg", "tuner in enforce without --tuner.node-lock: nothing keeps another exporter's tuner (another journal) off this node's GPUs")
-		return nil, nil
+		return nil, tuner.NodeLockState{NotTaken: tuner.NodeLockNoFile}, nil
 	}
 	lock, err := tuner.AcquireNodeLock(c.NodeLock, tuner.NodeLockHolder{Journal: c.Journal, Mode: c.Mode, Started: clock.Now()})
 	if err != nil {
-		return nil, fmt.Errorf("--tuner.node-lock: %w", err)
+		return nil, tuner.NodeLockState{}, fmt.Errorf("--tuner.node-lock: %w", err)
 	}
 	level.Info(logger).Log("msg", "tuner holds the node lock: no other tuner in enforce starts on this node", "node_lock", c.NodeLock)
-	return lock, nil
+	return lock, tuner.NodeLockState{Path: c.NodeLock}, nil
 }
 
 // warnKillSwitchDir warns where the kill-switch file's directory is not
