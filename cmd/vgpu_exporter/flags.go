@@ -292,10 +292,11 @@ type podTenancyValue struct{ p *tenant.PodTenancy }
 
 func (v podTenancyValue) Set(s string) error {
 	t, err := tenant.ParsePodTenancy(s)
-	if err == nil {
-		*v.p = t
+	if err != nil {
+		return fmt.Errorf("--tenants.kubernetes-default: %w", err)
 	}
-	return err
+	*v.p = t
+	return nil
 }
 
 func (v podTenancyValue) String() string { return v.p.String() }
