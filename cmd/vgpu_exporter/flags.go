@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -158,6 +159,11 @@ func (c *config) validate() error {
 		errs = append(errs, fmt.Errorf("--sample.interval must be positive, got %s", c.SampleInterval))
 	case c.SampleInterval < minSampleInterval:
 		errs = append(errs, fmt.Errorf("--sample.interval must be at least %s, got %s", minSampleInterval, c.SampleInterval))
+	}
+	// An empty address would listen on every interface, on a port the
+	// kernel picks: what an unset variable in a unit file gives.
+	if slices.Contains(*c.Web.WebListenAddresses, "") {
+		errs = append(errs, errors.New("--web.listen-address must not be empty (give HOST:PORT, :PORT or vsock://:PORT)"))
 	}
 	if c.MaxRequests < 0 {
 		errs = append(errs, fmt.Errorf("--web.max-requests must be 0 (no limit) or more, got %d", c.MaxRequests))
