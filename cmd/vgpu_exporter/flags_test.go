@@ -55,6 +55,8 @@ func TestFlagValidation(t *testing.T) {
 		{[]string{"--web.telemetry-path=metrics"}, "must start with /"},
 		{[]string{"--web.listen-address=127.0.0.1:9949", "--web.listen-address=vsock://:9949"}, ""},
 		{[]string{"--web.listen-address="}, "--web.listen-address must not be empty"},
+		{[]string{"--config.check=/t.yaml"}, ""},
+		{[]string{"--config.check="}, "--config.check needs a file"},
 		{[]string{"--web.listen-address=127.0.0.1:9949", "--web.listen-address="}, "--web.listen-address must not be empty"},
 		{[]string{"--web.telemetry-path=/-/ready"}, "clashes with a built-in endpoint"},
 		{[]string{"--web.telemetry-path=/tuner"}, "clashes with a built-in endpoint"},
