@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/fileread"
 )
 
 // Persistent is a simulator whose GPU settings outlive the process, as a
@@ -71,10 +72,16 @@ func Persist(s *Simulator, path string) (*Persistent, error) {
 	return p, nil
 }
 
+// maxPersistedBytes bounds the settings file: a setting per GPU, knob
+// and MPS client is a few hundred bytes.
+const maxPersistedBytes = 4 << 20
+
 // ReadPersisted reads the settings a Persistent keeps in path (none when
 // it does not exist).
+// What is there and no regular file (a FIFO, whose read would block the
+// start for good) or over maxPersistedBytes is refused, naming path.
 func ReadPersisted(path string) ([]PersistedSetting, error) {
-	b, err := os.ReadFile(path)
+	b, err := fileread.Regular(path, maxPersistedBytes)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}

@@ -109,8 +109,9 @@ func TestNodeLockRefusals(t *testing.T) {
 		flock            error
 	}{
 		{"parent is a file", filepath.Join(file, "tuner.lock"), "creating the directory of " + filepath.Join(file, "tuner.lock"), nil},
-		{"a directory", dir, dir + " is not a regular file (d---------), not opened", nil},
-		{"a FIFO", fifo, fifo + " is not a regular file", nil},
+		// the type in words: "(d---------)" read as a directory no one may open
+		{"a directory", dir, dir + " is not a regular file (a directory), not opened", nil},
+		{"a FIFO", fifo, fifo + " is not a regular file (a named pipe), not opened", nil},
 		{"another file", file, file + " holds something other than a node lock", nil},
 		{"no locks (NFS)", filepath.Join(dir, "nfs.lock"), "file system without locks", syscall.ENOLCK},
 		{"lock error", filepath.Join(dir, "eio.lock"), "locking " + filepath.Join(dir, "eio.lock") + ": input/output error", syscall.EIO},

@@ -25,9 +25,30 @@ func irregular(path string, stat func(string) (fs.FileInfo, error)) (fs.FileMode
 	return fi.Mode().Type(), true
 }
 
-// notRegular is the refusal of path, a file of type m.
+// notRegular is the refusal of path, a file of type m, named in words.
 func notRegular(path string, m fs.FileMode) error {
-	return fmt.Errorf("%s is not a regular file (%s)", path, m)
+	return fmt.Errorf("%s is not a regular file (%s)", path, typeName(m))
+}
+
+// typeName is the type of a file of mode m in words: fs.FileMode's own
+// "d---------" reads as a directory no one may open.
+func typeName(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	default:
+		return "type " + m.Type().String()
+	}
 }
 
 // openRegular opens path for appending without blocking and refuses

@@ -8,6 +8,7 @@ import (
 	"html/template"
 	"math"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -549,6 +550,11 @@ func (p tunerPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Only GET and HEAD requests allowed.", http.StatusMethodNotAllowed)
 		return
 	}
+	f, err := pageFormat(r.URL.RawQuery)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
 	var snap *tenant.Snapshot
 	if p.snapshot != nil {
 		snap = p.snapshot()
@@ -558,7 +564,7 @@ func (p tunerPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		st = p.status()
 	}
 	v := newTunerView(p.info, snap, st, tunerPageDecisions)
-	switch f := r.URL.Query().Get("format"); f {
+	switch f {
 	case "json":
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
@@ -579,4 +585,22 @@ func (p tunerPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.Error(w, fmt.Sprintf("unknown format %q: want html or json", f), http.StatusBadRequest)
 	}
+}
+
+// pageFormat is the format a page request's query asks for: "" where it
+// names none. A query that cannot be read, or that names two formats, is
+// an error: a script asking for JSON is not answered with the HTML page
+// as if it had asked for no format.
+func pageFormat(rawQuery string) (string, error) {
+	q, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		return "", fmt.Errorf("malformed query: %w", err)
+	}
+	fs := q["format"]
+	for _, f := range fs[min(1, len(fs)):] {
+		if f != fs[0] {
+			return "", fmt.Errorf("format given twice, %q and %q: want one", fs[0], f)
+		}
+	}
+	return q.Get("format"), nil
 }

@@ -476,6 +476,12 @@ func TestTunerPageBadRequests(t *testing.T) {
 	}{
 		{"POST", "/tuner", 405, "Only GET and HEAD"},
 		{"GET", "/tuner?format=xml", 400, `unknown format "xml"`},
+		// a query that cannot be read is refused, not answered with
+		// the HTML page as if no format were asked for
+		{"GET", "/tuner?format=json;x=1", 400, "malformed query"},
+		{"GET", "/tuner?format=%zz", 400, "malformed query"},
+		{"GET", "/tuner?format=json&format=html", 400, `format given twice, "json" and "html"`},
+		{"GET", "/tuner?format=json&format=json", 200, `"backend": "sim"`},
 	} {
 		p := NewTunerPage(nil, nil, simInfo, nil)
 		rec := httptest.NewRecorder()

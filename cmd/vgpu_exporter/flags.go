@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -84,6 +85,7 @@ type config struct {
 	// Whether --sim.scenario and --sim.seed were given.
 	simScenarioSet, simSeedSet bool
 	podTenancySet              bool
+	configCheckSet             bool
 }
 
 // addFlags declares the exporter's flags on app and returns the config they
@@ -105,7 +107,7 @@ func addFlags(app *kingpin.Application) *config {
 	flagvalue.Duration(app, "tenants.departed-retention", fmt.Sprintf("How long the meters (energy, GPU time, memory time, cost) and context-switch count of a tenant without usage on a GPU are kept: then forgotten, and a tenant back after that starts them at 0 (a counter reset). The time a GPU is not read does not count, nor, for a tenant of pods, the time the kubelet's pod mapping fails. At most %d such tenants a GPU are kept, the longest gone forgotten first. 0 keeps them for good (every tenant ever seen: with a tenant a batch job, series without end).", tenant.MaxDepartedPerGPU),
 		"1h", &c.DepartedRetention)
 	app.Flag("config.check", "Validate this tenants file (and the --metering.* flags), print every error, or the prices in use, and exit (0 when valid, 1 otherwise).").
-		PlaceHolder("FILE").StringVar(&c.ConfigCheck)
+		PlaceHolder("FILE").IsSetByUser(&c.configCheckSet).StringVar(&c.ConfigCheck)
 	flagvalue.Duration(app, "sample.interval", "How often the GPUs are sampled.", "1s", &c.SampleInterval)
 	app.Flag("backend.dcgm-exporter.url", "URL of a running dcgm-exporter's /metrics whose DCGM profiling fields complement NVML readings (nvml backend only).").
 		PlaceHolder("URL").StringVar(&c.DCGMExporterURL)
@@ -158,6 +160,16 @@ func (c *config) validate() error {
 		errs = append(errs, fmt.Errorf("--sample.interval must be positive, got %s", c.SampleInterval))
 	case c.SampleInterval < minSampleInterval:
 		errs = append(errs, fmt.Errorf("--sample.interval must be at least %s, got %s", minSampleInterval, c.SampleInterval))
+	}
+	// An empty address would listen on every interface, on a port the
+	// kernel picks: what an unset variable in a unit file gives.
+	if slices.Contains(*c.Web.WebListenAddresses, "") {
+		errs = append(errs, errors.New("--web.listen-address must not be empty (give HOST:PORT, :PORT or vsock://:PORT)"))
+	}
+	// Given empty (an unset variable), it would start the exporter
+	// instead of checking a file.
+	if c.configCheckSet && c.ConfigCheck == "" {
+		errs = append(errs, errors.New("--config.check needs a file: the tenants file to validate"))
 	}
 	if c.MaxRequests < 0 {
 		errs = append(errs, fmt.Errorf("--web.max-requests must be 0 (no limit) or more, got %d", c.MaxRequests))
@@ -292,10 +304,11 @@ type podTenancyValue struct{ p *tenant.PodTenancy }
 
 func (v podTenancyValue) Set(s string) error {
 	t, err := tenant.ParsePodTenancy(s)
-	if err == nil {
-		*v.p = t
+	if err != nil {
+		return fmt.Errorf("--tenants.kubernetes-default: %w", err)
 	}
-	return err
+	*v.p = t
+	return nil
 }
 
 func (v podTenancyValue) String() string { return v.p.String() }

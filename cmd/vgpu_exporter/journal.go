@@ -38,6 +38,10 @@ func runJournal(args []string, stdout, stderr io.Writer, now func() time.Time) i
 	if helped {
 		return 0
 	}
+	if err == nil && *path == "" {
+		// an unset variable: not "no journal there, nothing to restore"
+		err = errors.New("--tuner.journal needs a file: the exporter's journal")
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "vgpu_exporter %s: %v\n", journalCommand, err)
 		return 2

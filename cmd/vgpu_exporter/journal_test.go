@@ -30,6 +30,8 @@ func TestJournalCommand(t *testing.T) {
 		notOut   string
 	}{
 		{args: nil, rc: 2, err: "--tuner.journal"},
+		// an unset variable: not "no journal there, nothing to restore"
+		{args: []string{"--tuner.journal="}, rc: 2, err: "--tuner.journal needs a file"},
 		{args: []string{"--help"}, rc: 0, out: "--drop-gpu"},
 		{args: []string{"--tuner.journal=" + journal}, rc: 0, out: "GPU-1/pause_duty/pid7  train   0%        -"},
 		{args: []string{"--tuner.journal=" + journal}, rc: 0, out: "GPU-0/power_limit      -       700W      490W"},

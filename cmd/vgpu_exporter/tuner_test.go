@@ -105,6 +105,9 @@ func TestTunerFlags(t *testing.T) {
 		{[]string{"--tuner.policy=none"}, `--tuner.policy: unknown tuner policy "none" (known: autotune, best-effort, static-equal)`},
 		{[]string{"--tuner.autotune-param=pause_max=0.5", "--tuner.autotune-param=pause_window=30s"}, ""},
 		{[]string{"--tuner.autotune-param=pause_max=1.5"}, "--tuner.autotune-param: pause_max is a share, between 0 and 1"},
+		// only the last of two values would hold, and the start's log
+		// listed both
+		{[]string{"--tuner.autotune-param=gain=1", "--tuner.autotune-param=gain=2"}, "--tuner.autotune-param: gain given twice: give it once"},
 		{[]string{"--tuner.autotune-param=pause_mx=0.5"}, `--tuner.autotune-param: unknown parameter "pause_mx"`},
 		{[]string{"--tuner.policy=static-equal", "--tuner.autotune-param=pause_max=0.5"}, `only the autotune policy has parameters, not "static-equal"`},
 	} {

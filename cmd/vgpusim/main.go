@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
@@ -44,12 +45,12 @@ func main() {
 	os.Exit(code)
 }
 
-// interruptible is a context that the first interrupt (Ctrl-C) cancels,
-// for the run to stop and say so; a second one ends the process at once,
-// as the default handler does, where stopping takes longer than the user
-// will wait.
+// interruptible is a context that the first interrupt (Ctrl-C) or
+// SIGTERM (kill, timeout) cancels, for the run to stop and say so; a
+// second one ends the process at once, as the default handler does, where
+// stopping takes longer than the user will wait.
 func interruptible() context.Context {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	go func() {
 		<-ctx.Done()
 		stop()
