@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
@@ -150,10 +151,42 @@ func (p *Persistent) write() error {
 		return err
 	}
 	tmp := p.path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+	f, err := createTemp(tmp)
+	if err != nil {
 		return err
 	}
-	return os.Rename(tmp, p.path)
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, p.path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
+}
+
+// createTemp creates tmp afresh. A regular file or symbolic link there (a
+// crash between a write and its rename) is removed, the link not followed;
+// anything else is refused, naming it: the open of a FIFO would block for
+// good, holding the lock. The file is made with O_EXCL, so nothing put
+// there meanwhile is opened either.
+func createTemp(tmp string) (*os.File, error) {
+	fi, err := os.Lstat(tmp)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return nil, err
+	case fi.Mode().IsRegular() || fi.Mode()&os.ModeSymlink != 0:
+		if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("%s is not a regular file (%s); refusing to write the settings through it", tmp, fileread.Kind(fi.Mode()))
+	}
+	return os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
 }
 
 // value reads a setting; s.mu is held.
@@ -236,10 +269,20 @@ func (p *Persistent) SetComputeTimeSlice(ctx context.Context, uuid string, level
 	})
 }
 
+// maxHangBytes bounds the ".hang" file: a duration.
+const maxHangBytes = 1 << 10
+
 // RestartClient restarts a client, after the hang the ".hang" file asks
-// for, if any.
+// for, if any. A ".hang" that is no regular file of at most maxHangBytes
+// (a FIFO, whose read would block for good, whatever ctx) fails the
+// restart, naming it.
 func (p *Persistent) RestartClient(ctx context.Context, uuid string, pid uint32, tenant string) error {
-	if b, err := os.ReadFile(p.path + ".hang"); err == nil {
+	b, err := fileread.Regular(p.path+".hang", maxHangBytes)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return fmt.Errorf("sim hang file: %w", err)
+	default:
 		d, err := time.ParseDuration(strings.TrimSpace(string(b)))
 		if err != nil {
 			d = time.Hour

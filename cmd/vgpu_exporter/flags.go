@@ -86,6 +86,7 @@ type config struct {
 	simScenarioSet, simSeedSet bool
 	podTenancySet              bool
 	configCheckSet             bool
+	webConfigSet               bool
 }
 
 // addFlags declares the exporter's flags on app and returns the config they
@@ -134,6 +135,9 @@ func addFlags(app *kingpin.Application) *config {
 	addMeteringFlags(app, &c.Metering)
 
 	c.Web = kingpinflag.AddFlags(app, fmt.Sprintf(":%d", defaultPort))
+	// exporter-toolkit declares it; whether it was given is asked of
+	// kingpin, as of the exporter's own flags.
+	app.GetFlag("web.config.file").IsSetByUser(&c.webConfigSet)
 	app.Flag("web.telemetry-path", "Path under which to expose metrics.").
 		Default("/metrics").StringVar(&c.TelemetryPath)
 	app.Flag("web.disable-exporter-metrics", "Exclude metrics about the exporter itself (promhttp_*, process_*, go_*, build info).").
@@ -170,6 +174,11 @@ func (c *config) validate() error {
 	// instead of checking a file.
 	if c.configCheckSet && c.ConfigCheck == "" {
 		errs = append(errs, errors.New("--config.check needs a file: the tenants file to validate"))
+	}
+	// Given empty (an unset variable), exporter-toolkit would take it
+	// for no configuration: plain HTTP without authentication.
+	if c.webConfigSet && *c.Web.WebConfigFile == "" {
+		errs = append(errs, errors.New("--web.config.file must not be empty (give the web configuration file, or leave the flag out for plain HTTP without authentication)"))
 	}
 	if c.MaxRequests < 0 {
 		errs = append(errs, fmt.Errorf("--web.max-requests must be 0 (no limit) or more, got %d", c.MaxRequests))

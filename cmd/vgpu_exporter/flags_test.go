@@ -57,6 +57,11 @@ func TestFlagValidation(t *testing.T) {
 		{[]string{"--web.listen-address="}, "--web.listen-address must not be empty"},
 		{[]string{"--config.check=/t.yaml"}, ""},
 		{[]string{"--config.check="}, "--config.check needs a file"},
+		// Given empty (an unset variable), it would serve plain HTTP
+		// without authentication; not given at all, it does by design.
+		{[]string{"--web.config.file="}, "--web.config.file must not be empty"},
+		{[]string{"--web.config.file", ""}, "--web.config.file must not be empty"},
+		{[]string{"--web.config.file=/w.yml"}, ""},
 		{[]string{"--web.listen-address=127.0.0.1:9949", "--web.listen-address="}, "--web.listen-address must not be empty"},
 		{[]string{"--web.telemetry-path=/-/ready"}, "clashes with a built-in endpoint"},
 		{[]string{"--web.telemetry-path=/tuner"}, "clashes with a built-in endpoint"},

@@ -153,7 +153,7 @@ func checkInfo(path string, fi fs.FileInfo, limit int64) error {
 	case m.IsDir():
 		return fmt.Errorf("%s is a directory, not a file", path)
 	case !m.IsRegular():
-		return fmt.Errorf("%s is not a regular file (%s); refusing to read it, as a read could block or never end", path, kind(m))
+		return fmt.Errorf("%s is not a regular file (%s); refusing to read it, as a read could block or never end", path, Kind(m))
 	case fi.Size() > limit:
 		return tooLarge(path, limit)
 	}
@@ -165,8 +165,14 @@ func tooLarge(name string, limit int64) error {
 }
 
 // kind names a non-regular file type.
-func kind(m fs.FileMode) string {
+// Kind names in words the type of a file that is no regular file: "a
+// named pipe", "a directory"...
+func Kind(m fs.FileMode) string {
 	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeSymlink != 0:
+		return "a symbolic link"
 	case m&fs.ModeNamedPipe != 0:
 		return "a named pipe"
 	case m&fs.ModeSocket != 0:
