@@ -23,7 +23,7 @@ import (
 // original, the restart: a crash while it runs leaves what a crash in the
 // round left), and the round goes on; the rounds after it skip what its
 // outcome bears on (inFlight: its target, a second plan or one moving its
-// tenant, a restart of a tenant its plan moves, another restart of its
+// tenant, a restart of a tenant its plan moves or another restart of its
 // tenant, a revert's too, a pause raised on its tenant; the dwell holds its knob on its GPU, Dwell.Started), and the
 // first round to find the call ended settles it as the round would have
 // (outcome, journal, guards, the successor of a restarted client). A
@@ -108,12 +108,14 @@ func runsHooks(x any) bool {
 
 // inFlight reports whether a's change waits for a call of a hook still
 // running: one on its target; for a plan, any plan's, or a restart of a
-// tenant the plan moves; for an MPS client's restart, the restart of
-// another client of its tenant, on whatever GPU (the restart hook is told
-// the tenant: two at once would restart its serving stack twice over,
-// together), a revert's and a restore's too, and, not for a revert's, a
-// plan that moves its tenant (the hook would restart a client the
-// eviction is stopping); for a pause raised (not a thaw, not a revert),
+// tenant the plan moves; for an MPS client's restart, a revert's and a
+// restore's too, the restart of another client of its tenant, on whatever
+// GPU (the restart hook is told the tenant: two at once would restart its
+// serving stack twice over, together), or a plan that moves its tenant
+// (the hook would restart a client the eviction is stopping, or the
+// successor the plan starts; the plan waits for a revert's restart as
+// well, and waits up to its timeout as a restart hook does); for a pause
+// raised (not a thaw, not a revert),
 // a restart of the same tenant or a plan that moves it, on whatever GPU
 // (a tenant is paused as a whole, every process of it on every GPU at
 // the largest duty any asks for: freezing a client the hook is stopping,
@@ -129,7 +131,7 @@ func (t *Tuner) inFlight(a Action) bool {
 			return true
 		case a.Knob == gpu.KnobPauseDuty && !thaws(a) && !a.Revert && h.changes(a.Tenant):
 			return true
-		case a.Knob == gpu.KnobMPSActiveThreads && a.Restart && h.changes(a.Tenant) && (!a.Revert || h.a.Plan == nil):
+		case a.Knob == gpu.KnobMPSActiveThreads && a.Restart && h.changes(a.Tenant):
 			return true
 		}
 	}
