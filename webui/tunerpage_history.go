@@ -36,8 +36,8 @@ type seriesView struct {
 	Unit     string      `json:"unit"`
 	Points   []pointView `json:"points"`
 	Spark    *sparkline  `json:"-"`
-	Now      string      `json:"-"` // the latest value, as text
-	Range    string      `json:"-"` // lowest – highest, as text
+	Now      string      `json:"-"`                // the latest value, as text
+	Range    string      `json:"-"`                // lowest – highest, as text
 	Unread   string      `json:"unread,omitempty"` // the latest value not read: a clock lock's (markClockLocks)
 }
 
