@@ -73,6 +73,9 @@ type HookRun struct {
 	Tenant   string
 	Knob     gpu.Knob
 	PID      uint32
+	// Plan is a rebalancing plan's call (its hook, or the eviction), not
+	// an MPS client's restart.
+	Plan     bool
 	From, To string
 	Since    time.Time
 }
@@ -121,21 +124,23 @@ func runsHooks(x any) bool {
 // the largest duty any asks for: freezing a client the hook is stopping,
 // or the successor it is starting, would hold the hook up; before hooks
 // ran off the round, the pause came after it).
-func (t *Tuner) inFlight(a Action) bool {
-	if _, ok := t.hooks[a.Target.String()]; ok {
-		return true
+func (t *Tuner) inFlight(a Action) bool { return t.holder(a) != nil }
+
+// holder is the call a's change waits for (inFlight): the one on its
+// target, else the oldest that holds it; nil for none.
+func (t *Tuner) holder(a Action) *hookCall {
+	if h, ok := t.hooks[a.Target.String()]; ok || len(t.hooks) == 0 {
+		return h
 	}
-	for _, h := range t.hooks {
+	for _, h := range t.hooksByAge() {
 		switch {
-		case a.Plan != nil && (h.a.Plan != nil || h.a.Tenant != "" && moves(*a.Plan, h.a.Tenant)):
-			return true
-		case a.Knob == gpu.KnobPauseDuty && !thaws(a) && !a.Revert && h.changes(a.Tenant):
-			return true
-		case a.Knob == gpu.KnobMPSActiveThreads && a.Restart && h.changes(a.Tenant):
-			return true
+		case a.Plan != nil && (h.a.Plan != nil || h.a.Tenant != "" && moves(*a.Plan, h.a.Tenant)),
+			a.Knob == gpu.KnobPauseDuty && !thaws(a) && !a.Revert && h.changes(a.Tenant),
+			a.Knob == gpu.KnobMPSActiveThreads && a.Restart && h.changes(a.Tenant):
+			return h
 		}
 	}
-	return false
+	return nil
 }
 
 // changes reports whether the call changes processes of tenant: the
@@ -319,10 +324,15 @@ func (t *Tuner) stopHooks(ctx context.Context, now time.Time) ([]Decision, error
 func (t *Tuner) hookRuns() []HookRun {
 	var out []HookRun
 	for _, h := range t.hooksByAge() {
-		a := h.a
-		out = append(out, HookRun{GPU: a.GPU, GPUIndex: a.GPUIndex, Tenant: a.Tenant, Knob: a.Knob, PID: a.PID, From: h.d.From, To: h.d.To, Since: h.started})
+		out = append(out, h.run())
 	}
 	return out
+}
+
+// run is the call as the status tells it.
+func (h *hookCall) run() HookRun {
+	a := h.a
+	return HookRun{GPU: a.GPU, GPUIndex: a.GPUIndex, Tenant: a.Tenant, Knob: a.Knob, PID: a.PID, Plan: a.Plan != nil, From: h.d.From, To: h.d.To, Since: h.started}
 }
 
 // hookWhy says what hook runs on a GPU, for its round's line ("" for
