@@ -23,7 +23,7 @@ import (
 // original, the restart: a crash while it runs leaves what a crash in the
 // round left), and the round goes on; the rounds after it skip what its
 // outcome bears on (inFlight: its target, a second plan or one moving its
-// tenant, a restart of a tenant its plan moves, another restart of its
+// tenant, a restart of a tenant its plan moves or another restart of its
 // tenant, a revert's too, a pause raised on its tenant; the dwell holds its knob on its GPU, Dwell.Started), and the
 // first round to find the call ended settles it as the round would have
 // (outcome, journal, guards, the successor of a restarted client). A
@@ -73,6 +73,9 @@ type HookRun struct {
 	Tenant   string
 	Knob     gpu.Knob
 	PID      uint32
+	// Plan is a rebalancing plan's call (its hook, or the eviction), not
+	// an MPS client's restart.
+	Plan     bool
 	From, To string
 	Since    time.Time
 }
@@ -108,32 +111,36 @@ func runsHooks(x any) bool {
 
 // inFlight reports whether a's change waits for a call of a hook still
 // running: one on its target; for a plan, any plan's, or a restart of a
-// tenant the plan moves; for an MPS client's restart, the restart of
-// another client of its tenant, on whatever GPU (the restart hook is told
-// the tenant: two at once would restart its serving stack twice over,
-// together), a revert's and a restore's too, and, not for a revert's, a
-// plan that moves its tenant (the hook would restart a client the
-// eviction is stopping); for a pause raised (not a thaw, not a revert),
+// tenant the plan moves; for an MPS client's restart, a revert's and a
+// restore's too, the restart of another client of its tenant, on whatever
+// GPU (the restart hook is told the tenant: two at once would restart its
+// serving stack twice over, together), or a plan that moves its tenant
+// (the hook would restart a client the eviction is stopping, or the
+// successor the plan starts; the plan waits for a revert's restart as
+// well, and waits up to its timeout as a restart hook does); for a pause
+// raised (not a thaw, not a revert),
 // a restart of the same tenant or a plan that moves it, on whatever GPU
 // (a tenant is paused as a whole, every process of it on every GPU at
 // the largest duty any asks for: freezing a client the hook is stopping,
 // or the successor it is starting, would hold the hook up; before hooks
 // ran off the round, the pause came after it).
-func (t *Tuner) inFlight(a Action) bool {
-	if _, ok := t.hooks[a.Target.String()]; ok {
-		return true
+func (t *Tuner) inFlight(a Action) bool { return t.holder(a) != nil }
+
+// holder is the call a's change waits for (inFlight): the one on its
+// target, else the oldest that holds it; nil for none.
+func (t *Tuner) holder(a Action) *hookCall {
+	if h, ok := t.hooks[a.Target.String()]; ok || len(t.hooks) == 0 {
+		return h
 	}
-	for _, h := range t.hooks {
+	for _, h := range t.hooksByAge() {
 		switch {
-		case a.Plan != nil && (h.a.Plan != nil || h.a.Tenant != "" && moves(*a.Plan, h.a.Tenant)):
-			return true
-		case a.Knob == gpu.KnobPauseDuty && !thaws(a) && !a.Revert && h.changes(a.Tenant):
-			return true
-		case a.Knob == gpu.KnobMPSActiveThreads && a.Restart && h.changes(a.Tenant) && (!a.Revert || h.a.Plan == nil):
-			return true
+		case a.Plan != nil && (h.a.Plan != nil || h.a.Tenant != "" && moves(*a.Plan, h.a.Tenant)),
+			a.Knob == gpu.KnobPauseDuty && !thaws(a) && !a.Revert && h.changes(a.Tenant),
+			a.Knob == gpu.KnobMPSActiveThreads && a.Restart && h.changes(a.Tenant):
+			return h
 		}
 	}
-	return false
+	return nil
 }
 
 // changes reports whether the call changes processes of tenant: the
@@ -317,10 +324,15 @@ func (t *Tuner) stopHooks(ctx context.Context, now time.Time) ([]Decision, error
 func (t *Tuner) hookRuns() []HookRun {
 	var out []HookRun
 	for _, h := range t.hooksByAge() {
-		a := h.a
-		out = append(out, HookRun{GPU: a.GPU, GPUIndex: a.GPUIndex, Tenant: a.Tenant, Knob: a.Knob, PID: a.PID, From: h.d.From, To: h.d.To, Since: h.started})
+		out = append(out, h.run())
 	}
 	return out
+}
+
+// run is the call as the status tells it.
+func (h *hookCall) run() HookRun {
+	a := h.a
+	return HookRun{GPU: a.GPU, GPUIndex: a.GPUIndex, Tenant: a.Tenant, Knob: a.Knob, PID: a.PID, Plan: a.Plan != nil, From: h.d.From, To: h.d.To, Since: h.started}
 }
 
 // hookWhy says what hook runs on a GPU, for its round's line ("" for

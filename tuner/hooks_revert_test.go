@@ -154,6 +154,9 @@ func TestSuccessorRestoreWaitsForTenantHook(t *testing.T) {
 	if o := mpsOriginals(r.j); !slices.ContainsFunc(o, func(o Original) bool { return o.Target.GPU == uuid0 && o.Target.PID == 9 }) {
 		t.Fatalf("journaled MPS originals %+v, want PID 9's open (followed, its restore waiting)", o)
 	}
+	if w := r.tu.Status().HookWaits; len(w) != 1 || !w[0].Restore || w[0].GPU != uuid0 || w[0].PID != 9 || w[0].Tenant != "embed" || w[0].Hook.GPU != "GPU-1" {
+		t.Errorf("status hook waits %+v, want PID 9's restore waiting for embed's hook on GPU-1", w)
+	}
 	r.host.release <- nil
 	waitHookEnded(t, r.tu)
 	if got, want := outcomes(round()), []string{"mps_active_threads applied"}; !slices.Equal(got, want) {

@@ -513,7 +513,11 @@ func TestInFlight(t *testing.T) {
 		// the eviction stops the client the restart hook would restart
 		{"a restart of a tenant a plan moves", &hookCall{a: planOf("batch")}, capBatch, true},
 		{"a restart of a tenant a plan moves second", &hookCall{a: planOf2}, capBatch, true},
-		{"a revert's restart of a tenant a plan moves", &hookCall{a: planOf("batch")}, revertCap, false},
+		// and it would stop the client a revert's restart hook restarts:
+		// the revert waits, as the plan waits for the revert's restart
+		{"a revert's restart of a tenant a plan moves", &hookCall{a: planOf("batch")}, revertCap, true},
+		{"a revert's restart of a tenant a plan moves second", &hookCall{a: planOf2}, revertCap, true},
+		{"a plan moving a tenant whose revert restarts", &hookCall{a: revertCap}, planOf("batch"), true},
 		// the restart hook is told the tenant: one at a time, reverts too
 		{"a revert's restart beside its tenant's restart on another GPU", &hookCall{a: batchOnGPU1}, revertCap, true},
 		{"a restart beside its tenant's revert on another GPU", &hookCall{a: revertOnGPU1}, capBatch, true},

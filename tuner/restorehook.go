@@ -14,8 +14,8 @@ import (
 // restart runs it as every other hook of the tuner does: off the round
 // (hooks.go), so that the round, every GPU's, does not wait for it (up to
 // --mps.restart-hook.timeout). It is started once nothing it waits for
-// runs (inFlight, as a revert's restart: a hook on its target, or another
-// restart hook of its tenant), at a later round where something does
+// runs (inFlight, as a revert's restart: a hook on its target, another
+// restart hook of its tenant or a plan moving it), at a later round where something does
 // (restoreWaits), and settled as a restore (restoreSettled: its outcome,
 // journal record, counts and log line) at the first round after it ends;
 // the guards learn of it as of every hook (Started, then its outcome).

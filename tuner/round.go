@@ -118,6 +118,7 @@ type roundInput struct {
 	held    []Action      // what the policy held back (Action.Held)
 	out     []Decision    // what became of them
 	hooks   []HookRun     // the hooks running off the round
+	waits   []HookWait    // the reverts and restores waiting for one
 	// journalHeld, by GPU UUID: the latest change recommended there was
 	// held back by the journal (Tuner.noteJournalHeld)
 	journalHeld map[string]bool
@@ -168,7 +169,7 @@ func (in roundInput) gpuRound(d *gpu.Device) (RoundKind, string, string) {
 		}
 	}
 	asked := slices.ContainsFunc(in.actions, func(a Action) bool { return a.GPU == d.UUID })
-	hook := hookWhy(in.hooks, d.UUID, in.now)
+	hook, wait := hookWhy(in.hooks, d.UUID, in.now), waitWhy(in.waits, d.UUID, in.now)
 	var held *Action // the last action held back on the GPU
 	for i := range in.held {
 		if in.held[i].GPU == d.UUID {
@@ -184,6 +185,8 @@ func (in roundInput) gpuRound(d *gpu.Device) (RoundKind, string, string) {
 		return RoundStale, staleWhy(in.stale, in.snap.Time), ""
 	case in.killed:
 		return RoundKillSwitch, "the kill switch is on: the tuner changes nothing (reverts excepted) until it is released", ""
+	case hook != "" && len(failed)+len(guarded) == 0 && wait != "":
+		return RoundHook, hook + "; " + wait, ""
 	case hook != "" && len(failed)+len(guarded) == 0:
 		return RoundHook, hook, ""
 	case len(failed) > 0:
@@ -198,6 +201,8 @@ func (in roundInput) gpuRound(d *gpu.Device) (RoundKind, string, string) {
 			why += " (" + journalHeld + ")" // not a guard's refusal: said so
 		}
 		return RoundRecommend, why, ""
+	case wait != "":
+		return RoundWaiting, wait, ""
 	case held != nil:
 		a := held
 		return RoundHeld, fmt.Sprintf("%s (held back: %s)", a.Held, describeDecision(Decision{Knob: a.Knob, Tenant: a.Tenant, From: valueText(a.Current), To: a.Want.String()})), ""

@@ -111,6 +111,9 @@ type Status struct {
 	// Hooks are the actuator calls running a hook that the tuner started
 	// off its round and has not settled, oldest first.
 	Hooks []HookRun
+	// HookWaits are the reverts due and the restores of a successor that
+	// wait for one of those calls (HookWait), reverts first.
+	HookWaits []HookWait
 	// Journal is what the journal's recovery, compaction and writes did;
 	// nil without a journal. While its WriteError is set the tuner makes
 	// no change.
@@ -158,6 +161,7 @@ func (t *Tuner) publishLocked(now time.Time) {
 	s.PauseFreezeFailures = t.pauseFailures
 	s.Exit = t.exitRestores()
 	s.Hooks = t.hookRuns()
+	s.HookWaits = t.hookWaits(now)
 	t.status.Store(s)
 }
 
@@ -169,7 +173,7 @@ func (t *Tuner) noteRound(st *State, actions, held []Action, out []Decision, sta
 	}
 	t.burns = tenantBurns(st.Snapshot, st.Fast)
 	t.rounds = gpuRounds(roundInput{snap: st.Snapshot, burns: t.burns, modeOf: t.modeOf, killed: t.chain().Stopped(), stale: stale, actions: actions, held: held, out: out,
-		hooks: t.hookRuns(), journalHeld: t.journalHeldOn, now: st.Now})
+		hooks: t.hookRuns(), waits: t.hookWaits(st.Now), journalHeld: t.journalHeldOn, now: st.Now})
 	t.noteKnobs(st.Snapshot, st.Knobs)
 	t.syncPauses()
 	t.noteUnmatchedModes(st.Snapshot)

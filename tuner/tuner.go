@@ -558,8 +558,7 @@ func (t *Tuner) syncMPS() map[string]Fraction {
 func (t *Tuner) dueReverts(st *State, now time.Time) []Action {
 	var out, keep = []Action{}, t.evals[:0]
 	for _, e := range t.evals {
-		back := e.a
-		back.Current, back.Want, back.Revert = e.a.Want, e.a.Current, true
+		back := revertOf(e.a)
 		// a restarted client's is judged on its successor, once told;
 		// one whose revert waits for a hook (its target's, or another
 		// restart hook of its tenant: inFlight), once that is settled
@@ -579,6 +578,12 @@ func (t *Tuner) dueReverts(st *State, now time.Time) []Action {
 	}
 	t.evals = keep
 	return out
+}
+
+// revertOf is the action that sets a's change back.
+func revertOf(a Action) Action {
+	a.Current, a.Want, a.Revert = a.Want, a.Current, true
+	return a
 }
 
 // RevertMargin is the rise of the objective that counts as worse.

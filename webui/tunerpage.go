@@ -122,6 +122,7 @@ type gpuView struct {
 	ClocksLocked    *bool           `json:"clocks_locked,omitempty"`
 	PowerLimitWatts *float64        `json:"power_limit_watts,omitempty"`
 	Round           *roundView      `json:"latest_round,omitempty"`
+	HookWaits       []hookWaitView  `json:"hook_waits,omitempty"` // a revert, a restore waiting for a hook
 	// TunerKnobs are the tuner's knobs and whether the host's backends
 	// can turn each on this GPU, as its latest round found them.
 	TunerKnobs []tunerKnobView `json:"tuner_knobs,omitempty"`
@@ -154,6 +155,14 @@ type roundView struct {
 	Holding bool   `json:"holding"`
 	Why     string `json:"why"`
 	Guard   string `json:"guard,omitempty"`
+}
+
+// why is the round's line, "" for none.
+func (r *roundView) why() string {
+	if r == nil {
+		return ""
+	}
+	return r.Why
 }
 
 // tenantView is one configured tenant with its SLO state over its SLO
@@ -351,6 +360,7 @@ func newGPUView(d *gpu.Device, snap *tenant.Snapshot, st *tuner.Status) gpuView 
 			g.Round = &roundView{Kind: string(r.Kind), Holding: r.Holding(), Why: r.Why, Guard: r.Guard}
 			g.TunerKnobs, g.CanTurn = tunerKnobs(r.Knobs, st.SwitchedOff)
 		}
+		g.HookWaits = hookWaitViews(st, d.UUID, g.Round.why())
 	}
 	return g
 }

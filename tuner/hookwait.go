@@ -1,0 +1,102 @@
+package tuner
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// A revert whose judgement is due, or a start's restore deferred to a
+// successor, waits while a hook it must not run beside still runs
+// (inFlight: an MPS client's restart of its tenant, on whatever GPU, or a
+// plan that moves it). Neither is among the round's actions (the revert
+// is not judged yet, the restore is no policy's), so the status says
+// each one and what it waits for (HookWait), and the GPU's line says it
+// where nothing weighs more.
+
+// HookWait is a revert or a restore that waits for a hook running off the
+// round.
+type HookWait struct {
+	GPU      string // UUID
+	GPUIndex int
+	Tenant   string
+	Knob     gpu.Knob
+	PID      uint32
+	// Restore is a start's restore of a restarted client's successor;
+	// false for a revert (due, judged once the hook is settled).
+	Restore bool
+	// From and To are the change the revert or the restore would make.
+	From, To string
+	// Hook is the call it waits for.
+	Hook HookRun
+}
+
+// hookWaits are the reverts due and the restores that wait for a hook,
+// reverts first, each in its order.
+func (t *Tuner) hookWaits(now time.Time) []HookWait {
+	if len(t.hooks) == 0 {
+		return nil
+	}
+	var out []HookWait
+	for _, e := range t.evals {
+		if now.Before(e.due) || t.watches[e.a.Target.String()] != nil {
+			continue // (not due, or judged on its successor once told)
+		}
+		back := revertOf(e.a)
+		if h := t.holder(back); h != nil {
+			out = append(out, HookWait{GPU: back.GPU, GPUIndex: back.GPUIndex, Tenant: back.Tenant, Knob: back.Knob, PID: back.PID,
+				From: valueText(back.Current), To: back.Want.String(), Hook: h.run()})
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(t.restoreWaits)) {
+		o, ok := t.originals[k]
+		if !ok {
+			continue
+		}
+		a := Action{Target: o.Target, Tenant: o.Tenant, Want: o.Value, Revert: true, Restart: o.Target.Knob == gpu.KnobMPSActiveThreads}
+		if h := t.holder(a); h != nil {
+			out = append(out, HookWait{GPU: o.Target.GPU, GPUIndex: t.indexOf(o.Target.GPU), Tenant: o.Tenant, Knob: o.Target.Knob, PID: o.Target.PID,
+				Restore: true, From: t.lastSet(k), To: valueText(o.Value), Hook: h.run()})
+		}
+	}
+	return out
+}
+
+// Why says the wait, for its GPU's line: "revert of mps_active_threads
+// of batch 100% → 50% waits for batch's restart hook on GPU 1, running
+// since 09:14:05 UTC (40s; ...)".
+func (w HookWait) Why(now time.Time) string {
+	what, then := "revert", "due, judged once that hook is settled"
+	if w.Restore {
+		what, then = "restore", fmt.Sprintf("of the successor, PID %d, started once that hook is settled", w.PID)
+	}
+	hook := fmt.Sprintf("%s's restart hook on GPU %d", w.Hook.Tenant, w.Hook.GPUIndex)
+	if w.Hook.Plan {
+		hook = fmt.Sprintf("the rebalancing plan moving %s, started on GPU %d", w.Tenant, w.Hook.GPUIndex)
+	}
+	return fmt.Sprintf("%s of %s waits for %s, running since %s (%v; %s)",
+		what, describeDecision(Decision{Knob: w.Knob, Tenant: w.Tenant, From: w.From, To: w.To}), hook,
+		w.Hook.Since.UTC().Format("15:04:05 UTC"), now.Sub(w.Hook.Since).Round(time.Second), then)
+}
+
+// waitWhy says the waits on a GPU, for its round's line ("" for none):
+// the first, and how many more.
+func waitWhy(waits []HookWait, uuid string, now time.Time) string {
+	var on []HookWait
+	for _, w := range waits {
+		if w.GPU == uuid {
+			on = append(on, w)
+		}
+	}
+	if len(on) == 0 {
+		return ""
+	}
+	s := on[0].Why(now)
+	if n := len(on) - 1; n > 0 {
+		s += fmt.Sprintf(" (and %d more)", n)
+	}
+	return s
+}
