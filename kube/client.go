@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/common/version"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
@@ -23,8 +24,15 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/internal/redirect"
 )
 
-// UserAgent names the exporter in its requests to the kubelet and the API server.
-const UserAgent = "vgpu_exporter"
+// UserAgent names the exporter in its requests to the kubelet and the
+// API server: vgpu_exporter/<version> where the build set the version,
+// vgpu_exporter without it.
+func UserAgent() string {
+	if version.Version == "" {
+		return "vgpu_exporter"
+	}
+	return "vgpu_exporter/" + version.Version
+}
 
 // kubeClient talks to the kubelet pod-resources socket and, optionally,
 // reads pod metadata (labels, UIDs) from a file or URL.
@@ -226,7 +234,7 @@ func (k *kubeClient) fetchMeta(ctx context.Context) ([]byte, error) {
 			return nil, fmt.Errorf("pod metadata %s: %w", k.metaSrc, err)
 		}
 		req.Header.Set("Accept", "application/json")
-		req.Header.Set("User-Agent", UserAgent)
+		req.Header.Set("User-Agent", UserAgent())
 		if k.tokenFile != "" {
 			tok, err := k.bearerToken()
 			if err != nil {

@@ -307,6 +307,14 @@
             'vgpu_exporter failed to reload its configuration.',
             'The last reload of the tenants file or the web configuration of vgpu_exporter' + onHost + ' failed; the previous configuration stays in use.',
           ),
+          alert(
+            'VGPUExporterCertificateExpiresSoon',
+            'warning',
+            std.format('vgpu_web_config_certificate_expiry_timestamp_seconds{%s} - time() < %d * 86400', [sel, c.certificateExpiryDays]),
+            c.alertFor.certificateExpiresSoon,
+            "A certificate of vgpu_exporter's web configuration expires soon.",
+            'The {{ $labels.certificate }} certificate of the web configuration in use by vgpu_exporter' + onHost + ' expires in {{ $value | humanizeDuration }}; a renewal refused leaves it in use.',
+          ),
         ],
       },
       {

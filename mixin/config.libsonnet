@@ -57,6 +57,9 @@
     // period: a twentieth of the pulses), sustained for its for:.
     tunerPauseWindow: '5m',
     tunerPauseFailuresThreshold: 30,
+    // VGPUExporterCertificateExpiresSoon: a certificate of the web
+    // configuration in use expires within this many days.
+    certificateExpiryDays: 7,
     // --sample.interval of the exporters, in seconds.
     sampleIntervalSeconds: 1,
     // The served snapshot is stale when older than this, in seconds.
@@ -95,6 +98,7 @@
       kubeletUnreachable: '10m',
       podMetadataFailing: '10m',
       configReloadFailed: '5m',
+      certificateExpiresSoon: '1h',
       attributionConflict: '15m',
       dcgmExporterUnreachable: '10m',
       dcgmExporterNoFigures: '10m',

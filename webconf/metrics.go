@@ -1,6 +1,10 @@
 package webconf
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 var (
 	lastOKDesc = prometheus.NewDesc("vgpu_web_config_last_reload_successful",
@@ -9,6 +13,8 @@ var (
 		"Reloads of --web.config.file since the exporter started (SIGHUP, POST /-/reload, or a change found by its check every 5 s), failed ones included.", nil, nil)
 	failuresDesc = prometheus.NewDesc("vgpu_web_config_reload_failures_total",
 		"Reloads of --web.config.file that failed since the exporter started.", nil, nil)
+	expiryDesc = prometheus.NewDesc("vgpu_web_config_certificate_expiry_timestamp_seconds",
+		"Unix time at which a certificate of the web configuration in use expires (its NotAfter): certificate=\"server\" the one served, certificate=\"client_ca\" the earliest of the client CA's. Absent without TLS; a refused renewal leaves the old certificate, and its expiry, in use.", []string{"certificate"}, nil)
 )
 
 // Collector serves the reloads of the file and their outcome.
@@ -20,6 +26,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- lastOKDesc
 	ch <- reloadsDesc
 	ch <- failuresDesc
+	ch <- expiryDesc
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
@@ -30,4 +37,14 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(lastOKDesc, prometheus.GaugeValue, ok)
 	ch <- prometheus.MustNewConstMetric(reloadsDesc, prometheus.CounterValue, float64(c.k.reloads.Load()))
 	ch <- prometheus.MustNewConstMetric(failuresDesc, prometheus.CounterValue, float64(c.k.failures.Load()))
+	if e := c.k.expiry.Load(); e != nil {
+		for _, t := range []struct {
+			label string
+			at    time.Time
+		}{{"server", e.server}, {"client_ca", e.clientCA}} {
+			if !t.at.IsZero() {
+				ch <- prometheus.MustNewConstMetric(expiryDesc, prometheus.GaugeValue, float64(t.at.Unix()), t.label)
+			}
+		}
+	}
 }

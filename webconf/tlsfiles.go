@@ -25,6 +25,7 @@ type tlsCopies struct {
 	sum    [sha256.Size]byte
 	paths  map[string]string // the copy of each key's file
 	copies []*memCopy
+	expiry notAfter // of the certificates they (or the configuration) hold
 }
 
 // close releases the copies; nil does nothing.
@@ -77,7 +78,7 @@ func copyTLSFiles(tc *web.TLSConfig, limit int64, reuse *tlsCopies) (*tlsCopies,
 	if reuse != nil && reuse.sum == sum {
 		return reuse, nil
 	}
-	c := &tlsCopies{sum: sum, paths: map[string]string{}}
+	c := &tlsCopies{sum: sum, paths: map[string]string{}, expiry: expiryOf(tc, data)}
 	for _, key := range tlsFileKeys {
 		b, ok := data[key]
 		if !ok {

@@ -61,6 +61,8 @@ type Kept struct {
 	// reload runs.
 	reloads, failures atomic.Uint64
 	lastFailed        atomic.Bool
+	// expiry is that of the certificates in use, read by the collector.
+	expiry atomic.Pointer[notAfter]
 }
 
 // Open reads and validates file (at most limit bytes) and keeps it. Its
@@ -73,6 +75,7 @@ func Open(file string, limit int64) (*Kept, error) {
 		return nil, err
 	}
 	k.copy, k.files, k.tls = l.cfg, l.files, l.tls
+	k.expiry.Store(&l.expiry)
 	return k, nil
 }
 
@@ -170,6 +173,7 @@ func (k *Kept) reload() error {
 		return fmt.Errorf("it turns TLS %s (tls_server_config): that takes a restart", onOff(next.tls))
 	}
 	if next.cfg == nil {
+		k.expiry.Store(&next.expiry)
 		return nil
 	}
 	if err := k.copy.replace(next.cfg); err != nil { // next.cfg released either way
@@ -177,6 +181,7 @@ func (k *Kept) reload() error {
 		k.discard(next)
 		return err
 	}
+	k.expiry.Store(&next.expiry)
 	if next.files != k.files {
 		// A handshake reads the copy, then the files it names, and may
 		// read them again after a round trip with the client: the ones
@@ -188,11 +193,13 @@ func (k *Kept) reload() error {
 }
 
 // loaded is what load made of the file: the copy to serve, the copies of
-// the files it names, whether it sets up TLS.
+// the files it names, whether it sets up TLS, when its certificates
+// expire.
 type loaded struct {
-	cfg   *memCopy   // nil where there is no memfd
-	files *tlsCopies // nil when it names none; k.files when those hold them
-	tls   bool
+	cfg    *memCopy   // nil where there is no memfd
+	files  *tlsCopies // nil when it names none; k.files when those hold them
+	tls    bool
+	expiry notAfter // zero without TLS; outside Linux, of those in the file only
 }
 
 // discard releases what load made for l and is not in use.
@@ -227,7 +234,8 @@ func (k *Kept) load() (loaded, error) {
 		return loaded{}, err
 	}
 	var l loaded
-	if tc := tlsSection(data, dir); tc != nil && haveMemCopy {
+	tc := tlsSection(data, dir)
+	if tc != nil && haveMemCopy {
 		if l.files, err = copyTLSFiles(tc, k.limit, k.files); err != nil {
 			return loaded{}, err
 		}
@@ -239,6 +247,11 @@ func (k *Kept) load() (loaded, error) {
 	if data, l.tls, err = resolve(data, dir, l.files.pathMap()); err != nil {
 		k.discard(l)
 		return loaded{}, err
+	}
+	if l.files != nil {
+		l.expiry = l.files.expiry
+	} else if l.tls {
+		l.expiry = expiryOf(tc, nil) // the certificates the file holds
 	}
 	if !haveMemCopy {
 		// Outside Linux: exporter-toolkit reads the file itself, as it
@@ -338,9 +351,9 @@ func tlsFiles(data []byte, dir string) []string {
 	return files
 }
 
-// tlsSection is data's tls_server_config, its paths joined to dir, when
-// it names a file; nil when it names none or does not decode (for
-// exporter-toolkit to name the problem).
+// tlsSection is data's tls_server_config, its paths joined to dir; nil
+// when it sets nothing or does not decode (for exporter-toolkit to name
+// the problem).
 func tlsSection(data []byte, dir string) *web.TLSConfig {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) == 0 {
@@ -352,7 +365,7 @@ func tlsSection(data []byte, dir string) *web.TLSConfig {
 		return nil
 	}
 	tc.SetDirectory(dir)
-	if tc.TLSCertPath == "" && tc.TLSKeyPath == "" && tc.ClientCAs == "" {
+	if !tc.IsEnabled() {
 		return nil
 	}
 	return &tc

@@ -232,7 +232,7 @@ func (e *Evictor) evict(ctx context.Context, pod gpu.Pod, dryRun bool) error {
 	req.Header.Set("Authorization", "Bearer "+tok)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
-	req.Header.Set("User-Agent", kube.UserAgent)
+	req.Header.Set("User-Agent", kube.UserAgent())
 	resp, err := e.httpc.Do(req)
 	if err != nil {
 		return err

@@ -1,0 +1,60 @@
+package webconf
+
+import (
+	"crypto/x509"
+	"encoding/pem"
+	"time"
+
+	"github.com/prometheus/exporter-toolkit/web"
+)
+
+// notAfter is when the certificates of a configuration expire: server,
+// the leaf it serves (the first certificate of its cert_file or cert);
+// clientCA, the earliest of its client CA's (client_ca_file or
+// client_ca). Zero where it has none, or none that parses.
+type notAfter struct{ server, clientCA time.Time }
+
+// expiryOf reads tc's certificates from data, the files' contents by key
+// (tlsFileKeys), or else from tc itself where it holds them; nil tc has
+// none.
+func expiryOf(tc *web.TLSConfig, data map[string][]byte) notAfter {
+	if tc == nil {
+		return notAfter{}
+	}
+	cert, ok := data["cert_file"]
+	if !ok {
+		cert = []byte(tc.TLSCert)
+	}
+	ca, ok := data["client_ca_file"]
+	if !ok {
+		ca = []byte(tc.ClientCAsText)
+	}
+	var n notAfter
+	if certs := pemCerts(cert); len(certs) > 0 {
+		n.server = certs[0].NotAfter
+	}
+	for _, c := range pemCerts(ca) {
+		if n.clientCA.IsZero() || c.NotAfter.Before(n.clientCA) {
+			n.clientCA = c.NotAfter
+		}
+	}
+	return n
+}
+
+// pemCerts are the certificates data's PEM CERTIFICATE blocks hold, in
+// order, those that do not parse left out.
+func pemCerts(data []byte) []*x509.Certificate {
+	var certs []*x509.Certificate
+	for rest := data; ; {
+		var b *pem.Block
+		if b, rest = pem.Decode(rest); b == nil {
+			return certs
+		}
+		if b.Type != "CERTIFICATE" {
+			continue
+		}
+		if c, err := x509.ParseCertificate(b.Bytes); err == nil {
+			certs = append(certs, c)
+		}
+	}
+}
