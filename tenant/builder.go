@@ -54,8 +54,10 @@ type BuilderOptions struct {
 	// of a tenant without usage on a GPU are kept (at most
 	// MaxDepartedPerGPU such tenants a GPU); 0 keeps them for good. A
 	// tenant back after they were forgotten starts them again at 0. The
-	// time a GPU is not read does not count, nor, for a tenant of pods,
-	// the time Pods' source fails (departures.expire).
+	// time a GPU is not read does not count; for a tenant of pods, the
+	// time counts up to Pods' last good mapping alone (the LastSuccess of
+	// its Status, on Clock, and of its metadata where labels decide the
+	// tenant: departures.expire).
 	DepartedRetention time.Duration
 }
 
@@ -106,15 +108,17 @@ type compiledConfig struct {
 	needCgroup bool               // some selector (or the pod tenancy) needs the cgroup path or the pod
 	// kubeSelected: the tenants with a kubernetes selector
 	kubeSelected map[string]bool
-	pods         PodTenancy
-	needExe      bool
-	needUID      bool
+	// labelSelected: the tenants with a kubernetes selector naming labels
+	labelSelected map[string]bool
+	pods          PodTenancy
+	needExe       bool
+	needUID       bool
 	// prices are the file's metering section, else the flags' (nil: none).
 	prices *Prices
 }
 
 func compile(cfg *Config, pods PodTenancy) *compiledConfig {
-	c := &compiledConfig{Config: cfg, class: map[string]gpu.TenantClass{}, minShare: map[string]float64{}, kubeSelected: map[string]bool{}, pods: pods, needCgroup: pods.On()}
+	c := &compiledConfig{Config: cfg, class: map[string]gpu.TenantClass{}, minShare: map[string]float64{}, kubeSelected: map[string]bool{}, labelSelected: map[string]bool{}, pods: pods, needCgroup: pods.On()}
 	for _, t := range cfg.Tenants {
 		info := Info{Name: t.Name, Class: t.Class, Priority: t.Priority, ShareMax: 1, RestartCost: t.RestartCost}
 		if t.Share != nil {
@@ -131,6 +135,9 @@ func compile(cfg *Config, pods PodTenancy) *compiledConfig {
 			}
 			if s.Kubernetes != nil {
 				c.kubeSelected[t.Name] = true
+				if len(s.Kubernetes.Labels) > 0 {
+					c.labelSelected[t.Name] = true
+				}
 			}
 			if s.Executable != "" {
 				c.needExe = true

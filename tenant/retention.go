@@ -35,13 +35,14 @@ func newDepartures(keep time.Duration) departures {
 // or more, as of r's time, and on a GPU with more than MaxDepartedPerGPU
 // tenants without usage, the oldest of them beyond it. The time a GPU is
 // listed but not read (lost: the interval since the previous sample) does
-// not count: its tenants are not known to have left. Nor does, for a
-// tenant blind says is (nil: none), the interval of a sample whose
-// attribution cannot see it (its pods' source failing: its usage went to
-// Unassigned, not away), though such a tenant counts toward the cap. The
-// time before either does: their latest usage moves on by the lost
-// interval alone.
-func (d *departures) expire(r *gpu.Readings, usage []Usage, blind func(tenant string) bool) []meterKey {
+// not count: its tenants are not known to have left; the time before does
+// (their latest usage moves on by the lost interval). For a tenant whose
+// attribution rests on a source that can fail (its pods' mapping), known
+// (nil: none) gives the time of the source's last good answer: its absence
+// counts up to that time alone (a zero time: none, it is kept), for usage
+// after it may have gone to Unassigned, not away; such a tenant counts
+// toward the cap all the same.
+func (d *departures) expire(r *gpu.Readings, usage []Usage, known func(tenant string) time.Time) []meterKey {
 	if d.keep <= 0 || r == nil {
 		return nil
 	}
@@ -70,14 +71,17 @@ func (d *departures) expire(r *gpu.Readings, usage []Usage, blind func(tenant st
 	var gone []meterKey
 	var away map[string][]meterKey // by GPU UUID, those kept
 	for k, t := range d.last {
+		seen := at // as of when the tenant is known to have had no usage
+		if known != nil {
+			if s := known(k.tenant); s.Before(at) {
+				seen = s
+			}
+		}
 		switch {
 		case !at.After(t): // usage in this sample
 		case down[k.uuid]:
 			d.last[k] = t.Add(lost)
-		case blind != nil && blind(k.tenant):
-			d.last[k] = t.Add(lost)
-			fallthrough // within the cap all the same
-		case at.Sub(t) < d.keep:
+		case seen.Sub(t) < d.keep:
 			if away == nil {
 				away = map[string][]meterKey{}
 			}
@@ -102,34 +106,60 @@ func (d *departures) expire(r *gpu.Readings, usage []Usage, blind func(tenant st
 }
 
 // forgetDeparted forgets the meters and context-switch counts of the
-// tenants that left a GPU for the retention (departures.expire) as of r;
-// while the pod mapping fails (ks, nil: no mapping), the tenants c gives
-// pods are not known to have left. Called with buildMu held.
+// tenants that left a GPU for the retention (departures.expire) as of r.
+// The absence of a tenant that c gives pods counts up to the last good
+// pod mapping (ks, nil: no mapping) alone: pods started since are in no
+// mapping, their usage goes to Unassigned. Called with buildMu held.
 func (b *Builder) forgetDeparted(c *compiledConfig, r *gpu.Readings, usage []Usage, ks *kube.Status) {
-	var blind func(string) bool
-	if podSourceFailing(ks) {
-		blind = c.ofPods
+	var known func(string) time.Time
+	if ks != nil {
+		pods, labels := mappingAsOf(ks)
+		known = func(tenant string) time.Time {
+			switch {
+			case c.ofLabels(tenant):
+				return labels
+			case c.ofPods(tenant):
+				return pods
+			}
+			return r.Time
+		}
 	}
-	for _, k := range b.departed.expire(r, usage, blind) {
+	for _, k := range b.departed.expire(r, usage, known) {
 		delete(b.meters.tenants, k)
 		delete(b.attr.csAcc, k)
 	}
 }
 
-// podSourceFailing says whether the pod mapping's source failed its latest
-// query (ks nil: no mapping): the pod-resources API, or the pod metadata
-// where there is one (pods new since its last good read have no labels).
-// The last good mapping is still used, but pods started since are not in
-// it, and their processes' usage goes to Unassigned.
-func podSourceFailing(ks *kube.Status) bool {
-	return ks != nil && (!ks.Up || ks.Metadata.Source != "" && !ks.Metadata.Up)
+// mappingAsOf is when the pod mapping in use was fetched from the
+// pod-resources API (pods), and when the pod metadata in use was read
+// where there is a source of it, else pods (labels); zero: never. A tenant
+// of pods is in the latest mapping unless its pods started since: a
+// pod-resources answer places a pod in its namespace, its labels come
+// from the metadata alone (pods new since its last good read have none).
+func mappingAsOf(ks *kube.Status) (pods, labels time.Time) {
+	pods, labels = ks.LastSuccess, ks.LastSuccess
+	if ks.Metadata.Source != "" && ks.Metadata.LastSuccess.Before(labels) {
+		labels = ks.Metadata.LastSuccess
+	}
+	return pods, labels
 }
 
 // ofPods says whether tenant's usage rests on the pod mapping: a tenant of
-// the pod tenancy, or one of the file's with a kubernetes selector.
+// the pod tenancy (any tenant not in the file, with one on), or one of the
+// file's with a kubernetes selector; never Unassigned.
 func (c *compiledConfig) ofPods(tenant string) bool {
 	if _, file := c.class[tenant]; file {
 		return c.kubeSelected[tenant]
 	}
-	return tenant != Unassigned
+	return c.pods.On() && tenant != Unassigned
+}
+
+// ofLabels says whether tenant's usage rests on pods' labels: a tenant of
+// the pod tenancy by a label, or one of the file's with a kubernetes
+// selector that names labels.
+func (c *compiledConfig) ofLabels(tenant string) bool {
+	if _, file := c.class[tenant]; file {
+		return c.labelSelected[tenant]
+	}
+	return c.pods.Label != "" && tenant != Unassigned
 }

@@ -3,6 +3,8 @@ package tenant
 import (
 	"context"
 	"fmt"
+	"os"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,12 +14,12 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/kube"
 )
 
-// churnPods is a PodMapper whose mapping, and whether its latest query of
-// the pod-resources API (down) or the pod metadata (metaDown) failed, the
-// test sets between samples.
+// churnPods is a PodMapper whose mapping, and the outcome of its refreshes
+// (refresh), the test sets between samples.
 type churnPods struct {
-	m              atomic.Pointer[kube.Mapping]
-	down, metaDown atomic.Bool
+	m  atomic.Pointer[kube.Mapping]
+	mu sync.Mutex
+	st kube.Status
 }
 
 func (p *churnPods) Start(context.Context)   {}
@@ -25,7 +27,25 @@ func (p *churnPods) Wait()                   {}
 func (p *churnPods) Refresh(context.Context) {}
 func (p *churnPods) Mapping() *kube.Mapping  { return p.m.Load() }
 func (p *churnPods) Status() kube.Status {
-	return kube.Status{Up: !p.down.Load(), Metadata: kube.MetadataStatus{Source: "pods.json", Up: !p.metaDown.Load()}}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.st
+}
+
+// refresh records a refresh at at as kube.Mapper's Status does: the
+// pod-resources query failing (down), or, after it succeeded, the read of
+// the pod metadata (metaDown).
+func (p *churnPods) refresh(at time.Time, down, metaDown bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.st.Up, p.st.Metadata.Source = !down, "pods.json"
+	if down {
+		return
+	}
+	p.st.LastSuccess, p.st.Metadata.Up = at, !metaDown
+	if !metaDown {
+		p.st.Metadata.LastSuccess = at
+	}
 }
 
 // churnReadings is sample i, every step, of GPU-0 (time-sliced, with an
@@ -67,13 +87,14 @@ func TestDepartedTenantsBounded(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pods := &churnPods{}
-			pods.down.Store(tc.failing)
 			b := mustBuilder(t, "", BuilderOptions{Pods: pods, PodTenancy: PodTenancy{ByNamespace: true}, DepartedRetention: tc.retention})
 			var s *Snapshot
 			for i := range tc.steps {
 				job := fmt.Sprintf("job-%d", i)
 				pods.m.Store(podsOn(t, "svc/web=GPU-0::1", job+"/"+job+"=GPU-0::2"))
-				s = b.Build(churnReadings(i, tc.step, "web", job), gpu.SamplerStats{})
+				r := churnReadings(i, tc.step, "web", job)
+				pods.refresh(r.Time, tc.failing, false)
+				s = b.Build(r, gpu.SamplerStats{})
 			}
 			if len(s.Meters) != tc.wantMeters || len(s.KeptContextSwitches) != tc.wantKept {
 				t.Errorf("%d meters and %d kept context-switch counts, want %d and %d", len(s.Meters), len(s.KeptContextSwitches), tc.wantMeters, tc.wantKept)
@@ -143,6 +164,7 @@ func TestDepartedMetersForgotten(t *testing.T) {
 				if i >= tc.down[0] && i < tc.down[1] {
 					r.Devices[0].Up = false
 				}
+				pods.refresh(r.Time, false, false)
 				s := b.Build(r, gpu.SamplerStats{})
 				job, kept := meterOf(s, "batch"), keptOf(s, "batch")
 				switch {
@@ -177,14 +199,28 @@ func TestDepartedMetersForgotten(t *testing.T) {
 	}
 }
 
+// samples are the samples from, from+every, ... before to.
+func samples(from, to, every int) map[int]bool {
+	out := map[int]bool{}
+	for i := from; i < to; i += every {
+		out[i] = true
+	}
+	return out
+}
+
 // TestDepartedWhilePodSourceFails: with a 1h retention and a sample every
-// 10 minutes, the time in which the pod mapping's source fails (the
-// kubelet's pod-resources API, or the pod metadata that labels come from)
-// does not count toward a tenant's departure when its usage rests on that
-// mapping: its job's pod, started again meanwhile, is in no mapping and
-// its usage goes to Unassigned, but it has not left. Back in the mapping,
-// its meters count on from where they were; the time before and after the
-// failure counts. A tenant matched by its executable is forgotten on time.
+// 10 minutes, a tenant whose usage rests on the pod mapping has its absence
+// counted up to the mapping's last good refresh alone: while its source
+// fails (the kubelet's pod-resources API; the pod metadata, where labels
+// decide the tenant) its job's pod, started again meanwhile, is in no
+// mapping and its usage goes to Unassigned, but it has not left; back in
+// the mapping, its meters count on from where they were. Once a refresh
+// succeeds with the tenant still without usage, the time of the failure
+// counts: a kubelet failing every other sample lets it go on time, or one
+// sample late where the refresh of the sample the hour runs out in fails.
+// Where labels decide nothing (a tenant by namespace), a failing metadata
+// read holds no tenant. A tenant matched by its executable is forgotten on
+// time.
 func TestDepartedWhilePodSourceFails(t *testing.T) {
 	const step = 10 * time.Minute
 	const file = `tenants:
@@ -192,6 +228,10 @@ func TestDepartedWhilePodSourceFails(t *testing.T) {
   selectors: [{kubernetes: {namespace: batch}}]
 - name: render
   selectors: [{executable: render}]
+`
+	const byLabel = `tenants:
+- name: jobs
+  selectors: [{kubernetes: {namespace: batch, labels: {team: batch-team}}}]
 `
 	type fail int
 	const (
@@ -204,27 +244,34 @@ func TestDepartedWhilePodSourceFails(t *testing.T) {
 		tenancy PodTenancy
 		tenant  string // the tenant whose meter is followed
 		source  fail
-		left    int    // the job's last sample with usage in the mapping
-		fails   [2]int // samples in which the source fails: [from, to)
-		runs    bool   // the job runs, in no mapping, while the source fails
-		gone    int    // the first sample without its meter; 0: none
-		back    int    // the job is back in the mapping
+		left    int          // the job's last sample with usage in the mapping
+		fails   map[int]bool // samples in which the source fails
+		runs    bool         // the job runs, in no mapping, while the source fails
+		gone    int          // the first sample without its meter; 0: none
+		back    int          // the job is back in the mapping
 	}{
-		{"a pod tenant, the kubelet failing for 2h", "", PodTenancy{ByNamespace: true}, "batch", kubelet, 2, [2]int{3, 15}, true, 0, 15},
-		{"a pod tenant, the metadata failing for 2h", "", PodTenancy{Label: "team"}, "batch-team", metadata, 2, [2]int{3, 15}, true, 0, 15},
-		{"a file tenant of pods, the kubelet failing for 2h", file, PodTenancy{}, "jobs", kubelet, 2, [2]int{3, 15}, true, 0, 15},
-		// 20 minutes of failure: gone 80 minutes after it left
-		{"the time before and after the failure counts", "", PodTenancy{ByNamespace: true}, "batch", kubelet, 2, [2]int{4, 6}, false, 10, 12},
-		{"a tenant not of pods is forgotten on time", file, PodTenancy{}, "render", kubelet, 2, [2]int{3, 15}, false, 8, 15},
+		{"a pod tenant, the kubelet failing for 2h", "", PodTenancy{ByNamespace: true}, "batch", kubelet, 2, samples(3, 15, 1), true, 0, 15},
+		{"a pod tenant by a label, the metadata failing for 2h", "", PodTenancy{Label: "team"}, "batch-team", metadata, 2, samples(3, 15, 1), true, 0, 15},
+		{"a file tenant of pods, the kubelet failing for 2h", file, PodTenancy{}, "jobs", kubelet, 2, samples(3, 15, 1), true, 0, 15},
+		{"a file tenant by labels, the metadata failing for 2h", byLabel, PodTenancy{}, "jobs", metadata, 2, samples(3, 15, 1), true, 0, 15},
+		// the hour runs out at sample 8, the kubelet failing: gone at the
+		// first good refresh after
+		{"the hour running out while the kubelet fails", "", PodTenancy{ByNamespace: true}, "batch", kubelet, 2, samples(4, 12, 1), false, 12, 14},
+		// the refresh at 6 finds it still gone: the 20 minutes count
+		{"a failure over before the hour runs out counts", "", PodTenancy{ByNamespace: true}, "batch", kubelet, 2, samples(4, 6, 1), false, 8, 12},
+		{"the kubelet failing every other sample, up at 8", "", PodTenancy{ByNamespace: true}, "batch", kubelet, 2, samples(3, 20, 2), false, 8, 20},
+		{"the kubelet failing every other sample, down at 8", "", PodTenancy{ByNamespace: true}, "batch", kubelet, 2, samples(4, 20, 2), false, 9, 20},
+		// pod-resources places pods in their namespace: the labels decide nothing
+		{"a pod tenant by namespace, the metadata failing", "", PodTenancy{ByNamespace: true}, "batch", metadata, 2, samples(3, 15, 1), false, 8, 15},
+		{"a file tenant by namespace, the metadata failing", file, PodTenancy{}, "jobs", metadata, 2, samples(3, 15, 1), false, 8, 15},
+		{"a tenant not of pods is forgotten on time", file, PodTenancy{}, "render", kubelet, 2, samples(3, 15, 1), false, 8, 15},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pods := &churnPods{}
 			b := mustBuilder(t, tc.yaml, BuilderOptions{Pods: pods, PodTenancy: tc.tenancy, DepartedRetention: time.Hour})
 			var kept float64 // the followed tenant's energy when it left
 			for i := 0; i <= tc.back; i++ {
-				failing := i >= tc.fails[0] && i < tc.fails[1]
-				pods.down.Store(failing && tc.source == kubelet)
-				pods.metaDown.Store(failing && tc.source == metadata)
+				failing := tc.fails[i]
 				mapped := i <= tc.left || i >= tc.back
 				names := []string{"web"}
 				if mapped || failing && tc.runs {
@@ -241,6 +288,7 @@ func TestDepartedWhilePodSourceFails(t *testing.T) {
 					p.SMUtil, p.UsedMemoryBytes = gpu.Float(0.1), gpu.Uint(gib)
 					r.Devices[0].Processes = append(r.Devices[0].Processes, p)
 				}
+				pods.refresh(r.Time, failing && tc.source == kubelet, failing && tc.source == metadata)
 				s := b.Build(r, gpu.SamplerStats{})
 				m := meterOf(s, tc.tenant)
 				switch {
@@ -260,5 +308,43 @@ func TestDepartedWhilePodSourceFails(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDepartedNotOfPodsWithoutPodTenancy: without the pod tenancy, a
+// tenant that is not the file's (one a reload removed, its meters kept)
+// is no tenant of pods: a failing kubelet does not hold it, it is
+// forgotten an hour after it left.
+func TestDepartedNotOfPodsWithoutPodTenancy(t *testing.T) {
+	const step = 10 * time.Minute
+	const jobs = `tenants:
+- name: jobs
+  selectors: [{kubernetes: {namespace: batch}}]
+`
+	pods := &churnPods{}
+	b, file := fileBuilder(t, jobs+`- name: render
+  selectors: [{executable: render}]
+`, BuilderOptions{Pods: pods, DepartedRetention: time.Hour})
+	pods.m.Store(podsOn(t, "svc/web=GPU-0::1"))
+	for i := 0; i <= 10; i++ {
+		r := churnReadings(i, step, "web")
+		if i <= 2 {
+			p := testutil.MIGProc(300, "render", -1)
+			p.SMUtil, p.UsedMemoryBytes = gpu.Float(0.1), gpu.Uint(gib)
+			r.Devices[0].Processes = append(r.Devices[0].Processes, p)
+		}
+		if i == 3 {
+			if err := os.WriteFile(file, []byte(jobs), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Reload(""); err != nil {
+				t.Fatal(err)
+			}
+		}
+		pods.refresh(r.Time, i >= 3, false)
+		m := meterOf(b.Build(r, gpu.SamplerStats{}), "render")
+		if want := i < 8; (m != nil) != want {
+			t.Errorf("sample %d: render's meter %+v, want kept: %v", i, m, want)
+		}
 	}
 }

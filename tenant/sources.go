@@ -43,6 +43,9 @@ type PodMapper interface {
 	Runner
 	// Mapping is the latest good mapping; nil before the first.
 	Mapping() *kube.Mapping
+	// Status is the mapping's state; its LastSuccess times, on the
+	// Builder's clock, bound how long a tenant of pods is known to have
+	// had no usage (BuilderOptions.DepartedRetention).
 	Status() kube.Status
 }
 
