@@ -120,3 +120,36 @@ func (s *sloTracker) holdOff(now time.Time) bool {
 	s.status = s.computeLocked(now)
 	return true
 }
+
+// retryWait is a source's pending Retry-After: no scrape before at, and
+// the error that said so.
+type retryWait struct {
+	at  time.Time
+	err string
+}
+
+// retryWaits is the Retry-After pending at now of each URL that trackers
+// read (the latest, where several read one URL), so that a tracker started
+// anew for a URL waits as its predecessor did: the wait is the source's,
+// not the configuration's.
+func retryWaits(trackers map[string]*sloTracker, now time.Time) map[string]retryWait {
+	waits := map[string]retryWait{}
+	for _, tr := range trackers {
+		tr.mu.Lock()
+		w := retryWait{at: tr.retryAt, err: tr.lastErr}
+		tr.mu.Unlock()
+		if cur, ok := waits[tr.src.URL]; w.at.After(now) && (!ok || w.at.After(cur.at)) {
+			waits[tr.src.URL] = w
+		}
+	}
+	return waits
+}
+
+// keepWaiting makes a new tracker wait out w: not scraped before w.at, its
+// error w.err meanwhile (no scrape of its own failed: none is counted).
+func (s *sloTracker) keepWaiting(w retryWait) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.retryAt, s.lastErr = w.at, w.err
+	s.status.LastError = w.err
+}

@@ -193,3 +193,69 @@ func TestRetryAfterKeepsStaleHandling(t *testing.T) {
 		t.Errorf("after two minutes of waiting: %+v; want the window drained, one failed scrape", b)
 	}
 }
+
+// TestRetryAfterSurvivesReload: a reload that starts a source's tracker
+// anew (its quantile, target or window changed its Key, or the tenant was
+// renamed) keeps the wait its URL's Retry-After asked for, and the error
+// that says so; a tracker of another URL is read at once.
+func TestRetryAfterSurvivesReload(t *testing.T) {
+	t0 := time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC)
+	const interval = 15 * time.Second
+	tests := []struct {
+		name     string
+		spec     func(src *Source) Spec
+		next     time.Duration // when, after t0, the second scrape comes
+		wantWait bool          // the new tracker says it waits
+	}{
+		{"same Key", func(src *Source) Spec {
+			return Spec{Name: "a", Key: "a", Source: src, Window: 5 * time.Minute}
+		}, 120 * time.Second, true},
+		{"new Key, same URL", func(src *Source) Spec {
+			return Spec{Name: "a", Key: "a2", Source: src, Objective: &Objective{Quantile: 0.9, Target: time.Second}, Window: time.Minute}
+		}, 120 * time.Second, true},
+		{"renamed, same URL", func(src *Source) Spec {
+			return Spec{Name: "b", Key: "b", Source: src, Window: 5 * time.Minute}
+		}, 120 * time.Second, true},
+		{"new Key, another URL", func(src *Source) Spec {
+			other := *src
+			other.URL += "?other"
+			return Spec{Name: "a", Key: "a2", Source: &other, Window: 5 * time.Minute}
+		}, 0, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := gpu.NewManualClock(t0)
+			srvState, srv := newOnceServer(t, clock, http.StatusTooManyRequests, "120")
+			p := NewPool(Options{Clock: clock, HTTPClient: srv.Client()})
+			src := &Source{URL: srv.URL + "/metrics", Preset: PresetVLLME2E, Timeout: time.Second, MaxBytes: 1 << 20}
+			p.Set([]Spec{{Name: "a", Key: "a", Source: src, Window: 5 * time.Minute}}, interval)
+			p.Refresh(context.Background())
+			clock.Advance(5 * time.Second)
+			sp := tc.spec(src)
+			p.Set([]Spec{sp}, interval)
+			for {
+				p.Refresh(context.Background())
+				at := clock.Now().Sub(t0)
+				n := srvState.count()
+				if at < tc.next {
+					if n != 1 {
+						t.Fatalf("scraped again at +%v, before +%v", at, tc.next)
+					}
+					st, _ := p.Status(sp.Name)
+					if tc.wantWait && (st.SourceUp || !strings.Contains(st.LastError, "retrying after 2026-12-06T09:02:00Z (Retry-After)")) {
+						t.Errorf("at +%v: up %v, error %q; want down, waiting", at, st.SourceUp, st.LastError)
+					}
+				} else {
+					if n != 2 {
+						t.Fatalf("%d scrapes by +%v, want the second then", n, at)
+					}
+					break
+				}
+				clock.Advance(interval)
+			}
+			if st, _ := p.Status(sp.Name); !st.SourceUp || st.LastError != "" {
+				t.Errorf("after the wait: up %v, error %q; want up", st.SourceUp, st.LastError)
+			}
+		})
+	}
+}
