@@ -54,7 +54,7 @@ func NewPool(opts Options) *Pool {
 	return &Pool{
 		clock:      opts.Clock,
 		logger:     opts.Logger,
-		scraper:    &scraper{httpc: opts.HTTPClient, app: opts.AppMetrics},
+		scraper:    &scraper{httpc: opts.HTTPClient, app: opts.AppMetrics, clock: opts.Clock},
 		trackers:   map[string]*sloTracker{},
 		trackerKey: map[string]string{},
 		cancels:    map[string]context.CancelFunc{},

@@ -259,3 +259,67 @@ func TestRetryAfterSurvivesReload(t *testing.T) {
 		})
 	}
 }
+
+// TestRetryAfterFromAnswer: a Retry-After wait runs from when the answer
+// came, not from when the scrape began: a slow source is not read again
+// before the time it asked for, however long it took to say so.
+func TestRetryAfterFromAnswer(t *testing.T) {
+	t0 := time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC)
+	const interval = 15 * time.Second
+	tests := []struct {
+		name       string
+		retryAfter string
+		slow       time.Duration // how long the refusal took
+		next       time.Duration // when, after t0, the second scrape comes
+		wantErr    string
+	}{
+		{"delta-seconds", "10", 8 * time.Second, 30 * time.Second, "retrying after 2026-12-06T09:00:18Z (Retry-After)"},
+		{"delta-seconds, fast", "10", 0, 15 * time.Second, "retrying after 2026-12-06T09:00:10Z (Retry-After)"},
+		{"HTTP-date", "Sun, 06 Dec 2026 09:00:20 GMT", 8 * time.Second, 30 * time.Second, "retrying after 2026-12-06T09:00:20Z (Retry-After)"},
+		{"capped", "100000", 8 * time.Second, 10*time.Minute + 15*time.Second, "retrying after 2026-12-06T09:10:08Z (Retry-After 100000 s, capped at 10m0s)"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := gpu.NewManualClock(t0)
+			var mu sync.Mutex
+			hits := 0
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				hits++
+				first := hits == 1
+				mu.Unlock()
+				if first {
+					clock.Advance(tc.slow)
+					w.Header().Set("Retry-After", tc.retryAfter)
+					w.WriteHeader(http.StatusTooManyRequests)
+					return
+				}
+				_, _ = w.Write([]byte(vllmText("5")))
+			}))
+			defer srv.Close()
+			p := NewPool(Options{Clock: clock, HTTPClient: srv.Client()})
+			src := &Source{URL: srv.URL, Preset: PresetVLLME2E, Timeout: time.Minute, MaxBytes: 1 << 20}
+			p.Set([]Spec{{Name: "a", Key: "a", Source: src, Window: 5 * time.Minute}}, interval)
+			p.Refresh(context.Background())
+			if st, _ := p.Status("a"); !strings.Contains(st.LastError, tc.wantErr) {
+				t.Errorf("error %q, want %q", st.LastError, tc.wantErr)
+			}
+			for at := interval; ; at += interval {
+				clock.Set(t0.Add(at))
+				p.Refresh(context.Background())
+				mu.Lock()
+				n := hits
+				mu.Unlock()
+				if at < tc.next && n != 1 {
+					t.Fatalf("scraped again at +%v, before +%v", at, tc.next)
+				}
+				if at >= tc.next {
+					if n != 2 {
+						t.Fatalf("%d scrapes by +%v, want the second then", n, at)
+					}
+					break
+				}
+			}
+		})
+	}
+}
