@@ -110,11 +110,16 @@ func deltaSeconds(v string) (n int64, digits bool) {
 
 // holdOff says whether the source's Retry-After holds off a scrape at now;
 // if so its status is brought to now as a failed scrape's would be (the
-// window drains), without counting an error.
+// window drains), without counting an error. A wait ending more than
+// maxRetryAfter after now (the clock was set back since) is dropped.
 func (s *sloTracker) holdOff(now time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !now.Before(s.retryAt) {
+		return false
+	}
+	if s.retryAt.Sub(now) > maxRetryAfter {
+		s.retryAt = time.Time{}
 		return false
 	}
 	s.status = s.computeLocked(now)

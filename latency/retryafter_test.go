@@ -323,3 +323,63 @@ func TestRetryAfterFromAnswer(t *testing.T) {
 		})
 	}
 }
+
+// stepClock is a Clock that a test may set back; its timers never fire.
+type stepClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *stepClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *stepClock) After(time.Duration) <-chan time.Time { return nil }
+
+func (c *stepClock) set(t time.Time) {
+	c.mu.Lock()
+	c.now = t
+	c.mu.Unlock()
+}
+
+// TestRetryAfterClockBack: a clock set back (NTP stepping it, a VM
+// resumed) cannot stretch a Retry-After wait past maxRetryAfter from now:
+// a wait that would end further on is dropped and the source read.
+func TestRetryAfterClockBack(t *testing.T) {
+	t0 := time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name       string
+		retryAfter string
+		back       time.Duration
+		read       bool // read at once after the step back
+	}{
+		{"an hour back, 600 s asked", "600", time.Hour, true},
+		{"30 s back, 600 s asked", "600", 30 * time.Second, true},
+		{"30 s back, 120 s asked", "120", 30 * time.Second, false},
+		{"not back, 600 s asked", "600", 0, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := &stepClock{now: t0}
+			srvState, srv := newOnceServer(t, clock, http.StatusTooManyRequests, tc.retryAfter)
+			p := NewPool(Options{Clock: clock, HTTPClient: srv.Client()})
+			src := &Source{URL: srv.URL, Preset: PresetVLLME2E, Timeout: time.Second, MaxBytes: 1 << 20}
+			p.Set([]Spec{{Name: "a", Key: "a", Source: src, Window: 5 * time.Minute}}, 15*time.Second)
+			p.Refresh(context.Background())
+			clock.set(t0.Add(-tc.back))
+			p.Refresh(context.Background())
+			if n := srvState.count(); (n == 2) != tc.read {
+				t.Fatalf("%d scrapes after the clock went back %v; want read again %v", n, tc.back, tc.read)
+			}
+			st, _ := p.Status("a")
+			if tc.read && (!st.SourceUp || st.LastError != "") {
+				t.Errorf("after the read: up %v, error %q; want up", st.SourceUp, st.LastError)
+			}
+			if !tc.read && (st.SourceUp || !strings.Contains(st.LastError, "retrying after")) {
+				t.Errorf("while waiting: up %v, error %q; want down, waiting", st.SourceUp, st.LastError)
+			}
+		})
+	}
+}
