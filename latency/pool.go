@@ -54,7 +54,7 @@ func NewPool(opts Options) *Pool {
 	return &Pool{
 		clock:      opts.Clock,
 		logger:     opts.Logger,
-		scraper:    &scraper{httpc: opts.HTTPClient, app: opts.AppMetrics},
+		scraper:    &scraper{httpc: opts.HTTPClient, app: opts.AppMetrics, clock: opts.Clock},
 		trackers:   map[string]*sloTracker{},
 		trackerKey: map[string]string{},
 		cancels:    map[string]context.CancelFunc{},
@@ -63,12 +63,14 @@ func NewPool(opts Options) *Pool {
 
 // Set makes specs the tracked sources, scraped every scrapeInterval. A
 // name whose Key did not change keeps its tracker; the others start anew
-// (and, once started, get their own loop); names not in specs are dropped
-// and their loops stopped.
+// (and, once started, get their own loop), keeping the Retry-After wait of
+// a tracker of the same URL; names not in specs are dropped and their
+// loops stopped.
 func (p *Pool) Set(specs []Spec, scrapeInterval time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.interval = scrapeInterval
+	waits := retryWaits(p.trackers, p.clock.Now())
 	keep := map[string]bool{}
 	for _, sp := range specs {
 		keep[sp.Name] = true
@@ -79,6 +81,9 @@ func (p *Pool) Set(specs []Spec, scrapeInterval time.Duration) {
 		p.stopLocked(sp.Name)
 		tr := newSLOTracker(sp)
 		tr.setInterval(scrapeInterval)
+		if w, ok := waits[sp.Source.URL]; ok {
+			tr.keepWaiting(w)
+		}
 		p.trackers[sp.Name] = tr
 		p.trackerKey[sp.Name] = sp.Key
 		p.startTrackerLocked(sp.Name, tr)

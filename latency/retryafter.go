@@ -110,13 +110,51 @@ func deltaSeconds(v string) (n int64, digits bool) {
 
 // holdOff says whether the source's Retry-After holds off a scrape at now;
 // if so its status is brought to now as a failed scrape's would be (the
-// window drains), without counting an error.
+// window drains), without counting an error. A wait ending more than
+// maxRetryAfter after now (the clock was set back since) is dropped.
 func (s *sloTracker) holdOff(now time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !now.Before(s.retryAt) {
 		return false
 	}
+	if s.retryAt.Sub(now) > maxRetryAfter {
+		s.retryAt = time.Time{}
+		return false
+	}
 	s.status = s.computeLocked(now)
 	return true
+}
+
+// retryWait is a source's pending Retry-After: no scrape before at, and
+// the error that said so.
+type retryWait struct {
+	at  time.Time
+	err string
+}
+
+// retryWaits is the Retry-After pending at now of each URL that trackers
+// read (the latest, where several read one URL), so that a tracker started
+// anew for a URL waits as its predecessor did: the wait is the source's,
+// not the configuration's.
+func retryWaits(trackers map[string]*sloTracker, now time.Time) map[string]retryWait {
+	waits := map[string]retryWait{}
+	for _, tr := range trackers {
+		tr.mu.Lock()
+		w := retryWait{at: tr.retryAt, err: tr.lastErr}
+		tr.mu.Unlock()
+		if cur, ok := waits[tr.src.URL]; w.at.After(now) && (!ok || w.at.After(cur.at)) {
+			waits[tr.src.URL] = w
+		}
+	}
+	return waits
+}
+
+// keepWaiting makes a new tracker wait out w: not scraped before w.at, its
+// error w.err meanwhile (no scrape of its own failed: none is counted).
+func (s *sloTracker) keepWaiting(w retryWait) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.retryAt, s.lastErr = w.at, w.err
+	s.status.LastError = w.err
 }

@@ -193,3 +193,193 @@ func TestRetryAfterKeepsStaleHandling(t *testing.T) {
 		t.Errorf("after two minutes of waiting: %+v; want the window drained, one failed scrape", b)
 	}
 }
+
+// TestRetryAfterSurvivesReload: a reload that starts a source's tracker
+// anew (its quantile, target or window changed its Key, or the tenant was
+// renamed) keeps the wait its URL's Retry-After asked for, and the error
+// that says so; a tracker of another URL is read at once.
+func TestRetryAfterSurvivesReload(t *testing.T) {
+	t0 := time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC)
+	const interval = 15 * time.Second
+	tests := []struct {
+		name     string
+		spec     func(src *Source) Spec
+		next     time.Duration // when, after t0, the second scrape comes
+		wantWait bool          // the new tracker says it waits
+	}{
+		{"same Key", func(src *Source) Spec {
+			return Spec{Name: "a", Key: "a", Source: src, Window: 5 * time.Minute}
+		}, 120 * time.Second, true},
+		{"new Key, same URL", func(src *Source) Spec {
+			return Spec{Name: "a", Key: "a2", Source: src, Objective: &Objective{Quantile: 0.9, Target: time.Second}, Window: time.Minute}
+		}, 120 * time.Second, true},
+		{"renamed, same URL", func(src *Source) Spec {
+			return Spec{Name: "b", Key: "b", Source: src, Window: 5 * time.Minute}
+		}, 120 * time.Second, true},
+		{"new Key, another URL", func(src *Source) Spec {
+			other := *src
+			other.URL += "?other"
+			return Spec{Name: "a", Key: "a2", Source: &other, Window: 5 * time.Minute}
+		}, 0, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := gpu.NewManualClock(t0)
+			srvState, srv := newOnceServer(t, clock, http.StatusTooManyRequests, "120")
+			p := NewPool(Options{Clock: clock, HTTPClient: srv.Client()})
+			src := &Source{URL: srv.URL + "/metrics", Preset: PresetVLLME2E, Timeout: time.Second, MaxBytes: 1 << 20}
+			p.Set([]Spec{{Name: "a", Key: "a", Source: src, Window: 5 * time.Minute}}, interval)
+			p.Refresh(context.Background())
+			clock.Advance(5 * time.Second)
+			sp := tc.spec(src)
+			p.Set([]Spec{sp}, interval)
+			for {
+				p.Refresh(context.Background())
+				at := clock.Now().Sub(t0)
+				n := srvState.count()
+				if at < tc.next {
+					if n != 1 {
+						t.Fatalf("scraped again at +%v, before +%v", at, tc.next)
+					}
+					st, _ := p.Status(sp.Name)
+					if tc.wantWait && (st.SourceUp || !strings.Contains(st.LastError, "retrying after 2026-12-06T09:02:00Z (Retry-After)")) {
+						t.Errorf("at +%v: up %v, error %q; want down, waiting", at, st.SourceUp, st.LastError)
+					}
+				} else {
+					if n != 2 {
+						t.Fatalf("%d scrapes by +%v, want the second then", n, at)
+					}
+					break
+				}
+				clock.Advance(interval)
+			}
+			if st, _ := p.Status(sp.Name); !st.SourceUp || st.LastError != "" {
+				t.Errorf("after the wait: up %v, error %q; want up", st.SourceUp, st.LastError)
+			}
+		})
+	}
+}
+
+// TestRetryAfterFromAnswer: a Retry-After wait runs from when the answer
+// came, not from when the scrape began: a slow source is not read again
+// before the time it asked for, however long it took to say so.
+func TestRetryAfterFromAnswer(t *testing.T) {
+	t0 := time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC)
+	const interval = 15 * time.Second
+	tests := []struct {
+		name       string
+		retryAfter string
+		slow       time.Duration // how long the refusal took
+		next       time.Duration // when, after t0, the second scrape comes
+		wantErr    string
+	}{
+		{"delta-seconds", "10", 8 * time.Second, 30 * time.Second, "retrying after 2026-12-06T09:00:18Z (Retry-After)"},
+		{"delta-seconds, fast", "10", 0, 15 * time.Second, "retrying after 2026-12-06T09:00:10Z (Retry-After)"},
+		{"HTTP-date", "Sun, 06 Dec 2026 09:00:20 GMT", 8 * time.Second, 30 * time.Second, "retrying after 2026-12-06T09:00:20Z (Retry-After)"},
+		{"capped", "100000", 8 * time.Second, 10*time.Minute + 15*time.Second, "retrying after 2026-12-06T09:10:08Z (Retry-After 100000 s, capped at 10m0s)"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := gpu.NewManualClock(t0)
+			var mu sync.Mutex
+			hits := 0
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				hits++
+				first := hits == 1
+				mu.Unlock()
+				if first {
+					clock.Advance(tc.slow)
+					w.Header().Set("Retry-After", tc.retryAfter)
+					w.WriteHeader(http.StatusTooManyRequests)
+					return
+				}
+				_, _ = w.Write([]byte(vllmText("5")))
+			}))
+			defer srv.Close()
+			p := NewPool(Options{Clock: clock, HTTPClient: srv.Client()})
+			src := &Source{URL: srv.URL, Preset: PresetVLLME2E, Timeout: time.Minute, MaxBytes: 1 << 20}
+			p.Set([]Spec{{Name: "a", Key: "a", Source: src, Window: 5 * time.Minute}}, interval)
+			p.Refresh(context.Background())
+			if st, _ := p.Status("a"); !strings.Contains(st.LastError, tc.wantErr) {
+				t.Errorf("error %q, want %q", st.LastError, tc.wantErr)
+			}
+			for at := interval; ; at += interval {
+				clock.Set(t0.Add(at))
+				p.Refresh(context.Background())
+				mu.Lock()
+				n := hits
+				mu.Unlock()
+				if at < tc.next && n != 1 {
+					t.Fatalf("scraped again at +%v, before +%v", at, tc.next)
+				}
+				if at >= tc.next {
+					if n != 2 {
+						t.Fatalf("%d scrapes by +%v, want the second then", n, at)
+					}
+					break
+				}
+			}
+		})
+	}
+}
+
+// stepClock is a Clock that a test may set back; its timers never fire.
+type stepClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *stepClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *stepClock) After(time.Duration) <-chan time.Time { return nil }
+
+func (c *stepClock) set(t time.Time) {
+	c.mu.Lock()
+	c.now = t
+	c.mu.Unlock()
+}
+
+// TestRetryAfterClockBack: a clock set back (NTP stepping it, a VM
+// resumed) cannot stretch a Retry-After wait past maxRetryAfter from now:
+// a wait that would end further on is dropped and the source read.
+func TestRetryAfterClockBack(t *testing.T) {
+	t0 := time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name       string
+		retryAfter string
+		back       time.Duration
+		read       bool // read at once after the step back
+	}{
+		{"an hour back, 600 s asked", "600", time.Hour, true},
+		{"30 s back, 600 s asked", "600", 30 * time.Second, true},
+		{"30 s back, 120 s asked", "120", 30 * time.Second, false},
+		{"not back, 600 s asked", "600", 0, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := &stepClock{now: t0}
+			srvState, srv := newOnceServer(t, clock, http.StatusTooManyRequests, tc.retryAfter)
+			p := NewPool(Options{Clock: clock, HTTPClient: srv.Client()})
+			src := &Source{URL: srv.URL, Preset: PresetVLLME2E, Timeout: time.Second, MaxBytes: 1 << 20}
+			p.Set([]Spec{{Name: "a", Key: "a", Source: src, Window: 5 * time.Minute}}, 15*time.Second)
+			p.Refresh(context.Background())
+			clock.set(t0.Add(-tc.back))
+			p.Refresh(context.Background())
+			if n := srvState.count(); (n == 2) != tc.read {
+				t.Fatalf("%d scrapes after the clock went back %v; want read again %v", n, tc.back, tc.read)
+			}
+			st, _ := p.Status("a")
+			if tc.read && (!st.SourceUp || st.LastError != "") {
+				t.Errorf("after the read: up %v, error %q; want up", st.SourceUp, st.LastError)
+			}
+			if !tc.read && (st.SourceUp || !strings.Contains(st.LastError, "retrying after")) {
+				t.Errorf("while waiting: up %v, error %q; want down, waiting", st.SourceUp, st.LastError)
+			}
+		})
+	}
+}

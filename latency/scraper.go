@@ -45,6 +45,17 @@ type FamilySource interface {
 type scraper struct {
 	httpc *http.Client
 	app   gpu.AppMetricsSource
+	// clock tells when an answer came, from which a Retry-After wait
+	// runs; nil: when the scrape began.
+	clock gpu.Clock
+}
+
+// answeredAt is when an answer to a scrape that began at start came.
+func (sc *scraper) answeredAt(start time.Time) time.Time {
+	if sc.clock == nil {
+		return start
+	}
+	return sc.clock.Now()
 }
 
 // fetch reads the source's exposition, bounded by its timeout and size.
@@ -192,11 +203,13 @@ func CheckSim(src *Source, app gpu.AppMetricsSource) error {
 }
 
 // scrapeOnce scrapes the tracker's source once and records the result: a
-// 429 or 503 with a Retry-After also when the source may be scraped again.
+// 429 or 503 with a Retry-After also when the source may be scraped again
+// (the wait running from when the answer came: a slow source's is not cut
+// short by the time the answer took).
 func (sc *scraper) scrapeOnce(ctx context.Context, t *sloTracker, now time.Time) error {
 	fams, err := sc.fetch(ctx, t.src)
 	if err != nil {
-		until, err := backoff(err, now)
+		until, err := backoff(err, sc.answeredAt(now))
 		t.failUntil(now, err, until)
 		return err
 	}
