@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -101,15 +100,11 @@ func brokenLinks(name, text string, exists func(string) bool, read func(string) 
 // names a file there and, with an anchor, a heading of it, as a reader
 // following the docs on GitHub would need.
 func TestDocsLinksResolve(t *testing.T) {
-	out, err := exec.Command("git", "-C", root, "ls-files", "*.md").Output()
-	if err != nil {
-		t.Skipf("git ls-files: %v", err)
-	}
 	exists := func(p string) bool { _, err := os.Stat(filepath.Join(root, p)); return err == nil }
 	read := func(p string) (string, error) { b, err := os.ReadFile(filepath.Join(root, p)); return string(b), err }
-	files := strings.Fields(string(out))
-	if !slices.Contains(files, "docs/runbooks.md") {
-		t.Fatalf("git ls-files lists no docs/runbooks.md: %v", files)
+	files := repoFiles(t, false, "*.md")
+	if !slices.Contains(files, "docs/runbooks.md") || !slices.Contains(files, "README.md") {
+		t.Fatalf("found no docs/runbooks.md or README.md: %v", files)
 	}
 	for _, f := range files {
 		text, err := read(f)
@@ -224,12 +219,8 @@ func missingTests(name, text string, defined []string) []string {
 // docs name (as the proof of a claim, or in a command to run) is one of
 // the repository's, so that a renamed or removed test is not left cited.
 func TestDocsNameExistingTests(t *testing.T) {
-	out, err := exec.Command("git", "-C", root, "ls-files", "*_test.go").Output()
-	if err != nil {
-		t.Skipf("git ls-files: %v", err)
-	}
 	var defined []string
-	for _, f := range strings.Fields(string(out)) {
+	for _, f := range repoFiles(t, true, "*_test.go") {
 		b, err := os.ReadFile(filepath.Join(root, f))
 		if err != nil {
 			t.Fatal(err)
@@ -262,12 +253,8 @@ func TestDocsNameExistingTests(t *testing.T) {
 // root (`collector/docs_test.go`, deploy/systemd/) exists, so that a
 // moved file is not left cited.
 func TestDocsPathsExist(t *testing.T) {
-	out, err := exec.Command("git", "-C", root, "ls-files").Output()
-	if err != nil {
-		t.Skipf("git ls-files: %v", err)
-	}
 	tops := map[string]bool{}
-	for _, f := range strings.Fields(string(out)) {
+	for _, f := range repoFiles(t, false, "*") {
 		if top, _, ok := strings.Cut(f, "/"); ok {
 			tops[regexp.QuoteMeta(top)] = true
 		}
