@@ -249,6 +249,51 @@ func TestDocsNameExistingTests(t *testing.T) {
 	}
 }
 
+// fenceLine is the opening or closing line of a fenced code block.
+var fenceLine = regexp.MustCompile("^[ \t]*```")
+
+// pathNamer returns a function listing the paths from the repository's
+// root (a directory of tops first) that a doc's text names, each as
+// "LINE:PATH": any in code (`collector/docs_test.go`, a fenced command),
+// and in prose only those ending in an extension or a / (deploy/systemd/):
+// "latency/throughput trade-off" or "per tenant/GPU pair" is no path.
+// Link targets are TestDocsLinksResolve's.
+func pathNamer(tops []string) func(text string) []string {
+	quoted := make([]string, len(tops))
+	for i, top := range tops {
+		quoted[i] = regexp.QuoteMeta(top)
+	}
+	path := regexp.MustCompile("(?:^|[\\s`(\\[\"])((?:" + strings.Join(quoted, "|") + `)/[\w./-]*[\w/])`)
+	file := regexp.MustCompile(`(?:/|\.\w+)$`)
+	return func(text string) []string {
+		var out []string
+		add := func(i int, s string, code bool) {
+			for _, m := range path.FindAllStringSubmatch(s, -1) {
+				p := strings.TrimRight(m[1], ".")
+				if code || file.MatchString(p) {
+					out = append(out, fmt.Sprintf("%d:%s", i+1, p))
+				}
+			}
+		}
+		fenced := false
+		for i, line := range strings.Split(text, "\n") {
+			if fenceLine.MatchString(line) {
+				fenced = !fenced
+				continue
+			}
+			if fenced {
+				add(i, line, true)
+				continue
+			}
+			for _, m := range codeSpan.FindAllStringSubmatch(line, -1) {
+				add(i, m[1], true)
+			}
+			add(i, codeSpan.ReplaceAllString(line, " "), false)
+		}
+		return out
+	}
+}
+
 // TestDocsPathsExist: every path the docs name from the repository's
 // root (`collector/docs_test.go`, deploy/systemd/) exists, so that a
 // moved file is not left cited.
@@ -256,26 +301,32 @@ func TestDocsPathsExist(t *testing.T) {
 	tops := map[string]bool{}
 	for _, f := range repoFiles(t, false, "*") {
 		if top, _, ok := strings.Cut(f, "/"); ok {
-			tops[regexp.QuoteMeta(top)] = true
+			tops[top] = true
 		}
 	}
 	if len(tops) < 10 {
 		t.Fatalf("only %d top-level directories: %v", len(tops), tops)
 	}
-	path := regexp.MustCompile("(?:^|[\\s`(\\[\"])((?:" + strings.Join(slices.Sorted(maps.Keys(tops)), "|") + `)/[\w./-]*[\w/])`)
+	names := pathNamer(slices.Sorted(maps.Keys(tops)))
 	for _, doc := range proseDocs(t) {
 		b, err := os.ReadFile(filepath.Join(root, doc))
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i, line := range strings.Split(string(b), "\n") {
-			for _, m := range path.FindAllStringSubmatch(line, -1) {
-				p := strings.TrimRight(m[1], ".")
-				if _, err := os.Stat(filepath.Join(root, p)); err != nil && !notOurs[p] {
-					t.Errorf("%s:%d names %s, which the repository does not have", doc, i+1, p)
-				}
+		for _, lp := range names(string(b)) {
+			line, p, _ := strings.Cut(lp, ":")
+			if _, err := os.Stat(filepath.Join(root, p)); err != nil && !notOurs[p] {
+				t.Errorf("%s:%s names %s, which the repository does not have", doc, line, p)
 			}
 		}
+	}
+	doc := "A latency/throughput trade-off per tenant/GPU pair, sim/test.\n" +
+		"`tenant/gone.go` and `latency/x`; see deploy/systemd/ or sim/a.go. (kube/b.yaml)\n" +
+		"```\ngo test ./sim/... && cat test/c\n```\nlatency/y\n"
+	got := pathNamer([]string{"deploy", "kube", "latency", "sim", "tenant", "test"})(doc)
+	want := []string{"2:tenant/gone.go", "2:latency/x", "2:deploy/systemd/", "2:sim/a.go", "2:kube/b.yaml", "4:test/c"}
+	if !slices.Equal(got, want) {
+		t.Errorf("paths named = %q, want %q", got, want)
 	}
 }
 
