@@ -186,7 +186,7 @@ var (
 	goTestFunc = regexp.MustCompile(`(?m)^func ((?:Test|Fuzz|Benchmark)[A-Z0-9_]\w*)\(`)
 	docTest    = regexp.MustCompile(`\b(?:Test|Fuzz|Benchmark)[A-Z0-9_]\w*`)
 	// runPattern is the pattern of a go test -run or -bench in the docs.
-	runPattern = regexp.MustCompile(`(?:^|[\s` + "`" + `])-(?:run|bench)[ =]'?([^'\s` + "`" + `]+)`)
+	runPattern = regexp.MustCompile(`(?:^|[\s` + "`" + `])-(?:run|bench)[ =]'?([^'\s` + "`" + `]+)'?`)
 	// notOurs are paths the docs name in other projects' trees.
 	notOurs = map[string]bool{"docs/references/production_metrics.md": true}
 )
@@ -198,11 +198,10 @@ func missingTests(name, text string, defined []string) []string {
 	var out []string
 	for i, line := range strings.Split(text, "\n") {
 		for _, m := range runPattern.FindAllStringSubmatch(line, -1) {
-			re, err := regexp.Compile(m[1])
 			if m[1] == "^$" {
 				continue
 			}
-			if err != nil || !slices.ContainsFunc(defined, re.MatchString) {
+			if !selectsTests(m[1], defined) {
 				out = append(out, fmt.Sprintf("%s:%d: %s selects no test", name, i+1, strings.Trim(m[0], " \t`")))
 			}
 		}
@@ -213,6 +212,52 @@ func missingTests(name, text string, defined []string) []string {
 		}
 	}
 	return out
+}
+
+// selectsTests reports whether the -run or -bench pattern selects a test
+// of defined in each of its alternatives: go test splits it at each | and
+// / outside brackets and parentheses (TestA/sub|TestB is TestA's subtest
+// sub, or TestB), and matches the first element of each alternative
+// against the top-level names; what follows a / names subtests, which the
+// source does not list.
+func selectsTests(pattern string, defined []string) bool {
+	var alts [][]string
+	elems := []string{}
+	brackets, parens, start := 0, 0, 0
+	for i := 0; i < len(pattern); i++ {
+		switch pattern[i] {
+		case '[':
+			brackets++
+		case ']':
+			brackets = max(brackets-1, 0)
+		case '(':
+			if brackets == 0 {
+				parens++
+			}
+		case ')':
+			if brackets == 0 {
+				parens--
+			}
+		case '\\':
+			i++
+		case '/', '|':
+			if brackets == 0 && parens == 0 {
+				elems = append(elems, pattern[start:i])
+				start = i + 1
+				if pattern[i] == '|' {
+					alts, elems = append(alts, elems), []string{}
+				}
+			}
+		}
+	}
+	alts = append(alts, append(elems, pattern[min(start, len(pattern)):]))
+	for _, alt := range alts {
+		re, err := regexp.Compile(alt[0])
+		if err != nil || !slices.ContainsFunc(defined, re.MatchString) {
+			return false
+		}
+	}
+	return true
 }
 
 // TestDocsNameExistingTests: every test, fuzz target or benchmark the
@@ -241,9 +286,11 @@ func TestDocsNameExistingTests(t *testing.T) {
 			t.Error(p)
 		}
 	}
-	doc := "`TestA` and `FuzzB` hold it; `go test -run 'TestC' ./x`, `-bench D -run '^$'`; TestGone, BenchmarkNone, `-run Nothing`, a long-run Test\n"
+	doc := "`TestA` and `FuzzB` hold it; `go test -run 'TestC' ./x`, `-bench D -run '^$'`; TestGone, BenchmarkNone, `-run Nothing`, a long-run Test\n" +
+		"`-run 'TestA/a_pod_tenant'`, `-run 'TestA|TestCalib/x'`, `-run '^(TestA|FuzzB)$/[a/b]'`, `-run 'TestA|TestGone/x'`, `-run TestGone/TestA`\n"
 	got := missingTests("x.md", doc, []string{"TestA", "FuzzB", "TestCalib", "BenchmarkDx"})
-	want := []string{"x.md:1: -run Nothing selects no test", "x.md:1: TestGone is no test, fuzz target or benchmark", "x.md:1: BenchmarkNone is no test, fuzz target or benchmark"}
+	want := []string{"x.md:1: -run Nothing selects no test", "x.md:1: TestGone is no test, fuzz target or benchmark", "x.md:1: BenchmarkNone is no test, fuzz target or benchmark",
+		"x.md:2: -run 'TestA|TestGone/x' selects no test", "x.md:2: -run TestGone/TestA selects no test"}
 	if !slices.Equal(got, want) {
 		t.Errorf("missingTests = %q, want %q", got, want)
 	}
