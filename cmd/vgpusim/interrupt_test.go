@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -51,40 +54,61 @@ func TestSecondInterruptEndsAtOnce(t *testing.T) {
 }
 
 // SIGTERM (kill, timeout, a CI job cancelled, a container stopped) stops
-// a run as an interrupt does: it says so and removes the --out
-// directories it made. Before, it killed the process by the signal,
-// without a word, leaving those directories.
+// a run as an interrupt does: "vgpusim: error: interrupted", exit status
+// 1, and the --out directories it made (DIR/a/b, both missing before)
+// removed. Before, it killed the process by the signal, without a word,
+// leaving those directories. The child is vgpusim's main with the
+// arguments of a run long enough not to end first.
 func TestTermStopsLikeAnInterrupt(t *testing.T) {
-	if os.Getenv("VGPUSIM_TERM_CHILD") == "1" {
-		ctx := interruptible()
-		os.Stdout.WriteString("ready\n")
-		<-ctx.Done()
-		os.Exit(3) // stopped, as a run does at its step
+	if dir := os.Getenv("VGPUSIM_TERM_OUT"); dir != "" {
+		os.Args = []string{"vgpusim", "run", "--scenario", "bursty-llm-training", "--duration", "168h", "--out", dir}
+		main()
+		return
 	}
+	parent := t.TempDir()
+	out := filepath.Join(parent, "a", "b")
 	cmd := exec.Command(os.Args[0], "-test.run=^TestTermStopsLikeAnInterrupt$")
-	cmd.Env = append(os.Environ(), "VGPUSIM_TERM_CHILD=1")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cmd.Env = append(os.Environ(), "VGPUSIM_TERM_OUT="+out)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	buf := make([]byte, 6)
-	if _, err := out.Read(buf); err != nil || string(buf) != "ready\n" {
-		t.Fatalf("child: %q, %v", buf, err)
-	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus); ws.Signaled() || ws.ExitStatus() != 3 {
-			t.Errorf("after SIGTERM the process ended with %v, want it to stop by itself (status 3)", err)
+	// the run has begun once it has made --out
+	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(out); err == nil {
+			break
 		}
+		select {
+		case err := <-done:
+			t.Fatalf("the run ended (%v) before making %s: %s", err, out, stderr.String())
+		default:
+		}
+		if time.Since(start) > 20*time.Second {
+			_ = cmd.Process.Kill()
+			<-done
+			t.Fatalf("the run made no %s in 20s: %s", out, stderr.String())
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // into the simulation
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
 	case <-time.After(20 * time.Second):
 		_ = cmd.Process.Kill()
 		<-done
-		t.Error("SIGTERM did not end the process")
+		t.Fatal("SIGTERM did not end the run in 20s")
+	}
+	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if ws.Signaled() || ws.ExitStatus() != 1 {
+		t.Errorf("after SIGTERM the run ended with %v, want exit status 1", cmd.ProcessState)
+	}
+	if !strings.HasPrefix(stderr.String(), "vgpusim: error: interrupted") {
+		t.Errorf("after SIGTERM stderr is %q, want \"vgpusim: error: interrupted...\"", stderr.String())
+	}
+	if left, _ := os.ReadDir(parent); len(left) != 0 {
+		t.Errorf("after SIGTERM %s holds %v, want the directories --out made removed", parent, left)
 	}
 }

@@ -58,6 +58,10 @@ func interruptible() context.Context {
 	return ctx
 }
 
+// usageTemplate is kingpin's template of --help and the usage of an
+// error; TestDocsRunFlags reads the flags' defaults through another.
+var usageTemplate = kingpin.DefaultUsageTemplate
+
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
 // errExit carries an exit status out of kingpin's Terminate hook.
@@ -74,6 +78,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, progress 
 	// writer keeps the error, and the command ends with it
 	usage := &keptErrWriter{w: stdout}
 	app.UsageWriter(usage)
+	app.UsageTemplate(usageTemplate)
 	app.ErrorWriter(stderr)
 	app.Terminate(func(c int) { panic(errExit{c}) })
 	defer func() {

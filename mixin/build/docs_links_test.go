@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -101,15 +100,11 @@ func brokenLinks(name, text string, exists func(string) bool, read func(string) 
 // names a file there and, with an anchor, a heading of it, as a reader
 // following the docs on GitHub would need.
 func TestDocsLinksResolve(t *testing.T) {
-	out, err := exec.Command("git", "-C", root, "ls-files", "*.md").Output()
-	if err != nil {
-		t.Skipf("git ls-files: %v", err)
-	}
 	exists := func(p string) bool { _, err := os.Stat(filepath.Join(root, p)); return err == nil }
 	read := func(p string) (string, error) { b, err := os.ReadFile(filepath.Join(root, p)); return string(b), err }
-	files := strings.Fields(string(out))
-	if !slices.Contains(files, "docs/runbooks.md") {
-		t.Fatalf("git ls-files lists no docs/runbooks.md: %v", files)
+	files := repoFiles(t, false, "*.md")
+	if !slices.Contains(files, "docs/runbooks.md") || !slices.Contains(files, "README.md") {
+		t.Fatalf("found no docs/runbooks.md or README.md: %v", files)
 	}
 	for _, f := range files {
 		text, err := read(f)
@@ -191,7 +186,7 @@ var (
 	goTestFunc = regexp.MustCompile(`(?m)^func ((?:Test|Fuzz|Benchmark)[A-Z0-9_]\w*)\(`)
 	docTest    = regexp.MustCompile(`\b(?:Test|Fuzz|Benchmark)[A-Z0-9_]\w*`)
 	// runPattern is the pattern of a go test -run or -bench in the docs.
-	runPattern = regexp.MustCompile(`(?:^|[\s` + "`" + `])-(?:run|bench)[ =]'?([^'\s` + "`" + `]+)`)
+	runPattern = regexp.MustCompile(`(?:^|[\s` + "`" + `])-(?:run|bench)[ =]'?([^'\s` + "`" + `]+)'?`)
 	// notOurs are paths the docs name in other projects' trees.
 	notOurs = map[string]bool{"docs/references/production_metrics.md": true}
 )
@@ -203,11 +198,10 @@ func missingTests(name, text string, defined []string) []string {
 	var out []string
 	for i, line := range strings.Split(text, "\n") {
 		for _, m := range runPattern.FindAllStringSubmatch(line, -1) {
-			re, err := regexp.Compile(m[1])
 			if m[1] == "^$" {
 				continue
 			}
-			if err != nil || !slices.ContainsFunc(defined, re.MatchString) {
+			if !selectsTests(m[1], defined) {
 				out = append(out, fmt.Sprintf("%s:%d: %s selects no test", name, i+1, strings.Trim(m[0], " \t`")))
 			}
 		}
@@ -220,16 +214,58 @@ func missingTests(name, text string, defined []string) []string {
 	return out
 }
 
+// selectsTests reports whether the -run or -bench pattern selects a test
+// of defined in each of its alternatives: go test splits it at each | and
+// / outside brackets and parentheses (TestA/sub|TestB is TestA's subtest
+// sub, or TestB), and matches the first element of each alternative
+// against the top-level names; what follows a / names subtests, which the
+// source does not list.
+func selectsTests(pattern string, defined []string) bool {
+	var alts [][]string
+	elems := []string{}
+	brackets, parens, start := 0, 0, 0
+	for i := 0; i < len(pattern); i++ {
+		switch pattern[i] {
+		case '[':
+			brackets++
+		case ']':
+			brackets = max(brackets-1, 0)
+		case '(':
+			if brackets == 0 {
+				parens++
+			}
+		case ')':
+			if brackets == 0 {
+				parens--
+			}
+		case '\\':
+			i++
+		case '/', '|':
+			if brackets == 0 && parens == 0 {
+				elems = append(elems, pattern[start:i])
+				start = i + 1
+				if pattern[i] == '|' {
+					alts, elems = append(alts, elems), []string{}
+				}
+			}
+		}
+	}
+	alts = append(alts, append(elems, pattern[min(start, len(pattern)):]))
+	for _, alt := range alts {
+		re, err := regexp.Compile(alt[0])
+		if err != nil || !slices.ContainsFunc(defined, re.MatchString) {
+			return false
+		}
+	}
+	return true
+}
+
 // TestDocsNameExistingTests: every test, fuzz target or benchmark the
 // docs name (as the proof of a claim, or in a command to run) is one of
 // the repository's, so that a renamed or removed test is not left cited.
 func TestDocsNameExistingTests(t *testing.T) {
-	out, err := exec.Command("git", "-C", root, "ls-files", "*_test.go").Output()
-	if err != nil {
-		t.Skipf("git ls-files: %v", err)
-	}
 	var defined []string
-	for _, f := range strings.Fields(string(out)) {
+	for _, f := range repoFiles(t, true, "*_test.go") {
 		b, err := os.ReadFile(filepath.Join(root, f))
 		if err != nil {
 			t.Fatal(err)
@@ -250,11 +286,58 @@ func TestDocsNameExistingTests(t *testing.T) {
 			t.Error(p)
 		}
 	}
-	doc := "`TestA` and `FuzzB` hold it; `go test -run 'TestC' ./x`, `-bench D -run '^$'`; TestGone, BenchmarkNone, `-run Nothing`, a long-run Test\n"
+	doc := "`TestA` and `FuzzB` hold it; `go test -run 'TestC' ./x`, `-bench D -run '^$'`; TestGone, BenchmarkNone, `-run Nothing`, a long-run Test\n" +
+		"`-run 'TestA/a_pod_tenant'`, `-run 'TestA|TestCalib/x'`, `-run '^(TestA|FuzzB)$/[a/b]'`, `-run 'TestA|TestGone/x'`, `-run TestGone/TestA`\n"
 	got := missingTests("x.md", doc, []string{"TestA", "FuzzB", "TestCalib", "BenchmarkDx"})
-	want := []string{"x.md:1: -run Nothing selects no test", "x.md:1: TestGone is no test, fuzz target or benchmark", "x.md:1: BenchmarkNone is no test, fuzz target or benchmark"}
+	want := []string{"x.md:1: -run Nothing selects no test", "x.md:1: TestGone is no test, fuzz target or benchmark", "x.md:1: BenchmarkNone is no test, fuzz target or benchmark",
+		"x.md:2: -run 'TestA|TestGone/x' selects no test", "x.md:2: -run TestGone/TestA selects no test"}
 	if !slices.Equal(got, want) {
 		t.Errorf("missingTests = %q, want %q", got, want)
+	}
+}
+
+// fenceLine is the opening or closing line of a fenced code block.
+var fenceLine = regexp.MustCompile("^[ \t]*```")
+
+// pathNamer returns a function listing the paths from the repository's
+// root (a directory of tops first) that a doc's text names, each as
+// "LINE:PATH": any in code (`collector/docs_test.go`, a fenced command),
+// and in prose only those ending in an extension or a / (deploy/systemd/):
+// "latency/throughput trade-off" or "per tenant/GPU pair" is no path.
+// Link targets are TestDocsLinksResolve's.
+func pathNamer(tops []string) func(text string) []string {
+	quoted := make([]string, len(tops))
+	for i, top := range tops {
+		quoted[i] = regexp.QuoteMeta(top)
+	}
+	path := regexp.MustCompile("(?:^|[\\s`(\\[\"])((?:" + strings.Join(quoted, "|") + `)/[\w./-]*[\w/])`)
+	file := regexp.MustCompile(`(?:/|\.\w+)$`)
+	return func(text string) []string {
+		var out []string
+		add := func(i int, s string, code bool) {
+			for _, m := range path.FindAllStringSubmatch(s, -1) {
+				p := strings.TrimRight(m[1], ".")
+				if code || file.MatchString(p) {
+					out = append(out, fmt.Sprintf("%d:%s", i+1, p))
+				}
+			}
+		}
+		fenced := false
+		for i, line := range strings.Split(text, "\n") {
+			if fenceLine.MatchString(line) {
+				fenced = !fenced
+				continue
+			}
+			if fenced {
+				add(i, line, true)
+				continue
+			}
+			for _, m := range codeSpan.FindAllStringSubmatch(line, -1) {
+				add(i, m[1], true)
+			}
+			add(i, codeSpan.ReplaceAllString(line, " "), false)
+		}
+		return out
 	}
 }
 
@@ -262,33 +345,35 @@ func TestDocsNameExistingTests(t *testing.T) {
 // root (`collector/docs_test.go`, deploy/systemd/) exists, so that a
 // moved file is not left cited.
 func TestDocsPathsExist(t *testing.T) {
-	out, err := exec.Command("git", "-C", root, "ls-files").Output()
-	if err != nil {
-		t.Skipf("git ls-files: %v", err)
-	}
 	tops := map[string]bool{}
-	for _, f := range strings.Fields(string(out)) {
+	for _, f := range repoFiles(t, false, "*") {
 		if top, _, ok := strings.Cut(f, "/"); ok {
-			tops[regexp.QuoteMeta(top)] = true
+			tops[top] = true
 		}
 	}
 	if len(tops) < 10 {
 		t.Fatalf("only %d top-level directories: %v", len(tops), tops)
 	}
-	path := regexp.MustCompile("(?:^|[\\s`(\\[\"])((?:" + strings.Join(slices.Sorted(maps.Keys(tops)), "|") + `)/[\w./-]*[\w/])`)
+	names := pathNamer(slices.Sorted(maps.Keys(tops)))
 	for _, doc := range proseDocs(t) {
 		b, err := os.ReadFile(filepath.Join(root, doc))
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i, line := range strings.Split(string(b), "\n") {
-			for _, m := range path.FindAllStringSubmatch(line, -1) {
-				p := strings.TrimRight(m[1], ".")
-				if _, err := os.Stat(filepath.Join(root, p)); err != nil && !notOurs[p] {
-					t.Errorf("%s:%d names %s, which the repository does not have", doc, i+1, p)
-				}
+		for _, lp := range names(string(b)) {
+			line, p, _ := strings.Cut(lp, ":")
+			if _, err := os.Stat(filepath.Join(root, p)); err != nil && !notOurs[p] {
+				t.Errorf("%s:%s names %s, which the repository does not have", doc, line, p)
 			}
 		}
+	}
+	doc := "A latency/throughput trade-off per tenant/GPU pair, sim/test.\n" +
+		"`tenant/gone.go` and `latency/x`; see deploy/systemd/ or sim/a.go. (kube/b.yaml)\n" +
+		"```\ngo test ./sim/... && cat test/c\n```\nlatency/y\n"
+	got := pathNamer([]string{"deploy", "kube", "latency", "sim", "tenant", "test"})(doc)
+	want := []string{"2:tenant/gone.go", "2:latency/x", "2:deploy/systemd/", "2:sim/a.go", "2:kube/b.yaml", "4:test/c"}
+	if !slices.Equal(got, want) {
+		t.Errorf("paths named = %q, want %q", got, want)
 	}
 }
 

@@ -2,9 +2,7 @@ package main
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/google/go-jsonnet/formatter"
@@ -14,13 +12,9 @@ import (
 // jsonnetfmt's default style (go-jsonnet's formatter, the library the
 // build evaluates with), so that a diff shows a change, not a re-indent.
 func TestJsonnetFormatted(t *testing.T) {
-	out, err := exec.Command("git", "-C", root, "ls-files", "*.libsonnet", "*.jsonnet").Output()
-	if err != nil {
-		t.Skipf("git ls-files: %v", err)
-	}
-	files := strings.Fields(string(out))
+	files := repoFiles(t, false, "*.libsonnet", "*.jsonnet")
 	if len(files) < 5 {
-		t.Fatalf("only %d jsonnet files listed: %q", len(files), files)
+		t.Fatalf("only %d jsonnet files found: %q", len(files), files)
 	}
 	for _, f := range files {
 		b, err := os.ReadFile(filepath.Join(root, f))
