@@ -53,6 +53,16 @@ func (c *tlsCopies) close() {
 func copyTLSFiles(tc *web.TLSConfig, limit int64, reuse *tlsCopies) (*tlsCopies, error) {
 	named := map[string]string{"cert_file": tc.TLSCertPath, "key_file": tc.TLSKeyPath, "client_ca_file": tc.ClientCAs}
 	data := map[string][]byte{}
+	// The bytes read here are cleared when done, whatever the outcome (a
+	// failed read of a later file too), and that is all: the key is read
+	// again, and not cleared, by digest from its file at every check, by
+	// the pair's validation, and by exporter-toolkit from its copy at every
+	// handshake.
+	defer func() {
+		for _, b := range data {
+			clear(b)
+		}
+	}()
 	h := sha256.New()
 	for _, key := range tlsFileKeys {
 		path := named[key]
@@ -67,11 +77,6 @@ func copyTLSFiles(tc *web.TLSConfig, limit int64, reuse *tlsCopies) (*tlsCopies,
 		fmt.Fprintf(h, "%s %d\n", key, len(b))
 		h.Write(b)
 	}
-	defer func() {
-		for _, b := range data {
-			clear(b) // the key's bytes are kept in its copy only
-		}
-	}()
 	if len(data) == 0 {
 		return nil, nil
 	}
