@@ -288,10 +288,15 @@ func (k *Kept) load() (loaded, error) {
 
 // checkTLSFiles refuses a certificate, key or client CA file data (the
 // file's content) names that is not a regular file of at most the limit
-// (after symlinks), as the file itself is refused: exporter-toolkit reads them whole, and its read of a FIFO
-// would wait for a writer, holding the reload (and every later one, and
-// the shutdown) for good. A missing one is left to exporter-toolkit's
-// error.
+// (after symlinks), as the file itself is refused: exporter-toolkit reads
+// them whole (web.Validate), and its read of a FIFO would wait for a
+// writer, holding the reload (and every later one, and the shutdown) for
+// good. On Linux copyTLSFiles, which follows, reads those tlsSection
+// decodes, refusing the same and a missing one too; this check covers the
+// rest: outside Linux all of them, and on Linux the paths of a section
+// tlsSection does not decode, which exporter-toolkit's validation may
+// still read. A missing one is left to the read that follows
+// (copyTLSFiles, or exporter-toolkit's).
 func (k *Kept) checkTLSFiles(data []byte) error {
 	for _, p := range k.tlsFiles(data) {
 		if err := fileread.Check(p, k.limit); err != nil && !errors.Is(err, fs.ErrNotExist) {
