@@ -119,7 +119,7 @@ func webConfig(t *testing.T) prometheus.Collector {
 	if err := os.WriteFile(f, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	k, err := webconf.Open(f, 1<<20)
+	k, err := webconf.Open(f, 1<<20, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/go-kit/log"
@@ -25,13 +27,16 @@ import (
 // request's fault: HTTP 400, logged as a warning (see badRequestLog).
 // What the handlers of filtered requests log is rate-limited as a whole
 // (see promLogger); an error writing to a client that hung up mid-scrape
-// is its own, not the exporter's, and logged at debug level (requestLog).
+// is its own, not the exporter's, and logged at debug level, one writing
+// past the server's write timeout (a filtered request is gathered within
+// it) at warn level (requestLog).
 func Metrics(cached http.Handler, newCollector func(filters ...string) (prometheus.Collector, error), self prometheus.Gatherer, logger log.Logger) http.Handler {
 	if logger == nil {
 		logger = log.NewNopLogger()
 	}
 	bad := &badRequestLog{logger: logger, lines: ratelog.New(badRequestLogEvery, 1)}
-	errLog := &promLogger{logger: logger, lines: ratelog.New(badRequestLogEvery, 1), gone: ratelog.New(badRequestLogEvery, 1)}
+	errLog := &promLogger{logger: logger, lines: ratelog.New(badRequestLogEvery, 1),
+		gone: ratelog.New(badRequestLogEvery, 1), failed: ratelog.New(badRequestLogEvery, 1)}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q, err := url.ParseQuery(r.URL.RawQuery)
 		if err != nil {
@@ -116,6 +121,7 @@ type promLogger struct {
 	logger log.Logger
 	lines  *ratelog.Log
 	gone   *ratelog.Log // the debug lines of clients gone (requestLog)
+	failed *ratelog.Log // the warnings of other failed writes (requestLog)
 }
 
 // Println writes v as fmt.Println would, spaces between all operands.
@@ -129,7 +135,8 @@ func (l *promLogger) Println(v ...any) {
 
 // clientWriter is a request's ResponseWriter that keeps the first error a
 // write to it returned: the client's connection failing (it hung up: a
-// broken pipe, a reset; it stopped reading past the write timeout).
+// broken pipe, a reset), or the response written past the server's write
+// timeout (a client that stopped reading, or a gather that outlasted it).
 type clientWriter struct {
 	http.ResponseWriter
 	err error
@@ -146,32 +153,48 @@ func (w *clientWriter) Write(p []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the connection.
 func (w *clientWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// requestLog is promLogger for one request written to w: what promhttp
-// logs with the error a write to the client returned (a client that hung
-// up mid-scrape) is no error of the exporter's, and is logged at debug
-// level, rate-limited apart, so that hang-ups do not hold back the lines
-// of real errors, which stay at error level.
+// requestLog is promLogger for one request written to w. What promhttp
+// logs with the error a write to the client returned is no error of the
+// exporter's: a client that hung up mid-scrape (a broken pipe, a reset) is
+// logged at debug level; any other failed write, a write past the
+// server's write timeout above all (a filtered request is gathered while
+// it runs, so a gather outlasting it fails the response while the client
+// still waits), at warn level. Each is rate-limited apart, so that neither
+// holds back the lines of real errors, which stay at error level.
 type requestLog struct {
 	*promLogger
 	w *clientWriter
 }
 
-// Println writes v as promLogger does, at debug level where an operand is
-// the error that a write to the client returned.
+// Println writes v as promLogger does, at debug or warn level where an
+// operand is the error that a write to the client returned.
 func (l requestLog) Println(v ...any) {
-	gone := false
+	var werr error
 	for _, x := range v {
 		if err, ok := x.(error); ok && l.w.err != nil && errors.Is(err, l.w.err) {
-			gone = true
+			werr = l.w.err
 		}
 	}
-	if !gone {
+	line := strings.TrimSuffix(fmt.Sprintln(v...), "\n")
+	switch {
+	case werr == nil:
 		l.promLogger.Println(v...)
-		return
+	case clientHungUp(werr):
+		if held, ok := l.gone.Note(); ok {
+			level.Debug(l.logger).Log("msg", "client gone mid-scrape: "+line, "not_logged", held)
+		}
+	case errors.Is(werr, os.ErrDeadlineExceeded):
+		if held, ok := l.failed.Note(); ok {
+			level.Warn(l.logger).Log("msg", "the response missed the server's write timeout (a filtered scrape is gathered within it): "+line, "not_logged", held)
+		}
+	default:
+		if held, ok := l.failed.Note(); ok {
+			level.Warn(l.logger).Log("msg", "writing the response failed: "+line, "not_logged", held)
+		}
 	}
-	held, ok := l.gone.Note()
-	if !ok {
-		return
-	}
-	level.Debug(l.logger).Log("msg", "client gone mid-scrape: "+strings.TrimSuffix(fmt.Sprintln(v...), "\n"), "not_logged", held)
+}
+
+// clientHungUp says whether err, a write's, is the client's hanging up.
+func clientHungUp(err error) bool {
+	return errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
 }

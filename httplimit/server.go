@@ -31,8 +31,11 @@ type Limits struct {
 	MaxConnections int
 }
 
-// writeTimeout bounds the time to write one response. Responses are
-// encoded ahead, so this only ends clients that stop reading.
+// writeTimeout bounds the time to write one response, from the request's
+// read. An unfiltered scrape's response is encoded ahead (the cache), so
+// for it this only ends clients that stop reading; a filtered one
+// (collect[], name[]) is gathered on demand within it, so a gather
+// outlasting it fails the response (exposition logs that at warn level).
 const writeTimeout = time.Minute
 
 // maxHeaderBytes bounds a request's header; scrapes send a few hundred

@@ -8,7 +8,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
@@ -172,7 +171,9 @@ func (p *Persistent) write() error {
 // crash between a write and its rename) is removed, the link not followed;
 // anything else is refused, naming it: the open of a FIFO would block for
 // good, holding the lock. The file is made with O_EXCL, so nothing put
-// there meanwhile is opened either.
+// there meanwhile is opened either: a link or FIFO made between the check
+// and the open fails it with EEXIST, not followed nor waited on (no
+// O_NOFOLLOW, which Windows lacks, is needed).
 func createTemp(tmp string) (*os.File, error) {
 	fi, err := os.Lstat(tmp)
 	switch {
@@ -186,7 +187,7 @@ func createTemp(tmp string) (*os.File, error) {
 	default:
 		return nil, fmt.Errorf("%s is not a regular file (%s); refusing to write the settings through it", tmp, fileread.Kind(fi.Mode()))
 	}
-	return os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
+	return os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 }
 
 // value reads a setting; s.mu is held.

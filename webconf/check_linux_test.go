@@ -29,7 +29,7 @@ func TestCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	write(t, f, good)
-	k, err := Open(f, limit)
+	k, err := Open(f, limit, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestCheckSettles(t *testing.T) {
 	f := filepath.Join(t.TempDir(), "web.yml")
 	oldHash, newHash := hash(t, "s3cret"), hash(t, "n3w")
 	write(t, f, "basic_auth_users:\n  prom: "+oldHash+"\n")
-	k, err := Open(f, limit)
+	k, err := Open(f, limit, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestCheckSettles(t *testing.T) {
 func TestWatchReportsChangesOnce(t *testing.T) {
 	f := filepath.Join(t.TempDir(), "web.yml")
 	write(t, f, "basic_auth_users: {}\n")
-	k, err := Open(f, limit)
+	k, err := Open(f, limit, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,10 +30,10 @@ func expiryOf(tc *web.TLSConfig, data map[string][]byte) notAfter {
 		ca = []byte(tc.ClientCAsText)
 	}
 	var n notAfter
-	if certs := pemCerts(cert); len(certs) > 0 {
+	if certs := pemCerts(cert, false); len(certs) > 0 {
 		n.server = certs[0].NotAfter
 	}
-	for _, c := range pemCerts(ca) {
+	for _, c := range pemCerts(ca, true) {
 		if n.clientCA.IsZero() || c.NotAfter.Before(n.clientCA) {
 			n.clientCA = c.NotAfter
 		}
@@ -42,15 +42,17 @@ func expiryOf(tc *web.TLSConfig, data map[string][]byte) notAfter {
 }
 
 // pemCerts are the certificates data's PEM CERTIFICATE blocks hold, in
-// order, those that do not parse left out.
-func pemCerts(data []byte) []*x509.Certificate {
+// order, those that do not parse left out, and, for a pool (a client CA,
+// read as exporter-toolkit's x509.CertPool reads it), those with PEM
+// headers too.
+func pemCerts(data []byte, pool bool) []*x509.Certificate {
 	var certs []*x509.Certificate
 	for rest := data; ; {
 		var b *pem.Block
 		if b, rest = pem.Decode(rest); b == nil {
 			return certs
 		}
-		if b.Type != "CERTIFICATE" {
+		if b.Type != "CERTIFICATE" || pool && len(b.Headers) > 0 {
 			continue
 		}
 		if c, err := x509.ParseCertificate(b.Bytes); err == nil {

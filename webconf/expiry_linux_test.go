@@ -76,7 +76,7 @@ func TestCertificateExpiry(t *testing.T) {
 	write(t, filepath.Join(dir, "ca.crt"), string(ca1)+string(ca2))
 	write(t, f, "tls_server_config:\n  cert_file: tls.crt\n  key_file: tls.key\n"+
 		"  client_auth_type: VerifyClientCertIfGiven\n  client_ca_file: ca.crt\n")
-	k, err := Open(f, 1<<20)
+	k, err := Open(f, 1<<20, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,6 +107,17 @@ func TestCertificateExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("after a valid renewal", at(2032), at(2035))
+
+	// A certificate of the client CA that exporter-toolkit skips (one
+	// with PEM headers) verifies no client: its expiry is not the CA's.
+	skipped, _ := certPEM(t, at(2031), true)
+	b, _ := pem.Decode(skipped)
+	b.Headers = map[string]string{"Proc-Type": "4,ENCRYPTED"}
+	write(t, filepath.Join(dir, "ca.crt"), string(ca1)+string(pem.EncodeToMemory(b)))
+	if err := k.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	check("with a certificate skipped", at(2032), at(2035))
 }
 
 // Certificates written in the configuration itself (cert, client_ca) are
@@ -120,7 +131,7 @@ func TestCertificateExpiryInline(t *testing.T) {
 		return "    " + strings.ReplaceAll(strings.TrimSpace(string(b)), "\n", "\n    ") + "\n"
 	}
 	write(t, f, "tls_server_config:\n  cert: |\n"+indent(cert)+"  key: |\n"+indent(key))
-	k, err := Open(f, 1<<20)
+	k, err := Open(f, 1<<20, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ func TestCollector(t *testing.T) {
 	if err := os.WriteFile(f, []byte("basic_auth_users: {}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	k, err := Open(f, 1<<20)
+	k, err := Open(f, 1<<20, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/prometheus/exporter-toolkit/web"
 
@@ -26,6 +27,10 @@ type tlsCopies struct {
 	paths  map[string]string // the copy of each key's file
 	copies []*memCopy
 	expiry notAfter // of the certificates they (or the configuration) hold
+	// skipped names each PEM block of the client CA file that
+	// exporter-toolkit skips (parseCAs), with the file: warned of when
+	// these copies are put in use.
+	skipped []string
 }
 
 // close releases the copies; nil does nothing.
@@ -48,6 +53,16 @@ func (c *tlsCopies) close() {
 func copyTLSFiles(tc *web.TLSConfig, limit int64, reuse *tlsCopies) (*tlsCopies, error) {
 	named := map[string]string{"cert_file": tc.TLSCertPath, "key_file": tc.TLSKeyPath, "client_ca_file": tc.ClientCAs}
 	data := map[string][]byte{}
+	// The bytes read here are cleared when done, whatever the outcome (a
+	// failed read of a later file too), and that is all: the key is read
+	// again, and not cleared, by digest from its file at every check, by
+	// the pair's validation, and by exporter-toolkit from its copy at every
+	// handshake.
+	defer func() {
+		for _, b := range data {
+			clear(b)
+		}
+	}()
 	h := sha256.New()
 	for _, key := range tlsFileKeys {
 		path := named[key]
@@ -62,15 +77,11 @@ func copyTLSFiles(tc *web.TLSConfig, limit int64, reuse *tlsCopies) (*tlsCopies,
 		fmt.Fprintf(h, "%s %d\n", key, len(b))
 		h.Write(b)
 	}
-	defer func() {
-		for _, b := range data {
-			clear(b) // the key's bytes are kept in its copy only
-		}
-	}()
 	if len(data) == 0 {
 		return nil, nil
 	}
-	if err := validateTLSFiles(tc, data); err != nil {
+	skipped, err := validateTLSFiles(tc, data)
+	if err != nil {
 		return nil, err
 	}
 	var sum [sha256.Size]byte
@@ -78,7 +89,7 @@ func copyTLSFiles(tc *web.TLSConfig, limit int64, reuse *tlsCopies) (*tlsCopies,
 	if reuse != nil && reuse.sum == sum {
 		return reuse, nil
 	}
-	c := &tlsCopies{sum: sum, paths: map[string]string{}, expiry: expiryOf(tc, data)}
+	c := &tlsCopies{sum: sum, paths: map[string]string{}, expiry: expiryOf(tc, data), skipped: skipped}
 	for _, key := range tlsFileKeys {
 		b, ok := data[key]
 		if !ok {
@@ -110,10 +121,9 @@ var tlsFileKeys = []string{"cert_file", "key_file", "client_ca_file"}
 // validateTLSFiles checks the files' contents (data, by key) as
 // exporter-toolkit reads them: the certificate with the key as a pair
 // (either may be given in the configuration itself), the client CA as
-// PEM certificates. exporter-toolkit skips what it cannot parse of a
-// client CA file: a garbage one would verify no client, a truncated one
-// fewer, and neither would be reported.
-func validateTLSFiles(tc *web.TLSConfig, data map[string][]byte) error {
+// PEM certificates (parseCAs). skipped names, with the file, each block of
+// the client CA that exporter-toolkit skips.
+func validateTLSFiles(tc *web.TLSConfig, data map[string][]byte) (skipped []string, err error) {
 	cert, certFile := data["cert_file"], data["cert_file"] != nil
 	if !certFile {
 		cert = []byte(tc.TLSCert)
@@ -124,15 +134,19 @@ func validateTLSFiles(tc *web.TLSConfig, data map[string][]byte) error {
 	}
 	if (certFile || keyFile) && len(cert) > 0 && len(key) > 0 {
 		if _, err := tls.X509KeyPair(cert, key); err != nil {
-			return fmt.Errorf("%s do not load as a certificate and its key: %w", pairName(tc, certFile, keyFile), err)
+			return nil, fmt.Errorf("%s do not load as a certificate and its key: %w", pairName(tc, certFile, keyFile), err)
 		}
 	}
 	if ca, ok := data["client_ca_file"]; ok {
-		if err := parseCAs(ca); err != nil {
-			return fmt.Errorf("client_ca_file %s: %w", tc.ClientCAs, err)
+		s, err := parseCAs(ca)
+		if err != nil {
+			return nil, fmt.Errorf("client_ca_file %s: %w", tc.ClientCAs, err)
+		}
+		for _, b := range s {
+			skipped = append(skipped, fmt.Sprintf("client_ca_file %s: %s (exporter-toolkit skips such blocks too; none verifies a client)", tc.ClientCAs, b))
 		}
 	}
-	return nil
+	return skipped, nil
 }
 
 // pairName names the certificate and key's files, or the configuration
@@ -148,35 +162,60 @@ func pairName(tc *web.TLSConfig, certFile, keyFile bool) string {
 	return c + " and " + k
 }
 
-// parseCAs checks that data holds PEM certificates, at least one, each
-// of which exporter-toolkit's pool takes (a block of PEM headers it
-// skips), and no block cut short.
-func parseCAs(data []byte) error {
-	n := 0
+// parseCAs reads data, a client CA file, as exporter-toolkit's pool does
+// (x509.CertPool.AppendCertsFromPEM): a PEM block that is not a
+// CERTIFICATE (an X509 CRL, a TRUSTED CERTIFICATE), has PEM headers, or
+// does not parse is skipped, and named in skipped, as "PEM block N
+// skipped: why" (the first maxSkippedNamed, then their number: a file of
+// a thousand is no thousand lines). It refuses data in which no certificate is taken (a
+// garbage file verifies no client) or a block is cut short (a truncated
+// renewal verifies fewer than it should), which the pool would take
+// without a word.
+func parseCAs(data []byte) (skipped []string, err error) {
+	n, taken, more := 0, 0, 0
 	for rest := data; ; {
 		var b *pem.Block
 		b, rest = pem.Decode(rest)
 		if b == nil {
 			if bytes.Contains(rest, []byte("-----BEGIN")) {
-				return fmt.Errorf("PEM block %d does not decode (cut short?)", n+1)
+				return nil, fmt.Errorf("PEM block %d does not decode (cut short?)", n+1)
 			}
 			break
 		}
 		n++
-		if b.Type != "CERTIFICATE" {
-			return fmt.Errorf("PEM block %d is a %q, not a CERTIFICATE", n, b.Type)
+		why := ""
+		switch {
+		case b.Type != "CERTIFICATE":
+			why = fmt.Sprintf("a %q, not a CERTIFICATE", b.Type)
+		case len(b.Headers) > 0:
+			why = "a CERTIFICATE with PEM headers"
+		default:
+			if _, err := x509.ParseCertificate(b.Bytes); err != nil {
+				why = fmt.Sprintf("a CERTIFICATE that does not parse (%v)", err)
+			}
 		}
-		if len(b.Headers) > 0 {
-			return fmt.Errorf("PEM certificate %d has headers (it would be skipped)", n)
-		}
-		if _, err := x509.ParseCertificate(b.Bytes); err != nil {
-			return fmt.Errorf("PEM certificate %d: %w", n, err)
+		switch {
+		case why == "":
+			taken++
+		case len(skipped) < maxSkippedNamed:
+			skipped = append(skipped, fmt.Sprintf("PEM block %d skipped: %s", n, why))
+		default:
+			more++
 		}
 	}
-	if n == 0 {
-		return errNoCA
+	if more > 0 {
+		skipped = append(skipped, fmt.Sprintf("%d more PEM blocks skipped", more))
 	}
-	return nil
+	if taken == 0 {
+		if len(skipped) > 0 {
+			return nil, fmt.Errorf("%w (%s)", errNoCA, strings.Join(skipped, "; "))
+		}
+		return nil, errNoCA
+	}
+	return skipped, nil
 }
 
-var errNoCA = errors.New("no PEM certificate in it")
+var errNoCA = errors.New("no PEM certificate in it that parses")
+
+// maxSkippedNamed bounds the skipped blocks parseCAs names one by one.
+const maxSkippedNamed = 10

@@ -138,10 +138,10 @@ func TestTLSFilesKeptLastGood(t *testing.T) {
 			b, _ := pem.Decode(ca)
 			b.Headers = map[string]string{"Proc-Type": "4,ENCRYPTED"}
 			testutil.ReplaceFile(t, filepath.Join(dir, "ca.crt"), pem.EncodeToMemory(b))
-		}, "client_ca_file DIR/ca.crt: PEM certificate 1 has headers"},
+		}, "client_ca_file DIR/ca.crt: no PEM certificate in it that parses (PEM block 1 skipped: a CERTIFICATE with PEM headers)"},
 		{"client CA holding a key", func(t *testing.T, dir string) {
 			testutil.ReplaceFile(t, filepath.Join(dir, "ca.crt"), []byte("-----BEGIN EC PRIVATE KEY-----\nAAAA\n-----END EC PRIVATE KEY-----\n"))
-		}, `client_ca_file DIR/ca.crt: PEM block 1 is a "EC PRIVATE KEY"`},
+		}, `client_ca_file DIR/ca.crt: no PEM certificate in it that parses (PEM block 1 skipped: a "EC PRIVATE KEY", not a CERTIFICATE)`},
 		{"certificate and key renewed", func(t *testing.T, dir string) {
 			// As cert-manager writes a Secret: each file renamed over.
 			tmp := t.TempDir()
@@ -162,7 +162,7 @@ func TestTLSFilesKeptLastGood(t *testing.T) {
 			f := filepath.Join(dir, "web.yml")
 			write(t, f, "tls_server_config:\n  cert_file: tls.crt\n  key_file: tls.key\n"+
 				"  client_auth_type: VerifyClientCertIfGiven\n  client_ca_file: ca.crt\n")
-			k, err := Open(f, limit)
+			k, err := Open(f, limit, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -248,7 +248,7 @@ func TestTLSCopiesReplaced(t *testing.T) {
 	f := filepath.Join(dir, "web.yml")
 	write(t, f, "tls_server_config:\n  cert_file: tls.crt\n  key_file: tls.key\n"+
 		"  client_auth_type: VerifyClientCertIfGiven\n  client_ca_file: ca.crt\n")
-	k, err := Open(f, limit)
+	k, err := Open(f, limit, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

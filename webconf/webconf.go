@@ -39,9 +39,10 @@ import (
 type Kept struct {
 	file  string // the user's file, as given
 	limit int64
-	mu    sync.Mutex // serializes reloads
-	copy  *memCopy   // nil where there is no memfd: exporter-toolkit reads file
-	tls   bool       // whether the configuration in use sets up TLS
+	warn  func(msg string) // what a configuration put in use warns of; nil: nothing
+	mu    sync.Mutex       // serializes reloads
+	copy  *memCopy         // nil where there is no memfd: exporter-toolkit reads file
+	tls   bool             // whether the configuration in use sets up TLS
 	// files are the copies of the certificate, key and client CA files
 	// that copy names (nil: none); previous are those it named before the
 	// last change of them, left open for a handshake under way that read
@@ -67,8 +68,11 @@ type Kept struct {
 
 // Open reads and validates file (at most limit bytes) and keeps it. Its
 // errors are exporter-toolkit's or the read's; the caller names the file.
-func Open(file string, limit int64) (*Kept, error) {
-	k := &Kept{file: file, limit: limit}
+// warn (nil: none) is told, once each time a client CA file is put in use
+// (here, or by a reload or check), of each of its PEM blocks that
+// exporter-toolkit skips, naming the file and the block.
+func Open(file string, limit int64, warn func(msg string)) (*Kept, error) {
+	k := &Kept{file: file, limit: limit, warn: warn}
 	k.seen = k.digest() // before the read: an edit in between is found by the next check
 	l, err := k.load()
 	if err != nil {
@@ -76,7 +80,19 @@ func Open(file string, limit int64) (*Kept, error) {
 	}
 	k.copy, k.files, k.tls = l.cfg, l.files, l.tls
 	k.expiry.Store(&l.expiry)
+	k.warnSkipped(k.files)
 	return k, nil
+}
+
+// warnSkipped tells k.warn of the client CA blocks skipped of files, just
+// put in use.
+func (k *Kept) warnSkipped(files *tlsCopies) {
+	if files == nil || k.warn == nil {
+		return
+	}
+	for _, s := range files.skipped {
+		k.warn(s)
+	}
 }
 
 // File is the user's file.
@@ -188,6 +204,7 @@ func (k *Kept) reload() error {
 		// the copy named until now stay open until the next change.
 		k.previous.close()
 		k.previous, k.files = k.files, next.files
+		k.warnSkipped(k.files)
 	}
 	return nil
 }
@@ -271,10 +288,15 @@ func (k *Kept) load() (loaded, error) {
 
 // checkTLSFiles refuses a certificate, key or client CA file data (the
 // file's content) names that is not a regular file of at most the limit
-// (after symlinks), as the file itself is refused: exporter-toolkit reads them whole, and its read of a FIFO
-// would wait for a writer, holding the reload (and every later one, and
-// the shutdown) for good. A missing one is left to exporter-toolkit's
-// error.
+// (after symlinks), as the file itself is refused: exporter-toolkit reads
+// them whole (web.Validate), and its read of a FIFO would wait for a
+// writer, holding the reload (and every later one, and the shutdown) for
+// good. On Linux copyTLSFiles, which follows, reads those tlsSection
+// decodes, refusing the same and a missing one too; this check covers the
+// rest: outside Linux all of them, and on Linux the paths of a section
+// tlsSection does not decode, which exporter-toolkit's validation may
+// still read. A missing one is left to the read that follows
+// (copyTLSFiles, or exporter-toolkit's).
 func (k *Kept) checkTLSFiles(data []byte) error {
 	for _, p := range k.tlsFiles(data) {
 		if err := fileread.Check(p, k.limit); err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -95,7 +95,7 @@ func TestReloadKeepsLastGood(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := filepath.Join(dir, "web.yml")
 			write(t, f, good)
-			k, err := Open(f, limit)
+			k, err := Open(f, limit, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -130,7 +130,7 @@ func TestReloadKeepsLastGood(t *testing.T) {
 func TestReloadTakesGoodEdit(t *testing.T) {
 	f := filepath.Join(t.TempDir(), "web.yml")
 	write(t, f, "basic_auth_users:\n  prom: "+hash(t, "s3cret")+"\n")
-	k, err := Open(f, limit)
+	k, err := Open(f, limit, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestRelativePathsResolved(t *testing.T) {
 	writeCert(t, dir)
 	write(t, filepath.Join(dir, "web.yml"), "tls_server_config:\n  cert_file: tls.crt\n  key_file: 'tls.key'\n  client_auth_type: NoClientCert\n")
 	t.Chdir(dir)
-	k, err := Open("web.yml", limit)
+	k, err := Open("web.yml", limit, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +220,7 @@ func TestYAMLFormsAccepted(t *testing.T) {
 			if err := web.Validate("web.yml"); err != nil {
 				t.Fatalf("exporter-toolkit refuses the file: %v", err)
 			}
-			k, err := Open("web.yml", limit)
+			k, err := Open("web.yml", limit, nil)
 			if err != nil {
 				t.Fatalf("refused: %v", err)
 			}
@@ -244,7 +244,7 @@ func TestYAMLFormsAccepted(t *testing.T) {
 func TestCopyPrivate(t *testing.T) {
 	f := filepath.Join(t.TempDir(), "web.yml")
 	write(t, f, "basic_auth_users: {}\n")
-	k, err := Open(f, limit)
+	k, err := Open(f, limit, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,9 +311,9 @@ func TestTLSFileNotRegular(t *testing.T) {
 				}
 			}
 			write(t, f, bad)
-			within("open", func() error { _, err := Open(f, limit); return err })
+			within("open", func() error { _, err := Open(f, limit, nil); return err })
 			write(t, f, good)
-			k, err := Open(f, limit)
+			k, err := Open(f, limit, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -333,7 +333,7 @@ func TestNoProc(t *testing.T) {
 	old := fdDir
 	fdDir = filepath.Join(t.TempDir(), "no-proc") + "/"
 	defer func() { fdDir = old }()
-	k, err := Open(f, limit)
+	k, err := Open(f, limit, nil)
 	if err == nil {
 		k.Close()
 		t.Fatal("opened without /proc")

@@ -107,7 +107,9 @@ func start(cfg *config, logger log.Logger) (*service, error) {
 	var kept *webconf.Kept
 	if f := *cfg.Web.WebConfigFile; f != "" {
 		var err error
-		if kept, err = webconf.Open(f, maxWebConfigBytes); err != nil {
+		wlog := log.With(logger, "component", "web", "web_config_file", f)
+		warn := func(msg string) { level.Warn(wlog).Log("msg", msg) }
+		if kept, err = webconf.Open(f, maxWebConfigBytes, warn); err != nil {
 			return nil, fmt.Errorf("--web.config.file=%s: %w", f, err)
 		}
 	}

@@ -394,7 +394,7 @@ func serveWebConfig(t *testing.T) (webCfg, base string, logs *testutil.SyncBuffe
 	cfg := testConfig(t, "--web.listen-address="+addr, "--web.config.file="+webCfg)
 	logs = &testutil.SyncBuffer{}
 	svc := newService(&fakeSource{}, &fakeBuilder{}, "", gpu.NewManualClock(time.Unix(1e9, 0)), time.Hour, log.NewLogfmtLogger(logs))
-	if svc.web, err = webconf.Open(webCfg, maxWebConfigBytes); err != nil { // as start does
+	if svc.web, err = webconf.Open(webCfg, maxWebConfigBytes, nil); err != nil { // as start does
 		t.Fatal(err)
 	}
 	checks = make(chan time.Time)

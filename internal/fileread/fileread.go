@@ -164,7 +164,6 @@ func tooLarge(name string, limit int64) error {
 	return fmt.Errorf("%s is %w of %d bytes", name, ErrTooLarge, limit)
 }
 
-// kind names a non-regular file type.
 // Kind names in words the type of a file that is no regular file: "a
 // named pipe", "a directory"...
 func Kind(m fs.FileMode) string {
