@@ -2,6 +2,8 @@
 
 package webconf
 
+import "errors"
+
 // memCopy exists only on Linux; elsewhere exporter-toolkit reads the file.
 type memCopy struct{}
 
@@ -15,3 +17,6 @@ func (c *memCopy) path() string { return "" }
 func (c *memCopy) replace(*memCopy) error { return errNoMemCopy }
 
 func (c *memCopy) close() error { return nil }
+
+// errNoMemCopy is newMemCopy's error where there is no memfd.
+var errNoMemCopy = errors.New("no memfd on this system")

@@ -449,9 +449,6 @@ func pathValues(m *yaml.Node) []pathValue {
 // errClosed is the error of a reload after Close.
 var errClosed = errors.New("the exporter is shutting down")
 
-// errNoMemCopy is newMemCopy's error where there is no memfd.
-var errNoMemCopy = errors.New("no memfd on this system")
-
 // resolve sets the file paths of data's tls_server_config to their
 // copies (copies, by key) or else joins dir to the relative ones, and
 // says whether that section sets up TLS. data is returned as it is when
