@@ -24,11 +24,20 @@ func TestImageDigest(t *testing.T) {
 		{map[string]any{"digest": sha}, "ghcr.io/vgpu-exporter/vgpu_exporter@" + sha},
 		{map[string]any{"repository": "registry.example:5000/gpu/exporter", "tag": "v2", "digest": sha}, "registry.example:5000/gpu/exporter@" + sha},
 		{map[string]any{"digest": "sha512:" + strings.Repeat("ab", 64)}, "ghcr.io/vgpu-exporter/vgpu_exporter@sha512:" + strings.Repeat("ab", 64)},
+		// A digest in the tag (TAG@DIGEST, pinning before image.digest
+		// existed) is pulled as given; image.digest, set too, replaces it.
+		{map[string]any{"tag": "v2@" + sha}, "ghcr.io/vgpu-exporter/vgpu_exporter:v2@" + sha},
+		{map[string]any{"tag": "v2@" + sha, "digest": "sha512:" + strings.Repeat("ab", 64)}, "ghcr.io/vgpu-exporter/vgpu_exporter@sha512:" + strings.Repeat("ab", 64)},
 	} {
 		m := mustRender(t, c, map[string]any{"image": tc.image})
 		if got := container(t, m.daemonSets[0].Spec.Template.Spec.Containers, "exporter").Image; got != tc.want {
 			t.Errorf("image %v: %q, want %q", tc.image, got, tc.want)
 		}
+	}
+	reloader := mustRender(t, c, map[string]any{"tenants": map[string]any{"config": map[string]any{"tenants": []any{}}, "reload": "sidecar",
+		"reloader": map[string]any{"image": map[string]any{"tag": "v0.14.0@" + sha}}}})
+	if got, want := container(t, reloader.daemonSets[0].Spec.Template.Spec.Containers, "tenants-reloader").Image, "ghcr.io/jimmidyson/configmap-reload:v0.14.0@"+sha; got != want {
+		t.Errorf("reloader's tag v0.14.0@DIGEST: %q, want %q", got, want)
 	}
 	var cases []valuesCase
 	for _, d := range []string{strings.TrimPrefix(sha, "sha256:"), "sha256:abc", strings.ToUpper(sha), sha + "0", "@" + sha, "latest", "sha1:" + strings.Repeat("a", 40)} {
@@ -82,7 +91,11 @@ func TestImageAsTheKubelet(t *testing.T) {
 			}
 			return kubelet("ghcr.io/x:" + s)
 		}},
-	}, []string{"", "v1", "V1.2_3-rc.4", "_x", ".x", "-x", "x y", " x", "x:y", "x@y", "x/y", long(128), long(129), "ä"})
+	}, []string{"", "v1", "V1.2_3-rc.4", "_x", ".x", "-x", "x y", " x", "x:y", "x@y", "x/y", long(128), long(129), "ä",
+		// A digest after the tag (TAG@DIGEST): the kubelet pulls by the digest.
+		"v1.2.3@" + sha, "v1@sha384:" + strings.Repeat("ab", 48), "v1@sha512:" + strings.Repeat("ab", 64), long(128) + "@" + sha,
+		long(129) + "@" + sha, "@" + sha, "v1@", "v1@" + strings.ToUpper(sha), "v1@sha256:abc", "v1@sha1:" + strings.Repeat("ab", 20),
+		"v1@" + sha + "@" + sha, "v1@" + sha + " ", "v1@" + strings.TrimPrefix(sha, "sha256:")})
 	checkNames(t, []nameField{{"image.digest", func(s string) map[string]any { return image("digest", s) }, func(s string) []string {
 		if s == "" {
 			return nil
