@@ -48,7 +48,7 @@ func loadChart(t *testing.T) *chart.Chart {
 }
 
 // schemaNode is the part of values.schema.json at path (keys, from the top).
-func schemaNode(t *testing.T, path ...string) any {
+func schemaNode(t testing.TB, path ...string) any {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(chartDir(), "values.schema.json"))
 	if err != nil {

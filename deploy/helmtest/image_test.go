@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/distribution/reference"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // TestImageDigest: image.digest pulls the exporter's image by digest,
@@ -77,7 +78,16 @@ func TestImageAsTheKubelet(t *testing.T) {
 		"Registry.Example/x", "localhost/x", "localhost:5000/x", "registry:5000/x", "[::1]:5000/x", "10.0.0.1:5000/gpu/exporter",
 		"ghcr.io/Vgpu/x", "ghcr.io/x:v1", "ghcr.io/x@" + sha, " ghcr.io/x", "ghcr.io/x ", "gh cr.io/x", "-a/b", "a-/b", "a._b/c", "a.b_c/d",
 		"a___b/c", "Foo/bar", "foo/Bar", "docker.io/library/x", "ghcr.io/", "/x", "ghcr.io//x", "ghcr.io:/x", "ghcr.io:port/x", "", long(247), long(248), "a/" + long(253), "a/" + long(254),
-		"ghcr.io/" + long(247), "ghcr.io/x/ä"})
+		"ghcr.io/" + long(247), "ghcr.io/x/ä",
+		// The kubelet bounds the path, the registry aside: 255 characters
+		// after a registry, and library/NAME for docker.io/NAME.
+		"registry.example.com/" + long(255), "registry.example.com/" + long(256), "registry.example.com/a/" + long(253),
+		"registry.example.com/a/" + long(254), "localhost/" + long(255), "localhost/" + long(256), "localhost:5000/" + long(255),
+		"localhost:5000/" + long(256), "[::1]:5000/" + long(255), "[::1]:5000/" + long(256), "Registry/" + long(255), "Registry/" + long(256),
+		"localhostx/" + long(244), "localhostx/" + long(245), "docker.io/" + long(247), "docker.io/" + long(248), "index.docker.io/" + long(247),
+		"index.docker.io/" + long(248), "docker.io/a/" + long(253), "docker.io/a/" + long(254), "docker.io", "localhost",
+		"a_b.com/" + long(247), "a_b.com/" + long(248), // not a host name: the whole name is the path
+		long(200) + "." + long(200) + "/x"})
 	checkNames(t, []nameField{
 		{"image.tag", func(s string) map[string]any { return image("tag", s) }, func(s string) []string {
 			if s == "" {
@@ -103,4 +113,40 @@ func TestImageAsTheKubelet(t *testing.T) {
 		return kubelet("ghcr.io/x@" + s)
 	}}}, []string{"", sha, "sha384:" + strings.Repeat("ab", 48), "sha512:" + strings.Repeat("ab", 64), strings.ToUpper(sha),
 		"sha256:" + strings.Repeat("ab", 31), "sha512:" + strings.Repeat("ab", 32), "sha1:" + strings.Repeat("ab", 20), "md5:" + strings.Repeat("ab", 16)})
+}
+
+// FuzzImageAsTheKubelet: the schema's image repository and tag take what
+// the kubelet parses (NAME:v1, ghcr.io/x:TAG) and refuse what it does not,
+// whatever the string; the path's bound (255 characters, the registry
+// aside; library/NAME for a name alone) depends on which first component
+// the kubelet takes for a registry.
+func FuzzImageAsTheKubelet(f *testing.F) {
+	sha := "sha256:" + strings.Repeat("0123456789abcdef", 4)
+	r := strings.Repeat("r", 240)
+	for _, s := range []string{"busybox", "a/b", "registry.example.com/" + r + "rrrrrrrrrrrrrrr", "localhost/" + r, "a_b.com/" + r + "rrrrrr",
+		"docker.io/" + r + "rrrrrrr", "index.docker.io/" + r + "rrrrrrrr", "Registry/" + r, "[::1]:5000/" + r, "v1@" + sha, "@" + sha, "x y"} {
+		f.Add(s)
+	}
+	defs := schemaNode(f, "definitions")
+	validator := func(def string) *jsonschema.Schema {
+		c := jsonschema.NewCompiler()
+		if err := c.AddResource("values.json", map[string]any{"$schema": "http://json-schema.org/draft-07/schema#", "definitions": defs,
+			"$ref": "#/definitions/" + def}); err != nil {
+			f.Fatal(err)
+		}
+		s, err := c.Compile("values.json")
+		if err != nil {
+			f.Fatal(err)
+		}
+		return s
+	}
+	repository, tag := validator("imageRepository"), validator("imageTag")
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := repository.Validate(s) == nil, kubelet(s+":v1") == nil; got != want {
+			t.Errorf("repository %q (%d bytes): the schema takes it %v, the kubelet %v (%v)", s, len(s), got, want, kubelet(s+":v1"))
+		}
+		if got, want := tag.Validate(s) == nil, s == "" || kubelet("ghcr.io/x:"+s) == nil; got != want {
+			t.Errorf("tag %q (%d bytes): the schema takes it %v, the kubelet %v (%v)", s, len(s), got, want, kubelet("ghcr.io/x:"+s))
+		}
+	})
 }
