@@ -152,10 +152,23 @@ func TestEnvNamesAsTheAPIServer(t *testing.T) {
 		[]string{"A", "a_b", "my.env-name", "1A", "..", ".", "A B", " ", "~", "a=b", "=", "", "a\n", "a\t", "\x7f", "ä", "NODE_NAME2"})
 	checkCases(t, []valuesCase{
 		{env(map[string]any{"value": "v"}), "at '/extraEnv/0': missing property 'name'"},
-		{env(map[string]any{"name": "A", "value": 1}), "at '/extraEnv/0/value': got number, want string"},
+		{env(map[string]any{"name": "A", "value": 1}), "at '/extraEnv/0/value': got number, want null or string"},
 		{map[string]any{"extraEnv": []any{"A=1"}}, "at '/extraEnv/0': got string, want object"},
 		{env(map[string]any{"name": "A", "valueFrom": map[string]any{"fieldRef": map[string]any{"fieldPath": "spec.nodeName"}}}), ""},
-	}, nil)
+		{env(map[string]any{"name": "A", "value": nil}), ""},
+		{env(map[string]any{"name": "A", "valueFrom": nil}), ""},
+		{env(map[string]any{"name": "A", "value": nil, "valueFrom": nil}), ""},
+		{env(map[string]any{"name": nil, "value": "v"}), "at '/extraEnv/0/name': got null, want string"},
+		{map[string]any{"extraEnv": []any{nil}}, "at '/extraEnv/0': got null, want object"},
+	}, func(tc valuesCase, m *manifests) {
+		// A null value is the empty string to the API server (it decodes
+		// null into a string's zero), as it is to this decoding.
+		for _, e := range container(t, m.daemonSets[0].Spec.Template.Spec.Containers, "exporter").Env {
+			if e.Name == "A" && e.Value != "" {
+				t.Errorf("values %v: env A %+v", tc.vals, e)
+			}
+		}
+	})
 }
 
 // TestVolumeNamesAsTheAPIServer: an extraVolumes or extraVolumeMounts
