@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/distribution/reference"
-	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // TestImageDigest: image.digest pulls the exporter's image by digest,
@@ -127,20 +126,7 @@ func FuzzImageAsTheKubelet(f *testing.F) {
 		"docker.io/" + r + "rrrrrrr", "index.docker.io/" + r + "rrrrrrrr", "Registry/" + r, "[::1]:5000/" + r, "v1@" + sha, "@" + sha, "x y"} {
 		f.Add(s)
 	}
-	defs := schemaNode(f, "definitions")
-	validator := func(def string) *jsonschema.Schema {
-		c := jsonschema.NewCompiler()
-		if err := c.AddResource("values.json", map[string]any{"$schema": "http://json-schema.org/draft-07/schema#", "definitions": defs,
-			"$ref": "#/definitions/" + def}); err != nil {
-			f.Fatal(err)
-		}
-		s, err := c.Compile("values.json")
-		if err != nil {
-			f.Fatal(err)
-		}
-		return s
-	}
-	repository, tag := validator("imageRepository"), validator("imageTag")
+	repository, tag := schemaDefinition(f, "imageRepository"), schemaDefinition(f, "imageTag")
 	f.Fuzz(func(t *testing.T, s string) {
 		if got, want := repository.Validate(s) == nil, kubelet(s+":v1") == nil; got != want {
 			t.Errorf("repository %q (%d bytes): the schema takes it %v, the kubelet %v (%v)", s, len(s), got, want, kubelet(s+":v1"))
