@@ -20,6 +20,7 @@ import (
 	"testing"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
@@ -47,8 +48,24 @@ func loadChart(t *testing.T) *chart.Chart {
 	return c
 }
 
+// schemaDefinition is the schema's definitions/def, compiled as Helm
+// compiles the chart's schema.
+func schemaDefinition(t testing.TB, def string) *jsonschema.Schema {
+	t.Helper()
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("values.json", map[string]any{"$schema": "http://json-schema.org/draft-07/schema#",
+		"definitions": schemaNode(t, "definitions"), "$ref": "#/definitions/" + def}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Compile("values.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // schemaNode is the part of values.schema.json at path (keys, from the top).
-func schemaNode(t *testing.T, path ...string) any {
+func schemaNode(t testing.TB, path ...string) any {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(chartDir(), "values.schema.json"))
 	if err != nil {

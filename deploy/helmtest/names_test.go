@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -152,10 +153,23 @@ func TestEnvNamesAsTheAPIServer(t *testing.T) {
 		[]string{"A", "a_b", "my.env-name", "1A", "..", ".", "A B", " ", "~", "a=b", "=", "", "a\n", "a\t", "\x7f", "ä", "NODE_NAME2"})
 	checkCases(t, []valuesCase{
 		{env(map[string]any{"value": "v"}), "at '/extraEnv/0': missing property 'name'"},
-		{env(map[string]any{"name": "A", "value": 1}), "at '/extraEnv/0/value': got number, want string"},
+		{env(map[string]any{"name": "A", "value": 1}), "at '/extraEnv/0/value': got number, want null or string"},
 		{map[string]any{"extraEnv": []any{"A=1"}}, "at '/extraEnv/0': got string, want object"},
 		{env(map[string]any{"name": "A", "valueFrom": map[string]any{"fieldRef": map[string]any{"fieldPath": "spec.nodeName"}}}), ""},
-	}, nil)
+		{env(map[string]any{"name": "A", "value": nil}), ""},
+		{env(map[string]any{"name": "A", "valueFrom": nil}), ""},
+		{env(map[string]any{"name": "A", "value": nil, "valueFrom": nil}), ""},
+		{env(map[string]any{"name": nil, "value": "v"}), "at '/extraEnv/0/name': got null, want string"},
+		{map[string]any{"extraEnv": []any{nil}}, "at '/extraEnv/0': got null, want object"},
+	}, func(tc valuesCase, m *manifests) {
+		// A null value is the empty string to the API server (it decodes
+		// null into a string's zero), as it is to this decoding.
+		for _, e := range container(t, m.daemonSets[0].Spec.Template.Spec.Containers, "exporter").Env {
+			if e.Name == "A" && e.Value != "" {
+				t.Errorf("values %v: env A %+v", tc.vals, e)
+			}
+		}
+	})
 }
 
 // TestVolumeNamesAsTheAPIServer: an extraVolumes or extraVolumeMounts
@@ -175,4 +189,58 @@ func TestVolumeNamesAsTheAPIServer(t *testing.T) {
 		{map[string]any{"extraVolumeMounts": []any{map[string]any{"name": "x"}}}, "at '/extraVolumeMounts/0': missing property 'mountPath'"},
 		{map[string]any{"extraVolumeMounts": []any{map[string]any{"name": "x", "mountPath": ""}}}, "at '/extraVolumeMounts/0/mountPath'"},
 	}, nil)
+}
+
+// FuzzNamesAsTheAPIServer: the schema's keys and names take what the API
+// server takes and refuse what it refuses, whatever the string, at the
+// bounds above all (a prefix of 253 characters, a name of 63, a DNS
+// subdomain of 253, an extended resource's domain of 244). One exception,
+// said in the schema: a page size spelt as a fraction or with an exponent
+// (hugepages-1.5Ki, hugepages-2e6) is refused though the API server takes
+// it.
+func FuzzNamesAsTheAPIServer(f *testing.F) {
+	a := strings.Repeat
+	for _, s := range append(labelKeys(), "", "a", a("a", 253), a("a", 254), a("a", 62)+"."+a("b", 190), "A=b", "hugepages-2Mi", "hugepages-1G",
+		a("p", 244)+"/x", a("p", 245)+"/x", "example.com/"+a("n", 63), "\u0130"+a("p", 252)+"/"+a("\u212a", 63), "..a", "a..", "x y", "~") {
+		f.Add(s)
+	}
+	v := func(k string) func(string) any { return func(s string) any { return map[string]any{s: k} } }
+	id := func(s string) any { return s }
+	type check struct {
+		def    string
+		as     func(string) any
+		api    func(string) []string
+		skip   func(string) bool
+		schema *jsonschema.Schema
+	}
+	checks := []check{
+		{def: "labels", as: v("v"), api: validation.IsQualifiedName},
+		{def: "labelValue", as: id, api: validation.IsValidLabelValue},
+		{def: "annotations", as: v("v"), api: func(s string) []string { return validation.IsQualifiedName(strings.ToLower(s)) }},
+		{def: "objectName", as: id, api: func(s string) []string {
+			if s == "" {
+				return nil // none given
+			}
+			return validation.IsDNS1123Subdomain(s)
+		}},
+		{def: "configMapKey", as: id, api: validation.IsConfigMapKey},
+		{def: "volumeName", as: id, api: validation.IsDNS1123Label},
+		{def: "resourceList", as: v("1"), api: containerResourceName, skip: func(s string) bool {
+			size, ok := strings.CutPrefix(s, "hugepages-")
+			return ok && strings.ContainsAny(size, ".eE")
+		}},
+	}
+	for i := range checks {
+		checks[i].schema = schemaDefinition(f, checks[i].def)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		for _, d := range checks {
+			if d.skip != nil && d.skip(s) {
+				continue
+			}
+			if got, want := d.schema.Validate(d.as(s)) == nil, len(d.api(s)) == 0; got != want {
+				t.Errorf("%s %q (%d bytes): the schema takes it %v, the API server %v (%v)", d.def, s, len(s), got, want, d.api(s))
+			}
+		}
+	})
 }
