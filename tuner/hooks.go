@@ -133,27 +133,41 @@ func (t *Tuner) holder(a Action) *hookCall {
 		return h
 	}
 	for _, h := range t.hooksByAge() {
-		switch {
-		case a.Plan != nil && (h.a.Plan != nil || h.a.Tenant != "" && moves(*a.Plan, h.a.Tenant)),
-			a.Knob == gpu.KnobPauseDuty && !thaws(a) && !a.Revert && h.changes(a.Tenant),
-			a.Knob == gpu.KnobMPSActiveThreads && a.Restart && h.changes(a.Tenant):
+		if waitsFor(a, h.a) {
 			return h
 		}
 	}
 	return nil
 }
 
-// changes reports whether the call changes processes of tenant: the
-// restart of its client, or a plan that moves it (any of the plan's
-// moves, not only the first, which the plan's action names).
-func (h *hookCall) changes(tenant string) bool {
+// waitsFor reports whether a's change waits for the hooked change run
+// (inFlight's rule over two actions): on the same target, or, for a plan,
+// any plan or a restart of a tenant it moves; for a pause raised or an MPS
+// client's restart, a change of its tenant's processes.
+func waitsFor(a, run Action) bool {
+	switch {
+	case a.Target == run.Target:
+		return true
+	case a.Plan != nil:
+		return run.Plan != nil || run.Tenant != "" && moves(*a.Plan, run.Tenant)
+	case a.Knob == gpu.KnobPauseDuty && !thaws(a) && !a.Revert,
+		a.Knob == gpu.KnobMPSActiveThreads && a.Restart:
+		return changes(run, a.Tenant)
+	}
+	return false
+}
+
+// changes reports whether the hooked change run changes processes of
+// tenant: the restart of its client, or a plan that moves it (any of the
+// plan's moves, not only the first, which the plan's action names).
+func changes(run Action, tenant string) bool {
 	switch {
 	case tenant == "":
 		return false
-	case h.a.Plan != nil:
-		return moves(*h.a.Plan, tenant)
+	case run.Plan != nil:
+		return moves(*run.Plan, tenant)
 	}
-	return h.a.Tenant == tenant
+	return run.Tenant == tenant
 }
 
 // moves reports whether plan moves a process of tenant.
