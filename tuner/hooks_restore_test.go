@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
 // A restore at start deferred to a restarted client's successor (an
@@ -56,6 +57,13 @@ func isPause(c string) bool { return len(c) > 12 && c[:12] == "SetPauseDuty" }
 // restore's hook blocked, and the processes on the GPU.
 func successorRestoreStarted(t *testing.T) (*hookRun, []proc) {
 	t.Helper()
+	return successorRestoreStartedOn(t, 0)
+}
+
+// successorRestoreStartedOn is successorRestoreStarted with the GPU
+// listed at index.
+func successorRestoreStartedOn(t *testing.T, index int) (*hookRun, []proc) {
+	t.Helper()
 	p := filepath.Join(t.TempDir(), "journal")
 	first := newUnnamedRun(t, p)
 	restartAt := first.clk.Now()
@@ -64,8 +72,9 @@ func successorRestoreStarted(t *testing.T) (*hookRun, []proc) {
 		t.Fatal(err)
 	}
 	r := newHookRunAt(t, p)
+	r.index = index
 	r.clk.Set(restartAt.Add(5 * time.Second))
-	if _, err := r.tu.Recover(context.Background(), tenantSnap(r.clk.Now(), proc{8, "batch"})); err != nil {
+	if _, err := r.tu.Recover(context.Background(), r.snapOf(proc{8, "batch"})); err != nil {
 		t.Fatal(err)
 	}
 	after := []proc{{8, "batch"}, {9, "embed"}}
@@ -111,6 +120,26 @@ func TestSuccessorRestoreHookAtExit(t *testing.T) {
 	}
 }
 
+// snapOf is tenantSnap now, its GPU listed at the run's index.
+func (r *hookRun) snapOf(procs ...proc) *tenant.Snapshot {
+	s := tenantSnap(r.clk.Now(), procs...)
+	s.Readings.Devices[0].Index = r.index
+	return s
+}
+
+// A successor's restore whose hook runs on the GPU listed at index 1 is
+// told on that GPU in the status (Hooks, and the hook a wait names).
+// (Before, it was told on GPU 0 wherever it ran.)
+func TestSuccessorRestoreHookGPUIndex(t *testing.T) {
+	r, _ := successorRestoreStartedOn(t, 1)
+	h := r.tu.Status().Hooks
+	r.host.release <- nil
+	waitHookEnded(t, r.tu)
+	if len(h) != 1 || h[0].GPU != uuid0 || h[0].GPUIndex != 1 {
+		t.Errorf("status hooks %+v, want the restore's on GPU 1", h)
+	}
+}
+
 // newHookRunAt is newHookRun over the journal at path.
 func newHookRunAt(t *testing.T, path string) *hookRun {
 	t.Helper()
@@ -140,7 +169,7 @@ func (r *hookRun) roundOn(t *testing.T, procs []proc, actions ...Action) []Decis
 	}
 	res := make(chan result, 1)
 	go func() {
-		d, err := r.tu.RunOnce(context.Background(), tenantSnap(r.clk.Now(), procs...))
+		d, err := r.tu.RunOnce(context.Background(), r.snapOf(procs...))
 		res <- result{d, err}
 	}()
 	select {

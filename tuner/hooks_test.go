@@ -91,6 +91,8 @@ type hookRun struct {
 	host *hookHost
 	clk  *gpu.ManualClock
 	j    *Journal
+	// index is the GPU's index in the snapshots of snapOf
+	index int
 }
 
 func newHookRun(t *testing.T) *hookRun {

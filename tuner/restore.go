@@ -164,7 +164,7 @@ func (t *Tuner) restoreOne(ctx context.Context, k string, now time.Time, why str
 // client is still looked for, or its process is gone: dropped).
 func (t *Tuner) restoreAction(k string, now time.Time, why string) (a Action, d Decision, left error, skip bool) {
 	o := t.originals[k]
-	a = Action{Target: o.Target, Tenant: o.Tenant, PIDs: o.PIDs, Want: o.Value, Revert: true, Reason: why}
+	a = Action{Target: o.Target, GPUIndex: t.indexOf(o.Target.GPU), Tenant: o.Tenant, PIDs: o.PIDs, Want: o.Value, Revert: true, Reason: why}
 	if o.Target.Knob == gpu.KnobPauseDuty {
 		a, why = t.samePaused(a, o, why) // (a PID another's by now passed over)
 	}
