@@ -244,7 +244,7 @@ func (t *Tuner) collectHooks(ctx context.Context, now time.Time) ([]Decision, er
 		a := h.a
 		if h.restore != nil {
 			rd, err := t.restoreSettled(ctx, *h.restore, a, d, h.err, now)
-			t.chain().Record(a, rd.Outcome, h.err, now)
+			t.chain().Ended(a) // (a restore teaches the guards nothing, as in the round)
 			out = append(out, *rd)
 			errs = append(errs, err)
 			continue
@@ -393,9 +393,11 @@ func hookWhy(runs []HookRun, uuid string, now time.Time) string {
 }
 
 // Starter is a guard that learns of a change started off the round, whose
-// outcome Record teaches at a later round.
+// outcome Record teaches at a later round, or which Ended ends with no
+// outcome to learn (a restore's).
 type Starter interface {
 	Started(a Action, now time.Time)
+	Ended(a Action)
 }
 
 // Started tells every Starter of the chain that a's change has started.
@@ -403,6 +405,16 @@ func (c Chain) Started(a Action, now time.Time) {
 	for _, g := range c {
 		if s, ok := g.(Starter); ok {
 			s.Started(a, now)
+		}
+	}
+}
+
+// Ended tells every Starter of the chain that a's change started off the
+// round has ended, with nothing to learn from it.
+func (c Chain) Ended(a Action) {
+	for _, g := range c {
+		if s, ok := g.(Starter); ok {
+			s.Ended(a)
 		}
 	}
 }
@@ -422,11 +434,16 @@ func (d *Dwell) Started(a Action, now time.Time) {
 	d.running[a.Target.String()] = applied{at: now, knob: a.Knob, sign: Direction(a), domain: a.DomainKey()}
 }
 
+// Ended ends a change started off the round (Starter).
+func (d *Dwell) Ended(a Action) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.running, a.Target.String())
+}
+
 // Record ends a change started off the round, and remembers one applied.
 func (d *Dwell) Record(a Action, o Outcome, err error, now time.Time) {
-	d.mu.Lock()
-	delete(d.running, a.Target.String())
-	d.mu.Unlock()
+	d.Ended(a)
 	d.history.Record(a, o, err, now)
 }
 

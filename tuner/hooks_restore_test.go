@@ -165,6 +165,34 @@ func TestSuccessorRestoreHookPastExitDeadline(t *testing.T) {
 	}
 }
 
+// A successor's restore whose hook fails teaches the guards what a
+// restore made in the round teaches them, nothing (the back-off refuses
+// no later change of the target for it), and ends the dwell's hold it
+// took at its start. (Before, the back-off and the retry learned its
+// failure, as of a change's.)
+func TestSuccessorRestoreHookGuards(t *testing.T) {
+	r, after := successorRestoreStarted(t)
+	tg := Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads, PID: 9}
+	backoff, dwell := &Backoff{Base: time.Hour, Max: time.Hour}, &Dwell{For: time.Hour}
+	r.tu.mu.Lock()
+	dwell.Started(r.tu.hooks[tg.String()].a, r.clk.Now())
+	r.tu.o.Guards = append(r.tu.o.Guards, backoff, dwell)
+	r.tu.o.Policy = fixed(nil)
+	r.tu.mu.Unlock()
+	r.host.release <- errors.New("exit status 3")
+	waitHookEnded(t, r.tu)
+	r.clk.Advance(15 * time.Second)
+	if d, _ := r.tu.RunOnce(context.Background(), r.snapOf(after...)); !slices.Equal(outcomes(d), []string{"mps_active_threads failed"}) {
+		t.Fatalf("round after the restore's hook failed: %v, want it settled as failed", outcomes(d))
+	}
+	if ok, why := backoff.Admit(nil, Action{Target: tg, Want: Fraction(0.5)}, r.clk.Now()); !ok {
+		t.Errorf("back-off after the failed restore: %s, want none (as after a restore in the round)", why)
+	}
+	if w := dwell.Waits(r.clk.Now()); len(w) != 0 {
+		t.Errorf("dwell waits %+v after the restore was settled, want none", w)
+	}
+}
+
 // snapOf is tenantSnap now, its GPU listed at the run's index.
 func (r *hookRun) snapOf(procs ...proc) *tenant.Snapshot {
 	s := tenantSnap(r.clk.Now(), procs...)
