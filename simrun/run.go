@@ -236,21 +236,18 @@ func (c Config) validate() error {
 	}
 	// a name given twice: the run's settings line would list both, and
 	// only the last of two parameter values would hold
-	var params []string
-	for _, p := range c.AutotuneParams {
-		if name, _, ok := strings.Cut(p, "="); ok {
-			params = append(params, strings.TrimSpace(name))
-		}
-	}
 	for _, f := range []struct {
 		flag  string
 		names []string
-	}{{"--disable-knob", c.DisabledKnobs}, {"--enable-knob", c.EnabledKnobs}, {"--autotune.param", params}} {
+	}{{"--disable-knob", c.DisabledKnobs}, {"--enable-knob", c.EnabledKnobs}} {
 		for i, n := range f.names {
 			if slices.Contains(f.names[:i], n) {
 				return fmt.Errorf("%s: %s given twice: give it once", f.flag, n)
 			}
 		}
+	}
+	if r := autotune.RepeatedParams(c.AutotuneParams); len(r) > 0 {
+		return fmt.Errorf("--autotune.param: %s given twice: give it once", r[0])
 	}
 	return nil
 }

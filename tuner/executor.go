@@ -44,8 +44,12 @@ func (t *Tuner) handle(ctx context.Context, st *State, actions []Action, now tim
 // whether the action took (or, for a MIG relayout, started).
 func (t *Tuner) execute(ctx context.Context, st *State, a Action, now time.Time, appliedOn map[string][]Action) ([]Decision, bool) {
 	mode := t.modeOf(a.GPU, a.GPUIndex)
-	if mode == ModeOff || t.inFlight(a) {
-		return nil, false // (in flight: its hook's outcome comes at a later round, hooks.go)
+	if mode == ModeOff {
+		return nil, false
+	}
+	if h := t.holder(a); h != nil {
+		t.waitsForHook(a, h) // (its hook's outcome comes at a later round, hooks.go)
+		return nil, false
 	}
 	ok, guard, why, quiet := t.chain().Judge(st, a, now)
 	if quiet {

@@ -28,9 +28,11 @@ import (
 // first round to find the call ended settles it as the round would have
 // (outcome, journal, guards, the successor of a restarted client). A
 // failure found then rolls back nothing else: the actions applied beside
-// it were judged in their own round. The exit's restore cancels the calls
-// still running and settles them first; the kill switch, engaged, cuts
-// them (cutHooks), and they are settled as failed at the next round.
+// it were judged in their own round. The exit's restore waits for the
+// restores and reverts still running, up to its deadline, cancels the
+// other calls, and settles them first (stopHooks); the kill switch,
+// engaged, cuts them (cutHooks), and they are settled as failed at the
+// next round.
 
 // hookCall is a call of an action's actuator running off the round.
 type hookCall struct {
@@ -133,27 +135,41 @@ func (t *Tuner) holder(a Action) *hookCall {
 		return h
 	}
 	for _, h := range t.hooksByAge() {
-		switch {
-		case a.Plan != nil && (h.a.Plan != nil || h.a.Tenant != "" && moves(*a.Plan, h.a.Tenant)),
-			a.Knob == gpu.KnobPauseDuty && !thaws(a) && !a.Revert && h.changes(a.Tenant),
-			a.Knob == gpu.KnobMPSActiveThreads && a.Restart && h.changes(a.Tenant):
+		if waitsFor(a, h.a) {
 			return h
 		}
 	}
 	return nil
 }
 
-// changes reports whether the call changes processes of tenant: the
-// restart of its client, or a plan that moves it (any of the plan's
-// moves, not only the first, which the plan's action names).
-func (h *hookCall) changes(tenant string) bool {
+// waitsFor reports whether a's change waits for the hooked change run
+// (inFlight's rule over two actions): on the same target, or, for a plan,
+// any plan or a restart of a tenant it moves; for a pause raised or an MPS
+// client's restart, a change of its tenant's processes.
+func waitsFor(a, run Action) bool {
+	switch {
+	case a.Target == run.Target:
+		return true
+	case a.Plan != nil:
+		return run.Plan != nil || run.Tenant != "" && moves(*a.Plan, run.Tenant)
+	case a.Knob == gpu.KnobPauseDuty && !thaws(a) && !a.Revert,
+		a.Knob == gpu.KnobMPSActiveThreads && a.Restart:
+		return changes(run, a.Tenant)
+	}
+	return false
+}
+
+// changes reports whether the hooked change run changes processes of
+// tenant: the restart of its client, or a plan that moves it (any of the
+// plan's moves, not only the first, which the plan's action names).
+func changes(run Action, tenant string) bool {
 	switch {
 	case tenant == "":
 		return false
-	case h.a.Plan != nil:
-		return moves(*h.a.Plan, tenant)
+	case run.Plan != nil:
+		return moves(*run.Plan, tenant)
 	}
-	return h.a.Tenant == tenant
+	return run.Tenant == tenant
 }
 
 // moves reports whether plan moves a process of tenant.
@@ -228,7 +244,7 @@ func (t *Tuner) collectHooks(ctx context.Context, now time.Time) ([]Decision, er
 		a := h.a
 		if h.restore != nil {
 			rd, err := t.restoreSettled(ctx, *h.restore, a, d, h.err, now)
-			t.chain().Record(a, rd.Outcome, h.err, now)
+			t.chain().Ended(a) // (a restore teaches the guards nothing, as in the round)
 			out = append(out, *rd)
 			errs = append(errs, err)
 			continue
@@ -291,18 +307,25 @@ func (t *Tuner) hooksByAge() []*hookCall {
 	return hs
 }
 
-// stopHooks cancels the calls still running, waits for them (until ctx
-// is done) and settles those that ended; it returns an error naming the
-// calls that did not end, whose originals the restore leaves open for the
-// next start (a second call beside the running one, a client restarted
-// twice at once, could end before it and be undone by it).
+// stopHooks ends the calls still running for the exit's restore and
+// settles those that ended: a restore's or a revert's, whose work is what
+// the exit wants (cancelled, it would be made again at once from an
+// older look: its tenant's serving stack restarted twice, a failure
+// counted and journaled), is waited for until ctx is done; every other
+// call is cancelled at once (what it changed is restored with the rest).
+// Those still running at ctx's end are cancelled too. It returns an error
+// naming the calls that did not end, whose originals the restore leaves
+// open for the next start (a second call beside the running one, a
+// client restarted twice at once, could end before it and be undone by
+// it).
 func (t *Tuner) stopHooks(ctx context.Context, now time.Time) ([]Decision, error) {
 	if len(t.hooks) == 0 {
 		return nil, nil
 	}
-	if t.hookStop != nil {
-		t.hookStop()
-		t.hookCtx, t.hookStop = nil, nil // a later hook gets a new parent
+	for _, h := range t.hooksByAge() {
+		if !h.awaitedAtExit() {
+			h.cancel()
+		}
 	}
 	for _, h := range t.hooksByAge() {
 		select {
@@ -310,15 +333,28 @@ func (t *Tuner) stopHooks(ctx context.Context, now time.Time) ([]Decision, error
 		case <-ctx.Done():
 		}
 	}
+	// past ctx's end, the restores and reverts still running are cancelled too
+	if t.hookStop != nil {
+		t.hookStop()
+		t.hookCtx, t.hookStop = nil, nil // a later hook gets a new parent
+	}
 	// (a restore settled as failed stays open: the restore at exit sets
 	// it back again, and its outcome is the one that counts)
 	out, _ := t.collectHooks(ctx, now)
 	var errs []error
 	for _, h := range t.hooksByAge() {
-		errs = append(errs, fmt.Errorf("%s of %s: its hook, started %v before, did not end when cancelled; left for the next start", h.a.Knob, h.a.Target, now.Sub(h.started).Round(time.Second)))
+		why := "did not end when cancelled"
+		if h.awaitedAtExit() {
+			why = "did not end within the restore's deadline, and was cancelled then"
+		}
+		errs = append(errs, fmt.Errorf("%s of %s: its hook, started %v before, %s; left for the next start", h.a.Knob, h.a.Target, now.Sub(h.started).Round(time.Second), why))
 	}
 	return out, errors.Join(errs...)
 }
+
+// awaitedAtExit reports whether the exit's restore waits for the call
+// (stopHooks): a restore's, or a revert's.
+func (h *hookCall) awaitedAtExit() bool { return h.restore != nil || h.a.Revert }
 
 // hookRuns are the calls running, for the status, oldest first.
 func (t *Tuner) hookRuns() []HookRun {
@@ -357,9 +393,11 @@ func hookWhy(runs []HookRun, uuid string, now time.Time) string {
 }
 
 // Starter is a guard that learns of a change started off the round, whose
-// outcome Record teaches at a later round.
+// outcome Record teaches at a later round, or which Ended ends with no
+// outcome to learn (a restore's).
 type Starter interface {
 	Started(a Action, now time.Time)
+	Ended(a Action)
 }
 
 // Started tells every Starter of the chain that a's change has started.
@@ -367,6 +405,16 @@ func (c Chain) Started(a Action, now time.Time) {
 	for _, g := range c {
 		if s, ok := g.(Starter); ok {
 			s.Started(a, now)
+		}
+	}
+}
+
+// Ended tells every Starter of the chain that a's change started off the
+// round has ended, with nothing to learn from it.
+func (c Chain) Ended(a Action) {
+	for _, g := range c {
+		if s, ok := g.(Starter); ok {
+			s.Ended(a)
 		}
 	}
 }
@@ -386,11 +434,16 @@ func (d *Dwell) Started(a Action, now time.Time) {
 	d.running[a.Target.String()] = applied{at: now, knob: a.Knob, sign: Direction(a), domain: a.DomainKey()}
 }
 
+// Ended ends a change started off the round (Starter).
+func (d *Dwell) Ended(a Action) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.running, a.Target.String())
+}
+
 // Record ends a change started off the round, and remembers one applied.
 func (d *Dwell) Record(a Action, o Outcome, err error, now time.Time) {
-	d.mu.Lock()
-	delete(d.running, a.Target.String())
-	d.mu.Unlock()
+	d.Ended(a)
 	d.history.Record(a, o, err, now)
 }
 

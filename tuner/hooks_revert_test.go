@@ -1,12 +1,15 @@
 package tuner
 
 import (
+	"bytes"
 	"context"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-kit/log"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
@@ -168,5 +171,134 @@ func TestSuccessorRestoreWaitsForTenantHook(t *testing.T) {
 	}
 	if got, want := restartCalls(r.host), []string{"RestartClient(GPU-1,20)", "RestartClient(GPU-0,9)"}; !slices.Equal(got, want) {
 		t.Errorf("restarts %q, want %q", got, want)
+	}
+}
+
+// Two reverts of one tenant due in the same round (its clients on two
+// GPUs): the first starts its restart hook, the second, which would run
+// beside it, keeps its judgement for a later round, its value not held
+// as bad yet; once the first is settled it is judged again and made.
+// (Before, both were taken from the judgements and their values held,
+// and the second, waiting for the first's hook, was dropped: never made,
+// the harmful value left in force and held against the tuner.)
+func TestTwoRevertsOfATenantInOneRound(t *testing.T) {
+	r := newHookRun(t)
+	hold := &RevertHold{Hold: 10 * time.Minute}
+	r.tu.o.Hold = hold
+	round := func() []Decision {
+		t.Helper()
+		r.clk.Advance(15 * time.Second)
+		d, err := r.tu.RunOnce(context.Background(), twoGPUSnap(r.clk.Now(), []proc{{8, "batch"}}, []proc{{9, "batch"}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	relaxed := capBatch
+	relaxed.Current, relaxed.Want, relaxed.Relax = Fraction(0.5), Fraction(1), true
+	other := relaxed
+	other.GPUIndex, other.Target = 1, Target{GPU: "GPU-1", Knob: gpu.KnobMPSActiveThreads, PID: 9}
+	r.tu.mu.Lock()
+	r.tu.evals = append(r.tu.evals, evaluation{a: relaxed, before: -1, due: r.clk.Now()}, evaluation{a: other, before: -1, due: r.clk.Now()})
+	r.tu.mu.Unlock()
+	round()
+	r.host.waitStarted(t)
+	release := func() {
+		r.host.release <- nil
+		waitHookEnded(t, r.tu)
+	}
+	r.tu.mu.Lock()
+	kept := slices.Clone(r.tu.evals)
+	r.tu.mu.Unlock()
+	if len(kept) != 1 || kept[0].a.Target != other.Target {
+		release()
+		t.Fatalf("judgements kept while PID 8's revert runs: %+v, want PID 9's (its revert would wait)", kept)
+	}
+	if ok, why := hold.Admit(nil, other, r.clk.Now()); !ok {
+		t.Errorf("PID 9's 100%% held as bad before its revert was judged: %s", why)
+	}
+	if w := r.tu.Status().HookWaits; len(w) != 1 || w[0].PID != 9 || w[0].Hook.PID != 8 {
+		t.Errorf("status hook waits %+v, want PID 9's revert waiting for PID 8's", w)
+	}
+	release()
+	if got, want := outcomes(round()), []string{"mps_active_threads applied"}; !slices.Equal(got, want) {
+		t.Fatalf("round after PID 8's hook ended: %v, want it settled (PID 9's revert started)", got)
+	}
+	waitHookEnded(t, r.tu) // (the second hook answers at once)
+	round()
+	if got, want := restartCalls(r.host), []string{"RestartClient(GPU-0,8)", "RestartClient(GPU-1,9)"}; !slices.Equal(got, want) {
+		t.Errorf("restarts %q, want %q", got, want)
+	}
+	if n := r.tu.Status().Counts.Reverts; n != 2 {
+		t.Errorf("%d reverts counted, want 2", n)
+	}
+	if ok, _ := hold.Admit(nil, other, r.clk.Now()); ok {
+		t.Error("PID 9's 100% not held once reverted")
+	}
+}
+
+// The executor makes no decision on an action that waits for a hook, and
+// drops none silently: a revert due keeps its judgement, judged again at
+// a later round, and says so in the log. (Before, it was dropped with no
+// word: its judgement gone, the harmful value left in force.)
+func TestExecuteKeepsAWaitingRevert(t *testing.T) {
+	r := newHookRun(t)
+	other := capBatch
+	other.GPUIndex, other.Target = 1, Target{GPU: "GPU-1", Knob: gpu.KnobMPSActiveThreads, PID: 9}
+	r.clk.Advance(15 * time.Second)
+	r.tu.o.Policy = fixed([]Action{other})
+	if _, err := r.tu.RunOnce(context.Background(), twoGPUSnap(r.clk.Now(), []proc{{8, "batch"}}, []proc{{9, "batch"}})); err != nil {
+		t.Fatal(err)
+	}
+	r.host.waitStarted(t)
+	relaxed := capBatch
+	relaxed.Current, relaxed.Want, relaxed.Relax = Fraction(0.5), Fraction(1), true
+	e := evaluation{a: relaxed, before: -1, due: r.clk.Now()}
+	back := revertOf(relaxed)
+	var buf bytes.Buffer
+	r.tu.mu.Lock()
+	r.tu.o.Logger = log.NewLogfmtLogger(log.NewSyncWriter(&buf))
+	r.tu.judged = map[string]evaluation{back.Target.String(): e}
+	d := r.tu.handle(context.Background(), &State{Now: r.clk.Now()}, []Action{back}, r.clk.Now())
+	kept := slices.Clone(r.tu.evals)
+	r.tu.mu.Unlock()
+	r.host.release <- nil
+	waitHookEnded(t, r.tu)
+	if len(d) != 0 || len(kept) != 1 || kept[0].a.Target != e.a.Target {
+		t.Errorf("decisions %+v, judgements %+v; want none, PID 8's judgement kept", d, kept)
+	}
+	if !strings.Contains(buf.String(), "tuner revert due waits for a hook") || !strings.Contains(buf.String(), "hook_gpu=GPU-1") {
+		t.Errorf("log %q, want the revert's wait", buf.String())
+	}
+}
+
+// The restore at exit waits, up to its deadline, for a revert whose
+// restart hook still runs: it ends within it and is settled as applied,
+// counted, before the original is set back. (Before, the exit cancelled
+// it and settled it as failed.)
+func TestRevertHookAtExit(t *testing.T) {
+	r := newHookRun(t)
+	relaxed := capBatch
+	relaxed.Current, relaxed.Want, relaxed.Relax = Fraction(0.5), Fraction(1), true
+	r.tu.mu.Lock()
+	r.tu.evals = append(r.tu.evals, evaluation{a: relaxed, before: -1, due: r.clk.Now()})
+	r.tu.mu.Unlock()
+	r.round(t)
+	r.host.waitStarted(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	go func() {
+		time.Sleep(50 * time.Millisecond) // (the exit under way)
+		r.host.release <- nil
+	}()
+	d, err := r.tu.Restore(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := outcomes(d), []string{"mps_active_threads applied", "mps_active_threads restored"}; !slices.Equal(got, want) || d[0].To != "50%" {
+		t.Errorf("restore at exit: %+v, want the revert to 50%% settled as applied, then the original restored", d)
+	}
+	if c := r.tu.Status().Counts; c.Reverts != 1 || c.RestoreFailures != 0 {
+		t.Errorf("reverts %d, restore failures %d; want 1, 0", c.Reverts, c.RestoreFailures)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/go-kit/log/level"
+
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 )
 
@@ -99,4 +101,22 @@ func waitWhy(waits []HookWait, uuid string, now time.Time) string {
 		s += fmt.Sprintf(" (and %d more)", n)
 	}
 	return s
+}
+
+// waitsForHook keeps, or logs, an action the executor does not make
+// because it waits for the hook h (inFlight): a revert due keeps its
+// judgement (dueReverts), judged again at a later round; another action,
+// asked for again by its policy at a later round, is logged at debug.
+func (t *Tuner) waitsForHook(a Action, h *hookCall) {
+	k := a.Target.String()
+	e, judged := t.judged[k]
+	if !a.Revert || !judged {
+		level.Debug(t.o.Logger).Log("msg", "tuner change waits for a hook of its target or tenant still running; not made this round",
+			"gpu", a.GPU, "knob", a.Knob, "tenant", a.Tenant, "pid", a.PID, "to", a.Want, "hook_gpu", h.a.GPU, "hook_knob", h.a.Knob, "hook_tenant", h.a.Tenant)
+		return
+	}
+	delete(t.judged, k)
+	t.evals = append(t.evals, e)
+	level.Info(t.o.Logger).Log("msg", "tuner revert due waits for a hook of its target or tenant still running; its judgement is kept, judged again once that hook is settled",
+		"gpu", a.GPU, "knob", a.Knob, "tenant", a.Tenant, "pid", a.PID, "to", a.Want, "hook_gpu", h.a.GPU, "hook_knob", h.a.Knob, "hook_tenant", h.a.Tenant)
 }

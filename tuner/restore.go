@@ -66,8 +66,9 @@ func (t *Tuner) Restore(ctx context.Context) ([]Decision, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.o.Clock.Now()
-	// the hooks still running are cancelled and settled first: what
-	// they changed is then restored with the rest
+	// the hooks still running are settled first (a restore's or a
+	// revert's waited for, the others cancelled): what they changed is
+	// then restored with the rest
 	d, herr := t.stopHooks(ctx, now)
 	r, err := t.restoreLocked(ctx, now, "restored at exit")
 	d = append(d, r...)
@@ -89,7 +90,7 @@ func (t *Tuner) restoreLocked(ctx context.Context, now time.Time, why string) ([
 	var left []string
 	for k, o := range t.originals {
 		if _, running := t.hooks[k]; running {
-			continue // its hook did not end when cancelled (stopHooks): left open, for the next start
+			continue // its hook did not end (stopHooks): left open, for the next start
 		}
 		// a pause stops a tenant: thawed whatever the mode; any other
 		// setting only on a GPU in enforce, the one mode that acts (a GPU
@@ -164,7 +165,7 @@ func (t *Tuner) restoreOne(ctx context.Context, k string, now time.Time, why str
 // client is still looked for, or its process is gone: dropped).
 func (t *Tuner) restoreAction(k string, now time.Time, why string) (a Action, d Decision, left error, skip bool) {
 	o := t.originals[k]
-	a = Action{Target: o.Target, Tenant: o.Tenant, PIDs: o.PIDs, Want: o.Value, Revert: true, Reason: why}
+	a = Action{Target: o.Target, GPUIndex: t.indexOf(o.Target.GPU), Tenant: o.Tenant, PIDs: o.PIDs, Want: o.Value, Revert: true, Reason: why}
 	if o.Target.Knob == gpu.KnobPauseDuty {
 		a, why = t.samePaused(a, o, why) // (a PID another's by now passed over)
 	}

@@ -180,8 +180,11 @@ type Tuner struct {
 	restoreWaits map[string]string
 	// onGPU are the processes the rounds saw on each GPU within
 	// GoneAfter, what was there at an MPS client's restart (restartOf)
-	onGPU     map[pidKey]recentProc
-	evals     []evaluation
+	onGPU map[pidKey]recentProc
+	evals []evaluation
+	// judged are the evaluations the round's reverts came from, by the
+	// revert's Target.String (dueReverts): kept again by one that waits
+	judged    map[string]evaluation
 	recovered bool
 	thawed    bool // the first round's thaw of journaled pauses is done
 	// gone counts, per pause original (Target.String), the rounds in a
@@ -557,12 +560,17 @@ func (t *Tuner) syncMPS() map[string]Fraction {
 // GPU's objective worse is reverted and its value held.
 func (t *Tuner) dueReverts(st *State, now time.Time) []Action {
 	var out, keep = []Action{}, t.evals[:0]
+	var hooked []Action // (the reverts out whose change will run a hook)
+	t.judged = map[string]evaluation{}
 	for _, e := range t.evals {
 		back := revertOf(e.a)
 		// a restarted client's is judged on its successor, once told;
-		// one whose revert waits for a hook (its target's, or another
-		// restart hook of its tenant: inFlight), once that is settled
-		if now.Before(e.due) || t.watches[e.a.Target.String()] != nil || t.inFlight(back) {
+		// one whose revert waits for a hook (its target's, another
+		// restart hook of its tenant, or a plan moving it: inFlight, or
+		// the hook of a revert out before it in this round), once that
+		// is settled, judged then
+		if now.Before(e.due) || t.watches[e.a.Target.String()] != nil || t.inFlight(back) ||
+			slices.ContainsFunc(hooked, func(h Action) bool { return waitsFor(back, h) }) {
 			keep = append(keep, e)
 			continue
 		}
@@ -572,6 +580,10 @@ func (t *Tuner) dueReverts(st *State, now time.Time) []Action {
 		}
 		back.Reason = fmt.Sprintf("revert: the SLO error on this GPU rose from %.2f to %.2f after %v", e.before, after, e.a.Want)
 		out = append(out, back)
+		t.judged[back.Target.String()] = e
+		if t.modeOf(back.GPU, back.GPUIndex) == ModeEnforce && t.hooked(back) {
+			hooked = append(hooked, back)
+		}
 		if t.o.Hold != nil {
 			t.o.Hold.Block(e.a.Target, e.a.Want, now)
 		}

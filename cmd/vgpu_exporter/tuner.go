@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -118,15 +117,8 @@ func (c *tunerConfig) validate() error {
 	if both := tuner.KnobsEnabledAndDisabled(c.EnabledKnobs, c.DisabledKnobs); len(both) > 0 {
 		errs = append(errs, fmt.Errorf("--tuner.enable-knob and --tuner.disable-knob both name %s: give each knob one of them", strings.Join(both, ", ")))
 	}
-	// as vgpusim's --autotune.param: only the last of two values of a
-	// parameter would hold, and the start's log would list both
-	var names []string
-	for _, p := range c.AutotuneParams {
-		name, _, _ := strings.Cut(p, "=")
-		if name = strings.TrimSpace(name); slices.Contains(names, name) {
-			errs = append(errs, fmt.Errorf("--tuner.autotune-param: %s given twice: give it once", name))
-		}
-		names = append(names, name)
+	for _, name := range autotune.RepeatedParams(c.AutotuneParams) {
+		errs = append(errs, fmt.Errorf("--tuner.autotune-param: %s given twice: give it once", name))
 	}
 	if _, err := c.policy(); err != nil {
 		errs = append(errs, err)

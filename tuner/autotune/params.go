@@ -165,6 +165,26 @@ func (p *Params) Set(spec string) error {
 	return nil
 }
 
+// RepeatedParams returns the names of the NAME=VALUE specs (as Set reads
+// them) that name a parameter an earlier spec named, one for each repeat,
+// in order: of two values of a parameter only the last would hold, and a
+// start's or a run's settings would list both. A spec that is no
+// NAME=VALUE is Set's to refuse.
+func RepeatedParams(specs []string) []string {
+	var names, out []string
+	for _, s := range specs {
+		name, _, ok := strings.Cut(s, "=")
+		if !ok {
+			continue
+		}
+		if name = strings.TrimSpace(name); slices.Contains(names, name) {
+			out = append(out, name)
+		}
+		names = append(names, name)
+	}
+	return out
+}
+
 // SetAll sets every NAME=VALUE of specs in order, then checks that each
 // pair of bounds is in order (a step's least at most its most); on an
 // error p is unchanged.

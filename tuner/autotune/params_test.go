@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -197,6 +198,24 @@ func TestParamsDocumented(t *testing.T) {
 		f, _ := paramField(name)
 		if isShare(f.Name) && !strings.Contains(row, "share") {
 			t.Errorf("docs/tuning.md, Parameters: %s is a share, its row does not say so", name)
+		}
+	}
+}
+
+// The parameters named again after an earlier spec, one for each repeat;
+// a spec that is no NAME=VALUE is not one.
+func TestRepeatedParams(t *testing.T) {
+	for _, c := range []struct {
+		specs, want []string
+	}{
+		{nil, nil},
+		{[]string{"gain=1", "pause_max=0.5"}, nil},
+		{[]string{"gain=1", " gain = 2"}, []string{"gain"}},
+		{[]string{"gain=1", "gain=2", "step_min=0.1", "gain=3"}, []string{"gain", "gain"}},
+		{[]string{"gain", "gain"}, nil},
+	} {
+		if got := RepeatedParams(c.specs); !slices.Equal(got, c.want) {
+			t.Errorf("RepeatedParams(%q) = %q, want %q", c.specs, got, c.want)
 		}
 	}
 }
