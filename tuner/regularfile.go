@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"syscall"
+
+	"github.com/vgpu-exporter/vgpu_exporter/internal/fileread"
 )
 
 // The journal's file, as the node lock's, is a regular file of its own:
@@ -27,28 +29,7 @@ func irregular(path string, stat func(string) (fs.FileInfo, error)) (fs.FileMode
 
 // notRegular is the refusal of path, a file of type m, named in words.
 func notRegular(path string, m fs.FileMode) error {
-	return fmt.Errorf("%s is not a regular file (%s)", path, typeName(m))
-}
-
-// typeName is the type of a file of mode m in words: fs.FileMode's own
-// "d---------" reads as a directory no one may open.
-func typeName(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeSymlink != 0:
-		return "a symbolic link"
-	case m&fs.ModeNamedPipe != 0:
-		return "a named pipe"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeCharDevice != 0:
-		return "a character device"
-	case m&fs.ModeDevice != 0:
-		return "a device"
-	default:
-		return "type " + m.Type().String()
-	}
+	return fmt.Errorf("%s is not a regular file (%s)", path, fileread.Kind(m))
 }
 
 // openRegular opens path for appending without blocking and refuses
