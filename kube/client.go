@@ -24,9 +24,10 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/internal/redirect"
 )
 
-// UserAgent names the exporter in its requests to the kubelet and the
-// API server: vgpu_exporter/<version> where the build set the version,
-// vgpu_exporter without it.
+// UserAgent names the exporter in its requests to the kubelet (the pod
+// metadata, and the pod-resources gRPC calls, where gRPC adds its own
+// after it) and the API server: vgpu_exporter/<version> where the build
+// set the version, vgpu_exporter without it.
 func UserAgent() string {
 	if version.Version == "" {
 		return "vgpu_exporter"
@@ -133,6 +134,7 @@ func newKubeClient(socket, metaSrc string, httpc *http.Client, refresh, timeout 
 	conn, err := grpc.NewClient(target,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithConnectParams(connectParams(refresh, timeout)),
+		grpc.WithUserAgent(UserAgent()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(16<<20)))
 	if err != nil {
 		return nil, fmt.Errorf("pod-resources socket %s: %w", socket, err)

@@ -4,10 +4,13 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/prometheus/common/version"
+	"google.golang.org/grpc/metadata"
+	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/vgpu-exporter/vgpu_exporter/kube"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
@@ -50,5 +53,43 @@ func TestPodMetadataUserAgent(t *testing.T) {
 		if ua != tc.want {
 			t.Errorf("version %q: User-Agent %q, want %q", tc.version, ua, tc.want)
 		}
+	}
+}
+
+// uaKubelet is a fake kubelet that keeps the user-agent of its List calls.
+type uaKubelet struct {
+	fakeKubelet
+	mu sync.Mutex
+	ua []string
+}
+
+func (f *uaKubelet) List(ctx context.Context, r *podresourcesv1.ListPodResourcesRequest) (*podresourcesv1.ListPodResourcesResponse, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	f.mu.Lock()
+	f.ua = append(f.ua, md.Get("user-agent")...)
+	f.mu.Unlock()
+	return f.fakeKubelet.List(ctx, r)
+}
+
+// The pod-resources calls name the exporter too, as its HTTP requests
+// do (before, gRPC's own "grpc-go/..." alone: the kubelet's logs could
+// not tell the exporter's calls from another agent's).
+func TestPodResourcesUserAgent(t *testing.T) {
+	fk := &uaKubelet{}
+	fk.set(pod("llm", "search-0", "triton", "nvidia.com/gpu", "GPU-b"))
+	socket, _ := serveKubelet(t, fk)
+	cfg, err := tenant.ParseConfig("k.yaml", []byte(kubeTenants))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, m := newBuilder(t, cfg, "", kube.Options{PodResourcesSocket: socket})
+	b.Refresh(context.Background())
+	if st := m.Status(); !st.Up {
+		t.Fatalf("pod resources not read: %+v", st)
+	}
+	fk.mu.Lock()
+	defer fk.mu.Unlock()
+	if len(fk.ua) == 0 || !strings.HasPrefix(fk.ua[0], kube.UserAgent()+" ") || !strings.HasPrefix(kube.UserAgent(), "vgpu_exporter") {
+		t.Errorf("pod-resources user-agent %q, want it to start with %q", fk.ua, kube.UserAgent())
 	}
 }

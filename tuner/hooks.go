@@ -142,6 +142,17 @@ func (t *Tuner) holder(a Action) *hookCall {
 	return nil
 }
 
+// holderRun is the call a's change waits for (holder), as the status
+// tells it; nil for none.
+func (t *Tuner) holderRun(a Action) *HookRun {
+	h := t.holder(a)
+	if h == nil {
+		return nil
+	}
+	r := h.run()
+	return &r
+}
+
 // waitsFor reports whether a's change waits for the hooked change run
 // (inFlight's rule over two actions): on the same target, or, for a plan,
 // any plan or a restart of a tenant it moves; for a pause raised or an MPS

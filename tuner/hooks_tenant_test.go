@@ -60,3 +60,31 @@ func TestHookOneTenantAtATime(t *testing.T) {
 		t.Errorf("restarts %q, want %q (the second once the first is settled)", got, want)
 	}
 }
+
+// A restart that waits for a rebalancing plan running on another GPU says
+// so on its GPU's line, whichever of the plan's moves is its tenant's
+// (before, only a plan whose first move was the tenant's was named; one
+// that moved it second left "asked for already and is waiting to take
+// effect").
+func TestRestartWaitNamesThePlan(t *testing.T) {
+	move := func(tenant string, pid uint32) gpu.Move { return gpu.Move{Tenant: tenant, PID: pid, ToUUID: uuid0} }
+	for _, c := range []struct {
+		name  string
+		moves []gpu.Move
+	}{
+		{"first move", []gpu.Move{move("batch", 10), move("other", 9)}},
+		{"second move", []gpu.Move{move("other", 9), move("batch", 10)}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			plan := Action{Target: Target{GPU: "GPU-1", Knob: gpu.KnobPlacement, PID: c.moves[0].PID}, GPUIndex: 1, Tenant: c.moves[0].Tenant,
+				Plan: &gpu.Plan{Moves: c.moves}}
+			tu := &Tuner{hooks: map[string]*hookCall{plan.Target.String(): {a: plan, started: t0}}}
+			rs := gpuRounds(roundInput{snap: roundSnap(), modeOf: func(string, int) Mode { return ModeEnforce }, actions: []Action{capBatch},
+				hooks: tu.hookRuns(), holder: tu.holderRun, now: t0.Add(15 * time.Second)})
+			want := "the restart of batch's client 8 waits for the rebalancing plan moving batch, started on GPU 1 15s ago"
+			if len(rs) != 2 || rs[0].Kind != RoundWaiting || !strings.Contains(rs[0].Why, want) {
+				t.Errorf("GPU 0's round %+v, want %s %q", rs, RoundWaiting, want)
+			}
+		})
+	}
+}

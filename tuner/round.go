@@ -119,6 +119,9 @@ type roundInput struct {
 	out     []Decision    // what became of them
 	hooks   []HookRun     // the hooks running off the round
 	waits   []HookWait    // the reverts and restores waiting for one
+	// holder is the hook an action's change waits for (Tuner.holder), nil
+	// for none; a nil holder holds nothing
+	holder func(Action) *HookRun
 	// journalHeld, by GPU UUID: the latest change recommended there was
 	// held back by the journal (Tuner.noteJournalHeld)
 	journalHeld map[string]bool
@@ -308,19 +311,25 @@ func refusedOrFailed(o Outcome) string {
 }
 
 // tenantHookWait says why an MPS client restart the round was asked for
-// on GPU uuid waits ("" for none): a hook under way on another GPU for
-// its tenant (inFlight: one restart hook a tenant at a time).
+// on GPU uuid waits ("" for none): a hook under way on another GPU that
+// holds it (Tuner.holder, inFlight's rule: one restart hook a tenant at a
+// time, and none while a plan moves the tenant, by whichever of its moves).
 func (in roundInput) tenantHookWait(uuid string) string {
 	for _, a := range in.actions {
-		if a.GPU != uuid || a.Knob != gpu.KnobMPSActiveThreads || !a.Restart || a.Revert || a.Tenant == "" {
+		if a.GPU != uuid || a.Knob != gpu.KnobMPSActiveThreads || !a.Restart || a.Revert || a.Tenant == "" || in.holder == nil {
 			continue
 		}
-		for _, r := range in.hooks {
-			if r.Tenant == a.Tenant && r.GPU != uuid {
-				return fmt.Sprintf("the restart of %s's client %d waits for the hook under way for %s on GPU %d, started %v ago (one hook a tenant at a time)",
-					a.Tenant, a.PID, r.Tenant, r.GPUIndex, in.now.Sub(r.Since).Round(time.Second))
-			}
+		r := in.holder(a)
+		if r == nil || r.GPU == uuid {
+			continue
 		}
+		ago := in.now.Sub(r.Since).Round(time.Second)
+		if r.Plan {
+			return fmt.Sprintf("the restart of %s's client %d waits for the rebalancing plan moving %s, started on GPU %d %v ago (no restart hook while a plan moves its tenant)",
+				a.Tenant, a.PID, a.Tenant, r.GPUIndex, ago)
+		}
+		return fmt.Sprintf("the restart of %s's client %d waits for the hook under way for %s on GPU %d, started %v ago (one hook a tenant at a time)",
+			a.Tenant, a.PID, r.Tenant, r.GPUIndex, ago)
 	}
 	return ""
 }

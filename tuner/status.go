@@ -173,7 +173,7 @@ func (t *Tuner) noteRound(st *State, actions, held []Action, out []Decision, sta
 	}
 	t.burns = tenantBurns(st.Snapshot, st.Fast)
 	t.rounds = gpuRounds(roundInput{snap: st.Snapshot, burns: t.burns, modeOf: t.modeOf, killed: t.chain().Stopped(), stale: stale, actions: actions, held: held, out: out,
-		hooks: t.hookRuns(), waits: t.hookWaits(st.Now), journalHeld: t.journalHeldOn, now: st.Now})
+		hooks: t.hookRuns(), waits: t.hookWaits(st.Now), holder: t.holderRun, journalHeld: t.journalHeldOn, now: st.Now})
 	t.noteKnobs(st.Snapshot, st.Knobs)
 	t.syncPauses()
 	t.noteUnmatchedModes(st.Snapshot)

@@ -86,6 +86,7 @@ type config struct {
 	simScenarioSet, simSeedSet bool
 	podTenancySet              bool
 	configCheckSet             bool
+	tenantsConfigSet           bool
 	webConfigSet               bool
 }
 
@@ -101,8 +102,8 @@ func addFlags(app *kingpin.Application) *config {
 		IsSetByUser(&c.simSeedSet)
 	app.Flag("sim.settings-file", "File in which the simulated GPUs keep the settings changed through them, so that they outlive the process as a real GPU's do (--backend=sim only; crash tests of the tuner's restore). Default: none.").
 		PlaceHolder("FILE").StringVar(&c.SimSettingsFile)
-	app.Flag("tenants.config", "Tenants file (YAML). Default: none, so all usage is reported as unassigned; with --backend=sim, the scenario's <name>.tenants.yaml companion.").
-		PlaceHolder("FILE").StringVar(&c.TenantsConfig)
+	app.Flag("tenants.config", "Tenants file (YAML). Default: none, so all usage is reported as unassigned; with --backend=sim, the scenario's <name>.tenants.yaml companion. Given empty, refused.").
+		PlaceHolder("FILE").IsSetByUser(&c.tenantsConfigSet).StringVar(&c.TenantsConfig)
 	app.Flag("tenants.allow-empty", "Accept a tenants file that defines no tenants, at start and on reload. Without it such a file is refused: on reload the previous configuration stays in use.").
 		BoolVar(&c.TenantsAllowEmpty)
 	flagvalue.Duration(app, "tenants.departed-retention", fmt.Sprintf("How long the meters (energy, GPU time, memory time, cost) and context-switch count of a tenant without usage on a GPU are kept: then forgotten, and a tenant back after that starts them at 0 (a counter reset). The time a GPU is not read does not count; for a tenant of pods, the time counts up to the kubelet's last good pod mapping (pod-resources, and pod metadata where labels decide the tenant). At most %d such tenants a GPU are kept, the longest gone forgotten first. 0 keeps them for good (every tenant ever seen: with a tenant a batch job, series without end).", tenant.MaxDepartedPerGPU),
@@ -174,6 +175,12 @@ func (c *config) validate() error {
 	// instead of checking a file.
 	if c.configCheckSet && c.ConfigCheck == "" {
 		errs = append(errs, errors.New("--config.check needs a file: the tenants file to validate"))
+	}
+	// Given empty (an unset variable), it would be taken for not given:
+	// every usage unassigned on a real host, the scenario's companion
+	// with --backend=sim.
+	if c.tenantsConfigSet && c.TenantsConfig == "" {
+		errs = append(errs, errors.New("--tenants.config must not be empty (give the tenants file, or leave the flag out to report all usage as unassigned)"))
 	}
 	// Given empty (an unset variable), exporter-toolkit would take it
 	// for no configuration: plain HTTP without authentication.

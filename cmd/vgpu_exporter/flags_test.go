@@ -62,6 +62,11 @@ func TestFlagValidation(t *testing.T) {
 		{[]string{"--web.config.file="}, "--web.config.file must not be empty"},
 		{[]string{"--web.config.file", ""}, "--web.config.file must not be empty"},
 		{[]string{"--web.config.file=/w.yml"}, ""},
+		// Given empty (an unset variable), every usage would go to
+		// unassigned on a real host; not given at all, it does by design.
+		{[]string{"--tenants.config="}, "--tenants.config must not be empty"},
+		{[]string{"--backend=sim", "--tenants.config", ""}, "--tenants.config must not be empty"},
+		{[]string{"--tenants.config=/t.yaml"}, ""},
 		{[]string{"--web.listen-address=127.0.0.1:9949", "--web.listen-address="}, "--web.listen-address must not be empty"},
 		{[]string{"--web.telemetry-path=/-/ready"}, "clashes with a built-in endpoint"},
 		{[]string{"--web.telemetry-path=/tuner"}, "clashes with a built-in endpoint"},

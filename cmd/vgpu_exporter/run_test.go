@@ -305,6 +305,7 @@ func TestRunExitCodes(t *testing.T) {
 		{[]string{"--backend=nvml", "--web.listen-address=256.0.0.1:1"}, 1, nvmlWant, ""},
 		{[]string{"--log.level=trace"}, 2, "--log.level", ""},
 		{[]string{"--tenants.config=/nonexistent/t.yaml", "--backend=sim", "--web.listen-address=256.0.0.1:1"}, 1, "--tenants.config: stat /nonexistent/t.yaml", ""},
+		{[]string{"--tenants.config=", "--backend=sim", "--web.listen-address=256.0.0.1:1"}, 2, "--tenants.config must not be empty", ""},
 	} {
 		var stdout, stderr strings.Builder
 		app := kingpin.New("vgpu_exporter", "")
