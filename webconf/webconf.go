@@ -98,6 +98,10 @@ func (k *Kept) warnSkipped(files *tlsCopies) {
 // File is the user's file.
 func (k *Kept) File() string { return k.file }
 
+// TLS says whether the configuration sets up TLS: fixed at Open (a reload
+// that would change it is refused).
+func (k *Kept) TLS() bool { return k.tls }
+
 // Path is the file to hand exporter-toolkit: the private copy.
 func (k *Kept) Path() string {
 	if k.copy == nil {

@@ -97,24 +97,44 @@ func (s *service) about(cfg *config) webui.About {
 // reads first to know where to look.
 func (s *service) logServing(cfg *config) {
 	a := s.about(cfg)
-	kv := []any{"msg", "serving", "address", strings.Join(*cfg.Web.WebListenAddresses, ","), "backend", a.Backend, "tuner_mode", a.TunerMode}
+	systemd := cfg.Web.WebSystemdSocket != nil && *cfg.Web.WebSystemdSocket
+	address, bases := servingPlaces(*cfg.Web.WebListenAddresses, systemd, s.web != nil && s.web.TLS())
+	kv := []any{"msg", "serving", "address", address, "backend", a.Backend, "tuner_mode", a.TunerMode}
 	if a.Simulated {
 		kv = append(kv, "simulated_scenario", a.Scenario)
 	}
-	for _, addr := range *cfg.Web.WebListenAddresses {
-		base := addr
-		if strings.HasPrefix(base, ":") {
-			base = "localhost" + base
-		}
-		if !strings.Contains(base, "://") {
-			base = "http://" + base
-		}
+	for _, base := range bases {
 		kv = append(kv, "landing_page", base+"/", "metrics", base+cfg.TelemetryPath)
 		if s.tuner != nil {
 			kv = append(kv, "tuner_page", base+webui.TunerPagePath)
 		}
 	}
 	level.Info(s.logger).Log(kv...)
+}
+
+// servingPlaces is what the serving line names: the listen addresses and
+// the base URL of each (https where the web configuration sets up TLS);
+// with systemd socket activation, which ignores the listen addresses, it
+// says so and names no URL.
+func servingPlaces(addrs []string, systemd, tls bool) (address string, bases []string) {
+	if systemd {
+		return "systemd socket activation (--web.systemd-socket)", nil
+	}
+	scheme := "http://"
+	if tls {
+		scheme = "https://"
+	}
+	for _, addr := range addrs {
+		base := addr
+		if strings.HasPrefix(base, ":") {
+			base = "localhost" + base
+		}
+		if !strings.Contains(base, "://") {
+			base = scheme + base
+		}
+		bases = append(bases, base)
+	}
+	return strings.Join(addrs, ","), bases
 }
 
 // webLog is the logger of the web configuration's reloads and checks.
