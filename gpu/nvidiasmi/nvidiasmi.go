@@ -207,11 +207,17 @@ func (s *SMI) levelOf(ctx context.Context, uuid string, entries []entry) (gpu.Ti
 
 // run runs nvidia-smi and maps its documented exit statuses to errors a
 // caller can test (gpu.ErrNotSupported) or act on (permissions).
-// On success it returns stdout and stderr together, as printed.
+// On success it returns stdout and stderr together, as printed: each its
+// own lines (a stdout whose last line has no newline is not joined to
+// stderr's first, which would hide the level that line gives).
 func (s *SMI) run(ctx context.Context, uuid string, args ...string) ([]byte, error) {
 	res, err := command.Run(ctx, command.Spec{Path: s.opts.Path, Args: args, Timeout: s.opts.Timeout, TimeoutName: s.opts.TimeoutName})
 	if err == nil {
-		return append(res.Stdout, res.Stderr...), nil
+		out := res.Stdout
+		if len(out) > 0 && len(res.Stderr) > 0 && out[len(out)-1] != '\n' {
+			out = append(out, '\n')
+		}
+		return append(out, res.Stderr...), nil
 	}
 	var e *command.Error
 	if errors.As(err, &e) {

@@ -143,3 +143,36 @@ esac`, 30*time.Second)
 		})
 	}
 }
+
+// A listing whose last line has no newline, followed by a warning on
+// stderr, still gives its level: the two are not read as one line (before,
+// "Timeslice : Short" ran into "Warning: ..." as "ShortWarning", the
+// listing was taken as silent, and a set that had changed nothing was
+// accepted).
+func TestListingWithoutFinalNewline(t *testing.T) {
+	for _, tc := range []struct {
+		name, listing string
+		want          string // in the error; "": success
+	}{
+		{"reads another level", `printf '    Timeslice : Short'; echo 'Warning: persistence mode is disabled' >&2`, "reads short"},
+		{"reads the level set", `printf '    Timeslice : Long'; echo 'Warning: persistence mode is disabled' >&2`, ""},
+		{"stdout alone", `printf '    Timeslice : Short'`, "reads short"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := newSMI(t, `case "$*" in
+*--list) `+tc.listing+` ;;
+*) ;;
+esac`, 30*time.Second)
+			err := s.SetComputeTimeSlice(context.Background(), "GPU-0", gpu.TimeSliceLong)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("error %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one that %s", err, tc.want)
+			}
+		})
+	}
+}
