@@ -176,3 +176,28 @@ esac`, 30*time.Second)
 		})
 	}
 }
+
+// A read-back listing thousands of other GPUs (up to the 1 MiB kept of
+// its output) is an error of bounded length that names the first few,
+// counts the rest and escapes control characters (before, every GPU was
+// named: a 45,000-line listing made a 490 kB error, and each GPU was
+// looked up among those before it, some seconds of CPU).
+func TestReadBackListingManyGPUs(t *testing.T) {
+	s, _ := newSMI(t, `case "$*" in
+*--list) printf 'GPU-a\000b Timeslice : Long\n'; awk 'BEGIN{for(i=0;i<20000;i++) printf "GPU-%08d Timeslice : Long\n", i}' ;;
+*) ;;
+esac`, 30*time.Second)
+	err := s.SetComputeTimeSlice(context.Background(), "GPU-0", gpu.TimeSliceLong)
+	if err == nil {
+		t.Fatal("no error: the listing gives GPU-0 no level")
+	}
+	msg := err.Error()
+	for _, w := range []string{`lists gpu-a\x00b, gpu-00000000, gpu-00000001`, "gpu-00000006 and 19993 more, not GPU GPU-0", "GPU GPU-0:"} {
+		if !strings.Contains(msg, w) {
+			t.Errorf("error lacks %q: %.600s", w, msg)
+		}
+	}
+	if len(msg) > 2000 || strings.ContainsRune(msg, 0) {
+		t.Errorf("error of %d bytes (raw NUL %v), want under 2000 and escaped: %.600s", len(msg), strings.ContainsRune(msg, 0), msg)
+	}
+}
