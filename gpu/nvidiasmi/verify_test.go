@@ -201,3 +201,22 @@ esac`, 30*time.Second)
 		t.Errorf("error of %d bytes (raw NUL %v), want under 2000 and escaped: %.600s", len(msg), strings.ContainsRune(msg, 0), msg)
 	}
 }
+
+// nvidia-smi's answer which GPU is the one set naming another GPU by a
+// UUID of 100 kB with control characters is an error of bounded length,
+// escaped (before, the UUID was copied into the error whole, raw).
+func TestIdentityAnswerBounded(t *testing.T) {
+	s, _ := newSMI(t, `case "$*" in
+"compute-policy -i GPU-0 --list") printf 'GPU 0: Timeslice: Long\n' ;;
+*--query-gpu*) printf '0, 00000000:3B:00.0, GPU-\001'; head -c 100000 /dev/zero | tr '\0' x; echo ;;
+*) ;;
+esac`, 30*time.Second)
+	err := s.SetComputeTimeSlice(context.Background(), "GPU-0", gpu.TimeSliceLong)
+	if err == nil {
+		t.Fatal("no error: nvidia-smi names another GPU")
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, `it names GPU GPU-\x01xxx`) || len(msg) > 2000 || strings.ContainsRune(msg, 1) {
+		t.Errorf("error of %d bytes, want the other GPU named, escaped, under 2000: %.600s", len(msg), msg)
+	}
+}
