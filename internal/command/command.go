@@ -155,6 +155,9 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 		return res, nil
 	}
 	e := &Error{Command: Describe(s.Path, s.Args), ExitCode: -1, Err: err}
+	if cmd.Process == nil && errors.Is(err, syscall.EACCES) {
+		e.Err = fmt.Errorf("%w%s", err, notRunnable(cmd.Path))
+	}
 	var exitErr *exec.ExitError
 	if errors.As(err, &exitErr) {
 		e.ExitCode = exitErr.ExitCode()
@@ -173,6 +176,23 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 	}
 	e.Stderr = Excerpt(msg, 512)
 	return res, e
+}
+
+// notRunnable says why a program that could not be started for want of
+// permission cannot be: a directory, or a file without execute
+// permission ("" where neither, such as a directory on its path that
+// cannot be searched).
+func notRunnable(path string) string {
+	fi, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return ""
+	case fi.IsDir():
+		return ": it is a directory"
+	case fi.Mode().Perm()&0o111 == 0:
+		return fmt.Sprintf(": it is not executable (mode %04o)", fi.Mode().Perm())
+	}
+	return ""
 }
 
 // Describe renders a command line for messages: each argument quoted when
