@@ -1,10 +1,13 @@
 package mps
 
 import (
+	"bytes"
 	"context"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-kit/log"
 )
 
 // A server list longer than any daemon keeps (here 2,000 PIDs, 14 KB) is
@@ -42,5 +45,42 @@ esac`, "", nil)
 	got := strings.Join(r.commands(t), "|")
 	if want := "get_server_list|get_client_list 100|get_client_list 200|get_active_thread_percentage 200"; got != want {
 		t.Errorf("commands %s, want %s", got, want)
+	}
+}
+
+// A control program that exits 0 having printed its failure on stderr has
+// failed: the pinned-memory limit, which is not read back, is not taken
+// as set (before, only stdout was read for a failure, and the limit was
+// taken as set).
+func TestFailureOnStderrIsRefusal(t *testing.T) {
+	r := newRig(t, `read -r cmd a b c < "$STDIN"
+case "$cmd" in
+get_server_list) echo 100 ;;
+get_client_list) ;;
+set_device_pinned_mem_limit) echo "Error: invalid device $b" >&2 ;;
+esac`, "", nil)
+	err := r.c.SetMPSPinnedMemoryLimit(context.Background(), uuid, 100, 1<<30)
+	if err == nil || !strings.Contains(err.Error(), "set_device_pinned_mem_limit 100 3 1024M") ||
+		!strings.Contains(err.Error(), "refused by the daemon: Error: invalid device 3") {
+		t.Fatalf("error %v, want the refusal on stderr named", err)
+	}
+}
+
+// A restart hook that exits 0 has restarted the client, whatever it
+// printed; its stdout and stderr are logged, shortened and escaped
+// (before, neither was: "Error: ..." on stderr with exit 0 left no trace).
+func TestRestartHookOutputLogged(t *testing.T) {
+	var buf bytes.Buffer
+	r := newRig(t, daemon, `echo "switched to standby"; echo "Error: old client did not drain" >&2; head -c 100000 /dev/zero >&2; echo pid=555`,
+		func(o *Options) { o.Logger = log.NewLogfmtLogger(&buf) })
+	if err := r.c.SetMPSActiveThreads(context.Background(), uuid, 201, 0.3); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.c.RestartClient(context.Background(), uuid, 201, "tenant-201"); err != nil {
+		t.Fatal(err)
+	}
+	got := buf.String()
+	if !strings.Contains(got, `output="switched to standby; pid=555"`) || !strings.Contains(got, `stderr="Error: old client did not drain; \\x00`) || len(got) > 2000 {
+		t.Errorf("log of %d bytes lacks the hook's stdout and stderr: %.600s", len(got), got)
 	}
 }

@@ -378,7 +378,12 @@ func (c *Controller) RestartClient(ctx context.Context, uuid string, pid uint32,
 		c.noteSuccessor(key{uuid, pid}, newPID)
 	}
 	c.states[key{uuid, s.PID}] = s
-	level.Info(c.logger).Log("msg", "MPS client restarted by the hook", "uuid", uuid, "tenant", tenant, "pid", pid, "new_pid", s.PID, "fraction", fs)
+	kv := []any{"msg", "MPS client restarted by the hook", "uuid", uuid, "tenant", tenant, "pid", pid, "new_pid", s.PID, "fraction", fs,
+		"output", command.Excerpt(res.Stdout, 512)}
+	if said := command.Excerpt(res.Stderr, 512); said != "" {
+		kv = append(kv, "stderr", said) // exit 0 is success; what it said there is the operator's to read
+	}
+	level.Info(c.logger).Log(kv...)
 	return nil
 }
 
@@ -615,8 +620,9 @@ func (c *Controller) serverPercentage(ctx context.Context, pid uint32) (float64,
 	return parsePercentage(out)
 }
 
-// send runs one daemon command and returns its reply. A reply that says
-// the command failed is an error even when the program exits with 0.
+// send runs one daemon command and returns its reply (stdout). A reply,
+// on stdout or stderr, that says the command failed is an error even when
+// the program exits with 0.
 func (c *Controller) send(ctx context.Context, cmd string) (string, error) {
 	res, err := command.Run(ctx, command.Spec{
 		Path:        c.opts.ControlBinary,
@@ -628,9 +634,10 @@ func (c *Controller) send(ctx context.Context, cmd string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("MPS command %q: %w", cmd, err)
 	}
-	out := string(res.Stdout)
-	if refused(out) {
-		return "", fmt.Errorf("MPS command %q refused by the daemon: %s", cmd, command.Excerpt(res.Stdout, 256))
+	for _, said := range [][]byte{res.Stdout, res.Stderr} {
+		if refused(string(said)) {
+			return "", fmt.Errorf("MPS command %q refused by the daemon: %s", cmd, command.Excerpt(said, 256))
+		}
 	}
-	return out, nil
+	return string(res.Stdout), nil
 }

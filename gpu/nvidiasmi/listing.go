@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/command"
 )
 
 // gpuRef is a GPU as nvidia-smi's output names it: by UUID ("GPU-..."), by
@@ -174,7 +175,7 @@ func parseIdentity(out []byte, uuid string) (identity, error) {
 		return identity{}, fmt.Errorf("want one line INDEX, BUS_ID, UUID")
 	}
 	if id.uuid != strings.ToLower(uuid) {
-		return identity{}, fmt.Errorf("it names GPU %s, not %s", f[2], uuid)
+		return identity{}, fmt.Errorf("it names GPU %s, not %s", command.Excerpt([]byte(f[2]), 128), uuid)
 	}
 	return id, nil
 }

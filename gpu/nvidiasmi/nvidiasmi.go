@@ -162,7 +162,8 @@ func (s *SMI) SetComputeTimeSlice(ctx context.Context, uuid string, l gpu.TimeSl
 func (s *SMI) levelOf(ctx context.Context, uuid string, entries []entry) (gpu.TimeSliceLevel, error) {
 	var id *identity
 	var mine []gpu.TimeSliceLevel
-	var others []string
+	others := map[string]bool{} // the other GPUs listed
+	var shown []string          // the first maxOthers of them, for the error
 	unnamed := 0
 	for _, e := range entries {
 		switch {
@@ -184,15 +185,22 @@ func (s *SMI) levelOf(ctx context.Context, uuid string, entries []entry) (gpu.Ti
 		}
 		if e.gpu.kind == refUUID && e.gpu.id == strings.ToLower(uuid) || e.gpu.kind != refUUID && id.is(e.gpu) {
 			mine = append(mine, e.level)
-		} else if !slices.Contains(others, e.gpu.String()) {
-			others = append(others, e.gpu.String())
+		} else if g := e.gpu.String(); !others[g] {
+			others[g] = true
+			if len(shown) < maxOthers {
+				shown = append(shown, g)
+			}
 		}
 	}
 	switch {
 	case unnamed > 0 && unnamed < len(entries):
 		return "", fmt.Errorf("gives levels both for GPUs it names and for none named: which is %s's cannot be told", uuid)
 	case len(mine) == 0:
-		return "", fmt.Errorf("lists %s, not GPU %s", strings.Join(others, ", "), uuid)
+		list := strings.Join(shown, ", ")
+		if n := len(others) - len(shown); n > 0 {
+			list += fmt.Sprintf(" and %d more", n)
+		}
+		return "", fmt.Errorf("lists %s, not GPU %s", command.Excerpt([]byte(list), 512), uuid)
 	}
 	for _, m := range mine[1:] {
 		if m != mine[0] {
@@ -205,13 +213,23 @@ func (s *SMI) levelOf(ctx context.Context, uuid string, entries []entry) (gpu.Ti
 	return mine[0], nil
 }
 
+// maxOthers is how many of the other GPUs a listing gives levels for the
+// error names; the rest are counted.
+const maxOthers = 8
+
 // run runs nvidia-smi and maps its documented exit statuses to errors a
 // caller can test (gpu.ErrNotSupported) or act on (permissions).
-// On success it returns stdout and stderr together, as printed.
+// On success it returns stdout and stderr together, as printed: each its
+// own lines (a stdout whose last line has no newline is not joined to
+// stderr's first, which would hide the level that line gives).
 func (s *SMI) run(ctx context.Context, uuid string, args ...string) ([]byte, error) {
 	res, err := command.Run(ctx, command.Spec{Path: s.opts.Path, Args: args, Timeout: s.opts.Timeout, TimeoutName: s.opts.TimeoutName})
 	if err == nil {
-		return append(res.Stdout, res.Stderr...), nil
+		out := res.Stdout
+		if len(out) > 0 && len(res.Stderr) > 0 && out[len(out)-1] != '\n' {
+			out = append(out, '\n')
+		}
+		return append(out, res.Stderr...), nil
 	}
 	var e *command.Error
 	if errors.As(err, &e) {

@@ -143,3 +143,80 @@ esac`, 30*time.Second)
 		})
 	}
 }
+
+// A listing whose last line has no newline, followed by a warning on
+// stderr, still gives its level: the two are not read as one line (before,
+// "Timeslice : Short" ran into "Warning: ..." as "ShortWarning", the
+// listing was taken as silent, and a set that had changed nothing was
+// accepted).
+func TestListingWithoutFinalNewline(t *testing.T) {
+	for _, tc := range []struct {
+		name, listing string
+		want          string // in the error; "": success
+	}{
+		{"reads another level", `printf '    Timeslice : Short'; echo 'Warning: persistence mode is disabled' >&2`, "reads short"},
+		{"reads the level set", `printf '    Timeslice : Long'; echo 'Warning: persistence mode is disabled' >&2`, ""},
+		{"stdout alone", `printf '    Timeslice : Short'`, "reads short"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := newSMI(t, `case "$*" in
+*--list) `+tc.listing+` ;;
+*) ;;
+esac`, 30*time.Second)
+			err := s.SetComputeTimeSlice(context.Background(), "GPU-0", gpu.TimeSliceLong)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("error %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one that %s", err, tc.want)
+			}
+		})
+	}
+}
+
+// A read-back listing thousands of other GPUs (up to the 1 MiB kept of
+// its output) is an error of bounded length that names the first few,
+// counts the rest and escapes control characters (before, every GPU was
+// named: a 45,000-line listing made a 490 kB error, and each GPU was
+// looked up among those before it, some seconds of CPU).
+func TestReadBackListingManyGPUs(t *testing.T) {
+	s, _ := newSMI(t, `case "$*" in
+*--list) printf 'GPU-a\000b Timeslice : Long\n'; awk 'BEGIN{for(i=0;i<20000;i++) printf "GPU-%08d Timeslice : Long\n", i}' ;;
+*) ;;
+esac`, 30*time.Second)
+	err := s.SetComputeTimeSlice(context.Background(), "GPU-0", gpu.TimeSliceLong)
+	if err == nil {
+		t.Fatal("no error: the listing gives GPU-0 no level")
+	}
+	msg := err.Error()
+	for _, w := range []string{`lists gpu-a\x00b, gpu-00000000, gpu-00000001`, "gpu-00000006 and 19993 more, not GPU GPU-0", "GPU GPU-0:"} {
+		if !strings.Contains(msg, w) {
+			t.Errorf("error lacks %q: %.600s", w, msg)
+		}
+	}
+	if len(msg) > 2000 || strings.ContainsRune(msg, 0) {
+		t.Errorf("error of %d bytes (raw NUL %v), want under 2000 and escaped: %.600s", len(msg), strings.ContainsRune(msg, 0), msg)
+	}
+}
+
+// nvidia-smi's answer which GPU is the one set naming another GPU by a
+// UUID of 100 kB with control characters is an error of bounded length,
+// escaped (before, the UUID was copied into the error whole, raw).
+func TestIdentityAnswerBounded(t *testing.T) {
+	s, _ := newSMI(t, `case "$*" in
+"compute-policy -i GPU-0 --list") printf 'GPU 0: Timeslice: Long\n' ;;
+*--query-gpu*) printf '0, 00000000:3B:00.0, GPU-\001'; head -c 100000 /dev/zero | tr '\0' x; echo ;;
+*) ;;
+esac`, 30*time.Second)
+	err := s.SetComputeTimeSlice(context.Background(), "GPU-0", gpu.TimeSliceLong)
+	if err == nil {
+		t.Fatal("no error: nvidia-smi names another GPU")
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, `it names GPU GPU-\x01xxx`) || len(msg) > 2000 || strings.ContainsRune(msg, 1) {
+		t.Errorf("error of %d bytes, want the other GPU named, escaped, under 2000: %.600s", len(msg), msg)
+	}
+}

@@ -1,6 +1,7 @@
 package rebalance
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-kit/log"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/command/commandtest"
@@ -287,5 +290,25 @@ func TestHookListsWhatItIsHanded(t *testing.T) {
 		if !slices.Contains(got, k) {
 			t.Errorf("capabilities %v lack %s", got, k)
 		}
+	}
+}
+
+// A hook that exits 0 has applied the plan, whatever it printed; what it
+// said on stderr is logged with its stdout, shortened and escaped (before,
+// only stdout was: "Error: ..." on stderr with exit 0 left no trace).
+func TestHookStderrLoggedOnSuccess(t *testing.T) {
+	f := commandtest.New(t)
+	var buf bytes.Buffer
+	h, err := New(Options{Command: f.Script(t, "hook", `echo "evicted serving/llm-a-7d9f"; echo "Warning: pod llm-a-7d9f has no PodDisruptionBudget" >&2; head -c 100000 /dev/zero >&2`),
+		Timeout: 10 * time.Second, Logger: log.NewLogfmtLogger(&buf)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Rebalance(context.Background(), gpu.Plan{Reason: "r", Moves: []gpu.Move{podMove}}); err != nil {
+		t.Fatal(err)
+	}
+	got := buf.String()
+	if !strings.Contains(got, `output="evicted serving/llm-a-7d9f"`) || !strings.Contains(got, `stderr="Warning: pod llm-a-7d9f has no PodDisruptionBudget; \\x00`) || len(got) > 2000 {
+		t.Errorf("log of %d bytes lacks the hook's stdout and stderr: %.600s", len(got), got)
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -131,7 +132,13 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 	// kills what it started too, with what left the group (killMarked).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	mark := cmd.Env[len(cmd.Env)-1]
+	// killed says whether the run was killed (its timeout or its context
+	// ended while the program ran): one that exited by itself is judged by
+	// its exit status even where the timeout passes while what it left
+	// holds its output open.
+	var killed atomic.Bool
 	cmd.Cancel = func() error {
+		killed.Store(true)
 		err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		killMarked(mark)
 		return err
@@ -140,7 +147,7 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 	err := reap.Run(cmd)
 	// What the program left running may hold its output open: once the
 	// grace is over, the program's own exit status counts.
-	if errors.Is(err, exec.ErrWaitDelay) && cmd.ProcessState != nil && cmd.ProcessState.Success() && ctx.Err() == nil {
+	if errors.Is(err, exec.ErrWaitDelay) && cmd.ProcessState != nil && cmd.ProcessState.Success() && !killed.Load() {
 		err = nil
 	}
 	res := Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}
@@ -148,11 +155,15 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 		return res, nil
 	}
 	e := &Error{Command: Describe(s.Path, s.Args), ExitCode: -1, Err: err}
+	if cmd.Process == nil && errors.Is(err, syscall.EACCES) {
+		e.Err = fmt.Errorf("%w%s", err, notRunnable(cmd.Path))
+	}
 	var exitErr *exec.ExitError
 	if errors.As(err, &exitErr) {
 		e.ExitCode = exitErr.ExitCode()
 	}
-	if ctx.Err() != nil {
+	// killed, or never started as the context had ended
+	if ctx.Err() != nil && (killed.Load() || cmd.ProcessState == nil) {
 		e.TimedOut, e.ExitCode = true, -1
 		e.Err = fmt.Errorf("%w (%w)", ctx.Err(), err)
 		if parent.Err() == nil {
@@ -165,6 +176,23 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 	}
 	e.Stderr = Excerpt(msg, 512)
 	return res, e
+}
+
+// notRunnable says why a program that could not be started for want of
+// permission cannot be: a directory, or a file without execute
+// permission ("" where neither, such as a directory on its path that
+// cannot be searched).
+func notRunnable(path string) string {
+	fi, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return ""
+	case fi.IsDir():
+		return ": it is a directory"
+	case fi.Mode().Perm()&0o111 == 0:
+		return fmt.Sprintf(": it is not executable (mode %04o)", fi.Mode().Perm())
+	}
+	return ""
 }
 
 // Describe renders a command line for messages: each argument quoted when

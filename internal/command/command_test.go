@@ -3,6 +3,7 @@ package command
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -134,5 +135,25 @@ func TestExcerptOfLongOutput(t *testing.T) {
 	}
 	if n > 64<<10 {
 		t.Errorf("Excerpt of %d bytes to 512 allocated %d bytes", len(out), n)
+	}
+}
+
+// A program that is a directory or a file without execute permission is
+// an error saying which (before: "permission denied" alone).
+func TestRunNotRunnable(t *testing.T) {
+	f := commandtest.New(t)
+	noexec := f.Script(t, "noexec", "echo hi")
+	if err := os.Chmod(noexec, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ path, want string }{
+		{t.TempDir(), "permission denied: it is a directory"},
+		{noexec, "permission denied: it is not executable (mode 0644)"},
+	} {
+		_, err := Run(context.Background(), Spec{Path: tc.path})
+		var e *Error
+		if !errors.As(err, &e) || !strings.Contains(err.Error(), tc.path) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("error %v, want %q naming %s", err, tc.want, tc.path)
+		}
 	}
 }

@@ -87,3 +87,46 @@ func killPID(pid int) error {
 	}
 	return p.Kill()
 }
+
+// A program that exits by itself shortly before its timeout, leaving a
+// descendant that holds its stdout past the timeout (within OutputGrace),
+// is judged by its own exit status: it was not killed, nor was what it
+// left (before, the timeout passing during the grace made it "killed after
+// its timeout", a restart hook that had started its successor a failure).
+func TestExitJustBeforeTimeout(t *testing.T) {
+	const timeout = 2 * time.Second
+	f := commandtest.New(t)
+	for _, tc := range []struct {
+		name string
+		exit int
+	}{{"exit 0", 0}, {"exit 3", 3}} {
+		t.Run(tc.name, func(t *testing.T) {
+			os.Remove(filepath.Join(f.Dir, "pids"))
+			// the program exits 200 ms before the timeout, by the clock
+			exitAt := time.Now().Add(timeout - 200*time.Millisecond).UnixNano()
+			body := `sleep 30 & echo $! > "$D/pids"
+while [ "$(date +%s%N)" -lt ` + strconv.FormatInt(exitAt, 10) + ` ]; do sleep 0.01; done
+echo ok; exit ` + strconv.Itoa(tc.exit)
+			res, err := Run(context.Background(), Spec{Path: f.Script(t, "hook", body), Timeout: timeout})
+			data, _ := os.ReadFile(filepath.Join(f.Dir, "pids"))
+			pid, perr := strconv.Atoi(strings.TrimSpace(string(data)))
+			if perr != nil {
+				t.Fatalf("no descendant PID recorded: %q", data)
+			}
+			defer killPID(pid)
+			if string(res.Stdout) != "ok\n" {
+				t.Errorf("stdout %q, want ok", res.Stdout)
+			}
+			e, _ := err.(*Error)
+			switch {
+			case tc.exit == 0 && err != nil:
+				t.Errorf("error %v: the program exited 0 before its timeout", err)
+			case tc.exit != 0 && (e == nil || e.TimedOut || e.ExitCode != tc.exit):
+				t.Errorf("error %v, want exit status %d, not a timeout", err, tc.exit)
+			}
+			if !commandtest.Alive(pid) {
+				t.Errorf("descendant %d of a program that exited before its timeout was killed", pid)
+			}
+		})
+	}
+}
