@@ -481,6 +481,9 @@ func (j *Journal) write(b []byte) error {
 	if err := j.writable(); err != nil {
 		return fmt.Errorf("tuner journal %s: %w", j.path, err)
 	}
+	if _, err := j.relinkLocked(); err != nil {
+		return err
+	}
 	if j.dirUnsynced {
 		if err := syncDirectory(j.path); err != nil {
 			return fmt.Errorf("tuner journal %s: syncing its directory: %w", j.path, err)
