@@ -90,6 +90,9 @@ func droppedRecords(w io.Writer, path string, st tuner.JournalStats) int {
 		return 0
 	}
 	fmt.Fprintf(w, "vgpu_exporter %s: %s holds records that cannot be trusted (%s), not listed: an original one of them held is lost, and no start restores it: check the GPUs' settings by hand\n", journalCommand, path, strings.Join(bad, ", "))
+	for _, b := range st.Bad {
+		fmt.Fprintf(w, "  %s:%d (byte %d): %s: %s\n", path, b.Line, b.Offset, b.Reason, b.Detail)
+	}
 	return 1
 }
 

@@ -78,6 +78,10 @@ func TestJournalCommandDroppedRecords(t *testing.T) {
 	}{
 		{"whole", power, 0, ""},
 		{"a corrupt record inside", "not a record\n" + power, 1, "cannot be trusted (1 corrupt)"},
+		// where it was, and what it was: the setting to check by hand
+		{"named by its line", power + "not a record\n" + power, 1, `journal:2 (byte 131): corrupt: not a record: "not a record"`},
+		{"naming its setting", power + strings.Replace(power, "GPU-0", "GPU-1", 1) + strings.Replace(power, "700", "20000", 1) + power, 1,
+			`journal:3 (byte 262): invalid: watts value 20000W out of range; it reads as "original" of "GPU-0/power_limit"`},
 		{"not a journal", "hello\nworld\n", 1, "not a tuner journal, left as it is"},
 		{"a torn tail", power + `{"time":"2026-01-01T00:00:01Z","ev`, 0, "ends in a torn record of"},
 	} {
