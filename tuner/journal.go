@@ -601,7 +601,7 @@ func (j *Journal) compactLocked() error {
 		}
 	}
 	tmp := j.path + ".tmp"
-	f, err := openRegularFlag(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC|os.O_APPEND)
+	f, err := createTemp(tmp)
 	if err == nil {
 		if _, err = f.Write(buf); err == nil {
 			err = f.Sync()
