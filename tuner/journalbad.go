@@ -62,7 +62,7 @@ func badDetail(line []byte, why string) string {
 		return detail
 	}
 	if why == "invalid" {
-		detail = printable(validRecord(rec).Error()) // (it may quote the record's text)
+		detail = prefix([]byte(printable(validRecord(rec).Error())), 300) // (it may quote the record's text)
 	}
 	return fmt.Sprintf("%s; it reads as %q of %q", detail, prefix([]byte(rec.Event), 40), prefix([]byte(rec.Target.String()), 300))
 }
