@@ -110,6 +110,9 @@ type JournalStats struct {
 	// TornBytes is the size of the torn tail cut off at open (a crash or
 	// a full disk during the last write); 0 when the file ended whole.
 	TornBytes int64
+	// Bad names the records counted in Dropped other than the torn tail,
+	// the first maxBadNamed of them: where each was, and why.
+	Bad []BadRecord
 	// Dropped counts the records dropped at open, by reason: "torn" (the
 	// tail), "corrupt" (a bad length, checksum or JSON inside the file, or
 	// what a failed write left where it could not be cut back), "invalid"
@@ -267,10 +270,20 @@ func (j *Journal) load() error {
 	}
 	br := bufio.NewReaderSize(j.f, recordHeader+MaxRecordBytes+1)
 	var off int64
-	var bad []string // reasons of the bad lines since the last good record
-	for {
+	var bad []BadRecord // the bad lines since the last good record
+	drop := func() {
+		for _, b := range bad {
+			j.stats.Dropped[b.Reason]++
+			if b.Reason != "torn" && len(j.stats.Bad) < maxBadNamed {
+				j.stats.Bad = append(j.stats.Bad, b)
+			}
+		}
+		bad = bad[:0]
+	}
+	for ln := 1; ; ln++ {
 		line, err := br.ReadSlice('\n')
 		n := int64(len(line))
+		at := BadRecord{Line: ln, Offset: off}
 		if errors.Is(err, bufio.ErrBufferFull) {
 			// Over the bound: skip to the end of the line.
 			for errors.Is(err, bufio.ErrBufferFull) {
@@ -278,7 +291,8 @@ func (j *Journal) load() error {
 				n += int64(len(line))
 			}
 			if err == nil {
-				bad = append(bad, "oversize")
+				at.Reason, at.Detail = "oversize", badDetail(nil, "oversize")
+				bad = append(bad, at)
 			}
 			line = nil
 		}
@@ -287,7 +301,8 @@ func (j *Journal) load() error {
 		}
 		if errors.Is(err, io.EOF) {
 			if n > 0 {
-				bad = append(bad, "torn") // no newline: the last write did not finish
+				at.Reason = "torn" // no newline: the last write did not finish
+				bad = append(bad, at)
 			}
 			off += n
 			break
@@ -295,20 +310,16 @@ func (j *Journal) load() error {
 		off += n
 		rec, why := parseRecord(line)
 		if why != "" {
-			bad = append(bad, why)
+			at.Reason, at.Detail = why, badDetail(line, why)
+			bad = append(bad, at)
 			continue
 		}
 		j.apply(rec)
 		j.records++
-		for _, b := range bad { // bad lines before a good one: corruption inside
-			j.stats.Dropped[b]++
-		}
-		bad = bad[:0]
+		drop() // bad lines before a good one: corruption inside
 		j.size = off
 	}
-	for _, b := range bad { // after the last whole record: the torn tail
-		j.stats.Dropped[b]++
-	}
+	drop() // after the last whole record: the torn tail
 	j.stats.TornBytes = off - j.size
 	j.stats.Size = j.size
 	return nil
@@ -400,6 +411,7 @@ func (j *Journal) Stats() JournalStats {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	s := j.stats
+	s.Bad = slices.Clone(j.stats.Bad)
 	s.Dropped = make(map[string]int, len(j.stats.Dropped))
 	for k, v := range j.stats.Dropped {
 		s.Dropped[k] = v
@@ -480,6 +492,9 @@ var (
 func (j *Journal) write(b []byte) error {
 	if err := j.writable(); err != nil {
 		return fmt.Errorf("tuner journal %s: %w", j.path, err)
+	}
+	if _, err := j.relinkLocked(); err != nil {
+		return err
 	}
 	if j.dirUnsynced {
 		if err := syncDirectory(j.path); err != nil {
@@ -586,7 +601,7 @@ func (j *Journal) compactLocked() error {
 		}
 	}
 	tmp := j.path + ".tmp"
-	f, err := openRegularFlag(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC|os.O_APPEND)
+	f, err := createTemp(tmp)
 	if err == nil {
 		if _, err = f.Write(buf); err == nil {
 			err = f.Sync()

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 )
@@ -35,6 +37,7 @@ func FuzzParseRecord(f *testing.F) {
 	}
 	f.Add([]byte(`{"event":"original","target":{"gpu":"G","knob":"pause_duty"},"from":{"kind":"duty","num":0},"pids":[0]}` + "\n"))
 	f.Add([]byte("J1 zzzzzzzz 00000000 {}\n"))
+	f.Add([]byte(`{"event":"` + strings.Repeat("e", 4000) + `","target":{"gpu":"G","knob":"power_limit"}}` + "\n")) // said bounded
 	pause := `{"event":"original","target":{"gpu":"G","knob":"pause_duty"},"from":{"kind":"duty","num":0},"pids":[7]`
 	for _, id := range []string{`"boot":"` + testBoot + `","starts":[1]`, `"boot":"` + strings.ToUpper(testBoot) + `","starts":[1]`,
 		`"boot":"x","starts":[1]`, `"starts":[1]`, `"boot":"` + testBoot + `","starts":[1,2]`, `"boot":"` + testBoot + `","starts":[-1]`,
@@ -47,6 +50,10 @@ func FuzzParseRecord(f *testing.F) {
 	f.Fuzz(func(t *testing.T, line []byte) {
 		rec, why := parseRecord(line)
 		if why != "" {
+			// what the start's log and the listing say of it: printable, bounded
+			if d := badDetail(line, why); len(d) > 1024 || !utf8.ValidString(d) || strings.IndexFunc(d, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+				t.Fatalf("a dropped line is said as %q", d)
+			}
 			return
 		}
 		if err := validRecord(rec); err != nil {

@@ -21,30 +21,33 @@ const DroppedBy = "dropped by hand, not restored by the tuner"
 // is gone for good or that another host's journal brought along; each
 // start would otherwise try it again and fail. Each is closed by a
 // "restored" record whose reason begins with DroppedBy and goes on with
-// why.
+// why. st is what its open found and dropped (JournalStats' TornBytes,
+// Dropped and Bad): the open's compaction removes those records from the
+// file, as a start's does.
 //
 // The journal is opened as an exporter opens it, its lock taken: while an
 // exporter runs on it (and holds the originals in memory) the drop is
 // refused (on a file system without locks it cannot be told). A journal that does not exist, a key or GPU that names no open
 // original, or an empty why is an error, and then nothing is dropped.
-func DropJournalOriginals(path string, keys, gpus []string, why string, now time.Time) ([]Original, error) {
+func DropJournalOriginals(path string, keys, gpus []string, why string, now time.Time) (_ []Original, st JournalStats, _ error) {
 	why = strings.TrimSpace(why)
 	if why == "" {
-		return nil, errors.New("a reason is needed: the journal's record of the drop says why")
+		return nil, st, errors.New("a reason is needed: the journal's record of the drop says why")
 	}
 	if len(keys) == 0 && len(gpus) == 0 {
-		return nil, errors.New("nothing named to drop")
+		return nil, st, errors.New("nothing named to drop")
 	}
 	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("tuner journal %s: no such file", path)
+		return nil, st, fmt.Errorf("tuner journal %s: no such file", path)
 	}
 	j, err := OpenJournal(path)
 	if err != nil {
-		return nil, err
+		return nil, st, err
 	}
 	defer j.Close()
-	if e := j.Stats().WriteError; e != "" {
-		return nil, fmt.Errorf("tuner journal %s cannot be written: %s", path, e)
+	st = j.Stats()
+	if e := st.WriteError; e != "" {
+		return nil, st, fmt.Errorf("tuner journal %s cannot be written: %s", path, e)
 	}
 	open := j.Originals()
 	var drop []Original
@@ -70,7 +73,7 @@ func DropJournalOriginals(path string, keys, gpus []string, why string, now time
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, err
+		return nil, st, err
 	}
 	slices.SortFunc(drop, func(a, b Original) int { return strings.Compare(a.Target.String(), b.Target.String()) })
 	drop = slices.CompactFunc(drop, func(a, b Original) bool { return a.Target == b.Target })
@@ -78,8 +81,8 @@ func DropJournalOriginals(path string, keys, gpus []string, why string, now time
 		rec := Record{Time: now, Event: EventRestored, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value),
 			Reason: DroppedBy + ": " + why}
 		if err := j.Append(rec); err != nil {
-			return drop[:i], fmt.Errorf("tuner journal %s: dropping %s: %w", path, o.Target, err)
+			return drop[:i], st, fmt.Errorf("tuner journal %s: dropping %s: %w", path, o.Target, err)
 		}
 	}
-	return drop, nil
+	return drop, st, nil
 }

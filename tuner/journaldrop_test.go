@@ -39,7 +39,7 @@ func TestDropJournalOriginals(t *testing.T) {
 			if err := j.Close(); err != nil {
 				t.Fatal(err)
 			}
-			got, err := DropJournalOriginals(p, tt.keys, tt.gpus, tt.why, t0.Add(time.Hour))
+			got, _, err := DropJournalOriginals(p, tt.keys, tt.gpus, tt.why, t0.Add(time.Hour))
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err %v, want %q", err, tt.wantErr)
@@ -82,14 +82,14 @@ func TestDropJournalOriginals(t *testing.T) {
 // it, and a journal that does not exist is not made.
 func TestDropJournalOriginalsRefused(t *testing.T) {
 	j := crashedJournal(t, originalRec("GPU-a", 700))
-	if _, err := DropJournalOriginals(j.Path(), nil, []string{"GPU-a"}, "x", t0); err == nil || !strings.Contains(err.Error(), "in use") {
+	if _, _, err := DropJournalOriginals(j.Path(), nil, []string{"GPU-a"}, "x", t0); err == nil || !strings.Contains(err.Error(), "in use") {
 		t.Errorf("drop beside a running exporter: %v, want refused as in use", err)
 	}
 	if n := len(j.Originals()); n != 1 {
 		t.Errorf("%d originals, want 1", n)
 	}
 	missing := filepath.Join(t.TempDir(), "journal")
-	if _, err := DropJournalOriginals(missing, nil, []string{"GPU-a"}, "x", t0); err == nil || !strings.Contains(err.Error(), "no such file") {
+	if _, _, err := DropJournalOriginals(missing, nil, []string{"GPU-a"}, "x", t0); err == nil || !strings.Contains(err.Error(), "no such file") {
 		t.Errorf("drop from a missing journal: %v, want no such file", err)
 	}
 	if _, err := ReadJournalOriginals(missing); err != nil {

@@ -36,6 +36,9 @@ func (j *Journal) Probe() error {
 	}
 	err := j.writable()
 	if err == nil {
+		_, err = j.relinkLocked()
+	}
+	if err == nil {
 		err = probeWrite(j.path)
 	}
 	if err != nil {
@@ -73,6 +76,7 @@ func (t *Tuner) probeJournal() {
 	if t.o.Journal == nil {
 		return
 	}
+	t.relinkJournal()
 	st := t.o.Journal.Stats()
 	t.noteCompaction(st.CompactError)
 	if st.WriteError == "" {

@@ -105,3 +105,20 @@ func lockRegular(f *os.File, path string, lock bool) (same bool, err error) {
 	now, err := os.Stat(path)
 	return err == nil && os.SameFile(fi, now), nil
 }
+
+// createTemp creates the compaction's file at tmp, a new one (O_EXCL),
+// locked: what is there already (what a crash during a compaction left, a
+// link planted there) is removed first, never opened, so that no file a
+// link or a hard link names is truncated and written. Something else
+// there (a directory) is refused.
+func createTemp(tmp string) (*os.File, error) {
+	if fi, err := os.Lstat(tmp); err == nil {
+		if !fi.Mode().IsRegular() && fi.Mode()&fs.ModeSymlink == 0 {
+			return nil, notRegular(tmp, fi.Mode().Type())
+		}
+		if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+	}
+	return openRegularFlag(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL|os.O_APPEND)
+}

@@ -112,6 +112,9 @@ func logJournalOpen(logger log.Logger, path string, j *Journal) {
 			level.Error(logger).Log("msg", "tuner journal: dropped records that cannot be trusted; an original they held is lost", "journal", path, "reason", why, "records", n)
 		}
 	}
+	for _, b := range st.Bad { // where each was: check by hand the setting it names
+		level.Error(logger).Log("msg", "tuner journal: dropped a record that cannot be trusted", "journal", path, "line", b.Line, "byte", b.Offset, "reason", b.Reason, "detail", b.Detail)
+	}
 	if st.WriteError != "" {
 		level.Error(logger).Log("msg", "tuner journal cannot be written: the tuner makes no change until a write succeeds", "journal", path, "err", st.WriteError)
 	}

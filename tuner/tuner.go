@@ -253,6 +253,8 @@ type Tuner struct {
 	journalHeldOn map[string]bool
 	// compactErr is the journal's compaction error last logged.
 	compactErr string
+	// relinkErr is the journal's Relink error last logged.
+	relinkErr string
 	// hooks are the actuator calls running off the round, by
 	// Target.String (hooks.go); hookCtx is their parent, cancelled by
 	// hookStop at the exit's restore.

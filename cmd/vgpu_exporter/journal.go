@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -57,26 +58,29 @@ func runJournal(args []string, stdout, stderr io.Writer, now func() time.Time) i
 			return 1
 		}
 		writeOriginals(stdout, open)
-		return droppedRecords(stderr, *path, st)
+		return droppedRecords(stderr, *path, st, "not listed")
 	}
-	dropped, err := tuner.DropJournalOriginals(*path, *keys, *gpus, *why, now())
+	dropped, st, err := tuner.DropJournalOriginals(*path, *keys, *gpus, *why, now())
 	if len(dropped) > 0 {
 		fmt.Fprintf(stdout, "dropped from %s (set them back by hand if not done; the next start will not):\n", *path)
 		writeOriginals(stdout, dropped)
 	}
+	// the drop's open removed them from the file, as a start's does: said
+	rc := droppedRecords(stderr, *path, st, "removed from the file as the drop opened it")
 	if err != nil {
 		fmt.Fprintf(stderr, "vgpu_exporter %s: %v\n", journalCommand, err)
 		return 1
 	}
-	return 0
+	return rc
 }
 
-// droppedRecords says what the read of the journal at path dropped, and
+// droppedRecords says what the read of the journal at path dropped (done:
+// not listed, or removed), and
 // returns the exit status: 1 where a record inside the file could not be
 // trusted (an original it held is lost, and not listed), 0 where at most
 // a torn tail was cut (a write a crash cut short, whose change was not
 // made).
-func droppedRecords(w io.Writer, path string, st tuner.JournalStats) int {
+func droppedRecords(w io.Writer, path string, st tuner.JournalStats, done string) int {
 	var bad []string
 	for _, r := range tuner.JournalDropReasons {
 		if n := st.Dropped[r]; n > 0 && r != "torn" {
@@ -84,12 +88,15 @@ func droppedRecords(w io.Writer, path string, st tuner.JournalStats) int {
 		}
 	}
 	if st.TornBytes > 0 {
-		fmt.Fprintf(w, "vgpu_exporter %s: %s ends in a torn record of %d bytes (a write a crash or a full disk cut short), not read\n", journalCommand, path, st.TornBytes)
+		fmt.Fprintf(w, "vgpu_exporter %s: %s ends in a torn record of %d bytes (a write a crash or a full disk cut short), %s\n", journalCommand, path, st.TornBytes, cmp.Or(strings.TrimPrefix(done, "not listed"), "not read"))
 	}
 	if len(bad) == 0 {
 		return 0
 	}
-	fmt.Fprintf(w, "vgpu_exporter %s: %s holds records that cannot be trusted (%s), not listed: an original one of them held is lost, and no start restores it: check the GPUs' settings by hand\n", journalCommand, path, strings.Join(bad, ", "))
+	fmt.Fprintf(w, "vgpu_exporter %s: %s holds records that cannot be trusted (%s), %s: an original one of them held is lost, and no start restores it: check the GPUs' settings by hand\n", journalCommand, path, strings.Join(bad, ", "), done)
+	for _, b := range st.Bad {
+		fmt.Fprintf(w, "  %s:%d (byte %d): %s: %s\n", path, b.Line, b.Offset, b.Reason, b.Detail)
+	}
 	return 1
 }
 

@@ -78,6 +78,10 @@ func TestJournalCommandDroppedRecords(t *testing.T) {
 	}{
 		{"whole", power, 0, ""},
 		{"a corrupt record inside", "not a record\n" + power, 1, "cannot be trusted (1 corrupt)"},
+		// where it was, and what it was: the setting to check by hand
+		{"named by its line", power + "not a record\n" + power, 1, `journal:2 (byte 131): corrupt: not a record: "not a record"`},
+		{"naming its setting", power + strings.Replace(power, "GPU-0", "GPU-1", 1) + strings.Replace(power, "700", "20000", 1) + power, 1,
+			`journal:3 (byte 262): invalid: watts value 20000W out of range; it reads as "original" of "GPU-0/power_limit"`},
 		{"not a journal", "hello\nworld\n", 1, "not a tuner journal, left as it is"},
 		{"a torn tail", power + `{"time":"2026-01-01T00:00:01Z","ev`, 0, "ends in a torn record of"},
 	} {
@@ -92,5 +96,35 @@ func TestJournalCommandDroppedRecords(t *testing.T) {
 				t.Errorf("exit %d, stderr %q; want exit %d and %q", rc, errb.String(), c.rc, c.err)
 			}
 		})
+	}
+}
+
+// A drop opens the journal as a start does, whose compaction removes the
+// records that cannot be trusted from the file: the drop says so, naming
+// each, with exit status 1, as the listing does. Before, it said nothing:
+// the records, and the settings they named, were gone without a word.
+func TestJournalDropSaysWhatItRemoved(t *testing.T) {
+	const power = `{"time":"2026-01-01T00:00:00Z","event":"original","target":{"gpu":"GPU-0","knob":"power_limit"},"from":{"kind":"watts","num":700}}` + "\n"
+	journal := filepath.Join(t.TempDir(), "journal")
+	text := power + "not a record\n" + strings.Replace(power, "GPU-0", "GPU-1", 1) + `{"time":"2026-01-01T00:00:01Z","ev`
+	if err := os.WriteFile(journal, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	rc := runJournal([]string{"--tuner.journal=" + journal, "--drop-gpu=GPU-1", "--reason=set back by hand"}, &out, &errb, time.Now)
+	for _, w := range []string{
+		"cannot be trusted (1 corrupt), removed from the file as the drop opened it",
+		journal + `:2 (byte 131): corrupt: not a record: "not a record"`,
+		"ends in a torn record of 34 bytes (a write a crash or a full disk cut short), removed from the file as the drop opened it",
+	} {
+		if !strings.Contains(errb.String(), w) {
+			t.Errorf("stderr %q, want %q", errb.String(), w)
+		}
+	}
+	if rc != 1 || !strings.Contains(out.String(), "dropped from") || !strings.Contains(out.String(), "GPU-1/power_limit") {
+		t.Errorf("exit %d, stdout %q; want 1 and GPU-1's original dropped", rc, out.String())
+	}
+	if b, _ := os.ReadFile(journal); strings.Contains(string(b), "not a record") {
+		t.Errorf("the file still holds the record said removed:\n%s", b)
 	}
 }

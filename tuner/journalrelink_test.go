@@ -1,0 +1,129 @@
+package tuner
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// A journal whose path is removed or replaced while the exporter runs (a
+// cleanup of its directory, a backup put back over it, a mv) is written
+// again at its path from the originals held, at the next round, and the
+// records after it go there: a crash then leaves them for the next start.
+// Before, every record went on to the file no name reached any more, and
+// a start after a crash found no original (or another file's) and left
+// every change made. A path the journal cannot be written at again (a
+// directory put there, a file another exporter holds) keeps the tuner from
+// acting, with an error naming the path, and is never written over.
+func TestJournalRemovedOrReplacedWrittenAgain(t *testing.T) {
+	tests := []struct {
+		name    string
+		replace func(t *testing.T, p string) // what happens to the path
+		err     string                       // "" where it is written again
+		kept    string                       // what is at the path after the round, where not written again
+	}{
+		{name: "removed", replace: func(t *testing.T, p string) { os.Remove(p) }},
+		{name: "moved away", replace: func(t *testing.T, p string) { os.Rename(p, p+".old") }},
+		{name: "replaced by another file", replace: func(t *testing.T, p string) {
+			writeOver(t, p, []byte("J1 old backup\n"))
+		}},
+		{name: "replaced by a named pipe", replace: func(t *testing.T, p string) {
+			os.Remove(p)
+			if err := syscall.Mkfifo(p, 0o600); err != nil {
+				t.Skip(err)
+			}
+		}},
+		{name: "replaced by a symbolic link", replace: func(t *testing.T, p string) {
+			other := filepath.Join(filepath.Dir(p), "elsewhere")
+			if err := os.WriteFile(other, []byte("someone's data\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			os.Remove(p)
+			if err := os.Symlink(other, p); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "replaced by a directory", err: "was replaced by a directory while in use", replace: func(t *testing.T, p string) {
+			os.Remove(p)
+			if err := os.Mkdir(p, 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "replaced by another exporter's journal", err: "in use by another process", kept: "the other's", replace: func(t *testing.T, p string) {
+			os.Remove(p)
+			other, err := OpenJournal(p) // a second exporter, started once the file was gone
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { other.Close() })
+			if err := other.Append(originalRec("GPU-9", 300)); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			p := filepath.Join(dir, "journal")
+			j, err := OpenJournal(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer j.Close()
+			tu, clk, out := journalTuner(t, j) // GPU-0's original journaled
+			tc.replace(t, p)
+			if _, err := tu.RunOnce(context.Background(), emptySnap(clk.Now())); err != nil {
+				t.Fatal(err)
+			}
+			werr := tu.journal(originalRec("GPU-1", 600))
+			if tc.err != "" {
+				if werr == nil || !strings.Contains(werr.Error(), tc.err) || !strings.Contains(werr.Error(), p) {
+					t.Fatalf("a write after the round: %v, want an error naming %s and saying %q", werr, p, tc.err)
+				}
+				if s := tu.Status(); s.Journal == nil || s.Journal.WriteError == "" {
+					t.Errorf("the journal served writable: %+v", s.Journal)
+				}
+				if strings.Count(out.String(), "cannot be written where a start reads it") != 1 {
+					t.Errorf("the error is not logged once:\n%s", out)
+				}
+				if tc.kept != "" {
+					if o, err := ReadJournalOriginals(p); err != nil || len(o) != 1 || o[0].Target.GPU != "GPU-9" {
+						t.Errorf("%s journal holds %v (%v) after the round, want its own original alone", tc.kept, o, err)
+					}
+				}
+				return
+			}
+			if werr != nil {
+				t.Fatalf("a write after the round: %v", werr)
+			}
+			if !strings.Contains(out.String(), "written again from the originals held") {
+				t.Errorf("no warning says the journal was written again:\n%s", out)
+			}
+			if fi, err := os.Lstat(p); err != nil || !fi.Mode().IsRegular() {
+				t.Fatalf("%s after the round: %v %v, want the journal", p, fi, err)
+			}
+			j.Close() // (a crash: the next start reads the path)
+			o, err := ReadJournalOriginals(p)
+			if err != nil || len(o) != 2 || o[0].Target.GPU != "GPU-0" || o[1].Target.GPU != "GPU-1" {
+				t.Errorf("a start after a crash reads %v (%v), want the originals of GPU-0 and GPU-1", o, err)
+			}
+			if b, err := os.ReadFile(filepath.Join(dir, "elsewhere")); err == nil && string(b) != "someone's data\n" {
+				t.Errorf("the file a link put at the path named was written: %q", b)
+			}
+		})
+	}
+}
+
+// writeOver puts a new file with b at p, as a backup put back does.
+func writeOver(t *testing.T, p string, b []byte) {
+	t.Helper()
+	if err := os.WriteFile(p+".new", b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(p+".new", p); err != nil {
+		t.Fatal(err)
+	}
+}
