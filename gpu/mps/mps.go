@@ -620,9 +620,8 @@ func (c *Controller) serverPercentage(ctx context.Context, pid uint32) (float64,
 	return parsePercentage(out)
 }
 
-// send runs one daemon command and returns its reply (stdout). A reply,
-// on stdout or stderr, that says the command failed is an error even when
-// the program exits with 0.
+// send runs one daemon command and returns its reply. A reply that says
+// the command failed is an error even when the program exits with 0.
 func (c *Controller) send(ctx context.Context, cmd string) (string, error) {
 	res, err := command.Run(ctx, command.Spec{
 		Path:        c.opts.ControlBinary,
@@ -634,10 +633,9 @@ func (c *Controller) send(ctx context.Context, cmd string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("MPS command %q: %w", cmd, err)
 	}
-	for _, said := range [][]byte{res.Stdout, res.Stderr} {
-		if refused(string(said)) {
-			return "", fmt.Errorf("MPS command %q refused by the daemon: %s", cmd, command.Excerpt(said, 256))
-		}
+	out := string(res.Stdout)
+	if refused(out) {
+		return "", fmt.Errorf("MPS command %q refused by the daemon: %s", cmd, command.Excerpt(res.Stdout, 256))
 	}
-	return string(res.Stdout), nil
+	return out, nil
 }
