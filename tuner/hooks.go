@@ -28,11 +28,9 @@ import (
 // first round to find the call ended settles it as the round would have
 // (outcome, journal, guards, the successor of a restarted client). A
 // failure found then rolls back nothing else: the actions applied beside
-// it were judged in their own round. The exit's restore waits for the
-// restores and reverts still running, up to its deadline, cancels the
-// other calls, and settles them first (stopHooks); the kill switch,
-// engaged, cuts them (cutHooks), and they are settled as failed at the
-// next round.
+// it were judged in their own round. The exit's restore cancels the calls
+// still running and settles them first; the kill switch, engaged, cuts
+// them (cutHooks), and they are settled as failed at the next round.
 
 // hookCall is a call of an action's actuator running off the round.
 type hookCall struct {
@@ -318,25 +316,18 @@ func (t *Tuner) hooksByAge() []*hookCall {
 	return hs
 }
 
-// stopHooks ends the calls still running for the exit's restore and
-// settles those that ended: a restore's or a revert's, whose work is what
-// the exit wants (cancelled, it would be made again at once from an
-// older look: its tenant's serving stack restarted twice, a failure
-// counted and journaled), is waited for until ctx is done; every other
-// call is cancelled at once (what it changed is restored with the rest).
-// Those still running at ctx's end are cancelled too. It returns an error
-// naming the calls that did not end, whose originals the restore leaves
-// open for the next start (a second call beside the running one, a
-// client restarted twice at once, could end before it and be undone by
-// it).
+// stopHooks cancels the calls still running, waits for them (until ctx
+// is done) and settles those that ended; it returns an error naming the
+// calls that did not end, whose originals the restore leaves open for the
+// next start (a second call beside the running one, a client restarted
+// twice at once, could end before it and be undone by it).
 func (t *Tuner) stopHooks(ctx context.Context, now time.Time) ([]Decision, error) {
 	if len(t.hooks) == 0 {
 		return nil, nil
 	}
-	for _, h := range t.hooksByAge() {
-		if !h.awaitedAtExit() {
-			h.cancel()
-		}
+	if t.hookStop != nil {
+		t.hookStop()
+		t.hookCtx, t.hookStop = nil, nil // a later hook gets a new parent
 	}
 	for _, h := range t.hooksByAge() {
 		select {
@@ -344,28 +335,15 @@ func (t *Tuner) stopHooks(ctx context.Context, now time.Time) ([]Decision, error
 		case <-ctx.Done():
 		}
 	}
-	// past ctx's end, the restores and reverts still running are cancelled too
-	if t.hookStop != nil {
-		t.hookStop()
-		t.hookCtx, t.hookStop = nil, nil // a later hook gets a new parent
-	}
 	// (a restore settled as failed stays open: the restore at exit sets
 	// it back again, and its outcome is the one that counts)
 	out, _ := t.collectHooks(ctx, now)
 	var errs []error
 	for _, h := range t.hooksByAge() {
-		why := "did not end when cancelled"
-		if h.awaitedAtExit() {
-			why = "did not end within the restore's deadline, and was cancelled then"
-		}
-		errs = append(errs, fmt.Errorf("%s of %s: its hook, started %v before, %s; left for the next start", h.a.Knob, h.a.Target, now.Sub(h.started).Round(time.Second), why))
+		errs = append(errs, fmt.Errorf("%s of %s: its hook, started %v before, did not end when cancelled; left for the next start", h.a.Knob, h.a.Target, now.Sub(h.started).Round(time.Second)))
 	}
 	return out, errors.Join(errs...)
 }
-
-// awaitedAtExit reports whether the exit's restore waits for the call
-// (stopHooks): a restore's, or a revert's.
-func (h *hookCall) awaitedAtExit() bool { return h.restore != nil || h.a.Revert }
 
 // hookRuns are the calls running, for the status, oldest first.
 func (t *Tuner) hookRuns() []HookRun {

@@ -271,34 +271,3 @@ func TestExecuteKeepsAWaitingRevert(t *testing.T) {
 		t.Errorf("log %q, want the revert's wait", buf.String())
 	}
 }
-
-// The restore at exit waits, up to its deadline, for a revert whose
-// restart hook still runs: it ends within it and is settled as applied,
-// counted, before the original is set back. (Before, the exit cancelled
-// it and settled it as failed.)
-func TestRevertHookAtExit(t *testing.T) {
-	r := newHookRun(t)
-	relaxed := capBatch
-	relaxed.Current, relaxed.Want, relaxed.Relax = Fraction(0.5), Fraction(1), true
-	r.tu.mu.Lock()
-	r.tu.evals = append(r.tu.evals, evaluation{a: relaxed, before: -1, due: r.clk.Now()})
-	r.tu.mu.Unlock()
-	r.round(t)
-	r.host.waitStarted(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	go func() {
-		time.Sleep(50 * time.Millisecond) // (the exit under way)
-		r.host.release <- nil
-	}()
-	d, err := r.tu.Restore(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, want := outcomes(d), []string{"mps_active_threads applied", "mps_active_threads restored"}; !slices.Equal(got, want) || d[0].To != "50%" {
-		t.Errorf("restore at exit: %+v, want the revert to 50%% settled as applied, then the original restored", d)
-	}
-	if c := r.tu.Status().Counts; c.Reverts != 1 || c.RestoreFailures != 0 {
-		t.Errorf("reverts %d, restore failures %d; want 1, 0", c.Reverts, c.RestoreFailures)
-	}
-}

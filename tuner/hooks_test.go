@@ -24,10 +24,6 @@ type hookHost struct {
 	restarts int
 	release  chan error    // what the blocked hook returns
 	started  chan struct{} // told when a hook starts
-	// deaf: the blocked hook waits for its release alone, and then
-	// returns its context's error, if any (a hook that does not end when
-	// cancelled)
-	deaf bool
 }
 
 func newHookHost() *hookHost {
@@ -67,12 +63,6 @@ func (h *hookHost) RestartClient(ctx context.Context, uuid string, pid uint32, _
 	case err := <-h.release:
 		return err
 	case <-ctx.Done():
-		h.mu.Lock()
-		deaf := h.deaf
-		h.mu.Unlock()
-		if deaf {
-			return errors.Join(<-h.release, ctx.Err())
-		}
 		return fmt.Errorf("hook killed: %w", ctx.Err())
 	}
 }

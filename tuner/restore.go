@@ -66,9 +66,8 @@ func (t *Tuner) Restore(ctx context.Context) ([]Decision, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.o.Clock.Now()
-	// the hooks still running are settled first (a restore's or a
-	// revert's waited for, the others cancelled): what they changed is
-	// then restored with the rest
+	// the hooks still running are cancelled and settled first: what
+	// they changed is then restored with the rest
 	d, herr := t.stopHooks(ctx, now)
 	r, err := t.restoreLocked(ctx, now, "restored at exit")
 	d = append(d, r...)
@@ -90,7 +89,7 @@ func (t *Tuner) restoreLocked(ctx context.Context, now time.Time, why string) ([
 	var left []string
 	for k, o := range t.originals {
 		if _, running := t.hooks[k]; running {
-			continue // its hook did not end (stopHooks): left open, for the next start
+			continue // its hook did not end when cancelled (stopHooks): left open, for the next start
 		}
 		// a pause stops a tenant: thawed whatever the mode; any other
 		// setting only on a GPU in enforce, the one mode that acts (a GPU
