@@ -158,6 +158,9 @@ type Journal struct {
 	// cut off at open, a failed write not cut back): the next record cuts
 	// it off first (see mend).
 	torn bool
+	// relinkUnsaid: a write found the path removed or replaced and wrote
+	// it again; the next Relink says so (replaced), for the round to log.
+	relinkUnsaid bool
 }
 
 // OpenJournal opens (creating) the journal at path, recovers what an
@@ -493,9 +496,11 @@ func (j *Journal) write(b []byte) error {
 	if err := j.writable(); err != nil {
 		return fmt.Errorf("tuner journal %s: %w", j.path, err)
 	}
-	if _, err := j.relinkLocked(); err != nil {
+	replaced, err := j.relinkLocked()
+	if err != nil {
 		return err
 	}
+	j.relinkUnsaid = j.relinkUnsaid || replaced
 	if j.dirUnsynced {
 		if err := syncDirectory(j.path); err != nil {
 			return fmt.Errorf("tuner journal %s: syncing its directory: %w", j.path, err)

@@ -13,7 +13,7 @@ import (
 
 // The journal is written through the file opened at start: a path removed
 // or replaced while the exporter runs (a cleanup of its directory, a
-// backup put back over it, a mv) leaves every record going to a file no
+// backup renamed over it, a mv) leaves every record going to a file no
 // name reaches, and a crash then leaves every original unread at the next
 // start, the GPUs changed. Each round and each write therefore check that
 // the path still names the file written and, where not, write it again
@@ -21,7 +21,8 @@ import (
 
 // Relink checks that the journal's path still names the file it writes
 // and, where it does not, rewrites the path from the originals held:
-// replaced says it was rewritten. An error (a directory put in its place,
+// replaced says it was rewritten, here or by a write since the last
+// Relink. An error (a directory put in its place,
 // a file another process holds) is set as the write error, so that the
 // tuner does not act while its originals reach no file that a start reads.
 func (j *Journal) Relink() (replaced bool, err error) {
@@ -31,6 +32,8 @@ func (j *Journal) Relink() (replaced bool, err error) {
 	if err != nil {
 		j.stats.WriteError = err.Error()
 	}
+	replaced = replaced || j.relinkUnsaid
+	j.relinkUnsaid = false
 	return replaced, err
 }
 

@@ -10,7 +10,7 @@ import (
 )
 
 // A journal whose path is removed or replaced while the exporter runs (a
-// cleanup of its directory, a backup put back over it, a mv) is written
+// cleanup of its directory, a backup renamed over it, a mv) is written
 // again at its path from the originals held, at the next round, and the
 // records after it go there: a crash then leaves them for the next start.
 // Before, every record went on to the file no name reached any more, and
@@ -125,5 +125,36 @@ func writeOver(t *testing.T, p string, b []byte) {
 	}
 	if err := os.Rename(p+".new", p); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A journal path removed and then found by a write (before the round)
+// is written again by the write, and the round after it says so: the
+// warning is logged once, as for one found by the round. Before, the
+// write rewrote it silently and the round found the file as it should be.
+func TestJournalRewrittenByAWriteLogged(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "journal")
+	j, err := OpenJournal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	tu, clk, out := journalTuner(t, j) // GPU-0's original journaled
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := tu.journal(originalRec("GPU-1", 600)); err != nil {
+		t.Fatalf("a write after the path was removed: %v", err)
+	}
+	for range 2 {
+		if _, err := tu.RunOnce(context.Background(), emptySnap(clk.Now())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := strings.Count(out.String(), "written again from the originals held"); n != 1 {
+		t.Errorf("the rewrite by a write is logged %d times, want once:\n%s", n, out)
+	}
+	if o, err := ReadJournalOriginals(p); err != nil || len(o) != 2 {
+		t.Errorf("the path holds %v (%v), want the two originals", o, err)
 	}
 }
