@@ -1,15 +1,8 @@
 package httplimit
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -20,6 +13,8 @@ import (
 	"time"
 
 	"github.com/go-kit/log"
+
+	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
 )
 
 func TestClientHandshakeFailure(t *testing.T) {
@@ -100,7 +95,7 @@ func TestClientHandshakeFailureLoggedAtDebug(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			writeCert(t, dir)
+			testutil.WriteSelfSigned(t, dir)
 			logs := &lockedBuffer{}
 			srv := NewServer(http.NotFoundHandler(), Limits{ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute, MaxConnections: 8}, log.NewLogfmtLogger(logs))
 			srv.TLSConfig = &tls.Config{GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
@@ -151,31 +146,6 @@ func dial(t *testing.T, addr string) net.Conn {
 	}
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 	return c
-}
-
-// writeCert writes a self-signed certificate for localhost and its key
-// to dir as tls.crt and tls.key.
-func writeCert(t *testing.T, dir string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "localhost"},
-		DNSNames: []string{"localhost"}, NotBefore: time.Unix(0, 0), NotAfter: time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, b := range map[string]*pem.Block{"tls.crt": {Type: "CERTIFICATE", Bytes: der}, "tls.key": {Type: "EC PRIVATE KEY", Bytes: kder}} {
-		if err := os.WriteFile(filepath.Join(dir, name), pem.EncodeToMemory(b), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
 }
 
 // lockedBuffer is a log's buffer read while the server writes to it.

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
 )
 
 // crlPEM is a certificate revocation list, as a CA bundle may hold beside
@@ -84,7 +86,7 @@ func TestClientCABundleSkipsWhatToolkitSkips(t *testing.T) {
 			for _, when := range []string{"at the start", "by a check"} {
 				t.Run(when, func(t *testing.T) {
 					dir := t.TempDir()
-					writeCert(t, dir)
+					testutil.WriteSelfSigned(t, dir)
 					client := writeCA(t, dir)
 					ca, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
 					if err != nil {
@@ -154,7 +156,7 @@ func TestClientCABundleRefused(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			writeCert(t, dir)
+			testutil.WriteSelfSigned(t, dir)
 			writeCA(t, dir)
 			path := filepath.Join(dir, "ca.crt")
 			good, err := os.ReadFile(path)
@@ -187,7 +189,7 @@ func TestClientCABundleRefused(t *testing.T) {
 // lines: the first maxSkippedNamed by name, then their number.
 func TestClientCABundleSkippedBounded(t *testing.T) {
 	dir := t.TempDir()
-	writeCert(t, dir)
+	testutil.WriteSelfSigned(t, dir)
 	writeCA(t, dir)
 	ca, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
 	if err != nil {

@@ -18,7 +18,7 @@ import (
 // changed certificate is checked as a pair with its key.
 func TestCheck(t *testing.T) {
 	dir := t.TempDir()
-	writeCert(t, dir)
+	testutil.WriteSelfSigned(t, dir)
 	f := filepath.Join(dir, "web.yml")
 	tlsPart := "tls_server_config:\n  cert_file: tls.crt\n  key_file: tls.key\n"
 	oldHash, newHash := hash(t, "s3cret"), hash(t, "n3w")
@@ -51,13 +51,13 @@ func TestCheck(t *testing.T) {
 		{"missing file", func() { os.Remove(f) }, true, "no such file", newHash},
 		{"still missing", func() {}, false, "", newHash},
 		{"back", func() { write(t, f, edit) }, true, "", newHash},
-		{"certificate renewed", func() { writeCert(t, dir) }, true, "", newHash},
+		{"certificate renewed", func() { testutil.WriteSelfSigned(t, dir) }, true, "", newHash},
 		{"key not matching the certificate", func() { write(t, filepath.Join(dir, "tls.key"), string(key)) }, true, "private key does not match", newHash},
 		{"still not matching", func() {}, false, "", newHash},
 		{"bad edit mended by a reload", func() {
 			write(t, f, "basic_auth_users:\n  prom: [\n")
 			k.Reload()
-			writeCert(t, dir)
+			testutil.WriteSelfSigned(t, dir)
 			write(t, f, good)
 			if err := k.Reload(); err != nil {
 				t.Fatal(err)

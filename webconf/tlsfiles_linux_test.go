@@ -119,7 +119,7 @@ func TestTLSFilesKeptLastGood(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			writeCert(t, dir)
+			testutil.WriteSelfSigned(t, dir)
 			testutil.ReplaceFile(t, filepath.Join(dir, "tls.key"), key)
 		}, "private key does not match public key"},
 		{"client CA replaced by garbage", garbage("ca.crt"), "client_ca_file DIR/ca.crt: no PEM certificate"},
@@ -145,7 +145,7 @@ func TestTLSFilesKeptLastGood(t *testing.T) {
 		{"certificate and key renewed", func(t *testing.T, dir string) {
 			// As cert-manager writes a Secret: each file renamed over.
 			tmp := t.TempDir()
-			writeCert(t, tmp)
+			testutil.WriteSelfSigned(t, tmp)
 			for _, f := range []string{"tls.crt", "tls.key"} {
 				b, err := os.ReadFile(filepath.Join(tmp, f))
 				if err != nil {
@@ -157,7 +157,7 @@ func TestTLSFilesKeptLastGood(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			old := writeCert(t, dir)
+			old := testutil.WriteSelfSigned(t, dir)
 			client := writeCA(t, dir)
 			f := filepath.Join(dir, "web.yml")
 			write(t, f, "tls_server_config:\n  cert_file: tls.crt\n  key_file: tls.key\n"+
@@ -243,7 +243,7 @@ func certCopy(t *testing.T, k *Kept) string {
 // keeps their copies.
 func TestTLSCopiesReplaced(t *testing.T) {
 	dir := t.TempDir()
-	writeCert(t, dir)
+	testutil.WriteSelfSigned(t, dir)
 	writeCA(t, dir)
 	f := filepath.Join(dir, "web.yml")
 	write(t, f, "tls_server_config:\n  cert_file: tls.crt\n  key_file: tls.key\n"+
@@ -270,7 +270,7 @@ func TestTLSCopiesReplaced(t *testing.T) {
 	}
 	renew := func() {
 		t.Helper()
-		writeCert(t, dir)
+		testutil.WriteSelfSigned(t, dir)
 		if err := k.Reload(); err != nil {
 			t.Fatal(err)
 		}

@@ -1,13 +1,6 @@
 package webconf
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,36 +11,11 @@ import (
 	"go.yaml.in/yaml/v3"
 	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/sys/unix"
+
+	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
 )
 
 const limit = 1 << 20
-
-// writeCert writes a self-signed certificate and its key as tls.crt and
-// tls.key in dir, and returns the certificate (DER).
-func writeCert(t *testing.T, dir string) []byte {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: "localhost"},
-		DNSNames: []string{"localhost"}, NotBefore: time.Unix(0, 0), NotAfter: time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	write(t, filepath.Join(dir, "tls.crt"), string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
-	write(t, filepath.Join(dir, "tls.key"), string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})))
-	return der
-}
 
 func write(t *testing.T, path, content string) {
 	t.Helper()
@@ -78,7 +46,7 @@ func served(t *testing.T, k *Kept) string {
 // as it was, still valid, and names the file and the problem.
 func TestReloadKeepsLastGood(t *testing.T) {
 	dir := t.TempDir()
-	writeCert(t, dir)
+	testutil.WriteSelfSigned(t, dir)
 	write(t, filepath.Join(dir, "garbage.crt"), "not a certificate\n")
 	tlsPart := "tls_server_config:\n  cert_file: tls.crt\n  key_file: tls.key\n"
 	good := tlsPart + "basic_auth_users:\n  prom: " + hash(t, "s3cret") + "\n"
@@ -185,7 +153,7 @@ func copiesOf(t *testing.T, k *Kept, files map[string]string) {
 // directory.
 func TestRelativePathsResolved(t *testing.T) {
 	dir := t.TempDir()
-	writeCert(t, dir)
+	testutil.WriteSelfSigned(t, dir)
 	write(t, filepath.Join(dir, "web.yml"), "tls_server_config:\n  cert_file: tls.crt\n  key_file: 'tls.key'\n  client_auth_type: NoClientCert\n")
 	t.Chdir(dir)
 	k, err := Open("web.yml", limit, nil)
@@ -214,7 +182,7 @@ func TestYAMLFormsAccepted(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			writeCert(t, dir)
+			testutil.WriteSelfSigned(t, dir)
 			write(t, filepath.Join(dir, "web.yml"), "tls_server_config:\n"+tc.tls)
 			t.Chdir(dir)
 			if err := web.Validate("web.yml"); err != nil {
@@ -230,7 +198,7 @@ func TestYAMLFormsAccepted(t *testing.T) {
 				files["client_ca_file"] = files["cert_file"]
 			}
 			copiesOf(t, k, files)
-			writeCert(t, dir)
+			testutil.WriteSelfSigned(t, dir)
 			k.Check() // a change settles for one check
 			if changed, err := k.Check(); !changed || err != nil {
 				t.Errorf("a renewed certificate: changed %v, %v; want a change in use", changed, err)
@@ -286,7 +254,7 @@ func TestTLSFileNotRegular(t *testing.T) {
 	for _, key := range []string{"cert_file", "key_file", "client_ca_file"} {
 		t.Run(key, func(t *testing.T) {
 			dir := t.TempDir()
-			writeCert(t, dir)
+			testutil.WriteSelfSigned(t, dir)
 			if err := unix.Mkfifo(filepath.Join(dir, "fifo"), 0o600); err != nil {
 				t.Fatal(err)
 			}
