@@ -363,22 +363,10 @@ func (h *hookCall) run() HookRun {
 // hookWhy says what hook runs on a GPU, for its round's line ("" for
 // none): the oldest, and how many more.
 func hookWhy(runs []HookRun, uuid string, now time.Time) string {
-	var on []HookRun
-	for _, r := range runs {
-		if r.GPU == uuid {
-			on = append(on, r)
-		}
-	}
-	if len(on) == 0 {
-		return ""
-	}
-	r := on[0]
-	s := fmt.Sprintf("a hook runs for %s, started %v ago (the round's other decisions do not wait for it; its outcome comes at the first round after it ends)",
-		describeDecision(Decision{Knob: r.Knob, Tenant: r.Tenant, From: r.From, To: r.To}), now.Sub(r.Since).Round(time.Second))
-	if n := len(on) - 1; n > 0 {
-		s += fmt.Sprintf(" (and %d more)", n)
-	}
-	return s
+	return firstOnGPU(runs, uuid, func(r HookRun) string { return r.GPU }, func(r HookRun) string {
+		return fmt.Sprintf("a hook runs for %s, started %v ago (the round's other decisions do not wait for it; its outcome comes at the first round after it ends)",
+			describeDecision(Decision{Knob: r.Knob, Tenant: r.Tenant, From: r.From, To: r.To}), now.Sub(r.Since).Round(time.Second))
+	})
 }
 
 // Starter is a guard that learns of a change started off the round, whose

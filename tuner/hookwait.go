@@ -87,18 +87,29 @@ func (w HookWait) Why(now time.Time) string {
 // waitWhy says the waits on a GPU, for its round's line ("" for none):
 // the first, and how many more.
 func waitWhy(waits []HookWait, uuid string, now time.Time) string {
-	var on []HookWait
-	for _, w := range waits {
-		if w.GPU == uuid {
-			on = append(on, w)
+	return firstOnGPU(waits, uuid, func(w HookWait) string { return w.GPU }, func(w HookWait) string { return w.Why(now) })
+}
+
+// firstOnGPU says the first of xs on the GPU uuid (gpu gives each one's),
+// in say's words, and how many more there are ("" for none).
+func firstOnGPU[T any](xs []T, uuid string, gpu func(T) string, say func(T) string) string {
+	var first T
+	n := 0
+	for _, x := range xs {
+		if gpu(x) != uuid {
+			continue
 		}
+		if n == 0 {
+			first = x
+		}
+		n++
 	}
-	if len(on) == 0 {
+	if n == 0 {
 		return ""
 	}
-	s := on[0].Why(now)
-	if n := len(on) - 1; n > 0 {
-		s += fmt.Sprintf(" (and %d more)", n)
+	s := say(first)
+	if n > 1 {
+		s += fmt.Sprintf(" (and %d more)", n-1)
 	}
 	return s
 }
