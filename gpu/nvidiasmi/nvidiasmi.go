@@ -30,6 +30,7 @@ import (
 	"github.com/go-kit/log/level"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/clip"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/command"
 )
 
@@ -191,7 +192,7 @@ func (s *SMI) levelOf(ctx context.Context, uuid string, entries []entry) (gpu.Ti
 		} else if g := e.gpu.String(); !others[g] {
 			others[g] = true
 			if len(shown) < maxOthers {
-				shown = append(shown, g)
+				shown = append(shown, clip.Text(g, maxOtherName))
 			}
 		}
 	}
@@ -203,7 +204,7 @@ func (s *SMI) levelOf(ctx context.Context, uuid string, entries []entry) (gpu.Ti
 		if n := len(others) - len(shown); n > 0 {
 			list += fmt.Sprintf(" and %d more", n)
 		}
-		return "", fmt.Errorf("lists %s, not GPU %s", command.Excerpt([]byte(list), 512), uuid)
+		return "", fmt.Errorf("lists %s, not GPU %s", list, uuid)
 	}
 	for _, m := range mine[1:] {
 		if m != mine[0] {
@@ -217,8 +218,11 @@ func (s *SMI) levelOf(ctx context.Context, uuid string, entries []entry) (gpu.Ti
 }
 
 // maxOthers is how many of the other GPUs a listing gives levels for the
-// error names; the rest are counted.
-const maxOthers = 8
+// error names, each cut to maxOtherName bytes; the rest are counted.
+const (
+	maxOthers    = 8
+	maxOtherName = 64
+)
 
 // run runs nvidia-smi and maps its documented exit statuses to errors a
 // caller can test (gpu.ErrNotSupported) or act on (permissions).

@@ -269,3 +269,24 @@ esac`, 30*time.Second)
 		})
 	}
 }
+
+// An error naming other GPUs a listing gives levels for keeps the count of
+// those it leaves out however long their names (before, the joined list
+// was cut at 512 bytes: twenty names of 1000 bytes lost "and 12 more").
+func TestReadBackLongGPUNamesCounted(t *testing.T) {
+	s, _ := newSMI(t, `case "$*" in
+*--list) awk 'BEGIN{for(i=0;i<20;i++){printf "GPU-%02d", i; for(j=0;j<1000;j++) printf "x"; print " Timeslice : Long"}}' ;;
+*) ;;
+esac`, 30*time.Second)
+	err := s.SetComputeTimeSlice(context.Background(), "GPU-0", gpu.TimeSliceLong)
+	if err == nil {
+		t.Fatal("no error: the listing gives GPU-0 no level")
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, "and 12 more, not GPU GPU-0") || !strings.Contains(msg, "gpu-07xxx") {
+		t.Errorf("error lacks the eighth GPU or the count of the rest: %.1500s", msg)
+	}
+	if len(msg) > 3000 {
+		t.Errorf("error of %d bytes, want under 3000", len(msg))
+	}
+}
