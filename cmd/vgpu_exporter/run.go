@@ -137,6 +137,18 @@ func servingPlaces(addrs []string, systemd, tls bool) (address string, bases []s
 	return strings.Join(addrs, ","), bases
 }
 
+// serveError is the HTTP server's error, naming where it listened as the
+// serving line does: the listen addresses, or systemd socket activation,
+// which ignores them.
+func serveError(cfg *config, err error) error {
+	systemd := cfg.Web.WebSystemdSocket != nil && *cfg.Web.WebSystemdSocket
+	address, _ := servingPlaces(*cfg.Web.WebListenAddresses, systemd, false)
+	if !systemd {
+		address = "--web.listen-address=" + address
+	}
+	return fmt.Errorf("HTTP server (%s): %w", address, err)
+}
+
 // webLog is the logger of the web configuration's reloads and checks.
 func (s *service) webLog() log.Logger {
 	return log.With(s.logger, "component", "web", "web_config_file", s.web.File())
@@ -235,7 +247,7 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 		level.Info(s.logger).Log("msg", "shutting down", "timeout", shutdownTimeout)
 	case err := <-serveErr:
 		if !errors.Is(err, http.ErrServerClosed) {
-			result = fmt.Errorf("HTTP server (--web.listen-address=%s): %w", strings.Join(*cfg.Web.WebListenAddresses, ","), err)
+			result = serveError(cfg, err)
 		}
 		serveErr <- err // for the shutdown below, which waits for it
 	}

@@ -1,8 +1,17 @@
 package main
 
 import (
+	"context"
+	"net"
+	"os"
 	"slices"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/go-kit/log"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 )
 
 // The serving line names the URLs a user can open: https where the web
@@ -26,6 +35,50 @@ func TestServingPlaces(t *testing.T) {
 			address, bases := servingPlaces(tc.addrs, tc.systemd, tc.tls)
 			if address != tc.address || !slices.Equal(bases, tc.bases) {
 				t.Errorf("servingPlaces(%q, %v, %v) = %q, %q; want %q, %q", tc.addrs, tc.systemd, tc.tls, address, bases, tc.address, tc.bases)
+			}
+		})
+	}
+}
+
+// The HTTP server's error names where it listened: the listen address, or
+// under --web.systemd-socket the socket activation, not the
+// --web.listen-address it ignores (before, it named --web.listen-address=:9949
+// there too).
+func TestServeErrorNamesThePlace(t *testing.T) {
+	// no socket handed over by systemd: socket activation fails at once
+	t.Setenv("LISTEN_PID", "")
+	t.Setenv("LISTEN_FDS", "")
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		want     []string
+		dontWant string
+	}{
+		{"systemd socket", []string{"--web.systemd-socket"}, []string{"HTTP server (systemd socket activation (--web.systemd-socket)): ", "no socket activation file descriptors found"}, "--web.listen-address"},
+		{"address taken", []string{"--web.listen-address=" + taken.Addr().String()}, []string{"HTTP server (--web.listen-address=" + taken.Addr().String() + "): ", "address already in use"}, "systemd"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(t, append(tc.args, "--sample.interval=1h")...)
+			svc := newService(&fakeSource{}, &fakeBuilder{}, "", gpu.NewManualClock(time.Unix(1e9, 0)), time.Hour, log.NewNopLogger())
+			done := make(chan error, 1)
+			go func() { done <- svc.serve(context.Background(), cfg, newFakeCollectorFor, make(chan os.Signal, 1)) }()
+			select {
+			case err = <-done:
+			case <-time.After(20 * time.Second):
+				t.Fatal("serve did not return")
+			}
+			if err == nil || strings.Contains(err.Error(), tc.dontWant) {
+				t.Fatalf("serve: %v, want no %q in it", err, tc.dontWant)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("serve: %v, want %q in it", err, w)
+				}
 			}
 		})
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/go-kit/log"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 )
 
 // A server list longer than any daemon keeps (here 2,000 PIDs, 14 KB) is
@@ -64,5 +66,49 @@ func TestRestartHookOutputLogged(t *testing.T) {
 	got := buf.String()
 	if !strings.Contains(got, `output="switched to standby; pid=555"`) || !strings.Contains(got, `stderr="Error: old client did not drain; \\x00`) || len(got) > 2000 {
 		t.Errorf("log of %d bytes lacks the hook's stdout and stderr: %.600s", len(got), got)
+	}
+}
+
+// A set command the control program answers on stderr while exiting 0 is
+// taken as done (harmless warnings are printed there too), but what it
+// printed is logged at warning, shortened, at most once a minute with the
+// count of those not logged (before, stderr was thrown away: a refused
+// pinned memory limit, never read back, left no trace).
+func TestSetStderrLogged(t *testing.T) {
+	var buf bytes.Buffer
+	clock := gpu.NewManualClock(time.Unix(1000, 0))
+	r := newRig(t, `read -r cmd a b c < "$STDIN"
+case "$cmd" in
+get_server_list) echo 100 ;;
+get_client_list) echo 101 ;;
+get_default_active_thread_percentage|get_active_thread_percentage) echo "ERROR: LD_PRELOAD cannot be preloaded" >&2; echo 100.0 ;;
+set_device_pinned_mem_limit) echo "Failed to set the pinned memory limit: $c exceeds the device memory" >&2 ;;
+esac`, "", func(o *Options) { o.Logger = log.NewLogfmtLogger(&buf); o.Clock = clock })
+	ctx := context.Background()
+	set := func() {
+		t.Helper()
+		if err := r.c.SetMPSPinnedMemoryLimit(ctx, uuid, 100, 1<<40); err != nil {
+			t.Fatalf("error %v: a set that exited 0 is taken as done", err)
+		}
+	}
+	set()
+	if _, err := r.c.defaultPercentage(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := buf.String()
+	if !strings.Contains(got, "level=warn") || !strings.Contains(got, `command="set_device_pinned_mem_limit 100 3 1048576M"`) ||
+		!strings.Contains(got, `stderr="Failed to set the pinned memory limit: 1048576M exceeds the device memory"`) || strings.Contains(got, "LD_PRELOAD") {
+		t.Fatalf("log lacks the set's stderr, or has a read's: %s", got)
+	}
+	buf.Reset()
+	set()
+	set()
+	if buf.Len() != 0 {
+		t.Errorf("logged again within the minute: %s", buf.String())
+	}
+	clock.Advance(time.Minute)
+	set()
+	if got := buf.String(); strings.Count(got, "level=warn") != 1 || !strings.Contains(got, "not_logged=2") {
+		t.Errorf("after a minute, log %q, want one line counting the two not logged", got)
 	}
 }

@@ -17,6 +17,7 @@
 package mps
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"fmt"
@@ -34,6 +35,7 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/command"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/ratelog"
 )
 
 // Defaults.
@@ -109,6 +111,8 @@ type Controller struct {
 	clock  gpu.Clock
 
 	opMu sync.Mutex // serializes the daemon commands (not the restart hooks)
+	// setStderr bounds the warnings of set commands that printed on stderr
+	setStderr *ratelog.Log
 
 	mu     sync.Mutex // guards the fields below
 	states map[key]*ClientState
@@ -154,7 +158,8 @@ func New(opts Options) *Controller {
 	if opts.RestartTimeout <= 0 {
 		opts.RestartTimeout = DefaultRestartTimeout
 	}
-	c := &Controller{opts: opts, logger: opts.Logger, clock: opts.Clock, states: map[key]*ClientState{}, seen: map[key]time.Time{}, restarting: map[key]int{}}
+	c := &Controller{opts: opts, logger: opts.Logger, clock: opts.Clock, setStderr: ratelog.New(setStderrLogEvery, 1),
+		states: map[key]*ClientState{}, seen: map[key]time.Time{}, restarting: map[key]int{}}
 	if c.logger == nil {
 		c.logger = log.NewNopLogger()
 	}
@@ -622,6 +627,10 @@ func (c *Controller) serverPercentage(ctx context.Context, pid uint32) (float64,
 
 // send runs one daemon command and returns its reply. A reply that says
 // the command failed is an error even when the program exits with 0.
+// What a set command that exited 0 printed on stderr is logged at warning
+// (at most once per setStderrLogEvery): it may be a refusal, but harmless
+// warnings (a preloaded library's) are printed there too, so it fails
+// nothing.
 func (c *Controller) send(ctx context.Context, cmd string) (string, error) {
 	res, err := command.Run(ctx, command.Spec{
 		Path:        c.opts.ControlBinary,
@@ -637,5 +646,14 @@ func (c *Controller) send(ctx context.Context, cmd string) (string, error) {
 	if refused(out) {
 		return "", fmt.Errorf("MPS command %q refused by the daemon: %s", cmd, command.Excerpt(res.Stdout, 256))
 	}
+	if strings.HasPrefix(cmd, "set_") && len(bytes.TrimSpace(res.Stderr)) > 0 {
+		if held, ok := c.setStderr.NoteAt(c.clock.Now()); ok {
+			level.Warn(c.logger).Log("msg", "MPS control program exited 0 for a set command but printed on stderr; the value is taken as set (logged at most once per minute)",
+				"command", cmd, "stderr", command.Excerpt(res.Stderr, 256), "not_logged", held)
+		}
+	}
 	return out, nil
 }
+
+// setStderrLogEvery is how often a set command's stderr may be logged.
+const setStderrLogEvery = time.Minute

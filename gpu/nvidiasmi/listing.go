@@ -42,13 +42,13 @@ type entry struct {
 	level gpu.TimeSliceLevel
 }
 
-// parseListing reads compute-policy's listing, strictly: on each line that
-// names the time slice ("Timeslice", "Time Slice"), exactly one level word
-// (default, short, medium, long) after that name, given for the GPU that
-// line (or the nearest above naming one) names. It reports false when no
-// line gives a level, when a line gives none or several or names two GPUs,
-// or when the output reports a failure (an error message that mentions a
-// level is not a reading).
+// parseListing reads compute-policy's listing (its stdout), strictly: on
+// each line that names the time slice ("Timeslice", "Time Slice"), exactly
+// one level word (default, short, medium, long) after that name, given for
+// the GPU that line (or the nearest above naming one) names. It reports
+// false when no line gives a level, when a line gives none or several or
+// names two GPUs, or when the output reports a failure (an error message
+// that mentions a level is not a reading).
 func parseListing(out []byte) ([]entry, bool) {
 	if failed(out) {
 		return nil, false
@@ -158,8 +158,8 @@ func identityArgs(uuid string) []string {
 	return []string{"-i", uuid, "--query-gpu=index,pci.bus_id,uuid", "--format=csv,noheader"}
 }
 
-// parseIdentity reads identityArgs' answer, exactly one line "INDEX,
-// BUS_ID, UUID", which must be the GPU uuid's.
+// parseIdentity reads identityArgs' answer (its stdout), exactly one line
+// "INDEX, BUS_ID, UUID", which must be the GPU uuid's.
 func parseIdentity(out []byte, uuid string) (identity, error) {
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	f := strings.Split(lines[0], ",")

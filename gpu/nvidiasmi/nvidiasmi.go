@@ -9,12 +9,15 @@
 // and what it printed. Only the level listed for the GPU set counts: a
 // listing of other GPUs only, or of levels that cannot be told apart by
 // GPU, is an error too. Where the listing does not say the level, a set
-// whose output reports no failure is accepted.
+// whose output reports no failure is accepted. The listing and the answer
+// which GPU was set are read from stdout alone: stderr (warnings) is shown
+// in errors, never read as a listing.
 //
 // SMI implements gpu.TimeSliceActuator and gpu.CapabilityLister.
 package nvidiasmi
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -27,6 +30,7 @@ import (
 	"github.com/go-kit/log/level"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/clip"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/command"
 )
 
@@ -130,9 +134,9 @@ func (s *SMI) SetComputeTimeSlice(ctx context.Context, uuid string, l gpu.TimeSl
 		// refusal says nothing was changed, and the set may have been.
 		return fmt.Errorf("GPU %s: %s exited 0 setting the compute time slice to %s, but reading it back failed: %v", uuid, s.opts.Path, l, err)
 	}
-	entries, ok := parseListing(list)
+	entries, ok := parseListing(list.Stdout)
 	if !ok {
-		if failed(set) {
+		if failed(set.Stdout) || failed(set.Stderr) {
 			return fmt.Errorf("GPU %s: %s exited 0 setting the compute time slice to %s, but printed a failure (and its listing does not say the level): %s",
 				uuid, s.opts.Path, l, printed(set))
 		}
@@ -176,7 +180,7 @@ func (s *SMI) levelOf(ctx context.Context, uuid string, entries []entry) (gpu.Ti
 			if err != nil {
 				return "", fmt.Errorf("names GPUs by bus ID or index, and asking which is %s failed: %v", uuid, err)
 			}
-			got, err := parseIdentity(out, uuid)
+			got, err := parseIdentity(out.Stdout, uuid)
 			if err != nil {
 				return "", fmt.Errorf("names GPUs by bus ID or index, and asking which is %s (%s) failed: %v; it answered: %s",
 					uuid, command.Describe(s.opts.Path, identityArgs(uuid)), err, printed(out))
@@ -188,7 +192,7 @@ func (s *SMI) levelOf(ctx context.Context, uuid string, entries []entry) (gpu.Ti
 		} else if g := e.gpu.String(); !others[g] {
 			others[g] = true
 			if len(shown) < maxOthers {
-				shown = append(shown, g)
+				shown = append(shown, clip.Text(g, maxOtherName))
 			}
 		}
 	}
@@ -200,7 +204,7 @@ func (s *SMI) levelOf(ctx context.Context, uuid string, entries []entry) (gpu.Ti
 		if n := len(others) - len(shown); n > 0 {
 			list += fmt.Sprintf(" and %d more", n)
 		}
-		return "", fmt.Errorf("lists %s, not GPU %s", command.Excerpt([]byte(list), 512), uuid)
+		return "", fmt.Errorf("lists %s, not GPU %s", list, uuid)
 	}
 	for _, m := range mine[1:] {
 		if m != mine[0] {
@@ -214,37 +218,35 @@ func (s *SMI) levelOf(ctx context.Context, uuid string, entries []entry) (gpu.Ti
 }
 
 // maxOthers is how many of the other GPUs a listing gives levels for the
-// error names; the rest are counted.
-const maxOthers = 8
+// error names, each cut to maxOtherName bytes; the rest are counted.
+const (
+	maxOthers    = 8
+	maxOtherName = 64
+)
 
 // run runs nvidia-smi and maps its documented exit statuses to errors a
 // caller can test (gpu.ErrNotSupported) or act on (permissions).
-// On success it returns stdout and stderr together, as printed: each its
-// own lines (a stdout whose last line has no newline is not joined to
-// stderr's first, which would hide the level that line gives).
-func (s *SMI) run(ctx context.Context, uuid string, args ...string) ([]byte, error) {
+// On success it returns stdout and stderr apart: only stdout is a listing
+// or an answer (nvidia-smi prints warnings on stderr).
+func (s *SMI) run(ctx context.Context, uuid string, args ...string) (command.Result, error) {
 	res, err := command.Run(ctx, command.Spec{Path: s.opts.Path, Args: args, Timeout: s.opts.Timeout, TimeoutName: s.opts.TimeoutName})
 	if err == nil {
-		out := res.Stdout
-		if len(out) > 0 && len(res.Stderr) > 0 && out[len(out)-1] != '\n' {
-			out = append(out, '\n')
-		}
-		return append(out, res.Stderr...), nil
+		return res, nil
 	}
 	var e *command.Error
 	if errors.As(err, &e) {
 		switch e.ExitCode {
 		case exitNotSupported:
-			return nil, fmt.Errorf("GPU %s: %w: %w", uuid, gpu.ErrNotSupported, err)
+			return command.Result{}, fmt.Errorf("GPU %s: %w: %w", uuid, gpu.ErrNotSupported, err)
 		case exitNoPermission:
-			return nil, fmt.Errorf("GPU %s: changing the compute policy needs root: %w", uuid, err)
+			return command.Result{}, fmt.Errorf("GPU %s: changing the compute policy needs root: %w", uuid, err)
 		case exitNotFound:
-			return nil, fmt.Errorf("GPU %s not found by nvidia-smi: %w", uuid, err)
+			return command.Result{}, fmt.Errorf("GPU %s not found by nvidia-smi: %w", uuid, err)
 		case exitNoDriver:
-			return nil, fmt.Errorf("GPU %s: the NVIDIA driver is not loaded: %w", uuid, err)
+			return command.Result{}, fmt.Errorf("GPU %s: the NVIDIA driver is not loaded: %w", uuid, err)
 		}
 	}
-	return nil, fmt.Errorf("GPU %s: %w", uuid, err)
+	return command.Result{}, fmt.Errorf("GPU %s: %w", uuid, err)
 }
 
 // checkID refuses a GPU id nvidia-smi could take for an option.
@@ -265,10 +267,17 @@ func failed(out []byte) bool {
 	return slices.ContainsFunc(failureWords, func(w string) bool { return strings.Contains(low, w) })
 }
 
-// printed is nvidia-smi's output fit for an error message.
-func printed(out []byte) string {
-	if len(strings.TrimSpace(string(out))) == 0 {
-		return "(nothing)"
+// printed is nvidia-smi's output fit for an error message: stdout, then
+// stderr (named), each shortened.
+func printed(res command.Result) string {
+	out, errOut := len(bytes.TrimSpace(res.Stdout)) > 0, len(bytes.TrimSpace(res.Stderr)) > 0
+	switch {
+	case out && errOut:
+		return command.Excerpt(res.Stdout, 512) + "; on stderr: " + command.Excerpt(res.Stderr, 512)
+	case out:
+		return command.Excerpt(res.Stdout, 512)
+	case errOut:
+		return "on stderr: " + command.Excerpt(res.Stderr, 512)
 	}
-	return command.Excerpt(out, 512)
+	return "(nothing)"
 }

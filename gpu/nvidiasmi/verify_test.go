@@ -220,3 +220,73 @@ esac`, 30*time.Second)
 		t.Errorf("error of %d bytes, want the other GPU named, escaped, under 2000: %.600s", len(msg), msg)
 	}
 }
+
+// A warning nvidia-smi prints on stderr at every call is not read as part
+// of the listing or of the answer which GPU was set: a set the listing
+// confirms by index is accepted, one it contradicts is an error (before,
+// stdout and stderr were read together: the answer became two lines and
+// every set failed "want one line INDEX, BUS_ID, UUID", and a warning
+// saying "unable" made the listing no reading, so a set that had changed
+// nothing was accepted unverified, or, where the set printed it too,
+// reported failed). The warning is still shown in errors.
+func TestStderrWarningsNotRead(t *testing.T) {
+	for _, tc := range []struct {
+		name, warning, level string // the level listed
+		want                 []string
+	}{
+		{"listed by index, set", "Warning: persistence mode is disabled", "Long", nil},
+		{"listed by index, not set", "Warning: persistence mode is disabled", "Short", []string{"reads short", "on stderr: Warning: persistence mode is disabled"}},
+		{"a warning with a failure word, set", "Warning: unable to determine persistence mode", "Long", nil},
+		{"a warning with a failure word, not set", "Warning: unable to determine persistence mode", "Short", []string{"reads short", "on stderr: Warning: unable to determine persistence mode"}},
+		{"the listing's warning alone, not set", "", "Short", []string{"reads short", "on stderr: Warning: unable to determine persistence mode"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			listWarning := ""
+			if tc.warning == "" {
+				listWarning = `echo "Warning: unable to determine persistence mode" >&2; `
+			}
+			s, _ := newSMI(t, `echo "`+tc.warning+`" >&2
+case "$*" in
+"compute-policy -i GPU-0 --list") `+listWarning+`printf 'GPU 0: compute policies\n    Timeslice : `+tc.level+`\n' ;;
+`+identityAnswer+`
+*) echo "Set timeslice for GPU 0" ;;
+esac`, 30*time.Second)
+			err := s.SetComputeTimeSlice(context.Background(), "GPU-0", gpu.TimeSliceLong)
+			if tc.want == nil {
+				if err != nil {
+					t.Fatalf("error %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("no error: the listing reads another level")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// An error naming other GPUs a listing gives levels for keeps the count of
+// those it leaves out however long their names (before, the joined list
+// was cut at 512 bytes: twenty names of 1000 bytes lost "and 12 more").
+func TestReadBackLongGPUNamesCounted(t *testing.T) {
+	s, _ := newSMI(t, `case "$*" in
+*--list) awk 'BEGIN{for(i=0;i<20;i++){printf "GPU-%02d", i; for(j=0;j<1000;j++) printf "x"; print " Timeslice : Long"}}' ;;
+*) ;;
+esac`, 30*time.Second)
+	err := s.SetComputeTimeSlice(context.Background(), "GPU-0", gpu.TimeSliceLong)
+	if err == nil {
+		t.Fatal("no error: the listing gives GPU-0 no level")
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, "and 12 more, not GPU GPU-0") || !strings.Contains(msg, "gpu-07xxx") {
+		t.Errorf("error lacks the eighth GPU or the count of the rest: %.1500s", msg)
+	}
+	if len(msg) > 3000 {
+		t.Errorf("error of %d bytes, want under 3000", len(msg))
+	}
+}

@@ -18,6 +18,7 @@ package command
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -58,6 +59,9 @@ type Spec struct {
 	// MaxOutput bounds the bytes kept of stdout and of stderr each; the rest
 	// is read and dropped. 0 means DefaultMaxOutput.
 	MaxOutput int
+	// outputGrace replaces OutputGrace where not 0 (tests that time an
+	// exit within the grace widen it, to hold on a loaded host).
+	outputGrace time.Duration
 }
 
 // Result is what a finished run printed.
@@ -143,7 +147,7 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 		killMarked(mark)
 		return err
 	}
-	cmd.WaitDelay = OutputGrace
+	cmd.WaitDelay = cmp.Or(s.outputGrace, OutputGrace)
 	err := reap.Run(cmd)
 	// What the program left running may hold its output open: once the
 	// grace is over, the program's own exit status counts.

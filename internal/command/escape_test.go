@@ -89,25 +89,29 @@ func killPID(pid int) error {
 }
 
 // A program that exits by itself shortly before its timeout, leaving a
-// descendant that holds its stdout past the timeout (within OutputGrace),
-// is judged by its own exit status: it was not killed, nor was what it
-// left (before, the timeout passing during the grace made it "killed after
-// its timeout", a restart hook that had started its successor a failure).
+// descendant that holds its stdout past the timeout (within the output
+// grace), is judged by its own exit status: it was not killed, nor was
+// what it left (before, the timeout passing during the grace made it
+// "killed after its timeout", a restart hook that had started its
+// successor a failure). The grace is widened to the timeout and the
+// program exits half way, so that the timeout passes during the grace with
+// 1 s to spare either side on a loaded host.
 func TestExitJustBeforeTimeout(t *testing.T) {
 	const timeout = 2 * time.Second
-	f := commandtest.New(t)
 	for _, tc := range []struct {
 		name string
 		exit int
 	}{{"exit 0", 0}, {"exit 3", 3}} {
 		t.Run(tc.name, func(t *testing.T) {
-			os.Remove(filepath.Join(f.Dir, "pids"))
-			// the program exits 200 ms before the timeout, by the clock
-			exitAt := time.Now().Add(timeout - 200*time.Millisecond).UnixNano()
+			t.Parallel()
+			f := commandtest.New(t)
+			// the program exits 1 s before the timeout, by the clock; the
+			// grace ends 1 s after the timeout
+			exitAt := time.Now().Add(timeout / 2).UnixNano()
 			body := `sleep 30 & echo $! > "$D/pids"
 while [ "$(date +%s%N)" -lt ` + strconv.FormatInt(exitAt, 10) + ` ]; do sleep 0.01; done
 echo ok; exit ` + strconv.Itoa(tc.exit)
-			res, err := Run(context.Background(), Spec{Path: f.Script(t, "hook", body), Timeout: timeout})
+			res, err := Run(context.Background(), Spec{Path: f.Script(t, "hook", body), Timeout: timeout, outputGrace: timeout})
 			data, _ := os.ReadFile(filepath.Join(f.Dir, "pids"))
 			pid, perr := strconv.Atoi(strings.TrimSpace(string(data)))
 			if perr != nil {

@@ -2,7 +2,10 @@
 // packages share: processes and devices with the unknowns a backend
 // reports, a sim:// application served from memory, and a buffer that
 // concurrent loggers write to, a gatherer of collectors' families, the
-// bytes a call allocates, and a server of status lines too long.
+// bytes a call allocates, a server of status lines too long, a self-signed
+// certificate and key for TLS tests (WriteSelfSigned), a directory seen
+// read-only (BindReadOnly) and a file replaced as an operator should
+// (ReplaceFile).
 // Only test files import it.
 package testutil
 
