@@ -1,6 +1,17 @@
 package tuner
 
-import "github.com/vgpu-exporter/vgpu_exporter/gpu"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/go-kit/log/level"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
 
 // ExitRestores says what the exit does with the settings the tuner (or an
 // earlier run, per the journal) changed and has not restored, in three
@@ -42,4 +53,152 @@ func (t *Tuner) noteRestoreFailed(k string) {
 		o.RestoreFailed = true
 		t.originals[k] = o
 	}
+}
+
+// The hooks still running at exit (hooks.go). A restore's (a successor's,
+// restorehook.go) or a revert's back to the original is what the exit
+// would do: cancelled, it would be settled as failed and made again at
+// once, the client restarted a second time, a restore failure counted,
+// journaled and logged. So the exit cancels the others first (what they
+// changed is set back with the rest: cancelHooks), sets back every
+// original no call still running holds (the lost GPUs last), and only
+// then waits for those restores and reverts, with what is left of the
+// restore's deadline (awaitHooks): one ended is settled, the original it
+// set back closed as restored; one still running at the deadline is cut
+// then and left, with the originals it holds, for the next start. (Waited
+// for first, one slow hook, up to its own timeout, would use the whole
+// deadline and leave every other GPU's original as the tuner set it.)
+
+// awaitedAtExit reports whether the exit's restore waits for the call h
+// rather than cancel it: a restore, or a revert whose value is its
+// target's original (the kill switch's cut ones aside).
+func (t *Tuner) awaitedAtExit(h *hookCall) bool {
+	if h.cut != "" {
+		return false
+	}
+	if h.restore != nil {
+		return true
+	}
+	o, ok := t.originals[h.a.Target.String()]
+	return h.a.Revert && ok && setsBack(h.a, o)
+}
+
+// setsBack reports whether a's value is the original o's.
+func setsBack(a Action, o Original) bool {
+	return a.Want != nil && o.Value != nil && a.Want.Kind() == o.Value.Kind() && a.Want.Distance(o.Value) < 1e-9
+}
+
+// cancelHooks cancels the calls still running that the exit does not wait
+// for (awaitedAtExit), waits for them (until ctx is done) and settles
+// those that ended, and those that had ended before.
+func (t *Tuner) cancelHooks(ctx context.Context, now time.Time) []Decision {
+	var cancelled []*hookCall
+	for _, h := range t.hooksByAge() {
+		if !t.awaitedAtExit(h) {
+			h.cancel()
+			cancelled = append(cancelled, h)
+		}
+	}
+	for _, h := range cancelled {
+		select {
+		case <-h.done:
+		case <-ctx.Done():
+		}
+	}
+	// (a restore settled as failed stays open: the restore at exit sets
+	// it back again, and its outcome is the one that counts)
+	out, _ := t.collectHooks(ctx, now)
+	return out
+}
+
+// heldAtExit are the originals a call still running holds: its own
+// target's, and those whose restore waits for it (inFlight: an MPS
+// client's restart of its tenant). The restore sets them back after the
+// calls' end, not beside them.
+func (t *Tuner) heldAtExit() map[string]bool {
+	held := map[string]bool{}
+	for k, o := range t.originals {
+		if t.holder(restoreWait(o)) != nil {
+			held[k] = true
+		}
+	}
+	return held
+}
+
+// restoreWait is the action of the restore of o as inFlight weighs it.
+func restoreWait(o Original) Action {
+	return Action{Target: o.Target, Tenant: o.Tenant, Want: o.Value, Revert: true, Restart: o.Target.Knob == gpu.KnobMPSActiveThreads}
+}
+
+// awaitHooks waits for the calls still running, until ctx is done, and
+// settles each one that ended: a revert that set its target's original
+// back closes it as restored (its original is not set back again). Past
+// ctx's end, it cuts those still running and returns an error naming
+// each, and each original it holds, left for the next start (a second
+// call beside the running one, a client restarted twice at once, could
+// end before it and be undone by it).
+func (t *Tuner) awaitHooks(ctx context.Context) ([]Decision, error) {
+	if len(t.hooks) == 0 {
+		return nil, nil
+	}
+	waited := t.hooksByAge()
+	level.Info(t.o.Logger).Log("msg", "tuner exit: waiting for the hooks still running (restores and reverts setting back an original) with what is left of the restore's deadline (--tuner.restore-timeout); past it they are cut and left for the next start", "hooks", len(waited))
+	for _, h := range waited {
+		select {
+		case <-h.done:
+		case <-ctx.Done():
+		}
+	}
+	now := t.o.Clock.Now()
+	var out []Decision
+	for _, h := range waited {
+		select {
+		case <-h.done:
+		default:
+			continue
+		}
+		o, revert := t.originals[h.a.Target.String()]
+		revert = revert && h.restore == nil && t.awaitedAtExit(h)
+		ds, applied, _ := t.settleHook(ctx, h, now)
+		out = append(out, ds...)
+		if revert && applied {
+			out = append(out, t.restoredByRevert(ctx, h, o, now)...)
+		}
+	}
+	if t.hookStop != nil {
+		t.hookStop()                     // (past the deadline, those still running are cut)
+		t.hookCtx, t.hookStop = nil, nil // a later hook gets a new parent
+	}
+	var errs []error
+	for _, h := range t.hooksByAge() {
+		errs = append(errs, fmt.Errorf("%s of %s: its hook, started %v before, did not end within the restore's deadline and was cut then; left for the next start", h.a.Knob, h.a.Target, now.Sub(h.started).Round(time.Second)))
+		for _, k := range slices.Sorted(maps.Keys(t.originals)) {
+			if o := t.originals[k]; k != h.a.Target.String() && t.holder(restoreWait(o)) == h {
+				errs = append(errs, fmt.Errorf("%s: its restore waits for that hook (%s of %s); left for the next start", k, h.a.Knob, h.a.Target))
+			}
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// restoredByRevert closes, as restored, the original o that the revert
+// h's hook set back, where it is still open: on its target, or on the
+// successor the hook named (followSuccessor moved it there).
+func (t *Tuner) restoredByRevert(ctx context.Context, h *hookCall, o Original, now time.Time) []Decision {
+	k := o.Target.String()
+	if _, open := t.originals[k]; !open && h.namedOK {
+		tg := o.Target
+		tg.PID = h.named
+		k = tg.String()
+	}
+	cur, open := t.originals[k]
+	if !open || !setsBack(h.a, cur) {
+		return nil
+	}
+	a := h.a
+	a.Target = cur.Target
+	d := Decision{Time: now, GPU: cur.Target.GPU, Tenant: cur.Tenant, Knob: cur.Target.Knob, From: h.d.From, To: valueText(cur.Value),
+		Reason: "restored at exit: set back by its revert, whose hook ran at exit and ended within the restore's deadline"}
+	rd, _ := t.restoreSettled(ctx, cur, a, d, nil, now)
+	return []Decision{*rd}
 }

@@ -29,8 +29,10 @@ import (
 // (outcome, journal, guards, the successor of a restarted client). A
 // failure found then rolls back nothing else: the actions applied beside
 // it were judged in their own round. The exit's restore cancels the calls
-// still running and settles them first; the kill switch, engaged, cuts
-// them (cutHooks), and they are settled as failed at the next round.
+// still running and settles them, but the restores and reverts setting
+// back what it would set back, which it waits for once it has set back
+// the rest (exitrestore.go); the kill switch, engaged, cuts them
+// (cutHooks), and they are settled as failed at the next round.
 
 // hookCall is a call of an action's actuator running off the round.
 type hookCall struct {
@@ -197,7 +199,7 @@ func (t *Tuner) planInFlight() bool {
 }
 
 // startHook starts a's actuator call off the round, with a context the
-// tuner owns (cancelled by stopHooks), through the actuators bound now.
+// tuner owns (cancelled at exit: cancelHooks, awaitHooks), through the actuators bound now.
 func (t *Tuner) startHook(st *State, a Action, d Decision, hadOriginal bool, now time.Time) {
 	h := &hookCall{a: a, d: d, hadOriginal: hadOriginal, st: &State{Now: st.Now, Snapshot: st.Snapshot, Fast: st.Fast}}
 	if succ, ok := t.successors(a); ok {
@@ -247,27 +249,34 @@ func (t *Tuner) collectHooks(ctx context.Context, now time.Time) ([]Decision, er
 		default:
 			continue
 		}
-		delete(t.hooks, h.a.Target.String())
-		d := h.d
-		d.Time = now
-		a := h.a
-		if h.restore != nil {
-			rd, err := t.restoreSettled(ctx, *h.restore, a, d, h.err, now)
-			t.chain().Ended(a) // (a restore teaches the guards nothing, as in the round)
-			out = append(out, *rd)
-			errs = append(errs, err)
-			continue
-		}
-		if h.cut != "" && h.err != nil {
-			a.Reason = joinReasons(a.Reason, h.cut)
-		}
-		ds, applied := t.settle(ctx, h.st, a, d, h.err, h.hadOriginal, now, map[string][]Action{}, h)
-		if applied && h.a.Plan != nil {
-			t.notePlanApplied(*h.a.Plan, now)
-		}
-		out = append(out, ds...)
+		d, _, err := t.settleHook(ctx, h, now)
+		out = append(out, d...)
+		errs = append(errs, err)
 	}
 	return out, errors.Join(errs...)
+}
+
+// settleHook settles the call h, ended: a restore through restoreSettled
+// (err, its failure), a change as the round would have (applied, that
+// it took).
+func (t *Tuner) settleHook(ctx context.Context, h *hookCall, now time.Time) (ds []Decision, applied bool, err error) {
+	delete(t.hooks, h.a.Target.String())
+	d := h.d
+	d.Time = now
+	a := h.a
+	if h.restore != nil {
+		rd, err := t.restoreSettled(ctx, *h.restore, a, d, h.err, now)
+		t.chain().Ended(a) // (a restore teaches the guards nothing, as in the round)
+		return []Decision{*rd}, err == nil, err
+	}
+	if h.cut != "" && h.err != nil {
+		a.Reason = joinReasons(a.Reason, h.cut)
+	}
+	ds, applied = t.settle(ctx, h.st, a, d, h.err, h.hadOriginal, now, map[string][]Action{}, h)
+	if applied && h.a.Plan != nil {
+		t.notePlanApplied(*h.a.Plan, now)
+	}
+	return ds, applied, nil
 }
 
 // cutHooks cancels, while the kill switch is engaged, the calls still
@@ -314,35 +323,6 @@ func (t *Tuner) hooksByAge() []*hookCall {
 		return cmp.Or(a.started.Compare(b.started), cmp.Compare(a.a.Target.String(), b.a.Target.String()))
 	})
 	return hs
-}
-
-// stopHooks cancels the calls still running, waits for them (until ctx
-// is done) and settles those that ended; it returns an error naming the
-// calls that did not end, whose originals the restore leaves open for the
-// next start (a second call beside the running one, a client restarted
-// twice at once, could end before it and be undone by it).
-func (t *Tuner) stopHooks(ctx context.Context, now time.Time) ([]Decision, error) {
-	if len(t.hooks) == 0 {
-		return nil, nil
-	}
-	if t.hookStop != nil {
-		t.hookStop()
-		t.hookCtx, t.hookStop = nil, nil // a later hook gets a new parent
-	}
-	for _, h := range t.hooksByAge() {
-		select {
-		case <-h.done:
-		case <-ctx.Done():
-		}
-	}
-	// (a restore settled as failed stays open: the restore at exit sets
-	// it back again, and its outcome is the one that counts)
-	out, _ := t.collectHooks(ctx, now)
-	var errs []error
-	for _, h := range t.hooksByAge() {
-		errs = append(errs, fmt.Errorf("%s of %s: its hook, started %v before, did not end when cancelled; left for the next start", h.a.Knob, h.a.Target, now.Sub(h.started).Round(time.Second)))
-	}
-	return out, errors.Join(errs...)
 }
 
 // hookRuns are the calls running, for the status, oldest first.

@@ -98,28 +98,6 @@ func successorRestoreStartedOn(t *testing.T, index int) (*hookRun, []proc) {
 	return r, after
 }
 
-// The restore at exit cancels a successor's restore whose hook still
-// runs, settles it as failed, and sets the original back again (the hook
-// now answers): nothing is left open, and the exit reports no failure.
-func TestSuccessorRestoreHookAtExit(t *testing.T) {
-	r, _ := successorRestoreStarted(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	d, err := r.tu.Restore(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, want := outcomes(d), []string{"mps_active_threads failed", "mps_active_threads restored", "pause_duty restored"}; !slices.Equal(got, want) {
-		t.Errorf("restore at exit: %v, want the restore's hook settled (failed when cancelled), then PID 9 and batch's pause restored", got)
-	}
-	if o := r.j.Originals(); len(o) != 0 {
-		t.Errorf("journaled originals %+v after the restore at exit, want none", o)
-	}
-	if got := r.host.Calls(); len(got) < 3 || got[len(got)-3] != "SetMPSActiveThreads(GPU-0,9,1.00)" || got[len(got)-2] != "RestartClient(GPU-0,9)" {
-		t.Errorf("calls %q, want the exit's 100%% and restart of PID 9 before the thaw", got)
-	}
-}
-
 // A successor's restore whose hook fails teaches the guards what a
 // restore made in the round teaches them, nothing (the back-off refuses
 // no later change of the target for it), and ends the dwell's hold it

@@ -24,6 +24,9 @@ type hookHost struct {
 	restarts int
 	release  chan error    // what the blocked hook returns
 	started  chan struct{} // told when a hook starts
+	// onCall, if set, is told each call after it is noted (on the
+	// caller's goroutine)
+	onCall func(call string)
 }
 
 func newHookHost() *hookHost {
@@ -34,8 +37,19 @@ func (h *hookHost) RunsHooks() bool { return true }
 
 func (h *hookHost) note(c string) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	h.calls = append(h.calls, c)
+	on := h.onCall
+	h.mu.Unlock()
+	if on != nil {
+		on(c)
+	}
+}
+
+// blockNext makes the next client restart the one that blocks.
+func (h *hookHost) blockNext() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.restarts = 0
 }
 
 func (h *hookHost) Calls() []string {
@@ -69,7 +83,10 @@ func (h *hookHost) RestartClient(ctx context.Context, uuid string, pid uint32, _
 
 func (h *hookHost) LockClocks(context.Context, string, gpu.ClockLock) error { return nil }
 
-func (h *hookHost) SetPowerLimit(_ context.Context, uuid string, w float64) error {
+func (h *hookHost) SetPowerLimit(ctx context.Context, uuid string, w float64) error {
+	if err := ctx.Err(); err != nil {
+		return err // (called past the restore's deadline)
+	}
 	h.note(fmt.Sprintf("SetPowerLimit(%s,%g)", uuid, w))
 	return nil
 }
@@ -248,7 +265,7 @@ func TestHookFailureSettledLater(t *testing.T) {
 
 func isPower(c string) bool { return len(c) > 13 && c[:13] == "SetPowerLimit" }
 
-// The restore at exit cancels a hook still running, settles it, and sets
+// The restore at exit cancels a change's hook still running, settles it, and sets
 // the original back (through the hook again, which now answers): nothing
 // the tuner changed is left behind, and the journal holds nothing open.
 func TestRestoreCancelsRunningHook(t *testing.T) {

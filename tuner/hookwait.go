@@ -58,8 +58,7 @@ func (t *Tuner) hookWaits(now time.Time) []HookWait {
 		if !ok {
 			continue
 		}
-		a := Action{Target: o.Target, Tenant: o.Tenant, Want: o.Value, Revert: true, Restart: o.Target.Knob == gpu.KnobMPSActiveThreads}
-		if h := t.holder(a); h != nil {
+		if h := t.holder(restoreWait(o)); h != nil {
 			out = append(out, HookWait{GPU: o.Target.GPU, GPUIndex: t.indexOf(o.Target.GPU), Tenant: o.Tenant, Knob: o.Target.Knob, PID: o.Target.PID,
 				Restore: true, From: t.lastSet(k), To: valueText(o.Value), Hook: h.run()})
 		}

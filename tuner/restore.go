@@ -48,7 +48,7 @@ func (t *Tuner) recoverLocked(ctx context.Context, now time.Time) ([]Decision, e
 		return nil, nil
 	}
 	t.recovered = true
-	return t.restoreLocked(ctx, now, whyRecovered)
+	return t.restoreLocked(ctx, now, whyRecovered, nil)
 }
 
 // whyRecovered is the reason of the restores at start. What an earlier run
@@ -61,17 +61,30 @@ const whyRecovered = "restored at start (left open in the journal by an earlier 
 // others, the pauses alone: a paused tenant is thawed in any mode). It is
 // called on exit; a failed restore is returned (and journaled, logged and
 // counted). A busy actuator (gpu.ErrBusy: a client restart still in
-// progress) is retried until ctx's deadline.
+// progress) is retried until ctx's deadline. The hooks still running are
+// cancelled and settled first, but the restores and reverts that set back
+// what it would: it waits for those, with what is left of ctx's deadline,
+// once every original none of them holds is set back (exitrestore.go).
 func (t *Tuner) Restore(ctx context.Context) ([]Decision, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.o.Clock.Now()
-	// the hooks still running are cancelled and settled first: what
-	// they changed is then restored with the rest
-	d, herr := t.stopHooks(ctx, now)
-	r, err := t.restoreLocked(ctx, now, "restored at exit")
+	const why = "restored at exit"
+	d := t.cancelHooks(ctx, now)
+	held := t.heldAtExit()
+	r, err := t.restoreLocked(ctx, now, why, func(k string) bool { return !held[k] })
 	d = append(d, r...)
-	err = errors.Join(herr, err)
+	w, werr := t.awaitHooks(ctx)
+	d = append(d, w...)
+	if len(held) > 0 {
+		// what those hooks held and did not set back (a hook that failed, an
+		// original of their tenant's on another GPU)
+		now = t.o.Clock.Now()
+		r, rerr := t.restoreLocked(ctx, now, why, func(k string) bool { return held[k] })
+		d = append(d, r...)
+		err = errors.Join(err, rerr)
+	}
+	err = errors.Join(werr, err)
 	t.remember(d)
 	t.publishLocked(now)
 	return d, err
@@ -84,12 +97,15 @@ const (
 	restoreRetryMax   = 2 * time.Second
 )
 
-func (t *Tuner) restoreLocked(ctx context.Context, now time.Time, why string) ([]Decision, error) {
+// restoreLocked sets back the originals only takes (nil: every one), but
+// those a hook still running holds (heldAtExit: left open, for the next
+// start, and named by awaitHooks).
+func (t *Tuner) restoreLocked(ctx context.Context, now time.Time, why string, only func(k string) bool) ([]Decision, error) {
 	keys := make([]string, 0, len(t.originals))
 	var left []string
 	for k, o := range t.originals {
-		if _, running := t.hooks[k]; running {
-			continue // its hook did not end when cancelled (stopHooks): left open, for the next start
+		if only != nil && !only(k) || t.holder(restoreWait(o)) != nil {
+			continue
 		}
 		// a pause stops a tenant: thawed whatever the mode; any other
 		// setting only on a GPU in enforce, the one mode that acts (a GPU

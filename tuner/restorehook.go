@@ -21,8 +21,9 @@ import (
 // the dwell holds its knob from its start to then (Started, Ended), and
 // the guards learn no outcome of it, as of a restore made in the round.
 // A restore that fails stays open, for the restore at exit and the next
-// start; the exit's restore cancels one still running and settles it
-// first, as it does every hook.
+// start; the exit's restore waits for one still running once it has set
+// back the originals no hook holds, with what is left of its deadline,
+// and cuts it past that, left for the next start (exitrestore.go).
 
 // restoreSuccessor sets back, with why, the original k of a successor
 // found: in the round, or off it where its restart runs a hook (started
