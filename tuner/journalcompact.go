@@ -22,6 +22,10 @@ func (j *Journal) Compact() error {
 	return j.compactLocked()
 }
 
+// beforeRename runs as a compaction is about to rename its file, tmp,
+// over path (tests replace it, to act there as another process would).
+var beforeRename = func(tmp, path string) {}
+
 // compactLocked writes the open originals to a temporary file next to the
 // journal (locked as the journal is), syncs it, renames it over the
 // journal and syncs the directory; a crash at any point leaves either the
@@ -53,6 +57,7 @@ func (j *Journal) compactLocked() error {
 			err = f.Sync()
 		}
 		if err == nil {
+			beforeRename(tmp, j.path)
 			err = os.Rename(tmp, j.path)
 		}
 		if err != nil {
