@@ -161,6 +161,8 @@ type Journal struct {
 	// relinkUnsaid: a write found the path removed or replaced and wrote
 	// it again; the next Relink says so (replaced), for the round to log.
 	relinkUnsaid bool
+	// closed: Close was called; every later use fails (usedAfterClose).
+	closed bool
 }
 
 // OpenJournal opens (creating) the journal at path, recovers what an
@@ -493,6 +495,9 @@ var (
 // whole record (where that fails, rewritten from the originals held, and
 // where that fails too, mended before the next record).
 func (j *Journal) write(b []byte) error {
+	if err := j.usedAfterClose(); err != nil {
+		return err
+	}
 	if err := j.writable(); err != nil {
 		return fmt.Errorf("tuner journal %s: %w", j.path, err)
 	}
@@ -564,12 +569,27 @@ func (j *Journal) mend(b []byte) (at int64, _ []byte, err error) {
 	return end, b, nil
 }
 
-// Close closes the file.
+// Close closes the file, letting its lock go; every later use of the
+// journal fails (a second Close does nothing).
 func (j *Journal) Close() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.f == nil {
+	if j.closed {
 		return nil
 	}
-	return j.f.Close()
+	j.closed = true
+	f := j.f
+	j.f = nil
+	if f == nil {
+		return nil
+	}
+	return f.Close()
+}
+
+// usedAfterClose is the error of a use of the journal after Close.
+func (j *Journal) usedAfterClose() error {
+	if !j.closed {
+		return nil
+	}
+	return fmt.Errorf("tuner journal %s: used after Close", j.path)
 }

@@ -19,6 +19,9 @@ func (o Original) setRecord() (Record, bool) {
 func (j *Journal) Compact() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if err := j.usedAfterClose(); err != nil {
+		return err
+	}
 	return j.compactLocked()
 }
 

@@ -39,6 +39,9 @@ func (j *Journal) Relink() (replaced bool, err error) {
 
 // relinkLocked is Relink, j.mu held, the write error left as it is.
 func (j *Journal) relinkLocked() (replaced bool, err error) {
+	if err := j.usedAfterClose(); err != nil {
+		return false, err
+	}
 	if j.ro != nil || j.f == nil {
 		return false, nil // nothing written through it yet
 	}
