@@ -210,6 +210,7 @@ func OpenJournalSize(path string, maxBytes int64) (*Journal, error) {
 		f.Close()
 		return nil, err
 	}
+	removeLeftoverTemps(path)
 	if j.stats.TornBytes > 0 {
 		// A tail that cannot be cut off does not stop the start: the
 		// compaction replaces it or, where that fails too, the next record

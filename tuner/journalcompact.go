@@ -1,8 +1,13 @@
 package tuner
 
 import (
+	"cmp"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
 )
 
 // setRecord is the applied record of the value last set on o's target,
@@ -25,12 +30,15 @@ func (j *Journal) Compact() error {
 	return j.compactLocked()
 }
 
+// createTempFile is createTemp (tests replace it, to fail a compaction).
+var createTempFile = createTemp
+
 // beforeRename runs as a compaction is about to rename its file, tmp,
 // over path (tests replace it, to act there as another process would).
 var beforeRename = func(tmp, path string) {}
 
-// compactLocked writes the open originals to a temporary file next to the
-// journal (locked as the journal is), syncs it, renames it over the
+// compactLocked writes the open originals to a new file of its own next
+// to the journal (createTemp; locked as the journal is), syncs it, renames it over the
 // journal and syncs the directory; a crash at any point leaves either the
 // old journal or the new one. Once renamed, the new file is the journal,
 // whatever follows; a directory sync that fails is tried again before the
@@ -53,22 +61,21 @@ func (j *Journal) compactLocked() error {
 			buf = append(buf, b...)
 		}
 	}
-	tmp := j.path + ".tmp"
-	f, err := createTemp(tmp)
+	f, err := createTempFile(j.path)
+	if err != nil {
+		return fmt.Errorf("tuner journal %s: compacting: %w", j.path, err)
+	}
+	tmp := f.Name()
+	if _, err = f.Write(buf); err == nil {
+		err = f.Sync()
+	}
 	if err == nil {
-		if _, err = f.Write(buf); err == nil {
-			err = f.Sync()
-		}
-		if err == nil {
-			beforeRename(tmp, j.path)
-			err = os.Rename(tmp, j.path)
-		}
-		if err != nil {
-			f.Close()
-		}
+		beforeRename(tmp, j.path)
+		err = os.Rename(tmp, j.path)
 	}
 	if err != nil {
-		_ = os.Remove(tmp)
+		f.Close()
+		_ = os.Remove(tmp) // its own: no other process writes or removes it
 		return fmt.Errorf("tuner journal %s: compacting: %w", j.path, err)
 	}
 	if j.f != nil {
@@ -86,4 +93,40 @@ func (j *Journal) compactLocked() error {
 	}
 	j.dirUnsynced, j.stats.CompactError = false, ""
 	return nil
+}
+
+// removeLeftoverTemps removes, beside the journal at path, the files a
+// compaction cut short by a crash left (FILE.tmp-N; FILE.tmp, of an
+// earlier version): each one a regular file that no process holds locked
+// (a live one, another exporter's being written, is left; a link is
+// removed, never the file it names). Best effort: what cannot be removed
+// stays, harmless (nothing reads it).
+func removeLeftoverTemps(path string) {
+	dir, base := filepath.Split(path)
+	ents, err := os.ReadDir(cmp.Or(dir, "."))
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		n, ok := strings.CutPrefix(e.Name(), base+".tmp")
+		if !ok || n != "" && (len(n) < 2 || n[0] != '-' || strings.Trim(n[1:], "0123456789") != "") {
+			continue
+		}
+		tmp := filepath.Join(dir, e.Name())
+		if e.Type()&fs.ModeSymlink != 0 {
+			_ = os.Remove(tmp)
+			continue
+		}
+		if !e.Type().IsRegular() {
+			continue
+		}
+		f, err := os.OpenFile(tmp, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+		if err != nil {
+			continue
+		}
+		if same, err := lockRegular(f, tmp, true); err == nil && same {
+			_ = os.Remove(tmp)
+		}
+		f.Close()
+	}
 }
