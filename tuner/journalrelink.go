@@ -57,12 +57,14 @@ func (j *Journal) relinkLocked() (replaced bool, err error) {
 	switch fi, lerr := os.Lstat(j.path); {
 	case lerr == nil && fi.Mode().IsRegular():
 		what = "replaced by another file"
-		// another exporter's journal since: not written over while it holds it
+		// another exporter's journal since: not written over while it
+		// holds it; and held locked here until it is written over, so
+		// that no exporter started meanwhile takes it and loses it
 		f, err := openRegularLock(j.path, os.O_RDONLY, true)
 		if err != nil {
 			return false, fmt.Errorf("tuner journal %s was %s while in use: %w", j.path, what, err)
 		}
-		f.Close()
+		defer f.Close()
 	case lerr == nil:
 		what = "replaced by " + fileread.Kind(fi.Mode().Type())
 	case !errors.Is(lerr, fs.ErrNotExist):

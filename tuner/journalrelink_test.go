@@ -158,3 +158,34 @@ func TestJournalRewrittenByAWriteLogged(t *testing.T) {
 		t.Errorf("the path holds %v (%v), want the two originals", o, err)
 	}
 }
+
+// A file renamed over the journal is held locked by the check of its lock
+// until the journal is written over it: another exporter started in that
+// gap is refused it, rather than having its journal replaced under it.
+// Before, the lock was let go before the rename, and the other exporter's
+// journal, opened in the gap, was renamed over: the path named a file it
+// did not hold, and its next record found it in use.
+func TestJournalReplacingFileHeldUntilWrittenOver(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "journal")
+	x := openWithOriginal(t, p, "GPU-0")
+	writeOver(t, p, nil) // an empty file renamed over it
+	var other *Journal
+	beforeRename = func(string, string) {
+		beforeRename = func(string, string) {}
+		if o, err := OpenJournal(p); err == nil { // another exporter, started now
+			other = o
+			t.Cleanup(func() { o.Close() })
+		}
+	}
+	t.Cleanup(func() { beforeRename = func(string, string) {} })
+	if _, err := x.Relink(); err != nil {
+		t.Fatal(err)
+	}
+	if other != nil {
+		_, err := other.Relink()
+		t.Errorf("another exporter locked %s as it was about to be written over, and lost it (its next check: %v)", p, err)
+	}
+	if o, err := ReadJournalOriginals(p); err != nil || len(o) != 1 || o[0].Target.GPU != "GPU-0" {
+		t.Errorf("the path holds %v (%v), want GPU-0's original", o, err)
+	}
+}
