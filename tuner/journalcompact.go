@@ -43,7 +43,11 @@ var beforeRename = func(tmp, path string) {}
 // old journal or the new one. Once renamed, the new file is the journal,
 // whatever follows; a directory sync that fails is tried again before the
 // next record.
-func (j *Journal) compactLocked() error {
+func (j *Journal) compactLocked() error { return j.rewriteLocked(os.Rename) }
+
+// rewriteLocked is compactLocked, the new file put at the journal's path
+// by install (os.Rename; renameNoReplace where the path must be free).
+func (j *Journal) rewriteLocked(install func(from, to string) error) error {
 	var buf []byte
 	for _, o := range j.originalsLocked() {
 		recs := []Record{{Time: o.At, Event: EventOriginal, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), PIDs: o.PIDs, Identity: o.Identity}}
@@ -71,7 +75,7 @@ func (j *Journal) compactLocked() error {
 	}
 	if err == nil {
 		beforeRename(tmp, j.path)
-		err = os.Rename(tmp, j.path)
+		err = install(tmp, j.path)
 	}
 	if err != nil {
 		f.Close()

@@ -70,7 +70,17 @@ func (j *Journal) relinkLocked() (replaced bool, err error) {
 	case !errors.Is(lerr, fs.ErrNotExist):
 		return false, fmt.Errorf("tuner journal %s: checking that it is still the file written: %w", j.path, lerr)
 	}
-	if err := j.compactLocked(); err != nil {
+	install := os.Rename
+	if what == "removed" {
+		// written where the path is still free: a journal another
+		// exporter created there meanwhile (the path free for it too) is
+		// not replaced, and this one stops acting
+		install = renameNoReplace
+	}
+	if err := j.rewriteLocked(install); err != nil {
+		if errors.Is(err, fs.ErrExist) && what == "removed" {
+			return false, fmt.Errorf("tuner journal %s was removed while in use, and another file was put there as it was written again: not written over (%w)", j.path, err)
+		}
 		return false, fmt.Errorf("tuner journal %s was %s while in use, and cannot be written again from the %d originals held: %w", j.path, what, len(j.open), err)
 	}
 	return true, nil

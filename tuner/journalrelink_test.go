@@ -189,3 +189,35 @@ func TestJournalReplacingFileHeldUntilWrittenOver(t *testing.T) {
 		t.Errorf("the path holds %v (%v), want GPU-0's original", o, err)
 	}
 }
+
+// A journal removed is written again at its path only where the path is
+// still free: another exporter's journal created there in between (it
+// found the path free too) is not replaced, and this one stops acting,
+// its error naming the path. Before, the rename replaced the other's
+// journal: both believed they held the path, and the other's records went
+// on to a file no name reached.
+func TestJournalRemovedWrittenAgainOnlyWhereFree(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "journal")
+	x := openWithOriginal(t, p, "GPU-0")
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	var other *Journal
+	beforeRename = func(string, string) {
+		beforeRename = func(string, string) {}
+		other = openWithOriginal(t, p, "GPU-9") // another exporter, started now
+	}
+	t.Cleanup(func() { beforeRename = func(string, string) {} })
+	if _, err := x.Relink(); err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "put there") {
+		t.Errorf("the relink over another's new journal: %v, want an error naming %s, saying a file was put there", err, p)
+	}
+	if replaced, err := other.Relink(); err != nil || replaced {
+		t.Errorf("the other exporter's check: replaced %v, %v; want its journal where it is", replaced, err)
+	}
+	if o, err := ReadJournalOriginals(p); err != nil || len(o) != 1 || o[0].Target.GPU != "GPU-9" {
+		t.Errorf("the path holds %v (%v), want the other's GPU-9 original", o, err)
+	}
+	if left, _ := filepath.Glob(p + ".tmp*"); len(left) > 0 {
+		t.Errorf("temporary files left beside the journal: %v", left)
+	}
+}

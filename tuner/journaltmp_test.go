@@ -1,6 +1,8 @@
 package tuner
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -144,6 +146,38 @@ func TestJournalLeftoverTempsRemovedAtStart(t *testing.T) {
 	for n, removed := range names {
 		if _, err := os.Lstat(filepath.Join(dir, n)); (err == nil) == removed {
 			t.Errorf("%s after the start: %v, want removed %v", n, err, removed)
+		}
+	}
+}
+
+// renameNoReplace puts a file at a free path and leaves one that is
+// there, with renameat2 and, on a file system without it, a hard link.
+func TestRenameNoReplace(t *testing.T) {
+	for _, native := range []bool{true, false} {
+		for _, taken := range []bool{false, true} {
+			dir := t.TempDir()
+			from, to := filepath.Join(dir, "from"), filepath.Join(dir, "to")
+			if err := os.WriteFile(from, []byte("new"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if taken {
+				if err := os.WriteFile(to, []byte("there"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !native {
+				renameat2NoReplace = func(string, string) error { return syscall.EINVAL }
+			}
+			err := renameNoReplace(from, to)
+			renameat2NoReplace = renameat2Native
+			b, _ := os.ReadFile(to)
+			_, ferr := os.Lstat(from)
+			switch {
+			case taken && (!errors.Is(err, fs.ErrExist) || string(b) != "there" || ferr != nil):
+				t.Errorf("renameat2 %v, the path taken: %v, it holds %q, the file renamed: %v; want fs.ErrExist, the path's file kept, the renamed one where it was", native, err, b, ferr)
+			case !taken && (err != nil || string(b) != "new" || ferr == nil):
+				t.Errorf("renameat2 %v, the path free: %v, it holds %q, the file renamed still there: %v", native, err, b, ferr == nil)
+			}
 		}
 	}
 }

@@ -130,3 +130,26 @@ func createTemp(path string) (*os.File, error) {
 	}
 	return nil, fmt.Errorf("no name free for a new file beside %s (FILE.tmp-RANDOM)", path)
 }
+
+// renameNoReplace renames from to to where nothing is at to, atomically:
+// an error (fs.ErrExist) where something is, left as it is. A file system
+// without a rename that does not replace (NFS) makes a hard link at to,
+// which fails the same way, and removes from; one without hard links
+// either renames (what is at to, put there in between, is replaced).
+func renameNoReplace(from, to string) error {
+	err := renameat2NoReplace(from, to)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOSYS) && !errors.Is(err, syscall.EOPNOTSUPP) {
+		return &os.LinkError{Op: "rename", Old: from, New: to, Err: err}
+	}
+	if err := os.Link(from, to); err != nil {
+		if !errors.Is(err, syscall.EPERM) && !errors.Is(err, syscall.EOPNOTSUPP) {
+			return err
+		}
+		return os.Rename(from, to)
+	}
+	_ = os.Remove(from) // the file is at to: one more name for it, removed at the next start where this fails
+	return nil
+}
