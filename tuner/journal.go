@@ -158,9 +158,10 @@ type Journal struct {
 	// cut off at open, a failed write not cut back): the next record cuts
 	// it off first (see mend).
 	torn bool
-	// relinkUnsaid: a write found the path removed or replaced and wrote
-	// it again; the next Relink says so (replaced), for the round to log.
-	relinkUnsaid bool
+	// relinked: what relinkLocked did since the last Relink (a write
+	// that found the path removed or replaced and wrote it again); the
+	// next Relink says so, for the round to log.
+	relinked Relinked
 	// closed: Close was called; every later use fails (usedAfterClose).
 	closed bool
 }
@@ -502,11 +503,9 @@ func (j *Journal) write(b []byte) error {
 	if err := j.writable(); err != nil {
 		return fmt.Errorf("tuner journal %s: %w", j.path, err)
 	}
-	replaced, err := j.relinkLocked()
-	if err != nil {
+	if _, err := j.relinkLocked(); err != nil {
 		return err
 	}
-	j.relinkUnsaid = j.relinkUnsaid || replaced
 	if j.dirUnsynced {
 		if err := syncDirectory(j.path); err != nil {
 			return fmt.Errorf("tuner journal %s: syncing its directory: %w", j.path, err)

@@ -211,13 +211,72 @@ func TestJournalRemovedWrittenAgainOnlyWhereFree(t *testing.T) {
 	if _, err := x.Relink(); err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "put there") {
 		t.Errorf("the relink over another's new journal: %v, want an error naming %s, saying a file was put there", err, p)
 	}
-	if replaced, err := other.Relink(); err != nil || replaced {
-		t.Errorf("the other exporter's check: replaced %v, %v; want its journal where it is", replaced, err)
+	if r, err := other.Relink(); err != nil || r.Replaced {
+		t.Errorf("the other exporter's check: %+v, %v; want its journal where it is", r, err)
 	}
 	if o, err := ReadJournalOriginals(p); err != nil || len(o) != 1 || o[0].Target.GPU != "GPU-9" {
 		t.Errorf("the path holds %v (%v), want the other's GPU-9 original", o, err)
 	}
 	if left, _ := filepath.Glob(p + ".tmp*"); len(left) > 0 {
 		t.Errorf("temporary files left beside the journal: %v", left)
+	}
+}
+
+// A file renamed over the journal is read before the journal is written
+// over it: a journal (one put there on purpose, another run's) has the
+// originals it holds and this process does not kept beside this process's
+// own, for the next start to set back, a target both hold keeping this
+// process's, and the warning says how many; its bad records are counted
+// as dropped. A file that is not a journal is left as it is, and the
+// tuner stops acting, naming the path. Before, either was written over
+// from memory unread: the originals in it were lost without a word.
+func TestJournalReplacingFileRead(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "journal")
+	j, err := OpenJournal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	tu, clk, out := journalTuner(t, j) // GPU-0's original, 700 W
+	put := filepath.Join(dir, "put")
+	pj := openWithOriginal(t, put, "GPU-9")
+	if err := pj.Append(originalRec("GPU-0", 100)); err != nil {
+		t.Fatal(err)
+	}
+	pj.Close()
+	f, err := os.OpenFile(put, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("J1 spoiled\n")
+	f.Close()
+	if err := os.Rename(put, p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tu.RunOnce(context.Background(), emptySnap(clk.Now())); err != nil {
+		t.Fatal(err)
+	}
+	o, err := ReadJournalOriginals(p)
+	if err != nil || len(o) != 2 || o[0].Target.GPU != "GPU-0" || o[0].Value != Watts(700) || o[1].Target.GPU != "GPU-9" {
+		t.Errorf("the path holds %v (%v), want GPU-0's original of this process (700 W) and GPU-9's of the file put there", o, err)
+	}
+	if !strings.Contains(out.String(), "originals this process did not hold") || !strings.Contains(out.String(), "kept=1") {
+		t.Errorf("no warning says 1 original of the file put there was kept:\n%s", out)
+	}
+	if n := j.Stats().Dropped["corrupt"]; n != 1 {
+		t.Errorf("%d records of the file put there counted as corrupt, want 1", n)
+	}
+
+	passwd := []byte("root:x:0:0:root:/root:/bin/bash\n")
+	writeOver(t, p, passwd)
+	if _, err := tu.RunOnce(context.Background(), emptySnap(clk.Now())); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(p); err != nil || string(b) != string(passwd) {
+		t.Errorf("a file that is not a journal, put at the path, holds %q (%v) after the round, want it left as it is", b, err)
+	}
+	if err := tu.journal(originalRec("GPU-1", 600)); err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "not a tuner journal") {
+		t.Errorf("a write with a file that is not a journal at the path: %v, want an error naming %s", err, p)
 	}
 }
