@@ -44,10 +44,11 @@ func (j *Journal) Relink() (Relinked, error) {
 	_, err := j.relinkLocked()
 	if err != nil {
 		j.stats.WriteError = err.Error()
+		return Relinked{}, err // (what was done is said once it succeeds)
 	}
 	r := j.relinked
 	j.relinked = Relinked{}
-	return r, err
+	return r, nil
 }
 
 // relinkLocked is Relink, j.mu held, the write error left as it is.
@@ -97,23 +98,31 @@ func (j *Journal) relinkLocked() (replaced bool, err error) {
 		install = renameNoReplace
 	}
 	kept := j.keepOriginals(put)
-	if err := j.rewriteLocked(install); err != nil {
+	compactions := j.stats.Compactions
+	err = j.rewriteLocked(install)
+	if j.stats.Compactions == compactions { // not written at the path
 		for _, k := range kept {
 			delete(j.open, k) // (still in the file put there)
 		}
 		if errors.Is(err, fs.ErrExist) && what == "removed" {
 			return false, fmt.Errorf("tuner journal %s was removed while in use, and another file was put there as it was written again: not written over (%w)", j.path, err)
 		}
+	}
+	if j.stats.Compactions != compactions { // written at the path
+		if put != nil {
+			for why, n := range put.stats.Dropped {
+				j.stats.Dropped[why] += n
+				j.relinked.Dropped += n
+			}
+			j.relinked.Kept += len(kept)
+		}
+		j.relinked.Replaced = true
+	}
+	if err != nil {
+		// (where written at the path, its directory not synced: tried
+		// again before the next record)
 		return false, fmt.Errorf("tuner journal %s was %s while in use, and cannot be written again from the %d originals held: %w", j.path, what, len(j.open), err)
 	}
-	if put != nil {
-		for why, n := range put.stats.Dropped {
-			j.stats.Dropped[why] += n
-			j.relinked.Dropped += n
-		}
-		j.relinked.Kept += len(kept)
-	}
-	j.relinked.Replaced = true
 	return true, nil
 }
 

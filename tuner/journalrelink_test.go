@@ -280,3 +280,38 @@ func TestJournalReplacingFileRead(t *testing.T) {
 		t.Errorf("a write with a file that is not a journal at the path: %v, want an error naming %s", err, p)
 	}
 }
+
+// The originals of a journal renamed over this one stay held once the
+// journal is written again with them, though the directory's sync after
+// it fails (it is tried again before the next record): a later compaction
+// writes them again, and the next check says they were kept. Before, a
+// failed sync let them go from memory, and the next compaction left them
+// out of the file they were in.
+func TestJournalReplacingFileKeptThroughFailedDirectorySync(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "journal")
+	x := openWithOriginal(t, p, "GPU-0")
+	put := filepath.Join(dir, "put")
+	openWithOriginal(t, put, "GPU-9").Close()
+	if err := os.Rename(put, p); err != nil {
+		t.Fatal(err)
+	}
+	syncs := recordDirSyncs(t)
+	syncs.err = syscall.EIO
+	if _, err := x.Relink(); err == nil {
+		t.Error("a relink whose directory sync failed succeeded")
+	}
+	syncs.err = nil
+	if err := x.Append(originalRec("GPU-1", 600)); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := x.Relink(); err != nil || r.Kept != 1 {
+		t.Errorf("the relink after: %+v, %v; want GPU-9's original said kept", r, err)
+	}
+	if err := x.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	if o, err := ReadJournalOriginals(p); err != nil || len(o) != 3 {
+		t.Errorf("the path holds %v (%v), want the originals of GPU-0, GPU-1 and GPU-9", o, err)
+	}
+}
