@@ -55,7 +55,7 @@ func NewTunerCollector(status func() *tuner.Status) *TunerCollector {
 	c.restoreFailures = c.add("tuner_restore_failures_total", "Original settings that could not be restored.")
 	c.jw = c.add("tuner_journal_errors_total", "Writes to the tuner journal that failed.")
 	c.jWritable = c.add("tuner_journal_writable", "1 while the tuner journal can be written: its last write succeeded or, after a failed one, a probe since did (each round probes it while its last write failed); 0 while it cannot, when the tuner makes no change (restores go on).")
-	c.jDropped = c.add("tuner_journal_records_dropped_total", "Journal records dropped when the journal was opened, by reason: torn (the tail a crash or a full disk left), corrupt, invalid, oversize.", "reason")
+	c.jDropped = c.add("tuner_journal_records_dropped_total", "Journal records dropped when the journal was read (at open, or one put at its path while in use), by reason: torn (the tail a crash or a full disk left), corrupt, invalid, oversize.", "reason")
 	c.jCompactions = c.add("tuner_journal_compactions_total", "Rewrites of the tuner journal to its open originals.")
 	c.jSize = c.add("tuner_journal_size_bytes", "Size of the tuner journal.")
 	return c

@@ -101,7 +101,7 @@ vgpu_tuner_actuator_info{backend="nvml",knob="power_limit"} 1
 # HELP vgpu_tuner_journal_writable 1 while the tuner journal can be written: its last write succeeded or, after a failed one, a probe since did (each round probes it while its last write failed); 0 while it cannot, when the tuner makes no change (restores go on).
 # TYPE vgpu_tuner_journal_writable gauge
 vgpu_tuner_journal_writable 0
-# HELP vgpu_tuner_journal_records_dropped_total Journal records dropped when the journal was opened, by reason: torn (the tail a crash or a full disk left), corrupt, invalid, oversize.
+# HELP vgpu_tuner_journal_records_dropped_total Journal records dropped when the journal was read (at open, or one put at its path while in use), by reason: torn (the tail a crash or a full disk left), corrupt, invalid, oversize.
 # TYPE vgpu_tuner_journal_records_dropped_total counter
 vgpu_tuner_journal_records_dropped_total{reason="corrupt"} 0
 vgpu_tuner_journal_records_dropped_total{reason="invalid"} 0

@@ -158,9 +158,12 @@ type Journal struct {
 	// cut off at open, a failed write not cut back): the next record cuts
 	// it off first (see mend).
 	torn bool
-	// relinkUnsaid: a write found the path removed or replaced and wrote
-	// it again; the next Relink says so (replaced), for the round to log.
-	relinkUnsaid bool
+	// relinked: what relinkLocked did since the last Relink (a write
+	// that found the path removed or replaced and wrote it again); the
+	// next Relink says so, for the round to log.
+	relinked Relinked
+	// closed: Close was called; every later use fails (usedAfterClose).
+	closed bool
 }
 
 // OpenJournal opens (creating) the journal at path, recovers what an
@@ -208,6 +211,7 @@ func OpenJournalSize(path string, maxBytes int64) (*Journal, error) {
 		f.Close()
 		return nil, err
 	}
+	removeLeftoverTemps(path)
 	if j.stats.TornBytes > 0 {
 		// A tail that cannot be cut off does not stop the start: the
 		// compaction replaces it or, where that fails too, the next record
@@ -493,14 +497,15 @@ var (
 // whole record (where that fails, rewritten from the originals held, and
 // where that fails too, mended before the next record).
 func (j *Journal) write(b []byte) error {
+	if err := j.usedAfterClose(); err != nil {
+		return err
+	}
 	if err := j.writable(); err != nil {
 		return fmt.Errorf("tuner journal %s: %w", j.path, err)
 	}
-	replaced, err := j.relinkLocked()
-	if err != nil {
+	if _, err := j.relinkLocked(); err != nil {
 		return err
 	}
-	j.relinkUnsaid = j.relinkUnsaid || replaced
 	if j.dirUnsynced {
 		if err := syncDirectory(j.path); err != nil {
 			return fmt.Errorf("tuner journal %s: syncing its directory: %w", j.path, err)
@@ -564,87 +569,27 @@ func (j *Journal) mend(b []byte) (at int64, _ []byte, err error) {
 	return end, b, nil
 }
 
-// setRecord is the applied record of the value last set on o's target,
-// at SetAt, which a compaction writes and an MPS client's successor's
-// original begins with; false where none is known.
-func (o Original) setRecord() (Record, bool) {
-	if o.Set == nil {
-		return Record{}, false
-	}
-	return Record{Time: o.SetAt, Event: string(OutcomeApplied), Target: o.Target, Tenant: o.Tenant, To: encodeValue(o.Set)}, true
-}
-
-// Compact rewrites the journal to its open originals.
-func (j *Journal) Compact() error {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	return j.compactLocked()
-}
-
-// compactLocked writes the open originals to a temporary file next to the
-// journal (locked as the journal is), syncs it, renames it over the
-// journal and syncs the directory; a crash at any point leaves either the
-// old journal or the new one. Once renamed, the new file is the journal,
-// whatever follows; a directory sync that fails is tried again before the
-// next record.
-func (j *Journal) compactLocked() error {
-	var buf []byte
-	for _, o := range j.originalsLocked() {
-		recs := []Record{{Time: o.At, Event: EventOriginal, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), PIDs: o.PIDs, Identity: o.Identity}}
-		if rec, ok := o.setRecord(); ok {
-			recs = append(recs, rec)
-		}
-		if r := o.Restart; r != nil {
-			recs = append(recs, Record{Time: r.At, Event: EventRestarted, Target: o.Target, Tenant: o.Tenant, PIDs: r.Kin, Others: r.Others})
-		}
-		for _, rec := range recs {
-			b, err := encodeRecord(rec)
-			if err != nil {
-				return fmt.Errorf("tuner journal %s: compacting: %w", j.path, err)
-			}
-			buf = append(buf, b...)
-		}
-	}
-	tmp := j.path + ".tmp"
-	f, err := createTemp(tmp)
-	if err == nil {
-		if _, err = f.Write(buf); err == nil {
-			err = f.Sync()
-		}
-		if err == nil {
-			err = os.Rename(tmp, j.path)
-		}
-		if err != nil {
-			f.Close()
-		}
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("tuner journal %s: compacting: %w", j.path, err)
-	}
-	if j.f != nil {
-		j.f.Close()
-	}
-	j.f, j.size, j.records, j.ro, j.torn = f, int64(len(buf)), len(j.open), nil, false
-	j.stats.Size = j.size
-	j.stats.Compactions++
-	// Until the directory is synced the rename is not durable: a power
-	// loss would bring the old file back, without the records written
-	// after it. A sync that fails is tried again before the next record.
-	if err := syncDirectory(j.path); err != nil {
-		j.dirUnsynced = true
-		return fmt.Errorf("tuner journal %s: compacting: syncing its directory: %w", j.path, err)
-	}
-	j.dirUnsynced, j.stats.CompactError = false, ""
-	return nil
-}
-
-// Close closes the file.
+// Close closes the file, letting its lock go; every later use of the
+// journal fails (a second Close does nothing).
 func (j *Journal) Close() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.f == nil {
+	if j.closed {
 		return nil
 	}
-	return j.f.Close()
+	j.closed = true
+	f := j.f
+	j.f = nil
+	if f == nil {
+		return nil
+	}
+	return f.Close()
+}
+
+// usedAfterClose is the error of a use of the journal after Close.
+func (j *Journal) usedAfterClose() error {
+	if !j.closed {
+		return nil
+	}
+	return fmt.Errorf("tuner journal %s: used after Close", j.path)
 }

@@ -140,6 +140,16 @@ func failCutBacks(t *testing.T) {
 	t.Cleanup(func() { truncateFile = (*os.File).Truncate })
 }
 
+// failCompactions fails every compaction (its file cannot be created)
+// until the end of the test or the function returned is called.
+func failCompactions(t *testing.T) (undo func()) {
+	t.Helper()
+	createTempFile = func(string) (*os.File, error) { return nil, syscall.EIO }
+	undo = func() { createTempFile = createTemp }
+	t.Cleanup(undo)
+	return undo
+}
+
 // A write that fails, part way or whole (its sync failing), and cannot be
 // cut back (the disk error fails the truncate too) leaves what it wrote at
 // the file's end, where the next start would read a whole record as
@@ -172,9 +182,7 @@ func TestJournalFailedCutBack(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tc.blockCompaction {
-				if err := os.Mkdir(p+".tmp", 0o700); err != nil {
-					t.Fatal(err)
-				}
+				failCompactions(t)
 			}
 			failWritesPartWay(t)
 			if tc.whole {
@@ -222,9 +230,7 @@ func originalGPUs(j *Journal) []string {
 func TestJournalTornTailNotCut(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "journal")
 	tornJournal(t, p, "J1 0000")
-	if err := os.Mkdir(p+".tmp", 0o700); err != nil { // the compaction fails
-		t.Fatal(err)
-	}
+	failCompactions(t)
 	failCutBacks(t)
 	j, err := OpenJournal(p)
 	if err != nil {

@@ -474,3 +474,46 @@ func TestJournalWithoutLocks(t *testing.T) {
 		j.Close()
 	}
 }
+
+// A journal used after Close fails, naming its path, and takes no file
+// or lock again: a second Close is nil. Before, a compaction after Close
+// wrote the file again and locked it (a second exporter was then refused),
+// a second Close failed, and the other uses failed with the closed file's
+// own error ("file already closed").
+func TestJournalUseAfterClose(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "journal")
+	j, err := OpenJournal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Append(originalRec("GPU-0", 700)); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []struct {
+		name string
+		use  func() error
+	}{
+		{"Append", func() error { return j.Append(originalRec("GPU-1", 600)) }},
+		{"Compact", j.Compact},
+		{"Relink", func() error { _, err := j.Relink(); return err }},
+		{"Probe", j.Probe},
+	} {
+		if err := u.use(); err == nil || !strings.Contains(err.Error(), "used after Close") || !strings.Contains(err.Error(), p) {
+			t.Errorf("%s after Close: %v, want an error naming %s and saying it is used after Close", u.name, err, p)
+		}
+	}
+	if err := j.Close(); err != nil {
+		t.Errorf("a second Close: %v", err)
+	}
+	other, err := OpenJournal(p) // no lock taken again
+	if err != nil {
+		t.Fatalf("a second exporter after Close: %v", err)
+	}
+	defer other.Close()
+	if o := other.Originals(); len(o) != 1 || o[0].Target.GPU != "GPU-0" {
+		t.Errorf("the journal after Close holds %v, want GPU-0's original alone", o)
+	}
+}

@@ -27,10 +27,14 @@ const probeBytes = 4096
 // one that exists), synced and removed (the journal's own records are not
 // touched; the next record mends what a failed write left). It clears
 // WriteError when that succeeds and returns nil at once where the last
-// write did not fail; on failure WriteError stays the last write's.
+// write did not fail (an error after Close); on failure WriteError stays
+// the last write's.
 func (j *Journal) Probe() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if err := j.usedAfterClose(); err != nil {
+		return err
+	}
 	if j.stats.WriteError == "" {
 		return nil
 	}

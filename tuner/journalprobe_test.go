@@ -151,9 +151,7 @@ func TestJournalCompactionFailureNotAWriteFailure(t *testing.T) {
 	}
 	defer j.Close()
 	tu, clk, out := journalTuner(t, j)
-	if err := os.Mkdir(p+".tmp", 0o700); err != nil { // the compaction fails
-		t.Fatal(err)
-	}
+	compactions := failCompactions(t)
 	planned := Record{Time: t0, Event: string(OutcomePlanned), Target: Target{GPU: "GPU-0", Knob: gpu.KnobPowerLimit}}
 	if err := tu.journal(planned); err != nil {
 		t.Fatalf("a record written whose compaction failed: %v", err)
@@ -172,9 +170,7 @@ func TestJournalCompactionFailureNotAWriteFailure(t *testing.T) {
 	if n := strings.Count(out.String(), "tuner journal compaction failed"); n != 1 || strings.Contains(out.String(), "writable again") {
 		t.Errorf("%d lines of the failed compaction (want 1), or a recovery from no write failure:\n%s", n, out)
 	}
-	if err := os.Remove(p + ".tmp"); err != nil && !os.IsNotExist(err) { // (a failed compaction may remove it)
-		t.Fatal(err)
-	}
+	compactions()
 	if err := tu.journal(planned); err != nil {
 		t.Fatal(err)
 	}

@@ -19,26 +19,43 @@ import (
 // the path still names the file written and, where not, write it again
 // from the originals held (a compaction).
 
+// Relinked is what Relink found and did.
+type Relinked struct {
+	// Replaced: the path was written again, here or by a write since the
+	// last Relink.
+	Replaced bool
+	// Kept counts the originals read from a journal put at the path that
+	// this one did not hold, kept in it since; Dropped the records of
+	// what was put there dropped as unreadable (Stats.Dropped counts them
+	// too).
+	Kept, Dropped int
+}
+
 // Relink checks that the journal's path still names the file it writes
-// and, where it does not, rewrites the path from the originals held:
-// replaced says it was rewritten, here or by a write since the last
-// Relink. An error (a directory put in its place,
-// a file another process holds) is set as the write error, so that the
-// tuner does not act while its originals reach no file that a start reads.
-func (j *Journal) Relink() (replaced bool, err error) {
+// and, where it does not, rewrites the path from the originals held (with
+// those of a journal put there: relinkLocked), saying what it did, here
+// or by a write since the last Relink. An error (a directory put in its
+// place, a file another process holds, one that is not a journal) is set
+// as the write error, so that the tuner does not act while its originals
+// reach no file that a start reads.
+func (j *Journal) Relink() (Relinked, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	replaced, err = j.relinkLocked()
+	_, err := j.relinkLocked()
 	if err != nil {
 		j.stats.WriteError = err.Error()
+		return Relinked{}, err // (what was done is said once it succeeds)
 	}
-	replaced = replaced || j.relinkUnsaid
-	j.relinkUnsaid = false
-	return replaced, err
+	r := j.relinked
+	j.relinked = Relinked{}
+	return r, nil
 }
 
 // relinkLocked is Relink, j.mu held, the write error left as it is.
 func (j *Journal) relinkLocked() (replaced bool, err error) {
+	if err := j.usedAfterClose(); err != nil {
+		return false, err
+	}
 	if j.ro != nil || j.f == nil {
 		return false, nil // nothing written through it yet
 	}
@@ -51,24 +68,88 @@ func (j *Journal) relinkLocked() (replaced bool, err error) {
 		return false, nil
 	}
 	what := "removed"
+	var put *Journal // what was put at the path, read
 	switch fi, lerr := os.Lstat(j.path); {
 	case lerr == nil && fi.Mode().IsRegular():
 		what = "replaced by another file"
-		// another exporter's journal since: not written over while it holds it
+		// another exporter's journal since: not written over while it
+		// holds it; and held locked here until it is written over, so
+		// that no exporter started meanwhile takes it and loses it
 		f, err := openRegularLock(j.path, os.O_RDONLY, true)
 		if err != nil {
 			return false, fmt.Errorf("tuner journal %s was %s while in use: %w", j.path, what, err)
 		}
-		f.Close()
+		defer f.Close()
+		// a journal put there on purpose: its originals are kept; a
+		// file that is not one is left as it is
+		if put, err = readPut(f, j.path); err != nil {
+			return false, fmt.Errorf("tuner journal %s was %s while in use, not written over: %w", j.path, what, err)
+		}
 	case lerr == nil:
 		what = "replaced by " + fileread.Kind(fi.Mode().Type())
 	case !errors.Is(lerr, fs.ErrNotExist):
 		return false, fmt.Errorf("tuner journal %s: checking that it is still the file written: %w", j.path, lerr)
 	}
-	if err := j.compactLocked(); err != nil {
+	install := os.Rename
+	if what == "removed" {
+		// written where the path is still free: a journal another
+		// exporter created there meanwhile (the path free for it too) is
+		// not replaced, and this one stops acting
+		install = renameNoReplace
+	}
+	kept := j.keepOriginals(put)
+	compactions := j.stats.Compactions
+	err = j.rewriteLocked(install)
+	if j.stats.Compactions == compactions { // not written at the path
+		for _, k := range kept {
+			delete(j.open, k) // (still in the file put there)
+		}
+		if errors.Is(err, fs.ErrExist) && what == "removed" {
+			return false, fmt.Errorf("tuner journal %s was removed while in use, and another file was put there as it was written again: not written over (%w)", j.path, err)
+		}
+	}
+	if j.stats.Compactions != compactions { // written at the path
+		if put != nil {
+			for why, n := range put.stats.Dropped {
+				j.stats.Dropped[why] += n
+				j.relinked.Dropped += n
+			}
+			j.relinked.Kept += len(kept)
+		}
+		j.relinked.Replaced = true
+	}
+	if err != nil {
+		// (where written at the path, its directory not synced: tried
+		// again before the next record)
 		return false, fmt.Errorf("tuner journal %s was %s while in use, and cannot be written again from the %d originals held: %w", j.path, what, len(j.open), err)
 	}
 	return true, nil
+}
+
+// readPut reads f, a file put at the journal's path, as a journal: an
+// error where it is not one (notJournal) or cannot be read.
+func readPut(f *os.File, path string) (*Journal, error) {
+	put := newJournal(f, path, DefaultJournalMaxBytes)
+	if err := put.load(); err != nil {
+		return nil, err
+	}
+	return put, nil
+}
+
+// keepOriginals adds the open originals of put (nil: none) that j does
+// not hold to j's, and returns their keys: a target both hold keeps j's,
+// the one this process acts on and restores.
+func (j *Journal) keepOriginals(put *Journal) (kept []string) {
+	if put == nil {
+		return nil
+	}
+	for k, o := range put.open {
+		if _, ok := j.open[k]; !ok {
+			j.open[k] = o
+			kept = append(kept, k)
+		}
+	}
+	return kept
 }
 
 // relinkJournal checks the journal's path each round (Journal.Relink) and
@@ -77,17 +158,20 @@ func (t *Tuner) relinkJournal() {
 	if t.o.Journal == nil {
 		return
 	}
-	replaced, err := t.o.Journal.Relink()
+	r, err := t.o.Journal.Relink()
 	e := ""
 	if err != nil {
 		e = err.Error()
 	}
 	said := e == t.relinkErr
 	t.relinkErr = e
+	n := len(t.o.Journal.Originals())
 	switch {
 	case err != nil && !said: // (once, until it changes)
 		level.Error(t.o.Logger).Log("msg", "tuner journal cannot be written where a start reads it: the tuner does not act until it can", "err", err)
-	case replaced:
-		level.Warn(t.o.Logger).Log("msg", "tuner journal was removed or replaced while in use: written again from the originals held", "path", t.o.Journal.Path(), "originals", len(t.o.Journal.Originals()))
+	case r.Kept > 0:
+		level.Warn(t.o.Logger).Log("msg", "tuner journal was replaced while in use by a journal holding originals this process did not hold: written again with them beside its own, for the next start to set back", "path", t.o.Journal.Path(), "kept", r.Kept, "dropped", r.Dropped, "originals", n)
+	case r.Replaced:
+		level.Warn(t.o.Logger).Log("msg", "tuner journal was removed or replaced while in use: written again from the originals held", "path", t.o.Journal.Path(), "originals", n, "dropped", r.Dropped)
 	}
 }

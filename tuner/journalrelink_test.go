@@ -158,3 +158,160 @@ func TestJournalRewrittenByAWriteLogged(t *testing.T) {
 		t.Errorf("the path holds %v (%v), want the two originals", o, err)
 	}
 }
+
+// A file renamed over the journal is held locked by the check of its lock
+// until the journal is written over it: another exporter started in that
+// gap is refused it, rather than having its journal replaced under it.
+// Before, the lock was let go before the rename, and the other exporter's
+// journal, opened in the gap, was renamed over: the path named a file it
+// did not hold, and its next record found it in use.
+func TestJournalReplacingFileHeldUntilWrittenOver(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "journal")
+	x := openWithOriginal(t, p, "GPU-0")
+	writeOver(t, p, nil) // an empty file renamed over it
+	var other *Journal
+	beforeRename = func(string, string) {
+		beforeRename = func(string, string) {}
+		if o, err := OpenJournal(p); err == nil { // another exporter, started now
+			other = o
+			t.Cleanup(func() { o.Close() })
+		}
+	}
+	t.Cleanup(func() { beforeRename = func(string, string) {} })
+	if _, err := x.Relink(); err != nil {
+		t.Fatal(err)
+	}
+	if other != nil {
+		_, err := other.Relink()
+		t.Errorf("another exporter locked %s as it was about to be written over, and lost it (its next check: %v)", p, err)
+	}
+	if o, err := ReadJournalOriginals(p); err != nil || len(o) != 1 || o[0].Target.GPU != "GPU-0" {
+		t.Errorf("the path holds %v (%v), want GPU-0's original", o, err)
+	}
+}
+
+// A journal removed is written again at its path only where the path is
+// still free: another exporter's journal created there in between (it
+// found the path free too) is not replaced, and this one stops acting,
+// its error naming the path. Before, the rename replaced the other's
+// journal: both believed they held the path, and the other's records went
+// on to a file no name reached.
+func TestJournalRemovedWrittenAgainOnlyWhereFree(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "journal")
+	x := openWithOriginal(t, p, "GPU-0")
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	var other *Journal
+	beforeRename = func(string, string) {
+		beforeRename = func(string, string) {}
+		other = openWithOriginal(t, p, "GPU-9") // another exporter, started now
+	}
+	t.Cleanup(func() { beforeRename = func(string, string) {} })
+	if _, err := x.Relink(); err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "put there") {
+		t.Errorf("the relink over another's new journal: %v, want an error naming %s, saying a file was put there", err, p)
+	}
+	if r, err := other.Relink(); err != nil || r.Replaced {
+		t.Errorf("the other exporter's check: %+v, %v; want its journal where it is", r, err)
+	}
+	if o, err := ReadJournalOriginals(p); err != nil || len(o) != 1 || o[0].Target.GPU != "GPU-9" {
+		t.Errorf("the path holds %v (%v), want the other's GPU-9 original", o, err)
+	}
+	if left, _ := filepath.Glob(p + ".tmp*"); len(left) > 0 {
+		t.Errorf("temporary files left beside the journal: %v", left)
+	}
+}
+
+// A file renamed over the journal is read before the journal is written
+// over it: a journal (one put there on purpose, another run's) has the
+// originals it holds and this process does not kept beside this process's
+// own, for the next start to set back, a target both hold keeping this
+// process's, and the warning says how many; its bad records are counted
+// as dropped. A file that is not a journal is left as it is, and the
+// tuner stops acting, naming the path. Before, either was written over
+// from memory unread: the originals in it were lost without a word.
+func TestJournalReplacingFileRead(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "journal")
+	j, err := OpenJournal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	tu, clk, out := journalTuner(t, j) // GPU-0's original, 700 W
+	put := filepath.Join(dir, "put")
+	pj := openWithOriginal(t, put, "GPU-9")
+	if err := pj.Append(originalRec("GPU-0", 100)); err != nil {
+		t.Fatal(err)
+	}
+	pj.Close()
+	f, err := os.OpenFile(put, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("J1 spoiled\n")
+	f.Close()
+	if err := os.Rename(put, p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tu.RunOnce(context.Background(), emptySnap(clk.Now())); err != nil {
+		t.Fatal(err)
+	}
+	o, err := ReadJournalOriginals(p)
+	if err != nil || len(o) != 2 || o[0].Target.GPU != "GPU-0" || o[0].Value != Watts(700) || o[1].Target.GPU != "GPU-9" {
+		t.Errorf("the path holds %v (%v), want GPU-0's original of this process (700 W) and GPU-9's of the file put there", o, err)
+	}
+	if !strings.Contains(out.String(), "originals this process did not hold") || !strings.Contains(out.String(), "kept=1") {
+		t.Errorf("no warning says 1 original of the file put there was kept:\n%s", out)
+	}
+	if n := j.Stats().Dropped["corrupt"]; n != 1 {
+		t.Errorf("%d records of the file put there counted as corrupt, want 1", n)
+	}
+
+	passwd := []byte("root:x:0:0:root:/root:/bin/bash\n")
+	writeOver(t, p, passwd)
+	if _, err := tu.RunOnce(context.Background(), emptySnap(clk.Now())); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(p); err != nil || string(b) != string(passwd) {
+		t.Errorf("a file that is not a journal, put at the path, holds %q (%v) after the round, want it left as it is", b, err)
+	}
+	if err := tu.journal(originalRec("GPU-1", 600)); err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "not a tuner journal") {
+		t.Errorf("a write with a file that is not a journal at the path: %v, want an error naming %s", err, p)
+	}
+}
+
+// The originals of a journal renamed over this one stay held once the
+// journal is written again with them, though the directory's sync after
+// it fails (it is tried again before the next record): a later compaction
+// writes them again, and the next check says they were kept. Before, a
+// failed sync let them go from memory, and the next compaction left them
+// out of the file they were in.
+func TestJournalReplacingFileKeptThroughFailedDirectorySync(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "journal")
+	x := openWithOriginal(t, p, "GPU-0")
+	put := filepath.Join(dir, "put")
+	openWithOriginal(t, put, "GPU-9").Close()
+	if err := os.Rename(put, p); err != nil {
+		t.Fatal(err)
+	}
+	syncs := recordDirSyncs(t)
+	syncs.err = syscall.EIO
+	if _, err := x.Relink(); err == nil {
+		t.Error("a relink whose directory sync failed succeeded")
+	}
+	syncs.err = nil
+	if err := x.Append(originalRec("GPU-1", 600)); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := x.Relink(); err != nil || r.Kept != 1 {
+		t.Errorf("the relink after: %+v, %v; want GPU-9's original said kept", r, err)
+	}
+	if err := x.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	if o, err := ReadJournalOriginals(p); err != nil || len(o) != 3 {
+		t.Errorf("the path holds %v (%v), want the originals of GPU-0, GPU-1 and GPU-9", o, err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"syscall"
 
@@ -106,19 +107,49 @@ func lockRegular(f *os.File, path string, lock bool) (same bool, err error) {
 	return err == nil && os.SameFile(fi, now), nil
 }
 
-// createTemp creates the compaction's file at tmp, a new one (O_EXCL),
-// locked: what is there already (what a crash during a compaction left, a
-// link planted there) is removed first, never opened, so that no file a
-// link or a hard link names is truncated and written. Something else
-// there (a directory) is refused.
-func createTemp(tmp string) (*os.File, error) {
-	if fi, err := os.Lstat(tmp); err == nil {
-		if !fi.Mode().IsRegular() && fi.Mode()&fs.ModeSymlink == 0 {
-			return nil, notRegular(tmp, fi.Mode().Type())
+// createTemp creates the compaction's file beside the journal at path: a
+// new one of its own (FILE.tmp-RANDOM, O_EXCL), locked, so that no file
+// there already (another exporter's, being written; a link or a hard link
+// planted there; what a crash left) is opened, written or removed.
+func createTemp(path string) (*os.File, error) {
+	for range 100 {
+		tmp := fmt.Sprintf("%s.tmp-%d", path, rand.Uint32())
+		f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
+		if errors.Is(err, fs.ErrExist) {
+			continue
 		}
-		if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err != nil {
 			return nil, err
 		}
+		if _, err := lockRegular(f, tmp, true); err != nil {
+			f.Close()
+			os.Remove(tmp)
+			return nil, err
+		}
+		return f, nil
 	}
-	return openRegularFlag(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL|os.O_APPEND)
+	return nil, fmt.Errorf("no name free for a new file beside %s (FILE.tmp-RANDOM)", path)
+}
+
+// renameNoReplace renames from to to where nothing is at to, atomically:
+// an error (fs.ErrExist) where something is, left as it is. A file system
+// without a rename that does not replace (NFS) makes a hard link at to,
+// which fails the same way, and removes from; one without hard links
+// either renames (what is at to, put there in between, is replaced).
+func renameNoReplace(from, to string) error {
+	err := renameat2NoReplace(from, to)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOSYS) && !errors.Is(err, syscall.EOPNOTSUPP) {
+		return &os.LinkError{Op: "rename", Old: from, New: to, Err: err}
+	}
+	if err := os.Link(from, to); err != nil {
+		if !errors.Is(err, syscall.EPERM) && !errors.Is(err, syscall.EOPNOTSUPP) {
+			return err
+		}
+		return os.Rename(from, to)
+	}
+	_ = os.Remove(from) // the file is at to: one more name for it, removed at the next start where this fails
+	return nil
 }
