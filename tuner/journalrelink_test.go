@@ -7,6 +7,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/go-kit/log"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 )
 
 // A journal whose path is removed or replaced while the exporter runs (a
@@ -313,5 +317,40 @@ func TestJournalReplacingFileKeptThroughFailedDirectorySync(t *testing.T) {
 	}
 	if o, err := ReadJournalOriginals(p); err != nil || len(o) != 3 {
 		t.Errorf("the path holds %v (%v), want the originals of GPU-0, GPU-1 and GPU-9", o, err)
+	}
+}
+
+// A journal removed while in use and written again by a write of the
+// exit's restore is logged too: no round follows the exit to say it.
+// Before, the rewrite was said only at the round after it, so at exit
+// never.
+func TestJournalRewrittenAtExitLogged(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "journal")
+	j, err := OpenJournal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	out := &strings.Builder{}
+	power := Action{Target: Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}, Current: Watts(700), Want: Watts(490)}
+	tu, err := New(Options{Policy: fixed{power}, Actuators: ActuatorsOf(&recorder{}), Journal: j, Clock: gpu.NewManualClock(t0), Mode: ModeEnforce,
+		Logger: log.NewLogfmtLogger(log.NewSyncWriter(out))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ds, err := tu.RunOnce(context.Background(), emptySnap(t0)); err != nil || len(ds) != 1 || ds[0].Outcome != OutcomeApplied {
+		t.Fatalf("decisions %+v (%v), want the power limit applied", ds, err)
+	}
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tu.Restore(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(out.String(), "written again from the originals held"); n != 1 {
+		t.Errorf("the rewrite by the exit's restore is logged %d times, want once:\n%s", n, out)
+	}
+	if o, err := ReadJournalOriginals(p); err != nil || len(o) != 0 {
+		t.Errorf("the path holds %v (%v), want a journal with the original closed", o, err)
 	}
 }

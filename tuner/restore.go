@@ -85,6 +85,9 @@ func (t *Tuner) Restore(ctx context.Context) ([]Decision, error) {
 		err = errors.Join(err, rerr)
 	}
 	err = errors.Join(werr, err)
+	// a write of the restore that found the journal's path removed or
+	// replaced wrote it again: no round follows the exit to say so
+	t.relinkJournal()
 	t.remember(d)
 	t.publishLocked(now)
 	return d, err
