@@ -2,7 +2,8 @@
 // packages share: processes and devices with the unknowns a backend
 // reports, a sim:// application served from memory, and a buffer that
 // concurrent loggers write to, a gatherer of collectors' families, the
-// bytes a call allocates, and a server of status lines too long.
+// bytes a call allocates, a server of status lines too long, self-signed
+// certificates, and the check of the User-Agent the exporter sends.
 // Only test files import it.
 package testutil
 
