@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
-	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
 // A restore at start deferred to a restarted client's successor (an
@@ -148,13 +147,6 @@ func TestSuccessorRestoreHookGuards(t *testing.T) {
 	}
 }
 
-// snapOf is tenantSnap now, its GPU listed at the run's index.
-func (r *hookRun) snapOf(procs ...proc) *tenant.Snapshot {
-	s := tenantSnap(r.clk.Now(), procs...)
-	s.Readings.Devices[0].Index = r.index
-	return s
-}
-
 // A successor's restore whose hook runs on the GPU listed at index 1 is
 // told on that GPU in the status (Hooks, and the hook a wait names).
 // (Before, it was told on GPU 0 wherever it ran.)
@@ -166,52 +158,6 @@ func TestSuccessorRestoreHookGPUIndex(t *testing.T) {
 	if len(h) != 1 || h[0].GPU != uuid0 || h[0].GPUIndex != 1 {
 		t.Errorf("status hooks %+v, want the restore's on GPU 1", h)
 	}
-}
-
-// newHookRunAt is newHookRun over the journal at path.
-func newHookRunAt(t *testing.T, path string) *hookRun {
-	t.Helper()
-	j, err := OpenJournal(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { j.Close() })
-	r := &hookRun{host: newHookHost(), clk: gpu.NewManualClock(t0), j: j}
-	r.tu, err = New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(r.host), Journal: j, Clock: r.clk, Mode: ModeEnforce, Guards: budgets(), Enabled: []gpu.Knob{gpu.KnobPauseDuty}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
-// roundOn is round on the snapshot of procs; it fails the test if the
-// round does not return within 10 s (it waits for the hook), after
-// letting the hook go so that the round ends.
-func (r *hookRun) roundOn(t *testing.T, procs []proc, actions ...Action) []Decision {
-	t.Helper()
-	r.clk.Advance(15 * time.Second)
-	r.tu.o.Policy = fixed(actions)
-	type result struct {
-		d   []Decision
-		err error
-	}
-	res := make(chan result, 1)
-	go func() {
-		d, err := r.tu.RunOnce(context.Background(), r.snapOf(procs...))
-		res <- result{d, err}
-	}()
-	select {
-	case x := <-res:
-		if x.err != nil {
-			t.Fatal(x.err)
-		}
-		return x.d
-	case <-time.After(10 * time.Second):
-		r.host.release <- nil
-		<-res
-		t.Fatal("the round waited for the hook")
-	}
-	return nil
 }
 
 // A successor's restore whose hook fails is settled as a failed restore
