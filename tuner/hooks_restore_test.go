@@ -59,9 +59,10 @@ func successorRestoreStarted(t *testing.T) (*hookRun, []proc) {
 	return successorRestoreStartedOn(t, 0)
 }
 
-// successorRestoreStartedOn is successorRestoreStarted with the GPU
-// listed at index.
-func successorRestoreStartedOn(t *testing.T, index int) (*hookRun, []proc) {
+// hookRunAfterCrash is a hookRun over the journal of an earlier run that
+// restarted embed's client 7 and crashed (nothing restored), started 5 s
+// after that restart; it returns the run and the restart's time.
+func hookRunAfterCrash(t *testing.T) (*hookRun, time.Time) {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "journal")
 	first := newUnnamedRun(t, p)
@@ -71,8 +72,16 @@ func successorRestoreStartedOn(t *testing.T, index int) (*hookRun, []proc) {
 		t.Fatal(err)
 	}
 	r := newHookRunAt(t, p)
-	r.index = index
 	r.clk.Set(restartAt.Add(5 * time.Second))
+	return r, restartAt
+}
+
+// successorRestoreStartedOn is successorRestoreStarted with the GPU
+// listed at index.
+func successorRestoreStartedOn(t *testing.T, index int) (*hookRun, []proc) {
+	t.Helper()
+	r, restartAt := hookRunAfterCrash(t)
+	r.index = index
 	if _, err := r.tu.Recover(context.Background(), r.snapOf(proc{8, "batch"})); err != nil {
 		t.Fatal(err)
 	}

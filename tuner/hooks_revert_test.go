@@ -3,7 +3,6 @@ package tuner
 import (
 	"bytes"
 	"context"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -118,15 +117,7 @@ func TestRevertHookOneTenantAtATime(t *testing.T) {
 // still running on another GPU, and starts at the first round after that
 // hook is settled. (Before, its hook ran beside the other.)
 func TestSuccessorRestoreWaitsForTenantHook(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "journal")
-	first := newUnnamedRun(t, p)
-	restartAt := first.clk.Now()
-	first.restart(t, proc{7, "embed"}, proc{8, "batch"})
-	if err := first.j.Close(); err != nil { // a crash: nothing restored
-		t.Fatal(err)
-	}
-	r := newHookRunAt(t, p)
-	r.clk.Set(restartAt.Add(5 * time.Second))
+	r, restartAt := hookRunAfterCrash(t)
 	gpu1 := []proc{{20, "embed"}}
 	if _, err := r.tu.Recover(context.Background(), twoGPUSnap(r.clk.Now(), []proc{{8, "batch"}}, gpu1)); err != nil {
 		t.Fatal(err)
