@@ -3,7 +3,8 @@
 // reports, a sim:// application served from memory, and a buffer that
 // concurrent loggers write to, a gatherer of collectors' families, the
 // bytes a call allocates, a server of status lines too long, self-signed
-// certificates, and the check of the User-Agent the exporter sends.
+// certificates, the check of the User-Agent the exporter sends, and the
+// check of a loop's cadence on a manual clock.
 // Only test files import it.
 package testutil
 
