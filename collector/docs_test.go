@@ -3,14 +3,8 @@ package collector
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"maps"
-	"math/big"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -98,25 +92,12 @@ func parseMetricsDoc(t *testing.T) map[string]docRow {
 // serving TLS (a certificate and its key written in it).
 func webConfig(t *testing.T) prometheus.Collector {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Unix(0, 0), NotAfter: time.Date(2040, 1, 1, 0, 0, 0, 0, time.UTC)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	indent := func(typ string, der []byte) string {
-		return "    " + strings.ReplaceAll(strings.TrimSpace(string(pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}))), "\n", "\n    ") + "\n"
+	cert, key := testutil.SelfSignedPEM(t, time.Date(2040, 1, 1, 0, 0, 0, 0, time.UTC), false)
+	indent := func(b []byte) string {
+		return "    " + strings.ReplaceAll(strings.TrimSpace(string(b)), "\n", "\n    ") + "\n"
 	}
 	f := filepath.Join(t.TempDir(), "web.yml")
-	cfg := "tls_server_config:\n  cert: |\n" + indent("CERTIFICATE", der) + "  key: |\n" + indent("EC PRIVATE KEY", kder)
-	if err := os.WriteFile(f, []byte(cfg), 0o600); err != nil {
+	if err := os.WriteFile(f, []byte("tls_server_config:\n  cert: |\n"+indent(cert)+"  key: |\n"+indent(key)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	k, err := webconf.Open(f, 1<<20, nil)

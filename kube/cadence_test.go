@@ -2,13 +2,13 @@ package kube_test
 
 import (
 	"context"
-	"slices"
 	"testing"
 	"time"
 
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
 	"github.com/vgpu-exporter/vgpu_exporter/kube"
 )
 
@@ -37,23 +37,14 @@ func TestMapperKeepsItsCadence(t *testing.T) {
 		{3 * s, []time.Duration{0, 10 * s, 20 * s, 30 * s}},
 		{15 * s, []time.Duration{0, 20 * s, 40 * s}},
 	} {
-		clk := gpu.NewManualClock(time.Unix(0, 0))
-		k := &passKubelet{SlowPasses: &gpu.SlowPasses{Clock: clk, Took: tc.took}}
-		socket, _ := serveKubelet(t, k)
-		m, err := kube.NewMapper(kube.Options{PodResourcesSocket: socket, Clock: clk, Refresh: 10 * s, Timeout: time.Minute})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		m.Start(ctx)
-		err = clk.Drive(s, func() bool { return len(k.Starts()) >= len(tc.want) }, 10*time.Second)
-		cancel()
-		m.Wait()
-		if err != nil {
-			t.Fatal("the mapper never parked: ", err)
-		}
-		if got := k.Starts(); !slices.Equal(got, tc.want) {
-			t.Errorf("refreshes of %v started at %v, want %v", tc.took, got, tc.want)
-		}
+		testutil.CheckCadence(t, "refreshes", time.Unix(0, 0), s, tc.took, tc.want, func(ctx context.Context, passes *gpu.SlowPasses) func() {
+			socket, _ := serveKubelet(t, &passKubelet{SlowPasses: passes})
+			m, err := kube.NewMapper(kube.Options{PodResourcesSocket: socket, Clock: passes.Clock, Refresh: 10 * s, Timeout: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.Start(ctx)
+			return m.Wait
+		})
 	}
 }

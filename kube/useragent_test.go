@@ -8,10 +8,10 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/prometheus/common/version"
 	"google.golang.org/grpc/metadata"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
+	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
 	"github.com/vgpu-exporter/vgpu_exporter/kube"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
@@ -20,21 +20,12 @@ import (
 // it, its version, as the latency scrapes do. Before, it named the
 // exporter only, whatever its version.
 func TestPodMetadataUserAgent(t *testing.T) {
-	defer func(v string) { version.Version = v }(version.Version)
-	var mu sync.Mutex
-	var got string
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		got = r.Header.Get("User-Agent")
-		mu.Unlock()
+	h, last := testutil.KeepHeaders(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte(podListJSON))
-	}))
+	})
+	hs := httptest.NewServer(h)
 	defer hs.Close()
-	for _, tc := range []struct{ version, want string }{
-		{"1.2.3", "vgpu_exporter/1.2.3"},
-		{"", "vgpu_exporter"},
-	} {
-		version.Version = tc.version
+	testutil.CheckUserAgent(t, func(version string) http.Header {
 		fk := &fakeKubelet{}
 		fk.set(pod("llm", "search-0", "triton", "nvidia.com/gpu", "GPU-b"))
 		socket, _ := serveKubelet(t, fk)
@@ -45,15 +36,10 @@ func TestPodMetadataUserAgent(t *testing.T) {
 		b, m := newBuilder(t, cfg, "", kube.Options{PodResourcesSocket: socket, PodMetadata: hs.URL + "/pods"})
 		b.Refresh(context.Background())
 		if st := m.Status(); !st.Metadata.Up {
-			t.Fatalf("version %q: pod metadata not read: %+v", tc.version, st)
+			t.Fatalf("version %q: pod metadata not read: %+v", version, st)
 		}
-		mu.Lock()
-		ua := got
-		mu.Unlock()
-		if ua != tc.want {
-			t.Errorf("version %q: User-Agent %q, want %q", tc.version, ua, tc.want)
-		}
-	}
+		return last()
+	})
 }
 
 // uaKubelet is a fake kubelet that keeps the user-agent of its List calls.

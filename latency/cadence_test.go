@@ -3,11 +3,11 @@ package latency
 import (
 	"context"
 	"io"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
 )
 
 // slowApp serves a body, each scrape a slow pass.
@@ -36,20 +36,11 @@ func TestPoolKeepsItsCadence(t *testing.T) {
 		{5 * s, []time.Duration{0, 15 * s, 30 * s, 45 * s}},
 		{20 * s, []time.Duration{0, 30 * s, 60 * s}},
 	} {
-		clk := gpu.NewManualClock(time.Unix(0, 0))
-		app := slowApp{&gpu.SlowPasses{Clock: clk, Took: tc.took}, fixture(t, "vllm-1.txt")}
-		p := NewPool(Options{Clock: clk, AppMetrics: app})
-		p.Set([]Spec{{Name: "a", Key: "a", Source: &Source{URL: "sim://a", Preset: PresetVLLME2E, Timeout: time.Minute, MaxBytes: 1 << 20}, Window: time.Minute}}, 15*s)
-		ctx, cancel := context.WithCancel(context.Background())
-		p.Start(ctx)
-		err := clk.Drive(s, func() bool { return len(app.Starts()) >= len(tc.want) }, 10*time.Second)
-		cancel()
-		p.Wait()
-		if err != nil {
-			t.Fatal("the pool never parked: ", err)
-		}
-		if got := app.Starts(); !slices.Equal(got, tc.want) {
-			t.Errorf("scrapes of %v started at %v, want %v", tc.took, got, tc.want)
-		}
+		testutil.CheckCadence(t, "scrapes", time.Unix(0, 0), s, tc.took, tc.want, func(ctx context.Context, passes *gpu.SlowPasses) func() {
+			p := NewPool(Options{Clock: passes.Clock, AppMetrics: slowApp{passes, fixture(t, "vllm-1.txt")}})
+			p.Set([]Spec{{Name: "a", Key: "a", Source: &Source{URL: "sim://a", Preset: PresetVLLME2E, Timeout: time.Minute, MaxBytes: 1 << 20}, Window: time.Minute}}, 15*s)
+			p.Start(ctx)
+			return p.Wait
+		})
 	}
 }

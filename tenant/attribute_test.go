@@ -367,25 +367,14 @@ func TestDeviceDownSkipped(t *testing.T) {
 }
 
 func TestReloadBrokenKeepsConfig(t *testing.T) {
-	dir := t.TempDir()
-	file := filepath.Join(dir, "tenants.yaml")
 	good, err := os.ReadFile("testdata/tenants-mps.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(file, good, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := LoadConfig(file)
 	if err != nil {
 		t.Fatal(err)
 	}
 	clock := gpu.NewManualClock(time.Unix(1000, 0))
 	var logs bytes.Buffer
-	b, err := NewBuilder(cfg, BuilderOptions{Clock: clock, Logger: log.NewLogfmtLogger(&logs)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, file := fileBuilder(t, string(good), BuilderOptions{Clock: clock, Logger: log.NewLogfmtLogger(&logs)})
+	cfg := b.Config()
 	r := sharedReadings(gpu.SharingMPS, 0)
 	before := b.Build(r, gpu.SamplerStats{})
 
@@ -442,26 +431,14 @@ func TestReloadBrokenKeepsConfig(t *testing.T) {
 
 func TestReloadKeepsLatencyCounters(t *testing.T) {
 	app := &testutil.FakeApp{Body: map[string][]byte{"chat": fixture(t, "vllm-1.txt")}}
-	dir := t.TempDir()
-	file := filepath.Join(dir, "t.yaml")
 	cfgText := `tenants:
   - name: chat
     selectors: [{executable: vllm}]
     slo: {quantile: 0.99, target: 300ms}
     latency_source: {url: "sim://chat", preset: vllm-e2e, matchers: {model_name: llama}}
 `
-	if err := os.WriteFile(file, []byte(cfgText), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := LoadConfig(file)
-	if err != nil {
-		t.Fatal(err)
-	}
 	clock := gpu.NewManualClock(time.Unix(0, 0))
-	b, err := NewBuilder(cfg, BuilderOptions{Clock: clock, Latency: latency.NewPool(latency.Options{Clock: clock, AppMetrics: app})})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, file := fileBuilder(t, cfgText, BuilderOptions{Clock: clock, Latency: latency.NewPool(latency.Options{Clock: clock, AppMetrics: app})})
 	b.Refresh(context.Background())
 	app.Set("chat", fixture(t, "vllm-2.txt"))
 	clock.Advance(15 * time.Second)

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -93,21 +92,13 @@ func BenchmarkBuild(b *testing.B) {
 // started builder; the new source is scraped by its own loop.
 func TestReloadWhileRunning(t *testing.T) {
 	app := &testutil.FakeApp{Body: map[string][]byte{"a": fixture(t, "vllm-1.txt"), "b": fixture(t, "tgi-1.txt")}}
-	file := filepath.Join(t.TempDir(), "t.yaml")
+	clock := gpu.NewManualClock(time.Unix(0, 0))
+	b, file := fileBuilder(t, "tenants:\n  - name: a\n    selectors: [{uid: 1}]\n    latency_source: {url: \"sim://a\", preset: vllm-e2e}\n",
+		BuilderOptions{Clock: clock, Latency: latency.NewPool(latency.Options{Clock: clock, AppMetrics: app})})
 	write := func(s string) {
 		if err := os.WriteFile(file, []byte(s), 0o644); err != nil {
 			t.Fatal(err)
 		}
-	}
-	write("tenants:\n  - name: a\n    selectors: [{uid: 1}]\n    latency_source: {url: \"sim://a\", preset: vllm-e2e}\n")
-	cfg, err := LoadConfig(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := gpu.NewManualClock(time.Unix(0, 0))
-	b, err := NewBuilder(cfg, BuilderOptions{Clock: clock, Latency: latency.NewPool(latency.Options{Clock: clock, AppMetrics: app})})
-	if err != nil {
-		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -164,22 +155,11 @@ func (c *countingApp) count() int {
 func TestStartStopsOnCancel(t *testing.T) {
 	app := &countingApp{FakeApp: testutil.FakeApp{Body: map[string][]byte{"a": fixture(t, "vllm-1.txt"), "b": fixture(t, "tgi-1.txt"), "c": fixture(t, "tgi-1.txt")}}}
 	pods := &loopPods{}
-	file := filepath.Join(t.TempDir(), "t.yaml")
 	two := "tenants:\n" +
 		"  - name: a\n    selectors: [{uid: 1}]\n    latency_source: {url: \"sim://a\", preset: vllm-e2e}\n" +
 		"  - name: b\n    selectors: [{uid: 2}]\n    latency_source: {url: \"sim://b\", preset: tgi}\n"
-	if err := os.WriteFile(file, []byte(two), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := LoadConfig(file)
-	if err != nil {
-		t.Fatal(err)
-	}
 	clock := gpu.NewManualClock(time.Unix(0, 0))
-	b, err := NewBuilder(cfg, BuilderOptions{Clock: clock, Latency: latency.NewPool(latency.Options{Clock: clock, AppMetrics: app}), Pods: pods})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, file := fileBuilder(t, two, BuilderOptions{Clock: clock, Latency: latency.NewPool(latency.Options{Clock: clock, AppMetrics: app}), Pods: pods})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	b.Start(ctx)

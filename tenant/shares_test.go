@@ -2,8 +2,6 @@ package tenant
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -144,20 +142,8 @@ func equalSums(got, want []ShareMinSum) bool {
 }
 
 func TestShareOvercommitLoggedOnce(t *testing.T) {
-	dir := t.TempDir()
-	file := filepath.Join(dir, "tenants.yaml")
-	if err := os.WriteFile(file, []byte(shareTenants), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := LoadConfig(file)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var buf bytes.Buffer
-	b, err := NewBuilder(cfg, BuilderOptions{Logger: log.NewLogfmtLogger(log.NewSyncWriter(&buf))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, file := fileBuilder(t, shareTenants, BuilderOptions{Logger: log.NewLogfmtLogger(log.NewSyncWriter(&buf))})
 	const msg = "add up to more than 1"
 	steps := []struct {
 		name string

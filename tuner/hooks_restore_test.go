@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
-	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
 // A restore at start deferred to a restarted client's successor (an
@@ -60,9 +59,10 @@ func successorRestoreStarted(t *testing.T) (*hookRun, []proc) {
 	return successorRestoreStartedOn(t, 0)
 }
 
-// successorRestoreStartedOn is successorRestoreStarted with the GPU
-// listed at index.
-func successorRestoreStartedOn(t *testing.T, index int) (*hookRun, []proc) {
+// hookRunAfterCrash is a hookRun over the journal of an earlier run that
+// restarted embed's client 7 and crashed (nothing restored), started 5 s
+// after that restart; it returns the run and the restart's time.
+func hookRunAfterCrash(t *testing.T) (*hookRun, time.Time) {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "journal")
 	first := newUnnamedRun(t, p)
@@ -72,8 +72,16 @@ func successorRestoreStartedOn(t *testing.T, index int) (*hookRun, []proc) {
 		t.Fatal(err)
 	}
 	r := newHookRunAt(t, p)
-	r.index = index
 	r.clk.Set(restartAt.Add(5 * time.Second))
+	return r, restartAt
+}
+
+// successorRestoreStartedOn is successorRestoreStarted with the GPU
+// listed at index.
+func successorRestoreStartedOn(t *testing.T, index int) (*hookRun, []proc) {
+	t.Helper()
+	r, restartAt := hookRunAfterCrash(t)
+	r.index = index
 	if _, err := r.tu.Recover(context.Background(), r.snapOf(proc{8, "batch"})); err != nil {
 		t.Fatal(err)
 	}
@@ -126,13 +134,6 @@ func TestSuccessorRestoreHookGuards(t *testing.T) {
 	}
 }
 
-// snapOf is tenantSnap now, its GPU listed at the run's index.
-func (r *hookRun) snapOf(procs ...proc) *tenant.Snapshot {
-	s := tenantSnap(r.clk.Now(), procs...)
-	s.Readings.Devices[0].Index = r.index
-	return s
-}
-
 // A successor's restore whose hook runs on the GPU listed at index 1 is
 // told on that GPU in the status (Hooks, and the hook a wait names).
 // (Before, it was told on GPU 0 wherever it ran.)
@@ -144,52 +145,6 @@ func TestSuccessorRestoreHookGPUIndex(t *testing.T) {
 	if len(h) != 1 || h[0].GPU != uuid0 || h[0].GPUIndex != 1 {
 		t.Errorf("status hooks %+v, want the restore's on GPU 1", h)
 	}
-}
-
-// newHookRunAt is newHookRun over the journal at path.
-func newHookRunAt(t *testing.T, path string) *hookRun {
-	t.Helper()
-	j, err := OpenJournal(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { j.Close() })
-	r := &hookRun{host: newHookHost(), clk: gpu.NewManualClock(t0), j: j}
-	r.tu, err = New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(r.host), Journal: j, Clock: r.clk, Mode: ModeEnforce, Guards: budgets(), Enabled: []gpu.Knob{gpu.KnobPauseDuty}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
-// roundOn is round on the snapshot of procs; it fails the test if the
-// round does not return within 10 s (it waits for the hook), after
-// letting the hook go so that the round ends.
-func (r *hookRun) roundOn(t *testing.T, procs []proc, actions ...Action) []Decision {
-	t.Helper()
-	r.clk.Advance(15 * time.Second)
-	r.tu.o.Policy = fixed(actions)
-	type result struct {
-		d   []Decision
-		err error
-	}
-	res := make(chan result, 1)
-	go func() {
-		d, err := r.tu.RunOnce(context.Background(), r.snapOf(procs...))
-		res <- result{d, err}
-	}()
-	select {
-	case x := <-res:
-		if x.err != nil {
-			t.Fatal(x.err)
-		}
-		return x.d
-	case <-time.After(10 * time.Second):
-		r.host.release <- nil
-		<-res
-		t.Fatal("the round waited for the hook")
-	}
-	return nil
 }
 
 // A successor's restore whose hook fails is settled as a failed restore

@@ -3,7 +3,6 @@ package tuner
 import (
 	"bytes"
 	"context"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +13,23 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
+
+// relaxedBatch is capBatch relaxed: batch's cap from 50% back to 100%.
+func relaxedBatch() Action {
+	a := capBatch
+	a.Current, a.Want, a.Relax = Fraction(0.5), Fraction(1), true
+	return a
+}
+
+// revertsDue makes the reverts of the relaxations due now, as if each had
+// made things worse.
+func (r *hookRun) revertsDue(relaxed ...Action) {
+	r.tu.mu.Lock()
+	defer r.tu.mu.Unlock()
+	for _, a := range relaxed {
+		r.tu.evals = append(r.tu.evals, evaluation{a: a, before: -1, due: r.clk.Now()})
+	}
+}
 
 // restartCalls are the host's client restarts.
 func restartCalls(h *hookHost) []string {
@@ -80,11 +96,7 @@ func TestRevertHookOneTenantAtATime(t *testing.T) {
 	round(other)
 	r.host.waitStarted(t)
 	// batch's cap on GPU-0 relaxed to 100% made things worse: its revert is due
-	relaxed := capBatch
-	relaxed.Current, relaxed.Want, relaxed.Relax = Fraction(0.5), Fraction(1), true
-	r.tu.mu.Lock()
-	r.tu.evals = append(r.tu.evals, evaluation{a: relaxed, before: -1, due: r.clk.Now()})
-	r.tu.mu.Unlock()
+	r.revertsDue(relaxedBatch())
 	round()
 	waitHookOn(t, r.tu, capBatch.Target) // (a revert's hook answers at once)
 	if got, want := restartCalls(r.host), []string{"RestartClient(GPU-1,9)"}; !slices.Equal(got, want) {
@@ -118,15 +130,7 @@ func TestRevertHookOneTenantAtATime(t *testing.T) {
 // still running on another GPU, and starts at the first round after that
 // hook is settled. (Before, its hook ran beside the other.)
 func TestSuccessorRestoreWaitsForTenantHook(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "journal")
-	first := newUnnamedRun(t, p)
-	restartAt := first.clk.Now()
-	first.restart(t, proc{7, "embed"}, proc{8, "batch"})
-	if err := first.j.Close(); err != nil { // a crash: nothing restored
-		t.Fatal(err)
-	}
-	r := newHookRunAt(t, p)
-	r.clk.Set(restartAt.Add(5 * time.Second))
+	r, restartAt := hookRunAfterCrash(t)
 	gpu1 := []proc{{20, "embed"}}
 	if _, err := r.tu.Recover(context.Background(), twoGPUSnap(r.clk.Now(), []proc{{8, "batch"}}, gpu1)); err != nil {
 		t.Fatal(err)
@@ -194,13 +198,9 @@ func TestTwoRevertsOfATenantInOneRound(t *testing.T) {
 		}
 		return d
 	}
-	relaxed := capBatch
-	relaxed.Current, relaxed.Want, relaxed.Relax = Fraction(0.5), Fraction(1), true
-	other := relaxed
+	other := relaxedBatch()
 	other.GPUIndex, other.Target = 1, Target{GPU: "GPU-1", Knob: gpu.KnobMPSActiveThreads, PID: 9}
-	r.tu.mu.Lock()
-	r.tu.evals = append(r.tu.evals, evaluation{a: relaxed, before: -1, due: r.clk.Now()}, evaluation{a: other, before: -1, due: r.clk.Now()})
-	r.tu.mu.Unlock()
+	r.revertsDue(relaxedBatch(), other)
 	round()
 	r.host.waitStarted(t)
 	release := func() {
@@ -251,8 +251,7 @@ func TestExecuteKeepsAWaitingRevert(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.host.waitStarted(t)
-	relaxed := capBatch
-	relaxed.Current, relaxed.Want, relaxed.Relax = Fraction(0.5), Fraction(1), true
+	relaxed := relaxedBatch()
 	e := evaluation{a: relaxed, before: -1, due: r.clk.Now()}
 	back := revertOf(relaxed)
 	var buf bytes.Buffer

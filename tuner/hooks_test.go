@@ -114,7 +114,13 @@ type hookRun struct {
 
 func newHookRun(t *testing.T) *hookRun {
 	t.Helper()
-	j, err := OpenJournal(filepath.Join(t.TempDir(), "journal"))
+	return newHookRunAt(t, filepath.Join(t.TempDir(), "journal"))
+}
+
+// newHookRunAt is newHookRun over the journal at path.
+func newHookRunAt(t *testing.T, path string) *hookRun {
+	t.Helper()
+	j, err := OpenJournal(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,10 +133,25 @@ func newHookRun(t *testing.T) *hookRun {
 	return r
 }
 
-// round runs a round 15 s after the last with the policy asking for
-// actions, and returns its decisions; it fails the test if the round does
-// not return (it waits for the hook).
+// snapOf is tenantSnap now, its GPU listed at the run's index.
+func (r *hookRun) snapOf(procs ...proc) *tenant.Snapshot {
+	s := tenantSnap(r.clk.Now(), procs...)
+	s.Readings.Devices[0].Index = r.index
+	return s
+}
+
+// round is roundOn on the snapshot of the embed client PID 7 and the
+// batch client PID 8.
 func (r *hookRun) round(t *testing.T, actions ...Action) []Decision {
+	t.Helper()
+	return r.roundOn(t, []proc{{7, "embed"}, {8, "batch"}}, actions...)
+}
+
+// roundOn runs a round 15 s after the last on the snapshot of procs with
+// the policy asking for actions, and returns its decisions; it fails the
+// test if the round does not return within a minute (it waits for the
+// hook), after letting the hook go so that the round ends.
+func (r *hookRun) roundOn(t *testing.T, procs []proc, actions ...Action) []Decision {
 	t.Helper()
 	r.clk.Advance(15 * time.Second)
 	r.tu.o.Policy = fixed(actions)
@@ -140,7 +161,7 @@ func (r *hookRun) round(t *testing.T, actions ...Action) []Decision {
 	}
 	res := make(chan result, 1)
 	go func() {
-		d, err := r.tu.RunOnce(context.Background(), tenantSnap(r.clk.Now(), proc{7, "embed"}, proc{8, "batch"}))
+		d, err := r.tu.RunOnce(context.Background(), r.snapOf(procs...))
 		res <- result{d, err}
 	}()
 	select {
@@ -150,6 +171,8 @@ func (r *hookRun) round(t *testing.T, actions ...Action) []Decision {
 		}
 		return x.d
 	case <-time.After(time.Minute):
+		r.host.release <- nil
+		<-res
 		t.Fatal("the round waited for the hook")
 	}
 	return nil

@@ -30,11 +30,7 @@ func TestHookWaitInStatus(t *testing.T) {
 	round(other)
 	since := r.clk.Now()
 	r.host.waitStarted(t)
-	relaxed := capBatch
-	relaxed.Current, relaxed.Want, relaxed.Relax = Fraction(0.5), Fraction(1), true
-	r.tu.mu.Lock()
-	r.tu.evals = append(r.tu.evals, evaluation{a: relaxed, before: -1, due: r.clk.Now()})
-	r.tu.mu.Unlock()
+	r.revertsDue(relaxedBatch())
 	round()
 	st := r.tu.Status()
 	release := func() {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
@@ -110,28 +111,17 @@ func TestRunnerKeepsItsCadence(t *testing.T) {
 		{4 * s, []time.Duration{15 * s, 30 * s, 45 * s, 60 * s}},
 		{20 * s, []time.Duration{15 * s, 45 * s, 75 * s}},
 	} {
-		clk := gpu.NewManualClock(t0)
-		pol := slowPolicy{&gpu.SlowPasses{Clock: clk, Took: tc.took}}
-		tu, err := New(Options{Policy: pol, Actuators: ActuatorsOf(&fakeControl{}), Clock: clk, Mode: ModeEnforce})
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := NewRunner(tu, nil, clk, 15*s, func() *tenant.Snapshot { return emptySnap(clk.Now()) }, nil)
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { r.Run(ctx); close(done) }()
-		if err := clk.Drive(s, func() bool { return len(pol.Starts()) >= len(tc.want) }, 10*time.Second); err != nil {
-			t.Fatal("runner never parked: ", err)
-		}
-		cancel()
-		<-done
-		got := pol.Starts()
-		for i := range got {
-			got[i] -= t0.Sub(time.Unix(0, 0))
-		}
-		if !slices.Equal(got, tc.want) {
-			t.Errorf("rounds of %v started at %v, want %v", tc.took, got, tc.want)
-		}
+		testutil.CheckCadence(t, "rounds", t0, s, tc.took, tc.want, func(ctx context.Context, passes *gpu.SlowPasses) func() {
+			clk := passes.Clock
+			tu, err := New(Options{Policy: slowPolicy{passes}, Actuators: ActuatorsOf(&fakeControl{}), Clock: clk, Mode: ModeEnforce})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := NewRunner(tu, nil, clk, 15*s, func() *tenant.Snapshot { return emptySnap(clk.Now()) }, nil)
+			done := make(chan struct{})
+			go func() { r.Run(ctx); close(done) }()
+			return func() { <-done }
+		})
 	}
 }
 

@@ -76,7 +76,7 @@ func TestClientCABundleSkipsWhatToolkitSkips(t *testing.T) {
 			return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte{0, 0, 0}})
 		}, `client_ca_file DIR/ca.crt: PEM block 2 skipped: a CERTIFICATE that does not parse (x509: malformed certificate)`},
 		{"a certificate with PEM headers", func(t *testing.T) []byte {
-			c, _ := certPEM(t, time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), true)
+			c, _ := testutil.SelfSignedPEM(t, time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), true)
 			b, _ := pem.Decode(c)
 			b.Headers = map[string]string{"Proc-Type": "4,ENCRYPTED"}
 			return pem.EncodeToMemory(b)

@@ -1,48 +1,17 @@
 package webconf
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
-	"math/big"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-)
 
-// certPEM makes a self-signed certificate expiring at notAfter (a CA when
-// ca) and returns it and its key, as PEM.
-func certPEM(t *testing.T, notAfter time.Time, ca bool) (cert, key []byte) {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: "localhost"},
-		DNSNames: []string{"localhost"}, NotBefore: time.Unix(0, 0), NotAfter: notAfter,
-		IsCA: ca, BasicConstraintsValid: ca}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
-}
+	vtestutil "github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
+)
 
 // wantExpiry is the exposition of the expiry series at server and
 // clientCA (Unix seconds; 0 leaves it out).
@@ -68,11 +37,11 @@ func TestCertificateExpiry(t *testing.T) {
 	dir := t.TempDir()
 	f := filepath.Join(dir, "web.yml")
 	at := func(y int) time.Time { return time.Date(y, 3, 1, 12, 0, 0, 0, time.UTC) }
-	cert, key := certPEM(t, at(2030), false)
+	cert, key := vtestutil.SelfSignedPEM(t, at(2030), false)
 	write(t, filepath.Join(dir, "tls.crt"), string(cert))
 	write(t, filepath.Join(dir, "tls.key"), string(key))
-	ca1, _ := certPEM(t, at(2035), true)
-	ca2, _ := certPEM(t, at(2033), true)
+	ca1, _ := vtestutil.SelfSignedPEM(t, at(2035), true)
+	ca2, _ := vtestutil.SelfSignedPEM(t, at(2033), true)
 	write(t, filepath.Join(dir, "ca.crt"), string(ca1)+string(ca2))
 	write(t, f, "tls_server_config:\n  cert_file: tls.crt\n  key_file: tls.key\n"+
 		"  client_auth_type: VerifyClientCertIfGiven\n  client_ca_file: ca.crt\n")
@@ -91,7 +60,7 @@ func TestCertificateExpiry(t *testing.T) {
 	check("at start", at(2030), at(2033))
 
 	// A renewal of the certificate without its key is refused.
-	renewed, _ := certPEM(t, at(2031), false)
+	renewed, _ := vtestutil.SelfSignedPEM(t, at(2031), false)
 	write(t, filepath.Join(dir, "tls.crt"), string(renewed))
 	if err := k.Reload(); err == nil {
 		t.Fatal("a certificate not matching its key was taken")
@@ -99,7 +68,7 @@ func TestCertificateExpiry(t *testing.T) {
 	check("after a refused renewal", at(2030), at(2033))
 
 	// A valid renewal of both, and of the client CA, moves them.
-	cert, key = certPEM(t, at(2032), false)
+	cert, key = vtestutil.SelfSignedPEM(t, at(2032), false)
 	write(t, filepath.Join(dir, "tls.crt"), string(cert))
 	write(t, filepath.Join(dir, "tls.key"), string(key))
 	write(t, filepath.Join(dir, "ca.crt"), string(ca1))
@@ -110,7 +79,7 @@ func TestCertificateExpiry(t *testing.T) {
 
 	// A certificate of the client CA that exporter-toolkit skips (one
 	// with PEM headers) verifies no client: its expiry is not the CA's.
-	skipped, _ := certPEM(t, at(2031), true)
+	skipped, _ := vtestutil.SelfSignedPEM(t, at(2031), true)
 	b, _ := pem.Decode(skipped)
 	b.Headers = map[string]string{"Proc-Type": "4,ENCRYPTED"}
 	write(t, filepath.Join(dir, "ca.crt"), string(ca1)+string(pem.EncodeToMemory(b)))
@@ -126,7 +95,7 @@ func TestCertificateExpiryInline(t *testing.T) {
 	dir := t.TempDir()
 	f := filepath.Join(dir, "web.yml")
 	at := time.Date(2029, 7, 4, 0, 0, 0, 0, time.UTC)
-	cert, key := certPEM(t, at, false)
+	cert, key := vtestutil.SelfSignedPEM(t, at, false)
 	indent := func(b []byte) string {
 		return "    " + strings.ReplaceAll(strings.TrimSpace(string(b)), "\n", "\n    ") + "\n"
 	}

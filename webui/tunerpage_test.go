@@ -1,6 +1,7 @@
 package webui
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http/httptest"
 	"slices"
@@ -102,6 +103,22 @@ func getPageWith(t *testing.T, info TunerPageInfo, snap *tenant.Snapshot, st *tu
 	rec := httptest.NewRecorder()
 	p.ServeHTTP(rec, httptest.NewRequest("GET", target, nil))
 	return rec.Code, rec.Body.String(), rec.Header().Get("Content-Type")
+}
+
+// summaryOf serves the tuner page of st as HTML and as JSON and returns
+// the HTML and the JSON's top-level field key, compacted ("" where it is
+// absent).
+func summaryOf(t *testing.T, st *tuner.Status, key string) (html, field string) {
+	t.Helper()
+	_, html, _ = getPageWith(t, simInfo, nil, st, "/tuner")
+	_, js, _ := getPageWith(t, simInfo, nil, st, "/tuner?format=json")
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(js), &raw); err != nil {
+		t.Fatal(err)
+	}
+	var compact bytes.Buffer
+	_ = json.Compact(&compact, raw[key])
+	return html, compact.String()
 }
 
 func TestTunerPageHTML(t *testing.T) {

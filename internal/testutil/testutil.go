@@ -2,10 +2,11 @@
 // packages share: processes and devices with the unknowns a backend
 // reports, a sim:// application served from memory, and a buffer that
 // concurrent loggers write to, a gatherer of collectors' families, the
-// bytes a call allocates, a server of status lines too long, a self-signed
-// certificate and key for TLS tests (WriteSelfSigned), a directory seen
-// read-only (BindReadOnly) and a file replaced as an operator should
-// (ReplaceFile).
+// bytes a call allocates, a server of status lines too long, self-signed
+// certificates and keys for TLS tests (SelfSignedPEM, WriteSelfSigned), a
+// directory seen read-only (BindReadOnly), a file replaced as an operator
+// should (ReplaceFile), the check of the User-Agent the exporter sends,
+// and the check of a loop's cadence on a manual clock.
 // Only test files import it.
 package testutil
 
