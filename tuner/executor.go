@@ -154,9 +154,14 @@ func (t *Tuner) settle(ctx context.Context, st *State, a Action, d Decision, err
 	t.setTarget(a, ModeEnforce)
 	appliedOn[a.GPU] = append(appliedOn[a.GPU], a)
 	t.noteApplied(st, a, now)
+	o, back := t.setBack(a, h) // (before followSuccessor: no original to follow)
 	t.followSuccessor(a, now, h)
 	t.noteHeld(a, now)
-	return []Decision{t.finishAsked(a, asked, d, now, nil)}, true
+	out := []Decision{t.finishAsked(a, asked, d, now, nil)}
+	if back {
+		t.closeSetBack(o, now)
+	}
+	return out, true
 }
 
 // journalHeld is what the reason of a change recommended only because the
@@ -261,6 +266,8 @@ func (t *Tuner) rollback(ctx context.Context, done []Action, failed Action, now 
 		d := Decision{Time: now, GPU: a.GPU, Tenant: a.Tenant, Knob: a.Knob, From: back.Current.String(), To: back.Want.String(), Reason: back.Reason}
 		asked := back
 		err := t.apply(ctx, back)
+		var o Original
+		var setBack bool
 		if err != nil {
 			d.Outcome = OutcomeFailed
 			d.Reason = joinReasons(d.Reason, "failed: "+err.Error())
@@ -269,9 +276,13 @@ func (t *Tuner) rollback(ctx context.Context, done []Action, failed Action, now 
 			back, d = t.readBack(ctx, back, d)
 			t.setTarget(back, ModeEnforce)
 			t.noteApplied(nil, back, now)
+			o, setBack = t.setBack(back, nil)
 			t.followSuccessor(back, now, nil)
 		}
 		out = append(out, t.finishAsked(back, asked, d, now, err))
+		if setBack {
+			t.closeSetBack(o, now)
+		}
 	}
 	for _, a := range done {
 		t.chain().Record(a, OutcomeFailed, nil, now)

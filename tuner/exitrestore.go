@@ -159,6 +159,7 @@ func (t *Tuner) awaitHooks(ctx context.Context) ([]Decision, error) {
 		}
 		o, revert := t.originals[h.a.Target.String()]
 		revert = revert && h.restore == nil && t.awaitedAtExit(h)
+		h.atExit = revert
 		ds, applied, _ := t.settleHook(ctx, h, now)
 		out = append(out, ds...)
 		if revert && applied {

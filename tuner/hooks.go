@@ -65,6 +65,10 @@ type hookCall struct {
 	ended   time.Time
 	named   uint32
 	namedOK bool
+	// atExit marks a revert to its target's original that the exit's
+	// restore waited for (awaitHooks): settled as the restore it made
+	// (restoredByRevert), not closed by the round's rule (setBack).
+	atExit bool
 }
 
 // HookRun is a call of a hook the tuner started and has not settled: an

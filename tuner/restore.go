@@ -283,6 +283,49 @@ func (t *Tuner) closeOriginal(k string, now time.Time, why string) {
 	t.dropOriginal(k)
 }
 
+// An MPS client's cap set back to its original by a change of a round (a
+// revert, a policy's change back to it, a rollback) leaves nothing to
+// restore: kept open, the exit (or the next start) would set it again and
+// restart the client a second time for nothing (a model server loses its
+// KV cache and the requests in flight), and count and journal a restore.
+// So the original is closed, a restored record saying why, and the next
+// change of the cap journals a fresh one. The other knobs keep theirs
+// open: the policies read a GPU's originals as the settings to go back to
+// (State.Originals: the time slice's level at slack, the power limit
+// lowered once a run, the clock given back), and their restore is one call
+// of the same value, no restart; a pause's original names every process
+// and cgroup the tenant's pause froze, which the restore's thaw alone lets
+// go all of, and stays the tenant's pause target (State.Paused).
+
+// setBack drops the open original of a's target where a, applied, set an
+// MPS client's cap back to its value, and returns it, to be closed in the
+// journal (closeSetBack) once a's own outcome is. A revert whose hook the
+// exit waited for is left to the exit, as the restore it made
+// (restoredByRevert).
+func (t *Tuner) setBack(a Action, h *hookCall) (Original, bool) {
+	if a.Knob != gpu.KnobMPSActiveThreads || a.Plan != nil || h != nil && h.atExit {
+		return Original{}, false
+	}
+	k := a.Target.String()
+	o, open := t.originals[k]
+	if !open || !setsBack(a, o) {
+		return Original{}, false
+	}
+	t.dropOriginal(k)
+	return o, true
+}
+
+// closeSetBack closes in the journal the original o that a change of the
+// round set back (setBack).
+func (t *Tuner) closeSetBack(o Original, now time.Time) {
+	t.journal(Record{Time: now, Event: EventRestored, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), Reason: whySetBack})
+	level.Info(t.o.Logger).Log("msg", "tuner closed an original its own change set back: nothing left to restore", "target", o.Target.String(), "value", o.Value.String())
+}
+
+// whySetBack is the reason of the restored record that closes an original
+// a change of a round set back.
+const whySetBack = "set back to the original by the tuner's change (a revert, a rollback or a policy's change back): nothing left to restore"
+
 // gpuLost reports whether the latest snapshot reads the GPU down or has
 // it no more (false when unknown).
 func (t *Tuner) gpuLost(uuid string) bool {
