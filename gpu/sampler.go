@@ -30,6 +30,9 @@ type Sampler struct {
 	clock    Clock
 	interval time.Duration
 	logger   log.Logger
+	// stuckAfter is how long a sample may run before it is logged as not
+	// returned (a backend call hung: the sample cannot be cut).
+	stuckAfter time.Duration
 
 	latest atomic.Pointer[Readings]
 
@@ -60,8 +63,13 @@ func NewSampler(src Source, clock Clock, interval time.Duration, logger log.Logg
 	if interval <= 0 {
 		interval = time.Second
 	}
-	return &Sampler{src: src, clock: clock, interval: interval, logger: logger}
+	return &Sampler{src: src, clock: clock, interval: interval, logger: logger, stuckAfter: StuckSampleAfter}
 }
+
+// StuckSampleAfter is how long a sample runs before the sampler logs that
+// it has not returned: a driver call that hangs holds the sample, and with
+// it every series, and counts no error; without this line nothing says so.
+const StuckSampleAfter = time.Minute
 
 // Subscribe registers f to receive every successful Readings, in sample
 // order, on the sampler's goroutine. f must not modify the Readings.
@@ -91,8 +99,27 @@ func (s *Sampler) Source() Source { return s.src }
 // logged, and returns ctx's error.
 func (s *Sampler) SampleOnce(ctx context.Context) error {
 	start := time.Now() // wall time: how long the backend call really took
+	var (
+		wmu             sync.Mutex
+		returned, stuck bool
+	)
+	watch := time.AfterFunc(s.stuckAfter, func() {
+		wmu.Lock()
+		defer wmu.Unlock()
+		if !returned {
+			stuck = true
+			level.Error(s.logger).Log("msg", "sample has not returned: a call to the backend hangs, and the GPU series stay as they were until it returns", "backend", s.src.Name(), "running_for", s.stuckAfter)
+		}
+	})
 	r, err := s.src.Sample(ctx)
 	took := time.Since(start)
+	watch.Stop()
+	wmu.Lock()
+	returned = true
+	if stuck {
+		level.Warn(s.logger).Log("msg", "sample returned after hanging", "backend", s.src.Name(), "took", took)
+	}
+	wmu.Unlock()
 	if err != nil && ctx.Err() != nil {
 		return ctx.Err()
 	}

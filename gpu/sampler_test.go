@@ -1,12 +1,16 @@
 package gpu
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/go-kit/log"
 )
 
 type scriptedSource struct {
@@ -237,4 +241,75 @@ func TestSamplerKeepsLostGPUIdentity(t *testing.T) {
 	if d := lostReading.Devices[0]; d.Mode != "" || d.Activity.Source != "" {
 		t.Errorf("the source's readings were changed: %+v", d)
 	}
+}
+
+// hangingSource is a source whose Sample blocks until release is closed,
+// as a driver call that hangs does.
+type hangingSource struct{ release chan struct{} }
+
+func (s hangingSource) Name() string { return "hanging" }
+func (s hangingSource) Close() error { return nil }
+func (s hangingSource) Sample(context.Context) (*Readings, error) {
+	<-s.release
+	return &Readings{Backend: "hanging"}, nil
+}
+
+// A sample that does not return counts no error and changes no series:
+// the log says it hangs once it has run stuckAfter, and when it returns.
+// One that returns in time logs nothing.
+func TestSamplerLogsHangingSample(t *testing.T) {
+	var buf bytes.Buffer
+	logger := log.NewLogfmtLogger(log.NewSyncWriter(&syncBuffer{b: &buf}))
+	src := hangingSource{release: make(chan struct{})}
+	s := NewSampler(src, NewManualClock(time.Unix(0, 0)), time.Second, logger)
+	s.stuckAfter = 20 * time.Millisecond
+	done := make(chan error)
+	go func() { done <- s.SampleOnce(context.Background()) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(logged(&buf), `msg="sample has not returned`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no line for a sample that hangs; log:\n%s", logged(&buf))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !strings.Contains(logged(&buf), "backend=hanging") {
+		t.Errorf("the line does not name the backend: %s", logged(&buf))
+	}
+	close(src.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logged(&buf), `msg="sample returned after hanging"`) {
+		t.Errorf("no line when the hanging sample returned; log:\n%s", logged(&buf))
+	}
+
+	logMu.Lock()
+	buf.Reset()
+	logMu.Unlock()
+	fast := NewSampler(&scriptedSource{}, NewManualClock(time.Unix(0, 0)), time.Second, logger)
+	fast.stuckAfter = time.Hour
+	if err := fast.SampleOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := logged(&buf); got != "" {
+		t.Errorf("a sample in time logged %q", got)
+	}
+}
+
+var logMu sync.Mutex
+
+// syncBuffer guards b with logMu, so that the test reads what the
+// sampler's timer goroutine writes.
+type syncBuffer struct{ b *bytes.Buffer }
+
+func (w *syncBuffer) Write(p []byte) (int, error) {
+	logMu.Lock()
+	defer logMu.Unlock()
+	return w.b.Write(p)
+}
+
+func logged(b *bytes.Buffer) string {
+	logMu.Lock()
+	defer logMu.Unlock()
+	return b.String()
 }

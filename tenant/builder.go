@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -332,7 +333,7 @@ func (b *Builder) Build(r *gpu.Readings, st gpu.SamplerStats) *Snapshot {
 	b.sched = AddSchedulerLog(b.sched, r)
 	snap.VGPURunlists = b.sched
 	b.buildMu.Unlock()
-	b.logEvents(r)
+	logEvents(b.logger, r, snap.Usage)
 
 	b.mu.Lock()
 	snap.Config = b.cfgStatus
@@ -374,16 +375,43 @@ func (b *Builder) logUnmapped(podMap *kube.Mapping) {
 
 // logEvents logs each XID of r: the counters keep only well-known codes
 // apart, so the log is where an unusual code and the driver's message stay.
-func (b *Builder) logEvents(r *gpu.Readings) {
+// An XID the driver tied to a process names the process's tenant where the
+// sample attributed it on that GPU: the counters have no tenant, and an
+// application's XID (13, 31, 43) is its owner's to look at.
+func logEvents(logger log.Logger, r *gpu.Readings, usage []Usage) {
 	if r == nil {
 		return
 	}
 	for i := range r.Devices {
 		d := &r.Devices[i]
 		for _, ev := range d.Events {
-			if ev.Kind == gpu.EventXID {
-				level.Warn(b.logger).Log("msg", "XID event", "gpu", d.Index, "uuid", d.UUID, "xid", ev.Code, "pid", ev.PID, "message", ev.Message)
+			if ev.Kind != gpu.EventXID {
+				continue
 			}
+			kv := []any{"msg", "XID event", "gpu", d.Index, "uuid", d.UUID, "xid", ev.Code, "pid", ev.PID}
+			if name, ok := pidTenant(usage, d.UUID, ev.PID); ok {
+				kv = append(kv, "tenant", name)
+			}
+			level.Warn(logger).Log(append(kv, "message", ev.Message)...)
 		}
 	}
+}
+
+// pidTenant is the tenant usage attributes pid to on the GPU uuid (any of
+// its MIG instances); false for PID 0 (the driver named none) or a process
+// not among the sample's.
+func pidTenant(usage []Usage, uuid string, pid uint32) (string, bool) {
+	if pid == 0 {
+		return "", false
+	}
+	for i := range usage {
+		u := &usage[i]
+		if u.UUID != uuid {
+			continue
+		}
+		if slices.Contains(u.PIDs, pid) {
+			return u.Tenant, true
+		}
+	}
+	return "", false
 }

@@ -1,8 +1,13 @@
 package tenant
 
 import (
+	"bytes"
 	"reflect"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/go-kit/log"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 )
@@ -92,5 +97,39 @@ func TestAddEventsFromZero(t *testing.T) {
 	}
 	if again := AddEvents(got, r); &again[0] != &got[0] {
 		t.Errorf("a second sample without events copied the counts (allocates every sample)")
+	}
+}
+
+// TestXIDLogNamesTenant: the log line of an XID the driver tied to a
+// process names the tenant the sample attributed that process to on the
+// GPU; one without a PID, or with a PID not on that GPU, names none.
+func TestXIDLogNamesTenant(t *testing.T) {
+	cfg, err := LoadConfig("testdata/tenants-mps.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	b, err := NewBuilder(cfg, BuilderOptions{Clock: gpu.NewManualClock(time.Unix(1000, 0)), Logger: log.NewLogfmtLogger(&logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := sharedReadings(gpu.SharingTimeSlice, 0)
+	r.Devices[0].Events = []gpu.Event{
+		{Kind: gpu.EventXID, Code: 13, PID: 3}, // python3, uid 1002: batch
+		{Kind: gpu.EventXID, Code: 31, PID: 2}, // vllm: llm
+		{Kind: gpu.EventXID, Code: 48},         // no process
+		{Kind: gpu.EventXID, Code: 43, PID: 9}, // not on the GPU
+	}
+	b.Build(r, gpu.SamplerStats{})
+	var got []string
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		if strings.Contains(line, `msg="XID event"`) {
+			_, rest, _ := strings.Cut(line, "xid=")
+			got = append(got, strings.Split(rest, " message=")[0])
+		}
+	}
+	want := []string{"13 pid=3 tenant=batch", "31 pid=2 tenant=llm", "48 pid=0", "43 pid=9"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("XID log lines %q, want %q\n%s", got, want, logs.String())
 	}
 }

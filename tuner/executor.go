@@ -314,7 +314,10 @@ func outcomeOf(err error) Outcome {
 
 // apply sets the action's value through the mechanism of its knob, or
 // applies the rebalancing plan it carries.
-func (t *Tuner) apply(ctx context.Context, a Action) error { return applyOn(ctx, t.o.Actuators, a) }
+func (t *Tuner) apply(ctx context.Context, a Action) error {
+	defer t.calling(callText(a))()
+	return applyOn(ctx, t.o.Actuators, a)
+}
 
 // applyOn is apply through the actuators ac (a call off the round keeps
 // those bound at its start).
@@ -483,7 +486,10 @@ func (t *Tuner) drainAll(ctx context.Context, d gpu.Device) error {
 	}
 	var errs []error
 	for _, m := range d.MIG {
-		if err := dr.DrainMIGInstance(ctx, d.UUID, m.UUID); err != nil {
+		end := t.calling("drain MIG instance " + m.UUID + " of GPU " + d.UUID)
+		err := dr.DrainMIGInstance(ctx, d.UUID, m.UUID)
+		end()
+		if err != nil {
 			errs = append(errs, fmt.Errorf("drain %s: %w", m.UUID, err))
 		}
 	}
@@ -492,6 +498,7 @@ func (t *Tuner) drainAll(ctx context.Context, d gpu.Device) error {
 
 // startProcess starts a process a relayout stopped.
 func (t *Tuner) startProcess(ctx context.Context, pid uint32) error {
+	defer t.calling(fmt.Sprintf("start process %d", pid))()
 	return startProcess(ctx, t.o.Actuators, pid)
 }
 
@@ -505,6 +512,7 @@ func startProcess(ctx context.Context, ac Actuators, pid uint32) error {
 
 // setLayout sets a GPU's MIG layout.
 func (t *Tuner) setLayout(ctx context.Context, uuid string, profiles []string) error {
+	defer t.calling("set the MIG layout of GPU " + uuid)()
 	return setLayout(ctx, t.o.Actuators, uuid, profiles)
 }
 

@@ -161,6 +161,10 @@ func budgets() []Guard { return []Guard{&Cap{Max: 8}, NewRate(10*time.Second, 6)
 type Tuner struct {
 	o    Options
 	fast *fastTracker
+	// call is the actuator call under way, and stallAfter how long a
+	// round runs before it is logged with it (RoundStallAfter).
+	call       callNote
+	stallAfter time.Duration
 
 	mu        sync.Mutex
 	changes   map[string]Change
@@ -288,7 +292,7 @@ func New(o Options) (*Tuner, error) {
 		o.Logger = log.NewNopLogger()
 	}
 	t := &Tuner{
-		o: o, fast: newFastTracker(o.FastWindow),
+		o: o, fast: newFastTracker(o.FastWindow), stallAfter: RoundStallAfter,
 		changes: map[string]Change{}, history: map[string][]Change{}, pending: map[string]Fraction{},
 		originals: map[string]Original{}, targets: map[string]Setting{}, watches: map[string]*successorWatch{},
 		counts: newCounts(), hist: newRoundRing(HistoryPoints), unidentified: ratelog.New(time.Hour, 1), unnamedCgroups: ratelog.New(time.Hour, 1), cgroupsLeftOut: ratelog.New(time.Hour, 1),
@@ -361,6 +365,7 @@ func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	defer t.watchRound()()
 	now := t.o.Clock.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
