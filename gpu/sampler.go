@@ -9,6 +9,8 @@ import (
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
+
+	"github.com/vgpu-exporter/vgpu_exporter/internal/overdue"
 )
 
 // SamplerStats are the sampler's own figures, exported as meta-metrics.
@@ -99,27 +101,14 @@ func (s *Sampler) Source() Source { return s.src }
 // logged, and returns ctx's error.
 func (s *Sampler) SampleOnce(ctx context.Context) error {
 	start := time.Now() // wall time: how long the backend call really took
-	var (
-		wmu             sync.Mutex
-		returned, stuck bool
-	)
-	watch := time.AfterFunc(s.stuckAfter, func() {
-		wmu.Lock()
-		defer wmu.Unlock()
-		if !returned {
-			stuck = true
-			level.Error(s.logger).Log("msg", "sample has not returned: a call to the backend hangs, and the GPU series stay as they were until it returns", "backend", s.src.Name(), "running_for", s.stuckAfter)
-		}
+	end := overdue.Watch(s.stuckAfter, func() {
+		level.Error(s.logger).Log("msg", "sample has not returned: a call to the backend hangs, and the GPU series stay as they were until it returns", "backend", s.src.Name(), "running_for", s.stuckAfter)
 	})
 	r, err := s.src.Sample(ctx)
 	took := time.Since(start)
-	watch.Stop()
-	wmu.Lock()
-	returned = true
-	if stuck {
+	if end() {
 		level.Warn(s.logger).Log("msg", "sample returned after hanging", "backend", s.src.Name(), "took", took)
 	}
-	wmu.Unlock()
 	if err != nil && ctx.Err() != nil {
 		return ctx.Err()
 	}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/go-kit/log/level"
+
+	"github.com/vgpu-exporter/vgpu_exporter/internal/overdue"
 )
 
 // RoundStallAfter is how long a round runs before the tuner logs that it
@@ -56,17 +58,7 @@ func callText(a Action) string {
 // logged as stalled.
 func (t *Tuner) watchRound() func() {
 	start := time.Now()
-	var (
-		mu             sync.Mutex
-		ended, stalled bool
-	)
-	timer := time.AfterFunc(t.stallAfter, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if ended {
-			return
-		}
-		stalled = true
+	end := overdue.Watch(t.stallAfter, func() {
 		kv := []any{"msg", "tuner round has not ended: it waits on a call that has not returned, and decides, reverts and thaws nothing until it does", "running_for", t.stallAfter}
 		if what, since := t.call.get(); what != "" {
 			kv = append(kv, "call", what, "call_started", since.UTC().Format(time.RFC3339))
@@ -76,11 +68,7 @@ func (t *Tuner) watchRound() func() {
 		level.Error(t.o.Logger).Log(kv...)
 	})
 	return func() {
-		timer.Stop()
-		mu.Lock()
-		defer mu.Unlock()
-		ended = true
-		if stalled {
+		if end() {
 			level.Warn(t.o.Logger).Log("msg", "tuner round ended after stalling", "took", time.Since(start).Round(time.Millisecond))
 		}
 	}
