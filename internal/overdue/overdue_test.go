@@ -1,6 +1,7 @@
 package overdue
 
 import (
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,13 +32,37 @@ func TestWatch(t *testing.T) {
 }
 
 // Once the watch has ended, late is not called, even where its timer had
-// fired and waits for the lock.
+// fired and waits for the lock: over many watches ended as their timer
+// fires, late is called exactly as often as end reports it was.
 func TestNoLateAfterEnd(t *testing.T) {
-	var calls atomic.Int32
-	end := Watch(0, func() { calls.Add(1) })
-	late := end()
-	time.Sleep(50 * time.Millisecond)
-	if n := calls.Load(); late && n != 1 || !late && n != 0 {
-		t.Errorf("end() = %v with late called %d times", late, n)
+	var calls, said atomic.Int32
+	for range 5000 {
+		end := Watch(0, func() { calls.Add(1) })
+		runtime.Gosched()
+		if end() {
+			said.Add(1)
+		}
+	}
+	time.Sleep(50 * time.Millisecond) // (a timer's late still to come)
+	if c, s := calls.Load(), said.Load(); c != s {
+		t.Errorf("late called %d times, end reported it %d times", c, s)
+	}
+}
+
+// end waits for a late under way, and reports it.
+func TestEndWaitsForLate(t *testing.T) {
+	in, release := make(chan struct{}), make(chan struct{})
+	end := Watch(0, func() { close(in); <-release })
+	<-in
+	ended := make(chan bool)
+	go func() { ended <- end() }()
+	select {
+	case <-ended:
+		t.Fatal("end returned while late ran")
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(release)
+	if !<-ended {
+		t.Error("end() = false after late ran")
 	}
 }
