@@ -92,8 +92,8 @@ local g = import 'lib/dashboard.libsonnet';
       g.timeseries('SM active', [g.target(std.format('vgpu_gpu_sm_active_ratio{%s}', fg), gpuLegend)], 'percentunit') { w: 8 },
       g.timeseries('HBM bandwidth used', [g.target(std.format('vgpu_gpu_dram_active_ratio{%s}', fg), gpuLegend)], 'percentunit') { w: 8 },
       g.timeseries('Tensor pipes active', [g.target(std.format('vgpu_gpu_tensor_active_ratio{%s}', fg), gpuLegend)], 'percentunit') { w: 8 },
-      g.timeseries('SM active per tenant', [g.target(std.format('sum by (tenant, gpu_instance) (vgpu_tenant_sm_active_ratio{%s, gpu_instance=~"$gpu_instance", tenant=~"$tenant"})', fg), '{{tenant}} {{gpu_instance}}')], 'percentunit', stack=true),
-      g.timeseries('HBM bandwidth per tenant', [g.target(std.format('sum by (tenant, gpu_instance) (vgpu_tenant_dram_active_ratio{%s, gpu_instance=~"$gpu_instance", tenant=~"$tenant"})', fg), '{{tenant}} {{gpu_instance}}')], 'percentunit', stack=true),
+      g.timeseries('SM active per tenant', [g.target(std.format('sum by (%s, gpu, gpu_instance, tenant) (vgpu_tenant_sm_active_ratio{%s, gpu_instance=~"$gpu_instance", tenant=~"$tenant"})', [host, fg]), '{{tenant}} ' + gpuLegend + ' {{gpu_instance}}')], 'percentunit', description='Per GPU (or MIG instance): stacked, the tenants of one GPU add up to its SM active.', stack=true),
+      g.timeseries('HBM bandwidth per tenant', [g.target(std.format('sum by (%s, gpu, gpu_instance, tenant) (vgpu_tenant_dram_active_ratio{%s, gpu_instance=~"$gpu_instance", tenant=~"$tenant"})', [host, fg]), '{{tenant}} ' + gpuLegend + ' {{gpu_instance}}')], 'percentunit', description='Per GPU (or MIG instance): stacked, the tenants of one GPU add up to its HBM bandwidth used.', stack=true),
       g.timeseries('Device memory per tenant', [g.target(std.format('sum by (tenant) (vgpu_tenant_memory_used_bytes{%s, gpu_instance=~"$gpu_instance", tenant=~"$tenant"})', fg), '{{tenant}}')], 'bytes', stack=true) { w: 8 },
       g.timeseries('Context switches', [
         g.target(std.format('rate(vgpu_gpu_context_switches_total{%s}[$__rate_interval])', fg), gpuLegend),

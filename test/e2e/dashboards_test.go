@@ -59,9 +59,11 @@ const dashWait = 60 * time.Second
 // mode (simulator), a Prometheus with the mixin's recording rules scraping
 // them every second, and queries every target of every panel of the
 // generated dashboards (dashboards/*.json) as Grafana would, its template
-// variables given values the exporters serve: each returns at least one
-// series but those of dashExcepted. It also reports what reads wrong: a
-// 0-1 unit over 0-100 figures, a legend naming a label no series has.
+// variables at All (as the dashboard opens), then given each value the
+// exporters serve: each returns at least one series but those of
+// dashExcepted. It also fails on what reads wrong: a 0-1 unit over figures
+// far above 1 (0-100 figures, or ratios summed over GPUs), a legend naming
+// a label no series has.
 func TestDashboardPanelsReturnData(t *testing.T) {
 	promBin := findTool(t, "prometheus")
 	bin := buildExporter(t)

@@ -191,16 +191,19 @@ func (a dashAPI) labelValues(q string) ([]string, error) {
 	return r.Data, nil
 }
 
-// choices returns the sets of variable values to try on b: every value of
-// each variable, in order, each given the earlier ones (as an SRE picks a
-// host, then one of its GPUs, ...); the variable's all value where its
-// query returns none (Grafana then offers All only).
+// choices returns the sets of variable values to try on b: first All for
+// every variable (what the dashboard opens with), then every value of each
+// variable, in order, each given the earlier ones (as an SRE picks a host,
+// then one of its GPUs, ...), the variable's all value where its query
+// returns none (Grafana then offers All only).
 func (a dashAPI) choices(b board) ([]map[string]string, error) {
+	all := map[string]string{}
 	combos := []map[string]string{{}}
 	for _, v := range b.Templating.List {
 		if v.Type != "query" {
 			continue
 		}
+		all[v.Name] = v.AllValue
 		var next []map[string]string
 		for _, c := range combos {
 			vals, err := a.labelValues(expand(v.Definition, c, a.scrape, a.end.Sub(a.start)))
@@ -222,7 +225,7 @@ func (a dashAPI) choices(b board) ([]map[string]string, error) {
 		}
 		combos = next
 	}
-	return combos, nil
+	return append([]map[string]string{all}, combos...), nil
 }
 
 func maps(m map[string]string) map[string]string {
