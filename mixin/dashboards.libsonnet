@@ -146,7 +146,9 @@ local g = import 'lib/dashboard.libsonnet';
         g.target(std.format('vgpu_gpu_row_remap_pending{%s}', fg)),
         g.target(std.format('vgpu_gpu_row_remap_failure{%s}', fg)),
         g.target(std.format('vgpu_gpu_retired_pages_total{%s}', fg)),
-      ], description='Rows remapped by cause, a remap pending a reset or failed (Ampere and later), pages retired (older GPUs).'),
+        g.target(std.format('vgpu_gpu_retired_pages_pending{%s}', fg)),
+        g.target(std.format('vgpu_gpu_ecc_errors_total{%s}', fg)),
+      ], description='Rows remapped by cause, a remap pending a reset or failed (Ampere and later), pages retired by cause and a retirement pending a reboot (older GPUs), ECC errors by type since the driver loaded.'),
     ]),
     'vgpu-chargeback.json': g.dashboard(c, 'vgpu-chargeback.json', 'vGPU / Energy and chargeback', "Each tenant's apportioned energy, GPU time used and held, and device memory held, with totals and cost per day and per 30 days; the cost is the exporters' own vgpu_tenant_cost_total, at the prices they are given (docs/metering.md, Cost). Tables export as CSV from the panel menu (Inspect, Data).", [clusterVar, jobVar, hostVar, tenantVar(true)], [
       g.row('Energy and use'),
