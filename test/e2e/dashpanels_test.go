@@ -5,6 +5,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"net/url"
 	"os"
@@ -218,7 +219,7 @@ func (a dashAPI) choices(b board) ([]map[string]string, error) {
 				}
 			}
 			for _, x := range picked {
-				nc := maps(c)
+				nc := maps.Clone(c)
 				nc[v.Name] = x
 				next = append(next, nc)
 			}
@@ -226,14 +227,6 @@ func (a dashAPI) choices(b board) ([]map[string]string, error) {
 		combos = next
 	}
 	return append([]map[string]string{all}, combos...), nil
-}
-
-func maps(m map[string]string) map[string]string {
-	out := make(map[string]string, len(m)+1)
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 // run runs p's query with the variables vars: instant at the end of the
