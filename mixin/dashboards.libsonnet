@@ -92,8 +92,8 @@ local g = import 'lib/dashboard.libsonnet';
       g.timeseries('SM active', [g.target(std.format('vgpu_gpu_sm_active_ratio{%s}', fg), gpuLegend)], 'percentunit') { w: 8 },
       g.timeseries('HBM bandwidth used', [g.target(std.format('vgpu_gpu_dram_active_ratio{%s}', fg), gpuLegend)], 'percentunit') { w: 8 },
       g.timeseries('Tensor pipes active', [g.target(std.format('vgpu_gpu_tensor_active_ratio{%s}', fg), gpuLegend)], 'percentunit') { w: 8 },
-      g.timeseries('SM active per tenant', [g.target(std.format('sum by (tenant, gpu_instance) (vgpu_tenant_sm_active_ratio{%s, gpu_instance=~"$gpu_instance", tenant=~"$tenant"})', fg), '{{tenant}} {{gpu_instance}}')], 'percentunit', stack=true),
-      g.timeseries('HBM bandwidth per tenant', [g.target(std.format('sum by (tenant, gpu_instance) (vgpu_tenant_dram_active_ratio{%s, gpu_instance=~"$gpu_instance", tenant=~"$tenant"})', fg), '{{tenant}} {{gpu_instance}}')], 'percentunit', stack=true),
+      g.timeseries('SM active per tenant', [g.target(std.format('sum by (%s, gpu, gpu_instance, tenant) (vgpu_tenant_sm_active_ratio{%s, gpu_instance=~"$gpu_instance", tenant=~"$tenant"})', [host, fg]), '{{tenant}} ' + gpuLegend + ' {{gpu_instance}}')], 'percentunit', description='Per GPU (or MIG instance): stacked, the tenants of one GPU add up to its SM active.', stack=true),
+      g.timeseries('HBM bandwidth per tenant', [g.target(std.format('sum by (%s, gpu, gpu_instance, tenant) (vgpu_tenant_dram_active_ratio{%s, gpu_instance=~"$gpu_instance", tenant=~"$tenant"})', [host, fg]), '{{tenant}} ' + gpuLegend + ' {{gpu_instance}}')], 'percentunit', description='Per GPU (or MIG instance): stacked, the tenants of one GPU add up to its HBM bandwidth used.', stack=true),
       g.timeseries('Device memory per tenant', [g.target(std.format('sum by (tenant) (vgpu_tenant_memory_used_bytes{%s, gpu_instance=~"$gpu_instance", tenant=~"$tenant"})', fg), '{{tenant}}')], 'bytes', stack=true) { w: 8 },
       g.timeseries('Context switches', [
         g.target(std.format('rate(vgpu_gpu_context_switches_total{%s}[$__rate_interval])', fg), gpuLegend),
@@ -146,7 +146,9 @@ local g = import 'lib/dashboard.libsonnet';
         g.target(std.format('vgpu_gpu_row_remap_pending{%s}', fg)),
         g.target(std.format('vgpu_gpu_row_remap_failure{%s}', fg)),
         g.target(std.format('vgpu_gpu_retired_pages_total{%s}', fg)),
-      ], description='Rows remapped by cause, a remap pending a reset or failed (Ampere and later), pages retired (older GPUs).'),
+        g.target(std.format('vgpu_gpu_retired_pages_pending{%s}', fg)),
+        g.target(std.format('vgpu_gpu_ecc_errors_total{%s}', fg)),
+      ], description='Rows remapped by cause, a remap pending a reset or failed (Ampere and later), pages retired by cause and a retirement pending a reboot (older GPUs), ECC errors by type since the driver loaded.'),
     ]),
     'vgpu-chargeback.json': g.dashboard(c, 'vgpu-chargeback.json', 'vGPU / Energy and chargeback', "Each tenant's apportioned energy, GPU time used and held, and device memory held, with totals and cost per day and per 30 days; the cost is the exporters' own vgpu_tenant_cost_total, at the prices they are given (docs/metering.md, Cost). Tables export as CSV from the panel menu (Inspect, Data).", [clusterVar, jobVar, hostVar, tenantVar(true)], [
       g.row('Energy and use'),

@@ -1,0 +1,336 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// board is the part of a generated Grafana dashboard that the panel check
+// reads: its template variables and its panels' targets.
+type board struct {
+	UID        string `json:"uid"`
+	Templating struct {
+		List []boardVar `json:"list"`
+	} `json:"templating"`
+	Panels []boardPanel `json:"panels"`
+}
+
+type boardVar struct {
+	Name     string `json:"name"`
+	Type     string `json:"type"`
+	AllValue string `json:"allValue"`
+	// Definition is a query variable's query.
+	Definition string `json:"definition"`
+}
+
+type boardPanel struct {
+	Type        string `json:"type"`
+	Title       string `json:"title"`
+	FieldConfig struct {
+		Defaults struct {
+			Unit string `json:"unit"`
+		} `json:"defaults"`
+	} `json:"fieldConfig"`
+	Targets []struct {
+		RefID        string `json:"refId"`
+		Expr         string `json:"expr"`
+		LegendFormat string `json:"legendFormat"`
+		Instant      bool   `json:"instant"`
+	} `json:"targets"`
+}
+
+// loadBoards reads every dashboard of dir (*.json).
+func loadBoards(dir string) ([]board, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil || len(files) == 0 {
+		return nil, fmt.Errorf("%s: no dashboards (*.json)", dir)
+	}
+	slices.Sort(files)
+	var out []board
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		var b board
+		if err := json.Unmarshal(data, &b); err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		if b.UID == "" {
+			return nil, fmt.Errorf("%s: no uid", f)
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// panelTarget is one target of one panel, and what the check found of it.
+type panelTarget struct {
+	board, panel, ref, unit, expr, legend string
+	instant                               bool
+	// Once it returned data: the variables it was given and the query run.
+	passed bool
+	vars   map[string]string
+	query  string
+	// What it returned at the end with every choice of the variables.
+	seen result
+}
+
+// result is what queries of a target returned: how many numbers (NaN is
+// none), the label names of the series that had one, their range.
+type result struct {
+	n          int
+	labels     map[string]bool
+	minV, maxV float64
+}
+
+func (r *result) add(o result) {
+	if o.n == 0 {
+		return
+	}
+	if r.n == 0 {
+		*r = result{labels: map[string]bool{}, minV: o.minV, maxV: o.maxV}
+	}
+	r.n += o.n
+	r.minV, r.maxV = min(r.minV, o.minV), max(r.maxV, o.maxV)
+	for k := range o.labels {
+		r.labels[k] = true
+	}
+}
+
+func (p *panelTarget) key() string { return p.board + " / " + p.panel + " / " + p.ref }
+
+// boardTargets lists the targets of every panel of b, rows left out.
+func boardTargets(b board) []*panelTarget {
+	var out []*panelTarget
+	for _, p := range b.Panels {
+		if p.Type == "row" {
+			continue
+		}
+		for _, tg := range p.Targets {
+			out = append(out, &panelTarget{
+				board: b.UID, panel: p.Title, ref: tg.RefID, unit: p.FieldConfig.Defaults.Unit,
+				expr: tg.Expr, legend: tg.LegendFormat, instant: tg.Instant || p.Type != "timeseries",
+			})
+		}
+	}
+	return out
+}
+
+var (
+	labelValuesRE = regexp.MustCompile(`^label_values\((.+),\s*([a-zA-Z_][a-zA-Z0-9_]*)\)$`)
+	varRefRE      = regexp.MustCompile(`\$\{(\w+)\}|\$(\w+)`)
+	legendLabelRE = regexp.MustCompile(`\{\{\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\}\}`)
+)
+
+// expand substitutes the variables of vars ($name and ${name}) in s, and
+// Grafana's own: $__rate_interval as Grafana makes it (four scrape
+// intervals), $__interval as the step, $__range as the range queried.
+func expand(s string, vars map[string]string, scrape, rng time.Duration) string {
+	return varRefRE.ReplaceAllStringFunc(s, func(ref string) string {
+		name := strings.Trim(ref, "${}")
+		switch name {
+		case "__rate_interval":
+			return (4 * scrape).String()
+		case "__interval":
+			return scrape.String()
+		case "__range":
+			return fmt.Sprintf("%ds", int(rng.Seconds()))
+		}
+		if v, ok := vars[name]; ok {
+			return v
+		}
+		return ref
+	})
+}
+
+// regexValue is v as Grafana puts a chosen value into a regular expression
+// matcher (=~"$v"): its metacharacters escaped, in a PromQL string.
+func regexValue(v string) string {
+	return strings.ReplaceAll(regexp.QuoteMeta(v), `\`, `\\`)
+}
+
+// dashAPI queries one Prometheus for the panel check.
+type dashAPI struct {
+	base       string
+	scrape     time.Duration
+	start, end time.Time
+}
+
+// labelValues answers a label_values(selector, label) variable query, sorted
+// as Grafana sorts it (sort: 1, alphabetical).
+func (a dashAPI) labelValues(q string) ([]string, error) {
+	m := labelValuesRE.FindStringSubmatch(strings.TrimSpace(q))
+	if m == nil {
+		return nil, fmt.Errorf("variable query %q: not label_values(selector, label)", q)
+	}
+	u := a.base + "/api/v1/label/" + m[2] + "/values?" + url.Values{"match[]": {m[1]}}.Encode()
+	var r struct {
+		Status string   `json:"status"`
+		Error  string   `json:"error"`
+		Data   []string `json:"data"`
+	}
+	if err := getJSONValue(u, &r); err != nil {
+		return nil, fmt.Errorf("variable query %q: %w", q, err)
+	}
+	if r.Status != "success" {
+		return nil, fmt.Errorf("variable query %q: %s", q, r.Error)
+	}
+	slices.Sort(r.Data)
+	return r.Data, nil
+}
+
+// choices returns the sets of variable values to try on b: first All for
+// every variable (what the dashboard opens with), then every value of each
+// variable, in order, each given the earlier ones (as an SRE picks a host,
+// then one of its GPUs, ...), the variable's all value where its query
+// returns none (Grafana then offers All only).
+func (a dashAPI) choices(b board) ([]map[string]string, error) {
+	all := map[string]string{}
+	combos := []map[string]string{{}}
+	for _, v := range b.Templating.List {
+		if v.Type != "query" {
+			continue
+		}
+		all[v.Name] = v.AllValue
+		var next []map[string]string
+		for _, c := range combos {
+			vals, err := a.labelValues(expand(v.Definition, c, a.scrape, a.end.Sub(a.start)))
+			if err != nil {
+				return nil, fmt.Errorf("%s: $%s: %w", b.UID, v.Name, err)
+			}
+			picked := []string{v.AllValue}
+			if len(vals) > 0 {
+				picked = picked[:0]
+				for _, x := range vals {
+					picked = append(picked, regexValue(x))
+				}
+			}
+			for _, x := range picked {
+				nc := maps.Clone(c)
+				nc[v.Name] = x
+				next = append(next, nc)
+			}
+		}
+		combos = next
+	}
+	return append([]map[string]string{all}, combos...), nil
+}
+
+// run runs p's query with the variables vars: instant at the end of the
+// run for a stat or table target, over the run for a time series.
+func (a dashAPI) run(p *panelTarget, vars map[string]string) (result, string, error) {
+	q := expand(p.expr, vars, a.scrape, a.end.Sub(a.start))
+	params := url.Values{"query": {q}}
+	path := "/api/v1/query_range"
+	if p.instant {
+		path = "/api/v1/query"
+		params.Set("time", promTime(a.end))
+	} else {
+		params.Set("start", promTime(a.start))
+		params.Set("end", promTime(a.end))
+		params.Set("step", a.scrape.String())
+	}
+	var r struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+		Data   struct {
+			Result []struct {
+				Metric map[string]string `json:"metric"`
+				Value  []any             `json:"value"`
+				Values [][]any           `json:"values"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := getJSONValue(a.base+path+"?"+params.Encode(), &r); err != nil {
+		return result{}, q, fmt.Errorf("%s: %s: %w", p.key(), q, err)
+	}
+	if r.Status != "success" {
+		return result{}, q, fmt.Errorf("%s: %s: %s", p.key(), q, r.Error)
+	}
+	out := result{labels: map[string]bool{}, minV: math.Inf(1), maxV: math.Inf(-1)}
+	for _, s := range r.Data.Result {
+		points := s.Values
+		if s.Value != nil {
+			points = [][]any{s.Value}
+		}
+		for _, pt := range points {
+			str, _ := pt[1].(string)
+			v, err := strconv.ParseFloat(str, 64)
+			if err != nil || math.IsNaN(v) {
+				continue
+			}
+			out.n++
+			out.minV, out.maxV = min(out.minV, v), max(out.maxV, v)
+			for k := range s.Metric {
+				out.labels[k] = true
+			}
+		}
+	}
+	return out, q, nil
+}
+
+// try runs p with vars and records them when it returns data.
+func (a dashAPI) try(p *panelTarget, vars map[string]string) error {
+	r, q, err := a.run(p, vars)
+	if err == nil && r.n > 0 {
+		p.passed, p.vars, p.query = true, vars, q
+	}
+	return err
+}
+
+// oddities returns what reads wrong in what a panel target returned with
+// every choice of its variables: a percentunit (0-1) panel with values far
+// above 1 (0-100 figures), a percent (0-100) one with values all within
+// 0-1, a legend naming a label that no series has (the legend shows
+// nothing there).
+func (p *panelTarget) oddities() []string {
+	r := p.seen
+	if r.n == 0 {
+		return nil
+	}
+	var out []string
+	switch p.unit {
+	case "percentunit":
+		if r.maxV > 1.5 {
+			out = append(out, fmt.Sprintf("unit percentunit (0-1) but values up to %g", r.maxV))
+		}
+	case "percent":
+		if r.maxV <= 1 {
+			out = append(out, fmt.Sprintf("unit percent (0-100) but values all within %g..%g", r.minV, r.maxV))
+		}
+	}
+	for _, m := range legendLabelRE.FindAllStringSubmatch(p.legend, -1) {
+		if !r.labels[m[1]] {
+			out = append(out, fmt.Sprintf("legend %q names {{%s}}, a label none of its series has", p.legend, m[1]))
+		}
+	}
+	return out
+}
+
+func promTime(t time.Time) string { return fmt.Sprintf("%.3f", float64(t.UnixMilli())/1000) }
+
+// getJSONValue decodes the JSON body of u; Prometheus answers a bad query
+// with 400 or 422 and a JSON error.
+func getJSONValue(u string, v any) error {
+	code, body, err := get(u)
+	if err != nil {
+		return err
+	}
+	if code/100 != 2 && code != 400 && code != 422 {
+		return fmt.Errorf("HTTP %d: %.200s", code, body)
+	}
+	return json.Unmarshal([]byte(body), v)
+}
