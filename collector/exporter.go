@@ -38,7 +38,7 @@ func newExporterCollector(log.Logger) (Collector, error) {
 	c.kubeletErrors = c.add("kubelet_pod_resources_errors_total", "Failed queries of the kubelet pod-resources API.")
 	c.kubeletLastSuccess = c.add("kubelet_pod_resources_last_success_timestamp_seconds", "When the pod mapping in use was fetched from the kubelet.")
 	c.podsMapped = c.add("kubelet_pods_mapped", "Pods with GPUs in the mapping from the kubelet.")
-	c.metadataUp = c.add("kubelet_pod_metadata_up", "1 if the last read of the pod metadata (--kubernetes.pod-metadata) succeeded, 0 if not (the last good metadata stays in use).")
+	c.metadataUp = c.add("kubelet_pod_metadata_up", "1 if the last read of the pod metadata (--kubernetes.pod-metadata) succeeded, 0 if not (the last good metadata stays in use); absent before the first read.")
 	c.metadataErrors = c.add("kubelet_pod_metadata_errors_total", "Failed reads of the pod metadata (--kubernetes.pod-metadata).")
 	c.metadataLastSuccess = c.add("kubelet_pod_metadata_last_success_timestamp_seconds", "When the pod metadata in use was read.")
 	c.dcgmUp = c.add("dcgm_exporter_up", "1 if the last scrape of dcgm-exporter (--backend.dcgm-exporter.url) succeeded, 0 if not.")
@@ -91,7 +91,12 @@ func (c *exporterCollector) Update(snap *tenant.Snapshot, ch chan<- prometheus.M
 		}
 		e.gauge(c.podsMapped, float64(k.PodsMapped))
 		if md := k.Metadata; md.Source != "" {
-			e.gauge(c.metadataUp, boolValue(md.Up))
+			// The metadata is read only after a good pod-resources
+			// query: before its first read its up is absent, not 0, so
+			// that a read never tried raises no alert.
+			if md.ErrorsTotal > 0 || !md.LastSuccess.IsZero() {
+				e.gauge(c.metadataUp, boolValue(md.Up))
+			}
 			e.counter(c.metadataErrors, float64(md.ErrorsTotal))
 			if !md.LastSuccess.IsZero() {
 				e.gauge(c.metadataLastSuccess, unixSeconds(md.LastSuccess))

@@ -306,7 +306,7 @@ type Event struct {
 	Time    time.Time
 	Kind    EventKind
 	Code    uint64 // XID number for EventXID
-	PID     uint32 // 0 if unknown
+	PID     uint32 // 0 if unknown (NVML's XID events carry none)
 	Message string
 }
 

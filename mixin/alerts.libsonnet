@@ -274,11 +274,9 @@
           alert(
             'VGPUExporterPodMetadataFailing',
             'warning',
-            // the metadata is read only after a good pod-resources query:
-            // while that fails (from the start, its up is 0 too) the
-            // metadata was not tried, and VGPUExporterKubeletUnreachable
-            // is the alert
-            std.format('vgpu_kubelet_pod_metadata_up{%s} == 0 unless on (cluster, job, instance) vgpu_kubelet_pod_resources_up{%s} == 0', [sel, sel]),
+            // absent before the first read (read only after a good
+            // pod-resources query), so a read never tried does not fire
+            std.format('vgpu_kubelet_pod_metadata_up{%s} == 0', sel),
             c.alertFor.podMetadataFailing,
             'vgpu_exporter cannot read its pod metadata.',
             'vgpu_exporter' + onHost + ' has failed to read its pod metadata for %s; pods new since its last good read have no labels, so labels selectors miss them and processes of pods sharing a GPU stay unassigned.' % c.alertFor.podMetadataFailing,

@@ -375,7 +375,7 @@ func (b *Builder) logUnmapped(podMap *kube.Mapping) {
 
 // logEvents logs each XID of r: the counters keep only well-known codes
 // apart, so the log is where an unusual code and the driver's message stay.
-// An XID the driver tied to a process names the process's tenant where the
+// An XID the backend tied to a process names the process's tenant where the
 // sample attributed it on that GPU: the counters have no tenant, and an
 // application's XID (13, 31, 43) is its owner's to look at.
 func logEvents(logger log.Logger, r *gpu.Readings, usage []Usage) {
@@ -389,7 +389,7 @@ func logEvents(logger log.Logger, r *gpu.Readings, usage []Usage) {
 				continue
 			}
 			kv := []any{"msg", "XID event", "gpu", d.Index, "uuid", d.UUID, "xid", ev.Code, "pid", ev.PID}
-			if name, ok := pidTenant(usage, d.UUID, ev.PID); ok {
+			if name, ok := pidTenant(usage, d, ev.PID); ok {
 				kv = append(kv, "tenant", name)
 			}
 			level.Warn(logger).Log(append(kv, "message", ev.Message)...)
@@ -397,21 +397,41 @@ func logEvents(logger log.Logger, r *gpu.Readings, usage []Usage) {
 	}
 }
 
-// pidTenant is the tenant usage attributes pid to on the GPU uuid (any of
-// its MIG instances); false for PID 0 (the driver named none) or a process
-// not among the sample's.
-func pidTenant(usage []Usage, uuid string, pid uint32) (string, bool) {
+// pidTenant is the tenant usage attributes the host process pid to on
+// the GPU d (any of its MIG instances): a VM's host process (its QEMU) by
+// the usage's VMPIDs, or a process on the host itself. A process inside a
+// VM (VGPUInstance != 0) has the guest's PID, not the host's that an XID
+// names, so it never matches. False for PID 0 (none named), a PID not
+// among the sample's, or one that tenants both hold (a guest's PID equal
+// to a host process's).
+func pidTenant(usage []Usage, d *gpu.Device, pid uint32) (string, bool) {
 	if pid == 0 {
 		return "", false
 	}
 	for i := range usage {
-		u := &usage[i]
-		if u.UUID != uuid {
-			continue
-		}
-		if slices.Contains(u.PIDs, pid) {
+		if u := &usage[i]; u.UUID == d.UUID && slices.Contains(u.VMPIDs, pid) {
 			return u.Tenant, true
 		}
 	}
-	return "", false
+	onHost := false
+	for i := range d.Processes {
+		if p := &d.Processes[i]; p.PID == pid && p.VGPUInstance == 0 {
+			onHost = true
+		}
+	}
+	if !onHost {
+		return "", false
+	}
+	name := ""
+	for i := range usage {
+		u := &usage[i]
+		if u.UUID != d.UUID || !slices.Contains(u.PIDs, pid) {
+			continue
+		}
+		if name != "" && u.Tenant != name {
+			return "", false
+		}
+		name = u.Tenant
+	}
+	return name, name != ""
 }

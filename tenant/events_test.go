@@ -133,3 +133,56 @@ func TestXIDLogNamesTenant(t *testing.T) {
 		t.Errorf("XID log lines %q, want %q\n%s", got, want, logs.String())
 	}
 }
+
+// TestXIDLogNamesVMTenant: on a vGPU host the PIDs of processes inside a
+// VM are the guest's. An XID naming a host PID names the tenant of the VM
+// that PID runs (its QEMU), never the tenant of a guest process that
+// happens to have the same PID; a host process sharing its PID with a
+// guest's names none (which one is meant cannot be told).
+func TestXIDLogNamesVMTenant(t *testing.T) {
+	cfg, err := LoadConfig("testdata/tenants-vgpu.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name      string
+		processes []gpu.Process
+		pid       uint32
+		want      string
+	}{
+		{"a guest's PID", []gpu.Process{{PID: 1234, VGPUInstance: 3, GPUInstanceID: -1, UID: -1}}, 1234, "pid=1234"},
+		{"a VM's host process", []gpu.Process{{PID: 1234, VGPUInstance: 3, GPUInstanceID: -1, UID: -1}}, 4002, "pid=4002 tenant=vdi"},
+		{"a host process with a guest's PID", []gpu.Process{
+			{PID: 1234, VGPUInstance: 3, GPUInstanceID: -1, UID: -1},
+			{PID: 1234, Name: "nvidia-smi", GPUInstanceID: -1, UID: -1}}, 1234, "pid=1234"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs bytes.Buffer
+			b, err := NewBuilder(cfg, BuilderOptions{Clock: gpu.NewManualClock(time.Unix(1000, 0)), Logger: log.NewLogfmtLogger(&logs)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := &gpu.Readings{Devices: []gpu.Device{{
+				Index: 0, UUID: "GPU-0", Up: true, Mode: gpu.SharingVGPU,
+				VGPUs: []gpu.VGPUInstance{
+					{ID: 1, UUID: "a", VMName: "vdi-1", HostPID: 4002},
+					{ID: 3, UUID: "7f3c1a52-0000-4000-8000-000000000001", VMName: "llm"},
+				},
+				Processes: tc.processes,
+				Events:    []gpu.Event{{Kind: gpu.EventXID, Code: 43, PID: tc.pid}},
+			}}}
+			b.Build(r, gpu.SamplerStats{})
+			var got []string
+			for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+				if strings.Contains(line, `msg="XID event"`) {
+					_, rest, _ := strings.Cut(line, "xid=43 ")
+					got = append(got, strings.Split(rest, " message=")[0])
+				}
+			}
+			if len(got) != 1 || got[0] != tc.want {
+				t.Errorf("XID log %q, want %q\n%s", got, tc.want, logs.String())
+			}
+		})
+	}
+}

@@ -112,3 +112,42 @@ esac`, "", func(o *Options) { o.Logger = log.NewLogfmtLogger(&buf); o.Clock = cl
 		t.Errorf("after a minute, log %q, want one line counting the two not logged", got)
 	}
 }
+
+// A harmless warning printed on every set command is logged once a minute
+// without holding back a different text in that minute: a refusal after
+// it is logged too (before, one allowance for all texts left the refusal
+// only counted in the next line's not_logged).
+func TestSetStderrLoggedPerText(t *testing.T) {
+	var buf bytes.Buffer
+	clock := gpu.NewManualClock(time.Unix(1000, 0))
+	r := newRig(t, `read -r cmd a b c < "$STDIN"
+case "$cmd" in
+get_server_list) echo 100 ;;
+get_client_list) echo 101 ;;
+set_device_pinned_mem_limit)
+	echo "WARNING: libfoo.so cannot be preloaded" >&2
+	[ "$c" = 1024M ] || echo "Failed to set the pinned memory limit: $c exceeds the device memory" >&2 ;;
+esac`, "", func(o *Options) { o.Logger = log.NewLogfmtLogger(&buf); o.Clock = clock })
+	ctx := context.Background()
+	set := func(limit uint64) {
+		t.Helper()
+		if err := r.c.SetMPSPinnedMemoryLimit(ctx, uuid, 100, limit); err != nil {
+			t.Fatalf("error %v: a set that exited 0 is taken as done", err)
+		}
+	}
+	set(1 << 30)
+	set(1 << 30)
+	clock.Advance(10 * time.Second)
+	set(1 << 40)
+	got := buf.String()
+	if strings.Count(got, "level=warn") != 2 || !strings.Contains(got, `stderr="WARNING: libfoo.so cannot be preloaded"`) ||
+		!strings.Contains(got, `1048576M exceeds the device memory"`) {
+		t.Fatalf("log %q, want the warning and, in the same minute, the refusal", got)
+	}
+	buf.Reset()
+	clock.Advance(time.Minute)
+	set(1 << 30)
+	if got := buf.String(); strings.Count(got, "level=warn") != 1 || !strings.Contains(got, "not_logged=1") {
+		t.Errorf("a minute on, log %q, want the warning counting the one not logged", got)
+	}
+}

@@ -112,7 +112,7 @@ type Controller struct {
 
 	opMu sync.Mutex // serializes the daemon commands (not the restart hooks)
 	// setStderr bounds the warnings of set commands that printed on stderr
-	setStderr *ratelog.Log
+	setStderr *ratelog.Keyed
 
 	mu     sync.Mutex // guards the fields below
 	states map[key]*ClientState
@@ -158,7 +158,7 @@ func New(opts Options) *Controller {
 	if opts.RestartTimeout <= 0 {
 		opts.RestartTimeout = DefaultRestartTimeout
 	}
-	c := &Controller{opts: opts, logger: opts.Logger, clock: opts.Clock, setStderr: ratelog.New(setStderrLogEvery, 1),
+	c := &Controller{opts: opts, logger: opts.Logger, clock: opts.Clock, setStderr: ratelog.NewKeyed(setStderrLogEvery, setStderrTexts),
 		states: map[key]*ClientState{}, seen: map[key]time.Time{}, restarting: map[key]int{}}
 	if c.logger == nil {
 		c.logger = log.NewNopLogger()
@@ -628,9 +628,10 @@ func (c *Controller) serverPercentage(ctx context.Context, pid uint32) (float64,
 // send runs one daemon command and returns its reply. A reply that says
 // the command failed is an error even when the program exits with 0.
 // What a set command that exited 0 printed on stderr is logged at warning
-// (at most once per setStderrLogEvery): it may be a refusal, but harmless
-// warnings (a preloaded library's) are printed there too, so it fails
-// nothing.
+// (each text at most once per setStderrLogEvery, so that a harmless
+// warning printed on every command does not hold back another): it may be
+// a refusal, but harmless warnings (a preloaded library's) are printed
+// there too, so it fails nothing.
 func (c *Controller) send(ctx context.Context, cmd string) (string, error) {
 	res, err := command.Run(ctx, command.Spec{
 		Path:        c.opts.ControlBinary,
@@ -647,13 +648,18 @@ func (c *Controller) send(ctx context.Context, cmd string) (string, error) {
 		return "", fmt.Errorf("MPS command %q refused by the daemon: %s", cmd, command.Excerpt(res.Stdout, 256))
 	}
 	if strings.HasPrefix(cmd, "set_") && len(bytes.TrimSpace(res.Stderr)) > 0 {
-		if held, ok := c.setStderr.NoteAt(c.clock.Now()); ok {
-			level.Warn(c.logger).Log("msg", "MPS control program exited 0 for a set command but printed on stderr; the value is taken as set (logged at most once per minute)",
-				"command", cmd, "stderr", command.Excerpt(res.Stderr, 256), "not_logged", held)
+		said := command.Excerpt(res.Stderr, 256)
+		if held, ok := c.setStderr.NoteAt(said, c.clock.Now()); ok {
+			level.Warn(c.logger).Log("msg", "MPS control program exited 0 for a set command but printed on stderr; the value is taken as set (each text logged at most once per minute)",
+				"command", cmd, "stderr", said, "not_logged", held)
 		}
 	}
 	return out, nil
 }
 
-// setStderrLogEvery is how often a set command's stderr may be logged.
-const setStderrLogEvery = time.Minute
+// setStderrLogEvery is how often a set command's stderr may be logged,
+// each of at most setStderrTexts texts apart (and that many lines in all).
+const (
+	setStderrLogEvery = time.Minute
+	setStderrTexts    = 16
+)
