@@ -142,7 +142,7 @@ func (t *Tuner) awaitHooks(ctx context.Context) ([]Decision, error) {
 		return nil, nil
 	}
 	waited := t.hooksByAge()
-	level.Info(t.o.Logger).Log("msg", "tuner exit: waiting for the hooks still running (restores and reverts setting back an original) with what is left of the restore's deadline (--tuner.restore-timeout); past it they are cut and left for the next start", "hooks", len(waited))
+	level.Info(t.o.Logger).Log("msg", "tuner exit: waiting for the hooks still running (restores and reverts setting back an original) until four fifths of the restore's deadline (--tuner.restore-timeout); past it they are cut and left for the next start", "hooks", len(waited))
 	for _, h := range waited {
 		select {
 		case <-h.done:

@@ -7,12 +7,14 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-kit/log"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
 // exitRun is the run's tuner logging to the buffer returned, and the
@@ -282,3 +284,38 @@ func TestExitRestoresTheTenantsOtherClientAfterItsHook(t *testing.T) {
 		t.Errorf("journaled originals %+v after the restore at exit, want none", o)
 	}
 }
+
+// A restore's hook that outlasts the restore's deadline at exit is named
+// in the exit's error, and the journal and the actuators are closed when
+// RestoreAtExit returns: the hooks are waited for a share of the deadline
+// (hooksShare), the rest kept for the held originals and the closes.
+// (On one deadline, the exit returned a bare "not finished" as the hook
+// was cut, and the closes ran after it had returned, or never.)
+func TestRestoreAtExitNamesTheCutHookAndCloses(t *testing.T) {
+	r, after := successorRestoreStarted(t)
+	rn := NewRunner(r.tu, r.j, r.clk, time.Minute, func() *tenant.Snapshot { return r.snapOf(after...) }, nil)
+	rn.SetRestoreTimeout(300 * time.Millisecond)
+	var closes atomic.Int32
+	rn.CloseAtExit(closeFunc(func() error { closes.Add(1); return nil }))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	rn.Run(ctx)
+	err := rn.RestoreAtExit()
+	if err == nil || !strings.Contains(err.Error(), "GPU-0/mps_active_threads/pid9: its hook") {
+		t.Errorf("RestoreAtExit: %v, want the restore's hook named", err)
+	}
+	r.j.mu.Lock()
+	closed := r.j.closed
+	r.j.mu.Unlock()
+	if !closed {
+		t.Error("the journal was not closed when RestoreAtExit returned")
+	}
+	if n := closes.Load(); n != 1 {
+		t.Errorf("the actuator closed %d times when RestoreAtExit returned, want 1", n)
+	}
+}
+
+// closeFunc is an io.Closer calling itself.
+type closeFunc func() error
+
+func (f closeFunc) Close() error { return f() }
