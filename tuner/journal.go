@@ -444,14 +444,6 @@ func (j *Journal) originalsLocked() []Original {
 	return out
 }
 
-// HasOriginal reports whether an original of t is journaled and open.
-func (j *Journal) HasOriginal(t Target) bool {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	_, ok := j.open[t.String()]
-	return ok
-}
-
 // Append writes rec and syncs the file. A record that is not valid, or
 // that could not be written whole, is an error and changes nothing: a
 // partial write is cut off again (where that fails, before the next
