@@ -245,7 +245,8 @@ func TestJournalReplacingFileRead(t *testing.T) {
 	}
 	defer j.Close()
 	tu, clk, out := journalTuner(t, j) // GPU-0's original, 700 W
-	if _, err := tu.Recover(context.Background(), nil); err != nil { // (the start's restore made: GPU-9's is kept for the exit)
+	// the start's restore made: GPU-9's original, kept, is set back at exit
+	if _, err := tu.Recover(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
 	put := filepath.Join(dir, "put")
