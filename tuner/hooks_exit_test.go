@@ -319,3 +319,46 @@ func TestRestoreAtExitNamesTheCutHookAndCloses(t *testing.T) {
 type closeFunc func() error
 
 func (f closeFunc) Close() error { return f() }
+
+// A policy's change back to the original (no revert) whose restart hook
+// still runs at exit is waited for as a revert to it is: it ends within
+// the deadline, is settled as applied and its original closed as
+// restored, the client restarted by no one else. (Before, the exit
+// waited only for reverts: it cut the change, settled it as failed and
+// restarted the client a third time.)
+func TestChangeBackHookAtExit(t *testing.T) {
+	r := newHookRun(t)
+	r.round(t, relaxedBatch())
+	r.host.waitStarted(t)
+	r.host.release <- nil
+	waitHookEnded(t, r.tu)
+	if d := r.round(t); !slices.Equal(outcomes(d), []string{"mps_active_threads applied"}) {
+		t.Fatalf("round after the relax's hook: %v, want it applied", outcomes(d))
+	}
+	r.host.blockNext()
+	if d := r.round(t, capBatch, power); !slices.Equal(outcomes(d), []string{"power_limit applied"}) {
+		t.Fatalf("round of the change back: %v, want the power limit set while the change's hook runs", outcomes(d))
+	}
+	r.host.waitStarted(t)
+	logs := r.exitRun(func(c string) {
+		if isPower(c) {
+			r.host.release <- nil
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // (not reached)
+	defer cancel()
+	d, err := r.tu.Restore(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := outcomes(d), []string{"power_limit restored", "mps_active_threads applied", "mps_active_threads restored"}; !slices.Equal(got, want) || d[1].To != "50%" {
+		t.Errorf("restore at exit: %+v, want the power limit, then the change back to 50%% settled as applied and its original closed as restored", d)
+	}
+	if got, want := restartCalls(r.host), []string{"RestartClient(GPU-0,8)", "RestartClient(GPU-0,8)"}; !slices.Equal(got, want) {
+		t.Errorf("restarts %q, want %q (the relax's and the change's, none at exit)", got, want)
+	}
+	if o := r.j.Originals(); len(o) != 0 {
+		t.Errorf("journaled originals %+v after the restore at exit, want none", o)
+	}
+	r.checkNoRestoreFailure(t, logs)
+}

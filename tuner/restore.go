@@ -308,9 +308,9 @@ func (t *Tuner) closeOriginal(k string, now time.Time, why string) {
 
 // setBack drops the open original of a's target where a, applied, set an
 // MPS client's cap back to its value, and returns it, to be closed in the
-// journal (closeSetBack) once a's own outcome is. A revert whose hook the
+// journal (closeSetBack) once a's own outcome is. A change whose hook the
 // exit waited for is left to the exit, as the restore it made
-// (restoredByRevert).
+// (restoredByHook).
 func (t *Tuner) setBack(a Action, h *hookCall) (Original, bool) {
 	if a.Knob != gpu.KnobMPSActiveThreads || a.Plan != nil || h != nil && h.atExit {
 		return Original{}, false
