@@ -164,6 +164,9 @@ type Journal struct {
 	relinked Relinked
 	// closed: Close was called; every later use fails (usedAfterClose).
 	closed bool
+	// foreign: the file at the path when last found not a journal, not
+	// read again until it changes (relinkLocked).
+	foreign *foreignFile
 }
 
 // OpenJournal opens (creating) the journal at path, recovers what an

@@ -75,6 +75,10 @@ func (j *Journal) relinkLocked() (replaced bool, err error) {
 	switch fi, lerr := os.Lstat(j.path); {
 	case lerr == nil && fi.Mode().IsRegular():
 		what = "replaced by another file"
+		if j.foreign.same(fi) {
+			return false, j.foreign.err // (found not a journal: unchanged since)
+		}
+		j.foreign = nil
 		// another exporter's journal since: not written over while it
 		// holds it; and held locked here until it is written over, so
 		// that no exporter started meanwhile takes it and loses it
@@ -86,7 +90,11 @@ func (j *Journal) relinkLocked() (replaced bool, err error) {
 		// a journal put there on purpose: its originals are kept; a
 		// file that is not one is left as it is
 		if put, err = readPut(f, j.path); err != nil {
-			return false, fmt.Errorf("tuner journal %s was %s while in use, not written over: %w", j.path, what, err)
+			err = fmt.Errorf("tuner journal %s was %s while in use, not written over: %w", j.path, what, err)
+			if errors.As(err, new(notJournalError)) {
+				j.foreign = &foreignFile{fi: fi, err: err}
+			}
+			return false, err
 		}
 	case lerr == nil:
 		what = "replaced by " + fileread.Kind(fi.Mode().Type())

@@ -1,6 +1,7 @@
 package tuner
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -417,5 +418,47 @@ func TestJournalReplacingFileOriginalsAdopted(t *testing.T) {
 	}
 	if o, err := ReadJournalOriginals(p); err != nil || len(o) != 0 {
 		t.Errorf("the path holds %v (%v) after the exit, want every original closed", o, err)
+	}
+}
+
+// A file that is not a journal, put at the path, is read once: the
+// rounds and writes after it find the same file, of the same size and
+// modification time, and do not read it again (a large file was read in
+// full at every round and every write); once it changes, it is read
+// again. Here a journal is written in its place keeping its size and
+// time: not read; its time then moved: read, its original kept.
+func TestJournalForeignFileNotReadAgainUntilChanged(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "journal")
+	j := openWithOriginal(t, p, "GPU-0")
+	other := filepath.Join(dir, "other")
+	openWithOriginal(t, other, "GPU-9").Close()
+	journal, err := os.ReadFile(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign := append(bytes.Repeat([]byte("x"), len(journal)-1), '\n')
+	writeOver(t, p, foreign)
+	if _, err := j.Relink(); err == nil || !strings.Contains(err.Error(), "not a tuner journal") {
+		t.Fatalf("relink over a file that is not a journal: %v, want it refused", err)
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, journal, 0o600); err != nil { // (in place: the same file)
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(p, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Relink(); err == nil || !strings.Contains(err.Error(), "not a tuner journal") {
+		t.Errorf("relink over the same file, its size and time unchanged: %v, want the refusal again without reading it", err)
+	}
+	if err := os.Chtimes(p, fi.ModTime(), fi.ModTime().Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := j.Relink(); err != nil || r.Kept != 1 {
+		t.Errorf("relink over the file changed: %+v, %v; want it read, GPU-9's original kept", r, err)
 	}
 }
