@@ -98,6 +98,7 @@ func (t *Tuner) cancelHooks(ctx context.Context, now time.Time) []Decision {
 	for _, h := range t.hooksByAge() {
 		if !t.awaitedAtExit(h) {
 			h.cancel()
+			h.cancelledAtExit = true
 			cancelled = append(cancelled, h)
 		}
 	}
@@ -174,7 +175,11 @@ func (t *Tuner) awaitHooks(ctx context.Context) ([]Decision, error) {
 	}
 	var errs []error
 	for _, h := range t.hooksByAge() {
-		errs = append(errs, fmt.Errorf("%s of %s: its hook, started %v before, did not end within the restore's deadline and was cut then; left for the next start", h.a.Knob, h.a.Target, now.Sub(h.started).Round(time.Second)))
+		what := "did not end within the restore's deadline and was cut then"
+		if h.cancelledAtExit {
+			what = "was cancelled at the start of the exit's restore (it sets back no original) and had not ended by the restore's deadline"
+		}
+		errs = append(errs, fmt.Errorf("%s of %s: its hook, started %v before, %s; left for the next start", h.a.Knob, h.a.Target, now.Sub(h.started).Round(time.Second), what))
 		for _, k := range slices.Sorted(maps.Keys(t.originals)) {
 			if o := t.originals[k]; k != h.a.Target.String() && t.holder(restoreWait(o)) == h {
 				errs = append(errs, fmt.Errorf("%s: its restore waits for that hook (%s of %s); left for the next start", k, h.a.Knob, h.a.Target))

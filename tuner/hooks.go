@@ -70,6 +70,9 @@ type hookCall struct {
 	// (awaitHooks): settled as the restore it made (restoredByHook), not
 	// closed by the round's rule (setBack).
 	atExit bool
+	// cancelledAtExit: the exit's restore cancelled it at its start
+	// (cancelHooks); still running at the deadline, it is named so.
+	cancelledAtExit bool
 }
 
 // HookRun is a call of a hook the tuner started and has not settled: an

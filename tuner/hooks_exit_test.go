@@ -362,3 +362,20 @@ func TestChangeBackHookAtExit(t *testing.T) {
 	}
 	r.checkNoRestoreFailure(t, logs)
 }
+
+// A hook the exit cancels at its start (a change that sets back no
+// original) and that has not ended by the restore's deadline is named so
+// in the exit's error, not as one waited for and cut at the deadline.
+func TestExitErrorNamesAHookCancelledAtItsStart(t *testing.T) {
+	r := newHookRun(t)
+	r.tu.bind(ActuatorsOf(deafHost{r.host}))
+	r.round(t, capBatch)
+	r.host.waitStarted(t)
+	defer func() { r.host.release <- nil }()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err := r.tu.Restore(ctx)
+	if err == nil || !strings.Contains(err.Error(), "GPU-0/mps_active_threads/pid8: its hook") || !strings.Contains(err.Error(), "was cancelled at the start of the exit's restore") {
+		t.Errorf("restore at exit: error %v, want batch's change named as cancelled at the exit's start", err)
+	}
+}

@@ -38,10 +38,11 @@ type Runner struct {
 // DefaultRestoreTimeout bounds the restore at exit (and the one at
 // start) unless SetRestoreTimeout (--tuner.restore-timeout) says
 // otherwise: its own deadline, apart from the rest of the shutdown
-// (Kubernetes' default grace period). A hook still running off the round
-// is cancelled first; a restore whose own restart hook takes longer is
-// cut, and what it did not set back stays open in the journal for the
-// next start.
+// (Kubernetes' default grace period). At exit, a hook still running off
+// the round is cancelled first, but a restore's or a change's back to the
+// original, waited for up to hooksShare of it; a hook or a restore's own
+// restart hook that takes longer is cut, and what it did not set back
+// stays open in the journal for the next start.
 const DefaultRestoreTimeout = 30 * time.Second
 
 // firstSnapshotPoll is how often the start's restore looks for the first
