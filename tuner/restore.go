@@ -25,6 +25,7 @@ import (
 // at exit and the next start, and is counted and logged. Its decisions are
 // kept for the status, as a round's are.
 func (t *Tuner) Recover(ctx context.Context, snap *tenant.Snapshot) ([]Decision, error) {
+	defer t.watchRound()() // (a call that hangs in it is logged as a round's is)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.o.Clock.Now()
