@@ -140,9 +140,7 @@ func TestExitRestoresTheRestBeforeWaitingForAHook(t *testing.T) {
 func revertToOriginal(t *testing.T) *hookRun {
 	t.Helper()
 	r := newHookRun(t)
-	relax := capBatch
-	relax.Current, relax.Want, relax.Relax = Fraction(0.5), Fraction(1), true
-	r.round(t, relax)
+	r.round(t, relaxedBatch())
 	r.host.waitStarted(t)
 	r.host.release <- nil
 	waitHookEnded(t, r.tu)
@@ -150,9 +148,7 @@ func revertToOriginal(t *testing.T) *hookRun {
 		t.Fatalf("round after the relax's hook: %v, want it applied", outcomes(d))
 	}
 	r.host.blockNext()
-	r.tu.mu.Lock()
-	r.tu.evals = append(r.tu.evals, evaluation{a: relax, before: -1, due: r.clk.Now()}) // (it made things worse)
-	r.tu.mu.Unlock()
+	r.revertsDue(relaxedBatch()) // (it made things worse)
 	if d := r.round(t, power); !slices.Equal(outcomes(d), []string{"power_limit applied"}) {
 		t.Fatalf("round of the revert: %v, want the power limit set while the revert's hook runs", outcomes(d))
 	}
@@ -198,11 +194,7 @@ func TestRevertHookAtExit(t *testing.T) {
 // as a change is, and the original set back.
 func TestRevertHookNotToTheOriginalCutAtExit(t *testing.T) {
 	r := newHookRun(t)
-	relaxed := capBatch
-	relaxed.Current, relaxed.Want, relaxed.Relax = Fraction(0.5), Fraction(1), true
-	r.tu.mu.Lock()
-	r.tu.evals = append(r.tu.evals, evaluation{a: relaxed, before: -1, due: r.clk.Now()})
-	r.tu.mu.Unlock()
+	r.revertsDue(relaxedBatch())
 	r.round(t)
 	r.host.waitStarted(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // (not reached)
@@ -232,8 +224,7 @@ func TestExitRestoresTheTenantsOtherClientAfterItsHook(t *testing.T) {
 		}
 		return d
 	}
-	relax := capBatch
-	relax.Current, relax.Want, relax.Relax = Fraction(0.5), Fraction(1), true
+	relax := relaxedBatch()
 	other := capBatch
 	other.GPUIndex, other.Target = 1, Target{GPU: "GPU-1", Knob: gpu.KnobMPSActiveThreads, PID: 9}
 	round(relax)
@@ -247,9 +238,7 @@ func TestExitRestoresTheTenantsOtherClientAfterItsHook(t *testing.T) {
 		t.Fatalf("round after GPU 1's cap: %v, want it applied", outcomes(d))
 	}
 	r.host.blockNext()
-	r.tu.mu.Lock()
-	r.tu.evals = append(r.tu.evals, evaluation{a: relax, before: -1, due: r.clk.Now()}) // (it made things worse)
-	r.tu.mu.Unlock()
+	r.revertsDue(relax) // (it made things worse)
 	round(power)
 	r.host.waitStarted(t)
 	r.tu.mu.Lock()
