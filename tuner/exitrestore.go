@@ -56,22 +56,24 @@ func (t *Tuner) noteRestoreFailed(k string) {
 }
 
 // The hooks still running at exit (hooks.go). A restore's (a successor's,
-// restorehook.go) or a revert's back to the original is what the exit
+// restorehook.go) or a change's back to the original (a revert, a policy's
+// change back) is what the exit
 // would do: cancelled, it would be settled as failed and made again at
 // once, the client restarted a second time, a restore failure counted,
 // journaled and logged. So the exit cancels the others first (what they
 // changed is set back with the rest: cancelHooks), sets back every
 // original no call still running holds (the lost GPUs last), and only
-// then waits for those restores and reverts, with what is left of the
-// restore's deadline (awaitHooks): one ended is settled, the original it
+// then waits for those restores and changes back, with what is left of
+// its share of the restore's deadline (awaitHooks): one ended is settled, the original it
 // set back closed as restored; one still running at the deadline is cut
 // then and left, with the originals it holds, for the next start. (Waited
 // for first, one slow hook, up to its own timeout, would use the whole
 // deadline and leave every other GPU's original as the tuner set it.)
 
 // awaitedAtExit reports whether the exit's restore waits for the call h
-// rather than cancel it: a restore, or a revert whose value is its
-// target's original (the kill switch's cut ones aside).
+// rather than cancel it: a restore, or a change whose value is its
+// target's original, a revert or a policy's change back (setBack's rule;
+// a plan aside, and the kill switch's cut ones).
 func (t *Tuner) awaitedAtExit(h *hookCall) bool {
 	if h.cut != "" {
 		return false
@@ -80,7 +82,7 @@ func (t *Tuner) awaitedAtExit(h *hookCall) bool {
 		return true
 	}
 	o, ok := t.originals[h.a.Target.String()]
-	return h.a.Revert && ok && setsBack(h.a, o)
+	return h.a.Plan == nil && ok && setsBack(h.a, o)
 }
 
 // setsBack reports whether a's value is the original o's.
@@ -96,6 +98,7 @@ func (t *Tuner) cancelHooks(ctx context.Context, now time.Time) []Decision {
 	for _, h := range t.hooksByAge() {
 		if !t.awaitedAtExit(h) {
 			h.cancel()
+			h.cancelledAtExit = true
 			cancelled = append(cancelled, h)
 		}
 	}
@@ -131,8 +134,8 @@ func restoreWait(o Original) Action {
 }
 
 // awaitHooks waits for the calls still running, until ctx is done, and
-// settles each one that ended: a revert that set its target's original
-// back closes it as restored (its original is not set back again). Past
+// settles each one that ended: a change (a revert, a policy's change
+// back) that set its target's original back closes it as restored (its original is not set back again). Past
 // ctx's end, it cuts those still running and returns an error naming
 // each, and each original it holds, left for the next start (a second
 // call beside the running one, a client restarted twice at once, could
@@ -142,7 +145,7 @@ func (t *Tuner) awaitHooks(ctx context.Context) ([]Decision, error) {
 		return nil, nil
 	}
 	waited := t.hooksByAge()
-	level.Info(t.o.Logger).Log("msg", "tuner exit: waiting for the hooks still running (restores and reverts setting back an original) with what is left of the restore's deadline (--tuner.restore-timeout); past it they are cut and left for the next start", "hooks", len(waited))
+	level.Info(t.o.Logger).Log("msg", "tuner exit: waiting for the hooks still running (restores, and reverts or changes back setting back an original) until four fifths of the restore's deadline (--tuner.restore-timeout); past it they are cut and left for the next start", "hooks", len(waited))
 	for _, h := range waited {
 		select {
 		case <-h.done:
@@ -157,13 +160,13 @@ func (t *Tuner) awaitHooks(ctx context.Context) ([]Decision, error) {
 		default:
 			continue
 		}
-		o, revert := t.originals[h.a.Target.String()]
-		revert = revert && h.restore == nil && t.awaitedAtExit(h)
-		h.atExit = revert
+		o, back := t.originals[h.a.Target.String()]
+		back = back && h.restore == nil && t.awaitedAtExit(h)
+		h.atExit = back
 		ds, applied, _ := t.settleHook(ctx, h, now)
 		out = append(out, ds...)
-		if revert && applied {
-			out = append(out, t.restoredByRevert(ctx, h, o, now)...)
+		if back && applied {
+			out = append(out, t.restoredByHook(ctx, h, o, now)...)
 		}
 	}
 	if t.hookStop != nil {
@@ -172,7 +175,11 @@ func (t *Tuner) awaitHooks(ctx context.Context) ([]Decision, error) {
 	}
 	var errs []error
 	for _, h := range t.hooksByAge() {
-		errs = append(errs, fmt.Errorf("%s of %s: its hook, started %v before, did not end within the restore's deadline and was cut then; left for the next start", h.a.Knob, h.a.Target, now.Sub(h.started).Round(time.Second)))
+		what := "did not end within the restore's deadline and was cut then"
+		if h.cancelledAtExit {
+			what = "was cancelled at the start of the exit's restore (it sets back no original) and had not ended by the restore's deadline"
+		}
+		errs = append(errs, fmt.Errorf("%s of %s: its hook, started %v before, %s; left for the next start", h.a.Knob, h.a.Target, now.Sub(h.started).Round(time.Second), what))
 		for _, k := range slices.Sorted(maps.Keys(t.originals)) {
 			if o := t.originals[k]; k != h.a.Target.String() && t.holder(restoreWait(o)) == h {
 				errs = append(errs, fmt.Errorf("%s: its restore waits for that hook (%s of %s); left for the next start", k, h.a.Knob, h.a.Target))
@@ -182,10 +189,10 @@ func (t *Tuner) awaitHooks(ctx context.Context) ([]Decision, error) {
 	return out, errors.Join(errs...)
 }
 
-// restoredByRevert closes, as restored, the original o that the revert
-// h's hook set back, where it is still open: on its target, or on the
+// restoredByHook closes, as restored, the original o that the change h
+// (a revert, a policy's change back) set back through its hook, where it is still open: on its target, or on the
 // successor the hook named (followSuccessor moved it there).
-func (t *Tuner) restoredByRevert(ctx context.Context, h *hookCall, o Original, now time.Time) []Decision {
+func (t *Tuner) restoredByHook(ctx context.Context, h *hookCall, o Original, now time.Time) []Decision {
 	k := o.Target.String()
 	if _, open := t.originals[k]; !open && h.namedOK {
 		tg := o.Target
@@ -199,7 +206,7 @@ func (t *Tuner) restoredByRevert(ctx context.Context, h *hookCall, o Original, n
 	a := h.a
 	a.Target = cur.Target
 	d := Decision{Time: now, GPU: cur.Target.GPU, Tenant: cur.Tenant, Knob: cur.Target.Knob, From: h.d.From, To: valueText(cur.Value),
-		Reason: "restored at exit: set back by its revert, whose hook ran at exit and ended within the restore's deadline"}
+		Reason: "restored at exit: set back by the tuner's change to it (a revert or a policy's change back), whose hook ran at exit and ended within the restore's deadline"}
 	rd, _ := t.restoreSettled(ctx, cur, a, d, nil, now)
 	return []Decision{*rd}
 }

@@ -65,10 +65,14 @@ type hookCall struct {
 	ended   time.Time
 	named   uint32
 	namedOK bool
-	// atExit marks a revert to its target's original that the exit's
-	// restore waited for (awaitHooks): settled as the restore it made
-	// (restoredByRevert), not closed by the round's rule (setBack).
+	// atExit marks a change to its target's original (a revert, a
+	// policy's change back) that the exit's restore waited for
+	// (awaitHooks): settled as the restore it made (restoredByHook), not
+	// closed by the round's rule (setBack).
 	atExit bool
+	// cancelledAtExit: the exit's restore cancelled it at its start
+	// (cancelHooks); still running at the deadline, it is named so.
+	cancelledAtExit bool
 }
 
 // HookRun is a call of a hook the tuner started and has not settled: an

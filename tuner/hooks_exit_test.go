@@ -7,12 +7,14 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-kit/log"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
 // exitRun is the run's tuner logging to the buffer returned, and the
@@ -138,9 +140,7 @@ func TestExitRestoresTheRestBeforeWaitingForAHook(t *testing.T) {
 func revertToOriginal(t *testing.T) *hookRun {
 	t.Helper()
 	r := newHookRun(t)
-	relax := capBatch
-	relax.Current, relax.Want, relax.Relax = Fraction(0.5), Fraction(1), true
-	r.round(t, relax)
+	r.round(t, relaxedBatch())
 	r.host.waitStarted(t)
 	r.host.release <- nil
 	waitHookEnded(t, r.tu)
@@ -148,9 +148,7 @@ func revertToOriginal(t *testing.T) *hookRun {
 		t.Fatalf("round after the relax's hook: %v, want it applied", outcomes(d))
 	}
 	r.host.blockNext()
-	r.tu.mu.Lock()
-	r.tu.evals = append(r.tu.evals, evaluation{a: relax, before: -1, due: r.clk.Now()}) // (it made things worse)
-	r.tu.mu.Unlock()
+	r.revertsDue(relaxedBatch()) // (it made things worse)
 	if d := r.round(t, power); !slices.Equal(outcomes(d), []string{"power_limit applied"}) {
 		t.Fatalf("round of the revert: %v, want the power limit set while the revert's hook runs", outcomes(d))
 	}
@@ -196,11 +194,7 @@ func TestRevertHookAtExit(t *testing.T) {
 // as a change is, and the original set back.
 func TestRevertHookNotToTheOriginalCutAtExit(t *testing.T) {
 	r := newHookRun(t)
-	relaxed := capBatch
-	relaxed.Current, relaxed.Want, relaxed.Relax = Fraction(0.5), Fraction(1), true
-	r.tu.mu.Lock()
-	r.tu.evals = append(r.tu.evals, evaluation{a: relaxed, before: -1, due: r.clk.Now()})
-	r.tu.mu.Unlock()
+	r.revertsDue(relaxedBatch())
 	r.round(t)
 	r.host.waitStarted(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // (not reached)
@@ -230,8 +224,7 @@ func TestExitRestoresTheTenantsOtherClientAfterItsHook(t *testing.T) {
 		}
 		return d
 	}
-	relax := capBatch
-	relax.Current, relax.Want, relax.Relax = Fraction(0.5), Fraction(1), true
+	relax := relaxedBatch()
 	other := capBatch
 	other.GPUIndex, other.Target = 1, Target{GPU: "GPU-1", Knob: gpu.KnobMPSActiveThreads, PID: 9}
 	round(relax)
@@ -245,9 +238,7 @@ func TestExitRestoresTheTenantsOtherClientAfterItsHook(t *testing.T) {
 		t.Fatalf("round after GPU 1's cap: %v, want it applied", outcomes(d))
 	}
 	r.host.blockNext()
-	r.tu.mu.Lock()
-	r.tu.evals = append(r.tu.evals, evaluation{a: relax, before: -1, due: r.clk.Now()}) // (it made things worse)
-	r.tu.mu.Unlock()
+	r.revertsDue(relax) // (it made things worse)
 	round(power)
 	r.host.waitStarted(t)
 	r.tu.mu.Lock()
@@ -280,5 +271,100 @@ func TestExitRestoresTheTenantsOtherClientAfterItsHook(t *testing.T) {
 	}
 	if o := r.j.Originals(); len(o) != 0 {
 		t.Errorf("journaled originals %+v after the restore at exit, want none", o)
+	}
+}
+
+// A restore's hook that outlasts the restore's deadline at exit is named
+// in the exit's error, and the journal and the actuators are closed when
+// RestoreAtExit returns: the hooks are waited for a share of the deadline
+// (hooksShare), the rest kept for the held originals and the closes.
+// (On one deadline, the exit returned a bare "not finished" as the hook
+// was cut, and the closes ran after it had returned, or never.)
+func TestRestoreAtExitNamesTheCutHookAndCloses(t *testing.T) {
+	r, after := successorRestoreStarted(t)
+	rn := NewRunner(r.tu, r.j, r.clk, time.Minute, func() *tenant.Snapshot { return r.snapOf(after...) }, nil)
+	rn.SetRestoreTimeout(300 * time.Millisecond)
+	var closes atomic.Int32
+	rn.CloseAtExit(closeFunc(func() error { closes.Add(1); return nil }))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	rn.Run(ctx)
+	err := rn.RestoreAtExit()
+	if err == nil || !strings.Contains(err.Error(), "GPU-0/mps_active_threads/pid9: its hook") {
+		t.Errorf("RestoreAtExit: %v, want the restore's hook named", err)
+	}
+	r.j.mu.Lock()
+	closed := r.j.closed
+	r.j.mu.Unlock()
+	if !closed {
+		t.Error("the journal was not closed when RestoreAtExit returned")
+	}
+	if n := closes.Load(); n != 1 {
+		t.Errorf("the actuator closed %d times when RestoreAtExit returned, want 1", n)
+	}
+}
+
+// closeFunc is an io.Closer calling itself.
+type closeFunc func() error
+
+func (f closeFunc) Close() error { return f() }
+
+// A policy's change back to the original (no revert) whose restart hook
+// still runs at exit is waited for as a revert to it is: it ends within
+// the deadline, is settled as applied and its original closed as
+// restored, the client restarted by no one else. (Before, the exit
+// waited only for reverts: it cut the change, settled it as failed and
+// restarted the client a third time.)
+func TestChangeBackHookAtExit(t *testing.T) {
+	r := newHookRun(t)
+	r.round(t, relaxedBatch())
+	r.host.waitStarted(t)
+	r.host.release <- nil
+	waitHookEnded(t, r.tu)
+	if d := r.round(t); !slices.Equal(outcomes(d), []string{"mps_active_threads applied"}) {
+		t.Fatalf("round after the relax's hook: %v, want it applied", outcomes(d))
+	}
+	r.host.blockNext()
+	if d := r.round(t, capBatch, power); !slices.Equal(outcomes(d), []string{"power_limit applied"}) {
+		t.Fatalf("round of the change back: %v, want the power limit set while the change's hook runs", outcomes(d))
+	}
+	r.host.waitStarted(t)
+	logs := r.exitRun(func(c string) {
+		if isPower(c) {
+			r.host.release <- nil
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // (not reached)
+	defer cancel()
+	d, err := r.tu.Restore(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := outcomes(d), []string{"power_limit restored", "mps_active_threads applied", "mps_active_threads restored"}; !slices.Equal(got, want) || d[1].To != "50%" {
+		t.Errorf("restore at exit: %+v, want the power limit, then the change back to 50%% settled as applied and its original closed as restored", d)
+	}
+	if got, want := restartCalls(r.host), []string{"RestartClient(GPU-0,8)", "RestartClient(GPU-0,8)"}; !slices.Equal(got, want) {
+		t.Errorf("restarts %q, want %q (the relax's and the change's, none at exit)", got, want)
+	}
+	if o := r.j.Originals(); len(o) != 0 {
+		t.Errorf("journaled originals %+v after the restore at exit, want none", o)
+	}
+	r.checkNoRestoreFailure(t, logs)
+}
+
+// A hook the exit cancels at its start (a change that sets back no
+// original) and that has not ended by the restore's deadline is named so
+// in the exit's error, not as one waited for and cut at the deadline.
+func TestExitErrorNamesAHookCancelledAtItsStart(t *testing.T) {
+	r := newHookRun(t)
+	r.tu.bind(ActuatorsOf(deafHost{r.host}))
+	r.round(t, capBatch)
+	r.host.waitStarted(t)
+	defer func() { r.host.release <- nil }()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err := r.tu.Restore(ctx)
+	if err == nil || !strings.Contains(err.Error(), "GPU-0/mps_active_threads/pid8: its hook") || !strings.Contains(err.Error(), "was cancelled at the start of the exit's restore") {
+		t.Errorf("restore at exit: error %v, want batch's change named as cancelled at the exit's start", err)
 	}
 }

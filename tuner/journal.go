@@ -164,6 +164,9 @@ type Journal struct {
 	relinked Relinked
 	// closed: Close was called; every later use fails (usedAfterClose).
 	closed bool
+	// foreign: the file at the path when last found not a journal, not
+	// read again until it changes (relinkLocked).
+	foreign *foreignFile
 }
 
 // OpenJournal opens (creating) the journal at path, recovers what an
@@ -442,14 +445,6 @@ func (j *Journal) originalsLocked() []Original {
 		return cmp.Or(a.At.Compare(b.At), cmp.Compare(a.Target.String(), b.Target.String()))
 	})
 	return out
-}
-
-// HasOriginal reports whether an original of t is journaled and open.
-func (j *Journal) HasOriginal(t Target) bool {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	_, ok := j.open[t.String()]
-	return ok
 }
 
 // Append writes rec and syncs the file. A record that is not valid, or

@@ -59,6 +59,26 @@ func notJournal(f *os.File, path string) error {
 	if first == 0 {
 		return nil // empty, or blank lines only
 	}
-	return fmt.Errorf("tuner journal %s: not a tuner journal, left as it is: no line of it is a journal record (line %d begins %q, a record begins %q): name a file of its own for --tuner.journal (one that does not exist yet is created)",
-		path, first, firstText, recordMagic)
+	return notJournalError{fmt.Errorf("tuner journal %s: not a tuner journal, left as it is: no line of it is a journal record (line %d begins %q, a record begins %q): name a file of its own for --tuner.journal (one that does not exist yet is created)",
+		path, first, firstText, recordMagic)}
+}
+
+// notJournalError is notJournal's finding that a file is not a journal
+// (not an error reading it).
+type notJournalError struct{ error }
+
+func (e notJournalError) Unwrap() error { return e.error }
+
+// foreignFile is a file found at the journal's path that is not a journal
+// (relinkLocked), and the error it made: the same file, of the same size
+// and modification time, is not read again (each round and each write
+// would read it in full), until it changes.
+type foreignFile struct {
+	fi  os.FileInfo
+	err error
+}
+
+// same reports whether fi is still the file f was found as.
+func (f *foreignFile) same(fi os.FileInfo) bool {
+	return f != nil && os.SameFile(f.fi, fi) && f.fi.Size() == fi.Size() && f.fi.ModTime().Equal(fi.ModTime())
 }

@@ -29,6 +29,9 @@ type Relinked struct {
 	// what was put there dropped as unreadable (Stats.Dropped counts them
 	// too).
 	Kept, Dropped int
+	// Originals are the originals kept (Kept of them): the tuner adopts
+	// them (relinkJournal), to set back at exit as its own.
+	Originals []Original
 }
 
 // Relink checks that the journal's path still names the file it writes
@@ -72,6 +75,10 @@ func (j *Journal) relinkLocked() (replaced bool, err error) {
 	switch fi, lerr := os.Lstat(j.path); {
 	case lerr == nil && fi.Mode().IsRegular():
 		what = "replaced by another file"
+		if j.foreign.same(fi) {
+			return false, j.foreign.err // (found not a journal: unchanged since)
+		}
+		j.foreign = nil
 		// another exporter's journal since: not written over while it
 		// holds it; and held locked here until it is written over, so
 		// that no exporter started meanwhile takes it and loses it
@@ -83,7 +90,11 @@ func (j *Journal) relinkLocked() (replaced bool, err error) {
 		// a journal put there on purpose: its originals are kept; a
 		// file that is not one is left as it is
 		if put, err = readPut(f, j.path); err != nil {
-			return false, fmt.Errorf("tuner journal %s was %s while in use, not written over: %w", j.path, what, err)
+			err = fmt.Errorf("tuner journal %s was %s while in use, not written over: %w", j.path, what, err)
+			if errors.As(err, new(notJournalError)) {
+				j.foreign = &foreignFile{fi: fi, err: err}
+			}
+			return false, err
 		}
 	case lerr == nil:
 		what = "replaced by " + fileread.Kind(fi.Mode().Type())
@@ -115,6 +126,9 @@ func (j *Journal) relinkLocked() (replaced bool, err error) {
 				j.relinked.Dropped += n
 			}
 			j.relinked.Kept += len(kept)
+			for _, k := range kept {
+				j.relinked.Originals = append(j.relinked.Originals, j.open[k])
+			}
 		}
 		j.relinked.Replaced = true
 	}
@@ -153,12 +167,18 @@ func (j *Journal) keepOriginals(put *Journal) (kept []string) {
 }
 
 // relinkJournal checks the journal's path each round (Journal.Relink) and
-// says what it found.
+// says what it found; the originals it kept from a journal put at the path
+// are adopted as those of the journal at start are (New): set back (a
+// pause thawed) at exit, shown in the status, and kept by a later change
+// of their target (keepOriginal keeps the first).
 func (t *Tuner) relinkJournal() {
 	if t.o.Journal == nil {
 		return
 	}
 	r, err := t.o.Journal.Relink()
+	for _, o := range r.Originals {
+		t.adoptOriginal(o, t.o.Clock.Now())
+	}
 	e := ""
 	if err != nil {
 		e = err.Error()
@@ -170,7 +190,7 @@ func (t *Tuner) relinkJournal() {
 	case err != nil && !said: // (once, until it changes)
 		level.Error(t.o.Logger).Log("msg", "tuner journal cannot be written where a start reads it: the tuner does not act until it can", "err", err)
 	case r.Kept > 0:
-		level.Warn(t.o.Logger).Log("msg", "tuner journal was replaced while in use by a journal holding originals this process did not hold: written again with them beside its own, for the next start to set back", "path", t.o.Journal.Path(), "kept", r.Kept, "dropped", r.Dropped, "originals", n)
+		level.Warn(t.o.Logger).Log("msg", "tuner journal was replaced while in use by a journal holding originals this process did not hold: written again with them beside its own, and set back at exit as this run's own", "path", t.o.Journal.Path(), "kept", r.Kept, "dropped", r.Dropped, "originals", n)
 	case r.Replaced:
 		level.Warn(t.o.Logger).Log("msg", "tuner journal was removed or replaced while in use: written again from the originals held", "path", t.o.Journal.Path(), "originals", n, "dropped", r.Dropped)
 	}

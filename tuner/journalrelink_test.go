@@ -1,12 +1,15 @@
 package tuner
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/go-kit/log"
 
@@ -229,7 +232,7 @@ func TestJournalRemovedWrittenAgainOnlyWhereFree(t *testing.T) {
 // A file renamed over the journal is read before the journal is written
 // over it: a journal (one put there on purpose, another run's) has the
 // originals it holds and this process does not kept beside this process's
-// own, for the next start to set back, a target both hold keeping this
+// own, set back at exit as its own, a target both hold keeping this
 // process's, and the warning says how many; its bad records are counted
 // as dropped. A file that is not a journal is left as it is, and the
 // tuner stops acting, naming the path. Before, either was written over
@@ -243,6 +246,10 @@ func TestJournalReplacingFileRead(t *testing.T) {
 	}
 	defer j.Close()
 	tu, clk, out := journalTuner(t, j) // GPU-0's original, 700 W
+	// the start's restore made: GPU-9's original, kept, is set back at exit
+	if _, err := tu.Recover(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
 	put := filepath.Join(dir, "put")
 	pj := openWithOriginal(t, put, "GPU-9")
 	if err := pj.Append(originalRec("GPU-0", 100)); err != nil {
@@ -352,5 +359,106 @@ func TestJournalRewrittenAtExitLogged(t *testing.T) {
 	}
 	if o, err := ReadJournalOriginals(p); err != nil || len(o) != 0 {
 		t.Errorf("the path holds %v (%v), want a journal with the original closed", o, err)
+	}
+}
+
+// The originals of a journal renamed over this one are this run's to set
+// back: a later change of the same target keeps the kept original (not
+// the value this run found), and the exit sets that back and closes it.
+// Before, they stayed in the journal alone: the change journaled GPU-9's
+// 500 W as its original in memory, the exit set 500 W back and closed
+// the original, and the 700 W the file put there held was lost.
+func TestJournalReplacingFileOriginalsAdopted(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "journal")
+	j, err := OpenJournal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	rec := &recorder{}
+	clk := gpu.NewManualClock(t0)
+	power := func(gpuID string, from, to float64) fixed {
+		return fixed{{Target: Target{GPU: gpuID, Knob: gpu.KnobPowerLimit}, Current: Watts(from), Want: Watts(to), Reason: "test"}}
+	}
+	tu, err := New(Options{Policy: power(uuid0, 700, 600), Actuators: ActuatorsOf(rec), Journal: j, Clock: clk, Mode: ModeEnforce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	round := func(p fixed) []string {
+		t.Helper()
+		tu.o.Policy = p
+		clk.Advance(15 * time.Second)
+		d, err := tu.RunOnce(context.Background(), emptySnap(clk.Now()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return outcomes(d)
+	}
+	if got := round(power(uuid0, 700, 600)); !slices.Equal(got, []string{"power_limit applied"}) {
+		t.Fatalf("round changing GPU-0's limit: %v", got)
+	}
+	put := filepath.Join(dir, "put")
+	openWithOriginal(t, put, "GPU-9").Close() // GPU-9's original, 700 W
+	if err := os.Rename(put, p); err != nil {
+		t.Fatal(err)
+	}
+	round(nil)
+	if e := tu.Status().Exit; e.AtExit != 2 {
+		t.Errorf("exit restores %+v after the relink, want GPU-0's and GPU-9's set back at exit", e)
+	}
+	if got := round(power("GPU-9", 500, 400)); !slices.Equal(got, []string{"power_limit applied"}) {
+		t.Fatalf("round changing GPU-9's limit: %v", got)
+	}
+	if _, err := tu.Restore(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(rec.Calls, "SetPowerLimit(GPU-9,700)") {
+		t.Errorf("calls %q, want GPU-9's kept original, 700 W, set back at exit", rec.Calls)
+	}
+	if o, err := ReadJournalOriginals(p); err != nil || len(o) != 0 {
+		t.Errorf("the path holds %v (%v) after the exit, want every original closed", o, err)
+	}
+}
+
+// A file that is not a journal, put at the path, is read once: the
+// rounds and writes after it find the same file, of the same size and
+// modification time, and do not read it again (a large file was read in
+// full at every round and every write); once it changes, it is read
+// again. Here a journal is written in its place keeping its size and
+// time: not read; its time then moved: read, its original kept.
+func TestJournalForeignFileNotReadAgainUntilChanged(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "journal")
+	j := openWithOriginal(t, p, "GPU-0")
+	other := filepath.Join(dir, "other")
+	openWithOriginal(t, other, "GPU-9").Close()
+	journal, err := os.ReadFile(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign := append(bytes.Repeat([]byte("x"), len(journal)-1), '\n')
+	writeOver(t, p, foreign)
+	if _, err := j.Relink(); err == nil || !strings.Contains(err.Error(), "not a tuner journal") {
+		t.Fatalf("relink over a file that is not a journal: %v, want it refused", err)
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, journal, 0o600); err != nil { // (in place: the same file)
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(p, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Relink(); err == nil || !strings.Contains(err.Error(), "not a tuner journal") {
+		t.Errorf("relink over the same file, its size and time unchanged: %v, want the refusal again without reading it", err)
+	}
+	if err := os.Chtimes(p, fi.ModTime(), fi.ModTime().Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := j.Relink(); err != nil || r.Kept != 1 {
+		t.Errorf("relink over the file changed: %+v, %v; want it read, GPU-9's original kept", r, err)
 	}
 }

@@ -181,3 +181,31 @@ func TestRenameNoReplace(t *testing.T) {
 		}
 	}
 }
+
+// renameNoReplace falls back where the file system refuses renameat2's
+// flag (EINVAL, EPERM, ENOSYS, EOPNOTSUPP) to a hard link, and where it
+// refuses that too (ENOSYS, EMLINK, EPERM, EOPNOTSUPP) to a rename: the
+// file is put at the free path each time. Before, renameat2's EPERM and
+// the link's ENOSYS and EMLINK were returned, the journal not written.
+func TestRenameNoReplaceFallsBack(t *testing.T) {
+	defer func() { renameat2NoReplace, linkFile = renameat2Native, os.Link }()
+	for _, rerr := range []syscall.Errno{syscall.EINVAL, syscall.EPERM, syscall.ENOSYS, syscall.EOPNOTSUPP} {
+		for _, lerr := range []syscall.Errno{0, syscall.ENOSYS, syscall.EMLINK, syscall.EPERM, syscall.EOPNOTSUPP} {
+			dir := t.TempDir()
+			from, to := filepath.Join(dir, "from"), filepath.Join(dir, "to")
+			if err := os.WriteFile(from, []byte("new"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			renameat2NoReplace = func(string, string) error { return rerr }
+			linkFile = os.Link
+			if lerr != 0 {
+				linkFile = func(o, n string) error { return &os.LinkError{Op: "link", Old: o, New: n, Err: lerr} }
+			}
+			err := renameNoReplace(from, to)
+			b, _ := os.ReadFile(to)
+			if _, ferr := os.Lstat(from); err != nil || string(b) != "new" || ferr == nil {
+				t.Errorf("renameat2 %v, link %v: %v, the path holds %q, the file renamed still there: %v; want it put there", rerr, lerr, err, b, ferr == nil)
+			}
+		}
+	}
+}

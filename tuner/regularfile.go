@@ -133,23 +133,45 @@ func createTemp(path string) (*os.File, error) {
 
 // renameNoReplace renames from to to where nothing is at to, atomically:
 // an error (fs.ErrExist) where something is, left as it is. A file system
-// without a rename that does not replace (NFS) makes a hard link at to,
-// which fails the same way, and removes from; one without hard links
-// either renames (what is at to, put there in between, is replaced).
+// without a rename that does not replace (NFS; one that refuses the flag,
+// EINVAL or EPERM) makes a hard link at to, which fails the same way, and
+// removes from; one without hard links either (ENOSYS, EPERM, EOPNOTSUPP,
+// or EMLINK: no more links to the file) renames (what is at to, put there
+// in between, is replaced).
 func renameNoReplace(from, to string) error {
 	err := renameat2NoReplace(from, to)
 	if err == nil {
 		return nil
 	}
-	if !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOSYS) && !errors.Is(err, syscall.EOPNOTSUPP) {
+	if !unsupported(err, syscall.EINVAL, syscall.EPERM) {
 		return &os.LinkError{Op: "rename", Old: from, New: to, Err: err}
 	}
-	if err := os.Link(from, to); err != nil {
-		if !errors.Is(err, syscall.EPERM) && !errors.Is(err, syscall.EOPNOTSUPP) {
+	if err := linkFile(from, to); err != nil {
+		if !unsupported(err, syscall.EPERM, syscall.EMLINK) {
 			return err
 		}
 		return os.Rename(from, to)
 	}
-	_ = os.Remove(from) // the file is at to: one more name for it, removed at the next start where this fails
+	// the file is at to; where from cannot be removed, it keeps a second
+	// name, FILE.tmp-N, which no start removes while it names the journal
+	// in use (the journal's lock, held, keeps removeLeftoverTemps off it):
+	// harmless, nothing reads it, removed by a start once a compaction has
+	// put another file at the path
+	_ = os.Remove(from)
 	return nil
 }
+
+// unsupported reports whether err says the file system lacks the call
+// (ENOSYS, EOPNOTSUPP) or is one of also.
+func unsupported(err error, also ...syscall.Errno) bool {
+	for _, e := range append(also, syscall.ENOSYS, syscall.EOPNOTSUPP) {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// linkFile is os.Link (tests replace it, to have the file system refuse
+// hard links).
+var linkFile = os.Link

@@ -25,6 +25,7 @@ import (
 // at exit and the next start, and is counted and logged. Its decisions are
 // kept for the status, as a round's are.
 func (t *Tuner) Recover(ctx context.Context, snap *tenant.Snapshot) ([]Decision, error) {
+	defer t.watchRound()() // (a call that hangs in it is logged as a round's is)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.o.Clock.Now()
@@ -66,15 +67,24 @@ const whyRecovered = "restored at start (left open in the journal by an earlier 
 // what it would: it waits for those, with what is left of ctx's deadline,
 // once every original none of them holds is set back (exitrestore.go).
 func (t *Tuner) Restore(ctx context.Context) ([]Decision, error) {
+	return t.restoreAtExit(ctx, ctx)
+}
+
+// restoreAtExit is Restore with the hooks still running waited for (and
+// the originals none of them holds set back) until hooks is done, and the
+// originals they held and did not set back tried until ctx is done: the
+// runner ends hooks before ctx (hooksShare), so that those originals get
+// a try of their own rather than a failure journaled at once.
+func (t *Tuner) restoreAtExit(hooks, ctx context.Context) ([]Decision, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.o.Clock.Now()
 	const why = "restored at exit"
-	d := t.cancelHooks(ctx, now)
+	d := t.cancelHooks(hooks, now)
 	held := t.heldAtExit()
-	r, err := t.restoreLocked(ctx, now, why, func(k string) bool { return !held[k] })
+	r, err := t.restoreLocked(hooks, now, why, func(k string) bool { return !held[k] })
 	d = append(d, r...)
-	w, werr := t.awaitHooks(ctx)
+	w, werr := t.awaitHooks(hooks)
 	d = append(d, w...)
 	if len(held) > 0 {
 		// what those hooks held and did not set back (a hook that failed, an
@@ -299,9 +309,9 @@ func (t *Tuner) closeOriginal(k string, now time.Time, why string) {
 
 // setBack drops the open original of a's target where a, applied, set an
 // MPS client's cap back to its value, and returns it, to be closed in the
-// journal (closeSetBack) once a's own outcome is. A revert whose hook the
+// journal (closeSetBack) once a's own outcome is. A change whose hook the
 // exit waited for is left to the exit, as the restore it made
-// (restoredByRevert).
+// (restoredByHook).
 func (t *Tuner) setBack(a Action, h *hookCall) (Original, bool) {
 	if a.Knob != gpu.KnobMPSActiveThreads || a.Plan != nil || h != nil && h.atExit {
 		return Original{}, false

@@ -38,10 +38,11 @@ type Runner struct {
 // DefaultRestoreTimeout bounds the restore at exit (and the one at
 // start) unless SetRestoreTimeout (--tuner.restore-timeout) says
 // otherwise: its own deadline, apart from the rest of the shutdown
-// (Kubernetes' default grace period). A hook still running off the round
-// is cancelled first; a restore whose own restart hook takes longer is
-// cut, and what it did not set back stays open in the journal for the
-// next start.
+// (Kubernetes' default grace period). At exit, a hook still running off
+// the round is cancelled first, but a restore's or a change's back to the
+// original, waited for up to hooksShare of it; a hook or a restore's own
+// restart hook that takes longer is cut, and what it did not set back
+// stays open in the journal for the next start.
 const DefaultRestoreTimeout = 30 * time.Second
 
 // firstSnapshotPoll is how often the start's restore looks for the first
@@ -162,28 +163,64 @@ func (r *Runner) Run(ctx context.Context) {
 	}
 }
 
+// The restore's deadline (--tuner.restore-timeout) is split so that its
+// error and its closes come within it: the hooks still running at exit
+// (restores and reverts setting back an original) are waited for, beside
+// the restores of the originals none of them holds, up to hooksShare of
+// it; the originals those hooks held and did not set back (a hook that
+// failed, its tenant's other clients) are tried until heldShare; the last
+// part closes the actuators (the pause's thaw) and the journal and
+// releases the node lock. Past the whole deadline the exit goes on
+// without what is still stuck. (On one deadline, a hook that outlasted it
+// was cut as the exit returned a bare "not finished" and went on: the
+// error naming the hook was lost, and the held originals' pass, the
+// closes and the lock's release ran in the background, or not at all, as
+// the process exited.)
+const (
+	hooksShare = 0.8
+	heldShare  = 0.95
+)
+
+// ExitHookWait is how long the restore at exit, on timeout, waits for a
+// hook still running (a restore's or a revert's restart of an MPS client)
+// and restores what no hook holds: hooksShare of it.
+func ExitHookWait(timeout time.Duration) time.Duration {
+	return time.Duration(float64(timeout) * hooksShare)
+}
+
+// exitContexts are the contexts of a restore of timeout from now, and the
+// cancel of all three: the hooks' and the first pass's (hooksShare of it),
+// the held originals' (heldShare), and the whole restore's.
+func exitContexts(timeout time.Duration) (hooks, held, all context.Context, cancel func()) {
+	all, c1 := context.WithTimeout(context.Background(), timeout)
+	hooks, c2 := context.WithTimeout(all, ExitHookWait(timeout))
+	held, c3 := context.WithTimeout(all, time.Duration(float64(timeout)*heldShare))
+	return hooks, held, all, func() { c2(); c3(); c1() }
+}
+
 // RestoreAtExit waits for Run to return (its context is done) and sets
-// the originals back, all within its restore timeout whatever else is stuck;
-// the error is what makes the exit status non-zero. What is not restored
-// stays open in the journal, for the next start.
+// the originals back, all within its restore timeout whatever else is stuck
+// (split as hooksShare says); the error is what makes the exit status
+// non-zero. What is not restored stays open in the journal, for the next
+// start.
 func (r *Runner) RestoreAtExit() error {
-	ctx, cancel := context.WithTimeout(context.Background(), r.restoreTimeout)
+	hooks, held, all, cancel := exitContexts(r.restoreTimeout)
 	defer cancel()
 	res := make(chan error, 1)
 	go func() {
 		select {
 		case <-r.done:
-		case <-ctx.Done():
+		case <-held.Done():
 			res <- errors.New("the tuner's round did not end (an actuator is stuck)")
 			return
 		}
-		res <- r.restoreWithin(ctx)
+		res <- r.restoreWithin(hooks, held)
 	}()
 	var err error
 	select {
 	case err = <-res:
-	case <-ctx.Done():
-		err = fmt.Errorf("not finished in %v (--tuner.restore-timeout)", r.restoreTimeout)
+	case <-all.Done():
+		err = fmt.Errorf("not finished in %v (--tuner.restore-timeout): an actuator's call, a close or the journal is stuck", r.restoreTimeout)
 	}
 	return r.restoreResult(err)
 }
@@ -192,9 +229,9 @@ func (r *Runner) RestoreAtExit() error {
 // journal, with Run not running; the error is what makes the exit status
 // non-zero.
 func (r *Runner) Restore() error {
-	ctx, cancel := context.WithTimeout(context.Background(), r.restoreTimeout)
+	hooks, held, _, cancel := exitContexts(r.restoreTimeout)
 	defer cancel()
-	return r.restoreResult(r.restoreWithin(ctx))
+	return r.restoreResult(r.restoreWithin(hooks, held))
 }
 
 // restoreResult logs and wraps a restore's error.
@@ -206,11 +243,12 @@ func (r *Runner) restoreResult(err error) error {
 	return fmt.Errorf("tuner restore: %w", err)
 }
 
-// restoreWithin sets the originals back, closes the actuators
+// restoreWithin sets the originals back (the hooks waited for within
+// hooks, the originals they held within held), closes the actuators
 // CloseAtExit names and the journal, and then releases what ReleaseAtExit
 // names.
-func (r *Runner) restoreWithin(ctx context.Context) error {
-	_, err := r.t.Restore(ctx)
+func (r *Runner) restoreWithin(hooks, held context.Context) error {
+	_, err := r.t.restoreAtExit(hooks, held)
 	for _, c := range r.closers {
 		if cerr := c.Close(); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("closing an actuator: %w", cerr))

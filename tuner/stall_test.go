@@ -3,6 +3,7 @@ package tuner
 import (
 	"bytes"
 	"context"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -89,5 +90,42 @@ func TestRoundStallLogsTheCall(t *testing.T) {
 	}
 	if strings.Contains(quiet.String(), "stall") || strings.Contains(quiet.String(), "has not ended") {
 		t.Errorf("a round in time logged a stall:\n%s", quiet.String())
+	}
+}
+
+// The start's restore (Recover, of what an earlier run left open) held by
+// an actuator call that does not return is logged as a round is, naming
+// the call: it holds the rounds as one does (VGPUTunerRoundsStalled).
+// Before, it was not watched, and nothing named the call.
+func TestRecoverStallLogsTheCall(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "journal")
+	openWithOriginal(t, p, uuid0).Close() // GPU-0's original, 700 W
+	j, err := OpenJournal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	var logs lockedBuffer
+	host := &hangingPower{release: make(chan struct{})}
+	tu, err := New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(host), Journal: j, Clock: gpu.NewManualClock(t0), Mode: ModeEnforce, Logger: log.NewLogfmtLogger(&logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tu.stallAfter = 20 * time.Millisecond
+	done := make(chan error)
+	go func() {
+		_, err := tu.Recover(context.Background(), emptySnap(t0))
+		done <- err
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(logs.String(), `msg="tuner round has not ended`) && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(host.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if want := `call="set power_limit of GPU GPU-0 to 700W"`; !strings.Contains(logs.String(), want) {
+		t.Errorf("no line names the call the start's restore waits on (%s):\n%s", want, logs.String())
 	}
 }

@@ -318,13 +318,16 @@ func (t *Tuner) follow(old Target, pid uint32, now time.Time) bool {
 	return true
 }
 
-// watchOriginals starts looking for the successors of the MPS clients an
-// earlier run restarted and left open in the journal.
-func (t *Tuner) watchOriginals() {
-	for k, o := range t.originals {
-		if o.Restart == nil || o.Tenant == "" {
-			continue
-		}
+// adoptOriginal holds o, an original an earlier run (or another, in a
+// journal put at the path) left open in the journal, as this run's: its
+// process followed (trackProc), and the successor of an MPS client it
+// restarted looked for. It replaces one this run holds of the target:
+// the journal keeps the first, the one a start sets back.
+func (t *Tuner) adoptOriginal(o Original, now time.Time) {
+	k := o.Target.String()
+	t.originals[k] = o
+	t.trackProc(o.Target, now)
+	if o.Restart != nil && o.Tenant != "" {
 		t.watches[k] = &successorWatch{Restart: *o.Restart, tg: o.Target, tenant: o.Tenant}
 	}
 }

@@ -299,10 +299,8 @@ func New(o Options) (*Tuner, error) {
 	}
 	if o.Journal != nil {
 		for _, orig := range o.Journal.Originals() {
-			t.originals[orig.Target.String()] = orig
-			t.trackProc(orig.Target, o.Clock.Now())
+			t.adoptOriginal(orig, o.Clock.Now())
 		}
-		t.watchOriginals()
 	}
 	t.publish(time.Time{})
 	return t, nil

@@ -268,14 +268,14 @@ func warnKillSwitchDir(logger log.Logger, file string) {
 	}
 }
 
-// warnRestoreTimeout warns where the restore at exit (and at start) is
-// given less time than one run of the MPS restart hook may take: a restore
-// that sets an MPS client's cap back restarts the client through the hook,
-// and would be cut short by its deadline, what it had not set back left in
-// the journal for the next start.
+// warnRestoreTimeout warns where the restore at exit (its wait for a hook,
+// tuner.ExitHookWait) is given less time than one run of the MPS restart
+// hook may take: a restore that sets an MPS client's cap back restarts
+// the client through the hook, and would be cut short by its deadline,
+// what it had not set back left in the journal for the next start.
 func warnRestoreTimeout(logger log.Logger, restore, hook time.Duration) {
-	if restore < hook {
-		level.Warn(logger).Log("msg", "--tuner.restore-timeout is shorter than --"+flagMPSRestartTimeout+": a restore that sets back an MPS client's cap runs the restart hook and may be cut short, leaving the rest to the next start; give the restore longer than the hook takes for every client it may restart (and the service manager's stop longer than that)",
+	if tuner.ExitHookWait(restore) < hook {
+		level.Warn(logger).Log("msg", "four fifths of --tuner.restore-timeout (the exit's wait for a hook) is shorter than --"+flagMPSRestartTimeout+": a restore that sets back an MPS client's cap runs the restart hook and may be cut short, leaving the rest to the next start; give the restore longer than the hook takes for every client it may restart (and the service manager's stop longer than that)",
 			"restore_timeout", restore, "restart_hook_timeout", hook)
 	}
 }

@@ -241,7 +241,7 @@ func TestTunerDrivesOutsideActuators(t *testing.T) {
 				t.Fatal(err)
 			}
 			// the defaults: a 30 s restore, a 2-minute restart hook
-			if warned := strings.Contains(logged.String(), "restore-timeout is shorter than"); warned != (mode == "enforce") {
+			if warned := strings.Contains(logged.String(), "is shorter than --mps.restart-hook.timeout"); warned != (mode == "enforce") {
 				t.Errorf("the short restore deadline warned %v in %s (log %q)", warned, mode, logged.String())
 			}
 			got := map[string]string{}
@@ -421,21 +421,23 @@ func TestRestoreTimeoutFlag(t *testing.T) {
 	}
 }
 
-// A restore deadline shorter than one run of the MPS restart hook is
-// warned of at start; one at least as long is not.
+// A restore deadline whose share for the hooks (four fifths) is shorter
+// than one run of the MPS restart hook is warned of at start; one at
+// least as long is not.
 func TestRestoreTimeoutBelowRestartHookWarned(t *testing.T) {
 	for _, c := range []struct {
 		restore, hook time.Duration
 		warned        bool
 	}{
 		{30 * time.Second, 2 * time.Minute, true},
-		{2 * time.Minute, 2 * time.Minute, false},
+		{2 * time.Minute, 2 * time.Minute, true}, // (the exit waits four fifths of it for a hook)
+		{150 * time.Second, 2 * time.Minute, false},
 		{5 * time.Minute, 2 * time.Minute, false},
 		{30 * time.Second, 10 * time.Second, false},
 	} {
 		var out strings.Builder
 		warnRestoreTimeout(log.NewLogfmtLogger(&out), c.restore, c.hook)
-		if got := strings.Contains(out.String(), "restore-timeout is shorter than --mps.restart-hook.timeout"); got != c.warned {
+		if got := strings.Contains(out.String(), "restore-timeout (the exit's wait for a hook) is shorter than --mps.restart-hook.timeout"); got != c.warned {
 			t.Errorf("restore %v, hook %v: warned %v, want %v (log %q)", c.restore, c.hook, got, c.warned, out.String())
 		}
 	}
