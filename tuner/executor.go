@@ -133,6 +133,9 @@ func (t *Tuner) settle(ctx context.Context, st *State, a Action, d Decision, err
 	}
 	if err != nil {
 		d.Reason = joinReasons(a.Reason, string(d.Outcome)+", not applied: "+err.Error())
+		if d.Outcome != OutcomeRefused {
+			t.noteInForce(a, false, now) // (a device setting refused changed nothing)
+		}
 		if d.Outcome == OutcomeRefused && !hadOriginal && oneCall(a.Knob) {
 			// refused whole: nothing was changed, so nothing is left to
 			// restore (kept, the exit and every start would try to set
@@ -150,7 +153,8 @@ func (t *Tuner) settle(ctx context.Context, st *State, a Action, d Decision, err
 	}
 	d.Applied = true
 	asked := a
-	a, d = t.readBack(ctx, a, d)
+	a, d, known := t.readBackKnown(ctx, a, d)
+	t.noteInForce(a, known, now)
 	t.setTarget(a, ModeEnforce)
 	appliedOn[a.GPU] = append(appliedOn[a.GPU], a)
 	t.noteApplied(st, a, now)
@@ -271,9 +275,12 @@ func (t *Tuner) rollback(ctx context.Context, done []Action, failed Action, now 
 		if err != nil {
 			d.Outcome = OutcomeFailed
 			d.Reason = joinReasons(d.Reason, "failed: "+err.Error())
+			t.noteInForce(back, false, now)
 		} else {
 			d.Outcome, d.Applied = OutcomeRolledBack, true
-			back, d = t.readBack(ctx, back, d)
+			var known bool
+			back, d, known = t.readBackKnown(ctx, back, d)
+			t.noteInForce(back, known, now)
 			t.setTarget(back, ModeEnforce)
 			t.noteApplied(nil, back, now)
 			o, setBack = t.setBack(back, nil)

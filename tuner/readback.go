@@ -26,13 +26,20 @@ import (
 // distinct mismatch. A read-back that fails is no failed change: a stays
 // as asked and d's reason says "set, not read back".
 func (t *Tuner) readBack(ctx context.Context, a Action, d Decision) (Action, Decision) {
+	a, d, _ = t.readBackKnown(ctx, a, d)
+	return a, d
+}
+
+// readBackKnown is readBack that says whether a's Want is known in force
+// then: not where the read-back failed.
+func (t *Tuner) readBackKnown(ctx context.Context, a Action, d Decision) (Action, Decision, bool) {
 	asked, ok := a.Want.(Watts)
 	if !ok || a.Knob != gpu.KnobPowerLimit {
-		return a, d
+		return a, d, true
 	}
 	r, ok := t.powerReader()
 	if !ok {
-		return a, d // (the simulator: its limit is the one asked)
+		return a, d, true // (the simulator: its limit is the one asked)
 	}
 	k := a.Target.String()
 	pl, err := r.PowerLimitInForce(ctx, a.GPU)
@@ -50,7 +57,7 @@ func (t *Tuner) readBack(ctx context.Context, a Action, d Decision) (Action, Dec
 		d.Reason = joinReasons(d.Reason, "set, not read back: "+err.Error())
 		t.noteReadBack(k, "unread "+err.Error(), "msg", "tuner set a value it could not read back",
 			"gpu", a.GPU, "knob", a.Knob, "asked", asked, "err", err)
-		return a, d
+		return a, d, false
 	}
 	got := Watts(held)
 	switch {
@@ -64,7 +71,7 @@ func (t *Tuner) readBack(ctx context.Context, a Action, d Decision) (Action, Dec
 		if validWatts(pl.SetW) && validWatts(pl.InForceW) && math.Round(pl.InForceW*1000) < math.Round(pl.SetW*1000) {
 			d.Reason = joinReasons(d.Reason, fmt.Sprintf("held as set; another limiter (a BMC's or DCGM's cap, a thermal or board limit) enforces %s", Watts(pl.InForceW)))
 		}
-		return a, d
+		return a, d, true
 	}
 	d.To = got.String()
 	d.Reason = joinReasons(d.Reason, fmt.Sprintf("asked %s, the GPU holds %s (read back)", asked, got))
@@ -72,7 +79,7 @@ func (t *Tuner) readBack(ctx context.Context, a Action, d Decision) (Action, Dec
 		"gpu", a.GPU, "knob", a.Knob, "asked", asked, "got", got,
 		"hint", "the driver holds a power limit within the board's constraints; another agent (an operator, a DCGM policy, a vGPU host's administrator) may have set it")
 	a.Want = got
-	return a, d
+	return a, d, true
 }
 
 // powerReader is the host's power-limit actuator where it reads the limit

@@ -79,7 +79,7 @@ func (t *Tuner) restoreAtExit(hooks, ctx context.Context) ([]Decision, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.o.Clock.Now()
-	const why = "restored at exit"
+	const why = whyAtExit
 	d := t.cancelHooks(hooks, now)
 	held := t.heldAtExit()
 	r, err := t.restoreLocked(hooks, now, why, func(k string) bool { return !held[k] })
@@ -102,6 +102,9 @@ func (t *Tuner) restoreAtExit(hooks, ctx context.Context) ([]Decision, error) {
 	t.publishLocked(now)
 	return d, err
 }
+
+// whyAtExit is the reason of the restores at exit.
+const whyAtExit = "restored at exit"
 
 // Restore's retries of a busy actuator: the first wait, doubled up to the
 // last.
@@ -184,6 +187,9 @@ func (t *Tuner) restoreOne(ctx context.Context, k string, now time.Time, why str
 	if skip {
 		return nil, nil
 	}
+	if how, ok := t.atOriginal(k); ok && left == nil && why == whyAtExit {
+		return t.closeAtOriginal(k, d, how, now), nil // (inforce.go)
+	}
 	return t.restoreApply(ctx, k, a, d, left, busy, now)
 }
 
@@ -257,10 +263,13 @@ func (t *Tuner) restoreSettled(ctx context.Context, o Original, a Action, d Deci
 	k := o.Target.String()
 	why := d.Reason
 	if err == nil && o.Target.Knob != gpu.KnobPauseDuty {
-		_, d = t.readBack(ctx, a, d) // (a restore the GPU holds otherwise says so)
+		var known bool
+		a, d, known = t.readBackKnown(ctx, a, d) // (a restore the GPU holds otherwise says so)
+		t.noteInForce(a, known, now)
 		why = d.Reason
 	}
 	if err != nil {
+		t.noteInForce(a, false, now)
 		d.Outcome = OutcomeFailed
 		d.Reason = joinReasons(why, "restore failed: "+err.Error())
 		t.counts.RestoreFailures++
@@ -302,8 +311,9 @@ func (t *Tuner) closeOriginal(k string, now time.Time, why string) {
 // change of the cap journals a fresh one. The other knobs keep theirs
 // open: the policies read a GPU's originals as the settings to go back to
 // (State.Originals: the time slice's level at slack, the power limit
-// lowered once a run, the clock given back), and their restore is one call
-// of the same value, no restart; a pause's original names every process
+// lowered once a run, the clock given back), and the exit closes them
+// without a call where it knows them at their value (inforce.go), else
+// sets them back, no restart; a pause's original names every process
 // and cgroup the tenant's pause froze, which the restore's thaw alone lets
 // go all of, and stays the tenant's pause target (State.Paused).
 

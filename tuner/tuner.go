@@ -230,6 +230,9 @@ type Tuner struct {
 	// readBackLogged is, by target, the mismatch or read-back error
 	// last logged (readBack).
 	readBackLogged map[string]string
+	// inForce are the device settings' values in force as the tuner's
+	// own calls left them, by Target.String (inforce.go).
+	inForce map[string]inForceValue
 	// unidentified, unnamedCgroups and cgroupsLeftOut bound the warnings
 	// that the pause actuator cannot tell processes apart now (identify),
 	// or name the cgroups it freezes (cgroupsOf), or that a record cannot
@@ -380,6 +383,7 @@ func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 	age := t.staleAge(t.last, snap, now)
 	t.last = snap
 	t.noteRecent(snap, now)
+	t.noteLostInForce(snap)
 	t.noteStale(age, snap)
 	t.noteConflictingModes(snap)
 	if d, err := t.recoverLocked(ctx, now); err != nil || len(d) > 0 {
