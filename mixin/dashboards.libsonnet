@@ -10,10 +10,12 @@ local g = import 'lib/dashboard.libsonnet';
 
   local clusterVar = g.queryVariable('cluster', 'Cluster', std.format('label_values(vgpu_gpu_info{%s}, %s)', [sel, cl])),
   local jobVar = g.queryVariable('job', 'Job', std.format('label_values(vgpu_gpu_info{%s, %s=~"$cluster"}, job)', [sel, cl])),
-  local hostVar = g.queryVariable('host', 'Host', std.format('label_values(vgpu_gpu_info{%s=~"$cluster", job=~"$job"}, %s)', [cl, host])),
-  local gpuVar = g.queryVariable('gpu', 'GPU', std.format('label_values(vgpu_gpu_info{%s=~"$cluster", job=~"$job", %s=~"$host"}, gpu)', [cl, host])),
-  local migVar = g.queryVariable('gpu_instance', 'MIG instance', std.format('label_values(vgpu_mig_instance_info{%s=~"$cluster", job=~"$job", %s=~"$host", gpu=~"$gpu"}, gpu_instance)', [cl, host])),
-  local tenantVar(hostFilter) = g.queryVariable('tenant', 'Tenant', std.format('label_values(vgpu_tenant_info{%s=~"$cluster"%s}, tenant)', [cl, if hostFilter then std.format(', job=~"$job", %s=~"$host"', host) else ''])),
+  // Every variable reads only the exporter's series (sel), as the recording
+  // rules the overview reads do.
+  local hostVar = g.queryVariable('host', 'Host', std.format('label_values(vgpu_gpu_info{%s, %s=~"$cluster", job=~"$job"}, %s)', [sel, cl, host])),
+  local gpuVar = g.queryVariable('gpu', 'GPU', std.format('label_values(vgpu_gpu_info{%s, %s=~"$cluster", job=~"$job", %s=~"$host"}, gpu)', [sel, cl, host])),
+  local migVar = g.queryVariable('gpu_instance', 'MIG instance', std.format('label_values(vgpu_mig_instance_info{%s, %s=~"$cluster", job=~"$job", %s=~"$host", gpu=~"$gpu"}, gpu_instance)', [sel, cl, host])),
+  local tenantVar(hostFilter) = g.queryVariable('tenant', 'Tenant', std.format('label_values(vgpu_tenant_info{%s, %s=~"$cluster"%s}, tenant)', [sel, cl, if hostFilter then std.format(', job=~"$job", %s=~"$host"', host) else ''])),
 
   // Series filters of the variables.
   local fc = std.format('%s=~"$cluster"', cl),
