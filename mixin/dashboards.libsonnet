@@ -31,6 +31,14 @@ local g = import 'lib/dashboard.libsonnet';
     local c = if sel == '' then '' else ', ' + sel;
     std.format('sum by (tenant, currency) (increase(vgpu_tenant_cost_total{%s%s}[%s])) or %s', [ft, c, range, idleRow(std.format('sum by (currency) (increase(vgpu_tenant_idle_cost_total{%s%s}[%s]))', [fh, c, range]))]),
   local gpuLegend = '{{' + host + '}} GPU {{gpu}}',
+  // The series of expr, its q label (a quantile as a fraction, 0.99) also
+  // written as a percentile in the label percentile (p99), for the legend:
+  // 0.5 -> p50, 0.95 -> p95, 0.999 -> p99.9; any other q as q=<q>.
+  local withPercentile(expr) = std.foldl(
+    function(e, r) std.format('label_replace(%s, "percentile", "%s", "q", "%s")', [e, r[0], r[1]]),
+    [['q=$1', '(.+)'], ['p${1}0', '0[.]([0-9])'], ['p$1', '0[.]([0-9][0-9])'], ['p$1.$2', '0[.]([0-9][0-9])([0-9]+)']],
+    expr
+  ),
   local hostKey = std.format('%s, job, %s', [cl, host]),
   // The events the counter series s counts in each interval of the graph,
   // whole: its rise since the graph's previous point ($__interval is the
@@ -79,9 +87,9 @@ local g = import 'lib/dashboard.libsonnet';
       g.table('How each figure is obtained', [g.target(std.format('vgpu_tenant_figure_info{%s}', ft))], description="measured: the hardware counted the tenant's own use (the counters of a MIG instance it has alone); apportioned: a GPU's (or a shared MIG instance's) figure split among its tenants by the rule in docs/tenants.md. Served apart, so the series above never change labels.") { w: 24 },
       g.row('Latency SLO'),
       g.timeseries('Latency quantiles and target', [
-        g.target(std.format('vgpu_tenant_request_latency_seconds{%s}', ft), '{{tenant}} p{{q}}'),
-        g.target(std.format('vgpu_tenant_slo_target_seconds{%s}', ft), '{{tenant}} target (p{{q}})'),
-      ], 's'),
+        g.target(withPercentile(std.format('vgpu_tenant_request_latency_seconds{%s}', ft)), '{{tenant}} {{percentile}}'),
+        g.target(withPercentile(std.format('vgpu_tenant_slo_target_seconds{%s}', ft)), '{{tenant}} target ({{percentile}})'),
+      ], 's', description="The tenant's request latency quantiles over the SLO window, and its objective: the fraction q of requests (label q, 0.99: p99 in the legend) that must complete within the target."),
       g.timeseries('SLO attainment over the SLO window', [g.target(std.format('vgpu_tenant_slo_attainment_ratio{%s}', ft), '{{tenant}}')], 'percentunit'),
       g.timeseries('Requests', [g.target(std.format('sum by (tenant) (rate(vgpu_tenant_requests_total{%s}[$__rate_interval]))', ft), '{{tenant}}')], 'reqps') { w: 8 },
       g.timeseries('Error budget burn rate', [

@@ -135,6 +135,45 @@ tests:
 `, xid[0]))
 }
 
+// TestLatencyLegendNamesPercentiles: the tenant dashboard's latency panel
+// names each quantile as a percentile (p99), not as the fraction of its q
+// label (p0.99), keeping the series and their values as the exporter
+// serves them; promtool evaluates its queries on the quantiles the
+// exporter serves (0.5, 0.9, 0.99, an SLO's own 0.95 or 0.999).
+func TestLatencyLegendNamesPercentiles(t *testing.T) {
+	const title = "Latency quantiles and target"
+	panels, _ := dashboards(t)["dashboards/vgpu-tenant.json"]["panels"].([]any)
+	for _, p := range panels {
+		if p, _ := p.(map[string]any); p["title"] == title {
+			for _, tg := range p["targets"].([]any) {
+				if l, _ := tg.(map[string]any)["legendFormat"].(string); strings.Contains(l, "{{q}}") {
+					t.Errorf("legend %q writes the q label, a fraction (p0.99)", l)
+				}
+			}
+		}
+	}
+	exprs := panelExprs(t, "dashboards/vgpu-tenant.json", title)
+	var series, samples strings.Builder
+	for _, q := range [][2]string{{"0.5", "p50"}, {"0.9", "p90"}, {"0.99", "p99"}, {"0.95", "p95"}, {"0.999", "p99.9"}, {"1", "q=1"}} {
+		labels := fmt.Sprintf(`__name__="vgpu_tenant_request_latency_seconds", tenant="chat", q="%s"`, q[0])
+		fmt.Fprintf(&series, "      - {series: '{%s}', values: '0.25'}\n", labels)
+		fmt.Fprintf(&samples, "          - {labels: '{%s, percentile=\"%s\"}', value: 0.25}\n", labels, q[1])
+	}
+	runExprTest(t, fmt.Sprintf(`
+tests:
+  - interval: 1m
+    input_series:
+%s      - {series: 'vgpu_tenant_slo_target_seconds{tenant="chat", q="0.99"}', values: '0.5'}
+    promql_expr_test:
+      - expr: %q
+        eval_time: 0m
+        exp_samples:
+%s      - expr: %q
+        eval_time: 0m
+        exp_samples: [{labels: '{__name__="vgpu_tenant_slo_target_seconds", tenant="chat", q="0.99", percentile="p99"}', value: 0.5}]
+`, series.String(), exprs[0], samples.String(), exprs[1]))
+}
+
 // runExprTest runs promtool test rules on the unit test file body (no rule
 // files: promql_expr_test only).
 func runExprTest(t *testing.T, body string) {
