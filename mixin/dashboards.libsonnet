@@ -74,7 +74,13 @@ local g = import 'lib/dashboard.libsonnet';
       g.timeseries('SM active per tenant (GPU-equivalents)', [g.target(std.format('topk(20, sum by (tenant) (cluster_tenant:vgpu_tenant_sm_active:sum{%s, tenant=~"$tenant"}))', fc), '{{tenant}}')], stack=true),
       g.timeseries('Device memory per tenant', [g.target(std.format('topk(20, sum by (tenant) (cluster_tenant:vgpu_tenant_memory_used_bytes:sum{%s, tenant=~"$tenant"}))', fc), '{{tenant}}')], 'bytes', stack=true),
       g.timeseries('Error budget burn rate over 1h', [g.target(std.format('cluster_tenant:vgpu_tenant_slo_burn_rate:ratio_rate1h{%s, tenant=~"$tenant"}', fc), '{{%s}} {{tenant}}' % cl)], description='1 spends the budget exactly over the SLO period; the fast-burn page fires above %sx.' % c.sloBurnRateAlerts[0].factor),
-      g.table('Error budget left over 3d', [g.target(std.format('1 - cluster_tenant:vgpu_tenant_slo_burn_rate:ratio_rate3d{%s, tenant=~"$tenant"}', fc))], 'percentunit', description='Share of the error budget of the last 3 days not spent; negative when overspent.'),
+      g.table('Error budget left over 3d', [g.target(std.format('1 - cluster_tenant:vgpu_tenant_slo_burn_rate:ratio_rate3d{%s, tenant=~"$tenant"}', fc))], 'percentunit', description='Share of the error budget of the last 3 days not spent (1 - the 3-day burn rate); "overspent" where the tenant spent all of its budget or more (the value, 0 or below, is kept: Inspect, Data).') {
+        fieldConfig+: { defaults+: {
+          mappings: [{ type: 'range', options: { to: 0, result: { text: 'overspent', color: 'red', index: 0 } } }],
+          thresholds: { mode: 'absolute', steps: [{ color: 'red', value: null }, { color: 'orange', value: 0 }, { color: 'green', value: 0.25 }] },
+          custom: { cellOptions: { type: 'color-text' } },
+        } },
+      },
     ]),
 
     'vgpu-tenant.json': g.dashboard(c, 'vgpu-tenant.json', 'vGPU / Tenant', "A tenant's usage of each GPU, its latency against its SLO, and its error budget burn rates.", [clusterVar, jobVar, hostVar, tenantVar(true)], [
