@@ -10,10 +10,12 @@ local g = import 'lib/dashboard.libsonnet';
 
   local clusterVar = g.queryVariable('cluster', 'Cluster', std.format('label_values(vgpu_gpu_info{%s}, %s)', [sel, cl])),
   local jobVar = g.queryVariable('job', 'Job', std.format('label_values(vgpu_gpu_info{%s, %s=~"$cluster"}, job)', [sel, cl])),
-  local hostVar = g.queryVariable('host', 'Host', std.format('label_values(vgpu_gpu_info{%s=~"$cluster", job=~"$job"}, %s)', [cl, host])),
-  local gpuVar = g.queryVariable('gpu', 'GPU', std.format('label_values(vgpu_gpu_info{%s=~"$cluster", job=~"$job", %s=~"$host"}, gpu)', [cl, host])),
-  local migVar = g.queryVariable('gpu_instance', 'MIG instance', std.format('label_values(vgpu_mig_instance_info{%s=~"$cluster", job=~"$job", %s=~"$host", gpu=~"$gpu"}, gpu_instance)', [cl, host])),
-  local tenantVar(hostFilter) = g.queryVariable('tenant', 'Tenant', std.format('label_values(vgpu_tenant_info{%s=~"$cluster"%s}, tenant)', [cl, if hostFilter then std.format(', job=~"$job", %s=~"$host"', host) else ''])),
+  // Every variable reads only the exporter's series (sel), as the recording
+  // rules the overview reads do.
+  local hostVar = g.queryVariable('host', 'Host', std.format('label_values(vgpu_gpu_info{%s, %s=~"$cluster", job=~"$job"}, %s)', [sel, cl, host])),
+  local gpuVar = g.queryVariable('gpu', 'GPU', std.format('label_values(vgpu_gpu_info{%s, %s=~"$cluster", job=~"$job", %s=~"$host"}, gpu)', [sel, cl, host])),
+  local migVar = g.queryVariable('gpu_instance', 'MIG instance', std.format('label_values(vgpu_mig_instance_info{%s, %s=~"$cluster", job=~"$job", %s=~"$host", gpu=~"$gpu"}, gpu_instance)', [sel, cl, host])),
+  local tenantVar(hostFilter) = g.queryVariable('tenant', 'Tenant', std.format('label_values(vgpu_tenant_info{%s, %s=~"$cluster"%s}, tenant)', [sel, cl, if hostFilter then std.format(', job=~"$job", %s=~"$host"', host) else ''])),
 
   // Series filters of the variables.
   local fc = std.format('%s=~"$cluster"', cl),
@@ -29,11 +31,27 @@ local g = import 'lib/dashboard.libsonnet';
     local c = if sel == '' then '' else ', ' + sel;
     std.format('sum by (tenant, currency) (increase(vgpu_tenant_cost_total{%s%s}[%s])) or %s', [ft, c, range, idleRow(std.format('sum by (currency) (increase(vgpu_tenant_idle_cost_total{%s%s}[%s]))', [fh, c, range]))]),
   local gpuLegend = '{{' + host + '}} GPU {{gpu}}',
+  // The series of expr, its q label (a quantile as a fraction, 0.99) also
+  // written as a percentile in the label percentile (p99), for the legend:
+  // 0.5 -> p50, 0.95 -> p95, 0.999 -> p99.9; any other q as q=<q>.
+  local withPercentile(expr) = std.foldl(
+    function(e, r) std.format('label_replace(%s, "percentile", "%s", "q", "%s")', [e, r[0], r[1]]),
+    [['q=$1', '(.+)'], ['p${1}0', '0[.]([0-9])'], ['p$1', '0[.]([0-9][0-9])'], ['p$1.$2', '0[.]([0-9][0-9])([0-9]+)']],
+    expr
+  ),
   local hostKey = std.format('%s, job, %s', [cl, host]),
+  // The events the counter series s counts in each interval of the graph,
+  // whole: its rise since the graph's previous point ($__interval is the
+  // query's step, so the intervals tile the range and an event counts in
+  // one), a fall (the exporter restarted) counted as none. increase() would
+  // estimate (one event over four scrapes reads 1.33) and, over
+  // $__rate_interval, count an event in each of several intervals.
+  local perInterval(s) = std.format('clamp_min(%(s)s - %(s)s offset $__interval, 0)', { s: s }),
+  local countNote = " Whole counts: what the counter rose by over each interval of the graph (the query's step), so that one event reads 1 in one interval and the intervals add up to the range's total (an interval in which an exporter restarted counts none).",
   // Tuner actions by knob and outcome on the hosts of the filter f.
   // Only the intervals with an action (> 0): every knob x outcome pair is a
   // series, most of them always 0.
-  local tunerActions(f, outcomes, by='knob, outcome') = std.format('sum by (%s) (increase(vgpu_tuner_actions_total{%s, outcome=~"%s"}[$__rate_interval])) > 0', [by, f, outcomes]),
+  local tunerActions(f, outcomes, by='knob, outcome') = std.format('sum by (%s) (%s) > 0', [by, perInterval(std.format('vgpu_tuner_actions_total{%s, outcome=~"%s"}', [f, outcomes]))]),
   local mpsTargetEffective(f, legend) = [
     g.target(std.format('vgpu_tuner_mps_active_threads_target_ratio{%s}', f), legend + ' target'),
     g.target(std.format('vgpu_tuner_mps_active_threads_effective_ratio{%s}', f), legend + ' effective'),
@@ -56,7 +74,13 @@ local g = import 'lib/dashboard.libsonnet';
       g.timeseries('SM active per tenant (GPU-equivalents)', [g.target(std.format('topk(20, sum by (tenant) (cluster_tenant:vgpu_tenant_sm_active:sum{%s, tenant=~"$tenant"}))', fc), '{{tenant}}')], stack=true),
       g.timeseries('Device memory per tenant', [g.target(std.format('topk(20, sum by (tenant) (cluster_tenant:vgpu_tenant_memory_used_bytes:sum{%s, tenant=~"$tenant"}))', fc), '{{tenant}}')], 'bytes', stack=true),
       g.timeseries('Error budget burn rate over 1h', [g.target(std.format('cluster_tenant:vgpu_tenant_slo_burn_rate:ratio_rate1h{%s, tenant=~"$tenant"}', fc), '{{%s}} {{tenant}}' % cl)], description='1 spends the budget exactly over the SLO period; the fast-burn page fires above %sx.' % c.sloBurnRateAlerts[0].factor),
-      g.table('Error budget left over 3d', [g.target(std.format('1 - cluster_tenant:vgpu_tenant_slo_burn_rate:ratio_rate3d{%s, tenant=~"$tenant"}', fc))], 'percentunit', description='Share of the error budget of the last 3 days not spent; negative when overspent.'),
+      g.table('Error budget left over 3d', [g.target(std.format('1 - cluster_tenant:vgpu_tenant_slo_burn_rate:ratio_rate3d{%s, tenant=~"$tenant"}', fc))], 'percentunit', description='Share of the error budget of the last 3 days not spent (1 - the 3-day burn rate); "overspent" where the tenant spent all of its budget or more (the value, 0 or below, is kept: Inspect, Data).') {
+        fieldConfig+: { defaults+: {
+          mappings: [{ type: 'range', options: { to: 0, result: { text: 'overspent', color: 'red', index: 0 } } }],
+          thresholds: { mode: 'absolute', steps: [{ color: 'red', value: null }, { color: 'orange', value: 0 }, { color: 'green', value: 0.25 }] },
+          custom: { cellOptions: { type: 'color-text' } },
+        } },
+      },
     ]),
 
     'vgpu-tenant.json': g.dashboard(c, 'vgpu-tenant.json', 'vGPU / Tenant', "A tenant's usage of each GPU, its latency against its SLO, and its error budget burn rates.", [clusterVar, jobVar, hostVar, tenantVar(true)], [
@@ -69,9 +93,9 @@ local g = import 'lib/dashboard.libsonnet';
       g.table('How each figure is obtained', [g.target(std.format('vgpu_tenant_figure_info{%s}', ft))], description="measured: the hardware counted the tenant's own use (the counters of a MIG instance it has alone); apportioned: a GPU's (or a shared MIG instance's) figure split among its tenants by the rule in docs/tenants.md. Served apart, so the series above never change labels.") { w: 24 },
       g.row('Latency SLO'),
       g.timeseries('Latency quantiles and target', [
-        g.target(std.format('vgpu_tenant_request_latency_seconds{%s}', ft), '{{tenant}} p{{q}}'),
-        g.target(std.format('vgpu_tenant_slo_target_seconds{%s}', ft), '{{tenant}} target (p{{q}})'),
-      ], 's'),
+        g.target(withPercentile(std.format('vgpu_tenant_request_latency_seconds{%s}', ft)), '{{tenant}} {{percentile}}'),
+        g.target(withPercentile(std.format('vgpu_tenant_slo_target_seconds{%s}', ft)), '{{tenant}} target ({{percentile}})'),
+      ], 's', description="The tenant's request latency quantiles over the SLO window, and its objective: the fraction q of requests (label q, 0.99: p99 in the legend) that must complete within the target."),
       g.timeseries('SLO attainment over the SLO window', [g.target(std.format('vgpu_tenant_slo_attainment_ratio{%s}', ft), '{{tenant}}')], 'percentunit'),
       g.timeseries('Requests', [g.target(std.format('sum by (tenant) (rate(vgpu_tenant_requests_total{%s}[$__rate_interval]))', ft), '{{tenant}}')], 'reqps') { w: 8 },
       g.timeseries('Error budget burn rate', [
@@ -82,9 +106,9 @@ local g = import 'lib/dashboard.libsonnet';
       g.row('Tuner'),
       g.timeseries('MPS active threads: target and effective', mpsTargetEffective(ft, '{{tenant}} ' + gpuLegend), 'percentunit', description="What the tuner decided for the tenant's MPS clients and what their contexts run with; they differ until the clients restart."),
       g.events("Tuner actions on the tenant's hosts", [
-        g.target(std.format('sum by (%s, knob, outcome) (increase(vgpu_tuner_actions_total{%s, outcome!="guarded"}[$__rate_interval]) and on (%s) vgpu_tenant_info{%s}) > 0', [host, fh, hostKey, ft]), '{{%s}} {{knob}} {{outcome}}' % host),
-        g.target(std.format('sum by (%s) (increase(vgpu_tuner_reverts_total{%s}[$__rate_interval]) and on (%s) vgpu_tenant_info{%s}) > 0', [host, fh, hostKey, ft]), '{{%s}} reverts' % host),
-      ], description='Actions planned by the tuner (guarded ones left out) and its reverts, on the hosts the tenant runs on: one bar per interval in which any happened, by knob and outcome; empty while the tuner holds.'),
+        g.target(std.format('sum by (%s, knob, outcome) (%s and on (%s) vgpu_tenant_info{%s}) > 0', [host, perInterval(std.format('vgpu_tuner_actions_total{%s, outcome!="guarded"}', fh)), hostKey, ft]), '{{%s}} {{knob}} {{outcome}}' % host),
+        g.target(std.format('sum by (%s) (%s and on (%s) vgpu_tenant_info{%s}) > 0', [host, perInterval(std.format('vgpu_tuner_reverts_total{%s}', fh)), hostKey, ft]), '{{%s}} reverts' % host),
+      ], description='Actions planned by the tuner (guarded ones left out) and its reverts, on the hosts the tenant runs on: one bar per interval in which any happened, by knob and outcome; empty while the tuner holds.' + countNote),
     ]),
 
     'vgpu-gpu.json': g.dashboard(c, 'vgpu-gpu.json', 'vGPU / GPU and MIG', 'Per GPU and MIG instance: the split of SMs and HBM among tenants, context switches, vGPU instances and their scheduler, clocks, power, throttle reasons, XID errors, NVLink and PCIe health and memory repair.', [clusterVar, jobVar, hostVar, gpuVar, migVar, tenantVar(true)], [
@@ -132,15 +156,15 @@ local g = import 'lib/dashboard.libsonnet';
       ], 'watt') { w: 8 },
       g.timeseries('Temperature', [g.target(std.format('vgpu_gpu_temperature_celsius{%s}', fg), gpuLegend)], 'celsius') { w: 8 },
       g.timeseries('Throttle reasons active', [g.target(std.format('vgpu_gpu_clock_event_reason_active{%s, reason!="gpu_idle"} > 0', fg), gpuLegend + ' {{reason}}')], description='Clock event reasons holding the clocks down (idle excluded).'),
-      g.timeseries('XID errors', [g.target(std.format('increase(vgpu_gpu_events_total{%s, kind="xid"}[$__rate_interval]) > 0', fg), gpuLegend + ' XID {{code}}')], description='XID errors per interval; see docs/runbooks.md for the code classes.'),
+      g.events('XID errors', [g.target(std.format('%s > 0', perInterval(std.format('vgpu_gpu_events_total{%s, kind="xid"}', fg))), gpuLegend + ' XID {{code}}')], description='XID errors per interval, by code; see docs/runbooks.md for the code classes.' + countNote),
       g.row('Interconnect and memory health'),
       g.timeseries('NVLink throughput', [g.target(std.format('sum by (%s, gpu, direction) (rate(vgpu_gpu_nvlink_bytes_total{%s}[$__rate_interval]))', [host, fg]), gpuLegend + ' {{direction}}')], 'Bps', description='Data bytes over all NVLink links of the GPU.') { w: 8 },
       g.timeseries('PCIe throughput', [g.target(std.format('vgpu_gpu_pcie_bytes_per_second{%s}', fg), gpuLegend + ' {{direction}}')], 'Bps', description="The driver's own short-window reading, sampled.") { w: 8 },
       g.timeseries('NVLink links', [g.target(std.format('vgpu_gpu_nvlink_links{%s}', fg), gpuLegend + ' {{state}}')], description='Links up (active) and down (inactive).') { w: 8 },
       g.events('NVLink errors and PCIe replays', [
-        g.target(std.format('increase(vgpu_gpu_nvlink_errors_total{%s}[$__rate_interval]) > 0', fg), gpuLegend + ' NVLink {{type}}'),
-        g.target(std.format('increase(vgpu_gpu_pcie_replays_total{%s}[$__rate_interval]) > 0', fg), gpuLegend + ' PCIe replays'),
-      ], description='Per interval; empty on healthy links. See the VGPUNVLinkErrorsRising and VGPUPCIeReplaysRising runbooks.'),
+        g.target(std.format('%s > 0', perInterval(std.format('vgpu_gpu_nvlink_errors_total{%s}', fg))), gpuLegend + ' NVLink {{type}}'),
+        g.target(std.format('%s > 0', perInterval(std.format('vgpu_gpu_pcie_replays_total{%s}', fg))), gpuLegend + ' PCIe replays'),
+      ], description='Per interval; empty on healthy links. See the VGPUNVLinkErrorsRising and VGPUPCIeReplaysRising runbooks.' + countNote),
       g.table('Memory repair', [
         g.target(std.format('vgpu_gpu_remapped_rows_total{%s}', fg)),
         g.target(std.format('vgpu_gpu_row_remap_pending{%s}', fg)),
@@ -214,7 +238,7 @@ local g = import 'lib/dashboard.libsonnet';
         g.target(std.format('vgpu_tuner_pause_duty_target_ratio{%s, tenant=~"$tenant"}', fg), '{{tenant}} ' + gpuLegend + ' target'),
         g.target(std.format('vgpu_tuner_pause_duty_effective_ratio{%s, tenant=~"$tenant"}', fg), '{{tenant}} ' + gpuLegend + ' in force'),
       ], 'percentunit', description="Fraction of every period the tuner pauses a batch or best-effort tenant for (pause_duty; on a GPU in recommend mode, what it recommends and did not set). In force: as the pause actuator runs it, the largest duty of the tenant's GPUs, capped by --pause.max; 0 where the latest period's freeze failed."),
-      g.events('Pause periods not paused', [g.target(std.format('sum by (%s, tenant) (increase(vgpu_tuner_pause_freeze_failures_total{%s, tenant=~"$tenant"}[$__rate_interval])) > 0', [host, fh]), '{{tenant}} {{%s}}' % host)], description="Pause periods whose freeze failed, by tenant: it ran through them; the exporter's log says why."),
+      g.events('Pause periods not paused', [g.target(std.format('sum by (%s, tenant) (%s) > 0', [host, perInterval(std.format('vgpu_tuner_pause_freeze_failures_total{%s, tenant=~"$tenant"}', fh))]), '{{tenant}} {{%s}}' % host)], description="Pause periods whose freeze failed, by tenant: it ran through them; the exporter's log says why." + countNote),
       g.timeseries('Power limit', [
         g.target(std.format('vgpu_tuner_power_limit_target_watts{%s}', fg), gpuLegend + ' target'),
         g.target(std.format('vgpu_gpu_power_limit_watts{%s}', fg), gpuLegend + ' effective'),
@@ -229,15 +253,15 @@ local g = import 'lib/dashboard.libsonnet';
         g.target(std.format('vgpu_tuner_vgpu_scheduler_target_info{%s}', fg)),
       ], description='Levels the tuner decided (level, policy) against the time slice in effect (timeslice).'),
       g.row('Actions'),
-      g.events('Changes made', [g.target(tunerActions(fh, 'applied|failed|rolled_back'), '{{knob}} {{outcome}}')], description='Actions the tuner carried out, by knob and outcome: one bar per interval in which any happened.') { w: 8 },
-      g.events('Reverts', [g.target(std.format('sum by (%s) (increase(vgpu_tuner_reverts_total{%s}[$__rate_interval])) > 0', [host, fh]), '{{%s}}' % host)], description='Changes undone because the SLO error rose after them, or rolled back after a failure.') { w: 8 },
-      g.events('Recommendations not applied', [g.target(tunerActions(fh, 'recommended|guarded|refused'), '{{knob}} {{outcome}}')], description='Recommended (recommend mode), guarded (a guard refused) or refused (not supported, busy): one bar per interval in which any happened.') { w: 8 },
-      g.events('Guard refusals', [g.target(std.format('sum by (guard) (increase(vgpu_tuner_guard_refusals_total{%s}[$__rate_interval])) > 0', fh), '{{guard}}')], description='Actions a guard refused, by guard: one bar per interval in which any was.'),
+      g.events('Changes made', [g.target(tunerActions(fh, 'applied|failed|rolled_back'), '{{knob}} {{outcome}}')], description='Actions the tuner carried out, by knob and outcome: one bar per interval in which any happened.' + countNote) { w: 8 },
+      g.events('Reverts', [g.target(std.format('sum by (%s) (%s) > 0', [host, perInterval(std.format('vgpu_tuner_reverts_total{%s}', fh))]), '{{%s}}' % host)], description='Changes undone because the SLO error rose after them, or rolled back after a failure.' + countNote) { w: 8 },
+      g.events('Recommendations not applied', [g.target(tunerActions(fh, 'recommended|guarded|refused'), '{{knob}} {{outcome}}')], description='Recommended (recommend mode), guarded (a guard refused) or refused (not supported, busy): one bar per interval in which any happened.' + countNote) { w: 8 },
+      g.events('Guard refusals', [g.target(std.format('sum by (guard) (%s) > 0', perInterval(std.format('vgpu_tuner_guard_refusals_total{%s}', fh))), '{{guard}}')], description='Actions a guard refused, by guard: one bar per interval in which any was.' + countNote),
       g.timeseries('Restores and journal errors', [
-        g.target(std.format('sum by (%s) (increase(vgpu_tuner_restores_total{%s}[$__rate_interval]))', [host, fh]), '{{%s}} restored' % host),
-        g.target(std.format('sum by (%s) (increase(vgpu_tuner_restore_failures_total{%s}[$__rate_interval]))', [host, fh]), '{{%s}} restore failed' % host),
-        g.target(std.format('sum by (%s) (increase(vgpu_tuner_journal_errors_total{%s}[$__rate_interval]))', [host, fh]), '{{%s}} journal errors' % host),
-      ]),
+        g.target(std.format('sum by (%s) (%s)', [host, perInterval(std.format('vgpu_tuner_restores_total{%s}', fh))]), '{{%s}} restored' % host),
+        g.target(std.format('sum by (%s) (%s)', [host, perInterval(std.format('vgpu_tuner_restore_failures_total{%s}', fh))]), '{{%s}} restore failed' % host),
+        g.target(std.format('sum by (%s) (%s)', [host, perInterval(std.format('vgpu_tuner_journal_errors_total{%s}', fh))]), '{{%s}} journal errors' % host),
+      ], description='Originals restored, restores failed and journal writes failed, per interval, at 0 while none happens.' + countNote),
     ]),
   },
 }

@@ -278,8 +278,11 @@ var (
 	stringLit = regexp.MustCompile(`"(\\.|[^"\\])*"`)
 	matchers  = regexp.MustCompile(`\{[^}]*\}|\[[^\]]*\]`)
 	labelList = regexp.MustCompile(`\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)`)
-	token     = regexp.MustCompile(`[0-9][0-9.eE+]*[a-zA-Z]*|[a-zA-Z_:][a-zA-Z0-9_:]*\s*\(?`)
-	keywords  = []string{"and", "or", "unless", "bool", "offset", "by", "without", "on", "ignoring", "group_left", "group_right", "inf", "nan"}
+	// grafanaVar is a dashboard variable outside a string or range
+	// (offset $__interval).
+	grafanaVar = regexp.MustCompile(`\$\{?\w+\}?`)
+	token      = regexp.MustCompile(`[0-9][0-9.eE+]*[a-zA-Z]*|[a-zA-Z_:][a-zA-Z0-9_:]*\s*\(?`)
+	keywords   = []string{"and", "or", "unless", "bool", "offset", "by", "without", "on", "ignoring", "group_left", "group_right", "inf", "nan"}
 )
 
 // metricNames returns the metric names an expression reads.
@@ -287,6 +290,7 @@ func metricNames(expr string) []string {
 	s := stringLit.ReplaceAllString(expr, `""`)
 	s = labelList.ReplaceAllString(s, " ")
 	s = matchers.ReplaceAllString(s, " ")
+	s = grafanaVar.ReplaceAllString(s, " ")
 	var out []string
 	for _, tok := range token.FindAllString(s, -1) {
 		tok = strings.TrimSpace(tok)
@@ -304,6 +308,7 @@ func TestMetricNames(t *testing.T) {
 		{`sum without (method) (rate(vgpu_a_total{x="y"}[5m])) > on (job, uuid) group_left (mode) vgpu_b offset 10m`, "vgpu_a_total vgpu_b"},
 		{`1 - level:rule:ratio_rate3d{tenant=~"a|b"} > bool 1.5e3`, "level:rule:ratio_rate3d"},
 		{`max_over_time(vgpu_c{q="0.99"}[1h:5m]) * 100`, "vgpu_c"},
+		{`clamp_min(vgpu_d_total{x="y"} - vgpu_d_total{x="y"} offset $__interval, 0)`, "vgpu_d_total vgpu_d_total"},
 	} {
 		if got := strings.Join(metricNames(tc.expr), " "); got != tc.want {
 			t.Errorf("metricNames(%q) = %q, want %q", tc.expr, got, tc.want)

@@ -184,6 +184,9 @@ type panel struct {
 			// Decimals is how many decimals a value shows; nil: as many
 			// as it needs.
 			Decimals *int `json:"decimals"`
+			// Mappings are the panel's value mappings; a table shows a
+			// range mapping's text for the values it covers.
+			Mappings []valueMapping `json:"mappings"`
 			Custom   struct {
 				// DrawStyle is "bars" for a panel of events (a bar per
 				// interval with any), lines otherwise.

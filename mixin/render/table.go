@@ -96,9 +96,13 @@ func tableOf(pd panelData) table {
 			t.rows = append(t.rows, append(cells, make([]string, len(refs))...))
 		}
 		if len(s.v) > 0 {
-			v := formatValue(s.v[len(s.v)-1]*factor, pd.FieldConfig.Defaults.Decimals)
-			if unit != "" {
-				v += " " + unit
+			x := s.v[len(s.v)-1]
+			v, mapped := mappedText(pd.FieldConfig.Defaults.Mappings, x)
+			if !mapped {
+				v = formatValue(x*factor, pd.FieldConfig.Defaults.Decimals)
+				if unit != "" {
+					v += " " + unit
+				}
 			}
 			t.rows[i][len(labels)+slices.Index(refs, s.ref)] = v
 		}
@@ -114,6 +118,31 @@ func tableOf(pd panelData) table {
 	}
 	t.rows = rows
 	return t
+}
+
+// valueMapping is a Grafana value mapping: a range one shows its text for
+// the values from From to To, both included (nil: unbounded).
+type valueMapping struct {
+	Type    string `json:"type"`
+	Options struct {
+		From   *float64 `json:"from"`
+		To     *float64 `json:"to"`
+		Result struct {
+			Text string `json:"text"`
+		} `json:"result"`
+	} `json:"options"`
+}
+
+// mappedText is the text of the first range mapping of ms that covers v,
+// as Grafana shows it in place of the value.
+func mappedText(ms []valueMapping, v float64) (string, bool) {
+	for _, m := range ms {
+		o := m.Options
+		if m.Type == "range" && (o.From == nil || v >= *o.From) && (o.To == nil || v <= *o.To) {
+			return o.Result.Text, true
+		}
+	}
+	return "", false
 }
 
 func btoi(b bool) int {

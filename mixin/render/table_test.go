@@ -58,6 +58,18 @@ func TestTableOf(t *testing.T) {
 			pd.series = []series{{ref: "A", labels: map[string]string{"tenant": "a"}, v: []float64{1}}}
 			return pd
 		}, []string{"tenant", "Value"}, [][]string{{"a", "1.00"}}},
+		// The overview's error budget left: 0 or below reads "overspent", as
+		// the panel's range mapping has Grafana show it.
+		{"range mapping", func(t *testing.T) panelData {
+			var pd panelData
+			if err := json.Unmarshal([]byte(`{"type": "table", "fieldConfig": {"defaults": {"unit": "percentunit",
+			  "mappings": [{"type": "range", "options": {"to": 0, "result": {"text": "overspent"}}}]}}}`), &pd.panel); err != nil {
+				t.Fatal(err)
+			}
+			pd.Targets = append(pd.Targets, costTableTarget("A"))
+			pd.series = []series{{ref: "A", labels: map[string]string{"tenant": "a"}, v: []float64{-89.13}}, {ref: "A", labels: map[string]string{"tenant": "b"}, v: []float64{0.25}}, {ref: "A", labels: map[string]string{"tenant": "c"}, v: []float64{0}}}
+			return pd
+		}, []string{"tenant", "Value"}, [][]string{{"a", "overspent"}, {"b", "25 %"}, {"c", "overspent"}}},
 	} {
 		got := tableOf(tc.pd(t))
 		if !slices.Equal(got.header, tc.header) {

@@ -61,9 +61,12 @@ const dashWait = 60 * time.Second
 // generated dashboards (dashboards/*.json) as Grafana would, its template
 // variables at All (as the dashboard opens), then given each value the
 // exporters serve: each returns at least one series but those of
-// dashExcepted. It also fails on what reads wrong: a 0-1 unit over figures
-// far above 1 (0-100 figures, or ratios summed over GPUs), a legend naming
-// a label no series has.
+// dashExcepted; a target ending in "or vector(0)", which always returns
+// something, must return a series without it too. It also fails on what
+// reads wrong: a 0-1 unit over figures far above 1 (0-100 figures, or
+// ratios summed over GPUs) or far below 0 with no value mapping of them, a
+// count of events (bars) that is not whole, a legend naming a label no
+// series has or writing a percentile as a fraction.
 func TestDashboardPanelsReturnData(t *testing.T) {
 	promBin := findTool(t, "prometheus")
 	bin := buildExporter(t)

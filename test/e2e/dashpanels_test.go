@@ -40,7 +40,13 @@ type boardPanel struct {
 	Title       string `json:"title"`
 	FieldConfig struct {
 		Defaults struct {
-			Unit string `json:"unit"`
+			Unit   string `json:"unit"`
+			Custom struct {
+				// DrawStyle is "bars" on a panel of events counted per
+				// interval.
+				DrawStyle string `json:"drawStyle"`
+			} `json:"custom"`
+			Mappings []valueMapping `json:"mappings"`
 		} `json:"defaults"`
 	} `json:"fieldConfig"`
 	Targets []struct {
@@ -49,6 +55,16 @@ type boardPanel struct {
 		LegendFormat string `json:"legendFormat"`
 		Instant      bool   `json:"instant"`
 	} `json:"targets"`
+}
+
+// valueMapping is a Grafana value mapping; a range one shows its text for
+// the values from From to To (nil: unbounded).
+type valueMapping struct {
+	Type    string `json:"type"`
+	Options struct {
+		From *float64 `json:"from"`
+		To   *float64 `json:"to"`
+	} `json:"options"`
 }
 
 // loadBoards reads every dashboard of dir (*.json).
@@ -80,6 +96,10 @@ func loadBoards(dir string) ([]board, error) {
 type panelTarget struct {
 	board, panel, ref, unit, expr, legend string
 	instant                               bool
+	// bars: the panel counts events per interval; mappings: its value
+	// mappings.
+	bars     bool
+	mappings []valueMapping
 	// Once it returned data: the variables it was given and the query run.
 	passed bool
 	vars   map[string]string
@@ -89,11 +109,16 @@ type panelTarget struct {
 }
 
 // result is what queries of a target returned: how many numbers (NaN is
-// none), the label names of the series that had one, their range.
+// none), the label names of the series that had one, their range, a value
+// that is not a whole number (fraction, when hasFraction), and the legends
+// of the series as Grafana writes them.
 type result struct {
-	n          int
-	labels     map[string]bool
-	minV, maxV float64
+	n           int
+	labels      map[string]bool
+	minV, maxV  float64
+	fraction    float64
+	hasFraction bool
+	legends     map[string]bool
 }
 
 func (r *result) add(o result) {
@@ -101,18 +126,30 @@ func (r *result) add(o result) {
 		return
 	}
 	if r.n == 0 {
-		*r = result{labels: map[string]bool{}, minV: o.minV, maxV: o.maxV}
+		*r = result{labels: map[string]bool{}, minV: o.minV, maxV: o.maxV, legends: map[string]bool{}}
 	}
 	r.n += o.n
 	r.minV, r.maxV = min(r.minV, o.minV), max(r.maxV, o.maxV)
 	for k := range o.labels {
 		r.labels[k] = true
 	}
+	for k := range o.legends {
+		r.legends[k] = true
+	}
+	if o.hasFraction && !r.hasFraction {
+		r.fraction, r.hasFraction = o.fraction, true
+	}
 }
 
 func (p *panelTarget) key() string { return p.board + " / " + p.panel + " / " + p.ref }
 
-// boardTargets lists the targets of every panel of b, rows left out.
+// orZero ends a query that returns 0 where its left-hand side returns
+// nothing.
+const orZero = " or vector(0)"
+
+// boardTargets lists the targets of every panel of b, rows left out; a
+// target ending in orZero also as its left-hand side (ref "<ref> left of
+// or vector(0)"), which always returning something would hide broken.
 func boardTargets(b board) []*panelTarget {
 	var out []*panelTarget
 	for _, p := range b.Panels {
@@ -120,10 +157,17 @@ func boardTargets(b board) []*panelTarget {
 			continue
 		}
 		for _, tg := range p.Targets {
-			out = append(out, &panelTarget{
+			t := &panelTarget{
 				board: b.UID, panel: p.Title, ref: tg.RefID, unit: p.FieldConfig.Defaults.Unit,
 				expr: tg.Expr, legend: tg.LegendFormat, instant: tg.Instant || p.Type != "timeseries",
-			})
+				bars: p.FieldConfig.Defaults.Custom.DrawStyle == "bars", mappings: p.FieldConfig.Defaults.Mappings,
+			}
+			out = append(out, t)
+			if lhs, ok := strings.CutSuffix(strings.TrimSpace(tg.Expr), orZero); ok {
+				l := *t
+				l.ref, l.expr = tg.RefID+" left of"+orZero, lhs
+				out = append(out, &l)
+			}
 		}
 	}
 	return out
@@ -133,7 +177,17 @@ var (
 	labelValuesRE = regexp.MustCompile(`^label_values\((.+),\s*([a-zA-Z_][a-zA-Z0-9_]*)\)$`)
 	varRefRE      = regexp.MustCompile(`\$\{(\w+)\}|\$(\w+)`)
 	legendLabelRE = regexp.MustCompile(`\{\{\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\}\}`)
+	// fractionPercentileRE finds a percentile written as a fraction in a
+	// legend ("p0.99").
+	fractionPercentileRE = regexp.MustCompile(`\bp0\.[0-9]`)
 )
+
+// legendOf is the legend Grafana writes for a series of labels m.
+func legendOf(format string, m map[string]string) string {
+	return legendLabelRE.ReplaceAllStringFunc(format, func(ref string) string {
+		return m[legendLabelRE.FindStringSubmatch(ref)[1]]
+	})
+}
 
 // expand substitutes the variables of vars ($name and ${name}) in s, and
 // Grafana's own: $__rate_interval as Grafana makes it (four scrape
@@ -260,7 +314,7 @@ func (a dashAPI) run(p *panelTarget, vars map[string]string) (result, string, er
 	if r.Status != "success" {
 		return result{}, q, fmt.Errorf("%s: %s: %s", p.key(), q, r.Error)
 	}
-	out := result{labels: map[string]bool{}, minV: math.Inf(1), maxV: math.Inf(-1)}
+	out := result{labels: map[string]bool{}, minV: math.Inf(1), maxV: math.Inf(-1), legends: map[string]bool{}}
 	for _, s := range r.Data.Result {
 		points := s.Values
 		if s.Value != nil {
@@ -274,9 +328,13 @@ func (a dashAPI) run(p *panelTarget, vars map[string]string) (result, string, er
 			}
 			out.n++
 			out.minV, out.maxV = min(out.minV, v), max(out.maxV, v)
+			if v != math.Trunc(v) && !out.hasFraction {
+				out.fraction, out.hasFraction = v, true
+			}
 			for k := range s.Metric {
 				out.labels[k] = true
 			}
+			out.legends[legendOf(p.legend, s.Metric)] = true
 		}
 	}
 	return out, q, nil
@@ -293,9 +351,12 @@ func (a dashAPI) try(p *panelTarget, vars map[string]string) error {
 
 // oddities returns what reads wrong in what a panel target returned with
 // every choice of its variables: a percentunit (0-1) panel with values far
-// above 1 (0-100 figures), a percent (0-100) one with values all within
-// 0-1, a legend naming a label that no series has (the legend shows
-// nothing there).
+// above 1 (0-100 figures), or far below 0 with no value mapping of the
+// negative values (an overspent budget reading -8913%), a percent (0-100)
+// one with values all within 0-1, a panel of events counted per interval
+// (bars) with a count that is not whole (increase()'s extrapolation), a
+// legend naming a label that no series has (the legend shows nothing
+// there), a legend writing a percentile as a fraction (p0.99).
 func (p *panelTarget) oddities() []string {
 	r := p.seen
 	if r.n == 0 {
@@ -307,9 +368,23 @@ func (p *panelTarget) oddities() []string {
 		if r.maxV > 1.5 {
 			out = append(out, fmt.Sprintf("unit percentunit (0-1) but values up to %g", r.maxV))
 		}
+		if r.minV < -0.5 && !slices.ContainsFunc(p.mappings, func(m valueMapping) bool {
+			return m.Type == "range" && m.Options.From == nil && m.Options.To != nil && *m.Options.To <= 0
+		}) {
+			out = append(out, fmt.Sprintf("unit percentunit (0-1) and values down to %g (reads %.0f%%) with no value mapping of those below 0", r.minV, 100*r.minV))
+		}
 	case "percent":
 		if r.maxV <= 1 {
 			out = append(out, fmt.Sprintf("unit percent (0-100) but values all within %g..%g", r.minV, r.maxV))
+		}
+	}
+	if p.bars && r.hasFraction {
+		out = append(out, fmt.Sprintf("events counted per interval (bars) but a count of %g, not a whole number", r.fraction))
+	}
+	for _, l := range slices.Sorted(maps.Keys(r.legends)) {
+		if fractionPercentileRE.MatchString(l) {
+			out = append(out, fmt.Sprintf("legend reads %q: a percentile written as a fraction", l))
+			break
 		}
 	}
 	for _, m := range legendLabelRE.FindAllStringSubmatch(p.legend, -1) {
