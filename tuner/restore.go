@@ -70,11 +70,12 @@ func (t *Tuner) Restore(ctx context.Context) ([]Decision, error) {
 	return t.restoreAtExit(ctx, ctx)
 }
 
-// restoreAtExit is Restore with the hooks still running waited for (and
-// the originals none of them holds set back) until hooks is done, and the
-// originals they held and did not set back tried until ctx is done: the
-// runner ends hooks before ctx (hooksShare), so that those originals get
-// a try of their own rather than a failure journaled at once.
+// restoreAtExit is Restore with the hooks still running waited for (and,
+// while one the exit waits for runs, the originals none of them holds set
+// back) until hooks is done, and the rest until ctx is done: the runner
+// ends hooks before ctx (hooksShare), so that the originals the hooks held
+// get a try of their own rather than a failure journaled at once, and
+// with no hook waited for the restore has the whole of ctx.
 func (t *Tuner) restoreAtExit(hooks, ctx context.Context) ([]Decision, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -82,7 +83,9 @@ func (t *Tuner) restoreAtExit(hooks, ctx context.Context) ([]Decision, error) {
 	const why = "restored at exit"
 	d := t.cancelHooks(hooks, now)
 	held := t.heldAtExit()
-	r, err := t.restoreLocked(hooks, now, why, func(k string) bool { return !held[k] })
+	first, stop := t.whileAwaited(hooks, ctx)
+	r, err := t.restoreLocked(first, now, why, func(k string) bool { return !held[k] })
+	stop()
 	d = append(d, r...)
 	w, werr := t.awaitHooks(hooks)
 	d = append(d, w...)
