@@ -136,8 +136,9 @@ func writeOver(t *testing.T, p string, b []byte) {
 }
 
 // A journal path removed and then found by a write (before the round)
-// is written again by the write, and the round after it says so: the
-// warning is logged once, as for one found by the round. Before, the
+// is written again by the write, and the tuner says so as the write
+// returns (Tuner.journal): the warning is logged once, as for one found
+// by the round. Before, the
 // write rewrote it silently and the round found the file as it should be.
 func TestJournalRewrittenByAWriteLogged(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "journal")

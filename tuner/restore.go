@@ -79,6 +79,10 @@ func (t *Tuner) Restore(ctx context.Context) ([]Decision, error) {
 func (t *Tuner) restoreAtExit(hooks, ctx context.Context) ([]Decision, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	// a journal put at the path since the last round (or its write): its
+	// originals adopted now, set back with this run's
+	t.relinkJournal()
+	t.exiting = true // (adopted from here on: kept for the next start)
 	now := t.o.Clock.Now()
 	const why = "restored at exit"
 	d := t.cancelHooks(hooks, now)
@@ -98,8 +102,9 @@ func (t *Tuner) restoreAtExit(hooks, ctx context.Context) ([]Decision, error) {
 		err = errors.Join(err, rerr)
 	}
 	err = errors.Join(werr, err)
-	// a write of the restore that found the journal's path removed or
-	// replaced wrote it again: no round follows the exit to say so
+	// the path checked again: one removed or replaced since the restore's
+	// last write is written again (no round follows the exit), what it
+	// kept left for the next start
 	t.relinkJournal()
 	t.remember(d)
 	t.publishLocked(now)
