@@ -565,6 +565,9 @@ func (t *Tuner) keepOriginal(ctx context.Context, a Action, now time.Time) error
 		if err := t.journal(Record{Time: now, Event: EventOriginal, Target: a.Target, Tenant: a.Tenant, From: encodeValue(v), PIDs: pids, Identity: id}); err != nil {
 			return fmt.Errorf("not changed, the original could not be journaled: %w", err)
 		}
+		if _, ok := t.originals[k]; ok {
+			return nil // (kept from a journal its write found put at the path: the journal keeps the first)
+		}
 	}
 	t.originals[k] = Original{Target: a.Target, Tenant: a.Tenant, Value: v, At: now, PIDs: pids, Identity: id}
 	return nil
@@ -592,5 +595,8 @@ func (t *Tuner) journal(rec Record) error {
 	}
 	err := t.o.Journal.Append(rec)
 	t.noteJournal(err)
+	if r := t.o.Journal.takeRelinked(); r.Replaced {
+		t.relinked(r) // (what it kept adopted before another change)
+	}
 	return err
 }

@@ -114,6 +114,41 @@ func (t *Tuner) cancelHooks(ctx context.Context, now time.Time) []Decision {
 	return out
 }
 
+// whileAwaited is ctx, ended at hooks' end too where a call the exit
+// waits for (one cancelHooks did not cancel) is still running then: the
+// originals no call holds are set back beside those calls until hooks'
+// end, leaving the rest of ctx to what they held (awaitHooks, then the
+// held pass), and with none of them running until ctx's end. stop ends
+// its watch.
+func (t *Tuner) whileAwaited(hooks, ctx context.Context) (_ context.Context, stop func()) {
+	var awaited []*hookCall
+	for _, h := range t.hooksByAge() {
+		if !h.cancelledAtExit {
+			awaited = append(awaited, h)
+		}
+	}
+	if len(awaited) == 0 {
+		return ctx, func() {}
+	}
+	first, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-first.Done():
+			return
+		case <-hooks.Done():
+		}
+		for _, h := range awaited {
+			select {
+			case <-h.done:
+			default:
+				cancel() // (one still running: the hooks' share is over)
+				return
+			}
+		}
+	}()
+	return first, cancel
+}
+
 // heldAtExit are the originals a call still running holds: its own
 // target's, and those whose restore waits for it (inFlight: an MPS
 // client's restart of its tenant). The restore sets them back after the
@@ -145,7 +180,7 @@ func (t *Tuner) awaitHooks(ctx context.Context) ([]Decision, error) {
 		return nil, nil
 	}
 	waited := t.hooksByAge()
-	level.Info(t.o.Logger).Log("msg", "tuner exit: waiting for the hooks still running (restores, and reverts or changes back setting back an original) until four fifths of the restore's deadline (--tuner.restore-timeout); past it they are cut and left for the next start", "hooks", len(waited))
+	level.Info(t.o.Logger).Log("msg", "tuner exit: waiting for the hooks still running (restores, and reverts or changes back setting back an original) until four fifths of what is left of the restore's deadline (--tuner.restore-timeout); past it they are cut and left for the next start", "hooks", len(waited))
 	for _, h := range waited {
 		select {
 		case <-h.done:

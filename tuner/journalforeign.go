@@ -70,9 +70,11 @@ type notJournalError struct{ error }
 func (e notJournalError) Unwrap() error { return e.error }
 
 // foreignFile is a file found at the journal's path that is not a journal
-// (relinkLocked), and the error it made: the same file, of the same size
-// and modification time, is not read again (each round and each write
-// would read it in full), until it changes.
+// (relinkLocked), and the error it made: the same file, of the same size,
+// modification time and status change time (changeTime: a rewrite that
+// puts the modification time back, cp -p or touch -r, still changes it),
+// is not read again (each round and each write would read it in full),
+// until it changes.
 type foreignFile struct {
 	fi  os.FileInfo
 	err error
@@ -80,5 +82,6 @@ type foreignFile struct {
 
 // same reports whether fi is still the file f was found as.
 func (f *foreignFile) same(fi os.FileInfo) bool {
-	return f != nil && os.SameFile(f.fi, fi) && f.fi.Size() == fi.Size() && f.fi.ModTime().Equal(fi.ModTime())
+	return f != nil && os.SameFile(f.fi, fi) && f.fi.Size() == fi.Size() && f.fi.ModTime().Equal(fi.ModTime()) &&
+		changeTime(f.fi).Equal(changeTime(fi))
 }

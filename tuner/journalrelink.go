@@ -54,6 +54,16 @@ func (j *Journal) Relink() (Relinked, error) {
 	return r, nil
 }
 
+// takeRelinked returns what the writes' relinks did since the last Relink
+// or takeRelinked (checking nothing), and forgets it.
+func (j *Journal) takeRelinked() Relinked {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	r := j.relinked
+	j.relinked = Relinked{}
+	return r
+}
+
 // relinkLocked is Relink, j.mu held, the write error left as it is.
 func (j *Journal) relinkLocked() (replaced bool, err error) {
 	if err := j.usedAfterClose(); err != nil {
@@ -166,29 +176,42 @@ func (j *Journal) keepOriginals(put *Journal) (kept []string) {
 	return kept
 }
 
-// relinkJournal checks the journal's path each round (Journal.Relink) and
-// says what it found; the originals it kept from a journal put at the path
-// are adopted as those of the journal at start are (New): set back (a
-// pause thawed) at exit, shown in the status, and kept by a later change
-// of their target (keepOriginal keeps the first).
+// relinkJournal checks the journal's path each round, and at the start
+// and the end of the restore at exit (Journal.Relink), and says what it
+// found (relinked).
 func (t *Tuner) relinkJournal() {
 	if t.o.Journal == nil {
 		return
 	}
 	r, err := t.o.Journal.Relink()
-	for _, o := range r.Originals {
-		t.adoptOriginal(o, t.o.Clock.Now())
-	}
 	e := ""
 	if err != nil {
 		e = err.Error()
 	}
 	said := e == t.relinkErr
 	t.relinkErr = e
+	if err != nil && !said { // (once, until it changes)
+		level.Error(t.o.Logger).Log("msg", "tuner journal cannot be written where a start reads it: the tuner does not act until it can", "err", err)
+	}
+	t.relinked(r)
+}
+
+// relinked adopts the originals a relink kept from a journal put at the
+// path as those of the journal at start are (New): set back (a pause
+// thawed) at exit, shown in the status, and kept by a later change of
+// their target (keepOriginal keeps the first); and logs what it did. The
+// journal's writes relink too (Journal.Append): what they kept is adopted
+// after each (Tuner.journal), so that no change of the target keeps
+// another value meanwhile. Once the restore at exit has begun, what is
+// adopted is not set back at this exit: kept for the next start.
+func (t *Tuner) relinked(r Relinked) {
+	for _, o := range r.Originals {
+		t.adoptOriginal(o, t.o.Clock.Now())
+	}
 	n := len(t.o.Journal.Originals())
 	switch {
-	case err != nil && !said: // (once, until it changes)
-		level.Error(t.o.Logger).Log("msg", "tuner journal cannot be written where a start reads it: the tuner does not act until it can", "err", err)
+	case r.Kept > 0 && t.exiting:
+		level.Warn(t.o.Logger).Log("msg", "tuner journal was replaced during the restore at exit by a journal holding originals this process did not hold: written again with them beside its own, kept for the next start", "path", t.o.Journal.Path(), "kept", r.Kept, "dropped", r.Dropped, "originals", n)
 	case r.Kept > 0:
 		level.Warn(t.o.Logger).Log("msg", "tuner journal was replaced while in use by a journal holding originals this process did not hold: written again with them beside its own, and set back at exit as this run's own", "path", t.o.Journal.Path(), "kept", r.Kept, "dropped", r.Dropped, "originals", n)
 	case r.Replaced:

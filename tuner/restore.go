@@ -70,19 +70,26 @@ func (t *Tuner) Restore(ctx context.Context) ([]Decision, error) {
 	return t.restoreAtExit(ctx, ctx)
 }
 
-// restoreAtExit is Restore with the hooks still running waited for (and
-// the originals none of them holds set back) until hooks is done, and the
-// originals they held and did not set back tried until ctx is done: the
-// runner ends hooks before ctx (hooksShare), so that those originals get
-// a try of their own rather than a failure journaled at once.
+// restoreAtExit is Restore with the hooks still running waited for (and,
+// while one the exit waits for runs, the originals none of them holds set
+// back) until hooks is done, and the rest until ctx is done: the runner
+// ends hooks before ctx (hooksShare), so that the originals the hooks held
+// get a try of their own rather than a failure journaled at once, and
+// with no hook waited for the restore has the whole of ctx.
 func (t *Tuner) restoreAtExit(hooks, ctx context.Context) ([]Decision, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	// a journal put at the path since the last round (or its write): its
+	// originals adopted now, set back with this run's
+	t.relinkJournal()
+	t.exiting = true // (adopted from here on: kept for the next start)
 	now := t.o.Clock.Now()
 	const why = whyAtExit
 	d := t.cancelHooks(hooks, now)
 	held := t.heldAtExit()
-	r, err := t.restoreLocked(hooks, now, why, func(k string) bool { return !held[k] })
+	first, stop := t.whileAwaited(hooks, ctx)
+	r, err := t.restoreLocked(first, now, why, func(k string) bool { return !held[k] })
+	stop()
 	d = append(d, r...)
 	w, werr := t.awaitHooks(hooks)
 	d = append(d, w...)
@@ -95,8 +102,9 @@ func (t *Tuner) restoreAtExit(hooks, ctx context.Context) ([]Decision, error) {
 		err = errors.Join(err, rerr)
 	}
 	err = errors.Join(werr, err)
-	// a write of the restore that found the journal's path removed or
-	// replaced wrote it again: no round follows the exit to say so
+	// the path checked again: one removed or replaced since the restore's
+	// last write is written again (no round follows the exit), what it
+	// kept left for the next start
 	t.relinkJournal()
 	t.remember(d)
 	t.publishLocked(now)

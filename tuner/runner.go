@@ -164,38 +164,48 @@ func (r *Runner) Run(ctx context.Context) {
 }
 
 // The restore's deadline (--tuner.restore-timeout) is split so that its
-// error and its closes come within it: the hooks still running at exit
-// (restores and reverts setting back an original) are waited for, beside
-// the restores of the originals none of them holds, up to hooksShare of
-// it; the originals those hooks held and did not set back (a hook that
-// failed, its tenant's other clients) are tried until heldShare; the last
-// part closes the actuators (the pause's thaw) and the journal and
-// releases the node lock. Past the whole deadline the exit goes on
-// without what is still stuck. (On one deadline, a hook that outlasted it
-// was cut as the exit returned a bare "not finished" and went on: the
-// error naming the hook was lost, and the held originals' pass, the
-// closes and the lock's release ran in the background, or not at all, as
-// the process exited.)
+// error and its closes come within it. Of what is left of it once the
+// last round has ended: where a hook still running at exit is waited for
+// (a restore's or a revert's, setting back an original), it and the
+// restores of the originals none of them holds get hooksShare; the
+// originals those hooks held and did not set back (a hook that failed,
+// its tenant's other clients) are tried until heldShare. With no hook
+// waited for, the restore runs until heldShare. The last part closes the
+// actuators (the pause's thaw) and the journal and releases the node
+// lock; so does a round that has not ended by heldShare of the whole
+// deadline (an actuator stuck), nothing then set back. Past the whole
+// deadline the exit goes on without what is still stuck.
 const (
 	hooksShare = 0.8
 	heldShare  = 0.95
 )
 
-// ExitHookWait is how long the restore at exit, on timeout, waits for a
-// hook still running (a restore's or a revert's restart of an MPS client)
-// and restores what no hook holds: hooksShare of it.
+// ExitHookWait is the longest the restore at exit, on timeout, waits for
+// a hook still running (a restore's or a revert's restart of an MPS
+// client) and restores what no hook holds: hooksShare of it (of what is
+// left of it where the last round ends late).
 func ExitHookWait(timeout time.Duration) time.Duration {
-	return time.Duration(float64(timeout) * hooksShare)
+	return share(timeout, hooksShare)
 }
 
-// exitContexts are the contexts of a restore of timeout from now, and the
-// cancel of all three: the hooks' and the first pass's (hooksShare of it),
-// the held originals' (heldShare), and the whole restore's.
-func exitContexts(timeout time.Duration) (hooks, held, all context.Context, cancel func()) {
-	all, c1 := context.WithTimeout(context.Background(), timeout)
-	hooks, c2 := context.WithTimeout(all, ExitHookWait(timeout))
-	held, c3 := context.WithTimeout(all, time.Duration(float64(timeout)*heldShare))
-	return hooks, held, all, func() { c2(); c3(); c1() }
+// share is the part f of d.
+func share(d time.Duration, f float64) time.Duration {
+	return time.Duration(float64(d) * f)
+}
+
+// exitShares are the contexts of the restore within all, split from what
+// is left of all's deadline (a context's deadline is on the wall clock):
+// the hooks' and their first pass's (hooksShare of it), and the held
+// originals' and, with no hook waited for, the whole restore's
+// (heldShare); cancel ends both.
+func exitShares(all context.Context) (hooks, held context.Context, cancel func()) {
+	left := time.Duration(0)
+	if dl, ok := all.Deadline(); ok {
+		left = time.Until(dl)
+	}
+	hooks, c1 := context.WithTimeout(all, share(left, hooksShare))
+	held, c2 := context.WithTimeout(all, share(left, heldShare))
+	return hooks, held, func() { c1(); c2() }
 }
 
 // RestoreAtExit waits for Run to return (its context is done) and sets
@@ -204,16 +214,24 @@ func exitContexts(timeout time.Duration) (hooks, held, all context.Context, canc
 // non-zero. What is not restored stays open in the journal, for the next
 // start.
 func (r *Runner) RestoreAtExit() error {
-	hooks, held, all, cancel := exitContexts(r.restoreTimeout)
+	all, cancel := context.WithTimeout(context.Background(), r.restoreTimeout)
 	defer cancel()
+	round, cancelRound := context.WithTimeout(all, share(r.restoreTimeout, heldShare))
+	defer cancelRound()
 	res := make(chan error, 1)
 	go func() {
 		select {
 		case <-r.done:
-		case <-held.Done():
-			res <- errors.New("the tuner's round did not end (an actuator is stuck)")
+		case <-round.Done():
+			// nothing set back (the round holds the tuner), but the
+			// pause's thaw, the journal's close and the lock's release
+			// come before the error all the same
+			err := errors.New("the tuner's round did not end (an actuator is stuck): nothing set back")
+			res <- errors.Join(err, r.closeAll())
 			return
 		}
+		hooks, held, c := exitShares(all)
+		defer c()
 		res <- r.restoreWithin(hooks, held)
 	}()
 	var err error
@@ -229,8 +247,10 @@ func (r *Runner) RestoreAtExit() error {
 // journal, with Run not running; the error is what makes the exit status
 // non-zero.
 func (r *Runner) Restore() error {
-	hooks, held, _, cancel := exitContexts(r.restoreTimeout)
+	all, cancel := context.WithTimeout(context.Background(), r.restoreTimeout)
 	defer cancel()
+	hooks, held, c := exitShares(all)
+	defer c()
 	return r.restoreResult(r.restoreWithin(hooks, held))
 }
 
@@ -249,6 +269,17 @@ func (r *Runner) restoreResult(err error) error {
 // names.
 func (r *Runner) restoreWithin(hooks, held context.Context) error {
 	_, err := r.t.restoreAtExit(hooks, held)
+	err = errors.Join(err, r.closeAll())
+	if err == nil && r.failed {
+		err = errors.New("a restore of original settings failed while running (see the log)")
+	}
+	return err
+}
+
+// closeAll closes the actuators CloseAtExit names and the journal, and
+// then releases what ReleaseAtExit names.
+func (r *Runner) closeAll() error {
+	var err error
 	for _, c := range r.closers {
 		if cerr := c.Close(); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("closing an actuator: %w", cerr))
@@ -263,9 +294,6 @@ func (r *Runner) restoreWithin(hooks, held context.Context) error {
 		if cerr := c.Close(); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("releasing a lock: %w", cerr))
 		}
-	}
-	if err == nil && r.failed {
-		err = errors.New("a restore of original settings failed while running (see the log)")
 	}
 	return err
 }

@@ -262,6 +262,9 @@ type Tuner struct {
 	compactErr string
 	// relinkErr is the journal's Relink error last logged.
 	relinkErr string
+	// exiting: the restore at exit has begun; originals adopted from a
+	// journal put at the path since are kept for the next start.
+	exiting bool
 	// hooks are the actuator calls running off the round, by
 	// Target.String (hooks.go); hookCtx is their parent, cancelled by
 	// hookStop at the exit's restore.

@@ -60,7 +60,7 @@ func addTunerFlags(app *kingpin.Application, c *tunerConfig) {
 	app.Flag("tuner.policy", "The policy the tuner runs: "+strings.Join(policies.EngineNames(), ", ")+".").
 		Default(autotune.Name).StringVar(&c.Policy)
 	flagvalue.Duration(app, "tuner.interval", "How often the tuner decides.", tuner.DefaultInterval.String(), &c.Interval)
-	flagvalue.Duration(app, "tuner.restore-timeout", "How long the restore at exit (and the one at start after an unclean exit) may take to set back what the tuner changed: longer than the restart hook takes for every MPS client a restore restarts (one after another), and shorter than the time the service manager gives a stop (Kubernetes' terminationGracePeriodSeconds, systemd's TimeoutStopSec). What is not set back by then stays in the journal for the next start.", tuner.DefaultRestoreTimeout.String(), &c.RestoreTimeout)
+	flagvalue.Duration(app, "tuner.restore-timeout", "How long the restore at exit (and the one at start after an unclean exit) may take to set back what the tuner changed: at least 5/4 of --mps.restart-hook.timeout for every MPS client a restore restarts (one after another, within the four fifths of it the exit waits for a hook: 150s for one client of a 2-minute hook, 300s for two), and shorter than the time the service manager gives a stop (Kubernetes' terminationGracePeriodSeconds, systemd's TimeoutStopSec). What is not set back by then stays in the journal for the next start.", tuner.DefaultRestoreTimeout.String(), &c.RestoreTimeout)
 	app.Flag("tuner.journal", "Journal file of the tuner (a regular file of checksummed JSON records, synced, compacted past 1 MiB; docs/journal.md): every original setting before its first change and every outcome; originals are restored from it at exit and at the next start after a crash. Default: none (originals kept in memory only).").
 		PlaceHolder("FILE").StringVar(&c.Journal)
 	app.Flag("tuner.node-lock", "Lock file that keeps a second tuner in enforce off this node's GPUs, whatever its journal (docs/journal.md, \"One tuner per node\"): the same path for every install on the node; a tuner that finds it held exits with an error naming its holder. Empty: no lock. With --backend=sim, taken only when given.").
@@ -275,7 +275,7 @@ func warnKillSwitchDir(logger log.Logger, file string) {
 // what it had not set back left in the journal for the next start.
 func warnRestoreTimeout(logger log.Logger, restore, hook time.Duration) {
 	if tuner.ExitHookWait(restore) < hook {
-		level.Warn(logger).Log("msg", "four fifths of --tuner.restore-timeout (the exit's wait for a hook) is shorter than --"+flagMPSRestartTimeout+": a restore that sets back an MPS client's cap runs the restart hook and may be cut short, leaving the rest to the next start; give the restore longer than the hook takes for every client it may restart (and the service manager's stop longer than that)",
+		level.Warn(logger).Log("msg", "four fifths of --tuner.restore-timeout (the exit's wait for a hook) is shorter than --"+flagMPSRestartTimeout+": a restore that sets back an MPS client's cap runs the restart hook and may be cut short, leaving the rest to the next start; give the restore at least 5/4 of the hook's timeout for every client it may restart (and the service manager's stop longer than that)",
 			"restore_timeout", restore, "restart_hook_timeout", hook)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alecthomas/kingpin/v2"
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -422,8 +423,10 @@ func TestRestoreTimeoutFlag(t *testing.T) {
 }
 
 // A restore deadline whose share for the hooks (four fifths) is shorter
-// than one run of the MPS restart hook is warned of at start; one at
-// least as long is not.
+// than one run of the MPS restart hook is warned of at start, the advice
+// what the exit needs (5/4 of the hook's timeout per client, and the flag's
+// help says so); one at least as long is not. (The advice was "longer than
+// the hook takes", too short by a fifth.)
 func TestRestoreTimeoutBelowRestartHookWarned(t *testing.T) {
 	for _, c := range []struct {
 		restore, hook time.Duration
@@ -440,5 +443,13 @@ func TestRestoreTimeoutBelowRestartHookWarned(t *testing.T) {
 		if got := strings.Contains(out.String(), "restore-timeout (the exit's wait for a hook) is shorter than --mps.restart-hook.timeout"); got != c.warned {
 			t.Errorf("restore %v, hook %v: warned %v, want %v (log %q)", c.restore, c.hook, got, c.warned, out.String())
 		}
+		if c.warned && !strings.Contains(out.String(), "at least 5/4 of the hook's timeout for every client") {
+			t.Errorf("restore %v, hook %v: the warning's advice %q, want 5/4 of the hook's timeout per client", c.restore, c.hook, out.String())
+		}
+	}
+	app := kingpin.New("vgpu_exporter", "")
+	addFlags(app)
+	if help := app.GetFlag("tuner.restore-timeout").Model().Help; !strings.Contains(help, "at least 5/4 of --mps.restart-hook.timeout for every MPS client") {
+		t.Errorf("--tuner.restore-timeout's help %q, want 5/4 of the hook's timeout per client", help)
 	}
 }

@@ -1,0 +1,165 @@
+package tuner
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+)
+
+// slowPower sets a power limit in took, its context honoured; with
+// release set, its first call waits for release and fails (the start's
+// restore held by a stuck call).
+type slowPower struct {
+	recorder
+	took    time.Duration
+	release chan struct{}
+	mu      sync.Mutex
+	calls   int
+}
+
+func (s *slowPower) SetPowerLimit(ctx context.Context, _ string, _ float64) error {
+	s.mu.Lock()
+	s.calls++
+	first := s.calls == 1
+	s.mu.Unlock()
+	if first && s.release != nil {
+		<-s.release
+		return context.DeadlineExceeded
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	select {
+	case <-time.After(s.took):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// exitRunner is a runner whose tuner has GPU-0's power limit open in
+// its journal, set back through host; on a real clock where real is set.
+func exitRunner(t *testing.T, host any, real bool) *Runner {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "journal")
+	openWithOriginal(t, p, uuid0).Close()
+	j, err := OpenJournal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var clk gpu.Clock = gpu.NewManualClock(t0)
+	if real {
+		clk = gpu.RealClock{}
+	}
+	tu, err := New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(host), Journal: j, Clock: clk, Mode: ModeEnforce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return NewRunner(tu, j, clk, time.Hour, func() *tenant.Snapshot { return emptySnap(t0) }, nil)
+}
+
+// With no hook running at exit, the restore has the deadline to its
+// closes' share (heldShare), not the hooks' (hooksShare): a restore of
+// 7/8 of it succeeds. (It was cut at four fifths whatever ran, journaled
+// failed, the exit non-zero.)
+func TestNoHookRestoreGetsWholeDeadline(t *testing.T) {
+	rn := exitRunner(t, &slowPower{took: 1750 * time.Millisecond}, false)
+	rn.SetRestoreTimeout(2 * time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	rn.Run(ctx)
+	if err := rn.RestoreAtExit(); err != nil {
+		t.Errorf("a 1.75 s restore within a 2 s deadline, no hook running: %v", err)
+	}
+}
+
+// The deadline's split is made of what is left once the last round ends:
+// a round ending at 85% of it leaves a restore taking a third of the rest
+// its time. (The split was fixed at the call: past four fifths the
+// restore ran on a context already done, every original failing.)
+func TestLateRoundEndLeavesTimeForTheRestore(t *testing.T) {
+	host := &slowPower{release: make(chan struct{}), took: 100 * time.Millisecond}
+	rn := exitRunner(t, host, true)
+	rn.SetRestoreTimeout(2 * time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	go rn.Run(ctx)
+	time.Sleep(50 * time.Millisecond) // (in the start's restore, held)
+	cancel()
+	time.AfterFunc(1700*time.Millisecond, func() { close(host.release) })
+	if err := rn.RestoreAtExit(); err != nil {
+		t.Errorf("the round ended at 85%% of the deadline, a 100 ms restore after it: %v", err)
+	}
+}
+
+// A round stuck at exit sets nothing back, but the actuators (the pause's
+// thaw) and the journal are closed and the lock released before the
+// error. (They were left as they were.)
+func TestStuckRoundAtExitStillCloses(t *testing.T) {
+	host := &hangingPower{release: make(chan struct{})}
+	defer close(host.release)
+	rn := exitRunner(t, host, true)
+	rn.SetRestoreTimeout(200 * time.Millisecond)
+	var closes, releases atomic.Int32
+	rn.CloseAtExit(closeFunc(func() error { closes.Add(1); return nil }))
+	rn.ReleaseAtExit(closeFunc(func() error { releases.Add(1); return nil }))
+	ctx, cancel := context.WithCancel(context.Background())
+	go rn.Run(ctx)
+	time.Sleep(30 * time.Millisecond)
+	cancel()
+	err := rn.RestoreAtExit()
+	if err == nil || !strings.Contains(err.Error(), "round did not end") {
+		t.Errorf("RestoreAtExit: %v, want the stuck round named", err)
+	}
+	if c, r := closes.Load(), releases.Load(); c != 1 || r != 1 {
+		t.Errorf("closes %d, releases %d when RestoreAtExit returned, want 1 each", c, r)
+	}
+	rn.journal.mu.Lock()
+	closed := rn.journal.closed
+	rn.journal.mu.Unlock()
+	if !closed {
+		t.Error("the journal was not closed when RestoreAtExit returned")
+	}
+}
+
+// A hook the exit waits for that ends within the hooks' share leaves the
+// rest of the restore the rest of its deadline: GPU 1's limit, reached
+// once the hooks' share is over, is set back. (The restore of what no
+// hook holds was cut at the hooks' share wherever one ran at its start.)
+func TestExitHookEndedLeavesTheRestTheDeadline(t *testing.T) {
+	r, after := successorRestoreStarted(t)
+	power1 := Action{Target: Target{GPU: "GPU-1", Knob: gpu.KnobPowerLimit}, GPUIndex: 1, Current: Watts(700), Want: Watts(600), Reason: "test"}
+	r.clk.Advance(15 * time.Second)
+	r.tu.o.Policy = fixed{power1}
+	if d, err := r.tu.RunOnce(context.Background(), twoGPUSnap(r.clk.Now(), after, nil)); err != nil || !slices.Equal(outcomes(d), []string{"power_limit applied"}) {
+		t.Fatalf("round setting GPU 1's power limit: %v, %v", outcomes(d), err)
+	}
+	r.tu.mu.Lock()
+	h := r.tu.hooks[Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads, PID: 9}.String()]
+	r.tu.mu.Unlock()
+	hooks, endHooks := context.WithCancel(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // (not reached)
+	defer cancel()
+	logs := r.exitRun(func(c string) {
+		if isPause(c) { // (batch thawed before GPU 1's limit)
+			r.host.release <- nil
+			<-h.done
+			endHooks() // the hooks' share over, the hook ended
+		}
+	})
+	d, err := r.tu.restoreAtExit(hooks, ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := outcomes(d); !slices.Contains(got, "power_limit restored") || !slices.Contains(got, "mps_active_threads restored") {
+		t.Errorf("restore at exit: %v, want GPU 1's limit restored and the restore's hook settled as restored", got)
+	}
+	r.checkNoRestoreFailure(t, logs)
+}
