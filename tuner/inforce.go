@@ -17,8 +17,10 @@ import (
 // restored without calling the actuator where the tuner knows that the
 // value in force is the original already: the value its last change of
 // the setting put in force (read back where the knob reads back: the
-// power limit on NVML), or, where a snapshot taken after that change (or
-// with no change of this process's) reads the setting, that reading. (It
+// power limit on NVML), unless a snapshot taken after that change reads
+// the setting otherwise. A reading alone never stands for the tuner's own
+// call: a sample taken while the call ran reads the value before it, so a
+// reading may only make the value unknown, never known. (It
 // called the actuator with the value in force, counted and journaled a
 // restore; a vGPU host refuses a scheduler change while VMs run, so that
 // the exit retried it until its deadline and counted a failed restore for
@@ -27,8 +29,9 @@ import (
 // unknown, and the exit sets the original back as before, after a change
 // of the setting that failed or was set and not read back, or a restore
 // of it that failed, on a GPU a snapshot read down or did not list since,
-// and for an original found in the journal whose setting this process
-// neither set nor read. The start's restore always sets it back.
+// where a later reading differs, and for an original whose setting this
+// process did not set (one found in a journal). The start's restore
+// always sets it back.
 // The power limit's reading is the limit enforced, which another limiter
 // may hold lower than the limit set (the original): no snapshot tells it.
 
@@ -84,11 +87,17 @@ func (t *Tuner) atOriginal(k string) (how string, ok bool) {
 		return "", false
 	}
 	e, called := t.inForce[k]
+	if !called || e.v == nil {
+		return "", false // (a reading alone never stands for a call: it may lag one)
+	}
 	v, how := e.v, "as the tuner's last change of it set it"
-	if o.Target.Knob == gpu.KnobPowerLimit && e.v != nil && t.powerReaderOK() {
+	if o.Target.Knob == gpu.KnobPowerLimit && t.powerReaderOK() {
 		how = "as the tuner's last change of it set it, read back"
 	}
-	if !called || t.last.Readings.Time.After(e.at) {
+	if t.last.Readings.Time.After(e.at) {
+		// a later reading may only contradict what the tuner set: one
+		// that differs (another hand, a reset, or a sample taken as the
+		// call ran, before it took) leaves the value unknown
 		r, read := readSetting(d, o.Target.Knob)
 		switch {
 		case !read:
@@ -96,8 +105,10 @@ func (t *Tuner) atOriginal(k string) (how string, ok bool) {
 			if c, ok := v.(ClockRange); !ok || c == (ClockRange{}) {
 				return "", false
 			}
+		case !setsBack(Action{Want: r}, Original{Target: o.Target, Value: v}):
+			return "", false
 		default:
-			v, how = r, "as the latest snapshot reads it"
+			how += ", and the latest snapshot reads it so"
 		}
 	}
 	if v == nil || !setsBack(Action{Want: v}, o) {

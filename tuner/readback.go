@@ -25,13 +25,9 @@ import (
 // restore's "last set" hold what the GPU has; it is logged once per
 // distinct mismatch. A read-back that fails is no failed change: a stays
 // as asked and d's reason says "set, not read back".
-func (t *Tuner) readBack(ctx context.Context, a Action, d Decision) (Action, Decision) {
-	a, d, _ = t.readBackKnown(ctx, a, d)
-	return a, d
-}
-
-// readBackKnown is readBack that says whether a's Want is known in force
-// then: not where the read-back failed.
+//
+// It says whether a's Want is known in force then: not where the
+// read-back failed.
 func (t *Tuner) readBackKnown(ctx context.Context, a Action, d Decision) (Action, Decision, bool) {
 	asked, ok := a.Want.(Watts)
 	if !ok || a.Knob != gpu.KnobPowerLimit {
