@@ -18,9 +18,11 @@ import (
 // value in force is the original already: the value its last change of
 // the setting put in force (read back where the knob reads back: the
 // power limit on NVML), unless a snapshot taken after that change reads
-// the setting otherwise. A reading alone never stands for the tuner's own
-// call: a sample taken while the call ran reads the value before it, so a
-// reading may only make the value unknown, never known. (It
+// the setting otherwise. A reading never stands for the tuner's own call:
+// a sample taken while the call ran reads the value before it, so after a
+// call a reading may only make the value unknown; where this process made
+// no call of the setting (an original an earlier run left, its restore at
+// start refused whole), the latest reading tells. (It
 // called the actuator with the value in force, counted and journaled a
 // restore; a vGPU host refuses a scheduler change while VMs run, so that
 // the exit retried it until its deadline and counted a failed restore for
@@ -29,9 +31,8 @@ import (
 // unknown, and the exit sets the original back as before, after a change
 // of the setting that failed or was set and not read back, or a restore
 // of it that failed, on a GPU a snapshot read down or did not list since,
-// where a later reading differs, and for an original whose setting this
-// process did not set (one found in a journal). The start's restore
-// always sets it back.
+// and where a later reading differs. The start's restore always sets it
+// back.
 // The power limit's reading is the limit enforced, which another limiter
 // may hold lower than the limit set (the original): no snapshot tells it.
 
@@ -87,8 +88,18 @@ func (t *Tuner) atOriginal(k string) (how string, ok bool) {
 		return "", false
 	}
 	e, called := t.inForce[k]
-	if !called || e.v == nil {
-		return "", false // (a reading alone never stands for a call: it may lag one)
+	if !called {
+		// this process made no call that changed the setting (an original
+		// an earlier run left, its restore refused whole): no call of its
+		// own for a reading to lag, so the latest reading tells
+		r, read := readSetting(d, o.Target.Knob)
+		if !read || r == nil || !setsBack(Action{Want: r}, o) {
+			return "", false
+		}
+		return "as the latest snapshot reads it, this run having changed nothing", true
+	}
+	if e.v == nil {
+		return "", false
 	}
 	v, how := e.v, "as the tuner's last change of it set it"
 	if o.Target.Knob == gpu.KnobPowerLimit && t.powerReaderOK() {

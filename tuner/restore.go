@@ -277,7 +277,9 @@ func (t *Tuner) restoreSettled(ctx context.Context, o Original, a Action, d Deci
 		why = d.Reason
 	}
 	if err != nil {
-		t.noteInForce(a, false, now)
+		if outcomeOf(err) != OutcomeRefused {
+			t.noteInForce(a, false, now) // (a restore refused whole changed nothing)
+		}
 		d.Outcome = OutcomeFailed
 		d.Reason = joinReasons(why, "restore failed: "+err.Error())
 		t.counts.RestoreFailures++
