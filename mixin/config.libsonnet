@@ -60,6 +60,12 @@
     // VGPUExporterCertificateExpiresSoon: a certificate of the web
     // configuration in use expires within this many days.
     certificateExpiryDays: 7,
+    // The dashboards' event panels (XID, NVLink and PCIe errors, the
+    // tuner's actions) read each counter's rise every eventDeltaStep: the
+    // scrape interval of the exporter or less. A longer step loses the
+    // events before an exporter's restart within one step; a shorter one
+    // reads more points (each rise still counts once).
+    eventDeltaStep: '1m',
     // --sample.interval of the exporters, in seconds.
     sampleIntervalSeconds: 1,
     // The served snapshot is stale when older than this, in seconds.

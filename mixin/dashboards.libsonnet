@@ -41,13 +41,25 @@ local g = import 'lib/dashboard.libsonnet';
   ),
   local hostKey = std.format('%s, job, %s', [cl, host]),
   // The events the counter series s counts in each interval of the graph,
-  // whole: its rise since the graph's previous point ($__interval is the
-  // query's step, so the intervals tile the range and an event counts in
-  // one), a fall (the exporter restarted) counted as none. increase() would
-  // estimate (one event over four scrapes reads 1.33) and, over
-  // $__rate_interval, count an event in each of several intervals.
-  local perInterval(s) = std.format('clamp_min(%(s)s - %(s)s offset $__interval, 0)', { s: s }),
-  local countNote = " Whole counts: what the counter rose by over each interval of the graph (the query's step), so that one event reads 1 in one interval and the intervals add up to the range's total (an interval in which an exporter restarted counts none).",
+  // whole: its rise at each point of a grid of eventDeltaStep (the scrape
+  // interval or less) over its last value one step earlier, a fall (the
+  // exporter restarted, the counter started again from 0) counted as the
+  // value after it, summed over the grid's points in the interval.
+  // last_over_time over 5m, not s offset step: where a restart made a
+  // scrape fail, Prometheus marks the series stale and s offset step reads
+  // nothing, the counts after the restart lost; the range skips the mark
+  // and finds the value before the restart up to 5m back. $__interval is
+  // the query's step, so the intervals tile the range and an event counts
+  // in one; the grid is shifted by -1ms so that the interval holds the
+  // grid's points after its start up to its end whether the range includes
+  // its start (Prometheus 2) or not (3). A series' first value (a hardware
+  // counter found at 500) counts none. increase() would estimate (one event
+  // over four scrapes reads 1.33) and, over $__rate_interval, count an
+  // event in each of several intervals.
+  local perInterval(s) =
+    local rise = std.format('%(s)s - last_over_time(%(s)s[5m] offset %(d)s)', { s: s, d: c.eventDeltaStep });
+    std.format('sum_over_time(((%(r)s >= 0) or (%(s)s * 1 and (%(r)s < 0)))[$__interval:%(d)s] offset -1ms)', { r: rise, s: s, d: c.eventDeltaStep }),
+  local countNote = " Whole counts: the counter's rise at each reading (every %s) summed over each interval of the graph (the query's step), so that one event reads 1 in one interval and the intervals add up to the range's total. After an exporter's restart the counter's new value counts as risen from 0 (up to 5m without a reading); the events between the reading before a restart and the restart are lost, and a series' first value counts none (a hardware counter first read at 500 counts 0)." % c.eventDeltaStep,
   // Tuner actions by knob and outcome on the hosts of the filter f.
   // Only the intervals with an action (> 0): every knob x outcome pair is a
   // series, most of them always 0.

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 )
 
@@ -58,13 +59,28 @@ type boardPanel struct {
 }
 
 // valueMapping is a Grafana value mapping; a range one shows its text for
-// the values from From to To (nil: unbounded).
+// the values from From to To, each unbounded only where absent: Grafana
+// reads null as 0, so the raw JSON is kept to tell null from absent.
 type valueMapping struct {
 	Type    string `json:"type"`
 	Options struct {
-		From *float64 `json:"from"`
-		To   *float64 `json:"to"`
+		From json.RawMessage `json:"from"`
+		To   json.RawMessage `json:"to"`
 	} `json:"options"`
+}
+
+// mapsAllBelowZero reports whether m is a range mapping of every value
+// below 0: no from (absent, not null, which Grafana reads as 0) and a
+// number to of 0 or less.
+func (m valueMapping) mapsAllBelowZero() bool {
+	if m.Type != "range" || len(m.Options.From) != 0 || len(m.Options.To) == 0 {
+		return false
+	}
+	var to *float64
+	if err := json.Unmarshal(m.Options.To, &to); err != nil || to == nil {
+		return false
+	}
+	return *to <= 0
 }
 
 // loadBoards reads every dashboard of dir (*.json).
@@ -368,9 +384,7 @@ func (p *panelTarget) oddities() []string {
 		if r.maxV > 1.5 {
 			out = append(out, fmt.Sprintf("unit percentunit (0-1) but values up to %g", r.maxV))
 		}
-		if r.minV < -0.5 && !slices.ContainsFunc(p.mappings, func(m valueMapping) bool {
-			return m.Type == "range" && m.Options.From == nil && m.Options.To != nil && *m.Options.To <= 0
-		}) {
+		if r.minV < -0.5 && !slices.ContainsFunc(p.mappings, valueMapping.mapsAllBelowZero) {
 			out = append(out, fmt.Sprintf("unit percentunit (0-1) and values down to %g (reads %.0f%%) with no value mapping of those below 0", r.minV, 100*r.minV))
 		}
 	case "percent":
@@ -408,4 +422,31 @@ func getJSONValue(u string, v any) error {
 		return fmt.Errorf("HTTP %d: %.200s", code, body)
 	}
 	return json.Unmarshal([]byte(body), v)
+}
+
+// TestValueMappingBelowZero: only a range mapping with no from and a to of
+// 0 or less maps every value below 0; Grafana reads "from": null as 0, a
+// mapping of 0 to its to that leaves the negative values unmapped.
+func TestValueMappingBelowZero(t *testing.T) {
+	for _, tc := range []struct {
+		json string
+		want bool
+	}{
+		{`{"type": "range", "options": {"to": 0}}`, true},
+		{`{"type": "range", "options": {"to": -1}}`, true},
+		{`{"type": "range", "options": {"from": null, "to": 0}}`, false},
+		{`{"type": "range", "options": {"from": -100, "to": 0}}`, false},
+		{`{"type": "range", "options": {"to": null}}`, false},
+		{`{"type": "range", "options": {"to": 1}}`, false},
+		{`{"type": "range", "options": {}}`, false},
+		{`{"type": "value", "options": {"to": 0}}`, false},
+	} {
+		var m valueMapping
+		if err := json.Unmarshal([]byte(tc.json), &m); err != nil {
+			t.Fatalf("%s: %v", tc.json, err)
+		}
+		if got := m.mapsAllBelowZero(); got != tc.want {
+			t.Errorf("%s: maps every value below 0 = %v, want %v", tc.json, got, tc.want)
+		}
+	}
 }
