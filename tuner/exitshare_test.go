@@ -118,14 +118,79 @@ func TestStuckRoundAtExitStillCloses(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "round did not end") {
 		t.Errorf("RestoreAtExit: %v, want the stuck round named", err)
 	}
-	if c, r := closes.Load(), releases.Load(); c != 1 || r != 1 {
-		t.Errorf("closes %d, releases %d when RestoreAtExit returned, want 1 each", c, r)
+	if c, r := closes.Load(), releases.Load(); c != 1 || r != 0 {
+		t.Errorf("closes %d, releases %d when RestoreAtExit returned, want 1 close and the node lock kept while the call hangs", c, r)
 	}
-	rn.journal.mu.Lock()
-	closed := rn.journal.closed
-	rn.journal.mu.Unlock()
-	if !closed {
+	if !journalClosed(rn) {
 		t.Error("the journal was not closed when RestoreAtExit returned")
+	}
+}
+
+func journalClosed(rn *Runner) bool {
+	rn.journal.mu.Lock()
+	defer rn.journal.mu.Unlock()
+	return rn.journal.closed
+}
+
+// lockingPower hangs in its call holding mu until release, as the pause
+// holds its lock through a freeze's write; its Close takes mu.
+type lockingPower struct {
+	recorder
+	mu      sync.Mutex
+	in      chan struct{}
+	release chan struct{}
+}
+
+func (h *lockingPower) SetPowerLimit(context.Context, string, float64) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	close(h.in)
+	<-h.release
+	return nil
+}
+
+func (h *lockingPower) Close() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return nil
+}
+
+// A closer blocked on the lock the stuck call holds keeps neither the
+// journal's close nor the others': each closes on its own, the one
+// blocked named in the error; the node lock is released only once the
+// stuck call has ended. (The closes ran one after another, the journal
+// last and never closed, the lock released beside the call still in
+// flight.)
+func TestStuckRoundBlockedCloserKeepsNoOther(t *testing.T) {
+	host := &lockingPower{in: make(chan struct{}), release: make(chan struct{})}
+	rn := exitRunner(t, host, true)
+	rn.SetRestoreTimeout(400 * time.Millisecond)
+	var closes, releases atomic.Int32
+	rn.CloseAtExit(host, closeFunc(func() error { closes.Add(1); return nil }))
+	rn.ReleaseAtExit(closeFunc(func() error { releases.Add(1); return nil }))
+	ctx, cancel := context.WithCancel(context.Background())
+	go rn.Run(ctx)
+	<-host.in
+	cancel()
+	err := rn.RestoreAtExit()
+	if err == nil || !strings.Contains(err.Error(), "round did not end") || !strings.Contains(err.Error(), "not closed") || !strings.Contains(err.Error(), "lockingPower") {
+		t.Errorf("RestoreAtExit: %v, want the stuck round and the closer not closed named", err)
+	}
+	if strings.Contains(err.Error(), "the journal") {
+		t.Errorf("RestoreAtExit: %v, the journal named as not closed", err)
+	}
+	if !journalClosed(rn) || closes.Load() != 1 {
+		t.Errorf("journal closed %v, other closer closed %d times, want both closed", journalClosed(rn), closes.Load())
+	}
+	if r := releases.Load(); r != 0 {
+		t.Errorf("node lock released %d times while the stuck call was in flight", r)
+	}
+	close(host.release)
+	for deadline := time.Now().Add(30 * time.Second); releases.Load() != 1 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if r := releases.Load(); r != 1 {
+		t.Errorf("node lock released %d times once the stuck call ended, want 1", r)
 	}
 }
 
