@@ -203,12 +203,15 @@ func share(d time.Duration, f float64) time.Duration {
 // is left of all's deadline (a context's deadline is on the wall clock):
 // the hooks' and their first pass's (hooksShare of it), and the held
 // originals' and, with no hook waited for, the whole restore's
-// (heldShare); cancel ends both.
+// (heldShare); cancel ends both. With no deadline both are all.
 func exitShares(all context.Context) (hooks, held context.Context, cancel func()) {
-	left := time.Duration(0)
-	if dl, ok := all.Deadline(); ok {
-		left = time.Until(dl)
+	dl, ok := all.Deadline()
+	if !ok {
+		return all, all, func() {}
 	}
+	// a context's deadline is wall time: what is left of it is read on
+	// the wall clock, not the injected one
+	left := time.Until(dl)
 	hooks, c1 := context.WithTimeout(all, share(left, hooksShare))
 	held, c2 := context.WithTimeout(all, share(left, heldShare))
 	return hooks, held, func() { c1(); c2() }
@@ -230,13 +233,17 @@ func (r *Runner) RestoreAtExit() error {
 		select {
 		case <-r.done:
 		case <-round.Done():
+		}
+		select {
+		case <-r.done: // (an ended round wins over the deadline reached with it)
+		default:
 			close(stuck)
 			// nothing set back (the round holds the tuner), but the
-			// pause's thaw and the journal's close come before the
-			// error all the same, each on its own (one may wait on the
-			// lock the stuck call holds); the node lock is kept until
-			// the round ends or the process exits, so that no other
-			// tuner restores while the stuck call may still land
+			// pause's thaw and the journal's close come before the error
+			// all the same, each on its own (one may wait on the lock the
+			// stuck call holds); the node lock is kept until the round
+			// ends or the process exits, so that no other tuner restores
+			// while the stuck call may still land
 			err := errors.New("the tuner's round did not end (an actuator is stuck): nothing set back")
 			res <- errors.Join(err, r.closeEach(all))
 			go func() {
@@ -254,6 +261,7 @@ func (r *Runner) RestoreAtExit() error {
 	case err = <-res:
 	case <-all.Done():
 		select {
+		case err = <-res: // (a result sent with the deadline reached wins)
 		case <-stuck: // (its closes end at all's end, naming what did not close)
 			err = <-res
 		default:
