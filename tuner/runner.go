@@ -79,6 +79,7 @@ func (r *Runner) CloseAtExit(cs ...io.Closer) { r.closers = append(r.closers, cs
 
 // ReleaseAtExit has the restore at exit close cs last, after the journal:
 // the node lock, so that a tuner that takes it finds the journal free.
+// After a round stuck at exit, only once that round ends.
 func (r *Runner) ReleaseAtExit(cs ...io.Closer) { r.released = append(r.released, cs...) }
 
 // Tuner returns the tuner r runs.
