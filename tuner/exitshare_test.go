@@ -2,6 +2,7 @@ package tuner
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -118,14 +119,79 @@ func TestStuckRoundAtExitStillCloses(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "round did not end") {
 		t.Errorf("RestoreAtExit: %v, want the stuck round named", err)
 	}
-	if c, r := closes.Load(), releases.Load(); c != 1 || r != 1 {
-		t.Errorf("closes %d, releases %d when RestoreAtExit returned, want 1 each", c, r)
+	if c, r := closes.Load(), releases.Load(); c != 1 || r != 0 {
+		t.Errorf("closes %d, releases %d when RestoreAtExit returned, want 1 close and the node lock kept while the call hangs", c, r)
 	}
-	rn.journal.mu.Lock()
-	closed := rn.journal.closed
-	rn.journal.mu.Unlock()
-	if !closed {
+	if !journalClosed(rn) {
 		t.Error("the journal was not closed when RestoreAtExit returned")
+	}
+}
+
+func journalClosed(rn *Runner) bool {
+	rn.journal.mu.Lock()
+	defer rn.journal.mu.Unlock()
+	return rn.journal.closed
+}
+
+// lockingPower hangs in its call holding mu until release, as the pause
+// holds its lock through a freeze's write; its Close takes mu.
+type lockingPower struct {
+	recorder
+	mu      sync.Mutex
+	in      chan struct{}
+	release chan struct{}
+}
+
+func (h *lockingPower) SetPowerLimit(context.Context, string, float64) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	close(h.in)
+	<-h.release
+	return nil
+}
+
+func (h *lockingPower) Close() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return nil
+}
+
+// A closer blocked on the lock the stuck call holds keeps neither the
+// journal's close nor the others': each closes on its own, the one
+// blocked named in the error; the node lock is released only once the
+// stuck call has ended. (The closes ran one after another, the journal
+// last and never closed, the lock released beside the call still in
+// flight.)
+func TestStuckRoundBlockedCloserKeepsNoOther(t *testing.T) {
+	host := &lockingPower{in: make(chan struct{}), release: make(chan struct{})}
+	rn := exitRunner(t, host, true)
+	rn.SetRestoreTimeout(400 * time.Millisecond)
+	var closes, releases atomic.Int32
+	rn.CloseAtExit(host, closeFunc(func() error { closes.Add(1); return nil }))
+	rn.ReleaseAtExit(closeFunc(func() error { releases.Add(1); return nil }))
+	ctx, cancel := context.WithCancel(context.Background())
+	go rn.Run(ctx)
+	<-host.in
+	cancel()
+	err := rn.RestoreAtExit()
+	if err == nil || !strings.Contains(err.Error(), "round did not end") || !strings.Contains(err.Error(), "not closed") || !strings.Contains(err.Error(), "lockingPower") {
+		t.Errorf("RestoreAtExit: %v, want the stuck round and the closer not closed named", err)
+	}
+	if strings.Contains(err.Error(), "the journal") {
+		t.Errorf("RestoreAtExit: %v, the journal named as not closed", err)
+	}
+	if !journalClosed(rn) || closes.Load() != 1 {
+		t.Errorf("journal closed %v, other closer closed %d times, want both closed", journalClosed(rn), closes.Load())
+	}
+	if r := releases.Load(); r != 0 {
+		t.Errorf("node lock released %d times while the stuck call was in flight", r)
+	}
+	close(host.release)
+	for deadline := time.Now().Add(30 * time.Second); releases.Load() != 1 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if r := releases.Load(); r != 1 {
+		t.Errorf("node lock released %d times once the stuck call ended, want 1", r)
 	}
 }
 
@@ -162,4 +228,65 @@ func TestExitHookEndedLeavesTheRestTheDeadline(t *testing.T) {
 		t.Errorf("restore at exit: %v, want GPU 1's limit restored and the restore's hook settled as restored", got)
 	}
 	r.checkNoRestoreFailure(t, logs)
+}
+
+// A restore with no deadline (Restore on a context without one) has
+// both shares undone: the whole of it. (Both were made of a zero time
+// left, done at once, every original failing untried.)
+func TestExitSharesWithoutDeadline(t *testing.T) {
+	hooks, held, cancel := exitShares(context.Background())
+	defer cancel()
+	for name, c := range map[string]context.Context{"hooks": hooks, "held": held} {
+		if err := c.Err(); err != nil {
+			t.Errorf("%s share of a context with no deadline: %v, want not done", name, err)
+		}
+		if _, ok := c.Deadline(); ok {
+			t.Errorf("%s share of a context with no deadline has one", name)
+		}
+	}
+}
+
+// An awaited hook that fails within the hooks' share leaves its
+// original to the held pass, in its share: the main pass ends at the
+// hooks' share. (It ran on to 95 % of the deadline, the held pass then
+// getting a context done, a failure journaled without a try.) One that
+// succeeds, holding only its own target, leaves the main pass running on.
+func TestExitFailedHookKeepsTheHeldShare(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		cut  bool
+	}{
+		{"failed", errors.New("exit status 3"), true},
+		{"succeeded", nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, _ := successorRestoreStarted(t)
+			r.tu.mu.Lock()
+			h := r.tu.hooks[Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads, PID: 9}.String()]
+			hooks, endHooks := context.WithCancel(context.Background())
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // (not reached)
+			defer cancel()
+			first, stop := r.tu.whileAwaited(hooks, ctx)
+			r.tu.mu.Unlock()
+			defer stop()
+			r.host.release <- tc.err
+			<-h.done
+			endHooks()
+			wait := 10 * time.Second
+			if !tc.cut {
+				wait = 300 * time.Millisecond
+			}
+			select {
+			case <-first.Done():
+				if !tc.cut {
+					t.Error("the main pass ended at the hooks' share, the hook ended and holding only its own target")
+				}
+			case <-time.After(wait):
+				if tc.cut {
+					t.Error("the main pass ran on past the hooks' share, the held pass left no share")
+				}
+			}
+		})
+	}
 }

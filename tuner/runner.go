@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/go-kit/log"
@@ -78,6 +79,7 @@ func (r *Runner) CloseAtExit(cs ...io.Closer) { r.closers = append(r.closers, cs
 
 // ReleaseAtExit has the restore at exit close cs last, after the journal:
 // the node lock, so that a tuner that takes it finds the journal free.
+// After a round stuck at exit, only once that round ends.
 func (r *Runner) ReleaseAtExit(cs ...io.Closer) { r.released = append(r.released, cs...) }
 
 // Tuner returns the tuner r runs.
@@ -172,9 +174,14 @@ func (r *Runner) Run(ctx context.Context) {
 // its tenant's other clients) are tried until heldShare. With no hook
 // waited for, the restore runs until heldShare. The last part closes the
 // actuators (the pause's thaw) and the journal and releases the node
-// lock; so does a round that has not ended by heldShare of the whole
-// deadline (an actuator stuck), nothing then set back. Past the whole
-// deadline the exit goes on without what is still stuck.
+// lock. A round that has not ended by heldShare of the whole deadline
+// (an actuator stuck) sets nothing back: the last part closes the
+// actuators and the journal each on its own (one blocked on the lock the
+// stuck call holds keeps none of the others, and is named in the error),
+// and the node lock is released only once the round ends (or the process
+// exits), so that no other tuner restores while the stuck call may still
+// land. Past the whole deadline the exit goes on without what is still
+// stuck.
 const (
 	hooksShare = 0.8
 	heldShare  = 0.95
@@ -197,12 +204,15 @@ func share(d time.Duration, f float64) time.Duration {
 // is left of all's deadline (a context's deadline is on the wall clock):
 // the hooks' and their first pass's (hooksShare of it), and the held
 // originals' and, with no hook waited for, the whole restore's
-// (heldShare); cancel ends both.
+// (heldShare); cancel ends both. With no deadline both are all.
 func exitShares(all context.Context) (hooks, held context.Context, cancel func()) {
-	left := time.Duration(0)
-	if dl, ok := all.Deadline(); ok {
-		left = time.Until(dl)
+	dl, ok := all.Deadline()
+	if !ok {
+		return all, all, func() {}
 	}
+	// a context's deadline is wall time: what is left of it is read on
+	// the wall clock, not the injected one
+	left := time.Until(dl)
 	hooks, c1 := context.WithTimeout(all, share(left, hooksShare))
 	held, c2 := context.WithTimeout(all, share(left, heldShare))
 	return hooks, held, func() { c1(); c2() }
@@ -219,15 +229,28 @@ func (r *Runner) RestoreAtExit() error {
 	round, cancelRound := context.WithTimeout(all, share(r.restoreTimeout, heldShare))
 	defer cancelRound()
 	res := make(chan error, 1)
+	stuck := make(chan struct{})
 	go func() {
 		select {
 		case <-r.done:
 		case <-round.Done():
+		}
+		select {
+		case <-r.done: // (an ended round wins over the deadline reached with it)
+		default:
+			close(stuck)
 			// nothing set back (the round holds the tuner), but the
-			// pause's thaw, the journal's close and the lock's release
-			// come before the error all the same
+			// pause's thaw and the journal's close come before the error
+			// all the same, each on its own (one may wait on the lock the
+			// stuck call holds); the node lock is kept until the round
+			// ends or the process exits, so that no other tuner restores
+			// while the stuck call may still land
 			err := errors.New("the tuner's round did not end (an actuator is stuck): nothing set back")
-			res <- errors.Join(err, r.closeAll())
+			res <- errors.Join(err, r.closeEach(all))
+			go func() {
+				<-r.done
+				r.release()
+			}()
 			return
 		}
 		hooks, held, c := exitShares(all)
@@ -238,7 +261,13 @@ func (r *Runner) RestoreAtExit() error {
 	select {
 	case err = <-res:
 	case <-all.Done():
-		err = fmt.Errorf("not finished in %v (--tuner.restore-timeout): an actuator's call, a close or the journal is stuck", r.restoreTimeout)
+		select {
+		case err = <-res: // (a result sent with the deadline reached wins)
+		case <-stuck: // (its closes end at all's end, naming what did not close)
+			err = <-res
+		default:
+			err = fmt.Errorf("not finished in %v (--tuner.restore-timeout): an actuator's call, a close or the journal is stuck", r.restoreTimeout)
+		}
 	}
 	return r.restoreResult(err)
 }
@@ -290,9 +319,61 @@ func (r *Runner) closeAll() error {
 			err = cerr
 		}
 	}
+	return errors.Join(err, r.release())
+}
+
+// release releases what ReleaseAtExit names.
+func (r *Runner) release() error {
+	var err error
 	for _, c := range r.released {
 		if cerr := c.Close(); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("releasing a lock: %w", cerr))
+		}
+	}
+	return err
+}
+
+// closeEach closes the actuators CloseAtExit names and the journal, each
+// in its own goroutine, waiting for them until ctx is done: one blocked
+// (on a lock a stuck call holds) keeps none of the others; those not
+// closed by then are named.
+func (r *Runner) closeEach(ctx context.Context) error {
+	type closed struct {
+		name string
+		err  error
+	}
+	var names []string
+	ch := make(chan closed, len(r.closers)+1)
+	start := func(name string, c io.Closer) {
+		names = append(names, name)
+		go func() { ch <- closed{name, c.Close()} }()
+	}
+	for i, c := range r.closers {
+		start(fmt.Sprintf("actuator %d (%T)", i+1, c), c)
+	}
+	if r.journal != nil {
+		start("the journal", r.journal)
+	}
+	var err error
+	pending := map[string]bool{}
+	for _, n := range names {
+		pending[n] = true
+	}
+	for len(pending) > 0 {
+		select {
+		case c := <-ch:
+			delete(pending, c.name)
+			if c.err != nil {
+				err = errors.Join(err, fmt.Errorf("closing %s: %w", c.name, c.err))
+			}
+		case <-ctx.Done():
+			var left []string
+			for _, n := range names {
+				if pending[n] {
+					left = append(left, n)
+				}
+			}
+			return errors.Join(err, fmt.Errorf("not closed within --tuner.restore-timeout: %s", strings.Join(left, ", ")))
 		}
 	}
 	return err

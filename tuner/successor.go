@@ -301,16 +301,20 @@ func (t *Tuner) follow(old Target, pid uint32, now time.Time) bool {
 		// the value last set goes with it, as an applied record (what a
 		// compaction writes): a restore after a crash says it set the
 		// successor back from that, not from an unknown value (where this
-		// write fails, only that is lost)
-		no := Original{Target: nt, Tenant: o.Tenant, Value: o.Value, At: now}
-		if set, _ := t.lastSetValue(ko); set != nil {
-			no.Set, no.SetAt = set, now
+		// write fails, only that is lost); one the write adopted from a
+		// journal it found put at the path is kept (the journal keeps the
+		// first)
+		if _, adopted := t.originals[k]; !adopted {
+			no := Original{Target: nt, Tenant: o.Tenant, Value: o.Value, At: now}
+			if set, _ := t.lastSetValue(ko); set != nil {
+				no.Set, no.SetAt = set, now
+			}
+			if rec, ok := no.setRecord(); ok {
+				rec.From, rec.Reason = encodeValue(o.Value), fmt.Sprintf("the client goes on as PID %d, with the value last set on PID %d", pid, old.PID)
+				t.journal(rec)
+			}
+			t.originals[k] = no
 		}
-		if rec, ok := no.setRecord(); ok {
-			rec.From, rec.Reason = encodeValue(o.Value), fmt.Sprintf("the client goes on as PID %d, with the value last set on PID %d", pid, old.PID)
-			t.journal(rec)
-		}
-		t.originals[k] = no
 		t.trackProc(nt, now)
 		t.observeProc(nt, now)
 	}
