@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -262,5 +263,59 @@ func TestExitRecoveredOriginalAtOriginal(t *testing.T) {
 				t.Errorf("restore failures %d, want %d (the start's, and the exit's)", c.RestoreFailures, tc.failed)
 			}
 		})
+	}
+}
+
+// An original adopted from a journal another exporter renamed over this
+// one, whose setting this run never changed, is set back at exit though
+// this run's last snapshot reads the setting at its original: that
+// reading may be older than the other exporter's change, which the
+// adopted record says is in force. Before, the exit trusted the reading
+// and closed it without a call, the other's change left in force.
+func TestExitAdoptedOriginalNotClosedOnAReading(t *testing.T) {
+	dir := t.TempDir()
+	dev := func(p gpu.VGPUPolicy) []gpu.Device {
+		return []gpu.Device{{UUID: uuid0, Up: true, Mode: gpu.SharingVGPU, Scheduler: &gpu.VGPUScheduler{Policy: p}}}
+	}
+	put := filepath.Join(dir, "other")
+	jb, err := OpenJournal(put)
+	if err != nil {
+		t.Fatal(err)
+	}
+	change := Action{Target: Target{GPU: uuid0, Knob: gpu.KnobVGPUScheduler}, Current: Scheduler("best-effort"), Want: Scheduler("equal-share"), Reason: "test"}
+	other, _ := newTestTuner(t, ModeEnforce, &recorder{}, []Action{change}, jb)
+	if ds, err := other.RunOnce(context.Background(), snapshot(t0, dev("best-effort"), nil)); err != nil || len(ds) != 1 || !ds[0].Applied {
+		t.Fatalf("the other exporter's change: %+v, %v", ds, err)
+	}
+	jb.Close()
+
+	p := filepath.Join(dir, "journal")
+	j, err := OpenJournal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	rec := &recorder{}
+	tu, clk := newTestTuner(t, ModeEnforce, rec, nil, j)
+	clk.Advance(time.Minute)
+	if _, err := tu.RunOnce(context.Background(), snapshot(clk.Now(), dev("best-effort"), nil)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(put, p); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Minute)
+	if _, err := tu.RunOnce(context.Background(), snapshot(clk.Now(), dev("best-effort"), nil)); err != nil {
+		t.Fatal(err)
+	}
+	if e := tu.Status().Exit; e.AtExit != 1 {
+		t.Fatalf("exit restores %+v, want the adopted original", e)
+	}
+	rec.Calls = nil
+	if _, err := tu.Restore(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"SetVGPUScheduler(GPU-0,best-effort)"}; !slices.Equal(rec.Calls, want) {
+		t.Errorf("calls at exit %q, want %q: the adopted original set back", rec.Calls, want)
 	}
 }

@@ -20,9 +20,9 @@ import (
 // power limit on NVML), unless a snapshot taken after that change reads
 // the setting otherwise. A reading never stands for the tuner's own call:
 // a sample taken while the call ran reads the value before it, so after a
-// call a reading may only make the value unknown; where this process made
-// no call of the setting (an original an earlier run left, its restore at
-// start refused whole), the latest reading tells. (It
+// call a reading may only make the value unknown; where this run made no
+// call of the setting and its restore of an earlier run's original was
+// refused whole (busy), a reading taken after that refusal tells. (It
 // called the actuator with the value in force, counted and journaled a
 // restore; a vGPU host refuses a scheduler change while VMs run, so that
 // the exit retried it until its deadline and counted a failed restore for
@@ -42,6 +42,9 @@ type inForceValue struct {
 	gpu string
 	v   Value     // nil: unknown
 	at  time.Time // the tuner's last call of the setting, or its GPU found lost
+	// refused: no call of this run's changed the setting, and its restore
+	// of an earlier run's original was refused whole at at (busy)
+	refused bool
 }
 
 // noteInForce keeps, after the actuator's call for a's device setting at
@@ -89,14 +92,17 @@ func (t *Tuner) atOriginal(k string) (how string, ok bool) {
 	}
 	e, called := t.inForce[k]
 	if !called {
-		// this process made no call that changed the setting (an original
-		// an earlier run left, its restore refused whole): no call of its
-		// own for a reading to lag, so the latest reading tells
+		return "", false // (a reading alone never stands for a call: it may lag one, another exporter's too)
+	}
+	if e.refused {
+		// an earlier run's original whose restore this run had refused
+		// whole: no call of this run's for a reading to lag, so a reading
+		// taken after that refusal tells
 		r, read := readSetting(d, o.Target.Knob)
-		if !read || r == nil || !setsBack(Action{Want: r}, o) {
+		if !t.last.Readings.Time.After(e.at) || !read || r == nil || !setsBack(Action{Want: r}, o) {
 			return "", false
 		}
-		return "as the latest snapshot reads it, this run having changed nothing", true
+		return "as a snapshot taken after its refused restore reads it", true
 	}
 	if e.v == nil {
 		return "", false

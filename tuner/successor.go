@@ -330,6 +330,7 @@ func (t *Tuner) follow(old Target, pid uint32, now time.Time) bool {
 func (t *Tuner) adoptOriginal(o Original, now time.Time) {
 	k := o.Target.String()
 	t.originals[k] = o
+	delete(t.inForce, k) // (what this run knew of the setting is not of this original)
 	t.trackProc(o.Target, now)
 	if o.Restart != nil && o.Tenant != "" {
 		t.watches[k] = &successorWatch{Restart: *o.Restart, tg: o.Target, tenant: o.Tenant}
