@@ -115,13 +115,11 @@ func (t *Tuner) cancelHooks(ctx context.Context, now time.Time) []Decision {
 }
 
 // whileAwaited is ctx, ended at hooks' end too where a call the exit
-// waits for (one cancelHooks did not cancel) is still running then, or
-// one ended and failed, or where they hold more than their own targets:
-// the originals no call holds are set back beside those calls until
-// hooks' end, leaving the rest of ctx to what they held (awaitHooks,
-// then the held pass, which keeps its share), and with none of them
-// running, or all ended and holding only what they set back, until
-// ctx's end. stop ends its watch.
+// waits for (one cancelHooks did not cancel) is still running then: the
+// originals no call holds are set back beside those calls until hooks'
+// end, leaving the rest of ctx to what they held (awaitHooks, then the
+// held pass), and with none of them running until ctx's end. stop ends
+// its watch.
 func (t *Tuner) whileAwaited(hooks, ctx context.Context) (_ context.Context, stop func()) {
 	var awaited []*hookCall
 	for _, h := range t.hooksByAge() {
@@ -132,19 +130,6 @@ func (t *Tuner) whileAwaited(hooks, ctx context.Context) (_ context.Context, sto
 	if len(awaited) == 0 {
 		return ctx, func() {}
 	}
-	// what the held pass may have to set back once they end: an original
-	// one of them holds that is not its own target's (a tenant's other
-	// client), or held by a call not waited for
-	own := map[string]*hookCall{}
-	for _, h := range awaited {
-		own[h.a.Target.String()] = h
-	}
-	others := false
-	for k := range t.heldAtExit() {
-		if own[k] == nil {
-			others = true
-		}
-	}
 	first, cancel := context.WithCancel(ctx)
 	go func() {
 		select {
@@ -152,17 +137,9 @@ func (t *Tuner) whileAwaited(hooks, ctx context.Context) (_ context.Context, sto
 			return
 		case <-hooks.Done():
 		}
-		if others {
-			cancel() // (the held pass keeps its share)
-			return
-		}
 		for _, h := range awaited {
 			select {
 			case <-h.done:
-				if h.err != nil {
-					cancel() // (its original left to the held pass, in its share)
-					return
-				}
 			default:
 				cancel() // (one still running: the hooks' share is over)
 				return

@@ -2,7 +2,6 @@ package tuner
 
 import (
 	"context"
-	"errors"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -243,50 +242,5 @@ func TestExitSharesWithoutDeadline(t *testing.T) {
 		if _, ok := c.Deadline(); ok {
 			t.Errorf("%s share of a context with no deadline has one", name)
 		}
-	}
-}
-
-// An awaited hook that fails within the hooks' share leaves its
-// original to the held pass, in its share: the main pass ends at the
-// hooks' share. (It ran on to 95 % of the deadline, the held pass then
-// getting a context done, a failure journaled without a try.) One that
-// succeeds, holding only its own target, leaves the main pass running on.
-func TestExitFailedHookKeepsTheHeldShare(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		err  error
-		cut  bool
-	}{
-		{"failed", errors.New("exit status 3"), true},
-		{"succeeded", nil, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			r, _ := successorRestoreStarted(t)
-			r.tu.mu.Lock()
-			h := r.tu.hooks[Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads, PID: 9}.String()]
-			hooks, endHooks := context.WithCancel(context.Background())
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // (not reached)
-			defer cancel()
-			first, stop := r.tu.whileAwaited(hooks, ctx)
-			r.tu.mu.Unlock()
-			defer stop()
-			r.host.release <- tc.err
-			<-h.done
-			endHooks()
-			wait := 10 * time.Second
-			if !tc.cut {
-				wait = 300 * time.Millisecond
-			}
-			select {
-			case <-first.Done():
-				if !tc.cut {
-					t.Error("the main pass ended at the hooks' share, the hook ended and holding only its own target")
-				}
-			case <-time.After(wait):
-				if tc.cut {
-					t.Error("the main pass ran on past the hooks' share, the held pass left no share")
-				}
-			}
-		})
 	}
 }
