@@ -30,6 +30,42 @@ func (r *hookRun) exitRun(on func(call string)) *bytes.Buffer {
 	return &buf
 }
 
+// restoreReleasing runs the exit's restore (a minute's deadline, not
+// reached), the hook running at exit released once the exit makes a call
+// release names; it returns the exit's decisions and its log.
+func (r *hookRun) restoreReleasing(t *testing.T, release func(call string) bool) ([]Decision, *bytes.Buffer) {
+	t.Helper()
+	logs := r.exitRun(func(c string) {
+		if release(c) {
+			r.host.release <- nil
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // (not reached)
+	defer cancel()
+	d, err := r.tu.Restore(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, logs
+}
+
+// checkSetBackByItsHook fails the test unless the exit's decisions d set
+// the power limit back, then settled what (a change of batch's cap back to
+// 50%, whose hook ran at exit) as applied and its original as restored,
+// with no restart of the exit's own and no original left open.
+func (r *hookRun) checkSetBackByItsHook(t *testing.T, d []Decision, what string) {
+	t.Helper()
+	if got, want := outcomes(d), []string{"power_limit restored", "mps_active_threads applied", "mps_active_threads restored"}; !slices.Equal(got, want) || d[1].To != "50%" {
+		t.Errorf("restore at exit: %+v, want the power limit, then the %s to 50%% settled as applied and its original closed as restored", d, what)
+	}
+	if got, want := restartCalls(r.host), []string{"RestartClient(GPU-0,8)", "RestartClient(GPU-0,8)"}; !slices.Equal(got, want) {
+		t.Errorf("restarts %q, want %q (the relax's and the %s's, none at exit)", got, want, what)
+	}
+	if o := r.j.Originals(); len(o) != 0 {
+		t.Errorf("journaled originals %+v after the restore at exit, want none", o)
+	}
+}
+
 // checkNoRestoreFailure fails the test where the run counted, journaled
 // or logged a restore failure, or logged an error.
 func (r *hookRun) checkNoRestoreFailure(t *testing.T, logs *bytes.Buffer) {
@@ -54,17 +90,7 @@ func (r *hookRun) checkNoRestoreFailure(t *testing.T, logs *bytes.Buffer) {
 // at every such exit, a restore failure counted, journaled and logged.)
 func TestSuccessorRestoreHookAtExit(t *testing.T) {
 	r, _ := successorRestoreStarted(t)
-	logs := r.exitRun(func(c string) {
-		if isPause(c) {
-			r.host.release <- nil
-		}
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // (not reached)
-	defer cancel()
-	d, err := r.tu.Restore(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, logs := r.restoreReleasing(t, isPause)
 	if got, want := outcomes(d), []string{"pause_duty restored", "mps_active_threads restored"}; !slices.Equal(got, want) {
 		t.Errorf("restore at exit: %v, want batch's pause, then the restore's hook settled as restored", got)
 	}
@@ -163,26 +189,8 @@ func revertToOriginal(t *testing.T) *hookRun {
 // cancelled it, settled it as failed and restarted the client again.)
 func TestRevertHookAtExit(t *testing.T) {
 	r := revertToOriginal(t)
-	logs := r.exitRun(func(c string) {
-		if isPower(c) {
-			r.host.release <- nil
-		}
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // (not reached)
-	defer cancel()
-	d, err := r.tu.Restore(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, want := outcomes(d), []string{"power_limit restored", "mps_active_threads applied", "mps_active_threads restored"}; !slices.Equal(got, want) || d[1].To != "50%" {
-		t.Errorf("restore at exit: %+v, want the power limit, then the revert to 50%% settled as applied and its original closed as restored", d)
-	}
-	if got, want := restartCalls(r.host), []string{"RestartClient(GPU-0,8)", "RestartClient(GPU-0,8)"}; !slices.Equal(got, want) {
-		t.Errorf("restarts %q, want %q (the relax's and the revert's, none at exit)", got, want)
-	}
-	if o := r.j.Originals(); len(o) != 0 {
-		t.Errorf("journaled originals %+v after the restore at exit, want none", o)
-	}
+	d, logs := r.restoreReleasing(t, isPower)
+	r.checkSetBackByItsHook(t, d, "revert")
 	if c := r.tu.Status().Counts; c.Reverts != 1 || c.Restores != 2 {
 		t.Errorf("reverts %d, restores %d; want 1, 2", c.Reverts, c.Restores)
 	}
@@ -329,26 +337,8 @@ func TestChangeBackHookAtExit(t *testing.T) {
 		t.Fatalf("round of the change back: %v, want the power limit set while the change's hook runs", outcomes(d))
 	}
 	r.host.waitStarted(t)
-	logs := r.exitRun(func(c string) {
-		if isPower(c) {
-			r.host.release <- nil
-		}
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // (not reached)
-	defer cancel()
-	d, err := r.tu.Restore(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, want := outcomes(d), []string{"power_limit restored", "mps_active_threads applied", "mps_active_threads restored"}; !slices.Equal(got, want) || d[1].To != "50%" {
-		t.Errorf("restore at exit: %+v, want the power limit, then the change back to 50%% settled as applied and its original closed as restored", d)
-	}
-	if got, want := restartCalls(r.host), []string{"RestartClient(GPU-0,8)", "RestartClient(GPU-0,8)"}; !slices.Equal(got, want) {
-		t.Errorf("restarts %q, want %q (the relax's and the change's, none at exit)", got, want)
-	}
-	if o := r.j.Originals(); len(o) != 0 {
-		t.Errorf("journaled originals %+v after the restore at exit, want none", o)
-	}
+	d, logs := r.restoreReleasing(t, isPower)
+	r.checkSetBackByItsHook(t, d, "change back")
 	r.checkNoRestoreFailure(t, logs)
 }
 
