@@ -3,6 +3,7 @@ package tuner
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -159,12 +160,7 @@ func TestJournalRewrittenByAWriteLogged(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := strings.Count(out.String(), "written again from the originals held"); n != 1 {
-		t.Errorf("the rewrite by a write is logged %d times, want once:\n%s", n, out)
-	}
-	if o, err := ReadJournalOriginals(p); err != nil || len(o) != 2 {
-		t.Errorf("the path holds %v (%v), want the two originals", o, err)
-	}
+	checkRewrittenOnce(t, out, p, "a write", 2)
 }
 
 // A file renamed over the journal is held locked by the check of its lock
@@ -355,12 +351,7 @@ func TestJournalRewrittenAtExitLogged(t *testing.T) {
 	if _, err := tu.Restore(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(out.String(), "written again from the originals held"); n != 1 {
-		t.Errorf("the rewrite by the exit's restore is logged %d times, want once:\n%s", n, out)
-	}
-	if o, err := ReadJournalOriginals(p); err != nil || len(o) != 0 {
-		t.Errorf("the path holds %v (%v), want a journal with the original closed", o, err)
-	}
+	checkRewrittenOnce(t, out, p, "the exit's restore", 0)
 }
 
 // The originals of a journal renamed over this one are this run's to set
@@ -463,5 +454,17 @@ func TestJournalForeignFileNotReadAgainUntilChanged(t *testing.T) {
 	}
 	if r, err := j.Relink(); err != nil || r.Kept != 1 {
 		t.Errorf("relink over the file written in place, its size and modification time put back: %+v, %v; want it read (its change time moved), GPU-9's original kept", r, err)
+	}
+}
+
+// checkRewrittenOnce fails the test unless out logs the journal's rewrite
+// at p (made by by) once, and p then holds want open originals.
+func checkRewrittenOnce(t *testing.T, out fmt.Stringer, p, by string, want int) {
+	t.Helper()
+	if n := strings.Count(out.String(), "written again from the originals held"); n != 1 {
+		t.Errorf("the rewrite by %s is logged %d times, want once:\n%s", by, n, out)
+	}
+	if o, err := ReadJournalOriginals(p); err != nil || len(o) != want {
+		t.Errorf("the path holds %v (%v), want %d open originals", o, err, want)
 	}
 }
