@@ -413,13 +413,7 @@ func pidTenant(usage []Usage, d *gpu.Device, pid uint32) (string, bool) {
 			return u.Tenant, true
 		}
 	}
-	onHost := false
-	for i := range d.Processes {
-		if p := &d.Processes[i]; p.PID == pid && p.VGPUInstance == 0 {
-			onHost = true
-		}
-	}
-	if !onHost {
+	if !slices.ContainsFunc(d.Processes, func(p gpu.Process) bool { return p.PID == pid && p.VGPUInstance == 0 }) {
 		return "", false
 	}
 	name := ""

@@ -17,7 +17,6 @@
 package mps
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"fmt"
@@ -647,8 +646,7 @@ func (c *Controller) send(ctx context.Context, cmd string) (string, error) {
 	if refused(out) {
 		return "", fmt.Errorf("MPS command %q refused by the daemon: %s", cmd, command.Excerpt(res.Stdout, 256))
 	}
-	if strings.HasPrefix(cmd, "set_") && len(bytes.TrimSpace(res.Stderr)) > 0 {
-		said := command.Excerpt(res.Stderr, 256)
+	if said := command.Excerpt(res.Stderr, 256); strings.HasPrefix(cmd, "set_") && said != "" {
 		if held, ok := c.setStderr.NoteAt(said, c.clock.Now()); ok {
 			level.Warn(c.logger).Log("msg", "MPS control program exited 0 for a set command but printed on stderr; the value is taken as set (each text logged at most once per minute)",
 				"command", cmd, "stderr", said, "not_logged", held)
