@@ -382,12 +382,8 @@ func (c *Controller) RestartClient(ctx context.Context, uuid string, pid uint32,
 		c.noteSuccessor(key{uuid, pid}, newPID)
 	}
 	c.states[key{uuid, s.PID}] = s
-	kv := []any{"msg", "MPS client restarted by the hook", "uuid", uuid, "tenant", tenant, "pid", pid, "new_pid", s.PID, "fraction", fs,
-		"output", command.Excerpt(res.Stdout, 512)}
-	if said := command.Excerpt(res.Stderr, 512); said != "" {
-		kv = append(kv, "stderr", said) // exit 0 is success; what it said there is the operator's to read
-	}
-	level.Info(c.logger).Log(kv...)
+	kv := []any{"msg", "MPS client restarted by the hook", "uuid", uuid, "tenant", tenant, "pid", pid, "new_pid", s.PID, "fraction", fs}
+	level.Info(c.logger).Log(append(kv, command.OutputKV(res, 512)...)...)
 	return nil
 }
 

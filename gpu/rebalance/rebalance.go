@@ -95,13 +95,8 @@ func (h *Hook) Rebalance(ctx context.Context, p gpu.Plan) error {
 		return fmt.Errorf("rebalancing hook (%d moves, %d MIG layouts, dry run %v): %w", len(p.Moves), len(p.MIG), p.DryRun, err)
 	}
 	kv := []any{"msg", "rebalancing hook applied the plan", "moves", len(p.Moves), "mig_layouts", len(p.MIG),
-		"dry_run", p.DryRun, "reason", p.Reason, "output", command.Excerpt(res.Stdout, 512)}
-	if said := command.Excerpt(res.Stderr, 512); said != "" {
-		// exit 0 is success; what it said on stderr (a warning, or a
-		// failure it did not exit for) is the operator's to read
-		kv = append(kv, "stderr", said)
-	}
-	level.Info(h.logger).Log(kv...)
+		"dry_run", p.DryRun, "reason", p.Reason}
+	level.Info(h.logger).Log(append(kv, command.OutputKV(res, 512)...)...)
 	return nil
 }
 

@@ -239,6 +239,18 @@ func Excerpt(out []byte, n int) string {
 	return clip.Head(head, total, n)
 }
 
+// OutputKV is what a run that succeeded printed, as log key-values: its
+// stdout's excerpt of n bytes ("output") and, where it printed any, its
+// stderr's ("stderr": exit 0 is success; what a program says there, a
+// warning or a failure it did not exit for, is the operator's to read).
+func OutputKV(res Result, n int) []any {
+	kv := []any{"output", Excerpt(res.Stdout, n)}
+	if said := Excerpt(res.Stderr, n); said != "" {
+		kv = append(kv, "stderr", said)
+	}
+	return kv
+}
+
 // capped keeps the first max bytes written to it and drops the rest.
 type capped struct {
 	buf bytes.Buffer
