@@ -498,7 +498,7 @@ func (j *Journal) write(b []byte) error {
 	if err := j.writable(); err != nil {
 		return fmt.Errorf("tuner journal %s: %w", j.path, err)
 	}
-	if _, err := j.relinkLocked(); err != nil {
+	if err := j.relinkLocked(); err != nil {
 		return err
 	}
 	if j.dirUnsynced {

@@ -40,7 +40,7 @@ func (j *Journal) Probe() error {
 	}
 	err := j.writable()
 	if err == nil {
-		_, err = j.relinkLocked()
+		err = j.relinkLocked()
 	}
 	if err == nil {
 		err = probeWrite(j.path)

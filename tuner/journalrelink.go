@@ -44,14 +44,11 @@ type Relinked struct {
 func (j *Journal) Relink() (Relinked, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	_, err := j.relinkLocked()
-	if err != nil {
+	if err := j.relinkLocked(); err != nil {
 		j.stats.WriteError = err.Error()
 		return Relinked{}, err // (what was done is said once it succeeds)
 	}
-	r := j.relinked
-	j.relinked = Relinked{}
-	return r, nil
+	return j.takeRelinkedLocked(), nil
 }
 
 // takeRelinked returns what the writes' relinks did since the last Relink
@@ -59,26 +56,31 @@ func (j *Journal) Relink() (Relinked, error) {
 func (j *Journal) takeRelinked() Relinked {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	return j.takeRelinkedLocked()
+}
+
+// takeRelinkedLocked is takeRelinked, j.mu held.
+func (j *Journal) takeRelinkedLocked() Relinked {
 	r := j.relinked
 	j.relinked = Relinked{}
 	return r
 }
 
 // relinkLocked is Relink, j.mu held, the write error left as it is.
-func (j *Journal) relinkLocked() (replaced bool, err error) {
+func (j *Journal) relinkLocked() (err error) {
 	if err := j.usedAfterClose(); err != nil {
-		return false, err
+		return err
 	}
 	if j.ro != nil || j.f == nil {
-		return false, nil // nothing written through it yet
+		return nil // nothing written through it yet
 	}
 	open, err := j.f.Stat()
 	if err != nil {
-		return false, fmt.Errorf("tuner journal %s: %w", j.path, err)
+		return fmt.Errorf("tuner journal %s: %w", j.path, err)
 	}
 	now, err := os.Stat(j.path) // (a link to the file written is the file)
 	if err == nil && os.SameFile(open, now) {
-		return false, nil
+		return nil
 	}
 	what := "removed"
 	var put *Journal // what was put at the path, read
@@ -86,7 +88,7 @@ func (j *Journal) relinkLocked() (replaced bool, err error) {
 	case lerr == nil && fi.Mode().IsRegular():
 		what = "replaced by another file"
 		if j.foreign.same(fi) {
-			return false, j.foreign.err // (found not a journal: unchanged since)
+			return j.foreign.err // (found not a journal: unchanged since)
 		}
 		j.foreign = nil
 		// another exporter's journal since: not written over while it
@@ -94,7 +96,7 @@ func (j *Journal) relinkLocked() (replaced bool, err error) {
 		// that no exporter started meanwhile takes it and loses it
 		f, err := openRegularLock(j.path, os.O_RDONLY, true)
 		if err != nil {
-			return false, fmt.Errorf("tuner journal %s was %s while in use: %w", j.path, what, err)
+			return fmt.Errorf("tuner journal %s was %s while in use: %w", j.path, what, err)
 		}
 		defer f.Close()
 		// a journal put there on purpose: its originals are kept; a
@@ -104,12 +106,12 @@ func (j *Journal) relinkLocked() (replaced bool, err error) {
 			if errors.As(err, new(notJournalError)) {
 				j.foreign = &foreignFile{fi: fi, err: err}
 			}
-			return false, err
+			return err
 		}
 	case lerr == nil:
 		what = "replaced by " + fileread.Kind(fi.Mode().Type())
 	case !errors.Is(lerr, fs.ErrNotExist):
-		return false, fmt.Errorf("tuner journal %s: checking that it is still the file written: %w", j.path, lerr)
+		return fmt.Errorf("tuner journal %s: checking that it is still the file written: %w", j.path, lerr)
 	}
 	install := os.Rename
 	if what == "removed" {
@@ -126,10 +128,9 @@ func (j *Journal) relinkLocked() (replaced bool, err error) {
 			delete(j.open, k) // (still in the file put there)
 		}
 		if errors.Is(err, fs.ErrExist) && what == "removed" {
-			return false, fmt.Errorf("tuner journal %s was removed while in use, and another file was put there as it was written again: not written over (%w)", j.path, err)
+			return fmt.Errorf("tuner journal %s was removed while in use, and another file was put there as it was written again: not written over (%w)", j.path, err)
 		}
-	}
-	if j.stats.Compactions != compactions { // written at the path
+	} else { // written at the path
 		if put != nil {
 			for why, n := range put.stats.Dropped {
 				j.stats.Dropped[why] += n
@@ -145,9 +146,9 @@ func (j *Journal) relinkLocked() (replaced bool, err error) {
 	if err != nil {
 		// (where written at the path, its directory not synced: tried
 		// again before the next record)
-		return false, fmt.Errorf("tuner journal %s was %s while in use, and cannot be written again from the %d originals held: %w", j.path, what, len(j.open), err)
+		return fmt.Errorf("tuner journal %s was %s while in use, and cannot be written again from the %d originals held: %w", j.path, what, len(j.open), err)
 	}
-	return true, nil
+	return nil
 }
 
 // readPut reads f, a file put at the journal's path, as a journal: an
