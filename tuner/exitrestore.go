@@ -138,9 +138,7 @@ func (t *Tuner) whileAwaited(hooks, ctx context.Context) (_ context.Context, sto
 		case <-hooks.Done():
 		}
 		for _, h := range awaited {
-			select {
-			case <-h.done:
-			default:
+			if !h.returned() {
 				cancel() // (one still running: the hooks' share is over)
 				return
 			}
@@ -190,9 +188,7 @@ func (t *Tuner) awaitHooks(ctx context.Context) ([]Decision, error) {
 	now := t.o.Clock.Now()
 	var out []Decision
 	for _, h := range waited {
-		select {
-		case <-h.done:
-		default:
+		if !h.returned() {
 			continue
 		}
 		o, back := t.originals[h.a.Target.String()]

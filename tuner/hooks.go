@@ -252,9 +252,7 @@ func (t *Tuner) collectHooks(ctx context.Context, now time.Time) ([]Decision, er
 	var out []Decision
 	var errs []error
 	for _, h := range t.hooksByAge() {
-		select {
-		case <-h.done:
-		default:
+		if !h.returned() {
 			continue
 		}
 		d, _, err := t.settleHook(ctx, h, now)
@@ -300,10 +298,8 @@ func (t *Tuner) cutHooks(now time.Time) {
 		return
 	}
 	for _, h := range t.hooksByAge() {
-		select {
-		case <-h.done:
+		if h.returned() {
 			continue // ended by itself: settled as it returned
-		default:
 		}
 		if h.cut != "" || h.a.Revert {
 			continue // (a revert goes on: the kill switch lets reverts through)
@@ -331,6 +327,16 @@ func (t *Tuner) hooksByAge() []*hookCall {
 		return cmp.Or(a.started.Compare(b.started), cmp.Compare(a.a.Target.String(), b.a.Target.String()))
 	})
 	return hs
+}
+
+// returned says whether h's call has returned.
+func (h *hookCall) returned() bool {
+	select {
+	case <-h.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // hookRuns are the calls running, for the status, oldest first.

@@ -128,7 +128,7 @@ func (t *Tuner) atOriginal(k string) (how string, ok bool) {
 			how += ", and the latest snapshot reads it so"
 		}
 	}
-	if v == nil || !setsBack(Action{Want: v}, o) {
+	if !setsBack(Action{Want: v}, o) {
 		return "", false
 	}
 	return how, true
