@@ -57,24 +57,7 @@ func BenchmarkHour8GPU32Tenants(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
-		s, err := New(sc, Options{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		start := s.Now()
-		for sec := 1; sec <= 3600; sec++ {
-			s.AdvanceTo(start.Add(time.Duration(sec) * time.Second))
-			if _, err := s.Sample(ctx); err != nil {
-				b.Fatal(err)
-			}
-			if sec%60 == 0 {
-				s.Window()
-			}
-		}
-	}
+	benchSampled(b, sc, 3600, 60)
 	b.ReportMetric(float64(b.N)*float64(time.Hour)/float64(b.Elapsed()), "x-real-time")
 }
 
@@ -103,6 +86,13 @@ func BenchmarkEightGPUHotMPS(b *testing.B) {
 	for i := range sc.Tenants {
 		sc.Tenants[i].MPSThreads = 0.25
 	}
+	benchSampled(b, sc, 120, 1)
+}
+
+// benchSampled runs sc for secs simulated seconds per iteration, sampling
+// every second and closing a window every windowEvery seconds.
+func benchSampled(b *testing.B, sc *Scenario, secs, windowEvery int) {
+	b.Helper()
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -111,12 +101,14 @@ func BenchmarkEightGPUHotMPS(b *testing.B) {
 			b.Fatal(err)
 		}
 		start := s.Now()
-		for sec := 1; sec <= 120; sec++ {
+		for sec := 1; sec <= secs; sec++ {
 			s.AdvanceTo(start.Add(time.Duration(sec) * time.Second))
 			if _, err := s.Sample(ctx); err != nil {
 				b.Fatal(err)
 			}
-			s.Window()
+			if sec%windowEvery == 0 {
+				s.Window()
+			}
 		}
 	}
 }

@@ -315,6 +315,12 @@ func (c *config) httpLimits() httplimit.Limits {
 	return httplimit.Limits{ReadHeaderTimeout: c.ReadHeaderTimeout, IdleTimeout: c.IdleTimeout, MaxConnections: int(c.MaxConnections)}
 }
 
+// systemdSocket reports whether --web.systemd-socket is set: the server
+// then listens on the sockets systemd passes, not the listen addresses.
+func (c *config) systemdSocket() bool {
+	return c.Web.WebSystemdSocket != nil && *c.Web.WebSystemdSocket
+}
+
 // podTenancyValue is the value of --tenants.kubernetes-default.
 type podTenancyValue struct{ p *tenant.PodTenancy }
 

@@ -89,6 +89,7 @@ var layers = map[string][]string{
 	"internal/cgroupfile": nil,
 	"internal/poduid":     nil,
 	"internal/overdue":    nil,
+	"internal/dashjson":   nil,
 	// Test builders, imported only by test files (see testOnly).
 	"internal/testutil": {"gpu"},
 	"internal/simtest":  {"gpu", "sim", "simrun", "tenant"},
@@ -113,8 +114,9 @@ var layers = map[string][]string{
 // the clip of outside text for messages, the rate limit of repeating
 // log lines, the registry of the children the process waits for, the
 // redirect policy of the clients that read a peer, the checked lines of
-// /proc/PID/cgroup and a pod's UID, the watch of a call that runs late.
-var leaves = []string{"internal/yamlconf", "internal/fileread", "internal/command", "internal/parallel", "internal/clip", "internal/ratelog", "internal/reap", "internal/redirect", "internal/cgroupfile", "internal/poduid", "internal/overdue"}
+// /proc/PID/cgroup and a pod's UID, the watch of a call that runs late, the reader of the generated
+// dashboards.
+var leaves = []string{"internal/yamlconf", "internal/fileread", "internal/command", "internal/parallel", "internal/clip", "internal/ratelog", "internal/reap", "internal/redirect", "internal/cgroupfile", "internal/poduid", "internal/overdue", "internal/dashjson"}
 
 // testOnly are packages for test files: no other package's non-test files
 // may import them, so no test builder ends up in a binary.

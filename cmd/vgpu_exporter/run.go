@@ -97,8 +97,7 @@ func (s *service) about(cfg *config) webui.About {
 // reads first to know where to look.
 func (s *service) logServing(cfg *config) {
 	a := s.about(cfg)
-	systemd := cfg.Web.WebSystemdSocket != nil && *cfg.Web.WebSystemdSocket
-	address, bases := servingPlaces(*cfg.Web.WebListenAddresses, systemd, s.web != nil && s.web.TLS())
+	address, bases := servingPlaces(*cfg.Web.WebListenAddresses, cfg.systemdSocket(), s.web != nil && s.web.TLS())
 	kv := []any{"msg", "serving", "address", address, "backend", a.Backend, "tuner_mode", a.TunerMode}
 	if a.Simulated {
 		kv = append(kv, "simulated_scenario", a.Scenario)
@@ -141,7 +140,7 @@ func servingPlaces(addrs []string, systemd, tls bool) (address string, bases []s
 // serving line does: the listen addresses, or systemd socket activation,
 // which ignores them.
 func serveError(cfg *config, err error) error {
-	systemd := cfg.Web.WebSystemdSocket != nil && *cfg.Web.WebSystemdSocket
+	systemd := cfg.systemdSocket()
 	address, _ := servingPlaces(*cfg.Web.WebListenAddresses, systemd, false)
 	if !systemd {
 		address = "--web.listen-address=" + address

@@ -53,20 +53,7 @@ esac`, nil},
 		t.Run(tc.name, func(t *testing.T) {
 			s, _ := newSMI(t, tc.body, 30*time.Second)
 			err := s.SetComputeTimeSlice(ctx, "GPU-0", gpu.TimeSliceLong)
-			if tc.want == nil {
-				if err != nil {
-					t.Fatalf("error %v", err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatalf("no error: nvidia-smi did not set the level")
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q lacks %q", err, w)
-				}
-			}
+			checkSetError(t, err, "nvidia-smi did not set the level", tc.want)
 		})
 	}
 }
@@ -252,20 +239,7 @@ case "$*" in
 *) echo "Set timeslice for GPU 0" ;;
 esac`, 30*time.Second)
 			err := s.SetComputeTimeSlice(context.Background(), "GPU-0", gpu.TimeSliceLong)
-			if tc.want == nil {
-				if err != nil {
-					t.Fatalf("error %v", err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatal("no error: the listing reads another level")
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q lacks %q", err, w)
-				}
-			}
+			checkSetError(t, err, "the listing reads another level", tc.want)
 		})
 	}
 }
@@ -288,5 +262,25 @@ esac`, 30*time.Second)
 	}
 	if len(msg) > 3000 {
 		t.Errorf("error of %d bytes, want under 3000", len(msg))
+	}
+}
+
+// checkSetError fails t unless err is nil where want is nil, or else an
+// error holding each of want; noError says why no error is wrong.
+func checkSetError(t *testing.T, err error, noError string, want []string) {
+	t.Helper()
+	if want == nil {
+		if err != nil {
+			t.Fatalf("error %v", err)
+		}
+		return
+	}
+	if err == nil {
+		t.Fatalf("no error: %s", noError)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q lacks %q", err, w)
+		}
 	}
 }

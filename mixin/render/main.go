@@ -24,6 +24,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/internal/dashjson"
 )
 
 func main() {
@@ -214,27 +216,7 @@ type panel struct {
 }
 
 func loadDashboards(dir string) ([]dashboard, error) {
-	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
-	if err != nil || len(files) == 0 {
-		return nil, fmt.Errorf("%s: no dashboards (*.json)", dir)
-	}
-	sort.Strings(files)
-	var out []dashboard
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			return nil, err
-		}
-		var d dashboard
-		if err := json.Unmarshal(data, &d); err != nil {
-			return nil, fmt.Errorf("%s: %w", f, err)
-		}
-		if d.UID == "" {
-			return nil, fmt.Errorf("%s: no uid", f)
-		}
-		out = append(out, d)
-	}
-	return out, nil
+	return dashjson.Load(dir, func(d *dashboard) string { return d.UID })
 }
 
 // variables are the values the dashboards' template variables take: every

@@ -87,40 +87,8 @@ scrape_configs:
 	procs := []*process{exporter, am, prom}
 	promURL := "http://" + promAddr
 
-	// Every rule file loaded, none with an error.
-	poll(t, "Prometheus to load the mixin's rules", func() error {
-		code, body, err := get(promURL + "/api/v1/rules")
-		if err != nil || code != http.StatusOK {
-			return fmt.Errorf("rules: %d %v", code, err)
-		}
-		var r struct {
-			Data struct {
-				Groups []struct {
-					Rules []struct {
-						Name   string `json:"name"`
-						Health string `json:"health"`
-						Error  string `json:"lastError"`
-					} `json:"rules"`
-				} `json:"groups"`
-			} `json:"data"`
-		}
-		if err := json.Unmarshal([]byte(body), &r); err != nil {
-			return err
-		}
-		n := 0
-		for _, g := range r.Data.Groups {
-			for _, rl := range g.Rules {
-				n++
-				if rl.Health == "err" {
-					return fmt.Errorf("rule %s: %s", rl.Name, rl.Error)
-				}
-			}
-		}
-		if n < 20 {
-			return fmt.Errorf("%d rules loaded", n)
-		}
-		return nil
-	}, procs...)
+	// Every rule file loaded, every rule evaluated without an error.
+	poll(t, "Prometheus to load the mixin's rules", func() error { return rulesHealthy(promURL, 20) }, procs...)
 
 	// The page reaches Alertmanager while chat misses its target.
 	var got amAlert

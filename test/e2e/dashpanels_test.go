@@ -8,14 +8,14 @@ import (
 	"maps"
 	"math"
 	"net/url"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/internal/dashjson"
 )
 
 // board is the part of a generated Grafana dashboard that the panel check
@@ -85,27 +85,7 @@ func (m valueMapping) mapsAllBelowZero() bool {
 
 // loadBoards reads every dashboard of dir (*.json).
 func loadBoards(dir string) ([]board, error) {
-	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
-	if err != nil || len(files) == 0 {
-		return nil, fmt.Errorf("%s: no dashboards (*.json)", dir)
-	}
-	slices.Sort(files)
-	var out []board
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			return nil, err
-		}
-		var b board
-		if err := json.Unmarshal(data, &b); err != nil {
-			return nil, fmt.Errorf("%s: %w", f, err)
-		}
-		if b.UID == "" {
-			return nil, fmt.Errorf("%s: no uid", f)
-		}
-		out = append(out, b)
-	}
-	return out, nil
+	return dashjson.Load(dir, func(b *board) string { return b.UID })
 }
 
 // panelTarget is one target of one panel, and what the check found of it.
