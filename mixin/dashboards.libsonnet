@@ -79,17 +79,22 @@ local g = import 'lib/dashboard.libsonnet';
     g.target(std.format('vgpu_tuner_mps_active_threads_target_ratio{%s}', f), legend + ' target'),
     g.target(std.format('vgpu_tuner_mps_active_threads_effective_ratio{%s}', f), legend + ' effective'),
   ],
+  // The series metric of each vGPU instance on the GPUs of the filter fg,
+  // with the labels labels of its VM (vgpu_vgpu_instance_info).
+  local perVM(metric, labels) = std.format('%(m)s{%(f)s} * on (%(key)s, vgpu_instance) group_left (%(l)s) vgpu_vgpu_instance_info{%(f)s}', { m: metric, l: labels, f: fg, key: hostKey + ', uuid' }),
+  // A stat's thresholds: green below 1, color from 1.
+  local fromOne(color) = [{ color: 'green', value: null }, { color: color, value: 1 }],
   local burnWindows = self.sloWindows,
 
   grafanaDashboards+:: {
     'vgpu-overview.json': g.dashboard(c, 'vgpu-overview.json', 'vGPU / Fleet overview', 'GPUs, sharing modes, utilization and tenant SLOs across clusters, from the vgpu_exporter recording rules.', [clusterVar, tenantVar(false)], [
       g.row('GPUs'),
       g.stat('GPUs', [g.target(std.format('sum(cluster:vgpu_gpus:count{%s})', fc))]) { w: 4, h: 4 },
-      g.stat('GPUs down', [g.target(std.format('sum(cluster:vgpu_gpus:count{%(f)s}) - sum(cluster:vgpu_gpus_up:sum{%(f)s})', { f: fc }))], thresholds=[{ color: 'green', value: null }, { color: 'red', value: 1 }]) { w: 4, h: 4 },
+      g.stat('GPUs down', [g.target(std.format('sum(cluster:vgpu_gpus:count{%(f)s}) - sum(cluster:vgpu_gpus_up:sum{%(f)s})', { f: fc }))], thresholds=fromOne('red')) { w: 4, h: 4 },
       g.stat('Power', [g.target(std.format('sum(cluster:vgpu_gpu_power_watts:sum{%s})', fc))], 'watt') { w: 4, h: 4 },
       g.stat('Device memory used', [g.target(std.format('sum(cluster:vgpu_gpu_memory_used_bytes:sum{%(f)s}) / sum(cluster:vgpu_gpu_memory_total_bytes:sum{%(f)s})', { f: fc }))], 'percentunit') { w: 4, h: 4 },
       g.stat('Tenants with an SLO', [g.target(std.format('sum(cluster:vgpu_tenants_with_slo:count{%s})', fc))]) { w: 4, h: 4 },
-      g.stat('Tenants out of SLO (1h burn > 1)', [g.target(std.format('sum(cluster:vgpu_tenants_out_of_slo:count{%s})', fc))], thresholds=[{ color: 'green', value: null }, { color: 'red', value: 1 }]) { w: 4, h: 4 },
+      g.stat('Tenants out of SLO (1h burn > 1)', [g.target(std.format('sum(cluster:vgpu_tenants_out_of_slo:count{%s})', fc))], thresholds=fromOne('red')) { w: 4, h: 4 },
       g.timeseries('GPUs by sharing mode', [g.target(std.format('sum by (mode) (cluster_mode:vgpu_gpus:count{%s})', fc), '{{mode}}')], stack=true) { w: 8 },
       g.timeseries('SM active by sharing mode', [g.target(std.format('avg by (mode) (cluster_mode:vgpu_gpu_sm_active:avg{%s})', fc), '{{mode}}')], 'percentunit') { w: 8 },
       g.timeseries('HBM bandwidth used by sharing mode', [g.target(std.format('avg by (mode) (cluster_mode:vgpu_gpu_dram_active:avg{%s})', fc), '{{mode}}')], 'percentunit') { w: 8 },
@@ -155,10 +160,10 @@ local g = import 'lib/dashboard.libsonnet';
       g.timeseries('MIG SM active', [g.target(std.format('vgpu_mig_sm_active_ratio{%s, gpu_instance=~"$gpu_instance"}', fg), gpuLegend + ' GI {{gpu_instance}}')], 'percentunit'),
       g.timeseries('MIG device memory used', [g.target(std.format('vgpu_mig_memory_used_bytes{%s, gpu_instance=~"$gpu_instance"}', fg), gpuLegend + ' GI {{gpu_instance}}')], 'bytes'),
       g.row('vGPU instances'),
-      g.timeseries('vGPU SM utilization per VM', [g.target(std.format('vgpu_vgpu_sm_utilization_ratio{%(f)s} * on (%(key)s, vgpu_instance) group_left (vm_name, type) vgpu_vgpu_instance_info{%(f)s}', { f: fg, key: hostKey + ', uuid' }), gpuLegend + ' {{vm_name}} ({{type}})')], 'percentunit', description="Fraction of the interval the VM's work ran on the SMs (vGPU hosts only).") { w: 8 },
+      g.timeseries('vGPU SM utilization per VM', [g.target(perVM('vgpu_vgpu_sm_utilization_ratio', 'vm_name, type'), gpuLegend + ' {{vm_name}} ({{type}})')], 'percentunit', description="Fraction of the interval the VM's work ran on the SMs (vGPU hosts only).") { w: 8 },
       g.timeseries('vGPU framebuffer per VM', [
-        g.target(std.format('vgpu_vgpu_framebuffer_used_bytes{%(f)s} * on (%(key)s, vgpu_instance) group_left (vm_name) vgpu_vgpu_instance_info{%(f)s}', { f: fg, key: hostKey + ', uuid' }), gpuLegend + ' {{vm_name}} used'),
-        g.target(std.format('vgpu_vgpu_framebuffer_total_bytes{%(f)s} * on (%(key)s, vgpu_instance) group_left (vm_name) vgpu_vgpu_instance_info{%(f)s}', { f: fg, key: hostKey + ', uuid' }), gpuLegend + ' {{vm_name}} size'),
+        g.target(perVM('vgpu_vgpu_framebuffer_used_bytes', 'vm_name'), gpuLegend + ' {{vm_name}} used'),
+        g.target(perVM('vgpu_vgpu_framebuffer_total_bytes', 'vm_name'), gpuLegend + ' {{vm_name}} size'),
       ], 'bytes') { w: 8 },
       g.timeseries('vGPU scheduler: run and preemption per runlist', [
         g.target(std.format('rate(vgpu_vgpu_scheduler_run_seconds_total{%s}[$__rate_interval])', fg), gpuLegend + ' runlist {{runlist}} run'),
@@ -248,9 +253,9 @@ local g = import 'lib/dashboard.libsonnet';
     'vgpu-tuner.json': g.dashboard(c, 'vgpu-tuner.json', 'vGPU / Tuner', 'The autotune controller: its mode per host, the settings it decided against those in effect, its actions, reverts and the recommendations it did not apply.', [clusterVar, jobVar, hostVar, gpuVar, tenantVar(true)], [
       g.row('Mode'),
       g.stat('Hosts in enforce', [g.target(std.format('count(vgpu_tuner_mode{%s, mode="enforce"} == 1) or vector(0)', fh))]) { w: 6, h: 4 },
-      g.stat('Kill switch engaged', [g.target(std.format('sum(vgpu_tuner_kill_switch_engaged{%s}) or vector(0)', fh))], thresholds=[{ color: 'green', value: null }, { color: 'orange', value: 1 }]) { w: 6, h: 4 },
+      g.stat('Kill switch engaged', [g.target(std.format('sum(vgpu_tuner_kill_switch_engaged{%s}) or vector(0)', fh))], thresholds=fromOne('orange')) { w: 6, h: 4 },
       g.stat('Originals not restored', [g.target(std.format('sum(vgpu_tuner_originals_unrestored{%s})', fh))], description='Settings the tuner changed whose journaled originals are still open; restored at exit.') { w: 6, h: 4 },
-      g.stat('Restore failures', [g.target(std.format('sum(vgpu_tuner_restore_failures_total{%s})', fh))], thresholds=[{ color: 'green', value: null }, { color: 'red', value: 1 }]) { w: 6, h: 4 },
+      g.stat('Restore failures', [g.target(std.format('sum(vgpu_tuner_restore_failures_total{%s})', fh))], thresholds=fromOne('red')) { w: 6, h: 4 },
       g.timeseries('Mode per host', [g.target(std.format('max by (%s, mode) (vgpu_tuner_mode{%s}) == 1', [host, fh]), '{{%s}} {{mode}}' % host)], description='One line per host at 1, labelled with its mode.') { w: 8 },
       g.timeseries('Mode per GPU', [g.target(std.format('vgpu_tuner_gpu_mode{%s} == 1', fg), gpuLegend + ' {{mode}}')], description="The mode the tuner applies to each GPU: the host-wide one or the GPU's own (--tuner.gpu-mode); one line per GPU at 1, labelled with its mode.") { w: 8 },
       g.timeseries('Kill switch per host', [g.target(std.format('vgpu_tuner_kill_switch_engaged{%s}', fh), '{{%s}}' % host)]) { w: 8 },
