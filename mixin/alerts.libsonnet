@@ -3,9 +3,12 @@
 {
   local c = self._config,
   local sel = c.vgpuExporterSelector,
-  local gpuKey = std.format('%s, job, %s, uuid', [c.clusterLabel, c.hostLabel]),
+  // The labels that identify one exporter, and one GPU of it.
+  local hostKey = std.format('%s, job, %s', [c.clusterLabel, c.hostLabel]),
+  local gpuKey = hostKey + ', uuid',
   local onHost = ' on {{ $labels.' + c.hostLabel + ' }}',
-  local onGPU = ' GPU {{ $labels.gpu }} ({{ $labels.uuid }})' + onHost,
+  local gpuOnHost = 'GPU {{ $labels.gpu }} ({{ $labels.uuid }})' + onHost,
+  local onGPU = ' ' + gpuOnHost,
 
   local alert(name, severity, expr, forDuration, summary, description, extraLabels={}) = {
     alert: name,
@@ -114,7 +117,7 @@
             std.format('vgpu_gpu_up{%s} == 0', sel),
             c.alertFor.gpuDown,
             'A GPU cannot be read: lost, fallen off the bus or timing out.',
-            'GPU {{ $labels.gpu }} ({{ $labels.uuid }})' + onHost + ' has not been readable for %s.' % c.alertFor.gpuDown,
+            gpuOnHost + ' has not been readable for %s.' % c.alertFor.gpuDown,
           ),
           alert(
             'VGPUXidHardwareError',
@@ -122,7 +125,7 @@
             newEvents(std.format('vgpu_gpu_events_total{%s, kind="xid", code=~"%s"}', [sel, c.xidHardwareCodes]), c.xidWindow),
             '',
             'A GPU reported an XID error that points at the hardware.',
-            'GPU {{ $labels.gpu }} ({{ $labels.uuid }})' + onHost + ' reported XID {{ $labels.code }} in the last %s.' % c.xidWindow,
+            gpuOnHost + ' reported XID {{ $labels.code }} in the last %s.' % c.xidWindow,
           ),
           alert(
             'VGPUXidApplicationError',
@@ -130,7 +133,7 @@
             newEvents(std.format('vgpu_gpu_events_total{%s, kind="xid", code=~"%s"}', [sel, c.xidApplicationCodes]), c.xidWindow),
             '',
             'A GPU reported an XID error caused by a workload.',
-            'GPU {{ $labels.gpu }} ({{ $labels.uuid }})' + onHost + ' reported XID {{ $labels.code }} (a fault of the application) in the last %s.' % c.xidWindow,
+            gpuOnHost + ' reported XID {{ $labels.code }} (a fault of the application) in the last %s.' % c.xidWindow,
           ),
           alert(
             'VGPUXidOtherError',
@@ -140,7 +143,7 @@
             'A GPU reported an XID error of no known class.',
             // code="other" counts every XID outside the exporter's list of
             // well-known ones: no series carries its number, the logs do.
-            'GPU {{ $labels.gpu }} ({{ $labels.uuid }})' + onHost + ' reported {{ if eq $labels.code "other" }}an XID outside the exporter\'s list of well-known XIDs (its number is in the exporter\'s log, msg="XID event", and in the host\'s kernel log){{ else }}XID {{ $labels.code }}{{ end }} in the last %s.' % c.xidWindow,
+            gpuOnHost + ' reported {{ if eq $labels.code "other" }}an XID outside the exporter\'s list of well-known XIDs (its number is in the exporter\'s log, msg="XID event", and in the host\'s kernel log){{ else }}XID {{ $labels.code }}{{ end }} in the last %s.' % c.xidWindow,
           ),
           alert(
             'VGPUEccUncorrectedErrors',
@@ -148,7 +151,7 @@
             std.format('increase(vgpu_gpu_ecc_errors_total{%s, type="uncorrected"}[%s]) > 0', [sel, c.xidWindow]),
             '',
             'A GPU had uncorrectable (double-bit) ECC errors.',
-            'GPU {{ $labels.gpu }} ({{ $labels.uuid }})' + onHost + ' had {{ $value | humanize }} uncorrected ECC errors in the last %s.' % c.xidWindow,
+            gpuOnHost + ' had {{ $value | humanize }} uncorrected ECC errors in the last %s.' % c.xidWindow,
           ),
           alert(
             'VGPURowRemapPending',
@@ -156,7 +159,7 @@
             std.format('vgpu_gpu_row_remap_pending{%s} == 1', sel),
             c.alertFor.rowRemapPending,
             'A GPU has a memory row remapping that waits for a reset.',
-            'GPU {{ $labels.gpu }} ({{ $labels.uuid }})' + onHost + ' remapped a memory row that takes effect only after a GPU reset; it has waited %s.' % c.alertFor.rowRemapPending,
+            gpuOnHost + ' remapped a memory row that takes effect only after a GPU reset; it has waited %s.' % c.alertFor.rowRemapPending,
           ),
           alert(
             'VGPURetiredPagesPending',
@@ -164,7 +167,7 @@
             std.format('vgpu_gpu_retired_pages_pending{%s} == 1', sel),
             c.alertFor.retiredPagesPending,
             'A GPU has a retired memory page that waits for a reset or reboot.',
-            'GPU {{ $labels.gpu }} ({{ $labels.uuid }})' + onHost + ' retired a device memory page (ECC errors) that is taken out of use only after a GPU reset or reboot; it has waited %s.' % c.alertFor.retiredPagesPending,
+            gpuOnHost + ' retired a device memory page (ECC errors) that is taken out of use only after a GPU reset or reboot; it has waited %s.' % c.alertFor.retiredPagesPending,
           ),
           alert(
             'VGPURowRemapFailure',
@@ -172,7 +175,7 @@
             std.format('vgpu_gpu_row_remap_failure{%s} == 1', sel),
             '',
             'A GPU failed to remap a memory row.',
-            'GPU {{ $labels.gpu }} ({{ $labels.uuid }})' + onHost + ' failed to remap a device memory row: it has no spare rows left for the failing memory and needs service.',
+            gpuOnHost + ' failed to remap a device memory row: it has no spare rows left for the failing memory and needs service.',
           ),
           alert(
             'VGPUNVLinkErrorsRising',
@@ -356,7 +359,7 @@
               vgpu_tuner_restore_failures_total{%(sel)s} > 0
               and on (%(key)s)
               vgpu_tuner_originals_unrestored{%(sel)s} > 0
-            |||, { sel: sel, key: std.format('%s, job, %s', [c.clusterLabel, c.hostLabel]) }),
+            |||, { sel: sel, key: hostKey }),
             '',
             'The tuner could not restore original GPU settings from its journal.',
             'The tuner' + onHost + ' could not restore the original of some settings it changed ({{ $value | humanize }} since the exporter started): the GPUs keep settings the tuner made.',
@@ -387,7 +390,7 @@
                 or
                 max by (%(key)s) (vgpu_tuner_gpu_mode{%(sel)s, mode="enforce"}) == 1
               )
-            |||, { sel: sel, key: std.format('%s, job, %s', [c.clusterLabel, c.hostLabel]) }),
+            |||, { sel: sel, key: hostKey }),
             c.alertFor.tunerKillSwitch,
             'A tuner in enforce mode (the host, or some of its GPUs) is stopped by the kill switch.',
             'The tuner' + onHost + ' is in enforce mode (the host, or some of its GPUs) but its kill switch has been engaged for %s: it makes no change but reverts of its own, and the settings stay as they are.' % c.alertFor.tunerKillSwitch,

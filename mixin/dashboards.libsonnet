@@ -60,25 +60,41 @@ local g = import 'lib/dashboard.libsonnet';
     local rise = std.format('%(s)s - last_over_time(%(s)s[5m] offset %(d)s)', { s: s, d: c.eventDeltaStep });
     std.format('sum_over_time(((%(r)s >= 0) or (%(s)s * 1 and (%(r)s < 0)))[$__interval:%(d)s] offset -1ms)', { r: rise, s: s, d: c.eventDeltaStep }),
   local countNote = " Whole counts: the counter's rise at each reading (every %s) summed over each interval of the graph (the query's step), so that one event reads 1 in one interval and the intervals add up to the range's total. After an exporter's restart the counter's new value counts as risen from 0 (up to 5m without a reading); the events between the reading before a restart and the restart are lost, and a series' first value counts none (a hardware counter first read at 500 counts 0)." % c.eventDeltaStep,
-  // Tuner actions by knob and outcome on the hosts of the filter f.
-  // Only the intervals with an action (> 0): every knob x outcome pair is a
-  // series, most of them always 0.
-  local tunerActions(f, outcomes, by='knob, outcome') = std.format('sum by (%s) (%s) > 0', [by, perInterval(std.format('vgpu_tuner_actions_total{%s, outcome=~"%s"}', [f, outcomes]))]),
+  // The events of the counter series s per interval (perInterval), summed
+  // by the labels by ('' keeps each series of s), after the PromQL clause
+  // restrict ('and on (...) v': only the series that v matches; '' for all).
+  local eventCount(s, by='', restrict='') =
+    local n = perInterval(s) + restrict;
+    if by == '' then n else std.format('sum by (%s) (%s)', [by, n]),
+  // A target of an event panel: eventCount, only the intervals with an
+  // event (> 0), legend its legend.
+  local eventTarget(s, by, legend, restrict='') = g.target(eventCount(s, by, restrict) + ' > 0', legend),
+  // A panel of events per interval (g.events) whose description ends with
+  // how they are counted.
+  local eventPanel(title, targets, description) = g.events(title, targets, description=description + countNote),
+  // Tuner actions by knob and outcome on the hosts of the filter f: every
+  // knob x outcome pair is a series, most of them always 0.
+  local tunerActions(f, outcomes) = eventTarget(std.format('vgpu_tuner_actions_total{%s, outcome=~"%s"}', [f, outcomes]), 'knob, outcome', '{{knob}} {{outcome}}'),
   local mpsTargetEffective(f, legend) = [
     g.target(std.format('vgpu_tuner_mps_active_threads_target_ratio{%s}', f), legend + ' target'),
     g.target(std.format('vgpu_tuner_mps_active_threads_effective_ratio{%s}', f), legend + ' effective'),
   ],
+  // The series metric of each vGPU instance on the GPUs of the filter fg,
+  // with the labels labels of its VM (vgpu_vgpu_instance_info).
+  local perVM(metric, labels) = std.format('%(m)s{%(f)s} * on (%(key)s, vgpu_instance) group_left (%(l)s) vgpu_vgpu_instance_info{%(f)s}', { m: metric, l: labels, f: fg, key: hostKey + ', uuid' }),
+  // A stat's thresholds: green below 1, color from 1.
+  local fromOne(color) = [{ color: 'green', value: null }, { color: color, value: 1 }],
   local burnWindows = self.sloWindows,
 
   grafanaDashboards+:: {
     'vgpu-overview.json': g.dashboard(c, 'vgpu-overview.json', 'vGPU / Fleet overview', 'GPUs, sharing modes, utilization and tenant SLOs across clusters, from the vgpu_exporter recording rules.', [clusterVar, tenantVar(false)], [
       g.row('GPUs'),
       g.stat('GPUs', [g.target(std.format('sum(cluster:vgpu_gpus:count{%s})', fc))]) { w: 4, h: 4 },
-      g.stat('GPUs down', [g.target(std.format('sum(cluster:vgpu_gpus:count{%(f)s}) - sum(cluster:vgpu_gpus_up:sum{%(f)s})', { f: fc }))], thresholds=[{ color: 'green', value: null }, { color: 'red', value: 1 }]) { w: 4, h: 4 },
+      g.stat('GPUs down', [g.target(std.format('sum(cluster:vgpu_gpus:count{%(f)s}) - sum(cluster:vgpu_gpus_up:sum{%(f)s})', { f: fc }))], thresholds=fromOne('red')) { w: 4, h: 4 },
       g.stat('Power', [g.target(std.format('sum(cluster:vgpu_gpu_power_watts:sum{%s})', fc))], 'watt') { w: 4, h: 4 },
       g.stat('Device memory used', [g.target(std.format('sum(cluster:vgpu_gpu_memory_used_bytes:sum{%(f)s}) / sum(cluster:vgpu_gpu_memory_total_bytes:sum{%(f)s})', { f: fc }))], 'percentunit') { w: 4, h: 4 },
       g.stat('Tenants with an SLO', [g.target(std.format('sum(cluster:vgpu_tenants_with_slo:count{%s})', fc))]) { w: 4, h: 4 },
-      g.stat('Tenants out of SLO (1h burn > 1)', [g.target(std.format('sum(cluster:vgpu_tenants_out_of_slo:count{%s})', fc))], thresholds=[{ color: 'green', value: null }, { color: 'red', value: 1 }]) { w: 4, h: 4 },
+      g.stat('Tenants out of SLO (1h burn > 1)', [g.target(std.format('sum(cluster:vgpu_tenants_out_of_slo:count{%s})', fc))], thresholds=fromOne('red')) { w: 4, h: 4 },
       g.timeseries('GPUs by sharing mode', [g.target(std.format('sum by (mode) (cluster_mode:vgpu_gpus:count{%s})', fc), '{{mode}}')], stack=true) { w: 8 },
       g.timeseries('SM active by sharing mode', [g.target(std.format('avg by (mode) (cluster_mode:vgpu_gpu_sm_active:avg{%s})', fc), '{{mode}}')], 'percentunit') { w: 8 },
       g.timeseries('HBM bandwidth used by sharing mode', [g.target(std.format('avg by (mode) (cluster_mode:vgpu_gpu_dram_active:avg{%s})', fc), '{{mode}}')], 'percentunit') { w: 8 },
@@ -117,10 +133,11 @@ local g = import 'lib/dashboard.libsonnet';
       g.timeseries('Latency source up', [g.target(std.format('vgpu_tenant_latency_source_up{%s}', ft), '{{tenant}} {{%s}}' % host)]) { w: 8 },
       g.row('Tuner'),
       g.timeseries('MPS active threads: target and effective', mpsTargetEffective(ft, '{{tenant}} ' + gpuLegend), 'percentunit', description="What the tuner decided for the tenant's MPS clients and what their contexts run with; they differ until the clients restart."),
-      g.events("Tuner actions on the tenant's hosts", [
-        g.target(std.format('sum by (%s, knob, outcome) (%s and on (%s) vgpu_tenant_info{%s}) > 0', [host, perInterval(std.format('vgpu_tuner_actions_total{%s, outcome!="guarded"}', fh)), hostKey, ft]), '{{%s}} {{knob}} {{outcome}}' % host),
-        g.target(std.format('sum by (%s) (%s and on (%s) vgpu_tenant_info{%s}) > 0', [host, perInterval(std.format('vgpu_tuner_reverts_total{%s}', fh)), hostKey, ft]), '{{%s}} reverts' % host),
-      ], description='Actions planned by the tuner (guarded ones left out) and its reverts, on the hosts the tenant runs on: one bar per interval in which any happened, by knob and outcome; empty while the tuner holds.' + countNote),
+      local onTenantHosts = std.format(' and on (%s) vgpu_tenant_info{%s}', [hostKey, ft]);
+      eventPanel("Tuner actions on the tenant's hosts", [
+        eventTarget(std.format('vgpu_tuner_actions_total{%s, outcome!="guarded"}', fh), host + ', knob, outcome', '{{%s}} {{knob}} {{outcome}}' % host, onTenantHosts),
+        eventTarget(std.format('vgpu_tuner_reverts_total{%s}', fh), host, '{{%s}} reverts' % host, onTenantHosts),
+      ], 'Actions planned by the tuner (guarded ones left out) and its reverts, on the hosts the tenant runs on: one bar per interval in which any happened, by knob and outcome; empty while the tuner holds.'),
     ]),
 
     'vgpu-gpu.json': g.dashboard(c, 'vgpu-gpu.json', 'vGPU / GPU and MIG', 'Per GPU and MIG instance: the split of SMs and HBM among tenants, context switches, vGPU instances and their scheduler, clocks, power, throttle reasons, XID errors, NVLink and PCIe health and memory repair.', [clusterVar, jobVar, hostVar, gpuVar, migVar, tenantVar(true)], [
@@ -143,10 +160,10 @@ local g = import 'lib/dashboard.libsonnet';
       g.timeseries('MIG SM active', [g.target(std.format('vgpu_mig_sm_active_ratio{%s, gpu_instance=~"$gpu_instance"}', fg), gpuLegend + ' GI {{gpu_instance}}')], 'percentunit'),
       g.timeseries('MIG device memory used', [g.target(std.format('vgpu_mig_memory_used_bytes{%s, gpu_instance=~"$gpu_instance"}', fg), gpuLegend + ' GI {{gpu_instance}}')], 'bytes'),
       g.row('vGPU instances'),
-      g.timeseries('vGPU SM utilization per VM', [g.target(std.format('vgpu_vgpu_sm_utilization_ratio{%(f)s} * on (%(key)s, vgpu_instance) group_left (vm_name, type) vgpu_vgpu_instance_info{%(f)s}', { f: fg, key: hostKey + ', uuid' }), gpuLegend + ' {{vm_name}} ({{type}})')], 'percentunit', description="Fraction of the interval the VM's work ran on the SMs (vGPU hosts only).") { w: 8 },
+      g.timeseries('vGPU SM utilization per VM', [g.target(perVM('vgpu_vgpu_sm_utilization_ratio', 'vm_name, type'), gpuLegend + ' {{vm_name}} ({{type}})')], 'percentunit', description="Fraction of the interval the VM's work ran on the SMs (vGPU hosts only).") { w: 8 },
       g.timeseries('vGPU framebuffer per VM', [
-        g.target(std.format('vgpu_vgpu_framebuffer_used_bytes{%(f)s} * on (%(key)s, vgpu_instance) group_left (vm_name) vgpu_vgpu_instance_info{%(f)s}', { f: fg, key: hostKey + ', uuid' }), gpuLegend + ' {{vm_name}} used'),
-        g.target(std.format('vgpu_vgpu_framebuffer_total_bytes{%(f)s} * on (%(key)s, vgpu_instance) group_left (vm_name) vgpu_vgpu_instance_info{%(f)s}', { f: fg, key: hostKey + ', uuid' }), gpuLegend + ' {{vm_name}} size'),
+        g.target(perVM('vgpu_vgpu_framebuffer_used_bytes', 'vm_name'), gpuLegend + ' {{vm_name}} used'),
+        g.target(perVM('vgpu_vgpu_framebuffer_total_bytes', 'vm_name'), gpuLegend + ' {{vm_name}} size'),
       ], 'bytes') { w: 8 },
       g.timeseries('vGPU scheduler: run and preemption per runlist', [
         g.target(std.format('rate(vgpu_vgpu_scheduler_run_seconds_total{%s}[$__rate_interval])', fg), gpuLegend + ' runlist {{runlist}} run'),
@@ -168,15 +185,15 @@ local g = import 'lib/dashboard.libsonnet';
       ], 'watt') { w: 8 },
       g.timeseries('Temperature', [g.target(std.format('vgpu_gpu_temperature_celsius{%s}', fg), gpuLegend)], 'celsius') { w: 8 },
       g.timeseries('Throttle reasons active', [g.target(std.format('vgpu_gpu_clock_event_reason_active{%s, reason!="gpu_idle"} > 0', fg), gpuLegend + ' {{reason}}')], description='Clock event reasons holding the clocks down (idle excluded).'),
-      g.events('XID errors', [g.target(std.format('%s > 0', perInterval(std.format('vgpu_gpu_events_total{%s, kind="xid"}', fg))), gpuLegend + ' XID {{code}}')], description='XID errors per interval, by code; see docs/runbooks.md for the code classes.' + countNote),
+      eventPanel('XID errors', [eventTarget(std.format('vgpu_gpu_events_total{%s, kind="xid"}', fg), '', gpuLegend + ' XID {{code}}')], 'XID errors per interval, by code; see docs/runbooks.md for the code classes.'),
       g.row('Interconnect and memory health'),
       g.timeseries('NVLink throughput', [g.target(std.format('sum by (%s, gpu, direction) (rate(vgpu_gpu_nvlink_bytes_total{%s}[$__rate_interval]))', [host, fg]), gpuLegend + ' {{direction}}')], 'Bps', description='Data bytes over all NVLink links of the GPU.') { w: 8 },
       g.timeseries('PCIe throughput', [g.target(std.format('vgpu_gpu_pcie_bytes_per_second{%s}', fg), gpuLegend + ' {{direction}}')], 'Bps', description="The driver's own short-window reading, sampled.") { w: 8 },
       g.timeseries('NVLink links', [g.target(std.format('vgpu_gpu_nvlink_links{%s}', fg), gpuLegend + ' {{state}}')], description='Links up (active) and down (inactive).') { w: 8 },
-      g.events('NVLink errors and PCIe replays', [
-        g.target(std.format('%s > 0', perInterval(std.format('vgpu_gpu_nvlink_errors_total{%s}', fg))), gpuLegend + ' NVLink {{type}}'),
-        g.target(std.format('%s > 0', perInterval(std.format('vgpu_gpu_pcie_replays_total{%s}', fg))), gpuLegend + ' PCIe replays'),
-      ], description='Per interval; empty on healthy links. See the VGPUNVLinkErrorsRising and VGPUPCIeReplaysRising runbooks.' + countNote),
+      eventPanel('NVLink errors and PCIe replays', [
+        eventTarget(std.format('vgpu_gpu_nvlink_errors_total{%s}', fg), '', gpuLegend + ' NVLink {{type}}'),
+        eventTarget(std.format('vgpu_gpu_pcie_replays_total{%s}', fg), '', gpuLegend + ' PCIe replays'),
+      ], 'Per interval; empty on healthy links. See the VGPUNVLinkErrorsRising and VGPUPCIeReplaysRising runbooks.'),
       g.table('Memory repair', [
         g.target(std.format('vgpu_gpu_remapped_rows_total{%s}', fg)),
         g.target(std.format('vgpu_gpu_row_remap_pending{%s}', fg)),
@@ -236,9 +253,9 @@ local g = import 'lib/dashboard.libsonnet';
     'vgpu-tuner.json': g.dashboard(c, 'vgpu-tuner.json', 'vGPU / Tuner', 'The autotune controller: its mode per host, the settings it decided against those in effect, its actions, reverts and the recommendations it did not apply.', [clusterVar, jobVar, hostVar, gpuVar, tenantVar(true)], [
       g.row('Mode'),
       g.stat('Hosts in enforce', [g.target(std.format('count(vgpu_tuner_mode{%s, mode="enforce"} == 1) or vector(0)', fh))]) { w: 6, h: 4 },
-      g.stat('Kill switch engaged', [g.target(std.format('sum(vgpu_tuner_kill_switch_engaged{%s}) or vector(0)', fh))], thresholds=[{ color: 'green', value: null }, { color: 'orange', value: 1 }]) { w: 6, h: 4 },
+      g.stat('Kill switch engaged', [g.target(std.format('sum(vgpu_tuner_kill_switch_engaged{%s}) or vector(0)', fh))], thresholds=fromOne('orange')) { w: 6, h: 4 },
       g.stat('Originals not restored', [g.target(std.format('sum(vgpu_tuner_originals_unrestored{%s})', fh))], description='Settings the tuner changed whose journaled originals are still open; restored at exit.') { w: 6, h: 4 },
-      g.stat('Restore failures', [g.target(std.format('sum(vgpu_tuner_restore_failures_total{%s})', fh))], thresholds=[{ color: 'green', value: null }, { color: 'red', value: 1 }]) { w: 6, h: 4 },
+      g.stat('Restore failures', [g.target(std.format('sum(vgpu_tuner_restore_failures_total{%s})', fh))], thresholds=fromOne('red')) { w: 6, h: 4 },
       g.timeseries('Mode per host', [g.target(std.format('max by (%s, mode) (vgpu_tuner_mode{%s}) == 1', [host, fh]), '{{%s}} {{mode}}' % host)], description='One line per host at 1, labelled with its mode.') { w: 8 },
       g.timeseries('Mode per GPU', [g.target(std.format('vgpu_tuner_gpu_mode{%s} == 1', fg), gpuLegend + ' {{mode}}')], description="The mode the tuner applies to each GPU: the host-wide one or the GPU's own (--tuner.gpu-mode); one line per GPU at 1, labelled with its mode.") { w: 8 },
       g.timeseries('Kill switch per host', [g.target(std.format('vgpu_tuner_kill_switch_engaged{%s}', fh), '{{%s}}' % host)]) { w: 8 },
@@ -250,7 +267,7 @@ local g = import 'lib/dashboard.libsonnet';
         g.target(std.format('vgpu_tuner_pause_duty_target_ratio{%s, tenant=~"$tenant"}', fg), '{{tenant}} ' + gpuLegend + ' target'),
         g.target(std.format('vgpu_tuner_pause_duty_effective_ratio{%s, tenant=~"$tenant"}', fg), '{{tenant}} ' + gpuLegend + ' in force'),
       ], 'percentunit', description="Fraction of every period the tuner pauses a batch or best-effort tenant for (pause_duty; on a GPU in recommend mode, what it recommends and did not set). In force: as the pause actuator runs it, the largest duty of the tenant's GPUs, capped by --pause.max; 0 where the latest period's freeze failed."),
-      g.events('Pause periods not paused', [g.target(std.format('sum by (%s, tenant) (%s) > 0', [host, perInterval(std.format('vgpu_tuner_pause_freeze_failures_total{%s, tenant=~"$tenant"}', fh))]), '{{tenant}} {{%s}}' % host)], description="Pause periods whose freeze failed, by tenant: it ran through them; the exporter's log says why." + countNote),
+      eventPanel('Pause periods not paused', [eventTarget(std.format('vgpu_tuner_pause_freeze_failures_total{%s, tenant=~"$tenant"}', fh), host + ', tenant', '{{tenant}} {{%s}}' % host)], "Pause periods whose freeze failed, by tenant: it ran through them; the exporter's log says why."),
       g.timeseries('Power limit', [
         g.target(std.format('vgpu_tuner_power_limit_target_watts{%s}', fg), gpuLegend + ' target'),
         g.target(std.format('vgpu_gpu_power_limit_watts{%s}', fg), gpuLegend + ' effective'),
@@ -265,14 +282,14 @@ local g = import 'lib/dashboard.libsonnet';
         g.target(std.format('vgpu_tuner_vgpu_scheduler_target_info{%s}', fg)),
       ], description='Levels the tuner decided (level, policy) against the time slice in effect (timeslice).'),
       g.row('Actions'),
-      g.events('Changes made', [g.target(tunerActions(fh, 'applied|failed|rolled_back'), '{{knob}} {{outcome}}')], description='Actions the tuner carried out, by knob and outcome: one bar per interval in which any happened.' + countNote) { w: 8 },
-      g.events('Reverts', [g.target(std.format('sum by (%s) (%s) > 0', [host, perInterval(std.format('vgpu_tuner_reverts_total{%s}', fh))]), '{{%s}}' % host)], description='Changes undone because the SLO error rose after them, or rolled back after a failure.' + countNote) { w: 8 },
-      g.events('Recommendations not applied', [g.target(tunerActions(fh, 'recommended|guarded|refused'), '{{knob}} {{outcome}}')], description='Recommended (recommend mode), guarded (a guard refused) or refused (not supported, busy): one bar per interval in which any happened.' + countNote) { w: 8 },
-      g.events('Guard refusals', [g.target(std.format('sum by (guard) (%s) > 0', perInterval(std.format('vgpu_tuner_guard_refusals_total{%s}', fh))), '{{guard}}')], description='Actions a guard refused, by guard: one bar per interval in which any was.' + countNote),
+      eventPanel('Changes made', [tunerActions(fh, 'applied|failed|rolled_back')], 'Actions the tuner carried out, by knob and outcome: one bar per interval in which any happened.') { w: 8 },
+      eventPanel('Reverts', [eventTarget(std.format('vgpu_tuner_reverts_total{%s}', fh), host, '{{%s}}' % host)], 'Changes undone because the SLO error rose after them, or rolled back after a failure.') { w: 8 },
+      eventPanel('Recommendations not applied', [tunerActions(fh, 'recommended|guarded|refused')], 'Recommended (recommend mode), guarded (a guard refused) or refused (not supported, busy): one bar per interval in which any happened.') { w: 8 },
+      eventPanel('Guard refusals', [eventTarget(std.format('vgpu_tuner_guard_refusals_total{%s}', fh), 'guard', '{{guard}}')], 'Actions a guard refused, by guard: one bar per interval in which any was.'),
       g.timeseries('Restores and journal errors', [
-        g.target(std.format('sum by (%s) (%s)', [host, perInterval(std.format('vgpu_tuner_restores_total{%s}', fh))]), '{{%s}} restored' % host),
-        g.target(std.format('sum by (%s) (%s)', [host, perInterval(std.format('vgpu_tuner_restore_failures_total{%s}', fh))]), '{{%s}} restore failed' % host),
-        g.target(std.format('sum by (%s) (%s)', [host, perInterval(std.format('vgpu_tuner_journal_errors_total{%s}', fh))]), '{{%s}} journal errors' % host),
+        g.target(eventCount(std.format('vgpu_tuner_restores_total{%s}', fh), host), '{{%s}} restored' % host),
+        g.target(eventCount(std.format('vgpu_tuner_restore_failures_total{%s}', fh), host), '{{%s}} restore failed' % host),
+        g.target(eventCount(std.format('vgpu_tuner_journal_errors_total{%s}', fh), host), '{{%s}} journal errors' % host),
       ], description='Originals restored, restores failed and journal writes failed, per interval, at 0 while none happens.' + countNote),
     ]),
   },
