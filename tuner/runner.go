@@ -200,19 +200,22 @@ func share(d time.Duration, f float64) time.Duration {
 	return time.Duration(float64(d) * f)
 }
 
+// leftOf is what is left of ctx's deadline, read on the wall clock (a
+// context's deadline is wall time, not the injected clock's). Here ctx
+// has one (RestoreAtExit and Restore make it with the restore's timeout);
+// one without has nothing left: what is made of it is done at once, never
+// a wait without bound.
+func leftOf(ctx context.Context) time.Duration {
+	dl, _ := ctx.Deadline()
+	return time.Until(dl)
+}
+
 // exitShares are the contexts of the restore within all, split from what
-// is left of all's deadline (a context's deadline is on the wall clock):
-// the hooks' and their first pass's (hooksShare of it), and the held
-// originals' and, with no hook waited for, the whole restore's
-// (heldShare); cancel ends both. With no deadline both are all.
+// is left of all's deadline: the hooks' and their first pass's
+// (hooksShare of it), and the held originals' and, with no hook waited
+// for, the whole restore's (heldShare); cancel ends both.
 func exitShares(all context.Context) (hooks, held context.Context, cancel func()) {
-	dl, ok := all.Deadline()
-	if !ok {
-		return all, all, func() {}
-	}
-	// a context's deadline is wall time: what is left of it is read on
-	// the wall clock, not the injected one
-	left := time.Until(dl)
+	left := leftOf(all)
 	hooks, c1 := context.WithTimeout(all, share(left, hooksShare))
 	held, c2 := context.WithTimeout(all, share(left, heldShare))
 	return hooks, held, func() { c1(); c2() }
