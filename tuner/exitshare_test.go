@@ -100,8 +100,8 @@ func TestLateRoundEndLeavesTimeForTheRestore(t *testing.T) {
 }
 
 // A round stuck at exit sets nothing back, but the actuators (the pause's
-// thaw) and the journal are closed and the lock released before the
-// error. (They were left as they were.)
+// thaw) and the journal are closed before the error, the lock kept while
+// the call hangs. (They were left as they were.)
 func TestStuckRoundAtExitStillCloses(t *testing.T) {
 	host := &hangingPower{release: make(chan struct{})}
 	defer close(host.release)
