@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-kit/log"
@@ -172,16 +173,15 @@ func (r *Runner) Run(ctx context.Context) {
 // restores of the originals none of them holds get hooksShare; the
 // originals those hooks held and did not set back (a hook that failed,
 // its tenant's other clients) are tried until heldShare. With no hook
-// waited for, the restore runs until heldShare. The last part closes the
-// actuators (the pause's thaw) and the journal and releases the node
-// lock. A round that has not ended by heldShare of the whole deadline
-// (an actuator stuck) sets nothing back: the last part closes the
-// actuators and the journal each on its own (one blocked on the lock the
-// stuck call holds keeps none of the others, and is named in the error),
-// and the node lock is released only once the round ends (or the process
-// exits), so that no other tuner restores while the stuck call may still
-// land. Past the whole deadline the exit goes on without what is still
-// stuck.
+// waited for, the restore runs until heldShare. What is left then closes
+// the actuators (the pause's thaw) and the journal (closeAll): one close
+// blocked keeps none of the others, and is named in the error. A round
+// that has not ended by heldShare of the whole deadline (an actuator
+// stuck) sets nothing back, and closes the same. The node lock is
+// released once every close has returned, the journal's included, and
+// the round has ended (or the process exits), so that no other tuner
+// restores while a stuck call may still land. Past the whole deadline
+// the exit goes on without what is still stuck.
 const (
 	hooksShare = 0.8
 	heldShare  = 0.95
@@ -200,19 +200,22 @@ func share(d time.Duration, f float64) time.Duration {
 	return time.Duration(float64(d) * f)
 }
 
+// leftOf is what is left of ctx's deadline, read on the wall clock (a
+// context's deadline is wall time, not the injected clock's). Here ctx
+// has one (RestoreAtExit and Restore make it with the restore's timeout);
+// one without has nothing left: what is made of it is done at once, never
+// a wait without bound.
+func leftOf(ctx context.Context) time.Duration {
+	dl, _ := ctx.Deadline()
+	return time.Until(dl)
+}
+
 // exitShares are the contexts of the restore within all, split from what
-// is left of all's deadline (a context's deadline is on the wall clock):
-// the hooks' and their first pass's (hooksShare of it), and the held
-// originals' and, with no hook waited for, the whole restore's
-// (heldShare); cancel ends both. With no deadline both are all.
+// is left of all's deadline: the hooks' and their first pass's
+// (hooksShare of it), and the held originals' and, with no hook waited
+// for, the whole restore's (heldShare); cancel ends both.
 func exitShares(all context.Context) (hooks, held context.Context, cancel func()) {
-	dl, ok := all.Deadline()
-	if !ok {
-		return all, all, func() {}
-	}
-	// a context's deadline is wall time: what is left of it is read on
-	// the wall clock, not the injected one
-	left := time.Until(dl)
+	left := leftOf(all)
 	hooks, c1 := context.WithTimeout(all, share(left, hooksShare))
 	held, c2 := context.WithTimeout(all, share(left, heldShare))
 	return hooks, held, func() { c1(); c2() }
@@ -229,7 +232,7 @@ func (r *Runner) RestoreAtExit() error {
 	round, cancelRound := context.WithTimeout(all, share(r.restoreTimeout, heldShare))
 	defer cancelRound()
 	res := make(chan error, 1)
-	stuck := make(chan struct{})
+	closing := make(chan struct{}) // closed as the closes start
 	go func() {
 		select {
 		case <-r.done:
@@ -237,25 +240,15 @@ func (r *Runner) RestoreAtExit() error {
 		}
 		select {
 		case <-r.done: // (an ended round wins over the deadline reached with it)
+			res <- r.restoreWithin(all, closing)
 		default:
-			close(stuck)
 			// nothing set back (the round holds the tuner), but the
 			// pause's thaw and the journal's close come before the error
-			// all the same, each on its own (one may wait on the lock the
-			// stuck call holds); the node lock is kept until the round
-			// ends or the process exits, so that no other tuner restores
-			// while the stuck call may still land
+			// all the same; the node lock is kept until the round ends
+			close(closing)
 			err := errors.New("the tuner's round did not end (an actuator is stuck): nothing set back")
-			res <- errors.Join(err, r.closeEach(all))
-			go func() {
-				<-r.done
-				r.release()
-			}()
-			return
+			res <- errors.Join(err, r.closeAll(all, r.done))
 		}
-		hooks, held, c := exitShares(all)
-		defer c()
-		res <- r.restoreWithin(hooks, held)
 	}()
 	var err error
 	select {
@@ -263,10 +256,10 @@ func (r *Runner) RestoreAtExit() error {
 	case <-all.Done():
 		select {
 		case err = <-res: // (a result sent with the deadline reached wins)
-		case <-stuck: // (its closes end at all's end, naming what did not close)
+		case <-closing: // (the closes end at all's end, naming what did not close)
 			err = <-res
 		default:
-			err = fmt.Errorf("not finished in %v (--tuner.restore-timeout): an actuator's call, a close or the journal is stuck", r.restoreTimeout)
+			err = fmt.Errorf("not finished in %v (--tuner.restore-timeout): the restore is stuck (an actuator's call or a journal write), nothing closed", r.restoreTimeout)
 		}
 	}
 	return r.restoreResult(err)
@@ -278,9 +271,7 @@ func (r *Runner) RestoreAtExit() error {
 func (r *Runner) Restore() error {
 	all, cancel := context.WithTimeout(context.Background(), r.restoreTimeout)
 	defer cancel()
-	hooks, held, c := exitShares(all)
-	defer c()
-	return r.restoreResult(r.restoreWithin(hooks, held))
+	return r.restoreResult(r.restoreWithin(all, make(chan struct{})))
 }
 
 // restoreResult logs and wraps a restore's error.
@@ -292,89 +283,162 @@ func (r *Runner) restoreResult(err error) error {
 	return fmt.Errorf("tuner restore: %w", err)
 }
 
-// restoreWithin sets the originals back (the hooks waited for within
-// hooks, the originals they held within held), closes the actuators
-// CloseAtExit names and the journal, and then releases what ReleaseAtExit
-// names.
-func (r *Runner) restoreWithin(hooks, held context.Context) error {
+// restoreWithin sets the originals back within all (split by
+// exitShares), closes closing, then closes the actuators CloseAtExit
+// names and the journal and releases what ReleaseAtExit names (closeAll).
+func (r *Runner) restoreWithin(all context.Context, closing chan<- struct{}) error {
+	hooks, held, c := exitShares(all)
+	defer c()
 	_, err := r.t.restoreAtExit(hooks, held)
-	err = errors.Join(err, r.closeAll())
+	close(closing)
+	err = errors.Join(err, r.closeAll(all, nil))
 	if err == nil && r.failed {
 		err = errors.New("a restore of original settings failed while running (see the log)")
 	}
 	return err
 }
 
-// closeAll closes the actuators CloseAtExit names and the journal, and
-// then releases what ReleaseAtExit names.
-func (r *Runner) closeAll() error {
-	var err error
-	for _, c := range r.closers {
-		if cerr := c.Close(); cerr != nil {
-			err = errors.Join(err, fmt.Errorf("closing an actuator: %w", cerr))
-		}
+// closeAll closes the actuators CloseAtExit names and the journal within
+// ctx, each in its own goroutine: one blocked (a freezer's write on a
+// stuck file system, a lock a stuck call holds) keeps none of the others.
+// The journal closes once the actuators have, or half of what is left of
+// ctx has passed, so that what a close writes to it (a thaw closing its
+// original) lands; an actuator still closing is waited for until ctx is
+// done all the same (its thaw may yet land), and what it writes then is
+// refused (usedAfterClose), its original left for the next start. Those
+// not closed by ctx's end are named. What ReleaseAtExit names is released
+// once every close has returned and after is closed (nil where nothing
+// else is waited for; a round stuck at exit: its end): at once where they
+// have, its error returned; else later (or never: the process exits
+// first), a failure logged.
+func (r *Runner) closeAll(ctx context.Context, after <-chan struct{}) error {
+	ctx, cancel := context.WithTimeout(ctx, leftOf(ctx))
+	defer cancel()
+	first, cancelFirst := context.WithTimeout(ctx, leftOf(ctx)/2)
+	defer cancelFirst()
+	c := &closes{ended: make(chan closed, len(r.closers)+1), open: map[string]bool{}}
+	for i, a := range r.closers {
+		c.start(fmt.Sprintf("actuator %d (%T)", i+1, a), a)
 	}
+	c.wait(first)
 	if r.journal != nil {
-		if cerr := r.journal.Close(); cerr != nil && err == nil {
-			err = cerr
-		}
+		c.start("the journal", r.journal)
 	}
-	return errors.Join(err, r.release())
+	c.wait(ctx)
+	err := c.result()
+	if c.pending == 0 && isClosed(after) {
+		return errors.Join(err, r.release())
+	}
+	if c.pending > 0 && len(r.released) > 0 {
+		err = errors.Join(err, errors.New("the node lock is kept until they end"))
+	}
+	go func() {
+		c.wg.Wait()
+		if after != nil {
+			<-after
+		}
+		if rerr := r.release(); rerr != nil {
+			level.Error(r.logger).Log("msg", "tuner exit: the node lock could not be released (the kernel releases it as the process exits)", "err", rerr)
+		}
+	}()
+	return err
 }
 
-// release releases what ReleaseAtExit names.
+// isClosed reports whether ch is nil or closed.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return ch == nil
+	}
+}
+
+// closes are the closes at exit, each in its own goroutine.
+type closes struct {
+	wg      sync.WaitGroup // each close, until it returns
+	ended   chan closed    // (buffered for every close)
+	names   []string       // in the order started
+	open    map[string]bool
+	pending int
+	err     error
+}
+
+// closed is the end of a close: its name and error.
+type closed struct {
+	name string
+	err  error
+}
+
+// start closes cl, called name, in its own goroutine.
+func (c *closes) start(name string, cl io.Closer) {
+	c.names = append(c.names, name)
+	c.open[name] = true
+	c.pending++
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.ended <- closed{name, cl.Close()}
+	}()
+}
+
+// wait takes the ends of the closes started until all have ended or ctx
+// is done (those ended by then taken too).
+func (c *closes) wait(ctx context.Context) {
+	for c.pending > 0 {
+		select {
+		case e := <-c.ended:
+			c.take(e)
+			continue
+		case <-ctx.Done():
+		}
+		select { // (one ended with the deadline counts as closed)
+		case e := <-c.ended:
+			c.take(e)
+		default:
+			return
+		}
+	}
+}
+
+// take records the end e.
+func (c *closes) take(e closed) {
+	delete(c.open, e.name)
+	c.pending--
+	if e.err != nil {
+		c.err = errors.Join(c.err, fmt.Errorf("closing %s: %w", e.name, e.err))
+	}
+}
+
+// result is the closes' errors, and the names of those still open.
+func (c *closes) result() error {
+	if c.pending == 0 {
+		return c.err
+	}
+	var left []string
+	for _, n := range c.names {
+		if c.open[n] {
+			left = append(left, n)
+		}
+	}
+	return errors.Join(c.err, fmt.Errorf("not closed within --tuner.restore-timeout: %s", strings.Join(left, ", ")))
+}
+
+// release releases what ReleaseAtExit names, each named in its error.
 func (r *Runner) release() error {
 	var err error
 	for _, c := range r.released {
 		if cerr := c.Close(); cerr != nil {
-			err = errors.Join(err, fmt.Errorf("releasing a lock: %w", cerr))
+			err = errors.Join(err, fmt.Errorf("releasing %s: %w", lockName(c), cerr))
 		}
 	}
 	return err
 }
 
-// closeEach closes the actuators CloseAtExit names and the journal, each
-// in its own goroutine, waiting for them until ctx is done: one blocked
-// (on a lock a stuck call holds) keeps none of the others; those not
-// closed by then are named.
-func (r *Runner) closeEach(ctx context.Context) error {
-	type closed struct {
-		name string
-		err  error
+// lockName is what an error calls the lock c: the node lock by its path.
+func lockName(c io.Closer) string {
+	if p, ok := c.(interface{ Path() string }); ok {
+		return "the node lock " + p.Path()
 	}
-	var names []string
-	ch := make(chan closed, len(r.closers)+1)
-	start := func(name string, c io.Closer) {
-		names = append(names, name)
-		go func() { ch <- closed{name, c.Close()} }()
-	}
-	for i, c := range r.closers {
-		start(fmt.Sprintf("actuator %d (%T)", i+1, c), c)
-	}
-	if r.journal != nil {
-		start("the journal", r.journal)
-	}
-	var err error
-	pending := map[string]bool{}
-	for _, n := range names {
-		pending[n] = true
-	}
-	for len(pending) > 0 {
-		select {
-		case c := <-ch:
-			delete(pending, c.name)
-			if c.err != nil {
-				err = errors.Join(err, fmt.Errorf("closing %s: %w", c.name, c.err))
-			}
-		case <-ctx.Done():
-			var left []string
-			for _, n := range names {
-				if pending[n] {
-					left = append(left, n)
-				}
-			}
-			return errors.Join(err, fmt.Errorf("not closed within --tuner.restore-timeout: %s", strings.Join(left, ", ")))
-		}
-	}
-	return err
+	return fmt.Sprintf("a lock (%T)", c)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,14 +14,18 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
-// closer records its closes among the actuator's calls and answers err.
+// closer records its closes among the actuator's calls (under mu: the
+// exit closes each in its own goroutine) and answers err.
 type closer struct {
+	mu    *sync.Mutex
 	calls *fakeControl
 	n     int
 	err   error
 }
 
 func (c *closer) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.n++
 	_ = c.calls.Do("Close", "")
 	return c.err
@@ -58,8 +63,9 @@ func TestRestoreAtExitCloses(t *testing.T) {
 			rec := &fakeControl{}
 			_, r := cappedRunner(t, rec)
 			var cs []*closer
+			var mu sync.Mutex
 			for _, e := range tc.errs {
-				c := &closer{calls: rec, err: e}
+				c := &closer{mu: &mu, calls: rec, err: e}
 				cs = append(cs, c)
 				r.CloseAtExit(c)
 			}
