@@ -73,12 +73,23 @@ func (r *hookRun) checkNoRestoreFailure(t *testing.T, logs *bytes.Buffer) {
 	if c := r.tu.Status().Counts; c.RestoreFailures != 0 {
 		t.Errorf("%d restore failures counted, want none", c.RestoreFailures)
 	}
-	if b, err := os.ReadFile(r.j.path); err != nil || strings.Contains(string(b), EventRestoreFailed) {
-		t.Errorf("journal (%v) holds a %s record, want none:\n%s", err, EventRestoreFailed, b)
+	if b := r.journalText(t); strings.Contains(b, EventRestoreFailed) {
+		t.Errorf("journal holds a %s record, want none:\n%s", EventRestoreFailed, b)
 	}
 	if strings.Contains(logs.String(), "level=error") {
 		t.Errorf("log holds an error line, want none:\n%s", logs)
 	}
+}
+
+// journalText is the run's journal file, the test failed where it cannot
+// be read.
+func (r *hookRun) journalText(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(r.j.path)
+	if err != nil {
+		t.Fatalf("reading the journal at %s: %v", r.j.path, err)
+	}
+	return string(b)
 }
 
 // The restore at exit sets back first the originals no hook holds
@@ -154,7 +165,7 @@ func TestExitRestoresTheRestBeforeWaitingForAHook(t *testing.T) {
 	if got, want := restartCalls(r.host), []string{"RestartClient(GPU-0,9)"}; !slices.Equal(got, want) {
 		t.Errorf("restarts %q, want %q (none beside it)", got, want)
 	}
-	if b, _ := os.ReadFile(r.j.path); strings.Contains(string(b), EventRestoreFailed) {
+	if b := r.journalText(t); strings.Contains(b, EventRestoreFailed) {
 		t.Errorf("journal holds a %s record, want PID 9's original left open as it was:\n%s", EventRestoreFailed, b)
 	}
 }

@@ -42,6 +42,21 @@ func putJournal(t *testing.T, p, gpu string) {
 	}
 }
 
+// journalOriginalsAt reads the originals of the journal at p, failing the
+// test where p is not there (ReadJournalOriginals reads a missing journal
+// as one without originals) or cannot be read.
+func journalOriginalsAt(t *testing.T, p string) []Original {
+	t.Helper()
+	if _, err := os.Lstat(p); err != nil {
+		t.Fatalf("the journal at %s: %v", p, err)
+	}
+	o, err := ReadJournalOriginals(p)
+	if err != nil {
+		t.Fatalf("reading the journal at %s: %v", p, err)
+	}
+	return o
+}
+
 func lowerPower(gpus ...string) fixed {
 	var f fixed
 	for _, g := range gpus {
@@ -67,7 +82,7 @@ func TestReplacedJournalAtExitSetBack(t *testing.T) {
 	if !slices.Contains(rec.Calls, "SetPowerLimit(GPU-9,700)") {
 		t.Errorf("GPU-9's kept original not set back at exit: calls %q", rec.Calls)
 	}
-	if o, _ := ReadJournalOriginals(p); len(o) != 0 {
+	if o := journalOriginalsAt(t, p); len(o) != 0 {
 		t.Errorf("journal originals after the exit %+v, want none", o)
 	}
 	if !strings.Contains(logs.String(), "set back at exit as this run's own") {
@@ -150,7 +165,7 @@ func TestRelinkedByAWriteAdoptedAtOnce(t *testing.T) {
 		if slices.Contains(rec.Calls, "SetPowerLimit(GPU-9,700)") {
 			t.Errorf("GPU-9's original, put during the exit's restore, set back: calls %q", rec.Calls)
 		}
-		if o, _ := ReadJournalOriginals(p); len(o) != 1 || o[0].Target.GPU != "GPU-9" {
+		if o := journalOriginalsAt(t, p); len(o) != 1 || o[0].Target.GPU != "GPU-9" {
 			t.Errorf("journal originals after the exit %+v, want GPU-9's", o)
 		}
 		if !strings.Contains(logs.String(), "kept for the next start") || strings.Contains(logs.String(), "set back at exit as this run's own") {

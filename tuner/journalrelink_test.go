@@ -3,6 +3,7 @@ package tuner
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -324,34 +325,78 @@ func TestJournalReplacingFileKeptThroughFailedDirectorySync(t *testing.T) {
 	}
 }
 
-// A journal removed while in use and written again by a write of the
-// exit's restore is logged too: no round follows the exit to say it.
-// Before, the rewrite was said only at the round after it, so at exit
-// never.
+// A journal removed while in use is written again at exit and that is
+// logged: no round follows the exit to say it. Removed before the exit,
+// it is written again as the exit's restore begins; removed after the
+// restore's last write (here the record of a restore that failed), only
+// the check of the path at the end of the exit finds it, and writes it
+// again with the original left for the next start. Before, the rewrite at
+// exit was not logged; without that last check, the journal stayed gone,
+// and the original left for the next start with it.
 func TestJournalRewrittenAtExitLogged(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "journal")
-	j, err := OpenJournal(p)
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name string
+		// removeAfter: the record of the exit's restore after whose write
+		// the path is removed ("": before the exit)
+		removeAfter string
+		failRestore bool
+		open        int // originals at the path after the exit
+	}{
+		{name: "removed before the exit", open: 0},
+		{name: "removed after the exit's last write", removeAfter: EventRestoreFailed, failRestore: true, open: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "journal")
+			j, err := OpenJournal(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer j.Close()
+			out := &strings.Builder{}
+			rec := &recorder{}
+			power := Action{Target: Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}, Current: Watts(700), Want: Watts(490)}
+			tu, err := New(Options{Policy: fixed{power}, Actuators: ActuatorsOf(rec), Journal: j, Clock: gpu.NewManualClock(t0), Mode: ModeEnforce,
+				Logger: log.NewLogfmtLogger(log.NewSyncWriter(out))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ds, err := tu.RunOnce(context.Background(), emptySnap(t0)); err != nil || len(ds) != 1 || ds[0].Outcome != OutcomeApplied {
+				t.Fatalf("decisions %+v (%v), want the power limit applied", ds, err)
+			}
+			if tc.failRestore {
+				rec.Errs = map[string]error{"SetPowerLimit": errors.New("refused")}
+			}
+			if tc.removeAfter == "" {
+				if err := os.Remove(p); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				removeAfterWriteOf(t, p, tc.removeAfter)
+			}
+			if _, err := tu.Restore(context.Background()); (err != nil) != tc.failRestore {
+				t.Fatalf("restore at exit: %v, want failed %v", err, tc.failRestore)
+			}
+			checkRewrittenOnce(t, out, p, "the exit", tc.open)
+		})
 	}
-	defer j.Close()
-	out := &strings.Builder{}
-	power := Action{Target: Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}, Current: Watts(700), Want: Watts(490)}
-	tu, err := New(Options{Policy: fixed{power}, Actuators: ActuatorsOf(&recorder{}), Journal: j, Clock: gpu.NewManualClock(t0), Mode: ModeEnforce,
-		Logger: log.NewLogfmtLogger(log.NewSyncWriter(out))})
-	if err != nil {
-		t.Fatal(err)
+}
+
+// removeAfterWriteOf removes the journal at p right after the journal's
+// write of the first record of event, as another process could.
+func removeAfterWriteOf(t *testing.T, p, event string) {
+	t.Helper()
+	done := false
+	writeFile = func(f *os.File, b []byte) (int, error) {
+		n, err := f.Write(b)
+		if !done && bytes.Contains(b, []byte(`"event":"`+event+`"`)) {
+			done = true
+			if rerr := os.Remove(p); rerr != nil {
+				t.Errorf("removing %s after the write of %s: %v", p, event, rerr)
+			}
+		}
+		return n, err
 	}
-	if ds, err := tu.RunOnce(context.Background(), emptySnap(t0)); err != nil || len(ds) != 1 || ds[0].Outcome != OutcomeApplied {
-		t.Fatalf("decisions %+v (%v), want the power limit applied", ds, err)
-	}
-	if err := os.Remove(p); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tu.Restore(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	checkRewrittenOnce(t, out, p, "the exit's restore", 0)
+	t.Cleanup(func() { writeFile = (*os.File).Write })
 }
 
 // The originals of a journal renamed over this one are this run's to set
@@ -464,7 +509,7 @@ func checkRewrittenOnce(t *testing.T, out fmt.Stringer, p, by string, want int) 
 	if n := strings.Count(out.String(), "written again from the originals held"); n != 1 {
 		t.Errorf("the rewrite by %s is logged %d times, want once:\n%s", by, n, out)
 	}
-	if o, err := ReadJournalOriginals(p); err != nil || len(o) != want {
-		t.Errorf("the path holds %v (%v), want %d open originals", o, err, want)
+	if o := journalOriginalsAt(t, p); len(o) != want {
+		t.Errorf("the path holds %v, want %d open originals", o, want)
 	}
 }

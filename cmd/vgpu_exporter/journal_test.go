@@ -124,7 +124,11 @@ func TestJournalDropSaysWhatItRemoved(t *testing.T) {
 	if rc != 1 || !strings.Contains(out.String(), "dropped from") || !strings.Contains(out.String(), "GPU-1/power_limit") {
 		t.Errorf("exit %d, stdout %q; want 1 and GPU-1's original dropped", rc, out.String())
 	}
-	if b, _ := os.ReadFile(journal); strings.Contains(string(b), "not a record") {
+	b, err := os.ReadFile(journal)
+	if err != nil {
+		t.Fatalf("reading the journal at %s after the drop: %v", journal, err)
+	}
+	if strings.Contains(string(b), "not a record") {
 		t.Errorf("the file still holds the record said removed:\n%s", b)
 	}
 }
