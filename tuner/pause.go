@@ -73,7 +73,7 @@ func (t *Tuner) thawPauses(ctx context.Context, now time.Time, first bool) []Dec
 		} else {
 			d.Outcome, d.Applied = OutcomeRestored, true
 			t.counts.Restores++
-			t.journal(Record{Time: now, Event: EventRestored, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), Reason: why})
+			t.journal(restoredRecord(o, now, why))
 			level.Info(t.o.Logger).Log("msg", "tuner thawed a paused tenant", "target", o.Target.String(), "tenant", o.Tenant, "from", orUnknown(d.From), "reason", why)
 			t.dropOriginal(k)
 			thawed := Action{Target: o.Target, GPUIndex: t.indexOf(o.Target.GPU), Tenant: o.Tenant, Want: Duty(0), Revert: true}

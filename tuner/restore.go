@@ -297,7 +297,7 @@ func (t *Tuner) restoreSettled(ctx context.Context, o Original, a Action, d Deci
 	}
 	d.Outcome, d.Applied = OutcomeRestored, true
 	t.counts.Restores++
-	t.journal(Record{Time: now, Event: EventRestored, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), Reason: why})
+	t.journal(restoredRecord(o, now, why))
 	level.Info(t.o.Logger).Log("msg", "tuner restored an original setting", "target", o.Target.String(), "from", orUnknown(d.From), "value", o.Value.String(), "reason", why)
 	t.dropOriginal(k)
 	delete(t.pending, k)
@@ -315,7 +315,7 @@ func (t *Tuner) dropGoneOriginal(k string, now time.Time) {
 // drops it, without setting anything back.
 func (t *Tuner) closeOriginal(k string, now time.Time, why string) {
 	o := t.originals[k]
-	t.journal(Record{Time: now, Event: EventRestored, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), Reason: why})
+	t.journal(restoredRecord(o, now, why))
 	t.dropOriginal(k)
 }
 
@@ -355,7 +355,7 @@ func (t *Tuner) setBack(a Action, h *hookCall) (Original, bool) {
 // closeSetBack closes in the journal the original o that a change of the
 // round set back (setBack).
 func (t *Tuner) closeSetBack(o Original, now time.Time) {
-	t.journal(Record{Time: now, Event: EventRestored, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), Reason: whySetBack})
+	t.journal(restoredRecord(o, now, whySetBack))
 	level.Info(t.o.Logger).Log("msg", "tuner closed an original its own change set back: nothing left to restore", "target", o.Target.String(), "value", o.Value.String())
 }
 
