@@ -140,14 +140,8 @@ func (t *Tuner) atOriginal(k string) (how string, ok bool) {
 // enforced, not the limit set (the original): not read.
 func readSetting(d *gpu.Device, knob gpu.Knob) (v Value, read bool) {
 	switch knob {
-	case gpu.KnobLockedClocks:
-		if d.ClocksLocked == nil {
-			return nil, false
-		}
-		if *d.ClocksLocked {
-			return nil, true
-		}
-		return ClockRange{}, true
+	case gpu.KnobLockedClocks: // (locked: nil, its range not read)
+		return currentValue(d, knob, 0), d.ClocksLocked != nil
 	case gpu.KnobComputeTimeSlice, gpu.KnobVGPUScheduler:
 		v = currentValue(d, knob, 0)
 		return v, v != nil
