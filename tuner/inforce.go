@@ -54,9 +54,6 @@ func (t *Tuner) noteInForce(a Action, known bool, now time.Time) {
 	if !oneCall(a.Knob) || a.Plan != nil {
 		return
 	}
-	if t.inForce == nil {
-		t.inForce = map[string]inForceValue{}
-	}
 	e := inForceValue{gpu: a.GPU, at: now}
 	if known {
 		e.v = a.Want

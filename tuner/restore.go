@@ -282,9 +282,6 @@ func (t *Tuner) restoreSettled(ctx context.Context, o Original, a Action, d Deci
 		} else if _, called := t.inForce[k]; !called && oneCall(a.Knob) && a.Plan == nil {
 			// a restore refused whole changed nothing: a value this run
 			// knows stays; where it knows none, a later reading may tell
-			if t.inForce == nil {
-				t.inForce = map[string]inForceValue{}
-			}
 			t.inForce[k] = inForceValue{gpu: o.Target.GPU, at: now, refused: true}
 		}
 		d.Outcome = OutcomeFailed
