@@ -319,3 +319,25 @@ func TestExitAdoptedOriginalNotClosedOnAReading(t *testing.T) {
 		t.Errorf("calls at exit %q, want %q: the adopted original set back", rec.Calls, want)
 	}
 }
+
+// readSetting reads the clock lock as the readings carry it: not read
+// where they carry none, read with no range where locked, read as no
+// range set where not locked.
+func TestReadSettingClocks(t *testing.T) {
+	yes, no := true, false
+	for _, c := range []struct {
+		name   string
+		locked *bool
+		v      Value
+		read   bool
+	}{
+		{"not carried", nil, nil, false},
+		{"locked", &yes, nil, true},
+		{"not locked", &no, ClockRange{}, true},
+	} {
+		v, read := readSetting(&gpu.Device{ClocksLocked: c.locked}, gpu.KnobLockedClocks)
+		if v != c.v || read != c.read {
+			t.Errorf("%s: readSetting = %v, %v; want %v, %v", c.name, v, read, c.v, c.read)
+		}
+	}
+}

@@ -54,9 +54,6 @@ func (t *Tuner) noteInForce(a Action, known bool, now time.Time) {
 	if !oneCall(a.Knob) || a.Plan != nil {
 		return
 	}
-	if t.inForce == nil {
-		t.inForce = map[string]inForceValue{}
-	}
 	e := inForceValue{gpu: a.GPU, at: now}
 	if known {
 		e.v = a.Want
@@ -140,14 +137,8 @@ func (t *Tuner) atOriginal(k string) (how string, ok bool) {
 // enforced, not the limit set (the original): not read.
 func readSetting(d *gpu.Device, knob gpu.Knob) (v Value, read bool) {
 	switch knob {
-	case gpu.KnobLockedClocks:
-		if d.ClocksLocked == nil {
-			return nil, false
-		}
-		if *d.ClocksLocked {
-			return nil, true
-		}
-		return ClockRange{}, true
+	case gpu.KnobLockedClocks: // (locked: nil, its range not read)
+		return currentValue(d, knob, 0), d.ClocksLocked != nil
 	case gpu.KnobComputeTimeSlice, gpu.KnobVGPUScheduler:
 		v = currentValue(d, knob, 0)
 		return v, v != nil
@@ -174,7 +165,7 @@ func (t *Tuner) closeAtOriginal(k string, d Decision, how string, now time.Time)
 	d.Outcome, d.Applied = OutcomeRestored, true
 	d.Reason = joinReasons(d.Reason, whyAtOriginal+" ("+how+")")
 	t.counts.Restores++
-	t.journal(Record{Time: now, Event: EventRestored, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), Reason: d.Reason})
+	t.journal(restoreRecord(EventRestored, o, now, d.Reason))
 	level.Info(t.o.Logger).Log("msg", "tuner restored an original setting: already at its original value, nothing set", "target", o.Target.String(), "value", o.Value.String(), "reason", d.Reason)
 	t.dropOriginal(k)
 	return &d

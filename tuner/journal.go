@@ -75,6 +75,12 @@ type Original struct {
 	RestoreFailed bool
 }
 
+// restoreRecord is the record of event (restored: it closes the original
+// o; restore_failed: it stays open) at now, why its reason.
+func restoreRecord(event string, o Original, now time.Time, why string) Record {
+	return Record{Time: now, Event: event, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), Reason: why}
+}
+
 // The journal's format (docs/journal.md): one record a
 // line,
 //

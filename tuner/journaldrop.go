@@ -78,8 +78,7 @@ func DropJournalOriginals(path string, keys, gpus []string, why string, now time
 	slices.SortFunc(drop, func(a, b Original) int { return strings.Compare(a.Target.String(), b.Target.String()) })
 	drop = slices.CompactFunc(drop, func(a, b Original) bool { return a.Target == b.Target })
 	for i, o := range drop {
-		rec := Record{Time: now, Event: EventRestored, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value),
-			Reason: DroppedBy + ": " + why}
+		rec := restoreRecord(EventRestored, o, now, DroppedBy+": "+why)
 		if err := j.Append(rec); err != nil {
 			return drop[:i], st, fmt.Errorf("tuner journal %s: dropping %s: %w", path, o.Target, err)
 		}

@@ -101,12 +101,21 @@ func (t *Tuner) probeJournal() {
 // acts, and the file grows meanwhile.
 func (t *Tuner) noteCompaction(e string) {
 	switch {
-	case e == t.compactErr:
+	case !changed(&t.compactErr, e):
 		return
 	case e != "":
 		level.Warn(t.o.Logger).Log("msg", "tuner journal compaction failed: records are still written, the file grows until a compaction succeeds", "err", e)
 	default:
 		level.Info(t.o.Logger).Log("msg", "tuner journal compacted again")
 	}
-	t.compactErr = e
+}
+
+// changed reports whether e differs from *last, the error text last
+// logged, and keeps e there: what is logged once, until it changes.
+func changed(last *string, e string) bool {
+	if e == *last {
+		return false
+	}
+	*last = e
+	return true
 }

@@ -21,12 +21,7 @@ import (
 func TestJournalProbedEachRoundWhileUnwritable(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "journal")
-	j, err := OpenJournal(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j.Close()
-	tu, clk, out := journalTuner(t, j)
+	_, tu, clk, out := journalTuner(t, p, 0)
 	before, _ := os.ReadFile(p)
 	failWrites(t)
 	if tu.journal(Record{Time: t0, Event: string(OutcomePlanned), Target: Target{GPU: "GPU-0", Knob: gpu.KnobPowerLimit}}) == nil {
@@ -145,12 +140,7 @@ func TestJournalOpenedUnwritableProbed(t *testing.T) {
 // the tuner acted, and the next round's probe logged "writable again".
 func TestJournalCompactionFailureNotAWriteFailure(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "journal")
-	j, err := OpenJournalSize(p, 1) // compacts once a record is not an open original
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j.Close()
-	tu, clk, out := journalTuner(t, j)
+	j, tu, clk, out := journalTuner(t, p, 1) // compacts once a record is not an open original
 	compactions := failCompactions(t)
 	planned := Record{Time: t0, Event: string(OutcomePlanned), Target: Target{GPU: "GPU-0", Knob: gpu.KnobPowerLimit}}
 	if err := tu.journal(planned); err != nil {
@@ -182,10 +172,17 @@ func TestJournalCompactionFailureNotAWriteFailure(t *testing.T) {
 	}
 }
 
-// journalTuner is a tuner in enforce on j that decides nothing, logging
-// into out, with GPU-0's power limit journaled as an original.
-func journalTuner(t *testing.T, j *Journal) (*Tuner, *gpu.ManualClock, *strings.Builder) {
+// journalTuner opens the journal at p, compacted past maxBytes (0: the
+// default) and closed as the test ends, and a tuner in enforce on it that
+// decides nothing, logging into out, with GPU-0's power limit journaled
+// as an original.
+func journalTuner(t *testing.T, p string, maxBytes int64) (*Journal, *Tuner, *gpu.ManualClock, *strings.Builder) {
 	t.Helper()
+	j, err := OpenJournalSize(p, maxBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Close() })
 	out := &strings.Builder{}
 	clk := gpu.NewManualClock(t0)
 	tu, err := New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(&recorder{}), Journal: j, Clock: clk, Mode: ModeEnforce,
@@ -196,5 +193,5 @@ func journalTuner(t *testing.T, j *Journal) (*Tuner, *gpu.ManualClock, *strings.
 	if err := tu.journal(originalRec("GPU-0", 700)); err != nil {
 		t.Fatal(err)
 	}
-	return tu, clk, out
+	return j, tu, clk, out
 }

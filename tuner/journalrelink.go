@@ -189,9 +189,7 @@ func (t *Tuner) relinkJournal() {
 	if err != nil {
 		e = err.Error()
 	}
-	said := e == t.relinkErr
-	t.relinkErr = e
-	if err != nil && !said { // (once, until it changes)
+	if changed(&t.relinkErr, e) && err != nil { // (once, until it changes)
 		level.Error(t.o.Logger).Log("msg", "tuner journal cannot be written where a start reads it: the tuner does not act until it can", "err", err)
 	}
 	t.relinked(r)

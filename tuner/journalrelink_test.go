@@ -77,12 +77,7 @@ func TestJournalRemovedOrReplacedWrittenAgain(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			p := filepath.Join(dir, "journal")
-			j, err := OpenJournal(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer j.Close()
-			tu, clk, out := journalTuner(t, j) // GPU-0's original journaled
+			j, tu, clk, out := journalTuner(t, p, 0) // GPU-0's original journaled
 			tc.replace(t, p)
 			if _, err := tu.RunOnce(context.Background(), emptySnap(clk.Now())); err != nil {
 				t.Fatal(err)
@@ -144,12 +139,7 @@ func writeOver(t *testing.T, p string, b []byte) {
 // write rewrote it silently and the round found the file as it should be.
 func TestJournalRewrittenByAWriteLogged(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "journal")
-	j, err := OpenJournal(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j.Close()
-	tu, clk, out := journalTuner(t, j) // GPU-0's original journaled
+	_, tu, clk, out := journalTuner(t, p, 0) // GPU-0's original journaled
 	if err := os.Remove(p); err != nil {
 		t.Fatal(err)
 	}
@@ -238,12 +228,7 @@ func TestJournalRemovedWrittenAgainOnlyWhereFree(t *testing.T) {
 func TestJournalReplacingFileRead(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "journal")
-	j, err := OpenJournal(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j.Close()
-	tu, clk, out := journalTuner(t, j) // GPU-0's original, 700 W
+	j, tu, clk, out := journalTuner(t, p, 0) // GPU-0's original, 700 W
 	// the start's restore made: GPU-9's original, kept, is set back at exit
 	if _, err := tu.Recover(context.Background(), nil); err != nil {
 		t.Fatal(err)

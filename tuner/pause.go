@@ -68,12 +68,12 @@ func (t *Tuner) thawPauses(ctx context.Context, now time.Time, first bool) []Dec
 			d.Outcome, d.Reason = OutcomeFailed, joinReasons(why, "thaw failed: "+err.Error())
 			t.counts.RestoreFailures++
 			t.noteRestoreFailed(k)
-			t.journal(Record{Time: now, Event: EventRestoreFailed, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), Reason: err.Error()})
+			t.journal(restoreRecord(EventRestoreFailed, o, now, err.Error()))
 			level.Error(t.o.Logger).Log("msg", "tuner could not thaw a paused tenant", "target", o.Target.String(), "tenant", o.Tenant, "from", orUnknown(d.From), "err", err)
 		} else {
 			d.Outcome, d.Applied = OutcomeRestored, true
 			t.counts.Restores++
-			t.journal(Record{Time: now, Event: EventRestored, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), Reason: why})
+			t.journal(restoreRecord(EventRestored, o, now, why))
 			level.Info(t.o.Logger).Log("msg", "tuner thawed a paused tenant", "target", o.Target.String(), "tenant", o.Tenant, "from", orUnknown(d.From), "reason", why)
 			t.dropOriginal(k)
 			thawed := Action{Target: o.Target, GPUIndex: t.indexOf(o.Target.GPU), Tenant: o.Tenant, Want: Duty(0), Revert: true}

@@ -282,22 +282,19 @@ func (t *Tuner) restoreSettled(ctx context.Context, o Original, a Action, d Deci
 		} else if _, called := t.inForce[k]; !called && oneCall(a.Knob) && a.Plan == nil {
 			// a restore refused whole changed nothing: a value this run
 			// knows stays; where it knows none, a later reading may tell
-			if t.inForce == nil {
-				t.inForce = map[string]inForceValue{}
-			}
 			t.inForce[k] = inForceValue{gpu: o.Target.GPU, at: now, refused: true}
 		}
 		d.Outcome = OutcomeFailed
 		d.Reason = joinReasons(why, "restore failed: "+err.Error())
 		t.counts.RestoreFailures++
 		t.noteRestoreFailed(k)
-		t.journal(Record{Time: now, Event: EventRestoreFailed, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), Reason: err.Error()})
+		t.journal(restoreRecord(EventRestoreFailed, o, now, err.Error()))
 		level.Error(t.o.Logger).Log("msg", "tuner could not restore an original setting", "target", o.Target.String(), "from", orUnknown(d.From), "value", valueText(o.Value), "err", err)
 		return &d, fmt.Errorf("restore %s to %v: %w", o.Target, o.Value, err)
 	}
 	d.Outcome, d.Applied = OutcomeRestored, true
 	t.counts.Restores++
-	t.journal(Record{Time: now, Event: EventRestored, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), Reason: why})
+	t.journal(restoreRecord(EventRestored, o, now, why))
 	level.Info(t.o.Logger).Log("msg", "tuner restored an original setting", "target", o.Target.String(), "from", orUnknown(d.From), "value", o.Value.String(), "reason", why)
 	t.dropOriginal(k)
 	delete(t.pending, k)
@@ -315,7 +312,7 @@ func (t *Tuner) dropGoneOriginal(k string, now time.Time) {
 // drops it, without setting anything back.
 func (t *Tuner) closeOriginal(k string, now time.Time, why string) {
 	o := t.originals[k]
-	t.journal(Record{Time: now, Event: EventRestored, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), Reason: why})
+	t.journal(restoreRecord(EventRestored, o, now, why))
 	t.dropOriginal(k)
 }
 
@@ -355,7 +352,7 @@ func (t *Tuner) setBack(a Action, h *hookCall) (Original, bool) {
 // closeSetBack closes in the journal the original o that a change of the
 // round set back (setBack).
 func (t *Tuner) closeSetBack(o Original, now time.Time) {
-	t.journal(Record{Time: now, Event: EventRestored, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), Reason: whySetBack})
+	t.journal(restoreRecord(EventRestored, o, now, whySetBack))
 	level.Info(t.o.Logger).Log("msg", "tuner closed an original its own change set back: nothing left to restore", "target", o.Target.String(), "value", o.Value.String())
 }
 

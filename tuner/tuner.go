@@ -300,7 +300,7 @@ func New(o Options) (*Tuner, error) {
 	t := &Tuner{
 		o: o, fast: newFastTracker(o.FastWindow), stallAfter: RoundStallAfter,
 		changes: map[string]Change{}, history: map[string][]Change{}, pending: map[string]Fraction{},
-		originals: map[string]Original{}, targets: map[string]Setting{}, watches: map[string]*successorWatch{},
+		originals: map[string]Original{}, targets: map[string]Setting{}, watches: map[string]*successorWatch{}, inForce: map[string]inForceValue{},
 		counts: newCounts(), hist: newRoundRing(HistoryPoints), unidentified: ratelog.New(time.Hour, 1), unnamedCgroups: ratelog.New(time.Hour, 1), cgroupsLeftOut: ratelog.New(time.Hour, 1),
 	}
 	if o.Journal != nil {
