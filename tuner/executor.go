@@ -556,6 +556,8 @@ func (t *Tuner) keepOriginal(ctx context.Context, a Action, now time.Time) error
 	if h, ok := holdOf(a.Knob); ok {
 		pids = h.pids(a)
 		id = t.identityFor(Original{}, pids)
+	} else if a.Knob == gpu.KnobMPSActiveThreads {
+		id = t.clientIdentity(a.Target.PID) // (mpsidentity.go)
 	}
 	v := a.Current
 	if a.Knob == gpu.KnobPowerLimit {
