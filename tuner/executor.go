@@ -564,7 +564,7 @@ func (t *Tuner) keepOriginal(ctx context.Context, a Action, now time.Time) error
 		v = t.powerOriginal(ctx, a)
 	}
 	if t.o.Journal != nil {
-		if err := t.journal(Record{Time: now, Event: EventOriginal, Target: a.Target, Tenant: a.Tenant, From: encodeValue(v), PIDs: pids, Identity: id}); err != nil {
+		if err := t.journal(Record{Time: now, Event: EventOriginal, Target: a.Target, Tenant: a.Tenant, From: encodeValue(v), PIDs: pids}.withIdentity(id)); err != nil {
 			return fmt.Errorf("not changed, the original could not be journaled: %w", err)
 		}
 		if _, ok := t.originals[k]; ok {

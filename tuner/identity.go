@@ -48,25 +48,21 @@ const maxJournalTicks = 1 << 48
 var bootIDPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 
 // validIdentity checks a record's identity: only beside the PIDs of a
-// pause record (original, processes), one start time per PID, or in an
-// MPS client's original, one for the target's PID; each within bounds,
-// and a boot ID that is a UUID.
+// pause record (original, processes), one start time per PID, each within
+// bounds, and a boot ID that is a UUID. (An MPS client's is journaled in
+// a field of its own: validClient.)
 func validIdentity(r Record) error {
 	if r.Boot == "" && len(r.Starts) == 0 {
 		return nil
 	}
-	n := len(r.PIDs)
-	switch {
-	case r.Target.Knob == gpu.KnobMPSActiveThreads && r.Event == EventOriginal && n == 0 && r.Target.PID != 0:
-		n = 1 // an MPS client's (mpsidentity.go): the target's PID
-	case r.Target.Knob != gpu.KnobPauseDuty || r.Event != EventOriginal && r.Event != EventProcesses:
-		return fmt.Errorf("process start times in a %s record of %s: only a pause's original and processes records and an MPS client's original have them", r.Event, r.Target.Knob)
+	if r.Target.Knob != gpu.KnobPauseDuty || r.Event != EventOriginal && r.Event != EventProcesses {
+		return fmt.Errorf("process start times in a %s record of %s: only a pause's original and processes records have them", r.Event, r.Target.Knob)
 	}
 	if !bootIDPattern.MatchString(r.Boot) {
 		return fmt.Errorf("boot ID %q is not a UUID", r.Boot)
 	}
-	if len(r.Starts) != n || n == 0 {
-		return fmt.Errorf("%d start times for %d processes", len(r.Starts), n)
+	if len(r.Starts) != len(r.PIDs) || len(r.PIDs) == 0 {
+		return fmt.Errorf("%d start times for %d processes", len(r.Starts), len(r.PIDs))
 	}
 	for _, s := range r.Starts {
 		if s > maxJournalTicks {

@@ -24,6 +24,59 @@ import (
 // An original without them (an earlier version wrote it, an actuator that
 // tells no processes apart, one that could not tell then) is restored by
 // PID, as before.
+//
+// The journal keeps it in a field of its own, "client", not in the
+// "boot" and "starts" of a pause's records: an older version refuses
+// those in any record but a pause's, and would drop the original as
+// invalid, never to set that cap back; it ignores a field it does not
+// know, and restores the original by PID.
+
+// ClientIdentity names an MPS client in its original record: the boot ID
+// of the host it ran on and its start time in clock ticks after that boot.
+type ClientIdentity struct {
+	Boot  string `json:"boot"`
+	Start uint64 `json:"start"`
+}
+
+// withIdentity is r with id journaled in the field r's knob keeps it in:
+// an MPS client's in Client (one process; none where id names none), any
+// other's in Identity.
+func (r Record) withIdentity(id Identity) Record {
+	if r.Target.Knob != gpu.KnobMPSActiveThreads {
+		r.Identity = id
+	} else if id.Boot != "" && len(id.Starts) == 1 {
+		r.Client = &ClientIdentity{Boot: id.Boot, Start: id.Starts[0]}
+	}
+	return r
+}
+
+// identity is the identity r journals, wherever withIdentity put it.
+func (r Record) identity() Identity {
+	if c := r.Client; c != nil {
+		return Identity{Boot: c.Boot, Starts: []uint64{c.Start}}
+	}
+	return r.Identity
+}
+
+// validClient checks a record's client identity: only in an MPS client's
+// original, with a target PID, a boot ID that is a UUID and a start time
+// within bounds (0 is no process).
+func validClient(r Record) error {
+	c := r.Client
+	if c == nil {
+		return nil
+	}
+	if r.Target.Knob != gpu.KnobMPSActiveThreads || r.Event != EventOriginal || r.Target.PID == 0 {
+		return fmt.Errorf("client identity (\"client\") in a %s record of %s: only an MPS client's original, naming its PID, has one", r.Event, r.Target)
+	}
+	if !bootIDPattern.MatchString(c.Boot) {
+		return fmt.Errorf("client identity (\"client\"): boot ID %q is not a UUID", c.Boot)
+	}
+	if c.Start == 0 || c.Start > maxJournalTicks {
+		return fmt.Errorf("client identity (\"client\"): start time %d out of range (1 to 2^48)", c.Start)
+	}
+	return nil
+}
 
 // clientStarter is the MPS actuator where it tells processes apart.
 func (t *Tuner) clientStarter() (gpu.ProcessStarter, bool) {

@@ -3,8 +3,10 @@ package tuner
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -43,7 +45,7 @@ func (c *idClients) ProcessStarts(pids []uint32) (string, []uint64, error) {
 // mpsOriginal is the original record of the MPS client pid's cap (100%),
 // with id.
 func mpsOriginal(pid uint32, id Identity) Record {
-	return Record{Time: t0, Event: EventOriginal, Target: Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads, PID: pid}, Tenant: "embed", From: encodeValue(Fraction(1)), Identity: id}
+	return Record{Time: t0, Event: EventOriginal, Target: Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads, PID: pid}, Tenant: "embed", From: encodeValue(Fraction(1))}.withIdentity(id)
 }
 
 // restartsOf are the client restarts among calls.
@@ -187,28 +189,144 @@ func TestMPSRestoreAtExitChecksIdentity(t *testing.T) {
 }
 
 // A journal takes an MPS client's identity only in its original, for the
-// target's PID: one start time, a boot ID that is a UUID.
+// target's PID, in "client": a boot ID that is a UUID and a start time
+// within bounds, not 0. Not in "boot" and "starts", which stay a pause's
+// alone, by the rule and with the words of earlier versions.
 func TestMPSIdentityRecords(t *testing.T) {
 	ided := Identity{Boot: testBoot, Starts: []uint64{100}}
+	client := func(boot string, start uint64) Record {
+		r := mpsOriginal(7, Identity{})
+		r.Client = &ClientIdentity{Boot: boot, Start: start}
+		return r
+	}
 	restored := mpsOriginal(7, ided)
 	restored.Event = EventRestored
-	noPID := mpsOriginal(0, ided)
+	pause := Record{Event: EventOriginal, Target: Target{GPU: uuid0, Knob: gpu.KnobPauseDuty, PID: 7}, Tenant: "train", From: encodeValue(Duty(0)), PIDs: []uint32{7},
+		Client: &ClientIdentity{Boot: testBoot, Start: 100}}
+	oldField := mpsOriginal(7, Identity{})
+	oldField.Identity = ided
+	const refused = "process start times in a original record of mps_active_threads: only a pause's original and processes records have them"
 	for _, c := range []struct {
 		name string
 		r    Record
-		ok   bool
+		err  string // "": valid
 	}{
-		{"original", mpsOriginal(7, ided), true},
-		{"original without", mpsOriginal(7, Identity{}), true},
-		{"two start times", mpsOriginal(7, Identity{Boot: testBoot, Starts: []uint64{100, 200}}), false},
-		{"no start time", mpsOriginal(7, Identity{Boot: testBoot}), false},
-		{"boot not a UUID", mpsOriginal(7, Identity{Boot: "x", Starts: []uint64{100}}), false},
-		{"restored record", restored, false},
-		{"no PID", noPID, false},
+		{"original", mpsOriginal(7, ided), ""},
+		{"original without", mpsOriginal(7, Identity{}), ""},
+		{"start time at the bound", client(testBoot, maxJournalTicks), ""},
+		{"start time 0", client(testBoot, 0), `client identity ("client"): start time 0 out of range`},
+		{"start time beyond the bound", client(testBoot, maxJournalTicks+1), `client identity ("client"): start time 281474976710657 out of range`},
+		{"boot not a UUID", client("x", 100), `client identity ("client"): boot ID "x" is not a UUID`},
+		{"boot in capitals", client(strings.ToUpper(testBoot), 100), "is not a UUID"},
+		{"no boot", client("", 100), "is not a UUID"},
+		{"restored record", restored, `client identity ("client") in a restored record of GPU-0/mps_active_threads/pid7: only an MPS client's original`},
+		{"no PID", mpsOriginal(0, ided), `client identity ("client") in a original record of GPU-0/mps_active_threads:`},
+		{"a pause's original", pause, `client identity ("client") in a original record of GPU-0/pause_duty/pid7:`},
+		{"boot and starts (a pause's fields)", oldField, refused},
 	} {
-		if err := validRecord(c.r); (err == nil) != c.ok {
-			t.Errorf("%s: validRecord = %v, want ok %v", c.name, err, c.ok)
+		err := validRecord(c.r)
+		if c.err == "" && err != nil || c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
+			t.Errorf("%s: validRecord = %v, want %q", c.name, err, c.err)
 		}
+	}
+}
+
+// mpsOriginalLines are the MPS original records in the journal at path,
+// each as its JSON object, keyed by PID.
+func mpsOriginalLines(t *testing.T, path string) map[uint32][]byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[uint32][]byte{}
+	for _, line := range bytes.SplitAfter(b, []byte("\n")) {
+		rec, why := parseRecord(line)
+		if why != "" || rec.Event != EventOriginal || rec.Target.Knob != gpu.KnobMPSActiveThreads {
+			continue
+		}
+		out[rec.Target.PID] = bytes.TrimSpace(line[bytes.IndexByte(line, '{'):])
+	}
+	return out
+}
+
+// An MPS original written by the tuner (as the cap is first changed, as
+// it follows the client's successor, as the journal is compacted) names
+// its client in "client", which an older version ignores, never in "boot"
+// and "starts", which an older version refuses outside a pause's records,
+// and so would drop the original as invalid and never set that cap back.
+// Read as an older version reads it ("client" left out), each is valid and
+// keeps its original (restored by PID); read as this one, its identity.
+func TestMPSOriginalReadByAnOlderVersion(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal")
+	j, err := OpenJournal(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = j.Close() })
+	host := &idClients{boot: testBoot, starts: map[uint32]uint64{7: 100, 9: 300}}
+	host.next = map[uint32]uint32{7: 9} // the change's restart goes on as PID 9
+	clk := gpu.NewManualClock(t0)
+	tu, err := New(Options{Policy: fixed{mpsAction(7, 1, 0.5)}, Actuators: ActuatorsOf(host), Journal: j, Clock: clk, Mode: ModeEnforce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tu.RunOnce(context.Background(), emptySnap(t0)); err != nil {
+		t.Fatal(err)
+	}
+	tu.o.Policy = fixed(nil)
+	half := 0.5
+	for range 2 {
+		clk.Advance(15 * time.Second)
+		s := snapshot(clk.Now(), []gpu.Device{{UUID: uuid0, Up: true, Mode: gpu.SharingMPS, Processes: []gpu.Process{mpsProc(9, &half), mpsProc(8, nil)}}}, nil)
+		if _, err := tu.RunOnce(context.Background(), s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(when string, want map[uint32]uint64) {
+		t.Helper()
+		lines := mpsOriginalLines(t, path)
+		if len(lines) != len(want) {
+			t.Fatalf("%s: MPS originals of PIDs %v, want %v", when, slices.Sorted(maps.Keys(lines)), slices.Sorted(maps.Keys(want)))
+		}
+		for pid, start := range want {
+			var fields map[string]json.RawMessage
+			if err := json.Unmarshal(lines[pid], &fields); err != nil {
+				t.Fatal(err)
+			}
+			_, boot := fields["boot"]
+			_, starts := fields["starts"]
+			_, client := fields["client"]
+			if boot || starts || !client {
+				t.Errorf("%s: PID %d's original %s: boot %v, starts %v, client %v; want client alone", when, pid, lines[pid], boot, starts, client)
+			}
+			delete(fields, "client") // as an older version reads it: a field it does not know
+			older, err := json.Marshal(fields)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rec Record
+			if err := json.Unmarshal(older, &rec); err != nil {
+				t.Fatal(err)
+			}
+			if err := validRecord(rec); err != nil {
+				t.Errorf("%s: PID %d's original read by an older version: %v (%s)", when, pid, err, older)
+			}
+			if err := json.Unmarshal(lines[pid], &rec); err != nil {
+				t.Fatal(err)
+			}
+			if id := rec.identity(); id.Boot != testBoot || !slices.Equal(id.Starts, []uint64{start}) || validRecord(rec) != nil {
+				t.Errorf("%s: PID %d's original reads back as %+v (%v), want start %d", when, pid, id, validRecord(rec), start)
+			}
+		}
+	}
+	check("as written", map[uint32]uint64{7: 100, 9: 300})
+	if err := j.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	check("compacted", map[uint32]uint64{9: 300})
+	if o := reopen(t, j, path).Originals(); len(o) != 1 || o[0].Target.PID != 9 || o[0].Boot != testBoot || !slices.Equal(o[0].Starts, []uint64{300}) {
+		t.Errorf("originals read again %+v, want PID 9's with its identity", o)
 	}
 }
 

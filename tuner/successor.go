@@ -295,7 +295,7 @@ func (t *Tuner) follow(old Target, pid uint32, now time.Time) bool {
 	}
 	if _, has := t.originals[k]; !has {
 		id := t.clientIdentity(pid) // (the successor's: mpsidentity.go)
-		if err := t.journal(Record{Time: now, Event: EventOriginal, Target: nt, Tenant: o.Tenant, From: encodeValue(o.Value), Identity: id}); err != nil {
+		if err := t.journal(Record{Time: now, Event: EventOriginal, Target: nt, Tenant: o.Tenant, From: encodeValue(o.Value)}.withIdentity(id)); err != nil {
 			level.Error(t.o.Logger).Log("msg", "tuner could not journal the original of an MPS client's successor; it stays with the old PID", "target", ko, "successor", pid, "err", err)
 			return false
 		}
