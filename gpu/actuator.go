@@ -266,11 +266,7 @@ type PauseInForce struct {
 // cgroup someone else may have frozen), and the cgroups it freezes, which
 // it thaws again where they are still the same.
 type ProcessIdentifier interface {
-	// ProcessStarts returns the host's boot ID (a UUID, new at every
-	// boot) and the start time of each of pids, in its order, in clock
-	// ticks after the boot (0 for one that does not run); an error where
-	// it cannot tell.
-	ProcessStarts(pids []uint32) (boot string, starts []uint64, err error)
+	ProcessStarter
 	// Cgroups returns the cgroups a pause of pids freezes (each once; a
 	// process paused by its process group, or gone, adds none): a
 	// process killed while frozen leaves the rest of its cgroup (a pod's
@@ -283,6 +279,18 @@ type ProcessIdentifier interface {
 	// tenant's on another GPU, another tenant's). It returns those it
 	// thawed.
 	ThawCgroups(ctx context.Context, tenant string, cgs []Cgroup) ([]Cgroup, error)
+}
+
+// ProcessStarter tells processes from later ones of the same PID: a
+// PauseActuator that does (ProcessIdentifier), and an MPSActuator whose
+// client the tuner restarts to set its cap back, after a crash too, only
+// where the PID is still that client's.
+type ProcessStarter interface {
+	// ProcessStarts returns the host's boot ID (a UUID, new at every
+	// boot) and the start time of each of pids, in its order, in clock
+	// ticks after the boot (0 for one that does not run); an error where
+	// it cannot tell (ErrNotSupported: it is not set up to).
+	ProcessStarts(pids []uint32) (boot string, starts []uint64, err error)
 }
 
 // Cgroup names a cgroup a PauseActuator freezes, for a thaw after a

@@ -2,10 +2,13 @@ package kube
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/vgpu-exporter/vgpu_exporter/internal/fileread"
 )
@@ -134,4 +137,27 @@ func (p ProcReader) BootID() (string, error) {
 		return "", err
 	}
 	return strings.TrimSpace(string(data)), nil
+}
+
+// ProcessStarts implements gpu.ProcessStarter: the host's boot ID and the
+// start time of each of pids (StartTime), 0 for one that does not run.
+func (p ProcReader) ProcessStarts(pids []uint32) (string, []uint64, error) {
+	boot, err := p.BootID()
+	if err != nil {
+		return "", nil, fmt.Errorf("boot ID: %w", err)
+	}
+	starts := make([]uint64, len(pids))
+	for i, pid := range pids {
+		s, err := p.StartTime(pid)
+		if errors.Is(err, syscall.ESRCH) || errors.Is(err, os.ErrNotExist) {
+			continue // not running: 0
+		}
+		if err == nil {
+			starts[i], err = strconv.ParseUint(s, 10, 64)
+		}
+		if err != nil {
+			return "", nil, fmt.Errorf("start time of PID %d: %w", pid, err)
+		}
+	}
+	return boot, starts, nil
 }

@@ -556,13 +556,15 @@ func (t *Tuner) keepOriginal(ctx context.Context, a Action, now time.Time) error
 	if h, ok := holdOf(a.Knob); ok {
 		pids = h.pids(a)
 		id = t.identityFor(Original{}, pids)
+	} else if a.Knob == gpu.KnobMPSActiveThreads {
+		id = t.clientIdentity(a.Target.PID) // (mpsidentity.go)
 	}
 	v := a.Current
 	if a.Knob == gpu.KnobPowerLimit {
 		v = t.powerOriginal(ctx, a)
 	}
 	if t.o.Journal != nil {
-		if err := t.journal(Record{Time: now, Event: EventOriginal, Target: a.Target, Tenant: a.Tenant, From: encodeValue(v), PIDs: pids, Identity: id}); err != nil {
+		if err := t.journal(Record{Time: now, Event: EventOriginal, Target: a.Target, Tenant: a.Tenant, From: encodeValue(v), PIDs: pids}.withIdentity(id)); err != nil {
 			return fmt.Errorf("not changed, the original could not be journaled: %w", err)
 		}
 		if _, ok := t.originals[k]; ok {

@@ -49,7 +49,8 @@ var bootIDPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-
 
 // validIdentity checks a record's identity: only beside the PIDs of a
 // pause record (original, processes), one start time per PID, each within
-// bounds, and a boot ID that is a UUID.
+// bounds, and a boot ID that is a UUID. (An MPS client's is journaled in
+// a field of its own: validClient.)
 func validIdentity(r Record) error {
 	if r.Boot == "" && len(r.Starts) == 0 {
 		return nil

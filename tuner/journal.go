@@ -50,6 +50,10 @@ type Record struct {
 	Others []uint32 `json:"others,omitempty"`
 	// Identity names the PIDs of a pause's original and processes records.
 	Identity
+	// Client names the process of an MPS client's original (a field of
+	// its own, which an older version ignores: mpsidentity.go); read and
+	// written through identity and withIdentity.
+	Client *ClientIdentity `json:"client,omitempty"`
 }
 
 // Original is a setting the tuner changed and must set back.
@@ -397,10 +401,10 @@ func (j *Journal) apply(rec Record) {
 			return // the first original stays
 		}
 		v, _ := rec.From.decode() // validated
-		j.open[k] = Original{Target: rec.Target, Tenant: rec.Tenant, Value: v, At: rec.Time, PIDs: rec.PIDs, Identity: rec.Identity}
+		j.open[k] = Original{Target: rec.Target, Tenant: rec.Tenant, Value: v, At: rec.Time, PIDs: rec.PIDs, Identity: rec.identity()}
 	case EventProcesses:
 		if o, ok := j.open[k]; ok {
-			o.PIDs, o.Identity = rec.PIDs, rec.Identity
+			o.PIDs, o.Identity = rec.PIDs, rec.identity()
 			j.open[k] = o
 		}
 	case EventRestarted:

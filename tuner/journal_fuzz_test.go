@@ -27,6 +27,8 @@ func FuzzParseRecord(f *testing.F) {
 			Identity: Identity{Boot: testBoot, Starts: []uint64{maxJournalTicks}}},
 		{Event: EventOriginal, Target: Target{GPU: "GPU-0", Knob: "pause_duty", PID: 7}, Tenant: "train", From: encodeValue(Duty(0)), PIDs: []uint32{7, 8},
 			Identity: Identity{Boot: testBoot, Starts: []uint64{4242, 0}, Cgroups: []gpu.Cgroup{{Path: "/kubepods/pod1/cri-containerd-ab", ID: 5}, {V1: true, Path: "/system.slice/a.service", ID: 1 << 40}}}},
+		{Event: EventOriginal, Target: Target{GPU: "GPU-0", Knob: "mps_active_threads", PID: 7}, Tenant: "embed", From: encodeValue(Fraction(1)),
+			Client: &ClientIdentity{Boot: testBoot, Start: maxJournalTicks}},
 	} {
 		b, err := encodeRecord(rec)
 		if err != nil {
@@ -47,6 +49,14 @@ func FuzzParseRecord(f *testing.F) {
 		`"boot":"` + testBoot + `","starts":[1],"cgroups":[{"path":"/","id":7}]`, `"boot":"` + testBoot + `","starts":[1],"cgroups":[{"path":"/a"}]`} {
 		f.Add([]byte(pause + "," + id + "}\n"))
 	}
+	mps := `{"event":"original","target":{"gpu":"G","knob":"mps_active_threads","pid":7},"from":{"kind":"fraction","num":1}`
+	for _, c := range []string{`"client":{"boot":"` + testBoot + `","start":4242}`, `"client":{"boot":"` + testBoot + `","start":0}`,
+		`"client":{"boot":"` + testBoot + `","start":281474976710657}`, `"client":{"boot":"` + testBoot + `","start":-1}`,
+		`"client":{"boot":"x","start":1}`, `"client":{"start":1}`, `"client":null`, `"client":{}`, `"client":[]`,
+		`"boot":"` + testBoot + `","starts":[1]`, `"client":{"boot":"` + testBoot + `","start":1},"boot":"` + testBoot + `","starts":[1]`} {
+		f.Add([]byte(mps + "," + c + "}\n"))
+	}
+	f.Add([]byte(pause + `,"client":{"boot":"` + testBoot + `","start":1}}` + "\n"))
 	f.Fuzz(func(t *testing.T, line []byte) {
 		rec, why := parseRecord(line)
 		if why != "" {
@@ -69,7 +79,8 @@ func FuzzParseRecord(f *testing.F) {
 		}
 		if again.Event != rec.Event || again.Target != rec.Target || again.Tenant != rec.Tenant || !slices.Equal(again.PIDs, rec.PIDs) ||
 			!slices.Equal(again.Others, rec.Others) || !again.Time.Equal(rec.Time) ||
-			again.Boot != rec.Boot || !slices.Equal(again.Starts, rec.Starts) || !slices.Equal(again.Cgroups, rec.Cgroups) {
+			again.Boot != rec.Boot || !slices.Equal(again.Starts, rec.Starts) || !slices.Equal(again.Cgroups, rec.Cgroups) ||
+			(again.Client == nil) != (rec.Client == nil) || again.Client != nil && *again.Client != *rec.Client {
 			t.Fatalf("read back %+v, want %+v", again, rec)
 		}
 	})

@@ -53,6 +53,9 @@ func validRecord(r Record) error {
 	if err := validIdentity(r); err != nil {
 		return err
 	}
+	if err := validClient(r); err != nil {
+		return err
+	}
 	if err := validCgroups(r); err != nil {
 		return err
 	}

@@ -233,6 +233,14 @@ func (t *Tuner) restoreAction(k string, now time.Time, why string) (a Action, d 
 			t.dropGoneOriginal(k, now)
 			return a, d, nil, true
 		}
+		// a PID whose process is not the client journaled with it (another
+		// boot, another start time) is not restarted (mpsidentity.go)
+		if left == nil {
+			if gone := t.clientGone(o); gone != "" {
+				t.closeGoneClient(k, gone, now)
+				return a, d, nil, true
+			}
+		}
 	}
 	d = Decision{Time: now, GPU: o.Target.GPU, Tenant: o.Tenant, Knob: o.Target.Knob, From: t.lastSet(k), To: valueText(o.Value), Reason: why}
 	switch {

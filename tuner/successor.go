@@ -294,7 +294,8 @@ func (t *Tuner) follow(old Target, pid uint32, now time.Time) bool {
 		return true
 	}
 	if _, has := t.originals[k]; !has {
-		if err := t.journal(Record{Time: now, Event: EventOriginal, Target: nt, Tenant: o.Tenant, From: encodeValue(o.Value)}); err != nil {
+		id := t.clientIdentity(pid) // (the successor's: mpsidentity.go)
+		if err := t.journal(Record{Time: now, Event: EventOriginal, Target: nt, Tenant: o.Tenant, From: encodeValue(o.Value)}.withIdentity(id)); err != nil {
 			level.Error(t.o.Logger).Log("msg", "tuner could not journal the original of an MPS client's successor; it stays with the old PID", "target", ko, "successor", pid, "err", err)
 			return false
 		}
@@ -305,7 +306,7 @@ func (t *Tuner) follow(old Target, pid uint32, now time.Time) bool {
 		// journal it found put at the path is kept (the journal keeps the
 		// first)
 		if _, adopted := t.originals[k]; !adopted {
-			no := Original{Target: nt, Tenant: o.Tenant, Value: o.Value, At: now}
+			no := Original{Target: nt, Tenant: o.Tenant, Value: o.Value, At: now, Identity: id}
 			if set, _ := t.lastSetValue(ko); set != nil {
 				no.Set, no.SetAt = set, now
 			}

@@ -236,9 +236,10 @@ type Tuner struct {
 	// unidentified, unnamedCgroups and cgroupsLeftOut bound the warnings
 	// that the pause actuator cannot tell processes apart now (identify),
 	// or name the cgroups it freezes (cgroupsOf), or that a record cannot
-	// hold them all (noteCgroupsLeftOut): one line an hour each, on the
+	// hold them all (noteCgroupsLeftOut), or that the MPS actuator cannot
+	// tell a client apart (clientIdentity): one line an hour each, on the
 	// tuner's clock.
-	unidentified, unnamedCgroups, cgroupsLeftOut *ratelog.Log
+	unidentified, unnamedCgroups, cgroupsLeftOut, unidentifiedClients *ratelog.Log
 	// burns, rounds and hist are the latest round as the status tells it
 	// (see round.go, history.go).
 	burns  []TenantBurn
@@ -301,7 +302,7 @@ func New(o Options) (*Tuner, error) {
 		o: o, fast: newFastTracker(o.FastWindow), stallAfter: RoundStallAfter,
 		changes: map[string]Change{}, history: map[string][]Change{}, pending: map[string]Fraction{},
 		originals: map[string]Original{}, targets: map[string]Setting{}, watches: map[string]*successorWatch{}, inForce: map[string]inForceValue{},
-		counts: newCounts(), hist: newRoundRing(HistoryPoints), unidentified: ratelog.New(time.Hour, 1), unnamedCgroups: ratelog.New(time.Hour, 1), cgroupsLeftOut: ratelog.New(time.Hour, 1),
+		counts: newCounts(), hist: newRoundRing(HistoryPoints), unidentified: ratelog.New(time.Hour, 1), unnamedCgroups: ratelog.New(time.Hour, 1), cgroupsLeftOut: ratelog.New(time.Hour, 1), unidentifiedClients: ratelog.New(time.Hour, 1),
 	}
 	if o.Journal != nil {
 		for _, orig := range o.Journal.Originals() {

@@ -19,6 +19,7 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/gpu/pause"
 	"github.com/vgpu-exporter/vgpu_exporter/gpu/rebalance"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/flagvalue"
+	"github.com/vgpu-exporter/vgpu_exporter/kube"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
 
@@ -136,7 +137,9 @@ func detectActuators(ctx context.Context, cfg *config, src gpu.Source, logger lo
 		unavailable = append(unavailable, name+": "+err.Error())
 	}
 	if a.MPSControlBinary != "" {
-		c, err := mps.Detect(ctx, mpsOptions(a, logger))
+		o := mpsOptions(a, logger)
+		o.Processes = kube.NewProcReader(cfg.ProcRoot) // (a client's identity: restored only where its PID is still its)
+		c, err := mps.Detect(ctx, o)
 		if err != nil {
 			missing("mps", err)
 		} else {

@@ -13,7 +13,8 @@
 // and moves pending to effective only when a restart hook reports success
 // (State, States).
 //
-// Controller implements gpu.MPSActuator and gpu.CapabilityLister.
+// Controller implements gpu.MPSActuator, gpu.CapabilityLister and
+// gpu.ProcessStarter.
 package mps
 
 import (
@@ -69,8 +70,11 @@ type Options struct {
 	// pinned memory limits (CUDA's enumeration as the daemon sees it); nil,
 	// or false for a GPU: pinned memory limits are not supported there.
 	DeviceIndex func(uuid string) (int, bool)
-	Clock       gpu.Clock  // default gpu.RealClock
-	Logger      log.Logger // default a no-op logger
+	// Processes tells a client from a later process of its PID
+	// (ProcessStarts: the host's procfs); nil: it is not told.
+	Processes gpu.ProcessStarter
+	Clock     gpu.Clock  // default gpu.RealClock
+	Logger    log.Logger // default a no-op logger
 }
 
 // Role is what a PID is to the daemon.

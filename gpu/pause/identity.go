@@ -2,7 +2,6 @@ package pause
 
 import (
 	"fmt"
-	"strconv"
 
 	"github.com/vgpu-exporter/vgpu_exporter/kube"
 )
@@ -15,23 +14,9 @@ import (
 // crash passes over a PID that names another process by then, and the
 // group (cgroup or process group) found from it is never touched.
 func (p *Pauser) ProcessStarts(pids []uint32) (string, []uint64, error) {
-	r := kube.NewProcReader(p.r.proc)
-	boot, err := r.BootID()
+	boot, starts, err := kube.NewProcReader(p.r.proc).ProcessStarts(pids)
 	if err != nil {
-		return "", nil, fmt.Errorf("pause: boot ID: %w", err)
-	}
-	starts := make([]uint64, len(pids))
-	for i, pid := range pids {
-		s, err := r.StartTime(pid)
-		if gone(err) {
-			continue // not running: 0
-		}
-		if err == nil {
-			starts[i], err = strconv.ParseUint(s, 10, 64)
-		}
-		if err != nil {
-			return "", nil, fmt.Errorf("pause: start time of PID %d: %w", pid, err)
-		}
+		return "", nil, fmt.Errorf("pause: %w", err)
 	}
 	return boot, starts, nil
 }

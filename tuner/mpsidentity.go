@@ -1,0 +1,158 @@
+package tuner
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-kit/log/level"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// An MPS client's cap is set back by restarting the client through the
+// operator's restart hook, by PID (the hook usually kills it and
+// launches it again), at exit or, after a crash, at the next start. By
+// then the PID may name another process: the client exited and its PID
+// was taken again, or the host rebooted. So an MPS original also names
+// its client, as a pause's does its processes (identity.go): the boot ID
+// and the client's start time, as the MPS actuator reads them
+// (gpu.ProcessStarter: the host's procfs) just before the cap is first
+// changed, or as the client's successor is followed. A restore passes
+// over a PID whose process is not the one journaled (another boot,
+// another start time, or none running), and closes its original as gone.
+// An original without them (an earlier version wrote it, an actuator that
+// tells no processes apart, one that could not tell then) is restored by
+// PID, as before.
+//
+// The journal keeps it in a field of its own, "client", not in the
+// "boot" and "starts" of a pause's records: an older version refuses
+// those in any record but a pause's, and would drop the original as
+// invalid, never to set that cap back; it ignores a field it does not
+// know, and restores the original by PID.
+
+// ClientIdentity names an MPS client in its original record: the boot ID
+// of the host it ran on and its start time in clock ticks after that boot.
+type ClientIdentity struct {
+	Boot  string `json:"boot"`
+	Start uint64 `json:"start"`
+}
+
+// withIdentity is r with id journaled in the field r's knob keeps it in:
+// an MPS client's in Client (one process; none where id names none), any
+// other's in Identity.
+func (r Record) withIdentity(id Identity) Record {
+	if r.Target.Knob != gpu.KnobMPSActiveThreads {
+		r.Identity = id
+	} else if id.Boot != "" && len(id.Starts) == 1 {
+		r.Client = &ClientIdentity{Boot: id.Boot, Start: id.Starts[0]}
+	}
+	return r
+}
+
+// identity is the identity r journals, wherever withIdentity put it.
+func (r Record) identity() Identity {
+	if c := r.Client; c != nil {
+		return Identity{Boot: c.Boot, Starts: []uint64{c.Start}}
+	}
+	return r.Identity
+}
+
+// validClient checks a record's client identity: only in an MPS client's
+// original, with a target PID, a boot ID that is a UUID and a start time
+// within bounds (0 is no process).
+func validClient(r Record) error {
+	c := r.Client
+	if c == nil {
+		return nil
+	}
+	if r.Target.Knob != gpu.KnobMPSActiveThreads || r.Event != EventOriginal || r.Target.PID == 0 {
+		return fmt.Errorf("client identity (\"client\") in a %s record of %s: only an MPS client's original, naming its PID, has one", r.Event, r.Target)
+	}
+	if !bootIDPattern.MatchString(c.Boot) {
+		return fmt.Errorf("client identity (\"client\"): boot ID %q is not a UUID", c.Boot)
+	}
+	if c.Start == 0 || c.Start > maxJournalTicks {
+		return fmt.Errorf("client identity (\"client\"): start time %d out of range (1 to 2^48)", c.Start)
+	}
+	return nil
+}
+
+// clientStarter is the MPS actuator where it tells processes apart.
+func (t *Tuner) clientStarter() (gpu.ProcessStarter, bool) {
+	m, ok := actuator[gpu.MPSActuator](t.o.Actuators)
+	if !ok {
+		return nil, false
+	}
+	s, ok := m.(gpu.ProcessStarter)
+	return s, ok
+}
+
+// clientStart reads the boot ID and the start time of the process pid
+// now (0: not running); false where the MPS actuator cannot tell (err
+// says why, nil where it is not set up to).
+func (t *Tuner) clientStart(pid uint32) (boot string, start uint64, ok bool, err error) {
+	s, has := t.clientStarter()
+	if !has || pid == 0 {
+		return "", 0, false, nil
+	}
+	boot, starts, err := s.ProcessStarts([]uint32{pid})
+	if errors.Is(err, gpu.ErrNotSupported) {
+		return "", 0, false, nil
+	}
+	if err == nil && (!bootIDPattern.MatchString(boot) || len(starts) != 1 || starts[0] > maxJournalTicks) {
+		err = fmt.Errorf("boot ID %q and %d start times for PID %d", boot, len(starts), pid)
+	}
+	if err != nil {
+		return "", 0, false, err
+	}
+	return boot, starts[0], true, nil
+}
+
+// clientIdentity is the identity of the MPS client pid, read now, to be
+// journaled with its original; empty where the actuator tells none, or
+// cannot now, or sees no process of that PID (the original is then
+// restored by PID, as one of an earlier version).
+func (t *Tuner) clientIdentity(pid uint32) Identity {
+	boot, start, ok, err := t.clientStart(pid)
+	if ok && start == 0 {
+		ok, err = false, fmt.Errorf("no process %d under the procfs root (--proc.root)", pid)
+	}
+	if !ok {
+		if err != nil {
+			if held, log := t.unidentifiedClients.NoteAt(t.o.Clock.Now()); log {
+				level.Warn(t.o.Logger).Log("msg", "tuner cannot tell the MPS client whose cap it changes from a later process of the same PID: a restore after a crash restarts whatever holds that PID then (logged once an hour)", "pid", pid, "err", err, "not_logged", held)
+			}
+		}
+		return Identity{}
+	}
+	return Identity{Boot: boot, Starts: []uint64{start}}
+}
+
+// clientGone says why the PID of the MPS original o names a process other
+// than the client journaled with it, or none: "" where it still names
+// that client, or o names none, or the actuator cannot tell now.
+func (t *Tuner) clientGone(o Original) string {
+	if o.Boot == "" || len(o.Starts) != 1 {
+		return ""
+	}
+	boot, start, ok, _ := t.clientStart(o.Target.PID)
+	switch {
+	case !ok:
+		return ""
+	case boot != o.Boot:
+		return "journaled before the host's last boot"
+	case start != o.Starts[0]:
+		return "another process holds it now, or none"
+	}
+	return ""
+}
+
+// closeGoneClient closes the MPS original k, whose PID no longer names
+// its client (gone, clientGone's), without restarting what holds the PID
+// now, and warns.
+func (t *Tuner) closeGoneClient(k, gone string, now time.Time) {
+	o := t.originals[k]
+	t.closeOriginal(k, now, fmt.Sprintf("process gone, not restarted: PID %d (%s); nothing to restore", o.Target.PID, gone))
+	level.Warn(t.o.Logger).Log("msg", "an MPS client whose cap the tuner changed is gone, its PID another's or nobody's: the process that PID names now is not restarted", "target", o.Target.String(), "tenant", o.Tenant, "pid", o.Target.PID, "gone", gone)
+}
