@@ -231,7 +231,7 @@ func (r *Runner) RestoreAtExit() error {
 	defer cancel()
 	round, cancelRound := context.WithTimeout(all, share(r.restoreTimeout, heldShare))
 	defer cancelRound()
-	res := make(chan error, 1)
+	res := make(chan exitErr, 1)
 	closing := make(chan struct{}) // closed as the closes start
 	go func() {
 		select {
@@ -247,23 +247,32 @@ func (r *Runner) RestoreAtExit() error {
 			// all the same; the node lock is kept until the round ends
 			close(closing)
 			err := errors.New("the tuner's round did not end (an actuator is stuck): nothing set back")
-			res <- errors.Join(err, r.closeAll(all, r.done))
+			res <- exitErr{restore: err, close: r.closeAll(all, r.done)}
 		}
 	}()
-	var err error
+	var e exitErr
 	select {
-	case err = <-res:
+	case e = <-res:
 	case <-all.Done():
 		select {
-		case err = <-res: // (a result sent with the deadline reached wins)
+		case e = <-res: // (a result sent with the deadline reached wins)
 		case <-closing: // (the closes end at all's end, naming what did not close)
-			err = <-res
+			e = <-res
 		default:
-			err = fmt.Errorf("not finished in %v (--tuner.restore-timeout): the restore is stuck (an actuator's call or a journal write), nothing closed", r.restoreTimeout)
+			e.restore = fmt.Errorf("not finished in %v (--tuner.restore-timeout): the restore is stuck (an actuator's call or a journal write), nothing closed", r.restoreTimeout)
 		}
 	}
-	return r.restoreResult(err)
+	return r.restoreResult(e)
 }
+
+// exitErr is the outcome of an exit: the restore's error (originals not
+// set back) apart from the closes' and the release's.
+type exitErr struct {
+	restore, close error
+}
+
+// closeFailed is what the log says of a failed close or release at exit.
+const closeFailed = "an actuator, the journal or the node lock did not close or could not be released (err names it); this is not about the settings: a failed restore is logged apart"
 
 // Restore sets the originals back (within its restore timeout) and closes the
 // journal, with Run not running; the error is what makes the exit status
@@ -274,28 +283,36 @@ func (r *Runner) Restore() error {
 	return r.restoreResult(r.restoreWithin(all, make(chan struct{})))
 }
 
-// restoreResult logs and wraps a restore's error.
-func (r *Runner) restoreResult(err error) error {
-	if err == nil {
-		return nil
+// restoreResult logs and wraps an exit's errors, each under its own
+// message: the restore's (originals not set back), and the closes' and
+// release's (the settings as the restore left them). Either makes the
+// exit status non-zero.
+func (r *Runner) restoreResult(e exitErr) error {
+	var err error
+	if e.restore != nil {
+		level.Error(r.logger).Log("msg", "tuner: original settings NOT restored; the journal restores them at the next start", "err", e.restore)
+		err = fmt.Errorf("tuner restore: %w", e.restore)
 	}
-	level.Error(r.logger).Log("msg", "tuner: original settings NOT restored; the journal restores them at the next start", "err", err)
-	return fmt.Errorf("tuner restore: %w", err)
+	if e.close != nil {
+		level.Error(r.logger).Log("msg", "tuner exit: "+closeFailed, "err", e.close)
+		err = errors.Join(err, fmt.Errorf("tuner exit: %w", e.close))
+	}
+	return err
 }
 
 // restoreWithin sets the originals back within all (split by
 // exitShares), closes closing, then closes the actuators CloseAtExit
 // names and the journal and releases what ReleaseAtExit names (closeAll).
-func (r *Runner) restoreWithin(all context.Context, closing chan<- struct{}) error {
+func (r *Runner) restoreWithin(all context.Context, closing chan<- struct{}) exitErr {
 	hooks, held, c := exitShares(all)
 	defer c()
 	_, err := r.t.restoreAtExit(hooks, held)
 	close(closing)
-	err = errors.Join(err, r.closeAll(all, nil))
+	cerr := r.closeAll(all, nil)
 	if err == nil && r.failed {
 		err = errors.New("a restore of original settings failed while running (see the log)")
 	}
-	return err
+	return exitErr{restore: err, close: cerr}
 }
 
 // closeAll closes the actuators CloseAtExit names and the journal within
