@@ -1,6 +1,7 @@
 package tuner
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -8,6 +9,37 @@ import (
 
 	"github.com/go-kit/log"
 )
+
+// A close still blocked at the deadline, named in the exit's error as
+// not closed, has its end logged when it comes: a success as closed
+// after the deadline, a failure at error level naming the closer and its
+// error. (Its end was dropped: nobody could tell whether the tenant was
+// thawed.)
+func TestExitLateCloseLogged(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want []string
+	}{
+		{"succeeds", nil, []string{"level=warn", "closed after the deadline", `closer="actuator 1 (tuner.closeFunc)"`}},
+		{"fails", errors.New("thaw tenant-a: device busy"), []string{"level=error", "ended after it and failed", `closer="actuator 1 (tuner.closeFunc)"`, `err="thaw tenant-a: device busy"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rn := exitRunnerEnded(t, 300*time.Millisecond)
+			var logs lockedBuffer
+			rn.logger = log.NewLogfmtLogger(&logs)
+			release := make(chan struct{})
+			rn.CloseAtExit(closeFunc(func() error { <-release; return tc.err }))
+			if err := rn.RestoreAtExit(); err == nil || !strings.Contains(err.Error(), "not closed within --tuner.restore-timeout: actuator 1") {
+				t.Fatalf("RestoreAtExit: %v, want the blocked close named", err)
+			}
+			close(release)
+			if !waitFor(func() bool { return containsAll(logs.String(), tc.want) }) {
+				t.Errorf("log:\n%s\nwant a line with %q", logs.String(), tc.want)
+			}
+		})
+	}
+}
 
 // containsAll reports whether a line of s holds each of want.
 func containsAll(s string, want []string) bool {
@@ -21,6 +53,49 @@ func containsAll(s string, want []string) bool {
 		}
 	}
 	return false
+}
+
+// armedPower hangs in its calls, whatever their context, once armed,
+// until release; before, it fails those with a context done (the start's
+// restore, on a run stopped at once).
+type armedPower struct {
+	recorder
+	armed   chan struct{}
+	release chan struct{}
+}
+
+func (a *armedPower) SetPowerLimit(ctx context.Context, _ string, _ float64) error {
+	select {
+	case <-a.armed:
+		<-a.release
+		return nil
+	default:
+		return ctx.Err()
+	}
+}
+
+// A restore stuck past the deadline ("not finished ... nothing closed")
+// has its later end logged: what it set back and closed then. (Its result
+// was sent to nobody.)
+func TestExitStuckRestoreLateEndLogged(t *testing.T) {
+	host := &armedPower{armed: make(chan struct{}), release: make(chan struct{})}
+	rn := exitRunner(t, host, false)
+	rn.SetRestoreTimeout(300 * time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	rn.Run(ctx)
+	var logs lockedBuffer
+	rn.logger = log.NewLogfmtLogger(&logs)
+	close(host.armed)
+	if err := rn.RestoreAtExit(); err == nil || !strings.Contains(err.Error(), "nothing closed") {
+		t.Fatalf("RestoreAtExit: %v, want the stuck restore named", err)
+	}
+	close(host.release)
+	if !waitFor(func() bool {
+		return strings.Contains(logs.String(), "the restore stuck at the deadline ended after it")
+	}) {
+		t.Errorf("log:\n%s\nwant the stuck restore's later end", logs.String())
+	}
 }
 
 // A close or a release that fails after a restore that set everything

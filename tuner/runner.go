@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-kit/log"
@@ -260,9 +259,27 @@ func (r *Runner) RestoreAtExit() error {
 			e = <-res
 		default:
 			e.restore = fmt.Errorf("not finished in %v (--tuner.restore-timeout): the restore is stuck (an actuator's call or a journal write), nothing closed", r.restoreTimeout)
+			go r.logLateRestore(res)
 		}
 	}
 	return r.restoreResult(e)
+}
+
+// logLateRestore logs the end of a restore at exit stuck past its
+// deadline, as far as the process lives: what it set back and closed
+// then, or what it did not.
+func (r *Runner) logLateRestore(res <-chan exitErr) {
+	e := <-res
+	if e.restore == nil && e.close == nil {
+		level.Warn(r.logger).Log("msg", "tuner exit: the restore stuck at the deadline ended after it: the originals set back and everything closed")
+		return
+	}
+	if e.restore != nil {
+		level.Error(r.logger).Log("msg", "tuner exit: the restore stuck at the deadline ended after it: original settings NOT restored; the journal restores them at the next start", "err", e.restore)
+	}
+	if e.close != nil {
+		level.Error(r.logger).Log("msg", "tuner exit: the restore stuck at the deadline ended after it: "+closeFailed, "err", e.close)
+	}
 }
 
 // exitErr is the outcome of an exit: the restore's error (originals not
@@ -323,7 +340,8 @@ func (r *Runner) restoreWithin(all context.Context, closing chan<- struct{}) exi
 // original) lands; an actuator still closing is waited for until ctx is
 // done all the same (its thaw may yet land), and what it writes then is
 // refused (usedAfterClose), its original left for the next start. Those
-// not closed by ctx's end are named. What ReleaseAtExit names is released
+// not closed by ctx's end are named, and their ends logged as they come
+// (closes.late). What ReleaseAtExit names is released
 // once every close has returned and after is closed (nil where nothing
 // else is waited for; a round stuck at exit: its end): at once where they
 // have, its error returned; else later (or never: the process exits
@@ -350,7 +368,7 @@ func (r *Runner) closeAll(ctx context.Context, after <-chan struct{}) error {
 		err = errors.Join(err, errors.New("the node lock is kept until they end"))
 	}
 	go func() {
-		c.wg.Wait()
+		c.late(r.logger)
 		if after != nil {
 			<-after
 		}
@@ -373,9 +391,8 @@ func isClosed(ch <-chan struct{}) bool {
 
 // closes are the closes at exit, each in its own goroutine.
 type closes struct {
-	wg      sync.WaitGroup // each close, until it returns
-	ended   chan closed    // (buffered for every close)
-	names   []string       // in the order started
+	ended   chan closed // (buffered for every close)
+	names   []string    // in the order started
 	open    map[string]bool
 	pending int
 	err     error
@@ -392,9 +409,7 @@ func (c *closes) start(name string, cl io.Closer) {
 	c.names = append(c.names, name)
 	c.open[name] = true
 	c.pending++
-	c.wg.Add(1)
 	go func() {
-		defer c.wg.Done()
 		c.ended <- closed{name, cl.Close()}
 	}()
 }
@@ -415,6 +430,19 @@ func (c *closes) wait(ctx context.Context) {
 		default:
 			return
 		}
+	}
+}
+
+// late logs the end of each close still pending, as it ends (as far as
+// the process lives): the exit's error named it as not closed.
+func (c *closes) late(logger log.Logger) {
+	for ; c.pending > 0; c.pending-- {
+		e := <-c.ended
+		if e.err != nil {
+			level.Error(logger).Log("msg", "tuner exit: a close named as not closed by the deadline (--tuner.restore-timeout) ended after it and failed", "closer", e.name, "err", e.err)
+			continue
+		}
+		level.Warn(logger).Log("msg", "tuner exit: closed after the deadline (--tuner.restore-timeout): a close the exit's error named as not closed ended, and succeeded", "closer", e.name)
 	}
 }
 
