@@ -77,9 +77,13 @@ func (r *Runner) SetRestoreTimeout(d time.Duration) {
 // pause's pulses and watchdog, which thaw every tenant on close).
 func (r *Runner) CloseAtExit(cs ...io.Closer) { r.closers = append(r.closers, cs...) }
 
-// ReleaseAtExit has the restore at exit close cs last, after the journal:
-// the node lock, so that a tuner that takes it finds the journal free.
-// After a round stuck at exit, only once that round ends.
+// ReleaseAtExit has the restore at exit close cs last: the node lock,
+// released once every close has returned, the actuators' and the
+// journal's (never while one is blocked: what it does may still land),
+// and after a round stuck at exit once that round ends too, so that a
+// tuner that takes it finds the journal free and nothing of this one
+// acting. Not released by the exit's return, it is when they end, or by
+// the kernel as the process exits.
 func (r *Runner) ReleaseAtExit(cs ...io.Closer) { r.released = append(r.released, cs...) }
 
 // Tuner returns the tuner r runs.
@@ -336,16 +340,19 @@ func (r *Runner) restoreWithin(all context.Context, closing chan<- struct{}) exi
 // ctx, each in its own goroutine: one blocked (a freezer's write on a
 // stuck file system, a lock a stuck call holds) keeps none of the others.
 // The journal closes once the actuators have, or half of what is left of
-// ctx has passed, so that what a close writes to it (a thaw closing its
-// original) lands; an actuator still closing is waited for until ctx is
-// done all the same (its thaw may yet land), and what it writes then is
-// refused (usedAfterClose), its original left for the next start. Those
-// not closed by ctx's end are named, and their ends logged as they come
-// (closes.late). What ReleaseAtExit names is released
-// once every close has returned and after is closed (nil where nothing
-// else is waited for; a round stuck at exit: its end): at once where they
-// have, its error returned; else later (or never: the process exits
-// first), a failure logged.
+// ctx has passed. No actuator's close writes to it (the pause's thaws
+// through the freezer and stops its watchdog, journaling nothing; a pause
+// the restore did not set back, a round stuck, stays open in it and is
+// thawed again, harmlessly, at the next start): the order buys nothing
+// now and costs nothing, the journal's close being quick and half of what
+// is left kept for it. An actuator still closing is waited for until ctx
+// is done all the same (its thaw may yet land); a write to the journal
+// then is refused (usedAfterClose). Those not closed by ctx's end are
+// named, and their ends logged as they come (closes.late). What
+// ReleaseAtExit names is released once every close has returned and
+// after is closed (nil where nothing else is waited for; a round stuck at
+// exit: its end): at once where they have, its error returned; else later
+// (or never: the process exits first), a failure logged.
 func (r *Runner) closeAll(ctx context.Context, after <-chan struct{}) error {
 	ctx, cancel := context.WithTimeout(ctx, leftOf(ctx))
 	defer cancel()
