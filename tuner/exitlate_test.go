@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-kit/log"
+
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
 // A close still blocked at the deadline, named in the exit's error as
@@ -128,5 +131,33 @@ func TestExitCloseFailureNotLoggedAsNotRestored(t *testing.T) {
 				t.Errorf("log:\n%s\nwant the failure under its own message, no \"NOT restored\"", l)
 			}
 		})
+	}
+}
+
+// A hook cut at exit that has not ended (its process still dying) keeps
+// the node lock: released once it ends, not while what it does may still
+// land. (The lock was released as the closes ended, the hook running.)
+func TestExitCutHookKeepsTheNodeLock(t *testing.T) {
+	r := newHookRun(t)
+	r.tu.bind(ActuatorsOf(deafHost{r.host}))
+	r.round(t, capBatch)
+	r.host.waitStarted(t)
+	rn := NewRunner(r.tu, r.j, r.clk, time.Minute, func() *tenant.Snapshot { return r.snapOf() }, nil)
+	rn.SetRestoreTimeout(200 * time.Millisecond)
+	var releases atomic.Int32
+	rn.ReleaseAtExit(closeFunc(func() error { releases.Add(1); return nil }))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	rn.Run(ctx)
+	err := rn.RestoreAtExit()
+	if err == nil || !strings.Contains(err.Error(), "pid8: its hook") || !strings.Contains(err.Error(), "node lock is kept") {
+		t.Errorf("RestoreAtExit: %v, want the cut hook named and the lock said kept", err)
+	}
+	if n := releases.Load(); n != 0 {
+		t.Errorf("lock released %d times with the cut hook still running, want it kept", n)
+	}
+	r.host.release <- nil
+	if !waitFor(func() bool { return releases.Load() == 1 }) {
+		t.Errorf("lock released %d times once the cut hook ended, want once", releases.Load())
 	}
 }

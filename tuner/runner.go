@@ -80,7 +80,8 @@ func (r *Runner) CloseAtExit(cs ...io.Closer) { r.closers = append(r.closers, cs
 // ReleaseAtExit has the restore at exit close cs last: the node lock,
 // released once every close has returned, the actuators' and the
 // journal's (never while one is blocked: what it does may still land),
-// and after a round stuck at exit once that round ends too, so that a
+// once every hook cut at exit has ended, and after a round stuck at exit
+// once that round ends too, so that a
 // tuner that takes it finds the journal free and nothing of this one
 // acting. Not released by the exit's return, it is when they end, or by
 // the kernel as the process exits.
@@ -181,8 +182,9 @@ func (r *Runner) Run(ctx context.Context) {
 // blocked keeps none of the others, and is named in the error. A round
 // that has not ended by heldShare of the whole deadline (an actuator
 // stuck) sets nothing back, and closes the same. The node lock is
-// released once every close has returned, the journal's included, and
-// the round has ended (or the process exits), so that no other tuner
+// released once every close has returned, the journal's included, the
+// round has ended and every hook cut at exit has (waited for within the
+// deadline; else later, or the process exits), so that no other tuner
 // restores while a stuck call may still land. Past the whole deadline
 // the exit goes on without what is still stuck.
 const (
@@ -329,7 +331,7 @@ func (r *Runner) restoreWithin(all context.Context, closing chan<- struct{}) exi
 	defer c()
 	_, err := r.t.restoreAtExit(hooks, held)
 	close(closing)
-	cerr := r.closeAll(all, nil)
+	cerr := r.closeAll(all, r.t.hooksEnded())
 	if err == nil && r.failed {
 		err = errors.New("a restore of original settings failed while running (see the log)")
 	}
@@ -350,9 +352,10 @@ func (r *Runner) restoreWithin(all context.Context, closing chan<- struct{}) exi
 // then is refused (usedAfterClose). Those not closed by ctx's end are
 // named, and their ends logged as they come (closes.late). What
 // ReleaseAtExit names is released once every close has returned and
-// after is closed (nil where nothing else is waited for; a round stuck at
-// exit: its end): at once where they have, its error returned; else later
-// (or never: the process exits first), a failure logged.
+// after is closed (the end of the hooks cut at exit, nil where none runs;
+// a round stuck at exit: its end), waited for until ctx is done: at once
+// where they have, its error returned; else later (or never: the process
+// exits first), a failure logged.
 func (r *Runner) closeAll(ctx context.Context, after <-chan struct{}) error {
 	ctx, cancel := context.WithTimeout(ctx, leftOf(ctx))
 	defer cancel()
@@ -367,12 +370,22 @@ func (r *Runner) closeAll(ctx context.Context, after <-chan struct{}) error {
 		c.start("the journal", r.journal)
 	}
 	c.wait(ctx)
+	if c.pending == 0 && after != nil && len(r.released) > 0 {
+		select { // (what after waits for, within the deadline)
+		case <-after:
+		case <-ctx.Done():
+		}
+	}
 	err := c.result()
 	if c.pending == 0 && isClosed(after) {
 		return errors.Join(err, r.release())
 	}
-	if c.pending > 0 && len(r.released) > 0 {
+	switch {
+	case len(r.released) == 0:
+	case c.pending > 0:
 		err = errors.Join(err, errors.New("the node lock is kept until they end"))
+	default:
+		err = errors.Join(err, errors.New("the node lock is kept until the round, or a hook cut at exit, ends"))
 	}
 	go func() {
 		c.late(r.logger)
