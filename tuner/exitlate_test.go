@@ -161,3 +161,48 @@ func TestExitCutHookKeepsTheNodeLock(t *testing.T) {
 		t.Errorf("lock released %d times once the cut hook ended, want once", releases.Load())
 	}
 }
+
+// After a round stuck at exit (it holds the tuner), the hooks still
+// running are cancelled all the same, and the node lock is released once
+// the round and every hook have ended. (They were left running, the lock
+// released as the round ended, a hook's call still under way.)
+func TestStuckRoundExitCancelsHooksAndKeepsTheLock(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		deaf bool // the hook does not end when cancelled
+	}{{"cancelled", false}, {"deaf", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newHookRun(t)
+			if tc.deaf {
+				r.tu.bind(ActuatorsOf(deafHost{r.host}))
+			}
+			r.round(t, capBatch)
+			r.host.waitStarted(t)
+			var h *hookCall
+			for _, h = range r.tu.hooks {
+			}
+			rn := NewRunner(r.tu, r.j, r.clk, time.Minute, func() *tenant.Snapshot { return r.snapOf() }, nil)
+			rn.SetRestoreTimeout(200 * time.Millisecond)
+			var releases atomic.Int32
+			rn.ReleaseAtExit(closeFunc(func() error { releases.Add(1); return nil }))
+			// (Run never runs: its round never ends, as a stuck one)
+			if err := rn.RestoreAtExit(); err == nil || !strings.Contains(err.Error(), "round did not end") {
+				t.Fatalf("RestoreAtExit: %v, want the stuck round named", err)
+			}
+			if !tc.deaf && !h.returned() {
+				t.Error("the hook still ran when RestoreAtExit returned, want it cancelled")
+			}
+			close(rn.done) // the round ends
+			time.Sleep(50 * time.Millisecond)
+			if tc.deaf {
+				if n := releases.Load(); n != 0 {
+					t.Errorf("lock released %d times with the hook still running, want it kept", n)
+				}
+				r.host.release <- nil
+			}
+			if !waitFor(func() bool { return releases.Load() == 1 }) {
+				t.Errorf("lock released %d times once the round and the hook ended, want once", releases.Load())
+			}
+		})
+	}
+}

@@ -181,7 +181,9 @@ func (r *Runner) Run(ctx context.Context) {
 // the actuators (the pause's thaw) and the journal (closeAll): one close
 // blocked keeps none of the others, and is named in the error. A round
 // that has not ended by heldShare of the whole deadline (an actuator
-// stuck) sets nothing back, and closes the same. The node lock is
+// stuck) sets nothing back, cancels the hooks still running (apart from
+// the tuner's lock, which that round holds: hookLive), and closes the
+// same. The node lock is
 // released once every close has returned, the journal's included, the
 // round has ended and every hook cut at exit has (waited for within the
 // deadline; else later, or the process exits), so that no other tuner
@@ -248,11 +250,13 @@ func (r *Runner) RestoreAtExit() error {
 			res <- r.restoreWithin(all, closing)
 		default:
 			// nothing set back (the round holds the tuner), but the
-			// pause's thaw and the journal's close come before the error
-			// all the same; the node lock is kept until the round ends
+			// hooks are cancelled and the pause's thaw and the journal's
+			// close come before the error all the same; the node lock is
+			// kept until the round and the hooks end
 			close(closing)
+			r.t.hookLive.stop()
 			err := errors.New("the tuner's round did not end (an actuator is stuck): nothing set back")
-			res <- exitErr{restore: err, close: r.closeAll(all, r.done)}
+			res <- exitErr{restore: err, close: r.closeAll(all, r.roundAndHooksEnded())}
 		}
 	}()
 	var e exitErr
@@ -269,6 +273,18 @@ func (r *Runner) RestoreAtExit() error {
 		}
 	}
 	return r.restoreResult(e)
+}
+
+// roundAndHooksEnded is closed once the round stuck at exit has ended,
+// and then every hook (those it started too, cancelled as they start).
+func (r *Runner) roundAndHooksEnded() <-chan struct{} {
+	ended := make(chan struct{})
+	go func() {
+		<-r.done
+		<-r.t.hookLive.stop()
+		close(ended)
+	}()
+	return ended
 }
 
 // logLateRestore logs the end of a restore at exit stuck past its
@@ -353,7 +369,8 @@ func (r *Runner) restoreWithin(all context.Context, closing chan<- struct{}) exi
 // named, and their ends logged as they come (closes.late). What
 // ReleaseAtExit names is released once every close has returned and
 // after is closed (the end of the hooks cut at exit, nil where none runs;
-// a round stuck at exit: its end), waited for until ctx is done: at once
+// a round stuck at exit: its end, then its hooks'), waited for until ctx
+// is done: at once
 // where they have, its error returned; else later (or never: the process
 // exits first), a failure logged.
 func (r *Runner) closeAll(ctx context.Context, after <-chan struct{}) error {
