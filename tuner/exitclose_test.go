@@ -80,8 +80,8 @@ func TestExitBlockedActuatorCloseKeepsNoOther(t *testing.T) {
 	}
 }
 
-// An actuator that closes in time closes before the journal: what its
-// close writes (a thaw closing its original) lands in it.
+// An actuator that closes in time closes before the journal: a write it
+// made as it closed would land in it (none of the production ones does).
 func TestExitActuatorsCloseBeforeTheJournal(t *testing.T) {
 	rn := exitRunnerEnded(t, 2*time.Second)
 	wrote := errors.New("never closed")

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/go-kit/log/level"
@@ -207,7 +208,8 @@ func (t *Tuner) planInFlight() bool {
 }
 
 // startHook starts a's actuator call off the round, with a context the
-// tuner owns (cancelled at exit: cancelHooks, awaitHooks), through the actuators bound now.
+// tuner owns (cancelled at exit: cancelHooks, awaitHooks; after a round
+// stuck at exit, hookLive.stop), through the actuators bound now.
 func (t *Tuner) startHook(st *State, a Action, d Decision, hadOriginal bool, now time.Time) {
 	h := &hookCall{a: a, d: d, hadOriginal: hadOriginal, st: &State{Now: st.Now, Snapshot: st.Snapshot, Fast: st.Fast}}
 	if succ, ok := t.successors(a); ok {
@@ -232,10 +234,12 @@ func (t *Tuner) runHook(h *hookCall, now time.Time) {
 	}
 	t.hooks[a.Target.String()] = h
 	t.chain().Started(a, now)
-	ac, clock, succ := t.o.Actuators, t.o.Clock, h.succ
+	ac, clock, succ, runs := t.o.Actuators, t.o.Clock, h.succ, &t.hookLive
+	runs.add(h.done, cancel)
 	go func() {
 		defer close(h.done)
 		defer cancel()
+		defer runs.remove(h.done)
 		h.err = applyOn(ctx, ac, a)
 		h.ended = clock.Now()
 		if succ != nil && h.err == nil {
@@ -244,6 +248,57 @@ func (t *Tuner) runHook(h *hookCall, now time.Time) {
 	}()
 	level.Info(t.o.Logger).Log("msg", "tuner hook started off the round; its outcome is settled at the first round after it ends",
 		"gpu", a.GPU, "knob", a.Knob, "tenant", a.Tenant, "from", h.d.From, "to", h.d.To)
+}
+
+// hookLive are the hooks' calls still running, each's end (done) and
+// cancel, under their own lock: the exit after a round stuck holding the
+// tuner's cancels them and waits for their end (stop). The zero value
+// is ready.
+type hookLive struct {
+	mu      sync.Mutex
+	running map[chan struct{}]context.CancelFunc
+	stopped bool // stop was called: a call started since is cancelled at once
+}
+
+// add counts the call ending with done, cancelled by cancel.
+func (r *hookLive) add(done chan struct{}, cancel context.CancelFunc) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped {
+		cancel()
+	}
+	if r.running == nil {
+		r.running = map[chan struct{}]context.CancelFunc{}
+	}
+	r.running[done] = cancel
+}
+
+// remove forgets the call ending with done.
+func (r *hookLive) remove(done chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.running, done)
+}
+
+// stop cancels the calls running, and those started from now on; the
+// channel it returns is closed once those running now have ended.
+func (r *hookLive) stop() <-chan struct{} {
+	r.mu.Lock()
+	r.stopped = true
+	var dones []chan struct{}
+	for done, cancel := range r.running {
+		cancel()
+		dones = append(dones, done)
+	}
+	r.mu.Unlock()
+	ended := make(chan struct{})
+	go func() {
+		for _, d := range dones {
+			<-d
+		}
+		close(ended)
+	}()
+	return ended
 }
 
 // collectHooks settles the calls that have ended, oldest first; the error

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-kit/log"
@@ -78,9 +77,14 @@ func (r *Runner) SetRestoreTimeout(d time.Duration) {
 // pause's pulses and watchdog, which thaw every tenant on close).
 func (r *Runner) CloseAtExit(cs ...io.Closer) { r.closers = append(r.closers, cs...) }
 
-// ReleaseAtExit has the restore at exit close cs last, after the journal:
-// the node lock, so that a tuner that takes it finds the journal free.
-// After a round stuck at exit, only once that round ends.
+// ReleaseAtExit has the restore at exit close cs last: the node lock,
+// released once every close has returned, the actuators' and the
+// journal's (never while one is blocked: what it does may still land),
+// once every hook cut at exit has ended, and after a round stuck at exit
+// once that round ends too, so that a
+// tuner that takes it finds the journal free and nothing of this one
+// acting. Not released by the exit's return, it is when they end, or by
+// the kernel as the process exits.
 func (r *Runner) ReleaseAtExit(cs ...io.Closer) { r.released = append(r.released, cs...) }
 
 // Tuner returns the tuner r runs.
@@ -177,9 +181,12 @@ func (r *Runner) Run(ctx context.Context) {
 // the actuators (the pause's thaw) and the journal (closeAll): one close
 // blocked keeps none of the others, and is named in the error. A round
 // that has not ended by heldShare of the whole deadline (an actuator
-// stuck) sets nothing back, and closes the same. The node lock is
-// released once every close has returned, the journal's included, and
-// the round has ended (or the process exits), so that no other tuner
+// stuck) sets nothing back, cancels the hooks still running (apart from
+// the tuner's lock, which that round holds: hookLive), and closes the
+// same. The node lock is
+// released once every close has returned, the journal's included, the
+// round has ended and every hook cut at exit has (waited for within the
+// deadline; else later, or the process exits), so that no other tuner
 // restores while a stuck call may still land. Past the whole deadline
 // the exit goes on without what is still stuck.
 const (
@@ -231,7 +238,7 @@ func (r *Runner) RestoreAtExit() error {
 	defer cancel()
 	round, cancelRound := context.WithTimeout(all, share(r.restoreTimeout, heldShare))
 	defer cancelRound()
-	res := make(chan error, 1)
+	res := make(chan exitErr, 1)
 	closing := make(chan struct{}) // closed as the closes start
 	go func() {
 		select {
@@ -243,27 +250,68 @@ func (r *Runner) RestoreAtExit() error {
 			res <- r.restoreWithin(all, closing)
 		default:
 			// nothing set back (the round holds the tuner), but the
-			// pause's thaw and the journal's close come before the error
-			// all the same; the node lock is kept until the round ends
+			// hooks are cancelled and the pause's thaw and the journal's
+			// close come before the error all the same; the node lock is
+			// kept until the round and the hooks end
 			close(closing)
+			r.t.hookLive.stop()
 			err := errors.New("the tuner's round did not end (an actuator is stuck): nothing set back")
-			res <- errors.Join(err, r.closeAll(all, r.done))
+			res <- exitErr{restore: err, close: r.closeAll(all, r.roundAndHooksEnded())}
 		}
 	}()
-	var err error
+	var e exitErr
 	select {
-	case err = <-res:
+	case e = <-res:
 	case <-all.Done():
 		select {
-		case err = <-res: // (a result sent with the deadline reached wins)
+		case e = <-res: // (a result sent with the deadline reached wins)
 		case <-closing: // (the closes end at all's end, naming what did not close)
-			err = <-res
+			e = <-res
 		default:
-			err = fmt.Errorf("not finished in %v (--tuner.restore-timeout): the restore is stuck (an actuator's call or a journal write), nothing closed", r.restoreTimeout)
+			e.restore = fmt.Errorf("not finished in %v (--tuner.restore-timeout): the restore is stuck (an actuator's call or a journal write), nothing closed", r.restoreTimeout)
+			go r.logLateRestore(res)
 		}
 	}
-	return r.restoreResult(err)
+	return r.restoreResult(e)
 }
+
+// roundAndHooksEnded is closed once the round stuck at exit has ended,
+// and then every hook (those it started too, cancelled as they start).
+func (r *Runner) roundAndHooksEnded() <-chan struct{} {
+	ended := make(chan struct{})
+	go func() {
+		<-r.done
+		<-r.t.hookLive.stop()
+		close(ended)
+	}()
+	return ended
+}
+
+// logLateRestore logs the end of a restore at exit stuck past its
+// deadline, as far as the process lives: what it set back and closed
+// then, or what it did not.
+func (r *Runner) logLateRestore(res <-chan exitErr) {
+	e := <-res
+	if e.restore == nil && e.close == nil {
+		level.Warn(r.logger).Log("msg", "tuner exit: the restore stuck at the deadline ended after it: the originals set back and everything closed")
+		return
+	}
+	if e.restore != nil {
+		level.Error(r.logger).Log("msg", "tuner exit: the restore stuck at the deadline ended after it: original settings NOT restored; the journal restores them at the next start", "err", e.restore)
+	}
+	if e.close != nil {
+		level.Error(r.logger).Log("msg", "tuner exit: the restore stuck at the deadline ended after it: "+closeFailed, "err", e.close)
+	}
+}
+
+// exitErr is the outcome of an exit: the restore's error (originals not
+// set back) apart from the closes' and the release's.
+type exitErr struct {
+	restore, close error
+}
+
+// closeFailed is what the log says of a failed close or release at exit.
+const closeFailed = "an actuator, the journal or the node lock did not close or could not be released (err names it); this is not about the settings: a failed restore is logged apart"
 
 // Restore sets the originals back (within its restore timeout) and closes the
 // journal, with Run not running; the error is what makes the exit status
@@ -274,43 +322,57 @@ func (r *Runner) Restore() error {
 	return r.restoreResult(r.restoreWithin(all, make(chan struct{})))
 }
 
-// restoreResult logs and wraps a restore's error.
-func (r *Runner) restoreResult(err error) error {
-	if err == nil {
-		return nil
+// restoreResult logs and wraps an exit's errors, each under its own
+// message: the restore's (originals not set back), and the closes' and
+// release's (the settings as the restore left them). Either makes the
+// exit status non-zero.
+func (r *Runner) restoreResult(e exitErr) error {
+	var err error
+	if e.restore != nil {
+		level.Error(r.logger).Log("msg", "tuner: original settings NOT restored; the journal restores them at the next start", "err", e.restore)
+		err = fmt.Errorf("tuner restore: %w", e.restore)
 	}
-	level.Error(r.logger).Log("msg", "tuner: original settings NOT restored; the journal restores them at the next start", "err", err)
-	return fmt.Errorf("tuner restore: %w", err)
+	if e.close != nil {
+		level.Error(r.logger).Log("msg", "tuner exit: "+closeFailed, "err", e.close)
+		err = errors.Join(err, fmt.Errorf("tuner exit: %w", e.close))
+	}
+	return err
 }
 
 // restoreWithin sets the originals back within all (split by
 // exitShares), closes closing, then closes the actuators CloseAtExit
 // names and the journal and releases what ReleaseAtExit names (closeAll).
-func (r *Runner) restoreWithin(all context.Context, closing chan<- struct{}) error {
+func (r *Runner) restoreWithin(all context.Context, closing chan<- struct{}) exitErr {
 	hooks, held, c := exitShares(all)
 	defer c()
 	_, err := r.t.restoreAtExit(hooks, held)
 	close(closing)
-	err = errors.Join(err, r.closeAll(all, nil))
+	cerr := r.closeAll(all, r.t.hooksEnded())
 	if err == nil && r.failed {
 		err = errors.New("a restore of original settings failed while running (see the log)")
 	}
-	return err
+	return exitErr{restore: err, close: cerr}
 }
 
 // closeAll closes the actuators CloseAtExit names and the journal within
 // ctx, each in its own goroutine: one blocked (a freezer's write on a
 // stuck file system, a lock a stuck call holds) keeps none of the others.
 // The journal closes once the actuators have, or half of what is left of
-// ctx has passed, so that what a close writes to it (a thaw closing its
-// original) lands; an actuator still closing is waited for until ctx is
-// done all the same (its thaw may yet land), and what it writes then is
-// refused (usedAfterClose), its original left for the next start. Those
-// not closed by ctx's end are named. What ReleaseAtExit names is released
-// once every close has returned and after is closed (nil where nothing
-// else is waited for; a round stuck at exit: its end): at once where they
-// have, its error returned; else later (or never: the process exits
-// first), a failure logged.
+// ctx has passed. No actuator's close writes to it (the pause's thaws
+// through the freezer and stops its watchdog, journaling nothing; a pause
+// the restore did not set back, a round stuck, stays open in it and is
+// thawed again, harmlessly, at the next start): the order buys nothing
+// now and costs nothing, the journal's close being quick and half of what
+// is left kept for it. An actuator still closing is waited for until ctx
+// is done all the same (its thaw may yet land); a write to the journal
+// then is refused (usedAfterClose). Those not closed by ctx's end are
+// named, and their ends logged as they come (closes.late). What
+// ReleaseAtExit names is released once every close has returned and
+// after is closed (the end of the hooks cut at exit, nil where none runs;
+// a round stuck at exit: its end, then its hooks'), waited for until ctx
+// is done: at once
+// where they have, its error returned; else later (or never: the process
+// exits first), a failure logged.
 func (r *Runner) closeAll(ctx context.Context, after <-chan struct{}) error {
 	ctx, cancel := context.WithTimeout(ctx, leftOf(ctx))
 	defer cancel()
@@ -325,15 +387,25 @@ func (r *Runner) closeAll(ctx context.Context, after <-chan struct{}) error {
 		c.start("the journal", r.journal)
 	}
 	c.wait(ctx)
+	if c.pending == 0 && after != nil && len(r.released) > 0 {
+		select { // (what after waits for, within the deadline)
+		case <-after:
+		case <-ctx.Done():
+		}
+	}
 	err := c.result()
 	if c.pending == 0 && isClosed(after) {
 		return errors.Join(err, r.release())
 	}
-	if c.pending > 0 && len(r.released) > 0 {
+	switch {
+	case len(r.released) == 0:
+	case c.pending > 0:
 		err = errors.Join(err, errors.New("the node lock is kept until they end"))
+	default:
+		err = errors.Join(err, errors.New("the node lock is kept until the round, or a hook cut at exit, ends"))
 	}
 	go func() {
-		c.wg.Wait()
+		c.late(r.logger)
 		if after != nil {
 			<-after
 		}
@@ -356,9 +428,8 @@ func isClosed(ch <-chan struct{}) bool {
 
 // closes are the closes at exit, each in its own goroutine.
 type closes struct {
-	wg      sync.WaitGroup // each close, until it returns
-	ended   chan closed    // (buffered for every close)
-	names   []string       // in the order started
+	ended   chan closed // (buffered for every close)
+	names   []string    // in the order started
 	open    map[string]bool
 	pending int
 	err     error
@@ -375,9 +446,7 @@ func (c *closes) start(name string, cl io.Closer) {
 	c.names = append(c.names, name)
 	c.open[name] = true
 	c.pending++
-	c.wg.Add(1)
 	go func() {
-		defer c.wg.Done()
 		c.ended <- closed{name, cl.Close()}
 	}()
 }
@@ -398,6 +467,19 @@ func (c *closes) wait(ctx context.Context) {
 		default:
 			return
 		}
+	}
+}
+
+// late logs the end of each close still pending, as it ends (as far as
+// the process lives): the exit's error named it as not closed.
+func (c *closes) late(logger log.Logger) {
+	for ; c.pending > 0; c.pending-- {
+		e := <-c.ended
+		if e.err != nil {
+			level.Error(logger).Log("msg", "tuner exit: a close named as not closed by the deadline (--tuner.restore-timeout) ended after it and failed", "closer", e.name, "err", e.err)
+			continue
+		}
+		level.Warn(logger).Log("msg", "tuner exit: closed after the deadline (--tuner.restore-timeout): a close the exit's error named as not closed ended, and succeeded", "closer", e.name)
 	}
 }
 

@@ -272,6 +272,9 @@ type Tuner struct {
 	hooks    map[string]*hookCall
 	hookCtx  context.Context
 	hookStop context.CancelFunc
+	// hookLive are the hooks' calls apart from mu, for an exit after a
+	// stuck round, which holds mu.
+	hookLive hookLive
 
 	status atomic.Pointer[Status]
 }
