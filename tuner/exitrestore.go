@@ -236,10 +236,15 @@ func (t *Tuner) hooksEnded() <-chan struct{} {
 	if len(running) == 0 {
 		return nil
 	}
+	return allClosed(running)
+}
+
+// allClosed is closed once every channel of chs is.
+func allClosed(chs []chan struct{}) <-chan struct{} {
 	ended := make(chan struct{})
 	go func() {
-		for _, d := range running {
-			<-d
+		for _, c := range chs {
+			<-c
 		}
 		close(ended)
 	}()

@@ -291,14 +291,7 @@ func (r *hookLive) stop() <-chan struct{} {
 		dones = append(dones, done)
 	}
 	r.mu.Unlock()
-	ended := make(chan struct{})
-	go func() {
-		for _, d := range dones {
-			<-d
-		}
-		close(ended)
-	}()
-	return ended
+	return allClosed(dones)
 }
 
 // collectHooks settles the calls that have ended, oldest first; the error
