@@ -131,8 +131,13 @@ func (t *Tuner) clientIdentity(pid uint32) Identity {
 
 // clientGone says why the PID of the MPS original o names a process other
 // than the client journaled with it, or none: "" where it still names
-// that client, or o names none, or the actuator cannot tell now.
-func (t *Tuner) clientGone(o Original) string {
+// that client, or o names none, or the actuator cannot tell now. listed
+// is whether the latest snapshot lists the PID on its GPU: a listed PID
+// the procfs root shows no process of is not gone, the root does not
+// show the GPU's processes (another PID namespace than the host's, or
+// hidepid), and it cannot tell: restored by PID, as one without
+// identity, and said.
+func (t *Tuner) clientGone(o Original, listed bool) string {
 	if o.Boot == "" || len(o.Starts) != 1 {
 		return ""
 	}
@@ -142,6 +147,10 @@ func (t *Tuner) clientGone(o Original) string {
 		return ""
 	case boot != o.Boot:
 		return "journaled before the host's last boot"
+	case start == 0 && listed:
+		level.Warn(t.o.Logger).Log("msg", "--proc.root does not show the GPU's processes (an MPS client listed on the GPU is not under it: the exporter not in the host's PID namespace, or /proc mounted with hidepid): the tuner cannot tell the client from a later process of the same PID, and restarts the PID to set its cap back",
+			"target", o.Target.String(), "tenant", o.Tenant, "pid", o.Target.PID)
+		return ""
 	case start != o.Starts[0]:
 		return "another process holds it now, or none"
 	}

@@ -70,12 +70,16 @@ func TestMPSRestoreAtStartChecksIdentity(t *testing.T) {
 		err     error
 		restart bool
 		why     string
+		warn    string // a warning other than "not restarted"
 	}{
-		{"reused PID", ided, testBoot, 200, nil, false, "PID 7 (another process holds it now, or none)"},
-		{"after a reboot", ided, otherBoot, 100, nil, false, "PID 7 (journaled before the host's last boot)"},
-		{"unchanged client", ided, testBoot, 100, nil, true, ""},
-		{"record without identity", Identity{}, testBoot, 200, nil, true, ""},
-		{"identity unreadable now", ided, "", 0, errors.New("no procfs"), true, ""},
+		{"reused PID", ided, testBoot, 200, nil, false, "PID 7 (another process holds it now, or none)", ""},
+		{"after a reboot", ided, otherBoot, 100, nil, false, "PID 7 (journaled before the host's last boot)", ""},
+		{"unchanged client", ided, testBoot, 100, nil, true, "", ""},
+		{"record without identity", Identity{}, testBoot, 200, nil, true, "", ""},
+		{"identity unreadable now", ided, "", 0, errors.New("no procfs"), true, "", ""},
+		// the PID listed on the GPU and not under the procfs root: the
+		// root is not the host's (another PID namespace, hidepid)
+		{"listed PID the proc root does not show", ided, testBoot, 0, nil, true, "", "--proc.root does not show the GPU's processes"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "journal")
@@ -108,6 +112,9 @@ func TestMPSRestoreAtStartChecksIdentity(t *testing.T) {
 			if gone := c.why != ""; closed != gone || warned != gone {
 				t.Errorf("closed as gone (%s) %v, warned %v; want %v\njournal: %s\nlog: %s", c.why, closed, warned, gone, b, buf.String())
 			}
+			if c.warn != "" && (!strings.Contains(buf.String(), c.warn) || !strings.Contains(buf.String(), "level=warn")) {
+				t.Errorf("log lacks the warning %q:\n%s", c.warn, buf.String())
+			}
 		})
 	}
 }
@@ -131,6 +138,7 @@ func TestMPSRestoreAtExitChecksIdentity(t *testing.T) {
 		{"original without identity", false, true, 200, true},
 		{"successor's PID reused", true, false, 400, false},
 		{"successor unchanged", true, false, 300, true},
+		{"listed PID the proc root does not show", false, false, 0, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "journal")

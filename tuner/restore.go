@@ -236,7 +236,7 @@ func (t *Tuner) restoreAction(k string, now time.Time, why string) (a Action, d 
 		// a PID whose process is not the client journaled with it (another
 		// boot, another start time) is not restarted (mpsidentity.go)
 		if left == nil {
-			if gone := t.clientGone(o); gone != "" {
+			if gone := t.clientGone(o, present && known); gone != "" {
 				t.closeGoneClient(k, gone, now)
 				return a, d, nil, true
 			}
