@@ -136,25 +136,31 @@ func (t *Tuner) clientIdentity(pid uint32) Identity {
 // the procfs root shows no process of is not gone, the root does not
 // show the GPU's processes (another PID namespace than the host's, or
 // hidepid), and it cannot tell: restored by PID, as one without
-// identity, and said.
-func (t *Tuner) clientGone(o Original, listed bool) string {
+// identity, and said. left says why it is not restored now: the identity
+// journaled cannot be read (the boot ID or the start time unreadable), and
+// a restart by PID could restart another tenant's process, which is worse
+// than a cap left until the next start (as a PID no snapshot tells
+// running is).
+func (t *Tuner) clientGone(o Original, listed bool) (gone string, left error) {
 	if o.Boot == "" || len(o.Starts) != 1 {
-		return ""
+		return "", nil
 	}
-	boot, start, ok, _ := t.clientStart(o.Target.PID)
+	boot, start, ok, err := t.clientStart(o.Target.PID)
 	switch {
+	case err != nil:
+		return "", fmt.Errorf("the identity of PID %d journaled with its original cannot be read now (%w), and a client restart by PID could restart another process: left for the next start", o.Target.PID, err)
 	case !ok:
-		return ""
+		return "", nil // (the actuator is not set up to tell)
 	case boot != o.Boot:
-		return "journaled before the host's last boot"
+		return "journaled before the host's last boot", nil
 	case start == 0 && listed:
 		level.Warn(t.o.Logger).Log("msg", "--proc.root does not show the GPU's processes (an MPS client listed on the GPU is not under it: the exporter not in the host's PID namespace, or /proc mounted with hidepid): the tuner cannot tell the client from a later process of the same PID, and restarts the PID to set its cap back",
 			"target", o.Target.String(), "tenant", o.Tenant, "pid", o.Target.PID)
-		return ""
+		return "", nil
 	case start != o.Starts[0]:
-		return "another process holds it now, or none"
+		return "another process holds it now, or none", nil
 	}
-	return ""
+	return "", nil
 }
 
 // closeGoneClient closes the MPS original k, whose PID no longer names
