@@ -2,6 +2,7 @@ package tuner
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -65,5 +66,36 @@ func TestMPSUnnamedOriginalKeepsIdentity(t *testing.T) {
 	}
 	if o := r.j.Originals(); len(o) != 0 {
 		t.Errorf("originals left open: %+v", o)
+	}
+}
+
+// clientsWarning is the hourly warning that the tuner cannot tell an MPS
+// client whose cap it changes.
+const clientsWarning = "tuner cannot tell the MPS client whose cap it changes"
+
+// An MPS original that follows the client to a PID that runs nothing (a
+// successor the hook named that is not up yet, or a wrapper's PID) is
+// journaled without identity, as before, but the hourly warning that the
+// tuner cannot tell the client whose cap it changes is not spent on it:
+// it is said at debug level, and the warning is left for a cap the tuner
+// changes on a client it cannot tell. (Before, the follow logged it and
+// took the hour's slot.)
+func TestMPSFollowToNoProcessNotWarned(t *testing.T) {
+	embed := func(pid uint32) proc { return proc{pid, "embed"} }
+	batch := func(pid uint32) proc { return proc{pid, "batch"} }
+	host := &idClients{boot: testBoot, starts: map[uint32]uint64{7: 100, 8: 50}}
+	host.next = map[uint32]uint32{7: 99} // 99: no process under the procfs root
+	r := newIDRun(t, host)
+	r.restart(t, embed(7), batch(8))
+	if o := r.j.Originals(); len(o) != 1 || o[0].Target.PID != 99 || o[0].Boot != "" {
+		t.Fatalf("originals after the restart %+v, want PID 99's without identity", o)
+	}
+	if strings.Contains(r.log.String(), clientsWarning) {
+		t.Errorf("the follow to a PID that runs nothing warned:\n%s", r.log.String())
+	}
+	host.err = errors.New("no procfs")
+	r.tu.clientIdentity(5) // a cap changed on a client it cannot tell, within the hour
+	if out := r.log.String(); !strings.Contains(out, clientsWarning) || !strings.Contains(out, "pid=5") {
+		t.Errorf("the warning of a cap changed on a client the tuner cannot tell was not logged:\n%s", out)
 	}
 }

@@ -112,10 +112,27 @@ func (t *Tuner) clientStart(pid uint32) (boot string, start uint64, ok bool, err
 // clientIdentity is the identity of the MPS client pid, read now, to be
 // journaled with its original; empty where the actuator tells none, or
 // cannot now, or sees no process of that PID (the original is then
-// restored by PID, as one of an earlier version).
+// restored by PID, as one of an earlier version), which is warned, once
+// an hour.
 func (t *Tuner) clientIdentity(pid uint32) Identity {
+	return t.readClientIdentity(pid, false)
+}
+
+// successorIdentity is clientIdentity for the successor an original
+// follows: a PID that runs nothing (a named successor not up yet, a
+// wrapper's PID) is said at debug level, not in the hourly warning, which
+// is left for a cap changed on a client the tuner cannot tell.
+func (t *Tuner) successorIdentity(pid uint32) Identity {
+	return t.readClientIdentity(pid, true)
+}
+
+func (t *Tuner) readClientIdentity(pid uint32, successor bool) Identity {
 	boot, start, ok, err := t.clientStart(pid)
 	if ok && start == 0 {
+		if successor {
+			level.Debug(t.o.Logger).Log("msg", "the MPS client's successor the tuner follows runs no process under the procfs root (--proc.root): its original is journaled without identity, restored by PID", "pid", pid)
+			return Identity{}
+		}
 		ok, err = false, fmt.Errorf("no process %d under the procfs root (--proc.root)", pid)
 	}
 	if !ok {

@@ -306,7 +306,7 @@ func (t *Tuner) followAs(old Target, pid uint32, id *Identity, now time.Time) bo
 	}
 	if _, has := t.originals[k]; !has {
 		if id == nil {
-			read := t.clientIdentity(pid) // (the successor's: mpsidentity.go)
+			read := t.successorIdentity(pid) // (mpsidentity.go)
 			id = &read
 		}
 		if err := t.journal(Record{Time: now, Event: EventOriginal, Target: nt, Tenant: o.Tenant, From: encodeValue(o.Value)}.withIdentity(*id)); err != nil {
