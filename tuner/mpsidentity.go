@@ -20,10 +20,13 @@ import (
 // (gpu.ProcessStarter: the host's procfs) just before the cap is first
 // changed, or as the client's successor is followed. A restore passes
 // over a PID whose process is not the one journaled (another boot,
-// another start time, or none running), and closes its original as gone.
-// An original without them (an earlier version wrote it, an actuator that
-// tells no processes apart, one that could not tell then) is restored by
-// PID, as before.
+// another start time, or none running), and closes its original as gone;
+// it leaves for the next start one whose identity it cannot read now
+// (clientGone), and restores by PID one listed on the GPU that the procfs
+// root does not show (that root is not the host's). An original without
+// them (an earlier version wrote it, or an older one compacted it, an
+// actuator that tells no processes apart, one that could not tell then)
+// is restored by PID, as before.
 //
 // The journal keeps it in a field of its own, "client", not in the
 // "boot" and "starts" of a pause's records: an older version refuses
