@@ -20,10 +20,13 @@ import (
 // (gpu.ProcessStarter: the host's procfs) just before the cap is first
 // changed, or as the client's successor is followed. A restore passes
 // over a PID whose process is not the one journaled (another boot,
-// another start time, or none running), and closes its original as gone.
-// An original without them (an earlier version wrote it, an actuator that
-// tells no processes apart, one that could not tell then) is restored by
-// PID, as before.
+// another start time, or none running), and closes its original as gone;
+// it leaves for the next start one whose identity it cannot read now
+// (clientGone), and restores by PID one listed on the GPU that the procfs
+// root does not show (that root is not the host's). An original without
+// them (an earlier version wrote it, or an older one compacted it, an
+// actuator that tells no processes apart, one that could not tell then)
+// is restored by PID, as before.
 //
 // The journal keeps it in a field of its own, "client", not in the
 // "boot" and "starts" of a pause's records: an older version refuses
@@ -112,10 +115,27 @@ func (t *Tuner) clientStart(pid uint32) (boot string, start uint64, ok bool, err
 // clientIdentity is the identity of the MPS client pid, read now, to be
 // journaled with its original; empty where the actuator tells none, or
 // cannot now, or sees no process of that PID (the original is then
-// restored by PID, as one of an earlier version).
+// restored by PID, as one of an earlier version), which is warned, once
+// an hour.
 func (t *Tuner) clientIdentity(pid uint32) Identity {
+	return t.readClientIdentity(pid, false)
+}
+
+// successorIdentity is clientIdentity for the successor an original
+// follows: a PID that runs nothing (a named successor not up yet, a
+// wrapper's PID) is said at debug level, not in the hourly warning, which
+// is left for a cap changed on a client the tuner cannot tell.
+func (t *Tuner) successorIdentity(pid uint32) Identity {
+	return t.readClientIdentity(pid, true)
+}
+
+func (t *Tuner) readClientIdentity(pid uint32, successor bool) Identity {
 	boot, start, ok, err := t.clientStart(pid)
 	if ok && start == 0 {
+		if successor {
+			level.Debug(t.o.Logger).Log("msg", "the MPS client's successor the tuner follows runs no process under the procfs root (--proc.root): its original is journaled without identity, restored by PID", "pid", pid)
+			return Identity{}
+		}
 		ok, err = false, fmt.Errorf("no process %d under the procfs root (--proc.root)", pid)
 	}
 	if !ok {
@@ -131,21 +151,36 @@ func (t *Tuner) clientIdentity(pid uint32) Identity {
 
 // clientGone says why the PID of the MPS original o names a process other
 // than the client journaled with it, or none: "" where it still names
-// that client, or o names none, or the actuator cannot tell now.
-func (t *Tuner) clientGone(o Original) string {
+// that client, or o names none, or the actuator cannot tell now. listed
+// is whether the latest snapshot lists the PID on its GPU: a listed PID
+// the procfs root shows no process of is not gone, the root does not
+// show the GPU's processes (another PID namespace than the host's, or
+// hidepid), and it cannot tell: restored by PID, as one without
+// identity, and said. left says why it is not restored now: the identity
+// journaled cannot be read (the boot ID or the start time unreadable), and
+// a restart by PID could restart another tenant's process, which is worse
+// than a cap left until the next start (as a PID no snapshot tells
+// running is).
+func (t *Tuner) clientGone(o Original, listed bool) (gone string, left error) {
 	if o.Boot == "" || len(o.Starts) != 1 {
-		return ""
+		return "", nil
 	}
-	boot, start, ok, _ := t.clientStart(o.Target.PID)
+	boot, start, ok, err := t.clientStart(o.Target.PID)
 	switch {
+	case err != nil:
+		return "", fmt.Errorf("the identity of PID %d journaled with its original cannot be read now (%w), and a client restart by PID could restart another process: left for the next start", o.Target.PID, err)
 	case !ok:
-		return ""
+		return "", nil // (the actuator is not set up to tell)
 	case boot != o.Boot:
-		return "journaled before the host's last boot"
+		return "journaled before the host's last boot", nil
+	case start == 0 && listed:
+		level.Warn(t.o.Logger).Log("msg", "--proc.root does not show the GPU's processes (an MPS client listed on the GPU is not under it: the exporter not in the host's PID namespace, or /proc mounted with hidepid): the tuner cannot tell the client from a later process of the same PID, and restarts the PID to set its cap back",
+			"target", o.Target.String(), "tenant", o.Tenant, "pid", o.Target.PID)
+		return "", nil
 	case start != o.Starts[0]:
-		return "another process holds it now, or none"
+		return "another process holds it now, or none", nil
 	}
-	return ""
+	return "", nil
 }
 
 // closeGoneClient closes the MPS original k, whose PID no longer names

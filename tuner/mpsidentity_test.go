@@ -70,12 +70,22 @@ func TestMPSRestoreAtStartChecksIdentity(t *testing.T) {
 		err     error
 		restart bool
 		why     string
+		warn    string // a warning other than "not restarted"
+		// left: the restore_failed reason (the original stays open)
+		left string
 	}{
-		{"reused PID", ided, testBoot, 200, nil, false, "PID 7 (another process holds it now, or none)"},
-		{"after a reboot", ided, otherBoot, 100, nil, false, "PID 7 (journaled before the host's last boot)"},
-		{"unchanged client", ided, testBoot, 100, nil, true, ""},
-		{"record without identity", Identity{}, testBoot, 200, nil, true, ""},
-		{"identity unreadable now", ided, "", 0, errors.New("no procfs"), true, ""},
+		{"reused PID", ided, testBoot, 200, nil, false, "PID 7 (another process holds it now, or none)", "", ""},
+		{"after a reboot", ided, otherBoot, 100, nil, false, "PID 7 (journaled before the host's last boot)", "", ""},
+		{"unchanged client", ided, testBoot, 100, nil, true, "", "", ""},
+		{"record without identity", Identity{}, testBoot, 200, nil, true, "", "", ""},
+		{"record without identity, unreadable now", Identity{}, "", 0, errors.New("no procfs"), true, "", "", ""},
+		// journaled and not readable now (boot_id unreadable, EACCES):
+		// left for the next start, as a PID no snapshot tells running
+		{"identity unreadable now", ided, "", 0, errors.New("no procfs"), false, "", "",
+			"the identity of PID 7 journaled with its original cannot be read now (no procfs)"},
+		// the PID listed on the GPU and not under the procfs root: the
+		// root is not the host's (another PID namespace, hidepid)
+		{"listed PID the proc root does not show", ided, testBoot, 0, nil, true, "", "--proc.root does not show the GPU's processes", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "journal")
@@ -96,17 +106,23 @@ func TestMPSRestoreAtStartChecksIdentity(t *testing.T) {
 			if got := restartsOf(host.Calls); !slices.Equal(got, want) {
 				t.Errorf("restarts %q, want %q", got, want)
 			}
-			if o := j.Originals(); len(o) != 0 {
-				t.Errorf("originals left open: %+v", o)
+			if o := j.Originals(); len(o) != 0 && c.left == "" || len(o) != 1 && c.left != "" {
+				t.Errorf("originals left open: %+v, want one: %v", o, c.left != "")
 			}
 			b, err := os.ReadFile(path)
 			if err != nil {
 				t.Fatal(err)
 			}
+			if failed := strings.Contains(string(b), `"restore_failed"`) && strings.Contains(string(b), c.left); failed != (c.left != "") {
+				t.Errorf("restore_failed (%s) %v, want %v\njournal: %s", c.left, failed, c.left != "", b)
+			}
 			closed := strings.Contains(string(b), "process gone, not restarted: "+c.why)
 			warned := strings.Contains(buf.String(), "not restarted")
 			if gone := c.why != ""; closed != gone || warned != gone {
 				t.Errorf("closed as gone (%s) %v, warned %v; want %v\njournal: %s\nlog: %s", c.why, closed, warned, gone, b, buf.String())
+			}
+			if c.warn != "" && (!strings.Contains(buf.String(), c.warn) || !strings.Contains(buf.String(), "level=warn")) {
+				t.Errorf("log lacks the warning %q:\n%s", c.warn, buf.String())
 			}
 		})
 	}
@@ -131,6 +147,7 @@ func TestMPSRestoreAtExitChecksIdentity(t *testing.T) {
 		{"original without identity", false, true, 200, true},
 		{"successor's PID reused", true, false, 400, false},
 		{"successor unchanged", true, false, 300, true},
+		{"listed PID the proc root does not show", false, false, 0, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "journal")

@@ -234,12 +234,15 @@ func (t *Tuner) restoreAction(k string, now time.Time, why string) (a Action, d 
 			return a, d, nil, true
 		}
 		// a PID whose process is not the client journaled with it (another
-		// boot, another start time) is not restarted (mpsidentity.go)
+		// boot, another start time) is not restarted, nor one whose
+		// identity cannot be read now (mpsidentity.go)
 		if left == nil {
-			if gone := t.clientGone(o); gone != "" {
+			gone, unread := t.clientGone(o, present && known)
+			if gone != "" {
 				t.closeGoneClient(k, gone, now)
 				return a, d, nil, true
 			}
+			left = unread
 		}
 	}
 	d = Decision{Time: now, GPU: o.Target.GPU, Tenant: o.Tenant, Knob: o.Target.Knob, From: t.lastSet(k), To: valueText(o.Value), Reason: why}

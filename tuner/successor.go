@@ -86,8 +86,11 @@ type successorWatch struct {
 	old    uint32
 	listed bool
 	// foreign is the tenant a snapshot attributes the named PID to where
-	// that is not the client's tenant (unname)
+	// that is not the client's tenant (unname); oldID the identity
+	// journaled with old's original, given back to it there (old's
+	// process, restarted, tells none by then)
 	foreign string
+	oldID   Identity
 	// restore is, for a client whose original an earlier run left open,
 	// the reason it is set back on the successor once found ("": it is
 	// not, it stays the tuner's change).
@@ -229,6 +232,7 @@ func (t *Tuner) followSuccessor(a Action, now time.Time, h *hookCall) {
 	if ok && named != a.PID && t.namedWasThere(a, named, began, seen) {
 		ok = false
 	}
+	oldID := t.originals[a.Target.String()].Identity // (before follow closes it)
 	if ok && named == a.PID || ok && !t.follow(a.Target, named, now) || a.Tenant == "" {
 		return
 	}
@@ -239,7 +243,7 @@ func (t *Tuner) followSuccessor(a Action, now time.Time, h *hookCall) {
 	if w := t.watches[tg.String()]; w != nil && old != 0 {
 		return // the same PID named again: checked from its first naming
 	}
-	t.watches[tg.String()] = &successorWatch{Restart: r, tg: tg, tenant: a.Tenant, old: old}
+	t.watches[tg.String()] = &successorWatch{Restart: r, tg: tg, tenant: a.Tenant, old: old, oldID: oldID}
 }
 
 // namedNotTaken ends the warning of a named successor refused.
@@ -275,8 +279,15 @@ func (t *Tuner) namedWasThere(a Action, named uint32, at time.Time, onGPU map[pi
 // gone, it would never be), and the original, journaled for the new PID
 // (with the value last set) before the old one's is closed, so that the restore, at exit or after a
 // crash, sets the successor back. Where the journal cannot take it, the
-// original stays with the old PID (false).
+// original stays with the old PID (false). The successor's identity is
+// read now (mpsidentity.go).
 func (t *Tuner) follow(old Target, pid uint32, now time.Time) bool {
+	return t.followAs(old, pid, nil, now)
+}
+
+// followAs is follow with the identity journaled for pid: id, where not
+// nil, else the one read now.
+func (t *Tuner) followAs(old Target, pid uint32, id *Identity, now time.Time) bool {
 	ko := old.String()
 	nt := old
 	nt.PID = pid
@@ -294,8 +305,11 @@ func (t *Tuner) follow(old Target, pid uint32, now time.Time) bool {
 		return true
 	}
 	if _, has := t.originals[k]; !has {
-		id := t.clientIdentity(pid) // (the successor's: mpsidentity.go)
-		if err := t.journal(Record{Time: now, Event: EventOriginal, Target: nt, Tenant: o.Tenant, From: encodeValue(o.Value)}.withIdentity(id)); err != nil {
+		if id == nil {
+			read := t.successorIdentity(pid) // (mpsidentity.go)
+			id = &read
+		}
+		if err := t.journal(Record{Time: now, Event: EventOriginal, Target: nt, Tenant: o.Tenant, From: encodeValue(o.Value)}.withIdentity(*id)); err != nil {
 			level.Error(t.o.Logger).Log("msg", "tuner could not journal the original of an MPS client's successor; it stays with the old PID", "target", ko, "successor", pid, "err", err)
 			return false
 		}
@@ -306,7 +320,7 @@ func (t *Tuner) follow(old Target, pid uint32, now time.Time) bool {
 		// journal it found put at the path is kept (the journal keeps the
 		// first)
 		if _, adopted := t.originals[k]; !adopted {
-			no := Original{Target: nt, Tenant: o.Tenant, Value: o.Value, At: now, Identity: id}
+			no := Original{Target: nt, Tenant: o.Tenant, Value: o.Value, At: now, Identity: *id}
 			if set, _ := t.lastSetValue(ko); set != nil {
 				no.Set, no.SetAt = set, now
 			}
@@ -379,13 +393,15 @@ func (t *Tuner) findSuccessors(ctx context.Context, snap *tenant.Snapshot, now t
 // another tenant (a new process of that tenant: the hook printed the wrong
 // PID) into one that looks for the successor as if the hook had named
 // none, and says so: what the tuner keeps of the client goes back to its
-// old PID (follow), and the watch with it. Where the journal cannot take
-// that, it stays as it is (false).
+// old PID (follow), and the watch with it, with the identity journaled
+// for it before (its process is gone by now: one read now would be none,
+// and a restore would restart whatever takes the PID later). Where the
+// journal cannot take that, it stays as it is (false).
 func (t *Tuner) unname(w *successorWatch, now time.Time) bool {
 	level.Warn(t.o.Logger).Log("msg", "the restart hook named as the successor of an MPS client another tenant's process, listed on its GPU after the restart"+namedNotTaken,
 		"tenant", w.tenant, "gpu", w.tg.GPU, "pid", w.old, "named", w.tg.PID, "named_tenant", w.foreign)
 	named := w.tg
-	if !t.follow(named, w.old, now) {
+	if !t.followAs(named, w.old, &w.oldID, now) {
 		return false
 	}
 	delete(t.watches, named.String())
