@@ -289,20 +289,27 @@ func (r *Runner) roundAndHooksEnded() <-chan struct{} {
 
 // logLateRestore logs the end of a restore at exit stuck past its
 // deadline, as far as the process lives: what it set back and closed
-// then, or what it did not.
+// then, or what it did not: the restore's outcome and the closes' each
+// in a line of its own.
 func (r *Runner) logLateRestore(res <-chan exitErr) {
 	e := <-res
-	if e.restore == nil && e.close == nil {
-		level.Warn(r.logger).Log("msg", "tuner exit: the restore stuck at the deadline ended after it: the originals set back and everything closed")
-		return
-	}
+	const late = "tuner exit: the restore stuck at the deadline ended after it: "
 	if e.restore != nil {
-		level.Error(r.logger).Log("msg", "tuner exit: the restore stuck at the deadline ended after it: original settings NOT restored; the journal restores them at the next start", "err", e.restore)
+		level.Error(r.logger).Log("msg", late+"original settings NOT restored; the journal restores them at the next start", "err", e.restore)
+	} else {
+		level.Warn(r.logger).Log("msg", late+"the original settings are set back (the exit's error said not)")
 	}
 	if e.close != nil {
-		level.Error(r.logger).Log("msg", "tuner exit: the restore stuck at the deadline ended after it: "+closeFailed, "err", e.close)
+		level.Error(r.logger).Log("msg", late+closeFailed, "err", e.close)
+	} else {
+		level.Warn(r.logger).Log("msg", late+"the actuators and the journal closed")
 	}
 }
+
+// lateCloseTimeout bounds the closes after a restore that ended past the
+// exit's deadline (logLateRestore): theirs, from the restore's end, the
+// exit's being spent.
+const lateCloseTimeout = 5 * time.Second
 
 // exitErr is the outcome of an exit: the restore's error (originals not
 // set back) apart from the closes' and the release's.
@@ -347,7 +354,15 @@ func (r *Runner) restoreWithin(all context.Context, closing chan<- struct{}) exi
 	defer c()
 	_, err := r.t.restoreAtExit(hooks, held)
 	close(closing)
-	cerr := r.closeAll(all, r.t.hooksEnded())
+	closeBy := all
+	if all.Err() != nil {
+		// ended past the deadline: the exit has returned (or, the two
+		// ending at once, waits for these closes), theirs is spent
+		late, cancel := context.WithTimeout(context.WithoutCancel(all), lateCloseTimeout)
+		defer cancel()
+		closeBy = late
+	}
+	cerr := r.closeAll(closeBy, r.t.hooksEnded())
 	if err == nil && r.failed {
 		err = errors.New("a restore of original settings failed while running (see the log)")
 	}

@@ -1,0 +1,48 @@
+package tuner
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-kit/log"
+)
+
+// A restore stuck past the deadline that then sets everything back has
+// its closes bounded by a deadline of their own (the exit's is spent),
+// and the log says the originals are set back, in a line apart from the
+// closes'. (The closes ran on the spent deadline: the journal logged as
+// not closed, an error line, and no line said the originals were set
+// back; the last word was "NOT restored".)
+func TestExitStuckRestoreLateSetBackLogged(t *testing.T) {
+	host := &armedPower{armed: make(chan struct{}), release: make(chan struct{})}
+	rn := exitRunner(t, host, false)
+	rn.SetRestoreTimeout(300 * time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	rn.Run(ctx)
+	var logs lockedBuffer
+	rn.logger = log.NewLogfmtLogger(&logs)
+	var releases atomic.Int32
+	rn.ReleaseAtExit(closeFunc(func() error { releases.Add(1); return nil }))
+	close(host.armed)
+	if err := rn.RestoreAtExit(); err == nil || !strings.Contains(err.Error(), "nothing closed") {
+		t.Fatalf("RestoreAtExit: %v, want the stuck restore named", err)
+	}
+	close(host.release)
+	want := [][]string{
+		{"level=warn", "ended after it: the original settings are set back"},
+		{"level=warn", "ended after it: the actuators and the journal closed"},
+	}
+	if !waitFor(func() bool { return containsAll(logs.String(), want[0]) && containsAll(logs.String(), want[1]) }) {
+		t.Errorf("log:\n%s\nwant lines with %q", logs.String(), want)
+	}
+	if l := logs.String(); strings.Contains(l, "did not close") || strings.Contains(l, "closed after the deadline") {
+		t.Errorf("log:\n%s\nwant no close failing or late", l)
+	}
+	if !journalClosed(rn) || !waitFor(func() bool { return releases.Load() == 1 }) {
+		t.Errorf("journal closed %v, lock released %d times; want both", journalClosed(rn), releases.Load())
+	}
+}
