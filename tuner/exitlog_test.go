@@ -46,3 +46,36 @@ func TestExitStuckRestoreLateSetBackLogged(t *testing.T) {
 		t.Errorf("journal closed %v, lock released %d times; want both", journalClosed(rn), releases.Load())
 	}
 }
+
+// A restore that failed at start and was made at exit leaves the exit's
+// status non-zero (the documented contract for a failed restore), but the
+// log says a restore failed while running and every original is set back
+// now, not "NOT restored". (It said "original settings NOT restored; the
+// journal restores them at the next start", the journal holding none.)
+func TestExitAfterFailedStartRestoreSaysSetBack(t *testing.T) {
+	failed := make(chan struct{})
+	close(failed) // the first call (the start's restore) fails at once
+	rn := exitRunner(t, &slowPower{release: failed}, false)
+	rn.SetRestoreTimeout(2 * time.Second)
+	var logs lockedBuffer
+	rn.logger = log.NewLogfmtLogger(&logs)
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() { defer close(ran); rn.Run(ctx) }()
+	if !waitFor(func() bool { return strings.Contains(logs.String(), "could not all be restored at start") }) {
+		t.Fatalf("log:\n%s\nwant the start's restore failed", logs.String())
+	}
+	cancel()
+	<-ran
+	err := rn.RestoreAtExit()
+	if err == nil || !strings.Contains(err.Error(), "failed while running") {
+		t.Errorf("RestoreAtExit: %v, want the failure while running (a non-zero exit)", err)
+	}
+	if e := rn.Status().Exit; e.AtExit+e.Failed+e.KeptOpen != 0 {
+		t.Fatalf("originals open after the exit: %+v, want every one set back", e)
+	}
+	l := logs.String()
+	if strings.Contains(l, "NOT restored") || !containsAll(l, []string{"level=error", "a restore failed while running", "every original is set back now"}) {
+		t.Errorf("log:\n%s\nwant the failure while running said, every original set back, no \"NOT restored\"", l)
+	}
+}

@@ -312,9 +312,10 @@ func (r *Runner) logLateRestore(res <-chan exitErr) {
 const lateCloseTimeout = 5 * time.Second
 
 // exitErr is the outcome of an exit: the restore's error (originals not
-// set back) apart from the closes' and the release's.
+// set back) apart from the closes' and the release's, and from a restore
+// that failed while running, every original set back since (ran).
 type exitErr struct {
-	restore, close error
+	restore, close, ran error
 }
 
 // closeFailed is what the log says of a failed close or release at exit.
@@ -330,11 +331,15 @@ func (r *Runner) Restore() error {
 }
 
 // restoreResult logs and wraps an exit's errors, each under its own
-// message: the restore's (originals not set back), and the closes' and
-// release's (the settings as the restore left them). Either makes the
-// exit status non-zero.
+// message: a restore failed while running, set back since; the restore's
+// (originals not set back); and the closes' and release's (the settings
+// as the restore left them). Any makes the exit status non-zero.
 func (r *Runner) restoreResult(e exitErr) error {
 	var err error
+	if e.ran != nil { // (the exit status non-zero all the same: the failure was)
+		level.Error(r.logger).Log("msg", "tuner exit: a restore failed while running (logged then), made at exit since: the exit status is non-zero for it; err says what is still open", "err", e.ran)
+		err = fmt.Errorf("tuner: %w", e.ran)
+	}
 	if e.restore != nil {
 		level.Error(r.logger).Log("msg", "tuner: original settings NOT restored; the journal restores them at the next start", "err", e.restore)
 		err = fmt.Errorf("tuner restore: %w", e.restore)
@@ -363,10 +368,28 @@ func (r *Runner) restoreWithin(all context.Context, closing chan<- struct{}) exi
 		closeBy = late
 	}
 	cerr := r.closeAll(closeBy, r.t.hooksEnded())
-	if err == nil && r.failed {
-		err = errors.New("a restore of original settings failed while running (see the log)")
+	var ran error
+	if err == nil && r.failed { // (said by what the journal still holds open)
+		switch open, kept := r.openAtExit(); {
+		case open > 0:
+			err = fmt.Errorf("a restore of original settings failed while running (see the log), and %d are still open in the journal", open)
+		case kept > 0:
+			ran = fmt.Errorf("a restore of original settings failed while running (see the log); every original is set back now but the %d of GPUs not in enforce mode, kept open in the journal", kept)
+		default:
+			ran = errors.New("a restore of original settings failed while running (see the log); every original is set back now")
+		}
 	}
-	return exitErr{restore: err, close: cerr}
+	return exitErr{restore: err, close: cerr, ran: ran}
+}
+
+// openAtExit counts the originals still open in the journal: those the
+// exit sets back (not set back: exitRestores' AtExit and Failed), and
+// those it keeps open (their GPU not in enforce mode).
+func (r *Runner) openAtExit() (open, kept int) {
+	r.t.mu.Lock()
+	defer r.t.mu.Unlock()
+	e := r.t.exitRestores()
+	return e.AtExit + e.Failed, e.KeptOpen
 }
 
 // closeAll closes the actuators CloseAtExit names and the journal within
