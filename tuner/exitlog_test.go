@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/go-kit/log"
+
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
 // A restore stuck past the deadline that then sets everything back has
@@ -77,5 +79,59 @@ func TestExitAfterFailedStartRestoreSaysSetBack(t *testing.T) {
 	l := logs.String()
 	if strings.Contains(l, "NOT restored") || !containsAll(l, []string{"level=error", "a restore failed while running", "every original is set back now"}) {
 		t.Errorf("log:\n%s\nwant the failure while running said, every original set back, no \"NOT restored\"", l)
+	}
+}
+
+// The node lock kept past the exit's deadline (a round stuck at exit, a
+// hook cut at exit) has its release logged when it comes, and a stuck
+// round its end. (Only a failed release was logged: nobody could tell
+// whether, or when, the lock went.)
+func TestExitKeptLockReleaseLogged(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T, releases *atomic.Int32) (rn *Runner, end func())
+		want  [][]string
+	}{
+		{"stuck round", func(t *testing.T, releases *atomic.Int32) (*Runner, func()) {
+			rn := exitRunner(t, &slowPower{}, false) // (Run never runs: its round never ends)
+			rn.SetRestoreTimeout(200 * time.Millisecond)
+			rn.ReleaseAtExit(closeFunc(func() error { releases.Add(1); return nil }))
+			return rn, func() { close(rn.done) }
+		}, [][]string{{"level=info", "the round stuck at exit has ended"}, {"level=info", "the node lock is released"}}},
+		{"cut hook", func(t *testing.T, releases *atomic.Int32) (*Runner, func()) {
+			r := newHookRun(t)
+			r.tu.bind(ActuatorsOf(deafHost{r.host}))
+			r.round(t, capBatch)
+			r.host.waitStarted(t)
+			rn := NewRunner(r.tu, r.j, r.clk, time.Minute, func() *tenant.Snapshot { return r.snapOf() }, nil)
+			rn.SetRestoreTimeout(200 * time.Millisecond)
+			rn.ReleaseAtExit(closeFunc(func() error { releases.Add(1); return nil }))
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			rn.Run(ctx)
+			return rn, func() { r.host.release <- nil }
+		}, [][]string{{"level=info", "the node lock is released"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var releases atomic.Int32
+			rn, end := tc.setup(t, &releases)
+			var logs lockedBuffer
+			rn.logger = log.NewLogfmtLogger(&logs)
+			if err := rn.RestoreAtExit(); err == nil || !strings.Contains(err.Error(), "node lock is kept") {
+				t.Fatalf("RestoreAtExit: %v, want the lock said kept", err)
+			}
+			if strings.Contains(logs.String(), "the node lock is released") {
+				t.Fatalf("log:\n%s\nwant no release before the end", logs.String())
+			}
+			end()
+			if !waitFor(func() bool { return releases.Load() == 1 }) {
+				t.Fatalf("lock released %d times, want once", releases.Load())
+			}
+			for _, w := range tc.want {
+				if !waitFor(func() bool { return containsAll(logs.String(), w) }) {
+					t.Errorf("log:\n%s\nwant a line with %q", logs.String(), w)
+				}
+			}
+		})
 	}
 }

@@ -281,6 +281,7 @@ func (r *Runner) roundAndHooksEnded() <-chan struct{} {
 	ended := make(chan struct{})
 	go func() {
 		<-r.done
+		level.Info(r.logger).Log("msg", "tuner exit: the round stuck at exit has ended (what it left open stays in the journal for the next start)")
 		<-r.t.hookLive.stop()
 		close(ended)
 	}()
@@ -449,6 +450,8 @@ func (r *Runner) closeAll(ctx context.Context, after <-chan struct{}) error {
 		}
 		if rerr := r.release(); rerr != nil {
 			level.Error(r.logger).Log("msg", "tuner exit: the node lock could not be released (the kernel releases it as the process exits)", "err", rerr)
+		} else if len(r.released) > 0 {
+			level.Info(r.logger).Log("msg", "tuner exit: the node lock is released, past the exit's deadline, now that what kept it has ended (a close named as not closed, the round stuck at exit, a hook cut at exit)")
 		}
 	}()
 	return err
