@@ -281,6 +281,7 @@ func (r *Runner) roundAndHooksEnded() <-chan struct{} {
 	ended := make(chan struct{})
 	go func() {
 		<-r.done
+		level.Info(r.logger).Log("msg", "tuner exit: the round stuck at exit has ended (what it left open stays in the journal for the next start)")
 		<-r.t.hookLive.stop()
 		close(ended)
 	}()
@@ -289,25 +290,33 @@ func (r *Runner) roundAndHooksEnded() <-chan struct{} {
 
 // logLateRestore logs the end of a restore at exit stuck past its
 // deadline, as far as the process lives: what it set back and closed
-// then, or what it did not.
+// then, or what it did not: the restore's outcome and the closes' each
+// in a line of its own.
 func (r *Runner) logLateRestore(res <-chan exitErr) {
 	e := <-res
-	if e.restore == nil && e.close == nil {
-		level.Warn(r.logger).Log("msg", "tuner exit: the restore stuck at the deadline ended after it: the originals set back and everything closed")
-		return
-	}
+	const late = "tuner exit: the restore stuck at the deadline ended after it: "
 	if e.restore != nil {
-		level.Error(r.logger).Log("msg", "tuner exit: the restore stuck at the deadline ended after it: original settings NOT restored; the journal restores them at the next start", "err", e.restore)
+		level.Error(r.logger).Log("msg", late+"original settings NOT restored; the journal restores them at the next start", "err", e.restore)
+	} else {
+		level.Warn(r.logger).Log("msg", late+"the original settings are set back (the exit's error said not)")
 	}
 	if e.close != nil {
-		level.Error(r.logger).Log("msg", "tuner exit: the restore stuck at the deadline ended after it: "+closeFailed, "err", e.close)
+		level.Error(r.logger).Log("msg", late+closeFailed, "err", e.close)
+	} else {
+		level.Warn(r.logger).Log("msg", late+"the actuators and the journal closed")
 	}
 }
 
+// lateCloseTimeout bounds the closes after a restore that ended past the
+// exit's deadline (logLateRestore): theirs, from the restore's end, the
+// exit's being spent.
+const lateCloseTimeout = 5 * time.Second
+
 // exitErr is the outcome of an exit: the restore's error (originals not
-// set back) apart from the closes' and the release's.
+// set back) apart from the closes' and the release's, and from a restore
+// that failed while running, every original set back since (ran).
 type exitErr struct {
-	restore, close error
+	restore, close, ran error
 }
 
 // closeFailed is what the log says of a failed close or release at exit.
@@ -323,11 +332,15 @@ func (r *Runner) Restore() error {
 }
 
 // restoreResult logs and wraps an exit's errors, each under its own
-// message: the restore's (originals not set back), and the closes' and
-// release's (the settings as the restore left them). Either makes the
-// exit status non-zero.
+// message: a restore failed while running, set back since; the restore's
+// (originals not set back); and the closes' and release's (the settings
+// as the restore left them). Any makes the exit status non-zero.
 func (r *Runner) restoreResult(e exitErr) error {
 	var err error
+	if e.ran != nil { // (the exit status non-zero all the same: the failure was)
+		level.Error(r.logger).Log("msg", "tuner exit: a restore failed while running (logged then), made at exit since: the exit status is non-zero for it; err says what is still open", "err", e.ran)
+		err = fmt.Errorf("tuner: %w", e.ran)
+	}
 	if e.restore != nil {
 		level.Error(r.logger).Log("msg", "tuner: original settings NOT restored; the journal restores them at the next start", "err", e.restore)
 		err = fmt.Errorf("tuner restore: %w", e.restore)
@@ -347,11 +360,37 @@ func (r *Runner) restoreWithin(all context.Context, closing chan<- struct{}) exi
 	defer c()
 	_, err := r.t.restoreAtExit(hooks, held)
 	close(closing)
-	cerr := r.closeAll(all, r.t.hooksEnded())
-	if err == nil && r.failed {
-		err = errors.New("a restore of original settings failed while running (see the log)")
+	closeBy := all
+	if all.Err() != nil {
+		// ended past the deadline: the exit has returned (or, the two
+		// ending at once, waits for these closes), theirs is spent
+		late, cancel := context.WithTimeout(context.WithoutCancel(all), lateCloseTimeout)
+		defer cancel()
+		closeBy = late
 	}
-	return exitErr{restore: err, close: cerr}
+	cerr := r.closeAll(closeBy, r.t.hooksEnded())
+	var ran error
+	if err == nil && r.failed { // (said by what the journal still holds open)
+		switch open, kept := r.openAtExit(); {
+		case open > 0:
+			err = fmt.Errorf("a restore of original settings failed while running (see the log), and %d are still open in the journal", open)
+		case kept > 0:
+			ran = fmt.Errorf("a restore of original settings failed while running (see the log); every original is set back now but the %d of GPUs not in enforce mode, kept open in the journal", kept)
+		default:
+			ran = errors.New("a restore of original settings failed while running (see the log); every original is set back now")
+		}
+	}
+	return exitErr{restore: err, close: cerr, ran: ran}
+}
+
+// openAtExit counts the originals still open in the journal: those the
+// exit sets back (not set back: exitRestores' AtExit and Failed), and
+// those it keeps open (their GPU not in enforce mode).
+func (r *Runner) openAtExit() (open, kept int) {
+	r.t.mu.Lock()
+	defer r.t.mu.Unlock()
+	e := r.t.exitRestores()
+	return e.AtExit + e.Failed, e.KeptOpen
 }
 
 // closeAll closes the actuators CloseAtExit names and the journal within
@@ -411,6 +450,8 @@ func (r *Runner) closeAll(ctx context.Context, after <-chan struct{}) error {
 		}
 		if rerr := r.release(); rerr != nil {
 			level.Error(r.logger).Log("msg", "tuner exit: the node lock could not be released (the kernel releases it as the process exits)", "err", rerr)
+		} else if len(r.released) > 0 {
+			level.Info(r.logger).Log("msg", "tuner exit: the node lock is released, past the exit's deadline, now that what kept it has ended (a close named as not closed, the round stuck at exit, a hook cut at exit)")
 		}
 	}()
 	return err

@@ -1,0 +1,137 @@
+package tuner
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-kit/log"
+
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+)
+
+// A restore stuck past the deadline that then sets everything back has
+// its closes bounded by a deadline of their own (the exit's is spent),
+// and the log says the originals are set back, in a line apart from the
+// closes'. (The closes ran on the spent deadline: the journal logged as
+// not closed, an error line, and no line said the originals were set
+// back; the last word was "NOT restored".)
+func TestExitStuckRestoreLateSetBackLogged(t *testing.T) {
+	host := &armedPower{armed: make(chan struct{}), release: make(chan struct{})}
+	rn := exitRunner(t, host, false)
+	rn.SetRestoreTimeout(300 * time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	rn.Run(ctx)
+	var logs lockedBuffer
+	rn.logger = log.NewLogfmtLogger(&logs)
+	var releases atomic.Int32
+	rn.ReleaseAtExit(closeFunc(func() error { releases.Add(1); return nil }))
+	close(host.armed)
+	if err := rn.RestoreAtExit(); err == nil || !strings.Contains(err.Error(), "nothing closed") {
+		t.Fatalf("RestoreAtExit: %v, want the stuck restore named", err)
+	}
+	close(host.release)
+	want := [][]string{
+		{"level=warn", "ended after it: the original settings are set back"},
+		{"level=warn", "ended after it: the actuators and the journal closed"},
+	}
+	if !waitFor(func() bool { return containsAll(logs.String(), want[0]) && containsAll(logs.String(), want[1]) }) {
+		t.Errorf("log:\n%s\nwant lines with %q", logs.String(), want)
+	}
+	if l := logs.String(); strings.Contains(l, "did not close") || strings.Contains(l, "closed after the deadline") {
+		t.Errorf("log:\n%s\nwant no close failing or late", l)
+	}
+	if !journalClosed(rn) || !waitFor(func() bool { return releases.Load() == 1 }) {
+		t.Errorf("journal closed %v, lock released %d times; want both", journalClosed(rn), releases.Load())
+	}
+}
+
+// A restore that failed at start and was made at exit leaves the exit's
+// status non-zero (the documented contract for a failed restore), but the
+// log says a restore failed while running and every original is set back
+// now, not "NOT restored". (It said "original settings NOT restored; the
+// journal restores them at the next start", the journal holding none.)
+func TestExitAfterFailedStartRestoreSaysSetBack(t *testing.T) {
+	failed := make(chan struct{})
+	close(failed) // the first call (the start's restore) fails at once
+	rn := exitRunner(t, &slowPower{release: failed}, false)
+	rn.SetRestoreTimeout(2 * time.Second)
+	var logs lockedBuffer
+	rn.logger = log.NewLogfmtLogger(&logs)
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() { defer close(ran); rn.Run(ctx) }()
+	if !waitFor(func() bool { return strings.Contains(logs.String(), "could not all be restored at start") }) {
+		t.Fatalf("log:\n%s\nwant the start's restore failed", logs.String())
+	}
+	cancel()
+	<-ran
+	err := rn.RestoreAtExit()
+	if err == nil || !strings.Contains(err.Error(), "failed while running") {
+		t.Errorf("RestoreAtExit: %v, want the failure while running (a non-zero exit)", err)
+	}
+	if e := rn.Status().Exit; e.AtExit+e.Failed+e.KeptOpen != 0 {
+		t.Fatalf("originals open after the exit: %+v, want every one set back", e)
+	}
+	l := logs.String()
+	if strings.Contains(l, "NOT restored") || !containsAll(l, []string{"level=error", "a restore failed while running", "every original is set back now"}) {
+		t.Errorf("log:\n%s\nwant the failure while running said, every original set back, no \"NOT restored\"", l)
+	}
+}
+
+// The node lock kept past the exit's deadline (a round stuck at exit, a
+// hook cut at exit) has its release logged when it comes, and a stuck
+// round its end. (Only a failed release was logged: nobody could tell
+// whether, or when, the lock went.)
+func TestExitKeptLockReleaseLogged(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T, releases *atomic.Int32) (rn *Runner, end func())
+		want  [][]string
+	}{
+		{"stuck round", func(t *testing.T, releases *atomic.Int32) (*Runner, func()) {
+			rn := exitRunner(t, &slowPower{}, false) // (Run never runs: its round never ends)
+			rn.SetRestoreTimeout(200 * time.Millisecond)
+			rn.ReleaseAtExit(closeFunc(func() error { releases.Add(1); return nil }))
+			return rn, func() { close(rn.done) }
+		}, [][]string{{"level=info", "the round stuck at exit has ended"}, {"level=info", "the node lock is released"}}},
+		{"cut hook", func(t *testing.T, releases *atomic.Int32) (*Runner, func()) {
+			r := newHookRun(t)
+			r.tu.bind(ActuatorsOf(deafHost{r.host}))
+			r.round(t, capBatch)
+			r.host.waitStarted(t)
+			rn := NewRunner(r.tu, r.j, r.clk, time.Minute, func() *tenant.Snapshot { return r.snapOf() }, nil)
+			rn.SetRestoreTimeout(200 * time.Millisecond)
+			rn.ReleaseAtExit(closeFunc(func() error { releases.Add(1); return nil }))
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			rn.Run(ctx)
+			return rn, func() { r.host.release <- nil }
+		}, [][]string{{"level=info", "the node lock is released"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var releases atomic.Int32
+			rn, end := tc.setup(t, &releases)
+			var logs lockedBuffer
+			rn.logger = log.NewLogfmtLogger(&logs)
+			if err := rn.RestoreAtExit(); err == nil || !strings.Contains(err.Error(), "node lock is kept") {
+				t.Fatalf("RestoreAtExit: %v, want the lock said kept", err)
+			}
+			if strings.Contains(logs.String(), "the node lock is released") {
+				t.Fatalf("log:\n%s\nwant no release before the end", logs.String())
+			}
+			end()
+			if !waitFor(func() bool { return releases.Load() == 1 }) {
+				t.Fatalf("lock released %d times, want once", releases.Load())
+			}
+			for _, w := range tc.want {
+				if !waitFor(func() bool { return containsAll(logs.String(), w) }) {
+					t.Errorf("log:\n%s\nwant a line with %q", logs.String(), w)
+				}
+			}
+		})
+	}
+}
