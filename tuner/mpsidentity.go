@@ -20,7 +20,9 @@ import (
 // (gpu.ProcessStarter: the host's procfs) just before the cap is first
 // changed, or as the client's successor is followed. A restore passes
 // over a PID whose process is not the one journaled (another boot,
-// another start time, or none running), and closes its original as gone;
+// another start time, or none running) or that the latest snapshot
+// attributes to another tenant than the original's (restoreAction), and
+// closes its original as gone;
 // it leaves for the next start one whose identity it cannot read now
 // (clientGone), and restores by PID one listed on the GPU that the procfs
 // root does not show (that root is not the host's). An original without
@@ -190,4 +192,13 @@ func (t *Tuner) closeGoneClient(k, gone string, now time.Time) {
 	o := t.originals[k]
 	t.closeOriginal(k, now, fmt.Sprintf("process gone, not restarted: PID %d (%s); nothing to restore", o.Target.PID, gone))
 	level.Warn(t.o.Logger).Log("msg", "an MPS client whose cap the tuner changed is gone, its PID another's or nobody's: the process that PID names now is not restarted", "target", o.Target.String(), "tenant", o.Tenant, "pid", o.Target.PID, "gone", gone)
+}
+
+// pidTenant is the tenant the latest snapshot attributes the target's PID
+// to on its GPU ("" none).
+func (t *Tuner) pidTenant(tg Target) string {
+	if t.last == nil {
+		return ""
+	}
+	return pidTenants(t.last)[pidKey{tg.GPU, tg.PID}]
 }

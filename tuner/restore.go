@@ -233,6 +233,14 @@ func (t *Tuner) restoreAction(k string, now time.Time, why string) (a Action, d 
 			t.dropGoneOriginal(k, now)
 			return a, d, nil, true
 		}
+		// a PID the latest snapshot attributes to another tenant is not the
+		// client's, whatever its identity (a successor the hook named
+		// wrongly, followed before a crash): closed, not restarted; the
+		// client is not there to set back, at this start or a later one
+		if tn := t.pidTenant(o.Target); left == nil && tn != "" && tn != o.Tenant {
+			t.closeGoneClient(k, fmt.Sprintf("tenant %s's now", tn), now)
+			return a, d, nil, true
+		}
 		// a PID whose process is not the client journaled with it (another
 		// boot, another start time) is not restarted, nor one whose
 		// identity cannot be read now (mpsidentity.go)

@@ -1,0 +1,80 @@
+package tuner
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-kit/log"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+)
+
+// recoverMPS journals embed's MPS original of PID pid with the identity
+// {testBoot, start}, recovers it at the next start on snap with host,
+// and returns the journal and the log.
+func recoverMPS(t *testing.T, pid uint32, start uint64, host *idClients, snap *tenant.Snapshot) (string, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "journal")
+	j := reopen(t, writeJournal(t, path, mpsOriginal(pid, Identity{Boot: testBoot, Starts: []uint64{start}})), path)
+	var buf bytes.Buffer
+	tu, err := New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(host), Journal: j, Clock: gpu.NewManualClock(snap.Time), Mode: ModeEnforce,
+		Logger: log.NewLogfmtLogger(log.NewSyncWriter(&buf))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = tu.Recover(context.Background(), snap)
+	if o := j.Originals(); len(o) != 0 {
+		t.Errorf("originals left open: %+v", o)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b), buf.String()
+}
+
+// At the next start, an MPS original is set back (its PID restarted) only
+// where the PID is still its client: not where the snapshot attributes
+// the PID to another tenant, although the identity journaled matches (a
+// successor the restart hook named wrongly, another tenant's process,
+// followed before a crash: the original is closed, "tenant batch's now",
+// and a warning said; before, batch's process was restarted).
+func TestMPSRestoreAtStartTellsClient(t *testing.T) {
+	at := t0.Add(time.Hour)
+	for _, c := range []struct {
+		name    string
+		snap    *tenant.Snapshot
+		starts  map[uint32]uint64 // journaled: PID 10, start 500
+		restart bool
+		closed  string // the restored record's reason, where not restarted
+	}{
+		{"another tenant's PID", tenantSnap(at, proc{10, "batch"}, proc{8, "batch"}), map[uint32]uint64{10: 500, 8: 50}, false,
+			"process gone, not restarted: PID 10 (tenant batch's now)"},
+		{"its own tenant's PID", tenantSnap(at, proc{10, "embed"}, proc{8, "batch"}), map[uint32]uint64{10: 500, 8: 50}, true, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			host := &idClients{boot: testBoot, starts: c.starts}
+			journal, logs := recoverMPS(t, 10, 500, host, c.snap)
+			var want []string
+			if c.restart {
+				want = []string{"RestartClient(GPU-0,10)"}
+			}
+			if got := restartsOf(host.Calls); !slices.Equal(got, want) {
+				t.Errorf("restarts %q, want %q\nlog: %s", got, want, logs)
+			}
+			if c.closed != "" && !strings.Contains(journal, c.closed) {
+				t.Errorf("journal lacks %q:\n%s", c.closed, journal)
+			}
+			if warned := strings.Contains(logs, "level=warn") && strings.Contains(logs, "not restarted"); warned != strings.Contains(c.closed, "not restarted") {
+				t.Errorf("warned %v:\n%s", warned, logs)
+			}
+		})
+	}
+}
