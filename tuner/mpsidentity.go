@@ -23,7 +23,9 @@ import (
 // another start time, or none running) or that the latest snapshot
 // attributes to another tenant than the original's (restoreAction), and
 // closes its original as gone;
-// it leaves for the next start one whose identity it cannot read now
+// it restores one the latest snapshot does not list whose identity
+// matches (a sample that missed it); it leaves for the next start one
+// whose identity it cannot read now
 // (clientGone), and restores by PID one listed on the GPU that the procfs
 // root does not show (that root is not the host's). An original without
 // them (an earlier version wrote it, or an older one compacted it, an
@@ -192,6 +194,17 @@ func (t *Tuner) closeGoneClient(k, gone string, now time.Time) {
 	o := t.originals[k]
 	t.closeOriginal(k, now, fmt.Sprintf("process gone, not restarted: PID %d (%s); nothing to restore", o.Target.PID, gone))
 	level.Warn(t.o.Logger).Log("msg", "an MPS client whose cap the tuner changed is gone, its PID another's or nobody's: the process that PID names now is not restarted", "target", o.Target.String(), "tenant", o.Tenant, "pid", o.Target.PID, "gone", gone)
+}
+
+// clientThere reports whether the PID of the MPS original o still names
+// the client journaled with it, read now: the same boot, the same start
+// time (a process a snapshot missed is not gone).
+func (t *Tuner) clientThere(o Original) bool {
+	if o.Boot == "" || len(o.Starts) != 1 {
+		return false
+	}
+	boot, start, ok, err := t.clientStart(o.Target.PID)
+	return err == nil && ok && start != 0 && boot == o.Boot && start == o.Starts[0]
 }
 
 // pidTenant is the tenant the latest snapshot attributes the target's PID

@@ -45,9 +45,13 @@ func recoverMPS(t *testing.T, pid uint32, start uint64, host *idClients, snap *t
 // the PID to another tenant, although the identity journaled matches (a
 // successor the restart hook named wrongly, another tenant's process,
 // followed before a crash: the original is closed, "tenant batch's now",
-// and a warning said; before, batch's process was restarted).
+// and a warning said; before, batch's process was restarted); and where
+// the first sample misses it (the GPU up, its list transiently empty) but
+// the procfs root shows the same boot and start time, it is restarted
+// (before, it was closed as gone, its cap left on).
 func TestMPSRestoreAtStartTellsClient(t *testing.T) {
 	at := t0.Add(time.Hour)
+	noProcs := snapshot(at, []gpu.Device{{UUID: uuid0, Up: true, Mode: gpu.SharingMPS}}, nil)
 	for _, c := range []struct {
 		name    string
 		snap    *tenant.Snapshot
@@ -58,6 +62,9 @@ func TestMPSRestoreAtStartTellsClient(t *testing.T) {
 		{"another tenant's PID", tenantSnap(at, proc{10, "batch"}, proc{8, "batch"}), map[uint32]uint64{10: 500, 8: 50}, false,
 			"process gone, not restarted: PID 10 (tenant batch's now)"},
 		{"its own tenant's PID", tenantSnap(at, proc{10, "embed"}, proc{8, "batch"}), map[uint32]uint64{10: 500, 8: 50}, true, ""},
+		{"missed by the sample, same client", noProcs, map[uint32]uint64{10: 500}, true, ""},
+		{"missed by the sample, another process", noProcs, map[uint32]uint64{10: 900}, false, "process gone; nothing to restore"},
+		{"missed by the sample, none", noProcs, map[uint32]uint64{}, false, "process gone; nothing to restore"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			host := &idClients{boot: testBoot, starts: c.starts}

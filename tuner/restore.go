@@ -228,8 +228,9 @@ func (t *Tuner) restoreAction(k string, now time.Time, why string) (a Action, d 
 			}
 		}
 		// a process the last sample missed, seen by this run within
-		// GoneAfter, is taken as running
-		if left == nil && !present && !t.seenLately(k, now) {
+		// GoneAfter, or still the client journaled with it (the same boot
+		// and start time), is taken as running
+		if left == nil && !present && !t.seenLately(k, now) && !t.clientThere(o) {
 			t.dropGoneOriginal(k, now)
 			return a, d, nil, true
 		}
