@@ -85,3 +85,51 @@ func TestMPSRestoreAtStartTellsClient(t *testing.T) {
 		})
 	}
 }
+
+// Whether the procfs root (--proc.root) shows the GPU's processes is
+// judged by the others the snapshot lists on the GPU, not by the
+// client's PID alone: where it shows some, a client that exited (NVML
+// still listing it) is gone, not restarted (before: the warning that the
+// root does not show the GPU's processes, and a restart of a PID nobody
+// held); where it shows none, a process of another start time under the
+// client's number is another PID namespace's, and the client is restarted
+// by PID with that warning (before: closed as gone, its cap left on).
+func TestMPSRestoreJudgesProcRootByGPU(t *testing.T) {
+	at := t0.Add(time.Hour)
+	both := tenantSnap(at, proc{10, "embed"}, proc{8, "batch"})
+	const blind = "--proc.root does not show the GPU's processes"
+	for _, c := range []struct {
+		name    string
+		snap    *tenant.Snapshot
+		starts  map[uint32]uint64 // journaled: PID 10, start 500
+		restart bool
+		warn    string
+	}{
+		{"exited, still listed, the others shown", both, map[uint32]uint64{8: 50}, false, "not restarted"},
+		{"another process under the PID, the others shown", both, map[uint32]uint64{10: 900, 8: 50}, false, "not restarted"},
+		{"another process under the PID, none of the others shown", both, map[uint32]uint64{10: 900}, true, blind},
+		{"none of the GPU's processes shown", both, map[uint32]uint64{}, true, blind},
+		{"the only one listed, not shown", tenantSnap(at, proc{10, "embed"}), map[uint32]uint64{}, true, blind},
+		{"the only one listed, another process under it", tenantSnap(at, proc{10, "embed"}), map[uint32]uint64{10: 900}, false, "not restarted"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			host := &idClients{boot: testBoot, starts: c.starts}
+			journal, logs := recoverMPS(t, 10, 500, host, c.snap)
+			var want []string
+			if c.restart {
+				want = []string{"RestartClient(GPU-0,10)"}
+			}
+			if got := restartsOf(host.Calls); !slices.Equal(got, want) {
+				t.Errorf("restarts %q, want %q\nlog: %s", got, want, logs)
+			}
+			if closed := strings.Contains(journal, "process gone, not restarted: PID 10"); closed == c.restart {
+				t.Errorf("closed as gone %v, want %v\njournal: %s", closed, !c.restart, journal)
+			}
+			for _, w := range []string{blind, "not restarted"} {
+				if warned := strings.Contains(logs, w); warned != (w == c.warn) {
+					t.Errorf("warned %q %v, want %v\nlog: %s", w, warned, w == c.warn, logs)
+				}
+			}
+		})
+	}
+}
