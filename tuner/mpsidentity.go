@@ -9,6 +9,7 @@ import (
 	"github.com/go-kit/log/level"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
 // An MPS client's cap is set back by restarting the client through the
@@ -239,10 +240,14 @@ func (t *Tuner) clientThere(o Original) bool {
 }
 
 // pidTenant is the tenant the latest snapshot attributes the target's PID
-// to on its GPU ("" none).
+// to on its GPU: "" where none, or unassigned (a cgroup unread, an
+// attribution conflict: that tells no tenant).
 func (t *Tuner) pidTenant(tg Target) string {
 	if t.last == nil {
 		return ""
 	}
-	return pidTenants(t.last)[pidKey{tg.GPU, tg.PID}]
+	if tn := pidTenants(t.last)[pidKey{tg.GPU, tg.PID}]; tn != tenant.Unassigned {
+		return tn
+	}
+	return ""
 }

@@ -62,6 +62,8 @@ func TestMPSRestoreAtStartTellsClient(t *testing.T) {
 		{"another tenant's PID", tenantSnap(at, proc{10, "batch"}, proc{8, "batch"}), map[uint32]uint64{10: 500, 8: 50}, false,
 			"process gone, not restarted: PID 10 (tenant batch's now)"},
 		{"its own tenant's PID", tenantSnap(at, proc{10, "embed"}, proc{8, "batch"}), map[uint32]uint64{10: 500, 8: 50}, true, ""},
+		// unassigned (a cgroup unread, a conflict) tells no other tenant
+		{"an unassigned PID", tenantSnap(at, proc{10, tenant.Unassigned}, proc{8, "batch"}), map[uint32]uint64{10: 500, 8: 50}, true, ""},
 		{"missed by the sample, same client", noProcs, map[uint32]uint64{10: 500}, true, ""},
 		{"missed by the sample, another process", noProcs, map[uint32]uint64{10: 900}, false, "process gone; nothing to restore"},
 		{"missed by the sample, none", noProcs, map[uint32]uint64{}, false, "process gone; nothing to restore"},
