@@ -3,11 +3,13 @@ package tuner
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/go-kit/log/level"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
 // An MPS client's cap is set back by restarting the client through the
@@ -20,10 +22,15 @@ import (
 // (gpu.ProcessStarter: the host's procfs) just before the cap is first
 // changed, or as the client's successor is followed. A restore passes
 // over a PID whose process is not the one journaled (another boot,
-// another start time, or none running), and closes its original as gone;
-// it leaves for the next start one whose identity it cannot read now
-// (clientGone), and restores by PID one listed on the GPU that the procfs
-// root does not show (that root is not the host's). An original without
+// another start time, or none running) or that the latest snapshot
+// attributes to another tenant than the original's (restoreAction), and
+// closes its original as gone;
+// it restores one the latest snapshot does not list whose identity
+// matches (a sample that missed it); it leaves for the next start one
+// whose identity it cannot read now
+// (clientGone), and restores by PID one listed on the GPU where the procfs
+// root shows none of the GPU's other processes (that root is not the
+// host's: rootBlind). An original without
 // them (an earlier version wrote it, or an older one compacted it, an
 // actuator that tells no processes apart, one that could not tell then)
 // is restored by PID, as before.
@@ -153,10 +160,10 @@ func (t *Tuner) readClientIdentity(pid uint32, successor bool) Identity {
 // than the client journaled with it, or none: "" where it still names
 // that client, or o names none, or the actuator cannot tell now. listed
 // is whether the latest snapshot lists the PID on its GPU: a listed PID
-// the procfs root shows no process of is not gone, the root does not
-// show the GPU's processes (another PID namespace than the host's, or
-// hidepid), and it cannot tell: restored by PID, as one without
-// identity, and said. left says why it is not restored now: the identity
+// the procfs root shows no process of, or another, is not gone where the
+// root shows none of the GPU's other processes (rootBlind: another PID
+// namespace than the host's, or hidepid), and it cannot tell: restored
+// by PID, as one without identity, and said. left says why it is not restored now: the identity
 // journaled cannot be read (the boot ID or the start time unreadable), and
 // a restart by PID could restart another tenant's process, which is worse
 // than a cap left until the next start (as a PID no snapshot tells
@@ -173,14 +180,43 @@ func (t *Tuner) clientGone(o Original, listed bool) (gone string, left error) {
 		return "", nil // (the actuator is not set up to tell)
 	case boot != o.Boot:
 		return "journaled before the host's last boot", nil
-	case start == 0 && listed:
-		level.Warn(t.o.Logger).Log("msg", "--proc.root does not show the GPU's processes (an MPS client listed on the GPU is not under it: the exporter not in the host's PID namespace, or /proc mounted with hidepid): the tuner cannot tell the client from a later process of the same PID, and restarts the PID to set its cap back",
+	case start != o.Starts[0] && listed && t.rootBlind(o.Target, start == 0):
+		level.Warn(t.o.Logger).Log("msg", "--proc.root does not show the GPU's processes (those listed on the GPU are not under it: the exporter not in the host's PID namespace, or /proc mounted with hidepid): the tuner cannot tell the client from a later process of the same PID, and restarts the PID to set its cap back",
 			"target", o.Target.String(), "tenant", o.Tenant, "pid", o.Target.PID)
 		return "", nil
 	case start != o.Starts[0]:
 		return "another process holds it now, or none", nil
 	}
 	return "", nil
+}
+
+// rootBlind reports whether the procfs root does not show the processes
+// the latest snapshot lists on tg's GPU, judged by the others than tg's
+// PID, whose own number tells nothing (another PID namespace may hold
+// another process under it): blind where it shows none of them; where
+// the snapshot lists no other, or they cannot be read, unknown, which is
+// blind where the root shows no process of tg's PID (none, as before).
+func (t *Tuner) rootBlind(tg Target, none bool) bool {
+	var others []uint32
+	if t.last == nil || t.last.Readings == nil {
+		return none
+	}
+	if d := t.last.Readings.DeviceByUUID(tg.GPU); d != nil {
+		for _, p := range d.Processes {
+			if p.PID != tg.PID && p.PID != 0 {
+				others = append(others, p.PID)
+			}
+		}
+	}
+	s, ok := t.clientStarter()
+	if !ok || len(others) == 0 {
+		return none
+	}
+	_, starts, err := s.ProcessStarts(others)
+	if err != nil || len(starts) != len(others) {
+		return none
+	}
+	return !slices.ContainsFunc(starts, func(st uint64) bool { return st != 0 })
 }
 
 // closeGoneClient closes the MPS original k, whose PID no longer names
@@ -190,4 +226,28 @@ func (t *Tuner) closeGoneClient(k, gone string, now time.Time) {
 	o := t.originals[k]
 	t.closeOriginal(k, now, fmt.Sprintf("process gone, not restarted: PID %d (%s); nothing to restore", o.Target.PID, gone))
 	level.Warn(t.o.Logger).Log("msg", "an MPS client whose cap the tuner changed is gone, its PID another's or nobody's: the process that PID names now is not restarted", "target", o.Target.String(), "tenant", o.Tenant, "pid", o.Target.PID, "gone", gone)
+}
+
+// clientThere reports whether the PID of the MPS original o still names
+// the client journaled with it, read now: the same boot, the same start
+// time (a process a snapshot missed is not gone).
+func (t *Tuner) clientThere(o Original) bool {
+	if o.Boot == "" || len(o.Starts) != 1 {
+		return false
+	}
+	boot, start, ok, err := t.clientStart(o.Target.PID)
+	return err == nil && ok && start != 0 && boot == o.Boot && start == o.Starts[0]
+}
+
+// pidTenant is the tenant the latest snapshot attributes the target's PID
+// to on its GPU: "" where none, or unassigned (a cgroup unread, an
+// attribution conflict: that tells no tenant).
+func (t *Tuner) pidTenant(tg Target) string {
+	if t.last == nil {
+		return ""
+	}
+	if tn := pidTenants(t.last)[pidKey{tg.GPU, tg.PID}]; tn != tenant.Unassigned {
+		return tn
+	}
+	return ""
 }

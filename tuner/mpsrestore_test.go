@@ -1,0 +1,137 @@
+package tuner
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-kit/log"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+)
+
+// recoverMPS journals embed's MPS original of PID pid with the identity
+// {testBoot, start}, recovers it at the next start on snap with host,
+// and returns the journal and the log.
+func recoverMPS(t *testing.T, pid uint32, start uint64, host *idClients, snap *tenant.Snapshot) (string, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "journal")
+	j := reopen(t, writeJournal(t, path, mpsOriginal(pid, Identity{Boot: testBoot, Starts: []uint64{start}})), path)
+	var buf bytes.Buffer
+	tu, err := New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(host), Journal: j, Clock: gpu.NewManualClock(snap.Time), Mode: ModeEnforce,
+		Logger: log.NewLogfmtLogger(log.NewSyncWriter(&buf))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = tu.Recover(context.Background(), snap)
+	if o := j.Originals(); len(o) != 0 {
+		t.Errorf("originals left open: %+v", o)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b), buf.String()
+}
+
+// At the next start, an MPS original is set back (its PID restarted) only
+// where the PID is still its client: not where the snapshot attributes
+// the PID to another tenant, although the identity journaled matches (a
+// successor the restart hook named wrongly, another tenant's process,
+// followed before a crash: the original is closed, "tenant batch's now",
+// and a warning said; before, batch's process was restarted); and where
+// the first sample misses it (the GPU up, its list transiently empty) but
+// the procfs root shows the same boot and start time, it is restarted
+// (before, it was closed as gone, its cap left on).
+func TestMPSRestoreAtStartTellsClient(t *testing.T) {
+	at := t0.Add(time.Hour)
+	noProcs := snapshot(at, []gpu.Device{{UUID: uuid0, Up: true, Mode: gpu.SharingMPS}}, nil)
+	for _, c := range []struct {
+		name    string
+		snap    *tenant.Snapshot
+		starts  map[uint32]uint64 // journaled: PID 10, start 500
+		restart bool
+		closed  string // the restored record's reason, where not restarted
+	}{
+		{"another tenant's PID", tenantSnap(at, proc{10, "batch"}, proc{8, "batch"}), map[uint32]uint64{10: 500, 8: 50}, false,
+			"process gone, not restarted: PID 10 (tenant batch's now)"},
+		{"its own tenant's PID", tenantSnap(at, proc{10, "embed"}, proc{8, "batch"}), map[uint32]uint64{10: 500, 8: 50}, true, ""},
+		// unassigned (a cgroup unread, a conflict) tells no other tenant
+		{"an unassigned PID", tenantSnap(at, proc{10, tenant.Unassigned}, proc{8, "batch"}), map[uint32]uint64{10: 500, 8: 50}, true, ""},
+		{"missed by the sample, same client", noProcs, map[uint32]uint64{10: 500}, true, ""},
+		{"missed by the sample, another process", noProcs, map[uint32]uint64{10: 900}, false, "process gone; nothing to restore"},
+		{"missed by the sample, none", noProcs, map[uint32]uint64{}, false, "process gone; nothing to restore"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			host := &idClients{boot: testBoot, starts: c.starts}
+			journal, logs := recoverMPS(t, 10, 500, host, c.snap)
+			var want []string
+			if c.restart {
+				want = []string{"RestartClient(GPU-0,10)"}
+			}
+			if got := restartsOf(host.Calls); !slices.Equal(got, want) {
+				t.Errorf("restarts %q, want %q\nlog: %s", got, want, logs)
+			}
+			if c.closed != "" && !strings.Contains(journal, c.closed) {
+				t.Errorf("journal lacks %q:\n%s", c.closed, journal)
+			}
+			if warned := strings.Contains(logs, "level=warn") && strings.Contains(logs, "not restarted"); warned != strings.Contains(c.closed, "not restarted") {
+				t.Errorf("warned %v:\n%s", warned, logs)
+			}
+		})
+	}
+}
+
+// Whether the procfs root (--proc.root) shows the GPU's processes is
+// judged by the others the snapshot lists on the GPU, not by the
+// client's PID alone: where it shows some, a client that exited (NVML
+// still listing it) is gone, not restarted (before: the warning that the
+// root does not show the GPU's processes, and a restart of a PID nobody
+// held); where it shows none, a process of another start time under the
+// client's number is another PID namespace's, and the client is restarted
+// by PID with that warning (before: closed as gone, its cap left on).
+func TestMPSRestoreJudgesProcRootByGPU(t *testing.T) {
+	at := t0.Add(time.Hour)
+	both := tenantSnap(at, proc{10, "embed"}, proc{8, "batch"})
+	const blind = "--proc.root does not show the GPU's processes"
+	for _, c := range []struct {
+		name    string
+		snap    *tenant.Snapshot
+		starts  map[uint32]uint64 // journaled: PID 10, start 500
+		restart bool
+		warn    string
+	}{
+		{"exited, still listed, the others shown", both, map[uint32]uint64{8: 50}, false, "not restarted"},
+		{"another process under the PID, the others shown", both, map[uint32]uint64{10: 900, 8: 50}, false, "not restarted"},
+		{"another process under the PID, none of the others shown", both, map[uint32]uint64{10: 900}, true, blind},
+		{"none of the GPU's processes shown", both, map[uint32]uint64{}, true, blind},
+		{"the only one listed, not shown", tenantSnap(at, proc{10, "embed"}), map[uint32]uint64{}, true, blind},
+		{"the only one listed, another process under it", tenantSnap(at, proc{10, "embed"}), map[uint32]uint64{10: 900}, false, "not restarted"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			host := &idClients{boot: testBoot, starts: c.starts}
+			journal, logs := recoverMPS(t, 10, 500, host, c.snap)
+			var want []string
+			if c.restart {
+				want = []string{"RestartClient(GPU-0,10)"}
+			}
+			if got := restartsOf(host.Calls); !slices.Equal(got, want) {
+				t.Errorf("restarts %q, want %q\nlog: %s", got, want, logs)
+			}
+			if closed := strings.Contains(journal, "process gone, not restarted: PID 10"); closed == c.restart {
+				t.Errorf("closed as gone %v, want %v\njournal: %s", closed, !c.restart, journal)
+			}
+			for _, w := range []string{blind, "not restarted"} {
+				if warned := strings.Contains(logs, w); warned != (w == c.warn) {
+					t.Errorf("warned %q %v, want %v\nlog: %s", w, warned, w == c.warn, logs)
+				}
+			}
+		})
+	}
+}
