@@ -347,7 +347,7 @@ func (r *Runner) restoreWithin(all context.Context, closing chan<- struct{}) exi
 	defer c()
 	_, err := r.t.restoreAtExit(hooks, held)
 	close(closing)
-	cerr := r.closeAll(all, r.t.hooksEnded())
+	cerr := r.closeAll(all, r.t.hookLive.ended())
 	if err == nil && r.failed {
 		err = errors.New("a restore of original settings failed while running (see the log)")
 	}
