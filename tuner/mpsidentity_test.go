@@ -32,14 +32,7 @@ type idClients struct {
 var _ gpu.ProcessStarter = (*idClients)(nil)
 
 func (c *idClients) ProcessStarts(pids []uint32) (string, []uint64, error) {
-	if c.err != nil {
-		return "", nil, c.err
-	}
-	out := make([]uint64, len(pids))
-	for i, pid := range pids {
-		out[i] = c.starts[pid]
-	}
-	return c.boot, out, nil
+	return processStarts(c.boot, c.starts, c.err, pids)
 }
 
 // mpsOriginal is the original record of the MPS client pid's cap (100%),
