@@ -139,6 +139,12 @@ func (p ProcReader) BootID() (string, error) {
 	return strings.TrimSpace(string(data)), nil
 }
 
+// ProcessGone reports whether err is of a process, process group or
+// cgroup that no longer exists (ESRCH, or its file gone).
+func ProcessGone(err error) bool {
+	return errors.Is(err, syscall.ESRCH) || errors.Is(err, os.ErrNotExist)
+}
+
 // ProcessStarts implements gpu.ProcessStarter: the host's boot ID and the
 // start time of each of pids (StartTime), 0 for one that does not run.
 func (p ProcReader) ProcessStarts(pids []uint32) (string, []uint64, error) {
@@ -149,7 +155,7 @@ func (p ProcReader) ProcessStarts(pids []uint32) (string, []uint64, error) {
 	starts := make([]uint64, len(pids))
 	for i, pid := range pids {
 		s, err := p.StartTime(pid)
-		if errors.Is(err, syscall.ESRCH) || errors.Is(err, os.ErrNotExist) {
+		if ProcessGone(err) {
 			continue // not running: 0
 		}
 		if err == nil {

@@ -563,15 +563,16 @@ func (t *Tuner) keepOriginal(ctx context.Context, a Action, now time.Time) error
 	if a.Knob == gpu.KnobPowerLimit {
 		v = t.powerOriginal(ctx, a)
 	}
+	o := Original{Target: a.Target, Tenant: a.Tenant, Value: v, At: now, PIDs: pids, Identity: id}
 	if t.o.Journal != nil {
-		if err := t.journal(Record{Time: now, Event: EventOriginal, Target: a.Target, Tenant: a.Tenant, From: encodeValue(v), PIDs: pids}.withIdentity(id)); err != nil {
+		if err := t.journal(originalRecord(o)); err != nil {
 			return fmt.Errorf("not changed, the original could not be journaled: %w", err)
 		}
 		if _, ok := t.originals[k]; ok {
 			return nil // (kept from a journal its write found put at the path: the journal keeps the first)
 		}
 	}
-	t.originals[k] = Original{Target: a.Target, Tenant: a.Tenant, Value: v, At: now, PIDs: pids, Identity: id}
+	t.originals[k] = o
 	return nil
 }
 

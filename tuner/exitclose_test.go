@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -67,7 +66,7 @@ func TestExitBlockedActuatorCloseKeepsNoOther(t *testing.T) {
 	if !journalClosed(rn) || closes.Load() != 1 || releases.Load() != 0 {
 		t.Errorf("journal closed %v, other actuator closed %d times, lock released %d times; want both closed, the lock kept", journalClosed(rn), closes.Load(), releases.Load())
 	}
-	before, _ := os.ReadFile(rn.journal.Path())
+	before := readFile(t, rn.journal.Path())
 	close(stuck.release)
 	if err := <-late; err == nil {
 		t.Error("a write of a late actuator's close into the closed journal succeeded, want it refused")
@@ -75,7 +74,7 @@ func TestExitBlockedActuatorCloseKeepsNoOther(t *testing.T) {
 	if !waitFor(func() bool { return releases.Load() == 1 }) {
 		t.Errorf("lock released %d times once the close ended, want 1", releases.Load())
 	}
-	if after, _ := os.ReadFile(rn.journal.Path()); !bytes.Equal(after, before) {
+	if after := readFile(t, rn.journal.Path()); !bytes.Equal(after, before) {
 		t.Errorf("journal changed by a write after its close:\n%s\nwas\n%s", after, before)
 	}
 }

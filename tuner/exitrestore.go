@@ -201,7 +201,7 @@ func (t *Tuner) awaitHooks(ctx context.Context) ([]Decision, error) {
 		}
 	}
 	if t.hookStop != nil {
-		t.hookStop()                     // (past the deadline, those still running are cut; the node lock waits for their end: hooksEnded)
+		t.hookStop()                     // (past the deadline, those still running are cut; the node lock waits for their end: hookLive.ended)
 		t.hookCtx, t.hookStop = nil, nil // a later hook gets a new parent
 	}
 	var errs []error
@@ -218,25 +218,6 @@ func (t *Tuner) awaitHooks(ctx context.Context) ([]Decision, error) {
 		}
 	}
 	return out, errors.Join(errs...)
-}
-
-// hooksEnded is closed once every hook still running has ended (those
-// the exit cut: awaitHooks), nil where none runs: the node lock is
-// released after it (Runner.closeAll), not while what a cut hook does
-// (its process group still dying) may still land.
-func (t *Tuner) hooksEnded() <-chan struct{} {
-	t.mu.Lock()
-	var running []chan struct{}
-	for _, h := range t.hooks {
-		if !h.returned() {
-			running = append(running, h.done)
-		}
-	}
-	t.mu.Unlock()
-	if len(running) == 0 {
-		return nil
-	}
-	return allClosed(running)
 }
 
 // allClosed is closed once every channel of chs is.

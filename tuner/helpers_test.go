@@ -1,6 +1,9 @@
 package tuner
 
 import (
+	"os"
+	"testing"
+
 	"github.com/vgpu-exporter/vgpu_exporter/tuner/tunertest"
 )
 
@@ -15,3 +18,14 @@ type (
 	fakeControl = tunertest.FakeControl
 	migHost     = tunertest.MIGHost
 )
+
+// readFile is the contents of path; a read that fails fails the test (a
+// comparison of two failed reads would pass).
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

@@ -281,16 +281,31 @@ func (r *hookLive) remove(done chan struct{}) {
 }
 
 // stop cancels the calls running, and those started from now on; the
-// channel it returns is closed once those running now have ended.
+// channel it returns (never nil) is closed once those running now have
+// ended.
 func (r *hookLive) stop() <-chan struct{} {
 	r.mu.Lock()
 	r.stopped = true
-	var dones []chan struct{}
-	for done, cancel := range r.running {
+	dones := slices.Collect(maps.Keys(r.running))
+	for _, cancel := range r.running {
 		cancel()
-		dones = append(dones, done)
 	}
 	r.mu.Unlock()
+	return allClosed(dones)
+}
+
+// ended is closed once every call running now has ended (those the exit
+// cut: awaitHooks), nil where none runs: the node lock is released after
+// it (Runner.closeAll), not while what a cut hook does (its process group
+// still dying) may still land. (A call is removed only once its actuator
+// and its successor's call have returned: nothing of it lands after.)
+func (r *hookLive) ended() <-chan struct{} {
+	r.mu.Lock()
+	dones := slices.Collect(maps.Keys(r.running))
+	r.mu.Unlock()
+	if len(dones) == 0 {
+		return nil
+	}
 	return allClosed(dones)
 }
 

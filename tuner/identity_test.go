@@ -60,14 +60,21 @@ func (p *idPause) ThawCgroups(_ context.Context, _ string, cgs []gpu.Cgroup) ([]
 }
 
 func (p *idPause) ProcessStarts(pids []uint32) (string, []uint64, error) {
-	if p.err != nil {
-		return "", nil, p.err
+	return processStarts(p.boot, p.starts, p.err, pids)
+}
+
+// processStarts is a gpu.ProcessStarter's answer on a host booted as boot
+// whose processes started at starts (0: not running), failing with err
+// where it is set.
+func processStarts(boot string, starts map[uint32]uint64, err error, pids []uint32) (string, []uint64, error) {
+	if err != nil {
+		return "", nil, err
 	}
 	out := make([]uint64, len(pids))
 	for i, pid := range pids {
-		out[i] = p.starts[pid]
+		out[i] = starts[pid]
 	}
-	return p.boot, out, nil
+	return boot, out, nil
 }
 
 // A pause is journaled with its processes' identity (the boot ID and each

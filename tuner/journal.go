@@ -79,6 +79,12 @@ type Original struct {
 	RestoreFailed bool
 }
 
+// originalRecord is the original record of o, with its identity
+// (withIdentity).
+func originalRecord(o Original) Record {
+	return Record{Time: o.At, Event: EventOriginal, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), PIDs: o.PIDs}.withIdentity(o.Identity)
+}
+
 // restoreRecord is the record of event (restored: it closes the original
 // o; restore_failed: it stays open) at now, why its reason.
 func restoreRecord(event string, o Original, now time.Time, why string) Record {

@@ -50,7 +50,7 @@ func (j *Journal) compactLocked() error { return j.rewriteLocked(os.Rename) }
 func (j *Journal) rewriteLocked(install func(from, to string) error) error {
 	var buf []byte
 	for _, o := range j.originalsLocked() {
-		recs := []Record{Record{Time: o.At, Event: EventOriginal, Target: o.Target, Tenant: o.Tenant, From: encodeValue(o.Value), PIDs: o.PIDs}.withIdentity(o.Identity)}
+		recs := []Record{originalRecord(o)}
 		if rec, ok := o.setRecord(); ok {
 			recs = append(recs, rec)
 		}

@@ -22,7 +22,7 @@ func TestJournalProbedEachRoundWhileUnwritable(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "journal")
 	_, tu, clk, out := journalTuner(t, p, 0)
-	before, _ := os.ReadFile(p)
+	before := readFile(t, p)
 	failWrites(t)
 	if tu.journal(Record{Time: t0, Event: string(OutcomePlanned), Target: Target{GPU: "GPU-0", Knob: gpu.KnobPowerLimit}}) == nil {
 		t.Fatal("a write succeeded on a full disk")
@@ -46,7 +46,7 @@ func TestJournalProbedEachRoundWhileUnwritable(t *testing.T) {
 	if !strings.Contains(out.String(), "tuner journal writable again") {
 		t.Errorf("no line says the journal is writable again:\n%s", out)
 	}
-	after, _ := os.ReadFile(p)
+	after := readFile(t, p)
 	if string(after) != string(before) {
 		t.Errorf("the probe changed the journal:\n%s\nwas\n%s", after, before)
 	}

@@ -7,29 +7,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/go-kit/log"
-
-	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 )
 
 // newIDRun is an unnamedRun whose MPS actuator tells its clients apart
 // (host: its starts and its successors).
 func newIDRun(t *testing.T, host *idClients) *unnamedRun {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "journal")
-	j, err := OpenJournal(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { j.Close() })
-	r := &unnamedRun{host: &host.successorHost, clk: gpu.NewManualClock(t0), j: j, path: path, log: &strings.Builder{}}
-	r.tu, err = New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(host), Journal: j, Clock: r.clk, Mode: ModeEnforce,
-		Logger: log.NewLogfmtLogger(log.NewSyncWriter(r.log))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
+	return newUnnamedRunOn(t, filepath.Join(t.TempDir(), "journal"), &host.successorHost, host)
 }
 
 // A named successor not taken (another tenant's process, unname) gives
@@ -40,8 +24,6 @@ func newIDRun(t *testing.T, host *idClients) *unnamedRun {
 // and the restore at exit restarted whatever held the PID then: here
 // another tenant's batch process.)
 func TestMPSUnnamedOriginalKeepsIdentity(t *testing.T) {
-	embed := func(pid uint32) proc { return proc{pid, "embed"} }
-	batch := func(pid uint32) proc { return proc{pid, "batch"} }
 	host := &idClients{boot: testBoot, starts: map[uint32]uint64{7: 100, 8: 50, 10: 500}}
 	host.next = map[uint32]uint32{7: 10}
 	r := newIDRun(t, host)
@@ -81,8 +63,6 @@ const clientsWarning = "tuner cannot tell the MPS client whose cap it changes"
 // changes on a client it cannot tell. (Before, the follow logged it and
 // took the hour's slot.)
 func TestMPSFollowToNoProcessNotWarned(t *testing.T) {
-	embed := func(pid uint32) proc { return proc{pid, "embed"} }
-	batch := func(pid uint32) proc { return proc{pid, "batch"} }
 	host := &idClients{boot: testBoot, starts: map[uint32]uint64{7: 100, 8: 50}}
 	host.next = map[uint32]uint32{7: 99} // 99: no process under the procfs root
 	r := newIDRun(t, host)

@@ -90,10 +90,7 @@ func validClient(r Record) error {
 
 // clientStarter is the MPS actuator where it tells processes apart.
 func (t *Tuner) clientStarter() (gpu.ProcessStarter, bool) {
-	m, ok := actuator[gpu.MPSActuator](t.o.Actuators)
-	if !ok {
-		return nil, false
-	}
+	m, _ := actuator[gpu.MPSActuator](t.o.Actuators)
 	s, ok := m.(gpu.ProcessStarter)
 	return s, ok
 }

@@ -32,20 +32,45 @@ type idClients struct {
 var _ gpu.ProcessStarter = (*idClients)(nil)
 
 func (c *idClients) ProcessStarts(pids []uint32) (string, []uint64, error) {
-	if c.err != nil {
-		return "", nil, c.err
-	}
-	out := make([]uint64, len(pids))
-	for i, pid := range pids {
-		out[i] = c.starts[pid]
-	}
-	return c.boot, out, nil
+	return processStarts(c.boot, c.starts, c.err, pids)
 }
 
 // mpsOriginal is the original record of the MPS client pid's cap (100%),
 // with id.
 func mpsOriginal(pid uint32, id Identity) Record {
 	return Record{Time: t0, Event: EventOriginal, Target: Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads, PID: pid}, Tenant: "embed", From: encodeValue(Fraction(1))}.withIdentity(id)
+}
+
+// mpsCapHalved is a tuner over host in enforce mode with a journal at a
+// new path (returned) that halves the MPS client PID 7's cap (its restart
+// goes on as another PID where host.next names one), then sees pid on the
+// GPU with that cap for two rounds, deciding nothing more.
+func mpsCapHalved(t *testing.T, host *idClients, pid uint32) (*Tuner, *Journal, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "journal")
+	j, err := OpenJournal(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = j.Close() })
+	clk := gpu.NewManualClock(t0)
+	tu, err := New(Options{Policy: fixed{mpsAction(7, 1, 0.5)}, Actuators: ActuatorsOf(host), Journal: j, Clock: clk, Mode: ModeEnforce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tu.RunOnce(context.Background(), emptySnap(t0)); err != nil {
+		t.Fatal(err)
+	}
+	tu.o.Policy = fixed(nil)
+	half := 0.5
+	for range 2 {
+		clk.Advance(15 * time.Second)
+		s := snapshot(clk.Now(), []gpu.Device{{UUID: uuid0, Up: true, Mode: gpu.SharingMPS, Processes: []gpu.Process{mpsProc(pid, &half), mpsProc(8, nil)}}}, nil)
+		if _, err := tu.RunOnce(context.Background(), s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return tu, j, path
 }
 
 // restartsOf are the client restarts among calls.
@@ -146,12 +171,6 @@ func TestMPSRestoreAtExitChecksIdentity(t *testing.T) {
 		{"successor unchanged", true, false, 300, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "journal")
-			j, err := OpenJournal(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = j.Close() })
 			host := &idClients{boot: testBoot, starts: map[uint32]uint64{7: 100, 8: 50, 9: 300}}
 			pid, start := uint32(7), uint64(100)
 			if c.successor {
@@ -160,23 +179,7 @@ func TestMPSRestoreAtExitChecksIdentity(t *testing.T) {
 			if c.errFirst {
 				host.err = errors.New("no procfs")
 			}
-			clk := gpu.NewManualClock(t0)
-			tu, err := New(Options{Policy: fixed{mpsAction(7, 1, 0.5)}, Actuators: ActuatorsOf(host), Journal: j, Clock: clk, Mode: ModeEnforce})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := tu.RunOnce(context.Background(), emptySnap(t0)); err != nil {
-				t.Fatal(err)
-			}
-			tu.o.Policy = fixed(nil)
-			half := 0.5
-			for range 2 {
-				clk.Advance(15 * time.Second)
-				s := snapshot(clk.Now(), []gpu.Device{{UUID: uuid0, Up: true, Mode: gpu.SharingMPS, Processes: []gpu.Process{mpsProc(pid, &half), mpsProc(8, nil)}}}, nil)
-				if _, err := tu.RunOnce(context.Background(), s); err != nil {
-					t.Fatal(err)
-				}
-			}
+			tu, j, _ := mpsCapHalved(t, host, pid)
 			o := j.Originals()
 			wantID := Identity{Boot: testBoot, Starts: []uint64{start}}
 			if c.errFirst {
@@ -271,31 +274,9 @@ func mpsOriginalLines(t *testing.T, path string) map[uint32][]byte {
 // Read as an older version reads it ("client" left out), each is valid and
 // keeps its original (restored by PID); read as this one, its identity.
 func TestMPSOriginalReadByAnOlderVersion(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "journal")
-	j, err := OpenJournal(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = j.Close() })
 	host := &idClients{boot: testBoot, starts: map[uint32]uint64{7: 100, 9: 300}}
 	host.next = map[uint32]uint32{7: 9} // the change's restart goes on as PID 9
-	clk := gpu.NewManualClock(t0)
-	tu, err := New(Options{Policy: fixed{mpsAction(7, 1, 0.5)}, Actuators: ActuatorsOf(host), Journal: j, Clock: clk, Mode: ModeEnforce})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tu.RunOnce(context.Background(), emptySnap(t0)); err != nil {
-		t.Fatal(err)
-	}
-	tu.o.Policy = fixed(nil)
-	half := 0.5
-	for range 2 {
-		clk.Advance(15 * time.Second)
-		s := snapshot(clk.Now(), []gpu.Device{{UUID: uuid0, Up: true, Mode: gpu.SharingMPS, Processes: []gpu.Process{mpsProc(9, &half), mpsProc(8, nil)}}}, nil)
-		if _, err := tu.RunOnce(context.Background(), s); err != nil {
-			t.Fatal(err)
-		}
-	}
+	_, j, path := mpsCapHalved(t, host, 9)
 	check := func(when string, want map[uint32]uint64) {
 		t.Helper()
 		lines := mpsOriginalLines(t, path)

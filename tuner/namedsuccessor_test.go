@@ -18,8 +18,6 @@ import (
 // later as "process gone", the real successor keeping the tuner's cap, and
 // nothing above info level said so.)
 func TestNamedSuccessorChecked(t *testing.T) {
-	embed := func(pid uint32) proc { return proc{pid, "embed"} }
-	batch := func(pid uint32) proc { return proc{pid, "batch"} }
 	for _, c := range []struct {
 		name   string
 		named  uint32
@@ -72,8 +70,6 @@ func TestNamedSuccessorChecked(t *testing.T) {
 // was taken at once: the original went to another tenant's process, and
 // the restore at exit set that process's cap and restarted it.)
 func TestNamedSuccessorThereBefore(t *testing.T) {
-	embed := func(pid uint32) proc { return proc{pid, "embed"} }
-	batch := func(pid uint32) proc { return proc{pid, "batch"} }
 	for _, c := range []struct {
 		name   string
 		named  uint32
@@ -124,8 +120,6 @@ func TestNamedSuccessorThereBefore(t *testing.T) {
 // (Before, the first snapshot that listed it ended the check: the other
 // tenant's process held the client's original and was set back at exit.)
 func TestNamedSuccessorOfAnotherTenant(t *testing.T) {
-	embed := func(pid uint32) proc { return proc{pid, "embed"} }
-	batch := func(pid uint32) proc { return proc{pid, "batch"} }
 	for _, c := range []struct {
 		name   string
 		rounds []proc

@@ -368,7 +368,7 @@ func (r *Runner) restoreWithin(all context.Context, closing chan<- struct{}) exi
 		defer cancel()
 		closeBy = late
 	}
-	cerr := r.closeAll(closeBy, r.t.hooksEnded())
+	cerr := r.closeAll(closeBy, r.t.hookLive.ended())
 	var ran error
 	if err == nil && r.failed { // (said by what the journal still holds open)
 		switch open, kept := r.openAtExit(); {
@@ -413,7 +413,7 @@ func (r *Runner) openAtExit() (open, kept int) {
 // where they have, its error returned; else later (or never: the process
 // exits first), a failure logged.
 func (r *Runner) closeAll(ctx context.Context, after <-chan struct{}) error {
-	ctx, cancel := context.WithTimeout(ctx, leftOf(ctx))
+	ctx, cancel := context.WithTimeout(ctx, leftOf(ctx)) // (a ctx without a deadline is done at once: leftOf)
 	defer cancel()
 	first, cancelFirst := context.WithTimeout(ctx, leftOf(ctx)/2)
 	defer cancelFirst()
@@ -426,19 +426,19 @@ func (r *Runner) closeAll(ctx context.Context, after <-chan struct{}) error {
 		c.start("the journal", r.journal)
 	}
 	c.wait(ctx)
-	if c.pending == 0 && after != nil && len(r.released) > 0 {
+	if len(c.open) == 0 && after != nil && len(r.released) > 0 {
 		select { // (what after waits for, within the deadline)
 		case <-after:
 		case <-ctx.Done():
 		}
 	}
 	err := c.result()
-	if c.pending == 0 && isClosed(after) {
+	if len(c.open) == 0 && isClosed(after) {
 		return errors.Join(err, r.release())
 	}
 	switch {
 	case len(r.released) == 0:
-	case c.pending > 0:
+	case len(c.open) > 0:
 		err = errors.Join(err, errors.New("the node lock is kept until they end"))
 	default:
 		err = errors.Join(err, errors.New("the node lock is kept until the round, or a hook cut at exit, ends"))
@@ -469,11 +469,10 @@ func isClosed(ch <-chan struct{}) bool {
 
 // closes are the closes at exit, each in its own goroutine.
 type closes struct {
-	ended   chan closed // (buffered for every close)
-	names   []string    // in the order started
-	open    map[string]bool
-	pending int
-	err     error
+	ended chan closed     // (buffered for every close)
+	names []string        // in the order started
+	open  map[string]bool // (names are unique: one a close)
+	err   error
 }
 
 // closed is the end of a close: its name and error.
@@ -486,7 +485,6 @@ type closed struct {
 func (c *closes) start(name string, cl io.Closer) {
 	c.names = append(c.names, name)
 	c.open[name] = true
-	c.pending++
 	go func() {
 		c.ended <- closed{name, cl.Close()}
 	}()
@@ -495,7 +493,7 @@ func (c *closes) start(name string, cl io.Closer) {
 // wait takes the ends of the closes started until all have ended or ctx
 // is done (those ended by then taken too).
 func (c *closes) wait(ctx context.Context) {
-	for c.pending > 0 {
+	for len(c.open) > 0 {
 		select {
 		case e := <-c.ended:
 			c.take(e)
@@ -514,7 +512,7 @@ func (c *closes) wait(ctx context.Context) {
 // late logs the end of each close still pending, as it ends (as far as
 // the process lives): the exit's error named it as not closed.
 func (c *closes) late(logger log.Logger) {
-	for ; c.pending > 0; c.pending-- {
+	for range len(c.open) {
 		e := <-c.ended
 		if e.err != nil {
 			level.Error(logger).Log("msg", "tuner exit: a close named as not closed by the deadline (--tuner.restore-timeout) ended after it and failed", "closer", e.name, "err", e.err)
@@ -527,7 +525,6 @@ func (c *closes) late(logger log.Logger) {
 // take records the end e.
 func (c *closes) take(e closed) {
 	delete(c.open, e.name)
-	c.pending--
 	if e.err != nil {
 		c.err = errors.Join(c.err, fmt.Errorf("closing %s: %w", e.name, e.err))
 	}
@@ -535,7 +532,7 @@ func (c *closes) take(e closed) {
 
 // result is the closes' errors, and the names of those still open.
 func (c *closes) result() error {
-	if c.pending == 0 {
+	if len(c.open) == 0 {
 		return c.err
 	}
 	var left []string

@@ -309,7 +309,8 @@ func (t *Tuner) followAs(old Target, pid uint32, id *Identity, now time.Time) bo
 			read := t.successorIdentity(pid) // (mpsidentity.go)
 			id = &read
 		}
-		if err := t.journal(Record{Time: now, Event: EventOriginal, Target: nt, Tenant: o.Tenant, From: encodeValue(o.Value)}.withIdentity(*id)); err != nil {
+		no := Original{Target: nt, Tenant: o.Tenant, Value: o.Value, At: now, Identity: *id}
+		if err := t.journal(originalRecord(no)); err != nil {
 			level.Error(t.o.Logger).Log("msg", "tuner could not journal the original of an MPS client's successor; it stays with the old PID", "target", ko, "successor", pid, "err", err)
 			return false
 		}
@@ -320,7 +321,6 @@ func (t *Tuner) followAs(old Target, pid uint32, id *Identity, now time.Time) bo
 		// journal it found put at the path is kept (the journal keeps the
 		// first)
 		if _, adopted := t.originals[k]; !adopted {
-			no := Original{Target: nt, Tenant: o.Tenant, Value: o.Value, At: now, Identity: *id}
 			if set, _ := t.lastSetValue(ko); set != nil {
 				no.Set, no.SetAt = set, now
 			}

@@ -51,19 +51,31 @@ type unnamedRun struct {
 
 func newUnnamedRun(t *testing.T, path string) *unnamedRun {
 	t.Helper()
+	host := &successorHost{}
+	return newUnnamedRunOn(t, path, host, host)
+}
+
+// newUnnamedRunOn is an unnamedRun with its journal at path, over the MPS
+// actuator mps, whose restarts host records.
+func newUnnamedRunOn(t *testing.T, path string, host *successorHost, mps any) *unnamedRun {
+	t.Helper()
 	j, err := OpenJournal(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { j.Close() })
-	r := &unnamedRun{host: &successorHost{}, clk: gpu.NewManualClock(t0), j: j, path: path, log: &strings.Builder{}}
-	r.tu, err = New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(r.host), Journal: j, Clock: r.clk, Mode: ModeEnforce,
+	r := &unnamedRun{host: host, clk: gpu.NewManualClock(t0), j: j, path: path, log: &strings.Builder{}}
+	r.tu, err = New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(mps), Journal: j, Clock: r.clk, Mode: ModeEnforce,
 		Logger: log.NewLogfmtLogger(log.NewSyncWriter(r.log))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return r
 }
+
+// embed and batch are a process of the tenant embed, of the tenant batch.
+func embed(pid uint32) proc { return proc{pid, "embed"} }
+func batch(pid uint32) proc { return proc{pid, "batch"} }
 
 // restart runs the round that caps PID 7 on the snapshot of before.
 func (r *unnamedRun) restart(t *testing.T, before ...proc) {

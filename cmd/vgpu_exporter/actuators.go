@@ -137,9 +137,7 @@ func detectActuators(ctx context.Context, cfg *config, src gpu.Source, logger lo
 		unavailable = append(unavailable, name+": "+err.Error())
 	}
 	if a.MPSControlBinary != "" {
-		o := mpsOptions(a, logger)
-		o.Processes = kube.NewProcReader(cfg.ProcRoot) // (a client's identity: restored only where its PID is still its)
-		c, err := mps.Detect(ctx, o)
+		c, err := mps.Detect(ctx, mpsOptions(a, cfg.ProcRoot, logger))
 		if err != nil {
 			missing("mps", err)
 		} else {
@@ -247,7 +245,7 @@ func rebalancer(a actuatorConfig, logger log.Logger) (gpu.Rebalancer, error) {
 }
 
 // mpsOptions are the MPS actuator's options the flags set.
-func mpsOptions(a actuatorConfig, logger log.Logger) mps.Options {
+func mpsOptions(a actuatorConfig, procRoot string, logger log.Logger) mps.Options {
 	return mps.Options{
 		ControlBinary:      a.MPSControlBinary,
 		PipeDirectory:      a.MPSPipeDirectory,
@@ -256,6 +254,7 @@ func mpsOptions(a actuatorConfig, logger log.Logger) mps.Options {
 		RestartHook:        a.MPSRestartHook,
 		RestartTimeout:     a.MPSRestartTimeout,
 		RestartTimeoutName: "--" + flagMPSRestartTimeout,
+		Processes:          kube.NewProcReader(procRoot), // (a client's identity: restored only where its PID is still its)
 		Logger:             log.With(logger, "component", "mps"),
 	}
 }

@@ -260,10 +260,10 @@ func TestTimeoutsNameTheirFlags(t *testing.T) {
 	a := c.Actuators
 	logger := log.NewNopLogger()
 	_, smiErr := nvidiasmi.Detect(ctx, smiOptions(a, logger))
-	_, mpsErr := mps.Detect(ctx, mpsOptions(a, logger))
+	_, mpsErr := mps.Detect(ctx, mpsOptions(a, c.ProcRoot, logger))
 	withDaemon := a
 	withDaemon.MPSControlBinary = answer
-	hookErr := mps.New(mpsOptions(withDaemon, logger)).RestartClient(ctx, "GPU-0", 7, "embed")
+	hookErr := mps.New(mpsOptions(withDaemon, c.ProcRoot, logger)).RestartClient(ctx, "GPU-0", 7, "embed")
 	r, err := rebalancer(a, logger)
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/go-kit/log/level"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/kube"
 )
 
 // A cgroup the pause froze holds more than the processes it was found
@@ -68,7 +69,7 @@ func (p *Pauser) cgroupOf(g group) (gpu.Cgroup, bool, error) {
 	}
 	ino, err := inodeOf(dir)
 	if err != nil {
-		if gone(err) {
+		if kube.ProcessGone(err) {
 			return gpu.Cgroup{}, false, nil
 		}
 		return gpu.Cgroup{}, false, fmt.Errorf("pause: cgroup %s: %w", dir, err)
@@ -126,7 +127,7 @@ func (p *Pauser) ThawCgroups(ctx context.Context, tenant string, cgs []gpu.Cgrou
 		}
 		ok, err := thawIfSame(dir, cg.ID, control, thaw)
 		switch {
-		case err != nil && !gone(err):
+		case err != nil && !kube.ProcessGone(err):
 			errs = append(errs, fmt.Errorf("thaw %s: %w", dir, err))
 		case ok:
 			thawed = append(thawed, cg)

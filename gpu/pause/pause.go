@@ -33,6 +33,7 @@ import (
 	"github.com/go-kit/log/level"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/kube"
 )
 
 // Defaults.
@@ -351,7 +352,7 @@ func (p *Pauser) thawTold(gs []group) (failed []group, err error) {
 	var errs []error
 	var thawed []group
 	for _, g := range gs {
-		if err := g.Thaw(); err != nil && !gone(err) {
+		if err := g.Thaw(); err != nil && !kube.ProcessGone(err) {
 			errs = append(errs, fmt.Errorf("thaw %s: %w", g.Key(), err))
 			failed = append(failed, g)
 			continue
@@ -572,12 +573,6 @@ func appendNew(gs []group, more ...group) []group {
 	return gs
 }
 
-// gone says whether err is a group's that no longer exists: its cgroup
-// removed, no process left in its process group.
-func gone(err error) bool {
-	return errors.Is(err, syscall.ESRCH) || errors.Is(err, os.ErrNotExist)
-}
-
 // freezeAll freezes every group or none: when one fails, those frozen
 // before it are thawed (stuck: those whose thaw failed). A group that no
 // longer exists (its processes exited) is passed over: the tenant's other
@@ -586,7 +581,7 @@ func freezeAll(gs []group) (stuck []group, err error) {
 	left := 0
 	for _, g := range gs {
 		err := g.Freeze()
-		if err != nil && gone(err) {
+		if err != nil && kube.ProcessGone(err) {
 			continue
 		}
 		left++
@@ -595,7 +590,7 @@ func freezeAll(gs []group) (stuck []group, err error) {
 			// may be frozen still (its last thaw failed)
 			errs := []error{fmt.Errorf("freeze %s: %w", g.Key(), err)}
 			for _, h := range gs {
-				if terr := h.Thaw(); terr != nil && !gone(terr) {
+				if terr := h.Thaw(); terr != nil && !kube.ProcessGone(terr) {
 					errs = append(errs, fmt.Errorf("thaw %s: %w", h.Key(), terr))
 					stuck = append(stuck, h)
 				}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/reap"
+	"github.com/vgpu-exporter/vgpu_exporter/kube"
 )
 
 // The watchdog bounds a pause when the pulse's owner dies or hangs. It is
@@ -80,7 +81,7 @@ func watch(r io.Reader, clock gpu.Clock, kill func(int, syscall.Signal) error) e
 	frozen := map[string]watched{}
 	var errs []error
 	thaw := func(key string) {
-		if err := frozen[key].g.Thaw(); err != nil && !errors.Is(err, syscall.ESRCH) && !errors.Is(err, os.ErrNotExist) {
+		if err := frozen[key].g.Thaw(); err != nil && !kube.ProcessGone(err) {
 			errs = append(errs, fmt.Errorf("thaw %s: %w", key, err))
 		}
 		delete(frozen, key)
