@@ -40,6 +40,23 @@ func recoverMPS(t *testing.T, pid uint32, start uint64, host *idClients, snap *t
 	return string(b), buf.String()
 }
 
+// recoverRestarts recovers PID 10's MPS original, journaled with start
+// 500, on snap with a procfs root of starts, checks that the PID was
+// restarted where restart (else not), and returns the journal and the log.
+func recoverRestarts(t *testing.T, snap *tenant.Snapshot, starts map[uint32]uint64, restart bool) (string, string) {
+	t.Helper()
+	host := &idClients{boot: testBoot, starts: starts}
+	journal, logs := recoverMPS(t, 10, 500, host, snap)
+	var want []string
+	if restart {
+		want = []string{"RestartClient(GPU-0,10)"}
+	}
+	if got := restartsOf(host.Calls); !slices.Equal(got, want) {
+		t.Errorf("restarts %q, want %q\nlog: %s", got, want, logs)
+	}
+	return journal, logs
+}
+
 // At the next start, an MPS original is set back (its PID restarted) only
 // where the PID is still its client: not where the snapshot attributes
 // the PID to another tenant, although the identity journaled matches (a
@@ -69,15 +86,7 @@ func TestMPSRestoreAtStartTellsClient(t *testing.T) {
 		{"missed by the sample, none", noProcs, map[uint32]uint64{}, false, "process gone; nothing to restore"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			host := &idClients{boot: testBoot, starts: c.starts}
-			journal, logs := recoverMPS(t, 10, 500, host, c.snap)
-			var want []string
-			if c.restart {
-				want = []string{"RestartClient(GPU-0,10)"}
-			}
-			if got := restartsOf(host.Calls); !slices.Equal(got, want) {
-				t.Errorf("restarts %q, want %q\nlog: %s", got, want, logs)
-			}
+			journal, logs := recoverRestarts(t, c.snap, c.starts, c.restart)
 			if c.closed != "" && !strings.Contains(journal, c.closed) {
 				t.Errorf("journal lacks %q:\n%s", c.closed, journal)
 			}
@@ -115,15 +124,7 @@ func TestMPSRestoreJudgesProcRootByGPU(t *testing.T) {
 		{"the only one listed, another process under it", tenantSnap(at, proc{10, "embed"}), map[uint32]uint64{10: 900}, false, "not restarted"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			host := &idClients{boot: testBoot, starts: c.starts}
-			journal, logs := recoverMPS(t, 10, 500, host, c.snap)
-			var want []string
-			if c.restart {
-				want = []string{"RestartClient(GPU-0,10)"}
-			}
-			if got := restartsOf(host.Calls); !slices.Equal(got, want) {
-				t.Errorf("restarts %q, want %q\nlog: %s", got, want, logs)
-			}
+			journal, logs := recoverRestarts(t, c.snap, c.starts, c.restart)
 			if closed := strings.Contains(journal, "process gone, not restarted: PID 10"); closed == c.restart {
 				t.Errorf("closed as gone %v, want %v\njournal: %s", closed, !c.restart, journal)
 			}
