@@ -77,18 +77,28 @@ func (a *armedPower) SetPowerLimit(ctx context.Context, _ string, _ float64) err
 	}
 }
 
-// A restore stuck past the deadline ("not finished ... nothing closed")
-// has its later end logged: what it set back and closed then. (Its result
-// was sent to nobody.)
-func TestExitStuckRestoreLateEndLogged(t *testing.T) {
+// stuckRestoreRunner is a runner whose Run has returned and whose
+// restore at exit will be stuck, past its 300 ms deadline, on the host's
+// power limit until host.release is closed (once host.armed is), logging
+// into logs.
+func stuckRestoreRunner(t *testing.T) (*Runner, *armedPower, *lockedBuffer) {
+	t.Helper()
 	host := &armedPower{armed: make(chan struct{}), release: make(chan struct{})}
 	rn := exitRunner(t, host, false)
 	rn.SetRestoreTimeout(300 * time.Millisecond)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	rn.Run(ctx)
-	var logs lockedBuffer
-	rn.logger = log.NewLogfmtLogger(&logs)
+	logs := &lockedBuffer{}
+	rn.logger = log.NewLogfmtLogger(logs)
+	return rn, host, logs
+}
+
+// A restore stuck past the deadline ("not finished ... nothing closed")
+// has its later end logged: what it set back and closed then. (Its result
+// was sent to nobody.)
+func TestExitStuckRestoreLateEndLogged(t *testing.T) {
+	rn, host, logs := stuckRestoreRunner(t)
 	close(host.armed)
 	if err := rn.RestoreAtExit(); err == nil || !strings.Contains(err.Error(), "nothing closed") {
 		t.Fatalf("RestoreAtExit: %v, want the stuck restore named", err)

@@ -19,14 +19,7 @@ import (
 // not closed, an error line, and no line said the originals were set
 // back; the last word was "NOT restored".)
 func TestExitStuckRestoreLateSetBackLogged(t *testing.T) {
-	host := &armedPower{armed: make(chan struct{}), release: make(chan struct{})}
-	rn := exitRunner(t, host, false)
-	rn.SetRestoreTimeout(300 * time.Millisecond)
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	rn.Run(ctx)
-	var logs lockedBuffer
-	rn.logger = log.NewLogfmtLogger(&logs)
+	rn, host, logs := stuckRestoreRunner(t)
 	var releases atomic.Int32
 	rn.ReleaseAtExit(closeFunc(func() error { releases.Add(1); return nil }))
 	close(host.armed)
