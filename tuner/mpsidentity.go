@@ -9,7 +9,6 @@ import (
 	"github.com/go-kit/log/level"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
-	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
 // An MPS client's cap is set back by restarting the client through the
@@ -22,12 +21,8 @@ import (
 // (gpu.ProcessStarter: the host's procfs) just before the cap is first
 // changed, or as the client's successor is followed. A restore passes
 // over a PID whose process is not the one journaled (another boot,
-// another start time, or none running) or that the latest snapshot
-// attributes to another tenant than the original's (restoreAction), and
-// closes its original as gone;
-// it restores one the latest snapshot does not list whose identity
-// matches (a sample that missed it); it leaves for the next start one
-// whose identity it cannot read now
+// another start time, or none running) and closes its original as gone;
+// it leaves for the next start one whose identity it cannot read now
 // (clientGone), and restores by PID one listed on the GPU where the procfs
 // root shows none of the GPU's other processes (that root is not the
 // host's: rootBlind). An original without
@@ -223,28 +218,4 @@ func (t *Tuner) closeGoneClient(k, gone string, now time.Time) {
 	o := t.originals[k]
 	t.closeOriginal(k, now, fmt.Sprintf("process gone, not restarted: PID %d (%s); nothing to restore", o.Target.PID, gone))
 	level.Warn(t.o.Logger).Log("msg", "an MPS client whose cap the tuner changed is gone, its PID another's or nobody's: the process that PID names now is not restarted", "target", o.Target.String(), "tenant", o.Tenant, "pid", o.Target.PID, "gone", gone)
-}
-
-// clientThere reports whether the PID of the MPS original o still names
-// the client journaled with it, read now: the same boot, the same start
-// time (a process a snapshot missed is not gone).
-func (t *Tuner) clientThere(o Original) bool {
-	if o.Boot == "" || len(o.Starts) != 1 {
-		return false
-	}
-	boot, start, ok, err := t.clientStart(o.Target.PID)
-	return err == nil && ok && start != 0 && boot == o.Boot && start == o.Starts[0]
-}
-
-// pidTenant is the tenant the latest snapshot attributes the target's PID
-// to on its GPU: "" where none, or unassigned (a cgroup unread, an
-// attribution conflict: that tells no tenant).
-func (t *Tuner) pidTenant(tg Target) string {
-	if t.last == nil {
-		return ""
-	}
-	if tn := pidTenants(t.last)[pidKey{tg.GPU, tg.PID}]; tn != tenant.Unassigned {
-		return tn
-	}
-	return ""
 }

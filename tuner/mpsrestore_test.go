@@ -57,15 +57,13 @@ func recoverRestarts(t *testing.T, snap *tenant.Snapshot, starts map[uint32]uint
 	return journal, logs
 }
 
-// At the next start, an MPS original is set back (its PID restarted) only
-// where the PID is still its client: not where the snapshot attributes
-// the PID to another tenant, although the identity journaled matches (a
-// successor the restart hook named wrongly, another tenant's process,
-// followed before a crash: the original is closed, "tenant batch's now",
-// and a warning said; before, batch's process was restarted); and where
-// the first sample misses it (the GPU up, its list transiently empty) but
-// the procfs root shows the same boot and start time, it is restarted
-// (before, it was closed as gone, its cap left on).
+// At the next start, an MPS original whose PID is still its client (the
+// same boot and start time) is set back, whatever tenant the snapshot
+// gives the PID now: a tenant renamed by a reload, or a pod whose labels
+// are not read yet, is still the client's (a rule that closed it as
+// another tenant's left its cap on for good, and was not kept). A PID
+// the first sample does not list is closed as gone, as before, whatever
+// /proc shows: a job that left the GPU but runs on is not restarted.
 func TestMPSRestoreAtStartTellsClient(t *testing.T) {
 	at := t0.Add(time.Hour)
 	noProcs := snapshot(at, []gpu.Device{{UUID: uuid0, Up: true, Mode: gpu.SharingMPS}}, nil)
@@ -76,12 +74,10 @@ func TestMPSRestoreAtStartTellsClient(t *testing.T) {
 		restart bool
 		closed  string // the restored record's reason, where not restarted
 	}{
-		{"another tenant's PID", tenantSnap(at, proc{10, "batch"}, proc{8, "batch"}), map[uint32]uint64{10: 500, 8: 50}, false,
-			"process gone, not restarted: PID 10 (tenant batch's now)"},
+		{"its tenant renamed", tenantSnap(at, proc{10, "team-a"}, proc{8, "batch"}), map[uint32]uint64{10: 500, 8: 50}, true, ""},
 		{"its own tenant's PID", tenantSnap(at, proc{10, "embed"}, proc{8, "batch"}), map[uint32]uint64{10: 500, 8: 50}, true, ""},
-		// unassigned (a cgroup unread, a conflict) tells no other tenant
 		{"an unassigned PID", tenantSnap(at, proc{10, tenant.Unassigned}, proc{8, "batch"}), map[uint32]uint64{10: 500, 8: 50}, true, ""},
-		{"missed by the sample, same client", noProcs, map[uint32]uint64{10: 500}, true, ""},
+		{"missed by the sample, same client", noProcs, map[uint32]uint64{10: 500}, false, "process gone; nothing to restore"},
 		{"missed by the sample, another process", noProcs, map[uint32]uint64{10: 900}, false, "process gone; nothing to restore"},
 		{"missed by the sample, none", noProcs, map[uint32]uint64{}, false, "process gone; nothing to restore"},
 	} {

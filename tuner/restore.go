@@ -228,18 +228,9 @@ func (t *Tuner) restoreAction(k string, now time.Time, why string) (a Action, d 
 			}
 		}
 		// a process the last sample missed, seen by this run within
-		// GoneAfter, or still the client journaled with it (the same boot
-		// and start time), is taken as running
-		if left == nil && !present && !t.seenLately(k, now) && !t.clientThere(o) {
+		// GoneAfter, is taken as running
+		if left == nil && !present && !t.seenLately(k, now) {
 			t.dropGoneOriginal(k, now)
-			return a, d, nil, true
-		}
-		// a PID the latest snapshot attributes to another tenant is not the
-		// client's, whatever its identity (a successor the hook named
-		// wrongly, followed before a crash): closed, not restarted; the
-		// client is not there to set back, at this start or a later one
-		if tn := t.pidTenant(o.Target); left == nil && tn != "" && tn != o.Tenant {
-			t.closeGoneClient(k, fmt.Sprintf("tenant %s's now", tn), now)
 			return a, d, nil, true
 		}
 		// a PID whose process is not the client journaled with it (another
