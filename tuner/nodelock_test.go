@@ -23,7 +23,7 @@ func TestNodeLockSecondRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer first.Close()
-	held, _ := os.ReadFile(path)
+	held := readFile(t, path)
 	_, err = AcquireNodeLock(path, NodeLockHolder{Journal: "/var/lib/vgpu_exporter/tuner-journal.jsonl", Mode: "enforce", Started: t0.Add(time.Hour)})
 	if err == nil {
 		t.Fatal("a second tuner took the node lock its first holds")
@@ -33,7 +33,7 @@ func TestNodeLockSecondRefused(t *testing.T) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
 	}
-	if now, _ := os.ReadFile(path); string(now) != string(held) {
+	if now := readFile(t, path); string(now) != string(held) {
 		t.Errorf("the refused tuner changed the holder's note: %q, was %q", now, held)
 	}
 	if err := first.Close(); err != nil {

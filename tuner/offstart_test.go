@@ -55,7 +55,10 @@ func TestStartOff(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			before, _ := os.ReadFile(path)
+			var before []byte // (no journal: none)
+			if c.recs != nil {
+				before = readFile(t, path)
+			}
 			if c.held {
 				j, err := OpenJournal(path)
 				if err != nil {
@@ -102,6 +105,9 @@ func TestStartOff(t *testing.T) {
 			after, err := os.ReadFile(path)
 			if c.recs == nil && !errors.Is(err, fs.ErrNotExist) {
 				t.Errorf("a journal made where there was none: %q, %v", after, err)
+			}
+			if c.recs != nil && err != nil {
+				t.Errorf("reading the journal %s after the thaw: %v", path, err)
 			}
 			if touched := string(after) != string(before); touched != c.touched {
 				t.Errorf("journal written: %v, want %v", touched, c.touched)
