@@ -394,12 +394,7 @@ func (t *Tuner) hooksByAge() []*hookCall {
 
 // returned says whether h's call has returned.
 func (h *hookCall) returned() bool {
-	select {
-	case <-h.done:
-		return true
-	default:
-		return false
-	}
+	return isClosed(h.done)
 }
 
 // hookRuns are the calls running, for the status, oldest first.

@@ -165,8 +165,7 @@ func (t *Tuner) closeAtOriginal(k string, d Decision, how string, now time.Time)
 	d.Outcome, d.Applied = OutcomeRestored, true
 	d.Reason = joinReasons(d.Reason, whyAtOriginal+" ("+how+")")
 	t.counts.Restores++
-	t.journal(restoreRecord(EventRestored, o, now, d.Reason))
 	level.Info(t.o.Logger).Log("msg", "tuner restored an original setting: already at its original value, nothing set", "target", o.Target.String(), "value", o.Value.String(), "reason", d.Reason)
-	t.dropOriginal(k)
+	t.closeOriginal(k, now, d.Reason)
 	return &d
 }
