@@ -1,6 +1,7 @@
 package webconf
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -13,14 +14,35 @@ import (
 // is gone when the process ends.
 type memCopy struct{ fd int }
 
-// haveMemCopy says whether newMemCopy can make a copy on this system.
+// haveMemCopy says whether newMemCopy can make a copy on this system
+// (memfdRefused says whether the system allows it).
 const haveMemCopy = true
+
+// memfdCreate is unix.MemfdCreate; a test refuses it as a seccomp
+// profile would.
+var memfdCreate = unix.MemfdCreate
+
+// memfdRefused is the error of memfd_create where the system refuses the
+// call itself: a seccomp profile that does not allow it (EPERM, or ENOSYS
+// where the profile answers so), a kernel without it (ENOSYS: before
+// 3.17); nil where it makes one, or fails otherwise (that failure is the
+// copy's own, and reported by it).
+func memfdRefused() error {
+	fd, err := memfdCreate("vgpu_exporter-probe", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	switch {
+	case err == nil:
+		unix.Close(fd)
+	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES), errors.Is(err, unix.ENOSYS):
+		return fmt.Errorf("memfd_create: %w", err)
+	}
+	return nil
+}
 
 // newMemCopy returns a copy holding data, sealed against any change;
 // name (the file it copies, shown as memfd:vgpu_exporter-NAME in
 // /proc/PID/fd) is for a person reading that.
 func newMemCopy(name string, data []byte) (*memCopy, error) {
-	fd, err := unix.MemfdCreate("vgpu_exporter-"+name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	fd, err := memfdCreate("vgpu_exporter-"+name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
 		return nil, fmt.Errorf("memfd_create: %w", err)
 	}

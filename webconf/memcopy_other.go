@@ -10,6 +10,9 @@ type memCopy struct{}
 // haveMemCopy says whether newMemCopy can make a copy on this system.
 const haveMemCopy = false
 
+// memfdRefused is nil: there is no memfd to refuse (haveMemCopy).
+func memfdRefused() error { return nil }
+
 func newMemCopy(string, []byte) (*memCopy, error) { return nil, errNoMemCopy }
 
 func (c *memCopy) path() string { return "" }

@@ -42,7 +42,10 @@ type Kept struct {
 	warn  func(msg string) // what a configuration put in use warns of; nil: nothing
 	mu    sync.Mutex       // serializes reloads
 	copy  *memCopy         // nil where there is no memfd: exporter-toolkit reads file
-	tls   bool             // whether the configuration in use sets up TLS
+	// inMemory says whether exporter-toolkit is given private copies:
+	// not outside Linux, nor where the system refuses memfd_create.
+	inMemory bool
+	tls      bool // whether the configuration in use sets up TLS
 	// files are the copies of the certificate, key and client CA files
 	// that copy names (nil: none); previous are those it named before the
 	// last change of them, left open for a handshake under way that read
@@ -71,8 +74,18 @@ type Kept struct {
 // warn (nil: none) is told, once each time a client CA file is put in use
 // (here, or by a reload or check), of each of its PEM blocks that
 // exporter-toolkit skips, naming the file and the block.
+//
+// Where the system refuses memfd_create (a seccomp profile that does not
+// allow it, a kernel before 3.17), exporter-toolkit reads the files
+// itself, as outside Linux, and warn is told so.
 func Open(file string, limit int64, warn func(msg string)) (*Kept, error) {
-	k := &Kept{file: file, limit: limit, warn: warn}
+	k := &Kept{file: file, limit: limit, warn: warn, inMemory: haveMemCopy}
+	if err := memfdRefused(); err != nil {
+		k.inMemory = false
+		if warn != nil {
+			warn(fmt.Sprintf("the system refuses in-memory files (%v: a seccomp profile that does not allow the call, or a kernel before 3.17): exporter-toolkit reads the web configuration and the files it names itself, so an invalid edit is no longer kept from use; a reload or check still validates it and reports", err))
+		}
+	}
 	k.seen = k.digest() // before the read: an edit in between is found by the next check
 	l, err := k.load()
 	if err != nil {
@@ -256,7 +269,7 @@ func (k *Kept) load() (loaded, error) {
 	}
 	var l loaded
 	tc := tlsSection(data, dir)
-	if tc != nil && haveMemCopy {
+	if tc != nil && k.inMemory {
 		if l.files, err = copyTLSFiles(tc, k.limit, k.files); err != nil {
 			return loaded{}, err
 		}
@@ -274,9 +287,10 @@ func (k *Kept) load() (loaded, error) {
 	} else if l.tls {
 		l.expiry = expiryOf(tc, nil) // the certificates the file holds
 	}
-	if !haveMemCopy {
-		// Outside Linux: exporter-toolkit reads the file itself, as it
-		// would without this package; a reload only validates it.
+	if !k.inMemory {
+		// Outside Linux, or memfd_create refused: exporter-toolkit reads
+		// the file itself, as it would without this package; a reload
+		// only validates it.
 		return l, nil
 	}
 	if l.cfg, err = newMemCopy("web-config", data); err != nil {

@@ -310,3 +310,61 @@ func TestNoProc(t *testing.T) {
 		t.Errorf("%v, want it to say /proc is needed", err)
 	}
 }
+
+// Where the system refuses memfd_create itself (a seccomp profile, an old
+// kernel), the start goes on as outside Linux, saying so: exporter-toolkit
+// reads the file, a reload still validates and reports. Another failure
+// of the call is the copy's own and fails the start, naming it.
+func TestMemfdRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		err      error
+		fallback bool
+	}{
+		{"seccomp EPERM", unix.EPERM, true},
+		{"seccomp or old kernel ENOSYS", unix.ENOSYS, true},
+		{"EACCES", unix.EACCES, true},
+		{"out of descriptors", unix.EMFILE, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			old := memfdCreate
+			memfdCreate = func(string, int) (int, error) { return -1, tc.err }
+			defer func() { memfdCreate = old }()
+			f := filepath.Join(t.TempDir(), "web.yml")
+			write(t, f, "basic_auth_users:\n  prom: "+hash(t, "s3cret")+"\n")
+			var warned []string
+			k, err := Open(f, limit, func(msg string) { warned = append(warned, msg) })
+			if !tc.fallback {
+				if err == nil {
+					k.Close()
+					t.Fatal("opened without a copy")
+				}
+				if !strings.Contains(err.Error(), "memfd_create") || !strings.Contains(err.Error(), tc.err.Error()) {
+					t.Errorf("%v, want memfd_create's error", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("open: %v", err)
+			}
+			defer k.Close()
+			if k.Path() != f {
+				t.Errorf("exporter-toolkit is given %s, want the file %s", k.Path(), f)
+			}
+			if len(warned) != 1 || !strings.Contains(warned[0], "memfd_create: "+tc.err.Error()) || !strings.Contains(warned[0], "no longer kept from use") {
+				t.Errorf("warned %q, want one warning naming memfd_create's refusal and what it costs", warned)
+			}
+			write(t, f, "basic_auth_users:\n  prom: nohash\n")
+			if err := k.Reload(); err == nil || !strings.Contains(err.Error(), f) {
+				t.Errorf("reload of a bad edit: %v, want an error naming %s", err, f)
+			}
+			write(t, f, "basic_auth_users: {}\n")
+			if err := k.Reload(); err != nil {
+				t.Errorf("reload of a good edit: %v", err)
+			}
+			if k.Path() != f {
+				t.Errorf("after the reloads exporter-toolkit is given %s, want %s", k.Path(), f)
+			}
+		})
+	}
+}
