@@ -95,10 +95,7 @@ func TestExitActuatorsCloseBeforeTheJournal(t *testing.T) {
 	if wrote != nil {
 		t.Errorf("the actuator's write as it closed: %v, want it in the journal", wrote)
 	}
-	j, err := OpenJournal(rn.journal.Path())
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, rn.journal.Path())
 	defer j.Close()
 	if o := j.Originals(); len(o) != 1 || o[0].Target.GPU != "GPU-1" {
 		t.Errorf("journal holds %+v, want GPU-1's original the actuator wrote as it closed", o)
@@ -145,10 +142,7 @@ func (l *pathLock) Close() error { return l.release() }
 func TestStuckRoundReleasesAfterTheJournal(t *testing.T) {
 	host := &hangingPower{release: make(chan struct{})}
 	rn := exitRunner(t, host, true)
-	j, err := OpenJournal(filepath.Join(t.TempDir(), "journal")) // (the runner's, apart from the tuner's, which the round writes)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, filepath.Join(t.TempDir(), "journal")) // (the runner's, apart from the tuner's, which the round writes)
 	rn.journal = j
 	rn.SetRestoreTimeout(200 * time.Millisecond)
 	var logs lockedBuffer

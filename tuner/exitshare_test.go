@@ -51,10 +51,7 @@ func exitRunner(t *testing.T, host any, real bool) *Runner {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "journal")
 	openWithOriginal(t, p, uuid0).Close()
-	j, err := OpenJournal(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, p)
 	var clk gpu.Clock = gpu.NewManualClock(t0)
 	if real {
 		clk = gpu.RealClock{}

@@ -48,10 +48,7 @@ func mpsOriginal(pid uint32, id Identity) Record {
 func mpsCapHalved(t *testing.T, host *idClients, pid uint32) (*Tuner, *Journal, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "journal")
-	j, err := OpenJournal(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, path)
 	t.Cleanup(func() { _ = j.Close() })
 	clk := gpu.NewManualClock(t0)
 	tu, err := New(Options{Policy: fixed{mpsAction(7, 1, 0.5)}, Actuators: ActuatorsOf(host), Journal: j, Clock: clk, Mode: ModeEnforce})
