@@ -6,7 +6,6 @@ import (
 	"errors"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,9 +31,7 @@ func exitRunnerEnded(t *testing.T, deadline time.Duration) *Runner {
 	t.Helper()
 	rn := exitRunner(t, &slowPower{}, false)
 	rn.SetRestoreTimeout(deadline)
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	rn.Run(ctx)
+	runEnded(rn)
 	return rn
 }
 
@@ -56,9 +53,8 @@ func TestExitBlockedActuatorCloseKeepsNoOther(t *testing.T) {
 	rn := exitRunnerEnded(t, time.Second)
 	late := make(chan error, 1)
 	stuck := &blockingCloser{release: make(chan struct{}), then: func() { late <- rn.journal.Append(originalRec("GPU-1", 500)) }}
-	var closes, releases atomic.Int32
-	rn.CloseAtExit(stuck, closeFunc(func() error { closes.Add(1); return nil }))
-	rn.ReleaseAtExit(closeFunc(func() error { releases.Add(1); return nil }))
+	rn.CloseAtExit(stuck)
+	closes, releases := countCloses(rn), countReleases(rn)
 	err := rn.RestoreAtExit()
 	if err == nil || !strings.Contains(err.Error(), "not closed within --tuner.restore-timeout: actuator 1 (*tuner.blockingCloser)") || strings.Contains(err.Error(), "not finished") {
 		t.Errorf("RestoreAtExit: %v, want the blocked actuator named as not closed", err)
@@ -116,8 +112,7 @@ func TestExitSlowActuatorCloseWaitedForPastTheJournal(t *testing.T) {
 		}
 		return nil
 	}))
-	var releases atomic.Int32
-	rn.ReleaseAtExit(closeFunc(func() error { releases.Add(1); return nil }))
+	releases := countReleases(rn)
 	if err := rn.RestoreAtExit(); err != nil {
 		t.Errorf("RestoreAtExit: %v, want the journal closed beside the slow close and the close waited for", err)
 	}
