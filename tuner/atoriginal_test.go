@@ -98,10 +98,7 @@ func TestExitClosesSettingAtOriginal(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := &recorder{}
-			j, err := OpenJournal(filepath.Join(t.TempDir(), "journal"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
 			defer j.Close()
 			tu, clk := newTestTuner(t, ModeEnforce, rec, nil, j)
 			for _, r := range tc.rounds {
@@ -220,10 +217,7 @@ func TestExitRecoveredOriginalAtOriginal(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "journal")
-			j, err := OpenJournal(path)
-			if err != nil {
-				t.Fatal(err)
-			}
+			j := openJournal(t, path)
 			dev := func(p gpu.VGPUPolicy) gpu.Device {
 				d := gpu.Device{UUID: uuid0, Up: true, Mode: gpu.SharingVGPU}
 				if p != "" {
@@ -237,9 +231,7 @@ func TestExitRecoveredOriginalAtOriginal(t *testing.T) {
 				t.Fatalf("earlier run: %+v, %v", ds, err)
 			}
 			j.Close() // (an exit without its restore)
-			if j, err = OpenJournal(path); err != nil {
-				t.Fatal(err)
-			}
+			j = openJournal(t, path)
 			defer j.Close()
 			rec := &recorder{}
 			rec.Errs = map[string]error{"SetVGPUScheduler": busy}
@@ -278,10 +270,7 @@ func TestExitAdoptedOriginalNotClosedOnAReading(t *testing.T) {
 		return []gpu.Device{{UUID: uuid0, Up: true, Mode: gpu.SharingVGPU, Scheduler: &gpu.VGPUScheduler{Policy: p}}}
 	}
 	put := filepath.Join(dir, "other")
-	jb, err := OpenJournal(put)
-	if err != nil {
-		t.Fatal(err)
-	}
+	jb := openJournal(t, put)
 	change := Action{Target: Target{GPU: uuid0, Knob: gpu.KnobVGPUScheduler}, Current: Scheduler("best-effort"), Want: Scheduler("equal-share"), Reason: "test"}
 	other, _ := newTestTuner(t, ModeEnforce, &recorder{}, []Action{change}, jb)
 	if ds, err := other.RunOnce(context.Background(), snapshot(t0, dev("best-effort"), nil)); err != nil || len(ds) != 1 || !ds[0].Applied {
@@ -290,10 +279,7 @@ func TestExitAdoptedOriginalNotClosedOnAReading(t *testing.T) {
 	jb.Close()
 
 	p := filepath.Join(dir, "journal")
-	j, err := OpenJournal(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, p)
 	defer j.Close()
 	rec := &recorder{}
 	tu, clk := newTestTuner(t, ModeEnforce, rec, nil, j)

@@ -21,10 +21,7 @@ import (
 // there, never the unrelated one.
 func TestFollowJournalsNoCgroupOfAReusedPID(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "journal")
-	j, err := OpenJournal(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, path)
 	pidTakenAfterFailedFollow(t, j)
 	j2 := reopen(t, j, path) // crash
 	if o := j2.Originals(); len(o) == 1 && slices.Contains(o[0].Cgroups, other) {

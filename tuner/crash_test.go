@@ -87,10 +87,7 @@ func TestCrashRestore(t *testing.T) {
 	}
 
 	// The next start.
-	j, err := OpenJournal(journal)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, journal)
 	defer j.Close()
 	if n := len(j.Originals()); n != 2 {
 		t.Fatalf("%d open originals in the journal after the crash, want 2", n)

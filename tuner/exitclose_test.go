@@ -6,7 +6,6 @@ import (
 	"errors"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,9 +31,7 @@ func exitRunnerEnded(t *testing.T, deadline time.Duration) *Runner {
 	t.Helper()
 	rn := exitRunner(t, &slowPower{}, false)
 	rn.SetRestoreTimeout(deadline)
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	rn.Run(ctx)
+	runEnded(rn)
 	return rn
 }
 
@@ -56,9 +53,8 @@ func TestExitBlockedActuatorCloseKeepsNoOther(t *testing.T) {
 	rn := exitRunnerEnded(t, time.Second)
 	late := make(chan error, 1)
 	stuck := &blockingCloser{release: make(chan struct{}), then: func() { late <- rn.journal.Append(originalRec("GPU-1", 500)) }}
-	var closes, releases atomic.Int32
-	rn.CloseAtExit(stuck, closeFunc(func() error { closes.Add(1); return nil }))
-	rn.ReleaseAtExit(closeFunc(func() error { releases.Add(1); return nil }))
+	rn.CloseAtExit(stuck)
+	closes, releases := countCloses(rn), countReleases(rn)
 	err := rn.RestoreAtExit()
 	if err == nil || !strings.Contains(err.Error(), "not closed within --tuner.restore-timeout: actuator 1 (*tuner.blockingCloser)") || strings.Contains(err.Error(), "not finished") {
 		t.Errorf("RestoreAtExit: %v, want the blocked actuator named as not closed", err)
@@ -95,10 +91,7 @@ func TestExitActuatorsCloseBeforeTheJournal(t *testing.T) {
 	if wrote != nil {
 		t.Errorf("the actuator's write as it closed: %v, want it in the journal", wrote)
 	}
-	j, err := OpenJournal(rn.journal.Path())
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, rn.journal.Path())
 	defer j.Close()
 	if o := j.Originals(); len(o) != 1 || o[0].Target.GPU != "GPU-1" {
 		t.Errorf("journal holds %+v, want GPU-1's original the actuator wrote as it closed", o)
@@ -119,8 +112,7 @@ func TestExitSlowActuatorCloseWaitedForPastTheJournal(t *testing.T) {
 		}
 		return nil
 	}))
-	var releases atomic.Int32
-	rn.ReleaseAtExit(closeFunc(func() error { releases.Add(1); return nil }))
+	releases := countReleases(rn)
 	if err := rn.RestoreAtExit(); err != nil {
 		t.Errorf("RestoreAtExit: %v, want the journal closed beside the slow close and the close waited for", err)
 	}
@@ -145,10 +137,7 @@ func (l *pathLock) Close() error { return l.release() }
 func TestStuckRoundReleasesAfterTheJournal(t *testing.T) {
 	host := &hangingPower{release: make(chan struct{})}
 	rn := exitRunner(t, host, true)
-	j, err := OpenJournal(filepath.Join(t.TempDir(), "journal")) // (the runner's, apart from the tuner's, which the round writes)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, filepath.Join(t.TempDir(), "journal")) // (the runner's, apart from the tuner's, which the round writes)
 	rn.journal = j
 	rn.SetRestoreTimeout(200 * time.Millisecond)
 	var logs lockedBuffer

@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-kit/log"
-
-	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
 // A close still blocked at the deadline, named in the exit's error as
@@ -86,9 +83,7 @@ func stuckRestoreRunner(t *testing.T) (*Runner, *armedPower, *lockedBuffer) {
 	host := &armedPower{armed: make(chan struct{}), release: make(chan struct{})}
 	rn := exitRunner(t, host, false)
 	rn.SetRestoreTimeout(300 * time.Millisecond)
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	rn.Run(ctx)
+	runEnded(rn)
 	logs := &lockedBuffer{}
 	rn.logger = log.NewLogfmtLogger(logs)
 	return rn, host, logs
@@ -148,17 +143,10 @@ func TestExitCloseFailureNotLoggedAsNotRestored(t *testing.T) {
 // the node lock: released once it ends, not while what it does may still
 // land. (The lock was released as the closes ended, the hook running.)
 func TestExitCutHookKeepsTheNodeLock(t *testing.T) {
-	r := newHookRun(t)
-	r.tu.bind(ActuatorsOf(deafHost{r.host}))
-	r.round(t, capBatch)
-	r.host.waitStarted(t)
-	rn := NewRunner(r.tu, r.j, r.clk, time.Minute, func() *tenant.Snapshot { return r.snapOf() }, nil)
-	rn.SetRestoreTimeout(200 * time.Millisecond)
-	var releases atomic.Int32
-	rn.ReleaseAtExit(closeFunc(func() error { releases.Add(1); return nil }))
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	rn.Run(ctx)
+	r := deafHookStarted(t)
+	rn := r.exitRunner()
+	releases := countReleases(rn)
+	runEnded(rn)
 	err := rn.RestoreAtExit()
 	if err == nil || !strings.Contains(err.Error(), "pid8: its hook") || !strings.Contains(err.Error(), "node lock is kept") {
 		t.Errorf("RestoreAtExit: %v, want the cut hook named and the lock said kept", err)
@@ -191,10 +179,8 @@ func TestStuckRoundExitCancelsHooksAndKeepsTheLock(t *testing.T) {
 			var h *hookCall
 			for _, h = range r.tu.hooks {
 			}
-			rn := NewRunner(r.tu, r.j, r.clk, time.Minute, func() *tenant.Snapshot { return r.snapOf() }, nil)
-			rn.SetRestoreTimeout(200 * time.Millisecond)
-			var releases atomic.Int32
-			rn.ReleaseAtExit(closeFunc(func() error { releases.Add(1); return nil }))
+			rn := r.exitRunner()
+			releases := countReleases(rn)
 			// (Run never runs: its round never ends, as a stuck one)
 			if err := rn.RestoreAtExit(); err == nil || !strings.Contains(err.Error(), "round did not end") {
 				t.Fatalf("RestoreAtExit: %v, want the stuck round named", err)

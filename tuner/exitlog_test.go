@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/go-kit/log"
-
-	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
 // A restore stuck past the deadline that then sets everything back has
@@ -20,8 +18,7 @@ import (
 // back; the last word was "NOT restored".)
 func TestExitStuckRestoreLateSetBackLogged(t *testing.T) {
 	rn, host, logs := stuckRestoreRunner(t)
-	var releases atomic.Int32
-	rn.ReleaseAtExit(closeFunc(func() error { releases.Add(1); return nil }))
+	releases := countReleases(rn)
 	close(host.armed)
 	if err := rn.RestoreAtExit(); err == nil || !strings.Contains(err.Error(), "nothing closed") {
 		t.Fatalf("RestoreAtExit: %v, want the stuck restore named", err)
@@ -82,32 +79,24 @@ func TestExitAfterFailedStartRestoreSaysSetBack(t *testing.T) {
 func TestExitKeptLockReleaseLogged(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		setup func(t *testing.T, releases *atomic.Int32) (rn *Runner, end func())
+		setup func(t *testing.T) (rn *Runner, releases *atomic.Int32, end func())
 		want  [][]string
 	}{
-		{"stuck round", func(t *testing.T, releases *atomic.Int32) (*Runner, func()) {
+		{"stuck round", func(t *testing.T) (*Runner, *atomic.Int32, func()) {
 			rn := exitRunner(t, &slowPower{}, false) // (Run never runs: its round never ends)
 			rn.SetRestoreTimeout(200 * time.Millisecond)
-			rn.ReleaseAtExit(closeFunc(func() error { releases.Add(1); return nil }))
-			return rn, func() { close(rn.done) }
+			return rn, countReleases(rn), func() { close(rn.done) }
 		}, [][]string{{"level=info", "the round stuck at exit has ended"}, {"level=info", "the node lock is released"}}},
-		{"cut hook", func(t *testing.T, releases *atomic.Int32) (*Runner, func()) {
-			r := newHookRun(t)
-			r.tu.bind(ActuatorsOf(deafHost{r.host}))
-			r.round(t, capBatch)
-			r.host.waitStarted(t)
-			rn := NewRunner(r.tu, r.j, r.clk, time.Minute, func() *tenant.Snapshot { return r.snapOf() }, nil)
-			rn.SetRestoreTimeout(200 * time.Millisecond)
-			rn.ReleaseAtExit(closeFunc(func() error { releases.Add(1); return nil }))
-			ctx, cancel := context.WithCancel(context.Background())
-			cancel()
-			rn.Run(ctx)
-			return rn, func() { r.host.release <- nil }
+		{"cut hook", func(t *testing.T) (*Runner, *atomic.Int32, func()) {
+			r := deafHookStarted(t)
+			rn := r.exitRunner()
+			releases := countReleases(rn)
+			runEnded(rn)
+			return rn, releases, func() { r.host.release <- nil }
 		}, [][]string{{"level=info", "the node lock is released"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var releases atomic.Int32
-			rn, end := tc.setup(t, &releases)
+			rn, releases, end := tc.setup(t)
 			var logs lockedBuffer
 			rn.logger = log.NewLogfmtLogger(&logs)
 			if err := rn.RestoreAtExit(); err == nil || !strings.Contains(err.Error(), "node lock is kept") {

@@ -51,10 +51,7 @@ func exitRunner(t *testing.T, host any, real bool) *Runner {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "journal")
 	openWithOriginal(t, p, uuid0).Close()
-	j, err := OpenJournal(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, p)
 	var clk gpu.Clock = gpu.NewManualClock(t0)
 	if real {
 		clk = gpu.RealClock{}
@@ -73,9 +70,7 @@ func exitRunner(t *testing.T, host any, real bool) *Runner {
 func TestNoHookRestoreGetsWholeDeadline(t *testing.T) {
 	rn := exitRunner(t, &slowPower{took: 1750 * time.Millisecond}, false)
 	rn.SetRestoreTimeout(2 * time.Second)
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	rn.Run(ctx)
+	runEnded(rn)
 	if err := rn.RestoreAtExit(); err != nil {
 		t.Errorf("a 1.75 s restore within a 2 s deadline, no hook running: %v", err)
 	}
@@ -107,9 +102,7 @@ func TestStuckRoundAtExitStillCloses(t *testing.T) {
 	defer close(host.release)
 	rn := exitRunner(t, host, true)
 	rn.SetRestoreTimeout(200 * time.Millisecond)
-	var closes, releases atomic.Int32
-	rn.CloseAtExit(closeFunc(func() error { closes.Add(1); return nil }))
-	rn.ReleaseAtExit(closeFunc(func() error { releases.Add(1); return nil }))
+	closes, releases := countCloses(rn), countReleases(rn)
 	ctx, cancel := context.WithCancel(context.Background())
 	go rn.Run(ctx)
 	time.Sleep(30 * time.Millisecond)
@@ -124,6 +117,30 @@ func TestStuckRoundAtExitStillCloses(t *testing.T) {
 	if !journalClosed(rn) {
 		t.Error("the journal was not closed when RestoreAtExit returned")
 	}
+}
+
+// runEnded runs rn on a context done before it starts: Run returns at
+// once, as on a stop at start.
+func runEnded(rn *Runner) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	rn.Run(ctx)
+}
+
+// countCloses has rn close at exit, after the closers it has, one that
+// counts its closes.
+func countCloses(rn *Runner) *atomic.Int32 {
+	var n atomic.Int32
+	rn.CloseAtExit(closeFunc(func() error { n.Add(1); return nil }))
+	return &n
+}
+
+// countReleases has rn release at exit, as its node lock, one that counts
+// its releases.
+func countReleases(rn *Runner) *atomic.Int32 {
+	var n atomic.Int32
+	rn.ReleaseAtExit(closeFunc(func() error { n.Add(1); return nil }))
+	return &n
 }
 
 func journalClosed(rn *Runner) bool {
@@ -165,9 +182,8 @@ func TestStuckRoundBlockedCloserKeepsNoOther(t *testing.T) {
 	host := &lockingPower{in: make(chan struct{}), release: make(chan struct{})}
 	rn := exitRunner(t, host, true)
 	rn.SetRestoreTimeout(400 * time.Millisecond)
-	var closes, releases atomic.Int32
-	rn.CloseAtExit(host, closeFunc(func() error { closes.Add(1); return nil }))
-	rn.ReleaseAtExit(closeFunc(func() error { releases.Add(1); return nil }))
+	rn.CloseAtExit(host)
+	closes, releases := countCloses(rn), countReleases(rn)
 	ctx, cancel := context.WithCancel(context.Background())
 	go rn.Run(ctx)
 	<-host.in

@@ -25,10 +25,7 @@ func crashedJournal(t *testing.T, recs ...Record) *Journal {
 // written to it.
 func writeJournal(t *testing.T, path string, recs ...Record) *Journal {
 	t.Helper()
-	j, err := OpenJournal(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, path)
 	for _, r := range recs {
 		if err := j.Append(r); err != nil {
 			t.Fatal(err)
@@ -44,10 +41,7 @@ func reopen(t *testing.T, j *Journal, path string) *Journal {
 	if err := j.Close(); err != nil {
 		t.Fatal(err)
 	}
-	j2, err := OpenJournal(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j2 := openJournal(t, path)
 	t.Cleanup(func() { _ = j2.Close() })
 	return j2
 }
@@ -60,10 +54,7 @@ func reopen(t *testing.T, j *Journal, path string) *Journal {
 func TestPauseFollowsProcesses(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "journal")
-	j, err := OpenJournal(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, path)
 	snapWith := func(at time.Time, pids ...uint32) *tenant.Snapshot {
 		var procs []gpu.Process
 		for _, p := range pids {
@@ -188,10 +179,7 @@ func (f *failPausing) SetPauseDuty(ctx context.Context, uuid, tenant string, pid
 func TestPauseFollowJournaledAndBackedOff(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "journal")
-	j, err := OpenJournal(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, path)
 	rec := &failPausing{pid: 9}
 	clk := gpu.NewManualClock(t0)
 	tu, err := New(Options{Policy: pauseOnce(), Guards: []Guard{Bounds{}}, Enabled: pauseOn, Actuators: ActuatorsOf(rec), Journal: j, Clock: clk, Mode: ModeEnforce})
@@ -288,10 +276,7 @@ func TestPauseOfLatencyTenantThawed(t *testing.T) {
 func TestPauseFollowNeedsTheJournal(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "journal")
-	j, err := OpenJournal(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, path)
 	rec := &pauseRecorder{}
 	clk := gpu.NewManualClock(t0)
 	kill := &KillSwitch{}

@@ -43,10 +43,7 @@ func TestProcessKnobsForgotten(t *testing.T) {
 		err  error
 	}{{"applied", nil}, {"failing", errors.New("boom")}} {
 		t.Run(tc.name, func(t *testing.T) {
-			j, err := OpenJournal(filepath.Join(t.TempDir(), "j"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			j := openJournal(t, filepath.Join(t.TempDir(), "j"))
 			defer j.Close()
 			clk := gpu.NewManualClock(t0)
 			back := &Backoff{Base: time.Second, Max: time.Hour}
@@ -111,10 +108,7 @@ func atMost(t *testing.T, bound int, after string, ks []kept) {
 // (process gone, nothing to restore). A pause, which names its tenant by
 // a PID that may be gone, is never forgotten so.
 func TestProcessKnobsKeptWhileBrieflyMissing(t *testing.T) {
-	j, err := OpenJournal(filepath.Join(t.TempDir(), "j"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, filepath.Join(t.TempDir(), "j"))
 	defer j.Close()
 	tu, clk := newTestTuner(t, ModeEnforce, &recorder{}, []Action{mpsAction(7, 1, 0.4)}, j)
 	k := Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads, PID: 7}.String()

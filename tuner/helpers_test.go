@@ -29,3 +29,14 @@ func readFile(t *testing.T, path string) []byte {
 	}
 	return b
 }
+
+// openJournal is the journal at path, opened as a start opens it; an open
+// that fails fails the test.
+func openJournal(t *testing.T, path string) *Journal {
+	t.Helper()
+	j, err := OpenJournal(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}

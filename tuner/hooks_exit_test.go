@@ -7,7 +7,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -303,11 +302,8 @@ func TestRestoreAtExitNamesTheCutHookAndCloses(t *testing.T) {
 	r, after := successorRestoreStarted(t)
 	rn := NewRunner(r.tu, r.j, r.clk, time.Minute, func() *tenant.Snapshot { return r.snapOf(after...) }, nil)
 	rn.SetRestoreTimeout(300 * time.Millisecond)
-	var closes atomic.Int32
-	rn.CloseAtExit(closeFunc(func() error { closes.Add(1); return nil }))
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	rn.Run(ctx)
+	closes := countCloses(rn)
+	runEnded(rn)
 	err := rn.RestoreAtExit()
 	if err == nil || !strings.Contains(err.Error(), "GPU-0/mps_active_threads/pid9: its hook") {
 		t.Errorf("RestoreAtExit: %v, want the restore's hook named", err)
@@ -321,6 +317,26 @@ func TestRestoreAtExitNamesTheCutHookAndCloses(t *testing.T) {
 	if n := closes.Load(); n != 1 {
 		t.Errorf("the actuator closed %d times when RestoreAtExit returned, want 1", n)
 	}
+}
+
+// deafHookStarted is a hook run whose round has capped batch's client
+// PID 8, its restart hook started and not ending, cancelled or not, until
+// r.host.release.
+func deafHookStarted(t *testing.T) *hookRun {
+	t.Helper()
+	r := newHookRun(t)
+	r.tu.bind(ActuatorsOf(deafHost{r.host}))
+	r.round(t, capBatch)
+	r.host.waitStarted(t)
+	return r
+}
+
+// exitRunner is a runner of r's tuner and journal on r's snapshots, its
+// restore at exit given 200 ms.
+func (r *hookRun) exitRunner() *Runner {
+	rn := NewRunner(r.tu, r.j, r.clk, time.Minute, func() *tenant.Snapshot { return r.snapOf() }, nil)
+	rn.SetRestoreTimeout(200 * time.Millisecond)
+	return rn
 }
 
 // closeFunc is an io.Closer calling itself.
@@ -357,10 +373,7 @@ func TestChangeBackHookAtExit(t *testing.T) {
 // original) and that has not ended by the restore's deadline is named so
 // in the exit's error, not as one waited for and cut at the deadline.
 func TestExitErrorNamesAHookCancelledAtItsStart(t *testing.T) {
-	r := newHookRun(t)
-	r.tu.bind(ActuatorsOf(deafHost{r.host}))
-	r.round(t, capBatch)
-	r.host.waitStarted(t)
+	r := deafHookStarted(t)
 	defer func() { r.host.release <- nil }()
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()

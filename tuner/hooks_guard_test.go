@@ -34,12 +34,10 @@ func (p holding) Decide(s *State) []Action {
 // taught only at the settling round: both clients were restarted at once,
 // the second in the same round as the first.)
 func TestHookKeepsItsKnobInItsDwell(t *testing.T) {
-	j, err := OpenJournal(filepath.Join(t.TempDir(), "journal"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
 	t.Cleanup(func() { j.Close() })
 	r := &hookRun{host: newHookHost(), clk: gpu.NewManualClock(t0), j: j}
+	var err error
 	r.tu, err = New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(r.host), Journal: j, Clock: r.clk, Mode: ModeEnforce, Guards: DefaultGuards(nil, nil)})
 	if err != nil {
 		t.Fatal(err)
@@ -164,13 +162,11 @@ func (h deafHost) RestartClient(_ context.Context, uuid string, pid uint32, tena
 // beside the running one and closed as restored, though the running one
 // could still start the client's successor with the new cap.)
 func TestRestoreLeavesAHookThatDidNotEnd(t *testing.T) {
-	j, err := OpenJournal(filepath.Join(t.TempDir(), "journal"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
 	t.Cleanup(func() { j.Close() })
 	host := deafHost{newHookHost()}
 	r := &hookRun{host: host.hookHost, clk: gpu.NewManualClock(t0), j: j}
+	var err error
 	r.tu, err = New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(host), Journal: j, Clock: r.clk, Mode: ModeEnforce, Guards: budgets()})
 	if err != nil {
 		t.Fatal(err)

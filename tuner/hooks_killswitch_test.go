@@ -69,10 +69,7 @@ echo $$ > "$D/hook.pid"
 sleep 600 &
 echo $! > "$D/child.pid"
 wait`)
-	j, err := OpenJournal(filepath.Join(dir, "journal"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, filepath.Join(dir, "journal"))
 	defer j.Close()
 	host := &scriptHost{hook: hook}
 	clk := gpu.NewManualClock(t0)

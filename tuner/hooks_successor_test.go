@@ -50,10 +50,7 @@ func (h *forgetfulSuccessors) Successor(_ string, pid uint32) (uint32, bool) {
 // cap followed no successor the hook had named. (Before, the original stayed
 // on the old PID, as if the hook had named none.)
 func TestHookSuccessorAskedAtItsReturn(t *testing.T) {
-	j, err := OpenJournal(filepath.Join(t.TempDir(), "journal"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
 	t.Cleanup(func() { j.Close() })
 	clk := gpu.NewManualClock(t0)
 	host := &forgetfulSuccessors{clk: clk, succ: map[uint32]time.Time{}}

@@ -120,12 +120,10 @@ func newHookRun(t *testing.T) *hookRun {
 // newHookRunAt is newHookRun over the journal at path.
 func newHookRunAt(t *testing.T, path string) *hookRun {
 	t.Helper()
-	j, err := OpenJournal(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, path)
 	t.Cleanup(func() { j.Close() })
 	r := &hookRun{host: newHookHost(), clk: gpu.NewManualClock(t0), j: j}
+	var err error
 	r.tu, err = New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(r.host), Journal: j, Clock: r.clk, Mode: ModeEnforce, Guards: budgets(), Enabled: []gpu.Knob{gpu.KnobPauseDuty}})
 	if err != nil {
 		t.Fatal(err)

@@ -40,10 +40,7 @@ func TestJournalCreationSyncsDirectory(t *testing.T) {
 	syncs := recordDirSyncs(t)
 	dir := t.TempDir()
 	p := filepath.Join(dir, "journal")
-	j, err := OpenJournal(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, p)
 	defer j.Close()
 	for _, unsupported := range []error{syscall.EINVAL, syscall.EOPNOTSUPP} {
 		// a file system that cannot sync directories at all: no failure
@@ -89,10 +86,7 @@ func TestJournalCreationSyncsDirectory(t *testing.T) {
 func TestJournalCompactionDirectorySyncRetried(t *testing.T) {
 	syncs := recordDirSyncs(t)
 	dir := t.TempDir()
-	j, err := OpenJournal(filepath.Join(dir, "journal"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, filepath.Join(dir, "journal"))
 	defer j.Close()
 	if err := j.Append(originalRec("GPU-0", 700)); err != nil {
 		t.Fatal(err)
@@ -174,10 +168,7 @@ func TestJournalFailedCutBack(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "journal")
-			j, err := OpenJournal(p)
-			if err != nil {
-				t.Fatal(err)
-			}
+			j := openJournal(t, p)
 			if err := j.Append(originalRec("GPU-0", 700)); err != nil {
 				t.Fatal(err)
 			}

@@ -23,10 +23,7 @@ func TestJournalHostileText(t *testing.T) {
 	} {
 		t.Run(text, func(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "journal")
-			j, err := OpenJournal(p)
-			if err != nil {
-				t.Fatal(err)
-			}
+			j := openJournal(t, p)
 			pause := Target{GPU: "GPU-0", Knob: gpu.KnobPauseDuty, PID: 7}
 			recs := []Record{
 				{Time: t0, Event: EventOriginal, Target: pause, Tenant: text, From: encodeValue(Duty(0)), PIDs: []uint32{7},
@@ -51,10 +48,7 @@ func TestJournalHostileText(t *testing.T) {
 			if n := bytes.Count(b, []byte("\n")); n != bytes.Count(b, []byte("\nJ1 "))+1 || !bytes.HasPrefix(b, []byte("J1 ")) {
 				t.Fatalf("records not one a line:\n%q", b)
 			}
-			j, err = OpenJournal(p)
-			if err != nil {
-				t.Fatal(err)
-			}
+			j = openJournal(t, p)
 			defer j.Close()
 			if st := j.Stats(); st.TornBytes != 0 || len(st.Dropped) != 0 {
 				t.Fatalf("journal read back with %+v", st)

@@ -47,10 +47,7 @@ func openOrFail(t *testing.T, p string) (*Journal, error) {
 // record, torn.
 func tornJournal(t *testing.T, p, torn string) {
 	t.Helper()
-	j, err := OpenJournal(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, p)
 	if err := j.Append(originalRec("GPU-0", 700)); err != nil {
 		t.Fatal(err)
 	}
@@ -99,10 +96,7 @@ func TestJournalRecoveryIsCounted(t *testing.T) {
 	if err := os.WriteFile(p, append(good, "J1 000"...), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	j, err := OpenJournal(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, p)
 	defer j.Close()
 	st := j.Stats()
 	if st.TornBytes != 6 || st.Dropped["torn"] != 1 || st.Size != int64(len(good)) {
@@ -132,10 +126,7 @@ func TestJournalRecordsValidatedOnRead(t *testing.T) {
 	if err := os.WriteFile(p, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	j, err := OpenJournal(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, p)
 	defer j.Close()
 	origs := j.Originals()
 	if len(origs) != 1 || origs[0].Target.GPU != "GPU-0" {
@@ -156,10 +147,7 @@ func TestJournalOriginalWithoutValueDoesNotPanic(t *testing.T) {
 	if err := os.WriteFile(p, []byte(`{"event":"original"}`+"\n"+`{"event":"original","target":{"gpu":"GPU-0","knob":"power_limit"}}`+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	j, err := OpenJournal(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, p)
 	defer j.Close()
 	rec := &recorder{}
 	tu, err := New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(rec), Journal: j, Clock: gpu.NewManualClock(t0), Mode: ModeEnforce})
@@ -254,15 +242,13 @@ func TestJournalCompaction(t *testing.T) {
 	if err := os.WriteFile(p, []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	j, err := OpenJournal(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, p)
 	j.Close()
 	fi, _ := os.Stat(p)
 	if fi.Size() > 1024 {
 		t.Errorf("journal of %d bytes after the start, want its one open original", fi.Size())
 	}
+	var err error
 	if j, err = OpenJournalSize(p, 8<<10); err != nil {
 		t.Fatal(err)
 	}
@@ -331,10 +317,7 @@ func TestRestoreWaitsForBusyActuator(t *testing.T) {
 // deciding; restores go on, and it acts again once a write succeeds.
 func TestUnwritableJournalStopsActing(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "journal")
-	j, err := OpenJournal(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, p)
 	defer j.Close()
 	rec := &recorder{}
 	clk := gpu.NewManualClock(t0)
@@ -399,10 +382,7 @@ func TestJournalOnReadOnlyFileSystem(t *testing.T) {
 		}
 		j.Close()
 	}
-	j, err := OpenJournal(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, p)
 	defer j.Close()
 	remount("rw")
 	if err := j.Append(originalRec("GPU-1", 600)); err != nil {
@@ -482,10 +462,7 @@ func TestJournalWithoutLocks(t *testing.T) {
 // own error ("file already closed").
 func TestJournalUseAfterClose(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "journal")
-	j, err := OpenJournal(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, p)
 	if err := j.Append(originalRec("GPU-0", 700)); err != nil {
 		t.Fatal(err)
 	}

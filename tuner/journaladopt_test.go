@@ -19,10 +19,7 @@ import (
 func replacedJournalTuner(t *testing.T, act any, policy fixed, logs *lockedBuffer) (*Tuner, string) {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "journal")
-	j, err := OpenJournal(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, p)
 	t.Cleanup(func() { j.Close() })
 	tu, err := New(Options{Policy: policy, Actuators: ActuatorsOf(act), Journal: j, Clock: gpu.NewManualClock(t0), Mode: ModeEnforce, Logger: log.NewLogfmtLogger(logs)})
 	if err != nil {

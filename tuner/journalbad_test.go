@@ -57,10 +57,7 @@ func TestJournalDroppedRecordsNamed(t *testing.T) {
 	if got, w := fmt.Sprint(st.Bad), fmt.Sprint(want); got != w {
 		t.Errorf("the listing names\n%s\nwant\n%s", strings.Join(strings.Split(got, "} {"), "}\n{"), strings.Join(strings.Split(w, "} {"), "}\n{"))
 	}
-	j, err := OpenJournal(p) // as a start opens it
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, p) // as a start opens it
 	defer j.Close()
 	out := &strings.Builder{}
 	logJournalOpen(log.NewLogfmtLogger(out), p, j)

@@ -35,10 +35,7 @@ func TestJournalOutageSpendsNoBudget(t *testing.T) {
 		{"default chain", DefaultGuards(nil, &RevertHold{Hold: time.Minute}), []Action{power(490)}, 8},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			j, err := OpenJournal(filepath.Join(t.TempDir(), "journal"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
 			defer j.Close()
 			rec := &recorder{}
 			tu, clk := newTestTuner(t, ModeEnforce, rec, c.actions, j, c.guards...)
@@ -83,10 +80,7 @@ func TestJournalOutageSpendsNoBudget(t *testing.T) {
 // the repair, and a later outage is logged again. (Before, it was logged
 // at info every round: once a second at --tuner.interval=1s.)
 func TestJournalOutageLoggedOnce(t *testing.T) {
-	j, err := OpenJournal(filepath.Join(t.TempDir(), "journal"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
 	defer j.Close()
 	out := &strings.Builder{}
 	clk := gpu.NewManualClock(t0)

@@ -18,10 +18,7 @@ import (
 func TestJournalThroughASymlinkCompactsItsTarget(t *testing.T) {
 	closed := func(t *testing.T, p string) {
 		t.Helper()
-		j, err := OpenJournal(p)
-		if err != nil {
-			t.Fatal(err)
-		}
+		j := openJournal(t, p)
 		rec := originalRec("GPU-0", 700)
 		if err := j.Append(rec); err != nil {
 			t.Fatal(err)
@@ -66,10 +63,7 @@ func TestJournalThroughASymlinkCompactsItsTarget(t *testing.T) {
 			if !tc.made {
 				closed(t, p)
 			}
-			j, err := OpenJournal(p) // compacts: a record more than the open original
-			if err != nil {
-				t.Fatal(err)
-			}
+			j := openJournal(t, p) // compacts: a record more than the open original
 			j.Close()
 			if fi, err := os.Lstat(p); err != nil || fi.Mode()&os.ModeSymlink == 0 {
 				t.Fatalf("%s is no longer a link (%v, %v)", p, fi.Mode(), err)

@@ -43,10 +43,7 @@ func TestNoChangeWithoutItsPlannedRecord(t *testing.T) {
 		{"revert", new(power(700, 490, false)), power(490, 700, true), failWrites, OutcomeApplied, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			j, err := OpenJournal(filepath.Join(t.TempDir(), "journal"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
 			defer j.Close()
 			acts := make([]Action, 1)
 			rec := &recorder{}

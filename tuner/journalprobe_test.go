@@ -83,10 +83,7 @@ func TestJournalProbeLeavesOthersFiles(t *testing.T) {
 	if err := os.Link(kept, p+".probe"); err != nil {
 		t.Fatal(err)
 	}
-	j, err := OpenJournal(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, p)
 	defer j.Close()
 	failWrites(t)
 	if j.Append(originalRec("GPU-0", 700)) == nil {
@@ -113,10 +110,7 @@ func TestJournalProbeLeavesOthersFiles(t *testing.T) {
 // then finds writable is said so in the log, as after a failed write, and
 // served writable; the probe runs only while a write failed.
 func TestJournalOpenedUnwritableProbed(t *testing.T) {
-	j, err := OpenJournal(filepath.Join(t.TempDir(), "journal"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
 	defer j.Close()
 	out := &strings.Builder{}
 	tu, err := New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(&recorder{}), Journal: j, Clock: gpu.NewManualClock(t0), Mode: ModeEnforce,

@@ -63,10 +63,7 @@ func TestJournalRemovedOrReplacedWrittenAgain(t *testing.T) {
 		}},
 		{name: "replaced by another exporter's journal", err: "in use by another process", kept: "the other's", replace: func(t *testing.T, p string) {
 			os.Remove(p)
-			other, err := OpenJournal(p) // a second exporter, started once the file was gone
-			if err != nil {
-				t.Fatal(err)
-			}
+			other := openJournal(t, p) // a second exporter, started once the file was gone
 			t.Cleanup(func() { other.Close() })
 			if err := other.Append(originalRec("GPU-9", 300)); err != nil {
 				t.Fatal(err)
@@ -332,10 +329,7 @@ func TestJournalRewrittenAtExitLogged(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "journal")
-			j, err := OpenJournal(p)
-			if err != nil {
-				t.Fatal(err)
-			}
+			j := openJournal(t, p)
 			defer j.Close()
 			out := &strings.Builder{}
 			rec := &recorder{}
@@ -393,10 +387,7 @@ func removeAfterWriteOf(t *testing.T, p, event string) {
 func TestJournalReplacingFileOriginalsAdopted(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "journal")
-	j, err := OpenJournal(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, p)
 	defer j.Close()
 	rec := &recorder{}
 	clk := gpu.NewManualClock(t0)

@@ -36,10 +36,7 @@ func TestJournalReadOnlyIsLocked(t *testing.T) {
 				t.Fatal(err)
 			}
 			path := filepath.Join(testutil.BindReadOnly(t, rw), "journal")
-			holder, err := OpenJournal(filepath.Join(rw, "journal"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			holder := openJournal(t, filepath.Join(rw, "journal"))
 			if j, err := OpenJournal(path); err == nil || !strings.Contains(err.Error(), "in use by another process") {
 				t.Errorf("a read-only open of a journal another tuner holds: %v, want refused as in use", err)
 				if j != nil {
@@ -100,10 +97,7 @@ func TestStartOffReadOnlyJournal(t *testing.T) {
 			}
 			path := filepath.Join(testutil.BindReadOnly(t, rw), "journal")
 			if c.held {
-				j, err := OpenJournal(filepath.Join(rw, "journal"))
-				if err != nil {
-					t.Fatal(err)
-				}
+				j := openJournal(t, filepath.Join(rw, "journal"))
 				defer j.Close()
 			}
 			rec := &pauseRecorder{}

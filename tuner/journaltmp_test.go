@@ -31,10 +31,7 @@ func TestJournalCompactionLeavesOthersFiles(t *testing.T) {
 			if err := os.WriteFile(victim, []byte("someone's data\n"), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			j, err := OpenJournal(p)
-			if err != nil {
-				t.Fatal(err)
-			}
+			j := openJournal(t, p)
 			for _, r := range []Record{originalRec("GPU-0", 700), originalRec("GPU-1", 600), {Time: t0, Event: EventRestored, Target: originalRec("GPU-1", 0).Target}} {
 				if err := j.Append(r); err != nil {
 					t.Fatal(err)
@@ -44,10 +41,7 @@ func TestJournalCompactionLeavesOthersFiles(t *testing.T) {
 			if err := tc.plant(victim, p+".tmp"); err != nil {
 				t.Skip(err)
 			}
-			j, err = OpenJournal(p) // compacts: a record is not an open original
-			if err != nil {
-				t.Fatal(err)
-			}
+			j = openJournal(t, p) // compacts: a record is not an open original
 			defer j.Close()
 			if b, err := os.ReadFile(victim); err != nil || string(b) != "someone's data\n" {
 				t.Errorf("the file JOURNAL.tmp named holds %q (%v) after the compaction", b, err)
@@ -100,10 +94,7 @@ func TestJournalCompactionLeavesAnothersLiveTemp(t *testing.T) {
 // openWithOriginal opens the journal at p with gpu's original in it.
 func openWithOriginal(t *testing.T, p, gpu string) *Journal {
 	t.Helper()
-	j, err := OpenJournal(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, p)
 	t.Cleanup(func() { j.Close() })
 	if err := j.Append(originalRec(gpu, 700)); err != nil {
 		t.Fatal(err)
@@ -138,10 +129,7 @@ func TestJournalLeftoverTempsRemovedAtStart(t *testing.T) {
 	if err := syscall.Flock(int(live.Fd()), syscall.LOCK_EX); err != nil {
 		t.Skip(err)
 	}
-	j, err := OpenJournal(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, p)
 	defer j.Close()
 	for n, removed := range names {
 		if _, err := os.Lstat(filepath.Join(dir, n)); (err == nil) == removed {

@@ -63,10 +63,7 @@ func TestAddingAKnob(t *testing.T) {
 	}
 
 	path := filepath.Join(t.TempDir(), "journal.jsonl")
-	j, err := OpenJournal(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, path)
 	lock := Action{Target: Target{GPU: uuid0, Knob: knobMemoryClocks}, Current: ClockRange{}, Want: ClockRange{MinMHz: 1593, MaxMHz: 1593}, Reason: "test"}
 	power := Action{Target: Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}, Current: Watts(700), Want: Watts(490), Reason: "test"}
 	rec.Errs = map[string]error{"SetPowerLimit": errors.New("driver refused")}
@@ -105,10 +102,7 @@ func TestAddingAKnob(t *testing.T) {
 	// before deciding anything (the power limit's too, journaled before
 	// its failed change).
 	j.Close()
-	j2, err := OpenJournal(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j2 := openJournal(t, path)
 	defer j2.Close()
 	next := &recorder{}
 	tu2, _ := newTestTuner(t, ModeEnforce, next, nil, j2)

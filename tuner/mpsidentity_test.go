@@ -48,10 +48,7 @@ func mpsOriginal(pid uint32, id Identity) Record {
 func mpsCapHalved(t *testing.T, host *idClients, pid uint32) (*Tuner, *Journal, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "journal")
-	j, err := OpenJournal(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, path)
 	t.Cleanup(func() { _ = j.Close() })
 	clk := gpu.NewManualClock(t0)
 	tu, err := New(Options{Policy: fixed{mpsAction(7, 1, 0.5)}, Actuators: ActuatorsOf(host), Journal: j, Clock: clk, Mode: ModeEnforce})
@@ -97,16 +94,19 @@ func TestMPSRestoreAtStartChecksIdentity(t *testing.T) {
 		why     string
 		// left: the restore_failed reason (the original stays open)
 		left string
+		// recoverErr: Recover's error ("": none)
+		recoverErr string
 	}{
-		{"reused PID", ided, testBoot, 200, nil, false, "PID 7 (another process holds it now, or none)", ""},
-		{"after a reboot", ided, otherBoot, 100, nil, false, "PID 7 (journaled before the host's last boot)", ""},
-		{"unchanged client", ided, testBoot, 100, nil, true, "", ""},
-		{"record without identity", Identity{}, testBoot, 200, nil, true, "", ""},
-		{"record without identity, unreadable now", Identity{}, "", 0, errors.New("no procfs"), true, "", ""},
+		{"reused PID", ided, testBoot, 200, nil, false, "PID 7 (another process holds it now, or none)", "", ""},
+		{"after a reboot", ided, otherBoot, 100, nil, false, "PID 7 (journaled before the host's last boot)", "", ""},
+		{"unchanged client", ided, testBoot, 100, nil, true, "", "", ""},
+		{"record without identity", Identity{}, testBoot, 200, nil, true, "", "", ""},
+		{"record without identity, unreadable now", Identity{}, "", 0, errors.New("no procfs"), true, "", "", ""},
 		// journaled and not readable now (boot_id unreadable, EACCES):
 		// left for the next start, as a PID no snapshot tells running
 		{"identity unreadable now", ided, "", 0, errors.New("no procfs"), false, "",
-			"the identity of PID 7 journaled with its original cannot be read now (no procfs)"},
+			"the identity of PID 7 journaled with its original cannot be read now (no procfs)",
+			"restore GPU-0/mps_active_threads/pid7 to 100%: the identity of PID 7 journaled with its original cannot be read now (no procfs), and a client restart by PID could restart another process: left for the next start"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "journal")
@@ -119,7 +119,10 @@ func TestMPSRestoreAtStartChecksIdentity(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, _ = tu.Recover(context.Background(), emptySnap(at)) // (PID 7 listed on the GPU)
+			_, err = tu.Recover(context.Background(), emptySnap(at)) // (PID 7 listed on the GPU)
+			if got := fmt.Sprint(err); err == nil && c.recoverErr != "" || err != nil && got != c.recoverErr {
+				t.Errorf("Recover: %v, want %q", got, c.recoverErr)
+			}
 			var want []string
 			if c.restart {
 				want = []string{"RestartClient(GPU-0,7)"}
@@ -185,7 +188,9 @@ func TestMPSRestoreAtExitChecksIdentity(t *testing.T) {
 				t.Fatalf("journaled originals %+v, want PID %d's with %+v", o, pid, wantID)
 			}
 			host.err, host.starts[pid], host.Calls = nil, c.later, nil
-			_, _ = tu.Restore(context.Background())
+			if _, err := tu.Restore(context.Background()); err != nil {
+				t.Errorf("restore at exit: %v, want none", err)
+			}
 			var want []string
 			if c.restart {
 				want = []string{fmt.Sprintf("RestartClient(GPU-0,%d)", pid)}
@@ -344,7 +349,9 @@ func TestMPSAdoptedOriginalChecksIdentity(t *testing.T) {
 			if err := os.Rename(put, p); err != nil {
 				t.Fatal(err)
 			}
-			_, _ = tu.Restore(context.Background())
+			if _, err := tu.Restore(context.Background()); err != nil {
+				t.Errorf("restore at exit: %v, want none", err)
+			}
 			var want []string
 			if c.restart {
 				want = []string{"RestartClient(GPU-0,8)"}

@@ -17,8 +17,8 @@ import (
 )
 
 // recoverMPS journals embed's MPS original of PID pid with the identity
-// {testBoot, start}, recovers it at the next start on snap with host,
-// and returns the journal and the log.
+// {testBoot, start}, recovers it at the next start on snap with host
+// (an error from it fails the test), and returns the journal and the log.
 func recoverMPS(t *testing.T, pid uint32, start uint64, host *idClients, snap *tenant.Snapshot) (string, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "journal")
@@ -29,7 +29,9 @@ func recoverMPS(t *testing.T, pid uint32, start uint64, host *idClients, snap *t
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _ = tu.Recover(context.Background(), snap)
+	if _, err := tu.Recover(context.Background(), snap); err != nil {
+		t.Errorf("Recover: %v, want none", err)
+	}
 	if o := j.Originals(); len(o) != 0 {
 		t.Errorf("originals left open: %+v", o)
 	}

@@ -33,10 +33,7 @@ func (l *lockAtExit) Close() error {
 func TestNodeLockReleasedAfterTheJournal(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "journal")
-	j, err := OpenJournal(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, path)
 	nl, err := AcquireNodeLock(filepath.Join(dir, "tuner.lock"), NodeLockHolder{Mode: "enforce", Started: t0})
 	if err != nil {
 		t.Fatal(err)

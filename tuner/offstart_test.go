@@ -60,10 +60,7 @@ func TestStartOff(t *testing.T) {
 				before = readFile(t, path)
 			}
 			if c.held {
-				j, err := OpenJournal(path)
-				if err != nil {
-					t.Fatal(err)
-				}
+				j := openJournal(t, path)
 				defer j.Close()
 			}
 			rec := &flakyPause{fail: c.fail}

@@ -84,10 +84,7 @@ func TestFastKnobDwell(t *testing.T) {
 func TestPauseThawed(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "journal.jsonl")
-	j, err := OpenJournal(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, path)
 	rec := &pauseRecorder{}
 	kill := &KillSwitch{}
 	tu, err := New(Options{Policy: fixed{pauseAction("train", gpu.ClassBatch, 0, 0.5)}, Guards: []Guard{kill, Bounds{}}, Enabled: pauseOn,

@@ -41,10 +41,7 @@ func TestPowerOriginalIsLimitSet(t *testing.T) {
 				act = &noSetRead{host}
 			}
 			path := filepath.Join(t.TempDir(), "journal")
-			j, err := OpenJournal(path)
-			if err != nil {
-				t.Fatal(err)
-			}
+			j := openJournal(t, path)
 			defer j.Close()
 			a := Action{Target: Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}, Current: Watts(500), Want: tc.want, Reason: "test"}
 			tu, err := New(Options{Policy: fixed{a}, Actuators: ActuatorsOf(act), Journal: j, Clock: gpu.NewManualClock(t0),

@@ -76,10 +76,7 @@ func TestPowerLimitReadBack(t *testing.T) {
 			var logs strings.Builder
 			host := &clampingGPU{minW: 200, defW: 700, limitW: 700, readErr: tc.readErr}
 			path := filepath.Join(t.TempDir(), "journal")
-			j, err := OpenJournal(path)
-			if err != nil {
-				t.Fatal(err)
-			}
+			j := openJournal(t, path)
 			defer j.Close()
 			act := Action{Target: Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}, Current: Watts(700), Want: tc.want, Reason: "test"}
 			clk := gpu.NewManualClock(t0)
@@ -144,10 +141,7 @@ func TestPowerLimitReadBack(t *testing.T) {
 func TestRestoreReadBack(t *testing.T) {
 	host := &clampingGPU{minW: 200, defW: 700, limitW: 100}
 	path := filepath.Join(t.TempDir(), "journal")
-	j, err := OpenJournal(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, path)
 	defer j.Close()
 	act := Action{Target: Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}, Current: Watts(100), Want: Watts(300), Reason: "test"}
 	tu, err := New(Options{Policy: fixed{act}, Actuators: ActuatorsOf(host), Journal: j, Clock: gpu.NewManualClock(t0), Mode: ModeEnforce})

@@ -47,10 +47,7 @@ func relayoutOnce(uuid string) deciderFunc {
 // "knob outcome" and its log.
 func relayoutRun(t *testing.T, host *migHost, journal string) (*Tuner, []string, string) {
 	t.Helper()
-	j, err := OpenJournal(journal)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, journal)
 	t.Cleanup(func() { j.Close() })
 	var buf bytes.Buffer
 	clock := gpu.NewManualClock(t0)
@@ -150,10 +147,7 @@ func TestRelayoutRetriesStarts(t *testing.T) {
 // journaled as running: the next start's recovery starts them.
 func TestRelayoutCrashStartsProcesses(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "journal")
-	j, err := OpenJournal(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, path)
 	host := &migHost{Busy: 1000} // never drained: the run "crashes" while draining
 	tu, err := New(Options{Policy: fixed{relayoutOf("GPU-m")}, Actuators: ActuatorsOf(host), Journal: j, Clock: gpu.NewManualClock(t0), Mode: ModeEnforce})
 	if err != nil {
@@ -167,10 +161,7 @@ func TestRelayoutCrashStartsProcesses(t *testing.T) {
 	}
 	j.Close() // no restore: a crash
 
-	j2, err := OpenJournal(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j2 := openJournal(t, path)
 	defer j2.Close()
 	after := &migHost{}
 	tu2, err := New(Options{Policy: fixed{}, Actuators: ActuatorsOf(after), Journal: j2, Clock: gpu.NewManualClock(t0), Mode: ModeEnforce})
@@ -192,10 +183,7 @@ func TestRelayoutCrashStartsProcesses(t *testing.T) {
 func TestRelayoutGivenUpAtKillSwitch(t *testing.T) {
 	for _, by := range []string{"round", "progress"} {
 		t.Run(by, func(t *testing.T) {
-			j, err := OpenJournal(filepath.Join(t.TempDir(), "journal"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
 			defer j.Close()
 			host := &migHost{Busy: 2} // drained after two looks
 			kill := &KillSwitch{}

@@ -49,10 +49,7 @@ func TestMPSSetBackClosesOriginal(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := &recorder{}
 			rec.Errs = map[string]error{"SetPowerLimit": tc.fail}
-			j, err := OpenJournal(filepath.Join(t.TempDir(), "journal"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
 			defer j.Close()
 			tu, clk := newTestTuner(t, ModeEnforce, rec, nil, j)
 			for _, actions := range tc.rounds {
@@ -92,10 +89,7 @@ func TestMPSSetBackClosesOriginal(t *testing.T) {
 // one, of the value in force then, which the exit sets back.
 func TestMPSSetBackThenFreshOriginal(t *testing.T) {
 	rec := &recorder{}
-	j, err := OpenJournal(filepath.Join(t.TempDir(), "journal"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
 	defer j.Close()
 	tu, clk := newTestTuner(t, ModeEnforce, rec, nil, j)
 	for _, a := range []Action{mpsAction(7, 1, 0.4), revertOf(mpsAction(7, 1, 0.4)), mpsAction(7, 1, 0.5)} {
@@ -157,10 +151,7 @@ func TestMPSRevertHookSetBackClosesOriginal(t *testing.T) {
 // the successor of that restart takes no original: the exit restarts no
 // client. (Before, the original followed it, and the exit restarted it.)
 func TestMPSSetBackOnSuccessor(t *testing.T) {
-	j, err := OpenJournal(filepath.Join(t.TempDir(), "journal"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
 	defer j.Close()
 	host := &successorHost{next: map[uint32]uint32{7: 9, 9: 11}}
 	clk := gpu.NewManualClock(t0)

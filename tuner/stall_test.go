@@ -100,10 +100,7 @@ func TestRoundStallLogsTheCall(t *testing.T) {
 func TestRecoverStallLogsTheCall(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "journal")
 	openWithOriginal(t, p, uuid0).Close() // GPU-0's original, 700 W
-	j, err := OpenJournal(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, p)
 	defer j.Close()
 	var logs lockedBuffer
 	host := &hangingPower{release: make(chan struct{})}

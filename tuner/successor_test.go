@@ -59,12 +59,10 @@ func newUnnamedRun(t *testing.T, path string) *unnamedRun {
 // actuator mps, whose restarts host records.
 func newUnnamedRunOn(t *testing.T, path string, host *successorHost, mps any) *unnamedRun {
 	t.Helper()
-	j, err := OpenJournal(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, path)
 	t.Cleanup(func() { j.Close() })
 	r := &unnamedRun{host: host, clk: gpu.NewManualClock(t0), j: j, path: path, log: &strings.Builder{}}
+	var err error
 	r.tu, err = New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(mps), Journal: j, Clock: r.clk, Mode: ModeEnforce,
 		Logger: log.NewLogfmtLogger(log.NewSyncWriter(r.log))})
 	if err != nil {
@@ -302,10 +300,7 @@ func (s *slowHost) RestartClient(ctx context.Context, uuid string, pid uint32, t
 // same round may have run long. (Before, every record of a round carried
 // the round's time.)
 func TestRestartedRecordDatedAtHookStart(t *testing.T) {
-	j, err := OpenJournal(filepath.Join(t.TempDir(), "journal"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
 	defer j.Close()
 	clk := gpu.NewManualClock(t0)
 	host := &slowHost{clk: clk}
@@ -331,10 +326,7 @@ func TestRestartedRecordDatedAtHookStart(t *testing.T) {
 // A restarted record, compacted, keeps its time and what was on the GPU.
 func TestRestartedRecordSurvivesCompaction(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "journal")
-	j, err := OpenJournal(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, p)
 	tg := Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads, PID: 7}
 	if err := j.Append(Record{Time: t0, Event: EventOriginal, Target: tg, Tenant: "embed", From: encodeValue(Fraction(1))}); err != nil {
 		t.Fatal(err)
@@ -346,10 +338,7 @@ func TestRestartedRecordSurvivesCompaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	j.Close()
-	j2, err := OpenJournal(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j2 := openJournal(t, p)
 	defer j2.Close()
 	o := j2.Originals()
 	if len(o) != 1 || o[0].Restart == nil || !o[0].Restart.At.Equal(t0.Add(time.Second)) || !slices.Equal(o[0].Restart.Kin, []uint32{7, 12}) || !slices.Equal(o[0].Restart.Others, []uint32{8}) {

@@ -24,10 +24,7 @@ func TestSuccessorKeepsLastSet(t *testing.T) {
 		follow func(t *testing.T, p string) *Journal // leaves the original with PID 9
 	}{
 		{"in the run that set it", func(t *testing.T, p string) *Journal {
-			j, err := OpenJournal(p)
-			if err != nil {
-				t.Fatal(err)
-			}
+			j := openJournal(t, p)
 			clk := gpu.NewManualClock(t0)
 			tu, err := New(Options{Policy: fixed{mpsAction(7, 1, half)}, Actuators: ActuatorsOf(&successorHost{next: map[uint32]uint32{7: 9}}), Journal: j, Clock: clk, Mode: ModeEnforce})
 			if err != nil {

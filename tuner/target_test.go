@@ -211,10 +211,7 @@ func TestRefusedChangeLeavesNothingToRestore(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "journal")
-			j, err := OpenJournal(path)
-			if err != nil {
-				t.Fatal(err)
-			}
+			j := openJournal(t, path)
 			rec := &recorder{}
 			round := 0
 			tu, err := New(Options{Policy: deciderFunc(func(*State) []Action { return []Action{tc.rounds[round]} }), Guards: []Guard{Bounds{}}, Journal: j,
@@ -234,10 +231,7 @@ func TestRefusedChangeLeavesNothingToRestore(t *testing.T) {
 			}
 			j.Close()
 			// the next start, the GPU still refusing
-			j, err = OpenJournal(path)
-			if err != nil {
-				t.Fatal(err)
-			}
+			j = openJournal(t, path)
 			defer j.Close()
 			rec2 := &recorder{}
 			rec2.Errs = map[string]error{"SetPowerLimit": fmt.Errorf("VMs run: %w", gpu.ErrBusy)}
@@ -257,10 +251,7 @@ func TestRefusedChangeLeavesNothingToRestore(t *testing.T) {
 // power limit original (700 W) an earlier run left open.
 func journalWithPowerOriginal(t *testing.T, left bool) *Journal {
 	t.Helper()
-	j, err := OpenJournal(filepath.Join(t.TempDir(), "journal"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
 	if left {
 		if err := j.Append(Record{Time: t0, Event: EventOriginal, Target: Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}, From: encodeValue(Watts(700))}); err != nil {
 			t.Fatal(err)

@@ -105,10 +105,7 @@ func TestNoActuatorUnlessEnforce(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := &recorder{}
-			j, err := OpenJournal(filepath.Join(t.TempDir(), "j"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			j := openJournal(t, filepath.Join(t.TempDir(), "j"))
 			defer j.Close()
 			clk := gpu.NewManualClock(t0)
 			tu, err := New(Options{Policy: fixed(acts), Actuators: ActuatorsOf(rec), Journal: j, Clock: clk, Mode: tc.mode, GPUModes: tc.gpuModes})
@@ -212,10 +209,7 @@ func (f *failOn) RestartClient(ctx context.Context, uuid string, pid uint32, ten
 // sets it back and marks it restored.
 func TestJournalOriginalsAndRestore(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "journal.jsonl")
-	j, err := OpenJournal(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, path)
 	rec := &recorder{}
 	acts := []Action{mpsAction(7, 1, 0.4), {Target: Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}, Current: Watts(700), Want: Watts(490)}}
 	tu, clk := newTestTuner(t, ModeEnforce, rec, acts, j)
@@ -247,10 +241,7 @@ func TestJournalOriginalsAndRestore(t *testing.T) {
 		t.Errorf("restore calls %q, want %q", rec.Calls, want)
 	}
 	j.Close()
-	j2, err := OpenJournal(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j2 := openJournal(t, path)
 	defer j2.Close()
 	if n := len(j2.Originals()); n != 0 {
 		t.Errorf("%d originals open after the restore", n)
@@ -261,10 +252,7 @@ func TestJournalOriginalsAndRestore(t *testing.T) {
 func TestRestoreFailureIsLoud(t *testing.T) {
 	rec := &recorder{fakeControl{Errs: map[string]error{}}}
 	acts := []Action{{Target: Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}, Current: Watts(700), Want: Watts(490)}}
-	j, err := OpenJournal(filepath.Join(t.TempDir(), "j"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, filepath.Join(t.TempDir(), "j"))
 	defer j.Close()
 	tu, _ := newTestTuner(t, ModeEnforce, rec, acts, j)
 	if _, err := tu.RunOnce(context.Background(), emptySnap(t0)); err != nil {
@@ -302,10 +290,7 @@ func TestJournalLoad(t *testing.T) {
 			if err := os.WriteFile(p, []byte(tc.data), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			j, err := OpenJournal(p)
-			if err != nil {
-				t.Fatal(err)
-			}
+			j := openJournal(t, p)
 			defer j.Close()
 			if n := len(j.Originals()); n != tc.open {
 				t.Errorf("%d open originals, want %d", n, tc.open)
@@ -590,10 +575,7 @@ func (s *successorHost) Successor(_ string, pid uint32) (uint32, bool) {
 // with the tuner's cap.
 func TestMPSOriginalFollowsSuccessor(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "journal")
-	j, err := OpenJournal(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, p)
 	host := &successorHost{next: map[uint32]uint32{7: 9}}
 	clk := gpu.NewManualClock(t0)
 	tu, err := New(Options{Policy: fixed{mpsAction(7, 1, 0.5)}, Actuators: ActuatorsOf(host), Journal: j, Clock: clk, Mode: ModeEnforce})
