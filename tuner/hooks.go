@@ -51,7 +51,7 @@ type hookCall struct {
 	restart Restart
 	seen    map[pidKey]recentProc
 	succ    gpu.MPSSuccessors // (nil: none to ask)
-	// restore is the original the call sets back (restoreSuccessor), nil for
+	// restore is the original the call sets back (restoreDeferred), nil for
 	// a change: settled as a restore, not as a change
 	restore *Original
 	done    chan struct{}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -172,5 +173,47 @@ func TestSuccessorRestoreHookFails(t *testing.T) {
 	}
 	if o := r.j.Originals(); len(o) != 0 {
 		t.Errorf("journaled originals %+v after the restore at exit, want none", o)
+	}
+}
+
+// A start's restore of an MPS client the first snapshot does not list
+// (embed's 7) waits for a snapshot that lists it, not for a hook: while
+// embed's restart hook of another client (11) runs and 7 is not listed,
+// the status names no wait (before, it said the restore waited for that
+// hook, "of the successor"); once listed, it waits for that hook, said
+// so, and is made through its own restart hook once that one is settled.
+func TestUnlistedClientRestoreWaitsForListing(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "journal")
+	if err := writeJournal(t, p, mpsOriginal(7, Identity{})).Close(); err != nil {
+		t.Fatal(err)
+	}
+	r := newHookRunAt(t, p)
+	if _, err := r.tu.Recover(context.Background(), r.snapOf(proc{8, "batch"}, proc{11, "embed"})); err != nil {
+		t.Fatal(err)
+	}
+	capEmbed := Action{Target: Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads, PID: 11}, Tenant: "embed", Current: Fraction(1), Want: Fraction(0.5), Restart: true, Reason: "test"}
+	r.roundOn(t, []proc{{8, "batch"}, {11, "embed"}}, capEmbed)
+	r.host.waitStarted(t)
+	if w := r.tu.Status().HookWaits; len(w) != 0 {
+		t.Errorf("hook waits %+v while PID 7 is not listed, want none", w)
+	}
+	listed := []proc{{7, "embed"}, {8, "batch"}, {11, "embed"}}
+	r.roundOn(t, listed)
+	if w := r.tu.Status().HookWaits; len(w) != 1 || !w[0].Restore || w[0].PID != 7 || !strings.Contains(w[0].Why(r.clk.Now()), "of PID 7, started once that hook is settled") {
+		t.Errorf("hook waits %+v once PID 7 is listed, want its restore waiting for embed's hook", w)
+	}
+	r.host.release <- nil
+	waitHookEnded(t, r.tu)
+	r.roundOn(t, listed) // (settles 11's change, starts 7's restore)
+	waitHookEnded(t, r.tu)
+	d := r.roundOn(t, listed)
+	if got, want := outcomes(d), []string{"mps_active_threads restored"}; !slices.Equal(got, want) || d[0].Reason != whyRecovered {
+		t.Errorf("round after the restore's hook: %v (%+v), want PID 7 restored", got, d)
+	}
+	if got := restartsOf(r.host.Calls()); !slices.Equal(got, []string{"RestartClient(GPU-0,11)", "RestartClient(GPU-0,7)"}) {
+		t.Errorf("restarts %q, want 11's change, then 7's restore", got)
+	}
+	if o := mpsOriginals(r.j); len(o) != 1 || o[0].Target.PID != 11 {
+		t.Errorf("journaled MPS originals %+v, want 11's alone", o)
 	}
 }

@@ -12,7 +12,7 @@ import (
 )
 
 // A revert whose judgement is due, or a start's restore deferred to a
-// successor, waits while a hook it must not run beside still runs
+// round (restorehook.go) once its process is listed, waits while a hook it must not run beside still runs
 // (inFlight: an MPS client's restart of its tenant, on whatever GPU, or a
 // plan that moves it). Neither is among the round's actions (the revert
 // is not judged yet, the restore is no policy's), so the status says
@@ -27,8 +27,9 @@ type HookWait struct {
 	Tenant   string
 	Knob     gpu.Knob
 	PID      uint32
-	// Restore is a start's restore of a restarted client's successor;
-	// false for a revert (due, judged once the hook is settled).
+	// Restore is a start's restore deferred to a round (of a restarted
+	// client's successor, or of a client the first snapshot did not
+	// list); false for a revert (due, judged once the hook is settled).
 	Restore bool
 	// From and To are the change the revert or the restore would make.
 	From, To string
@@ -55,8 +56,8 @@ func (t *Tuner) hookWaits(now time.Time) []HookWait {
 	}
 	for _, k := range slices.Sorted(maps.Keys(t.restoreWaits)) {
 		o, ok := t.originals[k]
-		if !ok {
-			continue
+		if !ok || t.awaitsListing(k, now) {
+			continue // (one not listed yet waits for a snapshot that lists it, not for a hook)
 		}
 		if h := t.holder(restoreWait(o)); h != nil {
 			out = append(out, HookWait{GPU: o.Target.GPU, GPUIndex: t.indexOf(o.Target.GPU), Tenant: o.Tenant, Knob: o.Target.Knob, PID: o.Target.PID,
@@ -72,7 +73,7 @@ func (t *Tuner) hookWaits(now time.Time) []HookWait {
 func (w HookWait) Why(now time.Time) string {
 	what, then := "revert", "due, judged once that hook is settled"
 	if w.Restore {
-		what, then = "restore", fmt.Sprintf("of the successor, PID %d, started once that hook is settled", w.PID)
+		what, then = "restore", fmt.Sprintf("of PID %d, started once that hook is settled", w.PID)
 	}
 	hook := fmt.Sprintf("%s's restart hook on GPU %d", w.Hook.Tenant, w.Hook.GPUIndex)
 	if w.Hook.Plan {

@@ -71,7 +71,7 @@ func TestHookWaitWhy(t *testing.T) {
 			"revert of mps_active_threads of batch 100% → 50% waits for batch's restart hook on GPU 1, running since 09:14:05 UTC (40s; due, judged once that hook is settled)"},
 		{"a restore beside a plan", HookWait{Tenant: "batch", Knob: gpu.KnobMPSActiveThreads, PID: 9, Restore: true, From: "50%", To: "100%",
 			Hook: HookRun{GPUIndex: 2, Tenant: "other", Plan: true, Since: at}},
-			"restore of mps_active_threads of batch 50% → 100% waits for the rebalancing plan moving batch, started on GPU 2, running since 09:14:05 UTC (40s; of the successor, PID 9, started once that hook is settled)"},
+			"restore of mps_active_threads of batch 50% → 100% waits for the rebalancing plan moving batch, started on GPU 2, running since 09:14:05 UTC (40s; of PID 9, started once that hook is settled)"},
 	} {
 		if got := c.w.Why(at.Add(40 * time.Second)); got != c.want {
 			t.Errorf("%s:\n got %s\nwant %s", c.name, got, c.want)

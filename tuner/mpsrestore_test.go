@@ -64,11 +64,10 @@ func recoverRestarts(t *testing.T, snap *tenant.Snapshot, starts map[uint32]uint
 // gives the PID now: a tenant renamed by a reload, or a pod whose labels
 // are not read yet, is still the client's (a rule that closed it as
 // another tenant's left its cap on for good, and was not kept). A PID
-// the first sample does not list is closed as gone, as before, whatever
-// /proc shows: a job that left the GPU but runs on is not restarted.
+// the first sample does not list is not restarted by what /proc shows (a
+// job that left the GPU but runs on): TestMPSRestoreAtStartWaitsForListing.
 func TestMPSRestoreAtStartTellsClient(t *testing.T) {
 	at := t0.Add(time.Hour)
-	noProcs := snapshot(at, []gpu.Device{{UUID: uuid0, Up: true, Mode: gpu.SharingMPS}}, nil)
 	for _, c := range []struct {
 		name    string
 		snap    *tenant.Snapshot
@@ -79,9 +78,6 @@ func TestMPSRestoreAtStartTellsClient(t *testing.T) {
 		{"its tenant renamed", tenantSnap(at, proc{10, "team-a"}, proc{8, "batch"}), map[uint32]uint64{10: 500, 8: 50}, true, ""},
 		{"its own tenant's PID", tenantSnap(at, proc{10, "embed"}, proc{8, "batch"}), map[uint32]uint64{10: 500, 8: 50}, true, ""},
 		{"an unassigned PID", tenantSnap(at, proc{10, tenant.Unassigned}, proc{8, "batch"}), map[uint32]uint64{10: 500, 8: 50}, true, ""},
-		{"missed by the sample, same client", noProcs, map[uint32]uint64{10: 500}, false, "process gone; nothing to restore"},
-		{"missed by the sample, another process", noProcs, map[uint32]uint64{10: 900}, false, "process gone; nothing to restore"},
-		{"missed by the sample, none", noProcs, map[uint32]uint64{}, false, "process gone; nothing to restore"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			journal, logs := recoverRestarts(t, c.snap, c.starts, c.restart)
@@ -130,6 +126,89 @@ func TestMPSRestoreJudgesProcRootByGPU(t *testing.T) {
 				if warned := strings.Contains(logs, w); warned != (w == c.warn) {
 					t.Errorf("warned %q %v, want %v\nlog: %s", w, warned, w == c.warn, logs)
 				}
+			}
+		})
+	}
+}
+
+// At the next start, an MPS original whose PID the first snapshot does
+// not list (a sample may miss a running client) is neither closed nor
+// restarted then: it is judged over the rounds' snapshots, as any process
+// is (forgetGone). One that lists it within GoneAfter of the start has
+// its cap set back by a restart, where its identity is still the
+// client's; where none lists it within GoneAfter it is closed as gone,
+// not restarted; a round that does not read the GPU tells nothing; an
+// exit before it is told leaves it open for the next start. Before, the
+// first snapshot alone closed it as gone, the running client's cap left
+// on for good.
+func TestMPSRestoreAtStartWaitsForListing(t *testing.T) {
+	at := t0.Add(time.Hour)
+	none := func(after time.Duration) *tenant.Snapshot {
+		return tenantSnap(at.Add(after), proc{8, "batch"})
+	}
+	listed := func(after time.Duration) *tenant.Snapshot {
+		return tenantSnap(at.Add(after), proc{10, "embed"}, proc{8, "batch"})
+	}
+	down := func(after time.Duration) *tenant.Snapshot {
+		return snapshot(at.Add(after), []gpu.Device{{UUID: uuid0, Up: false, Err: "timed out"}}, nil)
+	}
+	const gone, other = "process gone; nothing to restore", "process gone, not restarted: PID 10"
+	for _, c := range []struct {
+		name   string
+		rounds []*tenant.Snapshot // after the start's, which lists PID 8 alone
+		start  uint64             // PID 10's under the procfs root; journaled: 500
+		exit   bool               // the exit's restore after the rounds
+		// restart: PID 10 restarted; closed: the restored record's
+		// reason ("" for none: left open)
+		restart bool
+		closed  string
+	}{
+		{"listed by a later round", []*tenant.Snapshot{none(15 * time.Second), listed(30 * time.Second)}, 500, false, true, "restored at start"},
+		{"listed, another process", []*tenant.Snapshot{listed(30 * time.Second)}, 900, false, false, other},
+		{"not listed within GoneAfter", []*tenant.Snapshot{none(30 * time.Second), none(GoneAfter), listed(GoneAfter + 15*time.Second)}, 500, false, false, gone},
+		{"its GPU read down, then listed", []*tenant.Snapshot{down(30 * time.Second), listed(GoneAfter + 10*time.Second)}, 500, false, true, "restored at start"},
+		{"exit before a round lists it", []*tenant.Snapshot{none(15 * time.Second)}, 500, true, false, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "journal")
+			j := reopen(t, writeJournal(t, path, mpsOriginal(10, Identity{Boot: testBoot, Starts: []uint64{500}})), path)
+			host := &idClients{boot: testBoot, starts: map[uint32]uint64{10: c.start, 8: 50}}
+			clk := gpu.NewManualClock(at)
+			var logs lockedBuffer
+			tu, err := New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(host), Journal: j, Clock: clk, Mode: ModeEnforce, Logger: log.NewLogfmtLogger(&logs)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = tu.Recover(context.Background(), none(0))
+			if got := restartsOf(host.Calls); len(got) != 0 || len(j.Originals()) != 1 || tu.Status().Unrestored != 1 {
+				t.Fatalf("at start: restarts %q, %d open, %d unrestored; want none, the original open and unrestored\nlog: %s", got, len(j.Originals()), tu.Status().Unrestored, logs.String())
+			}
+			for _, s := range c.rounds {
+				clk.Set(s.Time)
+				if _, err := tu.RunOnce(context.Background(), s); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if c.exit {
+				_, _ = tu.Restore(context.Background())
+			}
+			var want []string
+			if c.restart {
+				want = []string{"RestartClient(GPU-0,10)"}
+			}
+			if got := restartsOf(host.Calls); !slices.Equal(got, want) {
+				t.Errorf("restarts %q, want %q\nlog: %s", got, want, logs.String())
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			open := len(j.Originals())
+			if c.closed == "" && open != 1 || c.closed != "" && (open != 0 || !strings.Contains(string(b), c.closed)) {
+				t.Errorf("%d originals open, want closed %q\njournal: %s", open, c.closed, b)
+			}
+			if u := tu.Status().Unrestored; u != open {
+				t.Errorf("%d unrestored in the status, %d open in the journal", u, open)
 			}
 		})
 	}

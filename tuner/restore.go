@@ -18,7 +18,8 @@ import (
 // Recover restores, once, the originals an earlier run left open in the
 // journal (it exited before restoring them), on snap's GPUs (snap may be
 // nil: an MPS original, whose process it cannot tell running, is then
-// left open). The exporter calls it at start,
+// left open; one whose PID snap does not list is left to the rounds,
+// restorehook.go). The exporter calls it at start,
 // before the first round; RunOnce calls it when nobody did. Only a GPU in
 // enforce mode is acted on, whatever the other GPUs' modes, but for a
 // pause, thawed in any mode; a failed restore stays open, for the restore
@@ -204,7 +205,8 @@ func (t *Tuner) restoreOne(ctx context.Context, k string, now time.Time, why str
 // restoreAction is the action that sets the original k back, with why,
 // and its decision; left, why it is not tried (left for the next start);
 // skip, that there is nothing to decide (the successor of its restarted
-// client is still looked for, or its process is gone: dropped).
+// client is still looked for, or, at start, its process not listed yet:
+// left to a later round; or its process is gone: dropped).
 func (t *Tuner) restoreAction(k string, now time.Time, why string) (a Action, d Decision, left error, skip bool) {
 	o := t.originals[k]
 	a = Action{Target: o.Target, GPUIndex: t.indexOf(o.Target.GPU), Tenant: o.Tenant, PIDs: o.PIDs, Want: o.Value, Revert: true, Reason: why}
@@ -228,10 +230,23 @@ func (t *Tuner) restoreAction(k string, now time.Time, why string) (a Action, d 
 			}
 		}
 		// a process the last sample missed, seen by this run within
-		// GoneAfter, is taken as running
+		// GoneAfter, is taken as running; one taken from the journal that
+		// no snapshot has listed since is gone only once none has for
+		// GoneAfter (awaitsListing): the start leaves it to the rounds
+		// (restorehook.go), and an exit before that leaves it open, a
+		// failed restore, for the next start, which restarts it only once
+		// a snapshot lists it (closed here, a client every sample since
+		// the start missed would keep the tuner's cap for good)
 		if left == nil && !present && !t.seenLately(k, now) {
-			t.dropGoneOriginal(k, now)
-			return a, d, nil, true
+			switch {
+			case !t.awaitsListing(k, now):
+				t.dropGoneOriginal(k, now)
+				return a, d, nil, true
+			case why == whyRecovered:
+				t.awaitListing(k, why)
+				return a, d, nil, true
+			}
+			left = fmt.Errorf("no snapshot has listed PID %d on its GPU since this run took its original from the journal, less than %v ago, and a sample may miss a running client: left for the next start, which restores it once a snapshot lists it, or closes it as gone once none has for %v", o.Target.PID, GoneAfter, GoneAfter)
 		}
 		// a PID whose process is not the client journaled with it (another
 		// boot, another start time) is not restarted, nor one whose

@@ -5,11 +5,25 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/go-kit/log/level"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 )
 
-// A restore at start deferred to a restarted MPS client's successor (an
-// earlier run restarted the client and its successor came after this
-// start: findSuccessors) is made by the round that finds the successor.
+// A restore at start may be deferred to a later round: to a restarted MPS
+// client's successor (an earlier run restarted the client and its
+// successor came after this start: findSuccessors), made by the round
+// that finds the successor; and to an MPS client the start's first
+// snapshot does not list (a sample may miss a running client), made by
+// the first round whose snapshot lists it, with the identity check of
+// every restore (clientGone), and closed as gone where none has for
+// GoneAfter since the start, as forgetGone takes any process gone
+// (awaitsListing). Such a restore waits in restoreWaits; an exit before
+// it is made leaves the unlisted client's original open for the next
+// start (restoreAction), rather than close it with a cap the client may
+// still run under.
+//
 // On a host whose client restarts run a restart hook, that restore's
 // restart runs it as every other hook of the tuner does: off the round
 // (hooks.go), so that the round, every GPU's, does not wait for it (up to
@@ -25,15 +39,20 @@ import (
 // back the originals no hook holds, with what is left of its deadline,
 // and cuts it past that, left for the next start (exitrestore.go).
 
-// restoreSuccessor sets back, with why, the original k of a successor
-// found: in the round, or off it where its restart runs a hook (started
-// now, or at a later round while inFlight holds it). It returns the
-// decision of a restore made or given up in the round.
-func (t *Tuner) restoreSuccessor(ctx context.Context, k, why string, now time.Time) (*Decision, error) {
+// restoreDeferred sets back, with why, the original k deferred to a
+// round: of a successor found, or of a client a snapshot lists at last;
+// in the round, or off it where its restart runs a hook (started now, or
+// at a later round while inFlight holds it). It returns the decision of a
+// restore made or given up in the round.
+func (t *Tuner) restoreDeferred(ctx context.Context, k, why string, now time.Time) (*Decision, error) {
 	delete(t.restoreWaits, k)
 	o, held := t.originals[k]
 	if !held || !t.enforcedOn(o.Target.GPU) {
 		return nil, nil // (set back already, or its GPU no more in enforce: the exit and the next start see to it)
+	}
+	if t.awaitsListing(k, now) {
+		t.deferRestore(k, why) // (not listed yet: a later round's snapshot may)
+		return nil, nil
 	}
 	a, d, left, skip := t.restoreAction(k, now, why)
 	switch {
@@ -42,23 +61,53 @@ func (t *Tuner) restoreSuccessor(ctx context.Context, k, why string, now time.Ti
 	case left != nil || !t.hooked(a):
 		return t.restoreApply(ctx, k, a, d, left, false, now)
 	case t.inFlight(a):
-		if t.restoreWaits == nil {
-			t.restoreWaits = map[string]string{}
-		}
-		t.restoreWaits[k] = why
+		t.deferRestore(k, why)
 		return nil, nil
 	}
 	t.runHook(&hookCall{a: a, d: d, hadOriginal: true, restore: &o}, now)
 	return nil, nil
 }
 
-// retryRestores starts (or makes) the restores that waited for a hook
+// deferRestore leaves the restore of the original k, with why, to a later
+// round (restoreWaits).
+func (t *Tuner) deferRestore(k, why string) {
+	if t.restoreWaits == nil {
+		t.restoreWaits = map[string]string{}
+	}
+	t.restoreWaits[k] = why
+}
+
+// awaitsListing reports whether the MPS original k is one this run took
+// from the journal whose process no snapshot has listed on its GPU since
+// (forgetGone marks one listed as seen), and the latest snapshot tells
+// nothing of it: it does not read the GPU, or does not list the PID with
+// less than GoneAfter passed since the original was taken (a sample may
+// miss a running client); past that, the process is gone.
+func (t *Tuner) awaitsListing(k string, now time.Time) bool {
+	p, ok := t.procs[k]
+	if !ok || p.observed || p.tg.Knob != gpu.KnobMPSActiveThreads {
+		return false
+	}
+	present, known := t.processPresent(p.tg)
+	return !known || !present && now.Sub(p.seen) < GoneAfter
+}
+
+// awaitListing defers the start's restore of the MPS original k, whose
+// process the first snapshot does not list, to the rounds, and says so.
+func (t *Tuner) awaitListing(k, why string) {
+	t.deferRestore(k, why)
+	o := t.originals[k]
+	level.Info(t.o.Logger).Log("msg", "the first snapshot does not list the MPS client whose cap an earlier run changed (a sample may miss a running client): its cap is set back, the client restarted, once a snapshot lists it, and its original closed as gone if none does within "+GoneAfter.String(),
+		"target", o.Target.String(), "tenant", o.Tenant, "pid", o.Target.PID)
+}
+
+// retryRestores makes (or starts) the restores deferred to a round
 // (restoreWaits), oldest target first; those still held wait on.
 func (t *Tuner) retryRestores(ctx context.Context, now time.Time) ([]Decision, []error) {
 	var out []Decision
 	var errs []error
 	for _, k := range slices.Sorted(maps.Keys(t.restoreWaits)) {
-		d, err := t.restoreSuccessor(ctx, k, t.restoreWaits[k], now)
+		d, err := t.restoreDeferred(ctx, k, t.restoreWaits[k], now)
 		if d != nil {
 			out = append(out, *d)
 		}

@@ -354,7 +354,7 @@ func (t *Tuner) adoptOriginal(o Original, now time.Time) {
 
 // findSuccessors looks for the successor of each restarted MPS client in
 // snap, follows the one found (and sets back on it the original an
-// earlier run left open, in enforce mode: restoreSuccessor, off the round
+// earlier run left open, in enforce mode: restoreDeferred, off the round
 // where its restart runs a hook), and gives up on those it cannot tell.
 func (t *Tuner) findSuccessors(ctx context.Context, snap *tenant.Snapshot, now time.Time) ([]Decision, error) {
 	out, errs := t.retryRestores(ctx, now)
@@ -378,7 +378,7 @@ func (t *Tuner) findSuccessors(ctx context.Context, snap *tenant.Snapshot, now t
 		if _, held := t.originals[nt.String()]; !held {
 			continue
 		}
-		d, err := t.restoreSuccessor(ctx, nt.String(), w.restore, now)
+		d, err := t.restoreDeferred(ctx, nt.String(), w.restore, now)
 		if d != nil {
 			out = append(out, *d)
 		}

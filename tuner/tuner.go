@@ -178,9 +178,9 @@ type Tuner struct {
 	// watches are the restarted MPS clients whose successor is looked
 	// for, by Target.String (successor.go)
 	watches map[string]*successorWatch
-	// restoreWaits are the restores deferred to a successor found whose
-	// restart hook waits for another (restorehook.go): why, by
-	// Target.String
+	// restoreWaits are the restores at start deferred to a round: of a
+	// successor found whose restart hook waits for another, of a client
+	// no snapshot has listed yet (restorehook.go): why, by Target.String
 	restoreWaits map[string]string
 	// onGPU are the processes the rounds saw on each GPU within
 	// GoneAfter, what was there at an MPS client's restart (restartOf)

@@ -26,7 +26,7 @@ func TestTunerPageHookWaits(t *testing.T) {
 	_, body, _ := getPage(t, pageSnapshot(), st, "/tuner")
 	at := since.UTC().Format("15:04:05")
 	line := "revert of mps_active_threads of chat 100% → 40% waits for chat&#39;s restart hook on GPU 1, running since " + at + " UTC (40s; due, judged once that hook is settled)"
-	if !strings.Contains(body, `<b>holding</b> because `+line+` (and 1 more)<br><span class="warn hook-wait">waiting: restore of mps_active_threads of search 30% → 100% waits for the rebalancing plan moving search, started on GPU 1, running since `+at+` UTC (40s; of the successor, PID 44, started once that hook is settled)</span></td>`) {
+	if !strings.Contains(body, `<b>holding</b> because `+line+` (and 1 more)<br><span class="warn hook-wait">waiting: restore of mps_active_threads of search 30% → 100% waits for the rebalancing plan moving search, started on GPU 1, running since `+at+` UTC (40s; of PID 44, started once that hook is settled)</span></td>`) {
 		t.Errorf("GPU 0's line lacks the restore's wait, or says the revert's twice:\n%s", body)
 	}
 	if strings.Count(body, "waits for chat&#39;s restart hook") != 1 {
