@@ -236,6 +236,7 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 	}
 
 	server := httplimit.NewServer(h, httplimit.FitOpenFiles(cfg.httpLimits(), s.logger), log.With(s.logger, "component", "web"))
+	notifyReadyOnServe(server, s.logger)
 	s.logServing(cfg)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- web.ListenAndServe(server, &flags, slogger) }()
@@ -250,6 +251,7 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 		}
 		serveErr <- err // for the shutdown below, which waits for it
 	}
+	notifyStopping(s.logger)
 	cancel()
 	// The restore comes first, on its own deadline (--tuner.restore-timeout): what
 	// else is stuck (a request, a background read, the builder) cannot

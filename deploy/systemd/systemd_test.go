@@ -66,6 +66,8 @@ func TestHardening(t *testing.T) {
 		{"DevicePolicy", "closed"},
 		{"EnvironmentFile", "-/etc/default/vgpu_exporter"},
 		{"ExecStart", installedBin + " $VGPU_EXPORTER_ARGS"},
+		{"Type", "notify"}, // TestNotify: the exporter says when it serves
+		{"NotifyAccess", "main"},
 	} {
 		if got := s[tc.key]; len(got) != 1 || got[0] != tc.want {
 			t.Errorf("%s=%q, want %q", tc.key, got, tc.want)
