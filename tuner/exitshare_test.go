@@ -98,14 +98,14 @@ func TestLateRoundEndLeavesTimeForTheRestore(t *testing.T) {
 // thaw) and the journal are closed before the error, the lock kept while
 // the call hangs. (They were left as they were.)
 func TestStuckRoundAtExitStillCloses(t *testing.T) {
-	host := &hangingPower{release: make(chan struct{})}
+	host := &hangingPower{release: make(chan struct{}), entered: make(chan struct{}, 1)}
 	defer close(host.release)
 	rn := exitRunner(t, host, true)
-	rn.SetRestoreTimeout(200 * time.Millisecond)
+	rn.SetRestoreTimeout(2 * time.Second) // (its last 5%, 100 ms, is the closes' after the stuck round: a loaded machine can take longer than 10 ms to run them)
 	closes, releases := countCloses(rn), countReleases(rn)
 	ctx, cancel := context.WithCancel(context.Background())
 	go rn.Run(ctx)
-	time.Sleep(30 * time.Millisecond)
+	hangs(t, host) // (a wait of 30 ms could end before the round began, on a loaded machine)
 	cancel()
 	err := rn.RestoreAtExit()
 	if err == nil || !strings.Contains(err.Error(), "round did not end") {

@@ -19,11 +19,29 @@ import (
 type hangingPower struct {
 	recorder
 	release chan struct{}
+	// entered, where set (buffered), is told as a call begins to hang
+	entered chan struct{}
 }
 
 func (h *hangingPower) SetPowerLimit(context.Context, string, float64) error {
+	if h.entered != nil {
+		select {
+		case h.entered <- struct{}{}:
+		default:
+		}
+	}
 	<-h.release
 	return nil
+}
+
+// hangs waits until a call of h hangs.
+func hangs(t *testing.T, h *hangingPower) {
+	t.Helper()
+	select {
+	case <-h.entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no call began")
+	}
 }
 
 // lockedBuffer is a log writer the round's watch may write from its own
