@@ -269,10 +269,15 @@ func TestTimeoutsNameTheirFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	planErr := r.Rebalance(ctx, gpu.Plan{Moves: []gpu.Move{{Tenant: "embed", PID: 7, ToUUID: "GPU-1"}}})
-	// the built-in eviction, whose API server does not answer in time
+	// the built-in eviction, whose API server never answers: once it sees
+	// the client go, it drops the connection. (Returning would answer 200,
+	// which the client could still read: at its deadline it sends TLS's
+	// close_notify, which ends this handler, before it closes its socket,
+	// and net/http takes a response that races the deadline.)
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body) // (then the server sees the client go)
 		<-r.Context().Done()
+		panic(http.ErrAbortHandler)
 	}))
 	defer srv.Close()
 	ca, token := filepath.Join(f.Dir, "ca.crt"), filepath.Join(f.Dir, "token")
