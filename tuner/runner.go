@@ -37,6 +37,8 @@ type Runner struct {
 	lateCloses time.Duration
 	// done is closed when Run returns: the tuner is idle, for the restore.
 	done chan struct{}
+	// late is what the exit left running past its deadline (exitlate.go).
+	late lateWork
 }
 
 // DefaultRestoreTimeout bounds the restore at exit (and the one at
@@ -272,7 +274,7 @@ func (r *Runner) RestoreAtExit() error {
 			e = <-res
 		default:
 			e.restore = fmt.Errorf("not finished in %v (--tuner.restore-timeout): the restore is stuck (an actuator's call or a journal write), nothing closed", r.restoreTimeout)
-			go r.logLateRestore(res)
+			go r.logLateRestore(res, r.late.begin("the restore at exit, stuck past its deadline (an actuator's call or a journal write), and its closes"))
 		}
 	}
 	return r.restoreResult(e)
@@ -282,9 +284,11 @@ func (r *Runner) RestoreAtExit() error {
 // and then every hook (those it started too, cancelled as they start).
 func (r *Runner) roundAndHooksEnded() <-chan struct{} {
 	ended := make(chan struct{})
+	end := r.late.begin("the tuner's round stuck at exit")
 	go func() {
 		<-r.done
 		level.Info(r.logger).Log("msg", "tuner exit: the round stuck at exit has ended (what it left open stays in the journal for the next start)")
+		end()
 		<-r.t.hookLive.stop()
 		close(ended)
 	}()
@@ -292,10 +296,11 @@ func (r *Runner) roundAndHooksEnded() <-chan struct{} {
 }
 
 // logLateRestore logs the end of a restore at exit stuck past its
-// deadline, as far as the process lives: what it set back and closed
-// then, or what it did not: the restore's outcome and the closes' each
-// in a line of its own.
-func (r *Runner) logLateRestore(res <-chan exitErr) {
+// deadline (the shutdown waits for it a while: AwaitLate), then ends it
+// (end): what it set back and closed then, or what it did not: the
+// restore's outcome and the closes' each in a line of its own.
+func (r *Runner) logLateRestore(res <-chan exitErr, end func()) {
+	defer end()
 	e := <-res
 	const late = "tuner exit: the restore stuck at the deadline ended after it: "
 	if e.restore != nil {
@@ -455,8 +460,14 @@ func (r *Runner) closeAll(ctx context.Context, bound string, after <-chan struct
 	default:
 		err = errors.Join(err, errors.New("the node lock is kept until the round, or a hook cut at exit, ends"))
 	}
+	ends := c.begin(&r.late)
+	endRelease := func() {}
+	if len(r.released) > 0 {
+		endRelease = r.late.begin("releasing " + r.releasedNames() + " (kept until what is named before it ends)")
+	}
 	go func() {
-		c.late(r.logger)
+		defer endRelease()
+		c.late(r.logger, ends)
 		if after != nil {
 			<-after
 		}
@@ -522,16 +533,30 @@ func (c *closes) wait(ctx context.Context) {
 	}
 }
 
-// late logs the end of each close still pending, as it ends (as far as
-// the process lives): the exit's error named it as not closed.
-func (c *closes) late(logger log.Logger) {
+// begin counts the closes still pending as late work, each ended by
+// its end in ends.
+func (c *closes) begin(l *lateWork) map[string]func() {
+	ends := map[string]func(){}
+	for _, n := range c.names {
+		if c.open[n] {
+			ends[n] = l.begin("closing " + n)
+		}
+	}
+	return ends
+}
+
+// late logs the end of each close still pending, as it ends, and ends
+// it in ends (the shutdown waits for them a while: AwaitLate): the exit's
+// error named it as not closed.
+func (c *closes) late(logger log.Logger, ends map[string]func()) {
 	for range len(c.open) {
 		e := <-c.ended
 		if e.err != nil {
 			level.Error(logger).Log("msg", "tuner exit: a close named as not closed by the deadline ended after it and failed", "deadline", c.bound, "closer", e.name, "err", e.err)
-			continue
+		} else {
+			level.Warn(logger).Log("msg", "tuner exit: closed after the deadline: a close named as not closed ended, and succeeded", "deadline", c.bound, "closer", e.name)
 		}
-		level.Warn(logger).Log("msg", "tuner exit: closed after the deadline: a close named as not closed ended, and succeeded", "deadline", c.bound, "closer", e.name)
+		ends[e.name]() // (after its line)
 	}
 }
 
@@ -566,6 +591,15 @@ func (r *Runner) release() error {
 		}
 	}
 	return err
+}
+
+// releasedNames names what ReleaseAtExit names, for the log.
+func (r *Runner) releasedNames() string {
+	var names []string
+	for _, c := range r.released {
+		names = append(names, lockName(c))
+	}
+	return strings.Join(names, ", ")
 }
 
 // lockName is what an error calls the lock c: the node lock by its path.
