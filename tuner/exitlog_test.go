@@ -117,3 +117,29 @@ func TestExitKeptLockReleaseLogged(t *testing.T) {
 		})
 	}
 }
+
+// The closes after a restore that ended past the exit's deadline run on
+// a bound of their own (lateCloseTimeout), and their error and late line
+// name that bound, not --tuner.restore-timeout, which they did not run
+// under. (Both said "within --tuner.restore-timeout".)
+func TestExitLateClosesNameTheirOwnBound(t *testing.T) {
+	rn, host, logs := stuckRestoreRunner(t)
+	rn.lateCloses = 100 * time.Millisecond
+	release := make(chan struct{})
+	rn.CloseAtExit(closeFunc(func() error { <-release; return nil }))
+	close(host.armed)
+	if err := rn.RestoreAtExit(); err == nil || !strings.Contains(err.Error(), "nothing closed") {
+		t.Fatalf("RestoreAtExit: %v, want the stuck restore named", err)
+	}
+	close(host.release)
+	bound := "the 100ms the closes get of their own after a restore that ended past --tuner.restore-timeout"
+	want := []string{"level=error", "ended after it: an actuator, the journal or the node lock did not close", "not closed within " + bound + ": actuator 1"}
+	if !waitFor(func() bool { return containsAll(logs.String(), want) }) {
+		t.Fatalf("log:\n%s\nwant a line with %q", logs.String(), want)
+	}
+	close(release)
+	want = []string{"level=warn", "closed after the deadline", `deadline="` + bound + `"`, "actuator 1"}
+	if !waitFor(func() bool { return containsAll(logs.String(), want) }) {
+		t.Errorf("log:\n%s\nwant a line with %q", logs.String(), want)
+	}
+}

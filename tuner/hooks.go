@@ -235,7 +235,7 @@ func (t *Tuner) runHook(h *hookCall, now time.Time) {
 	t.hooks[a.Target.String()] = h
 	t.chain().Started(a, now)
 	ac, clock, succ, runs := t.o.Actuators, t.o.Clock, h.succ, &t.hookLive
-	runs.add(h.done, cancel)
+	runs.add(h.done, cancel, fmt.Sprintf("the hook on %s", a.Target))
 	go func() {
 		defer close(h.done)
 		defer cancel()
@@ -250,27 +250,46 @@ func (t *Tuner) runHook(h *hookCall, now time.Time) {
 		"gpu", a.GPU, "knob", a.Knob, "tenant", a.Tenant, "from", h.d.From, "to", h.d.To)
 }
 
-// hookLive are the hooks' calls still running, each's end (done) and
-// cancel, under their own lock: the exit after a round stuck holding the
-// tuner's cancels them and waits for their end (stop). The zero value
-// is ready.
+// hookLive are the hooks' calls still running, each's end (done),
+// cancel and name, under their own lock: the exit after a round stuck
+// holding the tuner's cancels them and waits for their end (stop), and
+// the shutdown for those the exit left running (Runner.Late). The zero
+// value is ready.
 type hookLive struct {
 	mu      sync.Mutex
-	running map[chan struct{}]context.CancelFunc
+	running map[chan struct{}]liveCall
 	stopped bool // stop was called: a call started since is cancelled at once
 }
 
-// add counts the call ending with done, cancelled by cancel.
-func (r *hookLive) add(done chan struct{}, cancel context.CancelFunc) {
+// liveCall is a call running: its cancel and what the log calls it.
+type liveCall struct {
+	cancel context.CancelFunc
+	name   string
+}
+
+// add counts the call ending with done, cancelled by cancel, called name.
+func (r *hookLive) add(done chan struct{}, cancel context.CancelFunc, name string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stopped {
 		cancel()
 	}
 	if r.running == nil {
-		r.running = map[chan struct{}]context.CancelFunc{}
+		r.running = map[chan struct{}]liveCall{}
 	}
-	r.running[done] = cancel
+	r.running[done] = liveCall{cancel, name}
+}
+
+// names are the calls running, sorted.
+func (r *hookLive) names() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, c := range r.running {
+		out = append(out, c.name)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // remove forgets the call ending with done.
@@ -287,8 +306,8 @@ func (r *hookLive) stop() <-chan struct{} {
 	r.mu.Lock()
 	r.stopped = true
 	dones := slices.Collect(maps.Keys(r.running))
-	for _, cancel := range r.running {
-		cancel()
+	for _, c := range r.running {
+		c.cancel()
 	}
 	r.mu.Unlock()
 	return allClosed(dones)

@@ -32,8 +32,13 @@ type Runner struct {
 	// restoreTimeout bounds the restore at start and at exit
 	// (DefaultRestoreTimeout unless SetRestoreTimeout).
 	restoreTimeout time.Duration
+	// lateCloses bounds the closes after a restore that ended past
+	// restoreTimeout (lateCloseTimeout; shorter in tests).
+	lateCloses time.Duration
 	// done is closed when Run returns: the tuner is idle, for the restore.
 	done chan struct{}
+	// late is what the exit left running past its deadline (exitlate.go).
+	late lateWork
 }
 
 // DefaultRestoreTimeout bounds the restore at exit (and the one at
@@ -58,7 +63,7 @@ func NewRunner(t *Tuner, journal *Journal, clock gpu.Clock, interval time.Durati
 		logger = log.NewNopLogger()
 	}
 	return &Runner{t: t, journal: journal, clock: clock, interval: interval, snapshot: snapshot, logger: logger, done: make(chan struct{}),
-		restoreTimeout: DefaultRestoreTimeout}
+		restoreTimeout: DefaultRestoreTimeout, lateCloses: lateCloseTimeout}
 }
 
 // RestoreTimeout is what bounds the restores at start and at exit.
@@ -256,7 +261,7 @@ func (r *Runner) RestoreAtExit() error {
 			close(closing)
 			r.t.hookLive.stop()
 			err := errors.New("the tuner's round did not end (an actuator is stuck): nothing set back")
-			res <- exitErr{restore: err, close: r.closeAll(all, r.roundAndHooksEnded())}
+			res <- exitErr{restore: err, close: r.closeAll(all, restoreBound, r.roundAndHooksEnded())}
 		}
 	}()
 	var e exitErr
@@ -269,7 +274,7 @@ func (r *Runner) RestoreAtExit() error {
 			e = <-res
 		default:
 			e.restore = fmt.Errorf("not finished in %v (--tuner.restore-timeout): the restore is stuck (an actuator's call or a journal write), nothing closed", r.restoreTimeout)
-			go r.logLateRestore(res)
+			go r.logLateRestore(res, r.late.begin("the restore at exit, stuck past its deadline (an actuator's call or a journal write), and its closes"))
 		}
 	}
 	return r.restoreResult(e)
@@ -279,9 +284,11 @@ func (r *Runner) RestoreAtExit() error {
 // and then every hook (those it started too, cancelled as they start).
 func (r *Runner) roundAndHooksEnded() <-chan struct{} {
 	ended := make(chan struct{})
+	end := r.late.begin("the tuner's round stuck at exit")
 	go func() {
 		<-r.done
 		level.Info(r.logger).Log("msg", "tuner exit: the round stuck at exit has ended (what it left open stays in the journal for the next start)")
+		end()
 		<-r.t.hookLive.stop()
 		close(ended)
 	}()
@@ -289,10 +296,11 @@ func (r *Runner) roundAndHooksEnded() <-chan struct{} {
 }
 
 // logLateRestore logs the end of a restore at exit stuck past its
-// deadline, as far as the process lives: what it set back and closed
-// then, or what it did not: the restore's outcome and the closes' each
-// in a line of its own.
-func (r *Runner) logLateRestore(res <-chan exitErr) {
+// deadline (the shutdown waits for it a while: AwaitLate), then ends it
+// (end): what it set back and closed then, or what it did not: the
+// restore's outcome and the closes' each in a line of its own.
+func (r *Runner) logLateRestore(res <-chan exitErr, end func()) {
+	defer end()
 	e := <-res
 	const late = "tuner exit: the restore stuck at the deadline ended after it: "
 	if e.restore != nil {
@@ -311,6 +319,15 @@ func (r *Runner) logLateRestore(res <-chan exitErr) {
 // exit's deadline (logLateRestore): theirs, from the restore's end, the
 // exit's being spent.
 const lateCloseTimeout = 5 * time.Second
+
+// restoreBound is what the closes' errors and late lines call the
+// exit's deadline; lateBound, the one of the closes after a restore that
+// ended past it.
+const restoreBound = "--tuner.restore-timeout"
+
+func (r *Runner) lateBound() string {
+	return fmt.Sprintf("the %v the closes get of their own after a restore that ended past %s", r.lateCloses, restoreBound)
+}
 
 // exitErr is the outcome of an exit: the restore's error (originals not
 // set back) apart from the closes' and the release's, and from a restore
@@ -360,15 +377,15 @@ func (r *Runner) restoreWithin(all context.Context, closing chan<- struct{}) exi
 	defer c()
 	_, err := r.t.restoreAtExit(hooks, held)
 	close(closing)
-	closeBy := all
+	closeBy, bound := all, restoreBound
 	if all.Err() != nil {
 		// ended past the deadline: the exit has returned (or, the two
 		// ending at once, waits for these closes), theirs is spent
-		late, cancel := context.WithTimeout(context.WithoutCancel(all), lateCloseTimeout)
+		late, cancel := context.WithTimeout(context.WithoutCancel(all), r.lateCloses)
 		defer cancel()
-		closeBy = late
+		closeBy, bound = late, r.lateBound()
 	}
-	cerr := r.closeAll(closeBy, r.t.hookLive.ended())
+	cerr := r.closeAll(closeBy, bound, r.t.hookLive.ended())
 	var ran error
 	if err == nil && r.failed { // (said by what the journal still holds open)
 		switch open, kept := r.openAtExit(); {
@@ -394,7 +411,7 @@ func (r *Runner) openAtExit() (open, kept int) {
 }
 
 // closeAll closes the actuators CloseAtExit names and the journal within
-// ctx, each in its own goroutine: one blocked (a freezer's write on a
+// ctx (called bound in errors and the log), each in its own goroutine: one blocked (a freezer's write on a
 // stuck file system, a lock a stuck call holds) keeps none of the others.
 // The journal closes once the actuators have, or half of what is left of
 // ctx has passed. No actuator's close writes to it (the pause's thaws
@@ -412,12 +429,12 @@ func (r *Runner) openAtExit() (open, kept int) {
 // is done: at once
 // where they have, its error returned; else later (or never: the process
 // exits first), a failure logged.
-func (r *Runner) closeAll(ctx context.Context, after <-chan struct{}) error {
+func (r *Runner) closeAll(ctx context.Context, bound string, after <-chan struct{}) error {
 	ctx, cancel := context.WithTimeout(ctx, leftOf(ctx)) // (a ctx without a deadline is done at once: leftOf)
 	defer cancel()
 	first, cancelFirst := context.WithTimeout(ctx, leftOf(ctx)/2)
 	defer cancelFirst()
-	c := &closes{ended: make(chan closed, len(r.closers)+1), open: map[string]bool{}}
+	c := &closes{ended: make(chan closed, len(r.closers)+1), open: map[string]bool{}, bound: bound}
 	for i, a := range r.closers {
 		c.start(fmt.Sprintf("actuator %d (%T)", i+1, a), a)
 	}
@@ -443,8 +460,14 @@ func (r *Runner) closeAll(ctx context.Context, after <-chan struct{}) error {
 	default:
 		err = errors.Join(err, errors.New("the node lock is kept until the round, or a hook cut at exit, ends"))
 	}
+	ends := c.begin(&r.late)
+	endRelease := func() {}
+	if len(r.released) > 0 {
+		endRelease = r.late.begin("releasing " + r.releasedNames() + " (kept until what is named before it ends)")
+	}
 	go func() {
-		c.late(r.logger)
+		defer endRelease()
+		c.late(r.logger, ends)
 		if after != nil {
 			<-after
 		}
@@ -473,6 +496,7 @@ type closes struct {
 	names []string        // in the order started
 	open  map[string]bool // (names are unique: one a close)
 	err   error
+	bound string // what bounds them: the exit's deadline, or the late closes'
 }
 
 // closed is the end of a close: its name and error.
@@ -509,16 +533,30 @@ func (c *closes) wait(ctx context.Context) {
 	}
 }
 
-// late logs the end of each close still pending, as it ends (as far as
-// the process lives): the exit's error named it as not closed.
-func (c *closes) late(logger log.Logger) {
+// begin counts the closes still pending as late work, each ended by
+// its end in ends.
+func (c *closes) begin(l *lateWork) map[string]func() {
+	ends := map[string]func(){}
+	for _, n := range c.names {
+		if c.open[n] {
+			ends[n] = l.begin("closing " + n)
+		}
+	}
+	return ends
+}
+
+// late logs the end of each close still pending, as it ends, and ends
+// it in ends (the shutdown waits for them a while: AwaitLate): the exit's
+// error named it as not closed.
+func (c *closes) late(logger log.Logger, ends map[string]func()) {
 	for range len(c.open) {
 		e := <-c.ended
 		if e.err != nil {
-			level.Error(logger).Log("msg", "tuner exit: a close named as not closed by the deadline (--tuner.restore-timeout) ended after it and failed", "closer", e.name, "err", e.err)
-			continue
+			level.Error(logger).Log("msg", "tuner exit: a close named as not closed by the deadline ended after it and failed", "deadline", c.bound, "closer", e.name, "err", e.err)
+		} else {
+			level.Warn(logger).Log("msg", "tuner exit: closed after the deadline: a close named as not closed ended, and succeeded", "deadline", c.bound, "closer", e.name)
 		}
-		level.Warn(logger).Log("msg", "tuner exit: closed after the deadline (--tuner.restore-timeout): a close the exit's error named as not closed ended, and succeeded", "closer", e.name)
+		ends[e.name]() // (after its line)
 	}
 }
 
@@ -541,7 +579,7 @@ func (c *closes) result() error {
 			left = append(left, n)
 		}
 	}
-	return errors.Join(c.err, fmt.Errorf("not closed within --tuner.restore-timeout: %s", strings.Join(left, ", ")))
+	return errors.Join(c.err, fmt.Errorf("not closed within %s: %s", c.bound, strings.Join(left, ", ")))
 }
 
 // release releases what ReleaseAtExit names, each named in its error.
@@ -553,6 +591,15 @@ func (r *Runner) release() error {
 		}
 	}
 	return err
+}
+
+// releasedNames names what ReleaseAtExit names, for the log.
+func (r *Runner) releasedNames() string {
+	var names []string
+	for _, c := range r.released {
+		names = append(names, lockName(c))
+	}
+	return strings.Join(names, ", ")
 }
 
 // lockName is what an error calls the lock c: the node lock by its path.

@@ -70,10 +70,20 @@ var shutdownTimeout = 10 * time.Second // (a variable for the tests)
 const httpShutdownTimeout = 5 * time.Second
 
 // closeAfterRestore is what the shutdown is given after a restore that
-// ended past shutdownTimeout: the backend's close waits for the restore
-// (the originals are set back through it), and would otherwise be
-// abandoned. Within the chart's grace period, 15 s past the restore's.
+// ended past shutdownTimeout (and after lateAfterRestore's wait): the
+// backend's close waits for the restore (the originals are set back
+// through it), and would otherwise be abandoned.
 const closeAfterRestore = 5 * time.Second
+
+// lateAfterRestore bounds the wait, after the tuner's restore has
+// returned, for what its exit left running past --tuner.restore-timeout
+// (a close, a restore stuck, the round stuck at exit, a hook, the node
+// lock's release: tuner.Runner.Late), whose ends the tuner logs: the
+// backend's close and the exit wait for it, or name what still runs.
+// The late closes' own bound; with closeAfterRestore, 10 s past the
+// restore's, within the chart's grace period (15 s past it). A variable
+// for the tests.
+var lateAfterRestore = 5 * time.Second
 
 // about is what the landing page shows, now.
 func (s *service) about(cfg *config) webui.About {
@@ -171,8 +181,9 @@ func (s *service) watchWeb(ctx context.Context, ticks <-chan time.Time) {
 // server fails, then stops both and closes the source. hup delivers reload
 // requests (SIGHUP). Once ctx is done, it restores the tuner's originals
 // (within --tuner.restore-timeout) and returns within shutdownTimeout of ctx's end,
-// or within closeAfterRestore of the restore's end when that is later, whatever
-// the backend, the builder or a reload is doing.
+// or within lateAfterRestore and closeAfterRestore of the restore's end when
+// that is later, whatever the backend, the builder, a reload or what the
+// tuner's exit left running is doing.
 func (s *service) serve(ctx context.Context, cfg *config, newCollector collectorFunc, hup <-chan os.Signal) error {
 	wlog := log.With(s.logger, "component", "web")
 	flags := *cfg.Web
@@ -258,6 +269,7 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 	// keep the originals from being set back.
 	var restoreErr error // written before restored closes
 	restored := make(chan struct{})
+	lateEnded := make(chan struct{}) // what the tuner's exit left running has ended, or the wait for it
 	go func() {
 		defer close(restored)
 		if s.tuner != nil {
@@ -282,15 +294,17 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 		// kubelet mapping) may still be using the source; they end soon
 		// after cancel.
 		waitPipeline()
-		<-restored // before the backend closes: the originals are set back through it
+		<-lateEnded // before the backend closes: the originals are set back through it
 		if err := s.src.Close(); err != nil {
 			level.Warn(s.logger).Log("msg", "closing the backend", "backend", s.src.Name(), "err", err)
 		}
 	}()
 	<-restored
 	result = errors.Join(result, restoreErr)
+	s.awaitTunerLate()
+	close(lateEnded)
 	if late := time.Now().Add(closeAfterRestore); late.After(deadline) {
-		deadline = late // the backend's close waited for the restore
+		deadline = late // the backend's close waited for the restore and what its exit left running
 	}
 	select {
 	case <-stopped:
@@ -298,6 +312,28 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 		level.Warn(s.logger).Log("msg", "shutdown did not finish in time; exiting anyway", "timeout", shutdownTimeout)
 	}
 	return result
+}
+
+// awaitTunerLate waits, up to lateAfterRestore, for what the tuner's exit
+// left running past --tuner.restore-timeout, whose ends it logs, and
+// names what still runs where it gives up: the process exits without it
+// (its error, the exit status, as the restore left them).
+func (s *service) awaitTunerLate() {
+	if s.tuner == nil {
+		return
+	}
+	running := s.tuner.Late()
+	if len(running) == 0 {
+		return
+	}
+	level.Warn(s.logger).Log("msg", "shutting down: waiting for what the tuner's exit left running past --tuner.restore-timeout; each end is logged", "timeout", lateAfterRestore, "running", strings.Join(running, "; "))
+	ctx, cancel := context.WithTimeout(context.Background(), lateAfterRestore)
+	defer cancel()
+	if left := s.tuner.AwaitLate(ctx); len(left) > 0 {
+		level.Error(s.logger).Log("msg", "shutting down: what the tuner's exit left running has not ended in time; exiting without it: whether it landed is not known (what the journal holds open is set back at the next start)", "timeout", lateAfterRestore, "running", strings.Join(left, "; "))
+		return
+	}
+	level.Info(s.logger).Log("msg", "shutting down: what the tuner's exit left running has ended (each end logged above)")
 }
 
 // signals returns a context cancelled on SIGINT or SIGTERM and a channel of
