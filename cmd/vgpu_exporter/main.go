@@ -71,6 +71,7 @@ func run(ctx context.Context, app *kingpin.Application, args []string, stdout, s
 		return 2
 	}
 	startupInfo(logger, cfg)
+	notifyStarting(logger, cfg)
 
 	// Signals are caught before anything that may block (reading the web
 	// configuration, opening the backend, reading the tenants file): a

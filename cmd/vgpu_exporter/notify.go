@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/go-kit/log"
@@ -14,8 +16,44 @@ import (
 // Where systemd starts the exporter as a Type=notify service (it sets
 // NOTIFY_SOCKET), the exporter tells it when it serves (READY=1: systemd's
 // start, and a reload, wait for it; a start that fails before it fails
-// `systemctl start`) and when it stops (STOPPING=1). Elsewhere (no
-// NOTIFY_SOCKET: a container, a shell) nothing is sent.
+// `systemctl start`) and when it stops (STOPPING=1). With each of the
+// start and the stop it says how long it may take (EXTEND_TIMEOUT_USEC):
+// systemd then waits that long where it is longer than the unit's
+// TimeoutStartSec or TimeoutStopSec, so that a --tuner.restore-timeout
+// raised for a slow restart hook is not cut by a stop timeout left at its
+// default (a stop killed mid-restore leaves the tuner's settings to the
+// next start). Elsewhere (no NOTIFY_SOCKET: a container, a shell) nothing
+// is sent.
+
+// extendMargin is added to each bound said to systemd: the time the
+// process takes beyond the waits the bound counts.
+const extendMargin = 5 * time.Second
+
+// startBound is the longest the start may take before it serves: the
+// thaw of an earlier run's pauses (tuner off) or the actuators' detection
+// (a minute: newTuner), each after the backend's start (given a minute:
+// NVML's initialization has no bound of its own).
+func startBound(c *config) time.Duration {
+	return time.Minute + max(c.Tuner.RestoreTimeout, time.Minute)
+}
+
+// stopBound is the longest the shutdown may take (serve): with a tuner,
+// its restore, then the wait for what its exit left running and the
+// backend's close; without, shutdownTimeout.
+func stopBound(restore time.Duration, tuner bool) time.Duration {
+	if !tuner {
+		return shutdownTimeout
+	}
+	return max(shutdownTimeout, restore+lateAfterRestore+closeAfterRestore)
+}
+
+// extend is the EXTEND_TIMEOUT_USEC line for bound (and extendMargin).
+func extend(bound time.Duration) string {
+	return fmt.Sprintf("EXTEND_TIMEOUT_USEC=%d", (bound + extendMargin).Microseconds())
+}
+
+// notifyStarting tells systemd how long the start may take (startBound).
+func notifyStarting(logger log.Logger, c *config) { sdNotify(logger, extend(startBound(c))) }
 
 // notifyReadyOnServe makes server tell systemd it is ready once it
 // accepts on its first listener (http.Server calls BaseContext as each
@@ -44,6 +82,9 @@ func sdNotify(logger log.Logger, state string) {
 	}
 }
 
-// notifyStopping tells systemd the service is stopping: it sets the
-// tuner's settings back and closes the backend before it exits.
-func notifyStopping(logger log.Logger) { sdNotify(logger, daemon.SdNotifyStopping) }
+// notifyStopping tells systemd the service is stopping, within bound
+// (stopBound): it sets the tuner's settings back and closes the backend
+// before it exits.
+func notifyStopping(logger log.Logger, bound time.Duration) {
+	sdNotify(logger, daemon.SdNotifyStopping+"\n"+extend(bound))
+}

@@ -44,9 +44,11 @@ func nextState(t *testing.T, c *net.UnixConn, wait time.Duration) string {
 }
 
 // Under systemd (NOTIFY_SOCKET set) the exporter says READY=1 once its
-// port accepts, and STOPPING=1 as it shuts down; a start that fails to
-// serve says nothing, so `systemctl start` fails with it.
+// port accepts, and STOPPING=1 as it shuts down, with how long that may
+// take (no tuner: shutdownTimeout and the margin, 15 s); a start that
+// fails to serve never says READY=1, so `systemctl start` fails with it.
 func TestSystemdNotify(t *testing.T) {
+	const stopping = "STOPPING=1\nEXTEND_TIMEOUT_USEC=15000000"
 	for _, tc := range []struct {
 		name  string
 		taken bool // the listen address is taken: the serve fails
@@ -74,8 +76,8 @@ func TestSystemdNotify(t *testing.T) {
 				if err := <-done; err == nil {
 					t.Fatal("served on a taken address")
 				}
-				if got := nextState(t, c, 100*time.Millisecond); got != "STOPPING=1" {
-					t.Errorf("sent %q, want STOPPING=1 alone, no READY=1", got)
+				if got := nextState(t, c, 100*time.Millisecond); got != stopping {
+					t.Errorf("sent %q, want %q alone, no READY=1", got, stopping)
 				}
 				return
 			}
@@ -89,12 +91,36 @@ func TestSystemdNotify(t *testing.T) {
 			}
 			conn.Close()
 			cancel()
-			if got := nextState(t, c, 20*time.Second); got != "STOPPING=1" {
-				t.Errorf("sent %q at shutdown, want STOPPING=1", got)
+			if got := nextState(t, c, 20*time.Second); got != stopping {
+				t.Errorf("sent %q at shutdown, want %q", got, stopping)
 			}
 			if err := <-done; err != nil {
 				t.Errorf("serve: %v", err)
 			}
 		})
+	}
+}
+
+// The bounds said to systemd cover every wait of the start and the stop:
+// a restore timeout raised for a slow hook raises them, so a unit's
+// TimeoutStopSec left at its default does not cut the restore.
+func TestNotifyBounds(t *testing.T) {
+	for _, tc := range []struct {
+		restore     time.Duration
+		tuner       bool
+		stop, start string
+	}{
+		{30 * time.Second, false, "EXTEND_TIMEOUT_USEC=15000000", "EXTEND_TIMEOUT_USEC=125000000"},
+		{30 * time.Second, true, "EXTEND_TIMEOUT_USEC=45000000", "EXTEND_TIMEOUT_USEC=125000000"},
+		{150 * time.Second, true, "EXTEND_TIMEOUT_USEC=165000000", "EXTEND_TIMEOUT_USEC=215000000"},
+		{time.Second, true, "EXTEND_TIMEOUT_USEC=16000000", "EXTEND_TIMEOUT_USEC=125000000"},
+	} {
+		if got := extend(stopBound(tc.restore, tc.tuner)); got != tc.stop {
+			t.Errorf("stop, restore %v, tuner %v: %s, want %s", tc.restore, tc.tuner, got, tc.stop)
+		}
+		cfg := testConfig(t, "--tuner.restore-timeout="+tc.restore.String())
+		if got := extend(startBound(cfg)); got != tc.start {
+			t.Errorf("start, restore %v: %s, want %s", tc.restore, got, tc.start)
+		}
 	}
 }

@@ -262,7 +262,7 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 		}
 		serveErr <- err // for the shutdown below, which waits for it
 	}
-	notifyStopping(s.logger)
+	notifyStopping(s.logger, stopBound(cfg.Tuner.RestoreTimeout, s.tuner != nil))
 	cancel()
 	// The restore comes first, on its own deadline (--tuner.restore-timeout): what
 	// else is stuck (a request, a background read, the builder) cannot
