@@ -15,6 +15,8 @@ import (
 
 func TestRun(t *testing.T) {
 	f := commandtest.New(t)
+	t.Setenv("NOTIFY_SOCKET", "/run/systemd/notify") // the exporter's, under systemd
+	t.Setenv("VGPU_KEPT", "kept")
 	tests := []struct {
 		name, body string
 		spec       Spec
@@ -25,6 +27,7 @@ func TestRun(t *testing.T) {
 	}{
 		{name: "ok", body: `echo "out $1"; cat "$STDIN"`, spec: Spec{Args: []string{"a b"}, Stdin: []byte("in\n")}, stdout: "out a b\nin\n"},
 		{name: "env", body: `echo "$VGPU_X"`, spec: Spec{Env: []string{"VGPU_X=y"}}, stdout: "y\n"},
+		{name: "systemd's notify socket not inherited", body: `echo "${NOTIFY_SOCKET-unset} $VGPU_KEPT"`, stdout: "unset kept\n"},
 		{name: "exit status and stderr", body: `echo partial; echo "it broke" >&2; exit 4`, stdout: "partial\n", err: `exit status 4: it broke`, exit: 4},
 		{name: "stdout when stderr is empty", body: `echo "Insufficient Permissions"; exit 4`, stdout: "Insufficient Permissions\n", err: "exit status 4: Insufficient Permissions", exit: 4},
 		{name: "hang killed with its children", body: `sleep 30; echo late`, spec: Spec{Timeout: 200 * time.Millisecond, TimeoutName: "--prog.timeout"}, err: "killed after its timeout of 200ms (--prog.timeout)", timedOut: true, exit: -1},
