@@ -597,10 +597,13 @@ func (j *Journal) Close() error {
 	return f.Close()
 }
 
+// ErrJournalClosed is the error of a use of the journal after Close.
+var ErrJournalClosed = errors.New("used after Close")
+
 // usedAfterClose is the error of a use of the journal after Close.
 func (j *Journal) usedAfterClose() error {
 	if !j.closed {
 		return nil
 	}
-	return fmt.Errorf("tuner journal %s: used after Close", j.path)
+	return fmt.Errorf("tuner journal %s: %w", j.path, ErrJournalClosed)
 }

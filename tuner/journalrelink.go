@@ -185,6 +185,9 @@ func (t *Tuner) relinkJournal() {
 		return
 	}
 	r, err := t.o.Journal.Relink()
+	if errors.Is(err, ErrJournalClosed) {
+		return // (closed by the exit: a round that ends after it, noteJournal says so)
+	}
 	e := ""
 	if err != nil {
 		e = err.Error()

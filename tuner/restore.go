@@ -419,9 +419,16 @@ func (t *Tuner) processPresent(tg Target) (present, known bool) {
 
 // noteJournal counts and logs a journal write's outcome: the first failure
 // at error level (the tuner stops acting), repeats at debug, the first
-// success after failures at info (it acts again).
+// success after failures at info (it acts again). A write after the
+// exit closed the journal (a round stuck at exit that ends after it) is
+// no failure of the journal's: said at info, once, not counted.
 func (t *Tuner) noteJournal(err error) {
 	switch {
+	case errors.Is(err, ErrJournalClosed):
+		if !t.journalBroken {
+			level.Info(t.o.Logger).Log("msg", "tuner journal closed by the exit: what the round that ended after it would have journaled is left out, and what the journal holds open is set back at the next start", "err", err)
+		}
+		t.journalBroken = true
 	case err != nil:
 		t.counts.JournalErrors++
 		lv := level.Debug
