@@ -6,11 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/go-kit/log"
-
-	"github.com/vgpu-exporter/vgpu_exporter/gpu"
-	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
 )
 
 // The shutdown waits, up to lateAfterRestore, for what the tuner's exit
@@ -33,15 +28,7 @@ func TestShutdownWaitsForTheTunersLateWork(t *testing.T) {
 		{"outlasts the wait", time.Minute, []string{`level=error msg="shutting down: what the tuner's exit left running has not ended in time`, `timeout=2s running="closing actuator 1 (main.closerFunc)"`}, "closed after the deadline"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := testConfig(t, "--web.listen-address="+freeAddr(t), "--backend=sim", "--sim.scenario=noisy-neighbour", "--sample.interval=100ms",
-				"--tuner.mode=recommend", "--tuner.interval=100ms", "--tuner.restore-timeout=300ms")
-			var logs testutil.SyncBuffer
-			svc, err := buildOn(cfg, gpu.RealClock{}, log.NewLogfmtLogger(&logs))
-			if err != nil {
-				t.Fatal(err)
-			}
-			src := closeTimed{Source: svc.src, closed: make(chan struct{})}
-			svc.src = src
+			cfg, svc, logs, src := simTunerService(t, "--tuner.restore-timeout=300ms")
 			closeEnded := make(chan struct{})
 			stop := make(chan struct{})
 			defer close(stop)

@@ -313,6 +313,23 @@ func TestTunerOffThawsJournaledPauses(t *testing.T) {
 }
 
 // closeTimed is a backend whose Close takes a moment and is noted.
+// simTunerService builds the exporter on the simulator's noisy-neighbour,
+// sampled and tuned (in recommend) every 100 ms, with args, logging to
+// logs, its backend's close timed (src).
+func simTunerService(t *testing.T, args ...string) (cfg *config, svc *service, logs *testutil.SyncBuffer, src closeTimed) {
+	t.Helper()
+	cfg = testConfig(t, append([]string{"--web.listen-address=" + freeAddr(t), "--backend=sim", "--sim.scenario=noisy-neighbour", "--sample.interval=100ms",
+		"--tuner.mode=recommend", "--tuner.interval=100ms"}, args...)...)
+	logs = &testutil.SyncBuffer{}
+	svc, err := buildOn(cfg, gpu.RealClock{}, log.NewLogfmtLogger(logs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src = closeTimed{Source: svc.src, closed: make(chan struct{})}
+	svc.src = src
+	return cfg, svc, logs, src
+}
+
 type closeTimed struct {
 	gpu.Source
 	closed chan struct{}
@@ -338,15 +355,7 @@ func (f closerFunc) Close() error { return f() }
 func TestBackendClosedAfterALongRestore(t *testing.T) {
 	defer func(d time.Duration) { shutdownTimeout = d }(shutdownTimeout)
 	shutdownTimeout = 100 * time.Millisecond
-	cfg := testConfig(t, "--web.listen-address="+freeAddr(t), "--backend=sim", "--sim.scenario=noisy-neighbour", "--sample.interval=100ms",
-		"--tuner.mode=recommend", "--tuner.interval=100ms")
-	var logs testutil.SyncBuffer
-	svc, err := buildOn(cfg, gpu.RealClock{}, log.NewLogfmtLogger(&logs))
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := closeTimed{Source: svc.src, closed: make(chan struct{})}
-	svc.src = src
+	cfg, svc, logs, src := simTunerService(t)
 	var restored atomic.Bool
 	svc.tuner.CloseAtExit(closerFunc(func() error { // the restore's last step, past the deadline
 		time.Sleep(4 * shutdownTimeout)
