@@ -75,15 +75,15 @@ type Kept struct {
 // (here, or by a reload or check), of each of its PEM blocks that
 // exporter-toolkit skips, naming the file and the block.
 //
-// Where the system refuses memfd_create (a seccomp profile that does not
-// allow it, a kernel before 3.17), exporter-toolkit reads the files
-// itself, as outside Linux, and warn is told so.
+// Where the system refuses memfd_create (a seccomp profile or a security
+// policy that does not allow it, a kernel before 3.17), exporter-toolkit
+// reads the files itself, as outside Linux, and warn is told so.
 func Open(file string, limit int64, warn func(msg string)) (*Kept, error) {
 	k := &Kept{file: file, limit: limit, warn: warn, inMemory: haveMemCopy}
 	if err := memfdRefused(); err != nil {
 		k.inMemory = false
 		if warn != nil {
-			warn(fmt.Sprintf("the system refuses in-memory files (%v: a seccomp profile that does not allow the call, or a kernel before 3.17): exporter-toolkit reads the web configuration and the files it names itself, so an invalid edit is no longer kept from use; a reload or check still validates it and reports", err))
+			warn(fmt.Sprintf("the system refuses in-memory files (%v): exporter-toolkit reads the web configuration and the files it names itself, so an invalid edit is no longer kept from use; a reload or check still validates it and reports", err))
 		}
 	}
 	k.seen = k.digest() // before the read: an edit in between is found by the next check
@@ -114,6 +114,12 @@ func (k *Kept) File() string { return k.file }
 // TLS says whether the configuration sets up TLS: fixed at Open (a reload
 // that would change it is refused).
 func (k *Kept) TLS() bool { return k.tls }
+
+// InMemory says whether exporter-toolkit is given private copies, so that
+// an invalid edit is kept from use: not outside Linux, nor where the
+// system refuses memfd_create (there it reads the files themselves, and
+// an invalid edit is in use, though a reload or check reports it).
+func (k *Kept) InMemory() bool { return k.inMemory }
 
 // Path is the file to hand exporter-toolkit: the private copy.
 func (k *Kept) Path() string {

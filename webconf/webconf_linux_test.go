@@ -320,11 +320,12 @@ func TestMemfdRefused(t *testing.T) {
 		name     string
 		err      error
 		fallback bool
+		cause    string // what the warning says of it
 	}{
-		{"seccomp EPERM", unix.EPERM, true},
-		{"seccomp or old kernel ENOSYS", unix.ENOSYS, true},
-		{"EACCES", unix.EACCES, true},
-		{"out of descriptors", unix.EMFILE, false},
+		{"seccomp EPERM", unix.EPERM, true, "seccomp"},
+		{"seccomp or old kernel ENOSYS", unix.ENOSYS, true, "kernel before 3.17"},
+		{"security policy EACCES", unix.EACCES, true, "security policy"},
+		{"out of descriptors", unix.EMFILE, false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			old := memfdCreate
@@ -353,6 +354,8 @@ func TestMemfdRefused(t *testing.T) {
 			}
 			if len(warned) != 1 || !strings.Contains(warned[0], "memfd_create: "+tc.err.Error()) || !strings.Contains(warned[0], "no longer kept from use") {
 				t.Errorf("warned %q, want one warning naming memfd_create's refusal and what it costs", warned)
+			} else if !strings.Contains(warned[0], tc.cause) || tc.err != unix.EPERM && strings.Contains(warned[0], "seccomp profile that does not allow") {
+				t.Errorf("warned %q, want it to name the cause %q, and no seccomp profile refusing the call", warned[0], tc.cause)
 			}
 			write(t, f, "basic_auth_users:\n  prom: nohash\n")
 			if err := k.Reload(); err == nil || !strings.Contains(err.Error(), f) {
@@ -364,6 +367,53 @@ func TestMemfdRefused(t *testing.T) {
 			}
 			if k.Path() != f {
 				t.Errorf("after the reloads exporter-toolkit is given %s, want %s", k.Path(), f)
+			}
+		})
+	}
+}
+
+// The copies are made with MFD_NOEXEC_SEAL where the kernel knows it:
+// with vm.memfd_noexec=2 (Linux 6.3 on) a call without it is refused,
+// EACCES, and the start fell back to exporter-toolkit reading the files.
+// A kernel before 6.3 answers the flag EINVAL: the call goes again
+// without it.
+func TestMemfdNoexecSeal(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// with and without are the errors of a call with the flag and of
+		// one without it; nil: the call is made.
+		with, without error
+	}{
+		{"vm.memfd_noexec=2", nil, unix.EACCES},
+		{"kernel before 6.3", unix.EINVAL, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			old := memfdCreate
+			memfdCreate = func(name string, flags int) (int, error) {
+				if err := tc.without; flags&unix.MFD_NOEXEC_SEAL != 0 {
+					err = tc.with
+					if err == nil {
+						return old(name, flags)
+					}
+					return -1, err
+				} else if err != nil {
+					return -1, err
+				}
+				return old(name, flags)
+			}
+			defer func() { memfdCreate = old }()
+			dir := t.TempDir()
+			testutil.WriteSelfSigned(t, dir)
+			f := filepath.Join(dir, "web.yml")
+			write(t, f, "tls_server_config:\n  cert_file: tls.crt\n  key_file: tls.key\n")
+			var warned []string
+			k, err := Open(f, limit, func(msg string) { warned = append(warned, msg) })
+			if err != nil {
+				t.Fatalf("open: %v", err)
+			}
+			defer k.Close()
+			if k.Path() == f || !k.InMemory() || len(warned) != 0 {
+				t.Errorf("exporter-toolkit is given %s (in memory: %v), warned %q; want a private copy, no warning", k.Path(), k.InMemory(), warned)
 			}
 		})
 	}
