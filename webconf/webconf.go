@@ -131,12 +131,22 @@ func (k *Kept) Path() string {
 
 // Reload reads and validates the user's file again and, when it is
 // valid, puts it in use; otherwise the configuration in use stays and
-// the error, which names the file, says why.
+// the error, which names the file, says why. Where exporter-toolkit reads
+// the file itself (not InMemory) an invalid edit is in use all the same:
+// the error says so too (errInUse).
 func (k *Kept) Reload() error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.reloadSeen(k.digest())
+	err := k.reloadSeen(k.digest())
+	if err != nil && !k.inMemory && !errors.Is(err, errClosed) {
+		return fmt.Errorf("%w; %s", err, InvalidInUse)
+	}
+	return err
 }
+
+// InvalidInUse is what a refused edit costs where exporter-toolkit reads
+// the file itself (not InMemory).
+const InvalidInUse = "exporter-toolkit reads the file as it is (no in-memory copy): the invalid edit is in use"
 
 // Check reloads the file, as Reload does, when it or a certificate, key
 // or client CA file it names differs from what the last reload found and

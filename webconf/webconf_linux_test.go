@@ -313,8 +313,10 @@ func TestNoProc(t *testing.T) {
 
 // Where the system refuses memfd_create itself (a seccomp profile, an old
 // kernel), the start goes on as outside Linux, saying so: exporter-toolkit
-// reads the file, a reload still validates and reports. Another failure
-// of the call is the copy's own and fails the start, naming it.
+// reads the file, a reload still validates and reports, saying the
+// invalid edit is in use (before, its error implied the last good was
+// kept). Another failure of the call is the copy's own and fails the
+// start, naming it.
 func TestMemfdRefused(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -331,8 +333,11 @@ func TestMemfdRefused(t *testing.T) {
 			old := memfdCreate
 			memfdCreate = func(string, int) (int, error) { return -1, tc.err }
 			defer func() { memfdCreate = old }()
-			f := filepath.Join(t.TempDir(), "web.yml")
-			write(t, f, "basic_auth_users:\n  prom: "+hash(t, "s3cret")+"\n")
+			dir := t.TempDir()
+			testutil.WriteSelfSigned(t, dir)
+			f := filepath.Join(dir, "web.yml")
+			tlsPart := "tls_server_config:\n  cert_file: tls.crt\n  key_file: tls.key\n"
+			write(t, f, tlsPart+"basic_auth_users:\n  prom: "+hash(t, "s3cret")+"\n")
 			var warned []string
 			k, err := Open(f, limit, func(msg string) { warned = append(warned, msg) })
 			if !tc.fallback {
@@ -357,16 +362,25 @@ func TestMemfdRefused(t *testing.T) {
 			} else if !strings.Contains(warned[0], tc.cause) || tc.err != unix.EPERM && strings.Contains(warned[0], "seccomp profile that does not allow") {
 				t.Errorf("warned %q, want it to name the cause %q, and no seccomp profile refusing the call", warned[0], tc.cause)
 			}
-			write(t, f, "basic_auth_users:\n  prom: nohash\n")
-			if err := k.Reload(); err == nil || !strings.Contains(err.Error(), f) {
-				t.Errorf("reload of a bad edit: %v, want an error naming %s", err, f)
+			// exporter-toolkit reads the file as it is: a reload of an
+			// invalid edit says that edit is in use, not that the last
+			// good one is kept.
+			for _, e := range []struct{ edit, want string }{
+				{tlsPart + "basic_auth_users:\n  prom: nohash\n", "hash"},
+				{"basic_auth_users: {}\n", "TLS off"},
+			} {
+				write(t, f, e.edit)
+				err := k.Reload()
+				if err == nil || !strings.Contains(err.Error(), f) || !strings.Contains(err.Error(), e.want) || !strings.Contains(err.Error(), "the invalid edit is in use") {
+					t.Errorf("reload of %q: %v, want an error naming %s and %q, and saying the edit is in use", e.edit, err, f, e.want)
+				}
 			}
-			write(t, f, "basic_auth_users: {}\n")
+			write(t, f, tlsPart+"basic_auth_users: {}\n")
 			if err := k.Reload(); err != nil {
 				t.Errorf("reload of a good edit: %v", err)
 			}
-			if k.Path() != f {
-				t.Errorf("after the reloads exporter-toolkit is given %s, want %s", k.Path(), f)
+			if k.Path() != f || k.InMemory() {
+				t.Errorf("after the reloads exporter-toolkit is given %s (in memory: %v), want %s", k.Path(), k.InMemory(), f)
 			}
 		})
 	}
