@@ -14,7 +14,7 @@ var (
 	failuresDesc = prometheus.NewDesc("vgpu_web_config_reload_failures_total",
 		"Reloads of --web.config.file that failed since the exporter started.", nil, nil)
 	expiryDesc = prometheus.NewDesc("vgpu_web_config_certificate_expiry_timestamp_seconds",
-		"Unix time at which a certificate of the web configuration in use expires (its NotAfter): certificate=\"server\" the one served, certificate=\"client_ca\" the earliest of the client CA's. Absent without TLS; a refused renewal leaves the old certificate, and its expiry, in use.", []string{"certificate"}, nil)
+		"Unix time at which a certificate of the web configuration in use expires (its NotAfter): certificate=\"server\" the one served, certificate=\"client_ca\" the earliest of the client CA's. Absent without TLS. A refused renewal leaves the old certificate, and its expiry, in use; where exporter-toolkit reads the files itself (memfd_create refused, outside Linux), it reads the renewal all the same, and this is of the files as the last valid reload read them.", []string{"certificate"}, nil)
 )
 
 // Collector serves the reloads of the file and their outcome.

@@ -249,7 +249,7 @@ type loaded struct {
 	cfg    *memCopy   // nil where there is no memfd
 	files  *tlsCopies // nil when it names none; k.files when those hold them
 	tls    bool
-	expiry notAfter // zero without TLS; outside Linux, of those in the file only
+	expiry notAfter // zero without TLS
 }
 
 // discard releases what load made for l and is not in use.
@@ -298,9 +298,14 @@ func (k *Kept) load() (loaded, error) {
 		k.discard(l)
 		return loaded{}, err
 	}
-	if l.files != nil {
+	switch {
+	case l.files != nil:
 		l.expiry = l.files.expiry
-	} else if l.tls {
+	case l.tls && !k.inMemory:
+		// exporter-toolkit reads the files themselves: their certificates
+		// are those served.
+		l.expiry = expiryOf(tc, readCertFiles(tc, k.limit))
+	case l.tls:
 		l.expiry = expiryOf(tc, nil) // the certificates the file holds
 	}
 	if !k.inMemory {

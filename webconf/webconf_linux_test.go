@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/exporter-toolkit/web"
 	"go.yaml.in/yaml/v3"
 	"golang.org/x/crypto/bcrypt"
@@ -334,9 +335,13 @@ func TestMemfdRefused(t *testing.T) {
 			memfdCreate = func(string, int) (int, error) { return -1, tc.err }
 			defer func() { memfdCreate = old }()
 			dir := t.TempDir()
-			testutil.WriteSelfSigned(t, dir)
+			testutil.WriteSelfSigned(t, dir) // expires 9999-01-01
+			at := func(y int) time.Time { return time.Date(y, 3, 1, 12, 0, 0, 0, time.UTC) }
+			ca, _ := testutil.SelfSignedPEM(t, at(2033), true)
+			write(t, filepath.Join(dir, "ca.crt"), string(ca))
 			f := filepath.Join(dir, "web.yml")
-			tlsPart := "tls_server_config:\n  cert_file: tls.crt\n  key_file: tls.key\n"
+			tlsPart := "tls_server_config:\n  cert_file: tls.crt\n  key_file: tls.key\n" +
+				"  client_auth_type: VerifyClientCertIfGiven\n  client_ca_file: ca.crt\n"
 			write(t, f, tlsPart+"basic_auth_users:\n  prom: "+hash(t, "s3cret")+"\n")
 			var warned []string
 			k, err := Open(f, limit, func(msg string) { warned = append(warned, msg) })
@@ -375,10 +380,24 @@ func TestMemfdRefused(t *testing.T) {
 					t.Errorf("reload of %q: %v, want an error naming %s and %q, and saying the edit is in use", e.edit, err, f, e.want)
 				}
 			}
+			// The expiry is that of the files exporter-toolkit reads (before,
+			// it was not served for a certificate in a file): a valid
+			// renewal moves it.
+			expiry := func(when string, server, clientCA time.Time) {
+				t.Helper()
+				if err := promtestutil.CollectAndCompare(k.Collector(), strings.NewReader(wantExpiry(server.Unix(), clientCA.Unix())),
+					"vgpu_web_config_certificate_expiry_timestamp_seconds"); err != nil {
+					t.Errorf("%s: %v", when, err)
+				}
+			}
+			expiry("at start", time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), at(2033))
+			ca, _ = testutil.SelfSignedPEM(t, at(2034), true)
+			write(t, filepath.Join(dir, "ca.crt"), string(ca))
 			write(t, f, tlsPart+"basic_auth_users: {}\n")
 			if err := k.Reload(); err != nil {
 				t.Errorf("reload of a good edit: %v", err)
 			}
+			expiry("after a renewal of the client CA", time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), at(2034))
 			if k.Path() != f || k.InMemory() {
 				t.Errorf("after the reloads exporter-toolkit is given %s (in memory: %v), want %s", k.Path(), k.InMemory(), f)
 			}
