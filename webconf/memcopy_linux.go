@@ -64,6 +64,15 @@ func memfdRefused() error {
 // name (the file it copies, shown as memfd:vgpu_exporter-NAME in
 // /proc/PID/fd) is for a person reading that.
 func newMemCopy(name string, data []byte) (*memCopy, error) {
+	c, err := makeMemCopy(name, data)
+	if err != nil {
+		return nil, copyError{err}
+	}
+	return c, nil
+}
+
+// makeMemCopy is newMemCopy, its errors not marked as copyError.
+func makeMemCopy(name string, data []byte) (*memCopy, error) {
 	fd, err := createMemfd("vgpu_exporter-" + name)
 	if err != nil {
 		return nil, err
@@ -104,7 +113,7 @@ func (c *memCopy) replace(next *memCopy) error {
 	err := unix.Dup3(next.fd, c.fd, unix.O_CLOEXEC)
 	next.close()
 	if err != nil {
-		return fmt.Errorf("replacing the copy: %w", err)
+		return copyError{fmt.Errorf("replacing the copy: %w", err)}
 	}
 	return nil
 }

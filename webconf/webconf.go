@@ -193,18 +193,32 @@ func (k *Kept) Watch(ctx context.Context, ticks <-chan time.Time, report func(er
 	}
 }
 
-// reloadSeen reloads the file, whose digest, taken before, is seen.
+// reloadSeen reloads the file, whose digest, taken before, is seen. A
+// failure to make the copies (copyError: the system's, as out of
+// descriptors or memory, not the file's) leaves seen as it was, and the
+// change settled: the next check tries it again.
 func (k *Kept) reloadSeen(seen [sha256.Size]byte) error {
+	before := k.seen
 	k.seen, k.hasPending = seen, false
 	err := k.reload()
 	k.reloads.Add(1)
 	k.lastFailed.Store(err != nil)
 	if err != nil {
 		k.failures.Add(1)
+		if errors.As(err, new(copyError)) {
+			k.seen, k.pending, k.hasPending = before, seen, true
+		}
 		return fmt.Errorf("%s: %w", k.file, err)
 	}
 	return nil
 }
+
+// copyError is a failure to make or replace a private copy: the system's
+// (descriptors, memory, /proc), not the content's.
+type copyError struct{ err error }
+
+func (e copyError) Error() string { return e.err.Error() }
+func (e copyError) Unwrap() error { return e.err }
 
 func (k *Kept) reload() error {
 	if k.closed {
