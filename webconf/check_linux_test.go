@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
 )
 
@@ -131,6 +133,44 @@ func TestCheckSettles(t *testing.T) {
 	write(t, f, "basic_auth_users:\n  prom: "+newHash+"\n")
 	if changed, err := k.Check(); changed || err != nil {
 		t.Errorf("a file back as in use: changed %v, %v; want nothing done", changed, err)
+	}
+}
+
+// A failure to make the copy (the system's: out of descriptors, as a
+// memfd_create failing after the start's probe passed) is not the file's:
+// the next check tries the edit again. Before, the edit was marked seen
+// and never retried until the file changed again.
+func TestCheckRetriesCopyFailure(t *testing.T) {
+	for _, by := range []string{"reload", "check"} {
+		t.Run(by, func(t *testing.T) {
+			f := filepath.Join(t.TempDir(), "web.yml")
+			oldHash, newHash := hash(t, "s3cret"), hash(t, "n3w")
+			write(t, f, "basic_auth_users:\n  prom: "+oldHash+"\n")
+			k, err := Open(f, limit, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer k.Close()
+			write(t, f, "basic_auth_users:\n  prom: "+newHash+"\n")
+			old := memfdCreate
+			memfdCreate = func(string, int) (int, error) { memfdCreate = old; return -1, unix.EMFILE }
+			defer func() { memfdCreate = old }()
+			if by == "reload" {
+				err = k.Reload()
+			} else {
+				k.Check() // settles
+				_, err = k.Check()
+			}
+			if err == nil || !strings.Contains(err.Error(), unix.EMFILE.Error()) {
+				t.Fatalf("%s with memfd_create failing: %v, want its error", by, err)
+			}
+			if changed, err := k.Check(); !changed || err != nil {
+				t.Errorf("the check after: changed %v, %v; want the edit tried again and in use", changed, err)
+			}
+			if got := served(t, k); !strings.Contains(got, newHash) {
+				t.Errorf("serving\n%q\nwant the hash of the edit", got)
+			}
+		})
 	}
 }
 

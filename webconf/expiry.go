@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/exporter-toolkit/web"
+
+	"github.com/vgpu-exporter/vgpu_exporter/internal/fileread"
 )
 
 // notAfter is when the certificates of a configuration expire: server,
@@ -59,4 +61,22 @@ func pemCerts(data []byte, pool bool) []*x509.Certificate {
 			certs = append(certs, c)
 		}
 	}
+}
+
+// readCertFiles reads the certificate and client CA files tc names (its
+// paths joined to the configuration's directory), regular files of at
+// most limit bytes, for expiryOf where exporter-toolkit reads them itself
+// (there are no copies to read them from). One that cannot be read is
+// left out, its expiry with it: exporter-toolkit fails on it too.
+func readCertFiles(tc *web.TLSConfig, limit int64) map[string][]byte {
+	data := map[string][]byte{}
+	for key, path := range map[string]string{"cert_file": tc.TLSCertPath, "client_ca_file": tc.ClientCAs} {
+		if path == "" {
+			continue
+		}
+		if b, err := fileread.Regular(path, limit); err == nil {
+			data[key] = b
+		}
+	}
+	return data
 }

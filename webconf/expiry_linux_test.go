@@ -16,7 +16,7 @@ import (
 // wantExpiry is the exposition of the expiry series at server and
 // clientCA (Unix seconds; 0 leaves it out).
 func wantExpiry(server, clientCA int64) string {
-	s := `# HELP vgpu_web_config_certificate_expiry_timestamp_seconds Unix time at which a certificate of the web configuration in use expires (its NotAfter): certificate="server" the one served, certificate="client_ca" the earliest of the client CA's. Absent without TLS; a refused renewal leaves the old certificate, and its expiry, in use.
+	s := `# HELP vgpu_web_config_certificate_expiry_timestamp_seconds Unix time at which a certificate of the web configuration in use expires (its NotAfter): certificate="server" the one served, certificate="client_ca" the earliest of the client CA's. Absent without TLS. A refused renewal leaves the old certificate, and its expiry, in use; where exporter-toolkit reads the files itself (memfd_create refused, outside Linux), it reads the renewal all the same, and this is of the files as the last valid reload read them.
 # TYPE vgpu_web_config_certificate_expiry_timestamp_seconds gauge
 `
 	if clientCA != 0 {

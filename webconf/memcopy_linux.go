@@ -18,22 +18,44 @@ type memCopy struct{ fd int }
 // (memfdRefused says whether the system allows it).
 const haveMemCopy = true
 
-// memfdCreate is unix.MemfdCreate; a test refuses it as a seccomp
-// profile would.
+// memfdCreate is unix.MemfdCreate; a test refuses it as the system
+// would.
 var memfdCreate = unix.MemfdCreate
 
-// memfdRefused is the error of memfd_create where the system refuses the
-// call itself: a seccomp profile that does not allow it (EPERM, or ENOSYS
-// where the profile answers so), a kernel without it (ENOSYS: before
-// 3.17); nil where it makes one, or fails otherwise (that failure is the
-// copy's own, and reported by it).
+// createMemfd makes a memfd that allows sealing, close-on-exec and, where
+// the kernel knows the flag (6.3 on), never executable
+// (MFD_NOEXEC_SEAL): with vm.memfd_noexec=2 the kernel refuses, EACCES,
+// a call without it. A kernel before 6.3 answers the flag EINVAL: the
+// call is made again without it.
+func createMemfd(name string) (int, error) {
+	fd, err := memfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING|unix.MFD_NOEXEC_SEAL)
+	if errors.Is(err, unix.EINVAL) {
+		fd, err = memfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	}
+	if err != nil {
+		return -1, fmt.Errorf("memfd_create: %w", err)
+	}
+	return fd, nil
+}
+
+// memfdRefused is the error of memfd_create, with its likely cause, where
+// the system refuses the call itself: a seccomp profile that does not
+// allow it (EPERM, or ENOSYS where the profile answers so), a security
+// policy (EACCES: an LSM; vm.memfd_noexec=2 refuses a call without
+// MFD_NOEXEC_SEAL, which createMemfd passes where the kernel knows it), a
+// kernel without it (ENOSYS: before 3.17); nil where it makes one, or
+// fails otherwise (that failure is the copy's own, and reported by it).
 func memfdRefused() error {
-	fd, err := memfdCreate("vgpu_exporter-probe", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	fd, err := createMemfd("vgpu_exporter-probe")
 	switch {
 	case err == nil:
 		unix.Close(fd)
-	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES), errors.Is(err, unix.ENOSYS):
-		return fmt.Errorf("memfd_create: %w", err)
+	case errors.Is(err, unix.EPERM):
+		return fmt.Errorf("%w (a seccomp profile that does not allow the call)", err)
+	case errors.Is(err, unix.EACCES):
+		return fmt.Errorf("%w (a security policy: an LSM such as SELinux, or vm.memfd_noexec=2 on a kernel that takes no MFD_NOEXEC_SEAL)", err)
+	case errors.Is(err, unix.ENOSYS):
+		return fmt.Errorf("%w (a kernel before 3.17, or a seccomp profile answering so)", err)
 	}
 	return nil
 }
@@ -42,9 +64,18 @@ func memfdRefused() error {
 // name (the file it copies, shown as memfd:vgpu_exporter-NAME in
 // /proc/PID/fd) is for a person reading that.
 func newMemCopy(name string, data []byte) (*memCopy, error) {
-	fd, err := memfdCreate("vgpu_exporter-"+name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	c, err := makeMemCopy(name, data)
 	if err != nil {
-		return nil, fmt.Errorf("memfd_create: %w", err)
+		return nil, copyError{err}
+	}
+	return c, nil
+}
+
+// makeMemCopy is newMemCopy, its errors not marked as copyError.
+func makeMemCopy(name string, data []byte) (*memCopy, error) {
+	fd, err := createMemfd("vgpu_exporter-" + name)
+	if err != nil {
+		return nil, err
 	}
 	c := &memCopy{fd: fd}
 	for rest := data; len(rest) > 0; {
@@ -82,7 +113,7 @@ func (c *memCopy) replace(next *memCopy) error {
 	err := unix.Dup3(next.fd, c.fd, unix.O_CLOEXEC)
 	next.close()
 	if err != nil {
-		return fmt.Errorf("replacing the copy: %w", err)
+		return copyError{fmt.Errorf("replacing the copy: %w", err)}
 	}
 	return nil
 }

@@ -21,7 +21,7 @@ func TestCollector(t *testing.T) {
 	}
 	defer k.Close()
 	want := func(ok, reloads, failures string) string {
-		return `# HELP vgpu_web_config_last_reload_successful 1 if the last reload of --web.config.file succeeded (or none was tried since start), 0 if it failed (the last good web configuration stays in use).
+		return `# HELP vgpu_web_config_last_reload_successful 1 if the last reload of --web.config.file succeeded (or none was tried since start), 0 if it failed: the last good web configuration stays in use, or, where exporter-toolkit reads the file itself (outside Linux, memfd_create refused: the start warns of it), the invalid edit is in use.
 # TYPE vgpu_web_config_last_reload_successful gauge
 vgpu_web_config_last_reload_successful ` + ok + `
 # HELP vgpu_web_config_reload_failures_total Reloads of --web.config.file that failed since the exporter started.

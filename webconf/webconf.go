@@ -75,15 +75,15 @@ type Kept struct {
 // (here, or by a reload or check), of each of its PEM blocks that
 // exporter-toolkit skips, naming the file and the block.
 //
-// Where the system refuses memfd_create (a seccomp profile that does not
-// allow it, a kernel before 3.17), exporter-toolkit reads the files
-// itself, as outside Linux, and warn is told so.
+// Where the system refuses memfd_create (a seccomp profile or a security
+// policy that does not allow it, a kernel before 3.17), exporter-toolkit
+// reads the files itself, as outside Linux, and warn is told so.
 func Open(file string, limit int64, warn func(msg string)) (*Kept, error) {
 	k := &Kept{file: file, limit: limit, warn: warn, inMemory: haveMemCopy}
 	if err := memfdRefused(); err != nil {
 		k.inMemory = false
 		if warn != nil {
-			warn(fmt.Sprintf("the system refuses in-memory files (%v: a seccomp profile that does not allow the call, or a kernel before 3.17): exporter-toolkit reads the web configuration and the files it names itself, so an invalid edit is no longer kept from use; a reload or check still validates it and reports", err))
+			warn(fmt.Sprintf("the system refuses in-memory files (%v): exporter-toolkit reads the web configuration and the files it names itself, so an invalid edit is no longer kept from use; a reload or check still validates it and reports", err))
 		}
 	}
 	k.seen = k.digest() // before the read: an edit in between is found by the next check
@@ -115,6 +115,12 @@ func (k *Kept) File() string { return k.file }
 // that would change it is refused).
 func (k *Kept) TLS() bool { return k.tls }
 
+// InMemory says whether exporter-toolkit is given private copies, so that
+// an invalid edit is kept from use: not outside Linux, nor where the
+// system refuses memfd_create (there it reads the files themselves, and
+// an invalid edit is in use, though a reload or check reports it).
+func (k *Kept) InMemory() bool { return k.inMemory }
+
 // Path is the file to hand exporter-toolkit: the private copy.
 func (k *Kept) Path() string {
 	if k.copy == nil {
@@ -125,12 +131,22 @@ func (k *Kept) Path() string {
 
 // Reload reads and validates the user's file again and, when it is
 // valid, puts it in use; otherwise the configuration in use stays and
-// the error, which names the file, says why.
+// the error, which names the file, says why. Where exporter-toolkit reads
+// the file itself (not InMemory) an invalid edit is in use all the same:
+// the error says so too (errInUse).
 func (k *Kept) Reload() error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.reloadSeen(k.digest())
+	err := k.reloadSeen(k.digest())
+	if err != nil && !k.inMemory && !errors.Is(err, errClosed) {
+		return fmt.Errorf("%w; %s", err, InvalidInUse)
+	}
+	return err
 }
+
+// InvalidInUse is what a refused edit costs where exporter-toolkit reads
+// the file itself (not InMemory).
+const InvalidInUse = "exporter-toolkit reads the file as it is (no in-memory copy): the invalid edit is in use"
 
 // Check reloads the file, as Reload does, when it or a certificate, key
 // or client CA file it names differs from what the last reload found and
@@ -177,18 +193,32 @@ func (k *Kept) Watch(ctx context.Context, ticks <-chan time.Time, report func(er
 	}
 }
 
-// reloadSeen reloads the file, whose digest, taken before, is seen.
+// reloadSeen reloads the file, whose digest, taken before, is seen. A
+// failure to make the copies (copyError: the system's, as out of
+// descriptors or memory, not the file's) leaves seen as it was, and the
+// change settled: the next check tries it again.
 func (k *Kept) reloadSeen(seen [sha256.Size]byte) error {
+	before := k.seen
 	k.seen, k.hasPending = seen, false
 	err := k.reload()
 	k.reloads.Add(1)
 	k.lastFailed.Store(err != nil)
 	if err != nil {
 		k.failures.Add(1)
+		if errors.As(err, new(copyError)) {
+			k.seen, k.pending, k.hasPending = before, seen, true
+		}
 		return fmt.Errorf("%s: %w", k.file, err)
 	}
 	return nil
 }
+
+// copyError is a failure to make or replace a private copy: the system's
+// (descriptors, memory, /proc), not the content's.
+type copyError struct{ err error }
+
+func (e copyError) Error() string { return e.err.Error() }
+func (e copyError) Unwrap() error { return e.err }
 
 func (k *Kept) reload() error {
 	if k.closed {
@@ -233,7 +263,7 @@ type loaded struct {
 	cfg    *memCopy   // nil where there is no memfd
 	files  *tlsCopies // nil when it names none; k.files when those hold them
 	tls    bool
-	expiry notAfter // zero without TLS; outside Linux, of those in the file only
+	expiry notAfter // zero without TLS
 }
 
 // discard releases what load made for l and is not in use.
@@ -282,9 +312,14 @@ func (k *Kept) load() (loaded, error) {
 		k.discard(l)
 		return loaded{}, err
 	}
-	if l.files != nil {
+	switch {
+	case l.files != nil:
 		l.expiry = l.files.expiry
-	} else if l.tls {
+	case l.tls && !k.inMemory:
+		// exporter-toolkit reads the files themselves: their certificates
+		// are those served.
+		l.expiry = expiryOf(tc, readCertFiles(tc, k.limit))
+	case l.tls:
 		l.expiry = expiryOf(tc, nil) // the certificates the file holds
 	}
 	if !k.inMemory {

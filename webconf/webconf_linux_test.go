@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/exporter-toolkit/web"
 	"go.yaml.in/yaml/v3"
 	"golang.org/x/crypto/bcrypt"
@@ -313,25 +314,35 @@ func TestNoProc(t *testing.T) {
 
 // Where the system refuses memfd_create itself (a seccomp profile, an old
 // kernel), the start goes on as outside Linux, saying so: exporter-toolkit
-// reads the file, a reload still validates and reports. Another failure
-// of the call is the copy's own and fails the start, naming it.
+// reads the file, a reload still validates and reports, saying the
+// invalid edit is in use (before, its error implied the last good was
+// kept). Another failure of the call is the copy's own and fails the
+// start, naming it.
 func TestMemfdRefused(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		err      error
 		fallback bool
+		cause    string // what the warning says of it
 	}{
-		{"seccomp EPERM", unix.EPERM, true},
-		{"seccomp or old kernel ENOSYS", unix.ENOSYS, true},
-		{"EACCES", unix.EACCES, true},
-		{"out of descriptors", unix.EMFILE, false},
+		{"seccomp EPERM", unix.EPERM, true, "seccomp"},
+		{"seccomp or old kernel ENOSYS", unix.ENOSYS, true, "kernel before 3.17"},
+		{"security policy EACCES", unix.EACCES, true, "security policy"},
+		{"out of descriptors", unix.EMFILE, false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			old := memfdCreate
 			memfdCreate = func(string, int) (int, error) { return -1, tc.err }
 			defer func() { memfdCreate = old }()
-			f := filepath.Join(t.TempDir(), "web.yml")
-			write(t, f, "basic_auth_users:\n  prom: "+hash(t, "s3cret")+"\n")
+			dir := t.TempDir()
+			testutil.WriteSelfSigned(t, dir) // expires 9999-01-01
+			at := func(y int) time.Time { return time.Date(y, 3, 1, 12, 0, 0, 0, time.UTC) }
+			ca, _ := testutil.SelfSignedPEM(t, at(2033), true)
+			write(t, filepath.Join(dir, "ca.crt"), string(ca))
+			f := filepath.Join(dir, "web.yml")
+			tlsPart := "tls_server_config:\n  cert_file: tls.crt\n  key_file: tls.key\n" +
+				"  client_auth_type: VerifyClientCertIfGiven\n  client_ca_file: ca.crt\n"
+			write(t, f, tlsPart+"basic_auth_users:\n  prom: "+hash(t, "s3cret")+"\n")
 			var warned []string
 			k, err := Open(f, limit, func(msg string) { warned = append(warned, msg) })
 			if !tc.fallback {
@@ -353,17 +364,89 @@ func TestMemfdRefused(t *testing.T) {
 			}
 			if len(warned) != 1 || !strings.Contains(warned[0], "memfd_create: "+tc.err.Error()) || !strings.Contains(warned[0], "no longer kept from use") {
 				t.Errorf("warned %q, want one warning naming memfd_create's refusal and what it costs", warned)
+			} else if !strings.Contains(warned[0], tc.cause) || tc.err != unix.EPERM && strings.Contains(warned[0], "seccomp profile that does not allow") {
+				t.Errorf("warned %q, want it to name the cause %q, and no seccomp profile refusing the call", warned[0], tc.cause)
 			}
-			write(t, f, "basic_auth_users:\n  prom: nohash\n")
-			if err := k.Reload(); err == nil || !strings.Contains(err.Error(), f) {
-				t.Errorf("reload of a bad edit: %v, want an error naming %s", err, f)
+			// exporter-toolkit reads the file as it is: a reload of an
+			// invalid edit says that edit is in use, not that the last
+			// good one is kept.
+			for _, e := range []struct{ edit, want string }{
+				{tlsPart + "basic_auth_users:\n  prom: nohash\n", "hash"},
+				{"basic_auth_users: {}\n", "TLS off"},
+			} {
+				write(t, f, e.edit)
+				err := k.Reload()
+				if err == nil || !strings.Contains(err.Error(), f) || !strings.Contains(err.Error(), e.want) || !strings.Contains(err.Error(), "the invalid edit is in use") {
+					t.Errorf("reload of %q: %v, want an error naming %s and %q, and saying the edit is in use", e.edit, err, f, e.want)
+				}
 			}
-			write(t, f, "basic_auth_users: {}\n")
+			// The expiry is that of the files exporter-toolkit reads (before,
+			// it was not served for a certificate in a file): a valid
+			// renewal moves it.
+			expiry := func(when string, server, clientCA time.Time) {
+				t.Helper()
+				if err := promtestutil.CollectAndCompare(k.Collector(), strings.NewReader(wantExpiry(server.Unix(), clientCA.Unix())),
+					"vgpu_web_config_certificate_expiry_timestamp_seconds"); err != nil {
+					t.Errorf("%s: %v", when, err)
+				}
+			}
+			expiry("at start", time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), at(2033))
+			ca, _ = testutil.SelfSignedPEM(t, at(2034), true)
+			write(t, filepath.Join(dir, "ca.crt"), string(ca))
+			write(t, f, tlsPart+"basic_auth_users: {}\n")
 			if err := k.Reload(); err != nil {
 				t.Errorf("reload of a good edit: %v", err)
 			}
-			if k.Path() != f {
-				t.Errorf("after the reloads exporter-toolkit is given %s, want %s", k.Path(), f)
+			expiry("after a renewal of the client CA", time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), at(2034))
+			if k.Path() != f || k.InMemory() {
+				t.Errorf("after the reloads exporter-toolkit is given %s (in memory: %v), want %s", k.Path(), k.InMemory(), f)
+			}
+		})
+	}
+}
+
+// The copies are made with MFD_NOEXEC_SEAL where the kernel knows it:
+// with vm.memfd_noexec=2 (Linux 6.3 on) a call without it is refused,
+// EACCES, and the start fell back to exporter-toolkit reading the files.
+// A kernel before 6.3 answers the flag EINVAL: the call goes again
+// without it.
+func TestMemfdNoexecSeal(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// with and without are the errors of a call with the flag and of
+		// one without it; nil: the call is made.
+		with, without error
+	}{
+		{"vm.memfd_noexec=2", nil, unix.EACCES},
+		{"kernel before 6.3", unix.EINVAL, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			old := memfdCreate
+			memfdCreate = func(name string, flags int) (int, error) {
+				err := tc.without
+				if flags&unix.MFD_NOEXEC_SEAL != 0 {
+					err = tc.with
+				}
+				if err != nil {
+					return -1, err
+				}
+				// Made without the flag, which the kernel running the
+				// test may not know.
+				return old(name, flags&^unix.MFD_NOEXEC_SEAL)
+			}
+			defer func() { memfdCreate = old }()
+			dir := t.TempDir()
+			testutil.WriteSelfSigned(t, dir)
+			f := filepath.Join(dir, "web.yml")
+			write(t, f, "tls_server_config:\n  cert_file: tls.crt\n  key_file: tls.key\n")
+			var warned []string
+			k, err := Open(f, limit, func(msg string) { warned = append(warned, msg) })
+			if err != nil {
+				t.Fatalf("open: %v", err)
+			}
+			defer k.Close()
+			if k.Path() == f || !k.InMemory() || len(warned) != 0 {
+				t.Errorf("exporter-toolkit is given %s (in memory: %v), warned %q; want a private copy, no warning", k.Path(), k.InMemory(), warned)
 			}
 		})
 	}

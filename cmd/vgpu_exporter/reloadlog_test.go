@@ -195,3 +195,23 @@ func TestBadTenantsFileStartLoggedOnce(t *testing.T) {
 		t.Errorf("exit %d, log:\n%s\nwant exit 1 and one error line naming --tenants.config and each problem once", code, logs)
 	}
 }
+
+// A change of the web configuration found invalid is logged as what it
+// costs: the last good configuration kept where the exporter keeps copies
+// in memory, the invalid edit in use where exporter-toolkit reads the file
+// itself (outside Linux, memfd_create refused; before, both said the last
+// good was kept).
+func TestWebInvalidLoggedByMode(t *testing.T) {
+	for _, c := range []struct {
+		inMemory  bool
+		want, not string
+	}{
+		{true, "keeping the last good configuration", "in use"},
+		{false, "the invalid edit is in use", "last good"},
+	} {
+		msg := webInvalidMsg(c.inMemory)
+		if !strings.Contains(msg, c.want) || strings.Contains(msg, c.not) {
+			t.Errorf("in memory %v: %q, want it to say %q and not %q", c.inMemory, msg, c.want, c.not)
+		}
+	}
+}

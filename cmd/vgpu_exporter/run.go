@@ -168,13 +168,24 @@ func (s *service) webLog() log.Logger {
 // file it names) that stays as it was, good or bad, is not logged again.
 func (s *service) watchWeb(ctx context.Context, ticks <-chan time.Time) {
 	wlog := s.webLog()
+	invalid := webInvalidMsg(s.web.InMemory())
 	s.web.Watch(ctx, ticks, func(err error) {
 		if err != nil {
-			level.Error(wlog).Log("msg", "web configuration changed but is invalid; keeping the last good configuration", "err", err)
+			level.Error(wlog).Log("msg", invalid, "err", err)
 			return
 		}
 		level.Info(wlog).Log("msg", "web configuration changed; now in use")
 	})
+}
+
+// webInvalidMsg is the log message of a change found invalid: where the
+// exporter keeps copies in memory the last good configuration stays in
+// use, elsewhere exporter-toolkit reads the file as it is.
+func webInvalidMsg(inMemory bool) string {
+	if inMemory {
+		return "web configuration changed but is invalid; keeping the last good configuration"
+	}
+	return "web configuration changed but is invalid; " + webconf.InvalidInUse
 }
 
 // serve runs the sampler and the HTTP server until ctx is done or the
