@@ -254,7 +254,7 @@ func LogReload(logger log.Logger, source string, err error) {
 	case errors.Is(err, ErrNothingToReload):
 		level.Info(logger).Log("msg", "reload ignored", "source", source, "reason", err)
 	case err != nil:
-		level.Error(logger).Log("msg", "reload failed, the files named keep their previous configuration", "source", source, "err", err)
+		level.Error(logger).Log("msg", "reload failed, the files named keep their previous configuration unless their error says otherwise", "source", source, "err", err)
 	default:
 		level.Info(logger).Log("msg", "reloaded the configuration", "source", source)
 	}

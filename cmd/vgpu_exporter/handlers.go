@@ -146,7 +146,7 @@ func newHandler(o handlerOptions) (http.Handler, error) {
 			return
 		}
 		if err != nil {
-			http.Error(w, "Reload failed, the files named keep their previous configuration (any other was reloaded): "+err.Error(), http.StatusInternalServerError)
+			http.Error(w, "Reload failed, the files named keep their previous configuration unless their error says otherwise (any other was reloaded): "+err.Error(), http.StatusInternalServerError)
 			return
 		}
 		fmt.Fprintln(w, "Reloaded.")

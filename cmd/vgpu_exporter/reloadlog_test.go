@@ -29,7 +29,7 @@ func TestReloadLoggedAlikeForHTTPAndSIGHUP(t *testing.T) {
 		bad        bool
 		want       string // in the SIGHUP's line
 	}{
-		{"failed", "/etc/tenants.yaml", true, `level=error msg="reload failed, the files named keep their previous configuration" source=SIGHUP err="/etc/tenants.yaml:1: bad"`},
+		{"failed", "/etc/tenants.yaml", true, `level=error msg="reload failed, the files named keep their previous configuration unless their error says otherwise" source=SIGHUP err="/etc/tenants.yaml:1: bad"`},
 		{"reloaded", "/etc/tenants.yaml", false, `level=info msg="reloaded the configuration" source=SIGHUP`},
 		{"no tenants file", "", false, `level=info msg="reload ignored" source=SIGHUP`},
 	} {
@@ -104,7 +104,7 @@ func TestBadWebConfigReloadLoggedOnce(t *testing.T) {
 }
 
 // reloadFailed is the outcome line of a failed reload (pipeline.LogReload).
-const reloadFailed = `msg="reload failed, the files named keep their previous configuration"`
+const reloadFailed = `msg="reload failed, the files named keep their previous configuration unless their error says otherwise"`
 
 // countLines is the number of lines of logs holding every one of substrs.
 func countLines(logs string, substrs ...string) int {

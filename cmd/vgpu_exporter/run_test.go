@@ -471,7 +471,7 @@ func TestServiceWebConfigKeptLastGood(t *testing.T) {
 		t.Errorf("a scrape while the file is broken: %d, want 200 (the last good configuration)", code)
 	}
 	hup <- syscall.SIGHUP
-	failed := `msg="reload failed, the files named keep their previous configuration"`
+	failed := `msg="reload failed, the files named keep their previous configuration unless their error says otherwise"`
 	waitUntil(t, "the SIGHUP's reload", func() bool { return strings.Contains(logs.String(), failed) })
 	for l := range strings.Lines(logs.String()) {
 		if strings.Contains(l, failed) && (!strings.Contains(l, webCfg) || !strings.Contains(l, "line 2")) {
@@ -490,7 +490,7 @@ func TestServiceWebConfigKeptLastGood(t *testing.T) {
 	// answer said the previous configuration stays, as if the tenants
 	// file's had too).
 	if resp.StatusCode != http.StatusInternalServerError || !strings.Contains(string(body), webCfg) ||
-		!strings.Contains(string(body), "the files named keep their previous configuration (any other was reloaded)") {
+		!strings.Contains(string(body), "the files named keep their previous configuration unless their error says otherwise (any other was reloaded)") {
 		t.Errorf("POST /-/reload of the broken file: %d %q, want 500 naming %s as keeping its previous configuration", resp.StatusCode, body, webCfg)
 	}
 	req, _ = http.NewRequest("GET", base+"/metrics", nil)
