@@ -117,3 +117,36 @@ func (t *Tuner) retryRestores(ctx context.Context, now time.Time) ([]Decision, [
 	}
 	return out, errs
 }
+
+// A restore made in a round (of a client a snapshot lists at last, of a
+// successor found, or the start's own in the first round) works from the
+// same snapshot as the round's policies, which still see the target as it
+// was before: a client the restore has just restarted would be restarted
+// again by a policy's change of its cap in the same round, decided from
+// its cap before the restore. So a target set back by a restore of the
+// round (or tried) gets no action of the round's: the executor passes
+// over it, as over one a restore's hook still runs on (holder), and the
+// next round, from a snapshot after the restore, decides on it.
+
+// noteRestoredNow marks the target k as set back by a restore now.
+func (t *Tuner) noteRestoredNow(k string) {
+	if t.restoredNow == nil {
+		t.restoredNow = map[string]bool{}
+	}
+	t.restoredNow[k] = true
+}
+
+// heldByRestore reports whether a's target was set back (or tried) by a
+// restore of this round (noteRestoredNow), which a is not made beside: a
+// revert due keeps its judgement for a later round, another action is
+// logged at debug.
+func (t *Tuner) heldByRestore(a Action) bool {
+	if !t.restoredNow[a.Target.String()] {
+		return false
+	}
+	if !t.keepJudgement(a) {
+		level.Debug(t.o.Logger).Log("msg", "tuner change of a target a restore set back this round; not made this round, decided again from the next round's snapshot",
+			"gpu", a.GPU, "knob", a.Knob, "tenant", a.Tenant, "pid", a.PID, "to", a.Want)
+	}
+	return true
+}
