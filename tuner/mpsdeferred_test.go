@@ -2,8 +2,11 @@ package tuner
 
 import (
 	"context"
+	"errors"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,10 +17,11 @@ import (
 // deferredRun is a tuner in enforce mode at a start an hour after t0,
 // over host, with embed's MPS original of PID 10 journaled with id (cap
 // 100%), deciding policy every round.
-func deferredRun(t *testing.T, host *idClients, id Identity, policy Decider) (*Tuner, *Journal, *gpu.ManualClock) {
+func deferredRun(t *testing.T, host any, id Identity, policy Decider) (*Tuner, *Journal, *gpu.ManualClock) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "journal")
 	j := reopen(t, writeJournal(t, path, mpsOriginal(10, id)), path)
+	t.Cleanup(func() { _ = j.Close() })
 	clk := gpu.NewManualClock(t0.Add(time.Hour))
 	tu, err := New(Options{Policy: policy, Actuators: ActuatorsOf(host), Journal: j, Clock: clk, Mode: ModeEnforce})
 	if err != nil {
@@ -77,3 +81,92 @@ func TestRestoreInRoundHoldsItsTarget(t *testing.T) {
 		})
 	}
 }
+
+// journalText is the journal at j's path.
+func journalText(t *testing.T, j *Journal) string {
+	t.Helper()
+	b, err := os.ReadFile(j.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// At the next start, an MPS original journaled with its client's identity
+// whose PID the first snapshot does not list is closed at once where the
+// procfs tells the client gone (another boot; no process or another start
+// time under a root that shows the GPU's other processes); it is left to
+// the rounds only where the procfs shows the same client or cannot tell.
+// Before, each was left to the rounds, and an exit before GoneAfter failed
+// its restore.
+func TestUnlistedClientGoneClosedAtStart(t *testing.T) {
+	at := t0.Add(time.Hour)
+	const other = "process gone, not restarted: PID 10 (another process holds it now, or none)"
+	for _, c := range []struct {
+		name   string
+		boot   string
+		starts map[uint32]uint64
+		err    error
+		closed string // the restored record's reason; "": left open, to the rounds
+	}{
+		{"another boot", otherBoot, map[uint32]uint64{10: 500, 8: 50}, nil, "process gone, not restarted: PID 10 (journaled before the host's last boot)"},
+		{"no process", testBoot, map[uint32]uint64{8: 50}, nil, other},
+		{"another start time", testBoot, map[uint32]uint64{10: 900, 8: 50}, nil, other},
+		{"the same client", testBoot, map[uint32]uint64{10: 500, 8: 50}, nil, ""},
+		{"a root blind to the GPU's processes", testBoot, map[uint32]uint64{10: 900}, nil, ""},
+		{"no process, a root blind to the GPU's", testBoot, map[uint32]uint64{}, nil, ""},
+		{"the procfs unreadable", testBoot, nil, errors.New("permission denied"), ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			host := &idClients{boot: c.boot, starts: c.starts, err: c.err}
+			tu, j, _ := deferredRun(t, host, Identity{Boot: testBoot, Starts: []uint64{500}}, fixed(nil))
+			_, _ = tu.Recover(context.Background(), tenantSnap(at, proc{8, "batch"}))
+			if got := restartsOf(host.Calls); len(got) != 0 {
+				t.Errorf("restarts %q, want none", got)
+			}
+			open, text := len(j.Originals()), journalText(t, j)
+			if c.closed == "" && open != 1 || c.closed != "" && (open != 0 || !strings.Contains(text, c.closed)) {
+				t.Errorf("%d originals open, want closed %q\njournal: %s", open, c.closed, text)
+			}
+			if w := len(tu.restoreWaits); w != open {
+				t.Errorf("%d restores left to the rounds, want %d", w, open)
+			}
+		})
+	}
+}
+
+// An MPS original the tuner cannot tell its client by (journaled without
+// identity, or an actuator that reads no procfs) whose PID the first
+// snapshot does not list is closed as gone at the start, as before the
+// rounds waited for a listing: a later snapshot listing its PID, under
+// another tenant, is not restarted. Before, it was left to the rounds,
+// and that PID restarted.
+func TestUnlistedClientWithoutIdentityClosedAtStart(t *testing.T) {
+	at := t0.Add(time.Hour)
+	id := Identity{Boot: testBoot, Starts: []uint64{500}}
+	for _, c := range []struct {
+		name string
+		host interface{ calls() []string }
+		id   Identity
+	}{
+		{"no identity journaled", &idClients{boot: testBoot, starts: map[uint32]uint64{10: 900, 8: 50}}, Identity{}},
+		{"an actuator that reads no procfs", &successorHost{}, id},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tu, j, clk := deferredRun(t, c.host, c.id, fixed(nil))
+			_, _ = tu.Recover(context.Background(), tenantSnap(at, proc{8, "batch"}))
+			if o := j.Originals(); len(o) != 0 {
+				t.Errorf("originals %+v open after the start, want it closed as gone", o)
+			}
+			roundAt(t, tu, clk, tenantSnap(at.Add(30*time.Second), proc{10, "batch"}, proc{8, "batch"}))
+			if got := restartsOf(c.host.calls()); len(got) != 0 {
+				t.Errorf("restarts %q, want none", got)
+			}
+			if text := journalText(t, j); !strings.Contains(text, "process gone; nothing to restore") {
+				t.Errorf("journal %s, want the original closed as gone", text)
+			}
+		})
+	}
+}
+
+func (s *successorHost) calls() []string { return s.Calls }

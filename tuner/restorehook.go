@@ -51,6 +51,10 @@ func (t *Tuner) restoreDeferred(ctx context.Context, k, why string, now time.Tim
 		return nil, nil // (set back already, or its GPU no more in enforce: the exit and the next start see to it)
 	}
 	if t.awaitsListing(k, now) {
+		if gone := t.unlistedGone(o); gone != "" {
+			t.closeGoneClient(k, gone, now) // (not listed, and /proc tells it gone)
+			return nil, nil
+		}
 		t.deferRestore(k, why) // (not listed yet: a later round's snapshot may)
 		return nil, nil
 	}
@@ -85,11 +89,48 @@ func (t *Tuner) deferRestore(k, why string) {
 // miss a running client); past that, the process is gone.
 func (t *Tuner) awaitsListing(k string, now time.Time) bool {
 	p, ok := t.procs[k]
-	if !ok || p.observed || p.tg.Knob != gpu.KnobMPSActiveThreads {
+	if !ok || p.observed || p.tg.Knob != gpu.KnobMPSActiveThreads || !t.tellsClient(t.originals[k]) {
 		return false
 	}
 	present, known := t.processPresent(p.tg)
 	return !known || !present && now.Sub(p.seen) < GoneAfter
+}
+
+// tellsClient reports whether the MPS original o names its client (the
+// boot ID and start time journaled with it) and the MPS actuator reads
+// processes' identities (mpsidentity.go): only such an original is left
+// to the rounds while no snapshot lists its PID (awaitsListing), its
+// client told from a later process of the PID when one does. One without
+// (an earlier version's journal, an actuator that cannot read the procfs)
+// is closed as gone at once, as before: a later snapshot listing its PID
+// could list another tenant's process, which a restart by PID would
+// restart.
+func (t *Tuner) tellsClient(o Original) bool {
+	_, ok := t.clientStarter()
+	return ok && o.Boot != "" && len(o.Starts) == 1
+}
+
+// unlistedGone says why the PID of the MPS original o, which the latest
+// snapshot reads the GPU of and does not list, no longer names the client
+// journaled with it, where the procfs tells: another boot; no process, or
+// another start time, under a procfs root that shows the GPU's processes
+// (rootBlind). "" where it still names that client or cannot be told (no
+// identity, unreadable, a root blind to the GPU's processes), or the
+// snapshot lists the PID or does not read its GPU.
+func (t *Tuner) unlistedGone(o Original) string {
+	if present, known := t.processPresent(o.Target); present || !known || !t.tellsClient(o) {
+		return ""
+	}
+	boot, start, ok, err := t.clientStart(o.Target.PID)
+	switch {
+	case err != nil || !ok:
+		return ""
+	case boot != o.Boot:
+		return "journaled before the host's last boot"
+	case start != o.Starts[0] && !t.rootBlind(o.Target, start == 0):
+		return "another process holds it now, or none"
+	}
+	return ""
 }
 
 // awaitListing defers the start's restore of the MPS original k, whose
