@@ -170,3 +170,47 @@ func TestUnlistedClientWithoutIdentityClosedAtStart(t *testing.T) {
 }
 
 func (s *successorHost) calls() []string { return s.Calls }
+
+// The minute an MPS client the start did not find listed is waited for
+// runs from the first snapshot that reads its GPU, not from the tuner's
+// start, and again from the first after its GPU was not read: a first
+// snapshot a minute after the start, or a read of the GPU after two
+// minutes read down, leaves it to the rounds, restored by the next that
+// lists it. Before, either closed it as gone at once.
+func TestUnlistedClientWaitCountsFromItsGPUsRead(t *testing.T) {
+	at := t0.Add(time.Hour)
+	none := func(after time.Duration) *tenant.Snapshot { return tenantSnap(at.Add(after), proc{8, "batch"}) }
+	down := func(after time.Duration) *tenant.Snapshot {
+		return snapshot(at.Add(after), []gpu.Device{{UUID: uuid0, Up: false, Err: "timed out"}}, nil)
+	}
+	for _, c := range []struct {
+		name   string
+		start  *tenant.Snapshot   // Recover's
+		rounds []*tenant.Snapshot // then, before the one that lists PID 10
+	}{
+		{"the first snapshot a minute after the start", none(GoneAfter + time.Second), nil},
+		{"its GPU read down for two minutes", none(0), []*tenant.Snapshot{down(30 * time.Second), down(GoneAfter), down(2 * GoneAfter), none(2*GoneAfter + 15*time.Second)}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			host := &idClients{boot: testBoot, starts: map[uint32]uint64{10: 500, 8: 50}}
+			tu, j, clk := deferredRun(t, host, Identity{Boot: testBoot, Starts: []uint64{500}}, fixed(nil))
+			clk.Set(c.start.Time)
+			_, _ = tu.Recover(context.Background(), c.start)
+			last := c.start
+			for _, s := range c.rounds {
+				roundAt(t, tu, clk, s)
+				last = s
+			}
+			if n := len(j.Originals()); n != 1 {
+				t.Fatalf("%d originals open before a snapshot lists PID 10, want it open\njournal: %s", n, journalText(t, j))
+			}
+			roundAt(t, tu, clk, tenantSnap(last.Time.Add(15*time.Second), proc{10, "embed"}, proc{8, "batch"}))
+			if got, want := restartsOf(host.Calls), []string{"RestartClient(GPU-0,10)"}; !slices.Equal(got, want) {
+				t.Errorf("restarts %q, want %q", got, want)
+			}
+			if n := len(j.Originals()); n != 0 {
+				t.Errorf("%d originals open after the round that lists PID 10, want it restored", n)
+			}
+		})
+	}
+}

@@ -18,8 +18,8 @@ import (
 // snapshot does not list (a sample may miss a running client), made by
 // the first round whose snapshot lists it, with the identity check of
 // every restore (clientGone), and closed as gone where none has for
-// GoneAfter since the start, as forgetGone takes any process gone
-// (awaitsListing). Such a restore waits in restoreWaits; an exit before
+// GoneAfter since a snapshot read its GPU (countAbsence), as forgetGone
+// takes any process gone (awaitsListing). Such a restore waits in restoreWaits; an exit before
 // it is made leaves the unlisted client's original open for the next
 // start (restoreAction), rather than close it with a cap the client may
 // still run under.
@@ -85,8 +85,9 @@ func (t *Tuner) deferRestore(k, why string) {
 // from the journal whose process no snapshot has listed on its GPU since
 // (forgetGone marks one listed as seen), and the latest snapshot tells
 // nothing of it: it does not read the GPU, or does not list the PID with
-// less than GoneAfter passed since the original was taken (a sample may
-// miss a running client); past that, the process is gone.
+// less than GoneAfter passed since the first snapshot that read the GPU
+// (again after one that did not: countAbsence; a sample may miss a
+// running client); past that, the process is gone.
 func (t *Tuner) awaitsListing(k string, now time.Time) bool {
 	p, ok := t.procs[k]
 	if !ok || p.observed || p.tg.Knob != gpu.KnobMPSActiveThreads || !t.tellsClient(t.originals[k]) {
