@@ -214,3 +214,30 @@ func TestUnlistedClientWaitCountsFromItsGPUsRead(t *testing.T) {
 		})
 	}
 }
+
+// A restore left to the rounds waits on through a round whose readings
+// lack its GPU, whose mode by index (another GPU's given as recommend)
+// cannot be told then: the next round that lists the client restores it.
+// Before, that round dropped the wait for good, the cap left on.
+func TestUnlistedClientWaitKeptWhileItsGPUUnread(t *testing.T) {
+	at := t0.Add(time.Hour)
+	path := filepath.Join(t.TempDir(), "journal")
+	j := reopen(t, writeJournal(t, path, mpsOriginal(10, Identity{Boot: testBoot, Starts: []uint64{500}})), path)
+	t.Cleanup(func() { _ = j.Close() })
+	host := &idClients{boot: testBoot, starts: map[uint32]uint64{10: 500, 8: 50}}
+	clk := gpu.NewManualClock(at)
+	tu, err := New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(host), Journal: j, Clock: clk, Mode: ModeEnforce,
+		GPUModes: map[string]Mode{"1": ModeRecommend}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = tu.Recover(context.Background(), tenantSnap(at, proc{8, "batch"}))
+	roundAt(t, tu, clk, snapshot(at.Add(15*time.Second), []gpu.Device{{UUID: "GPU-other", Index: 1, Up: true, Mode: gpu.SharingMPS}}, nil))
+	roundAt(t, tu, clk, tenantSnap(at.Add(30*time.Second), proc{10, "embed"}, proc{8, "batch"}))
+	if got, want := restartsOf(host.Calls), []string{"RestartClient(GPU-0,10)"}; !slices.Equal(got, want) {
+		t.Errorf("restarts %q, want %q", got, want)
+	}
+	if o := j.Originals(); len(o) != 0 {
+		t.Errorf("originals %+v open, want PID 10's restored", o)
+	}
+}

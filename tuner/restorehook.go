@@ -47,8 +47,12 @@ import (
 func (t *Tuner) restoreDeferred(ctx context.Context, k, why string, now time.Time) (*Decision, error) {
 	delete(t.restoreWaits, k)
 	o, held := t.originals[k]
-	if !held || !t.enforcedOn(o.Target.GPU) {
+	switch {
+	case !held || t.outOfEnforce(o.Target.GPU):
 		return nil, nil // (set back already, or its GPU no more in enforce: the exit and the next start see to it)
+	case !t.enforcedOn(o.Target.GPU):
+		t.deferRestore(k, why) // (its GPU not in the readings, its mode by index not told: waits on)
+		return nil, nil
 	}
 	if t.awaitsListing(k, now) {
 		if gone := t.unlistedGone(o); gone != "" {
