@@ -241,3 +241,21 @@ func TestUnlistedClientWaitKeptWhileItsGPUUnread(t *testing.T) {
 		t.Errorf("originals %+v open, want PID 10's restored", o)
 	}
 }
+
+// An MPS original the start left to the rounds, its client not listed
+// yet, is counted apart in what the exit does (the exit leaves it open,
+// a failed restore), not as restored at exit; once a round restores it,
+// nothing is left. Before, it was counted restored at exit.
+func TestUnlistedClientCountedApartAtExit(t *testing.T) {
+	at := t0.Add(time.Hour)
+	host := &idClients{boot: testBoot, starts: map[uint32]uint64{10: 500, 8: 50}}
+	tu, _, clk := deferredRun(t, host, Identity{Boot: testBoot, Starts: []uint64{500}}, fixed(nil))
+	_, _ = tu.Recover(context.Background(), tenantSnap(at, proc{8, "batch"}))
+	if got, want := tu.Status().Exit, (ExitRestores{WaitingForListing: 1}); got != want {
+		t.Errorf("exit restores %+v while PID 10 is not listed, want %+v", got, want)
+	}
+	roundAt(t, tu, clk, tenantSnap(at.Add(15*time.Second), proc{10, "embed"}, proc{8, "batch"}))
+	if got := tu.Status().Exit; got != (ExitRestores{}) {
+		t.Errorf("exit restores %+v once PID 10 is restored, want none", got)
+	}
+}
