@@ -15,7 +15,9 @@ import (
 // client's successor (an earlier run restarted the client and its
 // successor came after this start: findSuccessors), made by the round
 // that finds the successor; and to an MPS client the start's first
-// snapshot does not list (a sample may miss a running client), made by
+// snapshot does not list (a sample may miss a running client) and the
+// procfs does not tell gone (unlistedGone), journaled with its identity
+// (tellsClient: one without is closed as gone at once), made by
 // the first round whose snapshot lists it, with the identity check of
 // every restore (clientGone), and closed as gone where none has for
 // GoneAfter since a snapshot read its GPU (countAbsence), as forgetGone
