@@ -51,6 +51,9 @@ func (t *Tuner) execute(ctx context.Context, st *State, a Action, now time.Time,
 		t.waitsForHook(a, h) // (its hook's outcome comes at a later round, hooks.go)
 		return nil, false
 	}
+	if t.heldByRestore(a) {
+		return nil, false // (set back by a restore this round: restorehook.go)
+	}
 	ok, guard, why, quiet := t.chain().Judge(st, a, now)
 	if quiet {
 		return nil, false // asked for already, and waiting: not a new decision

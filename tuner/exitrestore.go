@@ -14,12 +14,18 @@ import (
 )
 
 // ExitRestores says what the exit does with the settings the tuner (or an
-// earlier run, per the journal) changed and has not restored, in three
+// earlier run, per the journal) changed and has not restored, in four
 // disjoint counts: the restore at exit acts only on a GPU in enforce mode,
 // but for a pause, thawed in any mode (restoreLocked).
 type ExitRestores struct {
 	// AtExit are set back at exit.
 	AtExit int
+	// WaitingForListing are MPS originals the start left to the rounds
+	// whose client no snapshot has listed yet (awaitsListing): restored
+	// by the first round that lists it, closed as gone if none does; an
+	// exit before either leaves them open, failed restores, for the next
+	// start.
+	WaitingForListing int
 	// Failed would be set back at exit too, but this run's latest restore
 	// (or thaw) of each failed (a GPU gone, an actuator error): the exit
 	// tries again, and what still fails stays open for the next start.
@@ -30,13 +36,16 @@ type ExitRestores struct {
 	KeptOpen int
 }
 
-// exitRestores counts the open originals by what the exit does with them.
-func (t *Tuner) exitRestores() ExitRestores {
+// exitRestores counts the open originals by what the exit would do with
+// them now.
+func (t *Tuner) exitRestores(now time.Time) ExitRestores {
 	var e ExitRestores
-	for _, o := range t.originals {
+	for k, o := range t.originals {
 		switch {
 		case o.Target.Knob != gpu.KnobPauseDuty && !t.enforcedOn(o.Target.GPU):
 			e.KeptOpen++
+		case t.awaitsListing(k, now):
+			e.WaitingForListing++
 		case o.RestoreFailed:
 			e.Failed++
 		default:

@@ -54,6 +54,13 @@ type procSeen struct {
 	tg       Target
 	seen     time.Time
 	observed bool
+	// journaled: taken from the journal (adoptOriginal); unread: not
+	// observed, and the latest snapshot did not read its GPU (or none
+	// has since): its absence is counted (seen) from the next that does
+	// (countAbsence), not from the start or from before the GPU was
+	// lost: a first snapshot long after the start, or a GPU read down
+	// for long, tells nothing of it
+	journaled, unread bool
 }
 
 // Forgetter is a guard that keeps state per target: Forget drops what it
@@ -85,6 +92,24 @@ func (t *Tuner) trackProc(tg Target, now time.Time) {
 		t.procs = map[string]procSeen{}
 	}
 	t.procs[k] = procSeen{tg: tg, seen: now}
+}
+
+// countAbsence (re)starts, at now, the absence count of the process
+// targets taken from the journal and not observed since whose GPU the
+// snapshot before had not read and the readings now, up, read; it marks
+// those whose GPU they do not read (procSeen.unread).
+func (t *Tuner) countAbsence(up map[string]bool, now time.Time) {
+	for k, p := range t.procs {
+		switch {
+		case !p.journaled || p.observed:
+			continue
+		case !up[p.tg.GPU]:
+			p.unread = true
+		case p.unread:
+			p.seen, p.unread = now, false
+		}
+		t.procs[k] = p
+	}
 }
 
 // observeProc notes the process of tg seen running now (an action made on

@@ -91,3 +91,23 @@ func (t *Tuner) enforcedOn(uuid string) bool {
 	}
 	return m == ModeEnforce
 }
+
+// outOfEnforce reports whether the GPU uuid is known not to be in enforce
+// mode: by its index where the latest snapshot lists it; where it does
+// not, whatever index it has (one a mode is given by, or another),
+// enforcedOn's rule telling such a GPU not in enforce where any could be
+// its own.
+func (t *Tuner) outOfEnforce(uuid string) bool {
+	if i := t.indexOf(uuid); i >= 0 {
+		return t.modeOf(uuid, i) != ModeEnforce
+	}
+	if modeOf(t.o.Mode, t.o.GPUModes, uuid, -1) == ModeEnforce {
+		return false
+	}
+	for g := range t.o.GPUModes {
+		if i, err := strconv.Atoi(g); err == nil && modeOf(t.o.Mode, t.o.GPUModes, uuid, i) == ModeEnforce {
+			return false
+		}
+	}
+	return true
+}

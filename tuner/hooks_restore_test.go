@@ -184,10 +184,11 @@ func TestSuccessorRestoreHookFails(t *testing.T) {
 // so, and is made through its own restart hook once that one is settled.
 func TestUnlistedClientRestoreWaitsForListing(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "journal")
-	if err := writeJournal(t, p, mpsOriginal(7, Identity{})).Close(); err != nil {
+	if err := writeJournal(t, p, mpsOriginal(7, Identity{Boot: testBoot, Starts: []uint64{700}})).Close(); err != nil {
 		t.Fatal(err)
 	}
 	r := newHookRunAt(t, p)
+	r.tu.o.Actuators = ActuatorsOf(&idHookHost{r.host, map[uint32]uint64{7: 700, 8: 80, 11: 110}}) // (the client told by its identity)
 	if _, err := r.tu.Recover(context.Background(), r.snapOf(proc{8, "batch"}, proc{11, "embed"})); err != nil {
 		t.Fatal(err)
 	}
@@ -216,4 +217,15 @@ func TestUnlistedClientRestoreWaitsForListing(t *testing.T) {
 	if o := mpsOriginals(r.j); len(o) != 1 || o[0].Target.PID != 11 {
 		t.Errorf("journaled MPS originals %+v, want 11's alone", o)
 	}
+}
+
+// idHookHost is a hookHost that tells its clients apart, as the host's
+// procfs does (idClients).
+type idHookHost struct {
+	*hookHost
+	starts map[uint32]uint64
+}
+
+func (c *idHookHost) ProcessStarts(pids []uint32) (string, []uint64, error) {
+	return processStarts(testBoot, c.starts, nil, pids)
 }

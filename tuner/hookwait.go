@@ -119,15 +119,25 @@ func firstOnGPU[T any](xs []T, uuid string, gpu func(T) string, say func(T) stri
 // judgement (dueReverts), judged again at a later round; another action,
 // asked for again by its policy at a later round, is logged at debug.
 func (t *Tuner) waitsForHook(a Action, h *hookCall) {
-	k := a.Target.String()
-	e, judged := t.judged[k]
-	if !a.Revert || !judged {
+	if !t.keepJudgement(a) {
 		level.Debug(t.o.Logger).Log("msg", "tuner change waits for a hook of its target or tenant still running; not made this round",
 			"gpu", a.GPU, "knob", a.Knob, "tenant", a.Tenant, "pid", a.PID, "to", a.Want, "hook_gpu", h.a.GPU, "hook_knob", h.a.Knob, "hook_tenant", h.a.Tenant)
 		return
 	}
-	delete(t.judged, k)
-	t.evals = append(t.evals, e)
 	level.Info(t.o.Logger).Log("msg", "tuner revert due waits for a hook of its target or tenant still running; its judgement is kept, judged again once that hook is settled",
 		"gpu", a.GPU, "knob", a.Knob, "tenant", a.Tenant, "pid", a.PID, "to", a.Want, "hook_gpu", h.a.GPU, "hook_knob", h.a.Knob, "hook_tenant", h.a.Tenant)
+}
+
+// keepJudgement keeps the judgement of a, a revert due the executor does
+// not make this round, for a later round (dueReverts); false where a is
+// no such revert.
+func (t *Tuner) keepJudgement(a Action) bool {
+	k := a.Target.String()
+	e, judged := t.judged[k]
+	if !a.Revert || !judged {
+		return false
+	}
+	delete(t.judged, k)
+	t.evals = append(t.evals, e)
+	return true
 }

@@ -231,14 +231,18 @@ func (t *Tuner) restoreAction(k string, now time.Time, why string) (a Action, d 
 		}
 		// a process the last sample missed, seen by this run within
 		// GoneAfter, is taken as running; one taken from the journal that
-		// no snapshot has listed since is gone only once none has for
-		// GoneAfter (awaitsListing): the start leaves it to the rounds
+		// no snapshot has listed since is gone where the procfs tells so
+		// (unlistedGone), or it names no identity (tellsClient), or none
+		// has listed it for GoneAfter (awaitsListing): the start leaves it to the rounds
 		// (restorehook.go), and an exit before that leaves it open, a
 		// failed restore, for the next start, which restarts it only once
 		// a snapshot lists it (closed here, a client every sample since
 		// the start missed would keep the tuner's cap for good)
 		if left == nil && !present && !t.seenLately(k, now) {
-			switch {
+			switch gone := t.unlistedGone(o); {
+			case gone != "":
+				t.closeGoneClient(k, gone, now) // (the procfs tells it gone: nothing to wait for)
+				return a, d, nil, true
 			case !t.awaitsListing(k, now):
 				t.dropGoneOriginal(k, now)
 				return a, d, nil, true
@@ -277,6 +281,7 @@ func (t *Tuner) restoreApply(ctx context.Context, k string, a Action, d Decision
 	o := t.originals[k]
 	err := left
 	if err == nil {
+		t.noteRestoredNow(k)
 		err = t.apply(ctx, a)
 		if o.Target.Knob == gpu.KnobPauseDuty {
 			why, cerr := t.thawCgroups(ctx, a, o, d.Reason) // (a cgroup no PID names now thawed)

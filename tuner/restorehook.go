@@ -15,11 +15,13 @@ import (
 // client's successor (an earlier run restarted the client and its
 // successor came after this start: findSuccessors), made by the round
 // that finds the successor; and to an MPS client the start's first
-// snapshot does not list (a sample may miss a running client), made by
+// snapshot does not list (a sample may miss a running client) and the
+// procfs does not tell gone (unlistedGone), journaled with its identity
+// (tellsClient: one without is closed as gone at once), made by
 // the first round whose snapshot lists it, with the identity check of
 // every restore (clientGone), and closed as gone where none has for
-// GoneAfter since the start, as forgetGone takes any process gone
-// (awaitsListing). Such a restore waits in restoreWaits; an exit before
+// GoneAfter since a snapshot read its GPU (countAbsence), as forgetGone
+// takes any process gone (awaitsListing). Such a restore waits in restoreWaits; an exit before
 // it is made leaves the unlisted client's original open for the next
 // start (restoreAction), rather than close it with a cap the client may
 // still run under.
@@ -47,10 +49,18 @@ import (
 func (t *Tuner) restoreDeferred(ctx context.Context, k, why string, now time.Time) (*Decision, error) {
 	delete(t.restoreWaits, k)
 	o, held := t.originals[k]
-	if !held || !t.enforcedOn(o.Target.GPU) {
+	switch {
+	case !held || t.outOfEnforce(o.Target.GPU):
 		return nil, nil // (set back already, or its GPU no more in enforce: the exit and the next start see to it)
+	case !t.enforcedOn(o.Target.GPU):
+		t.deferRestore(k, why) // (its GPU not in the readings, its mode by index not told: waits on)
+		return nil, nil
 	}
 	if t.awaitsListing(k, now) {
+		if gone := t.unlistedGone(o); gone != "" {
+			t.closeGoneClient(k, gone, now) // (not listed, and /proc tells it gone)
+			return nil, nil
+		}
 		t.deferRestore(k, why) // (not listed yet: a later round's snapshot may)
 		return nil, nil
 	}
@@ -81,15 +91,53 @@ func (t *Tuner) deferRestore(k, why string) {
 // from the journal whose process no snapshot has listed on its GPU since
 // (forgetGone marks one listed as seen), and the latest snapshot tells
 // nothing of it: it does not read the GPU, or does not list the PID with
-// less than GoneAfter passed since the original was taken (a sample may
-// miss a running client); past that, the process is gone.
+// less than GoneAfter passed since the first snapshot that read the GPU
+// (again after one that did not: countAbsence; a sample may miss a
+// running client); past that, the process is gone.
 func (t *Tuner) awaitsListing(k string, now time.Time) bool {
 	p, ok := t.procs[k]
-	if !ok || p.observed || p.tg.Knob != gpu.KnobMPSActiveThreads {
+	if !ok || p.observed || p.tg.Knob != gpu.KnobMPSActiveThreads || !t.tellsClient(t.originals[k]) {
 		return false
 	}
 	present, known := t.processPresent(p.tg)
 	return !known || !present && now.Sub(p.seen) < GoneAfter
+}
+
+// tellsClient reports whether the MPS original o names its client (the
+// boot ID and start time journaled with it) and the MPS actuator reads
+// processes' identities (mpsidentity.go): only such an original is left
+// to the rounds while no snapshot lists its PID (awaitsListing), its
+// client told from a later process of the PID when one does. One without
+// (an earlier version's journal, an actuator that cannot read the procfs)
+// is closed as gone at once, as before: a later snapshot listing its PID
+// could list another tenant's process, which a restart by PID would
+// restart.
+func (t *Tuner) tellsClient(o Original) bool {
+	_, ok := t.clientStarter()
+	return ok && o.Boot != "" && len(o.Starts) == 1
+}
+
+// unlistedGone says why the PID of the MPS original o, which the latest
+// snapshot reads the GPU of and does not list, no longer names the client
+// journaled with it, where the procfs tells: another boot; no process, or
+// another start time, under a procfs root that shows the GPU's processes
+// (rootBlind). "" where it still names that client or cannot be told (no
+// identity, unreadable, a root blind to the GPU's processes), or the
+// snapshot lists the PID or does not read its GPU.
+func (t *Tuner) unlistedGone(o Original) string {
+	if present, known := t.processPresent(o.Target); present || !known || !t.tellsClient(o) {
+		return ""
+	}
+	boot, start, ok, err := t.clientStart(o.Target.PID)
+	switch {
+	case err != nil || !ok:
+		return ""
+	case boot != o.Boot:
+		return "journaled before the host's last boot"
+	case start != o.Starts[0] && !t.rootBlind(o.Target, start == 0):
+		return "another process holds it now, or none"
+	}
+	return ""
 }
 
 // awaitListing defers the start's restore of the MPS original k, whose
@@ -116,4 +164,37 @@ func (t *Tuner) retryRestores(ctx context.Context, now time.Time) ([]Decision, [
 		}
 	}
 	return out, errs
+}
+
+// A restore made in a round (of a client a snapshot lists at last, of a
+// successor found, or the start's own in the first round) works from the
+// same snapshot as the round's policies, which still see the target as it
+// was before: a client the restore has just restarted would be restarted
+// again by a policy's change of its cap in the same round, decided from
+// its cap before the restore. So a target set back by a restore of the
+// round (or tried) gets no action of the round's: the executor passes
+// over it, as over one a restore's hook still runs on (holder), and the
+// next round, from a snapshot after the restore, decides on it.
+
+// noteRestoredNow marks the target k as set back by a restore now.
+func (t *Tuner) noteRestoredNow(k string) {
+	if t.restoredNow == nil {
+		t.restoredNow = map[string]bool{}
+	}
+	t.restoredNow[k] = true
+}
+
+// heldByRestore reports whether a's target was set back (or tried) by a
+// restore of this round (noteRestoredNow), which a is not made beside: a
+// revert due keeps its judgement for a later round, another action is
+// logged at debug.
+func (t *Tuner) heldByRestore(a Action) bool {
+	if !t.restoredNow[a.Target.String()] {
+		return false
+	}
+	if !t.keepJudgement(a) {
+		level.Debug(t.o.Logger).Log("msg", "tuner change of a target a restore set back this round; not made this round, decided again from the next round's snapshot",
+			"gpu", a.GPU, "knob", a.Knob, "tenant", a.Tenant, "pid", a.PID, "to", a.Want)
+	}
+	return true
 }

@@ -146,7 +146,8 @@ type recentProc struct {
 
 // noteRecent notes the processes snap lists on the GPUs it reads
 // (readings and usage), at its time, and forgets those not listed for
-// GoneAfter.
+// GoneAfter; it starts the absence count of the targets taken from the
+// journal on those GPUs (countAbsence).
 func (t *Tuner) noteRecent(snap *tenant.Snapshot, now time.Time) {
 	if snap == nil || snap.Readings == nil {
 		return
@@ -174,6 +175,7 @@ func (t *Tuner) noteRecent(snap *tenant.Snapshot, now time.Time) {
 		t.onGPU[k] = p
 	}
 	maps.DeleteFunc(t.onGPU, func(_ pidKey, p recentProc) bool { return at.Sub(p.seen) >= GoneAfter })
+	t.countAbsence(up, now)
 }
 
 // journalRestart journals, before an MPS client's restart that may go on
@@ -346,7 +348,13 @@ func (t *Tuner) adoptOriginal(o Original, now time.Time) {
 	k := o.Target.String()
 	t.originals[k] = o
 	delete(t.inForce, k) // (what this run knew of the setting is not of this original)
-	t.trackProc(o.Target, now)
+	if p, had := t.procs[k]; !had {
+		t.trackProc(o.Target, now)
+		if p, had = t.procs[k]; had {
+			p.journaled, p.unread = true, true // (absent from when a snapshot reads its GPU: countAbsence)
+			t.procs[k] = p
+		}
+	}
 	if o.Restart != nil && o.Tenant != "" {
 		t.watches[k] = &successorWatch{Restart: *o.Restart, tg: o.Target, tenant: o.Tenant}
 	}

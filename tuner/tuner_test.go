@@ -474,8 +474,9 @@ func TestRestoreLostGPULast(t *testing.T) {
 // a PID from before the crash could restart whatever runs under that PID
 // now. It stays open, for the next start, and the exit says so; after a
 // snapshot that reads the GPU it is restored where it lists the process;
-// one that does not list it tells it gone only once a minute has passed
-// (TestMPSRestoreAtStartWaitsForListing), so it stays open too.
+// one that does not list it is closed as gone, this original naming no
+// identity its client could be told by when a later snapshot lists its
+// PID (with one, it waits for that: TestMPSRestoreAtStartWaitsForListing).
 func TestRestoreMPSWithoutSnapshotLeftOpen(t *testing.T) {
 	for _, c := range []struct {
 		name  string
@@ -485,7 +486,7 @@ func TestRestoreMPSWithoutSnapshotLeftOpen(t *testing.T) {
 	}{
 		{"no snapshot", nil, nil, 1},
 		{"process running", emptySnap(t0), []string{"SetMPSActiveThreads(GPU-0,7,1.0000)", "RestartClient(GPU-0,7)"}, 0},
-		{"process not listed", snapshot(t0, []gpu.Device{{UUID: uuid0, Up: true, Mode: gpu.SharingMPS}}, nil), nil, 1},
+		{"process not listed", snapshot(t0, []gpu.Device{{UUID: uuid0, Up: true, Mode: gpu.SharingMPS}}, nil), nil, 0},
 		// a read that timed out lists no process: the client may run on
 		{"GPU read down", snapshot(t0, []gpu.Device{{UUID: uuid0, Up: false, Err: "timed out"}}, nil), nil, 1},
 		// nor does a GPU not listed at all (not enumerated at this start)

@@ -74,15 +74,18 @@ type tunerView struct {
 	// FastWindowSeconds is the span of the burn the tuner acts on.
 	FastWindowSeconds float64 `json:"tuner_window_seconds,omitempty"`
 	// Changed is the number of settings the tuner changed and has not
-	// restored; the exit sets back RestoreAtExit of them, tries again
-	// RestoreFailed whose restore failed, and leaves KeptOpen as they are
-	// (no GPU in enforce mode), their originals open in the journal for a
-	// later start in enforce mode.
-	Changed       int        `json:"settings_changed"`
-	RestoreAtExit int        `json:"settings_restored_at_exit"`
-	RestoreFailed int        `json:"settings_restore_failed"`
-	KeptOpen      int        `json:"settings_kept_open"`
-	ExitText      []exitText `json:"-"`
+	// restored; the exit sets back RestoreAtExit of them, leaves open
+	// WaitingForListing (MPS clients the start left to the rounds, no
+	// snapshot listing them yet), tries again RestoreFailed whose restore
+	// failed, and leaves KeptOpen as they are (no GPU in enforce mode),
+	// their originals open in the journal for a later start in enforce
+	// mode.
+	Changed           int        `json:"settings_changed"`
+	RestoreAtExit     int        `json:"settings_restored_at_exit"`
+	WaitingForListing int        `json:"settings_waiting_for_listing"`
+	RestoreFailed     int        `json:"settings_restore_failed"`
+	KeptOpen          int        `json:"settings_kept_open"`
+	ExitText          []exitText `json:"-"`
 	// Sampled is false before the first snapshot.
 	Sampled     bool           `json:"sampled"`
 	SnapshotAt  time.Time      `json:"snapshot_time,omitzero"`
@@ -255,6 +258,7 @@ func newTunerView(info TunerPageInfo, snap *tenant.Snapshot, st *tuner.Status, m
 	if st != nil {
 		v.Policy, v.Mode, v.KillSwitch, v.LastRun = st.Policy, string(st.Mode), st.KillSwitch, st.LastRun
 		v.Changed, v.RestoreAtExit, v.RestoreFailed, v.KeptOpen = st.Unrestored, st.Exit.AtExit, st.Exit.Failed, st.Exit.KeptOpen
+		v.WaitingForListing = st.Exit.WaitingForListing
 		v.ExitText = exitTexts(st.Exit)
 		if j := st.Journal; j != nil {
 			v.Journal = &journalView{Writable: j.WriteError == "", Error: j.WriteError}

@@ -274,6 +274,10 @@ func exitTexts(e tuner.ExitRestores) []exitText {
 	if e.AtExit > 0 {
 		out = append(out, exitText{ID: "restore-at-exit", Text: strconv.Itoa(e.AtExit) + " restored at exit"})
 	}
+	if e.WaitingForListing > 0 {
+		out = append(out, exitText{ID: "waiting-for-listing", Text: strconv.Itoa(e.WaitingForListing) +
+			" waiting for a snapshot to list their client: left open if the exit comes first"})
+	}
 	if e.Failed > 0 {
 		out = append(out, exitText{ID: "restore-failed", Bad: true,
 			Text: strconv.Itoa(e.Failed) + " whose restore failed: tried again at exit, then kept open in the journal for the next start"})

@@ -525,8 +525,10 @@ func TestTunerPageNoRoundYet(t *testing.T) {
 }
 
 // The summary says what the exit really does with the settings changed:
-// restored, tried again after a failed restore, or left as they are
-// outside enforce mode (their originals kept open in the journal).
+// restored, left open where their client is not listed yet (before,
+// counted restored at exit), tried again after a failed restore, or left
+// as they are outside enforce mode (their originals kept open in the
+// journal).
 func TestTunerPageExitRestores(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -537,11 +539,13 @@ func TestTunerPageExitRestores(t *testing.T) {
 		{"enforce", tuner.ExitRestores{AtExit: 2}, `<dd id="changed">2<br><span id="restore-at-exit">2 restored at exit</span></dd>`},
 		{"recommend", tuner.ExitRestores{KeptOpen: 1},
 			`<dd id="changed">1<br><span id="kept-open">1 left as they are at exit (no GPU in enforce mode): kept open in the journal, restored by a later start in enforce mode</span></dd>`},
+		{"a client not listed yet", tuner.ExitRestores{WaitingForListing: 1},
+			`<dd id="changed">1<br><span id="waiting-for-listing">1 waiting for a snapshot to list their client: left open if the exit comes first</span></dd>`},
 		{"a restore failed", tuner.ExitRestores{AtExit: 1, Failed: 1},
 			`<dd id="changed">2<br><span id="restore-at-exit">1 restored at exit</span><br><span id="restore-failed" class="bad">1 whose restore failed: tried again at exit, then kept open in the journal for the next start</span></dd>`},
 	} {
 		st := pageStatus()
-		st.Exit, st.Unrestored = tc.exit, tc.exit.AtExit+tc.exit.Failed+tc.exit.KeptOpen
+		st.Exit, st.Unrestored = tc.exit, tc.exit.AtExit+tc.exit.WaitingForListing+tc.exit.Failed+tc.exit.KeptOpen
 		_, body, _ := getPage(t, pageSnapshot(), st, "/tuner")
 		if !strings.Contains(body, tc.want) {
 			t.Errorf("%s: the page lacks\n%s", tc.name, tc.want)
@@ -554,7 +558,7 @@ func TestTunerPageExitRestores(t *testing.T) {
 		if err := json.Unmarshal([]byte(js), &v); err != nil {
 			t.Fatal(err)
 		}
-		if v.Changed != st.Unrestored || v.RestoreAtExit != tc.exit.AtExit || v.RestoreFailed != tc.exit.Failed || v.KeptOpen != tc.exit.KeptOpen {
+		if v.Changed != st.Unrestored || v.RestoreAtExit != tc.exit.AtExit || v.WaitingForListing != tc.exit.WaitingForListing || v.RestoreFailed != tc.exit.Failed || v.KeptOpen != tc.exit.KeptOpen {
 			t.Errorf("%s: JSON %d changed, %d at exit, %d failed, %d kept open; want %d, %+v", tc.name, v.Changed, v.RestoreAtExit, v.RestoreFailed, v.KeptOpen, st.Unrestored, tc.exit)
 		}
 	}
