@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/command"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/reap"
 	"github.com/vgpu-exporter/vgpu_exporter/kube"
 )
@@ -190,6 +191,7 @@ type watchdog struct {
 func watchdogCommand(argv []string) func() (io.WriteCloser, func() error, error) {
 	return func() (io.WriteCloser, func() error, error) {
 		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Env = command.Environ() // (not systemd's NOTIFY_SOCKET: the exporter's alone)
 		cmd.Stderr = os.Stderr
 		w, err := cmd.StdinPipe()
 		if err != nil {

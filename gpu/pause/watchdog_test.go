@@ -215,3 +215,24 @@ func TestWatchdogStartedAgainLeased(t *testing.T) {
 		t.Errorf("b's cgroup.freeze %s, want 1 (frozen till 650 ms)", got)
 	}
 }
+
+// The watchdog does not inherit systemd's NOTIFY_SOCKET, the exporter's
+// channel alone, as no program the exporter runs does; the rest of the
+// environment it does.
+func TestWatchdogEnvironment(t *testing.T) {
+	t.Setenv("NOTIFY_SOCKET", "/run/systemd/notify")
+	t.Setenv("VGPU_KEPT", "kept")
+	out := filepath.Join(t.TempDir(), "env")
+	start := watchdogCommand([]string{"/bin/sh", "-c", `echo "${NOTIFY_SOCKET-unset} $VGPU_KEPT" > "$0"`, out})
+	w, wait, err := start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(out); err != nil || string(b) != "unset kept\n" {
+		t.Errorf("the watchdog's environment: %q (%v), want NOTIFY_SOCKET unset and the rest kept", b, err)
+	}
+}

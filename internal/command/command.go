@@ -50,7 +50,7 @@ const DefaultMaxOutput = 1 << 20
 type Spec struct {
 	Path    string        // the program: a file path, or a name looked up on PATH
 	Args    []string      // arguments after the program name
-	Env     []string      // KEY=VALUE pairs added to the exporter's environment (inherited)
+	Env     []string      // KEY=VALUE pairs added to the exporter's environment (Environ)
 	Stdin   []byte        // written to the program's stdin (none: empty stdin)
 	Timeout time.Duration // 0: only the context bounds the run
 	// TimeoutName is what sets Timeout (a command-line flag such as
@@ -129,7 +129,7 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 		limit = DefaultMaxOutput
 	}
 	cmd := exec.CommandContext(ctx, s.Path, s.Args...)
-	cmd.Env = append(append(inherited(), s.Env...), newMark())
+	cmd.Env = append(append(Environ(), s.Env...), newMark())
 	cmd.Stdin = bytes.NewReader(s.Stdin)
 	stdout, stderr := &capped{max: limit}, &capped{max: limit}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
@@ -272,8 +272,9 @@ func (c *capped) Bytes() []byte { return c.buf.Bytes() }
 // exporter alone (a hook that ran systemd-notify would speak for it).
 var notOurs = []string{"NOTIFY_SOCKET"}
 
-// inherited is the exporter's environment, less notOurs.
-func inherited() []string {
+// Environ is the exporter's environment, less notOurs: what a program it
+// runs inherits (Run, and the pause's watchdog).
+func Environ() []string {
 	env := os.Environ()
 	out := env[:0:0]
 	for _, kv := range env {
