@@ -2,6 +2,7 @@ package webconf
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -163,6 +164,55 @@ func TestCheckRetriesCopyFailure(t *testing.T) {
 			}
 			if err == nil || !strings.Contains(err.Error(), unix.EMFILE.Error()) {
 				t.Fatalf("%s with memfd_create failing: %v, want its error", by, err)
+			}
+			if changed, err := k.Check(); !changed || err != nil {
+				t.Errorf("the check after: changed %v, %v; want the edit tried again and in use", changed, err)
+			}
+			if got := served(t, k); !strings.Contains(got, newHash) {
+				t.Errorf("serving\n%q\nwant the hash of the edit", got)
+			}
+		})
+	}
+}
+
+// A step of the load out of descriptors or memory (EMFILE, ENFILE,
+// ENOMEM), as exporter-toolkit's open of the copy just made or of the file,
+// is the system's too: the next check tries the edit again. Before, only a
+// failure to make the copy was, and such an edit (a password rotated) was
+// marked seen and never put in use until the file changed again.
+func TestCheckRetriesOutOfDescriptors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		copy bool // the open of the copy fails, else the file's
+		err  unix.Errno
+	}{
+		{"the copy's open EMFILE", true, unix.EMFILE},
+		{"the file's open EMFILE", false, unix.EMFILE},
+		{"the copy's open ENFILE", true, unix.ENFILE},
+		{"the file's open ENOMEM", false, unix.ENOMEM},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := filepath.Join(t.TempDir(), "web.yml")
+			oldHash, newHash := hash(t, "s3cret"), hash(t, "n3w")
+			write(t, f, "basic_auth_users:\n  prom: "+oldHash+"\n")
+			k, err := Open(f, limit, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer k.Close()
+			write(t, f, "basic_auth_users:\n  prom: "+newHash+"\n")
+			old := validate
+			validate = func(p string) error {
+				if strings.HasPrefix(p, fdDir) == tc.copy {
+					validate = old
+					return &os.PathError{Op: "open", Path: p, Err: tc.err}
+				}
+				return old(p)
+			}
+			defer func() { validate = old }()
+			k.Check() // settles
+			if changed, err := k.Check(); !changed || !errors.Is(err, tc.err) || !SystemFailure(err) {
+				t.Errorf("check with the open failing: changed %v, %v; want its error, the system's", changed, err)
 			}
 			if changed, err := k.Check(); !changed || err != nil {
 				t.Errorf("the check after: changed %v, %v; want the edit tried again and in use", changed, err)

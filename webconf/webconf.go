@@ -24,6 +24,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	config_util "github.com/prometheus/common/config"
@@ -194,9 +195,8 @@ func (k *Kept) Watch(ctx context.Context, ticks <-chan time.Time, report func(er
 }
 
 // reloadSeen reloads the file, whose digest, taken before, is seen. A
-// failure to make the copies (copyError: the system's, as out of
-// descriptors or memory, not the file's) leaves seen as it was, and the
-// change settled: the next check tries it again.
+// failure that is the system's, not the file's (SystemFailure), leaves
+// seen as it was, and the change settled: the next check tries it again.
 func (k *Kept) reloadSeen(seen [sha256.Size]byte) error {
 	before := k.seen
 	k.seen, k.hasPending = seen, false
@@ -205,7 +205,7 @@ func (k *Kept) reloadSeen(seen [sha256.Size]byte) error {
 	k.lastFailed.Store(err != nil)
 	if err != nil {
 		k.failures.Add(1)
-		if errors.As(err, new(copyError)) {
+		if SystemFailure(err) {
 			k.seen, k.pending, k.hasPending = before, seen, true
 		}
 		return fmt.Errorf("%s: %w", k.file, err)
@@ -219,6 +219,19 @@ type copyError struct{ err error }
 
 func (e copyError) Error() string { return e.err.Error() }
 func (e copyError) Unwrap() error { return e.err }
+
+// SystemFailure says whether err, a reload's or a check's, is the
+// system's, not the file's: a failure to make or replace a private copy
+// (copyError), or any step of the load (the open of the file, of a file
+// it names, of the copy) out of descriptors or memory (EMFILE, ENFILE,
+// ENOMEM). A check tries such a change again.
+func SystemFailure(err error) bool {
+	return errors.As(err, new(copyError)) ||
+		errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) || errors.Is(err, syscall.ENOMEM)
+}
+
+// validate is web.Validate; a test fails its open as the system would.
+var validate = web.Validate
 
 func (k *Kept) reload() error {
 	if k.closed {
@@ -304,7 +317,7 @@ func (k *Kept) load() (loaded, error) {
 			return loaded{}, err
 		}
 	}
-	if err := web.Validate(k.file); err != nil {
+	if err := validate(k.file); err != nil {
 		k.discard(l)
 		return loaded{}, err
 	}
@@ -332,7 +345,7 @@ func (k *Kept) load() (loaded, error) {
 		k.discard(l)
 		return loaded{}, err
 	}
-	if err := web.Validate(l.cfg.path()); err != nil {
+	if err := validate(l.cfg.path()); err != nil {
 		k.discard(l)
 		return loaded{}, err
 	}
