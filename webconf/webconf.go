@@ -61,7 +61,10 @@ type Kept struct {
 	// validates, and asks no password) is never put in use.
 	pending    [sha256.Size]byte
 	hasPending bool
-	closed     bool
+	// systemErr is the text of the last reported failure that was the
+	// system's (SystemFailure); "" after a success or another failure.
+	systemErr string
+	closed    bool
 	// The reloads and their outcome, read by the collector while a
 	// reload runs.
 	reloads, failures atomic.Uint64
@@ -138,7 +141,7 @@ func (k *Kept) Path() string {
 func (k *Kept) Reload() error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	err := k.reloadSeen(k.digest())
+	_, err := k.reloadSeen(k.digest(), false)
 	if err != nil && !k.inMemory && !errors.Is(err, errClosed) {
 		return fmt.Errorf("%w; %s", err, InvalidInUse)
 	}
@@ -153,8 +156,12 @@ const InvalidInUse = "exporter-toolkit reads the file as it is (no in-memory cop
 // or client CA file it names differs from what the last reload found and
 // the check before found it the same (changed): a change settles for one
 // check first. A file that stays as it was, good or bad, is not read
-// again as a reload, so its failure is reported once. After Close it
-// does nothing.
+// again as a reload, so its failure is reported once. A failure that is
+// the system's (SystemFailure) leaves the change to be tried again at
+// each check; a retry that fails with the error reported last is neither
+// reported (changed is false) nor counted as a reload, so a lasting one
+// is reported, and counted, once for each distinct error, until a reload
+// succeeds or fails otherwise. After Close it does nothing.
 func (k *Kept) Check() (changed bool, err error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -170,7 +177,10 @@ func (k *Kept) Check() (changed bool, err error) {
 		k.pending, k.hasPending = d, true
 		return false, nil
 	}
-	return true, k.reloadSeen(d)
+	if reported, err := k.reloadSeen(d, true); reported {
+		return true, err
+	}
+	return false, nil
 }
 
 // CheckInterval is how often the exporter checks the file (and the
@@ -197,20 +207,31 @@ func (k *Kept) Watch(ctx context.Context, ticks <-chan time.Time, report func(er
 // reloadSeen reloads the file, whose digest, taken before, is seen. A
 // failure that is the system's, not the file's (SystemFailure), leaves
 // seen as it was, and the change settled: the next check tries it again.
-func (k *Kept) reloadSeen(seen [sha256.Size]byte) error {
+// A check's (check) that fails with the system's error reported last is
+// not counted, and not reported (reported false).
+func (k *Kept) reloadSeen(seen [sha256.Size]byte, check bool) (reported bool, err error) {
 	before := k.seen
 	k.seen, k.hasPending = seen, false
-	err := k.reload()
-	k.reloads.Add(1)
+	err = k.reload()
 	k.lastFailed.Store(err != nil)
-	if err != nil {
-		k.failures.Add(1)
-		if SystemFailure(err) {
-			k.seen, k.pending, k.hasPending = before, seen, true
-		}
-		return fmt.Errorf("%s: %w", k.file, err)
+	if err == nil {
+		k.systemErr = ""
+		k.reloads.Add(1)
+		return true, nil
 	}
-	return nil
+	err = fmt.Errorf("%s: %w", k.file, err)
+	if SystemFailure(err) {
+		k.seen, k.pending, k.hasPending = before, seen, true
+		if check && err.Error() == k.systemErr {
+			return false, err
+		}
+		k.systemErr = err.Error()
+	} else {
+		k.systemErr = ""
+	}
+	k.reloads.Add(1)
+	k.failures.Add(1)
+	return true, err
 }
 
 // copyError is a failure to make or replace a private copy: the system's
