@@ -2,6 +2,7 @@ package webconf
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
 	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
@@ -171,6 +173,124 @@ func TestCheckRetriesCopyFailure(t *testing.T) {
 				t.Errorf("serving\n%q\nwant the hash of the edit", got)
 			}
 		})
+	}
+}
+
+// A step of the load out of descriptors or memory (EMFILE, ENFILE,
+// ENOMEM), as exporter-toolkit's open of the copy just made or of the file,
+// is the system's too: the next check tries the edit again. Before, only a
+// failure to make the copy was, and such an edit (a password rotated) was
+// marked seen and never put in use until the file changed again.
+func TestCheckRetriesOutOfDescriptors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		copy bool // the open of the copy fails, else the file's
+		err  unix.Errno
+	}{
+		{"the copy's open EMFILE", true, unix.EMFILE},
+		{"the file's open EMFILE", false, unix.EMFILE},
+		{"the copy's open ENFILE", true, unix.ENFILE},
+		{"the file's open ENOMEM", false, unix.ENOMEM},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := filepath.Join(t.TempDir(), "web.yml")
+			oldHash, newHash := hash(t, "s3cret"), hash(t, "n3w")
+			write(t, f, "basic_auth_users:\n  prom: "+oldHash+"\n")
+			k, err := Open(f, limit, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer k.Close()
+			write(t, f, "basic_auth_users:\n  prom: "+newHash+"\n")
+			old := validate
+			validate = func(p string) error {
+				if strings.HasPrefix(p, fdDir) == tc.copy {
+					validate = old
+					return &os.PathError{Op: "open", Path: p, Err: tc.err}
+				}
+				return old(p)
+			}
+			defer func() { validate = old }()
+			k.Check() // settles
+			if changed, err := k.Check(); !changed || !errors.Is(err, tc.err) || !SystemFailure(err) {
+				t.Errorf("check with the open failing: changed %v, %v; want its error, the system's", changed, err)
+			}
+			if changed, err := k.Check(); !changed || err != nil {
+				t.Errorf("the check after: changed %v, %v; want the edit tried again and in use", changed, err)
+			}
+			if got := served(t, k); !strings.Contains(got, newHash) {
+				t.Errorf("serving\n%q\nwant the hash of the edit", got)
+			}
+		})
+	}
+}
+
+// A lasting failure of the system's is tried again at each check but
+// reported, and counted as a reload, once for each distinct error, not at
+// each check. Before, each check every 5 s logged it again and counted
+// it (about 17,000 lines a day).
+func TestCheckReportsLastingSystemFailureOnce(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "web.yml")
+	oldHash, newHash := hash(t, "s3cret"), hash(t, "n3w")
+	write(t, f, "basic_auth_users:\n  prom: "+oldHash+"\n")
+	k, err := Open(f, limit, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	write(t, f, "basic_auth_users:\n  prom: "+newHash+"\n")
+	old := memfdCreate
+	defer func() { memfdCreate = old }()
+	k.Check() // settles
+	counted := func(when, reloads, failures string) {
+		t.Helper()
+		want := `# HELP vgpu_web_config_reload_failures_total Reloads of --web.config.file that failed since the exporter started.
+# TYPE vgpu_web_config_reload_failures_total counter
+vgpu_web_config_reload_failures_total ` + failures + `
+# HELP vgpu_web_config_reloads_total Reloads of --web.config.file since the exporter started (SIGHUP, POST /-/reload, or a change found by its check every 5 s), failed ones included.
+# TYPE vgpu_web_config_reloads_total counter
+vgpu_web_config_reloads_total ` + reloads + `
+`
+		if err := promtestutil.CollectAndCompare(k.Collector(), strings.NewReader(want),
+			"vgpu_web_config_reloads_total", "vgpu_web_config_reload_failures_total"); err != nil {
+			t.Errorf("%s: %v", when, err)
+		}
+	}
+	for _, step := range []struct {
+		name              string
+		err               unix.Errno // memfd_create's; 0: it makes one
+		reports           int        // of ten checks
+		reloads, failures string
+	}{
+		{"lasting", unix.EMFILE, 1, "1", "1"},
+		{"another error", unix.ENFILE, 1, "2", "2"},
+		{"the first again", unix.EMFILE, 1, "3", "3"},
+		{"mended", 0, 1, "4", "3"},
+	} {
+		memfdCreate = func(name string, flags int) (int, error) {
+			if step.err != 0 {
+				return -1, step.err
+			}
+			return old(name, flags)
+		}
+		reports := 0
+		for range 10 {
+			changed, err := k.Check()
+			if !changed {
+				continue
+			}
+			reports++
+			if step.err != 0 && !errors.Is(err, step.err) || step.err == 0 && err != nil {
+				t.Errorf("%s: check reported %v, want memfd_create's error %v", step.name, err, step.err)
+			}
+		}
+		if reports != step.reports {
+			t.Errorf("%s: %d of ten checks reported, want %d", step.name, reports, step.reports)
+		}
+		counted(step.name, step.reloads, step.failures)
+	}
+	if got := served(t, k); !strings.Contains(got, newHash) {
+		t.Errorf("serving\n%q\nwant the hash of the edit", got)
 	}
 }
 

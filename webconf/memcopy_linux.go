@@ -41,8 +41,9 @@ func createMemfd(name string) (int, error) {
 // memfdRefused is the error of memfd_create, with its likely cause, where
 // the system refuses the call itself: a seccomp profile that does not
 // allow it (EPERM, or ENOSYS where the profile answers so), a security
-// policy (EACCES: an LSM; vm.memfd_noexec=2 refuses a call without
-// MFD_NOEXEC_SEAL, which createMemfd passes where the kernel knows it), a
+// module's policy (EACCES: SELinux, AppArmor; not vm.memfd_noexec=2,
+// which refuses only a call without MFD_NOEXEC_SEAL, and came with the
+// flag in 6.3: createMemfd passes it wherever the sysctl exists), a
 // kernel without it (ENOSYS: before 3.17); nil where it makes one, or
 // fails otherwise (that failure is the copy's own, and reported by it).
 func memfdRefused() error {
@@ -53,7 +54,7 @@ func memfdRefused() error {
 	case errors.Is(err, unix.EPERM):
 		return fmt.Errorf("%w (a seccomp profile that does not allow the call)", err)
 	case errors.Is(err, unix.EACCES):
-		return fmt.Errorf("%w (a security policy: an LSM such as SELinux, or vm.memfd_noexec=2 on a kernel that takes no MFD_NOEXEC_SEAL)", err)
+		return fmt.Errorf("%w (a security module's policy, such as SELinux's or AppArmor's)", err)
 	case errors.Is(err, unix.ENOSYS):
 		return fmt.Errorf("%w (a kernel before 3.17, or a seccomp profile answering so)", err)
 	}

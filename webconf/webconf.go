@@ -24,6 +24,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	config_util "github.com/prometheus/common/config"
@@ -60,7 +61,10 @@ type Kept struct {
 	// validates, and asks no password) is never put in use.
 	pending    [sha256.Size]byte
 	hasPending bool
-	closed     bool
+	// systemErr is the text of the last reported failure that was the
+	// system's (SystemFailure); "" after a success or another failure.
+	systemErr string
+	closed    bool
 	// The reloads and their outcome, read by the collector while a
 	// reload runs.
 	reloads, failures atomic.Uint64
@@ -137,7 +141,7 @@ func (k *Kept) Path() string {
 func (k *Kept) Reload() error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	err := k.reloadSeen(k.digest())
+	_, err := k.reloadSeen(k.digest(), false)
 	if err != nil && !k.inMemory && !errors.Is(err, errClosed) {
 		return fmt.Errorf("%w; %s", err, InvalidInUse)
 	}
@@ -152,8 +156,12 @@ const InvalidInUse = "exporter-toolkit reads the file as it is (no in-memory cop
 // or client CA file it names differs from what the last reload found and
 // the check before found it the same (changed): a change settles for one
 // check first. A file that stays as it was, good or bad, is not read
-// again as a reload, so its failure is reported once. After Close it
-// does nothing.
+// again as a reload, so its failure is reported once. A failure that is
+// the system's (SystemFailure) leaves the change to be tried again at
+// each check; a retry that fails with the error reported last is neither
+// reported (changed is false) nor counted as a reload, so a lasting one
+// is reported, and counted, once for each distinct error, until a reload
+// succeeds or fails otherwise. After Close it does nothing.
 func (k *Kept) Check() (changed bool, err error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -169,7 +177,10 @@ func (k *Kept) Check() (changed bool, err error) {
 		k.pending, k.hasPending = d, true
 		return false, nil
 	}
-	return true, k.reloadSeen(d)
+	if reported, err := k.reloadSeen(d, true); reported {
+		return true, err
+	}
+	return false, nil
 }
 
 // CheckInterval is how often the exporter checks the file (and the
@@ -194,23 +205,33 @@ func (k *Kept) Watch(ctx context.Context, ticks <-chan time.Time, report func(er
 }
 
 // reloadSeen reloads the file, whose digest, taken before, is seen. A
-// failure to make the copies (copyError: the system's, as out of
-// descriptors or memory, not the file's) leaves seen as it was, and the
-// change settled: the next check tries it again.
-func (k *Kept) reloadSeen(seen [sha256.Size]byte) error {
+// failure that is the system's, not the file's (SystemFailure), leaves
+// seen as it was, and the change settled: the next check tries it again.
+// A check's (check) that fails with the system's error reported last is
+// not counted, and not reported (reported false).
+func (k *Kept) reloadSeen(seen [sha256.Size]byte, check bool) (reported bool, err error) {
 	before := k.seen
 	k.seen, k.hasPending = seen, false
-	err := k.reload()
-	k.reloads.Add(1)
+	err = k.reload()
 	k.lastFailed.Store(err != nil)
-	if err != nil {
-		k.failures.Add(1)
-		if errors.As(err, new(copyError)) {
-			k.seen, k.pending, k.hasPending = before, seen, true
-		}
-		return fmt.Errorf("%s: %w", k.file, err)
+	if err == nil {
+		k.systemErr = ""
+		k.reloads.Add(1)
+		return true, nil
 	}
-	return nil
+	err = fmt.Errorf("%s: %w", k.file, err)
+	if SystemFailure(err) {
+		k.seen, k.pending, k.hasPending = before, seen, true
+		if check && err.Error() == k.systemErr {
+			return false, err
+		}
+		k.systemErr = err.Error()
+	} else {
+		k.systemErr = ""
+	}
+	k.reloads.Add(1)
+	k.failures.Add(1)
+	return true, err
 }
 
 // copyError is a failure to make or replace a private copy: the system's
@@ -219,6 +240,19 @@ type copyError struct{ err error }
 
 func (e copyError) Error() string { return e.err.Error() }
 func (e copyError) Unwrap() error { return e.err }
+
+// SystemFailure says whether err, a reload's or a check's, is the
+// system's, not the file's: a failure to make or replace a private copy
+// (copyError), or any step of the load (the open of the file, of a file
+// it names, of the copy) out of descriptors or memory (EMFILE, ENFILE,
+// ENOMEM). A check tries such a change again.
+func SystemFailure(err error) bool {
+	return errors.As(err, new(copyError)) ||
+		errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) || errors.Is(err, syscall.ENOMEM)
+}
+
+// validate is web.Validate; a test fails its open as the system would.
+var validate = web.Validate
 
 func (k *Kept) reload() error {
 	if k.closed {
@@ -304,7 +338,7 @@ func (k *Kept) load() (loaded, error) {
 			return loaded{}, err
 		}
 	}
-	if err := web.Validate(k.file); err != nil {
+	if err := validate(k.file); err != nil {
 		k.discard(l)
 		return loaded{}, err
 	}
@@ -332,7 +366,7 @@ func (k *Kept) load() (loaded, error) {
 		k.discard(l)
 		return loaded{}, err
 	}
-	if err := web.Validate(l.cfg.path()); err != nil {
+	if err := validate(l.cfg.path()); err != nil {
 		k.discard(l)
 		return loaded{}, err
 	}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
+	"github.com/vgpu-exporter/vgpu_exporter/webconf"
 )
 
 // A reload asked for by POST /-/reload logs what one asked for by SIGHUP
@@ -193,6 +196,29 @@ func TestBadTenantsFileStartLoggedOnce(t *testing.T) {
 		countLines(logs, "level=error", `msg="cannot start"`, "--tenants.config: "+tenants+":3: uid must be an integer", tenants+":4: unknown key") != 1 ||
 		strings.Count(logs, "uid must be an integer") != 1 || strings.Count(logs, "unknown key") != 1 {
 		t.Errorf("exit %d, log:\n%s\nwant exit 1 and one error line naming --tenants.config and each problem once", code, logs)
+	}
+}
+
+// A check's failure that is the system's (out of descriptors or memory),
+// retried at each check, is logged as such, not as an invalid file (before,
+// it blamed the file, every 5 s while it lasted).
+func TestWebSystemFailureLoggedApart(t *testing.T) {
+	system := fmt.Errorf("web.yml: %w", &os.PathError{Op: "open", Path: "/proc/self/fd/9", Err: syscall.EMFILE})
+	invalid := errors.New("web.yml: yaml: line 2: did not find expected node content")
+	for _, c := range []struct {
+		inMemory  bool
+		err       error
+		want, not string
+	}{
+		{true, system, "the system's failure, not the file's): retried at each check; the last good configuration stays in use", "invalid"},
+		{false, system, "the system's failure, not the file's): retried at each check; exporter-toolkit reads the file as it is", "invalid"},
+		{true, invalid, "changed but is invalid; keeping the last good configuration", "system"},
+		{false, invalid, "changed but is invalid; " + webconf.InvalidInUse, "system"},
+	} {
+		msg := webFailedMsg(c.inMemory, c.err)
+		if !strings.Contains(msg, c.want) || strings.Contains(msg, c.not) {
+			t.Errorf("in memory %v, %v: %q, want it to say %q and not %q", c.inMemory, c.err, msg, c.want, c.not)
+		}
 	}
 }
 

@@ -165,17 +165,33 @@ func (s *service) webLog() log.Logger {
 
 // watchWeb checks the web configuration for a change at each tick of
 // ticks until ctx is done, logging each change found once: the file (or a
-// file it names) that stays as it was, good or bad, is not logged again.
+// file it names) that stays as it was, good or bad, is not logged again,
+// and a failure of the system's, retried at each check, is logged again
+// only when its error changes.
 func (s *service) watchWeb(ctx context.Context, ticks <-chan time.Time) {
 	wlog := s.webLog()
-	invalid := webInvalidMsg(s.web.InMemory())
+	inMemory := s.web.InMemory()
 	s.web.Watch(ctx, ticks, func(err error) {
 		if err != nil {
-			level.Error(wlog).Log("msg", invalid, "err", err)
+			level.Error(wlog).Log("msg", webFailedMsg(inMemory, err), "err", err)
 			return
 		}
 		level.Info(wlog).Log("msg", "web configuration changed; now in use")
 	})
+}
+
+// webFailedMsg is the log message of a change that a check failed to put
+// in use: a failure of the system's (webconf.SystemFailure: out of
+// descriptors or memory), retried at each check, is told apart from a
+// change found invalid, which is the file's (webInvalidMsg).
+func webFailedMsg(inMemory bool, err error) string {
+	switch {
+	case !webconf.SystemFailure(err):
+		return webInvalidMsg(inMemory)
+	case inMemory:
+		return "could not make the in-memory copy (the system's failure, not the file's): retried at each check; the last good configuration stays in use"
+	}
+	return "could not validate the change (the system's failure, not the file's): retried at each check; exporter-toolkit reads the file as it is (no in-memory copy): the change is in use"
 }
 
 // webInvalidMsg is the log message of a change found invalid: where the
