@@ -259,3 +259,45 @@ func TestUnlistedClientCountedApartAtExit(t *testing.T) {
 		t.Errorf("exit restores %+v once PID 10 is restored, want none", got)
 	}
 }
+
+// An MPS original journaled with its client's identity whose GPU the
+// start's snapshot reads down is left to the rounds as an unlisted one:
+// counted waiting for a listing, its minute run from the first snapshot
+// that reads the GPU, and restored by the first that lists the client.
+// Before, the start gave it up at once (a failed restore, "no snapshot
+// says whether PID 10 still runs"), no round retried it, and the status
+// counted it waiting for a listing all the same.
+func TestUnreadGPUAtStartLeftToTheRounds(t *testing.T) {
+	at := t0.Add(time.Hour)
+	host := &idClients{boot: testBoot, starts: map[uint32]uint64{10: 500, 8: 50}}
+	tu, j, clk := deferredRun(t, host, Identity{Boot: testBoot, Starts: []uint64{500}}, fixed(nil))
+	if _, err := tu.Recover(context.Background(), snapshot(at, []gpu.Device{{UUID: uuid0, Up: false, Err: "timed out"}}, nil)); err != nil {
+		t.Errorf("start: %v, want its restore left to the rounds", err)
+	}
+	if got, want := tu.Status().Exit, (ExitRestores{WaitingForListing: 1}); got != want {
+		t.Errorf("exit restores %+v after the start, want %+v", got, want)
+	}
+	roundAt(t, tu, clk, tenantSnap(at.Add(GoneAfter), proc{8, "batch"}))
+	roundAt(t, tu, clk, tenantSnap(at.Add(GoneAfter+15*time.Second), proc{10, "embed"}, proc{8, "batch"}))
+	if got, want := restartsOf(host.Calls), []string{"RestartClient(GPU-0,10)"}; !slices.Equal(got, want) {
+		t.Errorf("restarts %q, want %q", got, want)
+	}
+	if text := journalText(t, j); len(j.Originals()) != 0 || strings.Contains(text, "restore_failed") {
+		t.Errorf("%d originals open, want PID 10's restored, no restore failed\njournal: %s", len(j.Originals()), text)
+	}
+}
+
+// An unlisted client's original whose restore the exit gave up (its GPU
+// read down) is counted failed, not waiting for a listing: nothing waits
+// for one any more. Before, it was counted waiting.
+func TestGivenUpRestoreNotCountedWaiting(t *testing.T) {
+	at := t0.Add(time.Hour)
+	host := &idClients{boot: testBoot, starts: map[uint32]uint64{10: 500, 8: 50}}
+	tu, _, clk := deferredRun(t, host, Identity{Boot: testBoot, Starts: []uint64{500}}, fixed(nil))
+	_, _ = tu.Recover(context.Background(), tenantSnap(at, proc{8, "batch"}))
+	roundAt(t, tu, clk, snapshot(at.Add(15*time.Second), []gpu.Device{{UUID: uuid0, Up: false, Err: "timed out"}}, nil))
+	_, _ = tu.Restore(context.Background())
+	if got, want := tu.Status().Exit, (ExitRestores{Failed: 1}); got != want {
+		t.Errorf("exit restores %+v after the exit gave it up, want %+v", got, want)
+	}
+}

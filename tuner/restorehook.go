@@ -103,6 +103,14 @@ func (t *Tuner) awaitsListing(k string, now time.Time) bool {
 	return !known || !present && now.Sub(p.seen) < GoneAfter
 }
 
+// waitsForListing reports whether the restore of the MPS original k waits
+// in restoreWaits for a snapshot to list its client (awaitsListing): one
+// whose restore was given up (a failed restore) waits for none.
+func (t *Tuner) waitsForListing(k string, now time.Time) bool {
+	_, waits := t.restoreWaits[k]
+	return waits && !t.originals[k].RestoreFailed && t.awaitsListing(k, now)
+}
+
 // tellsClient reports whether the MPS original o names its client (the
 // boot ID and start time journaled with it) and the MPS actuator reads
 // processes' identities (mpsidentity.go): only such an original is left
@@ -141,11 +149,12 @@ func (t *Tuner) unlistedGone(o Original) string {
 }
 
 // awaitListing defers the start's restore of the MPS original k, whose
-// process the first snapshot does not list, to the rounds, and says so.
+// process the first snapshot does not list (or whose GPU it does not
+// read), to the rounds, and says so.
 func (t *Tuner) awaitListing(k, why string) {
 	t.deferRestore(k, why)
 	o := t.originals[k]
-	level.Info(t.o.Logger).Log("msg", "the first snapshot does not list the MPS client whose cap an earlier run changed (a sample may miss a running client): its cap is set back, the client restarted, once a snapshot lists it, and its original closed as gone if none does within "+GoneAfter.String(),
+	level.Info(t.o.Logger).Log("msg", "the first snapshot does not list the MPS client whose cap an earlier run changed, or does not read its GPU (a sample may miss a running client): its cap is set back, the client restarted, once a snapshot lists it, and its original closed as gone if none does within "+GoneAfter.String(),
 		"target", o.Target.String(), "tenant", o.Tenant, "pid", o.Target.PID)
 }
 
