@@ -301,3 +301,68 @@ func TestGivenUpRestoreNotCountedWaiting(t *testing.T) {
 		t.Errorf("exit restores %+v after the exit gave it up, want %+v", got, want)
 	}
 }
+
+// The minute an unlisted client is waited for runs on the snapshots'
+// sample times: a sampler that stalls after the start's sample, the
+// rounds given that sample again for longer than GoneAfter, does not
+// close it as gone; the next fresh sample that lists it restores it.
+// Before, the rounds' clock ran the minute and the client kept the cap.
+func TestUnlistedClientWaitRunsOnSampleTimes(t *testing.T) {
+	at := t0.Add(time.Hour)
+	host := &idClients{boot: testBoot, starts: map[uint32]uint64{10: 500, 8: 50}, err: errors.New("permission denied")}
+	tu, j, clk := deferredRun(t, host, Identity{Boot: testBoot, Starts: []uint64{500}}, fixed(nil))
+	first := tenantSnap(at, proc{8, "batch"})
+	_, _ = tu.Recover(context.Background(), first)
+	for i := 1; i <= 6; i++ {
+		clk.Set(at.Add(time.Duration(i) * 15 * time.Second))
+		if _, err := tu.RunOnce(context.Background(), first); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(j.Originals()); n != 1 {
+		t.Fatalf("%d originals open after a minute and a half of one sample, want it open\njournal: %s", n, journalText(t, j))
+	}
+	host.err = nil
+	roundAt(t, tu, clk, tenantSnap(at.Add(105*time.Second), proc{10, "embed"}, proc{8, "batch"}))
+	if got, want := restartsOf(host.Calls), []string{"RestartClient(GPU-0,10)"}; !slices.Equal(got, want) {
+		t.Errorf("restarts %q, want %q", got, want)
+	}
+}
+
+// Past its minute of samples not listing it, an unlisted client whose
+// PID the procfs shows with the boot ID and start time journaled (the
+// same client running) is waited for on, and restored by the snapshot
+// that lists it at last; one the procfs cannot tell is closed as gone.
+// Before, both were closed as gone, the running client left its cap.
+func TestUnlistedClientKeptWhileTheProcfsShowsIt(t *testing.T) {
+	at := t0.Add(time.Hour)
+	for _, c := range []struct {
+		name    string
+		err     error // the procfs's, till the listing
+		restart bool
+	}{
+		{"the procfs shows it", nil, true},
+		{"the procfs unreadable", errors.New("permission denied"), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			host := &idClients{boot: testBoot, starts: map[uint32]uint64{10: 500, 8: 50}, err: c.err}
+			tu, j, clk := deferredRun(t, host, Identity{Boot: testBoot, Starts: []uint64{500}}, fixed(nil))
+			_, _ = tu.Recover(context.Background(), tenantSnap(at, proc{8, "batch"}))
+			for i := 1; i <= 8; i++ {
+				roundAt(t, tu, clk, tenantSnap(at.Add(time.Duration(i)*15*time.Second), proc{8, "batch"}))
+			}
+			host.err = nil
+			roundAt(t, tu, clk, tenantSnap(at.Add(135*time.Second), proc{10, "embed"}, proc{8, "batch"}))
+			var want []string
+			if c.restart {
+				want = []string{"RestartClient(GPU-0,10)"}
+			}
+			if got := restartsOf(host.Calls); !slices.Equal(got, want) {
+				t.Errorf("restarts %q, want %q\njournal: %s", got, want, journalText(t, j))
+			}
+			if n := len(j.Originals()); n != 0 {
+				t.Errorf("%d originals open, want it restored or closed", n)
+			}
+		})
+	}
+}

@@ -20,8 +20,10 @@ import (
 // (tellsClient: one without is closed as gone at once), made by
 // the first round whose snapshot lists it, with the identity check of
 // every restore (clientGone), and closed as gone where none has for
-// GoneAfter since a snapshot read its GPU (countAbsence), as forgetGone
-// takes any process gone (awaitsListing). Such a restore waits in restoreWaits; an exit before
+// GoneAfter of sample times since a snapshot read its GPU (countAbsence)
+// and the procfs does not show its client running (sameClientRuns), as
+// forgetGone takes any process gone (awaitsListing). Such a restore
+// waits in restoreWaits; an exit before
 // it is made leaves the unlisted client's original open for the next
 // start (restoreAction), rather than close it with a cap the client may
 // still run under.
@@ -93,14 +95,29 @@ func (t *Tuner) deferRestore(k, why string) {
 // nothing of it: it does not read the GPU, or does not list the PID with
 // less than GoneAfter passed since the first snapshot that read the GPU
 // (again after one that did not: countAbsence; a sample may miss a
-// running client); past that, the process is gone.
+// running client), told by the snapshots' sample times, not the rounds'
+// clock (a sampler that stalls repeats one sample, which tells nothing
+// new), or the procfs shows its client still running (the PID's boot ID
+// and start time those journaled with it: sameClientRuns). Past that,
+// the process is gone.
 func (t *Tuner) awaitsListing(k string, now time.Time) bool {
 	p, ok := t.procs[k]
-	if !ok || p.observed || p.tg.Knob != gpu.KnobMPSActiveThreads || !t.tellsClient(t.originals[k]) {
+	o := t.originals[k]
+	if !ok || p.observed || p.tg.Knob != gpu.KnobMPSActiveThreads || !t.tellsClient(o) {
 		return false
 	}
 	present, known := t.processPresent(p.tg)
-	return !known || !present && now.Sub(p.seen) < GoneAfter
+	switch {
+	case !known:
+		return true
+	case present:
+		return false
+	}
+	at := t.last.Time // (known: a snapshot read the GPU, and noteRecent counted it)
+	if at.IsZero() {
+		at = now
+	}
+	return at.Sub(p.readAt) < GoneAfter || t.sameClientRuns(o)
 }
 
 // waitsForListing reports whether the restore of the MPS original k waits
@@ -109,6 +126,14 @@ func (t *Tuner) awaitsListing(k string, now time.Time) bool {
 func (t *Tuner) waitsForListing(k string, now time.Time) bool {
 	_, waits := t.restoreWaits[k]
 	return waits && !t.originals[k].RestoreFailed && t.awaitsListing(k, now)
+}
+
+// sameClientRuns reports whether the procfs shows the client journaled
+// with the MPS original o still running: its PID's boot ID and start time
+// those journaled. A sample that does not list it then missed it.
+func (t *Tuner) sameClientRuns(o Original) bool {
+	boot, start, ok, err := t.clientStart(o.Target.PID)
+	return err == nil && ok && boot == o.Boot && len(o.Starts) == 1 && start == o.Starts[0]
 }
 
 // tellsClient reports whether the MPS original o names its client (the
@@ -154,7 +179,7 @@ func (t *Tuner) unlistedGone(o Original) string {
 func (t *Tuner) awaitListing(k, why string) {
 	t.deferRestore(k, why)
 	o := t.originals[k]
-	level.Info(t.o.Logger).Log("msg", "the first snapshot does not list the MPS client whose cap an earlier run changed, or does not read its GPU (a sample may miss a running client): its cap is set back, the client restarted, once a snapshot lists it, and its original closed as gone if none does within "+GoneAfter.String(),
+	level.Info(t.o.Logger).Log("msg", "the first snapshot does not list the MPS client whose cap an earlier run changed, or does not read its GPU (a sample may miss a running client): its cap is set back, the client restarted, once a snapshot lists it, and its original closed as gone if none does within "+GoneAfter.String()+" of samples reading its GPU while the procfs does not show the client running",
 		"target", o.Target.String(), "tenant", o.Tenant, "pid", o.Target.PID)
 }
 
