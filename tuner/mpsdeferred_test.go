@@ -366,3 +366,29 @@ func TestUnlistedClientKeptWhileTheProcfsShowsIt(t *testing.T) {
 		})
 	}
 }
+
+// With --sample.interval longer than --tuner.interval, the round after a
+// restore may get the sample the restore's round had, taken before it:
+// the target stays held until a round's sample is later than the restore.
+// Before, the hold lasted one round, and the next restarted the client
+// again, decided from its cap before the restore.
+func TestRestoreHoldLastsTillALaterSample(t *testing.T) {
+	at := t0.Add(time.Hour)
+	host := &idClients{boot: testBoot, starts: map[uint32]uint64{10: 500, 8: 50}}
+	tu, _, clk := deferredRun(t, host, Identity{Boot: testBoot, Starts: []uint64{500}}, fixed{mpsAction(10, 1, 0.5)})
+	tu.o.StaleAfter = StaleAfterFor(30 * time.Second)
+	_, _ = tu.Recover(context.Background(), tenantSnap(at, proc{8, "batch"}))
+	s := tenantSnap(at.Add(30*time.Second), proc{10, "embed"}, proc{8, "batch"})
+	roundAt(t, tu, clk, s)
+	clk.Set(s.Time.Add(15 * time.Second))
+	if _, err := tu.RunOnce(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(restartsOf(host.Calls)); n != 1 {
+		t.Errorf("%d restarts after a round on the restore's sample, want the restore's alone", n)
+	}
+	roundAt(t, tu, clk, tenantSnap(at.Add(60*time.Second), proc{10, "embed"}, proc{8, "batch"}))
+	if n := len(restartsOf(host.Calls)); n != 2 {
+		t.Errorf("%d restarts after a later sample, want the policy's change made", n)
+	}
+}

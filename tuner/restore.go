@@ -289,7 +289,7 @@ func (t *Tuner) restoreApply(ctx context.Context, k string, a Action, d Decision
 	o := t.originals[k]
 	err := left
 	if err == nil {
-		t.noteRestoredNow(k)
+		t.noteRestoredNow(k, now)
 		err = t.apply(ctx, a)
 		if o.Target.Knob == gpu.KnobPauseDuty {
 			why, cerr := t.thawCgroups(ctx, a, o, d.Reason) // (a cgroup no PID names now thawed)

@@ -9,6 +9,7 @@ import (
 	"github.com/go-kit/log/level"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
 // A restore at start may be deferred to a later round: to a restarted MPS
@@ -205,29 +206,41 @@ func (t *Tuner) retryRestores(ctx context.Context, now time.Time) ([]Decision, [
 // same snapshot as the round's policies, which still see the target as it
 // was before: a client the restore has just restarted would be restarted
 // again by a policy's change of its cap in the same round, decided from
-// its cap before the restore. So a target set back by a restore of the
-// round (or tried) gets no action of the round's: the executor passes
-// over it, as over one a restore's hook still runs on (holder), and the
-// next round, from a snapshot after the restore, decides on it.
+// its cap before the restore. So a target set back by a restore (or
+// tried) gets no action of a round's until a snapshot sampled after the
+// restore: the executor passes over it, as over one a restore's hook
+// still runs on (holder), in that round and in those after it that get
+// a sample from before (--sample.interval longer than --tuner.interval),
+// and the first round with a later sample decides on it.
 
 // noteRestoredNow marks the target k as set back by a restore now.
-func (t *Tuner) noteRestoredNow(k string) {
+func (t *Tuner) noteRestoredNow(k string, now time.Time) {
 	if t.restoredNow == nil {
-		t.restoredNow = map[string]bool{}
+		t.restoredNow = map[string]time.Time{}
 	}
-	t.restoredNow[k] = true
+	t.restoredNow[k] = now
+}
+
+// endRestoreHolds ends the holds of the targets set back by a restore
+// before snap was sampled (noteRestoredNow); a snapshot without a sample
+// time ends every one.
+func (t *Tuner) endRestoreHolds(snap *tenant.Snapshot) {
+	maps.DeleteFunc(t.restoredNow, func(_ string, at time.Time) bool {
+		return snap != nil && (snap.Time.IsZero() || snap.Time.After(at))
+	})
 }
 
 // heldByRestore reports whether a's target was set back (or tried) by a
-// restore of this round (noteRestoredNow), which a is not made beside: a
+// restore after the round's snapshot was sampled (noteRestoredNow), which
+// a, decided from that snapshot, is not made beside: a
 // revert due keeps its judgement for a later round, another action is
 // logged at debug.
 func (t *Tuner) heldByRestore(a Action) bool {
-	if !t.restoredNow[a.Target.String()] {
+	if _, held := t.restoredNow[a.Target.String()]; !held {
 		return false
 	}
 	if !t.keepJudgement(a) {
-		level.Debug(t.o.Logger).Log("msg", "tuner change of a target a restore set back this round; not made this round, decided again from the next round's snapshot",
+		level.Debug(t.o.Logger).Log("msg", "tuner change of a target a restore set back after this round's snapshot was sampled; not made this round, decided again from a snapshot sampled after the restore",
 			"gpu", a.GPU, "knob", a.Knob, "tenant", a.Tenant, "pid", a.PID, "to", a.Want)
 	}
 	return true
