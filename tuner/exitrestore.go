@@ -21,7 +21,7 @@ type ExitRestores struct {
 	// AtExit are set back at exit.
 	AtExit int
 	// WaitingForListing are MPS originals the start left to the rounds
-	// whose client no snapshot has listed yet (awaitsListing): restored
+	// whose client no snapshot has listed yet (waitsForListing): restored
 	// by the first round that lists it, closed as gone if none does; an
 	// exit before either leaves them open, failed restores, for the next
 	// start.
@@ -44,7 +44,7 @@ func (t *Tuner) exitRestores(now time.Time) ExitRestores {
 		switch {
 		case o.Target.Knob != gpu.KnobPauseDuty && !t.enforcedOn(o.Target.GPU):
 			e.KeptOpen++
-		case t.awaitsListing(k, now):
+		case t.waitsForListing(k, now):
 			e.WaitingForListing++
 		case o.RestoreFailed:
 			e.Failed++

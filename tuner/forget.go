@@ -61,6 +61,10 @@ type procSeen struct {
 	// lost: a first snapshot long after the start, or a GPU read down
 	// for long, tells nothing of it
 	journaled, unread bool
+	// readAt: the sample time of the snapshot that (re)started the count,
+	// the clock an unlisted MPS client's wait runs on (awaitsListing): a
+	// sample repeated while the sampler stalls does not advance it
+	readAt time.Time
 }
 
 // Forgetter is a guard that keeps state per target: Forget drops what it
@@ -94,11 +98,12 @@ func (t *Tuner) trackProc(tg Target, now time.Time) {
 	t.procs[k] = procSeen{tg: tg, seen: now}
 }
 
-// countAbsence (re)starts, at now, the absence count of the process
-// targets taken from the journal and not observed since whose GPU the
-// snapshot before had not read and the readings now, up, read; it marks
-// those whose GPU they do not read (procSeen.unread).
-func (t *Tuner) countAbsence(up map[string]bool, now time.Time) {
+// countAbsence (re)starts, at now (and at, the snapshot's sample time),
+// the absence count of the process targets taken from the journal and not
+// observed since whose GPU the snapshot before had not read and the
+// readings now, up, read; it marks those whose GPU they do not read
+// (procSeen.unread).
+func (t *Tuner) countAbsence(up map[string]bool, now, at time.Time) {
 	for k, p := range t.procs {
 		switch {
 		case !p.journaled || p.observed:
@@ -106,7 +111,7 @@ func (t *Tuner) countAbsence(up map[string]bool, now time.Time) {
 		case !up[p.tg.GPU]:
 			p.unread = true
 		case p.unread:
-			p.seen, p.unread = now, false
+			p.seen, p.readAt, p.unread = now, at, false
 		}
 		t.procs[k] = p
 	}
@@ -149,6 +154,7 @@ func (t *Tuner) forgetGone(snap *tenant.Snapshot, now time.Time) {
 			t.procs[k] = p
 		case t.watches[k] != nil: // its successor is looked for (findSuccessors)
 		case t.hooks[k] != nil: // a hook runs on it (hooks.go): gone while it restarts the client
+		case t.waitsForListing(k, now): // (its wait runs on the samples' times, and on while its client runs: awaitsListing)
 		case now.Sub(p.seen) >= GoneAfter:
 			if gone == nil {
 				gone = map[string]bool{}

@@ -259,3 +259,136 @@ func TestUnlistedClientCountedApartAtExit(t *testing.T) {
 		t.Errorf("exit restores %+v once PID 10 is restored, want none", got)
 	}
 }
+
+// An MPS original journaled with its client's identity whose GPU the
+// start's snapshot reads down is left to the rounds as an unlisted one:
+// counted waiting for a listing, its minute run from the first snapshot
+// that reads the GPU, and restored by the first that lists the client.
+// Before, the start gave it up at once (a failed restore, "no snapshot
+// says whether PID 10 still runs"), no round retried it, and the status
+// counted it waiting for a listing all the same.
+func TestUnreadGPUAtStartLeftToTheRounds(t *testing.T) {
+	at := t0.Add(time.Hour)
+	host := &idClients{boot: testBoot, starts: map[uint32]uint64{10: 500, 8: 50}}
+	tu, j, clk := deferredRun(t, host, Identity{Boot: testBoot, Starts: []uint64{500}}, fixed(nil))
+	if _, err := tu.Recover(context.Background(), snapshot(at, []gpu.Device{{UUID: uuid0, Up: false, Err: "timed out"}}, nil)); err != nil {
+		t.Errorf("start: %v, want its restore left to the rounds", err)
+	}
+	if got, want := tu.Status().Exit, (ExitRestores{WaitingForListing: 1}); got != want {
+		t.Errorf("exit restores %+v after the start, want %+v", got, want)
+	}
+	roundAt(t, tu, clk, tenantSnap(at.Add(GoneAfter), proc{8, "batch"}))
+	roundAt(t, tu, clk, tenantSnap(at.Add(GoneAfter+15*time.Second), proc{10, "embed"}, proc{8, "batch"}))
+	if got, want := restartsOf(host.Calls), []string{"RestartClient(GPU-0,10)"}; !slices.Equal(got, want) {
+		t.Errorf("restarts %q, want %q", got, want)
+	}
+	if text := journalText(t, j); len(j.Originals()) != 0 || strings.Contains(text, "restore_failed") {
+		t.Errorf("%d originals open, want PID 10's restored, no restore failed\njournal: %s", len(j.Originals()), text)
+	}
+}
+
+// An unlisted client's original whose restore the exit gave up (its GPU
+// read down) is counted failed, not waiting for a listing: nothing waits
+// for one any more. Before, it was counted waiting.
+func TestGivenUpRestoreNotCountedWaiting(t *testing.T) {
+	at := t0.Add(time.Hour)
+	host := &idClients{boot: testBoot, starts: map[uint32]uint64{10: 500, 8: 50}}
+	tu, _, clk := deferredRun(t, host, Identity{Boot: testBoot, Starts: []uint64{500}}, fixed(nil))
+	_, _ = tu.Recover(context.Background(), tenantSnap(at, proc{8, "batch"}))
+	roundAt(t, tu, clk, snapshot(at.Add(15*time.Second), []gpu.Device{{UUID: uuid0, Up: false, Err: "timed out"}}, nil))
+	_, _ = tu.Restore(context.Background())
+	if got, want := tu.Status().Exit, (ExitRestores{Failed: 1}); got != want {
+		t.Errorf("exit restores %+v after the exit gave it up, want %+v", got, want)
+	}
+}
+
+// The minute an unlisted client is waited for runs on the snapshots'
+// sample times: a sampler that stalls after the start's sample, the
+// rounds given that sample again for longer than GoneAfter, does not
+// close it as gone; the next fresh sample that lists it restores it.
+// Before, the rounds' clock ran the minute and the client kept the cap.
+func TestUnlistedClientWaitRunsOnSampleTimes(t *testing.T) {
+	at := t0.Add(time.Hour)
+	host := &idClients{boot: testBoot, starts: map[uint32]uint64{10: 500, 8: 50}, err: errors.New("permission denied")}
+	tu, j, clk := deferredRun(t, host, Identity{Boot: testBoot, Starts: []uint64{500}}, fixed(nil))
+	first := tenantSnap(at, proc{8, "batch"})
+	_, _ = tu.Recover(context.Background(), first)
+	for i := 1; i <= 6; i++ {
+		clk.Set(at.Add(time.Duration(i) * 15 * time.Second))
+		if _, err := tu.RunOnce(context.Background(), first); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(j.Originals()); n != 1 {
+		t.Fatalf("%d originals open after a minute and a half of one sample, want it open\njournal: %s", n, journalText(t, j))
+	}
+	host.err = nil
+	roundAt(t, tu, clk, tenantSnap(at.Add(105*time.Second), proc{10, "embed"}, proc{8, "batch"}))
+	if got, want := restartsOf(host.Calls), []string{"RestartClient(GPU-0,10)"}; !slices.Equal(got, want) {
+		t.Errorf("restarts %q, want %q", got, want)
+	}
+}
+
+// Past its minute of samples not listing it, an unlisted client whose
+// PID the procfs shows with the boot ID and start time journaled (the
+// same client running) is waited for on, and restored by the snapshot
+// that lists it at last; one the procfs cannot tell is closed as gone.
+// Before, both were closed as gone, the running client left its cap.
+func TestUnlistedClientKeptWhileTheProcfsShowsIt(t *testing.T) {
+	at := t0.Add(time.Hour)
+	for _, c := range []struct {
+		name    string
+		err     error // the procfs's, till the listing
+		restart bool
+	}{
+		{"the procfs shows it", nil, true},
+		{"the procfs unreadable", errors.New("permission denied"), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			host := &idClients{boot: testBoot, starts: map[uint32]uint64{10: 500, 8: 50}, err: c.err}
+			tu, j, clk := deferredRun(t, host, Identity{Boot: testBoot, Starts: []uint64{500}}, fixed(nil))
+			_, _ = tu.Recover(context.Background(), tenantSnap(at, proc{8, "batch"}))
+			for i := 1; i <= 8; i++ {
+				roundAt(t, tu, clk, tenantSnap(at.Add(time.Duration(i)*15*time.Second), proc{8, "batch"}))
+			}
+			host.err = nil
+			roundAt(t, tu, clk, tenantSnap(at.Add(135*time.Second), proc{10, "embed"}, proc{8, "batch"}))
+			var want []string
+			if c.restart {
+				want = []string{"RestartClient(GPU-0,10)"}
+			}
+			if got := restartsOf(host.Calls); !slices.Equal(got, want) {
+				t.Errorf("restarts %q, want %q\njournal: %s", got, want, journalText(t, j))
+			}
+			if n := len(j.Originals()); n != 0 {
+				t.Errorf("%d originals open, want it restored or closed", n)
+			}
+		})
+	}
+}
+
+// With --sample.interval longer than --tuner.interval, the round after a
+// restore may get the sample the restore's round had, taken before it:
+// the target stays held until a round's sample is later than the restore.
+// Before, the hold lasted one round, and the next restarted the client
+// again, decided from its cap before the restore.
+func TestRestoreHoldLastsTillALaterSample(t *testing.T) {
+	at := t0.Add(time.Hour)
+	host := &idClients{boot: testBoot, starts: map[uint32]uint64{10: 500, 8: 50}}
+	tu, _, clk := deferredRun(t, host, Identity{Boot: testBoot, Starts: []uint64{500}}, fixed{mpsAction(10, 1, 0.5)})
+	tu.o.StaleAfter = StaleAfterFor(30 * time.Second)
+	_, _ = tu.Recover(context.Background(), tenantSnap(at, proc{8, "batch"}))
+	s := tenantSnap(at.Add(30*time.Second), proc{10, "embed"}, proc{8, "batch"})
+	roundAt(t, tu, clk, s)
+	clk.Set(s.Time.Add(15 * time.Second))
+	if _, err := tu.RunOnce(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(restartsOf(host.Calls)); n != 1 {
+		t.Errorf("%d restarts after a round on the restore's sample, want the restore's alone", n)
+	}
+	roundAt(t, tu, clk, tenantSnap(at.Add(60*time.Second), proc{10, "embed"}, proc{8, "batch"}))
+	if n := len(restartsOf(host.Calls)); n != 2 {
+		t.Errorf("%d restarts after a later sample, want the policy's change made", n)
+	}
+}

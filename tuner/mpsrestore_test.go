@@ -3,6 +3,7 @@ package tuner
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -165,7 +166,8 @@ func TestMPSRestoreAtStartWaitsForListing(t *testing.T) {
 	}{
 		{"listed by a later round", []*tenant.Snapshot{none(15 * time.Second), listed(30 * time.Second)}, 500, false, true, "restored at start"},
 		{"listed, another process", []*tenant.Snapshot{listed(30 * time.Second)}, 900, false, false, other},
-		{"not listed within GoneAfter", []*tenant.Snapshot{none(30 * time.Second), none(GoneAfter), listed(GoneAfter + 15*time.Second)}, 500, false, false, gone},
+		{"not listed within GoneAfter, the procfs unreadable", []*tenant.Snapshot{none(30 * time.Second), none(GoneAfter), listed(GoneAfter + 15*time.Second)}, 0, false, false, gone},
+		{"not listed within GoneAfter, the procfs showing it", []*tenant.Snapshot{none(30 * time.Second), none(GoneAfter), listed(GoneAfter + 15*time.Second)}, 500, false, true, "restored at start"},
 		{"its GPU read down, then listed", []*tenant.Snapshot{down(30 * time.Second), listed(GoneAfter + 10*time.Second)}, 500, false, true, "restored at start"},
 		{"exit before a round lists it", []*tenant.Snapshot{none(15 * time.Second)}, 500, true, false, ""},
 	} {
@@ -181,6 +183,9 @@ func TestMPSRestoreAtStartWaitsForListing(t *testing.T) {
 			}
 			_, _ = tu.Recover(context.Background(), none(0))
 			host.starts[10] = c.start // (another process's once the client is gone)
+			if c.start == 0 {
+				host.err = errors.New("permission denied") // (the procfs tells nothing)
+			}
 			if got := restartsOf(host.Calls); len(got) != 0 || len(j.Originals()) != 1 || tu.Status().Unrestored != 1 {
 				t.Fatalf("at start: restarts %q, %d open, %d unrestored; want none, the original open and unrestored\nlog: %s", got, len(j.Originals()), tu.Status().Unrestored, logs.String())
 			}

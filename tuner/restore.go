@@ -17,9 +17,10 @@ import (
 
 // Recover restores, once, the originals an earlier run left open in the
 // journal (it exited before restoring them), on snap's GPUs (snap may be
-// nil: an MPS original, whose process it cannot tell running, is then
-// left open; one whose PID snap does not list is left to the rounds,
-// restorehook.go). The exporter calls it at start,
+// nil). An MPS original whose PID snap does not list, or whose GPU it does
+// not read (or with snap nil), is left to the rounds where it names its
+// client (restorehook.go); one that names none is then closed as gone,
+// or, its GPU unread, left open. The exporter calls it at start,
 // before the first round; RunOnce calls it when nobody did. Only a GPU in
 // enforce mode is acted on, whatever the other GPUs' modes, but for a
 // pause, thawed in any mode; a failed restore stays open, for the restore
@@ -252,6 +253,13 @@ func (t *Tuner) restoreAction(k string, now time.Time, why string) (a Action, d 
 			}
 			left = fmt.Errorf("no snapshot has listed PID %d on its GPU since this run took its original from the journal, less than %v ago, and a sample may miss a running client: left for the next start, which restores it once a snapshot lists it, or closes it as gone once none has for %v", o.Target.PID, GoneAfter, GoneAfter)
 		}
+		// one whose GPU the start's snapshot does not read (read down, or
+		// no snapshot yet) is left to the rounds as an unlisted one is:
+		// its minute runs from the first snapshot that reads the GPU
+		if left == nil && !known && why == whyRecovered && t.awaitsListing(k, now) {
+			t.awaitListing(k, why)
+			return a, d, nil, true
+		}
 		// a PID whose process is not the client journaled with it (another
 		// boot, another start time) is not restarted, nor one whose
 		// identity cannot be read now (mpsidentity.go)
@@ -281,7 +289,7 @@ func (t *Tuner) restoreApply(ctx context.Context, k string, a Action, d Decision
 	o := t.originals[k]
 	err := left
 	if err == nil {
-		t.noteRestoredNow(k)
+		t.noteRestoredNow(k, now)
 		err = t.apply(ctx, a)
 		if o.Target.Knob == gpu.KnobPauseDuty {
 			why, cerr := t.thawCgroups(ctx, a, o, d.Reason) // (a cgroup no PID names now thawed)

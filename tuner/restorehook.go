@@ -9,6 +9,7 @@ import (
 	"github.com/go-kit/log/level"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
 // A restore at start may be deferred to a later round: to a restarted MPS
@@ -20,8 +21,10 @@ import (
 // (tellsClient: one without is closed as gone at once), made by
 // the first round whose snapshot lists it, with the identity check of
 // every restore (clientGone), and closed as gone where none has for
-// GoneAfter since a snapshot read its GPU (countAbsence), as forgetGone
-// takes any process gone (awaitsListing). Such a restore waits in restoreWaits; an exit before
+// GoneAfter of sample times since a snapshot read its GPU (countAbsence)
+// and the procfs does not show its client running (sameClientRuns), as
+// forgetGone takes any process gone (awaitsListing). Such a restore
+// waits in restoreWaits; an exit before
 // it is made leaves the unlisted client's original open for the next
 // start (restoreAction), rather than close it with a cap the client may
 // still run under.
@@ -93,14 +96,45 @@ func (t *Tuner) deferRestore(k, why string) {
 // nothing of it: it does not read the GPU, or does not list the PID with
 // less than GoneAfter passed since the first snapshot that read the GPU
 // (again after one that did not: countAbsence; a sample may miss a
-// running client); past that, the process is gone.
+// running client), told by the snapshots' sample times, not the rounds'
+// clock (a sampler that stalls repeats one sample, which tells nothing
+// new), or the procfs shows its client still running (the PID's boot ID
+// and start time those journaled with it: sameClientRuns). Past that,
+// the process is gone.
 func (t *Tuner) awaitsListing(k string, now time.Time) bool {
 	p, ok := t.procs[k]
-	if !ok || p.observed || p.tg.Knob != gpu.KnobMPSActiveThreads || !t.tellsClient(t.originals[k]) {
+	o := t.originals[k]
+	if !ok || p.observed || p.tg.Knob != gpu.KnobMPSActiveThreads || !t.tellsClient(o) {
 		return false
 	}
 	present, known := t.processPresent(p.tg)
-	return !known || !present && now.Sub(p.seen) < GoneAfter
+	switch {
+	case !known:
+		return true
+	case present:
+		return false
+	}
+	at := t.last.Time // (known: a snapshot read the GPU, and noteRecent counted it)
+	if at.IsZero() {
+		at = now
+	}
+	return at.Sub(p.readAt) < GoneAfter || t.sameClientRuns(o)
+}
+
+// waitsForListing reports whether the restore of the MPS original k waits
+// in restoreWaits for a snapshot to list its client (awaitsListing): one
+// whose restore was given up (a failed restore) waits for none.
+func (t *Tuner) waitsForListing(k string, now time.Time) bool {
+	_, waits := t.restoreWaits[k]
+	return waits && !t.originals[k].RestoreFailed && t.awaitsListing(k, now)
+}
+
+// sameClientRuns reports whether the procfs shows the client journaled
+// with the MPS original o still running: its PID's boot ID and start time
+// those journaled. A sample that does not list it then missed it.
+func (t *Tuner) sameClientRuns(o Original) bool {
+	boot, start, ok, err := t.clientStart(o.Target.PID)
+	return err == nil && ok && boot == o.Boot && len(o.Starts) == 1 && start == o.Starts[0]
 }
 
 // tellsClient reports whether the MPS original o names its client (the
@@ -141,11 +175,12 @@ func (t *Tuner) unlistedGone(o Original) string {
 }
 
 // awaitListing defers the start's restore of the MPS original k, whose
-// process the first snapshot does not list, to the rounds, and says so.
+// process the first snapshot does not list (or whose GPU it does not
+// read), to the rounds, and says so.
 func (t *Tuner) awaitListing(k, why string) {
 	t.deferRestore(k, why)
 	o := t.originals[k]
-	level.Info(t.o.Logger).Log("msg", "the first snapshot does not list the MPS client whose cap an earlier run changed (a sample may miss a running client): its cap is set back, the client restarted, once a snapshot lists it, and its original closed as gone if none does within "+GoneAfter.String(),
+	level.Info(t.o.Logger).Log("msg", "the first snapshot does not list the MPS client whose cap an earlier run changed, or does not read its GPU (a sample may miss a running client): its cap is set back, the client restarted, once a snapshot lists it, and its original closed as gone if none does within "+GoneAfter.String()+" of samples reading its GPU while the procfs does not show the client running",
 		"target", o.Target.String(), "tenant", o.Tenant, "pid", o.Target.PID)
 }
 
@@ -171,29 +206,41 @@ func (t *Tuner) retryRestores(ctx context.Context, now time.Time) ([]Decision, [
 // same snapshot as the round's policies, which still see the target as it
 // was before: a client the restore has just restarted would be restarted
 // again by a policy's change of its cap in the same round, decided from
-// its cap before the restore. So a target set back by a restore of the
-// round (or tried) gets no action of the round's: the executor passes
-// over it, as over one a restore's hook still runs on (holder), and the
-// next round, from a snapshot after the restore, decides on it.
+// its cap before the restore. So a target set back by a restore (or
+// tried) gets no action of a round's until a snapshot sampled after the
+// restore: the executor passes over it, as over one a restore's hook
+// still runs on (holder), in that round and in those after it that get
+// a sample from before (--sample.interval longer than --tuner.interval),
+// and the first round with a later sample decides on it.
 
 // noteRestoredNow marks the target k as set back by a restore now.
-func (t *Tuner) noteRestoredNow(k string) {
+func (t *Tuner) noteRestoredNow(k string, now time.Time) {
 	if t.restoredNow == nil {
-		t.restoredNow = map[string]bool{}
+		t.restoredNow = map[string]time.Time{}
 	}
-	t.restoredNow[k] = true
+	t.restoredNow[k] = now
+}
+
+// endRestoreHolds ends the holds of the targets set back by a restore
+// before snap was sampled (noteRestoredNow); a snapshot without a sample
+// time ends every one.
+func (t *Tuner) endRestoreHolds(snap *tenant.Snapshot) {
+	maps.DeleteFunc(t.restoredNow, func(_ string, at time.Time) bool {
+		return snap != nil && (snap.Time.IsZero() || snap.Time.After(at))
+	})
 }
 
 // heldByRestore reports whether a's target was set back (or tried) by a
-// restore of this round (noteRestoredNow), which a is not made beside: a
+// restore after the round's snapshot was sampled (noteRestoredNow), which
+// a, decided from that snapshot, is not made beside: a
 // revert due keeps its judgement for a later round, another action is
 // logged at debug.
 func (t *Tuner) heldByRestore(a Action) bool {
-	if !t.restoredNow[a.Target.String()] {
+	if _, held := t.restoredNow[a.Target.String()]; !held {
 		return false
 	}
 	if !t.keepJudgement(a) {
-		level.Debug(t.o.Logger).Log("msg", "tuner change of a target a restore set back this round; not made this round, decided again from the next round's snapshot",
+		level.Debug(t.o.Logger).Log("msg", "tuner change of a target a restore set back after this round's snapshot was sampled; not made this round, decided again from a snapshot sampled after the restore",
 			"gpu", a.GPU, "knob", a.Knob, "tenant", a.Tenant, "pid", a.PID, "to", a.Want)
 	}
 	return true

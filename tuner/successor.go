@@ -175,7 +175,7 @@ func (t *Tuner) noteRecent(snap *tenant.Snapshot, now time.Time) {
 		t.onGPU[k] = p
 	}
 	maps.DeleteFunc(t.onGPU, func(_ pidKey, p recentProc) bool { return at.Sub(p.seen) >= GoneAfter })
-	t.countAbsence(up, now)
+	t.countAbsence(up, now, at)
 }
 
 // journalRestart journals, before an MPS client's restart that may go on

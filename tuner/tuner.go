@@ -182,10 +182,10 @@ type Tuner struct {
 	// successor found whose restart hook waits for another, of a client
 	// no snapshot has listed yet (restorehook.go): why, by Target.String
 	restoreWaits map[string]string
-	// restoredNow are the targets a restore of this round (or of Recover,
-	// till the next round) set back or tried to, by Target.String: the
-	// round's policy actions on them are passed over (heldByRestore)
-	restoredNow map[string]bool
+	// restoredNow are the targets a restore set back or tried to, by
+	// Target.String, and when, till a snapshot sampled after it: the
+	// rounds' policy actions on them are passed over (heldByRestore)
+	restoredNow map[string]time.Time
 	// onGPU are the processes the rounds saw on each GPU within
 	// GoneAfter, what was there at an MPS client's restart (restartOf)
 	onGPU map[pidKey]recentProc
@@ -384,7 +384,7 @@ func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 	t.caps = capCache{}
 	defer func() { t.caps = nil }()
 	clear(t.journalHeldOn)
-	clear(t.restoredNow) // (Recover's, or the last round's: this snapshot is after them)
+	t.endRestoreHolds(snap) // (those this snapshot was sampled after)
 	var out []Decision
 	var errs []error
 	t.probeJournal() // (while its last write failed)
