@@ -167,7 +167,7 @@ func TestMPSRestoreAtStartWaitsForListing(t *testing.T) {
 		{"listed by a later round", []*tenant.Snapshot{none(15 * time.Second), listed(30 * time.Second)}, 500, false, true, "restored at start"},
 		{"listed, another process", []*tenant.Snapshot{listed(30 * time.Second)}, 900, false, false, other},
 		{"not listed within GoneAfter, the procfs unreadable", []*tenant.Snapshot{none(30 * time.Second), none(GoneAfter), listed(GoneAfter + 15*time.Second)}, 0, false, false, gone},
-		{"not listed within GoneAfter, the procfs showing it", []*tenant.Snapshot{none(30 * time.Second), none(GoneAfter), listed(GoneAfter + 15*time.Second)}, 500, false, true, "restored at start"},
+		{"not listed within GoneAfter, the procfs showing it", []*tenant.Snapshot{none(30 * time.Second), none(GoneAfter), listed(GoneAfter + 15*time.Second)}, 500, false, false, gone},
 		{"its GPU read down, then listed", []*tenant.Snapshot{down(30 * time.Second), listed(GoneAfter + 10*time.Second)}, 500, false, true, "restored at start"},
 		{"exit before a round lists it", []*tenant.Snapshot{none(15 * time.Second)}, 500, true, false, ""},
 	} {

@@ -21,9 +21,10 @@ import (
 // (tellsClient: one without is closed as gone at once), made by
 // the first round whose snapshot lists it, with the identity check of
 // every restore (clientGone), and closed as gone where none has for
-// GoneAfter of sample times since a snapshot read its GPU (countAbsence)
-// and the procfs does not show its client running (sameClientRuns), as
-// forgetGone takes any process gone (awaitsListing). Such a restore
+// GoneAfter of sample times since a snapshot read its GPU (countAbsence),
+// as forgetGone takes any process gone (awaitsListing), also where the
+// procfs shows its client running: one that left the GPU and runs on
+// would otherwise be waited for for good, every exit failing its restore. Such a restore
 // waits in restoreWaits; an exit before
 // it is made leaves the unlisted client's original open for the next
 // start (restoreAction), rather than close it with a cap the client may
@@ -98,9 +99,7 @@ func (t *Tuner) deferRestore(k, why string) {
 // (again after one that did not: countAbsence; a sample may miss a
 // running client), told by the snapshots' sample times, not the rounds'
 // clock (a sampler that stalls repeats one sample, which tells nothing
-// new), or the procfs shows its client still running (the PID's boot ID
-// and start time those journaled with it: sameClientRuns). Past that,
-// the process is gone.
+// new). Past that, the process is gone from its GPU.
 func (t *Tuner) awaitsListing(k string, now time.Time) bool {
 	p, ok := t.procs[k]
 	o := t.originals[k]
@@ -118,7 +117,7 @@ func (t *Tuner) awaitsListing(k string, now time.Time) bool {
 	if at.IsZero() {
 		at = now
 	}
-	return at.Sub(p.readAt) < GoneAfter || t.sameClientRuns(o)
+	return at.Sub(p.readAt) < GoneAfter
 }
 
 // waitsForListing reports whether the restore of the MPS original k waits
@@ -127,14 +126,6 @@ func (t *Tuner) awaitsListing(k string, now time.Time) bool {
 func (t *Tuner) waitsForListing(k string, now time.Time) bool {
 	_, waits := t.restoreWaits[k]
 	return waits && !t.originals[k].RestoreFailed && t.awaitsListing(k, now)
-}
-
-// sameClientRuns reports whether the procfs shows the client journaled
-// with the MPS original o still running: its PID's boot ID and start time
-// those journaled. A sample that does not list it then missed it.
-func (t *Tuner) sameClientRuns(o Original) bool {
-	boot, start, ok, err := t.clientStart(o.Target.PID)
-	return err == nil && ok && boot == o.Boot && len(o.Starts) == 1 && start == o.Starts[0]
 }
 
 // tellsClient reports whether the MPS original o names its client (the
