@@ -138,6 +138,22 @@ func TestCheckSettles(t *testing.T) {
 	}
 }
 
+// editedPassword keeps a file of one user's password hash, then edits it
+// to another's, which it returns: the edit not yet reloaded or checked.
+func editedPassword(t *testing.T) (*Kept, string) {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "web.yml")
+	oldHash, newHash := hash(t, "s3cret"), hash(t, "n3w")
+	write(t, f, "basic_auth_users:\n  prom: "+oldHash+"\n")
+	k, err := Open(f, limit, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { k.Close() })
+	write(t, f, "basic_auth_users:\n  prom: "+newHash+"\n")
+	return k, newHash
+}
+
 // A failure to make the copy (the system's: out of descriptors, as a
 // memfd_create failing after the start's probe passed) is not the file's:
 // the next check tries the edit again. Before, the edit was marked seen
@@ -145,18 +161,11 @@ func TestCheckSettles(t *testing.T) {
 func TestCheckRetriesCopyFailure(t *testing.T) {
 	for _, by := range []string{"reload", "check"} {
 		t.Run(by, func(t *testing.T) {
-			f := filepath.Join(t.TempDir(), "web.yml")
-			oldHash, newHash := hash(t, "s3cret"), hash(t, "n3w")
-			write(t, f, "basic_auth_users:\n  prom: "+oldHash+"\n")
-			k, err := Open(f, limit, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer k.Close()
-			write(t, f, "basic_auth_users:\n  prom: "+newHash+"\n")
+			k, newHash := editedPassword(t)
 			old := memfdCreate
 			memfdCreate = func(string, int) (int, error) { memfdCreate = old; return -1, unix.EMFILE }
 			defer func() { memfdCreate = old }()
+			var err error
 			if by == "reload" {
 				err = k.Reload()
 			} else {
@@ -193,15 +202,7 @@ func TestCheckRetriesOutOfDescriptors(t *testing.T) {
 		{"the file's open ENOMEM", false, unix.ENOMEM},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := filepath.Join(t.TempDir(), "web.yml")
-			oldHash, newHash := hash(t, "s3cret"), hash(t, "n3w")
-			write(t, f, "basic_auth_users:\n  prom: "+oldHash+"\n")
-			k, err := Open(f, limit, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer k.Close()
-			write(t, f, "basic_auth_users:\n  prom: "+newHash+"\n")
+			k, newHash := editedPassword(t)
 			old := validate
 			validate = func(p string) error {
 				if strings.HasPrefix(p, fdDir) == tc.copy {
@@ -230,15 +231,7 @@ func TestCheckRetriesOutOfDescriptors(t *testing.T) {
 // each check. Before, each check every 5 s logged it again and counted
 // it (about 17,000 lines a day).
 func TestCheckReportsLastingSystemFailureOnce(t *testing.T) {
-	f := filepath.Join(t.TempDir(), "web.yml")
-	oldHash, newHash := hash(t, "s3cret"), hash(t, "n3w")
-	write(t, f, "basic_auth_users:\n  prom: "+oldHash+"\n")
-	k, err := Open(f, limit, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer k.Close()
-	write(t, f, "basic_auth_users:\n  prom: "+newHash+"\n")
+	k, newHash := editedPassword(t)
 	old := memfdCreate
 	defer func() { memfdCreate = old }()
 	k.Check() // settles
