@@ -10,7 +10,7 @@ var (
 	lastOKDesc = prometheus.NewDesc("vgpu_web_config_last_reload_successful",
 		"1 if the last reload of --web.config.file succeeded (or none was tried since start), 0 if it failed: the last good web configuration stays in use, or, where exporter-toolkit reads the file itself (outside Linux, memfd_create refused: the start warns of it), the invalid edit is in use.", nil, nil)
 	reloadsDesc = prometheus.NewDesc("vgpu_web_config_reloads_total",
-		"Reloads of --web.config.file since the exporter started (SIGHUP, POST /-/reload, or a change found by its check every 5 s), failed ones included.", nil, nil)
+		"Reloads of --web.config.file since the exporter started (SIGHUP, POST /-/reload, or a change found by its check every 5 s), failed ones included; the check's retries of a failure of the system's (not the file's) counted once for each distinct error.", nil, nil)
 	failuresDesc = prometheus.NewDesc("vgpu_web_config_reload_failures_total",
 		"Reloads of --web.config.file that failed since the exporter started.", nil, nil)
 	expiryDesc = prometheus.NewDesc("vgpu_web_config_certificate_expiry_timestamp_seconds",

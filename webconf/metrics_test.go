@@ -27,7 +27,7 @@ vgpu_web_config_last_reload_successful ` + ok + `
 # HELP vgpu_web_config_reload_failures_total Reloads of --web.config.file that failed since the exporter started.
 # TYPE vgpu_web_config_reload_failures_total counter
 vgpu_web_config_reload_failures_total ` + failures + `
-# HELP vgpu_web_config_reloads_total Reloads of --web.config.file since the exporter started (SIGHUP, POST /-/reload, or a change found by its check every 5 s), failed ones included.
+# HELP vgpu_web_config_reloads_total Reloads of --web.config.file since the exporter started (SIGHUP, POST /-/reload, or a change found by its check every 5 s), failed ones included; the check's retries of a failure of the system's (not the file's) counted once for each distinct error.
 # TYPE vgpu_web_config_reloads_total counter
 vgpu_web_config_reloads_total ` + reloads + `
 `
