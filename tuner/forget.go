@@ -61,10 +61,17 @@ type procSeen struct {
 	// lost: a first snapshot long after the start, or a GPU read down
 	// for long, tells nothing of it
 	journaled, unread bool
-	// readAt: the sample time of the snapshot that (re)started the count,
-	// the clock an unlisted MPS client's wait runs on (awaitsListing): a
-	// sample repeated while the sampler stalls does not advance it
-	readAt time.Time
+	// absent is how long, in the snapshots' own sample times, it has been
+	// missing from its GPU while the GPU was read: the clock an unlisted
+	// MPS client's wait runs on (awaitsListing). Each snapshot that reads
+	// the GPU adds the time since the snapshot before (lastAt), the first
+	// nothing (counting: one has); a sample repeated while the sampler
+	// stalls adds nothing, nor does one that does not read the GPU, so a
+	// GPU read down for long does not close it on its first read, and
+	// one read on and off does not hold its wait for good.
+	absent   time.Duration
+	lastAt   time.Time
+	counting bool
 }
 
 // Forgetter is a guard that keeps state per target: Forget drops what it
@@ -98,20 +105,29 @@ func (t *Tuner) trackProc(tg Target, now time.Time) {
 	t.procs[k] = procSeen{tg: tg, seen: now}
 }
 
-// countAbsence (re)starts, at now (and at, the snapshot's sample time),
-// the absence count of the process targets taken from the journal and not
-// observed since whose GPU the snapshot before had not read and the
-// readings now, up, read; it marks those whose GPU they do not read
-// (procSeen.unread).
+// countAbsence (re)starts, at now, the absence count of the process
+// targets taken from the journal and not observed since whose GPU the
+// snapshot before had not read and the readings now, up, read, and counts
+// their absence in sample times (at, the snapshot's: procSeen.absent); it
+// marks those whose GPU they do not read (procSeen.unread).
 func (t *Tuner) countAbsence(up map[string]bool, now, at time.Time) {
 	for k, p := range t.procs {
-		switch {
-		case !p.journaled || p.observed:
+		if !p.journaled || p.observed {
 			continue
-		case !up[p.tg.GPU]:
+		}
+		read := up[p.tg.GPU]
+		switch {
+		case !read:
 			p.unread = true
 		case p.unread:
-			p.seen, p.readAt, p.unread = now, at, false
+			p.seen, p.unread = now, false
+		}
+		if read && p.counting && at.After(p.lastAt) {
+			p.absent += at.Sub(p.lastAt)
+		}
+		p.counting = p.counting || read
+		if at.After(p.lastAt) {
+			p.lastAt = at
 		}
 		t.procs[k] = p
 	}

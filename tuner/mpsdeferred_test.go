@@ -215,6 +215,40 @@ func TestUnlistedClientWaitCountsFromItsGPUsRead(t *testing.T) {
 	}
 }
 
+// The minute of an unlisted client's wait counts the samples that read
+// its GPU, not the time since the last read after one that did not: a
+// GPU read on and off (every other sample timed out) closes it as gone
+// once its reads have missed it for a minute, as a GPU read throughout
+// does. Before, each read after an unread sample started the minute
+// again, and the wait, never ending, failed every exit.
+func TestUnlistedClientWaitEndsOnAGPUReadOnAndOff(t *testing.T) {
+	at := t0.Add(time.Hour)
+	none := func(after time.Duration) *tenant.Snapshot { return tenantSnap(at.Add(after), proc{8, "batch"}) }
+	down := func(after time.Duration) *tenant.Snapshot {
+		return snapshot(at.Add(after), []gpu.Device{{UUID: uuid0, Up: false, Err: "timed out"}}, nil)
+	}
+	host := &idClients{boot: testBoot, starts: map[uint32]uint64{10: 500, 8: 50}, err: errors.New("permission denied")}
+	tu, j, clk := deferredRun(t, host, Identity{Boot: testBoot, Starts: []uint64{500}}, fixed(nil))
+	clk.Set(at)
+	_, _ = tu.Recover(context.Background(), none(0))
+	var last time.Duration
+	for last = 15 * time.Second; last <= 4*GoneAfter; last += 15 * time.Second {
+		s := none(last)
+		if last%(30*time.Second) != 0 {
+			s = down(last)
+		}
+		roundAt(t, tu, clk, s)
+	}
+	host.err = nil
+	roundAt(t, tu, clk, tenantSnap(at.Add(last), proc{10, "embed"}, proc{8, "batch"}))
+	if got := restartsOf(host.Calls); len(got) != 0 {
+		t.Errorf("restarts %q, want none: its reads missed it for a minute", got)
+	}
+	if n := len(j.Originals()); n != 0 {
+		t.Errorf("%d originals open, want it closed as gone\njournal: %s", n, journalText(t, j))
+	}
+}
+
 // A restore left to the rounds waits on through a round whose readings
 // lack its GPU, whose mode by index (another GPU's given as recommend)
 // cannot be told then: the next round that lists the client restores it.

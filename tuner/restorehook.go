@@ -113,11 +113,7 @@ func (t *Tuner) awaitsListing(k string, now time.Time) bool {
 	case present:
 		return false
 	}
-	at := t.last.Time // (known: a snapshot read the GPU, and noteRecent counted it)
-	if at.IsZero() {
-		at = now
-	}
-	return at.Sub(p.readAt) < GoneAfter
+	return p.absent < GoneAfter // (known: a snapshot read the GPU, and noteRecent counted it)
 }
 
 // waitsForListing reports whether the restore of the MPS original k waits
