@@ -154,6 +154,18 @@ func editedPassword(t *testing.T) (*Kept, string) {
 	return k, newHash
 }
 
+// retriedInUse checks that the next check tries the edit, whose password
+// hash is newHash, again and puts it in use.
+func retriedInUse(t *testing.T, k *Kept, newHash string) {
+	t.Helper()
+	if changed, err := k.Check(); !changed || err != nil {
+		t.Errorf("the check after: changed %v, %v; want the edit tried again and in use", changed, err)
+	}
+	if got := served(t, k); !strings.Contains(got, newHash) {
+		t.Errorf("serving\n%q\nwant the hash of the edit", got)
+	}
+}
+
 // A failure to make the copy (the system's: out of descriptors, as a
 // memfd_create failing after the start's probe passed) is not the file's:
 // the next check tries the edit again. Before, the edit was marked seen
@@ -175,12 +187,7 @@ func TestCheckRetriesCopyFailure(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), unix.EMFILE.Error()) {
 				t.Fatalf("%s with memfd_create failing: %v, want its error", by, err)
 			}
-			if changed, err := k.Check(); !changed || err != nil {
-				t.Errorf("the check after: changed %v, %v; want the edit tried again and in use", changed, err)
-			}
-			if got := served(t, k); !strings.Contains(got, newHash) {
-				t.Errorf("serving\n%q\nwant the hash of the edit", got)
-			}
+			retriedInUse(t, k, newHash)
 		})
 	}
 }
@@ -216,12 +223,7 @@ func TestCheckRetriesOutOfDescriptors(t *testing.T) {
 			if changed, err := k.Check(); !changed || !errors.Is(err, tc.err) || !SystemFailure(err) {
 				t.Errorf("check with the open failing: changed %v, %v; want its error, the system's", changed, err)
 			}
-			if changed, err := k.Check(); !changed || err != nil {
-				t.Errorf("the check after: changed %v, %v; want the edit tried again and in use", changed, err)
-			}
-			if got := served(t, k); !strings.Contains(got, newHash) {
-				t.Errorf("serving\n%q\nwant the hash of the edit", got)
-			}
+			retriedInUse(t, k, newHash)
 		})
 	}
 }
