@@ -235,7 +235,7 @@ func TestWebInvalidLoggedByMode(t *testing.T) {
 		{true, "keeping the last good configuration", "in use"},
 		{false, "the invalid edit is in use", "last good"},
 	} {
-		msg := webInvalidMsg(c.inMemory)
+		msg := webFailedMsg(c.inMemory, errors.New("web.yml: yaml: line 2: did not find expected node content"))
 		if !strings.Contains(msg, c.want) || strings.Contains(msg, c.not) {
 			t.Errorf("in memory %v: %q, want it to say %q and not %q", c.inMemory, msg, c.want, c.not)
 		}

@@ -183,25 +183,19 @@ func (s *service) watchWeb(ctx context.Context, ticks <-chan time.Time) {
 // webFailedMsg is the log message of a change that a check failed to put
 // in use: a failure of the system's (webconf.SystemFailure: out of
 // descriptors or memory), retried at each check, is told apart from a
-// change found invalid, which is the file's (webInvalidMsg).
+// change found invalid, the file's: where the exporter keeps copies in
+// memory the last good configuration stays in use, elsewhere
+// exporter-toolkit reads the file as it is.
 func webFailedMsg(inMemory bool, err error) string {
 	switch {
+	case !webconf.SystemFailure(err) && inMemory:
+		return "web configuration changed but is invalid; keeping the last good configuration"
 	case !webconf.SystemFailure(err):
-		return webInvalidMsg(inMemory)
+		return "web configuration changed but is invalid; " + webconf.InvalidInUse
 	case inMemory:
 		return "could not make the in-memory copy (the system's failure, not the file's): retried at each check; the last good configuration stays in use"
 	}
 	return "could not validate the change (the system's failure, not the file's): retried at each check; exporter-toolkit reads the file as it is (no in-memory copy): the change is in use"
-}
-
-// webInvalidMsg is the log message of a change found invalid: where the
-// exporter keeps copies in memory the last good configuration stays in
-// use, elsewhere exporter-toolkit reads the file as it is.
-func webInvalidMsg(inMemory bool) string {
-	if inMemory {
-		return "web configuration changed but is invalid; keeping the last good configuration"
-	}
-	return "web configuration changed but is invalid; " + webconf.InvalidInUse
 }
 
 // serve runs the sampler and the HTTP server until ctx is done or the
