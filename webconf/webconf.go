@@ -210,10 +210,13 @@ func (k *Kept) Watch(ctx context.Context, ticks <-chan time.Time, report func(er
 // A check's (check) that fails with the system's error reported last is
 // not counted, and not reported (reported false).
 func (k *Kept) reloadSeen(seen [sha256.Size]byte, check bool) (reported bool, err error) {
-	before := k.seen
-	k.seen, k.hasPending = seen, false
 	err = k.reload()
 	k.lastFailed.Store(err != nil)
+	if err == nil || !SystemFailure(err) {
+		k.seen, k.hasPending = seen, false
+	} else {
+		k.pending, k.hasPending = seen, true // (tried again at the next check)
+	}
 	if err == nil {
 		k.systemErr = ""
 		k.reloads.Add(1)
@@ -221,7 +224,6 @@ func (k *Kept) reloadSeen(seen [sha256.Size]byte, check bool) (reported bool, er
 	}
 	err = fmt.Errorf("%s: %w", k.file, err)
 	if SystemFailure(err) {
-		k.seen, k.pending, k.hasPending = before, seen, true
 		if check && err.Error() == k.systemErr {
 			return false, err
 		}

@@ -267,21 +267,10 @@ func (c *capped) Write(p []byte) (int, error) {
 
 func (c *capped) Bytes() []byte { return c.buf.Bytes() }
 
-// notOurs are the variables of the exporter's environment a program it
-// runs does not inherit: NOTIFY_SOCKET is systemd's channel to the
-// exporter alone (a hook that ran systemd-notify would speak for it).
-var notOurs = []string{"NOTIFY_SOCKET"}
-
-// Environ is the exporter's environment, less notOurs: what a program it
-// runs inherits (Run, and the pause's watchdog).
+// Environ is the exporter's environment less NOTIFY_SOCKET, systemd's
+// channel to the exporter alone (a hook that ran systemd-notify would
+// speak for it): what a program it runs inherits (Run, and the pause's
+// watchdog).
 func Environ() []string {
-	env := os.Environ()
-	out := env[:0:0]
-	for _, kv := range env {
-		k, _, _ := strings.Cut(kv, "=")
-		if !slices.Contains(notOurs, k) {
-			out = append(out, kv)
-		}
-	}
-	return out
+	return slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "NOTIFY_SOCKET=") })
 }
