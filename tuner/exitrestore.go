@@ -38,13 +38,13 @@ type ExitRestores struct {
 
 // exitRestores counts the open originals by what the exit would do with
 // them now.
-func (t *Tuner) exitRestores(now time.Time) ExitRestores {
+func (t *Tuner) exitRestores() ExitRestores {
 	var e ExitRestores
 	for k, o := range t.originals {
 		switch {
 		case o.Target.Knob != gpu.KnobPauseDuty && !t.enforcedOn(o.Target.GPU):
 			e.KeptOpen++
-		case t.waitsForListing(k, now):
+		case t.waitsForListing(k):
 			e.WaitingForListing++
 		case o.RestoreFailed:
 			e.Failed++

@@ -56,7 +56,7 @@ func (t *Tuner) hookWaits(now time.Time) []HookWait {
 	}
 	for _, k := range slices.Sorted(maps.Keys(t.restoreWaits)) {
 		o, ok := t.originals[k]
-		if !ok || t.awaitsListing(k, now) {
+		if !ok || t.awaitsListing(k) {
 			continue // (one not listed yet waits for a snapshot that lists it, not for a hook)
 		}
 		if h := t.holder(restoreWait(o)); h != nil {

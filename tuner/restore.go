@@ -244,7 +244,7 @@ func (t *Tuner) restoreAction(k string, now time.Time, why string) (a Action, d 
 			case gone != "":
 				t.closeGoneClient(k, gone, now) // (the procfs tells it gone: nothing to wait for)
 				return a, d, nil, true
-			case !t.awaitsListing(k, now):
+			case !t.awaitsListing(k):
 				t.dropGoneOriginal(k, now)
 				return a, d, nil, true
 			case why == whyRecovered:
@@ -256,7 +256,7 @@ func (t *Tuner) restoreAction(k string, now time.Time, why string) (a Action, d 
 		// one whose GPU the start's snapshot does not read (read down, or
 		// no snapshot yet) is left to the rounds as an unlisted one is:
 		// its minute runs from the first snapshot that reads the GPU
-		if left == nil && !known && why == whyRecovered && t.awaitsListing(k, now) {
+		if left == nil && !known && why == whyRecovered && t.awaitsListing(k) {
 			t.awaitListing(k, why)
 			return a, d, nil, true
 		}

@@ -60,7 +60,7 @@ func (t *Tuner) restoreDeferred(ctx context.Context, k, why string, now time.Tim
 		t.deferRestore(k, why) // (its GPU not in the readings, its mode by index not told: waits on)
 		return nil, nil
 	}
-	if t.awaitsListing(k, now) {
+	if t.awaitsListing(k) {
 		if gone := t.unlistedGone(o); gone != "" {
 			t.closeGoneClient(k, gone, now) // (not listed, and /proc tells it gone)
 			return nil, nil
@@ -100,7 +100,7 @@ func (t *Tuner) deferRestore(k, why string) {
 // running client), told by the snapshots' sample times, not the rounds'
 // clock (a sampler that stalls repeats one sample, which tells nothing
 // new). Past that, the process is gone from its GPU.
-func (t *Tuner) awaitsListing(k string, now time.Time) bool {
+func (t *Tuner) awaitsListing(k string) bool {
 	p, ok := t.procs[k]
 	o := t.originals[k]
 	if !ok || p.observed || p.tg.Knob != gpu.KnobMPSActiveThreads || !t.tellsClient(o) {
@@ -119,9 +119,9 @@ func (t *Tuner) awaitsListing(k string, now time.Time) bool {
 // waitsForListing reports whether the restore of the MPS original k waits
 // in restoreWaits for a snapshot to list its client (awaitsListing): one
 // whose restore was given up (a failed restore) waits for none.
-func (t *Tuner) waitsForListing(k string, now time.Time) bool {
+func (t *Tuner) waitsForListing(k string) bool {
 	_, waits := t.restoreWaits[k]
-	return waits && !t.originals[k].RestoreFailed && t.awaitsListing(k, now)
+	return waits && !t.originals[k].RestoreFailed && t.awaitsListing(k)
 }
 
 // tellsClient reports whether the MPS original o names its client (the

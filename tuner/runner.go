@@ -406,7 +406,7 @@ func (r *Runner) restoreWithin(all context.Context, closing chan<- struct{}) exi
 func (r *Runner) openAtExit() (open, kept int) {
 	r.t.mu.Lock()
 	defer r.t.mu.Unlock()
-	e := r.t.exitRestores(r.t.o.Clock.Now())
+	e := r.t.exitRestores()
 	return e.AtExit + e.WaitingForListing + e.Failed, e.KeptOpen
 }
 

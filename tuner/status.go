@@ -159,7 +159,7 @@ func (t *Tuner) publishLocked(now time.Time) {
 	t.syncPauses()
 	s.Settings = t.settings()
 	s.PauseFreezeFailures = t.pauseFailures
-	s.Exit = t.exitRestores(now)
+	s.Exit = t.exitRestores()
 	s.Hooks = t.hookRuns()
 	s.HookWaits = t.hookWaits(now)
 	t.status.Store(s)
