@@ -29,12 +29,15 @@ import (
 // process takes beyond the waits the bound counts.
 const extendMargin = 5 * time.Second
 
+// backendStartAllowance is what startBound gives the backend's start:
+// NVML's initialization has no bound of its own (an estimate).
+const backendStartAllowance = time.Minute
+
 // startBound is the longest the start may take before it serves: the
 // thaw of an earlier run's pauses (tuner off) or the actuators' detection
-// (a minute: newTuner), each after the backend's start (given a minute:
-// NVML's initialization has no bound of its own).
+// (detectTimeout), each after the backend's start.
 func startBound(c *config) time.Duration {
-	return time.Minute + max(c.Tuner.RestoreTimeout, time.Minute)
+	return backendStartAllowance + max(c.Tuner.RestoreTimeout, detectTimeout)
 }
 
 // stopBound is the longest the shutdown may take (serve): with a tuner,

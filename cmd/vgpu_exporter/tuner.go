@@ -195,7 +195,7 @@ func newTunerRunner(cfg *config, src gpu.Source, clock gpu.Clock, snapshot func(
 		kill = &tuner.KillSwitch{File: c.KillSwitchFile}
 		warnKillSwitchDir(logger, c.KillSwitchFile)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), detectTimeout)
 	defer cancel()
 	backends := detectActuators(ctx, cfg, src, logger)
 	opts := pol.ConfigureHost(tuner.Options{
@@ -279,6 +279,10 @@ func warnRestoreTimeout(logger log.Logger, restore, hook time.Duration) {
 			"restore_timeout", restore, "restart_hook_timeout", hook)
 	}
 }
+
+// detectTimeout bounds the detection of the tuner's actuators at start
+// (the port opens after it: startBound counts it).
+const detectTimeout = time.Minute
 
 // thawWithTunerOff is a start with the tuner off and a journal: the
 // tenants an earlier run left paused in it are thawed (tuner.StartOff),
