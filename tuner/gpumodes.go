@@ -73,41 +73,31 @@ func changedTo(last *string, line string) bool {
 // enforcedOn reports whether the GPU uuid is in enforce mode, for the
 // restores, which call an actuator on no other GPU. A GPU the latest
 // snapshot does not list (none yet, or fallen off the bus) has no index:
-// it is taken to be in enforce only where its UUID's mode, else the
-// host's, is enforce and no mode given by index, which could be its own,
-// is another one.
+// it is taken to be in enforce only where every mode it could have is
+// (possibleModes): its UUID's, else the host's, and no mode given by
+// index, which could be its own, another one.
 func (t *Tuner) enforcedOn(uuid string) bool {
-	if i := t.indexOf(uuid); i >= 0 {
-		return t.modeOf(uuid, i) == ModeEnforce
-	}
-	m, ok := t.o.GPUModes[uuid]
-	if !ok {
-		m = t.o.Mode
-	}
-	for g, gm := range t.o.GPUModes {
-		if _, err := strconv.Atoi(g); err == nil && gm != ModeEnforce {
-			return false
-		}
-	}
-	return m == ModeEnforce
+	return !slices.ContainsFunc(t.possibleModes(uuid), func(m Mode) bool { return m != ModeEnforce })
 }
 
 // outOfEnforce reports whether the GPU uuid is known not to be in enforce
-// mode: by its index where the latest snapshot lists it; where it does
-// not, whatever index it has (one a mode is given by, or another),
-// enforcedOn's rule telling such a GPU not in enforce where any could be
-// its own.
+// mode: none of the modes it could have is (possibleModes).
 func (t *Tuner) outOfEnforce(uuid string) bool {
+	return !slices.Contains(t.possibleModes(uuid), ModeEnforce)
+}
+
+// possibleModes is the mode of the GPU uuid where the latest snapshot
+// lists it (by its index); where it does not, every mode it could have:
+// with no index, and with each index a mode is given by.
+func (t *Tuner) possibleModes(uuid string) []Mode {
 	if i := t.indexOf(uuid); i >= 0 {
-		return t.modeOf(uuid, i) != ModeEnforce
+		return []Mode{t.modeOf(uuid, i)}
 	}
-	if modeOf(t.o.Mode, t.o.GPUModes, uuid, -1) == ModeEnforce {
-		return false
-	}
+	out := []Mode{t.modeOf(uuid, -1)}
 	for g := range t.o.GPUModes {
-		if i, err := strconv.Atoi(g); err == nil && modeOf(t.o.Mode, t.o.GPUModes, uuid, i) == ModeEnforce {
-			return false
+		if i, err := strconv.Atoi(g); err == nil {
+			out = append(out, t.modeOf(uuid, i))
 		}
 	}
-	return true
+	return out
 }

@@ -348,9 +348,9 @@ func (t *Tuner) adoptOriginal(o Original, now time.Time) {
 	k := o.Target.String()
 	t.originals[k] = o
 	delete(t.inForce, k) // (what this run knew of the setting is not of this original)
-	if p, had := t.procs[k]; !had {
+	if _, had := t.procs[k]; !had {
 		t.trackProc(o.Target, now)
-		if p, had = t.procs[k]; had {
+		if p, tracked := t.procs[k]; tracked { // (a target with a process)
 			p.journaled, p.unread = true, true // (absent from when a snapshot reads its GPU: countAbsence)
 			t.procs[k] = p
 		}
