@@ -314,6 +314,57 @@ func TestRestoreWaitsForBusyActuator(t *testing.T) {
 	}
 }
 
+// busyUntilExpired is busyRestarts behind an actuator that, as the NVML
+// backend does, refuses a call whose context has expired before making it.
+type busyUntilExpired struct{ busyRestarts }
+
+func (b *busyUntilExpired) RestartClient(ctx context.Context, uuid string, pid uint32, tenant string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return b.busyRestarts.RestartClient(ctx, uuid, pid, tenant)
+}
+
+// A restore refused as busy until its deadline fails with the refusal's
+// why, not only with the error of its last try, which runs on an expired
+// context: "context deadline exceeded" alone tells an operator nothing of
+// what held the GPU. (A refusal that lasts to the last try is told as it
+// is: TestRestoreWaitsForBusyActuator.)
+func TestRestoreBusyUntilDeadlineSaysWhy(t *testing.T) {
+	act := &busyUntilExpired{}
+	p := filepath.Join(t.TempDir(), "journal")
+	j := openJournal(t, p)
+	defer j.Close()
+	tu, err := New(Options{Policy: fixed([]Action{mpsAction(7, 1, 0.4)}), Actuators: ActuatorsOf(act), Journal: j, Clock: gpu.RealClock{}, Mode: ModeEnforce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tu.RunOnce(context.Background(), emptySnap(t0)); err != nil {
+		t.Fatal(err)
+	}
+	act.n.Store(1 << 30)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	d, err := tu.Restore(ctx)
+	const told = "refused as busy until the restore stopped waiting: restart client: a restart is in progress: refused while in use"
+	if err == nil || !strings.Contains(err.Error(), told) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("restore's error %v: want the busy refusal told beside the deadline", err)
+	}
+	if want := "restore failed: restart client: context deadline exceeded (" + told + ")"; len(d) != 1 || d[0].Outcome != OutcomeFailed || !strings.Contains(d[0].Reason, want) {
+		t.Errorf("decisions %+v: want one failed, its reason holding %q", d, want)
+	}
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), `"event":"restore_failed"`) || !strings.Contains(string(data), told) {
+		t.Errorf("the journal does not tell the refusal:\n%s", data)
+	}
+	if tu.Status().Unrestored != 1 {
+		t.Errorf("unrestored %d, want 1 (left for the next start)", tu.Status().Unrestored)
+	}
+}
+
 // A journal that cannot be written stops the tuner from acting, not from
 // deciding; restores go on, and it acts again once a write succeeds.
 func TestUnwritableJournalStopsActing(t *testing.T) {

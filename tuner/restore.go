@@ -160,12 +160,14 @@ func (t *Tuner) restoreLocked(ctx context.Context, now time.Time, why string, on
 	var errs []error
 	_, retry := ctx.Deadline()
 	wait := restoreRetryFirst
+	refused := map[string]error{} // each busy key's latest refusal
 	for len(keys) > 0 {
 		var busy []string
 		for _, k := range keys {
-			d, err := t.restoreOne(ctx, k, now, why, retry)
+			d, err := t.restoreOne(ctx, k, now, why, retry, refused[k])
 			if errors.Is(err, gpu.ErrBusy) && retry {
 				busy = append(busy, k)
+				refused[k] = err
 				continue
 			}
 			if d != nil {
@@ -191,8 +193,10 @@ func (t *Tuner) restoreLocked(ctx context.Context, now time.Time, why string, on
 
 // restoreOne sets one original back. With busy, a busy actuator's error is
 // returned alone, to be tried again; otherwise a failure is decided,
-// journaled, counted and logged.
-func (t *Tuner) restoreOne(ctx context.Context, k string, now time.Time, why string, busy bool) (*Decision, error) {
+// journaled, counted and logged. refused is the busy actuator's latest
+// refusal of an earlier try (nil for none), told beside a last try's
+// failure once ctx has ended (withRefusal).
+func (t *Tuner) restoreOne(ctx context.Context, k string, now time.Time, why string, busy bool, refused error) (*Decision, error) {
 	a, d, left, skip := t.restoreAction(k, now, why)
 	if skip {
 		return nil, nil
@@ -200,7 +204,23 @@ func (t *Tuner) restoreOne(ctx context.Context, k string, now time.Time, why str
 	if how, ok := t.atOriginal(k); ok && left == nil && why == whyAtExit {
 		return t.closeAtOriginal(k, d, how, now), nil // (inforce.go)
 	}
-	return t.restoreApply(ctx, k, a, d, left, busy, now)
+	return t.restoreApply(ctx, k, a, d, left, busy, refused, now)
+}
+
+// withRefusal is err, a failure of a restore's last try, with refused,
+// the actuator's latest refusal of it as busy (nil for none), told beside
+// it where ctx has ended (its deadline, or at exit the hooks' share of
+// it): the last try runs on the ended context, which an actuator refuses
+// before calling (the NVML backend; a command or hook is not started), so
+// that its error alone would say "context deadline exceeded" where the
+// operator needs the refusal's why (processes on a MIG layout, a client
+// restart in progress). The refusal is told as text: the outcome is the
+// last try's (a call cut by the deadline may have changed something).
+func withRefusal(ctx context.Context, err, refused error) error {
+	if err == nil || refused == nil || errors.Is(err, gpu.ErrBusy) || ctx.Err() == nil {
+		return err
+	}
+	return fmt.Errorf("%w (refused as busy until the restore stopped waiting: %s)", err, refused.Error())
 }
 
 // restoreAction is the action that sets the original k back, with why,
@@ -284,13 +304,14 @@ func (t *Tuner) restoreAction(k string, now time.Time, why string) (a Action, d 
 }
 
 // restoreApply sets the original k back through a (restoreAction), unless
-// left says why not, and settles the outcome (restoreSettled).
-func (t *Tuner) restoreApply(ctx context.Context, k string, a Action, d Decision, left error, busy bool, now time.Time) (*Decision, error) {
+// left says why not, and settles the outcome (restoreSettled), a
+// failure told with refused, an earlier try's refusal (withRefusal).
+func (t *Tuner) restoreApply(ctx context.Context, k string, a Action, d Decision, left error, busy bool, refused error, now time.Time) (*Decision, error) {
 	o := t.originals[k]
 	err := left
 	if err == nil {
 		t.noteRestoredNow(k, now)
-		err = t.apply(ctx, a)
+		err = withRefusal(ctx, t.apply(ctx, a), refused)
 		if o.Target.Knob == gpu.KnobPauseDuty {
 			why, cerr := t.thawCgroups(ctx, a, o, d.Reason) // (a cgroup no PID names now thawed)
 			d.Reason, err = why, errors.Join(err, cerr)

@@ -73,7 +73,7 @@ func (t *Tuner) restoreDeferred(ctx context.Context, k, why string, now time.Tim
 	case skip:
 		return nil, nil
 	case left != nil || !t.hooked(a):
-		return t.restoreApply(ctx, k, a, d, left, false, now)
+		return t.restoreApply(ctx, k, a, d, left, false, nil, now)
 	case t.inFlight(a):
 		t.deferRestore(k, why)
 		return nil, nil
