@@ -194,7 +194,7 @@ func (s *Source) Sample(ctx context.Context) (*gpu.Readings, error) {
 		// the health as the fields are: a success off the path sets both
 		h := s.health()
 		s.mu.Unlock()
-		return without(rd, h), nil
+		return without(rd, h, s.Name()), nil
 	default:
 		if f, err = s.scrape(ctx); err != nil {
 			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
@@ -203,7 +203,7 @@ func (s *Source) Sample(ctx context.Context) (*gpu.Readings, error) {
 				s.mu.Unlock()
 			}
 			s.failed(err)
-			return without(rd, s.health()), nil
+			return without(rd, s.health(), s.Name()), nil
 		}
 		s.succeeded()
 	}
@@ -335,10 +335,13 @@ func (s *Source) succeeded() {
 	s.logChange("")
 }
 
-// without returns the inner readings rd, unchanged but for the health h.
-func without(rd *gpu.Readings, h *gpu.ScrapeHealth) *gpu.Readings {
+// without returns the inner readings rd, unchanged but for the health h
+// and the backend's name, which is the Source's whatever a scrape's
+// outcome (vgpu_backend_info keeps one series; the health says the rest).
+func without(rd *gpu.Readings, h *gpu.ScrapeHealth, backend string) *gpu.Readings {
 	out := *rd
 	out.DCGMExporter = h
+	out.Backend = backend
 	return &out
 }
 
