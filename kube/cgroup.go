@@ -7,6 +7,7 @@ package kube
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/vgpu-exporter/vgpu_exporter/internal/cgroupfile"
@@ -68,7 +69,7 @@ func ParseCgroupPath(path string) CgroupInfo {
 		if s == "" {
 			continue
 		}
-		if strings.HasPrefix(s, "kubepods") {
+		if kubepodsSegment(s) {
 			inKube = true
 		}
 		if i == podAt {
@@ -111,6 +112,21 @@ func ParseCgroupPath(path string) CgroupInfo {
 		}
 	}
 	return info
+}
+
+// kubepodsSegment says whether a cgroup path's segment is the kubelet's
+// kubepods cgroup or one below it: "kubepods..." (cgroupfs, and the
+// systemd driver's slices), or, under the systemd driver with the
+// kubelet's cgroupRoot set (kind and nvkind set "/kubelet"), a slice
+// whose name has kubepods among its dash-separated parts,
+// "kubelet-kubepods-besteffort.slice": the driver names a slice by the
+// path of cgroup names down to it, joined by dashes.
+func kubepodsSegment(s string) bool {
+	if strings.HasPrefix(s, "kubepods") {
+		return true
+	}
+	name, ok := strings.CutSuffix(s, ".slice")
+	return ok && strings.Contains(name, "-kubepods") && slices.Contains(strings.Split(name, "-"), "kubepods")
 }
 
 // namespacedPodAt is the index in segs (a path split at "/") of the pod

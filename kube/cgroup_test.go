@@ -22,6 +22,12 @@ func TestParseCgroupPath(t *testing.T) {
 		{"containerd systemd v2", "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0f2c3d4e_5a6b_4c7d_8e9f_a0b1c2d3e4f5.slice/cri-containerd-" + cid + ".scope", puid, cid, "containerd"},
 		{"containerd guaranteed systemd", "/kubepods.slice/kubepods-pod0f2c3d4e_5a6b_4c7d_8e9f_a0b1c2d3e4f5.slice/cri-containerd-" + cid + ".scope", puid, cid, "containerd"},
 		{"besteffort systemd", "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod0f2c3d4e_5a6b_4c7d_8e9f_a0b1c2d3e4f5.slice/cri-containerd-" + cid + ".scope", puid, cid, "containerd"},
+		// the kubelet's cgroupRoot set (kind, nvkind: "/kubelet"): the
+		// systemd driver names each slice by the whole path of names
+		{"systemd with a cgroup root", "/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-besteffort.slice/kubelet-kubepods-besteffort-pod0f2c3d4e_5a6b_4c7d_8e9f_a0b1c2d3e4f5.slice/cri-containerd-" + cid + ".scope", puid, cid, "containerd"},
+		{"systemd with a cgroup root, guaranteed", "/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-pod0f2c3d4e_5a6b_4c7d_8e9f_a0b1c2d3e4f5.slice/cri-containerd-" + cid + ".scope", puid, cid, "containerd"},
+		{"cgroupfs with a cgroup root", "/kubelet/kubepods/burstable/pod" + puid + "/" + cid, puid, cid, ""},
+		{"a slice named like a pod outside kubepods is no pod", "/user.slice/user-1000.slice/app-pod0f2c3d4e_5a6b_4c7d_8e9f_a0b1c2d3e4f5.slice/cri-containerd-" + cid + ".scope", "", cid, "containerd"},
 		{"cgroupfs burstable", "/kubepods/burstable/pod" + puid + "/" + cid, puid, cid, ""},
 		{"cgroupfs guaranteed", "/kubepods/pod" + puid + "/" + cid, puid, cid, ""},
 		{"cgroupfs besteffort", "/kubepods/besteffort/pod" + puid + "/" + cid, puid, cid, ""},
