@@ -131,9 +131,9 @@ func (r *registration) isEnabled() bool {
 
 var (
 	scrapeDurationDesc = prometheus.NewDesc(namespace+"_scrape_collector_duration_seconds",
-		"Wall time a collector took to render the snapshot during this scrape.", []string{"collector"}, nil)
+		"Wall time a collector took to render the snapshot served: it is rendered once per snapshot for every scrape of it (a request with collect[] or name[] renders its own).", []string{"collector"}, nil)
 	scrapeSuccessDesc = prometheus.NewDesc(namespace+"_scrape_collector_success",
-		"1 if the collector rendered the snapshot without error during this scrape, 0 if it failed or no snapshot exists yet.",
+		"1 if the collector rendered the snapshot served without error, 0 if it failed or no snapshot exists yet.",
 		[]string{"collector"}, nil)
 )
 

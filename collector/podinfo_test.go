@@ -53,7 +53,7 @@ vgpu_tenant_pod_info{container="trainer",gpu="1",gpu_instance="3",namespace="res
 			if err := testutil.CollectAndCompare(e, strings.NewReader(tc.want), "vgpu_tenant_pod_info", "vgpu_tenant_pod_info_dropped_total"); err != nil {
 				t.Error(err)
 			}
-			ok := "# HELP vgpu_scrape_collector_success 1 if the collector rendered the snapshot without error during this scrape, 0 if it failed or no snapshot exists yet.\n# TYPE vgpu_scrape_collector_success gauge\n" +
+			ok := "# HELP vgpu_scrape_collector_success 1 if the collector rendered the snapshot served without error, 0 if it failed or no snapshot exists yet.\n# TYPE vgpu_scrape_collector_success gauge\n" +
 				`vgpu_scrape_collector_success{collector="tenant"} ` + map[float64]string{0: "0", 1: "1"}[tc.success] + "\n"
 			if err := testutil.CollectAndCompare(e, strings.NewReader(ok), "vgpu_scrape_collector_success"); err != nil {
 				t.Error(err)
