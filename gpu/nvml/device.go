@@ -18,8 +18,16 @@ type devReader struct {
 	ds    *devState
 	fatal error
 	now   time.Time // of the sample
-	// migHandles are the MIG device handles by GPU instance ID, in MIG mode.
-	migHandles map[int]nvml.Device
+	// migHandles are the MIG device handles, in MIG mode: one per compute
+	// instance (a GPU instance may hold several).
+	migHandles []migHandle
+}
+
+// migHandle is a MIG device handle with its GPU and compute instance IDs
+// (ci -1 when the driver did not say it).
+type migHandle struct {
+	gi, ci int
+	h      nvml.Device
 }
 
 // ok reports whether r is SUCCESS. A fatal error is recorded; an absent

@@ -100,11 +100,8 @@ func (rd *devReader) readMIG(d *gpu.Device) {
 		if inst.UUID != "" {
 			seenUUID[inst.UUID] = true
 		}
-		if rd.migHandles == nil {
-			rd.migHandles = map[int]nvml.Device{}
-		}
 		if inst.GPUInstanceID >= 0 {
-			rd.migHandles[inst.GPUInstanceID] = m
+			rd.migHandles = append(rd.migHandles, migHandle{inst.GPUInstanceID, inst.ComputeInstanceID, m})
 		}
 		d.MIG = append(d.MIG, inst)
 	}

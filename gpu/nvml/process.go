@@ -134,16 +134,20 @@ func unplaced(list []nvml.ProcessInfo) bool {
 	return false
 }
 
-// readMIGProcesses lists the compute processes of each MIG device, placing
-// them in its GPU and compute instance.
+// readMIGProcesses lists the compute processes of each MIG device (one per
+// compute instance), placing them in its GPU and compute instance where the
+// driver leaves them unset. A MIG device whose list is refused is left out;
+// the others are still read.
 func (rd *devReader) readMIGProcesses(add func([]nvml.ProcessInfo, gpu.ProcessType)) {
-	gis := make([]int, 0, len(rd.migHandles))
-	for gi := range rd.migHandles {
-		gis = append(gis, gi)
-	}
-	sort.Ints(gis)
-	for _, gi := range gis {
-		list, r := rd.migHandles[gi].GetComputeRunningProcesses()
+	hs := rd.migHandles
+	sort.Slice(hs, func(i, j int) bool {
+		if hs[i].gi != hs[j].gi {
+			return hs[i].gi < hs[j].gi
+		}
+		return hs[i].ci < hs[j].ci
+	})
+	for _, m := range hs {
+		list, r := m.h.GetComputeRunningProcesses()
 		if !rd.ok("nvmlDeviceGetComputeRunningProcesses(MIG)", r) {
 			if rd.fatal != nil {
 				return
@@ -152,7 +156,10 @@ func (rd *devReader) readMIGProcesses(add func([]nvml.ProcessInfo, gpu.ProcessTy
 		}
 		for i := range list {
 			if list[i].GpuInstanceId == noInstance {
-				list[i].GpuInstanceId = uint32(gi)
+				list[i].GpuInstanceId = uint32(m.gi)
+			}
+			if list[i].ComputeInstanceId == noInstance && m.ci >= 0 {
+				list[i].ComputeInstanceId = uint32(m.ci)
 			}
 		}
 		add(list, gpu.ProcessCompute)

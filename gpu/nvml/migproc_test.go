@@ -1,0 +1,95 @@
+package nvml
+
+import (
+	"fmt"
+	"maps"
+	"testing"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh100"
+)
+
+// Without the privileges for the whole-GPU list in MIG mode, the processes
+// are read from each MIG device, one per compute instance: every one of
+// them is read, and its processes are placed in its GPU and compute
+// instance (the MIG devices' lists leave both unset). A GPU instance split
+// in two compute instances kept only the last one's MIG device, so the
+// other's processes were not listed, and no process had its compute
+// instance.
+func TestMIGProcessesOfEveryComputeInstance(t *testing.T) {
+	type migDev struct {
+		gi, ci int
+		pid    uint32
+		r      nvml.Return // of its process list
+	}
+	for _, tc := range []struct {
+		name string
+		devs []migDev
+		up   bool
+		want map[uint32][2]int // PID -> GPU instance, compute instance
+		logs []string          // in one log line
+	}{
+		{"two compute instances of one GPU instance",
+			[]migDev{{1, 0, 77, nvml.SUCCESS}, {1, 1, 88, nvml.SUCCESS}},
+			true, map[uint32][2]int{77: {1, 0}, 88: {1, 1}}, nil},
+		{"one compute instance in each of two GPU instances",
+			[]migDev{{1, 0, 77, nvml.SUCCESS}, {2, 0, 88, nvml.SUCCESS}},
+			true, map[uint32][2]int{77: {1, 0}, 88: {2, 0}}, nil},
+		{"a MIG device's list refused, the others read",
+			[]migDev{{1, 0, 77, nvml.ERROR_NO_PERMISSION}, {1, 1, 88, nvml.SUCCESS}, {2, 0, 99, nvml.SUCCESS}},
+			true, map[uint32][2]int{88: {1, 1}, 99: {2, 0}},
+			[]string{"call=nvmlDeviceGetComputeRunningProcesses(MIG)", "ERROR_NO_PERMISSION"}},
+		{"a MIG device lost: the GPU is down",
+			[]migDev{{1, 0, 77, nvml.SUCCESS}, {1, 1, 88, nvml.ERROR_GPU_IS_LOST}},
+			false, map[uint32][2]int{}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, dgxh100.New())
+			f.enableMIG(0, nvml.GPU_INSTANCE_PROFILE_3_SLICE, nvml.GPU_INSTANCE_PROFILE_3_SLICE)
+			f.fail(0, "GetComputeRunningProcesses", nvml.ERROR_NO_PERMISSION)
+			var devs []nvml.Device
+			for _, m := range tc.devs {
+				devs = append(devs, &mock.Device{
+					GetUUIDFunc:              func() (string, nvml.Return) { return fmt.Sprintf("MIG-0-%d-%d", m.gi, m.ci), nvml.SUCCESS },
+					GetGpuInstanceIdFunc:     func() (int, nvml.Return) { return m.gi, nvml.SUCCESS },
+					GetComputeInstanceIdFunc: func() (int, nvml.Return) { return m.ci, nvml.SUCCESS },
+					GetMemoryInfoFunc:        func() (nvml.Memory, nvml.Return) { return nvml.Memory{Total: 40 << 30}, nvml.SUCCESS },
+					GetMemoryInfo_v2Func:     func() (nvml.Memory_v2, nvml.Return) { return nvml.Memory_v2{Total: 40 << 30}, nvml.SUCCESS },
+					GetAttributesFunc: func() (nvml.DeviceAttributes, nvml.Return) {
+						return nvml.DeviceAttributes{MultiprocessorCount: 30, GpuInstanceSliceCount: 3, MemorySizeMB: 40192}, nvml.SUCCESS
+					},
+					GetComputeRunningProcessesFunc: func() ([]nvml.ProcessInfo, nvml.Return) {
+						if m.r != nvml.SUCCESS {
+							return nil, m.r
+						}
+						return []nvml.ProcessInfo{{Pid: m.pid, UsedGpuMemory: 1 << 30, GpuInstanceId: noInstance, ComputeInstanceId: noInstance}}, nvml.SUCCESS
+					},
+				})
+			}
+			f.devs[0].GetMigDeviceHandleByIndexFunc = func(i int) (nvml.Device, nvml.Return) {
+				if i >= len(devs) {
+					return nil, nvml.ERROR_NOT_FOUND
+				}
+				return devs[i], nvml.SUCCESS
+			}
+			d := sample(t, f.backend()).Devices[0]
+			if d.Up != tc.up {
+				t.Fatalf("up %v, want %v", d.Up, tc.up)
+			}
+			if tc.up && len(d.MIG) != len(tc.devs) {
+				t.Errorf("%d MIG instances, want %d", len(d.MIG), len(tc.devs))
+			}
+			got := map[uint32][2]int{}
+			for _, p := range d.Processes {
+				got[p.PID] = [2]int{p.GPUInstanceID, p.ComputeInstanceID}
+			}
+			if !maps.Equal(got, tc.want) {
+				t.Errorf("processes (PID: GPU instance, compute instance) %v, want %v", got, tc.want)
+			}
+			if tc.logs != nil && f.logs.count(tc.logs...) != 1 {
+				t.Errorf("no log line with %q:\n%s", tc.logs, f.logs.String())
+			}
+		})
+	}
+}
