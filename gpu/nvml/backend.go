@@ -59,6 +59,10 @@ type Backend struct {
 	syms   map[string]bool
 	vms    VMFinder // nil: none
 
+	// giProfileInfoV3 reads the v3 info of a GPU instance profile (its
+	// name); nil: profile names are built from the index.
+	giProfileInfoV3 func(h nvml.Device, index int) (nvml.GpuInstanceProfileInfo_v3, nvml.Return)
+
 	driverVersion string
 	cudaVersion   string
 
@@ -151,7 +155,8 @@ func New(opts Options) (b *Backend, err error) {
 		return nil, initError(r)
 	}
 	initialized = true
-	b = &Backend{lib: lib, clock: clock, logger: logger, vms: opts.VMs, logged: map[string]struct{}{}}
+	b = &Backend{lib: lib, clock: clock, logger: logger, vms: opts.VMs, logged: map[string]struct{}{},
+		giProfileInfoV3: giProfileInfoV3}
 	b.lookupSymbols()
 
 	if v, r := lib.SystemGetDriverVersion(); r == nvml.SUCCESS {

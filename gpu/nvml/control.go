@@ -316,16 +316,16 @@ func (b *Backend) ConfigureMIG(ctx context.Context, uuid string, profiles []stri
 	byName := map[string]nvml.GpuInstanceProfileInfo{}
 	var known []string
 	var all []nvml.GpuInstanceProfileInfo
-	for id := 0; id < nvml.GPU_INSTANCE_PROFILE_COUNT; id++ {
-		p, r := h.GetGpuInstanceProfileInfo(id)
-		if r != nvml.SUCCESS {
-			continue
-		}
-		all = append(all, p)
-		name := profileName(id, p)
-		if _, dup := byName[name]; !dup {
-			byName[name] = p
-			known = append(known, name)
+	profs, r := b.giProfiles(h)
+	if err := controlErr(uuid, "nvmlDeviceGetGpuInstanceProfileInfo", r); err != nil {
+		return err
+	}
+	for _, p := range profs {
+		all = append(all, p.info)
+		key := strings.ToLower(p.name)
+		if _, dup := byName[key]; !dup {
+			byName[key] = p.info
+			known = append(known, p.name)
 		}
 	}
 	want := make([]nvml.GpuInstanceProfileInfo, 0, len(profiles))

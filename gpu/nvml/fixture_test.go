@@ -41,6 +41,9 @@ type fixture struct {
 	alloced  int
 	// gpmOverride replaces the fake GPM figure of a metric on every GPU.
 	gpmOverride map[nvml.GpmMetricId]float64
+	// giNames are the GPU instance profile names the fake driver gives in
+	// the v3 profile info, by GPU and profile index; see driverGINames.
+	giNames map[[2]int]string
 }
 
 type gpmTag struct {
@@ -79,7 +82,11 @@ func newFixture(t testing.TB, srv *server.Server) *fixture {
 		failures: map[string]nvml.Return{}, missing: map[string]bool{},
 		procs: map[int][]nvml.ProcessInfo{}, mps: map[int][]nvml.ProcessInfo{}, migProcs: map[[2]int][]nvml.ProcessInfo{},
 		samples: map[*mock.GpmSample]gpmTag{}, events: make(chan nvml.EventData, 16),
+		giNames: map[[2]int]string{},
 	}
+	// The v3 GPU instance profile info comes through a handler the mock
+	// cannot make: the fake driver lacks it until driverGINames.
+	f.missing[symGIProfileInfoV] = true
 	for _, d := range srv.Devices {
 		f.devs = append(f.devs, d.(*server.Device))
 	}
@@ -465,7 +472,46 @@ func (f *fixture) backend() *Backend {
 		f.t.Fatalf("New: %v", err)
 	}
 	f.t.Cleanup(func() { _ = b.Close() })
+	b.giProfileInfoV3 = f.giProfileInfoV3
 	return b
+}
+
+// driverGINames makes GPU dev's driver name its GPU instance profiles in
+// the v3 profile info, names by profile index ("MIG 1g.24gb+me.all").
+func (f *fixture) driverGINames(dev int, names map[int]string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.missing, symGIProfileInfoV)
+	for i, n := range names {
+		f.giNames[[2]int{dev, i}] = n
+	}
+}
+
+// giProfileInfoV3 is the fake driver's v3 GPU instance profile info: the
+// v1 info with the name driverGINames gave, a version mismatch without.
+func (f *fixture) giProfileInfoV3(h nvml.Device, index int) (nvml.GpuInstanceProfileInfo_v3, nvml.Return) {
+	var v3 nvml.GpuInstanceProfileInfo_v3
+	dev := -1
+	for i, d := range f.devs {
+		if nvml.Device(d) == h {
+			dev = i
+		}
+	}
+	f.mu.Lock()
+	name, ok := f.giNames[[2]int{dev, index}]
+	f.mu.Unlock()
+	if !ok {
+		return v3, nvml.ERROR_ARGUMENT_VERSION_MISMATCH
+	}
+	p, r := h.GetGpuInstanceProfileInfo(index)
+	if r != nvml.SUCCESS {
+		return v3, r
+	}
+	v3.Id, v3.SliceCount, v3.InstanceCount, v3.MemorySizeMB = p.Id, p.SliceCount, p.InstanceCount, p.MemorySizeMB
+	for k := 0; k < len(name) && k < len(v3.Name)-1; k++ {
+		v3.Name[k] = int8(name[k])
+	}
+	return v3, nvml.SUCCESS
 }
 
 // Health figures of the fixture: 18 NVLink links (all up), per GPU i

@@ -3,6 +3,7 @@ package nvml
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
@@ -137,18 +138,15 @@ func (rd *devReader) profileNames() map[uint32]string {
 	if ds.giProfiles != nil {
 		return ds.giProfiles
 	}
+	profiles, r := rd.b.giProfiles(ds.handle)
+	if r != nvml.SUCCESS {
+		rd.ok("nvmlDeviceGetGpuInstanceProfileInfo", r)
+		return nil
+	}
 	names := map[uint32]string{}
-	for i := 0; i < nvml.GPU_INSTANCE_PROFILE_COUNT; i++ {
-		p, r := ds.handle.GetGpuInstanceProfileInfo(i)
-		if r != nvml.SUCCESS {
-			if classify(r) == outcomeFatal {
-				rd.ok("nvmlDeviceGetGpuInstanceProfileInfo", r)
-				return nil
-			}
-			continue // an index this GPU has no profile at
-		}
-		if _, dup := names[p.Id]; !dup {
-			names[p.Id] = profileName(i, p)
+	for _, p := range profiles {
+		if _, dup := names[p.info.Id]; !dup {
+			names[p.info.Id] = p.name
 		}
 	}
 	if len(names) > 0 { // none (not in MIG mode yet?): ask again next time
@@ -157,16 +155,105 @@ func (rd *devReader) profileNames() map[uint32]string {
 	return names
 }
 
-// profileName builds the nvidia-smi name of the GPU instance profile at
-// index (NVML_GPU_INSTANCE_PROFILE_*): slices and memory in GB rounded up
-// ("1g.10gb", "3g.71gb"), "+me" for the media-extension variants.
-func profileName(index int, p nvml.GpuInstanceProfileInfo) string {
-	name := fmt.Sprintf("%dg.%dgb", p.SliceCount, memGB(p.MemorySizeMB))
-	switch index {
-	case nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1, nvml.GPU_INSTANCE_PROFILE_2_SLICE_REV1:
-		name += "+me"
+// giProfile is one GPU instance profile of a GPU: its info and its name.
+type giProfile struct {
+	info nvml.GpuInstanceProfileInfo
+	name string
+}
+
+// giProfiles lists the GPU instance profiles of GPU h in index order, each
+// named as nvidia-smi mig -lgip names it. An index the GPU has no profile
+// at is skipped; a fatal return (a lost GPU) ends the list and is returned.
+// The MIG instances' profile label and the MIG layout knob both name
+// profiles this way, so a name read from one is accepted by the other.
+func (b *Backend) giProfiles(h nvml.Device) ([]giProfile, nvml.Return) {
+	var out []giProfile
+	for i := 0; i < nvml.GPU_INSTANCE_PROFILE_COUNT; i++ {
+		p, r := h.GetGpuInstanceProfileInfo(i)
+		if r != nvml.SUCCESS {
+			if classify(r) == outcomeFatal {
+				return out, r
+			}
+			continue // an index this GPU has no profile at
+		}
+		out = append(out, giProfile{info: p, name: b.giProfileName(h, i, p)})
+	}
+	return out, nvml.SUCCESS
+}
+
+// giProfileName names the GPU instance profile p at index: the driver's own
+// name where it gives one (nvmlGpuInstanceProfileInfo_v3_t.name, "MIG
+// 1g.24gb+gfx", the name nvidia-smi prints), else the name built from the
+// index, slices and memory.
+func (b *Backend) giProfileName(h nvml.Device, index int, p nvml.GpuInstanceProfileInfo) string {
+	if b.giProfileInfoV3 != nil && b.has(symGIProfileInfoV) {
+		if v3, r := b.giProfileInfoV3(h, index); r == nvml.SUCCESS && v3.Id == p.Id {
+			if name := driverProfileName(v3.Name, p.SliceCount); name != "" {
+				return name
+			}
+		}
+	}
+	return profileName(index, p)
+}
+
+// giProfileInfoV3 asks the driver for the v3 info, which carries the
+// profile's name, of the GPU instance profile at index. The version
+// mismatch of a driver without v3 leaves the name to be built.
+func giProfileInfoV3(h nvml.Device, index int) (nvml.GpuInstanceProfileInfo_v3, nvml.Return) {
+	return h.GetGpuInstanceProfileInfoV(index).V3()
+}
+
+// driverProfileName is a profile name from the driver without its "MIG "
+// prefix ("1g.24gb+me.all"); "" unless it names a profile of that many
+// slices.
+func driverProfileName(raw [96]int8, slices uint32) string {
+	b := make([]byte, 0, len(raw))
+	for _, c := range raw {
+		if c == 0 {
+			break
+		}
+		b = append(b, byte(c))
+	}
+	name := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(string(b)), "MIG "))
+	if !strings.HasPrefix(name, fmt.Sprintf("%dg.", slices)) || strings.ContainsAny(name, " \t") {
+		return ""
 	}
 	return name
+}
+
+// profileSuffixes are the suffixes nvidia-smi gives the variants of a
+// profile by index (NVML_GPU_INSTANCE_PROFILE_*): "+me" with a media
+// extension (decoders, encoders, JPEG and OFA shared by no other
+// instance), "+me.all" with every media engine of the GPU, "-me" with
+// none, "+gfx" with graphics. Every index go-nvml defines is listed, the
+// plain ones with "".
+var profileSuffixes = map[int]string{
+	nvml.GPU_INSTANCE_PROFILE_1_SLICE:        "",
+	nvml.GPU_INSTANCE_PROFILE_2_SLICE:        "",
+	nvml.GPU_INSTANCE_PROFILE_3_SLICE:        "",
+	nvml.GPU_INSTANCE_PROFILE_4_SLICE:        "",
+	nvml.GPU_INSTANCE_PROFILE_7_SLICE:        "",
+	nvml.GPU_INSTANCE_PROFILE_8_SLICE:        "",
+	nvml.GPU_INSTANCE_PROFILE_6_SLICE:        "",
+	nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1:   "+me",
+	nvml.GPU_INSTANCE_PROFILE_2_SLICE_REV1:   "+me",
+	nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV2:   "", // 1g.20gb on an H100: told apart by its memory
+	nvml.GPU_INSTANCE_PROFILE_1_SLICE_GFX:    "+gfx",
+	nvml.GPU_INSTANCE_PROFILE_2_SLICE_GFX:    "+gfx",
+	nvml.GPU_INSTANCE_PROFILE_4_SLICE_GFX:    "+gfx",
+	nvml.GPU_INSTANCE_PROFILE_1_SLICE_NO_ME:  "-me",
+	nvml.GPU_INSTANCE_PROFILE_2_SLICE_NO_ME:  "-me",
+	nvml.GPU_INSTANCE_PROFILE_1_SLICE_ALL_ME: "+me.all",
+	nvml.GPU_INSTANCE_PROFILE_2_SLICE_ALL_ME: "+me.all",
+	nvml.GPU_INSTANCE_PROFILE_3_SLICE_GFX:    "+gfx",
+}
+
+// profileName builds the nvidia-smi name of the GPU instance profile at
+// index (NVML_GPU_INSTANCE_PROFILE_*): slices and memory in GB rounded up
+// ("1g.10gb", "3g.71gb") and the suffix of the index's variant
+// ("1g.24gb+gfx", "1g.24gb-me").
+func profileName(index int, p nvml.GpuInstanceProfileInfo) string {
+	return fmt.Sprintf("%dg.%dgb%s", p.SliceCount, memGB(p.MemorySizeMB), profileSuffixes[index])
 }
 
 func memGB(mb uint64) uint64 { return uint64(math.Ceil(float64(mb) / 1024)) }

@@ -3,6 +3,7 @@ package nvml
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,7 +90,7 @@ func TestMIGProfileByDriverID(t *testing.T) {
 			t.Errorf("GPU %d MIG profiles %v, want %v", dev, got, want)
 		}
 	}
-	if n := f.logs.count("nvmlDeviceGetGpuInstanceProfileInfo"); n != 0 {
+	if n := f.logs.count("call=nvmlDeviceGetGpuInstanceProfileInfo"); n != 0 {
 		t.Errorf("%d log lines about nvmlDeviceGetGpuInstanceProfileInfo:\n%s", n, f.logs.String())
 	}
 }
@@ -115,4 +116,56 @@ func TestConfigureMIGByDriverID(t *testing.T) {
 		t.Errorf("layout after ConfigureMIG = %v, want %v", got, want)
 	}
 	f.closeWithoutLeaks(b)
+}
+
+// The driver's own profile name (v3 profile info, "MIG 4g.96gb+gfx") is
+// the name nvidia-smi prints: it wins over the one built from the index,
+// slices and memory, whose rounding may differ (4g.95gb), in the MIG
+// instances' profile and in the MIG layout knob alike. A name that does
+// not name a profile of its slices is not taken.
+func TestMIGProfileDriverNames(t *testing.T) {
+	f := newFixture(t, rtxProServer(t))
+	names := map[int]string{}
+	want := map[int]string{}
+	for _, p := range rtxProProfiles {
+		names[p.index] = "MIG " + strings.Replace(p.want, "4g.95gb", "4g.96gb", 1)
+		want[p.index] = strings.TrimPrefix(names[p.index], "MIG ")
+	}
+	names[nvml.GPU_INSTANCE_PROFILE_2_SLICE] = "MIG 7g.48gb" // not a 2-slice name
+	want[nvml.GPU_INSTANCE_PROFILE_2_SLICE] = "2g.48gb"
+	names[nvml.GPU_INSTANCE_PROFILE_1_SLICE] = ""
+	want[nvml.GPU_INSTANCE_PROFILE_1_SLICE] = "1g.24gb"
+	f.driverGINames(0, names)
+	f.enableMIG(0, nvml.GPU_INSTANCE_PROFILE_4_SLICE_GFX)
+	b := f.backend()
+	if mig := sample(t, b).Devices[0].MIG; len(mig) != 1 || mig[0].Profile != "4g.96gb+gfx" {
+		t.Errorf("MIG instances %+v, want one of profile 4g.96gb+gfx", mig)
+	}
+	for _, p := range rtxProProfiles {
+		if err := b.ConfigureMIG(context.Background(), f.devs[0].UUID, []string{strings.ToUpper(want[p.index])}); err != nil {
+			t.Errorf("ConfigureMIG(%q): %v", want[p.index], err)
+			continue
+		}
+		f.clock.Advance(time.Second)
+		if mig := sample(t, b).Devices[0].MIG; len(mig) != 1 || mig[0].Profile != want[p.index] {
+			t.Errorf("after ConfigureMIG(%q): %+v", want[p.index], mig)
+		}
+	}
+	err := b.ConfigureMIG(context.Background(), f.devs[0].UUID, []string{"4g.95gb"})
+	if err == nil || !strings.Contains(err.Error(), "4g.96gb, ") {
+		t.Errorf("ConfigureMIG(4g.95gb) = %v, want it refused with the driver's names listed", err)
+	}
+}
+
+// Every GPU instance profile index go-nvml defines has its suffix: an
+// index added by a newer go-nvml fails here until it is named.
+func TestProfileSuffixesCoverEveryIndex(t *testing.T) {
+	for i := 0; i < nvml.GPU_INSTANCE_PROFILE_COUNT; i++ {
+		if _, ok := profileSuffixes[i]; !ok {
+			t.Errorf("GPU instance profile index %d has no suffix", i)
+		}
+	}
+	if len(profileSuffixes) != nvml.GPU_INSTANCE_PROFILE_COUNT {
+		t.Errorf("%d suffixes for %d profile indices", len(profileSuffixes), nvml.GPU_INSTANCE_PROFILE_COUNT)
+	}
 }

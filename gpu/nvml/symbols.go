@@ -20,6 +20,7 @@ const (
 	symMigDeviceByIndex    = "nvmlDeviceGetMigDeviceHandleByIndex"
 	symGpuInstanceByID     = "nvmlDeviceGetGpuInstanceById"
 	symGIProfileInfo       = "nvmlDeviceGetGpuInstanceProfileInfo"
+	symGIProfileInfoV      = "nvmlDeviceGetGpuInstanceProfileInfoV"
 	symCreateGI            = "nvmlDeviceCreateGpuInstance"
 	symAttributes          = "nvmlDeviceGetAttributes_v2"
 	symAttributesV1        = "nvmlDeviceGetAttributes"
@@ -58,7 +59,7 @@ const (
 
 var allSymbols = []string{
 	symCudaDriverVersion, symProcessName, symClocksEventReasons, symThrottleReasons, symEnergy,
-	symMigMode, symMaxMigDeviceCount, symMigDeviceByIndex, symGpuInstanceByID, symGIProfileInfo,
+	symMigMode, symMaxMigDeviceCount, symMigDeviceByIndex, symGpuInstanceByID, symGIProfileInfo, symGIProfileInfoV,
 	symCreateGI, symAttributes, symAttributesV1, symMPSProcesses, symProcessUtil, symGpmSupport, symGpmAlloc,
 	symGpmFree, symGpmSampleGet, symGpmMetricsGet, symGpmMigSampleGet, symVirtMode, symActiveVgpus, symVgpuMdevUUID,
 	symVgpuUtil, symVgpuProcUtil, symSchedCaps, symSchedState, symSchedStateV2, symSchedLogV2,
