@@ -114,6 +114,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"name not the first key", "tenants:\n  - class: batch\n    name: \"bad name!\"\n    selectors: [{uid: 1}]\n", "t.yaml:3: tenant name \"bad name!\": use letters"},
 		{"duplicate name not the first key", head + "  - selectors: [{uid: 1}]\n    name: a\n", "t.yaml:5: duplicate tenant name \"a\" (first defined at line 2)"},
 		{"reserved name", "tenants:\n  - name: unassigned\n    selectors: [{uid: 1}]\n", "t.yaml:2: tenant name \"unassigned\" is reserved"},
+		// a tenant's name is the MPS restart hook's first argument
+		{"name an option", "tenants:\n  - name: -rf\n    selectors: [{uid: 1}]\n", "t.yaml:2: tenant name \"-rf\" begins with '-'"},
 		// a class is read at each character it is tried on: one of 1 MiB
 		// cost 0.26 s per pod name and sample
 		{"long class", "tenants:\n  - name: a\n    selectors:\n      - executable: \"x[" + strings.Repeat("b", maxClassBytes+1) + "]\"\n", "t.yaml:4: executable: a class ([...]) of 257 bytes; at most 256"},

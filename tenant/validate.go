@@ -69,6 +69,9 @@ func checkName(errs *yamlconf.Errors, t *Tenant, names map[string]int, cut bool)
 		t.Name = name[:maxNameLen]
 	case !validName(name):
 		errs.Addf(line, "tenant name %q: use letters, digits, '_', '-', '.'", name)
+	case name[0] == '-':
+		// (a pod tenancy's names are spelt out so: PodTenantName)
+		errs.Addf(line, "tenant name %q begins with '-': the name is an argument of the hooks the tuner runs (the MPS restart hook's first), which would read it as an option", name)
 	}
 	if first, dup := names[name]; dup {
 		errs.Addf(line, "duplicate tenant name %q (first defined at line %d)", t.Name, first)
