@@ -231,7 +231,7 @@ type logState struct {
 func (p *Pool) scrapeSafely(ctx context.Context, tr *sloTracker, now time.Time) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%s: scrape panicked (recovered): %s", tr.src.URL, clip.Text(fmt.Sprint(r), maxErrLen))
+			err = fmt.Errorf("%s: scrape panicked (recovered): %s", DisplayURL(tr.src.URL), clip.Text(fmt.Sprint(r), maxErrLen))
 			tr.fail(now, err)
 		}
 	}()

@@ -59,28 +59,30 @@ func (sc *scraper) answeredAt(start time.Time) time.Time {
 }
 
 // fetch reads the source's exposition, bounded by its timeout and size.
+// Its errors name the source by DisplayURL, never by the URL as configured.
 func (sc *scraper) fetch(ctx context.Context, src *Source) (map[string]*dto.MetricFamily, error) {
+	name := DisplayURL(src.URL)
 	if app := SimApp(src.URL); app != "" {
 		if sc.app == nil {
-			return nil, fmt.Errorf("%s: no simulator backend to read sim:// sources from", src.URL)
+			return nil, fmt.Errorf("%s: no simulator backend to read sim:// sources from", name)
 		}
 		if fs, ok := sc.app.(FamilySource); ok {
 			fams, err := fs.AppMetricFamilies(app)
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", src.URL, err)
+				return nil, fmt.Errorf("%s: %w", name, err)
 			}
 			return fams, nil
 		}
 		w := &limitWriter{max: src.MaxBytes}
 		if err := sc.app.AppMetrics(app, w); err != nil {
-			return nil, fmt.Errorf("%s: %s", src.URL, clip.Text(err.Error(), maxErrLen))
+			return nil, fmt.Errorf("%s: %s", name, clip.Text(err.Error(), maxErrLen))
 		}
 		if w.over {
-			return nil, fmt.Errorf("%s: exposition larger than max_bytes %d", src.URL, src.MaxBytes)
+			return nil, fmt.Errorf("%s: exposition larger than max_bytes %d", name, src.MaxBytes)
 		}
 		fams, err := parseExposition(w.buf.Bytes(), expfmt.NewFormat(expfmt.TypeTextPlain), families(src))
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", src.URL, err)
+			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 		return fams, nil
 	}
@@ -88,7 +90,7 @@ func (sc *scraper) fetch(ctx context.Context, src *Source) (map[string]*dto.Metr
 	defer cancel()
 	req, err := http.NewRequestWithContext(cctx, http.MethodGet, src.URL, nil)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", src.URL, err)
+		return nil, fmt.Errorf("%s: %s", name, URLParseReason(src.URL, err))
 	}
 	req.Header.Set("Accept", acceptHeader)
 	req.Header.Set("User-Agent", userAgent())
@@ -102,15 +104,11 @@ func (sc *scraper) fetch(ctx context.Context, src *Source) (map[string]*dto.Metr
 	if err != nil {
 		// The client's error names the URL it last asked for, which a
 		// redirect's Location chose: name the configured one instead.
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return nil, fmt.Errorf("%s: %s", src.URL, clip.Text(err.Error(), maxErrLen))
+		return nil, fmt.Errorf("%s: %s", name, clip.Text(unwrapURLError(err).Error(), maxErrLen))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, newStatusError(src.URL, resp)
+		return nil, newStatusError(name, resp)
 	}
 	// The body (after any gzip decoding the transport does) is decoded as
 	// it is read, up to max_bytes and one byte more, never further.
@@ -118,13 +116,23 @@ func (sc *scraper) fetch(ctx context.Context, src *Source) (map[string]*dto.Metr
 	fams, err := decodeExposition(body, src.MaxBytes, expfmt.ResponseFormat(resp.Header), families(src))
 	switch {
 	case errors.Is(body.err, fileread.ErrTooLarge):
-		return nil, fmt.Errorf("%s: response larger than max_bytes %d; stopped reading there", src.URL, src.MaxBytes)
+		return nil, fmt.Errorf("%s: response larger than max_bytes %d; stopped reading there", name, src.MaxBytes)
 	case body.err != nil:
-		return nil, fmt.Errorf("%s: reading the response: %s", src.URL, clip.Text(body.err.Error(), maxErrLen))
+		return nil, fmt.Errorf("%s: reading the response: %s", name, clip.Text(body.err.Error(), maxErrLen))
 	case err != nil:
-		return nil, fmt.Errorf("%s: %w", src.URL, err)
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return fams, nil
+}
+
+// unwrapURLError is err without the *url.Error around it, which quotes
+// the URL (url.Parse's the whole of it, password included).
+func unwrapURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
 }
 
 // stickyReader keeps the first error of r other than io.EOF, whatever a
@@ -197,7 +205,7 @@ func CheckSim(src *Source, app gpu.AppMetricsSource) error {
 		return err
 	}
 	if _, err := extract(src, fams); err != nil {
-		return fmt.Errorf("%s: %w", src.URL, err)
+		return fmt.Errorf("%s: %w", DisplayURL(src.URL), err)
 	}
 	return nil
 }
@@ -220,7 +228,7 @@ func (sc *scraper) scrapeOnce(ctx context.Context, t *sloTracker, now time.Time)
 	if err == nil {
 		return nil
 	}
-	err = fmt.Errorf("%s: %w", t.src.URL, err)
+	err = fmt.Errorf("%s: %w", DisplayURL(t.src.URL), err)
 	t.fail(now, err)
 	return err
 }

@@ -603,20 +603,22 @@ func (l *LatencySource) UnmarshalYAML(n *yaml.Node) error {
 	got := errs.Fields(n, "latency_source", "latency_source.", &f)
 	*l = LatencySource{URL: f.URL, Preset: f.Preset, Metric: f.Metric, Matchers: f.Matchers, Timeout: f.Timeout, MaxBytes: int64(f.MaxBytes), FollowRedirects: f.Follow, keys: got.Keys()}
 	if v, given := got["url"]; given {
+		// named as everywhere else: a password or query token masked
+		shown := latency.DisplayURL(l.URL)
 		u, err := url.Parse(l.URL)
 		switch {
 		case err != nil:
-			errs.Addf(v.Line, "latency_source.url %q: %v", l.URL, err)
+			errs.Addf(v.Line, "latency_source.url %q: %s", shown, latency.URLParseReason(l.URL, err))
 		case u.Scheme == "http" || u.Scheme == "https":
 			if u.Host == "" {
-				errs.Addf(v.Line, "latency_source.url %q has no host", l.URL)
+				errs.Addf(v.Line, "latency_source.url %q has no host", shown)
 			}
 		case u.Scheme == "sim":
 			if latency.SimApp(l.URL) == "" {
-				errs.Addf(v.Line, "latency_source.url %q names no application (sim://<app>)", l.URL)
+				errs.Addf(v.Line, "latency_source.url %q names no application (sim://<app>)", shown)
 			}
 		default:
-			errs.Addf(v.Line, "latency_source.url %q: scheme must be http, https or sim", l.URL)
+			errs.Addf(v.Line, "latency_source.url %q: scheme must be http, https or sim", shown)
 		}
 	}
 	if v, given := got["preset"]; given {

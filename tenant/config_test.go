@@ -537,3 +537,24 @@ func TestLabelKeyChecked(t *testing.T) {
 		}
 	}
 }
+
+// TestLatencySourceURLSecretsNotInErrors: the tenants file's errors about
+// a latency_source url name it as everywhere else, its password and query
+// values masked, also where url.Parse refuses it (its error quotes the
+// whole URL, and may quote a piece of a password holding '/').
+func TestLatencySourceURLSecretsNotInErrors(t *testing.T) {
+	const head = "tenants:\n  - name: a\n    selectors: [{executable: x}]\n    latency_source: {preset: tgi, url: "
+	tests := []struct{ name, url, want string }{
+		{"scheme", `"ftp://u:hunter2@h/metrics?token=s3cr3t"`, `t.yaml:4: latency_source.url "ftp://u:xxxxx@h/metrics?token=xxxxx": scheme must be http, https or sim`},
+		{"no host", `"http:///metrics?token=s3cr3t"`, `t.yaml:4: latency_source.url "http:///metrics?token=xxxxx" has no host`},
+		{"unparsed", `"http://u:hun/ter2@h/metrics"`, `t.yaml:4: latency_source.url "http://u:xxxxx@h/metrics": invalid port "xxxxx" after host`},
+		{"opaque", `"http:u:hunter2@h/metrics"`, `t.yaml:4: latency_source.url "http:u:xxxxx@h/metrics" has no host`},
+	}
+	for _, tc := range tests {
+		_, err := ParseConfig("t.yaml", []byte(head+tc.url+"}\n"))
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "hunter2") ||
+			strings.Contains(err.Error(), "hun/") || strings.Contains(err.Error(), "s3cr3t") {
+			t.Errorf("%s: error %v; want %q, no secret", tc.name, err, tc.want)
+		}
+	}
+}
