@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 
 	dto "github.com/prometheus/client_model/go"
@@ -439,11 +440,13 @@ const (
 	maxErrLen = 512
 )
 
-// families are the family names a source reads, for parseExposition.
+// families are the family names a source reads, for parseExposition:
+// its histogram (Triton: its counters) and the answering process's start
+// time (one line, where it is served).
 func families(src *Source) []string {
 	if src.Preset == PresetTriton {
 		out := []string{tritonSuccessMetric, tritonFailureMetric, tritonDurationMetric,
-			tritonHistogramMetric, tritonSummaryMetric}
+			tritonHistogramMetric, tritonSummaryMetric, startTimeMetric}
 		for _, n := range []string{tritonHistogramMetric, tritonSummaryMetric} {
 			out = append(out, n+"_bucket", n+"_count", n+"_sum")
 		}
@@ -457,7 +460,7 @@ func families(src *Source) []string {
 	for _, n := range names {
 		out = append(out, n+"_bucket", n+"_count", n+"_sum")
 	}
-	return out
+	return append(out, startTimeMetric)
 }
 
 func labelsMatch(m *dto.Metric, matchers map[string]string) bool {
@@ -493,15 +496,48 @@ func labelString(m *dto.Metric) string {
 }
 
 // extract picks the source's histogram (or Triton's counters) out of an
-// exposition.
+// exposition, with the answering process's start time.
 func extract(src *Source, fams map[string]*dto.MetricFamily) (histo, error) {
+	var h histo
+	var err error
 	if src.Preset == PresetTriton {
-		return extractTriton(fams, src.Matchers)
+		h, err = extractTriton(fams, src.Matchers)
+	} else {
+		names := presetMetrics[src.Preset]
+		if src.Metric != "" {
+			names = []string{src.Metric}
+		}
+		h, _, err = extractHistogram(fams, names, src.Matchers)
 	}
-	names := presetMetrics[src.Preset]
-	if src.Metric != "" {
-		names = []string{src.Metric}
-	}
-	h, _, err := extractHistogram(fams, names, src.Matchers)
+	h.start = processStart(fams)
 	return h, err
+}
+
+// startTimeMetric is the start time of the process that serves an
+// exposition, in seconds since the epoch, as Prometheus clients' process
+// collectors serve it.
+const startTimeMetric = "process_start_time_seconds"
+
+// processStart is the exposition's process_start_time_seconds, 0 when it
+// has none, or several series (not one process's), or a value that could
+// not be a time.
+func processStart(fams map[string]*dto.MetricFamily) float64 {
+	mf := fams[startTimeMetric]
+	if mf == nil || len(mf.GetMetric()) != 1 {
+		return 0
+	}
+	m := mf.GetMetric()[0]
+	v := math.NaN()
+	switch {
+	case m.GetGauge() != nil:
+		v = m.GetGauge().GetValue()
+	case m.GetUntyped() != nil:
+		v = m.GetUntyped().GetValue()
+	case m.GetCounter() != nil:
+		v = m.GetCounter().GetValue()
+	}
+	if !(v > 0) || math.IsInf(v, 1) { // NaN fails v > 0
+		return 0
+	}
+	return v
 }

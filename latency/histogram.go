@@ -37,6 +37,9 @@ type histo struct {
 	// delta or a window.
 	series    map[string]histo
 	reqSeries map[string]requestCounts
+	// start is the answering process's process_start_time_seconds, 0
+	// when the answer has none (see processStart).
+	start float64
 }
 
 // requestCounts are cumulative request counters: how many and their total

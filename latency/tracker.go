@@ -34,6 +34,7 @@ type sloTracker struct {
 	prev       *histo
 	refused    *histo    // the last refused answer, while the next is awaited
 	refusedAt  time.Time // when it came
+	servers    servers   // telling one server from several (replicas.go)
 	deltas     []timedDelta
 	reqTotal   float64
 	goodTotal  float64
@@ -57,7 +58,9 @@ func newSLOTracker(sp Spec) *sloTracker {
 }
 
 // observe records one successful scrape at time now. A histogram holding a
-// value that could not be a count is refused and changes nothing. One that
+// value that could not be a count is refused and changes nothing. So is
+// one of another server than the previous answer's (see judge, in
+// replicas.go): a source's URL must reach one server process. One that
 // moved from the previous one faster than counters of requests can is
 // refused too; the next answer is then measured from the last accepted
 // one, or, when that is implausible too (the jump held: say a replica with
@@ -71,28 +74,45 @@ func (s *sloTracker) observe(now time.Time, h histo) error {
 	h.serverQuantiles = s.reportedQuantiles(h.serverQuantiles)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var d histo
+	if s.prev == nil {
+		s.accept(time.Time{}, now, h, nil)
+		return nil
+	}
+	return s.judge(now, h)
+}
+
+// advance counts h, answered at now, from the last accepted answer, when
+// the move is plausible (see observe).
+func (s *sloTracker) advance(now time.Time, h histo) error {
 	from := s.lastScrape // when what d counts began
-	if s.prev != nil {
-		var err error
-		d, err = plausibleDelta(*s.prev, h, now.Sub(s.lastScrape))
-		if err != nil && s.refused != nil {
-			// a jump that held: the refused answer is the new base
-			if d2, err2 := plausibleDelta(*s.refused, h, now.Sub(s.refusedAt)); err2 == nil {
-				d, err, from = d2, nil, s.refusedAt
-			}
-		}
-		if err != nil {
-			hc := h
-			s.refused, s.refusedAt = &hc, now
-			return err
+	d, reset, err := plausibleDelta(*s.prev, h, now.Sub(s.lastScrape))
+	if err != nil && s.refused != nil {
+		// a jump that held: the refused answer is the new base
+		if d2, reset2, err2 := plausibleDelta(*s.refused, h, now.Sub(s.refusedAt)); err2 == nil {
+			d, reset, err, from = d2, reset2, nil, s.refusedAt
 		}
 	}
+	if err != nil {
+		hc := h
+		s.refused, s.refusedAt = &hc, now
+		return err
+	}
+	if !reset {
+		reqs, _ := d.requests()
+		s.servers.noteRate(reqs, now.Sub(from))
+	}
+	s.accept(from, now, h, &d)
+	return nil
+}
+
+// accept takes h, answered at now, as the new base, counting d (what
+// happened from from to now; nil for the first answer, a baseline).
+func (s *sloTracker) accept(from, now time.Time, h histo, d *histo) {
 	s.refused = nil
 	s.up = true
 	s.lastErr = ""
 	s.lastScrape = now
-	if s.prev != nil {
+	if d != nil {
 		reqs, _ := d.requests()
 		s.reqTotal += reqs
 		if s.slo != nil && !d.mean {
@@ -105,14 +125,13 @@ func (s *sloTracker) observe(now time.Time, h histo) error {
 		if n > 0 && (!sameBounds(s.deltas[n-1].h.bounds, d.bounds) || s.deltas[n-1].h.mean != d.mean) {
 			s.deltas = s.deltas[:0] // bucket layout changed: restart the window
 		}
-		for _, p := range s.windowPieces(from, now, d) {
+		for _, p := range s.windowPieces(from, now, *d) {
 			s.addToWindow(p.t, p.h)
 		}
 	}
 	hc := h
 	s.prev = &hc
 	s.status = s.computeLocked(now)
-	return nil
 }
 
 // addToWindow appends d, counted up to time t, to the window.
@@ -237,10 +256,10 @@ const (
 )
 
 // plausibleDelta is cur - prev, series by series (seriesDelta), when
-// checkMove accepts it.
-func plausibleDelta(prev, cur histo, elapsed time.Duration) (histo, error) {
+// checkMove accepts it; reset says whether a series restarted.
+func plausibleDelta(prev, cur histo, elapsed time.Duration) (histo, bool, error) {
 	d, reset := seriesDelta(prev, cur)
-	return d, checkMove(d, reset, elapsed)
+	return d, reset, checkMove(d, reset, elapsed)
 }
 
 // checkMove refuses a delta (cur since prev, or cur alone after a reset)
