@@ -328,6 +328,13 @@ func (b *Backend) ConfigureMIG(ctx context.Context, uuid string, profiles []stri
 			known = append(known, p.name)
 		}
 	}
+	for _, p := range profs {
+		// the built name, where the driver's differs: an alias, not
+		// listed, for a layout named before the driver's name was read
+		if _, has := byName[strings.ToLower(p.built)]; !has {
+			byName[strings.ToLower(p.built)] = p.info
+		}
+	}
 	want := make([]nvml.GpuInstanceProfileInfo, 0, len(profiles))
 	for _, name := range profiles {
 		p, ok := byName[strings.ToLower(strings.TrimSpace(name))]

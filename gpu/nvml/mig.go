@@ -159,6 +159,11 @@ func (rd *devReader) profileNames() map[uint32]string {
 type giProfile struct {
 	info nvml.GpuInstanceProfileInfo
 	name string
+	// built is the name from the index, slices and memory (profileName),
+	// the one served before the driver's own was read: where the two
+	// differ ("4g.95gb" against the driver's "4g.96gb"), a layout named
+	// so (journaled, or configured) is still known by it
+	built string
 }
 
 // giProfiles lists the GPU instance profiles of GPU h in index order, each
@@ -176,7 +181,7 @@ func (b *Backend) giProfiles(h nvml.Device) ([]giProfile, nvml.Return) {
 			}
 			continue // an index this GPU has no profile at
 		}
-		out = append(out, giProfile{info: p, name: b.giProfileName(h, i, p)})
+		out = append(out, giProfile{info: p, name: b.giProfileName(h, i, p), built: profileName(i, p)})
 	}
 	return out, nvml.SUCCESS
 }
