@@ -22,6 +22,7 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/internal/fileread"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/redirect"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/urlmask"
 )
 
 // UserAgent names the exporter in its requests to the kubelet (the pod
@@ -42,7 +43,7 @@ type kubeClient struct {
 	conn     *grpc.ClientConn
 	client   podresourcesv1.PodResourcesListerClient
 	timeout  time.Duration
-	metaSrc  string
+	metaSrc  string       // the request's; source() in errors
 	httpc    *http.Client // its redirects follow redirect.SameOrigin
 	maxBytes int64
 	// tokenFile, when set, holds the bearer token of metadata requests.
@@ -58,7 +59,7 @@ const maxTokenBytes = 64 << 10
 func (k *kubeClient) bearerToken() (string, error) {
 	tok, err := ReadBearerToken(k.tokenFile)
 	if err != nil {
-		return "", fmt.Errorf("pod metadata %s: %w", k.metaSrc, err)
+		return "", fmt.Errorf("pod metadata %s: %w", k.source(), err)
 	}
 	return tok, nil
 }
@@ -179,7 +180,7 @@ func (k *kubeClient) metadata(ctx context.Context) (*podMetadata, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newPodMetadata(k.metaSrc, data)
+	return newPodMetadata(k.source(), data)
 }
 
 // podMetadata is parsed pod metadata: pods by UID and by
@@ -225,6 +226,9 @@ func NewMappingWithMetadata(resp *podresourcesv1.ListPodResourcesResponse, src s
 	return newMapping(resp, md), nil
 }
 
+// source is the pod metadata source as errors name it: SourceName.
+func (k *kubeClient) source() string { return SourceName(k.metaSrc) }
+
 // fetchMeta reads the pod metadata source whole.
 func (k *kubeClient) fetchMeta(ctx context.Context) ([]byte, error) {
 	var data []byte
@@ -233,7 +237,7 @@ func (k *kubeClient) fetchMeta(ctx context.Context) ([]byte, error) {
 		defer cancel()
 		req, err := http.NewRequestWithContext(cctx, http.MethodGet, k.metaSrc, nil)
 		if err != nil {
-			return nil, fmt.Errorf("pod metadata %s: %w", k.metaSrc, err)
+			return nil, fmt.Errorf("pod metadata %s: %s", k.source(), urlmask.URLParseReason(k.metaSrc, err))
 		}
 		req.Header.Set("Accept", "application/json")
 		req.Header.Set("User-Agent", UserAgent())
@@ -246,14 +250,18 @@ func (k *kubeClient) fetchMeta(ctx context.Context) ([]byte, error) {
 		}
 		resp, err := k.httpc.Do(req)
 		if err != nil {
-			return nil, fmt.Errorf("pod metadata %s: %w", k.metaSrc, err)
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				err = ue.Err // without the method and the URL, which it quotes with its query
+			}
+			return nil, fmt.Errorf("pod metadata %s: %w", k.source(), err)
 		}
 		defer resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
 			// The status code only: the reason phrase is the server's text.
-			return nil, fmt.Errorf("pod metadata %s: HTTP %d %s", k.metaSrc, resp.StatusCode, http.StatusText(resp.StatusCode))
+			return nil, fmt.Errorf("pod metadata %s: HTTP %d %s", k.source(), resp.StatusCode, http.StatusText(resp.StatusCode))
 		}
-		if data, err = fileread.All(resp.Body, k.maxBytes, k.metaSrc); err != nil {
+		if data, err = fileread.All(resp.Body, k.maxBytes, k.source()); err != nil {
 			return nil, fmt.Errorf("pod metadata: %w", err)
 		}
 	} else {
@@ -315,31 +323,39 @@ func authority(src string) string {
 	return a
 }
 
+// SourceName is how errors, logs and status name a pod metadata source
+// src: an http(s) URL with its password and query values masked
+// (urlmask.DisplayURL), a file as it is. The request is made to src.
+func SourceName(src string) string {
+	if strings.HasPrefix(src, "http://") || strings.HasPrefix(src, "https://") {
+		return urlmask.DisplayURL(src)
+	}
+	return src
+}
+
 // CheckPodMetadataURL refuses an http(s) pod metadata URL that no request
 // could be made to: one that does not parse (an IPv6 address without
 // brackets has an "invalid port"), without a host, or with a port that is
-// not a number from 1 to 65535.
+// not a number from 1 to 65535. Its errors name the URL by SourceName.
 func CheckPodMetadataURL(src string) error {
+	shown := SourceName(src)
 	u, err := url.Parse(src)
 	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
+		reason := urlmask.URLParseReason(src, err)
 		if a := authority(src); strings.Count(a, ":") > 1 && !strings.HasPrefix(a, "[") {
-			return fmt.Errorf("pod metadata URL %q: %w (an IPv6 address goes in brackets: https://[fd00::5]:10250/pods)", src, err)
+			return fmt.Errorf("pod metadata URL %q: %s (an IPv6 address goes in brackets: https://[fd00::5]:10250/pods)", shown, reason)
 		}
-		return fmt.Errorf("pod metadata URL %q: %w", src, err)
+		return fmt.Errorf("pod metadata URL %q: %s", shown, reason)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("pod metadata URL %q: the scheme must be http or https", src)
+		return fmt.Errorf("pod metadata URL %q: the scheme must be http or https", shown)
 	}
 	if u.Hostname() == "" {
-		return fmt.Errorf("pod metadata URL %q: no host", src)
+		return fmt.Errorf("pod metadata URL %q: no host", shown)
 	}
 	if p := u.Port(); p != "" {
 		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-			return fmt.Errorf("pod metadata URL %q: port %s is not from 1 to 65535", src, p)
+			return fmt.Errorf("pod metadata URL %q: port %s is not from 1 to 65535", shown, p)
 		}
 	}
 	return nil

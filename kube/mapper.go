@@ -25,6 +25,8 @@ type Options struct {
 	// container IDs): a file path or an http(s) URL serving a PodList in
 	// JSON, such as the kubelet's /pods endpoint, or KubeletPods. Needed
 	// for `labels` selectors and to tell apart pods that share one GPU.
+	// The request is made to a URL as given; errors, log lines and Status
+	// name it by SourceName, its password and query values masked.
 	PodMetadata string
 	// KubeletAddress is the kubelet whose /pods a PodMetadata of
 	// KubeletPods reads: see KubeletPodsURL.
@@ -66,7 +68,7 @@ type Status struct {
 // successful pod-resources query; when that read fails, the fresh
 // pod-resources answer is used with the last good metadata.
 type MetadataStatus struct {
-	Source      string    // the file or URL; "" when there is none
+	Source      string    // the file or URL (by SourceName); "" when there is none
 	Up          bool      // the last read succeeded
 	LastSuccess time.Time // when the metadata in use was read
 	ErrorsTotal uint64    // failed reads
@@ -96,7 +98,7 @@ type Mapper struct {
 // metadata URL that no request could be made to (CheckPodMetadataURL).
 func NewMapper(opts Options) (*Mapper, error) {
 	if opts.PodMetadata != "" && opts.PodResourcesSocket == "" {
-		return nil, fmt.Errorf("pod metadata %s is read only with a kubelet pod-resources socket; set both or neither", opts.PodMetadata)
+		return nil, fmt.Errorf("pod metadata %s is read only with a kubelet pod-resources socket; set both or neither", SourceName(opts.PodMetadata))
 	}
 	if opts.PodResourcesSocket == "" {
 		return nil, fmt.Errorf("no kubelet pod-resources socket to read the pod mapping from")
@@ -109,14 +111,14 @@ func NewMapper(opts Options) (*Mapper, error) {
 		}
 		opts.PodMetadata = u
 	case opts.KubeletAddress != "":
-		return nil, fmt.Errorf("kubelet address %q is used only for pod metadata from the kubelet, not %q", opts.KubeletAddress, opts.PodMetadata)
+		return nil, fmt.Errorf("kubelet address %q is used only for pod metadata from the kubelet, not %q", opts.KubeletAddress, SourceName(opts.PodMetadata))
 	case strings.HasPrefix(opts.PodMetadata, "http://") || strings.HasPrefix(opts.PodMetadata, "https://"):
 		if err := CheckPodMetadataURL(opts.PodMetadata); err != nil {
 			return nil, err
 		}
 	}
 	if (opts.BearerTokenFile != "" || opts.CAFile != "") && !strings.HasPrefix(opts.PodMetadata, "https://") {
-		return nil, fmt.Errorf("a bearer token file or CA file is used only for a pod metadata https:// URL, not %q", opts.PodMetadata)
+		return nil, fmt.Errorf("a bearer token file or CA file is used only for a pod metadata https:// URL, not %q", SourceName(opts.PodMetadata))
 	}
 	if opts.CAFile != "" {
 		if opts.HTTPClient != nil {
@@ -143,7 +145,7 @@ func NewMapper(opts Options) (*Mapper, error) {
 	}
 	k.tokenFile = opts.BearerTokenFile
 	m := &Mapper{opts: opts, logger: opts.Logger, clock: opts.Clock, kube: k}
-	m.status.Metadata.Source = opts.PodMetadata
+	m.status.Metadata.Source = SourceName(opts.PodMetadata)
 	return m, nil
 }
 

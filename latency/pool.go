@@ -13,6 +13,7 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/clip"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/urlmask"
 )
 
 // Options configure a Pool.
@@ -231,7 +232,7 @@ type logState struct {
 func (p *Pool) scrapeSafely(ctx context.Context, tr *sloTracker, now time.Time) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%s: scrape panicked (recovered): %s", DisplayURL(tr.src.URL), clip.Text(fmt.Sprint(r), maxErrLen))
+			err = fmt.Errorf("%s: scrape panicked (recovered): %s", urlmask.DisplayURL(tr.src.URL), clip.Text(fmt.Sprint(r), maxErrLen))
 			tr.fail(now, err)
 		}
 	}()

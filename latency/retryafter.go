@@ -18,7 +18,7 @@ const maxRetryAfter = 10 * time.Minute
 // statusError is a source's answer other than 200, with the Retry-After
 // it gave with a 429 or 503 ("" when none, or another status).
 type statusError struct {
-	url        string // the source's DisplayURL
+	url        string // the source's urlmask.DisplayURL
 	code       int
 	retryAfter string
 }
@@ -29,7 +29,7 @@ func (e *statusError) Error() string {
 }
 
 // newStatusError is the error of resp, a non-200 answer from the source
-// whose DisplayURL is url.
+// whose urlmask.DisplayURL is url.
 func newStatusError(url string, resp *http.Response) *statusError {
 	e := &statusError{url: url, code: resp.StatusCode}
 	if e.code == http.StatusTooManyRequests || e.code == http.StatusServiceUnavailable {

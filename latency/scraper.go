@@ -19,6 +19,7 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/clip"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/fileread"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/urlmask"
 )
 
 // acceptHeader asks for delimited protobuf first, then the text format.
@@ -59,9 +60,9 @@ func (sc *scraper) answeredAt(start time.Time) time.Time {
 }
 
 // fetch reads the source's exposition, bounded by its timeout and size.
-// Its errors name the source by DisplayURL, never by the URL as configured.
+// Its errors name the source by urlmask.DisplayURL, never by the URL as configured.
 func (sc *scraper) fetch(ctx context.Context, src *Source) (map[string]*dto.MetricFamily, error) {
-	name := DisplayURL(src.URL)
+	name := urlmask.DisplayURL(src.URL)
 	if app := SimApp(src.URL); app != "" {
 		if sc.app == nil {
 			return nil, fmt.Errorf("%s: no simulator backend to read sim:// sources from", name)
@@ -90,7 +91,7 @@ func (sc *scraper) fetch(ctx context.Context, src *Source) (map[string]*dto.Metr
 	defer cancel()
 	req, err := http.NewRequestWithContext(cctx, http.MethodGet, src.URL, nil)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %s", name, URLParseReason(src.URL, err))
+		return nil, fmt.Errorf("%s: %s", name, urlmask.URLParseReason(src.URL, err))
 	}
 	req.Header.Set("Accept", acceptHeader)
 	req.Header.Set("User-Agent", userAgent())
@@ -205,7 +206,7 @@ func CheckSim(src *Source, app gpu.AppMetricsSource) error {
 		return err
 	}
 	if _, err := extract(src, fams); err != nil {
-		return fmt.Errorf("%s: %w", DisplayURL(src.URL), err)
+		return fmt.Errorf("%s: %w", urlmask.DisplayURL(src.URL), err)
 	}
 	return nil
 }
@@ -228,7 +229,7 @@ func (sc *scraper) scrapeOnce(ctx context.Context, t *sloTracker, now time.Time)
 	if err == nil {
 		return nil
 	}
-	err = fmt.Errorf("%s: %w", DisplayURL(t.src.URL), err)
+	err = fmt.Errorf("%s: %w", urlmask.DisplayURL(t.src.URL), err)
 	t.fail(now, err)
 	return err
 }

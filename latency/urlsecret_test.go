@@ -93,26 +93,3 @@ func TestSourceURLSecretsNotShown(t *testing.T) {
 		}
 	}
 }
-
-// TestDisplayURL: a source's URL as errors and logs write it.
-func TestDisplayURL(t *testing.T) {
-	tests := []struct{ url, want string }{
-		{"http://10.0.0.5:8000/metrics", "http://10.0.0.5:8000/metrics"},
-		{"sim://chat", "sim://chat"},
-		{"http://user@h/metrics", "http://user@h/metrics"}, // as url.URL.Redacted: no password, nothing masked
-		{"http://user:pw@h/metrics", "http://user:xxxxx@h/metrics"},
-		{"https://user:@h/metrics", "https://user:xxxxx@h/metrics"},
-		{"http://h/metrics?token=abc&x=&debug", "http://h/metrics?token=xxxxx&x=xxxxx&xxxxx"},
-		{"http://h/metrics?a=1;b=2", "http://h/metrics?a=xxxxx"},
-		{"http://u:pw@h:9/m?token=abc", "http://u:xxxxx@h:9/m?token=xxxxx"},
-		// url.Parse refuses these, or reads them as opaque: masked by their text
-		{"http://user:pa/ss@h/metrics", "http://user:xxxxx@h/metrics"},
-		{"http:user:pw@h/metrics", "http:user:xxxxx@h/metrics"},
-		{"http://user:pw@h/\x01?token=abc", "http://user:xxxxx@h/\x01?token=xxxxx"},
-	}
-	for _, tc := range tests {
-		if got := DisplayURL(tc.url); got != tc.want {
-			t.Errorf("DisplayURL(%q) = %q, want %q", tc.url, got, tc.want)
-		}
-	}
-}

@@ -26,6 +26,7 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/fileread"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/poduid"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/urlmask"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/yamlconf"
 	"github.com/vgpu-exporter/vgpu_exporter/latency"
 )
@@ -604,11 +605,11 @@ func (l *LatencySource) UnmarshalYAML(n *yaml.Node) error {
 	*l = LatencySource{URL: f.URL, Preset: f.Preset, Metric: f.Metric, Matchers: f.Matchers, Timeout: f.Timeout, MaxBytes: int64(f.MaxBytes), FollowRedirects: f.Follow, keys: got.Keys()}
 	if v, given := got["url"]; given {
 		// named as everywhere else: a password or query token masked
-		shown := latency.DisplayURL(l.URL)
+		shown := urlmask.DisplayURL(l.URL)
 		u, err := url.Parse(l.URL)
 		switch {
 		case err != nil:
-			errs.Addf(v.Line, "latency_source.url %q: %s", shown, latency.URLParseReason(l.URL, err))
+			errs.Addf(v.Line, "latency_source.url %q: %s", shown, urlmask.URLParseReason(l.URL, err))
 		case u.Scheme == "http" || u.Scheme == "https":
 			if u.Host == "" {
 				errs.Addf(v.Line, "latency_source.url %q has no host", shown)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/httplimit"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/flagvalue"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/urlmask"
 	"github.com/vgpu-exporter/vgpu_exporter/kube"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 	"github.com/vgpu-exporter/vgpu_exporter/webui"
@@ -232,14 +233,16 @@ func (c *config) validate() error {
 		if c.Backend == backendSim {
 			errs = append(errs, errors.New("--backend.dcgm-exporter.url complements NVML readings; it cannot be used with --backend=sim"))
 		}
+		// named as everywhere else: a password or query token masked
+		shown := urlmask.DisplayURL(c.DCGMExporterURL)
 		u, err := url.Parse(c.DCGMExporterURL)
 		switch {
 		case err != nil:
-			errs = append(errs, fmt.Errorf("--backend.dcgm-exporter.url: %w", err))
+			errs = append(errs, fmt.Errorf("--backend.dcgm-exporter.url %q: %s", shown, urlmask.URLParseReason(c.DCGMExporterURL, err)))
 		case u.Scheme != "http" && u.Scheme != "https":
-			errs = append(errs, fmt.Errorf("--backend.dcgm-exporter.url %q: scheme must be http or https", c.DCGMExporterURL))
+			errs = append(errs, fmt.Errorf("--backend.dcgm-exporter.url %q: scheme must be http or https", shown))
 		case u.Host == "":
-			errs = append(errs, fmt.Errorf("--backend.dcgm-exporter.url %q: no host", c.DCGMExporterURL))
+			errs = append(errs, fmt.Errorf("--backend.dcgm-exporter.url %q: no host", shown))
 		}
 		if c.DCGMTimeout <= 0 {
 			errs = append(errs, fmt.Errorf("--backend.dcgm-exporter.timeout must be positive, got %s", c.DCGMTimeout))
@@ -260,14 +263,14 @@ func (c *config) validate() error {
 			errs = append(errs, fmt.Errorf("--kubernetes.pod-metadata=%s needs a --kubernetes.pod-metadata.kubelet-address: %w", kube.KubeletPods, err))
 		}
 	case c.KubeletAddress != "":
-		errs = append(errs, fmt.Errorf("--kubernetes.pod-metadata.kubelet-address is used only with --kubernetes.pod-metadata=%s, not %q", kube.KubeletPods, c.PodMetadata))
+		errs = append(errs, fmt.Errorf("--kubernetes.pod-metadata.kubelet-address is used only with --kubernetes.pod-metadata=%s, not %q", kube.KubeletPods, kube.SourceName(c.PodMetadata)))
 	case strings.HasPrefix(c.PodMetadata, "http://") || strings.HasPrefix(c.PodMetadata, "https://"):
 		if err := kube.CheckPodMetadataURL(c.PodMetadata); err != nil {
 			errs = append(errs, fmt.Errorf("--kubernetes.pod-metadata: %w", err))
 		}
 	}
 	if (c.PodMetadataToken != "" || c.PodMetadataCA != "") && !strings.HasPrefix(c.PodMetadata, "https://") && c.PodMetadata != kube.KubeletPods {
-		errs = append(errs, fmt.Errorf("--kubernetes.pod-metadata.bearer-token-file and --kubernetes.pod-metadata.ca-file need an https:// --kubernetes.pod-metadata URL, got %q", c.PodMetadata))
+		errs = append(errs, fmt.Errorf("--kubernetes.pod-metadata.bearer-token-file and --kubernetes.pod-metadata.ca-file need an https:// --kubernetes.pod-metadata URL, got %q", kube.SourceName(c.PodMetadata)))
 	}
 	if c.PodTenancy.Label != "" && c.PodResourcesSocket != "" && c.PodMetadata == "" {
 		errs = append(errs, fmt.Errorf("--tenants.kubernetes-default=%s needs --kubernetes.pod-metadata (pod labels are not in the pod-resources API)", c.PodTenancy))

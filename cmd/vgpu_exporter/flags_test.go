@@ -185,3 +185,30 @@ func TestDepartedRetentionWired(t *testing.T) {
 		}
 	}
 }
+
+// TestFlagURLSecretsNotInErrors: the errors about a --backend.dcgm-exporter.url
+// or --kubernetes.pod-metadata URL quote it with its password and query
+// values masked, url.Parse's reason included.
+func TestFlagURLSecretsNotInErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--backend.dcgm-exporter.url=ftp://scraper:hunter2@h/metrics?token=s3cr3t"}, `"ftp://scraper:xxxxx@h/metrics?token=xxxxx": scheme must be http or https`},
+		{[]string{"--backend.dcgm-exporter.url=http://scraper:hunter2@/metrics?token=s3cr3t"}, `"http://scraper:xxxxx@/metrics?token=xxxxx": no host`},
+		{[]string{"--backend.dcgm-exporter.url=http://scraper:hunt/er2@h/metrics?token=s3cr3t"}, `"http://scraper:xxxxx@h/metrics?token=xxxxx": invalid port "xxxxx" after host`},
+		{[]string{"--kubernetes.pod-metadata=https://reader:hunter2@node:99999/pods?token=s3cr3t", "--kubernetes.pod-resources-socket=/k.sock"}, `"https://reader:xxxxx@node:99999/pods?token=xxxxx": port 99999`},
+		{[]string{"--kubernetes.pod-metadata=http://reader:hunter2@node/pods?token=s3cr3t", "--kubernetes.pod-resources-socket=/k.sock",
+			"--kubernetes.pod-metadata.bearer-token-file=/tmp/token"}, `URL, got "http://reader:xxxxx@node/pods?token=xxxxx"`},
+		{[]string{"--kubernetes.pod-metadata=https://reader:hunter2@node/pods?token=s3cr3t", "--kubernetes.pod-resources-socket=/k.sock",
+			"--kubernetes.pod-metadata.kubelet-address=10.0.0.5"}, `not "https://reader:xxxxx@node/pods?token=xxxxx"`},
+	} {
+		_, err := parseArgs(t, tc.args...)
+		if err == nil {
+			t.Fatalf("%v: no error", tc.args)
+		}
+		if msg := err.Error(); strings.Contains(msg, "hunt") || strings.Contains(msg, "er2") || strings.Contains(msg, "s3cr3t") || !strings.Contains(msg, tc.want) {
+			t.Errorf("%v: error %v, want no secret and %q", tc.args, err, tc.want)
+		}
+	}
+}

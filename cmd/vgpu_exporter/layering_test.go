@@ -90,6 +90,7 @@ var layers = map[string][]string{
 	"internal/poduid":     nil,
 	"internal/overdue":    nil,
 	"internal/dashjson":   nil,
+	"internal/urlmask":    nil,
 	// Test builders, imported only by test files (see testOnly).
 	"internal/testutil": {"gpu"},
 	"internal/simtest":  {"gpu", "sim", "simrun", "tenant"},
@@ -115,8 +116,8 @@ var layers = map[string][]string{
 // log lines, the registry of the children the process waits for, the
 // redirect policy of the clients that read a peer, the checked lines of
 // /proc/PID/cgroup and a pod's UID, the watch of a call that runs late, the reader of the generated
-// dashboards.
-var leaves = []string{"internal/yamlconf", "internal/fileread", "internal/command", "internal/parallel", "internal/clip", "internal/ratelog", "internal/reap", "internal/redirect", "internal/cgroupfile", "internal/poduid", "internal/overdue", "internal/dashjson"}
+// dashboards, the form of a configured URL with its secrets masked.
+var leaves = []string{"internal/yamlconf", "internal/fileread", "internal/command", "internal/parallel", "internal/clip", "internal/ratelog", "internal/reap", "internal/redirect", "internal/cgroupfile", "internal/poduid", "internal/overdue", "internal/dashjson", "internal/urlmask"}
 
 // testOnly are packages for test files: no other package's non-test files
 // may import them, so no test builder ends up in a binary.

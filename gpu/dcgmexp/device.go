@@ -118,7 +118,7 @@ func (s *Source) warnMismatches(odd []mismatch) {
 		s.mu.Unlock()
 		if !seen {
 			level.Warn(s.logger).Log("msg", "dcgm-exporter's MIG instances disagree on a whole-GPU field; using the lowest GPU_I_ID's (logged once)",
-				"url", s.url, "uuid", m.UUID, "field", m.Field, "min", m.Min, "max", m.Max, "used", m.Used)
+				"url", s.name, "uuid", m.UUID, "field", m.Field, "min", m.Min, "max", m.Max, "used", m.Used)
 		}
 	}
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/fileread"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/redirect"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/urlmask"
 )
 
 // Defaults for Options.
@@ -41,6 +42,8 @@ const (
 // Options configure New.
 type Options struct {
 	// URL of dcgm-exporter's metrics page, e.g. http://localhost:9400/metrics.
+	// The request is made to it as given; errors and log lines write it
+	// with its password and query values masked (urlmask.DisplayURL).
 	URL string
 	// Timeout bounds one scrape; 0 means DefaultTimeout.
 	Timeout time.Duration
@@ -65,7 +68,8 @@ type Options struct {
 // Source wraps an inner gpu.Source and adds dcgm-exporter's fields.
 type Source struct {
 	inner    gpu.Source
-	url      string
+	url      string // the request's
+	name     string // url in errors and logs: urlmask.DisplayURL
 	timeout  time.Duration
 	maxBytes int64
 	maxAge   time.Duration
@@ -108,17 +112,18 @@ func New(inner gpu.Source, opts Options) (*Source, error) {
 	if inner == nil {
 		return nil, errors.New("dcgm-exporter source: no inner source")
 	}
+	// named as everywhere else: a password or query token masked
 	u, err := url.Parse(opts.URL)
 	if err != nil {
-		return nil, fmt.Errorf("dcgm-exporter URL %q: %w", opts.URL, err)
+		return nil, fmt.Errorf("dcgm-exporter URL %q: %s", urlmask.DisplayURL(opts.URL), urlmask.URLParseReason(opts.URL, err))
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("dcgm-exporter URL %q: want http(s)://host:port/metrics", opts.URL)
+		return nil, fmt.Errorf("dcgm-exporter URL %q: want http(s)://host:port/metrics", urlmask.DisplayURL(opts.URL))
 	}
 	if opts.Timeout < 0 || opts.MaxBytes < 0 || opts.MaxAge < 0 {
 		return nil, fmt.Errorf("dcgm-exporter source: negative timeout, size limit or age")
 	}
-	s := &Source{inner: inner, url: u.String(), timeout: opts.Timeout, maxBytes: opts.MaxBytes, maxAge: opts.MaxAge,
+	s := &Source{inner: inner, url: u.String(), name: urlmask.DisplayURL(u.String()), timeout: opts.Timeout, maxBytes: opts.MaxBytes, maxAge: opts.MaxAge,
 		logger: opts.Logger, client: opts.Client, clock: opts.Clock,
 		failLimit: rate.NewLimiter(rate.Every(warnEvery), 1), skipLimit: rate.NewLimiter(rate.Every(warnEvery), 1),
 		staleLimit: rate.NewLimiter(rate.Every(warnEvery), 1), matchLimit: rate.NewLimiter(rate.Every(warnEvery), 1)}
@@ -249,7 +254,7 @@ func (s *Source) matched(rd *gpu.Readings, f Fields) int {
 	if ok {
 		seen := slices.Sorted(maps.Keys(pageUUIDs))
 		level.Warn(s.logger).Log("msg", "dcgm-exporter page has no current DCGM fields for some GPUs of this host (logged at most once a minute)",
-			"url", s.url, "gpus_up", len(host), "gpus_matched", n, "missing", strings.Join(firstN(missing, maxListed), ","),
+			"url", s.name, "gpus_up", len(host), "gpus_matched", n, "missing", strings.Join(firstN(missing, maxListed), ","),
 			"page_gpus", len(seen), "page_uuids", strings.Join(firstN(seen, maxListed), ","))
 	}
 	return n
@@ -295,7 +300,7 @@ func (s *Source) fresh(f Fields) (Fields, *float64) {
 		s.mu.Unlock()
 		if ok {
 			level.Warn(s.logger).Log("msg", "dcgm-exporter series older than the maximum age left out (logged at most once a minute)",
-				"url", s.url, "gpus_and_instances", stale, "oldest", oldest.UTC().Format(time.RFC3339Nano), "max_age", s.maxAge)
+				"url", s.name, "gpus_and_instances", stale, "oldest", oldest.UTC().Format(time.RFC3339Nano), "max_age", s.maxAge)
 		}
 	}
 	secs := age.Seconds()
@@ -366,11 +371,11 @@ func (s *Source) logChange(msg string) {
 	switch {
 	case msg == "":
 		if s.failLogged {
-			level.Info(s.logger).Log("msg", "dcgm-exporter reachable again", "url", s.url)
+			level.Info(s.logger).Log("msg", "dcgm-exporter reachable again", "url", s.name)
 		}
 		s.failLogged = false
 	case s.failLimit.AllowN(s.clock.Now(), 1):
-		kv := []any{"msg", "scraping dcgm-exporter failed; readings without DCGM fields", "url", s.url, "err", msg}
+		kv := []any{"msg", "scraping dcgm-exporter failed; readings without DCGM fields", "url", s.name, "err", msg}
 		if s.suppressed > 0 {
 			kv = append(kv, "other_failures_not_logged", s.suppressed)
 		}
@@ -389,7 +394,7 @@ func (s *Source) scrape(ctx context.Context) (Fields, error) {
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("GET %s: %s", s.name, urlmask.URLParseReason(s.url, err))
 	}
 	req.Header.Set("Accept", "text/plain;version=0.0.4")
 	resp, err := s.client.Do(req)
@@ -398,31 +403,31 @@ func (s *Source) scrape(ctx context.Context) (Fields, error) {
 		if errors.As(err, &ue) {
 			err = ue.Err // without the method and URL it repeats
 		}
-		return nil, fmt.Errorf("GET %s: %w", s.url, err)
+		return nil, fmt.Errorf("GET %s: %w", s.name, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
 		// The status code only: the reason phrase is the server's text.
-		return nil, fmt.Errorf("GET %s: HTTP %d %s", s.url, resp.StatusCode, http.StatusText(resp.StatusCode))
+		return nil, fmt.Errorf("GET %s: HTTP %d %s", s.name, resp.StatusCode, http.StatusText(resp.StatusCode))
 	}
 	f, warnings, err := ParseFormat(ctx, fileread.Limit(resp.Body, s.maxBytes, "page"), FormatOf(resp.Header.Get("Content-Type")))
 	switch {
 	case errors.Is(err, fileread.ErrTooLarge):
-		return nil, fmt.Errorf("GET %s: page larger than %d bytes", s.url, s.maxBytes)
+		return nil, fmt.Errorf("GET %s: page larger than %d bytes", s.name, s.maxBytes)
 	case err != nil && ctx.Err() != nil:
 		// the timeout cut the page, perhaps within a line: that is
 		// the error, not the line it left unfinished
-		return nil, fmt.Errorf("GET %s: reading the page: %w", s.url, context.Cause(ctx))
+		return nil, fmt.Errorf("GET %s: reading the page: %w", s.name, context.Cause(ctx))
 	case err != nil:
-		return nil, fmt.Errorf("GET %s: %w", s.url, err)
+		return nil, fmt.Errorf("GET %s: %w", s.name, err)
 	}
 	if len(warnings) > 0 {
 		s.mu.Lock()
 		ok := s.skipLimit.AllowN(s.clock.Now(), 1)
 		s.mu.Unlock()
 		if ok {
-			level.Warn(s.logger).Log("msg", "dcgm-exporter series skipped (logged at most once a minute)", "url", s.url, "warnings", len(warnings), "first", warnings[0])
+			level.Warn(s.logger).Log("msg", "dcgm-exporter series skipped (logged at most once a minute)", "url", s.name, "warnings", len(warnings), "first", warnings[0])
 		}
 	}
 	return f, nil
