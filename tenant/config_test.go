@@ -549,6 +549,7 @@ func TestLatencySourceURLSecretsNotInErrors(t *testing.T) {
 		{"no host", `"http:///metrics?token=s3cr3t"`, `t.yaml:4: latency_source.url "http:///metrics?token=xxxxx" has no host`},
 		{"unparsed", `"http://u:hun/ter2@h/metrics"`, `t.yaml:4: latency_source.url "http://u:xxxxx@h/metrics": invalid port "xxxxx" after host`},
 		{"opaque", `"http:u:hunter2@h/metrics"`, `t.yaml:4: latency_source.url "http:u:xxxxx@h/metrics" has no host`},
+		{"password holding '?'", `"http://u:hunter2?rest@h:8000/metrics"`, `t.yaml:4: latency_source.url "http://u:xxxxx@h:8000/metrics": invalid port`},
 	}
 	for _, tc := range tests {
 		_, err := ParseConfig("t.yaml", []byte(head+tc.url+"}\n"))

@@ -26,14 +26,32 @@ const masked = "xxxxx"
 func DisplayURL(u string) string {
 	p, err := url.Parse(u)
 	switch {
-	case err != nil || p.Opaque != "":
-		// unparsed (http:user:pw@host, a password holding '/'): by its text
+	case err != nil || p.Opaque != "" || p.User == nil && cutUserInfo(u):
+		// unparsed (http:user:pw@host, a password holding '/'), or parsed
+		// with the password as a port (u:1234?x@host, u:12#34@host): by
+		// its text
 		return maskText(u)
 	case !hasPassword(p) && p.RawQuery == "":
 		return u
 	}
 	p.RawQuery = maskQuery(p.RawQuery)
 	return p.Redacted()
+}
+
+// cutUserInfo says whether u may hold user information that url.Parse
+// did not read as such: its authority (up to the first '/', '?' or '#')
+// holds a ':' and an '@' follows. A password holding '/', '?' or '#' is
+// read so, its first characters a port where they are digits
+// ("u:1234?x@host", "u:000/00@host"). A URL with a port and an '@' in its
+// path, query or fragment is masked by its text too: more than its
+// secrets, never less.
+func cutUserInfo(u string) bool {
+	_, rest, ok := strings.Cut(u, "://")
+	if !ok {
+		return false
+	}
+	i := strings.IndexAny(rest, "/?#")
+	return i >= 0 && strings.Contains(rest[:i], ":") && strings.Contains(rest[i:], "@")
 }
 
 // URLParseReason is why url.Parse refused u, err being its error: the
@@ -77,20 +95,30 @@ func maskQuery(q string) string {
 
 // maskText masks, in a URL that url.Parse refused or read as opaque, what
 // follows the first ':' of the user information (from after "scheme://",
-// or "scheme:", to the last '@' before any '?') and each query value.
+// or "scheme:", to the last '@' of the user information) and each query
+// value.
 func maskText(u string) string {
-	head, query, hasQuery := strings.Cut(u, "?")
 	start := 0
-	if i := strings.Index(head, "://"); i >= 0 {
+	if i := strings.Index(u, "://"); i >= 0 {
 		start = i + len("://")
-	} else if i := strings.IndexByte(head, ':'); i >= 0 {
+	} else if i := strings.IndexByte(u, ':'); i >= 0 {
 		start = i + 1
 	}
-	if at := strings.LastIndexByte(head, '@'); at > start {
-		if c := strings.IndexByte(head[start:at], ':'); c >= 0 {
-			head = head[:start+c+1] + masked + head[at:]
+	// the user information ends at the last '@' before the query, or,
+	// with none there, at the last '@' of the whole text: a password may
+	// hold '/' or '?' (why url.Parse refused it)
+	at := strings.LastIndexByte(u, '@')
+	if q := strings.IndexByte(u, '?'); q >= 0 {
+		if before := strings.LastIndexByte(u[:q], '@'); before >= 0 {
+			at = before
 		}
 	}
+	if at > start {
+		if c := strings.IndexByte(u[start:at], ':'); c >= 0 {
+			u = u[:start+c+1] + masked + u[at:]
+		}
+	}
+	head, query, hasQuery := strings.Cut(u, "?")
 	if hasQuery {
 		return head + "?" + maskQuery(query)
 	}

@@ -21,6 +21,18 @@ func TestDisplayURL(t *testing.T) {
 		{"http://user:pa/ss@h/metrics", "http://user:xxxxx@h/metrics"},
 		{"http:user:pw@h/metrics", "http:user:xxxxx@h/metrics"},
 		{"http://user:pw@h/\x01?token=abc", "http://user:xxxxx@h/\x01?token=xxxxx"},
+		// a password holding '?': the user information is not the query's
+		{"http://scraper:S3cretPart?rest@10.0.0.5:8000/metrics", "http://scraper:xxxxx@10.0.0.5:8000/metrics"},
+		{"http://u:p?x@h/m?token=abc", "http://u:xxxxx@h/m?token=xxxxx"},
+		{"http://user:pa/ss@h/m?mail=a@b", "http://user:xxxxx@h/m?mail=xxxxx"},
+		// parsed, the password's first digits read as a port
+		{"http://u:1234?x@h/m", "http://u:xxxxx@h/m"},
+		{"http://user:00#000@h:8000/metrics", "http://user:xxxxx@h:8000/metrics"},
+		{"http://user:000/00@h:8000/metrics", "http://user:xxxxx@h:8000/metrics"},
+		// an '@' in a query with no port is no user information; with a
+		// port it cannot be told from a password's: masked by the text
+		{"http://h/m?e=a@b", "http://h/m?e=xxxxx"},
+		{"http://h:8000/m?e=a@b", "http://h:xxxxx@b"},
 	}
 	for _, tc := range tests {
 		if got := DisplayURL(tc.url); got != tc.want {
@@ -51,4 +63,26 @@ func TestURLParseReason(t *testing.T) {
 			t.Errorf("URLParseReason(%q) = %q quotes a secret", tc.url, got)
 		}
 	}
+}
+
+// FuzzDisplayURL: whatever a password holds but '@', the URL as shown
+// never holds it (parsed or masked by its text), and its host is shown.
+func FuzzDisplayURL(f *testing.F) {
+	for _, pw := range []string{"hunter2", "pa/ss", "S3cret?rest", "p#w", "a:b", "%41bcdef", "x y z"} {
+		f.Add(pw)
+	}
+	f.Fuzz(func(t *testing.T, pw string) {
+		const host = "@gpu-node-7.example:8000/metrics"
+		if len(pw) < 6 || strings.ContainsAny(pw, "@") || strings.Contains("http://user:"+host+masked, pw) {
+			t.Skip()
+		}
+		u := "http://user:" + pw + host
+		got := DisplayURL(u)
+		if strings.Contains(got, pw) {
+			t.Errorf("DisplayURL(%q) = %q: shows the password", u, got)
+		}
+		if !strings.Contains(got, "gpu-node-7.example") {
+			t.Errorf("DisplayURL(%q) = %q: the host is not shown", u, got)
+		}
+	})
 }
