@@ -3,19 +3,17 @@ package kube_test
 import (
 	"bytes"
 	"context"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-kit/log"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/urlmask/urlmasktest"
 	"github.com/vgpu-exporter/vgpu_exporter/kube"
 )
 
@@ -26,25 +24,8 @@ import (
 // HTTP 500, a page that is not a pod list. The host and path still name
 // the source there.
 func TestPodMetadataURLSecretsNotShown(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	refused := l.Addr().String()
-	l.Close()
-	var mu sync.Mutex
-	var sent []string // the basic-auth password and query of each request
-	answer := func(srv *podsServer) string {
-		hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			_, pw, _ := r.BasicAuth()
-			mu.Lock()
-			sent = append(sent, pw+" "+r.URL.RawQuery)
-			mu.Unlock()
-			srv.ServeHTTP(w, r)
-		}))
-		t.Cleanup(hs.Close)
-		return strings.TrimPrefix(hs.URL, "http://")
-	}
+	refused := urlmasktest.RefusedAddr(t)
+	var rec urlmasktest.Recorder
 	failing, notJSON := &podsServer{}, &podsServer{}
 	outcomes := []struct {
 		name    string
@@ -54,30 +35,21 @@ func TestPodMetadataURLSecretsNotShown(t *testing.T) {
 		wantErr string
 	}{
 		{"refused", refused, nil, func() {}, "connection refused"},
-		{"HTTP 500", answer(failing), failing, func() { failing.set(http.StatusInternalServerError, "") }, "HTTP 500 Internal Server Error"},
-		{"not a pod list", answer(notJSON), notJSON, func() { notJSON.set(http.StatusOK, "<html>") }, "invalid character"},
-	}
-	urls := []struct {
-		name, url, shown string // url's HOST is the outcome's host
-		asked            string // what the server is to be sent
-	}{
-		{"password", "http://reader:hunter2@HOST/pods", "http://reader:xxxxx@HOST/pods", "hunter2 "},
-		{"query token", "http://HOST/pods?token=s3cr3t&fieldSelector=spec.nodeName%3Dn1", "http://HOST/pods?token=xxxxx&fieldSelector=xxxxx", " token=s3cr3t&fieldSelector=spec.nodeName%3Dn1"},
-		{"both", "http://reader:hunter2@HOST/pods?token=s3cr3t", "http://reader:xxxxx@HOST/pods?token=xxxxx", "hunter2 token=s3cr3t"},
+		{"HTTP 500", rec.Serve(t, failing), failing, func() { failing.set(http.StatusInternalServerError, "") }, "HTTP 500 Internal Server Error"},
+		{"not a pod list", rec.Serve(t, notJSON), notJSON, func() { notJSON.set(http.StatusOK, "<html>") }, "invalid character"},
 	}
 	fk := &fakeKubelet{}
 	fk.set(pod("llm", "search-0", "triton", "nvidia.com/gpu", "GPU-b"))
 	socket, _ := serveKubelet(t, fk)
 	for _, o := range outcomes {
-		for _, u := range urls {
-			t.Run(o.name+"/"+u.name, func(t *testing.T) {
-				mu.Lock()
-				sent = nil
-				mu.Unlock()
+		// the chart's query (the node's name) is masked too
+		for _, u := range urlmasktest.Cases("reader", "/pods", "fieldSelector=spec.nodeName%3Dn1") {
+			t.Run(o.name+"/"+u.Name, func(t *testing.T) {
+				rec.Reset()
 				o.fail()
 				var logs bytes.Buffer
 				clk := gpu.NewManualClock(time.Unix(100, 0))
-				m, err := kube.NewMapper(kube.Options{PodResourcesSocket: socket, PodMetadata: strings.Replace(u.url, "HOST", o.host, 1),
+				m, err := kube.NewMapper(kube.Options{PodResourcesSocket: socket, PodMetadata: urlmasktest.Host(u.URL, o.host),
 					Clock: clk, Logger: log.NewLogfmtLogger(log.NewSyncWriter(&logs))})
 				if err != nil {
 					t.Fatal(err)
@@ -94,9 +66,9 @@ func TestPodMetadataURLSecretsNotShown(t *testing.T) {
 						t.Errorf("the recovery is not logged:\n%s", logs.String())
 					}
 				}
-				shown := strings.Replace(u.shown, "HOST", o.host, 1)
+				shown := urlmasktest.Host(u.Shown, o.host)
 				for what, text := range map[string]string{"log": logs.String(), "status": m.Status().Metadata.Source} {
-					if strings.Contains(text, "hunter2") || strings.Contains(text, "s3cr3t") || strings.Contains(text, "nodeName") {
+					if urlmasktest.Shows(text) || strings.Contains(text, "nodeName") {
 						t.Errorf("the %s holds a secret of the URL: %s", what, text)
 					}
 					if !strings.Contains(text, shown) {
@@ -106,10 +78,8 @@ func TestPodMetadataURLSecretsNotShown(t *testing.T) {
 				if !strings.Contains(logs.String(), o.wantErr) {
 					t.Errorf("log:\n%s\nwant it to say %q", logs.String(), o.wantErr)
 				}
-				mu.Lock()
-				defer mu.Unlock()
-				if o.srv != nil && (len(sent) != 2 || sent[0] != u.asked || sent[1] != u.asked) {
-					t.Errorf("the server was sent (password, query) %q; want %q twice", sent, u.asked)
+				if sent := rec.Sent(); o.srv != nil && (len(sent) != 2 || sent[0] != u.Asked || sent[1] != u.Asked) {
+					t.Errorf("the server was sent (password, query) %q; want %q twice", sent, u.Asked)
 				}
 			})
 		}

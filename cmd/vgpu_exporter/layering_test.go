@@ -95,6 +95,8 @@ var layers = map[string][]string{
 	"internal/testutil": {"gpu"},
 	"internal/simtest":  {"gpu", "sim", "simrun", "tenant"},
 	"tuner/tunertest":   {"gpu", "tenant", "internal/testutil"},
+	// what the tests of the URLs an operator configures share
+	"internal/urlmask/urlmasktest": nil,
 
 	"internal/command": nil,
 	// Flag values for the commands.
@@ -121,7 +123,7 @@ var leaves = []string{"internal/yamlconf", "internal/fileread", "internal/comman
 
 // testOnly are packages for test files: no other package's non-test files
 // may import them, so no test builder ends up in a binary.
-var testOnly = []string{"internal/testutil", "internal/simtest", "tuner/tunertest"}
+var testOnly = []string{"internal/testutil", "internal/simtest", "tuner/tunertest", "internal/urlmask/urlmasktest"}
 
 // TestLayering checks the import rule over every package of the module.
 func TestLayering(t *testing.T) {

@@ -3,17 +3,15 @@ package dcgmexp
 import (
 	"bytes"
 	"context"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-kit/log"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/urlmask/urlmasktest"
 )
 
 // TestSourceURLSecretsNotShown: a dcgm-exporter URL's password
@@ -23,25 +21,13 @@ import (
 // (the skipped-series and unmatched-GPU warnings name the URL too). The
 // host and path still name the source there.
 func TestSourceURLSecretsNotShown(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	refused := l.Addr().String()
-	l.Close()
-	var mu sync.Mutex
-	var sent []string // the basic-auth password and query of each request
+	refused := urlmasktest.RefusedAddr(t)
+	var rec urlmasktest.Recorder
 	answer := func(status int, body string) string {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			_, pw, _ := r.BasicAuth()
-			mu.Lock()
-			sent = append(sent, pw+" "+r.URL.RawQuery)
-			mu.Unlock()
+		return rec.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(status)
 			_, _ = w.Write([]byte(body))
 		}))
-		t.Cleanup(srv.Close)
-		return strings.TrimPrefix(srv.URL, "http://")
 	}
 	outcomes := []struct {
 		name    string
@@ -52,23 +38,13 @@ func TestSourceURLSecretsNotShown(t *testing.T) {
 		{"HTTP 500", answer(500, "boom"), "HTTP 500 Internal Server Error"},
 		{"series skipped", answer(200, "DCGM_FI_PROF_SM_ACTIVE{gpu=\"0\"} 0.5\n"), "dcgm-exporter series skipped"},
 	}
-	urls := []struct {
-		name, url, shown string // url's HOST is the outcome's host
-		asked            string // what the server is to be sent
-	}{
-		{"password", "http://scraper:hunter2@HOST/metrics", "http://scraper:xxxxx@HOST/metrics", "hunter2 "},
-		{"query token", "http://HOST/metrics?token=s3cr3t&format=text", "http://HOST/metrics?token=xxxxx&format=xxxxx", " token=s3cr3t&format=text"},
-		{"both", "http://scraper:hunter2@HOST/metrics?token=s3cr3t", "http://scraper:xxxxx@HOST/metrics?token=xxxxx", "hunter2 token=s3cr3t"},
-	}
 	for _, o := range outcomes {
-		for _, u := range urls {
-			t.Run(o.name+"/"+u.name, func(t *testing.T) {
-				mu.Lock()
-				sent = nil
-				mu.Unlock()
+		for _, u := range urlmasktest.Cases("scraper", "/metrics", "format=text") {
+			t.Run(o.name+"/"+u.Name, func(t *testing.T) {
+				rec.Reset()
 				var logs bytes.Buffer
 				clock := gpu.NewManualClock(time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC))
-				s, err := New(&fakeSource{rd: innerReadings()}, Options{URL: strings.Replace(u.url, "HOST", o.host, 1),
+				s, err := New(&fakeSource{rd: innerReadings()}, Options{URL: urlmasktest.Host(u.URL, o.host),
 					Timeout: 5 * time.Second, Logger: log.NewLogfmtLogger(&logs), Clock: clock})
 				if err != nil {
 					t.Fatal(err)
@@ -78,17 +54,15 @@ func TestSourceURLSecretsNotShown(t *testing.T) {
 					t.Fatal(err)
 				}
 				text := logs.String()
-				if strings.Contains(text, "hunter2") || strings.Contains(text, "s3cr3t") {
+				if urlmasktest.Shows(text) {
 					t.Errorf("the log holds a secret of the URL:\n%s", text)
 				}
-				shown := strings.Replace(u.shown, "HOST", o.host, 1)
+				shown := urlmasktest.Host(u.Shown, o.host)
 				if !strings.Contains(text, shown) || !strings.Contains(text, o.wantLog) {
 					t.Errorf("log:\n%s\nwant it to name the source as %s and say %q", text, shown, o.wantLog)
 				}
-				mu.Lock()
-				defer mu.Unlock()
-				if o.host != refused && (len(sent) != 1 || sent[0] != u.asked) {
-					t.Errorf("the server was sent (password, query) %q; want %q", sent, u.asked)
+				if sent := rec.Sent(); o.host != refused && (len(sent) != 1 || sent[0] != u.Asked) {
+					t.Errorf("the server was sent (password, query) %q; want %q", sent, u.Asked)
 				}
 			})
 		}
