@@ -14,14 +14,19 @@ import (
 
 // histo is a classic cumulative histogram: counts of observations at or
 // under each finite upper bound, plus the total count (the +Inf bucket) and
-// the sum. For Triton's counters alone only count and sum are set (mean ==
-// true).
+// the sum. For Triton's counters alone only count, timed and sum are set
+// (mean == true).
 type histo struct {
 	bounds []float64 // finite upper bounds, ascending
 	cum    []float64 // cumulative counts at bounds
 	count  float64
 	sum    float64
-	mean   bool
+	// timed is, for Triton's counters alone (mean), how many of the count
+	// requests have their duration in sum: the successes (see
+	// requestCounts). Read only where mean; every observation of a
+	// histogram is in its sum.
+	timed float64
+	mean  bool
 	// req is the source's own request counters when they are not the
 	// histogram's observations (Triton: requests and their duration from
 	// counters, latency buckets from the first-response histogram).
@@ -42,20 +47,29 @@ type histo struct {
 	start float64
 }
 
-// requestCounts are cumulative request counters: how many and their total
-// duration in seconds.
+// requestCounts are cumulative request counters: how many, how many of
+// them are timed (their duration is in sum), and the total duration in
+// seconds. Triton counts success and failure, but adds a request's
+// duration to nv_inference_request_duration_us only when it succeeds
+// (core's InferenceStatsAggregator: UpdateFailure counts the failure
+// alone): timed is the successes.
 type requestCounts struct {
-	count, sum float64
-	set        bool
+	count, timed, sum float64
+	set               bool
 }
 
-// requests is the number of requests h counts and their total duration:
-// the request counters where the source has them, else the observations.
-func (h *histo) requests() (count, sum float64) {
-	if h.req.set {
-		return h.req.count, h.req.sum
+// requests is the number of requests h counts, how many of them are timed
+// (their duration is in sum), and that total duration: the request
+// counters where the source has them, else the observations (all timed).
+// The mean latency is sum over timed.
+func (h *histo) requests() (count, timed, sum float64) {
+	switch {
+	case h.req.set:
+		return h.req.count, h.req.timed, h.req.sum
+	case h.mean:
+		return h.count, h.timed, h.sum
 	}
-	return h.count, h.sum
+	return h.count, h.count, h.sum
 }
 
 type bucket struct{ le, cum float64 }
@@ -344,18 +358,21 @@ func (h *histo) cumAt(le float64) (float64, bool) {
 // or of any bucket is a counter reset: the delta is then cur itself (what
 // was observed since the reset).
 func delta(prev, cur histo) histo {
-	if cur.count < prev.count || cur.sum < prev.sum && cur.mean || cur.req.set && cur.req.count < prev.req.count {
+	if cur.count < prev.count || (cur.sum < prev.sum || cur.timed < prev.timed) && cur.mean || cur.req.set && cur.req.count < prev.req.count {
 		return cur
 	}
 	d := histo{count: cur.count - prev.count, sum: cur.sum - prev.sum, mean: cur.mean, serverQuantiles: cur.serverQuantiles}
 	if d.sum < 0 {
 		d.sum = 0
 	}
+	if cur.mean {
+		d.timed = cur.timed - prev.timed
+	}
 	if cur.req.set {
 		if !prev.req.set {
 			return cur // the shape changed, as after a restart
 		}
-		d.req = requestCounts{count: cur.req.count - prev.req.count, sum: math.Max(0, cur.req.sum-prev.req.sum), set: true}
+		d.req = requestCounts{count: cur.req.count - prev.req.count, timed: math.Max(0, cur.req.timed-prev.req.timed), sum: math.Max(0, cur.req.sum-prev.req.sum), set: true}
 	}
 	for i, le := range cur.bounds {
 		p, ok := prev.cumAt(le)
@@ -458,8 +475,10 @@ func (h *histo) good(target float64) float64 {
 func (h *histo) add(o histo) {
 	h.count += o.count
 	h.sum += o.sum
+	h.timed += o.timed
 	if o.req.set {
 		h.req.count += o.req.count
+		h.req.timed += o.req.timed
 		h.req.sum += o.req.sum
 		h.req.set = true
 	}

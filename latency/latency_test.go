@@ -218,8 +218,10 @@ func TestTritonShapes(t *testing.T) {
 				}
 			}
 			st := tr.Status()
-			if st.MeanSeconds == nil || !near(*st.MeanSeconds, 0.04) {
-				t.Errorf("mean = %v, want 0.04", st.MeanSeconds)
+			// 2 s of duration over the 40 successes (the 10 failures
+			// are not timed), as the histogram's 2000 ms over 40 says
+			if st.MeanSeconds == nil || !near(*st.MeanSeconds, 0.05) {
+				t.Errorf("mean = %v, want 0.05", ptrString(st.MeanSeconds))
 			}
 			if st.RequestsTotal != 50 || st.WindowRequests != 50 {
 				t.Errorf("requests total %v, in window %v; want 50 (success + failure)", st.RequestsTotal, st.WindowRequests)

@@ -185,7 +185,7 @@ func (s *sloTracker) hold(now time.Time, h histo) {
 // history.
 func (s *sloTracker) likeTraffic(now time.Time, h histo) bool {
 	d, _ := seriesDelta(*s.prev, h)
-	reqs, _ := d.requests()
+	reqs, _, _ := d.requests()
 	secs := now.Sub(s.lastScrape).Seconds()
 	if s.interval > 0 {
 		secs = math.Max(secs, s.interval.Seconds())

@@ -27,7 +27,7 @@ func seriesDelta(prev, cur histo) (d histo, reset bool) {
 	req, reqReset := reqSeriesDelta(prev.reqSeries, cur.reqSeries)
 	reset = reqReset
 	if cur.mean {
-		d.count, d.sum = req.count, req.sum
+		d.count, d.timed, d.sum = req.count, req.timed, req.sum
 		return d, reset
 	}
 	if cur.req.set {
@@ -92,8 +92,8 @@ func sameSingleKey[V any](a, b map[string]V) bool {
 }
 
 // reqSeriesDelta sums request counters' deltas series by series, by the
-// rules of seriesDelta; a decrease of a series' count or duration is its
-// reset.
+// rules of seriesDelta; a decrease of a series' count, timed count or
+// duration is its reset.
 func reqSeriesDelta(prev, cur map[string]requestCounts) (d requestCounts, reset bool) {
 	d.set = true
 	for _, k := range sortedKeys(cur) {
@@ -102,15 +102,18 @@ func reqSeriesDelta(prev, cur map[string]requestCounts) (d requestCounts, reset 
 		if !ok {
 			continue
 		}
-		if c.count < p.count || c.sum < p.sum {
+		if c.count < p.count || c.timed < p.timed || c.sum < p.sum {
 			d.count += c.count
+			d.timed += c.timed
 			d.sum += c.sum
 			reset = true
 			continue
 		}
 		d.count += c.count - p.count
+		d.timed += c.timed - p.timed
 		d.sum += c.sum - p.sum
 	}
+	d.timed = math.Max(0, d.timed)
 	d.sum = math.Max(0, d.sum)
 	return d, reset
 }

@@ -101,7 +101,9 @@ type Status struct {
 	// objective, or a source without latency buckets (Triton without its
 	// histograms). Then GoodRequestsTotal is 0 and Attainment nil.
 	GoodKnown bool
-	// MeanSeconds is the mean latency over the window; nil with no requests.
+	// MeanSeconds is the mean latency over the window, of the requests
+	// whose latency the source gives (Triton: the successful ones); nil
+	// with none.
 	MeanSeconds *float64
 	// WindowRequests is the number of requests in the window.
 	WindowRequests float64

@@ -98,7 +98,7 @@ func (s *sloTracker) advance(now time.Time, h histo) error {
 		return err
 	}
 	if !reset {
-		reqs, _ := d.requests()
+		reqs, _, _ := d.requests()
 		s.servers.noteRate(reqs, now.Sub(from))
 	}
 	s.accept(from, now, h, &d)
@@ -113,7 +113,7 @@ func (s *sloTracker) accept(from, now time.Time, h histo, d *histo) {
 	s.lastErr = ""
 	s.lastScrape = now
 	if d != nil {
-		reqs, _ := d.requests()
+		reqs, _, _ := d.requests()
 		s.reqTotal += reqs
 		if s.slo != nil && !d.mean {
 			// At most the requests counted: a source whose buckets
@@ -195,14 +195,14 @@ func (s *sloTracker) windowPieces(from, now time.Time, d histo) []timedDelta {
 	return out
 }
 
-// scaled is d with every count and sum times f.
+// scaled is d with every count (timed ones too) and sum times f.
 func scaled(d histo, f float64) histo {
-	o := histo{bounds: d.bounds, count: d.count * f, sum: d.sum * f, mean: d.mean, cum: make([]float64, len(d.cum))}
+	o := histo{bounds: d.bounds, count: d.count * f, sum: d.sum * f, timed: d.timed * f, mean: d.mean, cum: make([]float64, len(d.cum))}
 	for i, c := range d.cum {
 		o.cum[i] = c * f
 	}
 	if d.req.set {
-		o.req = requestCounts{count: d.req.count * f, sum: d.req.sum * f, set: true}
+		o.req = requestCounts{count: d.req.count * f, timed: d.req.timed * f, sum: d.req.sum * f, set: true}
 	}
 	return o
 }
@@ -324,10 +324,15 @@ func (s *sloTracker) computeLocked(now time.Time) Status {
 	}
 	w.mean = mean
 	st.GoodKnown = s.slo != nil && s.bucketsKnown()
-	if reqs, sum := w.requests(); reqs > 0 {
-		m := sum / reqs
-		st.MeanSeconds = &m
+	reqs, timed, sum := w.requests()
+	if reqs > 0 {
 		st.WindowRequests = reqs
+	}
+	if timed > 0 {
+		// Over the requests whose duration the sum holds: Triton's
+		// failures are counted as requests, but not timed.
+		m := sum / timed
+		st.MeanSeconds = &m
 	}
 	if mean && s.up && s.prev != nil {
 		// The source's own quantiles (a summary), over its own window.
@@ -350,7 +355,6 @@ func (s *sloTracker) computeLocked(now time.Time) Status {
 				// Over all requests: where the source counts failed
 				// requests apart from its latency buckets (Triton), a
 				// failure is not a good request.
-				reqs, _ := w.requests()
 				a := w.good(st.TargetSeconds) / math.Max(reqs, w.count)
 				a = math.Max(0, math.Min(1, a))
 				st.Attainment = &a

@@ -11,7 +11,9 @@ import (
 // nv_inference_request_success and nv_inference_request_failure;
 // nv_inference_count counts inferences (batch items), not requests, so it
 // is not used. nv_inference_request_duration_us is the cumulative duration
-// of the requests. Newer servers add latency summaries
+// of the successful requests: Triton's core adds a request's duration
+// only when it succeeds (InferenceStatsAggregator::UpdateFailure counts the
+// failure alone), so the mean is over the successes. Newer servers add latency summaries
 // (--metrics-config summary_latencies=true) and histograms
 // (--metrics-config histogram_latencies=true).
 const (
@@ -65,7 +67,7 @@ func tritonCounterSum(fams map[string]*dto.MetricFamily, name string, matchers m
 }
 
 // extractTriton reads a Triton exposition in any of its shapes:
-//   - counters only: requests and the mean latency;
+//   - counters only: requests and the mean latency (of the successes);
 //   - counters and the first-response histogram: also window quantiles and
 //     good requests against the objective;
 //   - counters and the request summary: also the server's own quantiles.
@@ -73,10 +75,13 @@ func tritonCounterSum(fams map[string]*dto.MetricFamily, name string, matchers m
 // Requests and the mean always come from the request counters; the
 // histogram, when present, wins over the summary.
 func extractTriton(fams map[string]*dto.MetricFamily, matchers map[string]string) (histo, error) {
-	count, durs := map[string]float64{}, map[string]float64{}
-	ok, err := tritonCounterSum(fams, tritonSuccessMetric, matchers, false, count)
+	count, succ, durs := map[string]float64{}, map[string]float64{}, map[string]float64{}
+	ok, err := tritonCounterSum(fams, tritonSuccessMetric, matchers, false, succ)
 	if err != nil {
 		return histo{}, err
+	}
+	for k, c := range succ {
+		count[k] += c
 	}
 	failed, err := tritonCounterSum(fams, tritonFailureMetric, matchers, true, count)
 	if err != nil {
@@ -86,11 +91,13 @@ func extractTriton(fams map[string]*dto.MetricFamily, matchers map[string]string
 	if err != nil {
 		return histo{}, err
 	}
-	reqs, reqSum := ok+failed, dur/1e6
+	// Requests are successes and failures; the duration is the
+	// successes' alone.
+	reqs, timed, reqSum := ok+failed, ok, dur/1e6
 	// a model's counters by its labels (model, version)
 	reqSeries := make(map[string]requestCounts, len(count))
 	for k, c := range count {
-		reqSeries[k] = requestCounts{count: c, sum: durs[k] / 1e6, set: true}
+		reqSeries[k] = requestCounts{count: c, timed: succ[k], sum: durs[k] / 1e6, set: true}
 	}
 	for k, d := range durs {
 		if _, seen := count[k]; !seen {
@@ -115,11 +122,11 @@ func extractTriton(fams map[string]*dto.MetricFamily, matchers map[string]string
 			s.sum /= 1e3
 			h.series[k] = s
 		}
-		h.req = requestCounts{count: reqs, sum: reqSum, set: true}
+		h.req = requestCounts{count: reqs, timed: timed, sum: reqSum, set: true}
 		h.reqSeries = reqSeries
 		return h, nil
 	}
-	h := histo{count: reqs, sum: reqSum, mean: true, reqSeries: reqSeries}
+	h := histo{count: reqs, timed: timed, sum: reqSum, mean: true, reqSeries: reqSeries}
 	if mf, has := fams[tritonSummaryMetric]; has {
 		q, err := summaryQuantiles(mf, matchers, 1e-6)
 		if err != nil {
