@@ -21,16 +21,24 @@ import (
 // a start after the previous answer is a restart (counted as one); a start
 // before it that is not the previous answer's is another process that was
 // running all along, and a fall with the same start time is not a restart.
-// Without it, a fall followed, within seesawHorizon scrapes, by a count
-// above the one before the fall is the other server back; the fall itself
-// is counted at once when its new values are within what the source was
-// serving (a restart counts only what came since it), else held until the
-// horizon has passed. For seesawGuard answers after a fall or a seesaw, a
-// rise past the highest counts seen before, in one step and beyond that
-// rate, is another server too, as is any fall after a seesaw.
+// A start time within startJitter of the previous one, no count fallen, is
+// the same process. Without it, a fall followed, within seesawHorizon
+// scrapes, by a count above the one before the fall (or, for a fall within
+// that watch, a crash loop, before the first fall) is the other server
+// back; the fall itself is counted at once when its new values are within
+// what the source was serving (a restart counts only what came since it),
+// else held until the horizon has passed. For seesawGuard answers after a
+// fall or a seesaw, a rise past the highest counts seen before, in one step
+// and beyond that rate, is held likewise: a fall back below them within
+// seesawHorizon answers is another server, else it was one server's burst.
+// Any fall after a seesaw is another server too.
+//
+// Series are each model's (or label set's) own: Triton's counters alone
+// are judged by model, never by their total, which falls when one model
+// is unloaded or reloaded.
 //
 // What it keeps is bounded whatever the number of scrapes: at most
-// seesawHorizon held answers, the previous answer, and one count per
+// seesawHorizon held answers, the previous answer, and a few counts per
 // series.
 
 const (
@@ -38,13 +46,19 @@ const (
 	// count before it is taken for another server's answer.
 	seesawHorizon = 2
 	// seesawCalm is how many answers in a row, each of the same process
-	// as the one before (same start time, no count fallen), end a
-	// seesaw: counting resumes from the last but one.
+	// as the one before (same start time within startJitter, no count
+	// fallen), end a seesaw: counting resumes from the last but one.
 	seesawCalm = 3
 	// seesawGuard is how many answers after a fall or a seesaw, without
 	// start times, keep the highest counts seen before, against which a
-	// rise from below in one step is the server that showed them back.
+	// rise from below in one step may be the server that showed them
+	// back (held, as a fall is, until a fall back below them tells).
 	seesawGuard = 40
+	// startJitter is how far a start time may move and still name the
+	// same process, when no count fell: client_golang derives it from
+	// the boot time in /proc/stat at each scrape, in whole seconds, so a
+	// clock step moves it.
+	startJitter = 2
 	// startSkew is how far a process's start time may be before the
 	// previous answer and still be taken for a restart after it: the
 	// server's clock against this one's.
@@ -57,7 +71,7 @@ const (
 )
 
 // servers is what a tracker keeps to tell one server's answers from
-// several servers': a few answers and one count per series, whatever
+// several servers': a few answers and a few counts per series, whatever
 // the number of scrapes.
 type servers struct {
 	held   []heldAnswer // after a fall, until seesawHorizon scrapes passed
@@ -75,6 +89,11 @@ type servers struct {
 	marks  map[string]float64
 	guard  int
 	seen   bool
+	// After a rise past the marks, in one step and beyond the rate: the
+	// counts of the held answer, watched for rise more answers; a fall
+	// from them to below the marks is the other server gone again.
+	risen map[string]float64
+	rise  int
 	// rate is the source's recent request rate a second: the largest of
 	// a step's without a reset, decaying by 1/16 a step.
 	rate float64
@@ -105,7 +124,8 @@ func (s *sloTracker) judge(now time.Time, h histo) error {
 	p := s.prev
 	base, cur := seriesCounts(p), seriesCounts(&h)
 	if p.start > 0 && h.start > 0 {
-		if h.start != p.start {
+		_, _, _, fell := firstFall(base, cur)
+		if h.start != p.start && (fell || !sameStart(p.start, h.start)) {
 			if h.start < unixSeconds(s.lastScrape.Add(-startSkew)) {
 				return s.seesaw(now, h, fmt.Sprintf("process_start_time_seconds went from %v to %v, a process started before the previous answer", p.start, h.start))
 			}
@@ -124,17 +144,39 @@ func (s *sloTracker) judge(now time.Time, h histo) error {
 		}
 		return s.advance(now, h)
 	}
+	if sv.rise > 0 {
+		if k, ok := fellBelow(sv.marks, sv.risen, cur); ok {
+			return s.seesaw(now, h, fmt.Sprintf("%s rose at once past the %v another server had shown, then fell from %v to %v", seriesName(k), sv.marks[k], sv.risen[k], cur[k]))
+		}
+		sv.risen = cur
+		if sv.rise--; sv.rise > 0 {
+			s.hold(now, h)
+			return nil
+		}
+		// No fall back: one server's burst. The held answers are
+		// counted as they would have been at once.
+		return s.release(now, h)
+	}
 	if sv.guard > 0 {
 		if k, from, to, ok := firstFall(base, cur); ok && sv.seen {
 			return s.seesaw(now, h, fmt.Sprintf("%s fell from %v to %v after counts that went back and forth", k, from, to))
 		}
 		if k, ok := crossed(sv.marks, base, cur); ok && !s.likeTraffic(now, h) {
-			return s.seesaw(now, h, fmt.Sprintf("%s rose from %v to %v at once, past the %v another server had shown", seriesName(k), base[k], cur[k], sv.marks[k]))
+			if len(sv.held) > 0 {
+				return s.seesaw(now, h, fmt.Sprintf("%s rose from %v to %v at once, past the %v another server had shown", seriesName(k), base[k], cur[k], sv.marks[k]))
+			}
+			// Another server's answer, or one server's burst after
+			// a restart and a quiet spell: held until seesawHorizon
+			// answers tell whether the counts fall back.
+			sv.risen, sv.rise = cur, seesawHorizon
+			s.hold(now, h)
+			return nil
 		}
 		if sv.guard--; sv.guard == 0 {
 			sv.marks, sv.seen = nil, false
 		}
 	}
+	watching := sv.watch > 0
 	if sv.watch > 0 {
 		for _, k := range sortedKeys(sv.before) {
 			if v, ok := cur[k]; ok && v > sv.before[k] {
@@ -149,21 +191,32 @@ func (s *sloTracker) judge(now time.Time, h histo) error {
 			}
 			// No rise back: a restart. The held answers are
 			// counted as they would have been at once.
-			held := sv.held
-			sv.held = nil
-			for _, a := range held {
-				_ = s.advance(a.at, a.h) // one refused is the refused base, as ever
-			}
-			return s.advance(now, h)
+			return s.release(now, h)
 		}
 	}
 	if fallen := fallenFrom(base, cur); fallen != nil {
+		if watching {
+			// A second fall within the watch (a crash loop): a rise
+			// above the shorter life's count is the next life's.
+			fallen = raise(fallen, sv.before)
+		}
 		sv.before, sv.watch = fallen, seesawHorizon
 		sv.marks, sv.guard = raise(sv.marks, fallen), seesawGuard
 		if !s.likeTraffic(now, h) {
 			s.hold(now, h)
 			return nil
 		}
+	}
+	return s.advance(now, h)
+}
+
+// release counts the held answers, as they would have been at once, and
+// then h, answered at now.
+func (s *sloTracker) release(now time.Time, h histo) error {
+	held := s.servers.held
+	s.servers.held = nil
+	for _, a := range held {
+		_ = s.advance(a.at, a.h) // one refused is the refused base, as ever
 	}
 	return s.advance(now, h)
 }
@@ -207,7 +260,7 @@ func (s *sloTracker) seesaw(now time.Time, h histo, why string) error {
 	}
 	hc := h
 	sv.on, sv.last, sv.lastAt, sv.calm, sv.why, sv.held, sv.guard = true, &hc, now, 0, why, nil, 0
-	sv.before, sv.watch = nil, 0
+	sv.before, sv.watch, sv.risen, sv.rise = nil, 0, nil, 0
 	s.refused = nil
 	return errSeesaw(why)
 }
@@ -222,7 +275,7 @@ func (s *sloTracker) inSeesaw(now time.Time, h histo) error {
 	_, _, _, fell := firstFall(lc, cur)
 	calm := !fell
 	if h.start > 0 && last.start > 0 {
-		calm = calm && h.start == last.start
+		calm = calm && sameStart(last.start, h.start)
 	} else if sv.marks != nil {
 		_, up := crossed(sv.marks, lc, cur)
 		calm = calm && !up
@@ -247,15 +300,20 @@ func (s *sloTracker) inSeesaw(now time.Time, h histo) error {
 
 // seriesCounts are h's request counts by series ("h" and the series'
 // labels), and its request counters' ("r" and theirs) where it has them.
+// A total ("h" or "r" alone) is there only where it is the source's one
+// count of its kind, never beside the series it sums.
 func seriesCounts(h *histo) map[string]float64 {
 	out := make(map[string]float64, len(h.series)+len(h.reqSeries)+2)
 	if h.series != nil {
 		for k, sh := range h.series {
 			out["h"+k] = sh.count
 		}
-	} else {
+	} else if h.reqSeries == nil {
 		out["h"] = h.count
 	}
+	// Triton's counters alone (no series, reqSeries): each model's
+	// counters are there, and no total over them, which falls when one
+	// model is unloaded or reloaded though none went back and forth.
 	if h.reqSeries != nil {
 		for k, r := range h.reqSeries {
 			out["r"+k] = r.count
@@ -291,6 +349,23 @@ func fallenFrom(a, b map[string]float64) map[string]float64 {
 	}
 	return out
 }
+
+// fellBelow is the first series (in key order) that fell from a to b,
+// to below its high mark.
+func fellBelow(high, a, b map[string]float64) (string, bool) {
+	for _, k := range sortedKeys(high) {
+		av, ina := a[k]
+		bv, inb := b[k]
+		if ina && inb && bv < av && bv < high[k] {
+			return k, true
+		}
+	}
+	return "", false
+}
+
+// sameStart says whether start times a and b name the same process when
+// no count fell: equal, or within startJitter (see there).
+func sameStart(a, b float64) bool { return math.Abs(a-b) <= startJitter }
 
 // crossed is the first series (in key order) that rose from under its
 // high mark in a to above it in b.

@@ -1,0 +1,185 @@
+package latency
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+)
+
+// runOneServer scrapes, n times 15 s apart, one server that serves at each
+// scrape the histogram count and the process_start_time_seconds (0: not
+// served) that script gives for it, and returns the tracker.
+func runOneServer(t *testing.T, preset, name string, n int, script func(i int) (count int, start float64)) *sloTracker {
+	t.Helper()
+	var mu sync.Mutex
+	i := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		c, start := script(i)
+		fmt.Fprintf(w, "# TYPE %[1]s histogram\n"+
+			"%[1]s_bucket{model_name=\"m\",le=\"0.5\"} %[2]d\n"+
+			"%[1]s_bucket{model_name=\"m\",le=\"+Inf\"} %[2]d\n"+
+			"%[1]s_sum{model_name=\"m\"} %[3]g\n"+
+			"%[1]s_count{model_name=\"m\"} %[2]d\n", name, c, 0.1*float64(c))
+		if start > 0 {
+			fmt.Fprintf(w, "# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds %v\n", start)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	src := &Source{URL: srv.URL + "/metrics", Preset: preset, Timeout: time.Second, MaxBytes: 1 << 20}
+	tr := newSLOTracker(Spec{Name: "chat", Source: src, Objective: &Objective{Quantile: 0.99, Target: time.Second}, Window: 5 * time.Minute})
+	tr.setInterval(15 * time.Second)
+	sc := &scraper{httpc: srv.Client()}
+	now := time.Unix(1_000_000, 0)
+	for ; i < n; i++ {
+		if err := sc.scrapeOnce(context.Background(), tr, now); err != nil {
+			t.Logf("scrape %d: %v", i, err)
+		}
+		now = now.Add(15 * time.Second)
+	}
+	return tr
+}
+
+// A Go server (client_golang re-reads /proc/stat's btime at every scrape,
+// so its process_start_time_seconds moves with a clock step) keeps
+// running; its start time reads one second later after an NTP step.
+// Nothing restarted and nothing fell: nothing should be refused.
+func TestStartTimeStepIsSameProcess(t *testing.T) {
+	start := float64(1_000_000 - 86400)
+	tr := runOneServer(t, PresetVLLME2E, "vllm:e2e_request_latency_seconds", 10, func(i int) (int, float64) {
+		s := start
+		if i >= 5 {
+			s++ // btime's whole seconds moved by a clock step
+		}
+		return 5000 + 10*i, s
+	})
+	st := tr.Status()
+	if st.ScrapeErrorsTotal != 0 || st.RequestsTotal != 90 {
+		t.Errorf("scrape errors %d, requests_total %v, last error %q; want 0 errors and all 90 requests of one running server", st.ScrapeErrorsTotal, st.RequestsTotal, st.LastError)
+	}
+}
+
+// SGLang serves no process_start_time_seconds (prometheus multiprocess
+// mode). A server with a short life (330 requests) is restarted, sits
+// idle, and then a benchmark sends 400 requests a scrape. One server,
+// nothing behind a Service: every request should be counted.
+func TestBurstAfterRestartAndQuiet(t *testing.T) {
+	counts := []int{300, 310, 320, 330, 0, 0, 0, 0, 0, 0, 0, 400, 800, 1200, 1600, 2000}
+	tr := runOneServer(t, PresetSGLangE2E, "sglang:e2e_request_latency_seconds", len(counts), func(i int) (int, float64) {
+		return counts[i], 0
+	})
+	st := tr.Status()
+	want := 30.0 + 2000
+	if st.ScrapeErrorsTotal != 0 || st.RequestsTotal != want {
+		t.Errorf("scrape errors %d, requests_total %v (want %v), last error %q", st.ScrapeErrorsTotal, st.RequestsTotal, want, st.LastError)
+	}
+}
+
+// A server without start times restarts twice in a row (a crash loop of a
+// small model: its second life lasted one scrape). One server.
+func TestCrashLoopTwoRestarts(t *testing.T) {
+	counts := []int{5000, 5010, 5020, 8, 3, 13, 23, 33, 43}
+	tr := runOneServer(t, PresetTGI, "tgi_request_duration", len(counts), func(i int) (int, float64) {
+		return counts[i], 0
+	})
+	st := tr.Status()
+	want := 20.0 + 8 + 3 + 40
+	if st.ScrapeErrorsTotal != 0 || st.RequestsTotal != want {
+		t.Errorf("scrape errors %d, requests_total %v (want %v), last error %q", st.ScrapeErrorsTotal, st.RequestsTotal, want, st.LastError)
+	}
+}
+
+// Triton (no process_start_time_seconds) serves two models. Model "b"
+// is reloaded, sits idle, then serves a burst; model "a" is reloaded (its
+// counters restart) 5 minutes after the burst. One server: the reload is a
+// per-model counter reset, which the exporter has always counted, and the
+// burst no seesaw that would make every fall for 40 answers refused.
+func TestModelReloadAfterBurst(t *testing.T) {
+	// a: 10 a scrape until scrape 20; b: 300 history, restarted at
+	// scrape 4 (idle after), a burst on b at 11 (as in
+	// TestBurstAfterRestartAndQuiet), then "a" is reloaded at scrape 20.
+	b := []int{300, 300, 300, 300, 0, 0, 0, 0, 0, 0, 0, 400, 800, 1200, 1600, 2000, 2000, 2000, 2000, 2000, 2000, 2000, 2000, 2000, 2000}
+	var mu sync.Mutex
+	i := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		a := 100000 + 10*i
+		if i >= 20 {
+			a = 10 * (i - 20) // model a reloaded at scrape 20
+		}
+		fmt.Fprintf(w, "nv_inference_request_success{model=\"a\",version=\"1\"} %d\n"+
+			"nv_inference_request_duration_us{model=\"a\",version=\"1\"} %d\n"+
+			"nv_inference_request_success{model=\"b\",version=\"1\"} %d\n"+
+			"nv_inference_request_duration_us{model=\"b\",version=\"1\"} %d\n", a, a*1000, b[i], b[i]*1000)
+	}))
+	defer srv.Close()
+	src := &Source{URL: srv.URL + "/metrics", Preset: PresetTriton, Timeout: time.Second, MaxBytes: 1 << 20}
+	tr := newSLOTracker(Spec{Name: "img", Source: src, Window: 5 * time.Minute})
+	tr.setInterval(15 * time.Second)
+	sc := &scraper{httpc: srv.Client()}
+	now := time.Unix(1_000_000, 0)
+	var errs []int
+	for ; i < len(b); i++ {
+		if err := sc.scrapeOnce(context.Background(), tr, now); err != nil {
+			t.Logf("scrape %d: %v", i, err)
+			errs = append(errs, i)
+		}
+		now = now.Add(15 * time.Second)
+	}
+	for _, e := range errs {
+		if e >= 20 {
+			t.Errorf("scrape %d refused: a model reload of one Triton server, 5 minutes after a burst", e)
+		}
+	}
+}
+
+// Triton with its default metrics (counters only: no latency histogram
+// without --metrics-config). Model "a" serves 100 requests a scrape; model
+// "b", used 150 times, is unloaded at scrape 4 (model control API), or
+// reloaded (its counters restart). One server throughout.
+func TestTritonModelUnloadOrReload(t *testing.T) {
+	for _, reload := range []bool{false, true} {
+		t.Run(fmt.Sprintf("reload=%v", reload), func(t *testing.T) {
+			var mu sync.Mutex
+			i := 0
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				defer mu.Unlock()
+				a := 100000 + 100*i
+				fmt.Fprintf(w, "nv_inference_request_success{model=\"a\",version=\"1\"} %d\n"+
+					"nv_inference_request_duration_us{model=\"a\",version=\"1\"} %d\n", a, a*1000)
+				if i < 4 || reload {
+					b := 150
+					if i >= 4 {
+						b = 0
+					}
+					fmt.Fprintf(w, "nv_inference_request_success{model=\"b\",version=\"1\"} %d\n"+
+						"nv_inference_request_duration_us{model=\"b\",version=\"1\"} %d\n", b, b*1000)
+				}
+			}))
+			defer srv.Close()
+			src := &Source{URL: srv.URL + "/metrics", Preset: PresetTriton, Timeout: time.Second, MaxBytes: 1 << 20}
+			tr := newSLOTracker(Spec{Name: "img", Source: src, Window: 5 * time.Minute})
+			tr.setInterval(15 * time.Second)
+			sc := &scraper{httpc: srv.Client()}
+			now := time.Unix(1_000_000, 0)
+			const n = 12
+			for ; i < n; i++ {
+				if err := sc.scrapeOnce(context.Background(), tr, now); err != nil {
+					t.Logf("scrape %d: %v", i, err)
+				}
+				now = now.Add(15 * time.Second)
+			}
+			st := tr.Status()
+			if want := float64(100 * (n - 1)); st.ScrapeErrorsTotal != 0 || st.RequestsTotal != want {
+				t.Errorf("scrape errors %d, requests_total %v (want %v)", st.ScrapeErrorsTotal, st.RequestsTotal, want)
+			}
+		})
+	}
+}
