@@ -134,11 +134,12 @@ func (b *Builder) usage(compiled *compiledConfig, r *gpu.Readings, podMap *kube.
 	parallel.Each(len(fits), func(i int) {
 		for _, sd := range fits[i] {
 			a := sd.d.Activity
-			if sd.departed {
+			if sd.departed || sd.unsampled() {
 				// the interval's device figures hold the work of contexts
-				// that left, whose busy time no sample has: fitted, they
-				// would make the others' footprints too large. The sample
-				// is kept without them, which the fit passes over.
+				// that left, or of one listed without a sample, whose busy
+				// time no sample has: fitted, they would make the others'
+				// footprints too large for the whole window. The sample is
+				// kept without them, which the fit passes over.
 				a = gpu.Activity{}
 			}
 			sd.fit.fit(sd.ctxs, a.SMActive, a.SMOccupancy, a.DRAMActive)
@@ -312,8 +313,16 @@ type sharedDevice struct {
 	perTenant *devAcc
 	ctxs      []*ctxUtil
 	fit       *gpuFit
-	// departed: a context of the previous sample left during the interval
+	// departed: a context of the previous sample left during the
+	// interval, or the device had activity of processes listed at neither
+	// end (gpu.Device.UnlistedActivity)
 	departed bool
+}
+
+// unsampled says whether a context of the device has no SM utilization
+// sample in the interval.
+func (sd *sharedDevice) unsampled() bool {
+	return slices.ContainsFunc(sd.ctxs, func(c *ctxUtil) bool { return c.sm == nil })
 }
 
 // sharedContexts attributes a shared device's vGPUs and processes to
@@ -369,7 +378,7 @@ func (b *Builder) sharedContexts(compiled *compiledConfig, podMap *kube.Mapping,
 	for _, c := range ctxs {
 		curT.ctxs[c.key.id] = true
 	}
-	return &sharedDevice{d: d, perTenant: perTenant, ctxs: ctxs, fit: b.attr.fitOf(d.UUID), departed: prevT.departed(ctxs)}
+	return &sharedDevice{d: d, perTenant: perTenant, ctxs: ctxs, fit: b.attr.fitOf(d.UUID), departed: prevT.departed(ctxs) || d.UnlistedActivity}
 }
 
 // sharedShares apportions a shared device's figures among its tenants,
@@ -392,9 +401,10 @@ func (b *Builder) sharedShares(compiled *compiledConfig, sd *sharedDevice) []Usa
 	smShare := shareBy(accs, func(a *tenantAcc) (float64, bool) { return a.smW, a.busyN > 0 })
 	memShare := shareBy(accs, func(a *tenantAcc) (float64, bool) { return a.memW, a.memBusyN > 0 })
 	if sd.departed {
-		// the departed contexts' part of the interval has no figure to
-		// say whose it was: those still here get no more than their own
-		// samples allow, and unassigned the rest
+		// the part of the interval of the contexts that left (or came
+		// and went) has no figure to say whose it was: those still here
+		// get no more than their own samples allow, and unassigned the
+		// rest
 		smX := boundShares(accs, smShare, d.Activity.SMActive, func(a *tenantAcc) (float64, bool) { return a.busy, a.busyN > 0 })
 		memX := boundShares(accs, memShare, d.Activity.DRAMActive, func(a *tenantAcc) (float64, bool) { return a.memBusy, a.memBusyN > 0 })
 		if smX > 0 || memX > 0 {

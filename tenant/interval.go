@@ -108,15 +108,15 @@ func (prev *devTenancy) instance(uuid string) (held map[string]migHeld, known bo
 	return prev.mig[uuid], true
 }
 
-// boundShares caps, for an interval in which a context left the device,
-// each tenant's share of a device figure dev (fractions by index in
-// accs) at what its own samples allow: own(a) is the fraction of the
-// interval it had a kernel running (memory traffic), and it cannot have
-// had more of the device's activity than that. A tenant without a
-// sample allows nothing where others have one; where none has one the
-// shares are left as the fallback rule made them. It returns the
-// fractions taken off, the departed contexts' part, which the readings
-// do not say whose it was.
+// boundShares caps, for an interval in which a context left the device
+// (or one listed at neither end was active), each tenant's share of a
+// device figure dev (fractions by index in accs) at what its own samples
+// allow: own(a) is the fraction of the interval it had a kernel running
+// (memory traffic), and it cannot have had more of the device's activity
+// than that. A tenant without a sample allows nothing where others have
+// one; where none has one the shares are left as the fallback rule made
+// them. It returns the fractions taken off, the departed contexts' part,
+// which the readings do not say whose it was.
 func boundShares(accs []*tenantAcc, share []float64, dev *float64, own func(*tenantAcc) (float64, bool)) float64 {
 	if dev == nil || *dev <= 0 {
 		return 0

@@ -437,6 +437,51 @@ func TestProcessUtilizationNoSample(t *testing.T) {
 	}
 }
 
+// A process that ran during the interval and exited before the sample is
+// in no list, but the driver kept its utilization samples: the device says
+// it had such activity, which no listed process accounts for.
+func TestProcessUtilizationUnlisted(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// the samples of PID 9, not listed, in the second sample's interval
+		// (at the interval's end, or at lastSeen: the previous interval's)
+		sm, mem uint32
+		stale   bool
+		want    bool
+	}{
+		{"sm and memory", 40, 10, false, true},
+		{"memory only", 0, 10, false, true},
+		{"idle", 0, 0, false, false},
+		{"previous interval", 40, 10, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, dgxh100.New())
+			f.setProcs(0, []nvml.ProcessInfo{{Pid: 1, UsedGpuMemory: 1, GpuInstanceId: noInstance, ComputeInstanceId: noInstance}}, nil)
+			b := f.backend()
+			if rd := sample(t, b); rd.Devices[0].UnlistedActivity {
+				t.Fatal("first sample: unlisted activity")
+			}
+			listed := f.devs[0].GetProcessUtilizationFunc
+			f.devs[0].GetProcessUtilizationFunc = func(lastSeen uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
+				out, r := listed(lastSeen)
+				ts := uint64(f.clock.Now().UnixMicro()) - 200
+				if tc.stale {
+					ts = lastSeen
+				}
+				return append(out, nvml.ProcessUtilizationSample{Pid: 9, TimeStamp: ts, SmUtil: tc.sm, MemUtil: tc.mem}), r
+			}
+			f.clock.Advance(time.Second)
+			d := sample(t, b).Devices[0]
+			if d.UnlistedActivity != tc.want {
+				t.Errorf("UnlistedActivity = %v, want %v", d.UnlistedActivity, tc.want)
+			}
+			if len(d.Processes) != 1 || d.Processes[0].PID != 1 || d.Processes[0].SMUtil == nil || *d.Processes[0].SMUtil != 0.6 {
+				t.Errorf("processes %+v, want PID 1 alone with its own utilization", d.Processes)
+			}
+		})
+	}
+}
+
 func TestGPMOddValues(t *testing.T) {
 	f := newFixture(t, dgxh100.New())
 	b := f.backend()

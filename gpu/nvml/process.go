@@ -83,9 +83,13 @@ func (rd *devReader) readProcesses(d *gpu.Device) {
 					means.add(s.Pid, s.TimeStamp, float64(s.SmUtil), float64(s.MemUtil))
 				}
 				for _, pid := range means.keys {
+					a := means.acc[pid]
 					if p := byPID[pid]; p != nil {
-						a := means.acc[pid]
 						p.SMUtil, p.MemUtil = a.ratio(0), a.ratio(1)
+					} else if a.sum[0] > 0 || a.sum[1] > 0 {
+						// a process gone from the lists: it ran during
+						// the interval and exited before the sample
+						d.UnlistedActivity = true
 					}
 				}
 			}
