@@ -169,6 +169,12 @@ func TestHashValueSeesEveryField(t *testing.T) {
 	}
 }
 
+// addedSincePin are the fields added to the hashed types since the pinned
+// hashes were written: each is hashed only where it is set, so that the
+// pinned hashes still say whether the simulator's runs moved (a new field
+// that the simulator leaves unset changes no run).
+var addedSincePin = map[string]bool{"gpu.Device.UnlistedActivity": true}
+
 // hashValue writes v into h: every field (unexported ones too), floats by
 // their bits, pointers and interfaces by what they hold (and the held
 // type), maps in the order of their hashed keys, times as Unix
@@ -228,6 +234,9 @@ func hashValue(h hash.Hash, v reflect.Value, depth int) {
 		}
 	case reflect.Struct:
 		for i := range v.NumField() {
+			if addedSincePin[v.Type().String()+"."+v.Type().Field(i).Name] && v.Field(i).IsZero() {
+				continue
+			}
 			hashValue(h, v.Field(i), depth+1)
 		}
 	case reflect.Map:
