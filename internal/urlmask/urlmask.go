@@ -26,10 +26,10 @@ const masked = "xxxxx"
 func DisplayURL(u string) string {
 	p, err := url.Parse(u)
 	switch {
-	case err != nil || p.Opaque != "" || p.User == nil && cutUserInfo(u):
+	case err != nil || p.Opaque != "" || cutUserInfo(u):
 		// unparsed (http:user:pw@host, a password holding '/'), or parsed
-		// with the password as a port (u:1234?x@host, u:12#34@host): by
-		// its text
+		// with a piece of the password as the host, a port or the path
+		// (u:1234?x@host, u:12#34@host, u:p@3/rest@host): by its text
 		return maskText(u)
 	case !hasPassword(p) && p.RawQuery == "":
 		return u
@@ -39,19 +39,38 @@ func DisplayURL(u string) string {
 }
 
 // cutUserInfo says whether u may hold user information that url.Parse
-// did not read as such: its authority (up to the first '/', '?' or '#')
+// did not read as such: u has no "://" and holds an '@', or its authority (up to the first '/', '?' or '#')
 // holds a ':' and an '@' follows. A password holding '/', '?' or '#' is
 // read so, its first characters a port where they are digits
 // ("u:1234?x@host", "u:000/00@host"). A URL with a port and an '@' in its
 // path, query or fragment is masked by its text too: more than its
 // secrets, never less.
 func cutUserInfo(u string) bool {
-	_, rest, ok := strings.Cut(u, "://")
-	if !ok {
-		return false
+	i := authorityStart(u)
+	if i < 0 {
+		// "user:pw@host" with the scheme left off, whatever the password
+		// holds: url.Parse reads the user as the scheme
+		return strings.Contains(u, "@")
 	}
-	i := strings.IndexAny(rest, "/?#")
-	return i >= 0 && strings.Contains(rest[:i], ":") && strings.Contains(rest[i:], "@")
+	rest := u[i:]
+	j := strings.IndexAny(rest, "/?#")
+	return j >= 0 && strings.Contains(rest[:j], ":") && strings.Contains(rest[j:], "@")
+}
+
+// authorityStart is where u's authority starts, after "scheme://", -1
+// where u does not begin so (what comes before "://" is no scheme: a
+// letter, then letters, digits, '+', '-' or '.').
+func authorityStart(u string) int {
+	i := strings.Index(u, "://")
+	if i < 1 {
+		return -1
+	}
+	for k, c := range u[:i] {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || k > 0 && (c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.')) {
+			return -1
+		}
+	}
+	return i + len("://")
 }
 
 // URLParseReason is why url.Parse refused u, err being its error: the
@@ -95,25 +114,24 @@ func maskQuery(q string) string {
 
 // maskText masks, in a URL that url.Parse refused or read as opaque, what
 // follows the first ':' of the user information (from after "scheme://",
-// or "scheme:", to the last '@' of the user information) and each query
-// value.
+// or "scheme:", to the last '@'; all of it where the scheme was left off
+// and the user read as one) and each query value.
 func maskText(u string) string {
+	// where the user information starts: after "scheme://", after a
+	// scheme of the web's without "//" ("http:user:pw@host"), else at
+	// the start ("user:pw@host", the scheme left off: the user is what
+	// url.Parse read as the scheme)
 	start := 0
-	if i := strings.Index(u, "://"); i >= 0 {
-		start = i + len("://")
-	} else if i := strings.IndexByte(u, ':'); i >= 0 {
-		start = i + 1
+	if i := authorityStart(u); i >= 0 {
+		start = i
+	} else if scheme, _, ok := strings.Cut(u, ":"); ok && (strings.EqualFold(scheme, "http") || strings.EqualFold(scheme, "https")) {
+		start = len(scheme) + 1
 	}
-	// the user information ends at the last '@' before the query, or,
-	// with none there, at the last '@' of the whole text: a password may
-	// hold '/' or '?' (why url.Parse refused it)
-	at := strings.LastIndexByte(u, '@')
-	if q := strings.IndexByte(u, '?'); q >= 0 {
-		if before := strings.LastIndexByte(u[:q], '@'); before >= 0 {
-			at = before
-		}
-	}
-	if at > start {
+	// the user information ends at the last '@' of the whole text: a
+	// password may hold '@', '/', '?', '#' or ':' (why it is read by its
+	// text); an '@' in a path or query masks more than the password,
+	// never less
+	if at := strings.LastIndexByte(u, '@'); at > start {
 		if c := strings.IndexByte(u[start:at], ':'); c >= 0 {
 			u = u[:start+c+1] + masked + u[at:]
 		}

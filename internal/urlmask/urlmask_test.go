@@ -24,7 +24,8 @@ func TestDisplayURL(t *testing.T) {
 		// a password holding '?': the user information is not the query's
 		{"http://scraper:S3cretPart?rest@10.0.0.5:8000/metrics", "http://scraper:xxxxx@10.0.0.5:8000/metrics"},
 		{"http://u:p?x@h/m?token=abc", "http://u:xxxxx@h/m?token=xxxxx"},
-		{"http://user:pa/ss@h/m?mail=a@b", "http://user:xxxxx@h/m?mail=xxxxx"},
+		// an '@' in the query of such a URL masks more, never the password less
+		{"http://user:pa/ss@h/m?mail=a@b", "http://user:xxxxx@b"},
 		// parsed, the password's first digits read as a port
 		{"http://u:1234?x@h/m", "http://u:xxxxx@h/m"},
 		{"http://user:00#000@h:8000/metrics", "http://user:xxxxx@h:8000/metrics"},
@@ -33,6 +34,13 @@ func TestDisplayURL(t *testing.T) {
 		// port it cannot be told from a password's: masked by the text
 		{"http://h/m?e=a@b", "http://h/m?e=xxxxx"},
 		{"http://h:8000/m?e=a@b", "http://h:xxxxx@b"},
+		// a password holding '@' and then '/' or '?': parsed with a piece
+		// of it as the host
+		{"http://exporter:Xy@3/kLsecret@dcgm:9400/metrics", "http://exporter:xxxxx@dcgm:9400/metrics"},
+		{"http://exporter:p@ss?tokpiece@dcgm:9400/metrics", "http://exporter:xxxxx@dcgm:9400/metrics"},
+		{"http://u:pw@h:80/m?e=a@b", "http://u:xxxxx@b"},
+		// the scheme left off: the user read as the scheme
+		{"vllm:hunter2@10.0.0.5:8000/metrics", "vllm:xxxxx@10.0.0.5:8000/metrics"},
 	}
 	for _, tc := range tests {
 		if got := DisplayURL(tc.url); got != tc.want {
@@ -65,24 +73,30 @@ func TestURLParseReason(t *testing.T) {
 	}
 }
 
-// FuzzDisplayURL: whatever a password holds but '@', the URL as shown
-// never holds it (parsed or masked by its text), and its host is shown.
+// FuzzDisplayURL: whatever a password holds, the URL as shown never holds
+// it (parsed or masked by its text), with its scheme or with the scheme
+// left off, and the host of a URL with its scheme is shown.
 func FuzzDisplayURL(f *testing.F) {
-	for _, pw := range []string{"hunter2", "pa/ss", "S3cret?rest", "p#w", "a:b", "%41bcdef", "x y z"} {
+	for _, pw := range []string{"hunter2", "pa/ss", "S3cret?rest", "p#w", "a:b", "%41bcdef", "x y z", "Xy@3/kLsecret", "p@ss?tokpiece"} {
 		f.Add(pw)
 	}
 	f.Fuzz(func(t *testing.T, pw string) {
 		const host = "@gpu-node-7.example:8000/metrics"
-		if len(pw) < 6 || strings.ContainsAny(pw, "@") || strings.Contains("http://user:"+host+masked, pw) {
+		if len(pw) < 6 || strings.Contains("http://user:"+host+masked, pw) {
 			t.Skip()
 		}
-		u := "http://user:" + pw + host
-		got := DisplayURL(u)
-		if strings.Contains(got, pw) {
-			t.Errorf("DisplayURL(%q) = %q: shows the password", u, got)
+		us := []string{"http://user:" + pw + host}
+		if !strings.HasPrefix(pw, "/") { // ("user://pw@host" has a user, pw, and no password)
+			us = append(us, "user:"+pw+host)
 		}
-		if !strings.Contains(got, "gpu-node-7.example") {
-			t.Errorf("DisplayURL(%q) = %q: the host is not shown", u, got)
+		for _, u := range us {
+			got := DisplayURL(u)
+			if strings.Contains(got, pw) {
+				t.Errorf("DisplayURL(%q) = %q: shows the password", u, got)
+			}
+			if strings.HasPrefix(u, "http://") && !strings.Contains(got, "gpu-node-7.example") {
+				t.Errorf("DisplayURL(%q) = %q: the host is not shown", u, got)
+			}
 		}
 	})
 }
