@@ -80,6 +80,23 @@ func TestBurstAfterRestartAndQuiet(t *testing.T) {
 	}
 }
 
+// A server without start times (TGI) with a short life (330 requests) is
+// restarted, and its traffic comes straight back as a burst of 400
+// requests a scrape, past the count it had before within one scrape. One
+// server, nothing behind a Service: every request should be counted, the
+// fall as a counter reset.
+func TestBurstStraightAfterRestart(t *testing.T) {
+	counts := []int{300, 310, 320, 330, 100, 500, 900, 1300}
+	tr := runOneServer(t, PresetTGI, "tgi_request_duration", len(counts), func(i int) (int, float64) {
+		return counts[i], 0
+	})
+	st := tr.Status()
+	want := 30.0 + 100 + 1200
+	if st.ScrapeErrorsTotal != 0 || st.RequestsTotal != want {
+		t.Errorf("scrape errors %d, requests_total %v (want %v), last error %q", st.ScrapeErrorsTotal, st.RequestsTotal, want, st.LastError)
+	}
+}
+
 // A server without start times restarts twice in a row (a crash loop of a
 // small model: its second life lasted one scrape). One server.
 func TestCrashLoopTwoRestarts(t *testing.T) {
@@ -98,7 +115,7 @@ func TestCrashLoopTwoRestarts(t *testing.T) {
 // is reloaded, sits idle, then serves a burst; model "a" is reloaded (its
 // counters restart) 5 minutes after the burst. One server: the reload is a
 // per-model counter reset, which the exporter has always counted, and the
-// burst no seesaw that would make every fall for 40 answers refused.
+// burst is traffic: nothing is refused.
 func TestModelReloadAfterBurst(t *testing.T) {
 	// a: 10 a scrape until scrape 20; b: 300 history, restarted at
 	// scrape 4 (idle after), a burst on b at 11 (as in
@@ -181,5 +198,42 @@ func TestTritonModelUnloadOrReload(t *testing.T) {
 				t.Errorf("scrape errors %d, requests_total %v (want %v)", st.ScrapeErrorsTotal, st.RequestsTotal, want)
 			}
 		})
+	}
+}
+
+// Triton with its default metrics (no process_start_time_seconds). Model
+// "b", with a small history (20 requests) and quiet, is reloaded at scrape
+// 4 (its counters restart) and then used, 30 requests a scrape from scrape
+// 6, past its old count within two scrapes; model "a" serves 100 a scrape
+// throughout. One server: the reload is a counter reset and every request
+// is counted.
+func TestTritonQuietModelReloadedThenUsed(t *testing.T) {
+	b := []int{20, 20, 20, 20, 0, 0, 30, 60, 90, 120}
+	var mu sync.Mutex
+	i := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		a := 100000 + 100*i
+		fmt.Fprintf(w, "nv_inference_request_success{model=\"a\",version=\"1\"} %d\n"+
+			"nv_inference_request_duration_us{model=\"a\",version=\"1\"} %d\n"+
+			"nv_inference_request_success{model=\"b\",version=\"1\"} %d\n"+
+			"nv_inference_request_duration_us{model=\"b\",version=\"1\"} %d\n", a, a*1000, b[i], b[i]*1000)
+	}))
+	defer srv.Close()
+	src := &Source{URL: srv.URL + "/metrics", Preset: PresetTriton, Timeout: time.Second, MaxBytes: 1 << 20}
+	tr := newSLOTracker(Spec{Name: "img", Source: src, Window: 5 * time.Minute})
+	tr.setInterval(15 * time.Second)
+	sc := &scraper{httpc: srv.Client()}
+	now := time.Unix(1_000_000, 0)
+	for ; i < len(b); i++ {
+		if err := sc.scrapeOnce(context.Background(), tr, now); err != nil {
+			t.Logf("scrape %d: %v", i, err)
+		}
+		now = now.Add(15 * time.Second)
+	}
+	st := tr.Status()
+	if want := float64(100*(len(b)-1) + 120); st.ScrapeErrorsTotal != 0 || st.RequestsTotal != want {
+		t.Errorf("scrape errors %d, requests_total %v (want %v), last error %q", st.ScrapeErrorsTotal, st.RequestsTotal, want, st.LastError)
 	}
 }

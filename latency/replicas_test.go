@@ -14,8 +14,16 @@ import (
 // servers named in a script answer it, one letter a scrape. Each server
 // serves 10 requests a scrape (its count at scrape i is history + 10i) and
 // may serve process_start_time_seconds. Answers of several servers (a
-// Service's ready pods) are refused while they alternate, counting nothing;
-// a server restarted once is counted as it always was.
+// Service's ready pods) that carry start times are refused while they
+// alternate, counting nothing; a server restarted, once or twice, is
+// counted as it always was.
+//
+// Without start times nothing tells another server's answer from a
+// restart followed by traffic: every fall is a counter reset, its new
+// values counted, and several servers are counted wrongly so. That is the
+// documented limit (docs/slo.md, "One server": the URL must reach one
+// server process); those rows assert it as it is, so that a change of it
+// shows here.
 func TestSeveralServersBehindOneURL(t *testing.T) {
 	t0 := time.Unix(1_000_000, 0)
 	at := func(i int) time.Time { return t0.Add(time.Duration(i) * 15 * time.Second) }
@@ -25,53 +33,72 @@ func TestSeveralServersBehindOneURL(t *testing.T) {
 		start   float64 // 0: not served
 	}
 	old, day := secs(t0.Add(-24*time.Hour)), secs(t0.Add(-time.Hour))
-	seesaw := "the counts went back and forth"
 	tests := []struct {
 		name    string
 		servers map[byte]server
 		script  string
 		// want is what requests_total comes to; wantErr is in the
-		// last error ("" for none: the source is up at the end).
+		// last error ("" for none: the source is up at the end);
+		// refused is how many scrapes failed.
 		want    float64
 		wantErr string
+		refused uint64
 	}{
-		{"two replicas behind a Service",
+		// The limit: each switch to B counts B's whole history
+		// (40,000 and more), as counter resets always were.
+		{"two replicas behind a Service, no start times: counted as resets",
 			map[byte]server{'A': {100000, 0}, 'B': {40000, 0}},
-			"ABABABABABABABABABAB", 0, seesaw},
+			"ABABABABABABABABABAB", 941090, "", 0},
 		{"two replicas behind a Service, with start times",
 			map[byte]server{'A': {100000, old}, 'B': {40000, day}},
-			"ABABABABABABABABABAB", 0, "a process started before the previous answer"},
+			"ABABABABABABABABABAB", 0, "a process started before the previous answer", 19},
 		{"two replicas started together",
 			map[byte]server{'A': {100000, day}, 'B': {40000, day}},
-			"ABABABABABABABABABAB", 0, "while process_start_time_seconds stayed"},
-		// Without start times a fall followed by two answers that do
-		// not rise back is a restart: B's first run of three is
-		// counted as one (40,030), with its fourth answer (10); A's
-		// return is not; then a run of one server counts from its
-		// fourth answer on: 30 + 10 + 20 (the old code: 541,120).
-		{"replicas in random turns",
+			"ABABABABABABABABABAB", 0, "while process_start_time_seconds stayed", 19},
+		// The limit: each switch to B counts B's history.
+		{"replicas in random turns, no start times: counted as resets",
 			map[byte]server{'A': {100000, 0}, 'B': {40000, 0}},
-			"ABBBBAABBBABBBBBBABAAAABBBBBAB", 40100, seesaw},
+			"ABBBBAABBBABBBBBBABAAAABBBBBAB", 541120, "", 0},
 		// restarted at scrape 5 (R), 3 requests since: 40 + 3 + 40
 		{"one server restarted once",
 			map[byte]server{'A': {100000, 0}, 'R': {3 - 50, 0}},
-			"AAAAARRRRR", 83, ""},
+			"AAAAARRRRR", 83, "", 0},
 		{"one server restarted once, with start times",
 			map[byte]server{'A': {100000, old}, 'R': {3 - 50, secs(at(4).Add(time.Second))}},
-			"AAAAARRRRR", 83, ""},
-		// a young server's restart shows more than 4 scrapes' requests:
-		// counted two scrapes late, the same 30 + 50 + 10 + 10 + 10
+			"AAAAARRRRR", 83, "", 0},
+		// restarted before scrape 4 (R, 3 requests since) and again
+		// before scrape 5 (S, 5 since): 30 + 3 + 5 + 30
+		{"one server restarted twice within two scrapes, with start times",
+			map[byte]server{'A': {100000, old}, 'R': {3 - 40, secs(at(3).Add(time.Second))},
+				'S': {5 - 50, secs(at(4).Add(time.Second))}},
+			"AAAARSSSS", 68, "", 0},
+		// R starts 1 s before scrape 3, S 1 s after it: start times
+		// 2 s apart, within the jitter, and the count fell: a
+		// restart, 20 + 5 + 2 + 30
+		{"one young server restarted, start times within 2 s",
+			map[byte]server{'A': {100000, old}, 'R': {5 - 30, secs(at(3).Add(-time.Second))},
+				'S': {2 - 40, secs(at(3).Add(time.Second))}},
+			"AAARSSSS", 57, "", 0},
+		// a clock step moves a Go server's start time 2 s back,
+		// nothing fell: the same process, all 90 counted
+		{"one server whose start time moved back 2 s",
+			map[byte]server{'A': {100000, old}, 'B': {100000, old - 2}},
+			"AAAAABBBBB", 90, "", 0},
+		// a young server's restart: 30 + 50 + 10 + 10 + 10
 		{"a young server restarted once",
 			map[byte]server{'A': {100, 0}, 'R': {50 - 40, 0}},
-			"AAAARRRR", 110, ""},
-		// the new pod answers first at scrape 4 (count 0), both until
-		// 9, then the new one alone: 30 before, 10 a scrape from 13 on
-		{"a rolling update",
+			"AAAARRRR", 110, "", 0},
+		// The limit: the new pod answers first at scrape 4 (count 0),
+		// both until 9, each switch to the old pod counting its
+		// history.
+		{"a rolling update, no start times: counted as resets",
 			map[byte]server{'A': {100000, 0}, 'B': {-40, 0}},
-			"AAAABABABABBBBBBBBBB", 100, ""},
+			"AAAABABABABBBBBBBBBB", 300390, "", 0},
+		// refused from scrape 4, while both answer, to 12, the third
+		// calm answer: 30 before, 10 a scrape from 13 on
 		{"a rolling update, with start times",
 			map[byte]server{'A': {100000, old}, 'B': {-40, secs(at(3).Add(-time.Minute))}},
-			"AAAABABABABBBBBBBBBB", 100, ""},
+			"AAAABABABABBBBBBBBBB", 100, "", 9},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -92,8 +119,8 @@ func TestSeveralServersBehindOneURL(t *testing.T) {
 				}
 			}
 			st := tr.Status()
-			if st.RequestsTotal != tc.want || st.GoodRequestsTotal != tc.want {
-				t.Errorf("requests_total %v, good %v; want %v", st.RequestsTotal, st.GoodRequestsTotal, tc.want)
+			if st.RequestsTotal != tc.want || st.GoodRequestsTotal != tc.want || st.ScrapeErrorsTotal != tc.refused {
+				t.Errorf("requests_total %v, good %v, scrape errors %v; want %v, %v errors", st.RequestsTotal, st.GoodRequestsTotal, st.ScrapeErrorsTotal, tc.want, tc.refused)
 			}
 			if tc.wantErr == "" {
 				if !st.SourceUp || st.LastError != "" {

@@ -59,8 +59,9 @@ func newSLOTracker(sp Spec) *sloTracker {
 
 // observe records one successful scrape at time now. A histogram holding a
 // value that could not be a count is refused and changes nothing. So is
-// one of another server than the previous answer's (see judge, in
-// replicas.go): a source's URL must reach one server process. One that
+// one whose process_start_time_seconds shows another server than the
+// previous answer's (see judge, in replicas.go): a source's URL must
+// reach one server process. One that
 // moved from the previous one faster than counters of requests can is
 // refused too; the next answer is then measured from the last accepted
 // one, or, when that is implausible too (the jump held: say a replica with
@@ -85,21 +86,17 @@ func (s *sloTracker) observe(now time.Time, h histo) error {
 // the move is plausible (see observe).
 func (s *sloTracker) advance(now time.Time, h histo) error {
 	from := s.lastScrape // when what d counts began
-	d, reset, err := plausibleDelta(*s.prev, h, now.Sub(s.lastScrape))
+	d, err := plausibleDelta(*s.prev, h, now.Sub(s.lastScrape))
 	if err != nil && s.refused != nil {
 		// a jump that held: the refused answer is the new base
-		if d2, reset2, err2 := plausibleDelta(*s.refused, h, now.Sub(s.refusedAt)); err2 == nil {
-			d, reset, err, from = d2, reset2, nil, s.refusedAt
+		if d2, err2 := plausibleDelta(*s.refused, h, now.Sub(s.refusedAt)); err2 == nil {
+			d, err, from = d2, nil, s.refusedAt
 		}
 	}
 	if err != nil {
 		hc := h
 		s.refused, s.refusedAt = &hc, now
 		return err
-	}
-	if !reset {
-		reqs, _, _ := d.requests()
-		s.servers.noteRate(reqs, now.Sub(from))
 	}
 	s.accept(from, now, h, &d)
 	return nil
@@ -256,10 +253,10 @@ const (
 )
 
 // plausibleDelta is cur - prev, series by series (seriesDelta), when
-// checkMove accepts it; reset says whether a series restarted.
-func plausibleDelta(prev, cur histo, elapsed time.Duration) (histo, bool, error) {
+// checkMove accepts it.
+func plausibleDelta(prev, cur histo, elapsed time.Duration) (histo, error) {
 	d, reset := seriesDelta(prev, cur)
-	return d, reset, checkMove(d, reset, elapsed)
+	return d, checkMove(d, reset, elapsed)
 }
 
 // checkMove refuses a delta (cur since prev, or cur alone after a reset)
