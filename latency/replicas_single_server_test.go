@@ -111,45 +111,60 @@ func TestCrashLoopTwoRestarts(t *testing.T) {
 	}
 }
 
+// runTriton scrapes, every 15 s, n answers of one Triton server with its
+// default metrics (counters only, no process_start_time_seconds) for
+// models "a" and "b": models(i) gives each one's success count at answer
+// i, -1 for a model not loaded then. It returns the tracker and the
+// answers refused.
+func runTriton(t *testing.T, n int, models func(i int) (a, b int)) (*sloTracker, []int) {
+	t.Helper()
+	var mu sync.Mutex
+	i := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		a, b := models(i)
+		for _, m := range []struct {
+			name  string
+			count int
+		}{{"a", a}, {"b", b}} {
+			if m.count >= 0 {
+				fmt.Fprintf(w, "nv_inference_request_success{model=%q,version=\"1\"} %d\n"+
+					"nv_inference_request_duration_us{model=%q,version=\"1\"} %d\n", m.name, m.count, m.name, m.count*1000)
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	src := &Source{URL: srv.URL + "/metrics", Preset: PresetTriton, Timeout: time.Second, MaxBytes: 1 << 20}
+	tr := newSLOTracker(Spec{Name: "img", Source: src, Window: 5 * time.Minute})
+	tr.setInterval(15 * time.Second)
+	sc := &scraper{httpc: srv.Client()}
+	now := time.Unix(1_000_000, 0)
+	var refused []int
+	for ; i < n; i++ {
+		if err := sc.scrapeOnce(context.Background(), tr, now); err != nil {
+			t.Logf("scrape %d: %v", i, err)
+			refused = append(refused, i)
+		}
+		now = now.Add(15 * time.Second)
+	}
+	return tr, refused
+}
+
 // Triton (no process_start_time_seconds) serves two models. Model "b"
 // is reloaded, sits idle, then serves a burst; model "a" is reloaded (its
 // counters restart) 5 minutes after the burst. One server: the reload is a
 // per-model counter reset, which the exporter has always counted, and the
 // burst is traffic: nothing is refused.
 func TestModelReloadAfterBurst(t *testing.T) {
-	// a: 10 a scrape until scrape 20; b: 300 history, restarted at
-	// scrape 4 (idle after), a burst on b at 11 (as in
-	// TestBurstAfterRestartAndQuiet), then "a" is reloaded at scrape 20.
 	b := []int{300, 300, 300, 300, 0, 0, 0, 0, 0, 0, 0, 400, 800, 1200, 1600, 2000, 2000, 2000, 2000, 2000, 2000, 2000, 2000, 2000, 2000}
-	var mu sync.Mutex
-	i := 0
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		defer mu.Unlock()
-		a := 100000 + 10*i
+	_, refused := runTriton(t, len(b), func(i int) (int, int) {
 		if i >= 20 {
-			a = 10 * (i - 20) // model a reloaded at scrape 20
+			return 10 * (i - 20), b[i] // model a reloaded at scrape 20
 		}
-		fmt.Fprintf(w, "nv_inference_request_success{model=\"a\",version=\"1\"} %d\n"+
-			"nv_inference_request_duration_us{model=\"a\",version=\"1\"} %d\n"+
-			"nv_inference_request_success{model=\"b\",version=\"1\"} %d\n"+
-			"nv_inference_request_duration_us{model=\"b\",version=\"1\"} %d\n", a, a*1000, b[i], b[i]*1000)
-	}))
-	defer srv.Close()
-	src := &Source{URL: srv.URL + "/metrics", Preset: PresetTriton, Timeout: time.Second, MaxBytes: 1 << 20}
-	tr := newSLOTracker(Spec{Name: "img", Source: src, Window: 5 * time.Minute})
-	tr.setInterval(15 * time.Second)
-	sc := &scraper{httpc: srv.Client()}
-	now := time.Unix(1_000_000, 0)
-	var errs []int
-	for ; i < len(b); i++ {
-		if err := sc.scrapeOnce(context.Background(), tr, now); err != nil {
-			t.Logf("scrape %d: %v", i, err)
-			errs = append(errs, i)
-		}
-		now = now.Add(15 * time.Second)
-	}
-	for _, e := range errs {
+		return 100000 + 10*i, b[i]
+	})
+	for _, e := range refused {
 		if e >= 20 {
 			t.Errorf("scrape %d refused: a model reload of one Triton server, 5 minutes after a burst", e)
 		}
@@ -163,36 +178,16 @@ func TestModelReloadAfterBurst(t *testing.T) {
 func TestTritonModelUnloadOrReload(t *testing.T) {
 	for _, reload := range []bool{false, true} {
 		t.Run(fmt.Sprintf("reload=%v", reload), func(t *testing.T) {
-			var mu sync.Mutex
-			i := 0
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				mu.Lock()
-				defer mu.Unlock()
-				a := 100000 + 100*i
-				fmt.Fprintf(w, "nv_inference_request_success{model=\"a\",version=\"1\"} %d\n"+
-					"nv_inference_request_duration_us{model=\"a\",version=\"1\"} %d\n", a, a*1000)
-				if i < 4 || reload {
-					b := 150
-					if i >= 4 {
-						b = 0
-					}
-					fmt.Fprintf(w, "nv_inference_request_success{model=\"b\",version=\"1\"} %d\n"+
-						"nv_inference_request_duration_us{model=\"b\",version=\"1\"} %d\n", b, b*1000)
-				}
-			}))
-			defer srv.Close()
-			src := &Source{URL: srv.URL + "/metrics", Preset: PresetTriton, Timeout: time.Second, MaxBytes: 1 << 20}
-			tr := newSLOTracker(Spec{Name: "img", Source: src, Window: 5 * time.Minute})
-			tr.setInterval(15 * time.Second)
-			sc := &scraper{httpc: srv.Client()}
-			now := time.Unix(1_000_000, 0)
 			const n = 12
-			for ; i < n; i++ {
-				if err := sc.scrapeOnce(context.Background(), tr, now); err != nil {
-					t.Logf("scrape %d: %v", i, err)
+			tr, _ := runTriton(t, n, func(i int) (int, int) {
+				switch {
+				case i < 4:
+					return 100000 + 100*i, 150
+				case reload:
+					return 100000 + 100*i, 0
 				}
-				now = now.Add(15 * time.Second)
-			}
+				return 100000 + 100*i, -1 // unloaded
+			})
 			st := tr.Status()
 			if want := float64(100 * (n - 1)); st.ScrapeErrorsTotal != 0 || st.RequestsTotal != want {
 				t.Errorf("scrape errors %d, requests_total %v (want %v)", st.ScrapeErrorsTotal, st.RequestsTotal, want)
@@ -209,29 +204,7 @@ func TestTritonModelUnloadOrReload(t *testing.T) {
 // is counted.
 func TestTritonQuietModelReloadedThenUsed(t *testing.T) {
 	b := []int{20, 20, 20, 20, 0, 0, 30, 60, 90, 120}
-	var mu sync.Mutex
-	i := 0
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		defer mu.Unlock()
-		a := 100000 + 100*i
-		fmt.Fprintf(w, "nv_inference_request_success{model=\"a\",version=\"1\"} %d\n"+
-			"nv_inference_request_duration_us{model=\"a\",version=\"1\"} %d\n"+
-			"nv_inference_request_success{model=\"b\",version=\"1\"} %d\n"+
-			"nv_inference_request_duration_us{model=\"b\",version=\"1\"} %d\n", a, a*1000, b[i], b[i]*1000)
-	}))
-	defer srv.Close()
-	src := &Source{URL: srv.URL + "/metrics", Preset: PresetTriton, Timeout: time.Second, MaxBytes: 1 << 20}
-	tr := newSLOTracker(Spec{Name: "img", Source: src, Window: 5 * time.Minute})
-	tr.setInterval(15 * time.Second)
-	sc := &scraper{httpc: srv.Client()}
-	now := time.Unix(1_000_000, 0)
-	for ; i < len(b); i++ {
-		if err := sc.scrapeOnce(context.Background(), tr, now); err != nil {
-			t.Logf("scrape %d: %v", i, err)
-		}
-		now = now.Add(15 * time.Second)
-	}
+	tr, _ := runTriton(t, len(b), func(i int) (int, int) { return 100000 + 100*i, b[i] })
 	st := tr.Status()
 	if want := float64(100*(len(b)-1) + 120); st.ScrapeErrorsTotal != 0 || st.RequestsTotal != want {
 		t.Errorf("scrape errors %d, requests_total %v (want %v), last error %q", st.ScrapeErrorsTotal, st.RequestsTotal, want, st.LastError)
