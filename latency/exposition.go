@@ -249,6 +249,9 @@ func decodeText(r io.Reader, want map[string]bool) (map[string]*dto.MetricFamily
 		}
 		merge(out, mf)
 	}
+	if tf != nil && tf.startTwice {
+		delete(out, startTimeMetric) // ambiguous: no start time
+	}
 	return out, nil
 }
 
@@ -270,6 +273,14 @@ type textFilter struct {
 	// shift's line passed on, the body's line number is shift.by more,
 	// one entry per run of lines passed on together.
 	shifts []lineShift
+	// process_start_time_seconds: only its first block is passed on. A
+	// second (two registries' texts concatenated, each with its process
+	// collector) would fail the parser ("second TYPE line") and names no
+	// one process: startTwice then drops the start time (decodeText).
+	startBlock int // 0: none yet; 1: in the first; 2: the first ended
+	startHelp  bool
+	startType  bool
+	startTwice bool
 
 	// The current line, read in pieces: its number in the body, and,
 	// for a sample line passed on, its label pairs so far (each an '='
@@ -344,6 +355,23 @@ func (f *textFilter) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// startLine says whether a line of process_start_time_seconds (a HELP or
+// TYPE line, or a sample) is passed on: those of its first block, no
+// second HELP or TYPE line in it. Any other marks the start time
+// ambiguous (startTwice) and is dropped.
+func (f *textFilter) startLine(help, comment bool) bool {
+	second := f.startTwice || f.startBlock == 2 ||
+		(comment && help && f.startHelp) || (comment && !help && f.startType)
+	if second {
+		f.startTwice = true
+		return false
+	}
+	f.startBlock = 1
+	f.startHelp = f.startHelp || (comment && help)
+	f.startType = f.startType || (comment && !help)
+	return true
+}
+
 // lineShift is where a run of lines passed on starts, and how far its
 // lines' numbers in the body are past their numbers as passed on.
 type lineShift struct{ from, by int }
@@ -393,6 +421,7 @@ func lineName(t []byte) []byte {
 func (f *textFilter) wanted(piece []byte) bool {
 	t := bytes.TrimRight(bytes.TrimLeft(piece, " \t"), "\r\n")
 	var name []byte
+	comment, help := false, false
 	switch {
 	case len(t) == 0:
 		return false
@@ -401,8 +430,11 @@ func (f *textFilter) wanted(piece []byte) bool {
 		if len(fs) < 2 || (string(fs[0]) != "TYPE" && string(fs[0]) != "HELP") {
 			return false // a comment
 		}
-		name = fs[1]
+		name, comment, help = fs[1], true, string(fs[0]) == "HELP"
 	case t[0] == '{':
+		if f.startBlock == 1 {
+			f.startBlock = 2
+		}
 		return true // a quoted UTF-8 name: kept, the parser reads it
 	default:
 		end := bytes.IndexAny(t, "{ \t")
@@ -412,6 +444,12 @@ func (f *textFilter) wanted(piece []byte) bool {
 		name = t[:end]
 	}
 	s := string(name)
+	if s == startTimeMetric && f.want[s] {
+		return f.startLine(help, comment)
+	}
+	if f.startBlock == 1 {
+		f.startBlock = 2 // another family's line ends the start time's block
+	}
 	if f.want[s] {
 		return true
 	}
@@ -519,8 +557,9 @@ func extract(src *Source, fams map[string]*dto.MetricFamily) (histo, error) {
 const startTimeMetric = "process_start_time_seconds"
 
 // processStart is the exposition's process_start_time_seconds, 0 when it
-// has none, or several series (not one process's), or a value that could
-// not be a time.
+// has none, or several series or blocks (not one process's: decodeText
+// drops a text exposition's family of several blocks), or a value that
+// could not be a time.
 func processStart(fams map[string]*dto.MetricFamily) float64 {
 	mf := fams[startTimeMetric]
 	if mf == nil || len(mf.GetMetric()) != 1 {

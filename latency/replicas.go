@@ -2,11 +2,8 @@ package latency
 
 import (
 	"fmt"
-	"math"
-	"strings"
+	"slices"
 	"time"
-
-	"github.com/vgpu-exporter/vgpu_exporter/internal/clip"
 )
 
 // A source's URL must reach one server process. Behind a Kubernetes
@@ -17,50 +14,68 @@ import (
 // requests served in 20 scrapes: 941,190 counted).
 //
 // judge tells such answers apart only where they carry
-// process_start_time_seconds, which names the process: a start after the
-// previous answer is a restart (its counts all new); a start before it
-// that is not the previous answer's is another process that was running
-// all along, and a fall with the same start time is not a restart. A start
-// time within startJitter of the previous one, no count fallen, is the
-// same process. Answers of another process are refused, counting nothing,
-// until seesawCalm in a row are each of the process before.
+// process_start_time_seconds, which names the process, by equality alone:
+//   - the previous answer's start time: the same process, and a fall of a
+//     count is a counter reset (advance);
+//   - a start time none of the recent answers had (the last maxStarts
+//     distinct ones): a new process, a restart, counted as a reset
+//     whether it is earlier or later (a clock step moves the start time
+//     a Go server serves either way);
+//   - a start time of a recent answer but not of the previous one: a
+//     process came back, so several answer the URL. That answer is
+//     refused, counting nothing, and the answers after it until
+//     seesawCalm in a row are each of the process before.
 //
-// Without start times nothing tells a restart followed by traffic from
-// another server's answer: a fall of a series' count is a counter reset,
-// counted as ever, and several servers behind one URL are counted wrongly
-// so.
+// A Service's second pod thus counts its history once, as a restart, at
+// the first switch; it is refused from the first switch back.
+//
+// Without start times (none served, 0, NaN, or several in one answer)
+// nothing tells a restart followed by traffic from another server's
+// answer: a fall of a series' count is a counter reset, counted as ever,
+// and several servers behind one URL are counted wrongly so.
 //
 // Series are each model's (or label set's) own: Triton's counters alone
 // are judged by model, never by their total, which falls when one model
 // is unloaded or reloaded.
 //
-// What it keeps is bounded whatever the number of scrapes: the previous
-// answer, while answers are refused.
+// What it keeps is bounded whatever the number of scrapes: maxStarts
+// start times, and the previous answer while answers are refused.
 
 const (
 	// seesawCalm is how many answers in a row, each of the same process
-	// as the one before (same start time within startJitter, no count
-	// fallen), end a seesaw: counting resumes from the last but one.
+	// as the one before (the same start time; without start times, no
+	// count fallen), end a seesaw: counting resumes from the last but
+	// one.
 	seesawCalm = 3
-	// startJitter is how far a start time may move and still name the
-	// same process, when no count fell: client_golang derives it from
-	// the boot time in /proc/stat at each scrape, in whole seconds, so a
-	// clock step moves it.
-	startJitter = 2
-	// startSkew is how far a process's start time may be before the
-	// previous answer and still be taken for a restart after it: the
-	// server's clock against this one's.
-	startSkew = 5 * time.Second
+	// maxStarts is how many distinct start times of the recent answers
+	// are kept to tell a process come back from a new one.
+	maxStarts = 4
 )
 
 // servers is what a tracker keeps to tell one server's answers from
-// several servers': while in a seesaw, the previous answer.
+// several servers': the recent start times and, while in a seesaw, the
+// previous answer.
 type servers struct {
-	on     bool   // in a seesaw: answers are refused
-	last   *histo // while on: the previous answer, refused too
+	starts []float64 // distinct, the latest first, at most maxStarts
+	on     bool      // in a seesaw: answers are refused
+	last   *histo    // while on: the previous answer, refused too
 	lastAt time.Time
 	calm   int
 	why    string // what began the seesaw
+}
+
+// saw records start (0: none) as the latest start time seen.
+func (sv *servers) saw(start float64) {
+	if start == 0 || (len(sv.starts) > 0 && sv.starts[0] == start) {
+		return
+	}
+	if i := slices.Index(sv.starts, start); i >= 0 {
+		sv.starts = slices.Delete(sv.starts, i, i+1)
+	}
+	sv.starts = slices.Insert(sv.starts, 0, start)
+	if len(sv.starts) > maxStarts {
+		sv.starts = sv.starts[:maxStarts]
+	}
 }
 
 // errSeesaw is the error of an answer refused in a seesaw.
@@ -70,39 +85,23 @@ func errSeesaw(why string) error {
 
 // judge counts or refuses h, answered at now, after s.prev.
 func (s *sloTracker) judge(now time.Time, h histo) error {
+	s.servers.saw(s.prev.start) // the first answer's, judged by none
+	defer s.servers.saw(h.start)
 	if s.servers.on {
 		return s.inSeesaw(now, h)
 	}
 	p := s.prev
-	if p.start == 0 || h.start == 0 {
+	if p.start == 0 || h.start == 0 || h.start == p.start || !slices.Contains(s.servers.starts, h.start) {
 		return s.advance(now, h) // a fall is a counter reset
 	}
-	k, from, to, fell := firstFall(seriesCounts(p), seriesCounts(&h))
-	if h.start != p.start && (fell || !sameStart(p.start, h.start)) {
-		if h.start < unixSeconds(s.lastScrape.Add(-startSkew)) {
-			return s.seesaw(now, h, fmt.Sprintf("process_start_time_seconds went from %v to %v, a process started before the previous answer", p.start, h.start))
-		}
-		// A restart since the previous answer: all h counts came
-		// after it.
-		d := h
-		d.series, d.reqSeries = nil, nil
-		if err := checkMove(d, true, now.Sub(s.lastScrape)); err != nil {
-			return err
-		}
-		s.accept(s.lastScrape, now, h, &d)
-		return nil
-	}
-	if fell {
-		return s.seesaw(now, h, fmt.Sprintf("%s fell from %v to %v while process_start_time_seconds stayed %v", k, from, to, h.start))
-	}
-	return s.advance(now, h)
+	return s.seesaw(now, h, fmt.Sprintf("process_start_time_seconds went from %v back to %v, an earlier answer's", p.start, h.start))
 }
 
 // seesaw begins a seesaw with h, answered at now: refused, as the answers
 // after it are while it goes on.
 func (s *sloTracker) seesaw(now time.Time, h histo, why string) error {
 	hc := h
-	s.servers = servers{on: true, last: &hc, lastAt: now, why: why}
+	s.servers = servers{starts: s.servers.starts, on: true, last: &hc, lastAt: now, why: why}
 	s.refused = nil
 	return errSeesaw(why)
 }
@@ -113,8 +112,10 @@ func (s *sloTracker) seesaw(now time.Time, h histo, why string) error {
 func (s *sloTracker) inSeesaw(now time.Time, h histo) error {
 	sv := &s.servers
 	last, lastAt := sv.last, sv.lastAt
-	_, _, _, fell := firstFall(seriesCounts(last), seriesCounts(&h))
-	calm := !fell && (h.start == 0 || last.start == 0 || sameStart(last.start, h.start))
+	calm := h.start == last.start
+	if h.start == 0 || last.start == 0 {
+		calm = !fell(seriesCounts(last), seriesCounts(&h))
+	}
 	hc := h
 	sv.last, sv.lastAt = &hc, now
 	if !calm {
@@ -124,7 +125,7 @@ func (s *sloTracker) inSeesaw(now time.Time, h histo) error {
 	if sv.calm++; sv.calm < seesawCalm {
 		return errSeesaw(sv.why)
 	}
-	s.servers = servers{}
+	s.servers = servers{starts: sv.starts}
 	s.prev, s.lastScrape, s.refused = last, lastAt, nil
 	return s.advance(now, h)
 }
@@ -155,37 +156,12 @@ func seriesCounts(h *histo) map[string]float64 {
 	return out
 }
 
-// firstFall is the first series (in key order) whose count fell from a
-// to b, named as an error names it.
-func firstFall(a, b map[string]float64) (k string, from, to float64, ok bool) {
-	for _, k := range sortedKeys(a) {
-		if v, in := b[k]; in && v < a[k] {
-			return seriesName(k), a[k], v, true
+// fell says whether a series' count fell from a to b.
+func fell(a, b map[string]float64) bool {
+	for k, v := range a {
+		if w, in := b[k]; in && w < v {
+			return true
 		}
 	}
-	return "", 0, 0, false
+	return false
 }
-
-// sameStart says whether start times a and b name the same process when
-// no count fell: equal, or within startJitter (see there).
-func sameStart(a, b float64) bool { return math.Abs(a-b) <= startJitter }
-
-// seriesName names a seriesCounts key in an error.
-func seriesName(k string) string {
-	what := "the request count"
-	if k[0] == 'r' {
-		what = "the request counter"
-	}
-	if len(k) > 1 {
-		return what + " of {" + clipKey(k[1:]) + "}"
-	}
-	return what
-}
-
-// clipKey is a series key as an error quotes it.
-func clipKey(k string) string {
-	return clip.Text(strings.TrimSuffix(k, ","), maxQuoted)
-}
-
-// unixSeconds is t in seconds since the epoch.
-func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }

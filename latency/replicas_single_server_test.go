@@ -64,6 +64,94 @@ func TestStartTimeStepIsSameProcess(t *testing.T) {
 	}
 }
 
+// vLLM's AsyncLLM.scale_elastic_ep (scaling data parallel up) recreates its
+// StatLoggerManager, whose PrometheusStatLogger unregisters and re-creates
+// every vllm: metric: counts restart from 0 inside the same API server
+// process, whose process_start_time_seconds (prometheus_client's
+// ProcessCollector) stays the same. One server: a counter reset, nothing
+// refused.
+func TestCountersResetWithinOneProcess(t *testing.T) {
+	start := 1_000_000 - 86400 + 0.37 // Python: ticks/100 + btime
+	counts := []int{5000, 5010, 5020, 5030, 10, 20, 30, 40, 50, 60}
+	tr := runOneServer(t, PresetVLLME2E, "vllm:e2e_request_latency_seconds", len(counts), func(i int) (int, float64) {
+		return counts[i], start
+	})
+	st := tr.Status()
+	if st.ScrapeErrorsTotal != 0 || st.RequestsTotal != 90 {
+		t.Errorf("scrape errors %d, requests_total %v, last error %q; want 0 errors and 90 requests (30 + reset to 10 + 50)", st.ScrapeErrorsTotal, st.RequestsTotal, st.LastError)
+	}
+}
+
+// A Go server (client_golang re-reads btime from /proc/stat at every
+// scrape) on a host whose clock is stepped by 10 s either way (chrony
+// makestep, a VM resumed or live-migrated): its process_start_time_seconds
+// moves by 10 s, nothing restarted, nothing fell. A new start time is
+// counted as a reset would be: all 90 requests, nothing refused.
+func TestStartTimeClockStep10s(t *testing.T) {
+	for _, step := range []float64{10, -10} {
+		t.Run(fmt.Sprint(step), func(t *testing.T) {
+			start := float64(1_000_000 - 86400)
+			tr := runOneServer(t, PresetVLLME2E, "vllm:e2e_request_latency_seconds", 10, func(i int) (int, float64) {
+				s := start
+				if i >= 5 {
+					s += step
+				}
+				return 5000 + 10*i, s
+			})
+			st := tr.Status()
+			if st.ScrapeErrorsTotal != 0 || st.RequestsTotal != 90 {
+				t.Errorf("scrape errors %d, requests_total %v, last error %q; want 0 errors and all 90 requests", st.ScrapeErrorsTotal, st.RequestsTotal, st.LastError)
+			}
+		})
+	}
+}
+
+// An exposition of two registries concatenated (a sidecar merging its own
+// /metrics with the server's), each with its process collector, or a
+// start time otherwise ambiguous or not a time: no start time, never a
+// parse error; the histogram is read as it would be without it.
+func TestStartTimeAmbiguousOrAbsent(t *testing.T) {
+	const hist = "# TYPE vllm:e2e_request_latency_seconds histogram\n" +
+		"vllm:e2e_request_latency_seconds_bucket{le=\"0.5\"} 5\n" +
+		"vllm:e2e_request_latency_seconds_bucket{le=\"+Inf\"} 5\n" +
+		"vllm:e2e_request_latency_seconds_sum 0.5\n" +
+		"vllm:e2e_request_latency_seconds_count 5\n"
+	const a, b = "# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds 913600.25\n",
+		"# HELP process_start_time_seconds Start time.\n# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds 913000\n"
+	tests := []struct {
+		name, body string
+		want       float64
+	}{
+		{"one block", a + hist, 913600.25},
+		{"one block after the histogram", hist + b, 913000},
+		{"two blocks, the histogram between", a + hist + b, 0},
+		{"two blocks, other lines between", a + "other 1\n" + b + hist, 0},
+		{"two blocks in a row", hist + b + a, 0},
+		{"two TYPE lines", hist + "# TYPE process_start_time_seconds gauge\n" + a, 0},
+		{"two series", hist + a + "process_start_time_seconds{pid=\"2\"} 913000\n", 0},
+		{"zero", hist + "process_start_time_seconds 0\n", 0},
+		{"NaN", hist + "process_start_time_seconds NaN\n", 0},
+		{"none", hist, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				fmt.Fprint(w, tc.body)
+			}))
+			defer srv.Close()
+			src := &Source{URL: srv.URL + "/metrics", Preset: PresetVLLME2E, Timeout: time.Second, MaxBytes: 1 << 20}
+			tr := newSLOTracker(Spec{Name: "chat", Source: src, Window: 5 * time.Minute})
+			sc := &scraper{httpc: srv.Client()}
+			if err := sc.scrapeOnce(context.Background(), tr, time.Unix(1_000_000, 0)); err != nil {
+				t.Fatalf("scrape: %v", err)
+			}
+			if tr.prev == nil || tr.prev.start != tc.want || tr.prev.count != 5 {
+				t.Errorf("answer read %+v; want start time %v, count 5", tr.prev, tc.want)
+			}
+		})
+	}
+}
+
 // SGLang serves no process_start_time_seconds (prometheus multiprocess
 // mode). A server with a short life (330 requests) is restarted, sits
 // idle, and then a benchmark sends 400 requests a scrape. One server,

@@ -14,9 +14,10 @@ import (
 // servers named in a script answer it, one letter a scrape. Each server
 // serves 10 requests a scrape (its count at scrape i is history + 10i) and
 // may serve process_start_time_seconds. Answers of several servers (a
-// Service's ready pods) that carry start times are refused while they
-// alternate, counting nothing; a server restarted, once or twice, is
-// counted as it always was.
+// Service's ready pods) that carry start times are refused from the first
+// switch back to a start time seen before, counting nothing; a server
+// restarted, once or twice, or whose start time a clock step moved, is
+// counted as counter resets always were.
 //
 // Without start times nothing tells another server's answer from a
 // restart followed by traffic: every fall is a counter reset, its new
@@ -49,12 +50,18 @@ func TestSeveralServersBehindOneURL(t *testing.T) {
 		{"two replicas behind a Service, no start times: counted as resets",
 			map[byte]server{'A': {100000, 0}, 'B': {40000, 0}},
 			"ABABABABABABABABABAB", 941090, "", 0},
+		// The first switch, to B's new start time, counts B's
+		// history once (40,010), as a restart: the documented cost.
+		// The first switch back, to A's start time seen before, is
+		// refused, and every answer after it while they alternate.
 		{"two replicas behind a Service, with start times",
 			map[byte]server{'A': {100000, old}, 'B': {40000, day}},
-			"ABABABABABABABABABAB", 0, "a process started before the previous answer", 19},
-		{"two replicas started together",
+			"ABABABABABABABABABAB", 40010, "process_start_time_seconds went from " + fmt.Sprint(day) + " back to " + fmt.Sprint(old), 18},
+		// The limit: one start time is one process, each fall a
+		// counter reset, as without start times.
+		{"two replicas with the same start time: counted as resets",
 			map[byte]server{'A': {100000, day}, 'B': {40000, day}},
-			"ABABABABABABABABABAB", 0, "while process_start_time_seconds stayed", 19},
+			"ABABABABABABABABABAB", 941090, "", 0},
 		// The limit: each switch to B counts B's history.
 		{"replicas in random turns, no start times: counted as resets",
 			map[byte]server{'A': {100000, 0}, 'B': {40000, 0}},
@@ -67,23 +74,37 @@ func TestSeveralServersBehindOneURL(t *testing.T) {
 			map[byte]server{'A': {100000, old}, 'R': {3 - 50, secs(at(4).Add(time.Second))}},
 			"AAAAARRRRR", 83, "", 0},
 		// restarted before scrape 4 (R, 3 requests since) and again
-		// before scrape 5 (S, 5 since): 30 + 3 + 5 + 30
+		// before scrape 5 (S, 5 since): a restart is a counter reset,
+		// and S's 5 are past R's 3, so only 2 of them are counted
+		// (the documented cost): 30 + 3 + 2 + 30
 		{"one server restarted twice within two scrapes, with start times",
 			map[byte]server{'A': {100000, old}, 'R': {3 - 40, secs(at(3).Add(time.Second))},
 				'S': {5 - 50, secs(at(4).Add(time.Second))}},
-			"AAAARSSSS", 68, "", 0},
+			"AAAARSSSS", 65, "", 0},
 		// R starts 1 s before scrape 3, S 1 s after it: start times
-		// 2 s apart, within the jitter, and the count fell: a
-		// restart, 20 + 5 + 2 + 30
+		// 2 s apart, each new, and the count fell: two restarts,
+		// 20 + 5 + 2 + 30
 		{"one young server restarted, start times within 2 s",
 			map[byte]server{'A': {100000, old}, 'R': {5 - 30, secs(at(3).Add(-time.Second))},
 				'S': {2 - 40, secs(at(3).Add(time.Second))}},
 			"AAARSSSS", 57, "", 0},
-		// a clock step moves a Go server's start time 2 s back,
-		// nothing fell: the same process, all 90 counted
+		// a clock step moves a Go server's start time back or
+		// forth, nothing fell: a new start time, counted as a reset
+		// would be, all 90 counted
 		{"one server whose start time moved back 2 s",
 			map[byte]server{'A': {100000, old}, 'B': {100000, old - 2}},
 			"AAAAABBBBB", 90, "", 0},
+		{"one server whose start time moved back 10 s",
+			map[byte]server{'A': {100000, old}, 'B': {100000, old - 10}},
+			"AAAAABBBBB", 90, "", 0},
+		{"one server whose start time moved on 10 s",
+			map[byte]server{'A': {100000, old}, 'B': {100000, old + 10}},
+			"AAAAABBBBB", 90, "", 0},
+		// its counters reset in the same process (vLLM re-registers
+		// its metrics when scaled), start time unchanged: 30 + 3 + 30
+		{"one server whose counters reset, same start time",
+			map[byte]server{'A': {100000, old}, 'R': {3 - 40, old}},
+			"AAAARRRR", 63, "", 0},
 		// a young server's restart: 30 + 50 + 10 + 10 + 10
 		{"a young server restarted once",
 			map[byte]server{'A': {100, 0}, 'R': {50 - 40, 0}},
@@ -94,11 +115,12 @@ func TestSeveralServersBehindOneURL(t *testing.T) {
 		{"a rolling update, no start times: counted as resets",
 			map[byte]server{'A': {100000, 0}, 'B': {-40, 0}},
 			"AAAABABABABBBBBBBBBB", 300390, "", 0},
-		// refused from scrape 4, while both answer, to 12, the third
-		// calm answer: 30 before, 10 a scrape from 13 on
+		// the new pod's first answer (scrape 4, count 0) is a
+		// restart; refused from scrape 5, the old pod back, to 12,
+		// the third calm answer: 30 before, 10 a scrape from 13 on
 		{"a rolling update, with start times",
 			map[byte]server{'A': {100000, old}, 'B': {-40, secs(at(3).Add(-time.Minute))}},
-			"AAAABABABABBBBBBBBBB", 100, "", 9},
+			"AAAABABABABBBBBBBBBB", 100, "", 8},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -133,5 +155,17 @@ func TestSeveralServersBehindOneURL(t *testing.T) {
 				t.Errorf("source up %v, last error %q; want down, naming the source and saying %q", st.SourceUp, st.LastError, tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestServersKeepFewStartTimes: the start times kept are distinct, the
+// latest first, at most maxStarts however many processes came.
+func TestServersKeepFewStartTimes(t *testing.T) {
+	var sv servers
+	for _, st := range []float64{1, 2, 0, 2, 3, 1, 4, 5, 6} {
+		sv.saw(st)
+	}
+	if want := []float64{6, 5, 4, 1}; fmt.Sprint(sv.starts) != fmt.Sprint(want) {
+		t.Errorf("start times kept %v, want %v", sv.starts, want)
 	}
 }

@@ -59,9 +59,9 @@ func newSLOTracker(sp Spec) *sloTracker {
 
 // observe records one successful scrape at time now. A histogram holding a
 // value that could not be a count is refused and changes nothing. So is
-// one whose process_start_time_seconds shows another server than the
-// previous answer's (see judge, in replicas.go): a source's URL must
-// reach one server process. One that
+// one whose process_start_time_seconds shows an earlier answer's process
+// come back, another than the previous answer's (see judge, in
+// replicas.go): a source's URL must reach one server process. One that
 // moved from the previous one faster than counters of requests can is
 // refused too; the next answer is then measured from the last accepted
 // one, or, when that is implausible too (the jump held: say a replica with
