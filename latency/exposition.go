@@ -277,10 +277,11 @@ type textFilter struct {
 	// second (two registries' texts concatenated, each with its process
 	// collector) would fail the parser ("second TYPE line") and names no
 	// one process: startTwice then drops the start time (decodeText).
-	startBlock int // 0: none yet; 1: in the first; 2: the first ended
-	startHelp  bool
-	startType  bool
-	startTwice bool
+	startBlock  int // 0: none yet; 1: in the first; 2: the first ended
+	startHelp   bool
+	startType   bool
+	startSample bool // a sample of the first block passed on
+	startTwice  bool
 
 	// The current line, read in pieces: its number in the body, and,
 	// for a sample line passed on, its label pairs so far (each an '='
@@ -357,11 +358,13 @@ func (f *textFilter) Read(p []byte) (int, error) {
 
 // startLine says whether a line of process_start_time_seconds (a HELP or
 // TYPE line, or a sample) is passed on: those of its first block, no
-// second HELP or TYPE line in it. Any other marks the start time
-// ambiguous (startTwice) and is dropped.
+// second HELP or TYPE line in it and none after its sample (the parser
+// refuses a TYPE after samples: a bare sample of one registry's text
+// followed by another's block). Any other marks the start time ambiguous
+// (startTwice) and is dropped.
 func (f *textFilter) startLine(help, comment bool) bool {
 	second := f.startTwice || f.startBlock == 2 ||
-		(comment && help && f.startHelp) || (comment && !help && f.startType)
+		(comment && (f.startSample || help && f.startHelp || !help && f.startType))
 	if second {
 		f.startTwice = true
 		return false
@@ -369,6 +372,7 @@ func (f *textFilter) startLine(help, comment bool) bool {
 	f.startBlock = 1
 	f.startHelp = f.startHelp || (comment && help)
 	f.startType = f.startType || (comment && !help)
+	f.startSample = f.startSample || !comment
 	return true
 }
 

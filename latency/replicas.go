@@ -21,13 +21,20 @@ import (
 //     distinct ones): a new process, a restart, counted as a reset
 //     whether it is earlier or later (a clock step moves the start time
 //     a Go server serves either way);
-//   - a start time of a recent answer but not of the previous one: a
-//     process came back, so several answer the URL. That answer is
-//     refused, counting nothing, and the answers after it until
-//     seesawCalm in a row are each of the process before.
+//   - a start time of a recent answer but not of the previous one, with
+//     counts that went back (the previous answer's below those last seen
+//     under that start time, or this answer's below the previous one's):
+//     a process came back, so several answer the URL. That answer is
+//     refused, counting nothing, and so are the answers after it until
+//     seesawCalm in a row, it among them, agree;
+//   - the same with counts that only rose: one process whose start time
+//     moved back (a Go server's, derived from the boot time at each
+//     scrape, can flip between two seconds; a clock stepped and stepped
+//     back): counted.
 //
 // A Service's second pod thus counts its history once, as a restart, at
-// the first switch; it is refused from the first switch back.
+// the first switch; it is refused from the first switch back (two pods of
+// the same counts, rising together, are taken for one).
 //
 // Without start times (none served, 0, NaN, or several in one answer)
 // nothing tells a restart followed by traffic from another server's
@@ -39,13 +46,14 @@ import (
 // is unloaded or reloaded.
 //
 // What it keeps is bounded whatever the number of scrapes: maxStarts
-// start times, and the previous answer while answers are refused.
+// start times, each with the counts last seen under it, and the previous
+// answer while answers are refused.
 
 const (
-	// seesawCalm is how many answers in a row, each of the same process
-	// as the one before (the same start time; without start times, no
-	// count fallen), end a seesaw: counting resumes from the last but
-	// one.
+	// seesawCalm is how many answers in a row of one process (the same
+	// start time; without start times, no count fallen), the one that
+	// began the seesaw among them, end it: counting resumes from the
+	// last but one.
 	seesawCalm = 3
 	// maxStarts is how many distinct start times of the recent answers
 	// are kept to tell a process come back from a new one.
@@ -56,26 +64,38 @@ const (
 // several servers': the recent start times and, while in a seesaw, the
 // previous answer.
 type servers struct {
-	starts []float64 // distinct, the latest first, at most maxStarts
-	on     bool      // in a seesaw: answers are refused
-	last   *histo    // while on: the previous answer, refused too
+	starts []startSeen // distinct, the latest first, at most maxStarts
+	on     bool        // in a seesaw: answers are refused
+	last   *histo      // while on: the previous answer, refused too
 	lastAt time.Time
 	calm   int
 	why    string // what began the seesaw
 }
 
-// saw records start (0: none) as the latest start time seen.
-func (sv *servers) saw(start float64) {
-	if start == 0 || (len(sv.starts) > 0 && sv.starts[0] == start) {
+// startSeen is a start time and the counts of the latest answer under it
+// (seriesCounts).
+type startSeen struct {
+	start  float64
+	counts map[string]float64
+}
+
+// saw records h's start time (0: none) as the latest seen, with h's counts.
+func (sv *servers) saw(h *histo) {
+	if h.start == 0 {
 		return
 	}
-	if i := slices.Index(sv.starts, start); i >= 0 {
+	if i := sv.index(h.start); i >= 0 {
 		sv.starts = slices.Delete(sv.starts, i, i+1)
 	}
-	sv.starts = slices.Insert(sv.starts, 0, start)
+	sv.starts = slices.Insert(sv.starts, 0, startSeen{h.start, seriesCounts(h)})
 	if len(sv.starts) > maxStarts {
 		sv.starts = sv.starts[:maxStarts]
 	}
+}
+
+// index is where start is among the recent start times, -1 where not.
+func (sv *servers) index(start float64) int {
+	return slices.IndexFunc(sv.starts, func(s startSeen) bool { return s.start == start })
 }
 
 // errSeesaw is the error of an answer refused in a seesaw.
@@ -85,30 +105,39 @@ func errSeesaw(why string) error {
 
 // judge counts or refuses h, answered at now, after s.prev.
 func (s *sloTracker) judge(now time.Time, h histo) error {
-	s.servers.saw(s.prev.start) // the first answer's, judged by none
-	defer s.servers.saw(h.start)
+	if len(s.servers.starts) == 0 {
+		s.servers.saw(s.prev) // the first answer's, judged by none
+	}
+	defer s.servers.saw(&h)
 	if s.servers.on {
 		return s.inSeesaw(now, h)
 	}
 	p := s.prev
-	if p.start == 0 || h.start == 0 || h.start == p.start || !slices.Contains(s.servers.starts, h.start) {
+	i := s.servers.index(h.start)
+	if p.start == 0 || h.start == 0 || h.start == p.start || i < 0 {
 		return s.advance(now, h) // a fall is a counter reset
 	}
-	return s.seesaw(now, h, fmt.Sprintf("process_start_time_seconds went from %v back to %v, an earlier answer's", p.start, h.start))
+	// a start time come back: another process's, unless the counts only
+	// rose through it (one process whose start time moved)
+	prev, cur := seriesCounts(p), seriesCounts(&h)
+	if !fell(s.servers.starts[i].counts, prev) && !fell(prev, cur) {
+		return s.advance(now, h)
+	}
+	return s.seesaw(now, h, fmt.Sprintf("process_start_time_seconds went from %v back to %v, an earlier answer's, and the counts with it", p.start, h.start))
 }
 
 // seesaw begins a seesaw with h, answered at now: refused, as the answers
 // after it are while it goes on.
 func (s *sloTracker) seesaw(now time.Time, h histo, why string) error {
 	hc := h
-	s.servers = servers{starts: s.servers.starts, on: true, last: &hc, lastAt: now, why: why}
+	s.servers = servers{starts: s.servers.starts, on: true, last: &hc, lastAt: now, calm: 1, why: why}
 	s.refused = nil
 	return errSeesaw(why)
 }
 
 // inSeesaw refuses h, answered at now in a seesaw, unless it is the
-// seesawCalm-th answer in a row of the process before it: then counting
-// resumes, from the answer before.
+// seesawCalm-th answer in a row of one process: then counting resumes,
+// from the answer before.
 func (s *sloTracker) inSeesaw(now time.Time, h histo) error {
 	sv := &s.servers
 	last, lastAt := sv.last, sv.lastAt
@@ -119,7 +148,7 @@ func (s *sloTracker) inSeesaw(now time.Time, h histo) error {
 	hc := h
 	sv.last, sv.lastAt = &hc, now
 	if !calm {
-		sv.calm = 0
+		sv.calm = 1 // the first of a new run
 		return errSeesaw(sv.why)
 	}
 	if sv.calm++; sv.calm < seesawCalm {

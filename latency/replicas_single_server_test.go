@@ -298,3 +298,74 @@ func TestTritonQuietModelReloadedThenUsed(t *testing.T) {
 		t.Errorf("scrape errors %d, requests_total %v (want %v), last error %q", st.ScrapeErrorsTotal, st.RequestsTotal, want, st.LastError)
 	}
 }
+
+// One Go server, never restarted, counting 10 requests a scrape. Its
+// process_start_time_seconds is btime (re-read from /proc/stat at every
+// scrape, whole seconds) + ticks/100: it flips by a second and back
+// (client_golang#289), or a clock step is corrected by a step back.
+// Nothing restarted, nothing fell: all 110 requests, nothing refused.
+func TestStartTimeFlipsBackCounted(t *testing.T) {
+	start := float64(1_000_000-86400) + 0.37
+	for name, other := range map[string]float64{"btime +1 s and back": start + 1, "clock stepped 1 h back, then corrected": start - 3600} {
+		t.Run(name, func(t *testing.T) {
+			tr := runOneServer(t, PresetVLLME2E, "vllm:e2e_request_latency_seconds", 12, func(i int) (int, float64) {
+				if i == 5 {
+					return 5000 + 10*i, other
+				}
+				return 5000 + 10*i, start
+			})
+			st := tr.Status()
+			if st.ScrapeErrorsTotal != 0 || st.RequestsTotal != 110 {
+				t.Errorf("scrape errors %d, requests_total %v, source up %v, last error %q; want 0 errors and all 110 requests of one running server",
+					st.ScrapeErrorsTotal, st.RequestsTotal, st.SourceUp, st.LastError)
+			}
+		})
+	}
+}
+
+// btime flapping between two whole seconds every 3 scrapes: one server,
+// its counts rising throughout, counted in full (it was refused for
+// ever while a seesaw took four answers in a row to end).
+func TestStartTimeFlapsCounted(t *testing.T) {
+	start := float64(1_000_000-86400) + 0.37
+	tr := runOneServer(t, PresetVLLME2E, "vllm:e2e_request_latency_seconds", 40, func(i int) (int, float64) {
+		return 5000 + 10*i, start + float64((i/3)%2)
+	})
+	st := tr.Status()
+	if st.ScrapeErrorsTotal != 0 || st.RequestsTotal != 390 || !st.SourceUp {
+		t.Errorf("scrape errors %d, requests_total %v, source up %v; want 0 errors and all 390 requests of one running server",
+			st.ScrapeErrorsTotal, st.RequestsTotal, st.SourceUp)
+	}
+}
+
+// A body whose start-time family has a sample before its TYPE line (a
+// sidecar's text with a bare sample, concatenated with the server's
+// block): the histogram is fine, the start time is ambiguous; the scrape
+// should succeed with no start time, as docs/slo.md says ("never a parse
+// error"), not fail.
+func TestStartTimeTypeAfterSample(t *testing.T) {
+	const hist = "# TYPE vllm:e2e_request_latency_seconds histogram\n" +
+		"vllm:e2e_request_latency_seconds_bucket{le=\"0.5\"} 5\n" +
+		"vllm:e2e_request_latency_seconds_bucket{le=\"+Inf\"} 5\n" +
+		"vllm:e2e_request_latency_seconds_sum 0.5\n" +
+		"vllm:e2e_request_latency_seconds_count 5\n"
+	for name, body := range map[string]string{
+		"bare sample, then a full block": hist + "process_start_time_seconds 913600.25\n" +
+			"# HELP process_start_time_seconds Start time.\n# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds 913000\n",
+		"TYPE after the sample": hist + "process_start_time_seconds 913000\n# TYPE process_start_time_seconds gauge\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, body) }))
+			defer srv.Close()
+			src := &Source{URL: srv.URL + "/metrics", Preset: PresetVLLME2E, Timeout: time.Second, MaxBytes: 1 << 20}
+			tr := newSLOTracker(Spec{Name: "chat", Source: src, Window: 5 * time.Minute})
+			sc := &scraper{httpc: srv.Client()}
+			if err := sc.scrapeOnce(context.Background(), tr, time.Unix(1_000_000, 0)); err != nil {
+				t.Fatalf("scrape failed: %v", err)
+			}
+			if tr.prev == nil || tr.prev.count != 5 {
+				t.Errorf("answer read %+v; want count 5", tr.prev)
+			}
+		})
+	}
+}

@@ -116,11 +116,12 @@ func TestSeveralServersBehindOneURL(t *testing.T) {
 			map[byte]server{'A': {100000, 0}, 'B': {-40, 0}},
 			"AAAABABABABBBBBBBBBB", 300390, "", 0},
 		// the new pod's first answer (scrape 4, count 0) is a
-		// restart; refused from scrape 5, the old pod back, to 12,
-		// the third calm answer: 30 before, 10 a scrape from 13 on
+		// restart; refused from scrape 5, the old pod back, to 11:
+		// scrape 12 is the third answer in a row of the new pod (10,
+		// 11, 12), counted: 30 before, 10 a scrape from 12 on
 		{"a rolling update, with start times",
 			map[byte]server{'A': {100000, old}, 'B': {-40, secs(at(3).Add(-time.Minute))}},
-			"AAAABABABABBBBBBBBBB", 100, "", 8},
+			"AAAABABABABBBBBBBBBB", 110, "", 7},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -162,10 +163,18 @@ func TestSeveralServersBehindOneURL(t *testing.T) {
 // latest first, at most maxStarts however many processes came.
 func TestServersKeepFewStartTimes(t *testing.T) {
 	var sv servers
-	for _, st := range []float64{1, 2, 0, 2, 3, 1, 4, 5, 6} {
-		sv.saw(st)
+	for i, st := range []float64{1, 2, 0, 2, 3, 1, 4, 5, 6} {
+		sv.saw(&histo{start: st, count: float64(i)})
 	}
-	if want := []float64{6, 5, 4, 1}; fmt.Sprint(sv.starts) != fmt.Sprint(want) {
-		t.Errorf("start times kept %v, want %v", sv.starts, want)
+	var kept []float64
+	for _, s := range sv.starts {
+		kept = append(kept, s.start)
+	}
+	if want := []float64{6, 5, 4, 1}; fmt.Sprint(kept) != fmt.Sprint(want) {
+		t.Errorf("start times kept %v, want %v", kept, want)
+	}
+	// each with the counts of the latest answer under it
+	if c := sv.starts[3].counts["h"]; c != 5 {
+		t.Errorf("counts kept with start time 1: %v, want those of its latest answer (5)", sv.starts[3].counts)
 	}
 }
