@@ -21,20 +21,18 @@ import (
 //     distinct ones): a new process, a restart, counted as a reset
 //     whether it is earlier or later (a clock step moves the start time
 //     a Go server serves either way);
-//   - a start time of a recent answer but not of the previous one, with
-//     counts that went back (the previous answer's below those last seen
-//     under that start time, or this answer's below the previous one's):
-//     a process came back, so several answer the URL. That answer is
+//   - a start time of a recent answer but not of the previous one: a
+//     process came back, so several answer the URL. That answer is
 //     refused, counting nothing, and so are the answers after it until
-//     seesawCalm in a row, it among them, agree;
-//   - the same with counts that only rose: one process whose start time
-//     moved back (a Go server's, derived from the boot time at each
-//     scrape, can flip between two seconds; a clock stepped and stepped
-//     back): counted.
+//     seesawCalm in a row, it among them, have one start time. (A
+//     process whose start time comes back, its counts rising, cannot be
+//     told from two pods serving alike: a Go server's, derived from the
+//     boot time at each scrape, can flip between two seconds; it is
+//     refused so, as two pods started within a second or with disjoint
+//     series would not be if the counts were asked.)
 //
 // A Service's second pod thus counts its history once, as a restart, at
-// the first switch; it is refused from the first switch back (two pods of
-// the same counts, rising together, are taken for one).
+// the first switch; it is refused from the first switch back.
 //
 // Without start times (none served, 0, NaN, or several in one answer)
 // nothing tells a restart followed by traffic from another server's
@@ -46,8 +44,7 @@ import (
 // is unloaded or reloaded.
 //
 // What it keeps is bounded whatever the number of scrapes: maxStarts
-// start times, each with the counts last seen under it, and the previous
-// answer while answers are refused.
+// start times, and the previous answer while answers are refused.
 
 const (
 	// seesawCalm is how many answers in a row of one process (the same
@@ -64,38 +61,26 @@ const (
 // several servers': the recent start times and, while in a seesaw, the
 // previous answer.
 type servers struct {
-	starts []startSeen // distinct, the latest first, at most maxStarts
-	on     bool        // in a seesaw: answers are refused
-	last   *histo      // while on: the previous answer, refused too
+	starts []float64 // distinct, the latest first, at most maxStarts
+	on     bool      // in a seesaw: answers are refused
+	last   *histo    // while on: the previous answer, refused too
 	lastAt time.Time
 	calm   int
 	why    string // what began the seesaw
 }
 
-// startSeen is a start time and the counts of the latest answer under it
-// (seriesCounts).
-type startSeen struct {
-	start  float64
-	counts map[string]float64
-}
-
-// saw records h's start time (0: none) as the latest seen, with h's counts.
-func (sv *servers) saw(h *histo) {
-	if h.start == 0 {
+// saw records start (0: none) as the latest start time seen.
+func (sv *servers) saw(start float64) {
+	if start == 0 || (len(sv.starts) > 0 && sv.starts[0] == start) {
 		return
 	}
-	if i := sv.index(h.start); i >= 0 {
+	if i := slices.Index(sv.starts, start); i >= 0 {
 		sv.starts = slices.Delete(sv.starts, i, i+1)
 	}
-	sv.starts = slices.Insert(sv.starts, 0, startSeen{h.start, seriesCounts(h)})
+	sv.starts = slices.Insert(sv.starts, 0, start)
 	if len(sv.starts) > maxStarts {
 		sv.starts = sv.starts[:maxStarts]
 	}
-}
-
-// index is where start is among the recent start times, -1 where not.
-func (sv *servers) index(start float64) int {
-	return slices.IndexFunc(sv.starts, func(s startSeen) bool { return s.start == start })
 }
 
 // errSeesaw is the error of an answer refused in a seesaw.
@@ -105,25 +90,16 @@ func errSeesaw(why string) error {
 
 // judge counts or refuses h, answered at now, after s.prev.
 func (s *sloTracker) judge(now time.Time, h histo) error {
-	if len(s.servers.starts) == 0 {
-		s.servers.saw(s.prev) // the first answer's, judged by none
-	}
-	defer s.servers.saw(&h)
+	s.servers.saw(s.prev.start) // the first answer's, judged by none
+	defer s.servers.saw(h.start)
 	if s.servers.on {
 		return s.inSeesaw(now, h)
 	}
 	p := s.prev
-	i := s.servers.index(h.start)
-	if p.start == 0 || h.start == 0 || h.start == p.start || i < 0 {
+	if p.start == 0 || h.start == 0 || h.start == p.start || !slices.Contains(s.servers.starts, h.start) {
 		return s.advance(now, h) // a fall is a counter reset
 	}
-	// a start time come back: another process's, unless the counts only
-	// rose through it (one process whose start time moved)
-	prev, cur := seriesCounts(p), seriesCounts(&h)
-	if !fell(s.servers.starts[i].counts, prev) && !fell(prev, cur) {
-		return s.advance(now, h)
-	}
-	return s.seesaw(now, h, fmt.Sprintf("process_start_time_seconds went from %v back to %v, an earlier answer's, and the counts with it", p.start, h.start))
+	return s.seesaw(now, h, fmt.Sprintf("process_start_time_seconds went from %v back to %v, an earlier answer's", p.start, h.start))
 }
 
 // seesaw begins a seesaw with h, answered at now: refused, as the answers

@@ -299,12 +299,14 @@ func TestTritonQuietModelReloadedThenUsed(t *testing.T) {
 	}
 }
 
-// One Go server, never restarted, counting 10 requests a scrape. Its
-// process_start_time_seconds is btime (re-read from /proc/stat at every
-// scrape, whole seconds) + ticks/100: it flips by a second and back
-// (client_golang#289), or a clock step is corrected by a step back.
-// Nothing restarted, nothing fell: all 110 requests, nothing refused.
-func TestStartTimeFlipsBackCounted(t *testing.T) {
+// One Go server, never restarted, counting 10 requests a scrape, whose
+// process_start_time_seconds (btime, re-read from /proc/stat at every
+// scrape, in whole seconds, + ticks/100) moves by a second at scrape 5, or
+// a clock stepped an hour back, and comes back at scrape 6: it cannot be
+// told from a second pod (docs/slo.md, "One server", the cost). Scrape 5
+// is a restart, counted; 6 and 7 are refused; 8, the third answer in a
+// row with one start time, is counted: 90 of the 110 requests, 2 refused.
+func TestStartTimeFlipsBackRefusedTwice(t *testing.T) {
 	start := float64(1_000_000-86400) + 0.37
 	for name, other := range map[string]float64{"btime +1 s and back": start + 1, "clock stepped 1 h back, then corrected": start - 3600} {
 		t.Run(name, func(t *testing.T) {
@@ -314,27 +316,26 @@ func TestStartTimeFlipsBackCounted(t *testing.T) {
 				}
 				return 5000 + 10*i, start
 			})
-			st := tr.Status()
-			if st.ScrapeErrorsTotal != 0 || st.RequestsTotal != 110 {
-				t.Errorf("scrape errors %d, requests_total %v, source up %v, last error %q; want 0 errors and all 110 requests of one running server",
-					st.ScrapeErrorsTotal, st.RequestsTotal, st.SourceUp, st.LastError)
+			if st := tr.Status(); st.ScrapeErrorsTotal != 2 || st.RequestsTotal != 90 || !st.SourceUp {
+				t.Errorf("scrape errors %d, requests_total %v, source up %v; want 2 refused, 90 counted, up", st.ScrapeErrorsTotal, st.RequestsTotal, st.SourceUp)
 			}
 		})
 	}
 }
 
-// btime flapping between two whole seconds every 3 scrapes: one server,
-// its counts rising throughout, counted in full (it was refused for
-// ever while a seesaw took four answers in a row to end).
-func TestStartTimeFlapsCounted(t *testing.T) {
+// btime flapping between two whole seconds every 3 scrapes (40 answers of
+// one server, 10 requests each): each run of three ends a refusal at its
+// third answer, so the source is counted again at every run, never down
+// for good (it was while ending a refusal took four answers in a row):
+// answers 1-2, 3-5 (the first flip, a restart) and the third of each of
+// the 11 runs after, 160 counted; two refused a run, and 39, 23.
+func TestStartTimeFlapsRecoverEachRun(t *testing.T) {
 	start := float64(1_000_000-86400) + 0.37
 	tr := runOneServer(t, PresetVLLME2E, "vllm:e2e_request_latency_seconds", 40, func(i int) (int, float64) {
 		return 5000 + 10*i, start + float64((i/3)%2)
 	})
-	st := tr.Status()
-	if st.ScrapeErrorsTotal != 0 || st.RequestsTotal != 390 || !st.SourceUp {
-		t.Errorf("scrape errors %d, requests_total %v, source up %v; want 0 errors and all 390 requests of one running server",
-			st.ScrapeErrorsTotal, st.RequestsTotal, st.SourceUp)
+	if st := tr.Status(); st.ScrapeErrorsTotal != 23 || st.RequestsTotal != 160 {
+		t.Errorf("scrape errors %d, requests_total %v; want 23 refused and 160 counted", st.ScrapeErrorsTotal, st.RequestsTotal)
 	}
 }
 
