@@ -130,11 +130,12 @@ type Device struct {
 
 	Processes []Process
 	// UnlistedActivity is true when the interval's per-process utilization
-	// samples show SM or memory activity of processes not in Processes:
-	// processes that came and went between two samples, whose work the
-	// device's figures hold and no listed process accounts for. False
-	// where the backend cannot tell (no per-process utilization: MIG GPUs,
-	// an interval without samples, the simulator).
+	// samples show SM or memory activity of processes not in Processes (nor
+	// graphics processes, which are not kept): processes that came and
+	// went between two samples, whose work the device's figures hold and
+	// no listed process accounts for. False where the backend cannot tell
+	// (no per-process utilization: MIG GPUs, an interval without samples,
+	// a process list not read, the simulator).
 	UnlistedActivity bool
 	// Events are XID and other events seen since the previous sample.
 	Events []Event

@@ -447,16 +447,29 @@ func TestProcessUtilizationUnlisted(t *testing.T) {
 		// (at the interval's end, or at lastSeen: the previous interval's)
 		sm, mem uint32
 		stale   bool
-		want    bool
+		// PID 9 is a graphics process's (listed as such, not kept); fail
+		// a list's call that fails (then which PIDs run is not known)
+		graphics bool
+		fail     string
+		want     bool
 	}{
-		{"sm and memory", 40, 10, false, true},
-		{"memory only", 0, 10, false, true},
-		{"idle", 0, 0, false, false},
-		{"previous interval", 40, 10, true, false},
+		{"sm and memory", 40, 10, false, false, "", true},
+		{"memory only", 0, 10, false, false, "", true},
+		{"idle", 0, 0, false, false, "", false},
+		{"previous interval", 40, 10, true, false, "", false},
+		{"a graphics process", 40, 10, false, true, "", false},
+		{"the MPS list refused", 40, 10, false, false, "GetMPSComputeRunningProcesses", false},
+		{"the graphics list refused", 40, 10, false, false, "GetGraphicsRunningProcesses", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, dgxh100.New())
 			f.setProcs(0, []nvml.ProcessInfo{{Pid: 1, UsedGpuMemory: 1, GpuInstanceId: noInstance, ComputeInstanceId: noInstance}}, nil)
+			if tc.graphics {
+				f.gfx[0] = []nvml.ProcessInfo{{Pid: 9, UsedGpuMemory: 1, GpuInstanceId: noInstance, ComputeInstanceId: noInstance}}
+			}
+			if tc.fail != "" {
+				f.fail(0, tc.fail, nvml.ERROR_NOT_SUPPORTED)
+			}
 			b := f.backend()
 			if rd := sample(t, b); rd.Devices[0].UnlistedActivity {
 				t.Fatal("first sample: unlisted activity")

@@ -33,6 +33,7 @@ type fixture struct {
 	missing  map[string]bool        // symbols the driver lacks
 	procs    map[int][]nvml.ProcessInfo
 	mps      map[int][]nvml.ProcessInfo
+	gfx      map[int][]nvml.ProcessInfo    // graphics processes
 	migProcs map[[2]int][]nvml.ProcessInfo // [gpu, gpu instance] -> processes of that MIG device
 	samples  map[*mock.GpmSample]gpmTag
 	gpmSeq   int
@@ -80,7 +81,7 @@ func newFixture(t testing.TB, srv *server.Server) *fixture {
 	f := &fixture{
 		t: t, srv: srv, clock: gpu.NewManualClock(t0), logs: &syncBuffer{},
 		failures: map[string]nvml.Return{}, missing: map[string]bool{},
-		procs: map[int][]nvml.ProcessInfo{}, mps: map[int][]nvml.ProcessInfo{}, migProcs: map[[2]int][]nvml.ProcessInfo{},
+		procs: map[int][]nvml.ProcessInfo{}, mps: map[int][]nvml.ProcessInfo{}, gfx: map[int][]nvml.ProcessInfo{}, migProcs: map[[2]int][]nvml.ProcessInfo{},
 		samples: map[*mock.GpmSample]gpmTag{}, events: make(chan nvml.EventData, 16),
 		giNames: map[[2]int]string{},
 	}
@@ -308,6 +309,14 @@ func (f *fixture) wireDevice(i int, d *server.Device) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		return append([]nvml.ProcessInfo(nil), f.mps[i]...), nvml.SUCCESS
+	}
+	d.GetGraphicsRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
+		if r := f.inject(i, "GetGraphicsRunningProcesses"); r != nvml.SUCCESS {
+			return nil, r
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return append([]nvml.ProcessInfo(nil), f.gfx[i]...), nvml.SUCCESS
 	}
 	d.GetProcessUtilizationFunc = func(lastSeen uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
 		if r := f.inject(i, "GetProcessUtilization"); r != nvml.SUCCESS {

@@ -40,10 +40,17 @@ func (rd *devReader) readProcesses(d *gpu.Device) {
 			}
 		}
 	}
+	// complete is whether the lists read name every process with a
+	// context on the GPU: the compute list, the MPS clients' and the
+	// graphics processes' (not kept: no tenant's work is graphics), so
+	// that a utilization sample of a PID none names is of a process gone
+	// since (UnlistedActivity). A list not read leaves it unknown.
+	complete := false
 	list, r := h.GetComputeRunningProcesses()
 	switch {
 	case rd.ok("nvmlDeviceGetComputeRunningProcesses", r) && !(d.MIGEnabled && unplaced(list)):
 		add(list, gpu.ProcessCompute)
+		complete = true
 	case rd.fatal == nil && d.MIGEnabled:
 		// In MIG mode the whole-GPU list needs privileges, and through
 		// the v1 call (older drivers) it does not say the instances;
@@ -56,12 +63,26 @@ func (rd *devReader) readProcesses(d *gpu.Device) {
 	if b.has(symMPSProcesses) {
 		if list, r := h.GetMPSComputeRunningProcesses(); rd.ok("nvmlDeviceGetMPSComputeRunningProcesses", r) {
 			add(list, gpu.ProcessMPS)
+		} else {
+			complete = false
 		}
 	} else {
 		rd.skip(symMPSProcesses)
+		complete = false
 	}
 	if rd.fatal != nil {
 		return
+	}
+	graphics := map[uint32]bool{}
+	if complete && !d.MIGEnabled && len(byPID) > 0 {
+		list, r := h.GetGraphicsRunningProcesses()
+		complete = rd.ok("nvmlDeviceGetGraphicsRunningProcesses", r)
+		for _, p := range list {
+			graphics[p.Pid] = true
+		}
+		if rd.fatal != nil {
+			return
+		}
 	}
 
 	// Per-process utilization is not supported on MIG-enabled GPUs
@@ -86,7 +107,7 @@ func (rd *devReader) readProcesses(d *gpu.Device) {
 					a := means.acc[pid]
 					if p := byPID[pid]; p != nil {
 						p.SMUtil, p.MemUtil = a.ratio(0), a.ratio(1)
-					} else if a.sum[0] > 0 || a.sum[1] > 0 {
+					} else if complete && !graphics[pid] && (a.sum[0] > 0 || a.sum[1] > 0) {
 						// a process gone from the lists: it ran during
 						// the interval and exited before the sample
 						d.UnlistedActivity = true
