@@ -250,11 +250,7 @@ func (k *kubeClient) fetchMeta(ctx context.Context) ([]byte, error) {
 		}
 		resp, err := k.httpc.Do(req)
 		if err != nil {
-			var ue *url.Error
-			if errors.As(err, &ue) {
-				err = ue.Err // without the method and the URL, which it quotes with its query
-			}
-			return nil, fmt.Errorf("pod metadata %s: %w", k.source(), err)
+			return nil, fmt.Errorf("pod metadata %s: %w", k.source(), urlmask.Unwrap(err))
 		}
 		defer resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {

@@ -220,7 +220,9 @@ func countFields(msg []byte, md protoreflect.MessageDescriptor, budget *int, dep
 
 // decodeText decodes the text format, handing the parser only the lines
 // of wanted families (name, name_bucket, name_count, name_sum and their
-// HELP and TYPE lines), at most maxTextLines of them.
+// HELP and TYPE lines), at most maxTextLines of them; of
+// process_start_time_seconds its first block alone, the family dropped
+// where a second comes (textFilter.startTwice).
 func decodeText(r io.Reader, want map[string]bool) (map[string]*dto.MetricFamily, error) {
 	in := r
 	var tf *textFilter

@@ -14,7 +14,9 @@ import (
 // requests served in 20 scrapes: 941,190 counted).
 //
 // judge tells such answers apart only where they carry
-// process_start_time_seconds, which names the process, by equality alone:
+// process_start_time_seconds, which names the process, by equality alone
+// (the counts are asked only of an answer without a start time in a
+// seesaw: below):
 //   - the previous answer's start time: the same process, and a fall of a
 //     count is a counter reset (advance);
 //   - a start time none of the recent answers had (the last maxStarts
@@ -39,6 +41,8 @@ import (
 // answer: a fall of a series' count is a counter reset, counted as ever,
 // and several servers behind one URL are counted wrongly so.
 //
+// In a seesaw, an answer without a start time (or after one without)
+// continues the run where no series' count fell from the answer before.
 // Series are each model's (or label set's) own: Triton's counters alone
 // are judged by model, never by their total, which falls when one model
 // is unloaded or reloaded.
@@ -62,8 +66,7 @@ const (
 // previous answer.
 type servers struct {
 	starts []float64 // distinct, the latest first, at most maxStarts
-	on     bool      // in a seesaw: answers are refused
-	last   *histo    // while on: the previous answer, refused too
+	last   *histo    // in a seesaw (answers refused): the previous answer
 	lastAt time.Time
 	calm   int
 	why    string // what began the seesaw
@@ -92,7 +95,7 @@ func errSeesaw(why string) error {
 func (s *sloTracker) judge(now time.Time, h histo) error {
 	s.servers.saw(s.prev.start) // the first answer's, judged by none
 	defer s.servers.saw(h.start)
-	if s.servers.on {
+	if s.servers.last != nil {
 		return s.inSeesaw(now, h)
 	}
 	p := s.prev
@@ -106,7 +109,7 @@ func (s *sloTracker) judge(now time.Time, h histo) error {
 // after it are while it goes on.
 func (s *sloTracker) seesaw(now time.Time, h histo, why string) error {
 	hc := h
-	s.servers = servers{starts: s.servers.starts, on: true, last: &hc, lastAt: now, calm: 1, why: why}
+	s.servers = servers{starts: s.servers.starts, last: &hc, lastAt: now, calm: 1, why: why}
 	s.refused = nil
 	return errSeesaw(why)
 }
@@ -131,7 +134,7 @@ func (s *sloTracker) inSeesaw(now time.Time, h histo) error {
 		return errSeesaw(sv.why)
 	}
 	s.servers = servers{starts: sv.starts}
-	s.prev, s.lastScrape, s.refused = last, lastAt, nil
+	s.prev, s.lastScrape = last, lastAt // (refused: cleared as the seesaw began)
 	return s.advance(now, h)
 }
 

@@ -105,7 +105,7 @@ func (sc *scraper) fetch(ctx context.Context, src *Source) (map[string]*dto.Metr
 	if err != nil {
 		// The client's error names the URL it last asked for, which a
 		// redirect's Location chose: name the configured one instead.
-		return nil, fmt.Errorf("%s: %s", name, clip.Text(unwrapURLError(err).Error(), maxErrLen))
+		return nil, fmt.Errorf("%s: %s", name, clip.Text(urlmask.Unwrap(err).Error(), maxErrLen))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -124,16 +124,6 @@ func (sc *scraper) fetch(ctx context.Context, src *Source) (map[string]*dto.Metr
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return fams, nil
-}
-
-// unwrapURLError is err without the *url.Error around it, which quotes
-// the URL (url.Parse's the whole of it, password included).
-func unwrapURLError(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return ue.Err
-	}
-	return err
 }
 
 // stickyReader keeps the first error of r other than io.EOF, whatever a

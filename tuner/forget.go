@@ -105,7 +105,7 @@ func (t *Tuner) trackProc(tg Target, now time.Time) {
 	t.procs[k] = procSeen{tg: tg, seen: now}
 }
 
-// countAbsence (re)starts, at now, the absence count of the process
+// countAbsence starts, at now, the absence count of the process
 // targets taken from the journal and not observed since whose GPU the
 // snapshot before had not read and the readings now, up, read, and counts
 // their absence in sample times (at, the snapshot's: procSeen.absent); it

@@ -173,7 +173,7 @@ func (s *successorHost) calls() []string { return s.Calls }
 
 // The minute an MPS client the start did not find listed is waited for
 // runs from the first snapshot that reads its GPU, not from the tuner's
-// start, and again from the first after its GPU was not read: a first
+// start, and counts none of the time its GPU was not read: a first
 // snapshot a minute after the start, or a read of the GPU after two
 // minutes read down, leaves it to the rounds, restored by the next that
 // lists it. Before, either closed it as gone at once.

@@ -94,9 +94,9 @@ func (t *Tuner) deferRestore(k, why string) {
 // awaitsListing reports whether the MPS original k is one this run took
 // from the journal whose process no snapshot has listed on its GPU since
 // (forgetGone marks one listed as seen), and the latest snapshot tells
-// nothing of it: it does not read the GPU, or does not list the PID with
-// less than GoneAfter passed since the first snapshot that read the GPU
-// (again after one that did not: countAbsence; a sample may miss a
+// nothing of it: it does not read the GPU, or does not list the PID, the
+// snapshots that read the GPU having missed it for less than GoneAfter in
+// all (procSeen.absent, counted by countAbsence; a sample may miss a
 // running client), told by the snapshots' sample times, not the rounds'
 // clock (a sampler that stalls repeats one sample, which tells nothing
 // new). Past that, the process is gone from its GPU.

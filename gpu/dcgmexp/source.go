@@ -399,11 +399,7 @@ func (s *Source) scrape(ctx context.Context) (Fields, error) {
 	req.Header.Set("Accept", "text/plain;version=0.0.4")
 	resp, err := s.client.Do(req)
 	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err // without the method and URL it repeats
-		}
-		return nil, fmt.Errorf("GET %s: %w", s.name, err)
+		return nil, fmt.Errorf("GET %s: %w", s.name, urlmask.Unwrap(err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {

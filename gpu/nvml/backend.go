@@ -60,7 +60,8 @@ type Backend struct {
 	vms    VMFinder // nil: none
 
 	// giProfileInfoV3 reads the v3 info of a GPU instance profile (its
-	// name); nil: profile names are built from the index.
+	// name), where the driver has the call (symGIProfileInfoV); a field,
+	// so that a test can stand in for the driver.
 	giProfileInfoV3 func(h nvml.Device, index int) (nvml.GpuInstanceProfileInfo_v3, nvml.Return)
 
 	driverVersion string

@@ -191,7 +191,7 @@ func (b *Backend) giProfiles(h nvml.Device) ([]giProfile, nvml.Return) {
 // 1g.24gb+gfx", the name nvidia-smi prints), else the name built from the
 // index, slices and memory.
 func (b *Backend) giProfileName(h nvml.Device, index int, p nvml.GpuInstanceProfileInfo) string {
-	if b.giProfileInfoV3 != nil && b.has(symGIProfileInfoV) {
+	if b.has(symGIProfileInfoV) {
 		if v3, r := b.giProfileInfoV3(h, index); r == nvml.SUCCESS && v3.Id == p.Id {
 			if name := driverProfileName(v3.Name, p.SliceCount); name != "" {
 				return name

@@ -39,8 +39,9 @@ func DisplayURL(u string) string {
 }
 
 // cutUserInfo says whether u may hold user information that url.Parse
-// did not read as such: u has no "://" and holds an '@', or its authority (up to the first '/', '?' or '#')
-// holds a ':' and an '@' follows. A password holding '/', '?' or '#' is
+// did not read as such: u has no "scheme://" and holds an '@', or its
+// authority (up to the first '/', '?' or '#') holds a ':' and an '@'
+// follows. A password holding '/', '?' or '#' is
 // read so, its first characters a port where they are digits
 // ("u:1234?x@host", "u:000/00@host"). A URL with a port and an '@' in its
 // path, query or fragment is masked by its text too: more than its
@@ -78,14 +79,21 @@ func authorityStart(u string) int {
 // something of u, with what the reason quotes masked too (an "invalid
 // port" may be a piece of a password holding '/').
 func URLParseReason(u string, err error) string {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err
-	}
+	err = Unwrap(err)
 	if DisplayURL(u) == u {
 		return err.Error()
 	}
 	return quoted.ReplaceAllLiteralString(err.Error(), `"`+masked+`"`)
+}
+
+// Unwrap is err without the *url.Error around it, which repeats the method
+// and quotes the URL (url.Parse's whole, password and query included).
+func Unwrap(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
 }
 
 // quoted is a %q-quoted string.
@@ -112,10 +120,10 @@ func maskQuery(q string) string {
 	return strings.Join(params, "&")
 }
 
-// maskText masks, in a URL that url.Parse refused or read as opaque, what
-// follows the first ':' of the user information (from after "scheme://",
-// or "scheme:", to the last '@'; all of it where the scheme was left off
-// and the user read as one) and each query value.
+// maskText masks, in a URL that url.Parse refused, read as opaque or read
+// with a piece of the password elsewhere (cutUserInfo), what follows the
+// first ':' of the user information up to the last '@', and each query
+// value.
 func maskText(u string) string {
 	// where the user information starts: after "scheme://", after a
 	// scheme of the web's without "//" ("http:user:pw@host"), else at
