@@ -122,6 +122,18 @@ func TestSeveralServersBehindOneURL(t *testing.T) {
 		{"a rolling update, with start times",
 			map[byte]server{'A': {100000, old}, 'B': {-40, secs(at(3).Add(-time.Minute))}},
 			"AAAABABABABBBBBBBBBB", 110, "", 7},
+		// In a seesaw, an answer without a start time is of the same
+		// process as the one before where no count fell: begun by A
+		// back (scrape 2), N (A's counts, its start time no longer
+		// served) continues A's run, M (B's, fallen) begins a new one,
+		// and the run N, N, N ends the seesaw at scrape 6, counting
+		// from scrape 5: B's restart 40,010, then 10 and 10. (Taking
+		// two answers without start times for one process whatever
+		// their counts, the run M, N, N would end it at scrape 5
+		// counting N's rise from M, 60,010.)
+		{"a seesaw's answers without start times: one run where no count fell",
+			map[byte]server{'A': {100000, old}, 'B': {40000, day}, 'N': {100000, 0}, 'M': {40000, 0}},
+			"ABANMNNN", 40030, "", 4},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
