@@ -8,14 +8,16 @@ import (
 )
 
 // Triton Inference Server's metrics. Requests are counted by
-// nv_inference_request_success and nv_inference_request_failure;
-// nv_inference_count counts inferences (batch items), not requests, so it
-// is not used. nv_inference_request_duration_us is the cumulative duration
-// of the successful requests: Triton's core adds a request's duration
-// only when it succeeds (InferenceStatsAggregator::UpdateFailure counts the
-// failure alone), so the mean is over the successes. Newer servers add latency summaries
-// (--metrics-config summary_latencies=true) and histograms
-// (--metrics-config histogram_latencies=true).
+// nv_inference_request_success and nv_inference_request_failure, which
+// every server serves; nv_inference_count counts inferences (batch items),
+// not requests, so it is not used. nv_inference_request_duration_us is the
+// cumulative duration of the successful requests: Triton's core adds a
+// request's duration only when it succeeds (InferenceStatsAggregator::
+// UpdateFailure counts the failure alone), so the mean is over the
+// successes. --metrics-config counter_latencies=false drops that counter;
+// summary_latencies=true adds the request summary, observed with each
+// success as the counter is (none for a model with the response cache),
+// and histogram_latencies=true the first-response histogram.
 const (
 	tritonSuccessMetric   = "nv_inference_request_success"
 	tritonFailureMetric   = "nv_inference_request_failure"
@@ -72,8 +74,11 @@ func tritonCounterSum(fams map[string]*dto.MetricFamily, name string, matchers m
 //     good requests against the objective;
 //   - counters and the request summary: also the server's own quantiles.
 //
-// Requests and the mean always come from the request counters; the
-// histogram, when present, wins over the summary.
+// Requests always come from the request counters, the mean from the
+// duration counter; without it (counter_latencies=false) from the request
+// summary's count and sum, and with neither there is no mean. The
+// histogram, when present, wins over the summary. A server that serves
+// nothing that times the requests is an error saying what to turn on.
 func extractTriton(fams map[string]*dto.MetricFamily, matchers map[string]string) (histo, error) {
 	count, succ, durs := map[string]float64{}, map[string]float64{}, map[string]float64{}
 	ok, err := tritonCounterSum(fams, tritonSuccessMetric, matchers, false, succ)
@@ -87,24 +92,41 @@ func extractTriton(fams map[string]*dto.MetricFamily, matchers map[string]string
 	if err != nil {
 		return histo{}, err
 	}
-	dur, err := tritonCounterSum(fams, tritonDurationMetric, matchers, false, durs)
-	if err != nil {
-		return histo{}, err
+	_, hasHist := fams[tritonHistogramMetric]
+	hasHist = hasHist || fams[tritonHistogramMetric+"_bucket"] != nil
+	// timedBy is, by series, how many requests durs times: the
+	// successes, whose duration the counter or the summary holds.
+	timedBy, timed, dur := succ, ok, 0.0
+	if _, has := fams[tritonDurationMetric]; has {
+		if dur, err = tritonCounterSum(fams, tritonDurationMetric, matchers, false, durs); err != nil {
+			return histo{}, err
+		}
+	} else {
+		timedBy = map[string]float64{}
+		n := 0
+		if mf, has := fams[tritonSummaryMetric]; has {
+			if timed, dur, n, err = summaryTimes(mf, matchers, timedBy, durs); err != nil {
+				return histo{}, err
+			}
+		}
+		if n == 0 && !hasHist {
+			return histo{}, errNoTritonLatency
+		}
 	}
 	// Requests are successes and failures; the duration is the
 	// successes' alone.
-	reqs, timed, reqSum := ok+failed, ok, dur/1e6
+	reqs, reqSum := ok+failed, dur/1e6
 	// a model's counters by its labels (model, version)
 	reqSeries := make(map[string]requestCounts, len(count))
 	for k, c := range count {
-		reqSeries[k] = requestCounts{count: c, timed: succ[k], sum: durs[k] / 1e6, set: true}
+		reqSeries[k] = requestCounts{count: c, timed: timedBy[k], sum: durs[k] / 1e6, set: true}
 	}
 	for k, d := range durs {
 		if _, seen := count[k]; !seen {
 			reqSeries[k] = requestCounts{sum: d / 1e6, set: true}
 		}
 	}
-	if _, has := fams[tritonHistogramMetric]; has || fams[tritonHistogramMetric+"_bucket"] != nil {
+	if hasHist {
 		h, _, err := extractHistogram(fams, []string{tritonHistogramMetric}, matchers)
 		if err != nil {
 			return histo{}, err
@@ -135,6 +157,40 @@ func extractTriton(fams map[string]*dto.MetricFamily, matchers map[string]string
 		h.serverQuantiles = q
 	}
 	return h, nil
+}
+
+// errNoTritonLatency is a Triton exposition with request counters but
+// nothing that times the requests.
+var errNoTritonLatency = fmt.Errorf("no %s in the exposition, nor a matching %s or %s to time the requests instead: "+
+	"Triton serves the counter unless started with --metrics-config counter_latencies=false; "+
+	"start it with --metrics-config counter_latencies=true (or histogram_latencies=true, "+
+	"whose histogram also judges the SLO)",
+	tritonDurationMetric, tritonHistogramMetric, tritonSummaryMetric)
+
+// summaryTimes adds the count and sum (µs) of a summary's matching series
+// to timed and durs under their label sets, and returns their totals and
+// how many series matched. Unlike its quantiles, a summary's count and
+// sum are cumulative, as counters are.
+func summaryTimes(mf *dto.MetricFamily, matchers map[string]string, timed, durs map[string]float64) (count, sum float64, n int, err error) {
+	if mf.GetType() != dto.MetricType_SUMMARY {
+		return 0, 0, 0, fmt.Errorf("%s is a %s, not a summary", mf.GetName(), mf.GetType())
+	}
+	for _, m := range mf.GetMetric() {
+		if !labelsMatch(m, matchers) || m.GetSummary() == nil {
+			continue
+		}
+		c, s := float64(m.GetSummary().GetSampleCount()), m.GetSummary().GetSampleSum()
+		if math.IsNaN(s) || math.IsInf(s, 0) || s < 0 {
+			return 0, 0, 0, fmt.Errorf("%s%s: bad sum %v", mf.GetName(), labelString(m), s)
+		}
+		k := seriesKey(m)
+		timed[k] += c
+		durs[k] += s
+		count += c
+		sum += s
+		n++
+	}
+	return count, sum, n, nil
 }
 
 // summaryQuantiles reads the quantiles of a summary's matching series,
