@@ -11,7 +11,10 @@
 // it is not retried here; the tuner plans again later or not. A plan with
 // DryRun is sent with dryRun=All: the API server checks it, budgets
 // included, and changes nothing. MIG layout changes are refused: on
-// Kubernetes they belong to the GPU Operator's MIG manager.
+// Kubernetes they belong to the GPU Operator's MIG manager. An eviction is
+// made when the API server accepts it (200 or 201), the pod then
+// terminating gracefully on its own: nothing here waits for that. No
+// redirect is followed.
 //
 // Evictor implements gpu.Rebalancer and gpu.PlacementActuator.
 package kubeevict
@@ -35,7 +38,7 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/gpu/rebalance"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/clip"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/command"
-	"github.com/vgpu-exporter/vgpu_exporter/internal/redirect"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/urlmask"
 	"github.com/vgpu-exporter/vgpu_exporter/kube"
 )
 
@@ -52,7 +55,8 @@ const (
 
 // Options configure an Evictor.
 type Options struct {
-	// APIServer is the API server's https:// URL (scheme, host, port).
+	// APIServer is the API server's https:// URL (scheme, host, port; no
+	// user information: TokenFile authenticates).
 	APIServer string
 	// TokenFile holds the bearer token, read again for every eviction.
 	TokenFile string
@@ -85,11 +89,10 @@ var (
 // New returns an Evictor for opts. It reads the CA file now (a bad one
 // fails at start) and the token at each eviction.
 func New(opts Options) (*Evictor, error) {
-	u, err := url.Parse(opts.APIServer)
-	if err != nil || u.Scheme != "https" || u.Host == "" || strings.Trim(u.Path, "/") != "" || u.RawQuery != "" {
-		return nil, fmt.Errorf("kubernetes eviction: API server %q is not an https://HOST[:PORT] URL", opts.APIServer)
+	u, err := apiServerURL(opts.APIServer)
+	if err != nil {
+		return nil, err
 	}
-	u.Path = ""
 	if opts.TokenFile == "" {
 		return nil, errors.New("kubernetes eviction: no bearer token file")
 	}
@@ -109,7 +112,43 @@ func New(opts Options) (*Evictor, error) {
 	if logger == nil {
 		logger = log.NewNopLogger()
 	}
-	return &Evictor{base: u, opts: opts, httpc: redirect.Client(httpc), logger: logger}, nil
+	c := *httpc
+	c.CheckRedirect = noRedirect
+	return &Evictor{base: u, opts: opts, httpc: &c, logger: logger}, nil
+}
+
+// apiServerURL is the API server's URL s, https://HOST[:PORT] with no
+// user information: the bearer token file authenticates the evictions, a
+// password in the URL was sent by no request. Its errors write s as
+// urlmask.DisplayURL does, its password and query values masked: the
+// error of a URL refused is logged (the exporter's actuators).
+func apiServerURL(s string) (*url.URL, error) {
+	shown := urlmask.DisplayURL(s)
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("kubernetes eviction: API server %q: %s", shown, urlmask.URLParseReason(s, err))
+	case u.User != nil:
+		return nil, fmt.Errorf("kubernetes eviction: API server %q holds user information: the bearer token file authenticates, not a user or password in the URL; want https://HOST[:PORT]", shown)
+	case u.Scheme != "https" || u.Host == "" || strings.Trim(u.Path, "/") != "" || u.RawQuery != "":
+		return nil, fmt.Errorf("kubernetes eviction: API server %q is not an https://HOST[:PORT] URL", shown)
+	}
+	u.Path = ""
+	return u, nil
+}
+
+// noRedirect is the CheckRedirect of the evictions: an API server answers
+// an eviction itself and never redirects one, so none is followed. Go's
+// client follows a 301, 302 or 303 as a GET without the body, and a page
+// that answered that GET with 200 (a proxy's, a login's) was taken for the
+// eviction made; a 307 or 308 sends the POST and its bearer token on to
+// where the redirect leads.
+func noRedirect(req *http.Request, _ []*http.Request) error {
+	code := 0
+	if req.Response != nil {
+		code = req.Response.StatusCode
+	}
+	return fmt.Errorf("refused a redirect (HTTP %d to %s): an API server answers an eviction itself", code, clip.Text(req.URL.Scheme+"://"+req.URL.Host+req.URL.Path, 120))
 }
 
 // RunsHooks implements gpu.Hooked: a plan's evictions wait on the API

@@ -2,6 +2,7 @@ package kubeevict
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -45,9 +46,10 @@ func TestEvictionStatusReasonNotQuoted(t *testing.T) {
 }
 
 // An API server that redirects an eviction to plain http (or another
-// port) of the same host is refused, and the bearer token never goes
-// there: Go's client keeps an Authorization header on a redirect to the
-// same host name whatever the scheme, so the token went out in plain text.
+// port) of the same host is refused, as every redirect is, and the bearer
+// token never goes there: Go's client keeps an Authorization header on a
+// redirect to the same host name whatever the scheme, so the token went
+// out in plain text.
 func TestEvictionRedirectKeepsToken(t *testing.T) {
 	var leaked atomic.Value
 	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -68,10 +70,53 @@ func TestEvictionRedirectKeepsToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = e.Rebalance(context.Background(), gpu.Plan{Moves: []gpu.Move{move("a", "x", "a-0")}})
-	if err == nil || !strings.Contains(err.Error(), "refused a redirect to another scheme, host or port ("+plain.URL+")") {
+	if err == nil || !strings.Contains(err.Error(), "refused a redirect (HTTP 307 to "+plain.URL+"/api/v1/namespaces/x/pods/a-0/eviction)") {
 		t.Errorf("error %v, want the redirect refused", err)
 	}
 	if v, _ := leaked.Load().(string); v != "" {
 		t.Errorf("the plain http server was sent %q", v)
+	}
+}
+
+// No redirect of an eviction is followed, not even one to the same
+// scheme, host and port: an API server answers an eviction itself. Go's
+// client followed a 301, 302 or 303 as a GET, without the body, and the
+// page that answered it 200 was taken for the eviction made; a 307 or 308
+// sent the POST on. The error says where the redirect led, and nothing is
+// sent there.
+func TestEvictionRedirectRefused(t *testing.T) {
+	for _, code := range []int{http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		t.Run(http.StatusText(code), func(t *testing.T) {
+			var followed atomic.Value
+			mux := http.NewServeMux()
+			mux.HandleFunc("/api/v1/namespaces/x/pods/a-0/eviction", func(w http.ResponseWriter, r *http.Request) {
+				http.Redirect(w, r, "/login", code)
+			})
+			mux.HandleFunc("/login", func(w http.ResponseWriter, r *http.Request) {
+				followed.Store(r.Method)
+				if r.Method == http.MethodPost {
+					w.WriteHeader(http.StatusCreated)
+				}
+				_, _ = w.Write([]byte("<html>sign in</html>"))
+			})
+			srv := httptest.NewTLSServer(mux)
+			defer srv.Close()
+			tok := filepath.Join(t.TempDir(), "token")
+			if err := os.WriteFile(tok, []byte("tok"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			e, err := New(Options{APIServer: srv.URL, TokenFile: tok, HTTPClient: srv.Client()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = e.Rebalance(context.Background(), gpu.Plan{Moves: []gpu.Move{move("a", "x", "a-0")}})
+			want := fmt.Sprintf("refused a redirect (HTTP %d to %s/login): an API server answers an eviction itself", code, srv.URL)
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("error %v, want one with %q", err, want)
+			}
+			if m, _ := followed.Load().(string); m != "" {
+				t.Errorf("the redirect was followed: %s /login", m)
+			}
+		})
 	}
 }

@@ -27,8 +27,11 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/internal/command"
 )
 
-// DefaultTimeout bounds one run of the hook: evictions wait for graceful
-// termination.
+// DefaultTimeout bounds one run of the hook. It is sized for a hook
+// program's slowest steps (systemd-move.sh's restart of a unit waits for
+// the unit to stop and start again); an eviction returns as soon as the
+// API server accepts or refuses it, the pod then terminating on its own,
+// so a plan of evictions ends well within it.
 const DefaultTimeout = 5 * time.Minute
 
 // Options configure a Hook.
