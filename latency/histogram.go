@@ -48,14 +48,16 @@ type histo struct {
 }
 
 // requestCounts are cumulative request counters: how many, how many of
-// them are timed (their duration is in sum), and the total duration in
-// seconds. Triton counts success and failure, but adds a request's
-// duration to nv_inference_request_duration_us only when it succeeds
-// (core's InferenceStatsAggregator: UpdateFailure counts the failure
-// alone): timed is the successes.
+// them are timed (their duration is in sum), the total duration in
+// seconds, and how many succeeded. Triton counts success and failure, but
+// adds a request's duration to nv_inference_request_duration_us only when
+// it succeeds (core's InferenceStatsAggregator: UpdateFailure counts the
+// failure alone): timed is the successes. Its first-response histogram
+// observes error responses as well (core's InferenceResponse::Send), so
+// no more than succ requests can be good.
 type requestCounts struct {
-	count, timed, sum float64
-	set               bool
+	count, timed, sum, succ float64
+	set                     bool
 }
 
 // requests is the number of requests h counts, how many of them are timed
@@ -70,6 +72,16 @@ func (h *histo) requests() (count, timed, sum float64) {
 		return h.count, h.timed, h.sum
 	}
 	return h.count, h.count, h.sum
+}
+
+// goodMax is the most requests h's buckets can count good: the successes
+// where the source counts requests apart from its buckets (Triton, whose
+// histogram holds failures too), else every observation.
+func (h *histo) goodMax() float64 {
+	if h.req.set {
+		return h.req.succ
+	}
+	return h.count
 }
 
 type bucket struct{ le, cum float64 }
@@ -372,7 +384,7 @@ func delta(prev, cur histo) histo {
 		if !prev.req.set {
 			return cur // the shape changed, as after a restart
 		}
-		d.req = requestCounts{count: cur.req.count - prev.req.count, timed: math.Max(0, cur.req.timed-prev.req.timed), sum: math.Max(0, cur.req.sum-prev.req.sum), set: true}
+		d.req = requestCounts{count: cur.req.count - prev.req.count, timed: math.Max(0, cur.req.timed-prev.req.timed), sum: math.Max(0, cur.req.sum-prev.req.sum), succ: math.Max(0, cur.req.succ-prev.req.succ), set: true}
 	}
 	for i, le := range cur.bounds {
 		p, ok := prev.cumAt(le)
@@ -480,6 +492,7 @@ func (h *histo) add(o histo) {
 		h.req.count += o.req.count
 		h.req.timed += o.req.timed
 		h.req.sum += o.req.sum
+		h.req.succ += o.req.succ
 		h.req.set = true
 	}
 	if o.serverQuantiles != nil {

@@ -92,8 +92,8 @@ func sameSingleKey[V any](a, b map[string]V) bool {
 }
 
 // reqSeriesDelta sums request counters' deltas series by series, by the
-// rules of seriesDelta; a decrease of a series' count, timed count or
-// duration is its reset.
+// rules of seriesDelta; a decrease of a series' count, timed count,
+// duration or successes is its reset.
 func reqSeriesDelta(prev, cur map[string]requestCounts) (d requestCounts, reset bool) {
 	d.set = true
 	for _, k := range sortedKeys(cur) {
@@ -102,16 +102,18 @@ func reqSeriesDelta(prev, cur map[string]requestCounts) (d requestCounts, reset 
 		if !ok {
 			continue
 		}
-		if c.count < p.count || c.timed < p.timed || c.sum < p.sum {
+		if c.count < p.count || c.timed < p.timed || c.sum < p.sum || c.succ < p.succ {
 			d.count += c.count
 			d.timed += c.timed
 			d.sum += c.sum
+			d.succ += c.succ
 			reset = true
 			continue
 		}
 		d.count += c.count - p.count
 		d.timed += c.timed - p.timed
 		d.sum += c.sum - p.sum
+		d.succ += c.succ - p.succ
 	}
 	d.timed = math.Max(0, d.timed)
 	d.sum = math.Max(0, d.sum)

@@ -113,10 +113,10 @@ func (s *sloTracker) accept(from, now time.Time, h histo, d *histo) {
 		reqs, _, _ := d.requests()
 		s.reqTotal += reqs
 		if s.slo != nil && !d.mean {
-			// At most the requests counted: a source whose buckets
-			// and request counters disagree (Triton) cannot make the
-			// good requests outrun all requests.
-			s.goodTotal += math.Min(d.good(s.slo.Target.Seconds()), reqs)
+			// At most the successes (Triton: its buckets hold the
+			// failures' error responses too), so never more than
+			// the requests counted.
+			s.goodTotal += math.Min(d.good(s.slo.Target.Seconds()), d.goodMax())
 		}
 		n := len(s.deltas)
 		if n > 0 && (!sameBounds(s.deltas[n-1].h.bounds, d.bounds) || s.deltas[n-1].h.mean != d.mean) {
@@ -199,7 +199,7 @@ func scaled(d histo, f float64) histo {
 		o.cum[i] = c * f
 	}
 	if d.req.set {
-		o.req = requestCounts{count: d.req.count * f, timed: d.req.timed * f, sum: d.req.sum * f, set: true}
+		o.req = requestCounts{count: d.req.count * f, timed: d.req.timed * f, sum: d.req.sum * f, succ: d.req.succ * f, set: true}
 	}
 	return o
 }
@@ -351,8 +351,9 @@ func (s *sloTracker) computeLocked(now time.Time) Status {
 			if st.GoodKnown {
 				// Over all requests: where the source counts failed
 				// requests apart from its latency buckets (Triton), a
-				// failure is not a good request.
-				a := w.good(st.TargetSeconds) / math.Max(reqs, w.count)
+				// failure is not a good request, and good requests
+				// are at most the successes.
+				a := math.Min(w.good(st.TargetSeconds), w.goodMax()) / math.Max(reqs, w.count)
 				a = math.Max(0, math.Min(1, a))
 				st.Attainment = &a
 			}

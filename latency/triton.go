@@ -17,7 +17,9 @@ import (
 // successes. --metrics-config counter_latencies=false drops that counter;
 // summary_latencies=true adds the request summary, observed with each
 // success as the counter is (none for a model with the response cache),
-// and histogram_latencies=true the first-response histogram.
+// and histogram_latencies=true the first-response histogram, observed
+// with each request's first response, an error response too
+// (InferenceResponse::Send): good requests are capped by the successes.
 const (
 	tritonSuccessMetric   = "nv_inference_request_success"
 	tritonFailureMetric   = "nv_inference_request_failure"
@@ -119,7 +121,7 @@ func extractTriton(fams map[string]*dto.MetricFamily, matchers map[string]string
 	// a model's counters by its labels (model, version)
 	reqSeries := make(map[string]requestCounts, len(count))
 	for k, c := range count {
-		reqSeries[k] = requestCounts{count: c, timed: timedBy[k], sum: durs[k] / 1e6, set: true}
+		reqSeries[k] = requestCounts{count: c, timed: timedBy[k], sum: durs[k] / 1e6, succ: succ[k], set: true}
 	}
 	for k, d := range durs {
 		if _, seen := count[k]; !seen {
@@ -144,7 +146,7 @@ func extractTriton(fams map[string]*dto.MetricFamily, matchers map[string]string
 			s.sum /= 1e3
 			h.series[k] = s
 		}
-		h.req = requestCounts{count: reqs, timed: timed, sum: reqSum, set: true}
+		h.req = requestCounts{count: reqs, timed: timed, sum: reqSum, succ: ok, set: true}
 		h.reqSeries = reqSeries
 		return h, nil
 	}
