@@ -16,6 +16,7 @@ import (
 // the VM's "-uuid".
 type claimant struct {
 	VM
+	start  string   // its start time (field 22 of /proc/PID/stat)
 	uid    int      // its real UID; -1 when unknown
 	cgroup string   // its cgroup path ("" when unknown)
 	scope  string   // the virtual machine's scope of systemd-machined it runs in, or ""
@@ -29,6 +30,7 @@ const (
 	holdUnknown holding = iota // no device to look for, or the process's open files unreadable
 	holdsNot
 	holds
+	holdUnanswered // its command line or start time not read in time: nothing known of it now
 )
 
 // How a VM's process is told from other processes that claim its UUID, the
@@ -60,35 +62,50 @@ const (
 // claimant is logged, not weighed: libvirt's QEMU runs as whatever user
 // its configuration names (qemu, libvirt-qemu or root).
 
-// pick returns the process of the VM k asks for, from the claimants of
-// the last scan that run still, and whether something about it tells it
-// is the VM's (it holds the vGPU's device, runs in a machine scope or
-// names the vGPU's mediated device), not only that it alone claims the
-// VM; it logs why where the choice was not plain (more than one
-// claimant, or none that can be the VM's).
-func (f *Finder) pick(k key) (vm VM, ok, sure bool) {
-	var live []claimant
-	for _, c := range f.claims[k.vm] {
-		if f.still(c.VM) {
-			live = append(live, c)
+// examine reads, without the finder's lock, what procfs says of cs, the
+// claimants of the VM k asks for: those that run still (live), whether
+// each holds the vGPU's device nodes (held; holdUnanswered for one whose
+// files were not read in time, which may be the VM's: it stays a
+// claimant), and those nodes.
+func (f *Finder) examine(k key, cs []claimant) (live []claimant, held []holding, nodes []string) {
+	if len(cs) == 0 {
+		return nil, nil, nil
+	}
+	nodes = f.vgpuNodes(k.mdev)
+	for _, c := range cs {
+		switch f.still(c.PID, c.UUID, c.start) {
+		case running:
+			live, held = append(live, c), append(held, f.holding(c.PID, nodes))
+		case unanswered:
+			live, held = append(live, c), append(held, holdUnanswered)
 		}
 	}
+	return live, held, nodes
+}
+
+// pick returns the process of the VM k asks for among live, the claimants
+// that run still (examine's), and whether something about it tells it is
+// the VM's (it holds the vGPU's device, runs in a machine scope or names
+// the vGPU's mediated device), not only that it alone claims the VM; it
+// logs why where the choice was not plain (more than one claimant, or
+// none that can be the VM's). final is false where a claimant that did not
+// answer in time was chosen, or may have been: nobody's now, decided again
+// at the next lookup. The caller holds f.mu.
+func (f *Finder) pick(k key, live []claimant, held []holding, nodes []string) (c claimant, ok, sure, final bool) {
 	if len(live) == 0 {
-		return VM{}, false, false
-	}
-	nodes := f.vgpuNodes(k.mdev)
-	held := make([]holding, len(live))
-	for i, c := range live {
-		held[i] = f.holding(c.PID, nodes)
+		return claimant{}, false, false, true
 	}
 	i, why := choose(live, held, k.mdev, nodes)
+	if i >= 0 && held[i] == holdUnanswered {
+		return claimant{}, false, false, false // not confirmed yet
+	}
 	f.report(k, live, held, i, why)
 	if i < 0 {
-		return VM{}, false, false
+		return claimant{}, false, false, !slices.Contains(held, holdUnanswered)
 	}
-	c := live[i]
+	c = live[i]
 	sure = held[i] == holds || c.scope != "" || (k.mdev != "" && slices.Contains(c.mdevs, k.mdev))
-	return c.VM, true, sure
+	return c, true, sure, true
 }
 
 // choose returns the index of the VM's process among cs (held: whether
@@ -101,7 +118,7 @@ func choose(cs []claimant, held []holding, mdev string, nodes []string) (int, st
 		case holds:
 			holders = append(holders, i)
 			rest = append(rest, i)
-		case holdUnknown:
+		case holdUnknown, holdUnanswered:
 			rest = append(rest, i)
 		}
 	}
@@ -173,7 +190,7 @@ func (f *Finder) vgpuNodes(mdev string) []string {
 
 // maxOpenFiles is how many of a process's open files holding looks at:
 // a process that holds more (a user's own, with a high limit) costs a
-// bounded time under the finder's lock, and tells nothing. QEMU opens the
+// bounded time, and tells nothing. QEMU opens the
 // vGPU's device as it starts, among its first files.
 const maxOpenFiles = 16384
 
@@ -256,6 +273,8 @@ func describe(c claimant, h holding) string {
 		facts = append(facts, "holds the vGPU's device")
 	case holdsNot:
 		facts = append(facts, "does not hold the vGPU's device")
+	case holdUnanswered:
+		facts = append(facts, "its procfs files not read in time")
 	}
 	if len(facts) == 0 {
 		return fmt.Sprintf("PID %d", c.PID)

@@ -12,14 +12,18 @@
 // VM, or the one that does can be seen not to hold the vGPU, the finder
 // takes the one the evidence singles out (pick.go) and else none, and logs
 // why. The finder scans procfs for such processes, keeps what it found,
-// checks a kept process's command line again on every lookup (a PID is
-// reused once its VM stops) and scans again for a VM it does not know at
-// most once every Rescan, without its lock: a lookup of a known VM never
-// waits for a scan.
+// checks a kept process's command line and start time again on every
+// lookup (a PID is reused once its VM stops: a process started since is
+// another, whatever it claims) and scans again for a VM it does not know
+// at most once every Rescan, without its lock: a lookup of a known VM
+// never waits for a scan. No procfs file is read under the lock, and each
+// read is waited for at most ReadTimeout (read.go): a QEMU stuck in the
+// kernel delays no other VM's lookup, nor a scan.
 package vmproc
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -32,6 +36,7 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/fileread"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/ratelog"
 	"github.com/vgpu-exporter/vgpu_exporter/kube"
 )
 
@@ -58,13 +63,17 @@ type Options struct {
 	// Proc is the procfs root ("/proc" when empty), Sys the sysfs root
 	// ("/sys" when empty), where a vGPU's mediated device is.
 	Proc, Sys string
-	// Clock times rescans; gpu.RealClock when nil.
+	// Clock times rescans and reads; gpu.RealClock when nil.
 	Clock gpu.Clock
 	// Rescan is how often, at most, procfs is scanned for a VM the finder
 	// does not know; DefaultRescan when 0.
 	Rescan time.Duration
+	// ReadTimeout is how long a read of a process's procfs file is waited
+	// for (read.go); DefaultReadTimeout when 0.
+	ReadTimeout time.Duration
 	// Logger is told why a VM's process was chosen among several, or why
-	// none was; nil discards.
+	// none was, and of a process whose procfs files cannot be read in
+	// time; nil discards.
 	Logger log.Logger
 }
 
@@ -74,28 +83,38 @@ type key struct{ vm, mdev string }
 
 // Finder finds VMs' processes under a procfs root.
 type Finder struct {
-	proc, sys string
-	clock     gpu.Clock
-	rescan    time.Duration
-	logger    log.Logger
+	proc, sys   string
+	clock       gpu.Clock
+	rescan      time.Duration
+	readTimeout time.Duration
+	logger      log.Logger
+	lines       *ratelog.Keyed // bounds the lines of unread procfs files
 
 	mu sync.Mutex
 	// claims are the QEMU processes of the last scan by VM UUID; found
 	// the lookups answered from them (each checked again at every
 	// lookup), unsure those of found taken on no evidence (scanned again
 	// for once a rescan is due), refused those that found none; all
-	// emptied at a scan
+	// emptied at a scan, which counts gen up
 	claims   map[string][]claimant
-	found    map[key]VM
+	found    map[key]claimant
 	unsure   map[key]bool
 	refused  map[key]bool
 	said     map[key]string // what was last logged of a lookup
 	scanned  bool
 	scanning bool // a scan runs (outside mu): another lookup does not wait for it
 	lastScan time.Time
+	gen      uint64
 
-	scanHook func()         // called as a scan starts (tests)
-	bg       sync.WaitGroup // scans in the background (rescanLocked)
+	// rmu guards the procfs reads under way (read.go): reads by path,
+	// stuck the PIDs with reads past their deadline, how many
+	rmu   sync.Mutex
+	reads map[string]*call
+	stuck map[uint32]int
+
+	readFile func(path string, limit int64) ([]byte, error) // fileread.Regular (tests block it)
+	scanHook func()                                         // called as a scan starts (tests)
+	bg       sync.WaitGroup                                 // scans in the background (rescanLocked)
 }
 
 // New returns a Finder on the options o.
@@ -112,11 +131,16 @@ func New(o Options) *Finder {
 	if o.Rescan <= 0 {
 		o.Rescan = DefaultRescan
 	}
+	if o.ReadTimeout <= 0 {
+		o.ReadTimeout = DefaultReadTimeout
+	}
 	if o.Logger == nil {
 		o.Logger = log.NewNopLogger()
 	}
-	return &Finder{proc: o.Proc, sys: o.Sys, clock: o.Clock, rescan: o.Rescan, logger: o.Logger,
-		claims: map[string][]claimant{}, found: map[key]VM{}, unsure: map[key]bool{}, refused: map[key]bool{}, said: map[key]string{}}
+	return &Finder{proc: o.Proc, sys: o.Sys, clock: o.Clock, rescan: o.Rescan, readTimeout: o.ReadTimeout, logger: o.Logger,
+		lines:  ratelog.NewKeyed(logEvery, 16),
+		claims: map[string][]claimant{}, found: map[key]claimant{}, unsure: map[key]bool{}, refused: map[key]bool{}, said: map[key]string{},
+		reads: map[string]*call{}, stuck: map[uint32]int{}, readFile: fileread.Regular}
 }
 
 // Find returns the PID and name of the process that runs the VM of UUID
@@ -140,34 +164,57 @@ func (f *Finder) Lookup(vmUUID, mdevUUID string) (VM, bool) {
 		k.mdev = ""
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	now := f.clock.Now()
-	due := !f.scanning && (!f.scanned || now.Sub(f.lastScan) >= f.rescan)
-	if vm, ok := f.found[k]; ok {
-		if f.still(vm) {
-			if f.unsure[k] && due {
+	e, known := f.found[k]
+	f.mu.Unlock()
+	if known {
+		switch f.still(e.PID, e.UUID, e.start) { // procfs read without the lock
+		case running:
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if f.unsure[k] && f.due(now) {
 				// taken on no evidence: looked for again once a rescan
 				// is due (the VM's own process may run now), in the
 				// background, this lookup (the sampler's) answered as
 				// before
 				f.rescanLocked(now, false)
 			}
-			return vm, true
+			return e.VM, true
+		case unanswered:
+			return VM{}, false // not confirmed this time: kept, and checked again at the next lookup
 		}
-		delete(f.found, k)
+		f.mu.Lock()
+		if cur, ok := f.found[k]; ok && cur.PID == e.PID && cur.start == e.start {
+			delete(f.found, k)
+		}
+		f.mu.Unlock()
 	}
-	if due {
+	f.mu.Lock()
+	if f.due(now) {
 		f.rescanLocked(now, true)
 	} else if f.refused[k] {
+		f.mu.Unlock()
 		return VM{}, false // decided since the last scan
 	}
-	vm, ok, sure := f.pick(k)
-	if ok {
-		f.found[k], f.unsure[k] = vm, !sure
-	} else {
-		f.refused[k] = true
+	cs, gen := f.claims[k.vm], f.gen
+	f.mu.Unlock()
+	live, held, nodes := f.examine(k, cs) // procfs reads without the lock
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, ok, sure, final := f.pick(k, live, held, nodes)
+	if f.gen == gen && final { // else a scan came meanwhile, or a claimant did not answer: decided again next time
+		if ok {
+			f.found[k], f.unsure[k] = c, !sure
+		} else {
+			f.refused[k] = true
+		}
 	}
-	return vm, ok
+	return c.VM, ok
+}
+
+// due says whether a scan is due at now (the caller holds f.mu).
+func (f *Finder) due(now time.Time) bool {
+	return !f.scanning && (!f.scanned || now.Sub(f.lastScan) >= f.rescan)
 }
 
 // rescanLocked scans procfs again (the caller holds f.mu): the scan reads
@@ -204,7 +251,8 @@ func (f *Finder) rescanLocked(now time.Time, wait bool) {
 // again from them.
 func (f *Finder) putClaims(claims map[string][]claimant) {
 	f.claims, f.scanned, f.scanning = claims, true, false
-	f.found, f.unsure, f.refused = map[key]VM{}, map[key]bool{}, map[key]bool{}
+	f.found, f.unsure, f.refused = map[key]claimant{}, map[key]bool{}, map[key]bool{}
+	f.gen++
 	for sk := range f.said {
 		if _, ok := claims[sk.vm]; !ok {
 			delete(f.said, sk) // nobody claims it now: told again if it comes back
@@ -212,10 +260,35 @@ func (f *Finder) putClaims(claims map[string][]claimant) {
 	}
 }
 
-// still says whether vm's process runs vm still.
-func (f *Finder) still(vm VM) bool {
-	c, ok := f.readArgs(vm.PID)
-	return ok && c.uuid == vm.UUID
+// liveness is what procfs says of a process once found.
+type liveness int8
+
+const (
+	gone       liveness = iota // it no longer runs, or is another process
+	running                    // it runs still: the same process, claiming the same VM
+	unanswered                 // a read of its files did not end in time
+)
+
+// still says whether process pid, started at start, runs and claims the
+// VM of UUID uuid still. Its command line is read before its start time:
+// a process that started at start and runs still when its start time is
+// read ran when its command line was.
+func (f *Finder) still(pid uint32, uuid, start string) liveness {
+	c, err := f.readArgs(pid)
+	if errors.Is(err, errUnanswered) {
+		return unanswered
+	}
+	if err != nil || c.uuid != uuid {
+		return gone
+	}
+	s, err := f.startTime(pid)
+	switch {
+	case errors.Is(err, errUnanswered):
+		return unanswered
+	case err != nil || s != start:
+		return gone // a PID taken again by a process that claims the VM too
+	}
+	return running
 }
 
 // scan returns the QEMU processes under proc, by VM UUID (none where
@@ -232,13 +305,19 @@ func (f *Finder) scan() map[string][]claimant {
 		if err != nil || pid == 0 {
 			continue
 		}
-		c, ok := f.readArgs(uint32(pid))
-		if !ok {
+		c, err := f.readArgs(uint32(pid))
+		if err != nil {
+			continue // not a QEMU's, gone, or not read in time: passed over this time
+		}
+		start, err := f.startTime(uint32(pid))
+		if err != nil {
 			continue
 		}
-		cl := claimant{VM: VM{PID: uint32(pid), UUID: c.uuid, Name: c.name}, mdevs: c.mdevs, uid: pr.UID(uint32(pid))}
+		cl := claimant{VM: VM{PID: uint32(pid), UUID: c.uuid, Name: c.name}, start: strings.Clone(start), mdevs: c.mdevs, uid: pr.UID(uint32(pid))}
 		if cg, err := pr.Cgroup(uint32(pid)); err == nil {
-			cl.cgroup, cl.scope = cg, systemMachineScope(cg)
+			// copies: a claimant is kept until the next scan, and must
+			// not keep the file it was read from
+			cl.cgroup, cl.scope = strings.Clone(cg), strings.Clone(systemMachineScope(cg))
 		}
 		found[c.uuid] = append(found[c.uuid], cl)
 	}
@@ -260,14 +339,26 @@ func systemMachineScope(path string) string {
 	return scope
 }
 
-// readArgs parses pid's command line (parse's); false when it is not a
-// QEMU process with a UUID.
-func (f *Finder) readArgs(pid uint32) (qemuArgs, bool) {
-	buf, err := fileread.Regular(filepath.Join(f.proc, strconv.FormatUint(uint64(pid), 10), "cmdline"), maxCmdline)
-	if err != nil {
-		return qemuArgs{}, false
+// errNotQEMU is readArgs's error for a command line that is not a QEMU's
+// with a UUID.
+var errNotQEMU = errors.New("not a QEMU process with a VM's UUID")
+
+// readArgs parses pid's command line (parse's): errNotQEMU when it is not
+// a QEMU process with a UUID, errUnanswered when it was not read in time.
+// One over maxCmdline is logged (rate-limited) and passed over.
+func (f *Finder) readArgs(pid uint32) (qemuArgs, error) {
+	buf, err := f.readProc(pid, "cmdline", maxCmdline)
+	if errors.Is(err, fileread.ErrTooLarge) {
+		f.noteTooLong(pid)
 	}
-	return parse(buf)
+	if err != nil {
+		return qemuArgs{}, err
+	}
+	c, ok := parse(buf)
+	if !ok {
+		return qemuArgs{}, errNotQEMU
+	}
+	return c, nil
 }
 
 // ParseCmdline reads a QEMU command line as /proc/PID/cmdline holds it
@@ -292,7 +383,9 @@ type qemuArgs struct {
 // mdevPath starts the sysfs path of a mediated device.
 const mdevPath = "/sys/bus/mdev/devices/"
 
-// parse reads a QEMU command line (ParseCmdline's).
+// parse reads a QEMU command line (ParseCmdline's). What it returns is
+// copied out of b's text, which may be a megabyte long: a claimant kept
+// until the next scan keeps no more than it says.
 func parse(b []byte) (qemuArgs, bool) {
 	var c qemuArgs
 	args := strings.Split(string(bytes.TrimRight(b, "\x00")), "\x00")
@@ -308,11 +401,11 @@ func parse(b []byte) (qemuArgs, bool) {
 		case opt == "-uuid" && i+1 < len(args):
 			i++
 			if validUUID(args[i]) {
-				c.uuid = strings.ToLower(args[i])
+				c.uuid = strings.Clone(strings.ToLower(args[i])) // ToLower returns its input when that is lower case
 			}
 		case opt == "-name" && i+1 < len(args):
 			i++
-			c.name = vmName(args[i])
+			c.name = strings.Clone(vmName(args[i]))
 		default:
 			c.mdevs = appendMdevs(c.mdevs, args[i])
 		}
@@ -334,7 +427,7 @@ func appendMdevs(mdevs []string, arg string) []string {
 		}
 		rest = rest[i+len(mdevPath):]
 		if len(rest) >= 36 && validUUID(rest[:36]) {
-			mdevs = append(mdevs, rest[:36])
+			mdevs = append(mdevs, strings.Clone(rest[:36])) // rest may be arg
 		}
 	}
 }

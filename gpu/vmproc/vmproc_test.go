@@ -1,6 +1,7 @@
 package vmproc
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -85,13 +86,26 @@ func proc(t *testing.T, cmds map[int][]byte) string {
 	return root
 }
 
+// write makes process pid of the fake procfs under root: its command line
+// c and a stat line with start time 1000.
 func write(t *testing.T, root string, pid int, c []byte) {
+	t.Helper()
+	writeStarted(t, root, pid, c, "1000")
+}
+
+// writeStarted is write with the process's start time.
+func writeStarted(t *testing.T, root string, pid int, c []byte, start string) {
 	t.Helper()
 	dir := filepath.Join(root, strconv.Itoa(pid))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "cmdline"), c, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// fields 3 to 22 after the command name: the start time is the 20th
+	stat := fmt.Sprintf("%d (qemu) S%s %s 0 0\n", pid, strings.Repeat(" 0", 18), start)
+	if err := os.WriteFile(filepath.Join(dir, "stat"), []byte(stat), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }

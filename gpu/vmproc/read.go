@@ -1,0 +1,139 @@
+package vmproc
+
+import (
+	"errors"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/go-kit/log/level"
+
+	"github.com/vgpu-exporter/vgpu_exporter/kube"
+)
+
+// DefaultReadTimeout is how long, by default, a read of a process's file
+// under procfs is waited for.
+const DefaultReadTimeout = time.Second
+
+// maxStat bounds a read of /proc/PID/stat: one line of some fifty numbers
+// and a command name of at most 15 bytes.
+const maxStat = 1 << 16
+
+// errUnanswered is the error of a read of a process's procfs file that
+// did not end by its deadline, or was not started because another read of
+// the process's had not.
+var errUnanswered = errors.New("not read in time")
+
+// A read of /proc/PID/cmdline reads the process's memory under its mmap
+// lock: for a process in uninterruptible sleep (a QEMU whose memory a
+// stuck device or file system holds, its mmap lock contended) the read
+// blocks, and cannot be interrupted. So each read of a process's file runs
+// in a goroutine of its own and is waited for at most readTimeout (on the
+// finder's clock); past that the process counts as not (yet) confirmed,
+// and the goroutine is left to end when the read does, its result
+// dropped. A lookup that reads the same file meanwhile waits for that one
+// read, and no read of a process is started while an earlier read of its
+// has run past its deadline: the goroutines left blocked are at most one
+// per file read of each process that is stuck (its command line and its
+// stat), however often it is asked for.
+
+// call is a read of a procfs file under way.
+type call struct {
+	done chan struct{} // closed once the read has ended, b and err set
+	b    []byte
+	err  error
+	late bool // a reader gave up on it at its deadline (f.stuck counts it)
+}
+
+// readProc reads the file name of process pid (at most limit bytes), or
+// fails with errUnanswered where the read does not end by its deadline or
+// an earlier read of the process's has not ended past its own.
+func (f *Finder) readProc(pid uint32, name string, limit int64) ([]byte, error) {
+	path := filepath.Join(f.proc, strconv.FormatUint(uint64(pid), 10), name)
+	f.rmu.Lock()
+	if f.stuck[pid] > 0 {
+		f.rmu.Unlock()
+		f.noteUnanswered(pid, name)
+		return nil, errUnanswered
+	}
+	// the deadline is set before the read starts: a test that advances a
+	// manual clock once the read is under way is sure to pass it
+	deadline := f.clock.After(f.readTimeout)
+	c, ok := f.reads[path]
+	if !ok {
+		c = &call{done: make(chan struct{})}
+		f.reads[path] = c
+		go f.read(c, pid, path, limit)
+	}
+	f.rmu.Unlock()
+	select {
+	case <-c.done:
+		return c.b, c.err
+	case <-deadline:
+	}
+	f.rmu.Lock()
+	select {
+	case <-c.done: // ended as the deadline passed
+		f.rmu.Unlock()
+		return c.b, c.err
+	default:
+	}
+	if !c.late {
+		c.late = true
+		f.stuck[pid]++
+	}
+	f.rmu.Unlock()
+	f.noteUnanswered(pid, name)
+	return nil, errUnanswered
+}
+
+// read runs the read c of path, a file of process pid's.
+func (f *Finder) read(c *call, pid uint32, path string, limit int64) {
+	b, err := f.readFile(path, limit)
+	f.rmu.Lock()
+	defer f.rmu.Unlock()
+	delete(f.reads, path)
+	if c.late {
+		if f.stuck[pid]--; f.stuck[pid] <= 0 {
+			delete(f.stuck, pid)
+		}
+	}
+	c.b, c.err = b, err
+	close(c.done)
+}
+
+// startTime returns the start time of process pid (kube.StartTime's, field
+// 22 of /proc/PID/stat): with the PID, it names one process, which a PID
+// taken again does not share.
+func (f *Finder) startTime(pid uint32) (string, error) {
+	b, err := f.readProc(pid, "stat", maxStat)
+	if err != nil {
+		return "", err
+	}
+	s, ok := kube.StartTime(b)
+	if !ok {
+		return "", errors.New("no start time")
+	}
+	return s, nil
+}
+
+// logEvery is how often, at most, a process's procfs files are said in
+// the log to be unread (past their deadline, or too long).
+const logEvery = 10 * time.Minute
+
+// noteUnanswered logs, at most once per logEvery for each process, that a
+// read of its file name did not end in time.
+func (f *Finder) noteUnanswered(pid uint32, name string) {
+	if held, ok := f.lines.NoteAt("unanswered "+strconv.FormatUint(uint64(pid), 10), f.clock.Now()); ok {
+		level.Warn(f.logger).Log("msg", "a process's procfs file not read in time: the process is not taken for a VM's until it is, and is not read again before that read ends",
+			"pid", pid, "file", name, "timeout", f.readTimeout, "held_back", held)
+	}
+}
+
+// noteTooLong logs, at most once per logEvery for each process, that its
+// command line is over maxCmdline and was passed over.
+func (f *Finder) noteTooLong(pid uint32) {
+	if held, ok := f.lines.NoteAt("long "+strconv.FormatUint(uint64(pid), 10), f.clock.Now()); ok {
+		level.Warn(f.logger).Log("msg", "a process's command line over 1 MiB passed over: not taken for a VM's QEMU", "pid", pid, "held_back", held)
+	}
+}

@@ -1,0 +1,254 @@
+package vmproc
+
+import (
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-kit/log"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/fileread"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
+)
+
+// stall reads a fake procfs, its file path blocking until release is
+// closed, as a read of a process in uninterruptible sleep does.
+type stall struct {
+	path    string
+	entered chan struct{} // told of each read of path as it blocks
+	release chan struct{}
+	once    sync.Once
+
+	mu    sync.Mutex
+	calls int
+}
+
+func newStall(t *testing.T, path string) *stall {
+	s := &stall{path: path, entered: make(chan struct{}, 16), release: make(chan struct{})}
+	t.Cleanup(s.free)
+	return s
+}
+
+func (s *stall) read(path string, limit int64) ([]byte, error) {
+	if path == s.path {
+		s.mu.Lock()
+		s.calls++
+		s.mu.Unlock()
+		s.entered <- struct{}{}
+		<-s.release
+	}
+	return fileread.Regular(path, limit)
+}
+
+func (s *stall) free() { s.once.Do(func() { close(s.release) }) }
+
+func (s *stall) reads() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls
+}
+
+// within fails the test when ch has nothing within 5 s: a guard against a
+// hang, which a lookup that waits for a stuck read is.
+func within[T any](t *testing.T, ch <-chan T, what string) (T, bool) {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v, true
+	case <-time.After(5 * time.Second):
+		t.Errorf("%s: still waiting after 5 s", what)
+		var zero T
+		return zero, false
+	}
+}
+
+func lookupAsync(f *Finder, vm string) <-chan VM {
+	ch := make(chan VM, 1)
+	go func() {
+		v, _ := f.Lookup(vm, "")
+		ch <- v // PID 0: not found
+	}()
+	return ch
+}
+
+// The command line of a known VM's QEMU cannot be read (the process is in
+// uninterruptible sleep): another VM's lookup does not wait for it, the
+// VM's own is answered (not found) once the read is past its deadline, and
+// its process is not read again until that read ends; then it is found as
+// before, without a scan.
+func TestFinderStuckProcess(t *testing.T) {
+	const vmB = "11111111-2222-3333-4444-555555555555"
+	root := proc(t, map[int][]byte{
+		200: cmdline("qemu-kvm", "-uuid", vmA),
+		300: cmdline("qemu-kvm", "-uuid", vmB),
+	})
+	clock := gpu.NewManualClock(time.Unix(1e9, 0))
+	logs := &testutil.SyncBuffer{}
+	f := New(Options{Proc: root, Clock: clock, Rescan: time.Hour, ReadTimeout: time.Second, Logger: log.NewLogfmtLogger(logs)})
+	for _, id := range []string{vmA, vmB} {
+		if _, ok := f.Lookup(id, ""); !ok {
+			t.Fatalf("%s not found", id)
+		}
+	}
+	s := newStall(t, filepath.Join(root, "200", "cmdline"))
+	f.readFile = s.read
+
+	a := lookupAsync(f, vmA)
+	if _, ok := within(t, s.entered, "the read of PID 200"); !ok {
+		return
+	}
+	if vm, ok := within(t, lookupAsync(f, vmB), "another VM's lookup while PID 200 hangs"); ok && vm.PID != 300 {
+		t.Errorf("Lookup(B) while PID 200 hangs = %+v", vm)
+	}
+	clock.Advance(time.Second) // the read's deadline
+	if vm, ok := within(t, a, "the stuck VM's lookup past the deadline"); ok && vm.PID != 0 {
+		t.Errorf("Lookup(A) past the deadline = %+v, want not found", vm)
+	}
+	for range 3 {
+		if vm, ok := within(t, lookupAsync(f, vmA), "the stuck VM's lookup again"); ok && vm.PID != 0 {
+			t.Errorf("Lookup(A) again = %+v, want not found", vm)
+		}
+	}
+	if n := s.reads(); n != 1 {
+		t.Errorf("PID 200's command line read %d times while the first read hangs, want 1", n)
+	}
+	if n := strings.Count(logs.String(), "not read in time"); n != 1 || !strings.Contains(logs.String(), "pid=200") {
+		t.Errorf("%d lines of the stuck read, want 1 naming PID 200:\n%s", n, logs)
+	}
+	s.free()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		if vm, _ := f.Lookup(vmA, ""); vm.PID == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("A not found again 5 s after its read ended")
+		}
+	}
+}
+
+// A scan reads every process's command line: one that hangs (a shell on a
+// hung mount) is passed over at its deadline and the scan ends; the next
+// scan passes it over at once, not reading it again while it hangs.
+func TestFinderScanPastStuckProcess(t *testing.T) {
+	const vmC = "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
+	root := proc(t, map[int][]byte{
+		100: cmdline("/bin/bash"),
+		200: cmdline("qemu-kvm", "-uuid", vmA),
+	})
+	clock := gpu.NewManualClock(time.Unix(1e9, 0))
+	f := New(Options{Proc: root, Clock: clock, Rescan: 10 * time.Second, ReadTimeout: time.Second})
+	s := newStall(t, filepath.Join(root, "100", "cmdline"))
+	f.readFile = s.read
+
+	a := lookupAsync(f, vmA) // scans
+	if _, ok := within(t, s.entered, "the read of PID 100"); !ok {
+		return
+	}
+	clock.Advance(time.Second)
+	if vm, ok := within(t, a, "a scan past a stuck process"); ok && vm.PID != 200 {
+		t.Errorf("Lookup(A) = %+v, want PID 200", vm)
+	}
+	write(t, root, 400, cmdline("qemu-kvm", "-uuid", vmC))
+	clock.Advance(10 * time.Second)
+	if vm, ok := within(t, lookupAsync(f, vmC), "a second scan while PID 100 hangs"); ok && vm.PID != 400 {
+		t.Errorf("Lookup(C) = %+v, want PID 400", vm)
+	}
+	if n := s.reads(); n != 1 {
+		t.Errorf("PID 100's command line read %d times while the first read hangs, want 1", n)
+	}
+}
+
+// A VM's process found is the process that was, by its start time: a PID
+// taken again by another process that claims the VM (the VM restarted
+// under another PID) is not the VM's.
+func TestFinderPIDReused(t *testing.T) {
+	qemuA := cmdline("qemu-kvm", "-uuid", vmA)
+	for _, tc := range []struct {
+		name string
+		then func(t *testing.T, root string) // after the first lookup
+		want uint32
+	}{
+		{"the same process", func(*testing.T, string) {}, 200},
+		{"PID 200 taken again", func(t *testing.T, root string) {
+			// the VM's QEMU restarted as PID 300, in its machine scope;
+			// PID 200 is another's process claiming the VM, in a user's
+			// session
+			writeProcs(t, root, map[int]fakeProc{200: {cmd: qemuA, cgroup: session}, 300: {cmd: qemuA, cgroup: libvirt}})
+			writeStarted(t, root, 200, qemuA, "2000")
+			writeStarted(t, root, 300, qemuA, "3000")
+		}, 300},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := proc(t, nil)
+			writeProcs(t, root, map[int]fakeProc{200: {cmd: qemuA, cgroup: libvirt}})
+			clock := gpu.NewManualClock(time.Unix(1e9, 0))
+			f := New(Options{Proc: root, Clock: clock, Rescan: 10 * time.Second})
+			if vm, ok := f.Lookup(vmA, ""); !ok || vm.PID != 200 {
+				t.Fatalf("Lookup(A) = %+v, %v", vm, ok)
+			}
+			tc.then(t, root)
+			clock.Advance(10 * time.Second)
+			if vm, ok := f.Lookup(vmA, ""); !ok || vm.PID != tc.want {
+				t.Errorf("Lookup(A) = %+v, %v; want PID %d", vm, ok, tc.want)
+			}
+		})
+	}
+}
+
+// A claimant kept until the next scan keeps only what it says of its
+// command line, not the command line: 64 QEMUs with command lines of a
+// megabyte each, lower case (strings.ToLower returns its input then),
+// grow the heap by less than 8 MiB once scanned.
+func TestScanKeepsNoCommandLine(t *testing.T) {
+	root := proc(t, nil)
+	pad := strings.Repeat("x", 1<<20-4096)
+	for i := range 64 {
+		id := vmA[:30] + strconv.FormatInt(int64(0x100000+i), 16)
+		writeStarted(t, root, 1000+i, cmdline("qemu-system-x86_64", "-uuid", id, "-name", "guest=vm"+strconv.Itoa(i),
+			"-device", "vfio-pci,sysfsdev=/sys/bus/mdev/devices/"+mdevA, "-append", pad), "1000")
+	}
+	f := New(Options{Proc: root, Clock: gpu.NewManualClock(time.Unix(1e9, 0))})
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	claims := f.scan()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if len(claims) != 64 {
+		t.Fatalf("%d VMs claimed, want 64", len(claims))
+	}
+	for _, cs := range claims {
+		if len(cs) != 1 || len(cs[0].mdevs) != 1 || cs[0].mdevs[0] != mdevA {
+			t.Fatalf("claimants %+v", cs)
+		}
+	}
+	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew >= 8<<20 {
+		t.Errorf("the heap grew by %d MiB for 64 claimants", grew>>20)
+	}
+	runtime.KeepAlive(claims)
+}
+
+// A command line over maxCmdline is passed over and said to be, naming its
+// process, once however often it is scanned.
+func TestScanLogsLongCommandLine(t *testing.T) {
+	root := proc(t, map[int][]byte{
+		200: cmdline("qemu-kvm", "-uuid", vmA, "-append", strings.Repeat("x", maxCmdline)),
+	})
+	clock := gpu.NewManualClock(time.Unix(1e9, 0))
+	logs := &testutil.SyncBuffer{}
+	f := New(Options{Proc: root, Clock: clock, Rescan: 10 * time.Second, Logger: log.NewLogfmtLogger(logs)})
+	for range 3 {
+		if vm, ok := f.Lookup(vmA, ""); ok {
+			t.Fatalf("Lookup(A) = %+v, want not found", vm)
+		}
+		clock.Advance(10 * time.Second)
+	}
+	if n := strings.Count(logs.String(), "over 1 MiB"); n != 1 || !strings.Contains(logs.String(), "pid=200") {
+		t.Errorf("%d lines of the long command line, want 1 naming PID 200:\n%s", n, logs)
+	}
+}
