@@ -201,10 +201,16 @@ type MIGInstance struct {
 	GPUInstanceID     int
 	ComputeInstanceID int
 	Profile           string // e.g. "3g.71gb"
-	SMCount           int
-	MemoryTotalBytes  uint64
-	MemoryUsedBytes   uint64
-	Activity          Activity
+	// ProfileBuilt: Profile was not read from the instance's GPU instance
+	// profile but built from the MIG device's slices and memory, which
+	// carry no variant: "1g.24gb" may be a 1g.24gb+gfx (or -me, +me.all,
+	// +me) instance, and a name with no plain profile ("3g.71gb" for
+	// 3g.71gb+gfx) names none. The tuner plans no MIG layout from it.
+	ProfileBuilt     bool
+	SMCount          int
+	MemoryTotalBytes uint64
+	MemoryUsedBytes  uint64
+	Activity         Activity
 }
 
 // VGPUInstance is one vGPU instance on a vGPU host.

@@ -382,6 +382,9 @@ func (f *fixture) wireDevice(i int, d *server.Device) {
 		return f.migDevice(i, d, gis[idx]), nvml.SUCCESS
 	}
 	d.GetGpuInstanceByIdFunc = func(id int) (nvml.GpuInstance, nvml.Return) {
+		if r := f.inject(i, "GetGpuInstanceById"); r != nvml.SUCCESS {
+			return nil, r
+		}
 		for _, gi := range sortedGIs(d) {
 			if int(gi.Info.Id) == id {
 				return gi, nvml.SUCCESS

@@ -84,7 +84,7 @@ func (rd *devReader) readMIG(d *gpu.Device) {
 				inst.SMCount = int(a.MultiprocessorCount)
 			}
 		}
-		inst.Profile = rd.migProfile(inst.GPUInstanceID, attrs)
+		inst.Profile, inst.ProfileBuilt = rd.migProfile(inst.GPUInstanceID, attrs)
 		if rd.fatal != nil {
 			return
 		}
@@ -109,23 +109,26 @@ func (rd *devReader) readMIG(d *gpu.Device) {
 }
 
 // migProfile names the profile of GPU instance gi ("3g.71gb"), from the GPU
-// instance's profile when the driver says it, else from the MIG device's
-// attributes.
-func (rd *devReader) migProfile(gi int, attrs *nvml.DeviceAttributes) string {
+// instance's profile when the driver says it, else (built) from the MIG
+// device's attributes, which carry no variant's suffix: without root
+// nvmlDeviceGetGpuInstanceById is refused, and as root it may fail once.
+func (rd *devReader) migProfile(gi int, attrs *nvml.DeviceAttributes) (name string, built bool) {
 	b, h := rd.b, rd.ds.handle
 	if gi >= 0 && b.has(symGpuInstanceByID, symGIProfileInfo) {
 		if g, r := h.GetGpuInstanceById(gi); rd.ok("nvmlDeviceGetGpuInstanceById", r) {
 			if info, r := g.GetInfo(); rd.ok("nvmlGpuInstanceGetInfo", r) {
 				if name, ok := rd.profileNames()[info.ProfileId]; ok {
-					return name
+					return name, false
 				}
 			}
 		}
 	}
 	if attrs != nil && attrs.GpuInstanceSliceCount > 0 {
-		return fmt.Sprintf("%dg.%dgb", attrs.GpuInstanceSliceCount, memGB(attrs.MemorySizeMB))
+		rd.b.logOnce(rd.ds.uuid+"/migbuilt", "msg", "MIG profile named from its slices and memory, without a variant's suffix (+gfx, -me, +me.all, +me); no MIG relayout is planned from such a name",
+			"gpu", rd.ds.index, "uuid", rd.ds.uuid, "gpu_instance", gi)
+		return fmt.Sprintf("%dg.%dgb", attrs.GpuInstanceSliceCount, memGB(attrs.MemorySizeMB)), true
 	}
-	return ""
+	return "", false
 }
 
 // profileNames are the names of the GPU's GPU instance profiles by profile

@@ -187,6 +187,13 @@ func migState(busyA, busyB float64, memA uint64, aGood, bGood float64) *tuner.St
 	return &tuner.State{Now: snap.Time, Snapshot: snap, Fast: map[string]tuner.FastSLO{"a": {Over: time.Minute, Total: 9000, Good: 9000 * aGood}, "b": {Over: time.Minute, Total: 48000, Good: 48000 * bGood}}}
 }
 
+// builtName marks the second MIG instance of st's GPU as named from its
+// slices and memory (gpu.MIGInstance.ProfileBuilt).
+func builtName(st *tuner.State) *tuner.State {
+	st.Snapshot.Readings.Devices[0].MIG[1].ProfileBuilt = true
+	return st
+}
+
 func TestPlanRelayout(t *testing.T) {
 	now := t0.Add(time.Hour)
 	// missingFor: tenant has missed its SLO for d.
@@ -213,6 +220,7 @@ func TestPlanRelayout(t *testing.T) {
 		{"within the cool-down", migState(0.09, 0.8, 6*gib, 1, 0.1), tuner.RebalanceInput{MissingSince: missing, LastPlan: now.Add(-time.Minute)}, "", nil},
 		{"relayouted recently: held", migState(0.09, 0.8, 6*gib, 1, 0.1), tuner.RebalanceInput{MissingSince: missing, Relayouts: map[string]time.Time{"GPU-m": now.Add(-15 * time.Minute)}}, "", nil},
 		{"the missing tenant already has the big instance", migState(0.8, 0.1, 6*gib, 0.1, 1), tuner.RebalanceInput{MissingSince: missingFor("a", 2*time.Minute)}, "", nil},
+		{"a profile's name built, not read: its variant may be lost", builtName(migState(0.09, 0.8, 6*gib, 1, 0.1)), tuner.RebalanceInput{MissingSince: missing}, "", nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -44,6 +44,9 @@ func (r *Planner) planRelayout(s *tuner.State, in tuner.RebalanceInput, missing 
 		if r.held(in.Relayouts, d.UUID, s.Now) || !s.Plannable(d.UUID, gpu.KnobMIGLayout) {
 			continue
 		}
+		if slices.ContainsFunc(d.MIG, func(m gpu.MIGInstance) bool { return m.ProfileBuilt }) {
+			continue // a profile's name may have lost its variant: a layout of such names would set other profiles
+		}
 		insts := make([]migInstance, len(d.MIG))
 		byGI := map[string]int{}
 		for i, m := range d.MIG {
