@@ -104,7 +104,9 @@ func extractTriton(fams map[string]*dto.MetricFamily, matchers map[string]string
 			return histo{}, err
 		}
 	} else {
-		timedBy = map[string]float64{}
+		// nothing timed but what a summary serves: without one, no
+		// mean (not a mean of 0 s over the successes)
+		timedBy, timed = map[string]float64{}, 0
 		n := 0
 		if mf, has := fams[tritonSummaryMetric]; has {
 			if timed, dur, n, err = summaryTimes(mf, matchers, timedBy, durs); err != nil {
