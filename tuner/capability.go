@@ -76,6 +76,11 @@ func knobAvailability(ac Actuators, uuid string, k gpu.Knob, mechs []Mechanism, 
 			known = false
 			continue
 		}
+		if listed == nil {
+			// room for the first list at once: the backends of a
+			// knob's mechanisms mostly list the same knobs
+			listed = make([]gpu.Knob, 0, len(l))
+		}
 		listed = appendNew(listed, l...)
 	}
 	switch {

@@ -258,7 +258,17 @@ func (t *Tuner) forgetEndedPauses(snap *tenant.Snapshot, now time.Time) {
 // runningProcs returns the GPUs the snapshot read (up) and the processes
 // running on them: their readings' processes and their usage's PIDs.
 func runningProcs(snap *tenant.Snapshot) (up map[string]bool, running map[pidKey]bool) {
-	up, running = map[string]bool{}, map[pidKey]bool{}
+	// the maps are made at their size (the devices' processes and the
+	// usage's PIDs are mostly the same): a map grown entry by entry
+	// allocates and rehashes on the way, every round
+	procs, pids := 0, 0
+	for i := range snap.Readings.Devices {
+		procs += len(snap.Readings.Devices[i].Processes)
+	}
+	for _, u := range snap.Usage {
+		pids += len(u.PIDs)
+	}
+	up, running = make(map[string]bool, len(snap.Readings.Devices)), make(map[pidKey]bool, max(procs, pids))
 	for i := range snap.Readings.Devices {
 		d := &snap.Readings.Devices[i]
 		if !d.Up {

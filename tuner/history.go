@@ -141,7 +141,11 @@ type pidKey struct {
 
 // pidTenants maps each process of the snapshot's usage to its tenant.
 func pidTenants(snap *tenant.Snapshot) map[pidKey]string {
-	out := map[pidKey]string{}
+	n := 0
+	for _, u := range snap.Usage {
+		n += len(u.PIDs)
+	}
+	out := make(map[pidKey]string, n) // at its size: see runningProcs
 	for _, u := range snap.Usage {
 		for _, pid := range u.PIDs {
 			out[pidKey{u.UUID, pid}] = u.Tenant

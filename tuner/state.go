@@ -233,10 +233,10 @@ func newFastTracker(window time.Duration) *fastTracker {
 // observe adds the snapshot's counters and returns the figures over the
 // window. A counter that went down (a source restarted) starts over.
 func (f *fastTracker) observe(now time.Time, snap *tenant.Snapshot) map[string]FastSLO {
-	out := map[string]FastSLO{}
 	if snap == nil {
-		return out
+		return map[string]FastSLO{}
 	}
+	out := make(map[string]FastSLO, len(snap.SLOs)) // at its size: see runningProcs
 	for _, s := range snap.SLOs {
 		if !s.GoodKnown {
 			continue
@@ -303,14 +303,20 @@ func (s *State) UpDevices() []*gpu.Device {
 // its original journaled and set back at exit, instead of at every retry
 // as from an unknown fraction, restarting the client each time.
 func (s *State) MPSFraction(t Target, read *float64) Fraction {
-	if f, ok := s.Pending[t.String()]; ok {
-		return f
+	// (the target's key is built only for a map that may hold it: a
+	// round asks of every client, and the maps are mostly empty)
+	if len(s.Pending) > 0 {
+		if f, ok := s.Pending[t.String()]; ok {
+			return f
+		}
 	}
 	if read != nil {
 		return Fraction(*read)
 	}
-	if f, ok := s.Effective[t.String()]; ok {
-		return f
+	if len(s.Effective) > 0 {
+		if f, ok := s.Effective[t.String()]; ok {
+			return f
+		}
 	}
 	return 1
 }

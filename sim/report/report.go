@@ -184,6 +184,14 @@ func (r *Recorder) Add(w WindowStats) {
 	}
 	// the step's percentiles, two a tenant, in one allocation
 	pct := make([]float64, 0, 2*len(w.Tenants))
+	// the step's tenants and GPUs at their size (left nil without any,
+	// as a JSON null)
+	if len(w.Tenants) > 0 {
+		st.Tenants = make([]TenantStep, 0, len(w.Tenants))
+	}
+	if len(w.GPUs) > 0 {
+		st.GPUs = make([]GPUStep, 0, len(w.GPUs))
+	}
 	for _, tw := range w.Tenants {
 		p50, p99, ok := stepQuantiles(tw.Latencies)
 		a := r.tenants[tw.Tenant]
@@ -197,6 +205,12 @@ func (r *Recorder) Add(w WindowStats) {
 			a.minutes = append(a.minutes, minuteSpan{start: len(a.latencies), end: len(a.latencies)})
 		}
 		from := len(a.latencies)
+		if need := from + len(tw.Latencies); need > cap(a.latencies) {
+			// doubled: append grows a large slice by a quarter, so a
+			// run's latencies (tens of MB in an hour) were allocated
+			// and copied about five times over
+			a.latencies = slices.Grow(a.latencies, max(need, 2*cap(a.latencies))-from)
+		}
 		for _, l := range tw.Latencies {
 			a.latencies = append(a.latencies, float32(l.Seconds()))
 		}
@@ -573,7 +587,14 @@ func busyLatency(a *tenantAcc) (v float64, ok bool) {
 	if peak == 0 {
 		return 0, false
 	}
-	var lat []float32
+	// the busy minutes' latencies, copied into one allocation
+	size := 0
+	for _, m := range a.minutes {
+		if float64(m.ended) >= BusyFraction*float64(peak) {
+			size += m.end - m.start
+		}
+	}
+	lat := make([]float32, 0, size)
 	dropped := 0
 	for _, m := range a.minutes {
 		if float64(m.ended) >= BusyFraction*float64(peak) {

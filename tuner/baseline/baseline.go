@@ -4,9 +4,10 @@
 package baseline
 
 import (
+	"cmp"
 	"fmt"
 	"math"
-	"sort"
+	"slices"
 	"strconv"
 	"time"
 
@@ -129,7 +130,9 @@ func mpsClients(snap *tenant.Snapshot, d *gpu.Device) (clients []client, perTena
 		clients = append(clients, client{pid: p.PID, tenant: t, current: p.MPSActiveThreads})
 		perTenant[t]++
 	}
-	sort.Slice(clients, func(i, j int) bool { return clients[i].pid < clients[j].pid })
+	// (slices.SortFunc: the same sort as sort.Slice, without its
+	// allocations)
+	slices.SortFunc(clients, func(a, b client) int { return cmp.Compare(a.pid, b.pid) })
 	return clients, perTenant
 }
 
