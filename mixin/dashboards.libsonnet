@@ -215,8 +215,11 @@ local g = import 'lib/dashboard.libsonnet';
       ], description="In GPU-equivalents: used is the tenant's share of the GPUs' activity, held what it reserves (its MIG instances' SMs, MPS active-thread caps or vGPU profiles, an equal part of what those leave of a shared GPU).") { w: 12 },
       g.timeseries('Device memory held per tenant', [
         g.target(std.format('sum by (tenant) (rate(vgpu_tenant_memory_byte_seconds_total{%s}[$__rate_interval]))', ft), '{{tenant}}'),
-        g.target(std.format('sum(rate(vgpu_gpu_memory_used_byte_seconds_total{%(f)s}[$__rate_interval])) - (sum(rate(vgpu_tenant_memory_byte_seconds_total{%(f)s}[$__rate_interval])) or vector(0))', { f: fh }), 'no tenant (driver reserve, unlisted processes)'),
-      ], 'bytes', description="Memory each tenant held on average, and the GPUs' used memory that no tenant's process holds; stacked, they add up to the GPUs' used memory.", stack=true) { w: 12 },
+        // Per GPU, then summed: a GPU whose used memory is not served (MIG
+        // read without privilege) is left out, not its tenants' memory
+        // taken from the other GPUs'.
+        g.target(std.format('sum(rate(vgpu_gpu_memory_used_byte_seconds_total{%(f)s}[$__rate_interval]) - on (%(k)s) group_left () (sum by (%(k)s) (rate(vgpu_tenant_memory_byte_seconds_total{%(f)s}[$__rate_interval])) or 0 * sum by (%(k)s) (rate(vgpu_gpu_memory_used_byte_seconds_total{%(f)s}[$__rate_interval]))))', { f: fh, k: std.format('%s, job, %s, gpu, uuid', [cl, host]) }), 'no tenant (driver reserve, unlisted processes)'),
+      ], 'bytes', description="Memory each tenant held on average, and the GPUs' used memory that no tenant's process holds, counted on the GPUs whose used memory is served (not a MIG GPU read without privilege); stacked, they add up to the GPUs' used memory where every GPU's is served.", stack=true) { w: 12 },
       g.row('Chargeback'),
     ] + std.flattenArrays([
       [

@@ -90,6 +90,9 @@
             // On a MIG instance the tenant's ratio is a fraction of the
             // instance, so it counts for the instance's part of the GPU's
             // SMs: the tenants of a GPU add up to its own SM active ratio.
+            // A GPU whose SM count is not served (a model the backend has
+            // no figure for) counts the SMs of its instances instead, as
+            // the exporter's own apportioning does (docs/mixin.md).
             record: 'cluster_tenant:vgpu_tenant_sm_active:sum',
             expr: std.format(|||
               sum by (%(by)s, class) (
@@ -100,7 +103,11 @@
                 (
                   vgpu_mig_streaming_multiprocessors{%(sel)s}
                   / on (%(key)s) group_left ()
-                  vgpu_gpu_streaming_multiprocessors{%(sel)s}
+                  (
+                    vgpu_gpu_streaming_multiprocessors{%(sel)s}
+                    or on (%(key)s)
+                    sum by (%(key)s) (vgpu_mig_streaming_multiprocessors{%(sel)s})
+                  )
                 )
               )
             |||, { by: by, sel: sel, key: gpuKey }),
@@ -110,7 +117,9 @@
             // the bandwidth of its memory slices (of the GPU's 8), which the
             // exporter does not serve: its memory size over the GPU's,
             // rounded to eighths, gives them (the driver's reserve makes
-            // the plain ratio a few percent off).
+            // the plain ratio a few percent off). A GPU whose memory is not
+            // served (MIG read without privilege) counts the memory of its
+            // instances instead (docs/mixin.md).
             record: 'cluster_tenant:vgpu_tenant_dram_active:sum',
             expr: std.format(|||
               sum by (%(by)s, class) (
@@ -122,7 +131,11 @@
                   round(
                     8 * vgpu_mig_memory_total_bytes{%(sel)s}
                     / on (%(key)s) group_left ()
-                    vgpu_gpu_memory_total_bytes{%(sel)s}
+                    (
+                      vgpu_gpu_memory_total_bytes{%(sel)s}
+                      or on (%(key)s)
+                      sum by (%(key)s) (vgpu_mig_memory_total_bytes{%(sel)s})
+                    )
                   ) / 8
                 )
               )
@@ -173,19 +186,23 @@
           {
             // Device memory in use that no tenant's process holds: the
             // driver's reserve where the backend counts it, processes NVML
-            // does not list. A cluster whose GPUs had no tenant's process
-            // since their exporters started has no tenant meter series:
-            // all of its used memory is no tenant's.
+            // does not list. Subtracted per GPU: a GPU whose used memory is
+            // not served (MIG read without privilege) is left out rather
+            // than its tenants' memory taken from the other GPUs'. A GPU
+            // that had no tenant's process since its exporter started has
+            // no tenant meter series: all of its used memory is no tenant's.
             record: 'cluster:vgpu_gpu_memory_unattributed_byte_seconds:rate5m',
             expr: std.format(|||
-              sum by (%(cluster)s) (rate(vgpu_gpu_memory_used_byte_seconds_total{%(sel)s}[5m]))
-              -
-              (
-                sum by (%(cluster)s) (rate(vgpu_tenant_memory_byte_seconds_total{%(sel)s}[5m]))
-                or
-                0 * sum by (%(cluster)s) (rate(vgpu_gpu_memory_used_byte_seconds_total{%(sel)s}[5m]))
+              sum by (%(cluster)s) (
+                rate(vgpu_gpu_memory_used_byte_seconds_total{%(sel)s}[5m])
+                - on (%(key)s) group_left ()
+                (
+                  sum by (%(key)s) (rate(vgpu_tenant_memory_byte_seconds_total{%(sel)s}[5m]))
+                  or
+                  0 * sum by (%(key)s) (rate(vgpu_gpu_memory_used_byte_seconds_total{%(sel)s}[5m]))
+                )
               )
-            |||, { cluster: c.clusterLabel, sel: sel }),
+            |||, { cluster: c.clusterLabel, sel: sel, key: gpuKey }),
           },
         ],
       },

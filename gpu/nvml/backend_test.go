@@ -537,9 +537,12 @@ func TestKnownGPUTable(t *testing.T) {
 		{"NVIDIA H100 80GB HBM3", 132, 3.35e12},
 		{"NVIDIA H200", 132, 4.8e12},
 		{"NVIDIA H200 141GB HBM3e", 132, 4.8e12},
-		{"NVIDIA GH200 480GB", 0, 0}, // another memory system
-		{"NVIDIA H100 PCIe", 0, 0},   // 114 SMs, not in the table
-		{"NVIDIA A100-SXM4-80GB", 0, 0},
+		{"NVIDIA GH200 480GB", 0, 0},      // another memory system
+		{"NVIDIA H100 PCIe", 0, 0},        // 114 SMs, not in the table
+		{"NVIDIA A100-SXM4-80GB", 108, 0}, // bandwidth differs by board
+		{"NVIDIA A100-SXM4-40GB", 108, 0},
+		{"NVIDIA A100-PCIE-40GB", 108, 0},
+		{"NVIDIA A30", 0, 0}, // 56 SMs, not in the table
 	} {
 		f := newFixture(t, dgxh100.New())
 		f.devs[0].GetNameFunc = func() (string, nvml.Return) { return tc.name, nvml.SUCCESS }

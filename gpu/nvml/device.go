@@ -57,14 +57,17 @@ func (rd *devReader) skip(call string) {
 
 // Peak figures of known GPUs, for the fields NVML does not report for a whole
 // GPU. docs/calibration.md, hardware (vendor datasheets): H100 SXM5 80GB 132 SMs
-// 3.35 TB/s, H200 SXM5 141GB 132 SMs 4.8 TB/s.
+// 3.35 TB/s, H200 SXM5 141GB 132 SMs 4.8 TB/s; A100 108 SMs (NVIDIA's A100
+// architecture whitepaper), its bandwidth, which differs by board, not known.
 var knownGPUs = []struct {
 	prefix    string // start of the NVML name ("NVIDIA GH200 ..." is another GPU)
 	sms       int
-	bandwidth float64 // bytes per second
+	bandwidth float64 // bytes per second; 0 not known
 }{
 	{"NVIDIA H100 80GB HBM3", 132, 3.35e12},
 	{"NVIDIA H200", 132, 4.8e12},
+	{"NVIDIA A100-SXM4-", 108, 0},
+	{"NVIDIA A100-PCIE-", 108, 0},
 }
 
 func (rd *devReader) read(d *gpu.Device, now time.Time) {

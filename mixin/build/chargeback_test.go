@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -41,4 +42,34 @@ func TestChargebackTablesHaveIdleRow(t *testing.T) {
 	if checked != 8 { // energy, and three cost columns, per day and per 30 days
 		t.Errorf("%d chargeback table queries of the tenants' energy or cost, want 8", checked)
 	}
+}
+
+// TestChargebackUnattributedMemoryPerGPU: the memory panel's "no tenant"
+// series takes each GPU's tenants' memory from that GPU's used memory
+// before summing, evaluated by promtool. GPU-a has 10 bytes in use, 8 of
+// them tenant a's; GPU-m, a MIG GPU read without privilege, serves no
+// used memory but its tenant b's 20 bytes; GPU-n, without a tenant's
+// process, has 1 byte in use: 3 bytes are no tenant's, not -17.
+func TestChargebackUnattributedMemoryPerGPU(t *testing.T) {
+	exprs := panelExprs(t, "dashboards/vgpu-chargeback.json", "Device memory held per tenant")
+	if len(exprs) != 2 {
+		t.Fatalf("the memory panel has %d queries, want 2", len(exprs))
+	}
+	runExprTest(t, fmt.Sprintf(`
+tests:
+  - interval: 1m
+    input_series:
+      - series: 'vgpu_gpu_memory_used_byte_seconds_total{job="vgpu",instance="h1:9949",cluster="c1",gpu="0",uuid="GPU-a"}'
+        values: '0+600x20'
+      - series: 'vgpu_tenant_memory_byte_seconds_total{job="vgpu",instance="h1:9949",cluster="c1",tenant="a",gpu="0",uuid="GPU-a"}'
+        values: '0+480x20'
+      - series: 'vgpu_tenant_memory_byte_seconds_total{job="vgpu",instance="h2:9949",cluster="c1",tenant="b",gpu="0",uuid="GPU-m"}'
+        values: '0+1200x20'
+      - series: 'vgpu_gpu_memory_used_byte_seconds_total{job="vgpu",instance="h2:9949",cluster="c1",gpu="1",uuid="GPU-n"}'
+        values: '0+60x20'
+    promql_expr_test:
+      - expr: %q
+        eval_time: 15m
+        exp_samples: [{labels: '{}', value: 3}]
+`, exprs[1]))
 }
