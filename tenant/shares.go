@@ -11,9 +11,10 @@ import (
 	"github.com/go-kit/log/level"
 )
 
-// shareEpsilon absorbs floating-point error in a sum of share.min values
-// (0.1+0.2+0.7 is 1.0000000000000002): a sum is over-committed only above
-// 1+shareEpsilon.
+// shareEpsilon is the precision a sum of share.min values is rounded to,
+// absorbing floating-point error (0.34+0.56+0.1 adds up to
+// 1.0000000000000002): the rounded sum is both what is served and what is
+// judged, so a sum of exactly 1 is served as 1 and is not over-committed.
 const shareEpsilon = 1e-9
 
 // maxShareLogged bounds the over-commitments remembered as logged; past it
@@ -57,7 +58,8 @@ func (b *Builder) shareSums(compiled *compiledConfig, usage []Usage) (all, over 
 		for _, t := range s.Tenants {
 			s.MinSum += compiled.minShare[t]
 		}
-		if s.MinSum <= 1+shareEpsilon {
+		s.MinSum = roundShare(s.MinSum)
+		if s.MinSum <= 1 {
 			continue
 		}
 		over = append(over, *s)
@@ -75,10 +77,19 @@ func (b *Builder) shareSums(compiled *compiledConfig, usage []Usage) (all, over 
 		if s.GPUInstance != "" {
 			kv = append(kv, "gpu_instance", s.GPUInstance)
 		}
-		kv = append(kv, "tenants", tenants, "min_sum", strconv.FormatFloat(s.MinSum, 'g', 4, 64))
+		kv = append(kv, "tenants", tenants, "min_sum", strconv.FormatFloat(s.MinSum, 'g', -1, 64))
 		level.Warn(b.logger).Log(kv...)
 	}
 	return all, over
+}
+
+// roundShare rounds a sum of shares to shareEpsilon, to the float nearest
+// to that decimal (0.9000000000000001 and 0.8999999999999999 become 0.9):
+// the scaled sum rounded is an exact integer, and so is the scale, so the
+// division rounds once.
+func roundShare(v float64) float64 {
+	const scale = 1 / shareEpsilon
+	return math.Round(v*scale) / scale
 }
 
 // Footprints. The per-process utilization samples count time (the fraction

@@ -27,15 +27,18 @@ const shareTenants = `tenants:
   - name: e
     selectors: [{executable: e}]
     share: {max: 0.75}
-  - name: p1
-    selectors: [{executable: p1}]
+  - name: g1
+    selectors: [{executable: g1}]
+    share: {min: 0.34}
+  - name: g2
+    selectors: [{executable: g2}]
+    share: {min: 0.56}
+  - name: g3
+    selectors: [{executable: g3}]
     share: {min: 0.1}
-  - name: p2
-    selectors: [{executable: p2}]
-    share: {min: 0.2}
-  - name: p7
-    selectors: [{executable: p7}]
-    share: {min: 0.7}
+  - name: h
+    selectors: [{executable: h}]
+    share: {min: 0.0002}
   - name: m1
     selectors: [{mig_uuid: MIG-1}]
     share: {min: 0.7}
@@ -83,16 +86,24 @@ func TestShareMinSums(t *testing.T) {
 			[]gpu.Device{sharedDev(0, "GPU-0", "a", "b", "d"), sharedDev(1, "GPU-1", "c", "d", "e")},
 			[]ShareMinSum{{0, "GPU-0", "", []string{"a", "b"}, 1.2}, {1, "GPU-1", "", []string{"c"}, 0.3}},
 			[]ShareMinSum{{0, "GPU-0", "", []string{"a", "b"}, 1.2}}},
-		// the same guarantees spread over two GPUs: 1.2 in all, sound on each
+		// the same guarantees spread over two GPUs: 1.2 in all, sound on
+		// each (0.6+0.3 is 0.8999999999999999 in floating point)
 		{"spread over GPUs",
 			[]gpu.Device{sharedDev(0, "GPU-0", "a", "c"), sharedDev(1, "GPU-1", "b")},
 			[]ShareMinSum{{0, "GPU-0", "", []string{"a", "c"}, 0.9}, {1, "GPU-1", "", []string{"b"}, 0.6}},
 			nil},
-		// 0.1+0.2+0.7 is 1.0000000000000002 in floating point: exactly 1
+		// 0.34+0.56+0.1, added in tenant order, is 1.0000000000000002 in
+		// floating point: exactly 1, served as 1 (an alert on "> 1" fires
+		// above it) and not over-committed
 		{"sum of exactly one",
-			[]gpu.Device{sharedDev(0, "GPU-0", "p7", "p2", "p1")},
-			[]ShareMinSum{{0, "GPU-0", "", []string{"p1", "p2", "p7"}, 0.1 + 0.2 + 0.7}},
+			[]gpu.Device{sharedDev(0, "GPU-0", "g3", "g2", "g1")},
+			[]ShareMinSum{{0, "GPU-0", "", []string{"g1", "g2", "g3"}, 1}},
 			nil},
+		// 0.3+0.34+0.56 is 1.2000000000000002 in floating point
+		{"over-committed sum served to the decimal",
+			[]gpu.Device{sharedDev(0, "GPU-0", "g1", "g2", "c")},
+			[]ShareMinSum{{0, "GPU-0", "", []string{"c", "g1", "g2"}, 1.2}},
+			[]ShareMinSum{{0, "GPU-0", "", []string{"c", "g1", "g2"}, 1.2}}},
 		{"no tenant with a minimum",
 			[]gpu.Device{sharedDev(0, "GPU-0", "d", "e", "unknown")},
 			nil, nil},
@@ -128,13 +139,15 @@ func TestShareMinSums(t *testing.T) {
 	}
 }
 
+// equalSums compares sums exactly: MinSum is the float nearest to the
+// decimal, which is what the gauge serves and alerts compare with 1.
 func equalSums(got, want []ShareMinSum) bool {
 	if len(got) != len(want) {
 		return false
 	}
 	for i := range got {
 		g, w := got[i], want[i]
-		if g.GPU != w.GPU || g.UUID != w.UUID || g.GPUInstance != w.GPUInstance || !reflect.DeepEqual(g.Tenants, w.Tenants) || !near(g.MinSum, w.MinSum) {
+		if g.GPU != w.GPU || g.UUID != w.UUID || g.GPUInstance != w.GPUInstance || !reflect.DeepEqual(g.Tenants, w.Tenants) || g.MinSum != w.MinSum {
 			return false
 		}
 	}
@@ -163,6 +176,9 @@ func TestShareOvercommitLoggedOnce(t *testing.T) {
 		{"a MIG instance", []gpu.Device{migDev(0, "GPU-0", "a", "b")}, 1,
 			[]string{"uuid=GPU-0", "gpu_instance=3", "tenants=a,b"}},
 		{"sound", []gpu.Device{sharedDev(0, "GPU-0", "a", "c")}, 0, nil},
+		// logged as the sum is served, not to four digits ("1")
+		{"over by a little", []gpu.Device{sharedDev(0, "GPU-0", "a", "c", "g3", "h")}, 1,
+			[]string{"tenants=a,c,g3,h", "min_sum=1.0002"}},
 	}
 	for _, st := range steps {
 		before := buf.Len()

@@ -240,7 +240,9 @@ type ShareMinSum struct {
 	GPUInstance string
 	// Tenants are the tenants present with a share.min above 0, ascending.
 	Tenants []string
-	MinSum  float64
+	// MinSum is the sum of their share.min, rounded to nine decimal places
+	// (a sum of exactly 1 is 1, not 1 plus floating-point error).
+	MinSum float64
 }
 
 // Store publishes snapshots through an atomic pointer: one writer (the
