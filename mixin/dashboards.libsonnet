@@ -125,7 +125,7 @@ local g = import 'lib/dashboard.libsonnet';
         g.target(withPercentile(std.format('vgpu_tenant_slo_target_seconds{%s}', ft)), '{{tenant}} target ({{percentile}})'),
       ], 's', description="The tenant's request latency quantiles over the SLO window, and its objective: the fraction q of requests (label q, 0.99: p99 in the legend) that must complete within the target."),
       g.timeseries('SLO attainment over the SLO window', [g.target(std.format('vgpu_tenant_slo_attainment_ratio{%s}', ft), '{{tenant}}')], 'percentunit'),
-      g.timeseries('Requests', [g.target(std.format('sum by (tenant) (rate(vgpu_tenant_requests_total{%s}[$__rate_interval]))', ft), '{{tenant}}')], 'reqps') { w: 8 },
+      g.timeseries('Requests', [g.target(std.format('max by (tenant) (rate(vgpu_tenant_requests_total{%s}[$__rate_interval]))', ft), '{{tenant}}')], 'reqps', description="The requests of the tenant's one latency source, read by the exporter of the host it runs on; where several serve them (for up to its SLO window after the tenant moved, on every host it runs on, or on every host with --tenants.latency-sources=all), each serves the same source's counts: the largest, not their sum.") { w: 8 },
       g.timeseries('Error budget burn rate', [
         g.target(std.format('cluster_tenant:vgpu_tenant_slo_burn_rate:ratio_rate%s{%s, tenant=~"$tenant"}', [w, fc]), '{{tenant}} %s' % w)
         for w in burnWindows

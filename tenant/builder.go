@@ -51,6 +51,12 @@ type BuilderOptions struct {
 	Prices *Prices
 	// PodInfo turns on Snapshot.PodInfo, with Pods.
 	PodInfo PodInfoOptions
+	// SourcesWhereRunning makes a tenant's latency source read only while
+	// the tenant has usage on this host (hostedSources.update): one
+	// tenants file given to the exporters of many hosts then has each
+	// source read and served by the host its tenant runs on alone. False:
+	// every source is read (one host, the simulator's).
+	SourcesWhereRunning bool
 	// DepartedRetention is how long the meters and context-switch count
 	// of a tenant without usage on a GPU are kept (at most
 	// MaxDepartedPerGPU such tenants a GPU); 0 keeps them for good. A
@@ -76,6 +82,8 @@ type Builder struct {
 	check      func(*Config) error // BuilderOptions.Check; nil: none
 	podTenancy PodTenancy
 	prices     *Prices // the flags' (BuilderOptions.Prices)
+	// whereRunning: BuilderOptions.SourcesWhereRunning
+	whereRunning bool
 
 	cfg atomic.Pointer[compiledConfig]
 
@@ -89,6 +97,9 @@ type Builder struct {
 	sched   []RunlistCount // guarded by buildMu
 	// departed forgets the meters of tenants that left (guarded by buildMu)
 	departed departures
+	// hosted: the tenants whose sources are read, with whereRunning
+	// (guarded by buildMu)
+	hosted hostedSources
 
 	podInfoOpts  PodInfoOptions
 	podInfoState podInfoState // guarded by buildMu
@@ -109,6 +120,8 @@ type compiledConfig struct {
 	needCgroup bool               // some selector (or the pod tenancy) needs the cgroup path or the pod
 	// kubeSelected: the tenants with a kubernetes selector
 	kubeSelected map[string]bool
+	// sourced: the tenants with a latency source
+	sourced map[string]bool
 	// labelSelected: the tenants with a kubernetes selector naming labels
 	labelSelected map[string]bool
 	pods          PodTenancy
@@ -119,7 +132,7 @@ type compiledConfig struct {
 }
 
 func compile(cfg *Config, pods PodTenancy) *compiledConfig {
-	c := &compiledConfig{Config: cfg, class: map[string]gpu.TenantClass{}, minShare: map[string]float64{}, kubeSelected: map[string]bool{}, labelSelected: map[string]bool{}, pods: pods, needCgroup: pods.On()}
+	c := &compiledConfig{Config: cfg, class: map[string]gpu.TenantClass{}, minShare: map[string]float64{}, kubeSelected: map[string]bool{}, labelSelected: map[string]bool{}, sourced: map[string]bool{}, pods: pods, needCgroup: pods.On()}
 	for _, t := range cfg.Tenants {
 		info := Info{Name: t.Name, Class: t.Class, Priority: t.Priority, ShareMax: 1, RestartCost: t.RestartCost}
 		if t.Share != nil {
@@ -129,6 +142,9 @@ func compile(cfg *Config, pods PodTenancy) *compiledConfig {
 		c.class[t.Name] = t.Class
 		if t.Share != nil && t.Share.Min > 0 {
 			c.minShare[t.Name] = t.Share.Min
+		}
+		if t.LatencySource != nil {
+			c.sourced[t.Name] = true
 		}
 		for _, s := range t.Selectors {
 			if s.Cgroup != "" || s.Kubernetes != nil {
@@ -175,11 +191,13 @@ func NewBuilder(cfg *Config, opts BuilderOptions) (*Builder, error) {
 		attr:    newAttrState(),
 		meters:  newMeterState(),
 
-		departed:   newDepartures(opts.DepartedRetention),
-		allowEmpty: opts.AllowEmpty,
-		check:      opts.Check,
-		podTenancy: opts.PodTenancy,
-		prices:     opts.Prices,
+		departed:     newDepartures(opts.DepartedRetention),
+		hosted:       newHostedSources(),
+		whereRunning: opts.SourcesWhereRunning,
+		allowEmpty:   opts.AllowEmpty,
+		check:        opts.Check,
+		podTenancy:   opts.PodTenancy,
+		prices:       opts.Prices,
 
 		podInfoOpts: opts.PodInfo,
 	}
@@ -194,16 +212,22 @@ func NewBuilder(cfg *Config, opts BuilderOptions) (*Builder, error) {
 func (b *Builder) Config() *Config { return b.cfg.Load().Config }
 
 // installLocked makes cfg current; the latency tracker keeps the sources
-// whose configuration and objective did not change.
+// whose configuration and objective did not change. With whereRunning,
+// those of cfg's tenants this host reads (hostedSources) are set, under
+// buildMu as Build sets them.
 func (b *Builder) installLocked(cfg *Config) {
 	c := compile(cfg, b.podTenancy)
 	c.prices = cmp.Or(cfg.Metering, b.prices)
-	if b.latency != nil {
+	if b.latency != nil && !b.whereRunning {
 		b.latency.Set(latencySpecs(cfg), cfg.Defaults.ScrapeInterval)
 	}
 	b.cfg.Store(c)
 	b.buildMu.Lock()
 	b.attr.reconfigured(c)
+	if b.latency != nil && b.whereRunning {
+		read, _ := b.hosted.update(c, nil, nil, nil)
+		b.latency.Set(sourceSpecs(read, cfg.Defaults), cfg.Defaults.ScrapeInterval)
+	}
 	b.buildMu.Unlock()
 }
 
@@ -320,6 +344,11 @@ func (b *Builder) Build(r *gpu.Readings, st gpu.SamplerStats) *Snapshot {
 	b.logUnmapped(podMap)
 	snap.Usage = b.usage(compiled, r, podMap)
 	b.forgetDeparted(compiled, r, snap.Usage, snap.Kubelet)
+	if b.latency != nil && b.whereRunning {
+		if read, changed := b.hosted.update(compiled, r, snap.Usage, knownAsOf(compiled, r, snap.Kubelet)); changed {
+			b.latency.Set(sourceSpecs(read, compiled.Defaults), compiled.Defaults.ScrapeInterval)
+		}
+	}
 	snap.KeptContextSwitches = b.keptContextSwitches(compiled, r, snap.Usage)
 	snap.Tenants = append(snap.Tenants, podTenants(compiled, snap.Usage)...)
 	if b.podInfoOpts.On && b.pods != nil {

@@ -111,20 +111,7 @@ func (d *departures) expire(r *gpu.Readings, usage []Usage, known func(tenant st
 // pod mapping (ks, nil: no mapping) alone: pods started since are in no
 // mapping, their usage goes to Unassigned. Called with buildMu held.
 func (b *Builder) forgetDeparted(c *compiledConfig, r *gpu.Readings, usage []Usage, ks *kube.Status) {
-	var known func(string) time.Time
-	if ks != nil {
-		pods, labels := mappingAsOf(ks)
-		known = func(tenant string) time.Time {
-			switch {
-			case c.ofLabels(tenant):
-				return labels
-			case c.ofPods(tenant):
-				return pods
-			}
-			return r.Time
-		}
-	}
-	for _, k := range b.departed.expire(r, usage, known) {
+	for _, k := range b.departed.expire(r, usage, knownAsOf(c, r, ks)) {
 		delete(b.meters.tenants, k)
 		delete(b.attr.csAcc, k)
 	}

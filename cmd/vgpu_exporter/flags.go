@@ -36,6 +36,12 @@ const (
 	backendNVML = "nvml"
 )
 
+// Values of --tenants.latency-sources.
+const (
+	latencySourcesRunning = "running"
+	latencySourcesAll     = "all"
+)
+
 // defaultScenario is the built-in scenario --backend=sim runs by default.
 const defaultScenario = "h100-timeslice"
 
@@ -66,6 +72,7 @@ type config struct {
 	PodInfoMaxSeries   int64
 	ProcRoot           string
 	DepartedRetention  time.Duration
+	LatencySources     string
 
 	Actuators actuatorConfig
 	Metering  meteringConfig
@@ -109,6 +116,8 @@ func addFlags(app *kingpin.Application) *config {
 		BoolVar(&c.TenantsAllowEmpty)
 	flagvalue.Duration(app, "tenants.departed-retention", fmt.Sprintf("How long the meters (energy, GPU time, memory time, cost) and context-switch count of a tenant without usage on a GPU are kept: then forgotten, and a tenant back after that starts them at 0 (a counter reset). The time a GPU is not read does not count; for a tenant of pods, the time counts up to the kubelet's last good pod mapping (pod-resources, and pod metadata where labels decide the tenant). At most %d such tenants a GPU are kept, the longest gone forgotten first. 0 keeps them for good (every tenant ever seen: with a tenant a batch job, series without end).", tenant.MaxDepartedPerGPU),
 		"1h", &c.DepartedRetention)
+	flagvalue.Enum(app, "tenants.latency-sources", "Which tenants' latency sources this exporter reads and serves: running (those of the tenants with usage on this host's GPUs within their SLO window, so that one tenants file given to every host has each source read on its tenant's host alone) or all (every source of the file, on every host).",
+		latencySourcesRunning, &c.LatencySources, latencySourcesRunning, latencySourcesAll)
 	app.Flag("config.check", "Validate this tenants file (and the --metering.* flags), print every error, or the prices in use, and exit (0 when valid, 1 otherwise).").
 		PlaceHolder("FILE").IsSetByUser(&c.configCheckSet).StringVar(&c.ConfigCheck)
 	flagvalue.Duration(app, "sample.interval", "How often the GPUs are sampled.", "1s", &c.SampleInterval)

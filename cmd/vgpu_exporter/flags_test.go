@@ -186,6 +186,34 @@ func TestDepartedRetentionWired(t *testing.T) {
 	}
 }
 
+// The builder reads the latency sources of the tenants running on this
+// host alone unless --tenants.latency-sources=all.
+func TestLatencySourcesWired(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{
+		{nil, true},
+		{[]string{"--tenants.latency-sources=running"}, true},
+		{[]string{"--tenants.latency-sources=all"}, false},
+	} {
+		c, err := parseArgs(t, tc.args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts, err := builderIO(c, nil, gpu.NewManualClock(time.Unix(0, 0)), log.NewNopLogger())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if opts.SourcesWhereRunning != tc.want {
+			t.Errorf("%v: SourcesWhereRunning %v, want %v", tc.args, opts.SourcesWhereRunning, tc.want)
+		}
+	}
+	if _, err := parseArgs(t, "--tenants.latency-sources=some"); err == nil || !strings.Contains(err.Error(), "tenants.latency-sources") {
+		t.Errorf("--tenants.latency-sources=some: error %v, want one naming the flag", err)
+	}
+}
+
 // TestFlagURLSecretsNotInErrors: the errors about a --backend.dcgm-exporter.url
 // or --kubernetes.pod-metadata URL quote it with its password and query
 // values masked, url.Parse's reason included.

@@ -103,8 +103,9 @@ func builderIO(cfg *config, src gpu.Source, clock gpu.Clock, logger log.Logger) 
 		Latency: latency.NewPool(lopts),
 		Proc:    kube.NewProcReader(cfg.ProcRoot),
 
-		AllowEmpty:        cfg.TenantsAllowEmpty,
-		DepartedRetention: cfg.DepartedRetention,
+		AllowEmpty:          cfg.TenantsAllowEmpty,
+		DepartedRetention:   cfg.DepartedRetention,
+		SourcesWhereRunning: cfg.LatencySources == latencySourcesRunning,
 	}
 	opts.Prices, _ = cfg.Metering.prices() // checked by validate
 	if cfg.PodResourcesSocket != "" || cfg.PodMetadata != "" {

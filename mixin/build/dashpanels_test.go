@@ -262,3 +262,30 @@ func runExprTest(t *testing.T, body string) {
 	}
 	runPromtool(t, dir, "test", "rules", "test.yaml")
 }
+
+// TestRequestsPanelCountsOneSource: the tenant dashboard's Requests panel
+// reads a tenant's requests once where several exporters serve the counts
+// of its one latency source (the hosts it ran on during its SLO window
+// after a move, or every host under --tenants.latency-sources=all): chat
+// serves 10 requests a second, served by h1 and h2 alike, reads 10, not
+// 20; a tenant served by one host reads its own rate.
+func TestRequestsPanelCountsOneSource(t *testing.T) {
+	exprs := panelExprs(t, "dashboards/vgpu-tenant.json", "Requests")
+	if len(exprs) != 1 {
+		t.Fatalf("Requests panel: %d queries, want 1", len(exprs))
+	}
+	runExprTest(t, fmt.Sprintf(`
+tests:
+  - interval: 1m
+    input_series:
+      - {series: 'vgpu_tenant_requests_total{job="vgpu",instance="h1:9949",cluster="c1",tenant="chat"}', values: '0+600x30'}
+      - {series: 'vgpu_tenant_requests_total{job="vgpu",instance="h2:9949",cluster="c1",tenant="chat"}', values: '0+600x30'}
+      - {series: 'vgpu_tenant_requests_total{job="vgpu",instance="h2:9949",cluster="c1",tenant="search"}', values: '0+120x30'}
+    promql_expr_test:
+      - expr: %q
+        eval_time: 20m
+        exp_samples:
+          - {labels: '{tenant="chat"}', value: 10}
+          - {labels: '{tenant="search"}', value: 2}
+`, exprs[0]))
+}

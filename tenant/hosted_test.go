@@ -1,0 +1,165 @@
+package tenant
+
+import (
+	"context"
+	"io"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
+	"github.com/vgpu-exporter/vgpu_exporter/latency"
+)
+
+// appReads is a FakeApp that counts the reads of each application.
+type appReads struct {
+	testutil.FakeApp
+	mu    sync.Mutex
+	reads map[string]int
+}
+
+func (a *appReads) AppMetrics(app string, w io.Writer) error {
+	a.mu.Lock()
+	a.reads[app]++
+	a.mu.Unlock()
+	return a.FakeApp.AppMetrics(app, w)
+}
+
+func (a *appReads) count(app string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.reads[app]
+}
+
+// TestSourcesReadWhereTenantRuns: with SourcesWhereRunning (the
+// exporter's default), one tenants file given to every host has a
+// tenant's latency source read and served only by the exporter of a host
+// where the tenant has usage, and there until it has had none for its SLO
+// window (5m here), the time its GPUs were not read not counted. "search"
+// never runs on this host: its source is never read and no SLO of it is
+// served. "chat" runs here (the vllm processes of user 1000).
+func TestSourcesReadWhereTenantRuns(t *testing.T) {
+	type step struct {
+		at     time.Duration // since the start
+		chat   bool          // chat's processes are on the GPU
+		down   bool          // the GPU is not read
+		served []string      // the SLOs served after the step
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []step
+	}{
+		{"tenant runs here, another does not", []step{
+			{0, true, false, []string{"chat"}},
+			{15 * time.Second, true, false, []string{"chat"}},
+			{30 * time.Second, true, false, []string{"chat"}},
+		}},
+		{"no tenant runs here", []step{
+			{0, false, false, nil},
+			{15 * time.Second, false, false, nil},
+		}},
+		{"away for less than its window", []step{
+			{0, true, false, []string{"chat"}},
+			{15 * time.Second, true, false, []string{"chat"}},
+			{time.Minute, false, false, []string{"chat"}},
+			{5 * time.Minute, false, false, []string{"chat"}},
+			{5*time.Minute + 15*time.Second, true, false, []string{"chat"}},
+		}},
+		{"away for its window, then back", []step{
+			{0, true, false, []string{"chat"}},
+			{15 * time.Second, true, false, []string{"chat"}},
+			{time.Minute, false, false, []string{"chat"}},
+			{5*time.Minute + 15*time.Second, false, false, nil},
+			{6 * time.Minute, true, false, []string{"chat"}},
+		}},
+		{"GPU not read", []step{
+			{0, true, false, []string{"chat"}},
+			{15 * time.Second, true, false, []string{"chat"}},
+			{time.Minute, false, true, []string{"chat"}},
+			{10 * time.Minute, false, true, []string{"chat"}},
+			{14 * time.Minute, false, false, []string{"chat"}},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Unix(1000, 0)
+			clock := gpu.NewManualClock(start)
+			app := &appReads{FakeApp: testutil.FakeApp{Body: map[string][]byte{"chat": fixture(t, "vllm-1.txt"), "search": fixture(t, "tgi-1.txt")}}, reads: map[string]int{}}
+			b := mustBuilder(t, `tenants:
+  - name: chat
+    selectors: [{uid: 1000}]
+    latency_source: {url: "sim://chat", preset: vllm-e2e}
+  - name: search
+    selectors: [{uid: 2000}]
+    latency_source: {url: "sim://search", preset: tgi}
+`, BuilderOptions{Clock: clock, Latency: latency.NewPool(latency.Options{Clock: clock, AppMetrics: app}), SourcesWhereRunning: true})
+			ctx := context.Background()
+			b.Refresh(ctx) // before the first sample: nothing is known to run here
+			for _, st := range tc.steps {
+				clock.Set(start.Add(st.at))
+				r := sharedReadings(gpu.SharingTimeSlice, 1)
+				r.Time = clock.Now()
+				if !st.chat {
+					r.Devices[0].Processes = slices.DeleteFunc(r.Devices[0].Processes, func(p gpu.Process) bool { return p.UID == 1000 })
+				}
+				r.Devices[0].Up = !st.down
+				b.Build(r, gpu.SamplerStats{})
+				b.Refresh(ctx)
+				var served []string
+				for _, s := range b.Build(r, gpu.SamplerStats{}).SLOs {
+					served = append(served, s.Tenant)
+				}
+				if !slices.Equal(served, st.served) {
+					t.Errorf("at %s: SLOs served %v, want %v", st.at, served, st.served)
+				}
+			}
+			if n := app.count("search"); n != 0 {
+				t.Errorf("search's source read %d times on a host it does not run on", n)
+			}
+		})
+	}
+}
+
+// TestSourcesWhereRunningReload: a reload keeps reading the source of a
+// tenant that runs here, its counters going on, and does not read that of
+// a tenant it adds that does not run here.
+func TestSourcesWhereRunningReload(t *testing.T) {
+	clock := gpu.NewManualClock(time.Unix(1000, 0))
+	app := &appReads{FakeApp: testutil.FakeApp{Body: map[string][]byte{"chat": fixture(t, "vllm-1.txt"), "search": fixture(t, "tgi-1.txt")}}, reads: map[string]int{}}
+	chat := "tenants:\n  - name: chat\n    selectors: [{uid: 1000}]\n    latency_source: {url: \"sim://chat\", preset: vllm-e2e}\n"
+	b, file := fileBuilder(t, chat, BuilderOptions{Clock: clock, Latency: latency.NewPool(latency.Options{Clock: clock, AppMetrics: app}), SourcesWhereRunning: true})
+	ctx := context.Background()
+	build := func() []SLOStatus {
+		r := sharedReadings(gpu.SharingTimeSlice, 1)
+		r.Time = clock.Now()
+		return b.Build(r, gpu.SamplerStats{}).SLOs
+	}
+	build()
+	b.Refresh(ctx)
+	clock.Advance(15 * time.Second)
+	app.Set("chat", fixture(t, "vllm-2.txt"))
+	build()
+	b.Refresh(ctx)
+	before := build()
+	if len(before) != 1 || before[0].RequestsTotal == 0 {
+		t.Fatalf("before the reload: SLOs %+v, want chat's with requests", before)
+	}
+	if err := os.WriteFile(file, []byte(chat+"  - name: search\n    selectors: [{uid: 2000}]\n    latency_source: {url: \"sim://search\", preset: tgi}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Reload(""); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(15 * time.Second)
+	build()
+	b.Refresh(ctx)
+	after := build()
+	if len(after) != 1 || after[0].Tenant != "chat" || after[0].RequestsTotal < before[0].RequestsTotal {
+		t.Errorf("after the reload: SLOs %+v, want chat's alone, its requests at least %v", after, before[0].RequestsTotal)
+	}
+	if n := app.count("search"); n != 0 {
+		t.Errorf("search's source read %d times on a host it does not run on", n)
+	}
+}
