@@ -151,7 +151,7 @@ func (s *Simulator) kill(t *tenant) int {
 func (s *Simulator) resume(t *tenant, at int64) {
 	t.pause = max(t.pause, at)
 	t.lastCkpt = t.pause
-	t.mpsEff = t.contextFraction()
+	t.setMPSEff()
 }
 
 func (s *Simulator) restartClient(g *gpuState, t *tenant) error {

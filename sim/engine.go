@@ -345,6 +345,7 @@ func (d *domain) boundary(s *Simulator, now int64) int64 {
 	d.expiry, d.wanting = never, 0
 	for _, m := range d.members {
 		m.want = false
+		timeout := int64(m.w.Timeout) // (0: none)
 		if !m.alive {
 			if m.refusing {
 				// stopped by a control call: its clients' requests fail
@@ -363,7 +364,7 @@ func (d *domain) boundary(s *Simulator, now int64) int64 {
 				next = min(next, m.switchAt)
 			}
 		}
-		if m.w.Timeout > 0 && m.queued() > 0 && !m.job.active && m.queue[m.qhead].arrival < now-int64(m.w.Timeout) {
+		if timeout > 0 && m.queued() > 0 && !m.job.active && m.queue[m.qhead].arrival < now-timeout {
 			m.expire(now) // requests nobody will serve in time
 		}
 		if m.draining {
@@ -385,8 +386,8 @@ func (d *domain) boundary(s *Simulator, now int64) int64 {
 		if f := m.frozenTill(now); f > 0 && f < next {
 			next = f // the end of a paused phase
 		}
-		if m.w.Timeout > 0 && m.queued() > 0 {
-			d.expiry = min(d.expiry, m.queue[m.qhead].arrival+int64(m.w.Timeout))
+		if timeout > 0 && m.queued() > 0 {
+			d.expiry = min(d.expiry, m.queue[m.qhead].arrival+timeout)
 		}
 		if d.kind == schedMPS {
 			continue // (runMPS reads no member's want)

@@ -40,7 +40,7 @@ func (d *domain) runMPS(s *Simulator, t, t1 int64, clockFactor float64) {
 			}
 			n := len(d.act)
 			d.act = append(d.act, int32(i))
-			c := mpsClient{m.idx, m.jobSeq, min(m.w.SMFraction, m.mpsEff)}
+			c := mpsClient{m.idx, m.jobSeq, m.mpsCap}
 			capSum += c.cap
 			switch {
 			case n >= len(d.mpsPrev):

@@ -317,7 +317,7 @@ func (s *Simulator) startTenant(t *tenant, now int64) bool {
 	t.alive = true
 	t.pause = max(now, g.drainTo)
 	t.lastCkpt = t.pause
-	t.mpsEff = t.contextFraction()
+	t.setMPSEff()
 	if !t.refusing {
 		t.initArrivals(now) // a stopped service's clients kept sending
 	}

@@ -126,6 +126,7 @@ type tenant struct {
 
 	// MPS
 	mpsEff     float64 // active-thread fraction of the current context
+	mpsCap     float64 // an MPS client's SM cap: min(w.SMFraction, mpsEff) (setMPSEff)
 	mpsPending float64 // set for the next context; 0 = use the GPU default
 	pinned     uint64  // pinned-memory limit; 0 = none
 
@@ -652,4 +653,11 @@ func (h *hist) observeN(v float64, n uint64) {
 	h.counts[i] += n
 	h.sum += v * float64(n)
 	h.n += n
+}
+
+// setMPSEff sets t's active-thread fraction to that of its current
+// context, and its SM cap as an MPS client with it.
+func (t *tenant) setMPSEff() {
+	t.mpsEff = t.contextFraction()
+	t.mpsCap = min(t.w.SMFraction, t.mpsEff)
 }

@@ -57,22 +57,49 @@ func knobAvailability(ac Actuators, uuid string, k gpu.Knob, mechs []Mechanism, 
 	if mechs == nil {
 		mechs = Mechanisms
 	}
+	backs := make([]backendList, len(mechs))
+	for i, m := range mechs {
+		if slices.Contains(m.Knobs, k) {
+			backs[i] = listOf(ac, m, uuid, caps)
+		}
+	}
+	return availabilityFrom(k, mechs, backs)
+}
+
+// backendList is a mechanism's backend as knobAvailability looks at it for
+// one GPU: whether the host has it, whether it lists capabilities, and
+// what it lists for the GPU.
+type backendList struct {
+	driven, lister bool
+	listed         []gpu.Knob
+}
+
+// listOf is m's backend in ac and its list for the GPU uuid (served by caps).
+func listOf(ac Actuators, m Mechanism, uuid string, caps capCache) backendList {
+	b, ok := ac.by[m.actuator]
+	if !ok {
+		return backendList{}
+	}
+	cl, ok := b.(gpu.CapabilityLister)
+	if !ok {
+		return backendList{driven: true}
+	}
+	return backendList{driven: true, lister: true, listed: caps.list(cl, uuid)}
+}
+
+// availabilityFrom is knobAvailability of k from the backends of mechs,
+// backs[i] that of mechs[i] (looked at where mechs[i] has k).
+func availabilityFrom(k gpu.Knob, mechs []Mechanism, backs []backendList) KnobAvailability {
 	out := KnobAvailability{Knob: k}
 	var listed []gpu.Knob
 	known := true
-	for _, m := range mechs {
-		b, ok := ac.by[m.actuator]
-		if !ok || !slices.Contains(m.Knobs, k) {
+	for i, m := range mechs {
+		if !backs[i].driven || !slices.Contains(m.Knobs, k) {
 			continue
 		}
 		out.Driven = true
-		cl, ok := b.(gpu.CapabilityLister)
-		if !ok {
-			known = false
-			continue
-		}
-		l := caps.list(cl, uuid)
-		if len(l) == 0 {
+		l := backs[i].listed
+		if !backs[i].lister || len(l) == 0 {
 			known = false
 			continue
 		}
@@ -127,10 +154,21 @@ var errUnavailable = errors.New("not available on this GPU")
 
 // knobsAvailable are the table's knobs (CountedKnobs) on the GPU uuid,
 // each with its availability through ac.
+// (Each mechanism's backend and list are looked up once for all the
+// knobs: a round asks for every knob of every GPU.)
 func knobsAvailable(ac Actuators, uuid string, caps capCache) []KnobAvailability {
+	var buf [16]backendList
+	backs := buf[:0]
+	for _, m := range Mechanisms {
+		var b backendList
+		if len(m.Knobs) > 0 {
+			b = listOf(ac, m, uuid, caps)
+		}
+		backs = append(backs, b)
+	}
 	out := make([]KnobAvailability, len(CountedKnobs))
 	for i, k := range CountedKnobs {
-		out[i] = knobAvailability(ac, uuid, k, nil, caps)
+		out[i] = availabilityFrom(k, Mechanisms, backs)
 	}
 	return out
 }
