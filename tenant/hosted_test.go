@@ -38,49 +38,67 @@ func (a *appReads) count(app string) int {
 // exporter's default), one tenants file given to every host has a
 // tenant's latency source read and served only by the exporter of a host
 // where the tenant has usage, and there until it has had none for its SLO
-// window (5m here), the time its GPUs were not read not counted. "search"
-// never runs on this host: its source is never read and no SLO of it is
-// served. "chat" runs here (the vllm processes of user 1000).
+// window (5m here), the time a GPU it had usage on was not read not
+// counted (that another GPU of the host is not read keeps no tenant).
+// "search" never runs on this host: its source is never read and no SLO
+// of it is served. "chat" runs here (the vllm processes of user 1000).
 func TestSourcesReadWhereTenantRuns(t *testing.T) {
 	type step struct {
 		at     time.Duration // since the start
-		chat   bool          // chat's processes are on the GPU
-		down   bool          // the GPU is not read
+		chat   bool          // chat's processes are on GPU 0
+		down   bool          // GPU 0 is not read
 		served []string      // the SLOs served after the step
+		// GPU 1, listed with one of these (else not listed): chat's
+		// processes on it, or not read
+		chat1, down1 bool
 	}
 	for _, tc := range []struct {
 		name  string
 		steps []step
 	}{
 		{"tenant runs here, another does not", []step{
-			{0, true, false, []string{"chat"}},
-			{15 * time.Second, true, false, []string{"chat"}},
-			{30 * time.Second, true, false, []string{"chat"}},
+			{0, true, false, []string{"chat"}, false, false},
+			{15 * time.Second, true, false, []string{"chat"}, false, false},
+			{30 * time.Second, true, false, []string{"chat"}, false, false},
 		}},
 		{"no tenant runs here", []step{
-			{0, false, false, nil},
-			{15 * time.Second, false, false, nil},
+			{0, false, false, nil, false, false},
+			{15 * time.Second, false, false, nil, false, false},
 		}},
 		{"away for less than its window", []step{
-			{0, true, false, []string{"chat"}},
-			{15 * time.Second, true, false, []string{"chat"}},
-			{time.Minute, false, false, []string{"chat"}},
-			{5 * time.Minute, false, false, []string{"chat"}},
-			{5*time.Minute + 15*time.Second, true, false, []string{"chat"}},
+			{0, true, false, []string{"chat"}, false, false},
+			{15 * time.Second, true, false, []string{"chat"}, false, false},
+			{time.Minute, false, false, []string{"chat"}, false, false},
+			{5 * time.Minute, false, false, []string{"chat"}, false, false},
+			{5*time.Minute + 15*time.Second, true, false, []string{"chat"}, false, false},
 		}},
 		{"away for its window, then back", []step{
-			{0, true, false, []string{"chat"}},
-			{15 * time.Second, true, false, []string{"chat"}},
-			{time.Minute, false, false, []string{"chat"}},
-			{5*time.Minute + 15*time.Second, false, false, nil},
-			{6 * time.Minute, true, false, []string{"chat"}},
+			{0, true, false, []string{"chat"}, false, false},
+			{15 * time.Second, true, false, []string{"chat"}, false, false},
+			{time.Minute, false, false, []string{"chat"}, false, false},
+			{5*time.Minute + 15*time.Second, false, false, nil, false, false},
+			{6 * time.Minute, true, false, []string{"chat"}, false, false},
 		}},
 		{"GPU not read", []step{
-			{0, true, false, []string{"chat"}},
-			{15 * time.Second, true, false, []string{"chat"}},
-			{time.Minute, false, true, []string{"chat"}},
-			{10 * time.Minute, false, true, []string{"chat"}},
-			{14 * time.Minute, false, false, []string{"chat"}},
+			{0, true, false, []string{"chat"}, false, false},
+			{15 * time.Second, true, false, []string{"chat"}, false, false},
+			{time.Minute, false, true, []string{"chat"}, false, false},
+			{10 * time.Minute, false, true, []string{"chat"}, false, false},
+			{14 * time.Minute, false, false, []string{"chat"}, false, false},
+		}},
+		{"away for its window while another GPU is not read", []step{
+			{0, true, false, []string{"chat"}, false, false},
+			{time.Minute, false, false, []string{"chat"}, false, true},
+			{5*time.Minute + 15*time.Second, false, false, nil, false, true},
+			{2 * time.Hour, false, false, nil, false, true},
+		}},
+		{"on a GPU not read, away from another", []step{
+			{0, true, false, []string{"chat"}, true, false},
+			{15 * time.Second, true, false, []string{"chat"}, true, false},
+			{time.Minute, false, false, []string{"chat"}, false, true},
+			{10 * time.Minute, false, false, []string{"chat"}, false, true},
+			{14 * time.Minute, false, false, []string{"chat"}, false, false},
+			{15*time.Minute + 15*time.Second, false, false, nil, false, false},
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -105,6 +123,13 @@ func TestSourcesReadWhereTenantRuns(t *testing.T) {
 					r.Devices[0].Processes = slices.DeleteFunc(r.Devices[0].Processes, func(p gpu.Process) bool { return p.UID == 1000 })
 				}
 				r.Devices[0].Up = !st.down
+				if st.chat1 || st.down1 {
+					d := gpu.Device{Index: 1, UUID: "GPU-1", Up: !st.down1, Mode: gpu.SharingTimeSlice}
+					if st.chat1 {
+						d.Processes = slices.DeleteFunc(slices.Clone(sharedReadings(gpu.SharingTimeSlice, 1).Devices[0].Processes), func(p gpu.Process) bool { return p.UID != 1000 })
+					}
+					r.Devices = append(r.Devices, d)
+				}
 				b.Build(r, gpu.SamplerStats{})
 				b.Refresh(ctx)
 				var served []string
