@@ -217,7 +217,8 @@ func (b *Builder) Config() *Config { return b.cfg.Load().Config }
 // installLocked makes cfg current; the latency tracker keeps the sources
 // whose configuration and objective did not change. With whereRunning,
 // those of cfg's tenants this host reads (hostedSources) are set, under
-// buildMu as Build sets them.
+// buildMu as Build sets them: the tenants it read before that cfg keeps
+// with a source; which have left is for the next sample to say.
 func (b *Builder) installLocked(cfg *Config) {
 	c := compile(cfg, b.podTenancy)
 	c.prices = cmp.Or(cfg.Metering, b.prices)

@@ -35,13 +35,15 @@ func newHostedSources() hostedSources {
 // and back, its counters start at 0. As for the meters
 // (departures.expire), the time a GPU is listed but not read does not
 // count for the tenants that had usage on it, nor, for a tenant of pods,
-// the time after the last good pod mapping (known; nil: none).
+// the time after the last good pod mapping (known; nil: none). Without a
+// sample (r nil: a reload of the tenants file, which has no mapping's
+// time to measure a tenant of pods by) nothing expires: the tenants no
+// longer in c with a source are dropped, the others kept until a sample
+// says otherwise, and none is added.
 func (h *hostedSources) update(c *compiledConfig, r *gpu.Readings, usage []Usage, known func(string) time.Time) ([]*Tenant, bool) {
-	at := h.prev // without a sample, as of the latest
 	var down map[string]bool
 	if r != nil {
 		down = h.record(r, usage, func(tenant string) bool { return c.sourceWindow[tenant] > 0 })
-		at = r.Time
 	}
 	here := map[string]bool{} // the tenants with usage here within their window
 	for k := range h.last {
@@ -50,9 +52,11 @@ func (h *hostedSources) update(c *compiledConfig, r *gpu.Readings, usage []Usage
 			delete(h.last, k) // no longer a tenant with a source
 			continue
 		}
-		if age, left := h.absence(k, at, down, known); left && age >= window {
-			delete(h.last, k)
-			continue
+		if r != nil {
+			if age, left := h.absence(k, r.Time, down, known); left && age >= window {
+				delete(h.last, k)
+				continue
+			}
 		}
 		here[k.tenant] = true
 	}

@@ -188,3 +188,54 @@ func TestSourcesWhereRunningReload(t *testing.T) {
 		t.Errorf("search's source read %d times on a host it does not run on", n)
 	}
 }
+
+// TestSourcesWhereRunningReloadKubeletDown: a tenant of pods whose new pod
+// the last good kubelet mapping does not know (its processes go to
+// Unassigned while the kubelet is down) is kept read, its absence known
+// only up to that mapping; a reload of the tenants file expires nothing
+// (a sample, with the mapping's time, does), so it keeps it read and
+// served, its counters going on.
+func TestSourcesWhereRunningReloadKubeletDown(t *testing.T) {
+	start := time.Unix(1000, 0)
+	clock := gpu.NewManualClock(start)
+	app := &appReads{FakeApp: testutil.FakeApp{Body: map[string][]byte{"chat": fixture(t, "vllm-1.txt")}}, reads: map[string]int{}}
+	pods := &churnPods{}
+	yaml := "tenants:\n  - name: chat\n    selectors: [{kubernetes: {namespace: llm}}]\n    latency_source: {url: \"sim://chat\", preset: vllm-e2e}\n"
+	b, file := fileBuilder(t, yaml, BuilderOptions{Clock: clock, Pods: pods, Latency: latency.NewPool(latency.Options{Clock: clock, AppMetrics: app}), SourcesWhereRunning: true})
+	ctx := context.Background()
+	pods.m.Store(podsOn(t, "llm/chat=GPU-0"))
+	served := func(pod string) []SLOStatus {
+		d := testutil.Device(0, "GPU-0", podProc(100, pod, 0.3))
+		d.Mode = gpu.SharingTimeSlice
+		r := &gpu.Readings{Time: clock.Now(), Interval: 15 * time.Second, Devices: []gpu.Device{d}}
+		b.Build(r, gpu.SamplerStats{})
+		b.Refresh(ctx)
+		return b.Build(r, gpu.SamplerStats{}).SLOs
+	}
+	pods.refresh(clock.Now(), false, false)
+	if slos := served("chat"); len(slos) != 1 {
+		t.Fatalf("SLOs served %+v while chat runs here, want chat's", slos)
+	}
+	// The kubelet goes down; chat's pod is replaced by chat-2, which the
+	// last good mapping does not know: past chat's window (5m) after it.
+	var before []SLOStatus
+	for at := 15 * time.Second; at <= 10*time.Minute; at += 15 * time.Second {
+		clock.Set(start.Add(at))
+		pods.refresh(clock.Now(), true, false)
+		app.Set("chat", fixture(t, "vllm-2.txt"))
+		if before = served("chat-2"); len(before) != 1 {
+			t.Fatalf("at %v, the kubelet down: SLOs served %+v, want chat's", at, before)
+		}
+	}
+	if err := os.WriteFile(file, []byte(yaml+"  - name: other\n    selectors: [{uid: 4242}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Reload(""); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(15 * time.Second)
+	pods.refresh(clock.Now(), true, false)
+	if after := served("chat-2"); len(after) != 1 || after[0].RequestsTotal < before[0].RequestsTotal {
+		t.Errorf("after a reload, the kubelet still down: SLOs served %+v, want chat's, its requests at least %v", after, before[0].RequestsTotal)
+	}
+}
