@@ -120,8 +120,8 @@ type compiledConfig struct {
 	needCgroup bool               // some selector (or the pod tenancy) needs the cgroup path or the pod
 	// kubeSelected: the tenants with a kubernetes selector
 	kubeSelected map[string]bool
-	// sourced: the tenants with a latency source
-	sourced map[string]bool
+	// sourceWindow: the SLO window of the tenants with a latency source
+	sourceWindow map[string]time.Duration
 	// labelSelected: the tenants with a kubernetes selector naming labels
 	labelSelected map[string]bool
 	pods          PodTenancy
@@ -132,7 +132,7 @@ type compiledConfig struct {
 }
 
 func compile(cfg *Config, pods PodTenancy) *compiledConfig {
-	c := &compiledConfig{Config: cfg, class: map[string]gpu.TenantClass{}, minShare: map[string]float64{}, kubeSelected: map[string]bool{}, labelSelected: map[string]bool{}, sourced: map[string]bool{}, pods: pods, needCgroup: pods.On()}
+	c := &compiledConfig{Config: cfg, class: map[string]gpu.TenantClass{}, minShare: map[string]float64{}, kubeSelected: map[string]bool{}, labelSelected: map[string]bool{}, sourceWindow: map[string]time.Duration{}, pods: pods, needCgroup: pods.On()}
 	for _, t := range cfg.Tenants {
 		info := Info{Name: t.Name, Class: t.Class, Priority: t.Priority, ShareMax: 1, RestartCost: t.RestartCost}
 		if t.Share != nil {
@@ -144,7 +144,10 @@ func compile(cfg *Config, pods PodTenancy) *compiledConfig {
 			c.minShare[t.Name] = t.Share.Min
 		}
 		if t.LatencySource != nil {
-			c.sourced[t.Name] = true
+			c.sourceWindow[t.Name] = cfg.Defaults.SLOWindow
+			if t.SLO != nil && t.SLO.Window > 0 {
+				c.sourceWindow[t.Name] = t.SLO.Window
+			}
 		}
 		for _, s := range t.Selectors {
 			if s.Cgroup != "" || s.Kubernetes != nil {
@@ -214,7 +217,8 @@ func (b *Builder) Config() *Config { return b.cfg.Load().Config }
 // installLocked makes cfg current; the latency tracker keeps the sources
 // whose configuration and objective did not change. With whereRunning,
 // those of cfg's tenants this host reads (hostedSources) are set, under
-// buildMu as Build sets them.
+// buildMu as Build sets them: the tenants it read before that cfg keeps
+// with a source; which have left is for the next sample to say.
 func (b *Builder) installLocked(cfg *Config) {
 	c := compile(cfg, b.podTenancy)
 	c.prices = cmp.Or(cfg.Metering, b.prices)

@@ -15,60 +15,55 @@ import (
 // (a DaemonSet's ConfigMap), and a source read on each would be scraped
 // and served once a host. Guarded by the Builder's buildMu.
 type hostedSources struct {
-	last map[string]time.Time // by tenant: the latest sample with usage here
-	prev time.Time            // the latest sample's time
+	lastUsage // of the tenants with a latency source, by GPU
 	// read: the tenants whose sources the tracker was last given, in
 	// the order of the configuration
 	read []string
 }
 
 func newHostedSources() hostedSources {
-	return hostedSources{last: map[string]time.Time{}}
+	return hostedSources{lastUsage: newLastUsage()}
 }
 
 // update records the usage of the sample r and returns c's tenants whose
 // sources this host reads as of r, and whether they differ from those
 // returned before. A tenant's source is read from the first sample in
-// which the tenant has usage here, and until it has had none for its SLO
-// window (the figures of the window are then none of this host's): a
-// restart or a sample that misses a process keeps it, its counters and
-// window going on; one that stays away longer is forgotten, and back, its
-// counters start at 0. The time a GPU is listed but not read does not
-// count, as for the meters (departures.expire), nor, for a tenant of pods,
-// the time after the last good pod mapping (known; nil: none).
+// which the tenant has usage here, and until it has had none on any GPU
+// here for its SLO window (the figures of the window are then none of
+// this host's): a restart or a sample that misses a process keeps it, its
+// counters and window going on; one that stays away longer is forgotten,
+// and back, its counters start at 0. As for the meters
+// (departures.expire), the time a GPU is listed but not read does not
+// count for the tenants that had usage on it, nor, for a tenant of pods,
+// the time after the last good pod mapping (known; nil: none). Without a
+// sample (r nil: a reload of the tenants file, which has no mapping's
+// time to measure a tenant of pods by) nothing expires: the tenants no
+// longer in c with a source are dropped, the others kept until a sample
+// says otherwise, and none is added.
 func (h *hostedSources) update(c *compiledConfig, r *gpu.Readings, usage []Usage, known func(string) time.Time) ([]*Tenant, bool) {
+	var down map[string]bool
 	if r != nil {
-		h.observe(c, r, usage)
+		down = h.record(r, usage, func(tenant string) bool { return c.sourceWindow[tenant] > 0 })
+	}
+	here := map[string]bool{} // the tenants with usage here within their window
+	for k := range h.last {
+		window := c.sourceWindow[k.tenant]
+		if window <= 0 {
+			delete(h.last, k) // no longer a tenant with a source
+			continue
+		}
+		if r != nil {
+			if age, left := h.absence(k, r.Time, down, known); left && age >= window {
+				delete(h.last, k)
+				continue
+			}
+		}
+		here[k.tenant] = true
 	}
 	var read []*Tenant
 	for i := range c.Tenants {
-		t := &c.Tenants[i]
-		if t.LatencySource == nil {
-			continue
-		}
-		last, ok := h.last[t.Name]
-		if !ok {
-			continue
-		}
-		window := c.Defaults.SLOWindow
-		if t.SLO != nil && t.SLO.Window > 0 {
-			window = t.SLO.Window
-		}
-		seen := h.prev
-		if known != nil {
-			if s := known(t.Name); s.Before(seen) {
-				seen = s
-			}
-		}
-		if seen.Sub(last) >= window {
-			delete(h.last, t.Name)
-			continue
-		}
-		read = append(read, t)
-	}
-	for name := range h.last {
-		if !c.sourced[name] {
-			delete(h.last, name) // no longer a tenant with a source
+		if t := &c.Tenants[i]; t.LatencySource != nil && here[t.Name] {
+			read = append(read, t)
 		}
 	}
 	changed := !slices.EqualFunc(read, h.read, func(t *Tenant, name string) bool { return t.Name == name })
@@ -89,29 +84,6 @@ func sourceSpecs(tenants []*Tenant, d Defaults) []latency.Spec {
 		specs = append(specs, latencySpec(t, d))
 	}
 	return specs
-}
-
-// observe moves the latest usage of r's tenants with a latency source in c
-// to r's time, and that of every tenant followed on by the time since the
-// previous sample when one of r's GPUs is not read (its tenants are not
-// known to have left).
-func (h *hostedSources) observe(c *compiledConfig, r *gpu.Readings, usage []Usage) {
-	at := r.Time
-	if !at.After(h.prev) {
-		return
-	}
-	if !h.prev.IsZero() && slices.ContainsFunc(r.Devices, func(d gpu.Device) bool { return !d.Up }) {
-		lost := at.Sub(h.prev)
-		for name, t := range h.last {
-			h.last[name] = t.Add(lost)
-		}
-	}
-	h.prev = at
-	for _, u := range usage {
-		if c.sourced[u.Tenant] {
-			h.last[u.Tenant] = at
-		}
-	}
 }
 
 // knownAsOf is, for each tenant of c, the time up to which its absence

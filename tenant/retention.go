@@ -16,47 +16,39 @@ import (
 // them).
 const MaxDepartedPerGPU = 256
 
-// departures follows, by GPU and tenant, the latest sample in which the
-// tenant had usage on the GPU, so that what is kept of a tenant that left
-// a GPU (its meters, its context-switch count) is forgotten once it has
-// had no usage there for the retention (guarded by the Builder's buildMu).
-type departures struct {
-	keep time.Duration // 0: nothing is forgotten
+// lastUsage follows, by GPU and tenant, the latest sample in which the
+// tenant had usage on the GPU, the time the GPU was listed but not read
+// not counted: what departures and hostedSources measure a tenant's
+// absence from a GPU by (guarded by the Builder's buildMu).
+type lastUsage struct {
 	last map[meterKey]time.Time
 	prev time.Time // the latest sample's time
 }
 
-func newDepartures(keep time.Duration) departures {
-	return departures{keep: keep, last: map[meterKey]time.Time{}}
+func newLastUsage() lastUsage {
+	return lastUsage{last: map[meterKey]time.Time{}}
 }
 
-// expire records the usage of the sample r (nil: none) and returns the
-// GPUs' tenants to forget: those without usage on a GPU for the retention
-// or more, as of r's time, and on a GPU with more than MaxDepartedPerGPU
-// tenants without usage, the oldest of them beyond it. The time a GPU is
-// listed but not read (lost: the interval since the previous sample) does
-// not count: its tenants are not known to have left; the time before does
-// (their latest usage moves on by the lost interval). For a tenant whose
-// attribution rests on a source that can fail (its pods' mapping), known
-// (nil: none) gives the time of the source's last good answer: its absence
-// counts up to that time alone (a zero time: none, it is kept), for usage
-// after it may have gone to Unassigned, not away; such a tenant counts
-// toward the cap all the same.
-func (d *departures) expire(r *gpu.Readings, usage []Usage, known func(tenant string) time.Time) []meterKey {
-	if d.keep <= 0 || r == nil {
-		return nil
-	}
+// record records the usage of the sample r of the tenants follow says
+// (nil: every tenant) and returns the GPUs r lists but does not read
+// (nil: none). The latest usage of a tenant on such a GPU moves on by the
+// interval since the previous sample: the tenant is not known to have
+// left it, and only the time before it stopped being read counts.
+func (l *lastUsage) record(r *gpu.Readings, usage []Usage, follow func(tenant string) bool) map[string]bool {
 	at := r.Time
 	var lost time.Duration
-	if !d.prev.IsZero() && at.After(d.prev) {
-		lost = at.Sub(d.prev)
+	if !l.prev.IsZero() && at.After(l.prev) {
+		lost = at.Sub(l.prev)
 	}
-	if at.After(d.prev) {
-		d.prev = at
+	if at.After(l.prev) {
+		l.prev = at
 	}
 	for _, u := range usage {
-		if k := (meterKey{u.UUID, u.Tenant}); at.After(d.last[k]) {
-			d.last[k] = at
+		if follow != nil && !follow(u.Tenant) {
+			continue
+		}
+		if k := (meterKey{u.UUID, u.Tenant}); at.After(l.last[k]) {
+			l.last[k] = at
 		}
 	}
 	var down map[string]bool
@@ -68,20 +60,69 @@ func (d *departures) expire(r *gpu.Readings, usage []Usage, known func(tenant st
 			down[r.Devices[i].UUID] = true
 		}
 	}
-	var gone []meterKey
-	var away map[string][]meterKey // by GPU UUID, those kept
-	for k, t := range d.last {
-		seen := at // as of when the tenant is known to have had no usage
-		if known != nil {
-			if s := known(k.tenant); s.Before(at) {
-				seen = s
+	if lost > 0 && down != nil {
+		for k, t := range l.last {
+			if down[k.uuid] && at.After(t) {
+				l.last[k] = t.Add(lost)
 			}
 		}
-		switch {
-		case !at.After(t): // usage in this sample
-		case down[k.uuid]:
-			d.last[k] = t.Add(lost)
-		case seen.Sub(t) < d.keep:
+	}
+	return down
+}
+
+// absence is how long the tenant of k is known, as of the sample at time
+// at whose unread GPUs record returned (down), to have had no usage on
+// k's GPU; false while it is not known to have left: usage in that
+// sample, or a GPU not read. For a tenant whose attribution rests on a
+// source that can fail (its pods' mapping), known (nil: none) gives the
+// time of the source's last good answer: its absence counts up to that
+// time alone (a zero time: none), for usage after it may have gone to
+// Unassigned, not away.
+func (l *lastUsage) absence(k meterKey, at time.Time, down map[string]bool, known func(tenant string) time.Time) (time.Duration, bool) {
+	t := l.last[k]
+	if !at.After(t) || down[k.uuid] {
+		return 0, false
+	}
+	seen := at // as of when the tenant is known to have had no usage
+	if known != nil {
+		if s := known(k.tenant); s.Before(at) {
+			seen = s
+		}
+	}
+	return seen.Sub(t), true
+}
+
+// departures follows, by GPU and tenant, the latest sample in which the
+// tenant had usage on the GPU, so that what is kept of a tenant that left
+// a GPU (its meters, its context-switch count) is forgotten once it has
+// had no usage there for the retention (guarded by the Builder's buildMu).
+type departures struct {
+	keep time.Duration // 0: nothing is forgotten
+	lastUsage
+}
+
+func newDepartures(keep time.Duration) departures {
+	return departures{keep: keep, lastUsage: newLastUsage()}
+}
+
+// expire records the usage of the sample r (nil: none) and returns the
+// GPUs' tenants to forget: those without usage on a GPU for the retention
+// or more, as of r's time, and on a GPU with more than MaxDepartedPerGPU
+// tenants without usage, the oldest of them beyond it. The time a GPU is
+// listed but not read does not count, nor, for a tenant of pods, the time
+// after known's (lastUsage.absence); such a tenant counts toward the cap
+// all the same.
+func (d *departures) expire(r *gpu.Readings, usage []Usage, known func(tenant string) time.Time) []meterKey {
+	if d.keep <= 0 || r == nil {
+		return nil
+	}
+	down := d.record(r, usage, nil)
+	var gone []meterKey
+	var away map[string][]meterKey // by GPU UUID, those kept
+	for k := range d.last {
+		switch age, left := d.absence(k, r.Time, down, known); {
+		case !left:
+		case age < d.keep:
 			if away == nil {
 				away = map[string][]meterKey{}
 			}
