@@ -152,7 +152,10 @@ func (m *meterState) device(rule IdleEnergy, prices *Prices, d *gpu.Device, at t
 	for _, s := range reserved {
 		held += s
 	}
-	rest := energy * (1 - active)
+	// Shares scaled down to add up to 1 may add up to a little more in
+	// floating point: the rest is at least 0, so that no counter decreases.
+	active, held = min(1, active), min(1, held)
+	rest := max(0, energy*(1-active))
 	g.EnergyJoules += energy + unsampled
 	g.MemoryByteSeconds += sec * float64(d.MemoryUsedBytes)
 	idle := rest

@@ -323,3 +323,47 @@ func TestMeterEnergyAcrossGap(t *testing.T) {
 		})
 	}
 }
+
+// Shares scaled down to add up to 1 may add up to 1+2^-52 in floating point
+// (0.51 and 0.66 of the GPU's kernel-busy time): the rest was below 0, and
+// the idle tenant's energy and energy cost, and the GPU's idle energy, went
+// below 0 and decreased with each sample.
+func TestMeterCountersNeverDecrease(t *testing.T) {
+	for _, rule := range []IdleEnergy{IdleByReservation, IdleToIdle} {
+		t.Run(string(rule), func(t *testing.T) {
+			b := mustBuilder(t, "defaults: {idle_energy: "+string(rule)+"}\ntenants:\n  - {name: a, selectors: [{executable: a}]}\n  - {name: b, selectors: [{executable: b}]}\n  - {name: c, selectors: [{executable: c}]}\n",
+				BuilderOptions{Prices: &Prices{Currency: "USD", PerKWh: gpu.Float(0.2)}})
+			proc := func(pid uint32, name string, util float64) gpu.Process {
+				return gpu.Process{PID: pid, Name: name, UID: -1, GPUInstanceID: -1, ComputeInstanceID: -1, SMUtil: gpu.Float(util), UsedMemoryBytes: gpu.Uint(1 << 30)}
+			}
+			prev := map[string]float64{}
+			for i := range 6 {
+				d := gpu.Device{Index: 0, UUID: "GPU-0", Up: true, Mode: gpu.SharingTimeSlice, MemoryTotalBytes: 80 << 30, MemoryUsedBytes: 3 << 30,
+					EnergyJoules: gpu.Float(float64(i) * 7000),
+					Processes:    []gpu.Process{proc(1, "a", 0.51), proc(2, "b", 0.66), proc(3, "c", 0)}}
+				r := &gpu.Readings{Time: time.Unix(int64(10*i), 0), Devices: []gpu.Device{d}}
+				if i > 0 {
+					r.Interval = 10 * time.Second
+				}
+				s := b.Build(r, gpu.SamplerStats{})
+				figs := map[string]float64{"idle": s.GPUMeters[0].IdleEnergyJoules}
+				for _, c := range s.GPUMeters[0].IdleCosts {
+					figs["idle cost"] = c.Energy
+				}
+				for _, m := range s.Meters {
+					figs[m.Tenant] = m.EnergyJoules
+					for _, c := range m.Costs {
+						figs[m.Tenant+" cost"] = c.Energy
+					}
+				}
+				for k, v := range figs {
+					if v < 0 || v < prev[k] {
+						t.Errorf("sample %d: %s energy counter %g, was %g", i, k, v, prev[k])
+					}
+					prev[k] = v
+				}
+				checkConserved(t, s.Meters, s.GPUMeters)
+			}
+		})
+	}
+}
