@@ -42,6 +42,14 @@ type Meter struct {
 	// activity; GPUSecondsReserved time weighted by what it held of the GPU.
 	GPUSecondsUsed     float64
 	GPUSecondsReserved float64
+	// UsedUnknown is true while no sample has metered time of the tenant's
+	// with its activity known, and one has metered time without (a MIG
+	// GPU without GPM or DCGM profiling figures): GPUSecondsUsed is then not
+	// known, not 0. EnergyUnknown is the same for EnergyJoules and its cost,
+	// split by the activity (but where one tenant holds all of the GPU
+	// under IdleByReservation). Time with the activity unknown adds nothing
+	// to either.
+	UsedUnknown, EnergyUnknown bool
 	// MemoryByteSeconds is time weighted by the device memory it held.
 	MemoryByteSeconds float64
 	// Costs are its GPU time held and its energy at the prices in force
@@ -71,6 +79,10 @@ type GPUMeter struct {
 	// unread, in the samples between): no tenant's activity or
 	// reservation was known over that time.
 	UnsampledEnergyJoules float64
+	// UnattributedEnergyJoules is the part of IdleEnergyJoules of samples
+	// whose split by activity is not known (activityKnown): what their
+	// tenants' known activity leaves, not known to be idle.
+	UnattributedEnergyJoules float64
 	// IdleCosts are the GPU time no tenant held and the idle energy at the
 	// prices in force: with the tenants' Costs they add up to the time
 	// metered (the sum of the samples' intervals) and EnergyJoules at those
@@ -91,10 +103,34 @@ type meterState struct {
 	// prevEnergyAt is when prevEnergy was read, by GPU UUID: the time the
 	// next increase spans, which the sample's interval may not cover.
 	prevEnergyAt map[string]time.Time
+	// seen are the figures some time metered for a tenant on a GPU knew.
+	seen map[meterKey]figures
 }
 
+// figures is a set of a Meter's figures.
+type figures uint8
+
+const (
+	figUsed figures = 1 << iota
+	figEnergy
+)
+
 func newMeterState() meterState {
-	return meterState{prevEnergy: map[string]float64{}, prevEnergyAt: map[string]time.Time{}, tenants: map[meterKey]*Meter{}, gpus: map[string]*GPUMeter{}}
+	return meterState{prevEnergy: map[string]float64{}, prevEnergyAt: map[string]time.Time{}, tenants: map[meterKey]*Meter{}, gpus: map[string]*GPUMeter{},
+		seen: map[meterKey]figures{}}
+}
+
+// note records what a sample of sec seconds knew of t's figures (known):
+// a figure is unknown while no time metered knew it, and some did not.
+func (m *meterState) note(t *Meter, sec float64, known figures) {
+	if sec <= 0 {
+		return
+	}
+	k := meterKey{t.UUID, t.Tenant}
+	seen := m.seen[k] | known
+	m.seen[k] = seen
+	t.UsedUnknown = seen&figUsed == 0 && (t.UsedUnknown || known&figUsed == 0)
+	t.EnergyUnknown = seen&figEnergy == 0 && (t.EnergyUnknown || known&figEnergy == 0)
 }
 
 // meter adds one sample: usage is the sample's attribution. It returns the
@@ -144,6 +180,7 @@ func (m *meterState) device(rule IdleEnergy, prices *Prices, d *gpu.Device, at t
 	g.GPU = d.Index
 	g.EnergyKnown = g.EnergyKnown || d.EnergyJoules != nil
 	used, reserved := activityShares(d, usage), reservations(d, usage)
+	known := activityKnown(d, usage)
 	energy, unsampled := m.energyDelta(d, at, sec)
 	var active, held float64
 	for _, s := range used {
@@ -158,8 +195,15 @@ func (m *meterState) device(rule IdleEnergy, prices *Prices, d *gpu.Device, at t
 	rest := max(0, energy*(1-active))
 	g.EnergyJoules += energy + unsampled
 	g.MemoryByteSeconds += sec * float64(d.MemoryUsedBytes)
+	// Where the activity is not known, neither is what it leaves: the
+	// rest is no tenant's, but for a tenant holding all of the GPU, whose
+	// energy under reservation is all of it whatever its activity.
+	whole := !known && rule == IdleByReservation && len(usage) == 1 && reserved[0] >= 1
 	idle := rest
-	if rule == IdleByReservation {
+	switch {
+	case !known && !whole:
+		g.UnattributedEnergyJoules += rest
+	case rule == IdleByReservation:
 		idle = rest * (1 - held)
 	}
 	// The energy counted while no sample was taken is no tenant's: none was
@@ -171,9 +215,18 @@ func (m *meterState) device(rule IdleEnergy, prices *Prices, d *gpu.Device, at t
 	for i, u := range usage {
 		t := m.tenant(d, u.Tenant)
 		e := energy * used[i]
-		if rule == IdleByReservation {
+		if rule == IdleByReservation && (known || whole) {
 			e += rest * reserved[i]
 		}
+		var knew figures
+		if known || figureKnown(d, u) {
+			knew |= figUsed
+		}
+		if rule == IdleByReservation && (known || whole) || // its part of the activity and of the rest
+			rule != IdleByReservation && knew&figUsed != 0 { // of the activity
+			knew |= figEnergy
+		}
+		m.note(t, sec, knew)
 		t.EnergyJoules += e
 		t.GPUSecondsUsed += sec * used[i]
 		t.GPUSecondsReserved += sec * reserved[i]
@@ -250,6 +303,35 @@ func activityShares(d *gpu.Device, usage []*Usage) []float64 {
 		}
 	}
 	return out
+}
+
+// activityKnown says whether the usages' activity on d is known, and so
+// what it leaves of the GPU: every usage in a MIG instance has its
+// instance's SM activity (processes outside any instance hold no SMs); on
+// a whole GPU, its SM activity or some usage's kernel-busy time (NVML's
+// per-process samples, which name only the processes that ran) is known.
+// A GPU without usage is known idle.
+func activityKnown(d *gpu.Device, usage []*Usage) bool {
+	if d.MIGEnabled {
+		for _, u := range usage {
+			if u.GPUInstance != "" && u.SMActive == nil {
+				return false
+			}
+		}
+		return true
+	}
+	for _, u := range usage {
+		if u.SMActive != nil || u.KernelBusy != nil {
+			return true
+		}
+	}
+	return len(usage) == 0
+}
+
+// figureKnown says whether u has an activity figure of its own (its share
+// of the GPU's activity is then known where the others' is not).
+func figureKnown(d *gpu.Device, u *Usage) bool {
+	return u.SMActive != nil || u.KernelBusy != nil || d.MIGEnabled && u.GPUInstance == ""
 }
 
 // reservations are what each usage holds of the GPU, adding up to at

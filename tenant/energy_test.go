@@ -367,3 +367,94 @@ func TestMeterCountersNeverDecrease(t *testing.T) {
 		})
 	}
 }
+
+// Where the activity of a GPU's tenants is not known (a MIG instance
+// without its SM activity: no GPM before Hopper, no DCGM profiling; a
+// whole GPU with neither SM activity nor a per-process figure), it was
+// taken as 0: a tenant running flat out was metered 0 GPU-seconds used and
+// 0 J, and the energy went to idle as if nothing ran. Now the tenant's used
+// time, and its energy where its split needs the activity, are unknown;
+// the energy its known activity leaves is the GPU's unattributed energy
+// (a part of its idle energy); and a sample that knows the activity again
+// makes them known.
+func TestMeterActivityUnknown(t *testing.T) {
+	mig := func(energy float64) gpu.Device {
+		return gpu.Device{UUID: "GPU-0", Up: true, Mode: gpu.SharingMIG, MIGEnabled: true, SMCount: 100, EnergyJoules: gpu.Float(energy),
+			MIG: []gpu.MIGInstance{{GPUInstanceID: 1, SMCount: 60}, {GPUInstanceID: 2, SMCount: 40}}}
+	}
+	whole := func(energy float64) gpu.Device {
+		return gpu.Device{UUID: "GPU-0", Up: true, Mode: gpu.SharingTimeSlice, EnergyJoules: gpu.Float(energy)}
+	}
+	type want struct {
+		energy                     float64
+		usedUnknown, energyUnknown bool
+	}
+	for _, tc := range []struct {
+		name         string
+		rule         IdleEnergy
+		dev          func(float64) gpu.Device
+		usage        []Usage
+		want         map[string]want
+		unattributed float64 // of the 100 J of the sample
+	}{
+		{"mig idle", IdleToIdle, mig, []Usage{{Tenant: "a", UUID: "GPU-0", GPUInstance: "1"}},
+			map[string]want{"a": {0, true, true}}, 100},
+		{"mig reservation", IdleByReservation, mig, []Usage{{Tenant: "a", UUID: "GPU-0", GPUInstance: "1"}},
+			map[string]want{"a": {0, true, true}}, 100},
+		// instance 1's tenant at 0.5 of its 60 SMs: 30 J; the 70 J left
+		// hold instance 2's unknown activity
+		{"mig one instance unknown, idle", IdleToIdle, mig, []Usage{
+			{Tenant: "a", UUID: "GPU-0", GPUInstance: "1", SMActive: gpu.Float(0.5)}, {Tenant: "b", UUID: "GPU-0", GPUInstance: "2"}},
+			map[string]want{"a": {30, false, false}, "b": {0, true, true}}, 70},
+		{"mig one instance unknown, reservation", IdleByReservation, mig, []Usage{
+			{Tenant: "a", UUID: "GPU-0", GPUInstance: "1", SMActive: gpu.Float(0.5)}, {Tenant: "b", UUID: "GPU-0", GPUInstance: "2"}},
+			map[string]want{"a": {30, false, true}, "b": {0, true, true}}, 70},
+		// processes outside any instance hold no SMs and run nothing
+		{"mig outside instances", IdleToIdle, mig, []Usage{{Tenant: "a", UUID: "GPU-0"}},
+			map[string]want{"a": {0, false, false}}, 0},
+		{"whole idle", IdleToIdle, whole, []Usage{{Tenant: "a", UUID: "GPU-0"}, {Tenant: "b", UUID: "GPU-0"}},
+			map[string]want{"a": {0, true, true}, "b": {0, true, true}}, 100},
+		// one tenant holding all of the GPU has all of its energy under
+		// reservation, whatever its activity
+		{"whole one tenant, reservation", IdleByReservation, whole, []Usage{{Tenant: "a", UUID: "GPU-0"}},
+			map[string]want{"a": {100, true, false}}, 0},
+		{"whole one tenant, idle", IdleToIdle, whole, []Usage{{Tenant: "a", UUID: "GPU-0"}},
+			map[string]want{"a": {0, true, true}}, 100},
+		// per-process samples of one tenant: the other ran no kernel
+		{"whole kernel-busy of one", IdleToIdle, whole, []Usage{{Tenant: "a", UUID: "GPU-0", KernelBusy: gpu.Float(0.25)}, {Tenant: "b", UUID: "GPU-0"}},
+			map[string]want{"a": {25, false, false}, "b": {0, false, false}}, 0},
+		// a rule left unset is idle
+		{"whole kernel-busy of one, rule unset", "", whole, []Usage{{Tenant: "a", UUID: "GPU-0", KernelBusy: gpu.Float(0.25)}, {Tenant: "b", UUID: "GPU-0"}},
+			map[string]want{"a": {25, false, false}, "b": {0, false, false}}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newMeterState()
+			read := func(at int64, e float64) *gpu.Readings {
+				return &gpu.Readings{Time: time.Unix(at, 0), Interval: time.Second, Devices: []gpu.Device{tc.dev(e)}}
+			}
+			m.meter(tc.rule, nil, &gpu.Readings{Time: time.Unix(100, 0), Devices: []gpu.Device{tc.dev(1000)}}, tc.usage)
+			meters, gpus := m.meter(tc.rule, nil, read(101, 1100), tc.usage)
+			for _, mt := range meters {
+				w := tc.want[mt.Tenant]
+				if math.Abs(mt.EnergyJoules-w.energy) > 1e-9 || mt.UsedUnknown != w.usedUnknown || mt.EnergyUnknown != w.energyUnknown {
+					t.Errorf("%s: %g J, used unknown %v, energy unknown %v; want %+v", mt.Tenant, mt.EnergyJoules, mt.UsedUnknown, mt.EnergyUnknown, w)
+				}
+			}
+			if g := gpus[0]; math.Abs(g.UnattributedEnergyJoules-tc.unattributed) > 1e-9 || g.UnattributedEnergyJoules > g.IdleEnergyJoules+1e-9 {
+				t.Errorf("unattributed %g J of the idle %g J, want %g J", g.UnattributedEnergyJoules, g.IdleEnergyJoules, tc.unattributed)
+			}
+			checkConserved(t, meters, gpus)
+			// a sample knowing every tenant's activity makes it known
+			known := slices.Clone(tc.usage)
+			for i := range known {
+				known[i].SMActive = gpu.Float(0)
+			}
+			meters, _ = m.meter(tc.rule, nil, read(102, 1200), known)
+			for _, mt := range meters {
+				if mt.UsedUnknown || mt.EnergyUnknown {
+					t.Errorf("%s, its activity known since: used unknown %v, energy unknown %v", mt.Tenant, mt.UsedUnknown, mt.EnergyUnknown)
+				}
+			}
+		})
+	}
+}

@@ -126,6 +126,7 @@ func (b *Builder) forgetDeparted(c *compiledConfig, r *gpu.Readings, usage []Usa
 	}
 	for _, k := range b.departed.expire(r, usage, known) {
 		delete(b.meters.tenants, k)
+		delete(b.meters.seen, k)
 		delete(b.attr.csAcc, k)
 	}
 }
