@@ -33,10 +33,11 @@ func (c *tenantCollector) addMeters() {
 
 // costs sends the cost series of one tenant or GPU (lv: its labels before
 // currency and component); the energy component only where the GPU has an
-// energy counter.
-func (e *emitter) costs(d *prometheus.Desc, costs []tenant.Cost, energyKnown bool, lv ...string) {
+// energy counter (and the tenant's part of it is known), the GPU time one
+// where the time held is known.
+func (e *emitter) costs(d *prometheus.Desc, costs []tenant.Cost, energyKnown, timeKnown bool, lv ...string) {
 	for _, c := range costs {
-		if c.GPUTimePriced {
+		if c.GPUTimePriced && timeKnown {
 			e.counter(d, c.GPUTime, append(lv, c.Currency, tenant.CostGPUTime)...)
 		}
 		if c.EnergyPriced && energyKnown {
@@ -75,7 +76,7 @@ func (c *tenantCollector) updateMeters(e *emitter, snap *tenant.Snapshot) {
 		if !memoryUnread[g.UUID] {
 			e.counter(m.gpuMemorySeconds, g.MemoryByteSeconds, itoa(g.GPU), g.UUID)
 		}
-		e.costs(m.idleCost, g.IdleCosts, g.EnergyKnown, itoa(g.GPU), g.UUID)
+		e.costs(m.idleCost, g.IdleCosts, g.EnergyKnown, true, itoa(g.GPU), g.UUID)
 	}
 	type key struct{ tenant, uuid string }
 	seen := make(firstSet[key], len(snap.Meters))
@@ -85,8 +86,9 @@ func (c *tenantCollector) updateMeters(e *emitter, snap *tenant.Snapshot) {
 			continue
 		}
 		lv := []string{t.Tenant, itoa(t.GPU), t.UUID}
-		// a tenant's energy and used time whose activity is not known
-		// are absent, not 0
+		// a tenant's energy and used time whose activity is not known,
+		// and its time held where its part of the GPU is not, are
+		// absent, not 0
 		energy := energyKnown[t.UUID] && !t.EnergyUnknown
 		if energy {
 			e.counter(m.energy, t.EnergyJoules, lv...)
@@ -94,8 +96,10 @@ func (c *tenantCollector) updateMeters(e *emitter, snap *tenant.Snapshot) {
 		if !t.UsedUnknown {
 			e.counter(m.usedSeconds, t.GPUSecondsUsed, lv...)
 		}
-		e.counter(m.reservedSeconds, t.GPUSecondsReserved, lv...)
+		if !t.ReservedUnknown {
+			e.counter(m.reservedSeconds, t.GPUSecondsReserved, lv...)
+		}
 		e.counter(m.memorySeconds, t.MemoryByteSeconds, lv...)
-		e.costs(m.cost, t.Costs, energy, lv...)
+		e.costs(m.cost, t.Costs, energy, !t.ReservedUnknown, lv...)
 	}
 }

@@ -121,3 +121,26 @@ vgpu_tenant_idle_unattributed_energy_joules_total{gpu="0",uuid="GPU-0"} 3000
 		t.Error(err)
 	}
 }
+
+// A tenant whose MIG instance's part of the GPU is not known has no
+// reserved GPU-seconds nor GPU-time cost served, not 0; its memory and its
+// energy cost are.
+func TestMeterReservedUnknownAbsent(t *testing.T) {
+	snap := &tenant.Snapshot{
+		Meters: []tenant.Meter{{GPU: 0, UUID: "GPU-0", Tenant: "small", EnergyJoules: 30, GPUSecondsUsed: 1, MemoryByteSeconds: 50, ReservedUnknown: true,
+			Costs: []tenant.Cost{{Currency: "USD", Energy: 0.5, GPUTimePriced: true, EnergyPriced: true}}}},
+		GPUMeters: []tenant.GPUMeter{{GPU: 0, UUID: "GPU-0", EnergyKnown: true}},
+	}
+	want := `
+# HELP vgpu_tenant_cost_total Cost charged to the tenant since the exporter started, in the currency's base unit, at the prices in force at each sample: component gpu_time is its reserved GPU-seconds at the price per GPU-hour / 3600, component energy its apportioned joules at the price per kWh / 3.6e6. With vgpu_tenant_idle_cost_total the tenants add up to the GPU's time and energy at the prices.
+# TYPE vgpu_tenant_cost_total counter
+vgpu_tenant_cost_total{component="energy",currency="USD",gpu="0",tenant="small",uuid="GPU-0"} 0.5
+# HELP vgpu_tenant_memory_byte_seconds_total Device memory held by the tenant integrated over time since the exporter started (divide by 2^30 for GiB-seconds).
+# TYPE vgpu_tenant_memory_byte_seconds_total counter
+vgpu_tenant_memory_byte_seconds_total{gpu="0",tenant="small",uuid="GPU-0"} 50
+`
+	if err := testutil.CollectAndCompare(newExporter(t, snap, "tenant"), strings.NewReader(want),
+		"vgpu_tenant_gpu_reserved_seconds_total", "vgpu_tenant_cost_total", "vgpu_tenant_memory_byte_seconds_total"); err != nil {
+		t.Error(err)
+	}
+}

@@ -50,6 +50,10 @@ type Meter struct {
 	// under IdleByReservation). Time with the activity unknown adds nothing
 	// to either.
 	UsedUnknown, EnergyUnknown bool
+	// ReservedUnknown is the same for GPUSecondsReserved and its cost: the
+	// tenant's MIG instance's part of the GPU is not known (its SMs, or
+	// the GPU's, unread), and its time is then held by no tenant.
+	ReservedUnknown bool
 	// MemoryByteSeconds is time weighted by the device memory it held.
 	MemoryByteSeconds float64
 	// Costs are its GPU time held and its energy at the prices in force
@@ -113,6 +117,7 @@ type figures uint8
 const (
 	figUsed figures = 1 << iota
 	figEnergy
+	figReserved
 )
 
 func newMeterState() meterState {
@@ -131,6 +136,7 @@ func (m *meterState) note(t *Meter, sec float64, known figures) {
 	m.seen[k] = seen
 	t.UsedUnknown = seen&figUsed == 0 && (t.UsedUnknown || known&figUsed == 0)
 	t.EnergyUnknown = seen&figEnergy == 0 && (t.EnergyUnknown || known&figEnergy == 0)
+	t.ReservedUnknown = seen&figReserved == 0 && (t.ReservedUnknown || known&figReserved == 0)
 }
 
 // meter adds one sample: usage is the sample's attribution. It returns the
@@ -226,6 +232,9 @@ func (m *meterState) device(rule IdleEnergy, prices *Prices, d *gpu.Device, at t
 			rule != IdleByReservation && knew&figUsed != 0 { // of the activity
 			knew |= figEnergy
 		}
+		if !d.MIGEnabled || u.GPUInstance == "" || fractionKnown(d, u) {
+			knew |= figReserved
+		}
 		m.note(t, sec, knew)
 		t.EnergyJoules += e
 		t.GPUSecondsUsed += sec * used[i]
@@ -290,7 +299,8 @@ func activityShares(d *gpu.Device, usage []*Usage) []float64 {
 	for i, u := range usage {
 		switch {
 		case u.SMActive != nil:
-			out[i] = *u.SMActive * instanceFraction(d, u.GPUInstance)
+			f, _ := instanceFraction(d, u.GPUInstance)
+			out[i] = *u.SMActive * f
 		case u.KernelBusy != nil:
 			out[i] = *u.KernelBusy
 		}
@@ -314,7 +324,7 @@ func activityShares(d *gpu.Device, usage []*Usage) []float64 {
 func activityKnown(d *gpu.Device, usage []*Usage) bool {
 	if d.MIGEnabled {
 		for _, u := range usage {
-			if u.GPUInstance != "" && u.SMActive == nil {
+			if u.GPUInstance != "" && (u.SMActive == nil || !fractionKnown(d, u)) {
 				return false
 			}
 		}
@@ -331,7 +341,10 @@ func activityKnown(d *gpu.Device, usage []*Usage) bool {
 // figureKnown says whether u has an activity figure of its own (its share
 // of the GPU's activity is then known where the others' is not).
 func figureKnown(d *gpu.Device, u *Usage) bool {
-	return u.SMActive != nil || u.KernelBusy != nil || d.MIGEnabled && u.GPUInstance == ""
+	if d.MIGEnabled {
+		return u.GPUInstance == "" || u.SMActive != nil && fractionKnown(d, u)
+	}
+	return u.SMActive != nil || u.KernelBusy != nil
 }
 
 // reservations are what each usage holds of the GPU, adding up to at
@@ -387,7 +400,8 @@ func migReservations(d *gpu.Device, usage []*Usage, out []float64) {
 		if u.GPUInstance == "" {
 			continue // memory of processes outside any instance: holds no SMs
 		}
-		out[i] = instanceFraction(d, u.GPUInstance) / float64(perInstance[u.GPUInstance])
+		f, _ := instanceFraction(d, u.GPUInstance) // 0 where not known
+		out[i] = f / float64(perInstance[u.GPUInstance])
 		sum += out[i]
 	}
 	if sum > 1 {
@@ -398,24 +412,31 @@ func migReservations(d *gpu.Device, usage []*Usage, out []float64) {
 }
 
 // instanceFraction is the part of the GPU's SMs a MIG instance ("" for the
-// whole GPU) has: 1 for the whole GPU or an unknown instance.
-func instanceFraction(d *gpu.Device, gi string) float64 {
+// whole GPU) has: 1 for the whole GPU. Where the GPU's SM count is not
+// known (NVML knows it for a few models only), the SMs of its full-GPU
+// profile stand for it: never the SMs of the instances that exist, which
+// made a lone 1g instance all of the GPU. It is not known (0, false) for
+// an instance the readings do not have, or whose SMs, or the GPU's, are
+// not known.
+func instanceFraction(d *gpu.Device, gi string) (float64, bool) {
 	if gi == "" {
-		return 1
+		return 1, true
 	}
 	id, err := strconv.Atoi(gi)
 	if err != nil {
-		return 1
+		return 0, false
 	}
 	inst := d.MIGByGI(id)
-	if inst == nil || inst.SMCount <= 0 {
-		return 1
+	total := cmp.Or(max(0, d.SMCount), max(0, d.MIGSMCount))
+	if inst == nil || inst.SMCount <= 0 || total == 0 {
+		return 0, false
 	}
-	total := d.SMCount
-	if total <= 0 {
-		for _, mi := range d.MIG {
-			total += mi.SMCount
-		}
-	}
-	return min(1, float64(inst.SMCount)/float64(total))
+	return min(1, float64(inst.SMCount)/float64(total)), true
+}
+
+// fractionKnown says whether u's part of the GPU's SMs is known: its MIG
+// instance's (instanceFraction), or all of a whole GPU.
+func fractionKnown(d *gpu.Device, u *Usage) bool {
+	_, ok := instanceFraction(d, u.GPUInstance)
+	return ok
 }

@@ -458,3 +458,67 @@ func TestMeterActivityUnknown(t *testing.T) {
 		})
 	}
 }
+
+// A MIG instance's part of the GPU was its SMs over those of the
+// instances that exist where NVML does not know the GPU's SM count (an
+// A100, an H100 PCIe or NVL, a GH200): a lone 1g instance of an A100 was
+// billed all of the GPU, seven times its reserved GPU-seconds, GPU-time
+// cost and energy. An instance whose SMs were not read counted as all of
+// the GPU. Now the GPU's SMs, or else its full-GPU profile's, are the
+// denominator; where neither, or the instance's, is known, its part is not
+// known: its tenant's reserved time, used time and energy are.
+func TestMeterMIGFraction(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		gpuSMs, fullSMs int // the GPU's, its full-GPU profile's
+		instSMs         int
+		fraction        float64
+		unknown         bool
+	}{
+		{"A100 full profile", 0, 98, 14, 1.0 / 7, false},
+		{"GPU's SMs known", 108, 98, 14, 14.0 / 108, false},
+		{"neither known", 0, 0, 14, 0, true},
+		{"instance's SMs unread", 0, 98, 0, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := mustBuilder(t, "tenants:\n  - {name: small, selectors: [{executable: small}]}\n",
+				BuilderOptions{Prices: &Prices{Currency: "USD", PerGPUHour: gpu.Float(7)}})
+			var s *Snapshot
+			for i := range 2 {
+				d := gpu.Device{Index: 0, UUID: "GPU-0", Name: "NVIDIA A100-SXM4-80GB", Up: true, Mode: gpu.SharingMIG, MIGEnabled: true,
+					SMCount: tc.gpuSMs, MIGSMCount: tc.fullSMs, EnergyJoules: gpu.Float(float64(i) * 3000), // 300 W over 10 s
+					MIG: []gpu.MIGInstance{{UUID: "MIG-a", GPUInstanceID: 13, Profile: "1g.10gb", SMCount: tc.instSMs, MemoryTotalBytes: 10 << 30, MemoryUsedBytes: 5 << 30,
+						Activity: gpu.Activity{SMActive: gpu.Float(1)}}},
+					Processes: []gpu.Process{{PID: 7, Name: "small", UID: -1, GPUInstanceID: 13, ComputeInstanceID: 0, UsedMemoryBytes: gpu.Uint(5 << 30)}}}
+				r := &gpu.Readings{Time: time.Unix(int64(10*i), 0), Devices: []gpu.Device{d}}
+				if i > 0 {
+					r.Interval = 10 * time.Second
+				}
+				s = b.Build(r, gpu.SamplerStats{})
+			}
+			m := meterOf(s, "small")
+			if m == nil {
+				t.Fatal("no meter for small")
+			}
+			want := fig3{10 * tc.fraction, 7 * 10 * tc.fraction / 3600, 3000 * tc.fraction}
+			if got := (fig3{m.GPUSecondsReserved, m.Costs[0].GPUTime, m.EnergyJoules}); !got.close(want) {
+				t.Errorf("over 10 s at 300 W: reserved GPU-s, gpu_time cost at 7 USD/GPU-hour, energy = %v, want %v", got, want)
+			}
+			if m.ReservedUnknown != tc.unknown || m.UsedUnknown != tc.unknown || m.EnergyUnknown != tc.unknown {
+				t.Errorf("reserved, used and energy unknown: %v %v %v, want %v", m.ReservedUnknown, m.UsedUnknown, m.EnergyUnknown, tc.unknown)
+			}
+			checkConserved(t, s.Meters, s.GPUMeters)
+		})
+	}
+}
+
+type fig3 [3]float64
+
+func (a fig3) close(b fig3) bool {
+	for i := range a {
+		if math.Abs(a[i]-b[i]) > 1e-9*max(1, math.Abs(b[i])) {
+			return false
+		}
+	}
+	return true
+}
