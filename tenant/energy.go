@@ -2,6 +2,7 @@ package tenant
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -79,9 +80,9 @@ type GPUMeter struct {
 	// memory no tenant's process holds.
 	MemoryByteSeconds float64
 	// UnsampledEnergyJoules is the part of IdleEnergyJoules the GPU
-	// counted while no sample metered it (it was lost, or its counter
-	// unread, in the samples between): no tenant's activity or
-	// reservation was known over that time.
+	// counted while no sample metered it (it was lost in the samples
+	// between; samples that read it without its counter are owed their
+	// part): no tenant's activity or reservation was known over that time.
 	UnsampledEnergyJoules float64
 	// UnattributedEnergyJoules is the part of IdleEnergyJoules of samples
 	// whose split by activity is not known (activityKnown): what their
@@ -109,6 +110,19 @@ type meterState struct {
 	prevEnergyAt map[string]time.Time
 	// seen are the figures some time metered for a tenant on a GPU knew.
 	seen map[meterKey]figures
+	// owed are, by GPU UUID, the samples that metered a GPU read without
+	// its energy counter since the counter's last reading: their share of
+	// the counter's next increase is split by their weights.
+	owed map[string]*owedEnergy
+}
+
+// owedEnergy is what samples of a GPU read without its energy counter are
+// owed of its next increase: seconds metered, and the seconds weighted by
+// each tenant's part of the energy, by the idle part and by its
+// unattributed part (the weights add up to the seconds).
+type owedEnergy struct {
+	sec, idle, unattributed float64
+	tenants                 map[string]float64
 }
 
 // figures is a set of a Meter's figures.
@@ -122,7 +136,7 @@ const (
 
 func newMeterState() meterState {
 	return meterState{prevEnergy: map[string]float64{}, prevEnergyAt: map[string]time.Time{}, tenants: map[meterKey]*Meter{}, gpus: map[string]*GPUMeter{},
-		seen: map[meterKey]figures{}}
+		seen: map[meterKey]figures{}, owed: map[string]*owedEnergy{}}
 }
 
 // note records what a sample of sec seconds knew of t's figures (known):
@@ -187,7 +201,8 @@ func (m *meterState) device(rule IdleEnergy, prices *Prices, d *gpu.Device, at t
 	g.EnergyKnown = g.EnergyKnown || d.EnergyJoules != nil
 	used, reserved := activityShares(d, usage), reservations(d, usage)
 	known := activityKnown(d, usage)
-	energy, unsampled := m.energyDelta(d, at, sec)
+	o := m.owed[d.UUID]
+	energy, owed, unsampled := m.energyDelta(d, at, sec, o)
 	var active, held float64
 	for _, s := range used {
 		active += s
@@ -218,6 +233,37 @@ func (m *meterState) device(rule IdleEnergy, prices *Prices, d *gpu.Device, at t
 	g.IdleEnergyJoules += idle
 	g.UnsampledEnergyJoules += unsampled
 	g.IdleCosts = addCost(g.IdleCosts, prices, sec*max(0, 1-held), idle)
+	if _, read := m.prevEnergy[d.UUID]; read && d.EnergyJoules == nil && sec > 0 {
+		// read without its counter: owed its part of the next increase
+		if o == nil {
+			o = &owedEnergy{tenants: map[string]float64{}}
+			m.owed[d.UUID] = o
+		}
+		frac := max(0, 1-active) // of the sample's energy, what the activity leaves
+		o.sec += sec
+		switch {
+		case !known && !whole:
+			o.idle += sec * frac
+			o.unattributed += sec * frac
+		case rule == IdleByReservation:
+			o.idle += sec * frac * (1 - held)
+		default:
+			o.idle += sec * frac
+		}
+		for i, u := range usage {
+			w := used[i]
+			if rule == IdleByReservation && (known || whole) {
+				w += frac * reserved[i]
+			}
+			o.tenants[u.Tenant] += sec * w
+		}
+	}
+	if owed > 0 {
+		m.payOwed(prices, d, g, o, owed)
+	}
+	if d.EnergyJoules != nil {
+		delete(m.owed, d.UUID)
+	}
 	for i, u := range usage {
 		t := m.tenant(d, u.Tenant)
 		e := energy * used[i]
@@ -255,17 +301,40 @@ func (m *meterState) tenant(d *gpu.Device, name string) *Meter {
 	return t
 }
 
+// payOwed splits owed joules of GPU d (meter g) among the samples that
+// metered it without its energy counter (o), by their weights, at the
+// prices in force now. The part of a tenant forgotten since is idle.
+func (m *meterState) payOwed(prices *Prices, d *gpu.Device, g *GPUMeter, o *owedEnergy, owed float64) {
+	perSec := owed / o.sec
+	idle := perSec * o.idle
+	g.EnergyJoules += owed
+	g.UnattributedEnergyJoules += perSec * o.unattributed
+	for _, name := range slices.Sorted(maps.Keys(o.tenants)) {
+		e := perSec * o.tenants[name]
+		t := m.tenants[meterKey{d.UUID, name}]
+		if t == nil {
+			idle += e
+			continue
+		}
+		t.EnergyJoules += e
+		t.Costs = addCost(t.Costs, prices, 0, e)
+	}
+	g.IdleEnergyJoules += idle
+	g.IdleCosts = addCost(g.IdleCosts, prices, 0, idle)
+}
+
 // energyDelta is the increase of the GPU's energy counter since its
 // previous reading, read at at: 0 on the first reading and without a
 // counter; after a counter reset (a driver reload), the new value. Where
-// that reading is older than the sample's interval of sec seconds (the GPU
-// lost, or its counter not read, in the samples between), the increase is
-// split by time, at the GPU's average power over it: metered is the
-// interval's part, for the sample's shares; unsampled the rest, which no
-// sample's activity or reservation covers.
-func (m *meterState) energyDelta(d *gpu.Device, at time.Time, sec float64) (metered, unsampled float64) {
+// that reading is older than the sample's interval of sec seconds, the
+// increase is split by time, at the GPU's average power over it: metered
+// is the interval's part, for the sample's shares; owed the part of the
+// samples that read the GPU without its counter since (o, nil if none),
+// for theirs; unsampled the rest, the time the GPU was not read (lost),
+// which no sample's activity or reservation covers.
+func (m *meterState) energyDelta(d *gpu.Device, at time.Time, sec float64, o *owedEnergy) (metered, owed, unsampled float64) {
 	if d.EnergyJoules == nil {
-		return 0, 0
+		return 0, 0, 0
 	}
 	cur := *d.EnergyJoules
 	prev, ok := m.prevEnergy[d.UUID]
@@ -273,11 +342,21 @@ func (m *meterState) energyDelta(d *gpu.Device, at time.Time, sec float64) (mete
 	m.prevEnergy[d.UUID], m.prevEnergyAt[d.UUID] = cur, at
 	switch {
 	case !ok:
-		return 0, 0
+		return 0, 0, 0
 	case cur < prev:
 		metered = cur
 	default:
 		metered = cur - prev
+	}
+	if o != nil && o.sec > 0 {
+		read := max(0, sec) + o.sec
+		whole := metered
+		if span := at.Sub(prevAt).Seconds(); span > read {
+			whole = metered * read / span
+			unsampled = metered - whole
+		}
+		metered = whole * max(0, sec) / read
+		return metered, whole - metered, unsampled
 	}
 	// A sample whose own interval spans the time (a stalled sampler) has
 	// activity figures over all of it, and is apportioned whole.
@@ -286,7 +365,7 @@ func (m *meterState) energyDelta(d *gpu.Device, at time.Time, sec float64) (mete
 		metered = whole * max(0, sec) / span
 		unsampled = whole - metered
 	}
-	return metered, unsampled
+	return metered, 0, unsampled
 }
 
 // activityShares are the usages' shares (0-1, adding up to at most 1) of

@@ -282,42 +282,63 @@ func TestMeterEnergyAcrossGap(t *testing.T) {
 		lost = append(lost, read(at, time.Second, nil, false))
 	}
 	lost = append(lost, read(121, time.Second, gpu.Float(3100), true))
-	// the GPU up all along but its counter not read for 20 s
+	// the GPU up all along but its counter not read for 20 s: the samples
+	// that read it without are owed their part of the increase (they went
+	// to idle, as unsampled, while their tenants were billed the time)
 	unread := slices.Clone(lost)
 	for i := 1; i < 21; i++ {
 		unread[i] = read(100+int64(i), time.Second, nil, true)
 	}
+	// its counter unread for 10 s, then the GPU lost for 10 s
+	unreadLost := slices.Clone(lost)
+	for i := 1; i < 11; i++ {
+		unreadLost[i] = read(100+int64(i), time.Second, nil, true)
+	}
 	stalled := []*gpu.Readings{read(100, 0, gpu.Float(1000), true), read(121, 21*time.Second, gpu.Float(3100), true)}
 	for _, tc := range []struct {
-		name    string
-		samples []*gpu.Readings
-		rule    IdleEnergy
-		want    map[string]meterFig
-		idle    float64
+		name            string
+		samples         []*gpu.Readings
+		rule            IdleEnergy
+		want            map[string]meterFig
+		idle, unsampled float64
 	}{
 		// b: 0.25 of 100 J; the 75 J left to idle with the 2000 J of the gap
-		{"lost, idle", lost, IdleToIdle, map[string]meterFig{"a": {0, 0, 0.5, 0}, "b": {25, 0.25, 0.5, 0}}, 2075},
+		{"lost, idle", lost, IdleToIdle, map[string]meterFig{"a": {0, 0, 0.5, 0}, "b": {25, 0.25, 0.5, 0}}, 2075, 2000},
 		// the 75 J left split by the 0.5 each holds of the second billed; the gap's to idle
-		{"lost, reservation", lost, IdleByReservation, map[string]meterFig{"a": {37.5, 0, 0.5, 0}, "b": {62.5, 0.25, 0.5, 0}}, 2000},
-		{"unread, reservation", unread, IdleByReservation, map[string]meterFig{"a": {37.5, 0, 10.5, 0}, "b": {62.5, 5.25, 10.5, 0}}, 2000},
+		{"lost, reservation", lost, IdleByReservation, map[string]meterFig{"a": {37.5, 0, 0.5, 0}, "b": {62.5, 0.25, 0.5, 0}}, 2000, 2000},
+		// as one interval of 21 s
+		{"unread, reservation", unread, IdleByReservation, map[string]meterFig{"a": {787.5, 0, 10.5, 0}, "b": {1312.5, 5.25, 10.5, 0}}, 0, 0},
+		{"unread, idle", unread, IdleToIdle, map[string]meterFig{"a": {0, 0, 10.5, 0}, "b": {525, 5.25, 10.5, 0}}, 1575, 0},
+		// 11 s read of the 21 s: 1100 J split as over one interval of 11 s, 1000 J unsampled
+		{"unread then lost, reservation", unreadLost, IdleByReservation, map[string]meterFig{"a": {412.5, 0, 5.5, 0}, "b": {687.5, 2.75, 5.5, 0}}, 1000, 1000},
 		// one interval of 21 s: all of it apportioned, as the GPU time is
-		{"stalled, reservation", stalled, IdleByReservation, map[string]meterFig{"a": {787.5, 0, 10.5, 0}, "b": {1312.5, 5.25, 10.5, 0}}, 0},
+		{"stalled, reservation", stalled, IdleByReservation, map[string]meterFig{"a": {787.5, 0, 10.5, 0}, "b": {1312.5, 5.25, 10.5, 0}}, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := newMeterState()
+			prices := &Prices{Currency: "USD", PerGPUHour: gpu.Float(3.6), PerKWh: gpu.Float(3.6)}
 			var meters []Meter
 			var gpus []GPUMeter
+			var sec float64
 			for _, r := range tc.samples {
-				meters, gpus = m.meter(tc.rule, nil, r, usage)
+				meters, gpus = m.meter(tc.rule, prices, r, usage)
+				if r.Devices[0].Up {
+					sec += r.Interval.Seconds()
+				}
 			}
 			for _, mt := range meters {
 				got := meterFig{mt.EnergyJoules, mt.GPUSecondsUsed, mt.GPUSecondsReserved, mt.MemoryByteSeconds}
 				if !closeFig(got, tc.want[mt.Tenant]) {
 					t.Errorf("%s: %+v, want %+v", mt.Tenant, got, tc.want[mt.Tenant])
 				}
+				if c := mt.Costs[0]; !closeTo(c.Energy, mt.EnergyJoules/1e6) {
+					t.Errorf("%s: energy cost %g for %g J at 3.6 USD/kWh", mt.Tenant, c.Energy, mt.EnergyJoules)
+				}
 			}
-			if len(gpus) != 1 || math.Abs(gpus[0].IdleEnergyJoules-tc.idle) > 1e-9 || gpus[0].EnergyJoules != 2100 {
-				t.Errorf("gpus %+v: want %g J idle of 2100", gpus, tc.idle)
+			checkCostsConserved(t, meters, gpus, prices, sec)
+			if len(gpus) != 1 || math.Abs(gpus[0].IdleEnergyJoules-tc.idle) > 1e-9 || math.Abs(gpus[0].UnsampledEnergyJoules-tc.unsampled) > 1e-9 ||
+				math.Abs(gpus[0].EnergyJoules-2100) > 1e-9 {
+				t.Errorf("gpus %+v: want %g J idle, %g J of it unsampled, of 2100", gpus, tc.idle, tc.unsampled)
 			}
 			checkConserved(t, meters, gpus)
 		})
