@@ -12,17 +12,18 @@ import (
 // memory time and cost per tenant and GPU, the energy and cost no tenant
 // is charged for, and the GPU's own memory time.
 type meterDescs struct {
-	energy, idleEnergy, unsampledEnergy, usedSeconds, reservedSeconds, memorySeconds *prometheus.Desc
-	cost, idleCost, gpuMemorySeconds                                                 *prometheus.Desc
+	energy, idleEnergy, unsampledEnergy, unattributedEnergy, usedSeconds *prometheus.Desc
+	reservedSeconds, memorySeconds, cost, idleCost, gpuMemorySeconds     *prometheus.Desc
 }
 
 func (c *tenantCollector) addMeters() {
 	m := &c.meters
 	l := []string{"tenant", "gpu", "uuid"}
-	m.energy = c.add("tenant_energy_joules_total", "Energy of the GPU apportioned to the tenant since the exporter started: the increase of the GPU's energy counter by the tenant's share of the GPU's activity (and of its idle energy with idle_energy: reservation); with vgpu_tenant_idle_energy_joules_total the tenants add up to the GPU's increase.", l...)
-	m.idleEnergy = c.add("tenant_idle_energy_joules_total", "Energy of the GPU since the exporter started that no tenant is charged for (the part no tenant's activity accounts for, or with idle_energy: reservation the part no tenant holds).", "gpu", "uuid")
-	m.unsampledEnergy = c.add("tenant_idle_unsampled_energy_joules_total", "The part of vgpu_tenant_idle_energy_joules_total the GPU counted while no sample metered it (the GPU lost, or its energy counter unread, in the samples between): energy over a time whose activity and reservations are not known, so no rule hands it to a tenant.", "gpu", "uuid")
-	m.usedSeconds = c.add("tenant_gpu_used_seconds_total", "GPU time the tenant used since the exporter started: time weighted by its share of the GPU's activity.", l...)
+	m.energy = c.add("tenant_energy_joules_total", "Energy of the GPU apportioned to the tenant since the exporter started: the increase of the GPU's energy counter by the tenant's share of the GPU's activity (and of its idle energy with idle_energy: reservation); with vgpu_tenant_idle_energy_joules_total the tenants add up to the GPU's increase. Absent while no sample has known the tenant's activity, which splits it.", l...)
+	m.idleEnergy = c.add("tenant_idle_energy_joules_total", "Energy of the GPU since the exporter started that no tenant is charged for (the part no tenant's activity accounts for, or with idle_energy: reservation the part no tenant holds), with the parts vgpu_tenant_idle_unsampled_energy_joules_total and vgpu_tenant_idle_unattributed_energy_joules_total count apart.", "gpu", "uuid")
+	m.unsampledEnergy = c.add("tenant_idle_unsampled_energy_joules_total", "The part of vgpu_tenant_idle_energy_joules_total the GPU counted while no sample metered it (the GPU lost in the samples between; samples that read it without its energy counter are owed their part): energy over a time whose activity and reservations are not known, so no rule hands it to a tenant.", "gpu", "uuid")
+	m.unattributedEnergy = c.add("tenant_idle_unattributed_energy_joules_total", "The part of vgpu_tenant_idle_energy_joules_total over samples whose activity is not known (a MIG GPU without GPM or DCGM profiling figures, a whole GPU with neither SM activity nor a per-process figure): what the tenants' known activity leaves, not known to be idle, so no rule hands it to a tenant.", "gpu", "uuid")
+	m.usedSeconds = c.add("tenant_gpu_used_seconds_total", "GPU time the tenant used since the exporter started: time weighted by its share of the GPU's activity, over the samples that know it; absent while no sample has known it.", l...)
 	m.reservedSeconds = c.add("tenant_gpu_reserved_seconds_total", "GPU time the tenant held since the exporter started: time weighted by what it holds of the GPU (its MIG instance's part of the SMs, its MPS active-thread cap, its vGPU profile's part of the memory, scaled down where they add up to more than the GPU; an equal part of what those leave of a shared GPU).", l...)
 	m.memorySeconds = c.add("tenant_memory_byte_seconds_total", "Device memory held by the tenant integrated over time since the exporter started (divide by 2^30 for GiB-seconds).", l...)
 	m.gpuMemorySeconds = c.add("gpu_memory_used_byte_seconds_total", "The GPU's used memory integrated over the samples metered since the exporter started; what the tenants' vgpu_tenant_memory_byte_seconds_total leave of it is memory no tenant's process holds (the driver's reserve, where the backend counts it as used).", "gpu", "uuid")
@@ -32,10 +33,11 @@ func (c *tenantCollector) addMeters() {
 
 // costs sends the cost series of one tenant or GPU (lv: its labels before
 // currency and component); the energy component only where the GPU has an
-// energy counter.
-func (e *emitter) costs(d *prometheus.Desc, costs []tenant.Cost, energyKnown bool, lv ...string) {
+// energy counter (and the tenant's part of it is known), the GPU time one
+// where the time held is known.
+func (e *emitter) costs(d *prometheus.Desc, costs []tenant.Cost, energyKnown, timeKnown bool, lv ...string) {
 	for _, c := range costs {
-		if c.GPUTimePriced {
+		if c.GPUTimePriced && timeKnown {
 			e.counter(d, c.GPUTime, append(lv, c.Currency, tenant.CostGPUTime)...)
 		}
 		if c.EnergyPriced && energyKnown {
@@ -69,11 +71,12 @@ func (c *tenantCollector) updateMeters(e *emitter, snap *tenant.Snapshot) {
 			energyKnown[g.UUID] = true
 			e.counter(m.idleEnergy, g.IdleEnergyJoules, itoa(g.GPU), g.UUID)
 			e.counter(m.unsampledEnergy, g.UnsampledEnergyJoules, itoa(g.GPU), g.UUID)
+			e.counter(m.unattributedEnergy, g.UnattributedEnergyJoules, itoa(g.GPU), g.UUID)
 		}
 		if !memoryUnread[g.UUID] {
 			e.counter(m.gpuMemorySeconds, g.MemoryByteSeconds, itoa(g.GPU), g.UUID)
 		}
-		e.costs(m.idleCost, g.IdleCosts, g.EnergyKnown, itoa(g.GPU), g.UUID)
+		e.costs(m.idleCost, g.IdleCosts, g.EnergyKnown, true, itoa(g.GPU), g.UUID)
 	}
 	type key struct{ tenant, uuid string }
 	seen := make(firstSet[key], len(snap.Meters))
@@ -83,12 +86,20 @@ func (c *tenantCollector) updateMeters(e *emitter, snap *tenant.Snapshot) {
 			continue
 		}
 		lv := []string{t.Tenant, itoa(t.GPU), t.UUID}
-		if energyKnown[t.UUID] {
+		// a tenant's energy and used time whose activity is not known,
+		// and its time held where its part of the GPU is not, are
+		// absent, not 0
+		energy := energyKnown[t.UUID] && !t.EnergyUnknown
+		if energy {
 			e.counter(m.energy, t.EnergyJoules, lv...)
 		}
-		e.counter(m.usedSeconds, t.GPUSecondsUsed, lv...)
-		e.counter(m.reservedSeconds, t.GPUSecondsReserved, lv...)
+		if !t.UsedUnknown {
+			e.counter(m.usedSeconds, t.GPUSecondsUsed, lv...)
+		}
+		if !t.ReservedUnknown {
+			e.counter(m.reservedSeconds, t.GPUSecondsReserved, lv...)
+		}
 		e.counter(m.memorySeconds, t.MemoryByteSeconds, lv...)
-		e.costs(m.cost, t.Costs, energyKnown[t.UUID], lv...)
+		e.costs(m.cost, t.Costs, energy, !t.ReservedUnknown, lv...)
 	}
 }

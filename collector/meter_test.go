@@ -3,6 +3,7 @@ package collector
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -76,6 +77,70 @@ vgpu_gpu_memory_used_byte_seconds_total{gpu="1",uuid="GPU-1"} 512
 vgpu_gpu_memory_used_byte_seconds_total{gpu="2",uuid="GPU-2"} 1024
 `
 	if err := testutil.CollectAndCompare(newExporter(t, snap, "tenant"), strings.NewReader(want), "vgpu_gpu_memory_used_byte_seconds_total"); err != nil {
+		t.Error(err)
+	}
+}
+
+// A MIG GPU without its instances' SM activity (no GPM before Hopper, no
+// DCGM profiling) was served a tenant running flat out as 0 GPU-seconds
+// used and 0 J, all of its energy as idle: now those two series are
+// absent, its reserved GPU-seconds served, and the energy the GPU's
+// unattributed part of its idle energy.
+func TestMeterMIGWithoutActivityAbsent(t *testing.T) {
+	cfg, err := tenant.ParseConfig("t.yaml", []byte("tenants:\n  - {name: train, selectors: [{executable: train}]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := tenant.NewBuilder(cfg, tenant.BuilderOptions{Clock: gpu.NewManualClock(time.Unix(0, 0))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var snap *tenant.Snapshot
+	for i := range 2 {
+		d := gpu.Device{Index: 0, UUID: "GPU-0", Up: true, Mode: gpu.SharingMIG, MIGEnabled: true, SMCount: 108,
+			MemoryTotalBytes: 80 << 30, MemoryUsedBytes: 20 << 30, EnergyJoules: gpu.Float(float64(i) * 3000),
+			MIG:       []gpu.MIGInstance{{UUID: "MIG-1", GPUInstanceID: 1, Profile: "7g.80gb", SMCount: 98, MemoryTotalBytes: 80 << 30, MemoryUsedBytes: 20 << 30}},
+			Processes: []gpu.Process{{PID: 7, Name: "train", UID: -1, GPUInstanceID: 1, UsedMemoryBytes: gpu.Uint(20 << 30)}}}
+		r := &gpu.Readings{Time: time.Unix(int64(10*i), 0), Devices: []gpu.Device{d}}
+		if i > 0 {
+			r.Interval = 10 * time.Second
+		}
+		snap = b.Build(r, gpu.SamplerStats{})
+	}
+	want := `
+# HELP vgpu_tenant_gpu_reserved_seconds_total GPU time the tenant held since the exporter started: time weighted by what it holds of the GPU (its MIG instance's part of the SMs, its MPS active-thread cap, its vGPU profile's part of the memory, scaled down where they add up to more than the GPU; an equal part of what those leave of a shared GPU).
+# TYPE vgpu_tenant_gpu_reserved_seconds_total counter
+vgpu_tenant_gpu_reserved_seconds_total{gpu="0",tenant="train",uuid="GPU-0"} 9.074074074074074
+# HELP vgpu_tenant_idle_unattributed_energy_joules_total The part of vgpu_tenant_idle_energy_joules_total over samples whose activity is not known (a MIG GPU without GPM or DCGM profiling figures, a whole GPU with neither SM activity nor a per-process figure): what the tenants' known activity leaves, not known to be idle, so no rule hands it to a tenant.
+# TYPE vgpu_tenant_idle_unattributed_energy_joules_total counter
+vgpu_tenant_idle_unattributed_energy_joules_total{gpu="0",uuid="GPU-0"} 3000
+`
+	if err := testutil.CollectAndCompare(newExporter(t, snap, "tenant"), strings.NewReader(want),
+		"vgpu_tenant_gpu_used_seconds_total", "vgpu_tenant_energy_joules_total", "vgpu_tenant_gpu_reserved_seconds_total",
+		"vgpu_tenant_idle_unattributed_energy_joules_total"); err != nil {
+		t.Error(err)
+	}
+}
+
+// A tenant whose MIG instance's part of the GPU is not known has no
+// reserved GPU-seconds nor GPU-time cost served, not 0; its memory and its
+// energy cost are.
+func TestMeterReservedUnknownAbsent(t *testing.T) {
+	snap := &tenant.Snapshot{
+		Meters: []tenant.Meter{{GPU: 0, UUID: "GPU-0", Tenant: "small", EnergyJoules: 30, GPUSecondsUsed: 1, MemoryByteSeconds: 50, ReservedUnknown: true,
+			Costs: []tenant.Cost{{Currency: "USD", Energy: 0.5, GPUTimePriced: true, EnergyPriced: true}}}},
+		GPUMeters: []tenant.GPUMeter{{GPU: 0, UUID: "GPU-0", EnergyKnown: true}},
+	}
+	want := `
+# HELP vgpu_tenant_cost_total Cost charged to the tenant since the exporter started, in the currency's base unit, at the prices in force at each sample: component gpu_time is its reserved GPU-seconds at the price per GPU-hour / 3600, component energy its apportioned joules at the price per kWh / 3.6e6. With vgpu_tenant_idle_cost_total the tenants add up to the GPU's time and energy at the prices.
+# TYPE vgpu_tenant_cost_total counter
+vgpu_tenant_cost_total{component="energy",currency="USD",gpu="0",tenant="small",uuid="GPU-0"} 0.5
+# HELP vgpu_tenant_memory_byte_seconds_total Device memory held by the tenant integrated over time since the exporter started (divide by 2^30 for GiB-seconds).
+# TYPE vgpu_tenant_memory_byte_seconds_total counter
+vgpu_tenant_memory_byte_seconds_total{gpu="0",tenant="small",uuid="GPU-0"} 50
+`
+	if err := testutil.CollectAndCompare(newExporter(t, snap, "tenant"), strings.NewReader(want),
+		"vgpu_tenant_gpu_reserved_seconds_total", "vgpu_tenant_cost_total", "vgpu_tenant_memory_byte_seconds_total"); err != nil {
 		t.Error(err)
 	}
 }

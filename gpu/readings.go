@@ -80,6 +80,11 @@ type Device struct {
 	MemoryTotalBytes       uint64
 	MemoryUsedBytes        uint64
 	MemoryBandwidthBytesPS float64 // peak HBM bandwidth, bytes per second; 0 if unknown
+	// MIGSMCount is the SMs of the GPU's full-GPU MIG profile, its GPU
+	// instance profile of the most slices (an A100's 7g.80gb: 98 of its
+	// 108), read in MIG mode; 0 when unknown. Where SMCount is not known,
+	// a MIG instance's part of the GPU is its SMs over these.
+	MIGSMCount int
 
 	SMClockHz      *float64
 	SMClockMaxHz   *float64

@@ -2,6 +2,7 @@ package tenant
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -42,6 +43,18 @@ type Meter struct {
 	// activity; GPUSecondsReserved time weighted by what it held of the GPU.
 	GPUSecondsUsed     float64
 	GPUSecondsReserved float64
+	// UsedUnknown is true while no sample has metered time of the tenant's
+	// with its activity known, and one has metered time without (a MIG
+	// GPU without GPM or DCGM profiling figures): GPUSecondsUsed is then not
+	// known, not 0. EnergyUnknown is the same for EnergyJoules and its cost,
+	// split by the activity (but where one tenant holds all of the GPU
+	// under IdleByReservation). Time with the activity unknown adds nothing
+	// to either.
+	UsedUnknown, EnergyUnknown bool
+	// ReservedUnknown is the same for GPUSecondsReserved and its cost: the
+	// tenant's MIG instance's part of the GPU is not known (its SMs, or
+	// the GPU's, unread), and its time is then held by no tenant.
+	ReservedUnknown bool
 	// MemoryByteSeconds is time weighted by the device memory it held.
 	MemoryByteSeconds float64
 	// Costs are its GPU time held and its energy at the prices in force
@@ -67,10 +80,14 @@ type GPUMeter struct {
 	// memory no tenant's process holds.
 	MemoryByteSeconds float64
 	// UnsampledEnergyJoules is the part of IdleEnergyJoules the GPU
-	// counted while no sample metered it (it was lost, or its counter
-	// unread, in the samples between): no tenant's activity or
-	// reservation was known over that time.
+	// counted while no sample metered it (it was lost in the samples
+	// between; samples that read it without its counter are owed their
+	// part): no tenant's activity or reservation was known over that time.
 	UnsampledEnergyJoules float64
+	// UnattributedEnergyJoules is the part of IdleEnergyJoules of samples
+	// whose split by activity is not known (activityKnown): what their
+	// tenants' known activity leaves, not known to be idle.
+	UnattributedEnergyJoules float64
 	// IdleCosts are the GPU time no tenant held and the idle energy at the
 	// prices in force: with the tenants' Costs they add up to the time
 	// metered (the sum of the samples' intervals) and EnergyJoules at those
@@ -91,10 +108,49 @@ type meterState struct {
 	// prevEnergyAt is when prevEnergy was read, by GPU UUID: the time the
 	// next increase spans, which the sample's interval may not cover.
 	prevEnergyAt map[string]time.Time
+	// seen are the figures some time metered for a tenant on a GPU knew.
+	seen map[meterKey]figures
+	// owed are, by GPU UUID, the samples that metered a GPU read without
+	// its energy counter since the counter's last reading: their share of
+	// the counter's next increase is split by their weights.
+	owed map[string]*owedEnergy
 }
 
+// owedEnergy is what samples of a GPU read without its energy counter are
+// owed of its next increase: seconds metered, and the seconds weighted by
+// each tenant's part of the energy, by the idle part and by its
+// unattributed part (the weights add up to the seconds).
+type owedEnergy struct {
+	sec, idle, unattributed float64
+	tenants                 map[string]float64
+}
+
+// figures is a set of a Meter's figures.
+type figures uint8
+
+const (
+	figUsed figures = 1 << iota
+	figEnergy
+	figReserved
+)
+
 func newMeterState() meterState {
-	return meterState{prevEnergy: map[string]float64{}, prevEnergyAt: map[string]time.Time{}, tenants: map[meterKey]*Meter{}, gpus: map[string]*GPUMeter{}}
+	return meterState{prevEnergy: map[string]float64{}, prevEnergyAt: map[string]time.Time{}, tenants: map[meterKey]*Meter{}, gpus: map[string]*GPUMeter{},
+		seen: map[meterKey]figures{}, owed: map[string]*owedEnergy{}}
+}
+
+// note records what a sample of sec seconds knew of t's figures (known):
+// a figure is unknown while no time metered knew it, and some did not.
+func (m *meterState) note(t *Meter, sec float64, known figures) {
+	if sec <= 0 {
+		return
+	}
+	k := meterKey{t.UUID, t.Tenant}
+	seen := m.seen[k] | known
+	m.seen[k] = seen
+	t.UsedUnknown = seen&figUsed == 0 && (t.UsedUnknown || known&figUsed == 0)
+	t.EnergyUnknown = seen&figEnergy == 0 && (t.EnergyUnknown || known&figEnergy == 0)
+	t.ReservedUnknown = seen&figReserved == 0 && (t.ReservedUnknown || known&figReserved == 0)
 }
 
 // meter adds one sample: usage is the sample's attribution. It returns the
@@ -144,7 +200,9 @@ func (m *meterState) device(rule IdleEnergy, prices *Prices, d *gpu.Device, at t
 	g.GPU = d.Index
 	g.EnergyKnown = g.EnergyKnown || d.EnergyJoules != nil
 	used, reserved := activityShares(d, usage), reservations(d, usage)
-	energy, unsampled := m.energyDelta(d, at, sec)
+	known := activityKnown(d, usage)
+	o := m.owed[d.UUID]
+	energy, owed, unsampled := m.energyDelta(d, at, sec, o)
 	var active, held float64
 	for _, s := range used {
 		active += s
@@ -152,11 +210,21 @@ func (m *meterState) device(rule IdleEnergy, prices *Prices, d *gpu.Device, at t
 	for _, s := range reserved {
 		held += s
 	}
-	rest := energy * (1 - active)
+	// Shares scaled down to add up to 1 may add up to a little more in
+	// floating point: the rest is at least 0, so that no counter decreases.
+	active, held = min(1, active), min(1, held)
+	rest := max(0, energy*(1-active))
 	g.EnergyJoules += energy + unsampled
 	g.MemoryByteSeconds += sec * float64(d.MemoryUsedBytes)
+	// Where the activity is not known, neither is what it leaves: the
+	// rest is no tenant's, but for a tenant holding all of the GPU, whose
+	// energy under reservation is all of it whatever its activity.
+	whole := !known && rule == IdleByReservation && len(usage) == 1 && reserved[0] >= 1
 	idle := rest
-	if rule == IdleByReservation {
+	switch {
+	case !known && !whole:
+		g.UnattributedEnergyJoules += rest
+	case rule == IdleByReservation:
 		idle = rest * (1 - held)
 	}
 	// The energy counted while no sample was taken is no tenant's: none was
@@ -165,12 +233,55 @@ func (m *meterState) device(rule IdleEnergy, prices *Prices, d *gpu.Device, at t
 	g.IdleEnergyJoules += idle
 	g.UnsampledEnergyJoules += unsampled
 	g.IdleCosts = addCost(g.IdleCosts, prices, sec*max(0, 1-held), idle)
+	if _, read := m.prevEnergy[d.UUID]; read && d.EnergyJoules == nil && sec > 0 {
+		// read without its counter: owed its part of the next increase
+		if o == nil {
+			o = &owedEnergy{tenants: map[string]float64{}}
+			m.owed[d.UUID] = o
+		}
+		frac := max(0, 1-active) // of the sample's energy, what the activity leaves
+		o.sec += sec
+		switch {
+		case !known && !whole:
+			o.idle += sec * frac
+			o.unattributed += sec * frac
+		case rule == IdleByReservation:
+			o.idle += sec * frac * (1 - held)
+		default:
+			o.idle += sec * frac
+		}
+		for i, u := range usage {
+			w := used[i]
+			if rule == IdleByReservation && (known || whole) {
+				w += frac * reserved[i]
+			}
+			o.tenants[u.Tenant] += sec * w
+		}
+	}
+	if owed > 0 {
+		m.payOwed(prices, d, g, o, owed)
+	}
+	if d.EnergyJoules != nil {
+		delete(m.owed, d.UUID)
+	}
 	for i, u := range usage {
 		t := m.tenant(d, u.Tenant)
 		e := energy * used[i]
-		if rule == IdleByReservation {
+		if rule == IdleByReservation && (known || whole) {
 			e += rest * reserved[i]
 		}
+		var knew figures
+		if known || figureKnown(d, u) {
+			knew |= figUsed
+		}
+		if rule == IdleByReservation && (known || whole) || // its part of the activity and of the rest
+			rule != IdleByReservation && knew&figUsed != 0 { // of the activity
+			knew |= figEnergy
+		}
+		if !d.MIGEnabled || u.GPUInstance == "" || fractionKnown(d, u) {
+			knew |= figReserved
+		}
+		m.note(t, sec, knew)
 		t.EnergyJoules += e
 		t.GPUSecondsUsed += sec * used[i]
 		t.GPUSecondsReserved += sec * reserved[i]
@@ -190,17 +301,40 @@ func (m *meterState) tenant(d *gpu.Device, name string) *Meter {
 	return t
 }
 
+// payOwed splits owed joules of GPU d (meter g) among the samples that
+// metered it without its energy counter (o), by their weights, at the
+// prices in force now. The part of a tenant forgotten since is idle.
+func (m *meterState) payOwed(prices *Prices, d *gpu.Device, g *GPUMeter, o *owedEnergy, owed float64) {
+	perSec := owed / o.sec
+	idle := perSec * o.idle
+	g.EnergyJoules += owed
+	g.UnattributedEnergyJoules += perSec * o.unattributed
+	for _, name := range slices.Sorted(maps.Keys(o.tenants)) {
+		e := perSec * o.tenants[name]
+		t := m.tenants[meterKey{d.UUID, name}]
+		if t == nil {
+			idle += e
+			continue
+		}
+		t.EnergyJoules += e
+		t.Costs = addCost(t.Costs, prices, 0, e)
+	}
+	g.IdleEnergyJoules += idle
+	g.IdleCosts = addCost(g.IdleCosts, prices, 0, idle)
+}
+
 // energyDelta is the increase of the GPU's energy counter since its
 // previous reading, read at at: 0 on the first reading and without a
 // counter; after a counter reset (a driver reload), the new value. Where
-// that reading is older than the sample's interval of sec seconds (the GPU
-// lost, or its counter not read, in the samples between), the increase is
-// split by time, at the GPU's average power over it: metered is the
-// interval's part, for the sample's shares; unsampled the rest, which no
-// sample's activity or reservation covers.
-func (m *meterState) energyDelta(d *gpu.Device, at time.Time, sec float64) (metered, unsampled float64) {
+// that reading is older than the sample's interval of sec seconds, the
+// increase is split by time, at the GPU's average power over it: metered
+// is the interval's part, for the sample's shares; owed the part of the
+// samples that read the GPU without its counter since (o, nil if none),
+// for theirs; unsampled the rest, the time the GPU was not read (lost),
+// which no sample's activity or reservation covers.
+func (m *meterState) energyDelta(d *gpu.Device, at time.Time, sec float64, o *owedEnergy) (metered, owed, unsampled float64) {
 	if d.EnergyJoules == nil {
-		return 0, 0
+		return 0, 0, 0
 	}
 	cur := *d.EnergyJoules
 	prev, ok := m.prevEnergy[d.UUID]
@@ -208,11 +342,21 @@ func (m *meterState) energyDelta(d *gpu.Device, at time.Time, sec float64) (mete
 	m.prevEnergy[d.UUID], m.prevEnergyAt[d.UUID] = cur, at
 	switch {
 	case !ok:
-		return 0, 0
+		return 0, 0, 0
 	case cur < prev:
 		metered = cur
 	default:
 		metered = cur - prev
+	}
+	if o != nil && o.sec > 0 {
+		read := max(0, sec) + o.sec
+		whole := metered
+		if span := at.Sub(prevAt).Seconds(); span > read {
+			whole = metered * read / span
+			unsampled = metered - whole
+		}
+		metered = whole * max(0, sec) / read
+		return metered, whole - metered, unsampled
 	}
 	// A sample whose own interval spans the time (a stalled sampler) has
 	// activity figures over all of it, and is apportioned whole.
@@ -221,7 +365,7 @@ func (m *meterState) energyDelta(d *gpu.Device, at time.Time, sec float64) (mete
 		metered = whole * max(0, sec) / span
 		unsampled = whole - metered
 	}
-	return metered, unsampled
+	return metered, 0, unsampled
 }
 
 // activityShares are the usages' shares (0-1, adding up to at most 1) of
@@ -234,7 +378,8 @@ func activityShares(d *gpu.Device, usage []*Usage) []float64 {
 	for i, u := range usage {
 		switch {
 		case u.SMActive != nil:
-			out[i] = *u.SMActive * instanceFraction(d, u.GPUInstance)
+			f, _ := instanceFraction(d, u.GPUInstance)
+			out[i] = *u.SMActive * f
 		case u.KernelBusy != nil:
 			out[i] = *u.KernelBusy
 		}
@@ -247,6 +392,38 @@ func activityShares(d *gpu.Device, usage []*Usage) []float64 {
 		}
 	}
 	return out
+}
+
+// activityKnown says whether the usages' activity on d is known, and so
+// what it leaves of the GPU: every usage in a MIG instance has its
+// instance's SM activity (processes outside any instance hold no SMs); on
+// a whole GPU, its SM activity or some usage's kernel-busy time (NVML's
+// per-process samples, which name only the processes that ran) is known.
+// A GPU without usage is known idle.
+func activityKnown(d *gpu.Device, usage []*Usage) bool {
+	if d.MIGEnabled {
+		for _, u := range usage {
+			if u.GPUInstance != "" && (u.SMActive == nil || !fractionKnown(d, u)) {
+				return false
+			}
+		}
+		return true
+	}
+	for _, u := range usage {
+		if u.SMActive != nil || u.KernelBusy != nil {
+			return true
+		}
+	}
+	return len(usage) == 0
+}
+
+// figureKnown says whether u has an activity figure of its own (its share
+// of the GPU's activity is then known where the others' is not).
+func figureKnown(d *gpu.Device, u *Usage) bool {
+	if d.MIGEnabled {
+		return u.GPUInstance == "" || u.SMActive != nil && fractionKnown(d, u)
+	}
+	return u.SMActive != nil || u.KernelBusy != nil
 }
 
 // reservations are what each usage holds of the GPU, adding up to at
@@ -302,7 +479,8 @@ func migReservations(d *gpu.Device, usage []*Usage, out []float64) {
 		if u.GPUInstance == "" {
 			continue // memory of processes outside any instance: holds no SMs
 		}
-		out[i] = instanceFraction(d, u.GPUInstance) / float64(perInstance[u.GPUInstance])
+		f, _ := instanceFraction(d, u.GPUInstance) // 0 where not known
+		out[i] = f / float64(perInstance[u.GPUInstance])
 		sum += out[i]
 	}
 	if sum > 1 {
@@ -313,24 +491,31 @@ func migReservations(d *gpu.Device, usage []*Usage, out []float64) {
 }
 
 // instanceFraction is the part of the GPU's SMs a MIG instance ("" for the
-// whole GPU) has: 1 for the whole GPU or an unknown instance.
-func instanceFraction(d *gpu.Device, gi string) float64 {
+// whole GPU) has: 1 for the whole GPU. Where the GPU's SM count is not
+// known (NVML knows it for a few models only), the SMs of its full-GPU
+// profile stand for it: never the SMs of the instances that exist, which
+// made a lone 1g instance all of the GPU. It is not known (0, false) for
+// an instance the readings do not have, or whose SMs, or the GPU's, are
+// not known.
+func instanceFraction(d *gpu.Device, gi string) (float64, bool) {
 	if gi == "" {
-		return 1
+		return 1, true
 	}
 	id, err := strconv.Atoi(gi)
 	if err != nil {
-		return 1
+		return 0, false
 	}
 	inst := d.MIGByGI(id)
-	if inst == nil || inst.SMCount <= 0 {
-		return 1
+	total := cmp.Or(max(0, d.SMCount), max(0, d.MIGSMCount))
+	if inst == nil || inst.SMCount <= 0 || total == 0 {
+		return 0, false
 	}
-	total := d.SMCount
-	if total <= 0 {
-		for _, mi := range d.MIG {
-			total += mi.SMCount
-		}
-	}
-	return min(1, float64(inst.SMCount)/float64(total))
+	return min(1, float64(inst.SMCount)/float64(total)), true
+}
+
+// fractionKnown says whether u's part of the GPU's SMs is known: its MIG
+// instance's (instanceFraction), or all of a whole GPU.
+func fractionKnown(d *gpu.Device, u *Usage) bool {
+	_, ok := instanceFraction(d, u.GPUInstance)
+	return ok
 }

@@ -282,44 +282,264 @@ func TestMeterEnergyAcrossGap(t *testing.T) {
 		lost = append(lost, read(at, time.Second, nil, false))
 	}
 	lost = append(lost, read(121, time.Second, gpu.Float(3100), true))
-	// the GPU up all along but its counter not read for 20 s
+	// the GPU up all along but its counter not read for 20 s: the samples
+	// that read it without are owed their part of the increase (they went
+	// to idle, as unsampled, while their tenants were billed the time)
 	unread := slices.Clone(lost)
 	for i := 1; i < 21; i++ {
 		unread[i] = read(100+int64(i), time.Second, nil, true)
 	}
+	// its counter unread for 10 s, then the GPU lost for 10 s
+	unreadLost := slices.Clone(lost)
+	for i := 1; i < 11; i++ {
+		unreadLost[i] = read(100+int64(i), time.Second, nil, true)
+	}
 	stalled := []*gpu.Readings{read(100, 0, gpu.Float(1000), true), read(121, 21*time.Second, gpu.Float(3100), true)}
 	for _, tc := range []struct {
-		name    string
-		samples []*gpu.Readings
-		rule    IdleEnergy
-		want    map[string]meterFig
-		idle    float64
+		name            string
+		samples         []*gpu.Readings
+		rule            IdleEnergy
+		want            map[string]meterFig
+		idle, unsampled float64
 	}{
 		// b: 0.25 of 100 J; the 75 J left to idle with the 2000 J of the gap
-		{"lost, idle", lost, IdleToIdle, map[string]meterFig{"a": {0, 0, 0.5, 0}, "b": {25, 0.25, 0.5, 0}}, 2075},
+		{"lost, idle", lost, IdleToIdle, map[string]meterFig{"a": {0, 0, 0.5, 0}, "b": {25, 0.25, 0.5, 0}}, 2075, 2000},
 		// the 75 J left split by the 0.5 each holds of the second billed; the gap's to idle
-		{"lost, reservation", lost, IdleByReservation, map[string]meterFig{"a": {37.5, 0, 0.5, 0}, "b": {62.5, 0.25, 0.5, 0}}, 2000},
-		{"unread, reservation", unread, IdleByReservation, map[string]meterFig{"a": {37.5, 0, 10.5, 0}, "b": {62.5, 5.25, 10.5, 0}}, 2000},
+		{"lost, reservation", lost, IdleByReservation, map[string]meterFig{"a": {37.5, 0, 0.5, 0}, "b": {62.5, 0.25, 0.5, 0}}, 2000, 2000},
+		// as one interval of 21 s
+		{"unread, reservation", unread, IdleByReservation, map[string]meterFig{"a": {787.5, 0, 10.5, 0}, "b": {1312.5, 5.25, 10.5, 0}}, 0, 0},
+		{"unread, idle", unread, IdleToIdle, map[string]meterFig{"a": {0, 0, 10.5, 0}, "b": {525, 5.25, 10.5, 0}}, 1575, 0},
+		// 11 s read of the 21 s: 1100 J split as over one interval of 11 s, 1000 J unsampled
+		{"unread then lost, reservation", unreadLost, IdleByReservation, map[string]meterFig{"a": {412.5, 0, 5.5, 0}, "b": {687.5, 2.75, 5.5, 0}}, 1000, 1000},
 		// one interval of 21 s: all of it apportioned, as the GPU time is
-		{"stalled, reservation", stalled, IdleByReservation, map[string]meterFig{"a": {787.5, 0, 10.5, 0}, "b": {1312.5, 5.25, 10.5, 0}}, 0},
+		{"stalled, reservation", stalled, IdleByReservation, map[string]meterFig{"a": {787.5, 0, 10.5, 0}, "b": {1312.5, 5.25, 10.5, 0}}, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := newMeterState()
+			prices := &Prices{Currency: "USD", PerGPUHour: gpu.Float(3.6), PerKWh: gpu.Float(3.6)}
 			var meters []Meter
 			var gpus []GPUMeter
+			var sec float64
 			for _, r := range tc.samples {
-				meters, gpus = m.meter(tc.rule, nil, r, usage)
+				meters, gpus = m.meter(tc.rule, prices, r, usage)
+				if r.Devices[0].Up {
+					sec += r.Interval.Seconds()
+				}
 			}
 			for _, mt := range meters {
 				got := meterFig{mt.EnergyJoules, mt.GPUSecondsUsed, mt.GPUSecondsReserved, mt.MemoryByteSeconds}
 				if !closeFig(got, tc.want[mt.Tenant]) {
 					t.Errorf("%s: %+v, want %+v", mt.Tenant, got, tc.want[mt.Tenant])
 				}
+				if c := mt.Costs[0]; !closeTo(c.Energy, mt.EnergyJoules/1e6) {
+					t.Errorf("%s: energy cost %g for %g J at 3.6 USD/kWh", mt.Tenant, c.Energy, mt.EnergyJoules)
+				}
 			}
-			if len(gpus) != 1 || math.Abs(gpus[0].IdleEnergyJoules-tc.idle) > 1e-9 || gpus[0].EnergyJoules != 2100 {
-				t.Errorf("gpus %+v: want %g J idle of 2100", gpus, tc.idle)
+			checkCostsConserved(t, meters, gpus, prices, sec)
+			if len(gpus) != 1 || math.Abs(gpus[0].IdleEnergyJoules-tc.idle) > 1e-9 || math.Abs(gpus[0].UnsampledEnergyJoules-tc.unsampled) > 1e-9 ||
+				math.Abs(gpus[0].EnergyJoules-2100) > 1e-9 {
+				t.Errorf("gpus %+v: want %g J idle, %g J of it unsampled, of 2100", gpus, tc.idle, tc.unsampled)
 			}
 			checkConserved(t, meters, gpus)
 		})
 	}
+}
+
+// Shares scaled down to add up to 1 may add up to 1+2^-52 in floating point
+// (0.51 and 0.66 of the GPU's kernel-busy time): the rest was below 0, and
+// the idle tenant's energy and energy cost, and the GPU's idle energy, went
+// below 0 and decreased with each sample.
+func TestMeterCountersNeverDecrease(t *testing.T) {
+	for _, rule := range []IdleEnergy{IdleByReservation, IdleToIdle} {
+		t.Run(string(rule), func(t *testing.T) {
+			b := mustBuilder(t, "defaults: {idle_energy: "+string(rule)+"}\ntenants:\n  - {name: a, selectors: [{executable: a}]}\n  - {name: b, selectors: [{executable: b}]}\n  - {name: c, selectors: [{executable: c}]}\n",
+				BuilderOptions{Prices: &Prices{Currency: "USD", PerKWh: gpu.Float(0.2)}})
+			proc := func(pid uint32, name string, util float64) gpu.Process {
+				return gpu.Process{PID: pid, Name: name, UID: -1, GPUInstanceID: -1, ComputeInstanceID: -1, SMUtil: gpu.Float(util), UsedMemoryBytes: gpu.Uint(1 << 30)}
+			}
+			prev := map[string]float64{}
+			for i := range 6 {
+				d := gpu.Device{Index: 0, UUID: "GPU-0", Up: true, Mode: gpu.SharingTimeSlice, MemoryTotalBytes: 80 << 30, MemoryUsedBytes: 3 << 30,
+					EnergyJoules: gpu.Float(float64(i) * 7000),
+					Processes:    []gpu.Process{proc(1, "a", 0.51), proc(2, "b", 0.66), proc(3, "c", 0)}}
+				r := &gpu.Readings{Time: time.Unix(int64(10*i), 0), Devices: []gpu.Device{d}}
+				if i > 0 {
+					r.Interval = 10 * time.Second
+				}
+				s := b.Build(r, gpu.SamplerStats{})
+				figs := map[string]float64{"idle": s.GPUMeters[0].IdleEnergyJoules}
+				for _, c := range s.GPUMeters[0].IdleCosts {
+					figs["idle cost"] = c.Energy
+				}
+				for _, m := range s.Meters {
+					figs[m.Tenant] = m.EnergyJoules
+					for _, c := range m.Costs {
+						figs[m.Tenant+" cost"] = c.Energy
+					}
+				}
+				for k, v := range figs {
+					if v < 0 || v < prev[k] {
+						t.Errorf("sample %d: %s energy counter %g, was %g", i, k, v, prev[k])
+					}
+					prev[k] = v
+				}
+				checkConserved(t, s.Meters, s.GPUMeters)
+			}
+		})
+	}
+}
+
+// Where the activity of a GPU's tenants is not known (a MIG instance
+// without its SM activity: no GPM before Hopper, no DCGM profiling; a
+// whole GPU with neither SM activity nor a per-process figure), it was
+// taken as 0: a tenant running flat out was metered 0 GPU-seconds used and
+// 0 J, and the energy went to idle as if nothing ran. Now the tenant's used
+// time, and its energy where its split needs the activity, are unknown;
+// the energy its known activity leaves is the GPU's unattributed energy
+// (a part of its idle energy); and a sample that knows the activity again
+// makes them known.
+func TestMeterActivityUnknown(t *testing.T) {
+	mig := func(energy float64) gpu.Device {
+		return gpu.Device{UUID: "GPU-0", Up: true, Mode: gpu.SharingMIG, MIGEnabled: true, SMCount: 100, EnergyJoules: gpu.Float(energy),
+			MIG: []gpu.MIGInstance{{GPUInstanceID: 1, SMCount: 60}, {GPUInstanceID: 2, SMCount: 40}}}
+	}
+	whole := func(energy float64) gpu.Device {
+		return gpu.Device{UUID: "GPU-0", Up: true, Mode: gpu.SharingTimeSlice, EnergyJoules: gpu.Float(energy)}
+	}
+	type want struct {
+		energy                     float64
+		usedUnknown, energyUnknown bool
+	}
+	for _, tc := range []struct {
+		name         string
+		rule         IdleEnergy
+		dev          func(float64) gpu.Device
+		usage        []Usage
+		want         map[string]want
+		unattributed float64 // of the 100 J of the sample
+	}{
+		{"mig idle", IdleToIdle, mig, []Usage{{Tenant: "a", UUID: "GPU-0", GPUInstance: "1"}},
+			map[string]want{"a": {0, true, true}}, 100},
+		{"mig reservation", IdleByReservation, mig, []Usage{{Tenant: "a", UUID: "GPU-0", GPUInstance: "1"}},
+			map[string]want{"a": {0, true, true}}, 100},
+		// instance 1's tenant at 0.5 of its 60 SMs: 30 J; the 70 J left
+		// hold instance 2's unknown activity
+		{"mig one instance unknown, idle", IdleToIdle, mig, []Usage{
+			{Tenant: "a", UUID: "GPU-0", GPUInstance: "1", SMActive: gpu.Float(0.5)}, {Tenant: "b", UUID: "GPU-0", GPUInstance: "2"}},
+			map[string]want{"a": {30, false, false}, "b": {0, true, true}}, 70},
+		{"mig one instance unknown, reservation", IdleByReservation, mig, []Usage{
+			{Tenant: "a", UUID: "GPU-0", GPUInstance: "1", SMActive: gpu.Float(0.5)}, {Tenant: "b", UUID: "GPU-0", GPUInstance: "2"}},
+			map[string]want{"a": {30, false, true}, "b": {0, true, true}}, 70},
+		// processes outside any instance hold no SMs and run nothing
+		{"mig outside instances", IdleToIdle, mig, []Usage{{Tenant: "a", UUID: "GPU-0"}},
+			map[string]want{"a": {0, false, false}}, 0},
+		{"whole idle", IdleToIdle, whole, []Usage{{Tenant: "a", UUID: "GPU-0"}, {Tenant: "b", UUID: "GPU-0"}},
+			map[string]want{"a": {0, true, true}, "b": {0, true, true}}, 100},
+		// one tenant holding all of the GPU has all of its energy under
+		// reservation, whatever its activity
+		{"whole one tenant, reservation", IdleByReservation, whole, []Usage{{Tenant: "a", UUID: "GPU-0"}},
+			map[string]want{"a": {100, true, false}}, 0},
+		{"whole one tenant, idle", IdleToIdle, whole, []Usage{{Tenant: "a", UUID: "GPU-0"}},
+			map[string]want{"a": {0, true, true}}, 100},
+		// per-process samples of one tenant: the other ran no kernel
+		{"whole kernel-busy of one", IdleToIdle, whole, []Usage{{Tenant: "a", UUID: "GPU-0", KernelBusy: gpu.Float(0.25)}, {Tenant: "b", UUID: "GPU-0"}},
+			map[string]want{"a": {25, false, false}, "b": {0, false, false}}, 0},
+		// a rule left unset is idle
+		{"whole kernel-busy of one, rule unset", "", whole, []Usage{{Tenant: "a", UUID: "GPU-0", KernelBusy: gpu.Float(0.25)}, {Tenant: "b", UUID: "GPU-0"}},
+			map[string]want{"a": {25, false, false}, "b": {0, false, false}}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newMeterState()
+			read := func(at int64, e float64) *gpu.Readings {
+				return &gpu.Readings{Time: time.Unix(at, 0), Interval: time.Second, Devices: []gpu.Device{tc.dev(e)}}
+			}
+			m.meter(tc.rule, nil, &gpu.Readings{Time: time.Unix(100, 0), Devices: []gpu.Device{tc.dev(1000)}}, tc.usage)
+			meters, gpus := m.meter(tc.rule, nil, read(101, 1100), tc.usage)
+			for _, mt := range meters {
+				w := tc.want[mt.Tenant]
+				if math.Abs(mt.EnergyJoules-w.energy) > 1e-9 || mt.UsedUnknown != w.usedUnknown || mt.EnergyUnknown != w.energyUnknown {
+					t.Errorf("%s: %g J, used unknown %v, energy unknown %v; want %+v", mt.Tenant, mt.EnergyJoules, mt.UsedUnknown, mt.EnergyUnknown, w)
+				}
+			}
+			if g := gpus[0]; math.Abs(g.UnattributedEnergyJoules-tc.unattributed) > 1e-9 || g.UnattributedEnergyJoules > g.IdleEnergyJoules+1e-9 {
+				t.Errorf("unattributed %g J of the idle %g J, want %g J", g.UnattributedEnergyJoules, g.IdleEnergyJoules, tc.unattributed)
+			}
+			checkConserved(t, meters, gpus)
+			// a sample knowing every tenant's activity makes it known
+			known := slices.Clone(tc.usage)
+			for i := range known {
+				known[i].SMActive = gpu.Float(0)
+			}
+			meters, _ = m.meter(tc.rule, nil, read(102, 1200), known)
+			for _, mt := range meters {
+				if mt.UsedUnknown || mt.EnergyUnknown {
+					t.Errorf("%s, its activity known since: used unknown %v, energy unknown %v", mt.Tenant, mt.UsedUnknown, mt.EnergyUnknown)
+				}
+			}
+		})
+	}
+}
+
+// A MIG instance's part of the GPU was its SMs over those of the
+// instances that exist where NVML does not know the GPU's SM count (an
+// A100, an H100 PCIe or NVL, a GH200): a lone 1g instance of an A100 was
+// billed all of the GPU, seven times its reserved GPU-seconds, GPU-time
+// cost and energy. An instance whose SMs were not read counted as all of
+// the GPU. Now the GPU's SMs, or else its full-GPU profile's, are the
+// denominator; where neither, or the instance's, is known, its part is not
+// known: its tenant's reserved time, used time and energy are.
+func TestMeterMIGFraction(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		gpuSMs, fullSMs int // the GPU's, its full-GPU profile's
+		instSMs         int
+		fraction        float64
+		unknown         bool
+	}{
+		{"A100 full profile", 0, 98, 14, 1.0 / 7, false},
+		{"GPU's SMs known", 108, 98, 14, 14.0 / 108, false},
+		{"neither known", 0, 0, 14, 0, true},
+		{"instance's SMs unread", 0, 98, 0, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := mustBuilder(t, "tenants:\n  - {name: small, selectors: [{executable: small}]}\n",
+				BuilderOptions{Prices: &Prices{Currency: "USD", PerGPUHour: gpu.Float(7)}})
+			var s *Snapshot
+			for i := range 2 {
+				d := gpu.Device{Index: 0, UUID: "GPU-0", Name: "NVIDIA A100-SXM4-80GB", Up: true, Mode: gpu.SharingMIG, MIGEnabled: true,
+					SMCount: tc.gpuSMs, MIGSMCount: tc.fullSMs, EnergyJoules: gpu.Float(float64(i) * 3000), // 300 W over 10 s
+					MIG: []gpu.MIGInstance{{UUID: "MIG-a", GPUInstanceID: 13, Profile: "1g.10gb", SMCount: tc.instSMs, MemoryTotalBytes: 10 << 30, MemoryUsedBytes: 5 << 30,
+						Activity: gpu.Activity{SMActive: gpu.Float(1)}}},
+					Processes: []gpu.Process{{PID: 7, Name: "small", UID: -1, GPUInstanceID: 13, ComputeInstanceID: 0, UsedMemoryBytes: gpu.Uint(5 << 30)}}}
+				r := &gpu.Readings{Time: time.Unix(int64(10*i), 0), Devices: []gpu.Device{d}}
+				if i > 0 {
+					r.Interval = 10 * time.Second
+				}
+				s = b.Build(r, gpu.SamplerStats{})
+			}
+			m := meterOf(s, "small")
+			if m == nil {
+				t.Fatal("no meter for small")
+			}
+			want := fig3{10 * tc.fraction, 7 * 10 * tc.fraction / 3600, 3000 * tc.fraction}
+			if got := (fig3{m.GPUSecondsReserved, m.Costs[0].GPUTime, m.EnergyJoules}); !got.close(want) {
+				t.Errorf("over 10 s at 300 W: reserved GPU-s, gpu_time cost at 7 USD/GPU-hour, energy = %v, want %v", got, want)
+			}
+			if m.ReservedUnknown != tc.unknown || m.UsedUnknown != tc.unknown || m.EnergyUnknown != tc.unknown {
+				t.Errorf("reserved, used and energy unknown: %v %v %v, want %v", m.ReservedUnknown, m.UsedUnknown, m.EnergyUnknown, tc.unknown)
+			}
+			checkConserved(t, s.Meters, s.GPUMeters)
+		})
+	}
+}
+
+type fig3 [3]float64
+
+func (a fig3) close(b fig3) bool {
+	for i := range a {
+		if math.Abs(a[i]-b[i]) > 1e-9*max(1, math.Abs(b[i])) {
+			return false
+		}
+	}
+	return true
 }

@@ -22,7 +22,9 @@ type Prices struct {
 	// Currency is an ISO 4217 code (USD, EUR): the currency label.
 	Currency string `yaml:"currency"`
 	// PerGPUHour is the price of one reserved GPU-hour (a whole GPU held
-	// for an hour; a MIG instance of a seventh of the SMs, a seventh).
+	// for an hour; a MIG instance of a seventh of the SMs, a seventh: of
+	// the GPU's SMs, or of its full-GPU profile's where the GPU's are not
+	// known).
 	PerGPUHour *float64 `yaml:"price_per_gpu_hour"`
 	// PerKWh is the price of one kWh (3.6 MJ) of apportioned energy.
 	PerKWh *float64 `yaml:"price_per_kwh"`

@@ -154,6 +154,7 @@ func (d *departures) expire(r *gpu.Readings, usage []Usage, known func(tenant st
 func (b *Builder) forgetDeparted(c *compiledConfig, r *gpu.Readings, usage []Usage, ks *kube.Status) {
 	for _, k := range b.departed.expire(r, usage, knownAsOf(c, r, ks)) {
 		delete(b.meters.tenants, k)
+		delete(b.meters.seen, k)
 		delete(b.attr.csAcc, k)
 	}
 }

@@ -111,6 +111,7 @@ type devState struct {
 	gpmPrevAt    time.Time
 	migGPMPrev   map[int]gpmPrev
 	giProfiles   map[uint32]string // GPU instance profile names by profile ID; nil until read
+	giFullSMs    int               // SMs of the profile of the most slices, read with giProfiles
 	ctxSwitches  float64
 	ctxCycles    float64
 	ctxKnown     bool
@@ -253,7 +254,7 @@ func (b *Backend) markDown(ds *devState, err error) {
 	// Handles of a lost GPU are not reused: re-acquire on recovery.
 	if e, ok := err.(*Error); ok && (e.Return == nvml.ERROR_GPU_IS_LOST || e.Return == nvml.ERROR_RESET_REQUIRED) {
 		ds.handle = nil
-		ds.giProfiles = nil
+		ds.giProfiles, ds.giFullSMs = nil, 0
 		b.dropGPM(ds)
 	}
 }

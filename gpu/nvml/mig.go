@@ -31,6 +31,13 @@ func (rd *devReader) readMIG(d *gpu.Device) {
 	if !d.MIGEnabled {
 		return
 	}
+	if b.has(symGIProfileInfo) {
+		rd.profileNames()
+		d.MIGSMCount = rd.ds.giFullSMs
+		if rd.fatal != nil {
+			return
+		}
+	}
 	if !b.has(symMaxMigDeviceCount, symMigDeviceByIndex) {
 		rd.skip(symMigDeviceByIndex)
 		return
@@ -132,7 +139,8 @@ func (rd *devReader) migProfile(gi int, attrs *nvml.DeviceAttributes) (name stri
 }
 
 // profileNames are the names of the GPU's GPU instance profiles by profile
-// ID, read once per handle. A GPU instance's info gives its profile's ID
+// ID, read once per handle, with the SMs of its profile of the most slices
+// (ds.giFullSMs). A GPU instance's info gives its profile's ID
 // (nvidia-smi mig -lgip's, 9 for an H100's 3g.40gb), which is not the
 // index (NVML_GPU_INSTANCE_PROFILE_*) nvmlDeviceGetGpuInstanceProfileInfo
 // takes: the index of each ID is found by asking for every index.
@@ -147,13 +155,17 @@ func (rd *devReader) profileNames() map[uint32]string {
 		return nil
 	}
 	names := map[uint32]string{}
+	var full nvml.GpuInstanceProfileInfo
 	for _, p := range profiles {
 		if _, dup := names[p.info.Id]; !dup {
 			names[p.info.Id] = p.name
 		}
+		if p.info.SliceCount > full.SliceCount || p.info.SliceCount == full.SliceCount && p.info.MultiprocessorCount > full.MultiprocessorCount {
+			full = p.info
+		}
 	}
 	if len(names) > 0 { // none (not in MIG mode yet?): ask again next time
-		ds.giProfiles = names
+		ds.giProfiles, ds.giFullSMs = names, int(full.MultiprocessorCount)
 	}
 	return names
 }
