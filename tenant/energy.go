@@ -398,8 +398,9 @@ func activityShares(d *gpu.Device, usage []*Usage) []float64 {
 // what it leaves of the GPU: every usage in a MIG instance has its
 // instance's SM activity (processes outside any instance hold no SMs); on
 // a whole GPU, its SM activity or some usage's kernel-busy time (NVML's
-// per-process samples, which name only the processes that ran) is known.
-// A GPU without usage is known idle.
+// per-process samples, which name only the processes that ran) is known,
+// or the per-process utilization was read without a sample (no process
+// ran: every usage at 0). A GPU without usage is known idle.
 func activityKnown(d *gpu.Device, usage []*Usage) bool {
 	if d.MIGEnabled {
 		for _, u := range usage {
@@ -414,7 +415,7 @@ func activityKnown(d *gpu.Device, usage []*Usage) bool {
 			return true
 		}
 	}
-	return len(usage) == 0
+	return len(usage) == 0 || d.NoProcessSamples
 }
 
 // figureKnown says whether u has an activity figure of its own (its share
