@@ -45,8 +45,9 @@ type Meter struct {
 	GPUSecondsReserved float64
 	// UsedUnknown is true while no sample has metered time of the tenant's
 	// with its activity known, and one has metered time without (a MIG
-	// GPU without GPM or DCGM profiling figures): GPUSecondsUsed is then not
-	// known, not 0. EnergyUnknown is the same for EnergyJoules and its cost,
+	// GPU without GPM or DCGM profiling figures), or, before any sample has
+	// metered time (the exporter's first), the sample did not know it:
+	// GPUSecondsUsed is then not known, not 0. EnergyUnknown is the same for EnergyJoules and its cost,
 	// split by the activity (but where one tenant holds all of the GPU
 	// under IdleByReservation). Time with the activity unknown adds nothing
 	// to either.
@@ -141,11 +142,18 @@ func newMeterState() meterState {
 
 // note records what a sample of sec seconds knew of t's figures (known):
 // a figure is unknown while no time metered knew it, and some did not.
+// Before any time is metered (the exporter's first sample) a figure is
+// as the sample knows it, so that a series unknown is not served 0 first.
 func (m *meterState) note(t *Meter, sec float64, known figures) {
+	k := meterKey{t.UUID, t.Tenant}
 	if sec <= 0 {
+		if _, metered := m.seen[k]; !metered {
+			t.UsedUnknown = known&figUsed == 0
+			t.EnergyUnknown = known&figEnergy == 0
+			t.ReservedUnknown = known&figReserved == 0
+		}
 		return
 	}
-	k := meterKey{t.UUID, t.Tenant}
 	seen := m.seen[k] | known
 	m.seen[k] = seen
 	t.UsedUnknown = seen&figUsed == 0 && (t.UsedUnknown || known&figUsed == 0)
