@@ -309,6 +309,20 @@ func (m *meterState) tenant(d *gpu.Device, name string) *Meter {
 	return t
 }
 
+// forget drops the meters of k's tenant on k's GPU (departed): its part of
+// what the GPU's samples are owed of the counter's next increase becomes
+// the idle part, as payOwed would pay it with no meter to pay.
+func (m *meterState) forget(k meterKey) {
+	delete(m.tenants, k)
+	delete(m.seen, k)
+	if o := m.owed[k.uuid]; o != nil {
+		if w, ok := o.tenants[k.tenant]; ok {
+			o.idle += w
+			delete(o.tenants, k.tenant)
+		}
+	}
+}
+
 // payOwed splits owed joules of GPU d (meter g) among the samples that
 // metered it without its energy counter (o), by their weights, at the
 // prices in force now. The part of a tenant forgotten since is idle.
