@@ -218,7 +218,8 @@ var (
 )
 
 // TestLostGPUDoc loses the GPU of h100-timeslice (the simulator's gpu-lost
-// event) and checks that the series served for its uuid afterwards are
+// event) after two samples, the second metering its tenants' activity,
+// and checks that the series served for its uuid afterwards are
 // those docs/metrics.md's note on a lost GPU names, and that its counters
 // no longer rise.
 func TestLostGPUDoc(t *testing.T) {
@@ -244,17 +245,17 @@ func TestLostGPUDoc(t *testing.T) {
 	}
 	body, _, _ := strings.Cut(string(sc), "\nevents:")
 	path := filepath.Join(t.TempDir(), "lost.yaml")
-	if err := os.WriteFile(path, []byte(body+"\nevents:\n  - {at: 20s, action: gpu-lost, gpu: 0}\n"), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(body+"\nevents:\n  - {at: 35s, action: gpu-lost, gpu: 0}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	h := simtest.New(t, path, "../scenarios/h100-timeslice.tenants.yaml")
 	ctx := context.Background()
 	var lost []map[string]float64 // the lost GPU's series after the loss, by sample
 	var got []string
-	for i := range 4 {
+	for i := range 5 {
 		snap := h.Build(ctx, h.Sample(ctx, 15*time.Second))
 		d := snap.Readings.Devices[0]
-		if d.Up != (i < 1) {
+		if d.Up != (i < 2) {
 			t.Fatalf("sample %d: GPU up %v", i, d.Up)
 		}
 		if d.Up {

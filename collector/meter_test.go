@@ -144,3 +144,52 @@ vgpu_tenant_memory_byte_seconds_total{gpu="0",tenant="small",uuid="GPU-0"} 50
 		t.Error(err)
 	}
 }
+
+// A MIG tenant whose activity, or its instance's part of the GPU, no
+// sample knows was served 0 GPU-seconds used and 0 J (and 0 reserved
+// GPU-seconds) on the exporter's first sample, which metered no time, and
+// absent from the next: series that flapped on every restart. Now they are
+// absent from the first sample on; a tenant whose figures that sample
+// knows has them served from it, as before.
+func TestMeterUnknownAbsentFromFirstSample(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		gpuSMs, instSMs int
+		profile         string
+		active          *float64 // the instance's SM activity
+		// series served on each sample: used-seconds and energy, reserved
+		usedEnergy, reserved int
+	}{
+		{"activity unknown", 108, 98, "7g.80gb", nil, 0, 1},
+		{"instance's part unknown", 0, 14, "1g.10gb", nil, 0, 0},
+		{"known", 108, 98, "7g.80gb", gpu.Float(0.5), 2, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := tenant.ParseConfig("t.yaml", []byte("tenants:\n  - {name: train, selectors: [{executable: train}]}\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := tenant.NewBuilder(cfg, tenant.BuilderOptions{Clock: gpu.NewManualClock(time.Unix(0, 0))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 3 {
+				d := gpu.Device{Index: 0, UUID: "GPU-0", Up: true, Mode: gpu.SharingMIG, MIGEnabled: true, SMCount: tc.gpuSMs,
+					MemoryTotalBytes: 80 << 30, MemoryUsedBytes: 20 << 30, EnergyJoules: gpu.Float(float64(i) * 3000),
+					MIG: []gpu.MIGInstance{{UUID: "MIG-1", GPUInstanceID: 1, Profile: tc.profile, SMCount: tc.instSMs, MemoryTotalBytes: 10 << 30, MemoryUsedBytes: 2 << 30,
+						Activity: gpu.Activity{SMActive: tc.active}}},
+					Processes: []gpu.Process{{PID: 7, Name: "train", UID: -1, GPUInstanceID: 1, UsedMemoryBytes: gpu.Uint(2 << 30)}}}
+				r := &gpu.Readings{Time: time.Unix(int64(10*i), 0), Devices: []gpu.Device{d}}
+				if i > 0 {
+					r.Interval = 10 * time.Second
+				}
+				e := newExporter(t, b.Build(r, gpu.SamplerStats{}), "tenant")
+				used := testutil.CollectAndCount(e, "vgpu_tenant_gpu_used_seconds_total", "vgpu_tenant_energy_joules_total")
+				reserved := testutil.CollectAndCount(e, "vgpu_tenant_gpu_reserved_seconds_total")
+				if used != tc.usedEnergy || reserved != tc.reserved {
+					t.Errorf("sample %d: %d used-seconds and energy series, %d reserved; want %d and %d", i, used, reserved, tc.usedEnergy, tc.reserved)
+				}
+			}
+		})
+	}
+}

@@ -142,6 +142,13 @@ type Device struct {
 	// (no per-process utilization: MIG GPUs, an interval without samples,
 	// a process list not read, the simulator).
 	UnlistedActivity bool
+	// NoProcessSamples is true when the backend read the per-process
+	// utilization over the interval and the driver had no sample in it
+	// (NVML's ERROR_NOT_FOUND): no process ran a kernel, so every process's
+	// SMUtil and MemUtil, nil, is known to be 0. False where the backend
+	// does not read it (MIG GPUs, the simulator, whose processes carry
+	// their figures), the call failed, or it answered samples.
+	NoProcessSamples bool
 	// Events are XID and other events seen since the previous sample.
 	Events []Event
 }

@@ -174,7 +174,7 @@ func TestHashValueSeesEveryField(t *testing.T) {
 // pinned hashes still say whether the simulator's runs moved (a new field
 // that the simulator leaves unset changes no run).
 var addedSincePin = map[string]bool{"gpu.Device.UnlistedActivity": true, "gpu.MIGInstance.ProfileBuilt": true, "gpu.Device.MIGSMCount": true,
-	"tenant.Meter.UsedUnknown": true, "tenant.Meter.EnergyUnknown": true, "tenant.Meter.ReservedUnknown": true,
+	"gpu.Device.NoProcessSamples": true, "tenant.Meter.UsedUnknown": true, "tenant.Meter.EnergyUnknown": true, "tenant.Meter.ReservedUnknown": true,
 	"tenant.GPUMeter.UnattributedEnergyJoules": true}
 
 // hashValue writes v into h: every field (unexported ones too), floats by

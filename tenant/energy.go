@@ -45,8 +45,9 @@ type Meter struct {
 	GPUSecondsReserved float64
 	// UsedUnknown is true while no sample has metered time of the tenant's
 	// with its activity known, and one has metered time without (a MIG
-	// GPU without GPM or DCGM profiling figures): GPUSecondsUsed is then not
-	// known, not 0. EnergyUnknown is the same for EnergyJoules and its cost,
+	// GPU without GPM or DCGM profiling figures), or, before any sample has
+	// metered time (the exporter's first), the sample did not know it:
+	// GPUSecondsUsed is then not known, not 0. EnergyUnknown is the same for EnergyJoules and its cost,
 	// split by the activity (but where one tenant holds all of the GPU
 	// under IdleByReservation). Time with the activity unknown adds nothing
 	// to either.
@@ -141,11 +142,18 @@ func newMeterState() meterState {
 
 // note records what a sample of sec seconds knew of t's figures (known):
 // a figure is unknown while no time metered knew it, and some did not.
+// Before any time is metered (the exporter's first sample) a figure is
+// as the sample knows it, so that a series unknown is not served 0 first.
 func (m *meterState) note(t *Meter, sec float64, known figures) {
+	k := meterKey{t.UUID, t.Tenant}
 	if sec <= 0 {
+		if _, metered := m.seen[k]; !metered {
+			t.UsedUnknown = known&figUsed == 0
+			t.EnergyUnknown = known&figEnergy == 0
+			t.ReservedUnknown = known&figReserved == 0
+		}
 		return
 	}
-	k := meterKey{t.UUID, t.Tenant}
 	seen := m.seen[k] | known
 	m.seen[k] = seen
 	t.UsedUnknown = seen&figUsed == 0 && (t.UsedUnknown || known&figUsed == 0)
@@ -301,6 +309,20 @@ func (m *meterState) tenant(d *gpu.Device, name string) *Meter {
 	return t
 }
 
+// forget drops the meters of k's tenant on k's GPU (departed): its part of
+// what the GPU's samples are owed of the counter's next increase becomes
+// the idle part, as payOwed would pay it with no meter to pay.
+func (m *meterState) forget(k meterKey) {
+	delete(m.tenants, k)
+	delete(m.seen, k)
+	if o := m.owed[k.uuid]; o != nil {
+		if w, ok := o.tenants[k.tenant]; ok {
+			o.idle += w
+			delete(o.tenants, k.tenant)
+		}
+	}
+}
+
 // payOwed splits owed joules of GPU d (meter g) among the samples that
 // metered it without its energy counter (o), by their weights, at the
 // prices in force now. The part of a tenant forgotten since is idle.
@@ -398,8 +420,9 @@ func activityShares(d *gpu.Device, usage []*Usage) []float64 {
 // what it leaves of the GPU: every usage in a MIG instance has its
 // instance's SM activity (processes outside any instance hold no SMs); on
 // a whole GPU, its SM activity or some usage's kernel-busy time (NVML's
-// per-process samples, which name only the processes that ran) is known.
-// A GPU without usage is known idle.
+// per-process samples, which name only the processes that ran) is known,
+// or the per-process utilization was read without a sample (no process
+// ran: every usage at 0). A GPU without usage is known idle.
 func activityKnown(d *gpu.Device, usage []*Usage) bool {
 	if d.MIGEnabled {
 		for _, u := range usage {
@@ -414,7 +437,7 @@ func activityKnown(d *gpu.Device, usage []*Usage) bool {
 			return true
 		}
 	}
-	return len(usage) == 0
+	return len(usage) == 0 || d.NoProcessSamples
 }
 
 // figureKnown says whether u has an activity figure of its own (its share

@@ -397,7 +397,10 @@ func TestMeterCountersNeverDecrease(t *testing.T) {
 // time, and its energy where its split needs the activity, are unknown;
 // the energy its known activity leaves is the GPU's unattributed energy
 // (a part of its idle energy); and a sample that knows the activity again
-// makes them known.
+// makes them known. A whole GPU whose per-process utilization was read
+// without a sample (NVML's NOT_FOUND: no process ran a kernel) knows its
+// tenants' activity, 0: its energy was all unattributed, and under
+// reservation the tenants holding it got none.
 func TestMeterActivityUnknown(t *testing.T) {
 	mig := func(energy float64) gpu.Device {
 		return gpu.Device{UUID: "GPU-0", Up: true, Mode: gpu.SharingMIG, MIGEnabled: true, SMCount: 100, EnergyJoules: gpu.Float(energy),
@@ -405,6 +408,11 @@ func TestMeterActivityUnknown(t *testing.T) {
 	}
 	whole := func(energy float64) gpu.Device {
 		return gpu.Device{UUID: "GPU-0", Up: true, Mode: gpu.SharingTimeSlice, EnergyJoules: gpu.Float(energy)}
+	}
+	noneRan := func(energy float64) gpu.Device {
+		d := whole(energy)
+		d.NoProcessSamples = true
+		return d
 	}
 	type want struct {
 		energy                     float64
@@ -444,6 +452,11 @@ func TestMeterActivityUnknown(t *testing.T) {
 		// per-process samples of one tenant: the other ran no kernel
 		{"whole kernel-busy of one", IdleToIdle, whole, []Usage{{Tenant: "a", UUID: "GPU-0", KernelBusy: gpu.Float(0.25)}, {Tenant: "b", UUID: "GPU-0"}},
 			map[string]want{"a": {25, false, false}, "b": {0, false, false}}, 0},
+		// per-process utilization read, no sample: no tenant ran a kernel
+		{"whole no process ran, idle", IdleToIdle, noneRan, []Usage{{Tenant: "a", UUID: "GPU-0"}, {Tenant: "b", UUID: "GPU-0"}},
+			map[string]want{"a": {0, false, false}, "b": {0, false, false}}, 0},
+		{"whole no process ran, reservation", IdleByReservation, noneRan, []Usage{{Tenant: "a", UUID: "GPU-0"}, {Tenant: "b", UUID: "GPU-0"}},
+			map[string]want{"a": {50, false, false}, "b": {50, false, false}}, 0},
 		// a rule left unset is idle
 		{"whole kernel-busy of one, rule unset", "", whole, []Usage{{Tenant: "a", UUID: "GPU-0", KernelBusy: gpu.Float(0.25)}, {Tenant: "b", UUID: "GPU-0"}},
 			map[string]want{"a": {25, false, false}, "b": {0, false, false}}, 0},

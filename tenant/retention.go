@@ -153,8 +153,7 @@ func (d *departures) expire(r *gpu.Readings, usage []Usage, known func(tenant st
 // mapping, their usage goes to Unassigned. Called with buildMu held.
 func (b *Builder) forgetDeparted(c *compiledConfig, r *gpu.Readings, usage []Usage, ks *kube.Status) {
 	for _, k := range b.departed.expire(r, usage, knownAsOf(c, r, ks)) {
-		delete(b.meters.tenants, k)
-		delete(b.meters.seen, k)
+		b.meters.forget(k)
 		delete(b.attr.csAcc, k)
 	}
 }

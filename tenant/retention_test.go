@@ -67,7 +67,8 @@ func churnReadings(i int, step time.Duration, pods ...string) *gpu.Readings {
 // each its own tenant (--tenants.kubernetes-default=namespace, a namespace
 // a job), beside a service that stays: the meters and context-switch
 // counts kept for the jobs that left stay bounded by the retention and
-// the cap, where they grew by one a job.
+// the cap, where they grew by one a job; so does what the samples of a GPU
+// read without its energy counter are owed, which kept every job's part.
 func TestDepartedTenantsBounded(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
@@ -75,15 +76,18 @@ func TestDepartedTenantsBounded(t *testing.T) {
 		steps     int
 		retention time.Duration
 		failing   bool // the kubelet's pod-resources API fails all along
+		unread    bool // the GPU's energy counter is read on the first sample only
 		// at the end: meters, context-switch counts kept for jobs that left,
 		// context-switch counts in all (the first sample counts none)
 		wantMeters, wantKept, wantCS int
 	}{
-		{"kept forever (retention 0)", time.Minute, 200, 0, false, 201, 198, 200},
-		{"a job a minute, 1h retention", time.Minute, 600, time.Hour, false, 61, 59, 61},
-		{"a job a second, 1h retention: the cap", time.Second, 600, time.Hour, false, 2 + MaxDepartedPerGPU, MaxDepartedPerGPU, 2 + MaxDepartedPerGPU},
+		{"kept forever (retention 0)", time.Minute, 200, 0, false, false, 201, 198, 200},
+		{"a job a minute, 1h retention", time.Minute, 600, time.Hour, false, false, 61, 59, 61},
+		{"a job a second, 1h retention: the cap", time.Second, 600, time.Hour, false, false, 2 + MaxDepartedPerGPU, MaxDepartedPerGPU, 2 + MaxDepartedPerGPU},
 		// the jobs are not known to have left, but the cap holds
-		{"a job a minute, the kubelet failing: the cap", time.Minute, 600, time.Hour, true, 2 + MaxDepartedPerGPU, MaxDepartedPerGPU, 2 + MaxDepartedPerGPU},
+		{"a job a minute, the kubelet failing: the cap", time.Minute, 600, time.Hour, true, false, 2 + MaxDepartedPerGPU, MaxDepartedPerGPU, 2 + MaxDepartedPerGPU},
+		{"a job a minute, 1h retention, the energy counter unread", time.Minute, 600, time.Hour, false, true, 61, 59, 61},
+		{"a job a second, 1h retention, the energy counter unread: the cap", time.Second, 600, time.Hour, false, true, 2 + MaxDepartedPerGPU, MaxDepartedPerGPU, 2 + MaxDepartedPerGPU},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pods := &churnPods{}
@@ -93,6 +97,9 @@ func TestDepartedTenantsBounded(t *testing.T) {
 				job := fmt.Sprintf("job-%d", i)
 				pods.m.Store(podsOn(t, "svc/web=GPU-0::1", job+"/"+job+"=GPU-0::2"))
 				r := churnReadings(i, tc.step, "web", job)
+				if tc.unread && i > 0 {
+					r.Devices[0].EnergyJoules = nil
+				}
 				pods.refresh(r.Time, tc.failing, false)
 				s = b.Build(r, gpu.SamplerStats{})
 			}
@@ -101,6 +108,16 @@ func TestDepartedTenantsBounded(t *testing.T) {
 			}
 			if len(b.meters.tenants) != tc.wantMeters || len(b.attr.csAcc) != tc.wantCS {
 				t.Errorf("state: %d meters and %d context-switch counts, want %d and %d", len(b.meters.tenants), len(b.attr.csAcc), tc.wantMeters, tc.wantCS)
+			}
+			if o := b.meters.owed["GPU-0"]; o != nil && len(o.tenants) > tc.wantMeters {
+				t.Errorf("state: %d tenants owed energy, want at most the %d metered", len(o.tenants), tc.wantMeters)
+			}
+			if tc.unread {
+				// the counter read again: the jobs forgotten had no energy
+				// yet, their part is idle, and the tenants and idle add up
+				// to the GPU's increase
+				s = b.Build(churnReadings(tc.steps, tc.step, "web"), gpu.SamplerStats{})
+				checkConserved(t, s.Meters, s.GPUMeters)
 			}
 		})
 	}

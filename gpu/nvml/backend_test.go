@@ -385,23 +385,26 @@ func TestProcessUtilizationNoSample(t *testing.T) {
 		name string
 		// util replaces the GPU's GetProcessUtilization on the second sample
 		util func(lastSeen uint64) ([]nvml.ProcessUtilizationSample, nvml.Return)
+		// the device says no process ran (NoProcessSamples): only the
+		// driver's own answer says so, not a failed call
+		noneRan bool
 	}{
 		// No sample since lastSeen: the driver answers NOT_FOUND.
-		{"not found", nil},
+		{"not found", nil, true},
 		// go-nvml sizes its buffer with a first call and slices it with
 		// the count of the second; more samples in between panic.
 		{"wrapper panics", func(uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
 			s := make([]nvml.ProcessUtilizationSample, 1)
 			n := 2
 			return s[:n], nvml.SUCCESS
-		}},
+		}, false},
 		{"insufficient size", func(uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
 			return []nvml.ProcessUtilizationSample{}, nvml.ERROR_INSUFFICIENT_SIZE
-		}},
+		}, false},
 		// A sample the driver should have filtered out is not counted.
 		{"stale sample", func(lastSeen uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
 			return []nvml.ProcessUtilizationSample{{Pid: 1, TimeStamp: lastSeen, SmUtil: 99, MemUtil: 99}}, nvml.SUCCESS
-		}},
+		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, dgxh100.New())
@@ -415,8 +418,8 @@ func TestProcessUtilizationNoSample(t *testing.T) {
 			}
 			f.clock.Advance(time.Second)
 			rd = sample(t, b)
-			if p := rd.Devices[0].Processes; len(p) != 1 || p[0].SMUtil == nil || *p[0].SMUtil != 0.6 {
-				t.Fatalf("second sample: %+v", p)
+			if p := rd.Devices[0].Processes; len(p) != 1 || p[0].SMUtil == nil || *p[0].SMUtil != 0.6 || rd.Devices[0].NoProcessSamples {
+				t.Fatalf("second sample: %+v, no process ran: %v", p, rd.Devices[0].NoProcessSamples)
 			}
 			if tc.util != nil {
 				f.devs[0].GetProcessUtilizationFunc = tc.util
@@ -429,6 +432,9 @@ func TestProcessUtilizationNoSample(t *testing.T) {
 			}
 			if len(d.Processes) != 1 || d.Processes[0].SMUtil != nil || d.Processes[0].MemUtil != nil {
 				t.Errorf("processes %+v, want one without utilization", d.Processes)
+			}
+			if d.NoProcessSamples != tc.noneRan {
+				t.Errorf("NoProcessSamples = %v, want %v", d.NoProcessSamples, tc.noneRan)
 			}
 			if n := f.logs.count("nvmlDeviceGetProcessUtilization"); n != 0 {
 				t.Errorf("%d log lines for an interval without samples:\n%s", n, f.logs.String())

@@ -92,9 +92,10 @@ func (rd *devReader) readProcesses(d *gpu.Device) {
 			samples, r := processUtilization(h, ds.procLastSeen.since(usNow(rd.now)))
 			switch {
 			case r == nvml.ERROR_NOT_FOUND:
-				// No sample since lastSeen: no figure this time, and
-				// nothing wrong with the GPU.
+				// No sample since lastSeen: no process ran a kernel
+				// (every one at 0, known), and nothing wrong with the GPU.
 				ds.procLastSeen.noSample()
+				d.NoProcessSamples = true
 			case r == nvml.ERROR_INSUFFICIENT_SIZE:
 				// The number of samples grew between the wrapper's two
 				// calls: no figure this time; the next call asks again.
