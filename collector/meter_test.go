@@ -111,7 +111,7 @@ func TestMeterMIGWithoutActivityAbsent(t *testing.T) {
 # HELP vgpu_tenant_gpu_reserved_seconds_total GPU time the tenant held since the exporter started: time weighted by what it holds of the GPU (its MIG instance's part of the SMs, its MPS active-thread cap, its vGPU profile's part of the memory, scaled down where they add up to more than the GPU; an equal part of what those leave of a shared GPU).
 # TYPE vgpu_tenant_gpu_reserved_seconds_total counter
 vgpu_tenant_gpu_reserved_seconds_total{gpu="0",tenant="train",uuid="GPU-0"} 9.074074074074074
-# HELP vgpu_tenant_idle_unattributed_energy_joules_total The part of vgpu_tenant_idle_energy_joules_total over samples whose activity is not known (a MIG GPU without GPM or DCGM profiling figures, a whole GPU with neither SM activity nor a per-process figure): what the tenants' known activity leaves, not known to be idle, so no rule hands it to a tenant.
+# HELP vgpu_tenant_idle_unattributed_energy_joules_total The part of vgpu_tenant_idle_energy_joules_total over samples whose activity is not known (a MIG GPU without GPM or DCGM profiling figures, a whole GPU with neither SM activity, a per-process figure nor NVML's answer that no process ran): what the tenants' known activity leaves, not known to be idle, so no rule hands it to a tenant.
 # TYPE vgpu_tenant_idle_unattributed_energy_joules_total counter
 vgpu_tenant_idle_unattributed_energy_joules_total{gpu="0",uuid="GPU-0"} 3000
 `
