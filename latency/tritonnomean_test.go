@@ -30,23 +30,7 @@ nv_inference_first_response_histogram_ms_sum{model="bert",version="1"} 5000
 nv_inference_first_response_histogram_ms_count{model="bert",version="1"} %d
 `, succ, fail, b[0], b[1], b[2], b[3], b[3]))
 	}
-	for i, s := range []struct {
-		succ, fail int
-		b          [4]int
-	}{{100, 0, [4]int{20, 60, 95, 100}}, {140, 10, [4]int{25, 90, 135, 150}}} {
-		fams, err := parseExposition(text(s.succ, s.fail, s.b), expfmt.FmtText, families(src))
-		if err != nil {
-			t.Fatal(err)
-		}
-		h, err := extract(src, fams)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := tr.observe(time.Unix(int64(15*(i+1)), 0), h); err != nil {
-			t.Fatal(err)
-		}
-	}
-	st := tr.Status()
+	st := observeTexts(t, tr, src, text(100, 0, [4]int{20, 60, 95, 100}), text(140, 10, [4]int{25, 90, 135, 150}))
 	if st.MeanSeconds != nil {
 		t.Errorf("mean latency %v s reported with nothing that times the requests (want none)", *st.MeanSeconds)
 	}
@@ -68,8 +52,22 @@ func TestTritonRestartToHistogramAloneNoMean(t *testing.T) {
 		// restarted with other flags: counters from 0
 		{tritonFlags{histogram: true}, tritonScrape{succ: 40, fail: 10, buckets: [4]int{25, 30, 45, 50}, histSumMs: 2000}},
 	}
-	for i, st := range steps {
-		fams, err := parseExposition(tritonFlagsText(st.f, st.s), expfmt.FmtText, families(src))
+	var texts [][]byte
+	for _, st := range steps {
+		texts = append(texts, tritonFlagsText(st.f, st.s))
+	}
+	st := observeTexts(t, tr, src, texts...)
+	if st.MeanSeconds != nil {
+		t.Errorf("mean latency %v s reported after a restart with counter_latencies=false and no summary (want none)", *st.MeanSeconds)
+	}
+}
+
+// observeTexts has tr observe each text exposition of src in turn, 15 s
+// apart, and returns its status after the last.
+func observeTexts(t *testing.T, tr *sloTracker, src *Source, texts ...[]byte) Status {
+	t.Helper()
+	for i, text := range texts {
+		fams, err := parseExposition(text, expfmt.FmtText, families(src))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,8 +79,5 @@ func TestTritonRestartToHistogramAloneNoMean(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	st := tr.Status()
-	if st.MeanSeconds != nil {
-		t.Errorf("mean latency %v s reported after a restart with counter_latencies=false and no summary (want none)", *st.MeanSeconds)
-	}
+	return tr.Status()
 }
