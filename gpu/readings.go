@@ -143,11 +143,13 @@ type Device struct {
 	// a process list not read, the simulator).
 	UnlistedActivity bool
 	// NoProcessSamples is true when the backend read the per-process
-	// utilization over the interval and the driver had no sample in it
-	// (NVML's ERROR_NOT_FOUND): no process ran a kernel, so every process's
-	// SMUtil and MemUtil, nil, is known to be 0. False where the backend
-	// does not read it (MIG GPUs, the simulator, whose processes carry
-	// their figures), the call failed, or it answered samples.
+	// utilization and the driver had no sample over more than its longest
+	// sample period (NVML's ERROR_NOT_FOUND, since a last-seen timestamp
+	// over a second old) while the GPU's own utilization read 0: no process
+	// ran a kernel, so every process's SMUtil and MemUtil, nil, is known to
+	// be 0. False where the backend does not read it (MIG GPUs, the
+	// simulator, whose processes carry their figures), the call failed, it
+	// answered samples, or its answer covers too short a time to tell.
 	NoProcessSamples bool
 	// Events are XID and other events seen since the previous sample.
 	Events []Event

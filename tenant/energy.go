@@ -143,7 +143,8 @@ func newMeterState() meterState {
 // note records what a sample of sec seconds knew of t's figures (known):
 // a figure is unknown while no time metered knew it, and some did not.
 // Before any time is metered (the exporter's first sample) a figure is
-// as the sample knows it, so that a series unknown is not served 0 first.
+// as the sample knows it, so that a series unknown is not served 0 first,
+// and one known is kept from then on, as if that sample had metered time.
 func (m *meterState) note(t *Meter, sec float64, known figures) {
 	k := meterKey{t.UUID, t.Tenant}
 	if sec <= 0 {
@@ -151,6 +152,7 @@ func (m *meterState) note(t *Meter, sec float64, known figures) {
 			t.UsedUnknown = known&figUsed == 0
 			t.EnergyUnknown = known&figEnergy == 0
 			t.ReservedUnknown = known&figReserved == 0
+			m.seen[k] = known
 		}
 		return
 	}

@@ -380,6 +380,11 @@ func TestXIDEventsOfOtherHandles(t *testing.T) {
 	}
 }
 
+// notFound is the driver's answer without a sample since lastSeen.
+func notFound(uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
+	return nil, nvml.ERROR_NOT_FOUND
+}
+
 func TestProcessUtilizationNoSample(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -388,23 +393,34 @@ func TestProcessUtilizationNoSample(t *testing.T) {
 		// the device says no process ran (NoProcessSamples): only the
 		// driver's own answer says so, not a failed call
 		noneRan bool
+		// after is how long after the second sample the third is taken
+		// (0: the fixture has no newer sample); busy is the GPU's own
+		// utilization then (percent)
+		after time.Duration
+		busy  uint32
 	}{
-		// No sample since lastSeen: the driver answers NOT_FOUND.
-		{"not found", nil, true},
+		// No sample since lastSeen: the driver answers NOT_FOUND. That
+		// no process ran is told only where the answer covers one of
+		// the driver's periods (at most a second) and the GPU's own
+		// utilization is 0.
+		{"not found, the GPU idle over two seconds", notFound, true, 2 * time.Second, 0},
+		{"not found, the GPU busy", notFound, false, 2 * time.Second, 40},
+		{"not found within a driver period", notFound, false, 250 * time.Millisecond, 0},
+		{"not found, the clock not moved", nil, false, 0, 0},
 		// go-nvml sizes its buffer with a first call and slices it with
 		// the count of the second; more samples in between panic.
 		{"wrapper panics", func(uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
 			s := make([]nvml.ProcessUtilizationSample, 1)
 			n := 2
 			return s[:n], nvml.SUCCESS
-		}, false},
+		}, false, 0, 0},
 		{"insufficient size", func(uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
 			return []nvml.ProcessUtilizationSample{}, nvml.ERROR_INSUFFICIENT_SIZE
-		}, false},
+		}, false, 0, 0},
 		// A sample the driver should have filtered out is not counted.
 		{"stale sample", func(lastSeen uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
 			return []nvml.ProcessUtilizationSample{{Pid: 1, TimeStamp: lastSeen, SmUtil: 99, MemUtil: 99}}, nvml.SUCCESS
-		}, false},
+		}, false, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, dgxh100.New())
@@ -424,7 +440,10 @@ func TestProcessUtilizationNoSample(t *testing.T) {
 			if tc.util != nil {
 				f.devs[0].GetProcessUtilizationFunc = tc.util
 			}
-			// The clock does not move: the fixture has no newer sample.
+			f.devs[0].GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) {
+				return nvml.Utilization{Gpu: tc.busy, Memory: tc.busy}, nvml.SUCCESS
+			}
+			f.clock.Advance(tc.after)
 			rd = sample(t, b)
 			d := rd.Devices[0]
 			if !d.Up || d.Err != "" {

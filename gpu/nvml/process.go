@@ -89,13 +89,20 @@ func (rd *devReader) readProcesses(d *gpu.Device) {
 	// (docs/calibration.md, NVML); GPM per GPU instance covers those.
 	if !d.MIGEnabled && len(byPID) > 0 {
 		if b.has(symProcessUtil) {
-			samples, r := processUtilization(h, ds.procLastSeen.since(usNow(rd.now)))
+			asked := ds.procLastSeen.since(usNow(rd.now))
+			samples, r := processUtilization(h, asked)
 			switch {
 			case r == nvml.ERROR_NOT_FOUND:
-				// No sample since lastSeen: no process ran a kernel
-				// (every one at 0, known), and nothing wrong with the GPU.
+				// No sample since lastSeen, and nothing wrong with the
+				// GPU. That no process ran a kernel (every one at 0,
+				// known) is told only where the answer covers at least
+				// one of the driver's sample periods (at most a second:
+				// a shorter interval, or a lastSeen ahead of the clock
+				// after it stepped back, may close none) and the GPU's
+				// own utilization, read this sample, is 0.
 				ds.procLastSeen.noSample()
-				d.NoProcessSamples = true
+				d.NoProcessSamples = asked != 0 && asked+driverPeriodMax <= usNow(rd.now) &&
+					d.GPUUtil != nil && *d.GPUUtil == 0
 			case r == nvml.ERROR_INSUFFICIENT_SIZE:
 				// The number of samples grew between the wrapper's two
 				// calls: no figure this time; the next call asks again.

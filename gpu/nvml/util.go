@@ -12,6 +12,11 @@ import (
 // driver nothing newer to answer, and no figure, until the clock caught up.
 const futureSlack = time.Minute
 
+// driverPeriodMax is the longest of the driver's utilization sample
+// periods, in µs: "between 1 second and 1/6 second, depending on the
+// product" (NVML's nvmlDeviceGetUtilizationRates).
+const driverPeriodMax = uint64(1_000_000)
+
 // usNow is a sample time in NVML's timestamp unit (µs since the epoch).
 func usNow(now time.Time) uint64 { return uint64(max(now.UnixMicro(), 0)) }
 
