@@ -37,3 +37,29 @@ func FuzzDriverProfileName(f *testing.F) {
 		}
 	})
 }
+
+// The driver's name serves where it names a profile of the slices in
+// printable ASCII; else "" (the name built from the index serves).
+func TestDriverProfileName(t *testing.T) {
+	for _, tc := range []struct {
+		raw    string
+		slices uint32
+		want   string
+	}{
+		{"MIG 1g.24gb+me.all", 1, "1g.24gb+me.all"},
+		{" MIG 7g.80gb \x00junk", 7, "7g.80gb"},
+		{"MIG 2g.48gb", 1, ""},
+		{"MIG 2g.48gb extra", 2, ""},
+		{"MIG 1g.\x8f", 1, ""},          // not UTF-8: no label value
+		{"MIG 1g.24gb\x1b[2J", 1, ""},   // a control character
+		{"MIG 1g.24gb\u00a0+me", 1, ""}, // a blank outside ASCII
+	} {
+		var raw [96]int8
+		for i := 0; i < len(tc.raw); i++ {
+			raw[i] = int8(tc.raw[i])
+		}
+		if got := driverProfileName(raw, tc.slices); got != tc.want {
+			t.Errorf("driverProfileName(%q, %d) = %q, want %q", tc.raw, tc.slices, got, tc.want)
+		}
+	}
+}
