@@ -225,7 +225,9 @@ func giProfileInfoV3(h nvml.Device, index int) (nvml.GpuInstanceProfileInfo_v3, 
 
 // driverProfileName is a profile name from the driver without its "MIG "
 // prefix ("1g.24gb+me.all"); "" unless it names a profile of that many
-// slices.
+// slices in printable ASCII: a byte outside it (not UTF-8, a control
+// character) would leave the name no label value, and the profile's
+// series unserved.
 func driverProfileName(raw [96]int8, slices uint32) string {
 	b := make([]byte, 0, len(raw))
 	for _, c := range raw {
@@ -235,7 +237,7 @@ func driverProfileName(raw [96]int8, slices uint32) string {
 		b = append(b, byte(c))
 	}
 	name := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(string(b)), "MIG "))
-	if !strings.HasPrefix(name, fmt.Sprintf("%dg.", slices)) || strings.ContainsAny(name, " \t") {
+	if !strings.HasPrefix(name, fmt.Sprintf("%dg.", slices)) || strings.ContainsFunc(name, func(r rune) bool { return r <= ' ' || r > '~' }) {
 		return ""
 	}
 	return name
