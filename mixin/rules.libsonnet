@@ -91,8 +91,8 @@
             // instance, so it counts for the instance's part of the GPU's
             // SMs: the tenants of a GPU add up to its own SM active ratio.
             // A GPU whose SM count is not served (a model the backend has
-            // no figure for) counts the SMs of its instances instead, as
-            // the exporter's own apportioning does (docs/mixin.md).
+            // no figure for) counts the SMs of its instances instead, an
+            // approximation (docs/mixin.md).
             record: 'cluster_tenant:vgpu_tenant_sm_active:sum',
             expr: std.format(|||
               sum by (%(by)s, class) (

@@ -55,7 +55,7 @@ type BuilderOptions struct {
 	// the tenant has usage on this host (hostedSources.update): one
 	// tenants file given to the exporters of many hosts then has each
 	// source read and served by the host its tenant runs on alone. False:
-	// every source is read (one host, the simulator's).
+	// every source is read (one host, vgpusim's).
 	SourcesWhereRunning bool
 	// DepartedRetention is how long the meters and context-switch count
 	// of a tenant without usage on a GPU are kept (at most

@@ -509,7 +509,7 @@ func TestMeterMIGFraction(t *testing.T) {
 		fraction        float64
 		unknown         bool
 	}{
-		{"A100 full profile", 0, 98, 14, 1.0 / 7, false},
+		{"GPU's SMs unknown, its full profile's known", 0, 98, 14, 1.0 / 7, false},
 		{"GPU's SMs known", 108, 98, 14, 14.0 / 108, false},
 		{"neither known", 0, 0, 14, 0, true},
 		{"instance's SMs unread", 0, 98, 0, 0, true},

@@ -11,11 +11,11 @@ import (
 	"github.com/go-kit/log/level"
 )
 
-// shareEpsilon is the precision a sum of share.min values is rounded to,
+// sharePrecision is the precision a sum of share.min values is rounded to,
 // absorbing floating-point error (0.34+0.56+0.1 adds up to
 // 1.0000000000000002): the rounded sum is both what is served and what is
 // judged, so a sum of exactly 1 is served as 1 and is not over-committed.
-const shareEpsilon = 1e-9
+const sharePrecision = 1e-9
 
 // maxShareLogged bounds the over-commitments remembered as logged; past it
 // the memory starts over (and each is logged once more).
@@ -83,12 +83,12 @@ func (b *Builder) shareSums(compiled *compiledConfig, usage []Usage) (all, over 
 	return all, over
 }
 
-// roundShare rounds a sum of shares to shareEpsilon, to the float nearest
+// roundShare rounds a sum of shares to sharePrecision, to the float nearest
 // to that decimal (0.9000000000000001 and 0.8999999999999999 become 0.9):
 // the scaled sum rounded is an exact integer, and so is the scale, so the
 // division rounds once.
 func roundShare(v float64) float64 {
-	const scale = 1 / shareEpsilon
+	const scale = 1 / sharePrecision
 	return math.Round(v*scale) / scale
 }
 

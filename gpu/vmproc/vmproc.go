@@ -17,7 +17,8 @@
 // another, whatever it claims) and scans again for a VM it does not know
 // at most once every Rescan, without its lock: a lookup of a known VM
 // never waits for a scan. No procfs file is read under the lock, and each
-// read is waited for at most ReadTimeout (read.go): a QEMU stuck in the
+// read of a command line or start time is waited for at most ReadTimeout
+// (read.go; the claimants' status, cgroup and fd reads are not bounded): a QEMU stuck in the
 // kernel delays no other VM's lookup, nor a scan.
 package vmproc
 
