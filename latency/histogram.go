@@ -60,6 +60,21 @@ type requestCounts struct {
 	set                     bool
 }
 
+// plus is r and o added, field by field (set).
+func (r requestCounts) plus(o requestCounts) requestCounts {
+	return requestCounts{count: r.count + o.count, timed: r.timed + o.timed, sum: r.sum + o.sum, succ: r.succ + o.succ, set: true}
+}
+
+// minus is o taken from r, field by field (set).
+func (r requestCounts) minus(o requestCounts) requestCounts {
+	return requestCounts{count: r.count - o.count, timed: r.timed - o.timed, sum: r.sum - o.sum, succ: r.succ - o.succ, set: true}
+}
+
+// times is r with every field times f (set).
+func (r requestCounts) times(f float64) requestCounts {
+	return requestCounts{count: r.count * f, timed: r.timed * f, sum: r.sum * f, succ: r.succ * f, set: true}
+}
+
 // requests is the number of requests h counts, how many of them are timed
 // (their duration is in sum), and that total duration: the request
 // counters where the source has them, else the observations (all timed).
@@ -489,11 +504,7 @@ func (h *histo) add(o histo) {
 	h.sum += o.sum
 	h.timed += o.timed
 	if o.req.set {
-		h.req.count += o.req.count
-		h.req.timed += o.req.timed
-		h.req.sum += o.req.sum
-		h.req.succ += o.req.succ
-		h.req.set = true
+		h.req = h.req.plus(o.req)
 	}
 	if o.serverQuantiles != nil {
 		h.serverQuantiles = o.serverQuantiles // the latest

@@ -1,9 +1,6 @@
 package latency
 
-import (
-	"math"
-	"sort"
-)
+import "sort"
 
 // seriesDelta is what cur counts since prev, taken series by series (by
 // label set) when the histogram sums several: each series' increase since
@@ -103,20 +100,12 @@ func reqSeriesDelta(prev, cur map[string]requestCounts) (d requestCounts, reset 
 			continue
 		}
 		if c.count < p.count || c.timed < p.timed || c.sum < p.sum || c.succ < p.succ {
-			d.count += c.count
-			d.timed += c.timed
-			d.sum += c.sum
-			d.succ += c.succ
+			d = d.plus(c)
 			reset = true
 			continue
 		}
-		d.count += c.count - p.count
-		d.timed += c.timed - p.timed
-		d.sum += c.sum - p.sum
-		d.succ += c.succ - p.succ
+		d = d.plus(c.minus(p)) // no field fell: none below 0
 	}
-	d.timed = math.Max(0, d.timed)
-	d.sum = math.Max(0, d.sum)
 	return d, reset
 }
 

@@ -199,7 +199,7 @@ func scaled(d histo, f float64) histo {
 		o.cum[i] = c * f
 	}
 	if d.req.set {
-		o.req = requestCounts{count: d.req.count * f, timed: d.req.timed * f, sum: d.req.sum * f, succ: d.req.succ * f, set: true}
+		o.req = d.req.times(f)
 	}
 	return o
 }
