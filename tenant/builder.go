@@ -144,10 +144,7 @@ func compile(cfg *Config, pods PodTenancy) *compiledConfig {
 			c.minShare[t.Name] = t.Share.Min
 		}
 		if t.LatencySource != nil {
-			c.sourceWindow[t.Name] = cfg.Defaults.SLOWindow
-			if t.SLO != nil && t.SLO.Window > 0 {
-				c.sourceWindow[t.Name] = t.SLO.Window
-			}
+			c.sourceWindow[t.Name] = sloWindow(&t, cfg.Defaults)
 		}
 		for _, s := range t.Selectors {
 			if s.Cgroup != "" || s.Kubernetes != nil {

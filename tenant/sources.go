@@ -80,15 +80,21 @@ func trackerID(t *Tenant, d Defaults) string {
 // latencySpecs are the latency sources of cfg's tenants, in the latency
 // package's terms.
 func latencySpecs(cfg *Config) []latency.Spec {
-	var out []latency.Spec
+	var sourced []*Tenant
 	for i := range cfg.Tenants {
-		t := &cfg.Tenants[i]
-		if t.LatencySource == nil {
-			continue
+		if cfg.Tenants[i].LatencySource != nil {
+			sourced = append(sourced, &cfg.Tenants[i])
 		}
-		out = append(out, latencySpec(t, cfg.Defaults))
 	}
-	return out
+	return sourceSpecs(sourced, cfg.Defaults)
+}
+
+// sloWindow is the window t's SLO is judged over: its own, or the default.
+func sloWindow(t *Tenant, d Defaults) time.Duration {
+	if t.SLO != nil && t.SLO.Window > 0 {
+		return t.SLO.Window
+	}
+	return d.SLOWindow
 }
 
 func latencySpec(t *Tenant, d Defaults) latency.Spec {
@@ -97,13 +103,10 @@ func latencySpec(t *Tenant, d Defaults) latency.Spec {
 		Name:   t.Name,
 		Key:    trackerID(t, d),
 		Source: &latency.Source{URL: l.URL, Preset: l.Preset, Metric: l.Metric, Matchers: l.Matchers, Timeout: l.Timeout, MaxBytes: l.MaxBytes, FollowRedirects: l.FollowRedirects},
-		Window: d.SLOWindow,
+		Window: sloWindow(t, d),
 	}
 	if t.SLO != nil {
 		sp.Objective = &latency.Objective{Quantile: t.SLO.Quantile, Target: t.SLO.Target}
-		if t.SLO.Window > 0 {
-			sp.Window = t.SLO.Window
-		}
 	}
 	return sp
 }
