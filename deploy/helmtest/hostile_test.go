@@ -164,6 +164,43 @@ func TestPodResourcesNotTheRoot(t *testing.T) {
 	}, nil)
 }
 
+// TestKillSwitchFileIsAFile: tuner.killSwitch.file of "." or ".." (or
+// beginning with "..", as a ConfigMap volume's own ..data) is refused
+// naming the value; before, it rendered, and --tuner.kill-switch-file
+// named the kill switch's mounted directory, always there: the kill
+// switch was engaged for good, with no error. Other names, and any with
+// no kill switch or no tuner, render.
+func TestKillSwitchFileIsAFile(t *testing.T) {
+	ks := func(source, file string) map[string]any {
+		return map[string]any{"tuner": map[string]any{"mode": "recommend", "killSwitch": map[string]any{"source": source, "file": file}}}
+	}
+	checkCases(t, []valuesCase{
+		{ks("configMap", "."), "the release: tuner.killSwitch.file=. would name the kill switch's directory"},
+		{ks("configMap", ".."), "tuner.killSwitch.file=.. would name"},
+		{ks("configMap", "..data"), "tuner.killSwitch.file=..data would name"},
+		{ks("hostPath", ".."), "tuner.killSwitch.file=.. would name"},
+		{map[string]any{"nodePools": []any{map[string]any{"name": "a", "nodeSelector": map[string]any{"pool": "a"},
+			"tuner": map[string]any{"mode": "recommend", "killSwitch": map[string]any{"source": "hostPath", "file": "."}}}}},
+			"nodePools a: tuner.killSwitch.file=. would name"},
+		{ks("configMap", "a/b"), "at '/tuner/killSwitch/file'"},
+		{ks("configMap", "tuner-disabled"), ""},
+		{ks("hostPath", ".off"), ""},
+		{ks("hostPath", "a..b"), ""},
+		{ks("none", "."), ""}, // not mounted, no flag
+		{map[string]any{"tuner": map[string]any{"mode": "off", "killSwitch": map[string]any{"file": "."}}}, ""}, // no tuner
+	}, func(tc valuesCase, m *manifests) {
+		tuner := tc.vals["tuner"].(map[string]any)
+		want := tuner["killSwitch"].(map[string]any)
+		for _, ds := range m.daemonSets {
+			args := strings.Join(container(t, ds.Spec.Template.Spec.Containers, "exporter").Args, " ")
+			flag := "--tuner.kill-switch-file=/etc/vgpu_exporter/kill-switch/" + want["file"].(string)
+			if strings.Contains(args, flag) == (want["source"] == "none" || tuner["mode"] == "off") {
+				t.Errorf("values %v: args %q, want %s only with a kill switch", tc.vals, args, flag)
+			}
+		}
+	})
+}
+
 // TestRefusedNamesAndLabels: a label, annotation or object name the API
 // server would refuse (a number or boolean where a string must be, as
 // --set gives one; a key with a space; a value of 64 characters; a name

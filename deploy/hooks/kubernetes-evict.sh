@@ -14,11 +14,20 @@
 # Needs: kubectl with rights to create pods/eviction, jq. The exporter
 # does the same itself with --tuner.rebalance-hook=builtin:kubernetes-evict
 # (no shell needed: the chart's image has none).
+# It writes no file (the chart's container has a read-only root and no
+# writable /tmp).
 # Environment: KUBECTL (default kubectl), KUBECONFIG as kubectl reads it.
-# Exit: 0 all evicted; 1 some eviction failed (stderr names each); 2 bad plan.
+# Exit: 0 all evicted; 1 some eviction failed (stderr names each); 2 bad plan;
+# 127 jq or kubectl not found (nothing done).
 set -eu
 
 KUBECTL=${KUBECTL:-kubectl}
+for tool in jq "$KUBECTL"; do
+	if ! command -v "$tool" >/dev/null 2>&1; then
+		printf 'kubernetes-evict: cannot run: %s not found (PATH=%s); the hook needs jq and kubectl (KUBECTL names another)\n' "$tool" "$PATH" >&2
+		exit 127
+	fi
+done
 plan=$(cat)
 
 if ! printf '%s' "$plan" | jq -e 'type == "object"' >/dev/null 2>&1; then
@@ -31,32 +40,35 @@ if [ "$(printf '%s' "$plan" | jq '.mig // [] | length')" -gt 0 ]; then
 fi
 dry=$(printf '%s' "$plan" | jq '.dry_run == true')
 
-moves=$(mktemp)
-trap 'rm -f "$moves"' EXIT
-# fields split by the unit separator: a tab run would merge empty fields
-printf '%s' "$plan" | jq -r '.moves // [] | .[] | [.tenant // "", .pod.namespace // "", .pod.name // ""] | map(tostring | gsub("[\u0000-\u001f]"; "?")) | join("\u001f")' >"$moves"
+# fields split by the unit separator: a tab run would merge empty fields;
+# the moves are kept in a variable and piped, never in a file
+moves=$(printf '%s' "$plan" | jq -r '.moves // [] | .[] | [.tenant // "", .pod.namespace // "", .pod.name // ""] | map(tostring | gsub("[\u0000-\u001f]"; "?")) | join("\u001f")')
+[ -n "$moves" ] || exit 0
 
-# Check every move before evicting anything.
+# Check every move before evicting anything (each loop runs in a subshell
+# of its pipe: its exit status is the script's).
 sep=$(printf '\037')
-while IFS="$sep" read -r tenant ns pod; do
+printf '%s\n' "$moves" | while IFS="$sep" read -r tenant ns pod; do
 	case "$ns" in '' | *[!a-z0-9.-]*) ns_bad=1 ;; *) ns_bad=0 ;; esac
 	case "$pod" in '' | *[!a-z0-9.-]*) pod_bad=1 ;; *) pod_bad=0 ;; esac
 	if [ "$ns_bad" = 1 ] || [ "$pod_bad" = 1 ]; then
-		echo "kubernetes-evict: the move of tenant '$tenant' names no valid pod (namespace '$ns', name '$pod')" >&2
+		printf '%s\n' "kubernetes-evict: the move of tenant '$tenant' names no valid pod (namespace '$ns', name '$pod')" >&2
 		exit 2
 	fi
-done <"$moves"
+done || exit
 
-status=0
-while IFS="$sep" read -r tenant ns pod; do
-	body=$(jq -cn --arg ns "$ns" --arg pod "$pod" --argjson dry "$dry" \
-		'{apiVersion: "policy/v1", kind: "Eviction", metadata: {name: $pod, namespace: $ns}}
-		 + (if $dry then {deleteOptions: {dryRun: ["All"]}} else {} end)')
-	if printf '%s' "$body" | "$KUBECTL" create --raw "/api/v1/namespaces/$ns/pods/$pod/eviction" -f - >/dev/null; then
-		echo "evicted $ns/$pod (tenant $tenant, dry run $dry)"
-	else
-		echo "kubernetes-evict: eviction of $ns/$pod (tenant $tenant) failed; a PodDisruptionBudget may forbid it now" >&2
-		status=1
-	fi
-done <"$moves"
-exit "$status"
+printf '%s\n' "$moves" | {
+	status=0
+	while IFS="$sep" read -r tenant ns pod; do
+		body=$(jq -cn --arg ns "$ns" --arg pod "$pod" --argjson dry "$dry" \
+			'{apiVersion: "policy/v1", kind: "Eviction", metadata: {name: $pod, namespace: $ns}}
+			 + (if $dry then {deleteOptions: {dryRun: ["All"]}} else {} end)')
+		if printf '%s' "$body" | "$KUBECTL" create --raw "/api/v1/namespaces/$ns/pods/$pod/eviction" -f - >/dev/null; then
+			printf '%s\n' "evicted $ns/$pod (tenant $tenant, dry run $dry)"
+		else
+			printf '%s\n' "kubernetes-evict: eviction of $ns/$pod (tenant $tenant) failed; a PodDisruptionBudget may forbid it now" >&2
+			status=1
+		fi
+	done
+	exit "$status"
+}

@@ -12,15 +12,25 @@
 # changes nothing. MIG layout changes are refused (exit 2): drain the GPU
 # and apply them with nvidia-smi mig, or let the exporter's NVML backend do it.
 #
+# A unit's name is taken as systemd writes it, escapes included
+# (train@gpu\x2d0.service, as systemd-escape and the cgroup path have it).
+#
 # Needs: systemctl (root), jq.
 # Environment: SYSTEMCTL (default systemctl), SYSTEMD_UNIT_DIR (default
 # /etc/systemd/system), PROC_ROOT (default /proc).
-# Exit: 0 done; 1 a restart failed (stderr names it); 2 bad plan.
+# Exit: 0 done; 1 a restart failed (stderr names it); 2 bad plan; 127 jq or
+# systemctl not found (nothing done).
 set -eu
 
 SYSTEMCTL=${SYSTEMCTL:-systemctl}
 UNIT_DIR=${SYSTEMD_UNIT_DIR:-/etc/systemd/system}
 PROC_ROOT=${PROC_ROOT:-/proc}
+for tool in jq "$SYSTEMCTL"; do
+	if ! command -v "$tool" >/dev/null 2>&1; then
+		printf 'systemd-move: cannot run: %s not found (PATH=%s); the hook needs jq and systemctl (SYSTEMCTL names another)\n' "$tool" "$PATH" >&2
+		exit 127
+	fi
+done
 plan=$(cat)
 
 # unit_of_pid prints the system manager's service PID $1 runs in (the
@@ -85,7 +95,7 @@ while IFS="$sep" read -r tenant unit to pid; do
 	*" $unit=$to "*) [ -n "$unit" ] && continue ;;
 	*" $unit="*)
 		if [ -n "$unit" ]; then
-			echo "systemd-move: the plan moves $unit to more than one GPU" >&2
+			printf '%s\n' "systemd-move: the plan moves $unit to more than one GPU" >&2
 			exit 2
 		fi
 		;;
@@ -95,17 +105,18 @@ while IFS="$sep" read -r tenant unit to pid; do
 done <"$given"
 
 while IFS="$sep" read -r tenant unit to; do
-	case "$unit" in '' | -* | .* | *[!A-Za-z0-9@._:-]*) unit_bad=1 ;; *.service) unit_bad=0 ;; *) unit_bad=1 ;; esac
+	# a \ for systemd's escapes (\x2d): the name is quoted wherever it is used
+	case "$unit" in '' | -* | .* | *[!A-Za-z0-9@._:\\-]*) unit_bad=1 ;; *.service) unit_bad=0 ;; *) unit_bad=1 ;; esac
 	case "$to" in '' | *[!A-Za-z0-9-]*) to_bad=1 ;; *) to_bad=0 ;; esac
 	if [ "$unit_bad" = 1 ] || [ "$to_bad" = 1 ]; then
-		echo "systemd-move: the move of tenant '$tenant' needs a .service unit and a GPU UUID (unit '$unit', to '$to')" >&2
+		printf '%s\n' "systemd-move: the move of tenant '$tenant' needs a .service unit and a GPU UUID (unit '$unit', to '$to')" >&2
 		exit 2
 	fi
 done <"$moves"
 
 if [ "$dry" = true ]; then
 	while IFS="$sep" read -r tenant unit to; do
-		echo "would restart $unit (tenant $tenant) with CUDA_VISIBLE_DEVICES=$to"
+		printf '%s\n' "would restart $unit (tenant $tenant) with CUDA_VISIBLE_DEVICES=$to"
 	done <"$moves"
 	exit 0
 fi
@@ -121,9 +132,9 @@ done <"$moves"
 status=0
 while IFS="$sep" read -r tenant unit to; do
 	if "$SYSTEMCTL" restart "$unit" </dev/null; then
-		echo "restarted $unit (tenant $tenant) on $to"
+		printf '%s\n' "restarted $unit (tenant $tenant) on $to"
 	else
-		echo "systemd-move: restart of $unit (tenant $tenant) failed" >&2
+		printf '%s\n' "systemd-move: restart of $unit (tenant $tenant) failed" >&2
 		status=1
 	fi
 done <"$moves"

@@ -181,12 +181,18 @@ echo '{"kind":"Status","status":"Success"}'`
 	}
 }
 
+// A unit's name is as systemd escapes it (train@gpu\x2d0.service, a '-'
+// of its instance written \x2d), as kube.SystemdService reads it from the
+// cgroup path and Validate takes it; before, the hook refused it as "needs
+// a .service unit".
 func TestSystemdMoveHook(t *testing.T) {
 	ctx := context.Background()
 	moves := []gpu.Move{
 		{Tenant: "llm-a", Unit: "llm-a.service", FromUUID: "GPU-0", ToUUID: "GPU-1"},
 		{Tenant: "llm-b", Unit: "llm-b@2.service", ToUUID: "MIG-5c1e"},
+		{Tenant: "train", Unit: `train@gpu\x2d0.service`, ToUUID: "GPU-2"},
 	}
+	restarts := `[[daemon-reload] [restart llm-a.service] [restart llm-b@2.service] [restart train@gpu\x2d0.service]]`
 	for _, tc := range []struct {
 		name, systemctl string
 		plan            gpu.Plan
@@ -195,15 +201,16 @@ func TestSystemdMoveHook(t *testing.T) {
 		dropins         bool
 	}{
 		{name: "drop-ins, one reload, restarts", plan: gpu.Plan{Reason: "r", Moves: moves},
-			calls: "[[daemon-reload] [restart llm-a.service] [restart llm-b@2.service]]", dropins: true},
+			calls: restarts, dropins: true},
 		{name: "a failed restart is reported", systemctl: `[ "$2" = llm-a.service ] && { echo "Job for llm-a.service failed" >&2; exit 1; }; exit 0`,
 			plan: gpu.Plan{Reason: "r", Moves: moves}, err: "restart of llm-a.service (tenant llm-a) failed",
-			calls: "[[daemon-reload] [restart llm-a.service] [restart llm-b@2.service]]", dropins: true},
+			calls: restarts, dropins: true},
 		{name: "dry run changes nothing", plan: gpu.Plan{Reason: "r", DryRun: true, Moves: moves}, calls: "[]"},
 		{name: "a move without a unit", plan: gpu.Plan{Reason: "r", Moves: []gpu.Move{moves[0], {Tenant: "x", PID: 3, ToUUID: "GPU-1"}}}, err: "needs a .service unit", calls: "[]"},
 		{name: "units found from the PIDs, each restarted once", plan: gpu.Plan{Reason: "r", Moves: []gpu.Move{
-			{Tenant: "llm-a", PID: 10, ToUUID: "GPU-1"}, {Tenant: "llm-a", PID: 11, ToUUID: "GPU-1"}, {Tenant: "llm-b", PID: 20, ToUUID: "MIG-5c1e"}}},
-			calls: "[[daemon-reload] [restart llm-a.service] [restart llm-b@2.service]]", dropins: true},
+			{Tenant: "llm-a", PID: 10, ToUUID: "GPU-1"}, {Tenant: "llm-a", PID: 11, ToUUID: "GPU-1"}, {Tenant: "llm-b", PID: 20, ToUUID: "MIG-5c1e"},
+			{Tenant: "train", PID: 21, ToUUID: "GPU-2"}, {Tenant: "train", PID: 22, ToUUID: "GPU-2"}}},
+			calls: restarts, dropins: true},
 		{name: "a PID outside a service", plan: gpu.Plan{Reason: "r", Moves: []gpu.Move{{Tenant: "x", PID: 30, ToUUID: "GPU-1"}}}, err: "needs a .service unit", calls: "[]"},
 		{name: "a container's PID is not its runtime's service", plan: gpu.Plan{Reason: "r", Moves: []gpu.Move{{Tenant: "x", PID: 31, ToUUID: "GPU-1"}}}, err: "needs a .service unit", calls: "[]"},
 		{name: "a user manager's unit is not the system's", plan: gpu.Plan{Reason: "r", Moves: []gpu.Move{{Tenant: "x", PID: 32, ToUUID: "GPU-1"}}}, err: "needs a .service unit", calls: "[]"},
@@ -224,6 +231,8 @@ func TestSystemdMoveHook(t *testing.T) {
 				10: "0::/system.slice/llm-a.service\n",
 				11: "0::/system.slice/llm-a.service/worker\n",
 				20: "12:memory:/system.slice/system-llm.slice/llm-b@2.service\n1:name=systemd:/system.slice/system-llm.slice/llm-b@2.service\n",
+				21: `0::/system.slice/system-train.slice/train@gpu\x2d0.service` + "\n",
+				22: `0::/system.slice/system-train.slice/train@gpu\x2d0.service/worker` + "\n",
 				30: "0::/user.slice/user-1000.slice/user@1000.service/app.slice/app-x.scope\n",
 				31: "12:memory:/kubepods/burstable/pod" + "0f2c3d4e-5a6b-4c7d-8e9f-a0b1c2d3e4f5/" + strings.Repeat("ab", 32) + "\n1:name=systemd:/system.slice/containerd.service\n",
 				32: "0::/user.slice/user-1000.slice/user@1000.service/app.slice/trainer.service\n",
@@ -257,6 +266,97 @@ func TestSystemdMoveHook(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A hook whose jq or kubectl (systemctl) is missing says so, naming it,
+// and exits 127 having done nothing; before, a missing jq was "the plan on
+// stdin is not a JSON object" (exit 2, as a bad plan), a missing kubectl
+// an eviction failed, and a missing systemctl was found after the
+// drop-ins were written.
+func TestExampleHooksNameAMissingTool(t *testing.T) {
+	for _, tc := range []struct {
+		hook, missing string
+		env           map[string]string
+	}{
+		{hook: "kubernetes-evict.sh", missing: "jq"},
+		{hook: "kubernetes-evict.sh", missing: "kubectl"},
+		{hook: "kubernetes-evict.sh", missing: "/opt/k8s/kubectl", env: map[string]string{"KUBECTL": "/opt/k8s/kubectl"}},
+		{hook: "systemd-move.sh", missing: "jq"},
+		{hook: "systemd-move.sh", missing: "systemctl"},
+		{hook: "systemd-move.sh", missing: "/usr/local/bin/no-systemctl", env: map[string]string{"SYSTEMCTL": "/usr/local/bin/no-systemctl"}},
+	} {
+		t.Run(tc.hook+" without "+tc.missing, func(t *testing.T) {
+			script := hookPath(t, tc.hook)
+			// PATH: the fakes and the tools the hooks use, but the missing one
+			f := commandtest.New(t)
+			for _, fake := range []string{"kubectl", "systemctl"} {
+				if fake != tc.missing {
+					f.Script(t, fake, "")
+				}
+			}
+			for _, tool := range []string{"jq", "cat", "mktemp", "rm", "cut", "sort", "uniq", "tr", "grep", "sed", "head", "mkdir", "mv"} {
+				p, err := exec.LookPath(tool)
+				if tool == tc.missing || err != nil {
+					continue
+				}
+				if err := os.Symlink(p, filepath.Join(f.Dir, tool)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			t.Setenv("PATH", f.Dir)
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			unitDir := t.TempDir()
+			t.Setenv("SYSTEMD_UNIT_DIR", unitDir)
+			h := newHook(t, script, 10*time.Second)
+			err := h.Rebalance(context.Background(), gpu.Plan{Reason: "r", Moves: []gpu.Move{
+				{Tenant: "llm-a", Unit: "llm-a.service", ToUUID: "GPU-1", Pod: podMove.Pod}}})
+			want := strings.TrimSuffix(tc.hook, ".sh") + ": cannot run: " + tc.missing + " not found"
+			if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "exit status 127") {
+				t.Fatalf("error %v, want exit status 127 and %q", err, want)
+			}
+			if calls := len(f.Calls(t, "kubectl")) + len(f.Calls(t, "systemctl")); calls != 0 {
+				t.Errorf("%d calls of kubectl and systemctl, want none", calls)
+			}
+			if entries, _ := os.ReadDir(unitDir); len(entries) != 0 {
+				t.Errorf("drop-ins written: %v", entries)
+			}
+		})
+	}
+}
+
+// kubernetes-evict.sh writes no file: the chart's container has a
+// read-only root filesystem and no writable /tmp, which a mount namespace
+// makes of /tmp (and $TMPDIR) here; before, its mktemp failed every plan
+// ("Read-only file system").
+func TestKubernetesEvictHookWritesNoFile(t *testing.T) {
+	script := hookPath(t, "kubernetes-evict.sh")
+	readOnly := `for d in /tmp "${TMPDIR:-/tmp}"; do mount --bind "$d" "$d" && mount -o remount,bind,ro "$d" || exit 1; done`
+	if err := exec.Command("unshare", "-rm", "sh", "-c", readOnly).Run(); err != nil {
+		t.Skipf("no read-only /tmp in a mount namespace here (unshare -rm: %v)", err)
+	}
+	dir := t.TempDir()
+	// kubectl as the fakes of commandtest but for the file they write
+	if err := os.WriteFile(filepath.Join(dir, "kubectl"), []byte("#!/bin/sh\ncat >/dev/null\necho '{\"kind\":\"Status\",\"status\":\"Success\"}'\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	inPod := filepath.Join(dir, "hook-in-pod")
+	if err := os.WriteFile(inPod, []byte("#!/bin/sh\nexec unshare -rm sh -c '"+readOnly+" && exec \"$0\"' '"+script+"'\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	var buf bytes.Buffer
+	h, err := New(Options{Command: inPod, Timeout: 10 * time.Second, Logger: log.NewLogfmtLogger(&buf)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Rebalance(context.Background(), gpu.Plan{Reason: "r", Moves: []gpu.Move{podMove, {Tenant: "batch", Pod: &gpu.Pod{Namespace: "jobs", Name: "train-0"}}}}); err != nil {
+		t.Fatalf("a plan of two evictions with /tmp read-only: %v", err)
+	}
+	if got := buf.String(); !strings.Contains(got, "evicted serving/llm-a-7d9f") || !strings.Contains(got, "evicted jobs/train-0") {
+		t.Errorf("the hook's output lacks the evictions: %s", got)
 	}
 }
 
