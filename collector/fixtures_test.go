@@ -155,12 +155,12 @@ func richSnapshot() *tenant.Snapshot {
 		SLOs: []tenant.SLOStatus{
 			{Tenant: "chat", Status: latency.Status{Quantile: 0.99, TargetSeconds: 0.5, Window: 5 * time.Minute,
 				Quantiles:     map[float64]float64{0.5: 0.125, 0.9: 0.25, 0.99: 0.625},
-				RequestsTotal: 1000, GoodRequestsTotal: 985, Attainment: gpu.Float(0.985), SourceUp: true, ScrapeErrorsTotal: 1,
+				RequestsTotal: 1000, GoodRequestsTotal: 985, Attainment: gpu.Float(0.985), SourceUp: true, SourceRead: true, ScrapeErrorsTotal: 1,
 				GoodKnown: true, MeanSeconds: gpu.Float(0.1875), WindowRequests: 600}},
 			// A mean-only source without a target (Triton): no good
 			// requests, attainment or target.
 			{Tenant: "train", Status: latency.Status{Window: 5 * time.Minute, Quantiles: map[float64]float64{},
-				RequestsTotal: 50, MeanSeconds: gpu.Float(2.5), WindowRequests: 30, SourceUp: false, ScrapeErrorsTotal: 4,
+				RequestsTotal: 50, MeanSeconds: gpu.Float(2.5), WindowRequests: 30, SourceUp: false, SourceRead: true, ScrapeErrorsTotal: 4,
 				LastError: "connection refused"}},
 		},
 		Attribution: tenant.AttributionStatus{Conflicts: 1, ConflictsTotal: 2, CgroupErrorsTotal: 3,
@@ -209,7 +209,7 @@ func bigSnapshot(nGPU, nTenants int) *tenant.Snapshot {
 		s.Tenants = append(s.Tenants, tenant.Info{Name: name, Class: "latency", Priority: t})
 		s.SLOs = append(s.SLOs, tenant.SLOStatus{Tenant: name, Status: latency.Status{Quantile: 0.99, TargetSeconds: 0.5, Window: 5 * time.Minute,
 			Quantiles:     map[float64]float64{0.5: 0.1, 0.9: 0.2, 0.99: 0.4},
-			RequestsTotal: 100, GoodRequestsTotal: 99, Attainment: gpu.Float(0.99), SourceUp: true,
+			RequestsTotal: 100, GoodRequestsTotal: 99, Attainment: gpu.Float(0.99), SourceUp: true, SourceRead: true,
 			GoodKnown: true, MeanSeconds: gpu.Float(0.12), WindowRequests: 300}})
 	}
 	k := 0

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/latency"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
@@ -85,6 +87,23 @@ func TestVLLMSourceServed(t *testing.T) {
 		`vgpu_tenant_slo_target_seconds{q="0.99",tenant="chat"}`:      0.3,
 		`vgpu_tenant_latency_source_up{tenant="chat"}`:                1,
 	}
+	got := gathered(t, reg)
+	for k, v := range want {
+		g, ok := got[k]
+		if !ok {
+			t.Errorf("%s not served", k)
+			continue
+		}
+		if math.Abs(g-v) > 1e-9 {
+			t.Errorf("%s = %v, want %v", k, g, v)
+		}
+	}
+}
+
+// gathered is what reg serves, each gauge and counter by its name and
+// labels: `name{label="value",...}`.
+func gathered(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
 	got := map[string]float64{}
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -108,14 +127,77 @@ func TestVLLMSourceServed(t *testing.T) {
 			}
 		}
 	}
-	for k, v := range want {
-		g, ok := got[k]
-		if !ok {
-			t.Errorf("%s not served", k)
-			continue
-		}
-		if math.Abs(g-v) > 1e-9 {
-			t.Errorf("%s = %v, want %v", k, g, v)
-		}
+	return got
+}
+
+// TestLatencySourceUpAtFirstRead: vgpu_tenant_latency_source_up is absent
+// until the tenant's latency source is first read (a source not read yet is
+// not down), as are the figures of its empty window, while its counters
+// are served at 0 from the start; from the first read, whether it answered
+// or failed, it says how the last read went.
+func TestLatencySourceUpAtFirstRead(t *testing.T) {
+	const (
+		up     = `vgpu_tenant_latency_source_up{tenant="chat"}`
+		errs   = `vgpu_tenant_latency_source_scrape_errors_total{tenant="chat"}`
+		reqs   = `vgpu_tenant_requests_total{tenant="chat"}`
+		good   = `vgpu_tenant_slo_good_requests_total{tenant="chat"}`
+		target = `vgpu_tenant_slo_target_seconds{q="0.99",tenant="chat"}`
+		att    = `vgpu_tenant_slo_attainment_ratio{tenant="chat"}`
+		p99    = `vgpu_tenant_request_latency_seconds{q="0.99",tenant="chat"}`
+	)
+	tests := []struct {
+		name   string
+		status int                // the source's answer to the read; 0: not read
+		want   map[string]float64 // the series of the tenant's SLO listed, served with these values
+		absent []string
+	}{
+		{"not read yet", 0, map[string]float64{errs: 0, reqs: 0, good: 0, target: 0.3}, []string{up, att, p99}},
+		{"the first read failed", http.StatusInternalServerError, map[string]float64{up: 0, errs: 1, reqs: 0, good: 0, target: 0.3}, []string{att, p99}},
+		{"the first read answered", http.StatusOK, map[string]float64{up: 1, errs: 0, reqs: 0, good: 0, target: 0.3}, []string{att, p99}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			body, err := os.ReadFile(filepath.Join("..", "latency", "testdata", "latency", "vllm-1.txt"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				w.WriteHeader(tc.status)
+				_, _ = w.Write(body)
+			}))
+			defer srv.Close()
+			cfg, err := tenant.ParseConfig("t.yaml", []byte(`tenants:
+  - name: chat
+    class: latency
+    selectors: [{executable: vllm}]
+    slo: {quantile: 0.99, target: 300ms}
+    latency_source: {url: "`+srv.URL+`/metrics", preset: vllm-e2e, matchers: {model_name: llama}}
+`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			clock := gpu.NewManualClock(time.Unix(1000, 0))
+			b, err := tenant.NewBuilder(cfg, tenant.BuilderOptions{Clock: clock, Latency: latency.NewPool(latency.Options{Clock: clock, HTTPClient: srv.Client()})})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var store tenant.Store
+			reg := register(t, &store, "tenant")
+			if tc.status != 0 {
+				b.Refresh(context.Background())
+			}
+			store.Store(b.Build(nil, gpu.SamplerStats{}))
+			got := gathered(t, reg)
+			for k, v := range tc.want {
+				if g, ok := got[k]; !ok || g != v {
+					t.Errorf("%s = %v (served %v), want %v", k, g, ok, v)
+				}
+			}
+			for _, k := range tc.absent {
+				if g, ok := got[k]; ok {
+					t.Errorf("%s = %v, want it absent", k, g)
+				}
+			}
+		})
 	}
 }

@@ -53,7 +53,7 @@ func newTenantCollector(log.Logger) (Collector, error) {
 	c.good = c.add("tenant_slo_good_requests_total", "Requests that completed within the SLO target since the exporter started.", "tenant")
 	c.attainment = c.add("tenant_slo_attainment_ratio", "Good requests over all requests in the SLO window; absent while the window holds no request.", "tenant")
 	c.window = c.add("tenant_slo_window_seconds", "Length of the sliding window the latency quantiles and attainment cover.", "tenant")
-	c.sourceUp = c.add("tenant_latency_source_up", "1 if the last read of the tenant's latency source succeeded, 0 if not.", "tenant")
+	c.sourceUp = c.add("tenant_latency_source_up", "1 if the last read of the tenant's latency source succeeded, 0 if not; absent before its first read.", "tenant")
 	c.sourceErrors = c.add("tenant_latency_source_scrape_errors_total", "Failed reads of the tenant's latency source since the exporter started.", "tenant")
 	c.mean = c.add("tenant_request_latency_mean_seconds", "Mean request latency of the tenant over the SLO window; absent while the window holds no request.", "tenant")
 	c.windowRequests = c.add("tenant_slo_window_requests", "Requests in the SLO window; divided by vgpu_tenant_slo_window_seconds it is the request rate the quantiles rest on.", "tenant")
@@ -146,7 +146,11 @@ func (c *tenantCollector) Update(snap *tenant.Snapshot, ch chan<- prometheus.Met
 			e.gauge(c.window, s.Window.Seconds(), s.Tenant)
 			e.gauge(c.windowRequests, s.WindowRequests, s.Tenant)
 		}
-		e.gauge(c.sourceUp, boolValue(s.SourceUp), s.Tenant)
+		if s.SourceRead {
+			// Before the first read the source is not down, only not
+			// read yet: absent, not 0, as the window's figures are.
+			e.gauge(c.sourceUp, boolValue(s.SourceUp), s.Tenant)
+		}
 		e.counter(c.sourceErrors, float64(s.ScrapeErrorsTotal), s.Tenant)
 	}
 

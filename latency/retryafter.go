@@ -152,10 +152,12 @@ func retryWaits(trackers map[string]*sloTracker, now time.Time) map[string]retry
 }
 
 // keepWaiting makes a new tracker wait out w: not scraped before w.at, its
-// error w.err meanwhile (no scrape of its own failed: none is counted).
+// error w.err meanwhile (no scrape of its own failed: none is counted). The
+// source counts as read: its URL's read failed, and it is down, not
+// waiting for a first read.
 func (s *sloTracker) keepWaiting(w retryWait) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.retryAt, s.lastErr = w.at, w.err
-	s.status.LastError = w.err
+	s.retryAt, s.lastErr, s.read = w.at, w.err, true
+	s.status.LastError, s.status.SourceRead = w.err, true
 }

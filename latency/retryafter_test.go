@@ -197,7 +197,8 @@ func TestRetryAfterKeepsStaleHandling(t *testing.T) {
 // TestRetryAfterSurvivesReload: a reload that starts a source's tracker
 // anew (its quantile, target or window changed its Key, or the tenant was
 // renamed) keeps the wait its URL's Retry-After asked for, and the error
-// that says so; a tracker of another URL is read at once.
+// that says so: its source is down, not read yet; a tracker of another URL
+// is read at once.
 func TestRetryAfterSurvivesReload(t *testing.T) {
 	t0 := time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC)
 	const interval = 15 * time.Second
@@ -242,8 +243,8 @@ func TestRetryAfterSurvivesReload(t *testing.T) {
 						t.Fatalf("scraped again at +%v, before +%v", at, tc.next)
 					}
 					st, _ := p.Status(sp.Name)
-					if tc.wantWait && (st.SourceUp || !strings.Contains(st.LastError, "retrying after 2026-12-06T09:02:00Z (Retry-After)")) {
-						t.Errorf("at +%v: up %v, error %q; want down, waiting", at, st.SourceUp, st.LastError)
+					if tc.wantWait && (st.SourceUp || !st.SourceRead || !strings.Contains(st.LastError, "retrying after 2026-12-06T09:02:00Z (Retry-After)")) {
+						t.Errorf("at +%v: up %v, read %v, error %q; want down (read), waiting", at, st.SourceUp, st.SourceRead, st.LastError)
 					}
 				} else {
 					if n != 2 {

@@ -94,8 +94,14 @@ type Status struct {
 	RequestsTotal     float64
 	GoodRequestsTotal float64
 	// Attainment is good/total over the window; nil with no requests.
-	Attainment        *float64
-	SourceUp          bool
+	Attainment *float64
+	// SourceUp says the last read of the source succeeded.
+	SourceUp bool
+	// SourceRead says the source has been read at least once, the read
+	// succeeding or failing. Before the first read (the tracking just
+	// began: a Pool.Set added the source or restarted its counters)
+	// SourceUp is false, and the source is not down but not read yet.
+	SourceRead        bool
 	ScrapeErrorsTotal uint64
 	// GoodKnown is false when good requests cannot be counted: no
 	// objective, or a source without latency buckets (Triton without its

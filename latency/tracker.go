@@ -39,6 +39,7 @@ type sloTracker struct {
 	reqTotal   float64
 	goodTotal  float64
 	up         bool
+	read       bool // read at least once, the read succeeding or not
 	errsTotal  uint64
 	lastErr    string
 	status     Status
@@ -106,7 +107,7 @@ func (s *sloTracker) advance(now time.Time, h histo) error {
 // happened from from to now; nil for the first answer, a baseline).
 func (s *sloTracker) accept(from, now time.Time, h histo, d *histo) {
 	s.refused = nil
-	s.up = true
+	s.up, s.read = true, true
 	s.lastErr = ""
 	s.lastScrape = now
 	if d != nil {
@@ -286,7 +287,7 @@ func (s *sloTracker) failUntil(now time.Time, err error, until time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.retryAt = until
-	s.up = false
+	s.up, s.read = false, true
 	s.errsTotal++
 	s.lastErr = clip.Text(err.Error(), maxErrLen)
 	s.status = s.computeLocked(now)
@@ -299,6 +300,7 @@ func (s *sloTracker) computeLocked(now time.Time) Status {
 		RequestsTotal:     s.reqTotal,
 		GoodRequestsTotal: s.goodTotal,
 		SourceUp:          s.up,
+		SourceRead:        s.read,
 		ScrapeErrorsTotal: s.errsTotal,
 	}
 	if s.slo != nil {

@@ -261,6 +261,8 @@
           alert(
             'VGPUExporterLatencySourceDown',
             'warning',
+            // absent before the source's first read (not down: not read
+            // yet), so a source not read yet does not fire
             std.format('vgpu_tenant_latency_source_up{%s} == 0', sel),
             c.alertFor.latencySourceDown,
             "vgpu_exporter cannot read a tenant's latency source.",

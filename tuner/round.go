@@ -41,6 +41,10 @@ type TenantBurn struct {
 	// window holds is from before it went, and is not a burn now (the
 	// tuner holds on the tenant's GPU).
 	SourceDown bool
+	// SourceNotRead says the tenant's latency source has not been read
+	// yet (SourceDown is then false): there is no burn yet, and the tuner
+	// holds on the tenant's GPU as for a source down.
+	SourceNotRead bool
 }
 
 // tenantBurns returns the fast-window figures of the snapshot's latency
@@ -55,7 +59,8 @@ func tenantBurns(snap *tenant.Snapshot, fast map[string]FastSLO) []TenantBurn {
 		if !ok {
 			continue
 		}
-		b := TenantBurn{Tenant: s.Tenant, Window: f.Over, Requests: f.Total, Quantile: s.Quantile, SourceDown: !s.SourceUp}
+		b := TenantBurn{Tenant: s.Tenant, Window: f.Over, Requests: f.Total, Quantile: s.Quantile,
+			SourceDown: s.SourceRead && !s.SourceUp, SourceNotRead: !s.SourceRead}
 		if att, ok := f.Attainment(); ok && s.SourceUp {
 			b.Attainment, b.Burn, b.Known = att, Burn(att, s.Quantile), true
 		}
@@ -234,6 +239,8 @@ func (in roundInput) budget(d *gpu.Device) (RoundKind, string, string) {
 		s := &in.snap.SLOs[i]
 		switch {
 		case !latency[s.Tenant]:
+		case !s.SourceRead:
+			return RoundNoSignal, s.Tenant + "'s latency source has not been read yet: holding (its SLO cannot be judged until it is, so nothing is given back, lowered or raised on it)", ""
 		case !s.SourceUp:
 			return RoundNoSignal, s.Tenant + "'s latency source is down: holding (its SLO cannot be judged, so nothing is given back, lowered or raised on it)", ""
 		case s.BelowFloor():

@@ -34,7 +34,7 @@ func TestBurn(t *testing.T) {
 func roundSnap() *tenant.Snapshot {
 	s := snapshot(t0, []gpu.Device{{UUID: uuid0, Index: 0, Up: true, Mode: gpu.SharingMPS}, {UUID: "GPU-1", Index: 1, Up: true, Mode: gpu.SharingTimeSlice}},
 		[]tenant.Usage{{Tenant: "chat", UUID: uuid0}})
-	s.SLOs = []tenant.SLOStatus{{Tenant: "chat", Status: latency.Status{SourceUp: true, Quantile: 0.99, GoodKnown: true}}}
+	s.SLOs = []tenant.SLOStatus{{Tenant: "chat", Status: latency.Status{SourceUp: true, SourceRead: true, Quantile: 0.99, GoodKnown: true}}}
 	return s
 }
 
@@ -124,9 +124,10 @@ func TestGPURounds(t *testing.T) {
 	}
 }
 
-// A latency tenant whose SLO the policy cannot judge (its source down, its
-// requests below min_throughput) is why the GPU holds, whatever burn its
-// source's last minute still shows.
+// A latency tenant whose SLO the policy cannot judge (its source down or
+// not read yet, its requests below min_throughput) is why the GPU holds,
+// whatever burn its source's last minute still shows; a source not read yet
+// is not said to be down.
 func TestGPURoundUnjudged(t *testing.T) {
 	burns := []TenantBurn{{Tenant: "chat", Window: time.Minute, Requests: 1050, Quantile: 0.99, Burn: 3.33, Known: true}}
 	for _, tc := range []struct {
@@ -137,11 +138,13 @@ func TestGPURoundUnjudged(t *testing.T) {
 		kind  RoundKind
 		why   string
 	}{
-		{"source down", gpu.ClassLatency, latency.Status{Quantile: 0.99, GoodKnown: true}, 0, RoundNoSignal,
+		{"source down", gpu.ClassLatency, latency.Status{SourceRead: true, Quantile: 0.99, GoodKnown: true}, 0, RoundNoSignal,
 			"chat's latency source is down: holding"},
-		{"below min_throughput", gpu.ClassLatency, latency.Status{SourceUp: true, Quantile: 0.99, GoodKnown: true, Window: 30 * time.Second, WindowRequests: 30}, 5, RoundNoSignal,
+		{"source not read yet", gpu.ClassLatency, latency.Status{Quantile: 0.99, GoodKnown: true}, 0, RoundNoSignal,
+			"chat's latency source has not been read yet: holding"},
+		{"below min_throughput", gpu.ClassLatency, latency.Status{SourceUp: true, SourceRead: true, Quantile: 0.99, GoodKnown: true, Window: 30 * time.Second, WindowRequests: 30}, 5, RoundNoSignal,
 			"chat's requests come below its SLO's min_throughput (1/s over its 30s window, floor 5/s): holding"},
-		{"at min_throughput: the burn", gpu.ClassLatency, latency.Status{SourceUp: true, Quantile: 0.99, GoodKnown: true, Window: 30 * time.Second, WindowRequests: 150}, 5, RoundNoChange,
+		{"at min_throughput: the burn", gpu.ClassLatency, latency.Status{SourceUp: true, SourceRead: true, Quantile: 0.99, GoodKnown: true, Window: 30 * time.Second, WindowRequests: 150}, 5, RoundNoChange,
 			"chat burns its error budget 3.33x"},
 		{"not a latency tenant: the burn", gpu.ClassBatch, latency.Status{Quantile: 0.99, GoodKnown: true}, 0, RoundNoChange,
 			"chat burns its error budget 3.33x"},
@@ -194,17 +197,20 @@ func TestGPURoundDown(t *testing.T) {
 
 // The fast window's figures: burn from attainment and quantile, unknown
 // without requests, and none while the latency source is down (what the
-// window holds is from before it went).
+// window holds is from before it went) or not read yet (not said to be
+// down).
 func TestTenantBurns(t *testing.T) {
 	s := roundSnap()
-	s.SLOs = append(s.SLOs, tenant.SLOStatus{Tenant: "api", Status: latency.Status{SourceUp: true, Quantile: 0.9, GoodKnown: true}},
-		tenant.SLOStatus{Tenant: "nobuckets", Status: latency.Status{SourceUp: true, Quantile: 0.9}},
-		tenant.SLOStatus{Tenant: "gone", Status: latency.Status{Quantile: 0.99, GoodKnown: true}})
+	s.SLOs = append(s.SLOs, tenant.SLOStatus{Tenant: "api", Status: latency.Status{SourceUp: true, SourceRead: true, Quantile: 0.9, GoodKnown: true}},
+		tenant.SLOStatus{Tenant: "nobuckets", Status: latency.Status{SourceUp: true, SourceRead: true, Quantile: 0.9}},
+		tenant.SLOStatus{Tenant: "gone", Status: latency.Status{SourceRead: true, Quantile: 0.99, GoodKnown: true}},
+		tenant.SLOStatus{Tenant: "new", Status: latency.Status{Quantile: 0.99, GoodKnown: true}})
 	got := tenantBurns(s, map[string]FastSLO{"chat": {Over: time.Minute, Total: 200, Good: 190}, "api": {Over: 30 * time.Second},
-		"gone": {Over: time.Minute, Total: 100, Good: 50}})
-	if len(got) != 3 || got[0].Tenant != "api" || got[0].Known || got[0].SourceDown || got[0].Window != 30*time.Second ||
-		got[1].Tenant != "chat" || !got[1].Known || got[1].SourceDown || math.Abs(got[1].Burn-5) > 1e-9 || got[1].Attainment != 0.95 || got[1].Requests != 200 ||
-		got[2].Tenant != "gone" || got[2].Known || !got[2].SourceDown || got[2].Burn != 0 {
+		"gone": {Over: time.Minute, Total: 100, Good: 50}, "new": {}})
+	if len(got) != 4 || got[0].Tenant != "api" || got[0].Known || got[0].SourceDown || got[0].SourceNotRead || got[0].Window != 30*time.Second ||
+		got[1].Tenant != "chat" || !got[1].Known || got[1].SourceDown || got[1].SourceNotRead || math.Abs(got[1].Burn-5) > 1e-9 || got[1].Attainment != 0.95 || got[1].Requests != 200 ||
+		got[2].Tenant != "gone" || got[2].Known || !got[2].SourceDown || got[2].SourceNotRead || got[2].Burn != 0 ||
+		got[3].Tenant != "new" || got[3].Known || got[3].SourceDown || !got[3].SourceNotRead {
 		t.Errorf("%+v", got)
 	}
 }
@@ -272,7 +278,7 @@ func TestStatusHistory(t *testing.T) {
 		s := snapshot(clk.Now(), []gpu.Device{{UUID: uuid0, Up: true, Mode: gpu.SharingMPS, PowerLimitW: &limit,
 			ComputeTimeSlice: gpu.TimeSliceDefault, Processes: []gpu.Process{mpsProc(7, &frac)}}},
 			[]tenant.Usage{{Tenant: "chat", UUID: uuid0}, {Tenant: "batch", UUID: uuid0, PIDs: []uint32{7}}})
-		s.SLOs = []tenant.SLOStatus{{Tenant: "chat", Status: latency.Status{SourceUp: true, Quantile: 0.9, GoodKnown: true,
+		s.SLOs = []tenant.SLOStatus{{Tenant: "chat", Status: latency.Status{SourceUp: true, SourceRead: true, Quantile: 0.9, GoodKnown: true,
 			RequestsTotal: float64(100 * (i + 1)), GoodRequestsTotal: good}}}
 		if _, err := tu.RunOnce(context.Background(), s); err != nil {
 			t.Fatal(err)

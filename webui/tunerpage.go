@@ -181,7 +181,8 @@ type tenantView struct {
 	// State is one of met, violated, no requests, unknown, no SLO: the
 	// SLO window's attainment against the quantile.
 	State string `json:"slo_state"`
-	// Note says why the state is unknown (source down, its last error).
+	// Note says why the state is unknown (source not read yet, or down and its
+	// last error).
 	Note string `json:"note,omitempty"`
 	// Tuner is the tenant's SLO over the tuner's window (nil when the
 	// tuner is off or has not seen the tenant's counters yet).
@@ -212,6 +213,9 @@ type fastView struct {
 	BurnRate        *float64 `json:"burn_rate,omitempty"`
 	// SourceDown: the latency source is down, so there is no burn now
 	SourceDown bool `json:"source_down,omitempty"`
+	// SourceNotRead: the latency source has not been read yet, so there
+	// is no burn yet
+	SourceNotRead bool `json:"source_not_read,omitempty"`
 }
 
 // tenantText is a tenant row as the HTML shows it.
@@ -467,7 +471,11 @@ func fillSLO(tv *tenantView, s *tenant.SLOStatus) {
 				s.WindowRequests/s.Window.Seconds(), s.MinThroughput)
 		}
 	}
-	if !s.SourceUp {
+	switch {
+	case !s.SourceRead:
+		// not down: the tuner holds all the same
+		tv.State, tv.Note = "unknown", "latency source not read yet"
+	case !s.SourceUp:
 		// what the window still holds is from before: the tuner holds
 		tv.State, tv.Note = "unknown", "latency source down"
 		if s.LastError != "" {
@@ -478,9 +486,13 @@ func fillSLO(tv *tenantView, s *tenant.SLOStatus) {
 
 // fillBurn sets a tenant's columns of the tuner's window.
 func fillBurn(tv *tenantView, b tuner.TenantBurn) {
-	f := &fastView{WindowSeconds: b.Window.Seconds(), Requests: b.Requests, SourceDown: b.SourceDown}
+	f := &fastView{WindowSeconds: b.Window.Seconds(), Requests: b.Requests, SourceDown: b.SourceDown, SourceNotRead: b.SourceNotRead}
 	tv.Tuner = f
-	if b.SourceDown {
+	switch {
+	case b.SourceNotRead:
+		tv.Text.Burn = "latency source not read yet: no burn"
+		return
+	case b.SourceDown:
 		tv.Text.Burn = "latency source down: no burn"
 		return
 	}

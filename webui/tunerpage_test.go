@@ -39,9 +39,9 @@ func pageSnapshot() *tenant.Snapshot {
 		},
 		Usage: []tenant.Usage{{Tenant: "chat", GPU: 0, UUID: "GPU-aaaa"}, {Tenant: evilTenant, GPU: 0, UUID: "GPU-aaaa", PIDs: []uint32{42}}},
 		SLOs: []tenant.SLOStatus{
-			{Tenant: "chat", Status: latency.Status{Quantile: 0.99, TargetSeconds: 0.05, Window: 5 * time.Minute, SourceUp: true, GoodKnown: true,
+			{Tenant: "chat", Status: latency.Status{Quantile: 0.99, TargetSeconds: 0.05, Window: 5 * time.Minute, SourceUp: true, SourceRead: true, GoodKnown: true,
 				Attainment: &met, Quantiles: map[float64]float64{0.99: 0.042}, WindowRequests: 1200}},
-			{Tenant: "search", Status: latency.Status{Quantile: 0.95, TargetSeconds: 0.2, Window: 5 * time.Minute, SourceUp: true, GoodKnown: true,
+			{Tenant: "search", Status: latency.Status{Quantile: 0.95, TargetSeconds: 0.2, Window: 5 * time.Minute, SourceUp: true, SourceRead: true, GoodKnown: true,
 				Attainment: &violated, Quantiles: map[float64]float64{0.95: 0.45, 0.99: 0.6}, WindowRequests: 300}},
 		},
 	}
@@ -313,7 +313,8 @@ func jsonPath(v any, path string) any {
 }
 
 // The tenant's row reconciles the SLO window's state with the burn the
-// tuner acts on: met over 5m, burning 3x over the last minute.
+// tuner acts on: met over 5m, burning 3x over the last minute; with no
+// burn while its source is down, or not read yet (not said to be down).
 func TestTunerPageBurn(t *testing.T) {
 	att := 0.9944
 	for _, tc := range []struct {
@@ -333,6 +334,8 @@ func TestTunerPageBurn(t *testing.T) {
 			state: "met", text: "no requests in 30s"},
 		{name: "latency source down", burn: tuner.TenantBurn{Tenant: "chat", Window: time.Minute, Requests: 100, Quantile: 0.99, SourceDown: true},
 			state: "met", text: "latency source down: no burn"},
+		{name: "latency source not read yet", burn: tuner.TenantBurn{Tenant: "chat", Window: time.Minute, Quantile: 0.99, SourceNotRead: true},
+			state: "met", text: "latency source not read yet: no burn"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			snap := pageSnapshot()
@@ -344,6 +347,7 @@ func TestTunerPageBurn(t *testing.T) {
 			}
 			f := tv.Tuner
 			if f == nil || f.WindowSeconds != tc.burn.Window.Seconds() || f.Requests != tc.burn.Requests ||
+				f.SourceDown != tc.burn.SourceDown || f.SourceNotRead != tc.burn.SourceNotRead ||
 				(f.AttainmentRatio != nil) != tc.hasAttainment || (f.BurnRate != nil) != tc.hasBurn ||
 				(tc.hasBurn && (*f.AttainmentRatio != tc.attainment || *f.BurnRate != tc.burnRate)) {
 				t.Errorf("tuner window %+v", f)
@@ -374,7 +378,7 @@ func TestTunerPageSLOQuantile(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			snap := pageSnapshot()
 			snap.SLOs = []tenant.SLOStatus{{Tenant: "chat", Metric: tc.metric, Status: latency.Status{Quantile: tc.quantile, TargetSeconds: 1,
-				Window: 5 * time.Minute, SourceUp: true, GoodKnown: true, Quantiles: tc.quantiles}}}
+				Window: 5 * time.Minute, SourceUp: true, SourceRead: true, GoodKnown: true, Quantiles: tc.quantiles}}}
 			tv := newTunerView(simInfo, snap, nil, 10).Tenants[0]
 			if tv.Text.SLO != tc.slo || tv.Text.Latency != tc.latency {
 				t.Errorf("SLO %q, latency %q; want %q, %q", tv.Text.SLO, tv.Text.Latency, tc.slo, tc.latency)

@@ -156,9 +156,10 @@ type member struct {
 	hasBurn, hasRatio bool
 	violating, slack  bool
 	deepSlack         bool
-	// unknown: its latency source is down or its requests come below the
-	// SLO's min_throughput; it neither violates nor has slack, so the
-	// GPU's settings hold (the round says why: tuner.roundInput.budget)
+	// unknown: its latency source is down or not read yet, or its requests
+	// come below the SLO's min_throughput; it neither violates nor has
+	// slack, so the GPU's settings hold (the round says why:
+	// tuner.roundInput.budget)
 	unknown bool
 }
 
