@@ -228,6 +228,18 @@ type PauseActuator interface {
 	SetPauseDuty(ctx context.Context, uuid, tenant string, pids []uint32, duty float64) error
 }
 
+// PauseGroupChecker is a PauseActuator that pauses more than the
+// processes it is given (a process's cgroup, or its process group), and
+// tells where that would reach another tenant's processes: the tuner,
+// which knows every tenant's, does not pause a tenant there.
+type PauseGroupChecker interface {
+	// CheckPauseGroups returns an error, naming the group, the other
+	// tenant and its PID, where a group a pause of the tenant's pids
+	// freezes holds one of others (other tenants' GPU processes, PID to
+	// tenant); nil where none does.
+	CheckPauseGroups(tenant string, pids []uint32, others map[uint32]string) error
+}
+
 // PauseReporter is a PauseActuator that tells what is in force: the
 // duty a tenant is paused for can differ from the one a GPU asked for (a
 // tenant on several GPUs is paused by the largest, the longest pause is

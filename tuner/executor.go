@@ -84,6 +84,11 @@ func (t *Tuner) execute(ctx context.Context, st *State, a Action, now time.Time,
 		d.Reason = joinReasons(a.Reason, "refused, not tried: "+why)
 		return []Decision{t.finish(a, d, now, fmt.Errorf("%s: %w", why, errUnavailable))}, false
 	}
+	if why := t.pauseShared(st, a); why != "" {
+		d.Outcome = OutcomeRefused
+		d.Reason = joinReasons(a.Reason, "refused, not tried: "+sharedText(why))
+		return []Decision{t.finish(a, d, now, fmt.Errorf("%s: %w", why, errSharedGroup))}, false
+	}
 	if mode == ModeRecommend || !t.canApply(a) || unjournaled {
 		d.Outcome = OutcomeRecommended
 		t.noteJournalHeld(a.GPU, unjournaled)

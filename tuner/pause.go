@@ -25,7 +25,8 @@ import (
 // not enforce; and wherever the reason is gone: a pause set on a GPU the
 // tenant has left (moved to another GPU) would follow it there, since a
 // tenant is paused as a whole; a tenant whose processes a reload gave to
-// another tenant has nothing left to pause for.
+// another tenant has nothing left to pause for; a pause whose groups came
+// to hold another tenant's process would stop it too (pausegroups.go).
 
 // thawPauses sets back to 0 the pause duties the tuner (or an earlier run,
 // per the journal) set and may not keep now; first is the first round.
@@ -37,6 +38,7 @@ func (t *Tuner) thawPauses(ctx context.Context, now time.Time, first bool) []Dec
 			continue
 		}
 		moved := reattributed(t.last, o)
+		shared := t.inForceShared(o)
 		switch {
 		case first:
 			whys[k] = "thawed at start (a pause found in the journal)"
@@ -46,6 +48,8 @@ func (t *Tuner) thawPauses(ctx context.Context, now time.Time, first bool) []Dec
 			whys[k] = "thawed: the tuner no longer acts on this GPU"
 		case latencyNow(t.last, o.Tenant):
 			whys[k] = "thawed: " + o.Tenant + " is a latency tenant now, which is never paused"
+		case shared != "":
+			whys[k] = "thawed: " + sharedText(shared)
 		case moved != "":
 			whys[k] = fmt.Sprintf("thawed: the processes paused for %s are %s's now (the tenants configuration changed), and %s has none on any GPU", o.Tenant, moved, o.Tenant)
 		case t.left(k, o):
@@ -207,6 +211,9 @@ func (t *Tuner) followPauses(ctx context.Context, now time.Time) []Decision {
 		if duty <= 0 || len(pids) == 0 || slices.Equal(pids, o.PIDs) || now.Before(t.followAt[k].at) || t.ending[k] ||
 			elsewhere(t.last, o.Tenant, o.Target.GPU) || latencyNow(t.last, o.Tenant) {
 			continue // (a tenant on other GPUs only, or classed latency, is thawed, never followed)
+		}
+		if t.sharedGroups(t.last, o.Tenant, pids) != "" {
+			continue // (thawPauses thaws it, or tries again)
 		}
 		why := fmt.Sprintf("%s's processes changed (%s -> %s): its pause of %s follows them", o.Tenant, pidsText(o.PIDs), pidsText(pids), duty)
 		a := Action{Target: o.Target, GPUIndex: t.indexOf(o.Target.GPU), Tenant: o.Tenant, PIDs: pids, Current: duty, Want: duty, Reason: why}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -106,21 +107,27 @@ func (g cgroupV1) Thaw() error {
 }
 
 // procGroup stops and continues a process group with signals. A group
-// is stopped only while the process it was found from (member, started at
-// start, in clock ticks since boot) is still in it: a process group's
-// number is taken again once its processes exit, and another's group must
-// never be stopped. It is continued whatever: continuing a running
-// process does nothing.
+// is stopped only while a process it was found from (its members, each
+// started at its start, in clock ticks since boot) is still in it: a
+// process group's number is taken again once its processes exit, and
+// another's group must never be stopped. It is continued whatever:
+// continuing a running process does nothing.
 type procGroup struct {
 	pgid int
 	kill func(pid int, sig syscall.Signal) error
-	// member and start name the process the group was found from; proc
-	// is the procfs root and getpgid the system call (none in a group
-	// the watchdog names: it only continues)
-	member  uint32
-	start   string
+	// members are the tenant's processes the group was found from (all
+	// of those in it: one that exits leaves the others paused); proc is
+	// the procfs root and getpgid the system call (none in a group the
+	// watchdog names: it only continues)
+	members []member
 	proc    string
 	getpgid func(pid int) (int, error)
+}
+
+// member is a process a process group was found from.
+type member struct {
+	pid   uint32
+	start string
 }
 
 func (g procGroup) Key() string { return "pgid:" + strconv.Itoa(g.pgid) }
@@ -136,21 +143,60 @@ func (g procGroup) Freeze() error {
 
 func (g procGroup) Thaw() error { return g.kill(-g.pgid, syscall.SIGCONT) }
 
-// Check fails where the process the group was found from is gone (the
-// same process no longer runs: an error that counts as the group gone) or
-// in another group now (an error: the tenant's process runs, unpaused).
+// Check fails where a process the group was found from is in another
+// group now (an error: the tenant's process runs, unpaused), or where none
+// of them is left (the same processes no longer run: an error that counts
+// as the group gone).
 func (g procGroup) Check() error {
-	if g.getpgid == nil {
+	if g.getpgid == nil || len(g.members) == 0 {
 		return fmt.Errorf("process group %d: no process to tell it by", g.pgid)
 	}
-	start, err := startTimeOf(g.proc, g.member)
-	if err != nil || start != g.start {
-		return fmt.Errorf("process group %d: process %d, which it was found from, is gone: %w", g.pgid, g.member, syscall.ESRCH)
+	in := 0
+	for _, m := range g.members {
+		start, err := startTimeOf(g.proc, m.pid)
+		if err != nil || start != m.start {
+			continue // gone
+		}
+		pgid, err := g.getpgid(int(m.pid))
+		if err != nil {
+			continue // gone since
+		}
+		if pgid != g.pgid {
+			return fmt.Errorf("process group %d: process %d, which it was found from, is in group %d now", g.pgid, m.pid, pgid)
+		}
+		in++
 	}
-	if pgid, err := g.getpgid(int(g.member)); err != nil || pgid != g.pgid {
-		return fmt.Errorf("process group %d: process %d, which it was found from, is in group %d now", g.pgid, g.member, pgid)
+	if in == 0 {
+		return fmt.Errorf("process group %d: processes %s, which it was found from, are gone: %w", g.pgid, memberPIDs(g.members), syscall.ESRCH)
 	}
 	return nil
+}
+
+// memberPIDs lists the PIDs of ms as "1, 2".
+func memberPIDs(ms []member) string {
+	s := make([]string, len(ms))
+	for i, m := range ms {
+		s[i] = strconv.FormatUint(uint64(m.pid), 10)
+	}
+	return strings.Join(s, ", ")
+}
+
+// merged is g with the members of h where both are the same process
+// group (each member once); g otherwise.
+func merged(g, h group) group {
+	pg, ok1 := g.(procGroup)
+	ph, ok2 := h.(procGroup)
+	if !ok1 || !ok2 || pg.pgid != ph.pgid {
+		return g
+	}
+	ms := slices.Clone(pg.members)
+	for _, m := range ph.members {
+		if !slices.Contains(ms, m) {
+			ms = append(ms, m)
+		}
+	}
+	pg.members = ms
+	return pg
 }
 
 // writeControl writes s to the control file path, which must be there: a
@@ -292,7 +338,7 @@ func (r resolver) resolve(pid uint32) (group, error) {
 	if err != nil {
 		return nil, fmt.Errorf("PID %d: %w", pid, err)
 	}
-	return procGroup{pgid: pgid, kill: r.kill, member: pid, start: start, proc: r.proc, getpgid: r.getpgid}, nil
+	return procGroup{pgid: pgid, kill: r.kill, members: []member{{pid, start}}, proc: r.proc, getpgid: r.getpgid}, nil
 }
 
 // cgroupPaths returns a process's cgroup v2 path and its v1 freezer path

@@ -563,12 +563,18 @@ func hasGroup(gs []group, g group) bool {
 	return slices.ContainsFunc(gs, func(h group) bool { return h.Key() == g.Key() })
 }
 
-// appendNew appends to gs those of more it does not hold yet, each once.
+// appendNew appends to gs those of more it does not hold yet, each once;
+// a process group it holds already takes the members of more's (merged),
+// in a copy of gs.
 func appendNew(gs []group, more ...group) []group {
 	for _, g := range more {
-		if !hasGroup(gs, g) {
+		i := slices.IndexFunc(gs, func(h group) bool { return h.Key() == g.Key() })
+		if i < 0 {
 			gs = append(gs, g)
+			continue
 		}
+		gs = slices.Clone(gs)
+		gs[i] = merged(gs[i], g)
 	}
 	return gs
 }

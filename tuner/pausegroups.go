@@ -1,0 +1,98 @@
+package tuner
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+)
+
+// A pause freezes a tenant's processes by their groups: a process's
+// cgroup (its pod's, container's, VM's scope, systemd unit's) or its
+// process group. Tenants told apart by executable or user can share one
+// (a launcher script that starts a trainer and a server in the background,
+// one delegated unit running both), and a pause of one would stop the
+// other, a latency tenant among them, which is never paused. The pause
+// actuator knows the groups (gpu.PauseGroupChecker) and the tuner every
+// tenant's GPU processes: a pause whose groups hold another tenant's is
+// refused (execute), not followed onto such processes (followPauses), and
+// a pause in force whose groups come to hold one (started later, or a
+// tenant's new process in a shared group) is thawed at the next round
+// (thawPauses).
+
+// errSharedGroup is the error of a pause refused up front: a group it
+// would freeze holds another tenant's process.
+var errSharedGroup = errors.New("a pause never stops another tenant's processes")
+
+// sharedGroups says, where a pause of tenant's pids would freeze a group
+// that holds a GPU process of another tenant in snap, which and whose
+// ("" where none does, or the pause actuator cannot tell groups).
+func (t *Tuner) sharedGroups(snap *tenant.Snapshot, name string, pids []uint32) string {
+	p, ok := actuator[gpu.PauseActuator](t.o.Actuators)
+	if !ok || snap == nil || len(pids) == 0 {
+		return ""
+	}
+	c, ok := p.(gpu.PauseGroupChecker)
+	if !ok {
+		return ""
+	}
+	others := othersOf(snap, name)
+	if len(others) == 0 {
+		return ""
+	}
+	defer t.calling("check the groups a pause of " + name + " freezes")()
+	if err := c.CheckPauseGroups(name, pids, others); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// pauseShared is why the pause action a is refused: a group it would
+// freeze holds another tenant's process; "" for a thaw or a pause that
+// reaches no other tenant.
+func (t *Tuner) pauseShared(st *State, a Action) string {
+	if a.Knob != gpu.KnobPauseDuty || thaws(a) || st == nil {
+		return ""
+	}
+	return t.sharedGroups(st.Snapshot, a.Tenant, pausedPIDs(a))
+}
+
+// inForceShared is why the pause original o is thawed: a group it holds
+// (by the processes it paused, or its tenant's now, which it follows)
+// holds another tenant's process in the latest snapshot; "" otherwise.
+func (t *Tuner) inForceShared(o Original) string {
+	if t.last == nil || o.Tenant == "" {
+		return ""
+	}
+	pids := slices.Clone(o.PIDs)
+	for _, p := range PausePIDs(t.last, o.Tenant) {
+		if !slices.Contains(pids, p) {
+			pids = append(pids, p)
+		}
+	}
+	return t.sharedGroups(t.last, o.Tenant, pids)
+}
+
+// othersOf are the processes of every tenant but name in snap that a
+// pause must not reach (PID to tenant): their GPU processes, or on a vGPU
+// host their VMs' processes on the host, unassigned ones among them.
+func othersOf(snap *tenant.Snapshot, name string) map[uint32]string {
+	out := map[uint32]string{}
+	for _, u := range snap.Usage {
+		if u.Tenant == name {
+			continue
+		}
+		for _, pid := range pausable(snap, u) {
+			out[pid] = u.Tenant
+		}
+	}
+	return out
+}
+
+// sharedText is the reason a pause is refused or thawed for a group
+// shared with another tenant.
+func sharedText(why string) string {
+	return fmt.Sprintf("%s: %s", errSharedGroup, why)
+}
