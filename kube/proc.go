@@ -67,13 +67,13 @@ func (p ProcReader) UID(pid uint32) int {
 	if err != nil {
 		return -1
 	}
-	return statusUID(data)
+	return StatusUID(data)
 }
 
-// statusUID is the real UID (the first field of its "Uid:" line) of the
+// StatusUID is the real UID (the first field of its "Uid:" line) of the
 // contents of /proc/PID/status: a number from 0 to 2^32-2 (2^32-1 is no
 // UID), or -1 where there is none.
-func statusUID(status []byte) int {
+func StatusUID(status []byte) int {
 	for l := range strings.SplitSeq(string(status), "\n") {
 		rest, ok := strings.CutPrefix(l, "Uid:")
 		if !ok {

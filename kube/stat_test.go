@@ -66,13 +66,13 @@ func TestStatusUID(t *testing.T) {
 		// never makes a line of its own
 		{"Name:\tx\\nUid:\t0\nUid:\t1000\t1000\t1000\t1000\n", 1000},
 	} {
-		if got := statusUID([]byte(tc.status)); got != tc.want {
-			t.Errorf("statusUID(%q) = %d, want %d", tc.status, got, tc.want)
+		if got := StatusUID([]byte(tc.status)); got != tc.want {
+			t.Errorf("StatusUID(%q) = %d, want %d", tc.status, got, tc.want)
 		}
 	}
 	// this machine's own /proc
 	if b, err := os.ReadFile("/proc/self/status"); err == nil {
-		if u := statusUID(b); u != os.Getuid() {
+		if u := StatusUID(b); u != os.Getuid() {
 			t.Errorf("/proc/self/status: UID %d, want %d", u, os.Getuid())
 		}
 	}
@@ -83,7 +83,7 @@ func FuzzStatusUID(f *testing.F) {
 	f.Add([]byte("Uid:\t-5\n"))
 	f.Add([]byte("Uid:\t4294967295\t0\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		u := statusUID(b)
+		u := StatusUID(b)
 		if u < -1 || u >= 1<<32-1 {
 			t.Fatalf("UID %d", u)
 		}

@@ -1,6 +1,7 @@
 package vmproc
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -21,6 +22,9 @@ type claimant struct {
 	cgroup string   // its cgroup path ("" when unknown)
 	scope  string   // the virtual machine's scope of systemd-machined it runs in, or ""
 	mdevs  []string // the mediated devices its command line names
+	// cgroupLate: its cgroup was not read in time at the scan, and is
+	// read again at each lookup that examines it until it is
+	cgroupLate bool
 }
 
 // holding is what /proc/PID/fd says of a process and a vGPU's device.
@@ -30,7 +34,7 @@ const (
 	holdUnknown holding = iota // no device to look for, or the process's open files unreadable
 	holdsNot
 	holds
-	holdUnanswered // its command line or start time not read in time: nothing known of it now
+	holdUnanswered // one of its procfs files not read in time: nothing known of it now
 )
 
 // How a VM's process is told from other processes that claim its UUID, the
@@ -75,6 +79,14 @@ func (f *Finder) examine(k key, cs []claimant) (live []claimant, held []holding,
 	for _, c := range cs {
 		switch f.still(c.PID, c.UUID, c.start) {
 		case running:
+			if c.cgroupLate {
+				var err error
+				if c.cgroup, c.scope, err = f.readCgroup(c.PID); errors.Is(err, errUnanswered) {
+					live, held = append(live, c), append(held, holdUnanswered)
+					continue
+				}
+				c.cgroupLate = false
+			}
 			live, held = append(live, c), append(held, f.holding(c.PID, nodes))
 		case unanswered:
 			live, held = append(live, c), append(held, holdUnanswered)
@@ -175,13 +187,13 @@ func (f *Finder) vgpuNodes(mdev string) []string {
 	var nodes []string
 	if l, err := os.Readlink(filepath.Join(dir, "iommu_group")); err == nil {
 		if g := filepath.Base(l); g != "" && strings.Trim(g, "0123456789") == "" {
-			nodes = append(nodes, "/dev/vfio/"+g)
+			nodes = append(nodes, vfioDir+g)
 		}
 	}
 	if ents, err := os.ReadDir(filepath.Join(dir, "vfio-dev")); err == nil {
 		for _, e := range ents {
 			if strings.HasPrefix(e.Name(), "vfio") {
-				nodes = append(nodes, "/dev/vfio/devices/"+e.Name())
+				nodes = append(nodes, vfioDir+"devices/"+e.Name())
 			}
 		}
 	}
@@ -195,33 +207,63 @@ func (f *Finder) vgpuNodes(mdev string) []string {
 const maxOpenFiles = 16384
 
 // holding says whether process pid has one of nodes open, by the links in
-// /proc/PID/fd (at most maxOpenFiles of them).
+// /proc/PID/fd (at most maxOpenFiles of them), read as readProc reads a
+// file (read.go): holdUnanswered where they were not read in time.
 func (f *Finder) holding(pid uint32, nodes []string) holding {
 	if len(nodes) == 0 {
 		return holdUnknown
 	}
-	dir := filepath.Join(f.proc, strconv.FormatUint(uint64(pid), 10), "fd")
+	b, err := f.bounded(pid, "fd", func(dir string) ([]byte, error) { return f.readLinks(dir, maxOpenFiles) })
+	if errors.Is(err, errUnanswered) {
+		return holdUnanswered
+	}
+	for l := range strings.SplitSeq(string(b), "\x00") {
+		if l != "" && slices.Contains(nodes, l) {
+			return holds
+		}
+	}
+	if err != nil {
+		return holdUnknown // another user's (CAP_SYS_PTRACE), gone, or more open files than are looked at
+	}
+	return holdsNot
+}
+
+// errTooManyFiles is fdTargets's error for a process with more open files
+// than it looks at.
+var errTooManyFiles = errors.New("more open files than are looked at")
+
+// vfioDir holds the device nodes through which a process holds a vGPU
+// (vgpuNodes's).
+const vfioDir = "/dev/vfio/"
+
+// fdTargets returns the targets of the links in dir, a process's fd
+// directory (at most max of them), that are under vfioDir, each ended by
+// a NUL byte (which no path holds): a process with many open files costs
+// no more memory than it holds vGPUs. With an error (dir unreadable, or
+// more than max links in it), those read before it.
+func fdTargets(dir string, max int) ([]byte, error) {
 	d, err := os.Open(dir)
 	if err != nil {
-		return holdUnknown // another user's (CAP_SYS_PTRACE), or gone
+		return nil, err
 	}
 	defer d.Close()
-	for seen := 0; seen < maxOpenFiles; {
-		names, err := d.Readdirnames(min(1024, maxOpenFiles-seen))
+	var b []byte
+	for seen := 0; seen < max; {
+		names, err := d.Readdirnames(min(1024, max-seen))
 		for _, n := range names {
-			if l, err := os.Readlink(filepath.Join(dir, n)); err == nil && slices.Contains(nodes, l) {
-				return holds
+			if l, err := os.Readlink(filepath.Join(dir, n)); err == nil && strings.HasPrefix(l, vfioDir) {
+				b = append(append(b, l...), 0)
 			}
 		}
 		seen += len(names)
 		if err == io.EOF || (err == nil && len(names) == 0) {
-			return holdsNot
+			return b, nil
 		}
 		if err != nil {
-			return holdUnknown
+			return b, err
 		}
 	}
-	return holdUnknown // more open files than are looked at
+	return b, errTooManyFiles
 }
 
 // report logs the choice of a VM's process where it was not plain: the

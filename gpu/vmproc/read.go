@@ -4,6 +4,7 @@ import (
 	"errors"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-kit/log/level"
@@ -19,6 +20,10 @@ const DefaultReadTimeout = time.Second
 // and a command name of at most 15 bytes.
 const maxStat = 1 << 16
 
+// maxProcFile bounds a read of a claimant's /proc/PID/status or cgroup, as
+// kube.ProcReader bounds it (a few KiB at most).
+const maxProcFile = 1 << 20
+
 // errUnanswered is the error of a read of a process's procfs file that
 // did not end by its deadline, or was not started because another read of
 // the process's had not.
@@ -27,15 +32,19 @@ var errUnanswered = errors.New("not read in time")
 // A read of /proc/PID/cmdline reads the process's memory under its mmap
 // lock: for a process in uninterruptible sleep (a QEMU whose memory a
 // stuck device or file system holds, its mmap lock contended) the read
-// blocks, and cannot be interrupted. So each read of a process's file runs
+// blocks, and cannot be interrupted; so may a read of its other files
+// (status, cgroup, the links in fd). So each read of a process's file runs
 // in a goroutine of its own and is waited for at most readTimeout (on the
 // finder's clock); past that the process counts as not (yet) confirmed,
 // and the goroutine is left to end when the read does, its result
 // dropped. A lookup that reads the same file meanwhile waits for that one
 // read, and no read of a process is started while an earlier read of its
 // has run past its deadline: the goroutines left blocked are at most one
-// per file read of each process that is stuck (its command line and its
-// stat), however often it is asked for.
+// per file read of each process that is stuck (its command line, stat,
+// status, cgroup and fd), however often it is asked for. Every read of a
+// process's file goes through readProc or, for fd, holding (pick.go): the
+// only procfs read that does not is the listing of procfs itself, a scan's,
+// which reads no process's files.
 
 // call is a read of a procfs file under way.
 type call struct {
@@ -49,6 +58,14 @@ type call struct {
 // fails with errUnanswered where the read does not end by its deadline or
 // an earlier read of the process's has not ended past its own.
 func (f *Finder) readProc(pid uint32, name string, limit int64) ([]byte, error) {
+	return f.bounded(pid, name, func(path string) ([]byte, error) { return f.readFile(path, limit) })
+}
+
+// bounded runs read on the path of process pid's file name as readProc
+// reads a file: in a goroutine of its own, waited for at most readTimeout;
+// errUnanswered where it does not end by then or an earlier read of the
+// process's has not ended past its own deadline.
+func (f *Finder) bounded(pid uint32, name string, read func(path string) ([]byte, error)) ([]byte, error) {
 	path := filepath.Join(f.proc, strconv.FormatUint(uint64(pid), 10), name)
 	f.rmu.Lock()
 	if f.stuck[pid] > 0 {
@@ -63,7 +80,7 @@ func (f *Finder) readProc(pid uint32, name string, limit int64) ([]byte, error) 
 	if !ok {
 		c = &call{done: make(chan struct{})}
 		f.reads[path] = c
-		go f.read(c, pid, path, limit)
+		go f.read(c, pid, path, read)
 	}
 	f.rmu.Unlock()
 	select {
@@ -88,8 +105,8 @@ func (f *Finder) readProc(pid uint32, name string, limit int64) ([]byte, error) 
 }
 
 // read runs the read c of path, a file of process pid's.
-func (f *Finder) read(c *call, pid uint32, path string, limit int64) {
-	b, err := f.readFile(path, limit)
+func (f *Finder) read(c *call, pid uint32, path string, read func(path string) ([]byte, error)) {
+	b, err := read(path)
 	f.rmu.Lock()
 	defer f.rmu.Unlock()
 	delete(f.reads, path)
@@ -115,6 +132,32 @@ func (f *Finder) startTime(pid uint32) (string, error) {
 		return "", errors.New("no start time")
 	}
 	return s, nil
+}
+
+// readUID returns the real UID of process pid (its /proc/PID/status's,
+// kube.StatusUID's); -1 where it is not known, or not read in time.
+func (f *Finder) readUID(pid uint32) int {
+	b, err := f.readProc(pid, "status", maxProcFile)
+	if err != nil {
+		return -1
+	}
+	return kube.StatusUID(b)
+}
+
+// readCgroup returns the cgroup path of process pid (kube.ParseProcCgroup's)
+// and the virtual machine's scope it is in (systemMachineScope's), copies
+// that keep no part of the file; errUnanswered where it was not read in
+// time.
+func (f *Finder) readCgroup(pid uint32) (path, scope string, err error) {
+	b, err := f.readProc(pid, "cgroup", maxProcFile)
+	if err != nil {
+		return "", "", err
+	}
+	cg, err := kube.ParseProcCgroup(b)
+	if err != nil {
+		return "", "", err
+	}
+	return strings.Clone(cg), strings.Clone(systemMachineScope(cg)), nil
 }
 
 // logEvery is how often, at most, a process's procfs files are said in

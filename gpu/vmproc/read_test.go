@@ -1,6 +1,8 @@
 package vmproc
 
 import (
+	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -14,6 +16,7 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/fileread"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
+	"github.com/vgpu-exporter/vgpu_exporter/kube"
 )
 
 // stall reads a fake procfs, its file path blocking until release is
@@ -35,6 +38,20 @@ func newStall(t *testing.T, path string) *stall {
 }
 
 func (s *stall) read(path string, limit int64) ([]byte, error) {
+	s.block(path)
+	return fileread.Regular(path, limit)
+}
+
+// links reads a process's fd directory as the finder does, blocking as
+// read does.
+func (s *stall) links(dir string, max int) ([]byte, error) {
+	s.block(dir)
+	return fdTargets(dir, max)
+}
+
+// block blocks a read of path until release is closed, where path is the
+// one that hangs.
+func (s *stall) block(path string) {
 	if path == s.path {
 		s.mu.Lock()
 		s.calls++
@@ -42,7 +59,6 @@ func (s *stall) read(path string, limit int64) ([]byte, error) {
 		s.entered <- struct{}{}
 		<-s.release
 	}
-	return fileread.Regular(path, limit)
 }
 
 func (s *stall) free() { s.once.Do(func() { close(s.release) }) }
@@ -160,6 +176,111 @@ func TestFinderScanPastStuckProcess(t *testing.T) {
 	}
 	if n := s.reads(); n != 1 {
 		t.Errorf("PID 100's command line read %d times while the first read hangs, want 1", n)
+	}
+}
+
+// A claimant's other procfs files (its status and cgroup, read at a scan,
+// and the links in its fd, read at a lookup) are read as its command line
+// is: one that hangs is waited for at most the read's bound, the VM not
+// found meanwhile (nothing is known of its process) and the file not read
+// again while it hangs, logged once naming the process and the file; once
+// the read ends, the VM is found as before, without a scan.
+func TestFinderStuckClaimantFiles(t *testing.T) {
+	for _, file := range []string{"status", "cgroup", "fd"} {
+		t.Run(file, func(t *testing.T) {
+			root := proc(t, nil)
+			writeProcs(t, root, map[int]fakeProc{200: {cmd: qemu(), cgroup: libvirt, fds: []string{"/dev/null", "/dev/vfio/12"}}})
+			writeStatus(t, root, 200, 107)
+			clock := gpu.NewManualClock(time.Unix(1e9, 0))
+			logs := &testutil.SyncBuffer{}
+			f := New(Options{Proc: root, Sys: fakeSys(t, mdevA, "12", ""), Clock: clock, Rescan: time.Hour, ReadTimeout: time.Second,
+				Logger: log.NewLogfmtLogger(logs)})
+			s := newStall(t, filepath.Join(root, "200", file))
+			f.readFile, f.readLinks = s.read, s.links
+			lookupA := func() <-chan VM {
+				ch := make(chan VM, 1)
+				go func() {
+					v, _ := f.Lookup(vmA, mdevA)
+					ch <- v // PID 0: not found
+				}()
+				return ch
+			}
+
+			a := lookupA()
+			if _, ok := within(t, s.entered, "the read of PID 200's "+file); !ok {
+				return
+			}
+			clock.Advance(time.Second) // the read's deadline
+			if vm, ok := within(t, a, "the lookup past the deadline"); ok && vm.PID != 0 {
+				t.Errorf("Lookup(A) past the deadline = %+v, want not found", vm)
+			}
+			for range 3 {
+				if vm, ok := within(t, lookupA(), "the lookup again"); ok && vm.PID != 0 {
+					t.Errorf("Lookup(A) again = %+v, want not found", vm)
+				}
+			}
+			if n := s.reads(); n != 1 {
+				t.Errorf("PID 200's %s read %d times while the first read hangs, want 1", file, n)
+			}
+			if n := strings.Count(logs.String(), "not read in time"); n != 1 || !strings.Contains(logs.String(), "pid=200 file="+file+" ") {
+				t.Errorf("%d lines of the stuck read, want 1 naming PID 200 and its %s:\n%s", n, file, logs)
+			}
+			s.free()
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+				if vm, _ := f.Lookup(vmA, mdevA); vm.PID == 200 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("A not found again 5 s after its read ended")
+				}
+			}
+		})
+	}
+}
+
+// What a scan and a lookup read of a claimant that answers is what they
+// read before their reads were bounded: its UID and cgroup as
+// kube.ProcReader reads them, and the vGPU's device among its open files.
+func TestScanReadsClaimantsFiles(t *testing.T) {
+	root := proc(t, nil)
+	writeProcs(t, root, map[int]fakeProc{200: {cmd: qemu(), cgroup: libvirt, fds: []string{"/dev/null", "/dev/vfio/12"}}})
+	writeStatus(t, root, 200, 107)
+	f := New(Options{Proc: root, Clock: gpu.NewManualClock(time.Unix(1e9, 0))})
+	cs := f.scan()[vmA]
+	if len(cs) != 1 {
+		t.Fatalf("claimants of A: %+v", cs)
+	}
+	pr := kube.NewProcReader(root)
+	cg, err := pr.Cgroup(200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := cs[0]; c.uid != 107 || c.uid != pr.UID(200) || c.cgroup != cg || c.scope != systemMachineScope(cg) || c.cgroupLate {
+		t.Errorf("claimant %+v, want uid 107, cgroup %q", c, cg)
+	}
+	for _, tc := range []struct {
+		nodes []string
+		want  holding
+	}{
+		{[]string{"/dev/vfio/12", "/dev/vfio/devices/vfio3"}, holds},
+		{[]string{"/dev/vfio/13"}, holdsNot},
+		{nil, holdUnknown},
+	} {
+		if got := f.holding(200, tc.nodes); got != tc.want {
+			t.Errorf("holding(%v) = %d, want %d", tc.nodes, got, tc.want)
+		}
+	}
+	if got := f.holding(201, []string{"/dev/vfio/12"}); got != holdUnknown {
+		t.Errorf("holding of a process with no fd directory = %d, want unknown (%d)", got, holdUnknown)
+	}
+}
+
+// writeStatus writes process pid's /proc/PID/status with its real UID.
+func writeStatus(t *testing.T, root string, pid, uid int) {
+	t.Helper()
+	status := fmt.Sprintf("Name:\tqemu\nUid:\t%d\t%d\t%d\t%d\n", uid, uid, uid, uid)
+	if err := os.WriteFile(filepath.Join(root, strconv.Itoa(pid), "status"), []byte(status), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 

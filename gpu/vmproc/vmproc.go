@@ -17,9 +17,9 @@
 // another, whatever it claims) and scans again for a VM it does not know
 // at most once every Rescan, without its lock: a lookup of a known VM
 // never waits for a scan. No procfs file is read under the lock, and each
-// read of a command line or start time is waited for at most ReadTimeout
-// (read.go; the claimants' status, cgroup and fd reads are not bounded): a QEMU stuck in the
-// kernel delays no other VM's lookup, nor a scan.
+// read of a process's file (its command line, start time, status, cgroup,
+// open files) is waited for at most ReadTimeout (read.go): a QEMU stuck in
+// the kernel delays no other VM's lookup, nor a scan.
 package vmproc
 
 import (
@@ -113,9 +113,10 @@ type Finder struct {
 	reads map[string]*call
 	stuck map[uint32]int
 
-	readFile func(path string, limit int64) ([]byte, error) // fileread.Regular (tests block it)
-	scanHook func()                                         // called as a scan starts (tests)
-	bg       sync.WaitGroup                                 // scans in the background (rescanLocked)
+	readFile  func(path string, limit int64) ([]byte, error) // fileread.Regular (tests block it)
+	readLinks func(dir string, max int) ([]byte, error)      // fdTargets (tests block it)
+	scanHook  func()                                         // called as a scan starts (tests)
+	bg        sync.WaitGroup                                 // scans in the background (rescanLocked)
 }
 
 // New returns a Finder on the options o.
@@ -141,7 +142,7 @@ func New(o Options) *Finder {
 	return &Finder{proc: o.Proc, sys: o.Sys, clock: o.Clock, rescan: o.Rescan, readTimeout: o.ReadTimeout, logger: o.Logger,
 		lines:  ratelog.NewKeyed(logEvery, 16),
 		claims: map[string][]claimant{}, found: map[key]claimant{}, unsure: map[key]bool{}, refused: map[key]bool{}, said: map[key]string{},
-		reads: map[string]*call{}, stuck: map[uint32]int{}, readFile: fileread.Regular}
+		reads: map[string]*call{}, stuck: map[uint32]int{}, readFile: fileread.Regular, readLinks: fdTargets}
 }
 
 // Find returns the PID and name of the process that runs the VM of UUID
@@ -299,7 +300,6 @@ func (f *Finder) scan() map[string][]claimant {
 	if err != nil {
 		return map[string][]claimant{}
 	}
-	pr := kube.NewProcReader(f.proc)
 	found := map[string][]claimant{}
 	for _, e := range ents {
 		pid, err := strconv.ParseUint(e.Name(), 10, 32)
@@ -314,12 +314,11 @@ func (f *Finder) scan() map[string][]claimant {
 		if err != nil {
 			continue
 		}
-		cl := claimant{VM: VM{PID: uint32(pid), UUID: c.uuid, Name: c.name}, start: strings.Clone(start), mdevs: c.mdevs, uid: pr.UID(uint32(pid))}
-		if cg, err := pr.Cgroup(uint32(pid)); err == nil {
-			// copies: a claimant is kept until the next scan, and must
-			// not keep the file it was read from
-			cl.cgroup, cl.scope = strings.Clone(cg), strings.Clone(systemMachineScope(cg))
-		}
+		// copies: a claimant is kept until the next scan, and must not
+		// keep the file it was read from
+		cl := claimant{VM: VM{PID: uint32(pid), UUID: c.uuid, Name: c.name}, start: strings.Clone(start), mdevs: c.mdevs, uid: f.readUID(uint32(pid))}
+		cl.cgroup, cl.scope, err = f.readCgroup(uint32(pid))
+		cl.cgroupLate = errors.Is(err, errUnanswered) // read again at each lookup (examine)
 		found[c.uuid] = append(found[c.uuid], cl)
 	}
 	return found
