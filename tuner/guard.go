@@ -566,8 +566,9 @@ func (r *RevertHold) Admit(_ *State, a Action, now time.Time) (bool, string) {
 
 // KillSwitch refuses every action while File exists or Engaged is set. A
 // File that cannot be checked (its directory not searchable by the
-// exporter's user, an I/O error) counts as existing: a switch created
-// where the exporter cannot see it stops the tuner, not nothing.
+// exporter's user, an I/O error, a directory there, which is always
+// there and no switch one could remove) counts as existing: a switch
+// created where the exporter cannot see it stops the tuner, not nothing.
 type KillSwitch struct {
 	File    string
 	Engaged atomic.Bool
@@ -596,8 +597,10 @@ func (k *KillSwitch) check() (bool, string) {
 	if stat == nil {
 		stat = os.Stat
 	}
-	_, err := stat(k.File)
+	fi, err := stat(k.File)
 	switch {
+	case err == nil && fi.IsDir():
+		return true, "kill switch file " + k.File + " cannot be checked, taken as engaged: it is a directory"
 	case err == nil:
 		return true, "kill switch file " + k.File + " exists"
 	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):

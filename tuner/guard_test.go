@@ -199,26 +199,40 @@ func TestChain(t *testing.T) {
 }
 
 // A kill switch file that cannot be checked (its directory not searchable
-// by the exporter's user, an I/O error) is taken as engaged, with why: a
-// switch created where the exporter cannot see it stops the tuner rather
-// than nothing. Only a file that does not exist releases it.
+// by the exporter's user, an I/O error, a directory made where the file
+// is named) is taken as engaged, with why: a switch created where the
+// exporter cannot see it stops the tuner rather than nothing. Only a file
+// that does not exist releases it.
 func TestKillSwitchUncheckableIsEngaged(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "stop")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
+		path string // stat's FileInfo, with no error
 		err  error
 		on   bool
 		want string
 	}{
-		{nil, true, "exists"},
-		{fs.ErrNotExist, false, ""},
-		{&fs.PathError{Op: "stat", Path: "/run/x/stop", Err: syscall.ENOENT}, false, ""},
-		{&fs.PathError{Op: "stat", Path: "/run/x/stop", Err: syscall.ENOTDIR}, false, ""},
-		{&fs.PathError{Op: "stat", Path: "/run/x/stop", Err: syscall.EACCES}, true, "permission denied"},
-		{&fs.PathError{Op: "stat", Path: "/run/x/stop", Err: syscall.EIO}, true, "input/output error"},
+		{path: file, on: true, want: "exists"},
+		// a directory is always there: no switch one removes to release it
+		{path: dir, on: true, want: "cannot be checked, taken as engaged: it is a directory"},
+		{err: fs.ErrNotExist},
+		{err: &fs.PathError{Op: "stat", Path: "/run/x/stop", Err: syscall.ENOENT}},
+		{err: &fs.PathError{Op: "stat", Path: "/run/x/stop", Err: syscall.ENOTDIR}},
+		{err: &fs.PathError{Op: "stat", Path: "/run/x/stop", Err: syscall.EACCES}, on: true, want: "permission denied"},
+		{err: &fs.PathError{Op: "stat", Path: "/run/x/stop", Err: syscall.EIO}, on: true, want: "input/output error"},
 	} {
-		k := &KillSwitch{File: "/run/x/stop", stat: func(string) (fs.FileInfo, error) { return nil, c.err }}
+		k := &KillSwitch{File: "/run/x/stop", stat: func(string) (fs.FileInfo, error) {
+			if c.err != nil {
+				return nil, c.err
+			}
+			return os.Stat(c.path)
+		}}
 		ok, why := k.Admit(nil, Action{}, t0)
 		if k.On() != c.on || ok == c.on || !strings.Contains(why, c.want) {
-			t.Errorf("stat error %v: on %v, admitted %v (%s); want on %v, %q", c.err, k.On(), ok, why, c.on, c.want)
+			t.Errorf("stat of %q, error %v: on %v, admitted %v (%s); want on %v, %q", c.path, c.err, k.On(), ok, why, c.on, c.want)
 		}
 	}
 }

@@ -65,7 +65,7 @@ func addTunerFlags(app *kingpin.Application, c *tunerConfig) {
 		PlaceHolder("FILE").StringVar(&c.Journal)
 	app.Flag("tuner.node-lock", "Lock file that keeps a second tuner in enforce off this node's GPUs, whatever its journal (docs/journal.md, \"One tuner per node\"): the same path for every install on the node; a tuner that finds it held exits with an error naming its holder. Empty: no lock. With --backend=sim, taken only when given.").
 		Default(tuner.DefaultNodeLock).PlaceHolder("FILE").IsSetByUser(&c.nodeLockSet).StringVar(&c.NodeLock)
-	app.Flag("tuner.kill-switch-file", "While this file exists the tuner changes nothing but reverts of its own changes (it still decides and exports).").
+	app.Flag("tuner.kill-switch-file", "While this file exists the tuner changes nothing but reverts of its own changes (it still decides and exports). A file: a path that names a directory (one there, a '/' at its end, a last element '.' or beginning with '..') is refused.").
 		PlaceHolder("FILE").StringVar(&c.KillSwitchFile)
 	app.Flag("tuner.gpu-mode", "Mode of one GPU, overriding --tuner.mode: GPU=MODE with GPU an index or a UUID, e.g. 0=enforce. Repeatable.").
 		PlaceHolder("GPU=MODE").StringsVar(&c.GPUModes)
@@ -114,6 +114,9 @@ func (c *tunerConfig) validate() error {
 			errs = append(errs, fmt.Errorf("--tuner.node-lock %q is %s's file: the lock would write its note there (or, created, engage the kill switch); give it a file of its own", c.NodeLock, o.flag))
 		}
 	}
+	if err := checkKillSwitchFile(c.KillSwitchFile); err != nil {
+		errs = append(errs, err)
+	}
 	if both := tuner.KnobsEnabledAndDisabled(c.EnabledKnobs, c.DisabledKnobs); len(both) > 0 {
 		errs = append(errs, fmt.Errorf("--tuner.enable-knob and --tuner.disable-knob both name %s: give each knob one of them", strings.Join(both, ", ")))
 	}
@@ -124,6 +127,25 @@ func (c *tunerConfig) validate() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// checkKillSwitchFile refuses a --tuner.kill-switch-file that names a
+// directory: one ending in '/', whose last element is '.' or begins with
+// '..' (a ConfigMap volume's ..data), or a directory already there. A
+// directory is always there: the kill switch would be engaged for good,
+// and removing nothing would release it.
+func checkKillSwitchFile(file string) error {
+	if file == "" {
+		return nil
+	}
+	base := file[strings.LastIndex(file, "/")+1:]
+	if base == "" || base == "." || strings.HasPrefix(base, "..") {
+		return fmt.Errorf("--tuner.kill-switch-file %q names a directory (or a ConfigMap volume's own ..data), which is always there: the kill switch would be engaged for good; give a file's path, its last element not '.', not beginning with '..', no '/' at its end", file)
+	}
+	if fi, err := os.Stat(file); err == nil && fi.IsDir() {
+		return fmt.Errorf("--tuner.kill-switch-file %q is a directory, which is always there: the kill switch would be engaged for good; give the path of a file, created to engage it", file)
+	}
+	return nil
 }
 
 // samePath says whether a and b name one path once made absolute.

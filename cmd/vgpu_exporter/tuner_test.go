@@ -397,6 +397,44 @@ func TestKillSwitchDirWarned(t *testing.T) {
 	}
 }
 
+// A --tuner.kill-switch-file that names a directory (a '/' at its end,
+// '.', '..', a ConfigMap volume's ..data, a directory there or a link to
+// one) is refused at start, naming the flag: a directory is always there,
+// and the kill switch was engaged for good with no error. A file, there
+// or not, is taken.
+func TestKillSwitchFileNotADirectory(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "stop")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(dir, filepath.Join(dir, "current")); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		file string
+		err  string
+	}{
+		{dir, "is a directory"},
+		{filepath.Join(dir, "current"), "is a directory"},
+		{dir + "/", "names a directory"},
+		{dir + "/.", "names a directory"},
+		{dir + "/..", "names a directory"},
+		{dir + "/..data", "names a directory"},
+		{dir + "/off/", "names a directory"},
+		{"off/", "names a directory"},
+		{file, ""},
+		{filepath.Join(dir, "off"), ""},
+		{filepath.Join(dir, ".off"), ""},
+		{filepath.Join(dir, "missing", "off"), ""},
+	} {
+		_, err := parseArgs(t, "--tuner.kill-switch-file="+c.file)
+		if (err == nil) != (c.err == "") || (err != nil && !strings.Contains(err.Error(), fmt.Sprintf("--tuner.kill-switch-file %q %s", c.file, c.err))) {
+			t.Errorf("--tuner.kill-switch-file=%s: error %v, want %q", c.file, err, c.err)
+		}
+	}
+}
+
 // --tuner.restore-timeout reaches the tuner's runner (30 s without it).
 func TestRestoreTimeoutFlag(t *testing.T) {
 	for _, c := range []struct {

@@ -90,6 +90,14 @@ func TestExtraArgs(t *testing.T) {
 		{map[string]any{"tuner": map[string]any{"mode": "recommend", "killSwitch": map[string]any{"source": "none"}},
 			"extraVolumeMounts": []any{map[string]any{"name": "k", "mountPath": "/etc/k"}},
 			"extraArgs":         []any{"--tuner.kill-switch-file=/etc/kill"}}, `"/etc/kill" is on no volume`},
+		// The kill switch naming its mounted directory, or a ConfigMap
+		// volume's ..data: always there, engaged for good (the exporter
+		// refuses it at start, the tuner on or off).
+		{killSwitchArg("/etc/k/"), "the release: extraArgs --tuner.kill-switch-file=/etc/k/: names a directory"},
+		{killSwitchArg("/etc/k/."), "extraArgs --tuner.kill-switch-file=/etc/k/.: names a directory"},
+		{killSwitchArg("/etc/k/.."), "extraArgs --tuner.kill-switch-file=/etc/k/..: names a directory"},
+		{killSwitchArg("/etc/k/..data"), "extraArgs --tuner.kill-switch-file=/etc/k/..data: names a directory"},
+		{map[string]any{"extraArgs": []any{"--tuner.kill-switch-file=/etc/k/"}}, "extraArgs --tuner.kill-switch-file=/etc/k/: names a directory"},
 		// A flag the chart does not give, once; the journal and the kill
 		// switch on volumes of extraVolumeMounts (or with the tuner off,
 		// unused).
@@ -99,11 +107,21 @@ func TestExtraArgs(t *testing.T) {
 		{map[string]any{"tuner": map[string]any{"mode": "recommend", "journal": map[string]any{"hostPath": ""}, "killSwitch": map[string]any{"source": "none"}},
 			"extraVolumeMounts": []any{map[string]any{"name": "j", "mountPath": "/var/lib/j/"}, map[string]any{"name": "k", "mountPath": "/etc/k", "readOnly": true}},
 			"extraArgs":         []any{"--web.max-requests=80", "--tuner.journal=/var/lib/j/journal.jsonl", "--tuner.kill-switch-file=/etc/k/off"}}, ""},
+		{killSwitchArg("/etc/k/.off", "--web.max-requests=80"), ""},
 	}, func(tc valuesCase, m *manifests) {
 		if args := container(t, m.daemonSets[0].Spec.Template.Spec.Containers, "exporter").Args; !slices.Contains(args, "--web.max-requests=80") {
 			t.Errorf("values %v: args %q lack extraArgs' --web.max-requests=80", tc.vals, args)
 		}
 	})
+}
+
+// killSwitchArg: values of a tuner in recommend with no kill switch of
+// the chart's, and file as extraArgs' --tuner.kill-switch-file, on a
+// mount of /etc/k, after more extraArgs.
+func killSwitchArg(file string, more ...any) map[string]any {
+	return map[string]any{"tuner": map[string]any{"mode": "recommend", "killSwitch": map[string]any{"source": "none"}},
+		"extraVolumeMounts": []any{map[string]any{"name": "k", "mountPath": "/etc/k", "readOnly": true}},
+		"extraArgs":         append(more, "--tuner.kill-switch-file="+file)}
 }
 
 // TestTelemetryPath: the ServiceMonitor scrapes, and the install notes

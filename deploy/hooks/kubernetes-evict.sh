@@ -18,13 +18,17 @@
 # writable /tmp).
 # Environment: KUBECTL (default kubectl), KUBECONFIG as kubectl reads it.
 # Exit: 0 all evicted; 1 some eviction failed (stderr names each); 2 bad plan;
-# 127 jq or kubectl not found (nothing done).
+# 127 jq or kubectl not found, or not an executable file (nothing done).
 set -eu
 
 KUBECTL=${KUBECTL:-kubectl}
 for tool in jq "$KUBECTL"; do
-	if ! command -v "$tool" >/dev/null 2>&1; then
-		printf 'kubernetes-evict: cannot run: %s not found (PATH=%s); the hook needs jq and kubectl (KUBECTL names another)\n' "$tool" "$PATH" >&2
+	# dash's command -v takes any path there (a directory, a file that
+	# cannot be run): a path it finds must be an executable file
+	found=$(command -v "$tool" 2>/dev/null) || found=
+	case "$found" in */*) [ -f "$found" ] && [ -x "$found" ] || found= ;; esac
+	if [ -z "$found" ]; then
+		printf 'kubernetes-evict: cannot run: %s not found, or not an executable file (PATH=%s); the hook needs jq and kubectl (KUBECTL names another)\n' "$tool" "$PATH" >&2
 		exit 127
 	fi
 done
@@ -32,6 +36,10 @@ plan=$(cat)
 
 if ! printf '%s' "$plan" | jq -e 'type == "object"' >/dev/null 2>&1; then
 	echo "kubernetes-evict: the plan on stdin is not a JSON object" >&2
+	exit 2
+fi
+if ! printf '%s' "$plan" | jq -e '([.moves // [], .mig // []] | all(type == "array" and all(.[]; type == "object"))) and all(.moves // [] | .[]; .pod // {} | type == "object")' >/dev/null 2>&1; then
+	echo "kubernetes-evict: the plan's moves and mig are not arrays of objects (a move's pod an object)" >&2
 	exit 2
 fi
 if [ "$(printf '%s' "$plan" | jq '.mig // [] | length')" -gt 0 ]; then

@@ -26,8 +26,12 @@ SYSTEMCTL=${SYSTEMCTL:-systemctl}
 UNIT_DIR=${SYSTEMD_UNIT_DIR:-/etc/systemd/system}
 PROC_ROOT=${PROC_ROOT:-/proc}
 for tool in jq "$SYSTEMCTL"; do
-	if ! command -v "$tool" >/dev/null 2>&1; then
-		printf 'systemd-move: cannot run: %s not found (PATH=%s); the hook needs jq and systemctl (SYSTEMCTL names another)\n' "$tool" "$PATH" >&2
+	# dash's command -v takes any path there (a directory, a file that
+	# cannot be run): a path it finds must be an executable file
+	found=$(command -v "$tool" 2>/dev/null) || found=
+	case "$found" in */*) [ -f "$found" ] && [ -x "$found" ] || found= ;; esac
+	if [ -z "$found" ]; then
+		printf 'systemd-move: cannot run: %s not found, or not an executable file (PATH=%s); the hook needs jq and systemctl (SYSTEMCTL names another)\n' "$tool" "$PATH" >&2
 		exit 127
 	fi
 done
@@ -72,6 +76,10 @@ unit_of_pid() {
 
 if ! printf '%s' "$plan" | jq -e 'type == "object"' >/dev/null 2>&1; then
 	echo "systemd-move: the plan on stdin is not a JSON object" >&2
+	exit 2
+fi
+if ! printf '%s' "$plan" | jq -e '[.moves // [], .mig // []] | all(type == "array" and all(.[]; type == "object"))' >/dev/null 2>&1; then
+	echo "systemd-move: the plan's moves and mig are not arrays of objects" >&2
 	exit 2
 fi
 if [ "$(printf '%s' "$plan" | jq '.mig // [] | length')" -gt 0 ]; then

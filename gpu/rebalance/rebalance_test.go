@@ -327,6 +327,89 @@ func TestExampleHooksNameAMissingTool(t *testing.T) {
 	}
 }
 
+// A SYSTEMCTL or KUBECTL that names a path there but no program (a file
+// not executable, a directory) is a tool not found: exit 127, naming it,
+// nothing done. Before, dash's command -v took any path there: the
+// systemd hook wrote every drop-in and failed at the reload (126), leaving
+// drop-ins that move the units at their next restart, and the Kubernetes
+// hook reported each eviction refused, as by a budget (1).
+func TestExampleHooksToolNotExecutable(t *testing.T) {
+	notExec := filepath.Join(t.TempDir(), "tool")
+	if err := os.WriteFile(notExec, []byte("#!/bin/sh\nexit 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, tc := range []struct{ hook, env, tool string }{
+		{"systemd-move.sh", "SYSTEMCTL", notExec},
+		{"systemd-move.sh", "SYSTEMCTL", dir},
+		{"kubernetes-evict.sh", "KUBECTL", notExec},
+		{"kubernetes-evict.sh", "KUBECTL", dir},
+	} {
+		t.Run(tc.hook+" "+tc.tool, func(t *testing.T) {
+			f := commandtest.New(t)
+			f.Script(t, "kubectl", "")
+			f.Script(t, "systemctl", "")
+			f.OnPath(t)
+			t.Setenv(tc.env, tc.tool)
+			unitDir := t.TempDir()
+			t.Setenv("SYSTEMD_UNIT_DIR", unitDir)
+			h := newHook(t, hookPath(t, tc.hook), 10*time.Second)
+			err := h.Rebalance(context.Background(), gpu.Plan{Reason: "r", Moves: []gpu.Move{
+				{Tenant: "llm-a", Unit: "llm-a.service", ToUUID: "GPU-1", Pod: podMove.Pod}}})
+			want := strings.TrimSuffix(tc.hook, ".sh") + ": cannot run: " + tc.tool + " not found, or not an executable file"
+			if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "exit status 127") {
+				t.Fatalf("error %v, want exit status 127 and %q", err, want)
+			}
+			if calls := len(f.Calls(t, "kubectl")) + len(f.Calls(t, "systemctl")); calls != 0 {
+				t.Errorf("%d calls of kubectl and systemctl, want none", calls)
+			}
+			if entries, _ := os.ReadDir(unitDir); len(entries) != 0 {
+				t.Errorf("drop-ins written: %v", entries)
+			}
+		})
+	}
+}
+
+// A plan whose moves or mig is not an array of objects (or, for the
+// Kubernetes hook, a move's pod not an object) is a bad plan: exit 2,
+// saying so, nothing done; before, jq's error ended the hook with its own
+// status (5).
+func TestExampleHooksRefuseMalformedPlans(t *testing.T) {
+	for _, tc := range []struct{ hook, plan string }{
+		{"systemd-move.sh", `{"moves":5}`},
+		{"systemd-move.sh", `{"moves":"llm-a.service"}`},
+		{"systemd-move.sh", `{"moves":[5]}`},
+		{"systemd-move.sh", `{"mig":true}`},
+		{"kubernetes-evict.sh", `{"moves":5}`},
+		{"kubernetes-evict.sh", `{"moves":{"a":{"tenant":"a"}}}`},
+		{"kubernetes-evict.sh", `{"moves":["serving/llm-a-7d9f"]}`},
+		{"kubernetes-evict.sh", `{"moves":[{"tenant":"a","pod":5}]}`},
+		{"kubernetes-evict.sh", `{"mig":true}`},
+	} {
+		t.Run(tc.hook+" "+tc.plan, func(t *testing.T) {
+			f := commandtest.New(t)
+			f.Script(t, "kubectl", "")
+			f.Script(t, "systemctl", "")
+			f.OnPath(t)
+			unitDir := t.TempDir()
+			t.Setenv("SYSTEMD_UNIT_DIR", unitDir)
+			cmd := exec.Command(hookPath(t, tc.hook))
+			cmd.Stdin = strings.NewReader(tc.plan)
+			out, err := cmd.CombinedOutput()
+			want := strings.TrimSuffix(tc.hook, ".sh") + ": the plan's moves and mig are not arrays of objects"
+			if code := cmd.ProcessState.ExitCode(); code != 2 || !strings.Contains(string(out), want) {
+				t.Errorf("exit %d (%v), output %q; want exit 2 and %q", code, err, out, want)
+			}
+			if calls := len(f.Calls(t, "kubectl")) + len(f.Calls(t, "systemctl")); calls != 0 {
+				t.Errorf("%d calls of kubectl and systemctl, want none", calls)
+			}
+			if entries, _ := os.ReadDir(unitDir); len(entries) != 0 {
+				t.Errorf("drop-ins written: %v", entries)
+			}
+		})
+	}
+}
+
 // kubernetes-evict.sh writes no file: the chart's container has a
 // read-only root filesystem and no writable /tmp, which a mount namespace
 // makes of /tmp (and $TMPDIR) here; before, its mktemp failed every plan
