@@ -235,8 +235,9 @@ type PauseActuator interface {
 type PauseGroupChecker interface {
 	// CheckPauseGroups returns an error, naming the group, the other
 	// tenant and its PID, where a group a pause of the tenant's pids
-	// freezes holds one of others (other tenants' GPU processes, PID to
-	// tenant); nil where none does.
+	// freezes, or its pause in force does, holds one of others (other
+	// tenants' GPU processes, PID to tenant; a PID in both is the
+	// other's); nil where none does.
 	CheckPauseGroups(tenant string, pids []uint32, others map[uint32]string) error
 }
 

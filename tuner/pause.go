@@ -33,12 +33,12 @@ import (
 func (t *Tuner) thawPauses(ctx context.Context, now time.Time, first bool) []Decision {
 	stopped := t.chain().Stopped()
 	whys := map[string]string{}
+	t.sharedNow = map[string]string{} // (checked again each round)
 	for k, o := range t.originals {
 		if o.Target.Knob != gpu.KnobPauseDuty {
 			continue
 		}
 		moved := reattributed(t.last, o)
-		shared := t.inForceShared(o)
 		switch {
 		case first:
 			whys[k] = "thawed at start (a pause found in the journal)"
@@ -48,8 +48,8 @@ func (t *Tuner) thawPauses(ctx context.Context, now time.Time, first bool) []Dec
 			whys[k] = "thawed: the tuner no longer acts on this GPU"
 		case latencyNow(t.last, o.Tenant):
 			whys[k] = "thawed: " + o.Tenant + " is a latency tenant now, which is never paused"
-		case shared != "":
-			whys[k] = "thawed: " + sharedText(shared)
+		case t.inForceShared(o.Tenant) != "":
+			whys[k] = "thawed: " + sharedText(t.inForceShared(o.Tenant))
 		case moved != "":
 			whys[k] = fmt.Sprintf("thawed: the processes paused for %s are %s's now (the tenants configuration changed), and %s has none on any GPU", o.Tenant, moved, o.Tenant)
 		case t.left(k, o):
@@ -212,7 +212,7 @@ func (t *Tuner) followPauses(ctx context.Context, now time.Time) []Decision {
 			elsewhere(t.last, o.Tenant, o.Target.GPU) || latencyNow(t.last, o.Tenant) {
 			continue // (a tenant on other GPUs only, or classed latency, is thawed, never followed)
 		}
-		if t.sharedGroups(t.last, o.Tenant, pids) != "" {
+		if t.inForceShared(o.Tenant) != "" {
 			continue // (thawPauses thaws it, or tries again)
 		}
 		why := fmt.Sprintf("%s's processes changed (%s -> %s): its pause of %s follows them", o.Tenant, pidsText(o.PIDs), pidsText(pids), duty)

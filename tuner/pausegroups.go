@@ -3,6 +3,7 @@ package tuner
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
@@ -31,7 +32,7 @@ var errSharedGroup = errors.New("a pause never stops another tenant's processes"
 // ("" where none does, or the pause actuator cannot tell groups).
 func (t *Tuner) sharedGroups(snap *tenant.Snapshot, name string, pids []uint32) string {
 	p, ok := actuator[gpu.PauseActuator](t.o.Actuators)
-	if !ok || snap == nil || len(pids) == 0 {
+	if !ok || snap == nil {
 		return ""
 	}
 	c, ok := p.(gpu.PauseGroupChecker)
@@ -59,20 +60,35 @@ func (t *Tuner) pauseShared(st *State, a Action) string {
 	return t.sharedGroups(st.Snapshot, a.Tenant, pausedPIDs(a))
 }
 
-// inForceShared is why the pause original o is thawed: a group it holds
-// (by the processes it paused, or its tenant's now, which it follows)
-// holds another tenant's process in the latest snapshot; "" otherwise.
-func (t *Tuner) inForceShared(o Original) string {
-	if t.last == nil || o.Tenant == "" {
+// inForceShared is why the pauses in force of tenant name (one per GPU it
+// is paused on) are thawed: a group they hold (by the processes they
+// paused, its tenant's now, which they follow, or, to the pause actuator,
+// those it freezes for the tenant) holds another tenant's process in the
+// latest snapshot; "" otherwise. It is checked once a round for all of
+// them (sharedNow), the PIDs of every one in the one check.
+func (t *Tuner) inForceShared(name string) string {
+	if t.last == nil || name == "" {
 		return ""
 	}
-	pids := slices.Clone(o.PIDs)
-	for _, p := range PausePIDs(t.last, o.Tenant) {
-		if !slices.Contains(pids, p) {
-			pids = append(pids, p)
+	if why, ok := t.sharedNow[name]; ok {
+		return why
+	}
+	pids := PausePIDs(t.last, name)
+	for _, k := range slices.Sorted(maps.Keys(t.originals)) {
+		if o := t.originals[k]; o.Target.Knob == gpu.KnobPauseDuty && o.Tenant == name {
+			for _, p := range o.PIDs {
+				if !slices.Contains(pids, p) {
+					pids = append(pids, p)
+				}
+			}
 		}
 	}
-	return t.sharedGroups(t.last, o.Tenant, pids)
+	why := t.sharedGroups(t.last, name, pids)
+	if t.sharedNow == nil {
+		t.sharedNow = map[string]string{}
+	}
+	t.sharedNow[name] = why
+	return why
 }
 
 // othersOf are the processes of every tenant but name in snap that a

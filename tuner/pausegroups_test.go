@@ -100,3 +100,84 @@ func TestPauseNotOnSharedGroup(t *testing.T) {
 		})
 	}
 }
+
+// countingPauser is a pause actuator that counts its group checks, and
+// finds no group shared.
+type countingPauser struct {
+	pauseRecorder
+	checks int
+}
+
+func (c *countingPauser) CheckPauseGroups(string, []uint32, map[uint32]string) error {
+	c.checks++
+	return nil
+}
+
+// A tenant paused on several GPUs has its groups checked once a round,
+// for all its pauses in force (each GPU's), in a steady round and in one
+// whose pauses follow its changed processes: each check reads every other
+// tenant's process.
+func TestPauseGroupsCheckedOnceARound(t *testing.T) {
+	const gpus = 8
+	var uuids []string
+	for i := range gpus {
+		uuids = append(uuids, fmt.Sprintf("GPU-%d", i))
+	}
+	first := true
+	pol := deciderFunc(func(*State) []Action {
+		if !first {
+			return nil
+		}
+		first = false
+		var out []Action
+		for i, u := range uuids {
+			out = append(out, Action{Target: Target{GPU: u, Knob: gpu.KnobPauseDuty, PID: 100}, GPUIndex: i, Tenant: "train", Class: gpu.ClassBatch,
+				PIDs: []uint32{100, 101}, Current: Duty(0), Want: Duty(0.5), Reason: "test"})
+		}
+		return out
+	})
+	c := &countingPauser{}
+	tu, err := New(Options{Policy: pol, Guards: []Guard{Bounds{}}, Enabled: pauseOn, Actuators: ActuatorsOf(c),
+		Clock: gpu.NewManualClock(t0), Mode: ModeEnforce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	round := func(at time.Time, train []uint32) int {
+		t.Helper()
+		var devs []gpu.Device
+		var usage []tenant.Usage
+		for i, u := range uuids {
+			chat := uint32(1000 + i)
+			procs := []gpu.Process{mpsProc(chat, nil)}
+			for _, p := range train {
+				procs = append(procs, mpsProc(p, nil))
+			}
+			devs = append(devs, gpu.Device{UUID: u, Index: i, Up: true, Mode: gpu.SharingMPS, Processes: procs})
+			usage = append(usage, tenant.Usage{Tenant: "train", Class: gpu.ClassBatch, UUID: u, PIDs: train},
+				tenant.Usage{Tenant: fmt.Sprintf("chat%d", i), Class: gpu.ClassLatency, UUID: u, PIDs: []uint32{chat}})
+		}
+		c.checks = 0
+		if _, err := tu.RunOnce(context.Background(), snapshot(at, devs, usage)); err != nil {
+			t.Fatal(err)
+		}
+		return c.checks
+	}
+	if n := round(t0, []uint32{100, 101}); n != gpus {
+		t.Fatalf("the first round: %d checks, want %d (one per GPU's pause set)", n, gpus)
+	}
+	for i, r := range []struct {
+		name  string
+		train []uint32
+	}{
+		{"steady", []uint32{100, 101}},
+		{"its processes changed: followed", []uint32{100, 101, 102}},
+		{"steady again", []uint32{100, 101, 102}},
+	} {
+		if n := round(t0.Add(time.Duration(i+1)*15*time.Second), r.train); n != 1 {
+			t.Errorf("%s: train's groups checked %d times in a round, want once", r.name, n)
+		}
+	}
+	if len(c.Calls) != 2*gpus {
+		t.Errorf("calls %q, want each GPU's pause set and followed once", c.Calls)
+	}
+}

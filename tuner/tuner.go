@@ -209,6 +209,10 @@ type Tuner struct {
 	// endedUnseen is, per pause setting with no original open, since
 	// when its tenant has had no process on any GPU (forgetEndedPauses)
 	endedUnseen Absent
+	// sharedNow is, per paused tenant, why its pause in force reaches
+	// another tenant's process this round ("" where it does not): checked
+	// once a round (inForceShared), whatever the GPUs it is paused on
+	sharedNow map[string]string
 
 	last   *tenant.Snapshot
 	counts Counts

@@ -65,6 +65,14 @@ func TestCheckPauseGroups(t *testing.T) {
 		{"the other tenant's process gone", func(h *host) {
 			h.process(20, "/", "", 20)
 		}, nil},
+		{"the other's cgroup file forged", func(h *host) {
+			h.cgroupV2Dir(jobs)
+			h.process(20, jobs, "", 20)
+			h.process(21, "/", "", 21)
+			// a cgroup named "x\n0::/" under the unit: the unified
+			// hierarchy listed twice, the second line forged
+			must(h.t, os.WriteFile(filepath.Join(h.proc, "21", "cgroup"), []byte("0::"+jobs+"/x\n0::/\n"), 0o644))
+		}, []string{"/v2" + jobs + ",", "may hold PID 21 of tenant chat", "its cgroup file"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHost(t)
@@ -157,5 +165,109 @@ func TestProcessGroupMembers(t *testing.T) {
 				t.Errorf("%d freeze failures, want %d", got, c.failures)
 			}
 		})
+	}
+}
+
+// The groups a pause in force freezes are checked with those the tenant's
+// PIDs are in now: a PID a reload gave to another tenant counts as the
+// other's (its process group, which the pause stops, holds it), and the
+// unit of the tenant's process that exited, frozen still, holds a process
+// another tenant started there. A process group none of whose paused
+// processes is left is stopped no more, and holds no one.
+func TestCheckPauseGroupsInForce(t *testing.T) {
+	const jobs = "/system.slice/jobs.service"
+	exits := func(h *host) { // train's process 20 exits
+		must(h.t, os.RemoveAll(filepath.Join(h.proc, "20")))
+		delete(h.pgids, 20)
+	}
+	for _, c := range []struct {
+		name   string
+		before func(h *host) // before train's pause of paused
+		after  func(h *host) // after it; chat's process is 21
+		paused []uint32
+		pids   []uint32 // the check's
+		want   []string // in the error; none: no error
+	}{
+		{"a paused PID the other's since a reload", func(h *host) {
+			h.process(20, "/", "", 20)
+			h.process(21, "/", "", 20)
+		}, func(*host) {}, []uint32{20, 21}, []uint32{20, 21},
+			[]string{"process group 20, which PID 20 of tenant trainer is paused by, holds PID 21 of tenant chat"}},
+		{"the unit of its exited process holds the other's", func(h *host) {
+			h.cgroupV2Dir(jobs)
+			h.process(20, jobs, "", 20)
+		}, func(h *host) {
+			exits(h)
+			h.process(21, jobs, "", 21)
+		}, []uint32{20}, []uint32{20},
+			[]string{"/v2" + jobs + ", which the pause of tenant trainer in force freezes, holds PID 21 of tenant chat"}},
+		{"the unit of its exited process, no PIDs checked", func(h *host) {
+			h.cgroupV2Dir(jobs)
+			h.process(20, jobs, "", 20)
+		}, func(h *host) {
+			exits(h)
+			h.process(21, jobs, "", 21)
+		}, []uint32{20}, nil,
+			[]string{"/v2" + jobs + ", which the pause of tenant trainer in force freezes, holds PID 21 of tenant chat"}},
+		{"a unit of its own", func(h *host) {
+			h.cgroupV2Dir(jobs)
+			h.cgroupV2Dir("/system.slice/web.service")
+			h.process(20, jobs, "", 20)
+		}, func(h *host) {
+			exits(h)
+			h.process(21, "/system.slice/web.service", "", 21)
+		}, []uint32{20}, []uint32{20}, nil},
+		{"the process group of its exited process", func(h *host) {
+			h.process(20, "/", "", 20)
+		}, func(h *host) {
+			exits(h)
+			h.process(21, "/", "", 20)
+		}, []uint32{20}, []uint32{20}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHost(t)
+			c.before(h)
+			p := h.pauser(t, gpu.NewManualClock(time.Unix(0, 0)), Options{})
+			must(t, p.SetPauseDuty(context.Background(), "GPU-a", "trainer", c.paused, 0.5))
+			c.after(h)
+			err := p.CheckPauseGroups("trainer", c.pids, map[uint32]string{21: "chat"})
+			t.Logf("%v", err)
+			if (err != nil) != (len(c.want) > 0) {
+				t.Fatalf("error %v, want one: %v", err, len(c.want) > 0)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// Each other tenant's process is read once a check, however many groups
+// the tenant's pause freezes: its process group (and cgroup) read once,
+// not once per group.
+func TestCheckPauseGroupsReadsEachOnce(t *testing.T) {
+	h := newHost(t)
+	pids := []uint32{20, 21, 22}
+	for _, pid := range pids {
+		h.process(int(pid), "/", "", int(pid))
+	}
+	others := map[uint32]string{}
+	for pid := 30; pid < 35; pid++ {
+		h.process(pid, "/", "", pid)
+		others[uint32(pid)] = "chat"
+	}
+	reads := map[int]int{}
+	h.pgidHook = func(pid int) (int, bool) {
+		reads[pid]++
+		return 0, false
+	}
+	p := h.pauser(t, gpu.NewManualClock(time.Unix(0, 0)), Options{})
+	must(t, p.CheckPauseGroups("trainer", pids, others))
+	for pid := range others {
+		if n := reads[int(pid)]; n != 1 {
+			t.Errorf("PID %d of chat: process group read %d times for %d groups, want once", pid, n, len(pids))
+		}
 	}
 }
