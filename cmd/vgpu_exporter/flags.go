@@ -49,6 +49,11 @@ const defaultScenario = "h100-timeslice"
 // every GPU, process and tenant, and shorter intervals only burn CPU.
 const minSampleInterval = 100 * time.Millisecond
 
+// minRestoreTimeout is the shortest --tuner.restore-timeout: the restore
+// at exit sets back and closes within it (a journal synced, actuators
+// closed), and one cut short says the settings were not restored.
+const minRestoreTimeout = time.Second
+
 // config is everything the command line sets.
 type config struct {
 	Backend            string
@@ -175,6 +180,10 @@ func (c *config) validate() error {
 		errs = append(errs, fmt.Errorf("--sample.interval must be positive, got %s", c.SampleInterval))
 	case c.SampleInterval < minSampleInterval:
 		errs = append(errs, fmt.Errorf("--sample.interval must be at least %s, got %s", minSampleInterval, c.SampleInterval))
+	case c.Tuner.active() && c.Tuner.Interval > 0 && c.Tuner.Interval < c.SampleInterval:
+		// a round decides on the latest sample: one before the next only
+		// decides on the same sample again
+		errs = append(errs, fmt.Errorf("--tuner.interval %s is shorter than --sample.interval %s: the tuner decides on the samples, and a round between two only repeats the last; give it at least the sample interval", c.Tuner.Interval, c.SampleInterval))
 	}
 	// An empty address would listen on every interface, on a port the
 	// kernel picks: what an unset variable in a unit file gives.

@@ -51,6 +51,22 @@ func TestFlagValidation(t *testing.T) {
 		{[]string{"--sample.interval=fast"}, "sample.interval"},
 		{[]string{"--tuner.restore-timeout=0s"}, "--tuner.restore-timeout must be positive"},
 		{[]string{"--tuner.restore-timeout=150s"}, ""},
+		// a deadline spent before the restore begins: the exit logged
+		// "original settings NOT restored" with nothing changed
+		{[]string{"--tuner.restore-timeout=1ns"}, "--tuner.restore-timeout must be at least 1s, got 1ns"},
+		{[]string{"--tuner.restore-timeout=999ms"}, "--tuner.restore-timeout must be at least 1s, got 999ms"},
+		{[]string{"--tuner.restore-timeout=1s"}, ""},
+		// a round between two samples decides on the same one again: at
+		// 1ns the rounds ran back to back, a core's worth
+		{[]string{"--tuner.mode=recommend", "--tuner.interval=1ns"}, "--tuner.interval 1ns is shorter than --sample.interval 1s"},
+		{[]string{"--tuner.mode=enforce", "--tuner.interval=500ms", "--sample.interval=1s"}, "--tuner.interval 500ms is shorter than --sample.interval 1s"},
+		{[]string{"--tuner.gpu-mode=0=recommend", "--tuner.interval=1ms"}, "--tuner.interval 1ms is shorter than --sample.interval 1s"},
+		{[]string{"--tuner.mode=recommend", "--tuner.interval=200ms", "--sample.interval=200ms"}, ""},
+		{[]string{"--tuner.mode=recommend", "--tuner.interval=1s", "--sample.interval=100ms"}, ""},
+		{[]string{"--tuner.mode=recommend", "--sample.interval=30s"}, "--tuner.interval 15s is shorter than --sample.interval 30s"},
+		// the tuner off, its interval is not used
+		{[]string{"--tuner.interval=1ms"}, ""},
+		{[]string{"--sample.interval=30s"}, ""},
 		{[]string{"--web.max-requests=-1"}, "--web.max-requests"},
 		{[]string{"--web.telemetry-path=metrics"}, "must start with /"},
 		{[]string{"--web.listen-address=127.0.0.1:9949", "--web.listen-address=vsock://:9949"}, ""},
