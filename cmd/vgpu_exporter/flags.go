@@ -180,10 +180,11 @@ func (c *config) validate() error {
 		errs = append(errs, fmt.Errorf("--sample.interval must be positive, got %s", c.SampleInterval))
 	case c.SampleInterval < minSampleInterval:
 		errs = append(errs, fmt.Errorf("--sample.interval must be at least %s, got %s", minSampleInterval, c.SampleInterval))
-	case c.Tuner.active() && c.Tuner.Interval > 0 && c.Tuner.Interval < c.SampleInterval:
-		// a round decides on the latest sample: one before the next only
-		// decides on the same sample again
-		errs = append(errs, fmt.Errorf("--tuner.interval %s is shorter than --sample.interval %s: the tuner decides on the samples, and a round between two only repeats the last; give it at least the sample interval", c.Tuner.Interval, c.SampleInterval))
+	}
+	if c.Tuner.active() && c.Tuner.Interval > 0 && c.Tuner.Interval < minSampleInterval {
+		// at 1ns the rounds ran back to back, a core's worth, each on the
+		// same sample: the tuner's floor is the sampler's
+		errs = append(errs, fmt.Errorf("--tuner.interval must be at least %s, got %s: a round decides on the latest sample, and shorter rounds only decide on the same one again", minSampleInterval, c.Tuner.Interval))
 	}
 	// An empty address would listen on every interface, on a port the
 	// kernel picks: what an unset variable in a unit file gives.

@@ -56,14 +56,17 @@ func TestFlagValidation(t *testing.T) {
 		{[]string{"--tuner.restore-timeout=1ns"}, "--tuner.restore-timeout must be at least 1s, got 1ns"},
 		{[]string{"--tuner.restore-timeout=999ms"}, "--tuner.restore-timeout must be at least 1s, got 999ms"},
 		{[]string{"--tuner.restore-timeout=1s"}, ""},
-		// a round between two samples decides on the same one again: at
-		// 1ns the rounds ran back to back, a core's worth
-		{[]string{"--tuner.mode=recommend", "--tuner.interval=1ns"}, "--tuner.interval 1ns is shorter than --sample.interval 1s"},
-		{[]string{"--tuner.mode=enforce", "--tuner.interval=500ms", "--sample.interval=1s"}, "--tuner.interval 500ms is shorter than --sample.interval 1s"},
-		{[]string{"--tuner.gpu-mode=0=recommend", "--tuner.interval=1ms"}, "--tuner.interval 1ms is shorter than --sample.interval 1s"},
-		{[]string{"--tuner.mode=recommend", "--tuner.interval=200ms", "--sample.interval=200ms"}, ""},
+		// at 1ns the rounds ran back to back, a core's worth, each on
+		// the same sample: the sampler's floor is the tuner's
+		{[]string{"--tuner.mode=recommend", "--tuner.interval=1ns"}, "--tuner.interval must be at least 100ms, got 1ns"},
+		{[]string{"--tuner.mode=enforce", "--tuner.interval=99ms"}, "--tuner.interval must be at least 100ms, got 99ms"},
+		{[]string{"--tuner.gpu-mode=0=recommend", "--tuner.interval=1ms"}, "--tuner.interval must be at least 100ms, got 1ms"},
+		{[]string{"--tuner.mode=recommend", "--tuner.interval=100ms"}, ""},
 		{[]string{"--tuner.mode=recommend", "--tuner.interval=1s", "--sample.interval=100ms"}, ""},
-		{[]string{"--tuner.mode=recommend", "--sample.interval=30s"}, "--tuner.interval 15s is shorter than --sample.interval 30s"},
+		// shorter than the sample interval: rounds between two samples
+		// repeat the last, as a start with a long sample interval and the
+		// default tuner interval always has
+		{[]string{"--tuner.mode=recommend", "--sample.interval=30s"}, ""},
 		// the tuner off, its interval is not used
 		{[]string{"--tuner.interval=1ms"}, ""},
 		{[]string{"--sample.interval=30s"}, ""},

@@ -12,11 +12,10 @@ func TestDurationBounds(t *testing.T) {
 	for _, vals := range []map[string]any{
 		{"sampleInterval": "100ms"},
 		{"sampleInterval": "1m"},
-		{"tuner": map[string]any{"interval": "0s"}},                          // the tuner off: not given
-		{"tuner": map[string]any{"mode": "recommend", "interval": "1000ms"}}, // sampleInterval 1s
+		{"tuner": map[string]any{"interval": "0s"}}, // the tuner off: not given
+		{"tuner": map[string]any{"mode": "recommend", "interval": "100ms"}},
 		{"sampleInterval": "100ms", "tuner": map[string]any{"mode": "recommend", "interval": "100ms"}},
-		{"sampleInterval": "1m", "tuner": map[string]any{"mode": "recommend", "interval": "60s"}},
-		{"sampleInterval": "1m", "tuner": map[string]any{"interval": "15s"}}, // the tuner off: not given
+		{"sampleInterval": "1m", "tuner": map[string]any{"mode": "recommend", "interval": "15s"}},
 		{"tuner": map[string]any{"mode": "recommend", "restoreTimeout": "1000ms"}},
 		{"tuner": map[string]any{"restoreTimeout": "0s"}}, // the tuner off: not given
 		{"tuner": map[string]any{"mode": "recommend", "pause": map[string]any{"enabled": true, "period": "1s", "max": "1000ms"}}},
