@@ -221,3 +221,44 @@ func TestReloadDuringBuild(t *testing.T) {
 		}
 	}
 }
+
+// TestReloadTrackerKeyFollowsEffectiveWindow: a reload keeps a tenant's
+// latency counters unless its source, quantile, target or window changed
+// (docs/tenants.md, Reload): the window it is judged over, its own
+// slo.window where set, else defaults.slo_window. (A change of
+// defaults.slo_window restarted the counters of a tenant with its own
+// window too.)
+func TestReloadTrackerKeyFollowsEffectiveWindow(t *testing.T) {
+	file := func(defaults, slo string) string {
+		return "defaults: {" + defaults + "}\ntenants:\n  - name: chat\n    selectors: [{uid: 1}]\n" +
+			"    slo: {quantile: 0.99, " + slo + "}\n    latency_source: {url: \"http://10.0.0.5:8000/metrics\", preset: vllm-e2e}\n"
+	}
+	for _, tc := range []struct {
+		name          string
+		before, after string
+		restart       bool
+	}{
+		{"own window, default changed", file("slo_window: 5m", "target: 1s, window: 10m"), file("slo_window: 6m", "target: 1s, window: 10m"), false},
+		{"own window, default given", file("", "target: 1s, window: 10m"), file("slo_window: 6m", "target: 1s, window: 10m"), false},
+		{"own window set to the default", file("slo_window: 5m", "target: 1s"), file("slo_window: 5m", "target: 1s, window: 5m"), false},
+		{"own window changed", file("slo_window: 5m", "target: 1s, window: 10m"), file("slo_window: 5m", "target: 1s, window: 20m"), true},
+		{"default window changed", file("slo_window: 5m", "target: 1s"), file("slo_window: 6m", "target: 1s"), true},
+		{"own window dropped", file("slo_window: 5m", "target: 1s, window: 10m"), file("slo_window: 5m", "target: 1s"), true},
+		{"target changed", file("slo_window: 5m", "target: 1s, window: 10m"), file("slo_window: 6m", "target: 2s, window: 10m"), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before, err := ParseConfig("t.yaml", []byte(tc.before))
+			if err != nil {
+				t.Fatal(err)
+			}
+			after, err := ParseConfig("t.yaml", []byte(tc.after))
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, b := latencySpecs(before)[0], latencySpecs(after)[0]
+			if restart := a.Key != b.Key; restart != tc.restart {
+				t.Errorf("windows %s then %s: counters restart %v, want %v (keys %q, %q)", a.Window, b.Window, restart, tc.restart, a.Key, b.Key)
+			}
+		})
+	}
+}

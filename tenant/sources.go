@@ -68,11 +68,13 @@ func (noProcFacts) Comm(uint32) string            { return "" }
 func (noProcFacts) UID(uint32) int                { return -1 }
 
 // trackerID identifies a tenant's latency tracking; it changes when the
-// source or the objective changes (the counters then restart).
+// source or the objective changes (the counters then restart): the window
+// the tenant is judged over (sloWindow), not the default of one that sets
+// its own.
 func trackerID(t *Tenant, d Defaults) string {
-	id := t.LatencySource.key() + fmt.Sprintf("|w=%s", d.SLOWindow)
+	id := t.LatencySource.key() + fmt.Sprintf("|w=%s", sloWindow(t, d))
 	if t.SLO != nil {
-		id += fmt.Sprintf("|q=%v|t=%s|w=%s", t.SLO.Quantile, t.SLO.Target, t.SLO.Window)
+		id += fmt.Sprintf("|q=%v|t=%s", t.SLO.Quantile, t.SLO.Target)
 	}
 	return id
 }

@@ -51,6 +51,25 @@ func TestFlagValidation(t *testing.T) {
 		{[]string{"--sample.interval=fast"}, "sample.interval"},
 		{[]string{"--tuner.restore-timeout=0s"}, "--tuner.restore-timeout must be positive"},
 		{[]string{"--tuner.restore-timeout=150s"}, ""},
+		// a deadline spent before the restore begins: the exit logged
+		// "original settings NOT restored" with nothing changed
+		{[]string{"--tuner.restore-timeout=1ns"}, "--tuner.restore-timeout must be at least 1s, got 1ns"},
+		{[]string{"--tuner.restore-timeout=999ms"}, "--tuner.restore-timeout must be at least 1s, got 999ms"},
+		{[]string{"--tuner.restore-timeout=1s"}, ""},
+		// at 1ns the rounds ran back to back, a core's worth, each on
+		// the same sample: the sampler's floor is the tuner's
+		{[]string{"--tuner.mode=recommend", "--tuner.interval=1ns"}, "--tuner.interval must be at least 100ms, got 1ns"},
+		{[]string{"--tuner.mode=enforce", "--tuner.interval=99ms"}, "--tuner.interval must be at least 100ms, got 99ms"},
+		{[]string{"--tuner.gpu-mode=0=recommend", "--tuner.interval=1ms"}, "--tuner.interval must be at least 100ms, got 1ms"},
+		{[]string{"--tuner.mode=recommend", "--tuner.interval=100ms"}, ""},
+		{[]string{"--tuner.mode=recommend", "--tuner.interval=1s", "--sample.interval=100ms"}, ""},
+		// shorter than the sample interval: rounds between two samples
+		// repeat the last, as a start with a long sample interval and the
+		// default tuner interval always has
+		{[]string{"--tuner.mode=recommend", "--sample.interval=30s"}, ""},
+		// the tuner off, its interval is not used
+		{[]string{"--tuner.interval=1ms"}, ""},
+		{[]string{"--sample.interval=30s"}, ""},
 		{[]string{"--web.max-requests=-1"}, "--web.max-requests"},
 		{[]string{"--web.telemetry-path=metrics"}, "must start with /"},
 		{[]string{"--web.listen-address=127.0.0.1:9949", "--web.listen-address=vsock://:9949"}, ""},

@@ -59,8 +59,8 @@ func addTunerFlags(app *kingpin.Application, c *tunerConfig) {
 		string(tuner.ModeOff), &c.Mode, modes...)
 	app.Flag("tuner.policy", "The policy the tuner runs: "+strings.Join(policies.EngineNames(), ", ")+".").
 		Default(autotune.Name).StringVar(&c.Policy)
-	flagvalue.Duration(app, "tuner.interval", "How often the tuner decides.", tuner.DefaultInterval.String(), &c.Interval)
-	flagvalue.Duration(app, "tuner.restore-timeout", "How long the restore at exit (and the one at start after an unclean exit) may take to set back what the tuner changed: at least 5/4 of --mps.restart-hook.timeout for every MPS client a restore restarts (one after another, within the four fifths of it the exit waits for a hook: 150s for one client of a 2-minute hook, 300s for two), and at least 15 s shorter than the time the service manager gives a stop (Kubernetes' terminationGracePeriodSeconds, which the chart sets so; systemd's TimeoutStopSec, which the exporter extends itself under the shipped Type=notify unit: the shutdown ends after it). What is not set back by then stays in the journal for the next start.", tuner.DefaultRestoreTimeout.String(), &c.RestoreTimeout)
+	flagvalue.Duration(app, "tuner.interval", "How often the tuner decides: at least 100ms, the sampler's floor (a round decides on the latest sample; rounds between two samples decide on the same one again).", tuner.DefaultInterval.String(), &c.Interval)
+	flagvalue.Duration(app, "tuner.restore-timeout", "How long the restore at exit (and the one at start after an unclean exit) may take to set back what the tuner changed (1s at least): at least 5/4 of --mps.restart-hook.timeout for every MPS client a restore restarts (one after another, within the four fifths of it the exit waits for a hook: 150s for one client of a 2-minute hook, 300s for two), and at least 15 s shorter than the time the service manager gives a stop (Kubernetes' terminationGracePeriodSeconds, which the chart sets so; systemd's TimeoutStopSec, which the exporter extends itself under the shipped Type=notify unit: the shutdown ends after it). What is not set back by then stays in the journal for the next start.", tuner.DefaultRestoreTimeout.String(), &c.RestoreTimeout)
 	app.Flag("tuner.journal", "Journal file of the tuner (a regular file of checksummed JSON records, synced, compacted past 1 MiB; docs/journal.md): every original setting before its first change and every outcome; originals are restored from it at exit and at the next start after a crash. Default: none (originals kept in memory only).").
 		PlaceHolder("FILE").StringVar(&c.Journal)
 	app.Flag("tuner.node-lock", "Lock file that keeps a second tuner in enforce off this node's GPUs, whatever its journal (docs/journal.md, \"One tuner per node\"): the same path for every install on the node; a tuner that finds it held exits with an error naming its holder. Empty: no lock. With --backend=sim, taken only when given.").
@@ -99,6 +99,8 @@ func (c *tunerConfig) validate() error {
 	}
 	if c.RestoreTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--tuner.restore-timeout must be positive, got %s", c.RestoreTimeout))
+	} else if c.RestoreTimeout < minRestoreTimeout {
+		errs = append(errs, fmt.Errorf("--tuner.restore-timeout must be at least %s, got %s", minRestoreTimeout, c.RestoreTimeout))
 	}
 	for _, err := range c.SlowLoop.Validate() {
 		errs = append(errs, fmt.Errorf("--tuner.slow-loop.%w", err))

@@ -519,6 +519,8 @@ func TestRejectsBadCombinations(t *testing.T) {
 		{map[string]any{"sampleInterval": "0s"}, "sampleInterval=0s"},
 		{map[string]any{"tuner": map[string]any{"mode": "recommend", "interval": "0m0s"}}, "the release: tuner.interval=0m0s: the exporter needs a positive"},
 		{map[string]any{"tuner": map[string]any{"mode": "enforce", "restoreTimeout": "0s"}}, "the release: tuner.restoreTimeout=0s: the exporter needs a positive --tuner.restore-timeout"},
+		{map[string]any{"tuner": map[string]any{"mode": "recommend", "interval": "99ms"}}, "the release: tuner.interval=99ms: the exporter needs a --tuner.interval of at least 100ms"},
+		{map[string]any{"tuner": map[string]any{"mode": "recommend", "restoreTimeout": "999ms"}}, "the release: tuner.restoreTimeout=999ms: the exporter needs a --tuner.restore-timeout of at least 1s"},
 		{map[string]any{"nodePools": []any{map[string]any{"name": "a", "tuner": map[string]any{"mode": "recommend",
 			"pause": map[string]any{"enabled": true, "period": "0ms"}}}}}, "nodePools a: tuner.pause.period=0ms: the exporter needs a positive"},
 		{map[string]any{"tuner": map[string]any{"mode": "recommend", "pause": map[string]any{"enabled": true, "max": "1s"}}},

@@ -13,8 +13,10 @@ func TestDurationBounds(t *testing.T) {
 		{"sampleInterval": "100ms"},
 		{"sampleInterval": "1m"},
 		{"tuner": map[string]any{"interval": "0s"}}, // the tuner off: not given
-		{"tuner": map[string]any{"mode": "recommend", "interval": "1ms"}},
-		{"tuner": map[string]any{"mode": "recommend", "restoreTimeout": "1ms"}},
+		{"tuner": map[string]any{"mode": "recommend", "interval": "100ms"}},
+		{"sampleInterval": "100ms", "tuner": map[string]any{"mode": "recommend", "interval": "100ms"}},
+		{"sampleInterval": "1m", "tuner": map[string]any{"mode": "recommend", "interval": "15s"}},
+		{"tuner": map[string]any{"mode": "recommend", "restoreTimeout": "1000ms"}},
 		{"tuner": map[string]any{"restoreTimeout": "0s"}}, // the tuner off: not given
 		{"tuner": map[string]any{"mode": "recommend", "pause": map[string]any{"enabled": true, "period": "1s", "max": "1000ms"}}},
 		{"tuner": map[string]any{"mode": "recommend", "pause": map[string]any{"enabled": true, "period": "1m", "max": "59s999ms"}}},

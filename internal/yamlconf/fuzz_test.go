@@ -23,7 +23,7 @@ func FuzzParse(f *testing.F) {
 		}
 	}
 	for _, s := range []string{
-		"", "# nothing\n", "a: [x\n", "a: 1\n---\nb: 2\n",
+		"", "# nothing\n", "a: [x\n", "a: 1\n---\nb: 2\n", "a: 1\n...\nb: 2\n", "a: 1\n...\n\n  - x\n", "a: 1\n---\nb: [\n",
 		"tenants:\n  - name: chat\n    selectors:\n      - executable: vllm\n   class: latency\n",
 		"a:\n  b: 1\n  c:\n    d: 2\n # note\n e: 3\n",
 		"a: &a [x, x]\nb: &b [*a, *a, *a]\nc: [*b, *b, *b, *b]\n", "x: &a [*a]\n",

@@ -33,7 +33,7 @@ func Parse(errs *Errors, data []byte, maxAliases int) *yaml.Node {
 		}
 		var extra *extraDocument
 		if errors.As(err, &extra) {
-			errs.Addf(extra.line, "only one YAML document is allowed")
+			errs.Addf(extra.line, "%s", extra)
 			return nil
 		}
 		if lines == nil {
@@ -52,13 +52,19 @@ func Parse(errs *Errors, data []byte, maxAliases int) *yaml.Node {
 // maxRecoveries bounds the re-reads after syntax errors.
 const maxRecoveries = 20
 
-// extraDocument is the error of a file holding a second document.
-type extraDocument struct{ line int }
+// extraDocument is the error of a file holding more than its first
+// document: a second one, or anything after a document end ("...").
+type extraDocument struct {
+	line int
+	why  string // after "only one YAML document is allowed"; "" for none
+}
 
-func (e *extraDocument) Error() string { return "only one YAML document is allowed" }
+func (e *extraDocument) Error() string { return "only one YAML document is allowed" + e.why }
 
 // parseOne parses one document: its root node (nil when empty), or the
-// syntax error, or an *extraDocument.
+// syntax error, or an *extraDocument. Whatever follows the first document
+// is refused, a second that does not parse and lines after a document end
+// ("...") too: the decoder would drop them unread.
 func parseOne(data []byte) (*yaml.Node, error) {
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -69,8 +75,16 @@ func parseOne(data []byte) (*yaml.Node, error) {
 		return nil, err
 	}
 	var extra yaml.Node
-	if err := dec.Decode(&extra); err == nil {
+	switch err := dec.Decode(&extra); {
+	case err == nil:
 		return nil, &extraDocument{line: extra.Line}
+	case !errors.Is(err, io.EOF):
+		p := splitLine(err.Error())
+		if strings.Contains(p.Msg, "expected <document start>") {
+			// named at the end or a line before what follows it
+			return nil, &extraDocument{line: contentFrom(data, p.Line), why: `: this line follows the document end ("...") above, and would be ignored`}
+		}
+		return nil, &extraDocument{line: p.Line, why: ", and the second does not parse: " + p.Msg}
 	}
 	root := &doc
 	if root.Kind == yaml.DocumentNode {
@@ -80,6 +94,19 @@ func parseOne(data []byte) (*yaml.Node, error) {
 		root = root.Content[0]
 	}
 	return root, nil
+}
+
+// contentFrom is the first line (1-based) from line n on that is not
+// blank, a comment or a document end ("..."); n where there is none.
+func contentFrom(data []byte, n int) int {
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	for i := max(n-1, 0); i < len(lines); i++ {
+		l := bytes.TrimSpace(lines[i])
+		if len(l) > 0 && l[0] != '#' && !bytes.HasPrefix(lines[i], []byte("...")) {
+			return i + 1
+		}
+	}
+	return n
 }
 
 // syntaxProblem reads a yaml syntax error and puts it on the line a

@@ -242,6 +242,13 @@ func TestParse(t *testing.T) {
 		{"comment only", "# nothing\n", true, ""},
 		{"syntax", "a: [x\n", true, "f:1: did not find expected ',' or ']'"},
 		{"two documents", "a: 1\n---\nb: 2\n", true, "f:2: only one YAML document is allowed"},
+		// a document end ("...") with lines after it: the decoder dropped
+		// them, the file read as its first document
+		{"key after document end", "a: 1\n...\nb: 2\n", true, "f:3: only one YAML document is allowed: this line follows the document end (\"...\") above"},
+		{"item after document end", "a:\n  - 1\n# c\n...\n\n# d\n  - 2\n", true, "f:7: only one YAML document is allowed: this line follows"},
+		{"garbage after document end", "a: 1\n...\ngarbage: [\n", true, "f:3: only one YAML document is allowed: this line follows"},
+		{"second document does not parse", "a: 1\n---\nb: [\n", true, "f:3: only one YAML document is allowed, and the second does not parse: did not find expected node content"},
+		{"document end last", "a: 1\n...\n# end\n\n", false, ""},
 		{"an item's key indented wrong", "tenants:\n  - name: chat\n    selectors:\n      - executable: vllm\n   class: latency\n", false, "f:5: did not find expected '-' indicator (this line's indentation matches no block above it)"},
 		{"a key indented wrong", "a:\n  b: 1\n  c:\n    d: 2\n # note\n e: 3\n", false, "f:6: did not find expected key"},
 		{"aliases within budget", "a: &a [x]\nb: *a\n", false, ""},

@@ -1,6 +1,7 @@
 package autotune
 
 import (
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -59,6 +60,8 @@ func TestAutotunePause(t *testing.T) {
 			[]string{"GPU-0/mps_active_threads/pid2=20%"}, "halved in one step"},
 		{"costly to restart, violating past a quarter of the ceiling but below half: the pause alone", scene{mode: gpu.SharingMPS, embedCap: &full, fast: violating, p99: 2, restart: 5 * time.Minute}, true, 0.3, 20 * time.Second, &tuner.RequestCount{Total: 50, Good: 45},
 			[]string{"GPU-0/pause_duty/pid2=60%"}, "none before the last pause change"},
+		{"counters restarted since the pause (a reload tightened the SLO), fewer good requests than then: not judged, wait", scene{mode: gpu.SharingMPS, embedCap: &full, fast: violating, p99: 2}, true, 0.6, 20 * time.Second, &tuner.RequestCount{Total: 50, Good: -60},
+			nil, ""},
 		{"too few requests since the pause: wait", scene{mode: gpu.SharingMPS, embedCap: &full, fast: violating, p99: 2}, true, 0.3, 5 * time.Second, &tuner.RequestCount{Total: 5, Good: 5},
 			nil, ""},
 		{"at the ceiling and still violating: the MPS cap", scene{mode: gpu.SharingMPS, embedCap: &full, fast: violating, p99: 2}, true, 0.8, 2 * time.Minute, nil,
@@ -415,6 +418,39 @@ func TestPauseVM(t *testing.T) {
 			}
 			if !slices.Equal(got, tc.want) {
 				t.Fatalf("actions %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// A reload that changes a tenant's SLO restarts its request counters:
+// counted from the pause change's counters, the requests since then have
+// fewer good requests than none, or more than all, and say nothing (the
+// burn was 220x, or -10x, one way or the other a pause raised or given
+// back on it); they are judged as too few to tell, as counters that went
+// back are.
+func TestPauseBurnAfterCountersRestart(t *testing.T) {
+	pauseT := tuner.Target{GPU: uuid0, Knob: gpu.KnobPauseDuty, PID: 2}
+	for _, tc := range []struct {
+		name   string
+		now    tuner.RequestCount // chat's counters; at the pause change {1000, 990}
+		burn   float64
+		judged bool
+	}{
+		{"counters went on", tuner.RequestCount{Total: 1050, Good: 1039}, 2, true},
+		{"restarted, good fewer than then", tuner.RequestCount{Total: 1050, Good: 930}, 0, false},
+		{"restarted, good more than the requests since", tuner.RequestCount{Total: 1050, Good: 1045}, 0, false},
+		{"restarted, went back", tuner.RequestCount{Total: 400, Good: 390}, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := scene{mode: gpu.SharingMPS, fast: tuner.FastSLO{Over: time.Minute, Total: 100, Good: 97}}.state()
+			s.Changes[pauseT.DomainKey()] = tuner.Change{At: s.Now.Add(-20 * time.Second), To: tuner.Duty(0.3),
+				Counters: map[string]tuner.RequestCount{"chat": {Total: 1000, Good: 990}}}
+			s.Snapshot.SLOs[0].RequestsTotal, s.Snapshot.SLOs[0].GoodRequestsTotal = tc.now.Total, tc.now.Good
+			m := &member{name: "chat", slo: &s.Snapshot.SLOs[0]}
+			burn, _, ok := New().burnSincePause(s, uuid0, m)
+			if ok != tc.judged || math.Abs(burn-tc.burn) > 1e-9 {
+				t.Errorf("burn %.2f (judged %v), want %.2f (judged %v)", burn, ok, tc.burn, tc.judged)
 			}
 		})
 	}
