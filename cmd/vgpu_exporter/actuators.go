@@ -82,8 +82,8 @@ func addActuatorFlags(app *kingpin.Application, c *actuatorConfig) {
 		Default(kubeevict.DefaultCAFile).StringVar(&c.EvictCAFile)
 	app.Flag("pause.cgroup-root", "cgroup filesystem whose freezer pauses batch tenants (pause_duty; cgroup v2 there or under unified/, v1 under freezer/); mounted read-write from the host in a container. Empty disables the pause actuator.").
 		Default("/sys/fs/cgroup").StringVar(&c.PauseCgroupRoot)
-	flagvalue.Duration(app, "pause.period", "Period of a paused tenant's pulse: paused for pause_duty of it, running for the rest.", pause.DefaultPeriod.String(), &c.PausePeriod)
-	flagvalue.Duration(app, "pause.max", "Longest a tenant stays paused at once (below its liveness probe's and clients' timeouts); 0: 0.9 of --pause.period.", "0s", &c.PauseMax)
+	flagvalue.Duration(app, "pause.period", "Period of a paused tenant's pulse: paused for pause_duty of it, running for the rest; at least "+pause.MinPeriod.String()+" (a freeze takes up to tens of milliseconds to settle, and a shorter period would be spent freezing and thawing).", pause.DefaultPeriod.String(), &c.PausePeriod)
+	flagvalue.Duration(app, "pause.max", "Longest a tenant stays paused at once, counted from the write of the freeze (below its liveness probe's and clients' timeouts); at least "+pause.MinMaxPause.String()+" (a shorter pause ends before a busy cgroup's freeze has settled), at most --pause.period; 0: 0.9 of --pause.period.", "0s", &c.PauseMax)
 }
 
 // validate returns the problems of the actuator flags.
@@ -95,16 +95,18 @@ func (c *actuatorConfig) validate() []error {
 	}{
 		{"--" + flagMPSTimeout, c.MPSTimeout}, {"--" + flagMPSRestartTimeout, c.MPSRestartTimeout},
 		{"--" + flagSMITimeout, c.NvidiaSMITimeout}, {"--" + flagRebalanceTimeout, c.RebalanceTimeout},
-		{"--pause.period", c.PausePeriod},
 	} {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %s", d.name, d.v))
 		}
 	}
-	// (a period that is not positive is its own error: every --pause.max
-	// would be out of range of it)
-	if c.PausePeriod > 0 && (c.PauseMax < 0 || c.PauseMax > c.PausePeriod) {
-		errs = append(errs, fmt.Errorf("--pause.max must be between 0 and --pause.period, got %s", c.PauseMax))
+	// (a period out of range is its own error: every --pause.max would be
+	// out of range of it)
+	switch {
+	case c.PausePeriod < pause.MinPeriod:
+		errs = append(errs, fmt.Errorf("--pause.period must be at least %s (a shorter one would be spent freezing and thawing), got %s", pause.MinPeriod, c.PausePeriod))
+	case c.PauseMax != 0 && (c.PauseMax < pause.MinMaxPause || c.PauseMax > c.PausePeriod):
+		errs = append(errs, fmt.Errorf("--pause.max must be 0 (0.9 of --pause.period) or between %s and --pause.period, got %s", pause.MinMaxPause, c.PauseMax))
 	}
 	if c.MPSRestartHook != "" && c.MPSControlBinary == "" {
 		errs = append(errs, errors.New("--mps.restart-hook needs the MPS actuator; --mps.control-binary is empty"))

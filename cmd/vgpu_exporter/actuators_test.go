@@ -63,13 +63,43 @@ func TestActuatorFlags(t *testing.T) {
 		{[]string{"--tuner.rebalance-hook.timeout=-1s"}, "--tuner.rebalance-hook.timeout must be positive", ""},
 		{[]string{"--mps.control-binary=", "--mps.restart-hook=/bin/true"}, "--mps.restart-hook needs the MPS actuator", ""},
 		{[]string{"--nvidia-smi.timeout=soon"}, "--nvidia-smi.timeout", ""},
-		{[]string{"--pause.period=0s"}, "--pause.period must be positive", "--pause.max"},
-		{[]string{"--pause.period=-1s"}, "--pause.period must be positive", "--pause.max"},
-		{[]string{"--pause.max=1s"}, "--pause.max must be between 0 and --pause.period", ""},
-		{[]string{"--pause.max=-1s"}, "--pause.max must be between 0 and --pause.period", ""},
+		{[]string{"--pause.period=0s"}, "--pause.period must be at least 50ms", "--pause.max"},
+		{[]string{"--pause.period=-1s"}, "--pause.period must be at least 50ms", "--pause.max"},
+		{[]string{"--pause.max=1s"}, "--pause.max must be 0 (0.9 of --pause.period) or between 10ms and --pause.period", ""},
+		{[]string{"--pause.max=-1s"}, "--pause.max must be 0 (0.9 of --pause.period) or between 10ms and --pause.period", ""},
 	} {
 		if _, err := parseActuatorFlags(t, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) || tc.not != "" && strings.Contains(err.Error(), tc.not) {
 			t.Errorf("%v: error %v, want %q (and no %q)", tc.args, err, tc.want, tc.not)
+		}
+	}
+}
+
+// A pulse period shorter than a freeze takes to settle, and a pause
+// shorter than that, are refused, each naming its flag: a period of a
+// nanosecond froze and thawed in a busy loop (its pause, 0.9 of it,
+// truncated to 0, the pause in force reading 0 all the while).
+func TestPauseFlagFloors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string // the error; "" where accepted
+	}{
+		{[]string{"--pause.period=50ms"}, ""},
+		{[]string{"--pause.period=50ms", "--pause.max=10ms"}, ""},
+		{[]string{"--pause.period=50ms", "--pause.max=50ms"}, ""},
+		{[]string{"--pause.max=0s"}, ""},
+		{[]string{"--pause.period=1ns"}, "--pause.period must be at least 50ms (a shorter one would be spent freezing and thawing), got 1ns"},
+		{[]string{"--pause.period=1us"}, "--pause.period must be at least 50ms"},
+		{[]string{"--pause.period=49ms"}, "--pause.period must be at least 50ms"},
+		{[]string{"--pause.period=1us", "--pause.max=1ns"}, "--pause.period must be at least 50ms"},
+		{[]string{"--pause.max=1ns"}, "--pause.max must be 0 (0.9 of --pause.period) or between 10ms and --pause.period, got 1ns"},
+		{[]string{"--pause.max=9ms"}, "--pause.max must be 0 (0.9 of --pause.period) or between 10ms and --pause.period, got 9ms"},
+	} {
+		_, err := parseActuatorFlags(t, tc.args...)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%v refused: %v", tc.args, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%v: error %v, want %q", tc.args, err, tc.want)
 		}
 	}
 }

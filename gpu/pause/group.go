@@ -25,7 +25,11 @@ type group interface {
 	Key() string
 	// Spec is how the group is named to the watchdog.
 	Spec() string
-	Freeze() error
+	// Freeze freezes the group for a pause that ends at until: a cgroup
+	// whose freeze has not settled by then (or within its timeout, the
+	// earlier) fails, since its tasks frozen from the write on would stay
+	// stopped past the pause's end while the rest settle.
+	Freeze(until time.Time) error
 	Thaw() error
 	// Check says, without freezing it, whether the group can be frozen
 	// as far as can be told (its control files there and writable, its
@@ -34,7 +38,7 @@ type group interface {
 }
 
 // cgroupV2 freezes a cgroup v2 directory: cgroup.freeze 1, then
-// cgroup.events reads "frozen 1".
+// cgroup.events reads "frozen 1" (within timeout of the write).
 type cgroupV2 struct {
 	dir     string
 	clock   gpu.Clock
@@ -45,11 +49,12 @@ func (g cgroupV2) Key() string { return g.dir }
 
 func (g cgroupV2) Spec() string { return "v2 " + g.dir }
 
-func (g cgroupV2) Freeze() error {
+func (g cgroupV2) Freeze(until time.Time) error {
 	if err := writeControl(filepath.Join(g.dir, "cgroup.freeze"), "1"); err != nil {
 		return err
 	}
-	return waitFor(g.clock, g.timeout, func() (bool, error) {
+	start := g.clock.Now()
+	return waitFor(g.clock, start, settleBy(start, g.timeout, until), func() (bool, error) {
 		ev, err := os.ReadFile(filepath.Join(g.dir, "cgroup.events"))
 		if err != nil {
 			return false, err
@@ -70,7 +75,7 @@ func (g cgroupV2) Thaw() error {
 }
 
 // cgroupV1 freezes a cgroup v1 freezer directory: freezer.state FROZEN
-// (FREEZING while in progress), THAWED.
+// (FREEZING while in progress, within timeout of the write), THAWED.
 type cgroupV1 struct {
 	dir     string
 	clock   gpu.Clock
@@ -81,12 +86,13 @@ func (g cgroupV1) Key() string { return g.dir }
 
 func (g cgroupV1) Spec() string { return "v1 " + g.dir }
 
-func (g cgroupV1) Freeze() error {
+func (g cgroupV1) Freeze(until time.Time) error {
 	state := filepath.Join(g.dir, "freezer.state")
 	if err := writeControl(state, "FROZEN"); err != nil {
 		return err
 	}
-	return waitFor(g.clock, g.timeout, func() (bool, error) {
+	start := g.clock.Now()
+	return waitFor(g.clock, start, settleBy(start, g.timeout, until), func() (bool, error) {
 		s, err := os.ReadFile(state)
 		if err != nil {
 			return false, err
@@ -134,7 +140,7 @@ func (g procGroup) Key() string { return "pgid:" + strconv.Itoa(g.pgid) }
 
 func (g procGroup) Spec() string { return "pgid " + strconv.Itoa(g.pgid) }
 
-func (g procGroup) Freeze() error {
+func (g procGroup) Freeze(time.Time) error {
 	if err := g.Check(); err != nil {
 		return err
 	}
@@ -243,18 +249,28 @@ func startTimeOf(proc string, pid uint32) (string, error) {
 // pollEvery is how often a freeze in progress is looked at.
 const pollEvery = time.Millisecond
 
-// waitFor polls done until it is true, an error, or timeout on clock.
-func waitFor(clock gpu.Clock, timeout time.Duration, done func() (bool, error), what string) error {
-	deadline := clock.Now().Add(timeout)
+// settleBy is when a freeze written at start must have settled: within
+// timeout, and by the end of the pause (until).
+func settleBy(start time.Time, timeout time.Duration, until time.Time) time.Time {
+	if d := start.Add(timeout); d.Before(until) {
+		return d
+	}
+	return until
+}
+
+// waitFor polls done, from start, until it is true, an error, or deadline
+// on clock.
+func waitFor(clock gpu.Clock, start, deadline time.Time, done func() (bool, error), what string) error {
 	for {
 		ok, err := done()
 		if err != nil || ok {
 			return err
 		}
-		if !clock.Now().Before(deadline) {
-			return fmt.Errorf("%s not frozen after %v", what, timeout)
+		now := clock.Now()
+		if !now.Before(deadline) {
+			return fmt.Errorf("%s not frozen after %v", what, max(deadline.Sub(start), 0))
 		}
-		<-clock.After(pollEvery)
+		<-clock.After(min(pollEvery, deadline.Sub(now)))
 	}
 }
 

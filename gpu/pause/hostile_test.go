@@ -66,7 +66,7 @@ func TestControlFilesNeverMade(t *testing.T) {
 		if err := g.Thaw(); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s: thaw: %v, want a missing file", g.Spec(), err)
 		}
-		if err := g.Freeze(); !errors.Is(err, os.ErrNotExist) {
+		if err := g.Freeze(time.Now()); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s: freeze: %v, want a missing file", g.Spec(), err)
 		}
 		if ents, _ := os.ReadDir(dir); len(ents) != 0 {

@@ -7,7 +7,8 @@
 //
 // The pulse loop runs on an injected clock: it freezes every group of the
 // tenant together (or none: a group that fails to freeze thaws the others),
-// waits duty*period (never more than MaxPause), thaws, waits the rest of
+// waits duty*period (never more than MaxPause) from the write of the freeze
+// (one not settled by then fails), thaws, waits the rest of
 // the period. A watchdog process (watchdog.go) thaws what the loop froze
 // when this process dies or hangs mid-pulse. A duty of 0 stops the loop and thaws at once, whether or not
 // this process paused the tenant: after a crash, the tuner's journal names
@@ -43,6 +44,19 @@ const (
 	DefaultFreezeTimeout = time.Second
 )
 
+// The shortest Period and MaxPause the command line accepts
+// (--pause.period, --pause.max; New takes any). A freeze takes from under a millisecond
+// to tens of them to settle (longer while a task is in a driver call),
+// and two freezer writes and two lines to the watchdog go with every
+// period: a period under MinPeriod would spend itself freezing and
+// thawing (one of a nanosecond spins), and a pause under MinMaxPause ends
+// before a freeze of a busy cgroup has settled, so every period's would
+// fail.
+const (
+	MinPeriod   = 50 * time.Millisecond
+	MinMaxPause = 10 * time.Millisecond
+)
+
 // Options configure a Pauser.
 type Options struct {
 	// Period is the pulse period (DefaultPeriod when 0).
@@ -53,7 +67,8 @@ type Options struct {
 	// MaxDuty is the largest duty accepted (DefaultMaxDuty when 0).
 	MaxDuty float64
 	// FreezeTimeout is how long a cgroup may take to freeze before the
-	// freeze counts as failed (DefaultFreezeTimeout when 0).
+	// freeze counts as failed (DefaultFreezeTimeout when 0); never longer
+	// than the pause: one not settled by its end fails then.
 	FreezeTimeout time.Duration
 	// ProcRoot is the procfs root ("/proc" when empty).
 	ProcRoot string
@@ -299,13 +314,13 @@ func (p *Pauser) SetPauseDuty(ctx context.Context, uuid, tenant string, pids []u
 	}
 	on := p.onTime(pl)
 	now := p.o.Clock.Now()
-	if err := p.freeze(tenant, pl.snapshot(), on); err != nil {
+	if err := p.freeze(tenant, pl.snapshot(), now, on); err != nil {
 		return fmt.Errorf("tenant %s not paused: %w", tenant, err)
 	}
 	pl.frozen, pl.onUntil, pl.leaseUntil = true, now.Add(on), now.Add(p.lease(on))
 	pl.stop, pl.done = make(chan struct{}), make(chan struct{})
 	p.tenants[tenant] = pl
-	go p.run(tenant, pl, on, pl.stop, pl.done)
+	go p.run(tenant, pl, on, pl.onUntil, pl.stop, pl.done)
 	return nil
 }
 
@@ -407,15 +422,15 @@ func (p *Pauser) retryLeft(tenant string, set []group) error {
 }
 
 // freezeAdded freezes, under pl.act, the groups gs the tenant came to
-// while the others are frozen, for what is left of their freeze; the
-// watchdog's lease ends where theirs does. Groups gone already are no
-// error.
+// while the others are frozen, for what is left of their freeze (settled
+// by its end, onUntil, or failed); the watchdog's lease ends where theirs
+// does. Groups gone already are no error.
 func (p *Pauser) freezeAdded(tenant string, pl *pulse, gs []group) error {
 	now := p.o.Clock.Now()
 	if !now.Before(pl.onUntil) {
 		return checkAll(gs) // the thaw is due: the next period freezes them
 	}
-	if err := p.leaseAndFreeze(tenant, gs, pl.leaseUntil.Sub(now)); err != nil && !errors.Is(err, errNoneLeft) {
+	if err := p.leaseAndFreeze(tenant, gs, pl.leaseUntil.Sub(now), pl.onUntil); err != nil && !errors.Is(err, errNoneLeft) {
 		return err
 	}
 	return nil
@@ -440,12 +455,14 @@ func (p *Pauser) groupsOf(pids []uint32) ([]group, error) {
 	return out, errors.Join(errs...)
 }
 
-// run is a tenant's pulse loop; it starts frozen for on.
-func (p *Pauser) run(tenant string, pl *pulse, on time.Duration, stop <-chan struct{}, done chan<- struct{}) {
+// run is a tenant's pulse loop; it starts frozen for on, until until. The
+// thaw comes at until, on after the freeze was written, however long the
+// freeze took to settle: its tasks are stopped from the write on.
+func (p *Pauser) run(tenant string, pl *pulse, on time.Duration, until time.Time, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	for {
 		select {
-		case <-p.o.Clock.After(on):
+		case <-p.o.Clock.After(until.Sub(p.o.Clock.Now())):
 		case <-stop:
 			return // end thaws
 		}
@@ -469,7 +486,8 @@ func (p *Pauser) run(tenant string, pl *pulse, on time.Duration, stop <-chan str
 		pl.act.Lock() // (the duty read under act: a call that fails changes nothing)
 		on = p.onTime(pl)
 		now := p.o.Clock.Now()
-		err := p.freeze(tenant, pl.snapshot(), on)
+		until = now.Add(on)
+		err := p.freeze(tenant, pl.snapshot(), now, on)
 		// none of its processes left (they exited; the tuner ends the
 		// pause once it sees them gone) is no failure: nothing runs
 		failed := err != nil && !errors.Is(err, errNoneLeft)
@@ -481,31 +499,33 @@ func (p *Pauser) run(tenant string, pl *pulse, on time.Duration, stop <-chan str
 			level.Debug(p.o.Logger).Log("msg", "pause: none of the tenant's processes is left to freeze", "tenant", tenant)
 		}
 		pl.failed.Store(failed)
-		pl.frozen, pl.onUntil, pl.leaseUntil = err == nil, now.Add(on), now.Add(p.lease(on))
+		pl.frozen, pl.onUntil, pl.leaseUntil = err == nil, until, now.Add(p.lease(on))
 		pl.act.Unlock()
 	}
 }
 
-// freeze freezes the tenant's groups gs as a whole for on, after giving
-// the watchdog their lease: on and half the rest of the period, so a
-// freeze the pulse does not end (this process hangs) ends before the next
-// period would begin.
-func (p *Pauser) freeze(tenant string, gs []group, on time.Duration) error {
-	return p.leaseAndFreeze(tenant, gs, p.lease(on))
+// freeze freezes the tenant's groups gs as a whole from now (read before
+// the first write) for on, after giving the watchdog their lease: on and
+// half the rest of the period, so a freeze the pulse does not end (this
+// process hangs) ends before the next period would begin. A freeze that
+// has not settled at now+on (nor within FreezeTimeout) fails: its pause
+// would run past on, and MaxPause with it.
+func (p *Pauser) freeze(tenant string, gs []group, now time.Time, on time.Duration) error {
+	return p.leaseAndFreeze(tenant, gs, p.lease(on), now.Add(on))
 }
 
 // lease is the watchdog's lease of a freeze for on.
 func (p *Pauser) lease(on time.Duration) time.Duration { return on + (p.o.Period-on)/2 }
 
 // leaseAndFreeze gives the watchdog the lease of gs, then freezes them as
-// a whole; where that fails, the watchdog is told of those thawed again
-// (or never frozen), and one whose thaw failed keeps its lease and
-// becomes the tenant's leftover.
-func (p *Pauser) leaseAndFreeze(tenant string, gs []group, lease time.Duration) error {
+// a whole for a pause that ends at until; where that fails, the watchdog
+// is told of those thawed again (or never frozen), and one whose thaw
+// failed keeps its lease and becomes the tenant's leftover.
+func (p *Pauser) leaseAndFreeze(tenant string, gs []group, lease time.Duration, until time.Time) error {
 	if err := p.wd.leased(gs, lease); err != nil {
 		return err
 	}
-	stuck, err := freezeAll(gs)
+	stuck, err := freezeAll(gs, until)
 	if err != nil {
 		p.keepLeft(tenant, stuck)
 		return errors.Join(err, p.wd.thawed(without(gs, stuck)))
@@ -579,14 +599,15 @@ func appendNew(gs []group, more ...group) []group {
 	return gs
 }
 
-// freezeAll freezes every group or none: when one fails, those frozen
-// before it are thawed (stuck: those whose thaw failed). A group that no
-// longer exists (its processes exited) is passed over: the tenant's other
+// freezeAll freezes every group or none, for a pause that ends at until:
+// when one fails (or has not settled by until), those frozen before it
+// are thawed (stuck: those whose thaw failed). A group that no longer
+// exists (its processes exited) is passed over: the tenant's other
 // processes are the whole of it now. None left is an error (errNoneLeft).
-func freezeAll(gs []group) (stuck []group, err error) {
+func freezeAll(gs []group, until time.Time) (stuck []group, err error) {
 	left := 0
 	for _, g := range gs {
-		err := g.Freeze()
+		err := g.Freeze(until)
 		if err != nil && kube.ProcessGone(err) {
 			continue
 		}
