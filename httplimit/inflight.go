@@ -12,20 +12,28 @@ import (
 )
 
 // InFlight returns h behind a limit of max requests in flight (0 means no
-// limit): a request beyond it is answered 503 at once, and rejections are
-// logged through logger, rate-limited, as what ("metrics") requests.
+// limit): a request beyond it is answered 503 at once, with a Retry-After
+// of RetryAfter, and rejections are logged through logger, rate-limited,
+// as what ("metrics") requests, naming --web.max-requests.
 func InFlight(max int64, what string, logger log.Logger, h http.Handler) http.Handler {
+	return InFlightOf(max, what, "see --web.max-requests", logger, h)
+}
+
+// InFlightOf is InFlight with the rejections' log line saying what sets
+// the limit (setBy: "see --web.max-requests").
+func InFlightOf(max int64, what, setBy string, logger log.Logger, h http.Handler) http.Handler {
 	if max <= 0 {
 		return h
 	}
 	inFlight := make(chan struct{}, max)
-	rejected := newRejectLog(logger, what, max)
+	rejected := newRejectLog(logger, what, setBy, max)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case inFlight <- struct{}{}:
 			defer func() { <-inFlight }()
 		default:
 			rejected.note(r)
+			w.Header().Set("Retry-After", RetryAfter)
 			http.Error(w, fmt.Sprintf("Limit of concurrent requests reached (%d), try again later.", max), http.StatusServiceUnavailable)
 			return
 		}
@@ -33,7 +41,11 @@ func InFlight(max int64, what string, logger log.Logger, h http.Handler) http.Ha
 	})
 }
 
-// rejectLog logs requests rejected beyond --web.max-requests: the first at
+// RetryAfter is the Retry-After, in seconds, of a request rejected beyond
+// the limit: a request in flight takes well under a second.
+const RetryAfter = "1"
+
+// rejectLog logs requests rejected beyond a limit: the first at
 // once, then at most one line per rejectLogEvery with the number rejected
 // since the previous line.
 type rejectLog struct {
@@ -45,8 +57,8 @@ type rejectLog struct {
 
 const rejectLogEvery = 10 * time.Second
 
-func newRejectLog(logger log.Logger, what string, limit int64) *rejectLog {
-	return &rejectLog{logger: logger, msg: what + " requests rejected: too many in flight (see --web.max-requests)",
+func newRejectLog(logger log.Logger, what, setBy string, limit int64) *rejectLog {
+	return &rejectLog{logger: logger, msg: what + " requests rejected: too many in flight (" + setBy + ")",
 		limit: limit, lines: ratelog.New(rejectLogEvery, 1)}
 }
 

@@ -10,7 +10,8 @@ import (
 	"github.com/go-kit/log"
 )
 
-// A request beyond the limit is answered 503 and logged; the slot frees
+// A request beyond the limit is answered 503 with a Retry-After and
+// logged; the slot frees
 // when the request in flight ends.
 func TestInFlight(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
@@ -31,6 +32,9 @@ func TestInFlight(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
 	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(logged.String(), "rejected=1") || !strings.Contains(logged.String(), "metrics requests rejected") {
 		t.Fatalf("beyond the limit: %d, log %q", rec.Code, logged.String())
+	}
+	if got := rec.Header().Get("Retry-After"); got != RetryAfter {
+		t.Errorf("beyond the limit: Retry-After %q, want %q", got, RetryAfter)
 	}
 	close(release)
 	<-done

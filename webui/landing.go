@@ -7,10 +7,12 @@
 package webui
 
 import (
+	"cmp"
 	"fmt"
 	"html"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/go-kit/log"
@@ -28,9 +30,13 @@ type About struct {
 	Simulated bool
 	Scenario  string
 	// TunerMode is the host's tuner mode ("off", "recommend",
-	// "enforce"); TunerPolicy the policy it runs ("" when off).
-	TunerMode   string
-	TunerPolicy string
+	// "enforce"), TunerGPUModes the GPUs' own (--tuner.gpu-mode, by index
+	// or UUID); TunerPolicy the policy the tuner runs ("" when none
+	// runs). No tuner runs where the host's mode is off and no GPU has
+	// one of its own.
+	TunerMode     string
+	TunerGPUModes map[string]string
+	TunerPolicy   string
 	// Tenants are the tenants of the latest snapshot; Sampled is false
 	// before the first one.
 	Tenants []string
@@ -109,14 +115,9 @@ func aboutHTML(a About) string {
 		backend += " (simulated)"
 	}
 	row("Backend", backend)
-	mode := e(a.TunerMode)
-	switch a.TunerMode {
-	case "off":
-		mode += ": the tuner decides and changes nothing"
-	case "recommend":
-		mode += ": the tuner decides and shows what it would change, and changes nothing"
-	case "enforce":
-		mode += ": the tuner changes the GPUs' settings and restores them at exit"
+	mode := e(a.TunerModes())
+	if t := tunerModesText(a); t != "" {
+		mode += ": " + t
 	}
 	if a.TunerPolicy != "" {
 		mode += " (policy " + e(a.TunerPolicy) + ")"
@@ -136,4 +137,107 @@ func aboutHTML(a About) string {
 	}
 	b.WriteString("</table>")
 	return b.String()
+}
+
+// tunerRuns reports whether a tuner runs: a mode other than off on the
+// host, or a GPU given a mode of its own.
+func (a About) tunerRuns() bool {
+	return (a.TunerMode != "" && a.TunerMode != "off") || len(a.TunerGPUModes) > 0
+}
+
+// TunerModes says the tuner's mode on each GPU: the host's where no GPU
+// has one of its own ("recommend"), else each mode with its GPUs and the
+// host's elsewhere ("enforce on GPU 0, off elsewhere"); "off (no tuner
+// runs)" where none runs.
+func (a About) TunerModes() string {
+	if !a.tunerRuns() {
+		return "off (no tuner runs)"
+	}
+	host := cmpOr(a.TunerMode, "off")
+	byMode := map[string][]string{}
+	for g, m := range a.TunerGPUModes {
+		if m != host {
+			byMode[m] = append(byMode[m], g)
+		}
+	}
+	if len(byMode) == 0 {
+		return host
+	}
+	var parts []string
+	for _, m := range landingModes {
+		gpus := byMode[m]
+		if len(gpus) == 0 {
+			continue
+		}
+		slices.SortFunc(gpus, gpuKeyOrder)
+		for i, g := range gpus {
+			if _, err := strconv.Atoi(g); err == nil {
+				gpus[i] = "GPU " + g // a UUID names itself: GPU-…
+			}
+		}
+		on := gpus[len(gpus)-1]
+		if len(gpus) > 1 {
+			on = strings.Join(gpus[:len(gpus)-1], ", ") + " and " + on
+		}
+		parts = append(parts, m+" on "+on)
+	}
+	return strings.Join(parts, ", ") + ", " + host + " elsewhere"
+}
+
+// landingModes are the tuner's modes, the one that changes the most first.
+var landingModes = []string{"enforce", "recommend", "off"}
+
+// gpuKeyOrder orders --tuner.gpu-mode's GPUs: indices by number, then
+// UUIDs.
+func gpuKeyOrder(a, b string) int {
+	ia, ea := strconv.Atoi(a)
+	ib, eb := strconv.Atoi(b)
+	switch {
+	case ea == nil && eb == nil:
+		return cmp.Compare(ia, ib)
+	case ea == nil:
+		return -1
+	case eb == nil:
+		return 1
+	}
+	return strings.Compare(a, b)
+}
+
+// tunerModesText says what the tuner does in the modes it has.
+func tunerModesText(a About) string {
+	if !a.tunerRuns() {
+		return "the exporter measures and changes nothing"
+	}
+	modes := []string{cmpOr(a.TunerMode, "off")}
+	for _, m := range a.TunerGPUModes {
+		if !slices.Contains(modes, m) {
+			modes = append(modes, m)
+		}
+	}
+	if len(modes) == 1 {
+		switch modes[0] {
+		case "off":
+			return "the tuner runs and changes nothing on any GPU"
+		case "recommend":
+			return "the tuner decides and shows what it would change, and changes nothing"
+		case "enforce":
+			return "the tuner changes the GPUs' settings and restores them at exit"
+		}
+		return ""
+	}
+	var parts []string
+	for _, m := range landingModes {
+		if !slices.Contains(modes, m) {
+			continue
+		}
+		switch m {
+		case "enforce":
+			parts = append(parts, "where it enforces, the tuner changes the GPUs' settings and restores them at exit")
+		case "recommend":
+			parts = append(parts, "where it recommends, it shows what it would change, and changes nothing")
+		case "off":
+			parts = append(parts, "where it is off, it changes nothing")
+		}
+	}
+	return strings.Join(parts, "; ")
 }

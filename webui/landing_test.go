@@ -22,7 +22,7 @@ func TestLanding(t *testing.T) {
 			[]string{`id="simulated"`, "scenario <code>h100-timeslice</code>", "sim (simulated)", "recommend: the tuner decides and shows what it would change, and changes nothing (policy autotune)",
 				"2: <code>llm</code>, <code>batch</code>", `href="/tuner"`, `href="/metrics"`}, nil},
 		{"real GPUs, tuner off, no tenants", &About{Backend: "nvml", TunerMode: "off", Sampled: true},
-			[]string{"<td>nvml</td>", "off: the tuner decides and changes nothing", "none configured"}, []string{`id="simulated"`, "Simulated data"}},
+			[]string{"<td>nvml</td>", "off (no tuner runs): the exporter measures and changes nothing", "none configured"}, []string{`id="simulated"`, "Simulated data", "decides"}},
 		{"before the first sample", &About{Backend: "nvml", TunerMode: "enforce"},
 			[]string{"no sample yet", "enforce: the tuner changes the GPUs' settings and restores them at exit"}, nil},
 		{"names escaped", &About{Backend: "sim", Simulated: true, Scenario: "<b>x</b>", TunerMode: "off", Tenants: []string{"<script>"}, Sampled: true},
@@ -57,6 +57,48 @@ func TestLanding(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The tuner's mode is said from the host's and the GPUs' own
+// (--tuner.gpu-mode): a GPU in enforce is never hidden behind the host's
+// off, and off with no GPU of a mode of its own is no tuner at all.
+func TestLandingTunerModes(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		host      string
+		gpus      map[string]string
+		modes     string // About.TunerModes, the serving line's tuner_mode
+		page      string // the landing page's row
+		notOnPage string
+	}{
+		{"no tuner", "off", nil, "off (no tuner runs)",
+			"off (no tuner runs): the exporter measures and changes nothing", "decides"},
+		{"enforce on one GPU, off elsewhere", "off", map[string]string{"0": "enforce"}, "enforce on GPU 0, off elsewhere",
+			"enforce on GPU 0, off elsewhere: where it enforces, the tuner changes the GPUs' settings and restores them at exit; where it is off, it changes nothing", "no tuner"},
+		{"enforce on one GPU, recommend elsewhere", "recommend", map[string]string{"0": "enforce"}, "enforce on GPU 0, recommend elsewhere",
+			"enforce on GPU 0, recommend elsewhere: where it enforces, the tuner changes the GPUs' settings and restores them at exit; where it recommends, it shows what it would change, and changes nothing", ""},
+		{"three modes, by index and UUID", "enforce", map[string]string{"3": "recommend", "10": "recommend", "GPU-ab": "off", "0": "enforce"},
+			"recommend on GPU 3 and GPU 10, off on GPU-ab, enforce elsewhere", "recommend on GPU 3 and GPU 10, off on GPU-ab, enforce elsewhere: where it enforces", ""},
+		{"a GPU given the host's mode", "enforce", map[string]string{"0": "enforce"}, "enforce",
+			"enforce: the tuner changes the GPUs' settings and restores them at exit", "elsewhere"},
+		{"recommend", "recommend", nil, "recommend", "recommend: the tuner decides and shows what it would change, and changes nothing", ""},
+		{"off on every GPU, a tuner running", "off", map[string]string{"0": "off"}, "off", "off: the tuner runs and changes nothing on any GPU", "no tuner"},
+	} {
+		a := About{Backend: "nvml", TunerMode: tc.host, TunerGPUModes: tc.gpus, Sampled: true}
+		if got := a.TunerModes(); got != tc.modes {
+			t.Errorf("%s: TunerModes %q, want %q", tc.name, got, tc.modes)
+		}
+		h, err := NewLanding(LandingOptions{About: func() About { return a }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+		body := rec.Body.String()
+		if !strings.Contains(body, "<td>Tuner mode</td><td>"+tc.page) || (tc.notOnPage != "" && strings.Contains(body, tc.notOnPage)) {
+			t.Errorf("%s: the page's tuner mode is not %q (nor without %q):\n%s", tc.name, tc.page, tc.notOnPage, body)
+		}
 	}
 }
 

@@ -3,7 +3,6 @@ package webui
 import (
 	"bytes"
 	_ "embed"
-	"encoding/json"
 	"fmt"
 	"html/template"
 	"math"
@@ -24,6 +23,14 @@ import (
 
 // TunerPagePath is where the tuner page is served.
 const TunerPagePath = "/tuner"
+
+// TunerPageMaxInFlight is how many tuner page requests, HTML and JSON
+// together, the exporter serves at once; a request beyond is answered 503
+// with a Retry-After. Each builds the whole view, history included: about
+// 70 KB of allocations for each series of a full history, a tenant's burn
+// or a knob's value (docs/tuner-page.md), so a count of its own, not
+// --web.max-requests' 40, bounds the memory they take.
+const TunerPageMaxInFlight = 2
 
 // tunerPageDecisions is how many of the latest decisions the page lists.
 const tunerPageDecisions = 50
@@ -593,9 +600,7 @@ func (p tunerPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch f {
 	case "json":
 		w.Header().Set("Content-Type", "application/json")
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(v); err != nil {
+		if err := writeJSON(w, &v); err != nil {
 			level.Debug(p.logger).Log("msg", "writing the tuner page", "err", err)
 		}
 	case "", "html":

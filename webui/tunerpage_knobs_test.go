@@ -151,11 +151,7 @@ func TestTunerPageSwitchedOffKnobs(t *testing.T) {
 		t.Errorf("the page lacks\n%s\nin\n%s", want, body)
 	}
 	_, js, _ := getPage(t, pageSnapshot(), st, "/tuner?format=json")
-	for _, w := range []string{`"knob": "power_limit",
-          "available": true,
-          "switched_off": true`, `"knob": "locked_clocks",
-          "available": true
-        }`} {
+	for _, w := range []string{`"knob":"power_limit","available":true,"switched_off":true`, `"knob":"locked_clocks","available":true}`} {
 		if !strings.Contains(js, w) {
 			t.Errorf("the JSON lacks\n%s\nin\n%s", w, js)
 		}

@@ -502,7 +502,7 @@ func TestTunerPageBadRequests(t *testing.T) {
 		{"GET", "/tuner?format=json;x=1", 400, "malformed query"},
 		{"GET", "/tuner?format=%zz", 400, "malformed query"},
 		{"GET", "/tuner?format=json&format=html", 400, `format given twice, "json" and "html"`},
-		{"GET", "/tuner?format=json&format=json", 200, `"backend": "sim"`},
+		{"GET", "/tuner?format=json&format=json", 200, `"backend":"sim"`},
 	} {
 		p := NewTunerPage(nil, nil, simInfo, nil)
 		rec := httptest.NewRecorder()

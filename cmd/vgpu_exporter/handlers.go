@@ -32,8 +32,8 @@ type handlerOptions struct {
 	// given collector names (all enabled ones when none are given). A
 	// bad name is the caller's fault (HTTP 400).
 	NewCollector func(filters ...string) (prometheus.Collector, error)
-	// MaxRequests bounds concurrent metrics requests, and concurrent
-	// tuner page requests apart; 0 means no limit.
+	// MaxRequests bounds concurrent metrics requests; 0 means no limit.
+	// Tuner page requests have a limit apart: tunerPageLimit.
 	MaxRequests int64
 	Logger      log.Logger
 	// Ready reports whether a first snapshot has been published.
@@ -56,6 +56,16 @@ type handlerOptions struct {
 	// About says what the landing page shows: backend, tuner mode,
 	// tenants.
 	About func() webui.About
+}
+
+// tunerPageLimit is how many tuner page requests are served at once:
+// webui.TunerPageMaxInFlight, or --web.max-requests where lower (and not
+// 0, no limit, which leaves the page its own).
+func tunerPageLimit(maxRequests int64) int64 {
+	if maxRequests > 0 {
+		return min(maxRequests, webui.TunerPageMaxInFlight)
+	}
+	return webui.TunerPageMaxInFlight
 }
 
 // newHandler returns the exporter's HTTP handler: the landing page,
@@ -103,8 +113,10 @@ func newHandler(o handlerOptions) (http.Handler, error) {
 	mux.Handle("/", landing)
 	if o.TunerPage != nil {
 		// The page renders the whole state on each request: a limit of
-		// its own, so that its viewers never take a scraper's slot.
-		mux.Handle(webui.TunerPagePath, httplimit.InFlight(o.MaxRequests, "tuner page", o.Logger, o.TunerPage))
+		// its own, so that its viewers never take a scraper's slot, and
+		// a small one, so that its renders' memory stays bounded.
+		mux.Handle(webui.TunerPagePath, httplimit.InFlightOf(tunerPageLimit(o.MaxRequests), "tuner page",
+			"the page's own limit, --web.max-requests where lower", o.Logger, o.TunerPage))
 	}
 	// One limit for every metrics request, filtered ones included (a
 	// per-handler limit would not bound requests that each build their

@@ -284,8 +284,8 @@ func TestMaxRequestsCoversFilteredRequests(t *testing.T) {
 }
 
 // The tuner page, which renders the whole state on each request, has a
-// limit of its own as large as the metrics': a request beyond it is
-// answered 503, and neither limit takes the other's slots.
+// limit of its own, --web.max-requests where that is lower: a request
+// beyond it is answered 503, and neither limit takes the other's slots.
 func TestMaxRequestsCoversTunerPage(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
 	var pages atomic.Int32
@@ -319,6 +319,55 @@ func TestMaxRequestsCoversTunerPage(t *testing.T) {
 	}
 	if code := releaseMetrics(); code != 200 {
 		t.Errorf("metrics request: %d", code)
+	}
+}
+
+// The tuner page's limit is its own small one whatever --web.max-requests
+// allows (40 by default; 0, no limit), and --web.max-requests where that
+// is lower: a request beyond it is answered 503 with a Retry-After, and
+// only that many render at once.
+func TestTunerPageLimit(t *testing.T) {
+	for _, tc := range []struct {
+		maxRequests int64
+		pages       int
+	}{
+		{40, webui.TunerPageMaxInFlight},
+		{0, webui.TunerPageMaxInFlight},
+		{1, 1},
+	} {
+		entered, release := make(chan struct{}), make(chan struct{})
+		var pages atomic.Int32
+		page := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			if pages.Add(1) <= int32(tc.pages) {
+				entered <- struct{}{}
+				<-release
+			}
+		})
+		h, err := newHandler(handlerOptions{TelemetryPath: "/metrics", NewCollector: newFakeCollector, MaxRequests: tc.maxRequests, TunerPage: page})
+		if err != nil {
+			t.Fatal(err)
+		}
+		codes := make(chan int, tc.pages)
+		for range tc.pages {
+			go func() {
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, httptest.NewRequest("GET", webui.TunerPagePath+"?format=json", nil))
+				codes <- rec.Code
+			}()
+			<-entered
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", webui.TunerPagePath, nil))
+		if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" {
+			t.Errorf("--web.max-requests=%d: page %d while %d render: %d, Retry-After %q; want 503 with one (%d rendered)",
+				tc.maxRequests, tc.pages+1, tc.pages, rec.Code, rec.Header().Get("Retry-After"), pages.Load())
+		}
+		close(release)
+		for range tc.pages {
+			if code := <-codes; code != http.StatusOK {
+				t.Errorf("--web.max-requests=%d: a page within the limit: %d", tc.maxRequests, code)
+			}
+		}
 	}
 }
 

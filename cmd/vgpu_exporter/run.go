@@ -93,6 +93,10 @@ func (s *service) about(cfg *config) webui.About {
 	}
 	if st := s.tunerStatus(); st != nil {
 		a.TunerMode, a.TunerPolicy = string(st.Mode), st.Policy
+		a.TunerGPUModes = map[string]string{}
+		for g, m := range st.GPUModes {
+			a.TunerGPUModes[g] = string(m)
+		}
 	}
 	if snap := s.Published(); snap != nil {
 		a.Sampled = true
@@ -108,7 +112,7 @@ func (s *service) about(cfg *config) webui.About {
 func (s *service) logServing(cfg *config) {
 	a := s.about(cfg)
 	address, bases := servingPlaces(*cfg.Web.WebListenAddresses, cfg.systemdSocket(), s.web != nil && s.web.TLS())
-	kv := []any{"msg", "serving", "address", address, "backend", a.Backend, "tuner_mode", a.TunerMode}
+	kv := []any{"msg", "serving", "address", address, "backend", a.Backend, "tuner_mode", a.TunerModes()}
 	if a.Simulated {
 		kv = append(kv, "simulated_scenario", a.Scenario)
 	}

@@ -69,7 +69,8 @@ func TestStartLogSaysWhatIsServed(t *testing.T) {
 	}{
 		{name: "recommend", args: []string{"--tuner.mode=recommend"}, mode: "recommend"},
 		{name: "enforce, simulated settings end with the process", args: []string{"--tuner.mode=enforce"}, mode: "enforce", journalInfo: true},
-		{name: "enforce, one GPU", args: []string{"--tuner.mode=recommend", "--tuner.gpu-mode=0=enforce"}, mode: "recommend", journalInfo: true},
+		{name: "enforce, one GPU", args: []string{"--tuner.mode=recommend", "--tuner.gpu-mode=0=enforce"}, mode: `"enforce on GPU 0, recommend elsewhere"`, journalInfo: true},
+		{name: "enforce on one GPU, off elsewhere", args: []string{"--tuner.gpu-mode=0=enforce"}, mode: `"enforce on GPU 0, off elsewhere"`, journalInfo: true},
 		{name: "enforce, simulated settings kept in a file", args: []string{"--tuner.mode=enforce", "--sim.settings-file=" + filepath.Join(t.TempDir(), "settings.json")},
 			mode: "enforce", journalWarn: true},
 		{name: "enforce with a journal", args: []string{"--tuner.mode=enforce", "--tuner.journal=" + filepath.Join(t.TempDir(), "journal")}, mode: "enforce"},
