@@ -660,3 +660,31 @@ func TestSGLangPresets(t *testing.T) {
 		})
 	}
 }
+
+// TestPoolEpochs: each tracker a Pool starts has its own Status.Epoch; a
+// Set that keeps a name's Key keeps its tracker and Epoch, one that
+// changes it (or drops the name and adds it back) gives the next.
+func TestPoolEpochs(t *testing.T) {
+	app := &testutil.FakeApp{Body: map[string][]byte{"a": fixture(t, "vllm-1.txt"), "b": fixture(t, "vllm-1.txt")}}
+	p := NewPool(Options{Clock: gpu.NewManualClock(time.Unix(0, 0)), AppMetrics: app})
+	spec := func(name, key string) Spec {
+		return Spec{Name: name, Key: key, Source: &Source{URL: "sim://" + name, Preset: PresetVLLME2E, Timeout: time.Second, MaxBytes: 1 << 20}, Window: time.Minute}
+	}
+	for i, step := range []struct {
+		specs []Spec
+		want  map[string]uint64
+	}{
+		{[]Spec{spec("a", "1"), spec("b", "1")}, map[string]uint64{"a": 1, "b": 2}},
+		{[]Spec{spec("a", "1"), spec("b", "2")}, map[string]uint64{"a": 1, "b": 3}}, // b's target changed
+		{[]Spec{spec("b", "2")}, map[string]uint64{"b": 3}},
+		{[]Spec{spec("a", "1"), spec("b", "2")}, map[string]uint64{"a": 4, "b": 3}}, // a back, counting anew
+	} {
+		p.Set(step.specs, 15*time.Second)
+		p.Refresh(context.Background())
+		for name, want := range step.want {
+			if st, ok := p.Status(name); !ok || st.Epoch != want {
+				t.Errorf("Set %d: %s's Epoch %d (tracked %v), want %d", i+1, name, st.Epoch, ok, want)
+			}
+		}
+	}
+}

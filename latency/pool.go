@@ -41,6 +41,7 @@ type Pool struct {
 	interval   time.Duration
 	trackers   map[string]*sloTracker // by name
 	trackerKey map[string]string
+	epochs     uint64 // the last Status.Epoch given to a tracker
 	cancels    map[string]context.CancelFunc
 	runCtx     context.Context
 	// loops counts the goroutines Start and Set started.
@@ -64,9 +65,9 @@ func NewPool(opts Options) *Pool {
 
 // Set makes specs the tracked sources, scraped every scrapeInterval. A
 // name whose Key did not change keeps its tracker; the others start anew
-// (and, once started, get their own loop), keeping the Retry-After wait of
-// a tracker of the same URL; names not in specs are dropped and their
-// loops stopped.
+// (and, once started, get their own loop) under the next Status.Epoch,
+// keeping the Retry-After wait of a tracker of the same URL; names not in
+// specs are dropped and their loops stopped.
 func (p *Pool) Set(specs []Spec, scrapeInterval time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -81,6 +82,8 @@ func (p *Pool) Set(specs []Spec, scrapeInterval time.Duration) {
 		}
 		p.stopLocked(sp.Name)
 		tr := newSLOTracker(sp)
+		p.epochs++
+		tr.setEpoch(p.epochs)
 		tr.setInterval(scrapeInterval)
 		if w, ok := waits[sp.Source.URL]; ok {
 			tr.keepWaiting(w)

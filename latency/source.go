@@ -93,6 +93,12 @@ type Status struct {
 	// target.
 	RequestsTotal     float64
 	GoodRequestsTotal float64
+	// Epoch names the tracker that counts them: a Pool numbers the
+	// trackers it starts 1, 2, ... (a Pool.Set that restarts a name's
+	// counters gives it the next number). Counters of one name differ by
+	// requests only between statuses of the same Epoch; across two, they
+	// belong to different trackers, however they compare.
+	Epoch uint64
 	// Attainment is good/total over the window; nil with no requests.
 	Attainment *float64
 	// SourceUp says the last read of the source succeeded.

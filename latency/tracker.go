@@ -38,6 +38,7 @@ type sloTracker struct {
 	deltas     []timedDelta
 	reqTotal   float64
 	goodTotal  float64
+	epoch      uint64 // Status.Epoch: set by the Pool before the tracker is shared
 	up         bool
 	read       bool // read at least once, the read succeeding or not
 	errsTotal  uint64
@@ -56,6 +57,13 @@ func newSLOTracker(sp Spec) *sloTracker {
 	st := &sloTracker{name: sp.Name, src: sp.Source, slo: sp.Objective, window: sp.Window}
 	st.status = st.computeLocked(time.Time{})
 	return st
+}
+
+// setEpoch numbers the tracker (Status.Epoch).
+func (s *sloTracker) setEpoch(e uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.epoch, s.status.Epoch = e, e
 }
 
 // observe records one successful scrape at time now. A histogram holding a
@@ -299,6 +307,7 @@ func (s *sloTracker) computeLocked(now time.Time) Status {
 		Quantiles:         map[float64]float64{},
 		RequestsTotal:     s.reqTotal,
 		GoodRequestsTotal: s.goodTotal,
+		Epoch:             s.epoch,
 		SourceUp:          s.up,
 		SourceRead:        s.read,
 		ScrapeErrorsTotal: s.errsTotal,

@@ -188,7 +188,8 @@ type Usage struct {
 
 // SLOStatus is a tenant's request latency against its SLO, from its
 // latency source over the sliding window. The counters run from the
-// exporter's start (the inputs of burn-rate alerts); when GoodKnown is
+// exporter's start (the inputs of burn-rate alerts), or from the reload
+// that restarted them (another Epoch); when GoodKnown is
 // false (no SLO target, or a mean-only source such as Triton) the good
 // requests and the attainment must not be exported; WindowRequests /
 // Window is the rate to compare with the SLO's min_throughput.

@@ -166,13 +166,26 @@ type Change struct {
 	// Error is the GPU's SLO error (objective) over the fast window when
 	// the change was made, that is under From.
 	Error float64
-	// Counters are the latency tenants' cumulative request counters when
-	// the change was made; nil when unknown.
+	// Counters are the latency tenants' cumulative request counters (with
+	// their trackers' Epochs) when the change was made; nil when unknown.
 	Counters map[string]RequestCount
 }
 
-// RequestCount is a tenant's cumulative request counters.
-type RequestCount struct{ Total, Good float64 }
+// RequestCount is a tenant's cumulative request counters, and the
+// tracker that counts them (latency.Status.Epoch): two RequestCounts of a
+// tenant differ by the requests in between only where their Epochs are
+// equal (Since).
+type RequestCount struct {
+	Total, Good float64
+	Epoch       uint64
+}
+
+// Since is what c counted since then: false where a reload restarted the
+// tenant's counters in between (another Epoch), or they went back.
+func (c RequestCount) Since(then RequestCount) (RequestCount, bool) {
+	d := RequestCount{Total: c.Total - then.Total, Good: c.Good - then.Good, Epoch: c.Epoch}
+	return d, c.Epoch == then.Epoch && d.Total >= 0 && d.Good >= 0 && d.Good <= d.Total
+}
 
 // maxHistory is how many changes State.History keeps per GPU and knob.
 const maxHistory = 16
@@ -186,7 +199,7 @@ func RequestCounts(snap *tenant.Snapshot) map[string]RequestCount {
 	out := map[string]RequestCount{}
 	for _, s := range snap.SLOs {
 		if s.GoodKnown {
-			out[s.Tenant] = RequestCount{Total: s.RequestsTotal, Good: s.GoodRequestsTotal}
+			out[s.Tenant] = RequestCount{Total: s.RequestsTotal, Good: s.GoodRequestsTotal, Epoch: s.Epoch}
 		}
 	}
 	return out
@@ -217,6 +230,7 @@ func (s *State) LastChange(t Target) (Change, bool) {
 type counterPoint struct {
 	at          time.Time
 	total, good float64
+	epoch       uint64 // latency.Status.Epoch
 }
 
 // fastTracker keeps each tenant's request counters over the fast window
@@ -231,7 +245,9 @@ func newFastTracker(window time.Duration) *fastTracker {
 }
 
 // observe adds the snapshot's counters and returns the figures over the
-// window. A counter that went down (a source restarted) starts over.
+// window. A counter that went down (a source restarted), or another
+// tracker's (a reload restarted the tenant's counters: another Epoch),
+// starts over.
 func (f *fastTracker) observe(now time.Time, snap *tenant.Snapshot) map[string]FastSLO {
 	if snap == nil {
 		return map[string]FastSLO{}
@@ -242,10 +258,10 @@ func (f *fastTracker) observe(now time.Time, snap *tenant.Snapshot) map[string]F
 			continue
 		}
 		ps := f.points[s.Tenant]
-		if n := len(ps); n > 0 && (s.RequestsTotal < ps[n-1].total || s.GoodRequestsTotal < ps[n-1].good) {
+		if n := len(ps); n > 0 && (s.Epoch != ps[n-1].epoch || s.RequestsTotal < ps[n-1].total || s.GoodRequestsTotal < ps[n-1].good) {
 			ps = nil
 		}
-		ps = append(ps, counterPoint{at: now, total: s.RequestsTotal, good: s.GoodRequestsTotal})
+		ps = append(ps, counterPoint{at: now, total: s.RequestsTotal, good: s.GoodRequestsTotal, epoch: s.Epoch})
 		// Keep the newest point at or before now-window as the base.
 		i := 0
 		for i+1 < len(ps) && !ps[i+1].at.After(now.Add(-f.window)) {

@@ -166,6 +166,12 @@ func counts(total, good float64) map[string]tuner.RequestCount {
 	return map[string]tuner.RequestCount{"vision": {Total: total, Good: good}}
 }
 
+// countsOf are vision's cumulative request counters by its tracker epoch
+// (a reload that restarted them: another epoch).
+func countsOf(epoch uint64, total, good float64) map[string]tuner.RequestCount {
+	return map[string]tuner.RequestCount{"vision": {Total: total, Good: good, Epoch: epoch}}
+}
+
 // sliceState is a time-sliced GPU at level cur: vision (latency, p90)
 // beside train, with vision's fast window, its counters now and the trail
 // of level changes.
@@ -180,7 +186,7 @@ func sliceState(cur gpu.TimeSliceLevel, fast tuner.FastSLO, now map[string]tuner
 	snap.Tenants = []tenant.Info{{Name: "vision", Class: gpu.ClassLatency}, {Name: "train", Class: gpu.ClassBatch}}
 	c := now["vision"]
 	snap.SLOs = []tenant.SLOStatus{{Tenant: "vision", Status: latency.Status{SourceUp: true, Quantile: 0.9, TargetSeconds: 0.06, GoodKnown: true, WindowRequests: 300,
-		RequestsTotal: c.Total, GoodRequestsTotal: c.Good, Quantiles: map[float64]float64{0.5: p90 / 2, 0.9: p90, 0.99: 2 * p90}}}}
+		RequestsTotal: c.Total, GoodRequestsTotal: c.Good, Epoch: c.Epoch, Quantiles: map[float64]float64{0.5: p90 / 2, 0.9: p90, 0.99: 2 * p90}}}}
 	key := tuner.Target{GPU: uuid0, Knob: gpu.KnobComputeTimeSlice}.DomainKey()
 	s := &tuner.State{Now: at, Snapshot: snap, Changes: map[string]tuner.Change{}, Originals: map[string]tuner.Value{}, Fast: map[string]tuner.FastSLO{"vision": fast},
 		History: map[string][]tuner.Change{key: hist}}
@@ -242,6 +248,10 @@ func TestAutotuneTimeSliceSearch(t *testing.T) {
 			med, false, false, []string{"try the medium time slice"}},
 		{"too few requests in the trial: hold", sliceState(med, violating, counts(1005, 850), 0.08,
 			lv(3*time.Minute, def, med, false, 1.5, counts(1000, 850))), "", false, false, nil},
+		{"the trial's counters of one tracker: judged no better, undone", sliceState(med, violating, countsOf(1, 1600, 1360), 0.08,
+			lv(3*time.Minute, def, med, false, 1.5, countsOf(1, 1000, 850))), def, true, false, []string{"SLO error was 1.50 under it"}},
+		{"the same counts across a reload that restarted them (another tracker): not judged, hold", sliceState(med, violating, countsOf(2, 1600, 1360), 0.08,
+			lv(3*time.Minute, def, med, false, 1.5, countsOf(1, 1000, 850))), "", false, false, nil},
 		{"a level set by someone else starts the search over", sliceState(long, violating, counts(1600, 1360), 0.08,
 			lv(3*time.Minute, def, med, false, 1.5, counts(1000, 850))), med, false, false, []string{"under the long time slice", "try the medium"}},
 		{"slack for long: back to the original level, judged", sliceState(long, fine, counts(1600, 1600), 0.03,

@@ -404,8 +404,8 @@ func (p *Autotune) recentBurn(s *tuner.State, uuid string, m *member) (burn, req
 // since the last pause change on the GPU (its fast-window burn when there
 // was none, or before the fast window); false while too few requests have
 // ended since the change to tell, or where its counters restarted since
-// (a reload that changed its SLO or source: good requests fewer than then,
-// or more than the requests).
+// (a reload that changed its SLO or source: another tracker's counters,
+// whatever they count, RequestCount.Since).
 func (p *Autotune) burnSincePause(s *tuner.State, uuid string, w *member) (burn, requests float64, ok bool) {
 	c, ok := s.LastChange(tuner.Target{GPU: uuid, Knob: gpu.KnobPauseDuty})
 	if !ok || s.Now.Sub(c.At) >= s.Fast[w.name].Over || c.Counters == nil {
@@ -415,9 +415,9 @@ func (p *Autotune) burnSincePause(s *tuner.State, uuid string, w *member) (burn,
 	if !ok {
 		return w.burn, s.Fast[w.name].Total, true
 	}
-	now := tuner.RequestCounts(s.Snapshot)[w.name]
-	total, good := now.Total-then.Total, now.Good-then.Good
-	if total < p.P.MinRequests || total <= 0 || good < 0 || good > total {
+	d, ok := tuner.RequestCounts(s.Snapshot)[w.name].Since(then)
+	total, good := d.Total, d.Good
+	if !ok || total < p.P.MinRequests || total <= 0 {
 		return 0, 0, false
 	}
 	return tuner.Burn(good/total, w.slo.Quantile), total, true

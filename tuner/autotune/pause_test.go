@@ -455,3 +455,34 @@ func TestPauseBurnAfterCountersRestart(t *testing.T) {
 		})
 	}
 }
+
+// A restart does not always show in the counts: the pause was raised with
+// chat's counters at {40, 30}; a reload then changed chat's target, and
+// its new tracker has since counted {130, 60}, above them. Those are not
+// 90 requests since the pause with 30 good (a burn of 66.7): they are
+// another tracker's, which the status's Epoch tells, and too few to
+// tell. The same counts of one tracker are judged.
+func TestPauseBurnAcrossTrackers(t *testing.T) {
+	pauseT := tuner.Target{GPU: uuid0, Knob: gpu.KnobPauseDuty, PID: 2}
+	for _, tc := range []struct {
+		name   string
+		epoch  uint64 // chat's tracker now; at the pause change 1
+		burn   float64
+		judged bool
+	}{
+		{"the same tracker: 90 requests since, 30 good", 1, (1 - 30.0/90) / 0.01, true},
+		{"a reload restarted the counters, which grew past the pause's", 2, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := scene{mode: gpu.SharingMPS, fast: tuner.FastSLO{Over: time.Minute, Total: 100, Good: 97}}.state()
+			s.Changes[pauseT.DomainKey()] = tuner.Change{At: s.Now.Add(-20 * time.Second), To: tuner.Duty(0.3),
+				Counters: map[string]tuner.RequestCount{"chat": {Total: 40, Good: 30, Epoch: 1}}}
+			slo := &s.Snapshot.SLOs[0]
+			slo.RequestsTotal, slo.GoodRequestsTotal, slo.Epoch = 130, 60, tc.epoch
+			burn, _, ok := New().burnSincePause(s, uuid0, &member{name: "chat", slo: slo})
+			if ok != tc.judged || math.Abs(burn-tc.burn) > 1e-9 {
+				t.Errorf("burn %.2f (judged %v), want %.2f (judged %v)", burn, ok, tc.burn, tc.judged)
+			}
+		})
+	}
+}

@@ -12,8 +12,8 @@ import (
 )
 
 // The trail: the requests since a point back far enough for a minimum
-// count, never before the earliest; a counter that goes down starts over;
-// the rise of the last window's rate over the span before it.
+// count, never before the earliest; a counter that goes down, or another
+// tracker's (a reload restarted it: another epoch), starts over; the rise of the last window's rate over the span before it.
 func TestRequestTrail(t *testing.T) {
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
 	// chat: 2 requests a second, 1 bad in 10, for a minute; then 6 a second
@@ -33,6 +33,8 @@ func TestRequestTrail(t *testing.T) {
 		{"never before the earliest", steady, 45, 30, 70, tuner.RequestCount{}, false, 1},
 		{"a load step: three times the rate", append(slices.Clone(steady[:4]), tuner.RequestCount{Total: 180, Good: 171}), 45, 0, 20, tuner.RequestCount{Total: 90, Good: 90}, true, 3},
 		{"a counter reset starts over", []tuner.RequestCount{{Total: 500, Good: 500}, {Total: 530, Good: 530}, {Total: 10, Good: 10}, {Total: 40, Good: 40}, {Total: 70, Good: 60}}, 45, 0, 20, tuner.RequestCount{Total: 30, Good: 20}, true, 0},
+		{"one tracker's counters: back to the minimum count", epochs(steady, 1, 1), 45, 0, 70, tuner.RequestCount{Total: 90, Good: 81}, true, 1},
+		{"another tracker's from 30 s (a reload), counting on above the old: starts over", epochs(steady, 1, 2), 45, 0, 70, tuner.RequestCount{}, false, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -51,6 +53,18 @@ func TestRequestTrail(t *testing.T) {
 			}
 		})
 	}
+}
+
+// epochs is counts with the first two of epoch a, the rest of epoch b.
+func epochs(counts []tuner.RequestCount, a, b uint64) []tuner.RequestCount {
+	out := slices.Clone(counts)
+	for i := range out {
+		out[i].Epoch = a
+		if i >= 2 {
+			out[i].Epoch = b
+		}
+	}
+	return out
 }
 
 // The fast loop over rounds: it judges the last interval's requests, so a
