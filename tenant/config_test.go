@@ -159,6 +159,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"priority out of range", head + "    priority: 99999999999\n", "t.yaml:4: priority: 99999999999 is out of range, where an integer from -2147483648 to 2147483647 is wanted"},
 		{"gpu_instance half", "tenants:\n  - name: a\n    selectors: [{gpu_instance: {gpu: 0}}]\n", "t.yaml:3: gpu_instance needs both gpu and id"},
 		{"yaml syntax", "tenants:\n  - name: a\n   bad: [\n", "t.yaml:"},
+		{"YAML 1.2 directive", "%YAML 1.2\n---\ntenants: []\n",
+			"t.yaml:1: found incompatible YAML document (%YAML 1.2): only YAML 1.1 directives (%YAML 1.1) are read; the %YAML line can be deleted"},
 		{"tenants not list", "tenants: {a: 1}\n", "t.yaml:1: tenants must be a list"},
 		{"two documents", "tenants: []\n---\ntenants: []\n", "t.yaml:2: only one YAML document"},
 		{"tenant after document end", "tenants:\n  - name: a\n    selectors: [{uid: 1}]\n...\n  - name: b\n    selectors: [{uid: 2}]\n",

@@ -74,7 +74,9 @@ type Kept struct {
 }
 
 // Open reads and validates file (at most limit bytes) and keeps it. Its
-// errors are exporter-toolkit's or the read's; the caller names the file.
+// errors are exporter-toolkit's, the read's, or that of content after the
+// first YAML document (which exporter-toolkit would drop unread); the
+// caller names the file.
 // warn (nil: none) is told, once each time a client CA file is put in use
 // (here, or by a reload or check), of each of its PEM blocks that
 // exporter-toolkit skips, naming the file and the block.
@@ -316,7 +318,8 @@ func (k *Kept) discard(l loaded) {
 // validated first, as read for their copies, for errors naming them; then
 // the file, for errors whose lines are the file's; then the copy, being
 // what is served. A FIFO, a device or a file over the limit is refused
-// before exporter-toolkit reads it.
+// before exporter-toolkit reads it, and so is a file of more than one
+// YAML document (yamlconf.OneDocument: "line N: ...").
 func (k *Kept) load() (loaded, error) {
 	if err := fileread.Check(k.file, k.limit); err != nil {
 		return loaded{}, err
@@ -324,6 +327,13 @@ func (k *Kept) load() (loaded, error) {
 	// One read: the copy is made of the content whose files were checked.
 	data, err := fileread.Regular(k.file, k.limit)
 	if err != nil {
+		return loaded{}, err
+	}
+	// exporter-toolkit reads the first YAML document only: what follows
+	// a second document start ("---") or a document end ("...") would be
+	// dropped unread, and with it the basic_auth_users or
+	// tls_server_config it sets.
+	if err := yamlconf.OneDocument(data); err != nil {
 		return loaded{}, err
 	}
 	if err := k.checkTLSFiles(data); err != nil {

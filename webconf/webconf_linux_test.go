@@ -208,6 +208,77 @@ func TestYAMLFormsAccepted(t *testing.T) {
 	}
 }
 
+// exporter-toolkit reads the first YAML document of the file only: a
+// section after a document end ("...") or a second document start
+// ("---") was dropped unread, basic_auth_users with it (no password
+// asked) or tls_server_config (plain HTTP). Such a file is refused at the
+// start, at a reload and at a check, naming the line, the last good one
+// staying in use; a document end followed by comments only, and a leading
+// document start, are accepted.
+func TestMoreThanOneDocumentRefused(t *testing.T) {
+	dir := t.TempDir()
+	testutil.WriteSelfSigned(t, dir)
+	f := filepath.Join(dir, "web.yml")
+	good := "http_server_config:\n  http2: true\n"
+	sections := map[string]string{
+		"basic_auth_users":   "basic_auth_users:\n  prom: " + hash(t, "s3cret") + "\n",
+		"tls_server_config":  "tls_server_config:\n  cert_file: tls.crt\n  key_file: tls.key\n",
+		"http_server_config": "http_server_config:\n  headers:\n    X-Frame-Options: deny\n",
+	}
+	type row struct{ name, file, want string } // want "": accepted
+	var rows []row
+	for _, key := range []string{"basic_auth_users", "tls_server_config", "http_server_config"} {
+		rows = append(rows,
+			row{key + " after ...", good + "...\n" + sections[key], "line 4: only one YAML document is allowed: this line follows the document end"},
+			row{key + " after ---", good + "---\n" + sections[key], "line 3: only one YAML document is allowed"},
+			row{key + " after ... and comments", good + "# end\n...\n\n# users\n" + sections[key], "line 7: only one YAML document is allowed: this line follows the document end"})
+	}
+	rows = append(rows,
+		row{"... followed by comments only", good + "...\n# end\n\n", ""},
+		row{"leading ---", "---\n" + sections["basic_auth_users"], ""},
+		row{"leading --- and a closing ...", "# web\n---\n" + sections["basic_auth_users"] + "...\n", ""})
+	for _, tc := range rows {
+		t.Run(tc.name, func(t *testing.T) {
+			write(t, f, tc.file)
+			k, err := Open(f, limit, nil)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				k.Close()
+				return
+			}
+			if err == nil {
+				k.Close()
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("start: %v, want %q", err, tc.want)
+			}
+			for _, how := range []string{"reload", "check"} {
+				write(t, f, good)
+				k, err := Open(f, limit, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer k.Close()
+				write(t, f, tc.file)
+				if how == "reload" {
+					err = k.Reload()
+				} else {
+					k.Check() // a change settles for one check
+					_, err = k.Check()
+				}
+				if err == nil || !strings.Contains(err.Error(), f+": "+tc.want) {
+					t.Errorf("%s: %v, want an error naming %s and %q", how, err, f, tc.want)
+				}
+				if got := served(t, k); got != good {
+					t.Errorf("%s: the copy in use changed to\n%s", how, got)
+				}
+			}
+		})
+	}
+}
+
 // The copy is not inherited by the programs the exporter runs, before or
 // after a reload, cannot be written, and is gone once closed.
 func TestCopyPrivate(t *testing.T) {

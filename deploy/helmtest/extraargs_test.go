@@ -108,6 +108,9 @@ func TestExtraArgs(t *testing.T) {
 			"extraVolumeMounts": []any{map[string]any{"name": "j", "mountPath": "/var/lib/j/"}, map[string]any{"name": "k", "mountPath": "/etc/k", "readOnly": true}},
 			"extraArgs":         []any{"--web.max-requests=80", "--tuner.journal=/var/lib/j/journal.jsonl", "--tuner.kill-switch-file=/etc/k/off"}}, ""},
 		{killSwitchArg("/etc/k/.off", "--web.max-requests=80"), ""},
+		// An empty kill switch is none, to the exporter: nothing to mount.
+		{map[string]any{"extraArgs": []any{"--web.max-requests=80", "--tuner.kill-switch-file="}}, ""},
+		{killSwitchArg("", "--web.max-requests=80"), ""},
 	}, func(tc valuesCase, m *manifests) {
 		if args := container(t, m.daemonSets[0].Spec.Template.Spec.Containers, "exporter").Args; !slices.Contains(args, "--web.max-requests=80") {
 			t.Errorf("values %v: args %q lack extraArgs' --web.max-requests=80", tc.vals, args)

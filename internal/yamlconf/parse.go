@@ -3,6 +3,7 @@ package yamlconf
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 
@@ -96,6 +97,21 @@ func parseOne(data []byte) (*yaml.Node, error) {
 	return root, nil
 }
 
+// OneDocument refuses data holding more than one YAML document, as Parse
+// does: a second document, or a line after a document end ("..."), which
+// a reader of the first document drops unread. It is nil for one document
+// or none, and for a syntax error within the first, which a reader that
+// decodes data itself names. Its error is an *Errors ("line N: ...").
+func OneDocument(data []byte) error {
+	var extra *extraDocument
+	if _, err := parseOne(data); !errors.As(err, &extra) {
+		return nil
+	}
+	var e Errors
+	e.Addf(extra.line, "%s", extra)
+	return &e
+}
+
 // contentFrom is the first line (1-based) from line n on that is not
 // blank, a comment or a document end ("..."); n where there is none.
 func contentFrom(data []byte, n int) int {
@@ -113,9 +129,19 @@ func contentFrom(data []byte, n int) int {
 // reader must fix, where the scanner names another: it names the line
 // before a tab that breaks indentation (the problem goes on the first line
 // from there on whose indentation holds a tab), and a line after an
-// unclosed '[' or '{'.
+// unclosed '[' or '{'. A %YAML directive of another version than 1.1,
+// which it names at no line, is put on its line and said how to fix.
 func syntaxProblem(msg string, lines [][]byte) Problem {
 	p := splitLine(msg)
+	if strings.Contains(p.Msg, "found incompatible YAML document") {
+		for i, l := range lines {
+			if bytes.HasPrefix(l, []byte("%YAML")) {
+				p.Line = i + 1
+				p.Msg += fmt.Sprintf(" (%s): only YAML 1.1 directives (%%YAML 1.1) are read; the %%YAML line can be deleted", bytes.TrimSpace(l))
+				break
+			}
+		}
+	}
 	if strings.Contains(p.Msg, "expected ',' or ") {
 		// An unclosed flow collection is noticed a line or more after
 		// it opens: put the problem on the nearest line at or before the

@@ -249,6 +249,10 @@ func TestParse(t *testing.T) {
 		{"garbage after document end", "a: 1\n...\ngarbage: [\n", true, "f:3: only one YAML document is allowed: this line follows"},
 		{"second document does not parse", "a: 1\n---\nb: [\n", true, "f:3: only one YAML document is allowed, and the second does not parse: did not find expected node content"},
 		{"document end last", "a: 1\n...\n# end\n\n", false, ""},
+		// yaml.v3 reads no other version, and names no line
+		{"YAML 1.2 directive", "%YAML 1.2\n---\na: 1\n", false, "f:1: found incompatible YAML document (%YAML 1.2): only YAML 1.1 directives (%YAML 1.1) are read; the %YAML line can be deleted"},
+		{"YAML 2.0 directive after a comment", "# t\n%YAML 2.0\n---\na: 1\n", false, "f:2: found incompatible YAML document (%YAML 2.0): only YAML 1.1"},
+		{"YAML 1.1 directive", "%YAML 1.1\n---\na: 1\n", false, ""},
 		{"an item's key indented wrong", "tenants:\n  - name: chat\n    selectors:\n      - executable: vllm\n   class: latency\n", false, "f:5: did not find expected '-' indicator (this line's indentation matches no block above it)"},
 		{"a key indented wrong", "a:\n  b: 1\n  c:\n    d: 2\n # note\n e: 3\n", false, "f:6: did not find expected key"},
 		{"aliases within budget", "a: &a [x]\nb: *a\n", false, ""},
@@ -272,6 +276,24 @@ func TestParse(t *testing.T) {
 				t.Fatalf("err %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// OneDocument refuses what Parse refuses after the first document, at
+// its line, and leaves a syntax error of the first to the reader.
+func TestOneDocument(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"a: 1\n---\nb: 2\n", "line 2: only one YAML document is allowed"},
+		{"a: 1\n...\n# c\nb: 2\n", "line 4: only one YAML document is allowed: this line follows the document end"},
+		{"a: 1\n---\nb: [\n", "line 3: only one YAML document is allowed, and the second does not parse"},
+		{"---\na: 1\n...\n# end\n", ""},
+		{"", ""},
+		{"a: [\n---\nb: 2\n", ""},
+	} {
+		err := OneDocument([]byte(tc.in))
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want)) {
+			t.Errorf("OneDocument(%q) = %v, want %q", tc.in, err, tc.want)
+		}
 	}
 }
 

@@ -37,15 +37,16 @@ meta, kubeletCA, saDir, hasTenants, web, mps, pause, pauseHost).
 {{- end }}
 {{- end }}
 {{- end }}
-{{- /* A kill switch naming a directory (a ConfigMap volume's ..data one), always there: engaged for good; the exporter refuses it at start, tuner on or off. */}}
-{{- if and (eq $name "tuner.kill-switch-file") (contains "=" $a) }}
+{{- /* A kill switch naming a directory (a ConfigMap volume's ..data one), always there: engaged for good; the exporter refuses it at start, tuner on or off. An empty one is none. */}}
+{{- $noKillSwitch := and (eq $name "tuner.kill-switch-file") (contains "=" $a) (eq $value "") }}
+{{- if and (eq $name "tuner.kill-switch-file") (contains "=" $a) (ne $value "") }}
 {{- $base := regexReplaceAll "^.*/" $value "" }}
 {{- if or (eq $base "") (eq $base ".") (hasPrefix ".." $base) }}
 {{- fail (printf "%s: extraArgs %s: names a directory (or a ConfigMap volume's own ..data), which is always there: the kill switch would be engaged for good, and the exporter refuses it; give a file's path, its last element not '.', not beginning with '..', no '/' at its end" $.where $a) }}
 {{- end }}
 {{- end }}
 {{- /* The journal written, the kill switch read: on a volume, the root filesystem being read-only and the image's. */}}
-{{- if and $.t.active (has $name (list "tuner.journal" "tuner.kill-switch-file")) }}
+{{- if and $.t.active (has $name (list "tuner.journal" "tuner.kill-switch-file")) (not $noKillSwitch) }}
 {{- $path := regexReplaceAll "^[^=]*=?" $a "" }}
 {{- $on := false }}
 {{- range $.Values.extraVolumeMounts }}
