@@ -36,6 +36,7 @@ type Limits struct {
 // for it this only ends clients that stop reading; a filtered one
 // (collect[], name[]) is gathered on demand within it, so a gather
 // outlasting it fails the response (exposition logs that at warn level).
+// A handler may set a shorter deadline of its own (the tuner page does).
 const writeTimeout = time.Minute
 
 // maxHeaderBytes bounds a request's header; scrapes send a few hundred

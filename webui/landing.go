@@ -19,6 +19,9 @@ import (
 	"github.com/go-kit/log/level"
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web"
+
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
 
 // About is the state the landing page shows, read at each request.
@@ -33,10 +36,13 @@ type About struct {
 	// "enforce"), TunerGPUModes the GPUs' own (--tuner.gpu-mode, by index
 	// or UUID); TunerPolicy the policy the tuner runs ("" when none
 	// runs). No tuner runs where the host's mode is off and no GPU has
-	// one of its own.
+	// one of its own. TunerGPUs are the GPUs of the latest snapshot with
+	// the mode the tuner applies to each (TunerGPUsOf); nil before the
+	// first snapshot, when the modes said are the flags'.
 	TunerMode     string
 	TunerGPUModes map[string]string
 	TunerPolicy   string
+	TunerGPUs     []TunerGPU
 	// Tenants are the tenants of the latest snapshot; Sampled is false
 	// before the first one.
 	Tenants []string
@@ -145,11 +151,47 @@ func (a About) tunerRuns() bool {
 	return (a.TunerMode != "" && a.TunerMode != "off") || len(a.TunerGPUModes) > 0
 }
 
-// TunerModes says the tuner's mode on each GPU: the host's where no GPU
-// has one of its own ("recommend"), else each mode with its GPUs and the
-// host's elsewhere ("enforce on GPU 0, off elsewhere"); "off (no tuner
-// runs)" where none runs.
+// TunerGPU is a GPU the latest snapshot lists, with the mode the tuner
+// applies to it.
+type TunerGPU struct {
+	Index int
+	UUID  string
+	Mode  string
+}
+
+// TunerGPUsOf is each GPU of snap with the mode st applies to it
+// (tuner.Status.ModeOf: a GPU given two modes, by index and by UUID, gets
+// the safer); nil without a tuner, a snapshot or a GPU in it.
+func TunerGPUsOf(st *tuner.Status, snap *tenant.Snapshot) []TunerGPU {
+	if st == nil || snap == nil || snap.Readings == nil || len(snap.Readings.Devices) == 0 {
+		return nil
+	}
+	gpus := make([]TunerGPU, 0, len(snap.Readings.Devices))
+	for _, d := range snap.Readings.Devices {
+		gpus = append(gpus, TunerGPU{Index: d.Index, UUID: d.UUID, Mode: string(st.ModeOf(d.UUID, d.Index))})
+	}
+	slices.SortFunc(gpus, func(a, b TunerGPU) int { return cmp.Compare(a.Index, b.Index) })
+	return gpus
+}
+
+// TunerModes says the tuner's mode on each GPU: once a snapshot has
+// listed the GPUs, the mode the tuner applies to each (appliedTunerModes);
+// before, the flags' (FlaggedTunerModes). "off (no tuner runs)" where none
+// runs.
 func (a About) TunerModes() string {
+	if a.TunerGPUs == nil {
+		return a.FlaggedTunerModes()
+	}
+	return a.appliedTunerModes()
+}
+
+// FlaggedTunerModes says the tuner's modes as flagged: the host's where
+// no GPU has one of its own ("recommend"), else each mode with the GPUs
+// --tuner.gpu-mode gives it and the host's elsewhere, said to be the
+// flags' ("enforce on GPU 0, off elsewhere (as flagged)"): which GPU a key
+// names, and the mode a GPU named twice gets, are known once the GPUs
+// are read. "off (no tuner runs)" where none runs.
+func (a About) FlaggedTunerModes() string {
 	if !a.tunerRuns() {
 		return "off (no tuner runs)"
 	}
@@ -165,23 +207,79 @@ func (a About) TunerModes() string {
 	}
 	var parts []string
 	for _, m := range landingModes {
-		gpus := byMode[m]
-		if len(gpus) == 0 {
-			continue
+		if gpus := byMode[m]; len(gpus) > 0 {
+			parts = append(parts, m+" on "+gpuKeysText(gpus))
 		}
-		slices.SortFunc(gpus, gpuKeyOrder)
-		for i, g := range gpus {
-			if _, err := strconv.Atoi(g); err == nil {
-				gpus[i] = "GPU " + g // a UUID names itself: GPU-…
-			}
-		}
-		on := gpus[len(gpus)-1]
-		if len(gpus) > 1 {
-			on = strings.Join(gpus[:len(gpus)-1], ", ") + " and " + on
-		}
-		parts = append(parts, m+" on "+on)
 	}
-	return strings.Join(parts, ", ") + ", " + host + " elsewhere"
+	return strings.Join(parts, ", ") + ", " + host + " elsewhere (as flagged)"
+}
+
+// appliedTunerModes says the mode the tuner applies to each GPU of the
+// latest snapshot (TunerGPUs): one mode where every GPU has it
+// ("enforce"), else each mode with its GPUs, and the host's "elsewhere"
+// where a GPU that no --tuner.gpu-mode names has it ("enforce on GPU 0,
+// off elsewhere"); then the --tuner.gpu-mode keys that name no GPU read
+// ("GPU 7: no such GPU").
+func (a About) appliedTunerModes() string {
+	if !a.tunerRuns() {
+		return "off (no tuner runs)"
+	}
+	host := cmpOr(a.TunerMode, "off")
+	known := map[string]bool{} // the keys that name a GPU read
+	byMode, elsewhere := map[string][]string{}, false
+	for _, g := range a.TunerGPUs {
+		index := strconv.Itoa(g.Index)
+		_, byIndex := a.TunerGPUModes[index]
+		_, byUUID := a.TunerGPUModes[g.UUID]
+		known[index], known[g.UUID] = true, true
+		elsewhere = elsewhere || (!byIndex && !byUUID) // in the host's mode
+		byMode[g.Mode] = append(byMode[g.Mode], index)
+	}
+	var parts []string
+	for _, m := range landingModes {
+		switch gpus := byMode[m]; {
+		case len(gpus) == 0, m == host && elsewhere:
+		case len(byMode) == 1:
+			parts = append(parts, m)
+		default:
+			parts = append(parts, m+" on "+gpuKeysText(gpus))
+		}
+	}
+	if elsewhere {
+		if len(byMode) == 1 {
+			parts = append(parts, host)
+		} else {
+			parts = append(parts, host+" elsewhere")
+		}
+	}
+	text := strings.Join(parts, ", ")
+	var none []string
+	for g := range a.TunerGPUModes {
+		if !known[g] {
+			none = append(none, g)
+		}
+	}
+	if len(none) > 0 {
+		text += "; " + gpuKeysText(none) + ": no such GPU"
+	}
+	return text
+}
+
+// gpuKeysText names GPUs given by index or UUID, in order: "GPU 0, GPU 3
+// and GPU-ab".
+func gpuKeysText(keys []string) string {
+	keys = slices.Clone(keys)
+	slices.SortFunc(keys, gpuKeyOrder)
+	for i, g := range keys {
+		if _, err := strconv.Atoi(g); err == nil {
+			keys[i] = "GPU " + g // a UUID names itself: GPU-…
+		}
+	}
+	text := keys[len(keys)-1]
+	if len(keys) > 1 {
+		text = strings.Join(keys[:len(keys)-1], ", ") + " and " + text
+	}
+	return text
 }
 
 // landingModes are the tuner's modes, the one that changes the most first.
@@ -208,12 +306,18 @@ func tunerModesText(a About) string {
 	if !a.tunerRuns() {
 		return "the exporter measures and changes nothing"
 	}
-	modes := []string{cmpOr(a.TunerMode, "off")}
-	for _, m := range a.TunerGPUModes {
-		if !slices.Contains(modes, m) {
+	var modes []string // the applied ones once the GPUs are read, else the flags'
+	if a.TunerGPUs == nil {
+		modes = append(modes, cmpOr(a.TunerMode, "off"))
+		for _, m := range a.TunerGPUModes {
 			modes = append(modes, m)
 		}
 	}
+	for _, g := range a.TunerGPUs {
+		modes = append(modes, g.Mode)
+	}
+	slices.Sort(modes)
+	modes = slices.Compact(modes)
 	if len(modes) == 1 {
 		switch modes[0] {
 		case "off":

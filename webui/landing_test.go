@@ -8,6 +8,10 @@ import (
 	"testing"
 
 	"github.com/prometheus/exporter-toolkit/web"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
 
 func TestLanding(t *testing.T) {
@@ -62,30 +66,68 @@ func TestLanding(t *testing.T) {
 
 // The tuner's mode is said from the host's and the GPUs' own
 // (--tuner.gpu-mode): a GPU in enforce is never hidden behind the host's
-// off, and off with no GPU of a mode of its own is no tuner at all.
+// off, and off with no GPU of a mode of its own is no tuner at all. Once
+// the GPUs are read it is the mode the tuner applies to each (a GPU named
+// by index and by UUID, in two modes, runs the safer; a key naming no GPU
+// read applies to none, and is said to; "elsewhere" only where a GPU no
+// key names is left); before, the flags', said to be.
 func TestLandingTunerModes(t *testing.T) {
+	const enforces = "where it enforces, the tuner changes the GPUs' settings and restores them at exit"
 	for _, tc := range []struct {
 		name      string
 		host      string
 		gpus      map[string]string
-		modes     string // About.TunerModes, the serving line's tuner_mode
+		read      int    // the GPUs the latest snapshot lists, GPU-aa, GPU-ab, ...; 0: no snapshot yet
+		modes     string // About.TunerModes
 		page      string // the landing page's row
 		notOnPage string
 	}{
-		{"no tuner", "off", nil, "off (no tuner runs)",
+		{"no tuner", "off", nil, 0, "off (no tuner runs)",
 			"off (no tuner runs): the exporter measures and changes nothing", "decides"},
-		{"enforce on one GPU, off elsewhere", "off", map[string]string{"0": "enforce"}, "enforce on GPU 0, off elsewhere",
-			"enforce on GPU 0, off elsewhere: where it enforces, the tuner changes the GPUs' settings and restores them at exit; where it is off, it changes nothing", "no tuner"},
-		{"enforce on one GPU, recommend elsewhere", "recommend", map[string]string{"0": "enforce"}, "enforce on GPU 0, recommend elsewhere",
-			"enforce on GPU 0, recommend elsewhere: where it enforces, the tuner changes the GPUs' settings and restores them at exit; where it recommends, it shows what it would change, and changes nothing", ""},
-		{"three modes, by index and UUID", "enforce", map[string]string{"3": "recommend", "10": "recommend", "GPU-ab": "off", "0": "enforce"},
-			"recommend on GPU 3 and GPU 10, off on GPU-ab, enforce elsewhere", "recommend on GPU 3 and GPU 10, off on GPU-ab, enforce elsewhere: where it enforces", ""},
-		{"a GPU given the host's mode", "enforce", map[string]string{"0": "enforce"}, "enforce",
+		{"no tuner, GPUs read", "off", nil, 2, "off (no tuner runs)",
+			"off (no tuner runs): the exporter measures and changes nothing", "decides"},
+		{"recommend", "recommend", nil, 0, "recommend", "recommend: the tuner decides and shows what it would change, and changes nothing", "flagged"},
+		{"recommend, GPUs read", "recommend", nil, 2, "recommend", "recommend: the tuner decides and shows what it would change, and changes nothing", ""},
+		{"enforce on one GPU as flagged", "off", map[string]string{"0": "enforce"}, 0, "enforce on GPU 0, off elsewhere (as flagged)",
+			"enforce on GPU 0, off elsewhere (as flagged): " + enforces + "; where it is off, it changes nothing", "no tuner"},
+		{"three modes as flagged, by index and UUID", "enforce", map[string]string{"3": "recommend", "10": "recommend", "GPU-ab": "off", "0": "enforce"}, 0,
+			"recommend on GPU 3 and GPU 10, off on GPU-ab, enforce elsewhere (as flagged)", "recommend on GPU 3 and GPU 10, off on GPU-ab, enforce elsewhere (as flagged): " + enforces, ""},
+		{"a GPU given the host's mode, as flagged", "enforce", map[string]string{"0": "enforce"}, 0, "enforce",
 			"enforce: the tuner changes the GPUs' settings and restores them at exit", "elsewhere"},
-		{"recommend", "recommend", nil, "recommend", "recommend: the tuner decides and shows what it would change, and changes nothing", ""},
-		{"off on every GPU, a tuner running", "off", map[string]string{"0": "off"}, "off", "off: the tuner runs and changes nothing on any GPU", "no tuner"},
+		{"enforce on one GPU, off elsewhere", "off", map[string]string{"0": "enforce"}, 2, "enforce on GPU 0, off elsewhere",
+			"enforce on GPU 0, off elsewhere: " + enforces + "; where it is off, it changes nothing", "flagged"},
+		{"enforce on one GPU, recommend elsewhere", "recommend", map[string]string{"0": "enforce"}, 2, "enforce on GPU 0, recommend elsewhere",
+			"enforce on GPU 0, recommend elsewhere: " + enforces + "; where it recommends, it shows what it would change, and changes nothing", ""},
+		{"three modes, by index and UUID", "enforce", map[string]string{"3": "recommend", "10": "recommend", "GPU-ab": "off", "0": "enforce"}, 12,
+			"recommend on GPU 3 and GPU 10, off on GPU 1, enforce elsewhere", "recommend on GPU 3 and GPU 10, off on GPU 1, enforce elsewhere: " + enforces, ""},
+		{"a GPU named twice, enforce and off: off", "off", map[string]string{"0": "enforce", "GPU-aa": "off"}, 2, "off",
+			"off: the tuner runs and changes nothing on any GPU", "enforce"},
+		{"a GPU named twice, enforce and recommend: recommend", "off", map[string]string{"GPU-aa": "enforce", "0": "recommend"}, 2, "recommend on GPU 0, off elsewhere",
+			"recommend on GPU 0, off elsewhere: where it recommends, it shows what it would change, and changes nothing; where it is off, it changes nothing", "enforce"},
+		{"a key naming no GPU", "off", map[string]string{"7": "enforce"}, 2, "off; GPU 7: no such GPU",
+			"off; GPU 7: no such GPU: the tuner runs and changes nothing on any GPU", "enforces"},
+		{"keys naming no GPU beside one that does", "recommend", map[string]string{"GPU-zz": "off", "0": "enforce", "9": "off"}, 2,
+			"enforce on GPU 0, recommend elsewhere; GPU 9 and GPU-zz: no such GPU", "enforce on GPU 0, recommend elsewhere; GPU 9 and GPU-zz: no such GPU: " + enforces, "it is off"},
+		{"every GPU named, one mode", "off", map[string]string{"0": "enforce", "GPU-ab": "enforce"}, 2, "enforce",
+			"enforce: the tuner changes the GPUs' settings and restores them at exit", "elsewhere"},
+		{"every GPU named, two modes", "off", map[string]string{"0": "enforce", "1": "recommend"}, 2, "enforce on GPU 0, recommend on GPU 1",
+			"enforce on GPU 0, recommend on GPU 1: " + enforces + "; where it recommends", "elsewhere"},
+		{"a GPU named in the host's mode beside GPUs left over", "recommend", map[string]string{"0": "enforce", "1": "recommend"}, 3,
+			"enforce on GPU 0, recommend elsewhere", "enforce on GPU 0, recommend elsewhere: " + enforces, "on GPU 1"},
+		{"off on every GPU, a tuner running", "off", map[string]string{"0": "off"}, 2, "off", "off: the tuner runs and changes nothing on any GPU", "no tuner"},
 	} {
-		a := About{Backend: "nvml", TunerMode: tc.host, TunerGPUModes: tc.gpus, Sampled: true}
+		st := &tuner.Status{Mode: tuner.Mode(tc.host), GPUModes: map[string]tuner.Mode{}}
+		for g, m := range tc.gpus {
+			st.GPUModes[g] = tuner.Mode(m)
+		}
+		var snap *tenant.Snapshot
+		if tc.read > 0 {
+			snap = &tenant.Snapshot{Readings: &gpu.Readings{}}
+			for i := range tc.read {
+				snap.Readings.Devices = append(snap.Readings.Devices, gpu.Device{Index: i, UUID: "GPU-a" + string(rune('a'+i))})
+			}
+		}
+		a := About{Backend: "nvml", TunerMode: tc.host, TunerGPUModes: tc.gpus, TunerGPUs: TunerGPUsOf(st, snap), Sampled: true}
 		if got := a.TunerModes(); got != tc.modes {
 			t.Errorf("%s: TunerModes %q, want %q", tc.name, got, tc.modes)
 		}

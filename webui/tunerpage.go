@@ -3,6 +3,7 @@ package webui
 import (
 	"bytes"
 	_ "embed"
+	"errors"
 	"fmt"
 	"html/template"
 	"math"
@@ -31,6 +32,15 @@ const TunerPagePath = "/tuner"
 // or a knob's value (docs/tuner-page.md), so a count of its own, not
 // --web.max-requests' 40, bounds the memory they take.
 const TunerPageMaxInFlight = 2
+
+// TunerPageWriteTimeout bounds the time to write one tuner page response,
+// from its handler's start, in place of the server's write timeout (a
+// minute): a client that stops reading holds one of the
+// TunerPageMaxInFlight slots at most this long, and the page stops
+// encoding at the first write that fails. A client too slow to read the
+// response in that time (the JSON of 100 tenants with a full history is
+// 2.8 MB, of 1000 tenants 28 MB) gets it cut short.
+const TunerPageWriteTimeout = 10 * time.Second
 
 // tunerPageDecisions is how many of the latest decisions the page lists.
 const tunerPageDecisions = 50
@@ -566,6 +576,9 @@ type tunerPage struct {
 	status   func() *tuner.Status // nil, or returning nil, when the tuner is off
 	info     TunerPageInfo
 	logger   log.Logger
+	// now is the clock a response's write deadline is set from
+	// (TunerPageWriteTimeout): the network's, the wall clock.
+	now func() time.Time
 }
 
 // NewTunerPage returns the tuner page over the latest snapshot and tuner
@@ -574,10 +587,15 @@ func NewTunerPage(snapshot func() *tenant.Snapshot, status func() *tuner.Status,
 	if logger == nil {
 		logger = log.NewNopLogger()
 	}
-	return tunerPage{snapshot: snapshot, status: status, info: info, logger: logger}
+	return tunerPage{snapshot: snapshot, status: status, info: info, logger: logger, now: time.Now}
 }
 
 func (p tunerPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// The server's write timeout (a minute) would let a client that
+	// stops reading hold one of the page's few slots that long.
+	if err := http.NewResponseController(w).SetWriteDeadline(p.now().Add(TunerPageWriteTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		level.Debug(p.logger).Log("msg", "setting the tuner page's write deadline", "err", err)
+	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		http.Error(w, "Only GET and HEAD requests allowed.", http.StatusMethodNotAllowed)
@@ -599,8 +617,19 @@ func (p tunerPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	v := newTunerView(p.info, snap, st, tunerPageDecisions)
 	switch f {
 	case "json":
+		// What cannot be encoded is found before the first write: a 500,
+		// not a 200 cut short with half a document.
+		head, nulls, err := jsonHead(&v)
+		if err != nil {
+			level.Warn(p.logger).Log("msg", "encoding the tuner page", "err", err)
+			http.Error(w, "encoding the tuner page: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		if len(nulls) > 0 {
+			level.Warn(p.logger).Log("msg", "the tuner page's history holds values that are no number: written null", "series", strings.Join(nulls, "; "))
+		}
 		w.Header().Set("Content-Type", "application/json")
-		if err := writeJSON(w, &v); err != nil {
+		if err := writeJSON(w, head, &v); err != nil {
 			level.Debug(p.logger).Log("msg", "writing the tuner page", "err", err)
 		}
 	case "", "html":
@@ -612,7 +641,9 @@ func (p tunerPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		_, _ = w.Write(b.Bytes())
+		if _, err := w.Write(b.Bytes()); err != nil {
+			level.Debug(p.logger).Log("msg", "writing the tuner page", "err", err)
+		}
 	default:
 		http.Error(w, fmt.Sprintf("unknown format %q: want html or json", f), http.StatusBadRequest)
 	}

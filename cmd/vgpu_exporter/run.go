@@ -91,14 +91,16 @@ func (s *service) about(cfg *config) webui.About {
 	if a.Backend == "sim" {
 		a.Simulated, a.Scenario = true, cfg.SimScenario
 	}
-	if st := s.tunerStatus(); st != nil {
+	st, snap := s.tunerStatus(), s.Published()
+	if st != nil {
 		a.TunerMode, a.TunerPolicy = string(st.Mode), st.Policy
 		a.TunerGPUModes = map[string]string{}
 		for g, m := range st.GPUModes {
 			a.TunerGPUModes[g] = string(m)
 		}
+		a.TunerGPUs = webui.TunerGPUsOf(st, snap)
 	}
-	if snap := s.Published(); snap != nil {
+	if snap != nil {
 		a.Sampled = true
 		for _, t := range snap.Tenants {
 			a.Tenants = append(a.Tenants, t.Name)
@@ -108,11 +110,14 @@ func (s *service) about(cfg *config) webui.About {
 }
 
 // logServing says, once, what is served where: the line a newcomer
-// reads first to know where to look.
+// reads first to know where to look. It is written at start, before the
+// GPUs are read (or just after: the sampler has started): its tuner_mode
+// is the flags' (webui.About.FlaggedTunerModes), said so where a GPU has
+// a mode of its own; the landing page says the modes applied.
 func (s *service) logServing(cfg *config) {
 	a := s.about(cfg)
 	address, bases := servingPlaces(*cfg.Web.WebListenAddresses, cfg.systemdSocket(), s.web != nil && s.web.TLS())
-	kv := []any{"msg", "serving", "address", address, "backend", a.Backend, "tuner_mode", a.TunerModes()}
+	kv := []any{"msg", "serving", "address", address, "backend", a.Backend, "tuner_mode", a.FlaggedTunerModes()}
 	if a.Simulated {
 		kv = append(kv, "simulated_scenario", a.Scenario)
 	}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"html"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -9,6 +11,10 @@ import (
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
+	"github.com/go-kit/log"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/webui"
 )
 
 // logUntil is a log writer that cancels its context once the log holds
@@ -55,7 +61,7 @@ func startLog(t *testing.T, args ...string) string {
 }
 
 // The first log lines say what is served where (address, backend,
-// scenario, tuner mode, pages); the knobs the tuner drives are one line;
+// scenario, tuner mode as flagged, pages); the knobs the tuner drives are one line;
 // the journal is warned about only where a crash can leave a setting
 // changed: not on the simulator without --sim.settings-file.
 func TestStartLogSaysWhatIsServed(t *testing.T) {
@@ -69,8 +75,8 @@ func TestStartLogSaysWhatIsServed(t *testing.T) {
 	}{
 		{name: "recommend", args: []string{"--tuner.mode=recommend"}, mode: "recommend"},
 		{name: "enforce, simulated settings end with the process", args: []string{"--tuner.mode=enforce"}, mode: "enforce", journalInfo: true},
-		{name: "enforce, one GPU", args: []string{"--tuner.mode=recommend", "--tuner.gpu-mode=0=enforce"}, mode: `"enforce on GPU 0, recommend elsewhere"`, journalInfo: true},
-		{name: "enforce on one GPU, off elsewhere", args: []string{"--tuner.gpu-mode=0=enforce"}, mode: `"enforce on GPU 0, off elsewhere"`, journalInfo: true},
+		{name: "enforce, one GPU", args: []string{"--tuner.mode=recommend", "--tuner.gpu-mode=0=enforce"}, mode: `"enforce on GPU 0, recommend elsewhere (as flagged)"`, journalInfo: true},
+		{name: "enforce on one GPU, off elsewhere", args: []string{"--tuner.gpu-mode=0=enforce"}, mode: `"enforce on GPU 0, off elsewhere (as flagged)"`, journalInfo: true},
 		{name: "enforce, simulated settings kept in a file", args: []string{"--tuner.mode=enforce", "--sim.settings-file=" + filepath.Join(t.TempDir(), "settings.json")},
 			mode: "enforce", journalWarn: true},
 		{name: "enforce with a journal", args: []string{"--tuner.mode=enforce", "--tuner.journal=" + filepath.Join(t.TempDir(), "journal")}, mode: "enforce"},
@@ -102,6 +108,62 @@ func TestStartLogSaysWhatIsServed(t *testing.T) {
 			informed := hasLine(lines, "level=info", "without --tuner.journal: none is needed here")
 			if warned != tc.journalWarn || informed != tc.journalInfo {
 				t.Errorf("journal warning %v, no-journal-needed line %v; want %v, %v:\n%s", warned, informed, tc.journalWarn, tc.journalInfo, log)
+			}
+		})
+	}
+}
+
+// The landing page says the mode the tuner applies to each GPU once the
+// GPUs are read, not the flags': a GPU named by its index and by its UUID
+// in two modes runs the safer one; a --tuner.gpu-mode key that names no
+// GPU applies to none, and is said to; with every GPU named, nothing is
+// "elsewhere". Before the first snapshot it says the flags', as such.
+// (Before, it said the flags' throughout, as if applied: "enforce on GPU
+// 0, off elsewhere" in the first case and the last.)
+func TestLandingSaysAppliedTunerModes(t *testing.T) {
+	sc, _, err := resolveScenario("noisy-neighbour") // one GPU
+	if err != nil {
+		t.Fatal(err)
+	}
+	uuid := sc.GPUs[0].UUID
+	for _, tc := range []struct {
+		name      string
+		args      []string
+		before    string // before the first snapshot
+		want      string // once the GPUs are read
+		wantsText string // what the page says the tuner does there
+	}{
+		{"GPU 0 named twice, in enforce and off", []string{"--tuner.gpu-mode=0=enforce", "--tuner.gpu-mode=" + uuid + "=off"},
+			"enforce on GPU 0, off elsewhere (as flagged)", "off", "the tuner runs and changes nothing on any GPU"},
+		{"a key naming no GPU", []string{"--tuner.gpu-mode=7=enforce"},
+			"enforce on GPU 7, off elsewhere (as flagged)", "off; GPU 7: no such GPU", "the tuner runs and changes nothing on any GPU"},
+		{"every GPU named", []string{"--tuner.gpu-mode=0=enforce"},
+			"enforce on GPU 0, off elsewhere (as flagged)", "enforce", "the tuner changes the GPUs' settings and restores them at exit"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(t, append([]string{"--web.listen-address=" + freeAddr(t), "--backend=sim", "--sim.scenario=noisy-neighbour",
+				"--sample.interval=100ms", "--tuner.mode=off", "--tuner.interval=100ms"}, tc.args...)...)
+			svc, err := buildOn(cfg, gpu.RealClock{}, log.NewNopLogger())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer svc.src.Close()
+			if got := svc.about(cfg).TunerModes(); got != tc.before {
+				t.Errorf("before the first snapshot: %q, want %q", got, tc.before)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			wait := svc.Start(ctx)
+			defer wait()
+			defer cancel()
+			waitUntil(t, "the first snapshot", func() bool { return svc.Published() != nil })
+			h, err := webui.NewLanding(webui.LandingOptions{About: func() webui.About { return svc.about(cfg) }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+			if row := "<td>Tuner mode</td><td>" + html.EscapeString(tc.want) + ": " + tc.wantsText; !strings.Contains(rec.Body.String(), row) {
+				t.Errorf("the landing page's tuner mode is not\n%s\nin\n%s", row, rec.Body.String())
 			}
 		})
 	}
