@@ -83,7 +83,7 @@ func addActuatorFlags(app *kingpin.Application, c *actuatorConfig) {
 	app.Flag("pause.cgroup-root", "cgroup filesystem whose freezer pauses batch tenants (pause_duty; cgroup v2 there or under unified/, v1 under freezer/); mounted read-write from the host in a container. Empty disables the pause actuator.").
 		Default("/sys/fs/cgroup").StringVar(&c.PauseCgroupRoot)
 	flagvalue.Duration(app, "pause.period", "Period of a paused tenant's pulse: paused for pause_duty of it, running for the rest; at least "+pause.MinPeriod.String()+" (a freeze takes up to tens of milliseconds to settle, and a shorter period would be spent freezing and thawing).", pause.DefaultPeriod.String(), &c.PausePeriod)
-	flagvalue.Duration(app, "pause.max", "Longest a tenant stays paused at once, counted from the write of the freeze (below its liveness probe's and clients' timeouts); at least "+pause.MinMaxPause.String()+" (a shorter pause ends before a busy cgroup's freeze has settled), at most --pause.period; 0: 0.9 of --pause.period.", "0s", &c.PauseMax)
+	flagvalue.Duration(app, "pause.max", "Longest a tenant stays paused at once, counted from the write of the freeze (below its liveness probe's and clients' timeouts); at least "+pause.MinMaxPause.String()+" (it caps every pause: a shorter cap holds every duty to a few milliseconds a period), at most --pause.period; 0: 0.9 of --pause.period.", "0s", &c.PauseMax)
 }
 
 // validate returns the problems of the actuator flags.

@@ -74,10 +74,11 @@ func TestActuatorFlags(t *testing.T) {
 	}
 }
 
-// A pulse period shorter than a freeze takes to settle, and a pause
-// shorter than that, are refused, each naming its flag: a period of a
-// nanosecond froze and thawed in a busy loop (its pause, 0.9 of it,
-// truncated to 0, the pause in force reading 0 all the while).
+// A pulse period shorter than a freeze takes to settle, and a cap on
+// every pause that would hold each to a few milliseconds, are refused,
+// each naming its flag: a period of a nanosecond froze and thawed in a
+// busy loop (its pause, 0.9 of it, truncated to 0, the pause in force
+// reading 0 all the while).
 func TestPauseFlagFloors(t *testing.T) {
 	for _, tc := range []struct {
 		args []string

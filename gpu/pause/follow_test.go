@@ -3,6 +3,7 @@ package pause
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -305,6 +306,85 @@ func TestProcessGroupNumberTakenAgain(t *testing.T) {
 			h.mu.Unlock()
 			if n := strings.Count(got, "stopped"); n != 1 || !strings.HasPrefix(got, "-130 stopped (signal),-130 continued") {
 				t.Errorf("signals %q: stopped %d times, want once, while it was the tenant's", got, n)
+			}
+		})
+	}
+}
+
+// A group the tenant gains (a restarted client, a new rank) in the last
+// milliseconds of a pause is taken into its set where its freeze cannot
+// settle by the pause's end, on after the others' write (it settles 2 ms
+// after its own, or a watchdog started again took the rest): the thaw is
+// due, and the next period freezes it with the others. Before, the call
+// failed and the new process ran unpaused until the tuner tried again
+// (15 s on), the duty reading in force. One that has not settled within
+// FreezeTimeout, well before the thaw, still fails the call.
+func TestPauseGainedGroupNearTheThaw(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		at      time.Duration // the call, into a pause thawed at 250ms
+		restart time.Duration // where set, the watchdog is gone, and its start again takes this
+		timeout time.Duration // FreezeTimeout (0: 1s)
+		refused bool
+	}{
+		{name: "its freeze settles after the thaw", at: 249 * time.Millisecond},
+		{name: "the watchdog's start takes the rest", at: 249 * time.Millisecond, restart: 5 * time.Millisecond},
+		{name: "not settled within FreezeTimeout", at: 200 * time.Millisecond, timeout: time.Millisecond, refused: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHost(t)
+			h.cgroupV2Dir(podPath)
+			unit := h.cgroupV2Dir(unitPath)
+			h.process(10, podPath, "", 10)
+			h.process(12, unitPath, "", 12)
+			events := filepath.Join(unit, "cgroup.events")
+			must(t, os.WriteFile(events, []byte("populated 1\nfrozen 0\n"), 0o644)) // not settled until told
+			clock := gpu.NewManualClock(time.Unix(0, 0))
+			pipe, starts := &lines{}, 0
+			p := h.pauser(t, clock, Options{Period: 500 * time.Millisecond, FreezeTimeout: tc.timeout, startWatchdog: func() (io.WriteCloser, func() error, error) {
+				if starts++; starts > 1 {
+					clock.Advance(tc.restart)
+				}
+				return pipe, func() error { return nil }, nil
+			}})
+			ctx := context.Background()
+			must(t, p.SetPauseDuty(ctx, "GPU-a", "ranks", []uint32{10}, 0.5)) // on: 250ms
+			waitBlocked(t, clock, 1)
+			clock.Advance(tc.at)
+			waitBlocked(t, clock, 1)
+			if tc.restart > 0 {
+				must(t, pipe.Close())
+				pipe = &lines{}
+			}
+			errc := make(chan error, 1)
+			go func() { errc <- p.SetPauseDuty(ctx, "GPU-a", "ranks", []uint32{10, 12}, 0.5) }()
+			var err error
+			for done := false; !done; {
+				select {
+				case err = <-errc:
+					done = true
+				case <-time.After(time.Millisecond):
+					if clock.Waiters() == 2 { // the pulse's thaw, and the poll of the unit's freeze
+						clock.Advance(time.Millisecond)
+					}
+				}
+			}
+			if refused := err != nil; refused != tc.refused {
+				t.Errorf("the call at %v: %v, want refused %v", tc.at, err, tc.refused)
+			}
+			must(t, os.WriteFile(events, []byte("populated 1\nfrozen 1\n"), 0o644)) // settled by now
+			waitBlocked(t, clock, 1)
+			if thaw := time.Unix(0, 0).Add(250 * time.Millisecond); clock.Now().Before(thaw) {
+				clock.Advance(thaw.Sub(clock.Now()))
+				waitBlocked(t, clock, 1)
+			}
+			if got := read(t, filepath.Join(unit, "cgroup.freeze")); got != "0" {
+				t.Errorf("after the thaw: the unit's cgroup.freeze %s, want 0", got)
+			}
+			clock.Advance(250 * time.Millisecond) // the next period's freeze
+			waitBlocked(t, clock, 1)
+			if got, want := read(t, filepath.Join(unit, "cgroup.freeze")), map[bool]string{false: "1", true: "0"}[tc.refused]; got != want {
+				t.Errorf("next period: the unit's cgroup.freeze %s, want %s", got, want)
 			}
 		})
 	}

@@ -54,7 +54,7 @@ func (g cgroupV2) Freeze(until time.Time) error {
 		return err
 	}
 	start := g.clock.Now()
-	return waitFor(g.clock, start, settleBy(start, g.timeout, until), func() (bool, error) {
+	return waitFor(g.clock, start, g.timeout, until, func() (bool, error) {
 		ev, err := os.ReadFile(filepath.Join(g.dir, "cgroup.events"))
 		if err != nil {
 			return false, err
@@ -92,7 +92,7 @@ func (g cgroupV1) Freeze(until time.Time) error {
 		return err
 	}
 	start := g.clock.Now()
-	return waitFor(g.clock, start, settleBy(start, g.timeout, until), func() (bool, error) {
+	return waitFor(g.clock, start, g.timeout, until, func() (bool, error) {
 		s, err := os.ReadFile(state)
 		if err != nil {
 			return false, err
@@ -249,18 +249,15 @@ func startTimeOf(proc string, pid uint32) (string, error) {
 // pollEvery is how often a freeze in progress is looked at.
 const pollEvery = time.Millisecond
 
-// settleBy is when a freeze written at start must have settled: within
-// timeout, and by the end of the pause (until).
-func settleBy(start time.Time, timeout time.Duration, until time.Time) time.Time {
-	if d := start.Add(timeout); d.Before(until) {
-		return d
+// waitFor polls done, from start (the write of a freeze), until it is
+// true, an error, or the freeze's deadline on clock: within timeout of
+// start, and by the end of its pause (until). Past the deadline it is
+// unsettled.
+func waitFor(clock gpu.Clock, start time.Time, timeout time.Duration, until time.Time, done func() (bool, error), what string) error {
+	deadline, ended := start.Add(timeout), false
+	if !deadline.Before(until) {
+		deadline, ended = until, true
 	}
-	return until
-}
-
-// waitFor polls done, from start, until it is true, an error, or deadline
-// on clock.
-func waitFor(clock gpu.Clock, start, deadline time.Time, done func() (bool, error), what string) error {
 	for {
 		ok, err := done()
 		if err != nil || ok {
@@ -268,11 +265,21 @@ func waitFor(clock gpu.Clock, start, deadline time.Time, done func() (bool, erro
 		}
 		now := clock.Now()
 		if !now.Before(deadline) {
-			return fmt.Errorf("%s not frozen after %v", what, max(deadline.Sub(start), 0))
+			return unsettled{what: what, after: max(deadline.Sub(start), 0), ended: ended}
 		}
 		<-clock.After(min(pollEvery, deadline.Sub(now)))
 	}
 }
+
+// unsettled is a freeze not settled by its deadline; ended: the deadline
+// was the end of its pause, not its timeout.
+type unsettled struct {
+	what  string
+	after time.Duration
+	ended bool
+}
+
+func (e unsettled) Error() string { return fmt.Sprintf("%s not frozen after %v", e.what, e.after) }
 
 // resolver finds the group a process is paused by.
 type resolver struct {

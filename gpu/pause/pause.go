@@ -49,9 +49,14 @@ const (
 // to tens of them to settle (longer while a task is in a driver call),
 // and two freezer writes and two lines to the watchdog go with every
 // period: a period under MinPeriod would spend itself freezing and
-// thawing (one of a nanosecond spins), and a pause under MinMaxPause ends
-// before a freeze of a busy cgroup has settled, so every period's would
-// fail.
+// thawing (one of a nanosecond spins). MinMaxPause floors the cap on
+// every pause, not a pause: at a small duty a pause is shorter (5 ms at
+// 0.1 of a 50 ms period), and such pauses mostly settle in time. A cap
+// under it would hold every tenant's pause, whatever its duty, to a few
+// milliseconds a period (under 2% of the default period): the pause
+// knob all but powerless while the tuner raises it to its ceiling, and
+// every pause at the cap short enough for a busy cgroup's freeze to
+// outlast it (a failed period).
 const (
 	MinPeriod   = 50 * time.Millisecond
 	MinMaxPause = 10 * time.Millisecond
@@ -136,8 +141,8 @@ type pulse struct {
 	frozen              bool
 	onUntil, leaseUntil time.Time
 
-	// failed says the latest period's freeze failed: the tenant runs
-	// through it
+	// failed says the latest period's freeze failed: thawed then, the
+	// tenant runs through it, or only its tasks that froze stop
 	failed atomic.Bool
 
 	stop chan struct{}
@@ -313,11 +318,11 @@ func (p *Pauser) SetPauseDuty(ctx context.Context, uuid, tenant string, pids []u
 		return nil
 	}
 	on := p.onTime(pl)
-	now := p.o.Clock.Now()
-	if err := p.freeze(tenant, pl.snapshot(), now, on); err != nil {
+	until, leaseUntil, err := p.freeze(tenant, pl.snapshot(), on)
+	if err != nil {
 		return fmt.Errorf("tenant %s not paused: %w", tenant, err)
 	}
-	pl.frozen, pl.onUntil, pl.leaseUntil = true, now.Add(on), now.Add(p.lease(on))
+	pl.frozen, pl.onUntil, pl.leaseUntil = true, until, leaseUntil
 	pl.stop, pl.done = make(chan struct{}), make(chan struct{})
 	p.tenants[tenant] = pl
 	go p.run(tenant, pl, on, pl.onUntil, pl.stop, pl.done)
@@ -422,18 +427,32 @@ func (p *Pauser) retryLeft(tenant string, set []group) error {
 }
 
 // freezeAdded freezes, under pl.act, the groups gs the tenant came to
-// while the others are frozen, for what is left of their freeze (settled
-// by its end, onUntil, or failed); the watchdog's lease ends where theirs
-// does. Groups gone already are no error.
+// while the others are frozen, for what is left of their freeze; the
+// watchdog's lease ends where theirs does. Where that freeze ends first
+// (onUntil: the lease took the rest, or they had not settled by then),
+// the thaw is due: they are checked, and the next period freezes them
+// with the others (freezeAll thawed them). Groups gone already are no
+// error.
 func (p *Pauser) freezeAdded(tenant string, pl *pulse, gs []group) error {
 	now := p.o.Clock.Now()
 	if !now.Before(pl.onUntil) {
 		return checkAll(gs) // the thaw is due: the next period freezes them
 	}
-	if err := p.leaseAndFreeze(tenant, gs, pl.leaseUntil.Sub(now), pl.onUntil); err != nil && !errors.Is(err, errNoneLeft) {
+	if err := p.wd.leased(gs, pl.leaseUntil.Sub(now)); err != nil {
 		return err
 	}
-	return nil
+	if !p.o.Clock.Now().Before(pl.onUntil) {
+		return checkAll(gs) // (a watchdog started; the lease runs out)
+	}
+	stuck, err := p.freezeLeased(tenant, gs, pl.onUntil)
+	var u unsettled
+	switch {
+	case err == nil, errors.Is(err, errNoneLeft):
+		return nil
+	case len(stuck) == 0 && errors.As(err, &u) && u.ended:
+		return checkAll(gs)
+	}
+	return err
 }
 
 // groupsOf resolves the groups of pids; the error names each PID that has
@@ -485,9 +504,9 @@ func (p *Pauser) run(tenant string, pl *pulse, on time.Duration, until time.Time
 		}
 		pl.act.Lock() // (the duty read under act: a call that fails changes nothing)
 		on = p.onTime(pl)
-		now := p.o.Clock.Now()
-		until = now.Add(on)
-		err := p.freeze(tenant, pl.snapshot(), now, on)
+		var leaseUntil time.Time
+		var err error
+		until, leaseUntil, err = p.freeze(tenant, pl.snapshot(), on)
 		// none of its processes left (they exited; the tuner ends the
 		// pause once it sees them gone) is no failure: nothing runs
 		failed := err != nil && !errors.Is(err, errNoneLeft)
@@ -499,38 +518,52 @@ func (p *Pauser) run(tenant string, pl *pulse, on time.Duration, until time.Time
 			level.Debug(p.o.Logger).Log("msg", "pause: none of the tenant's processes is left to freeze", "tenant", tenant)
 		}
 		pl.failed.Store(failed)
-		pl.frozen, pl.onUntil, pl.leaseUntil = err == nil, until, now.Add(p.lease(on))
+		pl.frozen, pl.onUntil, pl.leaseUntil = err == nil, until, leaseUntil
 		pl.act.Unlock()
 	}
 }
 
-// freeze freezes the tenant's groups gs as a whole from now (read before
-// the first write) for on, after giving the watchdog their lease: on and
-// half the rest of the period, so a freeze the pulse does not end (this
-// process hangs) ends before the next period would begin. A freeze that
-// has not settled at now+on (nor within FreezeTimeout) fails: its pause
-// would run past on, and MaxPause with it.
-func (p *Pauser) freeze(tenant string, gs []group, now time.Time, on time.Duration) error {
-	return p.leaseAndFreeze(tenant, gs, p.lease(on), now.Add(on))
+// freeze freezes the tenant's groups gs as a whole for on, after giving
+// the watchdog their lease: on and half the rest of the period, so a
+// freeze the pulse does not end (this process hangs) ends before the next
+// period would begin. The pause starts once the lease is given (a
+// watchdog started on the way takes none of it) and ends at until, when
+// a freeze not settled by then (nor within FreezeTimeout) fails: its
+// pause would run past on, and MaxPause with it. leaseUntil is when the
+// lease ends; one whose giving took more than half the rest of the period
+// would end before the thaw, and is given again (to the watchdog now
+// running: one line).
+func (p *Pauser) freeze(tenant string, gs []group, on time.Duration) (until, leaseUntil time.Time, err error) {
+	lease := p.lease(on)
+	given := p.o.Clock.Now()
+	err = p.wd.leased(gs, lease)
+	start := p.o.Clock.Now()
+	if err == nil && start.Add(on).After(given.Add(lease)) {
+		given = start
+		err = p.wd.leased(gs, lease)
+		start = p.o.Clock.Now()
+	}
+	until, leaseUntil = start.Add(on), given.Add(lease)
+	if err == nil {
+		_, err = p.freezeLeased(tenant, gs, until)
+	}
+	return until, leaseUntil, err
 }
 
 // lease is the watchdog's lease of a freeze for on.
 func (p *Pauser) lease(on time.Duration) time.Duration { return on + (p.o.Period-on)/2 }
 
-// leaseAndFreeze gives the watchdog the lease of gs, then freezes them as
-// a whole for a pause that ends at until; where that fails, the watchdog
-// is told of those thawed again (or never frozen), and one whose thaw
-// failed keeps its lease and becomes the tenant's leftover.
-func (p *Pauser) leaseAndFreeze(tenant string, gs []group, lease time.Duration, until time.Time) error {
-	if err := p.wd.leased(gs, lease); err != nil {
-		return err
-	}
-	stuck, err := freezeAll(gs, until)
+// freezeLeased freezes gs, whose lease the watchdog holds, as a whole for
+// a pause that ends at until; where that fails, the watchdog is told of
+// those thawed again (or never frozen), and one whose thaw failed (stuck)
+// keeps its lease and becomes the tenant's leftover.
+func (p *Pauser) freezeLeased(tenant string, gs []group, until time.Time) (stuck []group, err error) {
+	stuck, err = freezeAll(gs, until)
 	if err != nil {
 		p.keepLeft(tenant, stuck)
-		return errors.Join(err, p.wd.thawed(without(gs, stuck)))
+		return stuck, errors.Join(err, p.wd.thawed(without(gs, stuck)))
 	}
-	return nil
+	return nil, nil
 }
 
 // onTime is how long the tenant stays paused this period.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -151,8 +152,8 @@ func TestPauseThawedOnAfterTheFreezeIsWritten(t *testing.T) {
 // reaches the freezer) fails then, on after its write, and is thawed:
 // before, it was polled for FreezeTimeout (1 s), the tasks that did
 // freeze stopped all that second, twice --pause.max, every period. The
-// call's fails the call; the loop's is a failed period (the tenant runs
-// through it, and the pause in force reads 0).
+// call's fails the call; the loop's is a failed period (its tasks that
+// froze stopped until then, and the pause in force reads 0).
 func TestPauseFreezeNotSettledByTheEndOfThePause(t *testing.T) {
 	for _, first := range []bool{true, false} {
 		t.Run(map[bool]string{true: "the call's freeze", false: "the loop's freeze"}[first], func(t *testing.T) {
@@ -178,5 +179,109 @@ func TestPauseFreezeNotSettledByTheEndOfThePause(t *testing.T) {
 				t.Errorf("cgroup.freeze %s %v after the write, the freeze not settled: frozen beyond --pause.max %v", got, s.clock.Now().Sub(start), settleOn)
 			}
 		})
+	}
+}
+
+// A watchdog that takes 30 ms to start (the exporter's binary run again
+// on a busy node) takes none of the pause's settle time: the pause starts
+// once the lease is given, and the thaw comes on after the write of the
+// freeze. Before, its start was counted in the pause: at a duty of 0.05
+// of 500 ms (on: 25 ms) the freeze was written after its pause had ended
+// and failed whatever ("not frozen after 0s"): the first pause's call, or
+// a period's freeze where the watchdog was started again.
+func TestPauseWatchdogStartTakesNoneOfThePause(t *testing.T) {
+	const on = 25 * time.Millisecond
+	for _, first := range []bool{true, false} {
+		t.Run(map[bool]string{true: "the call's freeze", false: "the loop's freeze, the watchdog started again"}[first], func(t *testing.T) {
+			h := newHost(t)
+			dir := h.cgroupV2Dir(podPath)
+			freeze, events := filepath.Join(dir, "cgroup.freeze"), filepath.Join(dir, "cgroup.events")
+			h.process(10, podPath, "", 10)
+			clock := gpu.NewManualClock(time.Unix(0, 0))
+			var took atomic.Int64 // what a start of the watchdog takes
+			pipe := &lines{}
+			p := h.pauser(t, clock, Options{Period: 500 * time.Millisecond, startWatchdog: func() (io.WriteCloser, func() error, error) {
+				clock.Advance(time.Duration(took.Load()))
+				return pipe, func() error { return nil }, nil
+			}})
+			settles := func(frozen string) {
+				must(t, os.WriteFile(events, []byte("populated 1\nfrozen "+frozen+"\n"), 0o644))
+			}
+			errc := make(chan error, 1)
+			if first {
+				took.Store(int64(30 * time.Millisecond))
+				settles("0")
+				go func() { errc <- p.SetPauseDuty(context.Background(), "GPU-a", "trainer", []uint32{10}, 0.05) }()
+			} else {
+				must(t, p.SetPauseDuty(context.Background(), "GPU-a", "trainer", []uint32{10}, 0.05))
+				waitBlocked(t, clock, 1)
+				clock.Advance(on) // thawed
+				waitBlocked(t, clock, 1)
+				settles("0")
+				must(t, pipe.Close()) // the watchdog is gone: the next lease starts another
+				pipe = &lines{}
+				took.Store(int64(30 * time.Millisecond))
+				clock.Advance(500*time.Millisecond - on) // the next period's freeze
+			}
+			// the freeze written (after the watchdog's start), polled: it
+			// settles a millisecond on
+			for first && clock.Waiters() == 0 {
+				select {
+				case err := <-errc:
+					t.Fatalf("first pause, the watchdog's start taking 30ms, its cgroup not settled yet: %v", err)
+				case <-time.After(time.Millisecond):
+				}
+			}
+			waitBlocked(t, clock, 1)
+			written := clock.Now()
+			settles("1")
+			clock.Advance(time.Millisecond)
+			if first {
+				if err := <-errc; err != nil {
+					t.Fatalf("first pause, the watchdog's start taking 30ms, its cgroup settled 1ms after the write: %v", err)
+				}
+			}
+			waitBlocked(t, clock, 1)
+			if f := p.PauseFreezeFailures()["trainer"]; f != 0 {
+				t.Errorf("%d freeze failures, want none (it settled 1ms after its write)", f)
+			}
+			clock.Advance(written.Add(on - time.Millisecond).Sub(clock.Now()))
+			if got := read(t, freeze); got != "1" {
+				t.Errorf("cgroup.freeze %s %v after the write, before the on time: want 1", got, on-time.Millisecond)
+			}
+			clock.Advance(time.Millisecond)
+			waitBlocked(t, clock, 1)
+			if got := read(t, freeze); got != "0" {
+				t.Errorf("cgroup.freeze %s %v after the write: want 0, thawed", got, on)
+			}
+		})
+	}
+}
+
+// A lease whose giving took more than half the rest of the period (a
+// watchdog's start of 30 ms, at a duty of 0.9 of 500 ms: on 450 ms, the
+// lease 475 ms) would end before the thaw, on after the freeze's write;
+// it is given again, and a group the tenant gains mid-pause gets a lease
+// to its end, past the thaw.
+func TestPauseLeaseGivenAgainCoversTheThaw(t *testing.T) {
+	h := newHost(t)
+	h.cgroupV2Dir(podPath)
+	other := h.cgroupV2Dir(otherPod)
+	h.process(10, podPath, "", 10)
+	h.process(20, otherPod, "", 20)
+	clock := gpu.NewManualClock(time.Unix(0, 0))
+	pipe := &lines{}
+	p := h.pauser(t, clock, Options{Period: 500 * time.Millisecond, startWatchdog: func() (io.WriteCloser, func() error, error) {
+		clock.Advance(30 * time.Millisecond)
+		return pipe, func() error { return nil }, nil
+	}})
+	ctx := context.Background()
+	must(t, p.SetPauseDuty(ctx, "GPU-a", "ranks", []uint32{10}, 0.9)) // written at 30ms: thawed at 480ms
+	waitBlocked(t, clock, 1)
+	clock.Advance(100 * time.Millisecond)
+	must(t, p.SetPauseDuty(ctx, "GPU-a", "ranks", []uint32{10, 20}, 0.9))
+	// the lease given again at 30ms ends at 505ms: 375ms on
+	if got, want := pipe.text(), "freeze v2 "+other+" 375ms\n"; !strings.Contains(got, want) {
+		t.Errorf("the gained group's lease does not reach past the thaw (480ms); want %q in\n%s", want, got)
 	}
 }
