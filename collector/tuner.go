@@ -46,7 +46,7 @@ func NewTunerCollector(status func() *tuner.Status) *TunerCollector {
 	c.timeSliceTarget = c.add("tuner_timeslice_target_info", "Compute time-slice level the tuner last decided for the GPU; always 1.", "gpu", "uuid", "level")
 	c.pauseTarget = c.add("tuner_pause_duty_target_ratio", "Fraction of every period the tuner's target pauses the tenant's processes for (pause_duty): the duty last set, or recommended in recommend mode; 0 once thawed; gone once the tenant has run on no GPU for a minute since.", "gpu", "uuid", "tenant")
 	c.pauseEffective = c.add("tuner_pause_duty_effective_ratio", "Fraction of every period the tenant's processes are paused for now, as the pause actuator runs it: the largest duty any of the tenant's GPUs asks for, the longest pause capped (--pause.max); 0 where the latest period's freeze failed or the tenant is not paused.", "gpu", "uuid", "tenant")
-	c.pauseFailures = c.add("tuner_pause_freeze_failures_total", "Pause periods whose freeze failed, by tenant: the tenant ran through them while its pause was targeted.", "tenant")
+	c.pauseFailures = c.add("tuner_pause_freeze_failures_total", "Pause periods whose freeze failed, by tenant: each thawed once its freeze did not settle, the tenant not paused as targeted.", "tenant")
 	c.schedulerTarget = c.add("tuner_vgpu_scheduler_target_info", "vGPU scheduler policy the tuner last decided for the GPU; always 1.", "gpu", "uuid", "policy")
 	c.actions = c.add("tuner_actions_total", "Actions the tuner's policy planned, by knob and outcome (guarded, recommended, applied, refused, failed, rolled_back).", "knob", "outcome")
 	c.refusals = c.add("tuner_guard_refusals_total", "Actions refused by each guard.", "guard")

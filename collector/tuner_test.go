@@ -72,7 +72,7 @@ vgpu_tuner_pause_duty_target_ratio{gpu="0",tenant="train",uuid="GPU-0"} 0.4
 # HELP vgpu_tuner_pause_duty_effective_ratio Fraction of every period the tenant's processes are paused for now, as the pause actuator runs it: the largest duty any of the tenant's GPUs asks for, the longest pause capped (--pause.max); 0 where the latest period's freeze failed or the tenant is not paused.
 # TYPE vgpu_tuner_pause_duty_effective_ratio gauge
 vgpu_tuner_pause_duty_effective_ratio{gpu="0",tenant="train",uuid="GPU-0"} 0
-# HELP vgpu_tuner_pause_freeze_failures_total Pause periods whose freeze failed, by tenant: the tenant ran through them while its pause was targeted.
+# HELP vgpu_tuner_pause_freeze_failures_total Pause periods whose freeze failed, by tenant: each thawed once its freeze did not settle, the tenant not paused as targeted.
 # TYPE vgpu_tuner_pause_freeze_failures_total counter
 vgpu_tuner_pause_freeze_failures_total{tenant="train"} 7
 # HELP vgpu_tuner_mode 1 for the tuner's host-wide mode (off, recommend, enforce), 0 for the others.

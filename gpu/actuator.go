@@ -250,7 +250,7 @@ type PauseReporter interface {
 	// paused for, the fraction of each period it is paused for now.
 	PausesInForce() []PauseInForce
 	// PauseFreezeFailures returns, per tenant, the periods whose freeze
-	// failed since start (the tenant ran through them).
+	// failed since start (each thawed once its freeze did not settle).
 	PauseFreezeFailures() map[string]uint64
 }
 

@@ -341,7 +341,7 @@
             std.format('increase(vgpu_tuner_pause_freeze_failures_total{%s}[%s]) >= %s', [sel, c.tunerPauseWindow, c.tunerPauseFailuresThreshold]),
             c.alertFor.tunerPauseNotInForce,
             'A tenant the tuner pauses keeps running: its freezes fail.',
-            '{{ $value | humanize }} pause periods of tenant {{ $labels.tenant }} failed to freeze in the last %s' % c.tunerPauseWindow + onHost + ': it ran through them, and the latency tenants beside it lack the time the tuner meant to give them.',
+            '{{ $value | humanize }} pause periods of tenant {{ $labels.tenant }} failed to freeze in the last %s' % c.tunerPauseWindow + onHost + ': each was thawed once its freeze did not settle, and the latency tenants beside it lack the time the tuner meant to give them.',
           ),
           alert(
             'VGPUTunerRevertingOften',

@@ -270,7 +270,7 @@ local g = import 'lib/dashboard.libsonnet';
         g.target(std.format('vgpu_tuner_pause_duty_target_ratio{%s, tenant=~"$tenant"}', fg), '{{tenant}} ' + gpuLegend + ' target'),
         g.target(std.format('vgpu_tuner_pause_duty_effective_ratio{%s, tenant=~"$tenant"}', fg), '{{tenant}} ' + gpuLegend + ' in force'),
       ], 'percentunit', description="Fraction of every period the tuner pauses a batch or best-effort tenant for (pause_duty; on a GPU in recommend mode, what it recommends and did not set). In force: as the pause actuator runs it, the largest duty of the tenant's GPUs, capped by --pause.max; 0 where the latest period's freeze failed."),
-      eventPanel('Pause periods not paused', [eventTarget(std.format('vgpu_tuner_pause_freeze_failures_total{%s, tenant=~"$tenant"}', fh), host + ', tenant', '{{tenant}} {{%s}}' % host)], "Pause periods whose freeze failed, by tenant: it ran through them; the exporter's log says why."),
+      eventPanel('Pause periods not paused', [eventTarget(std.format('vgpu_tuner_pause_freeze_failures_total{%s, tenant=~"$tenant"}', fh), host + ', tenant', '{{tenant}} {{%s}}' % host)], "Pause periods whose freeze failed, by tenant: each thawed once its freeze did not settle; the exporter's log says why."),
       g.timeseries('Power limit', [
         g.target(std.format('vgpu_tuner_power_limit_target_watts{%s}', fg), gpuLegend + ' target'),
         g.target(std.format('vgpu_gpu_power_limit_watts{%s}', fg), gpuLegend + ' effective'),

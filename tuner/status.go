@@ -105,7 +105,7 @@ type Status struct {
 	// (at most HistoryPoints).
 	History []RoundPoint
 	// PauseFreezeFailures are, per tenant, the pause periods whose
-	// freeze failed since start (the tenant ran through them); nil
+	// freeze failed since start (each thawed once its freeze did not settle); nil
 	// where the pause actuator does not report them.
 	PauseFreezeFailures map[string]uint64
 	// Hooks are the actuator calls running a hook that the tuner started

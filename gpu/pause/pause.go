@@ -512,7 +512,7 @@ func (p *Pauser) run(tenant string, pl *pulse, on time.Duration, until time.Time
 		failed := err != nil && !errors.Is(err, errNoneLeft)
 		switch {
 		case failed:
-			level.Warn(p.o.Logger).Log("msg", "pause: freeze failed; the tenant runs this period", "tenant", tenant, "err", err)
+			level.Warn(p.o.Logger).Log("msg", "pause: freeze failed; thawed, the tenant runs the rest of this period", "tenant", tenant, "err", err)
 			p.countFailure(tenant)
 		case err != nil:
 			level.Debug(p.o.Logger).Log("msg", "pause: none of the tenant's processes is left to freeze", "tenant", tenant)
