@@ -348,3 +348,47 @@ func oneAction(t *testing.T, acts []tuner.Action, knob gpu.Knob, want tuner.Valu
 	}
 	return got[0], true
 }
+
+// Two latency tenants on a time-sliced GPU; a medium trial, 3 minutes in,
+// makes vision late half the time (burn 5) while chat is fine, against 1.5
+// under the default level. Judged, it is undone. Where a reload restarted
+// vision's counters during the trial (another Epoch), the span has no error
+// of vision: judged by chat alone (0) against 1.5 with vision, it was kept
+// as better. It is not judged (unmeasured, as a lone tenant's is).
+func TestTimeSliceTrialWithRestartedTenant(t *testing.T) {
+	vFast := tuner.FastSLO{Over: time.Minute, Total: 300, Good: 150}
+	then := map[string]tuner.RequestCount{"vision": {Total: 1000, Good: 850, Epoch: 1}, "chat": {Total: 1000, Good: 1000, Epoch: 3}}
+	for _, tc := range []struct {
+		name   string
+		vision tuner.RequestCount // now
+		want   string             // the time-slice action: "revert", or "" for none
+	}{
+		{"the same tracker: judged worse, undone", tuner.RequestCount{Total: 1600, Good: 1150, Epoch: 1}, "revert"},
+		{"vision's counters restarted: not judged", tuner.RequestCount{Total: 600, Good: 300, Epoch: 2}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := sliceState(gpu.TimeSliceMedium, vFast, map[string]tuner.RequestCount{"vision": tc.vision}, 0.08,
+				lv(3*time.Minute, gpu.TimeSliceDefault, gpu.TimeSliceMedium, false, 1.5, then))
+			s.Snapshot.Usage = append(s.Snapshot.Usage, tenant.Usage{Tenant: "chat", Class: gpu.ClassLatency, UUID: uuid0, PIDs: []uint32{3}})
+			s.Snapshot.Readings.Devices[0].Processes = append(s.Snapshot.Readings.Devices[0].Processes, gpu.Process{PID: 3, Type: gpu.ProcessCompute})
+			s.Snapshot.Tenants = append(s.Snapshot.Tenants, tenant.Info{Name: "chat", Class: gpu.ClassLatency})
+			s.Snapshot.SLOs = append(s.Snapshot.SLOs, tenant.SLOStatus{Tenant: "chat", Status: latency.Status{SourceUp: true, Quantile: 0.9, TargetSeconds: 0.06, GoodKnown: true, WindowRequests: 300,
+				RequestsTotal: 1600, GoodRequestsTotal: 1600, Epoch: 3, Quantiles: map[float64]float64{0.5: 0.01, 0.9: 0.02, 0.99: 0.03}}})
+			s.Fast["chat"] = tuner.FastSLO{Over: time.Minute, Total: 300, Good: 300}
+			got := ""
+			for _, a := range New().Decide(s) {
+				if a.Target.Knob != gpu.KnobComputeTimeSlice {
+					continue
+				}
+				got = "change"
+				if a.Revert {
+					got = "revert"
+				}
+				t.Logf("%v: %s", a.Want, a.Reason)
+			}
+			if got != tc.want {
+				t.Errorf("time-slice action %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
