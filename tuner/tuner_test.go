@@ -625,7 +625,7 @@ func TestRevertJudgedWithRestartedTenant(t *testing.T) {
 	}
 	usage := []tenant.Usage{{Tenant: "chat", Class: gpu.ClassLatency, UUID: uuid0, PIDs: []uint32{7}}, {Tenant: "vision", Class: gpu.ClassLatency, UUID: uuid0, PIDs: []uint32{8}}}
 	slo := func(name string, total, good float64, epoch uint64) tenant.SLOStatus {
-		return tenant.SLOStatus{Tenant: name, Status: latency.Status{SourceUp: true, SourceRead: true, Quantile: 0.99, GoodKnown: true,
+		return tenant.SLOStatus{Tenant: name, Status: latency.Status{SourceUp: true, SourceRead: true, Measured: true, Quantile: 0.99, GoodKnown: true,
 			WindowRequests: 100, RequestsTotal: total, GoodRequestsTotal: good, Epoch: epoch}}
 	}
 	// vision: 1 late in 100 (burn 1) before the change, 5 in 100 after
